@@ -1,0 +1,30 @@
+// Package kvroute is a library of routing primitives for precise prefix-cache
+// routing of LLM inference traffic.
+//
+// Model servers such as vLLM and SGLang publish KV-cache events over ZeroMQ:
+// every time a block of prompt tokens becomes cached (BlockStored), is evicted
+// (BlockRemoved) or the whole cache is reset (AllBlocksCleared). A gateway that
+// embeds kvroute subscribes to those events, keeps an exact index of which
+// endpoint holds which KV blocks, tokenizes each request through vLLM's render
+// endpoints so that its token IDs match the engine's, and sends the request to
+// the endpoint that already holds the longest prefix of its KV cache — falling
+// back to the least-loaded endpoint when the cache-warm ones are saturated.
+//
+// The library is split into small packages that are usable on their own:
+//
+//   - kvindex: router block keys (chained xxhash64 of token IDs) and the
+//     lock-free block index with tiers, cache groups, speculative entries and a
+//     fused longest-prefix Match.
+//   - kvevents: the msgpack decoder and encoder for every vLLM and SGLang event
+//     generation, applying batches to the index, supervised ZeroMQ subscribers
+//     with sequence tracking and replay, and a Go publisher.
+//   - replay: the bounded replay client (DEALER) and a replay buffer + server.
+//   - render: the client for vLLM's /render endpoints.
+//   - affinity: the prefix-cache affinity filter with its TTFT gate, and
+//     calibration of the peak prefill throughput.
+//   - tokenload: in-flight token accounting and the token-load scorer.
+//
+// This root package assembles them: a Router implements the small Picker
+// interface that any gateway calls once per request (Pick), then reports the
+// request's first response chunk and its end on the returned Decision.
+package kvroute
