@@ -1,0 +1,163 @@
+package affinity
+
+import (
+	"encoding/json"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestDefaultConfig(t *testing.T) {
+	cfg := DefaultConfig()
+	require.NoError(t, cfg.Validate())
+	require.Equal(t, 0.80, cfg.AffinityThreshold)
+	require.Zero(t, cfg.ExplorationProbability)
+	require.Equal(t, 18*time.Second, cfg.MaxTTFTPenalty)
+	require.Equal(t, 15928.0, cfg.PeakPrefillThroughput)
+	require.Equal(t, KeepSticky, cfg.MissingSignalPolicy)
+	require.False(t, cfg.IncludeRequestTokens)
+}
+
+func TestConfigValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(*Config)
+		key    string // "" = valid
+	}{
+		{"threshold 0 disables", func(c *Config) { c.AffinityThreshold = 0 }, ""},
+		{"threshold 1", func(c *Config) { c.AffinityThreshold = 1 }, ""},
+		{"threshold negative", func(c *Config) { c.AffinityThreshold = -0.1 }, "affinityThreshold"},
+		{"threshold above 1", func(c *Config) { c.AffinityThreshold = 1.01 }, "affinityThreshold"},
+		{"threshold NaN", func(c *Config) { c.AffinityThreshold = math.NaN() }, "affinityThreshold"},
+		{"exploration 1", func(c *Config) { c.ExplorationProbability = 1 }, ""},
+		{"exploration negative", func(c *Config) { c.ExplorationProbability = -0.5 }, "explorationProbability"},
+		{"exploration above 1", func(c *Config) { c.ExplorationProbability = 1.5 }, "explorationProbability"},
+		{"exploration NaN", func(c *Config) { c.ExplorationProbability = math.NaN() }, "explorationProbability"},
+		{"penalty negative", func(c *Config) { c.MaxTTFTPenalty = -time.Millisecond }, "maxTTFTPenalty"},
+		{"gate off without throughput", func(c *Config) { c.MaxTTFTPenalty = 0; c.PeakPrefillThroughput = 0 }, ""},
+		{"gate on without throughput", func(c *Config) { c.PeakPrefillThroughput = 0 }, "peakPrefillThroughput"},
+		{"throughput negative", func(c *Config) { c.PeakPrefillThroughput = -1 }, "peakPrefillThroughput"},
+		{"throughput infinite", func(c *Config) { c.PeakPrefillThroughput = math.Inf(1) }, "peakPrefillThroughput"},
+		{"throughput NaN", func(c *Config) { c.PeakPrefillThroughput = math.NaN() }, "peakPrefillThroughput"},
+		{"policy widen", func(c *Config) { c.MissingSignalPolicy = Widen }, ""},
+		{"policy empty means keep_sticky", func(c *Config) { c.MissingSignalPolicy = "" }, ""},
+		{"policy unknown", func(c *Config) { c.MissingSignalPolicy = "zero" }, "missingSignalPolicy"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			tc.mutate(&cfg)
+			err := cfg.Validate()
+			if tc.key == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, ErrInvalidConfig)
+			require.Contains(t, err.Error(), tc.key)
+		})
+	}
+}
+
+func TestDecodeConfig(t *testing.T) {
+	cfg, err := DecodeConfig([]byte(`{
+		"affinityThreshold": 0.6,
+		"explorationProbability": 0.01,
+		"maxTTFTPenalty": "30s",
+		"peakPrefillThroughput": 39065,
+		"missingSignalPolicy": "widen",
+		"includeRequestTokens": true
+	}`))
+	require.NoError(t, err)
+	require.Equal(t, Config{
+		AffinityThreshold:      0.6,
+		ExplorationProbability: 0.01,
+		MaxTTFTPenalty:         30 * time.Second,
+		PeakPrefillThroughput:  39065,
+		MissingSignalPolicy:    Widen,
+		IncludeRequestTokens:   true,
+	}, cfg)
+}
+
+func TestDecodeConfigMissingKeysKeepDefaults(t *testing.T) {
+	cfg, err := DecodeConfig([]byte(`{"peakPrefillThroughput": 1970}`))
+	require.NoError(t, err)
+	want := DefaultConfig()
+	want.PeakPrefillThroughput = 1970
+	require.Equal(t, want, cfg)
+
+	cfg, err = DecodeConfig([]byte(`{"maxTTFTPenalty": null}`))
+	require.NoError(t, err)
+	require.Equal(t, DefaultConfig(), cfg, "null keeps the default")
+}
+
+func TestDecodeConfigPenaltyUnits(t *testing.T) {
+	for in, want := range map[string]time.Duration{
+		`18000`:    18 * time.Second, // milliseconds, like maxTTFTPenaltyMs
+		`1500.5`:   1500500 * time.Microsecond,
+		`0`:        0,
+		`"1m30s"`:  90 * time.Second,
+		`"1500ms"`: 1500 * time.Millisecond,
+		`"0s"`:     0,
+	} {
+		cfg, err := DecodeConfig([]byte(`{"maxTTFTPenalty": ` + in + `}`))
+		require.NoError(t, err, in)
+		require.Equal(t, want, cfg.MaxTTFTPenalty, in)
+	}
+}
+
+func TestDecodeConfigRejects(t *testing.T) {
+	for name, in := range map[string]string{
+		"unknown key":           `{"affinityThreshold": 0.8, "maxTTFTPenaltyMs": 18000}`,
+		"misplaced key":         `{"speculativeIndexing": true}`,
+		"trailing data":         `{"affinityThreshold": 0.8} {}`,
+		"not an object":         `[1, 2]`,
+		"bad duration string":   `{"maxTTFTPenalty": "18 seconds"}`,
+		"duration as bool":      `{"maxTTFTPenalty": true}`,
+		"duration out of range": `{"maxTTFTPenalty": 1e300}`,
+		"wrong type":            `{"affinityThreshold": "high"}`,
+		"empty":                 ``,
+	} {
+		_, err := DecodeConfig([]byte(in))
+		require.Error(t, err, name)
+	}
+	_, err := DecodeConfig([]byte(`{"maxTTFTPenalty": -5}`))
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	_, err = DecodeConfig([]byte(`{"affinityThreshold": 2}`))
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	_, err = DecodeConfig([]byte(`{"affinityThreshold": 0.8, "bogus": 1}`))
+	require.ErrorContains(t, err, `unknown field "bogus"`)
+}
+
+// A Config nested in a larger configuration rejects unknown keys even when
+// the outer decoder is lenient.
+func TestConfigNestedRejectsUnknownKeys(t *testing.T) {
+	var outer struct {
+		Affinity Config `json:"affinity"`
+	}
+	outer.Affinity = DefaultConfig()
+	require.Error(t, json.Unmarshal([]byte(`{"affinity": {"threshold": 0.9}}`), &outer))
+
+	require.NoError(t, json.Unmarshal([]byte(`{"affinity": {"maxTTFTPenalty": 5000}}`), &outer))
+	require.Equal(t, 5*time.Second, outer.Affinity.MaxTTFTPenalty)
+	require.Equal(t, 0.8, outer.Affinity.AffinityThreshold)
+}
+
+func TestConfigJSONRoundTrip(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.MaxTTFTPenalty = 2500 * time.Millisecond
+	cfg.MissingSignalPolicy = Widen
+	data, err := json.Marshal(cfg)
+	require.NoError(t, err)
+	require.JSONEq(t, `{
+		"affinityThreshold": 0.8,
+		"explorationProbability": 0,
+		"maxTTFTPenalty": "2.5s",
+		"peakPrefillThroughput": 15928,
+		"missingSignalPolicy": "widen",
+		"includeRequestTokens": false
+	}`, string(data))
+	back, err := DecodeConfig(data)
+	require.NoError(t, err)
+	require.Equal(t, cfg, back)
+}

@@ -1,0 +1,59 @@
+// Package affinity implements kvroute's prefix-cache affinity filter and the
+// calibration of the prefill throughput its load gate depends on.
+//
+// # The filter
+//
+// For each request the router knows, per candidate endpoint, how much of the
+// request's prefix that endpoint already holds in its KV cache (the
+// tier-weighted matched score from the block index) and how much committed
+// prefill work is queued on it (uncached prompt tokens of earlier requests that
+// have not streamed their first chunk yet, from package tokenload). The filter
+// narrows the candidate set to the cache-warm ("sticky") endpoints, so that a
+// group of requests sharing a long prefix keeps landing where its blocks are,
+// while unrelated traffic spreads by load:
+//
+//  1. With at most one candidate, a request without a full block, or
+//     AffinityThreshold <= 0, every candidate passes (OutcomeNotApplicable).
+//  2. With probability ExplorationProbability every candidate passes
+//     (OutcomeExploration).
+//  3. An endpoint is sticky when score/totalBlocks >= AffinityThreshold. With no
+//     sticky endpoint every candidate passes (OutcomeNoMatch).
+//  4. The TTFT gate (only when MaxTTFTPenalty > 0 and some candidate is not
+//     sticky): the estimated time to first token of an endpoint is its
+//     committed in-flight tokens / PeakPrefillThroughput. When the least-loaded
+//     sticky endpoint's estimate exceeds the least-loaded non-sticky endpoint's
+//     by more than MaxTTFTPenalty, the warm set is saturated, stickiness is
+//     broken and every candidate passes again (OutcomeLoadOverride); the
+//     downstream load scorer then picks the least-loaded endpoint. The
+//     comparison is relative: when every endpoint is busy the filter stays
+//     sticky. With the defaults (15,928 tokens/s, 18 s) the gate fires when the
+//     difference exceeds 286,704 tokens, and not at equality.
+//  5. Otherwise only the sticky endpoints pass (OutcomeSticky).
+//
+// These are the semantics of the llm-d router's prefix-cache-affinity-filter
+// (throughput TTFT source) with two deliberate differences, both documented
+// on the types involved: the matched score is compared as a float (the
+// reference truncates the weighted sum to an integer, which puts a prompt
+// cached entirely in the CPU tier below the 0.8 threshold for most lengths),
+// and a missing load signal follows an explicit MissingSignalPolicy instead of
+// being replaced by zero. The opt-in IncludeRequestTokens adds the current
+// request's own uncached tokens to every estimate (OutcomeRequestLoadOverride
+// when the gate fires on that estimate).
+//
+// Filter.Apply is called once per request, appends the indices of the passing
+// candidates to a caller-provided slice, allocates nothing and is safe for
+// concurrent use. Every decision is counted in
+// llm_d_epp_prefix_cache_affinity_filter_decisions_total{outcome} when a
+// prometheus.Registerer is given.
+//
+// # Calibration
+//
+// PeakPrefillThroughput turns the measured TTFTs of prompts of exactly
+// CHUNK_SIZE random tokens (every one a prefix-cache miss) into the
+// throughput the gate divides by: chunk / median TTFT. CHUNK_SIZE must equal
+// the engine's effective --max-num-batched-tokens. The command in
+// examples/calibrate measures it against an OpenAI-compatible endpoint and
+// prints PEAK_PREFILL_THROUGHPUT=<value>; copy the value into
+// Config.PeakPrefillThroughput. Re-measure whenever tensor parallelism, chunk
+// size, quantization, max model length, the engine or its version changes.
+package affinity

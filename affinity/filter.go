@@ -1,0 +1,231 @@
+package affinity
+
+import (
+	"io"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Outcome is the reason a Filter decision took the shape it did. Its String
+// form is the outcome label of
+// llm_d_epp_prefix_cache_affinity_filter_decisions_total.
+type Outcome uint8
+
+const (
+	// OutcomeNotApplicable: at most one candidate, no full block in the
+	// request (nothing to match), or the filter is disabled; all pass.
+	OutcomeNotApplicable Outcome = iota
+	// OutcomeExploration: the exploration draw hit; all pass.
+	OutcomeExploration
+	// OutcomeNoMatch: no candidate is sticky; all pass.
+	OutcomeNoMatch
+	// OutcomeSticky: only the sticky candidates pass.
+	OutcomeSticky
+	// OutcomeLoadOverride: the TTFT gate fired on committed load; all pass.
+	OutcomeLoadOverride
+	// OutcomeRequestLoadOverride: the TTFT gate fired on estimates that
+	// include this request's uncached tokens (Config.IncludeRequestTokens);
+	// all pass.
+	OutcomeRequestLoadOverride
+	// OutcomeMissingSignal: the gate had to run but one side had no endpoint
+	// with a known load signal; the result follows Config.MissingSignalPolicy
+	// (sticky ones only, or all).
+	OutcomeMissingSignal
+
+	numOutcomes
+)
+
+var outcomeNames = [numOutcomes]string{
+	"not_applicable", "exploration", "no_match", "sticky", "load_override", "request_load_override", "missing_signal",
+}
+
+// String returns the metric label of o.
+func (o Outcome) String() string {
+	if o < numOutcomes {
+		return outcomeNames[o]
+	}
+	return "unknown"
+}
+
+// Candidate is what the filter needs to know about one candidate endpoint for
+// the current request. The caller keeps a reusable slice of them.
+type Candidate struct {
+	// Score is the tier-weighted contiguous matched score for this request on
+	// this endpoint (kvindex EndpointMatch.Score), as a float: not truncated.
+	// NaN, infinite or negative scores count as no match.
+	Score float64
+	// InFlightTokens is the endpoint's committed in-flight load: uncached
+	// prompt tokens of earlier requests that have not streamed a first chunk
+	// (tokenload Tracker.Load). Negative values count as 0.
+	InFlightTokens int64
+	// LoadKnown says whether InFlightTokens is a real measurement. Endpoints
+	// without a known load are left out of the gate's minimum; see
+	// MissingSignalPolicy for a side with none.
+	LoadKnown bool
+	// RequestTokens is this request's projected uncached tokens on the
+	// endpoint (tokenload UncachedTokens). Used only with
+	// Config.IncludeRequestTokens. Negative values count as 0.
+	RequestTokens int64
+}
+
+// stickyTolerance is the relative slack of the sticky comparison, so that a
+// float sum of tier weights that is nominally at the threshold (ten CPU-tier
+// blocks sum to 7.999999999999999, not 8) still counts as reaching it.
+const stickyTolerance = 1e-9
+
+// Filter is the prefix-cache affinity filter. It is immutable after New and
+// safe for concurrent use.
+type Filter struct {
+	cfg           Config
+	penaltyTokens float64 // MaxTTFTPenalty × PeakPrefillThroughput; gate off when 0
+	random        func() float64
+	decisions     [numOutcomes]prometheus.Counter
+}
+
+// Option adjusts a Filter at construction.
+type Option func(*Filter)
+
+// WithRandom replaces the source of the exploration draw: fn must return a
+// uniform value in [0, 1) and be safe for concurrent use. The default is
+// math/rand/v2's Float64. Tests inject a deterministic source.
+func WithRandom(fn func() float64) Option {
+	return func(f *Filter) {
+		if fn != nil {
+			f.random = fn
+		}
+	}
+}
+
+// New validates cfg and builds a Filter. With a non-nil reg the decision
+// counter llm_d_epp_prefix_cache_affinity_filter_decisions_total{outcome} is
+// registered there; filters sharing a registry share the counter. logger (nil
+// = discard) only receives the configuration at construction.
+func New(cfg Config, reg prometheus.Registerer, logger *slog.Logger, opts ...Option) (*Filter, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.MissingSignalPolicy == "" {
+		cfg.MissingSignalPolicy = KeepSticky
+	}
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	f := &Filter{cfg: cfg, random: rand.Float64}
+	if cfg.MaxTTFTPenalty > 0 {
+		f.penaltyTokens = cfg.MaxTTFTPenalty.Seconds() * cfg.PeakPrefillThroughput
+	}
+	for _, o := range opts {
+		o(f)
+	}
+	vec, err := decisionCounter(reg)
+	if err != nil {
+		return nil, err
+	}
+	for o := range numOutcomes {
+		f.decisions[o] = vec.WithLabelValues(o.String())
+	}
+	logger.Debug("affinity filter configured",
+		"affinityThreshold", cfg.AffinityThreshold,
+		"explorationProbability", cfg.ExplorationProbability,
+		"maxTTFTPenalty", cfg.MaxTTFTPenalty,
+		"peakPrefillThroughput", cfg.PeakPrefillThroughput,
+		"gateTokens", f.penaltyTokens,
+		"missingSignalPolicy", cfg.MissingSignalPolicy,
+		"includeRequestTokens", cfg.IncludeRequestTokens)
+	return f, nil
+}
+
+// Config returns the validated configuration (MissingSignalPolicy filled in).
+func (f *Filter) Config() Config { return f.cfg }
+
+// GateTokens returns the in-flight token difference above which the TTFT gate
+// fires: MaxTTFTPenalty × PeakPrefillThroughput (286,704 with the defaults),
+// or 0 when the gate is disabled.
+func (f *Filter) GateTokens() float64 { return f.penaltyTokens }
+
+// Apply decides which candidates pass for one request whose prompt has
+// totalBlocks full blocks. It appends the indices (into cands, ascending) of
+// the passing candidates to dst[:0] and returns the extended slice and the
+// outcome, which is also counted. It never returns an empty set for a
+// non-empty cands, allocates nothing when dst has capacity len(cands), and
+// never panics.
+func (f *Filter) Apply(dst []int, totalBlocks int, cands []Candidate) ([]int, Outcome) {
+	dst = dst[:0]
+	o := f.decide(totalBlocks, cands)
+	f.decisions[o].Inc()
+	if o == OutcomeSticky || (o == OutcomeMissingSignal && f.cfg.MissingSignalPolicy == KeepSticky) {
+		need := f.need(totalBlocks)
+		for i := range cands {
+			if sticky(cands[i].Score, need) {
+				dst = append(dst, i)
+			}
+		}
+		return dst, o
+	}
+	for i := range cands {
+		dst = append(dst, i)
+	}
+	return dst, o
+}
+
+// need is the score from which an endpoint is sticky.
+func (f *Filter) need(totalBlocks int) float64 {
+	return f.cfg.AffinityThreshold * float64(totalBlocks) * (1 - stickyTolerance)
+}
+
+func sticky(score, need float64) bool {
+	return score >= need && !math.IsInf(score, 1)
+}
+
+// decide implements the algorithm of the package documentation and returns
+// the outcome; Apply derives the passing set from it.
+func (f *Filter) decide(totalBlocks int, cands []Candidate) Outcome {
+	if len(cands) <= 1 || totalBlocks <= 0 || f.cfg.AffinityThreshold <= 0 {
+		return OutcomeNotApplicable
+	}
+	if p := f.cfg.ExplorationProbability; p > 0 && f.random() < p {
+		return OutcomeExploration
+	}
+	need := f.need(totalBlocks)
+	const none = math.MaxFloat64
+	nSticky, nCold := 0, 0
+	bestSticky, bestCold := none, none // least estimated load per side, in tokens
+	for i := range cands {
+		c := &cands[i]
+		isSticky := sticky(c.Score, need)
+		if isSticky {
+			nSticky++
+		} else {
+			nCold++
+		}
+		if !c.LoadKnown {
+			continue
+		}
+		load := float64(max(c.InFlightTokens, 0))
+		if f.cfg.IncludeRequestTokens {
+			load += float64(max(c.RequestTokens, 0))
+		}
+		if isSticky {
+			bestSticky = min(bestSticky, load)
+		} else {
+			bestCold = min(bestCold, load)
+		}
+	}
+	switch {
+	case nSticky == 0:
+		return OutcomeNoMatch
+	case nCold == 0 || f.penaltyTokens <= 0:
+		return OutcomeSticky
+	case bestSticky == none || bestCold == none:
+		return OutcomeMissingSignal
+	case bestSticky-bestCold > f.penaltyTokens:
+		if f.cfg.IncludeRequestTokens {
+			return OutcomeRequestLoadOverride
+		}
+		return OutcomeLoadOverride
+	}
+	return OutcomeSticky
+}

@@ -1,0 +1,396 @@
+package affinity
+
+import (
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+)
+
+func newFilter(t testing.TB, cfg Config, opts ...Option) *Filter {
+	t.Helper()
+	f, err := New(cfg, nil, nil, opts...)
+	require.NoError(t, err)
+	return f
+}
+
+// warm and cold build candidates for a 10-block request with a known load.
+func warm(load int64) Candidate { return Candidate{Score: 10, InFlightTokens: load, LoadKnown: true} }
+func cold(load int64) Candidate { return Candidate{Score: 0, InFlightTokens: load, LoadKnown: true} }
+
+func apply(f *Filter, total int, cands ...Candidate) ([]int, Outcome) {
+	return f.Apply(make([]int, 0, len(cands)), total, cands)
+}
+
+func TestFilterKeepsPrefixGroupOnWarmEndpoints(t *testing.T) {
+	f := newFilter(t, DefaultConfig())
+	got, o := apply(f, 10,
+		Candidate{Score: 9, LoadKnown: true},   // 0.9: sticky
+		Candidate{Score: 7.9, LoadKnown: true}, // 0.79: not sticky
+		Candidate{Score: 8, LoadKnown: true},   // exactly 0.8: sticky
+		cold(0))
+	require.Equal(t, OutcomeSticky, o)
+	require.Equal(t, []int{0, 2}, got)
+}
+
+func TestFilterPassesEveryoneWithoutWarmEndpoint(t *testing.T) {
+	f := newFilter(t, DefaultConfig())
+	got, o := apply(f, 10, Candidate{Score: 7.99, LoadKnown: true}, cold(0), cold(5))
+	require.Equal(t, OutcomeNoMatch, o)
+	require.Equal(t, []int{0, 1, 2}, got)
+}
+
+func TestFilterNotApplicable(t *testing.T) {
+	f := newFilter(t, DefaultConfig())
+	got, o := apply(f, 10)
+	require.Equal(t, OutcomeNotApplicable, o)
+	require.Empty(t, got)
+
+	got, o = apply(f, 10, cold(0))
+	require.Equal(t, OutcomeNotApplicable, o, "a single candidate is never filtered")
+	require.Equal(t, []int{0}, got)
+
+	got, o = apply(f, 0, warm(0), cold(0))
+	require.Equal(t, OutcomeNotApplicable, o, "a prompt shorter than one block has nothing to match")
+	require.Equal(t, []int{0, 1}, got)
+
+	cfg := DefaultConfig()
+	cfg.AffinityThreshold = 0
+	got, o = apply(newFilter(t, cfg), 10, warm(0), cold(0))
+	require.Equal(t, OutcomeNotApplicable, o, "threshold 0 disables the filter")
+	require.Equal(t, []int{0, 1}, got)
+}
+
+func TestFilterScoresThatCannotMatch(t *testing.T) {
+	f := newFilter(t, DefaultConfig())
+	for _, s := range []float64{math.NaN(), math.Inf(1), math.Inf(-1), -10} {
+		_, o := apply(f, 10, Candidate{Score: s, LoadKnown: true}, cold(0))
+		require.Equal(t, OutcomeNoMatch, o, "score %v", s)
+	}
+}
+
+// A prompt cached entirely in the CPU tier (weight 0.8) sums to 0.8·N as a
+// float. The reference truncates that sum to an int and misses the default
+// threshold for most N; kvroute compares the float with a rounding tolerance,
+// so such a prompt is sticky at every length, and anything really below the
+// threshold is not.
+func TestFilterCPUTierPromptReachesDefaultThreshold(t *testing.T) {
+	f := newFilter(t, DefaultConfig())
+	for n := 1; n <= 4096; n++ {
+		var sum float64
+		for range n {
+			sum += 0.8
+		}
+		_, o := apply(f, n, Candidate{Score: sum, LoadKnown: true}, cold(0))
+		require.Equal(t, OutcomeSticky, o, "N=%d sum=%v", n, sum)
+
+		_, o = apply(f, n, Candidate{Score: 0.8*float64(n) - 0.01, LoadKnown: true}, cold(0))
+		require.Equal(t, OutcomeNoMatch, o, "N=%d just below", n)
+	}
+}
+
+func TestFilterGateFiresOnlyAbovePenalty(t *testing.T) {
+	f := newFilter(t, DefaultConfig())
+	require.Equal(t, 286704.0, f.GateTokens(), "18 s × 15,928 tokens/s")
+
+	got, o := apply(f, 10, warm(286704), cold(0))
+	require.Equal(t, OutcomeSticky, o, "exactly the penalty: stay")
+	require.Equal(t, []int{0}, got)
+
+	got, o = apply(f, 10, warm(286705), cold(0))
+	require.Equal(t, OutcomeLoadOverride, o, "one token above the penalty: widen")
+	require.Equal(t, []int{0, 1}, got)
+
+	// The difference matters, not the absolute load.
+	_, o = apply(f, 10, warm(1_286_704), cold(1_000_000))
+	require.Equal(t, OutcomeSticky, o)
+	_, o = apply(f, 10, warm(1_286_705), cold(1_000_000))
+	require.Equal(t, OutcomeLoadOverride, o)
+}
+
+func TestFilterGateComparesLeastLoadedOfEachSide(t *testing.T) {
+	f := newFilter(t, DefaultConfig())
+	// The least-loaded warm endpoint can take it: stay sticky on both warm ones.
+	got, o := apply(f, 10, warm(5_000_000), warm(100), cold(0), cold(0))
+	require.Equal(t, OutcomeSticky, o)
+	require.Equal(t, []int{0, 1}, got)
+
+	// Every warm endpoint is saturated relative to the least-loaded cold one.
+	got, o = apply(f, 10, warm(400_000), warm(300_000), cold(900_000), cold(0))
+	require.Equal(t, OutcomeLoadOverride, o)
+	require.Equal(t, []int{0, 1, 2, 3}, got)
+
+	// Everybody busy: no absolute cap, the filter stays sticky.
+	_, o = apply(f, 10, warm(3_000_000), cold(2_900_000), cold(2_800_000))
+	require.Equal(t, OutcomeSticky, o)
+}
+
+func TestFilterGateDisabledOrWithoutColdSide(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.MaxTTFTPenalty = 0
+	cfg.PeakPrefillThroughput = 0
+	f := newFilter(t, cfg)
+	require.Zero(t, f.GateTokens())
+	got, o := apply(f, 10, warm(1<<40), cold(0))
+	require.Equal(t, OutcomeSticky, o, "penalty 0: always stick")
+	require.Equal(t, []int{0}, got)
+
+	f = newFilter(t, DefaultConfig())
+	got, o = apply(f, 10, warm(1<<40), warm(1<<40))
+	require.Equal(t, OutcomeSticky, o, "all sticky: nothing to fall back to")
+	require.Equal(t, []int{0, 1}, got)
+}
+
+func TestFilterIncludeRequestTokens(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.IncludeRequestTokens = true
+	f := newFilter(t, cfg)
+	// The warm endpoint has the whole prompt cached; the cold one would
+	// prefill 8,192 tokens for this request.
+	sticky := Candidate{Score: 10, InFlightTokens: 300_000, LoadKnown: true, RequestTokens: 0}
+	coldSmall := Candidate{Score: 0, InFlightTokens: 0, LoadKnown: true, RequestTokens: 8_192}
+	coldBig := Candidate{Score: 0, InFlightTokens: 0, LoadKnown: true, RequestTokens: 20_000}
+
+	got, o := apply(f, 10, sticky, coldSmall)
+	require.Equal(t, OutcomeRequestLoadOverride, o, "300,000 − 8,192 > 286,704")
+	require.Equal(t, []int{0, 1}, got)
+
+	got, o = apply(f, 10, sticky, coldBig)
+	require.Equal(t, OutcomeSticky, o, "300,000 − 20,000 ≤ 286,704: moving costs more than it saves")
+	require.Equal(t, []int{0}, got)
+
+	// Without the opt-in the request's tokens are ignored.
+	_, o = apply(newFilter(t, DefaultConfig()), 10, sticky, coldBig)
+	require.Equal(t, OutcomeLoadOverride, o)
+}
+
+func TestFilterMissingSignal(t *testing.T) {
+	unknownWarm := Candidate{Score: 10, InFlightTokens: 0, LoadKnown: false}
+	unknownCold := Candidate{Score: 0, InFlightTokens: 0, LoadKnown: false}
+
+	keep := newFilter(t, DefaultConfig())
+	cfg := DefaultConfig()
+	cfg.MissingSignalPolicy = Widen
+	widen := newFilter(t, cfg)
+
+	for _, tc := range []struct {
+		name  string
+		cands []Candidate
+	}{
+		{"warm side unknown", []Candidate{unknownWarm, cold(0)}},
+		{"cold side unknown", []Candidate{warm(1 << 30), unknownCold}},
+		{"both unknown", []Candidate{unknownWarm, unknownCold}},
+	} {
+		got, o := apply(keep, 10, tc.cands...)
+		require.Equal(t, OutcomeMissingSignal, o, tc.name)
+		require.Equal(t, []int{0}, got, "keep_sticky: %s", tc.name)
+
+		got, o = apply(widen, 10, tc.cands...)
+		require.Equal(t, OutcomeMissingSignal, o, tc.name)
+		require.Equal(t, []int{0, 1}, got, "widen: %s", tc.name)
+	}
+
+	// A side with at least one known endpoint is compared on its known ones.
+	got, o := apply(widen, 10, unknownWarm, warm(0), cold(0), unknownCold)
+	require.Equal(t, OutcomeSticky, o)
+	require.Equal(t, []int{0, 1}, got)
+	_, o = apply(widen, 10, unknownWarm, warm(286705), cold(0))
+	require.Equal(t, OutcomeLoadOverride, o)
+
+	// The signal is only needed when the gate runs.
+	noGate := DefaultConfig()
+	noGate.MaxTTFTPenalty = 0
+	_, o = apply(newFilter(t, noGate), 10, unknownWarm, unknownCold)
+	require.Equal(t, OutcomeSticky, o)
+	_, o = apply(keep, 10, unknownWarm, unknownWarm)
+	require.Equal(t, OutcomeSticky, o)
+}
+
+func TestFilterExploration(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.ExplorationProbability = 0.25
+	var draw float64
+	calls := 0
+	f := newFilter(t, cfg, WithRandom(func() float64 { calls++; return draw }))
+
+	draw = 0.1
+	got, o := apply(f, 10, warm(0), cold(0), cold(0))
+	require.Equal(t, OutcomeExploration, o)
+	require.Equal(t, []int{0, 1, 2}, got)
+
+	draw = 0.25
+	got, o = apply(f, 10, warm(0), cold(0), cold(0))
+	require.Equal(t, OutcomeSticky, o, "draw == p does not explore")
+	require.Equal(t, []int{0}, got)
+	require.Equal(t, 2, calls)
+
+	_, o = apply(f, 10, warm(0))
+	require.Equal(t, OutcomeNotApplicable, o)
+	require.Equal(t, 2, calls, "no draw for a single candidate")
+
+	never := newFilter(t, DefaultConfig(), WithRandom(func() float64 {
+		t.Fatal("exploration probability 0 must not draw")
+		return 0
+	}))
+	_, o = apply(never, 10, warm(0), cold(0))
+	require.Equal(t, OutcomeSticky, o)
+
+	cfg.ExplorationProbability = 1
+	always := newFilter(t, cfg, WithRandom(func() float64 { return math.Nextafter(1, 0) }))
+	_, o = apply(always, 10, warm(0), cold(0))
+	require.Equal(t, OutcomeExploration, o)
+}
+
+// With the default random source, exploration happens at about the configured
+// rate.
+func TestFilterExplorationRate(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.ExplorationProbability = 0.3
+	f := newFilter(t, cfg)
+	const n = 20000
+	explored := 0
+	cands := []Candidate{warm(0), cold(0)}
+	dst := make([]int, 0, 2)
+	for range n {
+		var o Outcome
+		dst, o = f.Apply(dst, 10, cands)
+		if o == OutcomeExploration {
+			explored++
+		}
+	}
+	require.InDelta(t, 0.3, float64(explored)/n, 0.03)
+}
+
+// reference is a direct transcription of routing.md §1.3/§1.4 (throughput
+// source, estimates in milliseconds), used as an oracle.
+func reference(cfg Config, total int, cands []Candidate) (all bool, stickySet []int) {
+	if len(cands) <= 1 || total <= 0 || cfg.AffinityThreshold <= 0 {
+		return true, nil
+	}
+	var s, n []int
+	for i, c := range cands {
+		if c.Score/float64(total) >= cfg.AffinityThreshold {
+			s = append(s, i)
+		} else {
+			n = append(n, i)
+		}
+	}
+	if len(s) == 0 {
+		return true, nil
+	}
+	if cfg.MaxTTFTPenalty > 0 && len(n) > 0 {
+		best := func(set []int) float64 {
+			b := math.MaxFloat64
+			for _, i := range set {
+				b = min(b, float64(cands[i].InFlightTokens)/cfg.PeakPrefillThroughput*1000)
+			}
+			return b
+		}
+		if best(s)-best(n) > float64(cfg.MaxTTFTPenalty.Milliseconds()) {
+			return true, nil
+		}
+	}
+	return false, s
+}
+
+func TestFilterMatchesReferenceOnRandomInputs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	f := newFilter(t, DefaultConfig())
+	dst := make([]int, 0, 16)
+	for range 20000 {
+		total := 1 + rng.IntN(64)
+		cands := make([]Candidate, 1+rng.IntN(8))
+		for i := range cands {
+			cands[i] = Candidate{
+				Score:          float64(rng.IntN(total + 1)),
+				InFlightTokens: rng.Int64N(600_000),
+				LoadKnown:      true,
+			}
+		}
+		var o Outcome
+		dst, o = f.Apply(dst, total, cands)
+		all, s := reference(f.Config(), total, cands)
+		if all {
+			require.Len(t, dst, len(cands), "outcome %v, cands %+v", o, cands)
+		} else {
+			require.Equal(t, s, dst, "outcome %v, cands %+v", o, cands)
+		}
+	}
+}
+
+func TestFilterApplyDoesNotAllocate(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.ExplorationProbability = 0.5
+	f, err := New(cfg, prometheus.NewRegistry(), nil)
+	require.NoError(t, err)
+	cands := make([]Candidate, 64)
+	for i := range cands {
+		cands[i] = Candidate{Score: float64(i % 33), InFlightTokens: int64(i) * 1000, LoadKnown: true}
+	}
+	dst := make([]int, 0, len(cands))
+	allocs := testing.AllocsPerRun(1000, func() { dst, _ = f.Apply(dst, 32, cands) })
+	require.Zero(t, allocs)
+}
+
+func TestFilterDecisionMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	f, err := New(DefaultConfig(), reg, nil)
+	require.NoError(t, err)
+	// A second filter (e.g. a strict one) shares the counter.
+	strictCfg := DefaultConfig()
+	strictCfg.AffinityThreshold = 0.99
+	strict, err := New(strictCfg, reg, nil)
+	require.NoError(t, err)
+
+	apply(f, 10, warm(0), cold(0))                                     // sticky
+	apply(f, 10, warm(0), cold(0))                                     // sticky
+	apply(f, 10, cold(0), cold(0))                                     // no_match
+	apply(f, 10, warm(1_000_000), cold(0))                             // load_override
+	apply(f, 10, warm(0))                                              // not_applicable
+	apply(f, 10, Candidate{Score: 10}, cold(0))                        // missing_signal
+	apply(strict, 10, Candidate{Score: 9.5, LoadKnown: true}, cold(0)) // no_match at 0.99
+
+	want := `
+# HELP llm_d_epp_prefix_cache_affinity_filter_decisions_total Prefix-cache affinity filter decisions by outcome (sticky, no_match, load_override, request_load_override, exploration, not_applicable, missing_signal).
+# TYPE llm_d_epp_prefix_cache_affinity_filter_decisions_total counter
+llm_d_epp_prefix_cache_affinity_filter_decisions_total{outcome="exploration"} 0
+llm_d_epp_prefix_cache_affinity_filter_decisions_total{outcome="load_override"} 1
+llm_d_epp_prefix_cache_affinity_filter_decisions_total{outcome="missing_signal"} 1
+llm_d_epp_prefix_cache_affinity_filter_decisions_total{outcome="no_match"} 2
+llm_d_epp_prefix_cache_affinity_filter_decisions_total{outcome="not_applicable"} 1
+llm_d_epp_prefix_cache_affinity_filter_decisions_total{outcome="request_load_override"} 0
+llm_d_epp_prefix_cache_affinity_filter_decisions_total{outcome="sticky"} 2
+`
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want), DecisionsMetric))
+}
+
+func TestFilterWithoutRegistererRegistersNothing(t *testing.T) {
+	f := newFilter(t, DefaultConfig())
+	_, o := apply(f, 10, warm(0), cold(0))
+	require.Equal(t, OutcomeSticky, o)
+}
+
+func TestNewRejectsInvalidConfig(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.AffinityThreshold = 1.5
+	_, err := New(cfg, nil, nil)
+	require.ErrorIs(t, err, ErrInvalidConfig)
+}
+
+func TestNewFillsDefaultPolicy(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.MissingSignalPolicy = ""
+	f := newFilter(t, cfg)
+	require.Equal(t, KeepSticky, f.Config().MissingSignalPolicy)
+	require.Equal(t, 18*time.Second, f.Config().MaxTTFTPenalty)
+}
+
+func TestOutcomeString(t *testing.T) {
+	require.Equal(t, "request_load_override", OutcomeRequestLoadOverride.String())
+	require.Equal(t, "unknown", Outcome(200).String())
+}

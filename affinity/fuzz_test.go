@@ -1,0 +1,34 @@
+package affinity
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+// FuzzDecodeConfig checks that decoding arbitrary bytes never panics, that
+// whatever decodes is valid, and that it survives an encode/decode round trip.
+func FuzzDecodeConfig(f *testing.F) {
+	f.Add([]byte(`{"affinityThreshold":0.8,"maxTTFTPenalty":"18s","peakPrefillThroughput":15928}`))
+	f.Add([]byte(`{"maxTTFTPenalty":18000,"missingSignalPolicy":"widen","includeRequestTokens":true}`))
+	f.Add([]byte(`{"bogus":1}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := DecodeConfig(data)
+		if err != nil {
+			return
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Fatalf("decoded config does not validate: %v", err)
+		}
+		enc, err := json.Marshal(cfg)
+		if err != nil {
+			t.Fatalf("marshal: %v", err)
+		}
+		back, err := DecodeConfig(enc)
+		if err != nil {
+			t.Fatalf("round trip of %s: %v", enc, err)
+		}
+		if back != cfg {
+			t.Fatalf("round trip changed %+v to %+v", cfg, back)
+		}
+	})
+}

@@ -1,0 +1,63 @@
+package kvroute
+
+import (
+	"github.com/kvroute/kvroute/affinity"
+	"github.com/kvroute/kvroute/tokenload"
+)
+
+// Decision is the router's answer for one request: where to send it, what the
+// router predicted, and the lifecycle hooks the gateway must call so that the
+// in-flight load accounting stays exact.
+//
+// The gateway calls FirstChunk when the first bytes of the response arrive
+// (this releases the request's prompt tokens from the endpoint's committed
+// load) and Done when the response ends, fails or is aborted (this releases
+// the request itself). Both are idempotent and safe to call from any
+// goroutine; Done without FirstChunk releases everything.
+type Decision struct {
+	// Endpoint is the chosen endpoint.
+	Endpoint Endpoint
+	// PromptTokens is the number of prompt tokens (summed over prompts); 0
+	// when rendering failed.
+	PromptTokens int
+	// CachedTokens is the number of prompt tokens the index predicts the
+	// chosen endpoint holds: contiguous cached blocks × block size.
+	CachedTokens int
+	// UncachedTokens is the load the request added to the endpoint: the
+	// prompt tokens the endpoint is expected to compute.
+	UncachedTokens int64
+	// UsedCache reports whether cache information took part in the decision:
+	// the request was tokenized and at least one candidate held part of it.
+	UsedCache bool
+	// Outcome is the affinity filter's decision (sticky, no_match,
+	// load_override, ...).
+	Outcome affinity.Outcome
+	// RenderErr is the render failure when the request could not be
+	// tokenized; the decision was then made by load alone.
+	RenderErr error
+	// Score is the chosen endpoint's total score.
+	Score float64
+
+	inflight tokenload.Inflight
+}
+
+// FirstChunk records that the first response chunk arrived: the endpoint has
+// finished the request's prefill, so its prompt tokens leave the committed
+// load.
+func (d *Decision) FirstChunk() {
+	if d == nil {
+		return
+	}
+	d.inflight.FirstChunk()
+}
+
+// Done records the end of the request, successful or not (err is the
+// request's failure, nil on success; it is accepted for symmetry with
+// gateways' error paths and is not otherwise interpreted). Anything the
+// request still held is released; later calls do nothing.
+func (d *Decision) Done(err error) {
+	if d == nil {
+		return
+	}
+	d.inflight.Done()
+}

@@ -1,0 +1,77 @@
+package kvroute_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+
+	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/kvindex"
+)
+
+// A gateway's request loop: Pick → forward → FirstChunk on the first bytes →
+// Done at the end. Here the engines are plain HTTP test servers and the index
+// is fed directly, as the KV-event subscriber would after an engine cached a
+// shared system prompt.
+func Example() {
+	engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, `{"choices":[{"text":"ok"}]}`)
+	}))
+	defer engine.Close()
+	eps := []kvroute.Endpoint{
+		{ID: "10.0.0.1:8000", Address: engine.URL},
+		{ID: "10.0.0.2:8000", Address: engine.URL},
+	}
+
+	cfg := kvroute.DefaultConfig()
+	cfg.Model = "my-model"
+	cfg.Events.Enabled = false // this example feeds the index itself
+	cfg.DisableRender = true   // and passes already-rendered prompts
+	router, err := kvroute.New(cfg, kvroute.Options{})
+	if err != nil {
+		panic(err)
+	}
+	defer router.Close()
+
+	system := make([]uint32, 2048) // a 2,048-token shared system prompt
+	for i := range system {
+		system[i] = uint32(1000 + i)
+	}
+	hashes := make([]uint64, len(system)/64)
+	for i := range hashes {
+		hashes[i] = uint64(i + 1)
+	}
+	// Engine 2 reports that it cached the system prompt.
+	_ = router.Index().Store("10.0.0.2:8000", &kvindex.StoreEvent{
+		EngineHashes: hashes, Tokens: system, BlockSize: 64, Model: "my-model", Group: -1,
+	})
+
+	for i := 0; i < 3; i++ {
+		prompt := append(append([]uint32{}, system...), uint32(50+i), uint32(60+i))
+		d, err := router.Pick(context.Background(), &kvroute.Request{Prompts: []kvroute.Prompt{{Tokens: prompt}}}, eps)
+		if err != nil {
+			panic(err)
+		}
+		resp, err := http.Post(d.Endpoint.URL()+"/v1/completions", "application/json", strings.NewReader(`{}`))
+		if err != nil {
+			d.Done(err)
+			continue
+		}
+		buf := make([]byte, 1)
+		if _, err := resp.Body.Read(buf); err == nil {
+			d.FirstChunk() // the engine finished prefill: release the prompt tokens
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		d.Done(nil) // release the request
+		fmt.Printf("request %d → %s, %d of %d prompt tokens predicted cached (%s)\n",
+			i, d.Endpoint.ID, d.CachedTokens, d.PromptTokens, d.Outcome)
+	}
+	// Output:
+	// request 0 → 10.0.0.2:8000, 2048 of 2050 prompt tokens predicted cached (sticky)
+	// request 1 → 10.0.0.2:8000, 2048 of 2050 prompt tokens predicted cached (sticky)
+	// request 2 → 10.0.0.2:8000, 2048 of 2050 prompt tokens predicted cached (sticky)
+}

@@ -1,0 +1,65 @@
+package kvroute
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+const (
+	decisionPrecise = iota
+	decisionLoadOnly
+	numDecisionKinds
+)
+
+// errRenderDisabled is the render error of a request without prompts when
+// rendering is disabled.
+var errRenderDisabled = errors.New("kvroute: rendering disabled and the request carries no prompts")
+
+// routerMetrics are the root package's metrics (spec: metrics.md, "Prefix
+// prediction"), plus kvroute's decision and fallback counters.
+type routerMetrics struct {
+	predicted       prometheus.Observer
+	prompt          prometheus.Observer
+	renderFallbacks prometheus.Counter
+	decisions       [numDecisionKinds]prometheus.Counter
+}
+
+// tokenBuckets are token-count buckets from 16 to ~1M tokens.
+var tokenBuckets = prometheus.ExponentialBuckets(16, 2, 17)
+
+func newRouterMetrics(reg prometheus.Registerer) (*routerMetrics, error) {
+	predicted := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "llm_d_epp_prefix_predicted_cached_tokens",
+		Help:    "Prompt tokens the index predicted cached on the chosen endpoint (contiguous cached blocks × block size), once per tokenized routed request.",
+		Buckets: tokenBuckets,
+	}, []string{"endpoint_role"})
+	prompt := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "llm_d_epp_prefix_prompt_tokens",
+		Help:    "Prompt tokens of each tokenized routed request: the denominator of the predicted cached share.",
+		Buckets: tokenBuckets,
+	}, []string{"endpoint_role"})
+	fallbacks := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "kvroute_router_render_fallbacks_total",
+		Help: "Requests routed by load alone because they could not be tokenized (render failure or rendering disabled).",
+	})
+	decisions := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kvroute_router_decisions_total",
+		Help: "Routing decisions by kind: precise (cache information took part) or load_only.",
+	}, []string{"kind"})
+	if reg != nil {
+		for _, c := range []prometheus.Collector{predicted, prompt, fallbacks, decisions} {
+			if err := reg.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	m := &routerMetrics{
+		predicted:       predicted.WithLabelValues("decode"),
+		prompt:          prompt.WithLabelValues("decode"),
+		renderFallbacks: fallbacks,
+	}
+	m.decisions[decisionPrecise] = decisions.WithLabelValues("precise")
+	m.decisions[decisionLoadOnly] = decisions.WithLabelValues("load_only")
+	return m, nil
+}

@@ -1,0 +1,215 @@
+package kvroute
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvroute/kvroute/affinity"
+	"github.com/kvroute/kvroute/kvindex"
+	"github.com/kvroute/kvroute/render"
+	"github.com/kvroute/kvroute/tokenload"
+)
+
+// Scorer is an optional extra scorer a Router adds to the token-load score.
+// Score returns a value in [0, 1] for one candidate (values outside are
+// clamped); it must be safe for concurrent use.
+type Scorer interface {
+	Score(req *Request, ep Endpoint, m *kvindex.EndpointMatch) float64
+}
+
+// WeightedScorer is a Scorer with its weight in the sum of scores.
+type WeightedScorer struct {
+	Scorer Scorer
+	Weight float64
+}
+
+// Options are the Router's injected dependencies; the zero value is valid.
+type Options struct {
+	// Registerer receives every metric of the router and its parts; nil
+	// registers nothing.
+	Registerer prometheus.Registerer
+	// Logger receives the router's logs; nil discards them.
+	Logger *slog.Logger
+	// Scorers are added to the token-load score, each clamped to [0, 1] and
+	// weighted.
+	Scorers []WeightedScorer
+	// Random returns uniform values in [0, 1) for tie-breaks and exploration;
+	// nil uses math/rand/v2. It must be safe for concurrent use.
+	Random func() float64
+	// Now is the clock of the index's speculative entries; nil is time.Now.
+	Now func() time.Time
+}
+
+// Router is the default Picker: render → block keys → index match → affinity
+// filter → token-load score (plus optional scorers) → the highest score, ties
+// broken at random → speculative entries for the chosen endpoint → load
+// accounting → prediction metrics.
+type Router struct {
+	cfg     Config
+	log     *slog.Logger
+	index   *kvindex.Index
+	render  *render.Client
+	filter  *affinity.Filter
+	load    *tokenload.Tracker
+	events  eventSource
+	scorers []WeightedScorer
+	random  func() float64
+	met     *routerMetrics
+	scratch sync.Pool
+
+	mu        sync.Mutex
+	endpoints map[string]Endpoint
+	closed    bool
+}
+
+// eventSource is the part of the event subscriber pool the router drives.
+type eventSource interface {
+	setEndpoints(eps []Endpoint) error
+	close()
+}
+
+// New builds a Router from cfg: the index, the render client, the affinity
+// filter, the load tracker and, when cfg.Events.Enabled, the KV-event
+// subscriber pool. Call SetEndpoints to give it endpoints, and Close to stop
+// it.
+func New(cfg Config, opts Options) (*Router, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.BlockSize == 0 {
+		cfg.BlockSize = DefaultBlockSize
+	}
+	if cfg.LoadWeight == 0 {
+		cfg.LoadWeight = 1
+	}
+	if cfg.Speculative.TTL == 0 {
+		cfg.Speculative.TTL = DefaultSpeculativeTTL
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	r := &Router{cfg: cfg, log: log, scorers: opts.Scorers, random: opts.Random, endpoints: map[string]Endpoint{}}
+	if r.random == nil {
+		r.random = rand.Float64
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			r.Close()
+		}
+	}()
+	icfg := cfg.Index
+	icfg.BlockSize = cfg.BlockSize
+	icfg.Registerer = opts.Registerer
+	if opts.Now != nil {
+		icfg.Now = opts.Now
+	}
+	var err error
+	if r.index, err = kvindex.New(icfg); err != nil {
+		return nil, fmt.Errorf("kvroute: index: %w", err)
+	}
+	if !cfg.DisableRender {
+		rcfg := cfg.Render
+		if rcfg.ModelName == "" {
+			rcfg.ModelName = cfg.Model
+		}
+		if r.render, err = render.New(rcfg, opts.Registerer, log); err != nil {
+			return nil, fmt.Errorf("kvroute: render: %w", err)
+		}
+	}
+	if r.filter, err = affinity.New(cfg.Affinity, opts.Registerer, log, affinity.WithRandom(r.random)); err != nil {
+		return nil, fmt.Errorf("kvroute: affinity: %w", err)
+	}
+	if r.load, err = tokenload.NewTracker(opts.Registerer, log); err != nil {
+		return nil, fmt.Errorf("kvroute: tokenload: %w", err)
+	}
+	if r.met, err = newRouterMetrics(opts.Registerer); err != nil {
+		return nil, err
+	}
+	if cfg.Events.Enabled {
+		if r.events, err = newEventPool(cfg, r.index, opts.Registerer, log); err != nil {
+			return nil, fmt.Errorf("kvroute: events: %w", err)
+		}
+	}
+	r.scratch.New = func() any { return new(pickState) }
+	ok = true
+	return r, nil
+}
+
+// Index returns the router's KV-block index, for inspection and for
+// embedders that feed it events themselves.
+func (r *Router) Index() *kvindex.Index { return r.index }
+
+// Load returns the router's in-flight load tracker.
+func (r *Router) Load() *tokenload.Tracker { return r.load }
+
+// SetEndpoints replaces the set of known endpoints: it feeds the KV-event
+// subscriptions (new endpoints are subscribed, removed ones unsubscribed and
+// cleared from the index), the render client's endpoints (when no fixed
+// render URL is configured) and drops the load counters of removed endpoints.
+func (r *Router) SetEndpoints(eps []Endpoint) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return errors.New("kvroute: router closed")
+	}
+	next := make(map[string]Endpoint, len(eps))
+	for _, e := range eps {
+		if e.ID == "" {
+			return fmt.Errorf("%w: endpoint with an empty ID", ErrInvalidConfig)
+		}
+		next[e.ID] = e
+	}
+	var errs []error
+	if r.events != nil {
+		if err := r.events.setEndpoints(eps); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if r.render != nil && r.cfg.Render.URL == "" {
+		reps := make([]render.Endpoint, 0, len(eps))
+		for _, e := range eps {
+			reps = append(reps, render.Endpoint{ID: e.ID, URL: e.URL()})
+		}
+		if err := r.render.SetEndpoints(reps); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for id := range r.endpoints {
+		if _, ok := next[id]; !ok {
+			r.load.Remove(id)
+		}
+	}
+	r.endpoints = next
+	return errors.Join(errs...)
+}
+
+// Close stops the event subscriptions and the index's background sweep and
+// releases the render client's connections. Decisions made earlier stay
+// valid; Pick after Close still works from the index as it was.
+func (r *Router) Close() {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return
+	}
+	r.closed = true
+	r.mu.Unlock()
+	if r.events != nil {
+		r.events.close()
+	}
+	if r.render != nil {
+		r.render.Close()
+	}
+	if r.index != nil {
+		r.index.Close()
+	}
+}

@@ -1,0 +1,40 @@
+// Package tokenload keeps kvroute's in-flight load per endpoint and scores
+// endpoints by it.
+//
+// # Accounting
+//
+// The load an endpoint carries is the prefill work queued on it: the uncached
+// prompt tokens of requests dispatched to it that have not streamed their
+// first response chunk yet, plus the number of requests still open. A request
+// moves through three events, each driven by the gateway:
+//
+//	h := tracker.Dispatch("10.0.0.1:8000", uncached) // tokens += uncached, requests += 1
+//	h.FirstChunk()                                    // tokens -= uncached (prefill is done)
+//	h.Done()                                          // requests -= 1, and tokens if no chunk came
+//
+// Every release happens exactly once, however often and however concurrently
+// FirstChunk and Done are called, and counters are clamped at zero. The handle
+// captures the endpoint's counter instance: after Remove (the endpoint left
+// the pool) a late release touches only the orphaned counters, never those of
+// an endpoint re-added under the same ID. The handle is the request's
+// accounting entry, held by the caller for the request's lifetime, so no
+// janitor or request-ID map can reap live accounting.
+//
+// UncachedTokens computes a request's projected uncached tokens on one
+// endpoint from its block-index match (routing.md §3.1).
+//
+// # Scoring
+//
+// Score is the token-load scorer: 1 − min(tokens, Q)/Q with tokens = committed
+// in-flight tokens + this request's projected uncached tokens on the endpoint
+// and Q = 4,194,304 by default (128 requests × 32K tokens). It is absolute,
+// not normalized across candidates: two endpoints above Q both score 0.
+//
+// # Metrics
+//
+// With a prometheus.Registerer the tracker exports the gauges
+// llm_d_epp_inflight_tokens{endpoint_name} and
+// llm_d_epp_inflight_requests{endpoint_name}, read from the live counters at
+// scrape time, so the request path only does atomic additions; a removed
+// endpoint's series disappear.
+package tokenload

@@ -1,0 +1,64 @@
+package tokenload
+
+import "math"
+
+// DefaultQueueThresholdTokens is the token load at which an endpoint's score
+// reaches 0: 128 requests × 32K tokens.
+const DefaultQueueThresholdTokens int64 = 4_194_304
+
+// Score is the token-load scorer: 1 − min(tokens, q)/q in [0, 1], where
+// tokens = committedTokens (the endpoint's in-flight load, Tracker.Load) +
+// requestTokens (this request's projected uncached tokens on the endpoint,
+// UncachedTokens). It is 1 when tokens <= 0; negative inputs count as 0; q <= 0
+// means DefaultQueueThresholdTokens. The score is absolute, not normalized
+// across candidates, so every endpoint at or above q scores 0.
+func Score(committedTokens, requestTokens, q int64) float64 {
+	if q <= 0 {
+		q = DefaultQueueThresholdTokens
+	}
+	committedTokens, requestTokens = max(committedTokens, 0), max(requestTokens, 0)
+	if committedTokens >= q || requestTokens >= q-committedTokens {
+		return 0 // also avoids overflowing the sum
+	}
+	tokens := committedTokens + requestTokens
+	if tokens == 0 {
+		return 1
+	}
+	return 1 - float64(tokens)/float64(q)
+}
+
+// UncachedTokens returns a request's projected uncached prompt tokens on one
+// endpoint, the tokens that endpoint will have to prefill (routing.md §3.1):
+//
+//	(totalBlocks − matchedBlocks) × blockSize + max(0, inputTokens − totalBlocks × blockSize)
+//
+// rounded to the nearest token and clamped to [0, inputTokens]. inputTokens is
+// the prompt length (0 when tokenization failed: the request then adds no
+// token load); totalBlocks is the number of full blocks the prompt was keyed
+// into; the second term is the tail the index does not cover (the trailing
+// partial block, and anything beyond a key cap).
+//
+// matchedBlocks is what the caller considers cached on the endpoint. Passing
+// the tier-weighted score (kvindex EndpointMatch.Score, as the llm-d router
+// does, and the recommended choice for a kvroute router) counts about 20 % of each CPU-tier block as
+// uncached, reflecting that loading it back is not free and keeping the load
+// consistent with the affinity filter's view; passing the unweighted
+// contiguous block count (EndpointMatch.Blocks) counts CPU-tier blocks as
+// fully cached. With no match information pass 0: the result is then the full
+// inputTokens. A blockSize <= 0 also gives the full inputTokens. NaN or
+// negative matchedBlocks count as 0, values above totalBlocks as totalBlocks.
+func UncachedTokens(inputTokens, totalBlocks int, matchedBlocks float64, blockSize int) int64 {
+	input := int64(max(inputTokens, 0))
+	if blockSize <= 0 || totalBlocks <= 0 {
+		return input
+	}
+	total := float64(totalBlocks)
+	matched := matchedBlocks
+	if math.IsNaN(matched) || matched < 0 {
+		matched = 0
+	}
+	matched = min(matched, total)
+	indexed := int64(totalBlocks) * int64(blockSize)
+	uncached := int64(math.Round((total-matched)*float64(blockSize))) + max(input-indexed, 0)
+	return min(uncached, input)
+}

@@ -1,0 +1,65 @@
+package tokenload
+
+import (
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestScore(t *testing.T) {
+	const q = DefaultQueueThresholdTokens
+	for _, tc := range []struct {
+		name               string
+		committed, request int64
+		q                  int64
+		want               float64
+	}{
+		{"idle", 0, 0, 0, 1},
+		{"1,000,000 committed", 1_000_000, 0, 0, 1 - 1_000_000.0/4_194_304},
+		{"committed plus this request", 900_000, 100_000, 0, 1 - 1_000_000.0/4_194_304},
+		{"half", q / 2, 0, 0, 0.5},
+		{"at Q", q, 0, 0, 0},
+		{"above Q", 2 * q, 0, 0, 0},
+		{"sum reaches Q", q - 10, 10, 0, 0},
+		{"negative q means default", 1_000_000, 0, -1, 1 - 1_000_000.0/4_194_304},
+		{"custom q", 250, 250, 1000, 0.5},
+		{"negative inputs count as 0", -500, -7, 0, 1},
+		{"no overflow", math.MaxInt64, math.MaxInt64, 0, 0},
+		{"no overflow, small committed", 1, math.MaxInt64, 0, 0},
+	} {
+		require.Equal(t, tc.want, Score(tc.committed, tc.request, tc.q), tc.name)
+	}
+	require.InDelta(t, 0.7616, Score(1_000_000, 0, 0), 1e-4)
+}
+
+func TestUncachedTokens(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		input, total int
+		matched      float64
+		blockSize    int
+		want         int64
+	}{
+		{"fully cached", 2048, 32, 32, 64, 0},
+		{"half cached", 2048, 32, 16, 64, 1024},
+		{"nothing cached", 2048, 32, 0, 64, 2048},
+		{"trailing partial block is uncached", 2100, 32, 32, 64, 52},
+		{"tail beyond a key cap", 10_000, 32, 32, 64, 10_000 - 2048},
+		{"CPU tier, weighted score 0.8 per block", 640, 10, 8, 64, 128},
+		{"float sum of ten CPU-tier weights", 640, 10, 7.999999999999999, 64, 128},
+		{"fractional score rounds to the nearest token", 640, 10, 9.99, 64, 1},
+		{"no match information", 2100, 0, 0, 64, 2100},
+		{"shorter than a block", 40, 0, 0, 64, 40},
+		{"tokenization failed", 0, 0, 0, 64, 0},
+		{"block size unknown", 2048, 32, 32, 0, 2048},
+		{"NaN score", 2048, 32, math.NaN(), 64, 2048},
+		{"negative score", 2048, 32, -3, 64, 2048},
+		{"score above total", 2048, 32, 40, 64, 0},
+		{"infinite score", 2048, 32, math.Inf(1), 64, 0},
+		{"inconsistent total is clamped to the input", 100, 32, 0, 64, 100},
+		{"negative input", -5, 0, 0, 64, 0},
+	} {
+		require.Equal(t, tc.want, UncachedTokens(tc.input, tc.total, tc.matched, tc.blockSize), tc.name)
+	}
+}

@@ -1,0 +1,178 @@
+package tokenload
+
+import (
+	"io"
+	"log/slog"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/puzpuzpuz/xsync/v3"
+)
+
+// counters is one endpoint's committed load. A Tracker replaces the instance
+// when an endpoint is removed and re-added; handles keep the one they were
+// dispatched against.
+type counters struct {
+	tokens   atomic.Int64
+	requests atomic.Int64
+	_        [48]byte // one cache line per endpoint: no false sharing between endpoints
+}
+
+// subClamped subtracts n (> 0) from a, never going below zero.
+func subClamped(a *atomic.Int64, n int64) {
+	for {
+		old := a.Load()
+		v := max(old-n, 0)
+		if a.CompareAndSwap(old, v) {
+			return
+		}
+	}
+}
+
+// Tracker holds the in-flight load of every endpoint it has dispatched to.
+// It is safe for concurrent use; its zero value is not usable (use
+// NewTracker).
+type Tracker struct {
+	endpoints *xsync.MapOf[string, *counters]
+	log       *slog.Logger
+}
+
+// NewTracker returns an empty Tracker. With a non-nil reg the gauges
+// llm_d_epp_inflight_tokens and llm_d_epp_inflight_requests (label
+// endpoint_name) are registered there; registering two trackers in one
+// registry is an error. logger (nil = discard) receives endpoint removals at
+// debug level; nothing is logged per request.
+func NewTracker(reg prometheus.Registerer, logger *slog.Logger) (*Tracker, error) {
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	t := &Tracker{endpoints: xsync.NewMapOf[string, *counters](), log: logger}
+	if reg != nil {
+		if err := reg.Register(newCollector(t)); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+// counters returns the endpoint's current counter instance, creating it on
+// first use (the only allocation of the dispatch path).
+func (t *Tracker) counters(endpoint string) *counters {
+	if c, ok := t.endpoints.Load(endpoint); ok {
+		return c
+	}
+	c, _ := t.endpoints.LoadOrStore(endpoint, new(counters))
+	return c
+}
+
+// Dispatch records a request sent to endpoint that will prefill
+// uncachedTokens prompt tokens there (negative counts as 0) and returns its
+// accounting handle. The gateway calls FirstChunk when the first response
+// chunk arrives and Done when the request ends (success, error or abort).
+// It allocates the handle; DispatchInto does not.
+func (t *Tracker) Dispatch(endpoint string, uncachedTokens int64) *Inflight {
+	h := new(Inflight)
+	t.DispatchInto(h, endpoint, uncachedTokens)
+	return h
+}
+
+// DispatchInto is Dispatch into a caller-owned handle, typically a field of
+// the caller's per-request decision, so the request path allocates nothing.
+// If h still holds load from an earlier dispatch, that load is released first.
+// DispatchInto must not run concurrently with other methods on the same h.
+func (t *Tracker) DispatchInto(h *Inflight, endpoint string, uncachedTokens int64) {
+	h.Done()
+	c := t.counters(endpoint)
+	n := max(uncachedTokens, 0)
+	h.c, h.endpoint = c, endpoint
+	h.tokens.Store(n)
+	h.open.Store(true)
+	c.requests.Add(1)
+	if n > 0 {
+		c.tokens.Add(n)
+	}
+}
+
+// Load returns the endpoint's committed in-flight tokens and open requests.
+// ok is false when the tracker has no counters for it (never dispatched to,
+// or removed since); as far as this process knows its load is then zero.
+// Load does not allocate.
+func (t *Tracker) Load(endpoint string) (tokens, requests int64, ok bool) {
+	c, ok := t.endpoints.Load(endpoint)
+	if !ok {
+		return 0, 0, false
+	}
+	return c.tokens.Load(), c.requests.Load(), true
+}
+
+// Remove drops the endpoint's counters (it left the pool) and reports
+// whether it had any. Handles dispatched before keep decrementing the dropped
+// instance; a later Dispatch to the same ID starts from zero.
+func (t *Tracker) Remove(endpoint string) bool {
+	c, ok := t.endpoints.LoadAndDelete(endpoint)
+	if ok {
+		t.log.Debug("tokenload: endpoint removed", "endpoint", endpoint,
+			"inflightTokens", c.tokens.Load(), "inflightRequests", c.requests.Load())
+	}
+	return ok
+}
+
+// Range calls fn for every endpoint with counters, in no particular order,
+// until fn returns false. For debug dumps and for pruning endpoints that left
+// the pool (call Remove from fn, which is allowed).
+func (t *Tracker) Range(fn func(endpoint string, tokens, requests int64) bool) {
+	t.endpoints.Range(func(ep string, c *counters) bool {
+		return fn(ep, c.tokens.Load(), c.requests.Load())
+	})
+}
+
+// Len returns the number of endpoints with counters.
+func (t *Tracker) Len() int { return t.endpoints.Size() }
+
+// Inflight is the accounting entry of one dispatched request (per request and
+// endpoint, so a disaggregated prefill/decode request holds one per role).
+// Its methods are safe for concurrent use and each release happens exactly
+// once. The zero value holds nothing, and its methods are no-ops. An Inflight
+// must not be copied after its first dispatch.
+type Inflight struct {
+	c        *counters
+	endpoint string
+	tokens   atomic.Int64 // tokens still held; swapped to 0 on release
+	open     atomic.Bool  // request still counted
+}
+
+// Endpoint returns the endpoint the request was dispatched to.
+func (h *Inflight) Endpoint() string { return h.endpoint }
+
+// Held returns the tokens this request still holds and whether it still
+// counts as an open request.
+func (h *Inflight) Held() (tokens int64, open bool) {
+	return h.tokens.Load(), h.open.Load()
+}
+
+// FirstChunk releases the request's tokens: its prefill is done. Only the
+// first release (of FirstChunk or Done) takes effect; the request stays
+// counted until Done.
+func (h *Inflight) FirstChunk() {
+	if h == nil || h.c == nil {
+		return
+	}
+	if n := h.tokens.Swap(0); n > 0 {
+		subClamped(&h.c.tokens, n)
+	}
+}
+
+// Done releases the request and any tokens FirstChunk did not release. Call it
+// once the request ends for any reason: completion, error or abort. Later
+// calls do nothing.
+func (h *Inflight) Done() {
+	if h == nil || h.c == nil {
+		return
+	}
+	if n := h.tokens.Swap(0); n > 0 {
+		subClamped(&h.c.tokens, n)
+	}
+	if h.open.Swap(false) {
+		subClamped(&h.c.requests, 1)
+	}
+}

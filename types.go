@@ -1,0 +1,99 @@
+package kvroute
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/kvroute/kvroute/render"
+)
+
+// Picker is the small interface a gateway uses: one call per request, which
+// returns the endpoint to forward the request to. The gateway then reports the
+// request's first response chunk and its end on the returned Decision.
+type Picker interface {
+	// Pick chooses one of endpoints for req. It fails only when no endpoint
+	// can be chosen (an empty candidate list or a cancelled context); a
+	// failed render is not an error: the request is routed by load alone and
+	// the Decision says so.
+	Pick(ctx context.Context, req *Request, endpoints []Endpoint) (*Decision, error)
+}
+
+// Endpoint is one model-server endpoint (a vLLM or SGLang server) a request
+// may be routed to.
+type Endpoint struct {
+	// ID is the endpoint's identity, "ip:port" of its inference port. It must
+	// equal the identity the engine's KV events are attributed to.
+	ID string `json:"id"`
+	// Address is the base URL requests and render calls go to; empty means
+	// "http://" + ID.
+	Address string `json:"address,omitempty"`
+	// Labels are free-form labels; the event subscription selector matches
+	// them.
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// URL returns the endpoint's base URL: Address, or "http://" + ID.
+func (e Endpoint) URL() string {
+	if e.Address != "" {
+		return strings.TrimRight(e.Address, "/")
+	}
+	return "http://" + e.ID
+}
+
+// API names the inference API a request belongs to; it selects the render
+// route.
+type API = render.API
+
+// The inference APIs kvroute renders.
+const (
+	APICompletions     = render.APICompletions
+	APIChatCompletions = render.APIChatCompletions
+	APIMessages        = render.APIMessages
+	APIResponses       = render.APIResponses
+)
+
+// MMItem is one multimodal item of a prompt: its content hash and the
+// placeholder tokens it occupies. Every block the item overlaps is keyed by
+// the hash.
+type MMItem struct {
+	Hash   string
+	Offset int
+	Length int
+}
+
+// Request is what the router needs to know about one inference request.
+type Request struct {
+	// ID identifies the request in logs; optional.
+	ID string
+	// API is the inference API of Body.
+	API API
+	// Body is the client's JSON body, as received. It is rendered (tokenized)
+	// through the render endpoints unless Prompts is set.
+	Body []byte
+	// Header is the inbound request header; Authorization is forwarded to the
+	// render endpoints.
+	Header http.Header
+	// Model is the base model name the engines serve (it roots the block
+	// keys); empty means Config.Model.
+	Model string
+	// LoRA is the adapter name when the request targets a LoRA adapter; it
+	// replaces Model at the root of the block keys, as vLLM's lora_name does.
+	LoRA string
+	// CacheSalt is the request's cache_salt; when the request is rendered,
+	// the render result's salt is used instead.
+	CacheSalt string
+	// Prompts are already-rendered prompts (token IDs and multimodal items);
+	// when non-empty the router does not call the render endpoints.
+	Prompts []Prompt
+}
+
+// Prompt is one rendered prompt.
+type Prompt struct {
+	Tokens []uint32
+	MM     []MMItem
+}
+
+// ErrNoEndpoints is returned by Pick when the candidate list is empty.
+var ErrNoEndpoints = errors.New("kvroute: no candidate endpoints")
