@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kvroute/kvroute/affinity"
+	"github.com/kvroute/kvroute/kvevents"
 	"github.com/kvroute/kvroute/kvindex"
 	"github.com/kvroute/kvroute/render"
 	"github.com/kvroute/kvroute/tokenload"
@@ -48,28 +49,14 @@ type Config struct {
 	Speculative SpeculativeConfig `json:"speculative"`
 }
 
-// EventsConfig configures the KV-event subscriber pool.
+// EventsConfig configures the KV-event subscriber pool: the pool's own
+// configuration (kvevents.PoolConfig, whose keys appear inline in JSON) plus
+// the switch that turns subscriptions on.
 type EventsConfig struct {
 	// Enabled turns the subscriptions on. Default true; a Router without
 	// events still routes (by speculative entries and load).
 	Enabled bool `json:"enabled"`
-	// Port is the engines' KV-event PUB port (vLLM kv-events-config
-	// endpoint). Default 5556.
-	Port int `json:"port"`
-	// ReplayPort is the engines' replay ROUTER port; 0 disables replay.
-	// Default 5559.
-	ReplayPort int `json:"replayPort"`
-	// TopicFilter is the SUB subscription prefix. Default "kv@".
-	TopicFilter string `json:"topicFilter"`
-	// Concurrency is the number of event workers. Default 4.
-	Concurrency int `json:"concurrency"`
-	// Selector is a label selector (k=v, k!=v, k in (a,b), k notin (a,b), k,
-	// !k; comma-separated) choosing which endpoints are subscribed; empty
-	// selects all.
-	Selector string `json:"selector"`
-	// IdleTimeout recreates a subscription that received nothing for this
-	// long. Default 60 s.
-	IdleTimeout time.Duration `json:"idleTimeout"`
+	kvevents.PoolConfig
 }
 
 // SpeculativeConfig configures speculative entries: after a decision the
@@ -99,7 +86,7 @@ var ErrInvalidConfig = errors.New("kvroute: invalid config")
 
 // DefaultConfig returns the configuration of the deployment guide: block size
 // 64, events on port 5556 with replay on 5559, topic filter "kv@", 4 event
-// workers, a 2 s render attempt timeout, the affinity filter's defaults
+// workers, a 60 s idle deadline, a 2 s render attempt timeout, the affinity filter's defaults
 // (threshold 0.80, 18 s TTFT penalty at 15,928 tokens/s), Q = 4,194,304 and
 // speculative entries with a 2 s TTL.
 func DefaultConfig() Config {
@@ -108,12 +95,15 @@ func DefaultConfig() Config {
 	return Config{
 		BlockSize: DefaultBlockSize,
 		Events: EventsConfig{
-			Enabled:     true,
-			Port:        DefaultEventsPort,
-			ReplayPort:  DefaultReplayPort,
-			TopicFilter: DefaultTopicFilter,
-			Concurrency: DefaultConcurrency,
-			IdleTimeout: DefaultIdleTimeout,
+			Enabled: true,
+			PoolConfig: kvevents.PoolConfig{
+				EventsPort:  DefaultEventsPort,
+				Replay:      true,
+				ReplayPort:  DefaultReplayPort,
+				TopicFilter: DefaultTopicFilter,
+				Concurrency: DefaultConcurrency,
+				IdleTimeout: DefaultIdleTimeout,
+			},
 		},
 		Render:               r,
 		Affinity:             affinity.DefaultConfig(),
@@ -131,14 +121,6 @@ func (c Config) Validate() error {
 	switch {
 	case c.BlockSize < 0:
 		return bad("blockSize %d is negative", c.BlockSize)
-	case c.Events.Port < 0 || c.Events.Port > 65535:
-		return bad("events.port %d out of range", c.Events.Port)
-	case c.Events.ReplayPort < 0 || c.Events.ReplayPort > 65535:
-		return bad("events.replayPort %d out of range", c.Events.ReplayPort)
-	case c.Events.Concurrency < 0:
-		return bad("events.concurrency %d is negative", c.Events.Concurrency)
-	case c.Events.IdleTimeout < 0:
-		return bad("events.idleTimeout %v is negative", c.Events.IdleTimeout)
 	case c.QueueThresholdTokens < 0:
 		return bad("queueThresholdTokens %d is negative", c.QueueThresholdTokens)
 	case c.LoadWeight < 0:
@@ -148,6 +130,9 @@ func (c Config) Validate() error {
 	}
 	if err := c.Affinity.Validate(); err != nil {
 		return fmt.Errorf("%w: affinity: %w", ErrInvalidConfig, err)
+	}
+	if err := c.Events.PoolConfig.Validate(); err != nil {
+		return fmt.Errorf("%w: events: %w", ErrInvalidConfig, err)
 	}
 	if err := c.Render.Validate(); err != nil {
 		return fmt.Errorf("%w: render: %w", ErrInvalidConfig, err)

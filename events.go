@@ -1,14 +1,58 @@
 package kvroute
 
 import (
+	"errors"
 	"log/slog"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kvroute/kvroute/kvevents"
 	"github.com/kvroute/kvroute/kvindex"
 )
 
-// newEventPool is replaced by the kvevents wiring.
-func newEventPool(cfg Config, ix *kvindex.Index, reg prometheus.Registerer, log *slog.Logger) (eventSource, error) {
-	return nil, nil
+// poolSource drives a kvevents.Pool from the router's endpoint list.
+type poolSource struct {
+	pool *kvevents.Pool
+
+	mu    sync.Mutex
+	known map[string]struct{}
 }
+
+// newEventPool builds the KV-event subscriber pool that feeds ix.
+func newEventPool(cfg Config, ix *kvindex.Index, reg prometheus.Registerer, log *slog.Logger) (eventSource, error) {
+	pc := cfg.Events.PoolConfig
+	if pc.Model == "" {
+		pc.Model = cfg.Model
+	}
+	p, err := kvevents.NewPool(pc, ix, reg, log)
+	if err != nil {
+		return nil, err
+	}
+	return &poolSource{pool: p, known: map[string]struct{}{}}, nil
+}
+
+// setEndpoints subscribes to every endpoint of eps (the pool's selector
+// decides which are actually subscribed) and unsubscribes, clearing their
+// index entries, the endpoints that are gone.
+func (s *poolSource) setEndpoints(eps []Endpoint) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	next := make(map[string]struct{}, len(eps))
+	var errs []error
+	for _, e := range eps {
+		next[e.ID] = struct{}{}
+		if err := s.pool.Ensure(kvevents.Endpoint{ID: e.ID, Labels: e.Labels}); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for id := range s.known {
+		if _, ok := next[id]; !ok {
+			s.pool.Remove(id)
+		}
+	}
+	s.known = next
+	return errors.Join(errs...)
+}
+
+func (s *poolSource) close() { _ = s.pool.Close() }

@@ -313,9 +313,9 @@ func TestPickErrors(t *testing.T) {
 }
 
 func TestConfigValidationAndStrictDecoding(t *testing.T) {
-	cfg, err := LoadConfig(strings.NewReader(`{"model":"m","events":{"port":6000},"affinity":{"affinityThreshold":0.6}}`))
+	cfg, err := LoadConfig(strings.NewReader(`{"model":"m","events":{"eventsPort":6000},"affinity":{"affinityThreshold":0.6}}`))
 	require.NoError(t, err)
-	require.Equal(t, 6000, cfg.Events.Port)
+	require.Equal(t, 6000, cfg.Events.EventsPort)
 	require.Equal(t, DefaultReplayPort, cfg.Events.ReplayPort, "absent keys keep their defaults")
 	require.Equal(t, 0.6, cfg.Affinity.AffinityThreshold)
 	require.Equal(t, DefaultAttemptTimeout, cfg.Render.AttemptTimeout)
@@ -325,7 +325,8 @@ func TestConfigValidationAndStrictDecoding(t *testing.T) {
 		"unknown nested key":      `{"events":{"prot":1}}`,
 		"misplaced key":           `{"index":{"speculativeIndexing":true}}`,
 		"unknown affinity key":    `{"affinity":{"threshold":0.5}}`,
-		"out-of-range port":       `{"events":{"port":70000}}`,
+		"out-of-range port":       `{"events":{"eventsPort":70000}}`,
+		"invalid selector":        `{"events":{"selector":"a in (b"}}`,
 		"negative load weight":    `{"loadWeight":-1}`,
 		"invalid affinity":        `{"affinity":{"affinityThreshold":1.5}}`,
 		"trailing data":           `{} {}`,
