@@ -1,0 +1,309 @@
+package render
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Transport limits of the render client (llm-d router values).
+const (
+	maxIdleConnsPerHost = 16
+	idleConnTimeout     = 90 * time.Second
+	// failureLogInterval rate-limits the failure log line.
+	failureLogInterval = 10 * time.Second
+	// maxStatusBody is how much of a non-2xx body is read to classify it.
+	maxStatusBody = 4 << 10
+	// maxPooledBuffer bounds the response buffers kept for reuse.
+	maxPooledBuffer = 4 << 20
+)
+
+// Client renders requests through vLLM render endpoints. It is safe for
+// concurrent use. Create it with New and Close it when done.
+type Client struct {
+	cfg       Config
+	transport *http.Transport
+	http      *http.Client
+	picker    picker
+	metrics   *metrics
+	log       *slog.Logger
+	modes     [2]modeState // messages, responses
+	closed    atomic.Bool
+
+	lastFailureLog atomic.Int64 // unix nanos of the last failure log line
+	now            func() time.Time
+}
+
+// New builds a Client from cfg (zero durations, sizes and modes take their
+// defaults; see Config). reg receives the render metrics (nil registers
+// nothing; collectors already registered by another Client are shared);
+// logger receives failure and mode lines (nil discards them).
+func New(cfg Config, reg prometheus.Registerer, logger *slog.Logger) (*Client, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("render: register metrics: %w", err)
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	c := &Client{cfg: cfg, metrics: m, log: logger, now: time.Now}
+	c.transport = newTransport(cfg)
+	c.http = &http.Client{
+		Transport: c.transport,
+		// Render routes do not redirect; a 3xx is reported as a status.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	if cfg.URL != "" {
+		c.picker.fixed = newTarget(cfg.URL, cfg.URL)
+	}
+	for i := range c.modes {
+		c.modes[i].slot = make(chan struct{}, 1)
+	}
+	return c, nil
+}
+
+// newTransport builds the HTTP/1.1-only transport: up to 16 idle connections
+// per host, no global cap, 90 s idle timeout, no proxy (renderers are
+// in-cluster).
+func newTransport(cfg Config) *http.Transport {
+	protocols := new(http.Protocols)
+	protocols.SetHTTP1(true)
+	d := &net.Dialer{KeepAlive: 30 * time.Second}
+	return &http.Transport{
+		DialContext:         d.DialContext,
+		Protocols:           protocols,
+		TLSClientConfig:     cfg.TLSConfig,
+		TLSHandshakeTimeout: 10 * time.Second,
+		MaxIdleConns:        0,
+		MaxIdleConnsPerHost: maxIdleConnsPerHost,
+		IdleConnTimeout:     idleConnTimeout,
+	}
+}
+
+// Close rejects further calls and closes idle connections. Calls in flight
+// finish normally. Close is idempotent.
+func (c *Client) Close() {
+	c.closed.Store(true)
+	c.transport.CloseIdleConnections()
+}
+
+// SetEndpoints replaces the set of render endpoints (typically the ready
+// model-server endpoints). Calls pick round-robin over the set sorted by ID.
+// Endpoints with an empty ID or an invalid URL are left out and reported in
+// the returned error; the others are used. With a fixed Config.URL it returns
+// ErrFixedURL and changes nothing.
+func (c *Client) SetEndpoints(eps []Endpoint) error {
+	if c.picker.fixed != nil {
+		return ErrFixedURL
+	}
+	return c.picker.set(eps)
+}
+
+// Endpoints returns the current endpoints, sorted by ID (the fixed URL, with
+// itself as ID, when one is configured).
+func (c *Client) Endpoints() []Endpoint { return c.picker.endpoints() }
+
+// Render tokenizes req through a renderer and returns its prompts' token IDs,
+// multimodal features and cache salt. Every failure is an *Error. The call is
+// bounded by the API's budget (see Config) and by ctx; it is observed in the
+// duration metric, counted in the failures metric unless the caller canceled,
+// and logged at most once per 10 s.
+func (c *Client) Render(ctx context.Context, req *Request) (*Result, error) {
+	start := c.now()
+	res, err := c.render(ctx, req)
+	if err != nil {
+		if (err.Reason == ReasonTimeout || err.Reason == ReasonConnection) && errors.Is(ctx.Err(), context.Canceled) {
+			err.Reason = ReasonCanceled
+		}
+		c.metrics.observe(c.now().Sub(start).Seconds(), err)
+		c.logFailure(err)
+		return nil, err
+	}
+	c.metrics.observe(c.now().Sub(start).Seconds(), nil)
+	return res, nil
+}
+
+// budget returns the whole-render budget of a route.
+func (c *Client) budget(r route) time.Duration {
+	if r == routeCompletions {
+		return c.cfg.Timeout
+	}
+	return max(c.cfg.Timeout, c.cfg.MMTimeout)
+}
+
+func (c *Client) render(ctx context.Context, req *Request) (*Result, *Error) {
+	if c.closed.Load() {
+		return nil, &Error{Reason: ReasonOther, Err: ErrClosed}
+	}
+	if req == nil {
+		return nil, &Error{Reason: ReasonOther, Err: fmt.Errorf("%w: nil request", ErrInvalidRequest)}
+	}
+	r, ok := req.API.route()
+	if !ok {
+		return nil, &Error{Reason: ReasonOther, Err: fmt.Errorf("%w: unknown API %q", ErrInvalidRequest, req.API)}
+	}
+	bctx, cancel := context.WithTimeout(ctx, c.budget(r))
+	defer cancel()
+
+	// The body is checked (and the salt read) before any probe is sent.
+	body, salt, hasSalt, err := prepareBody(req.Body, c.cfg.PrefillOnly, c.cfg.OmitMMKwargs)
+	if err != nil {
+		return nil, &Error{Reason: ReasonOther, Err: fmt.Errorf("%w: %w", ErrInvalidRequest, err)}
+	}
+	if r == routeMessages || r == routeResponses {
+		mode, merr := c.modeFor(bctx, r, req.Authorization)
+		if merr != nil {
+			return nil, merr
+		}
+		if mode == ModeLegacy {
+			// The translation is what is sent, with the same edits.
+			body, err = c.translate(r, req.Body)
+			if err == nil {
+				body, _, _, err = prepareBody(body, c.cfg.PrefillOnly, c.cfg.OmitMMKwargs)
+			}
+			if err != nil {
+				return nil, &Error{Reason: ReasonOther, Err: err}
+			}
+			r = routeChat
+		}
+	}
+	res, e := c.call(bctx, r, body, req.Authorization)
+	if e != nil {
+		return nil, e
+	}
+	if hasSalt {
+		res.CacheSalt = salt
+	}
+	return res, nil
+}
+
+// call sends one render POST with at most one retry on a different endpoint.
+// ctx carries the whole budget.
+func (c *Client) call(ctx context.Context, r route, body []byte, auth string) (*Result, *Error) {
+	t := c.picker.pick()
+	if t == nil {
+		return nil, &Error{Reason: ReasonNoEndpoints, Err: ErrNoEndpoints}
+	}
+	res, err := c.attempt(ctx, t, r, body, auth)
+	if err == nil {
+		return res, nil
+	}
+	if !err.Retryable() || ctx.Err() != nil {
+		return nil, err
+	}
+	t2 := c.picker.pickExcluding(t)
+	if t2 == nil {
+		return nil, err
+	}
+	res, err = c.attempt(ctx, t2, r, body, auth)
+	if err != nil {
+		err.Attempts = 2
+		return nil, err
+	}
+	return res, nil
+}
+
+var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// attempt makes one HTTP attempt against t, capped by AttemptTimeout.
+func (c *Client) attempt(ctx context.Context, t *target, r route, body []byte, auth string) (*Result, *Error) {
+	actx := ctx
+	if c.cfg.AttemptTimeout > 0 {
+		var cancel context.CancelFunc
+		actx, cancel = context.WithTimeout(ctx, c.cfg.AttemptTimeout)
+		defer cancel()
+	}
+	hreq, err := http.NewRequestWithContext(actx, http.MethodPost, t.urls[r], bytes.NewReader(body))
+	if err != nil {
+		return nil, &Error{Reason: ReasonOther, Endpoint: t.id, Err: err}
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Accept", "application/json")
+	if auth != "" {
+		hreq.Header.Set("Authorization", auth)
+	}
+	resp, err := c.http.Do(hreq)
+	if err != nil {
+		return nil, transportError(actx, t, err)
+	}
+	defer resp.Body.Close()
+
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxStatusBody))
+		// Drain a little more so that the connection can be reused.
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		return nil, statusError(t.id, resp.StatusCode, b)
+	}
+
+	limit := c.cfg.MaxResponseBytes
+	if resp.ContentLength > limit {
+		return nil, &Error{Reason: ReasonDecode, Status: resp.StatusCode, Endpoint: t.id, Attempts: 1,
+			Err: fmt.Errorf("%w: body of %d bytes exceeds the %d-byte cap", errDecode, resp.ContentLength, limit)}
+	}
+	buf := bufPool.Get().(*bytes.Buffer)
+	buf.Reset()
+	defer func() {
+		if buf.Cap() <= maxPooledBuffer {
+			bufPool.Put(buf)
+		}
+	}()
+	if resp.ContentLength > 0 {
+		buf.Grow(int(resp.ContentLength) + bytes.MinRead)
+	}
+	if _, err := buf.ReadFrom(io.LimitReader(resp.Body, limit+1)); err != nil {
+		// A body cut off by the network or the deadline after a 2xx header
+		// is a transport failure (retried), not a decode failure.
+		return nil, transportError(actx, t, err)
+	}
+	if int64(buf.Len()) > limit {
+		return nil, &Error{Reason: ReasonDecode, Status: resp.StatusCode, Endpoint: t.id, Attempts: 1,
+			Err: fmt.Errorf("%w: body exceeds the %d-byte cap", errDecode, limit)}
+	}
+	res := &Result{Endpoint: t.id}
+	if err := decodeResponse(buf.Bytes(), r == routeCompletions, res); err != nil {
+		return nil, &Error{Reason: ReasonDecode, Status: resp.StatusCode, Endpoint: t.id, Attempts: 1, Err: err}
+	}
+	return res, nil
+}
+
+// transportError classifies a failed exchange: a timeout when the attempt's
+// context ended, a connection failure otherwise.
+func transportError(actx context.Context, t *target, err error) *Error {
+	if cerr := actx.Err(); cerr != nil {
+		return &Error{Reason: ReasonTimeout, Endpoint: t.id, Attempts: 1, Err: cerr}
+	}
+	return &Error{Reason: ReasonConnection, Endpoint: t.id, Attempts: 1, Err: err}
+}
+
+// logFailure logs a failed call, at most once per failureLogInterval. It logs
+// inside the call because the caller's deadline can discard the error.
+func (c *Client) logFailure(e *Error) {
+	if e.Reason == ReasonCanceled {
+		return
+	}
+	now := c.now().UnixNano()
+	last := c.lastFailureLog.Load()
+	if last != 0 && now-last < int64(failureLogInterval) {
+		return
+	}
+	if !c.lastFailureLog.CompareAndSwap(last, now) {
+		return
+	}
+	c.log.Warn("render failed (further failures are not logged for 10s)",
+		"reason", string(e.Reason), "status", e.Status, "endpoint", e.Endpoint,
+		"attempts", e.Attempts, "error", e.Error())
+}

@@ -1,0 +1,268 @@
+package render
+
+import (
+	"bytes"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Defaults of the llm-d router's token producer, which kvroute keeps so that
+// tuned deployments carry over.
+const (
+	// DefaultTimeout is the budget of a completions render (both attempts).
+	DefaultTimeout = 5 * time.Second
+	// DefaultMMTimeout is the budget of a chat, Messages or Responses render
+	// (via max(Timeout, MMTimeout)): multimodal inputs are fetched and
+	// processed by the renderer and take longer.
+	DefaultMMTimeout = 30 * time.Second
+	// DefaultMaxResponseBytes caps a render response body. A 128k-token
+	// prompt renders to well under 2 MiB of JSON; the cap only guards the
+	// router against a hostile or broken server.
+	DefaultMaxResponseBytes = 64 << 20
+)
+
+// Mode says how Anthropic Messages and OpenAI Responses requests are rendered.
+type Mode string
+
+const (
+	// ModeAuto probes the native render route once and falls back to legacy
+	// only when the route is missing and chat-completions rendering works.
+	// It is the default ("" means auto).
+	ModeAuto Mode = "auto"
+	// ModeNative sends the request as is to /v1/messages/render or
+	// /v1/responses/render.
+	ModeNative Mode = "native"
+	// ModeLegacy translates the request into a chat-completions render call
+	// for renderers older than the native routes. Deprecated by the upstream
+	// router; a warning is logged once per Client and API.
+	ModeLegacy Mode = "legacy"
+)
+
+func (m Mode) valid() bool {
+	switch m {
+	case "", ModeAuto, ModeNative, ModeLegacy:
+		return true
+	}
+	return false
+}
+
+// Config configures a Client. Start from DefaultConfig. JSON keys are the
+// json tags below (the llm-d token producer's names); unknown keys are an
+// error; durations are Go duration strings ("5s", "250ms"). Keys missing from
+// the JSON keep the value the Config had before decoding, so decode into
+// DefaultConfig() (as LoadConfig does) to get defaults for them.
+//
+// New treats zero durations, a zero MaxResponseBytes and empty modes as their
+// defaults; booleans are taken as given (DefaultConfig sets OmitMMKwargs).
+type Config struct {
+	// URL is a fixed renderer base URL such as "http://localhost:8000". When
+	// empty, the Client renders against the endpoints given to SetEndpoints.
+	// With a fixed URL there is no retry (there is no other endpoint).
+	URL string `json:"url,omitempty"`
+	// ModelName is the base model name, used in mode probes, in the legacy
+	// translations and by Check. Native bodies keep their own model.
+	ModelName string `json:"modelName,omitempty"`
+	// MessagesRenderMode selects how Anthropic Messages render. Default auto.
+	MessagesRenderMode Mode `json:"messagesRenderMode"`
+	// ResponsesRenderMode selects how OpenAI Responses render. Default auto.
+	ResponsesRenderMode Mode `json:"responsesRenderMode"`
+	// PrefillOnly edits the render copy of the body: max_tokens becomes 1,
+	// max_completion_tokens is capped at 1 and min_tokens becomes 0, unless
+	// truncate_prompt_tokens is set. It keeps the renderer from rejecting a
+	// prompt whose max_tokens would not fit the context. Default false.
+	PrefillOnly bool `json:"prefillOnly"`
+	// OmitMMKwargs splices "return_mm_kwargs": false into the render copy of
+	// the body so that multimodal tensors stay out of the response. Default
+	// true.
+	OmitMMKwargs bool `json:"omitMMKwargs"`
+	// Timeout is the budget of a completions render, both attempts included,
+	// and the lower bound of the other budgets. Default 5 s.
+	Timeout time.Duration `json:"timeout"`
+	// MMTimeout sets the budget of chat, Messages and Responses renders to
+	// max(Timeout, MMTimeout). Default 30 s.
+	MMTimeout time.Duration `json:"mmTimeout"`
+	// AttemptTimeout caps each attempt at min(AttemptTimeout, remaining
+	// budget); 0 means no cap, so a hung first attempt can use the whole
+	// budget and leave nothing for the retry. The deployment guide uses 2 s.
+	AttemptTimeout time.Duration `json:"attemptTimeout"`
+	// MaxResponseBytes caps the size of a render response body; a larger
+	// body is a decode error. Default 64 MiB.
+	MaxResponseBytes int64 `json:"maxResponseBytes"`
+	// TLSConfig is used for https renderer URLs; nil means the system roots.
+	// HTTP/2 stays disabled either way.
+	TLSConfig *tls.Config `json:"-"`
+}
+
+// DefaultConfig returns the llm-d token producer's defaults: no fixed URL,
+// auto modes, omitMMKwargs on, prefillOnly off, 5 s / 30 s budgets, no
+// per-attempt cap and a 64 MiB response cap.
+func DefaultConfig() Config {
+	return Config{
+		MessagesRenderMode:  ModeAuto,
+		ResponsesRenderMode: ModeAuto,
+		OmitMMKwargs:        true,
+		Timeout:             DefaultTimeout,
+		MMTimeout:           DefaultMMTimeout,
+		MaxResponseBytes:    DefaultMaxResponseBytes,
+	}
+}
+
+// ErrInvalidConfig is wrapped by every error Validate and LoadConfig return
+// for an out-of-range configuration value (test with errors.Is).
+var ErrInvalidConfig = errors.New("render: invalid config")
+
+func invalidConfig(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
+}
+
+// Validate reports the first invalid field, naming its JSON key.
+func (c Config) Validate() error {
+	if c.URL != "" {
+		if err := validateBaseURL(c.URL); err != nil {
+			return invalidConfig("url: %v", err)
+		}
+	}
+	switch {
+	case !c.MessagesRenderMode.valid():
+		return invalidConfig("messagesRenderMode must be %q, %q or %q, got %q", ModeAuto, ModeNative, ModeLegacy, c.MessagesRenderMode)
+	case !c.ResponsesRenderMode.valid():
+		return invalidConfig("responsesRenderMode must be %q, %q or %q, got %q", ModeAuto, ModeNative, ModeLegacy, c.ResponsesRenderMode)
+	case c.Timeout < 0:
+		return invalidConfig("timeout must be > 0 (0 means the default %v), got %v", DefaultTimeout, c.Timeout)
+	case c.MMTimeout < 0:
+		return invalidConfig("mmTimeout must be > 0 (0 means the default %v), got %v", DefaultMMTimeout, c.MMTimeout)
+	case c.AttemptTimeout < 0:
+		return invalidConfig("attemptTimeout must be >= 0 (0 means no per-attempt cap), got %v", c.AttemptTimeout)
+	case c.MaxResponseBytes < 0:
+		return invalidConfig("maxResponseBytes must be > 0 (0 means the default %d), got %d", DefaultMaxResponseBytes, c.MaxResponseBytes)
+	}
+	return nil
+}
+
+// withDefaults fills zero values with their defaults.
+func (c Config) withDefaults() Config {
+	if c.MessagesRenderMode == "" {
+		c.MessagesRenderMode = ModeAuto
+	}
+	if c.ResponsesRenderMode == "" {
+		c.ResponsesRenderMode = ModeAuto
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.MMTimeout == 0 {
+		c.MMTimeout = DefaultMMTimeout
+	}
+	if c.MaxResponseBytes == 0 {
+		c.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	c.URL = strings.TrimRight(c.URL, "/")
+	return c
+}
+
+// validateBaseURL accepts an absolute http or https URL with a host and no
+// query or fragment.
+func validateBaseURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return err
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("%q: scheme must be http or https", s)
+	}
+	if u.Host == "" {
+		return fmt.Errorf("%q: missing host", s)
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("%q: a base URL has no query or fragment", s)
+	}
+	return nil
+}
+
+// LoadConfig decodes a JSON object over DefaultConfig, rejects unknown keys
+// and trailing data, and validates the result.
+func LoadConfig(r io.Reader) (Config, error) {
+	cfg := DefaultConfig()
+	dec := json.NewDecoder(r)
+	if err := dec.Decode(&cfg); err != nil {
+		return Config{}, fmt.Errorf("render: decode config: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return Config{}, errors.New("render: decode config: trailing data after the JSON object")
+	}
+	if err := cfg.Validate(); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+// configFields is Config without its methods, so that decoding it does not
+// recurse into Config.UnmarshalJSON.
+type configFields Config
+
+// UnmarshalJSON decodes c strictly: unknown keys are an error even when the
+// surrounding decoder does not disallow them, and durations are Go duration
+// strings. Keys not present keep their current value.
+func (c *Config) UnmarshalJSON(data []byte) error {
+	if string(bytes.TrimSpace(data)) == "null" {
+		return nil
+	}
+	aux := struct {
+		*configFields
+		// These shadow the embedded fields of the same keys (shallower depth wins).
+		Timeout        *jsonDuration `json:"timeout"`
+		MMTimeout      *jsonDuration `json:"mmTimeout"`
+		AttemptTimeout *jsonDuration `json:"attemptTimeout"`
+	}{
+		configFields:   (*configFields)(c),
+		Timeout:        (*jsonDuration)(&c.Timeout),
+		MMTimeout:      (*jsonDuration)(&c.MMTimeout),
+		AttemptTimeout: (*jsonDuration)(&c.AttemptTimeout),
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&aux); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("trailing data after the JSON object")
+	}
+	return nil
+}
+
+// MarshalJSON encodes c with its durations as Go duration strings.
+func (c Config) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		configFields
+		Timeout        string `json:"timeout"`
+		MMTimeout      string `json:"mmTimeout"`
+		AttemptTimeout string `json:"attemptTimeout"`
+	}{
+		configFields:   configFields(c),
+		Timeout:        c.Timeout.String(),
+		MMTimeout:      c.MMTimeout.String(),
+		AttemptTimeout: c.AttemptTimeout.String(),
+	})
+}
+
+// jsonDuration decodes a Go duration string.
+type jsonDuration time.Duration
+
+func (d *jsonDuration) UnmarshalJSON(data []byte) error {
+	var s string
+	if err := json.Unmarshal(data, &s); err != nil {
+		return fmt.Errorf("a duration must be a string like \"5s\" or \"250ms\", got %s", data)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("invalid duration %q: %w", s, err)
+	}
+	*d = jsonDuration(v)
+	return nil
+}

@@ -1,0 +1,245 @@
+package render
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+)
+
+// Result is the outcome of one render call.
+type Result struct {
+	// Prompts holds one entry per prompt: several for a completions request
+	// with a list of prompts, exactly one otherwise.
+	Prompts []Prompt
+	// CacheSalt is the request's top-level "cache_salt" when it has one,
+	// otherwise the renderer's answer; "" when neither has one.
+	CacheSalt string
+	// Endpoint is the ID of the endpoint that answered (the URL with a fixed
+	// URL).
+	Endpoint string
+}
+
+// Prompt is one rendered prompt.
+type Prompt struct {
+	// TokenIDs are the prompt's token IDs after chat templating and
+	// multimodal placeholder expansion, exactly as the engine sees them.
+	TokenIDs []uint32
+	// Features are the prompt's multimodal items, sorted by Offset; nil for
+	// a text-only prompt.
+	Features []MMFeature
+}
+
+// MMFeature is one multimodal item of a prompt: its content hash and the
+// placeholder tokens it occupies. Routing keys every block an item overlaps
+// by the item's hash, because placeholder token IDs are the same for every
+// image.
+type MMFeature struct {
+	// Modality is the item's modality ("image", "audio", "video", ...).
+	Modality string
+	// Hash is vLLM's mm_hash of the item.
+	Hash string
+	// Offset is the index of the item's first placeholder token.
+	Offset int
+	// Length is the number of placeholder tokens.
+	Length int
+}
+
+// errDecode marks a 2xx body that is not a valid render answer.
+var errDecode = errors.New("invalid render response")
+
+// maxOffset bounds placeholder offsets and lengths.
+const maxOffset = math.MaxInt32
+
+// decodeResponse decodes a render answer: a JSON array of GenerateRequest
+// objects when array is set (completions; a single object is accepted as one
+// prompt), one object otherwise. It reads token_ids, features.mm_hashes,
+// features.mm_placeholders and cache_salt, and skips everything else.
+func decodeResponse(body []byte, array bool, res *Result) error {
+	s := scanner{b: body}
+	s.ws()
+	salt := ""
+	switch {
+	case s.peek() == '[' && array:
+		s.i++
+		s.ws()
+		if s.consume(']') {
+			return fmt.Errorf("%w: empty array (no prompts rendered)", errDecode)
+		}
+		for {
+			s.ws()
+			p, sa, err := decodeGenerate(&s)
+			if err != nil {
+				return err
+			}
+			if salt == "" {
+				salt = sa
+			}
+			res.Prompts = append(res.Prompts, p)
+			s.ws()
+			if s.consume(',') {
+				continue
+			}
+			if s.consume(']') {
+				break
+			}
+			return fmt.Errorf("%w: %w", errDecode, s.errorf("expected ',' or ']'"))
+		}
+	case s.peek() == '{':
+		p, sa, err := decodeGenerate(&s)
+		if err != nil {
+			return err
+		}
+		salt = sa
+		res.Prompts = append(res.Prompts, p)
+	case s.peek() == '[':
+		return fmt.Errorf("%w: expected one object, got an array", errDecode)
+	default:
+		return fmt.Errorf("%w: %w", errDecode, s.errorf("expected a JSON object or array"))
+	}
+	if err := s.trailer(); err != nil {
+		return fmt.Errorf("%w: %w", errDecode, err)
+	}
+	res.CacheSalt = salt
+	return nil
+}
+
+// decodeGenerate decodes one GenerateRequest object.
+func decodeGenerate(s *scanner) (p Prompt, salt string, err error) {
+	var hashes, places []mmList
+	haveTokens := false
+	fail := func(err error) (Prompt, string, error) {
+		if errors.Is(err, errDecode) {
+			return Prompt{}, "", err
+		}
+		return Prompt{}, "", fmt.Errorf("%w: %w", errDecode, err)
+	}
+	if !s.consume('{') {
+		return fail(s.errorf("expected an object"))
+	}
+	s.ws()
+	if !s.consume('}') {
+		for {
+			s.ws()
+			k, err := s.rawKey()
+			if err != nil {
+				return fail(err)
+			}
+			s.ws()
+			if !s.consume(':') {
+				return fail(s.errorf("expected ':'"))
+			}
+			s.ws()
+			switch string(k) {
+			case "token_ids":
+				p.TokenIDs, err = decodeTokens(s)
+				haveTokens = p.TokenIDs != nil
+			case "features":
+				hashes, places, err = decodeFeatures(s)
+			case "cache_salt":
+				salt, err = nullableString(s)
+			default:
+				err = s.skipValue(0)
+			}
+			if err != nil {
+				return fail(err)
+			}
+			s.ws()
+			if s.consume(',') {
+				continue
+			}
+			if s.consume('}') {
+				break
+			}
+			return fail(s.errorf("expected ',' or '}'"))
+		}
+	}
+	if !haveTokens {
+		return fail(errors.New("missing or null token_ids"))
+	}
+	if len(p.TokenIDs) == 0 {
+		return fail(errors.New("empty token_ids"))
+	}
+	p.Features, err = joinFeatures(hashes, places, len(p.TokenIDs))
+	if err != nil {
+		return fail(err)
+	}
+	return p, salt, nil
+}
+
+// decodeTokens reads token_ids: null or an array of integers in uint32 range.
+// The array is sized exactly (one allocation) by counting its commas first,
+// and parsed by a tight loop over local variables.
+func decodeTokens(s *scanner) ([]uint32, error) {
+	if s.literal("null") {
+		return nil, nil
+	}
+	if !s.consume('[') {
+		return nil, s.errorf("token_ids: expected an array")
+	}
+	// A token array holds only digits, commas and whitespace, so its end is
+	// the next ']'; anything else inside is rejected below.
+	end := bytes.IndexByte(s.b[s.i:], ']')
+	if end < 0 {
+		return nil, s.errorf("token_ids: unterminated array")
+	}
+	end += s.i
+	b := s.b[:end] // the loop never reads past the ']'
+	toks := make([]uint32, 0, bytes.Count(b[s.i:], []byte{','})+1)
+	i := s.i
+	for i < len(b) && isSpace(b[i]) {
+		i++
+	}
+	if i == len(b) {
+		s.i = end + 1
+		return toks, nil
+	}
+	for {
+		// One integer: 1 to 10 digits, no sign, no leading zero, no fraction.
+		start := i
+		var v uint64
+		for i < len(b) {
+			c := b[i] - '0'
+			if c > 9 {
+				break
+			}
+			v = v*10 + uint64(c)
+			i++
+			if i-start > 10 {
+				break
+			}
+		}
+		n := i - start
+		switch {
+		case n == 0 || n > 10 || v > math.MaxUint32 || (n > 1 && b[start] == '0'):
+			s.i = start
+			return nil, s.errorf("token_ids[%d]: not an integer in uint32 range", len(toks))
+		}
+		toks = append(toks, uint32(v))
+		for i < len(b) && isSpace(b[i]) {
+			i++
+		}
+		if i == len(b) {
+			s.i = end + 1
+			return toks, nil
+		}
+		if b[i] != ',' {
+			s.i = i
+			return nil, s.errorf("token_ids[%d]: not an integer in uint32 range", len(toks)-1)
+		}
+		i++
+		for i < len(b) && isSpace(b[i]) {
+			i++
+		}
+	}
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// nullableString reads a string or null ("").
+func nullableString(s *scanner) (string, error) {
+	if s.literal("null") {
+		return "", nil
+	}
+	return s.str()
+}

@@ -1,0 +1,47 @@
+// Package render turns an inference request into the exact prompt token IDs
+// the engine will see, by calling vLLM's render endpoints
+// (/v1/completions/render, /v1/chat/completions/render, /v1/messages/render,
+// /v1/responses/render).
+//
+// Precise prefix-cache routing keys the KV index by the engine's own tokens,
+// after chat templating and multimodal placeholder expansion, so the router
+// cannot tokenize on its own: it asks a vLLM renderer. Every request pays for
+// that call in its time to first token, and a slow or broken renderer must not
+// take the gateway down, so the Client is built around bounded failure:
+//
+//   - Endpoints: a fixed base URL, or a dynamic set given with SetEndpoints.
+//     Calls go round-robin over the full snapshot sorted by endpoint ID.
+//   - Retry: after a transport error, a timeout, a 408, a 429 or a 5xx the
+//     Client retries exactly once on a different endpoint. Other 4xx answers
+//     return at once, and nothing is retried once the caller's context is done.
+//   - Budgets: Timeout (5 s) for completions and max(Timeout, MMTimeout) (30 s)
+//     for chat, Messages and Responses cover both attempts; AttemptTimeout
+//     optionally caps each attempt so that a hung first attempt leaves time for
+//     the retry. An earlier caller deadline wins.
+//   - Modes: Anthropic Messages and OpenAI Responses are rendered natively when
+//     the renderer supports them and otherwise, in legacy mode, translated into
+//     a chat-completions render call. The auto mode probes once and remembers.
+//   - Errors: every failure is an *Error whose Reason a caller can switch on
+//     (and which is the label of the failures metric). A renderer started
+//     without vLLM's --enable-scale-out flag answers a bare
+//     {"detail":"Not Found"} 404; the Client reports that as ErrRenderNotEnabled
+//     rather than as a model mismatch, because a router that silently gets no
+//     tokens routes cache-blind.
+//
+// The request body is forwarded byte for byte, with two documented edits on
+// the render copy only (Config.PrefillOnly and Config.OmitMMKwargs), and the
+// inbound Authorization header is forwarded verbatim. Responses are read with a
+// size cap and decoded by a small scanner that reads only token_ids,
+// features.mm_hashes, features.mm_placeholders and cache_salt.
+//
+// Metrics (registered on the Registerer given to New): the histogram
+// llm_d_epp_token_producer_render_duration_seconds{result} and the counter
+// llm_d_epp_token_producer_render_failures_total{reason}, with the names and
+// label values of the llm-d router so that dashboards carry over.
+//
+// Check runs a deployment's render check (every endpoint must return token
+// IDs for the model) and reports per endpoint.
+//
+// The package imports nothing else from kvroute; it speaks in its own small
+// types (strings for endpoint IDs, []uint32 for tokens).
+package render

@@ -1,0 +1,121 @@
+package render
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+)
+
+// Endpoint is one renderer the Client may call.
+type Endpoint struct {
+	// ID identifies the endpoint (kvroute uses "ip:port"); the snapshot is
+	// ordered by ID so that the order of updates does not change selection.
+	ID string `json:"id"`
+	// URL is the base URL, such as "http://10.0.0.7:8000"; the render paths
+	// are appended to it.
+	URL string `json:"url"`
+}
+
+// target is an endpoint with its request URLs precomputed, one per route.
+type target struct {
+	id   string
+	base string
+	urls [numRoutes]string
+}
+
+func newTarget(id, base string) *target {
+	base = strings.TrimRight(base, "/")
+	t := &target{id: id, base: base}
+	for r := range numRoutes {
+		t.urls[r] = base + routePaths[r]
+	}
+	return t
+}
+
+// picker hands out targets round-robin over an immutable sorted snapshot.
+type picker struct {
+	fixed  *target // non-nil with a fixed URL
+	snap   atomic.Pointer[[]*target]
+	cursor atomic.Uint64
+}
+
+// set replaces the snapshot. Endpoints with an empty ID or an invalid URL
+// are left out and reported in the returned error; of duplicate IDs the last
+// one wins.
+func (p *picker) set(eps []Endpoint) error {
+	byID := make(map[string]Endpoint, len(eps))
+	var errs []error
+	for _, ep := range eps {
+		if ep.ID == "" {
+			errs = append(errs, fmt.Errorf("endpoint with URL %q has no ID", ep.URL))
+			continue
+		}
+		if err := validateBaseURL(ep.URL); err != nil {
+			errs = append(errs, fmt.Errorf("endpoint %s: %w", ep.ID, err))
+			continue
+		}
+		byID[ep.ID] = ep
+	}
+	ts := make([]*target, 0, len(byID))
+	for _, ep := range byID {
+		ts = append(ts, newTarget(ep.ID, ep.URL))
+	}
+	slices.SortFunc(ts, func(a, b *target) int { return strings.Compare(a.id, b.id) })
+	p.snap.Store(&ts)
+	if len(errs) > 0 {
+		return fmt.Errorf("render: endpoints left out: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+func (p *picker) endpoints() []Endpoint {
+	if p.fixed != nil {
+		return []Endpoint{{ID: p.fixed.id, URL: p.fixed.base}}
+	}
+	s := p.snap.Load()
+	if s == nil {
+		return nil
+	}
+	out := make([]Endpoint, len(*s))
+	for i, t := range *s {
+		out[i] = Endpoint{ID: t.id, URL: t.base}
+	}
+	return out
+}
+
+// pick returns the next target, or nil when there is none.
+func (p *picker) pick() *target {
+	if p.fixed != nil {
+		return p.fixed
+	}
+	s := p.snap.Load()
+	if s == nil || len(*s) == 0 {
+		return nil
+	}
+	ts := *s
+	return ts[(p.cursor.Add(1)-1)%uint64(len(ts))]
+}
+
+// pickExcluding returns the next target whose URL differs from not's, or nil
+// when there is none (a fixed URL, or a snapshot without another URL). Every
+// target looked at advances the cursor.
+func (p *picker) pickExcluding(not *target) *target {
+	if p.fixed != nil {
+		return nil
+	}
+	s := p.snap.Load()
+	if s == nil {
+		return nil
+	}
+	ts := *s
+	n := uint64(len(ts))
+	for range ts {
+		t := ts[(p.cursor.Add(1)-1)%n]
+		if t.base != not.base {
+			return t
+		}
+	}
+	return nil
+}

@@ -1,0 +1,193 @@
+package render
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// mmList is one modality's entry of mm_hashes or mm_placeholders.
+type mmList struct {
+	modality string
+	hashes   []string
+	places   []span // start = offset, end = offset + length
+}
+
+// decodeFeatures reads features: null or an object with mm_hashes and
+// mm_placeholders (other members skipped).
+func decodeFeatures(s *scanner) (hashes, places []mmList, err error) {
+	if s.literal("null") {
+		return nil, nil, nil
+	}
+	err = eachMember(s, "features", func(k []byte) error {
+		switch string(k) {
+		case "mm_hashes":
+			var err error
+			hashes, err = decodeModalityMap(s, "mm_hashes", decodeHash)
+			return err
+		case "mm_placeholders":
+			var err error
+			places, err = decodeModalityMap(s, "mm_placeholders", decodePlaceholder)
+			return err
+		}
+		return s.skipValue(0)
+	})
+	return hashes, places, err
+}
+
+func decodeHash(s *scanner, l *mmList) error {
+	h, err := s.str()
+	if err != nil {
+		return fmt.Errorf("mm_hashes[%q]: %w", l.modality, err)
+	}
+	l.hashes = append(l.hashes, h)
+	return nil
+}
+
+func decodePlaceholder(s *scanner, l *mmList) error {
+	off, length := -1, -1
+	err := eachMember(s, "mm_placeholders", func(k []byte) error {
+		switch string(k) {
+		case "offset", "length":
+			v, err := s.uint(maxOffset)
+			if err != nil {
+				return fmt.Errorf("mm_placeholders[%q].%s: %w", l.modality, k, err)
+			}
+			if string(k) == "offset" {
+				off = int(v)
+			} else {
+				length = int(v)
+			}
+			return nil
+		}
+		return s.skipValue(0)
+	})
+	if err != nil {
+		return err
+	}
+	if off < 0 || length < 0 {
+		return fmt.Errorf("mm_placeholders[%q]: missing offset or length", l.modality)
+	}
+	l.places = append(l.places, span{off, off + length})
+	return nil
+}
+
+// decodeModalityMap reads null or {modality: null | [item, ...]}.
+func decodeModalityMap(s *scanner, what string, item func(*scanner, *mmList) error) ([]mmList, error) {
+	if s.literal("null") {
+		return nil, nil
+	}
+	var out []mmList
+	err := eachMember(s, what, func(k []byte) error {
+		l := mmList{modality: string(k)}
+		if !s.literal("null") {
+			if !s.consume('[') {
+				return s.errorf("%s[%q]: expected an array", what, k)
+			}
+			s.ws()
+			if !s.consume(']') {
+				for {
+					s.ws()
+					if err := item(s, &l); err != nil {
+						return err
+					}
+					s.ws()
+					if s.consume(',') {
+						continue
+					}
+					if s.consume(']') {
+						break
+					}
+					return s.errorf("%s: expected ',' or ']'", what)
+				}
+			}
+		}
+		// A repeated modality replaces the earlier one, as in Python.
+		for i := range out {
+			if out[i].modality == l.modality {
+				out[i] = l
+				return nil
+			}
+		}
+		out = append(out, l)
+		return nil
+	})
+	return out, err
+}
+
+// eachMember reads an object, calling fn for each key with the scanner at the
+// value; fn must consume the value.
+func eachMember(s *scanner, what string, fn func(k []byte) error) error {
+	if !s.consume('{') {
+		return s.errorf("%s: expected an object", what)
+	}
+	s.ws()
+	if s.consume('}') {
+		return nil
+	}
+	for {
+		s.ws()
+		k, err := s.rawKey()
+		if err != nil {
+			return err
+		}
+		s.ws()
+		if !s.consume(':') {
+			return s.errorf("expected ':'")
+		}
+		s.ws()
+		if err := fn(k); err != nil {
+			return err
+		}
+		s.ws()
+		if s.consume(',') {
+			continue
+		}
+		if s.consume('}') {
+			return nil
+		}
+		return s.errorf("%s: expected ',' or '}'", what)
+	}
+}
+
+// joinFeatures pairs each modality's placeholders with its hashes, checks
+// that every item lies inside the prompt, and sorts the items by offset.
+func joinFeatures(hashes, places []mmList, ntok int) ([]MMFeature, error) {
+	n := 0
+	for _, p := range places {
+		n += len(p.places)
+	}
+	for _, h := range hashes {
+		if len(h.hashes) > 0 && !slices.ContainsFunc(places, func(p mmList) bool { return p.modality == h.modality }) {
+			return nil, fmt.Errorf("mm_hashes[%q] has no placeholders", h.modality)
+		}
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	out := make([]MMFeature, 0, n)
+	for _, p := range places {
+		var hs []string
+		for _, h := range hashes {
+			if h.modality == p.modality {
+				hs = h.hashes
+			}
+		}
+		if len(hs) != len(p.places) {
+			return nil, fmt.Errorf("modality %q: %d placeholders but %d hashes", p.modality, len(p.places), len(hs))
+		}
+		for i, sp := range p.places {
+			if sp.end > ntok {
+				return nil, fmt.Errorf("modality %q item %d: placeholder [%d, %d) outside the %d-token prompt", p.modality, i, sp.start, sp.end, ntok)
+			}
+			out = append(out, MMFeature{Modality: p.modality, Hash: hs[i], Offset: sp.start, Length: sp.end - sp.start})
+		}
+	}
+	slices.SortStableFunc(out, func(a, b MMFeature) int {
+		if a.Offset != b.Offset {
+			return a.Offset - b.Offset
+		}
+		return strings.Compare(a.Modality, b.Modality)
+	})
+	return out, nil
+}

@@ -1,0 +1,107 @@
+package render
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+var update = flag.Bool("update", false, "rewrite the legacy translation golden files")
+
+// TestLegacyTranslationGolden translates every testdata/legacy/*.in.json and
+// compares the chat-completions body with *.want.json byte for byte (the
+// golden files are the output indented with json.Indent, which keeps key
+// order and string escapes as they are).
+func TestLegacyTranslationGolden(t *testing.T) {
+	ins, err := filepath.Glob("testdata/legacy/*.in.json")
+	require.NoError(t, err)
+	require.NotEmpty(t, ins)
+	for _, in := range ins {
+		name := strings.TrimSuffix(filepath.Base(in), ".in.json")
+		t.Run(name, func(t *testing.T) {
+			body, err := os.ReadFile(in)
+			require.NoError(t, err)
+			var out []byte
+			if strings.HasPrefix(name, "messages") {
+				out, err = translateMessages(body, "qwen3-8b")
+			} else {
+				out, err = translateResponses(body, "qwen3-8b")
+			}
+			require.NoError(t, err)
+			require.True(t, json.Valid(out), "%s", out)
+			var pretty bytes.Buffer
+			require.NoError(t, json.Indent(&pretty, out, "", "  "))
+			pretty.WriteByte('\n')
+			want := strings.TrimSuffix(in, ".in.json") + ".want.json"
+			if *update {
+				require.NoError(t, os.WriteFile(want, pretty.Bytes(), 0o644))
+			}
+			golden, err := os.ReadFile(want)
+			require.NoError(t, err)
+			require.Equal(t, string(golden), pretty.String())
+		})
+	}
+}
+
+func TestLegacyMessagesToolArgumentsArePythonFormatted(t *testing.T) {
+	body := `{"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"x","name":"f","input":{"b":"Zürich 🎉","a":[1.0,2]}}]}]}`
+	out, err := translateMessages([]byte(body), "m")
+	require.NoError(t, err)
+	var got struct {
+		Messages []struct {
+			ToolCalls []struct {
+				Function struct{ Arguments string }
+			} `json:"tool_calls"`
+		}
+	}
+	require.NoError(t, json.Unmarshal(out, &got))
+	require.Equal(t, `{"b": "Z\u00fcrich \ud83c\udf89", "a": [1.0, 2]}`, got.Messages[0].ToolCalls[0].Function.Arguments)
+}
+
+func TestLegacyTranslationRejectsWhatItCannotTranslate(t *testing.T) {
+	messages := map[string]string{
+		"document block":     `{"messages":[{"role":"user","content":[{"type":"document","source":{"type":"text","data":"x"}}]}]}`,
+		"search result":      `{"messages":[{"role":"user","content":[{"type":"search_result","content":[]}]}]}`,
+		"server tool use":    `{"messages":[{"role":"assistant","content":[{"type":"server_tool_use","id":"s","name":"web_search","input":{}}]}]}`,
+		"unknown role":       `{"messages":[{"role":"tool","content":"x"}]}`,
+		"file image source":  `{"messages":[{"role":"user","content":[{"type":"image","source":{"type":"file","file_id":"f"}}]}]}`,
+		"server tool":        `{"tools":[{"type":"web_search_20250305","name":"web_search"}],"messages":[]}`,
+		"non-text system":    `{"system":[{"type":"image","source":{"type":"url","url":"u"}}],"messages":[]}`,
+		"document in result": `{"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"document"}]}]}]}`,
+		"content number":     `{"messages":[{"role":"user","content":5}]}`,
+		"invalid tool input": `{"messages":[{"role":"assistant","content":[{"type":"tool_use","name":"f","input":` + strings.Repeat("[", maxDepth+2) + strings.Repeat("]", maxDepth+2) + `}]}]}`,
+	}
+	for name, body := range messages {
+		t.Run("messages/"+name, func(t *testing.T) {
+			_, err := translateMessages([]byte(body), "m")
+			require.ErrorIs(t, err, ErrUntranslatable)
+		})
+	}
+	responses := map[string]string{
+		"function_call item":        `{"input":[{"type":"function_call","call_id":"c","name":"f","arguments":"{}"}]}`,
+		"function_call_output item": `{"input":[{"type":"function_call_output","call_id":"c","output":"x"}]}`,
+		"reasoning item":            `{"input":[{"type":"reasoning","summary":[]}]}`,
+		"input_audio part":          `{"input":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"x","format":"wav"}}]}]}`,
+		"input_file part":           `{"input":[{"role":"user","content":[{"type":"input_file","file_id":"f"}]}]}`,
+		"image by file_id":          `{"input":[{"role":"user","content":[{"type":"input_image","file_id":"f"}]}]}`,
+		"refusal part":              `{"input":[{"role":"assistant","content":[{"type":"refusal","refusal":"no"}]}]}`,
+		"item without role":         `{"input":[{"content":"x"}]}`,
+		"non-function tool":         `{"input":"x","tools":[{"type":"web_search"}]}`,
+		"missing input":             `{"instructions":"x"}`,
+		"non-string instructions":   `{"instructions":[{"role":"system","content":"x"}],"input":"x"}`,
+	}
+	for name, body := range responses {
+		t.Run("responses/"+name, func(t *testing.T) {
+			_, err := translateResponses([]byte(body), "m")
+			require.ErrorIs(t, err, ErrUntranslatable)
+		})
+	}
+	_, err := translateMessages([]byte(`[`), "m")
+	require.ErrorIs(t, err, ErrInvalidRequest)
+}

@@ -1,0 +1,233 @@
+package render
+
+import (
+	"strconv"
+	"strings"
+)
+
+// API names the inference API a request body belongs to.
+type API string
+
+const (
+	// APICompletions is OpenAI /v1/completions; it renders one prompt per
+	// entry of "prompt".
+	APICompletions API = "completions"
+	// APIChatCompletions is OpenAI /v1/chat/completions.
+	APIChatCompletions API = "chat_completions"
+	// APIMessages is Anthropic /v1/messages.
+	APIMessages API = "messages"
+	// APIResponses is OpenAI /v1/responses.
+	APIResponses API = "responses"
+)
+
+// APIForPath maps an inference path (such as "/v1/chat/completions") to its
+// API, so that a gateway can pass through what it received.
+func APIForPath(path string) (API, bool) {
+	switch strings.TrimRight(path, "/") {
+	case "/v1/completions":
+		return APICompletions, true
+	case "/v1/chat/completions":
+		return APIChatCompletions, true
+	case "/v1/messages":
+		return APIMessages, true
+	case "/v1/responses":
+		return APIResponses, true
+	}
+	return "", false
+}
+
+type route int
+
+const (
+	routeCompletions route = iota
+	routeChat
+	routeMessages
+	routeResponses
+	numRoutes
+)
+
+var routePaths = [numRoutes]string{
+	routeCompletions: "/v1/completions/render",
+	routeChat:        "/v1/chat/completions/render",
+	routeMessages:    "/v1/messages/render",
+	routeResponses:   "/v1/responses/render",
+}
+
+func (a API) route() (route, bool) {
+	switch a {
+	case APICompletions:
+		return routeCompletions, true
+	case APIChatCompletions:
+		return routeChat, true
+	case APIMessages:
+		return routeMessages, true
+	case APIResponses:
+		return routeResponses, true
+	}
+	return 0, false
+}
+
+// Request is one request to render.
+type Request struct {
+	// API is the inference API the body belongs to.
+	API API
+	// Body is the client's JSON body as received. It is not modified; the
+	// render copy gets the edits of Config.PrefillOnly and Config.OmitMMKwargs.
+	Body []byte
+	// Authorization is the inbound Authorization header, forwarded verbatim
+	// ("" sends none).
+	Authorization string
+}
+
+// span is a byte range [start, end) of a body.
+type span struct{ start, end int }
+
+// topFields is what the edits and the salt need from a body's top level.
+type topFields struct {
+	end                 int    // index of the closing '}'
+	members             int    // number of top-level members
+	maxTokens           []span // every occurrence (duplicates are possible)
+	maxCompletionTokens []span
+	minTokens           []span
+	truncateSet         bool // truncate_prompt_tokens present and not null
+	salt                string
+	hasSalt             bool
+}
+
+// scanTop reads the top-level members of a JSON object body without decoding
+// nested values.
+func scanTop(body []byte) (topFields, error) {
+	var f topFields
+	s := scanner{b: body}
+	s.ws()
+	if !s.consume('{') {
+		return f, s.errorf("body is not a JSON object")
+	}
+	s.ws()
+	if s.consume('}') {
+		f.end = s.i - 1
+		return f, s.trailer()
+	}
+	for {
+		s.ws()
+		key, err := s.rawKey()
+		if err != nil {
+			return f, err
+		}
+		s.ws()
+		if !s.consume(':') {
+			return f, s.errorf("expected ':'")
+		}
+		s.ws()
+		start := s.i
+		if err := s.skipValue(0); err != nil {
+			return f, err
+		}
+		v := span{start, s.i}
+		f.members++
+		switch string(key) {
+		case "max_tokens":
+			f.maxTokens = append(f.maxTokens, v)
+		case "max_completion_tokens":
+			f.maxCompletionTokens = append(f.maxCompletionTokens, v)
+		case "min_tokens":
+			f.minTokens = append(f.minTokens, v)
+		case "truncate_prompt_tokens":
+			f.truncateSet = string(body[v.start:v.end]) != "null"
+		case "cache_salt":
+			f.salt, f.hasSalt = "", false
+			if body[v.start] == '"' {
+				if str, err := unquote(body[v.start:v.end]); err == nil && str != "" {
+					f.salt, f.hasSalt = str, true
+				}
+			}
+		}
+		s.ws()
+		if s.consume(',') {
+			continue
+		}
+		if s.consume('}') {
+			f.end = s.i - 1
+			return f, s.trailer()
+		}
+		return f, s.errorf("expected ',' or '}'")
+	}
+}
+
+// edit replaces body[at] with text.
+type edit struct {
+	at   span
+	text string
+}
+
+// prepareBody returns the render copy of body with the configured edits, and
+// the request's cache salt. The body itself is never modified.
+func prepareBody(body []byte, prefillOnly, omitMMKwargs bool) (out []byte, salt string, hasSalt bool, err error) {
+	f, err := scanTop(body)
+	if err != nil {
+		return nil, "", false, err
+	}
+	var edits []edit
+	var appendix []string
+	if prefillOnly && !f.truncateSet {
+		if len(f.maxTokens) == 0 {
+			appendix = append(appendix, `"max_tokens":1`)
+		}
+		for _, v := range f.maxTokens {
+			edits = append(edits, edit{v, "1"})
+		}
+		for _, v := range f.maxCompletionTokens {
+			raw := string(body[v.start:v.end])
+			if raw == "null" {
+				continue
+			}
+			if x, err := strconv.ParseFloat(raw, 64); err == nil && x <= 1 {
+				continue
+			}
+			edits = append(edits, edit{v, "1"})
+		}
+		for _, v := range f.minTokens {
+			edits = append(edits, edit{v, "0"})
+		}
+	}
+	if omitMMKwargs {
+		appendix = append(appendix, `"return_mm_kwargs":false`)
+	}
+	if len(edits) == 0 && len(appendix) == 0 {
+		return body, f.salt, f.hasSalt, nil
+	}
+	// Edits are in key order, which is byte order.
+	sortEdits(edits)
+	n := len(body) + 2
+	for _, a := range appendix {
+		n += len(a) + 1
+	}
+	out = make([]byte, 0, n)
+	pos := 0
+	for _, e := range edits {
+		out = append(out, body[pos:e.at.start]...)
+		out = append(out, e.text...)
+		pos = e.at.end
+	}
+	out = append(out, body[pos:f.end]...)
+	members := f.members
+	for _, a := range appendix {
+		if members > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, a...)
+		members++
+	}
+	out = append(out, body[f.end:]...)
+	return out, f.salt, f.hasSalt, nil
+}
+
+// sortEdits orders edits by position (insertion sort: there are at most a
+// handful).
+func sortEdits(es []edit) {
+	for i := 1; i < len(es); i++ {
+		for j := i; j > 0 && es[j].at.start < es[j-1].at.start; j-- {
+			es[j], es[j-1] = es[j-1], es[j]
+		}
+	}
+}
