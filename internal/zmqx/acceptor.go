@@ -1,0 +1,142 @@
+package zmqx
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// acceptor accepts TCP connections and prepares each one (first byte, or a
+// whole ZMTP handshake) in its own goroutine, so that a slow or mute peer never
+// delays the others. Prepared values are handed out by Accept in the order
+// they become ready. Close stops the accept loop, closes connections still
+// being prepared and waits for every goroutine it started.
+type acceptor[T any] struct {
+	ctx     context.Context
+	l       net.Listener
+	prep    func(context.Context, net.Conn) (T, error)
+	discard func(T)
+	onFail  func(net.Addr, error)
+
+	ready chan T
+	done  chan struct{}
+	stop  func() bool
+
+	mu      sync.Mutex
+	closed  bool
+	pending map[net.Conn]struct{}
+	wg      sync.WaitGroup
+	once    sync.Once
+
+	failures atomic.Uint64
+}
+
+func newAcceptor[T any](ctx context.Context, l net.Listener, prep func(context.Context, net.Conn) (T, error), discard func(T)) *acceptor[T] {
+	a := &acceptor[T]{
+		ctx:     ctx,
+		l:       l,
+		prep:    prep,
+		discard: discard,
+		ready:   make(chan T),
+		done:    make(chan struct{}),
+		pending: make(map[net.Conn]struct{}),
+	}
+	a.wg.Add(1)
+	go a.loop()
+	// go-zeromq's accept loop only notices a cancelled socket between Accepts.
+	a.stop = context.AfterFunc(ctx, func() { _ = a.Close() })
+	return a
+}
+
+func (a *acceptor[T]) loop() {
+	defer a.wg.Done()
+	for {
+		c, err := a.l.Accept()
+		if err != nil {
+			if a.isClosed() || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Transient (e.g. out of file descriptors): pause, then retry.
+			t := time.NewTimer(50 * time.Millisecond)
+			select {
+			case <-a.done:
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			continue
+		}
+		a.mu.Lock()
+		if a.closed {
+			a.mu.Unlock()
+			_ = c.Close()
+			return
+		}
+		a.pending[c] = struct{}{}
+		a.wg.Add(1)
+		a.mu.Unlock()
+		go a.prepare(c)
+	}
+}
+
+func (a *acceptor[T]) prepare(c net.Conn) {
+	defer a.wg.Done()
+	v, err := a.prep(a.ctx, c)
+	a.mu.Lock()
+	delete(a.pending, c)
+	a.mu.Unlock()
+	if err != nil {
+		_ = c.Close()
+		a.failures.Add(1)
+		if a.onFail != nil {
+			a.onFail(c.RemoteAddr(), err)
+		}
+		return
+	}
+	select {
+	case a.ready <- v:
+	case <-a.done:
+		a.discard(v)
+	}
+}
+
+func (a *acceptor[T]) isClosed() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.closed
+}
+
+// Accept returns the next prepared connection, or net.ErrClosed after Close.
+func (a *acceptor[T]) Accept() (T, error) {
+	select {
+	case v := <-a.ready:
+		return v, nil
+	case <-a.done:
+		var zero T
+		return zero, net.ErrClosed
+	}
+}
+
+// Addr is the listening address.
+func (a *acceptor[T]) Addr() net.Addr { return a.l.Addr() }
+
+// Close stops accepting, aborts preparations in progress and waits for them.
+func (a *acceptor[T]) Close() error {
+	var err error
+	a.once.Do(func() {
+		a.stop()
+		a.mu.Lock()
+		a.closed = true
+		close(a.done)
+		for c := range a.pending {
+			_ = c.Close()
+		}
+		a.mu.Unlock()
+		err = a.l.Close()
+		a.wg.Wait()
+	})
+	return err
+}

@@ -1,0 +1,34 @@
+// Package zmqx makes go-zeromq/zmq4 v0.17.0 safe to point at engines kvroute
+// does not control. It is shared by the replay client and the KV-event
+// subscribers and publisher.
+//
+// Used bare, go-zeromq hangs forever in Dial when a peer accepts TCP but never
+// sends the ZMTP greeting, has no receive deadline, lets one mute client block
+// its accept loop, allocates whatever frame size a peer announces (a 1 TiB
+// frame kills the process) and panics on a malformed READY command. zmqx
+// registers a guarded TCP transport (Scheme, "tcpx") that go-zeromq sockets
+// dial and listen through. Its connections
+//
+//   - bound every read by a handshake deadline (default 1 s) until the peer's
+//     READY command has arrived, then by an optional idle deadline;
+//   - follow ZMTP 3.x framing across arbitrary read boundaries and fail the
+//     connection with a non-timeout net.Error (*GuardError) and zero bytes
+//     when a frame exceeds MaxFrameSize (default 64 MiB) or a message exceeds
+//     MaxMessageSize, before go-zeromq allocates anything;
+//   - validate the peer's READY metadata so that go-zeromq cannot panic on it;
+//   - are closed when their socket's context ends, including connections
+//     go-zeromq abandons after a failed handshake.
+//
+// Options travel with the socket's context (WithOptions), so every socket can
+// have its own deadlines while sharing the one registered transport. NewSub,
+// NewDealer, Dial, ListenSocket, CloseDrain and Recv wrap the patterns the
+// supervisor layer needs: one dial attempt (retries 0), logging through a
+// *slog.Logger, close followed by a drain, and skipping ZMTP commands.
+//
+// For kvroute's own server sockets (the Go publisher and the replay server),
+// Listener and Conn avoid go-zeromq's socket machinery altogether: go-zeromq
+// performs the handshake (zmq4.Open), each in its own goroutine under the
+// handshake deadline, and frames are then read and written directly. This
+// sidesteps the PUB socket's unbounded queue and its writer goroutine, which
+// Close never stops.
+package zmqx

@@ -1,0 +1,121 @@
+package zmqx
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Defaults applied by Options.withDefaults to zero fields.
+const (
+	// DefaultHandshakeTimeout bounds the ZMTP greeting and READY exchange. A mute
+	// peer (TCP accepted, no greeting) otherwise hangs go-zeromq's Dial forever.
+	DefaultHandshakeTimeout = time.Second
+	// DefaultDialTimeout bounds the TCP connect of one dial attempt.
+	DefaultDialTimeout = time.Second
+	// DefaultMaxFrameSize is the largest frame body accepted from a peer. vLLM
+	// batches are dominated by token IDs (at most 5 bytes each in msgpack), so
+	// 64 MiB leaves ample room while keeping a hostile peer from making
+	// go-zeromq allocate whatever size it announces.
+	DefaultMaxFrameSize = 64 << 20
+	// frameOverhead is what every frame costs against MaxMessageSize on top of
+	// its body, so that a message of millions of empty frames is bounded too.
+	frameOverhead = 64
+	// maxHandshakeCommand bounds the peer's READY command, which the guard
+	// buffers to validate before go-zeromq parses it.
+	maxHandshakeCommand = 64 << 10
+)
+
+// Options configures the guarded transport for one socket or listener. The
+// zero value is valid: every zero field takes its default.
+type Options struct {
+	// HandshakeTimeout bounds each read until the peer's ZMTP READY command has
+	// arrived (default 1 s; negative disables).
+	HandshakeTimeout time.Duration `json:"handshakeTimeout"`
+	// IdleTimeout bounds each read after the handshake: a connection that
+	// delivers no byte for this long fails with a timeout error (0 = none).
+	// The deadline is re-armed before every read.
+	IdleTimeout time.Duration `json:"idleTimeout"`
+	// WriteTimeout bounds each write (0 = none). go-zeromq does not close a
+	// connection on a timeout, so owners must recreate the socket on errors.
+	WriteTimeout time.Duration `json:"writeTimeout"`
+	// DialTimeout bounds the TCP connect of one dial (default 1 s; negative
+	// leaves only the socket's context and dialer timeout).
+	DialTimeout time.Duration `json:"dialTimeout"`
+	// MaxFrameSize is the largest frame body accepted (default 64 MiB). A peer
+	// announcing a larger frame fails its connection before any allocation.
+	MaxFrameSize int64 `json:"maxFrameSize"`
+	// MaxMessageSize bounds the bodies of all frames of one multipart message,
+	// counting 64 bytes per frame on top (default MaxFrameSize + 1 MiB).
+	MaxMessageSize int64 `json:"maxMessageSize"`
+}
+
+// Validate reports options that cannot be honoured.
+func (o Options) Validate() error {
+	if o.IdleTimeout < 0 {
+		return fmt.Errorf("zmqx: idleTimeout must not be negative, got %v", o.IdleTimeout)
+	}
+	if o.WriteTimeout < 0 {
+		return fmt.Errorf("zmqx: writeTimeout must not be negative, got %v", o.WriteTimeout)
+	}
+	if o.MaxFrameSize < 0 {
+		return fmt.Errorf("zmqx: maxFrameSize must not be negative, got %d", o.MaxFrameSize)
+	}
+	if o.MaxMessageSize < 0 {
+		return fmt.Errorf("zmqx: maxMessageSize must not be negative, got %d", o.MaxMessageSize)
+	}
+	if o.MaxMessageSize > 0 && o.MaxFrameSize > 0 && o.MaxMessageSize < o.MaxFrameSize {
+		return fmt.Errorf("zmqx: maxMessageSize %d is below maxFrameSize %d", o.MaxMessageSize, o.MaxFrameSize)
+	}
+	return nil
+}
+
+// withDefaults returns o with zero fields replaced by their defaults and
+// negative timeouts normalised to 0 (disabled).
+func (o Options) withDefaults() Options {
+	if o.HandshakeTimeout == 0 {
+		o.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if o.HandshakeTimeout < 0 {
+		o.HandshakeTimeout = 0
+	}
+	if o.DialTimeout == 0 {
+		o.DialTimeout = DefaultDialTimeout
+	}
+	if o.DialTimeout < 0 {
+		o.DialTimeout = 0
+	}
+	if o.IdleTimeout < 0 {
+		o.IdleTimeout = 0
+	}
+	if o.WriteTimeout < 0 {
+		o.WriteTimeout = 0
+	}
+	if o.MaxFrameSize <= 0 {
+		o.MaxFrameSize = DefaultMaxFrameSize
+	}
+	if o.MaxMessageSize <= 0 {
+		o.MaxMessageSize = o.MaxFrameSize + 1<<20
+	}
+	if o.MaxMessageSize < o.MaxFrameSize {
+		o.MaxMessageSize = o.MaxFrameSize
+	}
+	return o
+}
+
+type optionsKey struct{}
+
+// WithOptions returns a context carrying o. go-zeromq hands a socket's context
+// to its transport on every Dial and Listen, so a socket created with this
+// context (zmq4.NewSub(zmqx.WithOptions(ctx, o))) and dialed through the
+// guarded scheme gets these options; other sockets are not affected.
+func WithOptions(ctx context.Context, o Options) context.Context {
+	return context.WithValue(ctx, optionsKey{}, o)
+}
+
+// OptionsFrom returns the options carried by ctx with defaults applied, or the
+// defaults when ctx carries none.
+func OptionsFrom(ctx context.Context) Options {
+	o, _ := ctx.Value(optionsKey{}).(Options)
+	return o.withDefaults()
+}

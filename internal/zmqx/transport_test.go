@@ -1,0 +1,271 @@
+package zmqx
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/go-zeromq/zmq4"
+	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/stretchr/testify/require"
+)
+
+func TestDialMutePeerFailsWithinHandshakeDeadline(t *testing.T) {
+	defer leakcheck.Check(t)()
+	// A mute peer accepts TCP and never sends the ZMTP greeting (also what a
+	// SIGSTOPped engine looks like). Bare go-zeromq hangs in Dial forever.
+	mute := startFakeServer(t, func(c net.Conn) { _, _ = io.Copy(io.Discard, c) })
+	defer mute.Stop()
+
+	for _, tc := range []struct {
+		name string
+		hs   time.Duration
+		want time.Duration
+	}{
+		{"configured 200ms", 200 * time.Millisecond, 200 * time.Millisecond},
+		{"default 1s", 0, DefaultHandshakeTimeout},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, mk := range []func(context.Context, Options) zmq4.Socket{
+				func(ctx context.Context, o Options) zmq4.Socket { return NewSub(ctx, o, nil) },
+				func(ctx context.Context, o Options) zmq4.Socket { return NewDealer(ctx, o, nil) },
+			} {
+				s := mk(context.Background(), Options{HandshakeTimeout: tc.hs})
+				start := time.Now()
+				err := Dial(s, mute.Addr())
+				elapsed := time.Since(start)
+				require.Error(t, err)
+				var ne net.Error
+				require.True(t, errors.As(err, &ne) && ne.Timeout(), "want a timeout, got %v", err)
+				require.GreaterOrEqual(t, elapsed, tc.want-10*time.Millisecond)
+				require.Less(t, elapsed, tc.want+time.Second)
+				require.NoError(t, CloseDrain(s))
+			}
+		})
+	}
+}
+
+func TestDialRefusedFailsAtOnce(t *testing.T) {
+	defer leakcheck.Check(t)()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+
+	s := NewSub(context.Background(), Options{}, nil)
+	start := time.Now()
+	require.Error(t, Dial(s, addr))
+	require.Less(t, time.Since(start), 500*time.Millisecond, "retries must be 0")
+	require.NoError(t, CloseDrain(s))
+}
+
+func TestHugeFrameFailsOnlyThatConnection(t *testing.T) {
+	defer leakcheck.Check(t)()
+	good := startTestPub(t, Options{})
+	defer good.Close()
+	goodSub := NewSub(context.Background(), Options{}, nil)
+	require.NoError(t, goodSub.SetOption(zmq4.OptionSubscribe, ""))
+	require.NoError(t, Dial(goodSub, good.Addr()))
+	good.waitSubscriber(t)
+	defer func() { _ = CloseDrain(goodSub) }()
+
+	for _, size := range []uint64{1 << 40, 1 << 50, 1<<63 + 5, DefaultMaxFrameSize + 1} {
+		// The hostile peer completes the handshake, then announces the frame
+		// and sends nothing more.
+		hostile := startFakeServer(t, func(c net.Conn) {
+			if handshakeAs(c, "PUB", true) != nil {
+				return
+			}
+			_, _ = c.Write(hugeFrameHeader(size))
+			_, _ = io.Copy(io.Discard, c)
+		})
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+
+		s := NewSub(context.Background(), Options{}, nil)
+		require.NoError(t, s.SetOption(zmq4.OptionSubscribe, ""))
+		require.NoError(t, Dial(s, hostile.Addr()))
+		_, err := recvTimeout(t, s, 5*time.Second)
+		require.True(t, isGuardErr(err, ErrFrameTooLarge), "size %d: got %v", size, err)
+		var ge *GuardError
+		require.ErrorAs(t, err, &ge)
+		require.Equal(t, size, ge.Size)
+		require.EqualValues(t, DefaultMaxFrameSize, ge.Limit)
+
+		runtime.ReadMemStats(&after)
+		require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(32<<20), "no big allocation")
+		require.NoError(t, CloseDrain(s))
+		hostile.Stop()
+
+		// The other publisher's subscriber is unaffected.
+		require.Equal(t, 1, good.Send([]byte("kv@a@m"), []byte{0, 0, 0, 0, 0, 0, 0, 1}, []byte("payload")))
+		m, err := recvTimeout(t, goodSub, 5*time.Second)
+		require.NoError(t, err)
+		require.Equal(t, "payload", string(m.Frames[2]))
+	}
+}
+
+func TestMessageOfManyFramesIsBounded(t *testing.T) {
+	defer leakcheck.Check(t)()
+	// One message of endless empty frames costs frameOverhead each against
+	// MaxMessageSize, so it fails instead of growing go-zeromq's frame slice.
+	hostile := startFakeServer(t, func(c net.Conn) {
+		if handshakeAs(c, "PUB", true) != nil {
+			return
+		}
+		chunk := bytes.Repeat([]byte{flagMore, 0}, 4096)
+		for {
+			if _, err := c.Write(chunk); err != nil {
+				return
+			}
+		}
+	})
+	defer hostile.Stop()
+	s := NewSub(context.Background(), Options{MaxFrameSize: 1 << 20}, nil)
+	require.NoError(t, Dial(s, hostile.Addr()))
+	_, err := recvTimeout(t, s, 5*time.Second)
+	require.True(t, isGuardErr(err, ErrMessageTooLarge), "got %v", err)
+	require.NoError(t, CloseDrain(s))
+}
+
+func TestFramesSplitAcrossReadsArriveIntact(t *testing.T) {
+	defer leakcheck.Check(t)()
+	payload := make([]byte, 1<<20)
+	for i := range payload {
+		payload[i] = byte(i * 7)
+	}
+	msg := zmtpMessage([]byte("kv@10.0.0.1:8000@m"), []byte{0, 0, 0, 0, 0, 0, 0, 5}, payload)
+	msg = append(msg, zmtpMessage([]byte("t"), []byte{}, bytes.Repeat([]byte{9}, 300))...)
+	// The peer writes the messages in small random pieces, so header bytes and
+	// bodies straddle the reads on the other side.
+	peer := startFakeServer(t, func(c net.Conn) {
+		if handshakeAs(c, "PUB", true) != nil {
+			return
+		}
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetNoDelay(true)
+		}
+		r := rand.New(rand.NewPCG(1, 2))
+		for b := msg; len(b) > 0; {
+			n := min(1+r.IntN(13), len(b))
+			if r.IntN(8) == 0 {
+				n = min(4096+r.IntN(65536), len(b))
+			}
+			if _, err := c.Write(b[:n]); err != nil {
+				return
+			}
+			b = b[n:]
+		}
+		_, _ = io.Copy(io.Discard, c)
+	})
+	defer peer.Stop()
+	s := NewSub(context.Background(), Options{}, nil)
+	require.NoError(t, Dial(s, peer.Addr()))
+	m, err := recvTimeout(t, s, 10*time.Second)
+	require.NoError(t, err)
+	require.Len(t, m.Frames, 3)
+	require.Equal(t, "kv@10.0.0.1:8000@m", string(m.Frames[0]))
+	require.True(t, bytes.Equal(payload, m.Frames[2]))
+	m, err = recvTimeout(t, s, 10*time.Second)
+	require.NoError(t, err)
+	require.Len(t, m.Frames, 3)
+	require.Len(t, m.Frames[2], 300)
+	require.NoError(t, CloseDrain(s))
+}
+
+func TestOneMiBFramesPass(t *testing.T) {
+	defer leakcheck.Check(t)()
+	pub := startTestPub(t, Options{})
+	defer pub.Close()
+	s := NewSub(context.Background(), Options{IdleTimeout: 5 * time.Second}, nil)
+	require.NoError(t, s.SetOption(zmq4.OptionSubscribe, "kv@"))
+	require.NoError(t, Dial(s, pub.Addr()))
+	pub.waitSubscriber(t)
+	payload := bytes.Repeat([]byte{0xab}, 1<<20)
+	for i := range 8 {
+		seq := []byte{0, 0, 0, 0, 0, 0, 0, byte(i)}
+		require.Equal(t, 1, pub.Send([]byte("kv@x@m"), seq, payload))
+		m, err := recvTimeout(t, s, 5*time.Second)
+		require.NoError(t, err)
+		require.Equal(t, byte(i), m.Frames[1][7])
+		require.True(t, bytes.Equal(payload, m.Frames[2]))
+	}
+	require.NoError(t, CloseDrain(s))
+}
+
+func TestIdleDeadlineFires(t *testing.T) {
+	defer leakcheck.Check(t)()
+	pub := startTestPub(t, Options{})
+	defer pub.Close()
+	const idle = 300 * time.Millisecond
+	s := NewSub(context.Background(), Options{IdleTimeout: idle}, nil)
+	require.NoError(t, Dial(s, pub.Addr()))
+	pub.waitSubscriber(t)
+
+	// Traffic every 50 ms keeps the connection alive well past the deadline.
+	for i := range 12 {
+		require.Equal(t, 1, pub.Send([]byte("kv"), []byte{0, 0, 0, 0, 0, 0, 0, byte(i)}, []byte("p")))
+		_, err := recvTimeout(t, s, 5*time.Second)
+		require.NoError(t, err)
+		time.Sleep(50 * time.Millisecond) // pacing the publisher, not synchronisation
+	}
+	// Then silence: the read deadline fails the connection.
+	start := time.Now()
+	_, err := recvTimeout(t, s, 5*time.Second)
+	elapsed := time.Since(start)
+	require.ErrorIs(t, err, os.ErrDeadlineExceeded)
+	require.Less(t, elapsed, idle+time.Second)
+	require.NoError(t, CloseDrain(s))
+}
+
+func TestBadReadyFailsDialWithoutPanic(t *testing.T) {
+	defer leakcheck.Check(t)()
+	for _, tc := range []struct {
+		name  string
+		ready []byte
+	}{
+		{"unknown socket type", zmtpCommand("READY", readyProps("Socket-Type", "FOO"))},
+		{"lower-case socket type", zmtpCommand("READY", readyProps("Socket-Type", "pub"))},
+		{"missing socket type", zmtpCommand("READY", readyProps("Identity", "x"))},
+		{"upper-case key", zmtpCommand("READY", readyProps("SOCKET-TYPE", "PUB"))},
+		{"truncated property", zmtpCommand("READY", []byte{200, 'a', 'b'})},
+		{"value past the end", zmtpCommand("READY", append(readyProps("Socket-Type", "PUB"), 1, 'k', 0, 0, 0, 9, 'v'))},
+		{"non-ascii key", zmtpCommand("READY", append(readyProps("Socket-Type", "PUB"), readyProps("\u017focket-type", "FOO")...))},
+		{"huge command", zmtpCommand("READY", make([]byte, maxHandshakeCommand+1))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			peer := startFakeServer(t, func(c net.Conn) {
+				_, _ = c.Write(zmtpGreeting(true))
+				_, _ = c.Write(tc.ready)
+				_, _ = io.Copy(io.Discard, c)
+			})
+			defer peer.Stop()
+			s := NewSub(context.Background(), Options{}, nil)
+			err := Dial(s, peer.Addr())
+			require.True(t, isGuardErr(err, ErrBadHandshake), "got %v", err)
+			require.NoError(t, CloseDrain(s))
+		})
+	}
+}
+
+func TestReadyVariantsGoZeromqAccepts(t *testing.T) {
+	defer leakcheck.Check(t)()
+	for _, key := range []string{"Socket-Type", "socket-type", "socket-Type"} {
+		peer := startFakeServer(t, func(c net.Conn) {
+			_, _ = c.Write(zmtpGreeting(true))
+			_, _ = c.Write(zmtpCommand("READY", readyProps("Identity", "", key, "PUB")))
+			_, _ = io.Copy(io.Discard, c)
+		})
+		s := NewSub(context.Background(), Options{}, nil)
+		require.NoError(t, Dial(s, peer.Addr()), key)
+		require.NoError(t, CloseDrain(s))
+		peer.Stop()
+	}
+}

@@ -1,0 +1,255 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/go-zeromq/zmq4"
+	"github.com/kvroute/kvroute/internal/zmqx"
+)
+
+// Client defaults (spec/routing.md §5.3).
+const (
+	DefaultTimeout                    = 2 * time.Minute
+	DefaultIdleTimeout                = 2 * time.Second
+	DefaultBackoff                    = 100 * time.Millisecond
+	DefaultMaxAttemptsWithoutProgress = 3
+)
+
+// ClientConfig configures a Client. The zero value gives the defaults.
+type ClientConfig struct {
+	// Timeout bounds a whole replay, attempts, backoff and waiting for a
+	// Limiter slot included (default 2 min).
+	Timeout time.Duration `json:"timeout"`
+	// IdleTimeout fails an attempt when no data arrives for this long; it is
+	// re-armed by every read (default 2 s).
+	IdleTimeout time.Duration `json:"idleTimeout"`
+	// Backoff is the pause between attempts (default 100 ms).
+	Backoff time.Duration `json:"backoff"`
+	// MaxAttemptsWithoutProgress ends the replay after that many consecutive
+	// attempts that delivered no new batch (default 3).
+	MaxAttemptsWithoutProgress int `json:"maxAttemptsWithoutProgress"`
+	// HandshakeTimeout bounds the ZMTP handshake (default 1 s).
+	HandshakeTimeout time.Duration `json:"handshakeTimeout"`
+	// MaxFrameSize is the largest reply frame accepted (default 64 MiB).
+	MaxFrameSize int64 `json:"maxFrameSize"`
+
+	// Limiter bounds concurrent attempts; nil means DefaultLimiter().
+	Limiter *Limiter `json:"-"`
+	// Logger receives go-zeromq's messages and attempt failures at debug
+	// level; nil discards.
+	Logger *slog.Logger `json:"-"`
+	// OnAttemptError, if set, is called for every failed attempt (including
+	// the last one), e.g. to count errors per operation. It must not block.
+	OnAttemptError func(*Error) `json:"-"`
+}
+
+// Validate reports invalid settings.
+func (c ClientConfig) Validate() error {
+	switch {
+	case c.Timeout < 0:
+		return fmt.Errorf("replay: timeout must not be negative, got %v", c.Timeout)
+	case c.IdleTimeout < 0:
+		return fmt.Errorf("replay: idleTimeout must not be negative, got %v", c.IdleTimeout)
+	case c.Backoff < 0:
+		return fmt.Errorf("replay: backoff must not be negative, got %v", c.Backoff)
+	case c.MaxAttemptsWithoutProgress < 0:
+		return fmt.Errorf("replay: maxAttemptsWithoutProgress must not be negative, got %d", c.MaxAttemptsWithoutProgress)
+	case c.HandshakeTimeout < 0:
+		return fmt.Errorf("replay: handshakeTimeout must not be negative, got %v", c.HandshakeTimeout)
+	case c.MaxFrameSize < 0:
+		return fmt.Errorf("replay: maxFrameSize must not be negative, got %d", c.MaxFrameSize)
+	}
+	return nil
+}
+
+func (c ClientConfig) withDefaults() ClientConfig {
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = DefaultIdleTimeout
+	}
+	if c.Backoff == 0 {
+		c.Backoff = DefaultBackoff
+	}
+	if c.MaxAttemptsWithoutProgress == 0 {
+		c.MaxAttemptsWithoutProgress = DefaultMaxAttemptsWithoutProgress
+	}
+	if c.Limiter == nil {
+		c.Limiter = DefaultLimiter()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Client replays KV-event batches from publishers' replay sockets. It is safe
+// for concurrent use; each Replay uses its own sockets.
+type Client struct {
+	cfg  ClientConfig
+	opts zmqx.Options
+}
+
+// NewClient validates cfg and returns a Client.
+func NewClient(cfg ClientConfig) (*Client, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	return &Client{cfg: cfg, opts: zmqx.Options{
+		HandshakeTimeout: cfg.HandshakeTimeout,
+		IdleTimeout:      cfg.IdleTimeout,
+		WriteTimeout:     cfg.IdleTimeout,
+		MaxFrameSize:     cfg.MaxFrameSize,
+	}}, nil
+}
+
+// Result describes what a replay delivered. It is meaningful with or without
+// an error: after a failure it says how far the replay got.
+type Result struct {
+	Start    uint64 // the requested start sequence
+	First    uint64 // the first sequence replayed (when Batches > 0)
+	Next     uint64 // the sequence expected next: last replayed + 1, or Start
+	Batches  int    // batches passed to apply
+	Attempts int    // attempts made
+	Layout   Layout // reply layout seen ("" before the first reply)
+	// Covered reports whether the publisher still held the requested start:
+	// the first replayed sequence equals Start, or nothing was replayed and
+	// Start is 0 (a fresh publisher). False means sequences from Start to
+	// First-1 are lost; with Batches == 0 and Start > 0 the buffer either
+	// expired or holds nothing newer, which only the caller can tell apart.
+	Covered bool
+}
+
+// Outcome is the result label of kvroute_kv_events_replays_total for a replay
+// that returned no error: "complete" when covered, else "partial". A replay
+// that returned an error is "failed".
+func (r Result) Outcome() string {
+	if r.Covered {
+		return "complete"
+	}
+	return "partial"
+}
+
+// Replay asks the replay socket at addr ("host:port" or "tcp://host:port")
+// for every buffered batch from start and calls apply for each, in sequence
+// order, until the END sentinel. apply may retain payload. The first call's
+// seq is greater than start when the publisher's buffer no longer holds
+// start (Result.Covered is then false); callers that must not mix lost and
+// replayed state can react there, before anything is applied.
+//
+// An interrupted attempt (timeout, disconnect) is retried after Backoff from
+// the next sequence expected; the replay fails after
+// MaxAttemptsWithoutProgress attempts in a row that delivered nothing, when
+// Timeout expires, on a malformed or non-contiguous reply, or when apply
+// fails. Errors are *Error.
+func (c *Client) Replay(ctx context.Context, addr string, start uint64, apply func(seq uint64, payload []byte) error) (Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	res := Result{Start: start, Next: start}
+	noProgress := 0
+	for {
+		res.Attempts++
+		before := res.Batches
+		err := c.attempt(ctx, addr, &res, apply)
+		if err == nil {
+			return res, nil
+		}
+		c.report(err)
+		if err.Op == OpApply || ctx.Err() != nil ||
+			errors.Is(err, ErrMalformed) || errors.Is(err, ErrNonContiguous) {
+			return res, err
+		}
+		if res.Batches > before {
+			noProgress = 0
+		} else {
+			noProgress++
+		}
+		if noProgress >= c.cfg.MaxAttemptsWithoutProgress {
+			return res, &Error{Op: OpNoProgress, Addr: addr, Start: res.Next, Attempts: res.Attempts,
+				Err: fmt.Errorf("%d attempts without progress, last: %w", noProgress, err)}
+		}
+		t := time.NewTimer(c.cfg.Backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return res, err
+		case <-t.C:
+		}
+	}
+}
+
+func (c *Client) report(err *Error) {
+	c.cfg.Logger.Debug("replay attempt failed", "addr", err.Addr, "op", err.Op, "start", err.Start,
+		"attempt", err.Attempts, "err", err.Err)
+	if c.cfg.OnAttemptError != nil {
+		c.cfg.OnAttemptError(err)
+	}
+}
+
+// attempt runs one request on a fresh DEALER. It returns nil when END arrived.
+func (c *Client) attempt(ctx context.Context, addr string, res *Result, apply func(uint64, []byte) error) *Error {
+	fail := func(op string, err error) *Error {
+		return &Error{Op: op, Addr: addr, Start: res.Next, Attempts: res.Attempts, Err: err}
+	}
+	if err := c.cfg.Limiter.acquire(ctx); err != nil {
+		return fail(OpCapacity, fmt.Errorf("waiting for one of %d replay slots: %w", c.cfg.Limiter.Size(), err))
+	}
+	defer c.cfg.Limiter.release()
+
+	// The socket's context is its lifeline: the replay deadline bounds Dial
+	// retries and every Recv; the transport's idle deadline bounds each read.
+	sctx, scancel := context.WithCancel(ctx)
+	defer scancel()
+	s := zmqx.NewDealer(sctx, c.opts, c.cfg.Logger)
+	defer func() { _ = zmqx.CloseDrain(s) }()
+
+	if err := zmqx.Dial(s, addr); err != nil {
+		return fail(OpConnect, err)
+	}
+	if err := s.Send(zmq4.NewMsgFrom(RequestFrames(res.Next)...)); err != nil {
+		return fail(OpSend, err)
+	}
+	for {
+		m, err := s.Recv()
+		if err != nil {
+			return fail(OpIncomplete, fmt.Errorf("no END after %d batches: %w", res.Batches, err))
+		}
+		if zmqx.IsCommand(m) {
+			continue
+		}
+		r, err := parseReply(m.Frames)
+		if err != nil {
+			return fail(OpIncomplete, err)
+		}
+		res.Layout = r.layout
+		if r.end {
+			if res.Batches == 0 {
+				res.Covered = res.Start == 0
+			}
+			return nil
+		}
+		switch {
+		case r.seq == res.Next:
+		case res.Batches == 0 && r.seq > res.Next && res.Next == res.Start:
+			// The buffer starts after the requested sequence: replay what is
+			// left and report the loss.
+		default:
+			return fail(OpIncomplete, fmt.Errorf("%w: got %d, want %d", ErrNonContiguous, r.seq, res.Next))
+		}
+		if res.Batches == 0 {
+			res.First = r.seq
+			res.Covered = r.seq == res.Start
+		}
+		if err := apply(r.seq, r.payload); err != nil {
+			return fail(OpApply, err)
+		}
+		res.Batches++
+		res.Next = r.seq + 1
+	}
+}

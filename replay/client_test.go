@@ -1,0 +1,379 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/zmqx"
+	"github.com/stretchr/testify/require"
+)
+
+func TestReplayFromGoServerBothLayouts(t *testing.T) {
+	defer leakcheck.Check(t)()
+	for _, layout := range []Layout{LayoutCurrent, LayoutLegacy} {
+		t.Run(string(layout), func(t *testing.T) {
+			buf := filledBuffer(0, 0, 100)
+			srv, err := NewServer(buf, ServerConfig{Addr: "127.0.0.1:0", Layout: layout})
+			require.NoError(t, err)
+			defer srv.Close()
+			cl := newClient(t, ClientConfig{})
+
+			for _, tc := range []struct {
+				start   uint64
+				want    []uint64
+				covered bool
+			}{
+				{0, seqRange(0, 100), true},
+				{37, seqRange(37, 100), true},
+				{100, nil, false}, // nothing newer (or expired): only the caller can tell
+			} {
+				var col collector
+				res, err := cl.Replay(context.Background(), srv.Endpoint(), tc.start, col.apply)
+				require.NoError(t, err)
+				require.Equal(t, tc.want, col.seqs)
+				for _, s := range col.seqs {
+					require.Equal(t, string(payloadFor(s)), col.data[s])
+				}
+				require.Equal(t, len(tc.want), res.Batches)
+				require.Equal(t, tc.covered, res.Covered)
+				require.Equal(t, uint64(100), res.Next)
+				require.Equal(t, 1, res.Attempts)
+				require.Equal(t, layout, res.Layout)
+			}
+			require.EqualValues(t, 3, srv.Stats().Requests)
+		})
+	}
+}
+
+func TestReplayFreshPublisherIsCovered(t *testing.T) {
+	defer leakcheck.Check(t)()
+	srv, err := NewServer(NewBuffer(0), ServerConfig{Addr: "127.0.0.1:0"})
+	require.NoError(t, err)
+	defer srv.Close()
+	res, err := newClient(t, ClientConfig{}).Replay(context.Background(), srv.Endpoint(), 0, (&collector{}).apply)
+	require.NoError(t, err)
+	require.True(t, res.Covered)
+	require.Equal(t, "complete", res.Outcome())
+	require.Zero(t, res.Batches)
+}
+
+func TestReplayReportsBufferTooOld(t *testing.T) {
+	defer leakcheck.Check(t)()
+	// The publisher kept only its last 10 batches (20..29).
+	srv, err := NewServer(filledBuffer(10, 0, 30), ServerConfig{Addr: "127.0.0.1:0"})
+	require.NoError(t, err)
+	defer srv.Close()
+	var firstSeen uint64
+	var col collector
+	res, err := newClient(t, ClientConfig{}).Replay(context.Background(), srv.Endpoint(), 5, func(seq uint64, p []byte) error {
+		if len(col.seqs) == 0 {
+			firstSeen = seq
+		}
+		return col.apply(seq, p)
+	})
+	require.NoError(t, err)
+	require.False(t, res.Covered)
+	require.Equal(t, "partial", res.Outcome())
+	require.Equal(t, uint64(20), res.First)
+	require.Equal(t, uint64(20), firstSeen, "apply sees the loss on its first call")
+	require.Equal(t, seqRange(20, 30), col.seqs)
+	require.Equal(t, uint64(30), res.Next)
+}
+
+func TestReplayResumesAfterInterruptedAttempt(t *testing.T) {
+	defer leakcheck.Check(t)()
+	// The first connection dies after 5 batches; the client reconnects and
+	// asks from the next sequence.
+	r := startFakeRouter(t, func(c *zmqx.Conn, start uint64, req int) {
+		if req == 0 {
+			for s := start; s < start+5; s++ {
+				_ = sendBatch(c, s)
+			}
+			_ = c.Close()
+			return
+		}
+		for s := start; s < 12; s++ {
+			_ = sendBatch(c, s)
+		}
+		_ = sendEnd(c)
+	})
+	defer r.Close()
+	var col collector
+	start := time.Now()
+	res, err := newClient(t, ClientConfig{}).Replay(context.Background(), r.Endpoint(), 2, col.apply)
+	require.NoError(t, err)
+	require.Equal(t, seqRange(2, 12), col.seqs)
+	require.Equal(t, []uint64{2, 7}, r.Starts())
+	require.Equal(t, 2, res.Attempts)
+	require.True(t, res.Covered)
+	require.GreaterOrEqual(t, time.Since(start), DefaultBackoff, "backoff between attempts")
+}
+
+func TestReplaySilentRouterFailsBounded(t *testing.T) {
+	defer leakcheck.Check(t)()
+	var r *fakeRouter
+	r = startFakeRouter(t, func(*zmqx.Conn, uint64, int) { r.wait() })
+	defer r.Close()
+	var attemptOps []string
+	var mu sync.Mutex
+	cl := newClient(t, ClientConfig{IdleTimeout: 200 * time.Millisecond, Backoff: 10 * time.Millisecond,
+		OnAttemptError: func(e *Error) { mu.Lock(); attemptOps = append(attemptOps, e.Op); mu.Unlock() }})
+	start := time.Now()
+	res, err := cl.Replay(context.Background(), r.Endpoint(), 0, (&collector{}).apply)
+	elapsed := time.Since(start)
+	var re *Error
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, OpNoProgress, re.Op)
+	require.ErrorIs(t, err, os.ErrDeadlineExceeded, "the idle deadline ended each attempt")
+	require.Equal(t, 3, res.Attempts)
+	require.Less(t, elapsed, 3*time.Second)
+	require.GreaterOrEqual(t, elapsed, 3*200*time.Millisecond)
+	mu.Lock()
+	require.Equal(t, []string{OpIncomplete, OpIncomplete, OpIncomplete}, attemptOps)
+	mu.Unlock()
+}
+
+func TestReplayPartialReplyWithoutEndFails(t *testing.T) {
+	defer leakcheck.Check(t)()
+	// Two batches, then silence, on every connection: the first attempt makes
+	// progress, the next three do not.
+	var r *fakeRouter
+	r = startFakeRouter(t, func(c *zmqx.Conn, start uint64, _ int) {
+		for s := start; s < 2; s++ {
+			_ = sendBatch(c, s)
+		}
+		r.wait()
+	})
+	defer r.Close()
+	var col collector
+	cl := newClient(t, ClientConfig{IdleTimeout: 150 * time.Millisecond, Backoff: 10 * time.Millisecond})
+	start := time.Now()
+	res, err := cl.Replay(context.Background(), r.Endpoint(), 0, col.apply)
+	var re *Error
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, OpNoProgress, re.Op)
+	require.Equal(t, uint64(2), re.Start)
+	require.Equal(t, []uint64{0, 1}, col.seqs)
+	require.Equal(t, 2, res.Batches)
+	require.Equal(t, uint64(2), res.Next)
+	require.Equal(t, 4, res.Attempts)
+	require.Equal(t, []uint64{0, 2, 2, 2}, r.Starts())
+	require.Less(t, time.Since(start), 3*time.Second)
+}
+
+func TestReplayOverallDeadline(t *testing.T) {
+	defer leakcheck.Check(t)()
+	// A trickle that always makes progress but never ends.
+	var r *fakeRouter
+	r = startFakeRouter(t, func(c *zmqx.Conn, start uint64, _ int) {
+		for s := start; ; s++ {
+			if sendBatch(c, s) != nil {
+				return
+			}
+			select {
+			case <-r.done:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	})
+	defer r.Close()
+	cl := newClient(t, ClientConfig{Timeout: 300 * time.Millisecond})
+	start := time.Now()
+	res, err := cl.Replay(context.Background(), r.Endpoint(), 0, (&collector{}).apply)
+	var re *Error
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, OpIncomplete, re.Op)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Positive(t, res.Batches)
+	require.Less(t, time.Since(start), 2*time.Second)
+}
+
+func TestReplayConnectFailures(t *testing.T) {
+	defer leakcheck.Check(t)()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	refused := l.Addr().String()
+	require.NoError(t, l.Close())
+	var ops atomic.Int64
+	cl := newClient(t, ClientConfig{Backoff: time.Millisecond, OnAttemptError: func(e *Error) {
+		if e.Op == OpConnect {
+			ops.Add(1)
+		}
+	}})
+	_, err = cl.Replay(context.Background(), refused, 0, (&collector{}).apply)
+	var re *Error
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, OpNoProgress, re.Op)
+	var inner *Error
+	require.ErrorAs(t, re.Err, &inner)
+	require.Equal(t, OpConnect, inner.Op)
+	require.EqualValues(t, 3, ops.Load())
+
+	// A mute peer (TCP accepted, no greeting) fails on the handshake deadline.
+	mute, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer mute.Close()
+	cl = newClient(t, ClientConfig{HandshakeTimeout: 100 * time.Millisecond, MaxAttemptsWithoutProgress: 1})
+	start := time.Now()
+	_, err = cl.Replay(context.Background(), mute.Addr().String(), 0, (&collector{}).apply)
+	require.ErrorAs(t, err, &re)
+	require.ErrorAs(t, re.Err, &inner)
+	require.Equal(t, OpConnect, inner.Op)
+	require.Less(t, time.Since(start), time.Second)
+}
+
+func TestReplayCapacityWaitsWithinDeadline(t *testing.T) {
+	defer leakcheck.Check(t)()
+	var r *fakeRouter
+	r = startFakeRouter(t, func(*zmqx.Conn, uint64, int) { r.wait() })
+	defer r.Close()
+	lim := NewLimiter(1)
+	busy := newClient(t, ClientConfig{Limiter: lim, IdleTimeout: 10 * time.Second, MaxAttemptsWithoutProgress: 1})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = busy.Replay(context.Background(), r.Endpoint(), 0, (&collector{}).apply)
+	}()
+	require.Eventually(t, func() bool { return lim.InFlight() == 1 }, 5*time.Second, 5*time.Millisecond)
+
+	waiting := newClient(t, ClientConfig{Limiter: lim, Timeout: 200 * time.Millisecond})
+	_, err := waiting.Replay(context.Background(), r.Endpoint(), 0, (&collector{}).apply)
+	var re *Error
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, OpCapacity, re.Op)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	r.Close() // frees the busy replay
+	<-done
+	require.Zero(t, lim.InFlight())
+}
+
+func TestReplayLimitHoldsUnderFanOut(t *testing.T) {
+	defer leakcheck.Check(t)()
+	// 20 replays against 4 slow publishers share one Limiter of 8.
+	var inFlight, maxInFlight atomic.Int64
+	slow := func(c *zmqx.Conn, start uint64, _ int) {
+		n := inFlight.Add(1)
+		for {
+			m := maxInFlight.Load()
+			if n <= m || maxInFlight.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		time.Sleep(100 * time.Millisecond) // a slow publisher thread
+		_ = sendBatch(c, start)
+		inFlight.Add(-1) // before END: the client holds its slot until END
+		_ = sendEnd(c)
+	}
+	var routers []*fakeRouter
+	for range 4 {
+		routers = append(routers, startFakeRouter(t, slow))
+	}
+	defer func() {
+		for _, r := range routers {
+			r.Close()
+		}
+	}()
+	lim := NewLimiter(8)
+	cl := newClient(t, ClientConfig{Limiter: lim})
+	var wg sync.WaitGroup
+	errs := make(chan error, 20)
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := cl.Replay(context.Background(), routers[i%4].Endpoint(), uint64(i), (&collector{}).apply)
+			if err == nil && res.Batches != 1 {
+				err = errors.New("want one batch")
+			}
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.LessOrEqual(t, maxInFlight.Load(), int64(8))
+	require.Equal(t, int64(8), maxInFlight.Load(), "the fan-out reached the limit")
+	require.Equal(t, 8, DefaultLimiter().Size())
+}
+
+func TestReplayProtocolViolationsEndAtOnce(t *testing.T) {
+	defer leakcheck.Check(t)()
+	for name, tc := range map[string]struct {
+		handle func(c *zmqx.Conn, start uint64)
+		want   error
+	}{
+		"malformed": {func(c *zmqx.Conn, start uint64) {
+			_ = c.WriteMsg([]byte{}, []byte("a"), []byte("b"), []byte("c"), []byte("d"))
+		}, ErrMalformed},
+		"short seq": {func(c *zmqx.Conn, start uint64) {
+			_ = c.WriteMsg([]byte{}, []byte{1, 2}, []byte("p"))
+		}, ErrMalformed},
+		"gap": {func(c *zmqx.Conn, start uint64) {
+			_ = sendBatch(c, start)
+			_ = sendBatch(c, start+2)
+			_ = sendEnd(c)
+		}, ErrNonContiguous},
+		"older than asked": {func(c *zmqx.Conn, start uint64) {
+			_ = sendBatch(c, start-1)
+			_ = sendEnd(c)
+		}, ErrNonContiguous},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := startFakeRouter(t, func(c *zmqx.Conn, start uint64, _ int) { tc.handle(c, start) })
+			defer r.Close()
+			res, err := newClient(t, ClientConfig{}).Replay(context.Background(), r.Endpoint(), 5, (&collector{}).apply)
+			var re *Error
+			require.ErrorAs(t, err, &re)
+			require.Equal(t, OpIncomplete, re.Op)
+			require.ErrorIs(t, err, tc.want)
+			require.Equal(t, 1, res.Attempts, "not retried")
+		})
+	}
+}
+
+func TestReplayApplyErrorStops(t *testing.T) {
+	defer leakcheck.Check(t)()
+	srv, err := NewServer(filledBuffer(0, 0, 10), ServerConfig{Addr: "127.0.0.1:0"})
+	require.NoError(t, err)
+	defer srv.Close()
+	boom := errors.New("index rejected the batch")
+	res, err := newClient(t, ClientConfig{}).Replay(context.Background(), srv.Endpoint(), 0, func(seq uint64, _ []byte) error {
+		if seq == 3 {
+			return boom
+		}
+		return nil
+	})
+	var re *Error
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, OpApply, re.Op)
+	require.ErrorIs(t, err, boom)
+	require.Equal(t, 3, res.Batches)
+	require.Equal(t, 1, res.Attempts)
+}
+
+func TestClientConfigValidate(t *testing.T) {
+	for _, c := range []ClientConfig{
+		{Timeout: -1}, {IdleTimeout: -1}, {Backoff: -1}, {MaxAttemptsWithoutProgress: -1},
+		{HandshakeTimeout: -1}, {MaxFrameSize: -1},
+	} {
+		_, err := NewClient(c)
+		require.Error(t, err, "%+v", c)
+	}
+	c, err := NewClient(ClientConfig{})
+	require.NoError(t, err)
+	require.Equal(t, DefaultTimeout, c.cfg.Timeout)
+	require.Equal(t, DefaultIdleTimeout, c.cfg.IdleTimeout)
+	require.Equal(t, DefaultBackoff, c.cfg.Backoff)
+	require.Equal(t, DefaultMaxAttemptsWithoutProgress, c.cfg.MaxAttemptsWithoutProgress)
+	require.Same(t, DefaultLimiter(), c.cfg.Limiter)
+}

@@ -1,0 +1,277 @@
+package replay
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zeromq/zmq4"
+	"github.com/kvroute/kvroute/internal/zmqx"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Server defaults.
+const (
+	DefaultServerAddr   = "tcp://*:5559"
+	DefaultMaxConns     = 64
+	DefaultWriteTimeout = 10 * time.Second
+)
+
+// ServerConfig configures a Server. The zero value serves the current layout
+// on DefaultServerAddr.
+type ServerConfig struct {
+	// Addr is the bind address ("tcp://*:5559", "127.0.0.1:0", ...).
+	Addr string `json:"addr"`
+	// Layout of the replies: LayoutCurrent (default) or LayoutLegacy.
+	Layout Layout `json:"layout"`
+	// MaxConns bounds concurrent client connections; extra ones are closed
+	// at once (default 64).
+	MaxConns int `json:"maxConns"`
+	// IdleTimeout closes a client connection that sends no request for this
+	// long (0 = never, like vLLM).
+	IdleTimeout time.Duration `json:"idleTimeout"`
+	// WriteTimeout closes a client that does not read its replies
+	// (default 10 s).
+	WriteTimeout time.Duration `json:"writeTimeout"`
+	// HandshakeTimeout bounds each client's ZMTP handshake (default 1 s).
+	HandshakeTimeout time.Duration `json:"handshakeTimeout"`
+
+	// Registerer receives kvroute_replay_server_* metrics; nil registers none.
+	Registerer prometheus.Registerer `json:"-"`
+	// Logger gets connection-level events at debug level; nil discards.
+	Logger *slog.Logger `json:"-"`
+}
+
+// Validate reports invalid settings.
+func (c ServerConfig) Validate() error {
+	if err := c.Layout.Validate(); err != nil {
+		return err
+	}
+	switch {
+	case c.MaxConns < 0:
+		return fmt.Errorf("replay: maxConns must not be negative, got %d", c.MaxConns)
+	case c.IdleTimeout < 0:
+		return fmt.Errorf("replay: idleTimeout must not be negative, got %v", c.IdleTimeout)
+	case c.WriteTimeout < 0:
+		return fmt.Errorf("replay: writeTimeout must not be negative, got %v", c.WriteTimeout)
+	case c.HandshakeTimeout < 0:
+		return fmt.Errorf("replay: handshakeTimeout must not be negative, got %v", c.HandshakeTimeout)
+	}
+	return nil
+}
+
+// ServerStats counts what a Server did.
+type ServerStats struct {
+	Requests uint64 // valid requests answered (END sent)
+	Invalid  uint64 // messages that were not [delimiter, start] (ignored, like vLLM)
+	Batches  uint64 // batches sent
+	Rejected uint64 // connections closed because MaxConns was reached
+}
+
+// Server answers replay requests from a Buffer on a ROUTER-compatible socket:
+// every client connection is served in its own goroutine, and each valid
+// request gets the buffered batches from its start sequence, then END.
+type Server struct {
+	buf    *Buffer
+	cfg    ServerConfig
+	lg     *slog.Logger
+	l      *zmqx.Listener
+	cancel context.CancelFunc
+
+	mu     sync.Mutex
+	conns  map[*zmqx.Conn]struct{}
+	closed bool
+	wg     sync.WaitGroup
+
+	requests, invalid, batches, rejected atomic.Uint64
+}
+
+// NewServer binds cfg.Addr and serves buf until Close.
+func NewServer(buf *Buffer, cfg ServerConfig) (*Server, error) {
+	if buf == nil {
+		return nil, errors.New("replay: NewServer needs a Buffer")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Addr == "" {
+		cfg.Addr = DefaultServerAddr
+	}
+	if cfg.Layout == "" {
+		cfg.Layout = LayoutCurrent
+	}
+	if cfg.MaxConns == 0 {
+		cfg.MaxConns = DefaultMaxConns
+	}
+	if cfg.WriteTimeout == 0 {
+		cfg.WriteTimeout = DefaultWriteTimeout
+	}
+	lg := cfg.Logger
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{buf: buf, cfg: cfg, lg: lg, conns: make(map[*zmqx.Conn]struct{})}
+	if err := s.register(cfg.Registerer); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	l, err := zmqx.Listen(ctx, cfg.Addr, zmq4.Router, zmqx.Options{
+		HandshakeTimeout: cfg.HandshakeTimeout,
+		IdleTimeout:      cfg.IdleTimeout,
+		WriteTimeout:     cfg.WriteTimeout,
+		MaxFrameSize:     64 << 10, // requests are tiny
+	}, lg)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	s.l, s.cancel = l, cancel
+	s.wg.Add(1)
+	go s.acceptLoop()
+	return s, nil
+}
+
+func (s *Server) register(reg prometheus.Registerer) error {
+	if reg == nil {
+		return nil
+	}
+	counter := func(name, help string, v *atomic.Uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
+			func() float64 { return float64(v.Load()) })
+	}
+	for _, c := range []prometheus.Collector{
+		counter("kvroute_replay_server_requests_total", "Replay requests answered.", &s.requests),
+		counter("kvroute_replay_server_invalid_requests_total", "Replay messages ignored because they were not [delimiter, start].", &s.invalid),
+		counter("kvroute_replay_server_batches_total", "Batches sent in replay replies.", &s.batches),
+		counter("kvroute_replay_server_rejected_connections_total", "Replay connections closed because the connection limit was reached.", &s.rejected),
+	} {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("replay: registering server metrics: %w", err)
+		}
+	}
+	return nil
+}
+
+// Addr is the bound address (useful with port 0).
+func (s *Server) Addr() net.Addr { return s.l.Addr() }
+
+// Endpoint is the address clients dial, "tcp://host:port".
+func (s *Server) Endpoint() string { return s.l.Endpoint() }
+
+// Stats returns the counters.
+func (s *Server) Stats() ServerStats {
+	return ServerStats{
+		Requests: s.requests.Load(),
+		Invalid:  s.invalid.Load(),
+		Batches:  s.batches.Load(),
+		Rejected: s.rejected.Load(),
+	}
+}
+
+// Close stops accepting, closes every client connection and waits for the
+// server's goroutines to end. It is idempotent.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	for c := range s.conns {
+		_ = c.Close()
+	}
+	s.mu.Unlock()
+	s.cancel()
+	err := s.l.Close()
+	s.wg.Wait()
+	return err
+}
+
+func (s *Server) acceptLoop() {
+	defer s.wg.Done()
+	for {
+		c, err := s.l.Accept()
+		if err != nil {
+			return
+		}
+		s.mu.Lock()
+		switch {
+		case s.closed:
+			s.mu.Unlock()
+			_ = c.Close()
+			return
+		case len(s.conns) >= s.cfg.MaxConns:
+			s.mu.Unlock()
+			s.rejected.Add(1)
+			s.lg.Debug("replay connection rejected: limit reached", "remote", c.RemoteAddr().String(), "limit", s.cfg.MaxConns)
+			_ = c.Close()
+			continue
+		}
+		s.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go s.serve(c)
+	}
+}
+
+func (s *Server) serve(c *zmqx.Conn) {
+	defer s.wg.Done()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		_ = c.Close()
+	}()
+	var ents []Entry
+	for {
+		m, err := c.ReadMsg()
+		if err != nil {
+			return
+		}
+		if m.Command {
+			continue
+		}
+		// vLLM accepts exactly [identity, delimiter, start] at its ROUTER,
+		// that is two frames from the peer, and ignores anything else.
+		if len(m.Frames) != 2 {
+			s.invalid.Add(1)
+			continue
+		}
+		ents = s.buf.From(parseStart(m.Frames[1]), ents[:0])
+		err = s.reply(c, ents)
+		clear(ents)
+		if err != nil {
+			s.lg.Debug("replay reply failed", "remote", c.RemoteAddr().String(), "err", err)
+			return
+		}
+		s.requests.Add(1)
+	}
+}
+
+func (s *Server) reply(c *zmqx.Conn, ents []Entry) error {
+	var seq [8]byte
+	empty := []byte{}
+	for _, e := range ents {
+		binary.BigEndian.PutUint64(seq[:], e.Seq)
+		var err error
+		if s.cfg.Layout == LayoutLegacy {
+			err = c.WriteMsg(empty, seq[:], e.Payload)
+		} else {
+			err = c.WriteMsg(empty, e.Topic, seq[:], e.Payload)
+		}
+		if err != nil {
+			return err
+		}
+		s.batches.Add(1)
+	}
+	if s.cfg.Layout == LayoutLegacy {
+		return c.WriteMsg(empty, endSeq8[:], empty)
+	}
+	return c.WriteMsg(empty, empty, endSeq8[:], empty)
+}

@@ -1,0 +1,172 @@
+package replay
+
+import (
+	"context"
+	"encoding/hex"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-zeromq/zmq4"
+	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/zmqx"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+)
+
+// dealer dials the server with a go-zeromq DEALER through the guarded transport.
+func dealer(t testing.TB, ep string) zmq4.Socket {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	d := zmqx.NewDealer(ctx, zmqx.Options{IdleTimeout: 5 * time.Second}, nil)
+	require.NoError(t, zmqx.Dial(d, ep))
+	return d
+}
+
+func hexFrames(m zmq4.Msg) []string {
+	var out []string
+	for _, f := range m.Frames {
+		out = append(out, hex.EncodeToString(f))
+	}
+	return out
+}
+
+func TestServerWireVectors(t *testing.T) {
+	defer leakcheck.Check(t)()
+	// spec/wire.md §11.3, as the DEALER sees them.
+	const topic = "6b764031302e302e302e31406d" // kv@10.0.0.1@m
+	for _, tc := range []struct {
+		layout     Layout
+		batch, end []string
+	}{
+		{LayoutCurrent, []string{"", topic, "0000000000000001", "7061796c6f6164"}, []string{"", "", "ffffffffffffffff", ""}},
+		{LayoutLegacy, []string{"", "0000000000000001", "7061796c6f6164"}, []string{"", "ffffffffffffffff", ""}},
+	} {
+		buf := NewBuffer(4)
+		buf.Add(1, []byte("kv@10.0.0.1@m"), []byte("payload"))
+		srv, err := NewServer(buf, ServerConfig{Addr: "127.0.0.1:0", Layout: tc.layout})
+		require.NoError(t, err)
+		d := dealer(t, srv.Endpoint())
+		req := RequestFrames(1)
+		require.Equal(t, []string{"", "0000000000000001"}, hexFrames(zmq4.NewMsgFrom(req...)))
+		require.NoError(t, d.Send(zmq4.NewMsgFrom(req...)))
+		m, err := d.Recv()
+		require.NoError(t, err)
+		require.Equal(t, tc.batch, hexFrames(m))
+		m, err = d.Recv()
+		require.NoError(t, err)
+		require.Equal(t, tc.end, hexFrames(m))
+		require.NoError(t, zmqx.CloseDrain(d))
+		require.NoError(t, srv.Close())
+	}
+}
+
+func TestServerIgnoresAndCountsInvalidRequests(t *testing.T) {
+	defer leakcheck.Check(t)()
+	reg := prometheus.NewRegistry()
+	srv, err := NewServer(filledBuffer(0, 0, 3), ServerConfig{Addr: "127.0.0.1:0", Registerer: reg})
+	require.NoError(t, err)
+	defer srv.Close()
+	d := dealer(t, srv.Endpoint())
+	defer zmqx.CloseDrain(d)
+
+	// [start] without the delimiter reaches a ROUTER as 2 frames and vLLM
+	// ignores it; so are 3-frame requests. Neither gets a reply.
+	require.NoError(t, d.Send(zmq4.NewMsgFrom(seq8(0))))
+	require.NoError(t, d.Send(zmq4.NewMsgFrom([]byte{}, seq8(0), []byte("x"))))
+	require.NoError(t, d.Send(zmq4.NewMsgFrom(RequestFrames(2)...)))
+	m, err := d.Recv()
+	require.NoError(t, err)
+	require.Equal(t, seq8(2), m.Frames[2], "the first reply answers the valid request")
+	m, err = d.Recv()
+	require.NoError(t, err)
+	require.Equal(t, seq8(EndSeq), m.Frames[2])
+
+	// Counted once END is written, which may be just after the client read it.
+	require.Eventually(t, func() bool { return srv.Stats().Requests == 1 }, 5*time.Second, time.Millisecond)
+	st := srv.Stats()
+	require.EqualValues(t, 2, st.Invalid)
+	require.EqualValues(t, 1, st.Requests)
+	require.EqualValues(t, 1, st.Batches)
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP kvroute_replay_server_invalid_requests_total Replay messages ignored because they were not [delimiter, start].
+# TYPE kvroute_replay_server_invalid_requests_total counter
+kvroute_replay_server_invalid_requests_total 2
+# HELP kvroute_replay_server_requests_total Replay requests answered.
+# TYPE kvroute_replay_server_requests_total counter
+kvroute_replay_server_requests_total 1
+`), "kvroute_replay_server_invalid_requests_total", "kvroute_replay_server_requests_total"))
+
+	// A second server on the same registry is a constructor error.
+	_, err = NewServer(NewBuffer(1), ServerConfig{Addr: "127.0.0.1:0", Registerer: reg})
+	require.Error(t, err)
+}
+
+func TestServerCloseWithClientsConnected(t *testing.T) {
+	defer leakcheck.Check(t)()
+	srv, err := NewServer(filledBuffer(0, 0, 1000), ServerConfig{Addr: "127.0.0.1:0", MaxConns: 2})
+	require.NoError(t, err)
+	var socks []zmq4.Socket
+	for range 3 {
+		socks = append(socks, dealer(t, srv.Endpoint()))
+	}
+	require.Eventually(t, func() bool { return srv.Stats().Rejected == 1 }, 5*time.Second, 5*time.Millisecond)
+	// One client asks for a large replay and never reads it.
+	require.NoError(t, socks[0].Send(zmq4.NewMsgFrom(RequestFrames(0)...)))
+	require.NoError(t, srv.Close())
+	require.NoError(t, srv.Close(), "idempotent")
+	for _, s := range socks {
+		require.NoError(t, zmqx.CloseDrain(s))
+	}
+}
+
+func TestServerConfigValidate(t *testing.T) {
+	for _, c := range []ServerConfig{
+		{Layout: "v2"}, {MaxConns: -1}, {IdleTimeout: -1}, {WriteTimeout: -1}, {HandshakeTimeout: -1},
+	} {
+		require.Error(t, c.Validate(), "%+v", c)
+	}
+	_, err := NewServer(nil, ServerConfig{})
+	require.Error(t, err)
+	_, err = NewServer(NewBuffer(1), ServerConfig{Addr: "ipc:///tmp/x"})
+	require.Error(t, err)
+}
+
+func TestBuffer(t *testing.T) {
+	b := NewBuffer(5)
+	require.Equal(t, 5, b.Cap())
+	require.Equal(t, DefaultBufferSize, NewBuffer(0).Cap())
+	_, _, ok := b.Bounds()
+	require.False(t, ok)
+
+	for s := uint64(10); s < 18; s++ {
+		if s == 14 {
+			continue // a batch that failed to publish leaves a hole
+		}
+		b.Add(s, nil, payloadFor(s))
+	}
+	seqs := func(es []Entry) []uint64 {
+		var out []uint64
+		for _, e := range es {
+			out = append(out, e.Seq)
+		}
+		return out
+	}
+	require.Equal(t, 5, b.Len())
+	lo, hi, ok := b.Bounds()
+	require.True(t, ok)
+	require.Equal(t, []uint64{12, 17}, []uint64{lo, hi})
+	require.Equal(t, []uint64{12, 13, 15, 16, 17}, seqs(b.From(0, nil)))
+	require.Equal(t, []uint64{15, 16, 17}, seqs(b.From(14, nil)))
+	require.Equal(t, []uint64{16, 17}, seqs(b.From(16, nil)))
+	require.Empty(t, b.From(18, nil))
+	require.Equal(t, string(payloadFor(13)), string(b.From(13, nil)[0].Payload))
+
+	// The publisher restarted: sequences went back, the old stream is dropped.
+	b.Add(0, nil, payloadFor(0))
+	require.Equal(t, []uint64{0}, seqs(b.From(0, nil)))
+	b.Reset()
+	require.Zero(t, b.Len())
+}

@@ -1,0 +1,297 @@
+#!/usr/bin/python3
+"""Emulates vLLM's KV-event publisher (ZmqEventPublisher) on real libzmq, for
+kvroute's interop tests.
+
+Sockets (spec/wire.md §1 and §7):
+  * PUB bound on tcp://127.0.0.1:<port> (or connected with --connect, the
+    centralized topology), sending [topic, seq as 8 bytes big-endian, msgpack
+    KVEventBatch]; sequences start at 0 (or --start-seq) and grow by 1.
+  * optional replay ROUTER (--replay) answering [identity, b"", start8] with one
+    message per buffered batch with seq >= start, then the END sentinel:
+      --layout current (vllm#45177 and later): [id, b"", topic, seq8, payload],
+                                               END [id, b"", b"", ff*8, b""]
+      --layout legacy  (earlier vLLM, SGLang): [id, b"", seq8, payload],
+                                               END [id, b"", ff*8, b""]
+    Requests that are not exactly 3 frames are ignored and counted, like vLLM.
+
+On start it prints one JSON line: {"pub": ..., "replay": ..., "pid": ..., "zmq": ...}.
+It then reads commands from stdin, one per line, and answers each with one JSON
+line ({"ok": true, ...} or {"ok": false, "error": ...}):
+
+  publish N            publish N generated BlockStored batches
+  publish-hex HEX...   publish one batch per hex-encoded msgpack payload
+  hide N               buffer N generated batches for replay without sending
+                       them on the PUB (a gap that replay can repair)
+  skip N               consume N sequence numbers (a permanent gap)
+  clear                publish one AllBlocksCleared batch
+  replay-mode normal | silent | partial K
+                       silent: read requests, never answer; partial: answer
+                       the first K batches and no END
+  layout current | legacy
+  status               next_seq, buffered, replay_requests, invalid_requests,
+                       subscribers (connections whose handshake completed)
+  stop                 close the sockets and exit 0 (also on stdin EOF)
+
+Generated batch for sequence s (vLLM >= v0.26 map events, array batch):
+  [ts, [{"type": "BlockStored", "block_hashes": [H(s, 0) .. H(s, B-1)],
+         "parent_block_hash": None, "token_ids": T(s), "block_size": S,
+         "lora_id": None, "medium": "GPU", "lora_name": None,
+         "extra_keys": [None] * B, "group_idx": 0,
+         "kv_cache_spec_kind": "full_attention"}], 0]
+  with B = --blocks, S = --block-size, H(s, j) = (s + 1) * 1000 + j and token
+  j*S + k of T(s) = (s * 7919 + j * S + k) % 50000.
+"""
+
+import argparse
+import binascii
+import json
+import sys
+import threading
+import time
+
+import msgpack
+import zmq
+from zmq.utils.monitor import recv_monitor_message
+
+END_SEQ = (-1).to_bytes(8, "big", signed=True)
+
+
+def out(obj):
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def block_hash(seq, j):
+    return (seq + 1) * 1000 + j
+
+
+def token_ids(seq, blocks, block_size):
+    return [(seq * 7919 + i) % 50000 for i in range(blocks * block_size)]
+
+
+def generated_batch(seq, blocks, block_size):
+    event = {
+        "type": "BlockStored",
+        "block_hashes": [block_hash(seq, j) for j in range(blocks)],
+        "parent_block_hash": None,
+        "token_ids": token_ids(seq, blocks, block_size),
+        "block_size": block_size,
+        "lora_id": None,
+        "medium": "GPU",
+        "lora_name": None,
+        "extra_keys": [None] * blocks,
+        "group_idx": 0,
+        "kv_cache_spec_kind": "full_attention",
+    }
+    return msgpack.packb([time.time(), [event], 0], use_bin_type=True)
+
+
+def cleared_batch():
+    return msgpack.packb([time.time(), [{"type": "AllBlocksCleared"}], 0], use_bin_type=True)
+
+
+class Publisher:
+    def __init__(self, args):
+        self.args = args
+        self.ctx = zmq.Context()
+        self.topic = args.topic.encode()
+        self.seq = args.start_seq
+        self.lock = threading.Lock()
+        self.buffer = []  # (seq, payload), oldest first
+        self.layout = args.layout
+        self.replay_mode = ("normal", 0)
+        self.replay_requests = 0
+        self.invalid_requests = 0
+        self.subscribers = 0
+        self.stopping = threading.Event()
+
+        self.pub = self.ctx.socket(zmq.PUB)
+        self.pub.set_hwm(args.hwm)
+        if args.heartbeat_ivl > 0:
+            self.pub.setsockopt(zmq.HEARTBEAT_IVL, args.heartbeat_ivl)
+            self.pub.setsockopt(zmq.HEARTBEAT_TIMEOUT, args.heartbeat_ivl * 3)
+        self.monitor = self.pub.get_monitor_socket(
+            zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED)
+        if args.connect:
+            self.pub.connect(args.connect)
+            self.pub_addr = args.connect
+        else:
+            self.pub_addr = self.bind(self.pub, args.pub_port)
+
+        self.router = None
+        self.replay_addr = None
+        if args.replay:
+            self.router = self.ctx.socket(zmq.ROUTER)
+            self.replay_addr = self.bind(self.router, args.replay_port)
+
+        self.threads = [threading.Thread(target=self.watch, daemon=True)]
+        if self.router is not None:
+            self.threads.append(threading.Thread(target=self.serve_replay, daemon=True))
+        for t in self.threads:
+            t.start()
+
+    @staticmethod
+    def bind(sock, port):
+        if port:
+            sock.bind("tcp://127.0.0.1:%d" % port)
+            return "tcp://127.0.0.1:%d" % port
+        port = sock.bind_to_random_port("tcp://127.0.0.1")
+        return "tcp://127.0.0.1:%d" % port
+
+    def watch(self):
+        poller = zmq.Poller()
+        poller.register(self.monitor, zmq.POLLIN)
+        while not self.stopping.is_set():
+            if not poller.poll(50):
+                continue
+            ev = recv_monitor_message(self.monitor)
+            with self.lock:
+                if ev["event"] == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                    self.subscribers += 1
+                elif ev["event"] == zmq.EVENT_DISCONNECTED:
+                    self.subscribers = max(0, self.subscribers - 1)
+
+    def next_seq(self):
+        with self.lock:
+            s = self.seq
+            self.seq += 1
+            return s
+
+    def buffer_add(self, seq, payload):
+        with self.lock:
+            self.buffer.append((seq, payload))
+            if len(self.buffer) > self.args.buffer:
+                del self.buffer[: len(self.buffer) - self.args.buffer]
+
+    def publish(self, payload, send=True):
+        seq = self.next_seq()
+        if send:
+            self.pub.send_multipart([self.topic, seq.to_bytes(8, "big"), payload])
+        self.buffer_add(seq, payload)
+        return seq
+
+    def serve_replay(self):
+        poller = zmq.Poller()
+        poller.register(self.router, zmq.POLLIN)
+        while not self.stopping.is_set():
+            if not poller.poll(50):
+                continue
+            frames = self.router.recv_multipart()
+            if len(frames) != 3:
+                with self.lock:
+                    self.invalid_requests += 1
+                continue
+            ident, start = frames[0], int.from_bytes(frames[2], "big")
+            with self.lock:
+                self.replay_requests += 1
+                mode, k = self.replay_mode
+                layout = self.layout
+                batches = [(s, p) for (s, p) in self.buffer if s >= start]
+            if mode == "silent":
+                continue
+            if mode == "partial":
+                batches = batches[:k]
+            for s, p in batches:
+                if layout == "current":
+                    self.router.send_multipart([ident, b"", self.topic, s.to_bytes(8, "big"), p])
+                else:
+                    self.router.send_multipart([ident, b"", s.to_bytes(8, "big"), p])
+            if mode == "partial":
+                continue
+            if layout == "current":
+                self.router.send_multipart([ident, b"", b"", END_SEQ, b""])
+            else:
+                self.router.send_multipart([ident, b"", END_SEQ, b""])
+
+    def command(self, line):
+        parts = line.split()
+        if not parts:
+            return {"ok": False, "error": "empty command"}
+        cmd, rest = parts[0], parts[1:]
+        a = self.args
+        if cmd in ("publish", "hide"):
+            n = int(rest[0]) if rest else 1
+            seqs = [self.publish(generated_batch(self.seq, a.blocks, a.block_size), send=(cmd == "publish"))
+                    for _ in range(n)]
+            return {"ok": True, "first": seqs[0] if seqs else None, "last": seqs[-1] if seqs else None}
+        if cmd == "publish-hex":
+            seqs = [self.publish(binascii.unhexlify(h)) for h in rest]
+            return {"ok": True, "first": seqs[0] if seqs else None, "last": seqs[-1] if seqs else None}
+        if cmd == "clear":
+            return {"ok": True, "first": self.publish(cleared_batch())}
+        if cmd == "skip":
+            n = int(rest[0]) if rest else 1
+            with self.lock:
+                self.seq += n
+                return {"ok": True, "next_seq": self.seq}
+        if cmd == "replay-mode":
+            mode = rest[0] if rest else "normal"
+            if mode not in ("normal", "silent", "partial"):
+                return {"ok": False, "error": "unknown replay mode %r" % mode}
+            with self.lock:
+                self.replay_mode = (mode, int(rest[1]) if len(rest) > 1 else 0)
+            return {"ok": True}
+        if cmd == "layout":
+            if not rest or rest[0] not in ("current", "legacy"):
+                return {"ok": False, "error": "layout must be current or legacy"}
+            with self.lock:
+                self.layout = rest[0]
+            return {"ok": True}
+        if cmd == "status":
+            with self.lock:
+                return {"ok": True, "next_seq": self.seq, "buffered": len(self.buffer),
+                        "replay_requests": self.replay_requests,
+                        "invalid_requests": self.invalid_requests,
+                        "subscribers": self.subscribers}
+        return {"ok": False, "error": "unknown command %r" % cmd}
+
+    def close(self):
+        self.stopping.set()
+        for t in self.threads:
+            t.join(timeout=2)
+        self.pub.disable_monitor()
+        self.monitor.close(linger=0)
+        if self.router is not None:
+            self.router.close(linger=0)
+        self.pub.close(linger=self.args.linger)
+        self.ctx.term()
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--pub-port", type=int, default=0, help="PUB port on 127.0.0.1 (0 = random)")
+    p.add_argument("--connect", default="", help="connect the PUB to this endpoint instead of binding")
+    p.add_argument("--replay", action="store_true", help="serve replays on a ROUTER")
+    p.add_argument("--replay-port", type=int, default=0, help="ROUTER port on 127.0.0.1 (0 = random)")
+    p.add_argument("--layout", choices=["current", "legacy"], default="current")
+    p.add_argument("--topic", default="kv@127.0.0.1:8000@test-model")
+    p.add_argument("--start-seq", type=int, default=0)
+    p.add_argument("--buffer", type=int, default=10000, help="replay buffer size in batches")
+    p.add_argument("--blocks", type=int, default=2, help="blocks per generated batch")
+    p.add_argument("--block-size", type=int, default=16)
+    p.add_argument("--hwm", type=int, default=100000)
+    p.add_argument("--heartbeat-ivl", type=int, default=0, help="ZMQ_HEARTBEAT_IVL in ms (vLLM sets none)")
+    p.add_argument("--linger", type=int, default=1000, help="PUB linger on stop, ms")
+    args = p.parse_args()
+
+    pub = Publisher(args)
+    out({"pub": pub.pub_addr, "replay": pub.replay_addr, "pid": __import__("os").getpid(),
+         "zmq": zmq.zmq_version()})
+    try:
+        for line in sys.stdin:
+            line = line.strip()
+            if not line:
+                continue
+            if line == "stop":
+                out({"ok": True})
+                break
+            try:
+                out(pub.command(line))
+            except Exception as e:  # report, keep serving
+                out({"ok": False, "error": "%s: %s" % (type(e).__name__, e)})
+    finally:
+        pub.close()
+
+
+if __name__ == "__main__":
+    main()
