@@ -1,0 +1,118 @@
+package kvindex
+
+import "unsafe"
+
+// blockVal is the value of one block in the block map: the memberships of
+// every endpoint that holds the block. Values are immutable once published —
+// a writer builds a new value under the map's bucket lock — so Match reads
+// them without locks. The common single-holder block costs no allocation
+// beyond the map entry itself (16 bytes of value).
+type blockVal struct {
+	// one is the only membership when many is nil. When many is set, its
+	// low 32 bits are the number of memberships behind many and its high 32
+	// bits how many of them come first as "standard" memberships
+	// (confirmed, GPU tier only), which Match tests with a single load.
+	one uint64
+	// many points at the first element of an immutable array of
+	// memberships when two or more endpoints hold the block. A pointer to
+	// the first element keeps the whole array alive for the garbage
+	// collector and costs 8 bytes instead of a 24-byte slice header.
+	many *uint64
+}
+
+// isStd reports whether a membership is confirmed and held in the GPU tier
+// only: the common case, which Match handles without further decoding.
+func isStd(m uint64) bool { return (m>>24)&0x1ff == stdPattern }
+
+// members returns the memberships of v. single is caller storage for the
+// inline case, so no allocation happens.
+func (v *blockVal) members(single *[1]uint64) []uint64 {
+	if v.many == nil {
+		if v.one == 0 {
+			return nil
+		}
+		single[0] = v.one
+		return single[:]
+	}
+	return unsafe.Slice(v.many, int(uint32(v.one)))
+}
+
+// split returns the standard memberships and the others of a value with
+// several holders (v.many != nil).
+func (v *blockVal) split() (std, rest []uint64) {
+	all := unsafe.Slice(v.many, int(uint32(v.one)))
+	nStd := int(v.one >> 32)
+	return all[:nStd], all[nStd:]
+}
+
+// find returns the membership of endpoint id and its position, or (0, -1).
+func (v *blockVal) find(id uint32) (uint64, int) {
+	var single [1]uint64
+	for i, m := range v.members(&single) {
+		if memberID(m) == id {
+			return m, i
+		}
+	}
+	return 0, -1
+}
+
+// count returns the number of memberships in v.
+func (v *blockVal) count() int {
+	if v.many != nil {
+		return int(uint32(v.one))
+	}
+	if v.one != 0 {
+		return 1
+	}
+	return 0
+}
+
+// with returns a copy of v in which the membership at position idx (-1: a new
+// one) is replaced by m; m == 0 removes it. v itself is never modified.
+func (v *blockVal) with(idx int, m uint64) blockVal {
+	var single [1]uint64
+	old := v.members(&single)
+	n := len(old)
+	switch {
+	case idx < 0 && m == 0:
+		return *v
+	case idx < 0:
+		n++
+	case m == 0:
+		n--
+	}
+	switch n {
+	case 0:
+		return blockVal{}
+	case 1:
+		if m != 0 {
+			return blockVal{one: m}
+		}
+		return blockVal{one: old[1-idx]} // removal leaving the other one
+	}
+	// Build the new array with standard memberships first.
+	arr := make([]uint64, n)
+	front, back := 0, n
+	put := func(x uint64) {
+		if isStd(x) {
+			arr[front] = x
+			front++
+		} else {
+			back--
+			arr[back] = x
+		}
+	}
+	for i, x := range old {
+		if i == idx {
+			if m != 0 {
+				put(m)
+			}
+			continue
+		}
+		put(x)
+	}
+	if idx < 0 {
+		put(m)
+	}
+	return blockVal{one: uint64(n) | uint64(front)<<32, many: &arr[0]}
+}

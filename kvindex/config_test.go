@@ -1,0 +1,76 @@
+package kvindex
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestZeroConfigDefaults(t *testing.T) {
+	ix := newTestIndex(t, Config{BlockSize: 0})
+	require.Equal(t, testBS, ix.BlockSize()) // newTestIndex sets 4
+	ix2, err := New(Config{})
+	require.NoError(t, err)
+	defer ix2.Close()
+	require.Equal(t, DefaultBlockSize, ix2.BlockSize())
+	require.Equal(t, DefaultMaxBlocksPerEndpoint, ix2.maxBlocks)
+	require.Equal(t, DefaultSpeculativeTTL, ix2.specTTL)
+	require.Equal(t, 1.0, ix2.specWeight)
+	tt := ix2.tiers.Load()
+	require.Equal(t, 1.0, tt.maxW[1])   // gpu
+	require.Equal(t, 0.8, tt.maxW[2])   // cpu
+	require.Equal(t, 1.0, tt.maxW[4])   // storage
+	require.Equal(t, 1.0, tt.maxW[1|2]) // highest wins
+}
+
+func TestInvalidConfig(t *testing.T) {
+	for _, cfg := range []Config{
+		{BlockSize: -1},
+		{SpeculativeWeight: -1},
+		{SpeculativeWeight: math.NaN()},
+		{SpeculativeTTL: -time.Second},
+		{MaxBlocksPerEndpoint: -5},
+		{TierWeights: map[string]float64{"cpu": -0.1}},
+		{TierWeights: map[string]float64{"cpu": math.Inf(1)}},
+		{TierWeights: map[string]float64{"CPU": 0.5}},
+		{TierWeights: map[string]float64{"": 0.5}},
+	} {
+		_, err := New(cfg)
+		require.Error(t, err, "%+v", cfg)
+	}
+}
+
+func TestConfigJSON(t *testing.T) {
+	in := `{"blockSize":16,"tierWeights":{"cpu":0.5},"speculativeWeight":0.9,"speculativeTTL":3000000000,` +
+		`"maxBlocksPerEndpoint":1000,"sweepInterval":-1}`
+	dec := json.NewDecoder(bytes.NewReader([]byte(in)))
+	dec.DisallowUnknownFields()
+	var cfg Config
+	require.NoError(t, dec.Decode(&cfg))
+	require.Equal(t, Config{BlockSize: 16, TierWeights: map[string]float64{"cpu": 0.5}, SpeculativeWeight: 0.9,
+		SpeculativeTTL: 3 * time.Second, MaxBlocksPerEndpoint: 1000, SweepInterval: -1}, cfg)
+	ix, err := New(cfg)
+	require.NoError(t, err)
+	ix.Close()
+
+	dec = json.NewDecoder(bytes.NewReader([]byte(`{"blocksize":16,"registerer":1}`)))
+	dec.DisallowUnknownFields()
+	require.Error(t, dec.Decode(&cfg))
+}
+
+func TestTierNamesBeyondTheLimitShareTheLastID(t *testing.T) {
+	ix := newTestIndex(t, Config{})
+	require.NoError(t, ix.Store("a", storeEv("m", 1, seq(1, testBS))))
+	for i := 0; i < 12; i++ {
+		ev := &StoreEvent{EngineHashes: []uint64{1}, BlockSize: testBS, Tier: "tier-" + string(rune('a'+i)), Group: 0}
+		require.NoError(t, ix.Store("a", ev))
+	}
+	require.Len(t, ix.tiers.Load().names, maxTiers)
+	r := match(ix, "m", seq(1, testBS), "a").Endpoints[0]
+	require.Equal(t, 1, r.Other)
+	require.Equal(t, 1, r.GPU)
+}

@@ -1,0 +1,240 @@
+package kvindex
+
+import "math/bits"
+
+// slabChunk is the number of entries per engTable slab chunk (8 KiB).
+const slabChunk = 512
+
+// engTable maps one endpoint's engine block hashes to router keys and
+// remembers the order in which hashes were first stored, for capacity
+// eviction. It costs about 24 bytes per entry, against ~45 for a Go map plus
+// a separate FIFO:
+//
+//   - entries live in an append-only slab of fixed-size chunks, in insertion
+//     order (16 bytes each); removal marks them dead in a per-chunk bitmap;
+//   - an open-addressing index with linear probing maps a hash to its slab
+//     position (4 bytes per slot, load factor at most 3/4); deletion shifts
+//     entries back, so there are no tombstones;
+//   - chunks at the head that are entirely dead are released, and the slab
+//     is compacted when dead entries outnumber live ones.
+//
+// It is not safe for concurrent use; the endpoint's mutex guards it.
+type engTable struct {
+	chunks []*engChunk
+	base   uint32   // slab position of chunks[0][0]
+	head   uint32   // position of the oldest entry that may be live
+	tail   uint32   // next position to append at
+	live   int      // live entries
+	index  []uint32 // slab position + 1 per slot; 0 = empty
+	seed   uint64
+}
+
+type engChunk struct {
+	e    [slabChunk]engEntry
+	dead [slabChunk / 64]uint64
+}
+
+type engEntry struct {
+	hash uint64
+	key  Key
+}
+
+func newEngTable(seed uint64) *engTable { return &engTable{seed: seed | 1} }
+
+// Len returns the number of live entries.
+func (t *engTable) Len() int { return t.live }
+
+func (t *engTable) home(h uint64) int {
+	x := (h ^ t.seed) * 0x9E3779B97F4A7C15
+	return int(x>>32^x) & (len(t.index) - 1)
+}
+
+func (t *engTable) entry(pos uint32) *engEntry {
+	off := pos - t.base
+	return &t.chunks[off/slabChunk].e[off%slabChunk]
+}
+
+// slot returns the index slot holding h, or -1.
+func (t *engTable) slot(h uint64) int {
+	if len(t.index) == 0 {
+		return -1
+	}
+	mask := len(t.index) - 1
+	for i := t.home(h); ; i = (i + 1) & mask {
+		p := t.index[i]
+		if p == 0 {
+			return -1
+		}
+		if t.entry(p-1).hash == h {
+			return i
+		}
+	}
+}
+
+// Get returns the key stored for engine hash h.
+func (t *engTable) Get(h uint64) (Key, bool) {
+	i := t.slot(h)
+	if i < 0 {
+		return 0, false
+	}
+	return t.entry(t.index[i] - 1).key, true
+}
+
+// Put maps h to key. A new hash is appended as the newest entry; an existing
+// one keeps its position. It returns the previous key, if any.
+func (t *engTable) Put(h uint64, key Key) (old Key, existed bool) {
+	if i := t.slot(h); i >= 0 {
+		e := t.entry(t.index[i] - 1)
+		old, e.key = e.key, key
+		return old, true
+	}
+	if (t.live+1)*4 > len(t.index)*3 {
+		t.rehash(max(16, 2*len(t.index)))
+	}
+	if t.tail == ^uint32(0) {
+		t.compact() // positions exhausted: renumber from zero
+	}
+	off := t.tail - t.base
+	if off/slabChunk == uint32(len(t.chunks)) {
+		t.chunks = append(t.chunks, new(engChunk))
+	}
+	t.chunks[off/slabChunk].e[off%slabChunk] = engEntry{hash: h, key: key}
+	t.insertIndex(h, t.tail)
+	t.tail++
+	t.live++
+	return 0, false
+}
+
+func (t *engTable) insertIndex(h uint64, pos uint32) {
+	mask := len(t.index) - 1
+	i := t.home(h)
+	for t.index[i] != 0 {
+		i = (i + 1) & mask
+	}
+	t.index[i] = pos + 1
+}
+
+// Delete removes h and reports whether it was present.
+func (t *engTable) Delete(h uint64) bool {
+	i := t.slot(h)
+	if i < 0 {
+		return false
+	}
+	pos := t.index[i] - 1
+	t.removeSlot(i)
+	off := pos - t.base
+	c := t.chunks[off/slabChunk]
+	c.dead[(off%slabChunk)/64] |= 1 << (off % 64)
+	c.e[off%slabChunk] = engEntry{}
+	t.live--
+	t.trim()
+	return true
+}
+
+// removeSlot empties index slot i, shifting later entries of its probe run
+// back so that lookups never need tombstones.
+func (t *engTable) removeSlot(i int) {
+	mask := len(t.index) - 1
+	for j := (i + 1) & mask; t.index[j] != 0; j = (j + 1) & mask {
+		k := t.home(t.entry(t.index[j] - 1).hash)
+		// Move j back to i unless its home lies cyclically in (i, j].
+		if (j > i && (k <= i || k > j)) || (j < i && k <= i && k > j) {
+			t.index[i] = t.index[j]
+			i = j
+		}
+	}
+	t.index[i] = 0
+}
+
+// PopOldest removes and returns the entry stored first among the live ones.
+func (t *engTable) PopOldest() (h uint64, key Key, ok bool) {
+	for t.head < t.tail {
+		off := t.head - t.base
+		c := t.chunks[off/slabChunk]
+		in := off % slabChunk
+		if c.dead[in/64]&(1<<(in%64)) != 0 {
+			t.head++
+			continue
+		}
+		e := c.e[in]
+		t.Delete(e.hash)
+		return e.hash, e.key, true
+	}
+	return 0, 0, false
+}
+
+// Each calls f for every live entry, oldest first.
+func (t *engTable) Each(f func(h uint64, key Key)) {
+	for pos := t.head; pos < t.tail; pos++ {
+		off := pos - t.base
+		c := t.chunks[off/slabChunk]
+		in := off % slabChunk
+		if c.dead[in/64]&(1<<(in%64)) == 0 {
+			f(c.e[in].hash, c.e[in].key)
+		}
+	}
+}
+
+// trim skips dead entries at the head, releases fully dead head chunks and
+// compacts the slab when most of it is dead.
+func (t *engTable) trim() {
+	for t.head < t.tail {
+		off := t.head - t.base
+		c := t.chunks[off/slabChunk]
+		in := off % slabChunk
+		w := c.dead[in/64] >> (in % 64)
+		if w&1 == 0 {
+			break
+		}
+		// Skip the run of dead entries within this word.
+		t.head += min(uint32(bits.TrailingZeros64(^w)), t.tail-t.head)
+		for t.head-t.base >= slabChunk {
+			t.chunks[0] = nil
+			t.chunks = t.chunks[1:]
+			t.base += slabChunk
+		}
+	}
+	if t.live == 0 {
+		*t = engTable{seed: t.seed}
+		return
+	}
+	if used := int(t.tail - t.head); used > 2*t.live+slabChunk {
+		t.compact()
+	}
+	if len(t.index) > 64 && t.live*8 < len(t.index) {
+		t.rehash(len(t.index) / 2)
+	}
+}
+
+// compact rewrites the live entries contiguously from position 0, oldest
+// first, and rebuilds the index.
+func (t *engTable) compact() {
+	old := *t
+	*t = engTable{seed: old.seed}
+	n := (old.live + slabChunk - 1) / slabChunk
+	t.chunks = make([]*engChunk, 0, n)
+	t.index = make([]uint32, len(old.index))
+	old.Each(func(h uint64, key Key) {
+		off := t.tail
+		if off/slabChunk == uint32(len(t.chunks)) {
+			t.chunks = append(t.chunks, new(engChunk))
+		}
+		t.chunks[off/slabChunk].e[off%slabChunk] = engEntry{hash: h, key: key}
+		t.insertIndex(h, t.tail)
+		t.tail++
+		t.live++
+	})
+}
+
+// rehash rebuilds the index with n slots (a power of two).
+func (t *engTable) rehash(n int) {
+	t.index = make([]uint32, n)
+	for pos := t.head; pos < t.tail; pos++ {
+		off := pos - t.base
+		c := t.chunks[off/slabChunk]
+		in := off % slabChunk
+		if c.dead[in/64]&(1<<(in%64)) == 0 {
+			t.insertIndex(c.e[in].hash, pos)
+		}
+	}
+}

@@ -1,0 +1,156 @@
+package kvindex
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestEngTableAgainstReference drives the engine table with random puts,
+// deletes and evictions and compares it with a Go map plus an ordered list.
+func TestEngTableAgainstReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	tab := newEngTable(rng.Uint64())
+	ref := map[uint64]Key{}
+	var order []uint64 // first-store order of live hashes
+	removeOrder := func(h uint64) {
+		for i, x := range order {
+			if x == h {
+				order = append(order[:i], order[i+1:]...)
+				return
+			}
+		}
+	}
+	for step := 0; step < 60000; step++ {
+		// A small hash space forces collisions, re-stores and long probe runs.
+		h := rng.Uint64N(3000) * 0x10000
+		switch op := rng.IntN(10); {
+		case op < 5:
+			k := Key(rng.Uint64())
+			old, existed := tab.Put(h, k)
+			rk, rexisted := ref[h]
+			require.Equal(t, rexisted, existed)
+			require.Equal(t, rk, old)
+			if !rexisted {
+				order = append(order, h)
+			}
+			ref[h] = k
+		case op < 8:
+			_, present := ref[h]
+			require.Equal(t, present, tab.Delete(h))
+			delete(ref, h)
+			removeOrder(h)
+		case op < 9:
+			h, k, ok := tab.PopOldest()
+			require.Equal(t, len(order) > 0, ok)
+			if ok {
+				require.Equal(t, order[0], h)
+				require.Equal(t, ref[h], k)
+				delete(ref, h)
+				order = order[1:]
+			}
+		default:
+			k, ok := tab.Get(h)
+			rk, rok := ref[h]
+			require.Equal(t, rok, ok)
+			require.Equal(t, rk, k)
+		}
+		require.Equal(t, len(ref), tab.Len())
+		if step%5000 == 0 {
+			var got []uint64
+			tab.Each(func(h uint64, k Key) {
+				require.Equal(t, ref[h], k)
+				got = append(got, h)
+			})
+			require.Equal(t, len(order), len(got))
+			if len(order) > 0 {
+				require.Equal(t, order, got)
+			}
+		}
+	}
+	// Drain: the slab releases its chunks.
+	for tab.Len() > 0 {
+		_, _, ok := tab.PopOldest()
+		require.True(t, ok)
+	}
+	require.Empty(t, tab.chunks)
+	require.Empty(t, tab.index)
+}
+
+func TestEngTableCompactsAfterChurn(t *testing.T) {
+	tab := newEngTable(7)
+	// One long-lived entry and heavy churn behind it: the slab must not
+	// grow with the churn.
+	tab.Put(1, 1)
+	for i := uint64(2); i < 200000; i++ {
+		tab.Put(i, Key(i))
+		require.True(t, tab.Delete(i))
+	}
+	require.Equal(t, 1, tab.Len())
+	require.LessOrEqual(t, len(tab.chunks), 3)
+	require.LessOrEqual(t, len(tab.index), 64)
+	k, ok := tab.Get(1)
+	require.True(t, ok)
+	require.Equal(t, Key(1), k)
+}
+
+func TestBlockValPartitionsStandardMemberships(t *testing.T) {
+	std := func(id uint32) uint64 { m, _ := encodePairs(id, []pair{{tier: 0, group: 0, count: 1}}); return m }
+	cpu := func(id uint32) uint64 { m, _ := encodePairs(id, []pair{{tier: 1, group: 0, count: 1}}); return m }
+	var v blockVal
+	v = v.with(-1, cpu(1))
+	require.Nil(t, v.many)
+	v = v.with(-1, std(2))
+	v = v.with(-1, makeSpec(3, 99))
+	v = v.with(-1, std(4))
+	require.Equal(t, 4, v.count())
+	s, rest := v.split()
+	require.ElementsMatch(t, []uint64{std(2), std(4)}, s)
+	require.ElementsMatch(t, []uint64{cpu(1), makeSpec(3, 99)}, rest)
+	// Replacing keeps the partition; the old value is untouched.
+	_, i := v.find(1)
+	w := v.with(i, std(1))
+	s, _ = w.split()
+	require.Len(t, s, 3)
+	s, _ = v.split()
+	require.Len(t, s, 2)
+	// Removing down to one goes back inline.
+	for _, id := range []uint32{1, 2, 3} {
+		_, i := w.find(id)
+		w = w.with(i, 0)
+	}
+	require.Nil(t, w.many)
+	require.Equal(t, std(4), w.one)
+	_, i = w.find(4)
+	require.Equal(t, blockVal{}, w.with(i, 0))
+	var empty blockVal
+	require.Equal(t, 0, empty.count())
+}
+
+func TestMembershipEncodingRoundTrip(t *testing.T) {
+	for _, pairs := range [][]pair{
+		{{0, -1, 1}},
+		{{0, 2, 1}, {1, 2, 4}, {7, 2, 3}},
+		{{3, 0, 2}},
+	} {
+		m, complex := encodePairs(12345, pairs)
+		require.False(t, complex)
+		require.Equal(t, uint32(12345), memberID(m))
+		require.False(t, isSpec(m))
+		require.ElementsMatch(t, pairs, decodePairs(nil, m, nil))
+	}
+	for _, pairs := range [][]pair{
+		{{0, 3, 1}},            // group beyond the compact slots
+		{{0, 0, 1}, {1, 1, 1}}, // two groups
+		{{1, 0, 5}},            // count beyond 4
+		{{0, 0, 2}},            // GPU counted (never produced, still encodable)
+	} {
+		_, complex := encodePairs(1, pairs)
+		require.True(t, complex, "%v", pairs)
+	}
+	s := makeSpec(maxEndpointID, maxExpiry+10)
+	require.True(t, isSpec(s))
+	require.Equal(t, uint32(maxEndpointID), memberID(s))
+	require.Equal(t, maxExpiry, specExpiry(s))
+}

@@ -1,0 +1,59 @@
+package kvindex_test
+
+import (
+	"fmt"
+
+	"github.com/kvroute/kvroute/kvindex"
+)
+
+// Two vLLM endpoints report their cached blocks through KV events; a request
+// sharing the prefix is matched against three candidates.
+func Example() {
+	ix, err := kvindex.New(kvindex.Config{BlockSize: 4})
+	if err != nil {
+		panic(err)
+	}
+	defer ix.Close()
+
+	system := []uint32{101, 7, 42, 9, 55, 13, 8, 21, 34, 2, 77, 5} // 3 blocks of 4 tokens
+	store := func(endpoint string, hashes []uint64, tokens []uint32) {
+		err := ix.Store(endpoint, &kvindex.StoreEvent{
+			EngineHashes: hashes, Tokens: tokens, BlockSize: 4,
+			Model: "meta-llama/Llama-3.1-8B-Instruct", Group: 0, Kind: "full_attention",
+		})
+		if err != nil {
+			panic(err)
+		}
+	}
+	store("10.0.0.7:8000", []uint64{0xa1, 0xa2, 0xa3}, system)
+	store("10.0.0.8:8000", []uint64{0xb1}, system[:4])
+
+	// The request: the same system prompt plus a question (the partial
+	// last block is not keyed).
+	prompt := append(append([]uint32{}, system...), 1, 2, 3, 4, 5, 6)
+	keys := kvindex.Keys(nil, prompt, ix.BlockSize(), &kvindex.KeyParams{Model: "meta-llama/Llama-3.1-8B-Instruct"})
+	var out kvindex.MatchResult
+	ix.Match(keys, []string{"10.0.0.7:8000", "10.0.0.8:8000", "10.0.0.9:8000"}, &out)
+	for _, e := range out.Endpoints {
+		fmt.Printf("%s: %d of %d blocks cached (score %.1f)\n", e.Endpoint, e.Blocks, out.Total, e.Score)
+	}
+
+	// Route to 10.0.0.9 anyway and mark it warm until its events arrive.
+	ix.Speculate("10.0.0.9:8000", keys, 0)
+	ix.Match(keys, []string{"10.0.0.9:8000"}, &out)
+	fmt.Printf("10.0.0.9:8000 after Speculate: %d blocks, %d speculative\n", out.Endpoints[0].Blocks, out.Endpoints[0].Speculative)
+	// Output:
+	// 10.0.0.7:8000: 3 of 4 blocks cached (score 3.0)
+	// 10.0.0.8:8000: 1 of 4 blocks cached (score 1.0)
+	// 10.0.0.9:8000: 0 of 4 blocks cached (score 0.0)
+	// 10.0.0.9:8000 after Speculate: 4 blocks, 4 speculative
+}
+
+// Keys computes the router's block keys for a request; the same keys come
+// out of Store for the engine's events.
+func ExampleKeys() {
+	tokens := []uint32{1, 2, 3, 4, 5, 6, 7, 8}
+	keys := kvindex.Keys(nil, tokens, 4, &kvindex.KeyParams{Model: "meta-llama/Llama-3.1-8B-Instruct"})
+	fmt.Printf("%#016x %#016x\n", keys[0], keys[1])
+	// Output: 0x37c37a75f6e87dae 0x42cc08af14b11317
+}

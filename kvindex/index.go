@@ -1,0 +1,296 @@
+package kvindex
+
+import (
+	"errors"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/puzpuzpuz/xsync/v3"
+)
+
+// idReuseDelay is how many freed endpoint IDs wait before the oldest is
+// reused. Endpoint IDs are reused so they stay dense (Match indexes a scratch
+// array by ID), but only long after the endpoint was cleared, so that a
+// Match that resolved the old name concurrently never sees the ID's new
+// owner.
+const idReuseDelay = 1024
+
+// Index records which endpoint holds which KV blocks, keyed by router block
+// keys, and answers longest-prefix matches for a set of candidate endpoints.
+//
+// All methods are safe for concurrent use. Match is lock-free: it reads the
+// block map (an xsync.MapOf of immutable values) and never waits for
+// writers. Writers for one endpoint serialise on that endpoint's mutex;
+// writers for different endpoints only meet in the block map's per-bucket
+// locks.
+type Index struct {
+	blockSize  int
+	maxBlocks  int
+	specWeight float64
+	specTTL    time.Duration
+	now        func() time.Time
+	epoch      time.Time
+
+	blocks *xsync.MapOf[Key, blockVal]
+	eps    *xsync.MapOf[string, *endpoint]
+
+	regMu      sync.Mutex // guards nextID, freeIDs and registration
+	nextID     uint32
+	freeIDs    []uint32
+	gen        atomic.Uint64 // bumped whenever the name → ID mapping changes
+	maxID      atomic.Uint32
+	nEndpoints atomic.Int64
+
+	tierMu sync.Mutex // serialises tier registration
+	tiers  atomic.Pointer[tierTable]
+
+	nBlocks, nMembers, nSpec          atomic.Int64
+	evCapacity, evExpired, evEndpoint atomic.Uint64
+	met                               *metrics
+	closeOnce                         sync.Once
+	stop, done                        chan struct{}
+}
+
+// endpoint is the per-endpoint write-side state. Everything in it is
+// guarded by mu; Match never touches it.
+type endpoint struct {
+	name string
+	id   uint32
+
+	mu   sync.Mutex
+	dead bool // cleared and unregistered: writers must look the name up again
+
+	// eng maps this endpoint's engine block hashes to router keys. It is
+	// per endpoint by design: engines serving different models produce the
+	// same hashes for the same tokens, so a shared map would chain one
+	// model's blocks off another's keys.
+	eng *engTable // also keeps first-store order, for capacity eviction
+
+	spec    []specEntry // speculative entries to expire, unordered
+	specMin uint64      // lowest expiry in spec (ms since epoch)
+
+	cx      map[Key][]pair // (tier, group, count) pairs of complex memberships
+	scratch []pair
+
+	rootName string // cache of the last chain root computed
+	rootKey  Key
+}
+
+// specEntry is a speculative membership waiting to expire.
+type specEntry struct {
+	key Key
+	exp uint64 // ms since epoch
+}
+
+// ErrTooManyEndpoints is returned (wrapped in a *StoreError) when the index
+// already tracks the maximum number of endpoints (2^24 − 1).
+var ErrTooManyEndpoints = errors.New("kvindex: too many endpoints")
+
+// New creates an Index. The zero Config works (defaults documented on
+// Config). When cfg.SweepInterval >= 0 it starts the speculative sweeper,
+// which Close stops. It fails on an invalid Config or when the metrics
+// cannot be registered.
+func New(cfg Config) (*Index, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	ix := &Index{
+		blockSize:  cfg.BlockSize,
+		maxBlocks:  cfg.MaxBlocksPerEndpoint,
+		specWeight: cfg.SpeculativeWeight,
+		specTTL:    cfg.SpeculativeTTL,
+		now:        cfg.Now,
+		blocks:     xsync.NewMapOfWithHasher[Key, blockVal](hashKey),
+		eps:        xsync.NewMapOf[string, *endpoint](),
+		stop:       make(chan struct{}),
+		done:       make(chan struct{}),
+	}
+	ix.epoch = ix.now()
+	ix.tiers.Store(newTierTable(cfg.TierWeights))
+	if cfg.Registerer != nil {
+		if ix.met, err = newMetrics(ix, cfg.Registerer); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.SweepInterval > 0 {
+		go ix.sweeper(cfg.SweepInterval)
+	} else {
+		close(ix.done)
+	}
+	return ix, nil
+}
+
+// Close stops the speculative sweeper and waits for it to exit. It is
+// idempotent. The index stays usable (reads and writes still work; expiry is
+// then enforced only by Match and explicit Sweep calls).
+func (ix *Index) Close() {
+	ix.closeOnce.Do(func() { close(ix.stop) })
+	<-ix.done
+}
+
+// BlockSize returns the number of tokens per block.
+func (ix *Index) BlockSize() int { return ix.blockSize }
+
+// Stats are point-in-time counters of an index.
+type Stats struct {
+	Blocks      int // distinct block keys held by at least one endpoint
+	Memberships int // (block, endpoint) memberships, speculative included
+	Endpoints   int // endpoints registered (stored or speculated, not cleared)
+	Speculative int // memberships held only speculatively
+
+	// Entries removed by the index itself since New, by reason (the
+	// kvroute_kv_index_evictions_total reasons).
+	CapacityEvictions   uint64 // reason "capacity"
+	SpeculativeExpiries uint64 // reason "speculative_expired"
+	EndpointRemovals    uint64 // reason "endpoint_removed" (Clear)
+}
+
+// Stats returns the current counters.
+func (ix *Index) Stats() Stats {
+	return Stats{
+		Blocks:              int(ix.nBlocks.Load()),
+		Memberships:         int(ix.nMembers.Load()),
+		Endpoints:           int(ix.nEndpoints.Load()),
+		Speculative:         int(ix.nSpec.Load()),
+		CapacityEvictions:   ix.evCapacity.Load(),
+		SpeculativeExpiries: ix.evExpired.Load(),
+		EndpointRemovals:    ix.evEndpoint.Load(),
+	}
+}
+
+// nowMs returns the index clock in milliseconds since the epoch (floor).
+func (ix *Index) nowMs() uint64 {
+	d := ix.now().Sub(ix.epoch)
+	if d <= 0 {
+		return 0
+	}
+	return uint64(d / time.Millisecond)
+}
+
+// expiryMs returns the expiry of an entry created now with the given TTL,
+// rounded up to the next millisecond so an entry never expires early.
+func (ix *Index) expiryMs(ttl time.Duration) uint64 {
+	d := ix.now().Sub(ix.epoch) + ttl
+	if d <= 0 {
+		return 0
+	}
+	return uint64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+// hashKey is the block map's hash function. Keys are already xxhash64
+// outputs, so one seeded mixing round (MurmurHash3's finaliser) suffices; the
+// per-map seed keeps bucket placement unpredictable to clients who choose
+// prompts.
+func hashKey(k Key, seed uint64) uint64 {
+	h := uint64(k) ^ seed
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	return h
+}
+
+// lockEndpoint returns the live endpoint registered under name with its
+// mutex held, registering it when create is set. It returns nil when the
+// endpoint is unknown and create is false.
+func (ix *Index) lockEndpoint(name string, create bool) (*endpoint, error) {
+	for {
+		ep, ok := ix.eps.Load(name)
+		if !ok {
+			if !create {
+				return nil, nil
+			}
+			var err error
+			if ep, err = ix.register(name); err != nil {
+				return nil, err
+			}
+		}
+		ep.mu.Lock()
+		if !ep.dead {
+			return ep, nil
+		}
+		ep.mu.Unlock() // cleared meanwhile: look the name up again
+	}
+}
+
+// register interns an endpoint name, assigning it a small integer ID.
+func (ix *Index) register(name string) (*endpoint, error) {
+	ix.regMu.Lock()
+	defer ix.regMu.Unlock()
+	if ep, ok := ix.eps.Load(name); ok {
+		return ep, nil
+	}
+	var id uint32
+	switch {
+	case len(ix.freeIDs) > idReuseDelay || (ix.nextID >= maxEndpointID && len(ix.freeIDs) > 0):
+		id = ix.freeIDs[0]
+		ix.freeIDs = ix.freeIDs[1:]
+	case ix.nextID < maxEndpointID:
+		ix.nextID++
+		id = ix.nextID
+	default:
+		return nil, ErrTooManyEndpoints
+	}
+	ep := &endpoint{name: strings.Clone(name), id: id, eng: newEngTable(rand.Uint64())}
+	if id > ix.maxID.Load() {
+		ix.maxID.Store(id)
+	}
+	ix.eps.Store(ep.name, ep)
+	ix.nEndpoints.Add(1)
+	ix.gen.Add(1)
+	return ep, nil
+}
+
+// unregister removes a cleared endpoint from the registry; ep.mu is held.
+func (ix *Index) unregister(ep *endpoint) {
+	ep.dead = true
+	ix.regMu.Lock()
+	defer ix.regMu.Unlock()
+	ix.eps.Compute(ep.name, func(cur *endpoint, loaded bool) (*endpoint, bool) {
+		return cur, loaded && cur == ep
+	})
+	ix.freeIDs = append(ix.freeIDs, ep.id)
+	ix.nEndpoints.Add(-1)
+	ix.gen.Add(1)
+}
+
+// tierID returns the ID of an engine medium (case-insensitive; "" is
+// "gpu"), registering it when create is set. The index tells at most
+// maxTiers tiers apart: further names share the last ID.
+func (ix *Index) tierID(medium string, create bool) (uint8, bool) {
+	if id, ok := ix.tiers.Load().lookup(medium); ok || !create {
+		return id, ok
+	}
+	name := normTier(medium)
+	ix.tierMu.Lock()
+	defer ix.tierMu.Unlock()
+	t := ix.tiers.Load()
+	if id, ok := t.lookup(name); ok {
+		return id, true
+	}
+	if len(t.names) == maxTiers {
+		return maxTiers - 1, true
+	}
+	t = t.clone()
+	id := t.add(name)
+	ix.tiers.Store(t)
+	return id, true
+}
+
+// sweeper removes expired speculative entries every interval until Close.
+func (ix *Index) sweeper(interval time.Duration) {
+	defer close(ix.done)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ix.stop:
+			return
+		case <-t.C:
+			ix.Sweep()
+		}
+	}
+}

@@ -1,0 +1,306 @@
+package kvindex
+
+import (
+	"math/bits"
+	"time"
+	"unsafe"
+)
+
+// EndpointMatch is one candidate's longest-prefix match.
+type EndpointMatch struct {
+	Endpoint string  // the candidate, as passed to Match
+	Blocks   int     // contiguous blocks from block 0 held (any tier, speculative included)
+	Score    float64 // tier-weighted contiguous score: per block the highest weight held, summed (not truncated)
+	// Contiguous blocks per tier class: GPU ("gpu"), CPU ("cpu",
+	// "cpu_pinned"), Storage ("storage", "disk") and Other (any other
+	// medium). A block held in two tiers counts in both.
+	GPU, CPU, Storage, Other int
+	Speculative              int // contiguous blocks held only speculatively
+}
+
+// MatchResult receives the result of Match. Reusing one MatchResult (per
+// goroutine) makes Match allocation-free; reusing it with the same candidate
+// slice also skips resolving the candidate names.
+type MatchResult struct {
+	Total     int             // len(keys)
+	Endpoints []EndpointMatch // one per candidate, in candidate order
+
+	s matchScratch
+}
+
+// matchScratch caches the resolution of candidate names to endpoint IDs and
+// holds the per-chunk accumulators.
+type matchScratch struct {
+	ix    *Index
+	gen   uint64
+	cands []string // the candidates the cache was built for
+	ids   []uint32 // per candidate: endpoint ID, 0 when unknown
+	first []int32  // per candidate: index of the first candidate with its ID
+	slot  []int32  // per endpoint ID: candidate index + 1, 0 when not a candidate
+	// bit holds, per endpoint ID, the candidate's bit within the chunk of
+	// 64 candidates starting at bitBase (0 for other endpoints): the one
+	// load the inner loop makes per membership. alive is the chunk's
+	// candidates with a known endpoint (first occurrences only).
+	bit     []uint64
+	bitBase int
+	alive   uint64
+	blk     [64]int32  // per chunk candidate: contiguous blocks
+	word    [64]uint64 // per chunk candidate: membership of the current block (exceptions only)
+	acc     [64]excAcc // per chunk candidate: blocks not held as "confirmed, GPU only"
+}
+
+// excAcc accumulates a candidate's blocks that are not the common case
+// (confirmed in the GPU tier only); the common blocks are derived from the
+// contiguous count at the end.
+type excAcc struct {
+	n, gpu, cpu, storage, other, spec int32
+	score                             float64
+}
+
+// Match computes, for each candidate endpoint, how many blocks of keys it
+// holds contiguously from block 0 (what the engine can actually reuse), its
+// tier-weighted score and per-tier counts, writing one EndpointMatch per
+// candidate into out in candidate order. The walk stops at the first block
+// that no candidate holds, so a miss costs one map lookup. Expired
+// speculative entries count as absent. Unknown candidates match nothing.
+//
+// Match takes no locks and is safe at any time against concurrent writes;
+// with a reused out it allocates nothing.
+func (ix *Index) Match(keys []Key, candidates []string, out *MatchResult) {
+	if out == nil {
+		return
+	}
+	var start time.Time
+	if ix.met != nil {
+		start = time.Now()
+	}
+	out.Total = len(keys)
+	if cap(out.Endpoints) < len(candidates) {
+		out.Endpoints = make([]EndpointMatch, len(candidates))
+	}
+	out.Endpoints = out.Endpoints[:len(candidates)]
+	out.s.resolve(ix, candidates)
+	tt := ix.tiers.Load()
+	best := 0
+	for base := 0; base < len(candidates); base += 64 {
+		best = max(best, ix.matchChunk(keys, candidates, out, base, tt))
+	}
+	if ix.met != nil {
+		ix.met.observeLookup(best, time.Since(start))
+	}
+}
+
+// matchChunk walks keys for candidates base … base+63, writes their
+// results and returns the highest contiguous block count among them.
+func (ix *Index) matchChunk(keys []Key, cands []string, out *MatchResult, base int, tt *tierTable) (best int) {
+	s := &out.s
+	end := min(base+64, len(cands))
+	s.setChunk(base, end)
+	alive := s.alive
+	bit := s.bit
+	var excSeen uint64
+	var nowMs uint64
+	haveNow := false
+	i := 0
+	for ; i < len(keys) && alive != 0; i++ {
+		v, ok := ix.blocks.Load(keys[i])
+		if !ok {
+			break
+		}
+		var pres, exc uint64
+		if v.many == nil {
+			ms := [1]uint64{v.one}
+			pres, exc = s.scan(ms[:], bit, &nowMs, &haveNow, ix)
+		} else {
+			std, rest := v.split()
+			for _, m := range std {
+				if id := m & idMask; id < uint64(len(bit)) {
+					pres |= bit[id]
+				}
+			}
+			if len(rest) > 0 {
+				p, e := s.scan(rest, bit, &nowMs, &haveNow, ix)
+				pres, exc = pres|p, e
+			}
+		}
+		for died := alive &^ pres; died != 0; died &= died - 1 {
+			s.blk[bits.TrailingZeros64(died)] = int32(i)
+		}
+		alive &= pres
+		for ex := exc & alive; ex != 0; ex &= ex - 1 {
+			b := bits.TrailingZeros64(ex)
+			a := &s.acc[b]
+			if excSeen&(1<<uint(b)) == 0 {
+				*a = excAcc{}
+				excSeen |= 1 << uint(b)
+			}
+			a.n++
+			m := s.word[b]
+			if isSpec(m) {
+				a.spec++
+				a.score += ix.specWeight
+				continue
+			}
+			mask := tierMaskOf(m)
+			cls := tt.clsOf[mask]
+			a.score += tt.maxW[mask]
+			a.gpu += int32(cls & classGPU)
+			a.cpu += int32(cls&classCPU) >> 1
+			a.storage += int32(cls&classStorage) >> 2
+			a.other += int32(cls&classOther) >> 3
+		}
+	}
+	for ; alive != 0; alive &= alive - 1 {
+		s.blk[bits.TrailingZeros64(alive)] = int32(i)
+	}
+	wGPU := tt.maxW[1]
+	for c := base; c < end; c++ {
+		b := c - base
+		e := &out.Endpoints[c]
+		// Fields are assigned one by one: a composite literal with a string
+		// would be copied with a write-barriered typedmemmove per candidate.
+		setName(e, cands[c])
+		switch f := int(s.first[c]); {
+		case f != c:
+			d := &out.Endpoints[f]
+			e.Blocks, e.Score, e.Speculative = d.Blocks, d.Score, d.Speculative
+			e.GPU, e.CPU, e.Storage, e.Other = d.GPU, d.CPU, d.Storage, d.Other
+		case s.ids[c] == 0:
+			e.Blocks, e.Score, e.Speculative = 0, 0, 0
+			e.GPU, e.CPU, e.Storage, e.Other = 0, 0, 0, 0
+		case excSeen&(1<<uint(b)) == 0:
+			n := int(s.blk[b])
+			e.Blocks, e.Score, e.Speculative = n, float64(n)*wGPU, 0
+			e.GPU, e.CPU, e.Storage, e.Other = n, 0, 0, 0
+			best = max(best, n)
+		default:
+			n := int(s.blk[b])
+			a := &s.acc[b]
+			std := n - int(a.n)
+			e.Blocks, e.Score, e.Speculative = n, float64(std)*wGPU+a.score, int(a.spec)
+			e.GPU, e.CPU, e.Storage, e.Other = std+int(a.gpu), int(a.cpu), int(a.storage), int(a.other)
+			best = max(best, n)
+		}
+	}
+	return best
+}
+
+// setName sets e.Endpoint, skipping the pointer write (and its write
+// barrier) when a reused result already holds the same string.
+func setName(e *EndpointMatch, name string) {
+	if len(e.Endpoint) != len(name) || unsafe.StringData(e.Endpoint) != unsafe.StringData(name) {
+		e.Endpoint = name
+	}
+}
+
+// scan returns the candidates of the current chunk present in one block's
+// memberships (pres) and those whose membership is not the common
+// "confirmed, GPU tier only" case (exc), recording the latter's words.
+func (s *matchScratch) scan(ms []uint64, bit []uint64, nowMs *uint64, haveNow *bool, ix *Index) (pres, exc uint64) {
+	for _, m := range ms {
+		id := m & idMask
+		if id >= uint64(len(bit)) {
+			continue
+		}
+		b := bit[id]
+		if isStd(m) {
+			pres |= b
+			continue
+		}
+		if b == 0 {
+			continue
+		}
+		if isSpec(m) {
+			if !*haveNow {
+				*nowMs, *haveNow = ix.nowMs(), true
+			}
+			if specExpiry(m) <= *nowMs {
+				continue
+			}
+		}
+		pres |= b
+		exc |= b
+		s.word[bits.TrailingZeros64(b)] = m
+	}
+	return pres, exc
+}
+
+// setChunk points the bit table and the alive mask at candidates
+// base … end-1.
+func (s *matchScratch) setChunk(base, end int) {
+	if s.bitBase == base {
+		return
+	}
+	if s.bitBase >= 0 {
+		for c := s.bitBase; c < min(s.bitBase+64, len(s.ids)); c++ {
+			s.bit[s.ids[c]] = 0
+		}
+	}
+	s.bitBase, s.alive = base, 0
+	for c := base; c < end; c++ {
+		if id := s.ids[c]; id != 0 && int(s.first[c]) == c {
+			s.bit[id] = 1 << uint(c-base)
+			s.alive |= 1 << uint(c-base)
+		}
+	}
+}
+
+// resolve maps the candidate names to endpoint IDs, reusing the previous
+// resolution when the candidates are the same strings and no endpoint was
+// registered or cleared since.
+func (s *matchScratch) resolve(ix *Index, cands []string) {
+	gen := ix.gen.Load()
+	n := len(cands)
+	if s.ix == ix && s.gen == gen && len(s.cands) == n {
+		same := true
+		for i, c := range cands {
+			if len(c) != len(s.cands[i]) || unsafe.StringData(c) != unsafe.StringData(s.cands[i]) {
+				same = false
+				break
+			}
+		}
+		if same {
+			return
+		}
+	}
+	for _, id := range s.ids {
+		s.slot[id] = 0
+		s.bit[id] = 0
+	}
+	s.ix, s.gen = ix, gen
+	s.cands = append(s.cands[:0], cands...)
+	if cap(s.ids) < n {
+		s.ids = make([]uint32, n)
+		s.first = make([]int32, n)
+	}
+	s.ids, s.first = s.ids[:n], s.first[:n]
+	if need := int(ix.maxID.Load()) + 1; len(s.slot) < need {
+		s.grow(need + need/4)
+	}
+	for i, name := range cands {
+		s.ids[i], s.first[i] = 0, int32(i)
+		ep, ok := ix.eps.Load(name)
+		if !ok {
+			continue
+		}
+		id := ep.id
+		if int(id) >= len(s.slot) { // registered after maxID was read
+			s.grow(int(id) + 1 + int(id)/4)
+		}
+		s.ids[i] = id
+		if f := s.slot[id]; f != 0 {
+			s.first[i] = f - 1 // the same endpoint listed twice
+			continue
+		}
+		s.slot[id] = int32(i) + 1
+	}
+	s.bitBase = -1 // setChunk rebuilds the bit table
+}
+
+// grow enlarges the per-ID tables to n entries, keeping their contents.
+func (s *matchScratch) grow(n int) {
+	slot, bit := make([]int32, n), make([]uint64, n)
+	copy(slot, s.slot)
+	copy(bit, s.bit)
+	s.slot, s.bit = slot, bit
+}

@@ -1,0 +1,63 @@
+package kvindex
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+)
+
+func TestMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	clk := newFakeClock()
+	ix := newTestIndex(t, Config{Registerer: reg, Now: clk.Now, MaxBlocksPerEndpoint: 3})
+	prompt := seq(1, 4*testBS)
+	require.NoError(t, ix.Store("a", storeEv("m", 1, prompt[:2*testBS])))
+	require.NoError(t, ix.Store("b", storeEv("m", 1, prompt))) // 1 capacity eviction
+	ix.Speculate("c", Keys(nil, seq(900, testBS), testBS, &KeyParams{Model: "m"}), time.Second)
+	clk.Advance(time.Second)
+	ix.Sweep()                                   // 1 expiry
+	match(ix, "m", prompt, "a", "b")             // best: a with 2
+	match(ix, "m", seq(700, 2*testBS), "a", "b") // miss
+	ix.Clear("a")                                // 2 endpoint_removed
+
+	expected := `
+# HELP kvroute_kv_index_blocks Distinct blocks in the KV-block index.
+# TYPE kvroute_kv_index_blocks gauge
+kvroute_kv_index_blocks 3
+# HELP kvroute_kv_index_evictions_total Entries removed by the KV-block index itself, by reason.
+# TYPE kvroute_kv_index_evictions_total counter
+kvroute_kv_index_evictions_total{reason="capacity"} 1
+kvroute_kv_index_evictions_total{reason="endpoint_removed"} 2
+kvroute_kv_index_evictions_total{reason="speculative_expired"} 1
+# HELP kvroute_kv_index_memberships (block, endpoint) memberships in the KV-block index, speculative included.
+# TYPE kvroute_kv_index_memberships gauge
+kvroute_kv_index_memberships 3
+# HELP llm_d_epp_kv_cache_index_lookup_hits_total Contiguous prefix blocks from block 0 held by the best candidate, summed over lookups.
+# TYPE llm_d_epp_kv_cache_index_lookup_hits_total counter
+llm_d_epp_kv_cache_index_lookup_hits_total 2
+# HELP llm_d_epp_kv_cache_index_lookup_requests_total KV-block index lookups (Match calls).
+# TYPE llm_d_epp_kv_cache_index_lookup_requests_total counter
+llm_d_epp_kv_cache_index_lookup_requests_total 2
+`
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(expected),
+		"kvroute_kv_index_blocks", "kvroute_kv_index_evictions_total", "kvroute_kv_index_memberships",
+		"llm_d_epp_kv_cache_index_lookup_hits_total", "llm_d_epp_kv_cache_index_lookup_requests_total"))
+	require.Equal(t, 1, testutil.CollectAndCount(reg, "llm_d_epp_kv_cache_index_lookup_latency_seconds"))
+
+	// A second index on the same registry fails cleanly and registers nothing.
+	_, err := New(Config{Registerer: reg, SweepInterval: -1})
+	require.Error(t, err)
+	n, err := testutil.GatherAndCount(reg)
+	require.NoError(t, err)
+	require.Equal(t, 8, n)
+}
+
+func TestNoMetricsWithoutRegisterer(t *testing.T) {
+	ix := newTestIndex(t, Config{})
+	require.Nil(t, ix.met)
+	match(ix, "m", seq(1, testBS), "a")
+}

@@ -1,0 +1,118 @@
+package kvindex
+
+import (
+	"testing"
+	"time"
+
+	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/stretchr/testify/require"
+)
+
+func TestSpeculativeEntriesExpire(t *testing.T) {
+	clk := newFakeClock()
+	ix := newTestIndex(t, Config{Now: clk.Now, SpeculativeWeight: 0.5})
+	prompt := seq(1, 3*testBS)
+	keys := Keys(nil, prompt, testBS, &KeyParams{Model: "m"})
+	ix.Speculate("a", keys, 0) // default TTL 2s
+
+	r := match(ix, "m", prompt, "a").Endpoints[0]
+	require.Equal(t, EndpointMatch{Endpoint: "a", Blocks: 3, Score: 1.5, Speculative: 3}, r)
+	require.Equal(t, 3, ix.Stats().Speculative)
+
+	clk.Advance(2*time.Second - time.Millisecond)
+	require.Equal(t, 3, match(ix, "m", prompt, "a").Endpoints[0].Blocks)
+	require.Equal(t, 0, ix.Sweep())
+
+	clk.Advance(time.Millisecond)
+	// Match enforces expiry before any sweep ...
+	require.Equal(t, 0, match(ix, "m", prompt, "a").Endpoints[0].Blocks)
+	require.Equal(t, 3, ix.Stats().Memberships)
+	// ... and the sweep removes and counts the entries.
+	require.Equal(t, 3, ix.Sweep())
+	st := ix.Stats()
+	require.Equal(t, 0, st.Memberships)
+	require.Equal(t, 0, st.Blocks)
+	require.Equal(t, 0, st.Speculative)
+	require.Equal(t, uint64(3), st.SpeculativeExpiries)
+	require.Equal(t, 0, ix.Sweep())
+}
+
+func TestConfirmedStoreSupersedesSpeculation(t *testing.T) {
+	clk := newFakeClock()
+	ix := newTestIndex(t, Config{Now: clk.Now})
+	prompt := seq(1, 3*testBS)
+	keys := Keys(nil, prompt, testBS, &KeyParams{Model: "m"})
+	ix.Speculate("a", keys, time.Second)
+	// The engine confirms blocks 0 and 1.
+	require.NoError(t, ix.Store("a", storeEv("m", 1, prompt[:2*testBS])))
+	r := match(ix, "m", prompt, "a").Endpoints[0]
+	require.Equal(t, EndpointMatch{Endpoint: "a", Blocks: 3, Score: 3, GPU: 2, Speculative: 1}, r)
+	require.Equal(t, 3, ix.Stats().Memberships)
+	require.Equal(t, 1, ix.Stats().Speculative)
+
+	clk.Advance(time.Second)
+	require.Equal(t, 1, ix.Sweep(), "only the unconfirmed block expires")
+	r = match(ix, "m", prompt, "a").Endpoints[0]
+	require.Equal(t, EndpointMatch{Endpoint: "a", Blocks: 2, Score: 2, GPU: 2}, r)
+	// Speculating a confirmed block changes nothing, and never expires it.
+	ix.Speculate("a", keys[:2], time.Millisecond)
+	clk.Advance(time.Second)
+	require.Equal(t, 0, ix.Sweep())
+	require.Equal(t, 2, match(ix, "m", prompt, "a").Endpoints[0].Blocks)
+	require.Equal(t, 0, ix.Stats().Speculative)
+}
+
+func TestSpeculationExtendsNeverShortens(t *testing.T) {
+	clk := newFakeClock()
+	ix := newTestIndex(t, Config{Now: clk.Now, SpeculativeTTL: 5 * time.Second})
+	keys := Keys(nil, seq(1, testBS), testBS, &KeyParams{Model: "m"})
+	ix.Speculate("a", keys, 0) // 5s from the config
+	ix.Speculate("a", keys, time.Second)
+	clk.Advance(3 * time.Second)
+	require.Equal(t, 0, ix.Sweep())
+	require.Equal(t, 1, match(ix, "m", seq(1, testBS), "a").Endpoints[0].Blocks)
+	ix.Speculate("a", keys, 4*time.Second) // now until 7s
+	clk.Advance(2500 * time.Millisecond)
+	require.Equal(t, 0, ix.Sweep())
+	clk.Advance(1500 * time.Millisecond)
+	require.Equal(t, 1, ix.Sweep())
+	require.Equal(t, 0, ix.Stats().Memberships)
+	ix.Speculate("a", nil, 0)
+}
+
+func TestSpeculationCoexistsWithOtherEndpoints(t *testing.T) {
+	clk := newFakeClock()
+	ix := newTestIndex(t, Config{Now: clk.Now})
+	prompt := seq(1, 2*testBS)
+	require.NoError(t, ix.Store("b", storeEv("m", 1, prompt)))
+	ix.Speculate("a", Keys(nil, prompt, testBS, &KeyParams{Model: "m"}), time.Second)
+	require.Equal(t, []int{2, 2}, blocksOf(match(ix, "m", prompt, "a", "b")))
+	clk.Advance(time.Second)
+	require.Equal(t, 2, ix.Sweep())
+	require.Equal(t, []int{0, 2}, blocksOf(match(ix, "m", prompt, "a", "b")))
+	require.Equal(t, 2, ix.Stats().Blocks)
+}
+
+func TestSweeperRemovesExpiredEntriesAndStops(t *testing.T) {
+	defer leakcheck.Check(t)()
+	clk := newFakeClock()
+	ix, err := New(Config{BlockSize: testBS, Now: clk.Now, SweepInterval: time.Millisecond})
+	require.NoError(t, err)
+	ix.Speculate("a", Keys(nil, seq(1, 2*testBS), testBS, &KeyParams{Model: "m"}), time.Second)
+	require.Equal(t, 2, ix.Stats().Speculative)
+	clk.Advance(time.Second)
+	require.Eventually(t, func() bool { return ix.Stats().SpeculativeExpiries == 2 }, 5*time.Second, time.Millisecond)
+	require.Equal(t, 0, ix.Stats().Memberships)
+	ix.Close()
+	ix.Close() // idempotent
+	// The index stays usable after Close.
+	require.NoError(t, ix.Store("a", storeEv("m", 1, seq(1, testBS))))
+}
+
+func TestCloseWithoutSweeper(t *testing.T) {
+	defer leakcheck.Check(t)()
+	ix, err := New(Config{SweepInterval: -1})
+	require.NoError(t, err)
+	ix.Close()
+	ix.Close()
+}
