@@ -1,0 +1,325 @@
+package kvevents
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/puzpuzpuz/xsync/v3"
+
+	"github.com/kvroute/kvroute/kvindex"
+)
+
+// Label values of llm_d_epp_kv_cache_events_stores_skipped_total{reason}
+// that the Applier produces itself; rejections by the index use the index's
+// StoreError.Reason (kvindex.Reason*), which these extend.
+const (
+	SkipNotIndexable     = kvindex.ReasonNonPrefixKind // cache kind is not prefix-indexable (sliding window, mamba, …)
+	SkipNonDense         = kvindex.ReasonNonDense      // len(token_ids) != len(block_hashes) × block_size
+	SkipInvalidBlockSize = "invalid_block_size"        // block_size <= 0
+	SkipInvalidTokens    = "invalid_tokens"            // token_ids held a non-uint32 element
+	SkipNoBlocks         = "no_blocks"                 // a store or removal without block hashes
+	SkipUnknownGroup     = "unknown_group"             // a removal for a group never seen in a store
+	SkipBadGroup         = kvindex.ReasonMalformed     // a negative group_idx
+)
+
+// maxGroupsPerEndpoint bounds the group → kind map of one endpoint (real
+// engines have a handful of groups); groups beyond it are not remembered,
+// so their removals are skipped as unknown_group.
+const maxGroupsPerEndpoint = 256
+
+// ApplierConfig configures an Applier.
+type ApplierConfig struct {
+	// Model is the model name used when Apply is called with an empty one
+	// (for example an endpoint publishing on vLLM's default empty topic).
+	Model string `json:"model"`
+	// Metrics, when set, is the shared event-metrics set (also used by the
+	// subscriber pool); it takes precedence over Registerer.
+	Metrics *Metrics `json:"-"`
+	// Registerer registers a new Metrics set when Metrics is nil; nil means
+	// no metrics.
+	Registerer prometheus.Registerer `json:"-"`
+	// Logger receives debug logs for dropped events; nil discards.
+	Logger *slog.Logger `json:"-"`
+}
+
+// ApplyResult counts what Apply did with one batch. Every event of the batch
+// lands in exactly one of Stored, Removed, Cleared, Skipped or Dropped. A
+// tier-only store that named some unknown hashes counts as Stored; its
+// unknown hashes are counted in SkippedBlocks and in stores_skipped_total
+// (reason "unknown_hash").
+type ApplyResult struct {
+	Stored        int // BlockStored events applied
+	StoredBlocks  int // blocks in those events
+	Removed       int // BlockRemoved events applied
+	RemovedBlocks int // memberships the index removed for them
+	Cleared       int // AllBlocksCleared events applied
+	ClearedBlocks int // memberships the index removed for them
+	Skipped       int // events left out of the index (stores_skipped_total)
+	SkippedBlocks int // blocks not indexed: those of skipped stores, and the unknown hashes of partial tier-only stores
+	Dropped       int // events dropped (dropped_total): ParentMissing + Unknown
+	ParentMissing int // stores whose parent the index does not know
+	Unknown       int // events with an unknown tag
+}
+
+// Applier applies decoded batches to a kvindex.Index. It is safe for
+// concurrent use; batches of one endpoint are applied one at a time, in
+// call order, and batches of different endpoints in parallel.
+//
+// Per endpoint it remembers each cache group's kind (from its stores) so
+// that removals can be classified: vLLM sends kv_cache_spec_kind only on
+// BlockStored (spec/wire.md §4).
+type Applier struct {
+	ix    *kvindex.Index
+	model string
+	m     *Metrics
+	log   *slog.Logger
+	eps   *xsync.MapOf[string, *endpointState]
+}
+
+// endpointState is what the Applier keeps per endpoint: group kinds and
+// scratch buffers (reused, so applying does not allocate in steady state).
+type endpointState struct {
+	mu     sync.Mutex
+	groups map[int]string
+	se     kvindex.StoreEvent
+	extra  [][]string
+	flat   []string
+	ends   []int
+}
+
+// NewApplier returns an Applier writing to ix.
+func NewApplier(ix *kvindex.Index, cfg ApplierConfig) (*Applier, error) {
+	if ix == nil {
+		return nil, errors.New("kvevents: NewApplier needs an index")
+	}
+	m := cfg.Metrics
+	if m == nil {
+		var err error
+		if m, err = NewMetrics(cfg.Registerer); err != nil {
+			return nil, err
+		}
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return &Applier{ix: ix, model: cfg.Model, m: m, log: log, eps: xsync.NewMapOf[string, *endpointState]()}, nil
+}
+
+// Metrics returns the Applier's metric set (nil without metrics), for the
+// components that share it.
+func (a *Applier) Metrics() *Metrics { return a.m }
+
+// Forget drops what the Applier remembers about endpoint (its group kinds),
+// for an endpoint that left the pool. It does not touch the index.
+func (a *Applier) Forget(endpoint string) { a.eps.Delete(endpoint) }
+
+func (a *Applier) state(endpoint string) *endpointState {
+	if st, ok := a.eps.Load(endpoint); ok {
+		return st
+	}
+	st, _ := a.eps.LoadOrCompute(endpoint, func() *endpointState {
+		return &endpointState{groups: make(map[int]string, 2)}
+	})
+	return st
+}
+
+// Apply applies batch b, received from endpoint, to the index. model is the
+// endpoint's base model (from the topic or configuration; "" uses
+// ApplierConfig.Model); an event's lora_name replaces it as the key root.
+//
+// BlockStored → Index.Store, BlockRemoved → Index.Remove, AllBlocksCleared
+// → Index.Clear. Stores that cannot be indexed are skipped and counted in
+// llm_d_epp_kv_cache_events_stores_skipped_total{cache_kind,reason}; stores
+// whose parent is unknown and unknown event types are counted in
+// kvroute_kv_events_dropped_total{pod_identifier,reason}.
+func (a *Applier) Apply(endpoint, model string, b *Batch) ApplyResult {
+	var res ApplyResult
+	if model == "" {
+		model = a.model
+	}
+	st := a.state(endpoint)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if b.UnknownEvents > 0 {
+		res.Unknown += b.UnknownEvents
+		res.Dropped += b.UnknownEvents
+		a.m.Drop(endpoint, DropUnknownEvent, b.UnknownEvents)
+	}
+	for i := range b.Events {
+		e := &b.Events[i]
+		switch e.Type {
+		case EventBlockStored:
+			a.store(endpoint, model, st, e, &res)
+		case EventBlockRemoved:
+			a.remove(endpoint, st, e, &res)
+		case EventAllBlocksCleared:
+			res.Cleared++
+			res.ClearedBlocks += a.ix.Clear(endpoint)
+		default:
+			res.Unknown++
+			res.Dropped++
+			a.m.Drop(endpoint, DropUnknownEvent, 1)
+		}
+	}
+	return res
+}
+
+func (a *Applier) skip(res *ApplyResult, kind, reason string, blocks int) {
+	res.Skipped++
+	res.SkippedBlocks += blocks
+	a.m.Skip(kind, reason, 1)
+}
+
+func (a *Applier) store(endpoint, model string, st *endpointState, e *Event, res *ApplyResult) {
+	group := -1
+	n := len(e.BlockHashes)
+	if e.HasGroup {
+		group = e.Group
+		if group < 0 {
+			a.skip(res, e.Kind, SkipBadGroup, n)
+			return
+		}
+		if k, ok := st.groups[group]; ok && k != e.Kind || !ok && len(st.groups) < maxGroupsPerEndpoint {
+			st.groups[group] = e.Kind
+		}
+	}
+	reason := ""
+	switch {
+	case !kvindex.IndexableKind(e.Kind):
+		reason = SkipNotIndexable
+	case n == 0:
+		reason = SkipNoBlocks
+	case e.InvalidTokens:
+		reason = SkipInvalidTokens
+	case e.BlockSize <= 0:
+		reason = SkipInvalidBlockSize
+	case len(e.TokenIDs) != 0 && len(e.TokenIDs) != n*e.BlockSize:
+		reason = SkipNonDense
+	}
+	if reason != "" {
+		a.skip(res, e.Kind, reason, n)
+		return
+	}
+	se := &st.se
+	*se = kvindex.StoreEvent{
+		EngineHashes: e.BlockHashes,
+		ParentHash:   e.ParentHash,
+		HasParent:    e.HasParent,
+		Tokens:       e.TokenIDs,
+		BlockSize:    e.BlockSize,
+		Model:        model,
+		ExtraKeys:    st.extraKeys(e),
+		Tier:         NormalizeMedium(e.Medium),
+		Group:        group,
+		Kind:         e.Kind,
+	}
+	if e.LoRAName != "" {
+		se.Model = e.LoRAName
+	}
+	err := a.ix.Store(endpoint, se)
+	se.EngineHashes, se.Tokens, se.ExtraKeys = nil, nil, nil // do not pin the batch
+	if err == nil {
+		res.Stored++
+		res.StoredBlocks += n
+		return
+	}
+	if errors.Is(err, kvindex.ErrParentMissing) {
+		res.ParentMissing++
+		res.Dropped++
+		a.m.Drop(endpoint, DropParentMissing, 1)
+		if a.log.Enabled(context.Background(), slog.LevelDebug) {
+			a.log.Debug("Failed to get request key for parent block",
+				"endpoint", endpoint, "parent_block_hash", e.ParentHash, "blocks", n)
+		}
+		return
+	}
+	reason = "index_rejected"
+	var serr *kvindex.StoreError
+	if errors.As(err, &serr) && serr.Reason != "" {
+		reason = serr.Reason
+	}
+	if errors.Is(err, kvindex.ErrUnknownHash) && serr != nil && serr.Skipped < n {
+		// A tier-only store applied in part: the known hashes gained the tier.
+		res.Stored++
+		res.StoredBlocks += n - serr.Skipped
+		res.SkippedBlocks += serr.Skipped
+		a.m.Skip(e.Kind, reason, 1)
+		return
+	}
+	a.skip(res, e.Kind, reason, n)
+}
+
+// extraKeys converts the event's extra keys to the index's per-block string
+// form (nil when no block has any): the LoRA name is removed (it is the key
+// root instead), a multimodal [identifier, offset] pair becomes its
+// identifier, bytes and opaque keys their hex. SGLang's cache_salt becomes
+// the last extra key of block 0 when the event starts at block 0 (no
+// parent), which is where the request side puts the salt; later blocks
+// inherit it through the parent chain.
+func (st *endpointState) extraKeys(e *Event) [][]string {
+	salt := e.CacheSalt != "" && !e.HasParent
+	if len(e.ExtraKeys) == 0 && !salt {
+		return nil
+	}
+	n := len(e.BlockHashes)
+	st.flat, st.ends = st.flat[:0], st.ends[:0]
+	for i := 0; i < n; i++ {
+		if i < len(e.ExtraKeys) {
+			for _, k := range e.ExtraKeys[i] {
+				if k.Kind == ExtraKeyString && e.LoRAName != "" && k.Value == e.LoRAName {
+					continue
+				}
+				st.flat = append(st.flat, k.Value)
+			}
+		}
+		if i == 0 && salt {
+			st.flat = append(st.flat, e.CacheSalt)
+		}
+		st.ends = append(st.ends, len(st.flat))
+	}
+	if len(st.flat) == 0 {
+		return nil
+	}
+	st.extra = st.extra[:0]
+	start := 0
+	for _, end := range st.ends {
+		var keys []string
+		if end > start {
+			keys = st.flat[start:end:end]
+		}
+		st.extra = append(st.extra, keys)
+		start = end
+	}
+	return st.extra
+}
+
+func (a *Applier) remove(endpoint string, st *endpointState, e *Event, res *ApplyResult) {
+	group := -1
+	if e.HasGroup {
+		if e.Group < 0 {
+			a.skip(res, "", SkipBadGroup, len(e.BlockHashes))
+			return
+		}
+		kind, seen := st.groups[e.Group]
+		if !seen {
+			a.skip(res, "unknown", SkipUnknownGroup, len(e.BlockHashes))
+			return
+		}
+		if !kvindex.IndexableKind(kind) {
+			a.skip(res, kind, SkipNotIndexable, len(e.BlockHashes))
+			return
+		}
+		group = e.Group
+	}
+	if len(e.BlockHashes) == 0 {
+		a.skip(res, "", SkipNoBlocks, 0)
+		return
+	}
+	res.Removed++
+	res.RemovedBlocks += a.ix.Remove(endpoint, e.BlockHashes, NormalizeMedium(e.Medium), group)
+}

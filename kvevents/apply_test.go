@@ -1,0 +1,342 @@
+package kvevents
+
+import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/kvindex"
+)
+
+const testEndpoint = "10.0.0.1:8000"
+
+type applyFixture struct {
+	t   *testing.T
+	ix  *kvindex.Index
+	a   *Applier
+	reg *prometheus.Registry
+	d   *Decoder
+	b   Batch
+	log *bytes.Buffer
+}
+
+func newApplyFixture(t *testing.T) *applyFixture {
+	t.Helper()
+	ix, err := kvindex.New(kvindex.Config{BlockSize: 4, SweepInterval: -1})
+	require.NoError(t, err)
+	t.Cleanup(ix.Close)
+	reg := prometheus.NewRegistry()
+	var logBuf bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	a, err := NewApplier(ix, ApplierConfig{Registerer: reg, Logger: logger, Model: "m"})
+	require.NoError(t, err)
+	return &applyFixture{t: t, ix: ix, a: a, reg: reg, d: NewDecoder(Limits{}), log: &logBuf}
+}
+
+// applyHex decodes a golden payload and applies it for endpoint.
+func (f *applyFixture) applyHex(endpoint, hexPayload string) ApplyResult {
+	f.t.Helper()
+	require.NoError(f.t, f.d.Decode(mustHex(f.t, hexPayload), &f.b))
+	return f.a.Apply(endpoint, "", &f.b)
+}
+
+// applyBatch encodes b as current vLLM would, decodes it, and applies it.
+func (f *applyFixture) applyBatch(endpoint string, b *Batch, format Format) ApplyResult {
+	f.t.Helper()
+	require.NoError(f.t, f.d.Decode(AppendBatch(nil, b, format), &f.b))
+	return f.a.Apply(endpoint, "", &f.b)
+}
+
+// match returns how many blocks of tokens endpoint holds contiguously.
+func (f *applyFixture) match(endpoint string, tokens []uint32, p kvindex.KeyParams) kvindex.EndpointMatch {
+	f.t.Helper()
+	if p.Model == "" {
+		p.Model = "m"
+	}
+	keys := kvindex.Keys(nil, tokens, 4, &p)
+	var out kvindex.MatchResult
+	f.ix.Match(keys, []string{endpoint, "other:1"}, &out)
+	require.Zero(f.t, out.Endpoints[1].Blocks, "an endpoint that stored nothing matches nothing")
+	return out.Endpoints[0]
+}
+
+func vector(t *testing.T, name string) string {
+	for _, v := range goldenVectors() {
+		if v.name == name {
+			return v.hex
+		}
+	}
+	t.Fatalf("no vector %s", name)
+	return ""
+}
+
+// TestApplyChainedStoresMatchable: V1 stores blocks [1..4][5..8] at the
+// root; a V2-style store chained on H2 adds [9..12]. The request's keys,
+// computed independently from its tokens, then match all three blocks.
+func TestApplyChainedStoresMatchable(t *testing.T) {
+	f := newApplyFixture(t)
+	res := f.applyHex(testEndpoint, vector(t, "V1/current"))
+	require.Equal(t, ApplyResult{Stored: 1, StoredBlocks: 2}, res)
+
+	next := storedV1()
+	next.BlockHashes = []uint64{0x3333}
+	next.ParentHash, next.HasParent = goldenH2, true
+	next.TokenIDs = tokensRange(9, 12)
+	next.ExtraKeys = [][]ExtraKey{nil}
+	res = f.applyBatch(testEndpoint, batchOf(0, true, next), FormatVLLMLegacy)
+	require.Equal(t, ApplyResult{Stored: 1, StoredBlocks: 1}, res)
+
+	prompt := append(tokensRange(1, 12), 13, 14) // a partial tail block is never keyed
+	m := f.match(testEndpoint, prompt, kvindex.KeyParams{})
+	require.Equal(t, 3, m.Blocks)
+	require.Equal(t, 3, m.GPU)
+	require.Equal(t, 2, f.match(testEndpoint, tokensRange(1, 8), kvindex.KeyParams{}).Blocks)
+	require.Zero(t, f.match(testEndpoint, tokensRange(1, 12), kvindex.KeyParams{Model: "other-model"}).Blocks,
+		"the model is the chain root")
+	require.Zero(t, f.match(testEndpoint, tokensRange(2, 13), kvindex.KeyParams{}).Blocks)
+}
+
+func TestApplyLegacyAndCurrentAgree(t *testing.T) {
+	for _, name := range []string{"V1/current", "V1/legacy"} {
+		f := newApplyFixture(t)
+		f.applyHex(testEndpoint, vector(t, name))
+		require.Equal(t, 2, f.match(testEndpoint, tokensRange(1, 8), kvindex.KeyParams{}).Blocks, name)
+	}
+}
+
+func TestApplyLoRAReplacesModelRoot(t *testing.T) {
+	f := newApplyFixture(t)
+	require.Equal(t, ApplyResult{Stored: 1, StoredBlocks: 1}, f.applyHex(testEndpoint, vector(t, "V7/current")))
+	require.Equal(t, 1, f.match(testEndpoint, tokensRange(1, 4), kvindex.KeyParams{LoRA: "my-lora"}).Blocks)
+	require.Zero(t, f.match(testEndpoint, tokensRange(1, 4), kvindex.KeyParams{}).Blocks)
+
+	// vLLM also puts the LoRA name in every block's extra keys; it must be
+	// dropped (it is the root already), or LoRA requests would never match.
+	e := wantV7().Events[0]
+	e.BlockHashes = []uint64{1, 2}
+	e.TokenIDs = tokensRange(1, 8)
+	e.ExtraKeys = [][]ExtraKey{{{Kind: ExtraKeyString, Value: "my-lora"}}, {{Kind: ExtraKeyString, Value: "my-lora"}}}
+	f.applyBatch("lora-ep:1", batchOf(0, true, e), FormatVLLM)
+	require.Equal(t, 2, f.match("lora-ep:1", tokensRange(1, 8), kvindex.KeyParams{LoRA: "my-lora"}).Blocks)
+}
+
+func TestApplyCacheSaltOnBlockZero(t *testing.T) {
+	f := newApplyFixture(t)
+	f.applyHex(testEndpoint, vector(t, "V8/current")) // vLLM: salt in extra_keys of block 0
+	require.Equal(t, 2, f.match(testEndpoint, tokensRange(1, 8), kvindex.KeyParams{CacheSalt: "salt-A"}).Blocks)
+	require.Zero(t, f.match(testEndpoint, tokensRange(1, 8), kvindex.KeyParams{}).Blocks)
+
+	// SGLang: the salt arrives in the metadata element; it keys block 0 the
+	// same way, so salted requests match SGLang endpoints too.
+	f.applyHex("sglang:1", vector(t, "S2/sglang"))
+	require.Equal(t, 1, f.match("sglang:1", tokensRange(1, 4), kvindex.KeyParams{CacheSalt: "salt-A"}).Blocks)
+	require.Zero(t, f.match("sglang:1", tokensRange(1, 4), kvindex.KeyParams{}).Blocks)
+}
+
+func TestApplyMultimodalExtraKeys(t *testing.T) {
+	f := newApplyFixture(t)
+	e := storedV1()
+	// An image occupying tokens 2..5 overlaps both blocks; vLLM's pair form
+	// on block 0 and the bare identifier (v0.18+) on block 1.
+	e.ExtraKeys = [][]ExtraKey{{{Kind: ExtraKeyMM, Value: "img-1", Offset: 2}}, {{Kind: ExtraKeyString, Value: "img-1"}}}
+	f.applyBatch(testEndpoint, batchOf(0, true, e), FormatVLLM)
+	mm := kvindex.KeyParams{MM: []kvindex.MMItem{{Hash: "img-1", Offset: 2, Length: 4}}}
+	require.Equal(t, 2, f.match(testEndpoint, tokensRange(1, 8), mm).Blocks)
+	require.Zero(t, f.match(testEndpoint, tokensRange(1, 8), kvindex.KeyParams{}).Blocks)
+}
+
+func TestApplySGLangChainRemoveClear(t *testing.T) {
+	f := newApplyFixture(t)
+	s1 := wantS1()
+	stores := batchOf(0, true, s1.Events[0], s1.Events[1])
+	require.Equal(t, ApplyResult{Stored: 2, StoredBlocks: 2}, f.applyBatch("sglang:1", stores, FormatSGLang))
+	require.Equal(t, 2, f.match("sglang:1", tokensRange(1, 8), kvindex.KeyParams{}).Blocks,
+		"the negative int64 parent resolves to the block it names")
+
+	res := f.applyHex("sglang:1", vector(t, "S1/sglang"))
+	require.Equal(t, 2, res.Stored)
+	require.Equal(t, 1, res.Removed)
+	require.Equal(t, 1, res.Cleared)
+	require.Zero(t, f.match("sglang:1", tokensRange(1, 8), kvindex.KeyParams{}).Blocks)
+	require.Zero(t, f.ix.Stats().Blocks)
+}
+
+func TestApplyRemoveAndClear(t *testing.T) {
+	f := newApplyFixture(t)
+	f.applyHex(testEndpoint, vector(t, "V1/current"))
+	f.applyHex("10.0.0.2:8000", vector(t, "V1/legacy"))
+
+	res := f.applyHex(testEndpoint, vector(t, "V3/current")) // removes H1 (block 0), group 0
+	require.Equal(t, 1, res.Removed)
+	require.Equal(t, 1, res.RemovedBlocks)
+	require.Zero(t, f.match(testEndpoint, tokensRange(1, 8), kvindex.KeyParams{}).Blocks, "contiguous from block 0")
+	require.Equal(t, 2, f.match("10.0.0.2:8000", tokensRange(1, 8), kvindex.KeyParams{}).Blocks, "other endpoint untouched")
+
+	res = f.applyHex("10.0.0.2:8000", vector(t, "V4/current"))
+	require.Equal(t, 1, res.Cleared)
+	require.Equal(t, 2, res.ClearedBlocks)
+	require.Zero(t, f.match("10.0.0.2:8000", tokensRange(1, 8), kvindex.KeyParams{}).Blocks)
+}
+
+func skipped(t *testing.T, reg *prometheus.Registry, kind, reason string) float64 {
+	t.Helper()
+	m, err := NewMetrics(reg) // reuses the registered collectors
+	require.NoError(t, err)
+	return testutil.ToFloat64(m.StoresSkipped.WithLabelValues(kind, reason))
+}
+
+func dropped(t *testing.T, reg *prometheus.Registry, endpoint, reason string) float64 {
+	t.Helper()
+	m, err := NewMetrics(reg)
+	require.NoError(t, err)
+	return testutil.ToFloat64(m.Dropped.WithLabelValues(endpoint, reason))
+}
+
+func TestApplyParentMissingCountedAndLogged(t *testing.T) {
+	f := newApplyFixture(t)
+	res := f.applyHex(testEndpoint, vector(t, "V2/current")) // parent 0xDEADBEEF never stored
+	require.Equal(t, ApplyResult{Dropped: 1, ParentMissing: 1}, res)
+	require.Equal(t, 1.0, dropped(t, f.reg, testEndpoint, DropParentMissing))
+	require.Contains(t, f.log.String(), "Failed to get request key for parent block")
+	require.Contains(t, f.log.String(), "level=DEBUG")
+	require.Zero(t, f.ix.Stats().Blocks)
+}
+
+func TestApplySkipsCounted(t *testing.T) {
+	f := newApplyFixture(t)
+	swa := storedV1()
+	swa.Group, swa.Kind, swa.HasSlidingWindow, swa.SlidingWindow = 1, "sliding_window", true, 128
+	nonDense := storedV1()
+	nonDense.TokenIDs = tokensRange(1, 7)
+	wrongSize := storedV1()
+	wrongSize.BlockSize, wrongSize.TokenIDs = 2, tokensRange(1, 4)
+	zeroSize := storedV1()
+	zeroSize.BlockSize = 0
+	res := f.applyBatch(testEndpoint, batchOf(0, true, swa, nonDense, wrongSize, zeroSize), FormatVLLM)
+	require.Equal(t, ApplyResult{Skipped: 4, SkippedBlocks: 8}, res)
+	require.Equal(t, 1.0, skipped(t, f.reg, "sliding_window", SkipNotIndexable))
+	require.Equal(t, 1.0, skipped(t, f.reg, "full_attention", SkipNonDense))
+	require.Equal(t, 1.0, skipped(t, f.reg, "full_attention", kvindex.ReasonBlockSizeMismatch))
+	require.Equal(t, 1.0, skipped(t, f.reg, "full_attention", SkipInvalidBlockSize))
+
+	// Removals: group 1 is sliding window (learnt from the skipped store),
+	// group 7 was never seen, an ungrouped removal is always processed.
+	rmSWA := removedH(goldenH1)
+	rmSWA.Group = 1
+	rmUnknown := removedH(goldenH1)
+	rmUnknown.Group = 7
+	rmUngrouped := removedH(goldenH1)
+	rmUngrouped.HasGroup = false
+	res = f.applyBatch(testEndpoint, batchOf(0, true, rmSWA, rmUnknown, rmUngrouped), FormatVLLM)
+	require.Equal(t, ApplyResult{Skipped: 2, SkippedBlocks: 2, Removed: 1}, res)
+	require.Equal(t, 2.0, skipped(t, f.reg, "sliding_window", SkipNotIndexable))
+	require.Equal(t, 1.0, skipped(t, f.reg, "unknown", SkipUnknownGroup))
+}
+
+func TestApplyUnknownEventsCounted(t *testing.T) {
+	f := newApplyFixture(t)
+	payload := []byte{0x93, 0x00, 0x92, 0x91, 0xa7, 'F', 'u', 't', 'u', 'r', 'e', 'X',
+		0x91, 0xb0, 'A', 'l', 'l', 'B', 'l', 'o', 'c', 'k', 's', 'C', 'l', 'e', 'a', 'r', 'e', 'd', 0x00}
+	require.NoError(t, f.d.Decode(payload, &f.b))
+	res := f.a.Apply(testEndpoint, "m", &f.b)
+	require.Equal(t, ApplyResult{Cleared: 1, Dropped: 1, Unknown: 1}, res, "the rest of the batch still applies")
+	require.Equal(t, 1.0, dropped(t, f.reg, testEndpoint, DropUnknownEvent))
+}
+
+func TestApplyTierOnlyOffload(t *testing.T) {
+	f := newApplyFixture(t)
+	f.applyHex(testEndpoint, vector(t, "V1/current"))
+	offload := storedV1()
+	offload.Medium, offload.TokenIDs = "CPU", nil
+	offload.BlockHashes = []uint64{goldenH1, 0x9999} // second hash unknown
+	res := f.applyBatch(testEndpoint, batchOf(0, true, offload), FormatVLLM)
+	require.Equal(t, ApplyResult{Stored: 1, StoredBlocks: 1, SkippedBlocks: 1}, res)
+	require.Equal(t, 1.0, skipped(t, f.reg, "full_attention", kvindex.ReasonUnknownHash))
+	m := f.match(testEndpoint, tokensRange(1, 8), kvindex.KeyParams{})
+	require.Equal(t, 2, m.GPU)
+	require.Equal(t, 1, m.CPU)
+}
+
+func TestApplyWithoutMetrics(t *testing.T) {
+	ix, err := kvindex.New(kvindex.Config{BlockSize: 4, SweepInterval: -1})
+	require.NoError(t, err)
+	defer ix.Close()
+	a, err := NewApplier(ix, ApplierConfig{})
+	require.NoError(t, err)
+	require.Nil(t, a.Metrics())
+	var b Batch
+	require.NoError(t, NewDecoder(Limits{}).Decode(mustHex(t, vector(t, "V2/current")), &b))
+	require.Equal(t, ApplyResult{Dropped: 1, ParentMissing: 1}, a.Apply(testEndpoint, "m", &b))
+	_, err = NewApplier(nil, ApplierConfig{})
+	require.Error(t, err)
+}
+
+func TestApplySharedMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg)
+	require.NoError(t, err)
+	ix, err := kvindex.New(kvindex.Config{BlockSize: 4, SweepInterval: -1})
+	require.NoError(t, err)
+	defer ix.Close()
+	a, err := NewApplier(ix, ApplierConfig{Metrics: m, Registerer: reg})
+	require.NoError(t, err)
+	require.Same(t, m, a.Metrics())
+	m.Drop(testEndpoint, DropQueueFull, 2)
+	require.Equal(t, 2.0, testutil.ToFloat64(m.Dropped.WithLabelValues(testEndpoint, DropQueueFull)))
+	m.ForgetEndpoint(testEndpoint)
+	require.Zero(t, testutil.CollectAndCount(m.Dropped))
+	var nilMetrics *Metrics
+	nilMetrics.Drop("x", "y", 1) // no-op, no panic
+	nilMetrics.Skip("x", "y", 1)
+	nilMetrics.ForgetEndpoint("x")
+}
+
+// TestApplyConcurrentEndpoints applies batches for several endpoints from
+// several goroutines (run with -race), then checks every endpoint's chain.
+func TestApplyConcurrentEndpoints(t *testing.T) {
+	f := newApplyFixture(t)
+	payload := mustHex(t, vector(t, "V1/current"))
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d := NewDecoder(Limits{})
+			var b Batch
+			for i := 0; i < 50; i++ {
+				if err := d.Decode(payload, &b); err != nil {
+					t.Error(err)
+					return
+				}
+				f.a.Apply(fmt.Sprintf("10.0.%d.%d:8000", g, i%5), "m", &b)
+			}
+		}()
+	}
+	wg.Wait()
+	for g := 0; g < 4; g++ {
+		for i := 0; i < 5; i++ {
+			require.Equal(t, 2, f.match(fmt.Sprintf("10.0.%d.%d:8000", g, i), tokensRange(1, 8), kvindex.KeyParams{}).Blocks)
+		}
+	}
+	f.a.Forget("10.0.0.0:8000")
+	require.False(t, strings.Contains(f.log.String(), "ERROR"))
+}
+
+func TestApplyNegativeGroupSkipped(t *testing.T) {
+	f := newApplyFixture(t)
+	st := storedV1()
+	st.Group = -3
+	rm := removedH(goldenH1)
+	rm.Group = -3
+	res := f.applyBatch(testEndpoint, batchOf(0, true, st, rm), FormatVLLM)
+	require.Equal(t, ApplyResult{Skipped: 2, SkippedBlocks: 3}, res)
+	require.Equal(t, 1.0, skipped(t, f.reg, "full_attention", SkipBadGroup))
+	require.Equal(t, 1.0, skipped(t, f.reg, "none", SkipBadGroup))
+}

@@ -1,0 +1,203 @@
+package kvevents
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func decodeErr(t *testing.T, d *Decoder, payload []byte) *DecodeError {
+	t.Helper()
+	var b Batch
+	b.Events = append(b.Events, Event{Type: EventBlockStored}) // stale content must vanish
+	err := d.Decode(payload, &b)
+	require.Error(t, err)
+	var de *DecodeError
+	require.True(t, errors.As(err, &de), "error is a *DecodeError: %v", err)
+	require.Empty(t, b.Events, "nothing from a rejected payload may be applied")
+	require.NotEmpty(t, de.Error())
+	return de
+}
+
+// TestDecodeTruncatedEveryPrefix cuts every golden vector at every length:
+// each strict prefix is rejected with ErrTruncated (or ErrMalformed when
+// the cut leaves a shorter but well-formed value followed by nothing).
+func TestDecodeTruncatedEveryPrefix(t *testing.T) {
+	d := NewDecoder(Limits{})
+	for _, v := range goldenVectors() {
+		payload := mustHex(t, v.hex)
+		for n := 0; n < len(payload); n++ {
+			de := decodeErr(t, d, payload[:n])
+			require.True(t, errors.Is(de, ErrTruncated) || errors.Is(de, ErrMalformed),
+				"%s cut at %d: %v", v.name, n, de)
+		}
+	}
+	// A cut inside the token list is a truncation, reported there.
+	payload := mustHex(t, goldenVectors()[0].hex)
+	de := decodeErr(t, d, payload[:100])
+	require.ErrorIs(t, de, ErrTruncated)
+	require.Equal(t, "truncated", de.Reason())
+}
+
+func TestDecodeTrailingBytes(t *testing.T) {
+	payload := append(mustHex(t, goldenVectors()[0].hex), 0xc0)
+	de := decodeErr(t, NewDecoder(Limits{}), payload)
+	require.ErrorIs(t, de, ErrMalformed)
+	require.Equal(t, "malformed", de.Reason())
+}
+
+func TestDecodeTypeConfused(t *testing.T) {
+	d := NewDecoder(Limits{})
+	ts := []byte{0xcb, 0x41, 0xd9, 0x54, 0xfc, 0x40, 0x20, 0, 0}
+	batch := func(events ...byte) []byte {
+		p := append([]byte{0x93}, ts...)
+		return append(append(p, events...), 0x00)
+	}
+	cases := map[string][]byte{
+		"batch is an int":            {0x05},
+		"batch is a string":          {0xa1, 'x'},
+		"batch array of one":         append([]byte{0x91}, ts...),
+		"events is a map":            append(append([]byte{0x93}, ts...), 0x80, 0x00),
+		"ts is a string":             {0x93, 0xa1, 'x', 0x90, 0x00},
+		"event is an int":            batch(0x91, 0x07),
+		"event is an empty array":    batch(0x91, 0x90),
+		"tag is an int":              batch(0x91, 0x91, 0x07),
+		"hashes is a string":         batch(0x91, 0x92, 0xab, 'B', 'l', 'o', 'c', 'k', 'S', 't', 'o', 'r', 'e', 'd', 0xa1, 'x'),
+		"hash is a string":           batch(0x91, 0x92, 0xab, 'B', 'l', 'o', 'c', 'k', 'S', 't', 'o', 'r', 'e', 'd', 0x91, 0xa1, 'x'),
+		"block_size is a string":     batch(0x91, 0x95, 0xab, 'B', 'l', 'o', 'c', 'k', 'S', 't', 'o', 'r', 'e', 'd', 0x90, 0xc0, 0x90, 0xa1, 'x'),
+		"block_size overflows int32": batch(0x91, 0x95, 0xab, 'B', 'l', 'o', 'c', 'k', 'S', 't', 'o', 'r', 'e', 'd', 0x90, 0xc0, 0x90, 0xcf, 0xff, 0, 0, 0, 0, 0, 0, 0),
+		"medium is an int":           batch(0x91, 0x93, 0xac, 'B', 'l', 'o', 'c', 'k', 'R', 'e', 'm', 'o', 'v', 'e', 'd', 0x90, 0x05),
+		"never-used byte 0xc1":       batch(0x91, 0x92, 0xa1, 'x', 0xc1),
+		"map batch without events":   {0x81, 0xa2, 't', 's', 0x00},
+		"dp rank is a string":        {0x93, 0x00, 0x90, 0xa1, 'x'},
+	}
+	for name, payload := range cases {
+		t.Run(name, func(t *testing.T) {
+			de := decodeErr(t, d, payload)
+			require.ErrorIs(t, de, ErrMalformed, "%v", de)
+		})
+	}
+}
+
+// TestDecodeClaimedLengthsNotTrusted: headers claiming huge containers are
+// rejected before anything is allocated for them.
+func TestDecodeClaimedLengthsNotTrusted(t *testing.T) {
+	d := NewDecoder(Limits{})
+	huge := []byte{0xdd, 0x7f, 0xff, 0xff, 0xff} // array32 of 2^31-1
+	cases := map[string][]byte{
+		"events array32":  append([]byte{0x93, 0x00}, huge...),
+		"batch array32":   huge,
+		"map batch map32": {0xdf, 0x7f, 0xff, 0xff, 0xff},
+		"str32 tag":       {0x93, 0x00, 0x91, 0x91, 0xdb, 0x7f, 0xff, 0xff, 0xff},
+		"bin32 hash":      {0x93, 0x00, 0x91, 0x92, 0xa1, 'x', 0x91, 0xc6, 0x7f, 0xff, 0xff, 0xff},
+	}
+	for name, payload := range cases {
+		t.Run(name, func(t *testing.T) {
+			var b Batch
+			var err error
+			allocs := testing.AllocsPerRun(10, func() { err = d.Decode(payload, &b) })
+			require.ErrorIs(t, err, ErrTruncated)
+			require.LessOrEqual(t, allocs, 1.0, "only the error itself may be allocated")
+		})
+	}
+}
+
+func TestDecodeLimits(t *testing.T) {
+	v1 := mustHex(t, goldenVectors()[0].hex) // 2 hashes, 8 tokens, 202 bytes
+	v5 := mustHex(t, goldenVectors()[8].hex) // 3 events
+	cases := []struct {
+		name    string
+		limits  Limits
+		payload []byte
+		limit   string
+	}{
+		{"payload", Limits{MaxPayloadBytes: 201}, v1, LimitPayloadBytes},
+		{"tokens", Limits{MaxTokensPerEvent: 7}, v1, LimitTokens},
+		{"hashes", Limits{MaxHashesPerEvent: 1}, v1, LimitHashes},
+		{"events", Limits{MaxEventsPerBatch: 2}, v5, LimitEvents},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			de := decodeErr(t, NewDecoder(c.limits), c.payload)
+			require.ErrorIs(t, de, ErrLimit)
+			require.Equal(t, c.limit, de.Limit)
+			require.Equal(t, "limit", de.Reason())
+			require.Greater(t, de.Value, de.Max)
+		})
+		t.Run(c.name+"/at the limit", func(t *testing.T) {
+			l := c.limits
+			switch c.limit {
+			case LimitPayloadBytes:
+				l.MaxPayloadBytes++
+			case LimitTokens:
+				l.MaxTokensPerEvent++
+			case LimitHashes:
+				l.MaxHashesPerEvent++
+			case LimitEvents:
+				l.MaxEventsPerBatch++
+			}
+			var b Batch
+			require.NoError(t, NewDecoder(l).Decode(c.payload, &b))
+		})
+	}
+	require.Equal(t, DefaultLimits(), NewDecoder(Limits{MaxTokensPerEvent: -1}).Limits())
+}
+
+// TestDecodeLenientForms covers what the decoder accepts beyond the golden
+// vectors: 2-element batches (v0.9), short legacy events, extra trailing
+// elements, wide headers, invalid tokens and unknown tags.
+func TestDecodeLenientForms(t *testing.T) {
+	d := NewDecoder(Limits{})
+	var b Batch
+
+	// v0.9: [ts, events] with a 6-element BlockStored and 2-element BlockRemoved.
+	v09 := []byte{0x92, 0xcb, 0x41, 0xd9, 0x54, 0xfc, 0x40, 0x20, 0, 0, 0x92,
+		0x96, 0xab, 'B', 'l', 'o', 'c', 'k', 'S', 't', 'o', 'r', 'e', 'd', 0x91, 0xff, 0xc0, 0x92, 0x01, 0x02, 0x02, 0xc0,
+		0x92, 0xac, 'B', 'l', 'o', 'c', 'k', 'R', 'e', 'm', 'o', 'v', 'e', 'd', 0x91, 0xd0, 0x80}
+	require.NoError(t, d.Decode(v09, &b))
+	require.False(t, b.HasDPRank)
+	require.Equal(t, uint64(1<<64-1), b.Events[0].BlockHashes[0], "negative fixint -1")
+	require.Equal(t, []uint32{1, 2}, b.Events[0].TokenIDs)
+	require.Equal(t, "", b.Events[0].Medium)
+	require.Equal(t, TierGPU, NormalizeMedium(b.Events[0].Medium), "nil medium is GPU")
+	require.Equal(t, uint64(1<<64-128), b.Events[1].BlockHashes[0])
+
+	// Wide headers (array16/map16/str8) and extra trailing elements.
+	wide := []byte{0xdc, 0x00, 0x04, 0x00, 0xdc, 0x00, 0x01,
+		0xde, 0x00, 0x02, 0xd9, 0x04, 't', 'y', 'p', 'e', 0xb0, 'A', 'l', 'l', 'B', 'l', 'o', 'c', 'k', 's', 'C', 'l', 'e', 'a', 'r', 'e', 'd',
+		0xa5, 'e', 'x', 't', 'r', 'a', 0x92, 0x01, 0x02,
+		0x01, 0xa4, 'm', 'o', 'r', 'e'}
+	require.NoError(t, d.Decode(wide, &b))
+	require.Equal(t, EventAllBlocksCleared, b.Events[0].Type)
+	require.Equal(t, int64(1), b.DPRank)
+
+	// Token list holding a bigram pair and a negative value: flagged, not fatal.
+	bad := []byte{0x93, 0x00, 0x92,
+		0x94, 0xab, 'B', 'l', 'o', 'c', 'k', 'S', 't', 'o', 'r', 'e', 'd', 0x91, 0x01, 0xc0, 0x94, 0x05, 0x92, 0x01, 0x02, 0xff, 0xcf, 0xff, 0, 0, 0, 0, 0, 0, 0,
+		0x91, 0xb0, 'A', 'l', 'l', 'B', 'l', 'o', 'c', 'k', 's', 'C', 'l', 'e', 'a', 'r', 'e', 'd',
+		0x00}
+	require.NoError(t, d.Decode(bad, &b))
+	require.True(t, b.Events[0].InvalidTokens)
+	require.Equal(t, []uint32{5}, b.Events[0].TokenIDs)
+	require.Equal(t, EventAllBlocksCleared, b.Events[1].Type)
+
+	// Map event without "type", and an unknown tag: both kept as unknown.
+	unknown := []byte{0x93, 0x00, 0x92, 0x81, 0xa6, 'm', 'e', 'd', 'i', 'u', 'm', 0xa3, 'G', 'P', 'U',
+		0x92, 0xa3, 'N', 'e', 'w', 0x81, 0x01, 0x02, 0x00}
+	require.NoError(t, d.Decode(unknown, &b))
+	require.Empty(t, b.Events)
+	require.Equal(t, 2, b.UnknownEvents)
+}
+
+func TestDecodeEmptyBinHashIsZero(t *testing.T) {
+	payload := []byte{0x93, 0x00, 0x91, 0x93, 0xac, 'B', 'l', 'o', 'c', 'k', 'R', 'e', 'm', 'o', 'v', 'e', 'd',
+		0x92, 0xc4, 0x00, 0xc4, 0x03, 0x01, 0x02, 0x03, 0xc0, 0x00}
+	var b Batch
+	require.NoError(t, NewDecoder(Limits{}).Decode(payload, &b))
+	require.Equal(t, []uint64{0, 0x010203}, b.Events[0].BlockHashes)
+	require.Equal(t, [][]byte{{}, {1, 2, 3}}, b.Events[0].RawHashes)
+	var again Batch
+	require.NoError(t, NewDecoder(Limits{}).Decode(AppendBatch(nil, &b, FormatVLLMLegacy), &again))
+	require.Equal(t, [][]byte{{}, {1, 2, 3}}, again.Events[0].RawHashes, "empty bin re-encoded as an empty bin")
+}

@@ -1,0 +1,141 @@
+package kvevents
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/require"
+)
+
+// retainedBytes estimates the memory a decoded batch holds on to.
+func retainedBytes(b *Batch) int {
+	n := cap(b.Events)*int(unsafe.Sizeof(Event{})) + cap(b.arena)
+	all := b.Events[:cap(b.Events)]
+	for i := range all {
+		e := &all[i]
+		n += cap(e.BlockHashes)*8 + cap(e.RawHashes)*24 + cap(e.TokenIDs)*4 + cap(e.ExtraKeys)*24
+		for _, k := range e.ExtraKeys[:cap(e.ExtraKeys)] {
+			n += cap(k) * int(unsafe.Sizeof(ExtraKey{}))
+			for _, x := range k {
+				n += len(x.Value)
+			}
+		}
+		n += len(e.Medium) + len(e.LoRAName) + len(e.Kind) + len(e.CacheSalt)
+	}
+	return n
+}
+
+// maxRetainedPerInputByte bounds memory per payload byte: the worst case is
+// a list of one-byte extra keys, each becoming a 32-byte ExtraKey, doubled
+// by append growth.
+const maxRetainedPerInputByte = 96
+
+// FuzzDecode feeds arbitrary payloads to the decoder. It must never panic,
+// must fail only with a *DecodeError, must not retain memory out of
+// proportion to the input, and whatever it accepts must survive a
+// re-encode/decode cycle unchanged. The seed corpus in
+// testdata/fuzz/FuzzDecode holds every golden vector of spec/wire.md §11.1.
+func FuzzDecode(f *testing.F) {
+	d := NewDecoder(Limits{})
+	var reused Batch
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		var fresh Batch
+		err := d.Decode(payload, &fresh)
+		errReused := d.Decode(payload, &reused)
+		if (err == nil) != (errReused == nil) {
+			t.Fatalf("fresh and reused batches disagree: %v / %v", err, errReused)
+		}
+		if err != nil {
+			var de *DecodeError
+			if !errors.As(err, &de) || !(errors.Is(err, ErrTruncated) || errors.Is(err, ErrMalformed) || errors.Is(err, ErrLimit)) {
+				t.Fatalf("untyped error %T: %v", err, err)
+			}
+			if len(fresh.Events) != 0 || len(reused.Events) != 0 {
+				t.Fatal("events left in a batch after an error")
+			}
+			return
+		}
+		if got, max := retainedBytes(&fresh), maxRetainedPerInputByte*len(payload)+4096; got > max {
+			t.Fatalf("decoding %d bytes retained %d bytes (max %d)", len(payload), got, max)
+		}
+		for _, f := range []Format{FormatVLLM, FormatVLLMLegacy, FormatVLLMMapBatch} {
+			enc := AppendBatch(nil, &fresh, f)
+			var again Batch
+			if err := d.Decode(enc, &again); err != nil {
+				t.Fatalf("%v: re-encoded batch does not decode: %v", f, err)
+			}
+			requireSameBatch(t, &fresh, &again, f)
+		}
+		var sg Batch
+		if err := d.Decode(AppendBatch(nil, &fresh, FormatSGLang), &sg); err != nil {
+			t.Fatalf("sglang re-encode does not decode: %v", err)
+		}
+	})
+}
+
+// requireSameBatch compares what a format can carry.
+func requireSameBatch(t *testing.T, want, got *Batch, f Format) {
+	t.Helper()
+	if math.Float64bits(want.TS) != math.Float64bits(got.TS) || want.HasDPRank != got.HasDPRank ||
+		(want.HasDPRank && want.DPRank != got.DPRank) || got.UnknownEvents != 0 || len(want.Events) != len(got.Events) {
+		t.Fatalf("%v: batch header or event count changed", f)
+	}
+	for i := range want.Events {
+		w := canon(want.Events[i])
+		w.InvalidTokens, w.CacheSalt = false, "" // not carried by vLLM layouts
+		if w.Type != EventBlockStored {
+			w = Event{Type: w.Type, BlockHashes: w.BlockHashes, RawHashes: w.RawHashes,
+				SignedHashes: w.SignedHashes, Medium: w.Medium, Group: w.Group, HasGroup: w.HasGroup}
+			if w.Type == EventAllBlocksCleared {
+				w = Event{Type: w.Type}
+			}
+		}
+		g := canon(got.Events[i])
+		require.Equal(t, w, g, "%v: event %d", f, i)
+	}
+}
+
+// TestFuzzCorpusHoldsGoldenVectors checks that the committed seed corpus
+// holds every golden vector, so `go test` replays them through FuzzDecode.
+// Run with KVEVENTS_WRITE_CORPUS=1 to (re)write the golden seed files.
+func TestFuzzCorpusHoldsGoldenVectors(t *testing.T) {
+	dir := filepath.Join("testdata", "fuzz", "FuzzDecode")
+	if os.Getenv("KVEVENTS_WRITE_CORPUS") == "1" {
+		require.NoError(t, os.MkdirAll(dir, 0o755))
+		for _, v := range goldenVectors() {
+			name := "golden-" + strings.ReplaceAll(v.name, "/", "-")
+			data := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", mustHex(t, v.hex))
+			require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644))
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var corpus [][]byte
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		require.NoError(t, err)
+		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+		require.Len(t, lines, 2, e.Name())
+		require.Equal(t, "go test fuzz v1", lines[0])
+		arg := strings.TrimSuffix(strings.TrimPrefix(lines[1], "[]byte("), ")")
+		payload, err := strconv.Unquote(arg)
+		require.NoError(t, err, e.Name())
+		corpus = append(corpus, []byte(payload))
+	}
+	for _, v := range goldenVectors() {
+		want := mustHex(t, v.hex)
+		found := false
+		for _, c := range corpus {
+			found = found || bytes.Equal(c, want)
+		}
+		require.True(t, found, "seed corpus lacks %s", v.name)
+	}
+}

@@ -1,0 +1,453 @@
+package kvevents
+
+import (
+	"encoding/binary"
+	"math"
+)
+
+// Format selects the wire layout AppendBatch writes.
+type Format uint8
+
+const (
+	// FormatVLLM is current vLLM (vllm#42892 and later, seen in v0.26.0):
+	// the batch is the array [ts, events, dp_rank] (dp_rank nil when unset)
+	// and each event is a map with "type" first, fields in declaration
+	// order, None-default fields omitted and no-default fields always
+	// written (spec/wire.md §2.2, §2.4).
+	FormatVLLM Format = iota
+	// FormatVLLMLegacy is the last all-array vLLM layout (before
+	// vllm#42892): BlockStored has 12 elements, BlockRemoved 4,
+	// AllBlocksCleared 1, trailing nils kept.
+	FormatVLLMLegacy
+	// FormatSGLang is recent SGLang: array events, BlockStored with 7
+	// elements (8 with the metadata map {"cache_salt": …} when CacheSalt is
+	// set), BlockRemoved with 3, hashes written as signed int64.
+	FormatSGLang
+	// FormatVLLMMapBatch is the map-shaped outer batch of one unsettled vLLM
+	// revision (spec/wire.md §2.3, vector V9), with map events. It exists
+	// for tests of defensive decoding.
+	FormatVLLMMapBatch
+)
+
+// String returns a short name of f.
+func (f Format) String() string {
+	switch f {
+	case FormatVLLM:
+		return "vllm"
+	case FormatVLLMLegacy:
+		return "vllm-legacy"
+	case FormatSGLang:
+		return "sglang"
+	case FormatVLLMMapBatch:
+		return "vllm-map-batch"
+	}
+	return "unknown"
+}
+
+// AppendBatch appends the msgpack encoding of b in format f to dst and
+// returns the extended slice. The bytes are identical to what the engine's
+// own encoder (msgspec) writes for the same batch, so a Go publisher or a
+// simulated engine is indistinguishable from the real one on the wire.
+// Events of type EventUnknown are not written. An unknown f writes
+// FormatVLLM. AppendBatch allocates only when dst has to grow.
+func AppendBatch(dst []byte, b *Batch, f Format) []byte {
+	n := 0
+	for i := range b.Events {
+		if b.Events[i].Type != EventUnknown {
+			n++
+		}
+	}
+	if f == FormatVLLMMapBatch {
+		entries := 2
+		if b.HasDPRank {
+			entries = 3
+		}
+		dst = appendMapHeader(dst, entries)
+		dst = appendStr(dst, "ts")
+		dst = appendFloat(dst, b.TS)
+		dst = appendStr(dst, "events")
+	} else {
+		dst = appendArrayHeader(dst, 3)
+		dst = appendFloat(dst, b.TS)
+	}
+	dst = appendArrayHeader(dst, n)
+	for i := range b.Events {
+		e := &b.Events[i]
+		switch f {
+		case FormatVLLMLegacy:
+			dst = appendLegacyEvent(dst, e)
+		case FormatSGLang:
+			dst = appendSGLangEvent(dst, e)
+		default:
+			dst = appendMapEvent(dst, e)
+		}
+	}
+	switch {
+	case f == FormatVLLMMapBatch:
+		if b.HasDPRank {
+			dst = appendStr(dst, "data_parallel_rank")
+			dst = appendInt(dst, b.DPRank)
+		}
+	case b.HasDPRank:
+		dst = appendInt(dst, b.DPRank)
+	default:
+		dst = append(dst, 0xc0)
+	}
+	return dst
+}
+
+// appendMapEvent writes e as a current-vLLM map event.
+func appendMapEvent(dst []byte, e *Event) []byte {
+	switch e.Type {
+	case EventBlockStored:
+		n := 8
+		for _, present := range [...]bool{len(e.ExtraKeys) > 0, e.HasGroup, e.Kind != "", e.HasSlidingWindow} {
+			if present {
+				n++
+			}
+		}
+		dst = appendMapHeader(dst, n)
+		dst = appendStr(dst, "type")
+		dst = appendStr(dst, TagBlockStored)
+		dst = appendStr(dst, "block_hashes")
+		dst = appendHashes(dst, e, e.SignedHashes)
+		dst = appendStr(dst, "parent_block_hash")
+		dst = appendParent(dst, e, e.SignedHashes)
+		dst = appendStr(dst, "token_ids")
+		dst = appendTokens(dst, e.TokenIDs)
+		dst = appendStr(dst, "block_size")
+		dst = appendInt(dst, int64(e.BlockSize))
+		dst = appendStr(dst, "lora_id")
+		dst = appendOptInt(dst, e.LoRAID, e.HasLoRAID)
+		dst = appendStr(dst, "medium")
+		dst = appendOptStr(dst, e.Medium)
+		dst = appendStr(dst, "lora_name")
+		dst = appendOptStr(dst, e.LoRAName)
+		if len(e.ExtraKeys) > 0 {
+			dst = appendStr(dst, "extra_keys")
+			dst = appendExtraKeys(dst, e.ExtraKeys)
+		}
+		if e.HasGroup {
+			dst = appendStr(dst, "group_idx")
+			dst = appendInt(dst, int64(e.Group))
+		}
+		if e.Kind != "" {
+			dst = appendStr(dst, "kv_cache_spec_kind")
+			dst = appendStr(dst, e.Kind)
+		}
+		if e.HasSlidingWindow {
+			dst = appendStr(dst, "kv_cache_spec_sliding_window")
+			dst = appendInt(dst, e.SlidingWindow)
+		}
+	case EventBlockRemoved:
+		n := 3
+		if e.HasGroup {
+			n++
+		}
+		dst = appendMapHeader(dst, n)
+		dst = appendStr(dst, "type")
+		dst = appendStr(dst, TagBlockRemoved)
+		dst = appendStr(dst, "block_hashes")
+		dst = appendHashes(dst, e, e.SignedHashes)
+		dst = appendStr(dst, "medium")
+		dst = appendOptStr(dst, e.Medium)
+		if e.HasGroup {
+			dst = appendStr(dst, "group_idx")
+			dst = appendInt(dst, int64(e.Group))
+		}
+	case EventAllBlocksCleared:
+		dst = appendMapHeader(dst, 1)
+		dst = appendStr(dst, "type")
+		dst = appendStr(dst, TagAllBlocksCleared)
+	}
+	return dst
+}
+
+// appendLegacyEvent writes e as a positional event of the last all-array
+// vLLM schema.
+func appendLegacyEvent(dst []byte, e *Event) []byte {
+	switch e.Type {
+	case EventBlockStored:
+		dst = appendArrayHeader(dst, 12)
+		dst = appendStr(dst, TagBlockStored)
+		dst = appendHashes(dst, e, e.SignedHashes)
+		dst = appendParent(dst, e, e.SignedHashes)
+		dst = appendTokens(dst, e.TokenIDs)
+		dst = appendInt(dst, int64(e.BlockSize))
+		dst = appendOptInt(dst, e.LoRAID, e.HasLoRAID)
+		dst = appendOptStr(dst, e.Medium)
+		dst = appendOptStr(dst, e.LoRAName)
+		if len(e.ExtraKeys) > 0 {
+			dst = appendExtraKeys(dst, e.ExtraKeys)
+		} else {
+			dst = append(dst, 0xc0)
+		}
+		dst = appendOptInt(dst, int64(e.Group), e.HasGroup)
+		dst = appendOptStr(dst, e.Kind)
+		dst = appendOptInt(dst, e.SlidingWindow, e.HasSlidingWindow)
+	case EventBlockRemoved:
+		dst = appendArrayHeader(dst, 4)
+		dst = appendStr(dst, TagBlockRemoved)
+		dst = appendHashes(dst, e, e.SignedHashes)
+		dst = appendOptStr(dst, e.Medium)
+		dst = appendOptInt(dst, int64(e.Group), e.HasGroup)
+	case EventAllBlocksCleared:
+		dst = appendArrayHeader(dst, 1)
+		dst = appendStr(dst, TagAllBlocksCleared)
+	}
+	return dst
+}
+
+// appendSGLangEvent writes e in SGLang's positional layout.
+func appendSGLangEvent(dst []byte, e *Event) []byte {
+	switch e.Type {
+	case EventBlockStored:
+		n := 7
+		if e.CacheSalt != "" {
+			n = 8
+		}
+		dst = appendArrayHeader(dst, n)
+		dst = appendStr(dst, TagBlockStored)
+		dst = appendHashes(dst, e, true)
+		dst = appendParent(dst, e, true)
+		dst = appendTokens(dst, e.TokenIDs)
+		dst = appendInt(dst, int64(e.BlockSize))
+		dst = appendOptInt(dst, e.LoRAID, e.HasLoRAID)
+		dst = appendOptStr(dst, e.Medium)
+		if e.CacheSalt != "" {
+			dst = appendMapHeader(dst, 1)
+			dst = appendStr(dst, "cache_salt")
+			dst = appendStr(dst, e.CacheSalt)
+		}
+	case EventBlockRemoved:
+		dst = appendArrayHeader(dst, 3)
+		dst = appendStr(dst, TagBlockRemoved)
+		dst = appendHashes(dst, e, true)
+		dst = appendOptStr(dst, e.Medium)
+	case EventAllBlocksCleared:
+		dst = appendArrayHeader(dst, 1)
+		dst = appendStr(dst, TagAllBlocksCleared)
+	}
+	return dst
+}
+
+func appendHashes(dst []byte, e *Event, signed bool) []byte {
+	dst = appendArrayHeader(dst, len(e.BlockHashes))
+	raw := len(e.RawHashes) == len(e.BlockHashes)
+	for i, h := range e.BlockHashes {
+		if raw && e.RawHashes[i] != nil {
+			dst = appendBin(dst, e.RawHashes[i])
+			continue
+		}
+		dst = appendHash(dst, h, signed)
+	}
+	return dst
+}
+
+func appendParent(dst []byte, e *Event, signed bool) []byte {
+	switch {
+	case !e.HasParent:
+		return append(dst, 0xc0)
+	case e.RawParent != nil:
+		return appendBin(dst, e.RawParent)
+	}
+	return appendHash(dst, e.ParentHash, signed)
+}
+
+// appendHash writes a hash as msgspec writes the Python int it came from:
+// unsigned for vLLM's int mode, two's-complement signed for SGLang.
+func appendHash(dst []byte, h uint64, signed bool) []byte {
+	if signed {
+		return appendInt(dst, int64(h))
+	}
+	return appendUint(dst, h)
+}
+
+func appendTokens(dst []byte, toks []uint32) []byte {
+	dst = appendArrayHeader(dst, len(toks))
+	for _, t := range toks {
+		dst = appendUint(dst, uint64(t))
+	}
+	return dst
+}
+
+func appendExtraKeys(dst []byte, keys [][]ExtraKey) []byte {
+	dst = appendArrayHeader(dst, len(keys))
+	for _, block := range keys {
+		if len(block) == 0 {
+			dst = append(dst, 0xc0)
+			continue
+		}
+		dst = appendArrayHeader(dst, len(block))
+		for _, k := range block {
+			switch k.Kind {
+			case ExtraKeyMM:
+				dst = appendArrayHeader(dst, 2)
+				dst = appendStr(dst, k.Value)
+				dst = appendInt(dst, k.Offset)
+			case ExtraKeyBytes:
+				dst = appendHexBin(dst, k.Value)
+			case ExtraKeyOpaque:
+				dst = appendHexRaw(dst, k.Value)
+			default:
+				dst = appendStr(dst, k.Value)
+			}
+		}
+	}
+	return dst
+}
+
+func appendOptInt(dst []byte, v int64, ok bool) []byte {
+	if !ok {
+		return append(dst, 0xc0)
+	}
+	return appendInt(dst, v)
+}
+
+func appendOptStr(dst []byte, s string) []byte {
+	if s == "" {
+		return append(dst, 0xc0)
+	}
+	return appendStr(dst, s)
+}
+
+func appendFloat(dst []byte, f float64) []byte {
+	return binary.BigEndian.AppendUint64(append(dst, 0xcb), math.Float64bits(f))
+}
+
+// appendUint writes v in the smallest unsigned form (as msgspec does).
+func appendUint(dst []byte, v uint64) []byte {
+	switch {
+	case v <= 0x7f:
+		return append(dst, byte(v))
+	case v <= math.MaxUint8:
+		return append(dst, 0xcc, byte(v))
+	case v <= math.MaxUint16:
+		return binary.BigEndian.AppendUint16(append(dst, 0xcd), uint16(v))
+	case v <= math.MaxUint32:
+		return binary.BigEndian.AppendUint32(append(dst, 0xce), uint32(v))
+	}
+	return binary.BigEndian.AppendUint64(append(dst, 0xcf), v)
+}
+
+// appendInt writes v in the smallest form: unsigned forms for v >= 0,
+// negative fixint or int8..int64 otherwise (as msgspec does).
+func appendInt(dst []byte, v int64) []byte {
+	switch {
+	case v >= 0:
+		return appendUint(dst, uint64(v))
+	case v >= -32:
+		return append(dst, byte(v))
+	case v >= math.MinInt8:
+		return append(dst, 0xd0, byte(v))
+	case v >= math.MinInt16:
+		return binary.BigEndian.AppendUint16(append(dst, 0xd1), uint16(v))
+	case v >= math.MinInt32:
+		return binary.BigEndian.AppendUint32(append(dst, 0xd2), uint32(v))
+	}
+	return binary.BigEndian.AppendUint64(append(dst, 0xd3), uint64(v))
+}
+
+func appendStr(dst []byte, s string) []byte {
+	n := len(s)
+	switch {
+	case n < 32:
+		dst = append(dst, 0xa0|byte(n))
+	case n <= math.MaxUint8:
+		dst = append(dst, 0xd9, byte(n))
+	case n <= math.MaxUint16:
+		dst = binary.BigEndian.AppendUint16(append(dst, 0xda), uint16(n))
+	default:
+		dst = binary.BigEndian.AppendUint32(append(dst, 0xdb), uint32(n))
+	}
+	return append(dst, s...)
+}
+
+func appendBinHeader(dst []byte, n int) []byte {
+	switch {
+	case n <= math.MaxUint8:
+		return append(dst, 0xc4, byte(n))
+	case n <= math.MaxUint16:
+		return binary.BigEndian.AppendUint16(append(dst, 0xc5), uint16(n))
+	}
+	return binary.BigEndian.AppendUint32(append(dst, 0xc6), uint32(n))
+}
+
+func appendBin(dst []byte, b []byte) []byte {
+	return append(appendBinHeader(dst, len(b)), b...)
+}
+
+func appendArrayHeader(dst []byte, n int) []byte {
+	switch {
+	case n < 16:
+		return append(dst, 0x90|byte(n))
+	case n <= math.MaxUint16:
+		return binary.BigEndian.AppendUint16(append(dst, 0xdc), uint16(n))
+	}
+	return binary.BigEndian.AppendUint32(append(dst, 0xdd), uint32(n))
+}
+
+func appendMapHeader(dst []byte, n int) []byte {
+	switch {
+	case n < 16:
+		return append(dst, 0x80|byte(n))
+	case n <= math.MaxUint16:
+		return binary.BigEndian.AppendUint16(append(dst, 0xde), uint16(n))
+	}
+	return binary.BigEndian.AppendUint32(append(dst, 0xdf), uint32(n))
+}
+
+// appendHexBin writes the bytes whose hex is s as a bin (ExtraKeyBytes).
+// Invalid hex (a hand-built key) is written as nil.
+func appendHexBin(dst []byte, s string) []byte {
+	if !validHex(s) {
+		return append(dst, 0xc0)
+	}
+	return appendHexDecoded(appendBinHeader(dst, len(s)/2), s)
+}
+
+// appendHexRaw writes the raw msgpack bytes whose hex is s (ExtraKeyOpaque).
+// Invalid hex or an empty value is written as nil.
+func appendHexRaw(dst []byte, s string) []byte {
+	if s == "" || !validHex(s) {
+		return append(dst, 0xc0)
+	}
+	start := len(dst)
+	dst = appendHexDecoded(dst, s)
+	r := reader{b: dst[start:]}
+	if r.skip("extra key"); r.err != nil || r.p != len(r.b) {
+		return append(dst[:start], 0xc0) // not exactly one msgpack value
+	}
+	return dst
+}
+
+func validHex(s string) bool {
+	if len(s)%2 != 0 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if unhex(s[i]) > 15 {
+			return false
+		}
+	}
+	return true
+}
+
+func appendHexDecoded(dst []byte, s string) []byte {
+	for i := 0; i+1 < len(s); i += 2 {
+		dst = append(dst, unhex(s[i])<<4|unhex(s[i+1]))
+	}
+	return dst
+}
+
+func unhex(c byte) byte {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0'
+	case c >= 'a' && c <= 'f':
+		return c - 'a' + 10
+	case c >= 'A' && c <= 'F':
+		return c - 'A' + 10
+	}
+	return 0xff
+}

@@ -1,0 +1,120 @@
+package kvevents
+
+import (
+	"errors"
+	"strconv"
+)
+
+// Limits bound what one message may make the decoder do. Every limit is
+// checked before anything is allocated for the thing it limits, and a length
+// the input claims is also checked against the bytes actually remaining, so
+// a hostile or corrupt payload cannot make the decoder allocate more than a
+// small multiple of its own size. Zero or negative fields take the default.
+type Limits struct {
+	// MaxPayloadBytes bounds the msgpack payload (frame 2). Default 64 MiB.
+	MaxPayloadBytes int `json:"maxPayloadBytes"`
+	// MaxEventsPerBatch bounds the events of one batch. Default 1<<20.
+	MaxEventsPerBatch int `json:"maxEventsPerBatch"`
+	// MaxHashesPerEvent bounds block_hashes (and extra_keys entries) of one
+	// event. Default 1<<20.
+	MaxHashesPerEvent int `json:"maxHashesPerEvent"`
+	// MaxTokensPerEvent bounds token_ids of one event. Default 1<<24.
+	MaxTokensPerEvent int `json:"maxTokensPerEvent"`
+}
+
+// Default limits: generous enough for any real engine step (a 1M-token
+// prefill in one event at block size 1 still fits).
+const (
+	DefaultMaxPayloadBytes   = 64 << 20
+	DefaultMaxEventsPerBatch = 1 << 20
+	DefaultMaxHashesPerEvent = 1 << 20
+	DefaultMaxTokensPerEvent = 1 << 24
+)
+
+// DefaultLimits returns the default Limits.
+func DefaultLimits() Limits {
+	return Limits{
+		MaxPayloadBytes:   DefaultMaxPayloadBytes,
+		MaxEventsPerBatch: DefaultMaxEventsPerBatch,
+		MaxHashesPerEvent: DefaultMaxHashesPerEvent,
+		MaxTokensPerEvent: DefaultMaxTokensPerEvent,
+	}
+}
+
+// withDefaults replaces zero or negative fields by their default.
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits()
+	if l.MaxPayloadBytes <= 0 {
+		l.MaxPayloadBytes = d.MaxPayloadBytes
+	}
+	if l.MaxEventsPerBatch <= 0 {
+		l.MaxEventsPerBatch = d.MaxEventsPerBatch
+	}
+	if l.MaxHashesPerEvent <= 0 {
+		l.MaxHashesPerEvent = d.MaxHashesPerEvent
+	}
+	if l.MaxTokensPerEvent <= 0 {
+		l.MaxTokensPerEvent = d.MaxTokensPerEvent
+	}
+	return l
+}
+
+// Sentinel errors of Decode; every error Decode returns is a *DecodeError
+// wrapping exactly one of them (test with errors.Is).
+var (
+	// ErrTruncated: the payload ends inside a value, or a length it claims
+	// exceeds the bytes that remain.
+	ErrTruncated = errors.New("kvevents: truncated payload")
+	// ErrMalformed: a value has the wrong msgpack type for its place, or the
+	// payload has trailing bytes.
+	ErrMalformed = errors.New("kvevents: malformed payload")
+	// ErrLimit: the payload exceeds one of the decoder's Limits.
+	ErrLimit = errors.New("kvevents: payload exceeds a decoder limit")
+)
+
+// Names of the limits reported in DecodeError.Limit.
+const (
+	LimitPayloadBytes = "payload_bytes"
+	LimitEvents       = "events_per_batch"
+	LimitHashes       = "hashes_per_event"
+	LimitTokens       = "tokens_per_event"
+)
+
+// DecodeError describes why a payload was rejected. Nothing from a rejected
+// payload may be applied: Decode leaves the batch empty.
+type DecodeError struct {
+	// Err is ErrTruncated, ErrMalformed or ErrLimit.
+	Err error
+	// Offset is the byte offset in the payload where decoding stopped.
+	Offset int
+	// Field names what was being decoded ("batch", "events", "token_ids", …).
+	Field string
+	// Limit, Value and Max describe an ErrLimit: which limit, the claimed
+	// size and the configured maximum.
+	Limit      string
+	Value, Max int
+}
+
+// Error formats the error; it is only called off the hot path.
+func (e *DecodeError) Error() string {
+	s := e.Err.Error() + ": " + e.Field + " at offset " + strconv.Itoa(e.Offset)
+	if e.Limit != "" {
+		s += " (" + e.Limit + " " + strconv.Itoa(e.Value) + " > " + strconv.Itoa(e.Max) + ")"
+	}
+	return s
+}
+
+// Unwrap returns the sentinel error.
+func (e *DecodeError) Unwrap() error { return e.Err }
+
+// Reason is a short label for metrics and logs: "truncated", "malformed" or
+// "limit".
+func (e *DecodeError) Reason() string {
+	switch e.Err {
+	case ErrTruncated:
+		return "truncated"
+	case ErrLimit:
+		return "limit"
+	}
+	return "malformed"
+}

@@ -1,0 +1,169 @@
+package kvevents
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Label values of kvroute_kv_events_dropped_total{reason} used by kvevents.
+const (
+	DropParentMissing = "parent_missing" // BlockStored whose parent the index does not know
+	DropDecodeError   = "decode_error"   // payload rejected by the Decoder
+	DropQueueFull     = "queue_full"     // message dropped by a full worker queue
+	DropStaleSeq      = "stale_seq"      // message older than the endpoint's watermark
+	DropUnknownEvent  = "unknown_event"  // event with an unknown tag
+)
+
+// Metrics holds every metric of the "KV events" section of spec/metrics.md.
+// It is created once (NewMetrics) and shared by the Applier and the
+// subscriber pool, so each metric family is registered exactly once. A nil
+// *Metrics is valid: its methods do nothing.
+type Metrics struct {
+	// llm_d_epp_kv_cache_events_active_subscribers (gauge).
+	ActiveSubscribers prometheus.Gauge
+	// llm_d_epp_kv_cache_events_messages_received_total{pod_identifier}.
+	MessagesReceived *prometheus.CounterVec
+	// llm_d_epp_kv_cache_events_zmq_errors_total{pod_identifier,operation}.
+	ZMQErrors *prometheus.CounterVec
+	// llm_d_epp_kv_cache_events_subscriber_reconnections_total{pod_identifier}.
+	Reconnections *prometheus.CounterVec
+	// llm_d_epp_kv_cache_events_pool_queue_depth (gauge).
+	PoolQueueDepth prometheus.Gauge
+	// llm_d_epp_kv_cache_events_pool_capacity (gauge).
+	PoolCapacity prometheus.Gauge
+	// llm_d_epp_kv_cache_events_stores_skipped_total{cache_kind,reason}.
+	StoresSkipped *prometheus.CounterVec
+	// kvroute_kv_events_dropped_total{pod_identifier,reason}.
+	Dropped *prometheus.CounterVec
+	// kvroute_kv_events_sequence_gaps_total{pod_identifier}.
+	SequenceGaps *prometheus.CounterVec
+	// kvroute_kv_events_publisher_restarts_total{pod_identifier}.
+	PublisherRestarts *prometheus.CounterVec
+	// kvroute_kv_events_replays_total{pod_identifier,result}.
+	Replays *prometheus.CounterVec
+}
+
+// NewMetrics creates the KV-event metrics and registers them with reg. A nil
+// reg returns a nil *Metrics (no metrics). When a family is already
+// registered with reg (a second NewMetrics on the same registry), the
+// existing collector is reused, so counts from both land in one series.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	if reg == nil {
+		return nil, nil
+	}
+	m := &Metrics{
+		ActiveSubscribers: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "llm_d_epp_kv_cache_events_active_subscribers",
+			Help: "KV-event subscribers managed, including those retrying a failed connection.",
+		}),
+		MessagesReceived: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "llm_d_epp_kv_cache_events_messages_received_total",
+			Help: "KV-event messages received per endpoint.",
+		}, []string{"pod_identifier"}),
+		ZMQErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "llm_d_epp_kv_cache_events_zmq_errors_total",
+			Help: "ZeroMQ and decoding errors per endpoint and operation.",
+		}, []string{"pod_identifier", "operation"}),
+		Reconnections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "llm_d_epp_kv_cache_events_subscriber_reconnections_total",
+			Help: "KV-event subscriber reconnects per endpoint.",
+		}, []string{"pod_identifier"}),
+		PoolQueueDepth: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "llm_d_epp_kv_cache_events_pool_queue_depth",
+			Help: "KV-event messages waiting for a worker.",
+		}),
+		PoolCapacity: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "llm_d_epp_kv_cache_events_pool_capacity",
+			Help: "Total KV-event queue capacity.",
+		}),
+		StoresSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "llm_d_epp_kv_cache_events_stores_skipped_total",
+			Help: "KV-cache events left out of the index (non-prefix cache groups, non-dense spans, block-size mismatch, unknown groups).",
+		}, []string{"cache_kind", "reason"}),
+		Dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kvroute_kv_events_dropped_total",
+			Help: "KV events dropped, by endpoint and reason (parent_missing, decode_error, queue_full, stale_seq, unknown_event, ...).",
+		}, []string{"pod_identifier", "reason"}),
+		SequenceGaps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kvroute_kv_events_sequence_gaps_total",
+			Help: "KV-event sequence gaps detected per endpoint (with or without replay).",
+		}, []string{"pod_identifier"}),
+		PublisherRestarts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kvroute_kv_events_publisher_restarts_total",
+			Help: "KV-event sequence went backwards (engine restarted) per endpoint.",
+		}, []string{"pod_identifier"}),
+		Replays: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kvroute_kv_events_replays_total",
+			Help: "KV-event replays per endpoint by outcome (complete, partial, failed).",
+		}, []string{"pod_identifier", "result"}),
+	}
+	var err error
+	m.ActiveSubscribers = register(reg, m.ActiveSubscribers, &err)
+	m.MessagesReceived = register(reg, m.MessagesReceived, &err)
+	m.ZMQErrors = register(reg, m.ZMQErrors, &err)
+	m.Reconnections = register(reg, m.Reconnections, &err)
+	m.PoolQueueDepth = register(reg, m.PoolQueueDepth, &err)
+	m.PoolCapacity = register(reg, m.PoolCapacity, &err)
+	m.StoresSkipped = register(reg, m.StoresSkipped, &err)
+	m.Dropped = register(reg, m.Dropped, &err)
+	m.SequenceGaps = register(reg, m.SequenceGaps, &err)
+	m.PublisherRestarts = register(reg, m.PublisherRestarts, &err)
+	m.Replays = register(reg, m.Replays, &err)
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// register registers c, or returns the collector already registered under
+// the same descriptor. Any other failure is recorded in *errp.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C, errp *error) C {
+	err := reg.Register(c)
+	if err == nil {
+		return c
+	}
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(C); ok {
+			return existing
+		}
+	}
+	if *errp == nil {
+		*errp = err
+	}
+	return c
+}
+
+// Drop counts n events of endpoint dropped for reason.
+func (m *Metrics) Drop(endpoint, reason string, n int) {
+	if m == nil || n <= 0 {
+		return
+	}
+	m.Dropped.WithLabelValues(endpoint, reason).Add(float64(n))
+}
+
+// Skip counts n events left out of the index for reason; kind is the
+// event's cache kind ("" is reported as "none").
+func (m *Metrics) Skip(kind, reason string, n int) {
+	if m == nil || n <= 0 {
+		return
+	}
+	if kind == "" {
+		kind = "none"
+	}
+	m.StoresSkipped.WithLabelValues(kind, reason).Add(float64(n))
+}
+
+// ForgetEndpoint deletes every series labelled with endpoint, for an
+// endpoint that left the pool (keeps the metric cardinality bounded).
+func (m *Metrics) ForgetEndpoint(endpoint string) {
+	if m == nil {
+		return
+	}
+	l := prometheus.Labels{"pod_identifier": endpoint}
+	for _, v := range []*prometheus.CounterVec{m.MessagesReceived, m.ZMQErrors, m.Reconnections,
+		m.Dropped, m.SequenceGaps, m.PublisherRestarts, m.Replays} {
+		v.DeletePartialMatch(l)
+	}
+}

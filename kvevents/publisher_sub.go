@@ -1,0 +1,126 @@
+package kvevents
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/go-zeromq/zmq4"
+	"github.com/kvroute/kvroute/internal/zmqx"
+)
+
+// pubMessage is one published batch, shared (read-only) by every queue.
+type pubMessage struct {
+	seq     [8]byte
+	payload []byte
+}
+
+// pubSubscriber is one connected SUB: a bounded queue drained by its writer
+// goroutine, and the subscriptions its reader goroutine maintains.
+type pubSubscriber struct {
+	c    *zmqx.Conn
+	q    chan *pubMessage
+	done chan struct{}
+	once sync.Once
+
+	mu     sync.Mutex
+	counts map[string]int           // subscription prefix → count (libzmq counts duplicates)
+	topics atomic.Pointer[[]string] // snapshot of counts' keys for Publish
+}
+
+func newPubSubscriber(c *zmqx.Conn, queue int) *pubSubscriber {
+	s := &pubSubscriber{c: c, q: make(chan *pubMessage, queue), done: make(chan struct{}), counts: map[string]int{}}
+	s.topics.Store(&[]string{})
+	return s
+}
+
+// stop closes the connection and wakes the writer; safe to call repeatedly.
+func (s *pubSubscriber) stop() {
+	s.once.Do(func() {
+		close(s.done)
+		_ = s.c.Close()
+	})
+}
+
+// matches reports whether any subscription is a prefix of topic.
+func (s *pubSubscriber) matches(topic []byte) bool {
+	for _, t := range *s.topics.Load() {
+		if len(topic) >= len(t) && string(topic[:len(t)]) == t {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *pubSubscriber) subscribe(topic []byte, on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := string(topic)
+	if on {
+		s.counts[k]++
+	} else if s.counts[k] > 0 {
+		s.counts[k]--
+		if s.counts[k] == 0 {
+			delete(s.counts, k)
+		}
+	}
+	snap := make([]string, 0, len(s.counts))
+	for t := range s.counts {
+		snap = append(snap, t)
+	}
+	s.topics.Store(&snap)
+}
+
+// readLoop applies subscription messages until the connection ends. SUB
+// sockets send "\x01topic" / "\x00topic" messages (ZMTP 3.0) or SUBSCRIBE /
+// CANCEL commands (ZMTP 3.1); anything else is ignored.
+func (p *Publisher) readLoop(s *pubSubscriber) {
+	defer p.wg.Done()
+	defer p.drop(s)
+	for {
+		m, err := s.c.ReadMsg()
+		if err != nil {
+			return
+		}
+		if len(m.Frames) != 1 {
+			continue
+		}
+		f := m.Frames[0]
+		if m.Command {
+			switch name, body := commandParts(f); name {
+			case zmq4.CmdSubscribe:
+				s.subscribe(body, true)
+			case zmq4.CmdCancel:
+				s.subscribe(body, false)
+			}
+			continue
+		}
+		if len(f) > 0 && (f[0] == 0 || f[0] == 1) {
+			s.subscribe(f[1:], f[0] == 1)
+		}
+	}
+}
+
+// writeLoop sends queued messages until the subscriber stops.
+func (p *Publisher) writeLoop(s *pubSubscriber) {
+	defer p.wg.Done()
+	defer p.drop(s)
+	for {
+		select {
+		case <-s.done:
+			return
+		case m := <-s.q:
+			if err := s.c.WriteMsg(p.topic, m.seq[:], m.payload); err != nil {
+				p.lg.Debug("subscriber write failed", "remote", s.c.RemoteAddr().String(), "err", err)
+				return
+			}
+		}
+	}
+}
+
+// commandParts splits a ZMTP command frame into its name and body.
+func commandParts(f []byte) (string, []byte) {
+	if len(f) == 0 || int(f[0]) > len(f)-1 {
+		return "", nil
+	}
+	return string(f[1 : 1+int(f[0])]), f[1+int(f[0]):]
+}

@@ -1,0 +1,277 @@
+package kvevents
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-zeromq/zmq4"
+	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/zmqx"
+	"github.com/kvroute/kvroute/replay"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+)
+
+func newTestPublisher(t testing.TB, cfg PublisherConfig) *Publisher {
+	t.Helper()
+	if cfg.Addr == "" {
+		cfg.Addr = "127.0.0.1:0"
+	}
+	p, err := NewPublisher(cfg)
+	require.NoError(t, err)
+	return p
+}
+
+// subscribe dials p with a go-zeromq SUB through the guarded transport and
+// waits until the publisher has registered the subscription (so nothing is
+// lost to the slow-joiner window).
+func subscribe(t testing.TB, p *Publisher, prefix string) zmq4.Socket {
+	t.Helper()
+	before := p.Stats().Subscribers
+	s := zmqx.NewSub(context.Background(), zmqx.Options{IdleTimeout: 10 * time.Second}, nil)
+	require.NoError(t, s.SetOption(zmq4.OptionSubscribe, prefix))
+	require.NoError(t, zmqx.Dial(s, p.Endpoint()))
+	require.Eventually(t, func() bool {
+		if p.Stats().Subscribers <= before {
+			return false
+		}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for sub := range p.subs {
+			for _, tp := range *sub.topics.Load() {
+				if tp == prefix {
+					return true
+				}
+			}
+		}
+		return false
+	}, 5*time.Second, 2*time.Millisecond)
+	return s
+}
+
+func TestPublisherFramesAndSequences(t *testing.T) {
+	defer leakcheck.Check(t)()
+	p := newTestPublisher(t, PublisherConfig{Endpoint: "10.0.0.1:8000", Model: "meta-llama/Llama-3.1-8B"})
+	defer p.Close()
+	require.Equal(t, "kv@10.0.0.1:8000@meta-llama/Llama-3.1-8B", p.Topic())
+	s := subscribe(t, p, "kv@")
+	defer zmqx.CloseDrain(s)
+
+	for i := range 50 {
+		seq, err := p.Publish(fmt.Appendf(nil, "payload-%d", i))
+		require.NoError(t, err)
+		require.Equal(t, uint64(i), seq)
+	}
+	for i := range 50 {
+		m, err := s.Recv()
+		require.NoError(t, err)
+		require.Len(t, m.Frames, 3)
+		require.Equal(t, p.Topic(), string(m.Frames[0]))
+		require.Equal(t, uint64(i), binary.BigEndian.Uint64(m.Frames[1]))
+		require.Equal(t, fmt.Sprintf("payload-%d", i), string(m.Frames[2]))
+	}
+	_, err := p.Publish(nil)
+	require.ErrorIs(t, err, ErrEmptyPayload)
+}
+
+func TestPublisherHonoursSubscriptions(t *testing.T) {
+	defer leakcheck.Check(t)()
+	p := newTestPublisher(t, PublisherConfig{Endpoint: "10.0.0.1:8000", Model: "m"})
+	defer p.Close()
+	match := subscribe(t, p, "kv@10.0.0.1")
+	defer zmqx.CloseDrain(match)
+	other := subscribe(t, p, "kv@10.0.0.2")
+	defer zmqx.CloseDrain(other)
+
+	for range 10 {
+		_, err := p.Publish([]byte("x"))
+		require.NoError(t, err)
+	}
+	st := p.Stats()
+	require.EqualValues(t, 10, st.Published)
+	require.EqualValues(t, 10, st.Queued, "only the matching subscriber gets messages")
+	require.Equal(t, 2, st.Subscribers)
+	for range 10 {
+		_, err := match.Recv()
+		require.NoError(t, err)
+	}
+}
+
+func TestPublisherSubscribeCommandsAndCancel(t *testing.T) {
+	defer leakcheck.Check(t)()
+	p := newTestPublisher(t, PublisherConfig{Topic: "kv@a@m"})
+	defer p.Close()
+	// A ZMTP 3.1 peer subscribes with SUBSCRIBE/CANCEL commands.
+	c, err := net.Dial("tcp", p.l.Addr().String())
+	require.NoError(t, err)
+	defer c.Close()
+	greet := make([]byte, 64)
+	greet[0], greet[9], greet[10], greet[11] = 0xff, 0x7f, 3, 1
+	copy(greet[12:], "NULL")
+	ready := append([]byte{5}, "READY"...)
+	ready = append(ready, 11)
+	ready = append(ready, "Socket-Type"...)
+	ready = append(ready, 0, 0, 0, 3)
+	ready = append(ready, "SUB"...)
+	cmd := func(name, body string) []byte {
+		b := append([]byte{byte(len(name))}, name...)
+		b = append(b, body...)
+		return append([]byte{0x04, byte(len(b))}, b...)
+	}
+	_, err = c.Write(append(append(greet, 0x04, byte(len(ready))), ready...))
+	require.NoError(t, err)
+	_, err = c.Write(cmd("SUBSCRIBE", "kv@"))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		_, _ = p.Publish([]byte("probe"))
+		return p.Stats().Queued > 0
+	}, 5*time.Second, 5*time.Millisecond)
+	_, err = c.Write(cmd("CANCEL", "kv@"))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		q := p.Stats().Queued
+		_, _ = p.Publish([]byte("probe"))
+		return p.Stats().Queued == q
+	}, 5*time.Second, 5*time.Millisecond)
+}
+
+func TestPublisherBoundsMemoryWithStuckSubscriber(t *testing.T) {
+	defer leakcheck.Check(t)()
+	reg := prometheus.NewRegistry()
+	p := newTestPublisher(t, PublisherConfig{Topic: "kv@a@m", SendQueue: 16, WriteTimeout: 300 * time.Millisecond, Registerer: reg})
+	defer p.Close()
+	// A subscriber that completes the handshake, subscribes, and never reads.
+	stuck := zmqx.NewSub(context.Background(), zmqx.Options{}, nil)
+	require.NoError(t, stuck.SetOption(zmq4.OptionSubscribe, ""))
+	require.NoError(t, zmqx.Dial(stuck, p.Endpoint()))
+	defer zmqx.CloseDrain(stuck)
+	require.Eventually(t, func() bool { return p.Stats().Subscribers == 1 }, 5*time.Second, 2*time.Millisecond)
+	require.Eventually(t, func() bool { // subscription registered
+		_, _ = p.Publish([]byte("probe"))
+		return p.Stats().Queued > 0
+	}, 5*time.Second, 2*time.Millisecond)
+
+	payload := bytes.Repeat([]byte{7}, 256<<10)
+	var ms runtime.MemStats
+	start := time.Now()
+	for range 2000 { // 500 MiB offered; go-zeromq's PUB would queue it all
+		_, err := p.Publish(payload)
+		require.NoError(t, err)
+	}
+	require.Less(t, time.Since(start), 10*time.Second, "Publish never blocks")
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	require.Less(t, ms.HeapAlloc, uint64(64<<20), "heap stays bounded")
+	require.Positive(t, p.Stats().Dropped)
+	// The stuck subscriber is disconnected after WriteTimeout.
+	require.Eventually(t, func() bool { return p.Stats().Subscribers == 0 }, 10*time.Second, 10*time.Millisecond)
+	require.Equal(t, float64(p.Stats().Dropped), counterValue(t, reg, "kvroute_publisher_dropped_total"))
+}
+
+func counterValue(t testing.TB, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("metric %s not found", name)
+	return 0
+}
+
+func TestPublisherReplayBothLayouts(t *testing.T) {
+	defer leakcheck.Check(t)()
+	for _, layout := range []replay.Layout{replay.LayoutCurrent, replay.LayoutLegacy} {
+		p := newTestPublisher(t, PublisherConfig{Endpoint: "10.0.0.1:8000", Model: "m",
+			ReplayAddr: "127.0.0.1:0", ReplayLayout: layout, BufferSize: 8})
+		for i := range 12 {
+			_, err := p.Publish(fmt.Appendf(nil, "batch-%d", i))
+			require.NoError(t, err)
+		}
+		cl, err := replay.NewClient(replay.ClientConfig{Limiter: replay.NewLimiter(1)})
+		require.NoError(t, err)
+		var got []string
+		res, err := cl.Replay(context.Background(), p.ReplayEndpoint(), 2, func(seq uint64, pl []byte) error {
+			got = append(got, fmt.Sprintf("%d:%s", seq, pl))
+			return nil
+		})
+		require.NoError(t, err)
+		require.Equal(t, layout, res.Layout)
+		require.False(t, res.Covered, "the ring kept only the last 8")
+		require.Equal(t, uint64(4), res.First)
+		require.Equal(t, "4:batch-4", got[0])
+		require.Len(t, got, 8)
+		require.NoError(t, p.Close())
+	}
+}
+
+func TestPublisherPublishBatchRoundTrip(t *testing.T) {
+	defer leakcheck.Check(t)()
+	p := newTestPublisher(t, PublisherConfig{Endpoint: "10.0.0.1:8000", Model: "m"})
+	defer p.Close()
+	s := subscribe(t, p, "")
+	defer zmqx.CloseDrain(s)
+	b := &Batch{TS: 1.5, Events: []Event{{Type: EventAllBlocksCleared}}}
+	seq, err := p.PublishBatch(b)
+	require.NoError(t, err)
+	require.Zero(t, seq)
+	m, err := s.Recv()
+	require.NoError(t, err)
+	require.Equal(t, AppendBatch(nil, b, FormatVLLM), m.Frames[2])
+}
+
+func TestPublisherCloseWithSubscribersLeavesNothing(t *testing.T) {
+	defer leakcheck.Check(t)()
+	p := newTestPublisher(t, PublisherConfig{Topic: "t", ReplayAddr: "127.0.0.1:0"})
+	var subs []zmq4.Socket
+	for range 3 {
+		subs = append(subs, subscribe(t, p, ""))
+	}
+	// A mute client mid-handshake as well.
+	mute, err := net.Dial("tcp", p.l.Addr().String())
+	require.NoError(t, err)
+	defer mute.Close()
+	for range 100 {
+		_, _ = p.Publish([]byte("x"))
+	}
+	require.NoError(t, p.Close())
+	require.NoError(t, p.Close(), "idempotent")
+	_, err = p.Publish([]byte("x"))
+	require.ErrorIs(t, err, ErrPublisherClosed)
+	for _, s := range subs {
+		_, err := s.Recv() // the connection ended: EOF, or a queued message first
+		_ = err
+		require.NoError(t, zmqx.CloseDrain(s))
+	}
+	_, _ = io.Copy(io.Discard, mute) // the publisher closed the mute connection
+}
+
+func TestPublisherConfig(t *testing.T) {
+	for _, c := range []PublisherConfig{
+		{BufferSize: -1}, {SendQueue: -1}, {MaxSubscribers: -1}, {WriteTimeout: -1},
+		{HandshakeTimeout: -1}, {Format: 99}, {ReplayLayout: "v9"},
+	} {
+		require.Error(t, c.Validate(), "%+v", c)
+	}
+	_, err := NewPublisher(PublisherConfig{Addr: "ipc:///tmp/kv"})
+	require.Error(t, err)
+
+	reg := prometheus.NewRegistry()
+	p := newTestPublisher(t, PublisherConfig{Registerer: reg})
+	defer p.Close()
+	require.Empty(t, p.Topic(), "vLLM's default topic")
+	require.Empty(t, p.ReplayEndpoint())
+	require.True(t, strings.HasPrefix(p.Endpoint(), "tcp://127.0.0.1:"))
+	_, err = NewPublisher(PublisherConfig{Addr: "127.0.0.1:0", Registerer: reg})
+	require.Error(t, err, "duplicate metrics")
+}

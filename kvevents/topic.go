@@ -1,0 +1,53 @@
+package kvevents
+
+import "bytes"
+
+// TopicPrefix is the conventional first part of a KV-event topic,
+// "kv@<endpoint>@<model>" (the llm-d convention, spec/wire.md §1.2).
+const TopicPrefix = "kv"
+
+// ParseTopic parses frame 0 of a live KV-event message.
+//
+// Everything from the first NUL byte on is removed first (SGLang with
+// snapshots appends "\x00sgl-kv-epoch=<epoch>"). Then:
+//   - an empty topic (vLLM's default) yields ok=false: the endpoint identity
+//     must come from the connection;
+//   - a topic with at least two '@' is split on the first two only, so
+//     "kv@10.0.0.1:8000@org/model@v2" gives endpoint "10.0.0.1:8000" and
+//     model "org/model@v2" (a model name may contain '@', which breaks
+//     llm-d's split-on-every-'@' rule); the prefix is not checked, and an
+//     empty endpoint part yields ok=false;
+//   - any other topic is taken whole as the endpoint, with an empty model
+//     (llm-d's fallback).
+//
+// When the subscriber knows the endpoint it dialled (per-endpoint mode),
+// that identity should win over the topic's (llm-d-router#2233).
+func ParseTopic(topic []byte) (endpoint, model string, ok bool) {
+	if i := bytes.IndexByte(topic, 0); i >= 0 {
+		topic = topic[:i]
+	}
+	if len(topic) == 0 {
+		return "", "", false
+	}
+	first := bytes.IndexByte(topic, '@')
+	if first >= 0 {
+		rest := topic[first+1:]
+		if second := bytes.IndexByte(rest, '@'); second >= 0 {
+			if second == 0 {
+				return "", string(rest[1:]), false
+			}
+			return string(rest[:second]), string(rest[second+1:]), true
+		}
+	}
+	return string(topic), "", true
+}
+
+// AppendTopic appends the topic "kv@<endpoint>@<model>" to dst, the form
+// ParseTopic reads back.
+func AppendTopic(dst []byte, endpoint, model string) []byte {
+	dst = append(dst, TopicPrefix...)
+	dst = append(dst, '@')
+	dst = append(dst, endpoint...)
+	dst = append(dst, '@')
+	return append(dst, model...)
+}

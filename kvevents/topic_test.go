@@ -1,0 +1,76 @@
+package kvevents
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestParseTopic(t *testing.T) {
+	cases := []struct {
+		topic           string
+		endpoint, model string
+		ok              bool
+	}{
+		{"kv@10.0.0.1@m", "10.0.0.1", "m", true},
+		{"kv@10.0.0.1:8000@meta-llama/Llama-3.1-8B", "10.0.0.1:8000", "meta-llama/Llama-3.1-8B", true},
+		{"kv@10.0.0.1:8000@org/model@v2", "10.0.0.1:8000", "org/model@v2", true},
+		{"kv@10.0.0.1@", "10.0.0.1", "", true},
+		{"", "", "", false},
+		{"\x00sgl-kv-epoch=3", "", "", false},
+		{"kv@10.0.0.7@my-model\x00sgl-kv-epoch=1700000000", "10.0.0.7", "my-model", true},
+		{"kv@10.0.0.7@my-model\x00sgl-kv-epoch=1\x00sgl-kv-snapshot=9", "10.0.0.7", "my-model", true},
+		{"pod-a", "pod-a", "", true},
+		{"kv@pod-a", "kv@pod-a", "", true},
+		{"kv@@m", "", "m", false},
+	}
+	for _, c := range cases {
+		ep, model, ok := ParseTopic([]byte(c.topic))
+		require.Equal(t, c.ok, ok, "%q", c.topic)
+		require.Equal(t, c.endpoint, ep, "%q", c.topic)
+		require.Equal(t, c.model, model, "%q", c.topic)
+	}
+}
+
+func TestAppendTopicRoundTrip(t *testing.T) {
+	topic := AppendTopic(nil, "10.0.0.1", "m")
+	require.Equal(t, "6b764031302e302e302e31406d", hexString(topic), "spec/wire.md §11.3")
+	ep, model, ok := ParseTopic(AppendTopic(nil, "10.0.0.1:8000", "a@b@c"))
+	require.True(t, ok)
+	require.Equal(t, "10.0.0.1:8000", ep)
+	require.Equal(t, "a@b@c", model)
+}
+
+func hexString(b []byte) string {
+	const digits = "0123456789abcdef"
+	out := make([]byte, 0, 2*len(b))
+	for _, c := range b {
+		out = append(out, digits[c>>4], digits[c&15])
+	}
+	return string(out)
+}
+
+// FuzzParseTopic: ParseTopic never panics, never returns text from after a
+// NUL, and reads back what AppendTopic writes.
+func FuzzParseTopic(f *testing.F) {
+	f.Fuzz(func(t *testing.T, topic []byte) {
+		ep, model, ok := ParseTopic(topic)
+		if ok && ep == "" {
+			t.Fatal("ok with an empty endpoint")
+		}
+		if strings.ContainsRune(ep, 0) || strings.ContainsRune(model, 0) {
+			t.Fatal("NUL suffix not stripped")
+		}
+		if ok && strings.Contains(model, "@") && strings.Count(string(topic), "@") < 3 {
+			t.Fatal("model with '@' from fewer than three separators")
+		}
+		if ep == "" || strings.ContainsAny(ep, "@\x00") || strings.ContainsRune(model, 0) {
+			return
+		}
+		ep2, model2, ok2 := ParseTopic(AppendTopic(nil, ep, model))
+		if !ok2 || ep2 != ep || model2 != model {
+			t.Fatalf("round trip of %q/%q gave %q/%q", ep, model, ep2, model2)
+		}
+	})
+}
