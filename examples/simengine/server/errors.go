@@ -1,0 +1,107 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+)
+
+// Error types of vLLM's ErrorResponse.
+const (
+	typeNotFound   = "NotFoundError"
+	typeBadRequest = "BadRequestError"
+	typeInvalid    = "invalid_request_error"
+	typeInternal   = "InternalServerError"
+	typeConflict   = "ConflictError"
+	typeUnavail    = "ServiceUnavailableError"
+)
+
+// apiError is a failed request: HTTP status plus vLLM's ErrorResponse fields.
+type apiError struct {
+	status  int
+	typ     string
+	message string
+	param   *string
+}
+
+func (e *apiError) Error() string { return e.message }
+
+func badRequest(format string, args ...any) *apiError {
+	return &apiError{status: http.StatusBadRequest, typ: typeBadRequest, message: fmt.Sprintf(format, args...)}
+}
+
+func withParam(e *apiError, p string) *apiError {
+	e.param = &p
+	return e
+}
+
+// errorBody is vLLM's ErrorResponse.
+type errorBody struct {
+	Error struct {
+		Message string  `json:"message"`
+		Type    string  `json:"type"`
+		Param   *string `json:"param"`
+		Code    int     `json:"code"`
+	} `json:"error"`
+}
+
+func writeAPIError(w http.ResponseWriter, e *apiError) {
+	var b errorBody
+	b.Error.Message, b.Error.Type, b.Error.Param, b.Error.Code = e.message, e.typ, e.param, e.status
+	writeJSON(w, e.status, b)
+}
+
+// writeDetail writes FastAPI's default error body, {"detail": msg}.
+func writeDetail(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, map[string]string{"detail": msg})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error":{"message":"encoding failed","type":"InternalServerError","param":null,"code":500}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// decodeJSON enforces vLLM's validate_json_request (Content-Type
+// application/json), bounds the body and decodes it into v. Unknown fields are
+// accepted, as vLLM's OpenAI models accept (and ignore) extra fields.
+func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any) *apiError {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != "application/json" {
+		return badRequest("Unsupported Media Type: Only 'application/json' is allowed")
+	}
+	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+	dec := json.NewDecoder(body)
+	if err := dec.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return &apiError{status: http.StatusRequestEntityTooLarge, typ: typeBadRequest,
+				message: fmt.Sprintf("request body larger than %d bytes", s.cfg.MaxBodyBytes)}
+		}
+		return badRequest("invalid JSON body: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return badRequest("invalid JSON body: trailing data after the JSON value")
+	}
+	return nil
+}
+
+// resolveModel maps a request's model name to the LoRA it selects. An empty
+// name means the base model, as in vLLM; an unknown one is a 404 NotFoundError.
+func (s *Server) resolveModel(name string) (lora string, loraID int, e *apiError) {
+	if name == "" || name == s.cfg.Model {
+		return "", 0, nil
+	}
+	if id, ok := s.loras[name]; ok {
+		return name, id, nil
+	}
+	return "", 0, withParam(&apiError{status: http.StatusNotFound, typ: typeNotFound,
+		message: fmt.Sprintf("The model `%s` does not exist.", name)}, "model")
+}

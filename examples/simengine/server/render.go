@@ -1,0 +1,197 @@
+package server
+
+import (
+	"net/http"
+	"strconv"
+)
+
+// samplingParams mirrors the main fields of vLLM's SamplingParams as the
+// render routes serialize them (model_dump_json: nulls present).
+type samplingParams struct {
+	N                         int      `json:"n"`
+	PresencePenalty           float64  `json:"presence_penalty"`
+	FrequencyPenalty          float64  `json:"frequency_penalty"`
+	RepetitionPenalty         float64  `json:"repetition_penalty"`
+	Temperature               float64  `json:"temperature"`
+	TopP                      float64  `json:"top_p"`
+	TopK                      int      `json:"top_k"`
+	MinP                      float64  `json:"min_p"`
+	Seed                      *int     `json:"seed"`
+	Stop                      []string `json:"stop"`
+	StopTokenIDs              []int    `json:"stop_token_ids"`
+	IgnoreEOS                 bool     `json:"ignore_eos"`
+	MaxTokens                 int      `json:"max_tokens"`
+	MinTokens                 int      `json:"min_tokens"`
+	Logprobs                  *int     `json:"logprobs"`
+	PromptLogprobs            *int     `json:"prompt_logprobs"`
+	SkipSpecialTokens         bool     `json:"skip_special_tokens"`
+	SpacesBetweenSpecialToken bool     `json:"spaces_between_special_tokens"`
+	TruncatePromptTokens      *int     `json:"truncate_prompt_tokens"`
+	SkipReadingPrefixCache    *bool    `json:"skip_reading_prefix_cache"`
+	ExtraArgs                 any      `json:"extra_args"`
+}
+
+// generateRequest is vLLM's GenerateRequest, the body of every render response.
+type generateRequest struct {
+	RequestID             string         `json:"request_id"`
+	TokenIDs              []uint32       `json:"token_ids"`
+	TokenOffsets          any            `json:"token_offsets"`
+	Features              any            `json:"features"`
+	ContentParts          any            `json:"content_parts"`
+	SamplingParams        samplingParams `json:"sampling_params"`
+	Model                 string         `json:"model"`
+	ReasoningEnded        any            `json:"reasoning_ended"`
+	ReasoningParserKwargs any            `json:"reasoning_parser_kwargs"`
+	ReturnTokenIDs        bool           `json:"return_token_ids"`
+	OutputMode            string         `json:"output_mode"`
+	Stream                bool           `json:"stream"`
+	StreamOptions         any            `json:"stream_options"`
+	CacheSalt             *string        `json:"cache_salt"`
+	Priority              int            `json:"priority"`
+	KVTransferParams      any            `json:"kv_transfer_params"`
+	ECTransferParams      any            `json:"ec_transfer_params"`
+}
+
+func (s *Server) generateRequest(id string, tokens []uint32, maxTokens *int, model string, salt *string, stream bool) generateRequest {
+	mt := s.cfg.DefaultMaxTokens
+	if maxTokens != nil {
+		mt = *maxTokens
+	}
+	return generateRequest{
+		RequestID: id, TokenIDs: tokens, Model: s.modelName(model), CacheSalt: salt, OutputMode: "tokens", Stream: stream,
+		SamplingParams: samplingParams{N: 1, RepetitionPenalty: 1, Temperature: 1, TopP: 1, MaxTokens: mt,
+			Stop: []string{}, StopTokenIDs: []int{}, SkipSpecialTokens: true, SpacesBetweenSpecialToken: true},
+	}
+}
+
+// checkRenderLength rejects prompts longer than the context, as vLLM's
+// renderer does.
+func (s *Server) checkRenderLength(tokens []uint32) *apiError {
+	if len(tokens) > s.cfg.MaxModelLen {
+		return badRequest("This model's maximum context length is %d tokens. However, your request has %d input tokens. Please reduce the length of the input messages.",
+			s.cfg.MaxModelLen, len(tokens))
+	}
+	return nil
+}
+
+// handleCompletionsRender serves /v1/completions/render: a JSON array of
+// GenerateRequest, one per prompt.
+func (s *Server) handleCompletionsRender(w http.ResponseWriter, r *http.Request) {
+	var req completionRequest
+	if e := s.decodeJSON(w, r, &req); e != nil {
+		writeAPIError(w, e)
+		return
+	}
+	_, _, e := s.resolveModel(req.Model)
+	var prompts [][]uint32
+	if e == nil {
+		prompts, e = req.prompts()
+	}
+	out := make([]generateRequest, 0, len(prompts))
+	id := s.requestID("cmpl-")
+	for i, p := range prompts {
+		if e = s.checkRenderLength(p); e != nil {
+			break
+		}
+		out = append(out, s.generateRequest(id+"-"+strconv.Itoa(i), p, req.MaxTokens, req.Model, req.CacheSalt, req.Stream))
+	}
+	if e != nil {
+		writeAPIError(w, e)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// renderOne finishes the single-object render routes.
+func (s *Server) renderOne(w http.ResponseWriter, model, prefix string, tokens []uint32, e *apiError, maxTokens *int, salt *string, stream bool) {
+	if e == nil {
+		_, _, e = s.resolveModel(model)
+	}
+	if e == nil {
+		e = s.checkRenderLength(tokens)
+	}
+	if e != nil {
+		writeAPIError(w, e)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.generateRequest(s.requestID(prefix), tokens, maxTokens, model, salt, stream))
+}
+
+// handleChatRender serves /v1/chat/completions/render: one GenerateRequest.
+func (s *Server) handleChatRender(w http.ResponseWriter, r *http.Request) {
+	var req chatRequest
+	if e := s.decodeJSON(w, r, &req); e != nil {
+		writeAPIError(w, e)
+		return
+	}
+	var tokens []uint32
+	_, _, e := s.resolveModel(req.Model)
+	if e == nil {
+		tokens, e = req.prompt()
+	}
+	s.renderOne(w, req.Model, "chatcmpl-", tokens, e, req.maxTokens(s.cfg.DefaultMaxTokens), req.CacheSalt, req.Stream)
+}
+
+// handleMessagesRender serves /v1/messages/render: one GenerateRequest.
+func (s *Server) handleMessagesRender(w http.ResponseWriter, r *http.Request) {
+	var req messagesRequest
+	if e := s.decodeJSON(w, r, &req); e != nil {
+		writeAPIError(w, e)
+		return
+	}
+	var tokens []uint32
+	_, _, e := s.resolveModel(req.Model)
+	if e == nil {
+		tokens, e = req.prompt()
+	}
+	s.renderOne(w, req.Model, "chatcmpl-", tokens, e, req.MaxTokens, req.CacheSalt, req.Stream)
+}
+
+// handleResponsesRender serves /v1/responses/render: one GenerateRequest;
+// previous_response_id is a 400 invalid_request_error.
+func (s *Server) handleResponsesRender(w http.ResponseWriter, r *http.Request) {
+	var req responsesRequest
+	if e := s.decodeJSON(w, r, &req); e != nil {
+		writeAPIError(w, e)
+		return
+	}
+	var tokens []uint32
+	_, _, e := s.resolveModel(req.Model)
+	if e == nil {
+		tokens, e = req.prompt()
+	}
+	s.renderOne(w, req.Model, "resp_", tokens, e, req.MaxOutputTokens, req.CacheSalt, req.Stream)
+}
+
+// handleModels serves /v1/models: the base model and its LoRA adapters.
+func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request) {
+	type model struct {
+		ID          string  `json:"id"`
+		Object      string  `json:"object"`
+		Created     int64   `json:"created"`
+		OwnedBy     string  `json:"owned_by"`
+		Root        string  `json:"root"`
+		Parent      *string `json:"parent"`
+		MaxModelLen int     `json:"max_model_len"`
+		Permission  []any   `json:"permission"`
+	}
+	data := []model{{ID: s.cfg.Model, Object: "model", Created: s.created, OwnedBy: "vllm", Root: s.cfg.Model,
+		MaxModelLen: s.cfg.MaxModelLen, Permission: []any{}}}
+	for _, l := range s.cfg.LoRAModules {
+		data = append(data, model{ID: l, Object: "model", Created: s.created, OwnedBy: "vllm", Root: l,
+			Parent: &s.cfg.Model, MaxModelLen: s.cfg.MaxModelLen, Permission: []any{}})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
+}
+
+// handleReset serves POST /reset_prefix_cache: 200 when the reset succeeded
+// (an AllBlocksCleared event follows), 409 while requests hold blocks (vLLM
+// only logs the failure).
+func (s *Server) handleReset(w http.ResponseWriter, _ *http.Request) {
+	if !s.eng.ResetPrefixCache() {
+		writeAPIError(w, &apiError{status: http.StatusConflict, typ: typeConflict,
+			message: "prefix cache reset failed: running requests hold KV blocks"})
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
