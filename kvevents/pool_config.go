@@ -1,0 +1,191 @@
+package kvevents
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/kvroute/kvroute/internal/zmqx"
+	"github.com/kvroute/kvroute/replay"
+)
+
+// Pool defaults.
+const (
+	DefaultConcurrency    = 4
+	DefaultQueueSize      = 1024
+	DefaultHoldSize       = 4096
+	DefaultHoldBytes      = 16 << 20
+	DefaultIdleTimeout    = 60 * time.Second
+	DefaultMinBackoff     = 100 * time.Millisecond
+	DefaultMaxBackoff     = 2 * time.Second
+	DefaultReplayCooldown = 30 * time.Second
+)
+
+// PoolConfig configures a Pool. The zero value is valid: per-endpoint
+// subscribers, 4 workers, no replay unless an Endpoint names a replay
+// address.
+type PoolConfig struct {
+	// Concurrency is the number of workers applying events to the index
+	// (default 4). One endpoint's messages always go to the same worker, in
+	// order; endpoints are spread over the workers.
+	Concurrency int `json:"concurrency"`
+	// QueueSize bounds each worker's queue, in messages (default 1024). A
+	// message that finds its queue full is dropped, counted
+	// (kvroute_kv_events_dropped_total{reason="queue_full"}) and its
+	// endpoint is resynchronised by replay.
+	QueueSize int `json:"queueSize"`
+	// HoldSize bounds the live messages held per endpoint while a replay
+	// runs (default 4096). Beyond it live messages are dropped (reason
+	// "hold_full") and repaired by a further replay.
+	HoldSize int `json:"holdSize"`
+	// HoldBytes bounds the payload bytes held per endpoint while a replay
+	// runs (default 16 MiB), with the same overflow rule as HoldSize.
+	HoldBytes int `json:"holdBytes"`
+	// Selector is a label selector (see ParseSelector); only endpoints whose
+	// labels match are subscribed. Empty matches all.
+	Selector string `json:"selector"`
+	// Model is the model used for messages whose endpoint and topic name
+	// none (vLLM's default empty topic).
+	Model string `json:"model"`
+	// TopicFilter is the ZeroMQ subscription prefix (default "": every
+	// message; vLLM's default topic is empty).
+	TopicFilter string `json:"topicFilter"`
+
+	// EventsPort is the default port of an endpoint's PUB socket (default
+	// 5556).
+	EventsPort int `json:"eventsPort"`
+	// Replay enables replay for endpoints without a ReplayAddress, on
+	// ReplayPort.
+	Replay bool `json:"replay"`
+	// ReplayPort is the default port of an endpoint's replay socket
+	// (default 5559).
+	ReplayPort int `json:"replayPort"`
+	// ReplayCooldown: after a failed replay, no replay is attempted for the
+	// endpoint for this long (default 30 s); gaps in that time clear the
+	// endpoint and rebuild it from the live stream.
+	ReplayCooldown time.Duration `json:"replayCooldown"`
+	// ReplayClient configures the replay client (deadlines, attempts). Its
+	// Limiter defaults to replay.DefaultLimiter(), shared by the process.
+	ReplayClient replay.ClientConfig `json:"replayClient"`
+
+	// IdleTimeout recreates a subscription socket that received no byte for
+	// this long (default 60 s; negative disables). vLLM publishes nothing
+	// while idle, so this also cycles idle sockets, which is cheap; it is
+	// what detects a frozen or partitioned publisher.
+	IdleTimeout time.Duration `json:"idleTimeout"`
+	// HandshakeTimeout bounds the ZMTP handshake of each connection
+	// (default 1 s).
+	HandshakeTimeout time.Duration `json:"handshakeTimeout"`
+	// DialTimeout bounds the TCP connect of each dial (default 1 s).
+	DialTimeout time.Duration `json:"dialTimeout"`
+	// MaxFrameSize is the largest ZeroMQ frame accepted (default 64 MiB): a
+	// peer announcing a larger one loses its connection.
+	MaxFrameSize int64 `json:"maxFrameSize"`
+	// MinBackoff and MaxBackoff bound the pause between reconnect attempts
+	// (defaults 100 ms and 2 s); it doubles after each failure.
+	MinBackoff time.Duration `json:"minBackoff"`
+	MaxBackoff time.Duration `json:"maxBackoff"`
+
+	// Limits bound what one payload may make the decoder do.
+	Limits Limits `json:"limits"`
+
+	// BindAddress switches the pool to bind mode: one SUB socket binds this
+	// address ("tcp://*:5557"), engines connect their PUB to it, and each
+	// message's endpoint comes from its topic kv@<ip:port>@<model>. Ensure
+	// then only registers endpoint settings (model, replay address, labels).
+	BindAddress string `json:"bindAddress"`
+	// BindKnownOnly, in bind mode, drops messages of endpoints that were
+	// not passed to Ensure (reason "unknown_endpoint") instead of indexing
+	// every endpoint that publishes.
+	BindKnownOnly bool `json:"bindKnownOnly"`
+}
+
+// DecodePoolConfig reads a JSON PoolConfig; unknown keys are an error.
+func DecodePoolConfig(r io.Reader) (PoolConfig, error) {
+	var cfg PoolConfig
+	dec := json.NewDecoder(r)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&cfg); err != nil {
+		return PoolConfig{}, fmt.Errorf("kvevents: pool config: %w", err)
+	}
+	if err := cfg.Validate(); err != nil {
+		return PoolConfig{}, err
+	}
+	return cfg, nil
+}
+
+// Validate reports the first invalid setting.
+func (c PoolConfig) Validate() error {
+	neg := func(name string, v int64) error {
+		if v < 0 {
+			return fmt.Errorf("kvevents: pool config: %s must not be negative, got %d", name, v)
+		}
+		return nil
+	}
+	port := func(name string, v int) error {
+		if v < 0 || v > 65535 {
+			return fmt.Errorf("kvevents: pool config: %s %d out of range", name, v)
+		}
+		return nil
+	}
+	if err := errors.Join(
+		neg("concurrency", int64(c.Concurrency)), neg("queueSize", int64(c.QueueSize)),
+		neg("holdSize", int64(c.HoldSize)), neg("holdBytes", int64(c.HoldBytes)),
+		neg("replayCooldown", int64(c.ReplayCooldown)),
+		neg("handshakeTimeout", int64(c.HandshakeTimeout)), neg("dialTimeout", int64(c.DialTimeout)),
+		neg("maxFrameSize", c.MaxFrameSize), neg("minBackoff", int64(c.MinBackoff)),
+		neg("maxBackoff", int64(c.MaxBackoff)),
+		port("eventsPort", c.EventsPort), port("replayPort", c.ReplayPort),
+	); err != nil {
+		return err
+	}
+	if c.MinBackoff > 0 && c.MaxBackoff > 0 && c.MaxBackoff < c.MinBackoff {
+		return fmt.Errorf("kvevents: pool config: maxBackoff %v is below minBackoff %v", c.MaxBackoff, c.MinBackoff)
+	}
+	if _, err := ParseSelector(c.Selector); err != nil {
+		return err
+	}
+	if c.BindAddress != "" {
+		if _, err := zmqx.Endpoint(c.BindAddress); err != nil {
+			return fmt.Errorf("kvevents: pool config: bindAddress: %w", err)
+		}
+	}
+	if err := c.ReplayClient.Validate(); err != nil {
+		return fmt.Errorf("kvevents: pool config: %w", err)
+	}
+	return nil
+}
+
+// withDefaults fills zero fields with their defaults.
+func (c PoolConfig) withDefaults() PoolConfig {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	defD := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&c.Concurrency, DefaultConcurrency)
+	def(&c.QueueSize, DefaultQueueSize)
+	def(&c.HoldSize, DefaultHoldSize)
+	def(&c.HoldBytes, DefaultHoldBytes)
+	def(&c.EventsPort, DefaultEventsPort)
+	def(&c.ReplayPort, DefaultReplayPort)
+	defD(&c.ReplayCooldown, DefaultReplayCooldown)
+	defD(&c.IdleTimeout, DefaultIdleTimeout)
+	if c.IdleTimeout < 0 {
+		c.IdleTimeout = 0
+	}
+	defD(&c.MinBackoff, DefaultMinBackoff)
+	defD(&c.MaxBackoff, DefaultMaxBackoff)
+	c.MaxBackoff = max(c.MaxBackoff, c.MinBackoff)
+	if c.ReplayClient.Limiter == nil {
+		c.ReplayClient.Limiter = replay.DefaultLimiter()
+	}
+	return c
+}

@@ -1,0 +1,97 @@
+package kvevents_test
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/kvroute/kvroute/kvevents"
+	"github.com/kvroute/kvroute/kvindex"
+)
+
+// A pool subscribes to an engine's KV events and keeps the index current.
+// The engine published a batch before the router subscribed: the proactive
+// replay on connect delivers it.
+func ExamplePool() {
+	const blockSize = 16
+	tokens := make([]uint32, 2*blockSize) // a two-block prompt
+	for i := range tokens {
+		tokens[i] = uint32(100 + i)
+	}
+	stored := &kvevents.Batch{Events: []kvevents.Event{{
+		Type: kvevents.EventBlockStored, BlockHashes: []uint64{11, 12},
+		TokenIDs: tokens, BlockSize: blockSize,
+	}}}
+
+	// The engine: a Go publisher with a replay socket.
+	pub, err := kvevents.NewPublisher(kvevents.PublisherConfig{
+		Addr: "127.0.0.1:0", Endpoint: "10.0.0.1:8000", Model: "my-model", ReplayAddr: "127.0.0.1:0",
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer pub.Close()
+	_, _ = pub.PublishBatch(stored) // nobody subscribed yet
+
+	// The router: an index and a pool.
+	ix, _ := kvindex.New(kvindex.Config{BlockSize: blockSize})
+	defer ix.Close()
+	pool, err := kvevents.NewPool(kvevents.PoolConfig{Selector: "role=decode"}, ix, nil, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer pool.Close()
+	err = pool.Ensure(kvevents.Endpoint{
+		ID:            "10.0.0.1:8000",
+		EventsAddress: pub.Endpoint(),
+		ReplayAddress: pub.ReplayEndpoint(),
+		Labels:        map[string]string{"role": "decode"},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	// The engine keeps publishing (empty batches here). The first message the
+	// pool receives, with no watermark yet, triggers a replay from sequence
+	// 0, which brings the batch published before the subscription.
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		st, _ := pool.Status("10.0.0.1:8000")
+		if st.HasApplied && st.Applied >= 1 && !st.Replaying {
+			break
+		}
+		if !st.Received {
+			_, _ = pub.PublishBatch(&kvevents.Batch{}) // an empty batch: keeps the stream moving
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	keys := kvindex.Keys(nil, tokens, blockSize, &kvindex.KeyParams{Model: "my-model"})
+	var res kvindex.MatchResult
+	ix.Match(keys, []string{"10.0.0.1:8000"}, &res)
+	fmt.Printf("%s holds %d of %d blocks\n", res.Endpoints[0].Endpoint, res.Endpoints[0].Blocks, res.Total)
+	// Output:
+	// 10.0.0.1:8000 holds 2 of 2 blocks
+}
+
+// A label selector picks the endpoints a pool subscribes to.
+func ExampleParseSelector() {
+	sel, err := kvevents.ParseSelector("role=decode, zone in (a,b), !draining")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(sel.Matches(map[string]string{"role": "decode", "zone": "a"}))
+	fmt.Println(sel.Matches(map[string]string{"role": "decode", "zone": "a", "draining": "true"}))
+	fmt.Println(sel.Matches(map[string]string{"role": "prefill", "zone": "b"}))
+
+	_, err = kvevents.ParseSelector("zone in (a,")
+	fmt.Println(err)
+	// Output:
+	// true
+	// false
+	// false
+	// kvevents: invalid label selector "zone in (a," at offset 11: expected a value in the set
+}

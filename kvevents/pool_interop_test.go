@@ -1,0 +1,263 @@
+package kvevents
+
+import (
+	"net"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/pytest"
+)
+
+// The Python publisher's topic is kv@127.0.0.1:8000@test-model; its batches
+// follow the layout of pool_helpers_test.go.
+const pyID = "127.0.0.1:8000"
+
+// pyPublishUntilReceived publishes on the Python publisher until the pool
+// has received a message with a sequence of at least minSeq, and returns the
+// last sequence published.
+func pyPublishUntilReceived(t *testing.T, p *Pool, py *pytest.Publisher, id string, minSeq uint64) uint64 {
+	t.Helper()
+	var last uint64
+	require.Eventually(t, func() bool {
+		_, l, err := py.Publish(1)
+		require.NoError(t, err)
+		last = l
+		st, _ := p.Status(id)
+		return st.Received && st.LastSeq >= minSeq
+	}, poolWait, 20*time.Millisecond, "nothing received from the Python publisher")
+	return last
+}
+
+func pyPublish(t *testing.T, py *pytest.Publisher, n int) uint64 {
+	t.Helper()
+	_, last, err := py.Publish(n)
+	require.NoError(t, err)
+	return last
+}
+
+// A vLLM-like libzmq publisher → pool → index, with replay in both reply
+// layouts: batches sent before the subscription and batches never sent
+// live (hidden) both arrive through replay.
+func TestPoolInteropLibzmqPublisherWithReplay(t *testing.T) {
+	pytest.Require(t)
+	for _, layout := range []string{"current", "legacy"} {
+		t.Run(layout, func(t *testing.T) {
+			defer leakcheck.Check(t)()
+			py := pytest.Start(t, pytest.Config{Replay: true, Layout: layout})
+			defer py.Stop()
+			ix := newPoolIndex(t)
+			p, logs := newTestPool(t, PoolConfig{}, ix)
+			defer p.Close()
+			early := pyPublish(t, py, 3) // before anyone subscribed
+			require.NoError(t, p.Ensure(Endpoint{ID: pyID, EventsAddress: py.PubAddr, ReplayAddress: py.ReplayAddr}))
+			waitApplied(t, p, pyID, pyPublishUntilReceived(t, p, py, pyID, early+1)) // proactive replay done
+			_, _, err := py.Hide(2)                                                  // lost on the wire, kept for replay
+			require.NoError(t, err)
+			last := pyPublish(t, py, 3)
+			waitApplied(t, p, pyID, last)
+			requireHeld(t, ix, pyID, 0, last)
+
+			m := p.Metrics()
+			require.GreaterOrEqual(t, counter(m.SequenceGaps, pyID), 1.0)
+			require.GreaterOrEqual(t, counter(m.Replays, pyID, ReplayComplete), 2.0, logs.String())
+			require.Zero(t, counter(m.Replays, pyID, ReplayFailed))
+			require.Contains(t, logs.String(), "Requesting proactive replay on connect")
+			require.Contains(t, logs.String(), "layout="+layout)
+			st, _ := p.Status(pyID)
+			require.Equal(t, last+1, st.Messages, "each batch applied exactly once")
+			require.NoError(t, p.Close())
+		})
+	}
+}
+
+// An engine killed and restarted (sequences from 0, fresh cache): the pool
+// sees the sequence go backwards, clears the endpoint and refills it from
+// the new lifetime's replay.
+func TestPoolInteropPublisherKilledAndRestarted(t *testing.T) {
+	pytest.Require(t)
+	defer leakcheck.Check(t)()
+	py := pytest.Start(t, pytest.Config{Replay: true})
+	defer py.Stop()
+	ix := newPoolIndex(t)
+	p, logs := newTestPool(t, PoolConfig{}, ix)
+	defer p.Close()
+	require.NoError(t, p.Ensure(Endpoint{ID: pyID, EventsAddress: py.PubAddr, ReplayAddress: py.ReplayAddr}))
+	pyPublishUntilReceived(t, p, py, pyID, 0)
+	oldLast := pyPublish(t, py, 40)
+	waitApplied(t, p, pyID, oldLast)
+	requireHeld(t, ix, pyID, 0, oldLast)
+
+	require.NoError(t, py.Kill())
+	py2 := pytest.Start(t, pytest.Config{Replay: true, PubPort: py.PubPort, ReplayPort: py.ReplayPort})
+	defer py2.Stop()
+	m := p.Metrics()
+	var last uint64
+	require.Eventually(t, func() bool {
+		last = pyPublish(t, py2, 1)
+		return counter(m.PublisherRestarts, pyID) == 1
+	}, poolWait, 20*time.Millisecond, "restart not detected: %s", logs)
+	require.Less(t, last, oldLast, "the new lifetime is still below the old watermark")
+	waitApplied(t, p, pyID, last)
+	// The generator makes batch s identical across lifetimes: batches up to
+	// last are back (replayed from 0), the rest of the old lifetime is gone.
+	requireHeld(t, ix, pyID, 0, last)
+	for s := last + 1; s <= oldLast; s++ {
+		require.Zero(t, heldBlocks(ix, pyID, s), "batch %d of the old lifetime survived", s)
+	}
+	require.Contains(t, logs.String(), "Requesting replay from 0 after publisher restart")
+	require.GreaterOrEqual(t, counter(m.Reconnections, pyID), 1.0)
+	require.NoError(t, p.Close())
+}
+
+// A frozen engine (SIGSTOP) keeps its TCP connection open and sends
+// nothing: the idle deadline recreates the socket, redials fail on the
+// handshake deadline while it is stopped, and after SIGCONT the supervisor
+// reconnects and the batches it missed are replayed.
+func TestPoolInteropFrozenPublisherIdleDeadline(t *testing.T) {
+	pytest.Require(t)
+	defer leakcheck.Check(t)()
+	py := pytest.Start(t, pytest.Config{Replay: true})
+	defer py.Stop()
+	ix := newPoolIndex(t)
+	p, logs := newTestPool(t, PoolConfig{IdleTimeout: time.Second, MaxBackoff: 500 * time.Millisecond}, ix)
+	defer p.Close()
+	require.NoError(t, p.Ensure(Endpoint{ID: pyID, EventsAddress: py.PubAddr, ReplayAddress: py.ReplayAddr}))
+	pyPublishUntilReceived(t, p, py, pyID, 0)
+	before := pyPublish(t, py, 5)
+	waitApplied(t, p, pyID, before)
+
+	m := p.Metrics()
+	require.NoError(t, py.Signal(syscall.SIGSTOP))
+	require.Eventually(t, func() bool {
+		return counter(m.ZMQErrors, pyID, "recv") >= 1 && counter(m.ZMQErrors, pyID, "connect") >= 1
+	}, poolWait, poolTick, "idle deadline or handshake deadline never fired")
+	st, _ := p.Status(pyID)
+	require.False(t, st.Connected)
+	require.NoError(t, py.Signal(syscall.SIGCONT))
+
+	_, _, err := py.Hide(3) // published while the subscriber was away
+	require.NoError(t, err)
+	last := pyPublishUntilReceived(t, p, py, pyID, before+4)
+	waitApplied(t, p, pyID, last)
+	requireHeld(t, ix, pyID, 0, last)
+	require.GreaterOrEqual(t, counter(m.Reconnections, pyID), 1.0)
+	require.GreaterOrEqual(t, counter(m.SequenceGaps, pyID), 1.0)
+	require.GreaterOrEqual(t, counter(m.Replays, pyID, ReplayComplete), 2.0, logs.String())
+	require.Zero(t, counter(m.PublisherRestarts, pyID))
+	require.NoError(t, p.Close())
+}
+
+// Bind mode: the pool's SUB binds and two libzmq engines connect to it; each
+// is identified by its topic, and one of them repairs a gap by replay.
+func TestPoolInteropBindMode(t *testing.T) {
+	pytest.Require(t)
+	defer leakcheck.Check(t)()
+	ix := newPoolIndex(t)
+	p, logs := newTestPool(t, PoolConfig{BindAddress: "127.0.0.1:0"}, ix)
+	defer p.Close()
+	require.Eventually(t, func() bool { return p.BindAddr() != "" }, poolWait, poolTick)
+
+	const other = "127.0.0.1:8001"
+	a := pytest.Start(t, pytest.Config{Connect: p.BindAddr(), Replay: true})
+	defer a.Stop()
+	b := pytest.Start(t, pytest.Config{Connect: p.BindAddr(), Topic: "kv@" + other + "@" + poolModel})
+	defer b.Stop()
+	require.NoError(t, p.Ensure(Endpoint{ID: pyID, ReplayAddress: a.ReplayAddr}))
+
+	lastA := pyPublishUntilReceived(t, p, a, pyID, 0)
+	lastB := pyPublishUntilReceived(t, p, b, other, 0)
+	waitApplied(t, p, pyID, lastA) // proactive replay done
+	_, _, err := a.Hide(2)
+	require.NoError(t, err)
+	lastA = pyPublish(t, a, 2)
+	lastB = max(lastB, pyPublish(t, b, 2))
+	waitApplied(t, p, pyID, lastA)
+	waitApplied(t, p, other, lastB)
+	requireHeld(t, ix, pyID, 0, lastA) // replayed from 0 on connect, gap replayed
+	require.Equal(t, poolBlocks, heldBlocks(ix, other, lastB))
+	require.ElementsMatch(t, []string{pyID, other}, p.Endpoints())
+	require.GreaterOrEqual(t, counter(p.Metrics().Replays, pyID, ReplayComplete), 2.0, logs.String())
+
+	p.Remove(pyID)
+	require.Zero(t, heldBlocks(ix, pyID, lastA), "Remove clears the endpoint")
+	require.Equal(t, poolBlocks, heldBlocks(ix, other, lastB))
+	require.NoError(t, p.Close())
+}
+
+// Bind mode with BindKnownOnly and a selector: only engines passed to
+// Ensure, and selected, are indexed; a peer announcing a huge frame loses
+// its own connection while the bound socket keeps serving the others.
+func TestPoolInteropBindModeKnownOnlyAndHostilePeer(t *testing.T) {
+	pytest.Require(t)
+	defer leakcheck.Check(t)()
+	ix := newPoolIndex(t)
+	p, _ := newTestPool(t, PoolConfig{BindAddress: "127.0.0.1:0", BindKnownOnly: true, Selector: "role=decode"}, ix)
+	defer p.Close()
+	require.Eventually(t, func() bool { return p.BindAddr() != "" }, poolWait, poolTick)
+	const unknown, prefill = "127.0.0.1:8001", "127.0.0.1:8002"
+	require.NoError(t, p.Ensure(Endpoint{ID: pyID, Labels: map[string]string{"role": "decode"}}))
+	require.NoError(t, p.Ensure(Endpoint{ID: prefill, Labels: map[string]string{"role": "prefill"}}))
+
+	hostile, err := net.Dial("tcp", strings.TrimPrefix(p.BindAddr(), "tcp://"))
+	require.NoError(t, err)
+	defer hostile.Close()
+	_, err = hostile.Write(hugeFrameGreeting())
+	require.NoError(t, err)
+	m := p.Metrics()
+	require.Eventually(t, func() bool { return counter(m.ZMQErrors, p.cfg.BindAddress, "recv") >= 1 }, poolWait, poolTick)
+
+	a := pytest.Start(t, pytest.Config{Connect: p.BindAddr()})
+	defer a.Stop()
+	b := pytest.Start(t, pytest.Config{Connect: p.BindAddr(), Topic: "kv@" + unknown + "@" + poolModel})
+	defer b.Stop()
+	c := pytest.Start(t, pytest.Config{Connect: p.BindAddr(), Topic: "kv@" + prefill + "@" + poolModel})
+	defer c.Stop()
+	last := pyPublishUntilReceived(t, p, a, pyID, 0)
+	waitApplied(t, p, pyID, last)
+	require.Eventually(t, func() bool {
+		pyPublish(t, b, 1)
+		pyPublish(t, c, 1)
+		return counter(m.Dropped, unknown, DropUnknownEndpoint) >= 1 && counter(m.Dropped, prefill, DropNotSelected) >= 1
+	}, poolWait, 20*time.Millisecond)
+	require.Equal(t, []string{pyID}, p.Endpoints())
+	require.Equal(t, 1, ix.Stats().Endpoints)
+
+	// Selecting the prefill engine lets its next messages in.
+	require.NoError(t, p.Ensure(Endpoint{ID: prefill, Labels: map[string]string{"role": "decode"}}))
+	waitApplied(t, p, prefill, pyPublishUntilReceived(t, p, c, prefill, 0))
+	require.Equal(t, 2, ix.Stats().Endpoints)
+	require.NoError(t, p.Close())
+}
+
+// libzmq heartbeats (which vLLM does not enable) reach go-zeromq as command
+// messages: they are skipped, never counted as malformed events. go-zeromq
+// never answers PING, so libzmq drops the connection after the heartbeat
+// timeout and the supervisor reconnects.
+func TestPoolInteropHeartbeatCommandsSkipped(t *testing.T) {
+	pytest.Require(t)
+	defer leakcheck.Check(t)()
+	py := pytest.Start(t, pytest.Config{HeartbeatIvl: 100 * time.Millisecond})
+	defer py.Stop()
+	ix := newPoolIndex(t)
+	p, _ := newTestPool(t, PoolConfig{}, ix)
+	defer p.Close()
+	require.NoError(t, p.Ensure(Endpoint{ID: pyID, EventsAddress: py.PubAddr}))
+	m := p.Metrics()
+	var mark uint64
+	require.Eventually(t, func() bool {
+		mark = pyPublish(t, py, 1)
+		return counter(m.Reconnections, pyID) >= 1
+	}, poolWait, 20*time.Millisecond, "libzmq never timed out its heartbeat")
+	require.Eventually(t, func() bool { // delivery goes on across the churn
+		pyPublish(t, py, 1)
+		st, _ := p.Status(pyID)
+		return st.HasApplied && st.Applied > mark
+	}, poolWait, 20*time.Millisecond)
+	require.Zero(t, counter(m.Dropped, pyID, DropMalformed), "PINGs must not look like events")
+	require.NoError(t, p.Close())
+}

@@ -1,0 +1,44 @@
+package kvevents
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/internal/leakcheck"
+)
+
+// A Go publisher with a replay socket → pool → index: batches published
+// before the subscription existed arrive through the proactive replay on
+// connect, later ones live, and every block becomes matchable.
+func TestPoolGoPublisherToIndex(t *testing.T) {
+	defer leakcheck.Check(t)()
+	ix := newPoolIndex(t)
+	pub := newTestPublisher(t, PublisherConfig{Endpoint: "127.0.0.1:8000", Model: poolModel, ReplayAddr: "127.0.0.1:0"})
+	defer pub.Close()
+	early := publishN(t, pub, 5) // nobody listens yet: only replay can deliver these
+
+	p, logs := newTestPool(t, PoolConfig{}, ix)
+	defer p.Close()
+	const id = "127.0.0.1:8000"
+	require.NoError(t, p.Ensure(Endpoint{ID: id, EventsAddress: pub.Endpoint(), ReplayAddress: pub.ReplayEndpoint()}))
+	require.Greater(t, publishUntilReceived(t, p, pub, id), early)
+	last := publishN(t, pub, 20)
+	waitApplied(t, p, id, last)
+	requireHeld(t, ix, id, 0, last)
+
+	m := p.Metrics()
+	require.Equal(t, 1, logs.count("Requesting proactive replay on connect"), logs.String())
+	require.GreaterOrEqual(t, logs.count("Replay complete"), 1, logs.String())
+	require.GreaterOrEqual(t, counter(m.Replays, id, ReplayComplete), 1.0)
+	require.Zero(t, counter(m.Replays, id, ReplayFailed))
+	require.GreaterOrEqual(t, counter(m.MessagesReceived, id), 21.0, "the first live message and the 20 after it")
+	require.Zero(t, counter(m.PublisherRestarts, id))
+	st, ok := p.Status(id)
+	require.True(t, ok)
+	require.True(t, st.Connected)
+	require.Equal(t, last+1, st.Messages, "each batch applied exactly once")
+
+	require.NoError(t, p.Close())
+	require.NoError(t, pub.Close())
+}

@@ -1,0 +1,402 @@
+package kvevents
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvroute/kvroute/replay"
+)
+
+// Label values of kvroute_kv_events_dropped_total{reason} produced by the
+// subscriber pool (in addition to those of metrics_apply.go).
+const (
+	DropMalformed       = "malformed"        // not 3 frames, or a sequence frame that is not 8 bytes
+	DropHoldFull        = "hold_full"        // live message arriving while a replay runs, beyond HoldSize or HoldBytes
+	DropUnknownEndpoint = "unknown_endpoint" // bind mode: topic names no endpoint, or one not passed to Ensure with BindKnownOnly
+	DropNotSelected     = "not_selected"     // bind mode: the endpoint's labels do not match the selector
+)
+
+// Replay reasons, logged with every replay.
+const (
+	replayConnect = "connect" // first message with no watermark
+	replayRestart = "restart" // the sequence went backwards
+	replayGap     = "gap"     // a sequence was skipped
+	replayResync  = "resync"  // a queue dropped a message
+)
+
+// stream applies one endpoint's KV-event messages to the index in sequence
+// order. It is the only place that knows what the index holds for the
+// endpoint, and its state machine keeps one invariant:
+//
+//	the endpoint's index entries are exactly the effect of a contiguous run
+//	of batches base..applied of the publisher's current stream, or there are
+//	none (no watermark).
+//
+// An index built from a suffix of the stream is incomplete but correct:
+// every entry is a block the engine stored and did not remove since. Stale
+// entries only come from a gap (a missed BlockRemoved) or from an older
+// publisher lifetime, so every gap is either filled by replay or the entries
+// are dropped and rebuilt from a new base ("empty but correct beats stale").
+// The one exception is an endpoint without a replay address: its gaps are
+// counted (kvroute_kv_events_sequence_gaps_total), logged and the endpoint
+// is marked degraded, because clearing a warm endpoint on every lost message
+// would cost more than the rare stale block.
+//
+// Three goroutines touch a stream:
+//
+//   - the receiver (the endpoint's supervisor, or the bind-mode loop) sees
+//     messages in wire order. It keeps the wire watermark lastLive and
+//     detects, before anything is queued: a duplicate (seq == lastLive:
+//     dropped, reason "stale_seq") and a publisher restart (seq < lastLive:
+//     vLLM restarts at 0 and has no epoch). A restart bumps the stream's
+//     generation, clears the endpoint's entries, discards held messages,
+//     cancels a running replay and resets the cooldown
+//     (kvroute_kv_events_publisher_restarts_total). Every message is then
+//     stamped with the generation and offered to the endpoint's worker
+//     queue; a full queue drops it (reason "queue_full") and requests a
+//     resync.
+//   - the worker applies queued messages under mu; messages of an older
+//     generation are discarded.
+//   - at most one replay goroutine per generation fetches missed batches
+//     and applies them under mu. While it runs (replaying), live messages
+//     are held in arrival order (at most HoldSize messages and HoldBytes of
+//     payload; beyond that dropped, reason "hold_full", and a resync follows
+//     the replay).
+//
+// Per live message, with no replay running (sequenceLocked):
+//
+//	no watermark, replay address, join pending, not cooling down
+//	            → hold it and replay from 0 ("Requesting proactive replay on
+//	              connect"; after a restart, reason "restart")
+//	no watermark otherwise → apply it: it becomes the base
+//	seq <= applied         → skip (already applied, e.g. by a replay)
+//	seq == applied+1       → apply
+//	seq >  applied+1 (gap) → counted, then
+//	    no replay address  → log, mark degraded, apply
+//	    cooling down       → clear the endpoint, apply it as the new base
+//	    otherwise          → hold it and replay from applied+1
+//
+// A replay from s applies each batch that extends the watermark. When its
+// first batch is later than s, the publisher's buffer no longer holds the
+// gap: the endpoint is cleared and rebuilt from the replay window. A replay
+// that returns nothing although a later sequence was seen means the same.
+// Outcomes are counted in kvroute_kv_events_replays_total: "complete",
+// "partial" (rebuilt from the window) or "failed" (the replay client gave
+// up; a cooldown of ReplayCooldown starts, during which gaps clear the
+// endpoint instead of replaying). When the replay ends, held messages go
+// through the rules above in order (the overlap is skipped by the watermark
+// test, a remaining gap starts the next replay), then a pending resync
+// replays from applied+1 if the wire watermark is ahead.
+//
+// Decode failures advance the watermark (a replay would return the same
+// bytes) and are counted as decode errors.
+//
+// Known limit: vLLM's sequence has no epoch, so a publisher that restarted
+// while the subscriber was disconnected and is already past the old
+// watermark when the subscriber returns looks like a gap, not a restart;
+// replay then fills the "gap" from the new lifetime's buffer, and blocks of
+// the old lifetime stay until the engine removes or clears them.
+type stream struct {
+	p          *Pool
+	id         string
+	cfgModel   string // the endpoint's configured model ("" = from topics)
+	replayAddr string
+	rc         *replay.Client // nil: no replay address
+	w          *worker
+	log        *slog.Logger
+	ctx        context.Context // ends when the stream closes; parent of replays
+	cancel     context.CancelFunc
+	wg         sync.WaitGroup // replay goroutines
+
+	received  prometheus.Counter
+	queueFull prometheus.Counter
+	gaps      prometheus.Counter
+
+	// Receiver-only state.
+	lastLive uint64
+	hasLive  bool
+
+	gen       atomic.Uint64 // mirror of s.gen, read by the receiver to stamp messages
+	closed    atomic.Bool
+	lastSeen  atomic.Uint64 // mirror of lastLive for Status and resync
+	seen      atomic.Bool
+	connected atomic.Bool
+
+	mu sync.Mutex
+	s  seqState
+}
+
+// seqState is the part of a stream guarded by stream.mu.
+type seqState struct {
+	gen       uint64
+	closed    bool
+	has       bool   // a watermark exists
+	applied   uint64 // index watermark: last sequence applied
+	model     string // model of the last applied live message (for replays)
+	needJoin  bool   // the next message without watermark triggers a replay from 0
+	restarted bool   // that replay follows a publisher restart
+
+	replaying    bool
+	cancelReplay context.CancelFunc
+	held         []item
+	heldBytes    int
+	resync       bool // a message was dropped: replay once the current replay ends
+
+	cooldownUntil time.Time
+	degraded      bool
+	messages      uint64 // messages applied (live and replayed)
+}
+
+// item is one live message on its way to a worker.
+type item struct {
+	st      *stream
+	gen     uint64
+	seq     uint64
+	model   string
+	payload []byte
+}
+
+func newStream(p *Pool, id, model, replayAddr string) *stream {
+	ctx, cancel := context.WithCancel(p.ctx)
+	st := &stream{
+		p: p, id: id, cfgModel: model, replayAddr: replayAddr,
+		log: p.log.With("endpoint", id), ctx: ctx, cancel: cancel,
+		received:  p.m.MessagesReceived.WithLabelValues(id),
+		queueFull: p.m.Dropped.WithLabelValues(id, DropQueueFull),
+		gaps:      p.m.SequenceGaps.WithLabelValues(id),
+	}
+	st.s.model = model
+	st.s.needJoin = true
+	if replayAddr != "" {
+		st.rc = p.replayClient(id)
+	}
+	return st
+}
+
+// receive handles one well-formed live message on the receiver goroutine.
+func (st *stream) receive(seq uint64, payload []byte, model string) {
+	st.received.Inc()
+	if st.hasLive {
+		if seq == st.lastLive {
+			st.p.m.Drop(st.id, DropStaleSeq, 1)
+			return
+		}
+		if seq < st.lastLive {
+			st.restart(st.lastLive, seq)
+		}
+	}
+	st.lastLive, st.hasLive = seq, true
+	st.lastSeen.Store(seq)
+	st.seen.Store(true)
+	it := item{st: st, gen: st.gen.Load(), seq: seq, model: model, payload: payload}
+	if !st.w.enqueue(it) {
+		st.queueFull.Inc()
+		st.requestResync()
+	}
+}
+
+// restart starts a new publisher lifetime: the old stream's entries, held
+// messages and replay are dropped.
+func (st *stream) restart(prev, seq uint64) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	s := &st.s
+	if s.closed {
+		return
+	}
+	st.bumpGenLocked()
+	removed := st.clearLocked()
+	s.needJoin, s.restarted = true, true
+	s.cooldownUntil = time.Time{}
+	st.p.m.PublisherRestarts.WithLabelValues(st.id).Inc()
+	st.log.Info("Publisher restarted: sequence went backwards; endpoint cleared",
+		"previous_seq", prev, "seq", seq, "blocks_removed", removed)
+}
+
+// bumpGenLocked starts a new generation: queued and held messages and the
+// running replay of the previous one are discarded.
+func (st *stream) bumpGenLocked() {
+	s := &st.s
+	s.gen++
+	st.gen.Store(s.gen)
+	if s.cancelReplay != nil {
+		s.cancelReplay()
+		s.cancelReplay = nil
+	}
+	s.replaying, s.resync = false, false
+	s.held, s.heldBytes = nil, 0
+}
+
+// clearLocked drops the endpoint's entries and its watermark.
+func (st *stream) clearLocked() int {
+	removed := st.p.ix.Clear(st.id)
+	st.p.applier.Forget(st.id)
+	st.s.has, st.s.degraded = false, false
+	return removed
+}
+
+// requestResync is called by the receiver after a queue dropped a message.
+func (st *stream) requestResync() {
+	if st.rc == nil {
+		return // the gap is counted when the next message is applied
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.s.closed {
+		return
+	}
+	if st.s.replaying {
+		st.s.resync = true
+		return
+	}
+	st.resyncLocked()
+}
+
+// resyncLocked replays from the watermark when the wire is ahead of it.
+func (st *stream) resyncLocked() {
+	s := &st.s
+	if st.rc == nil || st.coolingLocked() {
+		return
+	}
+	if !s.has {
+		s.needJoin = true // the next message replays from 0
+		return
+	}
+	if last := st.lastSeen.Load(); st.seen.Load() && last > s.applied {
+		st.log.Info("Resynchronising after dropped messages", "from", s.applied+1, "last_seen", last)
+		st.startReplayLocked(s.applied+1, replayResync, last)
+	}
+}
+
+func (st *stream) coolingLocked() bool {
+	return !st.s.cooldownUntil.IsZero() && time.Now().Before(st.s.cooldownUntil)
+}
+
+// handle is the worker's entry point.
+func (st *stream) handle(it item, dec *Decoder, b *Batch) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.s.closed || it.gen != st.s.gen {
+		return
+	}
+	if st.s.replaying {
+		st.holdLocked(it)
+		return
+	}
+	st.sequenceLocked(it, dec, b)
+}
+
+// sequenceLocked applies the per-message rules of the state machine.
+func (st *stream) sequenceLocked(it item, dec *Decoder, b *Batch) {
+	s := &st.s
+	if it.model != "" {
+		s.model = it.model // replays apply with the model of the live stream
+	}
+	switch {
+	case !s.has:
+		if st.rc != nil && s.needJoin && !st.coolingLocked() {
+			s.needJoin = false
+			reason, msg := replayConnect, "Requesting proactive replay on connect"
+			if s.restarted {
+				reason, msg = replayRestart, "Requesting replay from 0 after publisher restart"
+			}
+			s.restarted = false
+			st.log.Info(msg, "seq", it.seq, "replay", st.replayAddr)
+			st.startReplayLocked(0, reason, it.seq)
+			st.holdLocked(it)
+			return
+		}
+		st.applyLocked(it.seq, it.payload, it.model, dec, b)
+	case it.seq <= s.applied:
+		// Already applied (by a replay, or a duplicate).
+	case it.seq == s.applied+1:
+		st.applyLocked(it.seq, it.payload, it.model, dec, b)
+	default:
+		st.gaps.Inc()
+		from := s.applied + 1
+		switch {
+		case st.rc == nil:
+			s.degraded = true
+			st.log.Warn("Sequence gap without replay address: events lost, index may be stale",
+				"from", from, "to", it.seq-1)
+			st.applyLocked(it.seq, it.payload, it.model, dec, b)
+		case st.coolingLocked():
+			removed := st.clearLocked()
+			st.log.Warn("Sequence gap during replay cooldown: endpoint cleared, rebuilding from the live stream",
+				"from", from, "to", it.seq-1, "blocks_removed", removed)
+			st.applyLocked(it.seq, it.payload, it.model, dec, b)
+		default:
+			st.log.Info("Sequence gap: requesting replay", "from", from, "seq", it.seq)
+			st.startReplayLocked(from, replayGap, it.seq)
+			st.holdLocked(it)
+		}
+	}
+}
+
+// holdLocked keeps a live message until the running replay ends.
+func (st *stream) holdLocked(it item) {
+	if len(st.s.held) >= st.p.cfg.HoldSize || st.s.heldBytes+len(it.payload) > st.p.cfg.HoldBytes {
+		st.p.m.Drop(st.id, DropHoldFull, 1)
+		st.s.resync = true
+		return
+	}
+	st.s.held = append(st.s.held, it)
+	st.s.heldBytes += len(it.payload)
+}
+
+// applyLocked decodes a batch, applies it and advances the watermark.
+func (st *stream) applyLocked(seq uint64, payload []byte, model string, dec *Decoder, b *Batch) {
+	s := &st.s
+	if model == "" {
+		model = s.model
+	}
+	if err := dec.Decode(payload, b); err != nil {
+		st.p.m.ZMQErrors.WithLabelValues(st.id, "decode").Inc()
+		st.p.m.Drop(st.id, DropDecodeError, 1)
+	} else {
+		r := st.p.applier.Apply(st.id, model, b)
+		st.p.storedBlocks.Add(uint64(r.StoredBlocks))
+	}
+	s.applied, s.has = seq, true
+	s.messages++
+	st.p.applied.Add(1)
+}
+
+// close stops the stream: nothing is applied after it returns. With clear,
+// the endpoint's entries are removed from the index.
+func (st *stream) close(clear bool) {
+	st.mu.Lock()
+	st.s.closed = true
+	st.closed.Store(true)
+	st.bumpGenLocked()
+	st.mu.Unlock()
+	st.cancel()
+	st.wg.Wait()
+	if clear {
+		st.p.ix.Clear(st.id)
+		st.p.applier.Forget(st.id)
+	}
+}
+
+// status snapshots the stream for Pool.Status.
+func (st *stream) status() EndpointStatus {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return EndpointStatus{
+		ID:         st.id,
+		Connected:  st.connected.Load(),
+		Received:   st.seen.Load(),
+		LastSeq:    st.lastSeen.Load(),
+		HasApplied: st.s.has,
+		Applied:    st.s.applied,
+		Replaying:  st.s.replaying,
+		Degraded:   st.s.degraded,
+		Messages:   st.s.messages,
+		Replay:     st.replayAddr,
+	}
+}
