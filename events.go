@@ -13,7 +13,8 @@ import (
 
 // poolSource drives a kvevents.Pool from the router's endpoint list.
 type poolSource struct {
-	pool *kvevents.Pool
+	pool  *kvevents.Pool
+	model string
 
 	mu    sync.Mutex
 	known map[string]struct{}
@@ -29,7 +30,7 @@ func newEventPool(cfg Config, ix *kvindex.Index, reg prometheus.Registerer, log 
 	if err != nil {
 		return nil, err
 	}
-	return &poolSource{pool: p, known: map[string]struct{}{}}, nil
+	return &poolSource{pool: p, model: cfg.Model, known: map[string]struct{}{}}, nil
 }
 
 // setEndpoints subscribes to every endpoint of eps (the pool's selector
@@ -42,7 +43,10 @@ func (s *poolSource) setEndpoints(eps []Endpoint) error {
 	var errs []error
 	for _, e := range eps {
 		next[e.ID] = struct{}{}
-		if err := s.pool.Ensure(kvevents.Endpoint{ID: e.ID, Labels: e.Labels}); err != nil {
+		// With Config.Model set, events are keyed by it, exactly as requests
+		// without a model are; it also lets the pool replay an idle engine as
+		// soon as it is subscribed. Without it, the topic's model is used.
+		if err := s.pool.Ensure(kvevents.Endpoint{ID: e.ID, Model: s.model, Labels: e.Labels}); err != nil {
 			errs = append(errs, err)
 		}
 	}

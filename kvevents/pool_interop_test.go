@@ -146,7 +146,9 @@ func TestPoolInteropFrozenPublisherIdleDeadline(t *testing.T) {
 	waitApplied(t, p, pyID, last)
 	requireHeld(t, ix, pyID, 0, last)
 	require.GreaterOrEqual(t, counter(m.Reconnections, pyID), 1.0)
-	require.GreaterOrEqual(t, counter(m.SequenceGaps, pyID), 1.0)
+	// The hidden batches come back either through the replay on reconnect or,
+	// if they were published after it, through the gap the next live batch
+	// reveals: both are complete replays after the one on connect.
 	require.GreaterOrEqual(t, counter(m.Replays, pyID, ReplayComplete), 2.0, logs.String())
 	require.Zero(t, counter(m.PublisherRestarts, pyID))
 	require.NoError(t, p.Close())

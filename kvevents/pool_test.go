@@ -42,3 +42,33 @@ func TestPoolGoPublisherToIndex(t *testing.T) {
 	require.NoError(t, p.Close())
 	require.NoError(t, pub.Close())
 }
+
+// An idle engine publishes nothing, so an endpoint whose model is known is
+// replayed as soon as it is subscribed: what the engine cached before the
+// router started is indexed without waiting for the engine's next batch.
+func TestPoolReplaysIdleEngineOnConnect(t *testing.T) {
+	defer leakcheck.Check(t)()
+	ix := newPoolIndex(t)
+	pub := newTestPublisher(t, PublisherConfig{Endpoint: "127.0.0.1:8000", Model: poolModel, ReplayAddr: "127.0.0.1:0"})
+	defer pub.Close()
+	last := publishN(t, pub, 4) // then the engine goes idle
+
+	p, logs := newTestPool(t, PoolConfig{}, ix)
+	defer p.Close()
+	const id = "127.0.0.1:8000"
+	require.NoError(t, p.Ensure(Endpoint{ID: id, Model: poolModel, EventsAddress: pub.Endpoint(), ReplayAddress: pub.ReplayEndpoint()}))
+	waitApplied(t, p, id, last)
+	requireHeld(t, ix, id, 0, last)
+	require.Equal(t, 1, logs.count("Requesting proactive replay on connect"), logs.String())
+	require.Equal(t, 1.0, counter(p.Metrics().Replays, id, ReplayComplete))
+	require.Zero(t, counter(p.Metrics().MessagesReceived, id), "nothing arrived live")
+
+	// Live batches after that continue the same watermark.
+	next := publishN(t, pub, 3)
+	waitApplied(t, p, id, next)
+	requireHeld(t, ix, id, 0, next)
+	st, _ := p.Status(id)
+	require.Equal(t, next+1, st.Messages, "each batch applied exactly once")
+	require.NoError(t, p.Close())
+	require.NoError(t, pub.Close())
+}

@@ -162,11 +162,13 @@ func TestPublisherBoundsMemoryWithStuckSubscriber(t *testing.T) {
 	payload := bytes.Repeat([]byte{7}, 256<<10)
 	var ms runtime.MemStats
 	start := time.Now()
-	for range 2000 { // 500 MiB offered; go-zeromq's PUB would queue it all
+	for range 600 { // 150 MiB offered; go-zeromq's PUB would queue it all
 		_, err := p.Publish(payload)
 		require.NoError(t, err)
 	}
-	require.Less(t, time.Since(start), 10*time.Second, "Publish never blocks")
+	// Generous for a loaded CI machine under -race; a Publish that waited for
+	// the stuck subscriber would not return before it is disconnected.
+	require.Less(t, time.Since(start), 30*time.Second, "Publish never blocks")
 	runtime.GC()
 	runtime.ReadMemStats(&ms)
 	require.Less(t, ms.HeapAlloc, uint64(64<<20), "heap stays bounded")

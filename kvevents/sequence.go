@@ -23,10 +23,11 @@ const (
 
 // Replay reasons, logged with every replay.
 const (
-	replayConnect = "connect" // first message with no watermark
-	replayRestart = "restart" // the sequence went backwards
-	replayGap     = "gap"     // a sequence was skipped
-	replayResync  = "resync"  // a queue dropped a message
+	replayConnect   = "connect"   // subscribed (or first message) with no watermark
+	replayRestart   = "restart"   // the sequence went backwards
+	replayGap       = "gap"       // a sequence was skipped
+	replayResync    = "resync"    // a queue dropped a message
+	replayReconnect = "reconnect" // the subscription was re-established: fetch what was missed
 )
 
 // stream applies one endpoint's KV-event messages to the index in sequence
@@ -238,6 +239,44 @@ func (st *stream) clearLocked() int {
 	st.p.applier.Forget(st.id)
 	st.s.has, st.s.degraded = false, false
 	return removed
+}
+
+// onConnect runs on the supervisor each time the subscription is
+// established. vLLM publishes nothing while idle, so without it a router
+// started (or reconnected) next to an idle engine would know nothing of the
+// engine's cache until the engine's next batch. With a replay address:
+//
+//   - no watermark, and the model known from the endpoint's configuration or
+//     an earlier live message: replay from 0 now ("Requesting proactive
+//     replay on connect"). If the buffer is empty nothing is applied and the first
+//     live message still triggers the join replay (needJoin stays set), so
+//     a batch published while the subscription was being set up is not
+//     missed;
+//   - a watermark: replay from applied+1 (reason "reconnect"), recovering
+//     batches published while the subscription was down even if the engine
+//     then stays silent. An empty answer means nothing was missed.
+func (st *stream) onConnect() {
+	if st.rc == nil {
+		return
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	s := &st.s
+	if s.closed || s.replaying || st.coolingLocked() {
+		return
+	}
+	if !s.has {
+		if !s.needJoin || s.restarted || s.model == "" {
+			// A restart replays from 0 with its first message; so does an
+			// endpoint whose model comes only from its topics (a replay
+			// cannot tell the model, and keys are rooted in it).
+			return
+		}
+		st.log.Info("Requesting proactive replay on connect", "seq", "none", "replay", st.replayAddr)
+		st.startReplayLocked(0, replayConnect, 0)
+		return
+	}
+	st.startReplayLocked(s.applied+1, replayReconnect, 0)
 }
 
 // requestResync is called by the receiver after a queue dropped a message.

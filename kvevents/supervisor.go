@@ -47,6 +47,7 @@ func (sub *subscriber) run() {
 			}
 			everConnected, failing = true, false
 			backoff = p.cfg.MinBackoff
+			st.onConnect()
 		})
 		if sub.ctx.Err() != nil {
 			return
