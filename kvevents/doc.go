@@ -103,4 +103,30 @@
 // for parent block"). Metrics holds every metric of the KV-events section of
 // spec/metrics.md so that the Applier and the subscriber pool share one
 // registration.
+//
+// # Subscribing
+//
+// Pool keeps one supervised ZeroMQ SUB per endpoint (Ensure, Remove; or one
+// bound SUB in bind mode, identities from topics). Each supervisor dials
+// through kvroute's guarded transport (internal/zmqx: handshake and idle
+// deadlines, frame-size limit), recreates its socket after any receive
+// error with its own backoff (100 ms doubling to 2 s), and never relies on
+// go-zeromq's reconnect. Every message goes through the endpoint's stream,
+// whose state machine (see the stream type) tracks sequences always:
+// duplicates are dropped, a gap is replayed from the last applied sequence,
+// a sequence that goes backwards clears the endpoint (the engine restarted)
+// and replays from 0, and an endpoint is replayed as soon as it is
+// subscribed. Replays run off the receive loop through the replay package;
+// live messages that arrive meanwhile are held (bounded) and applied after
+// it without duplicates. An endpoint's events apply in order on one of
+// Concurrency workers with bounded queues; an overflow is dropped, counted
+// and repaired by a resync replay.
+//
+// # Publishing
+//
+// Publisher is a Go PUB for engines written in Go, simulators and tests:
+// vLLM's framing [topic, seq, payload] with kv@<ip:port>@<model> topics and
+// sequences from 0, a replay ROUTER over a ring of recent batches in either
+// reply layout, and bounded memory (a queue per subscriber; a full queue
+// drops and counts, as libzmq does at its high-water mark).
 package kvevents
