@@ -46,7 +46,8 @@ func (s *poolSource) setEndpoints(eps []Endpoint) error {
 		// With Config.Model set, events are keyed by it, exactly as requests
 		// without a model are; it also lets the pool replay an idle engine as
 		// soon as it is subscribed. Without it, the topic's model is used.
-		if err := s.pool.Ensure(kvevents.Endpoint{ID: e.ID, Model: s.model, Labels: e.Labels}); err != nil {
+		if err := s.pool.Ensure(kvevents.Endpoint{ID: e.ID, Model: s.model, Labels: e.Labels,
+			EventsAddress: e.EventsAddress, ReplayAddress: e.ReplayAddress, Rank: e.Rank}); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -60,3 +61,5 @@ func (s *poolSource) setEndpoints(eps []Endpoint) error {
 }
 
 func (s *poolSource) close() { _ = s.pool.Close() }
+
+func (s *poolSource) eventPool() *kvevents.Pool { return s.pool }

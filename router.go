@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kvroute/kvroute/affinity"
+	"github.com/kvroute/kvroute/kvevents"
 	"github.com/kvroute/kvroute/kvindex"
 	"github.com/kvroute/kvroute/render"
 	"github.com/kvroute/kvroute/tokenload"
@@ -72,6 +73,7 @@ type Router struct {
 // eventSource is the part of the event subscriber pool the router drives.
 type eventSource interface {
 	setEndpoints(eps []Endpoint) error
+	eventPool() *kvevents.Pool
 	close()
 }
 
@@ -147,6 +149,15 @@ func New(cfg Config, opts Options) (*Router, error) {
 // Index returns the router's KV-block index, for inspection and for
 // embedders that feed it events themselves.
 func (r *Router) Index() *kvindex.Index { return r.index }
+
+// Events returns the router's KV-event subscriber pool, for its status and
+// statistics; nil when Config.Events.Enabled is false.
+func (r *Router) Events() *kvevents.Pool {
+	if r.events == nil {
+		return nil
+	}
+	return r.events.eventPool()
+}
 
 // Load returns the router's in-flight load tracker.
 func (r *Router) Load() *tokenload.Tracker { return r.load }

@@ -32,6 +32,16 @@ type Endpoint struct {
 	// Labels are free-form labels; the event subscription selector matches
 	// them.
 	Labels map[string]string `json:"labels,omitempty"`
+	// EventsAddress is the engine's KV-event PUB socket ("tcp://host:port");
+	// empty means tcp://<ID host>:<Config.Events.EventsPort + Rank>. Set it
+	// when engines share a host or use per-engine ports.
+	EventsAddress string `json:"eventsAddress,omitempty"`
+	// ReplayAddress is the engine's replay ROUTER socket; empty means
+	// tcp://<ID host>:<Config.Events.ReplayPort + Rank> when replay is on.
+	ReplayAddress string `json:"replayAddress,omitempty"`
+	// Rank is the engine's data-parallel rank: vLLM offsets both event ports
+	// by it.
+	Rank int `json:"rank,omitempty"`
 }
 
 // URL returns the endpoint's base URL: Address, or "http://" + ID.

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/kvroute/kvroute/examples/demo/scenario"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+}
+
+func parseFlags(args []string, stderr io.Writer) (scenario.Options, error) {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o scenario.Options
+	var verbose bool
+	fs.BoolVar(&o.Fast, "fast", false, "short burst interval and load (a few seconds instead of about two minutes)")
+	fs.DurationVar(&o.Interval, "interval", 0, "time between the burst's requests (default 3s; 100ms with --fast)")
+	fs.IntVar(&o.LoadRequests, "load-requests", 0, "requests per policy in the comparison (default 240; 48 with --fast)")
+	fs.IntVar(&o.Engines, "engines", 2, "number of simulated engines")
+	fs.IntVar(&o.EngineBlocks, "engine-blocks", 0, "KV-cache blocks per engine (default 128: about four of the comparison's eight prompts)")
+	fs.IntVar(&o.LoadGroups, "load-groups", 0, "distinct shared system prompts in the comparison (default 8)")
+	fs.BoolVar(&o.Hold, "hold", false, "keep the engines and gateways running after the demo until Ctrl-C")
+	fs.BoolVar(&verbose, "verbose", false, "print the components' logs to standard error")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if o.Interval < 0 || o.LoadRequests < 0 || o.EngineBlocks < 0 || o.LoadGroups < 0 || o.Engines < 1 {
+		return o, errors.New("--interval, --load-requests, --engine-blocks and --load-groups must not be negative, --engines must be >= 1")
+	}
+	if verbose {
+		o.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	return o, nil
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	_, err = scenario.Run(ctx, o, stdout)
+	return err
+}

@@ -1,0 +1,37 @@
+// Package scenario is the logic of kvroute's one-command demo
+// (go run ./examples/demo): it shows precise prefix-cache routing working on
+// one machine, without GPUs, against simulated vLLM engines that behave like
+// vLLM where a router can tell (render routes, KV events over ZeroMQ with
+// replay, prefix-cache metrics).
+//
+// Run starts, in one process, Options.Engines simulated engines
+// (examples/simengine/server) on free loopback ports with --enable-scale-out
+// and KV events (topic kv@<ip:port>@<model>, replay on), a gateway with a
+// kvroute.Router (examples/gateway/proxy) and a round-robin gateway, and
+// subscribes the router's index to the engines' events. Then:
+//
+//  1. Deployment verification, as in the deployment guide: render.Check on
+//     every engine; one completions, chat, Messages and Responses request
+//     through the gateway, each tokenized by the router; and one request
+//     whose render the router's counters must show (success +1, failures
+//     unchanged).
+//  2. A burst of Options.BurstRequests chat requests sharing a
+//     ~2,000-token system prompt, Options.Interval apart (3 s, so that the
+//     router's 2 s speculative entries have expired and only the engines' KV
+//     events keep the requests together). It prints each engine's
+//     vllm:request_success_total and prefix-cache hit rate and the router's
+//     predicted cached share, and fails unless one engine served at least 80%
+//     of the burst with a hit rate of at least 70%.
+//  3. The same streaming shared-prefix load (Options.LoadGroups system
+//     prompts, Options.LoadConcurrency clients) through precise routing and
+//     through round-robin, each from empty caches, and a table of the
+//     engines' combined hit rate and the client's time to first token (to
+//     the first streamed event) at p50 and p90. The engines' caches hold
+//     about half of the prompts: precise routing splits the prompts between
+//     the engines, round-robin makes each engine cache all of them.
+//
+// The engines share one host, so each publishes its KV events on ports of
+// its own; the demo's endpoints name those sockets (kvroute.Endpoint
+// EventsAddress and ReplayAddress) and the router subscribes to them itself,
+// exactly as the gateway binary does with an --endpoints-file.
+package scenario

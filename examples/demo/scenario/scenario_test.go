@@ -1,0 +1,93 @@
+package scenario
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/examples/simengine/engine"
+	"github.com/kvroute/kvroute/internal/leakcheck"
+)
+
+func TestRunFastKeepsTheBurstOnOneWarmEngine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the whole demo")
+	}
+	defer leakcheck.Check(t)()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	rep, err := Run(ctx, Options{Fast: true, LoadRequests: 24}, &out)
+	require.NoError(t, err, out.String())
+
+	require.Len(t, rep.Engines, 2)
+	require.Len(t, rep.Burst.Routed, 1, "every request of the burst went to the same engine:\n%s", out.String())
+	require.Equal(t, 10, rep.Burst.Routed[rep.Burst.Top])
+	require.Equal(t, 10.0, rep.Burst.Succeeded[rep.Burst.Top], "the engine's own success counter agrees")
+	require.GreaterOrEqual(t, rep.Burst.HitRate[rep.Burst.Top], 0.8)
+	require.InDelta(t, rep.Burst.HitRate[rep.Burst.Top], rep.Burst.PredictedCachedShare, 0.05,
+		"the router predicted what the engine hit")
+	require.Positive(t, rep.EventBatches, "KV events reached the router")
+
+	require.Len(t, rep.Comparison, 2)
+	for _, r := range rep.Comparison {
+		require.Equal(t, 24, r.Requests)
+		total := 0
+		for _, n := range r.Routed {
+			total += n
+		}
+		require.Equal(t, 24, total, r.Policy)
+		require.Positive(t, r.TTFTP50, r.Policy)
+	}
+	require.Equal(t, "precise", rep.Comparison[0].Policy)
+	require.Equal(t, "round-robin", rep.Comparison[1].Policy)
+	for _, want := range []string{"1. Deployment verification", "render check  ok", "POST /v1/messages", "PASS:", "Where to look next"} {
+		require.Contains(t, out.String(), want)
+	}
+}
+
+func TestRunRejectsBadOptions(t *testing.T) {
+	_, err := Run(context.Background(), Options{EngineBlocks: 4}, &bytes.Buffer{})
+	require.ErrorContains(t, err, "engineBlocks 4 cannot hold")
+	_, err = Run(context.Background(), Options{Engines: -1}, &bytes.Buffer{})
+	require.ErrorContains(t, err, "engines must be >= 1")
+}
+
+func TestDocumentHasTheRequestedLengthAndDiffersBySeed(t *testing.T) {
+	a, b := document(1, 2000), document(2, 2000)
+	n := len(engine.Tokenize(nil, a))
+	require.GreaterOrEqual(t, n, 2000)
+	require.Less(t, n, 2030)
+	require.NotEqual(t, a[:200], b[:200])
+	require.Equal(t, a, document(1, 2000), "deterministic")
+}
+
+func TestParseMetrics(t *testing.T) {
+	m, err := ParseMetrics(strings.NewReader(`# HELP vllm:prefix_cache_hits_total Hits.
+# TYPE vllm:prefix_cache_hits_total counter
+vllm:prefix_cache_hits_total{engine="0",model_name="m"} 1984
+vllm:request_success_total{finished_reason="length",model_name="m"} 9
+vllm:request_success_total{finished_reason="stop",model_name="m"} 1
+llm_d_epp_prefix_prompt_tokens_sum{endpoint_role="decode"} 2.5e+03
+go_goroutines 12 1700000000000
+broken line
+`))
+	require.NoError(t, err)
+	require.Equal(t, 1984.0, m.Sum("vllm:prefix_cache_hits_total"))
+	require.Equal(t, 10.0, m.Sum("vllm:request_success_total"))
+	require.Equal(t, 1.0, m.Get("vllm:request_success_total", "finished_reason", "stop"))
+	require.Equal(t, 2500.0, m.Get("llm_d_epp_prefix_prompt_tokens_sum", "endpoint_role", "decode"))
+	require.Equal(t, 12.0, m.Sum("go_goroutines"))
+	require.Zero(t, m.Sum("vllm:prefix_cache_hits"), "names match exactly")
+}
+
+func TestPercentile(t *testing.T) {
+	ds := []time.Duration{5, 1, 4, 2, 3, 10, 9, 8, 7, 6}
+	require.Equal(t, time.Duration(5), percentile(ds, 0.5))
+	require.Equal(t, time.Duration(9), percentile(ds, 0.9))
+	require.Zero(t, percentile(nil, 0.5))
+}

@@ -1,0 +1,42 @@
+// Command gateway is kvroute's example gateway: an OpenAI- and
+// Anthropic-compatible reverse proxy that routes every inference request with
+// a kvroute.Router to the vLLM (or SGLang) endpoint holding the longest
+// cached prefix of its prompt, falling back to the least-loaded endpoint.
+//
+// Usage:
+//
+//	gateway --endpoints 10.0.0.7:8000,10.0.0.8:8000 --model Qwen/Qwen3-32B
+//	        [--listen :8080] [--events-port 5556] [--replay-port 5559]
+//	        [--config router.json] [--endpoints-file endpoints.json]
+//	        [--policy precise|round-robin] [--max-body-bytes 33554432]
+//	        [--shutdown-timeout 30s] [--log-level info]
+//
+// Each endpoint is the ip:port of an engine's inference port, the identity
+// its KV events carry (topic kv@<ip:port>@<model>). The router subscribes to
+// each engine's KV events at <ip>:--events-port (vLLM --kv-events-config
+// "endpoint") with replay at <ip>:--replay-port ("replay_endpoint"; 0
+// disables replay), and tokenizes requests through the engines' render
+// routes, so the engines must run with --enable-scale-out. --endpoints-file
+// reads a JSON array instead, which may carry labels for the events selector:
+//
+//	[{"id": "10.0.0.7:8000", "labels": {"zone": "a"}}, {"id": "10.0.0.8:8000"}]
+//
+// --config is a kvroute router configuration (kvroute.LoadConfig: JSON, the
+// deployment guide's defaults for absent keys, unknown keys rejected); the
+// --model, --events-port and --replay-port flags override it when given.
+//
+// Routes: POST /v1/completions, /v1/chat/completions, /v1/messages and
+// /v1/responses are routed and proxied, streaming responses (server-sent
+// events) pass through as they arrive; GET /v1/models is forwarded to an
+// endpoint; GET /metrics serves the router's and the gateway's Prometheus
+// metrics (llm_d_epp_prefix_predicted_cached_tokens, render durations and
+// failures, index and event counters, kvroute_gateway_requests_total ...);
+// GET /health answers 200 while there are endpoints. Each proxied response
+// names the chosen endpoint in the X-Kvroute-Endpoint header, with the
+// router's prediction in X-Kvroute-Prompt-Tokens and X-Kvroute-Cached-Tokens.
+//
+// SIGINT or SIGTERM stops the gateway gracefully: it stops accepting, lets
+// requests in flight finish for up to --shutdown-timeout, then cuts them and
+// closes the router. The proxy itself lives in the importable package
+// github.com/kvroute/kvroute/examples/gateway/proxy.
+package main

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/examples/gateway/proxy"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "gateway:", err)
+		os.Exit(1)
+	}
+}
+
+// options is the parsed command line.
+type options struct {
+	server          proxy.ServerConfig
+	shutdownTimeout time.Duration
+	logLevel        slog.Level
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		o                     options
+		listen, list, epsFile string
+		cfgFile, model        string
+		policy                string
+		eventsPort, replay    int
+		maxBody               int64
+		level                 string
+	)
+	fs.StringVar(&listen, "listen", ":8080", "address to serve on")
+	fs.StringVar(&list, "endpoints", "", "comma-separated engine addresses ip:port (the identity in their KV-event topics)")
+	fs.StringVar(&epsFile, "endpoints-file", "", "JSON file with the endpoints: [{\"id\":\"ip:port\",\"address\":\"http://...\",\"labels\":{...}}]")
+	fs.StringVar(&cfgFile, "config", "", "kvroute router configuration (JSON); flags below override it")
+	fs.StringVar(&model, "model", "", "base model name the engines serve")
+	fs.IntVar(&eventsPort, "events-port", kvroute.DefaultEventsPort, "engines' KV-event PUB port (vLLM kv-events-config endpoint)")
+	fs.IntVar(&replay, "replay-port", kvroute.DefaultReplayPort, "engines' KV-event replay port (replay_endpoint); 0 disables replay")
+	fs.StringVar(&policy, "policy", string(proxy.PolicyPrecise), "routing policy: precise or round-robin")
+	fs.Int64Var(&maxBody, "max-body-bytes", proxy.DefaultMaxBodyBytes, "request body limit; larger bodies get 413")
+	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long requests in flight may finish after SIGINT/SIGTERM")
+	fs.StringVar(&level, "log-level", "info", "log level: debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return options{}, err
+	}
+	if fs.NArg() > 0 {
+		return options{}, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+
+	if err := o.logLevel.UnmarshalText([]byte(level)); err != nil {
+		return options{}, fmt.Errorf("--log-level: %w", err)
+	}
+	cfg := kvroute.DefaultConfig()
+	if cfgFile != "" {
+		f, err := os.Open(cfgFile)
+		if err != nil {
+			return options{}, err
+		}
+		cfg, err = kvroute.LoadConfig(f)
+		f.Close()
+		if err != nil {
+			return options{}, fmt.Errorf("--config %s: %w", cfgFile, err)
+		}
+	}
+	if set["model"] || cfg.Model == "" {
+		cfg.Model = model
+	}
+	if set["events-port"] || cfgFile == "" {
+		cfg.Events.EventsPort = eventsPort
+	}
+	if set["replay-port"] || cfgFile == "" {
+		cfg.Events.Replay = replay > 0
+		if replay > 0 {
+			cfg.Events.ReplayPort = replay
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return options{}, err
+	}
+
+	var eps []kvroute.Endpoint
+	switch {
+	case list != "" && epsFile != "":
+		return options{}, errors.New("give --endpoints or --endpoints-file, not both")
+	case list != "":
+		var err error
+		if eps, err = proxy.ParseEndpoints(list); err != nil {
+			return options{}, fmt.Errorf("--endpoints: %w", err)
+		}
+	case epsFile != "":
+		f, err := os.Open(epsFile)
+		if err != nil {
+			return options{}, err
+		}
+		eps, err = proxy.LoadEndpoints(f)
+		f.Close()
+		if err != nil {
+			return options{}, fmt.Errorf("--endpoints-file %s: %w", epsFile, err)
+		}
+	default:
+		return options{}, errors.New("--endpoints or --endpoints-file is required")
+	}
+	if maxBody <= 0 {
+		return options{}, fmt.Errorf("--max-body-bytes must be > 0, got %d", maxBody)
+	}
+	if o.shutdownTimeout < 0 {
+		return options{}, fmt.Errorf("--shutdown-timeout must be >= 0, got %v", o.shutdownTimeout)
+	}
+	o.server = proxy.ServerConfig{
+		Listen:    listen,
+		Policy:    proxy.Policy(policy),
+		Router:    cfg,
+		Proxy:     proxy.Config{Model: cfg.Model, MaxBodyBytes: maxBody},
+		Endpoints: eps,
+	}
+	return o, nil
+}
+
+// run serves until ctx ends, then shuts down gracefully.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: o.logLevel}))
+	srv, err := proxy.NewServer(o.server, log)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "gateway: serving on %s (policy %s, %d endpoints, model %q); metrics at %s/metrics\n",
+		srv.URL(), o.server.Policy, len(o.server.Endpoints), o.server.Router.Model, srv.URL())
+	<-ctx.Done()
+	log.Info("shutting down", "timeout", o.shutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,42 @@
+// Package proxy is the HTTP side of kvroute's example gateway: an OpenAI- and
+// Anthropic-compatible reverse proxy that asks a kvroute.Picker (normally a
+// *kvroute.Router) where each inference request should go and forwards it
+// there.
+//
+// For every POST to /v1/completions, /v1/chat/completions, /v1/messages or
+// /v1/responses the Handler
+//
+//  1. reads the body up to Config.MaxBodyBytes (413 beyond it, 400 for a body
+//     that is not a JSON object),
+//  2. calls Pick with the body, the inbound header and the model the body
+//     names (a model other than Config.Model is taken as a LoRA adapter name,
+//     which roots the block keys as vLLM's lora_name does),
+//  3. forwards the request unchanged to the chosen endpoint and copies the
+//     response back as it arrives, flushing after every read, so that
+//     server-sent events (stream=true) pass through unbuffered,
+//  4. calls Decision.FirstChunk when the first response bytes arrive from the
+//     engine (its prefill is over) and Decision.Done exactly once when the
+//     response ends, fails, or the client goes away (the request context is
+//     cancelled, which also cancels the upstream request so that the engine
+//     aborts it).
+//
+// Every proxied response carries the debugging headers X-Kvroute-Endpoint
+// (the chosen endpoint's ID), X-Kvroute-Prompt-Tokens and
+// X-Kvroute-Cached-Tokens (the router's prediction). Errors the gateway itself
+// produces use the error shape of the API: Anthropic's {"type":"error",...}
+// for /v1/messages and OpenAI's {"error":{...}} otherwise. A response that
+// breaks after its header was sent is aborted (http.ErrAbortHandler) so that
+// the client sees a truncated stream rather than a clean end.
+//
+// GET /v1/models is forwarded to the endpoints in turn without a routing
+// decision. Server bundles a Handler, a Router, a Prometheus registry
+// (/metrics) and /health behind an http.Server with graceful shutdown; it is
+// what the gateway command and the demo run. RoundRobin is a cache-blind
+// Picker for comparisons.
+//
+// Metrics (on Options.Registerer): kvroute_gateway_requests_total{api,result},
+// kvroute_gateway_pick_duration_seconds{api} and
+// kvroute_gateway_first_chunk_seconds{api} (request received to first
+// upstream response bytes: render, routing and the engine's time to first
+// token).
+package proxy

@@ -1,0 +1,58 @@
+package proxy_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+
+	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/examples/gateway/proxy"
+)
+
+// A gateway in front of one engine: the Handler asks the Router where the
+// request goes, forwards it, and names the endpoint in a response header.
+func ExampleHandler() {
+	engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"choices":[{"text":" world"}]}`)
+	}))
+	defer engine.Close()
+	id := strings.TrimPrefix(engine.URL, "http://") // ip:port, as in the engine's KV-event topic
+
+	cfg := kvroute.DefaultConfig()
+	cfg.Model = "demo-model"
+	cfg.Events.Enabled = false // no KV events in this example: routing by load alone
+	cfg.DisableRender = true
+	router, err := kvroute.New(cfg, kvroute.Options{})
+	if err != nil {
+		panic(err)
+	}
+	defer router.Close()
+	h, err := proxy.New(proxy.Config{Model: cfg.Model}, proxy.Options{Picker: router})
+	if err != nil {
+		panic(err)
+	}
+	defer h.Close()
+	eps := []kvroute.Endpoint{{ID: id}}
+	_ = router.SetEndpoints(eps)
+	h.SetEndpoints(eps)
+	gw := httptest.NewServer(h)
+	defer gw.Close()
+
+	resp, err := http.Post(gw.URL+"/v1/completions", "application/json",
+		strings.NewReader(`{"model":"demo-model","prompt":"Hello"}`))
+	if err != nil {
+		panic(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	fmt.Println(resp.StatusCode, resp.Header.Get(proxy.HeaderEndpoint) == id)
+	fmt.Println(string(body))
+	_, inflight, _ := router.Load().Load(id)
+	fmt.Println("requests in flight:", inflight)
+	// Output:
+	// 200 true
+	// {"choices":[{"text":" world"}]}
+	// requests in flight: 0
+}

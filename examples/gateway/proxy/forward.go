@@ -1,0 +1,172 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/render"
+)
+
+// Debugging headers set on every proxied response.
+const (
+	// HeaderEndpoint carries the chosen endpoint's ID.
+	HeaderEndpoint = "X-Kvroute-Endpoint"
+	// HeaderPromptTokens carries the router's prompt token count (0 when the
+	// request could not be tokenized).
+	HeaderPromptTokens = "X-Kvroute-Prompt-Tokens"
+	// HeaderCachedTokens carries the prompt tokens the router predicted
+	// cached on the chosen endpoint.
+	HeaderCachedTokens = "X-Kvroute-Cached-Tokens"
+)
+
+// hopHeaders are the hop-by-hop headers of RFC 9110 §7.6.1, which a proxy
+// must not forward.
+var hopHeaders = []string{
+	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+// copyBufs are the response copy buffers. 32 KiB holds many SSE events, and a
+// read returns whatever has arrived, so a small event is not held back.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// forward sends r (with body) to d's endpoint and copies the response to w,
+// flushing after every read. It calls d.FirstChunk on the first response
+// bytes, records first-chunk latency on am (nil: none), and returns the
+// request's result and its error (nil on success).
+func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, d *kvroute.Decision, start time.Time, am *apiMetrics) (Result, error) {
+	api := render.APICompletions
+	if a, ok := render.APIForPath(r.URL.Path); ok {
+		api = a
+	}
+	target := d.Endpoint.URL() + r.URL.EscapedPath()
+	if r.URL.RawQuery != "" {
+		target += "?" + r.URL.RawQuery
+	}
+	var rd io.Reader = http.NoBody
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	out, err := http.NewRequestWithContext(r.Context(), r.Method, target, rd)
+	if err != nil {
+		writeError(w, api, http.StatusBadGateway, "endpoint "+d.Endpoint.ID+": "+err.Error())
+		return ResultUpstreamUnreachable, err
+	}
+	out.Header = outboundHeader(r)
+	out.ContentLength = int64(len(body))
+
+	resp, err := h.transport.RoundTrip(out)
+	if err != nil {
+		if r.Context().Err() != nil {
+			return ResultClientAbort, context.Cause(r.Context())
+		}
+		h.log.Warn("upstream request failed", "endpoint", d.Endpoint.ID, "err", err)
+		writeError(w, api, http.StatusBadGateway, "endpoint "+d.Endpoint.ID+" unreachable: "+err.Error())
+		return ResultUpstreamUnreachable, err
+	}
+	defer resp.Body.Close()
+
+	hdr := w.Header()
+	for k, vs := range resp.Header {
+		hdr[k] = vs
+	}
+	removeHopHeaders(hdr)
+	hdr.Set(HeaderEndpoint, d.Endpoint.ID)
+	hdr.Set(HeaderPromptTokens, strconv.Itoa(d.PromptTokens))
+	hdr.Set(HeaderCachedTokens, strconv.Itoa(d.CachedTokens))
+	w.WriteHeader(resp.StatusCode)
+	rc := http.NewResponseController(w)
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		_ = rc.Flush() // the client sees the stream open at once
+	}
+
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	buf := *bp
+	first := true
+	for {
+		n, rerr := resp.Body.Read(buf)
+		if n > 0 {
+			if first {
+				first = false
+				d.FirstChunk()
+				if am != nil {
+					am.firstChunk.Observe(h.now().Sub(start).Seconds())
+				}
+			}
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return ResultClientAbort, werr
+			}
+			if ferr := rc.Flush(); ferr != nil && !errors.Is(ferr, http.ErrNotSupported) {
+				return ResultClientAbort, ferr
+			}
+		}
+		switch {
+		case rerr == io.EOF:
+			if resp.StatusCode/100 != 2 {
+				return ResultUpstreamStatus, fmt.Errorf("endpoint %s answered %s", d.Endpoint.ID, resp.Status)
+			}
+			return ResultSuccess, nil
+		case rerr != nil:
+			if r.Context().Err() != nil {
+				return ResultClientAbort, context.Cause(r.Context())
+			}
+			h.log.Warn("upstream response broke off", "endpoint", d.Endpoint.ID, "err", rerr)
+			return ResultUpstreamBroken, rerr
+		}
+	}
+}
+
+// outboundHeader copies the inbound header without hop-by-hop fields and adds
+// the X-Forwarded-* fields.
+func outboundHeader(r *http.Request) http.Header {
+	h := r.Header.Clone()
+	if h == nil {
+		h = http.Header{}
+	}
+	removeHopHeaders(h)
+	h.Del("Content-Length")
+	h.Del("Expect") // the gateway has read the body already
+	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		if prior := h.Values("X-Forwarded-For"); len(prior) > 0 {
+			ip = strings.Join(prior, ", ") + ", " + ip
+		}
+		h.Set("X-Forwarded-For", ip)
+	}
+	if h.Get("X-Forwarded-Host") == "" && r.Host != "" {
+		h.Set("X-Forwarded-Host", r.Host)
+	}
+	if h.Get("X-Forwarded-Proto") == "" {
+		proto := "http"
+		if r.TLS != nil {
+			proto = "https"
+		}
+		h.Set("X-Forwarded-Proto", proto)
+	}
+	return h
+}
+
+// removeHopHeaders deletes the hop-by-hop headers and those the Connection
+// header names.
+func removeHopHeaders(h http.Header) {
+	for _, v := range h.Values("Connection") {
+		for f := range strings.SplitSeq(v, ",") {
+			if f = strings.TrimSpace(f); f != "" {
+				h.Del(f)
+			}
+		}
+	}
+	for _, k := range hopHeaders {
+		h.Del(k)
+	}
+}

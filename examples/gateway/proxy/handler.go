@@ -1,0 +1,279 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/render"
+)
+
+// DefaultMaxBodyBytes is the default request body limit: far above any
+// text prompt that fits a context window, low enough to stop a runaway
+// upload.
+const DefaultMaxBodyBytes = 32 << 20
+
+// Config configures a Handler.
+type Config struct {
+	// Model is the base model name the engines serve. A request whose body
+	// names another model is routed as a LoRA adapter of that name. Empty
+	// means the body's model is the base model.
+	Model string `json:"model"`
+	// MaxBodyBytes limits the request body; a larger body is answered 413.
+	// 0 means DefaultMaxBodyBytes.
+	MaxBodyBytes int64 `json:"maxBodyBytes"`
+}
+
+// Options are a Handler's dependencies.
+type Options struct {
+	// Picker chooses the endpoint of each request. Required.
+	Picker kvroute.Picker
+	// Transport carries the upstream requests; nil uses a dedicated
+	// http.Transport without HTTP/2 and without transparent compression.
+	Transport http.RoundTripper
+	// Registerer receives the gateway's metrics; nil registers nothing.
+	Registerer prometheus.Registerer
+	// Logger receives the gateway's logs; nil discards them.
+	Logger *slog.Logger
+	// Now is the clock of the latency metrics; nil is time.Now.
+	Now func() time.Time
+}
+
+// Handler is the reverse proxy: it serves the four inference routes and
+// GET /v1/models, and answers 404 to everything else. It is safe for
+// concurrent use.
+type Handler struct {
+	cfg       Config
+	picker    kvroute.Picker
+	transport http.RoundTripper
+	ownsTr    *http.Transport // closed by Close when the Handler made it
+	log       *slog.Logger
+	met       *metrics
+	now       func() time.Time
+	endpoints atomic.Pointer[[]kvroute.Endpoint]
+	models    atomic.Uint64 // round-robin cursor of GET /v1/models
+}
+
+// New builds a Handler. Give it endpoints with SetEndpoints.
+func New(cfg Config, opts Options) (*Handler, error) {
+	if opts.Picker == nil {
+		return nil, errors.New("proxy: a Picker is required")
+	}
+	if cfg.MaxBodyBytes < 0 {
+		return nil, fmt.Errorf("proxy: maxBodyBytes %d is negative", cfg.MaxBodyBytes)
+	}
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	h := &Handler{cfg: cfg, picker: opts.Picker, transport: opts.Transport, log: opts.Logger, now: opts.Now}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	if h.now == nil {
+		h.now = time.Now
+	}
+	if h.transport == nil {
+		h.ownsTr = newTransport()
+		h.transport = h.ownsTr
+	}
+	var err error
+	if h.met, err = newMetrics(opts.Registerer); err != nil {
+		return nil, fmt.Errorf("proxy: metrics: %w", err)
+	}
+	empty := []kvroute.Endpoint{}
+	h.endpoints.Store(&empty)
+	return h, nil
+}
+
+// newTransport returns the upstream transport: keep-alive connections to the
+// engines, no HTTP/2 (engines speak HTTP/1.1) and no transparent gzip (the
+// client's Accept-Encoding passes through and the body is copied as is).
+func newTransport() *http.Transport {
+	return &http.Transport{
+		Proxy:               nil,
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        1024,
+		MaxIdleConnsPerHost: 256,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+		ForceAttemptHTTP2:   false,
+	}
+}
+
+// SetEndpoints replaces the candidate endpoints of every later request. It
+// does not touch the Picker: a Router is told about endpoints separately
+// (Server.SetEndpoints does both).
+func (h *Handler) SetEndpoints(eps []kvroute.Endpoint) {
+	c := slices.Clone(eps)
+	if c == nil {
+		c = []kvroute.Endpoint{}
+	}
+	h.endpoints.Store(&c)
+}
+
+// Endpoints returns the current candidate endpoints (a copy).
+func (h *Handler) Endpoints() []kvroute.Endpoint { return slices.Clone(*h.endpoints.Load()) }
+
+// Close releases the idle upstream connections of a transport the Handler
+// created. Requests in flight are not affected.
+func (h *Handler) Close() {
+	if h.ownsTr != nil {
+		h.ownsTr.CloseIdleConnections()
+	}
+}
+
+// ServeHTTP routes one request.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if api, ok := render.APIForPath(r.URL.Path); ok {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			writeError(w, api, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed; use POST")
+			return
+		}
+		h.serveInference(w, r, api)
+		return
+	}
+	if r.URL.Path == "/v1/models" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		h.serveModels(w, r)
+		return
+	}
+	writeError(w, render.APICompletions, http.StatusNotFound, "no route for "+r.Method+" "+r.URL.Path)
+}
+
+// bodyFields are the body fields the gateway reads.
+type bodyFields struct {
+	Model string `json:"model"`
+}
+
+func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api render.API) {
+	start := h.now()
+	am := h.met.byAPI[api]
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooLarge):
+			am.results[ResultBodyTooLarge].Inc()
+			writeError(w, api, http.StatusRequestEntityTooLarge,
+				fmt.Sprintf("request body exceeds the gateway's limit of %d bytes", tooLarge.Limit))
+		case r.Context().Err() != nil:
+			am.results[ResultClientAbort].Inc()
+		default:
+			am.results[ResultBadRequest].Inc()
+			writeError(w, api, http.StatusBadRequest, "reading the request body: "+err.Error())
+		}
+		return
+	}
+	var fields bodyFields
+	if err := json.Unmarshal(body, &fields); err != nil {
+		am.results[ResultBadRequest].Inc()
+		writeError(w, api, http.StatusBadRequest, "the request body is not a JSON object: "+err.Error())
+		return
+	}
+	eps := *h.endpoints.Load()
+	if len(eps) == 0 {
+		am.results[ResultNoEndpoint].Inc()
+		writeError(w, api, http.StatusServiceUnavailable, "the gateway has no endpoints")
+		return
+	}
+	req := &kvroute.Request{ID: r.Header.Get("X-Request-Id"), API: api, Body: body, Header: r.Header}
+	switch {
+	case h.cfg.Model == "":
+		req.Model = fields.Model
+	case fields.Model != "" && fields.Model != h.cfg.Model:
+		req.LoRA = fields.Model
+	}
+	d, err := h.picker.Pick(r.Context(), req, eps)
+	am.pick.Observe(h.now().Sub(start).Seconds())
+	if err != nil {
+		if r.Context().Err() != nil {
+			am.results[ResultClientAbort].Inc()
+			return
+		}
+		am.results[ResultNoEndpoint].Inc()
+		writeError(w, api, http.StatusServiceUnavailable, "no endpoint available: "+err.Error())
+		return
+	}
+	var (
+		res  Result
+		ferr error
+	)
+	defer func() { d.Done(ferr) }() // exactly once, whatever forward does
+	res, ferr = h.forward(w, r, body, d, start, am)
+	am.results[res].Inc()
+	if res == ResultUpstreamBroken {
+		// The header is out: abort the connection so that the client does not
+		// mistake the truncated body for a complete one.
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// serveModels forwards GET /v1/models to the endpoints in turn.
+func (h *Handler) serveModels(w http.ResponseWriter, r *http.Request) {
+	eps := *h.endpoints.Load()
+	if len(eps) == 0 {
+		writeError(w, render.APICompletions, http.StatusServiceUnavailable, "the gateway has no endpoints")
+		return
+	}
+	ep := eps[(h.models.Add(1)-1)%uint64(len(eps))]
+	res, _ := h.forward(w, r, nil, &kvroute.Decision{Endpoint: ep}, h.now(), nil)
+	if res == ResultUpstreamBroken {
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// writeError writes an error in the shape of api: Anthropic's for Messages,
+// OpenAI's (as vLLM sends it) otherwise.
+func writeError(w http.ResponseWriter, api render.API, status int, msg string) {
+	var v any
+	if api == render.APIMessages {
+		v = map[string]any{"type": "error", "error": map[string]any{"type": anthropicType(status), "message": msg}}
+	} else {
+		v = map[string]any{"error": map[string]any{"message": msg, "type": openAIType(status), "param": nil, "code": status}}
+	}
+	var buf bytes.Buffer
+	_ = json.NewEncoder(&buf).Encode(v) // maps of strings and ints always encode
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", fmt.Sprint(buf.Len()))
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+func openAIType(status int) string {
+	switch status {
+	case http.StatusNotFound:
+		return "NotFoundError"
+	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusMethodNotAllowed:
+		return "BadRequestError"
+	case http.StatusServiceUnavailable:
+		return "ServiceUnavailableError"
+	default:
+		return "InternalServerError"
+	}
+}
+
+func anthropicType(status int) string {
+	switch status {
+	case http.StatusNotFound:
+		return "not_found_error"
+	case http.StatusRequestEntityTooLarge:
+		return "request_too_large"
+	case http.StatusBadRequest, http.StatusMethodNotAllowed:
+		return "invalid_request_error"
+	case http.StatusServiceUnavailable:
+		return "overloaded_error"
+	default:
+		return "api_error"
+	}
+}

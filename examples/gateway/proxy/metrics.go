@@ -1,0 +1,90 @@
+package proxy
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvroute/kvroute/render"
+)
+
+// Result is the outcome of one proxied request, the result label of
+// kvroute_gateway_requests_total.
+type Result string
+
+// The results a request can end with.
+const (
+	// ResultSuccess: the engine answered 2xx and the whole body reached the
+	// client.
+	ResultSuccess Result = "success"
+	// ResultUpstreamStatus: the engine answered a non-2xx status, which was
+	// passed through.
+	ResultUpstreamStatus Result = "upstream_status"
+	// ResultUpstreamUnreachable: the engine could not be reached (502).
+	ResultUpstreamUnreachable Result = "upstream_unreachable"
+	// ResultUpstreamBroken: the engine's response broke off mid-body.
+	ResultUpstreamBroken Result = "upstream_broken"
+	// ResultClientAbort: the client went away before the response ended.
+	ResultClientAbort Result = "client_abort"
+	// ResultBodyTooLarge: the request body exceeded Config.MaxBodyBytes (413).
+	ResultBodyTooLarge Result = "body_too_large"
+	// ResultBadRequest: the body was unreadable or not a JSON object (400).
+	ResultBadRequest Result = "bad_request"
+	// ResultNoEndpoint: no endpoint could be picked (503).
+	ResultNoEndpoint Result = "no_endpoint"
+)
+
+var results = []Result{ResultSuccess, ResultUpstreamStatus, ResultUpstreamUnreachable, ResultUpstreamBroken,
+	ResultClientAbort, ResultBodyTooLarge, ResultBadRequest, ResultNoEndpoint}
+
+var apis = []render.API{render.APICompletions, render.APIChatCompletions, render.APIMessages, render.APIResponses}
+
+// apiMetrics are one API's label children, resolved once so that the request
+// path does no label lookups.
+type apiMetrics struct {
+	results    map[Result]prometheus.Counter
+	pick       prometheus.Observer
+	firstChunk prometheus.Observer
+}
+
+type metrics struct {
+	byAPI map[render.API]*apiMetrics
+}
+
+// latencyBuckets span 1 ms to ~65 s.
+var latencyBuckets = prometheus.ExponentialBuckets(0.001, 2, 17)
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kvroute_gateway_requests_total",
+		Help: "Inference requests handled by the gateway, by API and result (success, upstream_status, upstream_unreachable, upstream_broken, client_abort, body_too_large, bad_request, no_endpoint).",
+	}, []string{"api", "result"})
+	pick := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "kvroute_gateway_pick_duration_seconds",
+		Help:    "Time the routing decision took (render call included), by API.",
+		Buckets: latencyBuckets,
+	}, []string{"api"})
+	first := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "kvroute_gateway_first_chunk_seconds",
+		Help:    "Time from receiving a request to the first response bytes from the engine (routing plus the engine's time to first token), by API.",
+		Buckets: latencyBuckets,
+	}, []string{"api"})
+	if reg != nil {
+		for _, c := range []prometheus.Collector{requests, pick, first} {
+			if err := reg.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	m := &metrics{byAPI: make(map[render.API]*apiMetrics, len(apis))}
+	for _, api := range apis {
+		am := &apiMetrics{
+			results:    make(map[Result]prometheus.Counter, len(results)),
+			pick:       pick.WithLabelValues(string(api)),
+			firstChunk: first.WithLabelValues(string(api)),
+		}
+		for _, r := range results {
+			am.results[r] = requests.WithLabelValues(string(api), string(r))
+		}
+		m.byAPI[api] = am
+	}
+	return m, nil
+}
