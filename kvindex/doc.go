@@ -46,7 +46,8 @@
 // another block size, non-dense token spans or non-prefix kinds are rejected
 // with a *StoreError whose Reason is a metric label. A block is held per
 // (endpoint, tier, cache group): removing one tier or group keeps the others,
-// and stores of non-GPU tiers are reference-counted because offloading
+// and stores are reference-counted, because vLLM announces (and later
+// removes) each GPU copy of a block it cached twice, and offloading
 // connectors may announce a block more than once. Speculate marks blocks as
 // held for a short TTL between a routing decision and the engine's events;
 // a confirmed store supersedes it and expiry is enforced by Match and by a

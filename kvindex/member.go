@@ -13,8 +13,8 @@ package kvindex
 //	bit  33      complex: the (tier, group, count) pairs live in the endpoint's
 //	             side table instead of the bits below
 //	bits 34..35  group slot shared by every pair (0 ungrouped, 1..3 groups 0..2)
-//	bits 36..49  reference count − 1 of tiers 1..7, two bits each (the GPU tier
-//	             is not reference-counted)
+//	bits 36..49  reference count − 1 of tiers 1..7, two bits each (a GPU
+//	             count above 1 makes the membership complex)
 const (
 	idBits        = 24
 	maxEndpointID = 1<<idBits - 1
@@ -56,7 +56,7 @@ func makeSpec(id uint32, expMs uint64) uint64 {
 }
 
 // pair is one (tier, group) that holds a block on an endpoint, with its
-// reference count (always 1 for the GPU tier).
+// reference count.
 type pair struct {
 	tier  uint8
 	group int32
@@ -122,14 +122,18 @@ func encodePairs(id uint32, pairs []pair) (m uint64, complex bool) {
 	return m, false
 }
 
-// addPair adds one store of (tier, group) to pairs. The GPU tier is a set
-// (a repeated store is idempotent: vLLM re-announces cached GPU blocks in
-// "full" report mode); other tiers are reference-counted, because the
-// offloading connector may announce one block in overlapping chunks.
+// addPair adds one store of (tier, group) to pairs. Every tier is
+// reference-counted: vLLM caches a second copy of a block when two requests
+// compute it in the same step, announces both, and later announces a
+// BlockRemoved for each copy it evicts; the offloading connector may announce
+// one block in overlapping chunks. Counting keeps the block indexed until the
+// last copy is gone. The cost is vLLM's opt-in "full" report mode, which
+// re-announces reused blocks without a matching removal: such a block stays
+// indexed until the endpoint is cleared or its capacity evicts it.
 func addPair(pairs []pair, tier uint8, group int32) []pair {
 	for i := range pairs {
 		if pairs[i].tier == tier && pairs[i].group == group {
-			if tier != 0 && pairs[i].count < 1<<31 {
+			if pairs[i].count < 1<<31 {
 				pairs[i].count++
 			}
 			return pairs

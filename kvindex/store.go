@@ -102,9 +102,10 @@ func IndexableKind(kind string) bool {
 // RootKey(ev.Model) without a parent, and block i's key is
 // ChainKey(previous, its tokens, ev.ExtraKeys[i]). Each engine hash is
 // mapped to its key and the endpoint gains (ev.Tier, ev.Group) on the block,
-// superseding a speculative entry. GPU stores are idempotent; stores of other
-// tiers are reference-counted per (endpoint, tier, group, block), so a block
-// announced twice by an offloading connector needs two removals.
+// superseding a speculative entry. Stores are reference-counted per
+// (endpoint, tier, group, block), so a block announced twice — two GPU copies
+// cached by vLLM in one step, or an offloading connector's overlapping
+// chunks — needs two removals.
 //
 // Without tokens (an offload to another tier), the hashes are resolved
 // through the endpoint's map and gain the tier; unknown hashes are skipped

@@ -178,23 +178,29 @@ func TestTierOnlyStoreAndTierSpecificRemove(t *testing.T) {
 	require.Equal(t, 0, ix.Remove("a", nil, "gpu", 0))
 }
 
-func TestNonGPUTiersAreReferenceCounted(t *testing.T) {
+func TestEveryTierIsReferenceCounted(t *testing.T) {
 	ix := newTestIndex(t, Config{})
 	prompt := seq(1, testBS)
 	require.NoError(t, ix.Store("a", storeEv("m", 1, prompt)))
-	// GPU stores are idempotent (vLLM's "full" report mode re-announces).
+	// vLLM cached a second GPU copy of the block (two requests computed it in
+	// one step) and announced it too.
 	require.NoError(t, ix.Store("a", storeEv("m", 1, prompt)))
 	// The offloading connector announces the CPU copy in two overlapping chunks.
 	off := &StoreEvent{EngineHashes: []uint64{1}, BlockSize: testBS, Tier: "cpu", Group: 0}
 	require.NoError(t, ix.Store("a", off))
 	require.NoError(t, ix.Store("a", off))
 
+	require.Equal(t, 0, ix.Remove("a", []uint64{1}, "gpu", 0), "evicting one GPU copy keeps the other")
+	require.Equal(t, 1, match(ix, "m", prompt, "a").Endpoints[0].GPU)
+	// A block chained on it still finds its parent.
+	require.NoError(t, ix.Store("a", withParent(storeEv("m", 2, seq(100, testBS)), 1)))
 	require.Equal(t, 1, ix.Remove("a", []uint64{1}, "gpu", 0))
+	require.Equal(t, 0, match(ix, "m", prompt, "a").Endpoints[0].GPU)
 	require.Equal(t, 0, ix.Remove("a", []uint64{1}, "cpu", 0), "first CPU removal only drops a reference")
 	require.Equal(t, 1, match(ix, "m", prompt, "a").Endpoints[0].CPU)
 	require.Equal(t, 1, ix.Remove("a", []uint64{1}, "cpu", 0))
 	require.Equal(t, 0, match(ix, "m", prompt, "a").Endpoints[0].Blocks)
-	require.Equal(t, 0, ix.Stats().Memberships)
+	require.Equal(t, 1, ix.Stats().Memberships, "only the child block is left")
 }
 
 func TestGroupsAreTrackedPerMembership(t *testing.T) {
