@@ -1,0 +1,98 @@
+package main
+
+import (
+	"fmt"
+	"math"
+)
+
+// Target is one row of design.md's "Performance targets" table, tied to
+// the benchmark and metric that measure it.
+type Target struct {
+	What      string  // the design's wording
+	Bench     string  // benchmark name
+	Unit      string  // metric compared
+	Max       bool    // true: the figure must be at most Limit; false: at least
+	Limit     float64 // in Unit
+	ZeroAlloc bool    // also requires 0 allocs/op
+	Display   string  // the target as the design states it
+	Existing  string  // "best existing Go implementation, same machine class"
+}
+
+// Targets are the design's performance targets (design.md).
+var Targets = []Target{
+	{What: "Match of a 2,048-token prompt (32 blocks of 64) against 64 candidates, warm index of ≥ 1M blocks",
+		Bench: "Match/tokens=2048/endpoints=64", Unit: "ns/op", Max: true, Limit: 2000, ZeroAlloc: true,
+		Display: "≤ 2 µs, 0 allocs/op", Existing: "785 µs for 128 blocks × 8 pods"},
+	{What: "block keys of 2,048 tokens", Bench: "Keys/tokens=2048", Unit: "ns/op", Max: true, Limit: 1000,
+		Display: "≤ 1 µs", Existing: "11.5 µs (xxh64), 87 µs (CBOR-FNV)"},
+	{What: "decode + apply of BlockStored events (16 blocks × 64 tokens)", Bench: "Apply/blocks=16", Unit: "blocks/s",
+		Limit: 1_000_000, Display: "≥ 1,000,000 blocks/s on one core", Existing: "~220,000 blocks/s"},
+	{What: "memory per (block, endpoint) membership, engine-hash map included", Bench: "Memory", Unit: "bytes/membership",
+		Max: true, Limit: 100, Display: "≤ 100 bytes", Existing: "~1,300 bytes per block"},
+	{What: "full Pick (keys + match + filter + score) for 2,048 tokens, 64 endpoints, render excluded",
+		Bench: "Pick/tokens=2048/endpoints=64", Unit: "ns/op", Max: true, Limit: 10_000,
+		Display: "≤ 10 µs", Existing: "ms range"},
+}
+
+// Verdict says whether b meets t, and formats the measured figure.
+func (t Target) Verdict(b Bench) (measured string, met bool, ok bool) {
+	v, ok := b.Metrics[t.Unit]
+	if !ok {
+		return "", false, false
+	}
+	met = v >= t.Limit
+	if t.Max {
+		met = v <= t.Limit
+	}
+	measured = formatMetric(v, t.Unit)
+	if t.ZeroAlloc {
+		allocs := b.Metrics["allocs/op"]
+		measured += fmt.Sprintf(", %s allocs/op", formatNumber(allocs))
+		met = met && allocs == 0
+	}
+	return measured, met, true
+}
+
+// formatMetric renders a value in its unit, times as ns/µs/ms.
+func formatMetric(v float64, unit string) string {
+	if unit == "ns/op" {
+		switch {
+		case v >= 1e6:
+			return fmt.Sprintf("%.2f ms", v/1e6)
+		case v >= 1e3:
+			return fmt.Sprintf("%.2f µs", v/1e3)
+		default:
+			return fmt.Sprintf("%.0f ns", v)
+		}
+	}
+	return formatNumber(v) + " " + unit
+}
+
+// formatNumber prints v with thousands separators when large and three
+// significant figures when small.
+func formatNumber(v float64) string {
+	switch {
+	case v == math.Trunc(v) && math.Abs(v) < 1e15:
+		return group(fmt.Sprintf("%.0f", v))
+	case math.Abs(v) >= 1000:
+		return group(fmt.Sprintf("%.0f", v))
+	case math.Abs(v) >= 100:
+		return fmt.Sprintf("%.1f", v)
+	default:
+		return fmt.Sprintf("%.3g", v)
+	}
+}
+
+func group(s string) string {
+	neg := s != "" && s[0] == '-'
+	if neg {
+		s = s[1:]
+	}
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	if neg {
+		return "-" + s
+	}
+	return s
+}

@@ -1,0 +1,221 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kvroute/kvroute/bench/internal/sim"
+)
+
+func main() {
+	if err := run(context.Background(), os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "routesim:", err)
+		os.Exit(1)
+	}
+}
+
+// options are the command's flags.
+type options struct {
+	seed        uint64
+	requests    int
+	engines     int
+	blocks      int
+	replicas    int
+	loads       string
+	workloads   string
+	policies    string
+	eventDelay  time.Duration
+	approxTTL   time.Duration
+	parallel    int
+	out         string
+	sensitivity bool
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	def := sim.DefaultConfig(sim.SharedPrefix, 1)
+	var o options
+	fs := flag.NewFlagSet("routesim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Uint64Var(&o.seed, "seed", def.Seed, "random seed (same seed, same results)")
+	fs.IntVar(&o.requests, "requests", def.Workload.Requests, "requests per run")
+	fs.IntVar(&o.engines, "engines", def.Fleet.Engines, "simulated engines")
+	fs.IntVar(&o.blocks, "blocks", def.Fleet.NumGPUBlocks, "KV-cache blocks per engine")
+	fs.IntVar(&o.replicas, "replicas", def.GatewayReplicas, "gateway replicas, each with its own policy instance")
+	fs.StringVar(&o.loads, "loads", "0.25,0.5,0.75,1,1.25,1.5", "comma-separated loads (fractions of the fleet's prefill capacity)")
+	fs.StringVar(&o.workloads, "workloads", "shared-prefix,multi-turn,no-reuse", "comma-separated workloads")
+	fs.StringVar(&o.policies, "policies", "kvroute,approximate,least-load,round-robin", "comma-separated policies")
+	fs.DurationVar(&o.eventDelay, "event-delay", def.EventDelay, "delay from an engine step to its KV events reaching the index")
+	fs.DurationVar(&o.approxTTL, "approx-ttl", def.ApproxTTL, "how long the approximate router remembers a decision")
+	fs.IntVar(&o.parallel, "parallel", runtime.GOMAXPROCS(0), "runs simulated at once (results do not depend on it)")
+	fs.StringVar(&o.out, "out", "", "output directory (default <module root>/bench/results)")
+	fs.BoolVar(&o.sensitivity, "sensitivity", true, "also run shared-prefix with a single gateway replica and append it to the report")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	return o, nil
+}
+
+func run(ctx context.Context, args []string, stdout io.Writer) error {
+	o, err := parseFlags(args, os.Stderr)
+	if err != nil {
+		return err
+	}
+	base := sim.DefaultConfig(sim.SharedPrefix, 1)
+	base.Seed, base.Fleet.Engines, base.Fleet.NumGPUBlocks = o.seed, o.engines, o.blocks
+	base.GatewayReplicas, base.EventDelay, base.ApproxTTL = o.replicas, o.eventDelay, o.approxTTL
+	loads, err := parseLoads(o.loads)
+	if err != nil {
+		return err
+	}
+	var workloads []sim.Workload
+	for _, name := range splitList(o.workloads) {
+		w := sim.DefaultWorkload(sim.WorkloadKind(name))
+		w.Requests = o.requests
+		workloads = append(workloads, w)
+	}
+	var policies []sim.Policy
+	for _, name := range splitList(o.policies) {
+		p, err := sim.ParsePolicy(name)
+		if err != nil {
+			return err
+		}
+		policies = append(policies, p)
+	}
+	if len(workloads) == 0 || len(policies) == 0 {
+		return errors.New("need at least one workload and one policy")
+	}
+	if o.out == "" {
+		root, err := moduleRoot()
+		if err != nil {
+			return err
+		}
+		o.out = filepath.Join(root, "bench", "results")
+	}
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return err
+	}
+
+	start := time.Now()
+	results, err := sim.Sweep(ctx, base, workloads, loads, policies, o.parallel)
+	if err != nil {
+		return err
+	}
+	var sens []sim.Result
+	if o.sensitivity && o.replicas != 1 && workloads[0].Kind == sim.SharedPrefix {
+		one := base
+		one.GatewayReplicas = 1
+		if sens, err = sim.Sweep(ctx, one, workloads[:1], loads, policies, o.parallel); err != nil {
+			return err
+		}
+	}
+	wall := time.Since(start)
+
+	meta := sim.Meta{
+		Command:   strings.TrimSpace("go run ./bench/cmd/routesim " + strings.Join(args, " ")),
+		Generated: time.Now(), Wall: wall, Base: base, Workloads: workloads, Loads: loads,
+		SVG: map[sim.WorkloadKind]string{},
+	}
+	for _, w := range workloads {
+		name := "routesim-" + string(w.Kind) + ".svg"
+		if err := writeFile(filepath.Join(o.out, name), func(f io.Writer) error { return sim.WriteSVG(f, w.Kind, results) }); err != nil {
+			return err
+		}
+		meta.SVG[w.Kind] = name
+	}
+	err = writeFile(filepath.Join(o.out, "routesim.md"), func(f io.Writer) error {
+		if err := sim.WriteMarkdown(f, meta, results); err != nil {
+			return err
+		}
+		if len(sens) == 0 {
+			return nil
+		}
+		return sim.WriteCompactTable(f, "Sensitivity: a single gateway replica (shared-prefix)",
+			fmt.Sprintf("The tables above run %d gateway replicas, as the llm-d deployment guide runs its routers active-active: every kvroute replica subscribes to every engine, while each approximate (or load-based) replica knows only its own decisions. With one replica the approximate router sees every decision:", o.replicas), sens)
+	})
+	if err != nil {
+		return err
+	}
+	err = writeFile(filepath.Join(o.out, "routesim.json"), func(f io.Writer) error {
+		enc := json.NewEncoder(f)
+		enc.SetIndent("", "  ")
+		return enc.Encode(map[string]any{"base": base, "results": results, "singleReplica": sens})
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "routesim: %d runs in %v; wrote %s\n", len(results)+len(sens), wall.Round(time.Millisecond), filepath.Join(o.out, "routesim.md"))
+	for _, t := range sim.Targets(results) {
+		fmt.Fprintf(stdout, "  shared-prefix load %.2f: kvroute hit %.1f%% (oracle %.1f%%), TTFT p90 %v (best other %v, %s)\n",
+			t.Load, t.HitRate*100, t.Oracle*100, t.TTFTP90.Round(time.Millisecond), t.BestOther.Round(time.Millisecond), t.BestOtherName)
+	}
+	return nil
+}
+
+func parseLoads(s string) ([]float64, error) {
+	var loads []float64
+	for _, f := range splitList(s) {
+		v, err := strconv.ParseFloat(f, 64)
+		if err != nil || !(v > 0) {
+			return nil, fmt.Errorf("bad load %q: want a positive number", f)
+		}
+		loads = append(loads, v)
+	}
+	if len(loads) == 0 {
+		return nil, errors.New("no loads")
+	}
+	return loads, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func writeFile(path string, fill func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := fill(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// moduleRoot walks up from the working directory to kvroute's go.mod.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && strings.Contains(string(data), "module github.com/kvroute/kvroute\n") {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("not inside the kvroute module; pass -out")
+		}
+		dir = parent
+	}
+}

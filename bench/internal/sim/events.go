@@ -1,0 +1,141 @@
+package sim
+
+import (
+	"container/heap"
+	"time"
+
+	"github.com/kvroute/kvroute/examples/simengine/engine"
+	"github.com/kvroute/kvroute/kvevents"
+)
+
+// eventPath carries the engines' KV events to the router's index the way a
+// deployment does, minus the socket: each engine step's event batch is
+// encoded in the current vLLM wire format (kvevents.AppendBatch), held for
+// the configured delay, then decoded (kvevents.Decoder) and applied
+// (kvevents.Applier) for the engine's endpoint — once per gateway replica,
+// since every replica subscribes to every engine.
+type eventPath struct {
+	delay        time.Duration
+	ids          []string
+	queue        deliveryQueue
+	seq          int
+	enc          kvevents.Batch
+	dec          *kvevents.Decoder
+	batch        kvevents.Batch
+	appliers     []*kvevents.Applier  // one per gateway replica
+	totals       kvevents.ApplyResult // of replica 0
+	decodeErrors int
+}
+
+// delivery is one encoded batch in flight to the router.
+type delivery struct {
+	at       time.Time
+	seq      int
+	endpoint int
+	payload  []byte
+}
+
+type deliveryQueue []delivery
+
+func (q deliveryQueue) Len() int { return len(q) }
+func (q deliveryQueue) Less(i, j int) bool {
+	if !q[i].at.Equal(q[j].at) {
+		return q[i].at.Before(q[j].at)
+	}
+	return q[i].seq < q[j].seq
+}
+func (q deliveryQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *deliveryQueue) Push(x any)   { *q = append(*q, x.(delivery)) }
+func (q *deliveryQueue) Pop() any {
+	old := *q
+	d := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return d
+}
+
+// publish encodes one engine batch and schedules its delivery.
+func (p *eventPath) publish(endpoint int, b engine.EventBatch) {
+	p.enc.Reset()
+	for i := range b.Events {
+		toWire(&p.enc, &b.Events[i])
+	}
+	payload := kvevents.AppendBatch(nil, &p.enc, kvevents.FormatVLLM)
+	p.seq++
+	heap.Push(&p.queue, delivery{at: b.Time.Add(p.delay), seq: p.seq, endpoint: endpoint, payload: payload})
+}
+
+// next returns the time of the next delivery.
+func (p *eventPath) next() (time.Time, bool) {
+	if len(p.queue) == 0 {
+		return time.Time{}, false
+	}
+	return p.queue[0].at, true
+}
+
+// deliver applies every batch due at or before now, in order.
+func (p *eventPath) deliver(now time.Time) {
+	for len(p.queue) > 0 && !p.queue[0].at.After(now) {
+		d := heap.Pop(&p.queue).(delivery)
+		if err := p.dec.Decode(d.payload, &p.batch); err != nil {
+			p.decodeErrors++
+			continue
+		}
+		for _, a := range p.appliers[1:] {
+			a.Apply(p.ids[d.endpoint], simModel, &p.batch)
+		}
+		r := p.appliers[0].Apply(p.ids[d.endpoint], simModel, &p.batch)
+		p.totals.Stored += r.Stored
+		p.totals.StoredBlocks += r.StoredBlocks
+		p.totals.Removed += r.Removed
+		p.totals.RemovedBlocks += r.RemovedBlocks
+		p.totals.Cleared += r.Cleared
+		p.totals.Skipped += r.Skipped
+		p.totals.Dropped += r.Dropped
+		p.totals.ParentMissing += r.ParentMissing
+	}
+}
+
+// toWire appends the kvevents form of one engine event to b.
+func toWire(b *kvevents.Batch, e *engine.Event) {
+	b.Events = append(b.Events, kvevents.Event{})
+	w := &b.Events[len(b.Events)-1]
+	switch e.Type {
+	case engine.BlockStored:
+		w.Type = kvevents.EventBlockStored
+	case engine.BlockRemoved:
+		w.Type = kvevents.EventBlockRemoved
+	case engine.AllBlocksCleared:
+		w.Type = kvevents.EventAllBlocksCleared
+		return
+	}
+	w.BlockHashes = e.BlockHashes
+	w.ParentHash, w.HasParent = e.ParentHash, e.HasParent
+	w.TokenIDs = e.TokenIDs
+	w.BlockSize = e.BlockSize
+	w.Medium = e.Medium
+	w.LoRAName = e.LoRAName
+	if e.LoRAName != "" {
+		w.LoRAID, w.HasLoRAID = int64(e.LoRAID), true
+	}
+	w.Group, w.HasGroup = e.GroupIdx, true
+	w.Kind = e.Kind
+	for _, keys := range e.ExtraKeys {
+		var ks []kvevents.ExtraKey
+		for _, k := range keys {
+			ks = append(ks, kvevents.ExtraKey{Kind: kvevents.ExtraKeyString, Value: k})
+		}
+		w.ExtraKeys = append(w.ExtraKeys, ks)
+	}
+	if len(w.ExtraKeys) > 0 && allEmpty(w.ExtraKeys) {
+		w.ExtraKeys = nil // vLLM sends extra_keys: None when no block has any
+	}
+}
+
+func allEmpty(keys [][]kvevents.ExtraKey) bool {
+	for _, k := range keys {
+		if len(k) > 0 {
+			return false
+		}
+	}
+	return true
+}

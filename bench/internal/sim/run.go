@@ -1,0 +1,353 @@
+package sim
+
+import (
+	"container/heap"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/kvroute/kvroute/examples/simengine/engine"
+	"github.com/kvroute/kvroute/kvevents"
+	"github.com/kvroute/kvroute/kvindex"
+)
+
+// Result is the outcome of one policy on one run.
+type Result struct {
+	Workload WorkloadKind `json:"workload"`
+	Policy   Policy       `json:"policy"`
+	Load     float64      `json:"load"`
+	// OfferedQPS is the open-loop request rate (for MultiTurn, the rate the
+	// session arrivals would produce if turns followed without delay).
+	OfferedQPS float64 `json:"offeredQPS"`
+	// Requests were routed; Completed finished with all their tokens.
+	Requests  int `json:"requests"`
+	Completed int `json:"completed"`
+	// HitRate is the engines' prefix-cache hit rate: Σ prefix_cache_hits /
+	// Σ prefix_cache_queries over the fleet, the vllm:prefix_cache_* ratio.
+	HitRate float64 `json:"hitRate"`
+	// OracleHitRate bounds HitRate on this run's trace: every request
+	// reuses the longest prefix that any earlier request could have left in
+	// some cache (infinite caches, perfect routing), capped like the engine
+	// caps a hit (the last prompt token is always recomputed).
+	OracleHitRate float64 `json:"oracleHitRate"`
+	// Time to first token percentiles, from arrival at the engine.
+	TTFTP50 time.Duration `json:"ttftP50"`
+	TTFTP90 time.Duration `json:"ttftP90"`
+	TTFTP99 time.Duration `json:"ttftP99"`
+	// Throughput is completed requests per second of virtual time, from
+	// the first arrival to the last completion.
+	Throughput float64 `json:"throughput"`
+	// Imbalance is max/mean over engines of the prompt tokens each engine
+	// actually computed (prompt tokens minus prefix-cache hits): 1 is
+	// perfectly even.
+	Imbalance float64 `json:"imbalance"`
+	// Preemptions is the engines' recompute preemptions (KV blocks ran
+	// out); Makespan is the virtual time from the first arrival to the last
+	// completion.
+	Preemptions uint64        `json:"preemptions"`
+	Makespan    time.Duration `json:"makespan"`
+	// EventsApplied counts the KV events the kvroute policy's index (of
+	// gateway replica 0) applied; EventsDropped those it could not apply
+	// (a store whose parent hash the index no longer knows, a removal of an
+	// unknown group, a payload that failed to decode).
+	EventsApplied int `json:"eventsApplied"`
+	EventsDropped int `json:"eventsDropped"`
+	// Wall is the host time the run took.
+	Wall time.Duration `json:"wall"`
+}
+
+// ErrStalled is returned when a run stops making progress or passes
+// Config.MaxVirtualTime.
+var ErrStalled = errors.New("sim: run stalled")
+
+// run is the state of one policy on one run.
+type run struct {
+	cfg     Config
+	policy  Policy
+	tr      *trace
+	now     time.Time
+	start   time.Time
+	engines []*engine.Engine
+	ids     []string
+	rts     []router   // one per gateway replica
+	events  *eventPath // kvroute only
+	pending arrivalQueue
+	reqs    []*request
+	seq     int
+	gateway *rand.Rand // spreads requests over gateway replicas
+
+	oracleSeen    map[kvindex.Key]struct{}
+	oracleHits    int64
+	oracleQueries int64
+	keys          []kvindex.Key
+}
+
+// Run simulates one policy on cfg and returns its result. The same cfg
+// gives the same prompts and open-loop arrivals to every policy.
+func Run(cfg Config, policy Policy) (Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return Result{}, err
+	}
+	wall := time.Now()
+	r := &run{cfg: cfg, policy: policy, start: engine.DefaultStart, oracleSeen: map[kvindex.Key]struct{}{}}
+	r.now = r.start
+	r.ids = endpointIDs(cfg.Fleet.Engines)
+	r.gateway = rand.New(rand.NewPCG(cfg.Seed, 0x6a))
+	r.tr = newTrace(cfg, r.start)
+	defer r.teardown()
+	if err := r.setup(); err != nil {
+		return Result{}, err
+	}
+	for _, a := range r.tr.open {
+		r.push(a)
+	}
+	if err := r.loop(); err != nil {
+		return Result{}, err
+	}
+	res := r.result()
+	res.Wall = time.Since(wall)
+	return res, nil
+}
+
+func (r *run) setup() error {
+	f := r.cfg.Fleet
+	var sink func(i int) engine.EventSink
+	clock := func() time.Time { return r.now }
+	if r.policy == KVRoute {
+		r.events = &eventPath{delay: r.cfg.EventDelay, ids: r.ids, dec: kvevents.NewDecoder(kvevents.Limits{})}
+		sink = func(i int) engine.EventSink {
+			return engine.EventSinkFunc(func(b engine.EventBatch) { r.events.publish(i, b) })
+		}
+	}
+	for g := 0; g < r.cfg.GatewayReplicas; g++ {
+		seed := r.cfg.Seed + uint64(g)<<32
+		switch r.policy {
+		case KVRoute:
+			kr, err := newKVRouter(r.cfg, r.ids, clock, seed)
+			if err != nil {
+				return err
+			}
+			r.rts = append(r.rts, kr)
+			applier, err := kvevents.NewApplier(kr.r.Index(), kvevents.ApplierConfig{Model: simModel})
+			if err != nil {
+				return err
+			}
+			r.events.appliers = append(r.events.appliers, applier)
+		case Approximate:
+			r.rts = append(r.rts, newApprox(r.cfg, clock, r.scrape, seed))
+		case LeastLoad:
+			ll, err := newLeastLoad(r.ids)
+			if err != nil {
+				return err
+			}
+			r.rts = append(r.rts, ll)
+		case RoundRobin:
+			r.rts = append(r.rts, &roundRobin{n: f.Engines, next: g % f.Engines})
+		default:
+			return fmt.Errorf("%w: unknown policy %q", ErrInvalidConfig, r.policy)
+		}
+	}
+	for i := 0; i < f.Engines; i++ {
+		ec := engine.Config{
+			Model: simModel, BlockSize: f.BlockSize, NumGPUBlocks: f.NumGPUBlocks,
+			MaxNumBatchedTokens: f.MaxNumBatchedTokens, MaxNumSeqs: f.MaxNumSeqs,
+			PrefillTokensPerSecond: f.PrefillTokensPerSecond, DecodeStep: f.DecodeStep,
+			Start: r.start,
+		}
+		if f.DecodeStep == 0 {
+			ec.DecodeStep = time.Nanosecond // the engine treats 0 as "default"
+		}
+		if sink != nil {
+			ec.Sink = sink(i)
+		}
+		e, err := engine.New(ec)
+		if err != nil {
+			return err
+		}
+		r.engines = append(r.engines, e)
+	}
+	return nil
+}
+
+// scrape returns engine i's waiting requests and KV-cache usage, the two
+// vLLM metrics a load-aware gateway scrapes.
+func (r *run) scrape(i int) (waiting int, usage float64) {
+	st := r.engines[i].Stats()
+	return st.Waiting, 1 - float64(st.FreeBlocks)/float64(max(st.NumBlocks, 1))
+}
+
+func (r *run) teardown() {
+	for _, e := range r.engines {
+		e.Close()
+	}
+	for _, rt := range r.rts {
+		rt.close()
+	}
+}
+
+func (r *run) push(a arrival) {
+	r.seq++
+	a.seq = r.seq
+	heap.Push(&r.pending, a)
+}
+
+// loop advances the virtual clock from event to event: KV-event deliveries
+// first (so a delivery due at t is visible to a decision at t), then engine
+// steps ending at t (which report first tokens and completions), then
+// arrivals at t.
+func (r *run) loop() error {
+	deadline := r.start.Add(r.cfg.MaxVirtualTime)
+	idle := 0
+	for {
+		next, ok := r.nextTime()
+		if !ok {
+			return nil
+		}
+		if next.Before(r.now) {
+			next = r.now
+		}
+		if next.Equal(r.now) {
+			if idle++; idle > 1_000_000 {
+				return fmt.Errorf("%w: no progress at %v", ErrStalled, r.now.Sub(r.start))
+			}
+		} else {
+			idle = 0
+		}
+		if next.After(deadline) {
+			return fmt.Errorf("%w: virtual time passed %v", ErrStalled, r.cfg.MaxVirtualTime)
+		}
+		r.now = next
+		if r.events != nil {
+			r.events.deliver(r.now)
+		}
+		for _, e := range r.engines {
+			if t, ok := e.NextEventTime(); ok && !t.After(r.now) {
+				e.AdvanceTo(r.now)
+			}
+		}
+		for len(r.pending) > 0 && !r.pending[0].at.After(r.now) {
+			if err := r.arrive(heap.Pop(&r.pending).(arrival)); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// nextTime is the earliest pending delivery, engine step or arrival.
+func (r *run) nextTime() (time.Time, bool) {
+	var next time.Time
+	found := false
+	consider := func(t time.Time) {
+		if !found || t.Before(next) {
+			next, found = t, true
+		}
+	}
+	if r.events != nil {
+		if t, ok := r.events.next(); ok {
+			consider(t)
+		}
+	}
+	for _, e := range r.engines {
+		if t, ok := e.NextEventTime(); ok {
+			consider(t)
+		}
+	}
+	if len(r.pending) > 0 {
+		consider(r.pending[0].at)
+	}
+	return next, found
+}
+
+// arrive routes one request and submits it to the chosen engine.
+func (r *run) arrive(a arrival) error {
+	rq := &request{arrival: a, replica: r.gateway.IntN(len(r.rts))}
+	r.oracle(a.prompt)
+	rt := r.rts[rq.replica]
+	i, err := rt.pick(rq)
+	if err != nil {
+		return fmt.Errorf("sim: %s pick: %w", r.policy, err)
+	}
+	rq.engine = i
+	r.reqs = append(r.reqs, rq)
+	e := r.engines[i]
+	e.AdvanceTo(r.now)
+	_, err = e.Submit(engine.Request{
+		Prompt: a.prompt, MaxTokens: r.cfg.Workload.OutputTokens,
+		OnToken: func(t engine.TokenEvent) {
+			if t.Index == 0 {
+				rt.firstToken(rq)
+			}
+		},
+		OnDone: func(res engine.Result) { r.finished(rq, res) },
+	})
+	if err != nil {
+		return fmt.Errorf("sim: submit to engine %d: %w", i, err)
+	}
+	return nil
+}
+
+// finished records a request's outcome and, for a chat session, schedules
+// its next turn.
+func (r *run) finished(rq *request, res engine.Result) {
+	r.rts[rq.replica].done(rq)
+	rq.finished, rq.finish = true, res.Finish
+	if res.Err != nil {
+		rq.failed = true
+		return
+	}
+	rq.ttft = res.TTFT()
+	// What this request leaves reusable: its prompt and the answer's
+	// computed tokens (the last token's KV is never computed).
+	if n := len(res.OutputTokens) - 1; n > 0 {
+		r.keys = keysOf(r.keys, append(slices.Clip(rq.prompt), res.OutputTokens[:n]...), r.cfg.Fleet.BlockSize)
+		for _, k := range r.keys {
+			r.oracleSeen[k] = struct{}{}
+		}
+	}
+	if rq.session >= 0 {
+		if next, think, ok := r.tr.nextTurn(rq.session, rq.turn, rq.prompt, res.OutputTokens); ok {
+			r.push(arrival{at: res.Finish.Add(think), prompt: next, session: rq.session, turn: rq.turn + 1})
+		}
+	}
+}
+
+// oracle adds a prompt to the oracle bound: its longest prefix that an
+// earlier request left reusable, capped like the engine's hit.
+func (r *run) oracle(prompt []uint32) {
+	bs := r.cfg.Fleet.BlockSize
+	r.keys = keysOf(r.keys, prompt, bs)
+	limit := (len(prompt) - 1) / bs
+	hit := 0
+	for hit < limit && hit < len(r.keys) {
+		if _, ok := r.oracleSeen[r.keys[hit]]; !ok {
+			break
+		}
+		hit++
+	}
+	r.oracleHits += int64(hit * bs)
+	r.oracleQueries += int64(len(prompt))
+	for _, k := range r.keys {
+		r.oracleSeen[k] = struct{}{}
+	}
+}
+
+// arrivalQueue orders pending arrivals by time, then by push order.
+type arrivalQueue []arrival
+
+func (q arrivalQueue) Len() int { return len(q) }
+func (q arrivalQueue) Less(i, j int) bool {
+	if !q[i].at.Equal(q[j].at) {
+		return q[i].at.Before(q[j].at)
+	}
+	return q[i].seq < q[j].seq
+}
+func (q arrivalQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *arrivalQueue) Push(x any)   { *q = append(*q, x.(arrival)) }
+func (q *arrivalQueue) Pop() any {
+	old := *q
+	a := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return a
+}

@@ -1,0 +1,123 @@
+package sim
+
+import (
+	"math/rand/v2"
+	"time"
+)
+
+// Token IDs of generated prompts are drawn from [tokenLow, tokenHigh), a
+// vocabulary-sized range away from the engine model's special tokens.
+const (
+	tokenLow  = 1000
+	tokenHigh = 150_000
+)
+
+// arrival is one request waiting to arrive.
+type arrival struct {
+	at      time.Time
+	seq     int // tie-break: arrival order
+	prompt  []uint32
+	session int // MultiTurn: the session; -1 otherwise
+	turn    int
+}
+
+// trace is the policy-independent part of a run: every prompt's content and
+// the open-loop arrival times, all drawn from the seed. For MultiTurn only
+// the first turns arrive open-loop; later turns are built from the engine's
+// answer and arrive a think time after it (the engine's answers depend only
+// on the prompt, so every policy sees the same conversations).
+type trace struct {
+	w        Workload
+	open     []arrival
+	users    [][][]uint32      // MultiTurn: per session, per turn, the user message
+	think    [][]time.Duration // MultiTurn: per session, per turn, the think time after it
+	sessions int
+}
+
+// newTrace draws the run's prompts and arrivals. rate is in requests per
+// second; start is the virtual time of the first possible arrival.
+func newTrace(cfg Config, start time.Time) *trace {
+	w := cfg.Workload
+	rate := cfg.Load * cfg.Capacity()
+	t := &trace{w: w}
+	content := rand.New(rand.NewPCG(cfg.Seed, 0xc0)) // prompt content
+	times := rand.New(rand.NewPCG(cfg.Seed, 0x71))   // arrival process
+	gap := func(r float64) time.Duration {
+		return time.Duration(times.ExpFloat64() / r * float64(time.Second))
+	}
+	at := start
+	switch w.Kind {
+	case SharedPrefix:
+		contexts := make([][]uint32, w.Groups)
+		for g := range contexts {
+			contexts[g] = randTokens(content, w.ContextTokens)
+		}
+		questions := make([][]uint32, w.Groups*w.Users)
+		for i := range questions {
+			questions[i] = randTokens(content, w.QuestionTokens)
+		}
+		pick := rand.New(rand.NewPCG(cfg.Seed, 0x9a))
+		for i := 0; i < w.Requests; i++ {
+			at = at.Add(gap(rate))
+			g, u := pick.IntN(w.Groups), pick.IntN(w.Users)
+			p := make([]uint32, 0, w.ContextTokens+w.QuestionTokens)
+			p = append(append(p, contexts[g]...), questions[g*w.Users+u]...)
+			t.open = append(t.open, arrival{at: at, seq: i, prompt: p, session: -1})
+		}
+	case MultiTurn:
+		systems := make([][]uint32, w.SystemPrompts)
+		for i := range systems {
+			systems[i] = randTokens(content, w.SystemTokens)
+		}
+		t.sessions = w.Requests / w.Turns
+		t.users = make([][][]uint32, t.sessions)
+		t.think = make([][]time.Duration, t.sessions)
+		thinkRand := rand.New(rand.NewPCG(cfg.Seed, 0x7b))
+		for s := 0; s < t.sessions; s++ {
+			at = at.Add(gap(rate / float64(w.Turns)))
+			for k := 0; k < w.Turns; k++ {
+				t.users[s] = append(t.users[s], randTokens(content, w.UserTokens))
+				t.think[s] = append(t.think[s], time.Duration(thinkRand.ExpFloat64()*float64(w.ThinkTime)))
+			}
+			sys := systems[s%len(systems)]
+			p := make([]uint32, 0, w.SystemTokens+w.UserTokens)
+			p = append(append(p, sys...), t.users[s][0]...)
+			t.open = append(t.open, arrival{at: at, seq: s, prompt: p, session: s})
+		}
+	case NoReuse:
+		for i := 0; i < w.Requests; i++ {
+			at = at.Add(gap(rate))
+			t.open = append(t.open, arrival{at: at, seq: i, prompt: randTokens(content, w.PromptTokens), session: -1})
+		}
+	}
+	return t
+}
+
+// total is the number of requests the trace will produce.
+func (t *trace) total() int {
+	if t.w.Kind == MultiTurn {
+		return t.sessions * t.w.Turns
+	}
+	return len(t.open)
+}
+
+// nextTurn returns the prompt of the turn after turn of session: the
+// previous prompt, the engine's answer and the next user message; ok is
+// false after the last turn.
+func (t *trace) nextTurn(session, turn int, prompt, answer []uint32) (next []uint32, think time.Duration, ok bool) {
+	if t.w.Kind != MultiTurn || turn+1 >= t.w.Turns {
+		return nil, 0, false
+	}
+	user := t.users[session][turn+1]
+	next = make([]uint32, 0, len(prompt)+len(answer)+len(user))
+	next = append(append(append(next, prompt...), answer...), user...)
+	return next, t.think[session][turn], true
+}
+
+func randTokens(r *rand.Rand, n int) []uint32 {
+	out := make([]uint32, n)
+	for i := range out {
+		out[i] = tokenLow + uint32(r.IntN(tokenHigh-tokenLow))
+	}
+	return out
+}
