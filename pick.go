@@ -29,6 +29,7 @@ type pickState struct {
 
 func (st *pickState) reset(n int) {
 	st.keys, st.bounds, st.ids = st.keys[:0], st.bounds[:0], st.ids[:0]
+	st.match.Endpoints = st.match.Endpoints[:0] // no stale match when nothing is matched
 	st.blocks = resize(st.blocks, n)
 	st.weighted = resize(st.weighted, n)
 	st.uncached = resize(st.uncached, n)
@@ -167,13 +168,14 @@ func (r *Router) Pick(ctx context.Context, req *Request, endpoints []Endpoint) (
 	return d, nil
 }
 
-// matchOf returns candidate i's match for an extra scorer; with several
-// prompts it is the sum over prompts.
+// matchOf returns candidate i's match for an extra scorer: Blocks and Score
+// are summed over the request's prompts, the per-tier counts are those of its
+// last prompt with keys; all zero when nothing was matched.
 func (r *Router) matchOf(st *pickState, i int) *kvindex.EndpointMatch {
-	if len(st.match.Endpoints) <= i {
-		return &kvindex.EndpointMatch{}
+	m := kvindex.EndpointMatch{Endpoint: st.ids[i]}
+	if i < len(st.match.Endpoints) {
+		m = st.match.Endpoints[i]
 	}
-	m := st.match.Endpoints[i]
 	m.Blocks, m.Score = st.blocks[i], st.weighted[i]
 	return &m
 }

@@ -358,3 +358,45 @@ func TestRouterMetricsPredictedShare(t *testing.T) {
 	require.Equal(t, 640.0, sums["llm_d_epp_prefix_predicted_cached_tokens"])
 	require.Equal(t, 740.0, sums["llm_d_epp_prefix_prompt_tokens"])
 }
+
+// preferScorer scores one endpoint 1 and every other 0, and records what it saw.
+type preferScorer struct {
+	id     string
+	mu     sync.Mutex
+	blocks map[string]int
+}
+
+func (s *preferScorer) Score(_ *Request, ep Endpoint, m *kvindex.EndpointMatch) float64 {
+	s.mu.Lock()
+	s.blocks[ep.ID] = m.Blocks
+	s.mu.Unlock()
+	if ep.ID == s.id {
+		return 7 // clamped to 1
+	}
+	return 0
+}
+
+func TestWeightedScorersJoinTheLoadScore(t *testing.T) {
+	eps := endpoints(3)
+	ps := &preferScorer{id: eps[2].ID, blocks: map[string]int{}}
+	r := testRouter(t, func(c *Config) { c.Speculative.Enabled = false },
+		Options{Scorers: []WeightedScorer{{Scorer: ps, Weight: 0.5}}})
+	engineStores(t, r.Index(), eps[1].ID, prompt(5, 64*3), 1)
+	// The preferred endpoint carries more load than the others; its extra 0.5
+	// outweighs the load difference (10,000 tokens ≈ 0.0024 of the score).
+	busy := r.load.Dispatch(eps[2].ID, 10_000)
+	defer busy.Done()
+	d := pick(t, r, prompt(99, 640), eps) // unrelated prompt: no cache information
+	require.Equal(t, eps[2].ID, d.Endpoint.ID)
+	require.InDelta(t, 1+0.5-float64(10_000+640)/float64(DefaultConfig().QueueThresholdTokens), d.Score, 1e-9)
+	d.Done(nil)
+	require.Equal(t, map[string]int{eps[0].ID: 0, eps[1].ID: 0, eps[2].ID: 0}, ps.blocks)
+
+	// Scorers run after the affinity filter, on the candidates it kept, and see
+	// each one's match for this request: here only the warm endpoint.
+	clear(ps.blocks)
+	d = pick(t, r, prompt(5, 64*3), eps)
+	d.Done(nil)
+	require.Equal(t, eps[1].ID, d.Endpoint.ID)
+	require.Equal(t, map[string]int{eps[1].ID: 3}, ps.blocks)
+}
