@@ -47,6 +47,13 @@ type matchScratch struct {
 	blk     [64]int32  // per chunk candidate: contiguous blocks
 	word    [64]uint64 // per chunk candidate: membership of the current block (exceptions only)
 	acc     [64]excAcc // per chunk candidate: blocks not held as "confirmed, GPU only"
+
+	// More than 64 candidates (matchWide), indexed by candidate index + 1
+	// (the value slot holds; entry 0 is the sink of non-candidates):
+	// wblk is the contiguous block count so far, wacc the exception
+	// accumulators, kept zeroed between calls.
+	wblk []int32
+	wacc []excAcc
 }
 
 // excAcc accumulates a candidate's blocks that are not the common case
@@ -81,9 +88,11 @@ func (ix *Index) Match(keys []Key, candidates []string, out *MatchResult) {
 	out.Endpoints = out.Endpoints[:len(candidates)]
 	out.s.resolve(ix, candidates)
 	tt := ix.tiers.Load()
-	best := 0
-	for base := 0; base < len(candidates); base += 64 {
-		best = max(best, ix.matchChunk(keys, candidates, out, base, tt))
+	var best int
+	if len(candidates) <= 64 {
+		best = ix.matchChunk(keys, candidates, out, 0, tt)
+	} else {
+		best = ix.matchWide(keys, candidates, out, tt)
 	}
 	if ix.met != nil {
 		ix.met.observeLookup(best, time.Since(start))
@@ -91,7 +100,8 @@ func (ix *Index) Match(keys []Key, candidates []string, out *MatchResult) {
 }
 
 // matchChunk walks keys for candidates base … base+63, writes their
-// results and returns the highest contiguous block count among them.
+// results and returns the highest contiguous block count among them. Match
+// uses it for up to 64 candidates (base 0); matchWide handles more.
 func (ix *Index) matchChunk(keys []Key, cands []string, out *MatchResult, base int, tt *tierTable) (best int) {
 	s := &out.s
 	end := min(base+64, len(cands))
