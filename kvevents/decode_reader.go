@@ -86,47 +86,30 @@ func (r *reader) length(n int, field string) int {
 // remaining bytes (every element takes at least one), so a caller may size
 // a buffer from it without trusting the input. It returns -1 on error.
 func (r *reader) arrayLen(field string) int {
-	c, ok := r.peek(field)
-	if !ok {
-		return -1
-	}
-	var n int
-	switch {
-	case c&0xf0 == 0x90:
-		r.p++
-		n = int(c & 0x0f)
-	case c == 0xdc:
-		n = r.length(2, field)
-	case c == 0xdd:
-		n = r.length(4, field)
-	default:
-		r.fail(ErrMalformed, field)
-		return -1
-	}
-	if n < 0 {
-		return -1
-	}
-	if n > r.remaining() {
-		r.fail(ErrTruncated, field)
-		return -1
-	}
-	return n
+	return r.containerLen(field, 0x90, 0xdc, 0xdd, 1)
 }
 
 // mapLen reads a map header, checked like arrayLen (two values per entry).
 func (r *reader) mapLen(field string) int {
+	return r.containerLen(field, 0x80, 0xde, 0xdf, 2)
+}
+
+// containerLen reads an array or map header: a fix form (fix | n, n < 16) or
+// the 16- and 32-bit forms c16 and c32. The length must fit the remaining
+// bytes at minBytes per entry.
+func (r *reader) containerLen(field string, fix, c16, c32 byte, minBytes int) int {
 	c, ok := r.peek(field)
 	if !ok {
 		return -1
 	}
 	var n int
 	switch {
-	case c&0xf0 == 0x80:
+	case c&0xf0 == fix:
 		r.p++
 		n = int(c & 0x0f)
-	case c == 0xde:
+	case c == c16:
 		n = r.length(2, field)
-	case c == 0xdf:
+	case c == c32:
 		n = r.length(4, field)
 	default:
 		r.fail(ErrMalformed, field)
@@ -135,7 +118,7 @@ func (r *reader) mapLen(field string) int {
 	if n < 0 {
 		return -1
 	}
-	if 2*n > r.remaining() {
+	if minBytes*n > r.remaining() {
 		r.fail(ErrTruncated, field)
 		return -1
 	}
