@@ -102,10 +102,13 @@ func (s *Server) handleCompletionsRender(w http.ResponseWriter, r *http.Request)
 	writeJSON(w, http.StatusOK, out)
 }
 
-// renderOne finishes the single-object render routes.
-func (s *Server) renderOne(w http.ResponseWriter, model, prefix string, tokens []uint32, e *apiError, maxTokens *int, salt *string, stream bool) {
+// renderOne finishes the single-object render routes: it checks the model,
+// then renders the prompt, as vLLM does.
+func (s *Server) renderOne(w http.ResponseWriter, model, prefix string, prompt func() ([]uint32, *apiError), maxTokens *int, salt *string, stream bool) {
+	var tokens []uint32
+	_, _, e := s.resolveModel(model)
 	if e == nil {
-		_, _, e = s.resolveModel(model)
+		tokens, e = prompt()
 	}
 	if e == nil {
 		e = s.checkRenderLength(tokens)
@@ -124,12 +127,7 @@ func (s *Server) handleChatRender(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, e)
 		return
 	}
-	var tokens []uint32
-	_, _, e := s.resolveModel(req.Model)
-	if e == nil {
-		tokens, e = req.prompt()
-	}
-	s.renderOne(w, req.Model, "chatcmpl-", tokens, e, req.maxTokens(s.cfg.DefaultMaxTokens), req.CacheSalt, req.Stream)
+	s.renderOne(w, req.Model, "chatcmpl-", req.prompt, req.maxTokens(s.cfg.DefaultMaxTokens), req.CacheSalt, req.Stream)
 }
 
 // handleMessagesRender serves /v1/messages/render: one GenerateRequest.
@@ -139,12 +137,7 @@ func (s *Server) handleMessagesRender(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, e)
 		return
 	}
-	var tokens []uint32
-	_, _, e := s.resolveModel(req.Model)
-	if e == nil {
-		tokens, e = req.prompt()
-	}
-	s.renderOne(w, req.Model, "chatcmpl-", tokens, e, req.MaxTokens, req.CacheSalt, req.Stream)
+	s.renderOne(w, req.Model, "chatcmpl-", req.prompt, req.MaxTokens, req.CacheSalt, req.Stream)
 }
 
 // handleResponsesRender serves /v1/responses/render: one GenerateRequest;
@@ -155,12 +148,7 @@ func (s *Server) handleResponsesRender(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, e)
 		return
 	}
-	var tokens []uint32
-	_, _, e := s.resolveModel(req.Model)
-	if e == nil {
-		tokens, e = req.prompt()
-	}
-	s.renderOne(w, req.Model, "resp_", tokens, e, req.MaxOutputTokens, req.CacheSalt, req.Stream)
+	s.renderOne(w, req.Model, "resp_", req.prompt, req.MaxOutputTokens, req.CacheSalt, req.Stream)
 }
 
 // handleModels serves /v1/models: the base model and its LoRA adapters.
