@@ -47,6 +47,9 @@ type Config struct {
 	LoadWeight float64 `json:"loadWeight"`
 	// Speculative configures speculative index entries for chosen endpoints.
 	Speculative SpeculativeConfig `json:"speculative"`
+	// Requests bounds the table that makes in-flight load addressable by
+	// request ID (Router.FirstChunk, Router.Done).
+	Requests tokenload.RequestTableConfig `json:"requests"`
 }
 
 // EventsConfig configures the KV-event subscriber pool: the pool's own

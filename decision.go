@@ -13,7 +13,9 @@ import (
 // (this releases the request's prompt tokens from the endpoint's committed
 // load) and Done when the response ends, fails or is aborted (this releases
 // the request itself). Both are idempotent and safe to call from any
-// goroutine; Done without FirstChunk releases everything.
+// goroutine; Done without FirstChunk releases everything. A host that keeps
+// only the request's ID calls Router.FirstChunk and Router.Done with it
+// instead; the two ways may be mixed and each release still happens once.
 type Decision struct {
 	// Endpoint is the chosen endpoint.
 	Endpoint Endpoint
@@ -30,15 +32,18 @@ type Decision struct {
 	// the request was tokenized and at least one candidate held part of it.
 	UsedCache bool
 	// Outcome is the affinity filter's decision (sticky, no_match,
-	// load_override, ...).
+	// load_override, ...); empty when the Selection was committed without
+	// running Filter.
 	Outcome affinity.Outcome
 	// RenderErr is the render failure when the request could not be
 	// tokenized; the decision was then made by load alone.
 	RenderErr error
-	// Score is the chosen endpoint's total score.
+	// Score is the chosen endpoint's total score (0 when it was not scored).
 	Score float64
 
 	inflight tokenload.Inflight
+	table    *tokenload.RequestTable // where the request is filed under id; nil without an ID
+	id       string
 }
 
 // FirstChunk records that the first response chunk arrived: the endpoint has
@@ -54,10 +59,14 @@ func (d *Decision) FirstChunk() {
 // Done records the end of the request, successful or not (err is the
 // request's failure, nil on success; it is accepted for symmetry with
 // gateways' error paths and is not otherwise interpreted). Anything the
-// request still held is released; later calls do nothing.
+// request still held is released and its ID, if any, leaves the router's
+// request table; later calls do nothing.
 func (d *Decision) Done(err error) {
 	if d == nil {
 		return
 	}
 	d.inflight.Done()
+	if d.table != nil {
+		d.table.Forget(d.id, &d.inflight)
+	}
 }

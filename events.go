@@ -21,7 +21,8 @@ type poolSource struct {
 }
 
 // newEventPool builds the KV-event subscriber pool that feeds ix.
-func newEventPool(cfg Config, ix *kvindex.Index, reg prometheus.Registerer, log *slog.Logger) (eventSource, error) {
+// Every endpoint's topic model goes to observe (see kvevents.TopicObserver).
+func newEventPool(cfg Config, ix *kvindex.Index, reg prometheus.Registerer, log *slog.Logger, observe kvevents.TopicObserver) (eventSource, error) {
 	pc := cfg.Events.PoolConfig
 	if pc.Model == "" {
 		pc.Model = cfg.Model
@@ -30,6 +31,7 @@ func newEventPool(cfg Config, ix *kvindex.Index, reg prometheus.Registerer, log 
 	if err != nil {
 		return nil, err
 	}
+	p.ObserveTopics(observe)
 	return &poolSource{pool: p, model: cfg.Model, known: map[string]struct{}{}}, nil
 }
 

@@ -16,13 +16,14 @@ const (
 // rendering is disabled.
 var errRenderDisabled = errors.New("kvroute: rendering disabled and the request carries no prompts")
 
-// routerMetrics are the root package's metrics (spec: metrics.md, "Prefix
-// prediction"), plus kvroute's decision and fallback counters.
+// routerMetrics are the root package's metrics: llm-d's prefix-prediction
+// histograms, plus kvroute's decision, fallback and cache-blind counters.
 type routerMetrics struct {
 	predicted       prometheus.Observer
 	prompt          prometheus.Observer
 	renderFallbacks prometheus.Counter
 	decisions       [numDecisionKinds]prometheus.Counter
+	blind           [numBlindReasons]prometheus.Counter
 }
 
 // tokenBuckets are token-count buckets from 16 to ~1M tokens.
@@ -47,8 +48,12 @@ func newRouterMetrics(reg prometheus.Registerer) (*routerMetrics, error) {
 		Name: "kvroute_router_decisions_total",
 		Help: "Routing decisions by kind: precise (cache information took part) or load_only.",
 	}, []string{"kind"})
+	blind := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kvroute_router_cache_blind_total",
+		Help: "Load-only routing decisions with a cause: render_failed, render_disabled (no prompts and rendering off) or events_disabled.",
+	}, []string{"reason"})
 	if reg != nil {
-		for _, c := range []prometheus.Collector{predicted, prompt, fallbacks, decisions} {
+		for _, c := range []prometheus.Collector{predicted, prompt, fallbacks, decisions, blind} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
@@ -61,5 +66,8 @@ func newRouterMetrics(reg prometheus.Registerer) (*routerMetrics, error) {
 	}
 	m.decisions[decisionPrecise] = decisions.WithLabelValues("precise")
 	m.decisions[decisionLoadOnly] = decisions.WithLabelValues("load_only")
+	for i, name := range blindReasons {
+		m.blind[i] = blind.WithLabelValues(name)
+	}
 	return m, nil
 }

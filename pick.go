@@ -9,8 +9,8 @@ import (
 	"github.com/kvroute/kvroute/tokenload"
 )
 
-// pickState is the per-call scratch of Pick, pooled so that a steady stream
-// of requests allocates little beyond the Decision itself.
+// pickState is the per-request scratch of a Selection, pooled so that a
+// steady stream of requests allocates little beyond the Decision itself.
 type pickState struct {
 	keys      []kvindex.Key // every prompt's keys, concatenated
 	tmp       []kvindex.Key // one prompt's keys
@@ -20,20 +20,24 @@ type pickState struct {
 	blocks    []int     // per candidate: contiguous blocks, summed over prompts
 	weighted  []float64 // per candidate: tier-weighted score, summed over prompts
 	uncached  []int64   // per candidate: this request's projected uncached tokens
+	scores    []float64 // per candidate: total score (valid for the kept ones once scored)
 	cands     []affinity.Candidate
-	pass      []int
+	pass      []int  // the candidates the affinity filter kept
+	kept      []bool // per candidate: in pass
 	mm        []kvindex.MMItem
 	rendered  []Prompt
 	renderRes render.Result
 }
 
 func (st *pickState) reset(n int) {
-	st.keys, st.bounds, st.ids = st.keys[:0], st.bounds[:0], st.ids[:0]
+	st.keys, st.bounds, st.ids, st.pass = st.keys[:0], st.bounds[:0], st.ids[:0], st.pass[:0]
 	st.match.Endpoints = st.match.Endpoints[:0] // no stale match when nothing is matched
 	st.blocks = resize(st.blocks, n)
 	st.weighted = resize(st.weighted, n)
 	st.uncached = resize(st.uncached, n)
+	st.scores = resize(st.scores, n)
 	st.cands = resize(st.cands, n)
+	st.kept = resize(st.kept, n)
 }
 
 func resize[T any](s []T, n int) []T {
@@ -45,53 +49,61 @@ func resize[T any](s []T, n int) []T {
 	return s
 }
 
-// Pick chooses an endpoint for req among endpoints. See Router for the
-// pipeline. A render failure does not fail Pick: the request is routed by
-// load alone, the failure is counted and Decision.RenderErr says so.
+// Pick chooses an endpoint for req among endpoints: Match, Filter, Score and
+// Commit of the best-scored candidate, in one call. See Router for the
+// pipeline and Selection for the stages. A render failure does not fail
+// Pick: the request is routed by load alone, the failure is counted and
+// Decision.RenderErr says so.
 func (r *Router) Pick(ctx context.Context, req *Request, endpoints []Endpoint) (*Decision, error) {
-	if len(endpoints) == 0 {
-		return nil, ErrNoEndpoints
-	}
-	if err := ctx.Err(); err != nil {
+	s, err := r.Match(ctx, req, endpoints)
+	if err != nil {
 		return nil, err
 	}
-	st := r.scratch.Get().(*pickState)
-	defer r.scratch.Put(st)
-	n := len(endpoints)
-	st.reset(n)
+	defer s.Release()
+	s.Filter()
+	best, _ := s.Score()
+	return s.Commit(best)
+}
 
-	prompts, salt, renderErr := r.prompts(ctx, req, st)
-	if renderErr != nil {
-		if err := ctx.Err(); err != nil {
-			return nil, err // the caller is gone; nothing to route
-		}
-		r.met.renderFallbacks.Inc()
-		r.log.Debug("render failed; routing by load alone", "request", req.ID, "err", renderErr)
-	}
+// render is the render stage: the request's prompts (given, or the render
+// client's answer), its cache salt and the render failure, if any.
+func (s *Selection) render(ctx context.Context) {
+	s.prompts, s.salt, s.renderErr = s.r.prompts(ctx, s.req, &s.st)
+}
 
-	for _, e := range endpoints {
-		st.ids = append(st.ids, e.ID)
-	}
-	bs := r.cfg.BlockSize
-	model := req.Model
+// keys is the block-key stage: every prompt's keys, concatenated, with the
+// prompt bounds, the prompt tokens and the number of keys.
+func (s *Selection) keys() {
+	st, bs := &s.st, s.r.cfg.BlockSize
+	model := s.req.Model
 	if model == "" {
-		model = r.cfg.Model
+		model = s.r.cfg.Model
 	}
-	promptTokens, total := 0, 0
 	st.bounds = append(st.bounds, 0)
-	for _, p := range prompts {
+	for _, p := range s.prompts {
 		st.mm = st.mm[:0]
 		for _, m := range p.MM {
 			st.mm = append(st.mm, kvindex.MMItem{Hash: m.Hash, Offset: m.Offset, Length: m.Length})
 		}
-		params := kvindex.KeyParams{Model: model, LoRA: req.LoRA, CacheSalt: salt, MM: st.mm}
+		params := kvindex.KeyParams{Model: model, LoRA: s.req.LoRA, CacheSalt: s.salt, MM: st.mm}
 		st.tmp = kvindex.Keys(st.tmp, p.Tokens, bs, &params)
-		start := len(st.keys)
 		st.keys = append(st.keys, st.tmp...)
-		promptTokens += len(p.Tokens)
-		keys := st.keys[start:]
-		total += len(keys)
+		s.promptTokens += len(p.Tokens)
 		st.bounds = append(st.bounds, len(st.keys))
+	}
+	s.total = len(st.keys)
+}
+
+// lookup is the index-lookup stage: each prompt's longest cached prefix on
+// every candidate, summed over prompts, then each candidate's projected
+// uncached tokens and in-flight load.
+func (s *Selection) lookup() {
+	r, st := s.r, &s.st
+	for _, e := range s.eps {
+		st.ids = append(st.ids, e.ID)
+	}
+	for p := 0; p+1 < len(st.bounds); p++ {
+		keys := st.keys[st.bounds[p]:st.bounds[p+1]]
 		if len(keys) == 0 {
 			continue
 		}
@@ -101,83 +113,39 @@ func (r *Router) Pick(ctx context.Context, req *Request, endpoints []Endpoint) (
 			st.weighted[i] += st.match.Endpoints[i].Score
 		}
 	}
-
-	usedCache := false
-	for i, e := range endpoints {
-		tok, _, _ := r.load.Load(e.ID)
-		st.uncached[i] = tokenload.UncachedTokens(promptTokens, total, st.weighted[i], bs)
+	bs := r.cfg.BlockSize
+	for i, e := range s.eps {
+		st.uncached[i] = tokenload.UncachedTokens(s.promptTokens, s.total, st.weighted[i], bs)
 		st.cands[i] = affinity.Candidate{
 			Score:          st.weighted[i],
-			InFlightTokens: tok,
+			InFlightTokens: r.inflightTokens(e.ID),
 			LoadKnown:      true, // the tracker sees every request this router dispatched
 			RequestTokens:  st.uncached[i],
 		}
 		if st.blocks[i] > 0 {
-			usedCache = true
+			s.usedCache = true
 		}
 	}
-	pass, outcome := r.filter.Apply(st.pass, total, st.cands)
-	st.pass = pass
+}
 
-	best, bestScore, ties := -1, 0.0, 0
-	for _, i := range pass {
-		s := r.cfg.LoadWeight * tokenload.Score(st.cands[i].InFlightTokens, st.uncached[i], r.cfg.QueueThresholdTokens)
-		for _, ws := range r.scorers {
-			s += ws.Weight * clamp01(ws.Scorer.Score(req, endpoints[i], r.matchOf(st, i)))
-		}
-		switch {
-		case best < 0 || s > bestScore:
-			best, bestScore, ties = i, s, 1
-		case s == bestScore:
-			ties++ // reservoir sampling: each tied endpoint wins with probability 1/ties
-			if r.random()*float64(ties) < 1 {
-				best = i
-			}
-		}
-	}
-	chosen := endpoints[best]
-
-	if r.cfg.Speculative.Enabled && total > 0 {
-		for p := 0; p+1 < len(st.bounds); p++ {
-			if keys := st.keys[st.bounds[p]:st.bounds[p+1]]; len(keys) > 0 {
-				r.index.Speculate(chosen.ID, keys, r.cfg.Speculative.TTL)
-			}
-		}
-	}
-
-	d := &Decision{
-		Endpoint:       chosen,
-		PromptTokens:   promptTokens,
-		CachedTokens:   min(st.blocks[best]*bs, promptTokens),
-		UncachedTokens: st.uncached[best],
-		UsedCache:      usedCache,
-		Outcome:        outcome,
-		RenderErr:      renderErr,
-		Score:          bestScore,
-	}
-	r.load.DispatchInto(&d.inflight, chosen.ID, d.UncachedTokens)
-	if promptTokens > 0 {
-		r.met.predicted.Observe(float64(d.CachedTokens))
-		r.met.prompt.Observe(float64(promptTokens))
-	}
-	if usedCache {
-		r.met.decisions[decisionPrecise].Inc()
-	} else {
-		r.met.decisions[decisionLoadOnly].Inc()
-	}
-	return d, nil
+// inflightTokens is the committed load the router sees on an endpoint: what
+// this router dispatched there and has not seen the first chunk of.
+func (r *Router) inflightTokens(id string) int64 {
+	tok, _, _ := r.load.Load(id)
+	return tok
 }
 
 // matchOf returns candidate i's match for an extra scorer: Blocks and Score
 // are summed over the request's prompts, the per-tier counts are those of its
 // last prompt with keys; all zero when nothing was matched.
-func (r *Router) matchOf(st *pickState, i int) *kvindex.EndpointMatch {
+func (s *Selection) matchOf(i int) kvindex.EndpointMatch {
+	st := &s.st
 	m := kvindex.EndpointMatch{Endpoint: st.ids[i]}
 	if i < len(st.match.Endpoints) {
 		m = st.match.Endpoints[i]
 	}
 	m.Blocks, m.Score = st.blocks[i], st.weighted[i]
-	return &m
+	return m
 }
 
 // prompts returns the request's prompts: the given ones, or the render

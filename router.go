@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -51,19 +52,30 @@ type Options struct {
 // Router is the default Picker: render → block keys → index match → affinity
 // filter → token-load score (plus optional scorers) → the highest score, ties
 // broken at random → speculative entries for the chosen endpoint → load
-// accounting → prediction metrics.
+// accounting → prediction metrics. Pick runs them all; Match returns a
+// Selection that runs them one stage at a time.
 type Router struct {
-	cfg     Config
-	log     *slog.Logger
-	index   *kvindex.Index
-	render  *render.Client
-	filter  *affinity.Filter
-	load    *tokenload.Tracker
-	events  eventSource
-	scorers []WeightedScorer
-	random  func() float64
-	met     *routerMetrics
-	scratch sync.Pool
+	cfg        Config
+	log        *slog.Logger
+	now        func() time.Time
+	index      *kvindex.Index
+	render     *render.Client
+	filter     *affinity.Filter
+	load       *tokenload.Tracker
+	requests   *tokenload.RequestTable
+	events     eventSource
+	scorers    []WeightedScorer
+	random     func() float64
+	met        *routerMetrics
+	selections sync.Pool
+	warn       warnings
+	models     *modelCheck
+
+	// needsEndpoints is set when routing depends on SetEndpoints (KV-event
+	// subscriptions, or rendering on the routed endpoints); endpointsSet
+	// once SetEndpoints has been called.
+	needsEndpoints bool
+	endpointsSet   atomic.Bool
 
 	mu        sync.Mutex
 	endpoints map[string]Endpoint
@@ -85,6 +97,9 @@ func New(cfg Config, opts Options) (*Router, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if err := cfg.validateRouting(); err != nil {
+		return nil, err
+	}
 	if cfg.BlockSize == 0 {
 		cfg.BlockSize = DefaultBlockSize
 	}
@@ -98,9 +113,12 @@ func New(cfg Config, opts Options) (*Router, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	r := &Router{cfg: cfg, log: log, scorers: opts.Scorers, random: opts.Random, endpoints: map[string]Endpoint{}}
+	r := &Router{cfg: cfg, log: log, now: opts.Now, scorers: opts.Scorers, random: opts.Random, endpoints: map[string]Endpoint{}}
 	if r.random == nil {
 		r.random = rand.Float64
+	}
+	if r.now == nil {
+		r.now = time.Now
 	}
 	ok := false
 	defer func() {
@@ -133,15 +151,25 @@ func New(cfg Config, opts Options) (*Router, error) {
 	if r.load, err = tokenload.NewTracker(opts.Registerer, log); err != nil {
 		return nil, fmt.Errorf("kvroute: tokenload: %w", err)
 	}
+	if r.requests, err = tokenload.NewRequestTable(cfg.Requests,
+		tokenload.Options{Registerer: opts.Registerer, Logger: log, Now: opts.Now}); err != nil {
+		return nil, fmt.Errorf("kvroute: requests: %w", err)
+	}
 	if r.met, err = newRouterMetrics(opts.Registerer); err != nil {
 		return nil, err
 	}
+	if r.models, err = newModelCheck(cfg.Model, opts.Registerer, log); err != nil {
+		return nil, err
+	}
 	if cfg.Events.Enabled {
-		if r.events, err = newEventPool(cfg, r.index, opts.Registerer, log); err != nil {
+		if r.events, err = newEventPool(cfg, r.index, opts.Registerer, log, r.models.observe); err != nil {
 			return nil, fmt.Errorf("kvroute: events: %w", err)
 		}
+	} else {
+		log.Warn("kvroute: KV events are disabled (Config.Events.Enabled is false): the index holds only speculative entries and what the embedder stores itself; load-only decisions are counted in kvroute_router_cache_blind_total{reason=\"events_disabled\"}")
 	}
-	r.scratch.New = func() any { return new(pickState) }
+	r.needsEndpoints = cfg.Events.Enabled || (r.render != nil && cfg.Render.URL == "")
+	r.selections.New = func() any { return new(Selection) }
 	ok = true
 	return r, nil
 }
@@ -162,6 +190,28 @@ func (r *Router) Events() *kvevents.Pool {
 // Load returns the router's in-flight load tracker.
 func (r *Router) Load() *tokenload.Tracker { return r.load }
 
+// FirstChunk is Decision.FirstChunk for the request committed with
+// Request.ID reqID, for hosts that keep only the ID between their hooks. It
+// reports whether reqID was in flight; an unknown ID (never committed,
+// already done, or dropped by the request table's bound) is counted in
+// kvroute_tokenload_request_ids_total{outcome="unknown"} and changes
+// nothing.
+func (r *Router) FirstChunk(reqID string) bool { return r.requests.FirstChunk(reqID) }
+
+// Done is Decision.Done for the request committed with Request.ID reqID:
+// it releases whatever the request still holds and forgets the ID, so the
+// ID may be used again. It reports whether reqID was in flight; unknown and
+// repeated IDs are counted and change nothing.
+//
+// Requests whose Done never comes are bounded by Config.Requests: at most
+// MaxRequests are tracked (default 65,536; the oldest is released beyond
+// that) for at most TTL each (default 30 minutes), each drop counted
+// (outcome "evicted" or "expired") and warned about once a minute.
+func (r *Router) Done(reqID string) bool { return r.requests.Done(reqID) }
+
+// Requests returns the router's request-ID table, for its size.
+func (r *Router) Requests() *tokenload.RequestTable { return r.requests }
+
 // SetEndpoints replaces the set of known endpoints: it feeds the KV-event
 // subscriptions (new endpoints are subscribed, removed ones unsubscribed and
 // cleared from the index), the render client's endpoints (when no fixed
@@ -180,6 +230,7 @@ func (r *Router) SetEndpoints(eps []Endpoint) error {
 		next[e.ID] = e
 	}
 	var errs []error
+	r.models.setKnown(next) // before subscribing: the first topic of a new endpoint must be checked
 	if r.events != nil {
 		if err := r.events.setEndpoints(eps); err != nil {
 			errs = append(errs, err)
@@ -197,9 +248,11 @@ func (r *Router) SetEndpoints(eps []Endpoint) error {
 	for id := range r.endpoints {
 		if _, ok := next[id]; !ok {
 			r.load.Remove(id)
+			r.models.remove(id)
 		}
 	}
 	r.endpoints = next
+	r.endpointsSet.Store(true)
 	return errors.Join(errs...)
 }
 

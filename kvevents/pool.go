@@ -47,6 +47,7 @@ type Pool struct {
 
 	applied      atomic.Uint64
 	storedBlocks atomic.Uint64
+	topicObs     atomic.Pointer[TopicObserver] // see ObserveTopics
 
 	opMu sync.Mutex // serialises Ensure, Remove and Close
 

@@ -130,6 +130,7 @@ func (b *binder) resolve(topic []byte) bindEntry {
 	if !ok {
 		e.id = b.p.cfg.BindAddress
 	} else {
+		b.p.topicSeen(id, model)
 		e.st, e.reason = b.p.bindStream(id)
 		if e.st != nil && e.st.cfgModel != "" {
 			e.model = e.st.cfgModel

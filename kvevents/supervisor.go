@@ -102,14 +102,16 @@ func (sub *subscriber) session(onConnect func()) (op string, err error, connecte
 }
 
 // model returns the model of a message: the endpoint's, else the topic's
-// (parsed only when the topic changes).
+// (parsed only when the topic changes, which is also when the pool's
+// TopicObserver hears of it).
 func (sub *subscriber) model(topic []byte) string {
-	if sub.ep.Model != "" {
-		return sub.ep.Model
-	}
 	if sub.topic == nil || !bytes.Equal(topic, sub.topic) {
 		_, sub.topicModel, _ = ParseTopic(topic)
 		sub.topic = append(sub.topic[:0:0], topic...)
+		sub.p.topicSeen(sub.ep.ID, sub.topicModel)
+	}
+	if sub.ep.Model != "" {
+		return sub.ep.Model
 	}
 	return sub.topicModel
 }

@@ -1,0 +1,115 @@
+package kvroute
+
+import (
+	"log/slog"
+	"sort"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// maxTopicModelBytes bounds the topic model kept per endpoint (it comes from
+// the wire).
+const maxTopicModelBytes = 256
+
+// ModelMismatch is an endpoint whose KV events name another model than the
+// router's Config.Model.
+type ModelMismatch struct {
+	// Endpoint is the endpoint's ID.
+	Endpoint string
+	// TopicModel is the model its event topic names (kv@<ip:port>@<model>),
+	// truncated to 256 bytes.
+	TopicModel string
+}
+
+// modelCheck compares the model of each endpoint's KV-event topic with the
+// router's model. The router indexes every event under its own model, so the
+// events themselves still match requests without a model; but a mismatch
+// means the engine serves (or calls) its model by another name, and clients
+// that send that name are routed as a LoRA adapter that no engine reports —
+// cache-blind. Each endpoint's state is exported as
+// kvroute_router_endpoint_model_mismatch{endpoint} (1 or 0, only for
+// endpoints given to SetEndpoints, so no label comes from the wire), and the
+// switch to a mismatch is logged as a warning, once per change.
+type modelCheck struct {
+	model string
+	log   *slog.Logger
+	gauge *prometheus.GaugeVec
+
+	mu     sync.Mutex
+	known  map[string]Endpoint
+	topics map[string]string // endpoint → its topic's model, when it differs
+}
+
+func newModelCheck(model string, reg prometheus.Registerer, log *slog.Logger) (*modelCheck, error) {
+	m := &modelCheck{model: model, log: log, known: map[string]Endpoint{}, topics: map[string]string{},
+		gauge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kvroute_router_endpoint_model_mismatch",
+			Help: "1 when the endpoint's KV-event topic names another model than the router's configured model (a served-model alias or the wrong model), 0 when it names the same one.",
+		}, []string{"endpoint"})}
+	if reg != nil {
+		if err := reg.Register(m.gauge); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// observe is the event pool's kvevents.TopicObserver.
+func (m *modelCheck) observe(endpoint, topicModel string) {
+	if topicModel == "" {
+		return // vLLM's default empty topic names no model: nothing to compare
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.known[endpoint]; !ok {
+		return // bind mode: a topic naming an endpoint the router was not given
+	}
+	if topicModel == m.model {
+		delete(m.topics, endpoint)
+		m.gauge.WithLabelValues(endpoint).Set(0)
+		return
+	}
+	if len(topicModel) > maxTopicModelBytes {
+		topicModel = topicModel[:maxTopicModelBytes]
+	}
+	if old, ok := m.topics[endpoint]; ok && old == topicModel {
+		return
+	}
+	m.topics[endpoint] = topicModel
+	m.gauge.WithLabelValues(endpoint).Set(1)
+	m.log.Warn("kvroute: an endpoint's KV events name another model than the router's; requests naming the events' model would never match (configure the router's model as the engines' base model and map aliases in the gateway)",
+		"endpoint", endpoint, "topicModel", topicModel, "routerModel", m.model)
+}
+
+// setKnown replaces the endpoints whose topics are checked.
+func (m *modelCheck) setKnown(eps map[string]Endpoint) {
+	m.mu.Lock()
+	m.known = eps
+	m.mu.Unlock()
+}
+
+// remove forgets an endpoint that left the pool and its series.
+func (m *modelCheck) remove(id string) {
+	m.mu.Lock()
+	delete(m.topics, id)
+	m.gauge.DeleteLabelValues(id)
+	m.mu.Unlock()
+}
+
+// mismatches returns the endpoints whose topic names another model, by ID.
+func (m *modelCheck) mismatches() []ModelMismatch {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]ModelMismatch, 0, len(m.topics))
+	for ep, model := range m.topics {
+		out = append(out, ModelMismatch{Endpoint: ep, TopicModel: model})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Endpoint < out[j].Endpoint })
+	return out
+}
+
+// ModelMismatches returns the endpoints whose KV-event topic currently names
+// another model than Config.Model, sorted by endpoint ID; empty when every
+// topic agrees or names no model.
+func (r *Router) ModelMismatches() []ModelMismatch { return r.models.mismatches() }
