@@ -3,10 +3,64 @@ package kvroute
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/kvroute/kvroute/kvindex"
 )
+
+// warmRouter builds the benchmark's router: no events or render (the prompt's
+// tokens are supplied), and a warm index in which every endpoint holds a
+// different share of the prompt plus 64 unrelated full-length prompts each.
+func warmRouter(b *testing.B, tokens, n int) (*Router, []Endpoint, []uint32) {
+	b.Helper()
+	cfg := DefaultConfig()
+	cfg.Model = testModel
+	cfg.Events.Enabled = false
+	cfg.DisableRender = true
+	r, err := New(cfg, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(r.Close)
+	eps := endpoints(n)
+	p := prompt(1, tokens)
+	bs := r.Index().BlockSize()
+	nb := tokens / bs
+	for i, e := range eps {
+		held := 1 + i%nb
+		hashes := make([]uint64, held)
+		for j := range hashes {
+			hashes[j] = uint64(i*1_000_000 + j + 1)
+		}
+		if err := r.Index().Store(e.ID, &kvindex.StoreEvent{EngineHashes: hashes, Tokens: p[:held*bs],
+			BlockSize: bs, Model: testModel, Group: -1}); err != nil {
+			b.Fatal(err)
+		}
+		for k := 0; k < 64; k++ {
+			other := prompt(1000+i*64+k, tokens)
+			hs := make([]uint64, nb)
+			for j := range hs {
+				hs[j] = uint64(i*1_000_000 + (k+1)*1000 + j)
+			}
+			if err := r.Index().Store(e.ID, &kvindex.StoreEvent{EngineHashes: hs, Tokens: other,
+				BlockSize: bs, Model: testModel, Group: -1}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	return r, eps, p
+}
+
+func checkWarm(b *testing.B, d *Decision, err error, tokens int) {
+	if err != nil {
+		b.Fatal(err)
+	}
+	if d.CachedTokens != tokens {
+		b.Fatalf("picked %s with %d cached tokens; the fully warm endpoint holds %d", d.Endpoint.ID, d.CachedTokens, tokens)
+	}
+}
 
 // BenchmarkPick measures a full Pick — block keys, index match, affinity
 // filter and token-load score, speculative entries and load accounting —
@@ -14,58 +68,75 @@ import (
 func BenchmarkPick(b *testing.B) {
 	for _, tc := range []struct{ tokens, endpoints int }{{2048, 64}} {
 		b.Run(fmt.Sprintf("tokens=%d/endpoints=%d", tc.tokens, tc.endpoints), func(b *testing.B) {
-			cfg := DefaultConfig()
-			cfg.Model = testModel
-			cfg.Events.Enabled = false
-			cfg.DisableRender = true
-			r, err := New(cfg, Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer r.Close()
-			eps := endpoints(tc.endpoints)
-			// Warm index: every endpoint holds a different share of the prompt,
-			// plus 64 unrelated 32-block prompts each.
-			p := prompt(1, tc.tokens)
-			bs := r.Index().BlockSize()
-			nb := tc.tokens / bs
-			for i, e := range eps {
-				held := 1 + i%nb
-				hashes := make([]uint64, held)
-				for j := range hashes {
-					hashes[j] = uint64(i*1_000_000 + j + 1)
-				}
-				if err := r.Index().Store(e.ID, &kvindex.StoreEvent{EngineHashes: hashes, Tokens: p[:held*bs],
-					BlockSize: bs, Model: testModel, Group: -1}); err != nil {
-					b.Fatal(err)
-				}
-				for k := 0; k < 64; k++ {
-					other := prompt(1000+i*64+k, tc.tokens)
-					hs := make([]uint64, nb)
-					for j := range hs {
-						hs[j] = uint64(i*1_000_000 + (k+1)*1000 + j)
-					}
-					if err := r.Index().Store(e.ID, &kvindex.StoreEvent{EngineHashes: hs, Tokens: other,
-						BlockSize: bs, Model: testModel, Group: -1}); err != nil {
-						b.Fatal(err)
-					}
-				}
-			}
+			r, eps, p := warmRouter(b, tc.tokens, tc.endpoints)
 			req := &Request{Prompts: []Prompt{{Tokens: p}}}
 			ctx := context.Background()
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				d, err := r.Pick(ctx, req, eps)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if d.CachedTokens != tc.tokens {
-					b.Fatalf("picked %s with %d cached tokens; the fully warm endpoint holds %d", d.Endpoint.ID, d.CachedTokens, tc.tokens)
-				}
+				checkWarm(b, d, err, tc.tokens)
 				d.Done(nil)
 			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(tc.tokens/bs), "ns/block")
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(tc.tokens/r.cfg.BlockSize), "ns/block")
 		})
+	}
+}
+
+// BenchmarkPickStagedVsMonolithic alternates the staged Pick and the
+// single-function Pick it replaced (legacyPick) on the same warm router, so
+// both see the same machine load, and reports each one's time per pick and
+// their ratio (staged/monolithic; 1.00 = no cost for the stages).
+func BenchmarkPickStagedVsMonolithic(b *testing.B) {
+	const tokens, n = 2048, 64
+	r, eps, p := warmRouter(b, tokens, n)
+	req := &Request{Prompts: []Prompt{{Tokens: p}}}
+	ctx := context.Background()
+	var staged, mono time.Duration
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		d, err := r.Pick(ctx, req, eps)
+		t1 := time.Now()
+		checkWarm(b, d, err, tokens)
+		d.Done(nil)
+		t2 := time.Now()
+		d, err = r.legacyPick(ctx, req, eps)
+		t3 := time.Now()
+		checkWarm(b, d, err, tokens)
+		d.Done(nil)
+		staged += t1.Sub(t0)
+		mono += t3.Sub(t2)
+	}
+	b.ReportMetric(float64(staged.Nanoseconds())/float64(b.N), "staged-ns/pick")
+	b.ReportMetric(float64(mono.Nanoseconds())/float64(b.N), "monolithic-ns/pick")
+	b.ReportMetric(float64(staged)/float64(mono), "staged/monolithic")
+}
+
+// BenchmarkPickWithRequestID is Pick with a Request.ID, released through
+// Router.Done as an ext_proc host would: the cost of the request-ID table.
+func BenchmarkPickWithRequestID(b *testing.B) {
+	const tokens, n = 2048, 64
+	r, eps, p := warmRouter(b, tokens, n)
+	ctx := context.Background()
+	ids := make([]string, 1024)
+	for i := range ids {
+		ids[i] = "req-" + strconv.Itoa(i)
+	}
+	req := &Request{Prompts: []Prompt{{Tokens: p}}}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		req.ID = ids[i%len(ids)]
+		d, err := r.Pick(ctx, req, eps)
+		checkWarm(b, d, err, tokens)
+		r.FirstChunk(req.ID)
+		if !r.Done(req.ID) {
+			b.Fatalf("request %s was not in flight", req.ID)
+		}
+	}
+	if r.Requests().Len() != 0 {
+		b.Fatalf("%d requests left in the table", r.Requests().Len())
 	}
 }

@@ -32,8 +32,8 @@ type Decision struct {
 	// the request was tokenized and at least one candidate held part of it.
 	UsedCache bool
 	// Outcome is the affinity filter's decision (sticky, no_match,
-	// load_override, ...); empty when the Selection was committed without
-	// running Filter.
+	// load_override, ...); not_applicable when the Selection was committed
+	// without running Filter.
 	Outcome affinity.Outcome
 	// RenderErr is the render failure when the request could not be
 	// tokenized; the decision was then made by load alone.

@@ -1,0 +1,143 @@
+package kvroute
+
+import (
+	"context"
+	"sync"
+
+	"github.com/kvroute/kvroute/affinity"
+	"github.com/kvroute/kvroute/kvindex"
+	"github.com/kvroute/kvroute/tokenload"
+)
+
+var legacyScratch = sync.Pool{New: func() any { return new(pickState) }}
+
+// legacyPick is Pick as it was before the stages (one function), kept
+// verbatim as the reference of the differential test and the benchmark.
+func (r *Router) legacyPick(ctx context.Context, req *Request, endpoints []Endpoint) (*Decision, error) {
+	if len(endpoints) == 0 {
+		return nil, ErrNoEndpoints
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	st := legacyScratch.Get().(*pickState)
+	defer legacyScratch.Put(st)
+	n := len(endpoints)
+	st.reset(n)
+
+	prompts, salt, renderErr := r.prompts(ctx, req, st)
+	if renderErr != nil {
+		if err := ctx.Err(); err != nil {
+			return nil, err // the caller is gone; nothing to route
+		}
+		r.met.renderFallbacks.Inc()
+		r.log.Debug("render failed; routing by load alone", "request", req.ID, "err", renderErr)
+	}
+
+	for _, e := range endpoints {
+		st.ids = append(st.ids, e.ID)
+	}
+	bs := r.cfg.BlockSize
+	model := req.Model
+	if model == "" {
+		model = r.cfg.Model
+	}
+	promptTokens, total := 0, 0
+	st.bounds = append(st.bounds, 0)
+	for _, p := range prompts {
+		st.mm = st.mm[:0]
+		for _, m := range p.MM {
+			st.mm = append(st.mm, kvindex.MMItem{Hash: m.Hash, Offset: m.Offset, Length: m.Length})
+		}
+		params := kvindex.KeyParams{Model: model, LoRA: req.LoRA, CacheSalt: salt, MM: st.mm}
+		st.tmp = kvindex.Keys(st.tmp, p.Tokens, bs, &params)
+		start := len(st.keys)
+		st.keys = append(st.keys, st.tmp...)
+		promptTokens += len(p.Tokens)
+		keys := st.keys[start:]
+		total += len(keys)
+		st.bounds = append(st.bounds, len(st.keys))
+		if len(keys) == 0 {
+			continue
+		}
+		r.index.Match(keys, st.ids, &st.match)
+		for i := range st.match.Endpoints {
+			st.blocks[i] += st.match.Endpoints[i].Blocks
+			st.weighted[i] += st.match.Endpoints[i].Score
+		}
+	}
+
+	usedCache := false
+	for i, e := range endpoints {
+		tok, _, _ := r.load.Load(e.ID)
+		st.uncached[i] = tokenload.UncachedTokens(promptTokens, total, st.weighted[i], bs)
+		st.cands[i] = affinity.Candidate{
+			Score:          st.weighted[i],
+			InFlightTokens: tok,
+			LoadKnown:      true, // the tracker sees every request this router dispatched
+			RequestTokens:  st.uncached[i],
+		}
+		if st.blocks[i] > 0 {
+			usedCache = true
+		}
+	}
+	pass, outcome := r.filter.Apply(st.pass, total, st.cands)
+	st.pass = pass
+
+	best, bestScore, ties := -1, 0.0, 0
+	for _, i := range pass {
+		s := r.cfg.LoadWeight * tokenload.Score(st.cands[i].InFlightTokens, st.uncached[i], r.cfg.QueueThresholdTokens)
+		for _, ws := range r.scorers {
+			s += ws.Weight * clamp01(ws.Scorer.Score(req, endpoints[i], legacyMatchOf(st, i)))
+		}
+		switch {
+		case best < 0 || s > bestScore:
+			best, bestScore, ties = i, s, 1
+		case s == bestScore:
+			ties++ // reservoir sampling: each tied endpoint wins with probability 1/ties
+			if r.random()*float64(ties) < 1 {
+				best = i
+			}
+		}
+	}
+	chosen := endpoints[best]
+
+	if r.cfg.Speculative.Enabled && total > 0 {
+		for p := 0; p+1 < len(st.bounds); p++ {
+			if keys := st.keys[st.bounds[p]:st.bounds[p+1]]; len(keys) > 0 {
+				r.index.Speculate(chosen.ID, keys, r.cfg.Speculative.TTL)
+			}
+		}
+	}
+
+	d := &Decision{
+		Endpoint:       chosen,
+		PromptTokens:   promptTokens,
+		CachedTokens:   min(st.blocks[best]*bs, promptTokens),
+		UncachedTokens: st.uncached[best],
+		UsedCache:      usedCache,
+		Outcome:        outcome,
+		RenderErr:      renderErr,
+		Score:          bestScore,
+	}
+	r.load.DispatchInto(&d.inflight, chosen.ID, d.UncachedTokens)
+	if promptTokens > 0 {
+		r.met.predicted.Observe(float64(d.CachedTokens))
+		r.met.prompt.Observe(float64(promptTokens))
+	}
+	if usedCache {
+		r.met.decisions[decisionPrecise].Inc()
+	} else {
+		r.met.decisions[decisionLoadOnly].Inc()
+	}
+	return d, nil
+}
+
+func legacyMatchOf(st *pickState, i int) *kvindex.EndpointMatch {
+	m := kvindex.EndpointMatch{Endpoint: st.ids[i]}
+	if i < len(st.match.Endpoints) {
+		m = st.match.Endpoints[i]
+	}
+	m.Blocks, m.Score = st.blocks[i], st.weighted[i]
+	return &m
+}
