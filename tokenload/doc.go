@@ -17,11 +17,24 @@
 // captures the endpoint's counter instance: after Remove (the endpoint left
 // the pool) a late release touches only the orphaned counters, never those of
 // an endpoint re-added under the same ID. The handle is the request's
-// accounting entry, held by the caller for the request's lifetime, so no
-// janitor or request-ID map can reap live accounting.
+// accounting entry, held by the caller for the request's lifetime.
+//
+// # By request ID
+//
+// Hosts that see a request's stages in separate callbacks with only its ID
+// in hand (Envoy ext_proc) file the handle in a RequestTable:
+//
+//	table.Register("req-42", h) // refused while "req-42" is in flight
+//	table.FirstChunk("req-42")  // = h.FirstChunk()
+//	table.Done("req-42")        // = h.Done(), and the ID is forgotten
+//
+// Unknown and repeated IDs are counted and change nothing. The table is
+// bounded by a maximum number of entries and a TTL: a request whose Done
+// never comes is released and dropped (counted, and warned about once a
+// minute) rather than held forever.
 //
 // UncachedTokens computes a request's projected uncached tokens on one
-// endpoint from its block-index match (routing.md §3.1).
+// endpoint from its block-index match.
 //
 // # Scoring
 //

@@ -45,3 +45,29 @@ func Example() {
 	// dispatched to 10.0.0.2:8000: 2100 tokens, 1 request
 	// after done: 0 tokens, 0 requests
 }
+
+// An ext_proc-style host: each hook has only the request ID.
+func ExampleRequestTable() {
+	tracker, err := tokenload.NewTracker(nil, nil)
+	if err != nil {
+		panic(err)
+	}
+	table, err := tokenload.NewRequestTable(tokenload.RequestTableConfig{}, tokenload.Options{})
+	if err != nil {
+		panic(err)
+	}
+	// Request-body hook: route and file the accounting under the ID.
+	if err := table.Register("req-42", tracker.Dispatch("10.0.0.1:8000", 2048)); err != nil {
+		panic(err)
+	}
+	tokens, requests, _ := tracker.Load("10.0.0.1:8000")
+	fmt.Println("dispatched:", tokens, "tokens,", requests, "request")
+	table.FirstChunk("req-42") // response-headers hook
+	fmt.Println("stream end known:", table.Done("req-42"), "; again:", table.Done("req-42"))
+	tokens, requests, _ = tracker.Load("10.0.0.1:8000")
+	fmt.Println("after:", tokens, "tokens,", requests, "requests")
+	// Output:
+	// dispatched: 2048 tokens, 1 request
+	// stream end known: true ; again: false
+	// after: 0 tokens, 0 requests
+}
