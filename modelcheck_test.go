@@ -1,0 +1,104 @@
+package kvroute
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/kvevents"
+)
+
+// Two engines publish over real ZeroMQ sockets: one under the router's
+// model, one under a served-model alias. The alias is reported for that
+// endpoint alone (gauge, ModelMismatches, one warning); routing by the
+// router's model still works for both; removing the endpoint drops its
+// series.
+func TestRouterReportsTopicModelMismatchPerEndpoint(t *testing.T) {
+	defer leakcheck.Check(t)()
+	publish := func(pub *kvevents.Publisher, base uint64, tokens []uint32) {
+		hashes := make([]uint64, len(tokens)/64)
+		for i := range hashes {
+			hashes[i] = base + uint64(i)
+		}
+		_, err := pub.PublishBatch(&kvevents.Batch{TS: 1, Events: []kvevents.Event{{
+			Type: kvevents.EventBlockStored, BlockHashes: hashes, TokenIDs: tokens, BlockSize: 64,
+			Medium: "GPU", Group: 0, HasGroup: true, Kind: "full_attention",
+		}}})
+		require.NoError(t, err)
+	}
+	eps := loopbackEndpoints(t, 2)
+	good, err := kvevents.NewPublisher(kvevents.PublisherConfig{Addr: "tcp://127.0.0.1:0", Endpoint: eps[0].ID, Model: testModel})
+	require.NoError(t, err)
+	defer good.Close()
+	alias, err := kvevents.NewPublisher(kvevents.PublisherConfig{Addr: "tcp://127.0.0.1:0", Endpoint: eps[1].ID, Model: "qwen-alias"})
+	require.NoError(t, err)
+	defer alias.Close()
+	eps[0].EventsAddress, eps[1].EventsAddress = good.Endpoint(), alias.Endpoint()
+
+	reg := prometheus.NewRegistry()
+	logs := &logBuffer{}
+	cfg := DefaultConfig()
+	cfg.Model = testModel
+	cfg.DisableRender = true
+	cfg.Speculative.Enabled = false
+	cfg.Events.Replay = false
+	r, err := New(cfg, Options{Registerer: reg, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	require.NoError(t, err)
+	defer r.Close()
+	require.NoError(t, r.SetEndpoints(eps))
+
+	pa, pb := prompt(31, 64*4), prompt(32, 64*4)
+	for i, c := range []struct {
+		pub *kvevents.Publisher
+		p   []uint32
+	}{{good, pa}, {alias, pb}} {
+		require.Eventually(t, func() bool {
+			publish(c.pub, uint64(1000*(i+1)), c.p)
+			d, err := r.Pick(context.Background(), &Request{Prompts: []Prompt{{Tokens: c.p}}}, eps)
+			require.NoError(t, err)
+			d.Done(nil)
+			return d.CachedTokens == len(c.p) && d.Endpoint.ID == eps[i].ID
+		}, 10*time.Second, 20*time.Millisecond, "engine %d's events never reached the index", i)
+	}
+	gauge := func(id string) (float64, bool) { return gathered(t, reg, "kvroute_router_endpoint_model_mismatch", id) }
+	require.Equal(t, []ModelMismatch{{Endpoint: eps[1].ID, TopicModel: "qwen-alias"}}, r.ModelMismatches())
+	v, ok := gauge(eps[1].ID)
+	require.True(t, ok)
+	require.Equal(t, 1.0, v)
+	v, ok = gauge(eps[0].ID)
+	require.True(t, ok)
+	require.Zero(t, v)
+	require.Equal(t, 1, logs.count("topicModel=qwen-alias"), "warned once for the endpoint, not per message")
+
+	require.NoError(t, r.SetEndpoints(eps[:1]))
+	require.Empty(t, r.ModelMismatches())
+	_, ok = gauge(eps[1].ID)
+	require.False(t, ok, "a removed endpoint's series is gone")
+}
+
+func TestModelCheckIgnoresUnknownEndpointsAndEmptyTopics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := newModelCheck("m", reg, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	m.setKnown(map[string]Endpoint{"a": {ID: "a"}})
+	m.observe("a", "")         // vLLM's default empty topic: nothing to compare
+	m.observe("stranger", "x") // bind mode: an endpoint the router was not given
+	require.Empty(t, m.mismatches())
+	long := make([]byte, 1000)
+	for i := range long {
+		long[i] = 'x'
+	}
+	m.observe("a", string(long))
+	require.Len(t, m.mismatches()[0].TopicModel, maxTopicModelBytes)
+	m.observe("a", "m") // the engine now publishes under the router's model
+	require.Empty(t, m.mismatches())
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	require.Len(t, mfs, 1)
+	require.Len(t, mfs[0].GetMetric(), 1, "no series for the stranger")
+}
