@@ -13,10 +13,12 @@ import (
 // returns the endpoint to forward the request to. The gateway then reports the
 // request's first response chunk and its end on the returned Decision.
 type Picker interface {
-	// Pick chooses one of endpoints for req. It fails only when no endpoint
-	// can be chosen (an empty candidate list or a cancelled context); a
-	// failed render is not an error: the request is routed by load alone and
-	// the Decision says so.
+	// Pick chooses one of endpoints for req. It fails when no endpoint can
+	// be chosen (an empty candidate list or a cancelled context) and, for a
+	// Router, on the mistakes that would route without cache information
+	// (ErrEndpointsNotSet, ErrNoAPI, ErrModelMismatch) or a request ID
+	// already in flight; a failed render is not an error: the request is
+	// routed by load alone and the Decision says so.
 	Pick(ctx context.Context, req *Request, endpoints []Endpoint) (*Decision, error)
 }
 
@@ -75,9 +77,15 @@ type MMItem struct {
 
 // Request is what the router needs to know about one inference request.
 type Request struct {
-	// ID identifies the request in logs; optional.
+	// ID identifies the request in logs and, when set, makes its load
+	// accounting addressable by it (Router.FirstChunk, Router.Done) for
+	// hosts whose hooks see only the ID. It must be unique among requests in
+	// flight (Pick refuses a duplicate with tokenload.ErrDuplicateRequestID)
+	// and at most 256 bytes; optional.
 	ID string
-	// API is the inference API of Body.
+	// API is the inference API of Body, required when the request is
+	// rendered (Pick fails with ErrNoAPI otherwise); APIForPath gives it
+	// from the request's path.
 	API API
 	// Body is the client's JSON body, as received. It is rendered (tokenized)
 	// through the render endpoints unless Prompts is set.
@@ -86,7 +94,9 @@ type Request struct {
 	// render endpoints.
 	Header http.Header
 	// Model is the base model name the engines serve (it roots the block
-	// keys); empty means Config.Model.
+	// keys); empty means Config.Model. With KV events on, any other value
+	// than Config.Model is an error (ErrModelMismatch): every event is
+	// indexed under Config.Model, so the request could never match.
 	Model string
 	// LoRA is the adapter name when the request targets a LoRA adapter; it
 	// replaces Model at the root of the block keys, as vLLM's lora_name does.

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/kvroute/kvroute"
-	"github.com/kvroute/kvroute/render"
 )
 
 // Debugging headers set on every proxied response.
@@ -45,8 +44,8 @@ var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b 
 // bytes, records first-chunk latency on am (nil: none), and returns the
 // request's result and its error (nil on success).
 func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, d *kvroute.Decision, start time.Time, am *apiMetrics) (Result, error) {
-	api := render.APICompletions
-	if a, ok := render.APIForPath(r.URL.Path); ok {
+	api := kvroute.APICompletions
+	if a, ok := kvroute.APIForPath(r.URL.Path); ok {
 		api = a
 	}
 	target := d.Endpoint.URL() + r.URL.EscapedPath()

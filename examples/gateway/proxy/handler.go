@@ -16,7 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kvroute/kvroute"
-	"github.com/kvroute/kvroute/render"
+	"github.com/kvroute/kvroute/tokenload"
 )
 
 // DefaultMaxBodyBytes is the default request body limit: far above any
@@ -135,7 +135,7 @@ func (h *Handler) Close() {
 
 // ServeHTTP routes one request.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if api, ok := render.APIForPath(r.URL.Path); ok {
+	if api, ok := kvroute.APIForPath(r.URL.Path); ok {
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", http.MethodPost)
 			writeError(w, api, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed; use POST")
@@ -148,7 +148,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.serveModels(w, r)
 		return
 	}
-	writeError(w, render.APICompletions, http.StatusNotFound, "no route for "+r.Method+" "+r.URL.Path)
+	writeError(w, kvroute.APICompletions, http.StatusNotFound, "no route for "+r.Method+" "+r.URL.Path)
 }
 
 // bodyFields are the body fields the gateway reads.
@@ -156,7 +156,7 @@ type bodyFields struct {
 	Model string `json:"model"`
 }
 
-func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api render.API) {
+func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api kvroute.API) {
 	start := h.now()
 	am := h.met.byAPI[api]
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
@@ -201,6 +201,18 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api ren
 			am.results[ResultClientAbort].Inc()
 			return
 		}
+		switch {
+		case errors.Is(err, tokenload.ErrDuplicateRequestID):
+			// The router accounts load by request ID: two requests in flight
+			// with one X-Request-Id would release each other's load.
+			am.results[ResultBadRequest].Inc()
+			writeError(w, api, http.StatusConflict, "a request with this X-Request-Id is already in flight")
+			return
+		case errors.Is(err, tokenload.ErrInvalidRequestID):
+			am.results[ResultBadRequest].Inc()
+			writeError(w, api, http.StatusBadRequest, "X-Request-Id: "+err.Error())
+			return
+		}
 		am.results[ResultNoEndpoint].Inc()
 		writeError(w, api, http.StatusServiceUnavailable, "no endpoint available: "+err.Error())
 		return
@@ -223,7 +235,7 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api ren
 func (h *Handler) serveModels(w http.ResponseWriter, r *http.Request) {
 	eps := *h.endpoints.Load()
 	if len(eps) == 0 {
-		writeError(w, render.APICompletions, http.StatusServiceUnavailable, "the gateway has no endpoints")
+		writeError(w, kvroute.APICompletions, http.StatusServiceUnavailable, "the gateway has no endpoints")
 		return
 	}
 	ep := eps[(h.models.Add(1)-1)%uint64(len(eps))]
@@ -235,9 +247,9 @@ func (h *Handler) serveModels(w http.ResponseWriter, r *http.Request) {
 
 // writeError writes an error in the shape of api: Anthropic's for Messages,
 // OpenAI's (as vLLM sends it) otherwise.
-func writeError(w http.ResponseWriter, api render.API, status int, msg string) {
+func writeError(w http.ResponseWriter, api kvroute.API, status int, msg string) {
 	var v any
-	if api == render.APIMessages {
+	if api == kvroute.APIMessages {
 		v = map[string]any{"type": "error", "error": map[string]any{"type": anthropicType(status), "message": msg}}
 	} else {
 		v = map[string]any{"error": map[string]any{"message": msg, "type": openAIType(status), "param": nil, "code": status}}
@@ -254,7 +266,7 @@ func openAIType(status int) string {
 	switch status {
 	case http.StatusNotFound:
 		return "NotFoundError"
-	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusMethodNotAllowed:
+	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusMethodNotAllowed, http.StatusConflict:
 		return "BadRequestError"
 	case http.StatusServiceUnavailable:
 		return "ServiceUnavailableError"
@@ -269,7 +281,7 @@ func anthropicType(status int) string {
 		return "not_found_error"
 	case http.StatusRequestEntityTooLarge:
 		return "request_too_large"
-	case http.StatusBadRequest, http.StatusMethodNotAllowed:
+	case http.StatusBadRequest, http.StatusMethodNotAllowed, http.StatusConflict:
 		return "invalid_request_error"
 	case http.StatusServiceUnavailable:
 		return "overloaded_error"

@@ -412,3 +412,44 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	_, err = New(Config{MaxBodyBytes: -1}, Options{Picker: new(RoundRobin)})
 	require.Error(t, err)
 }
+
+// The router accounts load by request ID, so a second request with the
+// X-Request-Id of one still in flight is refused with 409; once the first
+// ends, the ID may be used again.
+func TestGatewayRefusesAnXRequestIdAlreadyInFlight(t *testing.T) {
+	defer leakcheck.Check(t)()
+	h := newHarness(t, 1, Config{})
+	defer h.close()
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	h.ups[0].setInfer(func(w http.ResponseWriter, r *http.Request) {
+		started <- struct{}{}
+		<-release
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"choices":[]}`)
+	})
+	send := func() *http.Response {
+		req, err := http.NewRequest(http.MethodPost, h.gw.URL+"/v1/completions", strings.NewReader(completionsBody("hello", false)))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Request-Id", "req-7")
+		resp, err := h.client.Do(req)
+		require.NoError(t, err)
+		return resp
+	}
+	first := make(chan *http.Response, 1)
+	go func() { first <- send() }()
+	recv(t, started, "the first request to reach the engine")
+	dup := send()
+	got := readAll(t, dup)
+	require.Equal(t, http.StatusConflict, dup.StatusCode, got)
+	require.Contains(t, got, "X-Request-Id")
+	close(release)
+	resp := <-first
+	readAll(t, resp)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Eventually(t, func() bool { return h.router.Requests().Len() == 0 }, wait, time.Millisecond)
+	again := send()
+	readAll(t, again)
+	require.Equal(t, http.StatusOK, again.StatusCode, "the ID is free again")
+	require.Equal(t, 1.0, counter(t, h.reg, "completions", ResultBadRequest))
+}

@@ -3,7 +3,7 @@ package proxy
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/kvroute/kvroute/render"
+	"github.com/kvroute/kvroute"
 )
 
 // Result is the outcome of one proxied request, the result label of
@@ -26,7 +26,8 @@ const (
 	ResultClientAbort Result = "client_abort"
 	// ResultBodyTooLarge: the request body exceeded Config.MaxBodyBytes (413).
 	ResultBodyTooLarge Result = "body_too_large"
-	// ResultBadRequest: the body was unreadable or not a JSON object (400).
+	// ResultBadRequest: the body was unreadable or not a JSON object (400),
+	// or its X-Request-Id was invalid (400) or already in flight (409).
 	ResultBadRequest Result = "bad_request"
 	// ResultNoEndpoint: no endpoint could be picked (503).
 	ResultNoEndpoint Result = "no_endpoint"
@@ -35,7 +36,7 @@ const (
 var results = []Result{ResultSuccess, ResultUpstreamStatus, ResultUpstreamUnreachable, ResultUpstreamBroken,
 	ResultClientAbort, ResultBodyTooLarge, ResultBadRequest, ResultNoEndpoint}
 
-var apis = []render.API{render.APICompletions, render.APIChatCompletions, render.APIMessages, render.APIResponses}
+var apis = []kvroute.API{kvroute.APICompletions, kvroute.APIChatCompletions, kvroute.APIMessages, kvroute.APIResponses}
 
 // apiMetrics are one API's label children, resolved once so that the request
 // path does no label lookups.
@@ -46,7 +47,7 @@ type apiMetrics struct {
 }
 
 type metrics struct {
-	byAPI map[render.API]*apiMetrics
+	byAPI map[kvroute.API]*apiMetrics
 }
 
 // latencyBuckets span 1 ms to ~65 s.
@@ -74,7 +75,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			}
 		}
 	}
-	m := &metrics{byAPI: make(map[render.API]*apiMetrics, len(apis))}
+	m := &metrics{byAPI: make(map[kvroute.API]*apiMetrics, len(apis))}
 	for _, api := range apis {
 		am := &apiMetrics{
 			results:    make(map[Result]prometheus.Counter, len(results)),
