@@ -50,7 +50,7 @@ type Options struct {
 }
 
 // DefaultModel is the demo's model name.
-const DefaultModel = "kvroute/sim-demo"
+const DefaultModel = "sim-model"
 
 func (o Options) withDefaults() (Options, error) {
 	def := func(v *int, d int) {
