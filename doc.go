@@ -27,4 +27,28 @@
 // This root package assembles them: a Router implements the small Picker
 // interface that any gateway calls once per request (Pick), then reports the
 // request's first response chunk and its end on the returned Decision.
+//
+// # Stages
+//
+// Pick is composed of stages that a host framework may call from separate
+// hooks: Router.Match (render, block keys, index lookup) returns a Selection;
+// Selection.Filter applies the affinity filter, Selection.Score the
+// token-load and extra scorers, and Selection.Commit records the decision
+// (load accounting, speculative entries, prediction metrics). With
+// Request.ID set, Router.FirstChunk and Router.Done release the request's
+// load by ID, for hosts such as Envoy's external processor whose callbacks
+// carry only the ID; the ID table is bounded (Config.Requests).
+//
+// # No silent cache-blind routing
+//
+// The mistakes that would make every decision blind to the caches are
+// errors where they are made: New without a Model; Pick before SetEndpoints
+// when the router subscribes to events or renders on the endpoints
+// (ErrEndpointsNotSet); a request to render without an API (ErrNoAPI; see
+// APIForPath); a request Model other than Config.Model with events on
+// (ErrModelMismatch). What cannot be refused is counted and logged at most
+// once a minute: kvroute_router_cache_blind_total{reason} for load-only
+// decisions whose cause is known (render_failed, render_disabled,
+// events_disabled), and kvroute_router_endpoint_model_mismatch{endpoint}
+// for an engine whose KV-event topic names another model than the router's.
 package kvroute

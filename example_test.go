@@ -75,3 +75,61 @@ func Example() {
 	// request 1 → 10.0.0.2:8000, 2048 of 2050 prompt tokens predicted cached (sticky)
 	// request 2 → 10.0.0.2:8000, 2048 of 2050 prompt tokens predicted cached (sticky)
 }
+
+// A host with separate hooks runs the stages itself: match, filter, score,
+// commit its own choice, and release the load by request ID from the hooks
+// that see only the ID.
+func ExampleRouter_Match() {
+	cfg := kvroute.DefaultConfig()
+	cfg.Model = "my-model"
+	cfg.Events.Enabled = false // this example feeds the index itself
+	cfg.DisableRender = true   // and passes already-rendered prompts
+	router, err := kvroute.New(cfg, kvroute.Options{})
+	if err != nil {
+		panic(err)
+	}
+	defer router.Close()
+	eps := []kvroute.Endpoint{{ID: "10.0.0.1:8000"}, {ID: "10.0.0.2:8000"}}
+	prompt := make([]uint32, 640) // 10 blocks of 64 tokens
+	for i := range prompt {
+		prompt[i] = uint32(7000 + i)
+	}
+	hashes := make([]uint64, 10)
+	for i := range hashes {
+		hashes[i] = uint64(i + 1)
+	}
+	_ = router.Index().Store("10.0.0.1:8000", &kvindex.StoreEvent{
+		EngineHashes: hashes, Tokens: prompt, BlockSize: 64, Model: "my-model", Group: -1,
+	})
+
+	// Request-body hook.
+	req := &kvroute.Request{ID: "req-42", Prompts: []kvroute.Prompt{{Tokens: prompt}}}
+	sel, err := router.Match(context.Background(), req, eps)
+	if err != nil {
+		panic(err)
+	}
+	for i := 0; i < sel.Len(); i++ {
+		fmt.Printf("%s holds %d blocks, would prefill %d tokens\n",
+			sel.Endpoint(i).ID, sel.EndpointMatch(i).Blocks, sel.UncachedTokens(i))
+	}
+	kept, outcome := sel.Filter()
+	best, _ := sel.Score()
+	fmt.Printf("filter kept %v (%s); best %s\n", kept, outcome, sel.Endpoint(best).ID)
+	d, err := sel.Commit(best)
+	sel.Release()
+	if err != nil {
+		panic(err)
+	}
+	tokens, _, _ := router.Load().Load(d.Endpoint.ID)
+	fmt.Println("committed load:", tokens, "tokens")
+
+	// Response-headers and stream-end hooks, with only the ID.
+	router.FirstChunk("req-42")
+	fmt.Println("done:", router.Done("req-42"), "; again:", router.Done("req-42"))
+	// Output:
+	// 10.0.0.1:8000 holds 10 blocks, would prefill 0 tokens
+	// 10.0.0.2:8000 holds 0 blocks, would prefill 640 tokens
+	// filter kept [0] (sticky); best 10.0.0.1:8000
+	// committed load: 0 tokens
+	// done: true ; again: false
+}

@@ -129,7 +129,9 @@ func (s *Selection) lookup() {
 }
 
 // inflightTokens is the committed load the router sees on an endpoint: what
-// this router dispatched there and has not seen the first chunk of.
+// this router dispatched there and has not seen the first chunk of. It is the
+// one place the candidates' load is read, so load reported by peer routers
+// joins here (local + peers').
 func (r *Router) inflightTokens(id string) int64 {
 	tok, _, _ := r.load.Load(id)
 	return tok

@@ -45,7 +45,9 @@ type Options struct {
 	// Random returns uniform values in [0, 1) for tie-breaks and exploration;
 	// nil uses math/rand/v2. It must be safe for concurrent use.
 	Random func() float64
-	// Now is the clock of the index's speculative entries; nil is time.Now.
+	// Now is the clock of the index's speculative entries, the request-ID
+	// table's TTL and the interval of the cache-blind warnings; nil is
+	// time.Now.
 	Now func() time.Time
 }
 
