@@ -80,6 +80,16 @@ func TestNewRequiresAModel(t *testing.T) {
 	require.ErrorContains(t, err, "model is required")
 	_, err = New(DefaultConfig(), Options{})
 	require.ErrorIs(t, err, ErrInvalidConfig, "DefaultConfig without a model")
+	cfg := DefaultConfig()
+	cfg.Model = testModel
+	cfg.Requests.MaxRequests = -1
+	_, err = New(cfg, Options{})
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	require.ErrorContains(t, err, "requests.maxRequests")
+	cfg.Requests.MaxRequests, cfg.Requests.TTL = 0, -1
+	_, err = New(cfg, Options{})
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	require.ErrorContains(t, err, "requests.ttl")
 }
 
 func TestPickBeforeSetEndpointsIsAnError(t *testing.T) {
