@@ -23,7 +23,7 @@ type pickState struct {
 	scores    []float64 // per candidate: total score (valid for the kept ones once scored)
 	cands     []affinity.Candidate
 	pass      []int  // the candidates the affinity filter kept
-	kept      []bool // per candidate: in pass
+	kept      []bool // per candidate: in pass; empty until Selection.Kept needs it
 	mm        []kvindex.MMItem
 	rendered  []Prompt
 	renderRes render.Result
@@ -35,9 +35,17 @@ func (st *pickState) reset(n int) {
 	st.blocks = resize(st.blocks, n)
 	st.weighted = resize(st.weighted, n)
 	st.uncached = resize(st.uncached, n)
-	st.scores = resize(st.scores, n)
+	st.scores = grow(st.scores, n) // written for the kept candidates before any read
 	st.cands = resize(st.cands, n)
-	st.kept = resize(st.kept, n)
+	st.kept = st.kept[:0] // built on demand by Selection.Kept
+}
+
+// grow returns s with length n, its contents unspecified.
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
 }
 
 func resize[T any](s []T, n int) []T {
@@ -113,9 +121,9 @@ func (s *Selection) lookup() {
 			st.weighted[i] += st.match.Endpoints[i].Score
 		}
 	}
-	bs := r.cfg.BlockSize
+	bs, promptTokens, total := r.cfg.BlockSize, s.promptTokens, s.total
 	for i, e := range s.eps {
-		st.uncached[i] = tokenload.UncachedTokens(s.promptTokens, s.total, st.weighted[i], bs)
+		st.uncached[i] = tokenload.UncachedTokens(promptTokens, total, st.weighted[i], bs)
 		st.cands[i] = affinity.Candidate{
 			Score:          st.weighted[i],
 			InFlightTokens: r.inflightTokens(e.ID),

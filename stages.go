@@ -73,6 +73,9 @@ func (r *Router) Match(ctx context.Context, req *Request, endpoints []Endpoint) 
 	}
 	s := r.selections.Get().(*Selection)
 	s.r, s.req, s.eps = r, req, endpoints
+	s.promptTokens, s.total, s.usedCache = 0, 0, false
+	s.filtered, s.scored, s.committed = false, false, false
+	s.outcome, s.best, s.bestScore = 0, -1, 0
 	s.st.reset(len(endpoints))
 
 	s.render(ctx)
@@ -96,7 +99,8 @@ func (s *Selection) Release() {
 	if r == nil {
 		return
 	}
-	*s = Selection{st: s.st} // keep the scratch capacity, drop every reference
+	// Drop the references (Match resets the rest); the scratch keeps its capacity.
+	s.r, s.req, s.eps, s.prompts, s.renderErr, s.salt = nil, nil, nil, nil, nil, ""
 	r.selections.Put(s)
 }
 
@@ -140,9 +144,6 @@ func (s *Selection) UsedCache() bool { return s.usedCache }
 func (s *Selection) Filter() (kept []int, outcome affinity.Outcome) {
 	if !s.filtered {
 		s.st.pass, s.outcome = s.r.filter.Apply(s.st.pass, s.total, s.st.cands)
-		for _, i := range s.st.pass {
-			s.st.kept[i] = true
-		}
 		s.filtered = true
 	}
 	return s.st.pass, s.outcome
@@ -151,8 +152,15 @@ func (s *Selection) Filter() (kept []int, outcome affinity.Outcome) {
 // Kept reports whether the affinity filter kept candidate i (running Filter
 // if it has not run).
 func (s *Selection) Kept(i int) bool {
-	s.Filter()
-	return s.st.kept[i]
+	kept, _ := s.Filter()
+	st := &s.st
+	if len(st.kept) == 0 {
+		st.kept = resize(st.kept, len(s.eps))
+		for _, k := range kept {
+			st.kept[k] = true
+		}
+	}
+	return st.kept[i]
 }
 
 // Score is the scoring stage: every kept candidate's token-load score times
@@ -226,7 +234,7 @@ func (s *Selection) Commit(i int) (*Decision, error) {
 		Outcome:        s.outcome,
 		RenderErr:      s.renderErr,
 	}
-	if s.scored && s.Kept(i) {
+	if s.scored && (i == s.best || s.Kept(i)) {
 		d.Score = st.scores[i]
 	}
 	r.load.DispatchInto(&d.inflight, chosen.ID, d.UncachedTokens)
