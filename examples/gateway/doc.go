@@ -11,6 +11,10 @@
 //	        [--policy precise|round-robin] [--max-body-bytes 33554432]
 //	        [--shutdown-timeout 30s] [--log-level info]
 //
+// --model is required with the precise policy: it is the base model name the
+// engines serve, which roots every block key (a request naming another model
+// is routed as a LoRA adapter of that name).
+//
 // Each endpoint is the ip:port of an engine's inference port, the identity
 // its KV events carry (topic kv@<ip:port>@<model>). The router subscribes to
 // each engine's KV events at <ip>:--events-port (vLLM --kv-events-config

@@ -97,6 +97,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if err := cfg.Validate(); err != nil {
 		return options{}, err
 	}
+	if cfg.Model == "" && proxy.Policy(policy) != proxy.PolicyRoundRobin {
+		return options{}, errors.New("--model (or the config's \"model\") is required: it is the base model the engines serve, which roots every block key")
+	}
 
 	var eps []kvroute.Endpoint
 	switch {

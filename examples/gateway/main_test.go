@@ -67,19 +67,24 @@ func TestParseFlagsRejectsBadInput(t *testing.T) {
 	bad := writeFile(t, "bad.json", `{"model":"m","nosuchkey":1}`)
 	for name, args := range map[string][]string{
 		"no endpoints":      {"--model", "m"},
-		"both lists":        {"--endpoints", "a:1", "--endpoints-file", eps},
-		"bad endpoint":      {"--endpoints", "nohost"},
-		"unknown config":    {"--endpoints", "a:1", "--config", bad},
-		"missing config":    {"--endpoints", "a:1", "--config", filepath.Join(t.TempDir(), "none.json")},
-		"bad body limit":    {"--endpoints", "a:1", "--max-body-bytes", "0"},
-		"bad log level":     {"--endpoints", "a:1", "--log-level", "loud"},
-		"stray argument":    {"--endpoints", "a:1", "extra"},
-		"bad events port":   {"--endpoints", "a:1", "--events-port", "70000"},
-		"negative shutdown": {"--endpoints", "a:1", "--shutdown-timeout", "-1s"},
+		"no model":          {"--endpoints", "a:1"},
+		"both lists":        {"--model", "m", "--endpoints", "a:1", "--endpoints-file", eps},
+		"bad endpoint":      {"--model", "m", "--endpoints", "nohost"},
+		"unknown config":    {"--model", "m", "--endpoints", "a:1", "--config", bad},
+		"missing config":    {"--model", "m", "--endpoints", "a:1", "--config", filepath.Join(t.TempDir(), "none.json")},
+		"bad body limit":    {"--model", "m", "--endpoints", "a:1", "--max-body-bytes", "0"},
+		"bad log level":     {"--model", "m", "--endpoints", "a:1", "--log-level", "loud"},
+		"stray argument":    {"--model", "m", "--endpoints", "a:1", "extra"},
+		"bad events port":   {"--model", "m", "--endpoints", "a:1", "--events-port", "70000"},
+		"negative shutdown": {"--model", "m", "--endpoints", "a:1", "--shutdown-timeout", "-1s"},
 	} {
 		_, err := parseFlags(args, io.Discard)
 		require.Error(t, err, name)
 	}
+	_, err := parseFlags([]string{"--endpoints", "a:1"}, io.Discard)
+	require.ErrorContains(t, err, "--model")
+	_, err = parseFlags([]string{"--endpoints", "a:1", "--policy", "round-robin"}, io.Discard)
+	require.NoError(t, err, "round-robin needs no model")
 }
 
 // syncBuffer is a bytes.Buffer safe for one writer and one reader.
