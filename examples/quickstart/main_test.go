@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,6 +21,25 @@ import (
 )
 
 const wait = 30 * time.Second
+
+// lockedBuffer collects the quickstart's output; the test reads it while
+// os/exec's copier goroutine writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
 
 // sharedPort returns a TCP port free on both 127.0.0.1 and 127.0.0.2, as the
 // quickstart expects every engine's event socket on the same port.
@@ -89,8 +109,8 @@ func TestQuickstartRoutesALongPromptToTheWarmEngine(t *testing.T) {
 	ln.Close()
 	cmd := exec.Command(bin, "-listen", listen, "-endpoints", e1.Addr()+","+e2.Addr(),
 		"-events-port", strconv.Itoa(eventsPort), "-replay-port", strconv.Itoa(replayPort))
-	var logs strings.Builder
-	cmd.Stdout, cmd.Stderr = &logs, &logs
+	logs := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
 	require.NoError(t, cmd.Start())
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
