@@ -85,7 +85,11 @@ func whereNext(w io.Writer, c *cluster) {
     %s/metrics   vllm:prefix_cache_hits_total, vllm:prefix_cache_queries_total,
         vllm:request_success_total (what the engine did)
     the X-Kvroute-Endpoint response header: where the gateway sent a request
-`, c.gw.URL(), c.engines[0].url)
+  A request of your own (the engines serve %q; a prompt needs more than one
+  64-token block to show X-Kvroute-Cached-Tokens above 0):
+    curl -si %s/v1/completions -H 'Content-Type: application/json' \
+      -d '{"model":%q,"max_tokens":4,"prompt":"..."}' | grep -i x-kvroute
+`, c.gw.URL(), c.engines[0].url, c.model, c.gw.URL(), c.model)
 }
 
 // plural returns "1 batch" or "n batches".
