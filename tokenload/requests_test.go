@@ -113,7 +113,7 @@ func TestRequestTableForgetOnlyItsOwnHandle(t *testing.T) {
 	h1.Done()
 	f.tab.Forget("a", h1)
 	f.dispatch(t, "a", "ep", 20) // the ID is reused
-	f.tab.Forget("a", h1)              // a stale Forget leaves the new request alone
+	f.tab.Forget("a", h1)        // a stale Forget leaves the new request alone
 	require.Equal(t, 1, f.tab.Len())
 	require.True(t, f.tab.Done("a"))
 	requireLoad(t, f.tr, "ep", 0, 0)
