@@ -212,6 +212,12 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api kvr
 			am.results[ResultBadRequest].Inc()
 			writeError(w, api, http.StatusBadRequest, "X-Request-Id: "+err.Error())
 			return
+		case errors.Is(err, kvroute.ErrModelMismatch):
+			// The body names a model the router does not index; the client
+			// should name the base model (or the gateway map its alias).
+			am.results[ResultBadRequest].Inc()
+			writeError(w, api, http.StatusBadRequest, err.Error())
+			return
 		}
 		am.results[ResultNoEndpoint].Inc()
 		writeError(w, api, http.StatusServiceUnavailable, "no endpoint available: "+err.Error())

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -452,4 +453,26 @@ func TestGatewayRefusesAnXRequestIdAlreadyInFlight(t *testing.T) {
 	readAll(t, again)
 	require.Equal(t, http.StatusOK, again.StatusCode, "the ID is free again")
 	require.Equal(t, 1.0, counter(t, h.reg, "completions", ResultBadRequest))
+}
+
+// errPicker fails every Pick with err.
+type errPicker struct{ err error }
+
+func (p errPicker) Pick(context.Context, *kvroute.Request, []kvroute.Endpoint) (*kvroute.Decision, error) {
+	return nil, p.err
+}
+
+// A request whose model the router does not index is the client's mistake
+// (400), not a missing endpoint (503).
+func TestGatewayAnswersAModelMismatchWith400(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	h, err := New(Config{}, Options{Picker: errPicker{fmt.Errorf("%w: %q", kvroute.ErrModelMismatch, "alias")}, Registerer: reg})
+	require.NoError(t, err)
+	defer h.Close()
+	h.SetEndpoints([]kvroute.Endpoint{{ID: "127.0.0.1:1"}})
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/completions", strings.NewReader(`{"model":"alias","prompt":"x"}`)))
+	require.Equal(t, http.StatusBadRequest, rec.Code, rec.Body.String())
+	require.Contains(t, rec.Body.String(), "request model is not the router's model")
+	require.Equal(t, 1.0, counter(t, reg, "completions", ResultBadRequest))
 }

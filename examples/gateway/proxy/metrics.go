@@ -27,7 +27,8 @@ const (
 	// ResultBodyTooLarge: the request body exceeded Config.MaxBodyBytes (413).
 	ResultBodyTooLarge Result = "body_too_large"
 	// ResultBadRequest: the body was unreadable or not a JSON object (400),
-	// or its X-Request-Id was invalid (400) or already in flight (409).
+	// named a model the router does not index (400), or its X-Request-Id
+	// was invalid (400) or already in flight (409).
 	ResultBadRequest Result = "bad_request"
 	// ResultNoEndpoint: no endpoint could be picked (503).
 	ResultNoEndpoint Result = "no_endpoint"
