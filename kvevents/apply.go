@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,6 +25,7 @@ const (
 	SkipNoBlocks         = "no_blocks"                 // a store or removal without block hashes
 	SkipUnknownGroup     = "unknown_group"             // a removal for a group never seen in a store
 	SkipBadGroup         = kvindex.ReasonMalformed     // a negative group_idx
+	SkipLoRAUnnamed      = "lora_unnamed"              // lora_id without lora_name, and no configured name for the id
 )
 
 // maxGroupsPerEndpoint bounds the group → kind map of one endpoint (real
@@ -44,6 +46,14 @@ type ApplierConfig struct {
 	Registerer prometheus.Registerer `json:"-"`
 	// Logger receives debug logs for dropped events; nil discards.
 	Logger *slog.Logger `json:"-"`
+	// LoRANames maps vLLM's integer lora_id to the adapter name, for engines
+	// that send lora_id without lora_name (vLLM 0.9 and other releases before
+	// lora_name existed). A store of an adapter is keyed under the adapter's
+	// name, never under the base model: without lora_name, a typed LoRA extra
+	// key or an entry here, it is skipped and counted
+	// (stores_skipped_total{reason="lora_unnamed"}), because keying it under
+	// the base model would make base-model requests match adapter blocks.
+	LoRANames map[int64]string `json:"loraNames,omitempty"`
 }
 
 // ApplyResult counts what Apply did with one batch. Every event of the batch
@@ -78,6 +88,7 @@ type Applier struct {
 	m     *Metrics
 	log   *slog.Logger
 	eps   *xsync.MapOf[string, *endpointState]
+	loras map[int64]string // read-only after NewApplier
 }
 
 // endpointState is what the Applier keeps per endpoint: group kinds and
@@ -107,7 +118,8 @@ func NewApplier(ix *kvindex.Index, cfg ApplierConfig) (*Applier, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Applier{ix: ix, model: cfg.Model, m: m, log: log, eps: xsync.NewMapOf[string, *endpointState]()}, nil
+	return &Applier{ix: ix, model: cfg.Model, m: m, log: log, eps: xsync.NewMapOf[string, *endpointState](),
+		loras: maps.Clone(cfg.LoRANames)}, nil
 }
 
 // Metrics returns the Applier's metric set (nil without metrics), for the
@@ -169,6 +181,20 @@ func (a *Applier) Apply(endpoint, model string, b *Batch) ApplyResult {
 	return res
 }
 
+// eventGroup is the cache group an event belongs to. vLLM's own consumers
+// read an absent group_idx as group 0 (the only group of a model without
+// hybrid attention), and so does the Applier, for stores and removals
+// alike: a block stored with group_idx=0 and removed without it (or the
+// reverse) is removed. Engines that never send group_idx (SGLang, vLLM
+// before group_idx existed) thus keep all their blocks in group 0.
+// A negative group_idx is returned as is (malformed).
+func eventGroup(e *Event) int {
+	if e.HasGroup {
+		return e.Group
+	}
+	return 0
+}
+
 func (a *Applier) skip(res *ApplyResult, kind, reason string, blocks int) {
 	res.Skipped++
 	res.SkippedBlocks += blocks
@@ -176,20 +202,20 @@ func (a *Applier) skip(res *ApplyResult, kind, reason string, blocks int) {
 }
 
 func (a *Applier) store(endpoint, model string, st *endpointState, e *Event, res *ApplyResult) {
-	group := -1
 	n := len(e.BlockHashes)
-	if e.HasGroup {
-		group = e.Group
-		if group < 0 {
-			a.skip(res, e.Kind, SkipBadGroup, n)
-			return
-		}
-		if k, ok := st.groups[group]; ok && k != e.Kind || !ok && len(st.groups) < maxGroupsPerEndpoint {
-			st.groups[group] = e.Kind
-		}
+	group := eventGroup(e)
+	if group < 0 {
+		a.skip(res, e.Kind, SkipBadGroup, n)
+		return
 	}
+	if k, ok := st.groups[group]; ok && k != e.Kind || !ok && len(st.groups) < maxGroupsPerEndpoint {
+		st.groups[group] = e.Kind
+	}
+	adapter, named := a.adapter(e)
 	reason := ""
 	switch {
+	case !named:
+		reason = SkipLoRAUnnamed
 	case !kvindex.IndexableKind(e.Kind):
 		reason = SkipNotIndexable
 	case n == 0:
@@ -213,13 +239,13 @@ func (a *Applier) store(endpoint, model string, st *endpointState, e *Event, res
 		Tokens:       e.TokenIDs,
 		BlockSize:    e.BlockSize,
 		Model:        model,
-		ExtraKeys:    st.extraKeys(e),
+		ExtraKeys:    st.extraKeys(e, adapter),
 		Tier:         NormalizeMedium(e.Medium),
 		Group:        group,
 		Kind:         e.Kind,
 	}
-	if e.LoRAName != "" {
-		se.Model = e.LoRAName
+	if adapter != "" {
+		se.Model = adapter
 	}
 	err := a.ix.Store(endpoint, se)
 	se.EngineHashes, se.Tokens, se.ExtraKeys = nil, nil, nil // do not pin the batch
@@ -254,14 +280,36 @@ func (a *Applier) store(endpoint, model string, st *endpointState, e *Event, res
 	a.skip(res, e.Kind, reason, n)
 }
 
+// adapter returns the LoRA adapter that roots a store's keys: lora_name,
+// else the name of a typed LoRA extra key, else the configured name of
+// lora_id. "" with named=true is the base model; named=false is an adapter
+// (lora_id present) whose name is unknown.
+func (a *Applier) adapter(e *Event) (name string, named bool) {
+	if e.LoRAName != "" {
+		return e.LoRAName, true
+	}
+	for _, keys := range e.ExtraKeys {
+		for _, k := range keys {
+			if k.Kind == ExtraKeyLoRA && k.Value != "" {
+				return k.Value, true
+			}
+		}
+	}
+	if !e.HasLoRAID {
+		return "", true
+	}
+	name, ok := a.loras[e.LoRAID]
+	return name, ok && name != ""
+}
+
 // extraKeys converts the event's extra keys to the index's per-block string
-// form (nil when no block has any): the LoRA name is removed (it is the key
-// root instead), a multimodal [identifier, offset] pair becomes its
+// form (nil when no block has any): the adapter's name and typed LoRA keys
+// are removed (the adapter is the key root instead), a multimodal [identifier, offset] pair becomes its
 // identifier, bytes and opaque keys their hex. SGLang's cache_salt becomes
 // the last extra key of block 0 when the event starts at block 0 (no
 // parent), which is where the request side puts the salt; later blocks
 // inherit it through the parent chain.
-func (st *endpointState) extraKeys(e *Event) [][]string {
+func (st *endpointState) extraKeys(e *Event, adapter string) [][]string {
 	salt := e.CacheSalt != "" && !e.HasParent
 	if len(e.ExtraKeys) == 0 && !salt {
 		return nil
@@ -271,7 +319,7 @@ func (st *endpointState) extraKeys(e *Event) [][]string {
 	for i := 0; i < n; i++ {
 		if i < len(e.ExtraKeys) {
 			for _, k := range e.ExtraKeys[i] {
-				if k.Kind == ExtraKeyString && e.LoRAName != "" && k.Value == e.LoRAName {
+				if k.Kind == ExtraKeyLoRA || k.Kind == ExtraKeyString && adapter != "" && k.Value == adapter {
 					continue
 				}
 				st.flat = append(st.flat, k.Value)
@@ -299,22 +347,21 @@ func (st *endpointState) extraKeys(e *Event) [][]string {
 }
 
 func (a *Applier) remove(endpoint string, st *endpointState, e *Event, res *ApplyResult) {
-	group := -1
-	if e.HasGroup {
-		if e.Group < 0 {
-			a.skip(res, "", SkipBadGroup, len(e.BlockHashes))
-			return
-		}
-		kind, seen := st.groups[e.Group]
-		if !seen {
-			a.skip(res, "unknown", SkipUnknownGroup, len(e.BlockHashes))
-			return
-		}
-		if !kvindex.IndexableKind(kind) {
-			a.skip(res, kind, SkipNotIndexable, len(e.BlockHashes))
-			return
-		}
-		group = e.Group
+	group := eventGroup(e)
+	if group < 0 {
+		a.skip(res, "", SkipBadGroup, len(e.BlockHashes))
+		return
+	}
+	kind, seen := st.groups[group]
+	switch {
+	case !seen && e.HasGroup:
+		// An explicit group never seen in a store. A removal without
+		// group_idx is always processed (engines without groups).
+		a.skip(res, "unknown", SkipUnknownGroup, len(e.BlockHashes))
+		return
+	case seen && !kvindex.IndexableKind(kind):
+		a.skip(res, kind, SkipNotIndexable, len(e.BlockHashes))
+		return
 	}
 	if len(e.BlockHashes) == 0 {
 		a.skip(res, "", SkipNoBlocks, 0)

@@ -1,8 +1,8 @@
 package kvevents
 
 // extraKeys decodes extra_keys: nil, or one entry per block, each nil or a
-// list of keys. Key forms (spec/wire.md §2.5 rule 7): a string; a 2-array
-// [identifier string, offset int] (multimodal); bytes (prompt embeddings);
+// list of keys. Key forms: a string; a 2-array [identifier string, offset
+// int] (multimodal); bytes (prompt embeddings); a typed map (see typedKey);
 // anything else is kept opaque (hex of its raw msgpack bytes).
 func (d *Decoder) extraKeys(r *reader, e *Event) {
 	e.ExtraKeys = e.ExtraKeys[:0]
@@ -50,6 +50,8 @@ func (d *Decoder) extraKey(r *reader) ExtraKey {
 			return ExtraKey{}
 		}
 		return ExtraKey{Kind: ExtraKeyBytes, Value: d.internHex(raw)}
+	case isMap(c):
+		return d.typedKey(r)
 	case isArray(c):
 		start := r.p
 		if k, ok := d.mmKey(r); ok {
@@ -89,4 +91,127 @@ func (d *Decoder) mmKey(r *reader) (ExtraKey, bool) {
 		return ExtraKey{}, false
 	}
 	return ExtraKey{Kind: ExtraKeyMM, Value: d.intern(id), Offset: off}, true
+}
+
+// typedKey decodes a typed extra key, the msgpack map form some vLLM
+// revisions publish instead of bare strings and tuples: a tagged union with
+// the tag under "type" and, by tag,
+//
+//	"lora":          "name" (the adapter name)          → ExtraKeyLoRA
+//	"mm":            "hash" (the item's identifier, a string or bytes) and
+//	                 "block_offset" (offset of the item's first token from
+//	                 the block start); "modality" is informative only → ExtraKeyMM
+//	"cache_salt":    "salt"                              → ExtraKeySalt
+//	"prompt_embeds": "hash" (bytes → ExtraKeyBytes, text → ExtraKeyString)
+//	"legacy":        "value", an untyped key             → that key's meaning
+//
+// Keys may come in any order, unknown keys are ignored, and a few alternate
+// field names seen in drafts are accepted ("lora_name", "identifier",
+// "mm_hash", "offset", "cache_salt", "value"). A map that is none of these,
+// or whose fields have the wrong types, is kept opaque like any unknown
+// form, so it never matches a block without that key.
+func (d *Decoder) typedKey(r *reader) ExtraKey {
+	start := r.p
+	n := r.mapLen("extra key")
+	var (
+		tag, name, hash []byte
+		hashBin, bad    bool
+		offset          int64
+		hasOffset       bool
+		legacyAt        = -1
+	)
+	str := func(dst *[]byte) {
+		if c, ok := r.peek("extra key"); ok && isStr(c) {
+			*dst = r.strBytes("extra key")
+			return
+		}
+		bad = true
+		r.skip("extra key")
+	}
+	for i := 0; i < n && r.err == nil; i++ {
+		c, ok := r.peek("extra key")
+		if !ok {
+			break
+		}
+		if !isStr(c) {
+			r.skip("extra key")
+			r.skip("extra key")
+			bad = true
+			continue
+		}
+		switch string(r.strBytes("extra key")) {
+		case "type":
+			str(&tag)
+		case "name", "lora_name", "salt", "cache_salt":
+			str(&name)
+		case "hash", "identifier", "mm_hash":
+			if c, ok := r.peek("extra key"); ok && isBin(c) {
+				hash, hashBin = r.binBytes("extra key"), true
+			} else {
+				str(&hash)
+			}
+		case "block_offset", "offset":
+			c, ok := r.peek("extra key")
+			if !ok || !(c <= 0x7f || c >= 0xe0 || (c >= 0xcc && c <= 0xd3)) {
+				bad = true
+				r.skip("extra key")
+				continue
+			}
+			offset, hasOffset = r.int64Val("extra key"), true
+			if r.err != nil {
+				r.err, bad = nil, true // out of int64 range
+			}
+		case "value":
+			legacyAt = r.p
+			r.skip("extra key")
+		default:
+			r.skip("extra key")
+		}
+	}
+	if r.err != nil {
+		return ExtraKey{}
+	}
+	end := r.p
+	k, ok := ExtraKey{}, !bad
+	switch string(tag) {
+	case "lora":
+		k = ExtraKey{Kind: ExtraKeyLoRA, Value: d.intern(name)}
+		ok = ok && len(name) > 0
+	case "cache_salt":
+		k = ExtraKey{Kind: ExtraKeySalt, Value: d.intern(name)}
+		ok = ok && len(name) > 0
+	case "mm":
+		k = ExtraKey{Kind: ExtraKeyMM, Value: d.intern(hash), Offset: offset}
+		if hashBin {
+			k.Value = d.internHex(hash)
+		}
+		ok = ok && len(hash) > 0 && hasOffset
+	case "prompt_embeds":
+		k = ExtraKey{Kind: ExtraKeyBytes, Value: d.internHex(hash)}
+		if !hashBin {
+			// A hash sent as text is keyed by that text (the hex of the
+			// digest gives the same key as its bytes).
+			k = ExtraKey{Kind: ExtraKeyString, Value: d.intern(hash)}
+		}
+		ok = ok && len(hash) > 0
+	case "legacy":
+		if ok = ok && legacyAt >= 0; ok {
+			r.p = legacyAt
+			if c, _ := r.peek("extra key"); isMap(c) {
+				ok = false // a typed key inside a legacy one: keep it opaque
+			} else {
+				k = d.extraKey(r)
+			}
+			r.p = end
+			if r.err != nil {
+				return ExtraKey{}
+			}
+		}
+	default:
+		ok = false
+	}
+	if !ok {
+		return ExtraKey{Kind: ExtraKeyOpaque, Value: d.internHex(r.b[start:end])}
+	}
+	return k
 }

@@ -289,6 +289,17 @@ func appendExtraKeys(dst []byte, keys [][]ExtraKey) []byte {
 				dst = appendHexBin(dst, k.Value)
 			case ExtraKeyOpaque:
 				dst = appendHexRaw(dst, k.Value)
+			case ExtraKeyLoRA, ExtraKeySalt:
+				// The typed form ({"type": …, field: value}).
+				tag, field := "lora", "name"
+				if k.Kind == ExtraKeySalt {
+					tag, field = "cache_salt", "salt"
+				}
+				dst = append(dst, 0x82)
+				dst = appendStr(dst, "type")
+				dst = appendStr(dst, tag)
+				dst = appendStr(dst, field)
+				dst = appendStr(dst, k.Value)
 			default:
 				dst = appendStr(dst, k.Value)
 			}

@@ -65,6 +65,13 @@ const (
 	// that key (so it never produces a false match) and lets the encoder write
 	// the key back unchanged.
 	ExtraKeyOpaque
+	// ExtraKeyLoRA is a typed LoRA key ({"type":"lora","name":…}): Value is
+	// the adapter name, which roots the block's key chain (it is never an
+	// extra key of the index).
+	ExtraKeyLoRA
+	// ExtraKeySalt is a typed cache-salt key ({"type":"cache_salt",
+	// "salt":…}): Value is the salt, keyed like an untyped salt string.
+	ExtraKeySalt
 )
 
 // ExtraKey is one element of a block's extra_keys list.

@@ -86,7 +86,7 @@ func NewPool(cfg PoolConfig, ix *kvindex.Index, reg prometheus.Registerer, lg *s
 	if err != nil {
 		return nil, err
 	}
-	ap, err := NewApplier(ix, ApplierConfig{Model: cfg.Model, Metrics: m, Logger: lg})
+	ap, err := NewApplier(ix, ApplierConfig{Model: cfg.Model, Metrics: m, Logger: lg, LoRANames: cfg.LoRANames})
 	if err != nil {
 		return nil, err
 	}

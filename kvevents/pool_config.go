@@ -91,6 +91,12 @@ type PoolConfig struct {
 	// Limits bound what one payload may make the decoder do.
 	Limits Limits `json:"limits"`
 
+	// LoRANames maps lora_id to the adapter name for engines that send
+	// lora_id without lora_name (see ApplierConfig.LoRANames); an adapter
+	// store without a name is skipped (reason "lora_unnamed"), never keyed
+	// under the base model.
+	LoRANames map[int64]string `json:"loraNames,omitempty"`
+
 	// BindAddress switches the pool to bind mode: one SUB socket binds this
 	// address ("tcp://*:5557"), engines connect their PUB to it, and each
 	// message's endpoint comes from its topic kv@<ip:port>@<model>. Ensure
