@@ -42,6 +42,22 @@ type Metrics struct {
 	PublisherRestarts *prometheus.CounterVec
 	// kvroute_kv_events_replays_total{pod_identifier,result}.
 	Replays *prometheus.CounterVec
+	// kvroute_kv_events_pool_queue_bytes (gauge): payload bytes waiting
+	// for a worker.
+	PoolQueueBytes prometheus.Gauge
+	// kvroute_kv_events_queue_shed_bytes_total: payload bytes of messages
+	// dropped by the worker queues' byte or message bounds (the messages
+	// are counted in dropped_total{reason="queue_full"}).
+	QueueShedBytes prometheus.Counter
+	// kvroute_kv_events_bind_unknown_total: bind-mode messages whose topic
+	// names no indexed endpoint (unknown or unparsable topic, endpoint not
+	// passed to Ensure, stream cap reached). One unlabelled series: topics
+	// come from the wire and never become label values.
+	BindUnknown prometheus.Counter
+	// kvroute_kv_events_bind_foreign_total: bind-mode messages for a known
+	// endpoint that arrived on another connection while the endpoint's own
+	// connection was alive (a spoofing or misconfigured peer); dropped.
+	BindForeign prometheus.Counter
 }
 
 // NewMetrics creates the KV-event metrics and registers them with reg. A nil
@@ -97,6 +113,22 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "kvroute_kv_events_replays_total",
 			Help: "KV-event replays per endpoint by outcome (complete, partial, failed).",
 		}, []string{"pod_identifier", "result"}),
+		PoolQueueBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kvroute_kv_events_pool_queue_bytes",
+			Help: "KV-event payload bytes waiting for a worker.",
+		}),
+		QueueShedBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvroute_kv_events_queue_shed_bytes_total",
+			Help: "Payload bytes of KV-event messages dropped by the worker queue bounds.",
+		}),
+		BindUnknown: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvroute_kv_events_bind_unknown_total",
+			Help: "Bind-mode KV-event messages dropped because their topic names no indexed endpoint.",
+		}),
+		BindForeign: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvroute_kv_events_bind_foreign_total",
+			Help: "Bind-mode KV-event messages for a known endpoint dropped because another connection owns it.",
+		}),
 	}
 	var err error
 	m.ActiveSubscribers = register(reg, m.ActiveSubscribers, &err)
@@ -110,6 +142,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m.SequenceGaps = register(reg, m.SequenceGaps, &err)
 	m.PublisherRestarts = register(reg, m.PublisherRestarts, &err)
 	m.Replays = register(reg, m.Replays, &err)
+	m.PoolQueueBytes = register(reg, m.PoolQueueBytes, &err)
+	m.QueueShedBytes = register(reg, m.QueueShedBytes, &err)
+	m.BindUnknown = register(reg, m.BindUnknown, &err)
+	m.BindForeign = register(reg, m.BindForeign, &err)
 	if err != nil {
 		return nil, err
 	}

@@ -105,7 +105,7 @@ func NewPool(cfg PoolConfig, ix *kvindex.Index, reg prometheus.Registerer, lg *s
 	}
 	m.PoolCapacity.Add(float64(cfg.Concurrency * cfg.QueueSize))
 	for range cfg.Concurrency {
-		w := newWorker(cfg.QueueSize, m.PoolQueueDepth, cfg.Limits)
+		w := newWorker(&cfg, m)
 		p.workers = append(p.workers, w)
 		p.wwg.Add(1)
 		go func() {
@@ -285,6 +285,7 @@ func (p *Pool) newStreamLocked(id, model, replayAddr string) *stream {
 		}
 	}
 	w.streams++
+	w.setStreams(w.streams)
 	st := newStream(p, id, model, replayAddr)
 	st.w = w
 	return st
@@ -296,6 +297,7 @@ func (p *Pool) closeStream(st *stream, clearIndex, forget bool) {
 	st.close(clearIndex)
 	p.mu.Lock()
 	st.w.streams--
+	st.w.setStreams(st.w.streams)
 	p.mu.Unlock()
 	if forget {
 		p.applier.Forget(st.id)

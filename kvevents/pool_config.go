@@ -14,7 +14,10 @@ import (
 // Pool defaults.
 const (
 	DefaultConcurrency    = 4
-	DefaultQueueSize      = 1024
+	DefaultQueueSize      = 16384
+	DefaultQueueBytes     = 32 << 20
+	DefaultEndpointBytes  = 8 << 20
+	DefaultBindMaxStreams = 1024
 	DefaultHoldSize       = 4096
 	DefaultHoldBytes      = 16 << 20
 	DefaultIdleTimeout    = 60 * time.Second
@@ -31,11 +34,22 @@ type PoolConfig struct {
 	// (default 4). One endpoint's messages always go to the same worker, in
 	// order; endpoints are spread over the workers.
 	Concurrency int `json:"concurrency"`
-	// QueueSize bounds each worker's queue, in messages (default 1024). A
+	// QueueSize bounds each worker's queue, in messages (default 16384). A
 	// message that finds its queue full is dropped, counted
 	// (kvroute_kv_events_dropped_total{reason="queue_full"}) and its
 	// endpoint is resynchronised by replay.
 	QueueSize int `json:"queueSize"`
+	// QueueBytes bounds the payload bytes queued on each worker (default
+	// 32 MiB), and EndpointQueueBytes those of one endpoint (default 8 MiB;
+	// one message is always admitted into an endpoint's empty queue). A
+	// message beyond either bound is dropped like one beyond QueueSize, and
+	// it is the flooding endpoint's message that is dropped: an endpoint
+	// within its fair share of a worker keeps flowing (see the worker).
+	// The defaults hold bursts of 100 endpoints × 100 messages/s of
+	// 16-block batches (about 1 KiB each) for several seconds: 4 × 16,384
+	// messages, 128 MiB.
+	QueueBytes         int `json:"queueBytes"`
+	EndpointQueueBytes int `json:"endpointQueueBytes"`
 	// HoldSize bounds the live messages held per endpoint while a replay
 	// runs (default 4096). Beyond it live messages are dropped (reason
 	// "hold_full") and repaired by a further replay.
@@ -102,10 +116,30 @@ type PoolConfig struct {
 	// message's endpoint comes from its topic kv@<ip:port>@<model>. Ensure
 	// then only registers endpoint settings (model, replay address, labels).
 	BindAddress string `json:"bindAddress"`
-	// BindKnownOnly, in bind mode, drops messages of endpoints that were
-	// not passed to Ensure (reason "unknown_endpoint") instead of indexing
-	// every endpoint that publishes.
+	// BindKnownOnly is kept for configurations written before
+	// BindAnyTopic existed; known-only is now the default and this field
+	// changes nothing.
 	BindKnownOnly bool `json:"bindKnownOnly"`
+	// BindAnyTopic, in bind mode, indexes every endpoint whose topic
+	// parses, not only those passed to Ensure (at most BindMaxStreams of
+	// them). Off by default: any peer that can connect could otherwise
+	// create streams and index entries at will. Messages of other topics
+	// are dropped and counted in kvroute_kv_events_bind_unknown_total (one
+	// unlabelled series).
+	BindAnyTopic bool `json:"bindAnyTopic"`
+	// BindMaxStreams caps the streams bind mode creates (default 1024);
+	// beyond it messages of new endpoints are dropped and counted as
+	// unknown.
+	BindMaxStreams int `json:"bindMaxStreams"`
+	// BindRanks is the number of data-parallel ranks that connect to the
+	// bind socket (default 1). vLLM offsets the port its PUB connects to by
+	// the rank, and all ranks of an engine share one topic: rank r connects
+	// to BindAddress's port + r. The pool binds one socket per rank, and a
+	// message on socket r with topic kv@<host:port>@<model> belongs to the
+	// endpoint <host>:<port + r> (rank 0: the topic's own endpoint),
+	// registered with Ensure with Rank r; it never merges with another
+	// rank's. BindRanks above 1 needs an explicit BindAddress port.
+	BindRanks int `json:"bindRanks"`
 }
 
 // DecodePoolConfig reads a JSON PoolConfig; unknown keys are an error.
@@ -139,6 +173,8 @@ func (c PoolConfig) Validate() error {
 	if err := errors.Join(
 		neg("concurrency", int64(c.Concurrency)), neg("queueSize", int64(c.QueueSize)),
 		neg("holdSize", int64(c.HoldSize)), neg("holdBytes", int64(c.HoldBytes)),
+		neg("queueBytes", int64(c.QueueBytes)), neg("endpointQueueBytes", int64(c.EndpointQueueBytes)),
+		neg("bindRanks", int64(c.BindRanks)), neg("bindMaxStreams", int64(c.BindMaxStreams)),
 		neg("replayCooldown", int64(c.ReplayCooldown)),
 		neg("handshakeTimeout", int64(c.HandshakeTimeout)), neg("dialTimeout", int64(c.DialTimeout)),
 		neg("maxFrameSize", c.MaxFrameSize), neg("minBackoff", int64(c.MinBackoff)),
@@ -178,6 +214,10 @@ func (c PoolConfig) withDefaults() PoolConfig {
 	}
 	def(&c.Concurrency, DefaultConcurrency)
 	def(&c.QueueSize, DefaultQueueSize)
+	def(&c.QueueBytes, DefaultQueueBytes)
+	def(&c.EndpointQueueBytes, DefaultEndpointBytes)
+	def(&c.BindRanks, 1)
+	def(&c.BindMaxStreams, DefaultBindMaxStreams)
 	def(&c.HoldSize, DefaultHoldSize)
 	def(&c.HoldBytes, DefaultHoldBytes)
 	def(&c.EventsPort, DefaultEventsPort)

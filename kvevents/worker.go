@@ -1,34 +1,125 @@
 package kvevents
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
 // worker applies the queued messages of the endpoints assigned to it, one at
 // a time, so that each endpoint's messages apply in order. Its queue is
-// bounded: enqueue never blocks the receiver.
+// bounded in messages (PoolConfig.QueueSize) and in payload bytes, per
+// worker (PoolConfig.QueueBytes) and per endpoint
+// (PoolConfig.EndpointQueueBytes); enqueue never blocks the receiver.
+//
+// The byte bounds decide who loses when a peer floods large payloads: the
+// endpoint that would exceed its own share is the one whose message is
+// dropped (and resynchronised by replay), never a quiet endpoint on the
+// same worker. An endpoint whose queued bytes are within its fair share of
+// the worker (QueueBytes / endpoints on the worker) may still queue into a
+// reserve of QueueBytes/4 above the worker bound, so a flood that fills the
+// worker does not starve the light endpoints next to it. Queued payload
+// bytes are thus at most 1.25 × QueueBytes per worker, or one message when
+// the worker's queue is empty (a single payload is bounded by
+// Limits.MaxPayloadBytes).
 type worker struct {
 	q       chan item
 	depth   prometheus.Gauge
+	qbytes  prometheus.Gauge
+	shed    prometheus.Counter
 	lim     Limits
-	streams int // endpoints assigned; guarded by Pool.mu
+	maxB    int64 // per worker
+	maxEpB  int64 // per endpoint
+	streams int   // endpoints assigned; guarded by Pool.mu
+
+	mu    sync.Mutex
+	bytes int64
+	perEp map[*stream]int64 // queued bytes of each endpoint with something queued
+	n     int               // streams, mirrored under mu for the fair share
 }
 
-func newWorker(size int, depth prometheus.Gauge, lim Limits) *worker {
-	return &worker{q: make(chan item, size), depth: depth, lim: lim}
+func newWorker(cfg *PoolConfig, m *Metrics) *worker {
+	return &worker{
+		q: make(chan item, cfg.QueueSize), depth: m.PoolQueueDepth, qbytes: m.PoolQueueBytes,
+		shed: m.QueueShedBytes, lim: cfg.Limits,
+		maxB: int64(cfg.QueueBytes), maxEpB: int64(cfg.EndpointQueueBytes),
+		perEp: make(map[*stream]int64),
+	}
 }
 
-// enqueue offers it to the worker; false means the queue was full and the
-// message was not queued.
+// setStreams records the number of endpoints assigned (for the fair share).
+func (w *worker) setStreams(n int) {
+	w.mu.Lock()
+	w.n = n
+	w.mu.Unlock()
+}
+
+// admit reserves n payload bytes for st, or reports that the message must
+// be dropped.
+func (w *worker) admit(st *stream, n int64) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ep := w.perEp[st]
+	switch {
+	case ep > 0 && ep+n > w.maxEpB:
+		return false // over its own bound: the offender is shed
+	case w.bytes == 0, w.bytes+n <= w.maxB:
+	case ep+n <= w.maxB/int64(max(w.n, 1)) && w.bytes+n <= w.maxB+w.maxB/4:
+		// A light endpoint next to a flood: within its fair share, it
+		// uses the reserve.
+	default:
+		return false
+	}
+	w.bytes += n
+	w.perEp[st] = ep + n
+	return true
+}
+
+// release returns the bytes of a dequeued (or rejected) message.
+func (w *worker) release(st *stream, n int64) {
+	w.mu.Lock()
+	w.bytes -= n
+	if ep := w.perEp[st] - n; ep > 0 {
+		w.perEp[st] = ep
+	} else {
+		delete(w.perEp, st)
+	}
+	w.mu.Unlock()
+}
+
+// queuedBytes returns the payload bytes queued on w.
+func (w *worker) queuedBytes() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.bytes
+}
+
+// enqueue offers it to the worker; false means the queue was full (in
+// messages or bytes) and the message was not queued.
 func (w *worker) enqueue(it item) bool {
+	n := int64(len(it.payload))
+	if !w.admit(it.st, n) {
+		w.shed.Add(float64(n))
+		return false
+	}
 	w.depth.Inc()
 	select {
 	case w.q <- it:
+		w.qbytes.Add(float64(n))
 		return true
 	default:
 		w.depth.Dec()
+		w.release(it.st, n)
 		return false
 	}
+}
+
+// dequeued accounts for a message taken off the queue.
+func (w *worker) dequeued(it item) {
+	n := int64(len(it.payload))
+	w.depth.Dec()
+	w.qbytes.Sub(float64(n))
+	w.release(it.st, n)
 }
 
 // run applies messages until stop is closed. Messages still queued then are
@@ -41,14 +132,14 @@ func (w *worker) run(stop <-chan struct{}) {
 		case <-stop:
 			for {
 				select {
-				case <-w.q:
-					w.depth.Dec()
+				case it := <-w.q:
+					w.dequeued(it)
 				default:
 					return
 				}
 			}
 		case it := <-w.q:
-			w.depth.Dec()
+			w.dequeued(it)
 			it.st.handle(it, dec, &b)
 		}
 	}

@@ -1,0 +1,196 @@
+package kvevents
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/pytest"
+)
+
+// floodPayload is a valid vLLM batch of about size bytes: one BlockStored
+// of a sliding-window group (decoded in full, then skipped by the Applier,
+// so the flood costs the index nothing and the test measures the queues).
+func floodPayload(size int) []byte {
+	const perBlock = 9 + poolBlockSize*3 // uint64 hash + 16 tokens of 3 bytes
+	n := size / perBlock
+	hashes := make([]uint64, n)
+	toks := make([]uint32, n*poolBlockSize)
+	for i := range hashes {
+		hashes[i] = uint64(i) | 1<<63
+	}
+	for i := range toks {
+		toks[i] = 1000 + uint32(i%60000)
+	}
+	return AppendBatch(nil, &Batch{TS: 1, HasDPRank: true, Events: []Event{{
+		Type: EventBlockStored, BlockHashes: hashes, TokenIDs: toks, BlockSize: poolBlockSize,
+		Medium: "GPU", HasGroup: true, Group: 0, Kind: "full_attention",
+	}}}, FormatVLLM)
+}
+
+// floodScript publishes the payload files 0, 1, 2 of argv[1] in turn, on
+// topic argv[2], from a libzmq PUB bound on a random loopback port (printed
+// first), starting at a "go" line on stdin and stopping at EOF. A reader
+// thread watches stdin; the main loop sends without pause, blocking at the
+// PUB's send high-water mark like a vLLM publisher at full speed.
+const floodScript = `
+import os, sys, threading, zmq
+d, topic = sys.argv[1], sys.argv[2].encode()
+payloads = [open(os.path.join(d, str(i)), "rb").read() for i in range(3)]
+ctx = zmq.Context()
+pub = ctx.socket(zmq.PUB)
+pub.setsockopt(zmq.SNDHWM, 4)
+pub.setsockopt(zmq.LINGER, 0)
+port = pub.bind_to_random_port("tcp://127.0.0.1")
+print("tcp://127.0.0.1:%d" % port, flush=True)
+sys.stdin.readline()
+stop = threading.Event()
+threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+seq = 0
+while not stop.is_set():
+    try:
+        pub.send_multipart([topic, seq.to_bytes(8, "big"), payloads[seq % 3]], flags=zmq.NOBLOCK, copy=False)
+        seq += 1
+    except zmq.Again:
+        stop.wait(0.001)
+pub.close()
+ctx.term()
+`
+
+// heapPeak samples the heap in use and the bytes queued on the pool's
+// workers until stop is called, and returns the largest values seen.
+func heapPeak(p *Pool) (stop func() (heap, queued uint64)) {
+	var peak, qpeak atomic.Uint64
+	done, exited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(exited)
+		t := time.NewTicker(5 * time.Millisecond)
+		defer t.Stop()
+		var ms runtime.MemStats
+		for {
+			runtime.ReadMemStats(&ms)
+			if ms.HeapInuse > peak.Load() {
+				peak.Store(ms.HeapInuse)
+			}
+			var q int64
+			for _, w := range p.workers {
+				q += w.queuedBytes()
+			}
+			if uint64(q) > qpeak.Load() {
+				qpeak.Store(uint64(q))
+			}
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() (uint64, uint64) {
+		close(done)
+		<-exited
+		return peak.Load(), qpeak.Load()
+	}
+}
+
+// A peer flooding valid 4–17 MiB payloads shares the only worker with a
+// healthy endpoint. The queues are bounded in bytes: the flood's messages
+// are the ones dropped (counted, and resynchronised by replay), the healthy
+// endpoint loses nothing, and the heap stays bounded.
+func TestPoolFloodOfLargePayloadsBoundedAndFair(t *testing.T) {
+	defer leakcheck.Check(t)()
+	if testing.Short() {
+		t.Skip("moves about 1.5 GB through loopback")
+	}
+	ix := newPoolIndex(t)
+	const floodID, healthyID = "127.0.0.1:9001", "127.0.0.1:9002"
+	// The flood comes from a libzmq PUB in another process (send HWM 4),
+	// so the heap measured here is the subscriber's alone.
+	pytest.Require(t)
+	dir := t.TempDir()
+	for i, size := range []int{4 << 20, 9 << 20, 17 << 20} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, strconv.Itoa(i)), floodPayload(size), 0o600))
+	}
+	floodProc := exec.Command(pytest.Python, "-c", floodScript, dir, string(AppendTopic(nil, floodID, poolModel)))
+	floodIn, err := floodProc.StdinPipe()
+	require.NoError(t, err)
+	floodOut, err := floodProc.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, floodProc.Start())
+	defer func() { _ = floodProc.Process.Kill(); _ = floodProc.Wait() }()
+	floodAddr, err := bufio.NewReader(floodOut).ReadString('\n')
+	require.NoError(t, err)
+	// Its replay address answers every request with an empty replay.
+	replayOnly := newTestPublisher(t, PublisherConfig{Endpoint: floodID, Model: poolModel, ReplayAddr: "127.0.0.1:0", BufferSize: 1})
+	defer replayOnly.Close()
+	healthy := newTestPublisher(t, PublisherConfig{Endpoint: healthyID, Model: poolModel})
+	defer healthy.Close()
+
+	p, logs := newTestPool(t, PoolConfig{Concurrency: 1}, ix)
+	defer p.Close()
+	require.NoError(t, p.Ensure(Endpoint{ID: floodID, EventsAddress: strings.TrimSpace(floodAddr),
+		ReplayAddress: replayOnly.ReplayEndpoint()}))
+	require.NoError(t, p.Ensure(Endpoint{ID: healthyID, EventsAddress: healthy.Endpoint()}))
+	first := publishUntilReceived(t, p, healthy, healthyID)
+	waitApplied(t, p, healthyID, first)
+
+	runtime.GC()
+	peak := heapPeak(p)
+	_, err = floodIn.Write([]byte("go\n"))
+	require.NoError(t, err)
+	m := p.Metrics()
+	require.Eventually(t, func() bool { return testutil.ToFloat64(m.QueueShedBytes) > 0 },
+		poolWait, poolTick, "the flood never filled the queue")
+
+	var last uint64
+	for range 300 {
+		last = publishN(t, healthy, 1)
+		if last%50 == 0 {
+			runtime.Gosched()
+		}
+	}
+	waitApplied(t, p, healthyID, last)
+	// Keep flooding until about 1.5 GB has arrived and the bounds have
+	// shed many messages: without byte bounds the queue would hold them
+	// and the heap would grow with the flood's length.
+	require.Eventually(t, func() bool {
+		return counter(m.MessagesReceived, floodID) >= 150 &&
+			counter(m.Dropped, floodID, DropQueueFull)+counter(m.Dropped, floodID, DropHoldFull) >= 40
+	},
+		4*poolWait, poolTick, "the flood was not shed")
+	require.NoError(t, floodIn.Close()) // the script stops at EOF
+	require.NoError(t, floodProc.Wait())
+	peakBytes, peakQueued := peak()
+	t.Logf("peak heap in use during the flood: %.0f MiB (queued payloads: %.1f MiB); flood messages received: %.0f, shed: %.0f queue_full + %.0f hold_full (%.0f MiB by the queues)",
+		float64(peakBytes)/(1<<20), float64(peakQueued)/(1<<20), counter(m.MessagesReceived, floodID), counter(m.Dropped, floodID, DropQueueFull), counter(m.Dropped, floodID, DropHoldFull),
+		testutil.ToFloat64(m.QueueShedBytes)/(1<<20))
+
+	requireHeld(t, ix, healthyID, first, last)
+	require.Zero(t, counter(m.Dropped, healthyID, DropQueueFull), "the healthy endpoint lost nothing")
+	require.Zero(t, counter(m.SequenceGaps, healthyID))
+	require.Greater(t, counter(m.Dropped, floodID, DropQueueFull), 0.0, "the flood's messages were shed, and counted")
+	require.Eventually(t, func() bool { return logs.count("Resynchronising after dropped messages") >= 1 },
+		poolWait, poolTick, "the flooding endpoint is resynchronised: %s", logs)
+
+	// Queued payload bytes are bounded by 1.25 × QueueBytes; the heap also
+	// holds the index (the flood's blocks are indexed), frames being read,
+	// the decoder's working set and garbage awaiting collection. Without
+	// byte bounds the same flood reached 586 MiB and grows with its length.
+	require.LessOrEqual(t, peakQueued, uint64(DefaultQueueBytes+DefaultQueueBytes/4), "queued bytes bounded")
+	require.Less(t, peakBytes, uint64(512<<20), "heap bounded under the flood")
+
+	require.NoError(t, p.Close())
+	require.NoError(t, replayOnly.Close())
+	require.NoError(t, healthy.Close())
+}
