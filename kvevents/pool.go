@@ -178,7 +178,7 @@ func (p *Pool) Ensure(ep Endpoint) error {
 
 // Remove stops the subscription of the endpoint with this ID and removes
 // its entries from the index. Unknown IDs are ignored. In bind mode an
-// engine that keeps publishing is indexed again unless BindKnownOnly is set.
+// engine that keeps publishing is indexed again only with BindAnyTopic.
 func (p *Pool) Remove(id string) {
 	p.opMu.Lock()
 	defer p.opMu.Unlock()
@@ -394,8 +394,19 @@ func (p *Pool) BindAddr() string {
 	if p.bind == nil {
 		return ""
 	}
-	if a := p.bind.addr.Load(); a != nil {
-		return *a
+	return p.bind.address(0)
+}
+
+// BindAddrs returns the addresses of the bind-mode sockets, one per
+// data-parallel rank (PoolConfig.BindRanks), "" for a rank not bound yet;
+// nil when the pool is not in bind mode.
+func (p *Pool) BindAddrs() []string {
+	if p.bind == nil {
+		return nil
 	}
-	return ""
+	out := make([]string, len(p.bind.addrs))
+	for r := range out {
+		out[r] = p.bind.address(r)
+	}
+	return out
 }

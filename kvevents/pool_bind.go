@@ -2,8 +2,11 @@ package kvevents
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net"
 	"strconv"
+	"sync"
 	"sync/atomic"
 
 	"github.com/go-zeromq/zmq4"
@@ -11,32 +14,57 @@ import (
 	"github.com/kvroute/kvroute/internal/zmqx"
 )
 
-// maxBindErrors is how many receive errors in a row, with no message in
-// between, make the bind loop recreate its socket.
-const maxBindErrors = 1000
+// maxConnTopics bounds each bind-mode connection's topic → stream cache
+// (an engine uses one topic; the bound only matters for hostile peers).
+const maxConnTopics = 64
 
-// maxTopicCache bounds the bind loop's topic → stream cache.
-const maxTopicCache = 4096
-
-// binder runs the bind-mode socket: one SUB bound on
-// PoolConfig.BindAddress, to which engines connect their PUB (the
-// centralized topology of spec/zmq.md §11). libzmq engines reconnect by
-// themselves, so a receive error only ends one engine's connection and the
-// socket carries on; the socket is recreated (with backoff) only when it
-// cannot bind or keeps failing. Each message's endpoint comes from its
-// topic, kv@<ip:port>@<model>; each endpoint gets its own stream, created
-// on its first message.
+// binder runs bind mode: for each data-parallel rank r of
+// PoolConfig.BindRanks, a listener on BindAddress's port + r, to which
+// engines connect their PUB (the centralized topology). Each accepted
+// connection is read by its own goroutine, so one engine's connection
+// ending, or a peer misbehaving, affects nobody else; the listener is
+// recreated (with backoff) only when it cannot bind or stops accepting.
+//
+// A message's endpoint comes from its topic, kv@<host:port>@<model>, and
+// the rank of the listener it arrived on: rank 0 is the topic's endpoint,
+// rank r the endpoint <host>:<port + r> registered with Rank r. Only
+// endpoints passed to Ensure are indexed unless BindAnyTopic is set (then at
+// most BindMaxStreams streams are created); other messages are counted in
+// one unlabelled series (kvroute_kv_events_bind_unknown_total), never in a
+// series named after the wire's topic.
+//
+// Topics are not authenticated, so an endpoint's stream belongs to the
+// connection that first delivered one of its messages, until that
+// connection ends: messages for it on any other connection are dropped
+// and counted (kvroute_kv_events_bind_foreign_total). A spoofing peer
+// therefore cannot inject blocks into, or clear (with a sequence going
+// back to 0), an endpoint whose engine is connected. An engine that
+// restarts closes its connection, so its new connection takes over; one
+// that vanished without closing (a pulled cable) is taken over once its
+// connection hits the idle deadline.
 type binder struct {
 	p     *Pool
 	done  chan struct{}
-	addr  atomic.Pointer[string]
-	gen   atomic.Uint64 // bumped by Ensure and Remove: invalidates the cache
+	addrs []atomic.Pointer[string] // bound address per rank
+	gen   atomic.Uint64            // bumped by Ensure and Remove: invalidates the caches
+
+	mu     sync.Mutex
+	owners map[*stream]*bindConn
+	conns  int
+}
+
+// bindConn is one accepted engine connection.
+type bindConn struct {
+	c     *zmqx.Conn
+	rank  int
 	cache map[string]bindEntry
 	cgen  uint64
+	owned []*stream
 }
 
 // bindEntry is the cached resolution of one topic: its stream and model, or
-// the reason its messages are dropped.
+// the reason its messages are dropped (id is then a configured endpoint, or
+// "" when the topic names no known endpoint).
 type bindEntry struct {
 	st     *stream
 	model  string
@@ -45,22 +73,49 @@ type bindEntry struct {
 }
 
 func newBinder(p *Pool) *binder {
-	return &binder{p: p, done: make(chan struct{}), cache: make(map[string]bindEntry)}
+	return &binder{p: p, done: make(chan struct{}), addrs: make([]atomic.Pointer[string], p.cfg.BindRanks),
+		owners: make(map[*stream]*bindConn)}
 }
+
+// address returns the bound address of rank r ("" until bound).
+func (b *binder) address(r int) string {
+	if a := b.addrs[r].Load(); a != nil {
+		return *a
+	}
+	return ""
+}
+
+// maxConns bounds the connections bind mode serves at once.
+func (b *binder) maxConns() int { return 4*b.p.cfg.BindMaxStreams + 64 }
 
 func (b *binder) run() {
 	defer close(b.done)
 	p := b.p
 	p.m.ActiveSubscribers.Inc()
 	defer p.m.ActiveSubscribers.Dec()
+	var wg sync.WaitGroup
+	for r := range p.cfg.BindRanks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b.runRank(r)
+		}()
+	}
+	wg.Wait()
+}
+
+// runRank keeps the listener of one rank up until the pool closes.
+func (b *binder) runRank(rank int) {
+	p := b.p
+	addr, _ := rankAddress(p.cfg.BindAddress, rank) // validated by NewPool
 	backoff := p.cfg.MinBackoff
 	for p.ctx.Err() == nil {
-		op, err := b.session(func() { backoff = p.cfg.MinBackoff })
+		op, err := b.session(rank, addr, func() { backoff = p.cfg.MinBackoff })
 		if p.ctx.Err() != nil {
 			return
 		}
 		p.m.ZMQErrors.WithLabelValues(p.cfg.BindAddress, op).Inc()
-		p.log.Warn("KV-event bind socket failed; retrying", "address", p.cfg.BindAddress,
+		p.log.Warn("KV-event bind socket failed; retrying", "address", addr, "rank", rank,
 			"operation", op, "err", err, "backoff", backoff)
 		if !sleepCtx(p.ctx, backoff) {
 			return
@@ -69,114 +124,265 @@ func (b *binder) run() {
 	}
 }
 
-func (b *binder) session(onBound func()) (op string, err error) {
+// session runs one listener until it fails or the pool closes, and waits
+// for the connections it accepted.
+func (b *binder) session(rank int, addr string, onBound func()) (op string, err error) {
 	p := b.p
 	sctx, cancel := context.WithCancel(p.ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	defer cancel()
-	s := zmqx.NewSub(sctx, p.zopts, p.log)
-	defer func() { _ = zmqx.CloseDrain(s) }()
-	if err := s.SetOption(zmq4.OptionSubscribe, p.cfg.TopicFilter); err != nil {
-		return "subscribe", err
-	}
-	if err := zmqx.ListenSocket(s, p.cfg.BindAddress); err != nil {
+	l, err := zmqx.Listen(sctx, addr, zmq4.Sub, p.zopts, p.log)
+	if err != nil {
 		return "bind", err
 	}
-	addr := "tcp://" + s.Addr().String()
-	b.addr.Store(&addr)
+	defer func() { _ = l.Close() }()
+	bound := l.Endpoint()
+	b.addrs[rank].Store(&bound)
 	onBound()
-	p.log.Info("KV-event socket bound; engines connect to it", "address", addr)
-	errs := 0
+	p.log.Info("KV-event socket bound; engines connect to it", "address", bound, "rank", rank)
 	for {
-		m, _, err := zmqx.Recv(s)
+		c, err := l.Accept()
 		if err != nil {
-			if sctx.Err() != nil {
-				return "recv", err
-			}
-			// One engine's connection ended (EOF, idle deadline, oversized
-			// frame); the others are unaffected.
-			p.m.ZMQErrors.WithLabelValues(p.cfg.BindAddress, "recv").Inc()
-			p.log.Debug("KV-event connection to the bind socket ended", "err", err)
-			if errs++; errs >= maxBindErrors {
-				return "recv", err
-			}
+			return "recv", err
+		}
+		if !b.admitConn() {
+			_ = c.Close()
+			p.m.ZMQErrors.WithLabelValues(p.cfg.BindAddress, "accept").Inc()
 			continue
 		}
-		errs = 0
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer b.releaseConn()
+			b.serve(sctx, &bindConn{c: c, rank: rank, cache: make(map[string]bindEntry)})
+		}()
+	}
+}
+
+func (b *binder) admitConn() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.conns >= b.maxConns() {
+		return false
+	}
+	b.conns++
+	return true
+}
+
+func (b *binder) releaseConn() {
+	b.mu.Lock()
+	b.conns--
+	b.mu.Unlock()
+}
+
+// serve reads one engine connection until it ends.
+func (b *binder) serve(ctx context.Context, bc *bindConn) {
+	p := b.p
+	stop := context.AfterFunc(ctx, func() { _ = bc.c.Close() })
+	defer stop()
+	defer func() { _ = bc.c.Close() }()
+	defer b.disown(bc)
+	// A PUB sends only what its peers subscribe to.
+	if err := bc.c.WriteMsg(append([]byte{1}, p.cfg.TopicFilter...)); err != nil {
+		p.m.ZMQErrors.WithLabelValues(p.cfg.BindAddress, "subscribe").Inc()
+		return
+	}
+	for {
+		m, err := bc.c.ReadMsg()
+		if err != nil {
+			if ctx.Err() == nil {
+				// One engine's connection ended (EOF, idle deadline,
+				// oversized frame); the others are unaffected.
+				p.m.ZMQErrors.WithLabelValues(p.cfg.BindAddress, "recv").Inc()
+				p.log.Debug("KV-event connection to the bind socket ended", "rank", bc.rank, "err", err)
+			}
+			return
+		}
+		if m.Command {
+			continue
+		}
 		seq, ok := parseLive(m.Frames)
 		if !ok {
 			p.m.Drop(p.cfg.BindAddress, DropMalformed, 1)
 			continue
 		}
-		e := b.resolve(m.Frames[0])
-		if e.st == nil {
-			p.m.Drop(e.id, e.reason, 1)
-			continue
+		e := b.resolve(bc, m.Frames[0])
+		switch {
+		case e.st == nil && e.id != "":
+			p.m.Drop(e.id, e.reason, 1) // a configured endpoint: its ID is no wire value
+		case e.st == nil:
+			p.m.BindUnknown.Inc()
+		case !b.own(e.st, bc):
+			p.m.BindForeign.Inc()
+		default:
+			e.st.receive(seq, m.Frames[2], e.model)
 		}
-		e.st.receive(seq, m.Frames[2], e.model)
 	}
 }
 
-// resolve maps a topic to its endpoint's stream, through the cache.
-func (b *binder) resolve(topic []byte) bindEntry {
-	if g := b.gen.Load(); g != b.cgen || len(b.cache) >= maxTopicCache {
-		clear(b.cache)
-		b.cgen = g
+// own makes bc the connection of st unless another live connection owns
+// it; false means the message must be dropped.
+func (b *binder) own(st *stream, bc *bindConn) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch o := b.owners[st]; o {
+	case bc:
+		return true
+	case nil:
+		b.owners[st] = bc
+		bc.owned = append(bc.owned, st)
+		return true
 	}
-	if e, ok := b.cache[string(topic)]; ok && (e.st == nil || !e.st.closed.Load()) {
+	return false
+}
+
+// disown releases the streams of a connection that ended. It runs after the
+// connection's last receive, so the next owner's receives follow it.
+func (b *binder) disown(bc *bindConn) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, st := range bc.owned {
+		if b.owners[st] == bc {
+			delete(b.owners, st)
+		}
+	}
+	bc.owned = nil
+}
+
+// resolve maps a topic to its endpoint's stream, through the connection's
+// cache.
+func (b *binder) resolve(bc *bindConn, topic []byte) bindEntry {
+	if g := b.gen.Load(); g != bc.cgen || len(bc.cache) >= maxConnTopics {
+		clear(bc.cache)
+		bc.cgen = g
+	}
+	if e, ok := bc.cache[string(topic)]; ok && (e.st == nil || !e.st.closed.Load()) {
 		return e
 	}
+	e := bindEntry{reason: DropUnknownEndpoint}
 	id, model, ok := ParseTopic(topic)
-	e := bindEntry{id: id, model: model, reason: DropUnknownEndpoint}
-	if !ok {
-		e.id = b.p.cfg.BindAddress
-	} else {
+	if ok && bc.rank > 0 {
+		id, ok = offsetID(id, bc.rank)
+	}
+	if ok {
 		b.p.topicSeen(id, model)
-		e.st, e.reason = b.p.bindStream(id)
+		var known bool
+		e.st, e.reason, known = b.p.bindStream(id, bc.rank)
+		if known {
+			e.id = id
+		}
+		e.model = model
 		if e.st != nil && e.st.cfgModel != "" {
 			e.model = e.st.cfgModel
 		}
 	}
-	b.cache[string(topic)] = e
+	bc.cache[string(topic)] = e
 	return e
 }
 
-// bindStream returns the stream of a bind-mode endpoint, creating it on its
-// first message; nil and a drop reason when its messages are not indexed.
-func (p *Pool) bindStream(id string) (*stream, string) {
+// offsetID is the endpoint of rank r of the engine whose topic names id:
+// host:(port + r). ok is false when id is not host:port.
+func offsetID(id string, r int) (string, bool) {
+	host, port, err := net.SplitHostPort(id)
+	if err != nil {
+		return "", false
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 0 || n+r > 65535 {
+		return "", false
+	}
+	return net.JoinHostPort(host, strconv.Itoa(n+r)), true
+}
+
+// rankAddress is the bind address of rank r: the port of addr plus r.
+func rankAddress(addr string, r int) (string, error) {
+	ep, err := zmqx.Endpoint(addr)
+	if err != nil {
+		return "", err
+	}
+	if r == 0 {
+		return ep, nil
+	}
+	i := len(ep) - 1
+	for i >= 0 && ep[i] != ':' {
+		i--
+	}
+	port, err := strconv.Atoi(ep[i+1:])
+	if err != nil || port <= 0 || port+r > 65535 {
+		return "", fmt.Errorf("bindAddress %q: bindRanks %d needs an explicit port with room for every rank", addr, r+1)
+	}
+	return ep[:i+1] + strconv.Itoa(port+r), nil
+}
+
+// validateBind checks the bind-mode settings of c.
+func validateBind(c PoolConfig) error {
+	if c.BindAddress == "" {
+		return nil
+	}
+	if _, err := zmqx.Endpoint(c.BindAddress); err != nil {
+		return fmt.Errorf("kvevents: pool config: bindAddress: %w", err)
+	}
+	if c.BindRanks > 1 {
+		if _, err := rankAddress(c.BindAddress, c.BindRanks-1); err != nil {
+			return fmt.Errorf("kvevents: pool config: %w", err)
+		}
+	}
+	return nil
+}
+
+// errBindCap is only used in logs: the stream cap of bind mode was reached.
+var errBindCap = errors.New("bind-mode stream cap reached")
+
+// bindStream returns the stream of a bind-mode endpoint seen on the
+// listener of rank, creating it on its first message; nil and a drop reason
+// when its messages are not indexed. known reports whether id is an
+// endpoint passed to Ensure (its ID may then label a drop).
+func (p *Pool) bindStream(id string, rank int) (st *stream, reason string, known bool) {
 	for {
 		p.mu.Lock()
 		if p.closed {
 			p.mu.Unlock()
-			return nil, DropUnknownEndpoint
+			return nil, DropUnknownEndpoint, false
+		}
+		ep, known := p.known[id]
+		if known && ep.Rank != rank {
+			// Another rank's endpoint: its messages arrive on its own
+			// listener; never merge two ranks.
+			p.mu.Unlock()
+			return nil, DropUnknownEndpoint, false
 		}
 		if st := p.bound[id]; st != nil {
 			p.mu.Unlock()
-			return st, ""
+			return st, "", known
 		}
 		if done := p.closing[id]; done != nil {
 			p.mu.Unlock()
 			<-done // the old stream's entries are being cleared
 			continue
 		}
-		ep, known := p.known[id]
 		if !known {
-			if p.cfg.BindKnownOnly {
+			if !p.cfg.BindAnyTopic || len(p.bound) >= p.cfg.BindMaxStreams {
+				full := p.cfg.BindAnyTopic
 				p.mu.Unlock()
-				return nil, DropUnknownEndpoint
+				if full {
+					p.log.Debug("KV-event topic not indexed", "err", errBindCap, "max", p.cfg.BindMaxStreams)
+				}
+				return nil, DropUnknownEndpoint, false
 			}
-			ep = Endpoint{ID: id}
+			ep = Endpoint{ID: id, Rank: rank}
 			if host, _, err := net.SplitHostPort(id); err == nil && host != "" && p.cfg.Replay {
-				ep.ReplayAddress = "tcp://" + net.JoinHostPort(host, strconv.Itoa(p.cfg.ReplayPort))
+				ep.ReplayAddress = "tcp://" + net.JoinHostPort(host, strconv.Itoa(p.cfg.ReplayPort+rank))
 			}
 		}
 		if !p.sel.Matches(ep.Labels) {
 			p.mu.Unlock()
-			return nil, DropNotSelected
+			return nil, DropNotSelected, known
 		}
 		st := p.newStreamLocked(id, ep.Model, ep.ReplayAddress)
 		p.bound[id] = st
 		p.mu.Unlock()
-		st.log.Info("KV-event endpoint seen on the bind socket", "replay", ep.ReplayAddress)
-		return st, ""
+		st.log.Info("KV-event endpoint seen on the bind socket", "rank", rank, "replay", ep.ReplayAddress)
+		return st, "", known
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/kvroute/kvroute/internal/zmqx"
 	"github.com/kvroute/kvroute/replay"
 )
 
@@ -189,10 +188,8 @@ func (c PoolConfig) Validate() error {
 	if _, err := ParseSelector(c.Selector); err != nil {
 		return err
 	}
-	if c.BindAddress != "" {
-		if _, err := zmqx.Endpoint(c.BindAddress); err != nil {
-			return fmt.Errorf("kvevents: pool config: bindAddress: %w", err)
-		}
+	if err := validateBind(c); err != nil {
+		return err
 	}
 	if err := c.ReplayClient.Validate(); err != nil {
 		return fmt.Errorf("kvevents: pool config: %w", err)

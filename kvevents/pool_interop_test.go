@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
@@ -160,7 +161,7 @@ func TestPoolInteropBindMode(t *testing.T) {
 	pytest.Require(t)
 	defer leakcheck.Check(t)()
 	ix := newPoolIndex(t)
-	p, logs := newTestPool(t, PoolConfig{BindAddress: "127.0.0.1:0"}, ix)
+	p, logs := newTestPool(t, PoolConfig{BindAddress: "127.0.0.1:0", BindAnyTopic: true}, ix)
 	defer p.Close()
 	require.Eventually(t, func() bool { return p.BindAddr() != "" }, poolWait, poolTick)
 
@@ -191,14 +192,15 @@ func TestPoolInteropBindMode(t *testing.T) {
 	require.NoError(t, p.Close())
 }
 
-// Bind mode with BindKnownOnly and a selector: only engines passed to
-// Ensure, and selected, are indexed; a peer announcing a huge frame loses
+// Bind mode (known endpoints only, the default) with a selector: only
+// engines passed to Ensure, and selected, are indexed; unknown topics are
+// counted in one unlabelled series; a peer announcing a huge frame loses
 // its own connection while the bound socket keeps serving the others.
 func TestPoolInteropBindModeKnownOnlyAndHostilePeer(t *testing.T) {
 	pytest.Require(t)
 	defer leakcheck.Check(t)()
 	ix := newPoolIndex(t)
-	p, _ := newTestPool(t, PoolConfig{BindAddress: "127.0.0.1:0", BindKnownOnly: true, Selector: "role=decode"}, ix)
+	p, _ := newTestPool(t, PoolConfig{BindAddress: "127.0.0.1:0", Selector: "role=decode"}, ix)
 	defer p.Close()
 	require.Eventually(t, func() bool { return p.BindAddr() != "" }, poolWait, poolTick)
 	const unknown, prefill = "127.0.0.1:8001", "127.0.0.1:8002"
@@ -224,9 +226,10 @@ func TestPoolInteropBindModeKnownOnlyAndHostilePeer(t *testing.T) {
 	require.Eventually(t, func() bool {
 		pyPublish(t, b, 1)
 		pyPublish(t, c, 1)
-		return counter(m.Dropped, unknown, DropUnknownEndpoint) >= 1 && counter(m.Dropped, prefill, DropNotSelected) >= 1
+		return testutil.ToFloat64(m.BindUnknown) >= 1 && counter(m.Dropped, prefill, DropNotSelected) >= 1
 	}, poolWait, 20*time.Millisecond)
 	require.Equal(t, []string{pyID}, p.Endpoints())
+	require.Zero(t, counter(m.Dropped, unknown, DropUnknownEndpoint), "no series named after a wire topic")
 	require.Equal(t, 1, ix.Stats().Endpoints)
 
 	// Selecting the prefill engine lets its next messages in.

@@ -58,7 +58,7 @@ func TestPoolObserveTopicsBindMode(t *testing.T) {
 	pytest.Require(t)
 	defer leakcheck.Check(t)()
 	ix := newPoolIndex(t)
-	p, _ := newTestPool(t, PoolConfig{BindAddress: "127.0.0.1:0"}, ix)
+	p, _ := newTestPool(t, PoolConfig{BindAddress: "127.0.0.1:0", BindAnyTopic: true}, ix)
 	defer p.Close()
 	var log topicLog
 	p.ObserveTopics(log.observe)

@@ -1,0 +1,251 @@
+package kvevents
+
+import (
+	"encoding/binary"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/internal/leakcheck"
+)
+
+// enginePub is an engine's PUB that connects to the pool's bind socket
+// (vLLM with a connect endpoint): a plain ZMTP 3.0 PUB over loopback TCP
+// that sends its greeting and READY, then writes live messages (the
+// subscription the pool sends back is left unread; it is a few bytes).
+type enginePub struct {
+	t     *testing.T
+	c     net.Conn
+	topic []byte
+	seq   uint64
+}
+
+func dialEngine(t *testing.T, addr, topic string) *enginePub {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(addr, "tcp://"))
+	require.NoError(t, err)
+	greeting := make([]byte, 64)
+	copy(greeting, []byte{0xff, 0, 0, 0, 0, 0, 0, 0, 1, 0x7f, 3, 0})
+	copy(greeting[12:], "NULL")
+	ready := []byte{0x04, 0, 5}
+	ready = append(ready, "READY"...)
+	ready = append(ready, 11)
+	ready = append(ready, "Socket-Type"...)
+	ready = binary.BigEndian.AppendUint32(ready, 3)
+	ready = append(ready, "PUB"...)
+	ready[1] = byte(len(ready) - 2)
+	_, err = c.Write(append(greeting, ready...))
+	require.NoError(t, err)
+	return &enginePub{t: t, c: c, topic: []byte(topic)}
+}
+
+// close closes the connection (idempotent).
+func (e *enginePub) close() {
+	if e.c != nil {
+		_ = e.c.Close()
+		e.c = nil
+	}
+}
+
+// send publishes payload at the given sequence.
+func (e *enginePub) send(seq uint64, payload []byte) {
+	e.t.Helper()
+	var s [8]byte
+	binary.BigEndian.PutUint64(s[:], seq)
+	var msg []byte
+	for i, f := range [][]byte{e.topic, s[:], payload} {
+		flags := byte(0)
+		if i < 2 {
+			flags = 1 // more
+		}
+		if len(f) > 255 {
+			msg = binary.BigEndian.AppendUint64(append(msg, flags|2), uint64(len(f)))
+		} else {
+			msg = append(msg, flags, byte(len(f)))
+		}
+		msg = append(msg, f...)
+	}
+	_, err := e.c.Write(msg)
+	require.NoError(e.t, err)
+}
+
+// publishUntil sends batch seq (the shared pool layout) with increasing
+// sequences until cond holds, and returns the last sequence sent.
+func (e *enginePub) publishUntil(cond func() bool) uint64 {
+	e.t.Helper()
+	var last uint64
+	require.Eventually(e.t, func() bool {
+		last = e.seq
+		e.send(e.seq, poolPayload(e.seq))
+		e.seq++
+		return cond()
+	}, poolWait, 20*time.Millisecond)
+	return last
+}
+
+// publishN sends n more batches and returns the last sequence.
+func (e *enginePub) publishN(n int) uint64 {
+	for range n {
+		e.send(e.seq, poolPayload(e.seq))
+		e.seq++
+	}
+	return e.seq - 1
+}
+
+func received(p *Pool, id string) func() bool {
+	return func() bool { st, ok := p.Status(id); return ok && st.Received }
+}
+
+// By default bind mode indexes only endpoints passed to Ensure; every other
+// topic is counted in one unlabelled series, and nothing from the wire
+// becomes a stream, an index entry or a label value.
+func TestBindUnknownTopicsCountedInOneSeries(t *testing.T) {
+	defer leakcheck.Check(t)()
+	ix := newPoolIndex(t)
+	p, _ := newTestPool(t, PoolConfig{BindAddress: "127.0.0.1:0"}, ix)
+	defer p.Close()
+	require.Eventually(t, func() bool { return p.BindAddr() != "" }, poolWait, poolTick)
+	m := p.Metrics()
+	e := dialEngine(t, p.BindAddr(), "kv@127.0.0.1:7000@"+poolModel)
+	defer e.close()
+	e.publishUntil(func() bool { return testutil.ToFloat64(m.BindUnknown) >= 1 })
+	base := testutil.ToFloat64(m.BindUnknown)
+	for i := range 200 {
+		e.topic = []byte("kv@10.9." + strconv.Itoa(i/250) + "." + strconv.Itoa(i%250) + ":8000@" + poolModel)
+		e.publishN(1)
+	}
+	require.Eventually(t, func() bool { return testutil.ToFloat64(m.BindUnknown) >= base+200 }, poolWait, poolTick)
+	require.Empty(t, p.Endpoints())
+	require.Zero(t, ix.Stats().Endpoints)
+	require.Zero(t, testutil.CollectAndCount(m.Dropped), "no dropped_total series named after a topic")
+	require.Zero(t, testutil.CollectAndCount(m.MessagesReceived))
+	require.NoError(t, p.Close())
+}
+
+// With BindAnyTopic, topics become streams up to BindMaxStreams; the rest
+// are counted as unknown.
+func TestBindAnyTopicStreamsCapped(t *testing.T) {
+	defer leakcheck.Check(t)()
+	ix := newPoolIndex(t)
+	p, _ := newTestPool(t, PoolConfig{BindAddress: "127.0.0.1:0", BindAnyTopic: true, BindMaxStreams: 5}, ix)
+	defer p.Close()
+	require.Eventually(t, func() bool { return p.BindAddr() != "" }, poolWait, poolTick)
+	m := p.Metrics()
+	e := dialEngine(t, p.BindAddr(), "kv@127.0.0.1:7000@"+poolModel)
+	defer e.close()
+	e.publishUntil(received(p, "127.0.0.1:7000"))
+	for i := range 40 {
+		e.topic = []byte("kv@127.0.0.2:" + strconv.Itoa(9000+i) + "@" + poolModel)
+		e.publishN(1)
+	}
+	require.Eventually(t, func() bool { return testutil.ToFloat64(m.BindUnknown) >= 36 }, poolWait, poolTick)
+	require.Len(t, p.Endpoints(), 5)
+	require.NoError(t, p.Close())
+}
+
+// A peer that spoofs a connected engine's topic can neither clear its
+// entries with a sequence going back to 0 nor inject blocks; a real restart
+// (the engine's connection ends, a new one starts at 0) still resets the
+// endpoint.
+func TestBindSpoofedTopicCannotClearVictim(t *testing.T) {
+	defer leakcheck.Check(t)()
+	ix := newPoolIndex(t)
+	p, _ := newTestPool(t, PoolConfig{BindAddress: "127.0.0.1:0"}, ix)
+	defer p.Close()
+	require.Eventually(t, func() bool { return p.BindAddr() != "" }, poolWait, poolTick)
+	const victim = "127.0.0.1:8100"
+	require.NoError(t, p.Ensure(Endpoint{ID: victim}))
+	topic := "kv@" + victim + "@" + poolModel
+	engine := dialEngine(t, p.BindAddr(), topic)
+	defer engine.close()
+	first := engine.publishUntil(received(p, victim))
+	last := engine.publishN(10)
+	waitApplied(t, p, victim, last)
+	requireHeld(t, ix, victim, first, last)
+
+	m := p.Metrics()
+	spoof := dialEngine(t, p.BindAddr(), topic)
+	defer spoof.close()
+	require.Eventually(t, func() bool {
+		spoof.send(0, poolPayload(500)) // seq 0, foreign blocks
+		return testutil.ToFloat64(m.BindForeign) >= 1
+	}, poolWait, 20*time.Millisecond)
+	last = engine.publishN(3) // the engine keeps going
+	waitApplied(t, p, victim, last)
+	requireHeld(t, ix, victim, first, last)
+	require.Zero(t, heldBlocks(ix, victim, 500), "no spoofed block indexed")
+	require.Zero(t, counter(m.PublisherRestarts, victim))
+
+	// The engine restarts: its connection ends, the new process starts at 0.
+	spoof.close()
+	engine.close()
+	restarted := dialEngine(t, p.BindAddr(), topic)
+	defer restarted.close()
+	restarted.seq = 0
+	restarted.publishUntil(func() bool { return counter(m.PublisherRestarts, victim) >= 1 })
+	require.Eventually(t, func() bool { return heldBlocks(ix, victim, last) == 0 }, poolWait, poolTick,
+		"a real restart clears the old lifetime's blocks")
+	require.NoError(t, p.Close())
+}
+
+// freePortPair returns a loopback port p such that p and p+1 were free.
+func freePortPair(t *testing.T) int {
+	t.Helper()
+	for range 100 {
+		l1, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		port := l1.Addr().(*net.TCPAddr).Port
+		l2, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port+1))
+		_ = l1.Close()
+		if err == nil {
+			_ = l2.Close()
+			return port
+		}
+	}
+	t.Fatal("no free port pair")
+	return 0
+}
+
+// vLLM offsets the port a data-parallel rank's PUB connects to by the rank,
+// and every rank shares one topic. The pool binds port + r for each rank
+// and keys each rank's messages to its own endpoint: ranks never merge.
+func TestBindDataParallelRanks(t *testing.T) {
+	defer leakcheck.Check(t)()
+	ix := newPoolIndex(t)
+	port := freePortPair(t)
+	p, _ := newTestPool(t, PoolConfig{BindAddress: "127.0.0.1:" + strconv.Itoa(port), BindRanks: 2}, ix)
+	defer p.Close()
+	require.Eventually(t, func() bool { a := p.BindAddrs(); return a[0] != "" && a[1] != "" }, poolWait, poolTick)
+	require.Equal(t, "tcp://127.0.0.1:"+strconv.Itoa(port+1), p.BindAddrs()[1])
+	const rank0, rank1 = "127.0.0.1:8000", "127.0.0.1:8001"
+	require.NoError(t, p.Ensure(Endpoint{ID: rank0}))
+	require.NoError(t, p.Ensure(Endpoint{ID: rank1, Rank: 1}))
+	topic := "kv@" + rank0 + "@" + poolModel // shared by both ranks
+
+	r0 := dialEngine(t, p.BindAddrs()[0], topic)
+	defer r0.close()
+	r1 := dialEngine(t, p.BindAddrs()[1], topic)
+	defer r1.close()
+	r1.seq = 100 // distinct blocks per rank
+	last0 := r0.publishUntil(received(p, rank0))
+	last1 := r1.publishUntil(received(p, rank1))
+	waitApplied(t, p, rank0, last0)
+	waitApplied(t, p, rank1, last1)
+	require.Equal(t, poolBlocks, heldBlocks(ix, rank0, last0))
+	require.Equal(t, poolBlocks, heldBlocks(ix, rank1, last1))
+	require.Zero(t, heldBlocks(ix, rank0, last1), "rank 1's blocks are not rank 0's")
+	require.Zero(t, heldBlocks(ix, rank1, last0))
+	require.ElementsMatch(t, []string{rank0, rank1}, p.Endpoints())
+	require.NoError(t, p.Close())
+}
+
+func TestBindRanksNeedExplicitPort(t *testing.T) {
+	require.Error(t, PoolConfig{BindAddress: "127.0.0.1:0", BindRanks: 2}.Validate())
+	require.Error(t, PoolConfig{BindAddress: "127.0.0.1:65535", BindRanks: 2}.Validate())
+	require.NoError(t, PoolConfig{BindAddress: "127.0.0.1:5557", BindRanks: 4}.Validate())
+}
