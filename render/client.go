@@ -219,6 +219,10 @@ func (c *Client) call(ctx context.Context, r route, body []byte, auth string) (*
 
 var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
+// initialResponseBuffer is the most a response buffer is grown to before
+// its body arrives (the rest grows with the bytes read).
+const initialResponseBuffer = 64 << 10
+
 // attempt makes one HTTP attempt against t, capped by AttemptTimeout.
 func (c *Client) attempt(ctx context.Context, t *target, r route, body []byte, auth string) (*Result, *Error) {
 	actx := ctx
@@ -261,8 +265,13 @@ func (c *Client) attempt(ctx context.Context, t *target, r route, body []byte, a
 			bufPool.Put(buf)
 		}
 	}()
+	// The buffer grows with the bytes that actually arrive (ReadFrom
+	// doubles it as needed), never to the announced Content-Length up
+	// front: a renderer that announces 60 MiB and trickles its body would
+	// otherwise hold 60 MiB per call from the first byte. Only a small
+	// head start is taken from the header.
 	if resp.ContentLength > 0 {
-		buf.Grow(int(resp.ContentLength) + bytes.MinRead)
+		buf.Grow(int(min(resp.ContentLength, initialResponseBuffer)) + bytes.MinRead)
 	}
 	if _, err := buf.ReadFrom(io.LimitReader(resp.Body, limit+1)); err != nil {
 		// A body cut off by the network or the deadline after a 2xx header
