@@ -12,12 +12,15 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/internal/leakcheck"
 )
 
 // A renderer that announces a 60 MiB body and trickles it: twenty such
 // calls at once hold only what has arrived, not twenty times the announced
 // Content-Length.
 func TestTricklingLargeResponsesStayBounded(t *testing.T) {
+	defer leakcheck.Check(t)()
 	const announced = 60 << 20
 	var started sync.WaitGroup
 	started.Add(20)
@@ -47,6 +50,7 @@ func TestTricklingLargeResponsesStayBounded(t *testing.T) {
 		cfg.URL = srv.URL
 		cfg.Timeout = 2 * time.Second // each call ends at its deadline
 	})
+	defer c.Close()
 
 	runtime.GC()
 	var before runtime.MemStats
