@@ -34,7 +34,9 @@
 // Extra keys are decoded by form: strings (LoRA names, cache salts, bare
 // multimodal identifiers), [identifier, offset] pairs, bytes (kept as
 // lower-case hex: printable, and never equal to the raw bytes of a string
-// key) and anything else as the hex of its raw msgpack bytes (so such a
+// key), the typed maps of some vLLM revisions ({"type": "lora"|"mm"|
+// "cache_salt"|"prompt_embeds"|"legacy", …}, decoded to the same meaning as
+// the untyped forms) and anything else as the hex of its raw msgpack bytes (so such a
 // block never falsely matches a block without that key, and re-encodes
 // unchanged). Token IDs that are not integers in [0, 2³²) (SGLang's EAGLE
 // bigram pairs) flag the event instead of failing the batch.
@@ -81,7 +83,11 @@
 // Index.Remove, AllBlocksCleared → Index.Clear. Before a store reaches the
 // index the LoRA name is removed from its extra keys (it is the root
 // already) and multimodal pairs become their identifier, matching what
-// kvindex.Keys computes on the request side.
+// kvindex.Keys computes on the request side. An adapter's store (lora_id
+// set) is never keyed under the base model: without lora_name, a typed LoRA
+// key or a configured lora_id → name (ApplierConfig.LoRANames) it is
+// skipped (reason "lora_unnamed"). An absent group_idx is group 0, as
+// vLLM's own consumers read it, for stores and removals alike.
 //
 // SGLang's cache_salt is not part of SGLang's block hashes, but kvroute keys
 // blocks with its own hash of the event's tokens, not with the engine's. The
@@ -107,7 +113,9 @@
 // # Subscribing
 //
 // Pool keeps one supervised ZeroMQ SUB per endpoint (Ensure, Remove; or one
-// bound SUB in bind mode, identities from topics). Each supervisor dials
+// bound listener per data-parallel rank in bind mode, identities from
+// topic + rank, known endpoints only by default, each endpoint pinned to
+// the connection that delivers it). Each supervisor dials
 // through kvroute's guarded transport (internal/zmqx: handshake and idle
 // deadlines, frame-size limit), recreates its socket after any receive
 // error with its own backoff (100 ms doubling to 2 s), and never relies on
@@ -119,8 +127,10 @@
 // subscribed. Replays run off the receive loop through the replay package;
 // live messages that arrive meanwhile are held (bounded) and applied after
 // it without duplicates. An endpoint's events apply in order on one of
-// Concurrency workers with bounded queues; an overflow is dropped, counted
-// and repaired by a resync replay.
+// Concurrency workers with queues bounded in messages and in payload bytes
+// (per worker and per endpoint); an overflow is dropped, counted and
+// repaired by a resync replay, and it is the flooding endpoint that is
+// shed, not its quiet neighbours.
 //
 // # Publishing
 //
