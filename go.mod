@@ -9,12 +9,14 @@ require (
 	github.com/puzpuzpuz/xsync/v3 v3.5.1
 	github.com/shamaton/msgpack/v2 v2.4.0
 	github.com/stretchr/testify v1.12.1
+	github.com/zeebo/xxh3 v1.1.0
 	golang.org/x/sync v0.25.0
 )
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/go-zeromq/goczmq/v4 v4.2.2 // indirect
+	github.com/klauspost/cpuid/v2 v2.2.10 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect

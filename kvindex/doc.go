@@ -9,14 +9,24 @@
 // SHA-256/CBOR, SGLang's SHA-256 pages) never has to be reproduced; engine
 // hashes are only mapped to router keys, per endpoint. Tokens are cut into
 // blocks of BlockSize tokens (default 64); a trailing partial block is not
-// keyed. All integers are little-endian and the hash is XXH64 with seed 0:
+// keyed. All integers are little-endian and the hash is XXH3-64 with seed 0
+// and the default secret.
+// This is key scheme version 2 (KeySchemeVersion):
 //
-//	root    = XXH64("kvroute/v1" ‖ 0x00 ‖ name)
-//	          name = the LoRA adapter name if the request targets one, else the model name
-//	key[i]  = XXH64(P ‖ T ‖ E)
-//	  P     = key[i-1] (root for i = 0) as 8 bytes
-//	  T     = the block's token IDs, each as 4 bytes (uint32)
-//	  E     = for each extra key of block i, in order: its byte length as 8 bytes, then its bytes
+//	root     = XXH3-64("kvroute/v2" ‖ 0x00 ‖ name)
+//	           name = the LoRA adapter name if the request targets one, else the model name
+//	block[i] = XXH3-64(T ‖ E)
+//	  T      = the block's token IDs, each as 4 bytes (uint32)
+//	  E      = for each extra key of block i, in order: its byte length as 8 bytes, then its bytes
+//	key[i]   = Chain(key[i-1], block[i])   (key[-1] = root)
+//	Chain(p, b): x = p XOR (b × 0x9E3779B97F4A7C15) mod 2^64, then SplitMix64's finaliser:
+//	           x ^= x>>30; x *= 0xBF58476D1CE4E5B9; x ^= x>>27; x *= 0x94D049BB133111EB; x ^= x>>31
+//
+// Each block is hashed on its own, so consecutive blocks hash in parallel on
+// the CPU and only the two-multiply Chain is sequential; Chain is a bijection
+// in each argument, so keys keep 64-bit collision strength over the whole
+// prefix (the same tokens under another parent, or other tokens under the
+// same parent, never share a key).
 //
 // Extra keys of block i (vLLM's rule and order: multimodal keys, then the
 // cache salt): the identifier (mm_hash) of every multimodal item whose
@@ -28,10 +38,10 @@
 // the endpoint's model. Fixed vector (model "meta-llama/Llama-3.1-8B-Instruct",
 // block size 4, tokens 1…8):
 //
-//	root           0x149b9a24d3587105
-//	key[0], key[1] 0x37c37a75f6e87dae, 0x42cc08af14b11317
-//	with cache_salt "salt-A":        0x0a6049af992907c5, 0x2953dd599689a7dc
-//	with LoRA "my-lora" (as root):   0x7cc13df82df36b29, 0xb47325f35efb46a1
+//	root           0xea84fc0a0a397c3b
+//	key[0], key[1] 0x81f89a972b4283c4, 0x1d524bc5a49dcdab
+//	with cache_salt "salt-A":        0x688150cfe3bd79ec, 0xb8e3a445291bb21b
+//	with LoRA "my-lora" (as root):   0x036410385835a330, 0x62e30e0b2c19a01f
 //
 // Keys reuses the caller's slice and allocates nothing.
 //

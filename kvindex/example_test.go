@@ -55,5 +55,5 @@ func ExampleKeys() {
 	tokens := []uint32{1, 2, 3, 4, 5, 6, 7, 8}
 	keys := kvindex.Keys(nil, tokens, 4, &kvindex.KeyParams{Model: "meta-llama/Llama-3.1-8B-Instruct"})
 	fmt.Printf("%#016x %#016x\n", keys[0], keys[1])
-	// Output: 0x37c37a75f6e87dae 0x42cc08af14b11317
+	// Output: 0x81f89a972b4283c4 0x1d524bc5a49dcdab
 }

@@ -3,28 +3,38 @@ package kvindex
 import (
 	"encoding/binary"
 
-	"github.com/cespare/xxhash/v2"
+	"github.com/zeebo/xxh3"
 )
 
-// Key is a router block key: the chained xxhash64 of a block's token IDs and
-// extra keys, seeded by the key of the previous block (or by RootKey for
-// block 0). Keys are the router's own hashes, independent of the engine's
-// block hashes, so kvroute never has to reproduce vLLM's or SGLang's hashing.
+// Key is a router block key: a 64-bit hash of a block's token IDs and extra
+// keys chained with the key of the previous block (or with RootKey for block
+// 0), so that a key stands for the whole prefix up to and including its
+// block. Keys are the router's own hashes, independent of the engine's block
+// hashes, so kvroute never has to reproduce vLLM's or SGLang's hashing.
 type Key uint64
+
+// KeySchemeVersion identifies the layout of Key (documented in the package
+// doc). It changes whenever the same tokens would get different keys, so
+// that anything persisted with keys (checkpoints) can tell it was written
+// under another scheme and must be rebuilt rather than matched. Version 1
+// hashed each block together with its parent key in one XXH64 pass;
+// version 2 hashes each block on its own with XXH3-64 (SIMD on amd64 and
+// arm64) and chains the 64-bit block hashes with a bijective mix, so the CPU
+// hashes consecutive blocks in parallel.
+const KeySchemeVersion = 2
 
 // DefaultBlockSize is the block size in tokens used when Config.BlockSize is
 // zero. It matches the block size the llm-d guides run vLLM with.
 const DefaultBlockSize = 64
 
 // rootDomain is the versioned domain-separation prefix of every chain root.
-// Changing the key layout requires changing this prefix.
-const rootDomain = "kvroute/v1\x00"
+// It changes with KeySchemeVersion.
+const rootDomain = "kvroute/v2\x00"
 
-// keyBufSize is the stack buffer one block is serialised into before hashing:
-// an 8-byte parent plus up to 256 token IDs in a single xxhash64 call. Larger
-// blocks and blocks with extra keys are streamed through a Digest in chunks of
-// this size.
-const keyBufSize = 8 + 4*256
+// keyBufSize is the stack buffer tokens are serialised into on big-endian
+// machines (where a token slice is not already little-endian bytes) and
+// the chunk size extra keys are streamed with.
+const keyBufSize = 4 * 256
 
 // MMItem is one multimodal item (image, audio clip, …) of a request. Its
 // identifier is an extra key of every block its placeholder tokens overlap.
@@ -44,24 +54,60 @@ type KeyParams struct {
 }
 
 // RootKey returns the chain root for a model or LoRA adapter name:
-// xxhash64("kvroute/v1\x00" ‖ name). The model (or adapter) enters the chain
+// XXH3-64("kvroute/v2\x00" ‖ name). The model (or adapter) enters the chain
 // only here, so the same tokens under two models never share a key.
 func RootKey(name string) Key {
-	var d xxhash.Digest
-	d.Reset()
+	if len(name) <= 128-len(rootDomain) {
+		// One-shot over a stack copy: cheaper than setting up the
+		// streaming hasher (Keys computes a root per request).
+		var buf [128]byte
+		n := copy(buf[:], rootDomain)
+		n += copy(buf[n:], name)
+		return Key(xxh3.Hash(buf[:n]))
+	}
+	var d xxh3.Hasher
 	_, _ = d.WriteString(rootDomain)
 	_, _ = d.WriteString(name)
 	return Key(d.Sum64())
 }
 
-// ChainKey returns the key of one block:
-// xxhash64(parent as 8 bytes little-endian ‖ each token ID as 4 bytes
-// little-endian ‖ for each extra key: its length as 8 bytes little-endian ‖
-// its bytes). The engine side (Index.Store) and the request side (Keys) both
+// ChainKey returns the key of one block: Chain(parent, BlockHash(tokens,
+// extra)). The engine side (Index.Store) and the request side (Keys) both
 // use it, which is what makes their keys meet in the index.
 func ChainKey(parent Key, tokens []uint32, extra []string) Key {
 	var h blockHasher
 	return h.key(parent, tokens, extra, "", "")
+}
+
+// BlockHash returns the hash of one block on its own, independent of its
+// position in a chain: XXH3-64(each token ID as 4 bytes little-endian ‖ for
+// each extra key: its length as 8 bytes little-endian ‖ its bytes).
+func BlockHash(tokens []uint32, extra []string) uint64 {
+	var h blockHasher
+	return h.hash(tokens, extra, "", "")
+}
+
+// Chain combines a parent key and a block hash into the block's key:
+//
+//	x = parent XOR (block × 0x9E3779B97F4A7C15)   (mod 2^64)
+//	x ^= x >> 30; x *= 0xBF58476D1CE4E5B9
+//	x ^= x >> 27; x *= 0x94D049BB133111EB
+//	x ^= x >> 31
+//
+// Both steps are bijections, so for a fixed parent two different block
+// hashes never give the same key, and for a fixed block hash two different
+// parents never do: a collision needs two chains whose 64-bit states collide
+// by chance, as with one hash over the whole prefix. The final steps are
+// SplitMix64's finaliser, whose avalanche makes every key bit depend on
+// every bit of both inputs.
+func Chain(parent Key, block uint64) Key {
+	x := uint64(parent) ^ block*0x9E3779B97F4A7C15
+	x ^= x >> 30
+	x *= 0xBF58476D1CE4E5B9
+	x ^= x >> 27
+	x *= 0x94D049BB133111EB
+	x ^= x >> 31
+	return Key(x)
 }
 
 // Keys appends to dst[:0] the keys of every full block of tokens and returns
@@ -86,8 +132,18 @@ func Keys(dst []Key, tokens []uint32, blockSize int, p *KeyParams) []Key {
 		root = params.LoRA
 	}
 	parent := RootKey(root)
-	var h blockHasher
 	n := len(tokens) / blockSize
+	if len(params.MM) == 0 && params.CacheSalt == "" && nativeLittleEndian {
+		// The common request: one XXH3-64 call per block over the tokens'
+		// own memory. Block hashes do not depend on each other, so the CPU
+		// overlaps consecutive blocks; only the cheap Chain is sequential.
+		for i := 0; i < n; i++ {
+			parent = Chain(parent, xxh3.Hash(tokenBytes(tokens[i*blockSize:(i+1)*blockSize])))
+			dst = append(dst, parent)
+		}
+		return dst
+	}
+	var h blockHasher
 	lo := 0 // first MM item that may still overlap the current block
 	for i := 0; i < n; i++ {
 		start, end := i*blockSize, (i+1)*blockSize
@@ -122,29 +178,28 @@ func Keys(dst []Key, tokens []uint32, blockSize int, p *KeyParams) []Key {
 }
 
 // blockHasher hashes one block. It lives on the caller's stack; its buffer
-// holds the serialised parent and token IDs.
+// holds serialised token IDs on big-endian machines.
 type blockHasher struct {
-	d   xxhash.Digest
+	d   xxh3.Hasher
 	buf [keyBufSize]byte
 }
 
-// key hashes parent ‖ tokens ‖ extra... ‖ extra1 ‖ extra2 (empty extra1/extra2
-// are skipped; elements of extra are always written, even when empty). When
-// everything fits the stack buffer it is hashed in one xxhash64 call,
-// otherwise it is streamed through the digest a buffer at a time.
+// key returns Chain(parent, hash(tokens, extra, extra1, extra2)).
 func (h *blockHasher) key(parent Key, tokens []uint32, extra []string, extra1, extra2 string) Key {
-	binary.LittleEndian.PutUint64(h.buf[:8], uint64(parent))
-	if 8+4*len(tokens) <= len(h.buf) {
-		n := 8 + putTokens(h.buf[8:], tokens)
-		if len(extra) == 0 && extra1 == "" && extra2 == "" {
-			return Key(xxhash.Sum64(h.buf[:n]))
-		}
-		h.d.Reset()
-		_, _ = h.d.Write(h.buf[:n])
-	} else {
-		h.d.Reset()
-		h.writeTokens(tokens)
+	return Chain(parent, h.hash(tokens, extra, extra1, extra2))
+}
+
+// hash hashes tokens ‖ extra... ‖ extra1 ‖ extra2 (empty extra1/extra2 are
+// skipped; elements of extra are always written, even when empty). Without
+// extra keys on a little-endian machine it is one XXH3-64 call over the
+// tokens' own memory; otherwise the bytes are streamed through the digest.
+func (h *blockHasher) hash(tokens []uint32, extra []string, extra1, extra2 string) uint64 {
+	plain := len(extra) == 0 && extra1 == "" && extra2 == ""
+	if nativeLittleEndian && plain {
+		return xxh3.Hash(tokenBytes(tokens))
 	}
+	h.d.Reset()
+	h.writeTokens(tokens)
 	for _, e := range extra {
 		h.writeExtra(e)
 	}
@@ -154,13 +209,12 @@ func (h *blockHasher) key(parent Key, tokens []uint32, extra []string, extra1, e
 	if extra2 != "" {
 		h.writeExtra(extra2)
 	}
-	return Key(h.d.Sum64())
+	return h.d.Sum64()
 }
 
-// keyMM hashes a block whose extra keys are the MM items of mm overlapping
-// [start, end) followed by salt (when non-empty).
+// keyMM returns the key of a block whose extra keys are the MM items of mm
+// overlapping [start, end) followed by salt (when non-empty).
 func (h *blockHasher) keyMM(parent Key, tokens []uint32, mm []MMItem, start, end int, salt string) Key {
-	binary.LittleEndian.PutUint64(h.buf[:8], uint64(parent))
 	h.d.Reset()
 	h.writeTokens(tokens)
 	for j := range mm {
@@ -174,25 +228,20 @@ func (h *blockHasher) keyMM(parent Key, tokens []uint32, mm []MMItem, start, end
 	if salt != "" {
 		h.writeExtra(salt)
 	}
-	return Key(h.d.Sum64())
+	return Chain(parent, h.d.Sum64())
 }
 
-// writeTokens streams the parent already in buf[:8] and then the tokens as
-// uint32 little-endian, one buffer at a time.
+// writeTokens streams the tokens as uint32 little-endian: straight from
+// their memory on little-endian machines, a buffer at a time otherwise.
 func (h *blockHasher) writeTokens(tokens []uint32) {
-	used := 8
-	for {
-		room := (len(h.buf) - used) / 4
-		if room > len(tokens) {
-			room = len(tokens)
-		}
-		used += putTokens(h.buf[used:], tokens[:room])
-		_, _ = h.d.Write(h.buf[:used])
-		tokens = tokens[room:]
-		if len(tokens) == 0 {
-			return
-		}
-		used = 0
+	if nativeLittleEndian {
+		_, _ = h.d.Write(tokenBytes(tokens))
+		return
+	}
+	for len(tokens) > 0 {
+		n := min(len(tokens), len(h.buf)/4)
+		_, _ = h.d.Write(h.buf[:putTokens(h.buf[:], tokens[:n])])
+		tokens = tokens[n:]
 	}
 }
 

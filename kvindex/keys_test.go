@@ -2,19 +2,21 @@ package kvindex
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"testing"
 
-	"github.com/cespare/xxhash/v2"
 	"github.com/stretchr/testify/require"
+	"github.com/zeebo/xxh3"
 )
 
 const vecModel = "meta-llama/Llama-3.1-8B-Instruct"
 
 // refKey computes one block key the slow, obvious way: build the byte string
-// of the documented layout and hash it with xxhash.Sum64.
+// of the documented block layout, hash it with xxh3.Hash in one shot (the package streams
+// extra keys) and chain it
+// with the documented mix, written out with math/bits.
 func refKey(parent uint64, tokens []uint32, extra ...string) uint64 {
 	var b []byte
-	b = binary.LittleEndian.AppendUint64(b, parent)
 	for _, t := range tokens {
 		b = binary.LittleEndian.AppendUint32(b, t)
 	}
@@ -22,10 +24,50 @@ func refKey(parent uint64, tokens []uint32, extra ...string) uint64 {
 		b = binary.LittleEndian.AppendUint64(b, uint64(len(e)))
 		b = append(b, e...)
 	}
-	return xxhash.Sum64(b)
+	return refChain(parent, xxh3.Hash(b))
 }
 
-func refRoot(name string) uint64 { return xxhash.Sum64([]byte("kvroute/v1\x00" + name)) }
+// refChain is the documented chaining step.
+func refChain(parent, block uint64) uint64 {
+	_, x := bits.Mul64(block, 0x9E3779B97F4A7C15)
+	x ^= parent
+	for _, step := range []struct {
+		shift uint
+		mul   uint64
+	}{{30, 0xBF58476D1CE4E5B9}, {27, 0x94D049BB133111EB}} {
+		x ^= x >> step.shift
+		_, x = bits.Mul64(x, step.mul)
+	}
+	return x ^ x>>31
+}
+
+func refRoot(name string) uint64 { return xxh3.Hash([]byte("kvroute/v2\x00" + name)) }
+
+func TestKeySchemeVersion(t *testing.T) {
+	// The version is part of the root domain; a new layout bumps both.
+	require.Equal(t, 2, KeySchemeVersion)
+	require.Equal(t, "kvroute/v2\x00", rootDomain)
+}
+
+func TestChainIsBijectiveInEachArgument(t *testing.T) {
+	// Distinct block hashes under one parent, and one block hash under
+	// distinct parents, never share a key (checked on structured inputs,
+	// where a weak mix would collide first).
+	seen := map[Key]struct{}{}
+	for i := uint64(0); i < 1<<12; i++ {
+		seen[Chain(7, i)] = struct{}{}
+		seen[Chain(Key(i<<52), 7)] = struct{}{}
+	}
+	require.Len(t, seen, 2<<12)
+	// Avalanche: flipping one input bit flips about half the key bits.
+	var flips int
+	for b := 0; b < 64; b++ {
+		flips += bits.OnesCount64(uint64(Chain(1, 2) ^ Chain(1, 2^1<<b)))
+		flips += bits.OnesCount64(uint64(Chain(1, 2) ^ Chain(1^1<<b, 2)))
+	}
+	require.InDelta(t, 32, float64(flips)/128, 4)
+	require.Equal(t, BlockHash([]uint32{1, 2}, []string{"x"}), xxh3.Hash([]byte{1, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 'x'}))
+}
 
 func TestKeysFixedVector(t *testing.T) {
 	toks := []uint32{1, 2, 3, 4, 5, 6, 7, 8, 9} // the trailing partial block is not keyed
@@ -34,9 +76,9 @@ func TestKeysFixedVector(t *testing.T) {
 	k1 := refKey(k0, toks[4:8])
 
 	// The documented vector (doc.go) ...
-	require.Equal(t, uint64(0x149b9a24d3587105), root)
-	require.Equal(t, uint64(0x37c37a75f6e87dae), k0)
-	require.Equal(t, uint64(0x42cc08af14b11317), k1)
+	require.Equal(t, uint64(0xea84fc0a0a397c3b), root)
+	require.Equal(t, uint64(0x81f89a972b4283c4), k0)
+	require.Equal(t, uint64(0x1d524bc5a49dcdab), k1)
 	// ... equals the package's computation.
 	require.Equal(t, Key(root), RootKey(vecModel))
 	require.Equal(t, []Key{Key(k0), Key(k1)}, Keys(nil, toks, 4, &KeyParams{Model: vecModel}))
@@ -45,12 +87,12 @@ func TestKeysFixedVector(t *testing.T) {
 	salted := Keys(nil, toks[:8], 4, &KeyParams{Model: vecModel, CacheSalt: "salt-A"})
 	s0 := refKey(root, toks[:4], "salt-A")
 	require.Equal(t, []Key{Key(s0), Key(refKey(s0, toks[4:8]))}, salted)
-	require.Equal(t, []Key{0x0a6049af992907c5, 0x2953dd599689a7dc}, salted)
+	require.Equal(t, []Key{0x688150cfe3bd79ec, 0xb8e3a445291bb21b}, salted)
 
 	lora := Keys(nil, toks[:8], 4, &KeyParams{Model: vecModel, LoRA: "my-lora"})
 	l0 := refKey(refRoot("my-lora"), toks[:4])
 	require.Equal(t, []Key{Key(l0), Key(refKey(l0, toks[4:8]))}, lora)
-	require.Equal(t, []Key{0x7cc13df82df36b29, 0xb47325f35efb46a1}, lora)
+	require.Equal(t, []Key{0x036410385835a330, 0x62e30e0b2c19a01f}, lora)
 }
 
 func TestChainKeyLayoutAllPaths(t *testing.T) {
@@ -77,6 +119,11 @@ func TestModelAndLoRARootsDiffer(t *testing.T) {
 	// The adapter replaces the model at the root.
 	require.Equal(t, lora, loraOtherBase)
 	require.Equal(t, RootKey("sql-adapter"), Key(refRoot("sql-adapter")))
+	// Names past the one-shot stack buffer take the streaming path.
+	for _, n := range []int{116, 117, 118, 300} {
+		long := string(make([]byte, n))
+		require.Equal(t, Key(refRoot(long)), RootKey(long), "name of %d bytes", n)
+	}
 }
 
 func TestCacheSaltOnlyInBlockZero(t *testing.T) {

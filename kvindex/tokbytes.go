@@ -26,3 +26,9 @@ func putTokens(dst []byte, tokens []uint32) int {
 	}
 	return n
 }
+
+// tokenBytes views tokens as bytes in memory order (little-endian uint32s
+// when nativeLittleEndian), without copying.
+func tokenBytes(tokens []uint32) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(tokens))), 4*len(tokens))
+}
