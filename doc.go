@@ -12,7 +12,7 @@
 //
 // The library is split into small packages that are usable on their own:
 //
-//   - kvindex: router block keys (chained xxhash64 of token IDs) and the
+//   - kvindex: router block keys (per-block XXH3-64 of token IDs, chained) and the
 //     lock-free block index with tiers, cache groups, speculative entries and a
 //     fused longest-prefix Match.
 //   - kvevents: the msgpack decoder and encoder for every vLLM and SGLang event

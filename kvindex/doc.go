@@ -43,7 +43,11 @@
 //	with cache_salt "salt-A":        0x688150cfe3bd79ec, 0xb8e3a445291bb21b
 //	with LoRA "my-lora" (as root):   0x036410385835a330, 0x62e30e0b2c19a01f
 //
-// Keys reuses the caller's slice and allocates nothing.
+// Keys reuses the caller's slice and allocates nothing. The package depends
+// on github.com/zeebo/xxh3 for XXH3-64: its SIMD accumulation hashes a
+// 256-byte block about three times faster than XXH64 on amd64, which is
+// what lets per-block hashing (whose per-call setup XXH64 would not
+// amortise) run at the speed of one XXH64 pass over the whole prompt.
 //
 // # The index
 //
