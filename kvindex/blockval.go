@@ -2,11 +2,12 @@ package kvindex
 
 import "unsafe"
 
-// blockVal is the value of one block in the block map: the memberships of
-// every endpoint that holds the block. Values are immutable once published —
-// a writer builds a new value under the map's bucket lock — so Match reads
-// them without locks. The common single-holder block costs no allocation
-// beyond the map entry itself (16 bytes of value).
+// blockVal is the value of one block in the block map, as the map hands it
+// out: the memberships of every endpoint that holds the block. The map
+// stores it as one word (the membership, or a handle to a member array in a
+// pointer-free arena); a blockVal lives only on the stack, pointing into
+// that arena. Member arrays are immutable once published — a writer builds
+// a new one under the shard's lock — so Match reads them without locks.
 type blockVal struct {
 	// one is the only membership when many is nil. When many is set, its
 	// low 32 bits are the number of memberships behind many and its high 32
@@ -14,11 +15,13 @@ type blockVal struct {
 	// (confirmed, GPU tier only), which Match tests with a single load.
 	one uint64
 	// many points at the first element of an immutable array of
-	// memberships when two or more endpoints hold the block. A pointer to
-	// the first element keeps the whole array alive for the garbage
-	// collector and costs 8 bytes instead of a 24-byte slice header.
+	// memberships when two or more endpoints hold the block (in the
+	// block map's arena, or a fresh array from with).
 	many *uint64
 }
+
+// memberSlice returns the n memberships starting at p.
+func memberSlice(p *uint64, n int) []uint64 { return unsafe.Slice(p, n) }
 
 // isStd reports whether a membership is confirmed and held in the GPU tier
 // only: the common case, which Match handles without further decoding.

@@ -22,10 +22,10 @@ const idReuseDelay = 1024
 // keys, and answers longest-prefix matches for a set of candidate endpoints.
 //
 // All methods are safe for concurrent use. Match is lock-free: it reads the
-// block map (an xsync.MapOf of immutable values) and never waits for
-// writers. Writers for one endpoint serialise on that endpoint's mutex;
-// writers for different endpoints only meet in the block map's per-bucket
-// locks.
+// block map (a sharded open-addressing table of immutable values) with
+// atomic loads and never waits for writers. Writers for one endpoint
+// serialise on that endpoint's mutex; writers for different endpoints only
+// meet in the block map's per-shard locks.
 type Index struct {
 	blockSize  int
 	maxBlocks  int
@@ -34,7 +34,7 @@ type Index struct {
 	now        func() time.Time
 	epoch      time.Time
 
-	blocks *xsync.MapOf[Key, blockVal]
+	blocks *blockMap
 	eps    *xsync.MapOf[string, *endpoint]
 
 	regMu      sync.Mutex // guards nextID, freeIDs and registration
@@ -104,7 +104,7 @@ func New(cfg Config) (*Index, error) {
 		specWeight: cfg.SpeculativeWeight,
 		specTTL:    cfg.SpeculativeTTL,
 		now:        cfg.Now,
-		blocks:     xsync.NewMapOfWithHasher[Key, blockVal](hashKey),
+		blocks:     newBlockMap(rand.Uint64()),
 		eps:        xsync.NewMapOf[string, *endpoint](),
 		stop:       make(chan struct{}),
 		done:       make(chan struct{}),
@@ -181,8 +181,8 @@ func (ix *Index) expiryMs(ttl time.Duration) uint64 {
 	return uint64((d + time.Millisecond - 1) / time.Millisecond)
 }
 
-// hashKey is the block map's hash function. Keys are already xxhash64
-// outputs, so one seeded mixing round (MurmurHash3's finaliser) suffices; the
+// hashKey is the block map's hash function. Keys are already mixed 64-bit
+// hashes, so one seeded mixing round (MurmurHash3's finaliser) suffices; the
 // per-map seed keeps bucket placement unpredictable to clients who choose
 // prompts.
 func hashKey(k Key, seed uint64) uint64 {

@@ -23,7 +23,7 @@ type memberOp struct {
 }
 
 // apply performs op on endpoint ep's membership of key. ep.mu is held; the
-// block map's bucket lock is held while the new block value is built, and
+// block map's shard lock is held while the new block value is built, and
 // the value is published atomically for Match.
 func (ix *Index) apply(ep *endpoint, key Key, op *memberOp) {
 	ix.blocks.Compute(key, func(v blockVal, loaded bool) (blockVal, bool) {
@@ -34,8 +34,8 @@ func (ix *Index) apply(ep *endpoint, key Key, op *memberOp) {
 		nw := ix.transition(ep, key, old, op)
 		op.before, op.after = old, nw
 		if nw == old {
-			// Unchanged. Keeping v allocates a new map entry; acceptable on
-			// this rare path (callers pre-check the frequent no-ops).
+			// Unchanged: the map skips rewriting an identical value, and
+			// inserts nothing for an absent key.
 			return v, !loaded
 		}
 		nv := v.with(idx, nw)

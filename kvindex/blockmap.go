@@ -1,0 +1,269 @@
+package kvindex
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// blockMap is the block map: Key → blockVal, read lock-free by Match and
+// written under per-shard mutexes. It holds no Go pointers per block, so
+// the garbage collector scans none of its millions of entries, and it costs
+// 16 bytes per slot instead of a heap object per entry:
+//
+//   - each shard is an open-addressing table of (key, value) word pairs
+//     with linear probing; a value is either the block's only membership
+//     (an endpoint ID is never 0, so its low 24 bits are never zero) or a
+//     handle (low 24 bits zero) to a member array in the shard's arena;
+//   - member arrays live in a pointer-free arena of uint64 words: a header
+//     word (count | standard-count<<32) followed by the memberships, written
+//     once before the handle is published and never modified, so readers
+//     read them without synchronisation beyond the handle's atomic load;
+//   - deletion leaves a tombstone (a slot's key only changes while its value
+//     is empty or a tombstone); replaced arrays become garbage in the arena;
+//   - when slots or arena run out, the writer builds a new, compacted table
+//     and publishes it atomically. Readers holding the old table keep a
+//     consistent (slightly stale) snapshot: writers never touch a table
+//     after replacing it.
+//
+// Readers never wait: Load is a probe over atomic loads of the current
+// table, retried never.
+type blockMap struct {
+	seed   uint64
+	shards [blockShards]blockShard
+}
+
+// blockShards is the number of independently locked and resized tables.
+const blockShards = 256
+
+type blockShard struct {
+	mu  sync.Mutex
+	tab atomic.Pointer[blockTable]
+	_   [48]byte // keep shards on separate cache lines
+}
+
+// blockTable is one shard's table. slots and arena are fixed at creation;
+// the counters are the writer's (guarded by the shard's mutex).
+type blockTable struct {
+	slots []blockSlot
+	arena []uint64 // full capacity; words [0, used) are allocated
+
+	used    int // arena words allocated
+	garbage int // arena words of replaced arrays
+	live    int // slots holding a block
+	tombs   int // tombstone slots
+}
+
+type blockSlot struct{ key, val uint64 }
+
+const (
+	// tombVal marks a deleted slot: a handle no arena reaches.
+	tombVal = (1<<(64-idBits) - 1) << idBits
+	// minSlots is a shard's smallest table.
+	minSlots = 8
+)
+
+// isHandle reports whether a non-empty slot value refers to a member array.
+func isHandle(val uint64) bool { return val&idMask == 0 }
+
+// handleOf is the slot value of the member array at arena offset off (+1,
+// so that no handle is 0, the empty slot).
+func handleOf(off int) uint64 { return uint64(off+1) << idBits }
+
+func newBlockMap(seed uint64) *blockMap {
+	m := &blockMap{seed: seed}
+	for i := range m.shards {
+		m.shards[i].tab.Store(&blockTable{slots: make([]blockSlot, minSlots)})
+	}
+	return m
+}
+
+// locate returns the shard and home slot hash of key.
+func (m *blockMap) locate(key Key) (*blockShard, uint64) {
+	h := hashKey(key, m.seed)
+	return &m.shards[h>>(64-8)], h
+}
+
+// view decodes a slot value of t into a blockVal pointing into t's arena.
+func (t *blockTable) view(val uint64) blockVal {
+	if !isHandle(val) {
+		return blockVal{one: val}
+	}
+	off := int(val>>idBits) - 1
+	return blockVal{one: t.arena[off], many: &t.arena[off+1]}
+}
+
+// Load returns the value of key. It takes no lock and never waits.
+func (m *blockMap) Load(key Key) (blockVal, bool) {
+	sh, h := m.locate(key)
+	t := sh.tab.Load()
+	mask := uint64(len(t.slots) - 1)
+	for i := h & mask; ; i = (i + 1) & mask {
+		s := &t.slots[i]
+		v := atomic.LoadUint64(&s.val)
+		if v == 0 {
+			return blockVal{}, false
+		}
+		if v != tombVal && atomic.LoadUint64(&s.key) == uint64(key) {
+			return t.view(v), true
+		}
+	}
+}
+
+// find returns the slot of key in t (-1 if absent) and, when absent, the
+// slot an insert would take (the first tombstone or the empty slot ending
+// the probe). The shard's mutex is held.
+func (t *blockTable) find(key Key, h uint64) (at, free int) {
+	mask := uint64(len(t.slots) - 1)
+	free = -1
+	for i := h & mask; ; i = (i + 1) & mask {
+		s := &t.slots[i]
+		switch {
+		case s.val == 0:
+			if free < 0 {
+				free = int(i)
+			}
+			return -1, free
+		case s.val == tombVal:
+			if free < 0 {
+				free = int(i)
+			}
+		case s.key == uint64(key):
+			return int(i), -1
+		}
+	}
+}
+
+// Compute calls fn with the current value of key (loaded reports whether it
+// exists) under the shard's lock and stores what it returns, or deletes the
+// key when fn returns del. fn must not call back into the map.
+func (m *blockMap) Compute(key Key, fn func(v blockVal, loaded bool) (nv blockVal, del bool)) {
+	sh, h := m.locate(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	t := sh.tab.Load()
+	at, free := t.find(key, h)
+	var cur blockVal
+	var old uint64
+	if at >= 0 {
+		old = t.slots[at].val
+		cur = t.view(old)
+	}
+	if at < 0 && (t.live+t.tombs+1)*16 > len(t.slots)*13 {
+		t = m.rebuild(sh, t, 0) // room for one more slot
+		_, free = t.find(key, h)
+	}
+	nv, del := fn(cur, at >= 0)
+	if del || nv.count() == 0 {
+		if at >= 0 {
+			atomic.StoreUint64(&t.slots[at].val, tombVal)
+			t.live--
+			t.tombs++
+			t.release(old)
+		}
+		return
+	}
+	if at >= 0 && nv == cur {
+		return // unchanged
+	}
+	if nv.many != nil {
+		if w := 1 + int(uint32(nv.one)); t.used+w > len(t.arena) {
+			t = m.rebuild(sh, t, w) // compacts; slots and handles move
+			at, free = t.find(key, h)
+			if at >= 0 {
+				old = t.slots[at].val
+			}
+		}
+	}
+	val := nv.one
+	if nv.many != nil {
+		n := int(uint32(nv.one))
+		off := t.used
+		t.arena[off] = nv.one
+		copy(t.arena[off+1:off+1+n], memberSlice(nv.many, n))
+		t.used += 1 + n
+		val = handleOf(off)
+	}
+	if at >= 0 {
+		atomic.StoreUint64(&t.slots[at].val, val)
+		t.release(old)
+		return
+	}
+	s := &t.slots[free]
+	if s.val == tombVal {
+		t.tombs--
+	}
+	atomic.StoreUint64(&s.key, uint64(key))
+	atomic.StoreUint64(&s.val, val)
+	t.live++
+}
+
+// release accounts for the arena words of a replaced or deleted value.
+func (t *blockTable) release(val uint64) {
+	if val != 0 && val != tombVal && isHandle(val) {
+		t.garbage += 1 + int(uint32(t.arena[int(val>>idBits)-1]))
+	}
+}
+
+// rebuild replaces the shard's table with a compacted one sized for its
+// live blocks plus one insert and extra arena words, publishes it and
+// returns it. The shard's mutex is held.
+func (m *blockMap) rebuild(sh *blockShard, t *blockTable, extra int) *blockTable {
+	n := minSlots
+	for (t.live+1)*2 > n { // load at most 1/2 after a rebuild
+		n *= 2
+	}
+	words := t.used - t.garbage
+	nt := &blockTable{slots: make([]blockSlot, n), live: t.live}
+	if need := words + extra; need > 0 {
+		nt.arena = make([]uint64, need+need/4+16)
+	}
+	mask := uint64(n - 1)
+	for _, s := range t.slots {
+		if s.val == 0 || s.val == tombVal {
+			continue
+		}
+		val := s.val
+		if isHandle(val) {
+			off := int(val>>idBits) - 1
+			cnt := 1 + int(uint32(t.arena[off]))
+			copy(nt.arena[nt.used:], t.arena[off:off+cnt])
+			val = handleOf(nt.used)
+			nt.used += cnt
+		}
+		i := hashKey(Key(s.key), m.seed) & mask
+		for nt.slots[i].val != 0 {
+			i = (i + 1) & mask
+		}
+		nt.slots[i] = blockSlot{key: s.key, val: val}
+	}
+	sh.tab.Store(nt)
+	return nt
+}
+
+// Range calls f for every block of a per-shard snapshot until f returns
+// false. Blocks changed concurrently may be seen in either state.
+func (m *blockMap) Range(f func(Key, blockVal) bool) {
+	for i := range m.shards {
+		t := m.shards[i].tab.Load()
+		for j := range t.slots {
+			s := &t.slots[j]
+			v := atomic.LoadUint64(&s.val)
+			if v == 0 || v == tombVal {
+				continue
+			}
+			if !f(Key(atomic.LoadUint64(&s.key)), t.view(v)) {
+				return
+			}
+		}
+	}
+}
+
+// bytes returns the heap the map holds (slots and arenas), for tests.
+func (m *blockMap) bytes() int {
+	n := 0
+	for i := range m.shards {
+		t := m.shards[i].tab.Load()
+		n += 16*len(t.slots) + 8*len(t.arena)
+	}
+	return n
+}
