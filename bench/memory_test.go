@@ -54,3 +54,46 @@ func BenchmarkMemory(b *testing.B) {
 	b.ReportMetric(perMembership, "bytes/membership")
 	b.ReportMetric(bytesPerBlock, "bytes/block")
 }
+
+// BenchmarkMemoryShared measures memory per membership when every block is
+// held by four endpoints (2^18 distinct blocks, 2^20 memberships): what a
+// fleet whose engines share prompts pays. Engine-hash maps are per
+// endpoint, so each of the four holders keeps its own engine-hash entry.
+func BenchmarkMemoryShared(b *testing.B) {
+	const holders = 4
+	var perMembership float64
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		before := heapInUse()
+		b.StartTimer()
+		ix, err := kvindex.New(kvindex.Config{SweepInterval: -1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		eps := EndpointIDs(64)
+		bs := ix.BlockSize()
+		const chains, chainBlocks = memoryMemberships / holders / 256, 256
+		buf := make([]uint32, 0, chainBlocks*bs)
+		for c := 0; c < chains; c++ {
+			buf = AppendTokens(buf[:0], 7<<40^uint64(c+1)<<8, chainBlocks*bs)
+			for h := 0; h < holders; h++ {
+				ep := eps[(c*holders+h)%len(eps)]
+				if err := StoreChain(ix, ep, buf, uint64(c+1)<<20); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		b.StopTimer()
+		after := heapInUse()
+		st := ix.Stats()
+		if st.Memberships != memoryMemberships || st.Blocks != memoryMemberships/holders {
+			b.Fatalf("stats %+v; want %d memberships over %d blocks", st, memoryMemberships, memoryMemberships/holders)
+		}
+		perMembership = float64(int64(after)-int64(before)) / float64(st.Memberships)
+		runtime.KeepAlive(ix)
+		ix.Close()
+		b.StartTimer()
+	}
+	b.ReportMetric(perMembership, "bytes/membership")
+}

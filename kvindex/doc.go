@@ -71,17 +71,22 @@
 // Match walks a request's keys from block 0 and reports, per candidate, the
 // contiguous blocks it holds, a tier-weighted score and per-tier counts. It
 // stops at the first block no candidate holds, takes no locks (the block map
-// is an xsync.MapOf of immutable values) and allocates nothing with a reused
-// MatchResult.
+// is read with atomic loads and never waits for writers) and allocates
+// nothing with a reused MatchResult.
 //
-// Memory is about 83 bytes of heap per (block, endpoint) membership when no
+// Memory is about 59 bytes of heap per (block, endpoint) membership when no
 // block is shared (BenchmarkMemory, 1 Mi memberships), engine-hash map
-// included, and less when endpoints share blocks (about 49 bytes with four
-// holders per block): endpoints are interned to 24-bit IDs, a membership is
-// one uint64 inside the block's value (tier mask, cache group, reference
-// counts or speculative expiry), a block held by one endpoint needs no
-// allocation besides its map entry, and each endpoint's engine-hash map is an
-// insertion-ordered slab with a 4-byte-per-slot open-addressing index.
+// included: endpoints are interned to 24-bit IDs; a membership is one uint64
+// (tier mask, cache group, reference counts or speculative expiry); the
+// block map is 256 independently locked open-addressing tables of 16-byte
+// (key, value) slots, where the value is the block's only membership or a
+// handle to its member array in a per-table arena of uint64 words; each
+// endpoint's engine-hash map is an insertion-ordered slab with a
+// 4-byte-per-slot open-addressing index. Neither holds Go pointers per
+// block, so the garbage collector's work does not grow with the index (a
+// few hundred large pointer-free arrays, plus one 8 KiB slab chunk per 512
+// engine hashes). The engine-hash maps are still per endpoint, so a block
+// held by four endpoints keeps four engine-hash entries.
 //
 // # Metrics
 //

@@ -123,11 +123,7 @@ func (ix *Index) matchChunk(keys []Key, cands []string, out *MatchResult, base i
 			pres, exc = s.scan(ms[:], bit, &nowMs, &haveNow, ix)
 		} else {
 			std, rest := v.split()
-			for _, m := range std {
-				if id := m & idMask; id < uint64(len(bit)) {
-					pres |= bit[id]
-				}
-			}
+			pres = stdPresence(std, bit)
 			if len(rest) > 0 {
 				p, e := s.scan(rest, bit, &nowMs, &haveNow, ix)
 				pres, exc = pres|p, e
@@ -193,6 +189,30 @@ func (ix *Index) matchChunk(keys []Key, cands []string, out *MatchResult, base i
 		}
 	}
 	return best
+}
+
+// stdPresence ORs the chunk bits of the endpoints of std (standard
+// memberships). It is the inner loop of Match over blocks held by many
+// endpoints: four independent accumulators, and IDs beyond the table
+// (endpoints registered after the candidates were resolved) clamped to its
+// last entry, which is always zero, instead of a branch per membership.
+func stdPresence(std []uint64, bit []uint64) uint64 {
+	last := uint64(len(bit) - 1)
+	base := unsafe.Pointer(unsafe.SliceData(bit))
+	at := func(m uint64) uint64 { return *(*uint64)(unsafe.Add(base, 8*min(m&idMask, last))) }
+	var p0, p1, p2, p3 uint64
+	i := 0
+	for ; i+4 <= len(std); i += 4 {
+		q := std[i : i+4 : i+4]
+		p0 |= at(q[0])
+		p1 |= at(q[1])
+		p2 |= at(q[2])
+		p3 |= at(q[3])
+	}
+	for ; i < len(std); i++ {
+		p0 |= at(std[i])
+	}
+	return p0 | p1 | p2 | p3
 }
 
 // setName sets e.Endpoint, skipping the pointer write (and its write
@@ -308,8 +328,9 @@ func (s *matchScratch) resolve(ix *Index, cands []string) {
 }
 
 // grow enlarges the per-ID tables to n entries, keeping their contents.
+// bit has one more entry, never set: stdPresence's sentinel.
 func (s *matchScratch) grow(n int) {
-	slot, bit := make([]int32, n), make([]uint64, n)
+	slot, bit := make([]int32, n), make([]uint64, n+1)
 	copy(slot, s.slot)
 	copy(bit, s.bit)
 	s.slot, s.bit = slot, bit

@@ -19,8 +19,8 @@ import (
 // Headline is the -bench pattern of the headline set; Scale adds the
 // scaling ladders.
 const (
-	Headline = "^Benchmark(Keys|Match|Apply|Pick|Render|SubscriberThroughput|Memory)$"
-	Scale    = "^Benchmark(Keys|Match|Apply|Pick|Render|SubscriberThroughput|Memory|ScaleMemberships|ScaleEndpoints)$"
+	Headline = "^Benchmark(Keys|Match|Apply|Pick|Render|SubscriberThroughput|Memory|MemoryShared|FloorMatch|FloorHash|FloorApply|Ratio)$"
+	Scale    = "^Benchmark(Keys|Match|Apply|Pick|Render|SubscriberThroughput|Memory|MemoryShared|FloorMatch|FloorHash|FloorApply|Ratio|ScaleMemberships|ScaleEndpoints|MatchUnderIngest)$"
 )
 
 func main() {
@@ -129,6 +129,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "report: wrote %s\n", *out)
+	for _, r := range Ratios {
+		if il, _, met, ok := r.Verdict(parsed); ok {
+			fmt.Fprintf(stdout, "  %-38s %.2f× floor%-15s target ≤ %.1f×%-13s %s\n", r.Bench, il, "", r.Limit, "", verdict(met))
+		}
+	}
 	for _, t := range Targets {
 		if b, ok := parsed.Find(t.Bench); ok {
 			if m, met, ok := t.Verdict(b); ok {

@@ -36,6 +36,30 @@ func TestParseMergesRunsIntoMedians(t *testing.T) {
 	require.False(t, ok)
 }
 
+func TestRatiosVerdicts(t *testing.T) {
+	out := "BenchmarkRatio/Keys/tokens=2048-2 10 900 ns/op 800 floor-ns/op 1.125 x-floor 0 B/op 0 allocs/op\n" +
+		"BenchmarkKeys/tokens=2048-2 10 1000 ns/op 0 B/op 0 allocs/op\n" +
+		"BenchmarkFloorHash-2 10 800 ns/op 0 B/op 0 allocs/op\n" +
+		"BenchmarkRatio/Match/tokens=2048/endpoints=64-2 10 900 ns/op 300 floor-ns/op 3 x-floor 0 B/op 0 allocs/op\n"
+	o, err := Parse(strings.NewReader(out))
+	require.NoError(t, err)
+	keys, match, apply := Ratios[1], Ratios[0], Ratios[2]
+	il, sq, met, ok := keys.Verdict(o)
+	require.True(t, ok)
+	require.True(t, met)
+	require.Equal(t, 1.125, il)
+	require.Equal(t, 1.25, sq)
+	_, sq, met, ok = match.Verdict(o)
+	require.True(t, ok)
+	require.False(t, met, "3× is above 1.3×")
+	require.Zero(t, sq, "no headline run")
+	_, _, _, ok = apply.Verdict(o)
+	require.False(t, ok)
+	var md bytes.Buffer
+	Write(&md, Env{NumCPU: 2}, o, []byte(out))
+	require.Contains(t, md.String(), "| 1.12× | 1.25× | ≤ 1.2× | yes |")
+}
+
 func TestParseEdgeCases(t *testing.T) {
 	o, err := Parse(strings.NewReader("BenchmarkX 12 3 ns/op 4 B/op\nBenchmarkY-8 1 2\nBenchmarkZ-4 x 1 ns/op\nBenchmarkW-4 1 y ns/op\n--- FAIL: BenchmarkV\n"))
 	require.NoError(t, err)

@@ -96,3 +96,46 @@ func group(s string) string {
 	}
 	return s
 }
+
+// Ratio is a target stated against a floor benchmark measured in the same
+// run: BenchmarkRatio interleaves the operation and its floor and reports
+// the median per-batch ratio as x-floor; the separate headline and Floor
+// benchmarks give a second, sequential ratio.
+type Ratio struct {
+	What      string  // the operation
+	Bench     string  // the interleaved benchmark (reports x-floor)
+	Headline  string  // the headline benchmark of the operation
+	Floor     string  // the floor benchmark
+	Limit     float64 // at most this many times the floor
+	ZeroAlloc bool    // the headline benchmark must not allocate
+}
+
+// Ratios are the floor-relative targets.
+var Ratios = []Ratio{
+	{What: "Match, 2,048 tokens, 64 candidates vs 32 lookups in a 1M-entry Go map of endpoint masks",
+		Bench: "Ratio/Match/tokens=2048/endpoints=64", Headline: "Match/tokens=2048/endpoints=64", Floor: "FloorMatch", Limit: 1.3, ZeroAlloc: true},
+	{What: "Keys of 2,048 tokens vs one XXH64 pass over their 8 KiB",
+		Bench: "Ratio/Keys/tokens=2048", Headline: "Keys/tokens=2048", Floor: "FloorHash", Limit: 1.2, ZeroAlloc: true},
+	{What: "decode + apply of 16 blocks vs per block: 64 msgpack ints decoded, one XXH64 of 256 bytes, one insert into a 1M-entry map",
+		Bench: "Ratio/Apply/blocks=16", Headline: "Apply/blocks=16", Floor: "FloorApply", Limit: 2},
+}
+
+// Verdict returns the interleaved ratio (x-floor of r.Bench), the
+// sequential one (headline ns/op over floor ns/op; 0 when either is
+// missing), and whether the interleaved ratio meets the limit.
+func (r Ratio) Verdict(o *Output) (interleaved, sequential float64, met, ok bool) {
+	b, found := o.Find(r.Bench)
+	if !found {
+		return 0, 0, false, false
+	}
+	interleaved, ok = b.Metrics["x-floor"]
+	if h, hok := o.Find(r.Headline); hok {
+		if f, fok := o.Find(r.Floor); fok && f.Metrics["ns/op"] > 0 {
+			sequential = h.Metrics["ns/op"] / f.Metrics["ns/op"]
+		}
+		if r.ZeroAlloc && h.Metrics["allocs/op"] != 0 {
+			return interleaved, sequential, false, ok
+		}
+	}
+	return interleaved, sequential, ok && interleaved <= r.Limit, ok
+}
