@@ -215,10 +215,11 @@ func (m *blockMap) rebuild(sh *blockShard, t *blockTable, extra int) *blockTable
 	words := t.used - t.garbage
 	nt := &blockTable{slots: make([]blockSlot, n), live: t.live}
 	if need := words + extra; need > 0 {
-		// Free room for at least half the live words and a quarter of the
-		// slots, so that rebuilds forced by the arena (each O(slots +
-		// words)) come at most once per that many allocated words.
-		nt.arena = make([]uint64, need+max(words/2, n/4, 16))
+		// Free room for at least a quarter of the live words and an eighth
+		// of the slots, so that rebuilds forced by the arena (each
+		// O(slots + words)) come at most once per that many allocated
+		// words.
+		nt.arena = make([]uint64, need+max(words/4, n/8, 16))
 	}
 	mask := uint64(n - 1)
 	for _, s := range t.slots {
