@@ -71,8 +71,14 @@ func (v *blockVal) count() int {
 }
 
 // with returns a copy of v in which the membership at position idx (-1: a new
-// one) is replaced by m; m == 0 removes it. v itself is never modified.
-func (v *blockVal) with(idx int, m uint64) blockVal {
+// one) is replaced by m; m == 0 removes it. v itself is never modified. A
+// new member array is freshly allocated.
+func (v *blockVal) with(idx int, m uint64) blockVal { return v.withBuf(idx, m, nil) }
+
+// withBuf is with building a new member array in *buf (grown as needed)
+// instead of a fresh allocation, for callers that copy the result away
+// before reusing the buffer (the block map copies it into its arena).
+func (v *blockVal) withBuf(idx int, m uint64, buf *[]uint64) blockVal {
 	var single [1]uint64
 	old := v.members(&single)
 	n := len(old)
@@ -94,7 +100,15 @@ func (v *blockVal) with(idx int, m uint64) blockVal {
 		return blockVal{one: old[1-idx]} // removal leaving the other one
 	}
 	// Build the new array with standard memberships first.
-	arr := make([]uint64, n)
+	var arr []uint64
+	if buf != nil {
+		if cap(*buf) < n {
+			*buf = make([]uint64, n, 2*n)
+		}
+		arr = (*buf)[:n]
+	} else {
+		arr = make([]uint64, n)
+	}
 	front, back := 0, n
 	put := func(x uint64) {
 		if isStd(x) {

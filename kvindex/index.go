@@ -74,6 +74,7 @@ type endpoint struct {
 
 	cx      map[Key][]pair // (tier, group, count) pairs of complex memberships
 	scratch []pair
+	arr     []uint64 // scratch member array of the block being updated
 
 	rootName string // cache of the last chain root computed
 	rootKey  Key

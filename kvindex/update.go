@@ -38,7 +38,7 @@ func (ix *Index) apply(ep *endpoint, key Key, op *memberOp) {
 			// inserts nothing for an absent key.
 			return v, !loaded
 		}
-		nv := v.with(idx, nw)
+		nv := v.withBuf(idx, nw, &ep.arr) // the map copies it into its arena
 		switch {
 		case old == 0:
 			ix.nMembers.Add(1)
