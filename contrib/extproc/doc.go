@@ -1,0 +1,59 @@
+// Package extproc is a kvroute endpoint picker for Envoy: a gRPC
+// envoy.service.ext_proc.v3.ExternalProcessor server that speaks the Gateway
+// API Inference Extension's endpoint-picker protocol, so that any Envoy-based
+// gateway serving an InferencePool (Envoy Gateway, Istio, kgateway, GKE's
+// gateway) routes with kvroute's precise prefix-cache index.
+//
+// # The protocol, as Envoy and the Inference Extension define it
+//
+// Envoy opens one ext_proc stream per HTTP request and, with the picker's
+// filter configured for full-duplex streamed bodies, sends the request
+// headers, the request body in chunks, then (once the upstream answers) the
+// response headers, the response body chunks and trailers. The picker:
+//
+//   - buffers the request body to its end of stream, chooses an endpoint with
+//     a kvroute.Picker, and only then answers the request headers, with the
+//     chosen "ip:port" set in the x-gateway-destination-endpoint header and,
+//     with the same value, in the response's dynamic metadata under the
+//     envoy.lb namespace (key x-gateway-destination-endpoint). It clears the
+//     route cache so that Envoy's load balancer (the override-host policy or
+//     an original-destination cluster) sees the header. The buffered body is
+//     returned as one streamed body mutation.
+//   - honours the subset hint: when the request's filter metadata carries
+//     envoy.lb.subset_hint / x-gateway-destination-endpoint-subset (a list
+//     of "ip:port"), only those endpoints are candidates; an empty or
+//     ineligible list is answered 503.
+//   - answers 503 (an ImmediateResponse) when no endpoint is available, 413
+//     when the body exceeds the configured limit, 400 when it is not JSON.
+//   - uses the response path for load accounting: the first response body
+//     chunk releases the request's prompt tokens (Decision.FirstChunk); the
+//     end of the response, a reset, or the client going away releases the
+//     request (Decision.Done), exactly once. When Envoy reports the endpoint
+//     that actually served the request (envoy.lb /
+//     x-gateway-destination-endpoint-served in the metadata context) and it
+//     differs from the pick, that is counted.
+//   - passes every response body chunk back unchanged (a streamed body
+//     mutation per chunk), so streaming responses stream.
+//
+// A request routed without cache information because its render failed says
+// so to the client in the x-kvroute-render-fallback response header, next to
+// x-kvroute-endpoint.
+//
+// Server also registers the gRPC health service with the protocol's three
+// service names (liveness, readiness and the ext_proc service itself).
+//
+// # Testing without Envoy
+//
+// Envoy is not installable on the machines kvroute is built and tested on, so
+// the package ships envoysim, a small reverse proxy that behaves as Envoy's
+// ext_proc filter does towards the picker (the same message sequence over a
+// real gRPC stream, forwarding to the endpoint named in the header). It is
+// used by this package's tests and the demo, never in production.
+//
+// # Dependencies
+//
+// This is a module of its own so that kvroute's core module does not pull in
+// gRPC and Envoy's API: google.golang.org/grpc (the server and the health
+// service) and github.com/envoyproxy/go-control-plane/envoy (the generated
+// ext_proc message types).
+package extproc

@@ -1,0 +1,317 @@
+// Package envoysim is a small HTTP reverse proxy that behaves, towards an
+// endpoint picker, the way Envoy's ext_proc filter does with full-duplex
+// streamed bodies: for each HTTP request it opens one ext_proc stream, sends
+// the request headers (with the :method, :path, :authority and :scheme
+// pseudo-headers) and the body in chunks, waits for the picker's header and
+// body answers (or an immediate response), forwards the request to the
+// endpoint named in the destination header, then sends the response headers
+// (with the served endpoint in the metadata context) and every response body
+// chunk through the picker before writing it to the client.
+//
+// It exists because Envoy is not installable where kvroute is built and
+// tested: the extproc package's tests and the demo use it to run the whole
+// path end to end. It is not a production proxy (no retries, no TLS, no
+// HTTP/2 upstreams).
+package envoysim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// DefaultChunkBytes is the size of the request and response body chunks the
+// proxy sends to the picker: Envoy forwards bodies as they arrive, in pieces
+// of about this size.
+const DefaultChunkBytes = 16 << 10
+
+// Config configures a Proxy.
+type Config struct {
+	// DestinationHeader is the header the picker names the endpoint in
+	// (default x-gateway-destination-endpoint).
+	DestinationHeader string
+	// MetadataNamespace and ServedKey name where the served endpoint is
+	// reported (default envoy.lb / x-gateway-destination-endpoint-served).
+	MetadataNamespace string
+	ServedKey         string
+	// ChunkBytes is the body chunk size (default DefaultChunkBytes).
+	ChunkBytes int
+	// Subset, when set, returns the subset hint to send for a request (a list
+	// of "ip:port"); nil sends none.
+	Subset func(r *http.Request) []string
+}
+
+// Proxy is the Envoy-behaving reverse proxy. It is an http.Handler.
+type Proxy struct {
+	cfg    Config
+	picker extprocv3.ExternalProcessorClient
+	client *http.Client
+}
+
+// New returns a Proxy that asks picker for every request's endpoint and
+// forwards with client (nil: a client with its own transport).
+func New(cfg Config, picker extprocv3.ExternalProcessorClient, client *http.Client) *Proxy {
+	if cfg.DestinationHeader == "" {
+		cfg.DestinationHeader = "x-gateway-destination-endpoint"
+	}
+	if cfg.MetadataNamespace == "" {
+		cfg.MetadataNamespace = "envoy.lb"
+	}
+	if cfg.ServedKey == "" {
+		cfg.ServedKey = "x-gateway-destination-endpoint-served"
+	}
+	if cfg.ChunkBytes <= 0 {
+		cfg.ChunkBytes = DefaultChunkBytes
+	}
+	if client == nil {
+		client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}}
+	}
+	return &Proxy{cfg: cfg, picker: picker, client: client}
+}
+
+// ServeHTTP proxies one request through the picker.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel() // a client that goes away resets the ext_proc stream, as Envoy does
+	stream, err := p.picker.Process(ctx)
+	if err != nil {
+		http.Error(w, "ext_proc: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return
+	}
+	dest, fwdBody, handled := p.requestPhase(w, r, stream, body)
+	if handled {
+		return
+	}
+	p.responsePhase(ctx, w, r, stream, dest, fwdBody)
+}
+
+// requestPhase sends the request to the picker and returns the destination
+// and the (possibly mutated) body; handled is true when the picker answered
+// the client itself or the stream failed.
+func (p *Proxy) requestPhase(w http.ResponseWriter, r *http.Request, stream extprocv3.ExternalProcessor_ProcessClient, body []byte) (string, []byte, bool) {
+	first := &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{
+		RequestHeaders: &extprocv3.HttpHeaders{Headers: requestHeaderMap(r), EndOfStream: len(body) == 0},
+	}}
+	if p.cfg.Subset != nil {
+		if ids := p.cfg.Subset(r); ids != nil {
+			vals := make([]any, len(ids))
+			for i, id := range ids {
+				vals[i] = id
+			}
+			inner, _ := structpb.NewStruct(map[string]any{"x-gateway-destination-endpoint-subset": vals})
+			first.MetadataContext = &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{"envoy.lb.subset_hint": inner}}
+		}
+	}
+	if err := stream.Send(first); err != nil {
+		http.Error(w, "ext_proc: "+err.Error(), http.StatusInternalServerError)
+		return "", nil, true
+	}
+	for off := 0; off < len(body); off += p.cfg.ChunkBytes {
+		end := min(off+p.cfg.ChunkBytes, len(body))
+		if err := stream.Send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{
+			RequestBody: &extprocv3.HttpBody{Body: body[off:end], EndOfStream: end == len(body)},
+		}}); err != nil {
+			break // the picker may have answered already (413); read its answer below
+		}
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		http.Error(w, "ext_proc: "+err.Error(), http.StatusInternalServerError)
+		return "", nil, true
+	}
+	if ir := resp.GetImmediateResponse(); ir != nil {
+		writeImmediate(w, ir)
+		return "", nil, true
+	}
+	hr := resp.GetRequestHeaders()
+	if hr == nil {
+		http.Error(w, fmt.Sprintf("ext_proc: unexpected answer %T to request headers", resp.Response), http.StatusInternalServerError)
+		return "", nil, true
+	}
+	for _, h := range hr.GetResponse().GetHeaderMutation().GetSetHeaders() {
+		key := strings.ToLower(h.GetHeader().GetKey())
+		val := headerValue(h.GetHeader())
+		if key == p.cfg.DestinationHeader {
+			continue
+		}
+		if key != "content-length" {
+			r.Header.Set(key, val)
+		}
+	}
+	dest := ""
+	for _, h := range hr.GetResponse().GetHeaderMutation().GetSetHeaders() {
+		if strings.EqualFold(h.GetHeader().GetKey(), p.cfg.DestinationHeader) {
+			dest, _, _ = strings.Cut(headerValue(h.GetHeader()), ",")
+		}
+	}
+	if md := resp.GetDynamicMetadata(); dest == "" && md != nil {
+		dest = md.GetFields()[p.cfg.MetadataNamespace].GetStructValue().GetFields()[p.cfg.DestinationHeader].GetStringValue()
+	}
+	if dest == "" {
+		http.Error(w, "ext_proc: the picker named no destination", http.StatusServiceUnavailable)
+		return "", nil, true
+	}
+	if len(body) == 0 {
+		return dest, nil, false
+	}
+	var out []byte
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			http.Error(w, "ext_proc: "+err.Error(), http.StatusInternalServerError)
+			return "", nil, true
+		}
+		sr := resp.GetRequestBody().GetResponse().GetBodyMutation().GetStreamedResponse()
+		if sr == nil {
+			http.Error(w, "ext_proc: expected a streamed request body", http.StatusInternalServerError)
+			return "", nil, true
+		}
+		out = append(out, sr.GetBody()...)
+		if sr.GetEndOfStream() {
+			return dest, out, false
+		}
+	}
+}
+
+func (p *Proxy) responsePhase(ctx context.Context, w http.ResponseWriter, r *http.Request, stream extprocv3.ExternalProcessor_ProcessClient, dest string, body []byte) {
+	var rd io.Reader
+	if body != nil {
+		rd = strings.NewReader(string(body))
+	}
+	up, err := http.NewRequestWithContext(ctx, r.Method, "http://"+dest+r.URL.RequestURI(), rd)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	up.Header = r.Header.Clone()
+	up.Header.Del(p.cfg.DestinationHeader)
+	resp, err := p.client.Do(up)
+	if err != nil {
+		// Upstream failure: Envoy resets the ext_proc stream (the deferred
+		// cancel) and answers the client itself.
+		http.Error(w, "upstream: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	defer resp.Body.Close()
+	served, _ := structpb.NewStruct(map[string]any{p.cfg.ServedKey: dest})
+	rh := &extprocv3.ProcessingRequest{
+		Request: &extprocv3.ProcessingRequest_ResponseHeaders{ResponseHeaders: &extprocv3.HttpHeaders{
+			Headers: responseHeaderMap(resp),
+		}},
+		MetadataContext: &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{p.cfg.MetadataNamespace: served}},
+	}
+	if err := stream.Send(rh); err != nil {
+		return
+	}
+	hresp, err := stream.Recv()
+	if err != nil {
+		return
+	}
+	for k, vs := range resp.Header {
+		w.Header()[k] = vs
+	}
+	for _, h := range hresp.GetResponseHeaders().GetResponse().GetHeaderMutation().GetSetHeaders() {
+		w.Header().Set(h.GetHeader().GetKey(), headerValue(h.GetHeader()))
+	}
+	w.Header().Del("Content-Length") // the body passes through the picker in chunks
+	w.WriteHeader(resp.StatusCode)
+	flusher, _ := w.(http.Flusher)
+	buf := make([]byte, p.cfg.ChunkBytes)
+	for {
+		n, rerr := resp.Body.Read(buf)
+		eos := rerr != nil
+		if n == 0 && !eos {
+			continue
+		}
+		if err := stream.Send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
+			ResponseBody: &extprocv3.HttpBody{Body: append([]byte(nil), buf[:n]...), EndOfStream: eos},
+		}}); err != nil {
+			return
+		}
+		br, err := stream.Recv()
+		if err != nil {
+			return
+		}
+		if sr := br.GetResponseBody().GetResponse().GetBodyMutation().GetStreamedResponse(); sr != nil {
+			if _, err := w.Write(sr.GetBody()); err != nil {
+				return // client gone: the deferred cancel resets the stream
+			}
+			if flusher != nil {
+				flusher.Flush()
+			}
+		}
+		if eos {
+			if !errors.Is(rerr, io.EOF) {
+				return // upstream broke mid-body: reset
+			}
+			break
+		}
+	}
+	_ = stream.CloseSend()
+	for {
+		if _, err := stream.Recv(); err != nil {
+			return
+		}
+	}
+}
+
+func requestHeaderMap(r *http.Request) *corev3.HeaderMap {
+	m := &corev3.HeaderMap{}
+	add := func(k, v string) {
+		m.Headers = append(m.Headers, &corev3.HeaderValue{Key: k, RawValue: []byte(v)})
+	}
+	add(":method", r.Method)
+	add(":path", r.URL.RequestURI())
+	add(":authority", r.Host)
+	add(":scheme", "http")
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			add(strings.ToLower(k), v)
+		}
+	}
+	if r.ContentLength > 0 {
+		add("content-length", strconv.FormatInt(r.ContentLength, 10))
+	}
+	return m
+}
+
+func responseHeaderMap(resp *http.Response) *corev3.HeaderMap {
+	m := &corev3.HeaderMap{Headers: []*corev3.HeaderValue{{Key: ":status", RawValue: []byte(strconv.Itoa(resp.StatusCode))}}}
+	for k, vs := range resp.Header {
+		for _, v := range vs {
+			m.Headers = append(m.Headers, &corev3.HeaderValue{Key: strings.ToLower(k), RawValue: []byte(v)})
+		}
+	}
+	return m
+}
+
+func headerValue(h *corev3.HeaderValue) string {
+	if len(h.GetRawValue()) > 0 {
+		return string(h.GetRawValue())
+	}
+	return h.GetValue()
+}
+
+func writeImmediate(w http.ResponseWriter, ir *extprocv3.ImmediateResponse) {
+	for _, h := range ir.GetHeaders().GetSetHeaders() {
+		w.Header().Set(h.GetHeader().GetKey(), headerValue(h.GetHeader()))
+	}
+	code := int(ir.GetStatus().GetCode())
+	if code == 0 {
+		code = http.StatusOK
+	}
+	w.WriteHeader(code)
+	_, _ = w.Write(ir.GetBody())
+}

@@ -1,0 +1,211 @@
+package extproc
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/examples/simengine/engine"
+	"github.com/kvroute/kvroute/examples/simengine/server"
+)
+
+const (
+	testModel = "kvroute/sim-extproc"
+	wait      = 20 * time.Second // generous: the awaited event ends every wait
+)
+
+// engineOpts configure one simulated engine of a test.
+type engineOpts struct {
+	noRender bool // without --enable-scale-out: render answers 404
+}
+
+// simEngine is one simulated vLLM server with KV events and replay.
+type simEngine struct {
+	srv    *server.Server
+	id     string
+	served chan error
+}
+
+func startEngine(t *testing.T, o engineOpts) *simEngine {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	id := ln.Addr().String()
+	replay := "tcp://127.0.0.1:0"
+	srv, err := server.New(server.Config{
+		Model:          testModel,
+		EnableScaleOut: !o.noRender,
+		Engine: engine.Config{
+			BlockSize:              16,
+			NumGPUBlocks:           512,
+			PrefillTokensPerSecond: 1_000_000,
+			DecodeStep:             time.Millisecond,
+		},
+		KVEvents: server.KVEventsConfig{
+			EnableKVCacheEvents: true,
+			Publisher:           "zmq",
+			Endpoint:            "tcp://127.0.0.1:0",
+			ReplayEndpoint:      &replay,
+			Topic:               "kv@" + id + "@" + testModel,
+		},
+	})
+	require.NoError(t, err)
+	e := &simEngine{srv: srv, id: id, served: make(chan error, 1)}
+	go func() { e.served <- srv.Serve(ln) }()
+	return e
+}
+
+func (e *simEngine) close() {
+	_ = e.srv.Close()
+	<-e.served
+}
+
+func (e *simEngine) endpoint() kvroute.Endpoint {
+	return kvroute.Endpoint{ID: e.id, EventsAddress: e.srv.KVEventsEndpoint(), ReplayAddress: e.srv.ReplayEndpoint()}
+}
+
+// harness is a picker with its Router, served over gRPC on loopback, and a
+// client connection to it.
+type harness struct {
+	t       *testing.T
+	engines []*simEngine
+	router  *kvroute.Router
+	picker  *Server
+	reg     *prometheus.Registry
+	grpc    *grpc.Server
+	conn    *grpc.ClientConn
+	client  extprocv3.ExternalProcessorClient
+	stopped chan struct{}
+}
+
+func newHarness(t *testing.T, cfg Config, engines ...engineOpts) *harness {
+	t.Helper()
+	h := &harness{t: t, reg: prometheus.NewRegistry(), stopped: make(chan struct{})}
+	eps := []kvroute.Endpoint{}
+	for _, o := range engines {
+		e := startEngine(t, o)
+		h.engines = append(h.engines, e)
+		eps = append(eps, e.endpoint())
+	}
+	rcfg := kvroute.DefaultConfig()
+	rcfg.Model = testModel
+	rcfg.BlockSize = 16
+	var err error
+	h.router, err = kvroute.New(rcfg, kvroute.Options{Registerer: h.reg})
+	require.NoError(t, err)
+	require.NoError(t, h.router.SetEndpoints(eps))
+	if cfg.Model == "" {
+		cfg.Model = testModel
+	}
+	h.picker, err = New(cfg, Options{Picker: h.router, Registerer: h.reg})
+	require.NoError(t, err)
+	h.picker.SetEndpoints(eps)
+	h.picker.SetReady(true)
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	h.grpc = grpc.NewServer()
+	h.picker.Register(h.grpc)
+	go func() { defer close(h.stopped); _ = h.grpc.Serve(ln) }()
+	h.conn, err = grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	h.client = extprocv3.NewExternalProcessorClient(h.conn)
+	return h
+}
+
+func (h *harness) close() {
+	_ = h.conn.Close()
+	h.grpc.Stop()
+	<-h.stopped
+	h.router.Close()
+	for _, e := range h.engines {
+		e.close()
+	}
+}
+
+// load returns the in-flight requests and tokens the router holds for id.
+func (h *harness) load(id string) (tokens, requests int64) {
+	tokens, requests, _ = h.router.Load().Load(id)
+	return tokens, requests
+}
+
+// idle waits until no endpoint holds any in-flight request.
+func (h *harness) idle() {
+	h.t.Helper()
+	require.Eventually(h.t, func() bool {
+		for _, e := range h.engines {
+			if tok, req := h.load(e.id); tok != 0 || req != 0 {
+				return false
+			}
+		}
+		return true
+	}, wait, 5*time.Millisecond)
+}
+
+// counter reads a counter of the test registry (0 when absent).
+func (h *harness) counter(name string, labels map[string]string) float64 {
+	mfs, err := h.reg.Gather()
+	require.NoError(h.t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if labels[lp.GetName()] != lp.GetValue() {
+					continue next
+				}
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	return 0
+}
+
+// prompt is a completions prompt of about n words sharing a prefix per group.
+func prompt(group, n int, suffix string) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "g%d-w%d ", group, i)
+	}
+	return b.String() + suffix
+}
+
+func completionsBody(p string, stream bool) string {
+	return fmt.Sprintf(`{"model":%q,"prompt":%q,"max_tokens":4,"stream":%v}`, testModel, p, stream)
+}
+
+func readAll(t *testing.T, r io.ReadCloser) string {
+	t.Helper()
+	defer r.Close()
+	b, err := io.ReadAll(r)
+	require.NoError(t, err)
+	return string(b)
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// postThrough sends one completions request through an Envoy-behaving proxy.
+func postThrough(t *testing.T, client *http.Client, url, body string) *http.Response {
+	t.Helper()
+	resp, err := client.Post(url+"/v1/completions", "application/json", strings.NewReader(body))
+	require.NoError(t, err)
+	return resp
+}

@@ -1,0 +1,101 @@
+package extproc
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// subsetHint reads the candidate list Envoy may send in the filter metadata:
+// namespace → key → a list of "ip:port" strings (a single comma-separated
+// string is accepted too). ok is false when the key is absent, in which case
+// every endpoint is a candidate; a present but empty list admits none.
+func subsetHint(md *corev3.Metadata, namespace, key string) (ids []string, ok bool) {
+	ns := md.GetFilterMetadata()[namespace]
+	if ns == nil {
+		return nil, false
+	}
+	v, present := ns.GetFields()[key]
+	if !present {
+		return nil, false
+	}
+	switch k := v.GetKind().(type) {
+	case *structpb.Value_ListValue:
+		for _, item := range k.ListValue.GetValues() {
+			if s := strings.TrimSpace(item.GetStringValue()); s != "" {
+				ids = append(ids, s)
+			}
+		}
+	case *structpb.Value_StringValue:
+		for _, s := range strings.Split(k.StringValue, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				ids = append(ids, s)
+			}
+		}
+	}
+	return ids, true
+}
+
+// servedEndpoint reads the endpoint Envoy reports as having served the
+// request (the first of a comma-separated list).
+func servedEndpoint(md *corev3.Metadata, namespace, key string) (string, bool) {
+	ns := md.GetFilterMetadata()[namespace]
+	if ns == nil {
+		return "", false
+	}
+	v, ok := ns.GetFields()[key]
+	if !ok {
+		return "", false
+	}
+	s, _, _ := strings.Cut(v.GetStringValue(), ",")
+	s = strings.TrimSpace(s)
+	return s, s != ""
+}
+
+// destinationMetadata is the dynamic metadata naming the chosen endpoint:
+// namespace → key → "ip:port".
+func destinationMetadata(namespace, key, endpoint string) *structpb.Struct {
+	inner := &structpb.Struct{Fields: map[string]*structpb.Value{key: structpb.NewStringValue(endpoint)}}
+	return &structpb.Struct{Fields: map[string]*structpb.Value{namespace: structpb.NewStructValue(inner)}}
+}
+
+func header(key, value string) *corev3.HeaderValueOption {
+	return &corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: key, RawValue: []byte(value)}}
+}
+
+func streamedBody(body []byte, eos bool) *extprocv3.BodyMutation {
+	return &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_StreamedResponse{
+		StreamedResponse: &extprocv3.StreamedBodyResponse{Body: body, EndOfStream: eos},
+	}}
+}
+
+// immediateResponse is a local reply in the OpenAI error shape vLLM uses.
+func immediateResponse(code int, msg string) *extprocv3.ProcessingResponse {
+	body, _ := json.Marshal(map[string]any{"error": map[string]any{
+		"message": msg, "type": errorType(code), "param": nil, "code": code,
+	}})
+	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ImmediateResponse{
+		ImmediateResponse: &extprocv3.ImmediateResponse{
+			Status:  &typev3.HttpStatus{Code: typev3.StatusCode(code)},
+			Headers: &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{header("content-type", "application/json")}},
+			Body:    body,
+			Details: "kvroute_" + strings.ReplaceAll(strings.ToLower(http.StatusText(code)), " ", "_"),
+		},
+	}}
+}
+
+func errorType(code int) string {
+	switch code {
+	case http.StatusBadRequest, http.StatusRequestEntityTooLarge:
+		return "BadRequestError"
+	case http.StatusServiceUnavailable:
+		return "ServiceUnavailableError"
+	default:
+		return "InternalServerError"
+	}
+}

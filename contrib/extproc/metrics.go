@@ -1,0 +1,70 @@
+package extproc
+
+import (
+	"fmt"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Results of one ext_proc stream, the values of the result label of
+// kvroute_extproc_requests_total.
+const (
+	resultRouted       = "routed"
+	resultPassthrough  = "passthrough"
+	resultNoEndpoint   = "no_endpoint"
+	resultBodyTooLarge = "body_too_large"
+	resultBadRequest   = "bad_request"
+	resultClientAbort  = "client_abort"
+)
+
+var results = []string{resultRouted, resultPassthrough, resultNoEndpoint, resultBodyTooLarge, resultBadRequest, resultClientAbort}
+
+type metrics struct {
+	requests        map[string]prometheus.Counter
+	pick            prometheus.Histogram
+	renderFallbacks prometheus.Counter
+	servedMismatch  prometheus.Counter
+	aborted         prometheus.Counter
+	passthroughSeq  atomic.Uint64
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	vec := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kvroute_extproc_requests_total",
+		Help: "ext_proc streams by result: routed (chosen by kvroute), passthrough (no prompt: round robin), no_endpoint (503), body_too_large (413), bad_request (400), client_abort.",
+	}, []string{"result"})
+	m := &metrics{
+		requests: map[string]prometheus.Counter{},
+		pick: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "kvroute_extproc_pick_duration_seconds",
+			Help:    "Time the picker spent choosing an endpoint for a complete request body, render included.",
+			Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5},
+		}),
+		renderFallbacks: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvroute_extproc_render_fallbacks_total",
+			Help: "Requests routed by load alone because their render failed (the client sees x-kvroute-render-fallback: true).",
+		}),
+		servedMismatch: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvroute_extproc_served_mismatch_total",
+			Help: "Responses Envoy reports as served by another endpoint than the one picked (a retry down the list).",
+		}),
+		aborted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvroute_extproc_aborted_total",
+			Help: "Routed requests whose stream ended before their response did (client disconnect, reset); their load was released at the stream's end.",
+		}),
+	}
+	for _, r := range results {
+		m.requests[r] = vec.WithLabelValues(r)
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{vec, m.pick, m.renderFallbacks, m.servedMismatch, m.aborted} {
+			if err := reg.Register(c); err != nil {
+				return nil, fmt.Errorf("extproc: metrics: %w", err)
+			}
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) result(r string) { m.requests[r].Inc() }

@@ -1,0 +1,190 @@
+package extproc
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync/atomic"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/kvroute/kvroute"
+)
+
+// The protocol's default names, which Envoy's configuration must match.
+const (
+	// DefaultDestinationHeader carries the chosen "ip:port" to Envoy.
+	DefaultDestinationHeader = "x-gateway-destination-endpoint"
+	// DefaultMetadataNamespace is the dynamic-metadata namespace of the
+	// chosen endpoint and of the served endpoint Envoy reports back.
+	DefaultMetadataNamespace = "envoy.lb"
+	// DefaultSubsetNamespace is the filter-metadata namespace of the subset
+	// hint.
+	DefaultSubsetNamespace = "envoy.lb.subset_hint"
+	// DefaultSubsetKey names the list of candidate endpoints in the subset
+	// hint.
+	DefaultSubsetKey = "x-gateway-destination-endpoint-subset"
+	// DefaultServedKey names the endpoint that served the request in the
+	// response's metadata context.
+	DefaultServedKey = "x-gateway-destination-endpoint-served"
+	// DefaultMaxBodyBytes bounds a buffered request body: far above any text
+	// prompt that fits a context window.
+	DefaultMaxBodyBytes = 32 << 20
+)
+
+// Response headers the picker adds towards the client.
+const (
+	// EndpointHeader names the endpoint the picker chose.
+	EndpointHeader = "x-kvroute-endpoint"
+	// RenderFallbackHeader is "true" when the request could not be tokenized
+	// and was routed by load alone.
+	RenderFallbackHeader = "x-kvroute-render-fallback"
+)
+
+// Health service names the picker reports, as the endpoint-picker protocol
+// names them.
+const (
+	LivenessService  = "liveness"
+	ReadinessService = "readiness"
+	ExtProcService   = "envoy.service.ext_proc.v3.ExternalProcessor"
+)
+
+// Config configures a Server. The zero value uses the protocol's defaults.
+type Config struct {
+	// Model is the base model the engines serve. A request whose body names
+	// another model is routed as a LoRA adapter of that name; empty means the
+	// body's model is the base model.
+	Model string `json:"model"`
+	// MaxBodyBytes bounds the buffered request body; a larger one is
+	// answered 413. 0 means DefaultMaxBodyBytes.
+	MaxBodyBytes int64 `json:"maxBodyBytes"`
+	// DestinationHeader, MetadataNamespace, SubsetNamespace, SubsetKey and
+	// ServedKey override the protocol's names; empty means the defaults.
+	DestinationHeader string `json:"destinationHeader"`
+	MetadataNamespace string `json:"metadataNamespace"`
+	SubsetNamespace   string `json:"subsetNamespace"`
+	SubsetKey         string `json:"subsetKey"`
+	ServedKey         string `json:"servedKey"`
+}
+
+func (c *Config) setDefaults() error {
+	if c.MaxBodyBytes < 0 {
+		return fmt.Errorf("extproc: maxBodyBytes %d is negative", c.MaxBodyBytes)
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	def := func(s *string, v string) {
+		if *s == "" {
+			*s = v
+		}
+	}
+	def(&c.DestinationHeader, DefaultDestinationHeader)
+	def(&c.MetadataNamespace, DefaultMetadataNamespace)
+	def(&c.SubsetNamespace, DefaultSubsetNamespace)
+	def(&c.SubsetKey, DefaultSubsetKey)
+	def(&c.ServedKey, DefaultServedKey)
+	return nil
+}
+
+// Options are a Server's dependencies.
+type Options struct {
+	// Picker chooses the endpoint of each request. Required; a
+	// *kvroute.Router in production.
+	Picker kvroute.Picker
+	// Registerer receives the picker's metrics; nil registers nothing.
+	Registerer prometheus.Registerer
+	// Logger receives the picker's logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// Server is the ext_proc endpoint picker. It is safe for concurrent use:
+// Envoy opens one stream per HTTP request, each served on its own goroutine.
+type Server struct {
+	extprocv3.UnimplementedExternalProcessorServer
+
+	cfg       Config
+	picker    kvroute.Picker
+	log       *slog.Logger
+	met       *metrics
+	health    *health.Server
+	endpoints atomic.Pointer[[]kvroute.Endpoint]
+	ready     atomic.Bool
+}
+
+// New builds a Server. Give it endpoints with SetEndpoints and register it on
+// a grpc.Server with Register.
+func New(cfg Config, opts Options) (*Server, error) {
+	if opts.Picker == nil {
+		return nil, errors.New("extproc: a Picker is required")
+	}
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, picker: opts.Picker, log: opts.Logger, health: health.NewServer()}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	var err error
+	if s.met, err = newMetrics(opts.Registerer); err != nil {
+		return nil, err
+	}
+	empty := []kvroute.Endpoint{}
+	s.endpoints.Store(&empty)
+	s.health.SetServingStatus(LivenessService, healthpb.HealthCheckResponse_SERVING)
+	s.SetReady(false)
+	return s, nil
+}
+
+// Register registers the ext_proc service and the gRPC health service on g.
+func (s *Server) Register(g *grpc.Server) {
+	extprocv3.RegisterExternalProcessorServer(g, s)
+	healthpb.RegisterHealthServer(g, s.health)
+}
+
+// Health returns the health service, for serving it on a port of its own.
+func (s *Server) Health() healthpb.HealthServer { return s.health }
+
+// SetReady sets the readiness the health service reports (readiness and the
+// ext_proc service name). A Server is not ready until told: the host knows
+// when its endpoint discovery has synced and its index has caught up.
+func (s *Server) SetReady(ready bool) {
+	s.ready.Store(ready)
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if ready {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	s.health.SetServingStatus(ReadinessService, st)
+	s.health.SetServingStatus(ExtProcService, st)
+	s.health.SetServingStatus("", st)
+}
+
+// Shutdown marks every service not serving, so that health checks fail while
+// the gRPC server drains.
+func (s *Server) Shutdown() { s.health.Shutdown() }
+
+// SetEndpoints replaces the candidate endpoints of every later request. It
+// does not touch the Picker: a kvroute.Router is told separately (its own
+// SetEndpoints subscribes to the endpoints' KV events).
+func (s *Server) SetEndpoints(eps []kvroute.Endpoint) {
+	c := slices.Clone(eps)
+	if c == nil {
+		c = []kvroute.Endpoint{}
+	}
+	s.endpoints.Store(&c)
+}
+
+// Endpoints returns the current candidate endpoints (a copy).
+func (s *Server) Endpoints() []kvroute.Endpoint { return slices.Clone(*s.endpoints.Load()) }
+
+// Process serves one ext_proc stream: one HTTP request and its response.
+func (s *Server) Process(stream extprocv3.ExternalProcessor_ProcessServer) error {
+	st := &streamState{srv: s, stream: stream}
+	defer st.finish()
+	return st.run()
+}

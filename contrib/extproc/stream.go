@@ -1,0 +1,313 @@
+package extproc
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/render"
+)
+
+// streamState is one ext_proc stream: one HTTP request and its response.
+type streamState struct {
+	srv    *Server
+	stream extprocv3.ExternalProcessor_ProcessServer
+
+	header   http.Header
+	path     string
+	subset   []string // the subset hint; nil when absent
+	hasHint  bool
+	body     []byte
+	picked   bool
+	decision *kvroute.Decision // nil until picked, and for requests routed without one
+	endpoint string
+	firstOut bool
+	done     bool
+}
+
+// errStop ends a stream after an immediate response was sent.
+var errStop = errors.New("extproc: stream answered")
+
+func (st *streamState) run() error {
+	for {
+		req, err := st.stream.Recv()
+		if err != nil {
+			if err == io.EOF || status.Code(err) == codes.Canceled || st.stream.Context().Err() != nil {
+				return nil
+			}
+			return err
+		}
+		if err := st.handle(req); err != nil {
+			if errors.Is(err, errStop) {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// finish releases whatever the request still holds: a stream that ends
+// before the response did (client gone, Envoy reset, upstream failure) must
+// not leave load behind. Decision.Done is idempotent, so this is the only
+// release that counts when the response path already released it.
+func (st *streamState) finish() {
+	if st.decision != nil && !st.done {
+		st.done = true
+		st.decision.Done(errors.New("extproc: stream ended before the response"))
+		st.srv.met.aborted.Inc()
+	}
+}
+
+func (st *streamState) handle(req *extprocv3.ProcessingRequest) error {
+	if md := req.GetMetadataContext(); md != nil && !st.hasHint {
+		st.subset, st.hasHint = subsetHint(md, st.srv.cfg.SubsetNamespace, st.srv.cfg.SubsetKey)
+	}
+	switch v := req.Request.(type) {
+	case *extprocv3.ProcessingRequest_RequestHeaders:
+		st.header, st.path = headersOf(v.RequestHeaders.GetHeaders())
+		if v.RequestHeaders.GetEndOfStream() {
+			return st.route(nil)
+		}
+	case *extprocv3.ProcessingRequest_RequestBody:
+		chunk := v.RequestBody.GetBody()
+		if int64(len(st.body))+int64(len(chunk)) > st.srv.cfg.MaxBodyBytes {
+			st.srv.met.result(resultBodyTooLarge)
+			return st.immediate(http.StatusRequestEntityTooLarge,
+				fmt.Sprintf("request body exceeds the endpoint picker's limit of %d bytes", st.srv.cfg.MaxBodyBytes))
+		}
+		st.body = append(st.body, chunk...)
+		if v.RequestBody.GetEndOfStream() {
+			return st.route(st.body)
+		}
+	case *extprocv3.ProcessingRequest_RequestTrailers:
+		if !st.picked {
+			if err := st.route(st.body); err != nil {
+				return err
+			}
+		}
+		return st.send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestTrailers{
+			RequestTrailers: &extprocv3.TrailersResponse{}}})
+	case *extprocv3.ProcessingRequest_ResponseHeaders:
+		return st.responseHeaders(req, v.ResponseHeaders)
+	case *extprocv3.ProcessingRequest_ResponseBody:
+		return st.responseBody(v.ResponseBody)
+	case *extprocv3.ProcessingRequest_ResponseTrailers:
+		st.release()
+		return st.send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseTrailers{
+			ResponseTrailers: &extprocv3.TrailersResponse{}}})
+	}
+	return nil
+}
+
+// route chooses the endpoint once the request is complete and answers the
+// request headers (and the body, when there is one).
+func (st *streamState) route(body []byte) error {
+	st.picked = true
+	s := st.srv
+	eps := st.candidates()
+	if len(eps) == 0 {
+		s.met.result(resultNoEndpoint)
+		msg := "the endpoint picker has no ready endpoint"
+		if st.hasHint {
+			msg = "no endpoint of the subset hint is eligible"
+		}
+		return st.immediate(http.StatusServiceUnavailable, msg)
+	}
+	api, inference := render.APIForPath(st.path)
+	if body == nil || !inference {
+		// Not an inference request (GET /v1/models, health probes through the
+		// gateway): no prompt to route by, so spread it round robin.
+		ep := eps[int(s.met.passthroughSeq.Add(1)-1)%len(eps)]
+		s.met.result(resultPassthrough)
+		return st.answerRequest(ep.ID, body, false)
+	}
+	var fields struct {
+		Model string `json:"model"`
+	}
+	if err := json.Unmarshal(body, &fields); err != nil {
+		s.met.result(resultBadRequest)
+		return st.immediate(http.StatusBadRequest, "the request body is not a JSON object: "+err.Error())
+	}
+	req := &kvroute.Request{ID: st.header.Get("X-Request-Id"), API: api, Body: body, Header: st.header}
+	switch {
+	case s.cfg.Model == "":
+		req.Model = fields.Model
+	case fields.Model != "" && fields.Model != s.cfg.Model:
+		req.LoRA = fields.Model
+	}
+	start := time.Now()
+	d, err := s.picker.Pick(st.stream.Context(), req, eps)
+	s.met.pick.Observe(time.Since(start).Seconds())
+	if err != nil {
+		if st.stream.Context().Err() != nil {
+			s.met.result(resultClientAbort)
+			return errStop
+		}
+		s.met.result(resultNoEndpoint)
+		return st.immediate(http.StatusServiceUnavailable, "no endpoint available: "+err.Error())
+	}
+	st.decision = d
+	if d.RenderErr != nil {
+		s.met.renderFallbacks.Inc()
+	}
+	s.met.result(resultRouted)
+	return st.answerRequest(d.Endpoint.ID, body, d.RenderErr != nil)
+}
+
+// candidates returns the endpoints the request may go to: all of them, or
+// those the subset hint names.
+func (st *streamState) candidates() []kvroute.Endpoint {
+	all := *st.srv.endpoints.Load()
+	if !st.hasHint {
+		return all
+	}
+	in := make(map[string]struct{}, len(st.subset))
+	for _, id := range st.subset {
+		in[id] = struct{}{}
+	}
+	out := make([]kvroute.Endpoint, 0, len(st.subset))
+	for _, ep := range all {
+		if _, ok := in[ep.ID]; ok {
+			out = append(out, ep)
+		}
+	}
+	return out
+}
+
+// answerRequest sends the request-headers response naming the endpoint and,
+// when the request has a body, the body back as one streamed mutation.
+func (st *streamState) answerRequest(endpoint string, body []byte, fallback bool) error {
+	st.endpoint = endpoint
+	c := st.srv.cfg
+	set := []*corev3.HeaderValueOption{header(c.DestinationHeader, endpoint)}
+	if body != nil {
+		set = append(set, header("content-length", strconv.Itoa(len(body))))
+	}
+	if fallback {
+		set = append(set, header(RenderFallbackHeader, "true"))
+	}
+	resp := &extprocv3.ProcessingResponse{
+		Response: &extprocv3.ProcessingResponse_RequestHeaders{RequestHeaders: &extprocv3.HeadersResponse{
+			Response: &extprocv3.CommonResponse{
+				ClearRouteCache: true,
+				HeaderMutation:  &extprocv3.HeaderMutation{SetHeaders: set},
+			},
+		}},
+		DynamicMetadata: destinationMetadata(c.MetadataNamespace, c.DestinationHeader, endpoint),
+	}
+	if err := st.send(resp); err != nil {
+		return err
+	}
+	if body == nil {
+		return nil
+	}
+	return st.send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{
+		RequestBody: &extprocv3.BodyResponse{Response: &extprocv3.CommonResponse{
+			BodyMutation: streamedBody(body, true),
+		}},
+	}})
+}
+
+func (st *streamState) responseHeaders(req *extprocv3.ProcessingRequest, h *extprocv3.HttpHeaders) error {
+	c := st.srv.cfg
+	if served, ok := servedEndpoint(req.GetMetadataContext(), c.MetadataNamespace, c.ServedKey); ok && st.endpoint != "" && served != st.endpoint {
+		// Envoy fell back to another endpoint than the pick (retry down the
+		// list). The load stays accounted to the pick: a Decision cannot move.
+		st.srv.met.servedMismatch.Inc()
+	}
+	set := []*corev3.HeaderValueOption{}
+	if st.endpoint != "" {
+		set = append(set, header(EndpointHeader, st.endpoint))
+	}
+	if st.decision != nil && st.decision.RenderErr != nil {
+		set = append(set, header(RenderFallbackHeader, "true"))
+	}
+	if err := st.send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseHeaders{
+		ResponseHeaders: &extprocv3.HeadersResponse{Response: &extprocv3.CommonResponse{
+			HeaderMutation: &extprocv3.HeaderMutation{SetHeaders: set},
+		}},
+	}}); err != nil {
+		return err
+	}
+	if h.GetEndOfStream() {
+		st.release()
+	}
+	return nil
+}
+
+func (st *streamState) responseBody(b *extprocv3.HttpBody) error {
+	if !st.firstOut {
+		st.firstOut = true
+		if st.decision != nil {
+			st.decision.FirstChunk()
+		}
+	}
+	if b.GetEndOfStream() {
+		st.release()
+	}
+	return st.send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{
+		ResponseBody: &extprocv3.BodyResponse{Response: &extprocv3.CommonResponse{
+			BodyMutation: streamedBody(b.GetBody(), b.GetEndOfStream()),
+		}},
+	}})
+}
+
+// release ends the request's load accounting on the response path.
+func (st *streamState) release() {
+	if st.decision != nil && !st.done {
+		st.done = true
+		st.decision.Done(nil)
+	}
+}
+
+func (st *streamState) send(resp *extprocv3.ProcessingResponse) error {
+	if err := st.stream.Send(resp); err != nil {
+		if st.stream.Context().Err() != nil {
+			return errStop
+		}
+		return err
+	}
+	return nil
+}
+
+// immediate answers the client directly (Envoy sends the response without
+// contacting an upstream) and ends the stream.
+func (st *streamState) immediate(code int, msg string) error {
+	if err := st.stream.Send(immediateResponse(code, msg)); err != nil && st.stream.Context().Err() == nil {
+		return err
+	}
+	return errStop
+}
+
+// headersOf converts Envoy's header map into an http.Header, and returns the
+// :path pseudo-header without its query.
+func headersOf(m *corev3.HeaderMap) (http.Header, string) {
+	h := http.Header{}
+	path := ""
+	for _, hv := range m.GetHeaders() {
+		v := hv.GetValue()
+		if len(hv.GetRawValue()) > 0 {
+			v = string(hv.GetRawValue())
+		}
+		if hv.GetKey() == ":path" {
+			path, _, _ = strings.Cut(v, "?")
+			continue
+		}
+		if strings.HasPrefix(hv.GetKey(), ":") {
+			continue
+		}
+		h.Add(hv.GetKey(), v)
+	}
+	return h, path
+}
