@@ -1,0 +1,373 @@
+package k8s
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/kvroute/kvroute"
+)
+
+// Defaults of Config.
+const (
+	DefaultDebounce             = 250 * time.Millisecond
+	DefaultEventsPortAnnotation = "kvroute.io/kv-events-port"
+	DefaultReplayPortAnnotation = "kvroute.io/kv-replay-port"
+	DefaultMaxEndpoints         = 10_000
+)
+
+// Config says which pods are endpoints. Set Pool to follow an InferencePool,
+// or Selector and TargetPorts for a plain set of pods (a render pool, or a
+// fleet without the Inference Extension).
+type Config struct {
+	// Namespace is where the pool and its pods live. Required.
+	Namespace string `json:"namespace"`
+	// Pool is the name of the InferencePool to follow.
+	Pool string `json:"pool"`
+	// PoolVersion is "v1" (default, inference.networking.k8s.io) or
+	// "v1alpha2" (inference.networking.x-k8s.io).
+	PoolVersion string `json:"poolVersion"`
+	// Selector is a Kubernetes label selector ("app=vllm,tier in (a,b)"),
+	// used when Pool is empty.
+	Selector string `json:"selector"`
+	// TargetPorts are the pods' inference ports, used when Pool is empty;
+	// the index of a port is its data-parallel rank.
+	TargetPorts []int32 `json:"targetPorts"`
+	// EventsPortAnnotation and ReplayPortAnnotation name the pod annotations
+	// that give the engine's KV-event PUB and replay ROUTER ports (rank 0;
+	// rank r adds r). Empty means the defaults; a pod without them gets the
+	// router's configured ports.
+	EventsPortAnnotation string `json:"eventsPortAnnotation"`
+	ReplayPortAnnotation string `json:"replayPortAnnotation"`
+	// Debounce is how long changes are gathered before the endpoint set is
+	// recomputed (a duration string). Default 250ms.
+	Debounce time.Duration `json:"debounce"`
+	// MaxEndpoints bounds the endpoint set; pods beyond it are left out and
+	// logged. Default 10,000.
+	MaxEndpoints int `json:"maxEndpoints"`
+}
+
+// Sink receives every new endpoint set, sorted by ID. Router.SetEndpoints
+// (or a picker's) fits; an error is logged and the set is offered again at
+// the next change.
+type Sink func([]kvroute.Endpoint) error
+
+// Options are a Discovery's dependencies.
+type Options struct {
+	// Logger receives discovery's logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// Discovery watches pods (and an InferencePool) and feeds the endpoint set
+// to a Sink. Start it once; Close stops its informers and its loop.
+type Discovery struct {
+	cfg      Config
+	selector labels.Selector // when following a plain selector
+	gvr      schema.GroupVersionResource
+	sink     Sink
+	log      *slog.Logger
+
+	pods     informers.SharedInformerFactory
+	podInf   cache.SharedIndexInformer
+	dyn      dynamicinformer.DynamicSharedInformerFactory
+	poolInf  cache.SharedIndexInformer
+	kick     chan struct{}
+	stop     chan struct{}
+	loopDone chan struct{}
+
+	mu        sync.Mutex
+	current   []kvroute.Endpoint
+	synced    bool
+	poolErr   error
+	sinkCalls int
+	closed    bool
+}
+
+// New builds a Discovery over the given clients (dyn may be nil when Pool is
+// empty).
+func New(cfg Config, kube kubernetes.Interface, dyn dynamic.Interface, sink Sink, opts Options) (*Discovery, error) {
+	if cfg.Namespace == "" {
+		return nil, errors.New("k8s: a namespace is required")
+	}
+	if sink == nil {
+		return nil, errors.New("k8s: a Sink is required")
+	}
+	d := &Discovery{cfg: cfg, sink: sink, log: opts.Logger, kick: make(chan struct{}, 1),
+		stop: make(chan struct{}), loopDone: make(chan struct{})}
+	if d.log == nil {
+		d.log = slog.New(slog.DiscardHandler)
+	}
+	if d.cfg.Debounce == 0 {
+		d.cfg.Debounce = DefaultDebounce
+	}
+	if d.cfg.Debounce < 0 {
+		return nil, fmt.Errorf("k8s: debounce %v is negative", d.cfg.Debounce)
+	}
+	if d.cfg.MaxEndpoints == 0 {
+		d.cfg.MaxEndpoints = DefaultMaxEndpoints
+	}
+	if d.cfg.EventsPortAnnotation == "" {
+		d.cfg.EventsPortAnnotation = DefaultEventsPortAnnotation
+	}
+	if d.cfg.ReplayPortAnnotation == "" {
+		d.cfg.ReplayPortAnnotation = DefaultReplayPortAnnotation
+	}
+	switch {
+	case cfg.Pool != "":
+		if cfg.Selector != "" || len(cfg.TargetPorts) > 0 {
+			return nil, errors.New("k8s: set either pool or selector and targetPorts, not both")
+		}
+		if dyn == nil {
+			return nil, errors.New("k8s: following an InferencePool needs a dynamic client")
+		}
+		switch cfg.PoolVersion {
+		case "", "v1":
+			d.gvr = PoolV1
+		case "v1alpha2":
+			d.gvr = PoolV1Alpha2
+		default:
+			return nil, fmt.Errorf("k8s: unknown poolVersion %q (v1 or v1alpha2)", cfg.PoolVersion)
+		}
+	default:
+		sel, err := labels.Parse(cfg.Selector)
+		if err != nil {
+			return nil, fmt.Errorf("k8s: selector: %w", err)
+		}
+		if sel.Empty() {
+			return nil, errors.New("k8s: an empty selector would select every pod of the namespace")
+		}
+		if len(cfg.TargetPorts) == 0 {
+			return nil, errors.New("k8s: targetPorts are required with a selector")
+		}
+		for _, p := range cfg.TargetPorts {
+			if p < 1 || p > 65535 {
+				return nil, fmt.Errorf("k8s: target port %d out of range", p)
+			}
+		}
+		d.selector = sel
+	}
+	d.pods = informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithNamespace(cfg.Namespace))
+	d.podInf = d.pods.Core().V1().Pods().Informer()
+	if _, err := d.podInf.AddEventHandler(d.handler()); err != nil {
+		return nil, err
+	}
+	if d.gvr.Resource != "" {
+		d.dyn = dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, cfg.Namespace, nil)
+		d.poolInf = d.dyn.ForResource(d.gvr).Informer()
+		if _, err := d.poolInf.AddEventHandler(d.handler()); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+func (d *Discovery) handler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { d.poke() },
+		UpdateFunc: func(any, any) { d.poke() },
+		DeleteFunc: func(any) { d.poke() },
+	}
+}
+
+// poke schedules a recomputation; any number of pokes before it runs
+// coalesce into one.
+func (d *Discovery) poke() {
+	select {
+	case d.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Start runs the informers, waits (within ctx) until their caches have
+// synced, feeds the first endpoint set to the Sink and keeps following
+// changes until Close.
+func (d *Discovery) Start(ctx context.Context) error {
+	d.pods.Start(d.stop)
+	if d.dyn != nil {
+		d.dyn.Start(d.stop)
+	}
+	syncs := []cache.InformerSynced{d.podInf.HasSynced}
+	if d.poolInf != nil {
+		syncs = append(syncs, d.poolInf.HasSynced)
+	}
+	ctxStop := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-d.stop:
+		}
+		close(ctxStop)
+	}()
+	ok := cache.WaitForCacheSync(ctxStop, syncs...)
+	if !ok {
+		d.Close()
+		return fmt.Errorf("k8s: informer caches did not sync: %w", context.Cause(ctx))
+	}
+	d.recompute()
+	d.mu.Lock()
+	d.synced = true
+	d.mu.Unlock()
+	go d.loop()
+	return nil
+}
+
+func (d *Discovery) loop() {
+	defer close(d.loopDone)
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	for {
+		select {
+		case <-d.stop:
+			t.Stop()
+			return
+		case <-d.kick:
+			t.Reset(d.cfg.Debounce)
+			select {
+			case <-d.stop:
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			d.recompute()
+		}
+	}
+}
+
+// Close stops the informers and the loop; the last endpoint set stays with
+// the Sink.
+func (d *Discovery) Close() {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return
+	}
+	d.closed = true
+	synced := d.synced
+	d.mu.Unlock()
+	close(d.stop)
+	d.pods.Shutdown()
+	if d.dyn != nil {
+		d.dyn.Shutdown()
+	}
+	if synced {
+		<-d.loopDone
+	}
+}
+
+// Synced reports whether the informers have synced and the first endpoint
+// set was computed: a readiness signal for the host.
+func (d *Discovery) Synced() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.synced
+}
+
+// Endpoints returns the current endpoint set (a copy).
+func (d *Discovery) Endpoints() []kvroute.Endpoint {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.current)
+}
+
+// SinkCalls returns how many times the Sink was called, for tests and
+// metrics of churn.
+func (d *Discovery) SinkCalls() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.sinkCalls
+}
+
+// PoolError returns why the followed InferencePool is unusable (missing,
+// empty selector, no port), nil when it is fine.
+func (d *Discovery) PoolError() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.poolErr
+}
+
+// recompute derives the endpoint set from the caches and hands it to the
+// Sink when it changed.
+func (d *Discovery) recompute() {
+	sel, ports, poolErr := d.target()
+	var eps []kvroute.Endpoint
+	if poolErr == nil {
+		for _, obj := range d.podInf.GetStore().List() {
+			pod, ok := obj.(*corev1.Pod)
+			if !ok || !sel.Matches(labels.Set(pod.Labels)) || !podReady(pod) {
+				continue
+			}
+			eps = append(eps, podEndpoints(pod, ports, d.cfg, d.log)...)
+		}
+	}
+	slices.SortFunc(eps, func(a, b kvroute.Endpoint) int { return cmpString(a.ID, b.ID) })
+	if len(eps) > d.cfg.MaxEndpoints {
+		d.log.Warn("k8s: endpoint set over its bound; the rest is left out", "endpoints", len(eps), "max", d.cfg.MaxEndpoints)
+		eps = eps[:d.cfg.MaxEndpoints]
+	}
+	d.mu.Lock()
+	if poolErr != nil && (d.poolErr == nil || d.poolErr.Error() != poolErr.Error()) {
+		d.log.Warn("k8s: InferencePool unusable; no endpoints", "err", poolErr)
+	}
+	d.poolErr = poolErr
+	if slices.EqualFunc(eps, d.current, endpointEqual) && d.sinkCalls > 0 {
+		d.mu.Unlock()
+		return
+	}
+	d.mu.Unlock()
+	if err := d.sink(slices.Clone(eps)); err != nil {
+		d.log.Warn("k8s: the endpoint sink failed; retrying at the next change", "err", err)
+		return
+	}
+	d.mu.Lock()
+	d.current = eps
+	d.sinkCalls++
+	d.mu.Unlock()
+}
+
+// target returns the selector and ports in force: the pool's, or the
+// configured ones.
+func (d *Discovery) target() (labels.Selector, []int32, error) {
+	if d.poolInf == nil {
+		return d.selector, d.cfg.TargetPorts, nil
+	}
+	obj, ok, err := d.poolInf.GetStore().GetByKey(d.cfg.Namespace + "/" + d.cfg.Pool)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !ok {
+		return nil, nil, fmt.Errorf("k8s: InferencePool %s/%s not found", d.cfg.Namespace, d.cfg.Pool)
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return nil, nil, fmt.Errorf("k8s: InferencePool %s/%s: unexpected object %T", d.cfg.Namespace, d.cfg.Pool, obj)
+	}
+	p, err := DecodeInferencePool(u)
+	if err != nil {
+		return nil, nil, err
+	}
+	return labels.SelectorFromSet(p.Selector), p.TargetPorts, nil
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

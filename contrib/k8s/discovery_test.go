@@ -1,0 +1,265 @@
+package k8s
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/internal/leakcheck"
+)
+
+const (
+	ns   = "llm"
+	wait = 20 * time.Second
+)
+
+func pod(name, ip string, lbl map[string]string, ready bool) *corev1.Pod {
+	st := corev1.ConditionFalse
+	if ready {
+		st = corev1.ConditionTrue
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: lbl},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip,
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: st}}},
+	}
+}
+
+func poolObj(gvr schema.GroupVersionResource, name string, spec map[string]any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": gvr.GroupVersion().String(), "kind": "InferencePool",
+		"metadata": map[string]any{"name": name, "namespace": ns},
+		"spec":     spec,
+	}}
+	return u
+}
+
+func v1Spec(ports ...int64) map[string]any {
+	tp := []any{}
+	for _, p := range ports {
+		tp = append(tp, map[string]any{"number": p})
+	}
+	return map[string]any{"selector": map[string]any{"matchLabels": map[string]any{"app": "vllm"}}, "targetPorts": tp,
+		"endpointPickerRef": map[string]any{"name": "kvroute-epp"}}
+}
+
+// recorder is a Sink that keeps every set it was given.
+type recorder struct {
+	mu   sync.Mutex
+	sets [][]kvroute.Endpoint
+}
+
+func (r *recorder) sink(eps []kvroute.Endpoint) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sets = append(r.sets, eps)
+	return nil
+}
+
+func (r *recorder) ids() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.sets) == 0 {
+		return nil
+	}
+	out := []string{}
+	for _, e := range r.sets[len(r.sets)-1] {
+		out = append(out, e.ID)
+	}
+	return out
+}
+
+type fixture struct {
+	kube *fake.Clientset
+	dyn  *dynfake.FakeDynamicClient
+	rec  *recorder
+	d    *Discovery
+}
+
+func newFixture(t *testing.T, cfg Config, pods []*corev1.Pod, pools ...runtime.Object) *fixture {
+	t.Helper()
+	objs := make([]runtime.Object, len(pods))
+	for i, p := range pods {
+		objs[i] = p
+	}
+	f := &fixture{kube: fake.NewClientset(objs...), rec: &recorder{}}
+	f.dyn = dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		PoolV1: "InferencePoolList", PoolV1Alpha2: "InferencePoolList",
+	}, pools...)
+	cfg.Namespace = ns
+	if cfg.Debounce == 0 {
+		cfg.Debounce = 10 * time.Millisecond
+	}
+	var err error
+	f.d, err = New(cfg, f.kube, f.dyn, f.rec.sink, Options{})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	require.NoError(t, f.d.Start(ctx))
+	return f
+}
+
+func (f *fixture) eventually(t *testing.T, want ...string) {
+	t.Helper()
+	if want == nil {
+		want = []string{}
+	}
+	require.Eventually(t, func() bool { return fmt.Sprint(f.rec.ids()) == fmt.Sprint(want) }, wait, 5*time.Millisecond,
+		"want %v", want)
+}
+
+func (f *fixture) updatePod(t *testing.T, p *corev1.Pod) {
+	t.Helper()
+	_, err := f.kube.CoreV1().Pods(ns).Update(context.Background(), p, metav1.UpdateOptions{})
+	require.NoError(t, err)
+}
+
+func TestInferencePoolReadyPodsAreEndpoints(t *testing.T) {
+	defer leakcheck.Check(t)()
+	vllm := map[string]string{"app": "vllm"}
+	f := newFixture(t, Config{Pool: "pool"}, []*corev1.Pod{
+		pod("a", "10.0.0.1", vllm, true),
+		pod("b", "10.0.0.2", vllm, false),
+		pod("c", "10.0.0.3", map[string]string{"app": "other"}, true),
+	}, poolObj(PoolV1, "pool", v1Spec(8000)))
+	defer f.d.Close()
+	f.eventually(t, "10.0.0.1:8000")
+	require.True(t, f.d.Synced())
+	require.Equal(t, map[string]string{"app": "vllm"}, f.d.Endpoints()[0].Labels)
+
+	// Ready flip: b becomes Ready, then a stops being Ready.
+	f.updatePod(t, pod("b", "10.0.0.2", vllm, true))
+	f.eventually(t, "10.0.0.1:8000", "10.0.0.2:8000")
+	f.updatePod(t, pod("a", "10.0.0.1", vllm, false))
+	f.eventually(t, "10.0.0.2:8000")
+
+	// Relabelled out of the selector, and into it.
+	f.updatePod(t, pod("b", "10.0.0.2", map[string]string{"app": "drained"}, true))
+	f.eventually(t)
+	f.updatePod(t, pod("c", "10.0.0.3", vllm, true))
+	f.eventually(t, "10.0.0.3:8000")
+
+	// Deleted.
+	require.NoError(t, f.kube.CoreV1().Pods(ns).Delete(context.Background(), "c", metav1.DeleteOptions{}))
+	f.eventually(t)
+}
+
+func TestInferencePoolTargetPortChangesAndDataParallelRanks(t *testing.T) {
+	defer leakcheck.Check(t)()
+	p := pod("a", "10.0.0.1", map[string]string{"app": "vllm"}, true)
+	p.Annotations = map[string]string{DefaultEventsPortAnnotation: "5556", DefaultReplayPortAnnotation: "5559"}
+	f := newFixture(t, Config{Pool: "pool"}, []*corev1.Pod{p}, poolObj(PoolV1, "pool", v1Spec(8000)))
+	defer f.d.Close()
+	f.eventually(t, "10.0.0.1:8000")
+
+	_, err := f.dyn.Resource(PoolV1).Namespace(ns).Update(context.Background(), poolObj(PoolV1, "pool", v1Spec(8000, 8001)), metav1.UpdateOptions{})
+	require.NoError(t, err)
+	f.eventually(t, "10.0.0.1:8000", "10.0.0.1:8001")
+	eps := f.d.Endpoints()
+	require.Equal(t, 0, eps[0].Rank)
+	require.Equal(t, 1, eps[1].Rank)
+	require.Equal(t, "tcp://10.0.0.1:5557", eps[1].EventsAddress, "rank r publishes on the events port + r")
+	require.Equal(t, "tcp://10.0.0.1:5560", eps[1].ReplayAddress)
+
+	_, err = f.dyn.Resource(PoolV1).Namespace(ns).Update(context.Background(), poolObj(PoolV1, "pool", v1Spec(9000)), metav1.UpdateOptions{})
+	require.NoError(t, err)
+	f.eventually(t, "10.0.0.1:9000")
+
+	// The pool disappears: no endpoints, and the reason is reported.
+	require.NoError(t, f.dyn.Resource(PoolV1).Namespace(ns).Delete(context.Background(), "pool", metav1.DeleteOptions{}))
+	f.eventually(t)
+	require.ErrorContains(t, f.d.PoolError(), "not found")
+}
+
+// A resync storm of updates that change nothing reaches the Sink zero times;
+// a storm of real changes is coalesced by the debounce.
+func TestResyncStormIsCoalesced(t *testing.T) {
+	defer leakcheck.Check(t)()
+	vllm := map[string]string{"app": "vllm"}
+	f := newFixture(t, Config{Selector: "app=vllm", TargetPorts: []int32{8000}, Debounce: 50 * time.Millisecond},
+		[]*corev1.Pod{pod("a", "10.0.0.1", vllm, true)})
+	defer f.d.Close()
+	f.eventually(t, "10.0.0.1:8000")
+	base := f.d.SinkCalls()
+	for i := range 300 {
+		p := pod("a", "10.0.0.1", vllm, true)
+		p.Annotations = map[string]string{"unrelated": fmt.Sprint(i)}
+		f.updatePod(t, p)
+	}
+	// A marker change after the storm: once it shows, every storm event has
+	// been processed.
+	f.updatePod(t, pod("a", "10.0.0.1", map[string]string{"app": "vllm", "marker": "1"}, true))
+	require.Eventually(t, func() bool {
+		eps := f.d.Endpoints()
+		return len(eps) == 1 && eps[0].Labels["marker"] == "1"
+	}, wait, 5*time.Millisecond)
+	require.Equal(t, base+1, f.d.SinkCalls(), "only the marker changed the set")
+
+	base = f.d.SinkCalls()
+	for i := range 200 {
+		f.updatePod(t, pod("a", "10.0.0.1", map[string]string{"app": "vllm", "gen": fmt.Sprint(i)}, true))
+	}
+	require.Eventually(t, func() bool {
+		eps := f.d.Endpoints()
+		return len(eps) == 1 && eps[0].Labels["gen"] == "199"
+	}, wait, 5*time.Millisecond)
+	require.Less(t, f.d.SinkCalls()-base, 200, "changes are coalesced, not one Sink call per event")
+}
+
+func TestV1Alpha2PoolIsUnderstood(t *testing.T) {
+	defer leakcheck.Check(t)()
+	spec := map[string]any{"selector": map[string]any{"app": "vllm"}, "targetPortNumber": int64(8000)}
+	f := newFixture(t, Config{Pool: "old", PoolVersion: "v1alpha2"},
+		[]*corev1.Pod{pod("a", "10.0.0.1", map[string]string{"app": "vllm"}, true)}, poolObj(PoolV1Alpha2, "old", spec))
+	defer f.d.Close()
+	f.eventually(t, "10.0.0.1:8000")
+}
+
+func TestDecodeInferencePoolRejectsUnusablePools(t *testing.T) {
+	for name, spec := range map[string]map[string]any{
+		"no selector": {"targetPorts": []any{map[string]any{"number": int64(8000)}}},
+		"no port":     {"selector": map[string]any{"matchLabels": map[string]any{"app": "x"}}},
+		"bad port":    {"selector": map[string]any{"matchLabels": map[string]any{"app": "x"}}, "targetPorts": []any{map[string]any{"number": int64(70000)}}},
+	} {
+		_, err := DecodeInferencePool(poolObj(PoolV1, "p", spec))
+		require.Error(t, err, name)
+	}
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	kube := fake.NewClientset()
+	sink := func([]kvroute.Endpoint) error { return nil }
+	for name, cfg := range map[string]Config{
+		"no namespace":   {Selector: "a=b", TargetPorts: []int32{1}},
+		"empty selector": {Namespace: ns, TargetPorts: []int32{1}},
+		"no ports":       {Namespace: ns, Selector: "a=b"},
+		"bad selector":   {Namespace: ns, Selector: "a in (", TargetPorts: []int32{1}},
+		"both":           {Namespace: ns, Pool: "p", Selector: "a=b"},
+		"bad version":    {Namespace: ns, Pool: "p", PoolVersion: "v9"},
+	} {
+		_, err := New(cfg, kube, dynfake.NewSimpleDynamicClient(runtime.NewScheme()), sink, Options{})
+		require.Error(t, err, name)
+	}
+}
+
+func TestMatcherUsesKubernetesSemantics(t *testing.T) {
+	sel, err := labels.Parse("tier in (a,b),!canary")
+	require.NoError(t, err)
+	m := Matcher(sel)
+	require.True(t, m(map[string]string{"tier": "a"}))
+	require.False(t, m(map[string]string{"tier": "a", "canary": ""}))
+	require.False(t, m(map[string]string{"tier": "c"}))
+}

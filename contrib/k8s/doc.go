@@ -1,0 +1,47 @@
+// Package k8s discovers kvroute endpoints from the Kubernetes API: the Ready
+// pods of a Gateway API Inference Extension InferencePool (its label
+// selector and target ports), or of a plain label selector, watched with
+// client-go informers.
+//
+// Each Ready pod yields one endpoint per target port, "podIP:port" as its ID
+// (the identity vLLM's KV events are attributed to), the pod's labels (for
+// the event-subscription selector) and the port's index as its data-parallel
+// rank: vLLM started with data parallelism serves rank r on the r-th port and
+// offsets its KV-event ports by r. The engine's event and replay ports can be
+// given per pod in annotations (kvroute.io/kv-events-port,
+// kvroute.io/kv-replay-port); without them the router derives them from its
+// configuration. A pod that is deleted, becomes un-Ready, loses its IP or is
+// relabelled out of the selector leaves the endpoint set, and the router
+// then drops its subscription and its index entries.
+//
+// Changes reach the Sink debounced: any number of informer events within the
+// debounce interval cause at most one recomputation, and the Sink is called
+// only when the endpoint set actually changed, so a resync storm costs one
+// comparison, not one SetEndpoints per pod.
+//
+// The same Discovery, given a selector of its own, feeds a separate render
+// pool (a Deployment of vLLM renderers, as used in front of SGLang fleets) to
+// the router's render client, which then keeps its round robin and its one
+// retry on another endpoint.
+//
+// # Reading InferencePools without their Go module
+//
+// The Inference Extension's Go module is not served by the module proxy
+// kvroute builds against, so InferencePool objects are read through
+// client-go's dynamic client and decoded into the small InferencePool struct
+// of this package. Both the v1 API (inference.networking.k8s.io:
+// spec.selector.matchLabels, spec.targetPorts[].number) and the older
+// v1alpha2 API (inference.networking.x-k8s.io: spec.selector as a plain map,
+// spec.targetPortNumber) are understood.
+//
+// # Dependencies
+//
+// This is a module of its own so that kvroute's core module does not depend
+// on client-go (k8s.io/client-go, k8s.io/api, k8s.io/apimachinery).
+//
+// # Testing
+//
+// There is no API server binary where kvroute is tested; the tests drive real
+// informers against client-go's fake clientsets, the standard way Kubernetes
+// controllers are tested.
+package k8s

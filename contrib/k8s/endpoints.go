@@ -1,0 +1,76 @@
+package k8s
+
+import (
+	"log/slog"
+	"maps"
+	"net"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/kvroute/kvroute"
+)
+
+// podReady reports whether a pod may receive traffic: running, with an IP,
+// Ready, and not being deleted.
+func podReady(p *corev1.Pod) bool {
+	if p.DeletionTimestamp != nil || p.Status.PodIP == "" || p.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// podEndpoints returns one endpoint per target port of a Ready pod.
+func podEndpoints(p *corev1.Pod, ports []int32, cfg Config, log *slog.Logger) []kvroute.Endpoint {
+	events, evOK := annotationPort(p, cfg.EventsPortAnnotation, log)
+	replay, rpOK := annotationPort(p, cfg.ReplayPortAnnotation, log)
+	out := make([]kvroute.Endpoint, 0, len(ports))
+	for rank, port := range ports {
+		ep := kvroute.Endpoint{
+			ID:     net.JoinHostPort(p.Status.PodIP, strconv.Itoa(int(port))),
+			Labels: maps.Clone(p.Labels),
+			Rank:   rank,
+		}
+		if evOK {
+			ep.EventsAddress = "tcp://" + net.JoinHostPort(p.Status.PodIP, strconv.Itoa(events+rank))
+		}
+		if rpOK {
+			ep.ReplayAddress = "tcp://" + net.JoinHostPort(p.Status.PodIP, strconv.Itoa(replay+rank))
+		}
+		out = append(out, ep)
+	}
+	return out
+}
+
+// annotationPort reads a port annotation; a malformed one is logged and
+// ignored (the router's configured port applies).
+func annotationPort(p *corev1.Pod, key string, log *slog.Logger) (int, bool) {
+	v, ok := p.Annotations[key]
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 65535 {
+		log.Warn("k8s: ignoring a malformed port annotation", "pod", p.Namespace+"/"+p.Name, "annotation", key)
+		return 0, false
+	}
+	return n, true
+}
+
+func endpointEqual(a, b kvroute.Endpoint) bool {
+	return a.ID == b.ID && a.Rank == b.Rank && a.Address == b.Address &&
+		a.EventsAddress == b.EventsAddress && a.ReplayAddress == b.ReplayAddress && maps.Equal(a.Labels, b.Labels)
+}
+
+// Matcher turns a Kubernetes label selector into the label matcher kvroute's
+// event-subscription selector takes, so that exactly Kubernetes' semantics
+// decide which endpoints are subscribed.
+func Matcher(sel labels.Selector) func(map[string]string) bool {
+	return func(l map[string]string) bool { return sel.Matches(labels.Set(l)) }
+}
