@@ -79,9 +79,10 @@ type Router struct {
 	needsEndpoints bool
 	endpointsSet   atomic.Bool
 
-	mu        sync.Mutex
-	endpoints map[string]Endpoint
-	closed    bool
+	mu         sync.Mutex
+	endpoints  map[string]Endpoint
+	closed     bool
+	renderPool bool // SetRenderEndpoints was called: render goes to its own pool
 }
 
 // eventSource is the part of the event subscriber pool the router drives.
@@ -238,7 +239,7 @@ func (r *Router) SetEndpoints(eps []Endpoint) error {
 			errs = append(errs, err)
 		}
 	}
-	if r.render != nil && r.cfg.Render.URL == "" {
+	if r.render != nil && r.cfg.Render.URL == "" && !r.renderPool {
 		reps := make([]render.Endpoint, 0, len(eps))
 		for _, e := range eps {
 			reps = append(reps, render.Endpoint{ID: e.ID, URL: e.URL()})

@@ -91,7 +91,7 @@ func immediateResponse(code int, msg string) *extprocv3.ProcessingResponse {
 
 func errorType(code int) string {
 	switch code {
-	case http.StatusBadRequest, http.StatusRequestEntityTooLarge:
+	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusConflict:
 		return "BadRequestError"
 	case http.StatusServiceUnavailable:
 		return "ServiceUnavailableError"

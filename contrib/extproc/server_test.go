@@ -315,3 +315,22 @@ func TestHealthReportsReadiness(t *testing.T) {
 	require.Equal(t, healthpb.HealthCheckResponse_NOT_SERVING, check(ReadinessService))
 	require.Equal(t, healthpb.HealthCheckResponse_NOT_SERVING, check(ExtProcService))
 }
+
+// Two streams with the same x-request-id in flight: the second is a 409.
+func TestProcessDuplicateRequestIDIs409(t *testing.T) {
+	defer leakcheck.Check(t)()
+	h := newHarness(t, Config{}, engineOpts{})
+	defer h.close()
+	first, err := h.client.Process(ctxT(t))
+	require.NoError(t, err)
+	sendRequest(t, first, completionsBody(prompt(11, 20, "dup"), false), nil) // x-request-id: req-1, in flight
+	second, err := h.client.Process(ctxT(t))
+	require.NoError(t, err)
+	require.NoError(t, second.Send(envoyHeaders("/v1/completions", false, nil)))
+	require.NoError(t, second.Send(bodyChunk(completionsBody(prompt(11, 20, "dup"), false), true)))
+	resp, err := second.Recv()
+	require.NoError(t, err)
+	require.EqualValues(t, http.StatusConflict, resp.GetImmediateResponse().GetStatus().GetCode())
+	require.NoError(t, first.CloseSend())
+	h.idle()
+}

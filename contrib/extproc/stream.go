@@ -17,6 +17,7 @@ import (
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/render"
+	"github.com/kvroute/kvroute/tokenload"
 )
 
 // streamState is one ext_proc stream: one HTTP request and its response.
@@ -153,6 +154,14 @@ func (st *streamState) route(body []byte) error {
 		if st.stream.Context().Err() != nil {
 			s.met.result(resultClientAbort)
 			return errStop
+		}
+		switch {
+		case errors.Is(err, tokenload.ErrDuplicateRequestID):
+			s.met.result(resultBadRequest)
+			return st.immediate(http.StatusConflict, "a request with this x-request-id is already in flight")
+		case errors.Is(err, kvroute.ErrModelMismatch), errors.Is(err, kvroute.ErrNoAPI):
+			s.met.result(resultBadRequest)
+			return st.immediate(http.StatusBadRequest, err.Error())
 		}
 		s.met.result(resultNoEndpoint)
 		return st.immediate(http.StatusServiceUnavailable, "no endpoint available: "+err.Error())
