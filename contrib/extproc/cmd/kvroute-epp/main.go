@@ -1,0 +1,315 @@
+// Command kvroute-epp is kvroute as the endpoint picker of a Gateway API
+// Inference Extension InferencePool: an Envoy ext_proc server that routes each
+// request to the cache-warm vLLM pod by kvroute's precise prefix-cache index,
+// with the pool's pods discovered from the Kubernetes API.
+//
+// Flags follow the Inference Extension's reference picker where they mean the
+// same (--grpc-port 9002, --grpc-health-port 9003, --metrics-port 9090,
+// --pool-name, --pool-namespace, --pool-group). kvroute's router is configured
+// with --config (YAML or JSON; durations are strings such as "2s") and
+// --model. Without --pool-name, --endpoints gives a static list of
+// "ip:port" engines (no Kubernetes needed). --render-selector discovers a
+// separate render pool (vLLM renderers in front of an SGLang fleet).
+//
+//	kvroute-epp --pool-name vllm-pool --pool-namespace llm --model meta-llama/Llama-3.1-8B-Instruct
+//
+// The picker reports readiness (gRPC health service "readiness") once
+// endpoint discovery has synced.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/contrib/extproc"
+	"github.com/kvroute/kvroute/contrib/k8s"
+	"github.com/kvroute/kvroute/render"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "kvroute-epp:", err)
+		os.Exit(1)
+	}
+}
+
+type flags struct {
+	grpcPort, healthPort, metricsPort int
+	listenHost                        string
+	poolName, poolNamespace           string
+	poolGroup                         string
+	configPath, model                 string
+	endpoints                         string
+	renderSelector                    string
+	renderPort                        int
+	kubeconfig                        string
+	maxBodyBytes                      int64
+	logLevel                          string
+}
+
+func parseFlags(args []string, stderr io.Writer) (flags, error) {
+	var f flags
+	fs := flag.NewFlagSet("kvroute-epp", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.IntVar(&f.grpcPort, "grpc-port", 9002, "ext_proc gRPC port Envoy calls")
+	fs.IntVar(&f.healthPort, "grpc-health-port", 9003, "gRPC health service port (liveness, readiness)")
+	fs.IntVar(&f.metricsPort, "metrics-port", 9090, "Prometheus /metrics port")
+	fs.StringVar(&f.listenHost, "listen-host", "", "address to listen on (empty: all interfaces)")
+	fs.StringVar(&f.poolName, "pool-name", "", "InferencePool whose Ready pods are the endpoints")
+	fs.StringVar(&f.poolNamespace, "pool-namespace", envOr("POD_NAMESPACE", "default"), "namespace of the pool and its pods")
+	fs.StringVar(&f.poolGroup, "pool-group", "inference.networking.k8s.io", "API group of the InferencePool (inference.networking.k8s.io for v1, inference.networking.x-k8s.io for v1alpha2)")
+	fs.StringVar(&f.configPath, "config", "", "kvroute router configuration file (YAML or JSON)")
+	fs.StringVar(&f.model, "model", "", "base model the engines serve (overrides the config's model)")
+	fs.StringVar(&f.endpoints, "endpoints", "", "static comma-separated ip:port engines, instead of --pool-name")
+	fs.StringVar(&f.renderSelector, "render-selector", "", "label selector of a separate render pool (pods in --pool-namespace)")
+	fs.IntVar(&f.renderPort, "render-port", 8000, "port of the render pool's pods")
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (empty: in-cluster)")
+	fs.Int64Var(&f.maxBodyBytes, "max-body-bytes", extproc.DefaultMaxBodyBytes, "request body limit (413 above)")
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return f, err
+	}
+	if (f.poolName == "") == (f.endpoints == "") {
+		return f, errors.New("set exactly one of --pool-name and --endpoints")
+	}
+	return f, nil
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+// loadConfig reads the router configuration: YAML (or JSON, which is YAML)
+// mapped onto kvroute's strict JSON decoding.
+func loadConfig(path, model string) (kvroute.Config, error) {
+	cfg := kvroute.DefaultConfig()
+	if path != "" {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return cfg, err
+		}
+		js, err := yaml.YAMLToJSON(raw)
+		if err != nil {
+			return cfg, fmt.Errorf("%s: %w", path, err)
+		}
+		if cfg, err = kvroute.LoadConfig(strings.NewReader(string(js))); err != nil {
+			return cfg, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	if model != "" {
+		cfg.Model = model
+	}
+	return cfg, nil
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	cfg, err := loadConfig(f.configPath, f.model)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	router, err := kvroute.New(cfg, kvroute.Options{Registerer: reg, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer router.Close()
+	picker, err := extproc.New(extproc.Config{Model: cfg.Model, MaxBodyBytes: f.maxBodyBytes},
+		extproc.Options{Picker: router, Registerer: reg, Logger: log})
+	if err != nil {
+		return err
+	}
+
+	sink := func(eps []kvroute.Endpoint) error {
+		picker.SetEndpoints(eps)
+		return router.SetEndpoints(eps)
+	}
+	var discoveries []*k8s.Discovery
+	defer func() {
+		for _, d := range discoveries {
+			d.Close()
+		}
+	}()
+	if f.poolName != "" || f.renderSelector != "" {
+		kube, dyn, err := kubeClients(f.kubeconfig)
+		if err != nil {
+			return err
+		}
+		if f.poolName != "" {
+			version := "v1"
+			if f.poolGroup == k8s.PoolV1Alpha2.Group {
+				version = "v1alpha2"
+			}
+			d, err := k8s.New(k8s.Config{Namespace: f.poolNamespace, Pool: f.poolName, PoolVersion: version}, kube, dyn, sink, k8s.Options{Logger: log})
+			if err != nil {
+				return err
+			}
+			discoveries = append(discoveries, d)
+		}
+		if f.renderSelector != "" {
+			renderSink := func(eps []kvroute.Endpoint) error {
+				reps := make([]render.Endpoint, len(eps))
+				for i, e := range eps {
+					reps[i] = render.Endpoint{ID: e.ID, URL: e.URL()}
+				}
+				return router.SetRenderEndpoints(reps)
+			}
+			d, err := k8s.New(k8s.Config{Namespace: f.poolNamespace, Selector: f.renderSelector, TargetPorts: []int32{int32(f.renderPort)}},
+				kube, dyn, renderSink, k8s.Options{Logger: log})
+			if err != nil {
+				return err
+			}
+			discoveries = append(discoveries, d)
+		}
+	}
+	if f.endpoints != "" {
+		var eps []kvroute.Endpoint
+		for _, id := range strings.Split(f.endpoints, ",") {
+			if id = strings.TrimSpace(id); id != "" {
+				eps = append(eps, kvroute.Endpoint{ID: id})
+			}
+		}
+		if err := sink(eps); err != nil {
+			return err
+		}
+	}
+
+	grpcLn, err := net.Listen("tcp", net.JoinHostPort(f.listenHost, strconv.Itoa(f.grpcPort)))
+	if err != nil {
+		return err
+	}
+	healthLn, err := net.Listen("tcp", net.JoinHostPort(f.listenHost, strconv.Itoa(f.healthPort)))
+	if err != nil {
+		grpcLn.Close()
+		return err
+	}
+	metricsLn, err := net.Listen("tcp", net.JoinHostPort(f.listenHost, strconv.Itoa(f.metricsPort)))
+	if err != nil {
+		grpcLn.Close()
+		healthLn.Close()
+		return err
+	}
+	gs := grpc.NewServer()
+	picker.Register(gs)
+	hs := grpc.NewServer()
+	healthpb.RegisterHealthServer(hs, picker.Health())
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	ms := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 3)
+	go func() { errc <- gs.Serve(grpcLn) }()
+	go func() { errc <- hs.Serve(healthLn) }()
+	go func() {
+		if err := ms.Serve(metricsLn); !errors.Is(err, http.ErrServerClosed) {
+			errc <- err
+			return
+		}
+		errc <- nil
+	}()
+	fmt.Fprintf(stdout, "kvroute-epp: ext_proc on %s, health on %s, metrics on http://%s/metrics\n",
+		grpcLn.Addr(), healthLn.Addr(), metricsLn.Addr())
+
+	for _, d := range discoveries {
+		if err := d.Start(ctx); err != nil {
+			stopServers(gs, hs, ms)
+			drain(errc)
+			return err
+		}
+	}
+	picker.SetReady(true)
+	log.Info("kvroute-epp ready", "endpoints", len(picker.Endpoints()))
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-errc:
+	}
+	picker.Shutdown() // health fails first, so that Envoy stops sending new streams
+	stopServers(gs, hs, ms)
+	drain(errc)
+	return serveErr
+}
+
+func stopServers(gs, hs *grpc.Server, ms *http.Server) {
+	done := make(chan struct{})
+	go func() { gs.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		gs.Stop()
+		<-done
+	}
+	hs.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = ms.Shutdown(ctx)
+}
+
+// drain waits for the three serve goroutines to return.
+func drain(errc chan error) {
+	for range 3 {
+		<-errc
+	}
+}
+
+func kubeClients(kubeconfig string) (kubernetes.Interface, dynamic.Interface, error) {
+	var (
+		rc  *rest.Config
+		err error
+	)
+	if kubeconfig != "" {
+		rc, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	} else {
+		rc, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	kube, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, nil, err
+	}
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return nil, nil, err
+	}
+	return kube, dyn, nil
+}

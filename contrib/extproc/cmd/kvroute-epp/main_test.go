@@ -1,0 +1,134 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/kvroute/kvroute/contrib/extproc"
+	"github.com/kvroute/kvroute/contrib/extproc/envoysim"
+	"github.com/kvroute/kvroute/examples/simengine/engine"
+	"github.com/kvroute/kvroute/examples/simengine/server"
+	"github.com/kvroute/kvroute/internal/leakcheck"
+)
+
+const model = "kvroute/sim-epp"
+
+// The binary end to end with a static endpoint list: it listens on its three
+// ports, reports readiness, routes a request Envoy-style to a simulated engine,
+// exports its metrics and shuts down cleanly on cancellation.
+func TestRunServesExtProcHealthAndMetrics(t *testing.T) {
+	defer leakcheck.Check(t)()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	eng, err := server.New(server.Config{Model: model, EnableScaleOut: true,
+		Engine: engine.Config{BlockSize: 16, NumGPUBlocks: 256, PrefillTokensPerSecond: 1e6, DecodeStep: time.Millisecond}})
+	require.NoError(t, err)
+	served := make(chan error, 1)
+	go func() { served <- eng.Serve(ln) }()
+	defer func() { _ = eng.Close(); <-served }()
+
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "config.yaml")
+	require.NoError(t, os.WriteFile(cfgPath, []byte("model: "+model+"\nblockSize: 16\nevents:\n  enabled: false\n"), 0o600))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"--endpoints", ln.Addr().String(), "--config", cfgPath, "--listen-host", "127.0.0.1",
+			"--grpc-port", "0", "--grpc-health-port", "0", "--metrics-port", "0", "--log-level", "error"}, pw, io.Discard)
+		pw.Close()
+	}()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	require.NoError(t, err)
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	m := regexp.MustCompile(`ext_proc on (\S+), health on (\S+), metrics on (\S+)`).FindStringSubmatch(line)
+	require.Len(t, m, 4, line)
+
+	hconn, err := grpc.NewClient(m[2], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer hconn.Close()
+	require.Eventually(t, func() bool {
+		resp, err := healthpb.NewHealthClient(hconn).Check(ctx, &healthpb.HealthCheckRequest{Service: extproc.ReadinessService})
+		return err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING
+	}, 20*time.Second, 10*time.Millisecond)
+
+	conn, err := grpc.NewClient(m[1], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	upstream := &http.Client{Transport: &http.Transport{}}
+	defer upstream.CloseIdleConnections()
+	envoy := httptest.NewServer(envoysim.New(envoysim.Config{}, extprocv3.NewExternalProcessorClient(conn), upstream))
+	defer envoy.Close()
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	resp, err := client.Post(envoy.URL+"/v1/completions", "application/json",
+		strings.NewReader(`{"model":"`+model+`","prompt":"hello from envoy","max_tokens":2}`))
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	require.Equal(t, ln.Addr().String(), resp.Header.Get(extproc.EndpointHeader))
+
+	mresp, err := client.Get(m[3])
+	require.NoError(t, err)
+	metrics, _ := io.ReadAll(mresp.Body)
+	mresp.Body.Close()
+	require.Contains(t, string(metrics), `kvroute_extproc_requests_total{result="routed"} 1`)
+	require.Contains(t, string(metrics), "llm_d_epp_token_producer_render_duration_seconds")
+
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("run did not return after cancellation")
+	}
+}
+
+func TestFlagsNeedExactlyOneEndpointSource(t *testing.T) {
+	_, err := parseFlags([]string{}, io.Discard)
+	require.Error(t, err)
+	_, err = parseFlags([]string{"--pool-name", "p", "--endpoints", "1.2.3.4:8000"}, io.Discard)
+	require.Error(t, err)
+	f, err := parseFlags([]string{"--pool-name", "p"}, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, 9002, f.grpcPort)
+	require.Equal(t, 9003, f.healthPort)
+	require.Equal(t, 9090, f.metricsPort)
+}
+
+func TestLoadConfigReadsYAMLStrictly(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	require.NoError(t, os.WriteFile(good, []byte("model: m\nblockSize: 32\n"), 0o600))
+	cfg, err := loadConfig(good, "")
+	require.NoError(t, err)
+	require.Equal(t, "m", cfg.Model)
+	require.Equal(t, 32, cfg.BlockSize)
+	cfg, err = loadConfig(good, "override")
+	require.NoError(t, err)
+	require.Equal(t, "override", cfg.Model)
+
+	bad := filepath.Join(dir, "bad.yaml")
+	require.NoError(t, os.WriteFile(bad, []byte("model: m\nnoSuchKey: 1\n"), 0o600))
+	_, err = loadConfig(bad, "")
+	require.ErrorContains(t, err, "noSuchKey")
+}
