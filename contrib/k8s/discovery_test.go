@@ -91,6 +91,12 @@ type fixture struct {
 
 func newFixture(t *testing.T, cfg Config, pods []*corev1.Pod, pools ...runtime.Object) *fixture {
 	t.Helper()
+	return newFixtureWithSink(t, cfg, pods, nil, pools...)
+}
+
+// newFixtureWithSink is newFixture with the Sink given (nil: a recorder).
+func newFixtureWithSink(t *testing.T, cfg Config, pods []*corev1.Pod, sink Sink, pools ...runtime.Object) *fixture {
+	t.Helper()
 	objs := make([]runtime.Object, len(pods))
 	for i, p := range pods {
 		objs[i] = p
@@ -104,7 +110,10 @@ func newFixture(t *testing.T, cfg Config, pods []*corev1.Pod, pools ...runtime.O
 		cfg.Debounce = 10 * time.Millisecond
 	}
 	var err error
-	f.d, err = New(cfg, f.kube, f.dyn, f.rec.sink, Options{})
+	if sink == nil {
+		sink = f.rec.sink
+	}
+	f.d, err = New(cfg, f.kube, f.dyn, sink, Options{})
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
