@@ -231,6 +231,9 @@ func (p *Proxy) responsePhase(ctx context.Context, w http.ResponseWriter, r *htt
 	buf := make([]byte, p.cfg.ChunkBytes)
 	for {
 		n, rerr := resp.Body.Read(buf)
+		if rerr != nil && !errors.Is(rerr, io.EOF) {
+			return // upstream broke or the client went away: Envoy resets the stream (the deferred cancel)
+		}
 		eos := rerr != nil
 		if n == 0 && !eos {
 			continue
@@ -253,9 +256,6 @@ func (p *Proxy) responsePhase(ctx context.Context, w http.ResponseWriter, r *htt
 			}
 		}
 		if eos {
-			if !errors.Is(rerr, io.EOF) {
-				return // upstream broke mid-body: reset
-			}
 			break
 		}
 	}
