@@ -1,0 +1,171 @@
+// Command epp-demo runs kvroute's endpoint picker the way an Envoy gateway
+// uses it, end to end on one machine: two simulated vLLM engines (render
+// routes, KV events with replay), the ext_proc picker on a loopback gRPC
+// port, and envoysim — a proxy that behaves as Envoy's ext_proc filter does —
+// in front. It sends a burst of requests sharing a long system prompt through
+// the proxy and prints which engine served each one: the burst stays on the
+// engine that cached the shared prompt first.
+//
+//	go run ./contrib/extproc/cmd/epp-demo
+//
+// Envoy itself is not needed (nor installable where kvroute is tested);
+// envoysim sends the picker the same message sequence.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"time"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/contrib/extproc"
+	"github.com/kvroute/kvroute/contrib/extproc/envoysim"
+	"github.com/kvroute/kvroute/examples/simengine/engine"
+	"github.com/kvroute/kvroute/examples/simengine/server"
+)
+
+const model = "sim-model"
+
+func main() {
+	if err := run(context.Background(), os.Stdout, 8); err != nil {
+		fmt.Fprintln(os.Stderr, "epp-demo:", err)
+		os.Exit(1)
+	}
+}
+
+type engineProc struct {
+	srv    *server.Server
+	id     string
+	served chan error
+}
+
+func startEngine() (*engineProc, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	id := ln.Addr().String()
+	replay := "tcp://127.0.0.1:0"
+	srv, err := server.New(server.Config{
+		Model: model, EnableScaleOut: true,
+		Engine: engine.Config{BlockSize: 64, NumGPUBlocks: 1024, PrefillTokensPerSecond: 100_000, DecodeStep: time.Millisecond},
+		KVEvents: server.KVEventsConfig{EnableKVCacheEvents: true, Publisher: "zmq", Endpoint: "tcp://127.0.0.1:0",
+			ReplayEndpoint: &replay, Topic: "kv@" + id + "@" + model},
+	})
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	e := &engineProc{srv: srv, id: id, served: make(chan error, 1)}
+	go func() { e.served <- srv.Serve(ln) }()
+	return e, nil
+}
+
+// run starts everything, sends burst requests through the proxy, prints a
+// line per request and a summary, and stops everything it started. It fails
+// unless the burst after the first request stayed on one engine.
+func run(ctx context.Context, out io.Writer, burst int) (err error) {
+	var engines []*engineProc
+	defer func() {
+		for _, e := range engines {
+			_ = e.srv.Close()
+			<-e.served
+		}
+	}()
+	var eps []kvroute.Endpoint
+	for range 2 {
+		e, err := startEngine()
+		if err != nil {
+			return err
+		}
+		engines = append(engines, e)
+		eps = append(eps, kvroute.Endpoint{ID: e.id, EventsAddress: e.srv.KVEventsEndpoint(), ReplayAddress: e.srv.ReplayEndpoint()})
+	}
+	cfg := kvroute.DefaultConfig()
+	cfg.Model = model
+	router, err := kvroute.New(cfg, kvroute.Options{})
+	if err != nil {
+		return err
+	}
+	defer router.Close()
+	if err := router.SetEndpoints(eps); err != nil {
+		return err
+	}
+	picker, err := extproc.New(extproc.Config{Model: model}, extproc.Options{Picker: router})
+	if err != nil {
+		return err
+	}
+	picker.SetEndpoints(eps)
+	picker.SetReady(true)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	gs := grpc.NewServer()
+	picker.Register(gs)
+	go func() { _ = gs.Serve(ln) }()
+	defer gs.Stop()
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	upstream := &http.Client{Transport: &http.Transport{}}
+	defer upstream.CloseIdleConnections()
+	envoy := httptest.NewServer(envoysim.New(envoysim.Config{}, extprocv3.NewExternalProcessorClient(conn), upstream))
+	defer envoy.Close()
+	client := &http.Client{Transport: &http.Transport{}, Timeout: 30 * time.Second}
+	defer client.CloseIdleConnections()
+
+	fmt.Fprintf(out, "engines %s and %s; picker on %s (ext_proc); Envoy-behaving proxy on %s\n\n",
+		engines[0].id, engines[1].id, ln.Addr(), envoy.URL)
+	system := strings.Repeat("You are a careful assistant who answers in full sentences. ", 60)
+	served := map[string]int{}
+	first := ""
+	for i := range burst {
+		body, _ := json.Marshal(map[string]any{"model": model, "max_tokens": 4,
+			"prompt": fmt.Sprintf("%sQuestion %d: what is %d + %d?", system, i+1, i, i)})
+		resp, err := client.Post(envoy.URL+"/v1/completions", "application/json", strings.NewReader(string(body)))
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("request %d: status %d", i+1, resp.StatusCode)
+		}
+		ep := resp.Header.Get(extproc.EndpointHeader)
+		served[ep]++
+		fmt.Fprintf(out, "  request %2d/%d -> %s\n", i+1, burst, ep)
+		if i == 0 {
+			first = ep
+			// Let the engine's KV events reach the index, so that what keeps
+			// the burst together is the index, not only the speculative entry.
+			deadline := time.Now().Add(10 * time.Second)
+			for router.Index().Stats().Memberships == 0 && time.Now().Before(deadline) {
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+		}
+	}
+	fmt.Fprintf(out, "\n%d of %d requests on %s, the engine that cached the shared prompt first\n", served[first], burst, first)
+	if served[first] != burst {
+		return errors.New("the burst left the warm engine")
+	}
+	return nil
+}
