@@ -52,12 +52,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.blocks, "blocks", def.Fleet.NumGPUBlocks, "KV-cache blocks per engine")
 	fs.IntVar(&o.replicas, "replicas", def.GatewayReplicas, "gateway replicas, each with its own policy instance")
 	fs.StringVar(&o.loads, "loads", "0.25,0.5,0.75,1,1.25,1.5", "comma-separated loads (fractions of the fleet's prefill capacity)")
-	fs.StringVar(&o.workloads, "workloads", "shared-prefix,multi-turn,no-reuse", "comma-separated workloads")
-	fs.StringVar(&o.policies, "policies", "kvroute,approximate,least-load,round-robin", "comma-separated policies")
+	fs.StringVar(&o.workloads, "workloads", joinNames(sim.AllWorkloads), "comma-separated workloads")
+	fs.StringVar(&o.policies, "policies", joinNames(sim.AllPolicies), "comma-separated policies")
 	fs.DurationVar(&o.eventDelay, "event-delay", def.EventDelay, "delay from an engine step to its KV events reaching the index")
 	fs.DurationVar(&o.approxTTL, "approx-ttl", def.ApproxTTL, "how long the approximate router remembers a decision")
 	fs.IntVar(&o.parallel, "parallel", runtime.GOMAXPROCS(0), "runs simulated at once (results do not depend on it)")
-	fs.StringVar(&o.out, "out", "", "output directory (default <module root>/bench/results)")
+	fs.StringVar(&o.out, "out", "", "output directory (default <module root>/out/routesim, ignored by git; pass -out bench/results to update the committed results)")
 	fs.BoolVar(&o.sensitivity, "sensitivity", true, "also run shared-prefix with a single gateway replica and append it to the report")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -102,7 +102,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		o.out = filepath.Join(root, "bench", "results")
+		o.out = filepath.Join(root, "out", "routesim")
 	}
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return err
@@ -158,10 +158,19 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "routesim: %d runs in %v; wrote %s\n", len(results)+len(sens), wall.Round(time.Millisecond), filepath.Join(o.out, "routesim.md"))
 	for _, t := range sim.Targets(results) {
-		fmt.Fprintf(stdout, "  shared-prefix load %.2f: kvroute hit %.1f%% (oracle %.1f%%), TTFT p90 %v (best other %v, %s)\n",
-			t.Load, t.HitRate*100, t.Oracle*100, t.TTFTP90.Round(time.Millisecond), t.BestOther.Round(time.Millisecond), t.BestOtherName)
+		fmt.Fprintf(stdout, "  %s load %.2f: kvroute hit %.1f%% (%.1f%% of the capacity bound %.1f%%), TTFT p90 %v (best peer %v %s; best other %v %s)\n",
+			t.Workload, t.Load, t.HitRate*100, t.Ratio()*100, t.Bound*100, t.TTFTP90.Round(time.Millisecond),
+			t.BestPeer.Round(time.Millisecond), t.BestPeerName, t.BestOther.Round(time.Millisecond), t.BestOtherName)
 	}
 	return nil
+}
+
+func joinNames[T ~string](names []T) string {
+	s := make([]string, len(names))
+	for i, n := range names {
+		s[i] = string(n)
+	}
+	return strings.Join(s, ",")
 }
 
 func parseLoads(s string) ([]float64, error) {

@@ -24,10 +24,33 @@ const (
 	LeastLoad Policy = "least-load"
 	// RoundRobin cycles through the endpoints.
 	RoundRobin Policy = "round-robin"
+	// Dynamo is NVIDIA Dynamo's KV-router cost model: per worker, prefill
+	// blocks in flight plus this prompt's, minus tier-weighted overlap
+	// credits, plus active decode blocks; the lowest cost wins. Its index is
+	// fed by the same engine events kvroute gets, plus a short-lived side
+	// index of its own decisions.
+	Dynamo Policy = "dynamo"
+	// SGLang is the SGLang model gateway's cache_aware policy: least
+	// in-flight requests when the pool is imbalanced, else the longest match
+	// in its own approximate prefix tree above a match-ratio threshold, else
+	// the worker with the smallest tree.
+	SGLang Policy = "sglang"
+	// SGLangEvents is SGLang's cache_aware policy whose prefix match and
+	// tree sizes come from the engines' KV events instead of its
+	// approximate tree.
+	SGLangEvents Policy = "sglang-events"
 )
 
 // AllPolicies lists every routing policy in report order.
-var AllPolicies = []Policy{KVRoute, Approximate, LeastLoad, RoundRobin}
+var AllPolicies = []Policy{KVRoute, Dynamo, SGLang, SGLangEvents, Approximate, LeastLoad, RoundRobin}
+
+// PeerPolicies are the other systems' own routing policies, which the
+// report's targets compare kvroute against.
+var PeerPolicies = []Policy{Dynamo, SGLang, SGLangEvents}
+
+// eventFed reports whether the policy's index is fed by the engines' KV
+// events.
+func (p Policy) eventFed() bool { return p == KVRoute || p == Dynamo || p == SGLangEvents }
 
 // ParsePolicy returns the Policy named s.
 func ParsePolicy(s string) (Policy, error) {
@@ -52,10 +75,23 @@ const (
 	MultiTurn WorkloadKind = "multi-turn"
 	// NoReuse is the control: every prompt is unique.
 	NoReuse WorkloadKind = "no-reuse"
+	// ZipfDrift is shared-prefix traffic whose groups are drawn from a Zipf
+	// distribution over a popularity ranking that is reshuffled at every
+	// phase boundary: a few hot groups at a time, and the hot set moves.
+	ZipfDrift WorkloadKind = "zipf-drift"
+	// Heterogeneous is shared-prefix traffic on a fleet with two engine
+	// speeds: some engines run every step more slowly.
+	Heterogeneous WorkloadKind = "heterogeneous"
 )
 
 // AllWorkloads lists every workload in report order.
-var AllWorkloads = []WorkloadKind{SharedPrefix, MultiTurn, NoReuse}
+var AllWorkloads = []WorkloadKind{SharedPrefix, MultiTurn, NoReuse, ZipfDrift, Heterogeneous}
+
+// sharedShape reports whether the workload's prompts are a group context
+// plus a user question.
+func (k WorkloadKind) sharedShape() bool {
+	return k == SharedPrefix || k == ZipfDrift || k == Heterogeneous
+}
 
 // ErrInvalidConfig is wrapped by every configuration error of the simulation.
 var ErrInvalidConfig = errors.New("sim: invalid config")
@@ -127,6 +163,25 @@ type Workload struct {
 
 	// NoReuse: every prompt is PromptTokens of fresh tokens.
 	PromptTokens int `json:"promptTokens,omitempty"`
+
+	// ZipfDrift: group ranks are drawn with probability ∝ 1/rank^ZipfS, and
+	// the rank → group assignment is reshuffled Phases times over the run
+	// (Phases equal slices of the requests).
+	ZipfS  float64 `json:"zipfS,omitempty"`
+	Phases int     `json:"phases,omitempty"`
+
+	// Heterogeneous: SlowEngines of the fleet's engines run every step
+	// SlowFactor times longer (prefill and decode alike).
+	SlowEngines int     `json:"slowEngines,omitempty"`
+	SlowFactor  float64 `json:"slowFactor,omitempty"`
+}
+
+// speed returns engine i's relative speed (1 = the fleet's nominal speed).
+func (w Workload) speed(i int) float64 {
+	if w.Kind == Heterogeneous && i < w.SlowEngines && w.SlowFactor > 0 {
+		return 1 / w.SlowFactor
+	}
+	return 1
 }
 
 // DefaultWorkload returns the default shape of kind. Shared-prefix keeps
@@ -138,15 +193,25 @@ type Workload struct {
 // Multi-turn: 8-turn sessions over 4 shared system prompts of 1,024 tokens,
 // 128-token user messages, 333-token answers, 3 s mean think time.
 // No-reuse: unique 2,048-token prompts, 333-token answers.
+// Zipf-drift: the shared-prefix shape with groups drawn Zipf(s = 1.1) over a
+// ranking reshuffled at a third and two thirds of the run. Heterogeneous:
+// the shared-prefix shape on a fleet whose first half of engines are 2×
+// slower.
 func DefaultWorkload(kind WorkloadKind) Workload {
 	w := Workload{Kind: kind, Requests: 2000, OutputTokens: 333}
 	switch kind {
-	case SharedPrefix:
+	case SharedPrefix, ZipfDrift, Heterogeneous:
 		w.Groups, w.Users, w.ContextTokens, w.QuestionTokens = 150, 5, 2048, 384
 	case MultiTurn:
 		w.SystemPrompts, w.SystemTokens, w.UserTokens, w.Turns, w.ThinkTime = 4, 1024, 128, 8, 3*time.Second
 	case NoReuse:
 		w.PromptTokens = 2048
+	}
+	switch kind {
+	case ZipfDrift:
+		w.ZipfS, w.Phases = 1.1, 3
+	case Heterogeneous:
+		w.SlowEngines, w.SlowFactor = 4, 2
 	}
 	return w
 }
@@ -154,10 +219,10 @@ func DefaultWorkload(kind WorkloadKind) Workload {
 // MeanPromptTokens is the workload's mean prompt length, used to turn a load
 // fraction into a request rate.
 func (w Workload) MeanPromptTokens() float64 {
-	switch w.Kind {
-	case SharedPrefix:
+	switch {
+	case w.Kind.sharedShape():
 		return float64(w.ContextTokens + w.QuestionTokens)
-	case MultiTurn:
+	case w.Kind == MultiTurn:
 		// Turn k (0-based) sends system + (k+1) user messages + k answers.
 		sum := 0.0
 		for k := 0; k < w.Turns; k++ {
@@ -203,6 +268,9 @@ type Config struct {
 	// ScrapeInterval is how often the Approximate policy refreshes the
 	// engines' waiting-queue and KV-cache-usage metrics.
 	ScrapeInterval time.Duration `json:"scrapeInterval"`
+	// Peers holds the parameters of the peer systems' policies (Dynamo,
+	// SGLang), their own defaults in DefaultConfig.
+	Peers PeerConfig `json:"peers"`
 	// MaxVirtualTime aborts a run whose virtual clock passes it (a guard
 	// against a model that never drains).
 	MaxVirtualTime time.Duration `json:"maxVirtualTime"`
@@ -227,15 +295,24 @@ func DefaultConfig(kind WorkloadKind, load float64) Config {
 		ApproxQueueWeight:  2,
 		ApproxKVWeight:     2,
 		ScrapeInterval:     50 * time.Millisecond,
+		Peers:              DefaultPeerConfig(),
 		MaxVirtualTime:     24 * time.Hour,
 	}
 }
 
 // Capacity is the fleet's prefill capacity in requests per second for the
-// workload, with no cache hit.
+// workload, with no cache hit (slow engines count at their speed).
 func (c Config) Capacity() float64 {
-	return float64(c.Fleet.Engines) * c.Fleet.PrefillTokensPerSecond / c.Workload.MeanPromptTokens()
+	speeds := 0.0
+	for i := 0; i < c.Fleet.Engines; i++ {
+		speeds += c.Workload.speed(i)
+	}
+	return speeds * c.Fleet.PrefillTokensPerSecond / c.Workload.MeanPromptTokens()
 }
+
+// CacheBlocks is the fleet's total KV cache in blocks, the size of the
+// capacity bound's pooled cache.
+func (c Config) CacheBlocks() int { return c.Fleet.Engines * c.Fleet.NumGPUBlocks }
 
 // Validate reports the first invalid setting.
 func (c Config) Validate() error {
@@ -266,7 +343,7 @@ func (c Config) Validate() error {
 		return bad("workload.requests and workload.outputTokens must be positive")
 	}
 	switch w.Kind {
-	case SharedPrefix:
+	case SharedPrefix, ZipfDrift, Heterogeneous:
 		if w.Groups < 1 || w.Users < 1 || w.ContextTokens < 1 || w.QuestionTokens < 1 {
 			return bad("shared-prefix needs groups, users, contextTokens and questionTokens >= 1")
 		}
@@ -283,6 +360,19 @@ func (c Config) Validate() error {
 		}
 	default:
 		return bad("unknown workload kind %q", w.Kind)
+	}
+	switch w.Kind {
+	case ZipfDrift:
+		if !(w.ZipfS >= 0) || math.IsInf(w.ZipfS, 0) || w.Phases < 1 || w.Phases > w.Requests {
+			return bad("zipf-drift needs a finite zipfS >= 0 and phases in [1, requests]")
+		}
+	case Heterogeneous:
+		if w.SlowEngines < 0 || w.SlowEngines > f.Engines || !(w.SlowFactor >= 1) || math.IsInf(w.SlowFactor, 0) {
+			return bad("heterogeneous needs slowEngines in [0, engines] and a finite slowFactor >= 1")
+		}
+	}
+	if err := c.Peers.validate(); err != nil {
+		return bad("%v", err)
 	}
 	// The longest prompt plus its output must fit one engine's KV cache.
 	longest := int(w.MeanPromptTokens())

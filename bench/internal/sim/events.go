@@ -12,8 +12,8 @@ import (
 // deployment does, minus the socket: each engine step's event batch is
 // encoded in the current vLLM wire format (kvevents.AppendBatch), held for
 // the configured delay, then decoded (kvevents.Decoder) and applied
-// (kvevents.Applier) for the engine's endpoint — once per gateway replica,
-// since every replica subscribes to every engine.
+// (kvevents.Applier) for the engine's endpoint — once per subscriber (every
+// gateway replica of an event-fed policy subscribes to every engine).
 type eventPath struct {
 	delay        time.Duration
 	ids          []string
@@ -22,9 +22,16 @@ type eventPath struct {
 	enc          kvevents.Batch
 	dec          *kvevents.Decoder
 	batch        kvevents.Batch
-	appliers     []*kvevents.Applier  // one per gateway replica
+	subs         []eventSub           // one per gateway replica
 	totals       kvevents.ApplyResult // of replica 0
 	decodeErrors int
+}
+
+// eventSub is one subscriber of the event path: the applier of its index
+// and, optionally, a hook that sees each decoded batch too.
+type eventSub struct {
+	applier *kvevents.Applier
+	onBatch func(endpoint int, b *kvevents.Batch)
 }
 
 // delivery is one encoded batch in flight to the router.
@@ -80,10 +87,15 @@ func (p *eventPath) deliver(now time.Time) {
 			p.decodeErrors++
 			continue
 		}
-		for _, a := range p.appliers[1:] {
-			a.Apply(p.ids[d.endpoint], simModel, &p.batch)
+		for _, s := range p.subs {
+			if s.onBatch != nil {
+				s.onBatch(d.endpoint, &p.batch)
+			}
 		}
-		r := p.appliers[0].Apply(p.ids[d.endpoint], simModel, &p.batch)
+		for _, s := range p.subs[1:] {
+			s.applier.Apply(p.ids[d.endpoint], simModel, &p.batch)
+		}
+		r := p.subs[0].applier.Apply(p.ids[d.endpoint], simModel, &p.batch)
 		p.totals.Stored += r.Stored
 		p.totals.StoredBlocks += r.StoredBlocks
 		p.totals.Removed += r.Removed

@@ -18,8 +18,10 @@ type request struct {
 	replica int // the gateway replica that routed it
 	engine  int
 	// Lifecycle handles of the policy that routed it.
-	decision *kvroute.Decision
-	inflight *tokenload.Inflight
+	decision      *kvroute.Decision
+	inflight      *tokenload.Inflight
+	prefillTokens int64         // dynamo: the prefill tokens it charged
+	blocks        []kvindex.Key // dynamo: the active blocks it charged
 	// Outcome, filled when the engine reports.
 	ttft     time.Duration
 	finish   time.Time

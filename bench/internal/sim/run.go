@@ -27,11 +27,18 @@ type Result struct {
 	// HitRate is the engines' prefix-cache hit rate: Σ prefix_cache_hits /
 	// Σ prefix_cache_queries over the fleet, the vllm:prefix_cache_* ratio.
 	HitRate float64 `json:"hitRate"`
-	// OracleHitRate bounds HitRate on this run's trace: every request
-	// reuses the longest prefix that any earlier request could have left in
-	// some cache (infinite caches, perfect routing), capped like the engine
-	// caps a hit (the last prompt token is always recomputed).
-	OracleHitRate float64 `json:"oracleHitRate"`
+	// BoundHitRate is the capacity bound on HitRate for this run's trace:
+	// the hit rate of one pooled cache as large as the whole fleet's KV
+	// cache under Belady's optimal replacement, every block of a prompt
+	// (capped like the engine caps a hit: the last prompt token is always
+	// recomputed) a hit if the pooled cache holds it. No routing over the
+	// fleet can reuse more.
+	BoundHitRate float64 `json:"boundHitRate"`
+	// InfiniteHitRate is the reuse ceiling without capacity: every request
+	// reuses the longest prefix any earlier request left behind (infinite
+	// caches, perfect routing). It exceeds BoundHitRate when the working
+	// set does not fit the fleet's cache.
+	InfiniteHitRate float64 `json:"infiniteHitRate"`
 	// Time to first token percentiles, from arrival at the engine.
 	TTFTP50 time.Duration `json:"ttftP50"`
 	TTFTP90 time.Duration `json:"ttftP90"`
@@ -81,6 +88,7 @@ type run struct {
 	oracleSeen    map[kvindex.Key]struct{}
 	oracleHits    int64
 	oracleQueries int64
+	bound         boundTrace
 	keys          []kvindex.Key
 }
 
@@ -114,47 +122,28 @@ func Run(cfg Config, policy Policy) (Result, error) {
 func (r *run) setup() error {
 	f := r.cfg.Fleet
 	var sink func(i int) engine.EventSink
-	clock := func() time.Time { return r.now }
-	if r.policy == KVRoute {
+	if r.policy.eventFed() {
 		r.events = &eventPath{delay: r.cfg.EventDelay, ids: r.ids, dec: kvevents.NewDecoder(kvevents.Limits{})}
 		sink = func(i int) engine.EventSink {
 			return engine.EventSinkFunc(func(b engine.EventBatch) { r.events.publish(i, b) })
 		}
 	}
+	// Every gateway replica runs its own instance of the policy. (A future
+	// option for several kvroute Router replicas sharing one gateway's
+	// traffic belongs here too: one newPolicy call per replica.)
 	for g := 0; g < r.cfg.GatewayReplicas; g++ {
-		seed := r.cfg.Seed + uint64(g)<<32
-		switch r.policy {
-		case KVRoute:
-			kr, err := newKVRouter(r.cfg, r.ids, clock, seed)
-			if err != nil {
-				return err
-			}
-			r.rts = append(r.rts, kr)
-			applier, err := kvevents.NewApplier(kr.r.Index(), kvevents.ApplierConfig{Model: simModel})
-			if err != nil {
-				return err
-			}
-			r.events.appliers = append(r.events.appliers, applier)
-		case Approximate:
-			r.rts = append(r.rts, newApprox(r.cfg, clock, r.scrape, seed))
-		case LeastLoad:
-			ll, err := newLeastLoad(r.ids)
-			if err != nil {
-				return err
-			}
-			r.rts = append(r.rts, ll)
-		case RoundRobin:
-			r.rts = append(r.rts, &roundRobin{n: f.Engines, next: g % f.Engines})
-		default:
-			return fmt.Errorf("%w: unknown policy %q", ErrInvalidConfig, r.policy)
+		rt, err := r.newPolicy(g)
+		if err != nil {
+			return err
 		}
+		r.rts = append(r.rts, rt)
 	}
 	for i := 0; i < f.Engines; i++ {
 		ec := engine.Config{
 			Model: simModel, BlockSize: f.BlockSize, NumGPUBlocks: f.NumGPUBlocks,
 			MaxNumBatchedTokens: f.MaxNumBatchedTokens, MaxNumSeqs: f.MaxNumSeqs,
 			PrefillTokensPerSecond: f.PrefillTokensPerSecond, DecodeStep: f.DecodeStep,
-			Start: r.start,
+			TimeScale: 1 / r.cfg.Workload.speed(i), Start: r.start,
 		}
 		if f.DecodeStep == 0 {
 			ec.DecodeStep = time.Nanosecond // the engine treats 0 as "default"
@@ -169,6 +158,72 @@ func (r *run) setup() error {
 		r.engines = append(r.engines, e)
 	}
 	return nil
+}
+
+// newPolicy builds gateway replica g's instance of the run's policy and,
+// for an event-fed policy, subscribes its index to the event path.
+func (r *run) newPolicy(g int) (router, error) {
+	seed := r.cfg.Seed + uint64(g)<<32
+	clock := func() time.Time { return r.now }
+	subscribe := func(ix *kvindex.Index, onBatch func(int, *kvevents.Batch)) error {
+		a, err := kvevents.NewApplier(ix, kvevents.ApplierConfig{Model: simModel})
+		if err != nil {
+			return err
+		}
+		r.events.subs = append(r.events.subs, eventSub{applier: a, onBatch: onBatch})
+		return nil
+	}
+	switch r.policy {
+	case KVRoute:
+		kr, err := newKVRouter(r.cfg, r.ids, clock, seed)
+		if err != nil {
+			return nil, err
+		}
+		if err := subscribe(kr.r.Index(), nil); err != nil {
+			kr.close()
+			return nil, err
+		}
+		return kr, nil
+	case Dynamo, SGLangEvents:
+		ix, err := kvindex.New(kvindex.Config{BlockSize: r.cfg.Fleet.BlockSize, SweepInterval: -1, Now: clock})
+		if err != nil {
+			return nil, err
+		}
+		var rt router
+		var hook func(int, *kvevents.Batch)
+		if r.policy == Dynamo {
+			rt = newDynamo(r.cfg, r.ids, ix, clock, seed)
+		} else {
+			s := newSGLang(r.cfg, r.ids, ix, clock, seed)
+			hook = func(i int, b *kvevents.Batch) {
+				for _, e := range b.Events {
+					switch e.Type {
+					case kvevents.EventBlockStored:
+						s.cachedDelta(i, len(e.BlockHashes), false)
+					case kvevents.EventBlockRemoved:
+						s.cachedDelta(i, -len(e.BlockHashes), false)
+					case kvevents.EventAllBlocksCleared:
+						s.cachedDelta(i, 0, true)
+					}
+				}
+			}
+			rt = s
+		}
+		if err := subscribe(ix, hook); err != nil {
+			rt.close()
+			return nil, err
+		}
+		return rt, nil
+	case SGLang:
+		return newSGLang(r.cfg, r.ids, nil, clock, seed), nil
+	case Approximate:
+		return newApprox(r.cfg, clock, r.scrape, seed), nil
+	case LeastLoad:
+		return newLeastLoad(r.ids)
+	case RoundRobin:
+		return &roundRobin{n: r.cfg.Fleet.Engines, next: g % r.cfg.Fleet.Engines}, nil
+	}
+	return nil, fmt.Errorf("%w: unknown policy %q", ErrInvalidConfig, r.policy)
 }
 
 // scrape returns engine i's waiting requests and KV-cache usage, the two
@@ -305,6 +360,9 @@ func (r *run) finished(rq *request, res engine.Result) {
 		for _, k := range r.keys {
 			r.oracleSeen[k] = struct{}{}
 		}
+		if p := len(rq.prompt) / r.cfg.Fleet.BlockSize; p < len(r.keys) {
+			r.bound.add(r.keys[p:], 0)
+		}
 	}
 	if rq.session >= 0 {
 		if next, think, ok := r.tr.nextTurn(rq.session, rq.turn, rq.prompt, res.OutputTokens); ok {
@@ -313,8 +371,9 @@ func (r *run) finished(rq *request, res engine.Result) {
 	}
 }
 
-// oracle adds a prompt to the oracle bound: its longest prefix that an
-// earlier request left reusable, capped like the engine's hit.
+// oracle adds a prompt to the infinite-cache ceiling (its longest prefix
+// that an earlier request left reusable, capped like the engine's hit) and
+// its blocks to the capacity bound's reference string.
 func (r *run) oracle(prompt []uint32) {
 	bs := r.cfg.Fleet.BlockSize
 	r.keys = keysOf(r.keys, prompt, bs)
@@ -328,6 +387,7 @@ func (r *run) oracle(prompt []uint32) {
 	}
 	r.oracleHits += int64(hit * bs)
 	r.oracleQueries += int64(len(prompt))
+	r.bound.add(r.keys, limit)
 	for _, k := range r.keys {
 		r.oracleSeen[k] = struct{}{}
 	}

@@ -46,7 +46,9 @@ func (r *run) result() Result {
 		res.HitRate = float64(hits) / float64(queries)
 	}
 	if r.oracleQueries > 0 {
-		res.OracleHitRate = float64(r.oracleHits) / float64(r.oracleQueries)
+		res.InfiniteHitRate = float64(r.oracleHits) / float64(r.oracleQueries)
+		hits := beladyHits(r.bound.refs, r.bound.counted, r.cfg.CacheBlocks())
+		res.BoundHitRate = float64(int64(hits)*int64(r.cfg.Fleet.BlockSize)) / float64(r.oracleQueries)
 	}
 	res.Imbalance = imbalance(computed)
 	if r.events != nil {

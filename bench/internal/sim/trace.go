@@ -1,7 +1,9 @@
 package sim
 
 import (
+	"math"
 	"math/rand/v2"
+	"slices"
 	"time"
 )
 
@@ -47,7 +49,7 @@ func newTrace(cfg Config, start time.Time) *trace {
 	}
 	at := start
 	switch w.Kind {
-	case SharedPrefix:
+	case SharedPrefix, ZipfDrift, Heterogeneous:
 		contexts := make([][]uint32, w.Groups)
 		for g := range contexts {
 			contexts[g] = randTokens(content, w.ContextTokens)
@@ -57,9 +59,16 @@ func newTrace(cfg Config, start time.Time) *trace {
 			questions[i] = randTokens(content, w.QuestionTokens)
 		}
 		pick := rand.New(rand.NewPCG(cfg.Seed, 0x9a))
+		var z *zipfGroups
+		if w.Kind == ZipfDrift {
+			z = newZipfGroups(w, rand.New(rand.NewPCG(cfg.Seed, 0x21)))
+		}
 		for i := 0; i < w.Requests; i++ {
 			at = at.Add(gap(rate))
 			g, u := pick.IntN(w.Groups), pick.IntN(w.Users)
+			if z != nil {
+				g = z.group(i, pick.Float64())
+			}
 			p := make([]uint32, 0, w.ContextTokens+w.QuestionTokens)
 			p = append(append(p, contexts[g]...), questions[g*w.Users+u]...)
 			t.open = append(t.open, arrival{at: at, seq: i, prompt: p, session: -1})
@@ -120,4 +129,36 @@ func randTokens(r *rand.Rand, n int) []uint32 {
 		out[i] = tokenLow + uint32(r.IntN(tokenHigh-tokenLow))
 	}
 	return out
+}
+
+// zipfGroups draws groups for the zipf-drift workload: rank r (0-based)
+// with probability ∝ 1/(r+1)^s, mapped to a group through a permutation
+// that is redrawn at the start of each of the run's phases.
+type zipfGroups struct {
+	cdf      []float64
+	perms    [][]int
+	perPhase int
+}
+
+func newZipfGroups(w Workload, r *rand.Rand) *zipfGroups {
+	z := &zipfGroups{cdf: make([]float64, w.Groups), perPhase: (w.Requests + w.Phases - 1) / w.Phases}
+	sum := 0.0
+	for k := range z.cdf {
+		sum += math.Pow(float64(k+1), -w.ZipfS)
+		z.cdf[k] = sum
+	}
+	for k := range z.cdf {
+		z.cdf[k] /= sum
+	}
+	for p := 0; p < w.Phases; p++ {
+		z.perms = append(z.perms, r.Perm(w.Groups))
+	}
+	return z
+}
+
+// group returns the group of request i for a uniform draw u in [0, 1).
+func (z *zipfGroups) group(i int, u float64) int {
+	rank, _ := slices.BinarySearch(z.cdf, u)
+	rank = min(rank, len(z.cdf)-1)
+	return z.perms[min(i/z.perPhase, len(z.perms)-1)][rank]
 }

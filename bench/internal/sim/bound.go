@@ -1,0 +1,99 @@
+package sim
+
+import (
+	"container/heap"
+
+	"github.com/kvroute/kvroute/kvindex"
+)
+
+// boundTrace records, in arrival order, every block reference of a run for
+// the capacity bound: each prompt's blocks when it arrives (the first
+// ⌊(n−1)/block size⌋ of them can be hits, as in the engine) and, when a
+// request finishes, the blocks its answer completed (insertions only).
+type boundTrace struct {
+	refs    []kvindex.Key
+	counted []bool
+}
+
+func (t *boundTrace) add(keys []kvindex.Key, countable int) {
+	for i, k := range keys {
+		t.refs = append(t.refs, k)
+		t.counted = append(t.counted, i < countable)
+	}
+}
+
+// beladyHits returns how many counted references hit in a cache of
+// capacity blocks managed by Belady's optimal replacement (MIN, with
+// bypass): on a miss the block is kept only if it is used again sooner
+// than the cached block used furthest in the future, which is evicted.
+// For equal-sized blocks no replacement policy has more hits on the same
+// reference string. The references are blocks of a pooled cache: a hit
+// needs the block anywhere, in any position of the prompt, so the count
+// bounds the prefix hits of any routing over engines whose caches sum to
+// capacity.
+func beladyHits(refs []kvindex.Key, counted []bool, capacity int) int {
+	n := len(refs)
+	next := make([]int, n)
+	last := make(map[kvindex.Key]int, n/4)
+	for i := n - 1; i >= 0; i-- {
+		if j, ok := last[refs[i]]; ok {
+			next[i] = j
+		} else {
+			next[i] = n // never again
+		}
+		last[refs[i]] = i
+	}
+	cached := make(map[kvindex.Key]int, capacity) // key → its next use
+	var far farthest
+	hits := 0
+	for i, k := range refs {
+		if _, ok := cached[k]; ok {
+			if counted[i] {
+				hits++
+			}
+			if next[i] == n {
+				delete(cached, k)
+				continue
+			}
+			cached[k] = next[i]
+			heap.Push(&far, use{next[i], k})
+			continue
+		}
+		if next[i] == n || capacity <= 0 {
+			continue // bypass: never used again
+		}
+		if len(cached) >= capacity {
+			for cached[far[0].key] != far[0].at {
+				heap.Pop(&far) // stale entry
+			}
+			if far[0].at < next[i] {
+				continue // every cached block is needed sooner: bypass
+			}
+			delete(cached, heap.Pop(&far).(use).key)
+		}
+		cached[k] = next[i]
+		heap.Push(&far, use{next[i], k})
+	}
+	return hits
+}
+
+// use is a cached block and the index of its next reference.
+type use struct {
+	at  int
+	key kvindex.Key
+}
+
+// farthest is a max-heap of uses by next reference; entries whose key has
+// been re-referenced or evicted since are stale and skipped.
+type farthest []use
+
+func (h farthest) Len() int           { return len(h) }
+func (h farthest) Less(i, j int) bool { return h[i].at > h[j].at }
+func (h farthest) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *farthest) Push(x any)        { *h = append(*h, x.(use)) }
+func (h *farthest) Pop() any {
+	old := *h
+	u := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return u
+}

@@ -1,0 +1,258 @@
+package sim
+
+import (
+	"cmp"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/kvroute/kvroute/kvindex"
+)
+
+// sglangImbalanced is the cache_aware policy's imbalance test over
+// in-flight request counts: max − min > abs and max > rel × min.
+func sglangImbalanced(c SGLangConfig, loads []int) bool {
+	if len(loads) == 0 {
+		return false
+	}
+	lo, hi := loads[0], loads[0]
+	for _, l := range loads {
+		lo, hi = min(lo, l), max(hi, l)
+	}
+	return hi-lo > c.BalanceAbsThreshold && float64(hi) > c.BalanceRelThreshold*float64(lo)
+}
+
+// sglangChoose is the cache_aware decision once the match is known: the
+// least-loaded worker when imbalanced; else the best-matching worker when
+// matched ÷ prompt tokens > CacheThreshold; else the worker with the
+// smallest tree. Ties go to the first worker (least load) or at random
+// (smallest tree). It returns the worker and the branch taken.
+func sglangChoose(c SGLangConfig, loads []int, best, matched, promptTokens int, treeSizes []int, rng *rand.Rand) (int, string) {
+	if sglangImbalanced(c, loads) {
+		lo := 0
+		for i, l := range loads {
+			if l < loads[lo] {
+				lo = i
+			}
+		}
+		return lo, "imbalanced"
+	}
+	if promptTokens > 0 && best >= 0 && float64(matched)/float64(promptTokens) > c.CacheThreshold {
+		return best, "match"
+	}
+	small, ties := 0, 1
+	for i := 1; i < len(treeSizes); i++ {
+		switch {
+		case treeSizes[i] < treeSizes[small]:
+			small, ties = i, 1
+		case treeSizes[i] == treeSizes[small]:
+			ties++
+			if rng.IntN(ties) == 0 {
+				small = i
+			}
+		}
+	}
+	return small, "smallest-tree"
+}
+
+// prefixTree is SGLang's approximate radix tree at block granularity: for
+// each block key (chained, so a key stands for its whole prefix), the
+// workers whose tree holds it and when each last used it. Sizes are in
+// tokens, as the gateway counts characters or tokens.
+type prefixTree struct {
+	bs    int
+	nodes map[kvindex.Key][]treeEntry
+	depth map[kvindex.Key]int32
+	size  []int
+}
+
+type treeEntry struct {
+	worker int32
+	last   int64 // ns of virtual time
+}
+
+func newPrefixTree(workers, bs int) *prefixTree {
+	return &prefixTree{bs: bs, nodes: map[kvindex.Key][]treeEntry{}, depth: map[kvindex.Key]int32{}, size: make([]int, workers)}
+}
+
+// match walks keys from the root while some worker holds the whole prefix,
+// and returns the deepest matched block count and, among the workers
+// holding that node, the one that used it last (-1 when nothing matched).
+func (t *prefixTree) match(keys []kvindex.Key) (worker, blocks int) {
+	worker = -1
+	var alive []int32
+	for d, k := range keys {
+		es := t.nodes[k]
+		var next []int32
+		for _, e := range es {
+			if d == 0 || slices.Contains(alive, e.worker) {
+				next = append(next, e.worker)
+			}
+		}
+		if len(next) == 0 {
+			break
+		}
+		alive, blocks = next, d+1
+	}
+	if blocks == 0 {
+		return -1, 0
+	}
+	var last int64 = -1 << 62
+	for _, e := range t.nodes[keys[blocks-1]] {
+		if slices.Contains(alive, e.worker) && (e.last > last || (e.last == last && int(e.worker) < worker)) {
+			worker, last = int(e.worker), e.last
+		}
+	}
+	return worker, blocks
+}
+
+// insert records that worker was sent keys at time now.
+func (t *prefixTree) insert(keys []kvindex.Key, worker int, now int64) {
+	for d, k := range keys {
+		es := t.nodes[k]
+		found := false
+		for i := range es {
+			if int(es[i].worker) == worker {
+				es[i].last, found = now, true
+				break
+			}
+		}
+		if !found {
+			t.nodes[k] = append(es, treeEntry{worker: int32(worker), last: now})
+			t.depth[k] = int32(d)
+			t.size[worker] += t.bs
+		}
+	}
+}
+
+// evict cuts every worker's tree down to maxSize tokens, least recently
+// used first and, among equally recent entries, the deepest (leaves) first.
+func (t *prefixTree) evict(maxSize int) {
+	type victim struct {
+		key   kvindex.Key
+		last  int64
+		depth int32
+	}
+	for w := range t.size {
+		if t.size[w] <= maxSize {
+			continue
+		}
+		var vs []victim
+		for k, es := range t.nodes {
+			for _, e := range es {
+				if int(e.worker) == w {
+					vs = append(vs, victim{k, e.last, t.depth[k]})
+				}
+			}
+		}
+		slices.SortFunc(vs, func(a, b victim) int {
+			if c := cmp.Compare(a.last, b.last); c != 0 {
+				return c
+			}
+			if c := cmp.Compare(b.depth, a.depth); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.key, b.key)
+		})
+		for _, v := range vs {
+			if t.size[w] <= maxSize {
+				break
+			}
+			es := t.nodes[v.key]
+			es = slices.DeleteFunc(es, func(e treeEntry) bool { return int(e.worker) == w })
+			if len(es) == 0 {
+				delete(t.nodes, v.key)
+				delete(t.depth, v.key)
+			} else {
+				t.nodes[v.key] = es
+			}
+			t.size[w] -= t.bs
+		}
+	}
+}
+
+// sglang is the SGLang model gateway's cache_aware policy. Its load is the
+// in-flight requests it routed to each worker. The approximate variant
+// (ix nil) matches against its own prefixTree of the prompts it routed;
+// the event-fed variant matches against an index fed by the engines' KV
+// events and takes each worker's tree size to be the blocks the engine
+// reports cached.
+type sglang struct {
+	cfg       SGLangConfig
+	bs        int
+	ids       []string
+	now       func() time.Time
+	tree      *prefixTree         // approximate variant
+	ix        *kvindex.Index      // event-fed variant
+	cached    []int               // event-fed: blocks each engine reports cached, in tokens
+	match     kvindex.MatchResult // event-fed
+	loads     []int
+	keys      []kvindex.Key
+	lastEvict int64
+	rng       *rand.Rand
+}
+
+func newSGLang(cfg Config, ids []string, ix *kvindex.Index, now func() time.Time, seed uint64) *sglang {
+	n := len(ids)
+	s := &sglang{cfg: cfg.Peers.SGLang, bs: cfg.Fleet.BlockSize, ids: ids, now: now, ix: ix,
+		loads: make([]int, n), rng: rand.New(rand.NewPCG(seed, 0x5a)), lastEvict: now().UnixNano()}
+	if ix == nil {
+		s.tree = newPrefixTree(n, s.bs)
+	} else {
+		s.cached = make([]int, n)
+	}
+	return s
+}
+
+// cachedDelta adjusts the engine-reported cache size of worker i by blocks
+// (event-fed variant); reset clears it.
+func (s *sglang) cachedDelta(i, blocks int, reset bool) {
+	if reset {
+		s.cached[i] = 0
+	}
+	s.cached[i] = max(s.cached[i]+blocks*s.bs, 0)
+}
+
+func (s *sglang) pick(rq *request) (int, error) {
+	now := s.now().UnixNano()
+	if s.tree != nil && s.cfg.EvictionInterval > 0 && now-s.lastEvict >= int64(s.cfg.EvictionInterval) {
+		s.tree.evict(s.cfg.MaxTreeSize)
+		s.lastEvict = now
+	}
+	s.keys = keysOf(s.keys, rq.prompt, s.bs)
+	best, blocks := -1, 0
+	sizes := s.cached
+	if s.tree != nil {
+		best, blocks = s.tree.match(s.keys)
+		sizes = s.tree.size
+	} else if len(s.keys) > 0 {
+		s.ix.Match(s.keys, s.ids, &s.match)
+		ties := 0
+		for i, m := range s.match.Endpoints {
+			switch {
+			case m.Blocks == 0:
+			case m.Blocks > blocks:
+				best, blocks, ties = i, m.Blocks, 1
+			case m.Blocks == blocks:
+				ties++
+				if s.rng.IntN(ties) == 0 {
+					best = i
+				}
+			}
+		}
+	}
+	i, _ := sglangChoose(s.cfg, s.loads, best, blocks*s.bs, len(rq.prompt), sizes, s.rng)
+	if s.tree != nil {
+		s.tree.insert(s.keys, i, now)
+	}
+	s.loads[i]++
+	return i, nil
+}
+
+func (s *sglang) firstToken(*request) {}
+func (s *sglang) done(rq *request)    { s.loads[rq.engine]-- }
+func (s *sglang) close() {
+	if s.ix != nil {
+		s.ix.Close()
+	}
+}
