@@ -45,6 +45,12 @@ type Config struct {
 	QueueThresholdTokens int64 `json:"queueThresholdTokens"`
 	// LoadWeight weighs the token-load score. Default 1.
 	LoadWeight float64 `json:"loadWeight"`
+	// OpenRequestTokens is the load, in tokens, that each request still open
+	// on an endpoint (dispatched by this router and not Done, so also while
+	// it streams its answer) adds to the endpoint's committed tokens in the
+	// token-load score; the affinity filter's gate is unchanged. It tells an
+	// endpoint busy decoding from an idle one. Default 1,024; 0 disables it.
+	OpenRequestTokens int64 `json:"openRequestTokens"`
 	// Speculative configures speculative index entries for chosen endpoints.
 	Speculative SpeculativeConfig `json:"speculative"`
 	// Requests bounds the table that makes in-flight load addressable by
@@ -90,8 +96,8 @@ var ErrInvalidConfig = errors.New("kvroute: invalid config")
 // DefaultConfig returns the configuration of the deployment guide: block size
 // 64, events on port 5556 with replay on 5559, topic filter "kv@", 4 event
 // workers, a 60 s idle deadline, a 2 s render attempt timeout, the affinity filter's defaults
-// (threshold 0.80, 18 s TTFT penalty at 15,928 tokens/s), Q = 4,194,304 and
-// speculative entries with a 2 s TTL.
+// (threshold 0.80, 18 s TTFT penalty at 15,928 tokens/s), Q = 4,194,304,
+// 1,024 tokens of load per open request and speculative entries with a 2 s TTL.
 func DefaultConfig() Config {
 	r := render.DefaultConfig()
 	r.AttemptTimeout = DefaultAttemptTimeout
@@ -112,6 +118,7 @@ func DefaultConfig() Config {
 		Affinity:             affinity.DefaultConfig(),
 		QueueThresholdTokens: tokenload.DefaultQueueThresholdTokens,
 		LoadWeight:           1,
+		OpenRequestTokens:    tokenload.DefaultOpenRequestTokens,
 		Speculative:          SpeculativeConfig{Enabled: true, TTL: DefaultSpeculativeTTL},
 	}
 }
@@ -128,6 +135,8 @@ func (c Config) Validate() error {
 		return bad("queueThresholdTokens %d is negative", c.QueueThresholdTokens)
 	case c.LoadWeight < 0:
 		return bad("loadWeight %v is negative", c.LoadWeight)
+	case c.OpenRequestTokens < 0:
+		return bad("openRequestTokens %d is negative", c.OpenRequestTokens)
 	case c.Speculative.TTL < 0:
 		return bad("speculative.ttl %v is negative", c.Speculative.TTL)
 	}

@@ -69,7 +69,8 @@ func (r *Router) legacyPick(ctx context.Context, req *Request, endpoints []Endpo
 
 	usedCache := false
 	for i, e := range endpoints {
-		tok, _, _ := r.load.Load(e.ID)
+		tok, open, _ := r.load.Load(e.ID)
+		st.open[i] = tokenload.OpenRequestLoad(open, r.cfg.OpenRequestTokens)
 		st.uncached[i] = tokenload.UncachedTokens(promptTokens, total, st.weighted[i], bs)
 		st.cands[i] = affinity.Candidate{
 			Score:          st.weighted[i],
@@ -86,7 +87,7 @@ func (r *Router) legacyPick(ctx context.Context, req *Request, endpoints []Endpo
 
 	best, bestScore, ties := -1, 0.0, 0
 	for _, i := range pass {
-		s := r.cfg.LoadWeight * tokenload.Score(st.cands[i].InFlightTokens, st.uncached[i], r.cfg.QueueThresholdTokens)
+		s := r.cfg.LoadWeight * tokenload.Score(st.committed(i), st.uncached[i], r.cfg.QueueThresholdTokens)
 		for _, ws := range r.scorers {
 			s += ws.Weight * clamp01(ws.Scorer.Score(req, endpoints[i], legacyMatchOf(st, i)))
 		}

@@ -20,6 +20,7 @@ type pickState struct {
 	blocks    []int     // per candidate: contiguous blocks, summed over prompts
 	weighted  []float64 // per candidate: tier-weighted score, summed over prompts
 	uncached  []int64   // per candidate: this request's projected uncached tokens
+	open      []int64   // per candidate: token-equivalent load of its open requests
 	scores    []float64 // per candidate: total score (valid for the kept ones once scored)
 	cands     []affinity.Candidate
 	pass      []int  // the candidates the affinity filter kept
@@ -35,6 +36,7 @@ func (st *pickState) reset(n int) {
 	st.blocks = resize(st.blocks, n)
 	st.weighted = resize(st.weighted, n)
 	st.uncached = resize(st.uncached, n)
+	st.open = resize(st.open, n)
 	st.scores = grow(st.scores, n) // written for the kept candidates before any read
 	st.cands = resize(st.cands, n)
 	st.kept = st.kept[:0] // built on demand by Selection.Kept
@@ -123,10 +125,12 @@ func (s *Selection) lookup() {
 	}
 	bs, promptTokens, total := r.cfg.BlockSize, s.promptTokens, s.total
 	for i, e := range s.eps {
+		tok, open := r.inflightTokens(e.ID)
+		st.open[i] = tokenload.OpenRequestLoad(open, r.cfg.OpenRequestTokens)
 		st.uncached[i] = tokenload.UncachedTokens(promptTokens, total, st.weighted[i], bs)
 		st.cands[i] = affinity.Candidate{
 			Score:          st.weighted[i],
-			InFlightTokens: r.inflightTokens(e.ID),
+			InFlightTokens: tok,
 			LoadKnown:      true, // the tracker sees every request this router dispatched
 			RequestTokens:  st.uncached[i],
 		}
@@ -137,12 +141,13 @@ func (s *Selection) lookup() {
 }
 
 // inflightTokens is the committed load the router sees on an endpoint: what
-// this router dispatched there and has not seen the first chunk of. It is the
+// this router dispatched there and has not seen the first chunk of, and the
+// requests it dispatched there that are still open (not Done). It is the
 // one place the candidates' load is read, so load reported by peer routers
 // joins here (local + peers').
-func (r *Router) inflightTokens(id string) int64 {
-	tok, _, _ := r.load.Load(id)
-	return tok
+func (r *Router) inflightTokens(id string) (tokens, open int64) {
+	tokens, open, _ = r.load.Load(id)
+	return tokens, open
 }
 
 // matchOf returns candidate i's match for an extra scorer: Blocks and Score

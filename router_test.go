@@ -383,12 +383,13 @@ func TestWeightedScorersJoinTheLoadScore(t *testing.T) {
 		Options{Scorers: []WeightedScorer{{Scorer: ps, Weight: 0.5}}})
 	engineStores(t, r.Index(), eps[1].ID, prompt(5, 64*3), 1)
 	// The preferred endpoint carries more load than the others; its extra 0.5
-	// outweighs the load difference (10,000 tokens ≈ 0.0024 of the score).
+	// outweighs the load difference (10,000 tokens ≈ 0.0024 of the score, plus
+	// OpenRequestTokens for the open request).
 	busy := r.load.Dispatch(eps[2].ID, 10_000)
 	defer busy.Done()
 	d := pick(t, r, prompt(99, 640), eps) // unrelated prompt: no cache information
 	require.Equal(t, eps[2].ID, d.Endpoint.ID)
-	require.InDelta(t, 1+0.5-float64(10_000+640)/float64(DefaultConfig().QueueThresholdTokens), d.Score, 1e-9)
+	require.InDelta(t, 1+0.5-float64(10_000+DefaultConfig().OpenRequestTokens+640)/float64(DefaultConfig().QueueThresholdTokens), d.Score, 1e-9)
 	d.Done(nil)
 	require.Equal(t, map[string]int{eps[0].ID: 0, eps[1].ID: 0, eps[2].ID: 0}, ps.blocks)
 

@@ -174,7 +174,7 @@ func (s *Selection) Score() (best int, score float64) {
 	kept, _ := s.Filter()
 	r, st := s.r, &s.st
 	for _, i := range kept {
-		sc := r.cfg.LoadWeight * tokenload.Score(st.cands[i].InFlightTokens, st.uncached[i], r.cfg.QueueThresholdTokens)
+		sc := r.cfg.LoadWeight * tokenload.Score(st.committed(i), st.uncached[i], r.cfg.QueueThresholdTokens)
 		for _, ws := range r.scorers {
 			m := s.matchOf(i)
 			sc += ws.Weight * clamp01(ws.Scorer.Score(s.req, s.eps[i], &m))
