@@ -24,10 +24,12 @@ func (t *boundTrace) add(keys []kvindex.Key, countable int) {
 
 // beladyHits returns how many counted references hit in a cache of
 // capacity blocks managed by Belady's optimal replacement (MIN, with
-// bypass): on a miss the block is kept only if it is used again sooner
-// than the cached block used furthest in the future, which is evicted.
-// For equal-sized blocks no replacement policy has more hits on the same
-// reference string. The references are blocks of a pooled cache: a hit
+// bypass): every reference makes its block available (it is computed
+// then), and the block is kept only if its next reference is a counted one
+// and comes sooner than that of the cached block needed furthest in the
+// future, which is evicted. For equal-sized blocks no replacement policy
+// has more hits on the same reference string (the tests check it against
+// an exhaustive search). The references are blocks of a pooled cache: a hit
 // needs the block anywhere, in any position of the prompt, so the count
 // bounds the prefix hits of any routing over engines whose caches sum to
 // capacity.
@@ -36,7 +38,10 @@ func beladyHits(refs []kvindex.Key, counted []bool, capacity int) int {
 	next := make([]int, n)
 	last := make(map[kvindex.Key]int, n/4)
 	for i := n - 1; i >= 0; i-- {
-		if j, ok := last[refs[i]]; ok {
+		// A block is worth keeping only until its next reference, and only
+		// if that reference can hit: an uncounted one makes it available
+		// again for free.
+		if j, ok := last[refs[i]]; ok && counted[j] {
 			next[i] = j
 		} else {
 			next[i] = n // never again

@@ -15,6 +15,10 @@ const (
 	// KVRoute is the real kvroute.Router (precise prefix-cache routing),
 	// its index fed by the engines' KV events through kvevents.
 	KVRoute Policy = "kvroute"
+	// KVRoutePrefillOnly is kvroute.Router with OpenRequestTokens = 0, the
+	// default before open requests counted as load: its load score sees
+	// only committed prefill tokens. The report shows it as the "before".
+	KVRoutePrefillOnly Policy = "kvroute-prefill-only"
 	// Approximate is a cache-blind prefix router: it learns only from its
 	// own decisions (with a TTL) and weighs that guess against queue depth,
 	// like llm-d's approximate prefix-cache profile.
@@ -42,7 +46,7 @@ const (
 )
 
 // AllPolicies lists every routing policy in report order.
-var AllPolicies = []Policy{KVRoute, Dynamo, SGLang, SGLangEvents, Approximate, LeastLoad, RoundRobin}
+var AllPolicies = []Policy{KVRoute, Dynamo, SGLang, SGLangEvents, KVRoutePrefillOnly, Approximate, LeastLoad, RoundRobin}
 
 // PeerPolicies are the other systems' own routing policies, which the
 // report's targets compare kvroute against.
@@ -50,7 +54,9 @@ var PeerPolicies = []Policy{Dynamo, SGLang, SGLangEvents}
 
 // eventFed reports whether the policy's index is fed by the engines' KV
 // events.
-func (p Policy) eventFed() bool { return p == KVRoute || p == Dynamo || p == SGLangEvents }
+func (p Policy) eventFed() bool {
+	return p == KVRoute || p == KVRoutePrefillOnly || p == Dynamo || p == SGLangEvents
+}
 
 // ParsePolicy returns the Policy named s.
 func ParsePolicy(s string) (Policy, error) {

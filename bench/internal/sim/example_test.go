@@ -20,7 +20,7 @@ func ExampleRun() {
 	}
 	fmt.Println("requests:", precise.Requests)
 	fmt.Println("kvroute hits more than round-robin:", precise.HitRate > rr.HitRate)
-	fmt.Println("hit rate within the oracle bound:", precise.HitRate <= precise.OracleHitRate)
+	fmt.Println("hit rate within the oracle bound:", precise.HitRate <= precise.BoundHitRate)
 	// Output:
 	// requests: 400
 	// kvroute hits more than round-robin: true

@@ -55,7 +55,8 @@ const simModel = "sim/llama-8b"
 // supplied), the index clock on virtual time, and the affinity filter's
 // peak prefill throughput calibrated to the engine model, as
 // examples/calibrate would measure it on a real deployment. Everything else
-// is kvroute.DefaultConfig.
+// is kvroute.DefaultConfig, except that prefillOnly sets OpenRequestTokens to
+// 0 (the KVRoutePrefillOnly baseline).
 type kvrouter struct {
 	r     *kvroute.Router
 	eps   []kvroute.Endpoint
@@ -64,7 +65,7 @@ type kvrouter struct {
 	ctx   context.Context
 }
 
-func newKVRouter(cfg Config, ids []string, now func() time.Time, seed uint64) (*kvrouter, error) {
+func newKVRouter(cfg Config, ids []string, now func() time.Time, seed uint64, prefillOnly bool) (*kvrouter, error) {
 	rc := kvroute.DefaultConfig()
 	rc.Model = simModel
 	rc.BlockSize = cfg.Fleet.BlockSize
@@ -78,6 +79,9 @@ func newKVRouter(cfg Config, ids []string, now func() time.Time, seed uint64) (*
 		mu.Lock()
 		defer mu.Unlock()
 		return rng.Float64()
+	}
+	if prefillOnly {
+		rc.OpenRequestTokens = 0
 	}
 	r, err := kvroute.New(rc, kvroute.Options{Now: now, Random: random})
 	if err != nil {

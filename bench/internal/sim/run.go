@@ -174,8 +174,8 @@ func (r *run) newPolicy(g int) (router, error) {
 		return nil
 	}
 	switch r.policy {
-	case KVRoute:
-		kr, err := newKVRouter(r.cfg, r.ids, clock, seed)
+	case KVRoute, KVRoutePrefillOnly:
+		kr, err := newKVRouter(r.cfg, r.ids, clock, seed, r.policy == KVRoutePrefillOnly)
 		if err != nil {
 			return nil, err
 		}

@@ -51,6 +51,7 @@ func (r *run) result() Result {
 		res.BoundHitRate = float64(int64(hits)*int64(r.cfg.Fleet.BlockSize)) / float64(r.oracleQueries)
 	}
 	res.Imbalance = imbalance(computed)
+
 	if r.events != nil {
 		t := r.events.totals
 		res.EventsApplied = t.Stored + t.Removed + t.Cleared

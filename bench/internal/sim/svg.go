@@ -9,13 +9,14 @@ import (
 
 // policyColors are the chart colours per policy (colour-blind safe).
 var policyColors = map[Policy]string{
-	KVRoute:      "#0072B2",
-	Approximate:  "#E69F00",
-	LeastLoad:    "#009E73",
-	RoundRobin:   "#CC79A7",
-	Dynamo:       "#D55E00",
-	SGLang:       "#56B4E9",
-	SGLangEvents: "#000000",
+	KVRoute:            "#0072B2",
+	Approximate:        "#E69F00",
+	LeastLoad:          "#009E73",
+	RoundRobin:         "#CC79A7",
+	Dynamo:             "#D55E00",
+	SGLang:             "#56B4E9",
+	SGLangEvents:       "#000000",
+	KVRoutePrefillOnly: "#7FA7C9",
 }
 
 // WriteSVG writes a line chart of TTFT p90 (log scale) against load, one

@@ -1,0 +1,144 @@
+package sim
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/kvindex"
+)
+
+// TestDynamoCost checks Dynamo's cost formula term by term with its
+// defaults: credits = 1.0 × device + 0.75 × host + 0.25 × disk; prefill =
+// max(in-flight + prompt − credits, 0); cost = 1.0 × prefill + active + new.
+func TestDynamoCost(t *testing.T) {
+	c := DefaultPeerConfig().Dynamo
+	w := dynamoWorker{InflightPrefill: 10, Prompt: 40, Device: 20, Host: 8, Disk: 4, Active: 100, New: 12, Decay: 1}
+	// credits = 20 + 6 + 1 = 27; prefill = 50 − 27 = 23; cost = 23 + 112.
+	require.InDelta(t, 135.0, dynamoCost(c, w), 1e-12)
+	// Credits never make the prefill term negative.
+	w = dynamoWorker{Prompt: 10, Device: 10, Host: 30, Active: 5, New: 0, Decay: 1}
+	require.InDelta(t, 5.0, dynamoCost(c, w), 1e-12)
+	// prefill_load_scale weighs only the prefill term; the decay factor only the device credit.
+	c.PrefillLoadScale = 2
+	w = dynamoWorker{InflightPrefill: 4, Prompt: 32, Device: 32, Active: 7, New: 3, Decay: 0.5}
+	require.InDelta(t, 2*(36-16)+10.0, dynamoCost(c, w), 1e-12)
+	// A worker holding the whole prompt pays only its backlog and its decode blocks.
+	c = DefaultPeerConfig().Dynamo
+	require.InDelta(t, 4.0+7+3, dynamoCost(c, dynamoWorker{InflightPrefill: 4, Prompt: 32, Device: 32, Active: 7, New: 3, Decay: 1}), 1e-12)
+}
+
+func TestDynamoDecayAndSelect(t *testing.T) {
+	// Backlogs 2, 6, 10 blocks: excess 0, 4, 8 of a largest 8; decay 1 →
+	// factors 1, 1/1.5, 1/2.
+	f := dynamoDecay(1, []float64{2, 6, 10}, nil)
+	require.InDeltaSlice(t, []float64{1, 1 / 1.5, 0.5}, f, 1e-12)
+	require.Equal(t, []float64{1, 1, 1}, dynamoDecay(0, []float64{2, 6, 10}, nil), "off by default")
+	require.Equal(t, []float64{1, 1}, dynamoDecay(3, []float64{5, 5}, nil), "equal backlogs")
+
+	rng := rand.New(rand.NewPCG(1, 2))
+	require.Equal(t, 2, dynamoSelect([]float64{5, 4, 3, 9}, 0, rng), "temperature 0 picks the lowest cost")
+	seen := map[int]int{}
+	for i := 0; i < 1000; i++ {
+		seen[dynamoSelect([]float64{3, 3, 9}, 0, rng)]++
+	}
+	require.Zero(t, seen[2])
+	require.InDelta(t, 500, seen[0], 100, "ties are broken at random")
+	// Softmax over normalised costs at temperature 1: weights e^0, e^-0.5, e^-1.
+	seen = map[int]int{}
+	for i := 0; i < 20000; i++ {
+		seen[dynamoSelect([]float64{0, 5, 10}, 1, rng)]++
+	}
+	z := 1 + math.Exp(-0.5) + math.Exp(-1)
+	require.InDelta(t, 20000/z, seen[0], 400)
+	require.InDelta(t, 20000*math.Exp(-1)/z, seen[2], 400)
+}
+
+// TestDynamoPredictedOverlap: right after a decision, before any event, the
+// side index makes the chosen worker the cheapest for the same prompt; when
+// it expires the worker is cold again.
+func TestDynamoPredictedOverlap(t *testing.T) {
+	cfg := DefaultConfig(SharedPrefix, 1)
+	now := time.Unix(1000, 0)
+	clock := func() time.Time { return now }
+	ids := endpointIDs(4)
+	ix, err := kvindex.New(kvindex.Config{BlockSize: 64, SweepInterval: -1, Now: clock})
+	require.NoError(t, err)
+	d := newDynamo(cfg, ids, ix, clock, 1)
+	defer d.close()
+	p := randTokens(rand.New(rand.NewPCG(3, 4)), 64*10)
+	first := &request{arrival: arrival{prompt: p}}
+	i, err := d.pick(first)
+	require.NoError(t, err)
+	first.engine = i
+	d.firstToken(first)
+	d.done(first) // no load left anywhere
+	require.Equal(t, 10, d.predictedOverlap(i, now.UnixNano()))
+	for k := 0; k < 5; k++ {
+		rq := &request{arrival: arrival{prompt: p}}
+		j, _ := d.pick(rq)
+		require.Equal(t, i, j, "the predicted overlap credits the worker just chosen")
+		rq.engine = j
+		d.done(rq)
+	}
+	now = now.Add(cfg.Peers.Dynamo.PredictedTTL + time.Second)
+	require.Zero(t, d.predictedOverlap(i, now.UnixNano()))
+	// Load accounting: in-flight prefill until the first token, active blocks until done.
+	rq := &request{arrival: arrival{prompt: p}}
+	j, _ := d.pick(rq)
+	rq.engine = j
+	require.Equal(t, int64(640), d.prefill[j])
+	require.Len(t, d.active[j], 10)
+	d.firstToken(rq)
+	require.Zero(t, d.prefill[j])
+	d.done(rq)
+	require.Empty(t, d.active[j])
+}
+
+// TestSGLangRule checks the cache_aware decision: imbalance needs both
+// thresholds (max − min > 64 and max > 1.5 × min), a match counts only
+// strictly above 0.3 of the prompt, and otherwise the smallest tree wins.
+func TestSGLangRule(t *testing.T) {
+	c := DefaultPeerConfig().SGLang
+	require.False(t, sglangImbalanced(c, []int{100, 164}), "difference 64 is not > 64")
+	require.True(t, sglangImbalanced(c, []int{100, 165}))
+	require.False(t, sglangImbalanced(c, []int{200, 290}), "290 is not > 1.5 × 200")
+	require.True(t, sglangImbalanced(c, []int{200, 301}))
+	require.True(t, sglangImbalanced(c, []int{0, 65}))
+	rng := rand.New(rand.NewPCG(1, 1))
+	sizes := []int{500, 100, 300}
+	i, why := sglangChoose(c, []int{70, 0, 3}, 2, 1000, 1000, sizes, rng)
+	require.Equal(t, 1, i)
+	require.Equal(t, "imbalanced", why, "the least-loaded worker, whatever the match")
+	i, why = sglangChoose(c, []int{1, 0, 3}, 2, 301, 1000, sizes, rng)
+	require.Equal(t, []any{2, "match"}, []any{i, why})
+	i, why = sglangChoose(c, []int{1, 0, 3}, 2, 300, 1000, sizes, rng)
+	require.Equal(t, []any{1, "smallest-tree"}, []any{i, why}, "a match of exactly 0.3 is not enough")
+	i, why = sglangChoose(c, []int{1, 0, 3}, -1, 0, 1000, sizes, rng)
+	require.Equal(t, []any{1, "smallest-tree"}, []any{i, why})
+}
+
+func TestPrefixTree(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	a := keysOf(nil, randTokens(r, 64*6), 64)
+	b := keysOf(nil, append(randTokens(r, 0), randTokens(r, 64*4)...), 64)
+	tr := newPrefixTree(3, 64)
+	w, n := tr.match(a)
+	require.Equal(t, []int{-1, 0}, []int{w, n})
+	tr.insert(a[:4], 0, 10)
+	tr.insert(a, 1, 20)
+	tr.insert(b, 2, 30)
+	w, n = tr.match(a)
+	require.Equal(t, []int{1, 6}, []int{w, n}, "the deepest match")
+	w, n = tr.match(a[:3])
+	require.Equal(t, []int{1, 3}, []int{w, n}, "at a shared node, the most recent user")
+	require.Equal(t, []int{4 * 64, 6 * 64, 4 * 64}, tr.size, "sizes in tokens")
+	tr.insert(a[:2], 0, 40) // worker 0 refreshes the first two blocks
+	tr.evict(2 * 64)
+	require.Equal(t, []int{2 * 64, 2 * 64, 2 * 64}, tr.size)
+	w, n = tr.match(a)
+	require.Equal(t, []int{0, 2}, []int{w, n}, "LRU eviction kept each worker's most recent entries, roots first")
+}
