@@ -51,7 +51,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	count := fs.Int("count", 3, "go test -count (the median is reported)")
 	scale := fs.Bool("scale", true, "also run the ScaleMemberships and ScaleEndpoints ladders")
 	short := fs.Bool("short", false, "pass -short (skips the 10^7-membership and 1,024-endpoint rungs)")
-	out := fs.String("out", "", "file to write (default <module root>/bench/RESULTS.md)")
+	out := fs.String("out", "", "directory to write RESULTS.md into (default <module root>/out/report, ignored by git; -out bench updates the committed report)")
 	from := fs.String("from", "", "parse this saved `go test -bench` output instead of running the benchmarks")
 	note := fs.String("note", "", "a note to print at the top of the report")
 	goBin := fs.String("go", "go", "the go command")
@@ -69,8 +69,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *out == "" {
-		*out = filepath.Join(root, "bench", "RESULTS.md")
+		*out = filepath.Join(root, "out", "report")
 	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return err
+	}
+	outFile := filepath.Join(*out, "RESULTS.md")
 	pattern := Headline
 	if *scale {
 		pattern = Scale
@@ -125,10 +129,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	var md bytes.Buffer
 	Write(&md, env, parsed, raw)
-	if err := os.WriteFile(*out, md.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(outFile, md.Bytes(), 0o644); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "report: wrote %s\n", *out)
+	fmt.Fprintf(stdout, "report: wrote %s\n", outFile)
 	for _, r := range Ratios {
 		if il, _, met, ok := r.Verdict(parsed); ok {
 			fmt.Fprintf(stdout, "  %-38s %.2f× floor%-15s target ≤ %.1f×%-13s %s\n", r.Bench, il, "", r.Limit, "", verdict(met))

@@ -97,9 +97,10 @@ func TestTargetsVerdicts(t *testing.T) {
 // TestReportFromSavedOutput runs the command on a saved output and checks
 // the file it writes.
 func TestReportFromSavedOutput(t *testing.T) {
-	out := filepath.Join(t.TempDir(), "RESULTS.md")
+	dir := filepath.Join(t.TempDir(), "new")
+	out := filepath.Join(dir, "RESULTS.md")
 	var stdout bytes.Buffer
-	err := run(context.Background(), []string{"-from", "testdata/bench.txt", "-out", out, "-note", "test run"}, &stdout, &bytes.Buffer{})
+	err := run(context.Background(), []string{"-from", "testdata/bench.txt", "-out", dir, "-note", "test run"}, &stdout, &bytes.Buffer{})
 	require.NoError(t, err)
 	require.Contains(t, stdout.String(), "Keys/tokens=2048")
 	require.Contains(t, stdout.String(), "NOT met")
@@ -125,7 +126,7 @@ func TestReportRejectsBadInput(t *testing.T) {
 	for _, args := range [][]string{
 		{"-from", empty}, {"-from", failed}, {"-from", filepath.Join(dir, "missing")}, {"-count", "0"}, {"stray"},
 	} {
-		err := run(context.Background(), append(args, "-out", filepath.Join(dir, "r.md")), &bytes.Buffer{}, &bytes.Buffer{})
+		err := run(context.Background(), append(args, "-out", dir), &bytes.Buffer{}, &bytes.Buffer{})
 		require.Error(t, err, "%v", args)
 	}
 }

@@ -97,12 +97,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(workloads) == 0 || len(policies) == 0 {
 		return errors.New("need at least one workload and one policy")
 	}
-	if o.out == "" {
-		root, err := moduleRoot()
-		if err != nil {
-			return err
-		}
-		o.out = filepath.Join(root, "out", "routesim")
+	if o.out, err = outputDir(o.out); err != nil {
+		return err
 	}
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return err
@@ -208,6 +204,24 @@ func writeFile(path string, fill func(io.Writer) error) error {
 		return err
 	}
 	return f.Close()
+}
+
+// DefaultOut is the output directory under the module root when -out is not
+// given; the repository's .gitignore ignores /out/, so a run never dirties
+// the checkout.
+const DefaultOut = "out/routesim"
+
+// outputDir resolves the -out flag: the flag itself when set, else
+// DefaultOut under the module root.
+func outputDir(flagValue string) (string, error) {
+	if flagValue != "" {
+		return flagValue, nil
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(root, filepath.FromSlash(DefaultOut)), nil
 }
 
 // moduleRoot walks up from the working directory to kvroute's go.mod.

@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/bench/internal/sim"
 )
 
 // TestRoutesimWritesReport runs a tiny sweep end to end and checks the
@@ -23,6 +25,7 @@ func TestRoutesimWritesReport(t *testing.T) {
 		"-workloads", "shared-prefix,no-reuse", "-out", dir, "-parallel", "2"}, &out)
 	require.NoError(t, err)
 	require.Contains(t, out.String(), "shared-prefix load 1.00: kvroute hit")
+	require.Contains(t, out.String(), "best peer")
 	md, err := os.ReadFile(filepath.Join(dir, "routesim.md"))
 	require.NoError(t, err)
 	for _, want := range []string{"# Routing-quality simulation", "## shared-prefix", "## no-reuse",
@@ -41,8 +44,25 @@ func TestRoutesimWritesReport(t *testing.T) {
 		SingleReplica []map[string]any `json:"singleReplica"`
 	}
 	require.NoError(t, json.Unmarshal(raw, &parsed))
-	require.Len(t, parsed.Results, 2*2*4)
-	require.Len(t, parsed.SingleReplica, 2*4)
+	n := len(sim.AllPolicies)
+	require.Len(t, parsed.Results, 2*2*n)
+	require.Len(t, parsed.SingleReplica, 2*n)
+}
+
+// TestDefaultOutputIsIgnored: without -out the command writes under the
+// module root's out/ directory, which .gitignore ignores.
+func TestDefaultOutputIsIgnored(t *testing.T) {
+	dir, err := outputDir("")
+	require.NoError(t, err)
+	root, err := moduleRoot()
+	require.NoError(t, err)
+	require.Equal(t, filepath.Join(root, "out", "routesim"), dir)
+	ignore, err := os.ReadFile(filepath.Join(root, ".gitignore"))
+	require.NoError(t, err)
+	require.Contains(t, strings.Split(string(ignore), "\n"), "/out/")
+	dir, err = outputDir("x/y")
+	require.NoError(t, err)
+	require.Equal(t, "x/y", dir)
 }
 
 func TestRoutesimRejectsBadFlags(t *testing.T) {
