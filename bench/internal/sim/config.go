@@ -176,15 +176,25 @@ type Workload struct {
 	ZipfS  float64 `json:"zipfS,omitempty"`
 	Phases int     `json:"phases,omitempty"`
 
-	// Heterogeneous: SlowEngines of the fleet's engines run every step
-	// SlowFactor times longer (prefill and decode alike).
-	SlowEngines int     `json:"slowEngines,omitempty"`
+	// Heterogeneous: the first SlowFraction of the fleet's engines (rounded
+	// to the nearest engine) run every step SlowFactor times longer (prefill
+	// and decode alike).
+	SlowFraction float64 `json:"slowFraction,omitempty"`
 	SlowFactor  float64 `json:"slowFactor,omitempty"`
 }
 
-// speed returns engine i's relative speed (1 = the fleet's nominal speed).
-func (w Workload) speed(i int) float64 {
-	if w.Kind == Heterogeneous && i < w.SlowEngines && w.SlowFactor > 0 {
+// slowEngines is how many of a fleet of n engines are slow.
+func (w Workload) slowEngines(n int) int {
+	if w.Kind != Heterogeneous {
+		return 0
+	}
+	return min(int(math.Round(w.SlowFraction*float64(n))), n)
+}
+
+// speed returns engine i's relative speed in a fleet of n (1 = the fleet's
+// nominal speed).
+func (w Workload) speed(i, n int) float64 {
+	if i < w.slowEngines(n) && w.SlowFactor > 0 {
 		return 1 / w.SlowFactor
 	}
 	return 1
@@ -217,7 +227,7 @@ func DefaultWorkload(kind WorkloadKind) Workload {
 	case ZipfDrift:
 		w.ZipfS, w.Phases = 1.1, 3
 	case Heterogeneous:
-		w.SlowEngines, w.SlowFactor = 4, 2
+		w.SlowFraction, w.SlowFactor = 0.5, 2
 	}
 	return w
 }
@@ -311,7 +321,7 @@ func DefaultConfig(kind WorkloadKind, load float64) Config {
 func (c Config) Capacity() float64 {
 	speeds := 0.0
 	for i := 0; i < c.Fleet.Engines; i++ {
-		speeds += c.Workload.speed(i)
+		speeds += c.Workload.speed(i, c.Fleet.Engines)
 	}
 	return speeds * c.Fleet.PrefillTokensPerSecond / c.Workload.MeanPromptTokens()
 }
@@ -373,8 +383,8 @@ func (c Config) Validate() error {
 			return bad("zipf-drift needs a finite zipfS >= 0 and phases in [1, requests]")
 		}
 	case Heterogeneous:
-		if w.SlowEngines < 0 || w.SlowEngines > f.Engines || !(w.SlowFactor >= 1) || math.IsInf(w.SlowFactor, 0) {
-			return bad("heterogeneous needs slowEngines in [0, engines] and a finite slowFactor >= 1")
+		if !(w.SlowFraction >= 0 && w.SlowFraction <= 1) || !(w.SlowFactor >= 1) || math.IsInf(w.SlowFactor, 0) {
+			return bad("heterogeneous needs slowFraction in [0, 1] and a finite slowFactor >= 1")
 		}
 	}
 	if err := c.Peers.validate(); err != nil {

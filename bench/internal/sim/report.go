@@ -97,7 +97,7 @@ func Targets(results []Result) []TargetRow {
 func policyNotes(m Meta) []string {
 	f, d, g := m.Base.Fleet, m.Base.Peers.Dynamo, m.Base.Peers.SGLang
 	return []string{
-		fmt.Sprintf("**kvroute:** the real kvroute.Router (DefaultConfig; peak prefill throughput calibrated to %s tokens/s), its index fed by the engines' KV events through kvevents (encode → decode → apply) %v after each engine step.",
+		fmt.Sprintf("**kvroute:** the real kvroute.Router (DefaultConfig; peak prefill throughput calibrated to %s tokens/s), its index fed by the engines' KV events through kvevents (encode → decode → apply) %v after each engine step. **kvroute-prefill-only:** the same with OpenRequestTokens = 0, the default before open requests counted as load (the \"before\" of this change).",
 			thousands(int(f.PrefillTokensPerSecond)), m.Base.EventDelay),
 		fmt.Sprintf("**dynamo:** Dynamo's KV-router cost model, lowest cost wins (temperature %g): %g × max(in-flight prefill blocks + prompt blocks − %g × device overlap, 0) + active blocks + the request's new blocks; overlap from an index fed by the same events, or from its own decisions of the last %v if larger.",
 			d.Temperature, d.PrefillLoadScale, d.OverlapScoreCredit, d.PredictedTTL),
@@ -209,8 +209,8 @@ func describe(w Workload) string {
 		return fmt.Sprintf("%d requests; the shared-prefix shape (%d groups × %d users, %d-token contexts, %d-token questions, %d output tokens) with groups drawn Zipf(s = %g) over a popularity ranking reshuffled at the start of each of %d equal phases.",
 			w.Requests, w.Groups, w.Users, w.ContextTokens, w.QuestionTokens, w.OutputTokens, w.ZipfS, w.Phases)
 	case Heterogeneous:
-		return fmt.Sprintf("%d requests; the shared-prefix shape (%d groups × %d users, %d-token contexts, %d-token questions, %d output tokens) on a fleet where %d engines run every step %g× slower.",
-			w.Requests, w.Groups, w.Users, w.ContextTokens, w.QuestionTokens, w.OutputTokens, w.SlowEngines, w.SlowFactor)
+		return fmt.Sprintf("%d requests; the shared-prefix shape (%d groups × %d users, %d-token contexts, %d-token questions, %d output tokens) on a fleet where %.0f %% of the engines run every step %g× slower.",
+			w.Requests, w.Groups, w.Users, w.ContextTokens, w.QuestionTokens, w.OutputTokens, w.SlowFraction*100, w.SlowFactor)
 	}
 	return fmt.Sprintf("%d requests; unique %d-token prompts; %d output tokens.", w.Requests, w.PromptTokens, w.OutputTokens)
 }

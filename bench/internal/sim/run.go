@@ -143,7 +143,7 @@ func (r *run) setup() error {
 			Model: simModel, BlockSize: f.BlockSize, NumGPUBlocks: f.NumGPUBlocks,
 			MaxNumBatchedTokens: f.MaxNumBatchedTokens, MaxNumSeqs: f.MaxNumSeqs,
 			PrefillTokensPerSecond: f.PrefillTokensPerSecond, DecodeStep: f.DecodeStep,
-			TimeScale: 1 / r.cfg.Workload.speed(i), Start: r.start,
+			TimeScale: 1 / r.cfg.Workload.speed(i, f.Engines), Start: r.start,
 		}
 		if f.DecodeStep == 0 {
 			ec.DecodeStep = time.Nanosecond // the engine treats 0 as "default"

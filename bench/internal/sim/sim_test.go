@@ -131,7 +131,7 @@ func TestSweepAndReport(t *testing.T) {
 	var md bytes.Buffer
 	require.NoError(t, WriteMarkdown(&md, Meta{Command: "routesim -test", Generated: time.Unix(0, 0), Base: base,
 		Workloads: []Workload{w}, Loads: loads, SVG: map[WorkloadKind]string{SharedPrefix: "x.svg"}}, res))
-	for _, want := range []string{"## Targets", "## shared-prefix", "![TTFT p90 against load, shared-prefix](x.svg)", "*oracle bound*", "| 0.75 |"} {
+	for _, want := range []string{"## Targets", "## shared-prefix", "![TTFT p90 against load, shared-prefix](x.svg)", "*capacity bound*", "| 0.75 |"} {
 		require.Contains(t, md.String(), want)
 	}
 	require.Len(t, Targets(res), 2)
@@ -166,7 +166,7 @@ func TestSweepTableIsDeterministic(t *testing.T) {
 	var workloads []Workload
 	for _, k := range AllWorkloads {
 		w := DefaultWorkload(k)
-		w.Requests, w.Groups, w.OutputTokens, w.SlowEngines = 48, 6, 24, 1
+		w.Requests, w.Groups, w.OutputTokens = 48, 6, 24
 		workloads = append(workloads, w)
 	}
 	table := func(seed uint64, parallel int) string {

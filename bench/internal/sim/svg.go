@@ -24,7 +24,7 @@ var policyColors = map[Policy]string{
 func WriteSVG(w io.Writer, kind WorkloadKind, results []Result) error {
 	const (
 		width, height          = 720, 420
-		left, right, top, bot  = 70, 150, 40, 50
+		left, right, top, bot  = 70, 190, 40, 50
 		plotW, plotH           = width - left - right, height - top - bot
 		minTTFT, minLogSpanDec = 1e-3, 1.0
 	)
@@ -82,14 +82,17 @@ func WriteSVG(w io.Writer, kind WorkloadKind, results []Result) error {
 		if len(pts) == 0 {
 			continue
 		}
-		c := policyColors[p]
-		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`+"\n", c, strings.Join(pts, " "))
+		c, dash := policyColors[p], ""
+		if p == KVRoutePrefillOnly {
+			dash = ` stroke-dasharray="6 4"` // the "before" of kvroute's default
+		}
+		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2"%s points="%s"/>`+"\n", c, dash, strings.Join(pts, " "))
 		for _, pt := range pts {
 			xy := strings.Split(pt, ",")
 			fmt.Fprintf(&b, `<circle cx="%s" cy="%s" r="3.5" fill="%s"/>`+"\n", xy[0], xy[1], c)
 		}
 		ly := top + 10 + legend*20
-		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="2"/>`+"\n", left+plotW+14, ly, left+plotW+36, ly, c)
+		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="2"%s/>`+"\n", left+plotW+14, ly, left+plotW+36, ly, c, dash)
 		fmt.Fprintf(&b, `<text x="%d" y="%d" dominant-baseline="middle">%s</text>`+"\n", left+plotW+42, ly, p)
 		legend++
 	}

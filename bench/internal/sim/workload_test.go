@@ -44,8 +44,11 @@ func TestZipfDriftShiftsPopularity(t *testing.T) {
 func TestHeterogeneousFleet(t *testing.T) {
 	cfg := DefaultConfig(Heterogeneous, 1)
 	require.NoError(t, cfg.Validate())
-	require.Equal(t, 0.5, cfg.Workload.speed(0))
-	require.Equal(t, 1.0, cfg.Workload.speed(cfg.Workload.SlowEngines))
+	require.Equal(t, 4, cfg.Workload.slowEngines(8))
+	require.Equal(t, 0.5, cfg.Workload.speed(3, 8))
+	require.Equal(t, 1.0, cfg.Workload.speed(4, 8))
+	require.Equal(t, 2, cfg.Workload.slowEngines(3), "1.5 engines round up")
+	require.Equal(t, 0, DefaultConfig(SharedPrefix, 1).Workload.slowEngines(8), "only the heterogeneous workload has slow engines")
 	homo := DefaultConfig(SharedPrefix, 1)
 	require.InDelta(t, homo.Capacity()*6/8, cfg.Capacity(), 1e-9, "4 engines at half speed count as 2")
 	require.Equal(t, 8*1024, cfg.CacheBlocks())
@@ -53,7 +56,7 @@ func TestHeterogeneousFleet(t *testing.T) {
 	bad.Workload.SlowFactor = 0.5
 	require.ErrorIs(t, bad.Validate(), ErrInvalidConfig)
 	bad = cfg
-	bad.Workload.SlowEngines = 9
+	bad.Workload.SlowFraction = 1.5
 	require.ErrorIs(t, bad.Validate(), ErrInvalidConfig)
 	z := DefaultConfig(ZipfDrift, 1)
 	z.Workload.Phases = 0
