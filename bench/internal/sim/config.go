@@ -180,7 +180,7 @@ type Workload struct {
 	// to the nearest engine) run every step SlowFactor times longer (prefill
 	// and decode alike).
 	SlowFraction float64 `json:"slowFraction,omitempty"`
-	SlowFactor  float64 `json:"slowFactor,omitempty"`
+	SlowFactor   float64 `json:"slowFactor,omitempty"`
 }
 
 // slowEngines is how many of a fleet of n engines are slow.
