@@ -2,6 +2,7 @@ package sim
 
 import (
 	"container/heap"
+	"container/list"
 
 	"github.com/kvroute/kvroute/kvindex"
 )
@@ -101,4 +102,34 @@ func (h *farthest) Pop() any {
 	u := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return u
+}
+
+// pooledLRUHits returns how many counted references hit in one pooled cache
+// of capacity blocks that, like each engine's prefix cache, keeps every
+// block it sees and evicts the least recently used. It is a reference, not
+// a bound: it shows what perfect routing would get from engines with the
+// replacement they actually have, answers' blocks included.
+func pooledLRUHits(refs []kvindex.Key, counted []bool, capacity int) int {
+	if capacity <= 0 {
+		return 0
+	}
+	order := list.New()
+	at := make(map[kvindex.Key]*list.Element, capacity)
+	hits := 0
+	for i, k := range refs {
+		if e, ok := at[k]; ok {
+			if counted[i] {
+				hits++
+			}
+			order.MoveToFront(e)
+			continue
+		}
+		if order.Len() >= capacity {
+			old := order.Back()
+			order.Remove(old)
+			delete(at, old.Value.(kvindex.Key))
+		}
+		at[k] = order.PushFront(k)
+	}
+	return hits
 }

@@ -69,6 +69,8 @@ func TestBeladyIsOptimal(t *testing.T) {
 	require.Equal(t, 5, beladyHits(refs, all, 3))
 	require.Zero(t, beladyHits(refs, all, 0))
 	require.Equal(t, 7, beladyHits(refs, all, 5), "everything fits: every repeat hits")
+	require.Equal(t, 2, pooledLRUHits(refs, all, 3), "LRU on the textbook string")
+	require.Equal(t, 7, pooledLRUHits(refs, all, 5))
 }
 
 // TestBoundHoldsForEveryPolicy runs every policy on small versions of every
@@ -86,6 +88,7 @@ func TestBoundHoldsForEveryPolicy(t *testing.T) {
 			require.NoError(t, err, "%s/%s", kind, p)
 			require.LessOrEqual(t, res.HitRate, res.BoundHitRate+1e-12, "%s/%s: bound %v", kind, p, res.BoundHitRate)
 			require.LessOrEqual(t, res.BoundHitRate, res.InfiniteHitRate+1e-12, "%s/%s", kind, p)
+			require.LessOrEqual(t, res.PooledLRUHitRate, res.BoundHitRate+1e-12, "%s/%s: LRU is no better than MIN", kind, p)
 			if kind != MultiTurn { // closed-loop turns arrive in a policy-dependent order
 				if bound == 0 {
 					bound = res.BoundHitRate

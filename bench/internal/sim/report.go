@@ -105,7 +105,7 @@ func policyNotes(m Meta) []string {
 			g.BalanceAbsThreshold, g.BalanceRelThreshold, g.CacheThreshold),
 		fmt.Sprintf("**approximate:** learns only from its own decisions (TTL %v); score = %g × prefix ratio + %g × queue score + %g × free KV, engine metrics scraped every %v. **least-load:** fewest committed in-flight prompt tokens. **round-robin.**",
 			m.Base.ApproxTTL, m.Base.ApproxPrefixWeight, m.Base.ApproxQueueWeight, m.Base.ApproxKVWeight, m.Base.ScrapeInterval),
-		fmt.Sprintf("**capacity bound:** Belady's optimal replacement over one pooled cache of the fleet's %s blocks, on each run's own trace; no routing can reuse more. **infinite-cache ceiling:** every request reuses the longest prefix any earlier request left behind.",
+		fmt.Sprintf("**capacity bound:** Belady's optimal replacement over one pooled cache of the fleet's %s blocks, on each run's own trace; no routing can reuse more. **infinite-cache ceiling:** every request reuses the longest prefix any earlier request left behind. **pooled LRU** (a reference, not a bound): the same pooled cache keeping every block it sees, least recently used evicted first, as the engines' caches do.",
 			thousands(m.Base.CacheBlocks())),
 	}
 }
@@ -159,7 +159,7 @@ func WriteMarkdown(w io.Writer, m Meta, results []Result) error {
 		b.WriteString("| load | offered QPS | policy | hit rate | ÷ bound | TTFT p50 | TTFT p90 | TTFT p99 | throughput (req/s) | imbalance | preemptions | events applied / dropped |\n")
 		b.WriteString("|---:|---:|:---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, l := range loadsOf(results, wl.Kind) {
-			var bound, inf float64
+			var bound, inf, lru float64
 			qps := 0.0
 			for _, r := range results {
 				if r.Workload != wl.Kind || r.Load != l {
@@ -167,7 +167,7 @@ func WriteMarkdown(w io.Writer, m Meta, results []Result) error {
 				}
 				qps = r.OfferedQPS
 				if bound == 0 || r.Policy == KVRoute {
-					bound, inf = r.BoundHitRate, r.InfiniteHitRate
+					bound, inf, lru = r.BoundHitRate, r.InfiniteHitRate, r.PooledLRUHitRate
 				}
 				ev := "—"
 				if r.Policy.eventFed() {
@@ -180,7 +180,7 @@ func WriteMarkdown(w io.Writer, m Meta, results []Result) error {
 				fmt.Fprintf(&b, "| %.2f | %.1f | %s | %s | %s | %s | %s | %s | %.1f | %.2f | %d | %s |\n", l, r.OfferedQPS, r.Policy,
 					pct(r.HitRate), ratio, dur(r.TTFTP50), dur(r.TTFTP90), dur(r.TTFTP99), r.Throughput, r.Imbalance, r.Preemptions, ev)
 			}
-			fmt.Fprintf(&b, "| %.2f | %.1f | *capacity bound* (infinite-cache ceiling %s) | %s | — | — | — | — | — | — | — | — |\n", l, qps, pct(inf), pct(bound))
+			fmt.Fprintf(&b, "| %.2f | %.1f | *capacity bound* (infinite-cache ceiling %s; pooled LRU %s) | %s | — | — | — | — | — | — | — | — |\n", l, qps, pct(inf), pct(lru), pct(bound))
 		}
 		b.WriteString("\n")
 	}

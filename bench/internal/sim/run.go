@@ -39,6 +39,10 @@ type Result struct {
 	// caches, perfect routing). It exceeds BoundHitRate when the working
 	// set does not fit the fleet's cache.
 	InfiniteHitRate float64 `json:"infiniteHitRate"`
+	// PooledLRUHitRate is a reference, not a bound: the hit rate of the
+	// same pooled cache under LRU, keeping every block it sees (answers'
+	// blocks included) as each engine's prefix cache does.
+	PooledLRUHitRate float64 `json:"pooledLRUHitRate"`
 	// Time to first token percentiles, from arrival at the engine.
 	TTFTP50 time.Duration `json:"ttftP50"`
 	TTFTP90 time.Duration `json:"ttftP90"`

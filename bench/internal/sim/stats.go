@@ -49,6 +49,8 @@ func (r *run) result() Result {
 		res.InfiniteHitRate = float64(r.oracleHits) / float64(r.oracleQueries)
 		hits := beladyHits(r.bound.refs, r.bound.counted, r.cfg.CacheBlocks())
 		res.BoundHitRate = float64(int64(hits)*int64(r.cfg.Fleet.BlockSize)) / float64(r.oracleQueries)
+		lru := pooledLRUHits(r.bound.refs, r.bound.counted, r.cfg.CacheBlocks())
+		res.PooledLRUHitRate = float64(int64(lru)*int64(r.cfg.Fleet.BlockSize)) / float64(r.oracleQueries)
 	}
 	res.Imbalance = imbalance(computed)
 
