@@ -113,7 +113,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if o.sensitivity && o.replicas != 1 && workloads[0].Kind == sim.SharedPrefix {
 		one := base
 		one.GatewayReplicas = 1
-		if sens, err = sim.Sweep(ctx, one, workloads[:1], loads, policies, o.parallel); err != nil {
+		if sens, err = sim.Sweep(ctx, one, workloads[:1], loads, sensitivityPolicies(policies), o.parallel); err != nil {
 			return err
 		}
 	}
@@ -139,7 +139,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			return nil
 		}
 		return sim.WriteCompactTable(f, "Sensitivity: a single gateway replica (shared-prefix)",
-			fmt.Sprintf("The tables above run %d gateway replicas, as the llm-d deployment guide runs its routers active-active: every kvroute replica subscribes to every engine, while each approximate (or load-based) replica knows only its own decisions. With one replica the approximate router sees every decision:", o.replicas), sens)
+			fmt.Sprintf("The tables above run %d gateway replicas, as the llm-d deployment guide runs its routers active-active: every event-fed replica subscribes to every engine, while each replica's decision history and load view are its own (the approximate router's and SGLang's trees, Dynamo's predicted index and active blocks, kvroute's in-flight load). With one replica each policy sees every decision:", o.replicas), sens)
 	})
 	if err != nil {
 		return err
@@ -159,6 +159,23 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			t.BestPeer.Round(time.Millisecond), t.BestPeerName, t.BestOther.Round(time.Millisecond), t.BestOtherName)
 	}
 	return nil
+}
+
+// sensitivityPolicies are the policies of the single-replica sweep: those
+// whose knowledge is per replica and changes with the replica count (their
+// decision history or load view), without the baselines.
+func sensitivityPolicies(policies []sim.Policy) []sim.Policy {
+	var out []sim.Policy
+	for _, p := range policies {
+		switch p {
+		case sim.KVRoute, sim.Dynamo, sim.SGLang, sim.Approximate:
+			out = append(out, p)
+		}
+	}
+	if len(out) == 0 {
+		return policies
+	}
+	return out
 }
 
 func joinNames[T ~string](names []T) string {

@@ -151,6 +151,8 @@ func WriteMarkdown(w io.Writer, m Meta, results []Result) error {
 	}
 	b.WriteString("\n")
 
+	writeBeforeAfter(&b, results)
+
 	for _, wl := range m.Workloads {
 		fmt.Fprintf(&b, "## %s\n\n%s\n\n", wl.Kind, describe(wl))
 		if svg := m.SVG[wl.Kind]; svg != "" {
@@ -186,6 +188,30 @@ func WriteMarkdown(w io.Writer, m Meta, results []Result) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeBeforeAfter compares kvroute's default with kvroute-prefill-only
+// (the default before open requests counted as load), when both ran.
+func writeBeforeAfter(b *strings.Builder, results []Result) {
+	var rows []string
+	for _, kind := range kindsOf(results) {
+		for _, l := range loadsOf(results, kind) {
+			after, ok1 := find(results, kind, l, KVRoute)
+			before, ok2 := find(results, kind, l, KVRoutePrefillOnly)
+			if !ok1 || !ok2 {
+				continue
+			}
+			rows = append(rows, fmt.Sprintf("| %s | %.2f | %s | %s | %s | %s | %.2f → %.2f |", kind, l, dur(before.TTFTP90), dur(after.TTFTP90),
+				pct(before.HitRate), pct(after.HitRate), before.Imbalance, after.Imbalance))
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	b.WriteString("## kvroute before and after counting open requests\n\n")
+	b.WriteString("*Before* is kvroute-prefill-only (OpenRequestTokens = 0: the load score sees only prefill tokens not yet answered by a first token); *after* is the default (each open request adds 1,024 tokens of load), from the same run.\n\n")
+	b.WriteString("| workload | load | TTFT p90 before | TTFT p90 after | hit rate before | hit rate after | imbalance before → after |\n|:---|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString(strings.Join(rows, "\n") + "\n\n")
 }
 
 func joinPolicies(ps []Policy) string {
