@@ -81,7 +81,7 @@ func TestBoundHoldsForEveryPolicy(t *testing.T) {
 	for _, kind := range AllWorkloads {
 		cfg := DefaultConfig(kind, 0.75)
 		cfg.Fleet.Engines, cfg.Fleet.NumGPUBlocks = 4, 256
-		cfg.Workload.Requests, cfg.Workload.Groups, cfg.Workload.OutputTokens = 160, 12, 40
+		cfg.Workload.Requests, cfg.Workload.Groups, cfg.Workload.OutputTokens = 112, 12, 40
 		var bound float64
 		for _, p := range AllPolicies {
 			res, err := Run(cfg, p)

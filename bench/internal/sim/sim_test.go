@@ -166,7 +166,7 @@ func TestSweepTableIsDeterministic(t *testing.T) {
 	var workloads []Workload
 	for _, k := range AllWorkloads {
 		w := DefaultWorkload(k)
-		w.Requests, w.Groups, w.OutputTokens = 48, 6, 24
+		w.Requests, w.Groups, w.OutputTokens = 32, 6, 16
 		workloads = append(workloads, w)
 	}
 	table := func(seed uint64, parallel int) string {
