@@ -7,14 +7,27 @@
 // supplied, index clock on virtual time) whose index is fed by the engines'
 // own KV events through kvevents' real path: each engine step's event batch
 // is encoded in the current vLLM wire format, held for Config.EventDelay,
-// then decoded and applied. The other policies are a cache-blind
-// approximate prefix router (it learns only from its own decisions, with a
-// TTL), least-load (token load only) and round-robin; an oracle bound on
-// reusable prefix tokens is computed on the same trace.
+// then decoded and applied. The peers' own policies run beside it on the
+// same deliveries: Dynamo's KV-router cost model (tier-weighted overlap
+// credits against prefill load, plus active decode blocks, with a
+// short-lived side index of its own decisions) and the SGLang model
+// gateway's cache_aware policy (imbalance thresholds, then a prefix match
+// above a ratio threshold, else the smallest tree), both with an
+// approximate tree of its own decisions and fed by events. Baselines are
+// kvroute's previous default (prefill-only load), a cache-blind approximate
+// prefix router (it learns only from its own decisions, with a TTL),
+// least-load (token load only) and round-robin.
+//
+// Every run also computes a capacity bound on its own trace: Belady's
+// optimal replacement over one pooled cache the size of the fleet's total
+// KV cache, which no routing can out-reuse, next to the infinite-cache
+// ceiling and a pooled-LRU reference. The workloads are shared-prefix,
+// multi-turn chat, no-reuse, zipf-drift (skewed group popularity whose
+// ranking moves mid-run) and heterogeneous (two engine speeds).
 //
 // Run simulates one policy on one Config; Sweep runs a grid of workloads,
 // loads and policies in parallel (results do not depend on the
 // parallelism); WriteMarkdown and WriteSVG render the tables and the TTFT
-// p90 chart that `go run ./bench/cmd/routesim` writes under bench/results.
-// The model's assumptions are listed in bench/README.md.
+// p90 chart that `go run ./bench/cmd/routesim` writes (into out/routesim by
+// default). The model's assumptions are listed in bench/README.md.
 package sim
