@@ -42,6 +42,9 @@
 // in-flight tokens + this request's projected uncached tokens on the endpoint
 // and Q = 4,194,304 by default (128 requests × 32K tokens). It is absolute,
 // not normalized across candidates: two endpoints above Q both score 0.
+// OpenRequestLoad turns an endpoint's open requests into token-equivalent
+// load; a kvroute Router adds it to the committed tokens it scores, so that
+// an endpoint still streaming many answers does not look idle.
 //
 // # Metrics
 //
