@@ -2,8 +2,10 @@ package extproc
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,14 +18,23 @@ import (
 	"github.com/kvroute/kvroute/internal/leakcheck"
 )
 
+// requestIDs numbers the x-request-id of envoyHeaders, unique per stream as
+// Envoy's are.
+var requestIDs atomic.Int64
+
 // envoyHeaders is the request-headers message Envoy sends for a POST.
 func envoyHeaders(path string, eos bool, md *corev3.Metadata) *extprocv3.ProcessingRequest {
+	return envoyHeadersID(path, eos, md, fmt.Sprintf("req-%d", requestIDs.Add(1)))
+}
+
+// envoyHeadersID is envoyHeaders with a given x-request-id.
+func envoyHeadersID(path string, eos bool, md *corev3.Metadata, id string) *extprocv3.ProcessingRequest {
 	hv := func(k, v string) *corev3.HeaderValue { return &corev3.HeaderValue{Key: k, RawValue: []byte(v)} }
 	return &extprocv3.ProcessingRequest{
 		Request: &extprocv3.ProcessingRequest_RequestHeaders{RequestHeaders: &extprocv3.HttpHeaders{
 			Headers: &corev3.HeaderMap{Headers: []*corev3.HeaderValue{
 				hv(":method", "POST"), hv(":path", path), hv(":authority", "gateway"), hv(":scheme", "http"),
-				hv("content-type", "application/json"), hv("x-request-id", "req-1"),
+				hv("content-type", "application/json"), hv("x-request-id", id),
 			}},
 			EndOfStream: eos,
 		}},
@@ -323,10 +334,14 @@ func TestProcessDuplicateRequestIDIs409(t *testing.T) {
 	defer h.close()
 	first, err := h.client.Process(ctxT(t))
 	require.NoError(t, err)
-	sendRequest(t, first, completionsBody(prompt(11, 20, "dup"), false), nil) // x-request-id: req-1, in flight
+	body := completionsBody(prompt(11, 20, "dup"), false)
+	require.NoError(t, first.Send(envoyHeadersID("/v1/completions", false, nil, "dup-1")))
+	require.NoError(t, first.Send(bodyChunk(body, true)))
+	_, err = first.Recv() // picked: dup-1 is in flight
+	require.NoError(t, err)
 	second, err := h.client.Process(ctxT(t))
 	require.NoError(t, err)
-	require.NoError(t, second.Send(envoyHeaders("/v1/completions", false, nil)))
+	require.NoError(t, second.Send(envoyHeadersID("/v1/completions", false, nil, "dup-1")))
 	require.NoError(t, second.Send(bodyChunk(completionsBody(prompt(11, 20, "dup"), false), true)))
 	resp, err := second.Recv()
 	require.NoError(t, err)
