@@ -1,14 +1,15 @@
 package kvroute
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"time"
 
 	"github.com/kvroute/kvroute/affinity"
+	"github.com/kvroute/kvroute/internal/jsonconf"
 	"github.com/kvroute/kvroute/kvevents"
 	"github.com/kvroute/kvroute/kvindex"
 	"github.com/kvroute/kvroute/render"
@@ -21,14 +22,18 @@ import (
 // rather than silently ignored.
 type Config struct {
 	// Model is the base model name the engines serve. It roots the block keys
-	// of requests that name no model, and is the render client's model for
-	// probes.
+	// of requests that name no model, is the render client's model for
+	// probes and the events' model for messages that name none. It is the one
+	// place the model is set: render.modelName and events.model must be empty
+	// or equal to it.
 	Model string `json:"model"`
-	// BlockSize is the engines' KV block size in tokens (vLLM --block-size);
-	// it overrides Index.BlockSize. Default 64.
+	// BlockSize is the engines' KV block size in tokens (vLLM --block-size).
+	// It is the one place the block size is set: a non-zero index.blockSize
+	// that differs from it is an error. Default 64.
 	BlockSize int `json:"blockSize"`
-	// Index configures the KV-block index (tier weights, capacity,
-	// speculative TTL).
+	// Index configures the KV-block index (tier weights, capacity). Its
+	// blockSize and speculativeTTL are set by the top-level blockSize and
+	// speculative.ttl; setting them here to another value is an error.
 	Index kvindex.Config `json:"index"`
 	// Events configures the KV-event subscriptions.
 	Events EventsConfig `json:"events"`
@@ -56,6 +61,17 @@ type Config struct {
 	// Requests bounds the table that makes in-flight load addressable by
 	// request ID (Router.FirstChunk, Router.Done).
 	Requests tokenload.RequestTableConfig `json:"requests"`
+
+	// PrecisePrefixCacheProducer, PrefixCacheAffinityFilter and
+	// TokenLoadScorer accept the parameters blocks of the llm-d router's
+	// plugins of those names, so that an llm-d configuration carries over.
+	// Decoding (LoadConfig, UnmarshalJSON) translates them onto the settings
+	// above and leaves these fields nil; a block that sets a setting also
+	// given by its kvroute key is an error naming both paths. Set from Go,
+	// they are an error (use the kvroute fields).
+	PrecisePrefixCacheProducer *LLMDPrecisePrefixCacheProducer `json:"precise-prefix-cache-producer,omitempty"`
+	PrefixCacheAffinityFilter  *LLMDPrefixCacheAffinityFilter  `json:"prefix-cache-affinity-filter,omitempty"`
+	TokenLoadScorer            *LLMDTokenLoadScorer            `json:"token-load-scorer,omitempty"`
 }
 
 // EventsConfig configures the KV-event subscriber pool: the pool's own
@@ -66,6 +82,68 @@ type EventsConfig struct {
 	// events still routes (by speculative entries and load).
 	Enabled bool `json:"enabled"`
 	kvevents.PoolConfig
+}
+
+// eventsFields is EventsConfig without the JSON methods it would otherwise
+// take from the embedded PoolConfig; it is what jsonconf checks and decodes.
+type eventsFields struct {
+	Enabled bool `json:"enabled"`
+	kvevents.PoolConfig
+}
+
+// UnmarshalJSON decodes e strictly, with the pool's keys inline: unknown keys
+// are an error naming their path and durations are Go duration strings. Keys
+// not present keep their current value. (Without it, the PoolConfig methods
+// promoted by embedding would drop "enabled".)
+func (e *EventsConfig) UnmarshalJSON(data []byte) error {
+	var enabled struct {
+		Enabled *bool `json:"enabled"`
+	}
+	if err := jsonconf.Check(data, reflect.TypeFor[eventsFields]()); err != nil {
+		return err
+	}
+	if err := json.Unmarshal(data, &enabled); err != nil {
+		return err
+	}
+	rest, err := withoutKey(data, "enabled")
+	if err != nil {
+		return err
+	}
+	if err := e.PoolConfig.UnmarshalJSON(rest); err != nil {
+		return err
+	}
+	if enabled.Enabled != nil {
+		e.Enabled = *enabled.Enabled
+	}
+	return nil
+}
+
+// MarshalJSON encodes e with the pool's keys inline and durations as Go
+// duration strings.
+func (e EventsConfig) MarshalJSON() ([]byte, error) {
+	pool, err := e.PoolConfig.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(pool, &m); err != nil {
+		return nil, err
+	}
+	m["enabled"], _ = json.Marshal(e.Enabled)
+	return json.Marshal(m)
+}
+
+// withoutKey returns the JSON object data without its key k.
+func withoutKey(data []byte, k string) ([]byte, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, err
+	}
+	if m == nil {
+		return data, nil
+	}
+	delete(m, k)
+	return json.Marshal(m)
 }
 
 // SpeculativeConfig configures speculative entries: after a decision the
@@ -140,6 +218,18 @@ func (c Config) Validate() error {
 	case c.Speculative.TTL < 0:
 		return bad("speculative.ttl %v is negative", c.Speculative.TTL)
 	}
+	switch {
+	case c.Index.BlockSize != 0 && c.Index.BlockSize != c.BlockSize:
+		return bad("index.blockSize %d conflicts with blockSize %d: the block size is set once, by the top-level blockSize", c.Index.BlockSize, c.BlockSize)
+	case c.Index.SpeculativeTTL != 0 && c.Index.SpeculativeTTL != c.Speculative.TTL:
+		return bad("index.speculativeTTL %v conflicts with speculative.ttl %v: under a Router the speculative TTL is set by speculative.ttl", c.Index.SpeculativeTTL, c.Speculative.TTL)
+	case c.Render.ModelName != "" && c.Render.ModelName != c.Model:
+		return bad("render.modelName %q conflicts with model %q: the model is set once, by the top-level model", c.Render.ModelName, c.Model)
+	case c.Events.Model != "" && c.Events.Model != c.Model:
+		return bad("events.model %q conflicts with model %q: the model is set once, by the top-level model", c.Events.Model, c.Model)
+	case c.PrecisePrefixCacheProducer != nil || c.PrefixCacheAffinityFilter != nil || c.TokenLoadScorer != nil:
+		return bad("the llm-d blocks (precise-prefix-cache-producer, prefix-cache-affinity-filter, token-load-scorer) are translated when a configuration is decoded; from Go, set the kvroute fields")
+	}
 	if err := c.Affinity.Validate(); err != nil {
 		return fmt.Errorf("%w: affinity: %w", ErrInvalidConfig, err)
 	}
@@ -153,24 +243,42 @@ func (c Config) Validate() error {
 }
 
 // LoadConfig decodes a JSON configuration on top of DefaultConfig: keys that
-// are absent keep their defaults, unknown keys (at any level) are an error,
-// and the result is validated.
+// are absent keep their defaults, unknown keys (at any level) are an error
+// naming their path, every duration is a Go duration string ("2s", "250ms";
+// a bare number is an error), the llm-d plugin blocks are translated (see
+// Config), and the result is validated.
 func LoadConfig(r io.Reader) (Config, error) {
-	data, err := io.ReadAll(r)
-	if err != nil {
-		return Config{}, err
-	}
 	cfg := DefaultConfig()
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&cfg); err != nil {
+	if err := jsonconf.Decode(r, &cfg); err != nil {
+		if errors.Is(err, ErrInvalidConfig) {
+			return Config{}, err
+		}
 		return Config{}, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-	}
-	if dec.More() {
-		return Config{}, fmt.Errorf("%w: trailing data after the configuration object", ErrInvalidConfig)
 	}
 	if err := cfg.Validate(); err != nil {
 		return Config{}, err
 	}
 	return cfg, nil
+}
+
+// configFields is Config without its methods, so that decoding it does not
+// recurse into Config.UnmarshalJSON.
+type configFields Config
+
+// UnmarshalJSON decodes c strictly wherever a Config is decoded (LoadConfig,
+// a larger JSON document, sigs.k8s.io/yaml): unknown keys are an error naming
+// their path, durations are Go duration strings, and the llm-d plugin blocks
+// are translated onto the kvroute settings. Keys not present keep their
+// current value.
+func (c *Config) UnmarshalJSON(data []byte) error {
+	if err := jsonconf.Unmarshal(data, (*configFields)(c)); err != nil {
+		return err
+	}
+	return c.applyLLMD(data)
+}
+
+// MarshalJSON encodes c with every duration as a Go duration string, the form
+// LoadConfig reads.
+func (c Config) MarshalJSON() ([]byte, error) {
+	return jsonconf.Marshal(configFields(c))
 }

@@ -1,13 +1,13 @@
 package affinity
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"time"
+
+	"github.com/kvroute/kvroute/internal/jsonconf"
 )
 
 // Defaults of the llm-d router's prefix-cache-affinity-filter (throughput TTFT
@@ -50,11 +50,11 @@ const (
 // MaxTTFTPenalty disables the gate).
 //
 // JSON keys are the json tags below. Unknown keys are an error. maxTTFTPenalty
-// is either a Go duration string ("18s", "1500ms") or a number of
-// milliseconds (18000), the unit of the reference's maxTTFTPenaltyMs; it is
-// encoded as a duration string. Keys missing from the JSON keep the value the
-// Config had before decoding, so decode into DefaultConfig() (as DecodeConfig
-// does) to get defaults for them.
+// is a Go duration string ("18s", "1500ms"); a bare number is an error, since
+// the llm-d filter's maxTTFTPenaltyMs counts milliseconds where kvroute's
+// other durations used to count nanoseconds. Keys missing from the JSON keep
+// the value the Config had before decoding, so decode into DefaultConfig() (as
+// LoadConfig does) to get defaults for them.
 type Config struct {
 	// AffinityThreshold is the tier-weighted matched blocks / total blocks
 	// ratio from which an endpoint is sticky, in [0, 1]; 0 disables the
@@ -100,7 +100,7 @@ func DefaultConfig() Config {
 	}
 }
 
-// ErrInvalidConfig is wrapped by every error Validate and DecodeConfig return
+// ErrInvalidConfig is wrapped by every error Validate and LoadConfig return
 // for a configuration value that is out of range (test with errors.Is).
 var ErrInvalidConfig = errors.New("affinity: invalid config")
 
@@ -130,16 +130,13 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// DecodeConfig decodes a JSON object over DefaultConfig, rejects unknown keys
-// and trailing data, and validates the result.
-func DecodeConfig(data []byte) (Config, error) {
+// LoadConfig decodes a JSON object over DefaultConfig (keys that are absent
+// keep their defaults), rejects unknown keys (naming their path), bare
+// numbers as durations and trailing data, and validates the result.
+func LoadConfig(r io.Reader) (Config, error) {
 	cfg := DefaultConfig()
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&cfg); err != nil {
-		return Config{}, fmt.Errorf("affinity: decode config: %w", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return Config{}, fmt.Errorf("affinity: decode config: trailing data after the JSON object")
+	if err := jsonconf.Decode(r, &cfg); err != nil {
+		return Config{}, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	if err := cfg.Validate(); err != nil {
 		return Config{}, err
@@ -151,56 +148,15 @@ func DecodeConfig(data []byte) (Config, error) {
 // recurse into Config.UnmarshalJSON.
 type configFields Config
 
-// UnmarshalJSON decodes c strictly: unknown keys are an error even when the
-// surrounding decoder does not disallow them. maxTTFTPenalty accepts a Go
-// duration string or a number of milliseconds. Keys not present keep their
-// current value.
+// UnmarshalJSON decodes c strictly, wherever a Config is decoded: unknown
+// keys are an error even when the surrounding decoder does not disallow
+// them, and maxTTFTPenalty is a Go duration string. Keys not present keep
+// their current value.
 func (c *Config) UnmarshalJSON(data []byte) error {
-	if string(bytes.TrimSpace(data)) == "null" {
-		return nil
-	}
-	aux := struct {
-		*configFields
-		// Shadows the embedded field of the same key (shallower depth wins).
-		MaxTTFTPenalty *jsonDuration `json:"maxTTFTPenalty"`
-	}{configFields: (*configFields)(c), MaxTTFTPenalty: (*jsonDuration)(&c.MaxTTFTPenalty)}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	return dec.Decode(&aux)
+	return jsonconf.Unmarshal(data, (*configFields)(c))
 }
 
 // MarshalJSON encodes c with maxTTFTPenalty as a Go duration string.
 func (c Config) MarshalJSON() ([]byte, error) {
-	return json.Marshal(struct {
-		configFields
-		MaxTTFTPenalty string `json:"maxTTFTPenalty"`
-	}{configFields: configFields(c), MaxTTFTPenalty: c.MaxTTFTPenalty.String()})
-}
-
-// jsonDuration decodes a Go duration string or a number of milliseconds.
-type jsonDuration time.Duration
-
-func (d *jsonDuration) UnmarshalJSON(data []byte) error {
-	if len(data) > 0 && data[0] == '"' {
-		var s string
-		if err := json.Unmarshal(data, &s); err != nil {
-			return err
-		}
-		v, err := time.ParseDuration(s)
-		if err != nil {
-			return fmt.Errorf("maxTTFTPenalty: %w", err)
-		}
-		*d = jsonDuration(v)
-		return nil
-	}
-	var ms float64
-	if err := json.Unmarshal(data, &ms); err != nil {
-		return fmt.Errorf("maxTTFTPenalty must be a duration string like \"18s\" or a number of milliseconds: %w", err)
-	}
-	ns := ms * float64(time.Millisecond)
-	if math.IsNaN(ns) || ns >= math.MaxInt64 || ns <= math.MinInt64 {
-		return fmt.Errorf("maxTTFTPenalty: %v ms is out of range", ms)
-	}
-	*d = jsonDuration(time.Duration(math.Round(ns)))
-	return nil
+	return jsonconf.Marshal(configFields(c))
 }

@@ -1,8 +1,10 @@
 package affinity
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -59,8 +61,8 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
-func TestDecodeConfig(t *testing.T) {
-	cfg, err := DecodeConfig([]byte(`{
+func TestLoadConfig(t *testing.T) {
+	cfg, err := LoadConfig(strings.NewReader(`{
 		"affinityThreshold": 0.6,
 		"explorationProbability": 0.01,
 		"maxTTFTPenalty": "30s",
@@ -79,34 +81,39 @@ func TestDecodeConfig(t *testing.T) {
 	}, cfg)
 }
 
-func TestDecodeConfigMissingKeysKeepDefaults(t *testing.T) {
-	cfg, err := DecodeConfig([]byte(`{"peakPrefillThroughput": 1970}`))
+func TestLoadConfigMissingKeysKeepDefaults(t *testing.T) {
+	cfg, err := LoadConfig(strings.NewReader(`{"peakPrefillThroughput": 1970}`))
 	require.NoError(t, err)
 	want := DefaultConfig()
 	want.PeakPrefillThroughput = 1970
 	require.Equal(t, want, cfg)
 
-	cfg, err = DecodeConfig([]byte(`{"maxTTFTPenalty": null}`))
+	cfg, err = LoadConfig(strings.NewReader(`{"maxTTFTPenalty": null}`))
 	require.NoError(t, err)
 	require.Equal(t, DefaultConfig(), cfg, "null keeps the default")
 }
 
-func TestDecodeConfigPenaltyUnits(t *testing.T) {
+func TestLoadConfigPenaltyIsADurationString(t *testing.T) {
 	for in, want := range map[string]time.Duration{
-		`18000`:    18 * time.Second, // milliseconds, like maxTTFTPenaltyMs
-		`1500.5`:   1500500 * time.Microsecond,
-		`0`:        0,
+		`"18s"`:    18 * time.Second,
 		`"1m30s"`:  90 * time.Second,
 		`"1500ms"`: 1500 * time.Millisecond,
 		`"0s"`:     0,
 	} {
-		cfg, err := DecodeConfig([]byte(`{"maxTTFTPenalty": ` + in + `}`))
+		cfg, err := LoadConfig(strings.NewReader(`{"maxTTFTPenalty": ` + in + `}`))
 		require.NoError(t, err, in)
 		require.Equal(t, want, cfg.MaxTTFTPenalty, in)
 	}
+	// A bare number used to be read as milliseconds; now it is an error that
+	// names the key and says why.
+	for _, in := range []string{`18000`, `1500.5`, `0`} {
+		_, err := LoadConfig(strings.NewReader(`{"maxTTFTPenalty": ` + in + `}`))
+		require.ErrorIs(t, err, ErrInvalidConfig, in)
+		require.ErrorContains(t, err, "maxTTFTPenalty: bare number "+in+" is not a duration", in)
+	}
 }
 
-func TestDecodeConfigRejects(t *testing.T) {
+func TestLoadConfigRejects(t *testing.T) {
 	for name, in := range map[string]string{
 		"unknown key":           `{"affinityThreshold": 0.8, "maxTTFTPenaltyMs": 18000}`,
 		"misplaced key":         `{"speculativeIndexing": true}`,
@@ -118,15 +125,15 @@ func TestDecodeConfigRejects(t *testing.T) {
 		"wrong type":            `{"affinityThreshold": "high"}`,
 		"empty":                 ``,
 	} {
-		_, err := DecodeConfig([]byte(in))
+		_, err := LoadConfig(strings.NewReader(in))
 		require.Error(t, err, name)
 	}
-	_, err := DecodeConfig([]byte(`{"maxTTFTPenalty": -5}`))
+	_, err := LoadConfig(strings.NewReader(`{"maxTTFTPenalty": -5}`))
 	require.ErrorIs(t, err, ErrInvalidConfig)
-	_, err = DecodeConfig([]byte(`{"affinityThreshold": 2}`))
+	_, err = LoadConfig(strings.NewReader(`{"affinityThreshold": 2}`))
 	require.ErrorIs(t, err, ErrInvalidConfig)
-	_, err = DecodeConfig([]byte(`{"affinityThreshold": 0.8, "bogus": 1}`))
-	require.ErrorContains(t, err, `unknown field "bogus"`)
+	_, err = LoadConfig(strings.NewReader(`{"affinityThreshold": 0.8, "bogus": 1}`))
+	require.ErrorContains(t, err, `bogus: unknown key`)
 }
 
 // A Config nested in a larger configuration rejects unknown keys even when
@@ -138,7 +145,8 @@ func TestConfigNestedRejectsUnknownKeys(t *testing.T) {
 	outer.Affinity = DefaultConfig()
 	require.Error(t, json.Unmarshal([]byte(`{"affinity": {"threshold": 0.9}}`), &outer))
 
-	require.NoError(t, json.Unmarshal([]byte(`{"affinity": {"maxTTFTPenalty": 5000}}`), &outer))
+	require.ErrorContains(t, json.Unmarshal([]byte(`{"affinity": {"maxTTFTPenalty": 5000}}`), &outer), "bare number")
+	require.NoError(t, json.Unmarshal([]byte(`{"affinity": {"maxTTFTPenalty": "5s"}}`), &outer))
 	require.Equal(t, 5*time.Second, outer.Affinity.MaxTTFTPenalty)
 	require.Equal(t, 0.8, outer.Affinity.AffinityThreshold)
 }
@@ -157,7 +165,7 @@ func TestConfigJSONRoundTrip(t *testing.T) {
 		"missingSignalPolicy": "widen",
 		"includeRequestTokens": false
 	}`, string(data))
-	back, err := DecodeConfig(data)
+	back, err := LoadConfig(bytes.NewReader(data))
 	require.NoError(t, err)
 	require.Equal(t, cfg, back)
 }

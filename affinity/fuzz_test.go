@@ -1,18 +1,19 @@
 package affinity
 
 import (
+	"bytes"
 	"encoding/json"
 	"testing"
 )
 
-// FuzzDecodeConfig checks that decoding arbitrary bytes never panics, that
+// FuzzLoadConfig checks that decoding arbitrary bytes never panics, that
 // whatever decodes is valid, and that it survives an encode/decode round trip.
-func FuzzDecodeConfig(f *testing.F) {
+func FuzzLoadConfig(f *testing.F) {
 	f.Add([]byte(`{"affinityThreshold":0.8,"maxTTFTPenalty":"18s","peakPrefillThroughput":15928}`))
 	f.Add([]byte(`{"maxTTFTPenalty":18000,"missingSignalPolicy":"widen","includeRequestTokens":true}`))
 	f.Add([]byte(`{"bogus":1}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		cfg, err := DecodeConfig(data)
+		cfg, err := LoadConfig(bytes.NewReader(data))
 		if err != nil {
 			return
 		}
@@ -23,7 +24,7 @@ func FuzzDecodeConfig(f *testing.F) {
 		if err != nil {
 			t.Fatalf("marshal: %v", err)
 		}
-		back, err := DecodeConfig(enc)
+		back, err := LoadConfig(bytes.NewReader(enc))
 		if err != nil {
 			t.Fatalf("round trip of %s: %v", enc, err)
 		}

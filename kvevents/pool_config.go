@@ -1,12 +1,12 @@
 package kvevents
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"time"
 
+	"github.com/kvroute/kvroute/internal/jsonconf"
 	"github.com/kvroute/kvroute/replay"
 )
 
@@ -141,12 +141,13 @@ type PoolConfig struct {
 	BindRanks int `json:"bindRanks"`
 }
 
-// DecodePoolConfig reads a JSON PoolConfig; unknown keys are an error.
-func DecodePoolConfig(r io.Reader) (PoolConfig, error) {
+// LoadPoolConfig reads a JSON PoolConfig over the zero PoolConfig (absent
+// keys mean the defaults NewPool applies): unknown keys are an error naming
+// their path, durations are Go duration strings ("60s") and a bare number for
+// one is an error.
+func LoadPoolConfig(r io.Reader) (PoolConfig, error) {
 	var cfg PoolConfig
-	dec := json.NewDecoder(r)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&cfg); err != nil {
+	if err := jsonconf.Decode(r, &cfg); err != nil {
 		return PoolConfig{}, fmt.Errorf("kvevents: pool config: %w", err)
 	}
 	if err := cfg.Validate(); err != nil {

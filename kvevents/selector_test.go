@@ -93,15 +93,17 @@ func TestPoolConfigValidationAndJSON(t *testing.T) {
 		require.Error(t, bad.Validate(), "%+v", bad)
 	}
 
-	cfg, err := DecodePoolConfig(strings.NewReader(`{"concurrency": 2, "selector": "role=decode",
-		"replay": true, "idleTimeout": 30000000000, "replayClient": {"timeout": 60000000000}}`))
+	cfg, err := LoadPoolConfig(strings.NewReader(`{"concurrency": 2, "selector": "role=decode",
+		"replay": true, "idleTimeout": "30s", "replayClient": {"timeout": "1m"}}`))
 	require.NoError(t, err)
 	require.Equal(t, 2, cfg.Concurrency)
 	require.Equal(t, 30*time.Second, cfg.IdleTimeout)
 	require.Equal(t, time.Minute, cfg.ReplayClient.Timeout)
-	_, err = DecodePoolConfig(strings.NewReader(`{"concurency": 2}`))
-	require.ErrorContains(t, err, "unknown field")
-	_, err = DecodePoolConfig(strings.NewReader(`{"selector": "!"}`))
+	_, err = LoadPoolConfig(strings.NewReader(`{"concurency": 2}`))
+	require.ErrorContains(t, err, "concurency: unknown key")
+	_, err = LoadPoolConfig(strings.NewReader(`{"replayClient": {"timeout": 60000000000}}`))
+	require.ErrorContains(t, err, "replayClient.timeout: bare number 60000000000 is not a duration")
+	_, err = LoadPoolConfig(strings.NewReader(`{"selector": "!"}`))
 	require.ErrorAs(t, err, &se)
 
 	d := PoolConfig{}.withDefaults()

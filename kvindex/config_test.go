@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,21 +46,30 @@ func TestInvalidConfig(t *testing.T) {
 }
 
 func TestConfigJSON(t *testing.T) {
-	in := `{"blockSize":16,"tierWeights":{"cpu":0.5},"speculativeWeight":0.9,"speculativeTTL":3000000000,` +
-		`"maxBlocksPerEndpoint":1000,"sweepInterval":-1}`
-	dec := json.NewDecoder(bytes.NewReader([]byte(in)))
-	dec.DisallowUnknownFields()
-	var cfg Config
-	require.NoError(t, dec.Decode(&cfg))
+	in := `{"blockSize":16,"tierWeights":{"cpu":0.5},"speculativeWeight":0.9,"speculativeTTL":"3s",` +
+		`"maxBlocksPerEndpoint":1000,"sweepInterval":"-1ns"}`
+	cfg, err := LoadConfig(strings.NewReader(in))
+	require.NoError(t, err)
 	require.Equal(t, Config{BlockSize: 16, TierWeights: map[string]float64{"cpu": 0.5}, SpeculativeWeight: 0.9,
 		SpeculativeTTL: 3 * time.Second, MaxBlocksPerEndpoint: 1000, SweepInterval: -1}, cfg)
 	ix, err := New(cfg)
 	require.NoError(t, err)
 	ix.Close()
 
-	dec = json.NewDecoder(bytes.NewReader([]byte(`{"blocksize":16,"registerer":1}`)))
-	dec.DisallowUnknownFields()
-	require.Error(t, dec.Decode(&cfg))
+	_, err = LoadConfig(strings.NewReader(`{"blocksize":16}`))
+	require.ErrorContains(t, err, `blocksize: unknown key (did you mean "blockSize"?`)
+	_, err = LoadConfig(strings.NewReader(`{"registerer":1}`))
+	require.ErrorContains(t, err, "registerer: unknown key")
+	_, err = LoadConfig(strings.NewReader(`{"speculativeTTL":3000000000}`))
+	require.ErrorContains(t, err, "speculativeTTL: bare number")
+
+	// Marshal writes durations as strings, and they read back.
+	out, err := json.Marshal(cfg)
+	require.NoError(t, err)
+	require.Contains(t, string(out), `"speculativeTTL":"3s"`)
+	back, err := LoadConfig(bytes.NewReader(out))
+	require.NoError(t, err)
+	require.Equal(t, cfg, back)
 }
 
 func TestTierNamesBeyondTheLimitShareTheLastID(t *testing.T) {

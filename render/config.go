@@ -1,15 +1,15 @@
 package render
 
 import (
-	"bytes"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/kvroute/kvroute/internal/jsonconf"
 )
 
 // Defaults of the llm-d router's token producer, which kvroute keeps so that
@@ -185,16 +185,13 @@ func validateBaseURL(s string) error {
 	return nil
 }
 
-// LoadConfig decodes a JSON object over DefaultConfig, rejects unknown keys
-// and trailing data, and validates the result.
+// LoadConfig decodes a JSON object over DefaultConfig (keys that are absent
+// keep their defaults), rejects unknown keys (naming their path), bare
+// numbers as durations and trailing data, and validates the result.
 func LoadConfig(r io.Reader) (Config, error) {
 	cfg := DefaultConfig()
-	dec := json.NewDecoder(r)
-	if err := dec.Decode(&cfg); err != nil {
-		return Config{}, fmt.Errorf("render: decode config: %w", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return Config{}, errors.New("render: decode config: trailing data after the JSON object")
+	if err := jsonconf.Decode(r, &cfg); err != nil {
+		return Config{}, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	if err := cfg.Validate(); err != nil {
 		return Config{}, err
@@ -206,63 +203,15 @@ func LoadConfig(r io.Reader) (Config, error) {
 // recurse into Config.UnmarshalJSON.
 type configFields Config
 
-// UnmarshalJSON decodes c strictly: unknown keys are an error even when the
-// surrounding decoder does not disallow them, and durations are Go duration
-// strings. Keys not present keep their current value.
+// UnmarshalJSON decodes c strictly, wherever a Config is decoded: unknown
+// keys are an error even when the surrounding decoder does not disallow
+// them, and durations are Go duration strings. Keys not present keep their
+// current value.
 func (c *Config) UnmarshalJSON(data []byte) error {
-	if string(bytes.TrimSpace(data)) == "null" {
-		return nil
-	}
-	aux := struct {
-		*configFields
-		// These shadow the embedded fields of the same keys (shallower depth wins).
-		Timeout        *jsonDuration `json:"timeout"`
-		MMTimeout      *jsonDuration `json:"mmTimeout"`
-		AttemptTimeout *jsonDuration `json:"attemptTimeout"`
-	}{
-		configFields:   (*configFields)(c),
-		Timeout:        (*jsonDuration)(&c.Timeout),
-		MMTimeout:      (*jsonDuration)(&c.MMTimeout),
-		AttemptTimeout: (*jsonDuration)(&c.AttemptTimeout),
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&aux); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("trailing data after the JSON object")
-	}
-	return nil
+	return jsonconf.Unmarshal(data, (*configFields)(c))
 }
 
 // MarshalJSON encodes c with its durations as Go duration strings.
 func (c Config) MarshalJSON() ([]byte, error) {
-	return json.Marshal(struct {
-		configFields
-		Timeout        string `json:"timeout"`
-		MMTimeout      string `json:"mmTimeout"`
-		AttemptTimeout string `json:"attemptTimeout"`
-	}{
-		configFields:   configFields(c),
-		Timeout:        c.Timeout.String(),
-		MMTimeout:      c.MMTimeout.String(),
-		AttemptTimeout: c.AttemptTimeout.String(),
-	})
-}
-
-// jsonDuration decodes a Go duration string.
-type jsonDuration time.Duration
-
-func (d *jsonDuration) UnmarshalJSON(data []byte) error {
-	var s string
-	if err := json.Unmarshal(data, &s); err != nil {
-		return fmt.Errorf("a duration must be a string like \"5s\" or \"250ms\", got %s", data)
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return fmt.Errorf("invalid duration %q: %w", s, err)
-	}
-	*d = jsonDuration(v)
-	return nil
+	return jsonconf.Marshal(configFields(c))
 }

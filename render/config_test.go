@@ -44,8 +44,8 @@ func TestLoadConfig(t *testing.T) {
 
 func TestLoadConfigRejectsBadInput(t *testing.T) {
 	for in, want := range map[string]string{
-		`{"tiemout":"5s"}`:                       "unknown field",
-		`{"timeout":5}`:                          "duration must be a string",
+		`{"tiemout":"5s"}`:                       "tiemout: unknown key",
+		`{"timeout":5}`:                          "timeout: bare number 5 is not a duration",
 		`{"timeout":"5 seconds"}`:                "invalid duration",
 		`{"timeout":"-1s"}`:                      "timeout must be > 0",
 		`{"attemptTimeout":"-2s"}`:               "attemptTimeout must be >= 0",
@@ -55,7 +55,7 @@ func TestLoadConfigRejectsBadInput(t *testing.T) {
 		`{"url":"http://h:8000?x=1"}`:            "no query",
 		`{"maxResponseBytes":-1}`:                "maxResponseBytes",
 		`{} {}`:                                  "trailing data",
-		`{"endpointDiscovery":{"portRules":[]}}`: "unknown field",
+		`{"endpointDiscovery":{"portRules":[]}}`: "endpointDiscovery: unknown key",
 	} {
 		_, err := LoadConfig(strings.NewReader(in))
 		require.ErrorContains(t, err, want, in)
@@ -69,7 +69,7 @@ func TestConfigUnmarshalStrictWhenNested(t *testing.T) {
 		Render Config `json:"render"`
 	}
 	outer.Render = DefaultConfig()
-	require.ErrorContains(t, json.Unmarshal([]byte(`{"render":{"mmTimeout":"10s","bogus":1}}`), &outer), "unknown field")
+	require.ErrorContains(t, json.Unmarshal([]byte(`{"render":{"mmTimeout":"10s","bogus":1}}`), &outer), "bogus: unknown key")
 	require.NoError(t, json.Unmarshal([]byte(`{"render":{"mmTimeout":"10s"}}`), &outer))
 	require.Equal(t, 10*time.Second, outer.Render.MMTimeout)
 	require.Equal(t, 5*time.Second, outer.Render.Timeout)

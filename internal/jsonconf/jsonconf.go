@@ -1,0 +1,391 @@
+package jsonconf
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Error is a configuration error at one key path ("" is the top level).
+type Error struct {
+	// Path is the dotted key path of the offending value, such as
+	// "events.replayClient.timeout" or "index.tierWeights.gpu"; list
+	// elements appear as "[3]".
+	Path string
+	// Msg says what is wrong with it.
+	Msg string
+}
+
+func (e *Error) Error() string {
+	if e.Path == "" {
+		return e.Msg
+	}
+	return e.Path + ": " + e.Msg
+}
+
+var durationType = reflect.TypeFor[time.Duration]()
+
+// MaxBytes bounds the input Decode reads; configurations are small, and a
+// larger input is an error rather than a memory spike.
+const MaxBytes = 16 << 20
+
+// Decode reads one JSON value from r into v (a non-nil pointer) by the
+// package rules; anything but white space after the value is an error.
+func Decode(r io.Reader, v any) error {
+	data, err := io.ReadAll(io.LimitReader(r, MaxBytes+1))
+	if err != nil {
+		return err
+	}
+	if len(data) > MaxBytes {
+		return &Error{Msg: fmt.Sprintf("configuration larger than %d bytes", MaxBytes)}
+	}
+	return Unmarshal(data, v)
+}
+
+// Unmarshal decodes data into v (a non-nil pointer) by the package rules.
+func Unmarshal(data []byte, v any) error {
+	rv := reflect.ValueOf(v)
+	if rv.Kind() != reflect.Pointer || rv.IsNil() {
+		return fmt.Errorf("jsonconf: Unmarshal needs a non-nil pointer, got %T", v)
+	}
+	tree, err := parse(data)
+	if err != nil {
+		return err
+	}
+	conv, err := walk(tree, rv.Type().Elem(), "", true)
+	if err != nil {
+		return err
+	}
+	raw, err := json.Marshal(conv)
+	if err != nil {
+		return fmt.Errorf("jsonconf: re-encode: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return &Error{Path: te.Field, Msg: fmt.Sprintf("cannot hold %s %s", te.Value, te.Type)}
+		}
+		return err
+	}
+	return nil
+}
+
+// Marshal encodes v as JSON with every time.Duration (at any depth) written
+// as a Go duration string. Types with their own MarshalJSON are encoded by it.
+func Marshal(v any) ([]byte, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	tree, err := parse(raw)
+	if err != nil {
+		return nil, err
+	}
+	t := reflect.TypeOf(v)
+	if t == nil {
+		return raw, nil
+	}
+	return json.Marshal(stringify(tree, t))
+}
+
+// object is a parsed JSON object that keeps its key order.
+type object struct {
+	keys []string
+	vals map[string]any
+}
+
+// MarshalJSON writes the object with its keys in their original order.
+func (o *object) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, k := range o.keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		kb, _ := json.Marshal(k)
+		b.Write(kb)
+		b.WriteByte(':')
+		vb, err := json.Marshal(o.vals[k])
+		if err != nil {
+			return nil, err
+		}
+		b.Write(vb)
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// parse reads one JSON value into *object, []any, json.Number, string, bool
+// or nil, rejecting duplicate keys and trailing data.
+func parse(data []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	v, err := parseValue(dec, "")
+	if err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, &Error{Msg: "trailing data after the configuration value"}
+	}
+	return v, nil
+}
+
+func parseValue(dec *json.Decoder, path string) (any, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, &Error{Path: path, Msg: "invalid JSON: " + err.Error()}
+	}
+	switch t := tok.(type) {
+	case json.Delim:
+		switch t {
+		case '{':
+			o := &object{vals: map[string]any{}}
+			for dec.More() {
+				kt, err := dec.Token()
+				if err != nil {
+					return nil, &Error{Path: path, Msg: "invalid JSON: " + err.Error()}
+				}
+				k := kt.(string)
+				kp := join(path, k)
+				if _, dup := o.vals[k]; dup {
+					return nil, &Error{Path: kp, Msg: "key given twice"}
+				}
+				v, err := parseValue(dec, kp)
+				if err != nil {
+					return nil, err
+				}
+				o.keys = append(o.keys, k)
+				o.vals[k] = v
+			}
+			if _, err := dec.Token(); err != nil {
+				return nil, &Error{Path: path, Msg: "invalid JSON: " + err.Error()}
+			}
+			return o, nil
+		case '[':
+			a := []any{}
+			for dec.More() {
+				v, err := parseValue(dec, fmt.Sprintf("%s[%d]", path, len(a)))
+				if err != nil {
+					return nil, err
+				}
+				a = append(a, v)
+			}
+			if _, err := dec.Token(); err != nil {
+				return nil, &Error{Path: path, Msg: "invalid JSON: " + err.Error()}
+			}
+			return a, nil
+		}
+		return nil, &Error{Path: path, Msg: fmt.Sprintf("invalid JSON: unexpected %v", t)}
+	default:
+		return tok, nil
+	}
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+
+// hasUnmarshaler reports whether *t decodes itself.
+func hasUnmarshaler(t reflect.Type) bool {
+	return reflect.PointerTo(t).Implements(unmarshalerType) || t.Implements(unmarshalerType)
+}
+
+// walk checks v against t and, when convert is set, returns v with duration
+// strings replaced by nanosecond numbers. Below a type with its own
+// UnmarshalJSON it only checks (that method converts).
+func walk(v any, t reflect.Type, path string, convert bool) (any, error) {
+	if v == nil {
+		return nil, nil // null leaves the target as it was
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == durationType {
+		switch x := v.(type) {
+		case string:
+			d, err := time.ParseDuration(x)
+			if err != nil {
+				return nil, &Error{Path: path, Msg: fmt.Sprintf("invalid duration %q: a duration is a Go duration string such as \"2s\", \"250ms\" or \"1m30s\"", x)}
+			}
+			if !convert {
+				return v, nil
+			}
+			return json.Number(strconv.FormatInt(int64(d), 10)), nil
+		case json.Number:
+			return nil, &Error{Path: path, Msg: fmt.Sprintf("bare number %s is not a duration: write a Go duration string with its unit, such as \"2s\" or \"250ms\"", x)}
+		default:
+			return nil, kindError(path, v, "a duration string")
+		}
+	}
+	if convert && t.Kind() == reflect.Struct && hasUnmarshaler(t) {
+		convert = false
+	} else if t.Kind() != reflect.Struct && hasUnmarshaler(t) {
+		return v, nil // a scalar type with its own format
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		o, ok := v.(*object)
+		if !ok {
+			return nil, kindError(path, v, "an object")
+		}
+		fields := fieldsOf(t)
+		for _, k := range o.keys {
+			f, ok := fields.byName[k]
+			if !ok {
+				return nil, &Error{Path: join(path, k), Msg: unknownMsg(k, fields)}
+			}
+			nv, err := walk(o.vals[k], f, join(path, k), convert)
+			if err != nil {
+				return nil, err
+			}
+			o.vals[k] = nv
+		}
+		return o, nil
+	case reflect.Map:
+		o, ok := v.(*object)
+		if !ok {
+			return nil, kindError(path, v, "an object")
+		}
+		for _, k := range o.keys {
+			nv, err := walk(o.vals[k], t.Elem(), join(path, k), convert)
+			if err != nil {
+				return nil, err
+			}
+			o.vals[k] = nv
+		}
+		return o, nil
+	case reflect.Slice, reflect.Array:
+		if t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Uint8 {
+			if _, ok := v.(string); !ok {
+				return nil, kindError(path, v, "a base64 string")
+			}
+			return v, nil
+		}
+		a, ok := v.([]any)
+		if !ok {
+			return nil, kindError(path, v, "a list")
+		}
+		for i := range a {
+			nv, err := walk(a[i], t.Elem(), fmt.Sprintf("%s[%d]", path, i), convert)
+			if err != nil {
+				return nil, err
+			}
+			a[i] = nv
+		}
+		return a, nil
+	case reflect.String:
+		if _, ok := v.(string); !ok {
+			return nil, kindError(path, v, "a string")
+		}
+	case reflect.Bool:
+		if _, ok := v.(bool); !ok {
+			return nil, kindError(path, v, "true or false")
+		}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+		reflect.Float32, reflect.Float64:
+		if _, ok := v.(json.Number); !ok {
+			return nil, kindError(path, v, "a number")
+		}
+	}
+	return v, nil
+}
+
+func kindError(path string, v any, want string) error {
+	return &Error{Path: path, Msg: fmt.Sprintf("want %s, got %s", want, describe(v))}
+}
+
+func describe(v any) string {
+	switch x := v.(type) {
+	case *object:
+		return "an object"
+	case []any:
+		return "a list"
+	case string:
+		return strconv.Quote(x)
+	case json.Number:
+		return "the number " + string(x)
+	case bool:
+		return strconv.FormatBool(x)
+	}
+	return fmt.Sprintf("%v", v)
+}
+
+func unknownMsg(k string, f *structFields) string {
+	for _, name := range f.names {
+		if strings.EqualFold(name, k) {
+			return fmt.Sprintf("unknown key (did you mean %q? keys are case-sensitive)", name)
+		}
+	}
+	return "unknown key"
+}
+
+// stringify returns v (parsed from json.Marshal of a value of type t) with
+// the numbers at duration positions written as duration strings.
+func stringify(v any, t reflect.Type) any {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == durationType {
+		if n, ok := v.(json.Number); ok {
+			if i, err := n.Int64(); err == nil {
+				return time.Duration(i).String()
+			}
+		}
+		return v
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		if o, ok := v.(*object); ok {
+			fields := fieldsOf(t)
+			for _, k := range o.keys {
+				if f, ok := fields.byName[k]; ok {
+					o.vals[k] = stringify(o.vals[k], f)
+				}
+			}
+		}
+	case reflect.Map:
+		if o, ok := v.(*object); ok {
+			for _, k := range o.keys {
+				o.vals[k] = stringify(o.vals[k], t.Elem())
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		if a, ok := v.([]any); ok {
+			for i := range a {
+				a[i] = stringify(a[i], t.Elem())
+			}
+		}
+	}
+	return v
+}
+
+// Check reports whether data would decode into a value of type t by the
+// package rules, without decoding it. Types whose UnmarshalJSON splits its
+// input between parts use it to check the whole first, so that errors name
+// full paths.
+func Check(data []byte, t reflect.Type) error {
+	tree, err := parse(data)
+	if err != nil {
+		return err
+	}
+	_, err = walk(tree, t, "", false)
+	return err
+}

@@ -1,0 +1,155 @@
+package jsonconf
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+type inner struct {
+	TTL   time.Duration            `json:"ttl"`
+	Count int                      `json:"count"`
+	Per   map[string]time.Duration `json:"per"`
+	List  []time.Duration          `json:"list"`
+}
+
+type Embedded struct {
+	Idle time.Duration `json:"idle"`
+	Name string        `json:"name"`
+}
+
+type outer struct {
+	Enabled bool `json:"enabled"`
+	Embedded
+	Inner  inner          `json:"inner"`
+	Ptr    *inner         `json:"ptr"`
+	Hidden time.Duration  `json:"-"`
+	Self   selfDecoding   `json:"self"`
+	Tags   []string       `json:"tags"`
+	Weight float64        `json:"weight"`
+	Any    map[string]any `json:"any"`
+}
+
+// selfDecoding has its own UnmarshalJSON through this package, as kvroute's
+// config types do.
+type selfDecoding struct {
+	Wait time.Duration `json:"wait"`
+	Seen bool          `json:"-"`
+}
+
+type selfPlain selfDecoding
+
+func (s *selfDecoding) UnmarshalJSON(b []byte) error {
+	s.Seen = true
+	return Unmarshal(b, (*selfPlain)(s))
+}
+
+func (s selfDecoding) MarshalJSON() ([]byte, error) { return Marshal(selfPlain(s)) }
+
+func TestDurationsAtEveryDepth(t *testing.T) {
+	var o outer
+	err := Unmarshal([]byte(`{"idle":"1m","inner":{"ttl":"2s","per":{"a":"250ms"},"list":["1h","1ns"]},
+		"ptr":{"ttl":"3s"},"self":{"wait":"5s"}}`), &o)
+	require.NoError(t, err)
+	require.Equal(t, time.Minute, o.Idle)
+	require.Equal(t, 2*time.Second, o.Inner.TTL)
+	require.Equal(t, 250*time.Millisecond, o.Inner.Per["a"])
+	require.Equal(t, []time.Duration{time.Hour, time.Nanosecond}, o.Inner.List)
+	require.Equal(t, 3*time.Second, o.Ptr.TTL)
+	require.Equal(t, 5*time.Second, o.Self.Wait)
+	require.True(t, o.Self.Seen)
+}
+
+func TestBareNumberIsAnErrorNamingTheKey(t *testing.T) {
+	for in, path := range map[string]string{
+		`{"inner":{"ttl":2000}}`:            "inner.ttl",
+		`{"idle":60}`:                       "idle",
+		`{"inner":{"per":{"x":1}}}`:         "inner.per.x",
+		`{"inner":{"list":["1s",5]}}`:       "inner.list[1]",
+		`{"self":{"wait":18000}}`:           "self.wait",
+		`{"ptr":{"ttl":1.5}}`:               "ptr.ttl",
+		`{"inner":{"ttl":"2 seconds"}}`:     "inner.ttl",
+		`{"inner":{"ttl":true}}`:            "inner.ttl",
+		`{"inner":{"ttlx":"1s"}}`:           "inner.ttlx",
+		`{"Enabled":true}`:                  "Enabled",
+		`{"inner":{"count":"3"}}`:           "inner.count",
+		`{"tags":"a"}`:                      "tags",
+		`{"inner":{"ttl":"1s","ttl":"2s"}}`: "inner.ttl",
+		`{"self":{"nope":1}}`:               "self.nope",
+	} {
+		var o outer
+		err := Unmarshal([]byte(in), &o)
+		var ce *Error
+		require.True(t, errors.As(err, &ce), "%s: %v", in, err)
+		require.Equal(t, path, ce.Path, in)
+		require.True(t, strings.HasPrefix(err.Error(), path+": "), err.Error())
+	}
+	var o outer
+	err := Unmarshal([]byte(`{"inner":{"ttl":2000}}`), &o)
+	require.ErrorContains(t, err, "bare number 2000 is not a duration")
+	err = Unmarshal([]byte(`{"Enabled":true}`), &o)
+	require.ErrorContains(t, err, `did you mean "enabled"`)
+}
+
+func TestAbsentKeysKeepTheirValue(t *testing.T) {
+	o := outer{Enabled: true, Inner: inner{TTL: time.Second, Count: 7}}
+	require.NoError(t, Unmarshal([]byte(`{"inner":{"count":8}}`), &o))
+	require.True(t, o.Enabled)
+	require.Equal(t, time.Second, o.Inner.TTL)
+	require.Equal(t, 8, o.Inner.Count)
+	require.NoError(t, Unmarshal([]byte(`null`), &o))
+	require.Equal(t, 8, o.Inner.Count)
+}
+
+func TestTrailingDataAndBadJSON(t *testing.T) {
+	var o outer
+	require.ErrorContains(t, Unmarshal([]byte(`{} {}`), &o), "trailing data")
+	require.ErrorContains(t, Unmarshal([]byte(`{"inner":`), &o), "invalid JSON")
+	require.Error(t, Decode(strings.NewReader(`[1]`), &o))
+	require.Error(t, Unmarshal([]byte(`{}`), o))
+}
+
+func TestMarshalWritesDurationStrings(t *testing.T) {
+	o := outer{Embedded: Embedded{Idle: time.Minute}, Inner: inner{TTL: 2 * time.Second,
+		Per: map[string]time.Duration{"a": time.Millisecond}, List: []time.Duration{time.Hour}},
+		Self: selfDecoding{Wait: 5 * time.Second}, Hidden: time.Hour}
+	b, err := Marshal(o)
+	require.NoError(t, err)
+	s := string(b)
+	for _, want := range []string{`"idle":"1m0s"`, `"ttl":"2s"`, `"a":"1ms"`, `"list":["1h0m0s"]`, `"wait":"5s"`} {
+		require.Contains(t, s, want)
+	}
+	var back outer
+	require.NoError(t, Unmarshal(b, &back))
+	back.Self.Seen = false
+	o.Hidden = 0
+	require.Equal(t, o, back)
+	// A type with its own MarshalJSON marshals the same through encoding/json.
+	raw, err := json.Marshal(o.Self)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"wait":"5s"}`, string(raw))
+}
+
+func TestFieldsFollowEncodingJSON(t *testing.T) {
+	type A struct {
+		X int
+		Y int `json:"y"`
+	}
+	type B struct {
+		X int
+	}
+	type C struct {
+		A
+		B
+		Y string `json:"y"` // shallower: hides A.Y
+	}
+	f := fieldsOf(reflect.TypeFor[C]())
+	_, hasX := f.byName["X"] // A.X and B.X collide at one depth: neither
+	require.False(t, hasX)
+	require.Equal(t, reflect.TypeFor[string](), f.byName["y"])
+}

@@ -1,0 +1,39 @@
+package kvevents
+
+import "github.com/kvroute/kvroute/internal/jsonconf"
+
+// poolConfigFields is PoolConfig without its methods, so that decoding it does not
+// recurse into PoolConfig.UnmarshalJSON.
+type poolConfigFields PoolConfig
+
+// UnmarshalJSON decodes c strictly wherever a PoolConfig is decoded: unknown keys
+// are an error naming their path, durations are Go duration strings ("2s",
+// "250ms") and a bare number for one is an error. Keys not present keep
+// their current value.
+func (c *PoolConfig) UnmarshalJSON(data []byte) error {
+	return jsonconf.Unmarshal(data, (*poolConfigFields)(c))
+}
+
+// MarshalJSON encodes c with its durations as Go duration strings, the form
+// UnmarshalJSON reads.
+func (c PoolConfig) MarshalJSON() ([]byte, error) {
+	return jsonconf.Marshal(poolConfigFields(c))
+}
+
+// publisherConfigFields is PublisherConfig without its methods, so that decoding it does not
+// recurse into PublisherConfig.UnmarshalJSON.
+type publisherConfigFields PublisherConfig
+
+// UnmarshalJSON decodes c strictly wherever a PublisherConfig is decoded: unknown keys
+// are an error naming their path, durations are Go duration strings ("2s",
+// "250ms") and a bare number for one is an error. Keys not present keep
+// their current value.
+func (c *PublisherConfig) UnmarshalJSON(data []byte) error {
+	return jsonconf.Unmarshal(data, (*publisherConfigFields)(c))
+}
+
+// MarshalJSON encodes c with its durations as Go duration strings, the form
+// UnmarshalJSON reads.
+func (c PublisherConfig) MarshalJSON() ([]byte, error) {
+	return jsonconf.Marshal(publisherConfigFields(c))
+}
