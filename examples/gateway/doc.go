@@ -7,7 +7,7 @@
 //
 //	gateway --endpoints 10.0.0.7:8000,10.0.0.8:8000 --model Qwen/Qwen3-32B
 //	        [--listen :8080] [--events-port 5556] [--replay-port 5559]
-//	        [--config router.json] [--endpoints-file endpoints.json]
+//	        [--config router.yaml] [--endpoints-file endpoints.yaml]
 //	        [--policy precise|round-robin] [--max-body-bytes 33554432]
 //	        [--shutdown-timeout 30s] [--log-level info]
 //
@@ -21,13 +21,24 @@
 // "endpoint") with replay at <ip>:--replay-port ("replay_endpoint"; 0
 // disables replay), and tokenizes requests through the engines' render
 // routes, so the engines must run with --enable-scale-out. --endpoints-file
-// reads a JSON array instead, which may carry labels for the events selector:
+// reads a YAML or JSON list instead, which may carry labels for the events
+// selector:
 //
 //	[{"id": "10.0.0.7:8000", "labels": {"zone": "a"}}, {"id": "10.0.0.8:8000"}]
 //
-// --config is a kvroute router configuration (kvroute.LoadConfig: JSON, the
-// deployment guide's defaults for absent keys, unknown keys rejected); the
-// --model, --events-port and --replay-port flags override it when given.
+// --config is a kvroute router configuration in YAML (as kept in Helm values)
+// or JSON. YAML is turned into JSON (sigs.k8s.io/yaml) and read by
+// kvroute.LoadConfig, so the rules are the same: the deployment guide's
+// defaults for absent keys, unknown keys rejected with their path, durations
+// as Go duration strings ("2s"; a bare number is an error), and the llm-d
+// plugin blocks accepted (see the README's mapping table):
+//
+//	model: Qwen/Qwen3-32B
+//	speculative: {ttl: 2s}
+//	prefix-cache-affinity-filter:
+//	  maxTTFTPenaltyMs: 18000
+//
+// The --model, --events-port and --replay-port flags override it when given.
 //
 // Routes: POST /v1/completions, /v1/chat/completions, /v1/messages and
 // /v1/responses are routed and proxied, streaming responses (server-sent

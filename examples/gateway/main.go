@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -11,6 +12,8 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"sigs.k8s.io/yaml"
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/examples/gateway/proxy"
@@ -49,8 +52,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	)
 	fs.StringVar(&listen, "listen", ":8080", "address to serve on")
 	fs.StringVar(&list, "endpoints", "", "comma-separated engine addresses ip:port (the identity in their KV-event topics)")
-	fs.StringVar(&epsFile, "endpoints-file", "", "JSON file with the endpoints: [{\"id\":\"ip:port\",\"address\":\"http://...\",\"labels\":{...}}]")
-	fs.StringVar(&cfgFile, "config", "", "kvroute router configuration (JSON); flags below override it")
+	fs.StringVar(&epsFile, "endpoints-file", "", "YAML or JSON file with the endpoints: [{\"id\":\"ip:port\",\"address\":\"http://...\",\"labels\":{...}}]")
+	fs.StringVar(&cfgFile, "config", "", "kvroute router configuration (YAML or JSON); flags below override it")
 	fs.StringVar(&model, "model", "", "base model name the engines serve")
 	fs.IntVar(&eventsPort, "events-port", kvroute.DefaultEventsPort, "engines' KV-event PUB port (vLLM kv-events-config endpoint)")
 	fs.IntVar(&replay, "replay-port", kvroute.DefaultReplayPort, "engines' KV-event replay port (replay_endpoint); 0 disables replay")
@@ -72,13 +75,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	cfg := kvroute.DefaultConfig()
 	if cfgFile != "" {
-		f, err := os.Open(cfgFile)
-		if err != nil {
-			return options{}, err
-		}
-		cfg, err = kvroute.LoadConfig(f)
-		f.Close()
-		if err != nil {
+		var err error
+		if cfg, err = loadConfigFile(cfgFile); err != nil {
 			return options{}, fmt.Errorf("--config %s: %w", cfgFile, err)
 		}
 	}
@@ -111,13 +109,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 			return options{}, fmt.Errorf("--endpoints: %w", err)
 		}
 	case epsFile != "":
-		f, err := os.Open(epsFile)
+		data, err := readYAML(epsFile)
 		if err != nil {
 			return options{}, err
 		}
-		eps, err = proxy.LoadEndpoints(f)
-		f.Close()
-		if err != nil {
+		if eps, err = proxy.LoadEndpoints(bytes.NewReader(data)); err != nil {
 			return options{}, fmt.Errorf("--endpoints-file %s: %w", epsFile, err)
 		}
 	default:
@@ -160,4 +156,40 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	return nil
+}
+
+// maxConfigFile bounds a configuration file; real ones are a few KiB.
+const maxConfigFile = 16 << 20
+
+// readYAML reads a YAML (or JSON, a subset of YAML) file and returns it as
+// JSON, so that the strict JSON decoding of kvroute applies to it unchanged:
+// unknown keys are still errors and durations are still strings ("2s").
+func readYAML(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxConfigFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxConfigFile {
+		return nil, fmt.Errorf("%s: larger than %d bytes", path, maxConfigFile)
+	}
+	out, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return out, nil
+}
+
+// loadConfigFile reads a router configuration in YAML or JSON with
+// kvroute.LoadConfig's rules.
+func loadConfigFile(path string) (kvroute.Config, error) {
+	data, err := readYAML(path)
+	if err != nil {
+		return kvroute.Config{}, err
+	}
+	return kvroute.LoadConfig(bytes.NewReader(data))
 }

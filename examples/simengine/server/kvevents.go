@@ -1,7 +1,6 @@
 package server
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/kvroute/kvroute/examples/simengine/engine"
+	"github.com/kvroute/kvroute/internal/jsonconf"
 	"github.com/kvroute/kvroute/kvevents"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -53,13 +53,8 @@ func ParseKVEventsConfig(s string) (KVEventsConfig, error) {
 	if strings.TrimSpace(s) == "" {
 		return c, nil
 	}
-	dec := json.NewDecoder(strings.NewReader(s))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
+	if err := jsonconf.Unmarshal([]byte(s), &c); err != nil {
 		return c, fmt.Errorf("%w: %v", ErrBadKVEventsConfig, err)
-	}
-	if dec.More() {
-		return c, fmt.Errorf("%w: trailing data after the JSON object", ErrBadKVEventsConfig)
 	}
 	return c, c.Validate()
 }
