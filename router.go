@@ -144,14 +144,14 @@ func New(cfg Config, opts Options) (*Router, error) {
 		if rcfg.ModelName == "" {
 			rcfg.ModelName = cfg.Model
 		}
-		if r.render, err = render.New(rcfg, opts.Registerer, log); err != nil {
+		if r.render, err = render.New(rcfg, render.Options{Registerer: opts.Registerer, Logger: log}); err != nil {
 			return nil, fmt.Errorf("kvroute: render: %w", err)
 		}
 	}
-	if r.filter, err = affinity.New(cfg.Affinity, opts.Registerer, log, affinity.WithRandom(r.random)); err != nil {
+	if r.filter, err = affinity.New(cfg.Affinity, affinity.Options{Registerer: opts.Registerer, Logger: log, Random: r.random}); err != nil {
 		return nil, fmt.Errorf("kvroute: affinity: %w", err)
 	}
-	if r.load, err = tokenload.NewTracker(opts.Registerer, log); err != nil {
+	if r.load, err = tokenload.NewTracker(tokenload.Options{Registerer: opts.Registerer, Logger: log}); err != nil {
 		return nil, fmt.Errorf("kvroute: tokenload: %w", err)
 	}
 	if r.requests, err = tokenload.NewRequestTable(cfg.Requests,

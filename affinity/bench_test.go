@@ -22,7 +22,7 @@ func BenchmarkFilterApply(b *testing.B) {
 			{"load_override", 1_000_000, OutcomeLoadOverride},
 		} {
 			b.Run(fmt.Sprintf("endpoints=%d/%s", n, tc.name), func(b *testing.B) {
-				f, err := New(DefaultConfig(), prometheus.NewRegistry(), nil)
+				f, err := New(DefaultConfig(), Options{Registerer: prometheus.NewRegistry()})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -11,7 +11,7 @@ import (
 // asks the filter once per request which endpoints the load scorer may choose
 // from.
 func ExampleFilter_Apply() {
-	f, err := affinity.New(affinity.DefaultConfig(), nil, nil)
+	f, err := affinity.New(affinity.DefaultConfig(), affinity.Options{})
 	if err != nil {
 		panic(err)
 	}

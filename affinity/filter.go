@@ -85,42 +85,40 @@ type Filter struct {
 	decisions     [numOutcomes]prometheus.Counter
 }
 
-// Option adjusts a Filter at construction.
-type Option func(*Filter)
-
-// WithRandom replaces the source of the exploration draw: fn must return a
-// uniform value in [0, 1) and be safe for concurrent use. The default is
-// math/rand/v2's Float64. Tests inject a deterministic source.
-func WithRandom(fn func() float64) Option {
-	return func(f *Filter) {
-		if fn != nil {
-			f.random = fn
-		}
-	}
+// Options are a Filter's injected dependencies; the zero value is valid.
+type Options struct {
+	// Registerer receives the decision counter
+	// llm_d_epp_prefix_cache_affinity_filter_decisions_total{outcome};
+	// filters sharing a registry share the counter. Nil registers nothing.
+	Registerer prometheus.Registerer
+	// Logger only receives the configuration at construction; nil discards.
+	Logger *slog.Logger
+	// Random is the source of the exploration draw: it must return a uniform
+	// value in [0, 1) and be safe for concurrent use. Nil means math/rand/v2's
+	// Float64; tests inject a deterministic source.
+	Random func() float64
 }
 
-// New validates cfg and builds a Filter. With a non-nil reg the decision
-// counter llm_d_epp_prefix_cache_affinity_filter_decisions_total{outcome} is
-// registered there; filters sharing a registry share the counter. logger (nil
-// = discard) only receives the configuration at construction.
-func New(cfg Config, reg prometheus.Registerer, logger *slog.Logger, opts ...Option) (*Filter, error) {
+// New validates cfg and builds a Filter with its injected dependencies.
+func New(cfg Config, opts Options) (*Filter, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if cfg.MissingSignalPolicy == "" {
 		cfg.MissingSignalPolicy = KeepSticky
 	}
+	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	f := &Filter{cfg: cfg, random: rand.Float64}
+	if opts.Random != nil {
+		f.random = opts.Random
+	}
 	if cfg.MaxTTFTPenalty > 0 {
 		f.penaltyTokens = cfg.MaxTTFTPenalty.Seconds() * cfg.PeakPrefillThroughput
 	}
-	for _, o := range opts {
-		o(f)
-	}
-	vec, err := decisionCounter(reg)
+	vec, err := decisionCounter(opts.Registerer)
 	if err != nil {
 		return nil, err
 	}

@@ -12,9 +12,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func newFilter(t testing.TB, cfg Config, opts ...Option) *Filter {
+func newFilter(t testing.TB, cfg Config, opts ...Options) *Filter {
 	t.Helper()
-	f, err := New(cfg, nil, nil, opts...)
+	var o Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	f, err := New(cfg, o)
 	require.NoError(t, err)
 	return f
 }
@@ -216,7 +220,7 @@ func TestFilterExploration(t *testing.T) {
 	cfg.ExplorationProbability = 0.25
 	var draw float64
 	calls := 0
-	f := newFilter(t, cfg, WithRandom(func() float64 { calls++; return draw }))
+	f := newFilter(t, cfg, Options{Random: func() float64 { calls++; return draw }})
 
 	draw = 0.1
 	got, o := apply(f, 10, warm(0), cold(0), cold(0))
@@ -233,15 +237,15 @@ func TestFilterExploration(t *testing.T) {
 	require.Equal(t, OutcomeNotApplicable, o)
 	require.Equal(t, 2, calls, "no draw for a single candidate")
 
-	never := newFilter(t, DefaultConfig(), WithRandom(func() float64 {
+	never := newFilter(t, DefaultConfig(), Options{Random: func() float64 {
 		t.Fatal("exploration probability 0 must not draw")
 		return 0
-	}))
+	}})
 	_, o = apply(never, 10, warm(0), cold(0))
 	require.Equal(t, OutcomeSticky, o)
 
 	cfg.ExplorationProbability = 1
-	always := newFilter(t, cfg, WithRandom(func() float64 { return math.Nextafter(1, 0) }))
+	always := newFilter(t, cfg, Options{Random: func() float64 { return math.Nextafter(1, 0) }})
 	_, o = apply(always, 10, warm(0), cold(0))
 	require.Equal(t, OutcomeExploration, o)
 }
@@ -326,7 +330,7 @@ func TestFilterMatchesReferenceOnRandomInputs(t *testing.T) {
 func TestFilterApplyDoesNotAllocate(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.ExplorationProbability = 0.5
-	f, err := New(cfg, prometheus.NewRegistry(), nil)
+	f, err := New(cfg, Options{Registerer: prometheus.NewRegistry()})
 	require.NoError(t, err)
 	cands := make([]Candidate, 64)
 	for i := range cands {
@@ -339,12 +343,12 @@ func TestFilterApplyDoesNotAllocate(t *testing.T) {
 
 func TestFilterDecisionMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	f, err := New(DefaultConfig(), reg, nil)
+	f, err := New(DefaultConfig(), Options{Registerer: reg})
 	require.NoError(t, err)
 	// A second filter (e.g. a strict one) shares the counter.
 	strictCfg := DefaultConfig()
 	strictCfg.AffinityThreshold = 0.99
-	strict, err := New(strictCfg, reg, nil)
+	strict, err := New(strictCfg, Options{Registerer: reg})
 	require.NoError(t, err)
 
 	apply(f, 10, warm(0), cold(0))                                     // sticky
@@ -378,7 +382,7 @@ func TestFilterWithoutRegistererRegistersNothing(t *testing.T) {
 func TestNewRejectsInvalidConfig(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.AffinityThreshold = 1.5
-	_, err := New(cfg, nil, nil)
+	_, err := New(cfg, Options{})
 	require.ErrorIs(t, err, ErrInvalidConfig)
 }
 

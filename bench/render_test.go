@@ -48,7 +48,7 @@ func BenchmarkRender(b *testing.B) {
 	cfg := render.DefaultConfig()
 	cfg.URL = srv.URL
 	cfg.ModelName = Model
-	c, err := render.New(cfg, nil, nil)
+	c, err := render.New(cfg, render.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -43,7 +43,7 @@ func BenchmarkRender(b *testing.B) {
 	}))
 	defer srv.Close()
 
-	c, err := New(DefaultConfig(), nil, nil)
+	c, err := New(DefaultConfig(), Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func BenchmarkRender(b *testing.B) {
 
 	// Baseline: the same bytes over a bare client with the same transport.
 	wire, _, _, _ := prepareBody(req.Body, false, true)
-	raw := &http.Client{Transport: newTransport(DefaultConfig())}
+	raw := &http.Client{Transport: newTransport(nil)}
 	defer raw.CloseIdleConnections()
 	rawCall := func() {
 		hreq, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, srv.URL+"/v1/chat/completions/render", bytes.NewReader(wire))

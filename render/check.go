@@ -73,8 +73,7 @@ func Check(ctx context.Context, endpoints []Endpoint, opts CheckOptions) ([]Chec
 	cfg := DefaultConfig()
 	cfg.Timeout = opts.Timeout
 	cfg.ModelName = opts.Model
-	cfg.TLSConfig = opts.TLSConfig
-	c, err := New(cfg, nil, nil)
+	c, err := New(cfg, Options{TLSConfig: opts.TLSConfig})
 	if err != nil {
 		return nil, err
 	}

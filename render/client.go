@@ -3,6 +3,7 @@ package render
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -44,24 +45,35 @@ type Client struct {
 	now            func() time.Time
 }
 
+// Options are a Client's injected dependencies; the zero value is valid.
+type Options struct {
+	// Registerer receives the render metrics; nil registers nothing.
+	// Collectors already registered by another Client are shared.
+	Registerer prometheus.Registerer
+	// Logger receives failure and mode lines; nil discards them.
+	Logger *slog.Logger
+	// TLSConfig is used for https renderer URLs; nil means the system roots.
+	// HTTP/2 stays disabled either way.
+	TLSConfig *tls.Config
+}
+
 // New builds a Client from cfg (zero durations, sizes and modes take their
-// defaults; see Config). reg receives the render metrics (nil registers
-// nothing; collectors already registered by another Client are shared);
-// logger receives failure and mode lines (nil discards them).
-func New(cfg Config, reg prometheus.Registerer, logger *slog.Logger) (*Client, error) {
+// defaults; see Config) and its injected dependencies.
+func New(cfg Config, opts Options) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	m, err := newMetrics(reg)
+	m, err := newMetrics(opts.Registerer)
 	if err != nil {
 		return nil, fmt.Errorf("render: register metrics: %w", err)
 	}
+	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	c := &Client{cfg: cfg, metrics: m, log: logger, now: time.Now}
-	c.transport = newTransport(cfg)
+	c.transport = newTransport(opts.TLSConfig)
 	c.http = &http.Client{
 		Transport: c.transport,
 		// Render routes do not redirect; a 3xx is reported as a status.
@@ -79,14 +91,14 @@ func New(cfg Config, reg prometheus.Registerer, logger *slog.Logger) (*Client, e
 // newTransport builds the HTTP/1.1-only transport: up to 16 idle connections
 // per host, no global cap, 90 s idle timeout, no proxy (renderers are
 // in-cluster).
-func newTransport(cfg Config) *http.Transport {
+func newTransport(tlsConfig *tls.Config) *http.Transport {
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
 	d := &net.Dialer{KeepAlive: 30 * time.Second}
 	return &http.Transport{
 		DialContext:         d.DialContext,
 		Protocols:           protocols,
-		TLSClientConfig:     cfg.TLSConfig,
+		TLSClientConfig:     tlsConfig,
 		TLSHandshakeTimeout: 10 * time.Second,
 		MaxIdleConns:        0,
 		MaxIdleConnsPerHost: maxIdleConnsPerHost,

@@ -96,8 +96,7 @@ func TestRenderUsesHTTP1(t *testing.T) {
 	defer srv.Close()
 	cfg := DefaultConfig()
 	cfg.URL = srv.URL
-	cfg.TLSConfig = srv.Client().Transport.(*http.Transport).TLSClientConfig
-	c, err := New(cfg, nil, nil)
+	c, err := New(cfg, Options{TLSConfig: srv.Client().Transport.(*http.Transport).TLSClientConfig})
 	require.NoError(t, err)
 	defer c.Close()
 	_, err = c.Render(context.Background(), chat("x"))
@@ -108,7 +107,7 @@ func TestRenderUsesHTTP1(t *testing.T) {
 func TestMetricsSuccessAndBuckets(t *testing.T) {
 	s := newFakeVLLM(t, "a")
 	reg := prometheus.NewRegistry()
-	c, err := New(DefaultConfig(), reg, nil)
+	c, err := New(DefaultConfig(), Options{Registerer: reg})
 	require.NoError(t, err)
 	defer c.Close()
 	require.NoError(t, c.SetEndpoints([]Endpoint{{ID: "a", URL: s.URL}}))
@@ -117,7 +116,7 @@ func TestMetricsSuccessAndBuckets(t *testing.T) {
 	require.Equal(t, 1, histCount(t, reg, "success"))
 
 	// A second Client on the same registry shares the collectors.
-	c2, err := New(DefaultConfig(), reg, nil)
+	c2, err := New(DefaultConfig(), Options{Registerer: reg})
 	require.NoError(t, err)
 	defer c2.Close()
 	require.NoError(t, c2.SetEndpoints([]Endpoint{{ID: "a", URL: s.URL}}))
@@ -142,7 +141,7 @@ func TestFailureLogIsRateLimited(t *testing.T) {
 	s := newFakeVLLM(t, "a")
 	s.on("/v1/completions/render", status(400))
 	var logs logBuffer
-	c, err := New(DefaultConfig(), nil, logs.logger())
+	c, err := New(DefaultConfig(), Options{Logger: logs.logger()})
 	require.NoError(t, err)
 	defer c.Close()
 	require.NoError(t, c.SetEndpoints([]Endpoint{{ID: "a", URL: s.URL}}))
@@ -203,7 +202,7 @@ func TestCloseRejectsCallsAndLeaksNothing(t *testing.T) {
 	defer leakcheck.Check(t)()
 	s := httptest.NewServer(http.HandlerFunc(vllmRender))
 	defer s.Close()
-	c, err := New(DefaultConfig(), prometheus.NewRegistry(), nil)
+	c, err := New(DefaultConfig(), Options{Registerer: prometheus.NewRegistry()})
 	require.NoError(t, err)
 	require.NoError(t, c.SetEndpoints([]Endpoint{{ID: "a", URL: s.URL}}))
 	var wg sync.WaitGroup

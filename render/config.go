@@ -1,7 +1,6 @@
 package render
 
 import (
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -94,9 +93,6 @@ type Config struct {
 	// MaxResponseBytes caps the size of a render response body; a larger
 	// body is a decode error. Default 64 MiB.
 	MaxResponseBytes int64 `json:"maxResponseBytes"`
-	// TLSConfig is used for https renderer URLs; nil means the system roots.
-	// HTTP/2 stays disabled either way.
-	TLSConfig *tls.Config `json:"-"`
 }
 
 // DefaultConfig returns the llm-d token producer's defaults: no fixed URL,

@@ -76,7 +76,7 @@ func TestConfigUnmarshalStrictWhenNested(t *testing.T) {
 }
 
 func TestNewAppliesDefaultsToZeroConfig(t *testing.T) {
-	c, err := New(Config{}, nil, nil)
+	c, err := New(Config{}, Options{})
 	require.NoError(t, err)
 	defer c.Close()
 	require.Equal(t, DefaultTimeout, c.cfg.Timeout)
@@ -84,6 +84,6 @@ func TestNewAppliesDefaultsToZeroConfig(t *testing.T) {
 	require.Equal(t, ModeAuto, c.cfg.MessagesRenderMode)
 	require.EqualValues(t, DefaultMaxResponseBytes, c.cfg.MaxResponseBytes)
 
-	_, err = New(Config{Timeout: -1}, nil, nil)
+	_, err = New(Config{Timeout: -1}, Options{})
 	require.ErrorIs(t, err, ErrInvalidConfig)
 }

@@ -31,7 +31,7 @@ func Example() {
 	cfg := render.DefaultConfig()
 	cfg.ModelName = "Qwen/Qwen3-8B"
 	cfg.AttemptTimeout = 2 * time.Second // as in the deployment guide
-	client, err := render.New(cfg, prometheus.NewRegistry(), nil)
+	client, err := render.New(cfg, render.Options{Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		panic(err)
 	}

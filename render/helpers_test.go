@@ -208,7 +208,7 @@ func newTestClient(t testing.TB, mutate func(*Config), servers ...*fakeVLLM) *Cl
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	c, err := New(cfg, nil, nil)
+	c, err := New(cfg, Options{})
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 	var eps []Endpoint

@@ -89,7 +89,7 @@ func TestAutoModeLegacyForMissingRoute(t *testing.T) {
 			var logs logBuffer
 			cfg := DefaultConfig()
 			cfg.ModelName = "qwen3-8b"
-			c, err := New(cfg, nil, logs.logger())
+			c, err := New(cfg, Options{Logger: logs.logger()})
 			require.NoError(t, err)
 			defer c.Close()
 			require.NoError(t, c.SetEndpoints([]Endpoint{{ID: "a", URL: s.URL}}))
@@ -232,7 +232,7 @@ func TestDiscoveryWaitIsCancellable(t *testing.T) {
 		notFound(w)
 	})
 	reg := prometheus.NewRegistry()
-	c, err := New(DefaultConfig(), reg, nil)
+	c, err := New(DefaultConfig(), Options{Registerer: reg})
 	require.NoError(t, err)
 	defer c.Close()
 	require.NoError(t, c.SetEndpoints([]Endpoint{{ID: "a", URL: s.URL}}))
@@ -284,7 +284,7 @@ func TestLegacyUntranslatableRequestIsAnError(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	cfg := DefaultConfig()
 	cfg.ResponsesRenderMode = ModeLegacy
-	c, err := New(cfg, reg, nil)
+	c, err := New(cfg, Options{Registerer: reg})
 	require.NoError(t, err)
 	defer c.Close()
 	require.NoError(t, c.SetEndpoints([]Endpoint{{ID: "a", URL: s.URL}}))

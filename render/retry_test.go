@@ -90,7 +90,7 @@ func TestRenderDoesNotRetryClientErrors(t *testing.T) {
 			bad, good := newFakeVLLM(t, "a"), newFakeVLLM(t, "b")
 			bad.on("/v1/completions/render", tc.h)
 			reg := prometheus.NewRegistry()
-			c, err := New(DefaultConfig(), reg, nil)
+			c, err := New(DefaultConfig(), Options{Registerer: reg})
 			require.NoError(t, err)
 			defer c.Close()
 			require.NoError(t, c.SetEndpoints([]Endpoint{{ID: "a", URL: bad.URL}, {ID: "b", URL: good.URL}}))
@@ -171,7 +171,7 @@ func TestRenderNeverRetriesTwice(t *testing.T) {
 
 func TestRenderNoEndpoints(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	c, err := New(DefaultConfig(), reg, nil)
+	c, err := New(DefaultConfig(), Options{Registerer: reg})
 	require.NoError(t, err)
 	defer c.Close()
 	_, err = c.Render(context.Background(), completions("x"))
@@ -252,7 +252,7 @@ func TestBudgetIsSharedByBothAttempts(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	cfg := DefaultConfig()
 	cfg.Timeout = 200 * time.Millisecond
-	c, err := New(cfg, reg, nil)
+	c, err := New(cfg, Options{Registerer: reg})
 	require.NoError(t, err)
 	defer c.Close()
 	require.NoError(t, c.SetEndpoints([]Endpoint{{ID: "a", URL: hung.URL}, {ID: "b", URL: good.URL}}))
@@ -327,7 +327,7 @@ func TestCallerCancellationIsNotAFailure(t *testing.T) {
 		<-r.Context().Done()
 	})
 	reg := prometheus.NewRegistry()
-	c, err := New(DefaultConfig(), reg, nil)
+	c, err := New(DefaultConfig(), Options{Registerer: reg})
 	require.NoError(t, err)
 	defer c.Close()
 	require.NoError(t, c.SetEndpoints([]Endpoint{{ID: "a", URL: hung.URL}, {ID: "b", URL: good.URL}}))

@@ -10,7 +10,7 @@ import (
 
 func benchTracker(b *testing.B, endpoints int) (*Tracker, []string) {
 	b.Helper()
-	tr, err := NewTracker(prometheus.NewRegistry(), nil)
+	tr, err := NewTracker(Options{Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 
 func TestTrackerGauges(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	tr, err := NewTracker(reg, nil)
+	tr, err := NewTracker(Options{Registerer: reg})
 	require.NoError(t, err)
 
 	a := tr.Dispatch("10.0.0.1:8000", 6000)
@@ -47,7 +47,7 @@ llm_d_epp_inflight_tokens{endpoint_name="10.0.0.2:8000"} 500
 
 func TestTrackerGaugesInvalidEndpointNameDoesNotPanic(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	tr, err := NewTracker(reg, nil)
+	tr, err := NewTracker(Options{Registerer: reg})
 	require.NoError(t, err)
 	tr.Dispatch("bad\xff", 1)
 	_, err = reg.Gather()
@@ -59,12 +59,12 @@ func TestTrackerGaugesInvalidEndpointNameDoesNotPanic(t *testing.T) {
 
 func TestTrackerRegistration(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	_, err := NewTracker(reg, nil)
+	_, err := NewTracker(Options{Registerer: reg})
 	require.NoError(t, err)
-	_, err = NewTracker(reg, nil)
+	_, err = NewTracker(Options{Registerer: reg})
 	require.Error(t, err, "two trackers cannot export the same series")
 
-	tr, err := NewTracker(nil, nil)
+	tr, err := NewTracker(Options{})
 	require.NoError(t, err)
 	tr.Dispatch("x", 1).Done()
 }

@@ -9,7 +9,7 @@ import (
 // A gateway loop: score the candidates, dispatch to the best one, release the
 // prefill tokens on the first response chunk and the request when it ends.
 func Example() {
-	tracker, err := tokenload.NewTracker(nil, nil)
+	tracker, err := tokenload.NewTracker(tokenload.Options{})
 	if err != nil {
 		panic(err)
 	}

@@ -37,12 +37,21 @@ type Tracker struct {
 	log       *slog.Logger
 }
 
-// NewTracker returns an empty Tracker. With a non-nil reg the gauges
-// llm_d_epp_inflight_tokens and llm_d_epp_inflight_requests (label
-// endpoint_name) are registered there; registering two trackers in one
-// registry is an error. logger (nil = discard) receives endpoint removals at
-// debug level; nothing is logged per request.
-func NewTracker(reg prometheus.Registerer, logger *slog.Logger) (*Tracker, error) {
+// Options are a Tracker's injected dependencies; the zero value is valid.
+type Options struct {
+	// Registerer receives the gauges llm_d_epp_inflight_tokens and
+	// llm_d_epp_inflight_requests (label endpoint_name); registering two
+	// trackers in one registry is an error. Nil registers nothing.
+	Registerer prometheus.Registerer
+	// Logger receives endpoint removals at debug level (nothing is logged
+	// per request); nil discards.
+	Logger *slog.Logger
+}
+
+// NewTracker returns an empty Tracker with its injected dependencies. A
+// Tracker has no configuration: the queue threshold belongs to Score.
+func NewTracker(opts Options) (*Tracker, error) {
+	reg, logger := opts.Registerer, opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}

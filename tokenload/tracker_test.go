@@ -11,7 +11,7 @@ import (
 
 func newTracker(t testing.TB) *Tracker {
 	t.Helper()
-	tr, err := NewTracker(nil, nil)
+	tr, err := NewTracker(Options{})
 	require.NoError(t, err)
 	return tr
 }

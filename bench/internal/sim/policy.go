@@ -137,7 +137,7 @@ type leastLoad struct {
 }
 
 func newLeastLoad(ids []string) (*leastLoad, error) {
-	t, err := tokenload.NewTracker(nil, nil)
+	t, err := tokenload.NewTracker(tokenload.Options{})
 	if err != nil {
 		return nil, err
 	}
