@@ -27,7 +27,7 @@ func newEventPool(cfg Config, ix *kvindex.Index, reg prometheus.Registerer, log 
 	if pc.Model == "" {
 		pc.Model = cfg.Model
 	}
-	p, err := kvevents.NewPool(pc, ix, reg, log)
+	p, err := kvevents.NewPool(pc, ix, kvevents.Options{Registerer: reg, Logger: log})
 	if err != nil {
 		return nil, err
 	}

@@ -24,7 +24,8 @@ func TestRouterFollowsEngineEventsOverZeroMQ(t *testing.T) {
 	const engineID = "127.0.0.1:18000" // the engine's inference address (nothing listens: no render here)
 	pub, err := kvevents.NewPublisher(kvevents.PublisherConfig{
 		Addr: "tcp://127.0.0.1:0", Endpoint: engineID, Model: testModel, ReplayAddr: "tcp://127.0.0.1:0",
-	})
+	}, kvevents.Options{})
+
 	require.NoError(t, err)
 	defer pub.Close()
 

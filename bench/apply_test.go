@@ -48,7 +48,7 @@ func buildApply() (*applyFixture, error) {
 	if err != nil {
 		return nil, err
 	}
-	a, err := kvevents.NewApplier(ix, kvevents.ApplierConfig{Model: Model})
+	a, err := kvevents.NewApplier(kvevents.ApplierConfig{Model: Model}, ix, kvevents.Options{})
 	if err != nil {
 		return nil, err
 	}

@@ -29,12 +29,12 @@ func BenchmarkSubscriberThroughput(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer ix.Close()
-	pool, err := kvevents.NewPool(kvevents.PoolConfig{QueueSize: 4 * window, Concurrency: 1}, ix, nil, nil)
+	pool, err := kvevents.NewPool(kvevents.PoolConfig{QueueSize: 4 * window, Concurrency: 1}, ix, kvevents.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer pool.Close()
-	pub, err := kvevents.NewPublisher(kvevents.PublisherConfig{Addr: "127.0.0.1:0", Endpoint: id, Model: Model, SendQueue: 4 * window})
+	pub, err := kvevents.NewPublisher(kvevents.PublisherConfig{Addr: "127.0.0.1:0", Endpoint: id, Model: Model, SendQueue: 4 * window}, kvevents.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

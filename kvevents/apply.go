@@ -38,14 +38,6 @@ type ApplierConfig struct {
 	// Model is the model name used when Apply is called with an empty one
 	// (for example an endpoint publishing on vLLM's default empty topic).
 	Model string `json:"model"`
-	// Metrics, when set, is the shared event-metrics set (also used by the
-	// subscriber pool); it takes precedence over Registerer.
-	Metrics *Metrics `json:"-"`
-	// Registerer registers a new Metrics set when Metrics is nil; nil means
-	// no metrics.
-	Registerer prometheus.Registerer `json:"-"`
-	// Logger receives debug logs for dropped events; nil discards.
-	Logger *slog.Logger `json:"-"`
 	// LoRANames maps vLLM's integer lora_id to the adapter name, for engines
 	// that send lora_id without lora_name (vLLM 0.9 and other releases before
 	// lora_name existed). A store of an adapter is keyed under the adapter's
@@ -54,6 +46,19 @@ type ApplierConfig struct {
 	// (stores_skipped_total{reason="lora_unnamed"}), because keying it under
 	// the base model would make base-model requests match adapter blocks.
 	LoRANames map[int64]string `json:"loraNames,omitempty"`
+}
+
+// Options are the injected dependencies of a Pool, an Applier or a
+// Publisher; the zero value is valid.
+type Options struct {
+	// Registerer receives the component's metrics; nil registers none.
+	Registerer prometheus.Registerer
+	// Logger receives state changes and debug logs for dropped events; nil
+	// discards.
+	Logger *slog.Logger
+	// Metrics, for an Applier, is a shared event-metrics set (the Pool
+	// passes its own); it takes precedence over Registerer.
+	Metrics *Metrics
 }
 
 // ApplyResult counts what Apply did with one batch. Every event of the batch
@@ -102,19 +107,20 @@ type endpointState struct {
 	ends   []int
 }
 
-// NewApplier returns an Applier writing to ix.
-func NewApplier(ix *kvindex.Index, cfg ApplierConfig) (*Applier, error) {
+// NewApplier returns an Applier writing to ix, with its injected
+// dependencies.
+func NewApplier(cfg ApplierConfig, ix *kvindex.Index, opts Options) (*Applier, error) {
 	if ix == nil {
 		return nil, errors.New("kvevents: NewApplier needs an index")
 	}
-	m := cfg.Metrics
+	m := opts.Metrics
 	if m == nil {
 		var err error
-		if m, err = NewMetrics(cfg.Registerer); err != nil {
+		if m, err = NewMetrics(opts.Registerer); err != nil {
 			return nil, err
 		}
 	}
-	log := cfg.Logger
+	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}

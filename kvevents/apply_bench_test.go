@@ -57,7 +57,7 @@ func BenchmarkApply(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer ix.Close()
-		a, err := NewApplier(ix, ApplierConfig{Model: "m"})
+		a, err := NewApplier(ApplierConfig{Model: "m"}, ix, Options{})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -17,7 +17,7 @@ func Example_decodeAndApply() {
 
 	ix, _ := kvindex.New(kvindex.Config{BlockSize: 4, SweepInterval: -1})
 	defer ix.Close()
-	applier, _ := kvevents.NewApplier(ix, kvevents.ApplierConfig{})
+	applier, _ := kvevents.NewApplier(kvevents.ApplierConfig{}, ix, kvevents.Options{})
 
 	dec := kvevents.NewDecoder(kvevents.Limits{})
 	var batch kvevents.Batch // reuse across messages: decoding then allocates nothing

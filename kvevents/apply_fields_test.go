@@ -117,7 +117,7 @@ func TestApplyLoRAIDWithoutName(t *testing.T) {
 		})
 		t.Run(name+"/mapped", func(t *testing.T) {
 			f := newApplyFixture(t)
-			a, err := NewApplier(f.ix, ApplierConfig{Model: "m", LoRANames: map[int64]string{7: "adapter-7"}})
+			a, err := NewApplier(ApplierConfig{Model: "m", LoRANames: map[int64]string{7: "adapter-7"}}, f.ix, Options{})
 			require.NoError(t, err)
 			f.a = a
 			res := f.applyRaw(testEndpoint, payload)

@@ -35,7 +35,7 @@ func newApplyFixture(t *testing.T) *applyFixture {
 	reg := prometheus.NewRegistry()
 	var logBuf bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	a, err := NewApplier(ix, ApplierConfig{Registerer: reg, Logger: logger, Model: "m"})
+	a, err := NewApplier(ApplierConfig{Model: "m"}, ix, Options{Registerer: reg, Logger: logger})
 	require.NoError(t, err)
 	return &applyFixture{t: t, ix: ix, a: a, reg: reg, d: NewDecoder(Limits{}), log: &logBuf}
 }
@@ -268,13 +268,13 @@ func TestApplyWithoutMetrics(t *testing.T) {
 	ix, err := kvindex.New(kvindex.Config{BlockSize: 4, SweepInterval: -1})
 	require.NoError(t, err)
 	defer ix.Close()
-	a, err := NewApplier(ix, ApplierConfig{})
+	a, err := NewApplier(ApplierConfig{}, ix, Options{})
 	require.NoError(t, err)
 	require.Nil(t, a.Metrics())
 	var b Batch
 	require.NoError(t, NewDecoder(Limits{}).Decode(mustHex(t, vector(t, "V2/current")), &b))
 	require.Equal(t, ApplyResult{Dropped: 1, ParentMissing: 1}, a.Apply(testEndpoint, "m", &b))
-	_, err = NewApplier(nil, ApplierConfig{})
+	_, err = NewApplier(ApplierConfig{}, nil, Options{})
 	require.Error(t, err)
 }
 
@@ -285,7 +285,7 @@ func TestApplySharedMetrics(t *testing.T) {
 	ix, err := kvindex.New(kvindex.Config{BlockSize: 4, SweepInterval: -1})
 	require.NoError(t, err)
 	defer ix.Close()
-	a, err := NewApplier(ix, ApplierConfig{Metrics: m, Registerer: reg})
+	a, err := NewApplier(ApplierConfig{}, ix, Options{Metrics: m, Registerer: reg})
 	require.NoError(t, err)
 	require.Same(t, m, a.Metrics())
 	m.Drop(testEndpoint, DropQueueFull, 2)

@@ -61,9 +61,11 @@ type Pool struct {
 }
 
 // NewPool validates cfg and starts the workers (and, in bind mode, the bound
-// socket). reg receives the KV-event metrics of spec/metrics.md (nil
-// registers nothing); lg receives state changes (nil discards).
-func NewPool(cfg PoolConfig, ix *kvindex.Index, reg prometheus.Registerer, lg *slog.Logger) (*Pool, error) {
+// socket) that apply events to ix. opts.Registerer receives the KV-event
+// metrics (nil still keeps them, for Status, without exporting them);
+// opts.Logger receives state changes.
+func NewPool(cfg PoolConfig, ix *kvindex.Index, opts Options) (*Pool, error) {
+	reg, lg := opts.Registerer, opts.Logger
 	if ix == nil {
 		return nil, errors.New("kvevents: NewPool needs an index")
 	}
@@ -75,9 +77,6 @@ func NewPool(cfg PoolConfig, ix *kvindex.Index, reg prometheus.Registerer, lg *s
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	if cfg.ReplayClient.Logger == nil {
-		cfg.ReplayClient.Logger = lg
-	}
 	if reg == nil {
 		// Metrics are still kept (Status, tests), just not exported.
 		reg = prometheus.NewRegistry()
@@ -86,7 +85,7 @@ func NewPool(cfg PoolConfig, ix *kvindex.Index, reg prometheus.Registerer, lg *s
 	if err != nil {
 		return nil, err
 	}
-	ap, err := NewApplier(ix, ApplierConfig{Model: cfg.Model, Metrics: m, Logger: lg, LoRANames: cfg.LoRANames})
+	ap, err := NewApplier(ApplierConfig{Model: cfg.Model, LoRANames: cfg.LoRANames}, ix, Options{Metrics: m, Logger: lg})
 	if err != nil {
 		return nil, err
 	}
@@ -318,7 +317,7 @@ func (p *Pool) replayClient(id string) *replay.Client {
 			next(e)
 		}
 	}
-	c, err := replay.NewClient(cc)
+	c, err := replay.NewClient(cc, replay.Options{Logger: p.log})
 	if err != nil {
 		// cfg.ReplayClient was validated by NewPool; keep running without replay.
 		p.log.Error("Replay client unavailable", "endpoint", id, "err", err)

@@ -33,7 +33,7 @@ func benchThroughput(b *testing.B, eps int) {
 		b.Fatal(err)
 	}
 	defer ix.Close()
-	p, err := NewPool(PoolConfig{QueueSize: 4 * window}, ix, prometheus.NewRegistry(), nil)
+	p, err := NewPool(PoolConfig{QueueSize: 4 * window}, ix, Options{Registerer: prometheus.NewRegistry(), Logger: nil})
 	if err != nil {
 		b.Fatal(err)
 	}

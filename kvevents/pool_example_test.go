@@ -25,7 +25,8 @@ func ExamplePool() {
 	// The engine: a Go publisher with a replay socket.
 	pub, err := kvevents.NewPublisher(kvevents.PublisherConfig{
 		Addr: "127.0.0.1:0", Endpoint: "10.0.0.1:8000", Model: "my-model", ReplayAddr: "127.0.0.1:0",
-	})
+	}, kvevents.Options{})
+
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -36,7 +37,7 @@ func ExamplePool() {
 	// The router: an index and a pool.
 	ix, _ := kvindex.New(kvindex.Config{BlockSize: blockSize})
 	defer ix.Close()
-	pool, err := kvevents.NewPool(kvevents.PoolConfig{Selector: "role=decode"}, ix, nil, nil)
+	pool, err := kvevents.NewPool(kvevents.PoolConfig{Selector: "role=decode"}, ix, kvevents.Options{})
 	if err != nil {
 		fmt.Println(err)
 		return

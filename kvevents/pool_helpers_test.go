@@ -117,7 +117,7 @@ func (l *logBuffer) logger() *slog.Logger {
 func newTestPool(t testing.TB, cfg PoolConfig, ix *kvindex.Index) (*Pool, *logBuffer) {
 	t.Helper()
 	logs := &logBuffer{}
-	p, err := NewPool(cfg, ix, prometheus.NewRegistry(), logs.logger())
+	p, err := NewPool(cfg, ix, Options{Registerer: prometheus.NewRegistry(), Logger: logs.logger()})
 	require.NoError(t, err)
 	return p, logs
 }

@@ -66,12 +66,6 @@ type PublisherConfig struct {
 	WriteTimeout time.Duration `json:"writeTimeout"`
 	// HandshakeTimeout bounds each subscriber's ZMTP handshake (default 1 s).
 	HandshakeTimeout time.Duration `json:"handshakeTimeout"`
-
-	// Registerer receives kvroute_publisher_* (and replay server) metrics;
-	// nil registers none.
-	Registerer prometheus.Registerer `json:"-"`
-	// Logger gets connection events at debug level; nil discards.
-	Logger *slog.Logger `json:"-"`
 }
 
 // Validate reports invalid settings.
@@ -132,8 +126,10 @@ type Publisher struct {
 }
 
 // NewPublisher binds the PUB socket (and the replay socket when configured)
-// and starts accepting subscribers.
-func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
+// and starts accepting subscribers. opts.Registerer receives the
+// kvroute_publisher_* (and replay server) metrics; opts.Logger gets
+// connection events at debug level.
+func NewPublisher(cfg PublisherConfig, opts Options) (*Publisher, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -149,7 +145,7 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 	if cfg.WriteTimeout == 0 {
 		cfg.WriteTimeout = DefaultPublisherWriteWait
 	}
-	lg := cfg.Logger
+	lg := opts.Logger
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
@@ -159,15 +155,14 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 	} else {
 		p.topic = []byte(cfg.Topic)
 	}
-	if err := p.register(cfg.Registerer); err != nil {
+	if err := p.register(opts.Registerer); err != nil {
 		return nil, err
 	}
 	if cfg.ReplayAddr != "" {
 		p.buf = replay.NewBuffer(cfg.BufferSize)
-		srv, err := replay.NewServer(p.buf, replay.ServerConfig{
+		srv, err := replay.NewServer(replay.ServerConfig{
 			Addr: cfg.ReplayAddr, Layout: cfg.ReplayLayout, HandshakeTimeout: cfg.HandshakeTimeout,
-			Registerer: cfg.Registerer, Logger: lg,
-		})
+		}, p.buf, replay.Options{Registerer: opts.Registerer, Logger: lg})
 		if err != nil {
 			return nil, err
 		}

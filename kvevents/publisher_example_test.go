@@ -16,7 +16,8 @@ func ExamplePublisher() {
 		Endpoint:   "10.0.0.1:8000",
 		Model:      "meta-llama/Llama-3.1-8B-Instruct",
 		ReplayAddr: "127.0.0.1:0",
-	})
+	}, kvevents.Options{})
+
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -34,7 +35,7 @@ func ExamplePublisher() {
 		fmt.Println("published seq", seq)
 	}
 
-	client, _ := replay.NewClient(replay.ClientConfig{})
+	client, _ := replay.NewClient(replay.ClientConfig{}, replay.Options{})
 	res, err := client.Replay(context.Background(), pub.ReplayEndpoint(), 1, func(seq uint64, payload []byte) error {
 		fmt.Println("replayed seq", seq, "non-empty:", len(payload) > 0)
 		return nil

@@ -20,12 +20,16 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func newTestPublisher(t testing.TB, cfg PublisherConfig) *Publisher {
+func newTestPublisher(t testing.TB, cfg PublisherConfig, opts ...Options) *Publisher {
 	t.Helper()
 	if cfg.Addr == "" {
 		cfg.Addr = "127.0.0.1:0"
 	}
-	p, err := NewPublisher(cfg)
+	var o Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	p, err := NewPublisher(cfg, o)
 	require.NoError(t, err)
 	return p
 }
@@ -146,7 +150,7 @@ func TestPublisherSubscribeCommandsAndCancel(t *testing.T) {
 func TestPublisherBoundsMemoryWithStuckSubscriber(t *testing.T) {
 	defer leakcheck.Check(t)()
 	reg := prometheus.NewRegistry()
-	p := newTestPublisher(t, PublisherConfig{Topic: "kv@a@m", SendQueue: 16, WriteTimeout: 300 * time.Millisecond, Registerer: reg})
+	p := newTestPublisher(t, PublisherConfig{Topic: "kv@a@m", SendQueue: 16, WriteTimeout: 300 * time.Millisecond}, Options{Registerer: reg})
 	defer p.Close()
 	// A subscriber that completes the handshake, subscribes, and never reads.
 	stuck := zmqx.NewSub(context.Background(), zmqx.Options{}, nil)
@@ -200,7 +204,7 @@ func TestPublisherReplayBothLayouts(t *testing.T) {
 			_, err := p.Publish(fmt.Appendf(nil, "batch-%d", i))
 			require.NoError(t, err)
 		}
-		cl, err := replay.NewClient(replay.ClientConfig{Limiter: replay.NewLimiter(1)})
+		cl, err := replay.NewClient(replay.ClientConfig{Limiter: replay.NewLimiter(1)}, replay.Options{})
 		require.NoError(t, err)
 		var got []string
 		res, err := cl.Replay(context.Background(), p.ReplayEndpoint(), 2, func(seq uint64, pl []byte) error {
@@ -265,15 +269,15 @@ func TestPublisherConfig(t *testing.T) {
 	} {
 		require.Error(t, c.Validate(), "%+v", c)
 	}
-	_, err := NewPublisher(PublisherConfig{Addr: "ipc:///tmp/kv"})
+	_, err := NewPublisher(PublisherConfig{Addr: "ipc:///tmp/kv"}, Options{})
 	require.Error(t, err)
 
 	reg := prometheus.NewRegistry()
-	p := newTestPublisher(t, PublisherConfig{Registerer: reg})
+	p := newTestPublisher(t, PublisherConfig{}, Options{Registerer: reg})
 	defer p.Close()
 	require.Empty(t, p.Topic(), "vLLM's default topic")
 	require.Empty(t, p.ReplayEndpoint())
 	require.True(t, strings.HasPrefix(p.Endpoint(), "tcp://127.0.0.1:"))
-	_, err = NewPublisher(PublisherConfig{Addr: "127.0.0.1:0", Registerer: reg})
+	_, err = NewPublisher(PublisherConfig{Addr: "127.0.0.1:0"}, Options{Registerer: reg})
 	require.Error(t, err, "duplicate metrics")
 }

@@ -80,10 +80,10 @@ func TestParseSelector(t *testing.T) {
 
 func TestPoolConfigValidationAndJSON(t *testing.T) {
 	ix := newPoolIndex(t)
-	_, err := NewPool(PoolConfig{Selector: "zone in (a"}, ix, nil, nil)
+	_, err := NewPool(PoolConfig{Selector: "zone in (a"}, ix, Options{})
 	var se *SelectorError
 	require.ErrorAs(t, err, &se, "an invalid selector is a constructor error")
-	_, err = NewPool(PoolConfig{}, nil, nil, nil)
+	_, err = NewPool(PoolConfig{}, nil, Options{})
 	require.Error(t, err)
 	for _, bad := range []PoolConfig{
 		{Concurrency: -1}, {QueueSize: -1}, {EventsPort: 70000}, {ReplayPort: -2},

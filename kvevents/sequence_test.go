@@ -32,7 +32,7 @@ func newSeqFixture(t *testing.T, cfg PoolConfig, bufSize int, replayAddr string)
 	f := &seqFixture{t: t, ix: newPoolIndex(t)}
 	if bufSize > 0 {
 		f.buf = replay.NewBuffer(bufSize)
-		srv, err := replay.NewServer(f.buf, replay.ServerConfig{Addr: "127.0.0.1:0"})
+		srv, err := replay.NewServer(replay.ServerConfig{Addr: "127.0.0.1:0"}, f.buf, replay.Options{})
 		require.NoError(t, err)
 		f.srv = srv
 		replayAddr = srv.Endpoint()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-zeromq/zmq4"
 	"github.com/kvroute/kvroute/internal/zmqx"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Client defaults (spec/routing.md §5.3).
@@ -39,9 +40,6 @@ type ClientConfig struct {
 
 	// Limiter bounds concurrent attempts; nil means DefaultLimiter().
 	Limiter *Limiter `json:"-"`
-	// Logger receives go-zeromq's messages and attempt failures at debug
-	// level; nil discards.
-	Logger *slog.Logger `json:"-"`
 	// OnAttemptError, if set, is called for every failed attempt (including
 	// the last one), e.g. to count errors per operation. It must not block.
 	OnAttemptError func(*Error) `json:"-"`
@@ -82,26 +80,45 @@ func (c ClientConfig) withDefaults() ClientConfig {
 	if c.Limiter == nil {
 		c.Limiter = DefaultLimiter()
 	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
 	return c
+}
+
+// Options are the injected dependencies of a Client or a Server; the zero
+// value is valid.
+type Options struct {
+	// Registerer receives a Server's kvroute_replay_server_* metrics; nil
+	// registers none. (A Client has no metrics of its own: count its
+	// failures with ClientConfig.OnAttemptError.)
+	Registerer prometheus.Registerer
+	// Logger receives a Client's go-zeromq messages and attempt failures, and
+	// a Server's connection-level events, at debug level; nil discards.
+	Logger *slog.Logger
+}
+
+// logger returns o.Logger, or a logger that discards.
+func (o Options) logger() *slog.Logger {
+	if o.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return o.Logger
 }
 
 // Client replays KV-event batches from publishers' replay sockets. It is safe
 // for concurrent use; each Replay uses its own sockets.
 type Client struct {
 	cfg  ClientConfig
+	log  *slog.Logger
 	opts zmqx.Options
 }
 
-// NewClient validates cfg and returns a Client.
-func NewClient(cfg ClientConfig) (*Client, error) {
+// NewClient validates cfg and returns a Client with its injected
+// dependencies.
+func NewClient(cfg ClientConfig, opts Options) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	return &Client{cfg: cfg, opts: zmqx.Options{
+	return &Client{cfg: cfg, log: opts.logger(), opts: zmqx.Options{
 		HandshakeTimeout: cfg.HandshakeTimeout,
 		IdleTimeout:      cfg.IdleTimeout,
 		WriteTimeout:     cfg.IdleTimeout,
@@ -185,7 +202,7 @@ func (c *Client) Replay(ctx context.Context, addr string, start uint64, apply fu
 }
 
 func (c *Client) report(err *Error) {
-	c.cfg.Logger.Debug("replay attempt failed", "addr", err.Addr, "op", err.Op, "start", err.Start,
+	c.log.Debug("replay attempt failed", "addr", err.Addr, "op", err.Op, "start", err.Start,
 		"attempt", err.Attempts, "err", err.Err)
 	if c.cfg.OnAttemptError != nil {
 		c.cfg.OnAttemptError(err)
@@ -206,7 +223,7 @@ func (c *Client) attempt(ctx context.Context, addr string, res *Result, apply fu
 	// retries and every Recv; the transport's idle deadline bounds each read.
 	sctx, scancel := context.WithCancel(ctx)
 	defer scancel()
-	s := zmqx.NewDealer(sctx, c.opts, c.cfg.Logger)
+	s := zmqx.NewDealer(sctx, c.opts, c.log)
 	defer func() { _ = zmqx.CloseDrain(s) }()
 
 	if err := zmqx.Dial(s, addr); err != nil {

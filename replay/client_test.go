@@ -20,7 +20,7 @@ func TestReplayFromGoServerBothLayouts(t *testing.T) {
 	for _, layout := range []Layout{LayoutCurrent, LayoutLegacy} {
 		t.Run(string(layout), func(t *testing.T) {
 			buf := filledBuffer(0, 0, 100)
-			srv, err := NewServer(buf, ServerConfig{Addr: "127.0.0.1:0", Layout: layout})
+			srv, err := NewServer(ServerConfig{Addr: "127.0.0.1:0", Layout: layout}, buf, Options{})
 			require.NoError(t, err)
 			defer srv.Close()
 			cl := newClient(t, ClientConfig{})
@@ -54,7 +54,7 @@ func TestReplayFromGoServerBothLayouts(t *testing.T) {
 
 func TestReplayFreshPublisherIsCovered(t *testing.T) {
 	defer leakcheck.Check(t)()
-	srv, err := NewServer(NewBuffer(0), ServerConfig{Addr: "127.0.0.1:0"})
+	srv, err := NewServer(ServerConfig{Addr: "127.0.0.1:0"}, NewBuffer(0), Options{})
 	require.NoError(t, err)
 	defer srv.Close()
 	res, err := newClient(t, ClientConfig{}).Replay(context.Background(), srv.Endpoint(), 0, (&collector{}).apply)
@@ -67,7 +67,7 @@ func TestReplayFreshPublisherIsCovered(t *testing.T) {
 func TestReplayReportsBufferTooOld(t *testing.T) {
 	defer leakcheck.Check(t)()
 	// The publisher kept only its last 10 batches (20..29).
-	srv, err := NewServer(filledBuffer(10, 0, 30), ServerConfig{Addr: "127.0.0.1:0"})
+	srv, err := NewServer(ServerConfig{Addr: "127.0.0.1:0"}, filledBuffer(10, 0, 30), Options{})
 	require.NoError(t, err)
 	defer srv.Close()
 	var firstSeen uint64
@@ -343,7 +343,7 @@ func TestReplayProtocolViolationsEndAtOnce(t *testing.T) {
 
 func TestReplayApplyErrorStops(t *testing.T) {
 	defer leakcheck.Check(t)()
-	srv, err := NewServer(filledBuffer(0, 0, 10), ServerConfig{Addr: "127.0.0.1:0"})
+	srv, err := NewServer(ServerConfig{Addr: "127.0.0.1:0"}, filledBuffer(0, 0, 10), Options{})
 	require.NoError(t, err)
 	defer srv.Close()
 	boom := errors.New("index rejected the batch")
@@ -366,10 +366,10 @@ func TestClientConfigValidate(t *testing.T) {
 		{Timeout: -1}, {IdleTimeout: -1}, {Backoff: -1}, {MaxAttemptsWithoutProgress: -1},
 		{HandshakeTimeout: -1}, {MaxFrameSize: -1},
 	} {
-		_, err := NewClient(c)
+		_, err := NewClient(c, Options{})
 		require.Error(t, err, "%+v", c)
 	}
-	c, err := NewClient(ClientConfig{})
+	c, err := NewClient(ClientConfig{}, Options{})
 	require.NoError(t, err)
 	require.Equal(t, DefaultTimeout, c.cfg.Timeout)
 	require.Equal(t, DefaultIdleTimeout, c.cfg.IdleTimeout)

@@ -14,14 +14,14 @@ func ExampleClient_Replay() {
 	for seq := uint64(0); seq < 5; seq++ {
 		buf.Add(seq, []byte("kv@10.0.0.1:8000@llama"), fmt.Appendf(nil, "batch %d", seq))
 	}
-	srv, err := replay.NewServer(buf, replay.ServerConfig{Addr: "127.0.0.1:0"})
+	srv, err := replay.NewServer(replay.ServerConfig{Addr: "127.0.0.1:0"}, buf, replay.Options{})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	defer srv.Close()
 
-	client, err := replay.NewClient(replay.ClientConfig{})
+	client, err := replay.NewClient(replay.ClientConfig{}, replay.Options{})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -139,7 +139,7 @@ func newClient(t testing.TB, cfg ClientConfig) *Client {
 	if cfg.Limiter == nil {
 		cfg.Limiter = NewLimiter(0)
 	}
-	c, err := NewClient(cfg)
+	c, err := NewClient(cfg, Options{})
 	require.NoError(t, err)
 	return c
 }

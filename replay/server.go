@@ -41,11 +41,6 @@ type ServerConfig struct {
 	WriteTimeout time.Duration `json:"writeTimeout"`
 	// HandshakeTimeout bounds each client's ZMTP handshake (default 1 s).
 	HandshakeTimeout time.Duration `json:"handshakeTimeout"`
-
-	// Registerer receives kvroute_replay_server_* metrics; nil registers none.
-	Registerer prometheus.Registerer `json:"-"`
-	// Logger gets connection-level events at debug level; nil discards.
-	Logger *slog.Logger `json:"-"`
 }
 
 // Validate reports invalid settings.
@@ -92,8 +87,10 @@ type Server struct {
 	requests, invalid, batches, rejected atomic.Uint64
 }
 
-// NewServer binds cfg.Addr and serves buf until Close.
-func NewServer(buf *Buffer, cfg ServerConfig) (*Server, error) {
+// NewServer binds cfg.Addr and serves buf until Close. opts.Registerer
+// receives the kvroute_replay_server_* metrics, opts.Logger the
+// connection-level events.
+func NewServer(cfg ServerConfig, buf *Buffer, opts Options) (*Server, error) {
 	if buf == nil {
 		return nil, errors.New("replay: NewServer needs a Buffer")
 	}
@@ -112,12 +109,9 @@ func NewServer(buf *Buffer, cfg ServerConfig) (*Server, error) {
 	if cfg.WriteTimeout == 0 {
 		cfg.WriteTimeout = DefaultWriteTimeout
 	}
-	lg := cfg.Logger
-	if lg == nil {
-		lg = slog.New(slog.DiscardHandler)
-	}
+	lg := opts.logger()
 	s := &Server{buf: buf, cfg: cfg, lg: lg, conns: make(map[*zmqx.Conn]struct{})}
-	if err := s.register(cfg.Registerer); err != nil {
+	if err := s.register(opts.Registerer); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())

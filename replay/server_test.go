@@ -46,7 +46,7 @@ func TestServerWireVectors(t *testing.T) {
 	} {
 		buf := NewBuffer(4)
 		buf.Add(1, []byte("kv@10.0.0.1@m"), []byte("payload"))
-		srv, err := NewServer(buf, ServerConfig{Addr: "127.0.0.1:0", Layout: tc.layout})
+		srv, err := NewServer(ServerConfig{Addr: "127.0.0.1:0", Layout: tc.layout}, buf, Options{})
 		require.NoError(t, err)
 		d := dealer(t, srv.Endpoint())
 		req := RequestFrames(1)
@@ -66,7 +66,7 @@ func TestServerWireVectors(t *testing.T) {
 func TestServerIgnoresAndCountsInvalidRequests(t *testing.T) {
 	defer leakcheck.Check(t)()
 	reg := prometheus.NewRegistry()
-	srv, err := NewServer(filledBuffer(0, 0, 3), ServerConfig{Addr: "127.0.0.1:0", Registerer: reg})
+	srv, err := NewServer(ServerConfig{Addr: "127.0.0.1:0"}, filledBuffer(0, 0, 3), Options{Registerer: reg})
 	require.NoError(t, err)
 	defer srv.Close()
 	d := dealer(t, srv.Endpoint())
@@ -100,13 +100,13 @@ kvroute_replay_server_requests_total 1
 `), "kvroute_replay_server_invalid_requests_total", "kvroute_replay_server_requests_total"))
 
 	// A second server on the same registry is a constructor error.
-	_, err = NewServer(NewBuffer(1), ServerConfig{Addr: "127.0.0.1:0", Registerer: reg})
+	_, err = NewServer(ServerConfig{Addr: "127.0.0.1:0"}, NewBuffer(1), Options{Registerer: reg})
 	require.Error(t, err)
 }
 
 func TestServerCloseWithClientsConnected(t *testing.T) {
 	defer leakcheck.Check(t)()
-	srv, err := NewServer(filledBuffer(0, 0, 1000), ServerConfig{Addr: "127.0.0.1:0", MaxConns: 2})
+	srv, err := NewServer(ServerConfig{Addr: "127.0.0.1:0", MaxConns: 2}, filledBuffer(0, 0, 1000), Options{})
 	require.NoError(t, err)
 	var socks []zmq4.Socket
 	for range 3 {
@@ -128,9 +128,9 @@ func TestServerConfigValidate(t *testing.T) {
 	} {
 		require.Error(t, c.Validate(), "%+v", c)
 	}
-	_, err := NewServer(nil, ServerConfig{})
+	_, err := NewServer(ServerConfig{}, nil, Options{})
 	require.Error(t, err)
-	_, err = NewServer(NewBuffer(1), ServerConfig{Addr: "ipc:///tmp/x"})
+	_, err = NewServer(ServerConfig{Addr: "ipc:///tmp/x"}, NewBuffer(1), Options{})
 	require.Error(t, err)
 }
 

@@ -170,7 +170,7 @@ func (r *run) newPolicy(g int) (router, error) {
 	seed := r.cfg.Seed + uint64(g)<<32
 	clock := func() time.Time { return r.now }
 	subscribe := func(ix *kvindex.Index, onBatch func(int, *kvevents.Batch)) error {
-		a, err := kvevents.NewApplier(ix, kvevents.ApplierConfig{Model: simModel})
+		a, err := kvevents.NewApplier(kvevents.ApplierConfig{Model: simModel}, ix, kvevents.Options{})
 		if err != nil {
 			return err
 		}

@@ -117,7 +117,6 @@ func NewEventPublisher(c KVEventsConfig, f kvevents.Format, reg prometheus.Regis
 	}
 	pc := kvevents.PublisherConfig{
 		Addr: ep, Topic: c.Topic, Format: f, BufferSize: c.BufferSteps, SendQueue: c.HWM,
-		Registerer: reg, Logger: lg,
 	}
 	if pc.BufferSize == 0 {
 		pc.BufferSize = DefaultBufferSteps
@@ -128,7 +127,7 @@ func NewEventPublisher(c KVEventsConfig, f kvevents.Format, reg prometheus.Regis
 	if c.ReplayEndpoint != nil {
 		pc.ReplayAddr = *c.ReplayEndpoint
 	}
-	pub, err := kvevents.NewPublisher(pc)
+	pub, err := kvevents.NewPublisher(pc, kvevents.Options{Registerer: reg, Logger: lg})
 	if err != nil {
 		return nil, err
 	}

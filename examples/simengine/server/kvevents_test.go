@@ -49,7 +49,7 @@ func TestAdapterReproducesWireVectors(t *testing.T) {
 // replayAll fetches every published batch from the replay socket and decodes it.
 func replayAll(t *testing.T, addr string) []kvevents.Event {
 	t.Helper()
-	c, err := replay.NewClient(replay.ClientConfig{Timeout: 10 * time.Second})
+	c, err := replay.NewClient(replay.ClientConfig{Timeout: 10 * time.Second}, replay.Options{})
 	require.NoError(t, err)
 	dec := kvevents.NewDecoder(kvevents.Limits{})
 	var out []kvevents.Event
