@@ -142,7 +142,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: o.logLevel}))
-	srv, err := proxy.NewServer(o.server, log)
+	srv, err := proxy.NewServer(o.server, proxy.Options{Logger: log})
 	if err != nil {
 		return err
 	}

@@ -80,8 +80,7 @@ func run(args []string) error {
 		return fmt.Errorf("--log-level: %w", err)
 	}
 	lg := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	o.cfg.Logger = lg
-	srv, err := server.New(o.cfg)
+	srv, err := server.New(o.cfg, server.Options{Logger: lg})
 	if err != nil {
 		return err
 	}

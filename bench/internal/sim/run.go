@@ -155,7 +155,7 @@ func (r *run) setup() error {
 		if sink != nil {
 			ec.Sink = sink(i)
 		}
-		e, err := engine.New(ec)
+		e, err := engine.New(ec, engine.Options{})
 		if err != nil {
 			return err
 		}

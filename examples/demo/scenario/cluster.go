@@ -62,12 +62,13 @@ func startCluster(ctx context.Context, o Options) (c *cluster, err error) {
 	// endpoint names its sockets (on separate hosts the router derives them
 	// from the endpoint's IP and the guide's ports 5556/5559).
 	cfg.Events.Enabled = true
-	c.gw, err = proxy.NewServer(proxy.ServerConfig{Listen: "127.0.0.1:0", Router: cfg, Endpoints: eps}, o.Logger)
+	c.gw, err = proxy.NewServer(proxy.ServerConfig{Listen: "127.0.0.1:0", Router: cfg, Endpoints: eps}, proxy.Options{Logger: o.Logger})
 	if err != nil {
 		return c, fmt.Errorf("precise gateway: %w", err)
 	}
 	c.rr, err = proxy.NewServer(proxy.ServerConfig{Listen: "127.0.0.1:0", Policy: proxy.PolicyRoundRobin,
-		Proxy: proxy.Config{Model: o.Model}, Endpoints: eps}, o.Logger)
+		Proxy: proxy.Config{Model: o.Model}, Endpoints: eps}, proxy.Options{Logger: o.Logger})
+
 	if err != nil {
 		return c, fmt.Errorf("round-robin gateway: %w", err)
 	}
@@ -101,8 +102,7 @@ func startEngine(o Options) (*simEngine, error) {
 			ReplayEndpoint:      &replay,
 			Topic:               "kv@" + id + "@" + o.Model,
 		},
-		Logger: o.Logger,
-	})
+	}, server.Options{Logger: o.Logger})
 	if err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("simulated engine: %w", err)

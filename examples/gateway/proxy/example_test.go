@@ -29,7 +29,7 @@ func ExampleHandler() {
 		panic(err)
 	}
 	defer router.Close()
-	h, err := proxy.New(proxy.Config{Model: cfg.Model}, proxy.Options{Picker: router})
+	h, err := proxy.New(proxy.Config{Model: cfg.Model}, router, proxy.Options{})
 	if err != nil {
 		panic(err)
 	}

@@ -37,8 +37,6 @@ type Config struct {
 
 // Options are a Handler's dependencies.
 type Options struct {
-	// Picker chooses the endpoint of each request. Required.
-	Picker kvroute.Picker
 	// Transport carries the upstream requests; nil uses a dedicated
 	// http.Transport without HTTP/2 and without transparent compression.
 	Transport http.RoundTripper
@@ -65,9 +63,10 @@ type Handler struct {
 	models    atomic.Uint64 // round-robin cursor of GET /v1/models
 }
 
-// New builds a Handler. Give it endpoints with SetEndpoints.
-func New(cfg Config, opts Options) (*Handler, error) {
-	if opts.Picker == nil {
+// New builds a Handler that routes with picker (required). Give it endpoints
+// with SetEndpoints.
+func New(cfg Config, picker kvroute.Picker, opts Options) (*Handler, error) {
+	if picker == nil {
 		return nil, errors.New("proxy: a Picker is required")
 	}
 	if cfg.MaxBodyBytes < 0 {
@@ -76,7 +75,7 @@ func New(cfg Config, opts Options) (*Handler, error) {
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	h := &Handler{cfg: cfg, picker: opts.Picker, transport: opts.Transport, log: opts.Logger, now: opts.Now}
+	h := &Handler{cfg: cfg, picker: picker, transport: opts.Transport, log: opts.Logger, now: opts.Now}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}

@@ -367,7 +367,7 @@ func TestGatewayTellsThePickerTheAPIModelAndAdapter(t *testing.T) {
 		{"", "whatever", "whatever", ""},
 	} {
 		p := &capturePicker{reqs: make(chan *kvroute.Request, 1)}
-		h, err := New(Config{Model: c.base}, Options{Picker: p})
+		h, err := New(Config{Model: c.base}, p, Options{})
 		require.NoError(t, err)
 		h.SetEndpoints([]kvroute.Endpoint{{ID: u.id}})
 		body := `{"model":"` + c.body + `","input":"hi"}`
@@ -408,9 +408,9 @@ func TestGatewayForwardsModelListing(t *testing.T) {
 }
 
 func TestNewRejectsBadConfig(t *testing.T) {
-	_, err := New(Config{}, Options{})
+	_, err := New(Config{}, nil, Options{})
 	require.Error(t, err)
-	_, err = New(Config{MaxBodyBytes: -1}, Options{Picker: new(RoundRobin)})
+	_, err = New(Config{MaxBodyBytes: -1}, new(RoundRobin), Options{})
 	require.Error(t, err)
 }
 

@@ -62,8 +62,15 @@ type Server struct {
 }
 
 // NewServer builds the router and the handler, listens on cfg.Listen and
-// starts serving. Stop it with Shutdown. logger nil discards logs.
-func NewServer(cfg ServerConfig, logger *slog.Logger) (*Server, error) {
+// starts serving. Stop it with Shutdown. opts.Logger, opts.Transport and
+// opts.Now go to the router and the handler; opts.Registerer must be nil,
+// since the Server registers everything in the registry it serves on
+// /metrics.
+func NewServer(cfg ServerConfig, opts Options) (*Server, error) {
+	if opts.Registerer != nil {
+		return nil, errors.New("proxy: NewServer serves its own registry on /metrics; leave Options.Registerer nil")
+	}
+	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -96,7 +103,7 @@ func NewServer(cfg ServerConfig, logger *slog.Logger) (*Server, error) {
 			s.router.Close()
 		}
 	}()
-	h, err := New(cfg.Proxy, Options{Picker: picker, Registerer: s.registry, Logger: logger})
+	h, err := New(cfg.Proxy, picker, Options{Transport: opts.Transport, Registerer: s.registry, Logger: logger, Now: opts.Now})
 	if err != nil {
 		return nil, err
 	}

@@ -26,7 +26,7 @@ func TestServerServesHealthMetricsAndRoutes(t *testing.T) {
 	defer leakcheck.Check(t)()
 	u := newUpstream(t)
 	defer u.Close()
-	srv, err := NewServer(testServerConfig(kvroute.Endpoint{ID: u.id}), nil)
+	srv, err := NewServer(testServerConfig(kvroute.Endpoint{ID: u.id}), Options{})
 	require.NoError(t, err)
 	client := &http.Client{Transport: &http.Transport{}}
 	defer client.CloseIdleConnections()
@@ -78,7 +78,7 @@ func TestServerShutdownCutsStreamsAfterItsDeadlineAndReleasesLoad(t *testing.T) 
 		w.(http.Flusher).Flush()
 		<-r.Context().Done() // an endless generation
 	})
-	srv, err := NewServer(testServerConfig(kvroute.Endpoint{ID: u.id}), nil)
+	srv, err := NewServer(testServerConfig(kvroute.Endpoint{ID: u.id}), Options{})
 	require.NoError(t, err)
 	client := &http.Client{Transport: &http.Transport{}}
 	defer client.CloseIdleConnections()
@@ -106,7 +106,7 @@ func TestServerWithRoundRobinPolicyAlternates(t *testing.T) {
 	defer b.Close()
 	cfg := testServerConfig(kvroute.Endpoint{ID: a.id}, kvroute.Endpoint{ID: b.id})
 	cfg.Policy = PolicyRoundRobin
-	srv, err := NewServer(cfg, nil)
+	srv, err := NewServer(cfg, Options{})
 	require.NoError(t, err)
 	defer srv.Shutdown(context.Background())
 	require.Nil(t, srv.Router())
@@ -126,6 +126,6 @@ func TestNewServerRejectsAnUnknownPolicy(t *testing.T) {
 	defer leakcheck.Check(t)()
 	cfg := testServerConfig()
 	cfg.Policy = "random"
-	_, err := NewServer(cfg, nil)
+	_, err := NewServer(cfg, Options{})
 	require.ErrorContains(t, err, "unknown policy")
 }

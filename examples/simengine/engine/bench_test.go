@@ -11,7 +11,7 @@ import (
 // 16 output tokens each: the cost per simulated request of a routing-quality
 // simulation.
 func BenchmarkVirtualEngine(b *testing.B) {
-	e, err := New(Config{NumGPUBlocks: 4096, Sink: EventSinkFunc(func(EventBatch) {})})
+	e, err := New(Config{NumGPUBlocks: 4096, Sink: EventSinkFunc(func(EventBatch) {})}, Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -51,10 +51,14 @@ type Config struct {
 	// Sink receives KV-event batches; nil disables event generation, like vLLM
 	// without enable_kv_cache_events.
 	Sink EventSink `json:"-"`
+}
+
+// Options are an Engine's injected dependencies; the zero value is valid.
+type Options struct {
 	// Registerer receives the engine's vllm:* metrics; nil registers nothing.
-	Registerer prometheus.Registerer `json:"-"`
+	Registerer prometheus.Registerer
 	// Logger receives lifecycle logs; nil discards.
-	Logger *slog.Logger `json:"-"`
+	Logger *slog.Logger
 }
 
 // ErrBadConfig is wrapped by every Config validation error.
@@ -85,9 +89,6 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Start.IsZero() {
 		c.Start = DefaultStart
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	switch {
 	case c.BlockSize < 1 || c.BlockSize > 1<<16:

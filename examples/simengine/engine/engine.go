@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 )
@@ -42,48 +43,52 @@ type Engine struct {
 	done      chan struct{}
 	closeOnce sync.Once
 	unreg     func()
+	log       *slog.Logger
 }
 
 // New returns an engine on a virtual clock starting at cfg.Start. Time moves only
 // through AdvanceTo (or RunUntilIdle), so runs are deterministic.
-func New(cfg Config) (*Engine, error) {
-	return newEngine(cfg, false)
+func New(cfg Config, opts Options) (*Engine, error) {
+	return newEngine(cfg, opts, false)
 }
 
 // NewRealTime returns an engine on the wall clock, with a goroutine that runs
 // scheduler steps as requests arrive and sleeps for each step's duration. Close
 // stops it.
-func NewRealTime(cfg Config) (*Engine, error) {
-	return newEngine(cfg, true)
+func NewRealTime(cfg Config, opts Options) (*Engine, error) {
+	return newEngine(cfg, opts, true)
 }
 
-func newEngine(cfg Config, realtime bool) (*Engine, error) {
+func newEngine(cfg Config, opts Options, realtime bool) (*Engine, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
 	e := &Engine{
-		cfg: cfg, realtime: realtime, now: cfg.Start,
+		cfg: cfg, realtime: realtime, now: cfg.Start, log: opts.Logger,
 		pool: newBlockPool(cfg.NumGPUBlocks), byID: make(map[ReqID]*seq),
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	if e.log == nil {
+		e.log = slog.New(slog.DiscardHandler)
 	}
 	if realtime {
 		e.now = time.Now()
 	}
 	e.stats.NumBlocks = cfg.NumGPUBlocks
-	if cfg.Registerer != nil {
+	if reg := opts.Registerer; reg != nil {
 		c := newCollector(e)
-		if err := cfg.Registerer.Register(c); err != nil {
+		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("engine: registering metrics: %w", err)
 		}
-		e.unreg = func() { cfg.Registerer.Unregister(c) }
+		e.unreg = func() { reg.Unregister(c) }
 	}
 	if realtime {
 		go e.run()
 	} else {
 		close(e.done)
 	}
-	cfg.Logger.Info("simulated engine started", "model", cfg.Model, "blockSize", cfg.BlockSize,
+	e.log.Info("simulated engine started", "model", cfg.Model, "blockSize", cfg.BlockSize,
 		"numGPUBlocks", cfg.NumGPUBlocks, "realtime", realtime)
 	return e, nil
 }
@@ -253,7 +258,7 @@ func (e *Engine) Close() {
 		if e.unreg != nil {
 			e.unreg()
 		}
-		e.cfg.Logger.Info("simulated engine closed", "model", e.cfg.Model)
+		e.log.Info("simulated engine closed", "model", e.cfg.Model)
 	})
 }
 

@@ -65,7 +65,7 @@ func newTestEngine(t *testing.T, cfg Config) (*Engine, *recorder) {
 		cfg.BlockSize = 4
 	}
 	cfg.Sink = rec
-	e, err := New(cfg)
+	e, err := New(cfg, Options{})
 	require.NoError(t, err)
 	t.Cleanup(e.Close)
 	return e, rec
@@ -239,9 +239,9 @@ func TestSubmitRejectsBadInput(t *testing.T) {
 	_, err = e.Submit(Request{Prompt: []uint32{1}, MaxTokens: 1})
 	require.ErrorIs(t, err, ErrClosed)
 
-	_, err = New(Config{BlockSize: -1})
+	_, err = New(Config{BlockSize: -1}, Options{})
 	require.ErrorIs(t, err, ErrBadConfig)
-	_, err = New(Config{TimeScale: -1})
+	_, err = New(Config{TimeScale: -1}, Options{})
 	require.ErrorIs(t, err, ErrBadConfig)
 }
 

@@ -20,7 +20,7 @@ func Example() {
 			}
 		}
 	})
-	e, err := engine.New(engine.Config{Model: "demo", BlockSize: 16, Sink: sink})
+	e, err := engine.New(engine.Config{Model: "demo", BlockSize: 16, Sink: sink}, engine.Options{})
 	if err != nil {
 		panic(err)
 	}
@@ -52,7 +52,7 @@ func Example() {
 func Example_fleet() {
 	var fleet []*engine.Engine
 	for range 2 {
-		e, err := engine.New(engine.Config{BlockSize: 16})
+		e, err := engine.New(engine.Config{BlockSize: 16}, engine.Options{})
 		if err != nil {
 			panic(err)
 		}

@@ -21,7 +21,7 @@ type arrival struct {
 // submission order.
 func simulate(t *testing.T, cfg Config, arrivals []arrival) []Result {
 	t.Helper()
-	e, err := New(cfg)
+	e, err := New(cfg, Options{})
 	require.NoError(t, err)
 	defer e.Close()
 	start := e.Now()
@@ -112,7 +112,7 @@ func TestPreemptionKeepsOutputs(t *testing.T) {
 	}
 	// 3 requests × 40 tokens need 30 blocks of 4; 16 force preemptions.
 	tight := Config{BlockSize: 4, NumGPUBlocks: 16}
-	e, err := New(tight)
+	e, err := New(tight, Options{})
 	require.NoError(t, err)
 	res := make([]Result, len(arrivals))
 	for i, a := range arrivals {
@@ -134,7 +134,7 @@ func TestPreemptionKeepsOutputs(t *testing.T) {
 
 func TestMetricsCountWhatTheCacheDid(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	e, err := New(Config{Model: "m", BlockSize: 4, Registerer: reg})
+	e, err := New(Config{Model: "m", BlockSize: 4}, Options{Registerer: reg})
 	require.NoError(t, err)
 	p := seqTokens(1, 10)
 	for range 3 {
@@ -185,7 +185,7 @@ simengine_rejected_requests_total{engine="0",model_name="m"} 1
 
 func TestRealTimeEngine(t *testing.T) {
 	defer leakcheck.Check(t)()
-	e, err := NewRealTime(Config{BlockSize: 4, DecodeStep: time.Millisecond, PrefillTokensPerSecond: 1e6})
+	e, err := NewRealTime(Config{BlockSize: 4, DecodeStep: time.Millisecond, PrefillTokensPerSecond: 1e6}, Options{})
 	require.NoError(t, err)
 	defer e.Close()
 	done := make(chan Result, 2)

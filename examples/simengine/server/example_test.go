@@ -18,7 +18,8 @@ func Example() {
 		Model:          "sim-model",
 		EnableScaleOut: true,
 		Engine:         engine.Config{DecodeStep: time.Millisecond},
-	})
+	}, server.Options{})
+
 	if err != nil {
 		panic(err)
 	}

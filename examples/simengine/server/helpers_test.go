@@ -51,7 +51,7 @@ func startServer(t *testing.T, cfg Config) (*Server, string) {
 		cfg.Engine = fastEngine()
 		cfg.Engine.Sink = sink
 	}
-	s, err := New(cfg)
+	s, err := New(cfg, Options{})
 	require.NoError(t, err)
 	require.NoError(t, s.Start("127.0.0.1:0"))
 	t.Cleanup(func() { require.NoError(t, s.Close()) })

@@ -100,11 +100,18 @@ type EventPublisher struct {
 	failed atomic.Uint64
 }
 
-// NewEventPublisher binds the sockets of an active KVEventsConfig.
-func NewEventPublisher(c KVEventsConfig, f kvevents.Format, reg prometheus.Registerer, lg *slog.Logger) (*EventPublisher, error) {
+// NewEventPublisher binds the sockets of an active KVEventsConfig, encoding
+// batches in format f. opts.Registry (nil: none) receives the publisher's
+// metrics and opts.Logger its connection events.
+func NewEventPublisher(c KVEventsConfig, f kvevents.Format, opts Options) (*EventPublisher, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
+	var reg prometheus.Registerer
+	if opts.Registry != nil {
+		reg = opts.Registry
+	}
+	lg := opts.Logger
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}

@@ -149,7 +149,7 @@ func TestParseKVEventsConfig(t *testing.T) {
 	}
 	_, err = ParseEventFormat("sglang")
 	require.Error(t, err)
-	_, err = New(Config{Model: "m", KVEventsFormat: "xml"})
+	_, err = New(Config{Model: "m", KVEventsFormat: "xml"}, Options{})
 	require.Error(t, err)
 }
 
@@ -157,7 +157,7 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 	defer leakcheck.Check(t)()
 	kv, err := ParseKVEventsConfig(`{"enable_kv_cache_events":true,"endpoint":"tcp://127.0.0.1:0","replay_endpoint":"tcp://127.0.0.1:0"}`)
 	require.NoError(t, err)
-	s, err := New(Config{Model: "m", KVEvents: kv, Engine: fastEngine()})
+	s, err := New(Config{Model: "m", KVEvents: kv, Engine: fastEngine()}, Options{})
 	require.NoError(t, err)
 	require.NoError(t, s.Start("127.0.0.1:0"))
 	base := "http://" + s.Addr()
@@ -171,7 +171,7 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 
 func TestCloseAbortsInFlightStream(t *testing.T) {
 	defer leakcheck.Check(t)()
-	s, err := New(Config{Model: "m", Engine: fastEngine()})
+	s, err := New(Config{Model: "m", Engine: fastEngine()}, Options{})
 	require.NoError(t, err)
 	require.NoError(t, s.Start("127.0.0.1:0"))
 	body := chatBody("never finishes in time", 2000)

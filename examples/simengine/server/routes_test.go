@@ -94,12 +94,12 @@ func TestModelsHealthResetAndUnknownRoutes(t *testing.T) {
 }
 
 func TestNewRejectsBadConfig(t *testing.T) {
-	_, err := New(Config{})
+	_, err := New(Config{}, Options{})
 	require.Error(t, err, "model required")
-	_, err = New(Config{Model: "m", LoRAModules: []string{"m"}})
+	_, err = New(Config{Model: "m", LoRAModules: []string{"m"}}, Options{})
 	require.Error(t, err)
-	_, err = New(Config{Model: "m", KVEvents: KVEventsConfig{Publisher: "kafka"}})
+	_, err = New(Config{Model: "m", KVEvents: KVEventsConfig{Publisher: "kafka"}}, Options{})
 	require.ErrorIs(t, err, ErrBadKVEventsConfig)
-	_, err = New(Config{Model: "m", Engine: fastEngine(), DefaultMaxTokens: -1})
+	_, err = New(Config{Model: "m", Engine: fastEngine(), DefaultMaxTokens: -1}, Options{})
 	require.Error(t, err)
 }

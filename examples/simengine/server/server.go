@@ -49,10 +49,15 @@ type Config struct {
 	// ("current" or "legacy").
 	KVEvents       KVEventsConfig `json:"kvEvents"`
 	KVEventsFormat string         `json:"kvEventsFormat"`
-	// Registry serves /metrics; nil creates a private one.
-	Registry *prometheus.Registry `json:"-"`
+}
+
+// Options are a Server's injected dependencies; the zero value is valid.
+type Options struct {
+	// Registry receives the server's, the engine's and the publisher's
+	// metrics and is served on /metrics; nil creates a private one.
+	Registry *prometheus.Registry
 	// Logger receives lifecycle logs; nil discards.
-	Logger *slog.Logger `json:"-"`
+	Logger *slog.Logger
 }
 
 // Server is a simulated vLLM OpenAI-compatible server: the HTTP routes over a
@@ -85,7 +90,7 @@ type route struct {
 
 // New builds the server: it validates the config, binds the KV-event sockets
 // when configured and starts the engine. Serve or Start then serve HTTP.
-func New(cfg Config) (*Server, error) {
+func New(cfg Config, opts Options) (*Server, error) {
 	if cfg.Model == "" {
 		return nil, errors.New("simengine: a model name is required")
 	}
@@ -105,13 +110,13 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.KVEvents.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Registry == nil {
-		cfg.Registry = prometheus.NewRegistry()
+	if opts.Registry == nil {
+		opts.Registry = prometheus.NewRegistry()
 	}
-	s := &Server{cfg: cfg, reg: cfg.Registry, lg: cfg.Logger, loras: map[string]int{}, created: time.Now().Unix()}
+	s := &Server{cfg: cfg, reg: opts.Registry, lg: opts.Logger, loras: map[string]int{}, created: time.Now().Unix()}
 	for i, name := range cfg.LoRAModules {
 		if name == "" || name == cfg.Model {
 			return nil, fmt.Errorf("simengine: bad LoRA module name %q", name)
@@ -129,7 +134,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("simengine: registering metrics: %w", err)
 	}
 	if cfg.KVEvents.Active() {
-		s.pub, err = NewEventPublisher(cfg.KVEvents, format, s.reg, s.lg)
+		s.pub, err = NewEventPublisher(cfg.KVEvents, format, Options{Registry: s.reg, Logger: s.lg})
 		if err != nil {
 			return nil, err
 		}
@@ -140,9 +145,7 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	cfg.Engine.Model = cfg.Model
-	cfg.Engine.Registerer = s.reg
-	cfg.Engine.Logger = s.lg
-	s.eng, err = engine.NewRealTime(cfg.Engine)
+	s.eng, err = engine.NewRealTime(cfg.Engine, engine.Options{Registerer: s.reg, Logger: s.lg})
 	if err != nil {
 		if s.pub != nil {
 			_ = s.pub.Close()
