@@ -131,12 +131,9 @@ func New(cfg Config, opts Options) (*Router, error) {
 	}()
 	icfg := cfg.Index
 	icfg.BlockSize = cfg.BlockSize
-	icfg.Registerer = opts.Registerer
-	if opts.Now != nil {
-		icfg.Now = opts.Now
-	}
+	icfg.SpeculativeTTL = cfg.Speculative.TTL
 	var err error
-	if r.index, err = kvindex.New(icfg); err != nil {
+	if r.index, err = kvindex.New(icfg, kvindex.Options{Registerer: opts.Registerer, Now: opts.Now}); err != nil {
 		return nil, fmt.Errorf("kvroute: index: %w", err)
 	}
 	if !cfg.DisableRender {

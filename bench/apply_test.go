@@ -44,7 +44,7 @@ func getApply(b *testing.B) *applyFixture {
 }
 
 func buildApply() (*applyFixture, error) {
-	ix, err := kvindex.New(kvindex.Config{SweepInterval: -1})
+	ix, err := kvindex.New(kvindex.Config{SweepInterval: -1}, kvindex.Options{})
 	if err != nil {
 		return nil, err
 	}

@@ -10,7 +10,7 @@ import (
 // Build the kind of index the benchmarks match against: background blocks
 // plus a prompt held as a staircase of prefixes, whose Match answer is known.
 func ExampleStaircase() {
-	ix, err := kvindex.New(kvindex.Config{SweepInterval: -1})
+	ix, err := kvindex.New(kvindex.Config{SweepInterval: -1}, kvindex.Options{})
 	if err != nil {
 		panic(err)
 	}

@@ -31,7 +31,7 @@ func TestStepsAndIDs(t *testing.T) {
 }
 
 func TestBackgroundAndStaircase(t *testing.T) {
-	ix, err := kvindex.New(kvindex.Config{SweepInterval: -1})
+	ix, err := kvindex.New(kvindex.Config{SweepInterval: -1}, kvindex.Options{})
 	require.NoError(t, err)
 	defer ix.Close()
 	eps := EndpointIDs(8)

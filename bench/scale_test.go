@@ -67,7 +67,7 @@ func BenchmarkScaleMemberships(b *testing.B) {
 
 func buildScaleMemberships(b *testing.B, memberships int) *scaleFixture {
 	b.Helper()
-	ix, err := kvindex.New(kvindex.Config{SweepInterval: -1})
+	ix, err := kvindex.New(kvindex.Config{SweepInterval: -1}, kvindex.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func getScaleEndpoints(b *testing.B, n int) *scaleFixture {
 	b.Helper()
 	s := &scaleEndpoints
 	if s.ix == nil {
-		ix, err := kvindex.New(kvindex.Config{SweepInterval: -1})
+		ix, err := kvindex.New(kvindex.Config{SweepInterval: -1}, kvindex.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}

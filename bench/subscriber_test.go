@@ -24,7 +24,7 @@ func BenchmarkSubscriberThroughput(b *testing.B) {
 		window = 1024
 		id     = "127.0.0.1:8000"
 	)
-	ix, err := kvindex.New(kvindex.Config{SweepInterval: -1, MaxBlocksPerEndpoint: 1 << 18})
+	ix, err := kvindex.New(kvindex.Config{SweepInterval: -1, MaxBlocksPerEndpoint: 1 << 18}, kvindex.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

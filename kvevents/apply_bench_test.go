@@ -52,7 +52,7 @@ func newApplyWorkload(prompts, segments, blocks, endpoints int) *applyWorkload {
 func BenchmarkApply(b *testing.B) {
 	const blocks = 16
 	b.Run(fmt.Sprintf("blocks=%d", blocks), func(b *testing.B) {
-		ix, err := kvindex.New(kvindex.Config{BlockSize: 64, SweepInterval: -1})
+		ix, err := kvindex.New(kvindex.Config{BlockSize: 64, SweepInterval: -1}, kvindex.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}

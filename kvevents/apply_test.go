@@ -29,7 +29,7 @@ type applyFixture struct {
 
 func newApplyFixture(t *testing.T) *applyFixture {
 	t.Helper()
-	ix, err := kvindex.New(kvindex.Config{BlockSize: 4, SweepInterval: -1})
+	ix, err := kvindex.New(kvindex.Config{BlockSize: 4, SweepInterval: -1}, kvindex.Options{})
 	require.NoError(t, err)
 	t.Cleanup(ix.Close)
 	reg := prometheus.NewRegistry()
@@ -265,7 +265,7 @@ func TestApplyTierOnlyOffload(t *testing.T) {
 }
 
 func TestApplyWithoutMetrics(t *testing.T) {
-	ix, err := kvindex.New(kvindex.Config{BlockSize: 4, SweepInterval: -1})
+	ix, err := kvindex.New(kvindex.Config{BlockSize: 4, SweepInterval: -1}, kvindex.Options{})
 	require.NoError(t, err)
 	defer ix.Close()
 	a, err := NewApplier(ApplierConfig{}, ix, Options{})
@@ -282,7 +282,7 @@ func TestApplySharedMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m, err := NewMetrics(reg)
 	require.NoError(t, err)
-	ix, err := kvindex.New(kvindex.Config{BlockSize: 4, SweepInterval: -1})
+	ix, err := kvindex.New(kvindex.Config{BlockSize: 4, SweepInterval: -1}, kvindex.Options{})
 	require.NoError(t, err)
 	defer ix.Close()
 	a, err := NewApplier(ApplierConfig{}, ix, Options{Metrics: m, Registerer: reg})

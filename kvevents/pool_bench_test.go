@@ -28,7 +28,7 @@ func benchThroughput(b *testing.B, eps int) {
 		blocks = 4
 		window = 2048
 	)
-	ix, err := kvindex.New(kvindex.Config{BlockSize: poolBlockSize, SweepInterval: -1})
+	ix, err := kvindex.New(kvindex.Config{BlockSize: poolBlockSize, SweepInterval: -1}, kvindex.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

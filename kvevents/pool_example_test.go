@@ -35,7 +35,7 @@ func ExamplePool() {
 	_, _ = pub.PublishBatch(stored) // nobody subscribed yet
 
 	// The router: an index and a pool.
-	ix, _ := kvindex.New(kvindex.Config{BlockSize: blockSize})
+	ix, _ := kvindex.New(kvindex.Config{BlockSize: blockSize}, kvindex.Options{})
 	defer ix.Close()
 	pool, err := kvevents.NewPool(kvevents.PoolConfig{Selector: "role=decode"}, ix, kvevents.Options{})
 	if err != nil {

@@ -53,7 +53,7 @@ func poolPayload(seq uint64) []byte {
 
 func newPoolIndex(t testing.TB) *kvindex.Index {
 	t.Helper()
-	ix, err := kvindex.New(kvindex.Config{BlockSize: poolBlockSize, SweepInterval: -1})
+	ix, err := kvindex.New(kvindex.Config{BlockSize: poolBlockSize, SweepInterval: -1}, kvindex.Options{})
 	require.NoError(t, err)
 	t.Cleanup(ix.Close)
 	return ix

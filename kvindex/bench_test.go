@@ -65,7 +65,7 @@ func getWarm(b *testing.B) *warmIndex { return getWarmT(b) }
 
 func getWarmT(b testing.TB) *warmIndex {
 	warmOnce.Do(func() {
-		ix, err := New(Config{SweepInterval: -1})
+		ix, err := New(Config{SweepInterval: -1}, Options{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -156,7 +156,7 @@ func BenchmarkMatch(b *testing.B) {
 
 func BenchmarkStore(b *testing.B) {
 	b.Run("blocks=16", func(b *testing.B) {
-		ix, err := New(Config{SweepInterval: -1})
+		ix, err := New(Config{SweepInterval: -1}, Options{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -208,7 +208,7 @@ func BenchmarkMemory(b *testing.B) {
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
 		b.StartTimer()
-		ix, err := New(Config{SweepInterval: -1})
+		ix, err := New(Config{SweepInterval: -1}, Options{})
 		if err != nil {
 			b.Fatal(err)
 		}

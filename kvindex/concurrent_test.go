@@ -31,10 +31,7 @@ func recount(ix *Index) (blocks, members, spec int) {
 func TestConcurrentReadersAndWriters(t *testing.T) {
 	defer leakcheck.Check(t)()
 	clk := newFakeClock()
-	ix, err := New(Config{
-		BlockSize: testBS, Now: clk.Now, SweepInterval: time.Millisecond,
-		MaxBlocksPerEndpoint: 40, Registerer: prometheus.NewRegistry(),
-	})
+	ix, err := New(Config{BlockSize: testBS, SweepInterval: time.Millisecond, MaxBlocksPerEndpoint: 40}, Options{Now: clk.Now, Registerer: prometheus.NewRegistry()})
 	require.NoError(t, err)
 	defer ix.Close()
 

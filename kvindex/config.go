@@ -50,11 +50,15 @@ type Config struct {
 	// speculative entries (default 1s). A negative value disables the
 	// sweeper goroutine; expiry is still enforced by Match.
 	SweepInterval time.Duration `json:"sweepInterval"`
+}
+
+// Options are an Index's injected dependencies; the zero value is valid.
+type Options struct {
 	// Registerer receives the index metrics; nil registers nothing.
-	Registerer prometheus.Registerer `json:"-"`
+	Registerer prometheus.Registerer
 	// Now is the clock for speculative expiry; nil means time.Now. The
 	// routing simulation passes a virtual clock.
-	Now func() time.Time `json:"-"`
+	Now func() time.Time
 }
 
 // withDefaults returns cfg with zero fields replaced by defaults, or an error
@@ -94,9 +98,6 @@ func (cfg Config) withDefaults() (Config, error) {
 		if name != normTier(name) {
 			return cfg, fmt.Errorf("kvindex: tierWeights key %q must be lower-case and non-empty", name)
 		}
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
 	}
 	return cfg, nil
 }

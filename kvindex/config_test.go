@@ -14,7 +14,7 @@ import (
 func TestZeroConfigDefaults(t *testing.T) {
 	ix := newTestIndex(t, Config{BlockSize: 0})
 	require.Equal(t, testBS, ix.BlockSize()) // newTestIndex sets 4
-	ix2, err := New(Config{})
+	ix2, err := New(Config{}, Options{})
 	require.NoError(t, err)
 	defer ix2.Close()
 	require.Equal(t, DefaultBlockSize, ix2.BlockSize())
@@ -40,7 +40,7 @@ func TestInvalidConfig(t *testing.T) {
 		{TierWeights: map[string]float64{"CPU": 0.5}},
 		{TierWeights: map[string]float64{"": 0.5}},
 	} {
-		_, err := New(cfg)
+		_, err := New(cfg, Options{})
 		require.Error(t, err, "%+v", cfg)
 	}
 }
@@ -52,7 +52,7 @@ func TestConfigJSON(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, Config{BlockSize: 16, TierWeights: map[string]float64{"cpu": 0.5}, SpeculativeWeight: 0.9,
 		SpeculativeTTL: 3 * time.Second, MaxBlocksPerEndpoint: 1000, SweepInterval: -1}, cfg)
-	ix, err := New(cfg)
+	ix, err := New(cfg, Options{})
 	require.NoError(t, err)
 	ix.Close()
 

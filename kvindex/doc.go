@@ -90,7 +90,7 @@
 //
 // # Metrics
 //
-// With Config.Registerer set, the index exports the index section of
+// With Options.Registerer set, the index exports the index section of
 // kvroute's metrics spec: llm_d_epp_kv_cache_index_lookup_requests_total,
 // llm_d_epp_kv_cache_index_lookup_hits_total,
 // llm_d_epp_kv_cache_index_lookup_latency_seconds, kvroute_kv_index_blocks,

@@ -9,7 +9,7 @@ import (
 // Two vLLM endpoints report their cached blocks through KV events; a request
 // sharing the prefix is matched against three candidates.
 func Example() {
-	ix, err := kvindex.New(kvindex.Config{BlockSize: 4})
+	ix, err := kvindex.New(kvindex.Config{BlockSize: 4}, kvindex.Options{})
 	if err != nil {
 		panic(err)
 	}

@@ -31,7 +31,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 // testBS is the block size most tests use, small enough to read.
 const testBS = 4
 
-func newTestIndex(t *testing.T, cfg Config) *Index {
+func newTestIndex(t *testing.T, cfg Config, opts ...Options) *Index {
 	t.Helper()
 	if cfg.BlockSize == 0 {
 		cfg.BlockSize = testBS
@@ -39,7 +39,11 @@ func newTestIndex(t *testing.T, cfg Config) *Index {
 	if cfg.SweepInterval == 0 {
 		cfg.SweepInterval = -1
 	}
-	ix, err := New(cfg)
+	var o Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	ix, err := New(cfg, o)
 	require.NoError(t, err)
 	t.Cleanup(ix.Close)
 	return ix

@@ -94,17 +94,20 @@ var ErrTooManyEndpoints = errors.New("kvindex: too many endpoints")
 // Config). When cfg.SweepInterval >= 0 it starts the speculative sweeper,
 // which Close stops. It fails on an invalid Config or when the metrics
 // cannot be registered.
-func New(cfg Config) (*Index, error) {
+func New(cfg Config, opts Options) (*Index, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
 	}
 	ix := &Index{
 		blockSize:  cfg.BlockSize,
 		maxBlocks:  cfg.MaxBlocksPerEndpoint,
 		specWeight: cfg.SpeculativeWeight,
 		specTTL:    cfg.SpeculativeTTL,
-		now:        cfg.Now,
+		now:        opts.Now,
 		blocks:     newBlockMap(rand.Uint64()),
 		eps:        xsync.NewMapOf[string, *endpoint](),
 		stop:       make(chan struct{}),
@@ -112,8 +115,8 @@ func New(cfg Config) (*Index, error) {
 	}
 	ix.epoch = ix.now()
 	ix.tiers.Store(newTierTable(cfg.TierWeights))
-	if cfg.Registerer != nil {
-		if ix.met, err = newMetrics(ix, cfg.Registerer); err != nil {
+	if opts.Registerer != nil {
+		if ix.met, err = newMetrics(ix, opts.Registerer); err != nil {
 			return nil, err
 		}
 	}

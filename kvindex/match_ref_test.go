@@ -142,7 +142,7 @@ func TestMatchAgainstReference(t *testing.T) {
 			t.Run(fmt.Sprintf("candidates=%d/seed=%d", n, seed), func(t *testing.T) {
 				rng := rand.New(rand.NewPCG(uint64(n), seed))
 				clk := newFakeClock()
-				ix := newTestIndex(t, Config{Now: clk.Now, TierWeights: refWeights, SpeculativeWeight: refSpecWeight})
+				ix := newTestIndex(t, Config{TierWeights: refWeights, SpeculativeWeight: refSpecWeight}, Options{Now: clk.Now})
 				nBlocks := 4 + rng.IntN(12)
 				prompt := seq(1, nBlocks*testBS)
 				keys := Keys(nil, prompt, testBS, &KeyParams{Model: "m"})

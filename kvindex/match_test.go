@@ -117,7 +117,7 @@ func TestMatchCPUTierScoreIsNotTruncated(t *testing.T) {
 }
 
 func TestMatchAllocatesNothingWithMetrics(t *testing.T) {
-	ix := newTestIndex(t, Config{Registerer: prometheus.NewRegistry()})
+	ix := newTestIndex(t, Config{}, Options{Registerer: prometheus.NewRegistry()})
 	prompt := seq(1, 32*testBS)
 	var cands []string
 	for c := 0; c < 64; c++ {

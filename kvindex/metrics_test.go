@@ -13,7 +13,7 @@ import (
 func TestMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	clk := newFakeClock()
-	ix := newTestIndex(t, Config{Registerer: reg, Now: clk.Now, MaxBlocksPerEndpoint: 3})
+	ix := newTestIndex(t, Config{MaxBlocksPerEndpoint: 3}, Options{Registerer: reg, Now: clk.Now})
 	prompt := seq(1, 4*testBS)
 	require.NoError(t, ix.Store("a", storeEv("m", 1, prompt[:2*testBS])))
 	require.NoError(t, ix.Store("b", storeEv("m", 1, prompt))) // 1 capacity eviction
@@ -49,7 +49,7 @@ llm_d_epp_kv_cache_index_lookup_requests_total 2
 	require.Equal(t, 1, testutil.CollectAndCount(reg, "llm_d_epp_kv_cache_index_lookup_latency_seconds"))
 
 	// A second index on the same registry fails cleanly and registers nothing.
-	_, err := New(Config{Registerer: reg, SweepInterval: -1})
+	_, err := New(Config{SweepInterval: -1}, Options{Registerer: reg})
 	require.Error(t, err)
 	n, err := testutil.GatherAndCount(reg)
 	require.NoError(t, err)
