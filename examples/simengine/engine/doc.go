@@ -14,7 +14,7 @@
 //     blocks during prefill and decode, nothing on a prefix hit, one BlockRemoved
 //     per hash on lazy LRU eviction, AllBlocksCleared after a successful reset;
 //     one batch per scheduler step that produced events.
-//   - Counters (Stats, and vllm:* metrics through Config.Registerer):
+//   - Counters (Stats, and vllm:* metrics through Options.Registerer):
 //     prefix_cache_queries counts prompt tokens per admitted request,
 //     prefix_cache_hits the cached tokens, capped at floor((n-1)/bs)*bs.
 //   - Scheduler: FCFS, chunked prefill within MaxNumBatchedTokens per step, one
