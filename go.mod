@@ -10,6 +10,7 @@ require (
 	github.com/shamaton/msgpack/v2 v2.4.0
 	github.com/stretchr/testify v1.12.1
 	github.com/zeebo/xxh3 v1.1.0
+	go.uber.org/goleak v1.3.0
 	golang.org/x/sync v0.25.0
 	sigs.k8s.io/yaml v1.6.0
 )

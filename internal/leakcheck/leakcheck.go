@@ -1,11 +1,9 @@
 package leakcheck
 
 import (
-	"bytes"
-	"runtime"
-	"strconv"
-	"strings"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
 // TB is the part of testing.TB that Check needs.
@@ -15,107 +13,40 @@ type TB interface {
 }
 
 // Timeout bounds how long the returned function waits for goroutines to exit.
+// It is generous: on a loaded 2-core machine a closed component's goroutines
+// may take a while to be scheduled and return.
 var Timeout = 10 * time.Second
 
-// ignored lists substrings of goroutine stacks that never count as leaks.
-var ignored = []string{
-	"testing.(*T).Run",
-	"testing.(*M).",
-	"testing.tRunner",
-	"testing.runTests",
-	"testing.(*F).",
-	"runtime.goexit0",
-	"os/signal.signal_recv",
-	"os/signal.loop",
-	"runtime.ensureSigM",
-	"net/http.(*persistConn).readLoop", // idle keep-alive conns of http.DefaultTransport
-	"net/http.(*persistConn).writeLoop",
+// ignored are goroutines that never count as leaks, on top of goleak's own
+// (the runtime's and the testing package's).
+var ignored = []goleak.Option{
+	// Idle keep-alive connections of http.DefaultTransport (httptest
+	// clients) live on until the transport closes them.
+	goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
+	goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
+	goleak.IgnoreAnyFunction("os/signal.signal_recv"),
+	goleak.IgnoreAnyFunction("os/signal.loop"),
 }
 
-// Check snapshots the running goroutines and returns a function that fails t if
-// goroutines started after the snapshot are still running Timeout later.
+// Check snapshots the running goroutines and returns a function that fails t
+// if goroutines started after the snapshot are still running Timeout later.
+// The failure lists their stacks.
 func Check(t TB) func() {
-	before := ids()
+	opts := append([]goleak.Option{goleak.IgnoreCurrent()}, ignored...)
 	return func() {
 		t.Helper()
+		// Each Find retries with backoff for a fraction of a second; repeat it
+		// until the deadline so that slow exits on a loaded machine pass.
 		deadline := time.Now().Add(Timeout)
-		var leaked []string
 		for {
-			leaked = leaked[:0]
-			for id, stack := range goroutines() {
-				if _, ok := before[id]; ok || isIgnored(stack) {
-					continue
-				}
-				leaked = append(leaked, stack)
-			}
-			if len(leaked) == 0 {
+			err := goleak.Find(opts...)
+			if err == nil {
 				return
 			}
 			if time.Now().After(deadline) {
-				break
+				t.Errorf("leakcheck: goroutines still running after %v: %v", Timeout, err)
+				return
 			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		t.Errorf("leakcheck: %d goroutine(s) still running after %v:\n\n%s",
-			len(leaked), Timeout, strings.Join(leaked, "\n\n"))
-	}
-}
-
-// Count returns the number of goroutines that would count as leaks relative to
-// an empty snapshot; useful for coarse assertions in long loops.
-func Count() int {
-	n := 0
-	for _, s := range goroutines() {
-		if !isIgnored(s) {
-			n++
 		}
 	}
-	return n
-}
-
-func isIgnored(stack string) bool {
-	for _, s := range ignored {
-		if strings.Contains(stack, s) {
-			return true
-		}
-	}
-	return false
-}
-
-func ids() map[int]struct{} {
-	m := map[int]struct{}{}
-	for id := range goroutines() {
-		m[id] = struct{}{}
-	}
-	return m
-}
-
-func goroutines() map[int]string {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-	out := map[int]string{}
-	for _, g := range bytes.Split(buf, []byte("\n\n")) {
-		s := string(g)
-		if !strings.HasPrefix(s, "goroutine ") {
-			continue
-		}
-		rest := s[len("goroutine "):]
-		sp := strings.IndexByte(rest, ' ')
-		if sp < 0 {
-			continue
-		}
-		id, err := strconv.Atoi(rest[:sp])
-		if err != nil {
-			continue
-		}
-		out[id] = s
-	}
-	return out
 }
