@@ -74,15 +74,28 @@ vllm:request_success_total{finished_reason="length",model_name="m"} 9
 vllm:request_success_total{finished_reason="stop",model_name="m"} 1
 llm_d_epp_prefix_prompt_tokens_sum{endpoint_role="decode"} 2.5e+03
 go_goroutines 12 1700000000000
-broken line
+# TYPE ttft_seconds histogram
+ttft_seconds_bucket{le="0.5"} 3
+ttft_seconds_bucket{le="+Inf"} 4
+ttft_seconds_sum 1.25
+ttft_seconds_count 4
 `))
 	require.NoError(t, err)
+	require.Equal(t, 4.0, m.Sum("ttft_seconds_count"))
+	require.Equal(t, 1.25, m.Sum("ttft_seconds_sum"))
+	require.Equal(t, 3.0, m.Get("ttft_seconds_bucket", "le", "0.5"))
+	require.Equal(t, 4.0, m.Get("ttft_seconds_bucket", "le", "+Inf"))
 	require.Equal(t, 1984.0, m.Sum("vllm:prefix_cache_hits_total"))
 	require.Equal(t, 10.0, m.Sum("vllm:request_success_total"))
 	require.Equal(t, 1.0, m.Get("vllm:request_success_total", "finished_reason", "stop"))
 	require.Equal(t, 2500.0, m.Get("llm_d_epp_prefix_prompt_tokens_sum", "endpoint_role", "decode"))
 	require.Equal(t, 12.0, m.Sum("go_goroutines"))
 	require.Zero(t, m.Sum("vllm:prefix_cache_hits"), "names match exactly")
+	require.Zero(t, m.Get("vllm:request_success_total", "finished_reason", "sto"), "label values match exactly")
+
+	// A malformed exposition is an error, not a partial scrape.
+	_, err = ParseMetrics(strings.NewReader("broken line\n"))
+	require.Error(t, err)
 }
 
 func TestPercentile(t *testing.T) {
