@@ -2,6 +2,7 @@ package render
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -70,7 +71,10 @@ func (s *scanner) literal(lit string) bool {
 }
 
 // stringEnd returns the index just past the closing quote of the string that
-// starts at s.i, and whether it contains escapes.
+// starts at s.i, and whether it contains escapes. It validates the string as
+// encoding/json does: escapes are one of \" \\ \/ \b \f \n \r \t or \u and
+// four hex digits, and no byte below 0x20 appears unescaped (invalid UTF-8
+// and lone surrogate escapes are accepted, as encoding/json accepts them).
 func (s *scanner) stringEnd() (end int, escaped bool, err error) {
 	if s.peek() != '"' {
 		return 0, false, s.errorf("expected a string")
@@ -81,17 +85,64 @@ func (s *scanner) stringEnd() (end int, escaped bool, err error) {
 		if q < 0 {
 			return 0, false, s.errorf("unterminated string")
 		}
-		bs := bytes.IndexByte(s.b[i:i+q], '\\')
+		seg := s.b[i : i+q]
+		bs := bytes.IndexByte(seg, '\\')
 		if bs < 0 {
+			if hasControl(seg) {
+				return 0, false, s.errorf("control character in string")
+			}
 			return i + q + 1, escaped, nil
 		}
+		if hasControl(seg[:bs]) {
+			return 0, false, s.errorf("control character in string")
+		}
 		escaped = true
-		// Skip the escape and continue after it.
-		i += bs + 2
-		if i > len(s.b) {
+		j := i + bs + 1 // the byte after the backslash
+		if j >= len(s.b) {
 			return 0, false, s.errorf("unterminated string")
 		}
+		switch s.b[j] {
+		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			i = j + 1
+		case 'u':
+			if j+5 > len(s.b) || !isHex4(s.b[j+1:j+5]) {
+				return 0, false, s.errorf("invalid \\u escape")
+			}
+			i = j + 5
+		default:
+			return 0, false, s.errorf("invalid string escape")
+		}
 	}
+}
+
+// hasControl reports whether b holds a byte below 0x20, eight bytes at a
+// time (a byte x < 0x20 is the one whose x - 0x20 borrows while x has its
+// top bit clear), so that skipping a long string stays close to memchr speed.
+func hasControl(b []byte) bool {
+	for len(b) >= 8 {
+		x := binary.LittleEndian.Uint64(b)
+		if (x-0x2020202020202020)&^x&0x8080808080808080 != 0 {
+			return true
+		}
+		b = b[8:]
+	}
+	for _, c := range b {
+		if c < 0x20 {
+			return true
+		}
+	}
+	return false
+}
+
+func isHex4(b []byte) bool {
+	for _, c := range b {
+		switch {
+		case c >= '0' && c <= '9', c >= 'a' && c <= 'f', c >= 'A' && c <= 'F':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // str reads a string value.
