@@ -25,11 +25,19 @@ import (
 //     or exponent printed like Python's float repr (1e16 -> "1e+16",
 //     0.00001 -> "1e-05", 2.50 -> "2.5", 1E400 -> "Infinity").
 //
+// Input that is not valid UTF-8 is an error, as it is for CPython's
+// json.loads of a decoded request body. A \uD800-\uDFFF escape that is not
+// half of a surrogate pair stays a lone surrogate and is written back as the
+// same escape, as CPython does (encoding/json would turn it into U+FFFD).
+//
 // The value is decoded token by token so that key order is never lost.
 func pyDumps(raw []byte) (string, error) {
+	if !utf8.Valid(raw) {
+		return "", errors.New("not valid UTF-8")
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
-	v, err := readPyValue(dec, 0)
+	v, err := readPyValue(dec, raw, 0)
 	if err != nil {
 		return "", err
 	}
@@ -51,11 +59,94 @@ type pyValue struct {
 	vals []*pyValue
 }
 
-func readPyValue(dec *json.Decoder, depth int) (*pyValue, error) {
+// pyToken reads the next token; a string that holds a surrogate escape is
+// decoded from its raw bytes (raw[before:after] holds only separators, white
+// space and the string) so that lone surrogates survive.
+func pyToken(dec *json.Decoder, raw []byte) (json.Token, error) {
+	before := dec.InputOffset()
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := tok.(string); ok {
+		seg := raw[before:dec.InputOffset()]
+		if q := bytes.IndexByte(seg, '"'); q >= 0 && hasSurrogateEscape(seg[q:]) {
+			return pyUnquote(seg[q:])
+		}
+	}
+	return tok, nil
+}
+
+// hasSurrogateEscape reports whether a quoted JSON string holds a \uD800-\uDFFF
+// escape.
+func hasSurrogateEscape(q []byte) bool {
+	for i := 0; i+5 < len(q); i++ {
+		if q[i] == '\\' {
+			if q[i+1] == 'u' && (q[i+2] == 'd' || q[i+2] == 'D') && strings.IndexByte("89abcdefABCDEF", q[i+3]) >= 0 {
+				return true
+			}
+			i++ // skip the escaped byte (\\ or \")
+		}
+	}
+	return false
+}
+
+// pyUnquote decodes a quoted JSON string (already validated by the decoder)
+// like CPython: surrogate pairs combine, and a lone surrogate is kept, stored
+// as its three-byte generalized UTF-8 form (ED A0-BF xx) for writePyString.
+func pyUnquote(q []byte) (string, error) {
+	var b strings.Builder
+	body := q[1 : len(q)-1]
+	for i := 0; i < len(body); i++ {
+		c := body[i]
+		if c != '\\' {
+			b.WriteByte(c)
+			continue
+		}
+		i++
+		switch body[i] {
+		case 'b':
+			b.WriteByte('\b')
+		case 'f':
+			b.WriteByte('\f')
+		case 'n':
+			b.WriteByte('\n')
+		case 'r':
+			b.WriteByte('\r')
+		case 't':
+			b.WriteByte('\t')
+		case 'u':
+			r, err := strconv.ParseUint(string(body[i+1:i+5]), 16, 16)
+			if err != nil {
+				return "", err
+			}
+			i += 4
+			if r >= 0xd800 && r < 0xdc00 && i+6 < len(body) && body[i+1] == '\\' && body[i+2] == 'u' {
+				if lo, err := strconv.ParseUint(string(body[i+3:i+7]), 16, 16); err == nil && lo >= 0xdc00 && lo < 0xe000 {
+					b.WriteRune(rune(0x10000 + (r-0xd800)<<10 + (lo - 0xdc00)))
+					i += 6
+					continue
+				}
+			}
+			if r >= 0xd800 && r < 0xe000 {
+				b.WriteByte(0xed)
+				b.WriteByte(byte(0x80 | (r>>6)&0x3f))
+				b.WriteByte(byte(0x80 | r&0x3f))
+				continue
+			}
+			b.WriteRune(rune(r))
+		default: // " \ /
+			b.WriteByte(body[i])
+		}
+	}
+	return b.String(), nil
+}
+
+func readPyValue(dec *json.Decoder, raw []byte, depth int) (*pyValue, error) {
 	if depth > maxDepth {
 		return nil, fmt.Errorf("nesting deeper than %d", maxDepth)
 	}
-	tok, err := dec.Token()
+	tok, err := pyToken(dec, raw)
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +167,7 @@ func readPyValue(dec *json.Decoder, depth int) (*pyValue, error) {
 		case '[':
 			v := &pyValue{kind: 'a'}
 			for dec.More() {
-				e, err := readPyValue(dec, depth+1)
+				e, err := readPyValue(dec, raw, depth+1)
 				if err != nil {
 					return nil, err
 				}
@@ -89,7 +180,7 @@ func readPyValue(dec *json.Decoder, depth int) (*pyValue, error) {
 		case '{':
 			v := &pyValue{kind: 'o'}
 			for dec.More() {
-				kt, err := dec.Token()
+				kt, err := pyToken(dec, raw)
 				if err != nil {
 					return nil, err
 				}
@@ -97,7 +188,7 @@ func readPyValue(dec *json.Decoder, depth int) (*pyValue, error) {
 				if !ok {
 					return nil, errors.New("object key is not a string")
 				}
-				e, err := readPyValue(dec, depth+1)
+				e, err := readPyValue(dec, raw, depth+1)
 				if err != nil {
 					return nil, err
 				}
@@ -172,10 +263,19 @@ func (v *pyValue) write(b *strings.Builder) error {
 
 const hexDigits = "0123456789abcdef"
 
-// writePyString writes s quoted as Python's json.dumps(ensure_ascii=True).
+// writePyString writes s quoted as Python's json.dumps(ensure_ascii=True);
+// a lone surrogate (stored by pyUnquote as ED A0-BF xx) is written as its
+// \uXXXX escape.
 func writePyString(b *strings.Builder, s string) {
 	b.WriteByte('"')
-	for _, r := range s {
+	for i := 0; i < len(s); {
+		if s[i] == 0xed && i+2 < len(s) && s[i+1] >= 0xa0 && s[i+1] <= 0xbf {
+			writeU4(b, 0xd000|rune(s[i+1]&0x3f)<<6|rune(s[i+2]&0x3f))
+			i += 3
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		i += n
 		switch r {
 		case '"':
 			b.WriteString(`\"`)

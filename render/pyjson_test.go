@@ -31,6 +31,9 @@ func TestPyDumpsMatchesPythonJSONDumps(t *testing.T) {
 			`{"text":"日本語","snow":"\u2603","astral":"\ud83d\ude00","empty":{},"arr":[],"t":true,"f":false}`,
 			`{"text": "\u65e5\u672c\u8a9e", "snow": "\u2603", "astral": "\ud83d\ude00", "empty": {}, "arr": [], "t": true, "f": false}`},
 		{"bare string", `"just a string"`, `"just a string"`},
+		{"lone surrogates stay escapes, pairs combine",
+			`["\ud800", "\udc00x", "a\ud83d\ud83d\ude00", {"\udfff": "\uDBFF\uDFFF"}]`,
+			`["\ud800", "\udc00x", "a\ud83d\ud83d\ude00", {"\udfff": "\udbff\udfff"}]`},
 		{"deep nesting", `{"x":[{"y":[1,{"z":"é"}]}]}`, `{"x": [{"y": [1, {"z": "\u00e9"}]}]}`},
 	}
 	for _, tc := range cases {
@@ -43,7 +46,7 @@ func TestPyDumpsMatchesPythonJSONDumps(t *testing.T) {
 }
 
 func TestPyDumpsRejectsInvalidJSON(t *testing.T) {
-	for _, in := range []string{``, `{`, `{"a":}`, `[1,]`, `{"a":1} x`, strings.Repeat("[", maxDepth+2) + strings.Repeat("]", maxDepth+2)} {
+	for _, in := range []string{``, `{`, `{"a":}`, `[1,]`, `{"a":1} x`, "\"\xff\"", "{\"k\xc3\": 1}", strings.Repeat("[", maxDepth+2) + strings.Repeat("]", maxDepth+2)} {
 		_, err := pyDumps([]byte(in))
 		require.Error(t, err, "input %q", in)
 	}
