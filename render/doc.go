@@ -34,7 +34,7 @@
 // size cap and decoded by a small scanner that reads only token_ids,
 // features.mm_hashes, features.mm_placeholders and cache_salt.
 //
-// Metrics (registered on the Registerer given to New): the histogram
+// Metrics (registered on Options.Registerer, given to New): the histogram
 // llm_d_epp_token_producer_render_duration_seconds{result} and the counter
 // llm_d_epp_token_producer_render_failures_total{reason}, with the names and
 // label values of the llm-d router so that dashboards carry over.
