@@ -242,6 +242,9 @@ func walk(v any, t reflect.Type, path string, convert bool) (any, error) {
 	case reflect.Struct:
 		o, ok := v.(*object)
 		if !ok {
+			if hasUnmarshaler(t) {
+				return v, nil // a struct with its own non-object form (time.Time)
+			}
 			return nil, kindError(path, v, "an object")
 		}
 		fields := fieldsOf(t)

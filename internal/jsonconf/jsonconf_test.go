@@ -153,3 +153,13 @@ func TestFieldsFollowEncodingJSON(t *testing.T) {
 	require.False(t, hasX)
 	require.Equal(t, reflect.TypeFor[string](), f.byName["y"])
 }
+
+// A struct type with its own non-object JSON form is left to its method.
+func TestStructWithOwnScalarForm(t *testing.T) {
+	var v struct {
+		At time.Time `json:"at"`
+	}
+	require.NoError(t, Unmarshal([]byte(`{"at":"2026-01-02T03:04:05Z"}`), &v))
+	require.Equal(t, 2026, v.At.Year())
+	require.Error(t, Unmarshal([]byte(`{"at":"yesterday"}`), &v))
+}
