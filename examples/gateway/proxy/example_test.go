@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"time"
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/examples/gateway/proxy"
@@ -49,7 +50,13 @@ func ExampleHandler() {
 	resp.Body.Close()
 	fmt.Println(resp.StatusCode, resp.Header.Get(proxy.HeaderEndpoint) == id)
 	fmt.Println(string(body))
+	// The handler releases the request's load just after the client has
+	// read the last byte, so wait (boundedly) for that release.
 	_, inflight, _ := router.Load().Load(id)
+	for deadline := time.Now().Add(10 * time.Second); inflight != 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+		_, inflight, _ = router.Load().Load(id)
+	}
 	fmt.Println("requests in flight:", inflight)
 	// Output:
 	// 200 true
