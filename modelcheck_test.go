@@ -32,10 +32,10 @@ func TestRouterReportsTopicModelMismatchPerEndpoint(t *testing.T) {
 		require.NoError(t, err)
 	}
 	eps := loopbackEndpoints(t, 2)
-	good, err := kvevents.NewPublisher(kvevents.PublisherConfig{Addr: "tcp://127.0.0.1:0", Endpoint: eps[0].ID, Model: testModel})
+	good, err := kvevents.NewPublisher(kvevents.PublisherConfig{Addr: "tcp://127.0.0.1:0", Endpoint: eps[0].ID, Model: testModel}, kvevents.Options{})
 	require.NoError(t, err)
 	defer good.Close()
-	alias, err := kvevents.NewPublisher(kvevents.PublisherConfig{Addr: "tcp://127.0.0.1:0", Endpoint: eps[1].ID, Model: "qwen-alias"})
+	alias, err := kvevents.NewPublisher(kvevents.PublisherConfig{Addr: "tcp://127.0.0.1:0", Endpoint: eps[1].ID, Model: "qwen-alias"}, kvevents.Options{})
 	require.NoError(t, err)
 	defer alias.Close()
 	eps[0].EventsAddress, eps[1].EventsAddress = good.Endpoint(), alias.Endpoint()

@@ -48,7 +48,7 @@ func Example() {
 
 // An ext_proc-style host: each hook has only the request ID.
 func ExampleRequestTable() {
-	tracker, err := tokenload.NewTracker(nil, nil)
+	tracker, err := tokenload.NewTracker(tokenload.Options{})
 	if err != nil {
 		panic(err)
 	}

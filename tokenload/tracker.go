@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"sync/atomic"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/puzpuzpuz/xsync/v3"
 )
 
@@ -37,19 +36,12 @@ type Tracker struct {
 	log       *slog.Logger
 }
 
-// Options are a Tracker's injected dependencies; the zero value is valid.
-type Options struct {
-	// Registerer receives the gauges llm_d_epp_inflight_tokens and
-	// llm_d_epp_inflight_requests (label endpoint_name); registering two
-	// trackers in one registry is an error. Nil registers nothing.
-	Registerer prometheus.Registerer
-	// Logger receives endpoint removals at debug level (nothing is logged
-	// per request); nil discards.
-	Logger *slog.Logger
-}
-
-// NewTracker returns an empty Tracker with its injected dependencies. A
-// Tracker has no configuration: the queue threshold belongs to Score.
+// NewTracker returns an empty Tracker with its injected dependencies (a
+// Tracker has no configuration: the queue threshold belongs to Score).
+// opts.Registerer receives the gauges llm_d_epp_inflight_tokens and
+// llm_d_epp_inflight_requests (label endpoint_name); registering two trackers
+// in one registry is an error. opts.Logger receives endpoint removals at debug
+// level; nothing is logged per request. opts.Now is not used.
 func NewTracker(opts Options) (*Tracker, error) {
 	reg, logger := opts.Registerer, opts.Logger
 	if logger == nil {

@@ -72,7 +72,8 @@ func startEngine(t *testing.T, host string, eventsPort, replayPort int) *server.
 	srv, err := server.New(server.Config{Model: "sim-model", EnableScaleOut: true,
 		KVEvents: server.KVEventsConfig{EnableKVCacheEvents: true, Publisher: "zmq",
 			Endpoint: fmt.Sprintf("tcp://%s:%d", host, eventsPort), ReplayEndpoint: &replay,
-			Topic: "kv@" + id + "@sim-model"}})
+			Topic: "kv@" + id + "@sim-model"}}, server.Options{})
+
 	require.NoError(t, err)
 	require.NoError(t, srv.Start(id))
 	return srv

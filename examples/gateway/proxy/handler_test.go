@@ -466,7 +466,7 @@ func (p errPicker) Pick(context.Context, *kvroute.Request, []kvroute.Endpoint) (
 // (400), not a missing endpoint (503).
 func TestGatewayAnswersAModelMismatchWith400(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	h, err := New(Config{}, Options{Picker: errPicker{fmt.Errorf("%w: %q", kvroute.ErrModelMismatch, "alias")}, Registerer: reg})
+	h, err := New(Config{}, errPicker{fmt.Errorf("%w: %q", kvroute.ErrModelMismatch, "alias")}, Options{Registerer: reg})
 	require.NoError(t, err)
 	defer h.Close()
 	h.SetEndpoints([]kvroute.Endpoint{{ID: "127.0.0.1:1"}})
