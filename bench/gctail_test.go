@@ -122,7 +122,7 @@ func getIngestFixture(b *testing.B, memberships int) *ingestFixture {
 	// Keep one rung at a time: drop the others before building.
 	clear(ingestFixtures)
 	runtime.GC()
-	ix, err := kvindex.New(kvindex.Config{SweepInterval: -1, MaxBlocksPerEndpoint: ingestCap})
+	ix, err := kvindex.New(kvindex.Config{SweepInterval: -1, MaxBlocksPerEndpoint: ingestCap}, kvindex.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -67,7 +67,7 @@ func BenchmarkMemoryShared(b *testing.B) {
 		b.StopTimer()
 		before := heapInUse()
 		b.StartTimer()
-		ix, err := kvindex.New(kvindex.Config{SweepInterval: -1})
+		ix, err := kvindex.New(kvindex.Config{SweepInterval: -1}, kvindex.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}
