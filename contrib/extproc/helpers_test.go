@@ -60,7 +60,8 @@ func startEngine(t *testing.T, o engineOpts) *simEngine {
 			ReplayEndpoint:      &replay,
 			Topic:               "kv@" + id + "@" + testModel,
 		},
-	})
+	}, server.Options{})
+
 	require.NoError(t, err)
 	e := &simEngine{srv: srv, id: id, served: make(chan error, 1)}
 	go func() { e.served <- srv.Serve(ln) }()

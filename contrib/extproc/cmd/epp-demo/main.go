@@ -63,7 +63,8 @@ func startEngine() (*engineProc, error) {
 		Engine: engine.Config{BlockSize: 64, NumGPUBlocks: 1024, PrefillTokensPerSecond: 100_000, DecodeStep: time.Millisecond},
 		KVEvents: server.KVEventsConfig{EnableKVCacheEvents: true, Publisher: "zmq", Endpoint: "tcp://127.0.0.1:0",
 			ReplayEndpoint: &replay, Topic: "kv@" + id + "@" + model},
-	})
+	}, server.Options{})
+
 	if err != nil {
 		ln.Close()
 		return nil, err

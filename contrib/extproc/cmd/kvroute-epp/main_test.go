@@ -37,7 +37,8 @@ func TestRunServesExtProcHealthAndMetrics(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	eng, err := server.New(server.Config{Model: model, EnableScaleOut: true,
-		Engine: engine.Config{BlockSize: 16, NumGPUBlocks: 256, PrefillTokensPerSecond: 1e6, DecodeStep: time.Millisecond}})
+		Engine: engine.Config{BlockSize: 16, NumGPUBlocks: 256, PrefillTokensPerSecond: 1e6, DecodeStep: time.Millisecond}}, server.Options{})
+
 	require.NoError(t, err)
 	served := make(chan error, 1)
 	go func() { served <- eng.Serve(ln) }()
