@@ -65,7 +65,7 @@ func TestDynamoPredictedOverlap(t *testing.T) {
 	now := time.Unix(1000, 0)
 	clock := func() time.Time { return now }
 	ids := endpointIDs(4)
-	ix, err := kvindex.New(kvindex.Config{BlockSize: 64, SweepInterval: -1, Now: clock})
+	ix, err := kvindex.New(kvindex.Config{BlockSize: 64, SweepInterval: -1}, kvindex.Options{Now: clock})
 	require.NoError(t, err)
 	d := newDynamo(cfg, ids, ix, clock, 1)
 	defer d.close()

@@ -189,7 +189,7 @@ func (r *run) newPolicy(g int) (router, error) {
 		}
 		return kr, nil
 	case Dynamo, SGLangEvents:
-		ix, err := kvindex.New(kvindex.Config{BlockSize: r.cfg.Fleet.BlockSize, SweepInterval: -1, Now: clock})
+		ix, err := kvindex.New(kvindex.Config{BlockSize: r.cfg.Fleet.BlockSize, SweepInterval: -1}, kvindex.Options{Now: clock})
 		if err != nil {
 			return nil, err
 		}
