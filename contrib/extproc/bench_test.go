@@ -31,7 +31,7 @@ func BenchmarkProcessRoundTrip(b *testing.B) {
 		eps[i] = kvroute.Endpoint{ID: net.JoinHostPort("10.0.0.1", string(rune('0'+i))+"000")}
 	}
 	require.NoError(b, router.SetEndpoints(eps))
-	picker, err := New(Config{Model: testModel}, Options{Picker: router})
+	picker, err := New(Config{Model: testModel}, router, Options{})
 	require.NoError(b, err)
 	picker.SetEndpoints(eps)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -110,7 +110,7 @@ func newHarness(t *testing.T, cfg Config, engines ...engineOpts) *harness {
 	if cfg.Model == "" {
 		cfg.Model = testModel
 	}
-	h.picker, err = New(cfg, Options{Picker: h.router, Registerer: h.reg})
+	h.picker, err = New(cfg, h.router, Options{Registerer: h.reg})
 	require.NoError(t, err)
 	h.picker.SetEndpoints(eps)
 	h.picker.SetReady(true)

@@ -92,11 +92,8 @@ func (c *Config) setDefaults() error {
 	return nil
 }
 
-// Options are a Server's dependencies.
+// Options are a Server's optional dependencies; the zero value is valid.
 type Options struct {
-	// Picker chooses the endpoint of each request. Required; a
-	// *kvroute.Router in production.
-	Picker kvroute.Picker
 	// Registerer receives the picker's metrics; nil registers nothing.
 	Registerer prometheus.Registerer
 	// Logger receives the picker's logs; nil discards them.
@@ -117,16 +114,17 @@ type Server struct {
 	ready     atomic.Bool
 }
 
-// New builds a Server. Give it endpoints with SetEndpoints and register it on
-// a grpc.Server with Register.
-func New(cfg Config, opts Options) (*Server, error) {
-	if opts.Picker == nil {
+// New builds a Server that chooses with picker (a *kvroute.Router in
+// production). Give it endpoints with SetEndpoints and register it on a
+// grpc.Server with Register.
+func New(cfg Config, picker kvroute.Picker, opts Options) (*Server, error) {
+	if picker == nil {
 		return nil, errors.New("extproc: a Picker is required")
 	}
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, picker: opts.Picker, log: opts.Logger, health: health.NewServer()}
+	s := &Server{cfg: cfg, picker: picker, log: opts.Logger, health: health.NewServer()}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

@@ -104,7 +104,7 @@ func run(ctx context.Context, out io.Writer, burst int) (err error) {
 	if err := router.SetEndpoints(eps); err != nil {
 		return err
 	}
-	picker, err := extproc.New(extproc.Config{Model: model}, extproc.Options{Picker: router})
+	picker, err := extproc.New(extproc.Config{Model: model}, router, extproc.Options{})
 	if err != nil {
 		return err
 	}

@@ -152,8 +152,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer router.Close()
-	picker, err := extproc.New(extproc.Config{Model: cfg.Model, MaxBodyBytes: f.maxBodyBytes},
-		extproc.Options{Picker: router, Registerer: reg, Logger: log})
+	picker, err := extproc.New(extproc.Config{Model: cfg.Model, MaxBodyBytes: f.maxBodyBytes}, router,
+		extproc.Options{Registerer: reg, Logger: log})
 	if err != nil {
 		return err
 	}
