@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -92,8 +93,19 @@ type guardConn struct {
 	capture    []byte // the handshake command body, validated when complete
 	capturing  bool
 	deadlineOn bool
+	handshookA atomic.Bool // mirror of handshook for the heartbeat goroutine
+
+	// Connections owned by go-zeromq sockets (the transport) answer the
+	// peer's PING themselves and may send their own (hb != nil); Conn, used
+	// by kvroute's server sockets, answers PING in ReadMsg instead.
+	autoPong bool
+	cmd      [32]byte // a post-handshake command frame being captured
+	cmdLen   int
+	cmdOn    bool
+	hb       *heartbeat
 
 	wmu sync.Mutex
+	ws  wscan
 }
 
 // newGuardConn wraps c. When ctx ends the connection is closed, which releases
@@ -107,6 +119,21 @@ func newGuardConn(ctx context.Context, c net.Conn, o Options, pre []byte) *guard
 	return g
 }
 
+// newSocketConn wraps c for a go-zeromq socket: PINGs are answered with PONG
+// and, with Options.HeartbeatInterval, PINGs are sent and a silent peer is
+// failed with ErrPeerDead.
+func newSocketConn(ctx context.Context, c net.Conn, o Options, pre []byte) *guardConn {
+	g := newGuardConn(ctx, c, o, pre)
+	g.autoPong = true
+	g.ws.greeting = greetingLen
+	if o.HeartbeatInterval > 0 {
+		g.hb = &heartbeat{interval: o.HeartbeatInterval, timeout: o.HeartbeatTimeout,
+			done: make(chan struct{}), exited: make(chan struct{})}
+		g.startHeartbeat()
+	}
+	return g
+}
+
 // Close closes the connection once and unregisters the context hook.
 func (g *guardConn) Close() error {
 	g.closeOnce.Do(func() {
@@ -117,6 +144,9 @@ func (g *guardConn) Close() error {
 			stop()
 		}
 		g.closeErr = g.Conn.Close()
+		if g.hb != nil {
+			close(g.hb.done)
+		}
 	})
 	return g.closeErr
 }
@@ -146,6 +176,14 @@ func (g *guardConn) Read(p []byte) (int, error) {
 		g.deadlineOn = false
 	}
 	n, err := g.Conn.Read(p)
+	if g.hb != nil {
+		g.hb.readBytes.Add(uint64(n))
+		if err != nil && g.hb.dead.Load() {
+			err = g.fail(g.guardErr(ErrPeerDead, 0, 0,
+				fmt.Sprintf("nothing received within %v of a PING", g.hb.timeout)))
+			return 0, err
+		}
+	}
 	if n > 0 {
 		if serr := g.scan(p[:n]); serr != nil {
 			// Zero bytes with the error: io.ReadFull drops an error once it has
@@ -171,7 +209,11 @@ func (g *guardConn) Write(p []byte) (int, error) {
 	g.wmu.Lock()
 	defer g.wmu.Unlock()
 	g.armWrite()
-	return g.Conn.Write(p)
+	n, err := g.Conn.Write(p)
+	if g.autoPong {
+		g.afterWriteLocked(p[:n])
+	}
+	return n, err
 }
 
 // writeBuffers writes bufs with one writev when the inner conn supports it.
@@ -211,6 +253,9 @@ func (g *guardConn) scan(b []byte) error {
 			k := min(g.body, uint64(len(b)))
 			if g.capturing {
 				g.capture = append(g.capture, b[:k]...)
+			}
+			if g.cmdOn {
+				g.cmdLen += copy(g.cmd[g.cmdLen:], b[:k])
 			}
 			g.body -= k
 			b = b[k:]
@@ -266,12 +311,27 @@ func (g *guardConn) startFrame(flags byte, hdrLen int) error {
 		g.capturing = true
 		g.capture = make([]byte, 0, size)
 	}
+	if g.handshook && g.autoPong && flags&flagCommand != 0 && size <= uint64(maxPingBody) {
+		g.cmdOn, g.cmdLen = true, 0
+	}
 	return nil
 }
 
 func (g *guardConn) endFrame() error {
+	if g.cmdOn {
+		g.cmdOn = false
+		if name, body := commandName(g.cmd[:g.cmdLen]); name == "PING" {
+			// Answer at once: libzmq drops a peer that stays silent for
+			// its ZMQ_HEARTBEAT_TIMEOUT after a PING. go-zeromq still
+			// surfaces the PING as a command message, which Recv skips.
+			if err := g.injectCommand(pongCommand(body)); err == nil && g.hb != nil {
+				g.hb.pongs.Add(1)
+			}
+		}
+	}
 	if !g.handshook {
 		g.handshook = true
+		g.handshookA.Store(true)
 		if g.capturing {
 			body := g.capture
 			g.capturing, g.capture = false, nil

@@ -3,7 +3,7 @@ package zmqx
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
+	"syscall"
 	"testing"
 	"time"
 
@@ -64,18 +64,62 @@ wait:
 	require.Len(t, r.m.Frames[1], 8)
 	require.True(t, bytes.Equal(payload, r.m.Frames[2]))
 
-	// go-zeromq never answers PING, so libzmq drops the connection after its
-	// heartbeat timeout; until then the PINGs surface as commands that Recv
-	// skips (spec/zmq.md S12).
-	skipped := r.skipped
-	for skipped == 0 {
-		m, n, err := Recv(s)
-		skipped += n
-		if err != nil {
-			break
+	// libzmq pings every 100 ms and drops a peer silent for 300 ms after a
+	// PING (HEARTBEAT_TIMEOUT = 3 × IVL). The guard answers each PING with
+	// PONG, so the connection survives many timeouts: 30 PINGs (skipped by
+	// Recv) arrive on the same connection and the next message is received.
+	// Before PONG answering this failed with EOF after ~300 ms.
+	pings := r.skipped
+	for pings < 30 {
+		m, err := s.Recv()
+		require.NoError(t, err, "libzmq dropped the subscriber after %d PINGs", pings)
+		if IsCommand(m) {
+			pings++
 		}
-		require.Len(t, m.Frames, 3)
-		_ = binary.BigEndian.Uint64(m.Frames[1])
 	}
-	require.Positive(t, skipped, "heartbeat PINGs were skipped")
+	_, _, err := p.PublishPayloads([]byte("after the pings"))
+	require.NoError(t, err)
+	m, _, err := Recv(s)
+	require.NoError(t, err)
+	require.Equal(t, "after the pings", string(m.Frames[2]))
+}
+
+// A frozen libzmq publisher (SIGSTOP: its kernel keeps the TCP connection
+// open, so no error ever arrives) is detected by the subscriber's own PINGs
+// within the heartbeat timeout, and the same publisher is usable again after
+// SIGCONT. Without heartbeats only the 60 s idle deadline noticed it.
+func TestInteropFrozenPublisherDetectedByHeartbeat(t *testing.T) {
+	pytest.Require(t)
+	defer leakcheck.Check(t)()
+	p := pytest.Start(t, pytest.Config{})
+	defer p.Stop()
+	const ivl, timeout = 200 * time.Millisecond, time.Second
+	o := Options{HeartbeatInterval: ivl, HeartbeatTimeout: timeout}
+	s := NewSub(context.Background(), o, nil)
+	defer CloseDrain(s)
+	require.NoError(t, s.SetOption(zmq4.OptionSubscribe, ""))
+	require.NoError(t, Dial(s, p.PubAddr))
+	// libzmq answers our PINGs: the connection outlives several timeouts.
+	require.Eventually(t, func() bool {
+		st, err := p.Status()
+		return err == nil && st.Subscribers == 1
+	}, 10*time.Second, 20*time.Millisecond)
+	got := make(chan error, 1)
+	go func() {
+		_, _, err := Recv(s)
+		got <- err
+	}()
+	require.NoError(t, p.Signal(syscall.SIGSTOP))
+	stopped := time.Now()
+	defer func() { _ = p.Signal(syscall.SIGCONT) }()
+	select {
+	case err := <-got:
+		t.Logf("frozen publisher detected after %v (interval %v, timeout %v)", time.Since(stopped), ivl, timeout)
+		require.True(t, isGuardErr(err, ErrPeerDead), "got %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("frozen publisher not detected")
+	}
+	require.NoError(t, p.Signal(syscall.SIGCONT))
+	_, err := p.Status()
+	require.NoError(t, err, "the publisher runs again")
 }

@@ -45,6 +45,15 @@ type Options struct {
 	// MaxFrameSize is the largest frame body accepted (default 64 MiB). A peer
 	// announcing a larger frame fails its connection before any allocation.
 	MaxFrameSize int64 `json:"maxFrameSize"`
+	// HeartbeatInterval makes connections of go-zeromq sockets send a ZMTP
+	// PING this often after the handshake (0 = none). libzmq peers answer
+	// PING by themselves, whatever their own heartbeat settings.
+	HeartbeatInterval time.Duration `json:"heartbeatInterval"`
+	// HeartbeatTimeout fails such a connection with ErrPeerDead when nothing
+	// at all (PONG or message) arrives within this long of an unanswered
+	// PING (default 2 × HeartbeatInterval). Connections answer the peer's
+	// PING with PONG in any case.
+	HeartbeatTimeout time.Duration `json:"heartbeatTimeout"`
 	// MaxMessageSize bounds the bodies of all frames of one multipart message,
 	// counting 64 bytes per frame on top (default MaxFrameSize + 1 MiB).
 	MaxMessageSize int64 `json:"maxMessageSize"`
@@ -57,6 +66,10 @@ func (o Options) Validate() error {
 	}
 	if o.WriteTimeout < 0 {
 		return fmt.Errorf("zmqx: writeTimeout must not be negative, got %v", o.WriteTimeout)
+	}
+	if o.HeartbeatInterval < 0 || o.HeartbeatTimeout < 0 {
+		return fmt.Errorf("zmqx: heartbeat interval and timeout must not be negative, got %v and %v",
+			o.HeartbeatInterval, o.HeartbeatTimeout)
 	}
 	if o.MaxFrameSize < 0 {
 		return fmt.Errorf("zmqx: maxFrameSize must not be negative, got %d", o.MaxFrameSize)
@@ -90,6 +103,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.WriteTimeout < 0 {
 		o.WriteTimeout = 0
+	}
+	if o.HeartbeatInterval < 0 {
+		o.HeartbeatInterval = 0
+	}
+	if o.HeartbeatInterval > 0 && o.HeartbeatTimeout <= 0 {
+		o.HeartbeatTimeout = 2 * o.HeartbeatInterval
 	}
 	if o.MaxFrameSize <= 0 {
 		o.MaxFrameSize = DefaultMaxFrameSize

@@ -61,7 +61,7 @@ func (t guardTransport) Dial(ctx context.Context, d transport.Dialer, addr strin
 	if err != nil {
 		return nil, err
 	}
-	return newGuardConn(ctx, c, o, nil), nil
+	return newSocketConn(ctx, c, o, nil), nil
 }
 
 // Listen listens on TCP and wraps every accepted connection. Accepted
@@ -79,7 +79,7 @@ func (t guardTransport) Listen(ctx context.Context, addr string) (net.Listener, 
 		if err != nil {
 			return nil, err
 		}
-		return newGuardConn(ctx, c, o, b), nil
+		return newSocketConn(ctx, c, o, b), nil
 	}, closeNetConn), nil
 }
 
