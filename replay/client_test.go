@@ -377,3 +377,22 @@ func TestClientConfigValidate(t *testing.T) {
 	require.Equal(t, DefaultMaxAttemptsWithoutProgress, c.cfg.MaxAttemptsWithoutProgress)
 	require.Same(t, DefaultLimiter(), c.cfg.Limiter)
 }
+
+// The server's counters are up to date as soon as the client has the reply:
+// a replay that has seen END sees its request counted. The counter used to be
+// incremented after the END write returned, so a fast client saw 2 of 3.
+func TestServerStatsCountedBeforeReplyArrives(t *testing.T) {
+	defer leakcheck.Check(t)()
+	srv, err := NewServer(filledBuffer(0, 0, 3), ServerConfig{Addr: "127.0.0.1:0"})
+	require.NoError(t, err)
+	defer srv.Close()
+	cl := newClient(t, ClientConfig{})
+	for i := range 300 {
+		var col collector
+		_, err := cl.Replay(context.Background(), srv.Endpoint(), 0, col.apply)
+		require.NoError(t, err)
+		st := srv.Stats()
+		require.EqualValues(t, i+1, st.Requests, "request %d", i)
+		require.EqualValues(t, 3*(i+1), st.Batches, "request %d", i)
+	}
+}

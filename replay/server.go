@@ -63,9 +63,9 @@ func (c ServerConfig) Validate() error {
 
 // ServerStats counts what a Server did.
 type ServerStats struct {
-	Requests uint64 // valid requests answered (END sent)
+	Requests uint64 // valid requests answered (counted as END is sent, so a client that read END sees it)
 	Invalid  uint64 // messages that were not [delimiter, start] (ignored, like vLLM)
-	Batches  uint64 // batches sent
+	Batches  uint64 // batches sent (counted as each is sent)
 	Rejected uint64 // connections closed because MaxConns was reached
 }
 
@@ -244,7 +244,6 @@ func (s *Server) serve(c *zmqx.Conn) {
 			s.lg.Debug("replay reply failed", "remote", c.RemoteAddr().String(), "err", err)
 			return
 		}
-		s.requests.Add(1)
 	}
 }
 
@@ -253,6 +252,7 @@ func (s *Server) reply(c *zmqx.Conn, ents []Entry) error {
 	empty := []byte{}
 	for _, e := range ents {
 		binary.BigEndian.PutUint64(seq[:], e.Seq)
+		s.batches.Add(1) // before the write: a client that has the batch sees the count
 		var err error
 		if s.cfg.Layout == LayoutLegacy {
 			err = c.WriteMsg(empty, seq[:], e.Payload)
@@ -262,8 +262,10 @@ func (s *Server) reply(c *zmqx.Conn, ents []Entry) error {
 		if err != nil {
 			return err
 		}
-		s.batches.Add(1)
 	}
+	// Counted before END is written: the client may read END and look at
+	// Stats before this goroutine runs again.
+	s.requests.Add(1)
 	if s.cfg.Layout == LayoutLegacy {
 		return c.WriteMsg(empty, endSeq8[:], empty)
 	}
