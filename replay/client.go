@@ -43,6 +43,10 @@ type ClientConfig struct {
 	// OnAttemptError, if set, is called for every failed attempt (including
 	// the last one), e.g. to count errors per operation. It must not block.
 	OnAttemptError func(*Error) `json:"-"`
+	// OnSlotWait, if set, is called once per attempt with how long it waited
+	// for a Limiter slot (also when the wait failed), e.g. to observe a
+	// histogram. It must not block.
+	OnSlotWait func(time.Duration) `json:"-"`
 }
 
 // Validate reports invalid settings.
@@ -166,6 +170,23 @@ func (r Result) Outcome() string {
 // Timeout expires, on a malformed or non-contiguous reply, or when apply
 // fails. Errors are *Error.
 func (c *Client) Replay(ctx context.Context, addr string, start uint64, apply func(seq uint64, payload []byte) error) (Result, error) {
+	return c.ReplayBatches(ctx, addr, start, func(b Batch) error { return apply(b.Seq, b.Payload) })
+}
+
+// Batch is one replayed batch as ReplayBatches delivers it.
+type Batch struct {
+	Seq     uint64
+	Payload []byte
+	// Topic is the reply's topic frame (LayoutCurrent), nil in the legacy
+	// layout, which carries none. It names the model when the publisher's
+	// topic does (kv@<endpoint>@<model>).
+	Topic []byte
+}
+
+// ReplayBatches is Replay with the reply's topic: apply receives each batch
+// with its topic frame, so a caller that does not know the endpoint's model
+// can take it from there.
+func (c *Client) ReplayBatches(ctx context.Context, addr string, start uint64, apply func(Batch) error) (Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
 	res := Result{Start: start, Next: start}
@@ -210,11 +231,15 @@ func (c *Client) report(err *Error) {
 }
 
 // attempt runs one request on a fresh DEALER. It returns nil when END arrived.
-func (c *Client) attempt(ctx context.Context, addr string, res *Result, apply func(uint64, []byte) error) *Error {
+func (c *Client) attempt(ctx context.Context, addr string, res *Result, apply func(Batch) error) *Error {
 	fail := func(op string, err error) *Error {
 		return &Error{Op: op, Addr: addr, Start: res.Next, Attempts: res.Attempts, Err: err}
 	}
-	if err := c.cfg.Limiter.acquire(ctx); err != nil {
+	waited, err := c.cfg.Limiter.acquire(ctx)
+	if c.cfg.OnSlotWait != nil {
+		c.cfg.OnSlotWait(waited)
+	}
+	if err != nil {
 		return fail(OpCapacity, fmt.Errorf("waiting for one of %d replay slots: %w", c.cfg.Limiter.Size(), err))
 	}
 	defer c.cfg.Limiter.release()
@@ -263,7 +288,7 @@ func (c *Client) attempt(ctx context.Context, addr string, res *Result, apply fu
 			res.First = r.seq
 			res.Covered = r.seq == res.Start
 		}
-		if err := apply(r.seq, r.payload); err != nil {
+		if err := apply(Batch{Seq: r.seq, Payload: r.payload, Topic: r.topic}); err != nil {
 			return fail(OpApply, err)
 		}
 		res.Batches++
