@@ -16,6 +16,34 @@ const (
 	DefaultReplayPort = 5559
 )
 
+// EngineKind says which engine publishes an endpoint's KV events, and so
+// whether it has a replay socket.
+type EngineKind string
+
+// Engine kinds.
+const (
+	// EngineVLLM: vLLM's ZmqEventPublisher, with a replay ROUTER when
+	// configured (replay_endpoint). The default.
+	EngineVLLM EngineKind = "vllm"
+	// EngineSGLang: SGLang's publisher, which has no replay socket; an
+	// endpoint of this kind never replays (a ReplayAddress is an error), so
+	// an SGLang fleet produces no replay-connect errors or failed replays.
+	EngineSGLang EngineKind = "sglang"
+	// EngineNoReplay: a vLLM-compatible publisher whose replay is off.
+	EngineNoReplay EngineKind = "noreplay"
+)
+
+func (k EngineKind) validate() error {
+	switch k {
+	case "", EngineVLLM, EngineSGLang, EngineNoReplay:
+		return nil
+	}
+	return fmt.Errorf("unknown engine %q (want vllm, sglang or noreplay)", string(k))
+}
+
+// replays reports whether endpoints of this kind may have a replay socket.
+func (k EngineKind) replays() bool { return k == "" || k == EngineVLLM }
+
 // Endpoint is one inference engine (one data-parallel rank) whose KV events
 // the Pool indexes.
 type Endpoint struct {
@@ -35,6 +63,10 @@ type Endpoint struct {
 	// enabled, and the endpoint has no replay otherwise (gaps are then
 	// counted and logged, not repaired).
 	ReplayAddress string `json:"replayAddress,omitempty"`
+	// Engine is the engine kind (default PoolConfig.Engine, itself "vllm").
+	// "sglang" and "noreplay" endpoints never replay: gaps are counted and
+	// logged only, and PoolConfig.Replay gives them no default address.
+	Engine EngineKind `json:"engine,omitempty"`
 	// Rank is the engine's data-parallel rank: vLLM offsets both socket
 	// ports by it (spec/wire.md §1.5). Only used for default addresses.
 	Rank int `json:"rank,omitempty"`
@@ -51,13 +83,23 @@ func (ep Endpoint) resolve(cfg *PoolConfig) (Endpoint, error) {
 	if ep.Rank < 0 {
 		return ep, fmt.Errorf("kvevents: endpoint %s: negative rank %d", ep.ID, ep.Rank)
 	}
+	if err := ep.Engine.validate(); err != nil {
+		return ep, fmt.Errorf("kvevents: endpoint %s: %w", ep.ID, err)
+	}
+	if ep.Engine == "" {
+		ep.Engine = cfg.Engine
+	}
+	if !ep.Engine.replays() && ep.ReplayAddress != "" {
+		return ep, fmt.Errorf("kvevents: endpoint %s: engine %s has no replay socket, but replayAddress is %q",
+			ep.ID, ep.Engine, ep.ReplayAddress)
+	}
 	if ep.EventsAddress == "" {
 		ep.EventsAddress = "tcp://" + net.JoinHostPort(host, strconv.Itoa(cfg.EventsPort+ep.Rank))
 	}
 	if _, err := zmqx.Endpoint(ep.EventsAddress); err != nil {
 		return ep, fmt.Errorf("kvevents: endpoint %s: events address: %w", ep.ID, err)
 	}
-	if ep.ReplayAddress == "" && cfg.Replay {
+	if ep.ReplayAddress == "" && cfg.Replay && ep.Engine.replays() {
 		ep.ReplayAddress = "tcp://" + net.JoinHostPort(host, strconv.Itoa(cfg.ReplayPort+ep.Rank))
 	}
 	if ep.ReplayAddress != "" {
@@ -73,5 +115,5 @@ func (ep Endpoint) resolve(cfg *PoolConfig) (Endpoint, error) {
 // Ensure can keep the running subscriber (only labels differ).
 func (ep Endpoint) sameStream(o Endpoint) bool {
 	return ep.ID == o.ID && ep.Model == o.Model && ep.EventsAddress == o.EventsAddress &&
-		ep.ReplayAddress == o.ReplayAddress
+		ep.ReplayAddress == o.ReplayAddress && ep.Engine == o.Engine
 }

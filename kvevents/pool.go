@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -36,6 +37,7 @@ type Pool struct {
 	ix      *kvindex.Index
 	applier *Applier
 	m       *Metrics
+	sm      *streamMetrics
 	log     *slog.Logger
 	zopts   zmqx.Options
 
@@ -58,6 +60,7 @@ type Pool struct {
 	bound   map[string]*stream       // bind mode: streams by endpoint ID
 	closing map[string]chan struct{} // bind mode: streams being closed
 	bind    *binder
+	resume  map[string]Position // EnsureFrom: where the endpoint's next stream starts
 }
 
 // NewPool validates cfg and starts the workers (and, in bind mode, the bound
@@ -85,20 +88,19 @@ func NewPool(cfg PoolConfig, ix *kvindex.Index, opts Options) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
+	sm, err := newStreamMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
 	ap, err := NewApplier(ApplierConfig{Model: cfg.Model, LoRANames: cfg.LoRANames}, ix, Options{Metrics: m, Logger: lg})
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Pool{
-		cfg: cfg, sel: sel, ix: ix, applier: ap, m: m, log: lg,
-		zopts: zmqx.Options{
-			HandshakeTimeout: cfg.HandshakeTimeout,
-			IdleTimeout:      cfg.IdleTimeout,
-			DialTimeout:      cfg.DialTimeout,
-			MaxFrameSize:     cfg.MaxFrameSize,
-		},
-		ctx: ctx, cancel: cancel, stop: make(chan struct{}),
+		cfg: cfg, sel: sel, ix: ix, applier: ap, m: m, sm: sm, log: lg, resume: make(map[string]Position),
+		zopts: subOptions(cfg),
+		ctx:   ctx, cancel: cancel, stop: make(chan struct{}),
 		subs: make(map[string]*subscriber), known: make(map[string]Endpoint), bound: make(map[string]*stream),
 		closing: make(map[string]chan struct{}),
 	}
@@ -125,7 +127,32 @@ func NewPool(cfg PoolConfig, ix *kvindex.Index, opts Options) (*Pool, error) {
 // model replaces the subscriber and clears the endpoint's entries. An
 // endpoint whose labels do not match the selector is treated like Remove.
 // Errors report an invalid endpoint, or a closed pool.
-func (p *Pool) Ensure(ep Endpoint) error {
+func (p *Pool) Ensure(ep Endpoint) error { return p.ensure(ep, nil) }
+
+// EnsureFrom is Ensure for an endpoint whose index entries were restored
+// (from a checkpoint) up to pos: when it creates the endpoint's stream, the
+// stream starts with pos as its watermark instead of empty, so that the
+// first connection replays from pos.Seq, compares the batch there with
+// pos.Digest, and either continues after it (the same engine lifetime) or
+// treats the engine as restarted (clears the endpoint and rebuilds it from
+// 0). An endpoint that already has a stream keeps it and pos is ignored.
+// In bind mode pos applies to the endpoint's stream when its first message
+// creates it.
+func (p *Pool) EnsureFrom(ep Endpoint, pos Position) error { return p.ensure(ep, &pos) }
+
+// Position returns the stream position of the endpoint with this ID (the
+// last applied sequence and its payload digest), for a checkpoint taken
+// together with the index. ok is false for an unknown endpoint or one with
+// nothing applied.
+func (p *Pool) Position(id string) (pos Position, ok bool) {
+	st, found := p.Status(id)
+	if !found || !st.HasApplied || !st.HasDigest {
+		return Position{}, false
+	}
+	return st.Position, true
+}
+
+func (p *Pool) ensure(ep Endpoint, pos *Position) error {
 	ep, err := ep.resolve(&p.cfg)
 	if err != nil {
 		return err
@@ -137,6 +164,9 @@ func (p *Pool) Ensure(ep Endpoint) error {
 	if p.closed {
 		p.mu.Unlock()
 		return ErrPoolClosed
+	}
+	if pos != nil && p.bound[ep.ID] == nil {
+		p.resume[ep.ID] = *pos // consumed by the endpoint's next new stream
 	}
 	if p.bind != nil {
 		p.known[ep.ID] = ep
@@ -152,6 +182,7 @@ func (p *Pool) Ensure(ep Endpoint) error {
 	old := p.subs[ep.ID]
 	if old != nil && match && old.ep.sameStream(ep) {
 		old.ep.Labels = ep.Labels
+		delete(p.resume, ep.ID)
 		p.mu.Unlock()
 		return nil
 	}
@@ -258,6 +289,22 @@ func (p *Pool) closeBound(st *stream, forget bool) {
 	close(done)
 }
 
+// subOptions are the transport options of subscription sockets: heartbeats
+// when enabled, else the idle deadline.
+func subOptions(cfg PoolConfig) zmqx.Options {
+	o := zmqx.Options{
+		HandshakeTimeout: cfg.HandshakeTimeout,
+		DialTimeout:      cfg.DialTimeout,
+		MaxFrameSize:     cfg.MaxFrameSize,
+	}
+	if cfg.HeartbeatInterval > 0 {
+		o.HeartbeatInterval, o.HeartbeatTimeout = cfg.HeartbeatInterval, cfg.HeartbeatTimeout
+	} else {
+		o.IdleTimeout = cfg.IdleTimeout
+	}
+	return o
+}
+
 // newSubscriber creates the subscriber of ep (counted as active from now
 // until stopSubscriber); the caller starts its run loop.
 func (p *Pool) newSubscriber(ep Endpoint) *subscriber {
@@ -301,6 +348,10 @@ func (p *Pool) closeStream(st *stream, clearIndex, forget bool) {
 	if forget {
 		p.applier.Forget(st.id)
 		p.m.ForgetEndpoint(st.id)
+		p.sm.forget(st.id)
+		p.mu.Lock()
+		delete(p.resume, st.id)
+		p.mu.Unlock()
 	}
 }
 
@@ -308,6 +359,7 @@ func (p *Pool) closeStream(st *stream, clearIndex, forget bool) {
 // the endpoint id.
 func (p *Pool) replayClient(id string) *replay.Client {
 	cc := p.cfg.ReplayClient
+	cc.OnSlotWait = func(d time.Duration) { p.sm.ReplaySlotWait.Observe(d.Seconds()) }
 	next := cc.OnAttemptError
 	cc.OnAttemptError = func(e *replay.Error) {
 		if e.Op != replay.OpApply {
@@ -338,6 +390,14 @@ type EndpointStatus struct {
 	Degraded   bool   // a gap without replay address: the index may hold stale blocks
 	Messages   uint64 // messages applied, live and replayed
 	Replay     string // replay address ("" = none)
+	// Position is the watermark and the digest of the batch applied there
+	// (meaningful with HasApplied and HasDigest).
+	Position  Position
+	HasDigest bool
+	// ReplayingSince is when the running replay started (zero when none):
+	// an endpoint stuck in a replay shows here and in
+	// kvroute_kv_events_replay_in_progress.
+	ReplayingSince time.Time
 }
 
 // Status returns the state of the endpoint with this ID.

@@ -23,6 +23,21 @@ const (
 	DefaultMinBackoff     = 100 * time.Millisecond
 	DefaultMaxBackoff     = 2 * time.Second
 	DefaultReplayCooldown = 30 * time.Second
+	// DefaultHeartbeatInterval and DefaultHeartbeatTimeout: a SUB pings its
+	// publisher every 2 s and gives it up when nothing arrives within 5 s
+	// of a PING (libzmq answers PINGs by itself).
+	DefaultHeartbeatInterval = 2 * time.Second
+	DefaultHeartbeatTimeout  = 5 * time.Second
+	// DefaultTailProbeDelay: a stream that goes quiet after traffic is
+	// probed once, this long after its last message.
+	DefaultTailProbeDelay = 500 * time.Millisecond
+	// DefaultReplayLookahead bounds replayed sequences beyond what the live
+	// stream has shown (vLLM buffers 10,000 batches by default).
+	DefaultReplayLookahead = 10000
+	// DefaultReplayMinRate and DefaultReplayGrace: a replay that live
+	// messages wait for must cover them at 100 batches/s after a 2 s grace.
+	DefaultReplayMinRate = 100
+	DefaultReplayGrace   = 2 * time.Second
 )
 
 // PoolConfig configures a Pool. The zero value is valid: per-endpoint
@@ -83,11 +98,44 @@ type PoolConfig struct {
 	// Limiter defaults to replay.DefaultLimiter(), shared by the process.
 	ReplayClient replay.ClientConfig `json:"replayClient"`
 
-	// IdleTimeout recreates a subscription socket that received no byte for
-	// this long (default 60 s; negative disables). vLLM publishes nothing
-	// while idle, so this also cycles idle sockets, which is cheap; it is
-	// what detects a frozen or partitioned publisher.
+	// HeartbeatInterval is how often each subscription sends a ZMTP PING to
+	// its publisher (a duration string, default "2s"; negative disables
+	// heartbeats). libzmq answers by itself, so a quiet engine stays
+	// connected and a frozen or partitioned one is detected.
+	HeartbeatInterval time.Duration `json:"heartbeatInterval"`
+	// HeartbeatTimeout drops a subscription whose publisher sent nothing
+	// within this long of a PING (default "5s"); the drop counts as a recv
+	// error and the subscriber reconnects.
+	HeartbeatTimeout time.Duration `json:"heartbeatTimeout"`
+	// IdleTimeout, used only when heartbeats are disabled, recreates a
+	// subscription socket that received no byte for this long (default
+	// "60s"; negative disables). Such a recycle counts no error and no
+	// reconnection: vLLM publishes nothing while idle.
 	IdleTimeout time.Duration `json:"idleTimeout"`
+	// TailProbeDelay: when a stream with a replay address goes quiet after
+	// traffic, its replay socket is asked once, this long after the last
+	// message (default "500ms"; negative disables), for anything after the
+	// watermark. A publisher's HWM can drop the last batches of a burst, and
+	// nothing else would notice before the engine's next batch.
+	TailProbeDelay time.Duration `json:"tailProbeDelay"`
+	// ReplayLookahead bounds the sequences a replay may deliver: at most this
+	// many beyond the highest sequence the live stream or the replay request
+	// has shown (default 10000). A batch beyond it is rejected as a protocol
+	// error (zmq_errors_total{operation="replay-protocol"}) and the replay
+	// fails, so a bogus sequence cannot move the watermark past every later
+	// live message.
+	ReplayLookahead uint64 `json:"replayLookahead"`
+	// ReplayMinRate and ReplayGrace: while live messages wait for a replay
+	// (held), the replay must have covered up to the held messages by
+	// ReplayGrace (default "2s") plus one second per ReplayMinRate batches of
+	// the range (default 100). A replay that falls behind, waiting for a slot
+	// included, is cut short (replays_total{result="cut_short"}), the
+	// endpoint is cleared and goes back to the live stream.
+	ReplayMinRate int           `json:"replayMinRate"`
+	ReplayGrace   time.Duration `json:"replayGrace"`
+	// Engine is the engine kind of endpoints that name none (default
+	// "vllm"); see Endpoint.Engine.
+	Engine EngineKind `json:"engine"`
 	// HandshakeTimeout bounds the ZMTP handshake of each connection
 	// (default 1 s).
 	HandshakeTimeout time.Duration `json:"handshakeTimeout"`
@@ -178,13 +226,17 @@ func (c PoolConfig) Validate() error {
 		neg("replayCooldown", int64(c.ReplayCooldown)),
 		neg("handshakeTimeout", int64(c.HandshakeTimeout)), neg("dialTimeout", int64(c.DialTimeout)),
 		neg("maxFrameSize", c.MaxFrameSize), neg("minBackoff", int64(c.MinBackoff)),
-		neg("maxBackoff", int64(c.MaxBackoff)),
+		neg("maxBackoff", int64(c.MaxBackoff)), neg("heartbeatTimeout", int64(c.HeartbeatTimeout)),
+		neg("replayMinRate", int64(c.ReplayMinRate)), neg("replayGrace", int64(c.ReplayGrace)),
 		port("eventsPort", c.EventsPort), port("replayPort", c.ReplayPort),
 	); err != nil {
 		return err
 	}
 	if c.MinBackoff > 0 && c.MaxBackoff > 0 && c.MaxBackoff < c.MinBackoff {
 		return fmt.Errorf("kvevents: pool config: maxBackoff %v is below minBackoff %v", c.MaxBackoff, c.MinBackoff)
+	}
+	if err := c.Engine.validate(); err != nil {
+		return fmt.Errorf("kvevents: pool config: %w", err)
 	}
 	if _, err := ParseSelector(c.Selector); err != nil {
 		return err
@@ -224,6 +276,23 @@ func (c PoolConfig) withDefaults() PoolConfig {
 	defD(&c.IdleTimeout, DefaultIdleTimeout)
 	if c.IdleTimeout < 0 {
 		c.IdleTimeout = 0
+	}
+	defD(&c.HeartbeatInterval, DefaultHeartbeatInterval)
+	if c.HeartbeatInterval < 0 {
+		c.HeartbeatInterval = 0
+	}
+	defD(&c.HeartbeatTimeout, DefaultHeartbeatTimeout)
+	defD(&c.TailProbeDelay, DefaultTailProbeDelay)
+	if c.TailProbeDelay < 0 {
+		c.TailProbeDelay = 0
+	}
+	if c.ReplayLookahead == 0 {
+		c.ReplayLookahead = DefaultReplayLookahead
+	}
+	def(&c.ReplayMinRate, DefaultReplayMinRate)
+	defD(&c.ReplayGrace, DefaultReplayGrace)
+	if c.Engine == "" {
+		c.Engine = EngineVLLM
 	}
 	defD(&c.MinBackoff, DefaultMinBackoff)
 	defD(&c.MaxBackoff, DefaultMaxBackoff)

@@ -81,7 +81,7 @@ func waitApplied(t testing.TB, p *Pool, endpoint string, seq uint64) {
 	require.Eventually(t, func() bool {
 		st, ok := p.Status(endpoint)
 		return ok && st.HasApplied && st.Applied >= seq && !st.Replaying
-	}, poolWait, poolTick, "endpoint %s never applied seq %d", endpoint, seq)
+	}, poolWait, poolTick, "endpoint %s never applied seq %d: %+v", endpoint, seq, statusOf(p, endpoint))
 }
 
 // counter reads one series of a pool metric.
@@ -147,4 +147,26 @@ func publishN(t testing.TB, pub *Publisher, n int) uint64 {
 		last = seq
 	}
 	return last
+}
+
+func statusOf(p *Pool, endpoint string) EndpointStatus {
+	st, _ := p.Status(endpoint)
+	return st
+}
+
+// waitAppliedLogs is waitApplied that shows the pool's log on failure.
+func waitAppliedLogs(t testing.TB, p *Pool, endpoint string, seq uint64, logs *logBuffer) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		st, ok := p.Status(endpoint)
+		return ok && st.HasApplied && st.Applied >= seq && !st.Replaying
+	}, poolWait, poolTick, "endpoint %s never applied seq %d: %+v\n%s", endpoint, seq, statusOf(p, endpoint), logs)
+}
+
+// requireHeldLogs is requireHeld that shows the pool's log on failure.
+func requireHeldLogs(t testing.TB, ix *kvindex.Index, endpoint string, first, last uint64, logs *logBuffer) {
+	t.Helper()
+	for s := first; s <= last; s++ {
+		require.Equal(t, poolBlocks, heldBlocks(ix, endpoint, s), "blocks of batch %d on %s\n%s", s, endpoint, logs)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kvroute/kvroute/replay"
@@ -19,6 +20,8 @@ const (
 	DropHoldFull        = "hold_full"        // live message arriving while a replay runs, beyond HoldSize or HoldBytes
 	DropUnknownEndpoint = "unknown_endpoint" // bind mode: topic names no endpoint, or one not passed to Ensure with BindKnownOnly
 	DropNotSelected     = "not_selected"     // bind mode: the endpoint's labels do not match the selector
+	DropAlreadyApplied  = "already_applied"  // live message at or below the watermark (a replay applied it first)
+	DropModelPending    = "model_pending"    // replayed batch beyond the bound of batches waiting for the model
 )
 
 // Replay reasons, logged with every replay.
@@ -27,8 +30,25 @@ const (
 	replayRestart   = "restart"   // the sequence went backwards
 	replayGap       = "gap"       // a sequence was skipped
 	replayResync    = "resync"    // a queue dropped a message
-	replayReconnect = "reconnect" // the subscription was re-established: fetch what was missed
+	replayReconnect = "reconnect" // the subscription was re-established: check and fetch what was missed
+	replayTail      = "tail"      // the stream went quiet after traffic: was its tail lost?
 )
+
+// Position is where an endpoint's stream stands: the last sequence applied
+// to the index and a digest (xxhash64) of that batch's raw payload frame.
+// vLLM's sequence has no epoch, so the digest is what tells a continuation
+// from a restarted engine that has counted past the same number: after any
+// reconnect the pool replays from Seq itself (not Seq+1) and compares the
+// batch it gets with Digest. Save it with an index checkpoint
+// (Pool.Position) and pass it back with Pool.EnsureFrom to resume the
+// endpoint without replaying from 0.
+type Position struct {
+	Seq    uint64 `json:"seq"`
+	Digest uint64 `json:"digest"`
+}
+
+// PayloadDigest is the digest Position keeps of a raw payload frame.
+func PayloadDigest(payload []byte) uint64 { return xxhash.Sum64(payload) }
 
 // stream applies one endpoint's KV-event messages to the index in sequence
 // order. It is the only place that knows what the index holds for the
@@ -97,11 +117,20 @@ const (
 // Decode failures advance the watermark (a replay would return the same
 // bytes) and are counted as decode errors.
 //
-// Known limit: vLLM's sequence has no epoch, so a publisher that restarted
-// while the subscriber was disconnected and is already past the old
-// watermark when the subscriber returns looks like a gap, not a restart;
-// replay then fills the "gap" from the new lifetime's buffer, and blocks of
-// the old lifetime stay until the engine removes or clears them.
+// Restarts the receiver cannot see: vLLM's sequence has no epoch, so a
+// publisher that restarted while the subscriber was disconnected and is
+// already past the old watermark looks like a continuation. Every reconnect
+// therefore replays from the watermark itself and compares the batch at
+// that sequence with the digest of the payload applied there (Position): a
+// different payload, or no batch at all where one must be buffered, is a
+// restart (counted, the endpoint cleared and rebuilt from 0). A check that
+// finds nothing new counts only as a probe.
+//
+// Replayed sequences are bounded by what the live stream has shown
+// (PoolConfig.ReplayLookahead beyond its last sequence); before any live
+// message the first live message checks the replayed watermark instead.
+// Live messages at or below the watermark are counted (reason
+// "already_applied"), never skipped silently.
 type stream struct {
 	p          *Pool
 	id         string
@@ -114,9 +143,14 @@ type stream struct {
 	cancel     context.CancelFunc
 	wg         sync.WaitGroup // replay goroutines
 
-	received  prometheus.Counter
-	queueFull prometheus.Counter
-	gaps      prometheus.Counter
+	received       prometheus.Counter
+	queueFull      prometheus.Counter
+	gaps           prometheus.Counter
+	alreadyApplied prometheus.Counter
+	inProgress     prometheus.Gauge
+
+	liveReset atomic.Bool // a replay found a restart: the receiver forgets lastLive
+	probeT    *time.Timer // tail probe; guarded by mu
 
 	// Receiver-only state.
 	lastLive uint64
@@ -151,6 +185,19 @@ type seqState struct {
 	cooldownUntil time.Time
 	degraded      bool
 	messages      uint64 // messages applied (live and replayed)
+
+	digest      uint64 // PayloadDigest of the batch at applied
+	hasDigest   bool
+	unconfirmed bool // the watermark comes from a replay no live message has checked yet
+	probeArmed  bool // traffic since the last tail probe
+	replayStart time.Time
+	verifying   bool   // the running replay checks the digest at applied first
+	heldMax     uint64 // highest held sequence during this replay
+
+	// Replayed batches waiting for the model (legacy replies carry no topic
+	// and no live message has named one yet), bounded like held.
+	modelPending      []item
+	modelPendingBytes int
 }
 
 // item is one live message on its way to a worker.
@@ -167,14 +214,21 @@ func newStream(p *Pool, id, model, replayAddr string) *stream {
 	st := &stream{
 		p: p, id: id, cfgModel: model, replayAddr: replayAddr,
 		log: p.log.With("endpoint", id), ctx: ctx, cancel: cancel,
-		received:  p.m.MessagesReceived.WithLabelValues(id),
-		queueFull: p.m.Dropped.WithLabelValues(id, DropQueueFull),
-		gaps:      p.m.SequenceGaps.WithLabelValues(id),
+		received:       p.m.MessagesReceived.WithLabelValues(id),
+		queueFull:      p.m.Dropped.WithLabelValues(id, DropQueueFull),
+		gaps:           p.m.SequenceGaps.WithLabelValues(id),
+		alreadyApplied: p.m.Dropped.WithLabelValues(id, DropAlreadyApplied),
+		inProgress:     p.sm.ReplayInProgress.WithLabelValues(id),
 	}
 	st.s.model = model
 	st.s.needJoin = true
 	if replayAddr != "" {
 		st.rc = p.replayClient(id)
+	}
+	if pos, ok := p.resume[id]; ok {
+		delete(p.resume, id)
+		st.s.has, st.s.applied, st.s.digest, st.s.hasDigest = true, pos.Seq, pos.Digest, true
+		st.s.needJoin = false
 	}
 	return st
 }
@@ -182,6 +236,9 @@ func newStream(p *Pool, id, model, replayAddr string) *stream {
 // receive handles one well-formed live message on the receiver goroutine.
 func (st *stream) receive(seq uint64, payload []byte, model string) {
 	st.received.Inc()
+	if st.liveReset.Load() && st.liveReset.Swap(false) {
+		st.hasLive = false // a replay found a restart: this is the new lifetime
+	}
 	if st.hasLive {
 		if seq == st.lastLive {
 			st.p.m.Drop(st.id, DropStaleSeq, 1)
@@ -229,33 +286,39 @@ func (st *stream) bumpGenLocked() {
 		s.cancelReplay()
 		s.cancelReplay = nil
 	}
-	s.replaying, s.resync = false, false
-	s.held, s.heldBytes = nil, 0
+	s.replaying, s.resync, s.verifying = false, false, false
+	s.held, s.heldBytes, s.heldMax = nil, 0, 0
+	st.inProgress.Set(0)
 }
 
 // clearLocked drops the endpoint's entries and its watermark.
 func (st *stream) clearLocked() int {
 	removed := st.p.ix.Clear(st.id)
 	st.p.applier.Forget(st.id)
-	st.s.has, st.s.degraded = false, false
+	st.s.has, st.s.degraded, st.s.hasDigest, st.s.unconfirmed = false, false, false, false
+	st.s.modelPending, st.s.modelPendingBytes = nil, 0
 	return removed
 }
 
 // onConnect runs on the supervisor each time the subscription is
-// established. vLLM publishes nothing while idle, so without it a router
-// started (or reconnected) next to an idle engine would know nothing of the
-// engine's cache until the engine's next batch. With a replay address:
+// established (quiet: after recycling a quiet socket). vLLM publishes
+// nothing while idle, so without it a router started (or reconnected) next
+// to an idle engine would know nothing of the engine's cache until the
+// engine's next batch. With a replay address:
 //
-//   - no watermark, and the model known from the endpoint's configuration or
-//     an earlier live message: replay from 0 now ("Requesting proactive
-//     replay on connect"). If the buffer is empty nothing is applied and the first
-//     live message still triggers the join replay (needJoin stays set), so
-//     a batch published while the subscription was being set up is not
-//     missed;
-//   - a watermark: replay from applied+1 (reason "reconnect"), recovering
-//     batches published while the subscription was down even if the engine
-//     then stays silent. An empty answer means nothing was missed.
-func (st *stream) onConnect() {
+//   - no watermark: replay from 0 now ("Requesting proactive replay on
+//     connect"). The model comes from the endpoint's configuration, an
+//     earlier live message, or the replies' topic frame; when none names
+//     it, replayed batches wait (bounded) for the first live message. If
+//     the buffer is empty nothing is applied and the first live message
+//     still triggers the join replay (needJoin stays set), so a batch
+//     published while the subscription was being set up is not missed;
+//   - a watermark: replay from applied itself (reason "reconnect") and
+//     compare the digest, recovering batches published while the
+//     subscription was down even if the engine then stays silent, and
+//     detecting an engine that restarted meanwhile. Finding nothing new
+//     counts as a probe, not a replay.
+func (st *stream) onConnect(quiet bool) {
 	if st.rc == nil {
 		return
 	}
@@ -266,17 +329,47 @@ func (st *stream) onConnect() {
 		return
 	}
 	if !s.has {
-		if !s.needJoin || s.restarted || s.model == "" {
-			// A restart replays from 0 with its first message; so does an
-			// endpoint whose model comes only from its topics (a replay
-			// cannot tell the model, and keys are rooted in it).
-			return
+		if !s.needJoin || s.restarted || len(s.modelPending) > 0 {
+			return // a restart replays from 0 with its first message
 		}
 		st.log.Info("Requesting proactive replay on connect", "seq", "none", "replay", st.replayAddr)
 		st.startReplayLocked(0, replayConnect, 0)
 		return
 	}
+	if s.hasDigest {
+		st.startReplayLocked(s.applied, replayReconnect, 0)
+		return
+	}
 	st.startReplayLocked(s.applied+1, replayReconnect, 0)
+}
+
+// armProbeLocked notes traffic and (re)starts the tail-probe timer.
+func (st *stream) armProbeLocked() {
+	d := st.p.cfg.TailProbeDelay
+	if st.rc == nil || d <= 0 || st.s.closed {
+		return
+	}
+	st.s.probeArmed = true
+	if st.probeT == nil {
+		st.probeT = time.AfterFunc(d, st.tailProbe)
+		return
+	}
+	st.probeT.Reset(d)
+}
+
+// tailProbe runs once a stream has been quiet for TailProbeDelay after
+// traffic: a publisher's HWM may have dropped the end of a burst, and with
+// the engine idle no later batch would reveal the gap. It asks the replay
+// socket for anything after the watermark; normally the answer is empty.
+func (st *stream) tailProbe() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	s := &st.s
+	if s.closed || !s.probeArmed || s.replaying || !s.has || st.coolingLocked() {
+		return
+	}
+	s.probeArmed = false
+	st.startReplayLocked(s.applied+1, replayTail, 0)
 }
 
 // requestResync is called by the receiver after a queue dropped a message.
@@ -324,6 +417,12 @@ func (st *stream) handle(it item, dec *Decoder, b *Batch) {
 		return
 	}
 	if st.s.replaying {
+		// Covered by the replay already: apply (or count) it now rather
+		// than waiting for the replay to end.
+		if st.s.has && len(st.s.held) == 0 && !st.s.unconfirmed && !st.s.verifying && it.seq <= st.s.applied+1 {
+			st.sequenceLocked(it, dec, b)
+			return
+		}
 		st.holdLocked(it)
 		return
 	}
@@ -336,6 +435,27 @@ func (st *stream) sequenceLocked(it item, dec *Decoder, b *Batch) {
 	if it.model != "" {
 		s.model = it.model // replays apply with the model of the live stream
 	}
+	if len(s.modelPending) > 0 {
+		// The first live message tells the model: apply the replayed
+		// batches that waited for it.
+		pending := s.modelPending
+		s.modelPending, s.modelPendingBytes = nil, 0
+		for _, p := range pending {
+			if !s.has || p.seq == s.applied+1 {
+				st.applyLocked(p.seq, p.payload, it.model, dec, b)
+			}
+		}
+	}
+	if s.unconfirmed && s.has && it.seq+st.p.cfg.ReplayLookahead < s.applied {
+		// The watermark came from a replay before any live message, and the
+		// live stream is far behind it: the replay's sequences were bogus.
+		st.p.m.ZMQErrors.WithLabelValues(st.id, opReplayProtocol).Inc()
+		removed := st.clearLocked()
+		st.log.Warn("Replayed sequences far ahead of the live stream: endpoint cleared, rebuilding from the live stream",
+			"replayed_up_to", s.applied, "live_seq", it.seq, "blocks_removed", removed)
+		s.needJoin = false
+	}
+	s.unconfirmed = false
 	switch {
 	case !s.has:
 		if st.rc != nil && s.needJoin && !st.coolingLocked() {
@@ -353,6 +473,7 @@ func (st *stream) sequenceLocked(it item, dec *Decoder, b *Batch) {
 		st.applyLocked(it.seq, it.payload, it.model, dec, b)
 	case it.seq <= s.applied:
 		// Already applied (by a replay, or a duplicate).
+		st.alreadyApplied.Inc()
 	case it.seq == s.applied+1:
 		st.applyLocked(it.seq, it.payload, it.model, dec, b)
 	default:
@@ -384,6 +505,7 @@ func (st *stream) holdLocked(it item) {
 		st.s.resync = true
 		return
 	}
+	st.s.heldMax = max(st.s.heldMax, it.seq)
 	st.s.held = append(st.s.held, it)
 	st.s.heldBytes += len(it.payload)
 }
@@ -402,8 +524,10 @@ func (st *stream) applyLocked(seq uint64, payload []byte, model string, dec *Dec
 		st.p.storedBlocks.Add(uint64(r.StoredBlocks))
 	}
 	s.applied, s.has = seq, true
+	s.digest, s.hasDigest = PayloadDigest(payload), true
 	s.messages++
 	st.p.applied.Add(1)
+	st.armProbeLocked()
 }
 
 // close stops the stream: nothing is applied after it returns. With clear,
@@ -413,6 +537,9 @@ func (st *stream) close(clear bool) {
 	st.s.closed = true
 	st.closed.Store(true)
 	st.bumpGenLocked()
+	if st.probeT != nil {
+		st.probeT.Stop()
+	}
 	st.mu.Unlock()
 	st.cancel()
 	st.wg.Wait()
@@ -437,5 +564,13 @@ func (st *stream) status() EndpointStatus {
 		Degraded:   st.s.degraded,
 		Messages:   st.s.messages,
 		Replay:     st.replayAddr,
+		Position:   Position{Seq: st.s.applied, Digest: st.s.digest},
+		HasDigest:  st.s.hasDigest,
+		ReplayingSince: func() time.Time {
+			if st.s.replaying {
+				return st.s.replayStart
+			}
+			return time.Time{}
+		}(),
 	}
 }

@@ -10,60 +10,161 @@ import (
 
 // Replay outcomes: the result label of kvroute_kv_events_replays_total.
 const (
-	ReplayComplete = "complete" // the gap was filled
-	ReplayPartial  = "partial"  // the buffer no longer held the gap: rebuilt from the replay window
-	ReplayFailed   = "failed"   // the replay client gave up
+	ReplayComplete = "complete"  // the gap was filled
+	ReplayPartial  = "partial"   // the buffer no longer held the gap: rebuilt from the replay window
+	ReplayFailed   = "failed"    // the replay client gave up, or the reply broke the sequence rules
+	ReplayCutShort = "cut_short" // too slow for the live messages waiting on it: endpoint back to live
 )
 
-// errSuperseded aborts a replay whose stream was restarted or closed.
-var errSuperseded = errors.New("kvevents: replay superseded")
+// opReplayProtocol is the zmq_errors_total operation of a replay reply that
+// breaks the sequence rules (a sequence beyond what the stream could show).
+const opReplayProtocol = "replay-protocol"
+
+var (
+	// errSuperseded aborts a replay whose stream was restarted or closed.
+	errSuperseded = errors.New("kvevents: replay superseded")
+	// errCaughtUp ends a replay once it has covered every live message:
+	// the live stream takes over.
+	errCaughtUp = errors.New("kvevents: replay caught up with the live stream")
+	// errRestarted ends a reconnect check whose batch at the watermark is
+	// not the one applied: the engine restarted.
+	errRestarted = errors.New("kvevents: publisher restarted (digest mismatch at the watermark)")
+	// errOutOfRange ends a replay that delivered an implausible sequence.
+	errOutOfRange = errors.New("kvevents: replayed sequence beyond what the live stream could show")
+	// errCutShort is the cancellation cause of a replay that fell behind.
+	errCutShort = errors.New("kvevents: replay too slow for the live stream")
+)
 
 // startReplayLocked starts the stream's replay goroutine from sequence
 // from. known is the highest sequence known to exist (the message that
 // revealed the gap): a replay that returns nothing up to it lost the range.
+// A reconnect replay starting at applied itself checks the digest first.
 func (st *stream) startReplayLocked(from uint64, reason string, known uint64) {
 	s := &st.s
-	ctx, cancel := context.WithCancel(st.ctx)
-	s.replaying, s.resync, s.cancelReplay = true, false, cancel
-	st.wg.Add(1)
-	go st.runReplay(ctx, cancel, s.gen, from, reason, known)
+	ctx, cancel := context.WithCancelCause(st.ctx)
+	verify := reason == replayReconnect && s.has && s.hasDigest && from == s.applied
+	s.replaying, s.resync, s.cancelReplay = true, false, func() { cancel(errSuperseded) }
+	s.verifying = verify
+	s.replayStart, s.heldMax = time.Now(), 0
+	st.inProgress.Set(1)
+	st.wg.Add(2)
+	go st.runReplay(ctx, cancel, s.gen, from, reason, known, verify)
+	go st.watchReplay(ctx, cancel, s.gen, from, known)
+}
+
+// watchReplay cuts a replay short when live messages wait for it and it
+// has not covered them by ReplayGrace plus one second per ReplayMinRate
+// batches of the range; waiting for a replay slot counts.
+func (st *stream) watchReplay(ctx context.Context, cancel context.CancelCauseFunc, gen, from, known uint64) {
+	defer st.wg.Done()
+	tick := time.NewTicker(max(st.p.cfg.ReplayGrace/8, 10*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		st.mu.Lock()
+		s := &st.s
+		behind := false
+		if !s.closed && s.gen == gen && s.replaying && len(s.held) > 0 {
+			target := max(known, s.held[0].seq)
+			if target > from {
+				allowed := st.p.cfg.ReplayGrace + time.Duration(float64(target-from)/float64(st.p.cfg.ReplayMinRate)*float64(time.Second))
+				covered := s.has && s.applied+1 >= s.held[0].seq
+				behind = !covered && time.Since(s.replayStart) > allowed
+			}
+		}
+		st.mu.Unlock()
+		if behind {
+			cancel(errCutShort)
+			return
+		}
+	}
 }
 
 // runReplay fetches the batches from `from` on and applies them; see the
 // stream doc comment for the rules.
-func (st *stream) runReplay(ctx context.Context, cancel context.CancelFunc, gen, from uint64, reason string, known uint64) {
+func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc, gen, from uint64, reason string, known uint64, verify bool) {
 	defer st.wg.Done()
-	defer cancel()
+	defer cancel(nil)
 	dec := NewDecoder(st.p.cfg.Limits)
 	var b Batch
-	first, covered := true, true
-	res, err := st.rc.Replay(ctx, st.replayAddr, from, func(seq uint64, payload []byte) error {
+	first, covered, fresh, delivered := true, true, 0, 0
+	res, err := st.rc.ReplayBatches(ctx, st.replayAddr, from, func(rb replay.Batch) error {
 		st.mu.Lock()
 		defer st.mu.Unlock()
 		s := &st.s
 		if s.closed || s.gen != gen {
 			return errSuperseded
 		}
+		seq := rb.Seq
+		delivered++
+		if st.seen.Load() {
+			limit := max(st.lastSeen.Load(), known, from) + st.p.cfg.ReplayLookahead
+			if seq > limit {
+				return errOutOfRange
+			}
+		}
 		if first {
 			first = false
-			if seq != from {
+			if verify {
+				s.verifying = false
+				switch {
+				case seq == from && PayloadDigest(rb.Payload) == s.digest:
+					return nil // the same stream: continue after it
+				case seq == from:
+					return errRestarted
+				default:
+					// The batch at the watermark is gone from the buffer:
+					// what follows cannot be checked.
+					covered = false
+					st.lostRangeLocked(from, seq-1)
+				}
+			} else if seq != from {
 				covered = false
 				st.lostRangeLocked(from, seq-1)
 			}
 		}
+		model := s.model
+		if model == "" && rb.Topic != nil {
+			_, model, _ = ParseTopic(rb.Topic)
+			s.model = model
+		} else if model == "" && !s.has {
+			// Legacy reply, model unknown: wait for the first live message.
+			if len(s.modelPending) >= st.p.cfg.HoldSize || s.modelPendingBytes+len(rb.Payload) > st.p.cfg.HoldBytes {
+				st.p.m.Drop(st.id, DropModelPending, 1)
+				return nil
+			}
+			if n := len(s.modelPending); n == 0 || s.modelPending[n-1].seq+1 == seq {
+				s.modelPending = append(s.modelPending, item{seq: seq, payload: rb.Payload})
+				s.modelPendingBytes += len(rb.Payload)
+			}
+			return nil
+		}
 		switch {
 		case !s.has || seq == s.applied+1:
-			st.applyLocked(seq, payload, "", dec, &b)
+			fresh++
+			st.applyLocked(seq, rb.Payload, model, dec, &b)
 		case seq <= s.applied:
 			// Already applied.
 		default:
 			// The client delivers contiguous sequences; be safe anyway.
 			covered = false
 			st.lostRangeLocked(s.applied+1, seq-1)
-			st.applyLocked(seq, payload, "", dec, &b)
+			fresh++
+			st.applyLocked(seq, rb.Payload, model, dec, &b)
+		}
+		if st.drainCoveredLocked(dec, &b) && s.applied >= known {
+			return errCaughtUp
 		}
 		return nil
 	})
+	if errors.Is(err, errCaughtUp) {
+		err = nil
+	}
+	cause := context.Cause(ctx)
 
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -71,9 +172,44 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelFunc, gen,
 	if s.closed || s.gen != gen {
 		return // a restart or Remove took over
 	}
-	s.replaying, s.cancelReplay = false, nil
+	s.replaying, s.cancelReplay, s.verifying = false, nil, false
+	st.inProgress.Set(0)
+	probe := reason == replayTail || reason == replayReconnect
 	result := ReplayComplete
 	switch {
+	case errors.Is(err, errRestarted) || (verify && err == nil && delivered == 0):
+		// A different batch at the watermark, or none where the old
+		// lifetime's must still be buffered: the engine restarted.
+		st.bumpGenLocked()
+		removed := st.clearLocked()
+		s.cooldownUntil = time.Time{}
+		st.liveReset.Store(true)
+		st.p.m.PublisherRestarts.WithLabelValues(st.id).Inc()
+		st.log.Info("Publisher restarted while disconnected (no matching batch at the watermark); endpoint cleared",
+			"seq", from, "blocks_removed", removed)
+		st.startReplayLocked(0, replayRestart, 0)
+		return
+	case errors.Is(err, errOutOfRange):
+		result = ReplayFailed
+		st.p.m.ZMQErrors.WithLabelValues(st.id, opReplayProtocol).Inc()
+		s.cooldownUntil = time.Now().Add(st.p.cfg.ReplayCooldown)
+		st.log.Warn("Replay rejected: a sequence beyond what the live stream has shown",
+			"reason", reason, "from", from, "last_seen", st.lastSeen.Load(), "lookahead", st.p.cfg.ReplayLookahead)
+	case errors.Is(cause, errCutShort):
+		result = ReplayCutShort
+		s.cooldownUntil = time.Now().Add(st.p.cfg.ReplayCooldown)
+		removed := 0
+		if s.has && (len(s.held) == 0 || s.held[0].seq > s.applied+1) {
+			removed = st.clearLocked() // the gap stays open: rebuild from the live stream
+		}
+		st.log.Warn("Replay too slow for the live stream: cut short, endpoint back to live",
+			"reason", reason, "from", from, "batches", delivered, "waited", time.Since(s.replayStart),
+			"held", len(s.held), "blocks_removed", removed)
+	case err != nil && probe:
+		// A check that could not be made: nothing is known to be missing,
+		// so no cooldown; the attempts' errors are counted by operation.
+		result = ReplayFailed
+		st.log.Info("Replay probe failed", "reason", reason, "from", from, "err", err)
 	case err != nil:
 		result = ReplayFailed
 		var rerr *replay.Error
@@ -81,27 +217,64 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelFunc, gen,
 			st.p.m.ZMQErrors.WithLabelValues(st.id, rerr.Op).Inc()
 		}
 		s.cooldownUntil = time.Now().Add(st.p.cfg.ReplayCooldown)
-		st.log.Warn("Replay failed", "reason", reason, "from", from, "batches", res.Batches,
+		st.log.Warn("Replay failed", "reason", reason, "from", from, "batches", delivered,
 			"cooldown", st.p.cfg.ReplayCooldown, "err", err)
 	case !covered:
 		result = ReplayPartial
-	case res.Batches == 0 && known > from:
+	case delivered == 0 && known > from:
 		// Nothing from `from` on although `known` was published after it:
 		// the range is gone. (known itself may not be buffered yet: vLLM
 		// sends a batch before it buffers it.)
 		result = ReplayPartial
 		st.lostRangeLocked(from, known-1)
 	}
-	st.p.m.Replays.WithLabelValues(st.id, result).Inc()
-	if err == nil {
-		st.log.Info("Replay complete", "reason", reason, "from", from, "batches", res.Batches,
-			"result", result, "layout", res.Layout, "applied", s.applied)
+	if !st.seen.Load() && fresh > 0 {
+		s.unconfirmed = true // checked by the first live message
+	}
+	switch {
+	case probe && result == ReplayFailed && fresh == 0:
+		st.p.sm.Probes.WithLabelValues(st.id, ProbeFailed).Inc()
+	case probe && fresh == 0 && result == ReplayComplete:
+		// Nothing was missing: a probe, not a replay.
+		st.p.sm.Probes.WithLabelValues(st.id, ProbeEmpty).Inc()
+	default:
+		if probe {
+			st.p.sm.Probes.WithLabelValues(st.id, ProbeRepaired).Inc()
+		}
+		st.p.m.Replays.WithLabelValues(st.id, result).Inc()
+		if result != ReplayFailed && result != ReplayCutShort {
+			st.log.Info("Replay complete", "reason", reason, "from", from, "batches", delivered,
+				"result", result, "layout", res.Layout, "applied", s.applied)
+		}
 	}
 	st.drainHeldLocked(dec, &b)
 	if !s.replaying && s.resync {
 		s.resync = false
 		st.resyncLocked()
 	}
+}
+
+// drainCoveredLocked applies, during a replay, the held live messages the
+// replay has covered up to, so they do not wait for the replay to end. It
+// reports whether nothing is held any more (and live messages were held):
+// the replay then has nothing left to wait for.
+func (st *stream) drainCoveredLocked(dec *Decoder, b *Batch) bool {
+	s := &st.s
+	if len(s.held) == 0 || !s.has {
+		return false
+	}
+	i := 0
+	for ; i < len(s.held) && s.held[i].seq <= s.applied+1; i++ {
+		st.sequenceLocked(s.held[i], dec, b)
+	}
+	if i == 0 {
+		return false
+	}
+	for _, it := range s.held[:i] {
+		s.heldBytes -= len(it.payload)
+	}
+	s.held = s.held[i:]
+	return len(s.held) == 0
 }
 
 // lostRangeLocked handles sequences from..to that no replay can provide:

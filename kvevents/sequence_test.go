@@ -152,7 +152,7 @@ func TestStreamPublisherRestartClearsAndReplaysFromZero(t *testing.T) {
 	// The engine restarts: sequences from 0 again, with a fresh cache.
 	f.hide(0, 100) // the buffer restarts with the new stream
 	f.publish(1, 101)
-	f.wait(1)
+	waitAppliedLogs(t, f.p, seqID, 1, f.logs)
 	require.Equal(t, 1.0, f.count("restarts"))
 	for b := uint64(0); b < 5; b++ {
 		require.False(t, f.held(b), "batch %d of the old lifetime survived the restart", b)
@@ -279,3 +279,5 @@ func TestStreamQueueOverflowDropsAndResyncs(t *testing.T) {
 	}
 	require.Equal(t, uint64(5), f.status().Messages)
 }
+
+func (f *seqFixture) dump() string { return f.logs.String() }

@@ -13,13 +13,27 @@ import (
 	"github.com/kvroute/kvroute/internal/zmqx"
 )
 
-// subscriber supervises the SUB socket of one endpoint (per-endpoint mode),
-// following spec/zmq.md §8: one socket per publisher, dialled with no
-// go-zeromq retries or auto-reconnect, recreated after any receive error
-// (EOF, idle deadline, oversized frame, cancellation), closed and drained
-// every time, with its own backoff: MinBackoff doubling to MaxBackoff,
-// reset by a successful connection. ZMTP commands are skipped and malformed
-// messages counted. Sequencing is the stream's job.
+// subscriber supervises the SUB socket of one endpoint (per-endpoint mode):
+// one socket per publisher, dialled with no go-zeromq retries or
+// auto-reconnect, recreated after any receive error (EOF, heartbeat
+// timeout, idle deadline, oversized frame, cancellation), closed and
+// drained every time, with its own backoff. ZMTP commands are skipped and
+// malformed messages counted. Sequencing is the stream's job.
+//
+// Liveness comes from ZMTP heartbeats (PoolConfig.HeartbeatInterval): a
+// quiet engine answers PINGs and its connection is kept however long it
+// publishes nothing, while a frozen or partitioned one fails its connection
+// within HeartbeatTimeout (counted as a recv error). With heartbeats
+// disabled the idle deadline recycles quiet sockets instead; such a
+// recycle is routine, so it counts no error and no reconnection and logs
+// at debug level.
+//
+// Backoff starts at MinBackoff and doubles to MaxBackoff; it is reset only
+// by a session that delivered a valid message (or ended as a quiet
+// recycle), so a peer that completes the handshake and then misbehaves
+// cannot make the subscriber reconnect in a tight loop. Warnings about a
+// failing subscription are logged once per failure streak and then at most
+// once per failLogInterval, with the number of suppressed failures.
 type subscriber struct {
 	p      *Pool
 	ep     Endpoint
@@ -32,36 +46,64 @@ type subscriber struct {
 	topicModel string
 }
 
+// failLogInterval rate-limits the subscriber's failure logs.
+const failLogInterval = 30 * time.Second
+
+// sessionResult is how one socket session ended.
+type sessionResult struct {
+	op        string // failing operation: connect, subscribe, recv
+	err       error
+	connected bool // the dial succeeded
+	delivered int  // valid messages received
+}
+
 func (sub *subscriber) run() {
 	defer close(sub.done)
 	p, st := sub.p, sub.st
 	backoff := p.cfg.MinBackoff
 	everConnected, failing := false, false
+	var lastWarn time.Time
+	suppressed := 0
+	quietPrev := false // the previous session ended as a quiet recycle
 	for sub.ctx.Err() == nil {
-		op, err, connected := sub.session(func() {
-			if everConnected {
+		r := sub.session(func() {
+			if everConnected && !quietPrev {
 				p.m.Reconnections.WithLabelValues(st.id).Inc()
 			}
-			if !everConnected || failing {
-				st.log.Info("Subscribed to KV events", "address", sub.ep.EventsAddress, "reconnect", everConnected)
+			if !everConnected {
+				st.log.Info("Subscribed to KV events", "address", sub.ep.EventsAddress)
 			}
-			everConnected, failing = true, false
-			backoff = p.cfg.MinBackoff
-			st.onConnect()
+			st.onConnect(quietPrev)
+			everConnected = true
 		})
 		if sub.ctx.Err() != nil {
 			return
 		}
-		p.m.ZMQErrors.WithLabelValues(st.id, op).Inc()
-		switch {
-		case connected && isTimeout(err):
-			st.log.Debug("No KV events within the idle deadline; recreating the socket", "err", err)
-		case !failing:
-			st.log.Warn("KV-event subscription failed; reconnecting", "operation", op,
-				"address", sub.ep.EventsAddress, "err", err, "backoff", backoff)
-			failing = true
+		quiet := r.connected && isTimeout(r.err) && !errors.Is(r.err, zmqx.ErrPeerDead)
+		quietPrev = quiet
+		if r.delivered > 0 || quiet {
+			backoff = p.cfg.MinBackoff
+			if failing && r.delivered > 0 {
+				st.log.Info("KV-event subscription healthy again", "address", sub.ep.EventsAddress,
+					"suppressed_failures", suppressed)
+				failing, suppressed = false, 0
+			}
+		}
+		if quiet {
+			// A quiet engine, heartbeats off: recycle at once, count nothing.
+			st.log.Debug("No KV events within the idle deadline; recreating the socket", "err", r.err)
+			continue
+		}
+		p.m.ZMQErrors.WithLabelValues(st.id, r.op).Inc()
+		switch now := time.Now(); {
+		case !failing || now.Sub(lastWarn) >= failLogInterval:
+			st.log.Warn("KV-event subscription failed; reconnecting", "operation", r.op,
+				"address", sub.ep.EventsAddress, "err", r.err, "backoff", backoff,
+				"suppressed_failures", suppressed)
+			failing, lastWarn, suppressed = true, now, 0
 		default:
-			st.log.Debug("KV-event subscription still failing", "operation", op, "err", err, "backoff", backoff)
+			suppressed++
+			st.log.Debug("KV-event subscription still failing", "operation", r.op, "err", r.err, "backoff", backoff)
 		}
 		if !sleepCtx(sub.ctx, backoff) {
 			return
@@ -70,33 +112,35 @@ func (sub *subscriber) run() {
 	}
 }
 
-// session runs one socket from creation to its first error. connected
-// reports whether the dial succeeded (onConnect was called).
-func (sub *subscriber) session(onConnect func()) (op string, err error, connected bool) {
+// session runs one socket from creation to its first error.
+func (sub *subscriber) session(onConnect func()) (r sessionResult) {
 	p, st := sub.p, sub.st
 	sctx, cancel := context.WithCancel(sub.ctx)
 	defer cancel()
 	s := zmqx.NewSub(sctx, p.zopts, st.log)
 	defer func() { _ = zmqx.CloseDrain(s) }()
 	if err := s.SetOption(zmq4.OptionSubscribe, p.cfg.TopicFilter); err != nil {
-		return "subscribe", err, false
+		return sessionResult{op: "subscribe", err: err}
 	}
 	if err := zmqx.Dial(s, sub.ep.EventsAddress); err != nil {
-		return "connect", err, false
+		return sessionResult{op: "connect", err: err}
 	}
 	onConnect()
 	st.connected.Store(true)
 	defer st.connected.Store(false)
+	r.connected = true
 	for {
 		m, _, err := zmqx.Recv(s)
 		if err != nil {
-			return "recv", err, true
+			r.op, r.err = "recv", err
+			return r
 		}
 		seq, ok := parseLive(m.Frames)
 		if !ok {
 			p.m.Drop(st.id, DropMalformed, 1)
 			continue
 		}
+		r.delivered++
 		st.receive(seq, m.Frames[2], sub.model(m.Frames[0]))
 	}
 }

@@ -38,7 +38,7 @@ type GuardError struct {
 // Error describes the violation and the peer.
 func (e *GuardError) Error() string {
 	switch {
-	case errors.Is(e.Err, ErrBadHandshake):
+	case errors.Is(e.Err, ErrBadHandshake), errors.Is(e.Err, ErrPeerDead):
 		return fmt.Sprintf("%v from %s: %s", e.Err, e.Remote, e.Detail)
 	default:
 		return fmt.Sprintf("%v: peer %s announced %d bytes, limit %d", e.Err, e.Remote, e.Size, e.Limit)
@@ -324,8 +324,8 @@ func (g *guardConn) endFrame() error {
 			// Answer at once: libzmq drops a peer that stays silent for
 			// its ZMQ_HEARTBEAT_TIMEOUT after a PING. go-zeromq still
 			// surfaces the PING as a command message, which Recv skips.
-			if err := g.injectCommand(pongCommand(body)); err == nil && g.hb != nil {
-				g.hb.pongs.Add(1)
+			if err := g.injectCommand(pongCommand(body)); err == nil {
+				pongsSent.Add(1)
 			}
 		}
 	}

@@ -20,6 +20,14 @@ var (
 	maxPingBody = 1 + 4 + 2 + 16
 )
 
+// pongsSent counts PONGs written by connections of go-zeromq sockets.
+var pongsSent atomic.Uint64
+
+// PongsSent is the number of PONGs this process's go-zeromq sockets have
+// written in answer to their peers' PINGs (process-wide): a peer that
+// pings (a libzmq engine with ZMQ_HEARTBEAT_IVL) is being answered.
+func PongsSent() uint64 { return pongsSent.Load() }
+
 // pongCommand builds the PONG frame answering a PING whose body (after the
 // name) is ping.
 func pongCommand(ping []byte) []byte {
@@ -107,7 +115,7 @@ type heartbeat struct {
 	dead              atomic.Bool
 	done              chan struct{}
 	exited            chan struct{}
-	pings, pongs      atomic.Uint64 // PINGs sent, PONGs sent (answers)
+	pings             atomic.Uint64 // PINGs sent
 }
 
 // injectCommand writes a command frame at the next message boundary of the
