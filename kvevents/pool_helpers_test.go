@@ -170,3 +170,8 @@ func requireHeldLogs(t testing.TB, ix *kvindex.Index, endpoint string, first, la
 		require.Equal(t, poolBlocks, heldBlocks(ix, endpoint, s), "blocks of batch %d on %s\n%s", s, endpoint, logs)
 	}
 }
+
+// debugLogger logs at debug level into logs.
+func debugLogger(logs *logBuffer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}

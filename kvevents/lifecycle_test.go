@@ -1,0 +1,450 @@
+package kvevents
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/go-zeromq/zmq4"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/zmqx"
+	"github.com/kvroute/kvroute/replay"
+)
+
+// The last batches of a burst are lost on the wire (a publisher's HWM) and
+// the engine goes idle: the tail probe asks the replay socket once the
+// stream is quiet, and the tail is applied without any later live message.
+// Before the probe nothing noticed until the idle deadline.
+func TestStreamLostTailRepairedByProbe(t *testing.T) {
+	defer leakcheck.Check(t)()
+	f := newSeqFixture(t, PoolConfig{TailProbeDelay: 100 * time.Millisecond}, 100, "")
+	defer f.close()
+	for s := range uint64(5) {
+		f.publish(s, s)
+	}
+	f.wait(4)
+	lost := time.Now()
+	for s := uint64(5); s <= 7; s++ {
+		f.hide(s, s) // dropped by the PUB's HWM; the engine then idles
+	}
+	waitAppliedLogs(t, f.p, seqID, 7, f.logs)
+	t.Logf("lost tail repaired %v after it was published (probe delay 100ms)", time.Since(lost))
+	requireHeld(t, f.ix, seqID, 0, 7)
+	require.Equal(t, 1.0, counter(f.p.sm.Probes, seqID, ProbeRepaired))
+	// Quiet again: one more probe finds nothing, and counts no replay.
+	require.Eventually(t, func() bool { return counter(f.p.sm.Probes, seqID, ProbeEmpty) >= 1 }, poolWait, poolTick)
+	require.Equal(t, uint64(8), f.status().Messages, "each batch applied once")
+}
+
+// An engine restarts and publishes before the subscriber re-dials, then
+// goes idle: its new sequence numbers look like a continuation. The
+// reconnect check replays from the watermark itself and compares the
+// batch there with the digest of what was applied: a different payload is a
+// restart, so the old lifetime's blocks go and the new one's are indexed.
+// Before, the replay from applied+1 accepted the new lifetime's batches on
+// top of the old blocks.
+func TestStreamFastRestartDetectedByDigest(t *testing.T) {
+	defer leakcheck.Check(t)()
+	f := newSeqFixture(t, PoolConfig{TailProbeDelay: -1}, 100, "")
+	defer f.close()
+	for s := range uint64(3) {
+		f.publish(s, s)
+	}
+	f.wait(2)
+	// The new process: sequences 0..5 with different batches (100+s),
+	// published while the subscriber was away.
+	f.buf.Reset()
+	for s := range uint64(6) {
+		f.hide(s, 100+s)
+	}
+	f.st.onConnect(false)
+	waitAppliedLogs(t, f.p, seqID, 5, f.logs)
+	require.Equal(t, 1.0, f.count("restarts"), f.logs.String())
+	for b := range uint64(3) {
+		require.False(t, f.held(b), "batch %d of the old lifetime survived", b)
+	}
+	for s := range uint64(6) {
+		require.True(t, f.held(100+s), "batch %d of the new lifetime", s)
+	}
+	require.Contains(t, f.logs.String(), "Publisher restarted while disconnected")
+	// The receiver starts over too: the new lifetime's next live message is
+	// a continuation, not another restart.
+	f.publish(6, 106)
+	f.wait(6)
+	require.Equal(t, 1.0, f.count("restarts"))
+}
+
+// A restarted engine still below the old watermark has no batch there: the
+// reconnect check gets nothing where the old lifetime's batch must still be
+// buffered, which is a restart too.
+func TestStreamRestartBelowWatermarkDetectedOnReconnect(t *testing.T) {
+	defer leakcheck.Check(t)()
+	f := newSeqFixture(t, PoolConfig{TailProbeDelay: -1}, 100, "")
+	defer f.close()
+	for s := range uint64(6) {
+		f.publish(s, s)
+	}
+	f.wait(5)
+	f.buf.Reset()
+	for s := range uint64(2) {
+		f.hide(s, 200+s)
+	}
+	f.st.onConnect(false)
+	waitAppliedLogs(t, f.p, seqID, 1, f.logs)
+	require.Equal(t, 1.0, f.count("restarts"), f.logs.String())
+	require.False(t, f.held(5))
+	require.True(t, f.held(200) && f.held(201))
+}
+
+// After a reconnect to the same engine lifetime, the check finds the batch
+// at the watermark unchanged: batches published meanwhile are applied, and
+// a check that finds nothing new counts as a probe, not as a replay.
+func TestStreamReconnectCheckContinuesSameLifetime(t *testing.T) {
+	defer leakcheck.Check(t)()
+	f := newSeqFixture(t, PoolConfig{TailProbeDelay: -1}, 100, "")
+	defer f.close()
+	for s := range uint64(3) {
+		f.publish(s, s)
+	}
+	f.wait(2)
+	replays := f.count("replays", ReplayComplete)
+	f.st.onConnect(true) // a quiet recycle: nothing missed
+	require.Eventually(t, func() bool { return counter(f.p.sm.Probes, seqID, ProbeEmpty) == 1 }, poolWait, poolTick)
+	require.Equal(t, replays, f.count("replays", ReplayComplete), "an empty check is no replay")
+	f.hide(3, 3)
+	f.hide(4, 4)
+	f.st.onConnect(false)
+	waitAppliedLogs(t, f.p, seqID, 4, f.logs)
+	require.Zero(t, f.count("restarts"))
+	requireHeld(t, f.ix, seqID, 0, 4)
+	require.Equal(t, uint64(5), f.status().Messages)
+}
+
+// A replay answering with a sequence far beyond anything the live stream
+// has shown is rejected as a protocol error: the watermark stays, and later
+// live messages are applied. Before, the watermark jumped to 2^62 and every
+// later live message was skipped without a counter.
+func TestStreamReplayBeyondLiveStreamRejected(t *testing.T) {
+	defer leakcheck.Check(t)()
+	f := newSeqFixture(t, PoolConfig{TailProbeDelay: -1}, 100, "")
+	defer f.close()
+	for s := range uint64(5) {
+		f.publish(s, s)
+	}
+	f.wait(4)
+	f.hide(1<<62, 9)                           // the bogus batch the replay socket will answer
+	f.st.receive(6, poolPayload(6), poolModel) // 5 is lost: gap, replay from 5
+	waitAppliedLogs(t, f.p, seqID, 6, f.logs)
+	require.Equal(t, 1.0, f.count("errors", opReplayProtocol), f.logs.String())
+	f.st.receive(7, poolPayload(7), poolModel)
+	f.wait(7)
+	st := f.status()
+	require.Equal(t, uint64(7), st.Applied, "the watermark follows the live stream")
+	require.True(t, f.held(7))
+	require.False(t, f.held(9), "the bogus batch was not applied")
+}
+
+// Before any live message a replay cannot be bounded by the live stream; the
+// first live message then checks the watermark the replay left, and one far
+// ahead of it is counted and dropped.
+func TestStreamBogusConnectReplayCaughtByFirstLiveMessage(t *testing.T) {
+	defer leakcheck.Check(t)()
+	f := newSeqFixture(t, PoolConfig{TailProbeDelay: -1}, 100, "")
+	defer f.close()
+	f.hide(1<<62, 9)
+	f.st.onConnect(false)
+	waitAppliedLogs(t, f.p, seqID, 1<<62, f.logs)
+	f.publish(5, 5)
+	f.wait(5)
+	require.Equal(t, 1.0, f.count("errors", opReplayProtocol), f.logs.String())
+	require.Equal(t, uint64(5), f.status().Applied)
+	require.True(t, f.held(5))
+	require.False(t, f.held(9))
+}
+
+// Live messages at or below the watermark are counted, never skipped
+// silently.
+func TestStreamAlreadyAppliedCounted(t *testing.T) {
+	defer leakcheck.Check(t)()
+	f := newSeqFixture(t, PoolConfig{TailProbeDelay: -1}, 0, "")
+	defer f.close()
+	f.publish(0, 0)
+	f.publish(1, 1)
+	f.wait(1)
+	f.st.hasLive = false // the receiver lost its watermark (a restart it did not see)
+	f.publish(1, 1)
+	f.publish(2, 2)
+	f.wait(2)
+	require.Equal(t, 1.0, f.count("dropped", DropAlreadyApplied))
+}
+
+// startSilentRouter is a replay socket that completes the handshake, reads
+// requests and never answers.
+func startSilentRouter(t *testing.T) (addr string, stop func()) {
+	l, err := zmqx.Listen(context.Background(), "127.0.0.1:0", zmq4.Router, zmqx.Options{}, nil)
+	require.NoError(t, err)
+	done := make(chan struct{})
+	conns := make(chan *zmqx.Conn, 16)
+	go func() {
+		defer close(done)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			conns <- c
+		}
+	}()
+	return l.Endpoint(), func() {
+		_ = l.Close()
+		<-done
+		close(conns)
+		for c := range conns {
+			_ = c.Close()
+		}
+	}
+}
+
+// The process-wide replay slots are all held by a slow replay socket: the
+// healthy endpoint's replay waits in the queue (wait time counted), and once
+// live messages have waited longer than the grace the replay is cut short,
+// counted, and the endpoint goes back to the live stream. Before, the
+// endpoint stayed frozen (nothing applied, messages held, no metric moved)
+// until the replay's 2-minute deadline.
+func TestStreamReplayStarvedForSlotCutShort(t *testing.T) {
+	defer leakcheck.Check(t)()
+	slow, stop := startSilentRouter(t)
+	defer stop()
+	lim := replay.NewLimiter(1)
+	hog, err := replay.NewClient(replay.ClientConfig{Limiter: lim, IdleTimeout: time.Minute})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	hogDone := make(chan struct{})
+	go func() {
+		defer close(hogDone)
+		_, _ = hog.Replay(ctx, slow, 0, func(uint64, []byte) error { return nil })
+	}()
+	defer func() { cancel(); <-hogDone }()
+	require.Eventually(t, func() bool { return lim.InFlight() == 1 }, poolWait, poolTick)
+
+	f := newSeqFixture(t, PoolConfig{TailProbeDelay: -1, ReplayGrace: 300 * time.Millisecond,
+		ReplayClient: replay.ClientConfig{Limiter: lim}}, 100, "")
+	defer f.close()
+	f.st.s.has, f.st.s.needJoin = true, false // a warm endpoint at seq 0
+	f.st.s.applied = 0
+	f.hide(1, 1)
+	for s := uint64(2); s <= 10; s++ {
+		f.publish(s, s) // gap at 1: replay waits for the slot, live held
+	}
+	waitAppliedLogs(t, f.p, seqID, 10, f.logs)
+	require.Equal(t, 1.0, f.count("replays", ReplayCutShort), f.logs.String())
+	requireHeld(t, f.ix, seqID, 2, 10)
+	require.Equal(t, 0.0, testutil.ToFloat64(f.p.sm.ReplayInProgress.WithLabelValues(seqID)))
+	require.Positive(t, lim.WaitTotal())
+	f.publish(11, 11)
+	f.wait(11)
+}
+
+// SGLang has no replay socket: an SGLang endpoint gets no default replay
+// address even with PoolConfig.Replay, and naming one is an error.
+func TestEngineKindDecidesReplay(t *testing.T) {
+	cfg := PoolConfig{Replay: true}.withDefaults()
+	ep, err := Endpoint{ID: "10.0.0.1:8000", Engine: EngineSGLang}.resolve(&cfg)
+	require.NoError(t, err)
+	require.Empty(t, ep.ReplayAddress)
+	ep, err = Endpoint{ID: "10.0.0.1:8000"}.resolve(&cfg)
+	require.NoError(t, err)
+	require.Equal(t, "tcp://10.0.0.1:5559", ep.ReplayAddress)
+	require.Equal(t, EngineVLLM, ep.Engine)
+	ep, err = Endpoint{ID: "10.0.0.1:8000", Engine: EngineNoReplay}.resolve(&cfg)
+	require.NoError(t, err)
+	require.Empty(t, ep.ReplayAddress)
+	_, err = Endpoint{ID: "10.0.0.1:8000", Engine: EngineSGLang, ReplayAddress: "tcp://10.0.0.1:1"}.resolve(&cfg)
+	require.Error(t, err)
+	_, err = Endpoint{ID: "10.0.0.1:8000", Engine: "tgi"}.resolve(&cfg)
+	require.Error(t, err)
+	sg := PoolConfig{Replay: true, Engine: EngineSGLang}.withDefaults()
+	ep, err = Endpoint{ID: "10.0.0.1:8000"}.resolve(&sg)
+	require.NoError(t, err)
+	require.Empty(t, ep.ReplayAddress, "the pool's default engine applies")
+	require.Error(t, PoolConfig{Engine: "x"}.Validate())
+}
+
+// A fleet of SGLang engines with replay enabled pool-wide: messages flow and
+// no replay error is counted (before: a replay-connect error and a failed
+// replay per endpoint).
+func TestPoolSGLangEndpointNoReplayNoise(t *testing.T) {
+	defer leakcheck.Check(t)()
+	ix := newPoolIndex(t)
+	pub := newTestPublisher(t, PublisherConfig{Endpoint: "127.0.0.1:8000", Model: poolModel})
+	defer pub.Close()
+	p, _ := newTestPool(t, PoolConfig{Replay: true, Engine: EngineSGLang, TailProbeDelay: -1}, ix)
+	defer p.Close()
+	const id = "127.0.0.1:8000"
+	require.NoError(t, p.Ensure(Endpoint{ID: id, Model: poolModel, EventsAddress: pub.Endpoint()}))
+	publishUntilReceived(t, p, pub, id)
+	last := publishN(t, pub, 3)
+	waitApplied(t, p, id, last)
+	m := p.Metrics()
+	for _, op := range []string{replay.OpConnect, replay.OpNoProgress, replay.OpIncomplete} {
+		require.Zero(t, counter(m.ZMQErrors, id, op))
+	}
+	require.Zero(t, counter(m.Replays, id, ReplayFailed))
+	st, _ := p.Status(id)
+	require.Empty(t, st.Replay)
+}
+
+// With heartbeats disabled the idle deadline recycles a quiet engine's
+// socket: that is routine, so it counts no error and no reconnection, and
+// the check after it replays nothing that was not missing. Before, every
+// recycle counted zmq_errors{operation="recv"} and a reconnection.
+func TestPoolQuietRecycleCountsNothing(t *testing.T) {
+	defer leakcheck.Check(t)()
+	ix := newPoolIndex(t)
+	pub := newTestPublisher(t, PublisherConfig{Endpoint: "127.0.0.1:8000", Model: poolModel, ReplayAddr: "127.0.0.1:0"})
+	defer pub.Close()
+	logs := &logBuffer{}
+	p, err := NewPool(PoolConfig{HeartbeatInterval: -1, IdleTimeout: 150 * time.Millisecond, TailProbeDelay: -1},
+		ix, nil, debugLogger(logs))
+	require.NoError(t, err)
+	defer p.Close()
+	const id = "127.0.0.1:8000"
+	require.NoError(t, p.Ensure(Endpoint{ID: id, Model: poolModel, EventsAddress: pub.Endpoint(), ReplayAddress: pub.ReplayEndpoint()}))
+	last := publishUntilReceived(t, p, pub, id)
+	waitApplied(t, p, id, last)
+	require.Eventually(t, func() bool { return logs.count("No KV events within the idle deadline") >= 3 },
+		poolWait, poolTick)
+	m := p.Metrics()
+	require.Zero(t, counter(m.ZMQErrors, id, "recv"))
+	require.Zero(t, counter(m.Reconnections, id))
+	require.Zero(t, counter(m.Replays, id, ReplayPartial))
+	require.Zero(t, counter(m.PublisherRestarts, id))
+	require.Eventually(t, func() bool { return counter(p.sm.Probes, id, ProbeEmpty) >= 2 }, poolWait, poolTick)
+	require.NoError(t, p.Close())
+}
+
+// A peer that completes the handshake and then drops the connection at
+// once: the backoff keeps doubling (it is reset only by a session that
+// delivered messages), and the failure is logged once, not per cycle.
+func TestSupervisorBackoffNotResetByEmptySessions(t *testing.T) {
+	defer leakcheck.Check(t)()
+	l, err := zmqx.Listen(context.Background(), "127.0.0.1:0", zmq4.Pub, zmqx.Options{}, nil)
+	require.NoError(t, err)
+	accepted := make(chan struct{}, 1024)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.Close()
+			accepted <- struct{}{}
+		}
+	}()
+	defer func() { _ = l.Close(); <-done }()
+	ix := newPoolIndex(t)
+	logs := &logBuffer{}
+	p, err := NewPool(PoolConfig{MinBackoff: 5 * time.Millisecond, MaxBackoff: 40 * time.Millisecond}, ix, nil, debugLogger(logs))
+	require.NoError(t, err)
+	defer p.Close()
+	const id = "127.0.0.1:8000"
+	require.NoError(t, p.Ensure(Endpoint{ID: id, Model: poolModel, EventsAddress: l.Endpoint()}))
+	for range 8 {
+		select {
+		case <-accepted:
+		case <-time.After(poolWait):
+			t.Fatal("no reconnect")
+		}
+	}
+	require.NoError(t, p.Close())
+	out := logs.String()
+	require.Equal(t, 1, logs.count("KV-event subscription failed"), out)
+	require.Equal(t, 1, logs.count("Subscribed to KV events"), out)
+	require.Contains(t, out, "backoff=40ms", "the backoff grew to its cap: %s", out)
+}
+
+// EnsureFrom resumes an endpoint from a saved Position: the first
+// connection checks the batch at the position and continues after it,
+// without replaying from 0.
+func TestPoolEnsureFromPositionResumes(t *testing.T) {
+	defer leakcheck.Check(t)()
+	ix := newPoolIndex(t)
+	pub := newTestPublisher(t, PublisherConfig{Endpoint: "127.0.0.1:8000", Model: poolModel, ReplayAddr: "127.0.0.1:0"})
+	defer pub.Close()
+	const id = "127.0.0.1:8000"
+	ep := Endpoint{ID: id, Model: poolModel, EventsAddress: pub.Endpoint(), ReplayAddress: pub.ReplayEndpoint()}
+	p1, _ := newTestPool(t, PoolConfig{TailProbeDelay: -1}, ix)
+	require.NoError(t, p1.Ensure(ep))
+	last := publishUntilReceived(t, p1, pub, id)
+	waitApplied(t, p1, id, last)
+	pos, ok := p1.Position(id)
+	require.True(t, ok)
+	require.Equal(t, last, pos.Seq)
+	require.Equal(t, PayloadDigest(poolPayload(last)), pos.Digest)
+	require.NoError(t, p1.Close()) // the index keeps its entries, as a restored checkpoint would
+
+	more := publishN(t, pub, 3) // published while no router ran
+	p2, logs := newTestPool(t, PoolConfig{TailProbeDelay: -1}, ix)
+	defer p2.Close()
+	require.NoError(t, p2.EnsureFrom(ep, pos))
+	waitAppliedLogs(t, p2, id, more, logs)
+	st, _ := p2.Status(id)
+	require.Equal(t, uint64(3), st.Messages, "only the batches after the position were applied")
+	require.Zero(t, counter(p2.Metrics().PublisherRestarts, id))
+	require.NotContains(t, logs.String(), "Requesting proactive replay on connect")
+	requireHeld(t, ix, id, 0, more)
+	require.NoError(t, p2.Close())
+}
+
+// The model known only from the topic: with no model configured and an
+// idle engine, the connect replay still runs and takes the model from the
+// replies' topic frame. Before, the replay was skipped and the index stayed
+// empty until the engine's next batch.
+func TestPoolModelFromReplayTopic(t *testing.T) {
+	defer leakcheck.Check(t)()
+	ix := newPoolIndex(t)
+	pub := newTestPublisher(t, PublisherConfig{Endpoint: "127.0.0.1:8000", Model: poolModel, ReplayAddr: "127.0.0.1:0"})
+	defer pub.Close()
+	last := publishN(t, pub, 4) // then idle
+	p, logs := newTestPool(t, PoolConfig{TailProbeDelay: -1}, ix)
+	defer p.Close()
+	const id = "127.0.0.1:8000"
+	require.NoError(t, p.Ensure(Endpoint{ID: id, EventsAddress: pub.Endpoint(), ReplayAddress: pub.ReplayEndpoint()}))
+	waitAppliedLogs(t, p, id, last, logs)
+	requireHeldLogs(t, ix, id, 0, last, logs)
+	require.NoError(t, p.Close())
+}
+
+// Legacy replies carry no topic: replayed batches wait (bounded) for the
+// first live message to name the model, then are applied under it.
+func TestStreamLegacyReplayWaitsForModel(t *testing.T) {
+	defer leakcheck.Check(t)()
+	buf := replay.NewBuffer(100)
+	srv, err := replay.NewServer(buf, replay.ServerConfig{Addr: "127.0.0.1:0", Layout: replay.LayoutLegacy})
+	require.NoError(t, err)
+	defer srv.Close()
+	f := newSeqFixture(t, PoolConfig{TailProbeDelay: -1}, 0, srv.Endpoint())
+	defer f.close()
+	f.st.mu.Lock()
+	f.st.s.model, f.st.cfgModel = "", ""
+	f.st.mu.Unlock()
+	for s := range uint64(3) {
+		buf.Add(s, nil, poolPayload(s))
+	}
+	f.st.onConnect(false)
+	require.Eventually(t, func() bool {
+		f.st.mu.Lock()
+		defer f.st.mu.Unlock()
+		return !f.st.s.replaying && len(f.st.s.modelPending) == 3
+	}, poolWait, poolTick, f.logs.String())
+	require.False(t, f.held(0), "not indexed under an unknown model")
+	buf.Add(3, nil, poolPayload(3))
+	f.st.receive(3, poolPayload(3), poolModel)
+	f.wait(3)
+	requireHeld(t, f.ix, seqID, 0, 3)
+}
