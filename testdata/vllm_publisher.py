@@ -14,6 +14,28 @@ Sockets (spec/wire.md §1 and §7):
                                                END [id, b"", ff*8, b""]
     Requests that are not exactly 3 frames are ignored and counted, like vLLM.
 
+vLLM behaviours reproduced (read from vLLM's vllm/distributed/kv_events.py,
+ZmqEventPublisher, in the revisions quoted):
+  * a batch is sent on the PUB first and appended to the replay buffer after
+    (so a replay racing the send may not have it yet);
+  * an idle engine publishes nothing at all: no heartbeat, no keep-alive
+    (vLLM sets only the PUB's HWM; --heartbeat-ivl exists to test libzmq
+    peers that do set ZMQ_HEARTBEAT_IVL);
+  * the PUB's high-water mark (--hwm, vLLM default 100,000) silently drops
+    messages a slow subscriber has not taken ("burst N" with a small --hwm);
+  * --batch-shape map: the outer batch as msgspec encodes vLLM's EventBatch
+    Struct on current main ({"ts", "events", "data_parallel_rank"}, a map,
+    fields at their default omitted); array: [ts, events, dp_rank] as the
+    array_like Structs of earlier revisions;
+  * the replay reply is [identity, b"", seq8, payload] (4 frames at the
+    ROUTER) on current main and in SGLang (--layout legacy), and
+    [identity, b"", topic, seq8, payload] in the revisions that added the
+    topic frame (--layout current);
+  * a restart starts the sequence at 0 with an empty replay buffer and no
+    epoch ("restart K": an in-process restart on the same ports that
+    publishes K batches at once, before any subscriber has re-dialled; the
+    new lifetime's batches differ from the old one's).
+
 On start it prints one JSON line: {"pub": ..., "replay": ..., "pid": ..., "zmq": ...}.
 It then reads commands from stdin, one per line, and answers each with one JSON
 line ({"ok": true, ...} or {"ok": false, "error": ...}):
@@ -30,16 +52,21 @@ line ({"ok": true, ...} or {"ok": false, "error": ...}):
   layout current | legacy
   status               next_seq, buffered, replay_requests, invalid_requests,
                        subscribers (connections whose handshake completed)
+  burst N              publish N batches as fast as possible (with a small
+                       --hwm, libzmq drops what the subscriber cannot take)
+  restart K            close both sockets, rebind the same ports, start again
+                       at sequence 0 (lifetime + 1) and publish K batches
   stop                 close the sockets and exit 0 (also on stdin EOF)
 
-Generated batch for sequence s (vLLM >= v0.26 map events, array batch):
+Generated batch for sequence s in lifetime L (0 at start, +1 per restart),
+map events; an array outer batch, or a map one with --batch-shape map:
   [ts, [{"type": "BlockStored", "block_hashes": [H(s, 0) .. H(s, B-1)],
          "parent_block_hash": None, "token_ids": T(s), "block_size": S,
          "lora_id": None, "medium": "GPU", "lora_name": None,
          "extra_keys": [None] * B, "group_idx": 0,
          "kv_cache_spec_kind": "full_attention"}], 0]
-  with B = --blocks, S = --block-size, H(s, j) = (s + 1) * 1000 + j and token
-  j*S + k of T(s) = (s * 7919 + j * S + k) % 50000.
+  with B = --blocks, S = --block-size, H(s, j) = (s + 1) * 1000 + j + L * 10**9
+  and token j*S + k of T(s) = (s * 7919 + L * 104729 + j * S + k) % 50000.
 """
 
 import argparse
@@ -61,20 +88,28 @@ def out(obj):
     sys.stdout.flush()
 
 
-def block_hash(seq, j):
-    return (seq + 1) * 1000 + j
+def block_hash(seq, j, life=0):
+    return (seq + 1) * 1000 + j + life * 10**9
 
 
-def token_ids(seq, blocks, block_size):
-    return [(seq * 7919 + i) % 50000 for i in range(blocks * block_size)]
+def token_ids(seq, blocks, block_size, life=0):
+    return [(seq * 7919 + life * 104729 + i) % 50000 for i in range(blocks * block_size)]
 
 
-def generated_batch(seq, blocks, block_size):
+def pack_batch(events, shape):
+    if shape == "map":
+        # msgspec, omit_defaults: data_parallel_rank is set by publish().
+        return msgpack.packb({"ts": time.time(), "events": events, "data_parallel_rank": 0},
+                             use_bin_type=True)
+    return msgpack.packb([time.time(), events, 0], use_bin_type=True)
+
+
+def generated_batch(seq, blocks, block_size, life=0, shape="array"):
     event = {
         "type": "BlockStored",
-        "block_hashes": [block_hash(seq, j) for j in range(blocks)],
+        "block_hashes": [block_hash(seq, j, life) for j in range(blocks)],
         "parent_block_hash": None,
-        "token_ids": token_ids(seq, blocks, block_size),
+        "token_ids": token_ids(seq, blocks, block_size, life),
         "block_size": block_size,
         "lora_id": None,
         "medium": "GPU",
@@ -83,11 +118,11 @@ def generated_batch(seq, blocks, block_size):
         "group_idx": 0,
         "kv_cache_spec_kind": "full_attention",
     }
-    return msgpack.packb([time.time(), [event], 0], use_bin_type=True)
+    return pack_batch([event], shape)
 
 
-def cleared_batch():
-    return msgpack.packb([time.time(), [{"type": "AllBlocksCleared"}], 0], use_bin_type=True)
+def cleared_batch(shape="array"):
+    return pack_batch([{"type": "AllBlocksCleared"}], shape)
 
 
 class Publisher:
@@ -96,7 +131,9 @@ class Publisher:
         self.ctx = zmq.Context()
         self.topic = args.topic.encode()
         self.seq = args.start_seq
+        self.life = 0
         self.lock = threading.Lock()
+        self.send_lock = threading.Lock()  # PUB use vs restart
         self.buffer = []  # (seq, payload), oldest first
         self.layout = args.layout
         self.replay_mode = ("normal", 0)
@@ -105,6 +142,12 @@ class Publisher:
         self.subscribers = 0
         self.stopping = threading.Event()
 
+        self.restarts = 0
+        self.open_sockets(args.pub_port, args.replay_port)
+
+    def open_sockets(self, pub_port, replay_port):
+        args = self.args
+        self.stopping = threading.Event()
         self.pub = self.ctx.socket(zmq.PUB)
         self.pub.set_hwm(args.hwm)
         if args.heartbeat_ivl > 0:
@@ -116,19 +159,58 @@ class Publisher:
             self.pub.connect(args.connect)
             self.pub_addr = args.connect
         else:
-            self.pub_addr = self.bind(self.pub, args.pub_port)
+            self.pub_addr = self.bind(self.pub, pub_port)
 
         self.router = None
         self.replay_addr = None
         if args.replay:
             self.router = self.ctx.socket(zmq.ROUTER)
-            self.replay_addr = self.bind(self.router, args.replay_port)
+            self.replay_addr = self.bind(self.router, replay_port)
 
         self.threads = [threading.Thread(target=self.watch, daemon=True)]
         if self.router is not None:
             self.threads.append(threading.Thread(target=self.serve_replay, daemon=True))
         for t in self.threads:
             t.start()
+
+    def close_sockets(self, linger):
+        self.stopping.set()
+        for t in self.threads:
+            t.join(timeout=2)
+        self.pub.disable_monitor()
+        self.monitor.close(linger=0)
+        if self.router is not None:
+            self.router.close(linger=0)
+        self.pub.close(linger=linger)
+
+    def restart(self, k):
+        """An engine restart on the same ports: new sequence from 0, empty
+        buffer, different batches; K of them published before anyone can
+        have re-dialled."""
+        pub_port = 0 if self.args.connect else int(self.pub_addr.rsplit(":", 1)[1])
+        replay_port = int(self.replay_addr.rsplit(":", 1)[1]) if self.replay_addr else 0
+        with self.send_lock:
+            self.close_sockets(0)
+            with self.lock:
+                self.seq, self.buffer, self.subscribers = 0, [], 0
+                self.life += 1
+                self.restarts += 1
+            deadline = time.time() + 5
+            while True:  # libzmq releases the ports asynchronously
+                try:
+                    self.open_sockets(pub_port, replay_port)
+                    break
+                except zmq.ZMQError:
+                    if time.time() > deadline:
+                        raise
+                    time.sleep(0.01)
+        a = self.args
+        seqs = [self.publish(self.batch()) for _ in range(k)]
+        return seqs
+
+    def batch(self):
+        a = self.args
+        return generated_batch(self.seq, a.blocks, a.block_size, self.life, a.batch_shape)
 
     @staticmethod
     def bind(sock, port):
@@ -141,7 +223,8 @@ class Publisher:
     def watch(self):
         poller = zmq.Poller()
         poller.register(self.monitor, zmq.POLLIN)
-        while not self.stopping.is_set():
+        stopping = self.stopping
+        while not stopping.is_set():
             if not poller.poll(50):
                 continue
             ev = recv_monitor_message(self.monitor)
@@ -164,16 +247,18 @@ class Publisher:
                 del self.buffer[: len(self.buffer) - self.args.buffer]
 
     def publish(self, payload, send=True):
-        seq = self.next_seq()
-        if send:
-            self.pub.send_multipart([self.topic, seq.to_bytes(8, "big"), payload])
-        self.buffer_add(seq, payload)
+        with self.send_lock:
+            seq = self.next_seq()
+            if send:  # like vLLM: sent first, buffered after
+                self.pub.send_multipart([self.topic, seq.to_bytes(8, "big"), payload])
+            self.buffer_add(seq, payload)
         return seq
 
     def serve_replay(self):
         poller = zmq.Poller()
         poller.register(self.router, zmq.POLLIN)
-        while not self.stopping.is_set():
+        stopping = self.stopping
+        while not stopping.is_set():
             if not poller.poll(50):
                 continue
             frames = self.router.recv_multipart()
@@ -209,16 +294,19 @@ class Publisher:
             return {"ok": False, "error": "empty command"}
         cmd, rest = parts[0], parts[1:]
         a = self.args
-        if cmd in ("publish", "hide"):
+        if cmd in ("publish", "hide", "burst"):
             n = int(rest[0]) if rest else 1
-            seqs = [self.publish(generated_batch(self.seq, a.blocks, a.block_size), send=(cmd == "publish"))
-                    for _ in range(n)]
+            seqs = [self.publish(self.batch(), send=(cmd != "hide")) for _ in range(n)]
             return {"ok": True, "first": seqs[0] if seqs else None, "last": seqs[-1] if seqs else None}
+        if cmd == "restart":
+            seqs = self.restart(int(rest[0]) if rest else 0)
+            return {"ok": True, "first": seqs[0] if seqs else None, "last": seqs[-1] if seqs else None,
+                    "life": self.life}
         if cmd == "publish-hex":
             seqs = [self.publish(binascii.unhexlify(h)) for h in rest]
             return {"ok": True, "first": seqs[0] if seqs else None, "last": seqs[-1] if seqs else None}
         if cmd == "clear":
-            return {"ok": True, "first": self.publish(cleared_batch())}
+            return {"ok": True, "first": self.publish(cleared_batch(a.batch_shape))}
         if cmd == "skip":
             n = int(rest[0]) if rest else 1
             with self.lock:
@@ -242,18 +330,11 @@ class Publisher:
                 return {"ok": True, "next_seq": self.seq, "buffered": len(self.buffer),
                         "replay_requests": self.replay_requests,
                         "invalid_requests": self.invalid_requests,
-                        "subscribers": self.subscribers}
+                        "subscribers": self.subscribers, "life": self.life}
         return {"ok": False, "error": "unknown command %r" % cmd}
 
     def close(self):
-        self.stopping.set()
-        for t in self.threads:
-            t.join(timeout=2)
-        self.pub.disable_monitor()
-        self.monitor.close(linger=0)
-        if self.router is not None:
-            self.router.close(linger=0)
-        self.pub.close(linger=self.args.linger)
+        self.close_sockets(self.args.linger)
         self.ctx.term()
 
 
@@ -269,7 +350,9 @@ def main():
     p.add_argument("--buffer", type=int, default=10000, help="replay buffer size in batches")
     p.add_argument("--blocks", type=int, default=2, help="blocks per generated batch")
     p.add_argument("--block-size", type=int, default=16)
-    p.add_argument("--hwm", type=int, default=100000)
+    p.add_argument("--hwm", type=int, default=100000, help="PUB high-water mark (vLLM default 100,000)")
+    p.add_argument("--batch-shape", choices=["array", "map"], default="array",
+                   help="outer batch encoding: map as on vLLM main, array as earlier revisions")
     p.add_argument("--heartbeat-ivl", type=int, default=0, help="ZMQ_HEARTBEAT_IVL in ms (vLLM sets none)")
     p.add_argument("--linger", type=int, default=1000, help="PUB linger on stop, ms")
     args = p.parse_args()

@@ -88,6 +88,8 @@ type Config struct {
 	Blocks       int           // blocks per generated batch (default 2)
 	BlockSize    int           // tokens per block (default 16)
 	HeartbeatIvl time.Duration // ZMQ_HEARTBEAT_IVL on the PUB (vLLM sets none)
+	HWM          int           // PUB high-water mark (default 100,000, vLLM's)
+	BatchShape   string        // "array" (default) or "map" (vLLM main's EventBatch encoding)
 	Linger       time.Duration // PUB linger on stop (default 1 s)
 }
 
@@ -126,6 +128,12 @@ func (c Config) args() []string {
 	}
 	if c.HeartbeatIvl > 0 {
 		add("--heartbeat-ivl", strconv.FormatInt(c.HeartbeatIvl.Milliseconds(), 10))
+	}
+	if c.HWM != 0 {
+		add("--hwm", strconv.Itoa(c.HWM))
+	}
+	if c.BatchShape != "" {
+		add("--batch-shape", c.BatchShape)
 	}
 	if c.Linger != 0 {
 		add("--linger", strconv.FormatInt(c.Linger.Milliseconds(), 10))
@@ -270,6 +278,7 @@ type Answer struct {
 	ReplayRequests  int     `json:"replay_requests"`
 	InvalidRequests int     `json:"invalid_requests"`
 	Subscribers     int     `json:"subscribers"`
+	Life            int     `json:"life"` // engine lifetime: 0, +1 per Restart
 }
 
 // Command sends one command line (see the script's doc) and returns the answer.
@@ -324,6 +333,31 @@ func (p *Publisher) publish(line string) (first, last uint64, err error) {
 		last = *a.Last
 	}
 	return *a.First, last, nil
+}
+
+// Burst publishes n batches as fast as the script can: with a small HWM
+// libzmq drops what the subscriber has not taken, silently, as vLLM's PUB
+// does.
+func (p *Publisher) Burst(n int) (first, last uint64, err error) {
+	return p.publish("burst " + strconv.Itoa(n))
+}
+
+// Restart restarts the engine in-process on the same ports: sequences start
+// at 0 again with an empty replay buffer, the generated batches change
+// (lifetime + 1), and k batches are published at once, before a subscriber
+// can have re-dialled. ok is false when k is 0.
+func (p *Publisher) Restart(k int) (first, last uint64, ok bool, err error) {
+	a, err := p.Command("restart " + strconv.Itoa(k))
+	if err != nil {
+		return 0, 0, false, err
+	}
+	if !a.OK {
+		return 0, 0, false, fmt.Errorf("pytest: restart: %s", a.Error)
+	}
+	if a.First == nil || a.Last == nil {
+		return 0, 0, false, nil
+	}
+	return *a.First, *a.Last, true, nil
 }
 
 // Status returns the script's counters.

@@ -1,0 +1,114 @@
+package kvevents
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/pytest"
+	"github.com/kvroute/kvroute/kvindex"
+)
+
+// lifeTokens are the tokens of batch seq in the Python publisher's engine
+// lifetime life (see testdata/vllm_publisher.py).
+func lifeTokens(seq uint64, life int) []uint32 {
+	toks := make([]uint32, poolBlocks*poolBlockSize)
+	for i := range toks {
+		toks[i] = uint32((seq*7919 + uint64(life)*104729 + uint64(i)) % 50000)
+	}
+	return toks
+}
+
+func lifeHeld(ix *kvindex.Index, id string, seq uint64, life int) int {
+	keys := kvindex.Keys(nil, lifeTokens(seq, life), poolBlockSize, &kvindex.KeyParams{Model: poolModel})
+	var res kvindex.MatchResult
+	ix.Match(keys, []string{id}, &res)
+	return res.Endpoints[0].Blocks
+}
+
+// vLLM main as read: map-shaped outer batches and the 4-frame replay reply
+// (no topic frame), with an engine that is idle when the router starts and
+// whose model is configured nowhere but in its topic. The batches published
+// before the router started arrive through the connect replay and wait for
+// the first live message to name the model.
+func TestPoolInteropVLLMMainIdleEngine(t *testing.T) {
+	pytest.Require(t)
+	defer leakcheck.Check(t)()
+	py := pytest.Start(t, pytest.Config{Replay: true, Layout: "legacy", BatchShape: "map"})
+	defer py.Stop()
+	early := pyPublish(t, py, 4) // then idle
+	ix := newPoolIndex(t)
+	p, logs := newTestPool(t, PoolConfig{}, ix)
+	defer p.Close()
+	require.NoError(t, p.Ensure(Endpoint{ID: pyID, EventsAddress: py.PubAddr, ReplayAddress: py.ReplayAddr}))
+	require.Eventually(t, func() bool {
+		st, _ := p.Status(pyID)
+		return !st.Replaying && logs.count("Replay complete") >= 1
+	}, poolWait, poolTick, logs.String())
+	require.Zero(t, heldBlocks(ix, pyID, 0), "not indexed before the model is known")
+	last := pyPublishUntilReceived(t, p, py, pyID, early+1)
+	waitAppliedLogs(t, p, pyID, last, logs)
+	requireHeldLogs(t, ix, pyID, 0, last, logs)
+	require.Contains(t, logs.String(), "layout=legacy")
+	require.Zero(t, counter(p.Metrics().Dropped, pyID, DropDecodeError), "map-shaped batches decode")
+}
+
+// A libzmq engine restarts on the same ports and publishes before the
+// subscriber re-dials, then goes idle, with its new sequence already past
+// the old watermark: only the reconnect check's digest comparison can tell.
+// The old lifetime's blocks go, the new lifetime's are indexed.
+func TestPoolInteropFastRestartPastWatermark(t *testing.T) {
+	pytest.Require(t)
+	defer leakcheck.Check(t)()
+	py := pytest.Start(t, pytest.Config{Replay: true})
+	defer py.Stop()
+	ix := newPoolIndex(t)
+	p, logs := newTestPool(t, PoolConfig{MinBackoff: 200 * time.Millisecond}, ix)
+	defer p.Close()
+	require.NoError(t, p.Ensure(Endpoint{ID: pyID, EventsAddress: py.PubAddr, ReplayAddress: py.ReplayAddr}))
+	old := pyPublishUntilReceived(t, p, py, pyID, 0)
+	waitAppliedLogs(t, p, pyID, old, logs)
+	_, last, ok, err := py.Restart(int(old) + 6) // past the old watermark, before the re-dial
+	require.NoError(t, err)
+	require.True(t, ok)
+	m := p.Metrics()
+	require.Eventually(t, func() bool { return counter(m.PublisherRestarts, pyID) == 1 }, poolWait, poolTick,
+		"restart not detected: %s", logs)
+	waitAppliedLogs(t, p, pyID, last, logs)
+	for s := uint64(0); s <= last; s++ {
+		require.Equal(t, poolBlocks, lifeHeld(ix, pyID, s, 1), "batch %d of the new lifetime\n%s", s, logs)
+	}
+	for s := uint64(0); s <= old; s++ {
+		require.Zero(t, lifeHeld(ix, pyID, s, 0), "batch %d of the old lifetime survived", s)
+	}
+	require.Contains(t, logs.String(), "Publisher restarted while disconnected")
+}
+
+// PUB high-water-mark drops at the end of a burst, then an idle engine:
+// the tail probe repairs the lost tail shortly after the stream goes quiet.
+// With HWM 1 and a 300-batch burst libzmq drops what the subscriber has not
+// taken; whatever was dropped (mid-burst gaps or the tail) is repaired.
+func TestPoolInteropHWMBurstThenIdle(t *testing.T) {
+	pytest.Require(t)
+	defer leakcheck.Check(t)()
+	py := pytest.Start(t, pytest.Config{Replay: true, HWM: 1})
+	defer py.Stop()
+	ix := newPoolIndex(t)
+	p, logs := newTestPool(t, PoolConfig{}, ix)
+	defer p.Close()
+	require.NoError(t, p.Ensure(Endpoint{ID: pyID, EventsAddress: py.PubAddr, ReplayAddress: py.ReplayAddr}))
+	pyPublishUntilReceived(t, p, py, pyID, 0)
+	_, last, err := py.Burst(300)
+	require.NoError(t, err)
+	burst := time.Now()
+	_, _, err = py.Hide(2) // and the last two certainly lost on the wire
+	require.NoError(t, err)
+	last += 2
+	waitAppliedLogs(t, p, pyID, last, logs)
+	t.Logf("burst of 300 with HWM 1, last 2 lost: all applied %v after the burst; gaps %v, probes repaired %v",
+		time.Since(burst), counter(p.Metrics().SequenceGaps, pyID), counter(p.sm.Probes, pyID, ProbeRepaired))
+	requireHeldLogs(t, ix, pyID, 0, last, logs)
+	require.GreaterOrEqual(t, counter(p.sm.Probes, pyID, ProbeRepaired), 1.0)
+}
