@@ -63,7 +63,11 @@ func TestPoolReplaysIdleEngineOnConnect(t *testing.T) {
 	require.Equal(t, 1.0, counter(p.Metrics().Replays, id, ReplayComplete))
 	require.Zero(t, counter(p.Metrics().MessagesReceived, id), "nothing arrived live")
 
-	// Live batches after that continue the same watermark.
+	// Live batches after that continue the same watermark. They may be
+	// published before the publisher has processed the SUB's subscription
+	// (slow joiner) and so never be sent; the engine then idles and nothing
+	// reveals the loss. This made the test fail under load ("never applied
+	// seq 6"); the tail probe now repairs such a lost tail.
 	next := publishN(t, pub, 3)
 	waitApplied(t, p, id, next)
 	requireHeld(t, ix, id, 0, next)
