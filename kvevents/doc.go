@@ -119,8 +119,8 @@
 // bound listener per data-parallel rank in bind mode, identities from
 // topic + rank, known endpoints only by default, each endpoint pinned to
 // the connection that delivers it). Each supervisor dials
-// through kvroute's guarded transport (internal/zmqx: handshake and idle
-// deadlines, frame-size limit), recreates its socket after any receive
+// through kvroute's guarded transport (internal/zmqx: handshake deadline,
+// heartbeats, frame-size limit), recreates its socket after any receive
 // error with its own backoff (100 ms doubling to 2 s), and never relies on
 // go-zeromq's reconnect. Every message goes through the endpoint's stream,
 // whose state machine (see the stream type) tracks sequences always:
@@ -134,6 +134,55 @@
 // (per worker and per endpoint); an overflow is dropped, counted and
 // repaired by a resync replay, and it is the flooding endpoint that is
 // shed, not its quiet neighbours.
+//
+// # Liveness and engine lifetimes
+//
+// vLLM publishes nothing while idle, so silence proves nothing. Each
+// subscription sends ZMTP PINGs (PoolConfig.HeartbeatInterval, default 2 s)
+// that libzmq answers by itself, and answers the engine's own PINGs: a quiet
+// engine keeps its connection indefinitely, and a frozen or partitioned one
+// (SIGSTOP keeps its TCP connection open) fails within HeartbeatTimeout
+// (default 5 s) and is redialled. With heartbeats off, the idle deadline
+// recycles quiet sockets without counting an error or a reconnection. A
+// supervisor's backoff is reset only by a session that delivered valid
+// messages, and its failure logs are rate-limited.
+//
+// When a stream goes quiet after traffic, its replay socket is asked once
+// (PoolConfig.TailProbeDelay, default 500 ms) for anything after the
+// watermark: batches a publisher's high-water mark dropped at the end of a
+// burst are repaired then, not at the engine's next batch. After every
+// reconnect the stream replays from its watermark itself and compares the
+// batch there with the digest it kept of the payload it applied (Position);
+// a different batch, or none where one must still be buffered, means the
+// engine restarted while the subscriber was away, which a sequence without
+// epoch cannot show otherwise. Checks that find nothing missing count in
+// kvroute_kv_events_probes_total, not as replays.
+//
+// Replays are bounded: sequences beyond what the live stream could show
+// (ReplayLookahead) are a counted protocol error; a replay that live
+// messages wait for and that has not covered them at ReplayMinRate after
+// ReplayGrace (waiting for one of the process-wide replay slots included)
+// is cut short (replays_total{result="cut_short"}) and the endpoint goes
+// back to live; live messages a running replay has covered are applied at
+// once; kvroute_kv_events_replay_in_progress and
+// kvroute_kv_events_replay_slot_wait_seconds show stuck endpoints and
+// queueing. An endpoint whose model is configured nowhere takes it from the
+// replies' topic frame, or holds the replayed batches (bounded) until the
+// first live message names it.
+//
+// Endpoint.Engine says what publishes: "vllm" (the default), "sglang" or
+// "noreplay". SGLang has no replay socket, so its endpoints never replay and
+// produce no replay errors.
+//
+// # Resuming from a checkpoint
+//
+// Position is an endpoint's stream position: the last applied sequence and
+// the xxhash64 of that batch's raw payload frame (PayloadDigest). Save
+// Pool.Position(id) for every endpoint together with an index snapshot; on
+// restore, Pool.EnsureFrom(ep, pos) starts the endpoint's stream at pos, so
+// its first connection replays from pos.Seq and either continues after it
+// (same engine lifetime: only what was missed is applied) or finds the
+// engine restarted, clears the endpoint and rebuilds it from 0.
 //
 // # Publishing
 //

@@ -96,3 +96,14 @@ func ExampleParseSelector() {
 	// false
 	// kvevents: invalid label selector "zone in (a," at offset 11: expected a value in the set
 }
+
+// A stream position, as saved with an index checkpoint and passed back to
+// Pool.EnsureFrom: the last applied sequence and the digest of that batch's
+// payload, which tells a continuation from a restarted engine.
+func ExamplePosition() {
+	payload := kvevents.AppendBatch(nil, &kvevents.Batch{TS: 1,
+		Events: []kvevents.Event{{Type: kvevents.EventAllBlocksCleared}}}, kvevents.FormatVLLM)
+	pos := kvevents.Position{Seq: 41, Digest: kvevents.PayloadDigest(payload)}
+	fmt.Println(pos.Seq, pos.Digest == kvevents.PayloadDigest(payload))
+	// Output: 41 true
+}

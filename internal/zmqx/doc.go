@@ -17,7 +17,15 @@
 //     MaxMessageSize, before go-zeromq allocates anything;
 //   - validate the peer's READY metadata so that go-zeromq cannot panic on it;
 //   - are closed when their socket's context ends, including connections
-//     go-zeromq abandons after a failed handshake.
+//     go-zeromq abandons after a failed handshake;
+//   - speak ZMTP 3.1 heartbeats, which go-zeromq lacks: the peer's PING is
+//     answered with PONG (a libzmq publisher with ZMQ_HEARTBEAT_IVL would
+//     otherwise drop the connection every heartbeat timeout), and with
+//     Options.HeartbeatInterval a PING is sent on that interval and a peer
+//     that sends nothing within HeartbeatTimeout of it fails the connection
+//     with ErrPeerDead (a frozen publisher keeps its TCP connection open and
+//     is otherwise invisible). Commands are written only between messages,
+//     since go-zeromq writes a frame's header and body separately.
 //
 // Options travel with the socket's context (WithOptions), so every socket can
 // have its own deadlines while sharing the one registered transport. NewSub,
