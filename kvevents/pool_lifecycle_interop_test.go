@@ -9,6 +9,7 @@ import (
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/internal/pytest"
 	"github.com/kvroute/kvroute/kvindex"
+	"github.com/kvroute/kvroute/replay"
 )
 
 // lifeTokens are the tokens of batch seq in the Python publisher's engine
@@ -111,4 +112,79 @@ func TestPoolInteropHWMBurstThenIdle(t *testing.T) {
 		time.Since(burst), counter(p.Metrics().SequenceGaps, pyID), counter(p.sm.Probes, pyID, ProbeRepaired))
 	requireHeldLogs(t, ix, pyID, 0, last, logs)
 	require.GreaterOrEqual(t, counter(p.sm.Probes, pyID, ProbeRepaired), 1.0)
+}
+
+// A replay socket that never sends END and answers two batches an attempt
+// (vLLM's ROUTER cut off mid-reply, again and again): the held live message
+// is applied as soon as the replay has covered up to it, and the replay then
+// ends as complete instead of running out of attempts. Before, the endpoint
+// waited for the replay to fail (replays_total{result="failed"}) and then
+// cooled down.
+func TestPoolInteropEndlessPartialReplayCoveredThenLive(t *testing.T) {
+	pytest.Require(t)
+	defer leakcheck.Check(t)()
+	py := pytest.Start(t, pytest.Config{Replay: true})
+	defer py.Stop()
+	ix := newPoolIndex(t)
+	p, logs := newTestPool(t, PoolConfig{TailProbeDelay: -1,
+		ReplayClient: replay.ClientConfig{IdleTimeout: 300 * time.Millisecond}}, ix)
+	defer p.Close()
+	require.NoError(t, p.Ensure(Endpoint{ID: pyID, EventsAddress: py.PubAddr, ReplayAddress: py.ReplayAddr}))
+	base := pyPublishUntilReceived(t, p, py, pyID, 0)
+	waitAppliedLogs(t, p, pyID, base, logs)
+	_, _, err := py.Hide(4)
+	require.NoError(t, err)
+	_, err = py.Command("replay-mode partial 2")
+	require.NoError(t, err)
+	last := pyPublish(t, py, 1) // reveals the gap; held while the replay runs
+	waitAppliedLogs(t, p, pyID, last, logs)
+	m := p.Metrics()
+	require.Zero(t, counter(m.Replays, pyID, ReplayFailed), logs.String())
+	require.GreaterOrEqual(t, counter(m.Replays, pyID, ReplayComplete), 2.0, logs.String())
+	requireHeldLogs(t, ix, pyID, 0, last, logs)
+	next := pyPublish(t, py, 3) // live again at once
+	waitAppliedLogs(t, p, pyID, next, logs)
+}
+
+// An SGLang fleet with replay enabled pool-wide: the libzmq engine has no
+// replay socket and the endpoints say so; messages flow, gaps are counted,
+// and no replay error or failed replay appears.
+func TestPoolInteropSGLangNoReplayNoise(t *testing.T) {
+	pytest.Require(t)
+	defer leakcheck.Check(t)()
+	py := pytest.Start(t, pytest.Config{})
+	defer py.Stop()
+	ix := newPoolIndex(t)
+	p, logs := newTestPool(t, PoolConfig{Replay: true}, ix)
+	defer p.Close()
+	require.NoError(t, p.Ensure(Endpoint{ID: pyID, Engine: EngineSGLang, EventsAddress: py.PubAddr}))
+	pyPublishUntilReceived(t, p, py, pyID, 0)
+	_, _, err := py.Hide(1)
+	require.NoError(t, err)
+	last := pyPublish(t, py, 3)
+	waitAppliedLogs(t, p, pyID, last, logs)
+	m := p.Metrics()
+	require.Equal(t, 1.0, counter(m.SequenceGaps, pyID))
+	for _, op := range []string{replay.OpConnect, replay.OpNoProgress, replay.OpIncomplete, replay.OpCapacity} {
+		require.Zero(t, counter(m.ZMQErrors, pyID, op), op)
+	}
+	require.Zero(t, counter(m.Replays, pyID, ReplayFailed))
+	require.NotContains(t, logs.String(), "Replay failed")
+}
+
+// The revisions with a topic frame in the replay reply: an idle engine whose
+// model only its topic names is indexed by the connect replay alone.
+func TestPoolInteropModelFromReplayTopic(t *testing.T) {
+	pytest.Require(t)
+	defer leakcheck.Check(t)()
+	py := pytest.Start(t, pytest.Config{Replay: true, Layout: "current", BatchShape: "map"})
+	defer py.Stop()
+	early := pyPublish(t, py, 4) // then idle
+	ix := newPoolIndex(t)
+	p, logs := newTestPool(t, PoolConfig{}, ix)
+	defer p.Close()
+	require.NoError(t, p.Ensure(Endpoint{ID: pyID, EventsAddress: py.PubAddr, ReplayAddress: py.ReplayAddr}))
+	waitAppliedLogs(t, p, pyID, early, logs)
+	requireHeldLogs(t, ix, pyID, 0, early, logs)
+	require.Zero(t, counter(p.Metrics().MessagesReceived, pyID), "nothing arrived live")
 }
