@@ -1,0 +1,96 @@
+package kvevents
+
+import (
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// Position is where an endpoint's stream stands: the last sequence applied
+// to the index and a digest (xxhash64) of that batch's raw payload frame.
+// vLLM's sequence has no epoch, so the digest is what tells a continuation
+// from a restarted engine that has counted past the same number: after any
+// reconnect the pool replays from Seq itself (not Seq+1) and compares the
+// batch it gets with Digest. Save it with an index checkpoint
+// (Pool.Position) and pass it back with Pool.EnsureFrom to resume the
+// endpoint without replaying from 0.
+type Position struct {
+	Seq    uint64 `json:"seq"`
+	Digest uint64 `json:"digest"`
+}
+
+// PayloadDigest is the digest Position keeps of a raw payload frame.
+func PayloadDigest(payload []byte) uint64 { return xxhash.Sum64(payload) }
+
+// onConnect runs on the supervisor each time the subscription is
+// established (quiet: after recycling a quiet socket, which is handled the
+// same way: its check normally finds nothing and counts a probe). vLLM publishes
+// nothing while idle, so without it a router started (or reconnected) next
+// to an idle engine would know nothing of the engine's cache until the
+// engine's next batch. With a replay address:
+//
+//   - no watermark: replay from 0 now ("Requesting proactive replay on
+//     connect"). The model comes from the endpoint's configuration, an
+//     earlier live message, or the replies' topic frame; when none names
+//     it, replayed batches wait (bounded) for the first live message. If
+//     the buffer is empty nothing is applied and the first live message
+//     still triggers the join replay (needJoin stays set), so a batch
+//     published while the subscription was being set up is not missed;
+//   - a watermark: replay from applied itself (reason "reconnect") and
+//     compare the digest, recovering batches published while the
+//     subscription was down even if the engine then stays silent, and
+//     detecting an engine that restarted meanwhile. Finding nothing new
+//     counts as a probe, not a replay.
+func (st *stream) onConnect(quiet bool) {
+	if st.rc == nil {
+		return
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	s := &st.s
+	if s.closed || s.replaying || st.coolingLocked() {
+		return
+	}
+	if !s.has {
+		if !s.needJoin || s.restarted || len(s.modelPending) > 0 {
+			return // a restart replays from 0 with its first message
+		}
+		st.log.Info("Requesting proactive replay on connect", "seq", "none", "replay", st.replayAddr)
+		st.startReplayLocked(0, replayConnect, 0)
+		return
+	}
+	if s.hasDigest {
+		st.startReplayLocked(s.applied, replayReconnect, 0)
+		return
+	}
+	st.startReplayLocked(s.applied+1, replayReconnect, 0)
+}
+
+// armProbeLocked notes traffic and (re)starts the tail-probe timer.
+func (st *stream) armProbeLocked() {
+	d := st.p.cfg.TailProbeDelay
+	if st.rc == nil || d <= 0 || st.s.closed {
+		return
+	}
+	st.s.probeArmed = true
+	if st.probeT == nil {
+		st.probeT = time.AfterFunc(d, st.tailProbe)
+		return
+	}
+	st.probeT.Reset(d)
+}
+
+// tailProbe runs once a stream has been quiet for TailProbeDelay after
+// traffic: a publisher's HWM may have dropped the end of a burst, and with
+// the engine idle no later batch would reveal the gap. It asks the replay
+// socket for anything after the watermark; normally the answer is empty.
+func (st *stream) tailProbe() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	s := &st.s
+	if s.closed || !s.probeArmed || s.replaying || !s.has || st.coolingLocked() {
+		return
+	}
+	s.probeArmed = false
+	st.startReplayLocked(s.applied+1, replayTail, 0)
+}
