@@ -188,3 +188,36 @@ func TestPoolInteropModelFromReplayTopic(t *testing.T) {
 	requireHeldLogs(t, ix, pyID, 0, early, logs)
 	require.Zero(t, counter(p.Metrics().MessagesReceived, pyID), "nothing arrived live")
 }
+
+// A libzmq replay socket answering a gap with a batch at sequence 2^62: the
+// batch is rejected as a protocol error, the watermark stays with the live
+// stream and later live messages are applied (before, all of them were
+// skipped without a counter).
+func TestPoolInteropBogusReplaySequenceRejected(t *testing.T) {
+	pytest.Require(t)
+	defer leakcheck.Check(t)()
+	py := pytest.Start(t, pytest.Config{Replay: true})
+	defer py.Stop()
+	ix := newPoolIndex(t)
+	p, logs := newTestPool(t, PoolConfig{TailProbeDelay: -1}, ix)
+	defer p.Close()
+	require.NoError(t, p.Ensure(Endpoint{ID: pyID, EventsAddress: py.PubAddr, ReplayAddress: py.ReplayAddr}))
+	base := pyPublishUntilReceived(t, p, py, pyID, 0)
+	waitAppliedLogs(t, p, pyID, base, logs)
+	_, err := py.Command("skip 1") // a lost batch the buffer does not hold
+	require.NoError(t, err)
+	_, err = py.Command("bogus 4611686018427387904")
+	require.NoError(t, err)
+	_, err = py.Command("replay-mode normal")
+	require.NoError(t, err)
+	// The buffer now ends at 2^62; live sequences go on from base+2.
+	last := pyPublish(t, py, 3)
+	m := p.Metrics()
+	require.Eventually(t, func() bool { return counter(m.ZMQErrors, pyID, opReplayProtocol) >= 1 },
+		poolWait, poolTick, logs.String())
+	require.Eventually(t, func() bool {
+		st, _ := p.Status(pyID)
+		return st.HasApplied && st.Applied == last && !st.Replaying
+	}, poolWait, poolTick, logs.String())
+	require.True(t, lifeHeld(ix, pyID, last, 0) == poolBlocks, "the live stream is indexed")
+}

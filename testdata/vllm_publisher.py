@@ -52,6 +52,8 @@ line ({"ok": true, ...} or {"ok": false, "error": ...}):
   layout current | legacy
   status               next_seq, buffered, replay_requests, invalid_requests,
                        subscribers (connections whose handshake completed)
+  bogus SEQ            buffer one generated batch at sequence SEQ for replay
+                       only (a broken or hostile replay socket)
   burst N              publish N batches as fast as possible (with a small
                        --hwm, libzmq drops what the subscriber cannot take)
   restart K            close both sockets, rebind the same ports, start again
@@ -298,6 +300,12 @@ class Publisher:
             n = int(rest[0]) if rest else 1
             seqs = [self.publish(self.batch(), send=(cmd != "hide")) for _ in range(n)]
             return {"ok": True, "first": seqs[0] if seqs else None, "last": seqs[-1] if seqs else None}
+        if cmd == "bogus":
+            seq = int(rest[0])
+            with self.lock:
+                self.buffer.append((seq, generated_batch(seq % 1000000, a.blocks, a.block_size, self.life,
+                                                         a.batch_shape)))
+            return {"ok": True, "first": seq, "last": seq}
         if cmd == "restart":
             seqs = self.restart(int(rest[0]) if rest else 0)
             return {"ok": True, "first": seqs[0] if seqs else None, "last": seqs[-1] if seqs else None,
