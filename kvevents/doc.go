@@ -148,7 +148,7 @@
 // messages, and its failure logs are rate-limited.
 //
 // When a stream goes quiet after traffic, its replay socket is asked once
-// (PoolConfig.TailProbeDelay, default 500 ms) for anything after the
+// (PoolConfig.TailProbeDelay, default 1 s) for anything after the
 // watermark: batches a publisher's high-water mark dropped at the end of a
 // burst are repaired then, not at the engine's next batch. After every
 // reconnect the stream replays from its watermark itself and compares the

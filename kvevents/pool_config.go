@@ -30,7 +30,7 @@ const (
 	DefaultHeartbeatTimeout  = 5 * time.Second
 	// DefaultTailProbeDelay: a stream that goes quiet after traffic is
 	// probed once, this long after its last message.
-	DefaultTailProbeDelay = 500 * time.Millisecond
+	DefaultTailProbeDelay = time.Second
 	// DefaultReplayLookahead bounds replayed sequences beyond what the live
 	// stream has shown (vLLM buffers 10,000 batches by default).
 	DefaultReplayLookahead = 10000
@@ -114,7 +114,7 @@ type PoolConfig struct {
 	IdleTimeout time.Duration `json:"idleTimeout"`
 	// TailProbeDelay: when a stream with a replay address goes quiet after
 	// traffic, its replay socket is asked once, this long after the last
-	// message (default "500ms"; negative disables), for anything after the
+	// message (default "1s"; negative disables), for anything after the
 	// watermark. A publisher's HWM can drop the last batches of a burst, and
 	// nothing else would notice before the engine's next batch.
 	TailProbeDelay time.Duration `json:"tailProbeDelay"`
