@@ -98,6 +98,16 @@ func TestPoolInteropPublisherKilledAndRestarted(t *testing.T) {
 	py2 := pytest.Start(t, pytest.Config{Replay: true, PubPort: py.PubPort, ReplayPort: py.ReplayPort})
 	defer py2.Stop()
 	m := p.Metrics()
+	// Publish only once the subscriber is back. The generator makes batch s
+	// identical across processes, so a new process that got past the old
+	// watermark before the re-dial would be indistinguishable from the old
+	// one (which made this test fail under load: the re-dial took longer
+	// than 41 publishes); TestPoolInteropFastRestartPastWatermark covers a
+	// restart with different batches.
+	require.Eventually(t, func() bool {
+		st, err := py2.Status()
+		return err == nil && st.Subscribers == 1
+	}, poolWait, poolTick, "the subscriber never came back: %s", logs)
 	var last uint64
 	require.Eventually(t, func() bool {
 		last = pyPublish(t, py2, 1)
