@@ -20,7 +20,7 @@ import (
 func TestInteropLibzmqPublisherThroughGuard(t *testing.T) {
 	pytest.Require(t)
 	defer leakcheck.Check(t)()
-	p := pytest.Start(t, pytest.Config{HeartbeatIvl: 100 * time.Millisecond})
+	p := pytest.Start(t, pytest.Config{HeartbeatIvl: 300 * time.Millisecond})
 	defer p.Stop()
 
 	s := NewSub(context.Background(), Options{IdleTimeout: 5 * time.Second}, nil)
@@ -64,13 +64,15 @@ wait:
 	require.Len(t, r.m.Frames[1], 8)
 	require.True(t, bytes.Equal(payload, r.m.Frames[2]))
 
-	// libzmq pings every 100 ms and drops a peer silent for 300 ms after a
+	// libzmq pings every 300 ms and drops a peer silent for 900 ms after a
 	// PING (HEARTBEAT_TIMEOUT = 3 × IVL). The guard answers each PING with
-	// PONG, so the connection survives many timeouts: 30 PINGs (skipped by
-	// Recv) arrive on the same connection and the next message is received.
-	// Before PONG answering this failed with EOF after ~300 ms.
+	// PONG as it reads it, so the connection survives many timeouts: 12
+	// PINGs (skipped by Recv) arrive on the same connection and the next
+	// message is received. Before PONG answering this failed with EOF after
+	// one timeout. (A 100 ms interval, 300 ms timeout, also failed with two
+	// suites running: the reader was descheduled past libzmq's deadline.)
 	pings := r.skipped
-	for pings < 30 {
+	for pings < 12 {
 		m, err := s.Recv()
 		require.NoError(t, err, "libzmq dropped the subscriber after %d PINGs", pings)
 		if IsCommand(m) {
