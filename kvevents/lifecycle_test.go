@@ -219,7 +219,7 @@ func TestStreamReplayStarvedForSlotCutShort(t *testing.T) {
 	slow, stop := startSilentRouter(t)
 	defer stop()
 	lim := replay.NewLimiter(1)
-	hog, err := replay.NewClient(replay.ClientConfig{Limiter: lim, IdleTimeout: time.Minute})
+	hog, err := replay.NewClient(replay.ClientConfig{Limiter: lim, IdleTimeout: time.Minute}, replay.Options{})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	hogDone := make(chan struct{})
@@ -308,7 +308,7 @@ func TestPoolQuietRecycleCountsNothing(t *testing.T) {
 	defer pub.Close()
 	logs := &logBuffer{}
 	p, err := NewPool(PoolConfig{HeartbeatInterval: -1, IdleTimeout: 150 * time.Millisecond, TailProbeDelay: -1},
-		ix, nil, debugLogger(logs))
+		ix, Options{Logger: debugLogger(logs)})
 	require.NoError(t, err)
 	defer p.Close()
 	const id = "127.0.0.1:8000"
@@ -349,7 +349,7 @@ func TestSupervisorBackoffNotResetByEmptySessions(t *testing.T) {
 	defer func() { _ = l.Close(); <-done }()
 	ix := newPoolIndex(t)
 	logs := &logBuffer{}
-	p, err := NewPool(PoolConfig{MinBackoff: 5 * time.Millisecond, MaxBackoff: 40 * time.Millisecond}, ix, nil, debugLogger(logs))
+	p, err := NewPool(PoolConfig{MinBackoff: 5 * time.Millisecond, MaxBackoff: 40 * time.Millisecond}, ix, Options{Logger: debugLogger(logs)})
 	require.NoError(t, err)
 	defer p.Close()
 	const id = "127.0.0.1:8000"
@@ -425,7 +425,7 @@ func TestPoolModelFromReplayTopic(t *testing.T) {
 func TestStreamLegacyReplayWaitsForModel(t *testing.T) {
 	defer leakcheck.Check(t)()
 	buf := replay.NewBuffer(100)
-	srv, err := replay.NewServer(buf, replay.ServerConfig{Addr: "127.0.0.1:0", Layout: replay.LayoutLegacy})
+	srv, err := replay.NewServer(replay.ServerConfig{Addr: "127.0.0.1:0", Layout: replay.LayoutLegacy}, buf, replay.Options{})
 	require.NoError(t, err)
 	defer srv.Close()
 	f := newSeqFixture(t, PoolConfig{TailProbeDelay: -1}, 0, srv.Endpoint())

@@ -383,7 +383,7 @@ func TestClientConfigValidate(t *testing.T) {
 // incremented after the END write returned, so a fast client saw 2 of 3.
 func TestServerStatsCountedBeforeReplyArrives(t *testing.T) {
 	defer leakcheck.Check(t)()
-	srv, err := NewServer(filledBuffer(0, 0, 3), ServerConfig{Addr: "127.0.0.1:0"})
+	srv, err := NewServer(ServerConfig{Addr: "127.0.0.1:0"}, filledBuffer(0, 0, 3), Options{})
 	require.NoError(t, err)
 	defer srv.Close()
 	cl := newClient(t, ClientConfig{})
