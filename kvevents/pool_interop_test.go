@@ -2,6 +2,7 @@ package kvevents
 
 import (
 	"net"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -291,5 +292,36 @@ func TestPoolInteropEngineHeartbeatsAnswered(t *testing.T) {
 	require.Zero(t, counter(m.SequenceGaps, pyID), "every batch arrived on the one connection")
 	requireHeldLogs(t, ix, pyID, first, last, logs)
 	require.Zero(t, counter(m.Dropped, pyID, DropMalformed), "PINGs must not look like events")
+	require.NoError(t, p.Close())
+}
+
+// vLLM with data parallelism in bind mode: every rank shares one topic and
+// connects to the router's bind port + its rank (vLLM offsets the connect
+// endpoint too). With BindRanks the pool binds both ports and keeps the
+// ranks apart, each keyed as its own endpoint.
+func TestPoolInteropBindModeDataParallelConnectOffset(t *testing.T) {
+	pytest.Require(t)
+	defer leakcheck.Check(t)()
+	ix := newPoolIndex(t)
+	port := freePortPair(t)
+	p, _ := newTestPool(t, PoolConfig{BindAddress: "127.0.0.1:" + strconv.Itoa(port), BindRanks: 2}, ix)
+	defer p.Close()
+	require.Eventually(t, func() bool { a := p.BindAddrs(); return a[0] != "" && a[1] != "" }, poolWait, poolTick)
+	const rank0, rank1 = "127.0.0.1:8000", "127.0.0.1:8001"
+	require.NoError(t, p.Ensure(Endpoint{ID: rank0}))
+	require.NoError(t, p.Ensure(Endpoint{ID: rank1, Rank: 1}))
+	topic := "kv@" + rank0 + "@" + poolModel // one topic for both ranks, as vLLM sends
+	base := "tcp://127.0.0.1:" + strconv.Itoa(port)
+	r0 := pytest.Start(t, pytest.Config{Connect: base, Topic: topic})
+	defer r0.Stop()
+	r1 := pytest.Start(t, pytest.Config{Connect: base, DPRank: 1, Topic: topic, StartSeq: 1000})
+	defer r1.Stop()
+	require.Equal(t, "tcp://127.0.0.1:"+strconv.Itoa(port+1), r1.PubAddr, "rank 1 connects to the bind port + 1")
+
+	last0 := pyPublishUntilReceived(t, p, r0, rank0, 0)
+	last1 := pyPublishUntilReceived(t, p, r1, rank1, 1000)
+	waitApplied(t, p, rank0, last0)
+	waitApplied(t, p, rank1, last1)
+	require.ElementsMatch(t, []string{rank0, rank1}, p.Endpoints())
 	require.NoError(t, p.Close())
 }

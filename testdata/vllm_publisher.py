@@ -158,8 +158,10 @@ class Publisher:
         self.monitor = self.pub.get_monitor_socket(
             zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED)
         if args.connect:
-            self.pub.connect(args.connect)
-            self.pub_addr = args.connect
+            # vLLM offsets the publisher's endpoint port by the data-parallel
+            # rank, the connect endpoint too: rank r connects to port + r.
+            self.pub_addr = offset_port(args.connect, args.dp_rank)
+            self.pub.connect(self.pub_addr)
         else:
             self.pub_addr = self.bind(self.pub, pub_port)
 
@@ -346,10 +348,20 @@ class Publisher:
         self.ctx.term()
 
 
+def offset_port(endpoint, rank):
+    """Return endpoint ("tcp://host:port") with its port offset by rank."""
+    if rank == 0:
+        return endpoint
+    host, port = endpoint.rsplit(":", 1)
+    return "%s:%d" % (host, int(port) + rank)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--pub-port", type=int, default=0, help="PUB port on 127.0.0.1 (0 = random)")
     p.add_argument("--connect", default="", help="connect the PUB to this endpoint instead of binding")
+    p.add_argument("--dp-rank", type=int, default=0,
+                   help="data-parallel rank: like vLLM, the --connect endpoint's port is offset by it")
     p.add_argument("--replay", action="store_true", help="serve replays on a ROUTER")
     p.add_argument("--replay-port", type=int, default=0, help="ROUTER port on 127.0.0.1 (0 = random)")
     p.add_argument("--layout", choices=["current", "legacy"], default="current")

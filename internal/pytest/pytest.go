@@ -79,6 +79,7 @@ func ScriptPath() string {
 type Config struct {
 	PubPort      int           // PUB port on 127.0.0.1 (0 = random); reuse it to restart on the same port
 	Connect      string        // connect the PUB to this endpoint (kvroute binds) instead of binding
+	DPRank       int           // data-parallel rank: the Connect endpoint's port is offset by it, as vLLM does
 	Replay       bool          // serve replays on a ROUTER
 	ReplayPort   int           // ROUTER port (0 = random)
 	Layout       string        // "current" (default) or "legacy" replay replies
@@ -101,6 +102,9 @@ func (c Config) args() []string {
 	}
 	if c.Connect != "" {
 		add("--connect", c.Connect)
+	}
+	if c.DPRank != 0 {
+		add("--dp-rank", strconv.Itoa(c.DPRank))
 	}
 	if c.Replay {
 		a = append(a, "--replay")
