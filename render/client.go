@@ -17,10 +17,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Transport limits of the render client (llm-d router values).
+// Transport limits of the render client.
 const (
-	maxIdleConnsPerHost = 16
-	idleConnTimeout     = 90 * time.Second
+	idleConnTimeout = 90 * time.Second
 	// failureLogInterval rate-limits the failure log line.
 	failureLogInterval = 10 * time.Second
 	// maxStatusBody is how much of a non-2xx body is read to classify it.
@@ -73,7 +72,7 @@ func New(cfg Config, opts Options) (*Client, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	c := &Client{cfg: cfg, metrics: m, log: logger, now: time.Now}
-	c.transport = newTransport(opts.TLSConfig)
+	c.transport = newTransport(opts.TLSConfig, cfg.MaxIdleConnsPerHost)
 	c.http = &http.Client{
 		Transport: c.transport,
 		// Render routes do not redirect; a 3xx is reported as a status.
@@ -88,10 +87,10 @@ func New(cfg Config, opts Options) (*Client, error) {
 	return c, nil
 }
 
-// newTransport builds the HTTP/1.1-only transport: up to 16 idle connections
-// per host, no global cap, 90 s idle timeout, no proxy (renderers are
-// in-cluster).
-func newTransport(tlsConfig *tls.Config) *http.Transport {
+// newTransport builds the HTTP/1.1-only transport: up to idlePerHost idle
+// connections per host, no global cap, 90 s idle timeout, no proxy
+// (renderers are in-cluster).
+func newTransport(tlsConfig *tls.Config, idlePerHost int) *http.Transport {
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
 	d := &net.Dialer{KeepAlive: 30 * time.Second}
@@ -101,7 +100,7 @@ func newTransport(tlsConfig *tls.Config) *http.Transport {
 		TLSClientConfig:     tlsConfig,
 		TLSHandshakeTimeout: 10 * time.Second,
 		MaxIdleConns:        0,
-		MaxIdleConnsPerHost: maxIdleConnsPerHost,
+		MaxIdleConnsPerHost: idlePerHost,
 		IdleConnTimeout:     idleConnTimeout,
 	}
 }

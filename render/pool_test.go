@@ -1,0 +1,114 @@
+package render
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/internal/leakcheck"
+)
+
+// barrierRenderer is a renderer that holds every request until n of them
+// are in flight at once, so that each round of n concurrent renders needs n
+// connections at the same moment. It counts the TCP connections it accepts.
+// Close it before checking for leaks.
+type barrierRenderer struct {
+	*httptest.Server
+	n        int
+	accepted atomic.Int64
+
+	mu      sync.Mutex
+	arrived int
+	release chan struct{}
+}
+
+func newBarrierRenderer(n int) *barrierRenderer {
+	b := &barrierRenderer{n: n, release: make(chan struct{})}
+	b.Server = httptest.NewUnstartedServer(http.HandlerFunc(b.serve))
+	b.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			b.accepted.Add(1)
+		}
+	}
+	b.Start()
+	return b
+}
+
+func (b *barrierRenderer) serve(w http.ResponseWriter, r *http.Request) {
+	b.mu.Lock()
+	ch := b.release
+	if b.arrived++; b.arrived == b.n {
+		close(ch)
+		b.arrived, b.release = 0, make(chan struct{})
+	}
+	b.mu.Unlock()
+	select {
+	case <-ch:
+	case <-r.Context().Done():
+		return
+	}
+	vllmRender(w, r)
+}
+
+// renderRounds runs rounds of n concurrent renders through c.
+func renderRounds(t *testing.T, c *Client, n, rounds int) {
+	t.Helper()
+	for range rounds {
+		var wg sync.WaitGroup
+		errs := make(chan error, n)
+		for range n {
+			wg.Go(func() {
+				if _, err := c.Render(context.Background(), completions("hello")); err != nil {
+					errs <- err
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			require.NoError(t, err)
+		}
+	}
+}
+
+// At 64 concurrent renders on one host, every connection goes back to the
+// idle pool: the client opens 64 connections in the first round and none
+// after (an idle cap of 16 per host closed 48 and redialed them every round).
+func TestRenderKeepsOneConnectionPerConcurrentCall(t *testing.T) {
+	defer leakcheck.Check(t)()
+	const n, rounds = 64, 5
+	s := newBarrierRenderer(n)
+	defer s.Close()
+	cfg := DefaultConfig()
+	cfg.URL = s.URL
+	c, err := New(cfg, Options{})
+	require.NoError(t, err)
+	defer c.Close()
+
+	renderRounds(t, c, n, rounds)
+	require.Equal(t, int64(n), s.accepted.Load(), "connections accepted over %d rounds of %d concurrent renders", rounds, n)
+}
+
+// A smaller MaxIdleConnsPerHost is honoured: connections beyond it are
+// closed after each round and redialed in the next.
+func TestRenderMaxIdleConnsPerHostCapsThePool(t *testing.T) {
+	defer leakcheck.Check(t)()
+	const n, rounds, idle = 8, 3, 2
+	s := newBarrierRenderer(n)
+	defer s.Close()
+	cfg := DefaultConfig()
+	cfg.URL = s.URL
+	cfg.MaxIdleConnsPerHost = idle
+	c, err := New(cfg, Options{})
+	require.NoError(t, err)
+	defer c.Close()
+
+	renderRounds(t, c, n, rounds)
+	require.Equal(t, int64(n+(rounds-1)*(n-idle)), s.accepted.Load())
+}
