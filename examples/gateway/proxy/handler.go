@@ -24,6 +24,13 @@ import (
 // upload.
 const DefaultMaxBodyBytes = 32 << 20
 
+// DefaultMaxIdleConnsPerHost is the default idle-connection cap per engine
+// of the Handler's own transport. The pool only ever holds as many
+// connections as were in flight to an engine at once, so a cap above the
+// offered concurrency costs nothing at low load and keeps a busy gateway
+// from closing and redialing connections after every burst.
+const DefaultMaxIdleConnsPerHost = 1024
+
 // Config configures a Handler.
 type Config struct {
 	// Model is the base model name the engines serve. A request whose body
@@ -33,6 +40,12 @@ type Config struct {
 	// MaxBodyBytes limits the request body; a larger body is answered 413.
 	// 0 means DefaultMaxBodyBytes.
 	MaxBodyBytes int64 `json:"maxBodyBytes"`
+	// MaxIdleConnsPerHost caps the idle keep-alive connections the
+	// Handler's own transport keeps per engine (unused with
+	// Options.Transport). Size it at or above the peak concurrent requests
+	// per engine; below that, connections are closed after a burst and
+	// redialed in the next one. 0 means DefaultMaxIdleConnsPerHost.
+	MaxIdleConnsPerHost int `json:"maxIdleConnsPerHost"`
 }
 
 // Options are a Handler's dependencies.
@@ -75,6 +88,12 @@ func New(cfg Config, picker kvroute.Picker, opts Options) (*Handler, error) {
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	if cfg.MaxIdleConnsPerHost < 0 {
+		return nil, fmt.Errorf("proxy: maxIdleConnsPerHost %d is negative", cfg.MaxIdleConnsPerHost)
+	}
+	if cfg.MaxIdleConnsPerHost == 0 {
+		cfg.MaxIdleConnsPerHost = DefaultMaxIdleConnsPerHost
+	}
 	h := &Handler{cfg: cfg, picker: picker, transport: opts.Transport, log: opts.Logger, now: opts.Now}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
@@ -83,7 +102,7 @@ func New(cfg Config, picker kvroute.Picker, opts Options) (*Handler, error) {
 		h.now = time.Now
 	}
 	if h.transport == nil {
-		h.ownsTr = newTransport()
+		h.ownsTr = newTransport(cfg.MaxIdleConnsPerHost)
 		h.transport = h.ownsTr
 	}
 	var err error
@@ -96,14 +115,15 @@ func New(cfg Config, picker kvroute.Picker, opts Options) (*Handler, error) {
 }
 
 // newTransport returns the upstream transport: keep-alive connections to the
-// engines, no HTTP/2 (engines speak HTTP/1.1) and no transparent gzip (the
-// client's Accept-Encoding passes through and the body is copied as is).
-func newTransport() *http.Transport {
+// engines (up to idlePerHost idle per engine, no global cap), no HTTP/2
+// (engines speak HTTP/1.1) and no transparent gzip (the client's
+// Accept-Encoding passes through and the body is copied as is).
+func newTransport(idlePerHost int) *http.Transport {
 	return &http.Transport{
 		Proxy:               nil,
 		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:        1024,
-		MaxIdleConnsPerHost: 256,
+		MaxIdleConns:        0,
+		MaxIdleConnsPerHost: idlePerHost,
 		IdleConnTimeout:     90 * time.Second,
 		DisableCompression:  true,
 		ForceAttemptHTTP2:   false,
