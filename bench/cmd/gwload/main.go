@@ -1,0 +1,246 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/examples/gateway/proxy"
+)
+
+func main() {
+	if ok, err := runRole(); ok {
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "gwload child:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return
+		}
+		fmt.Fprintln(os.Stderr, "gwload:", err)
+		os.Exit(1)
+	}
+}
+
+// options are the command's flags.
+type options struct {
+	out          string
+	conc         []int
+	targets      []string
+	window       time.Duration
+	warmup       time.Duration
+	prefixTokens int
+	model        string
+	profileConc  int
+	fleet        int
+	fleetRate    float64
+	fleetWindow  time.Duration
+}
+
+// Targets of the load.
+const (
+	targetDirect     = "direct"      // the load generator spreads requests over the engines itself
+	targetPrecise    = "precise"     // through the gateway with precise prefix-cache routing
+	targetRoundRobin = "round-robin" // through the gateway, cache-blind (no render, no routing)
+)
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("gwload", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var conc, targets string
+	fs.StringVar(&o.out, "out", "out", "output directory for gwload.md and the gateway's CPU profile")
+	fs.StringVar(&conc, "concurrency", "4,16,64,256", "comma-separated numbers of concurrent closed-loop clients")
+	fs.StringVar(&targets, "targets", "direct,precise,round-robin", "comma-separated targets: direct, precise, round-robin")
+	fs.DurationVar(&o.window, "duration", 5*time.Second, "measured window per cell")
+	fs.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured load before each window")
+	fs.IntVar(&o.prefixTokens, "prefix-tokens", 2000, "tokens of the prompt prefix every request shares")
+	fs.StringVar(&o.model, "model", "sim-model", "model the engines serve")
+	fs.IntVar(&o.profileConc, "profile", 64, "write the precise gateway's CPU profile of this concurrency's window (0: none)")
+	fs.IntVar(&o.fleet, "fleet", 0, "instead of the HTTP load, measure an event pool subscribed to this many KV-event publishers")
+	fs.Float64Var(&o.fleetRate, "fleet-rate", 10, "messages per second each fleet publisher sends")
+	fs.DurationVar(&o.fleetWindow, "fleet-duration", 20*time.Second, "measured window of the fleet run")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	for s := range strings.SplitSeq(conc, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			return o, fmt.Errorf("--concurrency: %q is not a positive integer", s)
+		}
+		o.conc = append(o.conc, n)
+	}
+	for s := range strings.SplitSeq(targets, ",") {
+		switch s = strings.TrimSpace(s); s {
+		case targetDirect, targetPrecise, targetRoundRobin:
+			o.targets = append(o.targets, s)
+		default:
+			return o, fmt.Errorf("--targets: unknown target %q", s)
+		}
+	}
+	switch {
+	case o.window <= 0 || o.warmup < 0:
+		return o, errors.New("--duration must be > 0 and --warmup >= 0")
+	case o.prefixTokens < 1:
+		return o, errors.New("--prefix-tokens must be >= 1")
+	case o.fleet < 0 || o.fleetRate <= 0 || o.fleetWindow <= 0:
+		return o, errors.New("--fleet must be >= 0, --fleet-rate and --fleet-duration > 0")
+	}
+	return o, nil
+}
+
+func run(args []string, stdout, stderr io.Writer) error {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return err
+	}
+	if o.fleet > 0 {
+		return runFleet(o, stdout)
+	}
+	env := captureEnv()
+	cells, err := runCells(o, stderr)
+	env.finish()
+	if err != nil {
+		return err
+	}
+	md := renderReport(o, env, cells)
+	path := filepath.Join(o.out, "gwload.md")
+	if err := os.WriteFile(path, []byte(md), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprint(stdout, md)
+	fmt.Fprintf(stderr, "gwload: wrote %s\n", path)
+	return nil
+}
+
+// cell is one (target, concurrency) measurement.
+type cell struct {
+	Target      string
+	Conc        int
+	Res         loadResult
+	GatewayCPU  time.Duration // the gateway process over the window (0 for direct)
+	EnginesCPU  time.Duration // both engine processes
+	LoadGenCPU  time.Duration // this process
+	TimeWaitNew int           // TIME_WAIT sockets to the engines' ports, end minus start
+}
+
+// runCells starts two engines, then for each target its gateway (if any),
+// and measures every concurrency.
+func runCells(o options, log io.Writer) (cells []cell, err error) {
+	var engines []*child
+	defer func() {
+		for _, e := range engines {
+			err = errors.Join(err, e.stop())
+		}
+	}()
+	var eps []kvroute.Endpoint
+	ports := map[int]bool{}
+	var direct []string
+	for i := range 2 {
+		e, err := startChild(fmt.Sprintf("engine %d", i), "engine", engineArgs{Model: o.model})
+		if err != nil {
+			return nil, err
+		}
+		engines = append(engines, e)
+		var r engineReady
+		if err := json.Unmarshal(e.ready, &r); err != nil {
+			return nil, err
+		}
+		eps = append(eps, kvroute.Endpoint{ID: r.ID, EventsAddress: r.Events})
+		direct = append(direct, "http://"+r.ID)
+		_, p, _ := net.SplitHostPort(r.ID)
+		n, _ := strconv.Atoi(p)
+		ports[n] = true
+	}
+	maxConc := 0
+	for _, c := range o.conc {
+		maxConc = max(maxConc, c)
+	}
+	for _, target := range o.targets {
+		var gw *child
+		targets := direct
+		if target != targetDirect {
+			gw, err = startChild("gateway "+target, "gateway", gatewayArgs{Policy: proxy.Policy(target), Model: o.model, Endpoints: eps})
+			if err != nil {
+				return cells, err
+			}
+			var r gatewayReady
+			if err := json.Unmarshal(gw.ready, &r); err != nil {
+				return cells, errors.Join(err, gw.stop())
+			}
+			targets = []string{r.URL}
+		}
+		g := newLoadGen(o.model, o.prefixTokens, maxConc)
+		for _, conc := range o.conc {
+			c := cell{Target: target, Conc: conc}
+			var gw0, en0, self0 time.Duration
+			var tw0 int
+			profile := gw != nil && target == targetPrecise && conc == o.profileConc
+			sample := func() (gwc, enc, self time.Duration) {
+				if gw != nil {
+					gwc, _ = gw.cpu()
+				}
+				for _, e := range engines {
+					d, _ := e.cpu()
+					enc += d
+				}
+				self, _ = procCPU("self")
+				return
+			}
+			c.Res = g.run(targets, conc, o.warmup, o.window, func(start bool) {
+				if start {
+					if profile {
+						_ = gw.call("profile "+filepath.Join(o.out, fmt.Sprintf("gateway-precise-c%d.pprof", conc)), nil)
+					}
+					gw0, en0, self0 = sample()
+					tw0 = timeWaitTo(ports)
+					return
+				}
+				gw1, en1, self1 := sample()
+				c.GatewayCPU, c.EnginesCPU, c.LoadGenCPU = gw1-gw0, en1-en0, self1-self0
+				c.TimeWaitNew = timeWaitTo(ports) - tw0
+				if profile {
+					_ = gw.call("unprofile", nil)
+				}
+			})
+			fmt.Fprintf(log, "gwload: %-11s c=%-3d %8.0f req/s  p50 %6.2f ms  p99 %6.2f ms  errors %d  gateway CPU %.3f ms/req\n",
+				target, conc, c.Res.RPS(), ms(c.Res.P50), ms(c.Res.P99), c.Res.Errors, perReq(c.GatewayCPU, c.Res.Requests))
+			cells = append(cells, c)
+		}
+		g.close()
+		if gw != nil {
+			if err := gw.stop(); err != nil {
+				return cells, err
+			}
+		}
+	}
+	return cells, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// perReq returns d per request in milliseconds.
+func perReq(d time.Duration, n int) float64 {
+	if n == 0 {
+		return 0
+	}
+	return ms(d) / float64(n)
+}

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// runEnv describes the machine and its load around a run.
+type runEnv struct {
+	Start      time.Time
+	CPU        string
+	NumCPU     int
+	GOMAXPROCS int
+	Go         string
+	LoadBefore string
+	LoadAfter  string
+}
+
+func captureEnv() *runEnv {
+	e := &runEnv{Start: time.Now().UTC(), NumCPU: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0),
+		Go: runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH, LoadBefore: loadAvg(), CPU: "unknown"}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "model name"); ok {
+				e.CPU = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	return e
+}
+
+func (e *runEnv) finish() { e.LoadAfter = loadAvg() }
+
+// loadAvg returns the 1-minute load average from /proc/loadavg.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return "?"
+	}
+	return f[0]
+}
+
+// loaded reports whether a 1-minute load average is above half the CPUs.
+func (e *runEnv) loaded() bool {
+	var a, b float64
+	fmt.Sscan(e.LoadBefore, &a)
+	fmt.Sscan(e.LoadAfter, &b)
+	return max(a, b) > float64(e.NumCPU)/2
+}
+
+func (e *runEnv) header(b *strings.Builder, command string) {
+	fmt.Fprintf(b, "Produced by `%s` on %s.\n\n", command, e.Start.Format("2006-01-02 15:04 UTC"))
+	if e.loaded() {
+		fmt.Fprintf(b, "> **The machine was shared while this ran** (1-minute load average %s before and %s after, on %d CPUs): other processes competed for the same cores, so absolute figures are pessimistic; compare rows of this one run.\n\n",
+			e.LoadBefore, e.LoadAfter, e.NumCPU)
+	}
+	fmt.Fprintf(b, "| | |\n|---|---|\n| CPU | %s (%d logical CPUs) |\n| GOMAXPROCS | %d in every process |\n| Go | %s |\n| Load average (1 min) | %s before, %s after |\n\n",
+		e.CPU, e.NumCPU, e.GOMAXPROCS, e.Go, e.LoadBefore, e.LoadAfter)
+}
+
+func renderReport(o options, e *runEnv, cells []cell) string {
+	var b strings.Builder
+	b.WriteString("# Gateway path under load\n\n")
+	e.header(&b, "go run ./bench/cmd/gwload "+strings.Join(os.Args[1:], " "))
+	fmt.Fprintf(&b, "Two simulated vLLM engines (`examples/simengine`, steps ×0.001, KV events on), each in its own process; "+
+		"the gateway (`examples/gateway/proxy`) in another; the closed-loop load generator in this one. "+
+		"Every request is a completions request with a %d-token shared prefix, a unique suffix and `max_tokens` 1. "+
+		"`direct` spreads requests over the engines in turn; `precise` goes through the gateway with precise prefix-cache routing "+
+		"(render on the engines, KV-event index); `round-robin` goes through the gateway without render or routing. "+
+		"%v of load before each %v window; CPU is each process's user + system time over the window (/proc/<pid>/stat), divided by the requests completed in it. "+
+		"TIME_WAIT is the change in TCP sockets to the engines' ports in TIME_WAIT over the window (closed connections: churn).\n\n",
+		o.prefixTokens, o.warmup, o.window)
+	b.WriteString("| target | concurrency | requests/s | p50 | p99 | errors | gateway CPU/req | engines CPU/req | load-gen CPU/req | TIME_WAIT Δ |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, c := range cells {
+		gw := "—"
+		if c.Target != targetDirect {
+			gw = fmt.Sprintf("%.3f ms", perReq(c.GatewayCPU, c.Res.Requests))
+		}
+		fmt.Fprintf(&b, "| %s | %d | %.0f | %.2f ms | %.2f ms | %d | %s | %.3f ms | %.3f ms | %d |\n",
+			c.Target, c.Conc, c.Res.RPS(), ms(c.Res.P50), ms(c.Res.P99), c.Res.Errors, gw,
+			perReq(c.EnginesCPU, c.Res.Requests), perReq(c.LoadGenCPU, c.Res.Requests), c.TimeWaitNew)
+	}
+	// Through-the-gateway against direct, per concurrency.
+	byKey := map[string]cell{}
+	for _, c := range cells {
+		byKey[fmt.Sprint(c.Target, c.Conc)] = c
+	}
+	var rows []string
+	for _, conc := range o.conc {
+		d, ok := byKey[fmt.Sprint(targetDirect, conc)]
+		if !ok {
+			continue
+		}
+		for _, t := range []string{targetPrecise, targetRoundRobin} {
+			g, ok := byKey[fmt.Sprint(t, conc)]
+			if !ok || d.Res.RPS() == 0 {
+				continue
+			}
+			rows = append(rows, fmt.Sprintf("| %s | %d | %.2f | %+.2f ms | %+.2f ms |", t, conc, g.Res.RPS()/d.Res.RPS(),
+				ms(g.Res.P50-d.Res.P50), ms(g.Res.P99-d.Res.P99)))
+		}
+	}
+	if len(rows) > 0 {
+		b.WriteString("\nThrough the gateway against direct, same run:\n\n| target | concurrency | requests/s ÷ direct | added p50 | added p99 |\n|---|---:|---:|---:|---:|\n")
+		b.WriteString(strings.Join(rows, "\n") + "\n")
+	}
+	if o.profileConc > 0 {
+		fmt.Fprintf(&b, "\nThe precise gateway's CPU profile of the concurrency-%d window is `gateway-precise-c%d.pprof` beside this file (`go tool pprof -top` it).\n",
+			o.profileConc, o.profileConc)
+	}
+	return b.String()
+}

@@ -1,0 +1,193 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"runtime/pprof"
+	"strings"
+	"time"
+
+	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/examples/gateway/proxy"
+	"github.com/kvroute/kvroute/examples/simengine/engine"
+	"github.com/kvroute/kvroute/examples/simengine/server"
+)
+
+// runRole runs the child role named by roleEnv and reports whether there
+// was one.
+func runRole() (bool, error) {
+	role := os.Getenv(roleEnv)
+	if role == "" {
+		return false, nil
+	}
+	args := []byte(os.Getenv(argEnv))
+	switch role {
+	case "engine":
+		return true, runEngine(args)
+	case "gateway":
+		return true, runGateway(args)
+	case "pool":
+		return true, runPool(args)
+	}
+	return true, fmt.Errorf("unknown %s %q", roleEnv, role)
+}
+
+// engineArgs configure an engine child.
+type engineArgs struct {
+	Model string `json:"model"`
+}
+
+// engineReady is an engine child's ready line.
+type engineReady struct {
+	ID     string `json:"id"`
+	Events string `json:"events"`
+}
+
+// runEngine serves one fast simulated vLLM (render routes on, KV events on
+// a free loopback port, steps a thousand times shorter than the default)
+// until stdin closes.
+func runEngine(raw []byte) error {
+	var a engineArgs
+	if err := json.Unmarshal(raw, &a); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	id := ln.Addr().String()
+	srv, err := server.New(server.Config{
+		Model:          a.Model,
+		EnableScaleOut: true,
+		Engine:         engine.Config{TimeScale: 1e-3},
+		KVEvents: server.KVEventsConfig{
+			EnableKVCacheEvents: true, Publisher: "zmq",
+			Endpoint: "tcp://127.0.0.1:0", Topic: "kv@" + id + "@" + a.Model,
+		},
+	})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	if err := printJSON(engineReady{ID: id, Events: srv.KVEventsEndpoint()}); err != nil {
+		return err
+	}
+	commandLoop(nil)
+	err = srv.Close()
+	if serr := <-served; serr != nil && !errors.Is(serr, net.ErrClosed) && !strings.Contains(serr.Error(), "closed") {
+		err = errors.Join(err, serr)
+	}
+	return err
+}
+
+// gatewayArgs configure a gateway child.
+type gatewayArgs struct {
+	Policy    proxy.Policy       `json:"policy"`
+	Model     string             `json:"model"`
+	Endpoints []kvroute.Endpoint `json:"endpoints"`
+}
+
+// gatewayReady is a gateway child's ready line.
+type gatewayReady struct {
+	URL string `json:"url"`
+}
+
+// runGateway serves the example gateway (examples/gateway/proxy) in front of
+// the engines until stdin closes. Under the precise policy it waits until
+// its router is subscribed to every engine's KV events.
+func runGateway(raw []byte) error {
+	var a gatewayArgs
+	if err := json.Unmarshal(raw, &a); err != nil {
+		return err
+	}
+	cfg := kvroute.DefaultConfig()
+	cfg.Model = a.Model
+	cfg.Events.Enabled = a.Policy == proxy.PolicyPrecise
+	cfg.Events.Replay = false
+	srv, err := proxy.NewServer(proxy.ServerConfig{
+		Listen: "127.0.0.1:0", Policy: a.Policy, Router: cfg,
+		Proxy: proxy.Config{Model: a.Model}, Endpoints: a.Endpoints,
+	}, nil)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}()
+	if r := srv.Router(); r != nil {
+		deadline := time.Now().Add(30 * time.Second)
+		for _, e := range a.Endpoints {
+			for {
+				if st, ok := r.Events().Status(e.ID); ok && st.Connected {
+					break
+				}
+				if time.Now().After(deadline) {
+					return fmt.Errorf("gateway: not subscribed to %s's KV events within 30 s", e.ID)
+				}
+				time.Sleep(10 * time.Millisecond) // polling a status, not synchronising
+			}
+		}
+	}
+	if err := printJSON(gatewayReady{URL: srv.URL()}); err != nil {
+		return err
+	}
+	commandLoop(nil)
+	return nil
+}
+
+// commandLoop answers stdin commands until stdin closes: "profile <file>"
+// starts a CPU profile, "unprofile" stops it; other commands go to extra
+// (nil: answered with {}). Every command is answered with one JSON line.
+func commandLoop(extra func(cmd string) any) {
+	sc := bufio.NewScanner(os.Stdin)
+	var prof *os.File
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 0 {
+			continue
+		}
+		var ans any = struct{}{}
+		switch {
+		case f[0] == "profile" && len(f) == 2 && prof == nil:
+			var err error
+			if prof, err = os.Create(f[1]); err == nil {
+				if err = pprof.StartCPUProfile(prof); err != nil {
+					prof.Close()
+					prof = nil
+				}
+			}
+			if err != nil {
+				ans = map[string]string{"error": err.Error()}
+			}
+		case f[0] == "unprofile" && prof != nil:
+			pprof.StopCPUProfile()
+			prof.Close()
+			prof = nil
+		case extra != nil:
+			ans = extra(sc.Text())
+		}
+		_ = printJSON(ans)
+	}
+	if prof != nil {
+		pprof.StopCPUProfile()
+		prof.Close()
+	}
+}
+
+func printJSON(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(os.Stdout, "%s\n", b)
+	return err
+}
