@@ -170,15 +170,26 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	writeError(w, kvroute.APICompletions, http.StatusNotFound, "no route for "+r.Method+" "+r.URL.Path)
 }
 
-// bodyFields are the body fields the gateway reads.
-type bodyFields struct {
-	Model string `json:"model"`
+// readBody reads the request body up to limit bytes (a larger body is an
+// *http.MaxBytesError). A declared Content-Length within the limit sizes the
+// buffer at once instead of growing it from 512 bytes by copying.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	rd := http.MaxBytesReader(w, r.Body, limit)
+	if n := r.ContentLength; n > 0 && n <= limit {
+		// The server ends the body at Content-Length, so n bytes are all.
+		buf := make([]byte, n)
+		if _, err := io.ReadFull(rd, buf); err != nil {
+			return nil, err
+		}
+		return buf, nil
+	}
+	return io.ReadAll(rd)
 }
 
 func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api kvroute.API) {
 	start := h.now()
 	am := h.met.byAPI[api]
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
+	body, err := readBody(w, r, h.cfg.MaxBodyBytes)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		switch {
@@ -194,8 +205,8 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api kvr
 		}
 		return
 	}
-	var fields bodyFields
-	if err := json.Unmarshal(body, &fields); err != nil {
+	model, err := bodyModel(body)
+	if err != nil {
 		am.results[ResultBadRequest].Inc()
 		writeError(w, api, http.StatusBadRequest, "the request body is not a JSON object: "+err.Error())
 		return
@@ -209,9 +220,9 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api kvr
 	req := &kvroute.Request{ID: r.Header.Get("X-Request-Id"), API: api, Body: body, Header: r.Header}
 	switch {
 	case h.cfg.Model == "":
-		req.Model = fields.Model
-	case fields.Model != "" && fields.Model != h.cfg.Model:
-		req.LoRA = fields.Model
+		req.Model = model
+	case model != "" && model != h.cfg.Model:
+		req.LoRA = model
 	}
 	d, err := h.picker.Pick(r.Context(), req, eps)
 	am.pick.Observe(h.now().Sub(start).Seconds())
