@@ -20,6 +20,11 @@ import (
 // Transport limits of the render client.
 const (
 	idleConnTimeout = 90 * time.Second
+	// connBufferSize is the transport's read and write buffer per
+	// connection: a 2,000-token render request or response (~12 KiB of
+	// JSON) then goes out with its header in one write and comes back in
+	// one or two reads, instead of the 4 KiB chunks of the default.
+	connBufferSize = 32 << 10
 	// failureLogInterval rate-limits the failure log line.
 	failureLogInterval = 10 * time.Second
 	// maxStatusBody is how much of a non-2xx body is read to classify it.
@@ -88,8 +93,8 @@ func New(cfg Config, opts Options) (*Client, error) {
 }
 
 // newTransport builds the HTTP/1.1-only transport: up to idlePerHost idle
-// connections per host, no global cap, 90 s idle timeout, no proxy
-// (renderers are in-cluster).
+// connections per host, no global cap, 90 s idle timeout, 32 KiB buffers,
+// no proxy (renderers are in-cluster).
 func newTransport(tlsConfig *tls.Config, idlePerHost int) *http.Transport {
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
@@ -102,6 +107,8 @@ func newTransport(tlsConfig *tls.Config, idlePerHost int) *http.Transport {
 		MaxIdleConns:        0,
 		MaxIdleConnsPerHost: idlePerHost,
 		IdleConnTimeout:     idleConnTimeout,
+		WriteBufferSize:     connBufferSize,
+		ReadBufferSize:      connBufferSize,
 	}
 }
 
