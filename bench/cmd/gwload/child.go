@@ -34,12 +34,14 @@ type child struct {
 	ready json.RawMessage
 }
 
-// startChild re-executes this binary as role with args (JSON) and waits
-// for its ready line.
-func startChild(name, role string, args any, extraEnv ...string) (*child, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, err
+// startChild runs exe ("" re-executes this binary) as role with args
+// (JSON) and waits for its ready line.
+func startChild(exe, name, role string, args any, extraEnv ...string) (*child, error) {
+	if exe == "" {
+		var err error
+		if exe, err = os.Executable(); err != nil {
+			return nil, err
+		}
 	}
 	a, err := json.Marshal(args)
 	if err != nil {

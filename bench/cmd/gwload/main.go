@@ -47,6 +47,7 @@ type options struct {
 	fleet        int
 	fleetRate    float64
 	fleetWindow  time.Duration
+	baseline     string
 }
 
 // Targets of the load.
@@ -71,6 +72,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.profileConc, "profile", 64, "write the precise gateway's CPU profile of this concurrency's window (0: none)")
 	fs.IntVar(&o.fleet, "fleet", 0, "instead of the HTTP load, measure an event pool subscribed to this many KV-event publishers")
 	fs.Float64Var(&o.fleetRate, "fleet-rate", 10, "messages per second each fleet publisher sends")
+	fs.StringVar(&o.baseline, "baseline", "", "a gwload binary built from another revision: each gateway target also runs with its gateway from that binary, in the same run (before/after)")
 	fs.DurationVar(&o.fleetWindow, "fleet-duration", 20*time.Second, "measured window of the fleet run")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -155,7 +157,7 @@ func runCells(o options, log io.Writer) (cells []cell, err error) {
 	ports := map[int]bool{}
 	var direct []string
 	for i := range 2 {
-		e, err := startChild(fmt.Sprintf("engine %d", i), "engine", engineArgs{Model: o.model})
+		e, err := startChild("", fmt.Sprintf("engine %d", i), "engine", engineArgs{Model: o.model})
 		if err != nil {
 			return nil, err
 		}
@@ -174,11 +176,20 @@ func runCells(o options, log io.Writer) (cells []cell, err error) {
 	for _, c := range o.conc {
 		maxConc = max(maxConc, c)
 	}
-	for _, target := range o.targets {
+	type run struct{ target, exe, label string }
+	var runs []run
+	for _, t := range o.targets {
+		runs = append(runs, run{t, "", t})
+		if t != targetDirect && o.baseline != "" {
+			runs = append(runs, run{t, o.baseline, t + " (baseline)"})
+		}
+	}
+	for _, rn := range runs {
+		target := rn.target
 		var gw *child
 		targets := direct
 		if target != targetDirect {
-			gw, err = startChild("gateway "+target, "gateway", gatewayArgs{Policy: proxy.Policy(target), Model: o.model, Endpoints: eps})
+			gw, err = startChild(rn.exe, "gateway "+rn.label, "gateway", gatewayArgs{Policy: proxy.Policy(target), Model: o.model, Endpoints: eps})
 			if err != nil {
 				return cells, err
 			}
@@ -190,10 +201,14 @@ func runCells(o options, log io.Writer) (cells []cell, err error) {
 		}
 		g := newLoadGen(o.model, o.prefixTokens, maxConc)
 		for _, conc := range o.conc {
-			c := cell{Target: target, Conc: conc}
+			c := cell{Target: rn.label, Conc: conc}
 			var gw0, en0, self0 time.Duration
 			var tw0 int
 			profile := gw != nil && target == targetPrecise && conc == o.profileConc
+			pfile := filepath.Join(o.out, fmt.Sprintf("gateway-precise-c%d.pprof", conc))
+			if rn.exe != "" {
+				pfile = filepath.Join(o.out, fmt.Sprintf("gateway-precise-baseline-c%d.pprof", conc))
+			}
 			sample := func() (gwc, enc, self time.Duration) {
 				if gw != nil {
 					gwc, _ = gw.cpu()
@@ -208,7 +223,7 @@ func runCells(o options, log io.Writer) (cells []cell, err error) {
 			c.Res = g.run(targets, conc, o.warmup, o.window, func(start bool) {
 				if start {
 					if profile {
-						_ = gw.call("profile "+filepath.Join(o.out, fmt.Sprintf("gateway-precise-c%d.pprof", conc)), nil)
+						_ = gw.call("profile "+pfile, nil)
 					}
 					gw0, en0, self0 = sample()
 					tw0 = timeWaitTo(ports)
@@ -221,8 +236,8 @@ func runCells(o options, log io.Writer) (cells []cell, err error) {
 					_ = gw.call("unprofile", nil)
 				}
 			})
-			fmt.Fprintf(log, "gwload: %-11s c=%-3d %8.0f req/s  p50 %6.2f ms  p99 %6.2f ms  errors %d  gateway CPU %.3f ms/req\n",
-				target, conc, c.Res.RPS(), ms(c.Res.P50), ms(c.Res.P99), c.Res.Errors, perReq(c.GatewayCPU, c.Res.Requests))
+			fmt.Fprintf(log, "gwload: %-22s c=%-3d %8.0f req/s  p50 %6.2f ms  p99 %6.2f ms  errors %d  gateway CPU %.3f ms/req\n",
+				rn.label, conc, c.Res.RPS(), ms(c.Res.P50), ms(c.Res.P99), c.Res.Errors, perReq(c.GatewayCPU, c.Res.Requests))
 			cells = append(cells, c)
 		}
 		g.close()

@@ -100,7 +100,7 @@ func renderReport(o options, e *runEnv, cells []cell) string {
 		if !ok {
 			continue
 		}
-		for _, t := range []string{targetPrecise, targetRoundRobin} {
+		for _, t := range []string{targetPrecise, targetPrecise + " (baseline)", targetRoundRobin, targetRoundRobin + " (baseline)"} {
 			g, ok := byKey[fmt.Sprint(t, conc)]
 			if !ok || d.Res.RPS() == 0 {
 				continue
@@ -112,6 +112,9 @@ func renderReport(o options, e *runEnv, cells []cell) string {
 	if len(rows) > 0 {
 		b.WriteString("\nThrough the gateway against direct, same run:\n\n| target | concurrency | requests/s ÷ direct | added p50 | added p99 |\n|---|---:|---:|---:|---:|\n")
 		b.WriteString(strings.Join(rows, "\n") + "\n")
+	}
+	if o.baseline != "" {
+		b.WriteString("\n`(baseline)` rows ran their gateway from `" + o.baseline + "`, a gwload binary built from an earlier revision, against the same engines and load generator in this run.\n")
 	}
 	if o.profileConc > 0 {
 		fmt.Fprintf(&b, "\nThe precise gateway's CPU profile of the concurrency-%d window is `gateway-precise-c%d.pprof` beside this file (`go tool pprof -top` it).\n",
