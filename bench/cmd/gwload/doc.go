@@ -1,0 +1,41 @@
+// Command gwload measures the gateway path under load: a closed-loop load
+// generator sends completions requests with a shared prompt prefix (2,000
+// tokens by default) straight to two fast simulated vLLM engines
+// (examples/simengine) and through the example gateway
+// (examples/gateway/proxy), at several concurrencies, and reports
+// requests/s, p50/p99 latency and CPU per request of every process.
+//
+// Usage (from the module root):
+//
+//	go run ./bench/cmd/gwload [-concurrency 4,16,64,256] [-duration 5s] [-out out]
+//	go run ./bench/cmd/gwload -baseline /tmp/gwload-old   # before/after in one run
+//	go run ./bench/cmd/gwload -fleet 1000                 # event pool at fleet scale
+//
+// The engines, the gateway and the load generator each run in their own
+// process (gwload re-executes itself with GWLOAD_ROLE set), so that the CPU
+// each one burns over a measured window can be read from /proc/<pid>/stat
+// and divided by the requests completed in it: the gateway's CPU per
+// request is not mixed with the engines' or the load generator's. Targets:
+// direct (the load generator spreads requests over the engines itself),
+// precise (the gateway with a kvroute.Router: render on the engines,
+// KV-event index, affinity and load scoring) and round-robin (the gateway
+// without render or routing). Each cell also reports how many TCP sockets
+// to the engines' ports entered TIME_WAIT during its window: closed and
+// redialed connections, which a pool sized below the concurrency causes.
+//
+// It writes <out>/gwload.md (default out/, not committed) and, with
+// -profile N, the precise gateway's CPU profile of the concurrency-N window
+// as <out>/gateway-precise-cN.pprof. With -baseline, each gateway target
+// runs a second time with its gateway child taken from another gwload
+// binary (built from an earlier revision), so that before and after come
+// from one run on the same engines.
+//
+// With -fleet N it instead measures one kvevents.Pool in a child process
+// subscribed over loopback to N kvevents.Publishers: memory idle, then CPU,
+// memory, drops and sequence gaps while every publisher sends -fleet-rate
+// messages/s, and writes <out>/fleet.md.
+//
+// Figures depend on the machine and its load; the report records the CPU,
+// GOMAXPROCS, Go version and load average, and says when the machine was
+// shared.
+package main
