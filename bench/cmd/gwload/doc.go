@@ -7,7 +7,7 @@
 //
 // Usage (from the module root):
 //
-//	go run ./bench/cmd/gwload [-concurrency 4,16,64,256] [-duration 5s] [-out out]
+//	go run ./bench/cmd/gwload [-concurrency 4,16,64,256] [-duration 5s] [-out dir]
 //	go run ./bench/cmd/gwload -baseline /tmp/gwload-old   # before/after in one run
 //	go run ./bench/cmd/gwload -fleet 1000                 # event pool at fleet scale
 //
@@ -23,7 +23,8 @@
 // to the engines' ports entered TIME_WAIT during its window: closed and
 // redialed connections, which a pool sized below the concurrency causes.
 //
-// It writes <out>/gwload.md (default out/, not committed) and, with
+// It writes <out>/gwload.md (default out/gwload under the module root,
+// which git ignores) and, with
 // -profile N, the precise gateway's CPU profile of the concurrency-N window
 // as <out>/gateway-precise-cN.pprof. With -baseline, each gateway target
 // runs a second time with its gateway child taken from another gwload

@@ -36,15 +36,15 @@ type poolArgs struct {
 
 // poolStats is a pool child's answer to "stats".
 type poolStats struct {
-	Connected  int     `json:"connected"`
-	Messages   uint64  `json:"messages"`
-	Dropped    float64 `json:"dropped"`
+	Connected int     `json:"connected"`
+	Messages  uint64  `json:"messages"`
+	Dropped   float64 `json:"dropped"`
 	// DropReasons splits Dropped by its reason label.
 	DropReasons map[string]float64 `json:"dropReasons"`
-	Gaps       float64 `json:"gaps"`
-	RSS        int64   `json:"rss"`
-	HeapInuse  uint64  `json:"heapInuse"`
-	Goroutines int     `json:"goroutines"`
+	Gaps        float64            `json:"gaps"`
+	RSS         int64              `json:"rss"`
+	HeapInuse   uint64             `json:"heapInuse"`
+	Goroutines  int                `json:"goroutines"`
 }
 
 // runPool runs a kvevents.Pool with default settings subscribed to the

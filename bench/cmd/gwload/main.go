@@ -34,6 +34,42 @@ func main() {
 	}
 }
 
+// DefaultOut is the output directory under the module root when -out is
+// not given; git ignores out/.
+const DefaultOut = "out/gwload"
+
+// outputDir resolves the -out flag: the flag itself when set, else
+// DefaultOut under the module root.
+func outputDir(flagValue string) (string, error) {
+	if flagValue != "" {
+		return flagValue, nil
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(root, filepath.FromSlash(DefaultOut)), nil
+}
+
+// moduleRoot walks up from the working directory to kvroute's go.mod.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && strings.Contains(string(data), "module github.com/kvroute/kvroute\n") {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("not inside the kvroute module; pass -out")
+		}
+		dir = parent
+	}
+}
+
 // options are the command's flags.
 type options struct {
 	out          string
@@ -62,7 +98,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("gwload", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var conc, targets string
-	fs.StringVar(&o.out, "out", "out", "output directory for gwload.md and the gateway's CPU profile")
+	fs.StringVar(&o.out, "out", "", "output directory for gwload.md, fleet.md and the gateway's CPU profile (default <module root>/"+DefaultOut+")")
 	fs.StringVar(&conc, "concurrency", "4,16,64,256", "comma-separated numbers of concurrent closed-loop clients")
 	fs.StringVar(&targets, "targets", "direct,precise,round-robin", "comma-separated targets: direct, precise, round-robin")
 	fs.DurationVar(&o.window, "duration", 5*time.Second, "measured window per cell")
@@ -111,6 +147,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if o.out, err = outputDir(o.out); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return err
 	}
@@ -142,6 +181,7 @@ type cell struct {
 	EnginesCPU  time.Duration // both engine processes
 	LoadGenCPU  time.Duration // this process
 	TimeWaitNew int           // TIME_WAIT sockets to the engines' ports, end minus start
+	NewConns    int64         // connections the engines accepted over the window
 }
 
 // runCells starts two engines, then for each target its gateway (if any),
@@ -204,6 +244,16 @@ func runCells(o options, log io.Writer) (cells []cell, err error) {
 			c := cell{Target: rn.label, Conc: conc}
 			var gw0, en0, self0 time.Duration
 			var tw0 int
+			var acc0 int64
+			accepted := func() (n int64) {
+				for _, e := range engines {
+					var st engineStats
+					if e.call("stats", &st) == nil {
+						n += st.Accepted
+					}
+				}
+				return n
+			}
 			profile := gw != nil && target == targetPrecise && conc == o.profileConc
 			pfile := filepath.Join(o.out, fmt.Sprintf("gateway-precise-c%d.pprof", conc))
 			if rn.exe != "" {
@@ -227,17 +277,19 @@ func runCells(o options, log io.Writer) (cells []cell, err error) {
 					}
 					gw0, en0, self0 = sample()
 					tw0 = timeWaitTo(ports)
+					acc0 = accepted()
 					return
 				}
 				gw1, en1, self1 := sample()
 				c.GatewayCPU, c.EnginesCPU, c.LoadGenCPU = gw1-gw0, en1-en0, self1-self0
 				c.TimeWaitNew = timeWaitTo(ports) - tw0
+				c.NewConns = accepted() - acc0
 				if profile {
 					_ = gw.call("unprofile", nil)
 				}
 			})
-			fmt.Fprintf(log, "gwload: %-22s c=%-3d %8.0f req/s  p50 %6.2f ms  p99 %6.2f ms  errors %d  gateway CPU %.3f ms/req\n",
-				rn.label, conc, c.Res.RPS(), ms(c.Res.P50), ms(c.Res.P99), c.Res.Errors, perReq(c.GatewayCPU, c.Res.Requests))
+			fmt.Fprintf(log, "gwload: %-22s c=%-3d %8.0f req/s  p50 %6.2f ms  p99 %6.2f ms  errors %d  gateway CPU %.3f ms/req  new engine conns %d\n",
+				rn.label, conc, c.Res.RPS(), ms(c.Res.P50), ms(c.Res.P99), c.Res.Errors, perReq(c.GatewayCPU, c.Res.Requests), c.NewConns)
 			cells = append(cells, c)
 		}
 		g.close()

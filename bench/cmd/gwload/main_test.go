@@ -37,7 +37,10 @@ func TestParseFlagsRejectsBadInput(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []int{4, 16, 64, 256}, o.conc)
 	require.Equal(t, []string{targetDirect, targetPrecise, targetRoundRobin}, o.targets)
-	require.Equal(t, "out", o.out)
+	require.Equal(t, "", o.out, "the module root's out/gwload")
+	dir, err := outputDir("")
+	require.NoError(t, err)
+	require.Equal(t, filepath.Join("out", "gwload"), filepath.Join(filepath.Base(filepath.Dir(dir)), filepath.Base(dir)))
 }
 
 // A short run of every target against real engine and gateway processes
@@ -67,6 +70,7 @@ func TestRunMeasuresEveryTarget(t *testing.T) {
 		f := strings.Split(row, "|")
 		require.Equal(t, " 0 ", f[6], "errors in %s", row)
 		require.NotEqual(t, " 0 ", f[3], "no requests/s in %s", row)
+		require.Equal(t, " 0 ", f[10], "connections churned in %s", row)
 	}
 	require.FileExists(t, filepath.Join(out, "gateway-precise-c2.pprof"))
 }

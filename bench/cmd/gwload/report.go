@@ -76,18 +76,18 @@ func renderReport(o options, e *runEnv, cells []cell) string {
 		"`direct` spreads requests over the engines in turn; `precise` goes through the gateway with precise prefix-cache routing "+
 		"(render on the engines, KV-event index); `round-robin` goes through the gateway without render or routing. "+
 		"%v of load before each %v window; CPU is each process's user + system time over the window (/proc/<pid>/stat), divided by the requests completed in it. "+
-		"TIME_WAIT is the change in TCP sockets to the engines' ports in TIME_WAIT over the window (closed connections: churn).\n\n",
+		"New conns counts the TCP connections the engines accepted during the window (0 when every connection is kept alive: no churn); TIME_WAIT is the change in sockets to the engines' ports in TIME_WAIT over it (machine-wide, so expiries of earlier ones make it negative).\n\n",
 		o.prefixTokens, o.warmup, o.window)
-	b.WriteString("| target | concurrency | requests/s | p50 | p99 | errors | gateway CPU/req | engines CPU/req | load-gen CPU/req | TIME_WAIT Δ |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| target | concurrency | requests/s | p50 | p99 | errors | gateway CPU/req | engines CPU/req | load-gen CPU/req | new conns | TIME_WAIT Δ |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, c := range cells {
 		gw := "—"
 		if c.Target != targetDirect {
 			gw = fmt.Sprintf("%.3f ms", perReq(c.GatewayCPU, c.Res.Requests))
 		}
-		fmt.Fprintf(&b, "| %s | %d | %.0f | %.2f ms | %.2f ms | %d | %s | %.3f ms | %.3f ms | %d |\n",
+		fmt.Fprintf(&b, "| %s | %d | %.0f | %.2f ms | %.2f ms | %d | %s | %.3f ms | %.3f ms | %d | %d |\n",
 			c.Target, c.Conc, c.Res.RPS(), ms(c.Res.P50), ms(c.Res.P99), c.Res.Errors, gw,
-			perReq(c.EnginesCPU, c.Res.Requests), perReq(c.LoadGenCPU, c.Res.Requests), c.TimeWaitNew)
+			perReq(c.EnginesCPU, c.Res.Requests), perReq(c.LoadGenCPU, c.Res.Requests), c.NewConns, c.TimeWaitNew)
 	}
 	// Through-the-gateway against direct, per concurrency.
 	byKey := map[string]cell{}

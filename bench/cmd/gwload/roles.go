@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime/pprof"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/kvroute/kvroute"
@@ -74,17 +75,39 @@ func runEngine(raw []byte) error {
 		ln.Close()
 		return err
 	}
+	cl := &countingListener{Listener: ln}
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	go func() { served <- srv.Serve(cl) }()
 	if err := printJSON(engineReady{ID: id, Events: srv.KVEventsEndpoint()}); err != nil {
 		return err
 	}
-	commandLoop(nil)
+	commandLoop(func(string) any { return engineStats{Accepted: cl.accepted.Load()} })
 	err = srv.Close()
 	if serr := <-served; serr != nil && !errors.Is(serr, net.ErrClosed) && !strings.Contains(serr.Error(), "closed") {
 		err = errors.Join(err, serr)
 	}
 	return err
+}
+
+// engineStats is an engine child's answer to "stats".
+type engineStats struct {
+	// Accepted counts the TCP connections the engine has accepted: new
+	// connections from the gateway or the load generator.
+	Accepted int64 `json:"accepted"`
+}
+
+// countingListener counts accepted connections.
+type countingListener struct {
+	net.Listener
+	accepted atomic.Int64
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.accepted.Add(1)
+	}
+	return c, err
 }
 
 // gatewayArgs configure a gateway child.
