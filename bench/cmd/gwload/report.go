@@ -76,7 +76,7 @@ func renderReport(o options, e *runEnv, cells []cell) string {
 		"`direct` spreads requests over the engines in turn; `precise` goes through the gateway with precise prefix-cache routing "+
 		"(render on the engines, KV-event index); `round-robin` goes through the gateway without render or routing. "+
 		"%v of load before each %v window; CPU is each process's user + system time over the window (/proc/<pid>/stat), divided by the requests completed in it. "+
-		"New conns counts the TCP connections the engines accepted during the window (0 when every connection is kept alive: no churn); TIME_WAIT is the change in sockets to the engines' ports in TIME_WAIT over it (machine-wide, so expiries of earlier ones make it negative).\n\n",
+		"New conns counts the TCP connections the engines accepted during the window: a pool growing toward a new peak of concurrent requests per engine, or churn; churn is what TIME_WAIT shows:  the change in sockets to the engines' ports in TIME_WAIT over the window, i.e. connections closed (machine-wide, so expiries of earlier ones can make it negative).\n\n",
 		o.prefixTokens, o.warmup, o.window)
 	b.WriteString("| target | concurrency | requests/s | p50 | p99 | errors | gateway CPU/req | engines CPU/req | load-gen CPU/req | new conns | TIME_WAIT Δ |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
