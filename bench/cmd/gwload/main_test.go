@@ -44,8 +44,8 @@ func TestParseFlagsRejectsBadInput(t *testing.T) {
 }
 
 // A short run of every target against real engine and gateway processes
-// completes requests without errors, measures each process's CPU and
-// writes the table.
+// completes requests without errors or closed engine connections, and
+// writes the table and the gateway's profile.
 func TestRunMeasuresEveryTarget(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts four processes and runs load for a few seconds")
@@ -70,7 +70,8 @@ func TestRunMeasuresEveryTarget(t *testing.T) {
 		f := strings.Split(row, "|")
 		require.Equal(t, " 0 ", f[6], "errors in %s", row)
 		require.NotEqual(t, " 0 ", f[3], "no requests/s in %s", row)
-		require.Equal(t, " 0 ", f[10], "connections churned in %s", row)
+		// New connections may still open while the pools grow; none close.
+		require.Equal(t, " 0 ", f[11], "connections to the engines closed in %s", row)
 	}
 	require.FileExists(t, filepath.Join(out, "gateway-precise-c2.pprof"))
 }
