@@ -54,13 +54,13 @@ func runPool(raw []byte) error {
 	if err := json.Unmarshal(raw, &a); err != nil {
 		return err
 	}
-	ix, err := kvindex.New(kvindex.Config{BlockSize: fleetBlockSize})
+	ix, err := kvindex.New(kvindex.Config{BlockSize: fleetBlockSize}, kvindex.Options{})
 	if err != nil {
 		return err
 	}
 	defer ix.Close()
 	reg := prometheus.NewRegistry()
-	p, err := kvevents.NewPool(kvevents.PoolConfig{}, ix, reg, nil)
+	p, err := kvevents.NewPool(kvevents.PoolConfig{}, ix, kvevents.Options{Registerer: reg})
 	if err != nil {
 		return err
 	}
@@ -175,7 +175,7 @@ func runFleet(o options, stdout io.Writer) (err error) {
 	eps := make([]kvevents.Endpoint, o.fleet)
 	for i := range o.fleet {
 		id := fmt.Sprintf("10.%d.%d.%d:8000", i>>16&255, i>>8&255, i&255)
-		p, err := kvevents.NewPublisher(kvevents.PublisherConfig{Addr: "tcp://127.0.0.1:0", Endpoint: id, Model: fleetModel})
+		p, err := kvevents.NewPublisher(kvevents.PublisherConfig{Addr: "tcp://127.0.0.1:0", Endpoint: id, Model: fleetModel}, kvevents.Options{})
 		if err != nil {
 			return err
 		}

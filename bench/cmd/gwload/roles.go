@@ -70,7 +70,7 @@ func runEngine(raw []byte) error {
 			EnableKVCacheEvents: true, Publisher: "zmq",
 			Endpoint: "tcp://127.0.0.1:0", Topic: "kv@" + id + "@" + a.Model,
 		},
-	})
+	}, server.Options{})
 	if err != nil {
 		ln.Close()
 		return err
@@ -137,7 +137,7 @@ func runGateway(raw []byte) error {
 	srv, err := proxy.NewServer(proxy.ServerConfig{
 		Listen: "127.0.0.1:0", Policy: a.Policy, Router: cfg,
 		Proxy: proxy.Config{Model: a.Model}, Endpoints: a.Endpoints,
-	}, nil)
+	}, proxy.Options{})
 	if err != nil {
 		return err
 	}
