@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -111,4 +112,13 @@ func TestRenderMaxIdleConnsPerHostCapsThePool(t *testing.T) {
 
 	renderRounds(t, c, n, rounds)
 	require.Equal(t, int64(n+(rounds-1)*(n-idle)), s.accepted.Load())
+}
+
+func TestLoadConfigReadsMaxIdleConnsPerHost(t *testing.T) {
+	cfg, err := LoadConfig(strings.NewReader(`{"maxIdleConnsPerHost": 8}`))
+	require.NoError(t, err)
+	require.Equal(t, 8, cfg.MaxIdleConnsPerHost)
+	require.Equal(t, DefaultMaxIdleConnsPerHost, DefaultConfig().MaxIdleConnsPerHost)
+	_, err = LoadConfig(strings.NewReader(`{"maxIdleConnsPerHost": -1}`))
+	require.ErrorIs(t, err, ErrInvalidConfig)
 }
