@@ -86,7 +86,7 @@ type ApplyResult struct {
 //
 // Per endpoint it remembers each cache group's kind (from its stores) so
 // that removals can be classified: vLLM sends kv_cache_spec_kind only on
-// BlockStored (spec/wire.md §4).
+// BlockStored, never on BlockRemoved.
 type Applier struct {
 	ix    *kvindex.Index
 	model string

@@ -8,8 +8,9 @@ import (
 	"github.com/kvroute/kvroute/kvindex"
 )
 
-// Example_decodeAndApply decodes a current-format vLLM BlockStored payload (golden vector
-// V1 of spec/wire.md: blocks [1,2,3,4] and [5,6,7,8]), applies it for one
+// Example_decodeAndApply decodes a current-format vLLM BlockStored payload (as
+// vLLM's msgspec encoder writes it: two blocks of 4 tokens, [1,2,3,4] and
+// [5,6,7,8]), applies it for one
 // endpoint, and matches a request for the same tokens against the index.
 func Example_decodeAndApply() {
 	payload, _ := hex.DecodeString("93cb41d954fc40200000918ba474797065ab426c6f636b53746f726564ac626c6f636b5f68617368657392cf8a3f1c2d4e5b6a79cf1122334455667788b1706172656e745f626c6f636b5f68617368c0a9746f6b656e5f696473980102030405060708aa626c6f636b5f73697a6504a76c6f72615f6964c0a66d656469756da3475055a96c6f72615f6e616d65c0aa65787472615f6b65797392c0c0a967726f75705f69647800b26b765f63616368655f737065635f6b696e64ae66756c6c5f617474656e74696f6e00")

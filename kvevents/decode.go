@@ -10,7 +10,7 @@ const (
 )
 
 // Decoder decodes KV-event batches of every vLLM and SGLang generation
-// (spec/wire.md §2.5) into a reusable Batch. It is not safe for concurrent
+// (array or map events, in any mix) into a reusable Batch. It is not safe for concurrent
 // use: give each worker its own. A Decoder keeps a small intern table so
 // that repeated strings (media, kinds, LoRA names, salts) do not allocate.
 type Decoder struct {
@@ -119,7 +119,8 @@ func (d *Decoder) arrayBatch(r *reader, b *Batch) {
 	}
 }
 
-// mapBatch decodes the map-shaped outer batch of spec/wire.md §2.3 (V9).
+// mapBatch decodes the map-shaped outer batch {"ts", "events",
+// "data_parallel_rank"} of one unsettled vLLM revision (golden vector V9).
 func (d *Decoder) mapBatch(r *reader, b *Batch) {
 	n := r.mapLen("batch")
 	sawEvents := false

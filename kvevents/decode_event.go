@@ -21,8 +21,10 @@ const (
 	fMetadata
 )
 
-// Positional layouts (spec/wire.md §2.4); index 0 is the tag. Elements past
-// the end of a table are ignored, missing trailing ones stay nil.
+// Positional layouts of vLLM's legacy array events, by index; index 0 is the
+// tag. Newer vLLM releases appended fields at the end (medium, LoRA name,
+// extra keys, cache group, attention kind and window), so elements past the
+// end of a table are ignored and missing trailing ones stay nil.
 var (
 	storedPositions = [...]field{fSkip, fHashes, fParent, fTokens, fBlockSize, fLoRAID,
 		fMedium, fLoRANameOrMeta, fExtraKeys, fGroup, fKind, fWindow}

@@ -42,7 +42,7 @@ const maxRetainedPerInputByte = 96
 // must fail only with a *DecodeError, must not retain memory out of
 // proportion to the input, and whatever it accepts must survive a
 // re-encode/decode cycle unchanged. The seed corpus in
-// testdata/fuzz/FuzzDecode holds every golden vector of spec/wire.md §11.1.
+// testdata/fuzz/FuzzDecode holds every golden payload of goldenVectors.
 func FuzzDecode(f *testing.F) {
 	d := NewDecoder(Limits{})
 	var reused Batch

@@ -56,7 +56,7 @@ func TestDecodeGoldenVectors(t *testing.T) {
 	}
 }
 
-// TestDecodeGoldenFieldFacts spells out the facts of spec/wire.md §11.1
+// TestDecodeGoldenFieldFacts spells out the facts of the golden payloads
 // that matter most, one assertion each.
 func TestDecodeGoldenFieldFacts(t *testing.T) {
 	d := NewDecoder(Limits{})

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// Golden payloads of spec/wire.md §11.1, produced by the engines' own
+// Golden KV-event payloads (frame 2), produced by the engines' own
 // encoder (msgspec). ts = 1700000000.5, block size 4.
 const (
 	goldenH1 = uint64(0x8A3F1C2D4E5B6A79)

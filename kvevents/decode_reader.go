@@ -294,7 +294,8 @@ func (r *reader) float(field string) float64 {
 	return float64(v)
 }
 
-// hash reads a block hash: any integer, or a bin (spec/wire.md §3.3). raw
+// hash reads a block hash: any integer (vLLM's unsigned or SGLang's signed
+// int64 form), or a bin of any length (vLLM's digest mode). raw
 // aliases the payload for a bin (isBin true) and is nil otherwise.
 func (r *reader) hash(field string) (v uint64, raw []byte, bin, neg bool) {
 	c, ok := r.peek(field)

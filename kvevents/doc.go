@@ -2,12 +2,13 @@
 // over ZeroMQ into updates of a kvindex.Index: it decodes every generation of
 // their msgpack payloads, encodes the same bytes for Go publishers and
 // simulated engines, parses topics, and applies decoded batches to the index
-// with metrics for everything it drops or skips. The wire facts it follows
-// are in spec/wire.md; the metric names in spec/metrics.md.
+// with metrics for everything it drops or skips. The metric names follow
+// llm-d's (llm_d_epp_kv_cache_events_*), with kvroute_kv_events_* for what
+// llm-d does not count.
 //
 // # Decoding
 //
-// Decoder.Decode accepts, in any mix (spec/wire.md §2.5):
+// Decoder.Decode accepts, in any mix:
 //   - the outer batch as the array [ts, events] (vLLM v0.9), [ts, events,
 //     dp_rank] (every later vLLM and SGLang; extra elements ignored), or the
 //     map {"ts", "events", "data_parallel_rank"} of one unsettled vLLM
@@ -22,7 +23,7 @@
 // Unknown event tags are skipped and counted (Batch.UnknownEvents); the rest
 // of the batch still applies.
 //
-// Block hashes are normalised to uint64 (spec/wire.md §3.3): an integer —
+// Block hashes are normalised to uint64: an integer —
 // unsigned, or signed as SGLang sends them — as its 64-bit two's-complement
 // pattern, a bin as the big-endian value of its last 8 bytes (equal to
 // vLLM's int mode). A bin shorter than 8 bytes is zero-padded on the left,
@@ -109,9 +110,8 @@
 // Stores whose parent the index does not know, and unknown event types, are
 // counted in kvroute_kv_events_dropped_total{pod_identifier,reason}; a
 // missing parent is also logged at debug level ("Failed to get request key
-// for parent block"). Metrics holds every metric of the KV-events section of
-// spec/metrics.md so that the Applier and the subscriber pool share one
-// registration.
+// for parent block"). Metrics holds every KV-event metric so that the
+// Applier and the subscriber pool share one registration.
 //
 // # Subscribing
 //

@@ -13,7 +13,7 @@ const (
 	// the batch is the array [ts, events, dp_rank] (dp_rank nil when unset)
 	// and each event is a map with "type" first, fields in declaration
 	// order, None-default fields omitted and no-default fields always
-	// written (spec/wire.md §2.2, §2.4).
+	// written (even when nil), as msgspec encodes vLLM's structs.
 	FormatVLLM Format = iota
 	// FormatVLLMLegacy is the last all-array vLLM layout (before
 	// vllm#42892): BlockStored has 12 elements, BlockRemoved 4,
@@ -24,7 +24,7 @@ const (
 	// set), BlockRemoved with 3, hashes written as signed int64.
 	FormatSGLang
 	// FormatVLLMMapBatch is the map-shaped outer batch of one unsettled vLLM
-	// revision (spec/wire.md §2.3, vector V9), with map events. It exists
+	// revision ({"ts", "events", "data_parallel_rank"}), with map events. It exists
 	// for tests of defensive decoding.
 	FormatVLLMMapBatch
 )

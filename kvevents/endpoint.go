@@ -68,7 +68,8 @@ type Endpoint struct {
 	// logged only, and PoolConfig.Replay gives them no default address.
 	Engine EngineKind `json:"engine,omitempty"`
 	// Rank is the engine's data-parallel rank: vLLM offsets both socket
-	// ports by it (spec/wire.md §1.5). Only used for default addresses.
+	// TCP ports by it (rank r publishes on port+r, replays on
+	// replayPort+r). Only used for default addresses.
 	Rank int `json:"rank,omitempty"`
 	// Labels are matched against PoolConfig.Selector.
 	Labels map[string]string `json:"labels,omitempty"`

@@ -45,7 +45,8 @@ func (t EventType) String() string {
 	return "unknown"
 }
 
-// ExtraKeyKind says which wire form an extra key had (spec/wire.md §2.5 rule 7).
+// ExtraKeyKind says which wire form an extra key had. Engines send a string,
+// an [identifier, offset] pair or bytes; other forms are skipped.
 type ExtraKeyKind uint8
 
 const (
@@ -103,8 +104,7 @@ type Event struct {
 	//     kv_cache_spec_sliding_window were present and not nil.
 	HasParent, SignedHashes, InvalidTokens, HasLoRAID, HasGroup, HasSlidingWindow bool
 
-	// BlockHashes are the event's block hashes normalised to uint64 exactly as
-	// spec/wire.md §3.3 says: a msgpack int as its 64-bit two's-complement
+	// BlockHashes are the event's block hashes normalised to uint64: a msgpack int as its 64-bit two's-complement
 	// pattern (so SGLang's negative int64 hashes keep their bits), a bin as
 	// the big-endian value of its last 8 bytes (equal to vLLM's int mode; a
 	// shorter bin is zero-padded on the left, and an empty bin is 0). The
@@ -169,7 +169,8 @@ type Batch struct {
 	UnknownEvents int
 	// DPRank is data_parallel_rank (SGLang: attn_dp_rank); valid when
 	// HasDPRank. It carries no routing information: the endpoint the message
-	// came from identifies the rank (spec/wire.md §1.5).
+	// came from identifies the rank, since each data-parallel rank publishes on
+	// its own port (the base port plus the rank).
 	DPRank    int64
 	HasDPRank bool
 
@@ -204,8 +205,7 @@ const (
 	TierStorage = "storage"
 )
 
-// NormalizeMedium maps an event's medium to the index tier
-// (spec/wire.md §5): nil/empty and "GPU" → "gpu"; "CPU" and SGLang's
+// NormalizeMedium maps an event's medium to the index tier: nil/empty and "GPU" → "gpu"; "CPU" and SGLang's
 // "CPU_PINNED" → "cpu"; "STORAGE" and SGLang's "DISK" → "storage"; anything
 // else is kept, lower-cased. Known values do not allocate.
 func NormalizeMedium(m string) string {

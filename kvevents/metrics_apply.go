@@ -15,7 +15,8 @@ const (
 	DropUnknownEvent  = "unknown_event"  // event with an unknown tag
 )
 
-// Metrics holds every metric of the "KV events" section of spec/metrics.md.
+// Metrics holds every KV-event metric: subscriber states, messages, events,
+// drops by reason, sequence gaps and replays.
 // It is created once (NewMetrics) and shared by the Applier and the
 // subscriber pool, so each metric family is registered exactly once. A nil
 // *Metrics is valid: its methods do nothing.

@@ -97,8 +97,8 @@ type PublisherStats struct {
 
 // Publisher is a KV-event publisher for Go engines and tests: a PUB socket
 // sending [topic, seq as 8 bytes big-endian, payload] with sequences from 0,
-// plus an optional replay server, like vLLM's ZmqEventPublisher
-// (spec/wire.md §1, §7).
+// plus an optional replay server answering [seq] requests from its buffer,
+// like vLLM's ZmqEventPublisher.
 //
 // It does not use go-zeromq's PUB socket, whose queue is unbounded (v0.17.0)
 // and whose writer goroutine Close never stops. Each subscriber connection

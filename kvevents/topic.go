@@ -3,7 +3,8 @@ package kvevents
 import "bytes"
 
 // TopicPrefix is the conventional first part of a KV-event topic,
-// "kv@<endpoint>@<model>" (the llm-d convention, spec/wire.md §1.2).
+// "kv@<endpoint>@<model>" (the llm-d convention; vLLM's default topic is
+// empty).
 const TopicPrefix = "kv"
 
 // ParseTopic parses frame 0 of a live KV-event message.

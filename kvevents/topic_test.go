@@ -35,7 +35,7 @@ func TestParseTopic(t *testing.T) {
 
 func TestAppendTopicRoundTrip(t *testing.T) {
 	topic := AppendTopic(nil, "10.0.0.1", "m")
-	require.Equal(t, "6b764031302e302e302e31406d", hexString(topic), "spec/wire.md §11.3")
+	require.Equal(t, "6b764031302e302e302e31406d", hexString(topic), "frame 0 is the topic as UTF-8 bytes")
 	ep, model, ok := ParseTopic(AppendTopic(nil, "10.0.0.1:8000", "a@b@c"))
 	require.True(t, ok)
 	require.Equal(t, "10.0.0.1:8000", ep)
