@@ -28,7 +28,8 @@ func Score(committedTokens, requestTokens, q int64) float64 {
 }
 
 // UncachedTokens returns a request's projected uncached prompt tokens on one
-// endpoint, the tokens that endpoint will have to prefill (routing.md §3.1):
+// endpoint, the tokens that endpoint will have to prefill (the unmatched
+// full blocks plus the tail beyond the indexed blocks):
 //
 //	(totalBlocks − matchedBlocks) × blockSize + max(0, inputTokens − totalBlocks × blockSize)
 //
