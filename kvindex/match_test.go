@@ -100,7 +100,7 @@ func TestMatchTierWeightsAndClasses(t *testing.T) {
 }
 
 func TestMatchCPUTierScoreIsNotTruncated(t *testing.T) {
-	// Summing 0.8 ten times and truncating gives 7 (spec/routing.md §1.2);
+	// Summing 0.8 ten times in float64 gives 7.999…, which llm-d truncates to 7;
 	// the score stays a float and exact for blocks in one tier.
 	ix := newTestIndex(t, Config{})
 	prompt := seq(1, 10*testBS)

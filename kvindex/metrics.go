@@ -7,7 +7,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// metrics exports the index section of spec/metrics.md. Lookups update two
+// metrics exports the index's metrics: llm-d's lookup latency, requests and
+// hits, and kvroute's block, membership and eviction series. Lookups update two
 // atomic counters and one histogram; gauges and eviction counters are read
 // from the index's own atomics at scrape time.
 type metrics struct {

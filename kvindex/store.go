@@ -69,10 +69,10 @@ func (e *StoreError) Error() string {
 func (e *StoreError) Unwrap() error { return e.Err }
 
 // StoreEvent is one BlockStored event as the index needs it. Decoders fill
-// it from vLLM or SGLang events (spec/wire.md); the index neither decodes nor
+// it from vLLM or SGLang events; the index neither decodes nor
 // retains it.
 type StoreEvent struct {
-	EngineHashes []uint64   // one per block, already normalised to uint64 (spec/wire.md §3)
+	EngineHashes []uint64   // one per block, already normalised to uint64 (as kvevents does)
 	ParentHash   uint64     // engine hash of the block before the first one
 	HasParent    bool       // false when the first block is block 0 of the sequence
 	Tokens       []uint32   // len == len(EngineHashes)*BlockSize, or empty for a tier-only (offload) store
