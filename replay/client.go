@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Client defaults (spec/routing.md §5.3).
+// Client defaults, the replay limits llm-d's subscriber uses.
 const (
 	DefaultTimeout                    = 2 * time.Minute
 	DefaultIdleTimeout                = 2 * time.Second

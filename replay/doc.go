@@ -7,7 +7,7 @@
 // with a sequence at or after the start, then an END sentinel whose sequence
 // is ff×8 and whose payload is empty. vLLM releases before vllm#45177 (and
 // SGLang) reply [seq, payload]; later ones put the topic first
-// ([topic, seq, payload]). See spec/wire.md §7 and spec/routing.md §5.
+// ([topic, seq, payload]).
 //
 // Client replays over a fresh DEALER per attempt (never REQ, never a fixed
 // identity), accepts both reply layouts, bounds every attempt by an idle

@@ -35,7 +35,7 @@ func hexFrames(m zmq4.Msg) []string {
 
 func TestServerWireVectors(t *testing.T) {
 	defer leakcheck.Check(t)()
-	// spec/wire.md §11.3, as the DEALER sees them.
+	// The frames of both reply layouts, as the DEALER sees them.
 	const topic = "6b764031302e302e302e31406d" // kv@10.0.0.1@m
 	for _, tc := range []struct {
 		layout     Layout
