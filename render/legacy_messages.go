@@ -107,7 +107,7 @@ func untranslatable(format string, args ...any) error {
 }
 
 // translateMessages converts an Anthropic Messages request into a
-// chat-completions request (render.md §2.7).
+// chat-completions request.
 func translateMessages(body []byte, model string) ([]byte, error) {
 	var req amRequest
 	if err := json.Unmarshal(body, &req); err != nil {

@@ -42,7 +42,7 @@ type (
 )
 
 // translateResponses converts an OpenAI Responses request into a
-// chat-completions request (render.md §2.8). Any item or part it cannot
+// chat-completions request. Any item or part it cannot
 // translate fails the whole conversion rather than rendering a shorter
 // prompt.
 func translateResponses(body []byte, model string) ([]byte, error) {
