@@ -270,8 +270,9 @@ func TestFilterExplorationRate(t *testing.T) {
 	require.InDelta(t, 0.3, float64(explored)/n, 0.03)
 }
 
-// reference is a direct transcription of routing.md §1.3/§1.4 (throughput
-// source, estimates in milliseconds), used as an oracle.
+// reference is a direct transcription of llm-d's affinity filter algorithm
+// and per-endpoint TTFT estimate (throughput source, estimates in
+// milliseconds), used as an oracle.
 func reference(cfg Config, total int, cands []Candidate) (all bool, stickySet []int) {
 	if len(cands) <= 1 || total <= 0 || cfg.AffinityThreshold <= 0 {
 		return true, nil
