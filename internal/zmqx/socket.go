@@ -47,7 +47,9 @@ func socketOptions(lg *slog.Logger, extra []zmq4.Option) []zmq4.Option {
 // listen through Endpoint) use o. Dial makes one attempt (retries 0). The
 // socket's context is ctx: cancelling it unblocks Recv, but callers must still
 // call CloseDrain. extra options are appended (do not pass WithID or
-// WithAutomaticReconnect: see spec/zmq.md).
+// WithAutomaticReconnect: libzmq silently rejects a second connection with a
+// duplicate identity, and go-zeromq's reconnect redials synchronously in the
+// reader goroutine and ignores its errors).
 func NewSub(ctx context.Context, o Options, lg *slog.Logger, extra ...zmq4.Option) zmq4.Socket {
 	return zmq4.NewSub(WithOptions(ctx, o), socketOptions(lg, extra)...)
 }
