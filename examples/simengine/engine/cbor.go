@@ -18,7 +18,7 @@ type Digest [32]byte
 
 // U64 returns the event form of a vLLM block hash: the last 8 bytes of the digest
 // read big-endian, as vLLM sends it with VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=1
-// (spec/wire.md §3.1).
+// (the default).
 func (d Digest) U64() uint64 { return binary.BigEndian.Uint64(d[24:]) }
 
 // NoneHash is vLLM's NONE_HASH for sha256_cbor with the fixed seed:

@@ -210,7 +210,7 @@ func TestCacheSaltAndLoRAKeys(t *testing.T) {
 	run(t, e, Request{Prompt: prompt, MaxTokens: 1, CacheSalt: "salt-A"})
 	ev := rec.take()
 	require.Equal(t, [][]string{{"salt-A"}, nil}, ev[0].ExtraKeys)
-	require.Equal(t, uint64(1858029805988556374), ev[0].BlockHashes[0], "salted block 1 of spec/wire.md §11.2")
+	require.Equal(t, uint64(1858029805988556374), ev[0].BlockHashes[0], "vLLM's hash of block [1,2,3,4] salted with salt-A")
 
 	// Unsalted traffic does not hit salted blocks.
 	res := run(t, e, Request{Prompt: prompt, MaxTokens: 1})

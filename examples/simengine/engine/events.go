@@ -5,7 +5,7 @@ import "time"
 // EventType names a KV-cache event, as vLLM's tag strings do.
 type EventType uint8
 
-// The three vLLM KV-cache events (spec/wire.md §2.1).
+// The three vLLM KV-cache events.
 const (
 	BlockStored      EventType = iota + 1 // newly cached full blocks
 	BlockRemoved                          // an evicted block hash

@@ -14,8 +14,9 @@ func mustHex(t *testing.T, s string) []byte {
 	return b
 }
 
-// TestBlockHashVectors reproduces spec/wire.md §11.2 (sha256_cbor, seed
-// "vllm-none-hash"): NONE_HASH, both chained blocks and the salted block 1.
+// TestBlockHashVectors reproduces vLLM's own block hashes (sha256_cbor, seed
+// "vllm-none-hash", tokens [1,2,3,4 | 5,6,7,8], block size 4): NONE_HASH,
+// both chained blocks and block 1 salted with "salt-A".
 func TestBlockHashVectors(t *testing.T) {
 	require.Equal(t, "9bd96a485ad84efdafb72ee48a1d7a69bcead0f8f0433173941b276b9581eef0", hex.EncodeToString(NoneHash[:]))
 
@@ -35,7 +36,8 @@ func TestBlockHashVectors(t *testing.T) {
 	require.Equal(t, b1, HashBlock(NoneHash, []uint32{1, 2, 3, 4}, []string{}))
 }
 
-// TestBlockCBORBytes checks the hashed bytes of spec/wire.md §11.2.
+// TestBlockCBORBytes checks the canonical CBOR bytes that vLLM hashes for
+// those blocks.
 func TestBlockCBORBytes(t *testing.T) {
 	seed := appendCBORHead(nil, cborText, uint64(len(NoneHashSeed)))
 	seed = append(seed, NoneHashSeed...)

@@ -20,7 +20,7 @@ const (
 	DefaultHWM              = 100_000
 )
 
-// KVEventsConfig is vLLM's --kv-events-config JSON (spec/wire.md §8). Keys are
+// KVEventsConfig is vLLM's --kv-events-config JSON (its KVEventsConfig). Keys are
 // vLLM's snake_case names; unknown keys are an error.
 type KVEventsConfig struct {
 	// EnableKVCacheEvents is the master switch.

@@ -17,8 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The adapter writes exactly vLLM's bytes: spec/wire.md §11.1 V1, V3 and V4 in
-// both layouts, from engine events with the same content.
+// The adapter writes exactly vLLM's bytes: the golden BlockStored,
+// BlockRemoved and AllBlocksCleared payloads (V1, V3, V4) in both layouts, from engine events with the same content.
 func TestAdapterReproducesWireVectors(t *testing.T) {
 	ts := time.Unix(1700000000, 500_000_000)
 	const h1, h2 = 0x8A3F1C2D4E5B6A79, 0x1122334455667788
@@ -69,8 +69,8 @@ func replayAll(t *testing.T, addr string) []kvevents.Event {
 	return out
 }
 
-// The engine's events decode through kvevents into the shapes of
-// spec/wire.md, in the current and the legacy layout.
+// The engine's events decode through kvevents into the events vLLM would
+// have sent, in the current and the legacy layout.
 func TestEventsDecodeThroughKVEvents(t *testing.T) {
 	for _, format := range []string{"current", "legacy"} {
 		t.Run(format, func(t *testing.T) {
@@ -103,7 +103,7 @@ func TestEventsDecodeThroughKVEvents(t *testing.T) {
 				kvevents.EventBlockStored, kvevents.EventAllBlocksCleared}, types)
 
 			first := evs[0]
-			require.Equal(t, []uint64{9561501211280363793, 15292913576410714033}, first.BlockHashes, "spec/wire.md §11.2 vLLM hashes")
+			require.Equal(t, []uint64{9561501211280363793, 15292913576410714033}, first.BlockHashes, "vLLM's sha256_cbor hashes of blocks [1,2,3,4] and [5,6,7,8]")
 			require.False(t, first.HasParent)
 			require.Equal(t, []uint32{1, 2, 3, 4, 5, 6, 7, 8}, first.TokenIDs)
 			require.Equal(t, 4, first.BlockSize)
