@@ -33,7 +33,7 @@ func Write(w io.Writer, env Env, o *Output, raw []byte) {
 		fmt.Fprintf(&b, "| Load average (1 min) | %s before, %s after |\n", env.LoadBefore, env.LoadAfter)
 	}
 	b.WriteString("\n## Against the design's targets\n\n")
-	b.WriteString("Targets and reference figures are those of design.md (\"Performance targets\"); the reference column is the design's best existing Go implementation on the same machine class, not measured here.\n\n")
+	b.WriteString("Targets and reference figures are kvroute's design targets (bench/cmd/report/targets.go); the reference column is the design's best existing Go implementation on the same machine class, not measured here.\n\n")
 	b.WriteString("| what | benchmark | measured | target | met? | best existing Go implementation |\n|---|---|---:|---|:---:|---|\n")
 	for _, t := range Targets {
 		bench, ok := o.Find(t.Bench)

@@ -5,7 +5,7 @@ import (
 	"math"
 )
 
-// Target is one row of design.md's "Performance targets" table, tied to
+// Target is one of kvroute's design performance targets, tied to
 // the benchmark and metric that measure it.
 type Target struct {
 	What      string  // the design's wording
@@ -18,7 +18,7 @@ type Target struct {
 	Existing  string  // "best existing Go implementation, same machine class"
 }
 
-// Targets are the design's performance targets (design.md).
+// Targets are the design's performance targets.
 var Targets = []Target{
 	{What: "Match of a 2,048-token prompt (32 blocks of 64) against 64 candidates, warm index of ≥ 1M blocks",
 		Bench: "Match/tokens=2048/endpoints=64", Unit: "ns/op", Max: true, Limit: 2000, ZeroAlloc: true,
