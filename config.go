@@ -156,7 +156,7 @@ type SpeculativeConfig struct {
 	TTL time.Duration `json:"ttl"`
 }
 
-// The deployment guide's values.
+// The values of llm-d's precise prefix-cache routing guide (see DefaultConfig).
 const (
 	DefaultBlockSize      = 64
 	DefaultEventsPort     = 5556
@@ -171,7 +171,7 @@ const (
 // ErrInvalidConfig is wrapped by every configuration error of this package.
 var ErrInvalidConfig = errors.New("kvroute: invalid config")
 
-// DefaultConfig returns the configuration of the deployment guide: block size
+// DefaultConfig returns the configuration of llm-d's precise prefix-cache routing guide: block size
 // 64, events on port 5556 with replay on 5559, topic filter "kv@", 4 event
 // workers, a 60 s idle deadline, a 2 s render attempt timeout, the affinity filter's defaults
 // (threshold 0.80, 18 s TTFT penalty at 15,928 tokens/s), Q = 4,194,304,

@@ -28,6 +28,17 @@
 // interface that any gateway calls once per request (Pick), then reports the
 // request's first response chunk and its end on the returned Decision.
 //
+// # Defaults
+//
+// DefaultConfig is the configuration of llm-d's precise prefix-cache routing
+// guide (https://github.com/llm-d/llm-d/tree/main/guides/precise-prefix-cache-routing),
+// the reference deployment of vLLM engines publishing KV events to a router:
+// 64-token blocks, events on port 5556 with replay on 5559, the topic filter
+// "kv@", the affinity filter's defaults and 2 s speculative entries. An
+// engine started with those values (vLLM's --block-size 64 and a
+// --kv-events-config naming the same ports and a "kv@<ip>:<port>@<model>"
+// topic) works with a Router built from DefaultConfig and the engine's model.
+//
 // # Stages
 //
 // Pick is composed of stages that a host framework may call from separate
