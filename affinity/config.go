@@ -86,7 +86,7 @@ type Config struct {
 	IncludeRequestTokens bool `json:"includeRequestTokens"`
 }
 
-// DefaultConfig returns the defaults of the llm-d deployment guide: threshold
+// DefaultConfig returns the defaults of llm-d's precise prefix-cache routing guide: threshold
 // 0.80, no exploration, an 18 s penalty at 15,928 tokens/s, keep sticky on a
 // missing signal, committed load only.
 func DefaultConfig() Config {
