@@ -95,7 +95,7 @@ type Config struct {
 	MMTimeout time.Duration `json:"mmTimeout"`
 	// AttemptTimeout caps each attempt at min(AttemptTimeout, remaining
 	// budget); 0 means no cap, so a hung first attempt can use the whole
-	// budget and leave nothing for the retry. The deployment guide uses 2 s.
+	// budget and leave nothing for the retry. kvroute.DefaultConfig sets 2 s.
 	AttemptTimeout time.Duration `json:"attemptTimeout"`
 	// MaxResponseBytes caps the size of a render response body; a larger
 	// body is a decode error. Default 64 MiB.
