@@ -90,8 +90,8 @@
 //
 // # Metrics
 //
-// With Options.Registerer set, the index exports the index section of
-// kvroute's metrics spec: llm_d_epp_kv_cache_index_lookup_requests_total,
+// With Options.Registerer set, the index exports its metrics:
+// llm_d_epp_kv_cache_index_lookup_requests_total,
 // llm_d_epp_kv_cache_index_lookup_hits_total,
 // llm_d_epp_kv_cache_index_lookup_latency_seconds, kvroute_kv_index_blocks,
 // kvroute_kv_index_memberships and kvroute_kv_index_evictions_total{reason}
