@@ -7,7 +7,7 @@
 //
 // It starts two simulated vLLM engines (free loopback ports, render routes
 // on, KV events over ZeroMQ with replay) and the gateway in this process,
-// then (1) runs the deployment guide's verification (render check on each
+// then (1) runs the verification of llm-d's precise prefix-cache routing guide (render check on each
 // engine, one completions, chat, Messages and Responses request through the
 // gateway, the router's render counters), (2) sends 10 requests sharing a
 // ~2,000-token system prompt 3 s apart and prints each engine's

@@ -10,7 +10,7 @@
 // kvroute.Router (examples/gateway/proxy) and a round-robin gateway, and
 // subscribes the router's index to the engines' events. Then:
 //
-//  1. Deployment verification, as in the deployment guide: render.Check on
+//  1. Deployment verification, as in llm-d's precise prefix-cache routing guide: render.Check on
 //     every engine; one completions, chat, Messages and Responses request
 //     through the gateway, each tokenized by the router; and one request
 //     whose render the router's counters must show (success +1, failures

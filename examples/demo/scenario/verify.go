@@ -15,7 +15,7 @@ const (
 	metricRenderFailures = render.MetricFailures
 )
 
-// verify runs the deployment guide's verification: the render check on
+// verify runs the verification of llm-d's precise prefix-cache routing guide: the render check on
 // every engine, one request per API through the gateway, and a request the
 // router must tokenize itself (render success counter +1, failures
 // unchanged).
