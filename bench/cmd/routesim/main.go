@@ -139,7 +139,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			return nil
 		}
 		return sim.WriteCompactTable(f, "Sensitivity: a single gateway replica (shared-prefix)",
-			fmt.Sprintf("The tables above run %d gateway replicas, as the llm-d deployment guide runs its routers active-active: every event-fed replica subscribes to every engine, while each replica's decision history and load view are its own (the approximate router's and SGLang's trees, Dynamo's predicted index and active blocks, kvroute's in-flight load). With one replica each policy sees every decision:", o.replicas), sens)
+			fmt.Sprintf("The tables above run %d gateway replicas, as llm-d's precise prefix-cache routing guide runs its routers active-active: every event-fed replica subscribes to every engine, while each replica's decision history and load view are its own (the approximate router's and SGLang's trees, Dynamo's predicted index and active blocks, kvroute's in-flight load). With one replica each policy sees every decision:", o.replicas), sens)
 	})
 	if err != nil {
 		return err
