@@ -1,0 +1,92 @@
+package kvroute
+
+import (
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// unshippedReference matches a comment that sends the reader to a document
+// a `go get` user does not have: the team's reference notes, by file name,
+// or an unnamed "deployment guide".
+var unshippedReference = regexp.MustCompile(
+	`spec/[A-Za-z0-9_-]+\.md` +
+		`|\b(routing|wire|zmq|render|metrics|design|peer-policies)\.md\b` +
+		`|(?i:\bthe\s+deployment\s+guide)`)
+
+// TestCommentsStandAlone holds every comment of every Go file in the module
+// tree (the contrib modules and the examples included) to the rule that doc
+// comments state facts in their own words: a comment citing one of the
+// reference notes the module does not ship, or an unnamed deployment
+// guide, fails with the file and line.
+func TestCommentsStandAlone(t *testing.T) {
+	var bad []string
+	files := 0
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			name := d.Name()
+			if path != "." && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") ||
+				name == "testdata" || name == "vendor" || name == "out") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, path, src, parser.ParseComments|parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		files++
+		for _, group := range f.Comments {
+			for _, c := range group.List {
+				if m := unshippedReference.FindString(c.Text); m != "" {
+					bad = append(bad, fset.Position(c.Pos()).String()+": "+m)
+				}
+			}
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.Greater(t, files, 100, "the walk must see the module's Go files")
+	require.Empty(t, bad, "comments must state the facts, not cite files a go get user does not have")
+}
+
+// TestUnshippedReferencePattern pins what the check catches and what it lets
+// through, so that a loosened pattern cannot pass the check vacuously.
+func TestUnshippedReferencePattern(t *testing.T) {
+	for _, s := range []string{
+		"// see spec/" + "wire.md §2.5",
+		"// (routing" + ".md §3.1)",
+		"// the design" + ".md targets",
+		"// spec/peer-" + "policies.md",
+		"// as in the deployment" + " guide",
+		"// The Deployment" + " Guide's values",
+	} {
+		require.True(t, unshippedReference.MatchString(s), s)
+	}
+	for _, s := range []string{
+		"// writes bench/RESULTS.md",
+		"// see bench/README.md and bench/results/routesim.md",
+		"// llm-d's precise prefix-cache routing guide",
+		"// kvroute's rendering of the prompt",
+	} {
+		require.False(t, unshippedReference.MatchString(s), s)
+	}
+}
