@@ -14,7 +14,7 @@ const (
 	goldenTS = 1700000000.5
 )
 
-// SGLang chain hashes of pages [1,2,3,4] and [5,6,7,8] (§11.2); variables so
+// SGLang chain hashes of pages [1,2,3,4] and [5,6,7,8]; variables so
 // that converting them to uint64 keeps the two's-complement bits.
 var (
 	sglangHashA = int64(-3488128144981237669)
@@ -24,7 +24,7 @@ var (
 type goldenVector struct {
 	name   string
 	hex    string
-	size   int    // byte size stated by the spec
+	size   int    // byte size of the engine's payload
 	format Format // layout the encoder must reproduce it with
 	want   func() *Batch
 }

@@ -96,7 +96,7 @@ func TestPrefillStoresFullBlocks(t *testing.T) {
 		Type: BlockStored, BlockHashes: u64s(chain(prompt, 4, "")), TokenIDs: prompt[:8], BlockSize: 4,
 		Medium: MediumGPU, ExtraKeys: [][]string{nil, nil}, GroupIdx: 0, Kind: KindFullAttention,
 	}, ev[0])
-	// The spec vectors' tokens give the spec's hashes on the wire.
+	// Tokens [1..8] in blocks of 4 give vLLM's own sha256_cbor hashes on the wire.
 	require.Equal(t, []uint64{9561501211280363793, 15292913576410714033}, ev[0].BlockHashes)
 
 	st := e.Stats()
