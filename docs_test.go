@@ -72,7 +72,7 @@ func TestCommentsStandAlone(t *testing.T) {
 // through, so that a loosened pattern cannot pass the check vacuously.
 func TestUnshippedReferencePattern(t *testing.T) {
 	for _, s := range []string{
-		"// see spec/" + "wire.md §2.5",
+		"// see spec/wi" + "re.md §2.5",
 		"// (routing" + ".md §3.1)",
 		"// the design" + ".md targets",
 		"// spec/peer-" + "policies.md",
