@@ -60,7 +60,7 @@ func startCluster(ctx context.Context, o Options) (c *cluster, err error) {
 	cfg.BlockSize = o.BlockSize
 	// Every engine runs on 127.0.0.1 with its own event ports, so each
 	// endpoint names its sockets (on separate hosts the router derives them
-	// from the endpoint's IP and the guide's ports 5556/5559).
+	// from the endpoint's IP and the default ports 5556/5559).
 	cfg.Events.Enabled = true
 	c.gw, err = proxy.NewServer(proxy.ServerConfig{Listen: "127.0.0.1:0", Router: cfg, Endpoints: eps}, proxy.Options{Logger: o.Logger})
 	if err != nil {
