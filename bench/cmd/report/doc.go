@@ -1,6 +1,7 @@
 // Command report runs kvroute's headline benchmarks and writes
 // bench/RESULTS.md: the date, CPU, GOMAXPROCS, Go version and machine load,
-// then each figure beside its design target (Targets), the scaling ladders and the raw output.
+// then each figure beside its design target (Targets), the scaling ladders
+// and the raw output.
 //
 // Usage (from anywhere inside the module):
 //

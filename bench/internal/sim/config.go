@@ -293,11 +293,10 @@ type Config struct {
 }
 
 // DefaultConfig returns the default fleet with the default workload of kind
-// at the given load: seed 1, two active-active gateway replicas (as
-// llm-d's precise prefix-cache routing guide runs its routers), a 5 ms event delay, and an
-// approximate router
-// with a 120 s TTL, weights 3 (prefix), 2 (queue) and 2 (KV usage) and a
-// 50 ms metrics scrape.
+// at the given load: seed 1, two active-active gateway replicas (as llm-d's
+// precise prefix-cache routing guide runs its routers), a 5 ms event delay,
+// and an approximate router with a 120 s TTL, weights 3 (prefix), 2 (queue)
+// and 2 (KV usage) and a 50 ms metrics scrape.
 func DefaultConfig(kind WorkloadKind, load float64) Config {
 	return Config{
 		Seed:               1,
