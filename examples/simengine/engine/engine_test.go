@@ -96,7 +96,8 @@ func TestPrefillStoresFullBlocks(t *testing.T) {
 		Type: BlockStored, BlockHashes: u64s(chain(prompt, 4, "")), TokenIDs: prompt[:8], BlockSize: 4,
 		Medium: MediumGPU, ExtraKeys: [][]string{nil, nil}, GroupIdx: 0, Kind: KindFullAttention,
 	}, ev[0])
-	// The two full blocks, [1,2,3,4] and [5,6,7,8], carry vLLM's own sha256_cbor hashes.
+	// The two full blocks, [1,2,3,4] and [5,6,7,8], carry vLLM's own
+	// sha256_cbor hashes.
 	require.Equal(t, []uint64{9561501211280363793, 15292913576410714033}, ev[0].BlockHashes)
 
 	st := e.Stats()

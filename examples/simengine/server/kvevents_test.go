@@ -18,7 +18,8 @@ import (
 )
 
 // The adapter writes exactly vLLM's bytes: the golden BlockStored,
-// BlockRemoved and AllBlocksCleared payloads (V1, V3, V4) in both layouts, from engine events with the same content.
+// BlockRemoved and AllBlocksCleared payloads (V1, V3, V4) in both layouts,
+// from engine events with the same content.
 func TestAdapterReproducesWireVectors(t *testing.T) {
 	ts := time.Unix(1700000000, 500_000_000)
 	const h1, h2 = 0x8A3F1C2D4E5B6A79, 0x1122334455667788
