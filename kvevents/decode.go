@@ -9,10 +9,11 @@ const (
 	maxInternedLen = 256
 )
 
-// Decoder decodes KV-event batches of every vLLM and SGLang generation
-// (array or map events, in any mix) into a reusable Batch. It is not safe for concurrent
-// use: give each worker its own. A Decoder keeps a small intern table so
-// that repeated strings (media, kinds, LoRA names, salts) do not allocate.
+// Decoder decodes KV-event batches of every vLLM and SGLang generation (array
+// or map events, in any mix) into a reusable Batch. It is not safe for
+// concurrent use: give each worker its own. A Decoder keeps a small intern
+// table so that repeated strings (media, kinds, LoRA names, salts) do not
+// allocate.
 type Decoder struct {
 	lim  Limits
 	strs map[string]string

@@ -104,12 +104,13 @@ type Event struct {
 	//     kv_cache_spec_sliding_window were present and not nil.
 	HasParent, SignedHashes, InvalidTokens, HasLoRAID, HasGroup, HasSlidingWindow bool
 
-	// BlockHashes are the event's block hashes normalised to uint64: a msgpack int as its 64-bit two's-complement
-	// pattern (so SGLang's negative int64 hashes keep their bits), a bin as
-	// the big-endian value of its last 8 bytes (equal to vLLM's int mode; a
-	// shorter bin is zero-padded on the left, and an empty bin is 0). The
-	// same rule applies to ParentHash, so a parent always resolves to the
-	// value of the block it names.
+	// BlockHashes are the event's block hashes normalised to uint64: a
+	// msgpack int as its 64-bit two's-complement pattern (so SGLang's
+	// negative int64 hashes keep their bits), a bin as the big-endian value
+	// of its last 8 bytes (equal to vLLM's int mode; a shorter bin is
+	// zero-padded on the left, and an empty bin is 0). The same rule applies
+	// to ParentHash, so a parent always resolves to the value of the block it
+	// names.
 	BlockHashes []uint64
 	// RawHashes is empty when every hash was an int. When at least one hash
 	// was a bin it has one entry per hash: the bin bytes, or nil for an int.
@@ -205,9 +206,10 @@ const (
 	TierStorage = "storage"
 )
 
-// NormalizeMedium maps an event's medium to the index tier: nil/empty and "GPU" → "gpu"; "CPU" and SGLang's
-// "CPU_PINNED" → "cpu"; "STORAGE" and SGLang's "DISK" → "storage"; anything
-// else is kept, lower-cased. Known values do not allocate.
+// NormalizeMedium maps an event's medium to the index tier: nil/empty and
+// "GPU" → "gpu"; "CPU" and SGLang's "CPU_PINNED" → "cpu"; "STORAGE" and
+// SGLang's "DISK" → "storage"; anything else is kept, lower-cased. Known
+// values do not allocate.
 func NormalizeMedium(m string) string {
 	switch m {
 	case "", "GPU", "gpu":
