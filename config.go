@@ -156,7 +156,9 @@ type SpeculativeConfig struct {
 	TTL time.Duration `json:"ttl"`
 }
 
-// The values of llm-d's precise prefix-cache routing guide (see DefaultConfig).
+// kvroute's defaults; block size, event port, topic filter and speculative
+// TTL are those of llm-d's precise prefix-cache routing guide (see the
+// package doc).
 const (
 	DefaultBlockSize      = 64
 	DefaultEventsPort     = 5556
@@ -171,12 +173,12 @@ const (
 // ErrInvalidConfig is wrapped by every configuration error of this package.
 var ErrInvalidConfig = errors.New("kvroute: invalid config")
 
-// DefaultConfig returns the configuration of llm-d's precise prefix-cache
-// routing guide: block size 64, events on port 5556 with replay on 5559,
-// topic filter "kv@", 4 event workers, a 60 s idle deadline, a 2 s render
-// attempt timeout, the affinity filter's defaults (threshold 0.80, 18 s TTFT
-// penalty at 15,928 tokens/s), Q = 4,194,304, 1,024 tokens of load per open
-// request and speculative entries with a 2 s TTL.
+// DefaultConfig returns kvroute's defaults, which follow llm-d's precise
+// prefix-cache routing guide (see the package doc): block size 64, events on
+// port 5556 with replay on 5559, topic filter "kv@", 4 event workers, a 60 s
+// idle deadline, a 2 s render attempt timeout, the affinity filter's defaults
+// (threshold 0.80, 18 s TTFT penalty at 15,928 tokens/s), Q = 4,194,304, 1,024
+// tokens of load per open request and speculative entries with a 2 s TTL.
 func DefaultConfig() Config {
 	r := render.DefaultConfig()
 	r.AttemptTimeout = DefaultAttemptTimeout

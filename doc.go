@@ -30,14 +30,17 @@
 //
 // # Defaults
 //
-// DefaultConfig is the configuration of llm-d's precise prefix-cache routing
-// guide (https://github.com/llm-d/llm-d/tree/main/guides/precise-prefix-cache-routing),
+// DefaultConfig follows llm-d's precise prefix-cache routing guide
+// (https://github.com/llm-d/llm-d/tree/main/guides/precise-prefix-cache-routing),
 // the reference deployment of vLLM engines publishing KV events to a router:
-// 64-token blocks, events on port 5556 with replay on 5559, the topic filter
-// "kv@", the affinity filter's defaults and 2 s speculative entries. An
-// engine started with those values (vLLM's --block-size 64 and a
-// --kv-events-config naming the same ports and a "kv@<ip>:<port>@<model>"
-// topic) works with a Router built from DefaultConfig and the engine's model.
+// 64-token blocks, each engine publishing on port 5556 under the topic
+// "kv@<ip>:<port>@<model>" (filter "kv@"), and speculative entries that
+// live 2 s. The affinity filter and token-load scorer defaults are those of
+// the llm-d router's prefix-cache-affinity-filter and token-load-scorer
+// plugins; replay on port 5559 is kvroute's default. An engine started with
+// vLLM's --block-size 64 and a --kv-events-config naming those ports and
+// that topic works with a Router built from DefaultConfig and the engine's
+// model.
 //
 // # Stages
 //

@@ -86,8 +86,8 @@ type Config struct {
 	IncludeRequestTokens bool `json:"includeRequestTokens"`
 }
 
-// DefaultConfig returns the defaults of llm-d's precise prefix-cache routing
-// guide: threshold 0.80, no exploration, an 18 s penalty at 15,928 tokens/s,
+// DefaultConfig returns the defaults of the llm-d router's
+// prefix-cache-affinity-filter plugin: threshold 0.80, no exploration, an 18 s penalty at 15,928 tokens/s,
 // keep sticky on a missing signal, committed load only.
 func DefaultConfig() Config {
 	return Config{
