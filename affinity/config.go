@@ -87,8 +87,9 @@ type Config struct {
 }
 
 // DefaultConfig returns the defaults of the llm-d router's
-// prefix-cache-affinity-filter plugin: threshold 0.80, no exploration, an 18 s penalty at 15,928 tokens/s,
-// keep sticky on a missing signal, committed load only.
+// prefix-cache-affinity-filter plugin: threshold 0.80, no exploration, an
+// 18 s penalty at 15,928 tokens/s, keep sticky on a missing signal,
+// committed load only.
 func DefaultConfig() Config {
 	return Config{
 		AffinityThreshold:      DefaultAffinityThreshold,
