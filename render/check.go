@@ -52,8 +52,8 @@ func (r CheckResult) String() string {
 	return fmt.Sprintf("ok   %s (%s): %d tokens in %v", r.Endpoint.ID, r.Endpoint.URL, r.Tokens, r.Duration.Round(time.Millisecond))
 }
 
-// Check runs the render check of llm-d's precise prefix-cache routing guide
-// on every endpoint: a POST of {"model": Model, "prompt": Prompt} to
+// Check verifies that every endpoint serves the render routes a router
+// tokenizes through: a POST of {"model": Model, "prompt": Prompt} to
 // /v1/completions/render must answer 200 with at least one token ID. Each
 // endpoint is tried once (no retry, no metrics). It returns one result per
 // endpoint, in the given order, and an error naming the failed endpoints when

@@ -63,8 +63,7 @@ func Example() {
 	// 10.0.0.2:8000 has render disabled; status 404
 }
 
-// ExampleCheck runs the render check of llm-d's precise prefix-cache routing
-// guide on every engine.
+// ExampleCheck verifies that every engine serves the render routes.
 func ExampleCheck() {
 	engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, `[{"request_id":"cmpl-1","token_ids":[9707,11,1879,0],"features":null}]`)
