@@ -7,16 +7,15 @@
 //
 // It starts two simulated vLLM engines (free loopback ports, render routes
 // on, KV events over ZeroMQ with replay) and the gateway in this process,
-// then (1) runs the verification of llm-d's precise prefix-cache routing
-// guide (render check on each engine, one completions, chat, Messages and
-// Responses request through the gateway, the router's render counters), (2)
-// sends 10 requests sharing a ~2,000-token system prompt 3 s apart and prints
-// each engine's vllm:request_success_total and prefix-cache hit rate plus the
-// router's predicted cached share, and (3) runs a short shared-prefix load
-// through precise routing and through round-robin and prints a comparison
-// table (engine hit rate, client TTFT p50/p90). It exits with status 1 unless
-// the verification passed and one engine served most of the burst with a high
-// hit rate.
+// then (1) verifies the deployment (render check on each engine, one
+// completions, chat, Messages and Responses request through the gateway, the
+// router's render counters), (2) sends 10 requests sharing a ~2,000-token
+// system prompt 3 s apart and prints each engine's vllm:request_success_total
+// and prefix-cache hit rate plus the router's predicted cached share, and (3)
+// runs a short shared-prefix load through precise routing and through
+// round-robin and prints a comparison table (engine hit rate, client TTFT
+// p50/p90). It exits with status 1 unless the verification passed and one
+// engine served most of the burst with a high hit rate.
 //
 // Flags:
 //

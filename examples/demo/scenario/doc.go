@@ -10,11 +10,10 @@
 // kvroute.Router (examples/gateway/proxy) and a round-robin gateway, and
 // subscribes the router's index to the engines' events. Then:
 //
-//  1. Deployment verification, as in llm-d's precise prefix-cache routing
-//     guide: render.Check on every engine; one completions, chat, Messages
-//     and Responses request through the gateway, each tokenized by the
-//     router; and one request whose render the router's counters must show
-//     (success +1, failures unchanged).
+//  1. Deployment verification: render.Check on every engine; one completions,
+//     chat, Messages and Responses request through the gateway, each
+//     tokenized by the router; and one request whose render the router's
+//     counters must show (success +1, failures unchanged).
 //  2. A burst of Options.BurstRequests chat requests sharing a
 //     ~2,000-token system prompt, Options.Interval apart (3 s, so that the
 //     router's 2 s speculative entries have expired and only the engines' KV

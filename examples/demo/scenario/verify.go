@@ -15,10 +15,9 @@ const (
 	metricRenderFailures = render.MetricFailures
 )
 
-// verify runs the verification of llm-d's precise prefix-cache routing guide:
-// the render check on every engine, one request per API through the gateway,
-// and a request the router must tokenize itself (render success counter +1,
-// failures unchanged).
+// verify checks the deployment: the render check on every engine, one request
+// per API through the gateway, and a request the router must tokenize itself
+// (render success counter +1, failures unchanged).
 func verify(ctx context.Context, c *cluster, w io.Writer) error {
 	results, err := render.Check(ctx, c.renderEndpoints(), render.CheckOptions{Model: c.model})
 	for _, r := range results {
