@@ -14,7 +14,8 @@ import (
 type counters struct {
 	tokens   atomic.Int64
 	requests atomic.Int64
-	_        [48]byte // one cache line per endpoint: no false sharing between endpoints
+	peer     peerCounters // other router replicas' load (peer.go)
+	_        [32]byte     // one cache line per endpoint: no false sharing between endpoints
 }
 
 // subClamped subtracts n (> 0) from a, never going below zero.
@@ -94,16 +95,18 @@ func (t *Tracker) DispatchInto(h *Inflight, endpoint string, uncachedTokens int6
 	}
 }
 
-// Load returns the endpoint's committed in-flight tokens and open requests.
-// ok is false when the tracker has no counters for it (never dispatched to,
-// or removed since); as far as this process knows its load is then zero.
-// Load does not allocate.
+// Load returns the endpoint's committed in-flight tokens and open requests:
+// this process's own plus, when router replicas share their load
+// (SetPeerLoads), the other replicas' last published totals. ok is false
+// when the tracker has no counters for it (never dispatched to, or removed
+// since); as far as this process knows its load is then zero. Load does not
+// allocate.
 func (t *Tracker) Load(endpoint string) (tokens, requests int64, ok bool) {
 	c, ok := t.endpoints.Load(endpoint)
 	if !ok {
 		return 0, 0, false
 	}
-	return c.tokens.Load(), c.requests.Load(), true
+	return c.tokens.Load() + c.peer.tokens.Load(), c.requests.Load() + c.peer.requests.Load(), true
 }
 
 // Remove drops the endpoint's counters (it left the pool) and reports
@@ -119,7 +122,8 @@ func (t *Tracker) Remove(endpoint string) bool {
 }
 
 // Range calls fn for every endpoint with counters, in no particular order,
-// until fn returns false. For debug dumps and for pruning endpoints that left
+// until fn returns false, with this process's own load (never the peers':
+// this is what a replica publishes to the others). For debug dumps and for pruning endpoints that left
 // the pool (call Remove from fn, which is allowed).
 func (t *Tracker) Range(fn func(endpoint string, tokens, requests int64) bool) {
 	t.endpoints.Range(func(ep string, c *counters) bool {
