@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kvroute/kvroute/affinity"
+	"github.com/kvroute/kvroute/cluster"
 	"github.com/kvroute/kvroute/internal/jsonconf"
 	"github.com/kvroute/kvroute/kvevents"
 	"github.com/kvroute/kvroute/kvindex"
@@ -72,6 +73,10 @@ type Config struct {
 	PrecisePrefixCacheProducer *LLMDPrecisePrefixCacheProducer `json:"precise-prefix-cache-producer,omitempty"`
 	PrefixCacheAffinityFilter  *LLMDPrefixCacheAffinityFilter  `json:"prefix-cache-affinity-filter,omitempty"`
 	TokenLoadScorer            *LLMDTokenLoadScorer            `json:"token-load-scorer,omitempty"`
+	// Cluster makes the router one of several active-active replicas sharing
+	// in-flight load, routing decisions and membership through Redis; off
+	// (nothing of it runs) while Cluster.Addrs is empty.
+	Cluster cluster.Config `json:"cluster"`
 }
 
 // EventsConfig configures the KV-event subscriber pool: the pool's own
@@ -241,6 +246,9 @@ func (c Config) Validate() error {
 	}
 	if err := c.Render.Validate(); err != nil {
 		return fmt.Errorf("%w: render: %w", ErrInvalidConfig, err)
+	}
+	if err := validateCluster(c.Cluster); err != nil {
+		return fmt.Errorf("%w: cluster: %w", ErrInvalidConfig, err)
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kvroute/kvroute/affinity"
+	"github.com/kvroute/kvroute/cluster"
 	"github.com/kvroute/kvroute/kvevents"
 	"github.com/kvroute/kvroute/kvindex"
 	"github.com/kvroute/kvroute/render"
@@ -66,6 +67,7 @@ type Router struct {
 	load       *tokenload.Tracker
 	requests   *tokenload.RequestTable
 	events     eventSource
+	cluster    *cluster.Replica // nil unless Config.Cluster is configured (cluster.go)
 	scorers    []WeightedScorer
 	random     func() float64
 	met        *routerMetrics
@@ -169,6 +171,9 @@ func New(cfg Config, opts Options) (*Router, error) {
 		log.Warn("kvroute: KV events are disabled (Config.Events.Enabled is false): the index holds only speculative entries and what the embedder stores itself; load-only decisions are counted in kvroute_router_cache_blind_total{reason=\"events_disabled\"}")
 	}
 	r.needsEndpoints = cfg.Events.Enabled || (r.render != nil && cfg.Render.URL == "")
+	if err = r.startCluster(cfg, opts); err != nil {
+		return nil, err
+	}
 	r.selections.New = func() any { return new(Selection) }
 	ok = true
 	return r, nil
@@ -267,6 +272,7 @@ func (r *Router) Close() {
 	}
 	r.closed = true
 	r.mu.Unlock()
+	r.cluster.Close() // nil-safe; first, so the peers stop counting this replica's load
 	if r.events != nil {
 		r.events.close()
 	}

@@ -253,6 +253,7 @@ func (s *Selection) Commit(i int) (*Decision, error) {
 				r.index.Speculate(chosen.ID, keys, r.cfg.Speculative.TTL)
 			}
 		}
+		r.cluster.Publish(chosen.ID, st.keys) // the other replicas speculate too; nil-safe, never blocks
 	}
 	if s.promptTokens > 0 {
 		r.met.predicted.Observe(float64(d.CachedTokens))

@@ -1,0 +1,42 @@
+package kvroute
+
+import (
+	"fmt"
+
+	"github.com/kvroute/kvroute/cluster"
+)
+
+// startCluster joins the pool of router replicas when cfg.Cluster names
+// Redis servers: the replica then publishes this router's local load, adds
+// the peers' load to what the filter and scorer see (through the load
+// tracker, in memory), shares its routing decisions as speculative entries
+// and lists its peers. Without Config.Cluster.Addrs it does nothing.
+func (r *Router) startCluster(cfg Config, opts Options) error {
+	if !cfg.Cluster.Enabled() {
+		return nil
+	}
+	rep, err := cluster.New(cfg.Cluster, r.index, r.load, cluster.Options{
+		Registerer:     opts.Registerer,
+		Logger:         r.log,
+		SpeculativeTTL: cfg.Speculative.TTL,
+	})
+	if err != nil {
+		return fmt.Errorf("kvroute: cluster: %w", err)
+	}
+	r.cluster = rep
+	return nil
+}
+
+// validateCluster checks a configured cluster section.
+func validateCluster(c cluster.Config) error {
+	if !c.Enabled() {
+		return nil
+	}
+	return c.WithDefaults().Validate()
+}
+
+// Cluster returns the router's replica membership, nil when Config.Cluster
+// is not configured: its Peers and SnapshotURLs name the live replicas a new
+// one bootstraps its index from, Degraded says whether routing runs on local
+// state only.
+func (r *Router) Cluster() *cluster.Replica { return r.cluster }

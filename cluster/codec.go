@@ -1,0 +1,212 @@
+package cluster
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/kvroute/kvroute/kvindex"
+)
+
+// Wire formats. Both are compact binary, little-endian, with unsigned
+// varints for lengths and counts:
+//
+//	record   := 'R' version(1) snapshotURL:str sentMs:uvarint n:uvarint { endpoint:str tokens:uvarint requests:uvarint }×n
+//	decision := 'D' version(1) sender:str n:uvarint { endpoint:str k:uvarint key:8 bytes ×k }×n
+//	str      := len:uvarint bytes
+//
+// A record is one replica's membership and load (the value of its leased
+// key); a decision message carries one or more routing decisions (the
+// chosen endpoint and the request's leading block keys).
+const (
+	recordMagic   = 'R'
+	decisionMagic = 'D'
+	wireVersion   = 1
+	// maxRecordBytes bounds a record read from Redis.
+	maxRecordBytes = 1 << 20
+	// maxMessageBytes bounds a decision message, published or received.
+	maxMessageBytes = 1 << 20
+)
+
+// errMalformed is wrapped by every decoding error.
+var errMalformed = errors.New("cluster: malformed message")
+
+func appendStr(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// reader decodes the wire formats; every read is bounds-checked.
+type reader struct {
+	b   []byte
+	err error
+}
+
+func (r *reader) fail(what string) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: %s", errMalformed, what)
+	}
+}
+
+func (r *reader) byte1(what string) byte {
+	if r.err != nil || len(r.b) < 1 {
+		r.fail(what)
+		return 0
+	}
+	v := r.b[0]
+	r.b = r.b[1:]
+	return v
+}
+
+func (r *reader) uvarint(what string) uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.fail(what)
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+// count reads a count of items of at least minBytes each, capped by limit.
+func (r *reader) count(what string, limit, minBytes int) int {
+	v := r.uvarint(what)
+	if r.err != nil {
+		return 0
+	}
+	if v > uint64(limit) || v*uint64(minBytes) > uint64(len(r.b)) {
+		r.fail(fmt.Sprintf("%s %d over the limit or the message", what, v))
+		return 0
+	}
+	return int(v)
+}
+
+func (r *reader) bytes(what string, limit int) []byte {
+	n := r.count(what, limit, 1)
+	if r.err != nil {
+		return nil
+	}
+	s := r.b[:n]
+	r.b = r.b[n:]
+	return s
+}
+
+// Record is one replica's published state, as read from Redis.
+type Record struct {
+	SnapshotURL string
+	SentMs      uint64
+	Loads       []EndpointLoad
+}
+
+// EndpointLoad is one endpoint's in-flight load in a record.
+type EndpointLoad struct {
+	Endpoint string
+	Tokens   int64
+	Requests int64
+}
+
+func encodeRecord(b []byte, snapshotURL string, sentMs uint64, loads []EndpointLoad) []byte {
+	b = append(b, recordMagic, wireVersion)
+	b = appendStr(b, snapshotURL)
+	b = binary.AppendUvarint(b, sentMs)
+	b = binary.AppendUvarint(b, uint64(len(loads)))
+	for _, l := range loads {
+		b = appendStr(b, l.Endpoint)
+		b = binary.AppendUvarint(b, uint64(max(l.Tokens, 0)))
+		b = binary.AppendUvarint(b, uint64(max(l.Requests, 0)))
+	}
+	return b
+}
+
+// decodeRecord decodes a record of at most maxEndpoints endpoints.
+func decodeRecord(data []byte, maxEndpoints int) (Record, error) {
+	if len(data) > maxRecordBytes {
+		return Record{}, fmt.Errorf("%w: record of %d bytes over %d", errMalformed, len(data), maxRecordBytes)
+	}
+	r := reader{b: data}
+	if r.byte1("magic") != recordMagic || r.byte1("version") != wireVersion {
+		r.fail("not a version-1 record")
+		return Record{}, r.err
+	}
+	var rec Record
+	rec.SnapshotURL = string(r.bytes("snapshot URL", maxNameBytes))
+	rec.SentMs = r.uvarint("sent time")
+	n := r.count("endpoint count", maxEndpoints, 3)
+	if r.err == nil && n > 0 {
+		rec.Loads = make([]EndpointLoad, 0, n)
+	}
+	for i := 0; i < n && r.err == nil; i++ {
+		ep := r.bytes("endpoint", maxNameBytes)
+		tok, req := r.uvarint("tokens"), r.uvarint("requests")
+		if r.err == nil && (len(ep) == 0 || tok > 1<<62 || req > 1<<62) {
+			r.fail("empty endpoint or load out of range")
+		}
+		if r.err == nil {
+			rec.Loads = append(rec.Loads, EndpointLoad{Endpoint: string(ep), Tokens: int64(tok), Requests: int64(req)})
+		}
+	}
+	if r.err == nil && len(r.b) != 0 {
+		r.fail("trailing bytes")
+	}
+	if r.err != nil {
+		return Record{}, r.err
+	}
+	return rec, nil
+}
+
+// appendDecisionHeader starts a decision message from sender holding n
+// decisions.
+func appendDecisionHeader(b []byte, sender string, n int) []byte {
+	b = append(b, decisionMagic, wireVersion)
+	b = appendStr(b, sender)
+	return binary.AppendUvarint(b, uint64(n))
+}
+
+// appendDecision appends one decision to a message.
+func appendDecision(b []byte, endpoint string, keys []kvindex.Key) []byte {
+	b = appendStr(b, endpoint)
+	b = binary.AppendUvarint(b, uint64(len(keys)))
+	for _, k := range keys {
+		b = binary.LittleEndian.AppendUint64(b, uint64(k))
+	}
+	return b
+}
+
+// decodeDecisions decodes a decision message and calls fn for each decision
+// (the keys slice is reused between calls). It stops at the first error;
+// decisions before it were delivered.
+func decodeDecisions(data []byte, maxKeys int, scratch []kvindex.Key, fn func(sender, endpoint []byte, keys []kvindex.Key)) ([]kvindex.Key, error) {
+	if len(data) > maxMessageBytes {
+		return scratch, fmt.Errorf("%w: message of %d bytes over %d", errMalformed, len(data), maxMessageBytes)
+	}
+	r := reader{b: data}
+	if r.byte1("magic") != decisionMagic || r.byte1("version") != wireVersion {
+		r.fail("not a version-1 decision message")
+		return scratch, r.err
+	}
+	sender := r.bytes("sender", maxNameBytes)
+	n := r.count("decision count", maxMessageBytes, 3)
+	for i := 0; i < n && r.err == nil; i++ {
+		ep := r.bytes("endpoint", maxNameBytes)
+		k := r.count("key count", maxKeys, 8)
+		if r.err == nil && len(ep) == 0 {
+			r.fail("empty endpoint")
+		}
+		if r.err != nil {
+			break
+		}
+		scratch = scratch[:0]
+		for j := 0; j < k; j++ {
+			scratch = append(scratch, kvindex.Key(binary.LittleEndian.Uint64(r.b[8*j:])))
+		}
+		r.b = r.b[8*k:]
+		fn(sender, ep, scratch)
+	}
+	if r.err == nil && len(r.b) != 0 {
+		r.fail("trailing bytes")
+	}
+	return scratch, r.err
+}

@@ -1,0 +1,215 @@
+package cluster
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+// Config configures a Replica. The zero value has no Addrs and means "no
+// cluster": the root Router then runs nothing of this package. Durations are
+// Go duration strings in JSON ("250ms", "3s").
+type Config struct {
+	// Addrs are the Redis (or Valkey) servers, "host:port". One address is a
+	// standalone server (or a proxy); several, or ClusterMode, are the seed
+	// nodes of a Redis Cluster.
+	Addrs []string `json:"addrs"`
+	// ClusterMode uses the Redis Cluster protocol even with one seed address.
+	ClusterMode bool `json:"clusterMode"`
+	// Username and Password authenticate to Redis (ACL user, or the
+	// requirepass password with an empty Username).
+	Username string `json:"username"`
+	Password string `json:"password"`
+	// DB is the database number of a standalone server (Redis Cluster has
+	// only 0).
+	DB int `json:"db"`
+	// Pool names the group of replicas that share state: every key and the
+	// channel carry it as a hash tag, {pool}, so on Redis Cluster all of a
+	// pool's keys live in one slot (one node) and multi-key reads work.
+	// Default "default". Letters, digits and "-_.:" only.
+	Pool string `json:"pool"`
+	// ReplicaID identifies this replica; unique per process. Default: the
+	// host name plus a random suffix.
+	ReplicaID string `json:"replicaId"`
+	// SnapshotURL is where peers fetch this replica's index snapshot when they
+	// bootstrap (advertised in the membership record); empty advertises none.
+	SnapshotURL string `json:"snapshotUrl"`
+	// Lease is the lifetime of this replica's record (membership and load):
+	// a replica that stops refreshing, crashed or cut off, disappears with
+	// its load after Lease. Default 3s; at least 2 × RefreshPeriod.
+	Lease time.Duration `json:"lease"`
+	// RefreshPeriod is how often the replica republishes its load and
+	// renews its lease. Default 250ms.
+	RefreshPeriod time.Duration `json:"refreshPeriod"`
+	// ReadPeriod is how often the replica reads the peers' records.
+	// Default 250ms.
+	ReadPeriod time.Duration `json:"readPeriod"`
+	// OpTimeout bounds every Redis operation (dial, command, pipeline);
+	// an operation that takes longer counts as Redis unreachable. Default
+	// 500ms.
+	OpTimeout time.Duration `json:"opTimeout"`
+	// DisableSharedDecisions turns off publishing and applying routing
+	// decisions (speculative entries on every replica); load and membership
+	// are still shared.
+	DisableSharedDecisions bool `json:"disableSharedDecisions"`
+	// ShardedPubSub uses SPUBLISH/SSUBSCRIBE (Redis 7+): on Redis Cluster
+	// the decisions then travel only within the pool's shard instead of
+	// being broadcast to every node.
+	ShardedPubSub bool `json:"shardedPubSub"`
+	// DecisionQueue is the number of decisions waiting to be published;
+	// when it is full a decision is dropped (counted), never waited for.
+	// Default 256.
+	DecisionQueue int `json:"decisionQueue"`
+	// MaxKeysPerDecision caps the block keys a decision carries (the
+	// prompt's leading blocks; the rest are not shared). Default 512
+	// (32,768 tokens at block size 64).
+	MaxKeysPerDecision int `json:"maxKeysPerDecision"`
+	// MaxPeers caps the peer records read; more are ignored and counted.
+	// Default 64.
+	MaxPeers int `json:"maxPeers"`
+	// MaxEndpoints caps the endpoints in one record, ours or a peer's.
+	// Default 4096.
+	MaxEndpoints int `json:"maxEndpoints"`
+}
+
+// Defaults.
+const (
+	DefaultPool               = "default"
+	DefaultLease              = 3 * time.Second
+	DefaultRefreshPeriod      = 250 * time.Millisecond
+	DefaultReadPeriod         = 250 * time.Millisecond
+	DefaultOpTimeout          = 500 * time.Millisecond
+	DefaultDecisionQueue      = 256
+	DefaultMaxKeysPerDecision = 512
+	DefaultMaxPeers           = 64
+	DefaultMaxEndpoints       = 4096
+	// maxNameBytes caps a replica ID, an endpoint ID or a snapshot URL.
+	maxNameBytes = 1024
+)
+
+// ErrInvalidConfig is wrapped by every configuration error of this package.
+var ErrInvalidConfig = errors.New("cluster: invalid config")
+
+// Enabled reports whether the configuration asks for a cluster (any Addrs).
+func (c Config) Enabled() bool { return len(c.Addrs) > 0 }
+
+// WithDefaults returns c with every zero setting at its default.
+func (c Config) WithDefaults() Config {
+	if c.Pool == "" {
+		c.Pool = DefaultPool
+	}
+	if c.ReplicaID == "" {
+		host, _ := os.Hostname()
+		var b [6]byte
+		_, _ = rand.Read(b[:])
+		c.ReplicaID = sanitize(host) + "-" + hex.EncodeToString(b[:])
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.Lease, DefaultLease)
+	def(&c.RefreshPeriod, DefaultRefreshPeriod)
+	def(&c.ReadPeriod, DefaultReadPeriod)
+	def(&c.OpTimeout, DefaultOpTimeout)
+	defInt := func(p *int, v int) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	defInt(&c.DecisionQueue, DefaultDecisionQueue)
+	defInt(&c.MaxKeysPerDecision, DefaultMaxKeysPerDecision)
+	defInt(&c.MaxPeers, DefaultMaxPeers)
+	defInt(&c.MaxEndpoints, DefaultMaxEndpoints)
+	return c
+}
+
+// Validate reports the first invalid setting of c (after WithDefaults).
+func (c Config) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
+	}
+	for _, a := range c.Addrs {
+		if a == "" || !strings.Contains(a, ":") {
+			return bad("addr %q is not host:port", a)
+		}
+	}
+	switch {
+	case !validName(c.Pool, 64):
+		return bad("pool %q: want 1-64 letters, digits or -_.:", c.Pool)
+	case !validName(c.ReplicaID, 200):
+		return bad("replicaId %q: want 1-200 letters, digits or -_.:", c.ReplicaID)
+	case len(c.SnapshotURL) > maxNameBytes:
+		return bad("snapshotUrl is longer than %d bytes", maxNameBytes)
+	case c.RefreshPeriod <= 0 || c.ReadPeriod <= 0 || c.OpTimeout <= 0:
+		return bad("refreshPeriod, readPeriod and opTimeout must be positive")
+	case c.Lease < 2*c.RefreshPeriod:
+		return bad("lease %v must be at least twice refreshPeriod %v", c.Lease, c.RefreshPeriod)
+	case c.DecisionQueue < 0 || c.MaxKeysPerDecision < 0 || c.MaxPeers < 0 || c.MaxEndpoints < 0:
+		return bad("queue and cap settings must not be negative")
+	case c.DB < 0:
+		return bad("db %d is negative", c.DB)
+	}
+	return nil
+}
+
+// StalenessBound is the longest a peer's load change takes to show in this
+// replica's Load when Redis is healthy: the peer republishes within
+// RefreshPeriod, this replica reads within ReadPeriod, and each of the two
+// operations may take up to OpTimeout.
+func (c Config) StalenessBound() time.Duration {
+	return c.RefreshPeriod + c.ReadPeriod + 2*c.OpTimeout
+}
+
+func validName(s string, maxLen int) bool {
+	if s == "" || len(s) > maxLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !nameByte(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func nameByte(b byte) bool {
+	return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || strings.IndexByte("-_.:", b) >= 0
+}
+
+func sanitize(s string) string {
+	out := []byte(s)
+	for i, b := range out {
+		if !nameByte(b) {
+			out[i] = '_'
+		}
+	}
+	if len(out) > 100 {
+		out = out[:100]
+	}
+	if len(out) == 0 {
+		return "replica"
+	}
+	return string(out)
+}
+
+// keys are the Redis names of one pool. The {pool} hash tag puts them all
+// in one Redis Cluster slot.
+type keys struct {
+	members string // SET of replica IDs
+	prefix  string // + replica ID: the replica's record, with a TTL (its lease)
+	channel string // decisions
+	selfKey string
+}
+
+func newKeys(pool, self string) keys {
+	base := "kvroute:{" + pool + "}:"
+	return keys{members: base + "replicas", prefix: base + "replica:", channel: base + "decisions", selfKey: base + "replica:" + self}
+}
+
+func (k keys) replica(id string) string { return k.prefix + id }

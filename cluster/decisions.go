@@ -1,0 +1,227 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/kvroute/kvroute/kvindex"
+)
+
+// flushBytes is the size at which the publisher starts another message.
+const flushBytes = 256 << 10
+
+// slot is one queued decision; its keys buffer is reused, so a warm queue
+// takes no allocation.
+type slot struct {
+	endpoint string
+	keys     []kvindex.Key
+}
+
+// decisionQueue is a bounded queue of decisions, double-buffered: Publish
+// appends to the active half under a mutex held for one copy of the keys, and
+// the publisher swaps halves in O(1), then encodes and sends the full half
+// without holding the lock. Memory: 2 × DecisionQueue × MaxKeysPerDecision ×
+// 8 bytes at most.
+type decisionQueue struct {
+	mu     sync.Mutex
+	active []slot
+	n      int
+	spare  []slot
+	closed bool
+	wake   chan struct{}
+}
+
+func (q *decisionQueue) init(size int) {
+	q.active, q.spare = make([]slot, size), make([]slot, size)
+	q.wake = make(chan struct{}, 1)
+}
+
+// push queues a decision; false when the queue is full or closed.
+func (q *decisionQueue) push(endpoint string, keys []kvindex.Key) bool {
+	q.mu.Lock()
+	if q.closed || q.n == len(q.active) {
+		q.mu.Unlock()
+		return false
+	}
+	s := &q.active[q.n]
+	s.endpoint = endpoint
+	s.keys = append(s.keys[:0], keys...)
+	q.n++
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// take swaps the halves and returns the queued decisions, valid until the
+// next take.
+func (q *decisionQueue) take() []slot {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	full := q.active[:q.n]
+	q.active, q.spare, q.n = q.spare, q.active, 0
+	return full
+}
+
+func (q *decisionQueue) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
+}
+
+// Publish shares a routing decision with the other replicas: endpoint was
+// chosen for a request whose leading block keys are keys (at most
+// MaxKeysPerDecision are sent). It never blocks on Redis and does not
+// allocate once the queue is warm: the decision is copied into a bounded
+// queue that a background goroutine publishes; a full queue drops it
+// (counted). A nil Replica, or one with shared decisions off, does nothing.
+func (r *Replica) Publish(endpoint string, keys []kvindex.Key) {
+	if r == nil || r.cfg.DisableSharedDecisions || len(keys) == 0 {
+		return
+	}
+	if len(keys) > r.cfg.MaxKeysPerDecision {
+		keys = keys[:r.cfg.MaxKeysPerDecision]
+		r.met.truncated.Inc()
+	}
+	if !r.q.push(endpoint, keys) {
+		r.stats.dropped.Add(1)
+		r.met.dropped[dropQueueFull].Inc()
+	}
+}
+
+// publishLoop sends the queued decisions, batching those queued meanwhile
+// into one message.
+func (r *Replica) publishLoop() {
+	defer r.wg.Done()
+	var buf []byte
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-r.q.wake:
+		}
+		batch := r.q.take()
+		for len(batch) > 0 {
+			n, size := 0, 0
+			for n < len(batch) && (n == 0 || size < flushBytes) {
+				size += len(batch[n].endpoint) + 8*len(batch[n].keys) + 8
+				n++
+			}
+			buf = appendDecisionHeader(buf[:0], r.cfg.ReplicaID, n)
+			for _, s := range batch[:n] {
+				buf = appendDecision(buf, s.endpoint, s.keys)
+			}
+			batch = batch[n:]
+			r.send(buf, n)
+		}
+		if cap(buf) > 4*flushBytes {
+			buf = nil // release a burst's memory
+		}
+	}
+}
+
+func (r *Replica) send(msg []byte, n int) {
+	ctx, cancel := context.WithTimeout(r.ctx, r.cfg.OpTimeout)
+	defer cancel()
+	var err error
+	if r.cfg.ShardedPubSub {
+		err = r.rdb.SPublish(ctx, r.keys.channel, msg).Err()
+	} else {
+		err = r.rdb.Publish(ctx, r.keys.channel, msg).Err()
+	}
+	r.countCommands(1)
+	if err != nil {
+		r.stats.dropped.Add(int64(n))
+		r.met.dropped[dropRedis].Add(float64(n))
+		r.result(opPublish, err)
+		return
+	}
+	r.stats.published.Add(int64(n))
+	r.stats.publishedBytes.Add(int64(len(msg)))
+	r.stats.messages.Add(1)
+	r.met.published.Add(float64(n))
+	r.met.publishedBytes.Add(float64(len(msg)))
+	r.met.messages.Inc()
+}
+
+// subscribe opens the decision subscription; a failure shows on Receive.
+func (r *Replica) subscribe() *redis.PubSub {
+	ctx, cancel := context.WithTimeout(r.ctx, r.cfg.OpTimeout)
+	defer cancel()
+	r.countCommands(1)
+	if r.cfg.ShardedPubSub {
+		return r.rdb.SSubscribe(ctx, r.keys.channel)
+	}
+	return r.rdb.Subscribe(ctx, r.keys.channel)
+}
+
+// receiveLoop applies the peers' decisions as speculative index entries.
+// go-redis reconnects and resubscribes a broken subscription on the next
+// receive; the loop waits ReadPeriod between failed attempts.
+func (r *Replica) receiveLoop(ps *redis.PubSub) {
+	defer r.wg.Done()
+	stop := context.AfterFunc(r.ctx, func() { _ = ps.Close() }) // interrupts a blocked receive
+	defer stop()
+	defer ps.Close()
+	var scratch []kvindex.Key
+	idle := 2 * r.cfg.Lease
+	for r.ctx.Err() == nil {
+		msg, err := ps.ReceiveTimeout(r.ctx, idle)
+		if err != nil {
+			if r.ctx.Err() != nil {
+				return
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				// Quiet channel: probe the connection so a dead one is noticed.
+				pctx, cancel := context.WithTimeout(r.ctx, r.cfg.OpTimeout)
+				err = ps.Ping(pctx)
+				cancel()
+				r.countCommands(1)
+				if err == nil {
+					continue
+				}
+			}
+			r.result(opSubscribe, err)
+			select {
+			case <-r.ctx.Done():
+				return
+			case <-time.After(r.cfg.ReadPeriod): // retry pacing while Redis is away
+			}
+			continue
+		}
+		switch m := msg.(type) {
+		case *redis.Subscription:
+			r.result(opSubscribe, nil)
+		case *redis.Message:
+			scratch = r.apply([]byte(m.Payload), scratch)
+		}
+	}
+}
+
+// apply decodes one decision message and speculates its decisions, skipping
+// this replica's own.
+func (r *Replica) apply(payload []byte, scratch []kvindex.Key) []kvindex.Key {
+	self := r.cfg.ReplicaID
+	// Peers may be configured with a larger MaxKeysPerDecision: accept up to
+	// what a message can hold.
+	scratch, err := decodeDecisions(payload, maxMessageBytes/8, scratch, func(sender, endpoint []byte, keys []kvindex.Key) {
+		if string(sender) == self || len(keys) == 0 {
+			return
+		}
+		r.index.Speculate(string(endpoint), keys, r.specTTL)
+		r.stats.applied.Add(1)
+		r.met.received.Inc()
+	})
+	if err != nil {
+		r.met.invalidMsgs.Inc()
+	}
+	return scratch
+}

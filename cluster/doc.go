@@ -1,0 +1,82 @@
+// Package cluster runs kvroute routers as active-active replicas that share
+// their state through Redis (or Valkey, which speaks the same protocol), so
+// that two replicas behind one load balancer route as one router would.
+//
+// # Shared in-flight load
+//
+// Every replica keeps exact local accounting in its tokenload.Tracker. A
+// Replica publishes those local per-endpoint totals every RefreshPeriod as
+// its record, a key with a TTL of Lease (the replica's lease), and reads the
+// other replicas' records every ReadPeriod; the sum of the live peers' loads
+// is stored in the tracker (SetPeerLoads), whose Load then reports local +
+// peers. The request path reads memory only: no Redis round trip, no
+// allocation. A replica that dies stops refreshing; its record expires with
+// its lease and its load leaves every peer's view at their next read, so no
+// load leaks and no decrement has to arrive. While Redis is healthy a peer's
+// load change is visible here within StalenessBound = RefreshPeriod +
+// ReadPeriod + 2 × OpTimeout (750 ms with the defaults' 250 ms, 250 ms and a
+// typical sub-millisecond round trip: about 500 ms); a dead peer's load goes
+// within Lease + ReadPeriod of its last refresh.
+//
+// # Shared routing decisions
+//
+// Publish queues a decision (the chosen endpoint and the request's leading
+// block keys) without blocking; a background goroutine sends the queued
+// decisions, batched, as one compact binary pub/sub message, and every other
+// replica turns each decision into speculative index entries, as its own
+// decision would. Two replicas routing one new prefix at once therefore keep
+// it on one endpoint. A decision costs about 2 + endpoint length + 8 bytes
+// per block key (a 2,048-token prompt at block size 64: about 280 bytes). The
+// queue is bounded (DecisionQueue, double-buffered: at most 2 × DecisionQueue
+// × MaxKeysPerDecision × 8 bytes); a full queue or a failed publish drops
+// decisions and counts them.
+//
+// # Membership
+//
+// A record also names the replica's snapshot URL; the pool's member set lists
+// replica IDs, pruned of members whose lease expired. Peers (and
+// SnapshotURLs) lists the live peers, so a new replica can bootstrap its
+// index from one of them; New reads them once before returning.
+//
+// # Faults
+//
+// A failed or timed-out refresh or read (OpTimeout bounds each) puts the
+// replica in degraded mode: the peers' load is dropped and routing goes on
+// with local state only, the failure is counted, logged once per outage and
+// kvroute_cluster_degraded is 1. The loops keep trying every period; the
+// first successful read restores the shared state and the gauge. Redis being
+// slow or away never blocks Pick: only the background goroutines wait on it.
+//
+// # Keys and Redis Cluster
+//
+// All names of a pool carry the pool as a hash tag, so they hash to one Redis
+// Cluster slot and the multi-key read (MGET of the peers' records) stays on
+// one node:
+//
+//	kvroute:{<pool>}:replicas         SET of replica IDs
+//	kvroute:{<pool>}:replica:<id>     the replica's record, TTL = lease
+//	kvroute:{<pool>}:decisions        pub/sub channel of decisions
+//
+// Several pools spread over the cluster's slots. Give several Addrs (or
+// ClusterMode) to use the Redis Cluster protocol; with ShardedPubSub the
+// decisions use SPUBLISH/SSUBSCRIBE and stay within the pool's shard instead
+// of being broadcast to every node.
+//
+// # Redis operations
+//
+// Per replica: 2 commands per refresh (SET with PX, SADD, pipelined), 1-3 per
+// read (SMEMBERS, MGET, SREM of expired members), and one PUBLISH per batch of
+// decisions. With the 250 ms defaults that is about 16 commands/s plus at
+// most one PUBLISH per request; under load the publisher batches decisions,
+// so the PUBLISH rate stays below the request rate.
+//
+// # Dependency
+//
+// The Redis client is github.com/redis/go-redis/v9: the client the llm-d
+// router already uses, maintained by Redis, it speaks RESP2/3 to standalone
+// servers, Sentinel and Redis Cluster through one UniversalClient interface
+// (so the same code serves a single server and a cluster), pipelines, and
+// reconnects and resubscribes pub/sub connections by itself. Writing a client
+// of our own would mean re-implementing cluster slot routing and pub/sub
+// reconnection.
+package cluster

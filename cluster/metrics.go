@@ -1,0 +1,121 @@
+package cluster
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Redis operations, the op label of the error counter.
+const (
+	opRefresh = iota
+	opRead
+	opPublish
+	opSubscribe
+	numOps
+)
+
+var opNames = [numOps]string{"refresh", "read", "publish", "subscribe"}
+
+// Reasons a decision is not published or not applied.
+const (
+	dropQueueFull = iota
+	dropRedis
+	numDrops
+)
+
+var dropNames = [numDrops]string{"queue_full", "redis_error"}
+
+type metrics struct {
+	degraded       prometheus.Gauge
+	outages        prometheus.Counter
+	errors         [numOps]prometheus.Counter
+	commands       prometheus.Counter
+	peers          prometheus.Gauge
+	peersIgnored   prometheus.Counter
+	invalidRecords prometheus.Counter
+	staleness      prometheus.Gauge
+	published      prometheus.Counter
+	publishedBytes prometheus.Counter
+	messages       prometheus.Counter
+	dropped        [numDrops]prometheus.Counter
+	received       prometheus.Counter
+	invalidMsgs    prometheus.Counter
+	truncated      prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	errs := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kvroute_cluster_redis_errors_total",
+		Help: "Failed or timed-out Redis operations by operation (refresh, read, publish, subscribe).",
+	}, []string{"op"})
+	drops := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kvroute_cluster_decisions_dropped_total",
+		Help: "Routing decisions not shared with the other replicas, by reason (queue_full: the publish queue was full; redis_error: the publish failed).",
+	}, []string{"reason"})
+	m := &metrics{
+		degraded: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kvroute_cluster_degraded",
+			Help: "1 while Redis is unreachable or slow and the replica routes on its local state only; 0 when the shared state is current.",
+		}),
+		outages: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvroute_cluster_outages_total",
+			Help: "Times the replica entered degraded (local-only) mode.",
+		}),
+		commands: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvroute_cluster_redis_commands_total",
+			Help: "Redis commands this replica sent (lease refresh, peer reads, decision publishes).",
+		}),
+		peers: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kvroute_cluster_peers",
+			Help: "Live peer replicas (leases not expired) at the last read.",
+		}),
+		peersIgnored: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvroute_cluster_peers_ignored_total",
+			Help: "Peer records skipped because the pool has more than maxPeers replicas.",
+		}),
+		invalidRecords: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvroute_cluster_invalid_records_total",
+			Help: "Peer records that could not be decoded (ignored).",
+		}),
+		staleness: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kvroute_cluster_staleness_bound_seconds",
+			Help: "Longest a peer's load change takes to reach this replica while Redis is healthy: refresh period + read period + 2 × operation timeout.",
+		}),
+		published: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvroute_cluster_decisions_published_total",
+			Help: "Routing decisions published to the other replicas.",
+		}),
+		publishedBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvroute_cluster_decision_bytes_total",
+			Help: "Bytes of decision messages published (divide by decisions published for bytes per decision).",
+		}),
+		messages: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvroute_cluster_decision_messages_total",
+			Help: "Decision messages published (one message batches the decisions queued meanwhile).",
+		}),
+		received: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvroute_cluster_decisions_applied_total",
+			Help: "Other replicas' routing decisions applied as speculative index entries.",
+		}),
+		invalidMsgs: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvroute_cluster_invalid_messages_total",
+			Help: "Decision messages that could not be decoded (the rest of the message is ignored).",
+		}),
+		truncated: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvroute_cluster_decisions_truncated_total",
+			Help: "Decisions whose keys were cut to maxKeysPerDecision before publishing.",
+		}),
+	}
+	for i := range m.errors {
+		m.errors[i] = errs.WithLabelValues(opNames[i])
+	}
+	for i := range m.dropped {
+		m.dropped[i] = drops.WithLabelValues(dropNames[i])
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.degraded, m.outages, errs, m.commands, m.peers, m.peersIgnored,
+			m.invalidRecords, m.staleness, m.published, m.publishedBytes, m.messages, drops, m.received, m.invalidMsgs, m.truncated} {
+			if err := reg.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return m, nil
+}

@@ -1,0 +1,393 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/kvroute/kvroute/kvindex"
+	"github.com/kvroute/kvroute/tokenload"
+)
+
+// Options are a Replica's injected dependencies; the zero value is valid.
+type Options struct {
+	// Registerer receives the replica's metrics; nil registers nothing.
+	Registerer prometheus.Registerer
+	// Logger receives outage and recovery logs (once per outage); nil
+	// discards them.
+	Logger *slog.Logger
+	// Client is the Redis client to use instead of one built from
+	// Config.Addrs; the Replica does not close it.
+	Client redis.UniversalClient
+	// SpeculativeTTL is the lifetime of the speculative entries other
+	// replicas' decisions create here; 0 is the index's default.
+	SpeculativeTTL time.Duration
+}
+
+// Peer is another live replica of the pool.
+type Peer struct {
+	// ID is the peer's replica ID.
+	ID string
+	// SnapshotURL is where the peer serves its index snapshot; empty when it
+	// advertises none.
+	SnapshotURL string
+}
+
+// Replica is one router replica's membership in a pool of active-active
+// replicas sharing state through Redis. Its background goroutines refresh
+// its lease with its local load, read the peers' loads into the tracker,
+// publish its routing decisions and apply the peers'. Nothing it does runs on
+// the request path except Publish, which only copies into a bounded queue.
+type Replica struct {
+	cfg     Config
+	rdb     redis.UniversalClient
+	ownRdb  bool
+	keys    keys
+	tracker *tokenload.Tracker
+	index   *kvindex.Index
+	specTTL time.Duration
+	log     *slog.Logger
+	met     *metrics
+	stats   stats
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	peersMu sync.RWMutex
+	peers   []Peer
+
+	healthMu sync.Mutex
+	degraded bool
+	subDown  bool
+
+	q decisionQueue
+
+	closeOnce sync.Once
+	cleanup   bool // delete the record on Close (tests turn it off)
+}
+
+// stats are the counters tests and benchmarks read (the metrics carry the same).
+type stats struct {
+	commands, published, publishedBytes, messages, dropped, applied, reads atomic.Int64
+}
+
+// Stats is a snapshot of a replica's counters.
+type Stats struct {
+	// Commands is the number of Redis commands sent.
+	Commands int64
+	// Published, PublishedBytes and Messages count the decisions shared,
+	// their bytes and the messages that carried them.
+	Published, PublishedBytes, Messages int64
+	// Dropped counts decisions not shared (queue full or Redis error).
+	Dropped int64
+	// Applied counts peers' decisions applied to the index.
+	Applied int64
+	// Reads counts completed reads of the peers' records.
+	Reads int64
+	// Degraded reports whether the replica routes on local state only.
+	Degraded bool
+}
+
+// New joins the pool: it registers the replica, reads the live peers once
+// (so Peers is populated when New returns and Redis is reachable) and starts
+// the background work. index receives the peers' decisions; tracker is the
+// router's load tracker, whose local load is published and whose peer load
+// is replaced on every read. Redis being unreachable is not an error: the
+// replica starts degraded and joins when Redis answers. Close leaves the
+// pool.
+func New(cfg Config, index *kvindex.Index, tracker *tokenload.Tracker, opts Options) (*Replica, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Client == nil && !cfg.Enabled() {
+		return nil, fmt.Errorf("%w: no Redis addrs", ErrInvalidConfig)
+	}
+	if index == nil || tracker == nil {
+		return nil, errors.New("cluster: New needs the router's index and load tracker")
+	}
+	met, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	r := &Replica{cfg: cfg, rdb: opts.Client, keys: newKeys(cfg.Pool, cfg.ReplicaID), tracker: tracker, index: index,
+		specTTL: opts.SpeculativeTTL, log: log.With("replica", cfg.ReplicaID, "pool", cfg.Pool), met: met, cleanup: true}
+	if r.rdb == nil {
+		r.rdb, r.ownRdb = newClient(cfg), true
+	}
+	r.met.staleness.Set(cfg.StalenessBound().Seconds())
+	r.q.init(cfg.DecisionQueue)
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+
+	r.refresh()
+	r.read()
+	r.wg.Add(2)
+	go r.loop(cfg.RefreshPeriod, r.refresh)
+	go r.loop(cfg.ReadPeriod, r.read)
+	if !cfg.DisableSharedDecisions {
+		ps := r.subscribe()
+		r.wg.Add(2)
+		go r.publishLoop()
+		go r.receiveLoop(ps)
+	}
+	return r, nil
+}
+
+func newClient(cfg Config) redis.UniversalClient {
+	return redis.NewUniversalClient(&redis.UniversalOptions{
+		Addrs:                    cfg.Addrs,
+		IsClusterMode:            cfg.ClusterMode,
+		Username:                 cfg.Username,
+		Password:                 cfg.Password,
+		DB:                       cfg.DB,
+		ClientName:               "kvroute-" + cfg.ReplicaID,
+		DialTimeout:              cfg.OpTimeout,
+		ReadTimeout:              cfg.OpTimeout,
+		WriteTimeout:             cfg.OpTimeout,
+		PoolTimeout:              cfg.OpTimeout,
+		ContextTimeoutEnabled:    true,
+		MaxRetries:               -1, // the loops retry on their next tick; a retry would only delay the outage signal
+		PoolSize:                 4,
+		DisableIdentity:          true,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+	})
+}
+
+// ID returns the replica's ID.
+func (r *Replica) ID() string { return r.cfg.ReplicaID }
+
+// Config returns the replica's configuration with defaults applied.
+func (r *Replica) Config() Config { return r.cfg }
+
+// StalenessBound is Config.StalenessBound: how old the peers' load seen by
+// Pick can be while Redis is healthy.
+func (r *Replica) StalenessBound() time.Duration { return r.cfg.StalenessBound() }
+
+// Peers returns the other live replicas of the pool as of the last read,
+// sorted by ID; empty while degraded. A new replica bootstraps its index
+// from one of their snapshot URLs.
+func (r *Replica) Peers() []Peer {
+	r.peersMu.RLock()
+	defer r.peersMu.RUnlock()
+	return append([]Peer(nil), r.peers...)
+}
+
+// SnapshotURLs returns the non-empty snapshot URLs of Peers, in the same
+// order.
+func (r *Replica) SnapshotURLs() []string {
+	var urls []string
+	for _, p := range r.Peers() {
+		if p.SnapshotURL != "" {
+			urls = append(urls, p.SnapshotURL)
+		}
+	}
+	return urls
+}
+
+// Degraded reports whether Redis is unreachable or slow and the replica
+// routes on its local state only.
+func (r *Replica) Degraded() bool {
+	r.healthMu.Lock()
+	defer r.healthMu.Unlock()
+	return r.degraded
+}
+
+// Stats returns the replica's counters.
+func (r *Replica) Stats() Stats {
+	return Stats{Commands: r.stats.commands.Load(), Published: r.stats.published.Load(),
+		PublishedBytes: r.stats.publishedBytes.Load(), Messages: r.stats.messages.Load(),
+		Dropped: r.stats.dropped.Load(), Applied: r.stats.applied.Load(), Reads: r.stats.reads.Load(), Degraded: r.Degraded()}
+}
+
+// Close leaves the pool: it stops the background work, deletes the
+// replica's record (so the peers drop its load at their next read rather
+// than at lease expiry) and closes the Redis client it built. Calling it
+// again does nothing.
+func (r *Replica) Close() {
+	if r == nil {
+		return
+	}
+	r.closeOnce.Do(func() {
+		r.cancel()
+		r.q.close()
+		r.wg.Wait()
+		if r.cleanup {
+			ctx, cancel := context.WithTimeout(context.Background(), r.cfg.OpTimeout)
+			pipe := r.rdb.Pipeline()
+			pipe.Del(ctx, r.keys.selfKey)
+			pipe.SRem(ctx, r.keys.members, r.cfg.ReplicaID)
+			_, _ = pipe.Exec(ctx)
+			r.countCommands(2)
+			cancel()
+		}
+		if r.ownRdb {
+			_ = r.rdb.Close()
+		}
+	})
+}
+
+// loop runs fn every period until Close.
+func (r *Replica) loop(period time.Duration, fn func()) {
+	defer r.wg.Done()
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-t.C:
+			fn()
+		}
+	}
+}
+
+func (r *Replica) countCommands(n int) {
+	r.stats.commands.Add(int64(n))
+	r.met.commands.Add(float64(n))
+}
+
+// refresh publishes the local load and renews the lease: SET record PX lease
+// and SADD members, pipelined (one round trip).
+func (r *Replica) refresh() {
+	var loads []EndpointLoad
+	r.tracker.Range(func(ep string, tokens, requests int64) bool {
+		if tokens > 0 || requests > 0 {
+			loads = append(loads, EndpointLoad{Endpoint: ep, Tokens: tokens, Requests: requests})
+		}
+		return len(loads) < r.cfg.MaxEndpoints
+	})
+	rec := encodeRecord(nil, r.cfg.SnapshotURL, uint64(time.Now().UnixMilli()), loads)
+	ctx, cancel := context.WithTimeout(r.ctx, r.cfg.OpTimeout)
+	defer cancel()
+	pipe := r.rdb.Pipeline()
+	pipe.Set(ctx, r.keys.selfKey, rec, r.cfg.Lease)
+	pipe.SAdd(ctx, r.keys.members, r.cfg.ReplicaID)
+	_, err := pipe.Exec(ctx)
+	r.countCommands(2)
+	r.result(opRefresh, err)
+}
+
+// read lists the members, fetches their records in one MGET, prunes members
+// whose lease expired and replaces the tracker's peer load with the sum of
+// the live peers' loads.
+func (r *Replica) read() {
+	ctx, cancel := context.WithTimeout(r.ctx, r.cfg.OpTimeout)
+	defer cancel()
+	ids, err := r.rdb.SMembers(ctx, r.keys.members).Result()
+	r.countCommands(1)
+	if err != nil {
+		r.result(opRead, err)
+		return
+	}
+	sort.Strings(ids)
+	others := ids[:0]
+	for _, id := range ids {
+		if id != r.cfg.ReplicaID {
+			others = append(others, id)
+		}
+	}
+	if len(others) > r.cfg.MaxPeers {
+		r.met.peersIgnored.Add(float64(len(others) - r.cfg.MaxPeers))
+		others = others[:r.cfg.MaxPeers]
+	}
+	var vals []any
+	if len(others) > 0 {
+		names := make([]string, len(others))
+		for i, id := range others {
+			names[i] = r.keys.replica(id)
+		}
+		vals, err = r.rdb.MGet(ctx, names...).Result()
+		r.countCommands(1)
+		if err != nil {
+			r.result(opRead, err)
+			return
+		}
+	}
+	loads := make(map[string]tokenload.PeerLoad)
+	var peers []Peer
+	var gone []any
+	for i, v := range vals {
+		s, ok := v.(string)
+		if !ok { // nil: the lease expired (or the peer left)
+			gone = append(gone, others[i])
+			continue
+		}
+		rec, err := decodeRecord([]byte(s), r.cfg.MaxEndpoints)
+		if err != nil {
+			r.met.invalidRecords.Inc()
+			continue
+		}
+		peers = append(peers, Peer{ID: others[i], SnapshotURL: rec.SnapshotURL})
+		for _, l := range rec.Loads {
+			pl := loads[l.Endpoint]
+			pl.Tokens += l.Tokens
+			pl.Requests += l.Requests
+			loads[l.Endpoint] = pl
+		}
+	}
+	if len(gone) > 0 {
+		_ = r.rdb.SRem(ctx, r.keys.members, gone...).Err() // best effort; the next reader retries
+		r.countCommands(1)
+	}
+	if r.ctx.Err() != nil {
+		return
+	}
+	r.tracker.SetPeerLoads(loads)
+	r.peersMu.Lock()
+	r.peers = peers
+	r.peersMu.Unlock()
+	r.met.peers.Set(float64(len(peers)))
+	r.stats.reads.Add(1)
+	r.result(opRead, nil)
+}
+
+// result records an operation's outcome and drives the degraded state:
+// any failed refresh or read enters it (peer load is dropped: routing goes
+// on with local state only), a successful read leaves it.
+func (r *Replica) result(op int, err error) {
+	if err != nil && r.ctx.Err() != nil {
+		return // closing
+	}
+	if err != nil {
+		r.met.errors[op].Inc()
+	}
+	r.healthMu.Lock()
+	defer r.healthMu.Unlock()
+	switch {
+	case err != nil && (op == opRefresh || op == opRead) && !r.degraded:
+		r.degraded = true
+		r.met.degraded.Set(1)
+		r.met.outages.Inc()
+		r.tracker.SetPeerLoads(nil)
+		r.peersMu.Lock()
+		r.peers = nil
+		r.peersMu.Unlock()
+		r.met.peers.Set(0)
+		r.log.Warn("cluster: Redis unreachable or slow; routing on local state only until it answers", "op", opNames[op], "err", err)
+	case err == nil && op == opRead && r.degraded:
+		r.degraded = false
+		r.met.degraded.Set(0)
+		r.log.Info("cluster: Redis answers again; shared state resumed")
+	case err != nil && op == opSubscribe && !r.subDown:
+		r.subDown = true
+		r.log.Warn("cluster: decision subscription lost; retrying", "err", err)
+	case err == nil && op == opSubscribe && r.subDown:
+		r.subDown = false
+		r.log.Info("cluster: decision subscription restored")
+	}
+}
