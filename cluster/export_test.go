@@ -1,0 +1,9 @@
+package cluster
+
+// CloseWithoutCleanup stops the replica the way a crash looks to its peers:
+// its goroutines end, but its record and membership stay in Redis until the
+// lease expires.
+func CloseWithoutCleanup(r *Replica) {
+	r.cleanup = false
+	r.Close()
+}
