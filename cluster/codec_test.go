@@ -90,7 +90,7 @@ func FuzzDecodeDecisions(f *testing.F) {
 
 func TestDecisionQueueBoundedAndReused(t *testing.T) {
 	var q decisionQueue
-	q.init(2)
+	q.init(2, 3)
 	keys := []kvindex.Key{1, 2, 3}
 	require.True(t, q.push("a", keys))
 	require.True(t, q.push("b", keys[:1]))
@@ -108,4 +108,30 @@ func TestDecisionQueueBoundedAndReused(t *testing.T) {
 	}), "a warm queue does not allocate")
 	q.close()
 	require.False(t, q.push("e", keys), "closed")
+}
+
+// Publish, on Pick's path, copies into the preallocated queue or drops:
+// never an allocation.
+func TestPublishDoesNotAllocate(t *testing.T) {
+	cfg := Config{Addrs: []string{"127.0.0.1:1"}, DecisionQueue: 4}.WithDefaults()
+	met, err := newMetrics(nil)
+	require.NoError(t, err)
+	r := &Replica{cfg: cfg, met: met}
+	r.q.init(cfg.DecisionQueue, cfg.MaxKeysPerDecision)
+	keys := make([]kvindex.Key, 600) // over MaxKeysPerDecision: truncated
+	i := 0
+	require.Zero(t, testing.AllocsPerRun(1000, func() {
+		r.Publish("10.0.0.1:8000", keys)
+		if i++; i%7 == 0 {
+			r.q.take()
+		}
+	}))
+	require.Positive(t, r.stats.dropped.Load(), "a full queue drops")
+	r.q.take()
+	r.Publish("10.0.0.1:8000", keys)
+	got := r.q.take()
+	require.NotEmpty(t, got)
+	require.Len(t, got[0].keys, cfg.MaxKeysPerDecision)
+	var nilReplica *Replica
+	nilReplica.Publish("x", keys) // a Router without a cluster
 }

@@ -62,7 +62,7 @@ type Config struct {
 	ShardedPubSub bool `json:"shardedPubSub"`
 	// DecisionQueue is the number of decisions waiting to be published;
 	// when it is full a decision is dropped (counted), never waited for.
-	// Default 256.
+	// Default 128.
 	DecisionQueue int `json:"decisionQueue"`
 	// MaxKeysPerDecision caps the block keys a decision carries (the
 	// prompt's leading blocks; the rest are not shared). Default 512
@@ -83,7 +83,7 @@ const (
 	DefaultRefreshPeriod      = 250 * time.Millisecond
 	DefaultReadPeriod         = 250 * time.Millisecond
 	DefaultOpTimeout          = 500 * time.Millisecond
-	DefaultDecisionQueue      = 256
+	DefaultDecisionQueue      = 128
 	DefaultMaxKeysPerDecision = 512
 	DefaultMaxPeers           = 64
 	DefaultMaxEndpoints       = 4096

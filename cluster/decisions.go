@@ -23,10 +23,10 @@ type slot struct {
 }
 
 // decisionQueue is a bounded queue of decisions, double-buffered: Publish
-// appends to the active half under a mutex held for one copy of the keys, and
+// copies into the active half under a mutex held for one copy of the keys, and
 // the publisher swaps halves in O(1), then encodes and sends the full half
 // without holding the lock. Memory: 2 × DecisionQueue × MaxKeysPerDecision ×
-// 8 bytes at most.
+// 8 bytes, allocated up front (1 MiB with the defaults).
 type decisionQueue struct {
 	mu     sync.Mutex
 	active []slot
@@ -36,8 +36,17 @@ type decisionQueue struct {
 	wake   chan struct{}
 }
 
-func (q *decisionQueue) init(size int) {
+// init sizes the queue: size decisions of at most maxKeys keys per half, in
+// one allocation, so that Publish never allocates.
+func (q *decisionQueue) init(size, maxKeys int) {
 	q.active, q.spare = make([]slot, size), make([]slot, size)
+	backing := make([]kvindex.Key, 2*size*maxKeys)
+	for i := range q.active {
+		q.active[i].keys = backing[:0:maxKeys]
+		backing = backing[maxKeys:]
+		q.spare[i].keys = backing[:0:maxKeys]
+		backing = backing[maxKeys:]
+	}
 	q.wake = make(chan struct{}, 1)
 }
 
@@ -128,6 +137,11 @@ func (r *Replica) publishLoop() {
 }
 
 func (r *Replica) send(msg []byte, n int) {
+	if r.Degraded() { // no Redis to publish to: drop at once, counted
+		r.stats.dropped.Add(int64(n))
+		r.met.dropped[dropRedis].Add(float64(n))
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.ctx, r.cfg.OpTimeout)
 	defer cancel()
 	var err error
@@ -172,6 +186,7 @@ func (r *Replica) receiveLoop(ps *redis.PubSub) {
 	defer ps.Close()
 	var scratch []kvindex.Key
 	idle := 2 * r.cfg.Lease
+	backoff := r.cfg.ReadPeriod
 	for r.ctx.Err() == nil {
 		msg, err := ps.ReceiveTimeout(r.ctx, idle)
 		if err != nil {
@@ -193,12 +208,14 @@ func (r *Replica) receiveLoop(ps *redis.PubSub) {
 			select {
 			case <-r.ctx.Done():
 				return
-			case <-time.After(r.cfg.ReadPeriod): // retry pacing while Redis is away
+			case <-time.After(backoff): // retry pacing while Redis is away
 			}
+			backoff = min(2*backoff, max(time.Second, r.cfg.ReadPeriod))
 			continue
 		}
 		switch m := msg.(type) {
 		case *redis.Subscription:
+			backoff = r.cfg.ReadPeriod
 			r.result(opSubscribe, nil)
 		case *redis.Message:
 			scratch = r.apply([]byte(m.Payload), scratch)

@@ -131,7 +131,7 @@ func New(cfg Config, index *kvindex.Index, tracker *tokenload.Tracker, opts Opti
 		r.rdb, r.ownRdb = newClient(cfg), true
 	}
 	r.met.staleness.Set(cfg.StalenessBound().Seconds())
-	r.q.init(cfg.DecisionQueue)
+	r.q.init(cfg.DecisionQueue, cfg.MaxKeysPerDecision)
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 
 	r.refresh()
@@ -162,6 +162,7 @@ func newClient(cfg Config) redis.UniversalClient {
 		PoolTimeout:              cfg.OpTimeout,
 		ContextTimeoutEnabled:    true,
 		MaxRetries:               -1, // the loops retry on their next tick; a retry would only delay the outage signal
+		DialerRetries:            1,  // likewise for dials: one attempt per operation
 		PoolSize:                 4,
 		DisableIdentity:          true,
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
@@ -264,6 +265,9 @@ func (r *Replica) countCommands(n int) {
 // refresh publishes the local load and renews the lease: SET record PX lease
 // and SADD members, pipelined (one round trip).
 func (r *Replica) refresh() {
+	if r.Degraded() {
+		return // the read loop probes Redis; the first refresh after recovery re-registers
+	}
 	var loads []EndpointLoad
 	r.tracker.Range(func(ep string, tokens, requests int64) bool {
 		if tokens > 0 || requests > 0 {
