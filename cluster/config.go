@@ -60,6 +60,12 @@ type Config struct {
 	// the decisions then travel only within the pool's shard instead of
 	// being broadcast to every node.
 	ShardedPubSub bool `json:"shardedPubSub"`
+	// PublishInterval is the least time between two decision messages: the
+	// decisions queued meanwhile travel in one PUBLISH. It trades a few
+	// milliseconds of propagation for far fewer Redis commands (at 1,000
+	// requests/s, 5ms means at most 200 PUBLISH/s instead of ~1,000).
+	// Default 5ms; negative publishes every decision as soon as it is queued.
+	PublishInterval time.Duration `json:"publishInterval"`
 	// DecisionQueue is the number of decisions waiting to be published;
 	// when it is full a decision is dropped (counted), never waited for.
 	// Default 128.
@@ -83,6 +89,7 @@ const (
 	DefaultRefreshPeriod      = 250 * time.Millisecond
 	DefaultReadPeriod         = 250 * time.Millisecond
 	DefaultOpTimeout          = 500 * time.Millisecond
+	DefaultPublishInterval    = 5 * time.Millisecond
 	DefaultDecisionQueue      = 128
 	DefaultMaxKeysPerDecision = 512
 	DefaultMaxPeers           = 64
@@ -117,6 +124,7 @@ func (c Config) WithDefaults() Config {
 	def(&c.RefreshPeriod, DefaultRefreshPeriod)
 	def(&c.ReadPeriod, DefaultReadPeriod)
 	def(&c.OpTimeout, DefaultOpTimeout)
+	def(&c.PublishInterval, DefaultPublishInterval)
 	defInt := func(p *int, v int) {
 		if *p == 0 {
 			*p = v

@@ -110,12 +110,21 @@ func (r *Replica) Publish(endpoint string, keys []kvindex.Key) {
 func (r *Replica) publishLoop() {
 	defer r.wg.Done()
 	var buf []byte
+	var last time.Time
 	for {
 		select {
 		case <-r.ctx.Done():
 			return
 		case <-r.q.wake:
 		}
+		if wait := r.cfg.PublishInterval - time.Since(last); r.cfg.PublishInterval > 0 && wait > 0 {
+			select { // let the decisions of the next few milliseconds join this message
+			case <-r.ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+		}
+		last = time.Now()
 		batch := r.q.take()
 		for len(batch) > 0 {
 			n, size := 0, 0
