@@ -14,22 +14,26 @@
 // its lease and its load leaves every peer's view at their next read, so no
 // load leaks and no decrement has to arrive. While Redis is healthy a peer's
 // load change is visible here within StalenessBound = RefreshPeriod +
-// ReadPeriod + 2 × OpTimeout (750 ms with the defaults' 250 ms, 250 ms and a
-// typical sub-millisecond round trip: about 500 ms); a dead peer's load goes
-// within Lease + ReadPeriod of its last refresh.
+// ReadPeriod + 2 × OpTimeout: 1.5 s with the defaults (250 ms, 250 ms,
+// 500 ms), about 500 ms in practice since a round trip takes well under a
+// millisecond on a local network; the gauge
+// kvroute_cluster_staleness_bound_seconds reports it. A dead peer's load goes
+// within Lease + ReadPeriod of its last refresh (3.25 s with the defaults).
 //
 // # Shared routing decisions
 //
 // Publish queues a decision (the chosen endpoint and the request's leading
-// block keys) without blocking; a background goroutine sends the queued
-// decisions, batched, as one compact binary pub/sub message, and every other
-// replica turns each decision into speculative index entries, as its own
-// decision would. Two replicas routing one new prefix at once therefore keep
-// it on one endpoint. A decision costs about 2 + endpoint length + 8 bytes
-// per block key (a 2,048-token prompt at block size 64: about 280 bytes). The
-// queue is bounded (DecisionQueue, double-buffered: at most 2 × DecisionQueue
-// × MaxKeysPerDecision × 8 bytes); a full queue or a failed publish drops
-// decisions and counts them.
+// block keys) without blocking or allocating; a background goroutine sends
+// the decisions queued within PublishInterval (5 ms) as one compact binary
+// pub/sub message, and every other replica turns each decision into
+// speculative index entries, as its own decision would. Two replicas routing
+// one new prefix at once therefore keep it on one endpoint. A decision costs
+// 2 + endpoint length + 8 bytes per block key, plus the message header
+// shared by a batch (a 2,048-token prompt at block size 64, 32 keys:
+// about 280 bytes). The queue is bounded and preallocated (DecisionQueue,
+// double-buffered: 2 × DecisionQueue × MaxKeysPerDecision × 8 bytes, 1 MiB
+// with the defaults); a full queue, a failed publish or a degraded replica
+// drops decisions and counts them.
 //
 // # Membership
 //
@@ -65,10 +69,14 @@
 // # Redis operations
 //
 // Per replica: 2 commands per refresh (SET with PX, SADD, pipelined), 1-3 per
-// read (SMEMBERS, MGET, SREM of expired members), and one PUBLISH per batch of
-// decisions. With the 250 ms defaults that is about 16 commands/s plus at
-// most one PUBLISH per request; under load the publisher batches decisions,
-// so the PUBLISH rate stays below the request rate.
+// read (SMEMBERS, MGET, SREM of expired members), and one PUBLISH per
+// PublishInterval with decisions. With the defaults that is about 16
+// commands/s plus at most 200 PUBLISH/s, whatever the request rate
+// (BenchmarkRedisOpsAt1000RPS measures it).
+//
+// go-redis reports connection failures through its own process-wide logger
+// (redis.SetLogger); a gateway that wants only this package's one log line
+// per outage silences it there.
 //
 // # Dependency
 //
