@@ -39,12 +39,14 @@ func Available() error {
 func Require(t testing.TB) {
 	t.Helper()
 	if err := Available(); err != nil {
-		if os.Getenv(EnvRequire) == "1" {
+		if requireSet() {
 			t.Fatalf("%v (%s=1)", err, EnvRequire)
 		}
 		t.Skipf("redis test skipped: %v", err)
 	}
 }
+
+func requireSet() bool { return os.Getenv(EnvRequire) == "1" }
 
 // Server is a running redis-server owned by one test.
 type Server struct {
@@ -54,6 +56,7 @@ type Server struct {
 	Port int
 
 	dir    string
+	extra  []string // more redis-server arguments
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	exited chan struct{}
@@ -100,6 +103,7 @@ func (s *Server) start() error {
 	}
 	cmd := exec.Command(Binary, "--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", s.dir, "--protected-mode", "yes")
+	cmd.Args = append(cmd.Args, s.extra...)
 	out, err := os.OpenFile(s.logPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err

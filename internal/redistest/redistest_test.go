@@ -20,3 +20,13 @@ func TestStartStopRestart(t *testing.T) {
 	require.NoError(t, ping(s.Addr), "restarted on the same port")
 	require.NoError(t, s.Stop())
 }
+
+func TestStartCluster(t *testing.T) {
+	defer leakcheck.Check(t)()
+	c := StartCluster(t, 3)
+	defer c.Stop()
+	require.Len(t, c.Addrs, 3)
+	for _, s := range c.Nodes {
+		require.NoError(t, ping(s.Addr))
+	}
+}
