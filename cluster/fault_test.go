@@ -32,6 +32,7 @@ func TestHelperReplicaProcess(t *testing.T) {
 		t.Skip("helper process for TestSIGKILLedReplicaLoadExpires")
 	}
 	cfg := kvroute.DefaultConfig()
+	cfg.Model = testModel
 	cfg.Events.Enabled = false
 	cfg.DisableRender = true
 	cfg.Cluster = fastCluster(addr, "victim")

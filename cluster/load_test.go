@@ -56,6 +56,8 @@ func TestLoadSeenByEachReplicaIsTheSum(t *testing.T) {
 	for _, r := range rs {
 		require.Len(t, r.Cluster().Peers(), 2)
 		require.False(t, r.Cluster().Degraded())
+	}
+	for _, r := range rs {
 		r.Close()
 	}
 }
@@ -143,6 +145,7 @@ func TestNewReplicaListsLivePeers(t *testing.T) {
 func TestNoClusterWithoutAddrs(t *testing.T) {
 	defer leakcheck.Check(t)()
 	cfg := kvroute.DefaultConfig()
+	cfg.Model = testModel
 	cfg.Events.Enabled = false
 	cfg.DisableRender = true
 	r, err := kvroute.New(cfg, kvroute.Options{})
