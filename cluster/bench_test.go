@@ -120,6 +120,82 @@ func BenchmarkPick(b *testing.B) {
 	}
 }
 
+// BenchmarkPickInterleaved runs Pick on a router without and one with the
+// cluster option alternately, in blocks of 64 picks each, so that a busy
+// machine's changing load hits both alike; it reports each one's ns/pick and
+// their ratio (allocs/op covers both Picks of an iteration).
+func BenchmarkPickInterleaved(b *testing.B) {
+	srv := redistest.Start(b)
+	const tokens, nEps, block = 2048, 64, 64
+	eps := endpoints(nEps)
+	p := prompt(1, tokens)
+	mk := func(c cluster.Config) *kvroute.Router {
+		cfg := kvroute.DefaultConfig()
+		cfg.Model = testModel
+		cfg.Events.Enabled = false
+		cfg.DisableRender = true
+		cfg.Cluster = c
+		r, err := kvroute.New(cfg, kvroute.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(r.Close)
+		return r
+	}
+	peerCfg := cluster0(srv.Addr, "il-b")
+	peerCfg.DisableSharedDecisions = true
+	peer := mk(peerCfg)
+	for i := 0; i < nEps; i++ {
+		defer peer.Load().Dispatch(eps[i].ID, 100).Done()
+	}
+	off, on := mk(cluster.Config{}), mk(cluster0(srv.Addr, "il-a"))
+	deadline := time.Now().Add(waitFor)
+	for tok, _, _ := on.Load().Load(eps[0].ID); tok != 100; tok, _, _ = on.Load().Load(eps[0].ID) {
+		if time.Now().After(deadline) {
+			b.Fatalf("peer load not seen: %d", tok)
+		}
+		time.Sleep(time.Millisecond) // polling the awaited state
+	}
+	warmIndex(b, off, eps, p)
+	warmIndex(b, on, eps, p)
+	req := &kvroute.Request{Prompts: []kvroute.Prompt{{Tokens: p}}}
+	ctx := context.Background()
+	var spent [2]time.Duration
+	var picks [2]int
+	run := func(k int, r *kvroute.Router, n int) {
+		start := time.Now()
+		for j := 0; j < n; j++ {
+			d, err := r.Pick(ctx, req, eps)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if d.CachedTokens != tokens {
+				b.Fatalf("picked %s with %d cached tokens", d.Endpoint.ID, d.CachedTokens)
+			}
+			d.Done(nil)
+		}
+		spent[k] += time.Since(start)
+		picks[k] += n
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i += block {
+		n := min(block, b.N-i)
+		if (i/block)%2 == 0 {
+			run(0, off, n)
+			run(1, on, n)
+		} else {
+			run(1, on, n)
+			run(0, off, n)
+		}
+	}
+	offNs := float64(spent[0].Nanoseconds()) / float64(picks[0])
+	onNs := float64(spent[1].Nanoseconds()) / float64(picks[1])
+	b.ReportMetric(offNs, "ns/pick-off")
+	b.ReportMetric(onNs, "ns/pick-on")
+	b.ReportMetric(onNs/offNs, "on/off")
+}
+
 // cluster0 is the default cluster configuration (250 ms periods, 3 s lease).
 func cluster0(addr, id string) cluster.Config {
 	return cluster.Config{Addrs: []string{addr}, Pool: "bench", ReplicaID: id}

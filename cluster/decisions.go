@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -194,6 +195,7 @@ func (r *Replica) receiveLoop(ps *redis.PubSub) {
 	defer stop()
 	defer ps.Close()
 	var scratch []kvindex.Key
+	selfHeader := string(appendStr([]byte{decisionMagic, wireVersion}, r.cfg.ReplicaID))
 	idle := 2 * r.cfg.Lease
 	backoff := r.cfg.ReadPeriod
 	for r.ctx.Err() == nil {
@@ -227,6 +229,9 @@ func (r *Replica) receiveLoop(ps *redis.PubSub) {
 			backoff = r.cfg.ReadPeriod
 			r.result(opSubscribe, nil)
 		case *redis.Message:
+			if strings.HasPrefix(m.Payload, selfHeader) {
+				continue // our own message, echoed by the channel: nothing to copy or decode
+			}
 			scratch = r.apply([]byte(m.Payload), scratch)
 		}
 	}
