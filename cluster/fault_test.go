@@ -2,7 +2,6 @@ package cluster_test
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -127,9 +126,16 @@ func TestRedisStoppedAndRestartedMidLoad(t *testing.T) {
 	require.Eventually(t, func() bool { return equalLoads(loads(a, eps), sum) && equalLoads(loads(b, eps), sum) },
 		waitFor, 5*time.Millisecond, "shared load resumes after Redis returns: a %v b %v want %v", loads(a, eps), loads(b, eps), sum)
 	require.Equal(t, 1, logs.count("Redis answers again"))
+	// The decision subscription came back too: b's decisions reach a again.
+	applied := a.Cluster().Stats().Applied
+	n := 0
+	require.Eventually(t, func() bool {
+		n++
+		pick(t, b, prompt(1000+n, 1000), eps).Done(nil)
+		return a.Cluster().Stats().Applied > applied
+	}, waitFor, 20*time.Millisecond, "decisions are shared again after Redis returned")
 	require.Equal(t, 1, logs.count("Redis unreachable"))
 	for _, d := range held {
 		d.Done(nil)
 	}
-	_ = context.Background
 }

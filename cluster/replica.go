@@ -104,8 +104,8 @@ type Stats struct {
 // the background work. index receives the peers' decisions; tracker is the
 // router's load tracker, whose local load is published and whose peer load
 // is replaced on every read. Redis being unreachable is not an error: the
-// replica starts degraded and joins when Redis answers. Close leaves the
-// pool.
+// replica starts degraded and joins when Redis answers (New then takes up to
+// 2 × OpTimeout). Close leaves the pool.
 func New(cfg Config, index *kvindex.Index, tracker *tokenload.Tracker, opts Options) (*Replica, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
