@@ -43,7 +43,7 @@ func startEngine(t *testing.T) *simEngine {
 		Engine:         engine.Config{BlockSize: 16, DecodeStep: 20 * time.Millisecond},
 		KVEvents: server.KVEventsConfig{EnableKVCacheEvents: true, Publisher: "zmq", Endpoint: "tcp://127.0.0.1:0",
 			ReplayEndpoint: &replay, Topic: "kv@" + id + "@" + testModel},
-	})
+	}, server.Options{})
 	require.NoError(t, err)
 	e := &simEngine{srv: srv, id: id, served: make(chan error, 1)}
 	go func() { e.served <- srv.Serve(ln) }()
@@ -80,7 +80,7 @@ func TestGatewaysShareLoadOverSimulatedEngines(t *testing.T) {
 		cfg.Model = testModel
 		cfg.BlockSize = 16
 		cfg.Cluster = fastCluster(srv.Addr, id)
-		gw, err := proxy.NewServer(proxy.ServerConfig{Listen: "127.0.0.1:0", Router: cfg, Endpoints: eps}, nil)
+		gw, err := proxy.NewServer(proxy.ServerConfig{Listen: "127.0.0.1:0", Router: cfg, Endpoints: eps}, proxy.Options{})
 		require.NoError(t, err)
 		gws = append(gws, gw)
 	}

@@ -12,7 +12,7 @@ func TestCountersOneCacheLine(t *testing.T) {
 }
 
 func TestPeerLoadAddsToLoad(t *testing.T) {
-	tr, err := NewTracker(nil, nil)
+	tr, err := NewTracker(Options{})
 	require.NoError(t, err)
 	h := tr.Dispatch("a", 100)
 	tr.SetPeerLoads(map[string]PeerLoad{"a": {Tokens: 50, Requests: 2}, "b": {Tokens: 7, Requests: 1}, "c": {}})
@@ -48,7 +48,7 @@ func TestPeerLoadAddsToLoad(t *testing.T) {
 }
 
 func TestLoadWithPeersDoesNotAllocate(t *testing.T) {
-	tr, err := NewTracker(nil, nil)
+	tr, err := NewTracker(Options{})
 	require.NoError(t, err)
 	tr.SetPeerLoads(map[string]PeerLoad{"a": {Tokens: 1}})
 	require.Zero(t, testing.AllocsPerRun(100, func() { _, _, _ = tr.Load("a") }))
