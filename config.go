@@ -62,6 +62,11 @@ type Config struct {
 	// Requests bounds the table that makes in-flight load addressable by
 	// request ID (Router.FirstChunk, Router.Done).
 	Requests tokenload.RequestTableConfig `json:"requests"`
+	// Checkpoint configures the index checkpoint file (off by default).
+	Checkpoint CheckpointConfig `json:"checkpoint"`
+	// Bootstrap configures starting the index from peer replicas, and the
+	// token of SnapshotHandler.
+	Bootstrap BootstrapConfig `json:"bootstrap"`
 
 	// PrecisePrefixCacheProducer, PrefixCacheAffinityFilter and
 	// TokenLoadScorer accept the parameters blocks of the llm-d router's
@@ -250,7 +255,10 @@ func (c Config) Validate() error {
 	if err := validateCluster(c.Cluster); err != nil {
 		return fmt.Errorf("%w: cluster: %w", ErrInvalidConfig, err)
 	}
-	return nil
+	if err := c.Checkpoint.validate(); err != nil {
+		return err
+	}
+	return c.Bootstrap.validate()
 }
 
 // LoadConfig decodes a JSON configuration on top of DefaultConfig: keys that

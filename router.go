@@ -50,6 +50,10 @@ type Options struct {
 	// table's TTL and the interval of the cache-blind warnings; nil is
 	// time.Now.
 	Now func() time.Time
+	// IndexSources are further sources of the index's starting state,
+	// tried after the configured peers and checkpoint file (see
+	// IndexSource).
+	IndexSources []IndexSource
 }
 
 // Router is the default Picker: render → block keys → index match → affinity
@@ -74,6 +78,7 @@ type Router struct {
 	selections sync.Pool
 	warn       warnings
 	models     *modelCheck
+	snap       *snapshotState // checkpoint, bootstrap and snapshot serving (checkpoint.go)
 
 	// needsEndpoints is set when routing depends on SetEndpoints (KV-event
 	// subscriptions, or rendering on the routed endpoints); endpointsSet
@@ -138,6 +143,11 @@ func New(cfg Config, opts Options) (*Router, error) {
 	if r.index, err = kvindex.New(icfg, kvindex.Options{Registerer: opts.Registerer, Now: opts.Now}); err != nil {
 		return nil, fmt.Errorf("kvroute: index: %w", err)
 	}
+	// Before the event subscriptions exist: they resume from the restored
+	// positions.
+	if r.snap, err = newSnapshotState(cfg, r.index, opts.IndexSources, opts.Registerer, log); err != nil {
+		return nil, fmt.Errorf("kvroute: snapshot: %w", err)
+	}
 	if !cfg.DisableRender {
 		rcfg := cfg.Render
 		if rcfg.ModelName == "" {
@@ -175,6 +185,7 @@ func New(cfg Config, opts Options) (*Router, error) {
 		return nil, err
 	}
 	r.selections.New = func() any { return new(Selection) }
+	r.snap.start()
 	ok = true
 	return r, nil
 }
@@ -236,6 +247,9 @@ func (r *Router) SetEndpoints(eps []Endpoint) error {
 	}
 	var errs []error
 	r.models.setKnown(next) // before subscribing: the first topic of a new endpoint must be checked
+	if r.snap != nil {
+		r.snap.dropUnlisted(next)
+	}
 	if r.events != nil {
 		if err := r.events.setEndpoints(eps); err != nil {
 			errs = append(errs, err)
@@ -275,6 +289,9 @@ func (r *Router) Close() {
 	r.cluster.Close() // nil-safe; first, so the peers stop counting this replica's load
 	if r.events != nil {
 		r.events.close()
+	}
+	if r.snap != nil {
+		r.snap.close() // after the events: the last checkpoint holds every applied batch
 	}
 	if r.render != nil {
 		r.render.Close()

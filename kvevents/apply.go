@@ -105,6 +105,7 @@ type endpointState struct {
 	extra  [][]string
 	flat   []string
 	ends   []int
+	pos    []byte // encoded position (ApplyAt)
 }
 
 // NewApplier returns an Applier writing to ix, with its injected
@@ -199,6 +200,36 @@ func eventGroup(e *Event) int {
 		return e.Group
 	}
 	return 0
+}
+
+// ApplyAt is Apply with the endpoint's stream position recorded in the
+// index atomically with the batch's effects: it holds the endpoint's
+// kvindex.PositionLock across the whole batch, so a snapshot of the index
+// holds either none or all of the batch, and pos exactly when it holds it
+// (a resumed stream would otherwise apply reference-counted stores twice).
+func (a *Applier) ApplyAt(endpoint, model string, b *Batch, pos Position) ApplyResult {
+	pl := a.ix.LockPosition(endpoint)
+	res := a.Apply(endpoint, model, b)
+	st := a.state(endpoint)
+	st.mu.Lock()
+	st.pos = appendPosition(st.pos[:0], pos, st.groups) // with the group kinds a resumed stream needs
+	pl.Set(st.pos)
+	st.mu.Unlock()
+	pl.Unlock()
+	return res
+}
+
+// restoreGroups gives endpoint the group kinds recorded with its position,
+// for a stream resumed from it; groups it already knows are kept.
+func (a *Applier) restoreGroups(endpoint string, groups map[int]string) {
+	st := a.state(endpoint)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for g, k := range groups {
+		if _, ok := st.groups[g]; !ok && len(st.groups) < maxGroupsPerEndpoint {
+			st.groups[g] = k
+		}
+	}
 }
 
 func (a *Applier) skip(res *ApplyResult, kind, reason string, blocks int) {

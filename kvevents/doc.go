@@ -177,12 +177,23 @@
 // # Resuming from a checkpoint
 //
 // Position is an endpoint's stream position: the last applied sequence and
-// the xxhash64 of that batch's raw payload frame (PayloadDigest). Save
-// Pool.Position(id) for every endpoint together with an index snapshot; on
-// restore, Pool.EnsureFrom(ep, pos) starts the endpoint's stream at pos, so
-// its first connection replays from pos.Seq and either continues after it
-// (same engine lifetime: only what was missed is applied) or finds the
-// engine restarted, clears the endpoint and rebuilds it from 0.
+// the xxhash64 of that batch's raw payload frame (PayloadDigest). Each
+// applied batch records it in the index — with the endpoint's cache-group
+// kinds, since vLLM names a group's kind only on BlockStored — under the
+// endpoint's kvindex.PositionLock, held across the whole batch
+// (Applier.ApplyAt), so an index snapshot holds each endpoint exactly as of
+// one recorded position and never half a batch. A stream created for an
+// endpoint whose entries carry a position (a loaded checkpoint or a peer's
+// snapshot) starts from it when it first connects; Pool.EnsureFrom(ep, pos)
+// gives one explicitly (Pool.Position reports it). Either way the check is
+// the reconnect check of every stream: replay from pos.Seq itself and
+// compare the digest. The same digest continues the stream, applying only
+// what follows (no batch twice); another digest or an empty answer means
+// the engine restarted, and the endpoint is cleared and rebuilt from 0; a
+// replay buffer that no longer reaches the position keeps the loaded
+// entries and continues from the window (PoolConfig.ClearOnResumeGap
+// clears instead). Outcomes are counted in
+// kvroute_kv_events_resumes_total{pod_identifier,result}.
 //
 // # Publishing
 //

@@ -38,6 +38,7 @@ type Pool struct {
 	applier *Applier
 	m       *Metrics
 	sm      *streamMetrics
+	rm      *resumeMetrics
 	log     *slog.Logger
 	zopts   zmqx.Options
 
@@ -96,9 +97,13 @@ func NewPool(cfg PoolConfig, ix *kvindex.Index, opts Options) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
+	rm, err := newResumeMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Pool{
-		cfg: cfg, sel: sel, ix: ix, applier: ap, m: m, sm: sm, log: lg, resume: make(map[string]Position),
+		cfg: cfg, sel: sel, ix: ix, applier: ap, m: m, sm: sm, rm: rm, log: lg, resume: make(map[string]Position),
 		zopts: subOptions(cfg),
 		ctx:   ctx, cancel: cancel, stop: make(chan struct{}),
 		subs: make(map[string]*subscriber), known: make(map[string]Endpoint), bound: make(map[string]*stream),

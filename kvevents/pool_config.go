@@ -94,6 +94,12 @@ type PoolConfig struct {
 	// endpoint for this long (default 30 s); gaps in that time clear the
 	// endpoint and rebuild it from the live stream.
 	ReplayCooldown time.Duration `json:"replayCooldown"`
+	// ClearOnResumeGap: an endpoint started from a recorded position
+	// (checkpoint or peer snapshot) whose replay buffer no longer covers
+	// that position is cleared and rebuilt from the replay window, instead
+	// of keeping the loaded entries (the default; see resumeState for the
+	// trade-off).
+	ClearOnResumeGap bool `json:"clearOnResumeGap"`
 	// ReplayClient configures the replay client (deadlines, attempts). Its
 	// Limiter defaults to replay.DefaultLimiter(), shared by the process.
 	ReplayClient replay.ClientConfig `json:"replayClient"`

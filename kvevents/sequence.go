@@ -182,6 +182,8 @@ type seqState struct {
 	// and no live message has named one yet), bounded like held.
 	modelPending      []item
 	modelPendingBytes int
+
+	rs resumeState // started from a recorded position (sequence_resume.go)
 }
 
 // item is one live message on its way to a worker.
@@ -211,8 +213,7 @@ func newStream(p *Pool, id, model, replayAddr string) *stream {
 	}
 	if pos, ok := p.resume[id]; ok {
 		delete(p.resume, id)
-		st.s.has, st.s.applied, st.s.digest, st.s.hasDigest = true, pos.Seq, pos.Digest, true
-		st.s.needJoin = false
+		st.s.rs.ensured, st.s.rs.hasEnsured = pos, true // adopted by adoptPositionLocked
 	}
 	return st
 }
@@ -277,10 +278,14 @@ func (st *stream) bumpGenLocked() {
 
 // clearLocked drops the endpoint's entries and its watermark.
 func (st *stream) clearLocked() int {
+	pl := st.p.ix.LockPosition(st.id)
 	removed := st.p.ix.Clear(st.id)
+	pl.Clear()
+	pl.Unlock()
 	st.p.applier.Forget(st.id)
 	st.s.has, st.s.degraded, st.s.hasDigest, st.s.unconfirmed = false, false, false, false
 	st.s.modelPending, st.s.modelPendingBytes = nil, 0
+	st.s.rs = resumeState{adopted: true}
 	return removed
 }
 
@@ -328,6 +333,7 @@ func (st *stream) handle(it item, dec *Decoder, b *Batch) {
 	if st.s.closed || it.gen != st.s.gen {
 		return
 	}
+	st.adoptPositionLocked()
 	if st.s.replaying {
 		// Covered by the replay already: apply (or count) it now rather
 		// than waiting for the replay to end.
@@ -366,6 +372,9 @@ func (st *stream) sequenceLocked(it item, dec *Decoder, b *Batch) {
 		st.log.Warn("Replayed sequences far ahead of the live stream: endpoint cleared, rebuilding from the live stream",
 			"replayed_up_to", s.applied, "live_seq", it.seq, "blocks_removed", removed)
 		s.needJoin = false
+	}
+	if s.rs.pending && st.resumeLiveLocked(it, dec, b) {
+		return
 	}
 	s.unconfirmed = false
 	switch {
@@ -431,8 +440,9 @@ func (st *stream) applyLocked(seq uint64, payload []byte, model string, dec *Dec
 	if err := dec.Decode(payload, b); err != nil {
 		st.p.m.ZMQErrors.WithLabelValues(st.id, "decode").Inc()
 		st.p.m.Drop(st.id, DropDecodeError, 1)
+		setPosition(st.p.ix.LockPosition(st.id), PositionOf(seq, payload))
 	} else {
-		r := st.p.applier.Apply(st.id, model, b)
+		r := st.p.applier.ApplyAt(st.id, model, b, PositionOf(seq, payload))
 		st.p.storedBlocks.Add(uint64(r.StoredBlocks))
 	}
 	s.applied, s.has = seq, true
@@ -456,7 +466,11 @@ func (st *stream) close(clear bool) {
 	st.cancel()
 	st.wg.Wait()
 	if clear {
+		pl := st.p.ix.LockPosition(st.id)
 		st.p.ix.Clear(st.id)
+		pl.Clear()
+		pl.Unlock()
+		st.p.ix.ForgetPosition(st.id)
 		st.p.applier.Forget(st.id)
 	}
 }

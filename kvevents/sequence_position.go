@@ -11,9 +11,11 @@ import (
 // vLLM's sequence has no epoch, so the digest is what tells a continuation
 // from a restarted engine that has counted past the same number: after any
 // reconnect the pool replays from Seq itself (not Seq+1) and compares the
-// batch it gets with Digest. Save it with an index checkpoint
-// (Pool.Position) and pass it back with Pool.EnsureFrom to resume the
-// endpoint without replaying from 0.
+// batch it gets with Digest. Every applied batch also records it in the
+// index (Applier.ApplyAt, kvindex.Index.Position), so an index snapshot
+// carries it and a stream started on a restored index resumes from it by
+// itself; Pool.Position reports the same value, and Pool.EnsureFrom passes
+// one back explicitly. Both go through the same check.
 type Position struct {
 	Seq    uint64 `json:"seq"`
 	Digest uint64 `json:"digest"`
@@ -48,6 +50,7 @@ func (st *stream) onConnect(quiet bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	s := &st.s
+	st.adoptPositionLocked()
 	if s.closed || s.replaying || st.coolingLocked() {
 		return
 	}

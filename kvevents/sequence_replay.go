@@ -113,9 +113,16 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 				s.verifying = false
 				switch {
 				case seq == from && PayloadDigest(rb.Payload) == s.digest:
+					st.resumedLocked()
 					return nil // the same stream: continue after it
 				case seq == from:
 					return errRestarted
+				case s.rs.pending:
+					// A resumed stream whose position left the buffer:
+					// keep or clear the loaded entries (resumeWindowLocked).
+					if !st.resumeWindowLocked(from, seq) {
+						covered = false
+					}
 				default:
 					// The batch at the watermark is gone from the buffer:
 					// what follows cannot be checked.
@@ -180,6 +187,7 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 	case errors.Is(err, errRestarted) || (verify && err == nil && delivered == 0):
 		// A different batch at the watermark, or none where the old
 		// lifetime's must still be buffered: the engine restarted.
+		st.resumeRestartedLocked()
 		st.bumpGenLocked()
 		removed := st.clearLocked()
 		s.cooldownUntil = time.Time{}
@@ -246,6 +254,11 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 			st.log.Info("Replay complete", "reason", reason, "from", from, "batches", delivered,
 				"result", result, "layout", res.Layout, "applied", s.applied)
 		}
+	}
+	if s.rs.pending {
+		// The check could not be made (failed, rejected or cut short): the
+		// next live message is classified without a digest.
+		s.rs.noVerify = true
 	}
 	st.drainHeldLocked(dec, &b)
 	if !s.replaying && s.resync {

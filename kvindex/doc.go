@@ -88,6 +88,30 @@
 // engine hashes). The engine-hash maps are still per endpoint, so a block
 // held by four endpoints keeps four engine-hash entries.
 //
+// # Snapshots
+//
+// WriteSnapshot streams the index in a versioned binary format (see
+// SnapshotFormatVersion for the layout): a header with magic, format
+// version, KeySchemeVersion and block size; one section per endpoint with
+// its engine-hash → key chain in first-store order and every confirmed
+// membership with its (tier, group, reference count) pairs, checksummed
+// (XXH64) per section; a trailer with the totals. Speculative entries are
+// not written. Each section is copied under that endpoint's PositionLock
+// and write lock only, into a buffer written out with no lock held: Match
+// never waits, other endpoints' writers never wait, and memory is one
+// encoded section (about 20 bytes per membership). With an event
+// subscriber that applies each batch under the endpoint's PositionLock and
+// records its stream position there (kvevents does), every section is the
+// effect of exactly the batches up to its recorded position.
+//
+// ReadSnapshot validates everything — truncation, checksums, versions,
+// block size, and every count against bounds before anything is allocated
+// for it — and loads a snapshot whole or not at all: each section is
+// applied only after its checksum verified, and a failure later in the
+// input (truncation, a peer dying mid-stream) clears every endpoint already
+// loaded from it before the error returns. It is meant for an index that is
+// starting; the reader is fuzzed (FuzzReadSnapshot, FuzzSnapshotSection).
+//
 // # Metrics
 //
 // With Options.Registerer set, the index exports its metrics:

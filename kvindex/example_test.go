@@ -1,6 +1,7 @@
 package kvindex_test
 
 import (
+	"bytes"
 	"fmt"
 
 	"github.com/kvroute/kvroute/kvindex"
@@ -56,4 +57,35 @@ func ExampleKeys() {
 	keys := kvindex.Keys(nil, tokens, 4, &kvindex.KeyParams{Model: "meta-llama/Llama-3.1-8B-Instruct"})
 	fmt.Printf("%#016x %#016x\n", keys[0], keys[1])
 	// Output: 0x81f89a972b4283c4 0x1d524bc5a49dcdab
+}
+
+// A snapshot of an index, loaded into a fresh one: the same blocks match,
+// and the endpoint's stream position travels with its entries.
+func ExampleIndex_WriteSnapshot() {
+	src, _ := kvindex.New(kvindex.Config{BlockSize: 4, SweepInterval: -1}, kvindex.Options{})
+	defer src.Close()
+	tokens := []uint32{1, 2, 3, 4, 5, 6, 7, 8}
+	pl := src.LockPosition("10.0.0.7:8000") // what an event subscriber holds while it applies a batch
+	_ = src.Store("10.0.0.7:8000", &kvindex.StoreEvent{EngineHashes: []uint64{11, 12}, Tokens: tokens,
+		BlockSize: 4, Model: "m", Group: 0, Kind: "full_attention"})
+	pl.Set([]byte("seq 41"))
+	pl.Unlock()
+
+	var buf bytes.Buffer
+	if _, err := src.WriteSnapshot(&buf); err != nil {
+		fmt.Println(err)
+		return
+	}
+	dst, _ := kvindex.New(kvindex.Config{BlockSize: 4, SweepInterval: -1}, kvindex.Options{})
+	defer dst.Close()
+	info, err := dst.ReadSnapshot(&buf, kvindex.SnapshotReadOptions{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	var m kvindex.MatchResult
+	dst.Match(kvindex.Keys(nil, tokens, 4, &kvindex.KeyParams{Model: "m"}), []string{"10.0.0.7:8000"}, &m)
+	pos, _ := dst.Position("10.0.0.7:8000")
+	fmt.Println(info.Memberships, "memberships;", m.Endpoints[0].Blocks, "blocks match; position", string(pos))
+	// Output: 2 memberships; 2 blocks match; position seq 41
 }

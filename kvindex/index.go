@@ -44,6 +44,8 @@ type Index struct {
 	maxID      atomic.Uint32
 	nEndpoints atomic.Int64
 
+	positions sync.Map // endpoint name → *PositionLock (snapshot_position.go)
+
 	tierMu sync.Mutex // serialises tier registration
 	tiers  atomic.Pointer[tierTable]
 

@@ -11,11 +11,15 @@
 // completions, chat, Messages and Responses request through the gateway, the
 // router's render counters), (2) sends 10 requests sharing a ~2,000-token
 // system prompt 3 s apart and prints each engine's vllm:request_success_total
-// and prefix-cache hit rate plus the router's predicted cached share, and (3)
+// and prefix-cache hit rate plus the router's predicted cached share, (3)
 // runs a short shared-prefix load through precise routing and through
 // round-robin and prints a comparison table (engine hit rate, client TTFT
-// p50/p90). It exits with status 1 unless the verification passed and one
-// engine served most of the burst with a high hit rate.
+// p50/p90), and (4) restarts the gateway on a warm fleet whose shared prompts
+// are older than the engines' replay buffer, without and with the index
+// checkpoint, printing the router's predicted cached share against the
+// engines' hit rate right after each restart. It exits with status 1 unless
+// the verification passed and one engine served most of the burst with a high
+// hit rate.
 //
 // Flags:
 //

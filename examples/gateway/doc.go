@@ -10,6 +10,9 @@
 //	        [--config router.yaml] [--endpoints-file endpoints.yaml]
 //	        [--policy precise|round-robin] [--max-body-bytes 33554432]
 //	        [--shutdown-timeout 30s] [--log-level info]
+//	        [--checkpoint /var/lib/kvroute/index.ckpt] [--checkpoint-interval 1m]
+//	        [--peers http://10.0.0.5:9091/kvroute/snapshot,...] [--peer-token T]
+//	        [--snapshot-listen 10.0.0.4:9091]
 //
 // --model is required with the precise policy: it is the base model name the
 // engines serve, which roots every block key (a request naming another model
@@ -25,6 +28,17 @@
 // selector:
 //
 //	[{"id": "10.0.0.7:8000", "labels": {"zone": "a"}}, {"id": "10.0.0.8:8000"}]
+//
+// --checkpoint keeps a complete index across restarts: the router loads the
+// file at start (a missing, truncated, corrupt or incompatible file is
+// logged, counted in kvroute_index_restore_total, kept as <file>.rejected,
+// and the gateway starts empty), rewrites it every --checkpoint-interval
+// and at shutdown, and every KV-event stream resumes from the file's
+// positions. --peers makes a new replica load the first reachable peer's
+// index instead (tried before the file); --snapshot-listen serves this
+// gateway's index at /kvroute/snapshot for such peers. Put it on an
+// internal address, never the public listener, and set --peer-token (or
+// $KVROUTE_PEER_TOKEN) on both sides.
 //
 // --config is a kvroute router configuration in YAML (as kept in Helm values)
 // or JSON. YAML is turned into JSON (sigs.k8s.io/yaml) and read by

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -36,6 +37,7 @@ type options struct {
 	server          proxy.ServerConfig
 	shutdownTimeout time.Duration
 	logLevel        slog.Level
+	snapshotListen  string // internal address serving the index snapshot to peers ("" = off)
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -49,6 +51,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		eventsPort, replay    int
 		maxBody               int64
 		level                 string
+		checkpoint, peers     string
+		checkpointInterval    time.Duration
+		peerToken             string
 	)
 	fs.StringVar(&listen, "listen", ":8080", "address to serve on")
 	fs.StringVar(&list, "endpoints", "", "comma-separated engine addresses ip:port (the identity in their KV-event topics)")
@@ -61,6 +66,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Int64Var(&maxBody, "max-body-bytes", proxy.DefaultMaxBodyBytes, "request body limit; larger bodies get 413")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long requests in flight may finish after SIGINT/SIGTERM")
 	fs.StringVar(&level, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&checkpoint, "checkpoint", "", "index checkpoint file: loaded at start, rewritten periodically and at shutdown")
+	fs.DurationVar(&checkpointInterval, "checkpoint-interval", kvroute.DefaultCheckpointInterval, "period of checkpoint writes (negative: only at shutdown)")
+	fs.StringVar(&peers, "peers", "", "comma-separated snapshot URLs of peer gateways (http://host:port/kvroute/snapshot) to load the index from at start")
+	fs.StringVar(&peerToken, "peer-token", "", "shared bearer token for --peers and --snapshot-listen (default $KVROUTE_PEER_TOKEN)")
+	fs.StringVar(&o.snapshotListen, "snapshot-listen", "", "internal address serving this gateway's index snapshot to peers at /kvroute/snapshot (never the public listener)")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
@@ -91,6 +101,21 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		if replay > 0 {
 			cfg.Events.ReplayPort = replay
 		}
+	}
+	if set["checkpoint"] {
+		cfg.Checkpoint.Path = checkpoint
+	}
+	if set["checkpoint-interval"] || cfg.Checkpoint.Interval == 0 {
+		cfg.Checkpoint.Interval = checkpointInterval
+	}
+	if peers != "" {
+		cfg.Bootstrap.Peers = strings.Split(peers, ",")
+	}
+	if peerToken == "" {
+		peerToken = os.Getenv("KVROUTE_PEER_TOKEN")
+	}
+	if peerToken != "" {
+		cfg.Bootstrap.Token = peerToken
 	}
 	if err := cfg.Validate(); err != nil {
 		return options{}, err
@@ -148,10 +173,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "gateway: serving on %s (policy %s, %d endpoints, model %q); metrics at %s/metrics\n",
 		srv.URL(), o.server.Policy, len(o.server.Endpoints), o.server.Router.Model, srv.URL())
+	snap, err := serveSnapshot(o.snapshotListen, srv.Router(), log)
+	if err != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		return err
+	}
+	if snap != nil {
+		fmt.Fprintf(stdout, "gateway: index snapshot for peers at http://%s%s\n", snap.addr, snapshotPath)
+	}
 	<-ctx.Done()
 	log.Info("shutting down", "timeout", o.shutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
 	defer cancel()
+	snap.shutdown(sctx)
+	// Shutdown closes the router, which writes the final checkpoint.
 	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/kvroute/kvroute"
@@ -34,6 +37,9 @@ type cluster struct {
 	rr      *proxy.Server // round-robin, cache-blind
 	pool    *kvevents.Pool
 	client  *http.Client
+	gwCfg   proxy.ServerConfig // the precise gateway's configuration, for restarts
+	log     *slog.Logger
+	ckptDir string // holds the precise gateway's index checkpoint
 }
 
 // startCluster starts o.Engines simulated engines on free loopback ports
@@ -62,7 +68,14 @@ func startCluster(ctx context.Context, o Options) (c *cluster, err error) {
 	// endpoint names its sockets (on separate hosts the router derives them
 	// from the endpoint's IP and the default ports 5556/5559).
 	cfg.Events.Enabled = true
-	c.gw, err = proxy.NewServer(proxy.ServerConfig{Listen: "127.0.0.1:0", Router: cfg, Endpoints: eps}, proxy.Options{Logger: o.Logger})
+	// The index checkpoint of step 4, written when the gateway stops.
+	if c.ckptDir, err = os.MkdirTemp("", "kvroute-demo-"); err != nil {
+		return c, err
+	}
+	cfg.Checkpoint = kvroute.CheckpointConfig{Path: filepath.Join(c.ckptDir, "index.ckpt"), Interval: -1}
+	c.gwCfg = proxy.ServerConfig{Listen: "127.0.0.1:0", Router: cfg, Endpoints: eps}
+	c.log = o.Logger
+	c.gw, err = proxy.NewServer(c.gwCfg, proxy.Options{Logger: o.Logger})
 	if err != nil {
 		return c, fmt.Errorf("precise gateway: %w", err)
 	}
@@ -100,6 +113,7 @@ func startEngine(o Options) (*simEngine, error) {
 			Publisher:           "zmq",
 			Endpoint:            "tcp://127.0.0.1:0",
 			ReplayEndpoint:      &replay,
+			BufferSteps:         o.ReplayBufferSteps,
 			Topic:               "kv@" + id + "@" + o.Model,
 		},
 	}, server.Options{Logger: o.Logger})
@@ -207,5 +221,8 @@ func (c *cluster) close() error {
 		errs = append(errs, <-e.served)
 	}
 	c.client.CloseIdleConnections()
+	if c.ckptDir != "" {
+		errs = append(errs, os.RemoveAll(c.ckptDir))
+	}
 	return errors.Join(errs...)
 }

@@ -28,6 +28,12 @@
 //     the first streamed event) at p50 and p90. The engines' caches hold
 //     about half of the prompts: precise routing splits the prompts between
 //     the engines, round-robin makes each engine cache all of them.
+//  4. A gateway restart on a warm fleet: two shared prompts are cached and
+//     kept hot until the engines published more than twice their replay
+//     buffer (Options.ReplayBufferSteps) since, then the gateway is
+//     restarted once without and once with its index checkpoint (written
+//     when it stopped), and the first requests after each restart show the
+//     router's predicted cached share against the engines' hit rate.
 //
 // The engines share one host, so each publishes its KV events on ports of
 // its own; the demo's endpoints name those sockets (kvroute.Endpoint

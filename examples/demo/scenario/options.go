@@ -42,6 +42,10 @@ type Options struct {
 	// LoadGroups is the number of distinct shared prefixes in the
 	// comparison. Default 8.
 	LoadGroups int
+	// ReplayBufferSteps is the engines' KV-event replay buffer in batches
+	// (vLLM's buffer_steps; default 64, Fast: 16 — vLLM's default is 10,000,
+	// kept small so that step 4 outlives it in seconds).
+	ReplayBufferSteps int
 	// Hold keeps the engines and gateways running after the demo until the
 	// context ends, for curl and a metrics look.
 	Hold bool
@@ -75,11 +79,13 @@ func (o Options) withDefaults() (Options, error) {
 		o.DecodeStep = 10 * time.Millisecond
 	}
 	if o.Fast {
+		def(&o.ReplayBufferSteps, 16)
 		def(&o.LoadRequests, 48)
 		if o.Interval == 0 {
 			o.Interval = 100 * time.Millisecond
 		}
 	} else {
+		def(&o.ReplayBufferSteps, 64)
 		def(&o.LoadRequests, 240)
 		if o.Interval == 0 {
 			o.Interval = 3 * time.Second
@@ -102,6 +108,7 @@ func (o Options) withDefaults() (Options, error) {
 	positive("loadRequests", o.LoadRequests)
 	positive("loadConcurrency", o.LoadConcurrency)
 	positive("loadGroups", o.LoadGroups)
+	positive("replayBufferSteps", o.ReplayBufferSteps)
 	if o.Interval < 0 || o.DecodeStep < 0 || !(o.PrefillTokensPerSecond > 0) {
 		errs = append(errs, errors.New("interval and decodeStep must be >= 0, prefillTokensPerSecond > 0"))
 	}
@@ -124,6 +131,9 @@ type Report struct {
 	Comparison []PolicyResult
 	// EventBatches is the number of KV-event batches the router applied.
 	EventBatches uint64
+	// Restart is step 4: the gateway restarted on a warm fleet, without
+	// and with the index checkpoint.
+	Restart RestartResult
 }
 
 // Burst is the result of the shared-prefix burst.

@@ -58,6 +58,11 @@ func Run(ctx context.Context, o Options, w io.Writer) (*Report, error) {
 		return rep, fmt.Errorf("comparison: %w", err)
 	}
 
+	section(w, "4. Gateway restart on a warm fleet, without and with the index checkpoint")
+	if rep.Restart, err = restart(ctx, c, o, w); err != nil {
+		return rep, fmt.Errorf("restart: %w", err)
+	}
+
 	section(w, fmt.Sprintf("Done in %v. Where to look next", time.Since(start).Round(time.Second)))
 	whereNext(w, c)
 	if o.Hold {

@@ -43,6 +43,11 @@ func TestRunFastKeepsTheBurstOnOneWarmEngine(t *testing.T) {
 		require.Equal(t, 24, total, r.Policy)
 		require.Positive(t, r.TTFTP50, r.Policy)
 	}
+	require.Greater(t, rep.Restart.WarmBatches, uint64(16), "the shared prompts are older than the replay buffer")
+	require.InDelta(t, rep.Restart.Checkpoint.HitRate, rep.Restart.Checkpoint.PredictedCachedShare, 0.05,
+		"after a restart with the checkpoint the router predicts what the engines hit:\n%s", out.String())
+	require.Less(t, rep.Restart.Cold.PredictedCachedShare, rep.Restart.Checkpoint.PredictedCachedShare-0.2,
+		"without it, it misses the old prompts:\n%s", out.String())
 	require.Equal(t, "precise", rep.Comparison[0].Policy)
 	require.Equal(t, "round-robin", rep.Comparison[1].Policy)
 	for _, want := range []string{"1. Deployment verification", "render check  ok", "POST /v1/messages", "PASS:", "Where to look next"} {

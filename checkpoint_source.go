@@ -1,0 +1,181 @@
+package kvroute
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/kvroute/kvroute/kvindex"
+)
+
+// IndexSource supplies the state a Router's index starts from: a complete
+// index with each endpoint's event-stream position, from which the event
+// subscriptions resume (replay from the position, verify the payload
+// digest, apply what follows). A checkpoint file (FileSource) and a peer
+// replica (PeerSource) are sources; an engine-side snapshot (vLLM has two
+// competing unmerged designs) would be another, filling the index from the
+// engine's state and recording the engine's resume sequence as positions.
+type IndexSource interface {
+	// Kind names the source in logs and in the label "source" of
+	// kvroute_index_restore_total ("file", "peer", …); it must be a fixed
+	// string, not derived from input.
+	Kind() string
+	// String describes this source in logs (a path, a URL).
+	String() string
+	// Load fills ix — freshly created, with no endpoints — or returns an
+	// error and leaves ix empty; it never loads part of a state. An
+	// ErrNoSnapshot error means the source has nothing to offer (a missing
+	// file), which is not a failure.
+	Load(ctx context.Context, ix *kvindex.Index) (kvindex.SnapshotInfo, error)
+}
+
+// ErrNoSnapshot is returned (wrapped) by an IndexSource that has no state
+// to offer.
+var ErrNoSnapshot = errors.New("kvroute: no snapshot")
+
+// FileSource loads a checkpoint file written by the Router (the kvindex
+// snapshot format).
+type FileSource struct {
+	Path string
+	// MaxSectionBytes bounds one endpoint section (0: the kvindex default).
+	MaxSectionBytes int64
+}
+
+// Kind returns "file".
+func (s FileSource) Kind() string { return "file" }
+
+// String returns the path.
+func (s FileSource) String() string { return s.Path }
+
+// Load reads the file into ix; a missing file is ErrNoSnapshot. A file the
+// reader refuses (truncated, corrupt, another version or block size) is
+// renamed to Path + ".rejected" for inspection, so that the next checkpoint
+// does not destroy it.
+func (s FileSource) Load(_ context.Context, ix *kvindex.Index) (kvindex.SnapshotInfo, error) {
+	f, err := os.Open(s.Path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return kvindex.SnapshotInfo{}, fmt.Errorf("%w: checkpoint %s does not exist", ErrNoSnapshot, s.Path)
+	}
+	if err != nil {
+		return kvindex.SnapshotInfo{}, fmt.Errorf("kvroute: checkpoint %s: %w", s.Path, err)
+	}
+	info, err := ix.ReadSnapshot(f, kvindex.SnapshotReadOptions{MaxSectionBytes: s.MaxSectionBytes})
+	_ = f.Close()
+	if err != nil {
+		var se *kvindex.SnapshotError
+		if errors.As(err, &se) && se.Reason != kvindex.SnapshotReasonRead {
+			if rerr := os.Rename(s.Path, s.Path+".rejected"); rerr == nil {
+				return info, fmt.Errorf("kvroute: checkpoint %s (kept as %s.rejected): %w", s.Path, s.Path, err)
+			}
+		}
+		return info, fmt.Errorf("kvroute: checkpoint %s: %w", s.Path, err)
+	}
+	return info, nil
+}
+
+// PeerSource loads the snapshot a peer Router serves (SnapshotHandler),
+// validated exactly as a file is.
+type PeerSource struct {
+	URL   string // the peer's snapshot handler, e.g. "http://10.0.0.5:9091/kvroute/snapshot"
+	Token string // sent as "Authorization: Bearer <Token>" when non-empty
+	// Client makes the request; nil uses a client without overall timeout
+	// (the context bounds the transfer).
+	Client *http.Client
+	// MaxSectionBytes bounds one endpoint section (0: the kvindex default).
+	MaxSectionBytes int64
+}
+
+// Kind returns "peer".
+func (s PeerSource) Kind() string { return "peer" }
+
+// String returns the URL.
+func (s PeerSource) String() string { return s.URL }
+
+// errPeerStatus is a peer answering something else than 200.
+var errPeerStatus = errors.New("kvroute: peer snapshot request refused")
+
+// Load streams the peer's snapshot into ix.
+func (s PeerSource) Load(ctx context.Context, ix *kvindex.Index) (kvindex.SnapshotInfo, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL, nil)
+	if err != nil {
+		return kvindex.SnapshotInfo{}, fmt.Errorf("kvroute: peer %s: %w", s.URL, err)
+	}
+	if s.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+s.Token)
+	}
+	req.Header.Set("Accept", SnapshotContentType)
+	c := s.Client
+	if c == nil {
+		c = http.DefaultClient
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return kvindex.SnapshotInfo{}, fmt.Errorf("kvroute: peer %s: %w", s.URL, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+		return kvindex.SnapshotInfo{}, fmt.Errorf("%w: peer %s answered %s", errPeerStatus, s.URL, resp.Status)
+	}
+	info, err := ix.ReadSnapshot(resp.Body, kvindex.SnapshotReadOptions{MaxSectionBytes: s.MaxSectionBytes})
+	if err != nil {
+		return info, fmt.Errorf("kvroute: peer %s: %w", s.URL, err)
+	}
+	return info, nil
+}
+
+// restoreResult is the label "result" of kvroute_index_restore_total for
+// an outcome of one source.
+func restoreResult(err error) string {
+	var se *kvindex.SnapshotError
+	switch {
+	case err == nil:
+		return "loaded"
+	case errors.Is(err, ErrNoSnapshot):
+		return "missing"
+	case errors.As(err, &se):
+		return se.Reason
+	case errors.Is(err, errPeerStatus):
+		return "refused"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	}
+	return "unreachable"
+}
+
+// restore tries the sources in order and keeps the first that loads. Every
+// outcome is logged and counted; when none loads the index stays empty.
+// It returns the endpoints loaded.
+func (s *snapshotState) restore(ctx context.Context, ix *kvindex.Index, sources []IndexSource, timeout time.Duration) map[string]struct{} {
+	for _, src := range sources {
+		start := time.Now()
+		lctx, cancel := context.WithTimeout(ctx, timeout)
+		info, err := src.Load(lctx, ix)
+		cancel()
+		result := restoreResult(err)
+		s.met.restores.WithLabelValues(src.Kind(), result).Inc()
+		switch {
+		case err == nil:
+			s.log.Info("Index restored", "source", src.Kind(), "from", src.String(),
+				"endpoints", len(info.Endpoints), "memberships", info.Memberships, "bytes", info.Bytes,
+				"elapsed", time.Since(start))
+			s.met.restoredMemberships.Set(float64(info.Memberships))
+			loaded := make(map[string]struct{}, len(info.Endpoints))
+			for _, e := range info.Endpoints {
+				loaded[e.Name] = struct{}{}
+			}
+			return loaded
+		case errors.Is(err, ErrNoSnapshot):
+			s.log.Info("No index snapshot to restore", "source", src.Kind(), "from", src.String())
+		default:
+			s.log.Error("Index snapshot refused; not loaded", "source", src.Kind(), "from", src.String(),
+				"result", result, "err", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/kvroute/kvroute"
+)
+
+// snapshotPath is where the internal listener serves the index snapshot.
+const snapshotPath = "/kvroute/snapshot"
+
+// snapshotServer serves the router's index snapshot on an internal address
+// (--snapshot-listen), apart from the public listener: the snapshot tells
+// which prefixes every engine caches, and peers are the only clients.
+type snapshotServer struct {
+	addr string
+	srv  *http.Server
+	done chan struct{}
+}
+
+// serveSnapshot starts the internal snapshot listener; nil when addr is
+// empty or the gateway has no router (round-robin policy).
+func serveSnapshot(addr string, r *kvroute.Router, log *slog.Logger) (*snapshotServer, error) {
+	if addr == "" || r == nil {
+		return nil, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle(snapshotPath, r.SnapshotHandler())
+	s := &snapshotServer{addr: ln.Addr().String(), done: make(chan struct{}),
+		srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
+	go func() {
+		defer close(s.done)
+		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("snapshot listener failed", "addr", s.addr, "err", err)
+		}
+	}()
+	return s, nil
+}
+
+// shutdown stops the listener (a transfer in flight gets until ctx ends).
+func (s *snapshotServer) shutdown(ctx context.Context) {
+	if s == nil {
+		return
+	}
+	if err := s.srv.Shutdown(ctx); err != nil {
+		_ = s.srv.Close()
+	}
+	<-s.done
+}

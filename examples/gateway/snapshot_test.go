@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/kvindex"
+)
+
+func TestParseFlagsCheckpointAndPeers(t *testing.T) {
+	ckpt := filepath.Join(t.TempDir(), "index.ckpt")
+	t.Setenv("KVROUTE_PEER_TOKEN", "from-env")
+	o, err := parseFlags([]string{"--endpoints", "10.0.0.1:8000", "--model", "m", "--checkpoint", ckpt,
+		"--checkpoint-interval", "30s", "--peers", "http://10.0.0.2:9091/kvroute/snapshot,http://10.0.0.3:9091/kvroute/snapshot",
+		"--snapshot-listen", "127.0.0.1:0"}, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, ckpt, o.server.Router.Checkpoint.Path)
+	require.Equal(t, 30*time.Second, o.server.Router.Checkpoint.Interval)
+	require.Len(t, o.server.Router.Bootstrap.Peers, 2)
+	require.Equal(t, "from-env", o.server.Router.Bootstrap.Token)
+	require.Equal(t, "127.0.0.1:0", o.snapshotListen)
+
+	for name, args := range map[string][]string{
+		"checkpoint dir missing": {"--endpoints", "a:1", "--checkpoint", "/nonexistent-kvroute/x"},
+		"peer not a URL":         {"--endpoints", "a:1", "--peers", "10.0.0.2:9091"},
+	} {
+		_, err := parseFlags(args, io.Discard)
+		require.Error(t, err, name)
+	}
+}
+
+// The gateway serves its snapshot on the internal listener (token
+// required) and writes its checkpoint at shutdown.
+func TestRunServesSnapshotAndWritesCheckpoint(t *testing.T) {
+	defer leakcheck.Check(t)()
+	dir := t.TempDir()
+	ckpt := filepath.Join(dir, "index.ckpt")
+	cfg := writeFile(t, "router.json", `{"events":{"enabled":false},"disableRender":true}`)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"--listen", "127.0.0.1:0", "--endpoints", "127.0.0.1:1", "--model", "m", "--config", cfg,
+			"--checkpoint", ckpt, "--snapshot-listen", "127.0.0.1:0", "--peer-token", "tok"}, &stdout, io.Discard)
+	}()
+	re := regexp.MustCompile(`snapshot for peers at (http://[0-9.:]+/kvroute/snapshot)`)
+	var url string
+	require.Eventually(t, func() bool {
+		m := re.FindStringSubmatch(stdout.String())
+		if m != nil {
+			url = m[1]
+		}
+		return m != nil
+	}, 10*time.Second, 5*time.Millisecond)
+
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	resp, err := client.Get(url)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	req.Header.Set("Authorization", "Bearer tok")
+	resp, err = client.Do(req)
+	require.NoError(t, err)
+	ix, err := kvindex.New(kvindex.Config{SweepInterval: -1}, kvindex.Options{})
+	require.NoError(t, err)
+	defer ix.Close()
+	_, err = ix.ReadSnapshot(resp.Body, kvindex.SnapshotReadOptions{})
+	resp.Body.Close()
+	require.NoError(t, err, "a valid snapshot")
+
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("run did not return after cancellation")
+	}
+	_, err = os.Stat(ckpt)
+	require.NoError(t, err, "the checkpoint is written at shutdown")
+}
