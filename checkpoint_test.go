@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -185,6 +187,49 @@ func TestCheckpointConfigValidation(t *testing.T) {
 	require.NoError(t, err) // durations ("interval", "timeout") are decoded by the shared strict decoder
 	require.NotEmpty(t, got.Checkpoint.Path)
 	require.Equal(t, "s3cret", got.Bootstrap.Token)
+}
+
+// The checkpoint and bootstrap durations go through the strict decoder
+// every config uses: Go duration strings ("1m" was avoided here before,
+// when the old decoder rejected it), a bare number or an unknown key an
+// error naming its path, and a marshalled Config reads back the same.
+func TestCheckpointConfigDurations(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "c")
+	got, err := LoadConfig(strings.NewReader(`{"checkpoint":{"path":"` + path + `","interval":"1m"},` +
+		`"bootstrap":{"peers":["http://10.0.0.5:9091/kvroute/snapshot"],"timeout":"1m30s"}}`))
+	require.NoError(t, err)
+	require.Equal(t, time.Minute, got.Checkpoint.Interval)
+	require.Equal(t, 90*time.Second, got.Bootstrap.Timeout)
+
+	got, err = LoadConfig(strings.NewReader(`{"checkpoint":{"interval":"-1s"},"bootstrap":{"timeout":"250ms"}}`))
+	require.NoError(t, err, "a negative interval means: write only on Close")
+	require.Equal(t, -time.Second, got.Checkpoint.Interval)
+	require.Equal(t, 250*time.Millisecond, got.Bootstrap.Timeout)
+
+	for in, want := range map[string]string{
+		`{"checkpoint":{"interval":60}}`:         "checkpoint.interval",
+		`{"bootstrap":{"timeout":120000000000}}`: "bootstrap.timeout",
+		`{"checkpoint":{"interval":"soon"}}`:     "checkpoint.interval",
+		`{"checkpoint":{"pathx":"/tmp/c"}}`:      "checkpoint.pathx",
+		`{"bootstrap":{"Token":"s3cret"}}`:       "bootstrap.Token",
+	} {
+		_, err := LoadConfig(strings.NewReader(in))
+		require.ErrorIs(t, err, ErrInvalidConfig, in)
+		require.ErrorContains(t, err, want, in)
+	}
+
+	cfg := DefaultConfig()
+	cfg.Checkpoint = CheckpointConfig{Path: path, Interval: 45 * time.Second}
+	cfg.Bootstrap = BootstrapConfig{Peers: []string{"https://peer:9091/kvroute/snapshot"}, Token: "t", Timeout: 2 * time.Minute}
+	data, err := json.Marshal(cfg)
+	require.NoError(t, err)
+	require.Contains(t, string(data), `"interval":"45s"`)
+	require.Contains(t, string(data), `"timeout":"2m0s"`)
+	back, err := LoadConfig(bytes.NewReader(data))
+	require.NoError(t, err)
+	require.Equal(t, cfg.Checkpoint, back.Checkpoint)
+	require.Equal(t, cfg.Bootstrap, back.Bootstrap)
 }
 
 // peerRouter serves a warm router's snapshot over a real HTTP server.
