@@ -146,15 +146,24 @@ func (p *Pool) Ensure(ep Endpoint) error { return p.ensure(ep, nil) }
 func (p *Pool) EnsureFrom(ep Endpoint, pos Position) error { return p.ensure(ep, &pos) }
 
 // Position returns the stream position of the endpoint with this ID (the
-// last applied sequence and its payload digest), for a checkpoint taken
-// together with the index. ok is false for an unknown endpoint or one with
-// nothing applied.
+// last applied sequence and its payload digest): the one its last applied
+// batch recorded in the index (kvindex.Index.Position), which index
+// snapshots persist, or, before the stream first connects, the position it
+// will resume from. ok is false for an unknown endpoint or one with nothing
+// applied.
 func (p *Pool) Position(id string) (pos Position, ok bool) {
-	st, found := p.Status(id)
-	if !found || !st.HasApplied || !st.HasDigest {
+	p.mu.Lock()
+	var st *stream
+	if s := p.subs[id]; s != nil {
+		st = s.st
+	} else {
+		st = p.bound[id]
+	}
+	p.mu.Unlock()
+	if st == nil {
 		return Position{}, false
 	}
-	return st.Position, true
+	return st.position()
 }
 
 func (p *Pool) ensure(ep Endpoint, pos *Position) error {

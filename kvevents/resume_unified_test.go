@@ -75,3 +75,25 @@ func TestPoolResumeBufferStartsRightAfterPosition(t *testing.T) {
 	st, _ := p.Status(resumeID)
 	require.Equal(t, uint64(5), st.Messages, "%s", logs)
 }
+
+// The encoded position is read back from snapshots (a file or a peer):
+// anything that is not an encoding is rejected, and what decodes encodes
+// back to the same bytes.
+func FuzzParsePosition(f *testing.F) {
+	f.Add(PositionOf(42, []byte("payload")).AppendBinary(nil))
+	f.Add(appendPosition(nil, PositionOf(7, []byte("x")), map[int]string{0: "full_attention", 3: "sliding_window"}))
+	f.Add([]byte{positionVersion})
+	f.Add([]byte{2, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		pos, groups, err := parsePosition(b)
+		if err != nil {
+			require.Zero(t, pos)
+			return
+		}
+		require.LessOrEqual(t, len(groups), maxPositionGroups)
+		again, groups2, err := parsePosition(appendPosition(nil, pos, groups))
+		require.NoError(t, err)
+		require.Equal(t, pos, again)
+		require.Equal(t, len(groups), len(groups2))
+	})
+}

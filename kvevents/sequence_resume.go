@@ -175,3 +175,24 @@ func (st *stream) resumeGapLocked(from, to uint64) bool {
 		"from", from, "to", to)
 	return true
 }
+
+// position is Pool.Position for this stream.
+func (st *stream) position() (Position, bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	s := &st.s
+	switch {
+	case s.has && s.hasDigest:
+		return Position{Seq: s.applied, Digest: s.digest}, true
+	case s.rs.adopted || s.has:
+		return Position{}, false
+	case s.rs.hasEnsured:
+		return s.rs.ensured, true
+	}
+	if raw, ok := st.p.ix.Position(st.id); ok {
+		if pos, _, err := parsePosition(raw); err == nil {
+			return pos, true
+		}
+	}
+	return Position{}, false
+}
