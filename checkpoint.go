@@ -105,6 +105,9 @@ func newSnapshotState(cfg Config, ix *kvindex.Index, extra []IndexSource, reg pr
 	}
 	s := &snapshotState{ix: ix, log: log, met: met, cfg: cfg.Checkpoint, token: cfg.Bootstrap.Token}
 	var sources []IndexSource
+	if cfg.Cluster.Enabled() && len(cfg.Bootstrap.Peers) == 0 {
+		sources = append(sources, ClusterPeerSource{Cluster: cfg.Cluster, Token: cfg.Bootstrap.Token})
+	}
 	for _, p := range cfg.Bootstrap.Peers {
 		sources = append(sources, PeerSource{URL: p, Token: cfg.Bootstrap.Token})
 	}

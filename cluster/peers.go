@@ -1,0 +1,52 @@
+package cluster
+
+import (
+	"context"
+	"sort"
+)
+
+// LivePeers lists, in one short Redis exchange, the live replicas of cfg's
+// pool other than cfg.ReplicaID that advertise a snapshot URL: the peers a
+// replica that is about to start can bootstrap its index from, before it has
+// joined the pool itself. A replica whose lease expired is not listed.
+func LivePeers(ctx context.Context, cfg Config) ([]Peer, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	rdb := newClient(cfg)
+	defer rdb.Close()
+	k := newKeys(cfg.Pool, cfg.ReplicaID)
+	ids, err := rdb.SMembers(ctx, k.members).Result()
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(ids)
+	var names, others []string
+	for _, id := range ids {
+		if id != cfg.ReplicaID && len(others) < cfg.MaxPeers {
+			others = append(others, id)
+			names = append(names, k.replica(id))
+		}
+	}
+	if len(names) == 0 {
+		return nil, nil
+	}
+	vals, err := rdb.MGet(ctx, names...).Result()
+	if err != nil {
+		return nil, err
+	}
+	var peers []Peer
+	for i, v := range vals {
+		s, ok := v.(string)
+		if !ok {
+			continue // lease expired
+		}
+		rec, err := decodeRecord([]byte(s), cfg.MaxEndpoints)
+		if err != nil || rec.SnapshotURL == "" {
+			continue
+		}
+		peers = append(peers, Peer{ID: others[i], SnapshotURL: rec.SnapshotURL})
+	}
+	return peers, nil
+}
