@@ -10,6 +10,8 @@
 // --model. Without --pool-name, --endpoints gives a static list of
 // "ip:port" engines (no Kubernetes needed). --render-selector discovers a
 // separate render pool (vLLM renderers in front of an SGLang fleet).
+// --checkpoint keeps the index across restarts: the picker starts with the
+// index it had, and resumes each engine's event stream where it left off.
 //
 //	kvroute-epp --pool-name vllm-pool --pool-namespace llm --model meta-llama/Llama-3.1-8B-Instruct
 //
@@ -69,6 +71,7 @@ type flags struct {
 	renderSelector                    string
 	renderPort                        int
 	kubeconfig                        string
+	checkpoint                        string
 	maxBodyBytes                      int64
 	logLevel                          string
 }
@@ -90,6 +93,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.StringVar(&f.renderSelector, "render-selector", "", "label selector of a separate render pool (pods in --pool-namespace)")
 	fs.IntVar(&f.renderPort, "render-port", 8000, "port of the render pool's pods")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (empty: in-cluster)")
+	fs.StringVar(&f.checkpoint, "checkpoint", "", "index checkpoint file: loaded at start, written periodically and on shutdown (overrides the config's checkpoint.path)")
 	fs.Int64Var(&f.maxBodyBytes, "max-body-bytes", extproc.DefaultMaxBodyBytes, "request body limit (413 above)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -144,6 +148,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg, err := loadConfig(f.configPath, f.model)
 	if err != nil {
 		return err
+	}
+	if f.checkpoint != "" {
+		cfg.Checkpoint.Path = f.checkpoint
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -54,6 +54,7 @@ func TestRunServesExtProcHealthAndMetrics(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"--endpoints", ln.Addr().String(), "--config", cfgPath, "--listen-host", "127.0.0.1",
+			"--checkpoint", filepath.Join(dir, "index.ckpt"),
 			"--grpc-port", "0", "--grpc-health-port", "0", "--metrics-port", "0", "--log-level", "error"}, pw, io.Discard)
 		pw.Close()
 	}()
@@ -102,6 +103,8 @@ func TestRunServesExtProcHealthAndMetrics(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("run did not return after cancellation")
 	}
+	_, err = os.Stat(filepath.Join(dir, "index.ckpt"))
+	require.NoError(t, err, "the index checkpoint is written on shutdown")
 }
 
 func TestFlagsNeedExactlyOneEndpointSource(t *testing.T) {
