@@ -26,7 +26,9 @@ type ClusterPeerSource struct {
 func (s ClusterPeerSource) Kind() string { return "cluster_peer" }
 
 // String names the pool.
-func (s ClusterPeerSource) String() string { return "live replicas of pool " + s.Cluster.WithDefaults().Pool }
+func (s ClusterPeerSource) String() string {
+	return "live replicas of pool " + s.Cluster.WithDefaults().Pool
+}
 
 // Load lists the live peers and loads the first valid snapshot among them;
 // no live peer with a snapshot URL is ErrNoSnapshot.

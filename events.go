@@ -22,12 +22,12 @@ type poolSource struct {
 
 // newEventPool builds the KV-event subscriber pool that feeds ix.
 // Every endpoint's topic model goes to observe (see kvevents.TopicObserver).
-func newEventPool(cfg Config, ix *kvindex.Index, reg prometheus.Registerer, log *slog.Logger, observe kvevents.TopicObserver) (eventSource, error) {
+func newEventPool(cfg Config, ix *kvindex.Index, reg prometheus.Registerer, log *slog.Logger, observe kvevents.TopicObserver, match func(map[string]string) bool) (eventSource, error) {
 	pc := cfg.Events.PoolConfig
 	if pc.Model == "" {
 		pc.Model = cfg.Model
 	}
-	p, err := kvevents.NewPool(pc, ix, kvevents.Options{Registerer: reg, Logger: log})
+	p, err := kvevents.NewPool(pc, ix, kvevents.Options{Registerer: reg, Logger: log, Matcher: match})
 	if err != nil {
 		return nil, err
 	}

@@ -50,6 +50,11 @@ type Options struct {
 	// table's TTL and the interval of the cache-blind warnings; nil is
 	// time.Now.
 	Now func() time.Time
+	// EventSelector, when set, decides from an endpoint's labels whether its
+	// KV events are subscribed, in place of Config.Events.Selector (setting
+	// both is an error): pass a Kubernetes labels.Selector's Matches to get
+	// exactly Kubernetes' selector semantics.
+	EventSelector func(labels map[string]string) bool
 	// IndexSources are further sources of the index's starting state,
 	// tried after the configured peers and checkpoint file (see
 	// IndexSource).
@@ -174,7 +179,7 @@ func New(cfg Config, opts Options) (*Router, error) {
 		return nil, err
 	}
 	if cfg.Events.Enabled {
-		if r.events, err = newEventPool(cfg, r.index, opts.Registerer, log, r.models.observe); err != nil {
+		if r.events, err = newEventPool(cfg, r.index, opts.Registerer, log, r.models.observe, opts.EventSelector); err != nil {
 			return nil, fmt.Errorf("kvroute: events: %w", err)
 		}
 	} else {

@@ -59,6 +59,11 @@ type Options struct {
 	// Metrics, for an Applier, is a shared event-metrics set (the Pool
 	// passes its own); it takes precedence over Registerer.
 	Metrics *Metrics
+	// Matcher, for a Pool, decides from an endpoint's labels whether it is
+	// subscribed, in place of PoolConfig.Selector (setting both is an error):
+	// a Kubernetes labels.Selector's Matches, for instance, so that exactly
+	// Kubernetes' selector semantics apply.
+	Matcher func(labels map[string]string) bool
 }
 
 // ApplyResult counts what Apply did with one batch. Every event of the batch

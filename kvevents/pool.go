@@ -34,6 +34,7 @@ var ErrPoolClosed = errors.New("kvevents: pool closed")
 type Pool struct {
 	cfg     PoolConfig
 	sel     Selector
+	match   func(labels map[string]string) bool // Options.Matcher, or sel.Matches
 	ix      *kvindex.Index
 	applier *Applier
 	m       *Metrics
@@ -78,6 +79,13 @@ func NewPool(cfg PoolConfig, ix *kvindex.Index, opts Options) (*Pool, error) {
 	}
 	cfg = cfg.withDefaults()
 	sel, _ := ParseSelector(cfg.Selector) // validated above
+	match := sel.Matches
+	if opts.Matcher != nil {
+		if cfg.Selector != "" {
+			return nil, errors.New("kvevents: set either PoolConfig.Selector or Options.Matcher, not both")
+		}
+		match = opts.Matcher
+	}
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
@@ -103,7 +111,7 @@ func NewPool(cfg PoolConfig, ix *kvindex.Index, opts Options) (*Pool, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Pool{
-		cfg: cfg, sel: sel, ix: ix, applier: ap, m: m, sm: sm, rm: rm, log: lg, resume: make(map[string]Position),
+		cfg: cfg, sel: sel, match: match, ix: ix, applier: ap, m: m, sm: sm, rm: rm, log: lg, resume: make(map[string]Position),
 		zopts: subOptions(cfg),
 		ctx:   ctx, cancel: cancel, stop: make(chan struct{}),
 		subs: make(map[string]*subscriber), known: make(map[string]Endpoint), bound: make(map[string]*stream),
@@ -171,7 +179,7 @@ func (p *Pool) ensure(ep Endpoint, pos *Position) error {
 	if err != nil {
 		return err
 	}
-	match := p.sel.Matches(ep.Labels)
+	match := p.match(ep.Labels)
 	p.opMu.Lock()
 	defer p.opMu.Unlock()
 	p.mu.Lock()

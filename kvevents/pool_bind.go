@@ -375,7 +375,7 @@ func (p *Pool) bindStream(id string, rank int) (st *stream, reason string, known
 				ep.ReplayAddress = "tcp://" + net.JoinHostPort(host, strconv.Itoa(p.cfg.ReplayPort+rank))
 			}
 		}
-		if !p.sel.Matches(ep.Labels) {
+		if !p.match(ep.Labels) {
 			p.mu.Unlock()
 			return nil, DropNotSelected, known
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/internal/leakcheck"
@@ -43,5 +44,31 @@ func TestRouterDropsIndexEntriesOfPodsThatLeave(t *testing.T) {
 	_, stillThere := router.Events().Status("127.0.0.2:8000")
 	require.True(t, stillThere, "the other pod keeps its subscription")
 	require.NoError(t, fx.kube.CoreV1().Pods(ns).Delete(context.Background(), "b", metav1.DeleteOptions{}))
+	require.Eventually(t, func() bool { return len(router.Events().Endpoints()) == 0 }, wait, 5*time.Millisecond)
+}
+
+// A Kubernetes label selector, passed to the Router as its event selector,
+// decides with Kubernetes' own semantics which pods' KV events are
+// subscribed; relabelling a pod out of it unsubscribes it.
+func TestKubernetesSelectorDecidesEventSubscriptions(t *testing.T) {
+	defer leakcheck.Check(t)()
+	sel, err := labels.Parse("tier in (a,b),!canary")
+	require.NoError(t, err)
+	cfg := kvroute.DefaultConfig()
+	cfg.Model = "m"
+	router, err := kvroute.New(cfg, kvroute.Options{EventSelector: Matcher(sel)})
+	require.NoError(t, err)
+	defer router.Close()
+	fx := newFixtureWithSink(t, Config{Selector: "app=vllm", TargetPorts: []int32{8000}}, []*corev1.Pod{
+		pod("a", "127.0.0.1", map[string]string{"app": "vllm", "tier": "a"}, true),
+		pod("b", "127.0.0.2", map[string]string{"app": "vllm", "tier": "b", "canary": ""}, true),
+		pod("c", "127.0.0.3", map[string]string{"app": "vllm", "tier": "c"}, true),
+	}, router.SetEndpoints)
+	defer fx.d.Close()
+	require.Eventually(t, func() bool {
+		eps := router.Events().Endpoints()
+		return len(eps) == 1 && eps[0] == "127.0.0.1:8000"
+	}, wait, 5*time.Millisecond)
+	fx.updatePod(t, pod("a", "127.0.0.1", map[string]string{"app": "vllm", "tier": "a", "canary": "yes"}, true))
 	require.Eventually(t, func() bool { return len(router.Events().Endpoints()) == 0 }, wait, 5*time.Millisecond)
 }

@@ -40,6 +40,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -72,6 +73,7 @@ type flags struct {
 	renderPort                        int
 	kubeconfig                        string
 	checkpoint                        string
+	eventSelector                     string
 	maxBodyBytes                      int64
 	logLevel                          string
 }
@@ -93,6 +95,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.StringVar(&f.renderSelector, "render-selector", "", "label selector of a separate render pool (pods in --pool-namespace)")
 	fs.IntVar(&f.renderPort, "render-port", 8000, "port of the render pool's pods")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (empty: in-cluster)")
+	fs.StringVar(&f.eventSelector, "event-selector", "", "Kubernetes label selector of the pods whose KV events are subscribed (default: all endpoints)")
 	fs.StringVar(&f.checkpoint, "checkpoint", "", "index checkpoint file: loaded at start, written periodically and on shutdown (overrides the config's checkpoint.path)")
 	fs.Int64Var(&f.maxBodyBytes, "max-body-bytes", extproc.DefaultMaxBodyBytes, "request body limit (413 above)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -154,7 +157,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	router, err := kvroute.New(cfg, kvroute.Options{Registerer: reg, Logger: log})
+	ropts := kvroute.Options{Registerer: reg, Logger: log}
+	if f.eventSelector != "" {
+		sel, err := labels.Parse(f.eventSelector)
+		if err != nil {
+			return fmt.Errorf("--event-selector: %w", err)
+		}
+		ropts.EventSelector = k8s.Matcher(sel)
+	}
+	router, err := kvroute.New(cfg, ropts)
 	if err != nil {
 		return err
 	}
