@@ -16,11 +16,17 @@ import (
 // different share of the prompt plus 64 unrelated full-length prompts each.
 func warmRouter(b *testing.B, tokens, n int) (*Router, []Endpoint, []uint32) {
 	b.Helper()
+	return warmRouterWith(b, tokens, n, Options{})
+}
+
+// warmRouterWith is warmRouter with the router's Options.
+func warmRouterWith(b *testing.B, tokens, n int, opts Options) (*Router, []Endpoint, []uint32) {
+	b.Helper()
 	cfg := DefaultConfig()
 	cfg.Model = testModel
 	cfg.Events.Enabled = false
 	cfg.DisableRender = true
-	r, err := New(cfg, Options{})
+	r, err := New(cfg, opts)
 	if err != nil {
 		b.Fatal(err)
 	}

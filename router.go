@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kvroute/kvroute/affinity"
 	"github.com/kvroute/kvroute/cluster"
@@ -59,6 +60,10 @@ type Options struct {
 	// tried after the configured peers and checkpoint file (see
 	// IndexSource).
 	IndexSources []IndexSource
+	// TracerProvider traces every Pick (spans "pick", "keys", "index_lookup",
+	// "filter", "score", and the render client's "render" per attempt); nil
+	// traces nothing and costs nothing.
+	TracerProvider trace.TracerProvider
 }
 
 // Router is the default Picker: render → block keys → index match → affinity
@@ -84,6 +89,7 @@ type Router struct {
 	warn       warnings
 	models     *modelCheck
 	snap       *snapshotState // checkpoint, bootstrap and snapshot serving (checkpoint.go)
+	tracer     trace.Tracer // nil: no tracing
 
 	// needsEndpoints is set when routing depends on SetEndpoints (KV-event
 	// subscriptions, or rendering on the routed endpoints); endpointsSet
@@ -134,6 +140,9 @@ func New(cfg Config, opts Options) (*Router, error) {
 	}
 	if r.now == nil {
 		r.now = time.Now
+	}
+	if opts.TracerProvider != nil {
+		r.tracer = opts.TracerProvider.Tracer(TracerName)
 	}
 	ok := false
 	defer func() {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/kvroute/kvroute/affinity"
 	"github.com/kvroute/kvroute/kvindex"
 	"github.com/kvroute/kvroute/tokenload"
@@ -46,8 +48,12 @@ type Selection struct {
 
 	filtered, scored, committed bool
 	outcome                     affinity.Outcome
-	best                        int
-	bestScore                   float64
+
+	// The pick span and the context carrying it, when the router traces.
+	span      trace.Span
+	tctx      context.Context
+	best      int
+	bestScore float64
 }
 
 // ErrCommitted is returned by Commit on a Selection that was already
@@ -77,18 +83,30 @@ func (r *Router) Match(ctx context.Context, req *Request, endpoints []Endpoint) 
 	s.filtered, s.scored, s.committed = false, false, false
 	s.outcome, s.best, s.bestScore = 0, -1, 0
 	s.st.reset(len(endpoints))
+	ctx = s.startPick(ctx)
 
 	s.render(ctx)
 	if s.renderErr != nil {
 		if err := ctx.Err(); err != nil {
+			s.endPick(err)
 			s.Release()
 			return nil, err // the caller is gone; nothing to route
 		}
 		r.met.renderFallbacks.Inc()
 		r.log.Debug("render failed; routing by load alone", "request", req.ID, "err", s.renderErr)
 	}
-	s.keys()
-	s.lookup()
+	if sp := s.child(SpanKeys); sp != nil {
+		s.keys()
+		s.traceKeys(sp)
+	} else {
+		s.keys()
+	}
+	if sp := s.child(SpanIndexLookup); sp != nil {
+		s.lookup()
+		s.traceLookup(sp)
+	} else {
+		s.lookup()
+	}
 	return s, nil
 }
 
@@ -99,6 +117,7 @@ func (s *Selection) Release() {
 	if r == nil {
 		return
 	}
+	s.endPick(nil)
 	// Drop the references (Match resets the rest); the scratch keeps its capacity.
 	s.r, s.req, s.eps, s.prompts, s.renderErr, s.salt = nil, nil, nil, nil, nil, ""
 	r.selections.Put(s)
@@ -143,8 +162,12 @@ func (s *Selection) UsedCache() bool { return s.usedCache }
 // same answer.
 func (s *Selection) Filter() (kept []int, outcome affinity.Outcome) {
 	if !s.filtered {
+		sp := s.child(SpanFilter)
 		s.st.pass, s.outcome = s.r.filter.Apply(s.st.pass, s.total, s.st.cands)
 		s.filtered = true
+		if sp != nil {
+			s.traceFilter(sp)
+		}
 	}
 	return s.st.pass, s.outcome
 }
@@ -172,6 +195,7 @@ func (s *Selection) Score() (best int, score float64) {
 		return s.best, s.bestScore
 	}
 	kept, _ := s.Filter()
+	sp := s.child(SpanScore)
 	r, st := s.r, &s.st
 	for _, i := range kept {
 		sc := r.cfg.LoadWeight * tokenload.Score(st.committed(i), st.uncached[i], r.cfg.QueueThresholdTokens)
@@ -194,6 +218,9 @@ func (s *Selection) Score() (best int, score float64) {
 		}
 	}
 	s.best, s.bestScore, s.scored = best, score, true
+	if sp != nil {
+		s.traceScore(sp)
+	}
 	return best, score
 }
 
@@ -246,6 +273,7 @@ func (s *Selection) Commit(i int) (*Decision, error) {
 		d.table, d.id = r.requests, s.req.ID
 	}
 	s.committed = true
+	s.traceCommit(d)
 
 	if r.cfg.Speculative.Enabled && s.total > 0 {
 		for p := 0; p+1 < len(st.bounds); p++ {
