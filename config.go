@@ -82,6 +82,9 @@ type Config struct {
 	// in-flight load, routing decisions and membership through Redis; off
 	// (nothing of it runs) while Cluster.Addrs is empty.
 	Cluster cluster.Config `json:"cluster"`
+	// Accuracy configures the closed loop on the index's accuracy
+	// (Decision.Observe).
+	Accuracy AccuracyConfig `json:"accuracy"`
 }
 
 // EventsConfig configures the KV-event subscriber pool: the pool's own
@@ -242,6 +245,9 @@ func (c Config) Validate() error {
 		return bad("events.model %q conflicts with model %q: the model is set once, by the top-level model", c.Events.Model, c.Model)
 	case c.PrecisePrefixCacheProducer != nil || c.PrefixCacheAffinityFilter != nil || c.TokenLoadScorer != nil:
 		return bad("the llm-d blocks (precise-prefix-cache-producer, prefix-cache-affinity-filter, token-load-scorer) are translated when a configuration is decoded; from Go, set the kvroute fields")
+	}
+	if err := c.Accuracy.Validate(); err != nil {
+		return err
 	}
 	if err := c.Affinity.Validate(); err != nil {
 		return fmt.Errorf("%w: affinity: %w", ErrInvalidConfig, err)

@@ -1,6 +1,8 @@
 package kvroute
 
 import (
+	"sync/atomic"
+
 	"github.com/kvroute/kvroute/affinity"
 	"github.com/kvroute/kvroute/tokenload"
 )
@@ -44,6 +46,8 @@ type Decision struct {
 	inflight tokenload.Inflight
 	table    *tokenload.RequestTable // where the request is filed under id; nil without an ID
 	id       string
+	acc      *accuracy // the router's closed loop
+	observed atomic.Bool
 }
 
 // FirstChunk records that the first response chunk arrived: the endpoint has
@@ -68,5 +72,8 @@ func (d *Decision) Done(err error) {
 	d.inflight.Done()
 	if d.table != nil {
 		d.table.Forget(d.id, &d.inflight)
+		if d.acc != nil {
+			d.acc.forget(d.id, d)
+		}
 	}
 }

@@ -90,6 +90,7 @@ type Router struct {
 	models     *modelCheck
 	snap       *snapshotState // checkpoint, bootstrap and snapshot serving (checkpoint.go)
 	tracer     trace.Tracer // nil: no tracing
+	acc        *accuracy
 
 	// needsEndpoints is set when routing depends on SetEndpoints (KV-event
 	// subscriptions, or rendering on the routed endpoints); endpointsSet
@@ -184,6 +185,13 @@ func New(cfg Config, opts Options) (*Router, error) {
 	if r.met, err = newRouterMetrics(opts.Registerer); err != nil {
 		return nil, err
 	}
+	maxPending := cfg.Requests.MaxRequests
+	if maxPending == 0 {
+		maxPending = tokenload.DefaultMaxTrackedRequests
+	}
+	if r.acc, err = newAccuracy(cfg.Accuracy, cfg.BlockSize, maxPending, opts.Registerer, log, r.now); err != nil {
+		return nil, err
+	}
 	if r.models, err = newModelCheck(cfg.Model, opts.Registerer, log); err != nil {
 		return nil, err
 	}
@@ -193,6 +201,9 @@ func New(cfg Config, opts Options) (*Router, error) {
 		}
 	} else {
 		log.Warn("kvroute: KV events are disabled (Config.Events.Enabled is false): the index holds only speculative entries and what the embedder stores itself; load-only decisions are counted in kvroute_router_cache_blind_total{reason=\"events_disabled\"}")
+	}
+	if cfg.Accuracy.Resync && r.events != nil {
+		r.acc.resync = r.events.eventPool().Resync
 	}
 	r.needsEndpoints = cfg.Events.Enabled || (r.render != nil && cfg.Render.URL == "")
 	if err = r.startCluster(cfg, opts); err != nil {
@@ -237,7 +248,10 @@ func (r *Router) FirstChunk(reqID string) bool { return r.requests.FirstChunk(re
 // MaxRequests are tracked (default 65,536; the oldest is released beyond
 // that) for at most TTL each (default 30 minutes), each drop counted
 // (outcome "evicted" or "expired") and warned about once a minute.
-func (r *Router) Done(reqID string) bool { return r.requests.Done(reqID) }
+func (r *Router) Done(reqID string) bool {
+	r.acc.byID(reqID) // unfiled: Decision.Observe still works, by the decision itself
+	return r.requests.Done(reqID)
+}
 
 // Requests returns the router's request-ID table, for its size.
 func (r *Router) Requests() *tokenload.RequestTable { return r.requests }
@@ -282,6 +296,7 @@ func (r *Router) SetEndpoints(eps []Endpoint) error {
 		if _, ok := next[id]; !ok {
 			r.load.Remove(id)
 			r.models.remove(id)
+			r.acc.remove(id)
 		}
 	}
 	r.endpoints = next

@@ -271,7 +271,9 @@ func (s *Selection) Commit(i int) (*Decision, error) {
 			return nil, err
 		}
 		d.table, d.id = r.requests, s.req.ID
+		r.acc.track(d.id, d)
 	}
+	d.acc = r.acc
 	s.committed = true
 	s.traceCommit(d)
 

@@ -1,0 +1,50 @@
+package kvevents
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrNoReplay is returned by Resync for an endpoint without a replay
+// address: nothing can rebuild its entries.
+var ErrNoReplay = errors.New("kvevents: endpoint has no replay address")
+
+// replayAccuracy is the replay reason of Resync.
+const replayAccuracy = "accuracy"
+
+// Resync rebuilds the endpoint's index entries from its publisher's replay
+// buffer: the entries are cleared and the buffer is replayed from sequence
+// 0, as after a publisher restart. It is for an endpoint whose entries are
+// known to be wrong although its sequence never skipped (a router comparing
+// its predictions with the engine's reported cache hits, for instance):
+// blocks the buffer no longer holds stay unknown until the engine stores
+// them again, which is better than stale. A replay already running is left
+// to finish and followed by another one. It returns an error for an unknown
+// endpoint or one without a replay address.
+func (p *Pool) Resync(id string) error {
+	p.mu.Lock()
+	var st *stream
+	if s := p.subs[id]; s != nil {
+		st = s.st
+	} else {
+		st = p.bound[id]
+	}
+	p.mu.Unlock()
+	if st == nil {
+		return fmt.Errorf("kvevents: resync of unknown endpoint %q", id)
+	}
+	if st.rc == nil {
+		return fmt.Errorf("%w: %s", ErrNoReplay, id)
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	s := &st.s
+	if s.closed {
+		return fmt.Errorf("kvevents: resync of closed endpoint %q", id)
+	}
+	st.bumpGenLocked() // drops a running replay and held messages: the replay from 0 covers them
+	removed := st.clearLocked()
+	st.log.Info("Resynchronising the endpoint from its replay buffer on request", "blocks_removed", removed)
+	st.startReplayLocked(0, replayAccuracy, st.lastSeen.Load())
+	return nil
+}
