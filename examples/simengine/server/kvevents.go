@@ -95,9 +95,11 @@ func ParseEventFormat(s string) (kvevents.Format, error) {
 // EventPublisher is an engine.EventSink that publishes every batch through a
 // kvevents.Publisher (ZeroMQ PUB plus the replay server), encoded like vLLM.
 type EventPublisher struct {
-	pub    *kvevents.Publisher
-	batch  kvevents.Batch
-	failed atomic.Uint64
+	pub        *kvevents.Publisher
+	batch      kvevents.Batch
+	failed     atomic.Uint64
+	suppress   atomic.Bool
+	suppressed atomic.Uint64
 }
 
 // NewEventPublisher binds the sockets of an active KVEventsConfig, encoding
@@ -144,11 +146,26 @@ func NewEventPublisher(c KVEventsConfig, f kvevents.Format, opts Options) (*Even
 // PublishKVEvents implements engine.EventSink. The engine calls it from one
 // goroutine at a time, so the reused batch needs no lock.
 func (p *EventPublisher) PublishKVEvents(b engine.EventBatch) {
+	if p.suppress.Load() {
+		p.suppressed.Add(1)
+		return
+	}
 	ToKVEventsBatch(&p.batch, b)
 	if _, err := p.pub.PublishBatch(&p.batch); err != nil {
 		p.failed.Add(1)
 	}
 }
+
+// Suppress turns the fault injection of a broken publisher on or off: while
+// on, batches are dropped before they get a sequence number, so neither the
+// live stream nor the replay buffer ever holds them and a subscriber sees no
+// gap. A router then believes the engine lacks blocks it holds (and holds
+// blocks it evicted) until the engine's cache turns over; only comparing
+// predictions with the engine's reported cached_tokens reveals it.
+func (p *EventPublisher) Suppress(on bool) { p.suppress.Store(on) }
+
+// Suppressed counts the batches dropped by Suppress.
+func (p *EventPublisher) Suppressed() uint64 { return p.suppressed.Load() }
 
 // Endpoint is the bound PUB address ("tcp://host:port").
 func (p *EventPublisher) Endpoint() string { return p.pub.Endpoint() }

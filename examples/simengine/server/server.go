@@ -173,6 +173,9 @@ func (s *Server) buildRoutes() map[string]route {
 		"/reset_prefix_cache":  {http.MethodPost, s.handleReset},
 		"/metrics":             {http.MethodGet, s.metrics.ServeHTTP},
 	}
+	if s.pub != nil {
+		r[SuppressKVEventsPath] = route{http.MethodPost, s.handleSuppress}
+	}
 	if s.cfg.EnableScaleOut {
 		r["/v1/completions/render"] = route{http.MethodPost, s.handleCompletionsRender}
 		r["/v1/chat/completions/render"] = route{http.MethodPost, s.handleChatRender}
