@@ -50,6 +50,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		policy                string
 		eventsPort, replay    int
 		maxBody               int64
+		observeCached         bool
 		level                 string
 		checkpoint, peers     string
 		checkpointInterval    time.Duration
@@ -64,6 +65,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&replay, "replay-port", kvroute.DefaultReplayPort, "engines' KV-event replay port (replay_endpoint); 0 disables replay")
 	fs.StringVar(&policy, "policy", string(proxy.PolicyPrecise), "routing policy: precise or round-robin")
 	fs.Int64Var(&maxBody, "max-body-bytes", proxy.DefaultMaxBodyBytes, "request body limit; larger bodies get 413")
+	fs.BoolVar(&observeCached, "observe-cached-tokens", false, "read the engines' reported cached prompt tokens (vLLM --enable-prompt-tokens-details) from every response and compare them with the router's prediction")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long requests in flight may finish after SIGINT/SIGTERM")
 	fs.StringVar(&level, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&checkpoint, "checkpoint", "", "index checkpoint file: loaded at start, rewritten periodically and at shutdown")
@@ -154,7 +156,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		Listen:    listen,
 		Policy:    proxy.Policy(policy),
 		Router:    cfg,
-		Proxy:     proxy.Config{Model: cfg.Model, MaxBodyBytes: maxBody},
+		Proxy:     proxy.Config{Model: cfg.Model, MaxBodyBytes: maxBody, ObserveCachedTokens: observeCached},
 		Endpoints: eps,
 	}
 	return o, nil

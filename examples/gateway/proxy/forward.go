@@ -43,7 +43,10 @@ var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b 
 // flushing after every read. It calls d.FirstChunk on the first response
 // bytes, records first-chunk latency on am (nil: none), and returns the
 // request's result and its error (nil on success).
-func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, d *kvroute.Decision, start time.Time, am *apiMetrics) (Result, error) {
+// With Config.ObserveCachedTokens and a record (inference requests), the
+// response's usage is read on the way and its cached tokens handed to
+// d.Observe and rec.
+func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, d *kvroute.Decision, start time.Time, am *apiMetrics, rec *DecisionRecord) (Result, error) {
 	api := kvroute.APICompletions
 	if a, ok := kvroute.APIForPath(r.URL.Path); ok {
 		api = a
@@ -89,6 +92,10 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, d
 		_ = rc.Flush() // the client sees the stream open at once
 	}
 
+	var us *usageScanner
+	if h.cfg.ObserveCachedTokens && rec != nil && resp.StatusCode/100 == 2 {
+		us = &usageScanner{sse: strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")}
+	}
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
 	buf := *bp
@@ -103,6 +110,9 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, d
 					am.firstChunk.Observe(h.now().Sub(start).Seconds())
 				}
 			}
+			if us != nil {
+				us.write(buf[:n])
+			}
 			if _, werr := w.Write(buf[:n]); werr != nil {
 				return ResultClientAbort, werr
 			}
@@ -114,6 +124,9 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, d
 		case rerr == io.EOF:
 			if resp.StatusCode/100 != 2 {
 				return ResultUpstreamStatus, fmt.Errorf("endpoint %s answered %s", d.Endpoint.ID, resp.Status)
+			}
+			if us != nil {
+				h.observe(d, us, rec)
 			}
 			return ResultSuccess, nil
 		case rerr != nil:

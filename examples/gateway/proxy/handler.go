@@ -46,6 +46,14 @@ type Config struct {
 	// per engine; below that, connections are closed after a burst and
 	// redialed in the next one. 0 means DefaultMaxIdleConnsPerHost.
 	MaxIdleConnsPerHost int `json:"maxIdleConnsPerHost"`
+	// ObserveCachedTokens reads the cached prompt tokens the engine reports
+	// in each response's usage (vLLM started with
+	// --enable-prompt-tokens-details) and hands them to the Decision
+	// (kvroute.Decision.Observe), closing the loop on the index's accuracy.
+	// Leave it off for engines that do not report them: a usage without the
+	// details reads as 0 cached tokens. Streams carry usage only when the
+	// client asked for stream_options.include_usage.
+	ObserveCachedTokens bool `json:"observeCachedTokens"`
 }
 
 // Options are a Handler's dependencies.
@@ -74,6 +82,7 @@ type Handler struct {
 	now       func() time.Time
 	endpoints atomic.Pointer[[]kvroute.Endpoint]
 	models    atomic.Uint64 // round-robin cursor of GET /v1/models
+	recent    recentDecisions
 }
 
 // New builds a Handler that routes with picker (required). Give it endpoints
@@ -261,8 +270,13 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api kvr
 		ferr error
 	)
 	defer func() { d.Done(ferr) }() // exactly once, whatever forward does
-	res, ferr = h.forward(w, r, body, d, start, am)
+	rec := DecisionRecord{Time: start, RequestID: req.ID, API: api, Endpoint: d.Endpoint.ID,
+		PromptTokens: d.PromptTokens, PredictedCached: d.CachedTokens, Outcome: d.Outcome.String(),
+		UsedCache: d.UsedCache, ActualCached: -1}
+	res, ferr = h.forward(w, r, body, d, start, am, &rec)
 	am.results[res].Inc()
+	rec.Result = res
+	h.recent.add(rec)
 	if res == ResultUpstreamBroken {
 		// The header is out: abort the connection so that the client does not
 		// mistake the truncated body for a complete one.
@@ -278,7 +292,7 @@ func (h *Handler) serveModels(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ep := eps[(h.models.Add(1)-1)%uint64(len(eps))]
-	res, _ := h.forward(w, r, nil, &kvroute.Decision{Endpoint: ep}, h.now(), nil)
+	res, _ := h.forward(w, r, nil, &kvroute.Decision{Endpoint: ep}, h.now(), nil, nil)
 	if res == ResultUpstreamBroken {
 		panic(http.ErrAbortHandler)
 	}

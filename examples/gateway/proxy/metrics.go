@@ -49,6 +49,7 @@ type apiMetrics struct {
 
 type metrics struct {
 	byAPI map[kvroute.API]*apiMetrics
+	usage map[string]prometheus.Counter
 }
 
 // latencyBuckets span 1 ms to ~65 s.
@@ -69,14 +70,21 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Help:    "Time from receiving a request to the first response bytes from the engine (routing plus the engine's time to first token), by API.",
 		Buckets: latencyBuckets,
 	}, []string{"api"})
+	usage := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kvroute_gateway_usage_total",
+		Help: "Successful responses read for the engine's cached prompt tokens (observeCachedTokens), by result: observed, no_usage, too_large, invalid.",
+	}, []string{"result"})
 	if reg != nil {
-		for _, c := range []prometheus.Collector{requests, pick, first} {
+		for _, c := range []prometheus.Collector{requests, pick, first, usage} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
 		}
 	}
-	m := &metrics{byAPI: make(map[kvroute.API]*apiMetrics, len(apis))}
+	m := &metrics{byAPI: make(map[kvroute.API]*apiMetrics, len(apis)), usage: map[string]prometheus.Counter{}}
+	for _, r := range usageResults {
+		m.usage[r] = usage.WithLabelValues(r)
+	}
 	for _, api := range apis {
 		am := &apiMetrics{
 			results:    make(map[Result]prometheus.Counter, len(results)),
