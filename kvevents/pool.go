@@ -420,6 +420,11 @@ type EndpointStatus struct {
 	// an endpoint stuck in a replay shows here and in
 	// kvroute_kv_events_replay_in_progress.
 	ReplayingSince time.Time
+	// State is the stream's readiness: connecting, replaying, live or
+	// degraded (see StreamState).
+	State StreamState
+	// LastApplied is when the last batch was applied (zero: never).
+	LastApplied time.Time
 }
 
 // Status returns the state of the endpoint with this ID.

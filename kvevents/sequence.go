@@ -145,6 +145,8 @@ type stream struct {
 	lastSeen  atomic.Uint64 // mirror of lastLive for Status and resync
 	seen      atomic.Bool
 	connected atomic.Bool
+	lastApply atomic.Int64 // unix nanos of the last applied batch (0: none)
+	synced    atomic.Bool  // a batch was applied or a replay completed: the index caught up once
 
 	mu sync.Mutex
 	s  seqState
@@ -447,6 +449,8 @@ func (st *stream) applyLocked(seq uint64, payload []byte, model string, dec *Dec
 	}
 	s.applied, s.has = seq, true
 	s.digest, s.hasDigest = PayloadDigest(payload), true
+	st.lastApply.Store(time.Now().UnixNano())
+	st.synced.Store(true)
 	s.messages++
 	st.p.applied.Add(1)
 	st.armProbeLocked()
@@ -498,5 +502,5 @@ func (st *stream) status() EndpointStatus {
 			}
 			return time.Time{}
 		}(),
-	}
+	}.withState(st)
 }

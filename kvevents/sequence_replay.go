@@ -236,6 +236,9 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 		result = ReplayPartial
 		st.lostRangeLocked(from, known-1)
 	}
+	if result != ReplayFailed && result != ReplayCutShort {
+		st.synced.Store(true) // caught up, even on an empty buffer
+	}
 	if !st.seen.Load() && fresh > 0 {
 		s.unconfirmed = true // checked by the first live message
 	}

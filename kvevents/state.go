@@ -1,0 +1,111 @@
+package kvevents
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// StreamState is an endpoint's event stream as readiness sees it: whether
+// the index holds what the engine published.
+type StreamState string
+
+// The stream states.
+const (
+	// StateConnecting: subscribed (or waiting for the subscription or, in
+	// bind mode, the first message) and not caught up yet.
+	StateConnecting StreamState = "connecting"
+	// StateReplaying: a replay is filling the index.
+	StateReplaying StreamState = "replaying"
+	// StateLive: connected and caught up: a batch was applied or a replay
+	// completed (an idle engine's empty buffer counts), and nothing is known
+	// to be missing.
+	StateLive StreamState = "live"
+	// StateDegraded: the index may be stale: a gap no replay could repair
+	// (no replay address), or the subscription of a stream that was live is
+	// down (connection or heartbeat lost) and reconnecting.
+	StateDegraded StreamState = "degraded"
+)
+
+// StreamStates lists the states, the state label values of
+// kvroute_kv_events_stream_state.
+var StreamStates = []StreamState{StateConnecting, StateReplaying, StateLive, StateDegraded}
+
+// withState fills the status's State and LastApplied from the stream.
+func (s EndpointStatus) withState(st *stream) EndpointStatus {
+	if ns := st.lastApply.Load(); ns != 0 {
+		s.LastApplied = time.Unix(0, ns)
+	}
+	synced := st.synced.Load()
+	bind := st.p.bind != nil
+	up := s.Connected || (bind && s.Received)
+	switch {
+	case s.Replaying:
+		s.State = StateReplaying
+	case s.Degraded:
+		s.State = StateDegraded
+	case !up && synced && !bind:
+		s.State = StateDegraded
+	case up && (synced || st.rc == nil):
+		// Without a replay address there is nothing to catch up on: the
+		// stream is as complete as it will get once it is subscribed.
+		s.State = StateLive
+	default:
+		s.State = StateConnecting
+	}
+	return s
+}
+
+// stateCollector exports every endpoint's stream state and the time since
+// its last applied batch, read from Pool.Status at scrape time.
+type stateCollector struct {
+	p     *Pool
+	now   func() time.Time
+	state *prometheus.Desc
+	since *prometheus.Desc
+}
+
+// NewStateCollector returns a collector of p's per-endpoint readiness:
+// kvroute_kv_events_stream_state{pod_identifier, state} (1 for the current
+// state, 0 for the others) and
+// kvroute_kv_events_seconds_since_last_applied{pod_identifier} (for
+// endpoints that applied a batch). Register it next to the pool's metrics;
+// now nil is time.Now.
+func NewStateCollector(p *Pool, now func() time.Time) prometheus.Collector {
+	if now == nil {
+		now = time.Now
+	}
+	return &stateCollector{p: p, now: now,
+		state: prometheus.NewDesc("kvroute_kv_events_stream_state",
+			"Per-endpoint KV-event stream state (1 for the current one): connecting, replaying, live, degraded.",
+			[]string{"pod_identifier", "state"}, nil),
+		since: prometheus.NewDesc("kvroute_kv_events_seconds_since_last_applied",
+			"Seconds since the endpoint's last KV-event batch was applied to the index (an idle engine publishes nothing, so this grows while it idles).",
+			[]string{"pod_identifier"}, nil),
+	}
+}
+
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.state
+	ch <- c.since
+}
+
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	now := c.now()
+	for _, id := range c.p.Endpoints() {
+		st, ok := c.p.Status(id)
+		if !ok {
+			continue
+		}
+		for _, s := range StreamStates {
+			v := 0.0
+			if s == st.State {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(c.state, prometheus.GaugeValue, v, id, string(s))
+		}
+		if !st.LastApplied.IsZero() {
+			ch <- prometheus.MustNewConstMetric(c.since, prometheus.GaugeValue, now.Sub(st.LastApplied).Seconds(), id)
+		}
+	}
+}
