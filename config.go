@@ -85,6 +85,8 @@ type Config struct {
 	// Accuracy configures the closed loop on the index's accuracy
 	// (Decision.Observe).
 	Accuracy AccuracyConfig `json:"accuracy"`
+	// Readiness configures Router.Ready.
+	Readiness ReadinessConfig `json:"readiness"`
 }
 
 // EventsConfig configures the KV-event subscriber pool: the pool's own

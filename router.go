@@ -91,6 +91,7 @@ type Router struct {
 	snap       *snapshotState // checkpoint, bootstrap and snapshot serving (checkpoint.go)
 	tracer     trace.Tracer // nil: no tracing
 	acc        *accuracy
+	ready      readiness
 
 	// needsEndpoints is set when routing depends on SetEndpoints (KV-event
 	// subscriptions, or rendering on the routed endpoints); endpointsSet
@@ -204,6 +205,15 @@ func New(cfg Config, opts Options) (*Router, error) {
 	}
 	if cfg.Accuracy.Resync && r.events != nil {
 		r.acc.resync = r.events.eventPool().Resync
+	}
+	r.ready = readiness{giveUp: cfg.Readiness.GiveUpAfter, since: map[string]readySince{}}
+	if r.ready.giveUp == 0 {
+		r.ready.giveUp = DefaultGiveUpAfter
+	}
+	if r.events != nil && opts.Registerer != nil {
+		if err := opts.Registerer.Register(kvevents.NewStateCollector(r.events.eventPool(), r.now)); err != nil {
+			return nil, fmt.Errorf("kvroute: events: %w", err)
+		}
 	}
 	r.needsEndpoints = cfg.Events.Enabled || (r.render != nil && cfg.Render.URL == "")
 	if err = r.startCluster(cfg, opts); err != nil {

@@ -137,6 +137,8 @@ func (s *Server) mux() http.Handler {
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}))
 	m.HandleFunc("/health", s.health)
+	m.HandleFunc("/ready", s.readyz)
+	m.HandleFunc(StatusPath, s.status)
 	m.Handle("/", s.handler)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.handlers.Add(1)

@@ -1,0 +1,140 @@
+package kvroute
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/kvroute/kvroute/kvevents"
+)
+
+// ReadinessConfig configures Router.Ready.
+type ReadinessConfig struct {
+	// GiveUpAfter is how long an endpoint's stream may stay out of the live
+	// state (connecting, replaying or degraded) before Ready stops waiting
+	// for it; the endpoint is then reported as given up (and routed by
+	// whatever the index holds). A duration string such as "2m"; default 2
+	// minutes; negative waits forever.
+	GiveUpAfter time.Duration `json:"giveUpAfter"`
+}
+
+// DefaultGiveUpAfter is ReadinessConfig.GiveUpAfter's default.
+const DefaultGiveUpAfter = 2 * time.Minute
+
+// EndpointReadiness is one endpoint's part in Router.Ready.
+type EndpointReadiness struct {
+	ID string
+	// State is the endpoint's KV-event stream state.
+	State kvevents.StreamState
+	// Since is when the endpoint entered State (as first seen by the
+	// router's readiness checks).
+	Since time.Time
+	// GivenUp reports that the stream has not been live for longer than
+	// ReadinessConfig.GiveUpAfter: Ready no longer waits for it.
+	GivenUp bool
+	// LastApplied is when the endpoint's last batch was applied (zero:
+	// never).
+	LastApplied time.Time
+	// Status is the pool's full status of the endpoint.
+	Status kvevents.EndpointStatus
+}
+
+// readiness remembers when each endpoint entered its current state.
+type readiness struct {
+	giveUp time.Duration
+	mu     sync.Mutex
+	since  map[string]readySince
+}
+
+type readySince struct {
+	state kvevents.StreamState
+	at    time.Time
+}
+
+// Readiness returns every subscribed endpoint's stream state, sorted by ID;
+// nil when KV events are disabled.
+func (r *Router) Readiness() []EndpointReadiness {
+	if r.events == nil {
+		return nil
+	}
+	p := r.events.eventPool()
+	now := r.now()
+	ids := p.Endpoints()
+	out := make([]EndpointReadiness, 0, len(ids))
+	r.ready.mu.Lock()
+	defer r.ready.mu.Unlock()
+	seen := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		st, ok := p.Status(id)
+		if !ok {
+			continue
+		}
+		seen[id] = true
+		s, ok := r.ready.since[id]
+		if !ok || s.state != st.State {
+			s = readySince{state: st.State, at: now}
+			r.ready.since[id] = s
+		}
+		er := EndpointReadiness{ID: id, State: st.State, Since: s.at, LastApplied: st.LastApplied, Status: st}
+		er.GivenUp = st.State != kvevents.StateLive && r.ready.giveUp >= 0 && now.Sub(s.at) >= r.ready.giveUp
+		out = append(out, er)
+	}
+	for id := range r.ready.since {
+		if !seen[id] {
+			delete(r.ready.since, id)
+		}
+	}
+	slices.SortFunc(out, func(a, b EndpointReadiness) int {
+		if a.ID < b.ID {
+			return -1
+		}
+		if a.ID > b.ID {
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// Ready reports whether the index has converged: every subscribed
+// endpoint's KV-event stream is live (caught up and connected) or has been
+// given up on (Config.Readiness.GiveUpAfter). A router without KV events is
+// always ready; one whose endpoints have not been set is not. The first
+// call starts the give-up clocks, so call it periodically (a readiness
+// probe does).
+func (r *Router) Ready() bool {
+	if r.events == nil {
+		return true
+	}
+	if r.needsEndpoints && !r.endpointsSet.Load() {
+		return false
+	}
+	for _, e := range r.Readiness() {
+		if e.State != kvevents.StateLive && !e.GivenUp {
+			return false
+		}
+	}
+	return true
+}
+
+// NotReady returns a one-line reason why Ready is false ("" when ready),
+// for a readiness endpoint's body.
+func (r *Router) NotReady() string {
+	if r.events == nil {
+		return ""
+	}
+	if r.needsEndpoints && !r.endpointsSet.Load() {
+		return "endpoints not set"
+	}
+	var waiting []string
+	for _, e := range r.Readiness() {
+		if e.State != kvevents.StateLive && !e.GivenUp {
+			waiting = append(waiting, fmt.Sprintf("%s %s for %s", e.ID, e.State, r.now().Sub(e.Since).Round(time.Second)))
+		}
+	}
+	if len(waiting) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d endpoint(s) not live: %v", len(waiting), waiting)
+}
