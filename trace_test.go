@@ -120,9 +120,12 @@ func TestPickSpanRecordsCanceledRender(t *testing.T) {
 
 // TestPickWithoutTracingAllocatesAsBefore holds tracing off to no extra
 // allocations: the staged Pick with a nil TracerProvider allocates no more
-// than the single-function Pick, which has no tracing code (the staged one
-// allocated 2 fewer before tracing was added, and still does).
+// than the single-function Pick, which has no tracing code (both allocate
+// once, the Decision, without the race detector).
 func TestPickWithoutTracingAllocatesAsBefore(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector's sync.Pool drops items at random: allocation counts vary")
+	}
 	r := testRouter(t, nil, Options{})
 	eps := endpoints(16)
 	p := prompt(3, 1024)
@@ -139,5 +142,6 @@ func TestPickWithoutTracingAllocatesAsBefore(t *testing.T) {
 		})
 	}
 	legacy, staged := run(r.legacyPick), run(r.Pick)
-	require.LessOrEqual(t, staged, legacy-2, "staged %v, monolithic %v allocations per pick", staged, legacy)
+	require.LessOrEqual(t, staged, legacy, "staged %v, monolithic %v allocations per pick", staged, legacy)
+	require.Equal(t, 1.0, staged, "the Decision only")
 }

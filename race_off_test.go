@@ -1,0 +1,5 @@
+//go:build !race
+
+package kvroute
+
+const raceEnabled = false
