@@ -87,6 +87,9 @@ type Config struct {
 	Accuracy AccuracyConfig `json:"accuracy"`
 	// Readiness configures Router.Ready.
 	Readiness ReadinessConfig `json:"readiness"`
+	// MetricLabels adds constant labels (llm-d's plugin labels) to the
+	// metrics that carry them in llm-d.
+	MetricLabels MetricLabelsConfig `json:"metricLabels"`
 }
 
 // EventsConfig configures the KV-event subscriber pool: the pool's own
@@ -249,6 +252,9 @@ func (c Config) Validate() error {
 		return bad("the llm-d blocks (precise-prefix-cache-producer, prefix-cache-affinity-filter, token-load-scorer) are translated when a configuration is decoded; from Go, set the kvroute fields")
 	}
 	if err := c.Accuracy.Validate(); err != nil {
+		return err
+	}
+	if err := c.MetricLabels.Validate(); err != nil {
 		return err
 	}
 	if err := c.Affinity.Validate(); err != nil {

@@ -29,7 +29,9 @@ type routerMetrics struct {
 // tokenBuckets are token-count buckets from 16 to ~1M tokens.
 var tokenBuckets = prometheus.ExponentialBuckets(16, 2, 17)
 
-func newRouterMetrics(reg prometheus.Registerer) (*routerMetrics, error) {
+// newRouterMetrics registers the prediction histograms with predReg (reg
+// with the configured prediction labels) and the rest with reg.
+func newRouterMetrics(reg, predReg prometheus.Registerer) (*routerMetrics, error) {
 	predicted := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "llm_d_epp_prefix_predicted_cached_tokens",
 		Help:    "Prompt tokens the index predicted cached on the chosen endpoint (contiguous cached blocks × block size), once per tokenized routed request.",
@@ -53,7 +55,12 @@ func newRouterMetrics(reg prometheus.Registerer) (*routerMetrics, error) {
 		Help: "Load-only routing decisions with a cause: render_failed, render_disabled (no prompts and rendering off) or events_disabled.",
 	}, []string{"reason"})
 	if reg != nil {
-		for _, c := range []prometheus.Collector{predicted, prompt, fallbacks, decisions, blind} {
+		for _, c := range []prometheus.Collector{predicted, prompt} {
+			if err := predReg.Register(c); err != nil {
+				return nil, err
+			}
+		}
+		for _, c := range []prometheus.Collector{fallbacks, decisions, blind} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

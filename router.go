@@ -169,11 +169,11 @@ func New(cfg Config, opts Options) (*Router, error) {
 		if rcfg.ModelName == "" {
 			rcfg.ModelName = cfg.Model
 		}
-		if r.render, err = render.New(rcfg, render.Options{Registerer: opts.Registerer, Logger: log}); err != nil {
+		if r.render, err = render.New(rcfg, render.Options{Registerer: wrap(opts.Registerer, cfg.MetricLabels.Render), Logger: log}); err != nil {
 			return nil, fmt.Errorf("kvroute: render: %w", err)
 		}
 	}
-	if r.filter, err = affinity.New(cfg.Affinity, affinity.Options{Registerer: opts.Registerer, Logger: log, Random: r.random}); err != nil {
+	if r.filter, err = affinity.New(cfg.Affinity, affinity.Options{Registerer: wrap(opts.Registerer, cfg.MetricLabels.Affinity), Logger: log, Random: r.random}); err != nil {
 		return nil, fmt.Errorf("kvroute: affinity: %w", err)
 	}
 	if r.load, err = tokenload.NewTracker(tokenload.Options{Registerer: opts.Registerer, Logger: log}); err != nil {
@@ -183,7 +183,7 @@ func New(cfg Config, opts Options) (*Router, error) {
 		tokenload.Options{Registerer: opts.Registerer, Logger: log, Now: opts.Now}); err != nil {
 		return nil, fmt.Errorf("kvroute: requests: %w", err)
 	}
-	if r.met, err = newRouterMetrics(opts.Registerer); err != nil {
+	if r.met, err = newRouterMetrics(opts.Registerer, wrap(opts.Registerer, cfg.MetricLabels.Prediction)); err != nil {
 		return nil, err
 	}
 	maxPending := cfg.Requests.MaxRequests
