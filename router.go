@@ -169,7 +169,7 @@ func New(cfg Config, opts Options) (*Router, error) {
 		if rcfg.ModelName == "" {
 			rcfg.ModelName = cfg.Model
 		}
-		if r.render, err = render.New(rcfg, render.Options{Registerer: wrap(opts.Registerer, cfg.MetricLabels.Render), Logger: log}); err != nil {
+		if r.render, err = render.New(rcfg, render.Options{Registerer: wrap(opts.Registerer, cfg.MetricLabels.Render), Logger: log, TracerProvider: opts.TracerProvider}); err != nil {
 			return nil, fmt.Errorf("kvroute: render: %w", err)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Transport limits of the render client.
@@ -47,6 +48,7 @@ type Client struct {
 
 	lastFailureLog atomic.Int64 // unix nanos of the last failure log line
 	now            func() time.Time
+	tracer         trace.Tracer // nil: no tracing
 }
 
 // Options are a Client's injected dependencies; the zero value is valid.
@@ -59,6 +61,10 @@ type Options struct {
 	// TLSConfig is used for https renderer URLs; nil means the system roots.
 	// HTTP/2 stays disabled either way.
 	TLSConfig *tls.Config
+	// TracerProvider traces every HTTP attempt as a "render" span (endpoint,
+	// route, attempt, retry, status) under the caller's span; nil traces
+	// nothing.
+	TracerProvider trace.TracerProvider
 }
 
 // New builds a Client from cfg (zero durations, sizes and modes take their
@@ -77,6 +83,9 @@ func New(cfg Config, opts Options) (*Client, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	c := &Client{cfg: cfg, metrics: m, log: logger, now: time.Now}
+	if opts.TracerProvider != nil {
+		c.tracer = opts.TracerProvider.Tracer(TracerName)
+	}
 	c.transport = newTransport(opts.TLSConfig, cfg.MaxIdleConnsPerHost)
 	c.http = &http.Client{
 		Transport: c.transport,
@@ -216,7 +225,7 @@ func (c *Client) call(ctx context.Context, r route, body []byte, auth string) (*
 	if t == nil {
 		return nil, &Error{Reason: ReasonNoEndpoints, Err: ErrNoEndpoints}
 	}
-	res, err := c.attempt(ctx, t, r, body, auth)
+	res, err := c.tracedAttempt(ctx, t, r, body, auth, 1)
 	if err == nil {
 		return res, nil
 	}
@@ -227,7 +236,7 @@ func (c *Client) call(ctx context.Context, r route, body []byte, auth string) (*
 	if t2 == nil {
 		return nil, err
 	}
-	res, err = c.attempt(ctx, t2, r, body, auth)
+	res, err = c.tracedAttempt(ctx, t2, r, body, auth, 2)
 	if err != nil {
 		err.Attempts = 2
 		return nil, err

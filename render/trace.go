@@ -1,0 +1,52 @@
+package render
+
+import (
+	"context"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// TracerName is the instrumentation scope of the render client's spans.
+const TracerName = "github.com/kvroute/kvroute/render"
+
+// SpanRender is the span of one render HTTP attempt.
+const SpanRender = "render"
+
+// Attributes of the render span.
+const (
+	AttrEndpoint = attribute.Key("kvroute.render.endpoint")
+	AttrRoute    = attribute.Key("kvroute.render.route")
+	AttrAttempt  = attribute.Key("kvroute.render.attempt")
+	AttrRetry    = attribute.Key("kvroute.render.retry")
+	AttrStatus   = attribute.Key("http.response.status_code")
+	AttrReason   = attribute.Key("kvroute.render.failure_reason")
+	AttrTokens   = attribute.Key("kvroute.render.prompt_tokens")
+)
+
+// tracedAttempt is attempt inside a "render" span when the client traces.
+func (c *Client) tracedAttempt(ctx context.Context, t *target, r route, body []byte, auth string, n int) (*Result, *Error) {
+	if c.tracer == nil {
+		return c.attempt(ctx, t, r, body, auth)
+	}
+	ctx, sp := c.tracer.Start(ctx, SpanRender, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+		AttrEndpoint.String(t.id), AttrRoute.String(t.urls[r]), AttrAttempt.Int(n), AttrRetry.Bool(n > 1)))
+	defer sp.End()
+	res, err := c.attempt(ctx, t, r, body, auth)
+	if err != nil {
+		if err.Status != 0 {
+			sp.SetAttributes(AttrStatus.Int(err.Status))
+		}
+		sp.SetAttributes(AttrReason.String(string(err.Reason)))
+		sp.SetStatus(codes.Error, err.Error())
+		return nil, err
+	}
+	tokens := 0
+	for _, p := range res.Prompts {
+		tokens += len(p.TokenIDs)
+	}
+	sp.SetAttributes(AttrTokens.Int(tokens))
+	sp.SetStatus(codes.Ok, "")
+	return res, nil
+}
