@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -198,8 +199,12 @@ func TestAccuracyConfigValidation(t *testing.T) {
 		cfg.Accuracy = bad
 		require.ErrorIs(t, cfg.Validate(), ErrInvalidConfig, "%+v", bad)
 	}
-	cfg, err := LoadConfig(bytes.NewReader([]byte(`{"model":"m","accuracy":{"window":8,"resync":true}}`)))
+	cfg, err := LoadConfig(bytes.NewReader([]byte(`{"model":"m","accuracy":{"window":8,"resync":true,"resyncInterval":"30s"},"readiness":{"giveUpAfter":"90s"}}`)))
 	require.NoError(t, err)
 	require.Equal(t, 8, cfg.Accuracy.Window)
 	require.True(t, cfg.Accuracy.Resync)
+	require.Equal(t, 30*time.Second, cfg.Accuracy.ResyncInterval, "duration strings")
+	require.Equal(t, 90*time.Second, cfg.Readiness.GiveUpAfter)
+	_, err = LoadConfig(bytes.NewReader([]byte(`{"model":"m","accuracy":{"resyncInterval":30}}`)))
+	require.Error(t, err, "a bare number is not a duration")
 }

@@ -22,7 +22,7 @@ func TestReadyWaitsForLiveStreamsThenGivesUpOnDeadOnes(t *testing.T) {
 	const engineID = "127.0.0.1:18000"
 	pub, err := kvevents.NewPublisher(kvevents.PublisherConfig{
 		Addr: "tcp://127.0.0.1:0", Endpoint: engineID, Model: testModel, ReplayAddr: "tcp://127.0.0.1:0",
-	})
+	}, kvevents.Options{})
 	require.NoError(t, err)
 	defer pub.Close()
 

@@ -101,7 +101,7 @@ func exportedNames(t *testing.T) map[string]bool {
 	eng, err := server.New(server.Config{Model: "m", EnableScaleOut: true,
 		Engine: engine.Config{BlockSize: 64, NumGPUBlocks: 256, PrefillTokensPerSecond: 1e7, DecodeStep: time.Millisecond},
 		KVEvents: server.KVEventsConfig{EnableKVCacheEvents: true, Publisher: "zmq", Endpoint: "tcp://127.0.0.1:0",
-			ReplayEndpoint: &replay, Topic: "kv@" + id + "@m"}})
+			ReplayEndpoint: &replay, Topic: "kv@" + id + "@m"}}, server.Options{})
 	require.NoError(t, err)
 	served := make(chan error, 1)
 	go func() { served <- eng.Serve(ln) }()
@@ -114,7 +114,7 @@ func exportedNames(t *testing.T) map[string]bool {
 	defer r.Close()
 	eps := []kvroute.Endpoint{{ID: id, EventsAddress: eng.KVEventsEndpoint(), ReplayAddress: eng.ReplayEndpoint()}}
 	require.NoError(t, r.SetEndpoints(eps))
-	h, err := proxy.New(proxy.Config{Model: "m", ObserveCachedTokens: true}, proxy.Options{Picker: r, Registerer: rec})
+	h, err := proxy.New(proxy.Config{Model: "m", ObserveCachedTokens: true}, r, proxy.Options{Registerer: rec})
 	require.NoError(t, err)
 	defer h.Close()
 	h.SetEndpoints(eps)

@@ -7,7 +7,7 @@ import (
 )
 
 func TestEndpointBlocksCountsStoredNotSpeculative(t *testing.T) {
-	ix, err := New(Config{BlockSize: 4, SweepInterval: -1})
+	ix, err := New(Config{BlockSize: 4, SweepInterval: -1}, Options{})
 	require.NoError(t, err)
 	defer ix.Close()
 	require.Zero(t, ix.EndpointBlocks("a"))

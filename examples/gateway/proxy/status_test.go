@@ -42,7 +42,7 @@ func startSimFleet(t *testing.T, n int) *simFleet {
 		srv, err := server.New(server.Config{Model: testModel, EnableScaleOut: true,
 			Engine: engine.Config{BlockSize: 64, NumGPUBlocks: 512, PrefillTokensPerSecond: 1e7, DecodeStep: time.Millisecond},
 			KVEvents: server.KVEventsConfig{EnableKVCacheEvents: true, Publisher: "zmq", Endpoint: "tcp://127.0.0.1:0",
-				ReplayEndpoint: &replay, Topic: "kv@" + id + "@" + testModel}})
+				ReplayEndpoint: &replay, Topic: "kv@" + id + "@" + testModel}}, server.Options{})
 		require.NoError(t, err)
 		ch := make(chan error, 1)
 		go func() { ch <- srv.Serve(ln) }()
@@ -53,7 +53,7 @@ func startSimFleet(t *testing.T, n int) *simFleet {
 	cfg.Model = testModel
 	var err error
 	f.gw, err = NewServer(ServerConfig{Listen: "127.0.0.1:0", Router: cfg, Endpoints: f.eps,
-		Proxy: Config{ObserveCachedTokens: true}}, nil)
+		Proxy: Config{ObserveCachedTokens: true}}, Options{})
 	require.NoError(t, err)
 	return f
 }
