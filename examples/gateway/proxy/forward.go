@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/kvroute/kvroute"
 )
 
@@ -65,6 +67,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, d
 		return ResultUpstreamUnreachable, err
 	}
 	out.Header = outboundHeader(r)
+	propagator.Inject(r.Context(), propagation.HeaderCarrier(out.Header)) // this hop's span, or the client's context as it came
 	out.ContentLength = int64(len(body))
 
 	resp, err := h.transport.RoundTrip(out)

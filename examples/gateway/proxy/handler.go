@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/tokenload"
@@ -67,6 +68,12 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock of the latency metrics; nil is time.Now.
 	Now func() time.Time
+	// TracerProvider traces each inference request as a server span that
+	// joins the client's W3C trace context (traceparent) and is propagated
+	// to the engine; the Router's spans nest under it when the Router has
+	// the same provider. nil traces nothing (the client's traceparent is
+	// still passed on unchanged).
+	TracerProvider trace.TracerProvider
 }
 
 // Handler is the reverse proxy: it serves the four inference routes and
@@ -83,6 +90,7 @@ type Handler struct {
 	endpoints atomic.Pointer[[]kvroute.Endpoint]
 	models    atomic.Uint64 // round-robin cursor of GET /v1/models
 	recent    recentDecisions
+	tracer    trace.Tracer // nil: no spans
 }
 
 // New builds a Handler that routes with picker (required). Give it endpoints
@@ -104,6 +112,9 @@ func New(cfg Config, picker kvroute.Picker, opts Options) (*Handler, error) {
 		cfg.MaxIdleConnsPerHost = DefaultMaxIdleConnsPerHost
 	}
 	h := &Handler{cfg: cfg, picker: picker, transport: opts.Transport, log: opts.Logger, now: opts.Now}
+	if opts.TracerProvider != nil {
+		h.tracer = opts.TracerProvider.Tracer("github.com/kvroute/kvroute/examples/gateway/proxy")
+	}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
@@ -236,6 +247,8 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api kvr
 	case model != "" && model != h.cfg.Model:
 		req.LoRA = model
 	}
+	r, end := h.startSpan(r)
+	defer end()
 	d, err := h.picker.Pick(r.Context(), req, eps)
 	am.pick.Observe(h.now().Sub(start).Seconds())
 	if err != nil {

@@ -84,7 +84,7 @@ func NewServer(cfg ServerConfig, opts Options) (*Server, error) {
 	var picker kvroute.Picker
 	switch cfg.Policy {
 	case "", PolicyPrecise:
-		r, err := kvroute.New(cfg.Router, kvroute.Options{Registerer: s.registry, Logger: logger})
+		r, err := kvroute.New(cfg.Router, kvroute.Options{Registerer: s.registry, Logger: logger, TracerProvider: opts.TracerProvider})
 		if err != nil {
 			return nil, err
 		}
@@ -103,7 +103,7 @@ func NewServer(cfg ServerConfig, opts Options) (*Server, error) {
 			s.router.Close()
 		}
 	}()
-	h, err := New(cfg.Proxy, picker, Options{Transport: opts.Transport, Registerer: s.registry, Logger: logger, Now: opts.Now})
+	h, err := New(cfg.Proxy, picker, Options{Transport: opts.Transport, Registerer: s.registry, Logger: logger, Now: opts.Now, TracerProvider: opts.TracerProvider})
 	if err != nil {
 		return nil, err
 	}
