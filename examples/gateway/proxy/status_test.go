@@ -31,7 +31,7 @@ type simFleet struct {
 	client  *http.Client
 }
 
-func startSimFleet(t *testing.T, n int) *simFleet {
+func startSimFleet(t *testing.T, n int, mutate ...func(*kvroute.Config)) *simFleet {
 	t.Helper()
 	f := &simFleet{client: &http.Client{Transport: &http.Transport{}}}
 	for range n {
@@ -51,6 +51,9 @@ func startSimFleet(t *testing.T, n int) *simFleet {
 	}
 	cfg := kvroute.DefaultConfig()
 	cfg.Model = testModel
+	for _, m := range mutate {
+		m(&cfg)
+	}
 	var err error
 	f.gw, err = NewServer(ServerConfig{Listen: "127.0.0.1:0", Router: cfg, Endpoints: f.eps,
 		Proxy: Config{ObserveCachedTokens: true}}, Options{})
