@@ -89,7 +89,7 @@ type Router struct {
 	warn       warnings
 	models     *modelCheck
 	snap       *snapshotState // checkpoint, bootstrap and snapshot serving (checkpoint.go)
-	tracer     trace.Tracer // nil: no tracing
+	tracer     trace.Tracer   // nil: no tracing
 	acc        *accuracy
 	ready      readiness
 
