@@ -15,7 +15,8 @@ import (
 //     (an endpoint ID is never 0, so its low 24 bits are never zero) or a
 //     handle (low 24 bits zero) to a member array in the shard's arena;
 //   - member arrays live in a pointer-free arena of uint64 words: a header
-//     word (count | standard-count<<32) followed by the memberships, written
+//     word and a standard-mask word (see blockVal) followed by the
+//     memberships, written
 //     once before the handle is published and never modified, so readers
 //     read them without synchronisation beyond the handle's atomic load;
 //   - deletion leaves a tombstone (a slot's key only changes while its value
@@ -89,7 +90,7 @@ func (t *blockTable) view(val uint64) blockVal {
 		return blockVal{one: val}
 	}
 	off := int(val>>idBits) - 1
-	return blockVal{one: t.arena[off], many: &t.arena[off+1]}
+	return blockVal{one: t.arena[off], many: &t.arena[off+arrayHdrSize]}
 }
 
 // Load returns the value of key. It takes no lock and never waits.
@@ -166,7 +167,7 @@ func (m *blockMap) Compute(key Key, fn func(v blockVal, loaded bool) (nv blockVa
 		return // unchanged
 	}
 	if nv.many != nil {
-		if w := 1 + int(uint32(nv.one)); t.used+w > len(t.arena) {
+		if w := arrayHdrSize + int(uint32(nv.one)); t.used+w > len(t.arena) {
 			t = m.rebuild(sh, t, w) // compacts; slots and handles move
 			at, free = t.find(key, h)
 			if at >= 0 {
@@ -179,8 +180,8 @@ func (m *blockMap) Compute(key Key, fn func(v blockVal, loaded bool) (nv blockVa
 		n := int(uint32(nv.one))
 		off := t.used
 		t.arena[off] = nv.one
-		copy(t.arena[off+1:off+1+n], memberSlice(nv.many, n))
-		t.used += 1 + n
+		copy(t.arena[off+1:off+arrayHdrSize+n], nv.arrayWords())
+		t.used += arrayHdrSize + n
 		val = handleOf(off)
 	}
 	if at >= 0 {
@@ -200,7 +201,7 @@ func (m *blockMap) Compute(key Key, fn func(v blockVal, loaded bool) (nv blockVa
 // release accounts for the arena words of a replaced or deleted value.
 func (t *blockTable) release(val uint64) {
 	if val != 0 && val != tombVal && isHandle(val) {
-		t.garbage += 1 + int(uint32(t.arena[int(val>>idBits)-1]))
+		t.garbage += arrayHdrSize + int(uint32(t.arena[int(val>>idBits)-1]))
 	}
 }
 
@@ -229,7 +230,7 @@ func (m *blockMap) rebuild(sh *blockShard, t *blockTable, extra int) *blockTable
 		val := s.val
 		if isHandle(val) {
 			off := int(val>>idBits) - 1
-			cnt := 1 + int(uint32(t.arena[off]))
+			cnt := arrayHdrSize + int(uint32(t.arena[off]))
 			copy(nt.arena[nt.used:], t.arena[off:off+cnt])
 			val = handleOf(nt.used)
 			nt.used += cnt

@@ -9,19 +9,41 @@ import "unsafe"
 // that arena. Member arrays are immutable once published — a writer builds
 // a new one under the shard's lock — so Match reads them without locks.
 type blockVal struct {
-	// one is the only membership when many is nil. When many is set, its
-	// low 32 bits are the number of memberships behind many and its high 32
-	// bits how many of them come first as "standard" memberships
-	// (confirmed, GPU tier only), which Match tests with a single load.
+	// one is the only membership when many is nil. When many is set, it is
+	// the member array's header: bits 0..31 the number of memberships
+	// behind many, bits 32..55 how many of them come first as "standard"
+	// memberships (confirmed, GPU tier only, sorted by endpoint ID), and
+	// hdrNarrow when those span fewer than 64 endpoint IDs, so that the
+	// mask word describes them exactly.
 	one uint64
 	// many points at the first element of an immutable array of
 	// memberships when two or more endpoints hold the block (in the
-	// block map's arena, or a fresh array from with).
+	// block map's arena, or a fresh array from with). The word before it
+	// is the standard mask: with hdrNarrow, bit j is set when the endpoint
+	// with ID memberID(first standard membership)+j holds the block as a
+	// standard membership — Match's one load and AND per block.
 	many *uint64
 }
 
+const (
+	hdrCount     = 1<<32 - 1 // header: number of memberships
+	hdrStdShift  = 32        // header: standard memberships, 24 bits
+	hdrStdMask   = 1<<24 - 1
+	hdrNarrow    = uint64(1) << 63 // header: the standard mask is exact
+	arrayHdrSize = 2               // header and mask words before the memberships
+)
+
 // memberSlice returns the n memberships starting at p.
 func memberSlice(p *uint64, n int) []uint64 { return unsafe.Slice(p, n) }
+
+// stdMask returns the standard mask word of a value with several holders.
+func (v *blockVal) stdMask() uint64 { return *(*uint64)(unsafe.Add(unsafe.Pointer(v.many), -8)) }
+
+// arrayWords returns the mask word and the memberships of a value with
+// several holders, as stored after its header.
+func (v *blockVal) arrayWords() []uint64 {
+	return unsafe.Slice((*uint64)(unsafe.Add(unsafe.Pointer(v.many), -8)), 1+int(uint32(v.one)))
+}
 
 // isStd reports whether a membership is confirmed and held in the GPU tier
 // only: the common case, which Match handles without further decoding.
@@ -44,7 +66,7 @@ func (v *blockVal) members(single *[1]uint64) []uint64 {
 // several holders (v.many != nil).
 func (v *blockVal) split() (std, rest []uint64) {
 	all := unsafe.Slice(v.many, int(uint32(v.one)))
-	nStd := int(v.one >> 32)
+	nStd := int(v.one >> hdrStdShift & hdrStdMask)
 	return all[:nStd], all[nStd:]
 }
 
@@ -99,16 +121,18 @@ func (v *blockVal) withBuf(idx int, m uint64, buf *[]uint64) blockVal {
 		}
 		return blockVal{one: old[1-idx]} // removal leaving the other one
 	}
-	// Build the new array with standard memberships first.
-	var arr []uint64
+	// Build the new array (after its mask word) with the standard
+	// memberships first, sorted by endpoint ID.
+	var words []uint64
 	if buf != nil {
-		if cap(*buf) < n {
-			*buf = make([]uint64, n, 2*n)
+		if cap(*buf) < n+1 {
+			*buf = make([]uint64, n+1, 2*(n+1))
 		}
-		arr = (*buf)[:n]
+		words = (*buf)[:n+1]
 	} else {
-		arr = make([]uint64, n)
+		words = make([]uint64, n+1)
 	}
+	arr := words[1:]
 	front, back := 0, n
 	put := func(x uint64) {
 		if isStd(x) {
@@ -131,5 +155,26 @@ func (v *blockVal) withBuf(idx int, m uint64, buf *[]uint64) blockVal {
 	if idx < 0 {
 		put(m)
 	}
-	return blockVal{one: uint64(n) | uint64(front)<<32, many: &arr[0]}
+	words[0] = 0
+	hdr := uint64(n) | uint64(front)<<hdrStdShift
+	if front > 0 {
+		std := arr[:front]
+		// old's standard memberships were sorted; at most one is out of
+		// place, so insertion sort is linear.
+		for i := 1; i < len(std); i++ {
+			for j := i; j > 0 && memberID(std[j]) < memberID(std[j-1]); j-- {
+				std[j], std[j-1] = std[j-1], std[j]
+			}
+		}
+		base := memberID(std[0])
+		if memberID(std[front-1])-base < 64 {
+			var mask uint64
+			for _, x := range std {
+				mask |= 1 << (memberID(x) - base)
+			}
+			words[0] = mask
+			hdr |= hdrNarrow
+		}
+	}
+	return blockVal{one: hdr, many: &arr[0]}
 }

@@ -154,3 +154,36 @@ func TestMembershipEncodingRoundTrip(t *testing.T) {
 	require.Equal(t, uint32(maxEndpointID), memberID(s))
 	require.Equal(t, maxExpiry, specExpiry(s))
 }
+
+func TestBlockValStandardMask(t *testing.T) {
+	std := func(id uint32) uint64 { m, _ := encodePairs(id, []pair{{tier: 0, group: 0, count: 1}}); return m }
+	cpu := func(id uint32) uint64 { m, _ := encodePairs(id, []pair{{tier: 1, group: 0, count: 1}}); return m }
+	var v blockVal
+	for _, id := range []uint32{40, 7, 90, 12} {
+		v = v.with(-1, cpu(id))
+	}
+	require.Zero(t, v.one&hdrNarrow, "no standard memberships, no mask")
+	// Promote out of ID order: the standard part stays sorted by ID.
+	for _, id := range []uint32{40, 12, 7} {
+		_, i := v.find(id)
+		v = v.with(i, std(id))
+	}
+	s, rest := v.split()
+	require.Equal(t, []uint64{std(7), std(12), std(40)}, s)
+	require.Equal(t, []uint64{cpu(90)}, rest)
+	require.NotZero(t, v.one&hdrNarrow)
+	require.Equal(t, uint64(1|1<<5|1<<33), v.stdMask(), "bits relative to ID 7")
+	// A standard holder 64 IDs above the lowest makes the mask inexact.
+	_, i := v.find(90)
+	w := v.with(i, std(90))
+	s, _ = w.split()
+	require.Equal(t, []uint64{std(7), std(12), std(40), std(90)}, s)
+	require.Zero(t, w.one&hdrNarrow)
+	// Removing the lowest two makes it exact again, relative to ID 40.
+	for _, id := range []uint32{7, 12} {
+		_, i = w.find(id)
+		w = w.with(i, 0)
+	}
+	require.NotZero(t, w.one&hdrNarrow)
+	require.Equal(t, uint64(1|1<<50), w.stdMask())
+}

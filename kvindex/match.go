@@ -44,6 +44,12 @@ type matchScratch struct {
 	bit     []uint64
 	bitBase int
 	alive   uint64
+	// pos is, per chunk candidate, its bit (-1 when unknown). With rel,
+	// bit j is endpoint ID relBase+j, matching the member arrays' standard
+	// masks; otherwise bit j is candidate bitBase+j.
+	pos     [64]int8
+	rel     bool
+	relBase uint32
 	blk     [64]int32  // per chunk candidate: contiguous blocks
 	word    [64]uint64 // per chunk candidate: membership of the current block (exceptions only)
 	acc     [64]excAcc // per chunk candidate: blocks not held as "confirmed, GPU only"
@@ -102,30 +108,62 @@ func (ix *Index) Match(keys []Key, candidates []string, out *MatchResult) {
 // matchChunk walks keys for candidates base … base+63, writes their
 // results and returns the highest contiguous block count among them. Match
 // uses it for up to 64 candidates (base 0); matchWide handles more.
+//
+// Each candidate has one bit of the chunk's masks (see setChunk). When the
+// candidates' endpoint IDs span fewer than 64 (s.rel), bit j is endpoint ID
+// relBase+j, the same numbering as a member array's standard mask, so a
+// block's standard holders cost one load and a shift; otherwise they are
+// scanned through the per-ID bit table.
 func (ix *Index) matchChunk(keys []Key, cands []string, out *MatchResult, base int, tt *tierTable) (best int) {
 	s := &out.s
 	end := min(base+64, len(cands))
 	s.setChunk(base, end)
 	alive := s.alive
 	bit := s.bit
+	rel, relBase := s.rel, int64(s.relBase)
 	var excSeen uint64
 	var nowMs uint64
 	haveNow := false
 	i := 0
+	// The next block is looked up before this one is processed, so that
+	// its loads are already in flight when the branches below mispredict.
+	var next blockVal
+	nextOK := len(keys) > 0
+	if nextOK {
+		next, nextOK = ix.blocks.Load(keys[0])
+	}
 	for ; i < len(keys) && alive != 0; i++ {
-		v, ok := ix.blocks.Load(keys[i])
+		v, ok := next, nextOK
 		if !ok {
 			break
 		}
+		if i+1 < len(keys) {
+			next, nextOK = ix.blocks.Load(keys[i+1])
+		}
 		var pres, exc uint64
-		if v.many == nil {
+		switch {
+		case v.many == nil && isStd(v.one):
+			if id := v.one & idMask; id < uint64(len(bit)) {
+				pres = bit[id]
+			}
+		case v.many == nil:
 			ms := [1]uint64{v.one}
 			pres, exc = s.scan(ms[:], bit, &nowMs, &haveNow, ix)
-		} else {
-			std, rest := v.split()
-			pres = stdPresence(std, bit)
-			if len(rest) > 0 {
-				p, e := s.scan(rest, bit, &nowMs, &haveNow, ix)
+		default:
+			hdr := v.one
+			nStd := int(hdr >> hdrStdShift & hdrStdMask)
+			if rel && hdr&hdrNarrow != 0 {
+				mask := v.stdMask()
+				if d := int64(memberID(*v.many)) - relBase; d >= 0 {
+					pres = mask << uint64(d)
+				} else {
+					pres = mask >> uint64(-d)
+				}
+			} else if nStd > 0 {
+				pres = stdPresence(memberSlice(v.many, nStd), bit)
+			}
+			if n := int(uint32(hdr)); n > nStd {
+				p, e := s.scan(unsafe.Slice((*uint64)(unsafe.Add(unsafe.Pointer(v.many), 8*nStd)), n-nStd), bit, &nowMs, &haveNow, ix)
 				pres, exc = pres|p, e
 			}
 		}
@@ -161,35 +199,45 @@ func (ix *Index) matchChunk(keys []Key, cands []string, out *MatchResult, base i
 	}
 	wGPU := tt.maxW[1]
 	for c := base; c < end; c++ {
-		b := c - base
 		e := &out.Endpoints[c]
 		// Fields are assigned one by one: a composite literal with a string
 		// would be copied with a write-barriered typedmemmove per candidate.
 		setName(e, cands[c])
-		switch f := int(s.first[c]); {
-		case f != c:
-			d := &out.Endpoints[f]
-			e.Blocks, e.Score, e.Speculative = d.Blocks, d.Score, d.Speculative
-			e.GPU, e.CPU, e.Storage, e.Other = d.GPU, d.CPU, d.Storage, d.Other
-		case s.ids[c] == 0:
-			e.Blocks, e.Score, e.Speculative = 0, 0, 0
-			e.GPU, e.CPU, e.Storage, e.Other = 0, 0, 0, 0
-		case excSeen&(1<<uint(b)) == 0:
-			n := int(s.blk[b])
-			e.Blocks, e.Score, e.Speculative = n, float64(n)*wGPU, 0
-			e.GPU, e.CPU, e.Storage, e.Other = n, 0, 0, 0
+		b := s.pos[c-base]
+		t := e.counts()
+		switch {
+		case b < 0: // unknown endpoint
+			*t = matchCounts{}
+		case excSeen&(1<<uint(b&63)) == 0:
+			n := int(s.blk[b&63])
+			*t = matchCounts{Blocks: n, Score: float64(n) * wGPU, GPU: n}
 			best = max(best, n)
 		default:
-			n := int(s.blk[b])
-			a := &s.acc[b]
+			n := int(s.blk[b&63])
+			a := &s.acc[b&63]
 			std := n - int(a.n)
-			e.Blocks, e.Score, e.Speculative = n, float64(std)*wGPU+a.score, int(a.spec)
-			e.GPU, e.CPU, e.Storage, e.Other = std+int(a.gpu), int(a.cpu), int(a.storage), int(a.other)
+			*t = matchCounts{
+				Blocks: n, Score: float64(std)*wGPU + a.score, Speculative: int(a.spec),
+				GPU: std + int(a.gpu), CPU: int(a.cpu), Storage: int(a.storage), Other: int(a.other),
+			}
 			best = max(best, n)
 		}
 	}
 	return best
 }
+
+// matchCounts is the pointer-free tail of EndpointMatch (every field after
+// Endpoint, in the same order), which Match writes as one value instead of
+// field by field.
+type matchCounts struct {
+	Blocks                   int
+	Score                    float64
+	GPU, CPU, Storage, Other int
+	Speculative              int
+}
+
+// counts returns the pointer-free tail of e.
+func (e *EndpointMatch) counts() *matchCounts { return (*matchCounts)(unsafe.Pointer(&e.Blocks)) }
 
 // stdPresence ORs the chunk bits of the endpoints of std (standard
 // memberships). It is the inner loop of Match over blocks held by many
@@ -255,8 +303,11 @@ func (s *matchScratch) scan(ms []uint64, bit []uint64, nowMs *uint64, haveNow *b
 	return pres, exc
 }
 
-// setChunk points the bit table and the alive mask at candidates
-// base … end-1.
+// setChunk gives each candidate base … end-1 its bit (pos) and points the
+// per-ID bit table and the alive mask at them. A candidate listed twice
+// shares its first occurrence's bit; unknown candidates get none. When the
+// known candidates' IDs span fewer than 64 and base is 0, bit j is
+// endpoint ID relBase+j (rel); otherwise bit j is candidate base+j.
 func (s *matchScratch) setChunk(base, end int) {
 	if s.bitBase == base {
 		return
@@ -267,10 +318,28 @@ func (s *matchScratch) setChunk(base, end int) {
 		}
 	}
 	s.bitBase, s.alive = base, 0
+	lo, hi := uint32(maxEndpointID), uint32(0)
 	for c := base; c < end; c++ {
-		if id := s.ids[c]; id != 0 && int(s.first[c]) == c {
-			s.bit[id] = 1 << uint(c-base)
-			s.alive |= 1 << uint(c-base)
+		if id := s.ids[c]; id != 0 {
+			lo, hi = min(lo, id), max(hi, id)
+		}
+	}
+	s.rel, s.relBase = base == 0 && hi >= lo && hi-lo < 64, lo
+	for c := base; c < end; c++ {
+		id := s.ids[c]
+		switch {
+		case id == 0:
+			s.pos[c-base] = -1
+		case s.rel:
+			s.pos[c-base] = int8(id - lo)
+		default:
+			s.pos[c-base] = int8(c - base)
+		}
+		if id != 0 && int(s.first[c]) == c {
+			s.bit[id] = 1 << uint(s.pos[c-base])
+			s.alive |= 1 << uint(s.pos[c-base])
+		} else if id != 0 {
+			s.pos[c-base] = s.pos[int(s.first[c])-base]
 		}
 	}
 }

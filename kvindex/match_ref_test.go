@@ -135,11 +135,15 @@ func applyHoldings(t *testing.T, ix *Index, ep string, prompt []uint32, keys []K
 // TestMatchAgainstReference compares Match with refMatch on random
 // holdings for candidate counts on both sides of the 64-candidate fast
 // path, with duplicate and unknown candidates and endpoints that hold the
-// prompt but are not candidates.
+// prompt but are not candidates. With spread, non-candidate holders are
+// registered between the candidates, so that up to 64 candidates have
+// endpoint IDs spanning more than 64 (the bit-table path instead of the
+// standard masks) and blocks' standard holders span more than 64 IDs.
 func TestMatchAgainstReference(t *testing.T) {
-	for _, n := range []int{1, 63, 64, 65, 130, 300} {
-		for seed := uint64(1); seed <= 3; seed++ {
-			t.Run(fmt.Sprintf("candidates=%d/seed=%d", n, seed), func(t *testing.T) {
+	for _, n := range []int{1, 33, 63, 64, 65, 130, 300} {
+		for seed := uint64(1); seed <= 4; seed++ {
+			spread := seed%2 == 0
+			t.Run(fmt.Sprintf("candidates=%d/seed=%d/spread=%v", n, seed, spread), func(t *testing.T) {
 				rng := rand.New(rand.NewPCG(uint64(n), seed))
 				clk := newFakeClock()
 				ix := newTestIndex(t, Config{TierWeights: refWeights, SpeculativeWeight: refSpecWeight}, Options{Now: clk.Now})
@@ -150,6 +154,12 @@ func TestMatchAgainstReference(t *testing.T) {
 				model := map[string][]refState{}
 				var cands []string
 				for c := 0; c < n; c++ {
+					if spread {
+						for f := 0; f < 1+rng.IntN(3); f++ {
+							name := fmt.Sprintf("10.5.%d.%d:8000", c, f)
+							applyHoldings(t, ix, name, prompt, keys, randomHoldings(rng, nBlocks))
+						}
+					}
 					name := fmt.Sprintf("10.3.%d.%d:8000", c/256, c%256)
 					switch r := rng.IntN(20); {
 					case r == 0 && c > 0: // a duplicate

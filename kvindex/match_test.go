@@ -3,6 +3,7 @@ package kvindex
 import (
 	"fmt"
 	"testing"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
@@ -133,4 +134,12 @@ func TestMatchAllocatesNothingWithMetrics(t *testing.T) {
 	require.Equal(t, 31, out.Endpoints[0].Speculative)
 	allocs := testing.AllocsPerRun(200, func() { ix.Match(keys, cands, &out) })
 	require.Zero(t, allocs)
+}
+
+func TestMatchCountsMirrorsEndpointMatch(t *testing.T) {
+	// matchCounts must be EndpointMatch's fields after Endpoint, in order.
+	var e EndpointMatch
+	*e.counts() = matchCounts{Blocks: 1, Score: 2, GPU: 3, CPU: 4, Storage: 5, Other: 6, Speculative: 7}
+	require.Equal(t, EndpointMatch{Blocks: 1, Score: 2, GPU: 3, CPU: 4, Storage: 5, Other: 6, Speculative: 7}, e)
+	require.Equal(t, unsafe.Sizeof(e)-unsafe.Offsetof(e.Blocks), unsafe.Sizeof(matchCounts{}))
 }
