@@ -92,12 +92,24 @@ func (ix *Index) Match(keys []Key, candidates []string, out *MatchResult) {
 		out.Endpoints = make([]EndpointMatch, len(candidates))
 	}
 	out.Endpoints = out.Endpoints[:len(candidates)]
-	out.s.resolve(ix, candidates)
 	tt := ix.tiers.Load()
 	var best int
 	if len(candidates) <= 64 {
-		best = ix.matchChunk(keys, candidates, out, 0, tt)
+		// A reused resolution is checked against the candidate names in
+		// the output loop, which reads them anyway; on a mismatch Match
+		// resolves them afresh and walks again.
+		deferred := out.s.cachedShape(ix, candidates)
+		if !deferred {
+			out.s.resolve(ix, candidates)
+		}
+		var stale bool
+		best, stale = ix.matchChunk(keys, candidates, out, 0, tt, deferred)
+		if stale {
+			out.s.resolve(ix, candidates)
+			best, _ = ix.matchChunk(keys, candidates, out, 0, tt, false)
+		}
 	} else {
+		out.s.resolve(ix, candidates)
 		best = ix.matchWide(keys, candidates, out, tt)
 	}
 	if ix.met != nil {
@@ -114,7 +126,11 @@ func (ix *Index) Match(keys []Key, candidates []string, out *MatchResult) {
 // relBase+j, the same numbering as a member array's standard mask, so a
 // block's standard holders cost one load and a shift; otherwise they are
 // scanned through the per-ID bit table.
-func (ix *Index) matchChunk(keys []Key, cands []string, out *MatchResult, base int, tt *tierTable) (best int) {
+//
+// With verify, the resolution was reused without comparing the names: the
+// output loop compares them and reports stale when one differs (the results
+// are then wrong and the caller resolves and walks again).
+func (ix *Index) matchChunk(keys []Key, cands []string, out *MatchResult, base int, tt *tierTable, verify bool) (best int, stale bool) {
 	s := &out.s
 	end := min(base+64, len(cands))
 	s.setChunk(base, end)
@@ -203,6 +219,9 @@ func (ix *Index) matchChunk(keys []Key, cands []string, out *MatchResult, base i
 		// Fields are assigned one by one: a composite literal with a string
 		// would be copied with a write-barriered typedmemmove per candidate.
 		setName(e, cands[c])
+		if verify && !sameString(cands[c], s.cands[c]) {
+			stale = true
+		}
 		b := s.pos[c-base]
 		t := e.counts()
 		switch {
@@ -223,7 +242,7 @@ func (ix *Index) matchChunk(keys []Key, cands []string, out *MatchResult, base i
 			best = max(best, n)
 		}
 	}
-	return best
+	return best, stale
 }
 
 // matchCounts is the pointer-free tail of EndpointMatch (every field after
@@ -261,6 +280,12 @@ func stdPresence(std []uint64, bit []uint64) uint64 {
 		p0 |= at(std[i])
 	}
 	return p0 | p1 | p2 | p3
+}
+
+// sameString reports whether a and b are the same string value in memory
+// (same length and data pointer), the test for a reused candidate list.
+func sameString(a, b string) bool {
+	return len(a) == len(b) && unsafe.StringData(a) == unsafe.StringData(b)
 }
 
 // setName sets e.Endpoint, skipping the pointer write (and its write
@@ -353,7 +378,7 @@ func (s *matchScratch) resolve(ix *Index, cands []string) {
 	if s.ix == ix && s.gen == gen && len(s.cands) == n {
 		same := true
 		for i, c := range cands {
-			if len(c) != len(s.cands[i]) || unsafe.StringData(c) != unsafe.StringData(s.cands[i]) {
+			if !sameString(c, s.cands[i]) {
 				same = false
 				break
 			}
@@ -394,6 +419,14 @@ func (s *matchScratch) resolve(ix *Index, cands []string) {
 		s.slot[id] = int32(i) + 1
 	}
 	s.bitBase = -1 // setChunk rebuilds the bit table
+}
+
+// cachedShape reports whether the cached resolution was built for this
+// index at its current registration generation and for as many candidates:
+// everything a reuse needs except that the names are the same, which
+// matchChunk checks.
+func (s *matchScratch) cachedShape(ix *Index, cands []string) bool {
+	return s.ix == ix && s.gen == ix.gen.Load() && len(s.cands) == len(cands)
 }
 
 // grow enlarges the per-ID tables to n entries, keeping their contents.
