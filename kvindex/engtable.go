@@ -13,8 +13,10 @@ const slabChunk = 512
 //   - entries live in an append-only slab of fixed-size chunks, in insertion
 //     order (16 bytes each); removal marks them dead in a per-chunk bitmap;
 //   - an open-addressing index with linear probing maps a hash to its slab
-//     position (4 bytes per slot, load factor at most 3/4); deletion shifts
-//     entries back, so there are no tombstones;
+//     position (4 bytes per slot; any multiple of 16 slots, so that a
+//     rebuild leaves it 5/8 full and it grows at 13/16, about 5.6 bytes
+//     per entry on average, where power-of-two sizes would waste up to
+//     half); deletion shifts entries back, so there are no tombstones;
 //   - chunks at the head that are entirely dead are released, and the slab
 //     is compacted when dead entries outnumber live ones.
 //
@@ -44,10 +46,24 @@ func newEngTable(seed uint64) *engTable { return &engTable{seed: seed | 1} }
 // Len returns the number of live entries.
 func (t *engTable) Len() int { return t.live }
 
+// home returns h's home slot: the top 32 bits of a mix of h, scaled to
+// the index length (multiply-shift range reduction, any length).
 func (t *engTable) home(h uint64) int {
 	x := (h ^ t.seed) * 0x9E3779B97F4A7C15
-	return int(x>>32^x) & (len(t.index) - 1)
+	return int((x >> 32 * uint64(len(t.index))) >> 32)
 }
+
+// next returns the slot after i, wrapping around.
+func (t *engTable) next(i int) int {
+	if i++; i == len(t.index) {
+		return 0
+	}
+	return i
+}
+
+// indexSize returns the index length for n live entries right after a
+// rebuild: 5/8 full, a multiple of 16.
+func indexSize(n int) int { return max(16, (n*8/5+15)&^15) }
 
 func (t *engTable) entry(pos uint32) *engEntry {
 	off := pos - t.base
@@ -59,8 +75,7 @@ func (t *engTable) slot(h uint64) int {
 	if len(t.index) == 0 {
 		return -1
 	}
-	mask := len(t.index) - 1
-	for i := t.home(h); ; i = (i + 1) & mask {
+	for i := t.home(h); ; i = t.next(i) {
 		p := t.index[i]
 		if p == 0 {
 			return -1
@@ -88,8 +103,8 @@ func (t *engTable) Put(h uint64, key Key) (old Key, existed bool) {
 		old, e.key = e.key, key
 		return old, true
 	}
-	if (t.live+1)*4 > len(t.index)*3 {
-		t.rehash(max(16, 2*len(t.index)))
+	if (t.live+1)*16 > len(t.index)*13 {
+		t.rehash(indexSize(t.live + 1))
 	}
 	if t.tail == ^uint32(0) {
 		t.compact() // positions exhausted: renumber from zero
@@ -106,10 +121,9 @@ func (t *engTable) Put(h uint64, key Key) (old Key, existed bool) {
 }
 
 func (t *engTable) insertIndex(h uint64, pos uint32) {
-	mask := len(t.index) - 1
 	i := t.home(h)
 	for t.index[i] != 0 {
-		i = (i + 1) & mask
+		i = t.next(i)
 	}
 	t.index[i] = pos + 1
 }
@@ -134,8 +148,7 @@ func (t *engTable) Delete(h uint64) bool {
 // removeSlot empties index slot i, shifting later entries of its probe run
 // back so that lookups never need tombstones.
 func (t *engTable) removeSlot(i int) {
-	mask := len(t.index) - 1
-	for j := (i + 1) & mask; t.index[j] != 0; j = (j + 1) & mask {
+	for j := t.next(i); t.index[j] != 0; j = t.next(j) {
 		k := t.home(t.entry(t.index[j] - 1).hash)
 		// Move j back to i unless its home lies cyclically in (i, j].
 		if (j > i && (k <= i || k > j)) || (j < i && k <= i && k > j) {
@@ -201,8 +214,8 @@ func (t *engTable) trim() {
 	if used := int(t.tail - t.head); used > 2*t.live+slabChunk {
 		t.compact()
 	}
-	if len(t.index) > 64 && t.live*8 < len(t.index) {
-		t.rehash(len(t.index) / 2)
+	if len(t.index) > 64 && t.live*4 < len(t.index) {
+		t.rehash(indexSize(t.live))
 	}
 }
 
@@ -226,7 +239,7 @@ func (t *engTable) compact() {
 	})
 }
 
-// rehash rebuilds the index with n slots (a power of two).
+// rehash rebuilds the index with n slots.
 func (t *engTable) rehash(n int) {
 	t.index = make([]uint32, n)
 	for pos := t.head; pos < t.tail; pos++ {
