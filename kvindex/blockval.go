@@ -25,9 +25,10 @@ type blockVal struct {
 	many *uint64
 }
 
+// The member array header (blockVal.one when many is set): bits 0..31 count
+// the memberships.
 const (
-	hdrCount     = 1<<32 - 1 // header: number of memberships
-	hdrStdShift  = 32        // header: standard memberships, 24 bits
+	hdrStdShift  = 32 // header: standard memberships, 24 bits
 	hdrStdMask   = 1<<24 - 1
 	hdrNarrow    = uint64(1) << 63 // header: the standard mask is exact
 	arrayHdrSize = 2               // header and mask words before the memberships

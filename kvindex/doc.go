@@ -81,9 +81,14 @@
 // contiguous blocks it holds, a tier-weighted score and per-tier counts. It
 // stops at the first block no candidate holds, takes no locks (the block map
 // is read with atomic loads and never waits for writers) and allocates
-// nothing with a reused MatchResult.
+// nothing with a reused MatchResult. A block held by several endpoints keeps
+// its standard memberships (confirmed, GPU tier only) sorted by endpoint ID
+// with a 64-bit mask of them relative to the lowest ID, so that for up to 64
+// candidates whose IDs span fewer than 64 — a pool registered together —
+// those holders cost one load and a shift per block; other memberships, and
+// other candidate sets, are scanned exactly as before.
 //
-// Memory is about 59 bytes of heap per (block, endpoint) membership when no
+// Memory is about 57 bytes of heap per (block, endpoint) membership when no
 // block is shared (BenchmarkMemory, 1 Mi memberships), engine-hash map
 // included: endpoints are interned to 24-bit IDs; a membership is one uint64
 // (tier mask, cache group, reference counts or speculative expiry); the
