@@ -126,24 +126,32 @@ func (r *Replica) publishLoop() {
 			}
 		}
 		last = time.Now()
-		batch := r.q.take()
-		for len(batch) > 0 {
-			n, size := 0, 0
-			for n < len(batch) && (n == 0 || size < flushBytes) {
-				size += len(batch[n].endpoint) + 8*len(batch[n].keys) + 8
-				n++
-			}
-			buf = appendDecisionHeader(buf[:0], r.cfg.ReplicaID, n)
-			for _, s := range batch[:n] {
-				buf = appendDecision(buf, s.endpoint, s.keys)
-			}
-			batch = batch[n:]
-			r.send(buf, n)
-		}
-		if cap(buf) > 4*flushBytes {
-			buf = nil // release a burst's memory
-		}
+		buf, _ = r.flush(buf)
 	}
+}
+
+// flush sends the queued decisions, as many per message as fit flushBytes,
+// reusing buf; it returns buf and the number of decisions taken.
+func (r *Replica) flush(buf []byte) ([]byte, int) {
+	batch := r.q.take()
+	taken := len(batch)
+	for len(batch) > 0 {
+		n, size := 0, 0
+		for n < len(batch) && (n == 0 || size < flushBytes) {
+			size += len(batch[n].endpoint) + 8*len(batch[n].keys) + 8
+			n++
+		}
+		buf = appendDecisionHeader(buf[:0], r.cfg.ReplicaID, n)
+		for _, s := range batch[:n] {
+			buf = appendDecision(buf, s.endpoint, s.keys)
+		}
+		batch = batch[n:]
+		r.send(buf, n)
+	}
+	if cap(buf) > 4*flushBytes {
+		buf = nil // release a burst's memory
+	}
+	return buf, taken
 }
 
 func (r *Replica) send(msg []byte, n int) {
@@ -154,12 +162,7 @@ func (r *Replica) send(msg []byte, n int) {
 	}
 	ctx, cancel := context.WithTimeout(r.ctx, r.cfg.OpTimeout)
 	defer cancel()
-	var err error
-	if r.cfg.ShardedPubSub {
-		err = r.rdb.SPublish(ctx, r.keys.channel, msg).Err()
-	} else {
-		err = r.rdb.Publish(ctx, r.keys.channel, msg).Err()
-	}
+	err := r.store.Publish(ctx, r.keys.channel, msg)
 	r.countCommands(1)
 	if err != nil {
 		r.stats.dropped.Add(int64(n))

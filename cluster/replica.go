@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 
+	"github.com/kvroute/kvroute/internal/clusterseam"
 	"github.com/kvroute/kvroute/kvindex"
 	"github.com/kvroute/kvroute/tokenload"
 )
@@ -50,8 +51,11 @@ type Peer struct {
 // the request path except Publish, which only copies into a bounded queue.
 type Replica struct {
 	cfg     Config
-	rdb     redis.UniversalClient
+	rdb     redis.UniversalClient // nil for a manual replica
 	ownRdb  bool
+	store   clusterseam.Store // Redis, or the simulation's virtual-time store (manual.go)
+	now     func() time.Time
+	manual  bool // no goroutines: the simulation drives the steps (manual.go)
 	keys    keys
 	tracker *tokenload.Tracker
 	index   *kvindex.Index
@@ -117,23 +121,14 @@ func New(cfg Config, index *kvindex.Index, tracker *tokenload.Tracker, opts Opti
 	if index == nil || tracker == nil {
 		return nil, errors.New("cluster: New needs the router's index and load tracker")
 	}
-	met, err := newMetrics(opts.Registerer)
+	r, err := newReplica(cfg, index, tracker, opts)
 	if err != nil {
 		return nil, err
 	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	r := &Replica{cfg: cfg, rdb: opts.Client, keys: newKeys(cfg.Pool, cfg.ReplicaID), tracker: tracker, index: index,
-		specTTL: opts.SpeculativeTTL, log: log.With("replica", cfg.ReplicaID, "pool", cfg.Pool), met: met, cleanup: true}
 	if r.rdb == nil {
 		r.rdb, r.ownRdb = newClient(cfg), true
 	}
-	r.met.staleness.Set(cfg.StalenessBound().Seconds())
-	r.q.init(cfg.DecisionQueue, cfg.MaxKeysPerDecision)
-	r.ctx, r.cancel = context.WithCancel(context.Background())
-
+	r.store = redisStore{rdb: r.rdb, sharded: cfg.ShardedPubSub}
 	r.refresh()
 	r.read()
 	r.wg.Add(2)
@@ -145,6 +140,26 @@ func New(cfg Config, index *kvindex.Index, tracker *tokenload.Tracker, opts Opti
 		go r.publishLoop()
 		go r.receiveLoop(ps)
 	}
+	return r, nil
+}
+
+// newReplica builds a Replica's state without a store and without starting
+// anything (New does both; newManual gives it the simulation's store).
+func newReplica(cfg Config, index *kvindex.Index, tracker *tokenload.Tracker, opts Options) (*Replica, error) {
+	met, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	r := &Replica{cfg: cfg, rdb: opts.Client, keys: newKeys(cfg.Pool, cfg.ReplicaID), tracker: tracker, index: index,
+		specTTL: opts.SpeculativeTTL, log: log.With("replica", cfg.ReplicaID, "pool", cfg.Pool), met: met, cleanup: true,
+		now: time.Now}
+	r.met.staleness.Set(cfg.StalenessBound().Seconds())
+	r.q.init(cfg.DecisionQueue, cfg.MaxKeysPerDecision)
+	r.ctx, r.cancel = context.WithCancel(context.Background())
 	return r, nil
 }
 
@@ -229,10 +244,7 @@ func (r *Replica) Close() {
 		r.wg.Wait()
 		if r.cleanup {
 			ctx, cancel := context.WithTimeout(context.Background(), r.cfg.OpTimeout)
-			pipe := r.rdb.Pipeline()
-			pipe.Del(ctx, r.keys.selfKey)
-			pipe.SRem(ctx, r.keys.members, r.cfg.ReplicaID)
-			_, _ = pipe.Exec(ctx)
+			_ = r.store.Leave(ctx, r.keys.selfKey, r.keys.members, r.cfg.ReplicaID)
 			r.countCommands(2)
 			cancel()
 		}
@@ -275,13 +287,10 @@ func (r *Replica) refresh() {
 		}
 		return len(loads) < r.cfg.MaxEndpoints
 	})
-	rec := encodeRecord(nil, r.cfg.SnapshotURL, uint64(time.Now().UnixMilli()), loads)
+	rec := encodeRecord(nil, r.cfg.SnapshotURL, uint64(r.now().UnixMilli()), loads)
 	ctx, cancel := context.WithTimeout(r.ctx, r.cfg.OpTimeout)
 	defer cancel()
-	pipe := r.rdb.Pipeline()
-	pipe.Set(ctx, r.keys.selfKey, rec, r.cfg.Lease)
-	pipe.SAdd(ctx, r.keys.members, r.cfg.ReplicaID)
-	_, err := pipe.Exec(ctx)
+	err := r.store.Refresh(ctx, r.keys.selfKey, rec, r.cfg.Lease, r.keys.members, r.cfg.ReplicaID)
 	r.countCommands(2)
 	r.result(opRefresh, err)
 }
@@ -292,7 +301,7 @@ func (r *Replica) refresh() {
 func (r *Replica) read() {
 	ctx, cancel := context.WithTimeout(r.ctx, r.cfg.OpTimeout)
 	defer cancel()
-	ids, err := r.rdb.SMembers(ctx, r.keys.members).Result()
+	ids, err := r.store.Members(ctx, r.keys.members)
 	r.countCommands(1)
 	if err != nil {
 		r.result(opRead, err)
@@ -309,13 +318,13 @@ func (r *Replica) read() {
 		r.met.peersIgnored.Add(float64(len(others) - r.cfg.MaxPeers))
 		others = others[:r.cfg.MaxPeers]
 	}
-	var vals []any
+	var vals []clusterseam.Value
 	if len(others) > 0 {
 		names := make([]string, len(others))
 		for i, id := range others {
 			names[i] = r.keys.replica(id)
 		}
-		vals, err = r.rdb.MGet(ctx, names...).Result()
+		vals, err = r.store.Get(ctx, names)
 		r.countCommands(1)
 		if err != nil {
 			r.result(opRead, err)
@@ -324,14 +333,13 @@ func (r *Replica) read() {
 	}
 	loads := make(map[string]tokenload.PeerLoad)
 	var peers []Peer
-	var gone []any
+	var gone []string
 	for i, v := range vals {
-		s, ok := v.(string)
-		if !ok { // nil: the lease expired (or the peer left)
+		if !v.OK { // the lease expired (or the peer left)
 			gone = append(gone, others[i])
 			continue
 		}
-		rec, err := decodeRecord([]byte(s), r.cfg.MaxEndpoints)
+		rec, err := decodeRecord(v.Data, r.cfg.MaxEndpoints)
 		if err != nil {
 			r.met.invalidRecords.Inc()
 			continue
@@ -345,7 +353,7 @@ func (r *Replica) read() {
 		}
 	}
 	if len(gone) > 0 {
-		_ = r.rdb.SRem(ctx, r.keys.members, gone...).Err() // best effort; the next reader retries
+		_ = r.store.Forget(ctx, r.keys.members, gone) // best effort; the next reader retries
 		r.countCommands(1)
 	}
 	if r.ctx.Err() != nil {
