@@ -12,6 +12,20 @@
 //
 //	go run ./bench/cmd/routesim [flags]
 //
+// The router-replica sweep (-replica-sweep, on by default;
+// -replica-sweep-only runs it alone into routesim-replicas.md and .json)
+// runs R = 1, 2, 4 (-replica-counts) real kvroute Routers behind a
+// round-robin spread on shared-prefix traffic at every load, once with each
+// replica accounting only its own in-flight load and once sharing load and
+// decisions through package cluster. In this deterministic virtual-clock run
+// the cluster's Redis is replaced by an in-process store on the virtual
+// clock (bench/internal/sim's virtualRedis, through the internal
+// clusterseam package), with the propagation delays modelled in virtual
+// time: -replica-refresh and -replica-read (the load's staleness bound is
+// their sum plus -replica-redis-rtt), -replica-publish-interval plus one
+// round trip for decisions. Outside this simulation the cluster package
+// always talks to a real Redis.
+//
 // It writes <out>/routesim.md (tables per workload and load, target
 // evaluation), <out>/routesim-<workload>.svg (TTFT p90 against load per
 // policy) and <out>/routesim.json (every result). <out> defaults to

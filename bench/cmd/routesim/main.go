@@ -39,6 +39,7 @@ type options struct {
 	parallel    int
 	out         string
 	sensitivity bool
+	rep         replicaOptions // replicas.go
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -59,6 +60,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.parallel, "parallel", runtime.GOMAXPROCS(0), "runs simulated at once (results do not depend on it)")
 	fs.StringVar(&o.out, "out", "", "output directory (default <module root>/out/routesim, ignored by git; pass -out bench/results to update the committed results)")
 	fs.BoolVar(&o.sensitivity, "sensitivity", true, "also run shared-prefix with a single gateway replica and append it to the report")
+	addReplicaFlags(fs, &o.rep)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -104,6 +106,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 
+	if o.rep.only {
+		return runReplicasOnly(ctx, o, base, loads, stdout)
+	}
 	start := time.Now()
 	results, err := sim.Sweep(ctx, base, workloads, loads, policies, o.parallel)
 	if err != nil {
@@ -114,6 +119,13 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		one := base
 		one.GatewayReplicas = 1
 		if sens, err = sim.Sweep(ctx, one, workloads[:1], loads, sensitivityPolicies(policies), o.parallel); err != nil {
+			return err
+		}
+	}
+	var reps []sim.ReplicaResult
+	repBase := base
+	if o.rep.enabled {
+		if reps, repBase, err = replicaSweep(ctx, o, base, loads); err != nil {
 			return err
 		}
 	}
@@ -135,6 +147,11 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		if err := sim.WriteMarkdown(f, meta, results); err != nil {
 			return err
 		}
+		if len(reps) > 0 {
+			if err := sim.WriteReplicaTable(f, repBase, o.rep.shared, reps); err != nil {
+				return err
+			}
+		}
 		if len(sens) == 0 {
 			return nil
 		}
@@ -147,17 +164,18 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	err = writeFile(filepath.Join(o.out, "routesim.json"), func(f io.Writer) error {
 		enc := json.NewEncoder(f)
 		enc.SetIndent("", "  ")
-		return enc.Encode(map[string]any{"base": base, "results": results, "singleReplica": sens})
+		return enc.Encode(map[string]any{"base": base, "results": results, "singleReplica": sens, "replicas": reps})
 	})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "routesim: %d runs in %v; wrote %s\n", len(results)+len(sens), wall.Round(time.Millisecond), filepath.Join(o.out, "routesim.md"))
+	fmt.Fprintf(stdout, "routesim: %d runs in %v; wrote %s\n", len(results)+len(sens)+len(reps), wall.Round(time.Millisecond), filepath.Join(o.out, "routesim.md"))
 	for _, t := range sim.Targets(results) {
 		fmt.Fprintf(stdout, "  %s load %.2f: kvroute hit %.1f%% (%.1f%% of the capacity bound %.1f%%), TTFT p90 %v (best peer %v %s; best other %v %s)\n",
 			t.Workload, t.Load, t.HitRate*100, t.Ratio()*100, t.Bound*100, t.TTFTP90.Round(time.Millisecond),
 			t.BestPeer.Round(time.Millisecond), t.BestPeerName, t.BestOther.Round(time.Millisecond), t.BestOtherName)
 	}
+	printReplicaRows(stdout, reps)
 	return nil
 }
 

@@ -287,6 +287,13 @@ type Config struct {
 	// Peers holds the parameters of the peer systems' policies (Dynamo,
 	// SGLang), their own defaults in DefaultConfig.
 	Peers PeerConfig `json:"peers"`
+	// RoundRobinReplicas spreads requests over the gateway replicas in
+	// turn instead of at random (the replica sweep, replicas.go).
+	RoundRobinReplicas bool `json:"roundRobinReplicas,omitempty"`
+	// SharedState, when set, makes the kvroute replicas one pool sharing
+	// in-flight load and decisions through package cluster on a virtual-time
+	// store (sharedstate.go); nil: each replica accounts only its own load.
+	SharedState *SharedState `json:"sharedState,omitempty"`
 	// MaxVirtualTime aborts a run whose virtual clock passes it (a guard
 	// against a model that never drains).
 	MaxVirtualTime time.Duration `json:"maxVirtualTime"`

@@ -25,6 +25,13 @@
 // multi-turn chat, no-reuse, zipf-drift (skewed group popularity whose
 // ranking moves mid-run) and heterogeneous (two engine speeds).
 //
+// ReplicaSweep runs R kvroute Routers as gateway replicas behind a
+// round-robin spread (Config.RoundRobinReplicas), each accounting only its
+// own load or, with Config.SharedState, sharing load and decisions through
+// package cluster over virtualRedis: an in-process store on the virtual
+// clock that implements only the operations the cluster package performs,
+// used only in this simulation (sharedstate.go documents the delays).
+//
 // Run simulates one policy on one Config; Sweep runs a grid of workloads,
 // loads and policies in parallel (results do not depend on the
 // parallelism); WriteMarkdown and WriteSVG render the tables and the TTFT

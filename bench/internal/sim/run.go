@@ -87,7 +87,9 @@ type run struct {
 	pending arrivalQueue
 	reqs    []*request
 	seq     int
-	gateway *rand.Rand // spreads requests over gateway replicas
+	gateway *rand.Rand  // spreads requests over gateway replicas
+	turn    int         // the next replica with RoundRobinReplicas
+	shared  *sharedPool // Config.SharedState (sharedstate.go)
 
 	oracleSeen    map[kvindex.Key]struct{}
 	oracleHits    int64
@@ -141,6 +143,9 @@ func (r *run) setup() error {
 			return err
 		}
 		r.rts = append(r.rts, rt)
+	}
+	if err := r.setupShared(); err != nil {
+		return err
 	}
 	for i := 0; i < f.Engines; i++ {
 		ec := engine.Config{
@@ -281,6 +286,9 @@ func (r *run) loop() error {
 		if r.events != nil {
 			r.events.deliver(r.now)
 		}
+		if r.shared != nil {
+			r.shared.advance(r.now)
+		}
 		for _, e := range r.engines {
 			if t, ok := e.NextEventTime(); ok && !t.After(r.now) {
 				e.AdvanceTo(r.now)
@@ -316,12 +324,22 @@ func (r *run) nextTime() (time.Time, bool) {
 	if len(r.pending) > 0 {
 		consider(r.pending[0].at)
 	}
+	if r.shared != nil { // its periodic ticks only while other work remains
+		if t, ok := r.shared.next(found); ok {
+			consider(t)
+		}
+	}
 	return next, found
 }
 
 // arrive routes one request and submits it to the chosen engine.
 func (r *run) arrive(a arrival) error {
-	rq := &request{arrival: a, replica: r.gateway.IntN(len(r.rts))}
+	rq := &request{arrival: a}
+	if r.cfg.RoundRobinReplicas {
+		rq.replica, r.turn = r.turn, (r.turn+1)%len(r.rts)
+	} else {
+		rq.replica = r.gateway.IntN(len(r.rts))
+	}
 	r.oracle(a.prompt)
 	rt := r.rts[rq.replica]
 	i, err := rt.pick(rq)
@@ -329,6 +347,9 @@ func (r *run) arrive(a arrival) error {
 		return fmt.Errorf("sim: %s pick: %w", r.policy, err)
 	}
 	rq.engine = i
+	if r.shared != nil {
+		r.shared.picked(rq.replica, r.now)
+	}
 	r.reqs = append(r.reqs, rq)
 	e := r.engines[i]
 	e.AdvanceTo(r.now)

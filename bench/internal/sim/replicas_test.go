@@ -1,0 +1,141 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/cluster"
+	"github.com/kvroute/kvroute/internal/clusterseam"
+	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/kvindex"
+)
+
+// TestReplicaSweepDeterministicAndShaped runs a small sweep twice: the
+// same results every time, one run for R = 1 and two (local-only, shared)
+// for R > 1, every request completed, and a table with every row.
+func TestReplicaSweepDeterministicAndShaped(t *testing.T) {
+	base := Quick(1)
+	base.Workload.Requests = 200
+	loads, counts := []float64{0.5, 1.25}, []int{1, 2}
+	sweep := func(parallel int) []ReplicaResult {
+		res, err := ReplicaSweep(context.Background(), base, loads, counts, SharedState{}, parallel)
+		require.NoError(t, err)
+		for i := range res {
+			res[i].Result.Wall = 0
+		}
+		return res
+	}
+	a, b := sweep(2), sweep(1)
+	require.Equal(t, a, b, "same config, same results, whatever the parallelism")
+	require.Len(t, a, len(loads)*3)
+	for i, want := range []struct {
+		n    int
+		mode ReplicaMode
+	}{{1, LocalOnly}, {2, LocalOnly}, {2, Shared}} {
+		for l := range loads {
+			r := a[l*3+i]
+			require.Equal(t, want.n, r.Replicas)
+			require.Equal(t, want.mode, r.Mode)
+			require.Equal(t, loads[l], r.Result.Load)
+			require.Equal(t, base.Workload.Requests, r.Result.Completed)
+			require.Positive(t, r.Result.TTFTP90)
+		}
+	}
+	rows := ReplicaRows(a)
+	require.Len(t, rows, len(loads)*len(counts))
+	require.Equal(t, rows[0].Single, rows[0].Shared, "R = 1 is its own reference")
+	require.Zero(t, rows[0].SharedVs1)
+	var md bytes.Buffer
+	require.NoError(t, WriteReplicaTable(&md, base, SharedState{}, a))
+	require.Contains(t, md.String(), "## Router replicas: local-only accounting vs shared state")
+	require.Contains(t, md.String(), "| 1.25 | 2 |")
+	require.Equal(t, len(rows)+2, bytes.Count(md.Bytes(), []byte("\n|")), "header, rule and one line per row")
+}
+
+// TestSharedStatePropagatesOnVirtualTime drives two real Routers joined
+// through the virtual-time store by hand: a decision reaches the other
+// replica's index one round trip after its flush, load one refresh and
+// read later, and a replica that stops refreshing loses its load with its
+// lease.
+func TestSharedStatePropagatesOnVirtualTime(t *testing.T) {
+	defer leakcheck.Check(t)()
+	now := time.Unix(1_700_000_000, 0)
+	clock := func() time.Time { return now }
+	rtt := 2 * time.Millisecond
+	store := newVirtualRedis(clock, rtt)
+	eps := []kvroute.Endpoint{{ID: "a:8000"}, {ID: "b:8000"}, {ID: "c:8000"}}
+	var rts []*kvroute.Router
+	var ms []clusterseam.Manual
+	for g := 0; g < 2; g++ {
+		rc := kvroute.DefaultConfig()
+		rc.Model, rc.Events.Enabled, rc.DisableRender = simModel, false, true
+		rc.Index.SweepInterval = -1
+		r, err := kvroute.New(rc, kvroute.Options{Now: clock})
+		require.NoError(t, err)
+		defer r.Close()
+		require.NoError(t, r.SetEndpoints(eps))
+		m, err := clusterseam.AttachManual(r, cluster.Config{Pool: "t", ReplicaID: []string{"g0", "g1"}[g], Lease: time.Second}, store, clock)
+		require.NoError(t, err)
+		rts, ms = append(rts, r), append(ms, m)
+	}
+	_, err := clusterseam.AttachManual(rts[0], cluster.Config{Pool: "t"}, store, clock)
+	require.Error(t, err, "a router joins one pool once")
+
+	prompt := make([]uint32, 640)
+	for i := range prompt {
+		prompt[i] = uint32(i + 7)
+	}
+	d, err := rts[0].Pick(context.Background(), &kvroute.Request{Prompts: []kvroute.Prompt{{Tokens: prompt}}}, eps)
+	require.NoError(t, err)
+	chosen := d.Endpoint.ID
+	keys := kvindex.Keys(nil, prompt, 64, &kvindex.KeyParams{Model: simModel})
+	held := func(g int) int {
+		var mr kvindex.MatchResult
+		rts[g].Index().Match(keys, []string{chosen}, &mr)
+		return mr.Endpoints[0].Blocks
+	}
+	require.Equal(t, 1, ms[0].Queued())
+	require.Equal(t, 1, ms[0].Flush())
+	require.Zero(t, held(1), "in flight to the subscriber")
+	now = now.Add(rtt - 1)
+	for _, msg := range store.deliver(now) {
+		ms[1].Apply(msg)
+	}
+	require.Zero(t, held(1))
+	now = now.Add(1)
+	msgs := store.deliver(now)
+	require.Len(t, msgs, 1)
+	for _, m := range ms {
+		m.Apply(msgs[0]) // the sender skips its own
+	}
+	require.Equal(t, len(keys), held(1), "the peer speculates the whole prefix after one round trip")
+
+	// Load: replica 0's open request reaches replica 1 after its refresh
+	// and replica 1's read, one round trip apart at least.
+	local, _ := rts[0].Load().LocalLoad(chosen)
+	require.Positive(t, local)
+	ms[0].Refresh()
+	ms[1].Read()
+	tok, _, _ := rts[1].Load().Load(chosen)
+	require.Zero(t, tok, "the refresh has not reached the read yet")
+	now = now.Add(3 * rtt)
+	ms[1].Read()
+	tok, _, _ = rts[1].Load().Load(chosen)
+	require.Equal(t, local, tok)
+
+	// Replica 0 stops refreshing: its load goes with its lease.
+	now = now.Add(time.Second - 3*rtt + rtt/2 - 1)
+	ms[1].Read()
+	tok, _, _ = rts[1].Load().Load(chosen)
+	require.Equal(t, local, tok, "lease not yet over")
+	now = now.Add(rtt * 2)
+	ms[1].Read()
+	tok, _, _ = rts[1].Load().Load(chosen)
+	require.Zero(t, tok, "lease over: the dead replica's load is gone")
+	d.Done(nil)
+}

@@ -1,0 +1,351 @@
+package sim
+
+import (
+	"container/heap"
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/kvroute/kvroute/cluster"
+	"github.com/kvroute/kvroute/internal/clusterseam"
+)
+
+// SharedState makes a run's kvroute gateway replicas one active-active pool
+// that shares in-flight load and routing decisions through the real cluster
+// package. Only here, in the deterministic virtual-clock run, is its Redis
+// replaced: by virtualRedis, an in-process store on the virtual clock that
+// implements only the operations package cluster performs (a leased record
+// per replica, the member set, a multi-key read, publish), and the
+// replicas' background goroutines by steps this run schedules at their
+// periods. Everything else, the records and decision messages on the wire,
+// the peer-load sums, the speculative entries, is the cluster package's own
+// code. Propagation is modelled in virtual time:
+//
+//   - load: a replica's refresh reaches the store RedisRTT/2 after its
+//     tick; a peer's read (SMEMBERS, then MGET: two round trips) sees the
+//     store as it was RedisRTT/2 before the read's result lands, so a load
+//     change shows in a peer's Pick after at most RefreshPeriod + ReadPeriod
+//   - RedisRTT (plus the SMEMBERS round trip for a newly joined member);
+//     a record expires Lease after it reached the store;
+//   - decisions: queued by Pick, published at most PublishInterval after the
+//     previous message (as the cluster's publisher batches them) and applied
+//     by every other replica RedisRTT after publishing (one hop to Redis,
+//     one to the subscriber).
+//
+// Zero fields take the cluster package's defaults (RedisRTT: 1 ms).
+type SharedState struct {
+	RefreshPeriod   time.Duration `json:"refreshPeriod"`
+	ReadPeriod      time.Duration `json:"readPeriod"`
+	Lease           time.Duration `json:"lease"`
+	PublishInterval time.Duration `json:"publishInterval"`
+	// RedisRTT is one round trip between a replica and Redis.
+	RedisRTT time.Duration `json:"redisRTT"`
+}
+
+// DefaultRedisRTT is the replica-to-Redis round trip of SharedState.
+const DefaultRedisRTT = time.Millisecond
+
+// withDefaults fills the zero fields.
+func (s SharedState) withDefaults() SharedState {
+	c := cluster.Config{RefreshPeriod: s.RefreshPeriod, ReadPeriod: s.ReadPeriod, Lease: s.Lease,
+		PublishInterval: s.PublishInterval}.WithDefaults()
+	s.RefreshPeriod, s.ReadPeriod, s.Lease, s.PublishInterval = c.RefreshPeriod, c.ReadPeriod, c.Lease, c.PublishInterval
+	if s.RedisRTT == 0 {
+		s.RedisRTT = DefaultRedisRTT
+	}
+	return s
+}
+
+// LoadStaleness is the longest a replica's load change takes to reach its
+// peers' Picks in the model: RefreshPeriod + ReadPeriod + RedisRTT.
+func (s SharedState) LoadStaleness() time.Duration {
+	s = s.withDefaults()
+	return s.RefreshPeriod + s.ReadPeriod + s.RedisRTT
+}
+
+// DecisionDelay is the longest a decision takes to become a speculative
+// entry on the other replicas: PublishInterval + RedisRTT.
+func (s SharedState) DecisionDelay() time.Duration {
+	s = s.withDefaults()
+	return max(s.PublishInterval, 0) + s.RedisRTT
+}
+
+func (s SharedState) validate() error {
+	s = s.withDefaults()
+	if s.RefreshPeriod <= 0 || s.ReadPeriod <= 0 || s.RedisRTT < 0 || s.Lease < 2*s.RefreshPeriod {
+		return fmt.Errorf("%w: sharedState needs positive periods, redisRTT >= 0 and lease >= 2 × refreshPeriod: %+v", ErrInvalidConfig, s)
+	}
+	return nil
+}
+
+// sharedPool drives a run's replicas of the pool on the virtual clock.
+type sharedPool struct {
+	cfg     SharedState
+	store   *virtualRedis
+	reps    []clusterseam.Manual
+	refresh []time.Time // next refresh tick per replica
+	read    []time.Time // next read tick per replica
+	flush   []time.Time // pending flush per replica; zero: none
+	flushed []time.Time // last flush per replica
+}
+
+// setupShared joins the run's kvroute replicas into one pool when
+// Config.SharedState is set.
+func (r *run) setupShared() error {
+	if r.cfg.SharedState == nil || (r.policy != KVRoute && r.policy != KVRoutePrefillOnly) {
+		return nil
+	}
+	s := r.cfg.SharedState.withDefaults()
+	if err := s.validate(); err != nil {
+		return err
+	}
+	now := func() time.Time { return r.now }
+	p := &sharedPool{cfg: s, store: newVirtualRedis(now, s.RedisRTT)}
+	n := len(r.rts)
+	for g, rt := range r.rts {
+		kr := rt.(*kvrouter)
+		cc := cluster.Config{Pool: "sim", ReplicaID: fmt.Sprintf("gw-%d", g), Lease: s.Lease,
+			RefreshPeriod: s.RefreshPeriod, ReadPeriod: s.ReadPeriod, PublishInterval: s.PublishInterval,
+			OpTimeout: time.Second}
+		m, err := clusterseam.AttachManual(kr.r, cc, p.store, now)
+		if err != nil {
+			return err
+		}
+		p.reps = append(p.reps, m)
+		// Replicas start at spread phases, as independent processes would.
+		p.refresh = append(p.refresh, r.now.Add(time.Duration(g)*s.RefreshPeriod/time.Duration(n)))
+		p.read = append(p.read, r.now.Add(time.Duration(g)*s.ReadPeriod/time.Duration(n)+s.ReadPeriod/(2*time.Duration(n))))
+		p.flush = append(p.flush, time.Time{})
+		p.flushed = append(p.flushed, time.Time{})
+	}
+	r.shared = p
+	return nil
+}
+
+// picked notes that replica g may have queued a decision: its publisher
+// wakes, waiting out PublishInterval since its previous message.
+func (p *sharedPool) picked(g int, now time.Time) {
+	if !p.flush[g].IsZero() || p.reps[g].Queued() == 0 {
+		return
+	}
+	at := now
+	if p.cfg.PublishInterval > 0 && !p.flushed[g].IsZero() {
+		if t := p.flushed[g].Add(p.cfg.PublishInterval); t.After(at) {
+			at = t
+		}
+	}
+	p.flush[g] = at
+}
+
+// next is the earliest pending step; the refresh and read ticks never end,
+// so it only reports them while other work remains (busy).
+func (p *sharedPool) next(busy bool) (time.Time, bool) {
+	var t time.Time
+	found := false
+	consider := func(c time.Time) {
+		if !c.IsZero() && (!found || c.Before(t)) {
+			t, found = c, true
+		}
+	}
+	if d, ok := p.store.nextDelivery(); ok {
+		consider(d)
+	}
+	for g := range p.reps {
+		consider(p.flush[g])
+		if busy {
+			consider(p.refresh[g])
+			consider(p.read[g])
+		}
+	}
+	return t, found
+}
+
+// advance runs every step due at or before now: deliveries, then per
+// replica its flush, refresh and read.
+func (p *sharedPool) advance(now time.Time) {
+	for _, msg := range p.store.deliver(now) {
+		for _, m := range p.reps {
+			m.Apply(msg)
+		}
+	}
+	for g, m := range p.reps {
+		if f := p.flush[g]; !f.IsZero() && !f.After(now) {
+			p.flush[g], p.flushed[g] = time.Time{}, now
+			m.Flush()
+		}
+		for !p.refresh[g].After(now) {
+			m.Refresh()
+			p.refresh[g] = p.refresh[g].Add(p.cfg.RefreshPeriod)
+		}
+		for !p.read[g].After(now) {
+			m.Read()
+			p.read[g] = p.read[g].Add(p.cfg.ReadPeriod)
+		}
+	}
+}
+
+// virtualRedis is the in-process stand-in for Redis of the virtual-clock
+// run: key → versioned value with a TTL, set → versioned members, and a
+// channel whose messages reach the subscribers one round trip after they
+// are published. A write reaches it half a round trip after the call; a
+// read returns what it held half a round trip before the call returns
+// (the reply's trip back), a two-round-trip read (SMEMBERS before MGET)
+// one round trip earlier still. It is deterministic: no goroutine, no wall
+// clock, sorted member lists.
+type virtualRedis struct {
+	now      func() time.Time
+	rtt      time.Duration
+	keys     map[string][]version
+	members  map[string]map[string][]version
+	queue    messageQueue
+	seq      int
+	commands int
+}
+
+// version is one write of a key or a set member.
+type version struct {
+	at      time.Time // when the write reached the store
+	data    []byte
+	present bool
+	expires time.Time // zero: no TTL
+}
+
+var _ clusterseam.Store = (*virtualRedis)(nil)
+
+func newVirtualRedis(now func() time.Time, rtt time.Duration) *virtualRedis {
+	return &virtualRedis{now: now, rtt: rtt, keys: map[string][]version{}, members: map[string]map[string][]version{}}
+}
+
+// write appends v to vs, dropping versions no read can see any more.
+func (s *virtualRedis) write(vs []version, v version) []version {
+	horizon := s.now().Add(-2 * s.rtt)
+	keep := 0
+	for i := range vs {
+		if vs[i].at.After(horizon) {
+			break
+		}
+		keep = i // the latest version at or before the horizon
+	}
+	vs = append(vs[:0], vs[keep:]...)
+	return append(vs, v)
+}
+
+// at returns the value vs held at t.
+func at(vs []version, t time.Time) (version, bool) {
+	for i := len(vs) - 1; i >= 0; i-- {
+		if !vs[i].at.After(t) {
+			v := vs[i]
+			return v, v.present && (v.expires.IsZero() || t.Before(v.expires))
+		}
+	}
+	return version{}, false
+}
+
+func (s *virtualRedis) arrive() time.Time { return s.now().Add(s.rtt / 2) }
+
+func (s *virtualRedis) setMember(set, id string, present bool) {
+	m := s.members[set]
+	if m == nil {
+		m = map[string][]version{}
+		s.members[set] = m
+	}
+	m[id] = s.write(m[id], version{at: s.arrive(), present: present})
+}
+
+func (s *virtualRedis) Refresh(_ context.Context, key string, record []byte, lease time.Duration, members, id string) error {
+	s.commands += 2
+	t := s.arrive()
+	s.keys[key] = s.write(s.keys[key], version{at: t, data: append([]byte(nil), record...), present: true, expires: t.Add(lease)})
+	s.setMember(members, id, true)
+	return nil
+}
+
+func (s *virtualRedis) Members(_ context.Context, set string) ([]string, error) {
+	s.commands++
+	t := s.now().Add(-s.rtt/2 - s.rtt) // SMEMBERS ran a round trip before the MGET whose reply lands now
+	var ids []string
+	for id, vs := range s.members[set] {
+		if _, ok := at(vs, t); ok {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	return ids, nil
+}
+
+func (s *virtualRedis) Get(_ context.Context, keys []string) ([]clusterseam.Value, error) {
+	s.commands++
+	t := s.now().Add(-s.rtt / 2)
+	out := make([]clusterseam.Value, len(keys))
+	for i, k := range keys {
+		if v, ok := at(s.keys[k], t); ok {
+			out[i] = clusterseam.Value{Data: v.data, OK: true}
+		}
+	}
+	return out, nil
+}
+
+func (s *virtualRedis) Forget(_ context.Context, set string, ids []string) error {
+	s.commands++
+	for _, id := range ids {
+		s.setMember(set, id, false)
+	}
+	return nil
+}
+
+func (s *virtualRedis) Leave(_ context.Context, key, set, id string) error {
+	s.commands += 2
+	s.keys[key] = s.write(s.keys[key], version{at: s.arrive()})
+	s.setMember(set, id, false)
+	return nil
+}
+
+func (s *virtualRedis) Publish(_ context.Context, _ string, msg []byte) error {
+	s.commands++
+	s.seq++
+	heap.Push(&s.queue, message{at: s.now().Add(s.rtt), seq: s.seq, data: append([]byte(nil), msg...)})
+	return nil
+}
+
+// nextDelivery is when the next published message reaches the subscribers.
+func (s *virtualRedis) nextDelivery() (time.Time, bool) {
+	if len(s.queue) == 0 {
+		return time.Time{}, false
+	}
+	return s.queue[0].at, true
+}
+
+// deliver returns the messages due by now, in publish order.
+func (s *virtualRedis) deliver(now time.Time) [][]byte {
+	var out [][]byte
+	for len(s.queue) > 0 && !s.queue[0].at.After(now) {
+		out = append(out, heap.Pop(&s.queue).(message).data)
+	}
+	return out
+}
+
+// message is a published decision message in flight to the subscribers.
+type message struct {
+	at   time.Time
+	seq  int
+	data []byte
+}
+
+type messageQueue []message
+
+func (q messageQueue) Len() int { return len(q) }
+func (q messageQueue) Less(i, j int) bool {
+	if !q[i].at.Equal(q[j].at) {
+		return q[i].at.Before(q[j].at)
+	}
+	return q[i].seq < q[j].seq
+}
+func (q messageQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *messageQueue) Push(x any)   { *q = append(*q, x.(message)) }
+func (q *messageQueue) Pop() any {
+	old := *q
+	m := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return m
+}
