@@ -29,6 +29,18 @@
 //	--engines n        number of simulated engines (default 2)
 //	--hold             keep everything running after the demo until Ctrl-C
 //	--verbose          print the components' logs to standard error
+//	--replicas 2       the active-active demo instead (needs redis-server on PATH)
+//
+// With --replicas 2 (scenario.RunReplicas) it starts its own redis-server on
+// a free loopback port, the engines, and two gateways sharing load and
+// decisions through it (one in this process, one a child process: this
+// binary re-executed), sends a burst of one new prefix round-robin over
+// both faster than an engine prefills it (only the shared decisions can
+// keep it on one engine), then kills the child with SIGKILL while it
+// carries open streams and shows the surviving gateway dropping the dead
+// replica's load when its lease expires and routing on. It stops every
+// process it started; without redis-server it exits with status 1 and says
+// what to install.
 //
 // The logic lives in the importable package
 // github.com/kvroute/kvroute/examples/demo/scenario.

@@ -15,6 +15,9 @@ import (
 )
 
 func main() {
+	if scenario.RunReplicaGatewayChild() { // this process is the --replicas demo's second gateway
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
@@ -26,11 +29,15 @@ func main() {
 	}
 }
 
+// replicas is the --replicas flag (1: the single-gateway demo, 2: RunReplicas).
+var replicas int
+
 func parseFlags(args []string, stderr io.Writer) (scenario.Options, error) {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o scenario.Options
 	var verbose bool
+	fs.IntVar(&replicas, "replicas", 1, "gateway replicas: 2 runs the active-active demo (needs redis-server on PATH; see scenario/replicas.go)")
 	fs.BoolVar(&o.Fast, "fast", false, "short burst interval and load (a few seconds instead of about two minutes)")
 	fs.DurationVar(&o.Interval, "interval", 0, "time between the burst's requests (default 3s; 100ms with --fast)")
 	fs.IntVar(&o.LoadRequests, "load-requests", 0, "requests per policy in the comparison (default 240; 48 with --fast)")
@@ -48,6 +55,9 @@ func parseFlags(args []string, stderr io.Writer) (scenario.Options, error) {
 	if o.Interval < 0 || o.LoadRequests < 0 || o.EngineBlocks < 0 || o.LoadGroups < 0 || o.Engines < 1 {
 		return o, errors.New("--interval, --load-requests, --engine-blocks and --load-groups must not be negative, --engines must be >= 1")
 	}
+	if replicas != 1 && replicas != 2 {
+		return o, errors.New("--replicas must be 1 or 2")
+	}
 	if verbose {
 		o.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
@@ -57,6 +67,10 @@ func parseFlags(args []string, stderr io.Writer) (scenario.Options, error) {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o, err := parseFlags(args, stderr)
 	if err != nil {
+		return err
+	}
+	if replicas == 2 {
+		_, err = scenario.RunReplicas(ctx, o, stdout)
 		return err
 	}
 	_, err = scenario.Run(ctx, o, stdout)
