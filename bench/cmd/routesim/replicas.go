@@ -60,7 +60,7 @@ func runReplicasOnly(ctx context.Context, o options, base sim.Config, loads []fl
 		return err
 	}
 	err = writeFile(filepath.Join(o.out, "routesim-replicas.md"), func(f io.Writer) error {
-		fmt.Fprintf(f, "# Router replicas (routesim -replica-sweep-only)\n\nGenerated %s in %v of host time.\n",
+		fmt.Fprintf(f, "# Router replicas (go run ./bench/cmd/routesim -replica-sweep-only)\n\nGenerated %s in %v of host time.\n",
 			time.Now().UTC().Format(time.RFC3339), time.Since(start).Round(time.Second))
 		return sim.WriteReplicaTable(f, base, o.rep.shared, res)
 	})
