@@ -123,7 +123,8 @@ func BenchmarkPick(b *testing.B) {
 // BenchmarkPickInterleaved runs Pick on a router without and one with the
 // cluster option alternately, in blocks of 64 picks each, so that a busy
 // machine's changing load hits both alike; it reports each one's ns/pick and
-// their ratio (allocs/op covers both Picks of an iteration).
+// their ratio (allocs/op covers both Picks of an iteration), and the
+// allocations the cluster option adds to one Pick (it fails if any).
 func BenchmarkPickInterleaved(b *testing.B) {
 	srv := redistest.Start(b)
 	const tokens, nEps, block = 2048, 64, 64
@@ -177,6 +178,19 @@ func BenchmarkPickInterleaved(b *testing.B) {
 		spent[k] += time.Since(start)
 		picks[k] += n
 	}
+	allocs := func(r *kvroute.Router) float64 {
+		return testing.AllocsPerRun(100, func() {
+			d, err := r.Pick(ctx, req, eps)
+			if err != nil {
+				b.Fatal(err)
+			}
+			d.Done(nil)
+		})
+	}
+	extra := allocs(on) - allocs(off)
+	if extra > 0 && !raceEnabled {
+		b.Fatalf("Pick with the cluster option allocates %.1f more times than without", extra)
+	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i += block {
@@ -194,6 +208,7 @@ func BenchmarkPickInterleaved(b *testing.B) {
 	b.ReportMetric(offNs, "ns/pick-off")
 	b.ReportMetric(onNs, "ns/pick-on")
 	b.ReportMetric(onNs/offNs, "on/off")
+	b.ReportMetric(extra, "extra-allocs/pick")
 }
 
 // cluster0 is the default cluster configuration (250 ms periods, 3 s lease).
