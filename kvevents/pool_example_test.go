@@ -94,7 +94,7 @@ func ExampleParseSelector() {
 	// true
 	// false
 	// false
-	// kvevents: invalid label selector "zone in (a," at offset 11: expected a value in the set
+	// kvevents: invalid label selector "zone in (a," at offset 11: expected a value or ',' in the set
 }
 
 // A stream position, as saved with an index checkpoint and passed back to

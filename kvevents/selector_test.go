@@ -12,7 +12,7 @@ import (
 )
 
 func TestParseSelector(t *testing.T) {
-	labels := map[string]string{"role": "decode", "zone": "a", "app.kubernetes.io/name": "vllm", "empty": ""}
+	labels := map[string]string{"role": "decode", "zone": "a", "app.kubernetes.io/name": "vllm", "empty": "", "gpus": "4"}
 	for _, tc := range []struct {
 		in    string
 		match bool
@@ -43,31 +43,42 @@ func TestParseSelector(t *testing.T) {
 		{"role=decode,zone in (a,b),!draining", true, 3},
 		{"role=decode, zone notin (a), !draining", false, 3},
 		{"role in (decode,prefill),zone", true, 2},
+		{"empty in ()", true, 1},             // Kubernetes reads () as the set of the empty value
+		{"zone notin ()", true, 1},           // zone is "a", not ""
+		{"gpus>1,gpus<16", true, 2},          // integer comparisons, as in Kubernetes
+		{"zone>1", false, 1},                 // "a" is not an integer
+		{"in in (in), notin", false, 2},      // in and notin are keys and values where one is expected
+		{"role=decode\x00,zone=a", true, 2},  // a NUL ends the token before it, as in Kubernetes' lexer
+		{"role=decode \x00,zone=b", true, 1}, // and ends the selector where a token would start
 	} {
 		s, err := ParseSelector(tc.in)
 		require.NoError(t, err, tc.in)
-		require.Len(t, s.Requirements(), tc.reqs, tc.in)
+		require.Len(t, s.reqs, tc.reqs, tc.in)
 		require.Equal(t, tc.match, s.Matches(labels), tc.in)
 		require.Equal(t, tc.in, s.String())
-		require.Equal(t, tc.reqs == 0, s.Empty())
 	}
 	for _, tc := range []struct{ in, msg string }{
-		{",", "expected a label key"},
+		{",", "expected a requirement"},
 		{"role=decode,", "expected a requirement after ','"},
-		{"role=decode,,zone", "expected a label key"},
+		{"role=decode,,zone", "expected a requirement after ','"},
 		{"role decode", "expected an operator"},
 		{"role=dec ode", "expected ',' or end of selector"},
-		{"role=a|b", "expected ',' or end of selector"},
+		{"role=a|b", "label value must be empty or letters"},
 		{"zone in a,b", "expected '(' after in"},
-		{"zone in ()", "expected a value in the set"},
-		{"zone in (a,", "expected a value in the set"},
+		{"zone in (a,", "expected a value or ',' in the set"},
 		{"zone in (a b)", "expected ',' or ')' in the set"},
-		{"zone notin (a", "expected ')'"},
+		{"zone notin (a", "expected ',' or ')' in the set"},
 		{"!", "expected a label key"},
-		{"!=x", "expected a label key"},
-		{"=x", "expected a label key"},
-		{"role>1", "expected an operator"},
-		{"k€=v", "expected an operator"},
+		{"!=x", "expected a requirement"},
+		{"=x", "expected a requirement"},
+		{"!a=b", "expected ',' or end of selector"},
+		{"gpus>x", "must be a decimal integer"},
+		{"k€=v", "label key name must be"},
+		{"-a", "label key name must be"},
+		{"a/b/c", "more than one '/'"},
+		{"Example.com/x", "prefix is not a lower-case DNS subdomain"},
+		{strings.Repeat("k", 64), "name is longer than 63 bytes"},
+		{"k=" + strings.Repeat("v", 64), "label value is longer than 63 bytes"},
 	} {
 		_, err := ParseSelector(tc.in)
 		var se *SelectorError
