@@ -13,6 +13,7 @@ import (
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/kvevents"
+	"github.com/kvroute/kvroute/kvevents/publish"
 )
 
 // TestRouterFollowsEngineEventsOverZeroMQ runs the whole path: an engine's
@@ -22,9 +23,9 @@ import (
 func TestRouterFollowsEngineEventsOverZeroMQ(t *testing.T) {
 	defer leakcheck.Check(t)()
 	const engineID = "127.0.0.1:18000" // the engine's inference address (nothing listens: no render here)
-	pub, err := kvevents.NewPublisher(kvevents.PublisherConfig{
+	pub, err := publish.New(publish.Config{
 		Addr: "tcp://127.0.0.1:0", Endpoint: engineID, Model: testModel, ReplayAddr: "tcp://127.0.0.1:0",
-	}, kvevents.Options{})
+	}, publish.Options{})
 
 	require.NoError(t, err)
 	defer pub.Close()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/kvevents"
+	"github.com/kvroute/kvroute/kvevents/publish"
 )
 
 // Two engines publish over real ZeroMQ sockets: one under the router's
@@ -20,7 +21,7 @@ import (
 // series.
 func TestRouterReportsTopicModelMismatchPerEndpoint(t *testing.T) {
 	defer leakcheck.Check(t)()
-	publish := func(pub *kvevents.Publisher, base uint64, tokens []uint32) {
+	send := func(pub *publish.Publisher, base uint64, tokens []uint32) {
 		hashes := make([]uint64, len(tokens)/64)
 		for i := range hashes {
 			hashes[i] = base + uint64(i)
@@ -32,10 +33,10 @@ func TestRouterReportsTopicModelMismatchPerEndpoint(t *testing.T) {
 		require.NoError(t, err)
 	}
 	eps := loopbackEndpoints(t, 2)
-	good, err := kvevents.NewPublisher(kvevents.PublisherConfig{Addr: "tcp://127.0.0.1:0", Endpoint: eps[0].ID, Model: testModel}, kvevents.Options{})
+	good, err := publish.New(publish.Config{Addr: "tcp://127.0.0.1:0", Endpoint: eps[0].ID, Model: testModel}, publish.Options{})
 	require.NoError(t, err)
 	defer good.Close()
-	alias, err := kvevents.NewPublisher(kvevents.PublisherConfig{Addr: "tcp://127.0.0.1:0", Endpoint: eps[1].ID, Model: "qwen-alias"}, kvevents.Options{})
+	alias, err := publish.New(publish.Config{Addr: "tcp://127.0.0.1:0", Endpoint: eps[1].ID, Model: "qwen-alias"}, publish.Options{})
 	require.NoError(t, err)
 	defer alias.Close()
 	eps[0].EventsAddress, eps[1].EventsAddress = good.Endpoint(), alias.Endpoint()
@@ -54,11 +55,11 @@ func TestRouterReportsTopicModelMismatchPerEndpoint(t *testing.T) {
 
 	pa, pb := prompt(31, 64*4), prompt(32, 64*4)
 	for i, c := range []struct {
-		pub *kvevents.Publisher
+		pub *publish.Publisher
 		p   []uint32
 	}{{good, pa}, {alias, pb}} {
 		require.Eventually(t, func() bool {
-			publish(c.pub, uint64(1000*(i+1)), c.p)
+			send(c.pub, uint64(1000*(i+1)), c.p)
 			d, err := r.Pick(context.Background(), &Request{Prompts: []Prompt{{Tokens: c.p}}}, eps)
 			require.NoError(t, err)
 			d.Done(nil)

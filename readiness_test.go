@@ -10,6 +10,7 @@ import (
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/kvevents"
+	"github.com/kvroute/kvroute/kvevents/publish"
 )
 
 // TestReadyWaitsForLiveStreamsThenGivesUpOnDeadOnes: one engine publishes
@@ -20,9 +21,9 @@ import (
 func TestReadyWaitsForLiveStreamsThenGivesUpOnDeadOnes(t *testing.T) {
 	defer leakcheck.Check(t)()
 	const engineID = "127.0.0.1:18000"
-	pub, err := kvevents.NewPublisher(kvevents.PublisherConfig{
+	pub, err := publish.New(publish.Config{
 		Addr: "tcp://127.0.0.1:0", Endpoint: engineID, Model: testModel, ReplayAddr: "tcp://127.0.0.1:0",
-	}, kvevents.Options{})
+	}, publish.Options{})
 	require.NoError(t, err)
 	defer pub.Close()
 

@@ -5,11 +5,12 @@ import (
 	"time"
 
 	"github.com/kvroute/kvroute/kvevents"
+	"github.com/kvroute/kvroute/kvevents/publish"
 	"github.com/kvroute/kvroute/kvindex"
 )
 
 // BenchmarkSubscriberThroughput measures the whole event path over
-// loopback TCP: a kvevents.Publisher (one engine, current vLLM format,
+// loopback TCP: a publish.Publisher (one engine, current vLLM format,
 // topic kv@<ip:port>@<model>) → ZeroMQ → the kvevents.Pool (supervised SUB,
 // sequence tracking, bounded worker queue, decode, apply) → the index. Each
 // message is one BlockStored batch of 16 blocks × 64 tokens starting a new
@@ -34,7 +35,7 @@ func BenchmarkSubscriberThroughput(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer pool.Close()
-	pub, err := kvevents.NewPublisher(kvevents.PublisherConfig{Addr: "127.0.0.1:0", Endpoint: id, Model: Model, SendQueue: 4 * window}, kvevents.Options{})
+	pub, err := publish.New(publish.Config{Addr: "127.0.0.1:0", Endpoint: id, Model: Model, SendQueue: 4 * window}, publish.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -14,20 +14,6 @@ import (
 	"github.com/kvroute/kvroute/kvindex"
 )
 
-// Label values of llm_d_epp_kv_cache_events_stores_skipped_total{reason}
-// that the Applier produces itself; rejections by the index use the index's
-// StoreError.Reason (kvindex.Reason*), which these extend.
-const (
-	SkipNotIndexable     = kvindex.ReasonNonPrefixKind // cache kind is not prefix-indexable (sliding window, mamba, …)
-	SkipNonDense         = kvindex.ReasonNonDense      // len(token_ids) != len(block_hashes) × block_size
-	SkipInvalidBlockSize = "invalid_block_size"        // block_size <= 0
-	SkipInvalidTokens    = "invalid_tokens"            // token_ids held a non-uint32 element
-	SkipNoBlocks         = "no_blocks"                 // a store or removal without block hashes
-	SkipUnknownGroup     = "unknown_group"             // a removal for a group never seen in a store
-	SkipBadGroup         = kvindex.ReasonMalformed     // a negative group_idx
-	SkipLoRAUnnamed      = "lora_unnamed"              // lora_id without lora_name, and no configured name for the id
-)
-
 // maxGroupsPerEndpoint bounds the group → kind map of one endpoint (real
 // engines have a handful of groups); groups beyond it are not remembered,
 // so their removals are skipped as unknown_group.
@@ -48,8 +34,8 @@ type ApplierConfig struct {
 	LoRANames map[int64]string `json:"loraNames,omitempty"`
 }
 
-// Options are the injected dependencies of a Pool, an Applier or a
-// Publisher; the zero value is valid.
+// Options are the injected dependencies of a Pool or an Applier; the zero
+// value is valid.
 type Options struct {
 	// Registerer receives the component's metrics; nil registers none.
 	Registerer prometheus.Registerer
@@ -237,7 +223,7 @@ func (a *Applier) restoreGroups(endpoint string, groups map[int]string) {
 	}
 }
 
-func (a *Applier) skip(res *ApplyResult, kind, reason string, blocks int) {
+func (a *Applier) skip(res *ApplyResult, kind string, reason Reason, blocks int) {
 	res.Skipped++
 	res.SkippedBlocks += blocks
 	a.m.Skip(kind, reason, 1)
@@ -247,19 +233,19 @@ func (a *Applier) store(endpoint, model string, st *endpointState, e *Event, res
 	n := len(e.BlockHashes)
 	group := eventGroup(e)
 	if group < 0 {
-		a.skip(res, e.Kind, SkipBadGroup, n)
+		a.skip(res, e.Kind, kvindex.ReasonMalformed, n)
 		return
 	}
 	if k, ok := st.groups[group]; ok && k != e.Kind || !ok && len(st.groups) < maxGroupsPerEndpoint {
 		st.groups[group] = e.Kind
 	}
 	adapter, named := a.adapter(e)
-	reason := ""
+	var reason Reason
 	switch {
 	case !named:
 		reason = SkipLoRAUnnamed
 	case !kvindex.IndexableKind(e.Kind):
-		reason = SkipNotIndexable
+		reason = kvindex.ReasonNonPrefixKind
 	case n == 0:
 		reason = SkipNoBlocks
 	case e.InvalidTokens:
@@ -267,7 +253,7 @@ func (a *Applier) store(endpoint, model string, st *endpointState, e *Event, res
 	case e.BlockSize <= 0:
 		reason = SkipInvalidBlockSize
 	case len(e.TokenIDs) != 0 && len(e.TokenIDs) != n*e.BlockSize:
-		reason = SkipNonDense
+		reason = kvindex.ReasonNonDense
 	}
 	if reason != "" {
 		a.skip(res, e.Kind, reason, n)
@@ -299,14 +285,14 @@ func (a *Applier) store(endpoint, model string, st *endpointState, e *Event, res
 	if errors.Is(err, kvindex.ErrParentMissing) {
 		res.ParentMissing++
 		res.Dropped++
-		a.m.Drop(endpoint, DropParentMissing, 1)
+		a.m.Drop(endpoint, kvindex.ReasonParentMissing, 1)
 		if a.log.Enabled(context.Background(), slog.LevelDebug) {
 			a.log.Debug("Failed to get request key for parent block",
 				"endpoint", endpoint, "parent_block_hash", e.ParentHash, "blocks", n)
 		}
 		return
 	}
-	reason = "index_rejected"
+	reason = SkipIndexRejected
 	var serr *kvindex.StoreError
 	if errors.As(err, &serr) && serr.Reason != "" {
 		reason = serr.Reason
@@ -391,7 +377,7 @@ func (st *endpointState) extraKeys(e *Event, adapter string) [][]string {
 func (a *Applier) remove(endpoint string, st *endpointState, e *Event, res *ApplyResult) {
 	group := eventGroup(e)
 	if group < 0 {
-		a.skip(res, "", SkipBadGroup, len(e.BlockHashes))
+		a.skip(res, "", kvindex.ReasonMalformed, len(e.BlockHashes))
 		return
 	}
 	kind, seen := st.groups[group]
@@ -402,7 +388,7 @@ func (a *Applier) remove(endpoint string, st *endpointState, e *Event, res *Appl
 		a.skip(res, "unknown", SkipUnknownGroup, len(e.BlockHashes))
 		return
 	case seen && !kvindex.IndexableKind(kind):
-		a.skip(res, kind, SkipNotIndexable, len(e.BlockHashes))
+		a.skip(res, kind, kvindex.ReasonNonPrefixKind, len(e.BlockHashes))
 		return
 	}
 	if len(e.BlockHashes) == 0 {

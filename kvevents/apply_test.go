@@ -185,25 +185,25 @@ func TestApplyRemoveAndClear(t *testing.T) {
 	require.Zero(t, f.match("10.0.0.2:8000", tokensRange(1, 8), kvindex.KeyParams{}).Blocks)
 }
 
-func skipped(t *testing.T, reg *prometheus.Registry, kind, reason string) float64 {
+func skipped(t *testing.T, reg *prometheus.Registry, kind string, reason Reason) float64 {
 	t.Helper()
 	m, err := NewMetrics(reg) // reuses the registered collectors
 	require.NoError(t, err)
-	return testutil.ToFloat64(m.StoresSkipped.WithLabelValues(kind, reason))
+	return testutil.ToFloat64(m.StoresSkipped.WithLabelValues(kind, string(reason)))
 }
 
-func dropped(t *testing.T, reg *prometheus.Registry, endpoint, reason string) float64 {
+func dropped(t *testing.T, reg *prometheus.Registry, endpoint string, reason Reason) float64 {
 	t.Helper()
 	m, err := NewMetrics(reg)
 	require.NoError(t, err)
-	return testutil.ToFloat64(m.Dropped.WithLabelValues(endpoint, reason))
+	return testutil.ToFloat64(m.Dropped.WithLabelValues(endpoint, string(reason)))
 }
 
 func TestApplyParentMissingCountedAndLogged(t *testing.T) {
 	f := newApplyFixture(t)
 	res := f.applyHex(testEndpoint, vector(t, "V2/current")) // parent 0xDEADBEEF never stored
 	require.Equal(t, ApplyResult{Dropped: 1, ParentMissing: 1}, res)
-	require.Equal(t, 1.0, dropped(t, f.reg, testEndpoint, DropParentMissing))
+	require.Equal(t, 1.0, dropped(t, f.reg, testEndpoint, kvindex.ReasonParentMissing))
 	require.Contains(t, f.log.String(), "Failed to get request key for parent block")
 	require.Contains(t, f.log.String(), "level=DEBUG")
 	require.Zero(t, f.ix.Stats().Blocks)
@@ -221,8 +221,8 @@ func TestApplySkipsCounted(t *testing.T) {
 	zeroSize.BlockSize = 0
 	res := f.applyBatch(testEndpoint, batchOf(0, true, swa, nonDense, wrongSize, zeroSize), FormatVLLM)
 	require.Equal(t, ApplyResult{Skipped: 4, SkippedBlocks: 8}, res)
-	require.Equal(t, 1.0, skipped(t, f.reg, "sliding_window", SkipNotIndexable))
-	require.Equal(t, 1.0, skipped(t, f.reg, "full_attention", SkipNonDense))
+	require.Equal(t, 1.0, skipped(t, f.reg, "sliding_window", kvindex.ReasonNonPrefixKind))
+	require.Equal(t, 1.0, skipped(t, f.reg, "full_attention", kvindex.ReasonNonDense))
 	require.Equal(t, 1.0, skipped(t, f.reg, "full_attention", kvindex.ReasonBlockSizeMismatch))
 	require.Equal(t, 1.0, skipped(t, f.reg, "full_attention", SkipInvalidBlockSize))
 
@@ -236,7 +236,7 @@ func TestApplySkipsCounted(t *testing.T) {
 	rmUngrouped.HasGroup = false
 	res = f.applyBatch(testEndpoint, batchOf(0, true, rmSWA, rmUnknown, rmUngrouped), FormatVLLM)
 	require.Equal(t, ApplyResult{Skipped: 2, SkippedBlocks: 2, Removed: 1}, res)
-	require.Equal(t, 2.0, skipped(t, f.reg, "sliding_window", SkipNotIndexable))
+	require.Equal(t, 2.0, skipped(t, f.reg, "sliding_window", kvindex.ReasonNonPrefixKind))
 	require.Equal(t, 1.0, skipped(t, f.reg, "unknown", SkipUnknownGroup))
 }
 
@@ -289,7 +289,7 @@ func TestApplySharedMetrics(t *testing.T) {
 	require.NoError(t, err)
 	require.Same(t, m, a.Metrics())
 	m.Drop(testEndpoint, DropQueueFull, 2)
-	require.Equal(t, 2.0, testutil.ToFloat64(m.Dropped.WithLabelValues(testEndpoint, DropQueueFull)))
+	require.Equal(t, 2.0, testutil.ToFloat64(m.Dropped.WithLabelValues(testEndpoint, string(DropQueueFull))))
 	m.ForgetEndpoint(testEndpoint)
 	require.Zero(t, testutil.CollectAndCount(m.Dropped))
 	var nilMetrics *Metrics
@@ -337,6 +337,6 @@ func TestApplyNegativeGroupSkipped(t *testing.T) {
 	rm.Group = -3
 	res := f.applyBatch(testEndpoint, batchOf(0, true, st, rm), FormatVLLM)
 	require.Equal(t, ApplyResult{Skipped: 2, SkippedBlocks: 3}, res)
-	require.Equal(t, 1.0, skipped(t, f.reg, "full_attention", SkipBadGroup))
-	require.Equal(t, 1.0, skipped(t, f.reg, "none", SkipBadGroup))
+	require.Equal(t, 1.0, skipped(t, f.reg, "full_attention", kvindex.ReasonMalformed))
+	require.Equal(t, 1.0, skipped(t, f.reg, "none", kvindex.ReasonMalformed))
 }

@@ -19,21 +19,3 @@ func (c *PoolConfig) UnmarshalJSON(data []byte) error {
 func (c PoolConfig) MarshalJSON() ([]byte, error) {
 	return jsonconf.Marshal(poolConfigFields(c))
 }
-
-// publisherConfigFields is PublisherConfig without its methods, so that decoding it does not
-// recurse into PublisherConfig.UnmarshalJSON.
-type publisherConfigFields PublisherConfig
-
-// UnmarshalJSON decodes c strictly wherever a PublisherConfig is decoded: unknown keys
-// are an error naming their path, durations are Go duration strings ("2s",
-// "250ms") and a bare number for one is an error. Keys not present keep
-// their current value.
-func (c *PublisherConfig) UnmarshalJSON(data []byte) error {
-	return jsonconf.Unmarshal(data, (*publisherConfigFields)(c))
-}
-
-// MarshalJSON encodes c with its durations as Go duration strings, the form
-// UnmarshalJSON reads.
-func (c PublisherConfig) MarshalJSON() ([]byte, error) {
-	return jsonconf.Marshal(publisherConfigFields(c))
-}

@@ -197,9 +197,7 @@
 //
 // # Publishing
 //
-// Publisher is a Go PUB for engines written in Go, simulators and tests:
-// vLLM's framing [topic, seq, payload] with kv@<ip:port>@<model> topics and
-// sequences from 0, a replay ROUTER over a ring of recent batches in either
-// reply layout, and bounded memory (a queue per subscriber; a full queue
-// drops and counts, as libzmq does at its high-water mark).
+// The engine side lives in the subpackage kvevents/publish: a Go PUB for
+// engines written in Go, simulators and tests, with vLLM's framing, a replay
+// ROUTER and bounded memory. A router never needs it.
 package kvevents

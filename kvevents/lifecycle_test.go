@@ -2,6 +2,7 @@ package kvevents
 
 import (
 	"context"
+	"github.com/kvroute/kvroute/internal/zmqpub"
 	"testing"
 	"time"
 
@@ -178,7 +179,7 @@ func TestStreamAlreadyAppliedCounted(t *testing.T) {
 	f.publish(1, 1)
 	f.publish(2, 2)
 	f.wait(2)
-	require.Equal(t, 1.0, f.count("dropped", DropAlreadyApplied))
+	require.Equal(t, 1.0, f.count("dropped", string(DropAlreadyApplied)))
 }
 
 // startSilentRouter is a replay socket that completes the handshake, reads
@@ -279,7 +280,7 @@ func TestEngineKindDecidesReplay(t *testing.T) {
 func TestPoolSGLangEndpointNoReplayNoise(t *testing.T) {
 	defer leakcheck.Check(t)()
 	ix := newPoolIndex(t)
-	pub := newTestPublisher(t, PublisherConfig{Endpoint: "127.0.0.1:8000", Model: poolModel})
+	pub := newTestPublisher(t, zmqpub.Config{Endpoint: "127.0.0.1:8000", Model: poolModel})
 	defer pub.Close()
 	p, _ := newTestPool(t, PoolConfig{Replay: true, Engine: EngineSGLang, TailProbeDelay: -1}, ix)
 	defer p.Close()
@@ -304,7 +305,7 @@ func TestPoolSGLangEndpointNoReplayNoise(t *testing.T) {
 func TestPoolQuietRecycleCountsNothing(t *testing.T) {
 	defer leakcheck.Check(t)()
 	ix := newPoolIndex(t)
-	pub := newTestPublisher(t, PublisherConfig{Endpoint: "127.0.0.1:8000", Model: poolModel, ReplayAddr: "127.0.0.1:0"})
+	pub := newTestPublisher(t, zmqpub.Config{Endpoint: "127.0.0.1:8000", Model: poolModel, ReplayAddr: "127.0.0.1:0"})
 	defer pub.Close()
 	logs := &logBuffer{}
 	p, err := NewPool(PoolConfig{HeartbeatInterval: -1, IdleTimeout: 150 * time.Millisecond, TailProbeDelay: -1},
@@ -374,7 +375,7 @@ func TestSupervisorBackoffNotResetByEmptySessions(t *testing.T) {
 func TestPoolEnsureFromPositionResumes(t *testing.T) {
 	defer leakcheck.Check(t)()
 	ix := newPoolIndex(t)
-	pub := newTestPublisher(t, PublisherConfig{Endpoint: "127.0.0.1:8000", Model: poolModel, ReplayAddr: "127.0.0.1:0"})
+	pub := newTestPublisher(t, zmqpub.Config{Endpoint: "127.0.0.1:8000", Model: poolModel, ReplayAddr: "127.0.0.1:0"})
 	defer pub.Close()
 	const id = "127.0.0.1:8000"
 	ep := Endpoint{ID: id, Model: poolModel, EventsAddress: pub.Endpoint(), ReplayAddress: pub.ReplayEndpoint()}
@@ -408,7 +409,7 @@ func TestPoolEnsureFromPositionResumes(t *testing.T) {
 func TestPoolModelFromReplayTopic(t *testing.T) {
 	defer leakcheck.Check(t)()
 	ix := newPoolIndex(t)
-	pub := newTestPublisher(t, PublisherConfig{Endpoint: "127.0.0.1:8000", Model: poolModel, ReplayAddr: "127.0.0.1:0"})
+	pub := newTestPublisher(t, zmqpub.Config{Endpoint: "127.0.0.1:8000", Model: poolModel, ReplayAddr: "127.0.0.1:0"})
 	defer pub.Close()
 	last := publishN(t, pub, 4) // then idle
 	p, logs := newTestPool(t, PoolConfig{TailProbeDelay: -1}, ix)

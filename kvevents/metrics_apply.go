@@ -6,15 +6,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Label values of kvroute_kv_events_dropped_total{reason} used by kvevents.
-const (
-	DropParentMissing = "parent_missing" // BlockStored whose parent the index does not know
-	DropDecodeError   = "decode_error"   // payload rejected by the Decoder
-	DropQueueFull     = "queue_full"     // message dropped by a full worker queue
-	DropStaleSeq      = "stale_seq"      // message older than the endpoint's watermark
-	DropUnknownEvent  = "unknown_event"  // event with an unknown tag
-)
-
 // Metrics holds every KV-event metric: subscriber states, messages, events,
 // drops by reason, sequence gaps and replays.
 // It is created once (NewMetrics) and shared by the Applier and the
@@ -173,23 +164,23 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C, errp *erro
 }
 
 // Drop counts n events of endpoint dropped for reason.
-func (m *Metrics) Drop(endpoint, reason string, n int) {
+func (m *Metrics) Drop(endpoint string, reason Reason, n int) {
 	if m == nil || n <= 0 {
 		return
 	}
-	m.Dropped.WithLabelValues(endpoint, reason).Add(float64(n))
+	m.Dropped.WithLabelValues(endpoint, string(reason)).Add(float64(n))
 }
 
 // Skip counts n events left out of the index for reason; kind is the
 // event's cache kind ("" is reported as "none").
-func (m *Metrics) Skip(kind, reason string, n int) {
+func (m *Metrics) Skip(kind string, reason Reason, n int) {
 	if m == nil || n <= 0 {
 		return
 	}
 	if kind == "" {
 		kind = "none"
 	}
-	m.StoresSkipped.WithLabelValues(kind, reason).Add(float64(n))
+	m.StoresSkipped.WithLabelValues(kind, string(reason)).Add(float64(n))
 }
 
 // ForgetEndpoint deletes every series labelled with endpoint, for an

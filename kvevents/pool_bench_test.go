@@ -1,6 +1,7 @@
 package kvevents
 
 import (
+	"github.com/kvroute/kvroute/internal/zmqpub"
 	"strconv"
 	"testing"
 	"time"
@@ -38,11 +39,11 @@ func benchThroughput(b *testing.B, eps int) {
 		b.Fatal(err)
 	}
 	defer p.Close()
-	pubs := make([]*Publisher, eps)
+	pubs := make([]*zmqpub.Publisher, eps)
 	ids := make([]string, eps)
 	for i := range pubs {
 		ids[i] = "127.0.0.1:" + strconv.Itoa(8000+i)
-		pubs[i] = newTestPublisher(b, PublisherConfig{Endpoint: ids[i], Model: poolModel, SendQueue: 4 * window})
+		pubs[i] = newTestPublisher(b, zmqpub.Config{Endpoint: ids[i], Model: poolModel, SendQueue: 4 * window})
 		defer pubs[i].Close()
 		if err := p.Ensure(Endpoint{ID: ids[i], EventsAddress: pubs[i].Endpoint()}); err != nil {
 			b.Fatal(err)
@@ -59,9 +60,11 @@ func benchThroughput(b *testing.B, eps int) {
 		}
 	}
 	lastSeq := make([]uint64, eps)
+	var buf []byte
 	publish := func(ep int, n uint64) {
 		fill(n)
-		seq, err := pubs[ep].PublishBatch(batch)
+		buf = AppendBatch(buf[:0], batch, FormatVLLM)
+		seq, err := pubs[ep].Publish(buf)
 		if err != nil {
 			b.Fatal(err)
 		}

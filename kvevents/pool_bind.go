@@ -69,7 +69,7 @@ type bindEntry struct {
 	st     *stream
 	model  string
 	id     string
-	reason string
+	reason Reason
 }
 
 func newBinder(p *Pool) *binder {
@@ -338,7 +338,7 @@ var errBindCap = errors.New("bind-mode stream cap reached")
 // listener of rank, creating it on its first message; nil and a drop reason
 // when its messages are not indexed. known reports whether id is an
 // endpoint passed to Ensure (its ID may then label a drop).
-func (p *Pool) bindStream(id string, rank int) (st *stream, reason string, known bool) {
+func (p *Pool) bindStream(id string, rank int) (st *stream, reason Reason, known bool) {
 	for {
 		p.mu.Lock()
 		if p.closed {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/kvroute/kvroute/kvevents"
+	"github.com/kvroute/kvroute/kvevents/publish"
 	"github.com/kvroute/kvroute/kvindex"
 )
 
@@ -23,10 +24,9 @@ func ExamplePool() {
 	}}}
 
 	// The engine: a Go publisher with a replay socket.
-	pub, err := kvevents.NewPublisher(kvevents.PublisherConfig{
+	pub, err := publish.New(publish.Config{
 		Addr: "127.0.0.1:0", Endpoint: "10.0.0.1:8000", Model: "my-model", ReplayAddr: "127.0.0.1:0",
-	}, kvevents.Options{})
-
+	}, publish.Options{})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -2,6 +2,7 @@ package kvevents
 
 import (
 	"bufio"
+	"github.com/kvroute/kvroute/internal/zmqpub"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -132,9 +133,9 @@ func TestPoolFloodOfLargePayloadsBoundedAndFair(t *testing.T) {
 	floodAddr, err := bufio.NewReader(floodOut).ReadString('\n')
 	require.NoError(t, err)
 	// Its replay address answers every request with an empty replay.
-	replayOnly := newTestPublisher(t, PublisherConfig{Endpoint: floodID, Model: poolModel, ReplayAddr: "127.0.0.1:0", BufferSize: 1})
+	replayOnly := newTestPublisher(t, zmqpub.Config{Endpoint: floodID, Model: poolModel, ReplayAddr: "127.0.0.1:0", BufferSize: 1})
 	defer replayOnly.Close()
-	healthy := newTestPublisher(t, PublisherConfig{Endpoint: healthyID, Model: poolModel})
+	healthy := newTestPublisher(t, zmqpub.Config{Endpoint: healthyID, Model: poolModel})
 	defer healthy.Close()
 
 	p, logs := newTestPool(t, PoolConfig{Concurrency: 1}, ix)
@@ -167,20 +168,20 @@ func TestPoolFloodOfLargePayloadsBoundedAndFair(t *testing.T) {
 	// and the heap would grow with the flood's length.
 	require.Eventually(t, func() bool {
 		return counter(m.MessagesReceived, floodID) >= 60 &&
-			counter(m.Dropped, floodID, DropQueueFull)+counter(m.Dropped, floodID, DropHoldFull) >= 20
+			counter(m.Dropped, floodID, string(DropQueueFull))+counter(m.Dropped, floodID, string(DropHoldFull)) >= 20
 	},
 		4*poolWait, poolTick, "the flood was not shed")
 	require.NoError(t, floodIn.Close()) // the script stops at EOF
 	require.NoError(t, floodProc.Wait())
 	peakBytes, peakQueued := peak()
 	t.Logf("peak heap in use during the flood: %.0f MiB (queued payloads: %.1f MiB); flood messages received: %.0f, shed: %.0f queue_full + %.0f hold_full (%.0f MiB by the queues)",
-		float64(peakBytes)/(1<<20), float64(peakQueued)/(1<<20), counter(m.MessagesReceived, floodID), counter(m.Dropped, floodID, DropQueueFull), counter(m.Dropped, floodID, DropHoldFull),
+		float64(peakBytes)/(1<<20), float64(peakQueued)/(1<<20), counter(m.MessagesReceived, floodID), counter(m.Dropped, floodID, string(DropQueueFull)), counter(m.Dropped, floodID, string(DropHoldFull)),
 		testutil.ToFloat64(m.QueueShedBytes)/(1<<20))
 
 	requireHeld(t, ix, healthyID, first, last)
-	require.Zero(t, counter(m.Dropped, healthyID, DropQueueFull), "the healthy endpoint lost nothing")
+	require.Zero(t, counter(m.Dropped, healthyID, string(DropQueueFull)), "the healthy endpoint lost nothing")
 	require.Zero(t, counter(m.SequenceGaps, healthyID))
-	require.Greater(t, counter(m.Dropped, floodID, DropQueueFull), 0.0, "the flood's messages were shed, and counted")
+	require.Greater(t, counter(m.Dropped, floodID, string(DropQueueFull)), 0.0, "the flood's messages were shed, and counted")
 	require.Eventually(t, func() bool { return logs.count("Resynchronising after dropped messages") >= 1 },
 		poolWait, poolTick, "the flooding endpoint is resynchronised: %s", logs)
 

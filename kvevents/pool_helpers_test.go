@@ -12,8 +12,21 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kvroute/kvroute/internal/zmqpub"
 	"github.com/kvroute/kvroute/kvindex"
 )
+
+// newTestPublisher starts the Go engine-side publisher (the one behind
+// kvevents/publish, which these tests cannot import) on a loopback port.
+func newTestPublisher(t testing.TB, cfg zmqpub.Config) *zmqpub.Publisher {
+	t.Helper()
+	if cfg.Addr == "" {
+		cfg.Addr = "127.0.0.1:0"
+	}
+	p, err := zmqpub.New(cfg, zmqpub.Options{})
+	require.NoError(t, err)
+	return p
+}
 
 // Pool tests use the block layout of testdata/vllm_publisher.py so that Go
 // and Python publishers produce the same batches: batch s stores poolBlocks
@@ -124,7 +137,7 @@ func newTestPool(t testing.TB, cfg PoolConfig, ix *kvindex.Index) (*Pool, *logBu
 
 // publishUntilReceived publishes batches on pub until endpoint has received
 // one (the subscription is live), and returns the last sequence published.
-func publishUntilReceived(t testing.TB, p *Pool, pub *Publisher, endpoint string) uint64 {
+func publishUntilReceived(t testing.TB, p *Pool, pub *zmqpub.Publisher, endpoint string) uint64 {
 	t.Helper()
 	var last uint64
 	require.Eventually(t, func() bool {
@@ -138,7 +151,7 @@ func publishUntilReceived(t testing.TB, p *Pool, pub *Publisher, endpoint string
 }
 
 // publishN publishes n more batches and returns the last sequence.
-func publishN(t testing.TB, pub *Publisher, n int) uint64 {
+func publishN(t testing.TB, pub *zmqpub.Publisher, n int) uint64 {
 	t.Helper()
 	var last uint64
 	for range n {

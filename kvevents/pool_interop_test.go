@@ -249,10 +249,10 @@ func TestPoolInteropBindModeKnownOnlyAndHostilePeer(t *testing.T) {
 	require.Eventually(t, func() bool {
 		pyPublish(t, b, 1)
 		pyPublish(t, c, 1)
-		return testutil.ToFloat64(m.BindUnknown) >= 1 && counter(m.Dropped, prefill, DropNotSelected) >= 1
+		return testutil.ToFloat64(m.BindUnknown) >= 1 && counter(m.Dropped, prefill, string(DropNotSelected)) >= 1
 	}, poolWait, 20*time.Millisecond)
 	require.Equal(t, []string{pyID}, p.Endpoints())
-	require.Zero(t, counter(m.Dropped, unknown, DropUnknownEndpoint), "no series named after a wire topic")
+	require.Zero(t, counter(m.Dropped, unknown, string(DropUnknownEndpoint)), "no series named after a wire topic")
 	require.Equal(t, 1, ix.Stats().Endpoints)
 
 	// Selecting the prefill engine lets its next messages in.
@@ -291,7 +291,7 @@ func TestPoolInteropEngineHeartbeatsAnswered(t *testing.T) {
 	require.Zero(t, counter(m.ZMQErrors, pyID, "recv"), logs.String())
 	require.Zero(t, counter(m.SequenceGaps, pyID), "every batch arrived on the one connection")
 	requireHeldLogs(t, ix, pyID, first, last, logs)
-	require.Zero(t, counter(m.Dropped, pyID, DropMalformed), "PINGs must not look like events")
+	require.Zero(t, counter(m.Dropped, pyID, string(DropMalformed)), "PINGs must not look like events")
 	require.NoError(t, p.Close())
 }
 

@@ -53,7 +53,7 @@ func TestPoolInteropVLLMMainIdleEngine(t *testing.T) {
 	waitAppliedLogs(t, p, pyID, last, logs)
 	requireHeldLogs(t, ix, pyID, 0, last, logs)
 	require.Contains(t, logs.String(), "layout=legacy")
-	require.Zero(t, counter(p.Metrics().Dropped, pyID, DropDecodeError), "map-shaped batches decode")
+	require.Zero(t, counter(p.Metrics().Dropped, pyID, string(DropDecodeError)), "map-shaped batches decode")
 }
 
 // A libzmq engine restarts on the same ports and publishes before the

@@ -3,6 +3,7 @@ package kvevents
 import (
 	"context"
 	"encoding/binary"
+	"github.com/kvroute/kvroute/internal/zmqpub"
 	"io"
 	"net"
 	"strconv"
@@ -20,7 +21,7 @@ import (
 
 // publishBatches publishes batches first..first+n-1 (by batch id, whatever
 // their sequence) and returns the last sequence.
-func publishBatches(t testing.TB, pub *Publisher, first uint64, n int) uint64 {
+func publishBatches(t testing.TB, pub *zmqpub.Publisher, first uint64, n int) uint64 {
 	t.Helper()
 	var last uint64
 	for i := range n {
@@ -37,7 +38,7 @@ func publishBatches(t testing.TB, pub *Publisher, first uint64, n int) uint64 {
 func TestPoolOutageLongerThanFiveSecondsResumes(t *testing.T) {
 	defer leakcheck.Check(t)()
 	ix := newPoolIndex(t)
-	pub := newTestPublisher(t, PublisherConfig{Endpoint: "127.0.0.1:8000", Model: poolModel})
+	pub := newTestPublisher(t, zmqpub.Config{Endpoint: "127.0.0.1:8000", Model: poolModel})
 	addr := pub.Endpoint()
 	p, logs := newTestPool(t, PoolConfig{}, ix)
 	defer p.Close()
@@ -55,7 +56,7 @@ func TestPoolOutageLongerThanFiveSecondsResumes(t *testing.T) {
 		return time.Since(outage) > 5500*time.Millisecond && connectErrs() >= 3
 	}, 20*time.Second, 50*time.Millisecond, "the supervisor keeps redialling during the outage")
 
-	pub2 := newTestPublisher(t, PublisherConfig{Addr: addr, Endpoint: id, Model: poolModel})
+	pub2 := newTestPublisher(t, zmqpub.Config{Addr: addr, Endpoint: id, Model: poolModel})
 	defer pub2.Close()
 	// Publish once the supervisor is back, so that the first sequence it
 	// sees is below the old watermark (a restart it can recognise).
@@ -158,7 +159,7 @@ func TestPoolHugeFrameFailsOnlyThatConnection(t *testing.T) {
 	ix := newPoolIndex(t)
 	bad := newHugeFramePeer(t)
 	defer bad.close()
-	pub := newTestPublisher(t, PublisherConfig{Endpoint: "127.0.0.1:8000", Model: poolModel})
+	pub := newTestPublisher(t, zmqpub.Config{Endpoint: "127.0.0.1:8000", Model: poolModel})
 	defer pub.Close()
 	p, _ := newTestPool(t, PoolConfig{MaxBackoff: 200 * time.Millisecond}, ix)
 	defer p.Close()
@@ -184,7 +185,7 @@ func TestPoolHugeFrameFailsOnlyThatConnection(t *testing.T) {
 func TestPoolEnsureAndRemoveHundredEndpoints(t *testing.T) {
 	defer leakcheck.Check(t)()
 	ix := newPoolIndex(t)
-	pub := newTestPublisher(t, PublisherConfig{Endpoint: "127.0.0.1:8000", Model: poolModel})
+	pub := newTestPublisher(t, zmqpub.Config{Endpoint: "127.0.0.1:8000", Model: poolModel})
 	defer pub.Close()
 	p, _ := newTestPool(t, PoolConfig{}, ix)
 	defer p.Close()
@@ -230,9 +231,9 @@ func TestPoolEnsureAndRemoveHundredEndpoints(t *testing.T) {
 func TestPoolEnsureReplacesAndSelects(t *testing.T) {
 	defer leakcheck.Check(t)()
 	ix := newPoolIndex(t)
-	pubA := newTestPublisher(t, PublisherConfig{Endpoint: "127.0.0.1:8000", Model: poolModel})
+	pubA := newTestPublisher(t, zmqpub.Config{Endpoint: "127.0.0.1:8000", Model: poolModel})
 	defer pubA.Close()
-	pubB := newTestPublisher(t, PublisherConfig{Endpoint: "127.0.0.1:8000", Model: poolModel})
+	pubB := newTestPublisher(t, zmqpub.Config{Endpoint: "127.0.0.1:8000", Model: poolModel})
 	defer pubB.Close()
 	p, _ := newTestPool(t, PoolConfig{Selector: "role=decode, zone in (a,b), !draining"}, ix)
 	defer p.Close()
@@ -296,7 +297,7 @@ func TestPoolMalformedMessagesCountedAndSkipped(t *testing.T) {
 	require.NoError(t, c.WriteMsg(topic, seq8(1), poolPayload(1)))
 	waitApplied(t, p, id, 1)
 	m := p.Metrics()
-	require.Equal(t, 3.0, counter(m.Dropped, id, DropMalformed))
+	require.Equal(t, 3.0, counter(m.Dropped, id, string(DropMalformed)))
 	require.Equal(t, 2.0, counter(m.MessagesReceived, id))
 	require.Zero(t, counter(m.SequenceGaps, id))
 	require.True(t, heldBlocks(ix, id, 0) == poolBlocks && heldBlocks(ix, id, 1) == poolBlocks)

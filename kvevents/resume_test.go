@@ -2,6 +2,7 @@ package kvevents
 
 import (
 	"bytes"
+	"github.com/kvroute/kvroute/internal/zmqpub"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,7 +27,7 @@ func resumeBatch(n uint64) []byte {
 	return AppendBatch(nil, b, FormatVLLM)
 }
 
-func publishResume(t *testing.T, pub *Publisher, from, to uint64) {
+func publishResume(t *testing.T, pub *zmqpub.Publisher, from, to uint64) {
 	t.Helper()
 	for n := from; n <= to; n++ {
 		seq, err := pub.Publish(resumeBatch(n))
@@ -55,7 +56,7 @@ func loaded(t *testing.T, data []byte) *kvindex.Index {
 
 // runPool subscribes a pool on ix to pub until it applied seq last, and
 // returns the pool (closed by the caller).
-func runPool(t *testing.T, cfg PoolConfig, ix *kvindex.Index, pub *Publisher, last uint64) (*Pool, *logBuffer, *prometheus.Registry) {
+func runPool(t *testing.T, cfg PoolConfig, ix *kvindex.Index, pub *zmqpub.Publisher, last uint64) (*Pool, *logBuffer, *prometheus.Registry) {
 	t.Helper()
 	logs := &logBuffer{}
 	reg := prometheus.NewRegistry()
@@ -91,7 +92,7 @@ func resumes(t *testing.T, reg *prometheus.Registry, result string) float64 {
 // the index of a router that never restarted.
 func TestPoolResumeFromSnapshotAppliesDowntimeOnce(t *testing.T) {
 	defer leakcheck.Check(t)()
-	pub := newTestPublisher(t, PublisherConfig{Endpoint: resumeID, Model: poolModel, ReplayAddr: "127.0.0.1:0", BufferSize: 1000})
+	pub := newTestPublisher(t, zmqpub.Config{Endpoint: resumeID, Model: poolModel, ReplayAddr: "127.0.0.1:0", BufferSize: 1000})
 	defer pub.Close()
 	publishResume(t, pub, 0, 29)
 
@@ -124,7 +125,7 @@ func TestPoolResumeFromSnapshotAppliesDowntimeOnce(t *testing.T) {
 // (counted resumed_with_gap), and the window is applied on top of them.
 func TestPoolResumeWithGapKeepsEntries(t *testing.T) {
 	defer leakcheck.Check(t)()
-	pub := newTestPublisher(t, PublisherConfig{Endpoint: resumeID, Model: poolModel, ReplayAddr: "127.0.0.1:0", BufferSize: 5})
+	pub := newTestPublisher(t, zmqpub.Config{Endpoint: resumeID, Model: poolModel, ReplayAddr: "127.0.0.1:0", BufferSize: 5})
 	defer pub.Close()
 	publishResume(t, pub, 0, 3)
 	first := newPoolIndex(t)
@@ -160,7 +161,7 @@ func TestPoolResumeWithGapKeepsEntries(t *testing.T) {
 // position differs, so the endpoint is cleared and rebuilt from 0.
 func TestPoolResumeAfterEngineRestartRebuilds(t *testing.T) {
 	defer leakcheck.Check(t)()
-	pub := newTestPublisher(t, PublisherConfig{Endpoint: resumeID, Model: poolModel, ReplayAddr: "127.0.0.1:0", BufferSize: 1000})
+	pub := newTestPublisher(t, zmqpub.Config{Endpoint: resumeID, Model: poolModel, ReplayAddr: "127.0.0.1:0", BufferSize: 1000})
 	publishResume(t, pub, 0, 9)
 	first := newPoolIndex(t)
 	p1, _, _ := runPool(t, PoolConfig{}, first, pub, 9)
@@ -169,7 +170,7 @@ func TestPoolResumeAfterEngineRestartRebuilds(t *testing.T) {
 	require.NoError(t, pub.Close())
 
 	for _, n := range []uint64{20, 4} { // new lifetime longer, then shorter, than the position
-		pub2 := newTestPublisher(t, PublisherConfig{Endpoint: resumeID, Model: poolModel, ReplayAddr: "127.0.0.1:0", BufferSize: 1000})
+		pub2 := newTestPublisher(t, zmqpub.Config{Endpoint: resumeID, Model: poolModel, ReplayAddr: "127.0.0.1:0", BufferSize: 1000})
 		for i := uint64(0); i < n; i++ {
 			_, err := pub2.Publish(resumeBatch(100 + i)) // other content
 			require.NoError(t, err)
@@ -205,7 +206,7 @@ func TestPositionEncoding(t *testing.T) {
 // it never saw: the kinds travel with the position.
 func TestPoolResumeAppliesRemovalsOfRestoredGroups(t *testing.T) {
 	defer leakcheck.Check(t)()
-	pub := newTestPublisher(t, PublisherConfig{Endpoint: resumeID, Model: poolModel, ReplayAddr: "127.0.0.1:0", BufferSize: 100})
+	pub := newTestPublisher(t, zmqpub.Config{Endpoint: resumeID, Model: poolModel, ReplayAddr: "127.0.0.1:0", BufferSize: 100})
 	defer pub.Close()
 	publishResume(t, pub, 0, 5)
 	first := newPoolIndex(t)
@@ -214,8 +215,8 @@ func TestPoolResumeAppliesRemovalsOfRestoredGroups(t *testing.T) {
 	data := snap(t, first)
 
 	rm := poolBatch(4, poolBlocks).Events[0] // stored once (batch 3 re-stores batch 2)
-	_, err := pub.PublishBatch(&Batch{TS: 6, Events: []Event{{Type: EventBlockRemoved, BlockHashes: rm.BlockHashes,
-		Medium: "GPU", HasGroup: true, Group: 0}}, HasDPRank: true})
+	_, err := pub.Publish(AppendBatch(nil, &Batch{TS: 6, Events: []Event{{Type: EventBlockRemoved, BlockHashes: rm.BlockHashes,
+		Medium: "GPU", HasGroup: true, Group: 0}}, HasDPRank: true}, FormatVLLM))
 	require.NoError(t, err)
 
 	ix := loaded(t, data)
@@ -232,13 +233,13 @@ func TestPoolResumeAppliesRemovalsOfRestoredGroups(t *testing.T) {
 // the replay from 0 that rebuilds the endpoint).
 func TestPoolReplacedStreamDoesNotAdoptOldPosition(t *testing.T) {
 	defer leakcheck.Check(t)()
-	pub := newTestPublisher(t, PublisherConfig{Endpoint: resumeID, Model: poolModel, ReplayAddr: "127.0.0.1:0", BufferSize: 100})
+	pub := newTestPublisher(t, zmqpub.Config{Endpoint: resumeID, Model: poolModel, ReplayAddr: "127.0.0.1:0", BufferSize: 100})
 	defer pub.Close()
 	publishResume(t, pub, 0, 5)
 	ix := newPoolIndex(t)
 	p, _, reg := runPool(t, PoolConfig{}, ix, pub, 5)
 	defer p.Close()
-	pub2 := newTestPublisher(t, PublisherConfig{Endpoint: resumeID, Model: poolModel, ReplayAddr: "127.0.0.1:0", BufferSize: 100})
+	pub2 := newTestPublisher(t, zmqpub.Config{Endpoint: resumeID, Model: poolModel, ReplayAddr: "127.0.0.1:0", BufferSize: 100})
 	defer pub2.Close()
 	for i := uint64(0); i < 3; i++ {
 		_, err := pub2.Publish(resumeBatch(200 + i))

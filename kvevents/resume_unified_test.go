@@ -1,6 +1,7 @@
 package kvevents
 
 import (
+	"github.com/kvroute/kvroute/internal/zmqpub"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,7 +17,7 @@ import (
 // restored index.
 func TestPoolPositionIsTheIndexRecordedOne(t *testing.T) {
 	defer leakcheck.Check(t)()
-	pub := newTestPublisher(t, PublisherConfig{Endpoint: resumeID, Model: poolModel, ReplayAddr: "127.0.0.1:0", BufferSize: 1000})
+	pub := newTestPublisher(t, zmqpub.Config{Endpoint: resumeID, Model: poolModel, ReplayAddr: "127.0.0.1:0", BufferSize: 1000})
 	defer pub.Close()
 	publishResume(t, pub, 0, 9)
 	first := newPoolIndex(t)
@@ -53,7 +54,7 @@ func TestPoolPositionIsTheIndexRecordedOne(t *testing.T) {
 // since it cannot compare the digest.
 func TestPoolResumeBufferStartsRightAfterPosition(t *testing.T) {
 	defer leakcheck.Check(t)()
-	pub := newTestPublisher(t, PublisherConfig{Endpoint: resumeID, Model: poolModel, ReplayAddr: "127.0.0.1:0", BufferSize: 5})
+	pub := newTestPublisher(t, zmqpub.Config{Endpoint: resumeID, Model: poolModel, ReplayAddr: "127.0.0.1:0", BufferSize: 5})
 	defer pub.Close()
 	first := newPoolIndex(t)
 	publishResume(t, pub, 0, 0)

@@ -1,6 +1,7 @@
 package kvevents
 
 import (
+	"github.com/kvroute/kvroute/internal/zmqpub"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -16,7 +17,7 @@ import (
 func TestPoolResyncRebuildsEndpointFromReplayBuffer(t *testing.T) {
 	defer leakcheck.Check(t)()
 	ix := newPoolIndex(t)
-	pub := newTestPublisher(t, PublisherConfig{Endpoint: "127.0.0.1:8000", Model: poolModel, ReplayAddr: "127.0.0.1:0"})
+	pub := newTestPublisher(t, zmqpub.Config{Endpoint: "127.0.0.1:8000", Model: poolModel, ReplayAddr: "127.0.0.1:0"})
 	defer pub.Close()
 	last := publishN(t, pub, 3)
 	p, logs := newTestPool(t, PoolConfig{}, ix)
@@ -49,7 +50,7 @@ func TestPoolResyncRebuildsEndpointFromReplayBuffer(t *testing.T) {
 func TestPoolResyncWithoutReplayAddress(t *testing.T) {
 	defer leakcheck.Check(t)()
 	ix := newPoolIndex(t)
-	pub := newTestPublisher(t, PublisherConfig{Endpoint: "127.0.0.1:8000", Model: poolModel})
+	pub := newTestPublisher(t, zmqpub.Config{Endpoint: "127.0.0.1:8000", Model: poolModel})
 	defer pub.Close()
 	p, _ := newTestPool(t, PoolConfig{}, ix)
 	defer p.Close()

@@ -12,17 +12,6 @@ import (
 	"github.com/kvroute/kvroute/replay"
 )
 
-// Label values of kvroute_kv_events_dropped_total{reason} produced by the
-// subscriber pool (in addition to those of metrics_apply.go).
-const (
-	DropMalformed       = "malformed"        // not 3 frames, or a sequence frame that is not 8 bytes
-	DropHoldFull        = "hold_full"        // live message arriving while a replay runs, beyond HoldSize or HoldBytes
-	DropUnknownEndpoint = "unknown_endpoint" // bind mode: topic names no endpoint, or one not passed to Ensure with BindKnownOnly
-	DropNotSelected     = "not_selected"     // bind mode: the endpoint's labels do not match the selector
-	DropAlreadyApplied  = "already_applied"  // live message at or below the watermark (a replay applied it first)
-	DropModelPending    = "model_pending"    // replayed batch beyond the bound of batches waiting for the model
-)
-
 // Replay reasons, logged with every replay.
 const (
 	replayConnect   = "connect"   // subscribed (or first message) with no watermark
@@ -203,9 +192,9 @@ func newStream(p *Pool, id, model, replayAddr string) *stream {
 		p: p, id: id, cfgModel: model, replayAddr: replayAddr,
 		log: p.log.With("endpoint", id), ctx: ctx, cancel: cancel,
 		received:       p.m.MessagesReceived.WithLabelValues(id),
-		queueFull:      p.m.Dropped.WithLabelValues(id, DropQueueFull),
+		queueFull:      p.m.Dropped.WithLabelValues(id, string(DropQueueFull)),
 		gaps:           p.m.SequenceGaps.WithLabelValues(id),
-		alreadyApplied: p.m.Dropped.WithLabelValues(id, DropAlreadyApplied),
+		alreadyApplied: p.m.Dropped.WithLabelValues(id, string(DropAlreadyApplied)),
 		inProgress:     p.sm.ReplayInProgress.WithLabelValues(id),
 	}
 	st.s.model = model

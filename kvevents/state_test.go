@@ -1,6 +1,7 @@
 package kvevents
 
 import (
+	"github.com/kvroute/kvroute/internal/zmqpub"
 	"strings"
 	"testing"
 	"time"
@@ -22,7 +23,7 @@ func stateOf(p *Pool, id string) StreamState {
 func TestStreamStateLiveAfterReplayThenDegradedWhenPublisherGoes(t *testing.T) {
 	defer leakcheck.Check(t)()
 	ix := newPoolIndex(t)
-	pub := newTestPublisher(t, PublisherConfig{Endpoint: "127.0.0.1:8000", Model: poolModel, ReplayAddr: "127.0.0.1:0"})
+	pub := newTestPublisher(t, zmqpub.Config{Endpoint: "127.0.0.1:8000", Model: poolModel, ReplayAddr: "127.0.0.1:0"})
 	defer pub.Close()
 	last := publishN(t, pub, 2)
 	p, _ := newTestPool(t, PoolConfig{MaxBackoff: 50 * time.Millisecond}, ix)
@@ -60,7 +61,7 @@ kvroute_kv_events_stream_state{pod_identifier="127.0.0.1:8000",state="replaying"
 func TestStreamStateLiveWithoutReplayOnceSubscribed(t *testing.T) {
 	defer leakcheck.Check(t)()
 	ix := newPoolIndex(t)
-	pub := newTestPublisher(t, PublisherConfig{Endpoint: "127.0.0.1:8000", Model: poolModel})
+	pub := newTestPublisher(t, zmqpub.Config{Endpoint: "127.0.0.1:8000", Model: poolModel})
 	defer pub.Close()
 	p, _ := newTestPool(t, PoolConfig{}, ix)
 	defer p.Close()

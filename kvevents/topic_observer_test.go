@@ -1,6 +1,7 @@
 package kvevents
 
 import (
+	"github.com/kvroute/kvroute/internal/zmqpub"
 	"sync"
 	"testing"
 
@@ -33,7 +34,7 @@ func (l *topicLog) get() [][2]string {
 func TestPoolObserveTopicsPerEndpoint(t *testing.T) {
 	defer leakcheck.Check(t)()
 	ix := newPoolIndex(t)
-	pub := newTestPublisher(t, PublisherConfig{Endpoint: "127.0.0.1:8000", Model: "served-alias"})
+	pub := newTestPublisher(t, zmqpub.Config{Endpoint: "127.0.0.1:8000", Model: "served-alias"})
 	defer pub.Close()
 	p, _ := newTestPool(t, PoolConfig{}, ix)
 	defer p.Close()

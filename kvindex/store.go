@@ -32,24 +32,40 @@ var (
 	ErrMalformed = errors.New("kvindex: malformed store event")
 )
 
-// Reasons of a StoreError, usable as metric label values
-// (llm_d_epp_kv_cache_events_stores_skipped_total{reason} and
-// kvroute_kv_events_dropped_total{reason}).
+// Reason says why an event, or part of one, was not indexed. Its values are
+// stable metric label values: the reason label of
+// llm_d_epp_kv_cache_events_stores_skipped_total and of
+// kvroute_kv_events_dropped_total. The index's own reasons are those of a
+// StoreError; kvevents adds those of the events the index never sees
+// (kvevents.Reason is this type).
+type Reason string
+
+// Reasons of a StoreError.
 const (
-	ReasonNonPrefixKind     = "non_prefix_kind"
-	ReasonBlockSizeMismatch = "block_size_mismatch"
-	ReasonNonDense          = "non_dense"
-	ReasonParentMissing     = "parent_missing"
-	ReasonUnknownHash       = "unknown_hash"
-	ReasonMalformed         = "malformed"
-	ReasonTooManyEndpoints  = "too_many_endpoints"
+	// ReasonNonPrefixKind: ErrNotIndexable, a cache group that is not
+	// prefix-shaped.
+	ReasonNonPrefixKind Reason = "non_prefix_kind"
+	// ReasonBlockSizeMismatch: ErrBlockSizeMismatch.
+	ReasonBlockSizeMismatch Reason = "block_size_mismatch"
+	// ReasonNonDense: ErrNonDense, not one block of tokens per engine hash.
+	ReasonNonDense Reason = "non_dense"
+	// ReasonParentMissing: ErrParentMissing, the parent block is unknown
+	// for the endpoint.
+	ReasonParentMissing Reason = "parent_missing"
+	// ReasonUnknownHash: ErrUnknownHash, a tier-only store naming hashes the
+	// endpoint never stored.
+	ReasonUnknownHash Reason = "unknown_hash"
+	// ReasonMalformed: ErrMalformed, an event inconsistent in itself.
+	ReasonMalformed Reason = "malformed"
+	// ReasonTooManyEndpoints: the index holds its maximum of endpoints.
+	ReasonTooManyEndpoints Reason = "too_many_endpoints"
 )
 
 // StoreError is a store the index rejected (or, for ErrUnknownHash, applied
 // only in part). Reason is a stable metric label, Kind the event's cache
 // group kind, Err one of the package's sentinel errors.
 type StoreError struct {
-	Reason string
+	Reason Reason
 	Kind   string
 	Err    error
 	// Skipped is the number of blocks not indexed: all of them, except for
@@ -60,9 +76,9 @@ type StoreError struct {
 // Error describes the rejection.
 func (e *StoreError) Error() string {
 	if e.Kind != "" {
-		return e.Err.Error() + " (reason " + e.Reason + ", kind " + e.Kind + ")"
+		return e.Err.Error() + " (reason " + string(e.Reason) + ", kind " + e.Kind + ")"
 	}
-	return e.Err.Error() + " (reason " + e.Reason + ")"
+	return e.Err.Error() + " (reason " + string(e.Reason) + ")"
 }
 
 // Unwrap returns the sentinel error.

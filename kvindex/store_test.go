@@ -103,7 +103,7 @@ func TestRejectedStores(t *testing.T) {
 		name   string
 		mutate func(*StoreEvent)
 		target error
-		reason string
+		reason Reason
 	}{
 		{"block size mismatch", func(e *StoreEvent) { e.BlockSize = 16; e.Tokens = seq(1, 32) }, ErrBlockSizeMismatch, ReasonBlockSizeMismatch},
 		{"zero block size", func(e *StoreEvent) { e.BlockSize = 0 }, ErrBlockSizeMismatch, ReasonBlockSizeMismatch},

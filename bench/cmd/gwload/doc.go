@@ -32,7 +32,7 @@
 // from one run on the same engines.
 //
 // With -fleet N it instead measures one kvevents.Pool in a child process
-// subscribed over loopback to N kvevents.Publishers: memory idle, then CPU,
+// subscribed over loopback to N publish.Publishers: memory idle, then CPU,
 // memory, drops and sequence gaps while every publisher sends -fleet-rate
 // messages/s, and writes <out>/fleet.md.
 //

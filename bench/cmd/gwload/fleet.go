@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kvroute/kvroute/kvevents"
+	"github.com/kvroute/kvroute/kvevents/publish"
 	"github.com/kvroute/kvroute/kvindex"
 )
 
@@ -166,7 +167,7 @@ func fleetBatch(i int, seq uint64) *kvevents.Batch {
 // memory and drops while every publisher sends o.fleetRate messages/s.
 func runFleet(o options, stdout io.Writer) (err error) {
 	env := captureEnv()
-	pubs := make([]*kvevents.Publisher, 0, o.fleet)
+	pubs := make([]*publish.Publisher, 0, o.fleet)
 	defer func() {
 		for _, p := range pubs {
 			err = errors.Join(err, p.Close())
@@ -175,7 +176,7 @@ func runFleet(o options, stdout io.Writer) (err error) {
 	eps := make([]kvevents.Endpoint, o.fleet)
 	for i := range o.fleet {
 		id := fmt.Sprintf("10.%d.%d.%d:8000", i>>16&255, i>>8&255, i&255)
-		p, err := kvevents.NewPublisher(kvevents.PublisherConfig{Addr: "tcp://127.0.0.1:0", Endpoint: id, Model: fleetModel}, kvevents.Options{})
+		p, err := publish.New(publish.Config{Addr: "tcp://127.0.0.1:0", Endpoint: id, Model: fleetModel}, publish.Options{})
 		if err != nil {
 			return err
 		}
@@ -270,7 +271,7 @@ func runFleet(o options, stdout io.Writer) (err error) {
 	var b strings.Builder
 	b.WriteString("# Event pool at fleet scale\n\n")
 	env.header(&b, "go run ./bench/cmd/gwload "+strings.Join(os.Args[1:], " "))
-	fmt.Fprintf(&b, "One `kvevents.Pool` (default config) in a child process, subscribed over loopback TCP to %d `kvevents.Publisher`s in the parent, "+
+	fmt.Fprintf(&b, "One `kvevents.Pool` (default config) in a child process, subscribed over loopback TCP to %d `publish.Publisher`s in the parent, "+
 		"each sending %.0f messages/s (one BlockStored of %d blocks × %d tokens and one BlockRemoved of the blocks stored %d messages earlier) for %v, in ten staggered groups (one every 10 ms). "+
 		"CPU is the pool process's user + system time over the window ÷ wall time.\n\n",
 		o.fleet, o.fleetRate, fleetBlocks, fleetBlockSize, fleetKeep, o.fleetWindow)

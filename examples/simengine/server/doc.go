@@ -18,7 +18,7 @@
 // Render and generation share one tokenization path, so /render returns
 // exactly the tokens the engine hashes into its prefix cache. With an active
 // KVEventsConfig (vLLM's --kv-events-config keys) the server publishes the
-// engine's KV events through a kvevents.Publisher, with its replay server, in
+// engine's KV events through a publish.Publisher, with its replay server, in
 // the current (map events) or legacy (array events) layout.
 //
 // Differences from vLLM: the engine never stops early (finish_reason is always

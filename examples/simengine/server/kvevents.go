@@ -10,6 +10,7 @@ import (
 	"github.com/kvroute/kvroute/examples/simengine/engine"
 	"github.com/kvroute/kvroute/internal/jsonconf"
 	"github.com/kvroute/kvroute/kvevents"
+	"github.com/kvroute/kvroute/kvevents/publish"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -93,9 +94,9 @@ func ParseEventFormat(s string) (kvevents.Format, error) {
 }
 
 // EventPublisher is an engine.EventSink that publishes every batch through a
-// kvevents.Publisher (ZeroMQ PUB plus the replay server), encoded like vLLM.
+// publish.Publisher (ZeroMQ PUB plus the replay server), encoded like vLLM.
 type EventPublisher struct {
-	pub        *kvevents.Publisher
+	pub        *publish.Publisher
 	batch      kvevents.Batch
 	failed     atomic.Uint64
 	suppress   atomic.Bool
@@ -124,7 +125,7 @@ func NewEventPublisher(c KVEventsConfig, f kvevents.Format, opts Options) (*Even
 	if !strings.Contains(ep, "*") && !strings.Contains(ep, "::") {
 		lg.Warn("vLLM would connect (not bind) to a KV-events endpoint without '*'; the simulated engine binds it", "endpoint", ep)
 	}
-	pc := kvevents.PublisherConfig{
+	pc := publish.Config{
 		Addr: ep, Topic: c.Topic, Format: f, BufferSize: c.BufferSteps, SendQueue: c.HWM,
 	}
 	if pc.BufferSize == 0 {
@@ -136,7 +137,7 @@ func NewEventPublisher(c KVEventsConfig, f kvevents.Format, opts Options) (*Even
 	if c.ReplayEndpoint != nil {
 		pc.ReplayAddr = *c.ReplayEndpoint
 	}
-	pub, err := kvevents.NewPublisher(pc, kvevents.Options{Registerer: reg, Logger: lg})
+	pub, err := publish.New(pc, publish.Options{Registerer: reg, Logger: lg})
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +178,7 @@ func (p *EventPublisher) ReplayEndpoint() string { return p.pub.ReplayEndpoint()
 func (p *EventPublisher) Topic() string { return p.pub.Topic() }
 
 // Stats returns the publisher's counters.
-func (p *EventPublisher) Stats() kvevents.PublisherStats { return p.pub.Stats() }
+func (p *EventPublisher) Stats() publish.Stats { return p.pub.Stats() }
 
 // Failed counts batches the publisher refused (only after Close).
 func (p *EventPublisher) Failed() uint64 { return p.failed.Load() }

@@ -45,7 +45,7 @@ type Config struct {
 	// server's registry. A Sink set here receives events too.
 	Engine engine.Config `json:"engine"`
 	// KVEvents is the --kv-events-config; when active the server publishes
-	// the engine's events through a kvevents.Publisher in KVEventsFormat
+	// the engine's events through a publish.Publisher in KVEventsFormat
 	// ("current" or "legacy").
 	KVEvents       KVEventsConfig `json:"kvEvents"`
 	KVEventsFormat string         `json:"kvEventsFormat"`

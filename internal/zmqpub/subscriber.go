@@ -1,4 +1,4 @@
-package kvevents
+package zmqpub
 
 import (
 	"sync"
@@ -123,4 +123,19 @@ func commandParts(f []byte) (string, []byte) {
 		return "", nil
 	}
 	return string(f[1 : 1+int(f[0])]), f[1+int(f[0]):]
+}
+
+// HasSubscription reports whether a connected subscriber holds a subscription
+// equal to prefix; tests wait for it to leave the slow-joiner window behind.
+func (p *Publisher) HasSubscription(prefix string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for s := range p.subs {
+		for _, t := range *s.topics.Load() {
+			if t == prefix {
+				return true
+			}
+		}
+	}
+	return false
 }

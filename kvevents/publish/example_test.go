@@ -1,23 +1,23 @@
-package kvevents_test
+package publish_test
 
 import (
 	"context"
 	"fmt"
 
 	"github.com/kvroute/kvroute/kvevents"
+	"github.com/kvroute/kvroute/kvevents/publish"
 	"github.com/kvroute/kvroute/replay"
 )
 
 // A Go engine publishes its KV events like vLLM does; a router that missed
 // them replays them from the publisher's replay socket.
 func ExamplePublisher() {
-	pub, err := kvevents.NewPublisher(kvevents.PublisherConfig{
+	pub, err := publish.New(publish.Config{
 		Addr:       "127.0.0.1:0",
 		Endpoint:   "10.0.0.1:8000",
 		Model:      "meta-llama/Llama-3.1-8B-Instruct",
 		ReplayAddr: "127.0.0.1:0",
-	}, kvevents.Options{})
-
+	}, publish.Options{})
 	if err != nil {
 		fmt.Println(err)
 		return

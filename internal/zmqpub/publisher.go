@@ -1,4 +1,4 @@
-package kvevents
+package zmqpub
 
 import (
 	"context"
@@ -16,60 +16,41 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Publisher defaults.
+// Defaults of a Publisher.
 const (
-	DefaultPublisherAddr      = "tcp://*:5556"
-	DefaultPublisherSendQueue = 1000
-	DefaultPublisherMaxSubs   = 256
-	DefaultPublisherWriteWait = 5 * time.Second
+	DefaultAddr      = "tcp://*:5556"
+	DefaultSendQueue = 1000
+	DefaultMaxSubs   = 256
+	DefaultWriteWait = 5 * time.Second
 )
 
-// Publisher errors.
+// Errors of Publish.
 var (
-	// ErrPublisherClosed is returned by Publish after Close.
-	ErrPublisherClosed = errors.New("kvevents: publisher closed")
+	// ErrClosed is returned by Publish after Close.
+	ErrClosed = errors.New("kvevents: publisher closed")
 	// ErrEmptyPayload is returned for an empty payload, which a replay
 	// client would take for the END sentinel.
 	ErrEmptyPayload = errors.New("kvevents: empty payload")
 )
 
-// PublisherConfig configures a Publisher. The zero value binds
-// DefaultPublisherAddr, uses the empty topic (vLLM's default) and serves no
-// replays.
-type PublisherConfig struct {
-	// Addr is the PUB bind address ("tcp://*:5556", "127.0.0.1:0", ...).
-	Addr string `json:"addr"`
-	// Endpoint and Model build the topic kv@<Endpoint>@<Model>; Endpoint is
-	// the engine's inference address (ip:port). Without an Endpoint the
-	// topic is Topic.
-	Endpoint string `json:"endpoint"`
-	Model    string `json:"model"`
-	// Topic is used verbatim when Endpoint is empty ("" = vLLM's default).
-	Topic string `json:"topic"`
-	// Format is the wire layout PublishBatch encodes (default FormatVLLM).
-	Format Format `json:"format"`
-
-	// ReplayAddr, when set, serves replay requests on a ROUTER there from a
-	// ring of the last BufferSize batches.
-	ReplayAddr   string        `json:"replayAddr"`
-	ReplayLayout replay.Layout `json:"replayLayout"`
-	BufferSize   int           `json:"bufferSize"` // default 10,000
-
-	// SendQueue is each subscriber's queue, in messages (default 1000).
-	// Publish never blocks: a message for a full queue is dropped and
-	// counted, as a libzmq PUB does at its high-water mark.
-	SendQueue int `json:"sendQueue"`
-	// MaxSubscribers bounds connected subscribers (default 256).
-	MaxSubscribers int `json:"maxSubscribers"`
-	// WriteTimeout disconnects a subscriber whose socket accepts nothing for
-	// this long (default 5 s).
-	WriteTimeout time.Duration `json:"writeTimeout"`
-	// HandshakeTimeout bounds each subscriber's ZMTP handshake (default 1 s).
-	HandshakeTimeout time.Duration `json:"handshakeTimeout"`
+// Config configures a Publisher (the fields of kvevents/publish.Config
+// but the wire format, which is the caller's business). The zero value binds
+// DefaultAddr with the empty topic and serves no replays.
+type Config struct {
+	Addr             string        // PUB bind address
+	Endpoint, Model  string        // topic kv@<Endpoint>@<Model> when Endpoint is set
+	Topic            string        // the topic verbatim when Endpoint is empty
+	ReplayAddr       string        // replay ROUTER bind address; "" serves none
+	ReplayLayout     replay.Layout // reply layout of the replay server
+	BufferSize       int           // batches the replay ring keeps (default 10,000)
+	SendQueue        int           // messages queued per subscriber (default 1000)
+	MaxSubscribers   int           // connected subscribers (default 256)
+	WriteTimeout     time.Duration // a subscriber accepting nothing this long is dropped (default 5 s)
+	HandshakeTimeout time.Duration // bounds each ZMTP handshake (default 1 s)
 }
 
 // Validate reports invalid settings.
-func (c PublisherConfig) Validate() error {
+func (c Config) Validate() error {
 	switch {
 	case c.BufferSize < 0:
 		return fmt.Errorf("kvevents: publisher bufferSize must not be negative, got %d", c.BufferSize)
@@ -81,14 +62,21 @@ func (c PublisherConfig) Validate() error {
 		return fmt.Errorf("kvevents: publisher writeTimeout must not be negative, got %v", c.WriteTimeout)
 	case c.HandshakeTimeout < 0:
 		return fmt.Errorf("kvevents: publisher handshakeTimeout must not be negative, got %v", c.HandshakeTimeout)
-	case c.Format > FormatVLLMMapBatch:
-		return fmt.Errorf("kvevents: publisher format %d unknown", c.Format)
 	}
 	return c.ReplayLayout.Validate()
 }
 
-// PublisherStats counts what a Publisher did.
-type PublisherStats struct {
+// Options are a Publisher's injected dependencies; the zero value is valid.
+type Options struct {
+	// Registerer receives the kvroute_publisher_* and replay-server metrics;
+	// nil registers none.
+	Registerer prometheus.Registerer
+	// Logger receives connection events at debug level; nil discards.
+	Logger *slog.Logger
+}
+
+// Stats counts what a Publisher did.
+type Stats struct {
 	Published   uint64 // batches published (sequence numbers used)
 	Queued      uint64 // messages queued to subscribers (one per matching subscriber)
 	Dropped     uint64 // messages dropped on a full subscriber queue
@@ -107,43 +95,40 @@ type PublisherStats struct {
 // every goroutine. Subscriptions are honoured (prefix match on the topic, in
 // both the ZMTP 3.0 message form and the 3.1 SUBSCRIBE/CANCEL commands).
 type Publisher struct {
-	cfg   PublisherConfig
+	cfg   Config
 	topic []byte
 	lg    *slog.Logger
 	l     *zmqx.Listener
 	buf   *replay.Buffer
 	rsrv  *replay.Server
 
-	mu      sync.Mutex // orders sequence numbers and fan-out
-	next    uint64
-	subs    map[*pubSubscriber]struct{}
-	closed  bool
-	scratch []byte
+	mu     sync.Mutex // orders sequence numbers and fan-out
+	next   uint64
+	subs   map[*pubSubscriber]struct{}
+	closed bool
 
 	wg                         sync.WaitGroup
 	published, queued, dropped atomic.Uint64
 	nsubs                      atomic.Int64
 }
 
-// NewPublisher binds the PUB socket (and the replay socket when configured)
-// and starts accepting subscribers. opts.Registerer receives the
-// kvroute_publisher_* (and replay server) metrics; opts.Logger gets
-// connection events at debug level.
-func NewPublisher(cfg PublisherConfig, opts Options) (*Publisher, error) {
+// New binds the PUB socket (and the replay socket when configured) and
+// starts accepting subscribers.
+func New(cfg Config, opts Options) (*Publisher, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if cfg.Addr == "" {
-		cfg.Addr = DefaultPublisherAddr
+		cfg.Addr = DefaultAddr
 	}
 	if cfg.SendQueue == 0 {
-		cfg.SendQueue = DefaultPublisherSendQueue
+		cfg.SendQueue = DefaultSendQueue
 	}
 	if cfg.MaxSubscribers == 0 {
-		cfg.MaxSubscribers = DefaultPublisherMaxSubs
+		cfg.MaxSubscribers = DefaultMaxSubs
 	}
 	if cfg.WriteTimeout == 0 {
-		cfg.WriteTimeout = DefaultPublisherWriteWait
+		cfg.WriteTimeout = DefaultWriteWait
 	}
 	lg := opts.Logger
 	if lg == nil {
@@ -151,7 +136,7 @@ func NewPublisher(cfg PublisherConfig, opts Options) (*Publisher, error) {
 	}
 	p := &Publisher{cfg: cfg, lg: lg, subs: make(map[*pubSubscriber]struct{})}
 	if cfg.Endpoint != "" {
-		p.topic = AppendTopic(nil, cfg.Endpoint, cfg.Model)
+		p.topic = []byte("kv@" + cfg.Endpoint + "@" + cfg.Model)
 	} else {
 		p.topic = []byte(cfg.Topic)
 	}
@@ -225,8 +210,8 @@ func (p *Publisher) ReplayEndpoint() string {
 }
 
 // Stats returns the counters.
-func (p *Publisher) Stats() PublisherStats {
-	return PublisherStats{
+func (p *Publisher) Stats() Stats {
+	return Stats{
 		Published:   p.published.Load(),
 		Queued:      p.queued.Load(),
 		Dropped:     p.dropped.Load(),
@@ -235,9 +220,9 @@ func (p *Publisher) Stats() PublisherStats {
 }
 
 // Publish sends payload (one msgpack KVEventBatch) with the next sequence
-// number, which it returns. It copies payload, never blocks on subscribers,
-// and buffers the batch for replay. Sequence numbers are consumed even when
-// no subscriber is connected, as in vLLM.
+// number, which it returns. It copies payload (so the caller may reuse it),
+// never blocks on subscribers, and buffers the batch for replay. Sequence
+// numbers are consumed even when no subscriber is connected, as in vLLM.
 func (p *Publisher) Publish(payload []byte) (uint64, error) {
 	if len(payload) == 0 {
 		return 0, ErrEmptyPayload
@@ -247,17 +232,9 @@ func (p *Publisher) Publish(payload []byte) (uint64, error) {
 	return p.publishLocked(append([]byte(nil), payload...))
 }
 
-// PublishBatch encodes b in the configured Format and publishes it.
-func (p *Publisher) PublishBatch(b *Batch) (uint64, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.scratch = AppendBatch(p.scratch[:0], b, p.cfg.Format)
-	return p.publishLocked(append([]byte(nil), p.scratch...))
-}
-
 func (p *Publisher) publishLocked(payload []byte) (uint64, error) {
 	if p.closed {
-		return 0, ErrPublisherClosed
+		return 0, ErrClosed
 	}
 	seq := p.next
 	p.next++

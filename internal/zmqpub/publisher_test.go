@@ -1,4 +1,4 @@
-package kvevents
+package zmqpub
 
 import (
 	"bytes"
@@ -20,7 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func newTestPublisher(t testing.TB, cfg PublisherConfig, opts ...Options) *Publisher {
+func newTestPublisher(t testing.TB, cfg Config, opts ...Options) *Publisher {
 	t.Helper()
 	if cfg.Addr == "" {
 		cfg.Addr = "127.0.0.1:0"
@@ -29,7 +29,7 @@ func newTestPublisher(t testing.TB, cfg PublisherConfig, opts ...Options) *Publi
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	p, err := NewPublisher(cfg, o)
+	p, err := New(cfg, o)
 	require.NoError(t, err)
 	return p
 }
@@ -44,26 +44,14 @@ func subscribe(t testing.TB, p *Publisher, prefix string) zmq4.Socket {
 	require.NoError(t, s.SetOption(zmq4.OptionSubscribe, prefix))
 	require.NoError(t, zmqx.Dial(s, p.Endpoint()))
 	require.Eventually(t, func() bool {
-		if p.Stats().Subscribers <= before {
-			return false
-		}
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		for sub := range p.subs {
-			for _, tp := range *sub.topics.Load() {
-				if tp == prefix {
-					return true
-				}
-			}
-		}
-		return false
+		return p.Stats().Subscribers > before && p.HasSubscription(prefix)
 	}, 5*time.Second, 2*time.Millisecond)
 	return s
 }
 
 func TestPublisherFramesAndSequences(t *testing.T) {
 	defer leakcheck.Check(t)()
-	p := newTestPublisher(t, PublisherConfig{Endpoint: "10.0.0.1:8000", Model: "meta-llama/Llama-3.1-8B"})
+	p := newTestPublisher(t, Config{Endpoint: "10.0.0.1:8000", Model: "meta-llama/Llama-3.1-8B"})
 	defer p.Close()
 	require.Equal(t, "kv@10.0.0.1:8000@meta-llama/Llama-3.1-8B", p.Topic())
 	s := subscribe(t, p, "kv@")
@@ -88,7 +76,7 @@ func TestPublisherFramesAndSequences(t *testing.T) {
 
 func TestPublisherHonoursSubscriptions(t *testing.T) {
 	defer leakcheck.Check(t)()
-	p := newTestPublisher(t, PublisherConfig{Endpoint: "10.0.0.1:8000", Model: "m"})
+	p := newTestPublisher(t, Config{Endpoint: "10.0.0.1:8000", Model: "m"})
 	defer p.Close()
 	match := subscribe(t, p, "kv@10.0.0.1")
 	defer zmqx.CloseDrain(match)
@@ -111,7 +99,7 @@ func TestPublisherHonoursSubscriptions(t *testing.T) {
 
 func TestPublisherSubscribeCommandsAndCancel(t *testing.T) {
 	defer leakcheck.Check(t)()
-	p := newTestPublisher(t, PublisherConfig{Topic: "kv@a@m"})
+	p := newTestPublisher(t, Config{Topic: "kv@a@m"})
 	defer p.Close()
 	// A ZMTP 3.1 peer subscribes with SUBSCRIBE/CANCEL commands.
 	c, err := net.Dial("tcp", p.l.Addr().String())
@@ -150,7 +138,7 @@ func TestPublisherSubscribeCommandsAndCancel(t *testing.T) {
 func TestPublisherBoundsMemoryWithStuckSubscriber(t *testing.T) {
 	defer leakcheck.Check(t)()
 	reg := prometheus.NewRegistry()
-	p := newTestPublisher(t, PublisherConfig{Topic: "kv@a@m", SendQueue: 16, WriteTimeout: 300 * time.Millisecond}, Options{Registerer: reg})
+	p := newTestPublisher(t, Config{Topic: "kv@a@m", SendQueue: 16, WriteTimeout: 300 * time.Millisecond}, Options{Registerer: reg})
 	defer p.Close()
 	// A subscriber that completes the handshake, subscribes, and never reads.
 	stuck := zmqx.NewSub(context.Background(), zmqx.Options{}, nil)
@@ -206,7 +194,7 @@ func counterValue(t testing.TB, reg *prometheus.Registry, name string) float64 {
 func TestPublisherReplayBothLayouts(t *testing.T) {
 	defer leakcheck.Check(t)()
 	for _, layout := range []replay.Layout{replay.LayoutCurrent, replay.LayoutLegacy} {
-		p := newTestPublisher(t, PublisherConfig{Endpoint: "10.0.0.1:8000", Model: "m",
+		p := newTestPublisher(t, Config{Endpoint: "10.0.0.1:8000", Model: "m",
 			ReplayAddr: "127.0.0.1:0", ReplayLayout: layout, BufferSize: 8})
 		for i := range 12 {
 			_, err := p.Publish(fmt.Appendf(nil, "batch-%d", i))
@@ -229,24 +217,9 @@ func TestPublisherReplayBothLayouts(t *testing.T) {
 	}
 }
 
-func TestPublisherPublishBatchRoundTrip(t *testing.T) {
-	defer leakcheck.Check(t)()
-	p := newTestPublisher(t, PublisherConfig{Endpoint: "10.0.0.1:8000", Model: "m"})
-	defer p.Close()
-	s := subscribe(t, p, "")
-	defer zmqx.CloseDrain(s)
-	b := &Batch{TS: 1.5, Events: []Event{{Type: EventAllBlocksCleared}}}
-	seq, err := p.PublishBatch(b)
-	require.NoError(t, err)
-	require.Zero(t, seq)
-	m, err := s.Recv()
-	require.NoError(t, err)
-	require.Equal(t, AppendBatch(nil, b, FormatVLLM), m.Frames[2])
-}
-
 func TestPublisherCloseWithSubscribersLeavesNothing(t *testing.T) {
 	defer leakcheck.Check(t)()
-	p := newTestPublisher(t, PublisherConfig{Topic: "t", ReplayAddr: "127.0.0.1:0"})
+	p := newTestPublisher(t, Config{Topic: "t", ReplayAddr: "127.0.0.1:0"})
 	var subs []zmq4.Socket
 	for range 3 {
 		subs = append(subs, subscribe(t, p, ""))
@@ -261,7 +234,7 @@ func TestPublisherCloseWithSubscribersLeavesNothing(t *testing.T) {
 	require.NoError(t, p.Close())
 	require.NoError(t, p.Close(), "idempotent")
 	_, err = p.Publish([]byte("x"))
-	require.ErrorIs(t, err, ErrPublisherClosed)
+	require.ErrorIs(t, err, ErrClosed)
 	for _, s := range subs {
 		_, err := s.Recv() // the connection ended: EOF, or a queued message first
 		_ = err
@@ -270,22 +243,22 @@ func TestPublisherCloseWithSubscribersLeavesNothing(t *testing.T) {
 	_, _ = io.Copy(io.Discard, mute) // the publisher closed the mute connection
 }
 
-func TestPublisherConfig(t *testing.T) {
-	for _, c := range []PublisherConfig{
+func TestConfig(t *testing.T) {
+	for _, c := range []Config{
 		{BufferSize: -1}, {SendQueue: -1}, {MaxSubscribers: -1}, {WriteTimeout: -1},
-		{HandshakeTimeout: -1}, {Format: 99}, {ReplayLayout: "v9"},
+		{HandshakeTimeout: -1}, {ReplayLayout: "v9"},
 	} {
 		require.Error(t, c.Validate(), "%+v", c)
 	}
-	_, err := NewPublisher(PublisherConfig{Addr: "ipc:///tmp/kv"}, Options{})
+	_, err := New(Config{Addr: "ipc:///tmp/kv"}, Options{})
 	require.Error(t, err)
 
 	reg := prometheus.NewRegistry()
-	p := newTestPublisher(t, PublisherConfig{}, Options{Registerer: reg})
+	p := newTestPublisher(t, Config{}, Options{Registerer: reg})
 	defer p.Close()
 	require.Empty(t, p.Topic(), "vLLM's default topic")
 	require.Empty(t, p.ReplayEndpoint())
 	require.True(t, strings.HasPrefix(p.Endpoint(), "tcp://127.0.0.1:"))
-	_, err = NewPublisher(PublisherConfig{Addr: "127.0.0.1:0"}, Options{Registerer: reg})
+	_, err = New(Config{Addr: "127.0.0.1:0"}, Options{Registerer: reg})
 	require.Error(t, err, "duplicate metrics")
 }

@@ -1,4 +1,4 @@
-package kvevents
+package publish
 
 import (
 	"encoding/binary"
@@ -11,7 +11,7 @@ import (
 // BenchmarkPublisherToSub publishes 1 KiB payloads to one go-zeromq SUB over
 // loopback and waits until the subscriber has received every one of them.
 func BenchmarkPublisherToSub(b *testing.B) {
-	p := newTestPublisher(b, PublisherConfig{Endpoint: "10.0.0.1:8000", Model: "m", SendQueue: 1 << 20})
+	p := newTestPublisher(b, Config{Endpoint: "10.0.0.1:8000", Model: "m", SendQueue: 1 << 20})
 	defer p.Close()
 	s := subscribe(b, p, "kv@")
 	defer zmqx.CloseDrain(s)

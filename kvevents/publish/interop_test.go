@@ -1,4 +1,4 @@
-package kvevents
+package publish
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 func TestInteropLibzmqSubscriberReceivesFromPublisher(t *testing.T) {
 	pytest.Require(t)
 	defer leakcheck.Check(t)()
-	p := newTestPublisher(t, PublisherConfig{Endpoint: "10.0.0.1:8000", Model: "m"})
+	p := newTestPublisher(t, Config{Endpoint: "10.0.0.1:8000", Model: "m"})
 	defer p.Close()
 	const sub = `
 import sys, zmq

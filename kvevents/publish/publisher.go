@@ -1,0 +1,171 @@
+package publish
+
+import (
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/kvroute/kvroute/internal/zmqpub"
+	"github.com/kvroute/kvroute/kvevents"
+	"github.com/kvroute/kvroute/replay"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Defaults of a Publisher.
+const (
+	// DefaultAddr is vLLM's default KV-event PUB address.
+	DefaultAddr = zmqpub.DefaultAddr
+	// DefaultSendQueue is each subscriber's queue, in messages.
+	DefaultSendQueue = zmqpub.DefaultSendQueue
+	// DefaultMaxSubscribers bounds connected subscribers.
+	DefaultMaxSubscribers = zmqpub.DefaultMaxSubs
+	// DefaultWriteTimeout disconnects a subscriber that accepts nothing for
+	// this long.
+	DefaultWriteTimeout = zmqpub.DefaultWriteWait
+)
+
+// Errors of Publish and PublishBatch.
+var (
+	// ErrClosed is returned after Close.
+	ErrClosed = zmqpub.ErrClosed
+	// ErrEmptyPayload is returned by Publish for an empty payload, which a
+	// replay client would take for the END sentinel.
+	ErrEmptyPayload = zmqpub.ErrEmptyPayload
+)
+
+// Config configures a Publisher. The zero value binds DefaultAddr, uses the
+// empty topic (vLLM's default), encodes kvevents.FormatVLLM and serves no
+// replays. Durations are Go duration strings in JSON ("5s").
+type Config struct {
+	// Addr is the PUB bind address ("tcp://*:5556", "127.0.0.1:0", ...).
+	Addr string `json:"addr"`
+	// Endpoint and Model build the topic kv@<Endpoint>@<Model>; Endpoint is
+	// the engine's inference address (ip:port). Without an Endpoint the
+	// topic is Topic.
+	Endpoint string `json:"endpoint"`
+	Model    string `json:"model"`
+	// Topic is used verbatim when Endpoint is empty ("" = vLLM's default).
+	Topic string `json:"topic"`
+	// Format is the wire layout PublishBatch encodes (default FormatVLLM).
+	Format kvevents.Format `json:"format"`
+
+	// ReplayAddr, when set, serves replay requests on a ROUTER there from a
+	// ring of the last BufferSize batches (default 10,000), answering in
+	// ReplayLayout.
+	ReplayAddr   string        `json:"replayAddr"`
+	ReplayLayout replay.Layout `json:"replayLayout"`
+	BufferSize   int           `json:"bufferSize"`
+
+	// SendQueue is each subscriber's queue, in messages (default 1000).
+	// Publish never blocks: a message for a full queue is dropped and
+	// counted, as a libzmq PUB does at its high-water mark.
+	SendQueue int `json:"sendQueue"`
+	// MaxSubscribers bounds connected subscribers (default 256).
+	MaxSubscribers int `json:"maxSubscribers"`
+	// WriteTimeout disconnects a subscriber whose socket accepts nothing for
+	// this long (default "5s").
+	WriteTimeout time.Duration `json:"writeTimeout"`
+	// HandshakeTimeout bounds each subscriber's ZMTP handshake (default
+	// "1s").
+	HandshakeTimeout time.Duration `json:"handshakeTimeout"`
+}
+
+func (c Config) core() zmqpub.Config {
+	return zmqpub.Config{
+		Addr: c.Addr, Endpoint: c.Endpoint, Model: c.Model, Topic: c.Topic,
+		ReplayAddr: c.ReplayAddr, ReplayLayout: c.ReplayLayout, BufferSize: c.BufferSize,
+		SendQueue: c.SendQueue, MaxSubscribers: c.MaxSubscribers,
+		WriteTimeout: c.WriteTimeout, HandshakeTimeout: c.HandshakeTimeout,
+	}
+}
+
+// Validate reports invalid settings.
+func (c Config) Validate() error {
+	if c.Format > kvevents.FormatVLLMMapBatch {
+		return fmt.Errorf("kvevents: publisher format %d unknown", c.Format)
+	}
+	return c.core().Validate()
+}
+
+// Options are the injected dependencies of a Publisher; the zero value is
+// valid.
+type Options struct {
+	// Registerer receives kvroute_publisher_batches_total,
+	// kvroute_publisher_dropped_total, kvroute_publisher_subscribers and the
+	// replay server's metrics; nil registers none.
+	Registerer prometheus.Registerer
+	// Logger receives connection events at debug level; nil discards.
+	Logger *slog.Logger
+}
+
+// Stats counts what a Publisher did.
+type Stats struct {
+	Published   uint64 // batches published (sequence numbers used)
+	Queued      uint64 // messages queued to subscribers (one per matching subscriber)
+	Dropped     uint64 // messages dropped on a full subscriber queue
+	Subscribers int    // connected subscribers
+}
+
+// Publisher is a KV-event publisher: a PUB socket sending [topic, seq as 8
+// bytes big-endian, payload] with sequences from 0, plus an optional replay
+// server answering [seq] requests from its buffer, like vLLM's
+// ZmqEventPublisher. Its methods are safe for concurrent use.
+//
+// Each subscriber connection gets a bounded queue and a writer goroutine, so
+// memory is bounded by MaxSubscribers × SendQueue messages plus the replay
+// buffer, and Close stops every goroutine. Subscriptions are honoured (prefix
+// match on the topic, in both the ZMTP 3.0 message form and the 3.1
+// SUBSCRIBE/CANCEL commands).
+type Publisher struct {
+	core   *zmqpub.Publisher
+	format kvevents.Format
+
+	mu      sync.Mutex // guards scratch
+	scratch []byte
+}
+
+// New binds the PUB socket (and the replay socket when configured) and
+// starts accepting subscribers.
+func New(cfg Config, opts Options) (*Publisher, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	core, err := zmqpub.New(cfg.core(), zmqpub.Options{Registerer: opts.Registerer, Logger: opts.Logger})
+	if err != nil {
+		return nil, err
+	}
+	return &Publisher{core: core, format: cfg.Format}, nil
+}
+
+// Topic is frame 0 of every message.
+func (p *Publisher) Topic() string { return p.core.Topic() }
+
+// Endpoint is the PUB address subscribers dial, "tcp://host:port".
+func (p *Publisher) Endpoint() string { return p.core.Endpoint() }
+
+// ReplayEndpoint is the replay address, "" when replay is off.
+func (p *Publisher) ReplayEndpoint() string { return p.core.ReplayEndpoint() }
+
+// Stats returns the counters.
+func (p *Publisher) Stats() Stats { return Stats(p.core.Stats()) }
+
+// Publish sends payload (one msgpack KVEventBatch) with the next sequence
+// number, which it returns. It copies payload, never blocks on subscribers,
+// and buffers the batch for replay. Sequence numbers are consumed even when
+// no subscriber is connected, as in vLLM.
+func (p *Publisher) Publish(payload []byte) (uint64, error) { return p.core.Publish(payload) }
+
+// PublishBatch encodes b in the configured Format (kvevents.AppendBatch) and
+// publishes it like Publish.
+func (p *Publisher) PublishBatch(b *kvevents.Batch) (uint64, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.scratch = kvevents.AppendBatch(p.scratch[:0], b, p.format)
+	return p.core.Publish(p.scratch)
+}
+
+// Close stops accepting, disconnects every subscriber, closes the replay
+// server and waits for all goroutines. Queued messages are discarded. It is
+// idempotent.
+func (p *Publisher) Close() error { return p.core.Close() }

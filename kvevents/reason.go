@@ -1,0 +1,42 @@
+package kvevents
+
+import "github.com/kvroute/kvroute/kvindex"
+
+// Reason says why a KV event, or a whole message, was dropped or left out of
+// the index: the reason label of kvroute_kv_events_dropped_total and of
+// llm_d_epp_kv_cache_events_stores_skipped_total. It is kvindex.Reason, so the
+// index's own reasons (kvindex.ReasonParentMissing, ReasonNonPrefixKind,
+// ReasonNonDense, ReasonMalformed, ...; see kvindex.StoreError) are Reasons of
+// kvevents too and are not declared again here. The values are fixed strings:
+// dashboards and alerts match them, and none comes from the wire.
+type Reason = kvindex.Reason
+
+// Reasons of llm_d_epp_kv_cache_events_stores_skipped_total that the Applier
+// finds itself, before the index sees the event. The index adds
+// kvindex.ReasonNonPrefixKind (a cache group that is not prefix-shaped, also
+// for removals), kvindex.ReasonNonDense, kvindex.ReasonMalformed (also a
+// negative group_idx), kvindex.ReasonBlockSizeMismatch and
+// kvindex.ReasonUnknownHash.
+const (
+	SkipInvalidBlockSize Reason = "invalid_block_size" // block_size <= 0
+	SkipInvalidTokens    Reason = "invalid_tokens"     // token_ids held a non-uint32 element
+	SkipNoBlocks         Reason = "no_blocks"          // a store or removal without block hashes
+	SkipUnknownGroup     Reason = "unknown_group"      // a removal for a group never seen in a store
+	SkipLoRAUnnamed      Reason = "lora_unnamed"       // lora_id without lora_name, and no configured name for the id
+	SkipIndexRejected    Reason = "index_rejected"     // the index refused a store with an error that names no reason
+)
+
+// Reasons of kvroute_kv_events_dropped_total. A store whose parent the index
+// does not know is dropped with kvindex.ReasonParentMissing.
+const (
+	DropDecodeError     Reason = "decode_error"          // payload rejected by the Decoder
+	DropQueueFull       Reason = "queue_full"            // message dropped by a full worker queue
+	DropStaleSeq        Reason = "stale_seq"             // message older than the endpoint's watermark
+	DropUnknownEvent    Reason = "unknown_event"         // event with an unknown tag
+	DropHoldFull        Reason = "hold_full"             // live message arriving while a replay runs, beyond HoldSize or HoldBytes
+	DropUnknownEndpoint Reason = "unknown_endpoint"      // bind mode: the topic names no endpoint passed to Ensure
+	DropNotSelected     Reason = "not_selected"          // bind mode: the endpoint's labels do not match the selector
+	DropAlreadyApplied  Reason = "already_applied"       // live message at or below the watermark (a replay applied it first)
+	DropModelPending    Reason = "model_pending"         // replayed batch beyond the bound of batches waiting for the model
+	DropMalformed              = kvindex.ReasonMalformed // a message not of 3 frames, or a sequence frame that is not 8 bytes
+)
