@@ -42,9 +42,10 @@ type Options struct {
 	// Logger receives state changes and debug logs for dropped events; nil
 	// discards.
 	Logger *slog.Logger
-	// Metrics, for an Applier, is a shared event-metrics set (the Pool
-	// passes its own); it takes precedence over Registerer.
-	Metrics *Metrics
+	// metrics, for the Pool's own Applier, is the Pool's event-metrics set
+	// (shared so each family is registered once); it takes precedence over
+	// Registerer.
+	metrics *eventMetrics
 	// Matcher, for a Pool, decides from an endpoint's labels whether it is
 	// subscribed, in place of PoolConfig.Selector (setting both is an error):
 	// a Kubernetes labels.Selector's Matches, for instance, so that exactly
@@ -81,7 +82,7 @@ type ApplyResult struct {
 type Applier struct {
 	ix    *kvindex.Index
 	model string
-	m     *Metrics
+	m     *eventMetrics
 	log   *slog.Logger
 	eps   *xsync.MapOf[string, *endpointState]
 	loras map[int64]string // read-only after NewApplier
@@ -105,10 +106,10 @@ func NewApplier(cfg ApplierConfig, ix *kvindex.Index, opts Options) (*Applier, e
 	if ix == nil {
 		return nil, errors.New("kvevents: NewApplier needs an index")
 	}
-	m := opts.Metrics
+	m := opts.metrics
 	if m == nil {
 		var err error
-		if m, err = NewMetrics(opts.Registerer); err != nil {
+		if m, err = newMetrics(opts.Registerer); err != nil {
 			return nil, err
 		}
 	}
@@ -120,9 +121,9 @@ func NewApplier(cfg ApplierConfig, ix *kvindex.Index, opts Options) (*Applier, e
 		loras: maps.Clone(cfg.LoRANames)}, nil
 }
 
-// Metrics returns the Applier's metric set (nil without metrics), for the
+// metrics returns the Applier's metric set (nil without metrics), for the
 // components that share it.
-func (a *Applier) Metrics() *Metrics { return a.m }
+func (a *Applier) metrics() *eventMetrics { return a.m }
 
 // Forget drops what the Applier remembers about endpoint (its group kinds),
 // for an endpoint that left the pool. It does not touch the index.
@@ -158,7 +159,7 @@ func (a *Applier) Apply(endpoint, model string, b *Batch) ApplyResult {
 	if b.UnknownEvents > 0 {
 		res.Unknown += b.UnknownEvents
 		res.Dropped += b.UnknownEvents
-		a.m.Drop(endpoint, DropUnknownEvent, b.UnknownEvents)
+		a.m.drop(endpoint, DropUnknownEvent, b.UnknownEvents)
 	}
 	for i := range b.Events {
 		e := &b.Events[i]
@@ -173,7 +174,7 @@ func (a *Applier) Apply(endpoint, model string, b *Batch) ApplyResult {
 		default:
 			res.Unknown++
 			res.Dropped++
-			a.m.Drop(endpoint, DropUnknownEvent, 1)
+			a.m.drop(endpoint, DropUnknownEvent, 1)
 		}
 	}
 	return res
@@ -226,7 +227,7 @@ func (a *Applier) restoreGroups(endpoint string, groups map[int]string) {
 func (a *Applier) skip(res *ApplyResult, kind string, reason Reason, blocks int) {
 	res.Skipped++
 	res.SkippedBlocks += blocks
-	a.m.Skip(kind, reason, 1)
+	a.m.skip(kind, reason, 1)
 }
 
 func (a *Applier) store(endpoint, model string, st *endpointState, e *Event, res *ApplyResult) {
@@ -268,7 +269,7 @@ func (a *Applier) store(endpoint, model string, st *endpointState, e *Event, res
 		BlockSize:    e.BlockSize,
 		Model:        model,
 		ExtraKeys:    st.extraKeys(e, adapter),
-		Tier:         NormalizeMedium(e.Medium),
+		Tier:         normalizeMedium(e.Medium),
 		Group:        group,
 		Kind:         e.Kind,
 	}
@@ -285,7 +286,7 @@ func (a *Applier) store(endpoint, model string, st *endpointState, e *Event, res
 	if errors.Is(err, kvindex.ErrParentMissing) {
 		res.ParentMissing++
 		res.Dropped++
-		a.m.Drop(endpoint, kvindex.ReasonParentMissing, 1)
+		a.m.drop(endpoint, kvindex.ReasonParentMissing, 1)
 		if a.log.Enabled(context.Background(), slog.LevelDebug) {
 			a.log.Debug("Failed to get request key for parent block",
 				"endpoint", endpoint, "parent_block_hash", e.ParentHash, "blocks", n)
@@ -302,7 +303,7 @@ func (a *Applier) store(endpoint, model string, st *endpointState, e *Event, res
 		res.Stored++
 		res.StoredBlocks += n - serr.Skipped
 		res.SkippedBlocks += serr.Skipped
-		a.m.Skip(e.Kind, reason, 1)
+		a.m.skip(e.Kind, reason, 1)
 		return
 	}
 	a.skip(res, e.Kind, reason, n)
@@ -396,5 +397,5 @@ func (a *Applier) remove(endpoint string, st *endpointState, e *Event, res *Appl
 		return
 	}
 	res.Removed++
-	res.RemovedBlocks += a.ix.Remove(endpoint, e.BlockHashes, NormalizeMedium(e.Medium), group)
+	res.RemovedBlocks += a.ix.Remove(endpoint, e.BlockHashes, normalizeMedium(e.Medium), group)
 }

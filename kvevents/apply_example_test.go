@@ -14,7 +14,7 @@ import (
 // endpoint, and matches a request for the same tokens against the index.
 func Example_decodeAndApply() {
 	payload, _ := hex.DecodeString("93cb41d954fc40200000918ba474797065ab426c6f636b53746f726564ac626c6f636b5f68617368657392cf8a3f1c2d4e5b6a79cf1122334455667788b1706172656e745f626c6f636b5f68617368c0a9746f6b656e5f696473980102030405060708aa626c6f636b5f73697a6504a76c6f72615f6964c0a66d656469756da3475055a96c6f72615f6e616d65c0aa65787472615f6b65797392c0c0a967726f75705f69647800b26b765f63616368655f737065635f6b696e64ae66756c6c5f617474656e74696f6e00")
-	endpoint, model, _ := kvevents.ParseTopic([]byte("kv@10.0.0.1:8000@my-model"))
+	endpoint, model := "10.0.0.1:8000", "my-model" // from the topic kv@10.0.0.1:8000@my-model
 
 	ix, _ := kvindex.New(kvindex.Config{BlockSize: 4, SweepInterval: -1}, kvindex.Options{})
 	defer ix.Close()
@@ -27,8 +27,8 @@ func Example_decodeAndApply() {
 		return
 	}
 	ev := batch.Events[0]
-	fmt.Printf("%s: %d blocks, hash %#x, tier %s, group %d (%s)\n",
-		ev.Type, len(ev.BlockHashes), ev.BlockHashes[0], kvevents.NormalizeMedium(ev.Medium), ev.Group, ev.Kind)
+	fmt.Printf("%s: %d blocks, hash %#x, medium %s, group %d (%s)\n",
+		ev.Type, len(ev.BlockHashes), ev.BlockHashes[0], ev.Medium, ev.Group, ev.Kind)
 
 	res := applier.Apply(endpoint, model, &batch)
 	fmt.Printf("stored %d blocks\n", res.StoredBlocks)
@@ -38,7 +38,7 @@ func Example_decodeAndApply() {
 	ix.Match(keys, []string{endpoint}, &m)
 	fmt.Printf("%s holds %d of %d blocks\n", m.Endpoints[0].Endpoint, m.Endpoints[0].Blocks, m.Total)
 	// Output:
-	// BlockStored: 2 blocks, hash 0x8a3f1c2d4e5b6a79, tier gpu, group 0 (full_attention)
+	// BlockStored: 2 blocks, hash 0x8a3f1c2d4e5b6a79, medium GPU, group 0 (full_attention)
 	// stored 2 blocks
 	// 10.0.0.1:8000 holds 2 of 2 blocks
 }

@@ -187,14 +187,14 @@ func TestApplyRemoveAndClear(t *testing.T) {
 
 func skipped(t *testing.T, reg *prometheus.Registry, kind string, reason Reason) float64 {
 	t.Helper()
-	m, err := NewMetrics(reg) // reuses the registered collectors
+	m, err := newMetrics(reg) // reuses the registered collectors
 	require.NoError(t, err)
 	return testutil.ToFloat64(m.StoresSkipped.WithLabelValues(kind, string(reason)))
 }
 
 func dropped(t *testing.T, reg *prometheus.Registry, endpoint string, reason Reason) float64 {
 	t.Helper()
-	m, err := NewMetrics(reg)
+	m, err := newMetrics(reg)
 	require.NoError(t, err)
 	return testutil.ToFloat64(m.Dropped.WithLabelValues(endpoint, string(reason)))
 }
@@ -270,7 +270,7 @@ func TestApplyWithoutMetrics(t *testing.T) {
 	defer ix.Close()
 	a, err := NewApplier(ApplierConfig{}, ix, Options{})
 	require.NoError(t, err)
-	require.Nil(t, a.Metrics())
+	require.Nil(t, a.metrics())
 	var b Batch
 	require.NoError(t, NewDecoder(Limits{}).Decode(mustHex(t, vector(t, "V2/current")), &b))
 	require.Equal(t, ApplyResult{Dropped: 1, ParentMissing: 1}, a.Apply(testEndpoint, "m", &b))
@@ -280,22 +280,22 @@ func TestApplyWithoutMetrics(t *testing.T) {
 
 func TestApplySharedMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m, err := NewMetrics(reg)
+	m, err := newMetrics(reg)
 	require.NoError(t, err)
 	ix, err := kvindex.New(kvindex.Config{BlockSize: 4, SweepInterval: -1}, kvindex.Options{})
 	require.NoError(t, err)
 	defer ix.Close()
-	a, err := NewApplier(ApplierConfig{}, ix, Options{Metrics: m, Registerer: reg})
+	a, err := NewApplier(ApplierConfig{}, ix, Options{metrics: m, Registerer: reg})
 	require.NoError(t, err)
-	require.Same(t, m, a.Metrics())
-	m.Drop(testEndpoint, DropQueueFull, 2)
+	require.Same(t, m, a.metrics())
+	m.drop(testEndpoint, DropQueueFull, 2)
 	require.Equal(t, 2.0, testutil.ToFloat64(m.Dropped.WithLabelValues(testEndpoint, string(DropQueueFull))))
-	m.ForgetEndpoint(testEndpoint)
+	m.forgetEndpoint(testEndpoint)
 	require.Zero(t, testutil.CollectAndCount(m.Dropped))
-	var nilMetrics *Metrics
-	nilMetrics.Drop("x", "y", 1) // no-op, no panic
-	nilMetrics.Skip("x", "y", 1)
-	nilMetrics.ForgetEndpoint("x")
+	var nilMetrics *eventMetrics
+	nilMetrics.drop("x", "y", 1) // no-op, no panic
+	nilMetrics.skip("x", "y", 1)
+	nilMetrics.forgetEndpoint("x")
 }
 
 // TestApplyConcurrentEndpoints applies batches for several endpoints from

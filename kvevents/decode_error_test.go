@@ -141,7 +141,7 @@ func TestDecodeLimits(t *testing.T) {
 			require.NoError(t, NewDecoder(l).Decode(c.payload, &b))
 		})
 	}
-	require.Equal(t, DefaultLimits(), NewDecoder(Limits{MaxTokensPerEvent: -1}).Limits())
+	require.Equal(t, defaultLimits(), NewDecoder(Limits{MaxTokensPerEvent: -1}).Limits())
 }
 
 // TestDecodeLenientForms covers what the decoder accepts beyond the golden
@@ -160,7 +160,7 @@ func TestDecodeLenientForms(t *testing.T) {
 	require.Equal(t, uint64(1<<64-1), b.Events[0].BlockHashes[0], "negative fixint -1")
 	require.Equal(t, []uint32{1, 2}, b.Events[0].TokenIDs)
 	require.Equal(t, "", b.Events[0].Medium)
-	require.Equal(t, TierGPU, NormalizeMedium(b.Events[0].Medium), "nil medium is GPU")
+	require.Equal(t, tierGPU, normalizeMedium(b.Events[0].Medium), "nil medium is GPU")
 	require.Equal(t, uint64(1<<64-128), b.Events[1].BlockHashes[0])
 
 	// Wide headers (array16/map16/str8) and extra trailing elements.

@@ -33,11 +33,11 @@ var (
 
 func eventType(tag []byte) EventType {
 	switch string(tag) {
-	case TagBlockStored:
+	case tagBlockStored:
 		return EventBlockStored
-	case TagBlockRemoved:
+	case tagBlockRemoved:
 		return EventBlockRemoved
-	case TagAllBlocksCleared:
+	case tagAllBlocksCleared:
 		return EventAllBlocksCleared
 	}
 	return EventUnknown

@@ -85,7 +85,7 @@ func TestDecodeGoldenFieldFacts(t *testing.T) {
 	require.Equal(t, 0, e.Group)
 	require.Equal(t, "full_attention", e.Kind)
 	require.False(t, e.HasSlidingWindow, "sliding window omitted")
-	require.Equal(t, TierGPU, NormalizeMedium(e.Medium))
+	require.Equal(t, tierGPU, normalizeMedium(e.Medium))
 
 	v1l := decode("V1/legacy").Events[0]
 	require.False(t, v1l.HasSlidingWindow, "legacy trailing nil")

@@ -75,7 +75,7 @@
 //
 // AppendBatch writes a Batch byte-for-byte as msgspec does for current
 // vLLM (map events, omitted None defaults, always-present no-default
-// fields), for the last all-array vLLM schema, and for SGLang. ParseTopic
+// fields), for the last all-array vLLM schema, and for SGLang. The Pool
 // reads "kv@<endpoint>@<model>" topics (the model may contain '@'), the
 // empty default topic, and SGLang's "\x00sgl-kv-epoch=…" suffix.
 //
@@ -110,8 +110,9 @@
 // Stores whose parent the index does not know, and unknown event types, are
 // counted in kvroute_kv_events_dropped_total{pod_identifier,reason}; a
 // missing parent is also logged at debug level ("Failed to get request key
-// for parent block"). Metrics holds every KV-event metric so that the
-// Applier and the subscriber pool share one registration.
+// for parent block"). A Pool's Applier shares the Pool's metrics, so each
+// family is registered once. The reason labels are the typed Reason
+// constants.
 //
 // # Subscribing
 //

@@ -108,7 +108,7 @@ func appendMapEvent(dst []byte, e *Event) []byte {
 		}
 		dst = appendMapHeader(dst, n)
 		dst = appendStr(dst, "type")
-		dst = appendStr(dst, TagBlockStored)
+		dst = appendStr(dst, tagBlockStored)
 		dst = appendStr(dst, "block_hashes")
 		dst = appendHashes(dst, e, e.SignedHashes)
 		dst = appendStr(dst, "parent_block_hash")
@@ -146,7 +146,7 @@ func appendMapEvent(dst []byte, e *Event) []byte {
 		}
 		dst = appendMapHeader(dst, n)
 		dst = appendStr(dst, "type")
-		dst = appendStr(dst, TagBlockRemoved)
+		dst = appendStr(dst, tagBlockRemoved)
 		dst = appendStr(dst, "block_hashes")
 		dst = appendHashes(dst, e, e.SignedHashes)
 		dst = appendStr(dst, "medium")
@@ -158,7 +158,7 @@ func appendMapEvent(dst []byte, e *Event) []byte {
 	case EventAllBlocksCleared:
 		dst = appendMapHeader(dst, 1)
 		dst = appendStr(dst, "type")
-		dst = appendStr(dst, TagAllBlocksCleared)
+		dst = appendStr(dst, tagAllBlocksCleared)
 	}
 	return dst
 }
@@ -169,7 +169,7 @@ func appendLegacyEvent(dst []byte, e *Event) []byte {
 	switch e.Type {
 	case EventBlockStored:
 		dst = appendArrayHeader(dst, 12)
-		dst = appendStr(dst, TagBlockStored)
+		dst = appendStr(dst, tagBlockStored)
 		dst = appendHashes(dst, e, e.SignedHashes)
 		dst = appendParent(dst, e, e.SignedHashes)
 		dst = appendTokens(dst, e.TokenIDs)
@@ -187,13 +187,13 @@ func appendLegacyEvent(dst []byte, e *Event) []byte {
 		dst = appendOptInt(dst, e.SlidingWindow, e.HasSlidingWindow)
 	case EventBlockRemoved:
 		dst = appendArrayHeader(dst, 4)
-		dst = appendStr(dst, TagBlockRemoved)
+		dst = appendStr(dst, tagBlockRemoved)
 		dst = appendHashes(dst, e, e.SignedHashes)
 		dst = appendOptStr(dst, e.Medium)
 		dst = appendOptInt(dst, int64(e.Group), e.HasGroup)
 	case EventAllBlocksCleared:
 		dst = appendArrayHeader(dst, 1)
-		dst = appendStr(dst, TagAllBlocksCleared)
+		dst = appendStr(dst, tagAllBlocksCleared)
 	}
 	return dst
 }
@@ -207,7 +207,7 @@ func appendSGLangEvent(dst []byte, e *Event) []byte {
 			n = 8
 		}
 		dst = appendArrayHeader(dst, n)
-		dst = appendStr(dst, TagBlockStored)
+		dst = appendStr(dst, tagBlockStored)
 		dst = appendHashes(dst, e, true)
 		dst = appendParent(dst, e, true)
 		dst = appendTokens(dst, e.TokenIDs)
@@ -221,12 +221,12 @@ func appendSGLangEvent(dst []byte, e *Event) []byte {
 		}
 	case EventBlockRemoved:
 		dst = appendArrayHeader(dst, 3)
-		dst = appendStr(dst, TagBlockRemoved)
+		dst = appendStr(dst, tagBlockRemoved)
 		dst = appendHashes(dst, e, true)
 		dst = appendOptStr(dst, e.Medium)
 	case EventAllBlocksCleared:
 		dst = appendArrayHeader(dst, 1)
-		dst = appendStr(dst, TagAllBlocksCleared)
+		dst = appendStr(dst, tagAllBlocksCleared)
 	}
 	return dst
 }

@@ -112,7 +112,7 @@ func TestDecodeShamatonEncoded(t *testing.T) {
 	require.Equal(t, [][]byte{nil, nil, {1, 2, 3}}, e.RawHashes)
 	require.Equal(t, []uint32{70000 % 65536, 150000, 3, 4, 5, 6}, e.TokenIDs)
 	require.Equal(t, 2, e.BlockSize)
-	require.Equal(t, TierCPU, NormalizeMedium(e.Medium))
+	require.Equal(t, tierCPU, normalizeMedium(e.Medium))
 	require.Equal(t, []ExtraKey{{Kind: ExtraKeyString, Value: "my-lora"}, {Kind: ExtraKeyMM, Value: "mm-hash", Offset: 4}}, e.ExtraKeys[0])
 	require.Empty(t, e.ExtraKeys[1])
 	require.Equal(t, ExtraKey{Kind: ExtraKeyBytes, Value: "abcd"}, e.ExtraKeys[2][0])

@@ -12,8 +12,8 @@ import (
 // Default ports of an engine's KV-event sockets (vLLM's --kv-events-config
 // endpoint and replay_endpoint as deployed by llm-d).
 const (
-	DefaultEventsPort = 5556
-	DefaultReplayPort = 5559
+	defaultEventsPort = 5556
+	defaultReplayPort = 5559
 )
 
 // EngineKind says which engine publishes an endpoint's KV events, and so

@@ -27,20 +27,20 @@ const (
 
 // Wire tags of the event types, as vLLM and SGLang write them.
 const (
-	TagBlockStored      = "BlockStored"
-	TagBlockRemoved     = "BlockRemoved"
-	TagAllBlocksCleared = "AllBlocksCleared"
+	tagBlockStored      = "BlockStored"
+	tagBlockRemoved     = "BlockRemoved"
+	tagAllBlocksCleared = "AllBlocksCleared"
 )
 
 // String returns the wire tag of t, or "unknown".
 func (t EventType) String() string {
 	switch t {
 	case EventBlockStored:
-		return TagBlockStored
+		return tagBlockStored
 	case EventBlockRemoved:
-		return TagBlockRemoved
+		return tagBlockRemoved
 	case EventAllBlocksCleared:
-		return TagAllBlocksCleared
+		return tagAllBlocksCleared
 	}
 	return "unknown"
 }
@@ -128,8 +128,9 @@ type Event struct {
 
 	// LoRAID is the deprecated lora_id; valid when HasLoRAID.
 	LoRAID int64
-	// Medium is the raw medium string ("" when nil or absent). Use
-	// NormalizeMedium for the index tier.
+	// Medium is the raw medium string ("" when nil or absent). The Applier
+	// maps it to the index tier ("gpu", "cpu", "storage"; SGLang's
+	// CPU_PINNED and DISK included).
 	Medium string
 	// LoRAName is the adapter name ("" when nil or absent). When set it
 	// replaces the model as the root of the block-key chain.
@@ -199,25 +200,25 @@ func (b *Batch) nextEvent() *Event {
 	return e
 }
 
-// Index tiers produced by NormalizeMedium.
+// Index tiers produced by normalizeMedium.
 const (
-	TierGPU     = "gpu"
-	TierCPU     = "cpu"
-	TierStorage = "storage"
+	tierGPU     = "gpu"
+	tierCPU     = "cpu"
+	tierStorage = "storage"
 )
 
-// NormalizeMedium maps an event's medium to the index tier: nil/empty and
+// normalizeMedium maps an event's medium to the index tier: nil/empty and
 // "GPU" → "gpu"; "CPU" and SGLang's "CPU_PINNED" → "cpu"; "STORAGE" and
 // SGLang's "DISK" → "storage"; anything else is kept, lower-cased. Known
 // values do not allocate.
-func NormalizeMedium(m string) string {
+func normalizeMedium(m string) string {
 	switch m {
 	case "", "GPU", "gpu":
-		return TierGPU
+		return tierGPU
 	case "CPU", "CPU_PINNED", "cpu", "cpu_pinned":
-		return TierCPU
+		return tierCPU
 	case "STORAGE", "DISK", "storage", "disk":
-		return TierStorage
+		return tierStorage
 	case "EXTERNAL", "external":
 		return "external"
 	}

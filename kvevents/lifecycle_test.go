@@ -34,9 +34,9 @@ func TestStreamLostTailRepairedByProbe(t *testing.T) {
 	waitAppliedLogs(t, f.p, seqID, 7, f.logs)
 	t.Logf("lost tail repaired %v after it was published (probe delay 100ms)", time.Since(lost))
 	requireHeld(t, f.ix, seqID, 0, 7)
-	require.Equal(t, 1.0, counter(f.p.sm.Probes, seqID, ProbeRepaired))
+	require.Equal(t, 1.0, counter(f.p.sm.Probes, seqID, probeRepaired))
 	// Quiet again: one more probe finds nothing, and counts no replay.
-	require.Eventually(t, func() bool { return counter(f.p.sm.Probes, seqID, ProbeEmpty) >= 1 }, poolWait, poolTick)
+	require.Eventually(t, func() bool { return counter(f.p.sm.Probes, seqID, probeEmpty) >= 1 }, poolWait, poolTick)
 	require.Equal(t, uint64(8), f.status().Messages, "each batch applied once")
 }
 
@@ -111,10 +111,10 @@ func TestStreamReconnectCheckContinuesSameLifetime(t *testing.T) {
 		f.publish(s, s)
 	}
 	f.wait(2)
-	replays := f.count("replays", ReplayComplete)
+	replays := f.count("replays", replayComplete)
 	f.st.onConnect(true) // a quiet recycle: nothing missed
-	require.Eventually(t, func() bool { return counter(f.p.sm.Probes, seqID, ProbeEmpty) == 1 }, poolWait, poolTick)
-	require.Equal(t, replays, f.count("replays", ReplayComplete), "an empty check is no replay")
+	require.Eventually(t, func() bool { return counter(f.p.sm.Probes, seqID, probeEmpty) == 1 }, poolWait, poolTick)
+	require.Equal(t, replays, f.count("replays", replayComplete), "an empty check is no replay")
 	f.hide(3, 3)
 	f.hide(4, 4)
 	f.st.onConnect(false)
@@ -241,7 +241,7 @@ func TestStreamReplayStarvedForSlotCutShort(t *testing.T) {
 		f.publish(s, s) // gap at 1: replay waits for the slot, live held
 	}
 	waitAppliedLogs(t, f.p, seqID, 10, f.logs)
-	require.Equal(t, 1.0, f.count("replays", ReplayCutShort), f.logs.String())
+	require.Equal(t, 1.0, f.count("replays", replayCutShort), f.logs.String())
 	requireHeld(t, f.ix, seqID, 2, 10)
 	require.Equal(t, 0.0, testutil.ToFloat64(f.p.sm.ReplayInProgress.WithLabelValues(seqID)))
 	require.Positive(t, lim.WaitTotal())
@@ -289,11 +289,11 @@ func TestPoolSGLangEndpointNoReplayNoise(t *testing.T) {
 	publishUntilReceived(t, p, pub, id)
 	last := publishN(t, pub, 3)
 	waitApplied(t, p, id, last)
-	m := p.Metrics()
+	m := p.metrics()
 	for _, op := range []string{replay.OpConnect, replay.OpNoProgress, replay.OpIncomplete} {
 		require.Zero(t, counter(m.ZMQErrors, id, op))
 	}
-	require.Zero(t, counter(m.Replays, id, ReplayFailed))
+	require.Zero(t, counter(m.Replays, id, replayFailed))
 	st, _ := p.Status(id)
 	require.Empty(t, st.Replay)
 }
@@ -318,12 +318,12 @@ func TestPoolQuietRecycleCountsNothing(t *testing.T) {
 	waitApplied(t, p, id, last)
 	require.Eventually(t, func() bool { return logs.count("No KV events within the idle deadline") >= 3 },
 		poolWait, poolTick)
-	m := p.Metrics()
+	m := p.metrics()
 	require.Zero(t, counter(m.ZMQErrors, id, "recv"))
 	require.Zero(t, counter(m.Reconnections, id))
-	require.Zero(t, counter(m.Replays, id, ReplayPartial))
+	require.Zero(t, counter(m.Replays, id, replayPartial))
 	require.Zero(t, counter(m.PublisherRestarts, id))
-	require.Eventually(t, func() bool { return counter(p.sm.Probes, id, ProbeEmpty) >= 2 }, poolWait, poolTick)
+	require.Eventually(t, func() bool { return counter(p.sm.Probes, id, probeEmpty) >= 2 }, poolWait, poolTick)
 	require.NoError(t, p.Close())
 }
 
@@ -396,7 +396,7 @@ func TestPoolEnsureFromPositionResumes(t *testing.T) {
 	waitAppliedLogs(t, p2, id, more, logs)
 	st, _ := p2.Status(id)
 	require.Equal(t, uint64(3), st.Messages, "only the batches after the position were applied")
-	require.Zero(t, counter(p2.Metrics().PublisherRestarts, id))
+	require.Zero(t, counter(p2.metrics().PublisherRestarts, id))
 	require.NotContains(t, logs.String(), "Requesting proactive replay on connect")
 	requireHeld(t, ix, id, 0, more)
 	require.NoError(t, p2.Close())

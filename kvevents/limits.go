@@ -25,25 +25,25 @@ type Limits struct {
 // Default limits: generous enough for any real engine step (a 1M-token
 // prefill in one event at block size 1 still fits).
 const (
-	DefaultMaxPayloadBytes   = 64 << 20
-	DefaultMaxEventsPerBatch = 1 << 20
-	DefaultMaxHashesPerEvent = 1 << 20
-	DefaultMaxTokensPerEvent = 1 << 24
+	defaultMaxPayloadBytes   = 64 << 20
+	defaultMaxEventsPerBatch = 1 << 20
+	defaultMaxHashesPerEvent = 1 << 20
+	defaultMaxTokensPerEvent = 1 << 24
 )
 
-// DefaultLimits returns the default Limits.
-func DefaultLimits() Limits {
+// defaultLimits returns the default Limits.
+func defaultLimits() Limits {
 	return Limits{
-		MaxPayloadBytes:   DefaultMaxPayloadBytes,
-		MaxEventsPerBatch: DefaultMaxEventsPerBatch,
-		MaxHashesPerEvent: DefaultMaxHashesPerEvent,
-		MaxTokensPerEvent: DefaultMaxTokensPerEvent,
+		MaxPayloadBytes:   defaultMaxPayloadBytes,
+		MaxEventsPerBatch: defaultMaxEventsPerBatch,
+		MaxHashesPerEvent: defaultMaxHashesPerEvent,
+		MaxTokensPerEvent: defaultMaxTokensPerEvent,
 	}
 }
 
 // withDefaults replaces zero or negative fields by their default.
 func (l Limits) withDefaults() Limits {
-	d := DefaultLimits()
+	d := defaultLimits()
 	if l.MaxPayloadBytes <= 0 {
 		l.MaxPayloadBytes = d.MaxPayloadBytes
 	}

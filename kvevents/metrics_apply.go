@@ -6,12 +6,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Metrics holds every KV-event metric: subscriber states, messages, events,
+// eventMetrics holds every KV-event metric: subscriber states, messages, events,
 // drops by reason, sequence gaps and replays.
-// It is created once (NewMetrics) and shared by the Applier and the
+// It is created once (newMetrics) and shared by the Applier and the
 // subscriber pool, so each metric family is registered exactly once. A nil
-// *Metrics is valid: its methods do nothing.
-type Metrics struct {
+// *eventMetrics is valid: its methods do nothing.
+type eventMetrics struct {
 	// llm_d_epp_kv_cache_events_active_subscribers (gauge).
 	ActiveSubscribers prometheus.Gauge
 	// llm_d_epp_kv_cache_events_messages_received_total{pod_identifier}.
@@ -52,15 +52,15 @@ type Metrics struct {
 	BindForeign prometheus.Counter
 }
 
-// NewMetrics creates the KV-event metrics and registers them with reg. A nil
-// reg returns a nil *Metrics (no metrics). When a family is already
-// registered with reg (a second NewMetrics on the same registry), the
+// newMetrics creates the KV-event metrics and registers them with reg. A nil
+// reg returns a nil *eventMetrics (no metrics). When a family is already
+// registered with reg (a second newMetrics on the same registry), the
 // existing collector is reused, so counts from both land in one series.
-func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+func newMetrics(reg prometheus.Registerer) (*eventMetrics, error) {
 	if reg == nil {
 		return nil, nil
 	}
-	m := &Metrics{
+	m := &eventMetrics{
 		ActiveSubscribers: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "llm_d_epp_kv_cache_events_active_subscribers",
 			Help: "KV-event subscribers managed, including those retrying a failed connection.",
@@ -164,7 +164,7 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C, errp *erro
 }
 
 // Drop counts n events of endpoint dropped for reason.
-func (m *Metrics) Drop(endpoint string, reason Reason, n int) {
+func (m *eventMetrics) drop(endpoint string, reason Reason, n int) {
 	if m == nil || n <= 0 {
 		return
 	}
@@ -173,7 +173,7 @@ func (m *Metrics) Drop(endpoint string, reason Reason, n int) {
 
 // Skip counts n events left out of the index for reason; kind is the
 // event's cache kind ("" is reported as "none").
-func (m *Metrics) Skip(kind string, reason Reason, n int) {
+func (m *eventMetrics) skip(kind string, reason Reason, n int) {
 	if m == nil || n <= 0 {
 		return
 	}
@@ -185,7 +185,7 @@ func (m *Metrics) Skip(kind string, reason Reason, n int) {
 
 // ForgetEndpoint deletes every series labelled with endpoint, for an
 // endpoint that left the pool (keeps the metric cardinality bounded).
-func (m *Metrics) ForgetEndpoint(endpoint string) {
+func (m *eventMetrics) forgetEndpoint(endpoint string) {
 	if m == nil {
 		return
 	}

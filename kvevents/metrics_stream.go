@@ -6,9 +6,9 @@ import (
 
 // Tail-probe outcomes: the result label of kvroute_kv_events_probes_total.
 const (
-	ProbeEmpty    = "empty"    // nothing was missing (not counted as a replay)
-	ProbeRepaired = "repaired" // the probe found and applied missed batches
-	ProbeFailed   = "failed"   // the replay socket did not answer
+	probeEmpty    = "empty"    // nothing was missing (not counted as a replay)
+	probeRepaired = "repaired" // the probe found and applied missed batches
+	probeFailed   = "failed"   // the replay socket did not answer
 )
 
 // streamMetrics are the subscriber pool's liveness and replay metrics that

@@ -37,7 +37,7 @@ type Pool struct {
 	match   func(labels map[string]string) bool // Options.Matcher, or sel.Matches
 	ix      *kvindex.Index
 	applier *Applier
-	m       *Metrics
+	m       *eventMetrics
 	sm      *streamMetrics
 	rm      *resumeMetrics
 	log     *slog.Logger
@@ -93,7 +93,7 @@ func NewPool(cfg PoolConfig, ix *kvindex.Index, opts Options) (*Pool, error) {
 		// Metrics are still kept (Status, tests), just not exported.
 		reg = prometheus.NewRegistry()
 	}
-	m, err := NewMetrics(reg)
+	m, err := newMetrics(reg)
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +101,7 @@ func NewPool(cfg PoolConfig, ix *kvindex.Index, opts Options) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	ap, err := NewApplier(ApplierConfig{Model: cfg.Model, LoRANames: cfg.LoRANames}, ix, Options{Metrics: m, Logger: lg})
+	ap, err := NewApplier(ApplierConfig{Model: cfg.Model, LoRANames: cfg.LoRANames}, ix, Options{metrics: m, Logger: lg})
 	if err != nil {
 		return nil, err
 	}
@@ -369,7 +369,7 @@ func (p *Pool) closeStream(st *stream, clearIndex, forget bool) {
 	p.mu.Unlock()
 	if forget {
 		p.applier.Forget(st.id)
-		p.m.ForgetEndpoint(st.id)
+		p.m.forgetEndpoint(st.id)
 		p.sm.forget(st.id)
 		p.mu.Lock()
 		delete(p.resume, st.id)
@@ -470,8 +470,8 @@ func (p *Pool) Stats() PoolStats {
 	return PoolStats{Applied: p.applied.Load(), StoredBlocks: p.storedBlocks.Load()}
 }
 
-// Metrics returns the pool's metric set (shared with its Applier).
-func (p *Pool) Metrics() *Metrics { return p.m }
+// metrics returns the pool's metric set (shared with its Applier).
+func (p *Pool) metrics() *eventMetrics { return p.m }
 
 // BindAddr returns the address the bind-mode socket listens on
 // ("tcp://127.0.0.1:41234", useful with port 0), or "" when the pool is not

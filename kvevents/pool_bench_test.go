@@ -127,7 +127,7 @@ func benchThroughput(b *testing.B, eps int) {
 		b.Fatalf("stored %d blocks, want %d", got, b.N*blocks)
 	}
 	for _, id := range ids {
-		if d := testutil.ToFloat64(p.Metrics().SequenceGaps.WithLabelValues(id)); d != 0 {
+		if d := testutil.ToFloat64(p.metrics().SequenceGaps.WithLabelValues(id)); d != 0 {
 			b.Fatalf("%s: %v sequence gaps", id, d)
 		}
 	}

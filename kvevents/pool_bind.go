@@ -204,13 +204,13 @@ func (b *binder) serve(ctx context.Context, bc *bindConn) {
 		}
 		seq, ok := parseLive(m.Frames)
 		if !ok {
-			p.m.Drop(p.cfg.BindAddress, DropMalformed, 1)
+			p.m.drop(p.cfg.BindAddress, DropMalformed, 1)
 			continue
 		}
 		e := b.resolve(bc, m.Frames[0])
 		switch {
 		case e.st == nil && e.id != "":
-			p.m.Drop(e.id, e.reason, 1) // a configured endpoint: its ID is no wire value
+			p.m.drop(e.id, e.reason, 1) // a configured endpoint: its ID is no wire value
 		case e.st == nil:
 			p.m.BindUnknown.Inc()
 		case !b.own(e.st, bc):
@@ -261,7 +261,7 @@ func (b *binder) resolve(bc *bindConn, topic []byte) bindEntry {
 		return e
 	}
 	e := bindEntry{reason: DropUnknownEndpoint}
-	id, model, ok := ParseTopic(topic)
+	id, model, ok := parseTopic(topic)
 	if ok && bc.rank > 0 {
 		id, ok = offsetID(id, bc.rank)
 	}

@@ -110,7 +110,7 @@ func TestBindUnknownTopicsCountedInOneSeries(t *testing.T) {
 	p, _ := newTestPool(t, PoolConfig{BindAddress: "127.0.0.1:0"}, ix)
 	defer p.Close()
 	require.Eventually(t, func() bool { return p.BindAddr() != "" }, poolWait, poolTick)
-	m := p.Metrics()
+	m := p.metrics()
 	e := dialEngine(t, p.BindAddr(), "kv@127.0.0.1:7000@"+poolModel)
 	defer e.close()
 	e.publishUntil(func() bool { return testutil.ToFloat64(m.BindUnknown) >= 1 })
@@ -135,7 +135,7 @@ func TestBindAnyTopicStreamsCapped(t *testing.T) {
 	p, _ := newTestPool(t, PoolConfig{BindAddress: "127.0.0.1:0", BindAnyTopic: true, BindMaxStreams: 5}, ix)
 	defer p.Close()
 	require.Eventually(t, func() bool { return p.BindAddr() != "" }, poolWait, poolTick)
-	m := p.Metrics()
+	m := p.metrics()
 	e := dialEngine(t, p.BindAddr(), "kv@127.0.0.1:7000@"+poolModel)
 	defer e.close()
 	e.publishUntil(received(p, "127.0.0.1:7000"))
@@ -168,7 +168,7 @@ func TestBindSpoofedTopicCannotClearVictim(t *testing.T) {
 	waitApplied(t, p, victim, last)
 	requireHeld(t, ix, victim, first, last)
 
-	m := p.Metrics()
+	m := p.metrics()
 	spoof := dialEngine(t, p.BindAddr(), topic)
 	defer spoof.close()
 	require.Eventually(t, func() bool {

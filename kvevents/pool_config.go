@@ -12,32 +12,32 @@ import (
 
 // Pool defaults.
 const (
-	DefaultConcurrency    = 4
-	DefaultQueueSize      = 16384
-	DefaultQueueBytes     = 32 << 20
-	DefaultEndpointBytes  = 8 << 20
-	DefaultBindMaxStreams = 1024
-	DefaultHoldSize       = 4096
-	DefaultHoldBytes      = 16 << 20
-	DefaultIdleTimeout    = 60 * time.Second
-	DefaultMinBackoff     = 100 * time.Millisecond
-	DefaultMaxBackoff     = 2 * time.Second
-	DefaultReplayCooldown = 30 * time.Second
-	// DefaultHeartbeatInterval and DefaultHeartbeatTimeout: a SUB pings its
+	defaultConcurrency    = 4
+	defaultQueueSize      = 16384
+	defaultQueueBytes     = 32 << 20
+	defaultEndpointBytes  = 8 << 20
+	defaultBindMaxStreams = 1024
+	defaultHoldSize       = 4096
+	defaultHoldBytes      = 16 << 20
+	defaultIdleTimeout    = 60 * time.Second
+	defaultMinBackoff     = 100 * time.Millisecond
+	defaultMaxBackoff     = 2 * time.Second
+	defaultReplayCooldown = 30 * time.Second
+	// defaultHeartbeatInterval and defaultHeartbeatTimeout: a SUB pings its
 	// publisher every 2 s and gives it up when nothing arrives within 5 s
 	// of a PING (libzmq answers PINGs by itself).
-	DefaultHeartbeatInterval = 2 * time.Second
-	DefaultHeartbeatTimeout  = 5 * time.Second
-	// DefaultTailProbeDelay: a stream that goes quiet after traffic is
+	defaultHeartbeatInterval = 2 * time.Second
+	defaultHeartbeatTimeout  = 5 * time.Second
+	// defaultTailProbeDelay: a stream that goes quiet after traffic is
 	// probed once, this long after its last message.
-	DefaultTailProbeDelay = time.Second
-	// DefaultReplayLookahead bounds replayed sequences beyond what the live
+	defaultTailProbeDelay = time.Second
+	// defaultReplayLookahead bounds replayed sequences beyond what the live
 	// stream has shown (vLLM buffers 10,000 batches by default).
-	DefaultReplayLookahead = 10000
-	// DefaultReplayMinRate and DefaultReplayGrace: a replay that live
+	defaultReplayLookahead = 10000
+	// defaultReplayMinRate and defaultReplayGrace: a replay that live
 	// messages wait for must cover them at 100 batches/s after a 2 s grace.
-	DefaultReplayMinRate = 100
-	DefaultReplayGrace   = 2 * time.Second
+	defaultReplayMinRate = 100
+	defaultReplayGrace   = 2 * time.Second
 )
 
 // PoolConfig configures a Pool. The zero value is valid: per-endpoint
@@ -268,40 +268,40 @@ func (c PoolConfig) withDefaults() PoolConfig {
 			*v = d
 		}
 	}
-	def(&c.Concurrency, DefaultConcurrency)
-	def(&c.QueueSize, DefaultQueueSize)
-	def(&c.QueueBytes, DefaultQueueBytes)
-	def(&c.EndpointQueueBytes, DefaultEndpointBytes)
+	def(&c.Concurrency, defaultConcurrency)
+	def(&c.QueueSize, defaultQueueSize)
+	def(&c.QueueBytes, defaultQueueBytes)
+	def(&c.EndpointQueueBytes, defaultEndpointBytes)
 	def(&c.BindRanks, 1)
-	def(&c.BindMaxStreams, DefaultBindMaxStreams)
-	def(&c.HoldSize, DefaultHoldSize)
-	def(&c.HoldBytes, DefaultHoldBytes)
-	def(&c.EventsPort, DefaultEventsPort)
-	def(&c.ReplayPort, DefaultReplayPort)
-	defD(&c.ReplayCooldown, DefaultReplayCooldown)
-	defD(&c.IdleTimeout, DefaultIdleTimeout)
+	def(&c.BindMaxStreams, defaultBindMaxStreams)
+	def(&c.HoldSize, defaultHoldSize)
+	def(&c.HoldBytes, defaultHoldBytes)
+	def(&c.EventsPort, defaultEventsPort)
+	def(&c.ReplayPort, defaultReplayPort)
+	defD(&c.ReplayCooldown, defaultReplayCooldown)
+	defD(&c.IdleTimeout, defaultIdleTimeout)
 	if c.IdleTimeout < 0 {
 		c.IdleTimeout = 0
 	}
-	defD(&c.HeartbeatInterval, DefaultHeartbeatInterval)
+	defD(&c.HeartbeatInterval, defaultHeartbeatInterval)
 	if c.HeartbeatInterval < 0 {
 		c.HeartbeatInterval = 0
 	}
-	defD(&c.HeartbeatTimeout, DefaultHeartbeatTimeout)
-	defD(&c.TailProbeDelay, DefaultTailProbeDelay)
+	defD(&c.HeartbeatTimeout, defaultHeartbeatTimeout)
+	defD(&c.TailProbeDelay, defaultTailProbeDelay)
 	if c.TailProbeDelay < 0 {
 		c.TailProbeDelay = 0
 	}
 	if c.ReplayLookahead == 0 {
-		c.ReplayLookahead = DefaultReplayLookahead
+		c.ReplayLookahead = defaultReplayLookahead
 	}
-	def(&c.ReplayMinRate, DefaultReplayMinRate)
-	defD(&c.ReplayGrace, DefaultReplayGrace)
+	def(&c.ReplayMinRate, defaultReplayMinRate)
+	defD(&c.ReplayGrace, defaultReplayGrace)
 	if c.Engine == "" {
 		c.Engine = EngineVLLM
 	}
-	defD(&c.MinBackoff, DefaultMinBackoff)
-	defD(&c.MaxBackoff, DefaultMaxBackoff)
+	defD(&c.MinBackoff, defaultMinBackoff)
+	defD(&c.MaxBackoff, defaultMaxBackoff)
 	c.MaxBackoff = max(c.MaxBackoff, c.MinBackoff)
 	if c.ReplayClient.Limiter == nil {
 		c.ReplayClient.Limiter = replay.DefaultLimiter()

@@ -123,7 +123,7 @@ func TestPoolFloodOfLargePayloadsBoundedAndFair(t *testing.T) {
 	for i, size := range []int{4 << 20, 9 << 20, 17 << 20} {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, strconv.Itoa(i)), floodPayload(size), 0o600))
 	}
-	floodProc := exec.Command(pytest.Python, "-c", floodScript, dir, string(AppendTopic(nil, floodID, poolModel)))
+	floodProc := exec.Command(pytest.Python, "-c", floodScript, dir, string(appendTopic(nil, floodID, poolModel)))
 	floodIn, err := floodProc.StdinPipe()
 	require.NoError(t, err)
 	floodOut, err := floodProc.StdoutPipe()
@@ -150,7 +150,7 @@ func TestPoolFloodOfLargePayloadsBoundedAndFair(t *testing.T) {
 	peak := heapPeak(p)
 	_, err = floodIn.Write([]byte("go\n"))
 	require.NoError(t, err)
-	m := p.Metrics()
+	m := p.metrics()
 	require.Eventually(t, func() bool { return testutil.ToFloat64(m.QueueShedBytes) > 0 },
 		poolWait, poolTick, "the flood never filled the queue")
 
@@ -188,7 +188,7 @@ func TestPoolFloodOfLargePayloadsBoundedAndFair(t *testing.T) {
 	// Queued payload bytes are bounded by 1.25 × QueueBytes; the heap also
 	// holds frames being read, the decoder's working set and garbage
 	// awaiting collection.
-	require.LessOrEqual(t, peakQueued, uint64(DefaultQueueBytes+DefaultQueueBytes/4), "queued bytes bounded")
+	require.LessOrEqual(t, peakQueued, uint64(defaultQueueBytes+defaultQueueBytes/4), "queued bytes bounded")
 	require.Less(t, peakBytes, uint64(512<<20), "heap bounded under the flood")
 
 	require.NoError(t, p.Close())

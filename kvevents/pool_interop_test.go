@@ -65,10 +65,10 @@ func TestPoolInteropLibzmqPublisherWithReplay(t *testing.T) {
 			waitApplied(t, p, pyID, last)
 			requireHeld(t, ix, pyID, 0, last)
 
-			m := p.Metrics()
+			m := p.metrics()
 			require.GreaterOrEqual(t, counter(m.SequenceGaps, pyID), 1.0)
-			require.GreaterOrEqual(t, counter(m.Replays, pyID, ReplayComplete), 2.0, logs.String())
-			require.Zero(t, counter(m.Replays, pyID, ReplayFailed))
+			require.GreaterOrEqual(t, counter(m.Replays, pyID, replayComplete), 2.0, logs.String())
+			require.Zero(t, counter(m.Replays, pyID, replayFailed))
 			require.Contains(t, logs.String(), "Requesting proactive replay on connect")
 			require.Contains(t, logs.String(), "layout="+layout)
 			st, _ := p.Status(pyID)
@@ -98,7 +98,7 @@ func TestPoolInteropPublisherKilledAndRestarted(t *testing.T) {
 	require.NoError(t, py.Kill())
 	py2 := pytest.Start(t, pytest.Config{Replay: true, PubPort: py.PubPort, ReplayPort: py.ReplayPort})
 	defer py2.Stop()
-	m := p.Metrics()
+	m := p.metrics()
 	// Publish only once the subscriber is back. The generator makes batch s
 	// identical across processes, so a new process that got past the old
 	// watermark before the re-dial would be indistinguishable from the old
@@ -149,7 +149,7 @@ func TestPoolInteropFrozenPublisherDetectedByHeartbeat(t *testing.T) {
 	before := pyPublish(t, py, 5)
 	waitApplied(t, p, pyID, before)
 
-	m := p.Metrics()
+	m := p.metrics()
 	require.NoError(t, py.Signal(syscall.SIGSTOP))
 	frozen := time.Now()
 	require.Eventually(t, func() bool { return counter(m.ZMQErrors, pyID, "recv") >= 1 },
@@ -173,7 +173,7 @@ func TestPoolInteropFrozenPublisherDetectedByHeartbeat(t *testing.T) {
 	// The hidden batches come back either through the replay on reconnect or,
 	// if they were published after it, through the gap the next live batch
 	// reveals: both are complete replays after the one on connect.
-	require.GreaterOrEqual(t, counter(m.Replays, pyID, ReplayComplete), 2.0, logs.String())
+	require.GreaterOrEqual(t, counter(m.Replays, pyID, replayComplete), 2.0, logs.String())
 	require.Zero(t, counter(m.PublisherRestarts, pyID))
 	require.NoError(t, p.Close())
 }
@@ -207,7 +207,7 @@ func TestPoolInteropBindMode(t *testing.T) {
 	requireHeld(t, ix, pyID, 0, lastA) // replayed from 0 on connect, gap replayed
 	require.Equal(t, poolBlocks, heldBlocks(ix, other, lastB))
 	require.ElementsMatch(t, []string{pyID, other}, p.Endpoints())
-	require.GreaterOrEqual(t, counter(p.Metrics().Replays, pyID, ReplayComplete), 2.0, logs.String())
+	require.GreaterOrEqual(t, counter(p.metrics().Replays, pyID, replayComplete), 2.0, logs.String())
 
 	p.Remove(pyID)
 	require.Zero(t, heldBlocks(ix, pyID, lastA), "Remove clears the endpoint")
@@ -235,7 +235,7 @@ func TestPoolInteropBindModeKnownOnlyAndHostilePeer(t *testing.T) {
 	defer hostile.Close()
 	_, err = hostile.Write(hugeFrameGreeting())
 	require.NoError(t, err)
-	m := p.Metrics()
+	m := p.metrics()
 	require.Eventually(t, func() bool { return counter(m.ZMQErrors, p.cfg.BindAddress, "recv") >= 1 }, poolWait, poolTick)
 
 	a := pytest.Start(t, pytest.Config{Connect: p.BindAddr()})
@@ -279,7 +279,7 @@ func TestPoolInteropEngineHeartbeatsAnswered(t *testing.T) {
 	p, logs := newTestPool(t, PoolConfig{HeartbeatInterval: -1}, ix) // only the engine pings
 	defer p.Close()
 	require.NoError(t, p.Ensure(Endpoint{ID: pyID, EventsAddress: py.PubAddr}))
-	m := p.Metrics()
+	m := p.metrics()
 	first := pyPublishUntilReceived(t, p, py, pyID, 0)
 	// 15 PINGs answered span 5 libzmq heartbeat timeouts.
 	pongs := zmqx.PongsSent()

@@ -53,7 +53,7 @@ func TestPoolInteropVLLMMainIdleEngine(t *testing.T) {
 	waitAppliedLogs(t, p, pyID, last, logs)
 	requireHeldLogs(t, ix, pyID, 0, last, logs)
 	require.Contains(t, logs.String(), "layout=legacy")
-	require.Zero(t, counter(p.Metrics().Dropped, pyID, string(DropDecodeError)), "map-shaped batches decode")
+	require.Zero(t, counter(p.metrics().Dropped, pyID, string(DropDecodeError)), "map-shaped batches decode")
 }
 
 // A libzmq engine restarts on the same ports and publishes before the
@@ -74,7 +74,7 @@ func TestPoolInteropFastRestartPastWatermark(t *testing.T) {
 	_, last, ok, err := py.Restart(int(old) + 6) // past the old watermark, before the re-dial
 	require.NoError(t, err)
 	require.True(t, ok)
-	m := p.Metrics()
+	m := p.metrics()
 	require.Eventually(t, func() bool { return counter(m.PublisherRestarts, pyID) == 1 }, poolWait, poolTick,
 		"restart not detected: %s", logs)
 	waitAppliedLogs(t, p, pyID, last, logs)
@@ -109,9 +109,9 @@ func TestPoolInteropHWMBurstThenIdle(t *testing.T) {
 	last += 2
 	waitAppliedLogs(t, p, pyID, last, logs)
 	t.Logf("burst of 300 with HWM 1, last 2 lost: all applied %v after the burst; gaps %v, probes repaired %v",
-		time.Since(burst), counter(p.Metrics().SequenceGaps, pyID), counter(p.sm.Probes, pyID, ProbeRepaired))
+		time.Since(burst), counter(p.metrics().SequenceGaps, pyID), counter(p.sm.Probes, pyID, probeRepaired))
 	requireHeldLogs(t, ix, pyID, 0, last, logs)
-	require.GreaterOrEqual(t, counter(p.sm.Probes, pyID, ProbeRepaired), 1.0)
+	require.GreaterOrEqual(t, counter(p.sm.Probes, pyID, probeRepaired), 1.0)
 }
 
 // A replay socket that never sends END and answers two batches an attempt
@@ -138,9 +138,9 @@ func TestPoolInteropEndlessPartialReplayCoveredThenLive(t *testing.T) {
 	require.NoError(t, err)
 	last := pyPublish(t, py, 1) // reveals the gap; held while the replay runs
 	waitAppliedLogs(t, p, pyID, last, logs)
-	m := p.Metrics()
-	require.Zero(t, counter(m.Replays, pyID, ReplayFailed), logs.String())
-	require.GreaterOrEqual(t, counter(m.Replays, pyID, ReplayComplete), 2.0, logs.String())
+	m := p.metrics()
+	require.Zero(t, counter(m.Replays, pyID, replayFailed), logs.String())
+	require.GreaterOrEqual(t, counter(m.Replays, pyID, replayComplete), 2.0, logs.String())
 	requireHeldLogs(t, ix, pyID, 0, last, logs)
 	next := pyPublish(t, py, 3) // live again at once
 	waitAppliedLogs(t, p, pyID, next, logs)
@@ -163,12 +163,12 @@ func TestPoolInteropSGLangNoReplayNoise(t *testing.T) {
 	require.NoError(t, err)
 	last := pyPublish(t, py, 3)
 	waitAppliedLogs(t, p, pyID, last, logs)
-	m := p.Metrics()
+	m := p.metrics()
 	require.Equal(t, 1.0, counter(m.SequenceGaps, pyID))
 	for _, op := range []string{replay.OpConnect, replay.OpNoProgress, replay.OpIncomplete, replay.OpCapacity} {
 		require.Zero(t, counter(m.ZMQErrors, pyID, op), op)
 	}
-	require.Zero(t, counter(m.Replays, pyID, ReplayFailed))
+	require.Zero(t, counter(m.Replays, pyID, replayFailed))
 	require.NotContains(t, logs.String(), "Replay failed")
 }
 
@@ -186,7 +186,7 @@ func TestPoolInteropModelFromReplayTopic(t *testing.T) {
 	require.NoError(t, p.Ensure(Endpoint{ID: pyID, EventsAddress: py.PubAddr, ReplayAddress: py.ReplayAddr}))
 	waitAppliedLogs(t, p, pyID, early, logs)
 	requireHeldLogs(t, ix, pyID, 0, early, logs)
-	require.Zero(t, counter(p.Metrics().MessagesReceived, pyID), "nothing arrived live")
+	require.Zero(t, counter(p.metrics().MessagesReceived, pyID), "nothing arrived live")
 }
 
 // A libzmq replay socket answering a gap with a batch at sequence 2^62: the
@@ -212,7 +212,7 @@ func TestPoolInteropBogusReplaySequenceRejected(t *testing.T) {
 	require.NoError(t, err)
 	// The buffer now ends at 2^62; live sequences go on from base+2.
 	last := pyPublish(t, py, 3)
-	m := p.Metrics()
+	m := p.metrics()
 	require.Eventually(t, func() bool { return counter(m.ZMQErrors, pyID, opReplayProtocol) >= 1 },
 		poolWait, poolTick, logs.String())
 	require.Eventually(t, func() bool {

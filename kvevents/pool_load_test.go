@@ -137,7 +137,7 @@ func runLoad(t *testing.T, cfg PoolConfig, engines, perSecond, secs int) {
 		}
 		return true
 	}, poolWait, 50*time.Millisecond, "not every engine subscribed")
-	m := p.Metrics()
+	m := p.metrics()
 	dropsBefore := sumDrops(m, ids)
 
 	cpu0, wall0 := cpuSeconds(), time.Now()
@@ -155,7 +155,7 @@ func runLoad(t *testing.T, cfg PoolConfig, engines, perSecond, secs int) {
 				return false
 			}
 		}
-		return p.Metrics().PoolQueueBytes != nil && queueEmpty(p)
+		return p.metrics().PoolQueueBytes != nil && queueEmpty(p)
 	}, 4*poolWait, 20*time.Millisecond)
 	wall := time.Since(wall0).Seconds()
 	cpu := cpuSeconds() - cpu0
@@ -176,7 +176,7 @@ func queueEmpty(p *Pool) bool {
 	return true
 }
 
-func sumDrops(m *Metrics, ids []string) float64 {
+func sumDrops(m *eventMetrics, ids []string) float64 {
 	var n float64
 	for _, id := range ids {
 		n += counter(m.Dropped, id, string(DropQueueFull))

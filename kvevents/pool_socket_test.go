@@ -49,7 +49,7 @@ func TestPoolOutageLongerThanFiveSecondsResumes(t *testing.T) {
 	waitApplied(t, p, id, last)
 	require.NoError(t, pub.Close())
 
-	m := p.Metrics()
+	m := p.metrics()
 	connectErrs := func() float64 { return counter(m.ZMQErrors, id, "connect") }
 	outage := time.Now()
 	require.Eventually(t, func() bool {
@@ -167,7 +167,7 @@ func TestPoolHugeFrameFailsOnlyThatConnection(t *testing.T) {
 	require.NoError(t, p.Ensure(Endpoint{ID: hostile, EventsAddress: bad.addr()}))
 	require.NoError(t, p.Ensure(Endpoint{ID: good, EventsAddress: pub.Endpoint()}))
 
-	m := p.Metrics()
+	m := p.metrics()
 	require.Eventually(t, func() bool { return counter(m.ZMQErrors, hostile, "recv") >= 3 },
 		poolWait, poolTick, "the hostile connection fails and is retried")
 	publishUntilReceived(t, p, pub, good)
@@ -194,7 +194,7 @@ func TestPoolEnsureAndRemoveHundredEndpoints(t *testing.T) {
 	for i := range ids {
 		ids[i] = "127.0.0.1:" + strconv.Itoa(20000+i) // one publisher feeds them all
 	}
-	m := p.Metrics()
+	m := p.metrics()
 	for round := range 3 {
 		for range 2 {
 			for _, id := range ids {
@@ -296,7 +296,7 @@ func TestPoolMalformedMessagesCountedAndSkipped(t *testing.T) {
 	require.NoError(t, c.WriteMsg(topic, seq8(0), poolPayload(0)))
 	require.NoError(t, c.WriteMsg(topic, seq8(1), poolPayload(1)))
 	waitApplied(t, p, id, 1)
-	m := p.Metrics()
+	m := p.metrics()
 	require.Equal(t, 3.0, counter(m.Dropped, id, string(DropMalformed)))
 	require.Equal(t, 2.0, counter(m.MessagesReceived, id))
 	require.Zero(t, counter(m.SequenceGaps, id))

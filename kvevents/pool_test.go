@@ -28,11 +28,11 @@ func TestPoolGoPublisherToIndex(t *testing.T) {
 	waitApplied(t, p, id, last)
 	requireHeld(t, ix, id, 0, last)
 
-	m := p.Metrics()
+	m := p.metrics()
 	require.Equal(t, 1, logs.count("Requesting proactive replay on connect"), logs.String())
 	require.GreaterOrEqual(t, logs.count("Replay complete"), 1, logs.String())
-	require.GreaterOrEqual(t, counter(m.Replays, id, ReplayComplete), 1.0)
-	require.Zero(t, counter(m.Replays, id, ReplayFailed))
+	require.GreaterOrEqual(t, counter(m.Replays, id, replayComplete), 1.0)
+	require.Zero(t, counter(m.Replays, id, replayFailed))
 	require.GreaterOrEqual(t, counter(m.MessagesReceived, id), 21.0, "the first live message and the 20 after it")
 	require.Zero(t, counter(m.PublisherRestarts, id))
 	st, ok := p.Status(id)
@@ -61,8 +61,8 @@ func TestPoolReplaysIdleEngineOnConnect(t *testing.T) {
 	waitApplied(t, p, id, last)
 	requireHeld(t, ix, id, 0, last)
 	require.Equal(t, 1, logs.count("Requesting proactive replay on connect"), logs.String())
-	require.Equal(t, 1.0, counter(p.Metrics().Replays, id, ReplayComplete))
-	require.Zero(t, counter(p.Metrics().MessagesReceived, id), "nothing arrived live")
+	require.Equal(t, 1.0, counter(p.metrics().Replays, id, replayComplete))
+	require.Zero(t, counter(p.metrics().MessagesReceived, id), "nothing arrived live")
 
 	// Live batches after that continue the same watermark. They may be
 	// published before the publisher has processed the SUB's subscription

@@ -27,16 +27,16 @@ const (
 // errBadPosition rejects position bytes that are not an encoded Position.
 var errBadPosition = errors.New("kvevents: not an encoded stream position")
 
-// PositionOf returns the position after applying the batch seq with this
+// positionOf returns the position after applying the batch seq with this
 // payload.
-func PositionOf(seq uint64, payload []byte) Position {
+func positionOf(seq uint64, payload []byte) Position {
 	return Position{Seq: seq, Digest: PayloadDigest(payload)}
 }
 
-// AppendBinary appends the encoding the index records with each applied
+// appendBinary appends the encoding the index records with each applied
 // batch (kvindex.Index.Position, carried by snapshots), without a group
 // table: version byte, sequence and digest (little-endian), group count 0.
-func (p Position) AppendBinary(b []byte) []byte { return appendPosition(b, p, nil) }
+func (p Position) appendBinary(b []byte) []byte { return appendPosition(b, p, nil) }
 
 // appendPosition encodes p followed by the endpoint's cache-group kinds
 // (sorted by group; at most maxPositionGroups, kinds of at most
@@ -64,9 +64,9 @@ func appendPosition(b []byte, p Position, groups map[int]string) []byte {
 	return b
 }
 
-// ParsePosition decodes AppendBinary's encoding (a group table, if any, is
+// decodePosition decodes appendBinary's encoding (a group table, if any, is
 // validated and ignored).
-func ParsePosition(b []byte) (Position, error) {
+func decodePosition(b []byte) (Position, error) {
 	p, _, err := parsePosition(b)
 	return p, err
 }
@@ -160,6 +160,6 @@ func (m *resumeMetrics) count(endpoint, result string) {
 // and releases it.
 func setPosition(pl *kvindex.PositionLock, pos Position) {
 	var buf [positionLen]byte
-	pl.Set(pos.AppendBinary(buf[:0]))
+	pl.Set(pos.appendBinary(buf[:0]))
 	pl.Unlock()
 }

@@ -118,7 +118,7 @@ func TestPoolResumeFromSnapshotAppliesDowntimeOnce(t *testing.T) {
 	waitApplied(t, p2, resumeID, 50)
 	waitApplied(t, refPool, resumeID, 50)
 	require.Equal(t, snap(t, ref), snap(t, ix), "the resumed index equals the never-restarted one")
-	require.Zero(t, testutil.ToFloat64(p2.Metrics().PublisherRestarts.WithLabelValues(resumeID)))
+	require.Zero(t, testutil.ToFloat64(p2.metrics().PublisherRestarts.WithLabelValues(resumeID)))
 }
 
 // The replay buffer no longer holds the position: the loaded entries stay
@@ -187,8 +187,8 @@ func TestPoolResumeAfterEngineRestartRebuilds(t *testing.T) {
 }
 
 func TestPositionEncoding(t *testing.T) {
-	p := PositionOf(42, []byte("payload"))
-	got, err := ParsePosition(p.AppendBinary(nil))
+	p := positionOf(42, []byte("payload"))
+	got, err := decodePosition(p.appendBinary(nil))
 	pg, groups, err2 := parsePosition(appendPosition(nil, p, map[int]string{1: "full_attention", 0: "sliding_window"}))
 	require.NoError(t, err2)
 	require.Equal(t, p, pg)
@@ -196,9 +196,9 @@ func TestPositionEncoding(t *testing.T) {
 	require.Equal(t, appendPosition(nil, p, groups), appendPosition(nil, p, map[int]string{0: "sliding_window", 1: "full_attention"}), "deterministic")
 	require.NoError(t, err)
 	require.Equal(t, p, got)
-	_, err = ParsePosition([]byte{2, 0})
+	_, err = decodePosition([]byte{2, 0})
 	require.Error(t, err)
-	require.NotEqual(t, p.Digest, PositionOf(42, []byte("other")).Digest)
+	require.NotEqual(t, p.Digest, positionOf(42, []byte("other")).Digest)
 }
 
 // vLLM names a cache group's kind only on BlockStored. A stream resumed

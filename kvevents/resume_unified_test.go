@@ -26,10 +26,10 @@ func TestPoolPositionIsTheIndexRecordedOne(t *testing.T) {
 	require.True(t, ok)
 	raw, ok := first.Position(resumeID)
 	require.True(t, ok, "the applier recorded the position in the index")
-	recorded, err := ParsePosition(raw)
+	recorded, err := decodePosition(raw)
 	require.NoError(t, err)
 	require.Equal(t, pos, recorded)
-	require.Equal(t, PositionOf(9, resumeBatch(9)), pos)
+	require.Equal(t, positionOf(9, resumeBatch(9)), pos)
 	require.NoError(t, p1.Close())
 	data := snap(t, first)
 
@@ -81,8 +81,8 @@ func TestPoolResumeBufferStartsRightAfterPosition(t *testing.T) {
 // anything that is not an encoding is rejected, and what decodes encodes
 // back to the same bytes.
 func FuzzParsePosition(f *testing.F) {
-	f.Add(PositionOf(42, []byte("payload")).AppendBinary(nil))
-	f.Add(appendPosition(nil, PositionOf(7, []byte("x")), map[int]string{0: "full_attention", 3: "sliding_window"}))
+	f.Add(positionOf(42, []byte("payload")).appendBinary(nil))
+	f.Add(appendPosition(nil, positionOf(7, []byte("x")), map[int]string{0: "full_attention", 3: "sliding_window"}))
 	f.Add([]byte{positionVersion})
 	f.Add([]byte{2, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {

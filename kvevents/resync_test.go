@@ -36,7 +36,7 @@ func TestPoolResyncRebuildsEndpointFromReplayBuffer(t *testing.T) {
 	require.Zero(t, heldBlocks(ix, id, 99), "the entry no batch stored is gone")
 	requireHeld(t, ix, id, 0, last)
 	require.Equal(t, 1, logs.count("Resynchronising the endpoint from its replay buffer"), logs.String())
-	require.Equal(t, 2.0, counter(p.Metrics().Replays, id, ReplayComplete), "connect and resync")
+	require.Equal(t, 2.0, counter(p.metrics().Replays, id, replayComplete), "connect and resync")
 
 	next := publishN(t, pub, 2) // the live stream continues the watermark
 	waitApplied(t, p, id, next)

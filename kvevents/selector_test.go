@@ -118,8 +118,8 @@ func TestPoolConfigValidationAndJSON(t *testing.T) {
 	require.ErrorAs(t, err, &se)
 
 	d := PoolConfig{}.withDefaults()
-	require.Equal(t, DefaultConcurrency, d.Concurrency)
-	require.Equal(t, DefaultIdleTimeout, d.IdleTimeout)
+	require.Equal(t, defaultConcurrency, d.Concurrency)
+	require.Equal(t, defaultIdleTimeout, d.IdleTimeout)
 	require.Equal(t, 100*time.Millisecond, d.MinBackoff)
 	require.Equal(t, 2*time.Second, d.MaxBackoff)
 	require.Zero(t, PoolConfig{IdleTimeout: -1}.withDefaults().IdleTimeout, "negative disables")

@@ -217,7 +217,7 @@ func (st *stream) receive(seq uint64, payload []byte, model string) {
 	}
 	if st.hasLive {
 		if seq == st.lastLive {
-			st.p.m.Drop(st.id, DropStaleSeq, 1)
+			st.p.m.drop(st.id, DropStaleSeq, 1)
 			return
 		}
 		if seq < st.lastLive {
@@ -413,7 +413,7 @@ func (st *stream) sequenceLocked(it item, dec *Decoder, b *Batch) {
 // holdLocked keeps a live message until the running replay ends.
 func (st *stream) holdLocked(it item) {
 	if len(st.s.held) >= st.p.cfg.HoldSize || st.s.heldBytes+len(it.payload) > st.p.cfg.HoldBytes {
-		st.p.m.Drop(st.id, DropHoldFull, 1)
+		st.p.m.drop(st.id, DropHoldFull, 1)
 		st.s.resync = true
 		return
 	}
@@ -430,10 +430,10 @@ func (st *stream) applyLocked(seq uint64, payload []byte, model string, dec *Dec
 	}
 	if err := dec.Decode(payload, b); err != nil {
 		st.p.m.ZMQErrors.WithLabelValues(st.id, "decode").Inc()
-		st.p.m.Drop(st.id, DropDecodeError, 1)
-		setPosition(st.p.ix.LockPosition(st.id), PositionOf(seq, payload))
+		st.p.m.drop(st.id, DropDecodeError, 1)
+		setPosition(st.p.ix.LockPosition(st.id), positionOf(seq, payload))
 	} else {
-		r := st.p.applier.ApplyAt(st.id, model, b, PositionOf(seq, payload))
+		r := st.p.applier.ApplyAt(st.id, model, b, positionOf(seq, payload))
 		st.p.storedBlocks.Add(uint64(r.StoredBlocks))
 	}
 	s.applied, s.has = seq, true

@@ -10,10 +10,10 @@ import (
 
 // Replay outcomes: the result label of kvroute_kv_events_replays_total.
 const (
-	ReplayComplete = "complete"  // the gap was filled
-	ReplayPartial  = "partial"   // the buffer no longer held the gap: rebuilt from the replay window
-	ReplayFailed   = "failed"    // the replay client gave up, or the reply broke the sequence rules
-	ReplayCutShort = "cut_short" // too slow for the live messages waiting on it: endpoint back to live
+	replayComplete = "complete"  // the gap was filled
+	replayPartial  = "partial"   // the buffer no longer held the gap: rebuilt from the replay window
+	replayFailed   = "failed"    // the replay client gave up, or the reply broke the sequence rules
+	replayCutShort = "cut_short" // too slow for the live messages waiting on it: endpoint back to live
 )
 
 // opReplayProtocol is the zmq_errors_total operation of a replay reply that
@@ -136,12 +136,12 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 		}
 		model := s.model
 		if model == "" && rb.Topic != nil {
-			_, model, _ = ParseTopic(rb.Topic)
+			_, model, _ = parseTopic(rb.Topic)
 			s.model = model
 		} else if model == "" && !s.has {
 			// Legacy reply, model unknown: wait for the first live message.
 			if len(s.modelPending) >= st.p.cfg.HoldSize || s.modelPendingBytes+len(rb.Payload) > st.p.cfg.HoldBytes {
-				st.p.m.Drop(st.id, DropModelPending, 1)
+				st.p.m.drop(st.id, DropModelPending, 1)
 				return nil
 			}
 			if n := len(s.modelPending); n == 0 || s.modelPending[n-1].seq+1 == seq {
@@ -182,7 +182,7 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 	s.replaying, s.cancelReplay, s.verifying = false, nil, false
 	st.inProgress.Set(0)
 	probe := reason == replayTail || reason == replayReconnect
-	result := ReplayComplete
+	result := replayComplete
 	switch {
 	case errors.Is(err, errRestarted) || (verify && err == nil && delivered == 0):
 		// A different batch at the watermark, or none where the old
@@ -198,13 +198,13 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 		st.startReplayLocked(0, replayRestart, 0)
 		return
 	case errors.Is(err, errOutOfRange):
-		result = ReplayFailed
+		result = replayFailed
 		st.p.m.ZMQErrors.WithLabelValues(st.id, opReplayProtocol).Inc()
 		s.cooldownUntil = time.Now().Add(st.p.cfg.ReplayCooldown)
 		st.log.Warn("Replay rejected: a sequence beyond what the live stream has shown",
 			"reason", reason, "from", from, "last_seen", st.lastSeen.Load(), "lookahead", st.p.cfg.ReplayLookahead)
 	case errors.Is(cause, errCutShort):
-		result = ReplayCutShort
+		result = replayCutShort
 		s.cooldownUntil = time.Now().Add(st.p.cfg.ReplayCooldown)
 		removed := 0
 		if s.has && (len(s.held) == 0 || s.held[0].seq > s.applied+1) {
@@ -216,10 +216,10 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 	case err != nil && probe:
 		// A check that could not be made: nothing is known to be missing,
 		// so no cooldown; the attempts' errors are counted by operation.
-		result = ReplayFailed
+		result = replayFailed
 		st.log.Info("Replay probe failed", "reason", reason, "from", from, "err", err)
 	case err != nil:
-		result = ReplayFailed
+		result = replayFailed
 		var rerr *replay.Error
 		if errors.As(err, &rerr) && rerr.Op == replay.OpNoProgress {
 			st.p.m.ZMQErrors.WithLabelValues(st.id, rerr.Op).Inc()
@@ -228,32 +228,32 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 		st.log.Warn("Replay failed", "reason", reason, "from", from, "batches", delivered,
 			"cooldown", st.p.cfg.ReplayCooldown, "err", err)
 	case !covered:
-		result = ReplayPartial
+		result = replayPartial
 	case delivered == 0 && known > from:
 		// Nothing from `from` on although `known` was published after it:
 		// the range is gone. (known itself may not be buffered yet: vLLM
 		// sends a batch before it buffers it.)
-		result = ReplayPartial
+		result = replayPartial
 		st.lostRangeLocked(from, known-1)
 	}
-	if result != ReplayFailed && result != ReplayCutShort {
+	if result != replayFailed && result != replayCutShort {
 		st.synced.Store(true) // caught up, even on an empty buffer
 	}
 	if !st.seen.Load() && fresh > 0 {
 		s.unconfirmed = true // checked by the first live message
 	}
 	switch {
-	case probe && result == ReplayFailed && fresh == 0:
-		st.p.sm.Probes.WithLabelValues(st.id, ProbeFailed).Inc()
-	case probe && fresh == 0 && result == ReplayComplete:
+	case probe && result == replayFailed && fresh == 0:
+		st.p.sm.Probes.WithLabelValues(st.id, probeFailed).Inc()
+	case probe && fresh == 0 && result == replayComplete:
 		// Nothing was missing: a probe, not a replay.
-		st.p.sm.Probes.WithLabelValues(st.id, ProbeEmpty).Inc()
+		st.p.sm.Probes.WithLabelValues(st.id, probeEmpty).Inc()
 	default:
 		if probe {
-			st.p.sm.Probes.WithLabelValues(st.id, ProbeRepaired).Inc()
+			st.p.sm.Probes.WithLabelValues(st.id, probeRepaired).Inc()
 		}
 		st.p.m.Replays.WithLabelValues(st.id, result).Inc()
-		if result != ReplayFailed && result != ReplayCutShort {
+		if result != replayFailed && result != replayCutShort {
 			st.log.Info("Replay complete", "reason", reason, "from", from, "batches", delivered,
 				"result", result, "layout", res.Layout, "applied", s.applied)
 		}

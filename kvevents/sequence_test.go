@@ -77,7 +77,7 @@ func (f *seqFixture) status() EndpointStatus {
 func (f *seqFixture) held(batch uint64) bool { return heldBlocks(f.ix, seqID, batch) == poolBlocks }
 
 func (f *seqFixture) count(c string, labels ...string) float64 {
-	m := f.p.Metrics()
+	m := f.p.metrics()
 	switch c {
 	case "gaps":
 		return counter(m.SequenceGaps, seqID)
@@ -132,7 +132,7 @@ func TestStreamGapRepairedByReplay(t *testing.T) {
 		require.True(t, f.held(b), "batch %d", b)
 	}
 	require.Equal(t, 1.0, f.count("gaps"))
-	require.Equal(t, 2.0, f.count("replays", ReplayComplete))
+	require.Equal(t, 2.0, f.count("replays", replayComplete))
 	require.Equal(t, uint64(6), f.status().Messages, "no batch applied twice")
 	require.False(t, f.status().Degraded)
 	logs := f.logs.String()
@@ -173,7 +173,7 @@ func TestStreamUncoveredGapRebuildsFromReplayWindow(t *testing.T) {
 	}
 	f.publish(10, 10) // gap from 1: the buffer starts at 7
 	f.wait(10)
-	require.Equal(t, 1.0, f.count("replays", ReplayPartial))
+	require.Equal(t, 1.0, f.count("replays", replayPartial))
 	require.False(t, f.held(0), "entries from before an unrepairable gap are dropped")
 	for b := uint64(7); b <= 10; b++ {
 		require.True(t, f.held(b), "batch %d of the replay window", b)
@@ -194,14 +194,14 @@ func TestStreamFailedReplayCoolsDownAndClearsOnGaps(t *testing.T) {
 
 	f.publish(0, 0) // proactive replay fails: cooldown, then 0 is the base
 	f.wait(0)
-	require.Equal(t, 1.0, f.count("replays", ReplayFailed))
+	require.Equal(t, 1.0, f.count("replays", replayFailed))
 	require.GreaterOrEqual(t, f.count("errors", replay.OpConnect), 1.0)
 	require.True(t, f.held(0))
 	f.publish(1, 1)
 	f.publish(3, 3) // gap while cooling down: no replay, the endpoint is rebuilt from 3
 	f.wait(3)
 	require.Equal(t, 1.0, f.count("gaps"))
-	require.Equal(t, 1.0, f.count("replays", ReplayFailed), "no replay during the cooldown")
+	require.Equal(t, 1.0, f.count("replays", replayFailed), "no replay during the cooldown")
 	require.False(t, f.held(0) || f.held(1), "stale entries dropped")
 	require.True(t, f.held(3))
 	require.Contains(t, f.logs.String(), "Replay failed")
@@ -224,7 +224,7 @@ func TestStreamHoldIsBoundedDuringReplay(t *testing.T) {
 	}
 	f.wait(1)
 	require.Equal(t, 3.0, f.count("dropped", string(DropHoldFull)), "0 and 1 held, 2..4 dropped")
-	require.Equal(t, 1.0, f.count("replays", ReplayFailed))
+	require.Equal(t, 1.0, f.count("replays", replayFailed))
 	require.True(t, f.held(0) && f.held(1))
 	require.False(t, f.held(2))
 }
@@ -272,7 +272,7 @@ func TestStreamQueueOverflowDropsAndResyncs(t *testing.T) {
 	<-released
 	f.wait(4)
 	require.GreaterOrEqual(t, f.count("dropped", string(DropQueueFull)), 1.0)
-	require.GreaterOrEqual(t, f.count("replays", ReplayComplete), 2.0, "proactive + resync")
+	require.GreaterOrEqual(t, f.count("replays", replayComplete), 2.0, "proactive + resync")
 	require.Contains(t, f.logs.String(), "Resynchronising after dropped messages")
 	for b := uint64(0); b <= 4; b++ {
 		require.True(t, f.held(b), "batch %d", b)

@@ -27,9 +27,9 @@ const (
 	StateDegraded StreamState = "degraded"
 )
 
-// StreamStates lists the states, the state label values of
+// streamStates lists the states, the state label values of
 // kvroute_kv_events_stream_state.
-var StreamStates = []StreamState{StateConnecting, StateReplaying, StateLive, StateDegraded}
+var streamStates = []StreamState{StateConnecting, StateReplaying, StateLive, StateDegraded}
 
 // withState fills the status's State and LastApplied from the stream.
 func (s EndpointStatus) withState(st *stream) EndpointStatus {
@@ -97,7 +97,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		if !ok {
 			continue
 		}
-		for _, s := range StreamStates {
+		for _, s := range streamStates {
 			v := 0.0
 			if s == st.State {
 				v = 1

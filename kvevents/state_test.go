@@ -83,7 +83,7 @@ func TestStreamStateConnectingWhileUnreachable(t *testing.T) {
 	const id = "127.0.0.1:8000"
 	require.NoError(t, p.Ensure(Endpoint{ID: id, Model: poolModel, EventsAddress: "tcp://127.0.0.1:1", ReplayAddress: "tcp://127.0.0.1:1"}))
 	require.Eventually(t, func() bool {
-		return testutil.ToFloat64(p.Metrics().ZMQErrors.WithLabelValues(id, "connect")) >= 1
+		return testutil.ToFloat64(p.metrics().ZMQErrors.WithLabelValues(id, "connect")) >= 1
 	}, poolWait, poolTick, "the dial failed at least once")
 	require.Equal(t, StateConnecting, stateOf(p, id))
 	require.NoError(t, p.Close())

@@ -137,7 +137,7 @@ func (sub *subscriber) session(onConnect func()) (r sessionResult) {
 		}
 		seq, ok := parseLive(m.Frames)
 		if !ok {
-			p.m.Drop(st.id, DropMalformed, 1)
+			p.m.drop(st.id, DropMalformed, 1)
 			continue
 		}
 		r.delivered++
@@ -150,7 +150,7 @@ func (sub *subscriber) session(onConnect func()) (r sessionResult) {
 // TopicObserver hears of it).
 func (sub *subscriber) model(topic []byte) string {
 	if sub.topic == nil || !bytes.Equal(topic, sub.topic) {
-		_, sub.topicModel, _ = ParseTopic(topic)
+		_, sub.topicModel, _ = parseTopic(topic)
 		sub.topic = append(sub.topic[:0:0], topic...)
 		sub.p.topicSeen(sub.ep.ID, sub.topicModel)
 	}

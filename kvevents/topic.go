@@ -2,12 +2,12 @@ package kvevents
 
 import "bytes"
 
-// TopicPrefix is the conventional first part of a KV-event topic,
+// topicPrefix is the conventional first part of a KV-event topic,
 // "kv@<endpoint>@<model>" (the llm-d convention; vLLM's default topic is
 // empty).
-const TopicPrefix = "kv"
+const topicPrefix = "kv"
 
-// ParseTopic parses frame 0 of a live KV-event message.
+// parseTopic parses frame 0 of a live KV-event message.
 //
 // Everything from the first NUL byte on is removed first (SGLang with
 // snapshots appends "\x00sgl-kv-epoch=<epoch>"). Then:
@@ -23,7 +23,7 @@ const TopicPrefix = "kv"
 //
 // When the subscriber knows the endpoint it dialled (per-endpoint mode),
 // that identity should win over the topic's (llm-d-router#2233).
-func ParseTopic(topic []byte) (endpoint, model string, ok bool) {
+func parseTopic(topic []byte) (endpoint, model string, ok bool) {
 	if i := bytes.IndexByte(topic, 0); i >= 0 {
 		topic = topic[:i]
 	}
@@ -43,10 +43,10 @@ func ParseTopic(topic []byte) (endpoint, model string, ok bool) {
 	return string(topic), "", true
 }
 
-// AppendTopic appends the topic "kv@<endpoint>@<model>" to dst, the form
-// ParseTopic reads back.
-func AppendTopic(dst []byte, endpoint, model string) []byte {
-	dst = append(dst, TopicPrefix...)
+// appendTopic appends the topic "kv@<endpoint>@<model>" to dst, the form
+// parseTopic reads back.
+func appendTopic(dst []byte, endpoint, model string) []byte {
+	dst = append(dst, topicPrefix...)
 	dst = append(dst, '@')
 	dst = append(dst, endpoint...)
 	dst = append(dst, '@')

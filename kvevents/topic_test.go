@@ -26,7 +26,7 @@ func TestParseTopic(t *testing.T) {
 		{"kv@@m", "", "m", false},
 	}
 	for _, c := range cases {
-		ep, model, ok := ParseTopic([]byte(c.topic))
+		ep, model, ok := parseTopic([]byte(c.topic))
 		require.Equal(t, c.ok, ok, "%q", c.topic)
 		require.Equal(t, c.endpoint, ep, "%q", c.topic)
 		require.Equal(t, c.model, model, "%q", c.topic)
@@ -34,9 +34,9 @@ func TestParseTopic(t *testing.T) {
 }
 
 func TestAppendTopicRoundTrip(t *testing.T) {
-	topic := AppendTopic(nil, "10.0.0.1", "m")
+	topic := appendTopic(nil, "10.0.0.1", "m")
 	require.Equal(t, "6b764031302e302e302e31406d", hexString(topic), "frame 0 is the topic as UTF-8 bytes")
-	ep, model, ok := ParseTopic(AppendTopic(nil, "10.0.0.1:8000", "a@b@c"))
+	ep, model, ok := parseTopic(appendTopic(nil, "10.0.0.1:8000", "a@b@c"))
 	require.True(t, ok)
 	require.Equal(t, "10.0.0.1:8000", ep)
 	require.Equal(t, "a@b@c", model)
@@ -51,11 +51,11 @@ func hexString(b []byte) string {
 	return string(out)
 }
 
-// FuzzParseTopic: ParseTopic never panics, never returns text from after a
-// NUL, and reads back what AppendTopic writes.
+// FuzzParseTopic: parseTopic never panics, never returns text from after a
+// NUL, and reads back what appendTopic writes.
 func FuzzParseTopic(f *testing.F) {
 	f.Fuzz(func(t *testing.T, topic []byte) {
-		ep, model, ok := ParseTopic(topic)
+		ep, model, ok := parseTopic(topic)
 		if ok && ep == "" {
 			t.Fatal("ok with an empty endpoint")
 		}
@@ -68,7 +68,7 @@ func FuzzParseTopic(f *testing.F) {
 		if ep == "" || strings.ContainsAny(ep, "@\x00") || strings.ContainsRune(model, 0) {
 			return
 		}
-		ep2, model2, ok2 := ParseTopic(AppendTopic(nil, ep, model))
+		ep2, model2, ok2 := parseTopic(appendTopic(nil, ep, model))
 		if !ok2 || ep2 != ep || model2 != model {
 			t.Fatalf("round trip of %q/%q gave %q/%q", ep, model, ep2, model2)
 		}

@@ -38,7 +38,7 @@ type worker struct {
 	n     int               // streams, mirrored under mu for the fair share
 }
 
-func newWorker(cfg *PoolConfig, m *Metrics) *worker {
+func newWorker(cfg *PoolConfig, m *eventMetrics) *worker {
 	return &worker{
 		q: make(chan item, cfg.QueueSize), depth: m.PoolQueueDepth, qbytes: m.PoolQueueBytes,
 		shed: m.QueueShedBytes, lim: cfg.Limits,
