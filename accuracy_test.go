@@ -150,7 +150,7 @@ func TestObserveByRequestID(t *testing.T) {
 	eps := endpoints(2)
 	p := prompt(3, 192)
 	engineStores(t, r.Index(), eps[1].ID, p, 1)
-	req := &Request{ID: "req-1", Prompts: []Prompt{{Tokens: p}}}
+	req := &Request{ID: "req-1", Prompts: []Prompt{{TokenIDs: p}}}
 	_, err := r.Pick(context.Background(), req, eps)
 	require.NoError(t, err)
 	o, ok := r.Observe("req-1", 128)

@@ -76,7 +76,7 @@ func BenchmarkPick(b *testing.B) {
 	for _, tc := range []struct{ tokens, endpoints int }{{2048, 64}} {
 		b.Run(fmt.Sprintf("tokens=%d/endpoints=%d", tc.tokens, tc.endpoints), func(b *testing.B) {
 			r, eps, p := warmRouter(b, tc.tokens, tc.endpoints)
-			req := &Request{Prompts: []Prompt{{Tokens: p}}}
+			req := &Request{Prompts: []Prompt{{TokenIDs: p}}}
 			ctx := context.Background()
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -100,7 +100,7 @@ func BenchmarkPick(b *testing.B) {
 func BenchmarkPickStagedVsMonolithic(b *testing.B) {
 	const tokens, n = 2048, 64
 	r, eps, p := warmRouter(b, tokens, n)
-	req := &Request{Prompts: []Prompt{{Tokens: p}}}
+	req := &Request{Prompts: []Prompt{{TokenIDs: p}}}
 	ctx := context.Background()
 	staged := make([]time.Duration, 0, b.N)
 	mono := make([]time.Duration, 0, b.N)
@@ -145,7 +145,7 @@ func BenchmarkPickWithRequestID(b *testing.B) {
 	for i := range ids {
 		ids[i] = "req-" + strconv.Itoa(i)
 	}
-	req := &Request{Prompts: []Prompt{{Tokens: p}}}
+	req := &Request{Prompts: []Prompt{{TokenIDs: p}}}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

@@ -57,7 +57,7 @@ func TestRouterFollowsEngineEventsOverZeroMQ(t *testing.T) {
 
 	// The engine is idle: the replay on connect alone must bring its cache in.
 	require.Eventually(t, func() bool {
-		d, err := r.Pick(context.Background(), &Request{Prompts: []Prompt{{Tokens: shared}}}, eps)
+		d, err := r.Pick(context.Background(), &Request{Prompts: []Prompt{{TokenIDs: shared}}}, eps)
 		require.NoError(t, err)
 		d.Done(nil)
 		return d.Endpoint.ID == engineID && d.CachedTokens == len(shared)
@@ -69,7 +69,7 @@ func TestRouterFollowsEngineEventsOverZeroMQ(t *testing.T) {
 	}}})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
-		d, err := r.Pick(context.Background(), &Request{Prompts: []Prompt{{Tokens: shared}}}, eps)
+		d, err := r.Pick(context.Background(), &Request{Prompts: []Prompt{{TokenIDs: shared}}}, eps)
 		require.NoError(t, err)
 		d.Done(nil)
 		return d.CachedTokens == 4*64

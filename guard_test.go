@@ -102,7 +102,7 @@ func TestPickBeforeSetEndpointsIsAnError(t *testing.T) {
 	cfg.DisableRender = true
 	r, err := New(cfg, Options{})
 	require.NoError(t, err)
-	req := &Request{Prompts: []Prompt{{Tokens: prompt(1, 128)}}}
+	req := &Request{Prompts: []Prompt{{TokenIDs: prompt(1, 128)}}}
 	_, err = r.Pick(context.Background(), req, eps)
 	require.ErrorIs(t, err, ErrEndpointsNotSet)
 	_, err = r.Match(context.Background(), req, eps)
@@ -169,7 +169,7 @@ func TestPickRequestWithoutAPIIsAnError(t *testing.T) {
 	require.Equal(t, 640, d.PromptTokens)
 	d.Done(nil)
 	// Prompts already rendered need no API.
-	d, err = r.Pick(context.Background(), &Request{Prompts: []Prompt{{Tokens: prompt(1, 64)}}}, eps)
+	d, err = r.Pick(context.Background(), &Request{Prompts: []Prompt{{TokenIDs: prompt(1, 64)}}}, eps)
 	require.NoError(t, err)
 	d.Done(nil)
 }
@@ -197,7 +197,7 @@ func TestPickRequestModelOtherThanTheRoutersIsAnError(t *testing.T) {
 	defer r.Close()
 	eps := loopbackEndpoints(t, 1)
 	require.NoError(t, r.SetEndpoints(eps))
-	p := []Prompt{{Tokens: prompt(1, 128)}}
+	p := []Prompt{{TokenIDs: prompt(1, 128)}}
 	_, err = r.Pick(context.Background(), &Request{Model: "served-alias", Prompts: p}, eps)
 	require.ErrorIs(t, err, ErrModelMismatch)
 	require.ErrorContains(t, err, `"served-alias"`)

@@ -46,14 +46,14 @@ func (r *Router) legacyPick(ctx context.Context, req *Request, endpoints []Endpo
 	st.bounds = append(st.bounds, 0)
 	for _, p := range prompts {
 		st.mm = st.mm[:0]
-		for _, m := range p.MM {
+		for _, m := range p.Features {
 			st.mm = append(st.mm, kvindex.MMItem{Hash: m.Hash, Offset: m.Offset, Length: m.Length})
 		}
 		params := kvindex.KeyParams{Model: model, LoRA: req.LoRA, CacheSalt: salt, MM: st.mm}
-		st.tmp = kvindex.Keys(st.tmp, p.Tokens, bs, &params)
+		st.tmp = kvindex.Keys(st.tmp, p.TokenIDs, bs, &params)
 		start := len(st.keys)
 		st.keys = append(st.keys, st.tmp...)
-		promptTokens += len(p.Tokens)
+		promptTokens += len(p.TokenIDs)
 		keys := st.keys[start:]
 		total += len(keys)
 		st.bounds = append(st.bounds, len(st.keys))

@@ -60,7 +60,7 @@ func TestRouterReportsTopicModelMismatchPerEndpoint(t *testing.T) {
 	}{{good, pa}, {alias, pb}} {
 		require.Eventually(t, func() bool {
 			send(c.pub, uint64(1000*(i+1)), c.p)
-			d, err := r.Pick(context.Background(), &Request{Prompts: []Prompt{{Tokens: c.p}}}, eps)
+			d, err := r.Pick(context.Background(), &Request{Prompts: []Prompt{{TokenIDs: c.p}}}, eps)
 			require.NoError(t, err)
 			d.Done(nil)
 			return d.CachedTokens == len(c.p) && d.Endpoint.ID == eps[i].ID

@@ -30,7 +30,7 @@ func TestPickCountsOpenRequests(t *testing.T) {
 			tok, open, _ := r.Load().Load(eps[0].ID)
 			require.Zero(t, tok)
 			require.Equal(t, int64(3), open)
-			req := &Request{Prompts: []Prompt{{Tokens: prompt(7, 1000)}}}
+			req := &Request{Prompts: []Prompt{{TokenIDs: prompt(7, 1000)}}}
 			d, err := r.Pick(context.Background(), req, eps)
 			require.NoError(t, err)
 			defer d.Done(nil)

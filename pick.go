@@ -26,7 +26,6 @@ type pickState struct {
 	pass      []int  // the candidates the affinity filter kept
 	kept      []bool // per candidate: in pass; empty until Selection.Kept needs it
 	mm        []kvindex.MMItem
-	rendered  []Prompt
 	renderRes render.Result
 }
 
@@ -92,13 +91,13 @@ func (s *Selection) keys() {
 	st.bounds = append(st.bounds, 0)
 	for _, p := range s.prompts {
 		st.mm = st.mm[:0]
-		for _, m := range p.MM {
+		for _, m := range p.Features {
 			st.mm = append(st.mm, kvindex.MMItem{Hash: m.Hash, Offset: m.Offset, Length: m.Length})
 		}
 		params := kvindex.KeyParams{Model: model, LoRA: s.req.LoRA, CacheSalt: s.salt, MM: st.mm}
-		st.tmp = kvindex.Keys(st.tmp, p.Tokens, bs, &params)
+		st.tmp = kvindex.Keys(st.tmp, p.TokenIDs, bs, &params)
 		st.keys = append(st.keys, st.tmp...)
-		s.promptTokens += len(p.Tokens)
+		s.promptTokens += len(p.TokenIDs)
 		st.bounds = append(st.bounds, len(st.keys))
 	}
 	s.total = len(st.keys)
@@ -180,19 +179,11 @@ func (r *Router) prompts(ctx context.Context, req *Request, st *pickState) ([]Pr
 	if err != nil {
 		return nil, "", err
 	}
-	st.rendered = st.rendered[:0]
-	for _, p := range res.Prompts {
-		var mm []MMItem
-		for _, f := range p.Features {
-			mm = append(mm, MMItem{Hash: f.Hash, Offset: f.Offset, Length: f.Length})
-		}
-		st.rendered = append(st.rendered, Prompt{Tokens: p.TokenIDs, MM: mm})
-	}
 	salt := res.CacheSalt
 	if salt == "" {
 		salt = req.CacheSalt
 	}
-	return st.rendered, salt, nil
+	return res.Prompts, salt, nil
 }
 
 func clamp01(v float64) float64 {

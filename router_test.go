@@ -87,7 +87,7 @@ func engineStores(t *testing.T, ix *kvindex.Index, endpoint string, tokens []uin
 
 func pick(t *testing.T, r *Router, tokens []uint32, eps []Endpoint) *Decision {
 	t.Helper()
-	d, err := r.Pick(context.Background(), &Request{Prompts: []Prompt{{Tokens: tokens}}}, eps)
+	d, err := r.Pick(context.Background(), &Request{Prompts: []Prompt{{TokenIDs: tokens}}}, eps)
 	require.NoError(t, err)
 	return d
 }
@@ -271,7 +271,7 @@ func TestLoadAccountingConcurrentWithEndpointRemoval(t *testing.T) {
 		go func(g int) {
 			defer wg.Done()
 			for i := 0; i < 200; i++ {
-				d, err := r.Pick(context.Background(), &Request{Prompts: []Prompt{{Tokens: prompt(g*1000+i, 300)}}}, eps)
+				d, err := r.Pick(context.Background(), &Request{Prompts: []Prompt{{TokenIDs: prompt(g*1000+i, 300)}}}, eps)
 				if err != nil {
 					t.Error(err)
 					return

@@ -71,7 +71,7 @@ func TestPickSpanJoinsTheCallersTrace(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	defer func() { _ = tp.Shutdown(context.Background()) }()
 	ctx, parent := tp.Tracer("gateway").Start(context.Background(), "request")
-	d, err := r.Pick(ctx, &Request{ID: "r1", Prompts: []Prompt{{Tokens: prompt(1, 128)}}}, endpoints(2))
+	d, err := r.Pick(ctx, &Request{ID: "r1", Prompts: []Prompt{{TokenIDs: prompt(1, 128)}}}, endpoints(2))
 	require.NoError(t, err)
 	d.Done(nil)
 	parent.End()
@@ -88,7 +88,7 @@ func TestPickSpanJoinsTheCallersTrace(t *testing.T) {
 
 func TestStagedSelectionEndsPickSpanAtRelease(t *testing.T) {
 	r, exp := tracedRouter(t)
-	s, err := r.Match(context.Background(), &Request{Prompts: []Prompt{{Tokens: prompt(1, 128)}}}, endpoints(2))
+	s, err := r.Match(context.Background(), &Request{Prompts: []Prompt{{TokenIDs: prompt(1, 128)}}}, endpoints(2))
 	require.NoError(t, err)
 	for _, sp := range exp.GetSpans() {
 		require.NotEqual(t, SpanPick, sp.Name, "pick is open until Release")
@@ -130,7 +130,7 @@ func TestPickWithoutTracingAllocatesAsBefore(t *testing.T) {
 	eps := endpoints(16)
 	p := prompt(3, 1024)
 	engineStores(t, r.Index(), eps[2].ID, p, 1)
-	req := &Request{Prompts: []Prompt{{Tokens: p}}}
+	req := &Request{Prompts: []Prompt{{TokenIDs: p}}}
 	ctx := context.Background()
 	run := func(f func(context.Context, *Request, []Endpoint) (*Decision, error)) float64 {
 		return testing.AllocsPerRun(200, func() {

@@ -66,15 +66,6 @@ const (
 	APIResponses       = render.APIResponses
 )
 
-// MMItem is one multimodal item of a prompt: its content hash and the
-// placeholder tokens it occupies. Every block the item overlaps is keyed by
-// the hash.
-type MMItem struct {
-	Hash   string
-	Offset int
-	Length int
-}
-
 // Request is what the router needs to know about one inference request.
 type Request struct {
 	// ID identifies the request in logs and, when set, makes its load
@@ -109,11 +100,18 @@ type Request struct {
 	Prompts []Prompt
 }
 
-// Prompt is one rendered prompt.
-type Prompt struct {
-	Tokens []uint32
-	MM     []MMItem
-}
+// Prompt is one rendered prompt: TokenIDs as the engine sees them (after chat
+// templating and multimodal placeholder expansion) and Features, its
+// multimodal items sorted by Offset (nil for text). It is render.Prompt, the
+// type render answers decode into, so a rendered request is used as decoded;
+// a gateway that tokenizes by itself fills the same type.
+type Prompt = render.Prompt
+
+// MMFeature is one multimodal item of a Prompt: its content hash (vLLM's
+// mm_hash) and the placeholder tokens it occupies. Every block the item
+// overlaps is keyed by the hash, since placeholder token IDs are the same for
+// every image. It is render.MMFeature.
+type MMFeature = render.MMFeature
 
 // ErrNoEndpoints is returned by Pick when the candidate list is empty.
 var ErrNoEndpoints = errors.New("kvroute: no candidate endpoints")

@@ -96,7 +96,7 @@ func BenchmarkPick(b *testing.B) {
 				}
 			}
 			warmIndex(b, r, eps, p)
-			req := &kvroute.Request{Prompts: []kvroute.Prompt{{Tokens: p}}}
+			req := &kvroute.Request{Prompts: []kvroute.Prompt{{TokenIDs: p}}}
 			ctx := context.Background()
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -159,7 +159,7 @@ func BenchmarkPickInterleaved(b *testing.B) {
 	}
 	warmIndex(b, off, eps, p)
 	warmIndex(b, on, eps, p)
-	req := &kvroute.Request{Prompts: []kvroute.Prompt{{Tokens: p}}}
+	req := &kvroute.Request{Prompts: []kvroute.Prompt{{TokenIDs: p}}}
 	ctx := context.Background()
 	var spent [2]time.Duration
 	var picks [2]int
@@ -243,7 +243,7 @@ func BenchmarkRedisOpsAt1000RPS(b *testing.B) {
 	defer rdb.Close()
 	reqs := make([]*kvroute.Request, 64) // 64 prefixes of 2,048 tokens
 	for i := range reqs {
-		reqs[i] = &kvroute.Request{Prompts: []kvroute.Prompt{{Tokens: prompt(10+i, 2048)}}}
+		reqs[i] = &kvroute.Request{Prompts: []kvroute.Prompt{{TokenIDs: prompt(10+i, 2048)}}}
 	}
 	ctx := context.Background()
 	a0, b0 := ra.Cluster().Stats(), rb.Cluster().Stats()

@@ -69,7 +69,7 @@ func prompt(seed, n int) []uint32 {
 
 func pick(t testing.TB, r *kvroute.Router, tokens []uint32, eps []kvroute.Endpoint) *kvroute.Decision {
 	t.Helper()
-	d, err := r.Pick(context.Background(), &kvroute.Request{Prompts: []kvroute.Prompt{{Tokens: tokens}}}, eps)
+	d, err := r.Pick(context.Background(), &kvroute.Request{Prompts: []kvroute.Prompt{{TokenIDs: tokens}}}, eps)
 	require.NoError(t, err)
 	return d
 }

@@ -101,7 +101,7 @@ func newKVRouter(cfg Config, ids []string, now func() time.Time, seed uint64, pr
 }
 
 func (k *kvrouter) pick(rq *request) (int, error) {
-	k.req.Prompts[0].Tokens = rq.prompt
+	k.req.Prompts[0].TokenIDs = rq.prompt
 	d, err := k.r.Pick(k.ctx, &k.req, k.eps)
 	if err != nil {
 		return 0, err
