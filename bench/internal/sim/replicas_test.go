@@ -90,7 +90,7 @@ func TestSharedStatePropagatesOnVirtualTime(t *testing.T) {
 	for i := range prompt {
 		prompt[i] = uint32(i + 7)
 	}
-	d, err := rts[0].Pick(context.Background(), &kvroute.Request{Prompts: []kvroute.Prompt{{Tokens: prompt}}}, eps)
+	d, err := rts[0].Pick(context.Background(), &kvroute.Request{Prompts: []kvroute.Prompt{{TokenIDs: prompt}}}, eps)
 	require.NoError(t, err)
 	chosen := d.Endpoint.ID
 	keys := kvindex.Keys(nil, prompt, 64, &kvindex.KeyParams{Model: simModel})
