@@ -67,5 +67,13 @@
 // SIGINT or SIGTERM stops the gateway gracefully: it stops accepting, lets
 // requests in flight finish for up to --shutdown-timeout, then cuts them and
 // closes the router. The proxy itself lives in the importable package
-// github.com/kvroute/kvroute/examples/gateway/proxy.
+// github.com/kvroute/kvroute/examples/gateway/proxy, and the command line in
+// github.com/kvroute/kvroute/examples/gateway/gatewaycmd.
+//
+// This binary traces nothing; a client's traceparent reaches the engine
+// unchanged. The same gateway with OpenTelemetry export over OTLP (gRPC or
+// HTTP, configured by the SDK's OTEL_* variables) is kvroute-gateway in the
+// contrib/otel module, which keeps the exporters' gRPC dependency out of the
+// core module. When OTEL_EXPORTER_OTLP_ENDPOINT is set this binary logs once
+// that it does not export and names that one.
 package main

@@ -1,4 +1,4 @@
-package main
+package gatewaycmd
 
 import (
 	"context"
@@ -50,8 +50,8 @@ func TestRunServesSnapshotAndWritesCheckpoint(t *testing.T) {
 	var stdout syncBuffer
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"--listen", "127.0.0.1:0", "--endpoints", "127.0.0.1:1", "--model", "m", "--config", cfg,
-			"--checkpoint", ckpt, "--snapshot-listen", "127.0.0.1:0", "--peer-token", "tok"}, &stdout, io.Discard)
+		done <- Run(ctx, []string{"--listen", "127.0.0.1:0", "--endpoints", "127.0.0.1:1", "--model", "m", "--config", cfg,
+			"--checkpoint", ckpt, "--snapshot-listen", "127.0.0.1:0", "--peer-token", "tok"}, &stdout, io.Discard, Options{})
 	}()
 	re := regexp.MustCompile(`snapshot for peers at (http://[0-9.:]+/kvroute/snapshot)`)
 	var url string

@@ -1,4 +1,4 @@
-package main
+package gatewaycmd
 
 import (
 	"bytes"
@@ -119,7 +119,7 @@ func TestRunServesUntilCancelled(t *testing.T) {
 	var stdout syncBuffer
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"--listen", "127.0.0.1:0", "--endpoints", id, "--model", "m", "--config", cfg}, &stdout, io.Discard)
+		done <- Run(ctx, []string{"--listen", "127.0.0.1:0", "--endpoints", id, "--model", "m", "--config", cfg}, &stdout, io.Discard, Options{})
 	}()
 	re := regexp.MustCompile(`serving on (http://[0-9.:]+)`)
 	var url string
