@@ -1,0 +1,187 @@
+package otlprecv
+
+import (
+	"compress/gzip"
+	"context"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+)
+
+// MaxBodyBytes bounds one OTLP/HTTP request body (after decompression);
+// larger requests get 413.
+const MaxBodyBytes = 16 << 20
+
+// Span is one received span, flattened.
+type Span struct {
+	Name         string
+	TraceID      string // hex
+	SpanID       string // hex
+	ParentSpanID string // hex; empty for a root span
+	Service      string // the resource's service.name
+	Attributes   map[string]string
+}
+
+// Receiver keeps the spans of every export request it accepted.
+type Receiver struct {
+	// Endpoint is what OTEL_EXPORTER_OTLP_ENDPOINT should name:
+	// http://127.0.0.1:port for either protocol.
+	Endpoint string
+
+	mu       sync.Mutex
+	spans    []Span
+	requests int
+	rejected int
+	closeFn  func()
+}
+
+// add records the spans of one export request.
+func (r *Receiver) add(req *coltracepb.ExportTraceServiceRequest) {
+	var out []Span
+	for _, rs := range req.GetResourceSpans() {
+		svc := ""
+		for _, kv := range rs.GetResource().GetAttributes() {
+			if kv.GetKey() == "service.name" {
+				svc = kv.GetValue().GetStringValue()
+			}
+		}
+		for _, ss := range rs.GetScopeSpans() {
+			for _, sp := range ss.GetSpans() {
+				s := Span{Name: sp.GetName(), TraceID: hex.EncodeToString(sp.GetTraceId()), SpanID: hex.EncodeToString(sp.GetSpanId()),
+					Service: svc, Attributes: map[string]string{}}
+				if p := sp.GetParentSpanId(); len(p) > 0 {
+					s.ParentSpanID = hex.EncodeToString(p)
+				}
+				for _, kv := range sp.GetAttributes() {
+					s.Attributes[kv.GetKey()] = anyString(kv.GetValue().GetValue())
+				}
+				out = append(out, s)
+			}
+		}
+	}
+	r.mu.Lock()
+	r.spans = append(r.spans, out...)
+	r.requests++
+	r.mu.Unlock()
+}
+
+func anyString(v any) string {
+	switch v := v.(type) {
+	case interface{ GetStringValue() string }:
+		return v.GetStringValue()
+	default:
+		return fmt.Sprint(v)
+	}
+}
+
+// Spans returns a copy of the spans received so far.
+func (r *Receiver) Spans() []Span {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Span(nil), r.spans...)
+}
+
+// Requests returns the number of export requests accepted, and of those
+// rejected as malformed.
+func (r *Receiver) Requests() (accepted, rejected int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.requests, r.rejected
+}
+
+// Close stops the server and waits for its goroutines.
+func (r *Receiver) Close() { r.closeFn() }
+
+// traceService is the collector's gRPC TraceService.
+type traceService struct {
+	coltracepb.UnimplementedTraceServiceServer
+	r *Receiver
+}
+
+func (s traceService) Export(_ context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
+	s.r.add(req)
+	return &coltracepb.ExportTraceServiceResponse{}, nil
+}
+
+// NewGRPC starts a gRPC OTLP receiver on a free loopback port.
+func NewGRPC() (*Receiver, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	r := &Receiver{Endpoint: "http://" + ln.Addr().String()}
+	gs := grpc.NewServer()
+	coltracepb.RegisterTraceServiceServer(gs, traceService{r: r})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = gs.Serve(ln)
+	}()
+	r.closeFn = func() {
+		gs.Stop()
+		<-done
+	}
+	return r, nil
+}
+
+// NewHTTP starts an OTLP/HTTP receiver (binary protobuf, optionally
+// gzip-compressed) on a free loopback port, serving POST /v1/traces.
+func NewHTTP() *Receiver {
+	r := &Receiver{}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/traces", r.serveHTTP)
+	srv := httptest.NewServer(mux)
+	r.Endpoint = srv.URL
+	r.closeFn = srv.Close
+	return r
+}
+
+func (r *Receiver) serveHTTP(w http.ResponseWriter, req *http.Request) {
+	if ct := req.Header.Get("Content-Type"); ct != "application/x-protobuf" {
+		r.reject(w, http.StatusUnsupportedMediaType, "content type "+ct)
+		return
+	}
+	var body io.Reader = req.Body
+	if req.Header.Get("Content-Encoding") == "gzip" {
+		zr, err := gzip.NewReader(req.Body)
+		if err != nil {
+			r.reject(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		defer zr.Close()
+		body = zr
+	}
+	data, err := io.ReadAll(io.LimitReader(body, MaxBodyBytes+1))
+	if err != nil {
+		r.reject(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if len(data) > MaxBodyBytes {
+		r.reject(w, http.StatusRequestEntityTooLarge, "body too large")
+		return
+	}
+	var msg coltracepb.ExportTraceServiceRequest
+	if err := proto.Unmarshal(data, &msg); err != nil {
+		r.reject(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	r.add(&msg)
+	out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
+	w.Header().Set("Content-Type", "application/x-protobuf")
+	_, _ = w.Write(out)
+}
+
+func (r *Receiver) reject(w http.ResponseWriter, code int, msg string) {
+	r.mu.Lock()
+	r.rejected++
+	r.mu.Unlock()
+	http.Error(w, msg, code)
+}

@@ -1,0 +1,139 @@
+package otlpenv
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+)
+
+// The OTLP transport protocols the exporters speak, as
+// OTEL_EXPORTER_OTLP_PROTOCOL names them.
+const (
+	ProtocolGRPC         = "grpc"
+	ProtocolHTTPProtobuf = "http/protobuf"
+)
+
+// DefaultProtocol is the protocol when the environment names none: the
+// OpenTelemetry specification's default.
+const DefaultProtocol = ProtocolHTTPProtobuf
+
+// DefaultServiceName is the service.name of Config's zero value.
+const DefaultServiceName = "kvroute"
+
+// Config configures NewTracerProvider beyond what the environment says.
+type Config struct {
+	// ServiceName is the resource's service.name unless OTEL_SERVICE_NAME
+	// or OTEL_RESOURCE_ATTRIBUTES sets one (default DefaultServiceName).
+	ServiceName string `json:"serviceName"`
+}
+
+// Options are NewTracerProvider's injected dependencies; the zero value is
+// valid.
+type Options struct {
+	// Getenv reads the variables this package interprets (the switch and
+	// the protocol); nil is os.Getenv. The exporters and the SDK read their
+	// own variables from the process environment regardless.
+	Getenv func(string) string
+	// SpanProcessors are added to the provider next to the OTLP batch
+	// processor (tests use them to watch what is exported).
+	SpanProcessors []sdktrace.SpanProcessor
+}
+
+// Settings is what the environment asks for.
+type Settings struct {
+	// Enabled is true when spans are to be exported.
+	Enabled bool
+	// Protocol is ProtocolGRPC or ProtocolHTTPProtobuf.
+	Protocol string
+	// Endpoint is the endpoint variable that applies (the traces-specific
+	// one first), as given; empty when Enabled is false.
+	Endpoint string
+}
+
+// Resolve reads the environment through getenv (nil is os.Getenv). An
+// unknown protocol or exporter name is an error, so that a typo does not
+// silently turn tracing off.
+func Resolve(getenv func(string) string) (Settings, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	var s Settings
+	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") {
+		return s, nil
+	}
+	switch exp := strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER")); exp {
+	case "", "otlp":
+	case "none":
+		return s, nil
+	default:
+		return s, fmt.Errorf("otlpenv: OTEL_TRACES_EXPORTER=%q: only \"otlp\" and \"none\" are supported", exp)
+	}
+	s.Endpoint = firstSet(getenv, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+	if s.Endpoint == "" {
+		return s, nil
+	}
+	s.Protocol = firstSet(getenv, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
+	switch s.Protocol {
+	case "":
+		s.Protocol = DefaultProtocol
+	case ProtocolGRPC, ProtocolHTTPProtobuf:
+	default:
+		return Settings{}, fmt.Errorf("otlpenv: OTLP protocol %q is not supported: use %q or %q", s.Protocol, ProtocolGRPC, ProtocolHTTPProtobuf)
+	}
+	s.Enabled = true
+	return s, nil
+}
+
+func firstSet(getenv func(string) string, keys ...string) string {
+	for _, k := range keys {
+		if v := strings.TrimSpace(getenv(k)); v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// NewTracerProvider returns a provider exporting to the OTLP endpoint the
+// environment names, through a batch span processor, or nil (and no error)
+// when the environment asks for no export. The caller must Shutdown the
+// provider: Shutdown flushes the spans still batched. ctx bounds the
+// construction only (the exporters connect lazily).
+func NewTracerProvider(ctx context.Context, cfg Config, opts Options) (*sdktrace.TracerProvider, Settings, error) {
+	s, err := Resolve(opts.Getenv)
+	if err != nil || !s.Enabled {
+		return nil, s, err
+	}
+	var exp sdktrace.SpanExporter
+	switch s.Protocol {
+	case ProtocolGRPC:
+		exp, err = otlptracegrpc.New(ctx)
+	default:
+		exp, err = otlptracehttp.New(ctx)
+	}
+	if err != nil {
+		return nil, s, fmt.Errorf("otlpenv: %s exporter: %w", s.Protocol, err)
+	}
+	name := cfg.ServiceName
+	if name == "" {
+		name = DefaultServiceName
+	}
+	// Later options win: the environment's service.name over the default.
+	res, err := resource.New(ctx, resource.WithTelemetrySDK(),
+		resource.WithAttributes(attribute.String("service.name", name)), resource.WithFromEnv())
+	if err != nil {
+		_ = exp.Shutdown(ctx)
+		return nil, s, fmt.Errorf("otlpenv: resource: %w", err)
+	}
+	tpo := []sdktrace.TracerProviderOption{sdktrace.WithBatcher(exp), sdktrace.WithResource(res)}
+	for _, sp := range opts.SpanProcessors {
+		tpo = append(tpo, sdktrace.WithSpanProcessor(sp))
+	}
+	return sdktrace.NewTracerProvider(tpo...), s, nil
+}

@@ -1,0 +1,80 @@
+package otlpenv
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/kvroute/kvroute/contrib/otel/internal/otlprecv"
+	"github.com/kvroute/kvroute/internal/leakcheck"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestResolveFollowsTheSDKVariables(t *testing.T) {
+	for name, c := range map[string]struct {
+		env  map[string]string
+		want Settings
+		err  string
+	}{
+		"nothing set":      {env: nil, want: Settings{}},
+		"endpoint":         {env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}, want: Settings{Enabled: true, Protocol: ProtocolHTTPProtobuf, Endpoint: "http://c:4318"}},
+		"traces endpoint":  {env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://t:4318/v1/traces"}, want: Settings{Enabled: true, Protocol: ProtocolHTTPProtobuf, Endpoint: "http://t:4318/v1/traces"}},
+		"grpc":             {env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, want: Settings{Enabled: true, Protocol: ProtocolGRPC, Endpoint: "http://c:4317"}},
+		"traces protocol":  {env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "grpc"}, want: Settings{Enabled: true, Protocol: ProtocolGRPC, Endpoint: "http://c:4317"}},
+		"sdk disabled":     {env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_SDK_DISABLED": "true"}, want: Settings{}},
+		"exporter none":    {env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_TRACES_EXPORTER": "none"}, want: Settings{}},
+		"exporter otlp":    {env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_TRACES_EXPORTER": "otlp"}, want: Settings{Enabled: true, Protocol: ProtocolHTTPProtobuf, Endpoint: "http://c:4318"}},
+		"exporter console": {env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_TRACES_EXPORTER": "console"}, err: "OTEL_TRACES_EXPORTER"},
+		"http/json":        {env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}, err: "http/json"},
+	} {
+		got, err := Resolve(env(c.env))
+		if c.err != "" {
+			require.ErrorContains(t, err, c.err, name)
+			continue
+		}
+		require.NoError(t, err, name)
+		require.Equal(t, c.want, got, name)
+	}
+}
+
+func TestNoProviderWithoutAnEndpoint(t *testing.T) {
+	tp, s, err := NewTracerProvider(context.Background(), Config{}, Options{Getenv: env(nil)})
+	require.NoError(t, err)
+	require.Nil(t, tp)
+	require.False(t, s.Enabled)
+}
+
+// The SDK's sampler variables apply: with traceidratio 0 nothing is sampled,
+// so nothing reaches the processors or the receiver.
+func TestSamplerFromTheEnvironment(t *testing.T) {
+	defer leakcheck.Check(t)()
+	recv := otlprecv.NewHTTP()
+	defer recv.Close()
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", recv.Endpoint)
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "")
+	for ratio, want := range map[string]int{"0": 0, "1": 5} {
+		t.Setenv("OTEL_TRACES_SAMPLER", "traceidratio")
+		t.Setenv("OTEL_TRACES_SAMPLER_ARG", ratio)
+		mem := tracetest.NewSpanRecorder()
+		tp, s, err := NewTracerProvider(context.Background(), Config{ServiceName: "svc"}, Options{SpanProcessors: []sdktrace.SpanProcessor{mem}})
+		require.NoError(t, err)
+		require.Equal(t, ProtocolHTTPProtobuf, s.Protocol)
+		for range 5 {
+			_, sp := tp.Tracer("t").Start(context.Background(), "work")
+			sp.End()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		require.NoError(t, tp.Shutdown(ctx))
+		cancel()
+		require.Len(t, mem.Ended(), want, "ratio %s", ratio)
+	}
+	require.Len(t, recv.Spans(), 5, "only the sampled spans were exported")
+	for _, s := range recv.Spans() {
+		require.Equal(t, "svc", s.Service)
+	}
+}
