@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kvroute/kvroute/kvevents"
 	"github.com/kvroute/kvroute/kvindex"
@@ -22,12 +23,12 @@ type poolSource struct {
 
 // newEventPool builds the KV-event subscriber pool that feeds ix.
 // Every endpoint's topic model goes to observe (see kvevents.TopicObserver).
-func newEventPool(cfg Config, ix *kvindex.Index, reg prometheus.Registerer, log *slog.Logger, observe kvevents.TopicObserver, match func(map[string]string) bool) (eventSource, error) {
+func newEventPool(cfg Config, ix *kvindex.Index, reg prometheus.Registerer, log *slog.Logger, observe kvevents.TopicObserver, match func(map[string]string) bool, tp trace.TracerProvider) (eventSource, error) {
 	pc := cfg.Events.PoolConfig
 	if pc.Model == "" {
 		pc.Model = cfg.Model
 	}
-	p, err := kvevents.NewPool(pc, ix, kvevents.Options{Registerer: reg, Logger: log, Matcher: match})
+	p, err := kvevents.NewPool(pc, ix, kvevents.Options{Registerer: reg, Logger: log, Matcher: match, TracerProvider: tp})
 	if err != nil {
 		return nil, err
 	}

@@ -61,8 +61,10 @@ type Options struct {
 	// IndexSource).
 	IndexSources []IndexSource
 	// TracerProvider traces every Pick (spans "pick", "keys", "index_lookup",
-	// "filter", "score", and the render client's "render" per attempt); nil
-	// traces nothing and costs nothing.
+	// "filter", "score", and the render client's "render" per attempt) and,
+	// when Config.Events.Tracing enables them, a sample of the KV-event
+	// messages (events_receive, events_process, events_decode); nil traces
+	// nothing and costs nothing.
 	TracerProvider trace.TracerProvider
 }
 
@@ -197,7 +199,7 @@ func New(cfg Config, opts Options) (*Router, error) {
 		return nil, err
 	}
 	if cfg.Events.Enabled {
-		if r.events, err = newEventPool(cfg, r.index, opts.Registerer, log, r.models.observe, opts.EventSelector); err != nil {
+		if r.events, err = newEventPool(cfg, r.index, opts.Registerer, log, r.models.observe, opts.EventSelector, opts.TracerProvider); err != nil {
 			return nil, fmt.Errorf("kvroute: events: %w", err)
 		}
 	} else {

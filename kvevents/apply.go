@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/puzpuzpuz/xsync/v3"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kvroute/kvroute/kvindex"
 )
@@ -51,6 +52,10 @@ type Options struct {
 	// a Kubernetes labels.Selector's Matches, for instance, so that exactly
 	// Kubernetes' selector semantics apply.
 	Matcher func(labels map[string]string) bool
+	// TracerProvider, for a Pool, traces a sample of the KV-event messages
+	// (spans events_receive, events_process, events_decode) when
+	// PoolConfig.Tracing enables it; nil traces nothing at no cost.
+	TracerProvider trace.TracerProvider
 }
 
 // ApplyResult counts what Apply did with one batch. Every event of the batch

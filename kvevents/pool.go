@@ -42,6 +42,7 @@ type Pool struct {
 	rm      *resumeMetrics
 	log     *slog.Logger
 	zopts   zmqx.Options
+	etr     *eventTracer // nil: KV-event spans off (see tracing.go)
 
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -117,6 +118,7 @@ func NewPool(cfg PoolConfig, ix *kvindex.Index, opts Options) (*Pool, error) {
 		subs: make(map[string]*subscriber), known: make(map[string]Endpoint), bound: make(map[string]*stream),
 		closing: make(map[string]chan struct{}),
 	}
+	p.etr = newEventTracer(cfg.Tracing, opts.TracerProvider)
 	m.PoolCapacity.Add(float64(cfg.Concurrency * cfg.QueueSize))
 	for range cfg.Concurrency {
 		w := newWorker(&cfg, m)

@@ -103,6 +103,11 @@ type PoolConfig struct {
 	// ReplayClient configures the replay client (deadlines, attempts). Its
 	// Limiter defaults to replay.DefaultLimiter(), shared by the process.
 	ReplayClient replay.ClientConfig `json:"replayClient"`
+	// Tracing turns on sampled KV-event spans (events_receive,
+	// events_process, events_decode) when Options.TracerProvider is given;
+	// off by default. In a kvroute.Config this is events.tracing:
+	// {"enabled": true, "sampleRatio": 0.01}.
+	Tracing EventTracing `json:"tracing"`
 
 	// HeartbeatInterval is how often each subscription sends a ZMTP PING to
 	// its publisher (a duration string, default "2s"; negative disables
@@ -253,7 +258,7 @@ func (c PoolConfig) Validate() error {
 	if err := c.ReplayClient.Validate(); err != nil {
 		return fmt.Errorf("kvevents: pool config: %w", err)
 	}
-	return nil
+	return c.Tracing.validate()
 }
 
 // withDefaults fills zero fields with their defaults.
@@ -269,6 +274,7 @@ func (c PoolConfig) withDefaults() PoolConfig {
 		}
 	}
 	def(&c.Concurrency, defaultConcurrency)
+	c.Tracing = c.Tracing.withDefaults()
 	def(&c.QueueSize, defaultQueueSize)
 	def(&c.QueueBytes, defaultQueueBytes)
 	def(&c.EndpointQueueBytes, defaultEndpointBytes)

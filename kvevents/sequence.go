@@ -139,6 +139,7 @@ type stream struct {
 
 	mu sync.Mutex
 	s  seqState
+	et eventTraceState // see tracing.go
 }
 
 // seqState is the part of a stream guarded by stream.mu.
@@ -184,6 +185,7 @@ type item struct {
 	seq     uint64
 	model   string
 	payload []byte
+	tr      *eventSpan // sampled for tracing (see tracing.go); nil for most messages
 }
 
 func newStream(p *Pool, id, model, replayAddr string) *stream {
@@ -227,8 +229,10 @@ func (st *stream) receive(seq uint64, payload []byte, model string) {
 	st.lastLive, st.hasLive = seq, true
 	st.lastSeen.Store(seq)
 	st.seen.Store(true)
-	it := item{st: st, gen: st.gen.Load(), seq: seq, model: model, payload: payload}
-	if !st.w.enqueue(it) {
+	it := item{st: st, gen: st.gen.Load(), seq: seq, model: model, payload: payload, tr: st.traceReceive(seq, payload)}
+	queued := st.w.enqueue(it)
+	it.tr.endReceive(queued)
+	if !queued {
 		st.queueFull.Inc()
 		st.requestResync()
 	}
@@ -323,6 +327,10 @@ func (st *stream) handle(it item, dec *Decoder, b *Batch) {
 	defer st.mu.Unlock()
 	if st.s.closed || it.gen != st.s.gen {
 		return
+	}
+	if it.tr != nil {
+		st.beginProcessLocked(it.tr)
+		defer st.endProcessLocked()
 	}
 	st.adoptPositionLocked()
 	if st.s.replaying {
@@ -428,12 +436,17 @@ func (st *stream) applyLocked(seq uint64, payload []byte, model string, dec *Dec
 	if model == "" {
 		model = s.model
 	}
-	if err := dec.Decode(payload, b); err != nil {
+	tr := st.tracingLocked(seq)
+	tr.startDecode()
+	err := dec.Decode(payload, b)
+	tr.endDecode(err, b)
+	if err != nil {
 		st.p.m.ZMQErrors.WithLabelValues(st.id, "decode").Inc()
 		st.p.m.drop(st.id, DropDecodeError, 1)
 		setPosition(st.p.ix.LockPosition(st.id), positionOf(seq, payload))
 	} else {
 		r := st.p.applier.ApplyAt(st.id, model, b, positionOf(seq, payload))
+		tr.applied(r)
 		st.p.storedBlocks.Add(uint64(r.StoredBlocks))
 	}
 	s.applied, s.has = seq, true
