@@ -17,7 +17,11 @@
 // p50/p90), and (4) restarts the gateway on a warm fleet whose shared prompts
 // are older than the engines' replay buffer, without and with the index
 // checkpoint, printing the router's predicted cached share against the
-// engines' hit rate right after each restart. It exits with status 1 unless
+// engines' hit rate right after each restart, and (5) shows the accuracy
+// loop: 0 prediction error on the healthy fleet, then one engine's KV events
+// suppressed (POST /sim/suppress_kv_events) and the loop catching it in the
+// gateway's /metrics (missing entries, the endpoint marked inaccurate, a
+// resync), and exact predictions again once its events flow. It exits with status 1 unless
 // the verification passed and one engine served most of the burst with a high
 // hit rate.
 //

@@ -34,6 +34,15 @@
 //     restarted once without and once with its index checkpoint (written
 //     when it stopped), and the first requests after each restart show the
 //     router's predicted cached share against the engines' hit rate.
+//  5. The accuracy loop (AccuracyResult): a gateway of its own that reads
+//     the engines' reported cached_tokens and compares them with its
+//     predictions shows 0 error on the healthy fleet; then one engine's KV
+//     events are suppressed (POST /sim/suppress_kv_events?on=true, no
+//     sequence gap), and prompts extending one it caches are asked twice:
+//     the engine reuses blocks the index never heard of, the gateway's
+//     /metrics count missing entries and mark the endpoint inaccurate, and
+//     the loop asks for a resync; once events flow again (?on=false), new
+//     prompts are predicted exactly and the endpoint is accurate again.
 //
 // The engines share one host, so each publishes its KV events on ports of
 // its own; the demo's endpoints name those sockets (kvroute.Endpoint

@@ -134,6 +134,8 @@ type Report struct {
 	// Restart is step 4: the gateway restarted on a warm fleet, without
 	// and with the index checkpoint.
 	Restart RestartResult
+	// Accuracy is step 5: the closed loop on the index's accuracy.
+	Accuracy AccuracyResult
 }
 
 // Burst is the result of the shared-prefix burst.

@@ -63,6 +63,11 @@ func Run(ctx context.Context, o Options, w io.Writer) (*Report, error) {
 		return rep, fmt.Errorf("restart: %w", err)
 	}
 
+	section(w, "5. The accuracy loop: predicted vs engine-reported cached tokens, with a suppressed event stream")
+	if rep.Accuracy, err = accuracy(ctx, c, o, w); err != nil {
+		return rep, fmt.Errorf("accuracy: %w", err)
+	}
+
 	section(w, fmt.Sprintf("Done in %v. Where to look next", time.Since(start).Round(time.Second)))
 	whereNext(w, c)
 	if o.Hold {
