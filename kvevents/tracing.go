@@ -168,7 +168,7 @@ func (st *stream) endProcessLocked() {
 	e.psp.End()
 }
 
-// tracing returns the current trace when it is message seq's (a handling
+// tracingLocked returns the current trace when it is message seq's (a handling
 // may apply messages that waited, untraced, before the traced one).
 func (st *stream) tracingLocked(seq uint64) *eventSpan {
 	if e := st.et.cur; e != nil && e.seq == seq {
