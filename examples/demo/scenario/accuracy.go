@@ -76,7 +76,7 @@ func accuracy(ctx context.Context, c *cluster, o Options, w io.Writer) (res Accu
 	}()
 	fmt.Fprintf(w, "  gateway  %s  (precise, observing the engines' cached_tokens: accuracy window 4, resync on)\n", g.URL())
 	r := g.Router()
-	if err := waitFor(ctx, 10*time.Second, "the streams to be live", r.Ready); err != nil {
+	if err := awaitAccuracy(ctx, 10*time.Second, "the streams to be live", r.Ready); err != nil {
 		return res, err
 	}
 	a := &accuracyRun{ctx: ctx, c: c, g: g, o: o}
@@ -126,7 +126,7 @@ func accuracy(ctx context.Context, c *cluster, o Options, w io.Writer) (res Accu
 			return res, err
 		}
 	}
-	if err := waitFor(ctx, 10*time.Second, "the loop to mark "+res.Engine+" inaccurate", func() bool {
+	if err := awaitAccuracy(ctx, 10*time.Second, "the loop to mark "+res.Engine+" inaccurate", func() bool {
 		return r.EndpointInaccurate(res.Engine)
 	}); err != nil {
 		return res, err
@@ -145,7 +145,7 @@ func accuracy(ctx context.Context, c *cluster, o Options, w io.Writer) (res Accu
 	if err := post(ctx, c.client, url+"?on=false"); err != nil {
 		return res, err
 	}
-	if err := waitFor(ctx, 10*time.Second, "the resynced stream to be live", func() bool {
+	if err := awaitAccuracy(ctx, 10*time.Second, "the resynced stream to be live", func() bool {
 		st, ok := r.Events().Status(res.Engine)
 		return ok && st.State == "live"
 	}); err != nil {
@@ -190,7 +190,7 @@ func (a *accuracyRun) send(prompt string) (reply, error) {
 		return rep, fmt.Errorf("accuracy: completion: status %d: %s", rep.Status, rep.Body)
 	}
 	a.observed++
-	err = waitFor(a.ctx, 10*time.Second, "the gateway to observe the engine's cached tokens", func() bool {
+	err = awaitAccuracy(a.ctx, 10*time.Second, "the gateway to observe the engine's cached tokens", func() bool {
 		m, err := a.scrape()
 		return err == nil && m.Sum(metricObserved) >= a.observed
 	})
@@ -206,7 +206,7 @@ func (a *accuracyRun) pair(prompt string) (reply, error) {
 	}
 	body := []byte(fmt.Sprintf(`{"model":%q,"prompt":%q}`, a.c.model, prompt))
 	eps := a.c.endpoints()
-	if err := waitFor(a.ctx, 10*time.Second, "the prompt's KV events to reach the index", func() bool {
+	if err := awaitAccuracy(a.ctx, 10*time.Second, "the prompt's KV events to reach the index", func() bool {
 		d, err := a.g.Router().Pick(a.ctx, &kvroute.Request{API: kvroute.APICompletions, Body: body}, eps)
 		if err != nil {
 			return false
@@ -238,8 +238,8 @@ func reading(before, after Metrics, endpoint string) AccuracyReading {
 	}
 }
 
-// waitFor polls cond every 10 ms until it holds, ctx ends or limit passes.
-func waitFor(ctx context.Context, limit time.Duration, what string, cond func() bool) error {
+// awaitAccuracy polls cond every 10 ms until it holds, ctx ends or limit passes.
+func awaitAccuracy(ctx context.Context, limit time.Duration, what string, cond func() bool) error {
 	deadline := time.Now().Add(limit)
 	for !cond() {
 		if time.Now().After(deadline) {
