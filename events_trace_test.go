@@ -12,6 +12,7 @@ import (
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/kvevents"
+	"github.com/kvroute/kvroute/kvevents/publish"
 )
 
 // events.tracing in the router's configuration and the router's
@@ -20,7 +21,7 @@ import (
 func TestRouterTracesKVEventsWhenConfigured(t *testing.T) {
 	defer leakcheck.Check(t)()
 	const engineID = "127.0.0.1:18001"
-	pub, err := kvevents.NewPublisher(kvevents.PublisherConfig{Addr: "tcp://127.0.0.1:0", Endpoint: engineID, Model: testModel}, kvevents.Options{})
+	pub, err := publish.New(publish.Config{Addr: "tcp://127.0.0.1:0", Endpoint: engineID, Model: testModel}, publish.Options{})
 	require.NoError(t, err)
 	defer pub.Close()
 
