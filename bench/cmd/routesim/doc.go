@@ -6,7 +6,10 @@
 // approximate tree or with engine events), an approximate prefix router,
 // least-load, round-robin and kvroute's previous default, against a
 // capacity bound (Belady's optimal replacement over one pooled cache the
-// size of the fleet's KV cache).
+// size of the fleet's KV cache) and a one-engine reference (the same
+// traffic on one simulated engine holding the fleet's whole cache and
+// compute), with kvroute's misses decomposed into the engines' replacement,
+// placement over the engines, routing and in-flight shares.
 //
 // Usage (from the module root):
 //

@@ -171,8 +171,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "routesim: %d runs in %v; wrote %s\n", len(results)+len(sens)+len(reps), wall.Round(time.Millisecond), filepath.Join(o.out, "routesim.md"))
 	for _, t := range sim.Targets(results) {
-		fmt.Fprintf(stdout, "  %s load %.2f: kvroute hit %.1f%% (%.1f%% of the capacity bound %.1f%%), TTFT p90 %v (best peer %v %s; best other %v %s)\n",
-			t.Workload, t.Load, t.HitRate*100, t.Ratio()*100, t.Bound*100, t.TTFTP90.Round(time.Millisecond),
+		fmt.Fprintf(stdout, "  %s load %.2f: kvroute hit %.1f%% (%.1f%% of the capacity bound %.1f%%, one engine %.1f%%), TTFT p90 %v (best peer %v %s; best other %v %s)\n",
+			t.Workload, t.Load, t.HitRate*100, t.Ratio()*100, t.Bound*100, t.OneEngine*100, t.TTFTP90.Round(time.Millisecond),
 			t.BestPeer.Round(time.Millisecond), t.BestPeerName, t.BestOther.Round(time.Millisecond), t.BestOtherName)
 	}
 	printReplicaRows(stdout, reps)

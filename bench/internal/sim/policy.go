@@ -22,6 +22,7 @@ type request struct {
 	inflight      *tokenload.Inflight
 	prefillTokens int64         // dynamo: the prefill tokens it charged
 	blocks        []kvindex.Key // dynamo: the active blocks it charged
+	note          auditNote     // what the fleet held of its prompt at arrival
 	// Outcome, filled when the engine reports.
 	ttft     time.Duration
 	finish   time.Time

@@ -35,6 +35,7 @@ type TargetRow struct {
 	Load         float64
 	HitRate      float64 // kvroute
 	Bound        float64 // the capacity bound on kvroute's trace
+	OneEngine    float64 // the one-engine reference (a reference, not a bound; 0 when unknown)
 	HitApplies   bool    // shared-prefix: the hit-rate target applies
 	HitOK        bool    // HitRate ≥ BoundFraction × Bound
 	TTFTP90      time.Duration
@@ -66,7 +67,7 @@ func Targets(results []Result) []TargetRow {
 			if !ok {
 				continue
 			}
-			row := TargetRow{Workload: kind, Load: l, HitRate: kv.HitRate, Bound: kv.BoundHitRate, TTFTP90: kv.TTFTP90,
+			row := TargetRow{Workload: kind, Load: l, HitRate: kv.HitRate, Bound: kv.BoundHitRate, OneEngine: kv.OneEngineHitRate, TTFTP90: kv.TTFTP90,
 				HitApplies: kind == SharedPrefix, TTFTOK: true}
 			row.HitOK = kv.HitRate >= BoundFraction*kv.BoundHitRate
 			for _, r := range results {
@@ -105,7 +106,7 @@ func policyNotes(m Meta) []string {
 			g.BalanceAbsThreshold, g.BalanceRelThreshold, g.CacheThreshold),
 		fmt.Sprintf("**approximate:** learns only from its own decisions (TTL %v); score = %g × prefix ratio + %g × queue score + %g × free KV, engine metrics scraped every %v. **least-load:** fewest committed in-flight prompt tokens. **round-robin.**",
 			m.Base.ApproxTTL, m.Base.ApproxPrefixWeight, m.Base.ApproxQueueWeight, m.Base.ApproxKVWeight, m.Base.ScrapeInterval),
-		fmt.Sprintf("**capacity bound:** Belady's optimal replacement over one pooled cache of the fleet's %s blocks, on each run's own trace; no routing can reuse more. **infinite-cache ceiling:** every request reuses the longest prefix any earlier request left behind. **pooled LRU** (a reference, not a bound): the same pooled cache keeping every block it sees, least recently used evicted first, as the engines' caches do.",
+		fmt.Sprintf("**capacity bound:** Belady's optimal replacement over one pooled cache of the fleet's %s blocks, on each run's own trace; no routing can reuse more. **infinite-cache ceiling:** every request reuses the longest prefix any earlier request left behind. **pooled LRU** (a reference, not a bound): the same pooled cache keeping every block it sees, least recently used evicted first, any block of a prompt a hit. **one engine** (a reference, not a bound): the same workload and load on one simulated engine with the fleet's whole cache, step budget, sequences and compute, so with the engines' own replacement and prefix-only hits; \"÷ one engine\" is kvroute's hit rate as a fraction of it.",
 			thousands(m.Base.CacheBlocks())),
 	}
 }
@@ -129,8 +130,8 @@ func WriteMarkdown(w io.Writer, m Meta, results []Result) error {
 	b.WriteString("## Targets\n\n")
 	fmt.Fprintf(&b, "Targets from the issue, reported and not tuned for: on every workload, kvroute's TTFT p90 below every peer policy's (%s) at every load ≥ %.1f; on shared-prefix, kvroute's hit rate ≥ %.0f %% of the capacity bound.\n\n",
 		joinPolicies(PeerPolicies), HalfCapacity, BoundFraction*100)
-	b.WriteString("| workload | load | kvroute TTFT p90 | best peer TTFT p90 | below every peer? | best other policy | kvroute hit rate | capacity bound | ÷ bound |\n")
-	b.WriteString("|:---|---:|---:|---:|:---:|---:|---:|---:|---:|\n")
+	b.WriteString("| workload | load | kvroute TTFT p90 | best peer TTFT p90 | below every peer? | best other policy | kvroute hit rate | capacity bound | ÷ bound | ÷ one engine |\n")
+	b.WriteString("|:---|---:|---:|---:|:---:|---:|---:|---:|---:|---:|\n")
 	for _, t := range Targets(results) {
 		below := "n/a (load < 0.5)"
 		if t.TTFTApplies {
@@ -146,12 +147,17 @@ func WriteMarkdown(w io.Writer, m Meta, results []Result) error {
 		if t.HitApplies {
 			ratio += " " + yesNo(t.HitOK)
 		}
-		fmt.Fprintf(&b, "| %s | %.2f | %s | %s | %s | %s (%s) | %s | %s | %s |\n", t.Workload, t.Load, dur(t.TTFTP90), peer, below,
-			dur(t.BestOther), t.BestOtherName, pct(t.HitRate), pct(t.Bound), ratio)
+		one := "—"
+		if t.OneEngine > 0 {
+			one = fmt.Sprintf("%.1f %%", t.HitRate/t.OneEngine*100)
+		}
+		fmt.Fprintf(&b, "| %s | %.2f | %s | %s | %s | %s (%s) | %s | %s | %s | %s |\n", t.Workload, t.Load, dur(t.TTFTP90), peer, below,
+			dur(t.BestOther), t.BestOtherName, pct(t.HitRate), pct(t.Bound), ratio, one)
 	}
 	b.WriteString("\n")
 
 	writeBeforeAfter(&b, results)
+	writeMisses(&b, results)
 
 	for _, wl := range m.Workloads {
 		fmt.Fprintf(&b, "## %s\n\n%s\n\n", wl.Kind, describe(wl))
@@ -161,7 +167,7 @@ func WriteMarkdown(w io.Writer, m Meta, results []Result) error {
 		b.WriteString("| load | offered QPS | policy | hit rate | ÷ bound | TTFT p50 | TTFT p90 | TTFT p99 | throughput (req/s) | imbalance | preemptions | events applied / dropped |\n")
 		b.WriteString("|---:|---:|:---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, l := range loadsOf(results, wl.Kind) {
-			var bound, inf, lru float64
+			var bound, inf, lru, one float64
 			qps := 0.0
 			for _, r := range results {
 				if r.Workload != wl.Kind || r.Load != l {
@@ -169,7 +175,7 @@ func WriteMarkdown(w io.Writer, m Meta, results []Result) error {
 				}
 				qps = r.OfferedQPS
 				if bound == 0 || r.Policy == KVRoute {
-					bound, inf, lru = r.BoundHitRate, r.InfiniteHitRate, r.PooledLRUHitRate
+					bound, inf, lru, one = r.BoundHitRate, r.InfiniteHitRate, r.PooledLRUHitRate, r.OneEngineHitRate
 				}
 				ev := "—"
 				if r.Policy.eventFed() {
@@ -182,7 +188,7 @@ func WriteMarkdown(w io.Writer, m Meta, results []Result) error {
 				fmt.Fprintf(&b, "| %.2f | %.1f | %s | %s | %s | %s | %s | %s | %.1f | %.2f | %d | %s |\n", l, r.OfferedQPS, r.Policy,
 					pct(r.HitRate), ratio, dur(r.TTFTP50), dur(r.TTFTP90), dur(r.TTFTP99), r.Throughput, r.Imbalance, r.Preemptions, ev)
 			}
-			fmt.Fprintf(&b, "| %.2f | %.1f | *capacity bound* (infinite-cache ceiling %s; pooled LRU %s) | %s | — | — | — | — | — | — | — | — |\n", l, qps, pct(inf), pct(lru), pct(bound))
+			fmt.Fprintf(&b, "| %.2f | %.1f | *capacity bound* (infinite-cache ceiling %s; pooled LRU %s; one engine %s) | %s | — | — | — | — | — | — | — | — |\n", l, qps, pct(inf), pct(lru), pct(one), pct(bound))
 		}
 		b.WriteString("\n")
 	}

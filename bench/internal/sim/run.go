@@ -43,6 +43,16 @@ type Result struct {
 	// same pooled cache under LRU, keeping every block it sees (answers'
 	// blocks included) as each engine's prefix cache does.
 	PooledLRUHitRate float64 `json:"pooledLRUHitRate"`
+	// Misses decomposes BoundHitRate − HitRate: replacement, placement,
+	// routing and in-flight shares, plus the compulsory misses.
+	Misses *Misses `json:"misses,omitempty"`
+	// OneEngineHitRate is a reference, not a bound: the hit rate of the
+	// same workload at the same load served by one simulated engine with
+	// the whole fleet's KV cache, step budget, sequences and compute — the
+	// fleet as if routing could pool its caches, with the engines' own
+	// replacement (LRU, tail blocks first) and prefix-only hits. Sweep fills
+	// it; 0 when unknown.
+	OneEngineHitRate float64 `json:"oneEngineHitRate,omitempty"`
 	// Time to first token percentiles, from arrival at the engine.
 	TTFTP50 time.Duration `json:"ttftP50"`
 	TTFTP90 time.Duration `json:"ttftP90"`
@@ -83,7 +93,8 @@ type run struct {
 	engines []*engine.Engine
 	ids     []string
 	rts     []router   // one per gateway replica
-	events  *eventPath // kvroute only
+	events  *eventPath // event-fed policies only
+	audit   *missAudit // the fleet's caches as they are, for Result.Misses
 	pending arrivalQueue
 	reqs    []*request
 	seq     int
@@ -127,12 +138,21 @@ func Run(cfg Config, policy Policy) (Result, error) {
 
 func (r *run) setup() error {
 	f := r.cfg.Fleet
-	var sink func(i int) engine.EventSink
+	audit, err := newMissAudit(r.ids, f.BlockSize)
+	if err != nil {
+		return err
+	}
+	r.audit = audit
 	if r.policy.eventFed() {
 		r.events = &eventPath{delay: r.cfg.EventDelay, ids: r.ids, dec: kvevents.NewDecoder(kvevents.Limits{})}
-		sink = func(i int) engine.EventSink {
-			return engine.EventSinkFunc(func(b engine.EventBatch) { r.events.publish(i, b) })
-		}
+	}
+	sink := func(i int) engine.EventSink {
+		return engine.EventSinkFunc(func(b engine.EventBatch) {
+			r.audit.observe(i, b)
+			if r.events != nil {
+				r.events.publish(i, b)
+			}
+		})
 	}
 	// Every gateway replica runs its own instance of the policy. (A future
 	// option for several kvroute Router replicas sharing one gateway's
@@ -157,9 +177,7 @@ func (r *run) setup() error {
 		if f.DecodeStep == 0 {
 			ec.DecodeStep = time.Nanosecond // the engine treats 0 as "default"
 		}
-		if sink != nil {
-			ec.Sink = sink(i)
-		}
+		ec.Sink = sink(i)
 		e, err := engine.New(ec, engine.Options{})
 		if err != nil {
 			return err
@@ -248,6 +266,9 @@ func (r *run) teardown() {
 	}
 	for _, rt := range r.rts {
 		rt.close()
+	}
+	if r.audit != nil {
+		r.audit.close()
 	}
 }
 
@@ -341,6 +362,7 @@ func (r *run) arrive(a arrival) error {
 		rq.replica = r.gateway.IntN(len(r.rts))
 	}
 	r.oracle(a.prompt)
+	rq.note = r.audit.arrive(a.prompt)
 	rt := r.rts[rq.replica]
 	i, err := rt.pick(rq)
 	if err != nil {
@@ -350,6 +372,11 @@ func (r *run) arrive(a arrival) error {
 	if r.shared != nil {
 		r.shared.picked(rq.replica, r.now)
 	}
+	var why *routedBy
+	if rq.decision != nil {
+		why = &routedBy{outcome: rq.decision.Outcome}
+	}
+	r.audit.picked(rq.note, i, why)
 	r.reqs = append(r.reqs, rq)
 	e := r.engines[i]
 	e.AdvanceTo(r.now)

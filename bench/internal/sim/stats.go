@@ -53,6 +53,9 @@ func (r *run) result() Result {
 		res.PooledLRUHitRate = float64(int64(lru)*int64(r.cfg.Fleet.BlockSize)) / float64(r.oracleQueries)
 	}
 	res.Imbalance = imbalance(computed)
+	if r.audit != nil {
+		res.Misses = r.audit.result(r.oracleQueries, res.HitRate, res.BoundHitRate, res.InfiniteHitRate)
+	}
 
 	if r.events != nil {
 		t := r.events.totals

@@ -11,14 +11,17 @@ import (
 // results in workload, load, policy order. Runs are independent and
 // deterministic, so they are spread over parallel goroutines (at least 1)
 // without changing any result. base supplies everything but the workload
-// and the load.
+// and the load. Each (workload, load) also runs the one-engine reference
+// (OneEngine, round-robin), which fills every result's OneEngineHitRate and
+// the Replacement and Placement terms of its Misses.
 func Sweep(ctx context.Context, base Config, workloads []Workload, loads []float64, policies []Policy, parallel int) ([]Result, error) {
 	type job struct {
 		cfg    Config
 		policy Policy
 		slot   int
+		ref    int // the slot of this (workload, load)'s one-engine reference
 	}
-	var jobs []job
+	var jobs, refs []job
 	for _, w := range workloads {
 		for _, l := range loads {
 			cfg := base
@@ -26,29 +29,45 @@ func Sweep(ctx context.Context, base Config, workloads []Workload, loads []float
 			if err := cfg.Validate(); err != nil {
 				return nil, fmt.Errorf("%s at load %v: %w", w.Kind, l, err)
 			}
+			ref := len(refs)
+			refs = append(refs, job{cfg: OneEngine(cfg), policy: RoundRobin, slot: ref})
 			for _, p := range policies {
-				jobs = append(jobs, job{cfg: cfg, policy: p, slot: len(jobs)})
+				jobs = append(jobs, job{cfg: cfg, policy: p, slot: len(jobs), ref: ref})
 			}
 		}
 	}
 	out := make([]Result, len(jobs))
+	one := make([]Result, len(refs))
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(parallel, 1))
-	for _, j := range jobs {
+	spawn := func(j job, into []Result, what string) {
 		g.Go(func() error {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
 			res, err := Run(j.cfg, j.policy)
 			if err != nil {
-				return fmt.Errorf("%s, %s at load %v: %w", j.cfg.Workload.Kind, j.policy, j.cfg.Load, err)
+				return fmt.Errorf("%s, %s at load %v: %w", j.cfg.Workload.Kind, what, j.cfg.Load, err)
 			}
-			out[j.slot] = res
+			into[j.slot] = res
 			return nil
 		})
 	}
+	for _, j := range refs {
+		spawn(j, one, "one-engine reference")
+	}
+	for _, j := range jobs {
+		spawn(j, out, string(j.policy))
+	}
 	if err := g.Wait(); err != nil {
 		return nil, err
+	}
+	for _, j := range jobs {
+		r := &out[j.slot]
+		r.OneEngineHitRate = one[j.ref].HitRate
+		if r.Misses != nil {
+			r.Misses.split(r.BoundHitRate, r.OneEngineHitRate)
+		}
 	}
 	return out, nil
 }
