@@ -155,8 +155,13 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		if len(sens) == 0 {
 			return nil
 		}
-		return sim.WriteCompactTable(f, "Sensitivity: a single gateway replica (shared-prefix)",
+		err := sim.WriteCompactTable(f, "Sensitivity: a single gateway replica (shared-prefix)",
 			fmt.Sprintf("The tables above run %d gateway replicas, as llm-d's precise prefix-cache routing guide runs its routers active-active: every event-fed replica subscribes to every engine, while each replica's decision history and load view are its own (the approximate router's and SGLang's trees, Dynamo's predicted index and active blocks, kvroute's in-flight load). With one replica each policy sees every decision:", o.replicas), sens)
+		if err != nil {
+			return err
+		}
+		return sim.WriteMissesTable(f, "Sensitivity: where kvroute's misses go with a single gateway replica (shared-prefix)",
+			fmt.Sprintf("The decomposition of the section above for the single-replica sweep. Against the %d-replica table, what changes is placement and duplication: replicas without Config.Cluster do not see each other's speculative entries, so while a new group's first request waits for prefill another replica can place the same group on a second engine.", o.replicas), sens)
 	})
 	if err != nil {
 		return err

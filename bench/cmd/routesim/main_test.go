@@ -26,10 +26,12 @@ func TestRoutesimWritesReport(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, out.String(), "shared-prefix load 1.00: kvroute hit")
 	require.Contains(t, out.String(), "best peer")
+	require.Contains(t, out.String(), "one engine")
 	md, err := os.ReadFile(filepath.Join(dir, "routesim.md"))
 	require.NoError(t, err)
 	for _, want := range []string{"# Routing-quality simulation", "## shared-prefix", "## no-reuse",
-		"routesim-shared-prefix.svg", "## Sensitivity: a single gateway replica"} {
+		"routesim-shared-prefix.svg", "## Sensitivity: a single gateway replica", "## Where kvroute's misses go",
+		"## Sensitivity: where kvroute's misses go with a single gateway replica"} {
 		require.Contains(t, string(md), want)
 	}
 	for _, f := range []string{"routesim-shared-prefix.svg", "routesim-no-reuse.svg"} {

@@ -2,12 +2,44 @@ package sim
 
 import (
 	"fmt"
+	"io"
 	"strings"
 )
+
+// WriteMissesTable writes the Misses decomposition of every kvroute result
+// under its own title and note, for sections appended to the report (the
+// single-replica sensitivity sweep).
+func WriteMissesTable(w io.Writer, title, note string, results []Result) error {
+	var b strings.Builder
+	rows := missRows(results)
+	if len(rows) == 0 {
+		return nil
+	}
+	fmt.Fprintf(&b, "## %s\n\n%s\n\n", title, note)
+	b.WriteString(missHeader)
+	b.WriteString(strings.Join(rows, "\n") + "\n\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+const missHeader = "| workload | load | kvroute hit rate | capacity bound | one engine | ÷ one engine | bound misses | replacement | placement | routing (gate / below threshold / not indexed / other) | in flight | duplication |\n" +
+	"|:---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
 
 // writeMisses writes where kvroute's misses go on every workload and load:
 // the Misses decomposition of each kvroute result, in hit-rate points.
 func writeMisses(b *strings.Builder, results []Result) {
+	rows := missRows(results)
+	if len(rows) == 0 {
+		return
+	}
+	b.WriteString("## Where kvroute's misses go\n\n")
+	b.WriteString(missNote)
+	b.WriteString(missHeader)
+	b.WriteString(strings.Join(rows, "\n") + "\n\n")
+}
+
+// missRows formats one table row per kvroute result with a decomposition.
+func missRows(results []Result) []string {
 	var rows []string
 	for _, kind := range kindsOf(results) {
 		if kind == NoReuse {
@@ -30,23 +62,18 @@ func writeMisses(b *strings.Builder, results []Result) {
 				pts(m.InFlight), pct(m.Duplication)))
 		}
 	}
-	if len(rows) == 0 {
-		return
-	}
-	b.WriteString("## Where kvroute's misses go\n\n")
-	b.WriteString("The gap between the capacity bound and kvroute's hit rate, in hit-rate points (bound − replacement − placement − routing − in flight = hit rate). " +
-		"The fleet's caches are observed exactly at each arrival (every engine step's KV events applied at once to an index no policy reads). " +
-		"**One engine** is a reference, not a bound: the same workload at the same load on one simulated engine holding the whole fleet's KV cache, step budget, sequences and compute — the fleet as if routing could pool its caches, with the engines' own replacement (LRU, tail blocks evicted first, prefix-only hits). " +
-		"**Bound misses**: misses of the bound itself (first touches, plus capacity misses even Belady cannot avoid). " +
-		"**Replacement**: bound − one engine, what the engines' LRU loses against Belady with the same cache; routing cannot recover it. " +
-		"**Placement**: one engine − the longest prefix any engine held at arrival; duplicated prefixes and uneven cache pressure across engines (negative: the split caches did better). " +
-		"**Routing**: the longest prefix any engine held − the chosen engine's, split by the affinity filter's outcome: TTFT gate / below the affinity threshold (the warmest engine held less than 80 % of the prompt) / not in the router's index yet / other (a less warm kept endpoint won on load). " +
-		"**In flight**: held by the chosen engine at arrival but not hit at admission (negative: requests in flight computed it meanwhile). " +
-		"**Duplication**: mean share of the fleet's cached blocks that are extra copies.\n\n")
-	b.WriteString("| workload | load | kvroute hit rate | capacity bound | one engine | ÷ one engine | bound misses | replacement | placement | routing (gate / below threshold / not indexed / other) | in flight | duplication |\n")
-	b.WriteString("|:---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	b.WriteString(strings.Join(rows, "\n") + "\n\n")
+	return rows
 }
+
+const missNote = "The gap between the capacity bound and kvroute's hit rate, in hit-rate points (bound − replacement − placement − routing − in flight = hit rate). " +
+	"The fleet's caches are observed exactly at each arrival (every engine step's KV events applied at once to an index no policy reads). " +
+	"**One engine** is a reference, not a bound: the same workload at the same load on one simulated engine holding the whole fleet's KV cache, step budget, sequences and compute — the fleet as if routing could pool its caches, with the engines' own replacement (LRU, tail blocks evicted first, prefix-only hits). " +
+	"**Bound misses**: misses of the bound itself (first touches, plus capacity misses even Belady cannot avoid). " +
+	"**Replacement**: bound − one engine, what the engines' LRU loses against Belady with the same cache; routing cannot recover it. " +
+	"**Placement**: one engine − the longest prefix any engine held at arrival; duplicated prefixes and uneven cache pressure across engines (negative: the split caches did better). " +
+	"**Routing**: the longest prefix any engine held − the chosen engine's, split by the affinity filter's outcome: TTFT gate / below the affinity threshold (the warmest engine held less than 80 % of the prompt) / not in the router's index yet / other (a less warm kept endpoint won on load). " +
+	"**In flight**: held by the chosen engine at arrival but not hit at admission (negative: requests in flight computed it meanwhile). " +
+	"**Duplication**: mean share of the fleet's cached blocks that are extra copies.\n\n"
 
 // pts formats a hit-rate fraction as points.
 func pts(x float64) string { return fmt.Sprintf("%.1f", x*100) }

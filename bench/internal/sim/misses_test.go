@@ -93,4 +93,11 @@ func TestReportHasMissesSection(t *testing.T) {
 	require.Contains(t, out, "## Where kvroute's misses go")
 	require.Contains(t, out, "| shared-prefix | 0.50 | "+pct(results[0].HitRate)+" | ")
 	require.Contains(t, out, "÷ one engine")
+
+	b.Reset()
+	require.NoError(t, WriteMissesTable(&b, "Title", "A note.", results))
+	require.Contains(t, b.String(), "## Title\n\nA note.\n\n| workload | load | kvroute hit rate |")
+	b.Reset()
+	require.NoError(t, WriteMissesTable(&b, "Title", "A note.", nil))
+	require.Empty(t, b.String(), "no kvroute result, no section")
 }
