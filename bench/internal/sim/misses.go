@@ -65,6 +65,9 @@ type Misses struct {
 	// fleet's cached blocks that are extra copies of a block another engine
 	// also holds (1 − distinct blocks ÷ cached blocks).
 	Duplication float64 `json:"duplication"`
+	// EventsDropped counts engine events the observing index could not
+	// apply; 0 means the observation was exact.
+	EventsDropped int `json:"eventsDropped,omitempty"`
 }
 
 // split fills Replacement and Placement once the one-engine reference is
@@ -90,6 +93,7 @@ type missAudit struct {
 	warmer               int64
 	dupSum               float64
 	dupN                 int
+	dropped              int // events the observing index could not apply (0 when the view is exact)
 }
 
 // auditNote is what the audit recorded for one request at its arrival.
@@ -98,7 +102,6 @@ type auditNote struct {
 	blocks  []int // per engine
 	limit   int   // countable blocks of the prompt
 	total   int   // full blocks of the prompt
-	started bool
 }
 
 func newMissAudit(ids []string, blockSize int) (*missAudit, error) {
@@ -120,13 +123,14 @@ func (m *missAudit) observe(endpoint int, b engine.EventBatch) {
 	for i := range b.Events {
 		toWire(&m.batch, &b.Events[i])
 	}
-	m.applier.Apply(m.ids[endpoint], simModel, &m.batch)
+	res := m.applier.Apply(m.ids[endpoint], simModel, &m.batch)
+	m.dropped += res.Dropped + res.Skipped
 }
 
 // arrive records what the fleet holds of prompt.
 func (m *missAudit) arrive(prompt []uint32) auditNote {
 	m.keys = keysOf(m.keys, prompt, m.bs)
-	n := auditNote{limit: (len(prompt) - 1) / m.bs, total: len(m.keys), blocks: make([]int, len(m.ids)), started: true}
+	n := auditNote{limit: (len(prompt) - 1) / m.bs, total: len(m.keys), blocks: make([]int, len(m.ids))}
 	if len(m.keys) > 0 {
 		m.ix.Match(m.keys, m.ids, &m.match)
 		for i := range m.match.Endpoints {
@@ -185,6 +189,7 @@ func (m *missAudit) result(queries int64, hit, bound, infinite float64) *Misses 
 		RoutingWarmer:         frac(m.warmer),
 	}
 	out.Routing = out.Anywhere - out.Chosen
+	out.EventsDropped = m.dropped
 	out.InFlight = out.Chosen - hit
 	if m.dupN > 0 {
 		out.Duplication = m.dupSum / float64(m.dupN)

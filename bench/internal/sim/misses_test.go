@@ -22,6 +22,7 @@ func TestMissesAddUp(t *testing.T) {
 	for _, r := range results {
 		m := r.Misses
 		require.NotNil(t, m, r.Policy)
+		require.Zero(t, m.EventsDropped, "%s: the fleet's caches were observed exactly", r.Policy)
 		require.Positive(t, r.OneEngineHitRate, "%s: the sweep filled the one-engine reference", r.Policy)
 		require.InDelta(t, r.HitRate, r.BoundHitRate-m.Replacement-m.Placement-m.Routing-m.InFlight, 1e-9, r.Policy)
 		require.InDelta(t, 1-r.BoundHitRate, m.Compulsory+m.BeladyCapacity, 1e-9, r.Policy)
