@@ -98,10 +98,10 @@ type missAudit struct {
 
 // auditNote is what the audit recorded for one request at its arrival.
 type auditNote struct {
-	best    int   // longest cached prefix on any engine, in countable blocks
-	blocks  []int // per engine
-	limit   int   // countable blocks of the prompt
-	total   int   // full blocks of the prompt
+	best   int   // longest cached prefix on any engine, in countable blocks
+	blocks []int // per engine
+	limit  int   // countable blocks of the prompt
+	total  int   // full blocks of the prompt
 }
 
 func newMissAudit(ids []string, blockSize int) (*missAudit, error) {
