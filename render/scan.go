@@ -1,11 +1,11 @@
 package render
 
 import (
-	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/kvroute/kvroute/internal/jsonstr"
 )
 
 // maxDepth bounds the nesting of skipped JSON values, so that a hostile body
@@ -81,91 +81,20 @@ func (s *scanner) literal(lit string) bool {
 
 // stringEnd returns the index just past the closing quote of the string that
 // starts at s.i, and whether it contains escapes. It validates the string as
-// encoding/json does: escapes are one of \" \\ \/ \b \f \n \r \t or \u and
-// four hex digits, and no byte below 0x20 appears unescaped (invalid UTF-8
-// and lone surrogate escapes are accepted, as encoding/json accepts them).
+// encoding/json does (jsonstr.StringEnd): escapes are one of \" \\ \/ \b \f
+// \n \r \t or \u and four hex digits, and no byte below 0x20 appears
+// unescaped (invalid UTF-8 and lone surrogate escapes are accepted, as
+// encoding/json accepts them).
 func (s *scanner) stringEnd() (end int, escaped bool, err error) {
-	if s.peek() != '"' {
-		return 0, false, s.errorf("expected a string")
+	end, escaped, serr := jsonstr.StringEnd(s.b, s.i)
+	if serr != nil {
+		at := s.i
+		s.i = serr.Offset
+		err = s.errorf("%s", serr.Msg)
+		s.i = at
+		return 0, false, err
 	}
-	i := s.i + 1
-	for {
-		q := bytes.IndexByte(s.b[i:], '"')
-		if q < 0 {
-			return 0, false, s.errorf("unterminated string")
-		}
-		seg := s.b[i : i+q]
-		bs := bytes.IndexByte(seg, '\\')
-		if bs < 0 {
-			if hasControl(seg) {
-				return 0, false, s.errorf("control character in string")
-			}
-			return i + q + 1, escaped, nil
-		}
-		if hasControl(seg[:bs]) {
-			return 0, false, s.errorf("control character in string")
-		}
-		escaped = true
-		j := i + bs + 1 // the byte after the backslash
-		if j >= len(s.b) {
-			return 0, false, s.errorf("unterminated string")
-		}
-		switch s.b[j] {
-		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-			i = j + 1
-		case 'u':
-			if j+5 > len(s.b) || !isHex4(s.b[j+1:j+5]) {
-				return 0, false, s.errorf("invalid \\u escape")
-			}
-			i = j + 5
-		default:
-			return 0, false, s.errorf("invalid string escape")
-		}
-	}
-}
-
-// hasControl reports whether b holds a byte below 0x20, eight bytes per
-// word (a byte x < 0x20 is one whose x - 0x20 borrows while x has its top bit
-// clear; a borrow only starts at such a byte, so "any" is exact), four words
-// per step. Skipping a 1 MiB inline image costs about twice the bare memchr
-// scan this replaced (a quarter of a millisecond more per MiB on a loaded
-// 2-core VM), the price of rejecting what encoding/json rejects.
-func hasControl(b []byte) bool {
-	const k, h = 0x2020202020202020, 0x8080808080808080
-	for len(b) >= 32 {
-		x0 := binary.LittleEndian.Uint64(b)
-		x1 := binary.LittleEndian.Uint64(b[8:])
-		x2 := binary.LittleEndian.Uint64(b[16:])
-		x3 := binary.LittleEndian.Uint64(b[24:])
-		if ((x0-k)&^x0|(x1-k)&^x1|(x2-k)&^x2|(x3-k)&^x3)&h != 0 {
-			return true
-		}
-		b = b[32:]
-	}
-	for len(b) >= 8 {
-		x := binary.LittleEndian.Uint64(b)
-		if (x-k)&^x&h != 0 {
-			return true
-		}
-		b = b[8:]
-	}
-	for _, c := range b {
-		if c < 0x20 {
-			return true
-		}
-	}
-	return false
-}
-
-func isHex4(b []byte) bool {
-	for _, c := range b {
-		switch {
-		case c >= '0' && c <= '9', c >= 'a' && c <= 'f', c >= 'A' && c <= 'F':
-		default:
-			return false
-		}
-	}
-	return true
+	return end, escaped, nil
 }
 
 // str reads a string value.

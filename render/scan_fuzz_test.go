@@ -55,21 +55,3 @@ func TestScannerValidatesStrings(t *testing.T) {
 		}
 	}
 }
-
-func TestHasControlEveryPosition(t *testing.T) {
-	for n := 0; n < 80; n++ {
-		b := []byte(strings.Repeat("a\xc3\xa9~ \x7f\xff", 12))[:n]
-		if hasControl(b) {
-			t.Fatalf("clean %q reported", b)
-		}
-		for i := range b {
-			for _, c := range []byte{0x00, 0x01, 0x1f} {
-				d := append([]byte(nil), b...)
-				d[i] = c
-				if !hasControl(d) {
-					t.Fatalf("control byte %#x at %d of %d missed", c, i, n)
-				}
-			}
-		}
-	}
-}

@@ -48,6 +48,26 @@ func TestStringEndRejectsWhatEncodingJSONRejects(t *testing.T) {
 	require.Equal(t, MsgControl, err.Error())
 }
 
+// A control byte is found at every position and alignment, among bytes
+// that are not controls (UTF-8, DEL, 0xff).
+func TestControlAtEveryPosition(t *testing.T) {
+	for n := 0; n < 80; n++ {
+		b := []byte(strings.Repeat("a\xc3\xa9~ \x7f\xff", 12))[:n]
+		require.Equal(t, -1, controlAt(b), "clean %q", b)
+		for i := range b {
+			for _, c := range []byte{0x00, 0x01, 0x1f} {
+				d := append([]byte(nil), b...)
+				d[i] = c
+				require.Equal(t, i, controlAt(d), "control byte %#x at %d of %d", c, i, n)
+				_, _, err := StringEnd([]byte(`"`+string(d)+`"`), 0)
+				require.NotNil(t, err)
+				require.Equal(t, MsgControl, err.Msg)
+				require.Equal(t, 1+i, err.Offset)
+			}
+		}
+	}
+}
+
 // FuzzStringEnd checks StringEnd against encoding/json: a prefix up to the
 // returned end is exactly a valid JSON string (json.Valid), and an error
 // means no prefix is one.

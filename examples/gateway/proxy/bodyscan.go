@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/kvroute/kvroute/internal/jsonstr"
 )
 
 // errNotObject is returned by bodyModel for a body that is not a JSON
@@ -109,67 +111,17 @@ func (s *bodyScanner) eat(c byte) bool {
 	return false
 }
 
-// strSpecial marks the bytes a string scan must stop at: the quote, the
-// backslash and the control characters JSON forbids unescaped.
-var strSpecial = func() (t [256]bool) {
-	for c := range 0x20 {
-		t[c] = true
-	}
-	t['"'], t['\\'] = true, true
-	return t
-}()
-
 // str scans a string at s.i and returns its span (quotes included) and
 // whether it holds escapes.
 func (s *bodyScanner) str() (start, end int, escaped bool, err error) {
 	start = s.i
-	if !s.eat('"') {
-		return 0, 0, false, s.errorf("expected a string")
+	end, escaped, serr := jsonstr.StringEnd(s.b, s.i)
+	if serr != nil {
+		s.i = serr.Offset
+		return 0, 0, false, s.errorf("%s", serr.Msg)
 	}
-	b := s.b
-	for i := s.i; i < len(b); {
-		c := b[i]
-		if !strSpecial[c] {
-			i++
-			continue
-		}
-		switch {
-		case c == '"':
-			s.i = i + 1
-			return start, s.i, escaped, nil
-		case c < 0x20:
-			s.i = i
-			return 0, 0, false, s.errorf("control character in a string")
-		}
-		escaped = true // c == '\\'
-		if i+1 >= len(b) {
-			break
-		}
-		switch b[i+1] {
-		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-			i += 2
-		case 'u':
-			if i+6 > len(b) || !isHex4(b[i+2:i+6]) {
-				s.i = i
-				return 0, 0, false, s.errorf("invalid \\u escape")
-			}
-			i += 6
-		default:
-			s.i = i
-			return 0, 0, false, s.errorf("invalid escape")
-		}
-	}
-	s.i = len(b)
-	return 0, 0, false, s.errorf("unterminated string")
-}
-
-func isHex4(h []byte) bool {
-	for _, c := range h {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
-			return false
-		}
-	}
-	return true
+	s.i = end
+	return start, end, escaped, nil
 }
 
 // value skips one JSON value at s.i; depth is the nesting it has if it is
