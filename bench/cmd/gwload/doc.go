@@ -8,7 +8,7 @@
 // Usage (from the module root):
 //
 //	go run ./bench/cmd/gwload [-concurrency 4,16,64,256] [-duration 5s] [-out dir]
-//	go run ./bench/cmd/gwload -baseline /tmp/gwload-old   # before/after in one run
+//	go run ./bench/cmd/gwload -baseline /tmp/gwload-old -rounds 3   # before/after, interleaved
 //	go run ./bench/cmd/gwload -fleet 1000                 # event pool at fleet scale
 //
 // The engines, the gateway and the load generator each run in their own
@@ -24,12 +24,19 @@
 // redialed connections, which a pool sized below the concurrency causes.
 //
 // It writes <out>/gwload.md (default out/gwload under the module root,
-// which git ignores) and, with
-// -profile N, the precise gateway's CPU profile of the concurrency-N window
-// as <out>/gateway-precise-cN.pprof. With -baseline, each gateway target
-// runs a second time with its gateway child taken from another gwload
-// binary (built from an earlier revision), so that before and after come
-// from one run on the same engines.
+// which git ignores). With -attribute (the default) every gateway window is
+// CPU-profiled, the gateway's render client marks its HTTP attempts (and the
+// render connections they dial) with a pprof goroutine label through a
+// trace.TracerProvider that records nothing, and the report splits the
+// gateway's CPU per request into render and the rest; the window's
+// allocations and GC CPU come from the gateway's runtime/metrics, and the
+// profiles (gateway-<target>-c<N>.pprof and two allocation snapshots) stay
+// in <out>. With -baseline, each gateway target also runs with its gateway
+// child taken from another gwload binary (built from an earlier revision of
+// the gateway with this revision's gwload), and -rounds N runs every
+// (target, concurrency) cell N times, alternating the order, so that before
+// and after interleave on the same engines; the report then adds a
+// before/after table of the medians.
 //
 // With -fleet N it instead measures one kvevents.Pool in a child process
 // subscribed over loopback to N publish.Publishers: memory idle, then CPU,

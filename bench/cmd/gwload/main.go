@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -79,7 +80,8 @@ type options struct {
 	warmup       time.Duration
 	prefixTokens int
 	model        string
-	profileConc  int
+	attribute    bool
+	rounds       int
 	fleet        int
 	fleetRate    float64
 	fleetWindow  time.Duration
@@ -105,7 +107,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured load before each window")
 	fs.IntVar(&o.prefixTokens, "prefix-tokens", 2000, "tokens of the prompt prefix every request shares")
 	fs.StringVar(&o.model, "model", "sim-model", "model the engines serve")
-	fs.IntVar(&o.profileConc, "profile", 64, "write the precise gateway's CPU profile of this concurrency's window (0: none)")
+	fs.BoolVar(&o.attribute, "attribute", true, "profile every gateway window (CPU, and allocations before and after it), attribute its CPU to render by pprof label, and keep the profiles in -out")
+	fs.IntVar(&o.rounds, "rounds", 1, "rounds per concurrency; each round runs every target once, alternating the order (with -baseline: old and new interleaved)")
 	fs.IntVar(&o.fleet, "fleet", 0, "instead of the HTTP load, measure an event pool subscribed to this many KV-event publishers")
 	fs.Float64Var(&o.fleetRate, "fleet-rate", 10, "messages per second each fleet publisher sends")
 	fs.StringVar(&o.baseline, "baseline", "", "a gwload binary built from another revision: each gateway target also runs with its gateway from that binary, in the same run (before/after)")
@@ -134,6 +137,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	switch {
 	case o.window <= 0 || o.warmup < 0:
 		return o, errors.New("--duration must be > 0 and --warmup >= 0")
+	case o.rounds < 1:
+		return o, errors.New("--rounds must be >= 1")
 	case o.prefixTokens < 1:
 		return o, errors.New("--prefix-tokens must be >= 1")
 	case o.fleet < 0 || o.fleetRate <= 0 || o.fleetWindow <= 0:
@@ -172,23 +177,50 @@ func run(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// cell is one (target, concurrency) measurement.
+// cell is one (target, concurrency, round) measurement.
 type cell struct {
 	Target      string
 	Conc        int
+	Round       int // 1-based
 	Res         loadResult
 	GatewayCPU  time.Duration // the gateway process over the window (0 for direct)
 	EnginesCPU  time.Duration // both engine processes
 	LoadGenCPU  time.Duration // this process
 	TimeWaitNew int           // TIME_WAIT sockets to the engines' ports, end minus start
 	NewConns    int64         // connections the engines accepted over the window
+	// RenderShare is the share of the gateway's profiled CPU that went to
+	// render (the render client's HTTP attempts and its connections'
+	// goroutines, by pprof label); -1 when not profiled.
+	RenderShare float64
+	Mem         memStats // the gateway's allocation and GC counters over the window
 }
 
-// runCells starts two engines, then for each target its gateway (if any),
-// and measures every concurrency.
+// gatewayRun is one gateway under test: a target, the binary its child runs
+// ("" this one) and its label in the report.
+type gatewayRun struct {
+	target, exe, label string
+	gw                 *child // nil for direct
+	gen                *loadGen
+	urls               []string
+}
+
+// runCells starts two engines and every gateway (this binary's and, with
+// -baseline, the baseline binary's, for each gateway target), then measures
+// every concurrency: for each one, -rounds rounds in which every target runs
+// once, in alternating order, so that before and after interleave on the
+// same engines and the same machine load.
 func runCells(o options, log io.Writer) (cells []cell, err error) {
 	var engines []*child
+	var runs []*gatewayRun
 	defer func() {
+		for _, r := range runs {
+			if r.gen != nil {
+				r.gen.close()
+			}
+			if r.gw != nil {
+				err = errors.Join(err, r.gw.stop())
+			}
+		}
 		for _, e := range engines {
 			err = errors.Join(err, e.stop())
 		}
@@ -216,90 +248,133 @@ func runCells(o options, log io.Writer) (cells []cell, err error) {
 	for _, c := range o.conc {
 		maxConc = max(maxConc, c)
 	}
-	type run struct{ target, exe, label string }
-	var runs []run
 	for _, t := range o.targets {
-		runs = append(runs, run{t, "", t})
+		runs = append(runs, &gatewayRun{target: t, label: t})
 		if t != targetDirect && o.baseline != "" {
-			runs = append(runs, run{t, o.baseline, t + " (baseline)"})
+			runs = append(runs, &gatewayRun{target: t, exe: o.baseline, label: t + " (baseline)"})
 		}
 	}
 	for _, rn := range runs {
-		target := rn.target
-		var gw *child
-		targets := direct
-		if target != targetDirect {
-			gw, err = startChild(rn.exe, "gateway "+rn.label, "gateway", gatewayArgs{Policy: proxy.Policy(target), Model: o.model, Endpoints: eps})
+		rn.urls = direct
+		if rn.target != targetDirect {
+			rn.gw, err = startChild(rn.exe, "gateway "+rn.label, "gateway", gatewayArgs{Policy: proxy.Policy(rn.target), Model: o.model, Endpoints: eps})
 			if err != nil {
 				return cells, err
 			}
 			var r gatewayReady
-			if err := json.Unmarshal(gw.ready, &r); err != nil {
-				return cells, errors.Join(err, gw.stop())
-			}
-			targets = []string{r.URL}
-		}
-		g := newLoadGen(o.model, o.prefixTokens, maxConc)
-		for _, conc := range o.conc {
-			c := cell{Target: rn.label, Conc: conc}
-			var gw0, en0, self0 time.Duration
-			var tw0 int
-			var acc0 int64
-			accepted := func() (n int64) {
-				for _, e := range engines {
-					var st engineStats
-					if e.call("stats", &st) == nil {
-						n += st.Accepted
-					}
-				}
-				return n
-			}
-			profile := gw != nil && target == targetPrecise && conc == o.profileConc
-			pfile := filepath.Join(o.out, fmt.Sprintf("gateway-precise-c%d.pprof", conc))
-			if rn.exe != "" {
-				pfile = filepath.Join(o.out, fmt.Sprintf("gateway-precise-baseline-c%d.pprof", conc))
-			}
-			sample := func() (gwc, enc, self time.Duration) {
-				if gw != nil {
-					gwc, _ = gw.cpu()
-				}
-				for _, e := range engines {
-					d, _ := e.cpu()
-					enc += d
-				}
-				self, _ = procCPU("self")
-				return
-			}
-			c.Res = g.run(targets, conc, o.warmup, o.window, func(start bool) {
-				if start {
-					if profile {
-						_ = gw.call("profile "+pfile, nil)
-					}
-					gw0, en0, self0 = sample()
-					tw0 = timeWaitTo(ports)
-					acc0 = accepted()
-					return
-				}
-				gw1, en1, self1 := sample()
-				c.GatewayCPU, c.EnginesCPU, c.LoadGenCPU = gw1-gw0, en1-en0, self1-self0
-				c.TimeWaitNew = timeWaitTo(ports) - tw0
-				c.NewConns = accepted() - acc0
-				if profile {
-					_ = gw.call("unprofile", nil)
-				}
-			})
-			fmt.Fprintf(log, "gwload: %-22s c=%-3d %8.0f req/s  p50 %6.2f ms  p99 %6.2f ms  errors %d  gateway CPU %.3f ms/req  new engine conns %d\n",
-				rn.label, conc, c.Res.RPS(), ms(c.Res.P50), ms(c.Res.P99), c.Res.Errors, perReq(c.GatewayCPU, c.Res.Requests), c.NewConns)
-			cells = append(cells, c)
-		}
-		g.close()
-		if gw != nil {
-			if err := gw.stop(); err != nil {
+			if err := json.Unmarshal(rn.gw.ready, &r); err != nil {
 				return cells, err
+			}
+			rn.urls = []string{r.URL}
+		}
+		rn.gen = newLoadGen(o.model, o.prefixTokens, maxConc)
+	}
+	accepted := func() (n int64) {
+		for _, e := range engines {
+			var st engineStats
+			if e.call("stats", &st) == nil {
+				n += st.Accepted
+			}
+		}
+		return n
+	}
+	for _, conc := range o.conc {
+		for round := 1; round <= o.rounds; round++ {
+			order := slices.Clone(runs)
+			if round%2 == 0 {
+				slices.Reverse(order)
+			}
+			for _, rn := range order {
+				c, err := measure(o, rn, conc, round, engines, ports, accepted)
+				if err != nil {
+					return cells, err
+				}
+				share := "—"
+				if c.RenderShare >= 0 {
+					share = fmt.Sprintf("%.0f %%", 100*c.RenderShare)
+				}
+				fmt.Fprintf(log, "gwload: %-24s c=%-3d r%d %7.0f req/s  p50 %6.2f ms  p99 %6.2f ms  errors %d  gateway CPU %.3f ms/req (render %s)  new engine conns %d\n",
+					rn.label, conc, round, c.Res.RPS(), ms(c.Res.P50), ms(c.Res.P99), c.Res.Errors, perReq(c.GatewayCPU, c.Res.Requests), share, c.NewConns)
+				cells = append(cells, c)
 			}
 		}
 	}
 	return cells, nil
+}
+
+// measure runs one cell: warmup, then a window sampled for CPU, churn and
+// (for gateways) allocation counters and a CPU profile.
+func measure(o options, rn *gatewayRun, conc, round int, engines []*child, ports map[int]bool, accepted func() int64) (cell, error) {
+	c := cell{Target: rn.label, Conc: conc, Round: round, RenderShare: -1}
+	var gw0, en0, self0 time.Duration
+	var tw0 int
+	var acc0 int64
+	var mem0 memStats
+	gw := rn.gw
+	base := filepath.Join(o.out, fmt.Sprintf("gateway-%s-c%d", slug(rn.label), conc))
+	if o.rounds > 1 {
+		base += fmt.Sprintf("-r%d", round)
+	}
+	pfile, a0, a1 := base+".pprof", base+".allocs0.pb.gz", base+".allocs1.pb.gz"
+	profile := gw != nil && o.attribute
+	sample := func() (gwc, enc, self time.Duration) {
+		if gw != nil {
+			gwc, _ = gw.cpu()
+		}
+		for _, e := range engines {
+			d, _ := e.cpu()
+			enc += d
+		}
+		self, _ = procCPU("self")
+		return
+	}
+	var callErr error
+	c.Res = rn.gen.run(rn.urls, conc, o.warmup, o.window, func(start bool) {
+		if start {
+			if gw != nil {
+				callErr = errors.Join(callErr, gw.call("mem", &mem0))
+			}
+			if profile {
+				callErr = errors.Join(callErr, gw.call("allocs "+a0, nil), gw.call("profile "+pfile, nil))
+			}
+			gw0, en0, self0 = sample()
+			tw0 = timeWaitTo(ports)
+			acc0 = accepted()
+			return
+		}
+		gw1, en1, self1 := sample()
+		c.GatewayCPU, c.EnginesCPU, c.LoadGenCPU = gw1-gw0, en1-en0, self1-self0
+		c.TimeWaitNew = timeWaitTo(ports) - tw0
+		c.NewConns = accepted() - acc0
+		if profile {
+			callErr = errors.Join(callErr, gw.call("unprofile", nil), gw.call("allocs "+a1, nil))
+		}
+		if gw != nil {
+			var mem1 memStats
+			callErr = errors.Join(callErr, gw.call("mem", &mem1))
+			c.Mem = memStats{AllocBytes: mem1.AllocBytes - mem0.AllocBytes, Allocs: mem1.Allocs - mem0.Allocs,
+				GCCycles: mem1.GCCycles - mem0.GCCycles, GCCPU: mem1.GCCPU - mem0.GCCPU}
+		}
+	})
+	if callErr != nil {
+		return c, callErr
+	}
+	if profile {
+		b, err := os.ReadFile(pfile)
+		if err != nil {
+			return c, err
+		}
+		if c.RenderShare, _, err = renderShare(b); err != nil {
+			return c, fmt.Errorf("%s: %w", pfile, err)
+		}
+	}
+	return c, nil
+}
+
+// slug turns a target label into a file name part.
+func slug(label string) string {
+	label = strings.NewReplacer(" (", "-", ")", "", " ", "-").Replace(label)
+	return label
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -2,15 +2,19 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/render"
 )
 
 // TestMain lets the test binary serve as gwload's child processes.
@@ -54,7 +58,7 @@ func TestRunMeasuresEveryTarget(t *testing.T) {
 	out := t.TempDir()
 	var stdout bytes.Buffer
 	err := run([]string{"-out", out, "-concurrency", "2", "-duration", "300ms", "-warmup", "100ms",
-		"-prefix-tokens", "200", "-profile", "2"}, &stdout, &bytes.Buffer{})
+		"-prefix-tokens", "200"}, &stdout, &bytes.Buffer{})
 	require.NoError(t, err)
 	md, err := os.ReadFile(filepath.Join(out, "gwload.md"))
 	require.NoError(t, err)
@@ -68,12 +72,57 @@ func TestRunMeasuresEveryTarget(t *testing.T) {
 		}
 		require.NotEmpty(t, row, "no %s row in\n%s", target, md)
 		f := strings.Split(row, "|")
-		require.Equal(t, " 0 ", f[6], "errors in %s", row)
-		require.NotEqual(t, " 0 ", f[3], "no requests/s in %s", row)
+		require.Len(t, f, 19, row)
+		require.Equal(t, " 0 ", f[7], "errors in %s", row)
+		require.NotEqual(t, " 0 ", f[4], "no requests/s in %s", row)
 		// New connections may still open while the pools grow; none close.
-		require.Equal(t, " 0 ", f[11], "connections to the engines closed in %s", row)
+		require.Equal(t, " 0 ", f[17], "connections to the engines closed in %s", row)
+		switch target {
+		case targetPrecise:
+			// The render client's attempts are labelled: some CPU is render.
+			require.NotEqual(t, " 0 % ", f[9], "no render share in %s", row)
+			require.NotEqual(t, " — ", f[9], "no render share in %s", row)
+		case targetRoundRobin:
+			require.Equal(t, " 0 % ", f[9], "round-robin renders nothing: %s", row)
+		}
 	}
-	require.FileExists(t, filepath.Join(out, "gateway-precise-c2.pprof"))
+	for _, target := range []string{targetPrecise, targetRoundRobin} {
+		for _, suffix := range []string{".pprof", ".allocs0.pb.gz", ".allocs1.pb.gz"} {
+			require.FileExists(t, filepath.Join(out, "gateway-"+target+"-c2"+suffix))
+		}
+	}
+}
+
+// labelShare splits a real CPU profile by pprof label: CPU burnt under the
+// render label and outside it both show, and the labelled share is what
+// was burnt labelled (loosely: the profiler samples at 100 Hz on a busy
+// machine).
+func TestLabelShareSplitsAProfileByLabel(t *testing.T) {
+	var buf bytes.Buffer
+	require.NoError(t, pprof.StartCPUProfile(&buf))
+	burn := func(d time.Duration) {
+		for end := time.Now().Add(d); time.Now().Before(end); {
+		}
+	}
+	burn(150 * time.Millisecond)
+	ctx, span := renderLabeler{}.Tracer(render.TracerName).Start(context.Background(), render.SpanRender)
+	burn(150 * time.Millisecond)
+	done := make(chan struct{})
+	go func() { burn(150 * time.Millisecond); close(done) }() // inherits the label
+	<-done
+	span.End()
+	_ = ctx
+	burn(150 * time.Millisecond)
+	pprof.StopCPUProfile()
+	total, lab, err := labelShare(bytes.NewReader(buf.Bytes()), stageLabel, stageRender)
+	require.NoError(t, err)
+	require.Positive(t, lab, "labelled CPU")
+	require.Greater(t, total, lab, "unlabelled CPU")
+	share := float64(lab) / float64(total)
+	require.InDelta(t, 0.5, share, 0.3, "half the CPU was burnt labelled")
+	require.Nil(t, renderLabeler{}.Tracer(kvroute.TracerName), "the router runs untraced")
+	_, _, err = labelShare(bytes.NewReader([]byte("not a profile")), stageLabel, stageRender)
+	require.Error(t, err)
 }
 
 func TestProcCPUAndRSSReadThisProcess(t *testing.T) {

@@ -2,8 +2,10 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 )
@@ -78,21 +80,42 @@ func renderReport(o options, e *runEnv, cells []cell) string {
 		"%v of load before each %v window; CPU is each process's user + system time over the window (/proc/<pid>/stat), divided by the requests completed in it. "+
 		"New conns counts the TCP connections the engines accepted during the window: a pool growing toward a new peak of concurrent requests per engine, or churn; churn is what TIME_WAIT shows:  the change in sockets to the engines' ports in TIME_WAIT over the window, i.e. connections closed (machine-wide, so expiries of earlier ones can make it negative).\n\n",
 		o.prefixTokens, o.warmup, o.window)
-	b.WriteString("| target | concurrency | requests/s | p50 | p99 | errors | gateway CPU/req | engines CPU/req | load-gen CPU/req | new conns | TIME_WAIT Δ |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	if o.attribute {
+		b.WriteString("Gateway CPU excl. render is the gateway's CPU/req times the share of its CPU profile (of the same window) not labelled render: " +
+			"the render client's HTTP attempts (the `render` span: building the request, the exchange, decoding the token IDs) and the goroutines of the render connections, " +
+			"which a pprof goroutine label marks from the attempt that dials them. GC work done by the background mark workers is unlabelled, so it counts as the gateway's own. " +
+			"Alloc/req, objects/req and GC CPU/req are the gateway's runtime/metrics counters over the window.\n\n")
+	}
+	b.WriteString("| target | concurrency | round | requests/s | p50 | p99 | errors | gateway CPU/req | render share | gateway CPU/req excl. render | alloc/req | objects/req | GC CPU/req | engines CPU/req | load-gen CPU/req | new conns | TIME_WAIT Δ |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, c := range cells {
-		gw := "—"
+		gw, share, own, alloc, objs, gc := "—", "—", "—", "—", "—", "—"
 		if c.Target != targetDirect {
 			gw = fmt.Sprintf("%.3f ms", perReq(c.GatewayCPU, c.Res.Requests))
+			if c.Res.Requests > 0 {
+				n := float64(c.Res.Requests)
+				alloc = fmt.Sprintf("%.1f KB", float64(c.Mem.AllocBytes)/n/1000)
+				objs = fmt.Sprintf("%.0f", float64(c.Mem.Allocs)/n)
+				gc = fmt.Sprintf("%.3f ms", c.Mem.GCCPU*1000/n)
+			}
 		}
-		fmt.Fprintf(&b, "| %s | %d | %.0f | %.2f ms | %.2f ms | %d | %s | %.3f ms | %.3f ms | %d | %d |\n",
-			c.Target, c.Conc, c.Res.RPS(), ms(c.Res.P50), ms(c.Res.P99), c.Res.Errors, gw,
+		if c.RenderShare >= 0 {
+			share = fmt.Sprintf("%.0f %%", 100*c.RenderShare)
+			own = fmt.Sprintf("%.3f ms", perReq(c.GatewayCPU, c.Res.Requests)*(1-c.RenderShare))
+		}
+		fmt.Fprintf(&b, "| %s | %d | %d | %.0f | %.2f ms | %.2f ms | %d | %s | %s | %s | %s | %s | %s | %.3f ms | %.3f ms | %d | %d |\n",
+			c.Target, c.Conc, c.Round, c.Res.RPS(), ms(c.Res.P50), ms(c.Res.P99), c.Res.Errors, gw, share, own, alloc, objs, gc,
 			perReq(c.EnginesCPU, c.Res.Requests), perReq(c.LoadGenCPU, c.Res.Requests), c.NewConns, c.TimeWaitNew)
+	}
+	if o.baseline != "" {
+		beforeAfter(&b, o, cells)
 	}
 	// Through-the-gateway against direct, per concurrency.
 	byKey := map[string]cell{}
 	for _, c := range cells {
-		byKey[fmt.Sprint(c.Target, c.Conc)] = c
+		if c.Round == 1 {
+			byKey[fmt.Sprint(c.Target, c.Conc)] = c
+		}
 	}
 	var rows []string
 	for _, conc := range o.conc {
@@ -110,15 +133,73 @@ func renderReport(o options, e *runEnv, cells []cell) string {
 		}
 	}
 	if len(rows) > 0 {
-		b.WriteString("\nThrough the gateway against direct, same run:\n\n| target | concurrency | requests/s ÷ direct | added p50 | added p99 |\n|---|---:|---:|---:|---:|\n")
+		b.WriteString("\nThrough the gateway against direct, same run (round 1):\n\n| target | concurrency | requests/s ÷ direct | added p50 | added p99 |\n|---|---:|---:|---:|---:|\n")
 		b.WriteString(strings.Join(rows, "\n") + "\n")
 	}
 	if o.baseline != "" {
 		b.WriteString("\n`(baseline)` rows ran their gateway from `" + o.baseline + "`, a gwload binary built from an earlier revision, against the same engines and load generator in this run.\n")
 	}
-	if o.profileConc > 0 {
-		fmt.Fprintf(&b, "\nThe precise gateway's CPU profile of the concurrency-%d window is `gateway-precise-c%d.pprof` beside this file (`go tool pprof -top` it).\n",
-			o.profileConc, o.profileConc)
+	if o.attribute {
+		b.WriteString("\nEach gateway window's CPU profile is `gateway-<target>-c<concurrency>[-r<round>].pprof` beside this file (`go tool pprof -top` it; `-tagfocus " + stageLabel + "=" + stageRender + "` or `-tagignore` splits render off), " +
+			"and its allocations are the difference of the `.allocs0.pb.gz` and `.allocs1.pb.gz` snapshots (`go tool pprof -sample_index=alloc_space -base <allocs0> <allocs1>`).\n")
 	}
 	return b.String()
+}
+
+// beforeAfter writes, per gateway target and concurrency, the medians over
+// the rounds of this revision's and the baseline's CPU per request.
+func beforeAfter(b *strings.Builder, o options, cells []cell) {
+	type key struct {
+		target string
+		conc   int
+	}
+	per := func(c cell) (total, own float64) {
+		total = perReq(c.GatewayCPU, c.Res.Requests)
+		own = math.NaN()
+		if c.RenderShare >= 0 {
+			own = total * (1 - c.RenderShare)
+		}
+		return total, own
+	}
+	group := map[key][]cell{}
+	for _, c := range cells {
+		group[key{c.Target, c.Conc}] = append(group[key{c.Target, c.Conc}], c)
+	}
+	median := func(cs []cell, f func(cell) float64) float64 {
+		v := make([]float64, 0, len(cs))
+		for _, c := range cs {
+			v = append(v, f(c))
+		}
+		slices.Sort(v)
+		if len(v) == 0 {
+			return math.NaN()
+		}
+		if len(v)%2 == 1 {
+			return v[len(v)/2]
+		}
+		return (v[len(v)/2-1] + v[len(v)/2]) / 2
+	}
+	fmt.Fprintf(b, "\nBefore (baseline) and after (this revision), median of %d interleaved round(s) per cell, same run:\n\n", o.rounds)
+	b.WriteString("| target | concurrency | requests/s before → after | p50 before → after | p99 before → after | gateway CPU/req before → after | excl. render before → after | after ÷ before (excl. render) |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, t := range o.targets {
+		if t == targetDirect {
+			continue
+		}
+		for _, conc := range o.conc {
+			after, before := group[key{t, conc}], group[key{t + " (baseline)", conc}]
+			if len(after) == 0 || len(before) == 0 {
+				continue
+			}
+			rps := func(c cell) float64 { return c.Res.RPS() }
+			p50 := func(c cell) float64 { return ms(c.Res.P50) }
+			p99 := func(c cell) float64 { return ms(c.Res.P99) }
+			tot := func(c cell) float64 { v, _ := per(c); return v }
+			own := func(c cell) float64 { _, v := per(c); return v }
+			ob, oa := median(before, own), median(after, own)
+			fmt.Fprintf(b, "| %s | %d | %.0f → %.0f | %.2f → %.2f ms | %.2f → %.2f ms | %.3f → %.3f ms | %.3f → %.3f ms | %.2f |\n",
+				t, conc, median(before, rps), median(after, rps), median(before, p50), median(after, p50),
+				median(before, p99), median(after, p99), median(before, tot), median(after, tot), ob, oa, oa/ob)
+		}
+	}
 }

@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime/metrics"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -137,7 +139,7 @@ func runGateway(raw []byte) error {
 	srv, err := proxy.NewServer(proxy.ServerConfig{
 		Listen: "127.0.0.1:0", Policy: a.Policy, Router: cfg,
 		Proxy: proxy.Config{Model: a.Model}, Endpoints: a.Endpoints,
-	}, proxy.Options{})
+	}, proxy.Options{TracerProvider: renderLabeler{}})
 	if err != nil {
 		return err
 	}
@@ -163,8 +165,52 @@ func runGateway(raw []byte) error {
 	if err := printJSON(gatewayReady{URL: srv.URL()}); err != nil {
 		return err
 	}
-	commandLoop(nil)
+	commandLoop(func(cmd string) any {
+		f := strings.Fields(cmd)
+		switch {
+		case f[0] == "mem":
+			return readMem()
+		case f[0] == "allocs" && len(f) == 2:
+			if err := writeAllocs(f[1]); err != nil {
+				return map[string]string{"error": err.Error()}
+			}
+		}
+		return struct{}{}
+	})
 	return nil
+}
+
+// memStats is a gateway child's answer to "mem": its cumulative allocation
+// and GC counters (runtime/metrics), sampled around a window.
+type memStats struct {
+	AllocBytes uint64  `json:"allocBytes"` // bytes allocated on the heap
+	Allocs     uint64  `json:"allocs"`     // heap objects allocated
+	GCCycles   uint64  `json:"gcCycles"`   // completed GC cycles
+	GCCPU      float64 `json:"gcCPU"`      // CPU seconds spent in GC (mark, assist, pauses)
+}
+
+var memSamples = []metrics.Sample{
+	{Name: "/gc/heap/allocs:bytes"},
+	{Name: "/gc/heap/allocs:objects"},
+	{Name: "/gc/cycles/total:gc-cycles"},
+	{Name: "/cpu/classes/gc/total:cpu-seconds"},
+}
+
+func readMem() memStats {
+	s := slices.Clone(memSamples)
+	metrics.Read(s)
+	return memStats{AllocBytes: s[0].Value.Uint64(), Allocs: s[1].Value.Uint64(),
+		GCCycles: s[2].Value.Uint64(), GCCPU: s[3].Value.Float64()}
+}
+
+// writeAllocs writes the cumulative allocation profile; two of them around
+// a window, with go tool pprof -base, show the window's allocations.
+func writeAllocs(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	return errors.Join(pprof.Lookup("allocs").WriteTo(f, 0), f.Close())
 }
 
 // commandLoop answers stdin commands until stdin closes: "profile <file>"
