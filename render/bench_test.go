@@ -128,7 +128,8 @@ func BenchmarkDecodeResponse(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(toks)), "ns/token")
 }
 
-// BenchmarkPrepareBody measures the render-copy edits on a chat body with a
+// BenchmarkPrepareBody measures the render-copy edits (as the parts the
+// client sends) on a chat body with a
 // 1 MiB inline image, which the scanner must skip.
 func BenchmarkPrepareBody(b *testing.B) {
 	body := []byte(`{"model":"m","max_tokens":512,"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,` +
@@ -137,8 +138,8 @@ func BenchmarkPrepareBody(b *testing.B) {
 	b.SetBytes(int64(len(body)))
 	b.ResetTimer()
 	for range b.N {
-		out, _, _, err := prepareBody(body, true, true)
-		if err != nil || !bytes.HasSuffix(out, []byte(`"return_mm_kwargs":false}`)) {
+		w, _, _, err := prepareWire(body, true, true)
+		if last, _ := w.part(w.n - 1); err != nil || w.size != int64(len(body))-2+int64(len(`,"return_mm_kwargs":false`)) || string(last) != "}" {
 			b.Fatal("edit failed", err)
 		}
 	}

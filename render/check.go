@@ -87,6 +87,7 @@ func Check(ctx context.Context, endpoints []Endpoint, opts CheckOptions) ([]Chec
 	if err != nil {
 		return nil, err
 	}
+	wire := wholeBody(body)
 
 	results := make([]CheckResult, len(endpoints))
 	sem := make(chan struct{}, opts.Parallelism)
@@ -104,7 +105,7 @@ func Check(ctx context.Context, endpoints []Endpoint, opts CheckOptions) ([]Chec
 			actx, cancel := context.WithTimeout(ctx, opts.Timeout)
 			defer cancel()
 			start := time.Now()
-			res, e := c.attempt(actx, newTarget(ep.ID, ep.URL), routeCompletions, body, opts.Authorization)
+			res, e := c.attempt(actx, newTarget(ep.ID, ep.URL), routeCompletions, &wire, opts.Authorization)
 			results[i].Duration = time.Since(start)
 			if e != nil {
 				results[i].Err = e

@@ -187,7 +187,7 @@ func (c *Client) render(ctx context.Context, req *Request) (*Result, *Error) {
 	defer cancel()
 
 	// The body is checked (and the salt read) before any probe is sent.
-	body, salt, hasSalt, err := prepareBody(req.Body, c.cfg.PrefillOnly, c.cfg.OmitMMKwargs)
+	body, salt, hasSalt, err := prepareWire(req.Body, c.cfg.PrefillOnly, c.cfg.OmitMMKwargs)
 	if err != nil {
 		return nil, &Error{Reason: ReasonOther, Err: fmt.Errorf("%w: %w", ErrInvalidRequest, err)}
 	}
@@ -198,9 +198,10 @@ func (c *Client) render(ctx context.Context, req *Request) (*Result, *Error) {
 		}
 		if mode == ModeLegacy {
 			// The translation is what is sent, with the same edits.
-			body, err = c.translate(r, req.Body)
+			var tr []byte
+			tr, err = c.translate(r, req.Body)
 			if err == nil {
-				body, _, _, err = prepareBody(body, c.cfg.PrefillOnly, c.cfg.OmitMMKwargs)
+				body, _, _, err = prepareWire(tr, c.cfg.PrefillOnly, c.cfg.OmitMMKwargs)
 			}
 			if err != nil {
 				return nil, &Error{Reason: ReasonOther, Err: err}
@@ -208,7 +209,7 @@ func (c *Client) render(ctx context.Context, req *Request) (*Result, *Error) {
 			r = routeChat
 		}
 	}
-	res, e := c.call(bctx, r, body, req.Authorization)
+	res, e := c.call(bctx, r, &body, req.Authorization)
 	if e != nil {
 		return nil, e
 	}
@@ -220,7 +221,7 @@ func (c *Client) render(ctx context.Context, req *Request) (*Result, *Error) {
 
 // call sends one render POST with at most one retry on a different endpoint.
 // ctx carries the whole budget.
-func (c *Client) call(ctx context.Context, r route, body []byte, auth string) (*Result, *Error) {
+func (c *Client) call(ctx context.Context, r route, body *wireBody, auth string) (*Result, *Error) {
 	t := c.picker.pick()
 	if t == nil {
 		return nil, &Error{Reason: ReasonNoEndpoints, Err: ErrNoEndpoints}
@@ -251,16 +252,23 @@ var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 const initialResponseBuffer = 64 << 10
 
 // attempt makes one HTTP attempt against t, capped by AttemptTimeout.
-func (c *Client) attempt(ctx context.Context, t *target, r route, body []byte, auth string) (*Result, *Error) {
+func (c *Client) attempt(ctx context.Context, t *target, r route, body *wireBody, auth string) (*Result, *Error) {
 	actx := ctx
 	if c.cfg.AttemptTimeout > 0 {
 		var cancel context.CancelFunc
 		actx, cancel = context.WithTimeout(ctx, c.cfg.AttemptTimeout)
 		defer cancel()
 	}
-	hreq, err := http.NewRequestWithContext(actx, http.MethodPost, t.urls[r], bytes.NewReader(body))
+	hreq, err := http.NewRequestWithContext(actx, http.MethodPost, t.urls[r], nil)
 	if err != nil {
 		return nil, &Error{Reason: ReasonOther, Endpoint: t.id, Err: err}
+	}
+	// The parts go out as they are (no copy of the prompt); GetBody lets
+	// the transport resend them on a fresh connection.
+	hreq.Body, hreq.ContentLength = body.reader(), body.size
+	hreq.GetBody = func() (io.ReadCloser, error) { return body.reader(), nil }
+	if body.size == 0 {
+		hreq.Body = http.NoBody
 	}
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("Accept", "application/json")

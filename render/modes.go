@@ -131,7 +131,8 @@ func (c *Client) probe(ctx context.Context, r route, auth string) (Mode, *Error)
 	} else {
 		native = `{"model":` + string(model) + `,"max_output_tokens":1,"input":"warmup"}`
 	}
-	_, err := c.call(ctx, r, []byte(native), auth)
+	nb := wholeBody([]byte(native))
+	_, err := c.call(ctx, r, &nb, auth)
 	if err == nil {
 		return ModeNative, nil
 	}
@@ -141,7 +142,8 @@ func (c *Client) probe(ctx context.Context, r route, auth string) (Mode, *Error)
 		return ModeAuto, err
 	}
 	chat := `{"model":` + string(model) + `,"max_tokens":1,"messages":[{"role":"user","content":"warmup"}]}`
-	if _, cerr := c.call(ctx, routeChat, []byte(chat), auth); cerr != nil {
+	cb := wholeBody([]byte(chat))
+	if _, cerr := c.call(ctx, routeChat, &cb, auth); cerr != nil {
 		return ModeAuto, cerr
 	}
 	return ModeLegacy, nil

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -161,11 +162,25 @@ type edit struct {
 }
 
 // prepareBody returns the render copy of body with the configured edits, and
-// the request's cache salt. The body itself is never modified.
+// the request's cache salt, as one slice (body itself when nothing is
+// edited). The body itself is never modified.
 func prepareBody(body []byte, prefillOnly, omitMMKwargs bool) (out []byte, salt string, hasSalt bool, err error) {
-	f, err := scanTop(body)
+	w, salt, hasSalt, err := prepareWire(body, prefillOnly, omitMMKwargs)
 	if err != nil {
 		return nil, "", false, err
+	}
+	return w.bytes(), salt, hasSalt, nil
+}
+
+// prepareWire returns the render copy of body with the configured edits as
+// the parts it is made of (ranges of body and the edits' literals), and the
+// request's cache salt. Nothing is copied: a prompt of thousands of tokens
+// is sent as it came, with "max_tokens":1 or "return_mm_kwargs":false
+// spliced in by the transport's writes. The body itself is never modified.
+func prepareWire(body []byte, prefillOnly, omitMMKwargs bool) (w wireBody, salt string, hasSalt bool, err error) {
+	f, err := scanTop(body)
+	if err != nil {
+		return wireBody{}, "", false, err
 	}
 	var edits []edit
 	var appendix []string
@@ -193,34 +208,48 @@ func prepareBody(body []byte, prefillOnly, omitMMKwargs bool) (out []byte, salt 
 	if omitMMKwargs {
 		appendix = append(appendix, `"return_mm_kwargs":false`)
 	}
+	// An edit to the value already there is none.
+	edits = slices.DeleteFunc(edits, func(e edit) bool { return string(body[e.at.start:e.at.end]) == e.text })
 	if len(edits) == 0 && len(appendix) == 0 {
-		return body, f.salt, f.hasSalt, nil
+		return wholeBody(body), f.salt, f.hasSalt, nil
 	}
 	// Edits are in key order, which is byte order.
 	sortEdits(edits)
-	n := len(body) + 2
-	for _, a := range appendix {
-		n += len(a) + 1
-	}
-	out = make([]byte, 0, n)
 	pos := 0
 	for _, e := range edits {
-		out = append(out, body[pos:e.at.start]...)
-		out = append(out, e.text...)
+		w.add(body[pos:e.at.start])
+		w.add(literal(e.text))
 		pos = e.at.end
 	}
-	out = append(out, body[pos:f.end]...)
+	w.add(body[pos:f.end])
 	members := f.members
 	for _, a := range appendix {
 		if members > 0 {
-			out = append(out, ',')
+			w.add(literal(","))
 		}
-		out = append(out, a...)
+		w.add(literal(a))
 		members++
 	}
-	out = append(out, body[f.end:]...)
-	return out, f.salt, f.hasSalt, nil
+	w.add(body[f.end:])
+	return w, f.salt, f.hasSalt, nil
 }
+
+// literal returns the bytes of an edit's text. The texts are the constants
+// above, so they are interned once rather than converted per request.
+func literal(s string) []byte {
+	if b, ok := literals[s]; ok {
+		return b
+	}
+	return []byte(s)
+}
+
+var literals = func() map[string][]byte {
+	m := map[string][]byte{}
+	for _, s := range []string{"1", "0", ",", `"max_tokens":1`, `"return_mm_kwargs":false`} {
+		m[s] = []byte(s)
+	}
+	return m
+}()
 
 // sortEdits orders edits by position (insertion sort: there are at most a
 // handful).

@@ -26,7 +26,7 @@ const (
 )
 
 // tracedAttempt is attempt inside a "render" span when the client traces.
-func (c *Client) tracedAttempt(ctx context.Context, t *target, r route, body []byte, auth string, n int) (*Result, *Error) {
+func (c *Client) tracedAttempt(ctx context.Context, t *target, r route, body *wireBody, auth string, n int) (*Result, *Error) {
 	if c.tracer == nil {
 		return c.attempt(ctx, t, r, body, auth)
 	}
