@@ -26,7 +26,27 @@ type pickState struct {
 	pass      []int  // the candidates the affinity filter kept
 	kept      []bool // per candidate: in pass; empty until Selection.Kept needs it
 	mm        []kvindex.MMItem
-	renderRes render.Result
+	renderRes render.Result // the render client's answer, its token arrays reused
+}
+
+// maxKeptTokens bounds the token arrays a pooled scratch keeps for the next
+// request: a rare huge prompt does not stay pinned in the pool.
+const maxKeptTokens = 1 << 16
+
+// trimRendered drops the rendered prompts' multimodal items (references to
+// the request) and any token array above maxKeptTokens.
+func (st *pickState) trimRendered() {
+	ps := st.renderRes.Prompts[:cap(st.renderRes.Prompts)]
+	for i := range ps {
+		ps[i].Features = nil
+		if cap(ps[i].TokenIDs) > maxKeptTokens {
+			ps[i].TokenIDs = nil
+		}
+	}
+	if len(ps) > 16 {
+		st.renderRes.Prompts = nil
+	}
+	st.renderRes.CacheSalt, st.renderRes.Endpoint = "", ""
 }
 
 func (st *pickState) reset(n int) {
@@ -175,8 +195,10 @@ func (r *Router) prompts(ctx context.Context, req *Request, st *pickState) ([]Pr
 	if req.Header != nil {
 		auth = req.Header.Get("Authorization")
 	}
-	res, err := r.render.Render(ctx, &render.Request{API: req.API, Body: req.Body, Authorization: auth})
-	if err != nil {
+	// The scratch's render result is reused, so that its token arrays are:
+	// a 2,000-token prompt then costs no 8 KB array per request.
+	res := &st.renderRes
+	if err := r.render.RenderInto(ctx, &render.Request{API: req.API, Body: req.Body, Authorization: auth}, res); err != nil {
 		return nil, "", err
 	}
 	salt := res.CacheSalt

@@ -120,6 +120,7 @@ func (s *Selection) Release() {
 	s.endPick(nil)
 	// Drop the references (Match resets the rest); the scratch keeps its capacity.
 	s.r, s.req, s.eps, s.prompts, s.renderErr, s.salt = nil, nil, nil, nil, nil, ""
+	s.st.trimRendered()
 	r.selections.Put(s)
 }
 

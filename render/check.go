@@ -105,7 +105,8 @@ func Check(ctx context.Context, endpoints []Endpoint, opts CheckOptions) ([]Chec
 			actx, cancel := context.WithTimeout(ctx, opts.Timeout)
 			defer cancel()
 			start := time.Now()
-			res, e := c.attempt(actx, newTarget(ep.ID, ep.URL), routeCompletions, &wire, opts.Authorization)
+			res := new(Result)
+			e := c.attempt(actx, newTarget(ep.ID, ep.URL), routeCompletions, &wire, opts.Authorization, res)
 			results[i].Duration = time.Since(start)
 			if e != nil {
 				results[i].Err = e

@@ -150,18 +150,31 @@ func (c *Client) Endpoints() []Endpoint { return c.picker.endpoints() }
 // duration metric, counted in the failures metric unless the caller canceled,
 // and logged at most once per 10 s.
 func (c *Client) Render(ctx context.Context, req *Request) (*Result, error) {
+	res := new(Result)
+	if err := c.RenderInto(ctx, req, res); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// RenderInto is Render writing its answer into res, which it overwrites:
+// the token ID arrays of the prompts res held are reused when large enough,
+// so that a caller rendering request after request into one Result (a
+// router's pooled scratch) allocates no token arrays. The caller must not
+// keep res's earlier TokenIDs. On error res holds nothing usable.
+func (c *Client) RenderInto(ctx context.Context, req *Request, res *Result) error {
 	start := c.now()
-	res, err := c.render(ctx, req)
+	err := c.render(ctx, req, res)
 	if err != nil {
 		if (err.Reason == ReasonTimeout || err.Reason == ReasonConnection) && errors.Is(ctx.Err(), context.Canceled) {
 			err.Reason = ReasonCanceled
 		}
 		c.metrics.observe(c.now().Sub(start).Seconds(), err)
 		c.logFailure(err)
-		return nil, err
+		return err
 	}
 	c.metrics.observe(c.now().Sub(start).Seconds(), nil)
-	return res, nil
+	return nil
 }
 
 // budget returns the whole-render budget of a route.
@@ -172,16 +185,16 @@ func (c *Client) budget(r route) time.Duration {
 	return max(c.cfg.Timeout, c.cfg.MMTimeout)
 }
 
-func (c *Client) render(ctx context.Context, req *Request) (*Result, *Error) {
+func (c *Client) render(ctx context.Context, req *Request, res *Result) *Error {
 	if c.closed.Load() {
-		return nil, &Error{Reason: ReasonOther, Err: ErrClosed}
+		return &Error{Reason: ReasonOther, Err: ErrClosed}
 	}
 	if req == nil {
-		return nil, &Error{Reason: ReasonOther, Err: fmt.Errorf("%w: nil request", ErrInvalidRequest)}
+		return &Error{Reason: ReasonOther, Err: fmt.Errorf("%w: nil request", ErrInvalidRequest)}
 	}
 	r, ok := req.API.route()
 	if !ok {
-		return nil, &Error{Reason: ReasonOther, Err: fmt.Errorf("%w: unknown API %q", ErrInvalidRequest, req.API)}
+		return &Error{Reason: ReasonOther, Err: fmt.Errorf("%w: unknown API %q", ErrInvalidRequest, req.API)}
 	}
 	bctx, cancel := context.WithTimeout(ctx, c.budget(r))
 	defer cancel()
@@ -189,12 +202,12 @@ func (c *Client) render(ctx context.Context, req *Request) (*Result, *Error) {
 	// The body is checked (and the salt read) before any probe is sent.
 	body, salt, hasSalt, err := prepareWire(req.Body, c.cfg.PrefillOnly, c.cfg.OmitMMKwargs)
 	if err != nil {
-		return nil, &Error{Reason: ReasonOther, Err: fmt.Errorf("%w: %w", ErrInvalidRequest, err)}
+		return &Error{Reason: ReasonOther, Err: fmt.Errorf("%w: %w", ErrInvalidRequest, err)}
 	}
 	if r == routeMessages || r == routeResponses {
 		mode, merr := c.modeFor(bctx, r, req.Authorization)
 		if merr != nil {
-			return nil, merr
+			return merr
 		}
 		if mode == ModeLegacy {
 			// The translation is what is sent, with the same edits.
@@ -204,45 +217,47 @@ func (c *Client) render(ctx context.Context, req *Request) (*Result, *Error) {
 				body, _, _, err = prepareWire(tr, c.cfg.PrefillOnly, c.cfg.OmitMMKwargs)
 			}
 			if err != nil {
-				return nil, &Error{Reason: ReasonOther, Err: err}
+				return &Error{Reason: ReasonOther, Err: err}
 			}
 			r = routeChat
 		}
 	}
-	res, e := c.call(bctx, r, &body, req.Authorization)
-	if e != nil {
-		return nil, e
+	if e := c.call(bctx, r, &body, req.Authorization, res); e != nil {
+		return e
 	}
 	if hasSalt {
 		res.CacheSalt = salt
 	}
-	return res, nil
+	return nil
 }
 
 // call sends one render POST with at most one retry on a different endpoint.
 // ctx carries the whole budget.
-func (c *Client) call(ctx context.Context, r route, body *wireBody, auth string) (*Result, *Error) {
+// The answer goes into res (nil: discarded).
+func (c *Client) call(ctx context.Context, r route, body *wireBody, auth string, res *Result) *Error {
+	if res == nil {
+		res = new(Result)
+	}
 	t := c.picker.pick()
 	if t == nil {
-		return nil, &Error{Reason: ReasonNoEndpoints, Err: ErrNoEndpoints}
+		return &Error{Reason: ReasonNoEndpoints, Err: ErrNoEndpoints}
 	}
-	res, err := c.tracedAttempt(ctx, t, r, body, auth, 1)
+	err := c.tracedAttempt(ctx, t, r, body, auth, 1, res)
 	if err == nil {
-		return res, nil
+		return nil
 	}
 	if !err.Retryable() || ctx.Err() != nil {
-		return nil, err
+		return err
 	}
 	t2 := c.picker.pickExcluding(t)
 	if t2 == nil {
-		return nil, err
+		return err
 	}
-	res, err = c.tracedAttempt(ctx, t2, r, body, auth, 2)
-	if err != nil {
+	if err = c.tracedAttempt(ctx, t2, r, body, auth, 2, res); err != nil {
 		err.Attempts = 2
-		return nil, err
+		return err
 	}
-	return res, nil
+	return nil
 }
 
 var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
@@ -251,8 +266,9 @@ var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 // its body arrives (the rest grows with the bytes read).
 const initialResponseBuffer = 64 << 10
 
-// attempt makes one HTTP attempt against t, capped by AttemptTimeout.
-func (c *Client) attempt(ctx context.Context, t *target, r route, body *wireBody, auth string) (*Result, *Error) {
+// attempt makes one HTTP attempt against t, capped by AttemptTimeout, and
+// decodes the answer into res.
+func (c *Client) attempt(ctx context.Context, t *target, r route, body *wireBody, auth string, res *Result) *Error {
 	actx := ctx
 	if c.cfg.AttemptTimeout > 0 {
 		var cancel context.CancelFunc
@@ -261,7 +277,7 @@ func (c *Client) attempt(ctx context.Context, t *target, r route, body *wireBody
 	}
 	hreq, err := http.NewRequestWithContext(actx, http.MethodPost, t.urls[r], nil)
 	if err != nil {
-		return nil, &Error{Reason: ReasonOther, Endpoint: t.id, Err: err}
+		return &Error{Reason: ReasonOther, Endpoint: t.id, Err: err}
 	}
 	// The parts go out as they are (no copy of the prompt); GetBody lets
 	// the transport resend them on a fresh connection.
@@ -277,7 +293,7 @@ func (c *Client) attempt(ctx context.Context, t *target, r route, body *wireBody
 	}
 	resp, err := c.http.Do(hreq)
 	if err != nil {
-		return nil, transportError(actx, t, err)
+		return transportError(actx, t, err)
 	}
 	defer resp.Body.Close()
 
@@ -285,12 +301,12 @@ func (c *Client) attempt(ctx context.Context, t *target, r route, body *wireBody
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxStatusBody))
 		// Drain a little more so that the connection can be reused.
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-		return nil, statusError(t.id, resp.StatusCode, b)
+		return statusError(t.id, resp.StatusCode, b)
 	}
 
 	limit := c.cfg.MaxResponseBytes
 	if resp.ContentLength > limit {
-		return nil, &Error{Reason: ReasonDecode, Status: resp.StatusCode, Endpoint: t.id, Attempts: 1,
+		return &Error{Reason: ReasonDecode, Status: resp.StatusCode, Endpoint: t.id, Attempts: 1,
 			Err: fmt.Errorf("%w: body of %d bytes exceeds the %d-byte cap", errDecode, resp.ContentLength, limit)}
 	}
 	buf := bufPool.Get().(*bytes.Buffer)
@@ -311,17 +327,17 @@ func (c *Client) attempt(ctx context.Context, t *target, r route, body *wireBody
 	if _, err := buf.ReadFrom(io.LimitReader(resp.Body, limit+1)); err != nil {
 		// A body cut off by the network or the deadline after a 2xx header
 		// is a transport failure (retried), not a decode failure.
-		return nil, transportError(actx, t, err)
+		return transportError(actx, t, err)
 	}
 	if int64(buf.Len()) > limit {
-		return nil, &Error{Reason: ReasonDecode, Status: resp.StatusCode, Endpoint: t.id, Attempts: 1,
+		return &Error{Reason: ReasonDecode, Status: resp.StatusCode, Endpoint: t.id, Attempts: 1,
 			Err: fmt.Errorf("%w: body exceeds the %d-byte cap", errDecode, limit)}
 	}
-	res := &Result{Endpoint: t.id}
+	res.Endpoint = t.id
 	if err := decodeResponse(buf.Bytes(), r == routeCompletions, res); err != nil {
-		return nil, &Error{Reason: ReasonDecode, Status: resp.StatusCode, Endpoint: t.id, Attempts: 1, Err: err}
+		return &Error{Reason: ReasonDecode, Status: resp.StatusCode, Endpoint: t.id, Attempts: 1, Err: err}
 	}
-	return res, nil
+	return nil
 }
 
 // transportError classifies a failed exchange: a timeout when the attempt's

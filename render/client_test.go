@@ -43,6 +43,37 @@ func TestRenderCompletionsArrayAndChatObject(t *testing.T) {
 	require.Equal(t, "/v1/chat/completions/render", s.last().Path)
 }
 
+// RenderInto overwrites its Result and renders into the token arrays it
+// already holds: a second, shorter prompt allocates none, a longer one gets
+// its own, and a salt or second prompt of an earlier answer does not stay.
+func TestRenderIntoReusesTheTokenArrays(t *testing.T) {
+	s := newFakeVLLM(t, "a")
+	c := newTestClient(t, nil, s)
+	var res Result
+	two := []byte(`{"model":"qwen3-8b","prompt":["a long first prompt","yo"],"cache_salt":"t1"}`)
+	require.NoError(t, c.RenderInto(context.Background(), &Request{API: APICompletions, Body: two}, &res))
+	require.Len(t, res.Prompts, 2)
+	require.Equal(t, "t1", res.CacheSalt)
+	first := &res.Prompts[0].TokenIDs[0]
+
+	require.NoError(t, c.RenderInto(context.Background(), completions("short"), &res))
+	require.Len(t, res.Prompts, 1)
+	require.Equal(t, textTokens("short"), res.Prompts[0].TokenIDs)
+	require.Same(t, first, &res.Prompts[0].TokenIDs[0], "the first prompt's array is reused")
+	require.Empty(t, res.CacheSalt)
+	require.Equal(t, "a", res.Endpoint)
+
+	long := strings.Repeat("x", 100)
+	require.NoError(t, c.RenderInto(context.Background(), completions(long), &res))
+	require.Equal(t, textTokens(long), res.Prompts[0].TokenIDs)
+
+	answer := []byte(`[` + generateRequest(textTokens("short"), "", "") + `]`)
+	allocs := testing.AllocsPerRun(20, func() { _ = decodeResponse(answer, true, &res) })
+	// The one allocation left is the 32-byte scanner, not a token array.
+	require.LessOrEqual(t, allocs, 1.0, "decoding into a reused Result allocates no token array")
+	require.Error(t, c.RenderInto(context.Background(), &Request{API: "nope"}, &res))
+}
+
 func TestRenderMultimodalFeaturesAndSalt(t *testing.T) {
 	s := newFakeVLLM(t, "a")
 	s.on("/v1/chat/completions/render", func(w http.ResponseWriter, r *http.Request) {

@@ -55,7 +55,18 @@ const maxOffset = math.MaxInt32
 // objects when array is set (completions; a single object is accepted as one
 // prompt), one object otherwise. It reads token_ids, features.mm_hashes,
 // features.mm_placeholders and cache_salt, and skips everything else.
+//
+// res is overwritten; the token arrays of the prompts it held are reused
+// when large enough.
 func decodeResponse(body []byte, array bool, res *Result) error {
+	prev := res.Prompts[:cap(res.Prompts)]
+	res.Prompts, res.CacheSalt = res.Prompts[:0], ""
+	reuse := func(k int) []uint32 {
+		if k < len(prev) {
+			return prev[k].TokenIDs
+		}
+		return nil
+	}
 	s := scanner{b: body}
 	s.ws()
 	salt := ""
@@ -68,7 +79,7 @@ func decodeResponse(body []byte, array bool, res *Result) error {
 		}
 		for {
 			s.ws()
-			p, sa, err := decodeGenerate(&s)
+			p, sa, err := decodeGenerate(&s, reuse(len(res.Prompts)))
 			if err != nil {
 				return err
 			}
@@ -86,7 +97,7 @@ func decodeResponse(body []byte, array bool, res *Result) error {
 			return fmt.Errorf("%w: %w", errDecode, s.errorf("expected ',' or ']'"))
 		}
 	case s.peek() == '{':
-		p, sa, err := decodeGenerate(&s)
+		p, sa, err := decodeGenerate(&s, reuse(0))
 		if err != nil {
 			return err
 		}
@@ -104,8 +115,9 @@ func decodeResponse(body []byte, array bool, res *Result) error {
 	return nil
 }
 
-// decodeGenerate decodes one GenerateRequest object.
-func decodeGenerate(s *scanner) (p Prompt, salt string, err error) {
+// decodeGenerate decodes one GenerateRequest object; its token IDs go into
+// toks's array when it is large enough.
+func decodeGenerate(s *scanner, toks []uint32) (p Prompt, salt string, err error) {
 	var hashes, places []mmList
 	haveTokens := false
 	fail := func(err error) (Prompt, string, error) {
@@ -132,7 +144,7 @@ func decodeGenerate(s *scanner) (p Prompt, salt string, err error) {
 			s.ws()
 			switch string(k) {
 			case "token_ids":
-				p.TokenIDs, err = decodeTokens(s)
+				p.TokenIDs, err = decodeTokens(s, toks)
 				haveTokens = p.TokenIDs != nil
 			case "features":
 				hashes, places, err = decodeFeatures(s)
@@ -168,9 +180,10 @@ func decodeGenerate(s *scanner) (p Prompt, salt string, err error) {
 }
 
 // decodeTokens reads token_ids: null or an array of integers in uint32 range.
-// The array is sized exactly (one allocation) by counting its commas first,
-// and parsed by a tight loop over local variables.
-func decodeTokens(s *scanner) ([]uint32, error) {
+// The array is sized exactly (one allocation, none when reuse is large
+// enough) by counting its commas first, and parsed by a tight loop over
+// local variables.
+func decodeTokens(s *scanner, reuse []uint32) ([]uint32, error) {
 	if s.literal("null") {
 		return nil, nil
 	}
@@ -185,7 +198,10 @@ func decodeTokens(s *scanner) ([]uint32, error) {
 	}
 	end += s.i
 	b := s.b[:end] // the loop never reads past the ']'
-	toks := make([]uint32, 0, bytes.Count(b[s.i:], []byte{','})+1)
+	toks := reuse[:0]
+	if n := bytes.Count(b[s.i:], []byte{','}) + 1; cap(toks) < n {
+		toks = make([]uint32, 0, n)
+	}
 	i := s.i
 	for i < len(b) && isSpace(b[i]) {
 		i++

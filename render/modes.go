@@ -132,7 +132,7 @@ func (c *Client) probe(ctx context.Context, r route, auth string) (Mode, *Error)
 		native = `{"model":` + string(model) + `,"max_output_tokens":1,"input":"warmup"}`
 	}
 	nb := wholeBody([]byte(native))
-	_, err := c.call(ctx, r, &nb, auth)
+	err := c.call(ctx, r, &nb, auth, nil)
 	if err == nil {
 		return ModeNative, nil
 	}
@@ -143,7 +143,7 @@ func (c *Client) probe(ctx context.Context, r route, auth string) (Mode, *Error)
 	}
 	chat := `{"model":` + string(model) + `,"max_tokens":1,"messages":[{"role":"user","content":"warmup"}]}`
 	cb := wholeBody([]byte(chat))
-	if _, cerr := c.call(ctx, routeChat, &cb, auth); cerr != nil {
+	if cerr := c.call(ctx, routeChat, &cb, auth, nil); cerr != nil {
 		return ModeAuto, cerr
 	}
 	return ModeLegacy, nil

@@ -26,21 +26,21 @@ const (
 )
 
 // tracedAttempt is attempt inside a "render" span when the client traces.
-func (c *Client) tracedAttempt(ctx context.Context, t *target, r route, body *wireBody, auth string, n int) (*Result, *Error) {
+func (c *Client) tracedAttempt(ctx context.Context, t *target, r route, body *wireBody, auth string, n int, res *Result) *Error {
 	if c.tracer == nil {
-		return c.attempt(ctx, t, r, body, auth)
+		return c.attempt(ctx, t, r, body, auth, res)
 	}
 	ctx, sp := c.tracer.Start(ctx, SpanRender, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
 		AttrEndpoint.String(t.id), AttrRoute.String(t.urls[r]), AttrAttempt.Int(n), AttrRetry.Bool(n > 1)))
 	defer sp.End()
-	res, err := c.attempt(ctx, t, r, body, auth)
+	err := c.attempt(ctx, t, r, body, auth, res)
 	if err != nil {
 		if err.Status != 0 {
 			sp.SetAttributes(AttrStatus.Int(err.Status))
 		}
 		sp.SetAttributes(AttrReason.String(string(err.Reason)))
 		sp.SetStatus(codes.Error, err.Error())
-		return nil, err
+		return err
 	}
 	tokens := 0
 	for _, p := range res.Prompts {
@@ -48,5 +48,5 @@ func (c *Client) tracedAttempt(ctx context.Context, t *target, r route, body *wi
 	}
 	sp.SetAttributes(AttrTokens.Int(tokens))
 	sp.SetStatus(codes.Ok, "")
-	return res, nil
+	return nil
 }
