@@ -275,16 +275,13 @@ func (c *Client) attempt(ctx context.Context, t *target, r route, body *wireBody
 		actx, cancel = context.WithTimeout(ctx, c.cfg.AttemptTimeout)
 		defer cancel()
 	}
-	hreq, err := http.NewRequestWithContext(actx, http.MethodPost, t.urls[r], nil)
+	// The body goes out as one *bytes.Reader: net/http writes such a body
+	// with its header in one write, while a reader it does not know as
+	// in-memory (the parts themselves) gets its header flushed in a write
+	// of its own and is copied through a fresh 32 KiB buffer.
+	hreq, err := http.NewRequestWithContext(actx, http.MethodPost, t.urls[r], bytes.NewReader(body.flat()))
 	if err != nil {
 		return &Error{Reason: ReasonOther, Endpoint: t.id, Err: err}
-	}
-	// The parts go out as they are (no copy of the prompt); GetBody lets
-	// the transport resend them on a fresh connection.
-	hreq.Body, hreq.ContentLength = body.reader(), body.size
-	hreq.GetBody = func() (io.ReadCloser, error) { return body.reader(), nil }
-	if body.size == 0 {
-		hreq.Body = http.NoBody
 	}
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("Accept", "application/json")

@@ -174,9 +174,9 @@ func prepareBody(body []byte, prefillOnly, omitMMKwargs bool) (out []byte, salt 
 
 // prepareWire returns the render copy of body with the configured edits as
 // the parts it is made of (ranges of body and the edits' literals), and the
-// request's cache salt. Nothing is copied: a prompt of thousands of tokens
-// is sent as it came, with "max_tokens":1 or "return_mm_kwargs":false
-// spliced in by the transport's writes. The body itself is never modified.
+// request's cache salt. Nothing is copied until the body is sent; an edit
+// to the value already there is none, so such a body goes out as it came.
+// The body itself is never modified.
 func prepareWire(body []byte, prefillOnly, omitMMKwargs bool) (w wireBody, salt string, hasSalt bool, err error) {
 	f, err := scanTop(body)
 	if err != nil {

@@ -1,23 +1,20 @@
 package render
 
-import (
-	"io"
-)
-
 // maxInlineParts is how many parts a wireBody holds without a slice of its
 // own: the unedited body is one, max_tokens and the return_mm_kwargs splice
 // make five.
 const maxInlineParts = 7
 
-// wireBody is a request body as it goes on the wire: the concatenation of
-// its parts, which point into the caller's body or at constant literals and
-// are never modified. It lets the render copy of a body differ from the
-// body without copying the prompt.
+// wireBody is a request body as the concatenation of its parts, which point
+// into the caller's body or at constant literals and are never modified. An
+// unedited body is sent as the caller's slice itself; an edited one is
+// joined once (flat).
 type wireBody struct {
 	inline [maxInlineParts][]byte
 	more   [][]byte // parts beyond the inline ones
 	n      int      // parts in inline
 	size   int64
+	joined []byte // flat's result, once asked for
 }
 
 // wholeBody is b unedited.
@@ -67,54 +64,11 @@ func (w *wireBody) bytes() []byte {
 	}
 }
 
-// reader returns a reader of the whole body; each call starts at the
-// beginning (GetBody, for the transport's retries).
-func (w *wireBody) reader() io.ReadCloser { return &wireReader{w: w} }
-
-// wireReader reads a wireBody's parts in order.
-type wireReader struct {
-	w   *wireBody
-	i   int // current part
-	off int // offset in it
-}
-
-func (r *wireReader) Read(p []byte) (int, error) {
-	n := 0
-	for n < len(p) {
-		part, ok := r.w.part(r.i)
-		if !ok {
-			if n == 0 {
-				return 0, io.EOF
-			}
-			return n, nil
-		}
-		c := copy(p[n:], part[r.off:])
-		n += c
-		r.off += c
-		if r.off == len(part) {
-			r.i, r.off = r.i+1, 0
-		}
+// flat returns the body as one slice, joining the parts at most once (the
+// same slice for a retry).
+func (w *wireBody) flat() []byte {
+	if w.joined == nil {
+		w.joined = w.bytes()
 	}
-	return n, nil
+	return w.joined
 }
-
-// WriteTo writes the remaining parts to w.
-func (r *wireReader) WriteTo(w io.Writer) (int64, error) {
-	var total int64
-	for {
-		part, ok := r.w.part(r.i)
-		if !ok {
-			return total, nil
-		}
-		n, err := w.Write(part[r.off:])
-		total += int64(n)
-		if err != nil {
-			r.off += n
-			return total, err
-		}
-		r.i, r.off = r.i+1, 0
-	}
-}
-
-// Close does nothing: the parts belong to the caller.
-func (r *wireReader) Close() error { return nil }
