@@ -28,7 +28,8 @@
 // CPU-profiled, the gateway's render client marks its HTTP attempts (and the
 // render connections they dial) with a pprof goroutine label through a
 // trace.TracerProvider that records nothing, and the report splits the
-// gateway's CPU per request into render and the rest; the window's
+// gateway's CPU per request into render (those labels and every sample
+// with a render client method on its stack) and the rest; the window's
 // allocations and GC CPU come from the gateway's runtime/metrics, and the
 // profiles (gateway-<target>-c<N>.pprof and two allocation snapshots) stay
 // in <out>. With -baseline, each gateway target also runs with its gateway

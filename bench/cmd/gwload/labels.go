@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"runtime/pprof"
+	"strings"
 
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
@@ -63,10 +64,11 @@ type labelSpan struct {
 
 func (s *labelSpan) End(...trace.SpanEndOption) { pprof.SetGoroutineLabels(s.restore) }
 
-// labelShare reads a CPU profile (runtime/pprof's gzipped protobuf) and
-// returns the CPU time of all its samples and of those labelled
-// key=value, in nanoseconds.
-func labelShare(r io.Reader, key, value string) (total, labelled int64, err error) {
+// profileShare reads a CPU profile (runtime/pprof's gzipped protobuf) and
+// returns the CPU time of all its samples and of those that are render's:
+// labelled key=value, or with a function named with funcPrefix on their
+// stack, in nanoseconds.
+func profileShare(r io.Reader, key, value, funcPrefix string) (total, matched int64, err error) {
 	zr, err := gzip.NewReader(r)
 	if err != nil {
 		return 0, 0, err
@@ -75,13 +77,16 @@ func labelShare(r io.Reader, key, value string) (total, labelled int64, err erro
 	if err != nil {
 		return 0, 0, err
 	}
-	// Profile: sample_type = 1, sample = 2, string_table = 6.
-	// Sample: value = 2 (packed int64), label = 3.
-	// Label: key = 1, str = 2 (string table indices).
+	// Profile: sample_type = 1, sample = 2, location = 4, function = 5,
+	// string_table = 6. Sample: location_id = 1 (packed), value = 2
+	// (packed), label = 3. Label: key = 1, str = 2 (string indices).
+	// Location: id = 1, line = 4 (Line: function_id = 1). Function: id = 1,
+	// name = 2.
 	var (
-		strs    []string
-		samples [][]byte
-		types   int
+		strs          []string
+		samples, locs [][]byte
+		funcs         [][]byte
+		types         int
 	)
 	err = eachField(raw, func(num protowire.Number, v []byte) error {
 		switch num {
@@ -89,6 +94,10 @@ func labelShare(r io.Reader, key, value string) (total, labelled int64, err erro
 			types++
 		case 2:
 			samples = append(samples, v)
+		case 4:
+			locs = append(locs, v)
+		case 5:
+			funcs = append(funcs, v)
 		case 6:
 			strs = append(strs, string(v))
 		}
@@ -102,20 +111,69 @@ func labelShare(r io.Reader, key, value string) (total, labelled int64, err erro
 	if types != 2 {
 		return 0, 0, fmt.Errorf("profile has %d sample types, want 2 (a CPU profile)", types)
 	}
+	str := func(i uint64) string {
+		if i < uint64(len(strs)) {
+			return strs[i]
+		}
+		return ""
+	}
+	renderFunc := map[uint64]bool{}
+	for _, f := range funcs {
+		var id, name uint64
+		if err := eachVarint(f, func(num protowire.Number, x uint64) {
+			switch num {
+			case 1:
+				id = x
+			case 2:
+				name = x
+			}
+		}); err != nil {
+			return 0, 0, err
+		}
+		if funcPrefix != "" && strings.HasPrefix(str(name), funcPrefix) {
+			renderFunc[id] = true
+		}
+	}
+	renderLoc := map[uint64]bool{}
+	for _, l := range locs {
+		var id uint64
+		hit := false
+		if err := eachVarint(l, func(num protowire.Number, x uint64) {
+			if num == 1 {
+				id = x
+			}
+		}); err != nil {
+			return 0, 0, err
+		}
+		if err := eachField(l, func(num protowire.Number, v []byte) error {
+			if num != 4 {
+				return nil
+			}
+			return eachVarint(v, func(num protowire.Number, x uint64) {
+				if num == 1 && renderFunc[x] {
+					hit = true
+				}
+			})
+		}); err != nil {
+			return 0, 0, err
+		}
+		if hit {
+			renderLoc[id] = true
+		}
+	}
 	for _, sm := range samples {
 		var vals []int64
 		match := false
 		err := eachField(sm, func(num protowire.Number, v []byte) error {
 			switch num {
-			case 2:
-				for len(v) > 0 {
-					x, n := protowire.ConsumeVarint(v)
-					if n < 0 {
-						return protowire.ParseError(n)
+			case 1:
+				return eachPacked(v, func(x uint64) {
+					if renderLoc[x] {
+						match = true
 					}
-					vals = append(vals, int64(x))
-					v = v[n:]
-				}
+				})
+			case 2:
+				return eachPacked(v, func(x uint64) { vals = append(vals, int64(x)) })
 			case 3:
 				var k, s uint64
 				if err := eachVarint(v, func(num protowire.Number, x uint64) {
@@ -128,7 +186,7 @@ func labelShare(r io.Reader, key, value string) (total, labelled int64, err erro
 				}); err != nil {
 					return err
 				}
-				if int(k) < len(strs) && int(s) < len(strs) && strs[k] == key && strs[s] == value {
+				if str(k) == key && str(s) == value {
 					match = true
 				}
 			}
@@ -142,10 +200,23 @@ func labelShare(r io.Reader, key, value string) (total, labelled int64, err erro
 		}
 		total += vals[cpuIndex]
 		if match {
-			labelled += vals[cpuIndex]
+			matched += vals[cpuIndex]
 		}
 	}
-	return total, labelled, nil
+	return total, matched, nil
+}
+
+// eachPacked calls f with every varint of a packed repeated field.
+func eachPacked(v []byte, f func(uint64)) error {
+	for len(v) > 0 {
+		x, n := protowire.ConsumeVarint(v)
+		if n < 0 {
+			return protowire.ParseError(n)
+		}
+		f(x)
+		v = v[n:]
+	}
+	return nil
 }
 
 // eachField calls f with every length-delimited field of a protobuf
@@ -172,8 +243,9 @@ func eachField(b []byte, f func(protowire.Number, []byte) error) error {
 		if m < 0 {
 			return protowire.ParseError(m)
 		}
-		if typ == protowire.VarintType && num == 2 {
-			// An unpacked value: hand it over as a one-varint packed field.
+		if typ == protowire.VarintType && (num == 1 || num == 2) {
+			// An unpacked repeated varint: hand it over as a one-varint
+			// packed field.
 			if err := f(num, b[:m]); err != nil {
 				return err
 			}
@@ -209,10 +281,16 @@ func eachVarint(b []byte, f func(protowire.Number, uint64)) error {
 	return nil
 }
 
-// renderShare returns the share of a CPU profile's samples labelled as
-// render (0 to 1) and the profile's total CPU.
+// renderFuncs names the render client's methods: a sample with one on its
+// stack is render's CPU, labelled or not (the body's preparation runs before
+// the attempt's span opens).
+const renderFuncs = "github.com/kvroute/kvroute/render.(*Client)."
+
+// renderShare returns the share of a CPU profile's CPU that is render's (0
+// to 1): the render client's calls (by stack) and its connections'
+// goroutines (by label); and the profile's total CPU.
 func renderShare(profile []byte) (share float64, total int64, err error) {
-	total, lab, err := labelShare(bytes.NewReader(profile), stageLabel, stageRender)
+	total, lab, err := profileShare(bytes.NewReader(profile), stageLabel, stageRender, renderFuncs)
 	if err != nil || total == 0 {
 		return 0, total, err
 	}

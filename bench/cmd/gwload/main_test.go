@@ -93,7 +93,7 @@ func TestRunMeasuresEveryTarget(t *testing.T) {
 	}
 }
 
-// labelShare splits a real CPU profile by pprof label: CPU burnt under the
+// profileShare splits a real CPU profile by pprof label and by stack: CPU burnt under the
 // render label and outside it both show, and the labelled share is what
 // was burnt labelled (loosely: the profiler samples at 100 Hz on a busy
 // machine).
@@ -114,14 +114,20 @@ func TestLabelShareSplitsAProfileByLabel(t *testing.T) {
 	_ = ctx
 	burn(150 * time.Millisecond)
 	pprof.StopCPUProfile()
-	total, lab, err := labelShare(bytes.NewReader(buf.Bytes()), stageLabel, stageRender)
+	total, lab, err := profileShare(bytes.NewReader(buf.Bytes()), stageLabel, stageRender, "")
 	require.NoError(t, err)
 	require.Positive(t, lab, "labelled CPU")
 	require.Greater(t, total, lab, "unlabelled CPU")
 	share := float64(lab) / float64(total)
 	require.InDelta(t, 0.5, share, 0.3, "half the CPU was burnt labelled")
 	require.Nil(t, renderLabeler{}.Tracer(kvroute.TracerName), "the router runs untraced")
-	_, _, err = labelShare(bytes.NewReader([]byte("not a profile")), stageLabel, stageRender)
+	// By stack: the burn function is on every sample's stack.
+	total2, all, err := profileShare(bytes.NewReader(buf.Bytes()), "none", "none", "github.com/kvroute/kvroute/bench/cmd/gwload.TestLabelShareSplitsAProfileByLabel")
+	require.NoError(t, err)
+	require.Equal(t, total, total2)
+	require.Positive(t, all)
+	require.GreaterOrEqual(t, all, total*3/4, "the test function is on (nearly) every stack")
+	_, _, err = profileShare(bytes.NewReader([]byte("not a profile")), stageLabel, stageRender, "")
 	require.Error(t, err)
 }
 

@@ -81,9 +81,10 @@ func renderReport(o options, e *runEnv, cells []cell) string {
 		"New conns counts the TCP connections the engines accepted during the window: a pool growing toward a new peak of concurrent requests per engine, or churn; churn is what TIME_WAIT shows:  the change in sockets to the engines' ports in TIME_WAIT over the window, i.e. connections closed (machine-wide, so expiries of earlier ones can make it negative).\n\n",
 		o.prefixTokens, o.warmup, o.window)
 	if o.attribute {
-		b.WriteString("Gateway CPU excl. render is the gateway's CPU/req times the share of its CPU profile (of the same window) not labelled render: " +
-			"the render client's HTTP attempts (the `render` span: building the request, the exchange, decoding the token IDs) and the goroutines of the render connections, " +
-			"which a pprof goroutine label marks from the attempt that dials them. GC work done by the background mark workers is unlabelled, so it counts as the gateway's own. " +
+		b.WriteString("Gateway CPU excl. render is the gateway's CPU/req times the share of its CPU profile (of the same window) that is not render's. " +
+			"Render's is every sample with a method of the render client (`render.(*Client)`) on its stack (preparing the body, the exchange, decoding the token IDs) " +
+			"and every sample of the render connections' own goroutines, which a pprof goroutine label marks from the attempt that dials them. " +
+			"GC work done by the background mark workers is neither, so it counts as the gateway's own, even the part render's allocations cause. " +
 			"Alloc/req, objects/req and GC CPU/req are the gateway's runtime/metrics counters over the window.\n\n")
 	}
 	b.WriteString("| target | concurrency | round | requests/s | p50 | p99 | errors | gateway CPU/req | render share | gateway CPU/req excl. render | alloc/req | objects/req | GC CPU/req | engines CPU/req | load-gen CPU/req | new conns | TIME_WAIT Δ |\n")
@@ -140,7 +141,7 @@ func renderReport(o options, e *runEnv, cells []cell) string {
 		b.WriteString("\n`(baseline)` rows ran their gateway from `" + o.baseline + "`, a gwload binary built from an earlier revision, against the same engines and load generator in this run.\n")
 	}
 	if o.attribute {
-		b.WriteString("\nEach gateway window's CPU profile is `gateway-<target>-c<concurrency>[-r<round>].pprof` beside this file (`go tool pprof -top` it; `-tagfocus " + stageLabel + "=" + stageRender + "` or `-tagignore` splits render off), " +
+		b.WriteString("\nEach gateway window's CPU profile is `gateway-<target>-c<concurrency>[-r<round>].pprof` beside this file (`go tool pprof -top` it; `-tagignore " + stageLabel + "=" + stageRender + " -ignore 'render\\.\\(\\*Client\\)'` leaves the gateway's own), " +
 			"and its allocations are the difference of the `.allocs0.pb.gz` and `.allocs1.pb.gz` snapshots (`go tool pprof -sample_index=alloc_space -base <allocs0> <allocs1>`).\n")
 	}
 	return b.String()
