@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,15 +54,28 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, d
 	if a, ok := kvroute.APIForPath(r.URL.Path); ok {
 		api = a
 	}
-	target := d.Endpoint.URL() + r.URL.EscapedPath()
-	if r.URL.RawQuery != "" {
-		target += "?" + r.URL.RawQuery
-	}
 	var rd io.Reader = http.NoBody
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	out, err := http.NewRequestWithContext(r.Context(), r.Method, target, rd)
+	var (
+		out *http.Request
+		err error
+	)
+	if d.Endpoint.Address == "" {
+		// The common case, an endpoint named by host:port: the URL is built,
+		// not formatted and parsed again.
+		if out, err = http.NewRequestWithContext(r.Context(), r.Method, "", rd); err == nil {
+			out.URL = &url.URL{Scheme: "http", Host: d.Endpoint.ID, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
+			out.Host = d.Endpoint.ID
+		}
+	} else {
+		target := d.Endpoint.URL() + r.URL.EscapedPath()
+		if r.URL.RawQuery != "" {
+			target += "?" + r.URL.RawQuery
+		}
+		out, err = http.NewRequestWithContext(r.Context(), r.Method, target, rd)
+	}
 	if err != nil {
 		writeError(w, api, http.StatusBadGateway, "endpoint "+d.Endpoint.ID+": "+err.Error())
 		return ResultUpstreamUnreachable, err

@@ -88,7 +88,9 @@ func TestGatewayForwardsHeadersWithoutHopByHopFields(t *testing.T) {
 	defer leakcheck.Check(t)()
 	h := newHarness(t, 1, Config{})
 	defer h.close()
+	target := make(chan string, 1)
 	h.ups[0].setInfer(func(w http.ResponseWriter, r *http.Request) {
+		target <- r.Host + " " + r.URL.RequestURI()
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Connection", "X-Engine-Hop")
 		w.Header().Set("X-Engine-Hop", "1")
@@ -115,6 +117,7 @@ func TestGatewayForwardsHeadersWithoutHopByHopFields(t *testing.T) {
 	require.Empty(t, hdrs[0].Get("X-Client-Hop"))
 	require.Equal(t, "10.9.9.9, 127.0.0.1", hdrs[0].Get("X-Forwarded-For"))
 	require.Equal(t, "http", hdrs[0].Get("X-Forwarded-Proto"))
+	require.Equal(t, h.eps[0].ID+" /v1/chat/completions?x=1", <-target, "the engine sees the path and query, addressed to itself")
 }
 
 func TestGatewayStreamsEachChunkAsItArrives(t *testing.T) {

@@ -16,9 +16,14 @@ var propagator = propagation.TraceContext{}
 func (h *Handler) startSpan(r *http.Request) (*http.Request, func()) {
 	ctx := propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
 	if h.tracer == nil {
-		return r.WithContext(ctx), func() {}
+		if ctx == r.Context() {
+			return r, noEnd // no traceparent: no copy of the request
+		}
+		return r.WithContext(ctx), noEnd
 	}
 	ctx, sp := h.tracer.Start(ctx, "gateway "+r.URL.Path, trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", r.URL.Path)))
 	return r.WithContext(ctx), func() { sp.End() }
 }
+
+func noEnd() {}
