@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime/debug"
 	"runtime/metrics"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -124,6 +126,12 @@ type gatewayReady struct {
 	URL string `json:"url"`
 }
 
+// gatewayGCPercent, set at link time (go build -ldflags
+// "-X main.gatewayGCPercent=400"), makes the gateway child run with that
+// GOGC: a binary built so serves as -baseline to measure a GC setting
+// against the default in one run.
+var gatewayGCPercent string
+
 // runGateway serves the example gateway (examples/gateway/proxy) in front of
 // the engines until stdin closes. Under the precise policy it waits until
 // its router is subscribed to every engine's KV events.
@@ -131,6 +139,13 @@ func runGateway(raw []byte) error {
 	var a gatewayArgs
 	if err := json.Unmarshal(raw, &a); err != nil {
 		return err
+	}
+	if gatewayGCPercent != "" {
+		n, err := strconv.Atoi(gatewayGCPercent)
+		if err != nil {
+			return fmt.Errorf("gatewayGCPercent %q: %w", gatewayGCPercent, err)
+		}
+		debug.SetGCPercent(n)
 	}
 	cfg := kvroute.DefaultConfig()
 	cfg.Model = a.Model
