@@ -66,7 +66,12 @@ func (w *wireBody) bytes() []byte {
 
 // flat returns the body as one slice, joining the parts at most once (the
 // same slice for a retry).
+// An unedited body is never written to, so one wireBody of it may be sent
+// from several goroutines (Check).
 func (w *wireBody) flat() []byte {
+	if w.n == 1 && len(w.more) == 0 {
+		return w.inline[0]
+	}
 	if w.joined == nil {
 		w.joined = w.bytes()
 	}
