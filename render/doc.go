@@ -32,7 +32,9 @@
 // the render copy only (Config.PrefillOnly and Config.OmitMMKwargs), and the
 // inbound Authorization header is forwarded verbatim. Responses are read with a
 // size cap and decoded by a small scanner that reads only token_ids,
-// features.mm_hashes, features.mm_placeholders and cache_salt.
+// features.mm_hashes, features.mm_placeholders and cache_salt. RenderInto
+// decodes into a caller's Result and reuses its token arrays, so that a
+// router rendering request after request allocates none.
 //
 // Metrics (registered on Options.Registerer, given to New): the histogram
 // llm_d_epp_token_producer_render_duration_seconds{result} and the counter
@@ -42,6 +44,7 @@
 // Check runs a deployment's render check (every endpoint must return token
 // IDs for the model) and reports per endpoint.
 //
-// The package imports nothing else from kvroute; it speaks in its own small
-// types (strings for endpoint IDs, []uint32 for tokens).
+// The package imports nothing else from kvroute but internal/jsonstr (the
+// JSON string scanner it shares with the example gateway); it speaks in its
+// own small types (strings for endpoint IDs, []uint32 for tokens).
 package render
