@@ -126,7 +126,9 @@ func TestLabelShareSplitsAProfileByLabel(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, total, total2)
 	require.Positive(t, all)
-	require.GreaterOrEqual(t, all, total*3/4, "the test function is on (nearly) every stack")
+	// Every labelled sample burnt in this test's closure; other samples
+	// (GC, the profiler, the race runtime) may be neither.
+	require.GreaterOrEqual(t, all, lab, "the test function is on every labelled sample's stack")
 	_, _, err = profileShare(bytes.NewReader([]byte("not a profile")), stageLabel, stageRender, "")
 	require.Error(t, err)
 }
