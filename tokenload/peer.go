@@ -65,5 +65,5 @@ func (t *Tracker) PeerLoadOf(endpoint string) PeerLoad {
 	if !ok {
 		return PeerLoad{}
 	}
-	return PeerLoad{Tokens: c.peer.tokens.Load(), Requests: c.peer.requests.Load()}
+	return PeerLoad{Tokens: max(c.peer.tokens.Load(), 0), Requests: max(c.peer.requests.Load(), 0)}
 }

@@ -15,7 +15,8 @@ type counters struct {
 	tokens   atomic.Int64
 	requests atomic.Int64
 	peer     peerCounters // other router replicas' load (peer.go)
-	_        [32]byte     // one cache line per endpoint: no false sharing between endpoints
+	t        *Tracker     // for its load observer (observer.go)
+	_        [24]byte     // one cache line per endpoint: no false sharing between endpoints
 }
 
 // subClamped subtracts n (> 0) from a, never going below zero.
@@ -35,6 +36,7 @@ func subClamped(a *atomic.Int64, n int64) {
 type Tracker struct {
 	endpoints *xsync.MapOf[string, *counters]
 	log       *slog.Logger
+	observer  atomic.Pointer[LoadObserver] // nil: no one observes (observer.go)
 }
 
 // NewTracker returns an empty Tracker with its injected dependencies (a
@@ -63,7 +65,7 @@ func (t *Tracker) counters(endpoint string) *counters {
 	if c, ok := t.endpoints.Load(endpoint); ok {
 		return c
 	}
-	c, _ := t.endpoints.LoadOrStore(endpoint, new(counters))
+	c, _ := t.endpoints.LoadOrStore(endpoint, &counters{t: t})
 	return c
 }
 
@@ -93,6 +95,7 @@ func (t *Tracker) DispatchInto(h *Inflight, endpoint string, uncachedTokens int6
 	if n > 0 {
 		c.tokens.Add(n)
 	}
+	t.observe(endpoint, n, 1)
 }
 
 // Load returns the endpoint's committed in-flight tokens and open requests:
@@ -106,7 +109,7 @@ func (t *Tracker) Load(endpoint string) (tokens, requests int64, ok bool) {
 	if !ok {
 		return 0, 0, false
 	}
-	return c.tokens.Load() + c.peer.tokens.Load(), c.requests.Load() + c.peer.requests.Load(), true
+	return c.tokens.Load() + max(c.peer.tokens.Load(), 0), c.requests.Load() + max(c.peer.requests.Load(), 0), true
 }
 
 // Remove drops the endpoint's counters (it left the pool) and reports
@@ -164,6 +167,7 @@ func (h *Inflight) FirstChunk() {
 	}
 	if n := h.tokens.Swap(0); n > 0 {
 		subClamped(&h.c.tokens, n)
+		h.c.t.observe(h.endpoint, -n, 0)
 	}
 }
 
@@ -174,10 +178,15 @@ func (h *Inflight) Done() {
 	if h == nil || h.c == nil {
 		return
 	}
-	if n := h.tokens.Swap(0); n > 0 {
+	var n, req int64
+	if n = h.tokens.Swap(0); n > 0 {
 		subClamped(&h.c.tokens, n)
 	}
 	if h.open.Swap(false) {
 		subClamped(&h.c.requests, 1)
+		req = 1
+	}
+	if n > 0 || req > 0 {
+		h.c.t.observe(h.endpoint, -max(n, 0), -req)
 	}
 }
