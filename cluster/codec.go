@@ -9,19 +9,26 @@ import (
 )
 
 // Wire formats. Both are compact binary, little-endian, with unsigned
-// varints for lengths and counts:
+// varints for lengths and counts and zigzag varints (svarint) for signed
+// values:
 //
-//	record   := 'R' version(1) snapshotURL:str sentMs:uvarint n:uvarint { endpoint:str tokens:uvarint requests:uvarint }×n
-//	decision := 'D' version(1) sender:str n:uvarint { endpoint:str k:uvarint key:8 bytes ×k }×n
+//	record   := 'R' version(2) snapshotURL:str sentMs:uvarint seq:uvarint n:uvarint { endpoint:str tokens:uvarint requests:uvarint }×n
+//	decision := 'D' version(2) sender:str n:uvarint { endpoint:str k:uvarint key:8 bytes ×k }×n
+//	            [ firstSeq:uvarint m:uvarint { endpoint:str tokens:svarint requests:svarint }×m ]
 //	str      := len:uvarint bytes
 //
 // A record is one replica's membership and load (the value of its leased
-// key); a decision message carries one or more routing decisions (the
-// chosen endpoint and the request's leading block keys).
+// key); seq is the last load change (delta) its totals include. A decision
+// message carries one or more routing decisions (the chosen endpoint and the
+// request's leading block keys) and then the sender's load changes since
+// its previous message, numbered firstSeq, firstSeq+1, ... Version 1 (no seq
+// in a record, no load changes in a message) is still decoded.
 const (
 	recordMagic   = 'R'
 	decisionMagic = 'D'
-	wireVersion   = 1
+	wireVersion   = 2
+	// wireVersion1 is the previous format, still accepted.
+	wireVersion1 = 1
 	// maxRecordBytes bounds a record read from Redis.
 	maxRecordBytes = 1 << 20
 	// maxMessageBytes bounds a decision message, published or received.
@@ -98,7 +105,10 @@ func (r *reader) bytes(what string, limit int) []byte {
 type Record struct {
 	SnapshotURL string
 	SentMs      uint64
-	Loads       []EndpointLoad
+	// Seq is the sequence number of the last load change the totals include
+	// (0 in a version-1 record).
+	Seq   uint64
+	Loads []EndpointLoad
 }
 
 // EndpointLoad is one endpoint's in-flight load in a record.
@@ -108,10 +118,11 @@ type EndpointLoad struct {
 	Requests int64
 }
 
-func encodeRecord(b []byte, snapshotURL string, sentMs uint64, loads []EndpointLoad) []byte {
+func encodeRecord(b []byte, snapshotURL string, sentMs, seq uint64, loads []EndpointLoad) []byte {
 	b = append(b, recordMagic, wireVersion)
 	b = appendStr(b, snapshotURL)
 	b = binary.AppendUvarint(b, sentMs)
+	b = binary.AppendUvarint(b, seq)
 	b = binary.AppendUvarint(b, uint64(len(loads)))
 	for _, l := range loads {
 		b = appendStr(b, l.Endpoint)
@@ -127,13 +138,17 @@ func decodeRecord(data []byte, maxEndpoints int) (Record, error) {
 		return Record{}, fmt.Errorf("%w: record of %d bytes over %d", errMalformed, len(data), maxRecordBytes)
 	}
 	r := reader{b: data}
-	if r.byte1("magic") != recordMagic || r.byte1("version") != wireVersion {
-		r.fail("not a version-1 record")
+	magic, version := r.byte1("magic"), r.byte1("version")
+	if magic != recordMagic || (version != wireVersion && version != wireVersion1) {
+		r.fail("not a version-1 or -2 record")
 		return Record{}, r.err
 	}
 	var rec Record
 	rec.SnapshotURL = string(r.bytes("snapshot URL", maxNameBytes))
 	rec.SentMs = r.uvarint("sent time")
+	if version == wireVersion {
+		rec.Seq = r.uvarint("sequence")
+	}
 	n := r.count("endpoint count", maxEndpoints, 3)
 	if r.err == nil && n > 0 {
 		rec.Loads = make([]EndpointLoad, 0, n)
@@ -175,16 +190,45 @@ func appendDecision(b []byte, endpoint string, keys []kvindex.Key) []byte {
 	return b
 }
 
+// appendDeltas appends the message's load changes, numbered from
+// firstSeq; a message without any has none of this section.
+func appendDeltas(b []byte, firstSeq uint64, deltas []delta) []byte {
+	b = binary.AppendUvarint(b, firstSeq)
+	b = binary.AppendUvarint(b, uint64(len(deltas)))
+	for _, d := range deltas {
+		b = appendStr(b, d.endpoint)
+		b = binary.AppendVarint(b, d.tokens)
+		b = binary.AppendVarint(b, d.requests)
+	}
+	return b
+}
+
+func (r *reader) varint(what string) int64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.fail(what)
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
 // decodeDecisions decodes a decision message and calls fn for each decision
-// (the keys slice is reused between calls). It stops at the first error;
-// decisions before it were delivered.
-func decodeDecisions(data []byte, maxKeys int, scratch []kvindex.Key, fn func(sender, endpoint []byte, keys []kvindex.Key)) ([]kvindex.Key, error) {
+// (the keys slice is reused between calls) and onDelta (when not nil) for
+// each load change. It stops at the first error; what came before it was
+// delivered.
+func decodeDecisions(data []byte, maxKeys int, scratch []kvindex.Key, fn func(sender, endpoint []byte, keys []kvindex.Key),
+	onDelta func(sender, endpoint []byte, seq uint64, tokens, requests int64)) ([]kvindex.Key, error) {
 	if len(data) > maxMessageBytes {
 		return scratch, fmt.Errorf("%w: message of %d bytes over %d", errMalformed, len(data), maxMessageBytes)
 	}
 	r := reader{b: data}
-	if r.byte1("magic") != decisionMagic || r.byte1("version") != wireVersion {
-		r.fail("not a version-1 decision message")
+	magic, version := r.byte1("magic"), r.byte1("version")
+	if magic != decisionMagic || (version != wireVersion && version != wireVersion1) {
+		r.fail("not a version-1 or -2 decision message")
 		return scratch, r.err
 	}
 	sender := r.bytes("sender", maxNameBytes)
@@ -204,6 +248,23 @@ func decodeDecisions(data []byte, maxKeys int, scratch []kvindex.Key, fn func(se
 		}
 		r.b = r.b[8*k:]
 		fn(sender, ep, scratch)
+	}
+	if version == wireVersion && r.err == nil && len(r.b) != 0 {
+		first := r.uvarint("first sequence")
+		m := r.count("load change count", maxMessageBytes, 3)
+		if r.err == nil && first+uint64(m) < first {
+			r.fail("sequence overflows")
+		}
+		for i := 0; i < m && r.err == nil; i++ {
+			ep := r.bytes("endpoint", maxNameBytes)
+			tok, req := r.varint("tokens"), r.varint("requests")
+			if r.err == nil && (len(ep) == 0 || tok > 1<<62 || tok < -(1<<62) || req > 1<<62 || req < -(1<<62)) {
+				r.fail("empty endpoint or load change out of range")
+			}
+			if r.err == nil && onDelta != nil {
+				onDelta(sender, ep, first+uint64(i), tok, req)
+			}
+		}
 	}
 	if r.err == nil && len(r.b) != 0 {
 		r.fail("trailing bytes")

@@ -70,6 +70,16 @@ type Config struct {
 	// when it is full a decision is dropped (counted), never waited for.
 	// Default 128.
 	DecisionQueue int `json:"decisionQueue"`
+	// DeltaQueue is the number of this replica's load changes (dispatches
+	// and releases) waiting to be published with the next decision message;
+	// when it is full a change is dropped (counted) and the peers see it in
+	// the next record instead. Default 1024.
+	DeltaQueue int `json:"deltaQueue"`
+	// MaxPendingDeltaBytes bounds the memory of the peers' load changes held
+	// here until a record of theirs includes them; a change over it is
+	// dropped (counted) and that peer's changes are ignored until its next
+	// record. Default 4 MiB.
+	MaxPendingDeltaBytes int `json:"maxPendingDeltaBytes"`
 	// MaxKeysPerDecision caps the block keys a decision carries (the
 	// prompt's leading blocks; the rest are not shared). Default 512
 	// (32,768 tokens at block size 64).
@@ -84,16 +94,18 @@ type Config struct {
 
 // Defaults.
 const (
-	DefaultPool               = "default"
-	DefaultLease              = 3 * time.Second
-	DefaultRefreshPeriod      = 250 * time.Millisecond
-	DefaultReadPeriod         = 250 * time.Millisecond
-	DefaultOpTimeout          = 500 * time.Millisecond
-	DefaultPublishInterval    = 5 * time.Millisecond
-	DefaultDecisionQueue      = 128
-	DefaultMaxKeysPerDecision = 512
-	DefaultMaxPeers           = 64
-	DefaultMaxEndpoints       = 4096
+	DefaultPool                 = "default"
+	DefaultLease                = 3 * time.Second
+	DefaultRefreshPeriod        = 250 * time.Millisecond
+	DefaultReadPeriod           = 250 * time.Millisecond
+	DefaultOpTimeout            = 500 * time.Millisecond
+	DefaultPublishInterval      = 5 * time.Millisecond
+	DefaultDecisionQueue        = 128
+	DefaultDeltaQueue           = 1024
+	DefaultMaxPendingDeltaBytes = 4 << 20
+	DefaultMaxKeysPerDecision   = 512
+	DefaultMaxPeers             = 64
+	DefaultMaxEndpoints         = 4096
 	// maxNameBytes caps a replica ID, an endpoint ID or a snapshot URL.
 	maxNameBytes = 1024
 )
@@ -131,6 +143,8 @@ func (c Config) WithDefaults() Config {
 		}
 	}
 	defInt(&c.DecisionQueue, DefaultDecisionQueue)
+	defInt(&c.DeltaQueue, DefaultDeltaQueue)
+	defInt(&c.MaxPendingDeltaBytes, DefaultMaxPendingDeltaBytes)
 	defInt(&c.MaxKeysPerDecision, DefaultMaxKeysPerDecision)
 	defInt(&c.MaxPeers, DefaultMaxPeers)
 	defInt(&c.MaxEndpoints, DefaultMaxEndpoints)
@@ -158,7 +172,7 @@ func (c Config) Validate() error {
 		return bad("refreshPeriod, readPeriod and opTimeout must be positive")
 	case c.Lease < 2*c.RefreshPeriod:
 		return bad("lease %v must be at least twice refreshPeriod %v", c.Lease, c.RefreshPeriod)
-	case c.DecisionQueue < 0 || c.MaxKeysPerDecision < 0 || c.MaxPeers < 0 || c.MaxEndpoints < 0:
+	case c.DecisionQueue < 0 || c.DeltaQueue < 0 || c.MaxPendingDeltaBytes < 0 || c.MaxKeysPerDecision < 0 || c.MaxPeers < 0 || c.MaxEndpoints < 0:
 		return bad("queue and cap settings must not be negative")
 	case c.DB < 0:
 		return bad("db %d is negative", c.DB)

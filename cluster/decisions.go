@@ -70,14 +70,17 @@ func (q *decisionQueue) push(endpoint string, keys []kvindex.Key) bool {
 	return true
 }
 
-// take swaps the halves and returns the queued decisions, valid until the
-// next take.
-func (q *decisionQueue) take() []slot {
+// take swaps the halves of both queues (decisions, and dq's load changes,
+// which share the lock) and returns what was queued, valid until the next
+// take, with the number of the first load change.
+func (q *decisionQueue) take(dq *deltaQueue) ([]slot, []delta, uint64) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	full := q.active[:q.n]
 	q.active, q.spare, q.n = q.spare, q.active, 0
-	return full
+	deltas := dq.active[:dq.n]
+	dq.active, dq.spare, dq.n = dq.spare, dq.active, 0
+	return full, deltas, dq.first
 }
 
 func (q *decisionQueue) close() {
@@ -130,12 +133,13 @@ func (r *Replica) publishLoop() {
 	}
 }
 
-// flush sends the queued decisions, as many per message as fit flushBytes,
-// reusing buf; it returns buf and the number of decisions taken.
+// flush sends the queued decisions and load changes, as many per message as
+// fit flushBytes (the load changes ride in the last message), reusing buf;
+// it returns buf and the number of decisions and changes taken.
 func (r *Replica) flush(buf []byte) ([]byte, int) {
-	batch := r.q.take()
-	taken := len(batch)
-	for len(batch) > 0 {
+	batch, deltas, first := r.q.take(&r.dq)
+	taken := len(batch) + len(deltas)
+	for len(batch) > 0 || len(deltas) > 0 {
 		n, size := 0, 0
 		for n < len(batch) && (n == 0 || size < flushBytes) {
 			size += len(batch[n].endpoint) + 8*len(batch[n].keys) + 8
@@ -146,7 +150,13 @@ func (r *Replica) flush(buf []byte) ([]byte, int) {
 			buf = appendDecision(buf, s.endpoint, s.keys)
 		}
 		batch = batch[n:]
-		r.send(buf, n)
+		m := 0
+		if len(batch) == 0 && len(deltas) > 0 {
+			m = len(deltas)
+			buf = appendDeltas(buf, first, deltas)
+			deltas = deltas[:0]
+		}
+		r.send(buf, n, m)
 	}
 	if cap(buf) > 4*flushBytes {
 		buf = nil // release a burst's memory
@@ -154,10 +164,11 @@ func (r *Replica) flush(buf []byte) ([]byte, int) {
 	return buf, taken
 }
 
-func (r *Replica) send(msg []byte, n int) {
+func (r *Replica) send(msg []byte, n, m int) {
 	if r.Degraded() { // no Redis to publish to: drop at once, counted
 		r.stats.dropped.Add(int64(n))
 		r.met.dropped[dropRedis].Add(float64(n))
+		r.met.deltasDropped[deltaDropRedis].Add(float64(m))
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.ctx, r.cfg.OpTimeout)
@@ -167,9 +178,12 @@ func (r *Replica) send(msg []byte, n int) {
 	if err != nil {
 		r.stats.dropped.Add(int64(n))
 		r.met.dropped[dropRedis].Add(float64(n))
+		r.met.deltasDropped[deltaDropRedis].Add(float64(m))
 		r.result(opPublish, err)
 		return
 	}
+	r.stats.deltas.Add(int64(m))
+	r.met.deltasPublished.Add(float64(m))
 	r.stats.published.Add(int64(n))
 	r.stats.publishedBytes.Add(int64(len(msg)))
 	r.stats.messages.Add(1)
@@ -253,6 +267,10 @@ func (r *Replica) apply(payload []byte, scratch []kvindex.Key) []kvindex.Key {
 		r.index.Speculate(string(endpoint), keys, r.specTTL)
 		r.stats.applied.Add(1)
 		r.met.received.Inc()
+	}, func(sender, endpoint []byte, seq uint64, tokens, requests int64) {
+		if string(sender) != self {
+			r.applyDelta(sender, endpoint, seq, tokens, requests)
+		}
 	})
 	if err != nil {
 		r.met.invalidMsgs.Inc()

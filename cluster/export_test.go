@@ -7,3 +7,6 @@ func CloseWithoutCleanup(r *Replica) {
 	r.cleanup = false
 	r.Close()
 }
+
+// DecodeRecord decodes a replica's record as read from Redis.
+func DecodeRecord(data []byte) (Record, error) { return decodeRecord(data, DefaultMaxEndpoints) }

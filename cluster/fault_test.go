@@ -67,8 +67,8 @@ func TestSIGKILLedReplicaLoadExpires(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "ready", strings.TrimSpace(line))
 
-	require.Eventually(t, func() bool { return loads(a, eps)[eps[0].ID] == [2]int64{5000, 1} }, waitFor, 5*time.Millisecond,
-		"the other process's load must reach a: %v", loads(a, eps))
+	require.Eventually(t, func() bool { return loads(a, eps)[eps[0].ID] == [2]int64{5000, 1} && len(a.Cluster().Peers()) == 1 },
+		waitFor, 5*time.Millisecond, "the other process's load must reach a: %v", loads(a, eps))
 	require.Equal(t, "victim", a.Cluster().Peers()[0].ID)
 
 	require.NoError(t, cmd.Process.Kill()) // SIGKILL

@@ -46,6 +46,10 @@ func newManual(cfg Config, index *kvindex.Index, tracker *tokenload.Tracker, sto
 		return nil, err
 	}
 	r.store, r.now, r.manual = store, now, true
+	r.dq.seq = uint64(now().UnixMicro())
+	if !cfg.DisableSharedDecisions {
+		tracker.SetObserver(r.observe)
+	}
 	return r, nil
 }
 
@@ -63,7 +67,7 @@ func (m *manual) Read()    { m.r.read() }
 func (m *manual) Queued() int {
 	m.r.q.mu.Lock()
 	defer m.r.q.mu.Unlock()
-	return m.r.q.n
+	return m.r.q.n + m.r.dq.n
 }
 
 func (m *manual) Flush() int {

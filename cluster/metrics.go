@@ -22,6 +22,16 @@ const (
 
 var dropNames = [numDrops]string{"queue_full", "redis_error"}
 
+// Reasons a load change is not published or not applied.
+const (
+	deltaDropQueueFull = iota
+	deltaDropRedis
+	deltaDropMemory
+	numDeltaDrops
+)
+
+var deltaDropNames = [numDeltaDrops]string{"queue_full", "redis_error", "memory"}
+
 type metrics struct {
 	degraded       prometheus.Gauge
 	outages        prometheus.Counter
@@ -38,6 +48,12 @@ type metrics struct {
 	received       prometheus.Counter
 	invalidMsgs    prometheus.Counter
 	truncated      prometheus.Counter
+
+	deltasPublished  prometheus.Counter
+	deltasApplied    prometheus.Counter
+	deltasSuperseded prometheus.Counter
+	deltasDropped    [numDeltaDrops]prometheus.Counter
+	pendingBytes     prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -49,7 +65,27 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Name: "kvroute_cluster_decisions_dropped_total",
 		Help: "Routing decisions not shared with the other replicas, by reason (queue_full: the publish queue was full; redis_error: the publish failed).",
 	}, []string{"reason"})
+	deltaDrops := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kvroute_cluster_load_changes_dropped_total",
+		Help: "Load changes (dispatches, releases) not shared or not applied, by reason (queue_full: this replica's publish queue was full; redis_error: the publish failed; memory: over maxPendingDeltaBytes or maxPeers here). The peers then go by the next record.",
+	}, []string{"reason"})
 	m := &metrics{
+		deltasPublished: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvroute_cluster_load_changes_published_total",
+			Help: "This replica's load changes (dispatches, releases) published with the decision messages.",
+		}),
+		deltasApplied: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvroute_cluster_load_changes_applied_total",
+			Help: "Peers' load changes applied to the peer load between their records.",
+		}),
+		deltasSuperseded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvroute_cluster_load_changes_superseded_total",
+			Help: "Peers' load changes received after a record that already included them (discarded).",
+		}),
+		pendingBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kvroute_cluster_load_changes_pending_bytes",
+			Help: "Memory of the peers' load changes held until a record of theirs includes them.",
+		}),
 		degraded: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "kvroute_cluster_degraded",
 			Help: "1 while Redis is unreachable or slow and the replica routes on its local state only; 0 when the shared state is current.",
@@ -109,9 +145,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for i := range m.dropped {
 		m.dropped[i] = drops.WithLabelValues(dropNames[i])
 	}
+	for i := range m.deltasDropped {
+		m.deltasDropped[i] = deltaDrops.WithLabelValues(deltaDropNames[i])
+	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.degraded, m.outages, errs, m.commands, m.peers, m.peersIgnored,
-			m.invalidRecords, m.staleness, m.published, m.publishedBytes, m.messages, drops, m.received, m.invalidMsgs, m.truncated} {
+			m.invalidRecords, m.staleness, m.published, m.publishedBytes, m.messages, drops, m.received, m.invalidMsgs, m.truncated,
+			m.deltasPublished, m.deltasApplied, m.deltasSuperseded, deltaDrops, m.pendingBytes} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

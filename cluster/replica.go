@@ -75,7 +75,12 @@ type Replica struct {
 	degraded bool
 	subDown  bool
 
-	q decisionQueue
+	q  decisionQueue
+	dq deltaQueue // shares q's lock (deltas.go)
+
+	viewsMu      sync.Mutex
+	views        map[string]*peerView // peer ID → its load changes above its last record
+	pendingBytes int
 
 	closeOnce sync.Once
 	cleanup   bool // delete the record on Close (tests turn it off)
@@ -83,7 +88,7 @@ type Replica struct {
 
 // stats are the counters tests and benchmarks read (the metrics carry the same).
 type stats struct {
-	commands, published, publishedBytes, messages, dropped, applied, reads atomic.Int64
+	commands, published, publishedBytes, messages, dropped, applied, reads, deltas atomic.Int64
 }
 
 // Stats is a snapshot of a replica's counters.
@@ -99,6 +104,9 @@ type Stats struct {
 	Applied int64
 	// Reads counts completed reads of the peers' records.
 	Reads int64
+	// Deltas counts this replica's load changes published (they travel in
+	// the decision messages, so PublishedBytes includes them).
+	Deltas int64
 	// Degraded reports whether the replica routes on local state only.
 	Degraded bool
 }
@@ -129,6 +137,9 @@ func New(cfg Config, index *kvindex.Index, tracker *tokenload.Tracker, opts Opti
 		r.rdb, r.ownRdb = newClient(cfg), true
 	}
 	r.store = redisStore{rdb: r.rdb, sharded: cfg.ShardedPubSub}
+	if !cfg.DisableSharedDecisions {
+		tracker.SetObserver(r.observe)
+	}
 	r.refresh()
 	r.read()
 	r.wg.Add(2)
@@ -159,6 +170,9 @@ func newReplica(cfg Config, index *kvindex.Index, tracker *tokenload.Tracker, op
 		now: time.Now}
 	r.met.staleness.Set(cfg.StalenessBound().Seconds())
 	r.q.init(cfg.DecisionQueue, cfg.MaxKeysPerDecision)
+	r.dq.active, r.dq.spare = make([]delta, cfg.DeltaQueue), make([]delta, cfg.DeltaQueue)
+	r.dq.seq = uint64(r.now().UnixMicro()) // above any number a previous life of this ID gave
+	r.views = make(map[string]*peerView)
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	return r, nil
 }
@@ -227,7 +241,7 @@ func (r *Replica) Degraded() bool {
 func (r *Replica) Stats() Stats {
 	return Stats{Commands: r.stats.commands.Load(), Published: r.stats.published.Load(),
 		PublishedBytes: r.stats.publishedBytes.Load(), Messages: r.stats.messages.Load(),
-		Dropped: r.stats.dropped.Load(), Applied: r.stats.applied.Load(), Reads: r.stats.reads.Load(), Degraded: r.Degraded()}
+		Dropped: r.stats.dropped.Load(), Applied: r.stats.applied.Load(), Reads: r.stats.reads.Load(), Deltas: r.stats.deltas.Load(), Degraded: r.Degraded()}
 }
 
 // Close leaves the pool: it stops the background work, deletes the
@@ -239,6 +253,9 @@ func (r *Replica) Close() {
 		return
 	}
 	r.closeOnce.Do(func() {
+		if !r.cfg.DisableSharedDecisions {
+			r.tracker.SetObserver(nil)
+		}
 		r.cancel()
 		r.q.close()
 		r.wg.Wait()
@@ -280,6 +297,7 @@ func (r *Replica) refresh() {
 	if r.Degraded() {
 		return // the read loop probes Redis; the first refresh after recovery re-registers
 	}
+	seq := r.loadSeq() // before the totals: they include every change up to it (and maybe a few after)
 	var loads []EndpointLoad
 	r.tracker.Range(func(ep string, tokens, requests int64) bool {
 		if tokens > 0 || requests > 0 {
@@ -287,7 +305,7 @@ func (r *Replica) refresh() {
 		}
 		return len(loads) < r.cfg.MaxEndpoints
 	})
-	rec := encodeRecord(nil, r.cfg.SnapshotURL, uint64(r.now().UnixMilli()), loads)
+	rec := encodeRecord(nil, r.cfg.SnapshotURL, uint64(r.now().UnixMilli()), seq, loads)
 	ctx, cancel := context.WithTimeout(r.ctx, r.cfg.OpTimeout)
 	defer cancel()
 	err := r.store.Refresh(ctx, r.keys.selfKey, rec, r.cfg.Lease, r.keys.members, r.cfg.ReplicaID)
@@ -331,7 +349,7 @@ func (r *Replica) read() {
 			return
 		}
 	}
-	loads := make(map[string]tokenload.PeerLoad)
+	live := make(map[string]Record, len(vals))
 	var peers []Peer
 	var gone []string
 	for i, v := range vals {
@@ -345,12 +363,7 @@ func (r *Replica) read() {
 			continue
 		}
 		peers = append(peers, Peer{ID: others[i], SnapshotURL: rec.SnapshotURL})
-		for _, l := range rec.Loads {
-			pl := loads[l.Endpoint]
-			pl.Tokens += l.Tokens
-			pl.Requests += l.Requests
-			loads[l.Endpoint] = pl
-		}
+		live[others[i]] = rec
 	}
 	if len(gone) > 0 {
 		_ = r.store.Forget(ctx, r.keys.members, gone) // best effort; the next reader retries
@@ -359,7 +372,7 @@ func (r *Replica) read() {
 	if r.ctx.Err() != nil {
 		return
 	}
-	r.tracker.SetPeerLoads(loads)
+	r.mergeRecords(live)
 	r.peersMu.Lock()
 	r.peers = peers
 	r.peersMu.Unlock()
@@ -385,7 +398,7 @@ func (r *Replica) result(op int, err error) {
 		r.degraded = true
 		r.met.degraded.Set(1)
 		r.met.outages.Inc()
-		r.tracker.SetPeerLoads(nil)
+		r.clearViews()
 		r.peersMu.Lock()
 		r.peers = nil
 		r.peersMu.Unlock()

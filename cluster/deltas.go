@@ -1,0 +1,197 @@
+package cluster
+
+import "github.com/kvroute/kvroute/tokenload"
+
+// Load changes (deltas). Every change of the replica's own load — a dispatch
+// (+tokens, +1 request), a first chunk (-tokens), the end of a request
+// (-tokens left, -1 request) — gets the next number of the replica's load
+// sequence and travels to the peers in the next decision message, so a
+// peer's view of this replica's load is a pub/sub hop old instead of a
+// refresh plus a read period. The leased record stays the source of truth:
+// it carries the sequence number up to which its totals include the
+// changes, and a peer reading it discards the changes at or below that
+// number and keeps the rest on top. So a lost message costs accuracy only
+// until the next record, and a replica's load, changes included, disappears
+// with its lease. The sequence starts at the replica's start time in
+// microseconds, so a restarted replica (same ID) numbers above its previous
+// life and its new record supersedes the old life's changes.
+
+// delta is one load change, queued for publishing or pending at a peer.
+type delta struct {
+	endpoint         string
+	seq              uint64
+	tokens, requests int64
+}
+
+// deltaBytes is what one pending change counts against
+// MaxPendingDeltaBytes.
+func deltaBytes(endpoint string) int { return len(endpoint) + 48 }
+
+// deltaQueue is the bounded, double-buffered queue of the replica's own
+// load changes waiting to be published; push never allocates (the halves
+// are allocated up front: 2 × DeltaQueue × 40 bytes, 80 KiB by default).
+// A change that does not fit is dropped (counted): the peers then see this
+// replica's load from its next record.
+type deltaQueue struct {
+	active, spare []delta
+	n             int
+	seq           uint64 // last number given
+	first         uint64 // number of active[0]
+}
+
+// observe is the tracker's load observer: it queues a change of the local
+// load. It runs on the request path and only copies under the queue's lock.
+func (r *Replica) observe(endpoint string, tokens, requests int64) {
+	if r.cfg.DisableSharedDecisions {
+		return
+	}
+	q := &r.q
+	q.mu.Lock()
+	dq := &r.dq
+	if q.closed || dq.n == len(dq.active) {
+		q.mu.Unlock()
+		r.met.deltasDropped[deltaDropQueueFull].Inc()
+		return
+	}
+	dq.seq++
+	if dq.n == 0 {
+		dq.first = dq.seq
+	}
+	dq.active[dq.n] = delta{endpoint: endpoint, seq: dq.seq, tokens: tokens, requests: requests}
+	dq.n++
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// loadSeq is the number of the last local load change queued: a record
+// built from the tracker's totals read after it includes every change up to
+// it (a change is queued after the counters move).
+func (r *Replica) loadSeq() uint64 {
+	r.q.mu.Lock()
+	defer r.q.mu.Unlock()
+	return r.dq.seq
+}
+
+// peerView is what this replica holds of one peer's load beyond its last
+// record: the record's sequence number and the peer's changes above it.
+type peerView struct {
+	seq      uint64 // of the last record read (0 before one)
+	overflow bool   // a change was dropped for memory: ignore changes until the next record
+	pending  []delta
+}
+
+// applyDelta applies one peer's load change received on the channel: at
+// once to the tracker's peer load, and kept until a record of that peer
+// includes it.
+func (r *Replica) applyDelta(sender, endpoint []byte, seq uint64, tokens, requests int64) {
+	if r.Degraded() {
+		return // routing on local load only until Redis answers again
+	}
+	r.viewsMu.Lock()
+	defer r.viewsMu.Unlock()
+	v := r.views[string(sender)]
+	if v == nil {
+		if len(r.views) >= r.cfg.MaxPeers {
+			r.met.deltasDropped[deltaDropMemory].Inc()
+			return
+		}
+		v = &peerView{}
+		r.views[string(sender)] = v
+	}
+	if seq <= v.seq {
+		r.met.deltasSuperseded.Inc() // the record we read already includes it
+		return
+	}
+	size := deltaBytes(string(endpoint))
+	if v.overflow || r.pendingBytes+size > r.cfg.MaxPendingDeltaBytes {
+		v.overflow = true
+		r.met.deltasDropped[deltaDropMemory].Inc()
+		return
+	}
+	ep := string(endpoint)
+	v.pending = append(v.pending, delta{endpoint: ep, seq: seq, tokens: tokens, requests: requests})
+	r.pendingBytes += size
+	r.met.pendingBytes.Set(float64(r.pendingBytes))
+	r.tracker.AddPeerLoad(ep, tokens, requests)
+	r.met.deltasApplied.Inc()
+}
+
+// mergeRecords replaces the peers' load with their records plus the
+// changes above each record's sequence number: live maps peer ID to its
+// record, and every peer not in it (lease expired, left, unreadable) is
+// forgotten with its pending changes. The tracker is updated under the same
+// lock that applyDelta takes, so no change is lost between the two.
+func (r *Replica) mergeRecords(live map[string]Record) {
+	loads := make(map[string]tokenload.PeerLoad)
+	r.viewsMu.Lock()
+	defer r.viewsMu.Unlock()
+	for id, v := range r.views {
+		if _, ok := live[id]; !ok {
+			r.dropView(id, v)
+		}
+	}
+	for id, rec := range live {
+		v := r.views[id]
+		if v == nil {
+			v = &peerView{}
+			r.views[id] = v
+		}
+		v.seq, v.overflow = rec.Seq, false
+		kept := v.pending[:0]
+		for _, d := range v.pending {
+			if d.seq > rec.Seq {
+				kept = append(kept, d)
+			} else {
+				r.pendingBytes -= deltaBytes(d.endpoint)
+			}
+		}
+		clear(v.pending[len(kept):])
+		v.pending = kept
+		if cap(v.pending) > 64 && len(v.pending) < cap(v.pending)/4 {
+			v.pending = append([]delta(nil), v.pending...) // release a burst's memory
+		}
+		for _, l := range rec.Loads {
+			pl := loads[l.Endpoint]
+			pl.Tokens += l.Tokens
+			pl.Requests += l.Requests
+			loads[l.Endpoint] = pl
+		}
+		for _, d := range v.pending {
+			pl := loads[d.endpoint]
+			pl.Tokens += d.tokens
+			pl.Requests += d.requests
+			loads[d.endpoint] = pl
+		}
+	}
+	r.met.pendingBytes.Set(float64(r.pendingBytes))
+	r.tracker.SetPeerLoads(loads)
+}
+
+// clearViews forgets every peer's load (degraded: local load only).
+func (r *Replica) clearViews() {
+	r.viewsMu.Lock()
+	defer r.viewsMu.Unlock()
+	for id, v := range r.views {
+		r.dropView(id, v)
+	}
+	r.met.pendingBytes.Set(0)
+	r.tracker.SetPeerLoads(nil)
+}
+
+func (r *Replica) dropView(id string, v *peerView) {
+	for _, d := range v.pending {
+		r.pendingBytes -= deltaBytes(d.endpoint)
+	}
+	delete(r.views, id)
+}
+
+// PendingDeltaBytes is the memory the peers' load changes not yet included
+// in a record take here, as counted against MaxPendingDeltaBytes.
+func (r *Replica) PendingDeltaBytes() int {
+	r.viewsMu.Lock()
+	defer r.viewsMu.Unlock()
+	return r.pendingBytes
+}
