@@ -1,0 +1,185 @@
+package cluster
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/redistest"
+	"github.com/kvroute/kvroute/kvindex"
+	"github.com/kvroute/kvroute/tokenload"
+)
+
+const deltaWait = 10 * time.Second // generous: a loaded 2-core machine
+
+// quietReplica joins the pool "d" at addr with refresh and read periods of
+// an hour: between its first read (in New) and a read the test forces, only
+// the load changes carried over pub/sub can move the peer load it sees.
+func quietReplica(t *testing.T, addr, id string, mutate func(*Config)) (*Replica, *tokenload.Tracker) {
+	t.Helper()
+	ix, err := kvindex.New(kvindex.Config{SweepInterval: -1}, kvindex.Options{})
+	require.NoError(t, err)
+	t.Cleanup(ix.Close)
+	tr, err := tokenload.NewTracker(tokenload.Options{})
+	require.NoError(t, err)
+	cfg := Config{Addrs: []string{addr}, Pool: "d", ReplicaID: id, Lease: 3 * time.Hour,
+		RefreshPeriod: time.Hour, ReadPeriod: time.Hour, OpTimeout: 2 * time.Second}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	r, err := New(cfg, ix, tr, Options{})
+	require.NoError(t, err)
+	t.Cleanup(r.Close)
+	return r, tr
+}
+
+func peerLoad(tr *tokenload.Tracker, ep string) [2]int64 {
+	p := tr.PeerLoadOf(ep)
+	return [2]int64{p.Tokens, p.Requests}
+}
+
+// A dispatch, its first chunk and its end on one replica reach the other's
+// peer load by pub/sub alone: the records are not refreshed or read meanwhile.
+func TestPeersSeeLoadChangesWithinAHop(t *testing.T) {
+	defer leakcheck.Check(t)()
+	srv := redistest.Start(t)
+	defer srv.Stop()
+	b, trB := quietReplica(t, srv.Addr, "b", nil)
+	defer b.Close()
+	a, trA := quietReplica(t, srv.Addr, "a", nil)
+	defer a.Close()
+	readsA := a.Stats().Reads
+	const ep = "10.0.0.1:8000"
+
+	h := trB.Dispatch(ep, 700)
+	require.Eventually(t, func() bool { return peerLoad(trA, ep) == [2]int64{700, 1} }, deltaWait, time.Millisecond,
+		"the dispatch reaches a: %v", peerLoad(trA, ep))
+	h.FirstChunk()
+	require.Eventually(t, func() bool { return peerLoad(trA, ep) == [2]int64{0, 1} }, deltaWait, time.Millisecond,
+		"the first chunk's release reaches a: %v", peerLoad(trA, ep))
+	h.Done()
+	require.Eventually(t, func() bool { return peerLoad(trA, ep) == [2]int64{} }, deltaWait, time.Millisecond,
+		"the end of the request reaches a: %v", peerLoad(trA, ep))
+	h2 := trB.Dispatch(ep, 300)
+	require.Eventually(t, func() bool { return peerLoad(trA, ep) == [2]int64{300, 1} }, deltaWait, time.Millisecond)
+	h2.Done() // cancelled before its first chunk: tokens and request at once
+	require.Eventually(t, func() bool { return peerLoad(trA, ep) == [2]int64{} }, deltaWait, time.Millisecond)
+	require.Equal(t, readsA, a.Stats().Reads, "no record read carried any of it")
+	require.Equal(t, int64(5), b.Stats().Deltas, "dispatch, first chunk, end; dispatch, end")
+	require.Equal(t, 5.0, testutil.ToFloat64(a.met.deltasApplied))
+	require.Zero(t, b.PendingDeltaBytes(), "b holds none of its own")
+	require.Equal(t, tokenload.PeerLoad{}, trB.PeerLoadOf(ep), "a replica does not apply its own changes")
+	a.Close()
+	b.Close()
+}
+
+// ghost is a replica the test plays by hand on the real Redis: it writes
+// its record and publishes its load changes, so the test decides which
+// change is lost and which record includes what.
+type ghost struct {
+	t    *testing.T
+	rdb  *redis.Client
+	keys keys
+}
+
+func newGhost(t *testing.T, addr string) *ghost {
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	return &ghost{t: t, rdb: rdb, keys: newKeys("d", "ghost")}
+}
+
+func (g *ghost) record(seq uint64, lease time.Duration, loads ...EndpointLoad) {
+	ctx := context.Background()
+	require.NoError(g.t, g.rdb.Set(ctx, g.keys.selfKey, encodeRecord(nil, "", 1, seq, loads), lease).Err())
+	require.NoError(g.t, g.rdb.SAdd(ctx, g.keys.members, "ghost").Err())
+}
+
+func (g *ghost) publish(first uint64, deltas ...delta) {
+	msg := appendDeltas(appendDecisionHeader(nil, "ghost", 0), first, deltas)
+	require.NoError(g.t, g.rdb.Publish(context.Background(), g.keys.channel, msg).Err())
+}
+
+// The record is the source of truth: it supersedes the changes it includes
+// (no double count), a change lost on the way is healed by the next record,
+// a change at or below the last record's sequence is discarded, and a
+// replica whose lease expired loses its load, changes included.
+func TestRecordSupersedesAndHealsLoadChanges(t *testing.T) {
+	defer leakcheck.Check(t)()
+	srv := redistest.Start(t)
+	defer srv.Stop()
+	const ep = "10.0.0.9:8000"
+	g := newGhost(t, srv.Addr)
+	g.record(100, time.Hour)
+	a, tr := quietReplica(t, srv.Addr, "a", nil)
+	defer a.Close()
+	require.Equal(t, []Peer{{ID: "ghost"}}, a.Peers())
+
+	g.publish(101, delta{endpoint: ep, tokens: 500, requests: 1}, delta{endpoint: ep, tokens: 200, requests: 1})
+	require.Eventually(t, func() bool { return peerLoad(tr, ep) == [2]int64{700, 2} }, deltaWait, time.Millisecond)
+	require.Equal(t, 2*deltaBytes(ep), a.PendingDeltaBytes())
+
+	// The record of seq 101 includes the first change only: the second stays on top, once.
+	g.record(101, time.Hour, EndpointLoad{Endpoint: ep, Tokens: 500, Requests: 1})
+	a.read()
+	require.Equal(t, [2]int64{700, 2}, peerLoad(tr, ep), "no double count")
+	require.Equal(t, deltaBytes(ep), a.PendingDeltaBytes(), "the included change is discarded")
+
+	// Change 103 (the end of the 500-token request) is lost; 104 arrives.
+	g.publish(104, delta{endpoint: ep, tokens: -200, requests: -1})
+	require.Eventually(t, func() bool { return peerLoad(tr, ep) == [2]int64{500, 1} }, deltaWait, time.Millisecond,
+		"a sees what arrived, missing the lost change: %v", peerLoad(tr, ep))
+	g.record(104, time.Hour) // the ghost's totals after 104: nothing in flight
+	a.read()
+	require.Equal(t, [2]int64{}, peerLoad(tr, ep), "the record heals the lost change")
+	require.Zero(t, a.PendingDeltaBytes())
+
+	// A late copy of an included change is discarded.
+	g.publish(103, delta{endpoint: ep, tokens: -500, requests: -1}, delta{endpoint: ep, tokens: 9, requests: 1})
+	g.publish(105, delta{endpoint: ep, tokens: 40, requests: 1}) // a marker: the late one was handled before it
+	require.Eventually(t, func() bool { return peerLoad(tr, ep) == [2]int64{40, 1} }, deltaWait, time.Millisecond,
+		"stale changes ignored: %v", peerLoad(tr, ep))
+	require.Equal(t, 2.0, testutil.ToFloat64(a.met.deltasSuperseded))
+
+	// The lease expires: the record and the changes above it go.
+	g.record(105, 200*time.Millisecond, EndpointLoad{Endpoint: ep, Tokens: 40, Requests: 1})
+	g.publish(106, delta{endpoint: ep, tokens: 60, requests: 1})
+	require.Eventually(t, func() bool { return peerLoad(tr, ep) == [2]int64{100, 2} }, deltaWait, time.Millisecond)
+	require.Eventually(t, func() bool {
+		a.read()
+		return peerLoad(tr, ep) == [2]int64{} && len(a.Peers()) == 0
+	}, deltaWait, 20*time.Millisecond, "a dead replica's load, changes included, disappears with its lease")
+	require.Zero(t, a.PendingDeltaBytes())
+	a.Close()
+}
+
+// Pending changes are bounded in bytes: over the bound they are dropped,
+// counted, and that peer goes by its records until the next one.
+func TestPendingLoadChangesBoundedInBytes(t *testing.T) {
+	defer leakcheck.Check(t)()
+	srv := redistest.Start(t)
+	defer srv.Stop()
+	const ep = "10.0.0.9:8000"
+	g := newGhost(t, srv.Addr)
+	g.record(10, time.Hour)
+	a, tr := quietReplica(t, srv.Addr, "a", func(c *Config) { c.MaxPendingDeltaBytes = 2 * deltaBytes(ep) })
+	defer a.Close()
+	g.publish(11, delta{endpoint: ep, tokens: 1, requests: 1}, delta{endpoint: ep, tokens: 1, requests: 1},
+		delta{endpoint: ep, tokens: 1, requests: 1})
+	g.publish(14, delta{endpoint: ep, tokens: 1, requests: 1})
+	require.Eventually(t, func() bool { return testutil.ToFloat64(a.met.deltasDropped[deltaDropMemory]) == 2 }, deltaWait, time.Millisecond)
+	require.Equal(t, [2]int64{2, 2}, peerLoad(tr, ep))
+	require.Equal(t, 2*deltaBytes(ep), a.PendingDeltaBytes(), "never over the bound")
+	g.record(14, time.Hour, EndpointLoad{Endpoint: ep, Tokens: 4, Requests: 4})
+	a.read()
+	require.Equal(t, [2]int64{4, 4}, peerLoad(tr, ep), "the record falls back to the truth")
+	require.Zero(t, a.PendingDeltaBytes())
+	g.publish(15, delta{endpoint: ep, tokens: 1, requests: 1})
+	require.Eventually(t, func() bool { return peerLoad(tr, ep) == [2]int64{5, 5} }, deltaWait, time.Millisecond,
+		"changes apply again after the record")
+	a.Close()
+}
