@@ -277,6 +277,9 @@ func BenchmarkRedisOpsAt1000RPS(b *testing.B) {
 	if pub > 0 {
 		b.ReportMetric(bytes/pub, "bytes/decision")
 		b.ReportMetric(pub/msgs, "decisions/publish")
+		// Each request's dispatch, first chunk and end ride in the same
+		// messages: bytes/decision includes them.
+		b.ReportMetric(float64(a1.Deltas-a0.Deltas+b1.Deltas-b0.Deltas)/pub, "load-changes/decision")
 	}
 	b.ReportMetric(float64(a1.Dropped-a0.Dropped+b1.Dropped-b0.Dropped), "dropped")
 }

@@ -163,9 +163,9 @@ func WriteReplicaTable(w io.Writer, base Config, shared SharedState, results []R
 	pf("\n## Router replicas: local-only accounting vs shared state (%s)\n\n", base.Workload.Kind)
 	pf("R real kvroute Routers behind a round-robin spread, every one subscribed to every engine's KV events. ")
 	pf("*Local-only*: each replica counts only the load it dispatched itself (about 1/R of every endpoint's), so its affinity filter and load score mis-gate. ")
-	pf("*Shared*: the replicas form one pool of package cluster (leased load records, decisions over pub/sub), its Redis replaced in this virtual-clock run by an in-process store on the virtual clock; ")
-	pf("peer load is at most refresh %v + read %v + round trip %v = %v old, a decision reaches the other replicas within publish interval %v + round trip %v = %v, a lease lasts %v.\n\n",
-		shared.RefreshPeriod, shared.ReadPeriod, shared.RedisRTT, shared.LoadStaleness(), shared.PublishInterval, shared.RedisRTT, shared.DecisionDelay(), shared.Lease)
+	pf("*Shared*: the replicas form one pool of package cluster (leased load records; decisions and load changes over pub/sub), its Redis replaced in this virtual-clock run by an in-process store on the virtual clock; ")
+	pf("a decision, and each load change (dispatch, first chunk, end), reaches the other replicas within publish interval %v + round trip %v = %v; the records (refresh %v + read %v + round trip %v = %v old at most) supersede the changes they include and cover a lost one; a lease lasts %v.\n\n",
+		shared.PublishInterval, shared.RedisRTT, shared.DecisionDelay(), shared.RefreshPeriod, shared.ReadPeriod, shared.RedisRTT, shared.LoadStaleness(), shared.Lease)
 	pf("Target: with shared state, TTFT p90 at R > 1 within %.0f %% of R = 1's at every load: **%d of %d rows met**.\n\n", ReplicaTolerance*100, ok, len(rows))
 	pf("| load | R | local-only TTFT p90 | local-only hit | vs R=1 | shared TTFT p90 | shared hit | vs R=1 | target |\n")
 	pf("|---:|---:|---:|---:|---:|---:|---:|---:|:---:|\n")

@@ -31,7 +31,11 @@ import (
 //   - decisions: queued by Pick, published at most PublishInterval after the
 //     previous message (as the cluster's publisher batches them) and applied
 //     by every other replica RedisRTT after publishing (one hop to Redis,
-//     one to the subscriber).
+//     one to the subscriber);
+//   - load changes (a dispatch, a first chunk, the end of a request) travel
+//     in the same messages as the decisions, so a peer's Pick sees them
+//     within DecisionDelay; the records above remain what supersedes them
+//     (and what a lost change falls back to).
 //
 // Zero fields take the cluster package's defaults (RedisRTT: 1 ms).
 type SharedState struct {
@@ -57,15 +61,18 @@ func (s SharedState) withDefaults() SharedState {
 	return s
 }
 
-// LoadStaleness is the longest a replica's load change takes to reach its
-// peers' Picks in the model: RefreshPeriod + ReadPeriod + RedisRTT.
+// LoadStaleness is the longest a replica's load takes to reach its peers'
+// Picks through the records alone (RefreshPeriod + ReadPeriod + RedisRTT):
+// the bound when a load change message is lost. Delivered changes arrive
+// within DecisionDelay.
 func (s SharedState) LoadStaleness() time.Duration {
 	s = s.withDefaults()
 	return s.RefreshPeriod + s.ReadPeriod + s.RedisRTT
 }
 
 // DecisionDelay is the longest a decision takes to become a speculative
-// entry on the other replicas: PublishInterval + RedisRTT.
+// entry on the other replicas, and a load change to reach their load:
+// PublishInterval + RedisRTT.
 func (s SharedState) DecisionDelay() time.Duration {
 	s = s.withDefaults()
 	return max(s.PublishInterval, 0) + s.RedisRTT
