@@ -20,6 +20,23 @@
 // kvroute_cluster_staleness_bound_seconds reports it. A dead peer's load goes
 // within Lease + ReadPeriod of its last refresh (3.25 s with the defaults).
 //
+// Between records, every change of a replica's own load (a dispatch adds its
+// uncached tokens and one request, a first chunk releases the tokens, the
+// end of a request releases what is left) is numbered with the replica's
+// load sequence and sent in the next decision message, so the peers apply it
+// within a pub/sub hop (PublishInterval + one round trip, ~6 ms) rather than
+// StalenessBound. Each record carries the sequence number up to which its
+// totals include the changes; a peer discards the changes at or below it and
+// keeps the later ones on top, so a lost message is healed by the next
+// record and a dead replica's load, changes included, still goes with its
+// lease. The sequence starts at the replica's start time in microseconds, so
+// a restarted replica's changes and records supersede its previous life's.
+// The peers' pending changes are bounded by MaxPendingDeltaBytes (4 MiB):
+// beyond it a change is dropped, counted, and that peer is seen by its
+// records alone until the next one. A change costs its endpoint's length +
+// 3 to 5 bytes on the wire; the sender's queue of changes (DeltaQueue, 1,024)
+// is preallocated, so the request path still does not allocate.
+//
 // # Shared routing decisions
 //
 // Publish queues a decision (the chosen endpoint and the request's leading
