@@ -59,9 +59,10 @@ func TestReplicaSweepDeterministicAndShaped(t *testing.T) {
 
 // TestSharedStatePropagatesOnVirtualTime drives two real Routers joined
 // through the virtual-time store by hand: a decision reaches the other
-// replica's index one round trip after its flush, load one refresh and
-// read later, and a replica that stops refreshing loses its load with its
-// lease.
+// replica's index one round trip after its flush, and so does the load it
+// adds (the load change rides in the same message); the records supersede
+// the change without counting it twice, and a replica that stops
+// refreshing loses its load, changes included, with its lease.
 func TestSharedStatePropagatesOnVirtualTime(t *testing.T) {
 	defer leakcheck.Check(t)()
 	now := time.Unix(1_700_000_000, 0)
@@ -99,9 +100,13 @@ func TestSharedStatePropagatesOnVirtualTime(t *testing.T) {
 		rts[g].Index().Match(keys, []string{chosen}, &mr)
 		return mr.Endpoints[0].Blocks
 	}
-	require.Equal(t, 1, ms[0].Queued())
-	require.Equal(t, 1, ms[0].Flush())
+	local, _ := rts[0].Load().LocalLoad(chosen)
+	require.Positive(t, local)
+	require.Equal(t, 2, ms[0].Queued(), "the decision and the dispatch's load change")
+	require.Equal(t, 2, ms[0].Flush())
 	require.Zero(t, held(1), "in flight to the subscriber")
+	tok, _, _ := rts[1].Load().Load(chosen)
+	require.Zero(t, tok, "in flight to the subscriber")
 	now = now.Add(rtt - 1)
 	for _, msg := range store.deliver(now) {
 		ms[1].Apply(msg)
@@ -114,19 +119,21 @@ func TestSharedStatePropagatesOnVirtualTime(t *testing.T) {
 		m.Apply(msgs[0]) // the sender skips its own
 	}
 	require.Equal(t, len(keys), held(1), "the peer speculates the whole prefix after one round trip")
+	tok, _, _ = rts[1].Load().Load(chosen)
+	require.Equal(t, local, tok, "the peer sees the load it adds after the same round trip")
 
-	// Load: replica 0's open request reaches replica 1 after its refresh
-	// and replica 1's read, one round trip apart at least.
-	local, _ := rts[0].Load().LocalLoad(chosen)
-	require.Positive(t, local)
+	// The records: replica 0 has never refreshed here, so a read that does
+	// not see a record of it yet drops its changes (an unknown or dead
+	// replica holds no load); the read of the record that includes the
+	// change counts it once.
 	ms[0].Refresh()
 	ms[1].Read()
-	tok, _, _ := rts[1].Load().Load(chosen)
-	require.Zero(t, tok, "the refresh has not reached the read yet")
+	tok, _, _ = rts[1].Load().Load(chosen)
+	require.Zero(t, tok, "the refresh has not reached the read yet: no record, no load")
 	now = now.Add(3 * rtt)
 	ms[1].Read()
 	tok, _, _ = rts[1].Load().Load(chosen)
-	require.Equal(t, local, tok)
+	require.Equal(t, local, tok, "the record includes the change: counted once")
 
 	// Replica 0 stops refreshing: its load goes with its lease.
 	now = now.Add(time.Second - 3*rtt + rtt/2 - 1)
