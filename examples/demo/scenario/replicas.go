@@ -132,7 +132,21 @@ func RunReplicas(ctx context.Context, o Options, w io.Writer) (*ReplicasReport, 
 	errs := make(chan error, o.BurstRequests)
 	var mu sync.Mutex
 	for i := range o.BurstRequests {
-		if i > 0 {
+		switch {
+		case i == 1:
+			// The first decision must have reached gw-2 before gw-2 routes
+			// the same prefix: wait for the event (a pub/sub hop, a few ms
+			// on an idle machine) rather than trusting the pacing, which a
+			// loaded machine stretches.
+			start := time.Now()
+			if err := waitFor(ctx, 20*time.Second, func() bool {
+				m, err := Scrape(ctx, client, gws[1])
+				return err == nil && m.Sum("kvroute_cluster_decisions_applied_total") >= 1
+			}); err != nil {
+				return rep, fmt.Errorf("gw-2 never applied gw-1's first decision: %w", err)
+			}
+			fmt.Fprintf(w, "  gw-2 applied gw-1's decision for request 1 (seen %v after it was sent)\n", time.Since(start).Round(time.Millisecond))
+		case i > 1:
 			time.Sleep(gap) // pacing the burst, not synchronizing
 		}
 		gw := gws[i%2]
