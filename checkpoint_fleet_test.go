@@ -71,7 +71,7 @@ func (e *fleetEngine) start() {
 // slow-joiner window.
 func (e *fleetEngine) waitSubscribers(n int) {
 	e.t.Helper()
-	require.Eventually(e.t, func() bool { return e.srv.Publisher().Stats().Subscribers == n },
+	require.Eventually(e.t, func() bool { return e.srv.Publisher().Stats().Subscribed == n },
 		fleetWait, 5*time.Millisecond, "engine %s: %d subscribers, want %d", e.id, e.srv.Publisher().Stats().Subscribers, n)
 }
 
@@ -315,7 +315,7 @@ func TestRouterResumeRebuildsEngineRestartedWhileDown(t *testing.T) {
 	restarted.start()
 	require.Eventually(t, func() bool {
 		st, ok := ref.Events().Status(restarted.id)
-		return ok && st.Connected && restarted.srv.Publisher().Stats().Subscribers == 1
+		return ok && st.Connected && restarted.srv.Publisher().Stats().Subscribed == 1
 	}, fleetWait, 10*time.Millisecond, "the reference router reattached")
 	for _, e := range engines {
 		e.serve(8)

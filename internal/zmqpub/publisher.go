@@ -81,6 +81,12 @@ type Stats struct {
 	Queued      uint64 // messages queued to subscribers (one per matching subscriber)
 	Dropped     uint64 // messages dropped on a full subscriber queue
 	Subscribers int    // connected subscribers
+	// Subscribed counts the connected subscribers whose subscription
+	// matches this publisher's topic: the ones a Publish reaches now. A
+	// subscriber that has connected but whose SUBSCRIBE has not arrived
+	// yet misses what is published meanwhile (ZeroMQ's slow joiner), so
+	// wait on this count, not Subscribers, before a first Publish.
+	Subscribed int
 }
 
 // Publisher is a KV-event publisher for Go engines and tests: a PUB socket
@@ -216,7 +222,21 @@ func (p *Publisher) Stats() Stats {
 		Queued:      p.queued.Load(),
 		Dropped:     p.dropped.Load(),
 		Subscribers: int(p.nsubs.Load()),
+		Subscribed:  p.subscribed(),
 	}
+}
+
+// subscribed counts the subscribers a Publish would reach.
+func (p *Publisher) subscribed() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for s := range p.subs {
+		if s.matches(p.topic) {
+			n++
+		}
+	}
+	return n
 }
 
 // Publish sends payload (one msgpack KVEventBatch) with the next sequence

@@ -262,3 +262,21 @@ func TestConfig(t *testing.T) {
 	_, err = New(Config{Addr: "127.0.0.1:0"}, Options{Registerer: reg})
 	require.Error(t, err, "duplicate metrics")
 }
+
+// Subscribed counts only the subscribers a Publish reaches: a connection
+// whose subscription does not match the topic is connected, not subscribed.
+func TestPublisherStatsSubscribed(t *testing.T) {
+	defer leakcheck.Check(t)()
+	p := newTestPublisher(t, Config{Endpoint: "10.0.0.1:8000", Model: "m"})
+	defer p.Close()
+	other := subscribe(t, p, "kv@10.0.0.2")
+	defer zmqx.CloseDrain(other)
+	st := p.Stats()
+	require.Equal(t, 1, st.Subscribers)
+	require.Equal(t, 0, st.Subscribed)
+	mine := subscribe(t, p, "kv@10.0.0.1")
+	defer zmqx.CloseDrain(mine)
+	st = p.Stats()
+	require.Equal(t, 2, st.Subscribers)
+	require.Equal(t, 1, st.Subscribed)
+}

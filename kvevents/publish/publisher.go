@@ -105,6 +105,12 @@ type Stats struct {
 	Queued      uint64 // messages queued to subscribers (one per matching subscriber)
 	Dropped     uint64 // messages dropped on a full subscriber queue
 	Subscribers int    // connected subscribers
+	// Subscribed counts the connected subscribers whose subscription
+	// matches this publisher's topic: the ones a Publish reaches now. A
+	// subscriber that has connected but whose SUBSCRIBE has not arrived
+	// yet misses what is published meanwhile (ZeroMQ's slow joiner), so
+	// wait on this count, not Subscribers, before a first Publish.
+	Subscribed int
 }
 
 // Publisher is a KV-event publisher: a PUB socket sending [topic, seq as 8
