@@ -145,7 +145,9 @@ func RunReplicas(ctx context.Context, o Options, w io.Writer) (*ReplicasReport, 
 			}); err != nil {
 				return rep, fmt.Errorf("gw-2 never applied gw-1's first decision: %w", err)
 			}
+			mu.Lock() // request 1's goroutine may be writing its line
 			fmt.Fprintf(w, "  gw-2 applied gw-1's decision for request 1 (seen %v after it was sent)\n", time.Since(start).Round(time.Millisecond))
+			mu.Unlock()
 		case i > 1:
 			time.Sleep(gap) // pacing the burst, not synchronizing
 		}
