@@ -79,8 +79,10 @@ func TestRunMeasuresEveryTarget(t *testing.T) {
 		require.Equal(t, " 0 ", f[17], "connections to the engines closed in %s", row)
 		switch target {
 		case targetPrecise:
-			// The render client's attempts are labelled: some CPU is render.
-			require.NotEqual(t, " 0 % ", f[9], "no render share in %s", row)
+			// The render share is computed. Whether a 300 ms window's ~20
+			// profile samples land in render is chance on a loaded machine,
+			// so its size is not asserted here; the attribution itself has
+			// its own test on a synthetic profile.
 			require.NotEqual(t, " — ", f[9], "no render share in %s", row)
 		case targetRoundRobin:
 			require.Equal(t, " 0 % ", f[9], "round-robin renders nothing: %s", row)
