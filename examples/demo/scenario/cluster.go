@@ -138,7 +138,7 @@ func (c *cluster) waitSubscribed(ctx context.Context, limit time.Duration) error
 		ready := true
 		for _, e := range c.engines {
 			st, ok := c.pool.Status(e.id)
-			if !ok || !st.Connected || e.srv.Publisher().Stats().Subscribers == 0 {
+			if !ok || !st.Connected || e.srv.Publisher().Stats().Subscribed == 0 {
 				ready = false
 			}
 		}
