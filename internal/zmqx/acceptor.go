@@ -34,8 +34,9 @@ type acceptor[T any] struct {
 	failures atomic.Uint64
 }
 
-func newAcceptor[T any](ctx context.Context, l net.Listener, prep func(context.Context, net.Conn) (T, error), discard func(T)) *acceptor[T] {
+func newAcceptor[T any](ctx context.Context, l net.Listener, prep func(context.Context, net.Conn) (T, error), discard func(T), onFail func(net.Addr, error)) *acceptor[T] {
 	a := &acceptor[T]{
+		onFail:  onFail, // set before the loop starts: handshakes read it
 		ctx:     ctx,
 		l:       l,
 		prep:    prep,

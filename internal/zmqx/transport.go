@@ -80,7 +80,7 @@ func (t guardTransport) Listen(ctx context.Context, addr string) (net.Listener, 
 			return nil, err
 		}
 		return newSocketConn(ctx, c, o, b), nil
-	}, closeNetConn), nil
+	}, closeNetConn, nil), nil
 }
 
 // Addr normalises "host:port" like the tcp transport does.
