@@ -247,6 +247,13 @@ func (st *stream) restart(prev, seq uint64) {
 	if s.closed {
 		return
 	}
+	if st.liveReset.Swap(false) {
+		// A replay found this same restart (no matching batch at the
+		// watermark) after the receiver had compared seq but before it got
+		// the lock: the endpoint is already cleared and replaying the new
+		// lifetime from 0. Clearing again would count one restart twice.
+		return
+	}
 	st.bumpGenLocked()
 	removed := st.clearLocked()
 	s.needJoin, s.restarted = true, true
