@@ -1,9 +1,11 @@
 package proxy
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/kvroute/kvroute/internal/jsonstr"
 )
@@ -56,7 +58,11 @@ func bodyModel(body []byte) (string, error) {
 			if isModel {
 				switch v := body[vs:s.i]; v[0] {
 				case '"':
-					if err := json.Unmarshal(v, &model); err != nil {
+					// A plain name (no escapes, valid UTF-8) is its bytes;
+					// only others go through the decoder.
+					if in := v[1 : len(v)-1]; bytes.IndexByte(in, '\\') < 0 && utf8.Valid(in) {
+						model = string(in)
+					} else if err := json.Unmarshal(v, &model); err != nil {
 						return "", err
 					}
 				case 'n':

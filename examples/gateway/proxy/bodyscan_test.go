@@ -18,6 +18,9 @@ func TestBodyModelReadsTheTopLevelModel(t *testing.T) {
 		{`{"model":"a","model":"b"}`, "b"},
 		{`{"mod\u0065l":"esc"}`, "esc"},
 		{`{"model":"caf\u00e9"}`, "café"},
+		{`{"model":"café/llama-3"}`, "café/llama-3"}, // plain: taken as is
+		{"{\"model\":\"a\xffb\"}", "a\ufffdb"},       // invalid UTF-8: replaced, as encoding/json does
+		{`{"model":"a\/b"}`, "a/b"},
 		{`{"Model":"x"}`, ""},
 		{long, "m1"},
 	} {

@@ -100,9 +100,13 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, d
 		hdr[k] = vs
 	}
 	removeHopHeaders(hdr)
-	hdr.Set(HeaderEndpoint, d.Endpoint.ID)
-	hdr.Set(HeaderPromptTokens, strconv.Itoa(d.PromptTokens))
-	hdr.Set(HeaderCachedTokens, strconv.Itoa(d.CachedTokens))
+	// The three debugging values share one backing array (one allocation,
+	// not three); the keys are canonical already.
+	dv := [...]string{d.Endpoint.ID, strconv.Itoa(d.PromptTokens), strconv.Itoa(d.CachedTokens)}
+	vals := dv[:]
+	hdr[HeaderEndpoint] = vals[0:1:1]
+	hdr[HeaderPromptTokens] = vals[1:2:2]
+	hdr[HeaderCachedTokens] = vals[2:3:3]
 	w.WriteHeader(resp.StatusCode)
 	rc := http.NewResponseController(w)
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
@@ -164,23 +168,29 @@ func outboundHeader(r *http.Request) http.Header {
 		h = http.Header{}
 	}
 	removeHopHeaders(h)
-	h.Del("Content-Length")
-	h.Del("Expect") // the gateway has read the body already
+	delete(h, "Content-Length")
+	delete(h, "Expect") // the gateway has read the body already
+	// The X-Forwarded-* values share one backing array (one allocation, not
+	// three); the keys are canonical, as net/http's server stores them.
+	vals := make([]string, 0, 3)
 	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		if prior := h.Values("X-Forwarded-For"); len(prior) > 0 {
+		if prior := h["X-Forwarded-For"]; len(prior) > 0 {
 			ip = strings.Join(prior, ", ") + ", " + ip
 		}
-		h.Set("X-Forwarded-For", ip)
+		vals = append(vals, ip)
+		h["X-Forwarded-For"] = vals[len(vals)-1 : len(vals) : len(vals)]
 	}
 	if h.Get("X-Forwarded-Host") == "" && r.Host != "" {
-		h.Set("X-Forwarded-Host", r.Host)
+		vals = append(vals, r.Host)
+		h["X-Forwarded-Host"] = vals[len(vals)-1 : len(vals) : len(vals)]
 	}
 	if h.Get("X-Forwarded-Proto") == "" {
 		proto := "http"
 		if r.TLS != nil {
 			proto = "https"
 		}
-		h.Set("X-Forwarded-Proto", proto)
+		vals = append(vals, proto)
+		h["X-Forwarded-Proto"] = vals[len(vals)-1 : len(vals) : len(vals)]
 	}
 	return h
 }
@@ -196,6 +206,6 @@ func removeHopHeaders(h http.Header) {
 		}
 	}
 	for _, k := range hopHeaders {
-		h.Del(k)
+		delete(h, k) // canonical already
 	}
 }

@@ -59,8 +59,10 @@ type Config struct {
 
 // Options are a Handler's dependencies.
 type Options struct {
-	// Transport carries the upstream requests; nil uses a dedicated
-	// http.Transport without HTTP/2 and without transparent compression.
+	// Transport carries the upstream requests; nil uses the Handler's own
+	// HTTP/1.1 keep-alive client (plain HTTP to the engines; other schemes
+	// through a dedicated http.Transport), without HTTP/2 and without
+	// transparent compression.
 	Transport http.RoundTripper
 	// Registerer receives the gateway's metrics; nil registers nothing.
 	Registerer prometheus.Registerer
@@ -83,7 +85,7 @@ type Handler struct {
 	cfg       Config
 	picker    kvroute.Picker
 	transport http.RoundTripper
-	ownsTr    *http.Transport // closed by Close when the Handler made it
+	ownsTr    *upstreamTransport // closed by Close when the Handler made it
 	log       *slog.Logger
 	met       *metrics
 	now       func() time.Time
@@ -122,7 +124,7 @@ func New(cfg Config, picker kvroute.Picker, opts Options) (*Handler, error) {
 		h.now = time.Now
 	}
 	if h.transport == nil {
-		h.ownsTr = newTransport(cfg.MaxIdleConnsPerHost)
+		h.ownsTr = newUpstreamTransport(cfg.MaxIdleConnsPerHost)
 		h.transport = h.ownsTr
 	}
 	var err error
@@ -134,7 +136,8 @@ func New(cfg Config, picker kvroute.Picker, opts Options) (*Handler, error) {
 	return h, nil
 }
 
-// newTransport returns the upstream transport: keep-alive connections to the
+// newTransport returns the transport for engines not reached by plain HTTP:
+// keep-alive connections to the
 // engines (up to idlePerHost idle per engine, no global cap), no HTTP/2
 // (engines speak HTTP/1.1) and no transparent gzip (the client's
 // Accept-Encoding passes through and the body is copied as is).
