@@ -28,6 +28,15 @@
 // breaks after its header was sent is aborted (http.ErrAbortHandler) so that
 // the client sees a truncated stream rather than a clean end.
 //
+// Unless Options.Transport is given, the Handler reaches the engines with its
+// own HTTP/1.1 keep-alive client: the request is written and the response
+// read on the handler's goroutine (net/http's Transport passes each through a
+// reader and a writer goroutine per connection, which at hundreds of
+// concurrent requests costs the gateway more CPU than its own work), up to
+// Config.MaxIdleConnsPerHost idle connections per engine, each checked for a
+// close by the engine before reuse. Engines named by an https Address go
+// through a net/http Transport.
+//
 // GET /v1/models is forwarded to the endpoints in turn without a routing
 // decision. Server bundles a Handler, a Router, a Prometheus registry
 // (/metrics) and /health behind an http.Server with graceful shutdown; it is
