@@ -391,3 +391,47 @@ func TestUpstreamTransportPassesAnEarlyAnswerOn(t *testing.T) {
 	require.Equal(t, http.StatusRequestEntityTooLarge, code)
 	require.Equal(t, "too much", body)
 }
+
+// A client that goes away while the engine has not answered yet (prefill)
+// cancels the upstream request at once: the engine sees it cancelled, the
+// load is released and the request counts as a client abort.
+func TestGatewayCancelsTheEngineWhenTheClientAbortsBeforeTheAnswer(t *testing.T) {
+	defer leakcheck.Check(t)()
+	h := newHarness(t, 1, Config{})
+	defer h.close()
+	ep := h.eps[0].ID
+	resp := h.post("/v1/completions", completionsBody("warm up", false))
+	readAll(t, resp)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, 1, h.handler.ownsTr.idleConns(ep), "the first request's connection is pooled")
+	arrived, engineSawCancel, release := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	defer close(release)
+	h.ups[0].setInfer(func(_ http.ResponseWriter, r *http.Request) {
+		close(arrived)
+		select {
+		case <-r.Context().Done():
+			close(engineSawCancel)
+		case <-release:
+		}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.gw.URL+"/v1/completions",
+		strings.NewReader(completionsBody("hello there", false)))
+	require.NoError(t, err)
+	errc := make(chan error, 1)
+	go func() {
+		resp, err := h.client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	recv(t, arrived, "the request to reach the engine")
+	cancel()
+	require.Error(t, <-errc)
+	recv(t, engineSawCancel, "the engine to see the request cancelled")
+	require.Eventually(t, func() bool { tok, n := h.load(ep); return tok == 0 && n == 0 }, wait, time.Millisecond)
+	require.Eventually(t, func() bool { return counter(t, h.reg, "completions", ResultClientAbort) == 1 }, wait, time.Millisecond)
+	require.Zero(t, h.handler.ownsTr.idleConns(ep), "the cancelled connection is closed, not pooled")
+}
