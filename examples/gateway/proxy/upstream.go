@@ -166,7 +166,7 @@ func (t *upstreamTransport) exchange(ctx context.Context, pc *upConn, req *http.
 		werr = pc.bw.Flush()
 	}
 	if werr != nil {
-		if !pc.reused {
+		if !pc.reused && ctx.Err() == nil {
 			// The engine may have answered (an early 4xx) and stopped
 			// reading: that answer is worth more than the write error.
 			_ = pc.c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
@@ -212,26 +212,35 @@ func (t *upstreamTransport) readResponse(pc *upConn, req *http.Request) (resp *h
 // in the pool; closing it earlier, a read error or a cancelled request
 // closes the connection.
 type upBody struct {
-	rc   io.ReadCloser
-	t    *upstreamTransport
-	pc   *upConn
-	stop func() bool // stops the context's deadline poke; false if it ran
-	keep bool        // the connection may be reused once the body is read
-	done atomic.Bool
+	rc     io.ReadCloser
+	t      *upstreamTransport
+	pc     *upConn
+	stop   func() bool // stops the context's deadline poke; false if it ran
+	keep   bool        // the connection may be reused once the body is read
+	done   atomic.Bool // the connection is released
+	closed atomic.Bool
+	err    error // the first read error, returned again by later reads (Read's goroutine only)
 }
 
 func (b *upBody) Read(p []byte) (int, error) {
-	if b.done.Load() {
+	if b.closed.Load() {
 		return 0, http.ErrBodyReadAfterClose
+	}
+	if b.err != nil {
+		// The connection may already serve another request: never read
+		// it again.
+		return 0, b.err
 	}
 	n, err := b.rc.Read(p)
 	if err != nil {
+		b.err = err
 		b.finish(err == io.EOF)
 	}
 	return n, err
 }
 
 func (b *upBody) Close() error {
+	b.closed.Store(true)
 	b.finish(b.rc == http.NoBody)
 	return nil
 }

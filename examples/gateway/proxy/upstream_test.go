@@ -76,6 +76,22 @@ func TestUpstreamTransportReusesTheConnection(t *testing.T) {
 		require.Equal(t, fmt.Sprintf(`{"echo":"req %d"}`, i), body)
 	}
 	require.Equal(t, int64(1), e.accepted.Load())
+
+	// A body read to its end keeps answering EOF, without touching the
+	// connection it gave back (another request may be using it).
+	req, err := http.NewRequest(http.MethodPost, e.URL+"/v1/completions", strings.NewReader("again"))
+	require.NoError(t, err)
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	_, err = io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	_, _, err = upPost(t, context.Background(), tr, e.hostPort(), "meanwhile")
+	require.NoError(t, err)
+	n, err := resp.Body.Read(make([]byte, 8))
+	require.Zero(t, n)
+	require.ErrorIs(t, err, io.EOF)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, int64(1), e.accepted.Load())
 	require.Equal(t, 1, tr.idleConns(e.hostPort()))
 }
 
