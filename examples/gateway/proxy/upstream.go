@@ -39,9 +39,13 @@ var aLongTimeAgo = time.Unix(1, 0)
 // kept per engine in a LIFO stack (up to idlePerHost), checked for a close by
 // the engine before reuse, and dropped after upstreamIdleTimeout idle. A
 // request that finds its reused connection closed by the engine before any
-// response byte is sent once more on a new connection, as net/http does for
-// a connection the server closed while idle. Other schemes (https) go to a
-// net/http Transport.
+// response byte is sent once more on a new connection. net/http's Transport
+// resends only idempotent requests there; the gateway resends its POSTs too,
+// because the client has received nothing yet and the usual cause is an
+// engine closing an idle keep-alive connection as the request went out. An
+// engine that read the request and then died without a byte of answer is
+// sent it again, which costs one duplicate inference and nothing else.
+// Other schemes (https) go to a net/http Transport.
 type upstreamTransport struct {
 	dialer      net.Dialer
 	idlePerHost int
