@@ -297,6 +297,13 @@ type Config struct {
 	// MaxVirtualTime aborts a run whose virtual clock passes it (a guard
 	// against a model that never drains).
 	MaxVirtualTime time.Duration `json:"maxVirtualTime"`
+	// TieSeed varies only the routing policies' own random draws (each
+	// replica's tie-break source is seeded from Seed, the replica and
+	// TieSeed): the same traffic, with equally good endpoints chosen in a
+	// different order. 0 is the standard run. The replica sweep's
+	// tie-order sensitivity uses it to measure how far a TTFT p90 moves
+	// when nothing but that order changes.
+	TieSeed uint64 `json:"tieSeed,omitempty"`
 }
 
 // DefaultConfig returns the default fleet with the default workload of kind

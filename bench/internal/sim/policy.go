@@ -66,7 +66,7 @@ type kvrouter struct {
 	ctx   context.Context
 }
 
-func newKVRouter(cfg Config, ids []string, now func() time.Time, seed uint64, prefillOnly bool) (*kvrouter, error) {
+func newKVRouter(cfg Config, ids []string, now func() time.Time, seed uint64, prefillOnly bool, shared func() float64) (*kvrouter, error) {
 	rc := kvroute.DefaultConfig()
 	rc.Model = simModel
 	rc.BlockSize = cfg.Fleet.BlockSize
@@ -80,6 +80,9 @@ func newKVRouter(cfg Config, ids []string, now func() time.Time, seed uint64, pr
 		mu.Lock()
 		defer mu.Unlock()
 		return rng.Float64()
+	}
+	if shared != nil { // tests: every replica draws from one source, as one router would
+		random = shared
 	}
 	if prefillOnly {
 		rc.OpenRequestTokens = 0

@@ -146,3 +146,59 @@ func TestSharedStatePropagatesOnVirtualTime(t *testing.T) {
 	require.Zero(t, tok, "lease over: the dead replica's load is gone")
 	d.Done(nil)
 }
+
+// TestIdealSharedStateDecidesAsOneRouter is the replica sweep's reference
+// check of the shared state: R replicas whose decisions and load changes
+// reach each other at once (the diagnostics' ideal sharing), drawing ties
+// from one source as one router would, make exactly one router's
+// decisions, pick by pick, with the same per-endpoint load in view (local
+// plus the peers': no change counted twice, none missing, the records and
+// the changes they include merged exactly). Any per-replica state that
+// differs from one router's shows here as the first divergent pick.
+func TestIdealSharedStateDecidesAsOneRouter(t *testing.T) {
+	cfgOf := func(n int) Config {
+		cfg := DefaultConfig(SharedPrefix, 1.5) // eight engines: picks from the first tens of milliseconds on
+		cfg.Workload.Requests = 300
+		cfg.GatewayReplicas, cfg.RoundRobinReplicas = n, true
+		if n > 1 {
+			s := SharedState{}.withDefaults()
+			cfg.SharedState = &s
+		}
+		return cfg
+	}
+	one := newDiagnostics(7, true)
+	want, err := runWith(cfgOf(1), KVRoute, one)
+	require.NoError(t, err)
+	require.Len(t, one.picks, 300)
+	for _, n := range []int{2, 4} {
+		d := newDiagnostics(7, true)
+		got, err := runWith(cfgOf(n), KVRoute, d)
+		require.NoError(t, err)
+		require.Len(t, d.picks, len(one.picks))
+		for i := range one.picks {
+			a, b := one.picks[i], d.picks[i]
+			require.Equal(t, i%n, b.replica)
+			b.replica = 0
+			require.Equal(t, a, b, "R = %d, pick %d: the first divergence from one router", n, i)
+		}
+		require.Equal(t, want.TTFTP90, got.TTFTP90)
+		require.Equal(t, want.HitRate, got.HitRate)
+	}
+}
+
+// TestSharedStatePublishesEveryLoadChange: a replica's first chunks and
+// request ends queue load changes even when it routes nothing more, and
+// the simulated publisher, like the cluster's, wakes for them; at no pick
+// does a replica hold changes no flush will send.
+func TestSharedStatePublishesEveryLoadChange(t *testing.T) {
+	cfg := Quick(1.25)
+	cfg.Workload.Requests = 300
+	cfg.GatewayReplicas, cfg.RoundRobinReplicas = 4, true
+	s := SharedState{}.withDefaults()
+	cfg.SharedState = &s
+	d := &diagnostics{}
+	_, err := runWith(cfg, KVRoute, d)
+	require.NoError(t, err)
+	require.Len(t, d.picks, 300)
+	require.Zero(t, d.unscheduled, "picks made while some replica held load changes its publisher would not send")
+}

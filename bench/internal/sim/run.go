@@ -98,9 +98,10 @@ type run struct {
 	pending arrivalQueue
 	reqs    []*request
 	seq     int
-	gateway *rand.Rand  // spreads requests over gateway replicas
-	turn    int         // the next replica with RoundRobinReplicas
-	shared  *sharedPool // Config.SharedState (sharedstate.go)
+	gateway *rand.Rand   // spreads requests over gateway replicas
+	turn    int          // the next replica with RoundRobinReplicas
+	shared  *sharedPool  // Config.SharedState (sharedstate.go)
+	diag    *diagnostics // tests only: shared tie-break source, instant sharing, pick trace (diag.go)
 
 	oracleSeen    map[kvindex.Key]struct{}
 	oracleHits    int64
@@ -111,12 +112,15 @@ type run struct {
 
 // Run simulates one policy on cfg and returns its result. The same cfg
 // gives the same prompts and open-loop arrivals to every policy.
-func Run(cfg Config, policy Policy) (Result, error) {
+func Run(cfg Config, policy Policy) (Result, error) { return runWith(cfg, policy, nil) }
+
+// runWith is Run with the tests' diagnostics (nil: none).
+func runWith(cfg Config, policy Policy, diag *diagnostics) (Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return Result{}, err
 	}
 	wall := time.Now()
-	r := &run{cfg: cfg, policy: policy, start: engine.DefaultStart, oracleSeen: map[kvindex.Key]struct{}{}}
+	r := &run{cfg: cfg, policy: policy, start: engine.DefaultStart, oracleSeen: map[kvindex.Key]struct{}{}, diag: diag}
 	r.now = r.start
 	r.ids = endpointIDs(cfg.Fleet.Engines)
 	r.gateway = rand.New(rand.NewPCG(cfg.Seed, 0x6a))
@@ -190,7 +194,7 @@ func (r *run) setup() error {
 // newPolicy builds gateway replica g's instance of the run's policy and,
 // for an event-fed policy, subscribes its index to the event path.
 func (r *run) newPolicy(g int) (router, error) {
-	seed := r.cfg.Seed + uint64(g)<<32
+	seed := r.cfg.Seed + uint64(g)<<32 + r.cfg.TieSeed*0x9e3779b97f4a7c15
 	clock := func() time.Time { return r.now }
 	subscribe := func(ix *kvindex.Index, onBatch func(int, *kvevents.Batch)) error {
 		a, err := kvevents.NewApplier(kvevents.ApplierConfig{Model: simModel}, ix, kvevents.Options{})
@@ -202,7 +206,7 @@ func (r *run) newPolicy(g int) (router, error) {
 	}
 	switch r.policy {
 	case KVRoute, KVRoutePrefillOnly:
-		kr, err := newKVRouter(r.cfg, r.ids, clock, seed, r.policy == KVRoutePrefillOnly)
+		kr, err := newKVRouter(r.cfg, r.ids, clock, seed, r.policy == KVRoutePrefillOnly, r.diag.sharedRandom())
 		if err != nil {
 			return nil, err
 		}
@@ -364,13 +368,16 @@ func (r *run) arrive(a arrival) error {
 	r.oracle(a.prompt)
 	rq.note = r.audit.arrive(a.prompt)
 	rt := r.rts[rq.replica]
+	r.diag.beforePick(r, rq)
 	i, err := rt.pick(rq)
 	if err != nil {
 		return fmt.Errorf("sim: %s pick: %w", r.policy, err)
 	}
 	rq.engine = i
+	r.diag.afterPick(r, rq, i)
 	if r.shared != nil {
-		r.shared.picked(rq.replica, r.now)
+		r.shared.queued(rq.replica, r.now)
+		r.diag.sync(r)
 	}
 	var why *routedBy
 	if rq.decision != nil {
@@ -385,6 +392,7 @@ func (r *run) arrive(a arrival) error {
 		OnToken: func(t engine.TokenEvent) {
 			if t.Index == 0 {
 				rt.firstToken(rq)
+				r.changed(rq)
 			}
 		},
 		OnDone: func(res engine.Result) { r.finished(rq, res) },
@@ -395,10 +403,20 @@ func (r *run) arrive(a arrival) error {
 	return nil
 }
 
+// changed follows a request's first chunk or end: its replica's load
+// changed, and with shared state that change is queued for the peers.
+func (r *run) changed(rq *request) {
+	if r.shared != nil {
+		r.shared.queued(rq.replica, r.now)
+		r.diag.sync(r)
+	}
+}
+
 // finished records a request's outcome and, for a chat session, schedules
 // its next turn.
 func (r *run) finished(rq *request, res engine.Result) {
 	r.rts[rq.replica].done(rq)
+	r.changed(rq)
 	rq.finished, rq.finish = true, res.Finish
 	if res.Err != nil {
 		rq.failed = true

@@ -34,8 +34,13 @@ import (
 //     one to the subscriber);
 //   - load changes (a dispatch, a first chunk, the end of a request) travel
 //     in the same messages as the decisions, so a peer's Pick sees them
-//     within DecisionDelay; the records above remain what supersedes them
-//     (and what a lost change falls back to).
+//     within DecisionDelay; a change wakes the publisher as a decision does
+//     (a first chunk or an end on a replica that routes nothing more is
+//     sent all the same); the records above remain what supersedes them
+//     (and what a lost change falls back to);
+//   - membership: each replica registers (its first record) and reads its
+//     peers once when it joins, before it routes, as cluster.New does; its
+//     periodic ticks then start at spread phases.
 //
 // Zero fields take the cluster package's defaults (RedisRTT: 1 ms).
 type SharedState struct {
@@ -119,6 +124,10 @@ func (r *run) setupShared() error {
 		if err != nil {
 			return err
 		}
+		// As cluster.New does before the Router routes: register (the
+		// first record) and read the peers once.
+		m.Refresh()
+		m.Read()
 		p.reps = append(p.reps, m)
 		// Replicas start at spread phases, as independent processes would.
 		p.refresh = append(p.refresh, r.now.Add(time.Duration(g)*s.RefreshPeriod/time.Duration(n)))
@@ -130,9 +139,11 @@ func (r *run) setupShared() error {
 	return nil
 }
 
-// picked notes that replica g may have queued a decision: its publisher
-// wakes, waiting out PublishInterval since its previous message.
-func (p *sharedPool) picked(g int, now time.Time) {
+// queued notes that replica g may have queued a decision or a load change
+// (a Pick, a first chunk, the end of a request): its publisher wakes, as
+// the cluster's publisher wakes on either, waiting out PublishInterval
+// since its previous message.
+func (p *sharedPool) queued(g int, now time.Time) {
 	if !p.flush[g].IsZero() || p.reps[g].Queued() == 0 {
 		return
 	}
@@ -327,6 +338,16 @@ func (s *virtualRedis) nextDelivery() (time.Time, bool) {
 func (s *virtualRedis) deliver(now time.Time) [][]byte {
 	var out [][]byte
 	for len(s.queue) > 0 && !s.queue[0].at.After(now) {
+		out = append(out, heap.Pop(&s.queue).(message).data)
+	}
+	return out
+}
+
+// deliverAll returns every message in flight, in publish order (the
+// tests' ideal sharing).
+func (s *virtualRedis) deliverAll() [][]byte {
+	var out [][]byte
+	for len(s.queue) > 0 {
 		out = append(out, heap.Pop(&s.queue).(message).data)
 	}
 	return out
