@@ -107,7 +107,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 
 	if o.rep.only {
-		return runReplicasOnly(ctx, o, base, loads, stdout)
+		return runReplicasOnly(ctx, o, base, loads, args, stdout)
 	}
 	start := time.Now()
 	results, err := sim.Sweep(ctx, base, workloads, loads, policies, o.parallel)
@@ -122,13 +122,13 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 	}
-	var reps []sim.ReplicaResult
-	repBase := base
+	var rep replicaRun
 	if o.rep.enabled {
-		if reps, repBase, err = replicaSweep(ctx, o, base, loads); err != nil {
+		if rep, err = replicaSweep(ctx, o, base, loads); err != nil {
 			return err
 		}
 	}
+	reps := rep.Replicas
 	wall := time.Since(start)
 
 	meta := sim.Meta{
@@ -148,7 +148,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 		if len(reps) > 0 {
-			if err := sim.WriteReplicaTable(f, repBase, o.rep.shared, reps); err != nil {
+			if err := rep.write(f, o.rep.shared); err != nil {
 				return err
 			}
 		}
@@ -169,7 +169,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	err = writeFile(filepath.Join(o.out, "routesim.json"), func(f io.Writer) error {
 		enc := json.NewEncoder(f)
 		enc.SetIndent("", "  ")
-		return enc.Encode(map[string]any{"base": base, "results": results, "singleReplica": sens, "replicas": reps})
+		return enc.Encode(map[string]any{"base": base, "results": results, "singleReplica": sens, "replicas": reps, "replicaTieOrders": rep.TieOrders})
 	})
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"io"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/kvroute/kvroute/bench/internal/sim"
@@ -16,16 +17,22 @@ import (
 
 // replicaOptions are the flags of the router-replica sweep.
 type replicaOptions struct {
-	enabled bool
-	only    bool
-	counts  string
-	shared  sim.SharedState
+	enabled  bool
+	only     bool
+	counts   string
+	seeds    string // -replica-sweep-only: the seeds to run; empty: -seed
+	ties     int    // tie orders of the sensitivity; 0: none
+	tieLoads string // loads of the sensitivity; empty: the sweep's loads above 1
+	shared   sim.SharedState
 }
 
 func addReplicaFlags(fs *flag.FlagSet, o *replicaOptions) {
 	fs.BoolVar(&o.enabled, "replica-sweep", true, "also run the router-replica sweep (R kvroute Routers, local-only vs shared state) on shared-prefix and append it to the report")
 	fs.BoolVar(&o.only, "replica-sweep-only", false, "run only the router-replica sweep (writes routesim-replicas.md and routesim-replicas.json)")
 	fs.StringVar(&o.counts, "replica-counts", "1,2,4", "comma-separated router replica counts of the replica sweep")
+	fs.StringVar(&o.seeds, "replica-seeds", "", "with -replica-sweep-only: comma-separated seeds, one sweep each in one report (default: -seed)")
+	fs.IntVar(&o.ties, "replica-tie-orders", 0, "tie-order sensitivity: rerun R = 1 and the shared rows under this many tie-break orders (0: off)")
+	fs.StringVar(&o.tieLoads, "replica-tie-loads", "", "loads of the tie-order sensitivity (default: the sweep's loads above 1, the overloaded ones)")
 	fs.DurationVar(&o.shared.RefreshPeriod, "replica-refresh", cluster.DefaultRefreshPeriod, "shared state: how often a replica publishes its load")
 	fs.DurationVar(&o.shared.ReadPeriod, "replica-read", cluster.DefaultReadPeriod, "shared state: how often a replica reads its peers' load")
 	fs.DurationVar(&o.shared.PublishInterval, "replica-publish-interval", cluster.DefaultPublishInterval, "shared state: least time between two decision messages of a replica")
@@ -33,36 +40,129 @@ func addReplicaFlags(fs *flag.FlagSet, o *replicaOptions) {
 }
 
 // replicaSweep runs the router-replica sweep on shared-prefix traffic of
-// the run's size at loads.
-func replicaSweep(ctx context.Context, o options, base sim.Config, loads []float64) ([]sim.ReplicaResult, sim.Config, error) {
+// the run's size at loads, and the tie-order sensitivity when asked.
+func replicaSweep(ctx context.Context, o options, base sim.Config, loads []float64) (replicaRun, error) {
 	var counts []int
 	for _, f := range splitList(o.rep.counts) {
 		n, err := strconv.Atoi(f)
 		if err != nil || n < 1 {
-			return nil, base, fmt.Errorf("bad replica count %q", f)
+			return replicaRun{}, fmt.Errorf("bad replica count %q", f)
 		}
 		counts = append(counts, n)
 	}
 	if len(counts) == 0 {
-		return nil, base, fmt.Errorf("no replica counts")
+		return replicaRun{}, fmt.Errorf("no replica counts")
+	}
+	tieLoads, err := o.rep.tieLoadsOf(loads)
+	if err != nil {
+		return replicaRun{}, err
 	}
 	base.Workload = sim.DefaultWorkload(sim.SharedPrefix)
 	base.Workload.Requests = o.requests
-	res, err := sim.ReplicaSweep(ctx, base, loads, counts, o.rep.shared, o.parallel)
-	return res, base, err
+	rr := replicaRun{Seed: base.Seed, Base: base}
+	if rr.Replicas, err = sim.ReplicaSweep(ctx, base, loads, counts, o.rep.shared, o.parallel); err != nil {
+		return rr, err
+	}
+	if o.rep.ties > 0 && len(tieLoads) > 0 {
+		rr.TieOrders, err = sim.TieOrderSweep(ctx, base, tieLoads, counts, o.rep.shared, o.rep.ties, rr.Replicas, o.parallel)
+	}
+	return rr, err
 }
 
-// runReplicasOnly is -replica-sweep-only: the sweep alone, in its own files.
-func runReplicasOnly(ctx context.Context, o options, base sim.Config, loads []float64, stdout io.Writer) error {
+// replicaRun is the replica sweep of one seed.
+type replicaRun struct {
+	Seed      uint64              `json:"seed"`
+	Base      sim.Config          `json:"base"`
+	Replicas  []sim.ReplicaResult `json:"replicas"`
+	TieOrders []sim.TieOrders     `json:"tieOrders,omitempty"`
+}
+
+// write appends the run's sections to a report.
+func (rr replicaRun) write(w io.Writer, shared sim.SharedState) error {
+	if err := sim.WriteReplicaTable(w, rr.Base, shared, rr.Replicas); err != nil {
+		return err
+	}
+	return sim.WriteTieOrderTable(w, rr.TieOrders)
+}
+
+// tieLoadsOf returns the loads of the tie-order sensitivity.
+func (o replicaOptions) tieLoadsOf(loads []float64) ([]float64, error) {
+	if o.ties < 0 {
+		return nil, fmt.Errorf("bad -replica-tie-orders %d", o.ties)
+	}
+	if o.tieLoads != "" {
+		return parseLoads(o.tieLoads)
+	}
+	var out []float64
+	for _, l := range loads {
+		if l > 1 {
+			out = append(out, l)
+		}
+	}
+	return out, nil
+}
+
+// seedsOf returns the seeds of -replica-sweep-only.
+func (o replicaOptions) seedsOf(def uint64) ([]uint64, error) {
+	if o.seeds == "" {
+		return []uint64{def}, nil
+	}
+	var out []uint64
+	for _, f := range splitList(o.seeds) {
+		v, err := strconv.ParseUint(f, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("bad replica seed %q", f)
+		}
+		out = append(out, v)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no replica seeds")
+	}
+	return out, nil
+}
+
+// runReplicasOnly is -replica-sweep-only: the sweep alone, per seed, in its
+// own files.
+func runReplicasOnly(ctx context.Context, o options, base sim.Config, loads []float64, args []string, stdout io.Writer) error {
 	start := time.Now()
-	res, base, err := replicaSweep(ctx, o, base, loads)
+	seeds, err := o.rep.seedsOf(base.Seed)
 	if err != nil {
 		return err
 	}
+	var runs []replicaRun
+	for _, seed := range seeds {
+		b := base
+		b.Seed = seed
+		rr, err := replicaSweep(ctx, o, b, loads)
+		if err != nil {
+			return fmt.Errorf("seed %d: %w", seed, err)
+		}
+		runs = append(runs, rr)
+	}
 	err = writeFile(filepath.Join(o.out, "routesim-replicas.md"), func(f io.Writer) error {
-		fmt.Fprintf(f, "# Router replicas (go run ./bench/cmd/routesim -replica-sweep-only)\n\nGenerated %s in %v of host time.\n",
+		fmt.Fprintf(f, "# Router replicas (%s)\n\nGenerated %s in %v of host time.\n",
+			strings.TrimSpace("go run ./bench/cmd/routesim "+strings.Join(args, " ")),
 			time.Now().UTC().Format(time.RFC3339), time.Since(start).Round(time.Second))
-		return sim.WriteReplicaTable(f, base, o.rep.shared, res)
+		if len(runs) > 1 {
+			fmt.Fprintf(f, "\nRows meeting the target (shared state, TTFT p90 within %.0f %% of R = 1's), per seed:\n\n| seed | rows met | rows missed |\n|---:|---:|---|\n", sim.ReplicaTolerance*100)
+			for _, rr := range runs {
+				met, rows, missed := 0, sim.ReplicaRows(rr.Replicas), []string(nil)
+				for _, r := range rows {
+					if r.OK {
+						met++
+					} else {
+						missed = append(missed, fmt.Sprintf("R=%d @%.2f %+.1f%%", r.Replicas, r.Load, r.SharedVs1*100))
+					}
+				}
+				fmt.Fprintf(f, "| %d | %d of %d | %s |\n", rr.Seed, met, len(rows), strings.Join(missed, ", "))
+			}
+		}
+		for _, rr := range runs {
+			if err := rr.write(f, o.rep.shared); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return err
@@ -70,14 +170,24 @@ func runReplicasOnly(ctx context.Context, o options, base sim.Config, loads []fl
 	err = writeFile(filepath.Join(o.out, "routesim-replicas.json"), func(f io.Writer) error {
 		enc := json.NewEncoder(f)
 		enc.SetIndent("", "  ")
-		return enc.Encode(map[string]any{"base": base, "replicas": res})
+		return enc.Encode(map[string]any{"seeds": runs})
 	})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "routesim: %d replica runs in %v; wrote %s\n", len(res), time.Since(start).Round(time.Millisecond),
+	n := 0
+	for _, rr := range runs {
+		n += len(rr.Replicas)
+		for _, t := range rr.TieOrders {
+			n += len(t.TTFTP90)
+		}
+	}
+	fmt.Fprintf(stdout, "routesim: %d replica runs in %v; wrote %s\n", n, time.Since(start).Round(time.Millisecond),
 		filepath.Join(o.out, "routesim-replicas.md"))
-	printReplicaRows(stdout, res)
+	for _, rr := range runs {
+		fmt.Fprintf(stdout, " seed %d:\n", rr.Seed)
+		printReplicaRows(stdout, rr.Replicas)
+	}
 	return nil
 }
 

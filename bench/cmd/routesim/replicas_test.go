@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -22,21 +23,72 @@ func TestReplicaSweepOnly(t *testing.T) {
 	require.Contains(t, out.String(), "replicas 2 load 1.00: TTFT p90 local-only")
 	md, err := os.ReadFile(filepath.Join(dir, "routesim-replicas.md"))
 	require.NoError(t, err)
-	require.Contains(t, string(md), "## Router replicas: local-only accounting vs shared state (shared-prefix)")
+	require.Contains(t, string(md), "## Router replicas: local-only accounting vs shared state (shared-prefix, seed 1)")
 	require.Contains(t, string(md), "| 1.00 | 2 |")
 	raw, err := os.ReadFile(filepath.Join(dir, "routesim-replicas.json"))
 	require.NoError(t, err)
 	var parsed struct {
-		Replicas []struct {
-			Replicas int    `json:"replicas"`
-			Mode     string `json:"mode"`
-		} `json:"replicas"`
+		Seeds []struct {
+			Seed     uint64 `json:"seed"`
+			Replicas []struct {
+				Replicas int    `json:"replicas"`
+				Mode     string `json:"mode"`
+			} `json:"replicas"`
+		} `json:"seeds"`
 	}
 	require.NoError(t, json.Unmarshal(raw, &parsed))
-	require.Len(t, parsed.Replicas, 2*3, "per load: R=1, R=2 local-only, R=2 shared")
+	require.Len(t, parsed.Seeds, 1)
+	require.Equal(t, uint64(1), parsed.Seeds[0].Seed, "the default -seed")
+	require.Len(t, parsed.Seeds[0].Replicas, 2*3, "per load: R=1, R=2 local-only, R=2 shared")
 	_, err = os.Stat(filepath.Join(dir, "routesim.md"))
 	require.True(t, os.IsNotExist(err), "the main sweep did not run")
 
 	err = run(context.Background(), []string{"-replica-sweep-only", "-replica-counts", "0", "-out", dir}, &out)
 	require.ErrorContains(t, err, "bad replica count")
+	err = run(context.Background(), []string{"-replica-sweep-only", "-replica-seeds", "x", "-out", dir}, &out)
+	require.ErrorContains(t, err, "bad replica seed")
+}
+
+// TestReplicaSweepSeedsAndTieOrders runs the sweep for two seeds with the
+// tie-order sensitivity: one section per seed, the per-seed summary, and
+// the sensitivity table at the overloaded load only.
+func TestReplicaSweepSeedsAndTieOrders(t *testing.T) {
+	dir := t.TempDir()
+	var out bytes.Buffer
+	err := run(context.Background(), []string{"-requests", "60", "-engines", "2", "-loads", "0.5,1.5",
+		"-replica-sweep-only", "-replica-counts", "1,2", "-replica-seeds", "1,2", "-replica-tie-orders", "3",
+		"-out", dir, "-parallel", "2"}, &out)
+	require.NoError(t, err)
+	md, err := os.ReadFile(filepath.Join(dir, "routesim-replicas.md"))
+	require.NoError(t, err)
+	text := string(md)
+	require.Contains(t, text, "-replica-seeds 1,2 -replica-tie-orders 3", "the header names the command")
+	require.Contains(t, text, "| seed | rows met | rows missed |")
+	require.Contains(t, text, "(shared-prefix, seed 1)")
+	require.Contains(t, text, "(shared-prefix, seed 2)")
+	require.Equal(t, 2, strings.Count(text, "### Tie-order sensitivity"))
+	require.Contains(t, text, "| 1.50 | 2 |")
+	sec := text[strings.Index(text, "### Tie-order sensitivity"):]
+	sec = sec[:strings.Index(sec, "\n## ")]
+	require.Contains(t, sec, "| 1.50 | 1 |")
+	require.NotContains(t, sec, "| 0.50 |", "only the loads above 1")
+	raw, err := os.ReadFile(filepath.Join(dir, "routesim-replicas.json"))
+	require.NoError(t, err)
+	var parsed struct {
+		Seeds []struct {
+			TieOrders []struct {
+				Load    float64 `json:"load"`
+				TTFTP90 []int64 `json:"ttftP90"`
+			} `json:"tieOrders"`
+		} `json:"seeds"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &parsed))
+	require.Len(t, parsed.Seeds, 2)
+	for _, s := range parsed.Seeds {
+		require.Len(t, s.TieOrders, 2, "R = 1 and R = 2 at load 1.5")
+		for _, to := range s.TieOrders {
+			require.Equal(t, 1.5, to.Load)
+			require.Len(t, to.TTFTP90, 3)
+		}
+	}
 }

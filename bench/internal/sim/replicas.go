@@ -160,7 +160,7 @@ func WriteReplicaTable(w io.Writer, base Config, shared SharedState, results []R
 		}
 	}
 	pf := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
-	pf("\n## Router replicas: local-only accounting vs shared state (%s)\n\n", base.Workload.Kind)
+	pf("\n## Router replicas: local-only accounting vs shared state (%s, seed %d)\n\n", base.Workload.Kind, base.Seed)
 	pf("R real kvroute Routers behind a round-robin spread, every one subscribed to every engine's KV events. ")
 	pf("*Local-only*: each replica counts only the load it dispatched itself (about 1/R of every endpoint's), so its affinity filter and load score mis-gate. ")
 	pf("*Shared*: the replicas form one pool of package cluster (leased load records; decisions and load changes over pub/sub), its Redis replaced in this virtual-clock run by an in-process store on the virtual clock; ")

@@ -202,3 +202,39 @@ func TestSharedStatePublishesEveryLoadChange(t *testing.T) {
 	require.Len(t, d.picks, 300)
 	require.Zero(t, d.unscheduled, "picks made while some replica held load changes its publisher would not send")
 }
+
+// TestTieOrderSweep: tie order 0 is the sweep's own run, the others rerun
+// it with only TieSeed changed, deterministically; the table has a row per
+// (load, R) and compares R > 1's median with one replica's.
+func TestTieOrderSweep(t *testing.T) {
+	base := Quick(1.5)
+	base.Workload.Requests = 120
+	loads, counts := []float64{1.5}, []int{1, 2}
+	sweep, err := ReplicaSweep(context.Background(), base, loads, counts, SharedState{}, 2)
+	require.NoError(t, err)
+	ties, err := TieOrderSweep(context.Background(), base, loads, counts, SharedState{}, 3, sweep, 2)
+	require.NoError(t, err)
+	require.Len(t, ties, 2)
+	require.Equal(t, sweep[0].Result.TTFTP90, ties[0].TTFTP90[0], "R = 1, order 0: the sweep's run")
+	require.Equal(t, sweep[2].Result.TTFTP90, ties[1].TTFTP90[0], "R = 2 shared, order 0: the sweep's run")
+	again, err := TieOrderSweep(context.Background(), base, loads, counts, SharedState{}, 3, nil, 1)
+	require.NoError(t, err)
+	require.Equal(t, ties, again, "deterministic, and order 0 rerun equals the sweep's")
+	cfg := base
+	cfg.GatewayReplicas, cfg.RoundRobinReplicas, cfg.TieSeed = 1, true, 2
+	r, err := Run(cfg, KVRoute)
+	require.NoError(t, err)
+	require.Equal(t, r.TTFTP90, ties[0].TTFTP90[2], "order k is TieSeed k")
+	for _, to := range ties {
+		require.LessOrEqual(t, to.Min(), to.Median())
+		require.LessOrEqual(t, to.Median(), to.Max())
+		require.GreaterOrEqual(t, to.Spread(), 0.0)
+	}
+	var md bytes.Buffer
+	require.NoError(t, WriteTieOrderTable(&md, ties))
+	require.Contains(t, md.String(), "### Tie-order sensitivity")
+	require.Contains(t, md.String(), "| 1.50 | 1 |")
+	require.Contains(t, md.String(), "| 1.50 | 2 |")
+	_, err = TieOrderSweep(context.Background(), base, loads, counts, SharedState{}, 0, nil, 1)
+	require.ErrorIs(t, err, ErrInvalidConfig)
+}
