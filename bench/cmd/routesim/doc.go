@@ -26,8 +26,15 @@
 // clusterseam package), with the propagation delays modelled in virtual
 // time: -replica-refresh and -replica-read (the load's staleness bound is
 // their sum plus -replica-redis-rtt), -replica-publish-interval plus one
-// round trip for decisions. Outside this simulation the cluster package
-// always talks to a real Redis.
+// round trip for decisions and load changes. Outside this simulation the
+// cluster package always talks to a real Redis. -replica-seeds 1,2,3 runs
+// the sweep for several seeds into one report; -replica-tie-orders N adds,
+// for the loads above 1 (-replica-tie-loads), the same R = 1 and shared
+// runs under N tie-break orders (sim.Config.TieSeed), which shows how far a
+// TTFT p90 moves when only the order of equally good choices changes. The
+// committed bench/results/routesim-replicas.md is
+//
+//	go run ./bench/cmd/routesim -replica-sweep-only -replica-seeds 1,2,3 -replica-tie-orders 5 -out bench/results
 //
 // It writes <out>/routesim.md (tables per workload and load, target
 // evaluation), <out>/routesim-<workload>.svg (TTFT p90 against load per

@@ -1,9 +1,6 @@
 package sim
 
-import (
-	"math/rand/v2"
-	"time"
-)
+import "time"
 
 // diagnostics are the tests' instruments on one run (nil in every real
 // run; every method is nil-safe): one tie-break and exploration source for
@@ -30,11 +27,6 @@ type pickTrace struct {
 	outcome  string
 	tokens   []int64 // per engine, local + peers', before the pick
 	requests []int64
-}
-
-func newDiagnostics(seed uint64, ideal bool) *diagnostics {
-	rng := rand.New(rand.NewPCG(seed, 0xd1a9))
-	return &diagnostics{random: rng.Float64, ideal: ideal}
 }
 
 func (d *diagnostics) sharedRandom() func() float64 {

@@ -166,6 +166,7 @@ func WriteReplicaTable(w io.Writer, base Config, shared SharedState, results []R
 	pf("*Shared*: the replicas form one pool of package cluster (leased load records; decisions and load changes over pub/sub), its Redis replaced in this virtual-clock run by an in-process store on the virtual clock; ")
 	pf("a decision, and each load change (dispatch, first chunk, end), reaches the other replicas within publish interval %v + round trip %v = %v; the records (refresh %v + read %v + round trip %v = %v old at most) supersede the changes they include and cover a lost one; a lease lasts %v.\n\n",
 		shared.PublishInterval, shared.RedisRTT, shared.DecisionDelay(), shared.RefreshPeriod, shared.ReadPeriod, shared.RedisRTT, shared.LoadStaleness(), shared.Lease)
+	pf("With the propagation delays at zero and one tie-break source for all replicas, R replicas make exactly one router's decisions, pick by pick, with the same per-endpoint load in view (the simulation's test TestIdealSharedStateDecidesAsOneRouter); what still differs at R > 1 is that propagation and each replica's own tie-break order.\n\n")
 	pf("Target: with shared state, TTFT p90 at R > 1 within %.0f %% of R = 1's at every load: **%d of %d rows met**.\n\n", ReplicaTolerance*100, ok, len(rows))
 	pf("| load | R | local-only TTFT p90 | local-only hit | vs R=1 | shared TTFT p90 | shared hit | vs R=1 | target |\n")
 	pf("|---:|---:|---:|---:|---:|---:|---:|---:|:---:|\n")

@@ -147,5 +147,14 @@ func WriteTieOrderTable(w io.Writer, ties []TieOrders) error {
 		pf("| %.2f | %d | %s | %s | %s | %s | %.1f%% | %s |\n", t.Load, t.Replicas, strings.Join(each, ", "),
 			ms(t.Min()), ms(t.Median()), ms(t.Max()), t.Spread()*100, vs)
 	}
+	var noisy []string
+	for _, t := range ties {
+		if t.Replicas == 1 && t.Spread() > ReplicaTolerance {
+			noisy = append(noisy, fmt.Sprintf("%.2f (%.1f %%)", t.Load, t.Spread()*100))
+		}
+	}
+	if len(noisy) > 0 {
+		pf("\nOne replica's own TTFT p90 moved by more than %.0f %% with the tie order alone at load %s.\n", ReplicaTolerance*100, strings.Join(noisy, ", "))
+	}
 	return nil
 }
