@@ -1,6 +1,10 @@
 package cluster
 
-import "github.com/kvroute/kvroute/tokenload"
+import (
+	"time"
+
+	"github.com/kvroute/kvroute/tokenload"
+)
 
 // Load changes (deltas). Every change of the replica's own load — a dispatch
 // (+tokens, +1 request), a first chunk (-tokens), the end of a request
@@ -78,8 +82,10 @@ func (r *Replica) loadSeq() uint64 {
 // peerView is what this replica holds of one peer's load beyond its last
 // record: the record's sequence number and the peer's changes above it.
 type peerView struct {
-	seq      uint64 // of the last record read (0 before one)
-	overflow bool   // a change was dropped for memory: ignore changes until the next record
+	seq      uint64    // of the last record read (0 before one)
+	overflow bool      // a change was dropped for memory: ignore changes until the next record
+	recorded bool      // a read has found this peer's record at least once
+	created  time.Time // when the first change of this peer arrived
 	pending  []delta
 }
 
@@ -98,7 +104,7 @@ func (r *Replica) applyDelta(sender, endpoint []byte, seq uint64, tokens, reques
 			r.met.deltasDropped[deltaDropMemory].Inc()
 			return
 		}
-		v = &peerView{}
+		v = &peerView{created: r.now()}
 		r.views[string(sender)] = v
 	}
 	if seq <= v.seq {
@@ -121,16 +127,35 @@ func (r *Replica) applyDelta(sender, endpoint []byte, seq uint64, tokens, reques
 
 // mergeRecords replaces the peers' load with their records plus the
 // changes above each record's sequence number: live maps peer ID to its
-// record, and every peer not in it (lease expired, left, unreadable) is
-// forgotten with its pending changes. The tracker is updated under the same
-// lock that applyDelta takes, so no change is lost between the two.
-func (r *Replica) mergeRecords(live map[string]Record) {
+// record, and listed holds every peer ID the read found in the member set.
+// A peer listed without a live record (lease expired, left, unreadable), or
+// whose record an earlier read found and this one did not, is forgotten
+// with its pending changes. A peer this read did not list and never found
+// in a record, but whose changes arrived less than a lease ago, is a replica
+// that registered after the read listed the members: its changes are kept
+// (and counted) until a read finds its record, so that the dispatches are
+// not dropped while the matching ends later subtract from the peer load. The
+// tracker is updated under the same lock that applyDelta takes, so no change
+// is lost between the two.
+func (r *Replica) mergeRecords(live map[string]Record, listed map[string]struct{}) {
 	loads := make(map[string]tokenload.PeerLoad)
+	now := r.now()
 	r.viewsMu.Lock()
 	defer r.viewsMu.Unlock()
 	for id, v := range r.views {
-		if _, ok := live[id]; !ok {
+		if _, ok := live[id]; ok {
+			continue
+		}
+		_, isListed := listed[id]
+		if isListed || v.recorded || now.Sub(v.created) >= r.cfg.Lease {
 			r.dropView(id, v)
+			continue
+		}
+		for _, d := range v.pending {
+			pl := loads[d.endpoint]
+			pl.Tokens += d.tokens
+			pl.Requests += d.requests
+			loads[d.endpoint] = pl
 		}
 	}
 	for id, rec := range live {
@@ -139,7 +164,7 @@ func (r *Replica) mergeRecords(live map[string]Record) {
 			v = &peerView{}
 			r.views[id] = v
 		}
-		v.seq, v.overflow = rec.Seq, false
+		v.seq, v.overflow, v.recorded = rec.Seq, false, true
 		kept := v.pending[:0]
 		for _, d := range v.pending {
 			if d.seq > rec.Seq {

@@ -349,6 +349,10 @@ func (r *Replica) read() {
 			return
 		}
 	}
+	listed := make(map[string]struct{}, len(others))
+	for _, id := range others {
+		listed[id] = struct{}{}
+	}
 	live := make(map[string]Record, len(vals))
 	var peers []Peer
 	var gone []string
@@ -372,7 +376,7 @@ func (r *Replica) read() {
 	if r.ctx.Err() != nil {
 		return
 	}
-	r.mergeRecords(live)
+	r.mergeRecords(live, listed)
 	r.peersMu.Lock()
 	r.peers = peers
 	r.peersMu.Unlock()
