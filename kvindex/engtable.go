@@ -7,11 +7,11 @@ const slabChunk = 512
 
 // engTable maps one endpoint's engine block hashes to router keys and
 // remembers the order in which hashes were first stored, for capacity
-// eviction. It costs about 24 bytes per entry, against ~45 for a Go map plus
+// eviction. It costs about 22 bytes per entry, against ~45 for a Go map plus
 // a separate FIFO:
 //
 //   - entries live in an append-only slab of fixed-size chunks, in insertion
-//     order (16 bytes each); removal marks them dead in a per-chunk bitmap;
+//     order (16 bytes each); removal marks them dead in a bitmap kept beside the chunks;
 //   - an open-addressing index with linear probing maps a hash to its slab
 //     position (4 bytes per slot; any multiple of 16 slots, so that a
 //     rebuild leaves it 5/8 full and it grows at 13/16, about 5.6 bytes
@@ -23,6 +23,7 @@ const slabChunk = 512
 // It is not safe for concurrent use; the endpoint's mutex guards it.
 type engTable struct {
 	chunks []*engChunk
+	dead   []uint64 // per slab position from base: bit set = removed
 	base   uint32   // slab position of chunks[0][0]
 	head   uint32   // position of the oldest entry that may be live
 	tail   uint32   // next position to append at
@@ -31,10 +32,10 @@ type engTable struct {
 	seed   uint64
 }
 
-type engChunk struct {
-	e    [slabChunk]engEntry
-	dead [slabChunk / 64]uint64
-}
+// engChunk is exactly 8 KiB, a Go size class (the dead bits live apart in
+// engTable.dead: with them inside, a chunk would take the 9,472-byte class,
+// 15 % more).
+type engChunk [slabChunk]engEntry
 
 type engEntry struct {
 	hash uint64
@@ -67,7 +68,7 @@ func indexSize(n int) int { return max(16, (n*8/5+15)&^15) }
 
 func (t *engTable) entry(pos uint32) *engEntry {
 	off := pos - t.base
-	return &t.chunks[off/slabChunk].e[off%slabChunk]
+	return &t.chunks[off/slabChunk][off%slabChunk]
 }
 
 // slot returns the index slot holding h, or -1.
@@ -109,14 +110,7 @@ func (t *engTable) Put(h uint64, key Key) (old Key, existed bool) {
 	if t.tail == ^uint32(0) {
 		t.compact() // positions exhausted: renumber from zero
 	}
-	off := t.tail - t.base
-	if off/slabChunk == uint32(len(t.chunks)) {
-		t.chunks = append(t.chunks, new(engChunk))
-	}
-	t.chunks[off/slabChunk].e[off%slabChunk] = engEntry{hash: h, key: key}
-	t.insertIndex(h, t.tail)
-	t.tail++
-	t.live++
+	t.appendEntry(h, key)
 	return 0, false
 }
 
@@ -137,9 +131,8 @@ func (t *engTable) Delete(h uint64) bool {
 	pos := t.index[i] - 1
 	t.removeSlot(i)
 	off := pos - t.base
-	c := t.chunks[off/slabChunk]
-	c.dead[(off%slabChunk)/64] |= 1 << (off % 64)
-	c.e[off%slabChunk] = engEntry{}
+	t.dead[off/64] |= 1 << (off % 64)
+	t.chunks[off/slabChunk][off%slabChunk] = engEntry{}
 	t.live--
 	t.trim()
 	return true
@@ -159,17 +152,33 @@ func (t *engTable) removeSlot(i int) {
 	t.index[i] = 0
 }
 
+// isDead reports whether the entry at slab position pos was removed.
+func (t *engTable) isDead(pos uint32) bool {
+	off := pos - t.base
+	return t.dead[off/64]&(1<<(off%64)) != 0
+}
+
+// appendEntry appends (h, key) as the newest entry and indexes it. The
+// index has room for it.
+func (t *engTable) appendEntry(h uint64, key Key) {
+	off := t.tail - t.base
+	if off/slabChunk == uint32(len(t.chunks)) {
+		t.chunks = append(t.chunks, new(engChunk))
+		t.dead = append(t.dead, make([]uint64, slabChunk/64)...)
+	}
+	t.chunks[off/slabChunk][off%slabChunk] = engEntry{hash: h, key: key}
+	t.insertIndex(h, t.tail)
+	t.tail++
+	t.live++
+}
+
 // PopOldest removes and returns the entry stored first among the live ones.
 func (t *engTable) PopOldest() (h uint64, key Key, ok bool) {
-	for t.head < t.tail {
-		off := t.head - t.base
-		c := t.chunks[off/slabChunk]
-		in := off % slabChunk
-		if c.dead[in/64]&(1<<(in%64)) != 0 {
-			t.head++
+	for ; t.head < t.tail; t.head++ {
+		if t.isDead(t.head) {
 			continue
 		}
-		e := c.e[in]
+		e := *t.entry(t.head)
 		t.Delete(e.hash)
 		return e.hash, e.key, true
 	}
@@ -179,11 +188,9 @@ func (t *engTable) PopOldest() (h uint64, key Key, ok bool) {
 // Each calls f for every live entry, oldest first.
 func (t *engTable) Each(f func(h uint64, key Key)) {
 	for pos := t.head; pos < t.tail; pos++ {
-		off := pos - t.base
-		c := t.chunks[off/slabChunk]
-		in := off % slabChunk
-		if c.dead[in/64]&(1<<(in%64)) == 0 {
-			f(c.e[in].hash, c.e[in].key)
+		if !t.isDead(pos) {
+			e := t.entry(pos)
+			f(e.hash, e.key)
 		}
 	}
 }
@@ -193,9 +200,7 @@ func (t *engTable) Each(f func(h uint64, key Key)) {
 func (t *engTable) trim() {
 	for t.head < t.tail {
 		off := t.head - t.base
-		c := t.chunks[off/slabChunk]
-		in := off % slabChunk
-		w := c.dead[in/64] >> (in % 64)
+		w := t.dead[off/64] >> (off % 64)
 		if w&1 == 0 {
 			break
 		}
@@ -204,6 +209,7 @@ func (t *engTable) trim() {
 		for t.head-t.base >= slabChunk {
 			t.chunks[0] = nil
 			t.chunks = t.chunks[1:]
+			t.dead = t.dead[slabChunk/64:]
 			t.base += slabChunk
 		}
 	}
@@ -226,28 +232,17 @@ func (t *engTable) compact() {
 	*t = engTable{seed: old.seed}
 	n := (old.live + slabChunk - 1) / slabChunk
 	t.chunks = make([]*engChunk, 0, n)
+	t.dead = make([]uint64, 0, n*slabChunk/64)
 	t.index = make([]uint32, len(old.index))
-	old.Each(func(h uint64, key Key) {
-		off := t.tail
-		if off/slabChunk == uint32(len(t.chunks)) {
-			t.chunks = append(t.chunks, new(engChunk))
-		}
-		t.chunks[off/slabChunk].e[off%slabChunk] = engEntry{hash: h, key: key}
-		t.insertIndex(h, t.tail)
-		t.tail++
-		t.live++
-	})
+	old.Each(t.appendEntry)
 }
 
 // rehash rebuilds the index with n slots.
 func (t *engTable) rehash(n int) {
 	t.index = make([]uint32, n)
 	for pos := t.head; pos < t.tail; pos++ {
-		off := pos - t.base
-		c := t.chunks[off/slabChunk]
-		in := off % slabChunk
-		if c.dead[in/64]&(1<<(in%64)) == 0 {
-			t.insertIndex(c.e[in].hash, pos)
+		if !t.isDead(pos) {
+			t.insertIndex(t.entry(pos).hash, pos)
 		}
 	}
 }
