@@ -3,6 +3,7 @@ package kvindex
 import (
 	"math/rand/v2"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 )
@@ -186,4 +187,11 @@ func TestBlockValStandardMask(t *testing.T) {
 	}
 	require.NotZero(t, w.one&hdrNarrow)
 	require.Equal(t, uint64(1|1<<50), w.stdMask())
+}
+
+// TestEngChunkIsASizeClass checks that a slab chunk is exactly 8 KiB, so the
+// allocator wastes nothing on it (with its dead bits inside it took the
+// 9,472-byte class).
+func TestEngChunkIsASizeClass(t *testing.T) {
+	require.Equal(t, uintptr(8192), unsafe.Sizeof(engChunk{}))
 }
