@@ -11,8 +11,7 @@ import (
 // 16 bytes per slot instead of a heap object per entry:
 //
 //   - each shard is an open-addressing table of (key, value) word pairs
-//     with linear probing, of any multiple of 16 slots (rebuilt 5/8 full,
-//     grown at 13/16); a value is either the block's only membership
+//     with linear probing; a value is either the block's only membership
 //     (an endpoint ID is never 0, so its low 24 bits are never zero) or a
 //     handle (low 24 bits zero) to a member array in the shard's arena;
 //   - member arrays live in a pointer-free arena of uint64 words: a header
@@ -60,10 +59,8 @@ type blockSlot struct{ key, val uint64 }
 const (
 	// tombVal marks a deleted slot: a handle no arena reaches.
 	tombVal = (1<<(64-idBits) - 1) << idBits
-	// minSlots is a shard's smallest table; every table has a multiple of
-	// slotStep slots.
-	minSlots = 16
-	slotStep = 16
+	// minSlots is a shard's smallest table.
+	minSlots = 8
 )
 
 // isHandle reports whether a non-empty slot value refers to a member array.
@@ -87,17 +84,6 @@ func (m *blockMap) locate(key Key) (*blockShard, uint64) {
 	return &m.shards[h>>(64-8)], h
 }
 
-// slotHome returns the home slot of hash h in a table of n slots: the low
-// 32 bits of h (the shard took the top 8) scaled to n by a multiply-shift,
-// so that n need not be a power of two and a rebuild can leave the table
-// 5/8 full whatever the number of blocks, where power-of-two sizes leave it
-// as little as half full (16 bytes per slot make that 32 bytes per block).
-func slotHome(h uint64, n int) int { return int((h & 0xffffffff * uint64(n)) >> 32) }
-
-// slotsFor returns the slot count of a table rebuilt for live blocks: 5/8
-// full, a multiple of slotStep.
-func slotsFor(live int) int { return max(minSlots, (live*8/5+slotStep-1)/slotStep*slotStep) }
-
 // view decodes a slot value of t into a blockVal pointing into t's arena.
 func (t *blockTable) view(val uint64) blockVal {
 	if !isHandle(val) {
@@ -111,8 +97,8 @@ func (t *blockTable) view(val uint64) blockVal {
 func (m *blockMap) Load(key Key) (blockVal, bool) {
 	sh, h := m.locate(key)
 	t := sh.tab.Load()
-	n := len(t.slots)
-	for i := slotHome(h, n); ; {
+	mask := uint64(len(t.slots) - 1)
+	for i := h & mask; ; i = (i + 1) & mask {
 		s := &t.slots[i]
 		v := atomic.LoadUint64(&s.val)
 		if v == 0 {
@@ -121,9 +107,6 @@ func (m *blockMap) Load(key Key) (blockVal, bool) {
 		if v != tombVal && atomic.LoadUint64(&s.key) == uint64(key) {
 			return t.view(v), true
 		}
-		if i++; i == n {
-			i = 0
-		}
 	}
 }
 
@@ -131,25 +114,22 @@ func (m *blockMap) Load(key Key) (blockVal, bool) {
 // slot an insert would take (the first tombstone or the empty slot ending
 // the probe). The shard's mutex is held.
 func (t *blockTable) find(key Key, h uint64) (at, free int) {
-	n := len(t.slots)
+	mask := uint64(len(t.slots) - 1)
 	free = -1
-	for i := slotHome(h, n); ; {
+	for i := h & mask; ; i = (i + 1) & mask {
 		s := &t.slots[i]
 		switch {
 		case s.val == 0:
 			if free < 0 {
-				free = i
+				free = int(i)
 			}
 			return -1, free
 		case s.val == tombVal:
 			if free < 0 {
-				free = i
+				free = int(i)
 			}
 		case s.key == uint64(key):
-			return i, -1
-		}
-		if i++; i == n {
-			i = 0
+			return int(i), -1
 		}
 	}
 }
@@ -229,7 +209,10 @@ func (t *blockTable) release(val uint64) {
 // live blocks plus one insert and extra arena words, publishes it and
 // returns it. The shard's mutex is held.
 func (m *blockMap) rebuild(sh *blockShard, t *blockTable, extra int) *blockTable {
-	n := slotsFor(t.live + 1)
+	n := minSlots
+	for (t.live+1)*2 > n { // load at most 1/2 after a rebuild
+		n *= 2
+	}
 	words := t.used - t.garbage
 	nt := &blockTable{slots: make([]blockSlot, n), live: t.live}
 	if need := words + extra; need > 0 {
@@ -239,6 +222,7 @@ func (m *blockMap) rebuild(sh *blockShard, t *blockTable, extra int) *blockTable
 		// words.
 		nt.arena = make([]uint64, need+max(words/4, n/8, 16))
 	}
+	mask := uint64(n - 1)
 	for _, s := range t.slots {
 		if s.val == 0 || s.val == tombVal {
 			continue
@@ -251,11 +235,9 @@ func (m *blockMap) rebuild(sh *blockShard, t *blockTable, extra int) *blockTable
 			val = handleOf(nt.used)
 			nt.used += cnt
 		}
-		i := slotHome(hashKey(Key(s.key), m.seed), n)
+		i := hashKey(Key(s.key), m.seed) & mask
 		for nt.slots[i].val != 0 {
-			if i++; i == n {
-				i = 0
-			}
+			i = (i + 1) & mask
 		}
 		nt.slots[i] = blockSlot{key: s.key, val: val}
 	}

@@ -165,35 +165,3 @@ func TestBlockMapUnchangedValueIsNotRewritten(t *testing.T) {
 	_, ok := m.Load(6)
 	require.False(t, ok)
 }
-
-// TestBlockMapSlotsStayDense checks that a shard's slots are 5/8 to 13/16
-// full whatever the number of blocks: power-of-two tables left exactly
-// 2^k blocks per shard in twice as many slots (32 bytes per block).
-func TestBlockMapSlotsStayDense(t *testing.T) {
-	for _, n := range []int{16, 17, 100, 1000, 1 << 10, 1<<12 + 1, 50000} {
-		require.Equal(t, 0, slotsFor(n)%slotStep)
-		require.GreaterOrEqual(t, slotsFor(n)*5, n*8, "n=%d", n)
-		require.Less(t, slotsFor(n)*5, n*8+5*slotStep, "n=%d", n)
-		for _, h := range []uint64{0, 1, 0xffffffff, ^uint64(0), 0x9E3779B97F4A7C15} {
-			require.Less(t, slotHome(h, slotsFor(n)), slotsFor(n))
-		}
-	}
-	m := newBlockMap(42)
-	const blocks = blockShards << 12 // exactly 2^12 per shard on average
-	for i := uint64(1); i <= blocks; i++ {
-		m.Compute(Key(i*0x9E3779B97F4A7C15), func(blockVal, bool) (blockVal, bool) {
-			return blockVal{one: 1}, false
-		})
-	}
-	slots := 0
-	for i := range m.shards {
-		tb := m.shards[i].tab.Load()
-		slots += len(tb.slots)
-		require.LessOrEqual(t, (tb.live+tb.tombs)*16, len(tb.slots)*13)
-	}
-	require.Less(t, float64(slots)/blocks, 1.65, "slots per block")
-	for i := uint64(1); i <= blocks; i += 997 {
-		_, ok := m.Load(Key(i * 0x9E3779B97F4A7C15))
-		require.True(t, ok)
-	}
-}
