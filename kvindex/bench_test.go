@@ -199,9 +199,22 @@ func BenchmarkStore(b *testing.B) {
 	})
 }
 
+// BenchmarkMemory measures heap per (block, endpoint) membership with 2^20
+// memberships, with every block held by one endpoint (holders=1, nothing
+// shared: the worst case) or by four (holders=4, engines sharing prompts),
+// and reports how it splits between the block map (slots and member-array
+// arenas) and the endpoints' engine-hash tables, so that the part to work on
+// is visible.
 func BenchmarkMemory(b *testing.B) {
-	const eps, memberships = 64, 1 << 20
-	var perMembership float64
+	for _, holders := range []int{1, 4} {
+		b.Run(fmt.Sprintf("holders=%d", holders), func(b *testing.B) { benchMemory(b, holders) })
+	}
+}
+
+func benchMemory(b *testing.B, holders int) {
+	const eps, memberships, chainBlocks = 64, 1 << 20, 256
+	var perMembership, blockMap, engTables float64
+	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		runtime.GC()
@@ -212,26 +225,35 @@ func BenchmarkMemory(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		// Worst case for memory: every block held by exactly one endpoint,
-		// so nothing is shared between memberships.
-		for c := 0; c < eps; c++ {
-			ep := fmt.Sprintf("10.2.%d.%d:8000", c/16, c%16)
-			for chain := 0; chain < memberships/eps/256; chain++ {
-				toks := benchTokens(uint64(c)<<32|uint64(chain)|1<<60, 256*DefaultBlockSize)
-				storeChain(b, ix, ep, benchModel, toks, uint64(c)<<48|uint64(chain)<<16)
+		// Chain c is stored by endpoints c*holders … c*holders+holders-1
+		// (mod 64), each with the same engine hashes, as engines of one
+		// model do.
+		for c := 0; c < memberships/holders/chainBlocks; c++ {
+			toks := benchTokens(uint64(c)|1<<60, chainBlocks*DefaultBlockSize)
+			for h := 0; h < holders; h++ {
+				e := (c*holders + h) % eps
+				storeChain(b, ix, fmt.Sprintf("10.2.%d.%d:8000", e/16, e%16), benchModel, toks, uint64(c+1)<<20)
 			}
 		}
 		b.StopTimer()
 		runtime.GC()
 		runtime.ReadMemStats(&after)
 		st := ix.Stats()
-		if st.Memberships != memberships || st.Blocks != memberships {
-			b.Fatalf("stats %+v, want %d memberships", st, memberships)
+		if st.Memberships != memberships || st.Blocks != memberships/holders {
+			b.Fatalf("stats %+v, want %d memberships over %d blocks", st, memberships, memberships/holders)
 		}
-		perMembership = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(st.Memberships)
+		perMembership = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / memberships
+		blockMap = float64(ix.blocks.bytes()) / memberships
+		eng := 0
+		ix.eps.Range(func(_ string, ep *endpoint) bool {
+			eng += ep.eng.bytes()
+			return true
+		})
+		engTables = float64(eng) / memberships
 		runtime.KeepAlive(ix)
 		b.StartTimer()
 	}
-	b.ReportAllocs()
 	b.ReportMetric(perMembership, "bytes/membership")
+	b.ReportMetric(blockMap, "blockmap-bytes/membership")
+	b.ReportMetric(engTables, "enghash-bytes/membership")
 }

@@ -88,7 +88,7 @@
 // those holders cost one load and a shift per block; other memberships, and
 // other candidate sets, are scanned exactly as before.
 //
-// Memory is about 57 bytes of heap per (block, endpoint) membership when no
+// Memory is about 54 bytes of heap per (block, endpoint) membership when no
 // block is shared (BenchmarkMemory, 1 Mi memberships), engine-hash map
 // included: endpoints are interned to 24-bit IDs; a membership is one uint64
 // (tier mask, cache group, reference counts or speculative expiry); the

@@ -1,6 +1,9 @@
 package kvindex
 
-import "math/bits"
+import (
+	"math/bits"
+	"unsafe"
+)
 
 // slabChunk is the number of entries per engTable slab chunk (8 KiB).
 const slabChunk = 512
@@ -245,4 +248,10 @@ func (t *engTable) rehash(n int) {
 			t.insertIndex(t.entry(pos).hash, pos)
 		}
 	}
+}
+
+// bytes returns the heap the table holds (chunks, dead bits, index and the
+// chunk pointers), for memory accounting in tests and benchmarks.
+func (t *engTable) bytes() int {
+	return len(t.chunks)*int(unsafe.Sizeof(engChunk{})) + 8*cap(t.chunks) + 8*cap(t.dead) + 4*cap(t.index)
 }
