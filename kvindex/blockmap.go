@@ -66,9 +66,81 @@ const (
 // isHandle reports whether a non-empty slot value refers to a member array.
 func isHandle(val uint64) bool { return val&idMask == 0 }
 
-// handleOf is the slot value of the member array at arena offset off (+1,
-// so that no handle is 0, the empty slot).
+// A handle takes one of two forms. The short form keeps the member array's
+// header in the slot value, so that the arena holds only the mask word and
+// the memberships (8 bytes less per block with several holders):
+//
+//	bits  0..23  zero (a handle)
+//	bits 24..46  arena offset of the mask word + 1 (below shortOffLimit)
+//	bit  47      hdrNarrow
+//	bits 48..55  memberships (2 … 255)
+//	bits 56..62  standard memberships (0 … 127)
+//	bit  63      1: the short form
+//
+// The long form, for larger arrays or offsets, is (offset of the header word
+// + 1) << 24 with bit 63 clear; the arena holds the header word (see
+// blockVal.one), then the mask word and the memberships. A short handle is
+// never tombVal (its offset field is below all ones).
+const (
+	shortBit      = uint64(1) << 63
+	shortOffLimit = 1<<23 - 1
+	shortNarrow   = uint64(1) << 47
+)
+
+// handleOf is the long-form slot value of the member array whose header
+// word is at arena offset off (+1, so that no handle is 0, the empty slot).
 func handleOf(off int) uint64 { return uint64(off+1) << idBits }
+
+// shortHandle returns the short-form slot value of the array with header
+// hdr whose mask word is at arena offset off, or false when it does not fit.
+func shortHandle(off int, hdr uint64) (uint64, bool) {
+	n, std := uint32(hdr), hdr>>hdrStdShift&hdrStdMask
+	if off+1 >= shortOffLimit || n > 255 || std > 127 {
+		return 0, false
+	}
+	v := shortBit | uint64(off+1)<<idBits | uint64(n)<<48 | std<<56
+	if hdr&hdrNarrow != 0 {
+		v |= shortNarrow
+	}
+	return v, true
+}
+
+// arrayAt returns the header of the member array of handle val and the
+// arena offset of its mask word.
+func (t *blockTable) arrayAt(val uint64) (hdr uint64, maskOff int) {
+	if val&shortBit != 0 {
+		hdr = val>>48&0xff | (val>>56&0x7f)<<hdrStdShift
+		if val&shortNarrow != 0 {
+			hdr |= hdrNarrow
+		}
+		return hdr, int(val>>idBits&(1<<23-1)) - 1
+	}
+	off := int(val>>idBits) - 1
+	return t.arena[off], off + 1
+}
+
+// putArray appends the member array of header hdr (mask word and
+// memberships in words) to the arena, in the short form when it fits, and
+// returns its handle. The arena has room for the long form.
+func (t *blockTable) putArray(hdr uint64, words []uint64) uint64 {
+	if v, ok := shortHandle(t.used, hdr); ok {
+		t.used += copy(t.arena[t.used:], words)
+		return v
+	}
+	off := t.used
+	t.arena[off] = hdr
+	t.used += 1 + copy(t.arena[off+1:], words)
+	return handleOf(off)
+}
+
+// arrayWords returns the arena words a member array of handle val occupies.
+func (t *blockTable) arrayWords(val uint64) int {
+	hdr, _ := t.arrayAt(val)
+	if val&shortBit != 0 {
+		return 1 + int(uint32(hdr))
+	}
+	return arrayHdrSize + int(uint32(hdr))
+}
 
 func newBlockMap(seed uint64) *blockMap {
 	m := &blockMap{seed: seed}
@@ -89,8 +161,8 @@ func (t *blockTable) view(val uint64) blockVal {
 	if !isHandle(val) {
 		return blockVal{one: val}
 	}
-	off := int(val>>idBits) - 1
-	return blockVal{one: t.arena[off], many: &t.arena[off+arrayHdrSize]}
+	hdr, maskOff := t.arrayAt(val)
+	return blockVal{one: hdr, many: &t.arena[maskOff+1]}
 }
 
 // Load returns the value of key. It takes no lock and never waits.
@@ -177,12 +249,7 @@ func (m *blockMap) Compute(key Key, fn func(v blockVal, loaded bool) (nv blockVa
 	}
 	val := nv.one
 	if nv.many != nil {
-		n := int(uint32(nv.one))
-		off := t.used
-		t.arena[off] = nv.one
-		copy(t.arena[off+1:off+arrayHdrSize+n], nv.arrayWords())
-		t.used += arrayHdrSize + n
-		val = handleOf(off)
+		val = t.putArray(nv.one, nv.arrayWords())
 	}
 	if at >= 0 {
 		atomic.StoreUint64(&t.slots[at].val, val)
@@ -201,7 +268,7 @@ func (m *blockMap) Compute(key Key, fn func(v blockVal, loaded bool) (nv blockVa
 // release accounts for the arena words of a replaced or deleted value.
 func (t *blockTable) release(val uint64) {
 	if val != 0 && val != tombVal && isHandle(val) {
-		t.garbage += arrayHdrSize + int(uint32(t.arena[int(val>>idBits)-1]))
+		t.garbage += t.arrayWords(val)
 	}
 }
 
@@ -220,7 +287,11 @@ func (m *blockMap) rebuild(sh *blockShard, t *blockTable, extra int) *blockTable
 		// of the slots, so that rebuilds forced by the arena (each
 		// O(slots + words)) come at most once per that many allocated
 		// words.
-		nt.arena = make([]uint64, need+max(words/4, n/8, 16))
+		size := need + max(words/4, n/8, 16)
+		if size >= shortOffLimit {
+			size += t.live // arrays moving past the short form's offsets gain a header word
+		}
+		nt.arena = make([]uint64, size)
 	}
 	mask := uint64(n - 1)
 	for _, s := range t.slots {
@@ -229,11 +300,8 @@ func (m *blockMap) rebuild(sh *blockShard, t *blockTable, extra int) *blockTable
 		}
 		val := s.val
 		if isHandle(val) {
-			off := int(val>>idBits) - 1
-			cnt := arrayHdrSize + int(uint32(t.arena[off]))
-			copy(nt.arena[nt.used:], t.arena[off:off+cnt])
-			val = handleOf(nt.used)
-			nt.used += cnt
+			hdr, maskOff := t.arrayAt(val)
+			val = nt.putArray(hdr, t.arena[maskOff:maskOff+1+int(uint32(hdr))])
 		}
 		i := hashKey(Key(s.key), m.seed) & mask
 		for nt.slots[i].val != 0 {

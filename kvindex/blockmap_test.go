@@ -165,3 +165,67 @@ func TestBlockMapUnchangedValueIsNotRewritten(t *testing.T) {
 	_, ok := m.Load(6)
 	require.False(t, ok)
 }
+
+// TestBlockMapHandleForms checks both forms of a member-array handle: the
+// short one that keeps the header in the slot (up to 255 memberships, 127
+// standard ones, offsets below 2^23 - 1) and the long one for the rest,
+// through the map (values of 2 … 300 holders, standard or not) and directly
+// (offsets at the limit).
+func TestBlockMapHandleForms(t *testing.T) {
+	m := newBlockMap(7)
+	sizes := []int{2, 3, 127, 128, 255, 256, 300}
+	for i, n := range sizes {
+		key := Key(uint64(i+1) * 0x9E3779B97F4A7C15)
+		var v blockVal
+		for j := 0; j < n; j++ {
+			mem := bmMember(key, j)
+			if j%3 == 0 && n > 200 {
+				mem |= 1 << (tierShift + 1) // cpu too: not standard
+			}
+			v = v.with(-1, mem)
+		}
+		m.Compute(key, func(blockVal, bool) (blockVal, bool) { return v, false })
+		got, ok := m.Load(key)
+		require.True(t, ok)
+		require.Equal(t, v.one, got.one, "n=%d", n)
+		std, rest := got.split()
+		wstd, wrest := v.split()
+		require.Equal(t, wstd, std)
+		require.Equal(t, wrest, rest)
+		require.Equal(t, v.stdMask(), got.stdMask())
+		sh, h := m.locate(key)
+		tb := sh.tab.Load()
+		at, _ := tb.find(key, h)
+		val := tb.slots[at].val
+		nStd := int(v.one >> hdrStdShift & hdrStdMask)
+		require.Equal(t, n <= 255 && nStd <= 127, val&shortBit != 0, "n=%d std=%d", n, nStd)
+	}
+	// Removing members one by one keeps every value consistent, across
+	// rebuilds (garbage compaction moves the arrays).
+	for i, n := range sizes {
+		key := Key(uint64(i+1) * 0x9E3779B97F4A7C15)
+		for k := n; k > 1; k-- {
+			m.Compute(key, func(v blockVal, _ bool) (blockVal, bool) { return v.with(0, 0), false })
+			got, ok := m.Load(key)
+			require.True(t, ok)
+			require.Equal(t, k-1, got.count())
+		}
+	}
+	var tb blockTable
+	tb.arena = make([]uint64, 8)
+	words := []uint64{0b11, 5, 6}
+	hdr := uint64(2) | 2<<hdrStdShift | hdrNarrow
+	v := tb.putArray(hdr, words)
+	require.True(t, isHandle(v))
+	require.NotZero(t, v&shortBit)
+	gh, off := tb.arrayAt(v)
+	require.Equal(t, hdr, gh)
+	require.Equal(t, words, tb.arena[off:off+3])
+	require.Equal(t, 3, tb.arrayWords(v))
+	// At the offset limit the short form is refused; it is never tombVal.
+	_, ok := shortHandle(shortOffLimit-1, hdr)
+	require.False(t, ok)
+	sv, ok := shortHandle(shortOffLimit-2, uint64(255)|127<<hdrStdShift|hdrNarrow)
+	require.True(t, ok)
+	require.NotEqual(t, uint64(tombVal), sv)
+}
