@@ -14,11 +14,12 @@ import (
 //     with linear probing; a value is either the block's only membership
 //     (an endpoint ID is never 0, so its low 24 bits are never zero) or a
 //     handle (low 24 bits zero) to a member array in the shard's arena;
-//   - member arrays live in a pointer-free arena of uint64 words: a header
-//     word and a standard-mask word (see blockVal) followed by the
-//     memberships, written
-//     once before the handle is published and never modified, so readers
-//     read them without synchronisation beyond the handle's atomic load;
+//   - member arrays live in a pointer-free arena of uint64 words: a
+//     standard-mask word (see blockVal) followed by the memberships, and
+//     before them a header word unless the handle itself carries the header
+//     (the short form, see shortBit), written once before the handle is
+//     published and never modified, so readers read them without
+//     synchronisation beyond the handle's atomic load;
 //   - deletion leaves a tombstone (a slot's key only changes while its value
 //     is empty or a tombstone); replaced arrays become garbage in the arena;
 //   - when slots or arena run out, the writer builds a new, compacted table
