@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -39,6 +40,7 @@ type options struct {
 	parallel    int
 	out         string
 	sensitivity bool
+	cpuProfile  string
 	rep         replicaOptions // replicas.go
 }
 
@@ -60,6 +62,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.parallel, "parallel", runtime.GOMAXPROCS(0), "runs simulated at once (results do not depend on it)")
 	fs.StringVar(&o.out, "out", "", "output directory (default <module root>/out/routesim, ignored by git; pass -out bench/results to update the committed results)")
 	fs.BoolVar(&o.sensitivity, "sensitivity", true, "also run shared-prefix with a single gateway replica and append it to the report")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	addReplicaFlags(fs, &o.rep)
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -106,6 +109,17 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if o.rep.only {
 		return runReplicasOnly(ctx, o, base, loads, args, stdout)
 	}

@@ -34,6 +34,7 @@ type Engine struct {
 	pending           []Event // events of the current step
 	batches           []EventBatch
 	notes             []note
+	spareNotes        []note // the last delivered notes' array, for reuse (guarded by deliverMu)
 	stats             Stats
 
 	deliverMu sync.Mutex // serializes delivery (callbacks and sink calls)
@@ -322,8 +323,10 @@ func (e *Engine) advanceLocked(t time.Time) {
 // delivers them in order under deliverMu.
 func (e *Engine) deliverUnlock() {
 	notes, batches := e.notes, e.batches
-	e.notes, e.batches = nil, nil
 	e.deliverMu.Lock()
+	// The notes array delivered last time is empty again: fill it next, so a
+	// busy engine does not grow a new array on every step.
+	e.notes, e.batches, e.spareNotes = e.spareNotes[:0], nil, nil
 	e.mu.Unlock()
 	defer e.deliverMu.Unlock()
 	for _, b := range batches {
@@ -339,6 +342,8 @@ func (e *Engine) deliverUnlock() {
 			n.onToken(n.tok)
 		}
 	}
+	clear(notes) // drop the callbacks' and results' references
+	e.spareNotes = notes[:0]
 }
 
 // run is the real-time loop: it sleeps until the next step boundary, or until
