@@ -21,6 +21,10 @@ const (
 	// DefaultSweepInterval is how often expired speculative entries are
 	// removed in the background.
 	DefaultSweepInterval = time.Second
+	// DefaultMaxBytes bounds the index's accounted memory: 8 GiB is about
+	// 170 M (block, endpoint) memberships at 50 bytes each, e.g. 40 engines
+	// each holding the default MaxBlocksPerEndpoint.
+	DefaultMaxBytes int64 = 8 << 30
 )
 
 // Config configures an Index. The zero Config is valid and means the
@@ -50,6 +54,16 @@ type Config struct {
 	// speculative entries (default 1s). A negative value disables the
 	// sweeper goroutine; expiry is still enforced by Match.
 	SweepInterval time.Duration `json:"sweepInterval"`
+	// MaxBytes bounds the index's memory in bytes, over all endpoints
+	// (default DefaultMaxBytes, 8 GiB; zero means the default, negative is
+	// an error). The index accounts a fixed cost per membership, engine-hash
+	// entry, complex side-table entry and speculative entry (see
+	// Stats.Bytes). When a Store or Speculate leaves more than MaxBytes
+	// accounted, the endpoint holding the most accounted bytes evicts its
+	// oldest stored blocks (counted as reason "memory") until the index is
+	// back under the bound, so an endpoint flooding stores evicts its own
+	// blocks, not another endpoint's, while it is the largest.
+	MaxBytes int64 `json:"maxBytes"`
 }
 
 // Options are an Index's injected dependencies; the zero value is valid.
@@ -90,6 +104,12 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.SweepInterval == 0 {
 		cfg.SweepInterval = DefaultSweepInterval
+	}
+	switch {
+	case cfg.MaxBytes < 0:
+		return cfg, fmt.Errorf("kvindex: maxBytes must be >= 0 (0 means the default %d), got %d", DefaultMaxBytes, cfg.MaxBytes)
+	case cfg.MaxBytes == 0:
+		cfg.MaxBytes = DefaultMaxBytes
 	}
 	for name, w := range cfg.TierWeights {
 		if w < 0 || math.IsNaN(w) || math.IsInf(w, 0) {

@@ -29,6 +29,7 @@ const idReuseDelay = 1024
 type Index struct {
 	blockSize  int
 	maxBlocks  int
+	maxBytes   int64
 	specWeight float64
 	specTTL    time.Duration
 	now        func() time.Time
@@ -50,7 +51,10 @@ type Index struct {
 	tiers  atomic.Pointer[tierTable]
 
 	nBlocks, nMembers, nSpec          atomic.Int64
+	nBytes                            atomic.Int64 // accounted bytes, the sum of the endpoints' (membound.go)
+	memMu                             sync.Mutex   // serialises memory eviction
 	evCapacity, evExpired, evEndpoint atomic.Uint64
+	evMemory                          atomic.Uint64
 	met                               *metrics
 	closeOnce                         sync.Once
 	stop, done                        chan struct{}
@@ -80,6 +84,9 @@ type endpoint struct {
 
 	rootName string // cache of the last chain root computed
 	rootKey  Key
+
+	members int          // memberships of this endpoint in the block map
+	bytes   atomic.Int64 // accounted bytes (membound.go); written under mu, read by eviction
 }
 
 // specEntry is a speculative membership waiting to expire.
@@ -107,6 +114,7 @@ func New(cfg Config, opts Options) (*Index, error) {
 	ix := &Index{
 		blockSize:  cfg.BlockSize,
 		maxBlocks:  cfg.MaxBlocksPerEndpoint,
+		maxBytes:   cfg.MaxBytes,
 		specWeight: cfg.SpeculativeWeight,
 		specTTL:    cfg.SpeculativeTTL,
 		now:        opts.Now,
@@ -148,11 +156,20 @@ type Stats struct {
 	Endpoints   int // endpoints registered (stored or speculated, not cleared)
 	Speculative int // memberships held only speculatively
 
+	// Bytes is the index's accounted memory (kvroute_kv_index_bytes), the
+	// quantity Config.MaxBytes bounds: a fixed cost per membership,
+	// engine-hash entry, complex-membership side-table entry and
+	// speculative entry, close to the heap those entries take (the
+	// tables' fixed overhead, a few hundred bytes per endpoint and 32 KiB
+	// per index, is not counted). It is zero when the index holds nothing.
+	Bytes int64
+
 	// Entries removed by the index itself since New, by reason (the
 	// kvroute_kv_index_evictions_total reasons).
 	CapacityEvictions   uint64 // reason "capacity"
 	SpeculativeExpiries uint64 // reason "speculative_expired"
 	EndpointRemovals    uint64 // reason "endpoint_removed" (Clear)
+	MemoryEvictions     uint64 // reason "memory" (Config.MaxBytes)
 }
 
 // Stats returns the current counters.
@@ -162,9 +179,11 @@ func (ix *Index) Stats() Stats {
 		Memberships:         int(ix.nMembers.Load()),
 		Endpoints:           int(ix.nEndpoints.Load()),
 		Speculative:         int(ix.nSpec.Load()),
+		Bytes:               ix.nBytes.Load(),
 		CapacityEvictions:   ix.evCapacity.Load(),
 		SpeculativeExpiries: ix.evExpired.Load(),
 		EndpointRemovals:    ix.evEndpoint.Load(),
+		MemoryEvictions:     ix.evMemory.Load(),
 	}
 }
 

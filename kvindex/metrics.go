@@ -8,7 +8,7 @@ import (
 )
 
 // metrics exports the index's metrics: llm-d's lookup latency, requests and
-// hits, and kvroute's block, membership and eviction series. Lookups update two
+// hits, and kvroute's block, membership, accounted-bytes and eviction series. Lookups update two
 // atomic counters and one histogram; gauges and eviction counters are read
 // from the index's own atomics at scrape time.
 type metrics struct {
@@ -43,11 +43,16 @@ func newMetrics(ix *Index, reg prometheus.Registerer) (*metrics, error) {
 			Name: "kvroute_kv_index_memberships",
 			Help: "(block, endpoint) memberships in the KV-block index, speculative included.",
 		}, func() float64 { return float64(ix.nMembers.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "kvroute_kv_index_bytes",
+			Help: "Memory accounted by the KV-block index, in bytes (bounded by its maxBytes).",
+		}, func() float64 { return float64(ix.nBytes.Load()) }),
 	}
 	for reason, v := range map[string]*atomic.Uint64{
 		"capacity":            &ix.evCapacity,
 		"speculative_expired": &ix.evExpired,
 		"endpoint_removed":    &ix.evEndpoint,
+		"memory":              &ix.evMemory,
 	} {
 		cs = append(cs, prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name:        "kvroute_kv_index_evictions_total",

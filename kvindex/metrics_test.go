@@ -28,10 +28,14 @@ func TestMetrics(t *testing.T) {
 # HELP kvroute_kv_index_blocks Distinct blocks in the KV-block index.
 # TYPE kvroute_kv_index_blocks gauge
 kvroute_kv_index_blocks 3
+# HELP kvroute_kv_index_bytes Memory accounted by the KV-block index, in bytes (bounded by its maxBytes).
+# TYPE kvroute_kv_index_bytes gauge
+kvroute_kv_index_bytes 150
 # HELP kvroute_kv_index_evictions_total Entries removed by the KV-block index itself, by reason.
 # TYPE kvroute_kv_index_evictions_total counter
 kvroute_kv_index_evictions_total{reason="capacity"} 1
 kvroute_kv_index_evictions_total{reason="endpoint_removed"} 2
+kvroute_kv_index_evictions_total{reason="memory"} 0
 kvroute_kv_index_evictions_total{reason="speculative_expired"} 1
 # HELP kvroute_kv_index_memberships (block, endpoint) memberships in the KV-block index, speculative included.
 # TYPE kvroute_kv_index_memberships gauge
@@ -44,7 +48,7 @@ llm_d_epp_kv_cache_index_lookup_hits_total 2
 llm_d_epp_kv_cache_index_lookup_requests_total 2
 `
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(expected),
-		"kvroute_kv_index_blocks", "kvroute_kv_index_evictions_total", "kvroute_kv_index_memberships",
+		"kvroute_kv_index_blocks", "kvroute_kv_index_bytes", "kvroute_kv_index_evictions_total", "kvroute_kv_index_memberships",
 		"llm_d_epp_kv_cache_index_lookup_hits_total", "llm_d_epp_kv_cache_index_lookup_requests_total"))
 	require.Equal(t, 1, testutil.CollectAndCount(reg, "llm_d_epp_kv_cache_index_lookup_latency_seconds"))
 
@@ -53,7 +57,7 @@ llm_d_epp_kv_cache_index_lookup_requests_total 2
 	require.Error(t, err)
 	n, err := testutil.GatherAndCount(reg)
 	require.NoError(t, err)
-	require.Equal(t, 8, n)
+	require.Equal(t, 10, n)
 }
 
 func TestNoMetricsWithoutRegisterer(t *testing.T) {

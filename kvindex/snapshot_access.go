@@ -82,6 +82,7 @@ func (ix *Index) snapRestoreEntry(ep *endpoint, hash uint64, key Key, pairs []pa
 		nv := v.withBuf(idx, nw, &ep.arr) // the map copies it into its arena
 		if idx < 0 {
 			ix.nMembers.Add(1)
+			ep.members++
 			if !loaded {
 				ix.nBlocks.Add(1)
 			}

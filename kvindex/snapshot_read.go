@@ -376,11 +376,13 @@ func (ix *Index) loadSection(b []byte) {
 		},
 	})
 	if ep != nil {
+		ix.account(ep)
 		ep.mu.Unlock()
 	}
 	if pl != nil {
 		pl.Unlock()
 	}
+	ix.enforceMemory()
 }
 
 // addPairs adds count stores of (tier, group) to pairs, merging a pair the

@@ -24,7 +24,14 @@ func (ix *Index) Speculate(endpoint string, keys []Key, ttl time.Duration) {
 	if err != nil {
 		return // too many endpoints: speculation is best effort
 	}
-	defer ep.mu.Unlock()
+	ix.speculate(ep, keys, exp)
+	ep.mu.Unlock()
+	ix.enforceMemory()
+}
+
+// speculate adds the speculative entries of Speculate; ep.mu is held.
+func (ix *Index) speculate(ep *endpoint, keys []Key, exp uint64) {
+	defer ix.account(ep)
 	for _, key := range keys {
 		if v, ok := ix.blocks.Load(key); ok {
 			if m, _ := v.find(ep.id); m != 0 && (!isSpec(m) || specExpiry(m) >= exp) {
@@ -91,5 +98,6 @@ func (ix *Index) sweepEndpoint(ep *endpoint, now uint64) (expired int) {
 		ep.spec = append([]specEntry(nil), ep.spec...) // release a burst's memory
 	}
 	ix.evExpired.Add(uint64(expired))
+	ix.account(ep)
 	return expired
 }

@@ -128,25 +128,44 @@ func IndexableKind(kind string) bool {
 // and reported as ErrUnknownHash with their count, the others are applied.
 //
 // A rejected event (ErrNotIndexable, ErrBlockSizeMismatch, ErrNonDense,
-// ErrMalformed, ErrParentMissing) indexes nothing. After storing, the
-// endpoint's oldest blocks are evicted while it holds more than
-// Config.MaxBlocksPerEndpoint engine hashes.
+// ErrMalformed, ErrParentMissing, and ErrUnknownHash for an endpoint the
+// index does not know) leaves no trace: it indexes nothing, registers no
+// endpoint and no tier. After storing, the endpoint's oldest blocks are
+// evicted while it holds more than Config.MaxBlocksPerEndpoint engine
+// hashes, and then, while the index accounts more than Config.MaxBytes,
+// the largest endpoint's oldest blocks (see Config.MaxBytes).
 func (ix *Index) Store(endpoint string, ev *StoreEvent) error {
+	err := ix.store(endpoint, ev)
+	if ix.nBytes.Load() > ix.maxBytes {
+		ix.enforceMemory()
+	}
+	return err
+}
+
+// store is Store before the memory bound is enforced.
+func (ix *Index) store(endpoint string, ev *StoreEvent) error {
 	if err := ix.validate(ev); err != nil {
 		return err
 	}
 	if len(ev.EngineHashes) == 0 {
 		return nil
 	}
-	tier, _ := ix.tierID(ev.Tier, true)
-	group := int32(ev.Group)
-	ep, err := ix.lockEndpoint(endpoint, true)
-	if err != nil {
+	// Only a store without a parent can start an endpoint: a parent, or a
+	// tier-only store's hashes, cannot be known for an unknown endpoint.
+	ep, err := ix.lockEndpoint(endpoint, len(ev.Tokens) != 0 && !ev.HasParent)
+	switch {
+	case err != nil:
 		return &StoreError{Reason: ReasonTooManyEndpoints, Kind: ev.Kind, Err: err, Skipped: len(ev.EngineHashes)}
+	case ep == nil && len(ev.Tokens) == 0:
+		return &StoreError{Reason: ReasonUnknownHash, Kind: ev.Kind, Err: ErrUnknownHash, Skipped: len(ev.EngineHashes)}
+	case ep == nil:
+		return &StoreError{Reason: ReasonParentMissing, Kind: ev.Kind, Err: ErrParentMissing, Skipped: len(ev.EngineHashes)}
 	}
 	defer ep.mu.Unlock()
+	defer ix.account(ep)
+	group := int32(ev.Group)
 	if len(ev.Tokens) == 0 {
-		return ix.storeTierOnly(ep, ev, tier, group)
+		return ix.storeTierOnly(ep, ev, group)
 	}
 	var parent Key
 	if ev.HasParent {
@@ -161,6 +180,7 @@ func (ix *Index) Store(endpoint string, ev *StoreEvent) error {
 		}
 		parent = ep.rootKey
 	}
+	tier, _ := ix.tierID(ev.Tier, true)
 	var h blockHasher
 	bs := ix.blockSize
 	op := memberOp{kind: opAdd, tier: tier, group: group}
@@ -200,15 +220,21 @@ func (ix *Index) validate(ev *StoreEvent) error {
 	return nil
 }
 
-// storeTierOnly adds a tier to blocks the endpoint already stored.
-func (ix *Index) storeTierOnly(ep *endpoint, ev *StoreEvent, tier uint8, group int32) error {
+// storeTierOnly adds a tier to blocks the endpoint already stored. The tier
+// is registered only when a hash is known.
+func (ix *Index) storeTierOnly(ep *endpoint, ev *StoreEvent, group int32) error {
 	unknown := 0
-	op := memberOp{kind: opAdd, tier: tier, group: group}
+	op := memberOp{kind: opAdd, group: group}
+	tierKnown := false
 	for _, eh := range ev.EngineHashes {
 		key, ok := ep.eng.Get(eh)
 		if !ok {
 			unknown++
 			continue
+		}
+		if !tierKnown {
+			op.tier, _ = ix.tierID(ev.Tier, true)
+			tierKnown = true
 		}
 		ix.apply(ep, key, &op)
 	}
@@ -223,16 +249,7 @@ func (ix *Index) storeTierOnly(ep *endpoint, ev *StoreEvent, tier uint8, group i
 // counts from its new store) while it holds more engine hashes than allowed.
 // ep.mu is held.
 func (ix *Index) enforceCapacity(ep *endpoint) {
-	for ep.eng.Len() > ix.maxBlocks {
-		_, key, ok := ep.eng.PopOldest()
-		if !ok {
-			break
-		}
-		op := memberOp{kind: opDrop}
-		ix.apply(ep, key, &op)
-		if op.before != 0 {
-			ix.evCapacity.Add(1)
-		}
+	for ep.eng.Len() > ix.maxBlocks && ix.evictOldest(ep, &ix.evCapacity) {
 	}
 }
 
@@ -255,6 +272,7 @@ func (ix *Index) Remove(endpoint string, hashes []uint64, tier string, group int
 		return 0
 	}
 	defer ep.mu.Unlock()
+	defer ix.account(ep)
 	for _, h := range hashes {
 		key, ok := ep.eng.Get(h)
 		if !ok {
@@ -300,6 +318,7 @@ func (ix *Index) Clear(endpoint string) (removed int) {
 		}
 	}
 	ep.eng, ep.cx, ep.spec = newEngTable(0), nil, nil
+	ix.account(ep)
 	ix.evEndpoint.Add(uint64(removed))
 	ix.unregister(ep)
 	return removed

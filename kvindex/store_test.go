@@ -49,9 +49,27 @@ func TestParentMissingIndexesNothing(t *testing.T) {
 	require.ErrorIs(t, err, ErrParentMissing)
 	require.Equal(t, ReasonParentMissing, se.Reason)
 	require.Equal(t, 2, se.Skipped)
-	require.Equal(t, Stats{Endpoints: 1}, ix.Stats())
+	// A rejected store leaves no trace: no endpoint, no ID, no tier.
+	require.Equal(t, Stats{}, ix.Stats())
+	require.Zero(t, ix.maxID.Load())
 	// The orphan's hashes were not recorded, so its child fails too.
 	require.ErrorIs(t, ix.Store("a", withParent(storeEv("m", 12, seq(9, testBS)), 11)), ErrParentMissing)
+	// Nor does a tier-only store for an unknown endpoint (its hashes cannot
+	// be known): it is ErrUnknownHash, all of it skipped.
+	ev := &StoreEvent{EngineHashes: []uint64{10, 11}, BlockSize: testBS, Tier: "cpu-new", Group: 0}
+	err = ix.Store("b", ev)
+	require.ErrorAs(t, err, &se)
+	require.ErrorIs(t, err, ErrUnknownHash)
+	require.Equal(t, 2, se.Skipped)
+	require.Equal(t, Stats{}, ix.Stats())
+	require.Len(t, ix.tiers.Load().names, 3) // "cpu-new" not registered
+	// A known endpoint's rejected store registers no tier either.
+	require.NoError(t, ix.Store("a", storeEv("m", 1, seq(1, testBS))))
+	require.ErrorIs(t, ix.Store("a", &StoreEvent{EngineHashes: []uint64{99}, BlockSize: testBS, Tier: "cpu-new", Group: 0}), ErrUnknownHash)
+	require.ErrorIs(t, ix.Store("a", withParent(&StoreEvent{EngineHashes: []uint64{5}, Tokens: seq(50, testBS),
+		BlockSize: testBS, Model: "m", Tier: "cpu-new", Group: 0}, 77)), ErrParentMissing)
+	require.Len(t, ix.tiers.Load().names, 3)
+	require.Equal(t, 1, ix.Stats().Endpoints)
 }
 
 // Pitfall: a fleet-wide engine-hash map lets pod B (model Y) overwrite the

@@ -42,11 +42,13 @@ func (ix *Index) apply(ep *endpoint, key Key, op *memberOp) {
 		switch {
 		case old == 0:
 			ix.nMembers.Add(1)
+			ep.members++
 			if !loaded {
 				ix.nBlocks.Add(1)
 			}
 		case nw == 0:
 			ix.nMembers.Add(-1)
+			ep.members--
 			if nv.count() == 0 {
 				ix.nBlocks.Add(-1)
 			}

@@ -1,0 +1,122 @@
+package kvindex
+
+import "sync/atomic"
+
+// Memory accounting. Each endpoint is charged a fixed cost per entry it
+// owns in the index's structures, and the index's accounted bytes are the
+// sum over its endpoints. The costs are the structures' average heap per
+// entry (BenchmarkMemory and TestAccountedBytesTrackHeap measure them), so
+// the accounted bytes follow the heap the entries use without reading any
+// table sizes: keeping them current costs Store one recount and one atomic
+// add, and Match nothing.
+const (
+	// costMembership is a (block, endpoint) membership's share of the
+	// block map: a 16-byte slot at a load between 1/2 and 13/16 for a
+	// block with one holder (about 26 bytes), or a slot shared by the
+	// holders plus one arena word each and the array's slack for a shared
+	// block (about 21 bytes per membership with four holders).
+	costMembership = 28
+	// costEngEntry is an engine-hash entry: 16 bytes in the endpoint's slab
+	// and its 4-byte index slot at a load between 5/8 and 13/16.
+	costEngEntry = 22
+	// costComplex is an entry of an endpoint's side table of complex
+	// memberships (map[Key][]pair): key, slice header, the pairs' backing
+	// array and the map's slack.
+	costComplex = 96
+	// costSpecEntry is an entry of an endpoint's list of speculative
+	// entries to expire (16 bytes, in an append-grown slice).
+	costSpecEntry = 24
+)
+
+// account recomputes ep's accounted bytes from its entry counts and adds
+// the change to the index total. ep.mu is held.
+func (ix *Index) account(ep *endpoint) {
+	b := int64(ep.members)*costMembership + int64(ep.eng.Len())*costEngEntry +
+		int64(len(ep.cx))*costComplex + int64(len(ep.spec))*costSpecEntry
+	if d := b - ep.bytes.Load(); d != 0 {
+		ep.bytes.Store(b)
+		ix.nBytes.Add(d)
+	}
+}
+
+// enforceMemory evicts while the index holds more than its byte bound,
+// down to a little below it (1/1024 of the bound, so that a flood pays the
+// scan for the largest endpoint once per many stores, not on every one).
+// Each round takes the endpoint holding the most accounted bytes and
+// evicts its oldest stored blocks until it is no longer the largest. It
+// holds no endpoint's lock on entry and at most one at a time.
+func (ix *Index) enforceMemory() {
+	if ix.nBytes.Load() <= ix.maxBytes {
+		return
+	}
+	ix.memMu.Lock()
+	defer ix.memMu.Unlock()
+	target := ix.maxBytes - ix.maxBytes/1024
+	for ix.nBytes.Load() > target {
+		var victim *endpoint
+		var top, second int64
+		ix.eps.Range(func(_ string, ep *endpoint) bool {
+			switch b := ep.bytes.Load(); {
+			case b > top:
+				victim, top, second = ep, b, top
+			case b > second:
+				second = b
+			}
+			return true
+		})
+		if victim == nil || !ix.evictForMemory(victim, target, second) {
+			return // nothing left to evict (or only what others add meanwhile)
+		}
+	}
+}
+
+// evictForMemory evicts ep's oldest stored blocks while the index is above
+// target and ep holds at least second bytes (the next largest endpoint's),
+// then, if it has no stored blocks left, its speculative entries. It
+// reports whether anything was evicted.
+func (ix *Index) evictForMemory(ep *endpoint, target, second int64) (progress bool) {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	if ep.dead {
+		return true // cleared meanwhile: look again
+	}
+	start := ep.bytes.Load()
+	for ix.nBytes.Load() > target && ep.bytes.Load() >= second {
+		if !ix.evictOldest(ep, &ix.evMemory) {
+			ix.dropSpeculative(ep)
+			break
+		}
+		ix.account(ep)
+	}
+	ix.account(ep)
+	return ep.bytes.Load() < start
+}
+
+// evictOldest evicts ep's oldest stored block (see enforceCapacity),
+// counting it in ev when a membership went away. It reports false when ep
+// has no stored blocks. ep.mu is held.
+func (ix *Index) evictOldest(ep *endpoint, ev *atomic.Uint64) bool {
+	_, key, ok := ep.eng.PopOldest()
+	if !ok {
+		return false
+	}
+	op := memberOp{kind: opDrop}
+	ix.apply(ep, key, &op)
+	if op.before != 0 {
+		ev.Add(1)
+	}
+	return true
+}
+
+// dropSpeculative removes all of ep's speculative memberships, counted as
+// memory evictions; confirmed memberships stay. ep.mu is held.
+func (ix *Index) dropSpeculative(ep *endpoint) {
+	for _, e := range ep.spec {
+		op := memberOp{kind: opExpire, exp: maxExpiry}
+		ix.apply(ep, e.key, &op)
+		if op.before != 0 && op.after == 0 {
+			ix.evMemory.Add(1)
+		}
+	}
+	ep.spec, ep.specMin = nil, 0
+}
