@@ -19,6 +19,7 @@ func TestZeroConfigDefaults(t *testing.T) {
 	defer ix2.Close()
 	require.Equal(t, DefaultBlockSize, ix2.BlockSize())
 	require.Equal(t, DefaultMaxBlocksPerEndpoint, ix2.maxBlocks)
+	require.Equal(t, DefaultMaxBytes, ix2.maxBytes)
 	require.Equal(t, DefaultSpeculativeTTL, ix2.specTTL)
 	require.Equal(t, 1.0, ix2.specWeight)
 	tt := ix2.tiers.Load()
@@ -35,6 +36,7 @@ func TestInvalidConfig(t *testing.T) {
 		{SpeculativeWeight: math.NaN()},
 		{SpeculativeTTL: -time.Second},
 		{MaxBlocksPerEndpoint: -5},
+		{MaxBytes: -1},
 		{TierWeights: map[string]float64{"cpu": -0.1}},
 		{TierWeights: map[string]float64{"cpu": math.Inf(1)}},
 		{TierWeights: map[string]float64{"CPU": 0.5}},
@@ -45,13 +47,22 @@ func TestInvalidConfig(t *testing.T) {
 	}
 }
 
+func TestNegativeMaxBytesIsAClearError(t *testing.T) {
+	_, err := New(Config{MaxBytes: -1}, Options{})
+	require.EqualError(t, err, "kvindex: maxBytes must be >= 0 (0 means the default 8589934592), got -1")
+	_, err = LoadConfig(strings.NewReader(`{"maxBytes":-4096}`))
+	require.ErrorContains(t, err, "maxBytes must be >= 0")
+	_, err = LoadConfig(strings.NewReader(`{"maxBytes":"1GiB"}`))
+	require.ErrorContains(t, err, "maxBytes")
+}
+
 func TestConfigJSON(t *testing.T) {
 	in := `{"blockSize":16,"tierWeights":{"cpu":0.5},"speculativeWeight":0.9,"speculativeTTL":"3s",` +
-		`"maxBlocksPerEndpoint":1000,"sweepInterval":"-1ns"}`
+		`"maxBlocksPerEndpoint":1000,"sweepInterval":"-1ns","maxBytes":1073741824}`
 	cfg, err := LoadConfig(strings.NewReader(in))
 	require.NoError(t, err)
 	require.Equal(t, Config{BlockSize: 16, TierWeights: map[string]float64{"cpu": 0.5}, SpeculativeWeight: 0.9,
-		SpeculativeTTL: 3 * time.Second, MaxBlocksPerEndpoint: 1000, SweepInterval: -1}, cfg)
+		SpeculativeTTL: 3 * time.Second, MaxBlocksPerEndpoint: 1000, SweepInterval: -1, MaxBytes: 1 << 30}, cfg)
 	ix, err := New(cfg, Options{})
 	require.NoError(t, err)
 	ix.Close()
@@ -67,6 +78,7 @@ func TestConfigJSON(t *testing.T) {
 	out, err := json.Marshal(cfg)
 	require.NoError(t, err)
 	require.Contains(t, string(out), `"speculativeTTL":"3s"`)
+	require.Contains(t, string(out), `"maxBytes":1073741824`)
 	back, err := LoadConfig(bytes.NewReader(out))
 	require.NoError(t, err)
 	require.Equal(t, cfg, back)

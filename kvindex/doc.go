@@ -77,6 +77,25 @@
 // background sweep (Close stops it). Each endpoint's engine blocks are
 // bounded by Config.MaxBlocksPerEndpoint, evicting its oldest first.
 //
+// The index's memory is bounded in bytes over all endpoints by
+// Config.MaxBytes (default 8 GiB). Each endpoint is charged a fixed cost
+// per entry it owns — 28 bytes per membership, 22 per engine-hash entry, 96
+// per complex-membership side-table entry, 24 per speculative entry, the
+// structures' measured average heap per entry — and Stats.Bytes (gauge
+// kvroute_kv_index_bytes) is their sum, within about 10 % of the heap the
+// index takes with blocks held by one endpoint or by four
+// (TestAccountedBytesTrackHeap). Keeping it current costs a Store one
+// recount of the endpoint's entries and one atomic add; Match does nothing
+// for it. When a Store or Speculate leaves the index above the bound, the
+// endpoint holding the most accounted bytes evicts its oldest stored
+// blocks (an endpoint holding only speculative entries loses those) until
+// the index is 1/1024 of the bound below it, counted as evictions with
+// reason "memory": an engine flooding BlockStored events evicts its own
+// blocks, and never another endpoint's while it is the largest. The bound
+// can be exceeded by one event's blocks while that Store runs. Freed slots
+// are reused by later stores; the tables shrink only when they are rebuilt.
+// A rejected Store leaves no trace (no endpoint, no tier registered).
+//
 // Match walks a request's keys from block 0 and reports, per candidate, the
 // contiguous blocks it holds, a tier-weighted score and per-tier counts. It
 // stops at the first block no candidate holds, takes no locks (the block map
@@ -132,8 +151,9 @@
 // llm_d_epp_kv_cache_index_lookup_requests_total,
 // llm_d_epp_kv_cache_index_lookup_hits_total,
 // llm_d_epp_kv_cache_index_lookup_latency_seconds, kvroute_kv_index_blocks,
-// kvroute_kv_index_memberships and kvroute_kv_index_evictions_total{reason}
-// with reasons "capacity", "speculative_expired" and "endpoint_removed"
-// (every membership Clear removes). Rejected stores are counted by the
+// kvroute_kv_index_memberships, kvroute_kv_index_bytes (the accounted
+// bytes Config.MaxBytes bounds) and kvroute_kv_index_evictions_total{reason}
+// with reasons "capacity", "speculative_expired", "endpoint_removed" (every
+// membership Clear removes) and "memory" (Config.MaxBytes). Rejected stores are counted by the
 // caller from StoreError.Reason.
 package kvindex

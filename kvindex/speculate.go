@@ -11,7 +11,8 @@ import "time"
 // it). Repeating Speculate extends an entry's expiry, never shortens it.
 // Expiry is enforced by Match immediately and by the sweeper (or Sweep),
 // which removes the entries and counts them as evictions with reason
-// "speculative_expired".
+// "speculative_expired". Speculative entries count towards Config.MaxBytes
+// like stored blocks; Speculate enforces that bound too.
 func (ix *Index) Speculate(endpoint string, keys []Key, ttl time.Duration) {
 	if len(keys) == 0 {
 		return
