@@ -1,6 +1,7 @@
 package kvindex
 
 import (
+	"bytes"
 	"fmt"
 	"runtime"
 	"strings"
@@ -253,4 +254,34 @@ func TestMemoryBoundUnderConcurrentWriters(t *testing.T) {
 	for w := 1; w < 4; w++ {
 		require.Equal(t, 1600, ix.EndpointBlocks(fmt.Sprintf("e%d", w)), "endpoint e%d lost blocks to e0's flood", w)
 	}
+}
+
+// A snapshot restores the accounted bytes of what it holds, and a restore
+// beyond the bound is cut back to it like stores are.
+func TestSnapshotRestoreIsAccounted(t *testing.T) {
+	src := newTestIndex(t, Config{})
+	prompt := seq(1, 8*testBS)
+	require.NoError(t, src.Store("a", storeEv("m", 1, prompt)))
+	require.NoError(t, src.Store("a", storeEv("m", 1, prompt))) // complex
+	require.NoError(t, src.Store("b", storeEv("m", 1, prompt)))
+	for c := 0; c < 20; c++ {
+		require.NoError(t, src.Store("b", storeEv("m", uint64(c+1)<<8, seq(1000+c*4*testBS, 4*testBS))))
+	}
+	var buf bytes.Buffer
+	_, err := src.WriteSnapshot(&buf)
+	require.NoError(t, err)
+
+	dst := newTestIndex(t, Config{})
+	_, err = dst.ReadSnapshot(bytes.NewReader(buf.Bytes()), SnapshotReadOptions{})
+	require.NoError(t, err)
+	require.Equal(t, src.Stats().Bytes, dst.Stats().Bytes)
+	require.Equal(t, recountBytes(dst), dst.Stats().Bytes)
+
+	small := newTestIndex(t, Config{MaxBytes: 50 * perBlock})
+	_, err = small.ReadSnapshot(bytes.NewReader(buf.Bytes()), SnapshotReadOptions{})
+	require.NoError(t, err)
+	st := small.Stats()
+	require.LessOrEqual(t, st.Bytes, int64(50*perBlock))
+	require.NotZero(t, st.MemoryEvictions)
+	require.Equal(t, []int{8}, blocksOf(match(small, "m", prompt, "a"))) // b, the largest, was cut
 }
