@@ -165,7 +165,7 @@ func sysBlocks(r *Router, engines []*fleetEngine) int {
 		for j := 0; j < fleetSystems; j++ {
 			var m kvindex.MatchResult
 			r.Index().Match(kvindex.Keys(nil, system(j), fleetBS, &kvindex.KeyParams{Model: testModel}), []string{e.id}, &m)
-			n += m.Endpoints[0].Blocks
+			n += m.Endpoints()[0].Blocks
 		}
 	}
 	return n

@@ -103,7 +103,7 @@ func TestCheckpointWrittenOnCloseAndLoadedOnNew(t *testing.T) {
 	require.Equal(t, "p1", string(pos))
 	var m kvindex.MatchResult
 	r2.Index().Match(kvindex.Keys(nil, toks, r2.Index().BlockSize(), &kvindex.KeyParams{Model: testModel}), []string{"10.0.0.1:8000"}, &m)
-	require.Equal(t, 6, m.Endpoints[0].Blocks)
+	require.Equal(t, 6, m.Endpoints()[0].Blocks)
 
 	// The first endpoint list drops restored endpoints it does not name.
 	require.NoError(t, r2.SetEndpoints([]Endpoint{{ID: "10.0.0.1:8000"}}))

@@ -51,7 +51,7 @@ func (st *pickState) trimRendered() {
 
 func (st *pickState) reset(n int) {
 	st.keys, st.bounds, st.ids, st.pass = st.keys[:0], st.bounds[:0], st.ids[:0], st.pass[:0]
-	st.match.Endpoints = st.match.Endpoints[:0] // no stale match when nothing is matched
+	st.match.Reset() // no stale match when nothing is matched
 	st.blocks = resize(st.blocks, n)
 	st.weighted = resize(st.weighted, n)
 	st.uncached = resize(st.uncached, n)
@@ -137,9 +137,9 @@ func (s *Selection) lookup() {
 			continue
 		}
 		r.index.Match(keys, st.ids, &st.match)
-		for i := range st.match.Endpoints {
-			st.blocks[i] += st.match.Endpoints[i].Blocks
-			st.weighted[i] += st.match.Endpoints[i].Score
+		for i := range st.match.Len() {
+			st.blocks[i] += st.match.Blocks(i)
+			st.weighted[i] += st.match.Score(i)
 		}
 	}
 	bs, promptTokens, total := r.cfg.BlockSize, s.promptTokens, s.total
@@ -175,8 +175,8 @@ func (r *Router) inflightTokens(id string) (tokens, open int64) {
 func (s *Selection) matchOf(i int) kvindex.EndpointMatch {
 	st := &s.st
 	m := kvindex.EndpointMatch{Endpoint: st.ids[i]}
-	if i < len(st.match.Endpoints) {
-		m = st.match.Endpoints[i]
+	if i < st.match.Len() {
+		m = st.match.At(i)
 	}
 	m.Blocks, m.Score = st.blocks[i], st.weighted[i]
 	return m

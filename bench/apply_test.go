@@ -131,7 +131,7 @@ func BenchmarkApply(b *testing.B) {
 		keys := kvindex.Keys(nil, f.prompt0, f.ix.BlockSize(), &kvindex.KeyParams{Model: Model})
 		var out kvindex.MatchResult
 		f.ix.Match(keys, f.targets[:1], &out)
-		if got := out.Endpoints[0].Blocks; got != segs*applyBlocks {
+		if got := out.Endpoints()[0].Blocks; got != segs*applyBlocks {
 			b.Fatalf("prompt 0 matches %d blocks after %d payloads, want %d", got, next, segs*applyBlocks)
 		}
 	})

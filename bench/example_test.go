@@ -27,7 +27,7 @@ func ExampleStaircase() {
 	keys := kvindex.Keys(nil, prompt, ix.BlockSize(), &kvindex.KeyParams{Model: bench.Model})
 	var out kvindex.MatchResult
 	ix.Match(keys, eps, &out)
-	for _, e := range out.Endpoints {
+	for _, e := range out.Endpoints() {
 		fmt.Printf("%s holds %d of %d blocks\n", e.Endpoint, e.Blocks, out.Total)
 	}
 	fmt.Println("memberships:", ix.Stats().Memberships)

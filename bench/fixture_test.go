@@ -51,7 +51,7 @@ func TestBackgroundAndStaircase(t *testing.T) {
 	keys := kvindex.Keys(nil, prompt, 64, &kvindex.KeyParams{Model: Model})
 	var out kvindex.MatchResult
 	ix.Match(keys, eps, &out)
-	for i, e := range out.Endpoints {
+	for i, e := range out.Endpoints() {
 		require.Equal(t, steps[i], e.Blocks, e.Endpoint)
 	}
 }

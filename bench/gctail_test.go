@@ -203,7 +203,7 @@ func runUnderIngest(b *testing.B, fx *ingestFixture) {
 	rate := float64(stored.Load()-st0) / el.Seconds()
 	stop.Store(true)
 	wg.Wait()
-	for c, e := range out.Endpoints {
+	for c, e := range out.Endpoints() {
 		if e.Blocks != fx.steps[c] {
 			b.Fatalf("candidate %d matched %d blocks, want %d", c, e.Blocks, fx.steps[c])
 		}

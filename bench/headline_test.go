@@ -69,7 +69,7 @@ func BenchmarkMatch(b *testing.B) {
 				w.ix.Match(keys, cands, &out)
 			}
 			b.StopTimer()
-			for c, e := range out.Endpoints {
+			for c, e := range out.Endpoints() {
 				if e.Blocks != steps[c] || e.GPU != steps[c] || e.Endpoint != cands[c] {
 					b.Fatalf("candidate %d: %+v, want %d GPU blocks", c, e, steps[c])
 				}

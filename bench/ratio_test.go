@@ -68,7 +68,7 @@ func BenchmarkRatio(b *testing.B) {
 		if err := check(); err != nil {
 			b.Fatal(err)
 		}
-		for c, e := range out.Endpoints {
+		for c, e := range out.Endpoints() {
 			if e.Blocks != w.steps2k[c] || e.GPU != w.steps2k[c] {
 				b.Fatalf("candidate %d: %+v, want %d GPU blocks", c, e, w.steps2k[c])
 			}

@@ -29,7 +29,7 @@ func matchScale(b *testing.B, fx *scaleFixture) {
 		fx.ix.Match(fx.keys, fx.cands, &out)
 	}
 	b.StopTimer()
-	for c, e := range out.Endpoints {
+	for c, e := range out.Endpoints() {
 		if e.Blocks != fx.steps[c] {
 			b.Fatalf("candidate %d matched %d blocks, want %d", c, e.Blocks, fx.steps[c])
 		}

@@ -221,8 +221,8 @@ func BenchmarkMatchDuringSnapshot(b *testing.B) {
 			ix.Match(keys, eps, &out)
 			lat[i] = time.Since(t0)
 		}
-		if out.Endpoints[len(eps)-1].Blocks != steps[len(eps)-1] {
-			b.Fatalf("match found %d blocks, want %d", out.Endpoints[len(eps)-1].Blocks, steps[len(eps)-1])
+		if out.Endpoints()[len(eps)-1].Blocks != steps[len(eps)-1] {
+			b.Fatalf("match found %d blocks, want %d", out.Endpoints()[len(eps)-1].Blocks, steps[len(eps)-1])
 		}
 		slices.Sort(lat)
 		return lat

@@ -113,8 +113,8 @@ func BenchmarkSubscriberThroughput(b *testing.B) {
 	keys := kvindex.Keys(nil, ev.TokenIDs, bs, &kvindex.KeyParams{Model: Model})
 	var out kvindex.MatchResult
 	ix.Match(keys, []string{id}, &out)
-	if out.Endpoints[0].Blocks != blocks {
-		b.Fatalf("last message matches %d blocks, want %d", out.Endpoints[0].Blocks, blocks)
+	if out.Endpoints()[0].Blocks != blocks {
+		b.Fatalf("last message matches %d blocks, want %d", out.Endpoints()[0].Blocks, blocks)
 	}
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msgs/s")
 	b.ReportMetric(float64(b.N*blocks)/elapsed.Seconds(), "blocks/s")

@@ -67,7 +67,7 @@ func TestSharedDecisionsKeepBurstOnOneEndpoint(t *testing.T) {
 	var m kvindex.MatchResult
 	keys := kvindex.Keys(nil, prompt(77, 2048), 64, &kvindex.KeyParams{Model: testModel})
 	rs[1].Index().Match(keys, []string{chosen[0]}, &m)
-	require.Equal(t, 32, m.Endpoints[0].Blocks)
+	require.Equal(t, 32, m.Endpoints()[0].Blocks)
 	require.Eventually(t, func() bool { return rs[0].Cluster().Stats().Published == 3 }, waitFor, 2*time.Millisecond,
 		"a publishes its three decisions")
 	st := rs[0].Cluster().Stats()

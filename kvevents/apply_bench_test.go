@@ -101,8 +101,8 @@ func BenchmarkApply(b *testing.B) {
 		keys := kvindex.Keys(nil, w.prompts[p], 64, &kvindex.KeyParams{Model: "m"})
 		var out kvindex.MatchResult
 		ix.Match(keys, []string{w.promptEP[p]}, &out)
-		if out.Endpoints[0].Blocks != segs*blocks {
-			b.Fatalf("matched %d blocks, want %d", out.Endpoints[0].Blocks, segs*blocks)
+		if out.Endpoints()[0].Blocks != segs*blocks {
+			b.Fatalf("matched %d blocks, want %d", out.Endpoints()[0].Blocks, segs*blocks)
 		}
 	})
 }

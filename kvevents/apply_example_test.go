@@ -36,7 +36,7 @@ func Example_decodeAndApply() {
 	keys := kvindex.Keys(nil, []uint32{1, 2, 3, 4, 5, 6, 7, 8, 9}, 4, &kvindex.KeyParams{Model: model})
 	var m kvindex.MatchResult
 	ix.Match(keys, []string{endpoint}, &m)
-	fmt.Printf("%s holds %d of %d blocks\n", m.Endpoints[0].Endpoint, m.Endpoints[0].Blocks, m.Total)
+	fmt.Printf("%s holds %d of %d blocks\n", m.Endpoints()[0].Endpoint, m.Endpoints()[0].Blocks, m.Total)
 	// Output:
 	// BlockStored: 2 blocks, hash 0x8a3f1c2d4e5b6a79, medium GPU, group 0 (full_attention)
 	// stored 2 blocks

@@ -63,8 +63,8 @@ func (f *applyFixture) match(endpoint string, tokens []uint32, p kvindex.KeyPara
 	keys := kvindex.Keys(nil, tokens, 4, &p)
 	var out kvindex.MatchResult
 	f.ix.Match(keys, []string{endpoint, "other:1"}, &out)
-	require.Zero(f.t, out.Endpoints[1].Blocks, "an endpoint that stored nothing matches nothing")
-	return out.Endpoints[0]
+	require.Zero(f.t, out.Endpoints()[1].Blocks, "an endpoint that stored nothing matches nothing")
+	return out.Endpoints()[0]
 }
 
 func vector(t *testing.T, name string) string {

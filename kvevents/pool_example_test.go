@@ -72,7 +72,7 @@ func ExamplePool() {
 	keys := kvindex.Keys(nil, tokens, blockSize, &kvindex.KeyParams{Model: "my-model"})
 	var res kvindex.MatchResult
 	ix.Match(keys, []string{"10.0.0.1:8000"}, &res)
-	fmt.Printf("%s holds %d of %d blocks\n", res.Endpoints[0].Endpoint, res.Endpoints[0].Blocks, res.Total)
+	fmt.Printf("%s holds %d of %d blocks\n", res.Endpoints()[0].Endpoint, res.Endpoints()[0].Blocks, res.Total)
 	// Output:
 	// 10.0.0.1:8000 holds 2 of 2 blocks
 }

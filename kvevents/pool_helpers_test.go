@@ -77,7 +77,7 @@ func heldBlocks(ix *kvindex.Index, endpoint string, seq uint64) int {
 	keys := kvindex.Keys(nil, poolTokens(seq, poolBlocks), poolBlockSize, &kvindex.KeyParams{Model: poolModel})
 	var res kvindex.MatchResult
 	ix.Match(keys, []string{endpoint}, &res)
-	return res.Endpoints[0].Blocks
+	return res.Endpoints()[0].Blocks
 }
 
 // requireHeld asserts that endpoint holds every block of batches first..last.

@@ -26,7 +26,7 @@ func lifeHeld(ix *kvindex.Index, id string, seq uint64, life int) int {
 	keys := kvindex.Keys(nil, lifeTokens(seq, life), poolBlockSize, &kvindex.KeyParams{Model: poolModel})
 	var res kvindex.MatchResult
 	ix.Match(keys, []string{id}, &res)
-	return res.Endpoints[0].Blocks
+	return res.Endpoints()[0].Blocks
 }
 
 // vLLM main as read: map-shaped outer batches and the 4-frame replay reply

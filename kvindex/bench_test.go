@@ -144,7 +144,7 @@ func BenchmarkMatch(b *testing.B) {
 				w.ix.Match(keys, cands, &out)
 			}
 			b.StopTimer()
-			for c, e := range out.Endpoints {
+			for c, e := range out.Endpoints() {
 				if e.Blocks != prefix[c] || e.GPU != prefix[c] || e.Score != float64(prefix[c]) {
 					b.Fatalf("candidate %d: %+v, want %d blocks", c, e, prefix[c])
 				}

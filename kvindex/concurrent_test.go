@@ -56,7 +56,7 @@ func TestConcurrentReadersAndWriters(t *testing.T) {
 				default:
 				}
 				ix.Match(keys, names, &out)
-				for _, e := range out.Endpoints {
+				for _, e := range out.Endpoints() {
 					if e.Blocks < 0 || e.Blocks > len(keys) || e.GPU > e.Blocks || e.CPU > e.Blocks || e.Speculative > e.Blocks {
 						t.Errorf("inconsistent match %+v", e)
 						return
@@ -125,7 +125,7 @@ func TestConcurrentReadersAndWriters(t *testing.T) {
 		require.NoError(t, ix.Store(ep, storeEv("m", 1, prompts[1])))
 	}
 	r := match(ix, "m", prompts[0], names...)
-	for _, e := range r.Endpoints {
+	for _, e := range r.Endpoints() {
 		require.Equal(t, 6, e.Blocks)
 	}
 }

@@ -92,7 +92,7 @@ func TestTierNamesBeyondTheLimitShareTheLastID(t *testing.T) {
 		require.NoError(t, ix.Store("a", ev))
 	}
 	require.Len(t, ix.tiers.Load().names, maxTiers)
-	r := match(ix, "m", seq(1, testBS), "a").Endpoints[0]
+	r := match(ix, "m", seq(1, testBS), "a").Endpoints()[0]
 	require.Equal(t, 1, r.Other)
 	require.Equal(t, 1, r.GPU)
 }

@@ -35,14 +35,15 @@ func Example() {
 	keys := kvindex.Keys(nil, prompt, ix.BlockSize(), &kvindex.KeyParams{Model: "meta-llama/Llama-3.1-8B-Instruct"})
 	var out kvindex.MatchResult
 	ix.Match(keys, []string{"10.0.0.7:8000", "10.0.0.8:8000", "10.0.0.9:8000"}, &out)
-	for _, e := range out.Endpoints {
-		fmt.Printf("%s: %d of %d blocks cached (score %.1f)\n", e.Endpoint, e.Blocks, out.Total, e.Score)
+	for i := range out.Len() {
+		fmt.Printf("%s: %d of %d blocks cached (score %.1f)\n", out.Endpoint(i), out.Blocks(i), out.Total, out.Score(i))
 	}
 
 	// Route to 10.0.0.9 anyway and mark it warm until its events arrive.
 	ix.Speculate("10.0.0.9:8000", keys, 0)
 	ix.Match(keys, []string{"10.0.0.9:8000"}, &out)
-	fmt.Printf("10.0.0.9:8000 after Speculate: %d blocks, %d speculative\n", out.Endpoints[0].Blocks, out.Endpoints[0].Speculative)
+	e := out.At(0)
+	fmt.Printf("%s after Speculate: %d blocks, %d speculative\n", e.Endpoint, e.Blocks, e.Speculative)
 	// Output:
 	// 10.0.0.7:8000: 3 of 4 blocks cached (score 3.0)
 	// 10.0.0.8:8000: 1 of 4 blocks cached (score 1.0)
@@ -86,6 +87,6 @@ func ExampleIndex_WriteSnapshot() {
 	var m kvindex.MatchResult
 	dst.Match(kvindex.Keys(nil, tokens, 4, &kvindex.KeyParams{Model: "m"}), []string{"10.0.0.7:8000"}, &m)
 	pos, _ := dst.Position("10.0.0.7:8000")
-	fmt.Println(info.Memberships, "memberships;", m.Endpoints[0].Blocks, "blocks match; position", string(pos))
+	fmt.Println(info.Memberships, "memberships;", m.Blocks(0), "blocks match; position", string(pos))
 	// Output: 2 memberships; 2 blocks match; position seq 41
 }

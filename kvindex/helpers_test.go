@@ -75,16 +75,16 @@ func withParent(ev *StoreEvent, parent uint64) *StoreEvent {
 }
 
 // match returns Match's result for the request keys of tokens under model.
-func match(ix *Index, model string, tokens []uint32, cands ...string) MatchResult {
+func match(ix *Index, model string, tokens []uint32, cands ...string) *MatchResult {
 	var out MatchResult
 	ix.Match(Keys(nil, tokens, ix.BlockSize(), &KeyParams{Model: model}), cands, &out)
-	return out
+	return &out
 }
 
 // blocksOf returns the contiguous block counts per candidate.
-func blocksOf(r MatchResult) []int {
-	n := make([]int, len(r.Endpoints))
-	for i, e := range r.Endpoints {
+func blocksOf(r *MatchResult) []int {
+	n := make([]int, len(r.Endpoints()))
+	for i, e := range r.Endpoints() {
 		n[i] = e.Blocks
 	}
 	return n

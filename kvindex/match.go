@@ -1,12 +1,14 @@
 package kvindex
 
 import (
+	"bytes"
 	"math/bits"
 	"time"
 	"unsafe"
 )
 
-// EndpointMatch is one candidate's longest-prefix match.
+// EndpointMatch is one candidate's longest-prefix match, as
+// MatchResult.At returns it.
 type EndpointMatch struct {
 	Endpoint string  // the candidate, as passed to Match
 	Blocks   int     // contiguous blocks from block 0 held (any tier, speculative included)
@@ -18,25 +20,37 @@ type EndpointMatch struct {
 	Speculative              int // contiguous blocks held only speculatively
 }
 
-// MatchResult receives the result of Match. Reusing one MatchResult (per
-// goroutine) makes Match allocation-free; reusing it with the same candidate
-// slice also skips resolving the candidate names.
+// MatchResult receives the result of Match: one EndpointMatch per
+// candidate, in candidate order, read through Len, Blocks, Score, At and
+// Endpoints. Match does not write a record per candidate: it keeps, per
+// candidate, the block at which its contiguous run ended and the few
+// blocks it held other than as a confirmed GPU copy, and the readers derive
+// the rest, so a Match over many candidates costs little more than its
+// lookups. Results stay valid until the next Match or Reset on the same
+// MatchResult.
+//
+// Reusing one MatchResult (per goroutine) makes Match allocation-free;
+// reusing it with the same candidate slice also skips resolving the
+// candidate names. A MatchResult is not safe for concurrent use.
 type MatchResult struct {
-	Total     int             // len(keys)
-	Endpoints []EndpointMatch // one per candidate, in candidate order
+	Total int // len(keys) of the last Match
 
-	s matchScratch
+	s   matchScratch
+	all []EndpointMatch // Endpoints' buffer
 }
 
 // matchScratch caches the resolution of candidate names to endpoint IDs and
-// holds the per-chunk accumulators.
+// holds the per-candidate accumulators the readers of MatchResult decode.
 type matchScratch struct {
 	ix    *Index
 	gen   uint64
+	n     int      // candidates of the last Match (0 after Reset)
 	cands []string // the candidates the cache was built for
 	ids   []uint32 // per candidate: endpoint ID, 0 when unknown
 	first []int32  // per candidate: index of the first candidate with its ID
 	slot  []int32  // per endpoint ID: candidate index + 1, 0 when not a candidate
+	wide  bool     // the last Match had more than 64 candidates (matchWide)
+	wGPU  float64  // the GPU tier's weight when the last Match ran
 	// bit holds, per endpoint ID, the candidate's bit within the chunk of
 	// 64 candidates starting at bitBase (0 for other endpoints): the one
 	// load the inner loop makes per membership. alive is the chunk's
@@ -50,16 +64,24 @@ type matchScratch struct {
 	pos     [64]int8
 	rel     bool
 	relBase uint32
-	blk     [64]int32  // per chunk candidate: contiguous blocks
-	word    [64]uint64 // per chunk candidate: membership of the current block (exceptions only)
-	acc     [64]excAcc // per chunk candidate: blocks not held as "confirmed, GPU only"
+	// depth[i] is the alive mask after block i, for the walked blocks: a
+	// candidate's contiguous count is the first depth whose mask lacks its
+	// bit (walked when none does). One store per block instead of one per
+	// candidate; the masks only shrink, so readers binary-search them.
+	depth   []uint64
+	walked  int
+	word    [64]uint64 // per bit: membership of the current block (exceptions only)
+	acc     [64]excAcc // per bit: blocks not held as "confirmed, GPU only", valid when excSeen has the bit
+	excSeen uint64
 
 	// More than 64 candidates (matchWide), indexed by candidate index + 1
 	// (the value slot holds; entry 0 is the sink of non-candidates):
-	// wblk is the contiguous block count so far, wacc the exception
-	// accumulators, kept zeroed between calls.
-	wblk []int32
-	wacc []excAcc
+	// wblk is the contiguous block count, wacc the exception accumulators;
+	// wtouched lists the wacc entries the last walk wrote, which the next
+	// one zeroes first.
+	wblk     []int32
+	wacc     []excAcc
+	wtouched []int32
 }
 
 // excAcc accumulates a candidate's blocks that are not the common case
@@ -72,10 +94,12 @@ type excAcc struct {
 
 // Match computes, for each candidate endpoint, how many blocks of keys it
 // holds contiguously from block 0 (what the engine can actually reuse), its
-// tier-weighted score and per-tier counts, writing one EndpointMatch per
-// candidate into out in candidate order. The walk stops at the first block
-// that no candidate holds, so a miss costs one map lookup. Expired
-// speculative entries count as absent. Unknown candidates match nothing.
+// tier-weighted score and per-tier counts, into out (read them with
+// out.Blocks, out.Score, out.At or out.Endpoints, in candidate order). The
+// walk stops at the first block that no candidate holds; keys are looked up
+// in batches of up to eight so that their lookups overlap, so a prompt
+// whose first block misses costs at most one batch. Expired speculative
+// entries count as absent. Unknown candidates match nothing.
 //
 // Match takes no locks and is safe at any time against concurrent writes;
 // with a reused out it allocates nothing.
@@ -88,175 +112,123 @@ func (ix *Index) Match(keys []Key, candidates []string, out *MatchResult) {
 		start = time.Now()
 	}
 	out.Total = len(keys)
-	if cap(out.Endpoints) < len(candidates) {
-		out.Endpoints = make([]EndpointMatch, len(candidates))
-	}
-	out.Endpoints = out.Endpoints[:len(candidates)]
 	tt := ix.tiers.Load()
+	s := &out.s
+	s.resolve(ix, candidates)
+	s.n, s.wGPU = len(candidates), tt.maxW[1]
 	var best int
 	if len(candidates) <= 64 {
-		// A reused resolution is checked against the candidate names in
-		// the output loop, which reads them anyway; on a mismatch Match
-		// resolves them afresh and walks again.
-		deferred := out.s.cachedShape(ix, candidates)
-		if !deferred {
-			out.s.resolve(ix, candidates)
-		}
-		var stale bool
-		best, stale = ix.matchChunk(keys, candidates, out, 0, tt, deferred)
-		if stale {
-			out.s.resolve(ix, candidates)
-			best, _ = ix.matchChunk(keys, candidates, out, 0, tt, false)
-		}
+		s.wide = false
+		best = ix.matchChunk(keys, out, tt)
 	} else {
-		out.s.resolve(ix, candidates)
-		best = ix.matchWide(keys, candidates, out, tt)
+		s.wide = true
+		best = ix.matchWide(keys, out, tt)
 	}
 	if ix.met != nil {
 		ix.met.observeLookup(best, time.Since(start))
 	}
 }
 
-// matchChunk walks keys for candidates base … base+63, writes their
-// results and returns the highest contiguous block count among them. Match
-// uses it for up to 64 candidates (base 0); matchWide handles more.
+// matchChunk walks keys for up to 64 candidates and returns the highest
+// contiguous block count among them. matchWide handles more.
 //
-// Each candidate has one bit of the chunk's masks (see setChunk). When the
+// Each candidate has one bit of the masks (see setChunk). When the
 // candidates' endpoint IDs span fewer than 64 (s.rel), bit j is endpoint ID
 // relBase+j, the same numbering as a member array's standard mask, so a
 // block's standard holders cost one load and a shift; otherwise they are
-// scanned through the per-ID bit table.
-//
-// With verify, the resolution was reused without comparing the names: the
-// output loop compares them and reports stale when one differs (the results
-// are then wrong and the caller resolves and walks again).
-func (ix *Index) matchChunk(keys []Key, cands []string, out *MatchResult, base int, tt *tierTable, verify bool) (best int, stale bool) {
+// scanned through the per-ID bit table. A candidate's result is the block
+// at which its bit left the alive mask (found in s.depth) and, when it held
+// some blocks other than as a confirmed GPU copy, its accumulator (s.acc).
+func (ix *Index) matchChunk(keys []Key, out *MatchResult, tt *tierTable) (best int) {
 	s := &out.s
-	end := min(base+64, len(cands))
-	s.setChunk(base, end)
+	s.setChunk(0, len(s.cands))
 	alive := s.alive
 	bit := s.bit
 	rel, relBase := s.rel, int64(s.relBase)
 	var excSeen uint64
 	var nowMs uint64
 	haveNow := false
+	if cap(s.depth) < len(keys) {
+		s.depth = make([]uint64, len(keys)+len(keys)/4)
+	}
+	depth := s.depth[:len(keys)]
+	var vs [probeBatch]blockVal
 	i := 0
-	// The next block is looked up before this one is processed, so that
-	// its loads are already in flight when the branches below mispredict.
-	var next blockVal
-	nextOK := len(keys) > 0
-	if nextOK {
-		next, nextOK = ix.blocks.Load(keys[0])
-	}
-	for ; i < len(keys) && alive != 0; i++ {
-		v, ok := next, nextOK
-		if !ok {
-			break
-		}
-		if i+1 < len(keys) {
-			next, nextOK = ix.blocks.Load(keys[i+1])
-		}
-		var pres, exc uint64
-		switch {
-		case v.many == nil && isStd(v.one):
-			if id := v.one & idMask; id < uint64(len(bit)) {
-				pres = bit[id]
-			}
-		case v.many == nil:
-			ms := [1]uint64{v.one}
-			pres, exc = s.scan(ms[:], bit, &nowMs, &haveNow, ix)
-		default:
-			hdr := v.one
-			nStd := int(hdr >> hdrStdShift & hdrStdMask)
-			if rel && hdr&hdrNarrow != 0 {
-				mask := v.stdMask()
-				if d := int64(memberID(*v.many)) - relBase; d >= 0 {
-					pres = mask << uint64(d)
-				} else {
-					pres = mask >> uint64(-d)
+walk:
+	for i < len(keys) && alive != 0 {
+		want := min(len(keys)-i, probeBatch)
+		got := ix.blocks.loadBatch(keys[i:], &vs)
+		for j := 0; j < got; j++ {
+			v := &vs[j]
+			var pres, exc uint64
+			switch {
+			case v.many == nil && isStd(v.one):
+				if id := v.one & idMask; id < uint64(len(bit)) {
+					pres = bit[id]
 				}
-			} else if nStd > 0 {
-				pres = stdPresence(memberSlice(v.many, nStd), bit)
+			case v.many == nil:
+				ms := [1]uint64{v.one}
+				pres, exc = s.scan(ms[:], bit, &nowMs, &haveNow, ix)
+			default:
+				hdr := v.one
+				nStd := int(hdr >> hdrStdShift & hdrStdMask)
+				if rel && hdr&hdrNarrow != 0 {
+					mask := v.stdMask()
+					if d := int64(memberID(*v.many)) - relBase; d >= 0 {
+						pres = mask << uint64(d)
+					} else {
+						pres = mask >> uint64(-d)
+					}
+				} else if nStd > 0 {
+					pres = stdPresence(memberSlice(v.many, nStd), bit)
+				}
+				if n := int(uint32(hdr)); n > nStd {
+					p, e := s.scan(unsafe.Slice((*uint64)(unsafe.Add(unsafe.Pointer(v.many), 8*nStd)), n-nStd), bit, &nowMs, &haveNow, ix)
+					pres, exc = pres|p, e
+				}
 			}
-			if n := int(uint32(hdr)); n > nStd {
-				p, e := s.scan(unsafe.Slice((*uint64)(unsafe.Add(unsafe.Pointer(v.many), 8*nStd)), n-nStd), bit, &nowMs, &haveNow, ix)
-				pres, exc = pres|p, e
+			if alive&^pres != 0 {
+				best = i
+			}
+			alive &= pres
+			depth[i] = alive
+			for ex := exc & alive; ex != 0; ex &= ex - 1 {
+				b := bits.TrailingZeros64(ex)
+				a := &s.acc[b]
+				if excSeen&(1<<uint(b)) == 0 {
+					*a = excAcc{}
+					excSeen |= 1 << uint(b)
+				}
+				a.n++
+				m := s.word[b]
+				if isSpec(m) {
+					a.spec++
+					a.score += ix.specWeight
+					continue
+				}
+				mask := tierMaskOf(m)
+				cls := tt.clsOf[mask]
+				a.score += tt.maxW[mask]
+				a.gpu += int32(cls & classGPU)
+				a.cpu += int32(cls&classCPU) >> 1
+				a.storage += int32(cls&classStorage) >> 2
+				a.other += int32(cls&classOther) >> 3
+			}
+			i++
+			if alive == 0 {
+				break walk
 			}
 		}
-		for died := alive &^ pres; died != 0; died &= died - 1 {
-			s.blk[bits.TrailingZeros64(died)] = int32(i)
-		}
-		alive &= pres
-		for ex := exc & alive; ex != 0; ex &= ex - 1 {
-			b := bits.TrailingZeros64(ex)
-			a := &s.acc[b]
-			if excSeen&(1<<uint(b)) == 0 {
-				*a = excAcc{}
-				excSeen |= 1 << uint(b)
-			}
-			a.n++
-			m := s.word[b]
-			if isSpec(m) {
-				a.spec++
-				a.score += ix.specWeight
-				continue
-			}
-			mask := tierMaskOf(m)
-			cls := tt.clsOf[mask]
-			a.score += tt.maxW[mask]
-			a.gpu += int32(cls & classGPU)
-			a.cpu += int32(cls&classCPU) >> 1
-			a.storage += int32(cls&classStorage) >> 2
-			a.other += int32(cls&classOther) >> 3
-		}
-	}
-	for ; alive != 0; alive &= alive - 1 {
-		s.blk[bits.TrailingZeros64(alive)] = int32(i)
-	}
-	wGPU := tt.maxW[1]
-	for c := base; c < end; c++ {
-		e := &out.Endpoints[c]
-		// Fields are assigned one by one: a composite literal with a string
-		// would be copied with a write-barriered typedmemmove per candidate.
-		setName(e, cands[c])
-		if verify && !sameString(cands[c], s.cands[c]) {
-			stale = true
-		}
-		b := s.pos[c-base]
-		t := e.counts()
-		switch {
-		case b < 0: // unknown endpoint
-			*t = matchCounts{}
-		case excSeen&(1<<uint(b&63)) == 0:
-			n := int(s.blk[b&63])
-			*t = matchCounts{Blocks: n, Score: float64(n) * wGPU, GPU: n}
-			best = max(best, n)
-		default:
-			n := int(s.blk[b&63])
-			a := &s.acc[b&63]
-			std := n - int(a.n)
-			*t = matchCounts{
-				Blocks: n, Score: float64(std)*wGPU + a.score, Speculative: int(a.spec),
-				GPU: std + int(a.gpu), CPU: int(a.cpu), Storage: int(a.storage), Other: int(a.other),
-			}
-			best = max(best, n)
+		if got < want {
+			break // keys[i] is absent
 		}
 	}
-	return best, stale
+	if alive != 0 {
+		best = i
+	}
+	s.walked, s.excSeen = i, excSeen
+	return best
 }
-
-// matchCounts is the pointer-free tail of EndpointMatch (every field after
-// Endpoint, in the same order), which Match writes as one value instead of
-// field by field.
-type matchCounts struct {
-	Blocks                   int
-	Score                    float64
-	GPU, CPU, Storage, Other int
-	Speculative              int
-}
-
-// counts returns the pointer-free tail of e.
-func (e *EndpointMatch) counts() *matchCounts { return (*matchCounts)(unsafe.Pointer(&e.Blocks)) }
 
 // stdPresence ORs the chunk bits of the endpoints of std (standard
 // memberships). It is the inner loop of Match over blocks held by many
@@ -282,18 +254,17 @@ func stdPresence(std []uint64, bit []uint64) uint64 {
 	return p0 | p1 | p2 | p3
 }
 
-// sameString reports whether a and b are the same string value in memory
-// (same length and data pointer), the test for a reused candidate list.
-func sameString(a, b string) bool {
-	return len(a) == len(b) && unsafe.StringData(a) == unsafe.StringData(b)
-}
-
-// setName sets e.Endpoint, skipping the pointer write (and its write
-// barrier) when a reused result already holds the same string.
-func setName(e *EndpointMatch, name string) {
-	if len(e.Endpoint) != len(name) || unsafe.StringData(e.Endpoint) != unsafe.StringData(name) {
-		e.Endpoint = name
+// sameStrings reports whether a and b hold the same string values in
+// memory (same lengths and data pointers, element by element), the test for
+// a reused candidate list: one comparison of the two arrays of string
+// headers as bytes, which the runtime does many words at a time.
+func sameStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
 	}
+	n := len(a) * int(unsafe.Sizeof(""))
+	return bytes.Equal(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(a))), n),
+		unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(b))), n))
 }
 
 // scan returns the candidates of the current chunk present in one block's
@@ -375,17 +346,8 @@ func (s *matchScratch) setChunk(base, end int) {
 func (s *matchScratch) resolve(ix *Index, cands []string) {
 	gen := ix.gen.Load()
 	n := len(cands)
-	if s.ix == ix && s.gen == gen && len(s.cands) == n {
-		same := true
-		for i, c := range cands {
-			if !sameString(c, s.cands[i]) {
-				same = false
-				break
-			}
-		}
-		if same {
-			return
-		}
+	if s.ix == ix && s.gen == gen && sameStrings(cands, s.cands) {
+		return
 	}
 	for _, id := range s.ids {
 		s.slot[id] = 0
@@ -419,14 +381,6 @@ func (s *matchScratch) resolve(ix *Index, cands []string) {
 		s.slot[id] = int32(i) + 1
 	}
 	s.bitBase = -1 // setChunk rebuilds the bit table
-}
-
-// cachedShape reports whether the cached resolution was built for this
-// index at its current registration generation and for as many candidates:
-// everything a reuse needs except that the names are the same, which
-// matchChunk checks.
-func (s *matchScratch) cachedShape(ix *Index, cands []string) bool {
-	return s.ix == ix && s.gen == ix.gen.Load() && len(s.cands) == len(cands)
 }
 
 // grow enlarges the per-ID tables to n entries, keeping their contents.

@@ -182,10 +182,10 @@ func TestMatchAgainstReference(t *testing.T) {
 				check := func(out *MatchResult) {
 					t.Helper()
 					require.Equal(t, len(keys), out.Total)
-					require.Len(t, out.Endpoints, len(cands))
+					require.Len(t, out.Endpoints(), len(cands))
 					for c, name := range cands {
 						want := refMatch(name, model[name])
-						got := out.Endpoints[c]
+						got := out.Endpoints()[c]
 						require.InDelta(t, want.Score, got.Score, 1e-9, "candidate %d %s", c, name)
 						got.Score = want.Score
 						require.Equal(t, want, got, "candidate %d %s", c, name)
@@ -223,10 +223,10 @@ func TestMatchWideAllocatesNothing(t *testing.T) {
 	ix.Speculate("ep-0", keys, 0)
 	var out MatchResult
 	ix.Match(keys, cands, &out)
-	require.Equal(t, 16, out.Endpoints[0].Blocks)
-	require.Equal(t, 15, out.Endpoints[0].Speculative)
-	require.Equal(t, 16, out.Endpoints[15].Blocks)
-	require.Equal(t, 8, out.Endpoints[199].Blocks)
+	require.Equal(t, 16, out.Endpoints()[0].Blocks)
+	require.Equal(t, 15, out.Endpoints()[0].Speculative)
+	require.Equal(t, 16, out.Endpoints()[15].Blocks)
+	require.Equal(t, 8, out.Endpoints()[199].Blocks)
 	allocs := testing.AllocsPerRun(200, func() { ix.Match(keys, cands, &out) })
 	require.Zero(t, allocs)
 }

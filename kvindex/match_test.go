@@ -3,7 +3,6 @@ package kvindex
 import (
 	"fmt"
 	"testing"
-	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
@@ -26,16 +25,16 @@ func TestMatchManyCandidatesAndDuplicates(t *testing.T) {
 	keys := Keys(nil, prompt, testBS, &KeyParams{Model: "m"})
 	for round := 0; round < 2; round++ { // the second round uses the cached resolution
 		ix.Match(keys, cands, &out)
-		require.Len(t, out.Endpoints, n+3)
+		require.Len(t, out.Endpoints(), n+3)
 		for c := 0; c < n; c++ {
 			want := min(c%9, 8)
-			require.Equal(t, want, out.Endpoints[c].Blocks, "candidate %d", c)
-			require.Equal(t, want, out.Endpoints[c].GPU)
-			require.Equal(t, float64(want), out.Endpoints[c].Score)
+			require.Equal(t, want, out.Endpoints()[c].Blocks, "candidate %d", c)
+			require.Equal(t, want, out.Endpoints()[c].GPU)
+			require.Equal(t, float64(want), out.Endpoints()[c].Score)
 		}
-		require.Equal(t, EndpointMatch{Endpoint: cands[70], Blocks: 7, Score: 7, GPU: 7}, out.Endpoints[n])
-		require.Equal(t, EndpointMatch{Endpoint: "ghost"}, out.Endpoints[n+1])
-		require.Equal(t, EndpointMatch{Endpoint: cands[3], Blocks: 3, Score: 3, GPU: 3}, out.Endpoints[n+2])
+		require.Equal(t, EndpointMatch{Endpoint: cands[70], Blocks: 7, Score: 7, GPU: 7}, out.Endpoints()[n])
+		require.Equal(t, EndpointMatch{Endpoint: "ghost"}, out.Endpoints()[n+1])
+		require.Equal(t, EndpointMatch{Endpoint: cands[3], Blocks: 3, Score: 3, GPU: 3}, out.Endpoints()[n+2])
 	}
 }
 
@@ -46,33 +45,33 @@ func TestMatchResolutionCacheFollowsEndpointChanges(t *testing.T) {
 	var out MatchResult
 	keys := Keys(nil, prompt, testBS, &KeyParams{Model: "m"})
 	ix.Match(keys, cands, &out)
-	require.Equal(t, []int{0, 0}, blocksOf(out))
+	require.Equal(t, []int{0, 0}, blocksOf(&out))
 
 	// "b" appears after the first Match with the same candidate slice.
 	require.NoError(t, ix.Store("b", storeEv("m", 1, prompt)))
 	ix.Match(keys, cands, &out)
-	require.Equal(t, []int{0, 2}, blocksOf(out))
+	require.Equal(t, []int{0, 2}, blocksOf(&out))
 
 	// "b" is cleared and "a" registers: IDs change, the cache must follow.
 	ix.Clear("b")
 	require.NoError(t, ix.Store("a", storeEv("m", 1, prompt[:testBS])))
 	ix.Match(keys, cands, &out)
-	require.Equal(t, []int{1, 0}, blocksOf(out))
+	require.Equal(t, []int{1, 0}, blocksOf(&out))
 
 	// The caller rewrites its slice in place.
 	cands[0], cands[1] = "b", "a"
 	ix.Match(keys, cands, &out)
-	require.Equal(t, []int{0, 1}, blocksOf(out))
-	require.Equal(t, "b", out.Endpoints[0].Endpoint)
+	require.Equal(t, []int{0, 1}, blocksOf(&out))
+	require.Equal(t, "b", out.Endpoints()[0].Endpoint)
 
 	// Fewer candidates, then none; no keys; nil result.
 	ix.Match(keys, cands[1:], &out)
-	require.Equal(t, []int{1}, blocksOf(out))
+	require.Equal(t, []int{1}, blocksOf(&out))
 	ix.Match(keys, nil, &out)
-	require.Empty(t, out.Endpoints)
+	require.Empty(t, out.Endpoints())
 	ix.Match(nil, cands, &out)
 	require.Equal(t, 0, out.Total)
-	require.Equal(t, []int{0, 0}, blocksOf(out))
+	require.Equal(t, []int{0, 0}, blocksOf(&out))
 	ix.Match(keys, cands, nil)
 }
 
@@ -90,7 +89,7 @@ func TestMatchTierWeightsAndClasses(t *testing.T) {
 	tier("lmcache", 5)    // configured
 	tier("cpu_pinned", 5) // falls back to the cpu weight
 	require.Equal(t, 4, ix.Remove("a", []uint64{2, 3, 4, 5}, "gpu", 0))
-	r := match(ix, "m", prompt, "a").Endpoints[0]
+	r := match(ix, "m", prompt, "a").Endpoints()[0]
 	// block: 0 gpu | 1 cpu | 2 cpu+storage | 3 storage+disk | 4 lmcache+cpu_pinned
 	require.Equal(t, 5, r.Blocks)
 	require.Equal(t, 1, r.GPU)
@@ -112,7 +111,7 @@ func TestMatchCPUTierScoreIsNotTruncated(t *testing.T) {
 	}
 	require.NoError(t, ix.Store("a", &StoreEvent{EngineHashes: hashes, BlockSize: testBS, Tier: "cpu", Group: 0}))
 	require.Equal(t, 10, ix.Remove("a", hashes, "gpu", 0))
-	r := match(ix, "m", prompt, "a").Endpoints[0]
+	r := match(ix, "m", prompt, "a").Endpoints()[0]
 	require.Equal(t, 10, r.CPU)
 	require.InDelta(t, 8.0, r.Score, 1e-9)
 }
@@ -130,16 +129,8 @@ func TestMatchAllocatesNothingWithMetrics(t *testing.T) {
 	keys := Keys(nil, prompt, testBS, &KeyParams{Model: "m"})
 	var out MatchResult
 	ix.Match(keys, cands, &out)
-	require.Equal(t, 32, out.Endpoints[0].Blocks)
-	require.Equal(t, 31, out.Endpoints[0].Speculative)
+	require.Equal(t, 32, out.Endpoints()[0].Blocks)
+	require.Equal(t, 31, out.Endpoints()[0].Speculative)
 	allocs := testing.AllocsPerRun(200, func() { ix.Match(keys, cands, &out) })
 	require.Zero(t, allocs)
-}
-
-func TestMatchCountsMirrorsEndpointMatch(t *testing.T) {
-	// matchCounts must be EndpointMatch's fields after Endpoint, in order.
-	var e EndpointMatch
-	*e.counts() = matchCounts{Blocks: 1, Score: 2, GPU: 3, CPU: 4, Storage: 5, Other: 6, Speculative: 7}
-	require.Equal(t, EndpointMatch{Blocks: 1, Score: 2, GPU: 3, CPU: 4, Storage: 5, Other: 6, Speculative: 7}, e)
-	require.Equal(t, unsafe.Sizeof(e)-unsafe.Offsetof(e.Blocks), unsafe.Sizeof(matchCounts{}))
 }

@@ -7,113 +7,115 @@ package kvindex
 // candidate holds the block under the count: one pass over each block's
 // memberships, whatever the number of candidates. The walk stops at the
 // first block in which no candidate advanced — the first block no candidate
-// holds contiguously, exactly where matchChunk's alive mask runs out.
-func (ix *Index) matchWide(keys []Key, cands []string, out *MatchResult, tt *tierTable) (best int) {
+// holds contiguously, exactly where matchChunk's alive mask runs out. It
+// returns the highest contiguous block count.
+//
+// Keys are looked up in batches (loadBatch), so that the lookups of the
+// next blocks are in flight together instead of one after each block's
+// processing.
+func (ix *Index) matchWide(keys []Key, out *MatchResult, tt *tierTable) (best int) {
 	s := &out.s
-	n := len(cands)
+	n := len(s.cands)
 	if cap(s.wblk) < n+1 {
 		s.wblk = make([]int32, n+1)
-		s.wacc = make([]excAcc, n+1) // zeroed, as the output loop leaves it
+		s.wacc = make([]excAcc, n+1)
+		s.wtouched = s.wtouched[:0] // the fresh accumulators are zero
 	}
 	blk, acc := s.wblk[:n+1], s.wacc[:n+1]
+	for _, c := range s.wtouched {
+		if int(c) < len(acc) {
+			acc[c] = excAcc{}
+		}
+	}
+	s.wtouched = s.wtouched[:0]
 	clear(blk)
 	blk[0] = -1 // the sink of non-candidates never matches a block index
 	slot := s.slot
 	var nowMs uint64
 	haveNow := false
+	var vs [probeBatch]blockVal
 	i := 0
-	for ; i < len(keys); i++ {
-		v, ok := ix.blocks.Load(keys[i])
-		if !ok {
-			break
-		}
-		cur := int32(i)
-		adv := false
-		var rest []uint64
-		if v.many == nil {
-			ms := [1]uint64{v.one}
-			rest = ms[:]
-			if isStd(v.one) {
-				if id := v.one & idMask; id < uint64(len(slot)) {
-					if c := slot[id]; blk[c] == cur {
-						blk[c], adv = cur+1, true
+walk:
+	for i < len(keys) {
+		want := min(len(keys)-i, probeBatch)
+		got := ix.blocks.loadBatch(keys[i:], &vs)
+		for j := 0; j < got; j++ {
+			v := &vs[j]
+			cur := int32(i)
+			adv := false
+			var rest []uint64
+			if v.many == nil {
+				ms := [1]uint64{v.one}
+				rest = ms[:]
+				if isStd(v.one) {
+					if id := v.one & idMask; id < uint64(len(slot)) {
+						if c := slot[id]; blk[c] == cur {
+							blk[c], adv = cur+1, true
+						}
 					}
+					rest = nil
 				}
-				rest = nil
+			} else {
+				var std []uint64
+				std, rest = v.split()
+				adv = advanceStd(std, slot, blk, cur)
 			}
-		} else {
-			var std []uint64
-			std, rest = v.split()
-			for _, m := range std {
-				if id := m & idMask; id < uint64(len(slot)) {
-					if c := slot[id]; blk[c] == cur {
-						blk[c], adv = cur+1, true
-					}
-				}
-			}
-		}
-		for _, m := range rest {
-			id := m & idMask
-			if id >= uint64(len(slot)) {
-				continue
-			}
-			c := slot[id]
-			if blk[c] != cur {
-				continue // not a candidate, or its contiguous run already ended
-			}
-			a := &acc[c]
-			if isSpec(m) {
-				if !haveNow {
-					nowMs, haveNow = ix.nowMs(), true
-				}
-				if specExpiry(m) <= nowMs {
+			for _, m := range rest {
+				id := m & idMask
+				if id >= uint64(len(slot)) {
 					continue
 				}
-				a.spec++
-				a.score += ix.specWeight
-			} else {
-				mask := tierMaskOf(m)
-				cls := tt.clsOf[mask]
-				a.score += tt.maxW[mask]
-				a.gpu += int32(cls & classGPU)
-				a.cpu += int32(cls&classCPU) >> 1
-				a.storage += int32(cls&classStorage) >> 2
-				a.other += int32(cls&classOther) >> 3
+				c := slot[id]
+				if blk[c] != cur {
+					continue // not a candidate, or its contiguous run already ended
+				}
+				a := &acc[c]
+				if isSpec(m) {
+					if !haveNow {
+						nowMs, haveNow = ix.nowMs(), true
+					}
+					if specExpiry(m) <= nowMs {
+						continue
+					}
+					a.spec++
+					a.score += ix.specWeight
+				} else {
+					mask := tierMaskOf(m)
+					cls := tt.clsOf[mask]
+					a.score += tt.maxW[mask]
+					a.gpu += int32(cls & classGPU)
+					a.cpu += int32(cls&classCPU) >> 1
+					a.storage += int32(cls&classStorage) >> 2
+					a.other += int32(cls&classOther) >> 3
+				}
+				if a.n == 0 {
+					s.wtouched = append(s.wtouched, c)
+				}
+				a.n++
+				blk[c], adv = cur+1, true
 			}
-			a.n++
-			blk[c], adv = cur+1, true
+			if !adv {
+				break walk
+			}
+			i++
 		}
-		if !adv {
-			break
-		}
-	}
-	wGPU := tt.maxW[1]
-	for c := range n {
-		e := &out.Endpoints[c]
-		// Fields are assigned one by one, as in matchChunk.
-		setName(e, cands[c])
-		switch f := int(s.first[c]); {
-		case f != c:
-			d := &out.Endpoints[f]
-			e.Blocks, e.Score, e.Speculative = d.Blocks, d.Score, d.Speculative
-			e.GPU, e.CPU, e.Storage, e.Other = d.GPU, d.CPU, d.Storage, d.Other
-		case s.ids[c] == 0:
-			e.Blocks, e.Score, e.Speculative = 0, 0, 0
-			e.GPU, e.CPU, e.Storage, e.Other = 0, 0, 0, 0
-		case acc[c+1].n == 0:
-			n := int(blk[c+1])
-			e.Blocks, e.Score, e.Speculative = n, float64(n)*wGPU, 0
-			e.GPU, e.CPU, e.Storage, e.Other = n, 0, 0, 0
-			best = max(best, n)
-		default:
-			n := int(blk[c+1])
-			a := &acc[c+1]
-			std := n - int(a.n)
-			e.Blocks, e.Score, e.Speculative = n, float64(std)*wGPU+a.score, int(a.spec)
-			e.GPU, e.CPU, e.Storage, e.Other = std+int(a.gpu), int(a.cpu), int(a.storage), int(a.other)
-			best = max(best, n)
-			*a = excAcc{}
+		if got < want {
+			break // keys[i] is absent
 		}
 	}
-	return best
+	return i
+}
+
+// advanceStd advances the contiguous count of every candidate among std
+// (standard memberships) that held all blocks before cur, and reports
+// whether any did: matchWide's inner loop.
+func advanceStd(std []uint64, slot []int32, blk []int32, cur int32) (adv bool) {
+	for _, m := range std {
+		if id := m & idMask; id < uint64(len(slot)) {
+			if c := slot[id]; blk[c] == cur {
+				blk[c], adv = cur+1, true
+			}
+		}
+	}
+	return adv
 }

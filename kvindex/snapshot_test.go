@@ -136,14 +136,14 @@ func TestSnapshotRoundTripExact(t *testing.T) {
 	var a, b MatchResult
 	src.Match(lk, cands, &a)
 	dst.Match(lk, cands, &b)
-	require.Equal(t, a.Endpoints, b.Endpoints)
-	require.Equal(t, 2, b.Endpoints[1].Blocks)
+	require.Equal(t, a.Endpoints(), b.Endpoints())
+	require.Equal(t, 2, b.Endpoints()[1].Blocks)
 
 	// The restored index keeps working as the original: removals honour
 	// the restored reference counts (two GPU copies need two removals).
 	for _, ix := range []*Index{src, dst} {
 		ix.Remove("10.0.0.1:8000", []uint64{100}, "gpu", 0)
-		require.Equal(t, 4, match(ix, "m", seq(1, 16), "10.0.0.1:8000").Endpoints[0].Blocks)
+		require.Equal(t, 4, match(ix, "m", seq(1, 16), "10.0.0.1:8000").Endpoints()[0].Blocks)
 	}
 	require.Equal(t, withoutSpec(dumpIndex(src)), dumpIndex(dst))
 
@@ -401,7 +401,7 @@ func TestSnapshotDoesNotStallMatchOrWriters(t *testing.T) {
 		done <- err
 	}()
 	<-w.entered // blocked writing the header
-	require.Equal(t, 4, match(ix, "m", seq(1, 16), "10.0.0.1:8000").Endpoints[0].Blocks)
+	require.Equal(t, 4, match(ix, "m", seq(1, 16), "10.0.0.1:8000").Endpoints()[0].Blocks)
 	for _, ep := range []string{"10.0.0.1:8000", "10.0.0.7:8000"} {
 		pl := ix.LockPosition(ep)
 		require.NoError(t, ix.Store(ep, storeEv("m", 77, seq(3000, 8))))

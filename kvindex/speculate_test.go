@@ -15,17 +15,17 @@ func TestSpeculativeEntriesExpire(t *testing.T) {
 	keys := Keys(nil, prompt, testBS, &KeyParams{Model: "m"})
 	ix.Speculate("a", keys, 0) // default TTL 2s
 
-	r := match(ix, "m", prompt, "a").Endpoints[0]
+	r := match(ix, "m", prompt, "a").Endpoints()[0]
 	require.Equal(t, EndpointMatch{Endpoint: "a", Blocks: 3, Score: 1.5, Speculative: 3}, r)
 	require.Equal(t, 3, ix.Stats().Speculative)
 
 	clk.Advance(2*time.Second - time.Millisecond)
-	require.Equal(t, 3, match(ix, "m", prompt, "a").Endpoints[0].Blocks)
+	require.Equal(t, 3, match(ix, "m", prompt, "a").Endpoints()[0].Blocks)
 	require.Equal(t, 0, ix.Sweep())
 
 	clk.Advance(time.Millisecond)
 	// Match enforces expiry before any sweep ...
-	require.Equal(t, 0, match(ix, "m", prompt, "a").Endpoints[0].Blocks)
+	require.Equal(t, 0, match(ix, "m", prompt, "a").Endpoints()[0].Blocks)
 	require.Equal(t, 3, ix.Stats().Memberships)
 	// ... and the sweep removes and counts the entries.
 	require.Equal(t, 3, ix.Sweep())
@@ -45,20 +45,20 @@ func TestConfirmedStoreSupersedesSpeculation(t *testing.T) {
 	ix.Speculate("a", keys, time.Second)
 	// The engine confirms blocks 0 and 1.
 	require.NoError(t, ix.Store("a", storeEv("m", 1, prompt[:2*testBS])))
-	r := match(ix, "m", prompt, "a").Endpoints[0]
+	r := match(ix, "m", prompt, "a").Endpoints()[0]
 	require.Equal(t, EndpointMatch{Endpoint: "a", Blocks: 3, Score: 3, GPU: 2, Speculative: 1}, r)
 	require.Equal(t, 3, ix.Stats().Memberships)
 	require.Equal(t, 1, ix.Stats().Speculative)
 
 	clk.Advance(time.Second)
 	require.Equal(t, 1, ix.Sweep(), "only the unconfirmed block expires")
-	r = match(ix, "m", prompt, "a").Endpoints[0]
+	r = match(ix, "m", prompt, "a").Endpoints()[0]
 	require.Equal(t, EndpointMatch{Endpoint: "a", Blocks: 2, Score: 2, GPU: 2}, r)
 	// Speculating a confirmed block changes nothing, and never expires it.
 	ix.Speculate("a", keys[:2], time.Millisecond)
 	clk.Advance(time.Second)
 	require.Equal(t, 0, ix.Sweep())
-	require.Equal(t, 2, match(ix, "m", prompt, "a").Endpoints[0].Blocks)
+	require.Equal(t, 2, match(ix, "m", prompt, "a").Endpoints()[0].Blocks)
 	require.Equal(t, 0, ix.Stats().Speculative)
 }
 
@@ -70,7 +70,7 @@ func TestSpeculationExtendsNeverShortens(t *testing.T) {
 	ix.Speculate("a", keys, time.Second)
 	clk.Advance(3 * time.Second)
 	require.Equal(t, 0, ix.Sweep())
-	require.Equal(t, 1, match(ix, "m", seq(1, testBS), "a").Endpoints[0].Blocks)
+	require.Equal(t, 1, match(ix, "m", seq(1, testBS), "a").Endpoints()[0].Blocks)
 	ix.Speculate("a", keys, 4*time.Second) // now until 7s
 	clk.Advance(2500 * time.Millisecond)
 	require.Equal(t, 0, ix.Sweep())

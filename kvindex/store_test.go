@@ -19,8 +19,8 @@ func TestStoreThenMatchContiguousPrefix(t *testing.T) {
 	r := match(ix, "m", prompt, "a", "b", "unknown")
 	require.Equal(t, 6, r.Total)
 	require.Equal(t, []int{4, 2, 0}, blocksOf(r))
-	require.Equal(t, EndpointMatch{Endpoint: "a", Blocks: 4, Score: 4, GPU: 4}, r.Endpoints[0])
-	require.Equal(t, EndpointMatch{Endpoint: "unknown"}, r.Endpoints[2])
+	require.Equal(t, EndpointMatch{Endpoint: "a", Blocks: 4, Score: 4, GPU: 4}, r.Endpoints()[0])
+	require.Equal(t, EndpointMatch{Endpoint: "unknown"}, r.Endpoints()[2])
 
 	st := ix.Stats()
 	require.Equal(t, 4, st.Blocks)
@@ -93,9 +93,9 @@ func TestLoRAEventsRootAtAdapterName(t *testing.T) {
 	require.NoError(t, ix.Store("a", storeEv("sql-adapter", 1, prompt)))
 	var out MatchResult
 	ix.Match(Keys(nil, prompt, testBS, &KeyParams{Model: "base", LoRA: "sql-adapter"}), []string{"a"}, &out)
-	require.Equal(t, 2, out.Endpoints[0].Blocks)
+	require.Equal(t, 2, out.Endpoints()[0].Blocks)
 	ix.Match(Keys(nil, prompt, testBS, &KeyParams{Model: "base"}), []string{"a"}, &out)
-	require.Equal(t, 0, out.Endpoints[0].Blocks)
+	require.Equal(t, 0, out.Endpoints()[0].Blocks)
 }
 
 func TestEventExtraKeysMeetRequestKeys(t *testing.T) {
@@ -109,10 +109,10 @@ func TestEventExtraKeysMeetRequestKeys(t *testing.T) {
 	p := &KeyParams{Model: "m", CacheSalt: "salt-A", MM: []MMItem{{Hash: "img-1", Offset: 6, Length: 4}}}
 	var out MatchResult
 	ix.Match(Keys(nil, prompt, testBS, p), []string{"a"}, &out)
-	require.Equal(t, 3, out.Endpoints[0].Blocks)
+	require.Equal(t, 3, out.Endpoints()[0].Blocks)
 	// Without the salt nothing matches.
 	ix.Match(Keys(nil, prompt, testBS, &KeyParams{Model: "m", MM: p.MM}), []string{"a"}, &out)
-	require.Equal(t, 0, out.Endpoints[0].Blocks)
+	require.Equal(t, 0, out.Endpoints()[0].Blocks)
 }
 
 func TestRejectedStores(t *testing.T) {
@@ -170,20 +170,20 @@ func TestTierOnlyStoreAndTierSpecificRemove(t *testing.T) {
 	require.Equal(t, 1, se.Skipped)
 
 	r := match(ix, "m", prompt, "a")
-	require.Equal(t, EndpointMatch{Endpoint: "a", Blocks: 3, Score: 3, GPU: 3, CPU: 2}, r.Endpoints[0])
+	require.Equal(t, EndpointMatch{Endpoint: "a", Blocks: 3, Score: 3, GPU: 3, CPU: 2}, r.Endpoints()[0])
 
 	// GPU evicts blocks 0 and 1; the CPU copies keep the prefix at CPU weight.
 	require.Equal(t, 2, ix.Remove("a", []uint64{1, 2}, "GPU", 0))
 	r = match(ix, "m", prompt, "a")
-	require.Equal(t, 3, r.Endpoints[0].Blocks)
-	require.Equal(t, 1, r.Endpoints[0].GPU)
-	require.Equal(t, 2, r.Endpoints[0].CPU)
-	require.InDelta(t, 0.8+0.8+1, r.Endpoints[0].Score, 1e-12)
+	require.Equal(t, 3, r.Endpoints()[0].Blocks)
+	require.Equal(t, 1, r.Endpoints()[0].GPU)
+	require.Equal(t, 2, r.Endpoints()[0].CPU)
+	require.InDelta(t, 0.8+0.8+1, r.Endpoints()[0].Score, 1e-12)
 
 	// CPU drops block 0: nothing holds it, so the prefix is gone and the
 	// engine hash is forgotten (a child store would now miss its parent).
 	require.Equal(t, 1, ix.Remove("a", []uint64{1}, "cpu", 0))
-	require.Equal(t, 0, match(ix, "m", prompt, "a").Endpoints[0].Blocks)
+	require.Equal(t, 0, match(ix, "m", prompt, "a").Endpoints()[0].Blocks)
 	require.ErrorIs(t, ix.Store("a", withParent(storeEv("m", 50, seq(1, testBS)), 1)), ErrParentMissing)
 	require.NoError(t, ix.Store("a", withParent(storeEv("m", 51, seq(1, testBS)), 2)))
 
@@ -209,15 +209,15 @@ func TestEveryTierIsReferenceCounted(t *testing.T) {
 	require.NoError(t, ix.Store("a", off))
 
 	require.Equal(t, 0, ix.Remove("a", []uint64{1}, "gpu", 0), "evicting one GPU copy keeps the other")
-	require.Equal(t, 1, match(ix, "m", prompt, "a").Endpoints[0].GPU)
+	require.Equal(t, 1, match(ix, "m", prompt, "a").Endpoints()[0].GPU)
 	// A block chained on it still finds its parent.
 	require.NoError(t, ix.Store("a", withParent(storeEv("m", 2, seq(100, testBS)), 1)))
 	require.Equal(t, 1, ix.Remove("a", []uint64{1}, "gpu", 0))
-	require.Equal(t, 0, match(ix, "m", prompt, "a").Endpoints[0].GPU)
+	require.Equal(t, 0, match(ix, "m", prompt, "a").Endpoints()[0].GPU)
 	require.Equal(t, 0, ix.Remove("a", []uint64{1}, "cpu", 0), "first CPU removal only drops a reference")
-	require.Equal(t, 1, match(ix, "m", prompt, "a").Endpoints[0].CPU)
+	require.Equal(t, 1, match(ix, "m", prompt, "a").Endpoints()[0].CPU)
 	require.Equal(t, 1, ix.Remove("a", []uint64{1}, "cpu", 0))
-	require.Equal(t, 0, match(ix, "m", prompt, "a").Endpoints[0].Blocks)
+	require.Equal(t, 0, match(ix, "m", prompt, "a").Endpoints()[0].Blocks)
 	require.Equal(t, 1, ix.Stats().Memberships, "only the child block is left")
 }
 
@@ -239,10 +239,10 @@ func TestGroupsAreTrackedPerMembership(t *testing.T) {
 	require.Equal(t, "sliding_window", se.Kind)
 
 	require.Equal(t, 2, ix.Remove("a", []uint64{1, 2}, "gpu", 0))
-	require.Equal(t, 2, match(ix, "m", prompt, "a").Endpoints[0].Blocks, "group 1 still holds the blocks")
+	require.Equal(t, 2, match(ix, "m", prompt, "a").Endpoints()[0].Blocks, "group 1 still holds the blocks")
 	require.Equal(t, 0, ix.Remove("a", []uint64{1, 2}, "gpu", 2))
 	require.Equal(t, 2, ix.Remove("a", []uint64{1, 2}, "gpu", 1))
-	require.Equal(t, 0, match(ix, "m", prompt, "a").Endpoints[0].Blocks)
+	require.Equal(t, 0, match(ix, "m", prompt, "a").Endpoints()[0].Blocks)
 	require.Equal(t, Stats{Endpoints: 1}, ix.Stats())
 }
 
@@ -263,12 +263,12 @@ func TestComplexMembershipStates(t *testing.T) {
 	for i := 0; i < 6; i++ { // cpu/0 now counted 7 times
 		require.NoError(t, ix.Store("a", &StoreEvent{EngineHashes: []uint64{1}, BlockSize: testBS, Tier: "cpu", Group: 0}))
 	}
-	r := match(ix, "m", prompt, "a").Endpoints[0]
+	r := match(ix, "m", prompt, "a").Endpoints()[0]
 	require.Equal(t, EndpointMatch{Endpoint: "a", Blocks: 1, Score: 1, GPU: 1, CPU: 1, Other: 1}, r)
 
 	require.Equal(t, 1, ix.Remove("a", []uint64{1}, "gpu", 0))
 	require.Equal(t, 1, ix.Remove("a", []uint64{1}, "gpu", 7))
-	r = match(ix, "m", prompt, "a").Endpoints[0]
+	r = match(ix, "m", prompt, "a").Endpoints()[0]
 	require.Equal(t, 0, r.GPU)
 	require.InDelta(t, 1.0, r.Score, 1e-12, "external tier weighs 1.0 by default")
 	require.Equal(t, 1, ix.Remove("a", []uint64{1}, "external", 1000))
@@ -277,7 +277,7 @@ func TestComplexMembershipStates(t *testing.T) {
 	for i := 0; i < 6; i++ {
 		require.Equal(t, 0, ix.Remove("a", []uint64{1}, "cpu", 0))
 	}
-	r = match(ix, "m", prompt, "a").Endpoints[0]
+	r = match(ix, "m", prompt, "a").Endpoints()[0]
 	require.Equal(t, EndpointMatch{Endpoint: "a", Blocks: 1, Score: 0.8, CPU: 1}, r)
 	require.Equal(t, 1, ix.Remove("a", []uint64{1}, "cpu", 0))
 	require.Equal(t, Stats{Endpoints: 1}, ix.Stats())
@@ -294,8 +294,8 @@ func TestEngineHashRemappedToNewKey(t *testing.T) {
 	// The same engine hash now arrives for other tokens: the old block is
 	// no longer held through it.
 	require.NoError(t, ix.Store("a", storeEv("m", 1, seq(50, testBS))))
-	require.Equal(t, 0, match(ix, "m", seq(1, testBS), "a").Endpoints[0].Blocks)
-	require.Equal(t, 1, match(ix, "m", seq(50, testBS), "a").Endpoints[0].Blocks)
+	require.Equal(t, 0, match(ix, "m", seq(1, testBS), "a").Endpoints()[0].Blocks)
+	require.Equal(t, 1, match(ix, "m", seq(50, testBS), "a").Endpoints()[0].Blocks)
 	require.Equal(t, 1, ix.Stats().Memberships)
 }
 
@@ -341,7 +341,7 @@ func TestCapacityEvictsOldestBlocksOfThatEndpoint(t *testing.T) {
 	require.Equal(t, 1, ix.Remove("a", []uint64{10}, "gpu", 0))
 	require.NoError(t, ix.Store("a", storeEv("m", 10, p2[:testBS])))
 	require.NoError(t, ix.Store("a", storeEv("m", 20, seq(500, testBS))))
-	require.Equal(t, 1, match(ix, "m", p2, "a").Endpoints[0].Blocks)
+	require.Equal(t, 1, match(ix, "m", p2, "a").Endpoints()[0].Blocks)
 	require.Equal(t, uint64(4), ix.Stats().CapacityEvictions)
 }
 

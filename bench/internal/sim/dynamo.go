@@ -150,7 +150,7 @@ func (d *dynamo) pick(rq *request) (int, error) {
 	d.decay = dynamoDecay(d.cfg.OverlapCreditDecay, d.backlog, d.decay)
 	device := d.device
 	for i := range d.ids {
-		m := &d.match.Endpoints[i]
+		m := d.match.At(i)
 		device[i] = max(m.GPU, d.predictedOverlap(i, now))
 		fresh := 0
 		for _, k := range d.keys {

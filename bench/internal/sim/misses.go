@@ -133,8 +133,8 @@ func (m *missAudit) arrive(prompt []uint32) auditNote {
 	n := auditNote{limit: (len(prompt) - 1) / m.bs, total: len(m.keys), blocks: make([]int, len(m.ids))}
 	if len(m.keys) > 0 {
 		m.ix.Match(m.keys, m.ids, &m.match)
-		for i := range m.match.Endpoints {
-			b := min(m.match.Endpoints[i].Blocks, n.limit)
+		for i := range m.match.Len() {
+			b := min(m.match.Blocks(i), n.limit)
 			n.blocks[i] = b
 			n.best = max(n.best, b)
 		}

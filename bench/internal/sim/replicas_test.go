@@ -98,7 +98,7 @@ func TestSharedStatePropagatesOnVirtualTime(t *testing.T) {
 	held := func(g int) int {
 		var mr kvindex.MatchResult
 		rts[g].Index().Match(keys, []string{chosen}, &mr)
-		return mr.Endpoints[0].Blocks
+		return mr.Endpoints()[0].Blocks
 	}
 	local, _ := rts[0].Load().LocalLoad(chosen)
 	require.Positive(t, local)

@@ -228,12 +228,12 @@ func (s *sglang) pick(rq *request) (int, error) {
 	} else if len(s.keys) > 0 {
 		s.ix.Match(s.keys, s.ids, &s.match)
 		ties := 0
-		for i, m := range s.match.Endpoints {
-			switch {
-			case m.Blocks == 0:
-			case m.Blocks > blocks:
-				best, blocks, ties = i, m.Blocks, 1
-			case m.Blocks == blocks:
+		for i := range s.match.Len() {
+			switch mb := s.match.Blocks(i); {
+			case mb == 0:
+			case mb > blocks:
+				best, blocks, ties = i, mb, 1
+			case mb == blocks:
 				ties++
 				if s.rng.IntN(ties) == 0 {
 					best = i

@@ -1,0 +1,69 @@
+package kvindex
+
+import "sync/atomic"
+
+// probeBatch is how many keys loadBatch looks up together. Match knows all
+// of a prompt's keys up front; looking several up at once lets the CPU
+// overlap their cache misses (shard table, slot, member array header),
+// which a lookup per processed block serialises behind the processing's
+// mispredicted branches. Eight keeps the work a prompt whose first block
+// misses wastes small.
+const probeBatch = 8
+
+// loadBatch looks up keys (at most probeBatch of them) and stores their
+// values in vs, in order. It returns how many leading keys are present: it
+// stops at the first absent one, whose value and those after it are
+// unspecified. Like Load it takes no lock and never waits.
+//
+// The home slot of every key is read first, with no branch that depends on
+// a loaded value, so the loads of different keys are in flight together; a
+// key that is not in its home slot (a collision, a tombstone) takes Load's
+// probe loop.
+func (m *blockMap) loadBatch(keys []Key, vs *[probeBatch]blockVal) int {
+	var (
+		tabs  [probeBatch]*blockTable
+		home  [probeBatch]uint64
+		vals  [probeBatch]uint64
+		found [probeBatch]uint64
+	)
+	keys = keys[:min(len(keys), probeBatch)]
+	for j, k := range keys {
+		h := hashKey(k, m.seed)
+		t := m.shards[h>>(64-8)].tab.Load()
+		i := h & uint64(len(t.slots)-1)
+		s := &t.slots[i]
+		tabs[j], home[j] = t, i
+		vals[j] = atomic.LoadUint64(&s.val)
+		found[j] = atomic.LoadUint64(&s.key)
+	}
+	for j, k := range keys {
+		v, t := vals[j], tabs[j]
+		if v != 0 && (v == tombVal || found[j] != uint64(k)) {
+			// Displaced by linear probing: the following slots, usually in
+			// the cache line just loaded.
+			v = t.probe(k, home[j]+1)
+		}
+		if v == 0 {
+			return j
+		}
+		vs[j] = t.view(v)
+	}
+	return len(keys)
+}
+
+// probe returns the slot value of key in t, searching from slot i on, or 0
+// when an empty slot ends the probe first: Load's loop for a key known not
+// to be in the slots before i.
+func (t *blockTable) probe(key Key, i uint64) uint64 {
+	mask := uint64(len(t.slots) - 1)
+	for i &= mask; ; i = (i + 1) & mask {
+		s := &t.slots[i]
+		v := atomic.LoadUint64(&s.val)
+		if v == 0 {
+			return 0
+		}
+		if v != tombVal && atomic.LoadUint64(&s.key) == uint64(key) {
+			return v
+		}
+	}
+}
