@@ -100,7 +100,13 @@
 // contiguous blocks it holds, a tier-weighted score and per-tier counts. It
 // stops at the first block no candidate holds, takes no locks (the block map
 // is read with atomic loads and never waits for writers) and allocates
-// nothing with a reused MatchResult. A block held by several endpoints keeps
+// nothing with a reused MatchResult. Keys are looked up eight at a time,
+// every key's home slot read before any block is processed, so that their
+// cache misses overlap. Match writes no record per candidate: for up to 64
+// candidates it keeps the set still matching after each block (one word per
+// block), for more each candidate's count, plus accumulators for the blocks
+// held other than as a confirmed GPU copy; MatchResult's Blocks, Score, At
+// and Endpoints derive each candidate's EndpointMatch from them on demand. A block held by several endpoints keeps
 // its standard memberships (confirmed, GPU tier only) sorted by endpoint ID
 // with a 64-bit mask of them relative to the lowest ID, so that for up to 64
 // candidates whose IDs span fewer than 64 — a pool registered together —

@@ -183,12 +183,20 @@ func TestMatchAgainstReference(t *testing.T) {
 					t.Helper()
 					require.Equal(t, len(keys), out.Total)
 					require.Len(t, out.Endpoints(), len(cands))
+					require.Equal(t, len(cands), out.Len())
 					for c, name := range cands {
 						want := refMatch(name, model[name])
 						got := out.Endpoints()[c]
 						require.InDelta(t, want.Score, got.Score, 1e-9, "candidate %d %s", c, name)
 						got.Score = want.Score
 						require.Equal(t, want, got, "candidate %d %s", c, name)
+						// The single-field readers agree with the record.
+						require.Equal(t, name, out.Endpoint(c))
+						require.Equal(t, want.Blocks, out.Blocks(c), "candidate %d %s", c, name)
+						require.InDelta(t, want.Score, out.Score(c), 1e-9, "candidate %d %s", c, name)
+						at := out.At(c)
+						at.Score = want.Score
+						require.Equal(t, want, at, "candidate %d %s", c, name)
 					}
 				}
 				var out MatchResult
@@ -201,6 +209,25 @@ func TestMatchAgainstReference(t *testing.T) {
 				ix.Match(keys, cands, &out)
 				check(&out)
 				cands = cands[:len(cands)/2+1]
+				ix.Match(keys, cands, &out)
+				check(&out)
+				// The same slice rewritten in place (as a caller reusing its
+				// buffer does) is resolved afresh, and results read after a
+				// later rewrite still name the candidates Match saw.
+				for i, j := 0, len(cands)-1; i < j; i, j = i+1, j-1 {
+					cands[i], cands[j] = cands[j], cands[i]
+				}
+				ix.Match(keys, cands, &out)
+				check(&out)
+				saved := append([]string(nil), cands...)
+				cands[0] = "rewritten-after-match"
+				for c, name := range saved {
+					require.Equal(t, name, out.Endpoint(c))
+				}
+				cands[0] = saved[0]
+				out.Reset()
+				require.Zero(t, out.Len())
+				require.Empty(t, out.Endpoints())
 				ix.Match(keys, cands, &out)
 				check(&out)
 			})
