@@ -61,9 +61,9 @@ func (r *Router) legacyPick(ctx context.Context, req *Request, endpoints []Endpo
 			continue
 		}
 		r.index.Match(keys, st.ids, &st.match)
-		for i := range st.match.Endpoints() {
-			st.blocks[i] += st.match.Endpoints()[i].Blocks
-			st.weighted[i] += st.match.Endpoints()[i].Score
+		for i := range st.match.Len() {
+			st.blocks[i] += st.match.Blocks(i)
+			st.weighted[i] += st.match.Score(i)
 		}
 	}
 
@@ -136,8 +136,8 @@ func (r *Router) legacyPick(ctx context.Context, req *Request, endpoints []Endpo
 
 func legacyMatchOf(st *pickState, i int) *kvindex.EndpointMatch {
 	m := kvindex.EndpointMatch{Endpoint: st.ids[i]}
-	if i < len(st.match.Endpoints()) {
-		m = st.match.Endpoints()[i]
+	if i < st.match.Len() {
+		m = st.match.At(i)
 	}
 	m.Blocks, m.Score = st.blocks[i], st.weighted[i]
 	return &m

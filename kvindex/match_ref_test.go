@@ -184,9 +184,10 @@ func TestMatchAgainstReference(t *testing.T) {
 					require.Equal(t, len(keys), out.Total)
 					require.Len(t, out.Endpoints(), len(cands))
 					require.Equal(t, len(cands), out.Len())
+					eps := out.Endpoints()
 					for c, name := range cands {
 						want := refMatch(name, model[name])
-						got := out.Endpoints()[c]
+						got := eps[c]
 						require.InDelta(t, want.Score, got.Score, 1e-9, "candidate %d %s", c, name)
 						got.Score = want.Score
 						require.Equal(t, want, got, "candidate %d %s", c, name)
