@@ -22,16 +22,18 @@ type EndpointMatch struct {
 
 // MatchResult receives the result of Match: one EndpointMatch per
 // candidate, in candidate order, read through Len, Blocks, Score, At and
-// Endpoints. Match does not write a record per candidate: it keeps, per
-// candidate, the block at which its contiguous run ended and the few
-// blocks it held other than as a confirmed GPU copy, and the readers derive
-// the rest, so a Match over many candidates costs little more than its
-// lookups. Results stay valid until the next Match or Reset on the same
+// Endpoints. Match does not write a record per candidate: it keeps the set
+// of candidates still matching after each block (up to 64 candidates; one
+// word per block) or each candidate's count (more), plus accumulators for
+// the few blocks held other than as a confirmed GPU copy, and the readers
+// derive the rest (the first reader decodes the sets once), so a Match over
+// many candidates costs little more than its lookups. Results stay valid until the next Match or Reset on the same
 // MatchResult.
 //
 // Reusing one MatchResult (per goroutine) makes Match allocation-free;
 // reusing it with the same candidate slice also skips resolving the
-// candidate names. A MatchResult is not safe for concurrent use.
+// candidate names. A MatchResult is not safe for concurrent use, its readers
+// included (the first one after a Match decodes the walk).
 type MatchResult struct {
 	Total int // len(keys) of the last Match
 
@@ -68,8 +70,13 @@ type matchScratch struct {
 	// candidate's contiguous count is the first depth whose mask lacks its
 	// bit (walked when none does). One store per block instead of one per
 	// candidate; the masks only shrink, so readers binary-search them.
-	depth   []uint64
-	walked  int
+	depth  []uint64
+	walked int
+	// blk is, per bit, the contiguous count decoded from depth, filled by
+	// the first reader after a Match (decoded), so that reading every
+	// candidate costs one pass over the masks and Match none.
+	blk     [64]int32
+	decoded bool
 	word    [64]uint64 // per bit: membership of the current block (exceptions only)
 	acc     [64]excAcc // per bit: blocks not held as "confirmed, GPU only", valid when excSeen has the bit
 	excSeen uint64
@@ -226,7 +233,7 @@ walk:
 	if alive != 0 {
 		best = i
 	}
-	s.walked, s.excSeen = i, excSeen
+	s.walked, s.excSeen, s.decoded = i, excSeen, false
 	return best
 }
 

@@ -1,5 +1,7 @@
 package kvindex
 
+import "math/bits"
+
 // Len returns the number of candidates of the last Match (0 before any and
 // after Reset).
 func (r *MatchResult) Len() int { return r.s.n }
@@ -82,26 +84,28 @@ func (s *matchScratch) entry(i int) (int, *excAcc) {
 	if b < 0 {
 		return 0, nil
 	}
-	n := s.narrowBlocks(uint64(1) << uint(b&63))
+	if !s.decoded {
+		s.decode()
+	}
+	n := int(s.blk[b&63])
 	if s.excSeen&(1<<uint(b&63)) != 0 {
 		return n, &s.acc[b&63]
 	}
 	return n, nil
 }
 
-// narrowBlocks returns the contiguous block count of the candidate with
-// chunk bit bit: the first walked depth whose alive mask lacks it. The
-// masks only lose bits, so a binary search finds it.
-func (s *matchScratch) narrowBlocks(bit uint64) int {
-	d := s.depth[:s.walked]
-	lo, hi := 0, len(d)
-	for lo < hi {
-		mid := int(uint(lo+hi) >> 1)
-		if d[mid]&bit != 0 {
-			lo = mid + 1
-		} else {
-			hi = mid
+// decode fills blk from the walk's alive masks: a bit's count is the first
+// depth whose mask lacks it, walked for the bits alive at the end.
+func (s *matchScratch) decode() {
+	prev := s.alive
+	for i, a := range s.depth[:s.walked] {
+		for died := prev &^ a; died != 0; died &= died - 1 {
+			s.blk[bits.TrailingZeros64(died)] = int32(i)
 		}
+		prev = a
 	}
-	return lo
+	for ; prev != 0; prev &= prev - 1 {
+		s.blk[bits.TrailingZeros64(prev)] = int32(s.walked)
+	}
+	s.decoded = true
 }
