@@ -52,7 +52,7 @@ func TestSameEngineHashOnTwoRootsAcrossHolders(t *testing.T) {
 	require.Equal(t, []int{0, 0, 2, 1}, blocksOf(match(ix, "model-y", px, "a", "b", "c", "d")))
 	// Removing hashes an endpoint never stored changes nothing.
 	require.Equal(t, 0, ix.Remove("b", []uint64{0xF1}, "gpu", 0))
-	require.Equal(t, 3, match(ix, "model-x", prompt, "b").Endpoints[0].Blocks)
+	require.Equal(t, 3, match(ix, "model-x", prompt, "b").Endpoints()[0].Blocks)
 }
 
 func TestSameEngineHashMappedToDifferentKeysByTwoEndpoints(t *testing.T) {
@@ -123,8 +123,8 @@ func TestSnapshotRoundTripOfSharedBlocksAndCollidingHashes(t *testing.T) {
 		require.Equal(t, 0, ix.Remove("b", []uint64{0xE1}, "gpu", 0))
 		require.Equal(t, 1, ix.Remove("b", []uint64{0xE1}, "gpu", 0))
 	}
-	mb := match(dst, "model-x", prompt, "b").Endpoints[0]
-	require.Equal(t, match(src, "model-x", prompt, "b").Endpoints[0], mb)
+	mb := match(dst, "model-x", prompt, "b").Endpoints()[0]
+	require.Equal(t, match(src, "model-x", prompt, "b").Endpoints()[0], mb)
 	require.Equal(t, 3, mb.Blocks) // block 0 still held in cpu
 	require.Equal(t, 1, mb.CPU)
 	require.Equal(t, 0, dst.Remove("b", []uint64{0xE1}, "gpu", 0))
@@ -132,7 +132,7 @@ func TestSnapshotRoundTripOfSharedBlocksAndCollidingHashes(t *testing.T) {
 	for _, s := range []struct{ ep, model string }{{"a", "model-x"}, {"c", "model-y"}} {
 		require.NoError(t, dst.Store(s.ep, withParent(storeEv(s.model, 0xF1, next), 0xE3)))
 		full := append(append([]uint32{}, prompt...), next...)
-		require.Equal(t, 4, match(dst, s.model, full, s.ep).Endpoints[0].Blocks, s.ep)
+		require.Equal(t, 4, match(dst, s.model, full, s.ep).Endpoints()[0].Blocks, s.ep)
 	}
 }
 
