@@ -250,7 +250,14 @@ func BenchmarkMatchDuringSnapshot(b *testing.B) {
 				snapshots.Add(1)
 			}
 		}()
+		// Match until at least one whole snapshot was written beside it: at
+		// b.N = 1 a single batch of matches can end before the first does.
+		start := snapshots.Load()
 		busy = measure(2000)
+		for snapshots.Load() == start {
+			busy = append(busy, measure(2000)...)
+		}
+		slices.Sort(busy)
 		close(stop)
 		<-done
 	}
