@@ -99,6 +99,18 @@ type excAcc struct {
 	score                             float64
 }
 
+// addHeld counts one confirmed (not speculative) membership m: the weight of
+// its best tier and each tier class it is held in.
+func (a *excAcc) addHeld(tt *tierTable, m uint64) {
+	mask := tierMaskOf(m)
+	cls := tt.clsOf[mask]
+	a.score += tt.maxW[mask]
+	a.gpu += int32(cls & classGPU)
+	a.cpu += int32(cls&classCPU) >> 1
+	a.storage += int32(cls&classStorage) >> 2
+	a.other += int32(cls&classOther) >> 3
+}
+
 // Match computes, for each candidate endpoint, how many blocks of keys it
 // holds contiguously from block 0 (what the engine can actually reuse), its
 // tier-weighted score and per-tier counts, into out (read them with
@@ -213,13 +225,7 @@ walk:
 					a.score += ix.specWeight
 					continue
 				}
-				mask := tierMaskOf(m)
-				cls := tt.clsOf[mask]
-				a.score += tt.maxW[mask]
-				a.gpu += int32(cls & classGPU)
-				a.cpu += int32(cls&classCPU) >> 1
-				a.storage += int32(cls&classStorage) >> 2
-				a.other += int32(cls&classOther) >> 3
+				a.addHeld(tt, m)
 			}
 			i++
 			if alive == 0 {

@@ -80,13 +80,7 @@ walk:
 					a.spec++
 					a.score += ix.specWeight
 				} else {
-					mask := tierMaskOf(m)
-					cls := tt.clsOf[mask]
-					a.score += tt.maxW[mask]
-					a.gpu += int32(cls & classGPU)
-					a.cpu += int32(cls&classCPU) >> 1
-					a.storage += int32(cls&classStorage) >> 2
-					a.other += int32(cls&classOther) >> 3
+					a.addHeld(tt, m)
 				}
 				if a.n == 0 {
 					s.wtouched = append(s.wtouched, c)
