@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"time"
-
-	"golang.org/x/sync/errgroup"
 )
 
 // ReplicaMode is how a run's kvroute gateway replicas account in-flight
@@ -60,12 +58,11 @@ func ReplicaSweep(ctx context.Context, base Config, loads []float64, counts []in
 				modes = modes[:1]
 			}
 			for _, m := range modes {
-				cfg := base
-				cfg.Load, cfg.GatewayReplicas, cfg.RoundRobinReplicas, cfg.SharedState = l, n, true, nil
+				var sh *SharedState
 				if m == Shared {
-					s := shared.withDefaults()
-					cfg.SharedState = &s
+					sh = &shared
 				}
+				cfg := replicaConfig(base, l, n, sh)
 				if err := cfg.Validate(); err != nil {
 					return nil, fmt.Errorf("replicas %d at load %v: %w", n, l, err)
 				}
@@ -74,22 +71,12 @@ func ReplicaSweep(ctx context.Context, base Config, loads []float64, counts []in
 			}
 		}
 	}
-	g, ctx := errgroup.WithContext(ctx)
-	g.SetLimit(max(parallel, 1))
-	for _, j := range jobs {
-		g.Go(func() error {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			res, err := Run(j.cfg, KVRoute)
-			if err != nil {
-				return fmt.Errorf("%d replicas, %s at load %v: %w", out[j.slot].Replicas, out[j.slot].Mode, j.cfg.Load, err)
-			}
-			out[j.slot].Result = res
-			return nil
-		})
+	runs := make([]simJob, len(jobs))
+	for i, j := range jobs {
+		runs[i] = simJob{cfg: j.cfg, policy: KVRoute, what: fmt.Sprintf("%d replicas, %s", out[j.slot].Replicas, out[j.slot].Mode),
+			done: func(r Result) { out[j.slot].Result = r }}
 	}
-	if err := g.Wait(); err != nil {
+	if err := runJobs(ctx, runs, parallel); err != nil {
 		return nil, err
 	}
 	return out, nil

@@ -3,8 +3,6 @@ package sim
 import (
 	"context"
 	"fmt"
-
-	"golang.org/x/sync/errgroup"
 )
 
 // Sweep runs every policy on every (workload, load) pair and returns the
@@ -38,28 +36,16 @@ func Sweep(ctx context.Context, base Config, workloads []Workload, loads []float
 	}
 	out := make([]Result, len(jobs))
 	one := make([]Result, len(refs))
-	g, ctx := errgroup.WithContext(ctx)
-	g.SetLimit(max(parallel, 1))
-	spawn := func(j job, into []Result, what string) {
-		g.Go(func() error {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			res, err := Run(j.cfg, j.policy)
-			if err != nil {
-				return fmt.Errorf("%s, %s at load %v: %w", j.cfg.Workload.Kind, what, j.cfg.Load, err)
-			}
-			into[j.slot] = res
-			return nil
-		})
-	}
+	runs := make([]simJob, 0, len(refs)+len(jobs))
 	for _, j := range refs {
-		spawn(j, one, "one-engine reference")
+		runs = append(runs, simJob{cfg: j.cfg, policy: j.policy, what: fmt.Sprintf("%s, one-engine reference", j.cfg.Workload.Kind),
+			done: func(r Result) { one[j.slot] = r }})
 	}
 	for _, j := range jobs {
-		spawn(j, out, string(j.policy))
+		runs = append(runs, simJob{cfg: j.cfg, policy: j.policy, what: fmt.Sprintf("%s, %s", j.cfg.Workload.Kind, j.policy),
+			done: func(r Result) { out[j.slot] = r }})
 	}
-	if err := g.Wait(); err != nil {
+	if err := runJobs(ctx, runs, parallel); err != nil {
 		return nil, err
 	}
 	for _, j := range jobs {

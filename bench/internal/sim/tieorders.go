@@ -7,8 +7,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"golang.org/x/sync/errgroup"
 )
 
 // TieOrders is the replica sweep's tie-order sensitivity at one load and
@@ -63,24 +61,15 @@ func TieOrderSweep(ctx context.Context, base Config, loads []float64, counts []i
 		}
 	}
 	var out []TieOrders
-	type job struct {
-		cfg       Config
-		row, tie  int
-		fromSweep bool
-	}
-	var jobs []job
+	var jobs []simJob
 	for _, l := range loads {
 		for _, n := range counts {
 			t := TieOrders{Load: l, Replicas: n, Mode: Shared, TTFTP90: make([]time.Duration, orders)}
 			if n == 1 {
 				t.Mode = LocalOnly
 			}
-			cfg := base
-			cfg.Load, cfg.GatewayReplicas, cfg.RoundRobinReplicas, cfg.SharedState = l, n, true, nil
-			if n > 1 {
-				s := shared.withDefaults()
-				cfg.SharedState = &s
-			}
+			cfg := replicaConfig(base, l, n, &shared)
+			row := len(out)
 			for tie := 0; tie < orders; tie++ {
 				if r, ok := known[[2]float64{l, float64(n)}]; ok && tie == 0 && base.TieSeed == 0 {
 					t.TTFTP90[0] = r.TTFTP90
@@ -88,27 +77,13 @@ func TieOrderSweep(ctx context.Context, base Config, loads []float64, counts []i
 				}
 				c := cfg
 				c.TieSeed = base.TieSeed + uint64(tie)
-				jobs = append(jobs, job{cfg: c, row: len(out), tie: tie})
+				jobs = append(jobs, simJob{cfg: c, policy: KVRoute, what: fmt.Sprintf("tie order %d, %d replicas", tie, n),
+					done: func(r Result) { out[row].TTFTP90[tie] = r.TTFTP90 }})
 			}
 			out = append(out, t)
 		}
 	}
-	g, ctx := errgroup.WithContext(ctx)
-	g.SetLimit(max(parallel, 1))
-	for _, j := range jobs {
-		g.Go(func() error {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			res, err := Run(j.cfg, KVRoute)
-			if err != nil {
-				return fmt.Errorf("tie order %d, %d replicas at load %v: %w", j.tie, j.cfg.GatewayReplicas, j.cfg.Load, err)
-			}
-			out[j.row].TTFTP90[j.tie] = res.TTFTP90
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
+	if err := runJobs(ctx, jobs, parallel); err != nil {
 		return nil, err
 	}
 	return out, nil

@@ -1,0 +1,52 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+
+	"golang.org/x/sync/errgroup"
+)
+
+// simJob is one run of a sweep: a configuration, the policy to route it
+// with, what to call it in an error, and where its result goes.
+type simJob struct {
+	cfg    Config
+	policy Policy
+	what   string
+	done   func(Result)
+}
+
+// runJobs runs every job, at most parallel at once, and stops at the first
+// error (named after the job). Results do not depend on parallel: each run
+// is deterministic and each job's done writes only its own slot.
+func runJobs(ctx context.Context, jobs []simJob, parallel int) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(parallel, 1))
+	for _, j := range jobs {
+		g.Go(func() error {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			res, err := Run(j.cfg, j.policy)
+			if err != nil {
+				return fmt.Errorf("%s at load %v: %w", j.what, j.cfg.Load, err)
+			}
+			j.done(res)
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// replicaConfig is base at load with n gateway replicas behind a
+// round-robin spread, sharing their state through shared when n > 1 and
+// shared is set.
+func replicaConfig(base Config, load float64, n int, shared *SharedState) Config {
+	cfg := base
+	cfg.Load, cfg.GatewayReplicas, cfg.RoundRobinReplicas, cfg.SharedState = load, n, true, nil
+	if n > 1 && shared != nil {
+		s := shared.withDefaults()
+		cfg.SharedState = &s
+	}
+	return cfg
+}
