@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -52,7 +51,13 @@ func bodyModel(body []byte) (string, error) {
 			}
 			s.ws()
 			vs := s.i
-			if err := s.value(2); err != nil {
+			escaped := false
+			if isModel && s.i < len(body) && body[s.i] == '"' {
+				_, _, escaped, err = s.str() // the scan says whether it holds escapes
+			} else {
+				err = s.value(2)
+			}
+			if err != nil {
 				return "", err
 			}
 			if isModel {
@@ -60,7 +65,7 @@ func bodyModel(body []byte) (string, error) {
 				case '"':
 					// A plain name (no escapes, valid UTF-8) is its bytes;
 					// only others go through the decoder.
-					if in := v[1 : len(v)-1]; bytes.IndexByte(in, '\\') < 0 && utf8.Valid(in) {
+					if in := v[1 : len(v)-1]; !escaped && utf8.Valid(in) {
 						model = string(in)
 					} else if err := json.Unmarshal(v, &model); err != nil {
 						return "", err
