@@ -86,6 +86,7 @@ func (r *Router) legacyPick(ctx context.Context, req *Request, endpoints []Endpo
 	st.pass = pass
 
 	best, bestScore, ties := -1, 0.0, 0
+	var tied []int
 	for _, i := range pass {
 		s := r.cfg.LoadWeight * tokenload.Score(st.committed(i), st.uncached[i], r.cfg.QueueThresholdTokens)
 		for _, ws := range r.scorers {
@@ -93,10 +94,24 @@ func (r *Router) legacyPick(ctx context.Context, req *Request, endpoints []Endpo
 		}
 		switch {
 		case best < 0 || s > bestScore:
-			best, bestScore, ties = i, s, 1
+			best, bestScore, ties, tied = i, s, 1, append(tied[:0], i)
 		case s == bestScore:
-			ties++ // reservoir sampling: each tied endpoint wins with probability 1/ties
-			if r.random()*float64(ties) < 1 {
+			tied = append(tied, i)
+			ties++ // no block keys: reservoir sampling, each tied endpoint wins with probability 1/ties
+			if len(st.keys) == 0 && r.random()*float64(ties) < 1 {
+				best = i
+			}
+		}
+	}
+	if len(tied) > 1 && len(st.keys) > 0 {
+		// the tied endpoint ranking highest for the request's first new block
+		deepest := 0
+		for _, i := range pass {
+			deepest = max(deepest, st.blocks[i])
+		}
+		key := st.keys[min(deepest, len(st.keys)-1)]
+		for _, i := range tied {
+			if tieRank(key, endpoints[i].ID) > tieRank(key, endpoints[best].ID) {
 				best = i
 			}
 		}

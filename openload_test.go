@@ -11,16 +11,16 @@ import (
 
 // TestPickCountsOpenRequests: two endpoints with no committed prefill
 // tokens, the first still streaming three answers. With the default
-// OpenRequestTokens the idle one wins; with 0 (the former behaviour) they
-// tie and the tie-break (a source that keeps the first) picks the busy one.
+// OpenRequestTokens the idle one wins; with 0 (the former behaviour) the two
+// score the same.
 func TestPickCountsOpenRequests(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		perOpen int64
-		want    int
-	}{{"default", DefaultConfig().OpenRequestTokens, 1}, {"disabled", 0, 0}} {
+		tie     bool
+	}{{"default", DefaultConfig().OpenRequestTokens, false}, {"disabled", 0, true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := testRouter(t, func(c *Config) { c.OpenRequestTokens = tc.perOpen }, Options{Random: seqRandom(0.99)})
+			r := testRouter(t, func(c *Config) { c.OpenRequestTokens = tc.perOpen }, Options{})
 			eps := endpoints(2)
 			require.NoError(t, r.SetEndpoints(eps))
 			for i := 0; i < 3; i++ { // three requests streaming on eps[0]
@@ -31,11 +31,22 @@ func TestPickCountsOpenRequests(t *testing.T) {
 			require.Zero(t, tok)
 			require.Equal(t, int64(3), open)
 			req := &Request{Prompts: []Prompt{{TokenIDs: prompt(7, 1000)}}}
-			d, err := r.Pick(context.Background(), req, eps)
+			s, err := r.Match(context.Background(), req, eps)
+			require.NoError(t, err)
+			defer s.Release()
+			busy, _ := s.ScoreOf(0)
+			idle, _ := s.ScoreOf(1)
+			if tc.tie {
+				require.Equal(t, busy, idle)
+				return
+			}
+			require.Greater(t, idle, busy)
+			d, err := s.Commit(1)
 			require.NoError(t, err)
 			defer d.Done(nil)
-			require.Equal(t, eps[tc.want].ID, d.Endpoint.ID)
 			require.Equal(t, affinity.OutcomeNoMatch, d.Outcome)
+			best, _ := s.Score()
+			require.Equal(t, 1, best)
 		})
 	}
 }

@@ -44,8 +44,10 @@ type Options struct {
 	// Scorers are added to the token-load score, each clamped to [0, 1] and
 	// weighted.
 	Scorers []WeightedScorer
-	// Random returns uniform values in [0, 1) for tie-breaks and exploration;
-	// nil uses math/rand/v2. It must be safe for concurrent use.
+	// Random returns uniform values in [0, 1) for the affinity filter's
+	// exploration and for the tie-breaks of requests without block keys
+	// (other ties are broken by hashing, see Selection.Score); nil uses
+	// math/rand/v2. It must be safe for concurrent use.
 	Random func() float64
 	// Now is the clock of the index's speculative entries, the request-ID
 	// table's TTL and the interval of the cache-blind warnings; nil is
@@ -70,7 +72,8 @@ type Options struct {
 
 // Router is the default Picker: render → block keys → index match → affinity
 // filter → token-load score (plus optional scorers) → the highest score, ties
-// broken at random → speculative entries for the chosen endpoint → load
+// broken by a hash of the request's first new block and the endpoint ID (the
+// same on every replica; see Selection.Score) → speculative entries for the chosen endpoint → load
 // accounting → prediction metrics. Pick runs them all; Match returns a
 // Selection that runs them one stage at a time.
 type Router struct {

@@ -20,7 +20,7 @@ import (
 //	if err != nil { ... }
 //	defer s.Release()
 //	s.Filter()                             // affinity filter
-//	best, _ := s.Score()                   // token-load + extra scorers, ties at random
+//	best, _ := s.Score()                   // token-load + extra scorers, ties by rendezvous hash
 //	d, err := s.Commit(best)               // speculative entries, load accounting, metrics
 //
 // and a host may stop after any stage, read the per-candidate results (Len,
@@ -189,8 +189,12 @@ func (s *Selection) Kept(i int) bool {
 
 // Score is the scoring stage: every kept candidate's token-load score times
 // Config.LoadWeight plus each extra scorer's weighted, clamped score. It
-// returns the best candidate, ties broken uniformly at random, and its
-// score. It runs Filter first if needed, and runs once.
+// returns the best candidate and its score. Ties go to the candidate that
+// ranks highest for this request: a hash of the request's first new block
+// (the first block beyond the longest prefix any kept candidate holds) and
+// the endpoint's ID, the same on every router, so replicas agree and one new
+// prefix stays on one endpoint; a request without block keys breaks its ties
+// with Options.Random. It runs Filter first if needed, and runs once.
 func (s *Selection) Score() (best int, score float64) {
 	if s.scored {
 		return s.best, s.bestScore
@@ -206,18 +210,7 @@ func (s *Selection) Score() (best int, score float64) {
 		}
 		st.scores[i] = sc
 	}
-	best, score, ties := -1, 0.0, 0
-	for _, i := range kept {
-		switch sc := st.scores[i]; {
-		case best < 0 || sc > score:
-			best, score, ties = i, sc, 1
-		case sc == score:
-			ties++ // reservoir sampling: each tied endpoint wins with probability 1/ties
-			if r.random()*float64(ties) < 1 {
-				best = i
-			}
-		}
-	}
+	best, score = s.bestOf(kept)
 	s.best, s.bestScore, s.scored = best, score, true
 	if sp != nil {
 		s.traceScore(sp)

@@ -1,0 +1,93 @@
+package kvroute
+
+import "github.com/kvroute/kvroute/kvindex"
+
+// Ties between equally scored candidates are broken by rendezvous hashing:
+// each tied endpoint is ranked by a hash of the request's tie key and the
+// endpoint's ID, and the highest rank wins. The tie key is the request's
+// first block beyond the longest prefix any kept candidate holds (its first
+// new block), or its last block when a candidate holds every block.
+//
+// Three properties follow, and a random draw has none of them:
+//   - every router replica (and every rerun) breaks the same request's tie
+//     the same way from the same state, so two replicas that receive one new
+//     prefix before either has heard of the other's decision still send it
+//     to one endpoint, and R replicas that share their state exactly decide
+//     as one router would;
+//   - requests that share their first new block (one new document, one new
+//     conversation, asked about several times) rank the endpoints alike, so
+//     a burst of them lands on one endpoint while the loads are even;
+//   - requests with different new blocks rank the endpoints independently,
+//     so ties spread uniformly over the fleet, as random ones would.
+//
+// A request without block keys (its render failed, or its prompt is shorter
+// than one block) has no tie key; its ties are broken with Options.Random.
+
+// tieKey returns the tie key of the request among the kept candidates, and
+// false when it has no block keys. For a request of several prompts the
+// candidates' block counts are summed over its prompts and its keys are
+// concatenated, so the key is the block at that position of the
+// concatenation: still the same on every router.
+func (s *Selection) tieKey(kept []int) (kvindex.Key, bool) {
+	keys := s.st.keys
+	if len(keys) == 0 {
+		return 0, false
+	}
+	d := 0
+	for _, i := range kept {
+		d = max(d, s.st.blocks[i])
+	}
+	return keys[min(d, len(keys)-1)], true
+}
+
+// tieRank is an endpoint's rank for tie key k: FNV-1a over the endpoint ID,
+// seeded with k, finished with a 64-bit avalanche mix so that nearby keys
+// give unrelated orders. Never 0, so 0 can mean "not ranked yet".
+func tieRank(k kvindex.Key, id string) uint64 {
+	h := uint64(k) ^ 0xcbf29ce484222325
+	for i := 0; i < len(id); i++ {
+		h = (h ^ uint64(id[i])) * 0x100000001b3
+	}
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	h *= 0xc4ceb9fe1a85ec53
+	h ^= h >> 33
+	return h | 1
+}
+
+// bestOf returns the kept candidate with the highest score, ties broken as
+// described above, and its score.
+func (s *Selection) bestOf(kept []int) (best int, score float64) {
+	scores := s.st.scores
+	best, ties := -1, 0
+	var key kvindex.Key
+	hashed, keyed := false, false
+	var bestRank uint64
+	for _, i := range kept {
+		switch sc := scores[i]; {
+		case best < 0 || sc > score:
+			best, score, ties, bestRank = i, sc, 1, 0
+		case sc == score:
+			ties++
+			if !keyed {
+				key, hashed = s.tieKey(kept)
+				keyed = true
+			}
+			if !hashed {
+				// reservoir sampling: each tied endpoint wins with probability 1/ties
+				if s.r.random()*float64(ties) < 1 {
+					best = i
+				}
+				continue
+			}
+			if bestRank == 0 {
+				bestRank = tieRank(key, s.eps[best].ID)
+			}
+			if rk := tieRank(key, s.eps[i].ID); rk > bestRank {
+				best, bestRank = i, rk
+			}
+		}
+	}
+	return best, score
+}
