@@ -28,13 +28,14 @@
 // their sum plus -replica-redis-rtt), -replica-publish-interval plus one
 // round trip for decisions and load changes. Outside this simulation the
 // cluster package always talks to a real Redis. -replica-seeds 1,2,3 runs
-// the sweep for several seeds into one report; -replica-tie-orders N adds,
-// for the loads above 1 (-replica-tie-loads), the same R = 1 and shared
-// runs under N tie-break orders (sim.Config.TieSeed), which shows how far a
-// TTFT p90 moves when only the order of equally good choices changes. The
-// committed bench/results/routesim-replicas.md is
+// the sweep for several seeds into one report; -replica-stat-seeds N adds,
+// for the loads above 1 (-replica-stat-loads), the comparison of R = 1 with
+// the shared rows over traffic seeds 1..N (the ratio of mean TTFT p90s,
+// paired by seed, with a 95 % bootstrap interval), which is what can
+// resolve 5 % where one overloaded run's p90 is chaotic. The committed
+// bench/results/routesim-replicas.md is
 //
-//	go run ./bench/cmd/routesim -replica-sweep-only -replica-seeds 1,2,3 -replica-tie-orders 5 -out bench/results
+//	go run ./bench/cmd/routesim -replica-sweep-only -replica-seeds 1,2,3 -replica-stat-seeds 60 -out bench/results
 //
 // It writes <out>/routesim.md (tables per workload and load, target
 // evaluation), <out>/routesim-<workload>.svg (TTFT p90 against load per

@@ -183,7 +183,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	err = writeFile(filepath.Join(o.out, "routesim.json"), func(f io.Writer) error {
 		enc := json.NewEncoder(f)
 		enc.SetIndent("", "  ")
-		return enc.Encode(map[string]any{"base": base, "results": results, "singleReplica": sens, "replicas": reps, "replicaTieOrders": rep.TieOrders})
+		return enc.Encode(map[string]any{"base": base, "results": results, "singleReplica": sens, "replicas": reps})
 	})
 	if err != nil {
 		return err

@@ -17,13 +17,13 @@ import (
 
 // replicaOptions are the flags of the router-replica sweep.
 type replicaOptions struct {
-	enabled  bool
-	only     bool
-	counts   string
-	seeds    string // -replica-sweep-only: the seeds to run; empty: -seed
-	ties     int    // tie orders of the sensitivity; 0: none
-	tieLoads string // loads of the sensitivity; empty: the sweep's loads above 1
-	shared   sim.SharedState
+	enabled   bool
+	only      bool
+	counts    string
+	seeds     string // -replica-sweep-only: the seeds to run; empty: -seed
+	stats     int    // -replica-sweep-only: traffic seeds of the comparison over seeds; 0: none
+	statLoads string // loads of that comparison; empty: the sweep's loads above 1
+	shared    sim.SharedState
 }
 
 func addReplicaFlags(fs *flag.FlagSet, o *replicaOptions) {
@@ -31,8 +31,8 @@ func addReplicaFlags(fs *flag.FlagSet, o *replicaOptions) {
 	fs.BoolVar(&o.only, "replica-sweep-only", false, "run only the router-replica sweep (writes routesim-replicas.md and routesim-replicas.json)")
 	fs.StringVar(&o.counts, "replica-counts", "1,2,4", "comma-separated router replica counts of the replica sweep")
 	fs.StringVar(&o.seeds, "replica-seeds", "", "with -replica-sweep-only: comma-separated seeds, one sweep each in one report (default: -seed)")
-	fs.IntVar(&o.ties, "replica-tie-orders", 0, "tie-order sensitivity: rerun R = 1 and the shared rows under this many tie-break orders (0: off)")
-	fs.StringVar(&o.tieLoads, "replica-tie-loads", "", "loads of the tie-order sensitivity (default: the sweep's loads above 1, the overloaded ones)")
+	fs.IntVar(&o.stats, "replica-stat-seeds", 0, "with -replica-sweep-only: compare R = 1 and the shared rows over traffic seeds 1..N, mean TTFT p90 with a bootstrap interval (0: off)")
+	fs.StringVar(&o.statLoads, "replica-stat-loads", "", "loads of the comparison over seeds (default: the sweep's loads above 1, the overloaded ones)")
 	fs.DurationVar(&o.shared.RefreshPeriod, "replica-refresh", cluster.DefaultRefreshPeriod, "shared state: how often a replica publishes its load")
 	fs.DurationVar(&o.shared.ReadPeriod, "replica-read", cluster.DefaultReadPeriod, "shared state: how often a replica reads its peers' load")
 	fs.DurationVar(&o.shared.PublishInterval, "replica-publish-interval", cluster.DefaultPublishInterval, "shared state: least time between two decision messages of a replica")
@@ -42,56 +42,52 @@ func addReplicaFlags(fs *flag.FlagSet, o *replicaOptions) {
 // replicaSweep runs the router-replica sweep on shared-prefix traffic of
 // the run's size at loads, and the tie-order sensitivity when asked.
 func replicaSweep(ctx context.Context, o options, base sim.Config, loads []float64) (replicaRun, error) {
-	var counts []int
-	for _, f := range splitList(o.rep.counts) {
-		n, err := strconv.Atoi(f)
-		if err != nil || n < 1 {
-			return replicaRun{}, fmt.Errorf("bad replica count %q", f)
-		}
-		counts = append(counts, n)
-	}
-	if len(counts) == 0 {
-		return replicaRun{}, fmt.Errorf("no replica counts")
-	}
-	tieLoads, err := o.rep.tieLoadsOf(loads)
+	counts, err := o.rep.countsOf()
 	if err != nil {
 		return replicaRun{}, err
 	}
 	base.Workload = sim.DefaultWorkload(sim.SharedPrefix)
 	base.Workload.Requests = o.requests
 	rr := replicaRun{Seed: base.Seed, Base: base}
-	if rr.Replicas, err = sim.ReplicaSweep(ctx, base, loads, counts, o.rep.shared, o.parallel); err != nil {
-		return rr, err
-	}
-	if o.rep.ties > 0 && len(tieLoads) > 0 {
-		rr.TieOrders, err = sim.TieOrderSweep(ctx, base, tieLoads, counts, o.rep.shared, o.rep.ties, rr.Replicas, o.parallel)
-	}
+	rr.Replicas, err = sim.ReplicaSweep(ctx, base, loads, counts, o.rep.shared, o.parallel)
 	return rr, err
 }
 
 // replicaRun is the replica sweep of one seed.
 type replicaRun struct {
-	Seed      uint64              `json:"seed"`
-	Base      sim.Config          `json:"base"`
-	Replicas  []sim.ReplicaResult `json:"replicas"`
-	TieOrders []sim.TieOrders     `json:"tieOrders,omitempty"`
+	Seed     uint64              `json:"seed"`
+	Base     sim.Config          `json:"base"`
+	Replicas []sim.ReplicaResult `json:"replicas"`
 }
 
 // write appends the run's sections to a report.
 func (rr replicaRun) write(w io.Writer, shared sim.SharedState) error {
-	if err := sim.WriteReplicaTable(w, rr.Base, shared, rr.Replicas); err != nil {
-		return err
-	}
-	return sim.WriteTieOrderTable(w, rr.TieOrders)
+	return sim.WriteReplicaTable(w, rr.Base, shared, rr.Replicas)
 }
 
-// tieLoadsOf returns the loads of the tie-order sensitivity.
-func (o replicaOptions) tieLoadsOf(loads []float64) ([]float64, error) {
-	if o.ties < 0 {
-		return nil, fmt.Errorf("bad -replica-tie-orders %d", o.ties)
+// countsOf returns the replica counts of the sweep.
+func (o replicaOptions) countsOf() ([]int, error) {
+	var counts []int
+	for _, f := range splitList(o.counts) {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("bad replica count %q", f)
+		}
+		counts = append(counts, n)
 	}
-	if o.tieLoads != "" {
-		return parseLoads(o.tieLoads)
+	if len(counts) == 0 {
+		return nil, fmt.Errorf("no replica counts")
+	}
+	return counts, nil
+}
+
+// statLoadsOf returns the loads of the comparison over seeds.
+func (o replicaOptions) statLoadsOf(loads []float64) ([]float64, error) {
+	if o.stats < 0 {
+		return nil, fmt.Errorf("bad -replica-stat-seeds %d", o.stats)
+	}
+	if o.statLoads != "" {
+		return parseLoads(o.statLoads)
 	}
 	var out []float64
 	for _, l := range loads {
@@ -129,7 +125,12 @@ func runReplicasOnly(ctx context.Context, o options, base sim.Config, loads []fl
 	if err != nil {
 		return err
 	}
+	statLoads, err := o.rep.statLoadsOf(loads)
+	if err != nil {
+		return err
+	}
 	var runs []replicaRun
+	known := map[uint64][]sim.ReplicaResult{}
 	for _, seed := range seeds {
 		b := base
 		b.Seed = seed
@@ -138,6 +139,24 @@ func runReplicasOnly(ctx context.Context, o options, base sim.Config, loads []fl
 			return fmt.Errorf("seed %d: %w", seed, err)
 		}
 		runs = append(runs, rr)
+		known[seed] = rr.Replicas
+	}
+	var stats []sim.SeedRow
+	if o.rep.stats > 0 && len(statLoads) > 0 {
+		counts, err := o.rep.countsOf()
+		if err != nil {
+			return err
+		}
+		statSeeds := make([]uint64, o.rep.stats)
+		for i := range statSeeds {
+			statSeeds[i] = uint64(i + 1)
+		}
+		b := base
+		b.Workload = sim.DefaultWorkload(sim.SharedPrefix)
+		b.Workload.Requests = o.requests
+		if stats, err = sim.SeedSweep(ctx, b, statLoads, counts, o.rep.shared, statSeeds, known, o.parallel); err != nil {
+			return err
+		}
 	}
 	err = writeFile(filepath.Join(o.out, "routesim-replicas.md"), func(f io.Writer) error {
 		fmt.Fprintf(f, "# Router replicas (%s)\n\nGenerated %s in %v of host time.\n",
@@ -157,6 +176,9 @@ func runReplicasOnly(ctx context.Context, o options, base sim.Config, loads []fl
 				fmt.Fprintf(f, "| %d | %d of %d | %s |\n", rr.Seed, met, len(rows), strings.Join(missed, ", "))
 			}
 		}
+		if _, _, err := sim.WriteSeedTable(f, stats); err != nil {
+			return err
+		}
 		for _, rr := range runs {
 			if err := rr.write(f, o.rep.shared); err != nil {
 				return err
@@ -170,7 +192,7 @@ func runReplicasOnly(ctx context.Context, o options, base sim.Config, loads []fl
 	err = writeFile(filepath.Join(o.out, "routesim-replicas.json"), func(f io.Writer) error {
 		enc := json.NewEncoder(f)
 		enc.SetIndent("", "  ")
-		return enc.Encode(map[string]any{"seeds": runs})
+		return enc.Encode(map[string]any{"seeds": runs, "overSeeds": stats})
 	})
 	if err != nil {
 		return err
@@ -178,8 +200,10 @@ func runReplicasOnly(ctx context.Context, o options, base sim.Config, loads []fl
 	n := 0
 	for _, rr := range runs {
 		n += len(rr.Replicas)
-		for _, t := range rr.TieOrders {
-			n += len(t.TTFTP90)
+	}
+	for _, r := range stats {
+		if r.Replicas > 1 {
+			n += len(r.Seeds) // at most: some came from the per-seed sweeps
 		}
 	}
 	fmt.Fprintf(stdout, "routesim: %d replica runs in %v; wrote %s\n", n, time.Since(start).Round(time.Millisecond),

@@ -49,46 +49,67 @@ func TestReplicaSweepOnly(t *testing.T) {
 	require.ErrorContains(t, err, "bad replica seed")
 }
 
-// TestReplicaSweepSeedsAndTieOrders runs the sweep for two seeds with the
-// tie-order sensitivity: one section per seed, the per-seed summary, and
-// the sensitivity table at the overloaded load only.
-func TestReplicaSweepSeedsAndTieOrders(t *testing.T) {
+// TestReplicaSweepSeedsAndStatSeeds runs the sweep for two seeds with the
+// comparison over three traffic seeds: one section per seed, the per-seed
+// summary, and the comparison at the overloaded load only, reusing the
+// per-seed runs.
+func TestReplicaSweepSeedsAndStatSeeds(t *testing.T) {
 	dir := t.TempDir()
 	var out bytes.Buffer
 	err := run(context.Background(), []string{"-requests", "60", "-engines", "2", "-loads", "0.5,1.5",
-		"-replica-sweep-only", "-replica-counts", "1,2", "-replica-seeds", "1,2", "-replica-tie-orders", "3",
+		"-replica-sweep-only", "-replica-counts", "1,2", "-replica-seeds", "1,2", "-replica-stat-seeds", "3",
 		"-out", dir, "-parallel", "2"}, &out)
 	require.NoError(t, err)
 	md, err := os.ReadFile(filepath.Join(dir, "routesim-replicas.md"))
 	require.NoError(t, err)
 	text := string(md)
-	require.Contains(t, text, "-replica-seeds 1,2 -replica-tie-orders 3", "the header names the command")
+	require.Contains(t, text, "-replica-seeds 1,2 -replica-stat-seeds 3", "the header names the command")
 	require.Contains(t, text, "| seed | rows met | rows missed |")
 	require.Contains(t, text, "(shared-prefix, seed 1)")
 	require.Contains(t, text, "(shared-prefix, seed 2)")
-	require.Equal(t, 2, strings.Count(text, "### Tie-order sensitivity"))
-	require.Contains(t, text, "| 1.50 | 2 |")
-	sec := text[strings.Index(text, "### Tie-order sensitivity"):]
+	require.Equal(t, 1, strings.Count(text, "## Router replicas over 3 traffic seeds"))
+	sec := text[strings.Index(text, "## Router replicas over 3 traffic seeds"):]
 	sec = sec[:strings.Index(sec, "\n## ")]
-	require.Contains(t, sec, "| 1.50 | 1 |")
+	require.Contains(t, sec, "| 1.50 | 2 |")
 	require.NotContains(t, sec, "| 0.50 |", "only the loads above 1")
 	raw, err := os.ReadFile(filepath.Join(dir, "routesim-replicas.json"))
 	require.NoError(t, err)
 	var parsed struct {
 		Seeds []struct {
-			TieOrders []struct {
-				Load    float64 `json:"load"`
-				TTFTP90 []int64 `json:"ttftP90"`
-			} `json:"tieOrders"`
+			Replicas []struct {
+				Replicas int    `json:"replicas"`
+				Mode     string `json:"mode"`
+				Result   struct {
+					Load    float64 `json:"load"`
+					TTFTP90 int64   `json:"ttftP90"`
+				} `json:"result"`
+			} `json:"replicas"`
 		} `json:"seeds"`
+		OverSeeds []struct {
+			Load     float64  `json:"load"`
+			Replicas int      `json:"replicas"`
+			Seeds    []uint64 `json:"seeds"`
+			Single   []int64  `json:"single"`
+			Shared   []int64  `json:"shared"`
+		} `json:"overSeeds"`
 	}
 	require.NoError(t, json.Unmarshal(raw, &parsed))
 	require.Len(t, parsed.Seeds, 2)
-	for _, s := range parsed.Seeds {
-		require.Len(t, s.TieOrders, 2, "R = 1 and R = 2 at load 1.5")
-		for _, to := range s.TieOrders {
-			require.Equal(t, 1.5, to.Load)
-			require.Len(t, to.TTFTP90, 3)
+	require.Len(t, parsed.OverSeeds, 2, "R = 1 and R = 2 at load 1.5")
+	for _, r := range parsed.OverSeeds {
+		require.Equal(t, 1.5, r.Load)
+		require.Equal(t, []uint64{1, 2, 3}, r.Seeds)
+		require.Len(t, r.Single, 3)
+		require.Len(t, r.Shared, 3)
+	}
+	for si, s := range parsed.Seeds { // seeds 1 and 2's sweeps are the comparison's first two pairs
+		for _, rr := range s.Replicas {
+			if rr.Result.Load == 1.5 && rr.Replicas == 2 && rr.Mode == "shared" {
+				require.Equal(t, rr.Result.TTFTP90, parsed.OverSeeds[1].Shared[si])
+			}
+			if rr.Result.Load == 1.5 && rr.Replicas == 1 {
+				require.Equal(t, rr.Result.TTFTP90, parsed.OverSeeds[1].Single[si])
+			}
 		}
 	}
 }

@@ -298,11 +298,11 @@ type Config struct {
 	// against a model that never drains).
 	MaxVirtualTime time.Duration `json:"maxVirtualTime"`
 	// TieSeed varies only the routing policies' own random draws (each
-	// replica's tie-break source is seeded from Seed, the replica and
-	// TieSeed): the same traffic, with equally good endpoints chosen in a
-	// different order. 0 is the standard run. The replica sweep's
-	// tie-order sensitivity uses it to measure how far a TTFT p90 moves
-	// when nothing but that order changes.
+	// replica's random source is seeded from Seed, the replica and
+	// TieSeed): the same traffic, with the peers' and the baselines' equally
+	// good endpoints chosen in a different order. kvroute breaks its ties by
+	// hashing, so for it TieSeed changes only exploration and requests
+	// without block keys. 0 is the standard run.
 	TieSeed uint64 `json:"tieSeed,omitempty"`
 }
 

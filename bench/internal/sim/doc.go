@@ -35,10 +35,10 @@
 // package cluster over virtualRedis: an in-process store on the virtual
 // clock that implements only the operations the cluster package performs,
 // used only in this simulation (sharedstate.go documents the delays).
-// TieOrderSweep reruns rows of that sweep with only Config.TieSeed changed
-// (the order in which replicas break ties between equally good endpoints):
-// the spread of one replica's own TTFT p90 across tie orders is the noise
-// floor against which R > 1 is compared in overload.
+// SeedSweep compares one replica with R sharing state over many traffic
+// seeds (the mean TTFT p90 paired by seed, with a bootstrap interval): above
+// full load a single run's p90 is chaotic, so that comparison is the one
+// that can resolve a few percent.
 //
 // Run simulates one policy on one Config; Sweep runs a grid of workloads,
 // loads and policies in parallel (results do not depend on the

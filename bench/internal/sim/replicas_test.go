@@ -207,38 +207,53 @@ func TestSharedStatePublishesEveryLoadChange(t *testing.T) {
 	require.Zero(t, d.unscheduled, "picks made while some replica held load changes its publisher would not send")
 }
 
-// TestTieOrderSweep: tie order 0 is the sweep's own run, the others rerun
-// it with only TieSeed changed, deterministically; the table has a row per
-// (load, R) and compares R > 1's median with one replica's.
-func TestTieOrderSweep(t *testing.T) {
+// TestSeedSweep: the comparison over seeds takes the runs a per-seed sweep
+// already made, runs the others, is deterministic whatever the
+// parallelism, pairs R replicas with one replica seed by seed, and its
+// statistics are those of the pairs.
+func TestSeedSweep(t *testing.T) {
 	base := Quick(1.5)
 	base.Workload.Requests = 120
-	loads, counts := []float64{1.5}, []int{1, 2}
-	sweep, err := ReplicaSweep(context.Background(), base, loads, counts, SharedState{}, 2)
+	loads, counts, seeds := []float64{1.5}, []int{1, 2}, []uint64{1, 2, 3}
+	b1 := base
+	b1.Seed = 1
+	sweep, err := ReplicaSweep(context.Background(), b1, loads, counts, SharedState{}, 2)
 	require.NoError(t, err)
-	ties, err := TieOrderSweep(context.Background(), base, loads, counts, SharedState{}, 3, sweep, 2)
+	rows, err := SeedSweep(context.Background(), base, loads, counts, SharedState{}, seeds, map[uint64][]ReplicaResult{1: sweep}, 2)
 	require.NoError(t, err)
-	require.Len(t, ties, 2)
-	require.Equal(t, sweep[0].Result.TTFTP90, ties[0].TTFTP90[0], "R = 1, order 0: the sweep's run")
-	require.Equal(t, sweep[2].Result.TTFTP90, ties[1].TTFTP90[0], "R = 2 shared, order 0: the sweep's run")
-	again, err := TieOrderSweep(context.Background(), base, loads, counts, SharedState{}, 3, nil, 1)
+	require.Len(t, rows, 2)
+	require.Equal(t, sweep[0].Result.TTFTP90, rows[0].Single[0], "R = 1, seed 1: the sweep's run")
+	require.Equal(t, sweep[2].Result.TTFTP90, rows[1].Shared[0], "R = 2 shared, seed 1: the sweep's run")
+	again, err := SeedSweep(context.Background(), base, loads, counts, SharedState{}, seeds, nil, 1)
 	require.NoError(t, err)
-	require.Equal(t, ties, again, "deterministic, and order 0 rerun equals the sweep's")
-	cfg := base
-	cfg.GatewayReplicas, cfg.RoundRobinReplicas, cfg.TieSeed = 1, true, 2
+	require.Equal(t, rows, again, "deterministic, and the reused runs equal fresh ones")
+	cfg := replicaConfig(base, 1.5, 2, &SharedState{})
+	cfg.Seed = 3
 	r, err := Run(cfg, KVRoute)
 	require.NoError(t, err)
-	require.Equal(t, r.TTFTP90, ties[0].TTFTP90[2], "order k is TieSeed k")
-	for _, to := range ties {
-		require.LessOrEqual(t, to.Min(), to.Median())
-		require.LessOrEqual(t, to.Median(), to.Max())
-		require.GreaterOrEqual(t, to.Spread(), 0.0)
-	}
+	require.Equal(t, r.TTFTP90, rows[1].Shared[2], "seed k is Config.Seed k")
+	require.Equal(t, rows[0].Single, rows[1].Single, "every row of a load pairs with the same one-replica runs")
+	require.Equal(t, rows[0].Single, rows[0].Shared)
+	require.Zero(t, rows[0].MeanRatio())
+
+	row := SeedRow{Load: 1.5, Replicas: 2, Seeds: seeds,
+		Single: []time.Duration{100, 200, 300}, Shared: []time.Duration{110, 200, 330}}
+	require.InDelta(t, 40.0/600, row.MeanRatio(), 1e-12)
+	require.Equal(t, 1, row.Within(), "seeds 1 and 3 are 10 % slower, seed 2 equal")
+	require.False(t, row.OK())
+	lo, hi := row.CI()
+	require.LessOrEqual(t, lo, row.MeanRatio())
+	require.GreaterOrEqual(t, hi, row.MeanRatio())
+	require.GreaterOrEqual(t, lo, 0.0, "every resample is at least as slow")
+	require.LessOrEqual(t, hi, 0.1+1e-12, "and at most 10 % slower")
+
 	var md bytes.Buffer
-	require.NoError(t, WriteTieOrderTable(&md, ties))
-	require.Contains(t, md.String(), "### Tie-order sensitivity")
-	require.Contains(t, md.String(), "| 1.50 | 1 |")
+	met, total, err := WriteSeedTable(&md, rows)
+	require.NoError(t, err)
+	require.Equal(t, 1, total)
+	require.Equal(t, rows[1].OK(), met == 1)
+	require.Contains(t, md.String(), "## Router replicas over 3 traffic seeds")
 	require.Contains(t, md.String(), "| 1.50 | 2 |")
-	_, err = TieOrderSweep(context.Background(), base, loads, counts, SharedState{}, 0, nil, 1)
+	_, err = SeedSweep(context.Background(), base, loads, counts, SharedState{}, nil, nil, 1)
 	require.ErrorIs(t, err, ErrInvalidConfig)
 }
