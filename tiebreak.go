@@ -1,6 +1,10 @@
 package kvroute
 
-import "github.com/kvroute/kvroute/kvindex"
+import (
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/kvroute/kvroute/kvindex"
+)
 
 // Ties between equally scored candidates are broken by rendezvous hashing:
 // each tied endpoint is ranked by a hash of the request's tie key and the
@@ -40,14 +44,11 @@ func (s *Selection) tieKey(kept []int) (kvindex.Key, bool) {
 	return keys[min(d, len(keys)-1)], true
 }
 
-// tieRank is an endpoint's rank for tie key k: FNV-1a over the endpoint ID,
-// seeded with k, finished with a 64-bit avalanche mix so that nearby keys
-// give unrelated orders. Never 0, so 0 can mean "not ranked yet".
+// tieRank is an endpoint's rank for tie key k: the endpoint ID's XXH64
+// combined with k through a 64-bit avalanche mix, so that nearby keys give
+// unrelated orders. Never 0, so 0 can mean "not ranked yet".
 func tieRank(k kvindex.Key, id string) uint64 {
-	h := uint64(k) ^ 0xcbf29ce484222325
-	for i := 0; i < len(id); i++ {
-		h = (h ^ uint64(id[i])) * 0x100000001b3
-	}
+	h := xxhash.Sum64String(id) ^ uint64(k)
 	h ^= h >> 33
 	h *= 0xff51afd7ed558ccd
 	h ^= h >> 33

@@ -120,3 +120,62 @@ func TestTieRankIsUniform(t *testing.T) {
 		require.InDelta(t, n/4, w, n/40, ids[j]) // ±10 %; the sequence is seeded, so this is deterministic
 	}
 }
+
+// BenchmarkTieBreak times the scoring stage's choice among 64 candidates
+// that all tie (an idle fleet, a prompt nobody holds: the worst case for
+// the hashed tie-break), hashed against the reservoir draw it replaced, in
+// one binary, and reports ns per tied candidate.
+func BenchmarkTieBreak(b *testing.B) {
+	const n = 64
+	r, err := New(func() Config {
+		c := DefaultConfig()
+		c.Model, c.Events.Enabled, c.DisableRender = testModel, false, true
+		return c
+	}(), Options{Random: lockedRand(1)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	eps := endpoints(n)
+	s, err := r.Match(context.Background(), &Request{Prompts: []Prompt{{TokenIDs: prompt(9, 2048)}}}, eps)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Release()
+	s.Score()
+	kept := s.st.pass
+	if len(kept) != n {
+		b.Fatalf("kept %d of %d", len(kept), n)
+	}
+	for _, i := range kept[1:] {
+		if s.st.scores[i] != s.st.scores[kept[0]] {
+			b.Fatal("candidates do not tie")
+		}
+	}
+	reservoir := func() int {
+		best, ties := -1, 0
+		for _, i := range kept {
+			ties++
+			if best < 0 || r.random()*float64(ties) < 1 {
+				best = i
+			}
+		}
+		return best
+	}
+	for _, tc := range []struct {
+		name string
+		pick func() int
+	}{{"hashed", func() int { best, _ := s.bestOf(kept); return best }}, {"reservoir", reservoir}} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			sink := 0
+			for i := 0; i < b.N; i++ {
+				sink += tc.pick()
+			}
+			if sink < 0 {
+				b.Fatal("no pick")
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/tied-candidate")
+		})
+	}
+}
