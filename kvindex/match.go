@@ -163,48 +163,23 @@ func (ix *Index) matchChunk(keys []Key, out *MatchResult, tt *tierTable) (best i
 	s.setChunk(0, len(s.cands))
 	alive := s.alive
 	bit := s.bit
-	rel, relBase := s.rel, int64(s.relBase)
+	rel, relBase := s.rel, s.relBase
 	var excSeen uint64
-	var nowMs uint64
-	haveNow := false
+	var now lazyNow
 	if cap(s.depth) < len(keys) {
 		s.depth = make([]uint64, len(keys)+len(keys)/4)
 	}
 	depth := s.depth[:len(keys)]
-	var vs [probeBatch]blockVal
+	var cb chunkBatch
 	i := 0
 walk:
 	for i < len(keys) && alive != 0 {
 		want := min(len(keys)-i, probeBatch)
-		got := ix.blocks.loadBatch(keys[i:], &vs)
+		got, slow := ix.blocks.presBatch(keys[i:], bit, rel, relBase, &cb)
 		for j := 0; j < got; j++ {
-			v := &vs[j]
-			var pres, exc uint64
-			switch {
-			case v.many == nil && isStd(v.one):
-				if id := v.one & idMask; id < uint64(len(bit)) {
-					pres = bit[id]
-				}
-			case v.many == nil:
-				ms := [1]uint64{v.one}
-				pres, exc = s.scan(ms[:], bit, &nowMs, &haveNow, ix)
-			default:
-				hdr := v.one
-				nStd := int(hdr >> hdrStdShift & hdrStdMask)
-				if rel && hdr&hdrNarrow != 0 {
-					mask := v.stdMask()
-					if d := int64(memberID(*v.many)) - relBase; d >= 0 {
-						pres = mask << uint64(d)
-					} else {
-						pres = mask >> uint64(-d)
-					}
-				} else if nStd > 0 {
-					pres = stdPresence(memberSlice(v.many, nStd), bit)
-				}
-				if n := int(uint32(hdr)); n > nStd {
-					p, e := s.scan(unsafe.Slice((*uint64)(unsafe.Add(unsafe.Pointer(v.many), 8*nStd)), n-nStd), bit, &nowMs, &haveNow, ix)
-					pres, exc = pres|p, e
-				}
+			pres, exc := cb.pres[j], uint64(0)
+			if slow&(1<<uint(j)) != 0 {
+				pres, exc = s.chunkPresence(&cb.vs[j], &now, ix)
 			}
 			if alive&^pres != 0 {
 				best = i
@@ -280,10 +255,54 @@ func sameStrings(a, b []string) bool {
 		unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(b))), n))
 }
 
+// lazyNow is the index clock read at most once per Match, and only when a
+// speculative membership needs it.
+type lazyNow struct {
+	ms   uint64
+	have bool
+}
+
+func (n *lazyNow) get(ix *Index) uint64 {
+	if !n.have {
+		n.ms, n.have = ix.nowMs(), true
+	}
+	return n.ms
+}
+
+// chunkPresence returns the candidates of the current chunk holding the
+// block of value v (pres) and those among them whose membership is not the
+// common "confirmed, GPU tier only" case (exc, their words recorded in
+// s.word): the general path behind presBatch, for every block shape it does
+// not decode itself.
+func (s *matchScratch) chunkPresence(v *blockVal, now *lazyNow, ix *Index) (pres, exc uint64) {
+	bit := s.bit
+	if v.many == nil {
+		ms := [1]uint64{v.one}
+		return s.scan(ms[:], bit, now, ix)
+	}
+	hdr := v.one
+	nStd := int(hdr >> hdrStdShift & hdrStdMask)
+	if s.rel && hdr&hdrNarrow != 0 {
+		mask := v.stdMask()
+		if d := int64(memberID(*v.many)) - int64(s.relBase); d >= 0 {
+			pres = mask << uint64(d)
+		} else {
+			pres = mask >> uint64(-d)
+		}
+	} else if nStd > 0 {
+		pres = stdPresence(memberSlice(v.many, nStd), bit)
+	}
+	if n := int(uint32(hdr)); n > nStd {
+		p, e := s.scan(unsafe.Slice((*uint64)(unsafe.Add(unsafe.Pointer(v.many), 8*nStd)), n-nStd), bit, now, ix)
+		pres, exc = pres|p, e
+	}
+	return pres, exc
+}
+
 // scan returns the candidates of the current chunk present in one block's
 // memberships (pres) and those whose membership is not the common
 // "confirmed, GPU tier only" case (exc), recording the latter's words.
-func (s *matchScratch) scan(ms []uint64, bit []uint64, nowMs *uint64, haveNow *bool, ix *Index) (pres, exc uint64) {
+func (s *matchScratch) scan(ms []uint64, bit []uint64, now *lazyNow, ix *Index) (pres, exc uint64) {
 	for _, m := range ms {
 		id := m & idMask
 		if id >= uint64(len(bit)) {
@@ -297,13 +316,8 @@ func (s *matchScratch) scan(ms []uint64, bit []uint64, nowMs *uint64, haveNow *b
 		if b == 0 {
 			continue
 		}
-		if isSpec(m) {
-			if !*haveNow {
-				*nowMs, *haveNow = ix.nowMs(), true
-			}
-			if specExpiry(m) <= *nowMs {
-				continue
-			}
+		if isSpec(m) && specExpiry(m) <= now.get(ix) {
+			continue
 		}
 		pres |= b
 		exc |= b

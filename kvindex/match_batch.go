@@ -1,0 +1,93 @@
+package kvindex
+
+import (
+	"sync/atomic"
+	"unsafe"
+)
+
+// chunkBatch is what presBatch hands matchChunk for one batch of keys.
+type chunkBatch struct {
+	// pres is, per block in a common shape, the chunk's candidates holding
+	// it.
+	pres [probeBatch]uint64
+	// vs is, per block in any other shape (a bit of presBatch's slow mask),
+	// its value, for the general path (chunkPresence).
+	vs [probeBatch]blockVal
+}
+
+// fastShort is the bits of a short-form handle (and, zero, the membership
+// ID bits) whose array presBatch reads itself: a handle, short, with an
+// exact standard mask.
+const fastShort = idMask | shortBit | shortNarrow
+
+// presBatch is loadBatch fused with the first step of Match: it looks up
+// keys (at most probeBatch) and, for every block in one of the two shapes
+// that make up nearly all of a warm index, computes the chunk's candidates
+// holding it (b.pres) without building a blockVal:
+//
+//   - a single membership that is standard (confirmed, GPU tier only): its
+//     endpoint's bit in the per-ID bit table;
+//   - a short-form member array of standard memberships only with an exact
+//     mask, when the chunk's bits are endpoint IDs from relBase on (rel):
+//     the mask word shifted by its base (the first membership's ID) minus
+//     relBase. The mask word and that membership are adjacent arena words,
+//     read together straight after the slot.
+//
+// Every other block is decoded into b.vs and its bit set in slow, for
+// chunkPresence. It returns, like loadBatch, how many leading keys are
+// present (the values of later ones are unspecified) and the slow mask.
+//
+// Doing this in one function over the batch, rather than per block after
+// the batch is loaded, keeps the loop that issues the arena reads short:
+// the reads of all the batch's arrays are in flight together, and no
+// blockVal (a Go pointer into the arena, stored with a write barrier
+// check) is built for the common blocks.
+func (m *blockMap) presBatch(keys []Key, bit []uint64, rel bool, relBase uint32, b *chunkBatch) (got int, slow uint32) {
+	var (
+		tabs  [probeBatch]*blockTable
+		home  [probeBatch]uint64
+		vals  [probeBatch]uint64
+		found [probeBatch]uint64
+	)
+	keys = keys[:min(len(keys), probeBatch)]
+	for j, k := range keys {
+		h := hashKey(k, m.seed)
+		t := m.shards[h>>(64-8)].tab.Load()
+		i := h & uint64(len(t.slots)-1)
+		s := &t.slots[i]
+		tabs[j], home[j] = t, i
+		vals[j] = atomic.LoadUint64(&s.val)
+		found[j] = atomic.LoadUint64(&s.key)
+	}
+	// bit's last entry is never set (see grow): IDs beyond it read that.
+	last := uint64(len(bit) - 1)
+	bits := unsafe.Pointer(unsafe.SliceData(bit))
+	base := int64(relBase)
+	for j, k := range keys {
+		v, t := vals[j], tabs[j]
+		if v != 0 && (v == tombVal || found[j] != uint64(k)) {
+			v = t.probe(k, home[j]+1) // displaced by linear probing
+		}
+		if v == 0 {
+			return j, slow
+		}
+		switch {
+		case v&idMask != 0 && isStd(v):
+			b.pres[j] = *(*uint64)(unsafe.Add(bits, 8*min(v&idMask, last)))
+		case v&fastShort == shortBit|shortNarrow && rel && uint8(v>>48) == uint8(v>>56)&0x7f:
+			off := int(v>>idBits&(1<<23-1)) - 1
+			w := t.arena[off : off+2 : off+2]
+			mask, d := w[0], int64(w[1]&idMask)-base
+			if d >= 0 {
+				mask <<= uint64(d)
+			} else {
+				mask >>= uint64(-d)
+			}
+			b.pres[j] = mask
+		default:
+			b.vs[j] = t.view(v)
+			slow |= 1 << uint(j)
+		}
+	}
+	return len(keys), slow
+}
