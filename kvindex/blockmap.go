@@ -74,9 +74,13 @@ func isHandle(val uint64) bool { return val&idMask == 0 }
 //	bits  0..23  zero (a handle)
 //	bits 24..46  arena offset of the mask word + 1 (below shortOffLimit)
 //	bit  47      hdrNarrow
-//	bits 48..55  memberships (2 … 255)
+//	bits 48..55  memberships that are not standard (0 … 255)
 //	bits 56..62  standard memberships (0 … 127)
 //	bit  63      1: the short form
+//
+// Counting the non-standard memberships rather than all of them lets Match
+// recognise an array of standard memberships with an exact mask (its
+// common case) by one AND and compare of the slot value (shortFast).
 //
 // The long form, for larger arrays or offsets, is (offset of the header word
 // + 1) << 24 with bit 63 clear; the arena holds the header word (see
@@ -86,6 +90,12 @@ const (
 	shortBit      = uint64(1) << 63
 	shortOffLimit = 1<<23 - 1
 	shortNarrow   = uint64(1) << 47
+	shortRest     = uint64(0xff) << 48
+	// shortFast masks the bits of a slot value that make it a short handle
+	// to a standard-only array with an exact mask: equal to shortBit |
+	// shortNarrow exactly then (the membership ID and non-standard count
+	// zero).
+	shortFast = idMask | shortBit | shortNarrow | shortRest
 )
 
 // handleOf is the long-form slot value of the member array whose header
@@ -95,11 +105,11 @@ func handleOf(off int) uint64 { return uint64(off+1) << idBits }
 // shortHandle returns the short-form slot value of the array with header
 // hdr whose mask word is at arena offset off, or false when it does not fit.
 func shortHandle(off int, hdr uint64) (uint64, bool) {
-	n, std := uint32(hdr), hdr>>hdrStdShift&hdrStdMask
-	if off+1 >= shortOffLimit || n > 255 || std > 127 {
+	n, std := uint64(uint32(hdr)), hdr>>hdrStdShift&hdrStdMask
+	if off+1 >= shortOffLimit || std > 127 || n-std > 255 {
 		return 0, false
 	}
-	v := shortBit | uint64(off+1)<<idBits | uint64(n)<<48 | std<<56
+	v := shortBit | uint64(off+1)<<idBits | (n-std)<<48 | std<<56
 	if hdr&hdrNarrow != 0 {
 		v |= shortNarrow
 	}
@@ -110,7 +120,8 @@ func shortHandle(off int, hdr uint64) (uint64, bool) {
 // arena offset of its mask word.
 func (t *blockTable) arrayAt(val uint64) (hdr uint64, maskOff int) {
 	if val&shortBit != 0 {
-		hdr = val>>48&0xff | (val>>56&0x7f)<<hdrStdShift
+		std := val >> 56 & 0x7f
+		hdr = (val>>48&0xff + std) | std<<hdrStdShift
 		if val&shortNarrow != 0 {
 			hdr |= hdrNarrow
 		}

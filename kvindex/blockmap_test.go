@@ -167,20 +167,25 @@ func TestBlockMapUnchangedValueIsNotRewritten(t *testing.T) {
 }
 
 // TestBlockMapHandleForms checks both forms of a member-array handle: the
-// short one that keeps the header in the slot (up to 255 memberships, 127
-// standard ones, offsets below 2^23 - 1) and the long one for the rest,
-// through the map (values of 2 … 300 holders, standard or not) and directly
-// (offsets at the limit).
+// short one that keeps the header in the slot (up to 127 standard and 255
+// other memberships, offsets below 2^23 - 1) and the long one for the rest,
+// through the map (values of 2 … 400 holders, standard or not) and directly
+// (every count at its limit, offsets at the limit).
 func TestBlockMapHandleForms(t *testing.T) {
 	m := newBlockMap(7)
-	sizes := []int{2, 3, 127, 128, 255, 256, 300}
+	sizes := []int{2, 3, 127, 128, 255, 256, 300, 382, 383, 400}
 	for i, n := range sizes {
 		key := Key(uint64(i+1) * 0x9E3779B97F4A7C15)
 		var v blockVal
 		for j := 0; j < n; j++ {
 			mem := bmMember(key, j)
-			if j%3 == 0 && n > 200 {
+			switch {
+			case n == 300 && j%3 != 0, n >= 382 && j >= 127:
+				// 200 of 300 not standard (short); 127 standard and
+				// 255, 256 or 273 others (short, long, long)
 				mem |= 1 << (tierShift + 1) // cpu too: not standard
+			case n > 200 && n != 300 && j%3 == 0:
+				mem |= 1 << (tierShift + 1)
 			}
 			v = v.with(-1, mem)
 		}
@@ -198,7 +203,10 @@ func TestBlockMapHandleForms(t *testing.T) {
 		at, _ := tb.find(key, h)
 		val := tb.slots[at].val
 		nStd := int(v.one >> hdrStdShift & hdrStdMask)
-		require.Equal(t, n <= 255 && nStd <= 127, val&shortBit != 0, "n=%d std=%d", n, nStd)
+		require.Equal(t, nStd <= 127 && n-nStd <= 255, val&shortBit != 0, "n=%d std=%d", n, nStd)
+		if val&shortBit != 0 {
+			require.Equal(t, n-nStd, int(val>>48&0xff), "n=%d: non-standard count in a short handle", n)
+		}
 	}
 	// Removing members one by one keeps every value consistent, across
 	// rebuilds (garbage compaction moves the arrays).
@@ -228,4 +236,29 @@ func TestBlockMapHandleForms(t *testing.T) {
 	sv, ok := shortHandle(shortOffLimit-2, uint64(255)|127<<hdrStdShift|hdrNarrow)
 	require.True(t, ok)
 	require.NotEqual(t, uint64(tombVal), sv)
+	// Every count at its limits round-trips, narrow or not; beyond them the
+	// short form is refused.
+	for _, c := range []struct {
+		n, std uint64
+		short  bool
+	}{{2, 0, true}, {2, 2, true}, {127, 127, true}, {382, 127, true}, {255, 0, true},
+		{256, 0, false}, {128, 128, false}, {383, 127, false}, {130, 1, true}} {
+		for _, narrow := range []uint64{0, hdrNarrow} {
+			h := c.n | c.std<<hdrStdShift | narrow
+			for _, off := range []int{0, 1, 12345, shortOffLimit - 2} {
+				sv, ok := shortHandle(off, h)
+				require.Equal(t, c.short, ok, "n=%d std=%d", c.n, c.std)
+				if !ok {
+					continue
+				}
+				require.True(t, isHandle(sv))
+				require.NotEqual(t, uint64(tombVal), sv)
+				gh, goff := tb.arrayAt(sv)
+				require.Equal(t, h, gh, "n=%d std=%d narrow=%x off=%d", c.n, c.std, narrow, off)
+				require.Equal(t, off, goff)
+				fast := c.n == c.std && narrow != 0
+				require.Equal(t, fast, sv&shortFast == shortBit|shortNarrow, "n=%d std=%d narrow=%x", c.n, c.std, narrow)
+			}
+		}
+	}
 }

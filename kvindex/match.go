@@ -176,37 +176,26 @@ walk:
 	for i < len(keys) && alive != 0 {
 		want := min(len(keys)-i, probeBatch)
 		got, slow := ix.blocks.presBatch(keys[i:], bit, rel, relBase, &cb)
-		for j := 0; j < got; j++ {
-			pres, exc := cb.pres[j], uint64(0)
+		d := depth[i : i+got]
+		for j := range d {
+			pres, exc := cb.pres[j&(probeBatch-1)], uint64(0)
 			if slow&(1<<uint(j)) != 0 {
-				pres, exc = s.chunkPresence(&cb.vs[j], &now, ix)
+				pres, exc = s.chunkPresence(&cb.vs[j&(probeBatch-1)], &now, ix)
 			}
 			if alive&^pres != 0 {
-				best = i
+				best = i + j
 			}
 			alive &= pres
-			depth[i] = alive
-			for ex := exc & alive; ex != 0; ex &= ex - 1 {
-				b := bits.TrailingZeros64(ex)
-				a := &s.acc[b]
-				if excSeen&(1<<uint(b)) == 0 {
-					*a = excAcc{}
-					excSeen |= 1 << uint(b)
-				}
-				a.n++
-				m := s.word[b]
-				if isSpec(m) {
-					a.spec++
-					a.score += ix.specWeight
-					continue
-				}
-				a.addHeld(tt, m)
+			d[j] = alive
+			if exc&alive != 0 {
+				excSeen = s.addExceptions(exc&alive, excSeen, tt, ix.specWeight)
 			}
-			i++
 			if alive == 0 {
+				i += j + 1
 				break walk
 			}
 		}
+		i += got
 		if got < want {
 			break // keys[i] is absent
 		}
@@ -216,6 +205,30 @@ walk:
 	}
 	s.walked, s.excSeen, s.decoded = i, excSeen, false
 	return best
+}
+
+// addExceptions adds one block to the accumulators of the candidates of ex
+// (alive ones whose membership of the block, in s.word, is not the common
+// "confirmed, GPU tier only" case), zeroing an accumulator on its first use
+// in this Match (seen, returned updated).
+func (s *matchScratch) addExceptions(ex, seen uint64, tt *tierTable, specWeight float64) uint64 {
+	for ; ex != 0; ex &= ex - 1 {
+		b := bits.TrailingZeros64(ex)
+		a := &s.acc[b]
+		if seen&(1<<uint(b)) == 0 {
+			*a = excAcc{}
+			seen |= 1 << uint(b)
+		}
+		a.n++
+		m := s.word[b]
+		if isSpec(m) {
+			a.spec++
+			a.score += specWeight
+			continue
+		}
+		a.addHeld(tt, m)
+	}
+	return seen
 }
 
 // stdPresence ORs the chunk bits of the endpoints of std (standard

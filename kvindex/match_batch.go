@@ -15,11 +15,6 @@ type chunkBatch struct {
 	vs [probeBatch]blockVal
 }
 
-// fastShort is the bits of a short-form handle (and, zero, the membership
-// ID bits) whose array presBatch reads itself: a handle, short, with an
-// exact standard mask.
-const fastShort = idMask | shortBit | shortNarrow
-
 // presBatch is loadBatch fused with the first step of Match: it looks up
 // keys (at most probeBatch) and, for every block in one of the two shapes
 // that make up nearly all of a warm index, computes the chunk's candidates
@@ -74,7 +69,7 @@ func (m *blockMap) presBatch(keys []Key, bit []uint64, rel bool, relBase uint32,
 		switch {
 		case v&idMask != 0 && isStd(v):
 			b.pres[j] = *(*uint64)(unsafe.Add(bits, 8*min(v&idMask, last)))
-		case v&fastShort == shortBit|shortNarrow && rel && uint8(v>>48) == uint8(v>>56)&0x7f:
+		case v&shortFast == shortBit|shortNarrow && rel:
 			off := int(v>>idBits&(1<<23-1)) - 1
 			w := t.arena[off : off+2 : off+2]
 			mask, d := w[0], int64(w[1]&idMask)-base
