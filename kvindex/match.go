@@ -155,8 +155,10 @@ func (ix *Index) Match(keys []Key, candidates []string, out *MatchResult) {
 // candidates' endpoint IDs span fewer than 64 (s.rel), bit j is endpoint ID
 // relBase+j, the same numbering as a member array's standard mask, so a
 // block's standard holders cost one load and a shift; otherwise they are
-// scanned through the per-ID bit table. A candidate's result is the block
-// at which its bit left the alive mask (found in s.depth) and, when it held
+// scanned through the per-ID bit table. The keys go through presBatch eight
+// at a time, which computes the common blocks' holders as it looks them
+// up; the others take chunkPresence. A candidate's result is the block at
+// which its bit left the alive mask (found in s.depth) and, when it held
 // some blocks other than as a confirmed GPU copy, its accumulator (s.acc).
 func (ix *Index) matchChunk(keys []Key, out *MatchResult, tt *tierTable) (best int) {
 	s := &out.s
