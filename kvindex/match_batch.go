@@ -40,7 +40,6 @@ type chunkBatch struct {
 func (m *blockMap) presBatch(keys []Key, bit []uint64, rel bool, relBase uint32, b *chunkBatch) (got int, slow uint32) {
 	var (
 		tabs  [probeBatch]*blockTable
-		home  [probeBatch]uint64
 		vals  [probeBatch]uint64
 		found [probeBatch]uint64
 	)
@@ -48,9 +47,8 @@ func (m *blockMap) presBatch(keys []Key, bit []uint64, rel bool, relBase uint32,
 	for j, k := range keys {
 		h := hashKey(k, m.seed)
 		t := m.shards[h>>(64-8)].tab.Load()
-		i := h & uint64(len(t.slots)-1)
-		s := &t.slots[i]
-		tabs[j], home[j] = t, i
+		s := &t.slots[h&uint64(len(t.slots)-1)]
+		tabs[j] = t
 		vals[j] = atomic.LoadUint64(&s.val)
 		found[j] = atomic.LoadUint64(&s.key)
 	}
@@ -58,18 +56,27 @@ func (m *blockMap) presBatch(keys []Key, bit []uint64, rel bool, relBase uint32,
 	last := uint64(len(bit) - 1)
 	bits := unsafe.Pointer(unsafe.SliceData(bit))
 	base := int64(relBase)
+	// Without rel, no slot value matches fast: the fast array case is one
+	// compare.
+	fast := shortBit | shortNarrow
+	if !rel {
+		fast = ^uint64(0)
+	}
+	pres := &b.pres
 	for j, k := range keys {
 		v, t := vals[j], tabs[j]
 		if v != 0 && (v == tombVal || found[j] != uint64(k)) {
-			v = t.probe(k, home[j]+1) // displaced by linear probing
+			// Displaced by linear probing: the following slots, usually in
+			// the cache line just loaded.
+			v = t.probe(k, hashKey(k, m.seed)+1)
 		}
 		if v == 0 {
 			return j, slow
 		}
 		switch {
 		case v&idMask != 0 && isStd(v):
-			b.pres[j] = *(*uint64)(unsafe.Add(bits, 8*min(v&idMask, last)))
-		case v&shortFast == shortBit|shortNarrow && rel:
+			pres[j] = *(*uint64)(unsafe.Add(bits, 8*min(v&idMask, last)))
+		case v&shortFast == fast:
 			off := int(v>>idBits&(1<<23-1)) - 1
 			w := t.arena[off : off+2 : off+2]
 			mask, d := w[0], int64(w[1]&idMask)-base
@@ -78,7 +85,7 @@ func (m *blockMap) presBatch(keys []Key, bit []uint64, rel bool, relBase uint32,
 			} else {
 				mask >>= uint64(-d)
 			}
-			b.pres[j] = mask
+			pres[j] = mask
 		default:
 			b.vs[j] = t.view(v)
 			slow |= 1 << uint(j)
