@@ -134,3 +134,71 @@ func TestMatchAllocatesNothingWithMetrics(t *testing.T) {
 	allocs := testing.AllocsPerRun(200, func() { ix.Match(keys, cands, &out) })
 	require.Zero(t, allocs)
 }
+
+// TestMatchFollowsTheFirstStandardHolder checks Match on blocks whose
+// member arrays' exact masks start below, at and above the candidates'
+// lowest endpoint ID, and as the first standard holder of a block changes
+// (it is the mask's base, read from the array on every Match): removals
+// that move it up, a holder turning non-standard, holders beyond the
+// candidates' window, and the same questions with candidates spanning more
+// than 64 IDs (no relative bits).
+func TestMatchFollowsTheFirstStandardHolder(t *testing.T) {
+	ix := newTestIndex(t, Config{})
+	prompt := seq(1, 4*testBS)
+	name := func(i int) string { return fmt.Sprintf("ep-%02d", i) }
+	for i := 0; i < 80; i++ { // IDs in registration order
+		require.NoError(t, ix.Store(name(i), storeEv("m", 1, prompt[:testBS])))
+	}
+	for i := 0; i < 10; i++ {
+		require.NoError(t, ix.Store(name(i), storeEv("m", 1, prompt)))
+	}
+	for i := 70; i < 76; i++ { // holders of block 1 beyond the window of ep-03 … ep-09
+		require.NoError(t, ix.Store(name(i), storeEv("m", 1, prompt[:2*testBS])))
+	}
+	keys := Keys(nil, prompt, testBS, &KeyParams{Model: "m"})
+	var cands []string
+	for i := 3; i < 10; i++ {
+		cands = append(cands, name(i))
+	}
+	wide := append(append([]string(nil), cands...), name(72), name(79)) // IDs span more than 64
+	check := func(want map[string]int) {
+		t.Helper()
+		for _, cs := range [][]string{cands, wide} {
+			var out MatchResult
+			ix.Match(keys, cs, &out)
+			for i, e := range out.Endpoints() {
+				require.Equal(t, want[cs[i]], e.Blocks, "%s among %d candidates", cs[i], len(cs))
+			}
+		}
+	}
+	want := map[string]int{name(72): 2, name(79): 1}
+	for i := 3; i < 10; i++ {
+		want[name(i)] = 4
+	}
+	check(want) // every block's first standard holder is ep-00, below the window
+
+	// Block 2 loses ep-00 … ep-03: its first standard holder is ep-04,
+	// above the window's base.
+	for i := 0; i < 4; i++ {
+		require.Equal(t, 1, ix.Remove(name(i), []uint64{3}, "gpu", 0))
+	}
+	want[name(3)] = 2
+	check(want)
+
+	// ep-04 holds block 2 in the CPU tier too (no longer standard there):
+	// the first standard holder moves to ep-05.
+	require.NoError(t, ix.Store(name(4), &StoreEvent{EngineHashes: []uint64{3}, BlockSize: testBS, Tier: "cpu", Group: 0}))
+	check(want)
+	var out MatchResult
+	ix.Match(keys, cands, &out)
+	require.Equal(t, 1, out.At(1).CPU, "ep-04")
+
+	// Block 3 keeps only ep-09, the window's last ID.
+	for i := 0; i < 9; i++ {
+		ix.Remove(name(i), []uint64{4}, "gpu", 0)
+	}
+	for i := 4; i < 9; i++ {
+		want[name(i)] = 3
+	}
+	check(want)
+}
