@@ -57,7 +57,8 @@ type Config struct {
 	// MaxBytes bounds the index's memory in bytes, over all endpoints
 	// (default DefaultMaxBytes, 8 GiB; zero means the default, negative is
 	// an error). The index accounts a fixed cost per membership, engine-hash
-	// entry, complex side-table entry and speculative entry (see
+	// entry, shared engine-hash pair, complex side-table entry and
+	// speculative entry (see
 	// Stats.Bytes). When a Store or Speculate leaves more than MaxBytes
 	// accounted, the endpoint holding the most accounted bytes evicts its
 	// oldest stored blocks (counted as reason "memory") until the index is

@@ -2,17 +2,21 @@ package kvindex
 
 import (
 	"math/rand/v2"
+	"sync/atomic"
 	"testing"
 	"unsafe"
 
 	"github.com/stretchr/testify/require"
 )
 
+// testPool returns a pool of shared entries for tables under test.
+func testPool() *engPool { return newEngPool(new(atomic.Int64)) }
+
 // TestEngTableAgainstReference drives the engine table with random puts,
 // deletes and evictions and compares it with a Go map plus an ordered list.
 func TestEngTableAgainstReference(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	tab := newEngTable(rng.Uint64())
+	tab := newEngTable(rng.Uint64(), testPool())
 	ref := map[uint64]Key{}
 	var order []uint64 // first-store order of live hashes
 	removeOrder := func(h uint64) {
@@ -75,12 +79,13 @@ func TestEngTableAgainstReference(t *testing.T) {
 		_, _, ok := tab.PopOldest()
 		require.True(t, ok)
 	}
-	require.Empty(t, tab.chunks)
+	require.Empty(t, tab.refs)
+	require.Empty(t, tab.priv)
 	require.Empty(t, tab.index)
 }
 
 func TestEngTableCompactsAfterChurn(t *testing.T) {
-	tab := newEngTable(7)
+	tab := newEngTable(7, testPool())
 	// One long-lived entry and heavy churn behind it: the slab must not
 	// grow with the churn.
 	tab.Put(1, 1)
@@ -89,7 +94,8 @@ func TestEngTableCompactsAfterChurn(t *testing.T) {
 		require.True(t, tab.Delete(i))
 	}
 	require.Equal(t, 1, tab.Len())
-	require.LessOrEqual(t, len(tab.chunks), 3)
+	require.LessOrEqual(t, len(tab.refs), 3)
+	require.LessOrEqual(t, len(tab.priv), 3)
 	require.LessOrEqual(t, len(tab.index), 64)
 	k, ok := tab.Get(1)
 	require.True(t, ok)
@@ -194,4 +200,120 @@ func TestBlockValStandardMask(t *testing.T) {
 // 9,472-byte class).
 func TestEngChunkIsASizeClass(t *testing.T) {
 	require.Equal(t, uintptr(8192), unsafe.Sizeof(engChunk{}))
+}
+
+// TestEngTablesSharingAgainstReference drives three tables over one pool
+// with random puts (each new entry offered to another table, as the index
+// does for a block another endpoint holds), deletes and evictions, and
+// compares each with its own Go map plus ordered list: sharing never
+// changes what a table resolves or its order, and the pool holds exactly
+// the pairs two or more tables refer to.
+func TestEngTablesSharingAgainstReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	var bytes atomic.Int64
+	pool := newEngPool(&bytes)
+	type model struct {
+		tab   *engTable
+		ref   map[uint64]Key
+		order []uint64
+	}
+	ms := make([]*model, 3)
+	for i := range ms {
+		ms[i] = &model{tab: newEngTable(rng.Uint64(), pool), ref: map[uint64]Key{}}
+	}
+	forget := func(m *model, h uint64) {
+		delete(m.ref, h)
+		for i, x := range m.order {
+			if x == h {
+				m.order = append(m.order[:i], m.order[i+1:]...)
+				return
+			}
+		}
+	}
+	check := func() {
+		refs := map[uint32]int{}
+		for _, m := range ms {
+			require.Equal(t, len(m.ref), m.tab.Len())
+			var got []uint64
+			m.tab.Each(func(h uint64, k Key) {
+				require.Equal(t, m.ref[h], k)
+				got = append(got, h)
+			})
+			require.Equal(t, len(m.order), len(got))
+			if len(m.order) > 0 {
+				require.Equal(t, m.order, got)
+			}
+			shared := 0
+			for pos := m.tab.head; pos < m.tab.tail; pos++ {
+				if r := *m.tab.ref(pos); !m.tab.isDead(pos) && r&sharedRef != 0 {
+					refs[r]++
+					shared++
+				}
+			}
+			require.Equal(t, m.tab.Len()-shared, m.tab.Private())
+		}
+		require.Equal(t, len(refs), pool.Len())
+		for r, n := range refs {
+			require.Equal(t, uint32(n), pool.dir[(r&^sharedRef)>>poolChunkBits].rc[r&(poolChunkSize-1)])
+		}
+		require.Equal(t, int64(len(refs))*costSharedEntry, bytes.Load())
+	}
+	for step := 0; step < 60000; step++ {
+		m := ms[rng.IntN(len(ms))]
+		// Few hashes and keys, so that tables often hold the same pairs.
+		h := rng.Uint64N(2000) * 0x10000
+		switch op := rng.IntN(10); {
+		case op < 5:
+			k := Key(rng.Uint64N(3) + 1)
+			old, existed := m.tab.Put(h, k)
+			rk, rexisted := m.ref[h]
+			require.Equal(t, rexisted, existed)
+			require.Equal(t, rk, old)
+			if !rexisted {
+				m.order = append(m.order, h)
+			}
+			m.ref[h] = k
+			if o := ms[rng.IntN(len(ms))]; o != m && (!existed || old != k) {
+				_, same := o.ref[h]
+				shared := m.tab.adopt(h, o.tab)
+				require.Equal(t, same && o.ref[h] == k, shared)
+			}
+		case op < 8:
+			_, present := m.ref[h]
+			require.Equal(t, present, m.tab.Delete(h))
+			forget(m, h)
+		case op < 9:
+			h, k, ok := m.tab.PopOldest()
+			require.Equal(t, len(m.order) > 0, ok)
+			if ok {
+				require.Equal(t, m.order[0], h)
+				require.Equal(t, m.ref[h], k)
+				forget(m, h)
+			}
+		default:
+			k, ok := m.tab.Get(h)
+			rk, rok := m.ref[h]
+			require.Equal(t, rok, ok)
+			require.Equal(t, rk, k)
+		}
+		if step%3000 == 0 {
+			check()
+		}
+	}
+	check()
+	// Reset one table, drain the others: the pool gives everything back.
+	ms[0].tab.Reset()
+	ms[0].ref, ms[0].order = map[uint64]Key{}, nil
+	check()
+	for _, m := range ms[1:] {
+		for m.tab.Len() > 0 {
+			_, _, ok := m.tab.PopOldest()
+			require.True(t, ok)
+		}
+		m.ref, m.order = map[uint64]Key{}, nil
+	}
+	check()
+	require.Zero(t, pool.Len())
+	require.Zero(t, bytes.Load())
+	require.Zero(t, pool.heapBytes()-int(unsafe.Sizeof(*pool.dir)))
 }

@@ -37,6 +37,8 @@ type Index struct {
 
 	blocks *blockMap
 	eps    *xsync.MapOf[string, *endpoint]
+	byID   *xsync.MapOf[uint32, *endpoint] // the live endpoints by ID, for sharing engine-hash entries
+	pool   *engPool                        // engine-hash entries shared by endpoints (engpool.go)
 
 	regMu      sync.Mutex // guards nextID, freeIDs and registration
 	nextID     uint32
@@ -69,10 +71,12 @@ type endpoint struct {
 	mu   sync.Mutex
 	dead bool // cleared and unregistered: writers must look the name up again
 
-	// eng maps this endpoint's engine block hashes to router keys. It is
-	// per endpoint by design: engines serving different models produce the
-	// same hashes for the same tokens, so a shared map would chain one
-	// model's blocks off another's keys.
+	// eng maps this endpoint's engine block hashes to router keys. It
+	// resolves only the mappings this endpoint stored: engines serving
+	// different models produce the same hashes for the same tokens, so a
+	// map shared across endpoints would chain one model's blocks off
+	// another's keys. Only the storage of a (hash, key) pair that several
+	// endpoints each stored is shared (engTable, engPool).
 	eng *engTable // also keeps first-store order, for capacity eviction
 
 	spec    []specEntry // speculative entries to expire, unordered
@@ -120,10 +124,12 @@ func New(cfg Config, opts Options) (*Index, error) {
 		now:        opts.Now,
 		blocks:     newBlockMap(rand.Uint64()),
 		eps:        xsync.NewMapOf[string, *endpoint](),
+		byID:       xsync.NewMapOf[uint32, *endpoint](),
 		stop:       make(chan struct{}),
 		done:       make(chan struct{}),
 	}
 	ix.epoch = ix.now()
+	ix.pool = newEngPool(&ix.nBytes)
 	ix.tiers.Store(newTierTable(cfg.TierWeights))
 	if opts.Registerer != nil {
 		if ix.met, err = newMetrics(ix, opts.Registerer); err != nil {
@@ -158,10 +164,12 @@ type Stats struct {
 
 	// Bytes is the index's accounted memory (kvroute_kv_index_bytes), the
 	// quantity Config.MaxBytes bounds: a fixed cost per membership,
-	// engine-hash entry, complex-membership side-table entry and
-	// speculative entry, close to the heap those entries take (the
-	// tables' fixed overhead, a few hundred bytes per endpoint and 32 KiB
-	// per index, is not counted). It is zero when the index holds nothing.
+	// engine-hash entry (and its pair, when private), shared engine-hash
+	// pair, complex-membership side-table entry and speculative entry,
+	// close to the heap those entries take (the tables' fixed overhead, a
+	// few hundred bytes per endpoint and 32 KiB per index, plus 128 KiB
+	// once engine-hash pairs are shared, is not counted). It is zero when
+	// the index holds nothing.
 	Bytes int64
 
 	// Entries removed by the index itself since New, by reason (the
@@ -259,11 +267,12 @@ func (ix *Index) register(name string) (*endpoint, error) {
 	default:
 		return nil, ErrTooManyEndpoints
 	}
-	ep := &endpoint{name: strings.Clone(name), id: id, eng: newEngTable(rand.Uint64())}
+	ep := &endpoint{name: strings.Clone(name), id: id, eng: newEngTable(rand.Uint64(), ix.pool)}
 	if id > ix.maxID.Load() {
 		ix.maxID.Store(id)
 	}
 	ix.eps.Store(ep.name, ep)
+	ix.byID.Store(id, ep)
 	ix.nEndpoints.Add(1)
 	ix.gen.Add(1)
 	return ep, nil
@@ -276,6 +285,9 @@ func (ix *Index) unregister(ep *endpoint) {
 	defer ix.regMu.Unlock()
 	ix.eps.Compute(ep.name, func(cur *endpoint, loaded bool) (*endpoint, bool) {
 		return cur, loaded && cur == ep
+	})
+	ix.byID.Compute(ep.id, func(cur *endpoint, loaded bool) (*endpoint, bool) {
+		return cur, !loaded || cur == ep
 	})
 	ix.freeIDs = append(ix.freeIDs, ep.id)
 	ix.nEndpoints.Add(-1)

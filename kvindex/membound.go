@@ -16,9 +16,17 @@ const (
 	// holders plus one arena word each and the array's slack for a shared
 	// block (about 21 bytes per membership with four holders).
 	costMembership = 28
-	// costEngEntry is an engine-hash entry: 16 bytes in the endpoint's slab
-	// and its 4-byte index slot at a load between 5/8 and 13/16.
-	costEngEntry = 22
+	// costEngEntry is an endpoint's engine-hash entry: its 4-byte
+	// reference in the endpoint's slab and its 4-byte index slot at a load
+	// between 5/8 and 13/16.
+	costEngEntry = 10
+	// costPrivateEntry is the (hash, key) pair of an engine-hash entry no
+	// other endpoint shares, in the endpoint's own chunks.
+	costPrivateEntry = 16
+	// costSharedEntry is a (hash, key) pair several endpoints share, with
+	// its reference count, in the index's pool (engpool.go). The pool
+	// charges it to the index, not to any of its holders.
+	costSharedEntry = 20
 	// costComplex is an entry of an endpoint's side table of complex
 	// memberships (map[Key][]pair): key, slice header, the pairs' backing
 	// array and the map's slack.
@@ -31,7 +39,7 @@ const (
 // account recomputes ep's accounted bytes from its entry counts and adds
 // the change to the index total. ep.mu is held.
 func (ix *Index) account(ep *endpoint) {
-	b := int64(ep.members)*costMembership + int64(ep.eng.Len())*costEngEntry +
+	b := int64(ep.members)*costMembership + int64(ep.eng.Len())*costEngEntry + int64(ep.eng.Private())*costPrivateEntry +
 		int64(len(ep.cx))*costComplex + int64(len(ep.spec))*costSpecEntry
 	if d := b - ep.bytes.Load(); d != 0 {
 		ep.bytes.Store(b)

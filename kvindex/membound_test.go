@@ -14,8 +14,8 @@ import (
 )
 
 // perBlock is the accounted cost of a block stored by one endpoint: its
-// membership and its engine-hash entry.
-const perBlock = costMembership + costEngEntry
+// membership and its (private) engine-hash entry.
+const perBlock = costMembership + costEngEntry + costPrivateEntry
 
 // recountBytes returns the accounted bytes recomputed from every endpoint's
 // entries, to check the incremental accounting against.
@@ -24,11 +24,12 @@ func recountBytes(ix *Index) int64 {
 	ix.eps.Range(func(_ string, ep *endpoint) bool {
 		ep.mu.Lock()
 		n += int64(ep.members)*costMembership + int64(ep.eng.Len())*costEngEntry +
+			int64(ep.eng.Private())*costPrivateEntry +
 			int64(len(ep.cx))*costComplex + int64(len(ep.spec))*costSpecEntry
 		ep.mu.Unlock()
 		return true
 	})
-	return n
+	return n + int64(ix.pool.Len())*costSharedEntry
 }
 
 // A flooding endpoint evicts its own oldest blocks: the bound holds after
@@ -160,7 +161,8 @@ func TestAccountedBytesReturnToZero(t *testing.T) {
 		ix.Speculate("a", Keys(nil, prompt, testBS, &KeyParams{Model: "m"}), time.Second) // confirmed: no-op
 		st := ix.Stats()
 		require.Equal(t, recountBytes(ix), st.Bytes)
-		require.Equal(t, int64(st.Memberships)*costMembership+16*costEngEntry+10*costComplex+5*costSpecEntry, st.Bytes)
+		// a's and b's 8 entries each are the same pairs: 8 shared ones.
+		require.Equal(t, int64(st.Memberships)*costMembership+16*costEngEntry+8*costSharedEntry+10*costComplex+5*costSpecEntry, st.Bytes)
 	}
 	fill()
 	// Remove everything store by store, and let the speculation expire.

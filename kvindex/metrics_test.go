@@ -23,6 +23,8 @@ func TestMetrics(t *testing.T) {
 	match(ix, "m", prompt, "a", "b")             // best: a with 2
 	match(ix, "m", seq(700, 2*testBS), "a", "b") // miss
 	ix.Clear("a")                                // 2 endpoint_removed
+	// Bytes: b's 3 memberships and entries, 2 private and 1 still in the
+	// pool (it was a's too).
 
 	expected := `
 # HELP kvroute_kv_index_blocks Distinct blocks in the KV-block index.
@@ -30,7 +32,7 @@ func TestMetrics(t *testing.T) {
 kvroute_kv_index_blocks 3
 # HELP kvroute_kv_index_bytes Memory accounted by the KV-block index, in bytes (bounded by its maxBytes).
 # TYPE kvroute_kv_index_bytes gauge
-kvroute_kv_index_bytes 150
+kvroute_kv_index_bytes 166
 # HELP kvroute_kv_index_evictions_total Entries removed by the KV-block index itself, by reason.
 # TYPE kvroute_kv_index_evictions_total counter
 kvroute_kv_index_evictions_total{reason="capacity"} 1

@@ -158,16 +158,29 @@ func TestMemoryAccountingPerMembership(t *testing.T) {
 			st := ix.Stats()
 			require.Equal(t, memberships, st.Memberships)
 			require.Equal(t, memberships/holders, st.Blocks)
-			eng := 0
+			eng, private := 0, 0
 			ix.eps.Range(func(_ string, ep *endpoint) bool {
 				require.Equal(t, memberships/len(eps), ep.eng.Len())
 				eng += ep.eng.bytes()
+				private += ep.eng.Private()
 				return true
 			})
-			// Engine-hash entries: 16 bytes plus a 4-byte index slot at
-			// least 5/16 full (a half-full chunk at most per endpoint).
-			require.LessOrEqual(t, eng, memberships*(16+13)+len(eps)*(8<<10))
-			require.GreaterOrEqual(t, eng, memberships*16)
+			// Each endpoint's pairs are its own with one holder, and all
+			// shared (one pool entry per block) with four.
+			if holders == 1 {
+				require.Equal(t, memberships, private)
+				require.Zero(t, ix.pool.Len())
+			} else {
+				require.Zero(t, private)
+				require.Equal(t, memberships/holders, ix.pool.Len())
+			}
+			// Engine-hash entries: a 4-byte reference and a 4-byte index
+			// slot at least 5/16 full, plus 16 bytes per private pair (a
+			// half-full chunk of each at most per endpoint); 20 bytes per
+			// pair in the pool (its directory and last chunk aside).
+			require.LessOrEqual(t, eng, memberships*(4+13)+private*16+len(eps)*(16<<10))
+			require.GreaterOrEqual(t, eng, memberships*4+private*16)
+			require.LessOrEqual(t, ix.pool.heapBytes(), ix.pool.Len()*20+(128<<10)+poolChunkSize*20)
 			require.LessOrEqual(t, ix.blocks.bytes()/st.Blocks, 32+(8*holders+16)*2)
 			for _, ep := range eps {
 				ix.Clear(ep)
@@ -180,4 +193,79 @@ func TestMemoryAccountingPerMembership(t *testing.T) {
 			require.Zero(t, live)
 		})
 	}
+}
+
+// poolShared returns the number of shared engine-hash pairs and each
+// endpoint's private ones.
+func poolShared(ix *Index) (shared int, private map[string]int) {
+	private = map[string]int{}
+	ix.eps.Range(func(name string, ep *endpoint) bool {
+		ep.mu.Lock()
+		private[name] = ep.eng.Private()
+		ep.mu.Unlock()
+		return true
+	})
+	return ix.pool.Len(), private
+}
+
+// Four endpoints of one model storing the same blocks under the same engine
+// hashes keep each pair once; one holder's removal, remapping and Clear
+// leave the others' mappings, and the pool empties with the last holder.
+func TestHoldersOfOnePromptShareEngineHashEntries(t *testing.T) {
+	ix := newTestIndex(t, Config{})
+	prompt := seq(1, 3*testBS)
+	eps := []string{"a", "b", "c", "d"}
+	for _, ep := range eps {
+		require.NoError(t, ix.Store(ep, storeEv("m", 1, prompt)))
+	}
+	shared, private := poolShared(ix)
+	require.Equal(t, 3, shared)
+	require.Equal(t, map[string]int{"a": 0, "b": 0, "c": 0, "d": 0}, private)
+	require.Equal(t, recountBytes(ix), ix.Stats().Bytes)
+	require.Equal(t, int64(12*(costMembership+costEngEntry)+3*costSharedEntry), ix.Stats().Bytes)
+
+	// a removes block 3, b re-maps hash 1 to other content, c is cleared.
+	require.Equal(t, 1, ix.Remove("a", []uint64{3}, "gpu", 0))
+	require.NoError(t, ix.Store("b", storeEv("m", 1, seq(900, testBS))))
+	require.Equal(t, 3, ix.Clear("c"))
+	require.Equal(t, []int{2, 0, 0, 3}, blocksOf(match(ix, "m", prompt, "a", "b", "c", "d")))
+	require.Equal(t, 1, match(ix, "m", seq(900, testBS), "b").Endpoints()[0].Blocks)
+	shared, private = poolShared(ix)
+	require.Equal(t, 3, shared)
+	require.Equal(t, map[string]int{"a": 0, "b": 1, "d": 0}, private)
+	require.Equal(t, recountBytes(ix), ix.Stats().Bytes)
+
+	// Every survivor still chains off its own mapping of hash 2 and 3.
+	next := seq(500, testBS)
+	full := append(append([]uint32{}, prompt...), next...)
+	require.NoError(t, ix.Store("a", withParent(storeEv("m", 10, next), 2)))
+	require.ErrorIs(t, ix.Store("a", withParent(storeEv("m", 10, next), 3)), ErrParentMissing)
+	require.NoError(t, ix.Store("d", withParent(storeEv("m", 4, next), 3)))
+	require.Equal(t, 3, match(ix, "m", append(append([]uint32{}, prompt[:2*testBS]...), next...), "a").Endpoints()[0].Blocks)
+	require.Equal(t, 4, match(ix, "m", full, "d").Endpoints()[0].Blocks)
+	// b lost block 1 with the re-mapping but still resolves hash 2, whose
+	// entry it shares with a and d.
+	require.Equal(t, 0, match(ix, "m", prompt, "b").Endpoints()[0].Blocks)
+	require.NoError(t, ix.Store("b", withParent(storeEv("m", 10, next), 2)))
+	require.Equal(t, recountBytes(ix), ix.Stats().Bytes)
+	for _, ep := range []string{"a", "b", "d"} {
+		ix.Clear(ep)
+	}
+	require.Zero(t, ix.pool.Len())
+	require.Zero(t, ix.Stats().Bytes)
+}
+
+// A snapshot of shared blocks restores them shared.
+func TestSnapshotRestoreSharesEngineHashEntries(t *testing.T) {
+	src := newTestIndex(t, Config{})
+	prompt := sharedFleet(t, src)
+	shared, _ := poolShared(src)
+	require.Equal(t, 6, shared) // 3 blocks per model, each held by two endpoints
+	dst := snapshotCopy(t, src, Config{})
+	got, private := poolShared(dst)
+	require.Equal(t, shared, got)
+	require.Equal(t, map[string]int{"a": 0, "b": 0, "c": 0, "d": 0}, private)
+	require.Equal(t, recountBytes(dst), dst.Stats().Bytes)
+	require.Equal(t, src.Stats().Bytes, dst.Stats().Bytes)
+	require.Equal(t, []int{3, 3, 0, 0}, blocksOf(match(dst, "model-x", prompt, "a", "b", "c", "d")))
 }

@@ -63,16 +63,24 @@ func snapHasEntries(ep *endpoint) bool { return ep.eng.Len() > 0 || len(ep.spec)
 // mapped to it, with the same pairs each time). ep.mu is held and ep was
 // registered by the restore.
 func (ix *Index) snapRestoreEntry(ep *endpoint, hash uint64, key Key, pairs []pair) {
-	if old, known := ep.eng.Put(hash, key); known && old != key {
-		ix.apply(ep, old, &memberOp{kind: opDrop})
+	prev, known := ep.eng.Put(hash, key)
+	if known && prev != key {
+		ix.apply(ep, prev, &memberOp{kind: opDrop})
 	}
 	if len(pairs) == 0 {
 		return
 	}
+	var other uint32
+	defer func() {
+		if other != 0 && (!known || prev != key) {
+			ix.shareEntry(ep, hash, other)
+		}
+	}()
 	ix.blocks.Compute(key, func(v blockVal, loaded bool) (blockVal, bool) {
 		old, idx := uint64(0), -1
 		if loaded {
 			old, idx = v.find(ep.id)
+			other = otherHolder(&v, ep.id)
 		}
 		if isSpec(old) {
 			ix.nSpec.Add(-1)

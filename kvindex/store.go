@@ -190,12 +190,17 @@ func (ix *Index) store(endpoint string, ev *StoreEvent) error {
 			extra = ev.ExtraKeys[i]
 		}
 		key := h.key(parent, ev.Tokens[i*bs:(i+1)*bs], extra, "", "")
-		if old, known := ep.eng.Put(eh, key); known && old != key {
+		old, known := ep.eng.Put(eh, key)
+		if known && old != key {
 			// The engine reuses a hash for other content (e.g. another
 			// model root): the old mapping's membership is stale.
 			ix.apply(ep, old, &memberOp{kind: opDrop})
 		}
+		op.findOther, op.other = !known || old != key, 0
 		ix.apply(ep, key, &op)
+		if op.other != 0 {
+			ix.shareEntry(ep, eh, op.other)
+		}
 		parent = key
 	}
 	ix.enforceCapacity(ep)
@@ -317,7 +322,8 @@ func (ix *Index) Clear(endpoint string) (removed int) {
 			}
 		}
 	}
-	ep.eng, ep.cx, ep.spec = newEngTable(0), nil, nil
+	ep.eng.Reset()
+	ep.cx, ep.spec = nil, nil
 	ix.account(ep)
 	ix.evEndpoint.Add(uint64(removed))
 	ix.unregister(ep)

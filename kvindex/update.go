@@ -20,6 +20,12 @@ type memberOp struct {
 
 	before, after uint64 // membership before and after (0 = none)
 	pairGone      bool   // opRemove: the (tier, group) pair disappeared
+
+	// findOther asks apply for other: the ID of another endpoint holding
+	// the block as a confirmed membership afterwards (0 = none), with whom
+	// the engine-hash entry may be shared.
+	findOther bool
+	other     uint32
 }
 
 // apply performs op on endpoint ep's membership of key. ep.mu is held; the
@@ -33,6 +39,9 @@ func (ix *Index) apply(ep *endpoint, key Key, op *memberOp) {
 		}
 		nw := ix.transition(ep, key, old, op)
 		op.before, op.after = old, nw
+		if op.findOther {
+			op.other = otherHolder(&v, ep.id)
+		}
 		if nw == old {
 			// Unchanged: the map skips rewriting an identical value, and
 			// inserts nothing for an absent key.
@@ -141,4 +150,16 @@ func (ep *endpoint) encode(key Key, old uint64, pairs []pair) uint64 {
 		delete(ep.cx, key)
 	}
 	return m
+}
+
+// otherHolder returns the ID of an endpoint other than id holding v as a
+// confirmed membership, or 0.
+func otherHolder(v *blockVal, id uint32) uint32 {
+	var single [1]uint64
+	for _, m := range v.members(&single) {
+		if memberID(m) != id && !isSpec(m) {
+			return memberID(m)
+		}
+	}
+	return 0
 }
