@@ -203,8 +203,9 @@ func BenchmarkStore(b *testing.B) {
 // memberships, with every block held by one endpoint (holders=1, nothing
 // shared: the worst case) or by four (holders=4, engines sharing prompts),
 // and reports how it splits between the block map (slots and member-array
-// arenas) and the endpoints' engine-hash tables, so that the part to work on
-// is visible.
+// arenas) and the engine-hash tables (the endpoints' references and private
+// pairs, and the pool of shared pairs, also reported on its own), so that
+// the part to work on is visible.
 func BenchmarkMemory(b *testing.B) {
 	for _, holders := range []int{1, 4} {
 		b.Run(fmt.Sprintf("holders=%d", holders), func(b *testing.B) { benchMemory(b, holders) })
@@ -213,7 +214,7 @@ func BenchmarkMemory(b *testing.B) {
 
 func benchMemory(b *testing.B, holders int) {
 	const eps, memberships, chainBlocks = 64, 1 << 20, 256
-	var perMembership, blockMap, engTables float64
+	var perMembership, blockMap, engTables, sharedPairs float64
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
@@ -244,7 +245,8 @@ func benchMemory(b *testing.B, holders int) {
 		}
 		perMembership = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / memberships
 		blockMap = float64(ix.blocks.bytes()) / memberships
-		eng := 0
+		eng := ix.pool.heapBytes()
+		sharedPairs = float64(eng) / memberships
 		ix.eps.Range(func(_ string, ep *endpoint) bool {
 			eng += ep.eng.bytes()
 			return true
@@ -256,4 +258,5 @@ func benchMemory(b *testing.B, holders int) {
 	b.ReportMetric(perMembership, "bytes/membership")
 	b.ReportMetric(blockMap, "blockmap-bytes/membership")
 	b.ReportMetric(engTables, "enghash-bytes/membership")
+	b.ReportMetric(sharedPairs, "enghash-shared-bytes/membership")
 }
