@@ -231,7 +231,18 @@ func (t *engTable) adopt(h uint64, o *engTable) bool {
 	}
 	t.drop(*tr)
 	*tr = *or
+	// A table whose entries another endpoint adopts one by one would keep
+	// its private chunks full of freed entries: compact them away.
+	o.compactPrivate()
 	return true
+}
+
+// compactPrivate compacts the table when most of its private entries'
+// chunks are free.
+func (t *engTable) compactPrivate() {
+	if int(t.privN) > 2*t.nPriv+slabChunk {
+		t.compact()
+	}
 }
 
 func (t *engTable) insertIndex(h uint64, pos uint32) {
@@ -351,9 +362,10 @@ func (t *engTable) trim() {
 		*t = engTable{seed: t.seed, pool: t.pool}
 		return
 	}
-	if used := int(t.tail - t.head); used > 2*t.live+refChunk || int(t.privN) > 2*t.nPriv+slabChunk {
+	if used := int(t.tail - t.head); used > 2*t.live+refChunk {
 		t.compact()
 	}
+	t.compactPrivate()
 	if len(t.index) > 64 && t.live*4 < len(t.index) {
 		t.rehash(indexSize(t.live))
 	}

@@ -317,3 +317,30 @@ func TestEngTablesSharingAgainstReference(t *testing.T) {
 	require.Zero(t, bytes.Load())
 	require.Zero(t, pool.heapBytes()-int(unsafe.Sizeof(*pool.dir)))
 }
+
+// A table whose every entry another table adopts releases its private
+// chunks, and keeps its order.
+func TestEngTableGivesBackPrivateChunksWhenAdopted(t *testing.T) {
+	pool := testPool()
+	first, second := newEngTable(1, pool), newEngTable(2, pool)
+	const n = 20 * slabChunk
+	for h := uint64(1); h <= n; h++ {
+		first.Put(h, Key(h))
+	}
+	require.Len(t, first.priv, n/slabChunk)
+	for h := uint64(1); h <= n; h++ {
+		second.Put(h, Key(h))
+		require.True(t, second.adopt(h, first))
+	}
+	require.Zero(t, first.Private())
+	require.Zero(t, second.Private())
+	require.LessOrEqual(t, len(first.priv), 2)
+	require.Equal(t, n, pool.Len())
+	want := uint64(1)
+	first.Each(func(h uint64, k Key) {
+		require.Equal(t, want, h)
+		require.Equal(t, Key(h), k)
+		want++
+	})
+	require.Equal(t, uint64(n+1), want)
+}
