@@ -57,8 +57,9 @@ func BenchmarkMemory(b *testing.B) {
 
 // BenchmarkMemoryShared measures memory per membership when every block is
 // held by four endpoints (2^18 distinct blocks, 2^20 memberships): what a
-// fleet whose engines share prompts pays. Engine-hash maps are per
-// endpoint, so each of the four holders keeps its own engine-hash entry.
+// fleet whose engines share prompts pays. The four holders store the same
+// engine hashes, so the index keeps each (hash, key) pair once and every
+// holder a reference to it in its own engine-hash table.
 func BenchmarkMemoryShared(b *testing.B) {
 	const holders = 4
 	var perMembership float64
