@@ -10,7 +10,8 @@ import (
 // (engine hash, key) pairs that two or more endpoints each stored
 // themselves, as engines of one model do for the blocks they all cache.
 // Each entry is stored once with a count of the endpoints referring to it
-// (engTable keeps a 4-byte reference per endpoint) and is freed when the
+// (engTable keeps a 4-byte reference per endpoint, in place of the 16-byte
+// pair) and is freed when the
 // last one lets go.
 //
 // The pool has no index of its own: an endpoint finds a shared entry only
@@ -39,10 +40,6 @@ const (
 	poolChunkBits = 13 // 8,192 entries, 160 KiB per chunk
 	poolChunkSize = 1 << poolChunkBits
 	poolDirSize   = 1 << 14 // room for 2^27 shared entries
-	// sharedRef marks a reference (in engTable.refs) to an engPool entry;
-	// without it, a reference is the index of one of the endpoint's
-	// private entries.
-	sharedRef = uint32(1) << 31
 )
 
 // poolChunk keeps the counts apart from the entries so that a chunk is
@@ -61,9 +58,9 @@ func (p *engPool) entry(i uint32) *engEntry {
 	return &p.dir[i>>poolChunkBits].e[i&(poolChunkSize-1)]
 }
 
-// share returns the index of a new entry (h, key) referred to by two
+// share returns the index of a new entry (h, key) referred to by refs
 // endpoints, or false when the pool is full.
-func (p *engPool) share(h uint64, key Key) (uint32, bool) {
+func (p *engPool) share(h uint64, key Key, refs uint32) (uint32, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var i uint32
@@ -84,7 +81,7 @@ func (p *engPool) share(h uint64, key Key) (uint32, bool) {
 		return 0, false
 	}
 	*p.entry(i) = engEntry{hash: h, key: key}
-	p.dir[i>>poolChunkBits].rc[i&(poolChunkSize-1)] = 2
+	p.dir[i>>poolChunkBits].rc[i&(poolChunkSize-1)] = refs
 	p.live++
 	p.bytes.Add(costSharedEntry)
 	return i, true

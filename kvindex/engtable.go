@@ -5,11 +5,11 @@ import (
 	"unsafe"
 )
 
-// Chunk sizes of an engTable: 8 KiB each, a Go size class.
-const (
-	slabChunk = 512  // private entries per chunk
-	refChunk  = 2048 // references per chunk
-)
+// unitChunk is the number of 4-byte units per engTable slab chunk (8 KiB).
+const unitChunk = 2048
+
+// privUnits is the length in units of a private record (hash and key).
+const privUnits = 4
 
 // engTable maps one endpoint's engine block hashes to router keys and
 // remembers the order in which hashes were first stored, for capacity
@@ -20,53 +20,48 @@ const (
 //
 // The (hash, key) pair itself is kept once per index when several
 // endpoints stored the same pair — engines of one model publish the same
-// engine hash for the same block — and privately otherwise:
+// engine hash for the same block — and in the endpoint's table otherwise:
 //
-//   - refs, an append-only slab of 4-byte references in insertion order,
-//     is the endpoint's eviction order; removal marks a reference dead in
-//     a bitmap kept beside the chunks, chunks at the head that are entirely
-//     dead are released, and the slab is compacted when dead references
-//     outnumber live ones;
-//   - a reference is either the index of a private entry (16 bytes in the
-//     table's own chunks, recycled through a free list threaded through the
-//     freed entries' key field) or, with sharedRef set, the index of an
-//     entry of the index's engPool, referred to by every endpoint that
-//     stored the pair;
-//   - an open-addressing index with linear probing maps a hash to its
-//     reference's slab position (4 bytes per slot; any multiple of 16
-//     slots, so that a rebuild leaves it 5/8 full and it grows at 13/16);
-//     deletion shifts entries back, so there are no tombstones.
+//   - entries live in an append-only slab of 4-byte units, in insertion
+//     order: a private entry is a record of four units (the hash and the
+//     key, 16 bytes), a shared one a single unit, the index of an entry of
+//     the index's engPool that every endpoint storing the pair refers to.
+//     Two bitmaps beside the slab chunks tell a private record's first
+//     unit and the dead units: removal marks an entry's units dead, chunks
+//     at the head that are entirely dead are released, and the slab is
+//     compacted when dead units outnumber live ones;
+//   - an open-addressing index with linear probing maps a hash to the slab
+//     position of its entry (4 bytes per slot; any multiple of 16 slots, so
+//     that a rebuild leaves it 5/8 full and it grows at 13/16); deletion
+//     shifts entries back, so there are no tombstones. A private entry is
+//     compared in place, one memory access per probe as with a plain slab.
 //
 // A pair becomes shared when a second endpoint stores it: the index, which
 // sees in the block map who else holds the block, hands the new entry to
 // adopt together with another holder's table, and the two then refer to
-// one pool entry. Per membership that costs about 26 bytes for a block one
-// endpoint holds (reference, index slot, private entry) and about 15 for a
-// block four hold (reference and index slot each, and a quarter of a
-// 20-byte pool entry).
+// one pool entry (the first holder's record shrinks to one unit; its
+// other three die). Per membership that costs about 23 bytes for a block
+// one endpoint holds (record, index slot, bits) and about 16 for a block
+// four hold (a unit and an index slot each, and a quarter of a 20-byte
+// pool entry).
 //
 // It is not safe for concurrent use; the endpoint's mutex guards it (adopt
 // needs both endpoints' mutexes).
 type engTable struct {
-	refs  []*[refChunk]uint32
-	dead  []uint64 // per slab position from base: bit set = removed
-	base  uint32   // slab position of refs[0][0]
-	head  uint32   // position of the oldest reference that may be live
-	tail  uint32   // next position to append at
-	live  int      // live references
-	index []uint32 // slab position + 1 per slot; 0 = empty
-	seed  uint64
-
-	priv     []*engChunk // private entries
-	privN    uint32      // private entries ever allocated (high-water mark)
-	privFree uint32      // head of the free list + 1; 0 = empty
-	nPriv    int         // live private entries
+	chunks []*[unitChunk]uint32
+	dead   []uint64 // per slab unit from base: bit set = dead
+	priv   []uint64 // per slab unit from base: bit set = first unit of a private record
+	base   uint32   // slab position of chunks[0][0]
+	head   uint32   // position of the oldest unit that may be live
+	tail   uint32   // next position to append at
+	live   int      // live entries
+	units  int      // units of live entries
+	nPriv  int      // live private entries
+	index  []uint32 // slab position + 1 per slot; 0 = empty
+	seed   uint64
 
 	pool *engPool
 }
-
-// engChunk is exactly 8 KiB.
-type engChunk [slabChunk]engEntry
 
 type engEntry struct {
 	hash uint64
@@ -102,22 +97,52 @@ func (t *engTable) next(i int) int {
 // rebuild: 5/8 full, a multiple of 16.
 func indexSize(n int) int { return max(16, (n*8/5+15)&^15) }
 
-// ref returns the reference at slab position pos.
-func (t *engTable) ref(pos uint32) *uint32 {
+// unit returns the unit at slab position pos.
+func (t *engTable) unit(pos uint32) *uint32 {
 	off := pos - t.base
-	return &t.refs[off/refChunk][off%refChunk]
+	return &t.chunks[off/unitChunk][off%unitChunk]
 }
 
-// entryOf returns the entry a reference designates.
-func (t *engTable) entryOf(r uint32) *engEntry {
-	if r&sharedRef != 0 {
-		return t.pool.entry(r &^ sharedRef)
+// isPriv reports whether the entry at pos is a private record.
+func (t *engTable) isPriv(pos uint32) bool {
+	off := pos - t.base
+	return t.priv[off/64]&(1<<(off%64)) != 0
+}
+
+// isDead reports whether the unit at slab position pos is dead.
+func (t *engTable) isDead(pos uint32) bool {
+	off := pos - t.base
+	return t.dead[off/64]&(1<<(off%64)) != 0
+}
+
+func (t *engTable) setDead(pos uint32) {
+	off := pos - t.base
+	t.dead[off/64] |= 1 << (off % 64)
+}
+
+// record returns the four units of the private record at pos (records never
+// cross a chunk).
+func (t *engTable) record(pos uint32) *[privUnits]uint32 {
+	return (*[privUnits]uint32)(unsafe.Pointer(t.unit(pos)))
+}
+
+// entry returns the live entry at slab position pos.
+func (t *engTable) entry(pos uint32) engEntry {
+	if t.isPriv(pos) {
+		r := t.record(pos)
+		return engEntry{hash: uint64(r[0]) | uint64(r[1])<<32, key: Key(uint64(r[2]) | uint64(r[3])<<32)}
 	}
-	return &t.priv[r/slabChunk][r%slabChunk]
+	return *t.pool.entry(*t.unit(pos))
 }
 
-// entry returns the entry at slab position pos.
-func (t *engTable) entry(pos uint32) *engEntry { return t.entryOf(*t.ref(pos)) }
+// hashAt returns the hash of the live entry at pos.
+func (t *engTable) hashAt(pos uint32) uint64 {
+	if t.isPriv(pos) {
+		r := t.record(pos)
+		return uint64(r[0]) | uint64(r[1])<<32
+	}
+	return t.pool.entry(*t.unit(pos)).hash
+}
 
 // slot returns the index slot holding h, or -1.
 func (t *engTable) slot(h uint64) int {
@@ -129,7 +154,7 @@ func (t *engTable) slot(h uint64) int {
 		if p == 0 {
 			return -1
 		}
-		if t.entry(p-1).hash == h {
+		if t.hashAt(p-1) == h {
 			return i
 		}
 	}
@@ -148,101 +173,135 @@ func (t *engTable) Get(h uint64) (Key, bool) {
 // one keeps its position. It returns the previous key, if any.
 func (t *engTable) Put(h uint64, key Key) (old Key, existed bool) {
 	if i := t.slot(h); i >= 0 {
-		r := t.ref(t.index[i] - 1)
-		e := t.entryOf(*r)
-		if old = e.key; old == key {
+		pos := t.index[i] - 1
+		if old = t.entry(pos).key; old == key {
 			return old, true
 		}
-		if *r&sharedRef != 0 {
-			// The others keep the shared pair; this endpoint's mapping
-			// becomes its own.
-			t.pool.release(*r &^ sharedRef)
-			*r = t.newPrivate(h, key)
-		} else {
-			e.key = key
+		if t.isPriv(pos) {
+			r := t.record(pos)
+			r[2], r[3] = uint32(key), uint32(key>>32)
+			return old, true
 		}
+		// A shared entry is one unit: the re-mapped pair takes a pool
+		// entry of its own (the others keep the shared pair), so that the
+		// hash keeps its position.
+		if s, ok := t.pool.share(h, key, 1); ok {
+			t.pool.release(*t.unit(pos))
+			*t.unit(pos) = s
+			return old, true
+		}
+		// The pool is full: re-store the hash as the newest entry.
+		t.Delete(h)
+		t.Put(h, key)
 		return old, true
 	}
 	if (t.live+1)*16 > len(t.index)*13 {
 		t.rehash(indexSize(t.live + 1))
 	}
-	if t.tail == ^uint32(0) {
+	if t.tail >= ^uint32(0)-2*unitChunk {
 		t.compact() // positions exhausted: renumber from zero
 	}
-	t.appendRef(h, t.newPrivate(h, key))
+	off := t.tail - t.base
+	if off%unitChunk > unitChunk-privUnits {
+		// A record never crosses a chunk: pad to the next one.
+		for ; off%unitChunk != 0; off++ {
+			t.grow()
+			t.setDead(t.tail)
+			t.tail++
+		}
+	}
+	t.grow()
+	pos := t.tail
+	r := t.record(pos)
+	r[0], r[1], r[2], r[3] = uint32(h), uint32(h>>32), uint32(key), uint32(key>>32)
+	off = pos - t.base
+	t.priv[off/64] |= 1 << (off % 64)
+	t.tail += privUnits
+	t.live++
+	t.units += privUnits
+	t.nPriv++
+	t.insertIndex(h, pos)
 	return 0, false
 }
 
-// newPrivate stores (h, key) as a private entry and returns its reference.
-func (t *engTable) newPrivate(h uint64, key Key) uint32 {
-	var r uint32
-	if t.privFree != 0 {
-		r = t.privFree - 1
-		t.privFree = uint32(t.priv[r/slabChunk][r%slabChunk].key)
-	} else {
-		r = t.privN
-		if r/slabChunk == uint32(len(t.priv)) {
-			t.priv = append(t.priv, new(engChunk))
-		}
-		t.privN++
+// grow adds a chunk when the tail is at the end of the slab.
+func (t *engTable) grow() {
+	if off := t.tail - t.base; off/unitChunk == uint32(len(t.chunks)) {
+		t.chunks = append(t.chunks, new([unitChunk]uint32))
+		t.dead = append(t.dead, make([]uint64, unitChunk/64)...)
+		t.priv = append(t.priv, make([]uint64, unitChunk/64)...)
 	}
-	t.priv[r/slabChunk][r%slabChunk] = engEntry{hash: h, key: key}
-	t.nPriv++
-	return r
 }
 
-// drop lets go of the entry reference r designates.
-func (t *engTable) drop(r uint32) {
-	if r&sharedRef != 0 {
-		t.pool.release(r &^ sharedRef)
+// appendShared appends a shared entry (pool index s, for hash h) as the
+// newest and indexes it. The index has room for it.
+func (t *engTable) appendShared(h uint64, s uint32) {
+	t.grow()
+	*t.unit(t.tail) = s
+	t.insertIndex(h, t.tail)
+	t.tail++
+	t.live++
+	t.units++
+}
+
+// toShared turns the private record at pos into a reference to pool entry
+// s. Its last three units die, or are given back when it is the newest.
+func (t *engTable) toShared(pos, s uint32) {
+	off := pos - t.base
+	t.priv[off/64] &^= 1 << (off % 64)
+	*t.unit(pos) = s
+	t.nPriv--
+	t.units -= privUnits - 1
+	if pos+privUnits == t.tail {
+		t.tail = pos + 1
 		return
 	}
-	t.priv[r/slabChunk][r%slabChunk] = engEntry{key: Key(t.privFree)}
-	t.privFree = r + 1
-	t.nPriv--
+	for p := pos + 1; p < pos+privUnits; p++ {
+		t.setDead(p)
+	}
 }
 
 // adopt makes t's entry for h, which t just stored, refer to the same pool
 // entry as o's when o stored the same key for h (sharing it first if o's
-// entry is private). It reports whether t's entry is shared afterwards. o
-// is another endpoint's table; both endpoints' mutexes are held.
+// entry is private), and reports whether it did. o is another endpoint's
+// table; both endpoints' mutexes are held.
 func (t *engTable) adopt(h uint64, o *engTable) bool {
 	i, j := t.slot(h), o.slot(h)
 	if i < 0 || j < 0 {
 		return false
 	}
-	tr, or := t.ref(t.index[i]-1), o.ref(o.index[j]-1)
-	if *tr&sharedRef != 0 {
-		return true
-	}
-	key := t.entryOf(*tr).key
-	if o.entryOf(*or).key != key {
+	tp, op := t.index[i]-1, o.index[j]-1
+	key := t.entry(tp).key
+	if o.entry(op).key != key {
 		return false // o maps h to other content: nothing to share
 	}
-	if *or&sharedRef != 0 {
-		t.pool.acquire(*or &^ sharedRef)
-	} else {
-		s, ok := t.pool.share(h, key)
+	tPriv, oPriv := t.isPriv(tp), o.isPriv(op)
+	switch {
+	case !tPriv && !oPriv: // both in the pool (t's re-mapped alone): join o's
+		if s := *o.unit(op); *t.unit(tp) != s {
+			t.pool.acquire(s)
+			t.pool.release(*t.unit(tp))
+			*t.unit(tp) = s
+		}
+	case !tPriv: // o joins t's pool entry
+		s := *t.unit(tp)
+		t.pool.acquire(s)
+		o.toShared(op, s)
+		o.maybeCompact()
+	case oPriv:
+		s, ok := t.pool.share(h, key, 2)
 		if !ok {
 			return false
 		}
-		o.drop(*or)
-		*or = s | sharedRef
+		o.toShared(op, s)
+		o.maybeCompact()
+		t.toShared(tp, s)
+	default:
+		s := *o.unit(op)
+		t.pool.acquire(s)
+		t.toShared(tp, s)
 	}
-	t.drop(*tr)
-	*tr = *or
-	// A table whose entries another endpoint adopts one by one would keep
-	// its private chunks full of freed entries: compact them away.
-	o.compactPrivate()
 	return true
-}
-
-// compactPrivate compacts the table when most of its private entries'
-// chunks are free.
-func (t *engTable) compactPrivate() {
-	if int(t.privN) > 2*t.nPriv+slabChunk {
-		t.compact()
-	}
 }
 
 func (t *engTable) insertIndex(h uint64, pos uint32) {
@@ -261,12 +320,21 @@ func (t *engTable) Delete(h uint64) bool {
 	}
 	pos := t.index[i] - 1
 	t.removeSlot(i)
-	r := t.ref(pos)
-	t.drop(*r)
-	*r = 0
-	off := pos - t.base
-	t.dead[off/64] |= 1 << (off % 64)
+	n := uint32(1)
+	if t.isPriv(pos) {
+		n = privUnits
+		off := pos - t.base
+		t.priv[off/64] &^= 1 << (off % 64)
+		t.nPriv--
+	} else {
+		t.pool.release(*t.unit(pos))
+	}
+	for p := pos; p < pos+n; p++ {
+		*t.unit(p) = 0
+		t.setDead(p)
+	}
 	t.live--
+	t.units -= int(n)
 	t.trim()
 	return true
 }
@@ -275,7 +343,7 @@ func (t *engTable) Delete(h uint64) bool {
 // back so that lookups never need tombstones.
 func (t *engTable) removeSlot(i int) {
 	for j := t.next(i); t.index[j] != 0; j = t.next(j) {
-		k := t.home(t.entry(t.index[j] - 1).hash)
+		k := t.home(t.hashAt(t.index[j] - 1))
 		// Move j back to i unless its home lies cyclically in (i, j].
 		if (j > i && (k <= i || k > j)) || (j < i && k <= i && k > j) {
 			t.index[i] = t.index[j]
@@ -285,63 +353,53 @@ func (t *engTable) removeSlot(i int) {
 	t.index[i] = 0
 }
 
-// isDead reports whether the reference at slab position pos was removed.
-func (t *engTable) isDead(pos uint32) bool {
-	off := pos - t.base
-	return t.dead[off/64]&(1<<(off%64)) != 0
+// next live entry at or after pos, or tail.
+func (t *engTable) nextLive(pos uint32) uint32 {
+	for pos < t.tail && t.isDead(pos) {
+		pos++
+	}
+	return pos
 }
 
-// appendRef appends reference r (to an entry for h) as the newest and
-// indexes it. The index has room for it.
-func (t *engTable) appendRef(h uint64, r uint32) {
-	off := t.tail - t.base
-	if off/refChunk == uint32(len(t.refs)) {
-		t.refs = append(t.refs, new([refChunk]uint32))
-		t.dead = append(t.dead, make([]uint64, refChunk/64)...)
+// size returns the units of the live entry at pos.
+func (t *engTable) size(pos uint32) uint32 {
+	if t.isPriv(pos) {
+		return privUnits
 	}
-	t.refs[off/refChunk][off%refChunk] = r
-	t.insertIndex(h, t.tail)
-	t.tail++
-	t.live++
+	return 1
 }
 
 // PopOldest removes and returns the entry stored first among the live ones.
 func (t *engTable) PopOldest() (h uint64, key Key, ok bool) {
-	for ; t.head < t.tail; t.head++ {
-		if t.isDead(t.head) {
-			continue
-		}
-		e := *t.entry(t.head)
-		t.Delete(e.hash)
-		return e.hash, e.key, true
+	if t.head = t.nextLive(t.head); t.head == t.tail {
+		return 0, 0, false
 	}
-	return 0, 0, false
+	e := t.entry(t.head)
+	t.Delete(e.hash)
+	return e.hash, e.key, true
 }
 
 // Each calls f for every live entry, oldest first.
 func (t *engTable) Each(f func(h uint64, key Key)) {
-	for pos := t.head; pos < t.tail; pos++ {
-		if !t.isDead(pos) {
-			e := t.entry(pos)
-			f(e.hash, e.key)
-		}
+	for pos := t.nextLive(t.head); pos < t.tail; pos = t.nextLive(pos + t.size(pos)) {
+		e := t.entry(pos)
+		f(e.hash, e.key)
 	}
 }
 
 // Reset lets go of every entry (releasing the shared ones) and empties the
 // table.
 func (t *engTable) Reset() {
-	for pos := t.head; pos < t.tail; pos++ {
-		if !t.isDead(pos) && *t.ref(pos)&sharedRef != 0 {
-			t.pool.release(*t.ref(pos) &^ sharedRef)
+	for pos := t.nextLive(t.head); pos < t.tail; pos = t.nextLive(pos + t.size(pos)) {
+		if !t.isPriv(pos) {
+			t.pool.release(*t.unit(pos))
 		}
 	}
 	*t = engTable{seed: t.seed, pool: t.pool}
 }
 
-// trim skips dead references at the head, releases fully dead head chunks
-// and compacts the slab when most of it is dead, and the private entries
-// when most of their chunks are free.
+// trim skips dead units at the head, releases fully dead head chunks and
+// compacts the slab when most of it is dead.
 func (t *engTable) trim() {
 	for t.head < t.tail {
 		off := t.head - t.base
@@ -349,65 +407,69 @@ func (t *engTable) trim() {
 		if w&1 == 0 {
 			break
 		}
-		// Skip the run of dead references within this word.
+		// Skip the run of dead units within this word.
 		t.head += min(uint32(bits.TrailingZeros64(^w)), t.tail-t.head)
-		for t.head-t.base >= refChunk {
-			t.refs[0] = nil
-			t.refs = t.refs[1:]
-			t.dead = t.dead[refChunk/64:]
-			t.base += refChunk
+		for t.head-t.base >= unitChunk {
+			t.chunks[0] = nil
+			t.chunks = t.chunks[1:]
+			t.dead = t.dead[unitChunk/64:]
+			t.priv = t.priv[unitChunk/64:]
+			t.base += unitChunk
 		}
 	}
 	if t.live == 0 {
 		*t = engTable{seed: t.seed, pool: t.pool}
 		return
 	}
-	if used := int(t.tail - t.head); used > 2*t.live+refChunk {
-		t.compact()
-	}
-	t.compactPrivate()
+	t.maybeCompact()
 	if len(t.index) > 64 && t.live*4 < len(t.index) {
 		t.rehash(indexSize(t.live))
 	}
 }
 
-// compact rewrites the live references contiguously from position 0 and the
-// private entries contiguously from index 0, both oldest first, and
-// rebuilds the index.
+// maybeCompact compacts the slab when dead units outnumber live ones.
+func (t *engTable) maybeCompact() {
+	if used := int(t.tail - t.head); used > 2*t.units+unitChunk {
+		t.compact()
+	}
+}
+
+// compact rewrites the live entries contiguously from position 0, oldest
+// first, and rebuilds the index.
 func (t *engTable) compact() {
 	old := *t
 	*t = engTable{seed: old.seed, pool: old.pool}
-	t.refs = make([]*[refChunk]uint32, 0, (old.live+refChunk-1)/refChunk)
-	t.dead = make([]uint64, 0, cap(t.refs)*refChunk/64)
-	t.priv = make([]*engChunk, 0, (old.nPriv+slabChunk-1)/slabChunk)
+	n := (old.units + old.units/unitChunk*privUnits + unitChunk - 1) / unitChunk
+	t.chunks = make([]*[unitChunk]uint32, 0, n)
+	t.dead = make([]uint64, 0, n*unitChunk/64)
+	t.priv = make([]uint64, 0, n*unitChunk/64)
 	t.index = make([]uint32, len(old.index))
-	for pos := old.head; pos < old.tail; pos++ {
-		if old.isDead(pos) {
-			continue
+	old.eachRaw(func(pos uint32) {
+		if old.isPriv(pos) {
+			e := old.entry(pos)
+			t.Put(e.hash, e.key)
+		} else {
+			t.appendShared(old.pool.entry(*old.unit(pos)).hash, *old.unit(pos))
 		}
-		r := *old.ref(pos)
-		e := old.entryOf(r)
-		if r&sharedRef == 0 {
-			r = t.newPrivate(e.hash, e.key)
-		}
-		t.appendRef(e.hash, r)
+	})
+}
+
+// eachRaw calls f with the position of every live entry, oldest first.
+func (t *engTable) eachRaw(f func(pos uint32)) {
+	for pos := t.nextLive(t.head); pos < t.tail; pos = t.nextLive(pos + t.size(pos)) {
+		f(pos)
 	}
 }
 
 // rehash rebuilds the index with n slots.
 func (t *engTable) rehash(n int) {
 	t.index = make([]uint32, n)
-	for pos := t.head; pos < t.tail; pos++ {
-		if !t.isDead(pos) {
-			t.insertIndex(t.entry(pos).hash, pos)
-		}
-	}
+	t.eachRaw(func(pos uint32) { t.insertIndex(t.hashAt(pos), pos) })
 }
 
-// bytes returns the heap the table holds (reference and entry chunks, dead
-// bits, index and the chunk pointers; not the shared entries, which the
-// pool holds), for memory accounting in tests and benchmarks.
+// bytes returns the heap the table holds (slab chunks, bitmaps, index and
+// the chunk pointers; not the shared pairs, which the pool holds), for
+// memory accounting in tests and benchmarks.
 func (t *engTable) bytes() int {
-	return len(t.refs)*refChunk*4 + len(t.priv)*int(unsafe.Sizeof(engChunk{})) +
-		8*(cap(t.refs)+cap(t.priv)+cap(t.dead)) + 4*cap(t.index)
+	return len(t.chunks)*unitChunk*4 + 8*(cap(t.chunks)+cap(t.dead)+cap(t.priv)) + 4*cap(t.index)
 }

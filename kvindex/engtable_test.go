@@ -79,7 +79,7 @@ func TestEngTableAgainstReference(t *testing.T) {
 		_, _, ok := tab.PopOldest()
 		require.True(t, ok)
 	}
-	require.Empty(t, tab.refs)
+	require.Empty(t, tab.chunks)
 	require.Empty(t, tab.priv)
 	require.Empty(t, tab.index)
 }
@@ -94,8 +94,7 @@ func TestEngTableCompactsAfterChurn(t *testing.T) {
 		require.True(t, tab.Delete(i))
 	}
 	require.Equal(t, 1, tab.Len())
-	require.LessOrEqual(t, len(tab.refs), 3)
-	require.LessOrEqual(t, len(tab.priv), 3)
+	require.LessOrEqual(t, len(tab.chunks), 3)
 	require.LessOrEqual(t, len(tab.index), 64)
 	k, ok := tab.Get(1)
 	require.True(t, ok)
@@ -199,7 +198,7 @@ func TestBlockValStandardMask(t *testing.T) {
 // allocator wastes nothing on it (with its dead bits inside it took the
 // 9,472-byte class).
 func TestEngChunkIsASizeClass(t *testing.T) {
-	require.Equal(t, uintptr(8192), unsafe.Sizeof(engChunk{}))
+	require.Equal(t, uintptr(8192), unsafe.Sizeof([unitChunk]uint32{}))
 }
 
 // TestEngTablesSharingAgainstReference drives three tables over one pool
@@ -243,18 +242,20 @@ func TestEngTablesSharingAgainstReference(t *testing.T) {
 			if len(m.order) > 0 {
 				require.Equal(t, m.order, got)
 			}
-			shared := 0
-			for pos := m.tab.head; pos < m.tab.tail; pos++ {
-				if r := *m.tab.ref(pos); !m.tab.isDead(pos) && r&sharedRef != 0 {
-					refs[r]++
+			shared, units := 0, 0
+			m.tab.eachRaw(func(pos uint32) {
+				units += int(m.tab.size(pos))
+				if !m.tab.isPriv(pos) {
+					refs[*m.tab.unit(pos)]++
 					shared++
 				}
-			}
+			})
 			require.Equal(t, m.tab.Len()-shared, m.tab.Private())
+			require.Equal(t, units, m.tab.units)
 		}
 		require.Equal(t, len(refs), pool.Len())
 		for r, n := range refs {
-			require.Equal(t, uint32(n), pool.dir[(r&^sharedRef)>>poolChunkBits].rc[r&(poolChunkSize-1)])
+			require.Equal(t, uint32(n), pool.dir[r>>poolChunkBits].rc[r&(poolChunkSize-1)])
 		}
 		require.Equal(t, int64(len(refs))*costSharedEntry, bytes.Load())
 	}
@@ -318,23 +319,23 @@ func TestEngTablesSharingAgainstReference(t *testing.T) {
 	require.Zero(t, pool.heapBytes()-int(unsafe.Sizeof(*pool.dir)))
 }
 
-// A table whose every entry another table adopts releases its private
-// chunks, and keeps its order.
+// A table whose every entry another table adopts gives back the units its
+// private records no longer need, and keeps its order.
 func TestEngTableGivesBackPrivateChunksWhenAdopted(t *testing.T) {
 	pool := testPool()
 	first, second := newEngTable(1, pool), newEngTable(2, pool)
-	const n = 20 * slabChunk
+	const n = 10 * unitChunk
 	for h := uint64(1); h <= n; h++ {
 		first.Put(h, Key(h))
 	}
-	require.Len(t, first.priv, n/slabChunk)
+	require.Len(t, first.chunks, n*privUnits/unitChunk)
 	for h := uint64(1); h <= n; h++ {
 		second.Put(h, Key(h))
 		require.True(t, second.adopt(h, first))
 	}
 	require.Zero(t, first.Private())
 	require.Zero(t, second.Private())
-	require.LessOrEqual(t, len(first.priv), 2)
+	require.LessOrEqual(t, len(first.chunks), 2*n/unitChunk+2) // compacted: at most half dead
 	require.Equal(t, n, pool.Len())
 	want := uint64(1)
 	first.Each(func(h uint64, k Key) {

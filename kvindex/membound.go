@@ -16,13 +16,14 @@ const (
 	// holders plus one arena word each and the array's slack for a shared
 	// block (about 21 bytes per membership with four holders).
 	costMembership = 28
-	// costEngEntry is an endpoint's engine-hash entry: its 4-byte
-	// reference in the endpoint's slab and its 4-byte index slot at a load
-	// between 5/8 and 13/16.
+	// costEngEntry is an endpoint's engine-hash entry: a 4-byte unit in
+	// the endpoint's slab and its 4-byte index slot at a load between 5/8
+	// and 13/16.
 	costEngEntry = 10
-	// costPrivateEntry is the (hash, key) pair of an engine-hash entry no
-	// other endpoint shares, in the endpoint's own chunks.
-	costPrivateEntry = 16
+	// costPrivateEntry is what an engine-hash entry no other endpoint
+	// shares takes on top: three more units for its (hash, key) pair, and
+	// its bits.
+	costPrivateEntry = 13
 	// costSharedEntry is a (hash, key) pair several endpoints share, with
 	// its reference count, in the index's pool (engpool.go). The pool
 	// charges it to the index, not to any of its holders.
