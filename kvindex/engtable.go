@@ -57,8 +57,13 @@ type engTable struct {
 	live   int      // live entries
 	units  int      // units of live entries
 	nPriv  int      // live private entries
-	index  []uint32 // slab position + 1 per slot; 0 = empty
+	index  []uint32 // per slot: fingerprint << posBits | slab position + 1; 0 = empty
 	seed   uint64
+	// posBits is the width of the slab positions in index slots; the
+	// bits above hold a fingerprint of the hash, so that a probe reads
+	// the entry only when the fingerprint matches. Positions are
+	// renumbered (compact) before they outgrow it.
+	posBits uint
 
 	pool *engPool
 }
@@ -68,9 +73,28 @@ type engEntry struct {
 	key  Key
 }
 
+// minPosBits is the least width of slab positions in index slots (64 Mi
+// units), leaving 6 bits of fingerprint.
+var minPosBits uint = 26
+
 func newEngTable(seed uint64, pool *engPool) *engTable {
-	return &engTable{seed: seed | 1, pool: pool}
+	return &engTable{seed: seed | 1, pool: pool, posBits: minPosBits}
 }
+
+// empty resets t to an empty table with the same seed and pool.
+func (t *engTable) empty() { *t = engTable{seed: t.seed, pool: t.pool, posBits: minPosBits} }
+
+// fp returns h's fingerprint shifted into place in an index slot: low
+// bits of the mix home scales (which home's choice among fewer than 2^26
+// slots hardly depends on) folded with its top bits (which depend on every
+// bit of h).
+func (t *engTable) fp(h uint64) uint32 {
+	x := (h ^ t.seed) * 0x9E3779B97F4A7C15
+	return (uint32(x>>32) ^ uint32(x>>58)) << t.posBits
+}
+
+// posOf returns the slab position an index slot holds.
+func (t *engTable) posOf(slot uint32) uint32 { return slot&(1<<t.posBits-1) - 1 }
 
 // Len returns the number of live entries.
 func (t *engTable) Len() int { return t.live }
@@ -149,12 +173,13 @@ func (t *engTable) slot(h uint64) int {
 	if len(t.index) == 0 {
 		return -1
 	}
+	f := t.fp(h)
 	for i := t.home(h); ; i = t.next(i) {
 		p := t.index[i]
 		if p == 0 {
 			return -1
 		}
-		if t.hashAt(p-1) == h {
+		if (p^f)>>t.posBits == 0 && t.hashAt(t.posOf(p)) == h {
 			return i
 		}
 	}
@@ -166,14 +191,14 @@ func (t *engTable) Get(h uint64) (Key, bool) {
 	if i < 0 {
 		return 0, false
 	}
-	return t.entry(t.index[i] - 1).key, true
+	return t.entry(t.posOf(t.index[i])).key, true
 }
 
 // Put maps h to key. A new hash is appended as the newest entry; an existing
 // one keeps its position. It returns the previous key, if any.
 func (t *engTable) Put(h uint64, key Key) (old Key, existed bool) {
 	if i := t.slot(h); i >= 0 {
-		pos := t.index[i] - 1
+		pos := t.posOf(t.index[i])
 		if old = t.entry(pos).key; old == key {
 			return old, true
 		}
@@ -198,7 +223,7 @@ func (t *engTable) Put(h uint64, key Key) (old Key, existed bool) {
 	if (t.live+1)*16 > len(t.index)*13 {
 		t.rehash(indexSize(t.live + 1))
 	}
-	if t.tail >= ^uint32(0)-2*unitChunk {
+	if uint64(t.tail)+2*unitChunk >= 1<<t.posBits {
 		t.compact() // positions exhausted: renumber from zero
 	}
 	off := t.tail - t.base
@@ -270,7 +295,7 @@ func (t *engTable) adopt(h uint64, o *engTable) bool {
 	if i < 0 || j < 0 {
 		return false
 	}
-	tp, op := t.index[i]-1, o.index[j]-1
+	tp, op := t.posOf(t.index[i]), o.posOf(o.index[j])
 	key := t.entry(tp).key
 	if o.entry(op).key != key {
 		return false // o maps h to other content: nothing to share
@@ -309,7 +334,7 @@ func (t *engTable) insertIndex(h uint64, pos uint32) {
 	for t.index[i] != 0 {
 		i = t.next(i)
 	}
-	t.index[i] = pos + 1
+	t.index[i] = t.fp(h) | (pos + 1)
 }
 
 // Delete removes h and reports whether it was present.
@@ -318,7 +343,7 @@ func (t *engTable) Delete(h uint64) bool {
 	if i < 0 {
 		return false
 	}
-	pos := t.index[i] - 1
+	pos := t.posOf(t.index[i])
 	t.removeSlot(i)
 	n := uint32(1)
 	if t.isPriv(pos) {
@@ -343,7 +368,7 @@ func (t *engTable) Delete(h uint64) bool {
 // back so that lookups never need tombstones.
 func (t *engTable) removeSlot(i int) {
 	for j := t.next(i); t.index[j] != 0; j = t.next(j) {
-		k := t.home(t.hashAt(t.index[j] - 1))
+		k := t.home(t.hashAt(t.posOf(t.index[j])))
 		// Move j back to i unless its home lies cyclically in (i, j].
 		if (j > i && (k <= i || k > j)) || (j < i && k <= i && k > j) {
 			t.index[i] = t.index[j]
@@ -395,7 +420,7 @@ func (t *engTable) Reset() {
 			t.pool.release(*t.unit(pos))
 		}
 	}
-	*t = engTable{seed: t.seed, pool: t.pool}
+	t.empty()
 }
 
 // trim skips dead units at the head, releases fully dead head chunks and
@@ -418,7 +443,7 @@ func (t *engTable) trim() {
 		}
 	}
 	if t.live == 0 {
-		*t = engTable{seed: t.seed, pool: t.pool}
+		t.empty()
 		return
 	}
 	t.maybeCompact()
@@ -438,7 +463,10 @@ func (t *engTable) maybeCompact() {
 // first, and rebuilds the index.
 func (t *engTable) compact() {
 	old := *t
-	*t = engTable{seed: old.seed, pool: old.pool}
+	t.empty()
+	// Positions get room for four times the live units, so that churn
+	// renumbers at most once per that many appends.
+	t.posBits = min(32, max(minPosBits, uint(bits.Len64(uint64(4*old.units+4*unitChunk)))))
 	n := (old.units + old.units/unitChunk*privUnits + unitChunk - 1) / unitChunk
 	t.chunks = make([]*[unitChunk]uint32, 0, n)
 	t.dead = make([]uint64, 0, n*unitChunk/64)

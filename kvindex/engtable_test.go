@@ -345,3 +345,67 @@ func TestEngTableGivesBackPrivateChunksWhenAdopted(t *testing.T) {
 	})
 	require.Equal(t, uint64(n+1), want)
 }
+
+// With slab positions as narrow as a few chunks, churn renumbers them
+// (compact) over and over, and the table still agrees with a reference.
+func TestEngTableRenumbersNarrowPositions(t *testing.T) {
+	defer func(b uint) { minPosBits = b }(minPosBits)
+	minPosBits = 14 // 4 chunks of units
+	rng := rand.New(rand.NewPCG(5, 6))
+	pool := testPool()
+	tab, other := newEngTable(1, pool), newEngTable(2, pool)
+	ref := map[uint64]Key{}
+	var order []uint64
+	renumbered, prevTail := 0, uint32(0)
+	for step := 0; step < 100000; step++ {
+		if len(ref) > 200 {
+			// Evict oldest first: the head chunks go, positions keep growing.
+			h, k, ok := tab.PopOldest()
+			require.True(t, ok)
+			require.Equal(t, order[0], h)
+			require.Equal(t, ref[h], k)
+			delete(ref, h)
+			order = order[1:]
+			continue
+		}
+		if tab.tail+1000 < prevTail {
+			renumbered++
+		}
+		prevTail = tab.tail
+		h := rng.Uint64N(300) + 1
+		if _, ok := ref[h]; ok && rng.IntN(8) == 0 {
+			require.True(t, tab.Delete(h))
+			delete(ref, h)
+			for i, x := range order {
+				if x == h {
+					order = append(order[:i], order[i+1:]...)
+					break
+				}
+			}
+			continue
+		}
+		k := Key(h)
+		if _, ok := ref[h]; !ok {
+			order = append(order, h)
+			tab.Put(h, k)
+			if h%2 == 0 { // half of them shared
+				other.Put(h, k)
+				require.True(t, tab.adopt(h, other))
+			}
+		}
+		ref[h] = k
+	}
+	require.Equal(t, uint(14), tab.posBits)
+	require.Greater(t, renumbered, 3)
+	var got []uint64
+	tab.Each(func(h uint64, k Key) {
+		require.Equal(t, ref[h], k)
+		got = append(got, h)
+	})
+	require.Equal(t, order, got)
+	for h, k := range ref {
+		g, ok := tab.Get(h)
+		require.True(t, ok)
+		require.Equal(t, k, g)
+	}
+}
