@@ -80,7 +80,7 @@
 // The index's memory is bounded in bytes over all endpoints by
 // Config.MaxBytes (default 8 GiB). Each endpoint is charged a fixed cost
 // per entry it owns — 28 bytes per membership, 10 per engine-hash entry
-// plus 16 for its (hash, key) pair when no other endpoint shares it, 96
+// plus 13 when no other endpoint shares its (hash, key) pair, 96
 // per complex-membership side-table entry, 24 per speculative entry, the
 // structures' measured average heap per entry — and the index 20 bytes per
 // (hash, key) pair several endpoints share; Stats.Bytes (gauge
@@ -115,24 +115,25 @@
 // those holders cost one load and a shift per block; other memberships, and
 // other candidate sets, are scanned exactly as before.
 //
-// Memory is about 58 bytes of heap per (block, endpoint) membership when no
-// block is shared and 38 when every block is held by four endpoints
+// Memory is about 55 bytes of heap per (block, endpoint) membership when no
+// block is shared and 39 when every block is held by four endpoints
 // (BenchmarkMemory, 1 Mi memberships), engine-hash maps included:
 // endpoints are interned to 24-bit IDs; a membership is one uint64
 // (tier mask, cache group, reference counts or speculative expiry); the
 // block map is 256 independently locked open-addressing tables of 16-byte
 // (key, value) slots, where the value is the block's only membership or a
 // handle to its member array in a per-table arena of uint64 words; each
-// endpoint's engine-hash map is an insertion-ordered slab of 4-byte
-// references with a 4-byte-per-slot open-addressing index, a reference
-// designating either a (hash, key) pair of the endpoint's own or one in a
-// pool shared by the endpoints that each stored that pair (engines of one
-// model publish the same engine hash for the same block, so four holders
-// keep the pair once; an endpoint still resolves only hashes it stored).
-// None of these holds Go pointers per block, so the garbage collector's
-// work does not grow with the index (a few hundred large pointer-free
-// arrays, plus one 8 KiB chunk per 2,048 engine hashes and per 512 private
-// pairs, and one 160 KiB chunk per 8,192 shared pairs).
+// endpoint's engine-hash map is an insertion-ordered slab of 4-byte units
+// with a 4-byte-per-slot open-addressing index (a slot also carries a
+// fingerprint of the hash), where an entry is either the endpoint's own
+// (hash, key) pair, four units, or one unit referring to the pair in a pool
+// shared by the endpoints that each stored it (engines of one model publish
+// the same engine hash for the same block, so four holders keep the pair
+// once; an endpoint still resolves only hashes it stored). None of these
+// holds Go pointers per block, so the garbage collector's work does not
+// grow with the index (a few hundred large pointer-free arrays, plus one
+// 8 KiB chunk per 2,048 units and one 160 KiB chunk per 8,192 shared
+// pairs).
 //
 // # Snapshots
 //

@@ -33,8 +33,10 @@ const privUnits = 4
 //   - an open-addressing index with linear probing maps a hash to the slab
 //     position of its entry (4 bytes per slot; any multiple of 16 slots, so
 //     that a rebuild leaves it 5/8 full and it grows at 13/16); deletion
-//     shifts entries back, so there are no tombstones. A private entry is
-//     compared in place, one memory access per probe as with a plain slab.
+//     shifts entries back, so there are no tombstones. A slot also holds a
+//     fingerprint of the hash above the position (posBits), so a probe
+//     reads an entry — in place for a private one, in the pool for a
+//     shared one — only when the fingerprint matches.
 //
 // A pair becomes shared when a second endpoint stores it: the index, which
 // sees in the block map who else holds the block, hands the new entry to
