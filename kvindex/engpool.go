@@ -137,19 +137,47 @@ func (p *engPool) heapBytes() int {
 	return n
 }
 
-// shareEntry makes ep's engine-hash entry for h, just stored for a block
-// that the endpoint with ID other also holds, share that endpoint's entry
-// when it stored the same key for h. ep.mu is held. The other endpoint's
-// mutex is only tried, never waited for, so two endpoints sharing with each
-// other cannot deadlock; an entry that finds the other busy stays private,
-// which costs memory and changes nothing else.
-func (ix *Index) shareEntry(ep *endpoint, h uint64, other uint32) {
-	o, ok := ix.byID.Load(other)
-	if !ok || o == ep || !o.mu.TryLock() {
+// shareTries is how many other holders of a block shareEntry asks at most.
+const shareTries = 4
+
+// shareEntry makes ep's engine-hash entry for h, just stored for block key
+// that the endpoint with ID first also holds, share the entry of a holder
+// that stored the same key for h: first, then up to shareTries-1 others
+// (engines hashing with another seed hold the block under other hashes).
+// ep.mu is held. Other endpoints' mutexes are only tried, never waited for,
+// so two endpoints sharing with each other cannot deadlock; an entry that
+// finds the holders busy stays private, which costs memory and changes
+// nothing else.
+func (ix *Index) shareEntry(ep *endpoint, h uint64, key Key, first uint32) {
+	if ix.shareWith(ep, h, first) {
 		return
 	}
-	defer o.mu.Unlock()
-	if !o.dead && ep.eng.adopt(h, o.eng) {
-		ix.account(o)
+	v, ok := ix.blocks.Load(key)
+	if !ok {
+		return
 	}
+	var single [1]uint64
+	tries := 1
+	for _, m := range v.members(&single) {
+		if id := memberID(m); id != ep.id && id != first && !isSpec(m) {
+			if tries++; tries > shareTries || ix.shareWith(ep, h, id) {
+				return
+			}
+		}
+	}
+}
+
+// shareWith tries to share ep's entry for h with the endpoint of ID id and
+// reports whether ep's entry is shared afterwards.
+func (ix *Index) shareWith(ep *endpoint, h uint64, id uint32) bool {
+	o, ok := ix.byID.Load(id)
+	if !ok || o == ep || !o.mu.TryLock() {
+		return false
+	}
+	defer o.mu.Unlock()
+	if o.dead || !ep.eng.adopt(h, o.eng) {
+		return false
+	}
+	ix.account(o)
+	return true
 }

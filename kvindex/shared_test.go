@@ -271,3 +271,18 @@ func TestSnapshotRestoreSharesEngineHashEntries(t *testing.T) {
 	require.Equal(t, src.Stats().Bytes, dst.Stats().Bytes)
 	require.Equal(t, []int{3, 3, 0, 0}, blocksOf(match(dst, "model-x", prompt, "a", "b", "c", "d")))
 }
+
+// An endpoint shares the pair of a holder that stored the same engine hash
+// even when the first other holder it sees hashes with another seed.
+func TestSharingLooksPastHoldersWithOtherHashes(t *testing.T) {
+	ix := newTestIndex(t, Config{})
+	blk := seq(1, 2*testBS)
+	require.NoError(t, ix.Store("b", storeEv("m", 11, blk))) // lowest ID, other seed
+	require.NoError(t, ix.Store("a", storeEv("m", 1, blk)))
+	require.NoError(t, ix.Store("c", storeEv("m", 1, blk)))
+	shared, private := poolShared(ix)
+	require.Equal(t, 2, shared)
+	require.Equal(t, map[string]int{"a": 0, "b": 2, "c": 0}, private)
+	require.Equal(t, recountBytes(ix), ix.Stats().Bytes)
+	require.Equal(t, []int{2, 2, 2}, blocksOf(match(ix, "m", blk, "a", "b", "c")))
+}

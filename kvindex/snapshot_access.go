@@ -73,7 +73,7 @@ func (ix *Index) snapRestoreEntry(ep *endpoint, hash uint64, key Key, pairs []pa
 	var other uint32
 	defer func() {
 		if other != 0 && (!known || prev != key) {
-			ix.shareEntry(ep, hash, other)
+			ix.shareEntry(ep, hash, key, other)
 		}
 	}()
 	ix.blocks.Compute(key, func(v blockVal, loaded bool) (blockVal, bool) {

@@ -199,7 +199,7 @@ func (ix *Index) store(endpoint string, ev *StoreEvent) error {
 		op.findOther, op.other = !known || old != key, 0
 		ix.apply(ep, key, &op)
 		if op.other != 0 {
-			ix.shareEntry(ep, eh, op.other)
+			ix.shareEntry(ep, eh, key, op.other)
 		}
 		parent = key
 	}
