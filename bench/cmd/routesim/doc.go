@@ -37,6 +37,17 @@
 //
 //	go run ./bench/cmd/routesim -replica-sweep-only -replica-seeds 1,2,3 -replica-stat-seeds 60 -out bench/results
 //
+// -peer-stat-seeds N runs only kvroute and the peers' policies on every
+// workload at the loads of at least half capacity over traffic seeds 1..N,
+// into <out>/routesim-peers.md and .json: each row's mean TTFT p90 per
+// policy, kvroute's against the best peer's with a 95 % paired bootstrap
+// interval, and on how many seeds kvroute was below every peer. One
+// overloaded run's p90 is chaotic, so this is the comparison that says
+// whether a "no" in routesim.md's single-seed table is a policy gap. The
+// committed bench/results/routesim-peers.md is
+//
+//	go run ./bench/cmd/routesim -peer-stat-seeds 8 -out bench/results
+//
 // It writes <out>/routesim.md (tables per workload and load, target
 // evaluation), <out>/routesim-<workload>.svg (TTFT p90 against load per
 // policy) and <out>/routesim.json (every result). <out> defaults to

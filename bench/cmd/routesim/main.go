@@ -42,6 +42,7 @@ type options struct {
 	sensitivity bool
 	cpuProfile  string
 	rep         replicaOptions // replicas.go
+	peerSeeds   int            // peers.go
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -64,6 +65,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.sensitivity, "sensitivity", true, "also run shared-prefix with a single gateway replica and append it to the report")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	addReplicaFlags(fs, &o.rep)
+	fs.IntVar(&o.peerSeeds, "peer-stat-seeds", 0, "run only the comparison of kvroute with the peers' policies over traffic seeds 1..N at the loads ≥ 0.5 (writes routesim-peers.md and routesim-peers.json; 0: off)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -122,6 +124,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	if o.rep.only {
 		return runReplicasOnly(ctx, o, base, loads, args, stdout)
+	}
+	if o.peerSeeds != 0 {
+		return runPeersOnly(ctx, o, base, workloads, loads, args, stdout)
 	}
 	start := time.Now()
 	results, err := sim.Sweep(ctx, base, workloads, loads, policies, o.parallel)

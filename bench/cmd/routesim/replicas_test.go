@@ -113,3 +113,24 @@ func TestReplicaSweepSeedsAndStatSeeds(t *testing.T) {
 		}
 	}
 }
+
+// TestPeerStatSeeds runs only the comparison with the peers over seeds, at
+// the loads of at least half capacity, into its own files.
+func TestPeerStatSeeds(t *testing.T) {
+	dir := t.TempDir()
+	var out bytes.Buffer
+	err := run(context.Background(), []string{"-requests", "40", "-engines", "2", "-loads", "0.25,1.5",
+		"-workloads", "no-reuse", "-peer-stat-seeds", "2", "-out", dir, "-parallel", "2"}, &out)
+	require.NoError(t, err)
+	md, err := os.ReadFile(filepath.Join(dir, "routesim-peers.md"))
+	require.NoError(t, err)
+	require.Contains(t, string(md), "## kvroute against the peers' policies over 2 traffic seeds")
+	require.Contains(t, string(md), "| no-reuse | 1.50 |")
+	require.NotContains(t, string(md), "| no-reuse | 0.25 |", "only loads ≥ 0.5")
+	_, err = os.Stat(filepath.Join(dir, "routesim-peers.json"))
+	require.NoError(t, err)
+	_, err = os.Stat(filepath.Join(dir, "routesim.md"))
+	require.True(t, os.IsNotExist(err), "the main sweep did not run")
+	err = run(context.Background(), []string{"-loads", "0.25", "-peer-stat-seeds", "2", "-out", dir}, &out)
+	require.ErrorContains(t, err, "no load")
+}
