@@ -158,11 +158,21 @@ func (e *rawEngine) hostPort() string { return e.ln.Addr().String() }
 // answer reads one request from br and answers it with extra header lines
 // and the request's body; it returns the body, or false at EOF.
 func answer(c net.Conn, br *bufio.Reader, extra string) (string, bool) {
+	return answerSeen(c, br, extra, nil)
+}
+
+// answerSeen is answer that calls seen with the body before it answers, so
+// that what the engine read is recorded before the client can see the
+// response.
+func answerSeen(c net.Conn, br *bufio.Reader, extra string, seen func(string)) (string, bool) {
 	req, err := http.ReadRequest(br)
 	if err != nil {
 		return "", false
 	}
 	b, _ := io.ReadAll(req.Body)
+	if seen != nil {
+		seen(string(b))
+	}
 	_, _ = fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n%sContent-Length: %d\r\n\r\n%s", extra, len(b), b)
 	return string(b), true
 }
@@ -175,13 +185,12 @@ func TestUpstreamTransportRetriesWhenAReusedConnectionClosesUnanswered(t *testin
 	var bodies sync.Map
 	e := newRawEngine(t, func(n int64, c net.Conn, br *bufio.Reader) {
 		if n == 1 {
-			b, _ := answer(c, br, "")
-			bodies.Store("first", b)
+			answerSeen(c, br, "", func(b string) { bodies.Store("first", b) })
 			_, _ = http.ReadRequest(br) // the second request: read, not answered
 			return
 		}
-		b, _ := answer(c, br, "")
-		bodies.Store("retried", b)
+		// Recorded before the answer: the client may check it as soon as the answer arrives.
+		answerSeen(c, br, "", func(b string) { bodies.Store("retried", b) })
 	})
 	defer e.close()
 	tr := newUpstreamTransport(4)
