@@ -112,23 +112,35 @@ type guardConn struct {
 // connections go-zeromq abandons after a failed handshake.
 func newGuardConn(ctx context.Context, c net.Conn, o Options, pre []byte) *guardConn {
 	g := &guardConn{Conn: c, o: o, pre: pre, greeting: greetingLen}
+	g.closeWith(ctx)
+	return g
+}
+
+// closeWith closes g when ctx ends. It must come after every field Close
+// reads is set: with a context that has already ended, Close runs at once on
+// another goroutine.
+func (g *guardConn) closeWith(ctx context.Context) {
 	stop := context.AfterFunc(ctx, func() { _ = g.Close() })
 	g.stopMu.Lock()
 	g.stop = stop
 	g.stopMu.Unlock()
-	return g
 }
 
 // newSocketConn wraps c for a go-zeromq socket: PINGs are answered with PONG
 // and, with Options.HeartbeatInterval, PINGs are sent and a silent peer is
 // failed with ErrPeerDead.
 func newSocketConn(ctx context.Context, c net.Conn, o Options, pre []byte) *guardConn {
-	g := newGuardConn(ctx, c, o, pre)
-	g.autoPong = true
+	g := &guardConn{Conn: c, o: o, pre: pre, greeting: greetingLen, autoPong: true}
 	g.ws.greeting = greetingLen
 	if o.HeartbeatInterval > 0 {
 		g.hb = &heartbeat{interval: o.HeartbeatInterval, timeout: o.HeartbeatTimeout,
 			done: make(chan struct{}), exited: make(chan struct{})}
+	}
+	// The heartbeat is set before Close can run (the context may already
+	// have ended), so that Close always stops it; started after, its loop
+	// ends at once when Close came first.
+	g.closeWith(ctx)
+	if g.hb != nil {
 		g.startHeartbeat()
 	}
 	return g

@@ -9,6 +9,8 @@ import (
 
 	"github.com/go-zeromq/zmq4"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/internal/leakcheck"
 )
 
 // scanStream feeds stream to a fresh guard scanner in pieces of the given
@@ -168,4 +170,26 @@ func TestOptions(t *testing.T) {
 	require.Error(t, err)
 	_, err = Listen(context.Background(), "127.0.0.1:0", zmq4.Pub, Options{IdleTimeout: -1}, nil)
 	require.Error(t, err)
+}
+
+// A socket connection whose context has already ended is closed at once on
+// another goroutine; that Close must see and stop the heartbeat (it used to
+// be set after the close hook was registered: a data race, and a heartbeat
+// goroutine left running when Close came first).
+func TestSocketConnOnAnEndedContextStopsItsHeartbeat(t *testing.T) {
+	defer leakcheck.Check(t)()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for range 50 {
+		a, b := net.Pipe()
+		g := newSocketConn(ctx, a, Options{HeartbeatInterval: time.Hour, HeartbeatTimeout: time.Hour}.withDefaults(), nil)
+		select {
+		case <-g.hb.exited:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the heartbeat goroutine outlived the connection")
+		}
+		_, err := b.Write([]byte{1})
+		require.Error(t, err, "the connection is closed")
+		b.Close()
+	}
 }
