@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -76,7 +77,12 @@ func TestRunMeasuresEveryTarget(t *testing.T) {
 		require.Equal(t, " 0 ", f[7], "errors in %s", row)
 		require.NotEqual(t, " 0 ", f[4], "no requests/s in %s", row)
 		// New connections may still open while the pools grow; none close.
-		require.Equal(t, " 0 ", f[17], "connections to the engines closed in %s", row)
+		// The TIME_WAIT count is machine-wide: an earlier socket on a reused
+		// port number expiring in the window makes it negative, so only a
+		// positive change means a connection closed.
+		tw, err := strconv.Atoi(strings.TrimSpace(f[17]))
+		require.NoError(t, err, row)
+		require.LessOrEqual(t, tw, 0, "connections to the engines closed in %s", row)
 		switch target {
 		case targetPrecise:
 			// The render share is computed. Whether a 300 ms window's ~20
