@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math/rand/v2"
-	"slices"
 	"time"
 )
 
@@ -46,22 +44,7 @@ func (r PeerSeedRow) Ratio() float64 {
 // CI is the 95 % paired bootstrap interval of Ratio (seeds resampled with
 // replacement, from a fixed source).
 func (r PeerSeedRow) CI() (lo, hi float64) {
-	k, p := r.TTFTP90[KVRoute], r.TTFTP90[r.BestPeer()]
-	n := len(k)
-	if n == 0 || len(p) != n {
-		return 0, 0
-	}
-	rng := rand.New(rand.NewPCG(uint64(len(r.Workload)), uint64(r.Load*1000)))
-	idx := make([]int, n)
-	rs := make([]float64, bootstrapResamples)
-	for j := range rs {
-		for i := range idx {
-			idx[i] = rng.IntN(n)
-		}
-		rs[j] = ratioOfSums(k, p, idx)
-	}
-	slices.Sort(rs)
-	return rs[bootstrapResamples*25/1000], rs[bootstrapResamples*975/1000-1]
+	return pairedCI(r.TTFTP90[KVRoute], r.TTFTP90[r.BestPeer()], uint64(len(r.Workload)), uint64(r.Load*1000))
 }
 
 // Below counts the seeds on which kvroute's p90 is strictly below every

@@ -58,18 +58,24 @@ const bootstrapResamples = 4000
 // with replacement, each keeping its pair, from a fixed source so the
 // report is deterministic.
 func (r SeedRow) CI() (lo, hi float64) {
-	n := len(r.Single)
-	if n == 0 {
+	return pairedCI(r.Shared, r.Single, uint64(r.Replicas), uint64(r.Load*1000))
+}
+
+// pairedCI is the 95 % paired bootstrap interval of ratioOfSums(a, b):
+// indices resampled with replacement, from a source seeded with s1, s2.
+func pairedCI(a, b []time.Duration, s1, s2 uint64) (lo, hi float64) {
+	n := len(b)
+	if n == 0 || len(a) != n {
 		return 0, 0
 	}
-	rng := rand.New(rand.NewPCG(uint64(r.Replicas), uint64(r.Load*1000)))
+	rng := rand.New(rand.NewPCG(s1, s2))
 	idx := make([]int, n)
 	rs := make([]float64, bootstrapResamples)
 	for k := range rs {
 		for i := range idx {
 			idx[i] = rng.IntN(n)
 		}
-		rs[k] = ratioOfSums(r.Shared, r.Single, idx)
+		rs[k] = ratioOfSums(a, b, idx)
 	}
 	slices.Sort(rs)
 	return rs[bootstrapResamples*25/1000], rs[bootstrapResamples*975/1000-1]
@@ -144,15 +150,6 @@ func SeedSweep(ctx context.Context, base Config, loads []float64, counts []int, 
 			}
 		}
 		// One replica's runs fill every row of this load.
-		singles := make([]time.Duration, len(seeds))
-		var pending []int
-		for i, seed := range seeds {
-			if r, ok := have[[3]float64{float64(seed), l, 1}]; ok {
-				singles[i] = r.TTFTP90
-				continue
-			}
-			pending = append(pending, i)
-		}
 		rows := out[first:len(out):len(out)]
 		fill := func(i int, d time.Duration) {
 			for k := range rows {
@@ -162,15 +159,14 @@ func SeedSweep(ctx context.Context, base Config, loads []float64, counts []int, 
 				}
 			}
 		}
-		for i, d := range singles {
-			if d > 0 {
-				fill(i, d)
+		for i, seed := range seeds {
+			if r, ok := have[[3]float64{float64(seed), l, 1}]; ok {
+				fill(i, r.TTFTP90)
+				continue
 			}
-		}
-		for _, i := range pending {
 			c := replicaConfig(base, l, 1, nil)
-			c.Seed = seeds[i]
-			jobs = append(jobs, simJob{cfg: c, policy: KVRoute, what: fmt.Sprintf("seed %d, 1 replica", seeds[i]),
+			c.Seed = seed
+			jobs = append(jobs, simJob{cfg: c, policy: KVRoute, what: fmt.Sprintf("seed %d, 1 replica", seed),
 				done: func(r Result) { fill(i, r.TTFTP90) }})
 		}
 	}
