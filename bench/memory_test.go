@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"math/rand/v2"
 	"runtime"
 	"testing"
 
@@ -60,7 +61,22 @@ func BenchmarkMemory(b *testing.B) {
 // fleet whose engines share prompts pays. The four holders store the same
 // engine hashes, so the index keeps each (hash, key) pair once and every
 // holder a reference to it in its own engine-hash table.
+//
+// The fleet is 64 endpoints, and each chain's four holders are distinct
+// endpoints drawn pseudo-randomly (fixed seed) from it, as the holders of a
+// prompt are any engines of a fleet, so that the figure does not depend on
+// which IDs hold a block. fleet=64,adjacent is the earlier placement (chain
+// c on endpoints 4c … 4c+3 mod 64), for comparison; fleet=1024 draws the
+// holders from 1,024 endpoints, whose IDs then usually span 64 or more, so
+// that the index keeps each block's memberships in full (not the compact
+// form of holders whose IDs span fewer than 64).
 func BenchmarkMemoryShared(b *testing.B) {
+	b.Run("fleet=64", func(b *testing.B) { benchMemoryShared(b, 64, true) })
+	b.Run("fleet=64,adjacent", func(b *testing.B) { benchMemoryShared(b, 64, false) })
+	b.Run("fleet=1024", func(b *testing.B) { benchMemoryShared(b, 1024, true) })
+}
+
+func benchMemoryShared(b *testing.B, fleet int, random bool) {
 	const holders = 4
 	var perMembership float64
 	b.ReportAllocs()
@@ -72,15 +88,22 @@ func BenchmarkMemoryShared(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		eps := EndpointIDs(64)
+		eps := EndpointIDs(fleet)
 		bs := ix.BlockSize()
 		const chains, chainBlocks = memoryMemberships / holders / 256, 256
 		buf := make([]uint32, 0, chainBlocks*bs)
+		rng := rand.New(rand.NewPCG(17, 4))
+		var hs [holders]int
 		for c := 0; c < chains; c++ {
 			buf = AppendTokens(buf[:0], 7<<40^uint64(c+1)<<8, chainBlocks*bs)
-			for h := 0; h < holders; h++ {
-				ep := eps[(c*holders+h)%len(eps)]
-				if err := StoreChain(ix, ep, buf, uint64(c+1)<<20); err != nil {
+			for h := range hs {
+				hs[h] = (c*holders + h) % fleet
+			}
+			if random {
+				pickDistinct(rng, hs[:], fleet)
+			}
+			for _, h := range hs {
+				if err := StoreChain(ix, eps[h], buf, uint64(c+1)<<20); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -97,4 +120,17 @@ func BenchmarkMemoryShared(b *testing.B) {
 		b.StartTimer()
 	}
 	b.ReportMetric(perMembership, "bytes/membership")
+}
+
+// pickDistinct sets dst to len(dst) distinct values below n drawn from rng.
+func pickDistinct(rng *rand.Rand, dst []int, n int) {
+	for i := range dst {
+	again:
+		dst[i] = rng.IntN(n)
+		for _, e := range dst[:i] {
+			if e == dst[i] {
+				goto again
+			}
+		}
+	}
 }

@@ -2,6 +2,7 @@ package kvindex
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"sync"
 	"testing"
@@ -201,19 +202,44 @@ func BenchmarkStore(b *testing.B) {
 
 // BenchmarkMemory measures heap per (block, endpoint) membership with 2^20
 // memberships, with every block held by one endpoint (holders=1, nothing
-// shared: the worst case) or by four (holders=4, engines sharing prompts),
-// and reports how it splits between the block map (slots and member-array
-// arenas) and the engine-hash tables (the endpoints' references and private
-// pairs, and the pool of shared pairs, also reported on its own), so that
-// the part to work on is visible.
+// shared: the worst case) or by four (engines sharing prompts), and reports
+// how it splits between the block map (slots and member-array arenas) and
+// the engine-hash tables (the endpoints' references and private pairs, and
+// the pool of shared pairs, also reported on its own), so that the part to
+// work on is visible.
+//
+// The fleet is 64 endpoints. With four holders, each chain's holders are 4
+// distinct endpoints drawn pseudo-randomly (fixed seed) from the fleet, as
+// the holders of a prompt are any engines of a fleet (holders=4), so that
+// the figure does not depend on which IDs hold a block; holders=4,adjacent
+// keeps the earlier placement (chain c on endpoints 4c … 4c+3 mod 64) for
+// comparison. holders=4,fleet=1024 draws the holders from 1,024 endpoints:
+// their IDs then usually span 64 or more, and the block map keeps every
+// membership of such a block in its member array (the full form) instead
+// of the two-word form of holders whose IDs span fewer than 64.
 func BenchmarkMemory(b *testing.B) {
-	for _, holders := range []int{1, 4} {
-		b.Run(fmt.Sprintf("holders=%d", holders), func(b *testing.B) { benchMemory(b, holders) })
+	b.Run("holders=1", func(b *testing.B) { benchMemory(b, 1, 64, false) })
+	b.Run("holders=4", func(b *testing.B) { benchMemory(b, 4, 64, true) })
+	b.Run("holders=4,adjacent", func(b *testing.B) { benchMemory(b, 4, 64, false) })
+	b.Run("holders=4,fleet=1024", func(b *testing.B) { benchMemory(b, 4, 1024, true) })
+}
+
+// pickHolders sets dst to len(dst) distinct endpoints of a fleet of n, drawn
+// from rng.
+func pickHolders(rng *rand.Rand, dst []int, n int) {
+	for i := range dst {
+	again:
+		dst[i] = rng.IntN(n)
+		for _, e := range dst[:i] {
+			if e == dst[i] {
+				goto again
+			}
+		}
 	}
 }
 
-func benchMemory(b *testing.B, holders int) {
-	const eps, memberships, chainBlocks = 64, 1 << 20, 256
+func benchMemory(b *testing.B, holders, fleet int, random bool) {
+	const memberships, chainBlocks = 1 << 20, 256
 	var perMembership, blockMap, engTables, sharedPairs float64
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
@@ -226,13 +252,21 @@ func benchMemory(b *testing.B, holders int) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		// Chain c is stored by endpoints c*holders … c*holders+holders-1
-		// (mod 64), each with the same engine hashes, as engines of one
-		// model do.
+		// Chain c is stored by its holders (random, or endpoints
+		// c*holders … c*holders+holders-1 mod fleet), each with the same
+		// engine hashes, as engines of one model do.
+		rng := rand.New(rand.NewPCG(17, 4))
+		hs := make([]int, holders)
 		for c := 0; c < memberships/holders/chainBlocks; c++ {
 			toks := benchTokens(uint64(c)|1<<60, chainBlocks*DefaultBlockSize)
+			if random {
+				pickHolders(rng, hs, fleet)
+			}
 			for h := 0; h < holders; h++ {
-				e := (c*holders + h) % eps
+				e := (c*holders + h) % fleet
+				if random {
+					e = hs[h]
+				}
 				storeChain(b, ix, fmt.Sprintf("10.2.%d.%d:8000", e/16, e%16), benchModel, toks, uint64(c+1)<<20)
 			}
 		}
