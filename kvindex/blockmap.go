@@ -15,11 +15,12 @@ import (
 //     (an endpoint ID is never 0, so its low 24 bits are never zero) or a
 //     handle (low 24 bits zero) to a member array in the shard's arena;
 //   - member arrays live in a pointer-free arena of uint64 words: a
-//     standard-mask word (see blockVal) followed by the memberships, and
-//     before them a header word unless the handle itself carries the header
-//     (the short form, see shortBit), written once before the handle is
-//     published and never modified, so readers read them without
-//     synchronisation beyond the handle's atomic load;
+//     standard-mask word (see blockVal) followed by the memberships (in the
+//     implicit form, only the first: 2 words whatever the number of
+//     holders), and before them a header word unless the handle itself
+//     carries the header (the short form, see shortBit), written once
+//     before the handle is published and never modified, so readers read
+//     them without synchronisation beyond the handle's atomic load;
 //   - deletion leaves a tombstone (a slot's key only changes while its value
 //     is empty or a tombstone); replaced arrays become garbage in the arena;
 //   - when slots or arena run out, the writer builds a new, compacted table
@@ -72,7 +73,8 @@ func isHandle(val uint64) bool { return val&idMask == 0 }
 // the memberships (8 bytes less per block with several holders):
 //
 //	bits  0..23  zero (a handle)
-//	bits 24..46  arena offset of the mask word + 1 (below shortOffLimit)
+//	bits 24..45  arena offset of the mask word + 1 (below shortOffLimit)
+//	bit  46      hdrImplicit (the arena holds the mask and first membership)
 //	bit  47      hdrNarrow
 //	bits 48..55  memberships that are not standard (0 … 255)
 //	bits 56..62  standard memberships (0 … 127)
@@ -80,7 +82,8 @@ func isHandle(val uint64) bool { return val&idMask == 0 }
 //
 // Counting the non-standard memberships rather than all of them lets Match
 // recognise an array of standard memberships with an exact mask (its
-// common case) by one AND and compare of the slot value (shortFast).
+// common case, in either form: both start with the mask word and the first
+// membership) by one AND and compare of the slot value (shortFast).
 //
 // The long form, for larger arrays or offsets, is (offset of the header word
 // + 1) << 24 with bit 63 clear; the arena holds the header word (see
@@ -88,7 +91,9 @@ func isHandle(val uint64) bool { return val&idMask == 0 }
 // never tombVal (its offset field is below all ones).
 const (
 	shortBit      = uint64(1) << 63
-	shortOffLimit = 1<<23 - 1
+	shortOffLimit = 1<<22 - 1
+	shortOffMask  = 1<<22 - 1 // the offset field, after shifting by idBits
+	shortImplicit = uint64(1) << 46
 	shortNarrow   = uint64(1) << 47
 	shortRest     = uint64(0xff) << 48
 	// shortFast masks the bits of a slot value that make it a short handle
@@ -113,6 +118,9 @@ func shortHandle(off int, hdr uint64) (uint64, bool) {
 	if hdr&hdrNarrow != 0 {
 		v |= shortNarrow
 	}
+	if hdr&hdrImplicit != 0 {
+		v |= shortImplicit
+	}
 	return v, true
 }
 
@@ -125,7 +133,10 @@ func (t *blockTable) arrayAt(val uint64) (hdr uint64, maskOff int) {
 		if val&shortNarrow != 0 {
 			hdr |= hdrNarrow
 		}
-		return hdr, int(val>>idBits&(1<<23-1)) - 1
+		if val&shortImplicit != 0 {
+			hdr |= hdrImplicit
+		}
+		return hdr, int(val>>idBits&shortOffMask) - 1
 	}
 	off := int(val>>idBits) - 1
 	return t.arena[off], off + 1
@@ -149,9 +160,9 @@ func (t *blockTable) putArray(hdr uint64, words []uint64) uint64 {
 func (t *blockTable) arrayWords(val uint64) int {
 	hdr, _ := t.arrayAt(val)
 	if val&shortBit != 0 {
-		return 1 + int(uint32(hdr))
+		return hdrWords(hdr)
 	}
-	return arrayHdrSize + int(uint32(hdr))
+	return 1 + hdrWords(hdr)
 }
 
 func newBlockMap(seed uint64) *blockMap {
@@ -251,7 +262,7 @@ func (m *blockMap) Compute(key Key, fn func(v blockVal, loaded bool) (nv blockVa
 		return // unchanged
 	}
 	if nv.many != nil {
-		if w := arrayHdrSize + int(uint32(nv.one)); t.used+w > len(t.arena) {
+		if w := 1 + hdrWords(nv.one); t.used+w > len(t.arena) {
 			t = m.rebuild(sh, t, w) // compacts; slots and handles move
 			at, free = t.find(key, h)
 			if at >= 0 {
@@ -287,6 +298,7 @@ func (t *blockTable) release(val uint64) {
 // rebuild replaces the shard's table with a compacted one sized for its
 // live blocks plus one insert and extra arena words, publishes it and
 // returns it. The shard's mutex is held.
+
 func (m *blockMap) rebuild(sh *blockShard, t *blockTable, extra int) *blockTable {
 	n := minSlots
 	for (t.live+1)*2 > n { // load at most 1/2 after a rebuild
@@ -313,7 +325,7 @@ func (m *blockMap) rebuild(sh *blockShard, t *blockTable, extra int) *blockTable
 		val := s.val
 		if isHandle(val) {
 			hdr, maskOff := t.arrayAt(val)
-			val = nt.putArray(hdr, t.arena[maskOff:maskOff+1+int(uint32(hdr))])
+			val = nt.putArray(hdr, t.arena[maskOff:maskOff+hdrWords(hdr)])
 		}
 		i := hashKey(Key(s.key), m.seed) & mask
 		for nt.slots[i].val != 0 {

@@ -32,7 +32,7 @@ func bmCheck(key Key, v blockVal) bool {
 	if n == 0 {
 		return false
 	}
-	var single [1]uint64
+	var single memberBuf
 	seen := map[uint64]bool{}
 	for _, m := range v.members(&single) {
 		seen[m] = true
@@ -193,8 +193,8 @@ func TestBlockMapHandleForms(t *testing.T) {
 		got, ok := m.Load(key)
 		require.True(t, ok)
 		require.Equal(t, v.one, got.one, "n=%d", n)
-		std, rest := got.split()
-		wstd, wrest := v.split()
+		std, rest := got.split(new(memberBuf))
+		wstd, wrest := v.split(new(memberBuf))
 		require.Equal(t, wstd, std)
 		require.Equal(t, wrest, rest)
 		require.Equal(t, v.stdMask(), got.stdMask())

@@ -1,6 +1,9 @@
 package kvindex
 
-import "unsafe"
+import (
+	"math/bits"
+	"unsafe"
+)
 
 // blockVal is the value of one block in the block map, as the map hands it
 // out: the memberships of every endpoint that holds the block. The map
@@ -8,20 +11,37 @@ import "unsafe"
 // pointer-free arena); a blockVal lives only on the stack, pointing into
 // that arena. Member arrays are immutable once published — a writer builds
 // a new one under the shard's lock — so Match reads them without locks.
+//
+// A member array takes one of two forms:
+//
+//   - the full form: the standard mask word, then every membership, the
+//     standard ones first (see one);
+//   - the implicit form, for an array whose memberships are all standard,
+//     span fewer than 64 endpoint IDs (so the mask is exact) and agree in
+//     every bit above the endpoint ID (the tier, group and count bits: what
+//     the holders of a prompt announce alike): only the mask word and the
+//     first membership m0, whatever the count. The membership of the
+//     endpoint with ID memberID(m0)+j is m0+j for every set bit j of the
+//     mask. Four holders take 2 words instead of 5.
+//
+// Both forms start with the mask word and the first membership, which is
+// all Match's fast path reads; everything that needs the memberships
+// themselves of an implicit array synthesizes them (members, find, split).
 type blockVal struct {
 	// one is the only membership when many is nil. When many is set, it is
 	// the member array's header: bits 0..31 the number of memberships
 	// behind many, bits 32..55 how many of them come first as "standard"
-	// memberships (confirmed, GPU tier only, sorted by endpoint ID), and
+	// memberships (confirmed, GPU tier only, sorted by endpoint ID),
 	// hdrNarrow when those span fewer than 64 endpoint IDs, so that the
-	// mask word describes them exactly.
+	// mask word describes them exactly, and hdrImplicit for the implicit
+	// form.
 	one uint64
-	// many points at the first element of an immutable array of
-	// memberships when two or more endpoints hold the block (in the
-	// block map's arena, or a fresh array from with). The word before it
-	// is the standard mask: with hdrNarrow, bit j is set when the endpoint
-	// with ID memberID(first standard membership)+j holds the block as a
-	// standard membership — Match's one load and AND per block.
+	// many points at the first membership of an immutable member array
+	// when two or more endpoints hold the block (in the block map's arena,
+	// or a fresh array from with). The word before it is the standard
+	// mask: with hdrNarrow, bit j is set when the endpoint with ID
+	// memberID(first standard membership)+j holds the block as a standard
+	// membership — Match's one load and AND per block.
 	many *uint64
 }
 
@@ -30,9 +50,24 @@ type blockVal struct {
 const (
 	hdrStdShift  = 32 // header: standard memberships, 24 bits
 	hdrStdMask   = 1<<24 - 1
+	hdrImplicit  = uint64(1) << 62 // header: the implicit form
 	hdrNarrow    = uint64(1) << 63 // header: the standard mask is exact
-	arrayHdrSize = 2               // header and mask words before the memberships
 )
+
+// memberBuf is caller storage for the memberships of an implicit member
+// array (at most 64: their IDs span fewer than 64), so that reading them
+// allocates nothing.
+type memberBuf [64]uint64
+
+// hdrWords returns the arena words of the member array of header hdr from
+// its mask word on: the mask and every membership, or the mask and the
+// first membership in the implicit form.
+func hdrWords(hdr uint64) int {
+	if hdr&hdrImplicit != 0 {
+		return 2
+	}
+	return 1 + int(uint32(hdr))
+}
 
 // memberSlice returns the n memberships starting at p.
 func memberSlice(p *uint64, n int) []uint64 { return unsafe.Slice(p, n) }
@@ -40,41 +75,74 @@ func memberSlice(p *uint64, n int) []uint64 { return unsafe.Slice(p, n) }
 // stdMask returns the standard mask word of a value with several holders.
 func (v *blockVal) stdMask() uint64 { return *(*uint64)(unsafe.Add(unsafe.Pointer(v.many), -8)) }
 
+// implicit reports whether v is a member array in the implicit form.
+func (v *blockVal) implicit() bool { return v.many != nil && v.one&hdrImplicit != 0 }
+
 // arrayWords returns the mask word and the memberships of a value with
-// several holders, as stored after its header.
+// several holders, as stored after its header (hdrWords words).
 func (v *blockVal) arrayWords() []uint64 {
-	return unsafe.Slice((*uint64)(unsafe.Add(unsafe.Pointer(v.many), -8)), 1+int(uint32(v.one)))
+	return unsafe.Slice((*uint64)(unsafe.Add(unsafe.Pointer(v.many), -8)), hdrWords(v.one))
+}
+
+// expand appends the memberships of an implicit array to dst, in order of
+// endpoint ID.
+func (v *blockVal) expand(dst []uint64) []uint64 {
+	m0 := *v.many
+	for mask := v.stdMask(); mask != 0; mask &= mask - 1 {
+		dst = append(dst, m0+uint64(bits.TrailingZeros64(mask)))
+	}
+	return dst
 }
 
 // isStd reports whether a membership is confirmed and held in the GPU tier
 // only: the common case, which Match handles without further decoding.
 func isStd(m uint64) bool { return (m>>24)&0x1ff == stdPattern }
 
-// members returns the memberships of v. single is caller storage for the
-// inline case, so no allocation happens.
-func (v *blockVal) members(single *[1]uint64) []uint64 {
-	if v.many == nil {
+// members returns the memberships of v, standard ones first, sorted by
+// endpoint ID. buf is caller storage for the inline and implicit cases, so
+// no allocation happens.
+func (v *blockVal) members(buf *memberBuf) []uint64 {
+	switch {
+	case v.many == nil:
 		if v.one == 0 {
 			return nil
 		}
-		single[0] = v.one
-		return single[:]
+		buf[0] = v.one
+		return buf[:1]
+	case v.one&hdrImplicit != 0:
+		return v.expand(buf[:0])
 	}
 	return unsafe.Slice(v.many, int(uint32(v.one)))
 }
 
 // split returns the standard memberships and the others of a value with
-// several holders (v.many != nil).
-func (v *blockVal) split() (std, rest []uint64) {
+// several holders (v.many != nil); buf is storage for an implicit array's.
+func (v *blockVal) split(buf *memberBuf) (std, rest []uint64) {
+	if v.one&hdrImplicit != 0 {
+		return v.expand(buf[:0]), nil
+	}
 	all := unsafe.Slice(v.many, int(uint32(v.one)))
 	nStd := int(v.one >> hdrStdShift & hdrStdMask)
 	return all[:nStd], all[nStd:]
 }
 
-// find returns the membership of endpoint id and its position, or (0, -1).
+// find returns the membership of endpoint id and its position in members'
+// order, or (0, -1).
 func (v *blockVal) find(id uint32) (uint64, int) {
-	var single [1]uint64
-	for i, m := range v.members(&single) {
+	switch {
+	case v.many == nil:
+		if v.one != 0 && memberID(v.one) == id {
+			return v.one, 0
+		}
+		return 0, -1
+	case v.one&hdrImplicit != 0:
+		m0, mask := *v.many, v.stdMask()
+		if d := uint64(id) - m0&idMask; d < 64 && mask>>d&1 != 0 {
+			return m0 + d, bits.OnesCount64(mask & (1<<d - 1))
+		}
+		return 0, -1
+	}
+	for i, m := range unsafe.Slice(v.many, int(uint32(v.one))) {
 		if memberID(m) == id {
 			return m, i
 		}
@@ -100,11 +168,11 @@ func (v *blockVal) with(idx int, m uint64) blockVal { return v.withBuf(idx, m, n
 
 // withBuf is with building a new member array in *buf (grown as needed)
 // instead of a fresh allocation, for callers that copy the result away
-// before reusing the buffer (the block map copies it into its arena).
+// before reusing the buffer (the block map copies it into its arena). The
+// new array takes the implicit form whenever it qualifies.
 func (v *blockVal) withBuf(idx int, m uint64, buf *[]uint64) blockVal {
-	var single [1]uint64
-	old := v.members(&single)
-	n := len(old)
+	nOld := v.count()
+	n := nOld
 	switch {
 	case idx < 0 && m == 0:
 		return *v
@@ -120,20 +188,47 @@ func (v *blockVal) withBuf(idx int, m uint64, buf *[]uint64) blockVal {
 		if m != 0 {
 			return blockVal{one: m}
 		}
-		return blockVal{one: old[1-idx]} // removal leaving the other one
+		if v.many == nil {
+			return blockVal{} // unreachable: a single membership removed leaves none
+		}
+		if v.one&hdrImplicit != 0 {
+			// The other of two: the first, or the one of the mask's other bit.
+			m0 := *v.many
+			if idx == 0 {
+				return blockVal{one: m0 + uint64(63-bits.LeadingZeros64(v.stdMask()))}
+			}
+			return blockVal{one: m0}
+		}
+		return blockVal{one: memberSlice(v.many, 2)[1-idx]} // removal leaving the other one
 	}
 	// Build the new array (after its mask word) with the standard
-	// memberships first, sorted by endpoint ID.
+	// memberships first, sorted by endpoint ID. An implicit old array is
+	// expanded after it in the same storage.
+	size := n + 1
+	if v.one&hdrImplicit != 0 && v.many != nil {
+		size += nOld
+	}
 	var words []uint64
 	if buf != nil {
-		if cap(*buf) < n+1 {
-			*buf = make([]uint64, n+1, 2*(n+1))
+		if cap(*buf) < size {
+			*buf = make([]uint64, size, 2*size)
 		}
-		words = (*buf)[:n+1]
+		words = (*buf)[:size]
 	} else {
-		words = make([]uint64, n+1)
+		words = make([]uint64, size)
 	}
-	arr := words[1:]
+	var single [1]uint64
+	var old []uint64
+	switch {
+	case v.many == nil:
+		single[0] = v.one
+		old = single[:nOld]
+	case v.one&hdrImplicit != 0:
+		old = v.expand(words[n+1 : n+1 : size])
+	default:
+		old = memberSlice(v.many, nOld)
+	}
+	arr := words[1 : n+1]
 	front, back := 0, n
 	put := func(x uint64) {
 		if isStd(x) {
@@ -175,7 +270,22 @@ func (v *blockVal) withBuf(idx int, m uint64, buf *[]uint64) blockVal {
 			}
 			words[0] = mask
 			hdr |= hdrNarrow
+			if front == n && uniform(arr) {
+				hdr |= hdrImplicit
+			}
 		}
 	}
 	return blockVal{one: hdr, many: &arr[0]}
+}
+
+// uniform reports whether the memberships of ms agree in every bit above
+// the endpoint ID, as those of an implicit array do.
+func uniform(ms []uint64) bool {
+	hi := ms[0] &^ idMask
+	for _, m := range ms[1:] {
+		if m&^idMask != hi {
+			return false
+		}
+	}
+	return true
 }

@@ -16,7 +16,7 @@ import (
 func recount(ix *Index) (blocks, members, spec int) {
 	ix.blocks.Range(func(_ Key, v blockVal) bool {
 		blocks++
-		var single [1]uint64
+		var single memberBuf
 		for _, m := range v.members(&single) {
 			members++
 			if isSpec(m) {
@@ -112,7 +112,7 @@ func TestConcurrentReadersAndWriters(t *testing.T) {
 	live := map[uint32]bool{}
 	ix.eps.Range(func(_ string, ep *endpoint) bool { live[ep.id] = true; return true })
 	ix.blocks.Range(func(_ Key, v blockVal) bool {
-		var single [1]uint64
+		var single memberBuf
 		for _, m := range v.members(&single) {
 			require.True(t, live[memberID(m)], "membership of unregistered endpoint %d", memberID(m))
 		}

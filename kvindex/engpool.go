@@ -156,9 +156,9 @@ func (ix *Index) shareEntry(ep *endpoint, h uint64, key Key, first uint32) {
 	if !ok {
 		return
 	}
-	var single [1]uint64
+	var buf memberBuf
 	tries := 1
-	for _, m := range v.members(&single) {
+	for _, m := range v.members(&buf) {
 		if id := memberID(m); id != ep.id && id != first && !isSpec(m) {
 			if tries++; tries > shareTries || ix.shareWith(ep, h, id) {
 				return

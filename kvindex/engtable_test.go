@@ -111,15 +111,15 @@ func TestBlockValPartitionsStandardMemberships(t *testing.T) {
 	v = v.with(-1, makeSpec(3, 99))
 	v = v.with(-1, std(4))
 	require.Equal(t, 4, v.count())
-	s, rest := v.split()
+	s, rest := v.split(new(memberBuf))
 	require.ElementsMatch(t, []uint64{std(2), std(4)}, s)
 	require.ElementsMatch(t, []uint64{cpu(1), makeSpec(3, 99)}, rest)
 	// Replacing keeps the partition; the old value is untouched.
 	_, i := v.find(1)
 	w := v.with(i, std(1))
-	s, _ = w.split()
+	s, _ = w.split(new(memberBuf))
 	require.Len(t, s, 3)
-	s, _ = v.split()
+	s, _ = v.split(new(memberBuf))
 	require.Len(t, s, 2)
 	// Removing down to one goes back inline.
 	for _, id := range []uint32{1, 2, 3} {
@@ -174,7 +174,7 @@ func TestBlockValStandardMask(t *testing.T) {
 		_, i := v.find(id)
 		v = v.with(i, std(id))
 	}
-	s, rest := v.split()
+	s, rest := v.split(new(memberBuf))
 	require.Equal(t, []uint64{std(7), std(12), std(40)}, s)
 	require.Equal(t, []uint64{cpu(90)}, rest)
 	require.NotZero(t, v.one&hdrNarrow)
@@ -182,7 +182,7 @@ func TestBlockValStandardMask(t *testing.T) {
 	// A standard holder 64 IDs above the lowest makes the mask inexact.
 	_, i := v.find(90)
 	w := v.with(i, std(90))
-	s, _ = w.split()
+	s, _ = w.split(new(memberBuf))
 	require.Equal(t, []uint64{std(7), std(12), std(40), std(90)}, s)
 	require.Zero(t, w.one&hdrNarrow)
 	// Removing the lowest two makes it exact again, relative to ID 40.

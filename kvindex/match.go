@@ -257,6 +257,18 @@ func stdPresence(std []uint64, bit []uint64) uint64 {
 	return p0 | p1 | p2 | p3
 }
 
+// maskPresence is stdPresence for the memberships of an implicit array:
+// those of endpoints memberID(m0)+j for the set bits j of mask.
+func maskPresence(mask, m0 uint64, bit []uint64) (p uint64) {
+	id := m0 & idMask
+	for ; mask != 0; mask &= mask - 1 {
+		if x := id + uint64(bits.TrailingZeros64(mask)); x < uint64(len(bit)) {
+			p |= bit[x]
+		}
+	}
+	return p
+}
+
 // sameStrings reports whether a and b hold the same string values in
 // memory (same lengths and data pointers, element by element), the test for
 // a reused candidate list: one comparison of the two arrays of string
@@ -304,6 +316,8 @@ func (s *matchScratch) chunkPresence(v *blockVal, now *lazyNow, ix *Index) (pres
 		} else {
 			pres = mask >> uint64(-d)
 		}
+	} else if hdr&hdrImplicit != 0 {
+		pres = maskPresence(v.stdMask(), *v.many, bit)
 	} else if nStd > 0 {
 		pres = stdPresence(memberSlice(v.many, nStd), bit)
 	}

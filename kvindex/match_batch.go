@@ -23,7 +23,7 @@ type chunkBatch struct {
 //   - a single membership that is standard (confirmed, GPU tier only): its
 //     endpoint's bit in the per-ID bit table;
 //   - a short-form member array of standard memberships only with an exact
-//     mask, when the chunk's bits are endpoint IDs from relBase on (rel):
+//     mask (in the implicit form or the full one), when the chunk's bits are endpoint IDs from relBase on (rel):
 //     the mask word shifted by its base (the first membership's ID) minus
 //     relBase. The mask word and that membership are adjacent arena words,
 //     read together straight after the slot.
@@ -77,7 +77,7 @@ func (m *blockMap) presBatch(keys []Key, bit []uint64, rel bool, relBase uint32,
 		case v&idMask != 0 && isStd(v):
 			pres[j] = *(*uint64)(unsafe.Add(bits, 8*min(v&idMask, last)))
 		case v&shortFast == fast:
-			off := int(v>>idBits&(1<<23-1)) - 1
+			off := int(v>>idBits&shortOffMask) - 1
 			w := t.arena[off : off+2 : off+2]
 			mask, d := w[0], int64(w[1]&idMask)-base
 			if d >= 0 {

@@ -89,7 +89,7 @@ func TestPresBatchAgreesWithLoad(t *testing.T) {
 					slowBlocks++
 					continue
 				}
-				var single [1]uint64
+				var single memberBuf
 				var want uint64
 				for _, mm := range v.members(&single) {
 					require.True(t, isStd(mm), "key %d: a block with a non-standard membership took the fast path", start+j)

@@ -1,5 +1,7 @@
 package kvindex
 
+import "math/bits"
+
 // matchWide is Match for more than 64 candidates. Instead of one bitmask
 // per chunk of 64 candidates (which would walk every block's memberships
 // once per chunk, O(candidates²) for a prompt shared across the fleet), it
@@ -55,9 +57,11 @@ walk:
 					}
 					rest = nil
 				}
+			} else if v.one&hdrImplicit != 0 {
+				adv = advanceMask(v.stdMask(), *v.many, slot, blk, cur)
 			} else {
 				var std []uint64
-				std, rest = v.split()
+				std, rest = v.split(nil)
 				adv = advanceStd(std, slot, blk, cur)
 			}
 			for _, m := range rest {
@@ -107,6 +111,20 @@ func advanceStd(std []uint64, slot []int32, blk []int32, cur int32) (adv bool) {
 	for _, m := range std {
 		if id := m & idMask; id < uint64(len(slot)) {
 			if c := slot[id]; blk[c] == cur {
+				blk[c], adv = cur+1, true
+			}
+		}
+	}
+	return adv
+}
+
+// advanceMask is advanceStd for the memberships of an implicit array: those
+// of endpoints memberID(m0)+j for the set bits j of mask.
+func advanceMask(mask, m0 uint64, slot []int32, blk []int32, cur int32) (adv bool) {
+	id := m0 & idMask
+	for ; mask != 0; mask &= mask - 1 {
+		if x := id + uint64(bits.TrailingZeros64(mask)); x < uint64(len(slot)) {
+			if c := slot[x]; blk[c] == cur {
 				blk[c], adv = cur+1, true
 			}
 		}

@@ -1,5 +1,7 @@
 package kvindex
 
+import "math/bits"
+
 // opKind is a change to one (block, endpoint) membership.
 type opKind uint8
 
@@ -155,8 +157,19 @@ func (ep *endpoint) encode(key Key, old uint64, pairs []pair) uint64 {
 // otherHolder returns the ID of an endpoint other than id holding v as a
 // confirmed membership, or 0.
 func otherHolder(v *blockVal, id uint32) uint32 {
-	var single [1]uint64
-	for _, m := range v.members(&single) {
+	if v.implicit() { // every membership confirmed: the first, or the second
+		m0 := *v.many
+		if memberID(m0) != id {
+			return memberID(m0)
+		}
+		mask := v.stdMask() &^ 1
+		if mask == 0 {
+			return 0
+		}
+		return memberID(m0 + uint64(bits.TrailingZeros64(mask)))
+	}
+	var buf memberBuf
+	for _, m := range v.members(&buf) {
 		if memberID(m) != id && !isSpec(m) {
 			return memberID(m)
 		}
