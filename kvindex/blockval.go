@@ -48,10 +48,10 @@ type blockVal struct {
 // The member array header (blockVal.one when many is set): bits 0..31 count
 // the memberships.
 const (
-	hdrStdShift  = 32 // header: standard memberships, 24 bits
-	hdrStdMask   = 1<<24 - 1
-	hdrImplicit  = uint64(1) << 62 // header: the implicit form
-	hdrNarrow    = uint64(1) << 63 // header: the standard mask is exact
+	hdrStdShift = 32 // header: standard memberships, 24 bits
+	hdrStdMask  = 1<<24 - 1
+	hdrImplicit = uint64(1) << 62 // header: the implicit form
+	hdrNarrow   = uint64(1) << 63 // header: the standard mask is exact
 )
 
 // memberBuf is caller storage for the memberships of an implicit member
