@@ -298,11 +298,21 @@ func (t *blockTable) release(val uint64) {
 // rebuild replaces the shard's table with a compacted one sized for its
 // live blocks plus one insert and extra arena words, publishes it and
 // returns it. The shard's mutex is held.
-
+//
+// A rebuild for slots (extra == 0) leaves the slots at most half full. One
+// for the arena (extra > 0) keeps the slot count when they are at most 3/4
+// full: sizing those by the half-full rule too would double the slots of
+// every shard an arena rebuild finds between 1/2 and 13/16 full (blocks
+// gaining holders rewrite their arrays, so arena rebuilds are frequent),
+// and a block map of shared blocks would keep its slots about 2/5 full
+// instead of between 2/5 and 13/16.
 func (m *blockMap) rebuild(sh *blockShard, t *blockTable, extra int) *blockTable {
 	n := minSlots
 	for (t.live+1)*2 > n { // load at most 1/2 after a rebuild
 		n *= 2
+	}
+	if cur := len(t.slots); extra > 0 && n > cur && (t.live+1)*4 <= cur*3 {
+		n = cur
 	}
 	words := t.used - t.garbage
 	nt := &blockTable{slots: make([]blockSlot, n), live: t.live}
