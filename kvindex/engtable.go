@@ -29,7 +29,8 @@ const privUnits = 4
 //     Two bitmaps beside the slab chunks tell a private record's first
 //     unit and the dead units: removal marks an entry's units dead, chunks
 //     at the head that are entirely dead are released, and the slab is
-//     compacted when dead units outnumber live ones;
+//     compacted when dead units are more than a quarter of the live ones
+//     (and a chunk);
 //   - an open-addressing index with linear probing maps a hash to the slab
 //     position of its entry (4 bytes per slot; any multiple of 16 slots, so
 //     that a rebuild leaves it 5/8 full and it grows at 13/16); deletion
@@ -44,8 +45,8 @@ const privUnits = 4
 // one pool entry (the first holder's record shrinks to one unit; its
 // other three die). Per membership that costs about 23 bytes for a block
 // one endpoint holds (record, index slot, bits) and about 16 for a block
-// four hold (a unit and an index slot each, and a quarter of a 20-byte
-// pool entry).
+// four hold (a unit, an index slot, the dead units awaiting compaction and
+// the bits each, and a quarter of a 20-byte pool entry).
 //
 // It is not safe for concurrent use; the endpoint's mutex guards it (adopt
 // needs both endpoints' mutexes).
@@ -383,9 +384,15 @@ func (t *engTable) trim() {
 	}
 }
 
-// maybeCompact compacts the slab when dead units outnumber live ones.
+// maybeCompact compacts the slab when dead units are more than a quarter of
+// the live ones (and a chunk). A first holder's record dies to one unit
+// when others share it, leaving three dead units inside the slab: when the
+// endpoints of a fleet take turns at storing a shared prompt first, a
+// quarter of an endpoint's entries do, and with compaction only once dead
+// units outnumbered the live ones their slabs never compacted (three dead
+// units per four live ones, 3 B per membership).
 func (t *engTable) maybeCompact() {
-	if used := int(t.tail - t.head); used > 2*t.units+unitChunk {
+	if used := int(t.tail - t.head); used > t.units+t.units/4+unitChunk {
 		t.compact()
 	}
 }
