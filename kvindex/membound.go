@@ -11,11 +11,13 @@ import "sync/atomic"
 // add, and Match nothing.
 const (
 	// costMembership is a (block, endpoint) membership's share of the
-	// block map: a 16-byte slot at a load between 1/2 and 13/16 for a
-	// block with one holder (about 26 bytes), or a slot shared by the
-	// holders plus one arena word each and the array's slack for a shared
-	// block (about 21 bytes per membership with four holders).
-	costMembership = 28
+	// block map: a 16-byte slot at a load between 2/5 and 13/16 for a
+	// block with one holder (20 to 40 bytes, 32 at a load of 1/2), or a
+	// quarter of a slot and of the member array with its garbage and slack
+	// for a block four endpoints hold (about 13 bytes per membership when
+	// their IDs span fewer than 64, in the two-word implicit form; about 19
+	// in the full form). It is charged alike for both, between the two.
+	costMembership = 24
 	// costEngEntry is an endpoint's engine-hash entry: a 4-byte unit in
 	// the endpoint's slab and its 4-byte index slot at a load between 5/8
 	// and 13/16.
