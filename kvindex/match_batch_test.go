@@ -10,7 +10,8 @@ import (
 // TestPresBatchAgreesWithLoad checks presBatch against Load on a map of
 // values in every shape (one membership standard or not, member arrays
 // narrow or wide, short or long form, standard only or mixed, with
-// collisions and tombstones) under per-ID bit tables of both kinds (bits
+// collisions and tombstones; standard-only arrays in the implicit form and
+// in the full one) under per-ID bit tables of both kinds (bits
 // relative to a base ID, bits per candidate) and tables shorter than the
 // IDs: it finds the same leading present keys as loadBatch; a block it
 // computes itself has exactly the candidates Load's memberships give; any
@@ -22,8 +23,11 @@ func TestPresBatchAgreesWithLoad(t *testing.T) {
 	key := func(i uint64) Key { return Key(i*0x9E3779B97F4A7C15 + 1) }
 	member := func(id uint32) uint64 {
 		switch r := rng.IntN(10); {
-		case r < 8:
+		case r < 6:
 			return uint64(id) | stdPattern<<24 // confirmed, GPU only
+		case r < 8:
+			m, _ := encodePairs(id, []pair{{tier: 0, group: 1, count: 1}}) // the same in group 1
+			return m
 		case r < 9:
 			return uint64(id) | 3<<tierShift // GPU and CPU
 		default:
@@ -55,7 +59,7 @@ func TestPresBatchAgreesWithLoad(t *testing.T) {
 	for i := range all {
 		all[i] = key(uint64(i))
 	}
-	var fastOne, fastArray, slowBlocks int
+	var fastOne, fastArray, fastImplicit, slowBlocks int
 	for _, tc := range []struct {
 		rel     bool
 		relBase uint32
@@ -98,9 +102,12 @@ func TestPresBatchAgreesWithLoad(t *testing.T) {
 					}
 				}
 				require.Equal(t, want, b.pres[j]&cands, "key %d (rel %v base %d)", start+j, tc.rel, tc.relBase)
-				if v.many == nil {
+				switch {
+				case v.many == nil:
 					fastOne++
-				} else {
+				case v.implicit():
+					fastImplicit++
+				default:
 					fastArray++
 				}
 			}
@@ -108,5 +115,6 @@ func TestPresBatchAgreesWithLoad(t *testing.T) {
 	}
 	require.Greater(t, fastOne, 1000)
 	require.Greater(t, fastArray, 1000)
+	require.Greater(t, fastImplicit, 1000)
 	require.Greater(t, slowBlocks, 1000)
 }

@@ -109,6 +109,11 @@ func withoutSpec(d map[string][]dumpEntry) map[string][]dumpEntry {
 func TestSnapshotRoundTripExact(t *testing.T) {
 	src := newTestIndex(t, Config{})
 	warmSnapIndex(t, src)
+	// A prompt four endpoints hold in the GPU tier alone: implicit member
+	// arrays.
+	for e := 2; e <= 5; e++ {
+		require.NoError(t, src.Store(fmt.Sprintf("10.0.0.%d:8000", e), storeEv("m", 7000, seq(300, 12))))
+	}
 	want := withoutSpec(dumpIndex(src))
 	var buf bytes.Buffer
 	winfo, err := src.WriteSnapshot(&buf)
@@ -121,6 +126,19 @@ func TestSnapshotRoundTripExact(t *testing.T) {
 	require.Equal(t, winfo.Endpoints, rinfo.Endpoints)
 	require.Equal(t, winfo.Memberships, rinfo.Memberships)
 	require.Equal(t, want, dumpIndex(dst))
+	// They are implicit member arrays in both.
+	implicitKeys := func(ix *Index) (keys []Key) {
+		ix.blocks.Range(func(k Key, v blockVal) bool {
+			if v.implicit() {
+				keys = append(keys, k)
+			}
+			return true
+		})
+		slices.Sort(keys)
+		return keys
+	}
+	require.Len(t, implicitKeys(src), 3)
+	require.Equal(t, implicitKeys(src), implicitKeys(dst))
 
 	// Stats agree except for the speculative memberships, which are gone.
 	ss, ds := src.Stats(), dst.Stats()
