@@ -70,7 +70,8 @@ func isHandle(val uint64) bool { return val&idMask == 0 }
 
 // A handle takes one of two forms. The short form keeps the member array's
 // header in the slot value, so that the arena holds only the mask word and
-// the memberships (8 bytes less per block with several holders):
+// the memberships, or the mask word and the first membership in the
+// implicit form (8 bytes less per block with several holders):
 //
 //	bits  0..23  zero (a handle)
 //	bits 24..45  arena offset of the mask word + 1 (below shortOffLimit)

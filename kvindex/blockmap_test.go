@@ -168,7 +168,7 @@ func TestBlockMapUnchangedValueIsNotRewritten(t *testing.T) {
 
 // TestBlockMapHandleForms checks both forms of a member-array handle: the
 // short one that keeps the header in the slot (up to 127 standard and 255
-// other memberships, offsets below 2^23 - 1) and the long one for the rest,
+// other memberships, offsets below 2^22 - 1) and the long one for the rest,
 // through the map (values of 2 … 400 holders, standard or not) and directly
 // (every count at its limit, offsets at the limit).
 func TestBlockMapHandleForms(t *testing.T) {

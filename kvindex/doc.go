@@ -79,12 +79,12 @@
 //
 // The index's memory is bounded in bytes over all endpoints by
 // Config.MaxBytes (default 8 GiB). Each endpoint is charged a fixed cost
-// per entry it owns — 28 bytes per membership, 10 per engine-hash entry
+// per entry it owns — 24 bytes per membership, 10 per engine-hash entry
 // plus 13 when no other endpoint shares its (hash, key) pair, 96
 // per complex-membership side-table entry, 24 per speculative entry, the
 // structures' measured average heap per entry — and the index 20 bytes per
 // (hash, key) pair several endpoints share; Stats.Bytes (gauge
-// kvroute_kv_index_bytes) is their sum, within about 10 % of the heap the
+// kvroute_kv_index_bytes) is their sum, within about 15 % of the heap the
 // index takes with blocks held by one endpoint or by four
 // (TestAccountedBytesTrackHeap). Keeping it current costs a Store one
 // recount of the endpoint's entries and one atomic add; Match does nothing
@@ -116,13 +116,18 @@
 // other candidate sets, are scanned exactly as before.
 //
 // Memory is about 55 bytes of heap per (block, endpoint) membership when no
-// block is shared and 39 when every block is held by four endpoints
-// (BenchmarkMemory, 1 Mi memberships), engine-hash maps included:
+// block is shared and 29 when every block is held by four endpoints drawn
+// at random from a fleet of 64 (43 from a fleet of 1,024, whose holders'
+// IDs usually span 64 or more) (BenchmarkMemory, 1 Mi memberships),
+// engine-hash maps included:
 // endpoints are interned to 24-bit IDs; a membership is one uint64
 // (tier mask, cache group, reference counts or speculative expiry); the
 // block map is 256 independently locked open-addressing tables of 16-byte
 // (key, value) slots, where the value is the block's only membership or a
-// handle to its member array in a per-table arena of uint64 words; each
+// handle to its member array in a per-table arena of uint64 words (for
+// holders all in the GPU tier alone, alike above the endpoint ID and with
+// IDs spanning fewer than 64, only the mask word and the first membership:
+// the others follow from the mask); each
 // endpoint's engine-hash map is an insertion-ordered slab of 4-byte units
 // with a 4-byte-per-slot open-addressing index (a slot also carries a
 // fingerprint of the hash), where an entry is either the endpoint's own
