@@ -305,3 +305,58 @@ func nextPerm(p []int) {
 	}
 	slices.Reverse(p[i+1:])
 }
+
+// FuzzMemberArrays applies the operations a byte string encodes — per
+// three bytes: a key (of four), an endpoint ID offset (0 … 79 above a base
+// chosen by the first byte) and a membership shape (or removal) — through
+// the block map and checks every value against a plain map after each.
+func FuzzMemberArrays(f *testing.F) {
+	f.Add([]byte{0, 0, 1, 1, 0, 5, 1, 0, 40, 1, 0, 63, 1, 0, 64, 0, 0, 0, 9})
+	f.Add([]byte{2, 1, 3, 2, 1, 4, 2, 1, 5, 2, 1, 6, 3, 1, 7, 1, 1, 8})
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		if len(ops) == 0 || len(ops) > 3*400 {
+			return
+		}
+		base := []uint32{1, 1000, maxEndpointID - 80}[ops[0]%3]
+		m := newBlockMap(1)
+		ref := map[Key]map[uint32]uint64{}
+		var buf []uint64
+		for i := 1; i+3 <= len(ops); i += 3 {
+			k := Key(uint64(ops[i]%4+1) * 0x9E3779B97F4A7C15)
+			id := base + uint32(ops[i+1]%80)
+			var mem uint64
+			switch shape := ops[i+2] % 10; shape {
+			case 0, 1:
+			case 2, 3, 4:
+				mem = uint64(id) | stdPattern<<24
+			case 5, 6:
+				mem = uint64(id) | 1<<tierShift | 1<<groupShift
+			case 7:
+				mem = uint64(id) | 3<<tierShift | 1<<groupShift
+			case 8:
+				mem, _ = encodePairs(id, []pair{{tier: 0, group: 0, count: 2}})
+			default:
+				mem = makeSpec(id, uint64(ops[i+2]))
+			}
+			m.Compute(k, func(v blockVal, _ bool) (blockVal, bool) {
+				_, idx := v.find(id)
+				nv := v.withBuf(idx, mem, &buf)
+				return nv, nv.count() == 0
+			})
+			if ref[k] == nil {
+				ref[k] = map[uint32]uint64{}
+			}
+			if mem == 0 {
+				delete(ref[k], id)
+			} else {
+				ref[k][id] = mem
+			}
+			v, ok := m.Load(k)
+			if ok != (len(ref[k]) > 0) {
+				t.Fatalf("op %d: loaded %v with %d memberships", i/3, ok, len(ref[k]))
+			}
+			checkBlockVal(t, v, ref[k], []uint32{base, base + 63, base + 64, id}, fmt.Sprintf("op %d", i/3))
+		}
+		checkArenaAccounting(t, m)
+	})
+}
