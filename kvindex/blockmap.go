@@ -300,22 +300,24 @@ func (t *blockTable) release(val uint64) {
 // live blocks plus one insert and extra arena words, publishes it and
 // returns it. The shard's mutex is held.
 //
-// A rebuild for slots (extra == 0) leaves the slots at most half full. One
-// for the arena (extra > 0) keeps the slot count when they are at most 3/4
-// full: sizing those by the half-full rule too would double the slots of
-// every shard an arena rebuild finds between 1/2 and 13/16 full (blocks
-// gaining holders rewrite their arrays, so arena rebuilds are frequent),
-// and a block map of shared blocks would keep its slots about 2/5 full
-// instead of between 2/5 and 13/16.
+// A rebuild leaves the slots at most half full, except that one for the
+// arena (extra > 0) of a shard whose member arrays hold at least one arena
+// word per block keeps the slot count while they are at most 3/4 full. In
+// such a shard blocks gaining and losing holders rewrite their arrays all
+// the time, so arena rebuilds are frequent, and sizing their slots by the
+// half-full rule too would keep them about 2/5 full (40 B per block)
+// instead of between 2/5 and 13/16. Where few blocks have arrays, arena
+// rebuilds are rare and the rule only brings the next growth of the slots
+// forward (leaving them emptier, which keeps probes for Match short).
 func (m *blockMap) rebuild(sh *blockShard, t *blockTable, extra int) *blockTable {
 	n := minSlots
 	for (t.live+1)*2 > n { // load at most 1/2 after a rebuild
 		n *= 2
 	}
-	if cur := len(t.slots); extra > 0 && n > cur && (t.live+1)*4 <= cur*3 {
+	words := t.used - t.garbage
+	if cur := len(t.slots); extra > 0 && n > cur && (t.live+1)*4 <= cur*3 && words >= t.live {
 		n = cur
 	}
-	words := t.used - t.garbage
 	nt := &blockTable{slots: make([]blockSlot, n), live: t.live}
 	if need := words + extra; need > 0 {
 		// Free room for at least a quarter of the live words and an eighth
