@@ -262,3 +262,58 @@ func TestBlockMapHandleForms(t *testing.T) {
 		}
 	}
 }
+
+// shardKeys returns n keys of m that fall in shard 0.
+func shardKeys(m *blockMap, n int) []Key {
+	var keys []Key
+	for i := uint64(1); len(keys) < n; i++ {
+		k := Key(i * 0x9E3779B97F4A7C15)
+		if sh, _ := m.locate(k); sh == &m.shards[0] {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// An arena rebuild in a shard of shared blocks (member arrays holding at
+// least a word per block) keeps the slot count while the slots are at most
+// 3/4 full, instead of doubling it whenever they are over half full: with
+// holders joining one by one, every block's array is rewritten and arena
+// rebuilds come often. A shard of single holders with one array still
+// sizes its slots half full (Match's probes are shorter there).
+func TestBlockMapArenaRebuildKeepsSlotsOfSharedBlocks(t *testing.T) {
+	std := func(id uint32) uint64 { return uint64(id) | stdPattern<<24 }
+	add := func(m *blockMap, k Key, id uint32) {
+		m.Compute(k, func(v blockVal, _ bool) (blockVal, bool) { return v.with(-1, std(id)), false })
+	}
+	m := newBlockMap(3)
+	keys := shardKeys(m, 600) // 1,024 slots, 0.59 full
+	for _, k := range keys {
+		for id := uint32(1); id <= 4; id++ {
+			add(m, k, id)
+		}
+	}
+	tb := m.shards[0].tab.Load()
+	require.Equal(t, 600, tb.live)
+	require.Equal(t, 1024, len(tb.slots))
+	v, _ := m.Load(keys[0])
+	require.True(t, v.implicit())
+	// Holders leaving and joining again rewrite every array, across
+	// arena rebuilds, without doubling the slots.
+	for round := 0; round < 3; round++ {
+		for _, k := range keys {
+			m.Compute(k, func(v blockVal, _ bool) (blockVal, bool) { return v.with(0, 0), false })
+			add(m, k, 1)
+		}
+	}
+	require.Equal(t, 1024, len(m.shards[0].tab.Load().slots))
+
+	m = newBlockMap(3)
+	keys = shardKeys(m, 600)
+	for _, k := range keys {
+		add(m, k, 1)
+	}
+	require.Equal(t, 1024, len(m.shards[0].tab.Load().slots))
+	add(m, keys[0], 2) // the shard's first array: an arena rebuild
+	require.Equal(t, 2048, len(m.shards[0].tab.Load().slots))
+}

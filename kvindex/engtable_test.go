@@ -264,3 +264,39 @@ func TestEngTableRenumbersNarrowPositions(t *testing.T) {
 		require.Equal(t, k, g)
 	}
 }
+
+// An endpoint that stores a quarter of its shared chains first (its
+// records then die to one unit each when another endpoint shares them,
+// leaving three dead units inside the slab) and the rest after the other
+// endpoint keeps its dead units below a quarter of the live ones (and a
+// chunk): before, the slab compacted only once dead units outnumbered the
+// live ones, which this never reaches (three dead units per four live).
+func TestEngTableCompactsDeadUnitsOfSharedRecords(t *testing.T) {
+	pool := testPool()
+	tab, other := newEngTable(1, pool), newEngTable(2, pool)
+	const chains, chainLen = 64, 256
+	for c := 0; c < chains; c++ {
+		first, second := other, tab
+		if c%4 == 0 {
+			first, second = tab, other
+		}
+		for i := 0; i < chainLen; i++ {
+			h := uint64(c*chainLen + i + 1)
+			first.Put(h, Key(h))
+		}
+		for i := 0; i < chainLen; i++ {
+			h := uint64(c*chainLen + i + 1)
+			second.Put(h, Key(h))
+			require.True(t, second.adopt(h, first))
+		}
+	}
+	require.Equal(t, chains*chainLen, tab.Len())
+	require.Zero(t, tab.Private())
+	dead := int(tab.tail-tab.head) - tab.units
+	require.LessOrEqual(t, dead, tab.units/4+unitChunk, "dead units against %d live", tab.units)
+	for h := uint64(1); h <= chains*chainLen; h++ {
+		k, ok := tab.Get(h)
+		require.True(t, ok)
+		require.Equal(t, Key(h), k)
+	}
+}
