@@ -1,0 +1,20 @@
+// Package jsonscan is the lexical half of kvroute's hand-written JSON
+// readers: a Scanner over a byte slice that skips whitespace, matches
+// punctuation and literals, finds the end of a string (through
+// internal/jsonstr), validates numbers with JSON's grammar and skips a whole
+// value with a nesting limit, all without building values and without
+// panicking on malformed input. Every error is a *SyntaxError that names the
+// byte offset where the input went wrong.
+//
+// The render client (reading vLLM render responses and request bodies) and
+// the example gateway (finding a request body's top-level "model") both
+// read JSON on every request and build only what they need; each keeps its
+// own grammar (which fields it reads, what it does with them, its messages)
+// and uses this package for the lexical work, so that both accept exactly
+// what encoding/json accepts and fixes land in one place.
+//
+// The Scanner's fields are exported so that a caller's grammar can read
+// spans of Buf and move Pos directly (a token list, for instance, is
+// faster to parse by hand than through method calls); the small methods
+// (WS, Consume, Peek, Literal, Digits) are meant to be inlined.
+package jsonscan
