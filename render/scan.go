@@ -1,12 +1,6 @@
 package render
 
-import (
-	"encoding/json"
-	"errors"
-	"fmt"
-
-	"github.com/kvroute/kvroute/internal/jsonstr"
-)
+import "github.com/kvroute/kvroute/internal/jsonscan"
 
 // maxDepth bounds the nesting of skipped JSON values, so that a hostile body
 // cannot exhaust the stack.
@@ -24,41 +18,43 @@ const maxDepth = 256
 // (BenchmarkScanVersusEncodingJSON, GOMAXPROCS=2, Go 1.26, a shared and
 // loaded 2-core VM), encoding/json took about 8× as long (6.7–10× over five
 // runs), and every microsecond here is on each request's time to first token.
+//
+// The lexical work (whitespace, strings, literals, numbers, skipping a value)
+// is internal/jsonscan's, shared with the example gateway; this type adds
+// the render client's grammar (object keys, token IDs, its messages). Its
+// errors are jsonscan.SyntaxError values, "invalid JSON at offset N: ...",
+// and wrap jsonscan.ErrSyntax.
 type scanner struct {
 	b []byte
 	i int
 }
 
-var errSyntax = errors.New("invalid JSON")
+// view returns the shared lexical scanner at s's position. The methods below
+// run one jsonscan method on it and store the position back; each is small
+// enough to inline, so the copy costs a register move, not a call.
+func (s *scanner) view() jsonscan.Scanner { return jsonscan.Scanner{Buf: s.b, Pos: s.i} }
 
 func (s *scanner) errorf(format string, args ...any) error {
-	return fmt.Errorf("%w at offset %d: %s", errSyntax, s.i, fmt.Sprintf(format, args...))
+	v := s.view()
+	return v.Errorf(format, args...)
 }
 
 func (s *scanner) ws() {
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case ' ', '\t', '\n', '\r':
-			s.i++
-		default:
-			return
-		}
-	}
+	v := s.view()
+	v.WS()
+	s.i = v.Pos
 }
 
 func (s *scanner) peek() byte {
-	if s.i < len(s.b) {
-		return s.b[s.i]
-	}
-	return 0
+	v := s.view()
+	return v.Peek()
 }
 
 func (s *scanner) consume(c byte) bool {
-	if s.i < len(s.b) && s.b[s.i] == c {
-		s.i++
-		return true
-	}
-	return false
+	v := s.view()
+	ok := v.Consume(c)
+	s.i = v.Pos
+	return ok
 }
 
 // trailer accepts only whitespace after the top-level value.
@@ -72,29 +68,18 @@ func (s *scanner) trailer() error {
 
 // literal consumes lit (true, false, null).
 func (s *scanner) literal(lit string) bool {
-	if len(s.b)-s.i >= len(lit) && string(s.b[s.i:s.i+len(lit)]) == lit {
-		s.i += len(lit)
-		return true
-	}
-	return false
+	v := s.view()
+	ok := v.Literal(lit)
+	s.i = v.Pos
+	return ok
 }
 
 // stringEnd returns the index just past the closing quote of the string that
-// starts at s.i, and whether it contains escapes. It validates the string as
-// encoding/json does (jsonstr.StringEnd): escapes are one of \" \\ \/ \b \f
-// \n \r \t or \u and four hex digits, and no byte below 0x20 appears
-// unescaped (invalid UTF-8 and lone surrogate escapes are accepted, as
-// encoding/json accepts them).
+// starts at s.i, and whether it contains escapes, validating it as
+// encoding/json does (jsonscan.Scanner.StringEnd); s.i does not move.
 func (s *scanner) stringEnd() (end int, escaped bool, err error) {
-	end, escaped, serr := jsonstr.StringEnd(s.b, s.i)
-	if serr != nil {
-		at := s.i
-		s.i = serr.Offset
-		err = s.errorf("%s", serr.Msg)
-		s.i = at
-		return 0, false, err
-	}
-	return end, escaped, nil
+	v := s.view()
+	return v.StringEnd()
 }
 
 // str reads a string value.
@@ -138,115 +123,29 @@ func (s *scanner) rawKey() ([]byte, error) {
 }
 
 // unquote decodes a quoted JSON string with escapes.
-func unquote(raw []byte) (string, error) {
-	var v string
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return "", err
-	}
-	return v, nil
-}
+func unquote(raw []byte) (string, error) { return jsonscan.Unquote(raw) }
 
-// skipValue skips one JSON value, validating its structure.
+// skipValue skips one JSON value at nesting depth, validating its structure;
+// any value (not only an object or array) deeper than maxDepth is an error.
 func (s *scanner) skipValue(depth int) error {
-	if depth > maxDepth {
-		return s.errorf("nesting deeper than %d", maxDepth)
-	}
-	switch c := s.peek(); {
-	case c == '"':
-		end, _, err := s.stringEnd()
-		if err != nil {
-			return err
-		}
-		s.i = end
-		return nil
-	case c == '{':
-		s.i++
-		s.ws()
-		if s.consume('}') {
-			return nil
-		}
-		for {
-			s.ws()
-			end, _, err := s.stringEnd()
-			if err != nil {
-				return err
-			}
-			s.i = end
-			s.ws()
-			if !s.consume(':') {
-				return s.errorf("expected ':'")
-			}
-			s.ws()
-			if err := s.skipValue(depth + 1); err != nil {
-				return err
-			}
-			s.ws()
-			if s.consume(',') {
-				continue
-			}
-			if s.consume('}') {
-				return nil
-			}
-			return s.errorf("expected ',' or '}'")
-		}
-	case c == '[':
-		s.i++
-		s.ws()
-		if s.consume(']') {
-			return nil
-		}
-		for {
-			s.ws()
-			if err := s.skipValue(depth + 1); err != nil {
-				return err
-			}
-			s.ws()
-			if s.consume(',') {
-				continue
-			}
-			if s.consume(']') {
-				return nil
-			}
-			return s.errorf("expected ',' or ']'")
-		}
-	case c == '-' || (c >= '0' && c <= '9'):
-		return s.skipNumber()
-	case s.literal("true"), s.literal("false"), s.literal("null"):
-		return nil
-	}
-	return s.errorf("unexpected character")
+	v := s.view()
+	err := v.SkipValue(depth, maxDepth, maxDepth)
+	s.i = v.Pos
+	return err
 }
 
 // skipNumber skips a JSON number, validating its grammar.
 func (s *scanner) skipNumber() error {
-	s.consume('-')
-	switch {
-	case s.consume('0'):
-	case s.digits() > 0:
-	default:
-		return s.errorf("invalid number")
-	}
-	if s.consume('.') && s.digits() == 0 {
-		return s.errorf("invalid number")
-	}
-	if c := s.peek(); c == 'e' || c == 'E' {
-		s.i++
-		if c := s.peek(); c == '+' || c == '-' {
-			s.i++
-		}
-		if s.digits() == 0 {
-			return s.errorf("invalid number")
-		}
-	}
-	return nil
+	v := s.view()
+	err := v.SkipNumber()
+	s.i = v.Pos
+	return err
 }
 
 func (s *scanner) digits() int {
-	n := 0
-	for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
-		s.i++
-		n++
-	}
+	v := s.view()
+	n := v.Digits()
+	s.i = v.Pos
 	return n
 }
 
