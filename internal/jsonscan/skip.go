@@ -19,10 +19,14 @@ func (s *Scanner) SkipValue(depth, maxDepth, maxLeafDepth int) error {
 	if s.Pos >= len(s.Buf) {
 		return s.Errorf("unexpected end")
 	}
+	// Strings and numbers first: they are most of what a token list or a
+	// chat body holds, and the cases are tried in order.
 	switch c := s.Buf[s.Pos]; {
 	case c == '"':
 		_, err := s.SkipString()
 		return err
+	case c == '-' || '0' <= c && c <= '9':
+		return s.SkipNumber()
 	case (c == '{' || c == '[') && depth > maxDepth:
 		return s.Errorf("nesting deeper than %d", maxDepth)
 	case c == '{':
@@ -79,8 +83,6 @@ func (s *Scanner) SkipValue(depth, maxDepth, maxLeafDepth int) error {
 		return s.literal("false")
 	case c == 'n':
 		return s.literal("null")
-	case c == '-' || '0' <= c && c <= '9':
-		return s.SkipNumber()
 	}
 	return s.Errorf("unexpected character %q", s.Buf[s.Pos])
 }
