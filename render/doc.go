@@ -44,7 +44,8 @@
 // Check runs a deployment's render check (every endpoint must return token
 // IDs for the model) and reports per endpoint.
 //
-// The package imports nothing else from kvroute but internal/jsonstr (the
-// JSON string scanner it shares with the example gateway); it speaks in its
-// own small types (strings for endpoint IDs, []uint32 for tokens).
+// The package imports nothing else from kvroute but internal/jsonscan (the
+// lexical JSON scanner it shares with the example gateway, built on
+// internal/jsonstr); it speaks in its own small types (strings for endpoint
+// IDs, []uint32 for tokens).
 package render
