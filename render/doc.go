@@ -46,6 +46,7 @@
 //
 // The package imports nothing else from kvroute but internal/jsonscan (the
 // lexical JSON scanner it shares with the example gateway, built on
-// internal/jsonstr); it speaks in its own small types (strings for endpoint
-// IDs, []uint32 for tokens).
+// internal/jsonstr) and internal/jsonconf (kvroute's configuration decoder);
+// it speaks in its own small types (strings for endpoint IDs, []uint32 for
+// tokens).
 package render
