@@ -31,8 +31,8 @@ func (e *SyntaxError) Error() string {
 // Unwrap returns ErrSyntax.
 func (e *SyntaxError) Unwrap() error { return ErrSyntax }
 
-// Scanner reads JSON in Buf from Pos on. It is a value of two words, cheap
-// to keep on the stack; its zero value scans an empty input.
+// Scanner reads JSON in Buf from Pos on. It is a slice and an index (32
+// bytes), cheap to keep on the stack; its zero value scans an empty input.
 type Scanner struct {
 	// Buf is the JSON text; the Scanner never writes to it.
 	Buf []byte
