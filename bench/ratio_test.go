@@ -51,10 +51,12 @@ func interleave(b *testing.B, op, floor, between func()) {
 
 // BenchmarkRatio measures each headline operation against its floor in
 // interleaved batches: Match/tokens=2048/endpoints=64 against FloorMatch,
+// Match/tokens=2048/endpoints=64,holders=4 (every block held by four
+// endpoints, see sharedFleet) against FloorMatch built for its answer,
 // Keys/tokens=2048 against FloorHash and Apply/blocks=16 against
 // FloorApply. x-floor is the ratio the targets are stated in
-// (≤ 1.3, ≤ 1.2 and ≤ 2); absolute times on a shared machine move with its
-// load, the ratio much less.
+// (≤ 1.3 for both Matches, ≤ 1.2 and ≤ 2); absolute times on a shared
+// machine move with its load, the ratio much less.
 func BenchmarkRatio(b *testing.B) {
 	nop := func() {}
 	b.Run("Match/tokens=2048/endpoints=64", func(b *testing.B) {
@@ -63,7 +65,7 @@ func BenchmarkRatio(b *testing.B) {
 		cands := w.endpoints[:64]
 		var out kvindex.MatchResult
 		w.ix.Match(keys, cands, &out)
-		floor, check := floorMatch()
+		floor, check := floorMatch(w.steps2k)
 		interleave(b, func() { w.ix.Match(keys, cands, &out) }, floor, nop)
 		if err := check(); err != nil {
 			b.Fatal(err)
@@ -74,6 +76,7 @@ func BenchmarkRatio(b *testing.B) {
 			}
 		}
 	})
+	b.Run("Match/tokens=2048/endpoints=64,holders=4", benchMatchShared)
 	b.Run("Keys/tokens=2048", func(b *testing.B) {
 		toks := Tokens(7, 2048)
 		p := &kvindex.KeyParams{Model: Model}

@@ -1,0 +1,122 @@
+package bench
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/kvroute/kvroute/kvindex"
+)
+
+// sharedFleet is the index of BenchmarkRatio's
+// Match/tokens=2048/endpoints=64,holders=4: the case a fleet serving
+// popular prefixes is in, where every block is held by several engines.
+// 2^20 distinct blocks (as many as the floor's map has entries and the warm
+// index has background blocks, so both indexes have the same number of
+// blocks to probe) are each held by four of 64 endpoints, drawn
+// pseudo-randomly (fixed seed) per chain of 256 blocks and stored by each
+// holder through Index.Store with the same engine hashes: 2^22
+// memberships. One 2,048-token prompt is then held by seven of the 64,
+// also drawn at random, as prefixes of sharedPrefixes blocks, so that its
+// 32 blocks have four holders on average (seven on the first, two on the
+// last) and every candidate's Match answer is known.
+type sharedFleet struct {
+	ix        *kvindex.Index
+	endpoints []string // the 64 candidates
+	prompt    []uint32
+	steps     []int // blocks of prompt held by endpoints[c]
+}
+
+const (
+	sharedEndpoints   = 64
+	sharedHolders     = 4
+	sharedBlocks      = 1 << 20
+	sharedChainBlocks = 256
+)
+
+// sharedPrefixes are the prompt holders' prefix lengths in blocks: two hold
+// the whole 32-block prompt, the others shorter prefixes; 128 memberships
+// over 32 blocks, four per block on average.
+var sharedPrefixes = []int{32, 32, 24, 16, 12, 8, 4}
+
+var (
+	sharedOnce sync.Once
+	shared     *sharedFleet
+	sharedErr  error
+)
+
+// getShared builds the shared fleet once per process (a few seconds).
+func getShared(b *testing.B) *sharedFleet {
+	b.Helper()
+	sharedOnce.Do(func() { shared, sharedErr = buildShared() })
+	if sharedErr != nil {
+		b.Fatalf("shared index: %v", sharedErr)
+	}
+	return shared
+}
+
+func buildShared() (*sharedFleet, error) {
+	ix, err := kvindex.New(kvindex.Config{SweepInterval: -1}, kvindex.Options{})
+	if err != nil {
+		return nil, err
+	}
+	f := &sharedFleet{ix: ix, endpoints: EndpointIDs(sharedEndpoints)}
+	bs := ix.BlockSize()
+	buf := make([]uint32, 0, sharedChainBlocks*bs)
+	rng := rand.New(rand.NewPCG(17, 4))
+	var hs [sharedHolders]int
+	for c := 0; c < sharedBlocks/sharedChainBlocks; c++ {
+		buf = AppendTokens(buf[:0], 9<<40^uint64(c+1)<<8, sharedChainBlocks*bs)
+		pickDistinct(rng, hs[:], sharedEndpoints)
+		for _, h := range hs {
+			if err := StoreChain(ix, f.endpoints[h], buf, uint64(c+1)<<20); err != nil {
+				return nil, err
+			}
+		}
+	}
+	f.prompt = Tokens(1<<59, 2048)
+	f.steps = make([]int, sharedEndpoints)
+	holders := make([]int, len(sharedPrefixes))
+	pickDistinct(rng, holders, sharedEndpoints)
+	total := 0
+	for i, h := range holders {
+		f.steps[h] = sharedPrefixes[i]
+		total += sharedPrefixes[i]
+		if err := StoreChain(ix, f.endpoints[h], f.prompt[:sharedPrefixes[i]*bs], 5<<50); err != nil {
+			return nil, err
+		}
+	}
+	st := ix.Stats()
+	if st.Blocks != sharedBlocks+32 || st.Memberships != sharedHolders*sharedBlocks+total {
+		return nil, fmt.Errorf("stats %+v; want %d blocks and %d memberships",
+			st, sharedBlocks+32, sharedHolders*sharedBlocks+total)
+	}
+	return f, nil
+}
+
+// benchMatchShared is BenchmarkRatio's Match/tokens=2048/endpoints=64,holders=4:
+// Match of the shared fleet's prompt against its 64 endpoints, interleaved
+// with FloorMatch built for the same answer, every candidate's result
+// checked.
+func benchMatchShared(b *testing.B) {
+	f := getShared(b)
+	keys := kvindex.Keys(nil, f.prompt, f.ix.BlockSize(), &kvindex.KeyParams{Model: Model})
+	var out kvindex.MatchResult
+	f.ix.Match(keys, f.endpoints, &out)
+	floor, check := floorMatch(f.steps)
+	interleave(b, func() { f.ix.Match(keys, f.endpoints, &out) }, floor, func() {})
+	if err := check(); err != nil {
+		b.Fatal(err)
+	}
+	n := 0
+	for c, e := range out.Endpoints() {
+		if e.Blocks != f.steps[c] || e.GPU != f.steps[c] {
+			b.Fatalf("candidate %d: %+v, want %d GPU blocks", c, e, f.steps[c])
+		}
+		n++
+	}
+	if n != sharedEndpoints {
+		b.Fatalf("%d results, want %d", n, sharedEndpoints)
+	}
+}
