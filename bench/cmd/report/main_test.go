@@ -43,7 +43,7 @@ func TestRatiosVerdicts(t *testing.T) {
 		"BenchmarkRatio/Match/tokens=2048/endpoints=64-2 10 900 ns/op 300 floor-ns/op 3 x-floor 0 B/op 0 allocs/op\n"
 	o, err := Parse(strings.NewReader(out))
 	require.NoError(t, err)
-	keys, match, apply := Ratios[1], Ratios[0], Ratios[2]
+	keys, match, apply := Ratios[2], Ratios[0], Ratios[3]
 	il, sq, met, ok := keys.Verdict(o)
 	require.True(t, ok)
 	require.True(t, met)
@@ -58,6 +58,34 @@ func TestRatiosVerdicts(t *testing.T) {
 	var md bytes.Buffer
 	Write(&md, Env{NumCPU: 2}, o, []byte(out))
 	require.Contains(t, md.String(), "| 1.12× | 1.25× | ≤ 1.2× | yes |")
+}
+
+// TestRatiosShared checks the shared-blocks Match row: its name (a comma
+// in the last element) parses with its GOMAXPROCS suffix, it has no
+// sequential ratio, and its own allocations fail the zero-alloc target.
+func TestRatiosShared(t *testing.T) {
+	shared := Ratios[1]
+	require.Equal(t, "Ratio/Match/tokens=2048/endpoints=64,holders=4", shared.Bench)
+	line := "BenchmarkRatio/Match/tokens=2048/endpoints=64,holders=4-2 \t 200000 \t 480 ns/op \t 370 floor-ns/op \t 1.28 x-floor \t 0 B/op \t %d allocs/op\n"
+	o, err := Parse(strings.NewReader(fmt.Sprintf(line, 0)))
+	require.NoError(t, err)
+	b, ok := o.Find(shared.Bench)
+	require.True(t, ok)
+	require.Equal(t, 2, b.Procs)
+	il, sq, met, ok := shared.Verdict(o)
+	require.True(t, ok)
+	require.True(t, met)
+	require.Equal(t, 1.28, il)
+	require.Zero(t, sq, "no headline benchmark")
+	var md bytes.Buffer
+	Write(&md, Env{NumCPU: 2}, o, nil)
+	require.Contains(t, md.String(), "| "+shared.What+" | 1.28× | — | ≤ 1.3× | yes |")
+
+	o, err = Parse(strings.NewReader(fmt.Sprintf(line, 1)))
+	require.NoError(t, err)
+	_, _, met, ok = shared.Verdict(o)
+	require.True(t, ok)
+	require.False(t, met, "1 alloc/op misses the zero-alloc target")
 }
 
 func TestParseEdgeCases(t *testing.T) {
