@@ -33,19 +33,21 @@ func floorKey(i uint64) uint64 {
 // floorMatch builds the FloorMatch fixture and returns one operation and a
 // check of its last result. steps gives, for each of the 64 candidates,
 // how many leading blocks of the 32-block prompt it holds (0: none), so
-// that the floor computes the same answer as the Match it is the floor of.
-func floorMatch(steps []int) (op func(), check func() error) {
+// that the floor computes the same answer as the Match it is the floor of;
+// entries is the map's size (floorEntries, or the block count of the index
+// the Match runs on).
+func floorMatch(steps []int, entries int) (op func(), check func() error) {
 	const blocks, cands = 32, 64
 	if len(steps) != cands {
 		panic(fmt.Sprintf("bench: floorMatch wants %d candidates' steps, got %d", cands, len(steps)))
 	}
-	m := make(map[uint64]uint64, floorEntries)
-	for i := uint64(0); len(m) < floorEntries-blocks; i++ {
+	m := make(map[uint64]uint64, entries)
+	for i := uint64(0); len(m) < entries-blocks; i++ {
 		m[floorKey(i)] = 1 << (i % cands)
 	}
 	keys := make([]uint64, blocks)
 	for k := range keys {
-		keys[k] = floorKey(uint64(floorEntries + k))
+		keys[k] = floorKey(uint64(entries + k))
 		var mask uint64
 		for c, s := range steps {
 			if s > k {
@@ -90,7 +92,7 @@ func floorMatch(steps []int) (op func(), check func() error) {
 // contiguous prefix ends. The masks form the same staircase as the Match
 // benchmark (candidate i holds Steps(64, 32)[i] blocks).
 func BenchmarkFloorMatch(b *testing.B) {
-	op, check := floorMatch(Steps(64, 32))
+	op, check := floorMatch(Steps(64, 32), floorEntries)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

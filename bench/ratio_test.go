@@ -51,8 +51,9 @@ func interleave(b *testing.B, op, floor, between func()) {
 
 // BenchmarkRatio measures each headline operation against its floor in
 // interleaved batches: Match/tokens=2048/endpoints=64 against FloorMatch,
-// Match/tokens=2048/endpoints=64,holders=4 (every block held by four
-// endpoints, see sharedFleet) against FloorMatch built for its answer,
+// Match/tokens=2048/endpoints=64,holders=4[,blocks=1572864] (every block
+// held by four endpoints, see sharedFleet) against FloorMatch built for its
+// answer over as many entries as the index has blocks,
 // Keys/tokens=2048 against FloorHash and Apply/blocks=16 against
 // FloorApply. x-floor is the ratio the targets are stated in
 // (≤ 1.3 for both Matches, ≤ 1.2 and ≤ 2); absolute times on a shared
@@ -65,7 +66,7 @@ func BenchmarkRatio(b *testing.B) {
 		cands := w.endpoints[:64]
 		var out kvindex.MatchResult
 		w.ix.Match(keys, cands, &out)
-		floor, check := floorMatch(w.steps2k)
+		floor, check := floorMatch(w.steps2k, floorEntries)
 		interleave(b, func() { w.ix.Match(keys, cands, &out) }, floor, nop)
 		if err := check(); err != nil {
 			b.Fatal(err)
@@ -76,7 +77,8 @@ func BenchmarkRatio(b *testing.B) {
 			}
 		}
 	})
-	b.Run("Match/tokens=2048/endpoints=64,holders=4", benchMatchShared)
+	b.Run("Match/tokens=2048/endpoints=64,holders=4", func(b *testing.B) { benchMatchShared(b, 1<<20) })
+	b.Run("Match/tokens=2048/endpoints=64,holders=4,blocks=1572864", func(b *testing.B) { benchMatchShared(b, 3<<19) })
 	b.Run("Keys/tokens=2048", func(b *testing.B) {
 		toks := Tokens(7, 2048)
 		p := &kvindex.KeyParams{Model: Model}

@@ -12,15 +12,19 @@ import (
 // sharedFleet is the index of BenchmarkRatio's
 // Match/tokens=2048/endpoints=64,holders=4: the case a fleet serving
 // popular prefixes is in, where every block is held by several engines.
-// 2^20 distinct blocks (as many as the floor's map has entries and the warm
-// index has background blocks, so both indexes have the same number of
-// blocks to probe) are each held by four of 64 endpoints, drawn
+// blocks distinct blocks are each held by four of 64 endpoints, drawn
 // pseudo-randomly (fixed seed) per chain of 256 blocks and stored by each
-// holder through Index.Store with the same engine hashes: 2^22
+// holder through Index.Store with the same engine hashes: 4 × blocks
 // memberships. One 2,048-token prompt is then held by seven of the 64,
 // also drawn at random, as prefixes of sharedPrefixes blocks, so that its
 // 32 blocks have four holders on average (seven on the first, two on the
 // last) and every candidate's Match answer is known.
+//
+// With 2^20 blocks (as many as FloorMatch's map has entries and the warm
+// index has background blocks) the block map's shards end about half
+// full, as single-holder shards do; with 3 × 2^19 they end about 0.69 full
+// (where the earlier rebuild rule left them 0.38 full), the densest a
+// fleet of shared blocks leaves them, so Match probes the most there.
 type sharedFleet struct {
 	ix        *kvindex.Index
 	endpoints []string // the 64 candidates
@@ -31,7 +35,6 @@ type sharedFleet struct {
 const (
 	sharedEndpoints   = 64
 	sharedHolders     = 4
-	sharedBlocks      = 1 << 20
 	sharedChainBlocks = 256
 )
 
@@ -41,22 +44,28 @@ const (
 var sharedPrefixes = []int{32, 32, 24, 16, 12, 8, 4}
 
 var (
-	sharedOnce sync.Once
-	shared     *sharedFleet
-	sharedErr  error
+	sharedMu     sync.Mutex
+	sharedFleets = map[int]*sharedFleet{}
 )
 
-// getShared builds the shared fleet once per process (a few seconds).
-func getShared(b *testing.B) *sharedFleet {
+// getShared builds the shared fleet of this many blocks once per process
+// (a few seconds each).
+func getShared(b *testing.B, blocks int) *sharedFleet {
 	b.Helper()
-	sharedOnce.Do(func() { shared, sharedErr = buildShared() })
-	if sharedErr != nil {
-		b.Fatalf("shared index: %v", sharedErr)
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	if f := sharedFleets[blocks]; f != nil {
+		return f
 	}
-	return shared
+	f, err := buildShared(blocks)
+	if err != nil {
+		b.Fatalf("shared index of %d blocks: %v", blocks, err)
+	}
+	sharedFleets[blocks] = f
+	return f
 }
 
-func buildShared() (*sharedFleet, error) {
+func buildShared(blocks int) (*sharedFleet, error) {
 	ix, err := kvindex.New(kvindex.Config{SweepInterval: -1}, kvindex.Options{})
 	if err != nil {
 		return nil, err
@@ -66,7 +75,7 @@ func buildShared() (*sharedFleet, error) {
 	buf := make([]uint32, 0, sharedChainBlocks*bs)
 	rng := rand.New(rand.NewPCG(17, 4))
 	var hs [sharedHolders]int
-	for c := 0; c < sharedBlocks/sharedChainBlocks; c++ {
+	for c := 0; c < blocks/sharedChainBlocks; c++ {
 		buf = AppendTokens(buf[:0], 9<<40^uint64(c+1)<<8, sharedChainBlocks*bs)
 		pickDistinct(rng, hs[:], sharedEndpoints)
 		for _, h := range hs {
@@ -88,23 +97,23 @@ func buildShared() (*sharedFleet, error) {
 		}
 	}
 	st := ix.Stats()
-	if st.Blocks != sharedBlocks+32 || st.Memberships != sharedHolders*sharedBlocks+total {
+	if st.Blocks != blocks+32 || st.Memberships != sharedHolders*blocks+total {
 		return nil, fmt.Errorf("stats %+v; want %d blocks and %d memberships",
-			st, sharedBlocks+32, sharedHolders*sharedBlocks+total)
+			st, blocks+32, sharedHolders*blocks+total)
 	}
 	return f, nil
 }
 
 // benchMatchShared is BenchmarkRatio's Match/tokens=2048/endpoints=64,holders=4:
-// Match of the shared fleet's prompt against its 64 endpoints, interleaved
-// with FloorMatch built for the same answer, every candidate's result
-// checked.
-func benchMatchShared(b *testing.B) {
-	f := getShared(b)
+// Match of the prompt of the shared fleet of this many blocks against its
+// 64 endpoints, interleaved with FloorMatch built for the same answer over
+// as many entries, every candidate's result checked.
+func benchMatchShared(b *testing.B, blocks int) {
+	f := getShared(b, blocks)
 	keys := kvindex.Keys(nil, f.prompt, f.ix.BlockSize(), &kvindex.KeyParams{Model: Model})
 	var out kvindex.MatchResult
 	f.ix.Match(keys, f.endpoints, &out)
-	floor, check := floorMatch(f.steps)
+	floor, check := floorMatch(f.steps, blocks)
 	interleave(b, func() { f.ix.Match(keys, f.endpoints, &out) }, floor, func() {})
 	if err := check(); err != nil {
 		b.Fatal(err)

@@ -43,7 +43,7 @@ func TestRatiosVerdicts(t *testing.T) {
 		"BenchmarkRatio/Match/tokens=2048/endpoints=64-2 10 900 ns/op 300 floor-ns/op 3 x-floor 0 B/op 0 allocs/op\n"
 	o, err := Parse(strings.NewReader(out))
 	require.NoError(t, err)
-	keys, match, apply := Ratios[2], Ratios[0], Ratios[3]
+	keys, match, apply := Ratios[3], Ratios[0], Ratios[4]
 	il, sq, met, ok := keys.Verdict(o)
 	require.True(t, ok)
 	require.True(t, met)

@@ -116,6 +116,8 @@ var Ratios = []Ratio{
 		Bench: "Ratio/Match/tokens=2048/endpoints=64", Headline: "Match/tokens=2048/endpoints=64", Floor: "FloorMatch", Limit: 1.3, ZeroAlloc: true},
 	{What: "the same Match where every block is held by four of the 64 endpoints (2²⁰ blocks, 2²² memberships) vs the same floor",
 		Bench: "Ratio/Match/tokens=2048/endpoints=64,holders=4", Limit: 1.3, ZeroAlloc: true},
+	{What: "the same with 3 × 2¹⁹ shared blocks (the block map's shards about 0.69 full) vs the floor over as many entries",
+		Bench: "Ratio/Match/tokens=2048/endpoints=64,holders=4,blocks=1572864", Limit: 1.3, ZeroAlloc: true},
 	{What: "Keys of 2,048 tokens vs one XXH64 pass over their 8 KiB",
 		Bench: "Ratio/Keys/tokens=2048", Headline: "Keys/tokens=2048", Floor: "FloorHash", Limit: 1.2, ZeroAlloc: true},
 	{What: "decode + apply of 16 blocks vs per block: 64 msgpack ints decoded, one XXH64 of 256 bytes, one insert into a 1M-entry map",
