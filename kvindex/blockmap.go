@@ -193,17 +193,10 @@ func (t *blockTable) view(val uint64) blockVal {
 func (m *blockMap) Load(key Key) (blockVal, bool) {
 	sh, h := m.locate(key)
 	t := sh.tab.Load()
-	mask := uint64(len(t.slots) - 1)
-	for i := h & mask; ; i = (i + 1) & mask {
-		s := &t.slots[i]
-		v := atomic.LoadUint64(&s.val)
-		if v == 0 {
-			return blockVal{}, false
-		}
-		if v != tombVal && atomic.LoadUint64(&s.key) == uint64(key) {
-			return t.view(v), true
-		}
+	if v := t.probe(key, h); v != 0 {
+		return t.view(v), true
 	}
+	return blockVal{}, false
 }
 
 // find returns the slot of key in t (-1 if absent) and, when absent, the
@@ -280,13 +273,40 @@ func (m *blockMap) Compute(key Key, fn func(v blockVal, loaded bool) (nv blockVa
 		t.release(old)
 		return
 	}
+	t.insert(key, h, val, free)
+}
+
+// insert stores a new key (of hash h) with value val, free being the first
+// tombstone or empty slot of its probe. The shard's mutex is held.
+//
+// The new key takes its home slot, and the block there (if any) moves to
+// free: last come, first served. Every key's probe then passes the same
+// slots as before, so a table's average probe is what first come, first
+// served gives, but the newest blocks, which the next requests look up
+// most (a conversation's next turn, a prompt just routed), are nearly
+// always in their home slot, which Match reads first, even in a table near
+// its most full, where first come, first served leaves the newest key
+// several slots away on average. The moved block is written at free before
+// its home-slot copy is replaced, and moves only forward along its probe,
+// so readers find it in one place or the other throughout.
+func (t *blockTable) insert(key Key, h, val uint64, free int) {
+	home := int(h & uint64(len(t.slots)-1))
 	s := &t.slots[free]
 	if s.val == tombVal {
 		t.tombs--
 	}
+	t.live++
+	if free != home {
+		// The home slot holds another block (free is the first slot of the
+		// probe from home that does not): it moves to free.
+		hs := &t.slots[home]
+		atomic.StoreUint64(&s.key, hs.key)
+		atomic.StoreUint64(&s.val, hs.val)
+		atomic.StoreUint64(&hs.val, tombVal)
+		s = hs
+	}
 	atomic.StoreUint64(&s.key, uint64(key))
 	atomic.StoreUint64(&s.val, val)
-	t.live++
 }
 
 // release accounts for the arena words of a replaced or deleted value.
@@ -331,7 +351,11 @@ func (m *blockMap) rebuild(sh *blockShard, t *blockTable, extra int) *blockTable
 		nt.arena = make([]uint64, size)
 	}
 	mask := uint64(n - 1)
-	for _, s := range t.slots {
+	// Last come, first served as in insert, over the old slots from the
+	// last: a block in its home slot there comes after those displaced past
+	// it, so it takes its new home slot.
+	for j := len(t.slots) - 1; j >= 0; j-- {
+		s := t.slots[j]
 		if s.val == 0 || s.val == tombVal {
 			continue
 		}
@@ -340,11 +364,13 @@ func (m *blockMap) rebuild(sh *blockShard, t *blockTable, extra int) *blockTable
 			hdr, maskOff := t.arrayAt(val)
 			val = nt.putArray(hdr, t.arena[maskOff:maskOff+hdrWords(hdr)])
 		}
-		i := hashKey(Key(s.key), m.seed) & mask
+		home := hashKey(Key(s.key), m.seed) & mask
+		i := home
 		for nt.slots[i].val != 0 {
 			i = (i + 1) & mask
 		}
-		nt.slots[i] = blockSlot{key: s.key, val: val}
+		nt.slots[i] = nt.slots[home]
+		nt.slots[home] = blockSlot{key: s.key, val: val}
 	}
 	sh.tab.Store(nt)
 	return nt

@@ -22,6 +22,7 @@ const probeBatch = 8
 func (m *blockMap) loadBatch(keys []Key, vs *[probeBatch]blockVal) int {
 	var (
 		tabs  [probeBatch]*blockTable
+		sp    [probeBatch]*blockSlot
 		home  [probeBatch]uint64
 		vals  [probeBatch]uint64
 		found [probeBatch]uint64
@@ -32,16 +33,16 @@ func (m *blockMap) loadBatch(keys []Key, vs *[probeBatch]blockVal) int {
 		t := m.shards[h>>(64-8)].tab.Load()
 		i := h & uint64(len(t.slots)-1)
 		s := &t.slots[i]
-		tabs[j], home[j] = t, i
+		tabs[j], sp[j], home[j] = t, s, i
 		vals[j] = atomic.LoadUint64(&s.val)
 		found[j] = atomic.LoadUint64(&s.key)
 	}
 	for j, k := range keys {
 		v, t := vals[j], tabs[j]
-		if v != 0 && (v == tombVal || found[j] != uint64(k)) {
-			// Displaced by linear probing: the following slots, usually in
-			// the cache line just loaded.
-			v = t.probe(k, home[j]+1)
+		if v != 0 && (v == tombVal || found[j] != uint64(k) || atomic.LoadUint64(&sp[j].val) != v) {
+			// Not in its home slot (or that slot changed meanwhile): the
+			// probe, usually over the cache line just loaded.
+			v = t.probe(k, home[j])
 		}
 		if v == 0 {
 			return j
@@ -51,9 +52,15 @@ func (m *blockMap) loadBatch(keys []Key, vs *[probeBatch]blockVal) int {
 	return len(keys)
 }
 
-// probe returns the slot value of key in t, searching from slot i on, or 0
-// when an empty slot ends the probe first: Load's loop for a key known not
-// to be in the slots before i.
+// probe returns the slot value of key in t, searching from slot i (its
+// home slot, or a later one of its probe) on, or 0 when an empty slot ends
+// the probe first: Load's loop, which loadBatch and presBatch also take for
+// a key not in its home slot. A slot's value
+// is taken only when it reads the same before and after the slot's key
+// does: a block that an insert moves out of its home slot (see
+// blockTable.insert) leaves the slot's value a tombstone while its key
+// changes, so a value and key read on either side of the change never pair
+// up.
 func (t *blockTable) probe(key Key, i uint64) uint64 {
 	mask := uint64(len(t.slots) - 1)
 	for i &= mask; ; i = (i + 1) & mask {
@@ -62,7 +69,7 @@ func (t *blockTable) probe(key Key, i uint64) uint64 {
 		if v == 0 {
 			return 0
 		}
-		if v != tombVal && atomic.LoadUint64(&s.key) == uint64(key) {
+		if v != tombVal && atomic.LoadUint64(&s.key) == uint64(key) && atomic.LoadUint64(&s.val) == v {
 			return v
 		}
 	}

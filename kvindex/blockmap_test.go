@@ -50,8 +50,18 @@ func TestBlockMapAgainstReference(t *testing.T) {
 	ref := map[Key]int{} // key → member count
 	rng := rand.New(rand.NewPCG(1, 2))
 	const keys = 5000
+	// Spread keys and three crowds sharing a home slot, so that probes run
+	// long, inserts move blocks out of home slots and tombstones sit inside
+	// clusters.
+	pool := make([]Key, 0, keys+3*30)
+	for i := uint64(0); i < keys; i++ {
+		pool = append(pool, Key(i*0x9E3779B97F4A7C15))
+	}
+	for c := 0; c < 3; c++ {
+		pool = append(pool, crowdKeys(m, 30, rng)...)
+	}
 	for op := 0; op < 200_000; op++ {
-		k := Key(rng.Uint64N(keys) * 0x9E3779B97F4A7C15)
+		k := pool[rng.IntN(len(pool))]
 		n := 0
 		if rng.IntN(3) > 0 {
 			n = 1 + rng.IntN(6)
@@ -110,7 +120,13 @@ func TestBlockMapConcurrentReadersSeeConsistentValues(t *testing.T) {
 	// load is a complete value of that key. Run under -race.
 	m := newBlockMap(3)
 	const keys = 2000
-	key := func(i uint64) Key { return Key(i*0x9E3779B97F4A7C15 + 1) }
+	crowd := crowdKeys(m, 40, rand.New(rand.NewPCG(1, 1)))
+	key := func(i uint64) Key {
+		if i < uint64(len(crowd)) {
+			return crowd[i] // sharing a home slot: moved by inserts
+		}
+		return Key(i*0x9E3779B97F4A7C15 + 1)
+	}
 	var stop atomic.Bool
 	var bad atomic.Int64
 	var wg sync.WaitGroup

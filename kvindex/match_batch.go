@@ -40,6 +40,7 @@ type chunkBatch struct {
 func (m *blockMap) presBatch(keys []Key, bit []uint64, rel bool, relBase uint32, b *chunkBatch) (got int, slow uint32) {
 	var (
 		tabs  [probeBatch]*blockTable
+		sp    [probeBatch]*blockSlot
 		vals  [probeBatch]uint64
 		found [probeBatch]uint64
 	)
@@ -48,7 +49,7 @@ func (m *blockMap) presBatch(keys []Key, bit []uint64, rel bool, relBase uint32,
 		h := hashKey(k, m.seed)
 		t := m.shards[h>>(64-8)].tab.Load()
 		s := &t.slots[h&uint64(len(t.slots)-1)]
-		tabs[j] = t
+		tabs[j], sp[j] = t, s
 		vals[j] = atomic.LoadUint64(&s.val)
 		found[j] = atomic.LoadUint64(&s.key)
 	}
@@ -65,10 +66,10 @@ func (m *blockMap) presBatch(keys []Key, bit []uint64, rel bool, relBase uint32,
 	pres := &b.pres
 	for j, k := range keys {
 		v, t := vals[j], tabs[j]
-		if v != 0 && (v == tombVal || found[j] != uint64(k)) {
-			// Displaced by linear probing: the following slots, usually in
-			// the cache line just loaded.
-			v = t.probe(k, hashKey(k, m.seed)+1)
+		if v != 0 && (v == tombVal || found[j] != uint64(k) || atomic.LoadUint64(&sp[j].val) != v) {
+			// Not in its home slot (or that slot changed meanwhile): the
+			// probe, usually over the cache line just loaded.
+			v = t.probe(k, hashKey(k, m.seed))
 		}
 		if v == 0 {
 			return j, slow
