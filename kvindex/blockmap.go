@@ -11,7 +11,8 @@ import (
 // 16 bytes per slot instead of a heap object per entry:
 //
 //   - each shard is an open-addressing table of (key, value) word pairs
-//     with linear probing; a value is either the block's only membership
+//     with linear probing, in which a new block takes its home slot (see
+//     insert); a value is either the block's only membership
 //     (an endpoint ID is never 0, so its low 24 bits are never zero) or a
 //     handle (low 24 bits zero) to a member array in the shard's arena;
 //   - member arrays live in a pointer-free arena of uint64 words: a
@@ -29,7 +30,9 @@ import (
 //     after replacing it.
 //
 // Readers never wait: Load is a probe over atomic loads of the current
-// table, retried never.
+// table, retried never. Blocks only move forward along their probe, and
+// are written at their new slot before leaving the old one, so a reader
+// always finds a block that is present.
 type blockMap struct {
 	seed   uint64
 	shards [blockShards]blockShard
