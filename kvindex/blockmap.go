@@ -1,6 +1,7 @@
 package kvindex
 
 import (
+	"math/bits"
 	"sync"
 	"sync/atomic"
 )
@@ -64,9 +65,27 @@ type blockSlot struct{ key, val uint64 }
 const (
 	// tombVal marks a deleted slot: a handle no arena reaches.
 	tombVal = (1<<(64-idBits) - 1) << idBits
-	// minSlots is a shard's smallest table.
+	// minSlots is a shard's smallest table; tables have a multiple of it.
 	minSlots = 8
 )
+
+// homeSlot returns the home slot of a key of hash h in a table of n slots:
+// the high word of the product of n and the hash without its top byte
+// (which chose the shard), which spreads keys over a table of any size, not
+// only a power of two, for one multiplication.
+func homeSlot(h uint64, n int) uint64 {
+	hi, _ := bits.Mul64(h<<8, uint64(n))
+	return hi
+}
+
+// slotsFor returns the slots a rebuild gives a table of live blocks: the
+// smallest multiple of minSlots that leaves it at most 5/8 full. A table
+// grows when inserts make it 13/16 full, so it stays between 5/8 and
+// 13/16 full as it grows (about 23 bytes of slots per block), not between
+// 2/5 and 13/16 as a table kept at a power of two slots does (about 27).
+func slotsFor(live int) int {
+	return max(minSlots, (live*8/5+minSlots-1)/minSlots*minSlots)
+}
 
 // isHandle reports whether a non-empty slot value refers to a member array.
 func isHandle(val uint64) bool { return val&idMask == 0 }
@@ -196,7 +215,7 @@ func (t *blockTable) view(val uint64) blockVal {
 func (m *blockMap) Load(key Key) (blockVal, bool) {
 	sh, h := m.locate(key)
 	t := sh.tab.Load()
-	if v := t.probe(key, h); v != 0 {
+	if v := t.probe(key, homeSlot(h, len(t.slots))); v != 0 {
 		return t.view(v), true
 	}
 	return blockVal{}, false
@@ -206,9 +225,9 @@ func (m *blockMap) Load(key Key) (blockVal, bool) {
 // slot an insert would take (the first tombstone or the empty slot ending
 // the probe). The shard's mutex is held.
 func (t *blockTable) find(key Key, h uint64) (at, free int) {
-	mask := uint64(len(t.slots) - 1)
+	n := uint64(len(t.slots))
 	free = -1
-	for i := h & mask; ; i = (i + 1) & mask {
+	for i := homeSlot(h, len(t.slots)); ; i = next(i, n) {
 		s := &t.slots[i]
 		switch {
 		case s.val == 0:
@@ -293,7 +312,7 @@ func (m *blockMap) Compute(key Key, fn func(v blockVal, loaded bool) (nv blockVa
 // its home-slot copy is replaced, and moves only forward along its probe,
 // so readers find it in one place or the other throughout.
 func (t *blockTable) insert(key Key, h, val uint64, free int) {
-	home := int(h & uint64(len(t.slots)-1))
+	home := int(homeSlot(h, len(t.slots)))
 	s := &t.slots[free]
 	if s.val == tombVal {
 		t.tombs--
@@ -323,22 +342,15 @@ func (t *blockTable) release(val uint64) {
 // live blocks plus one insert and extra arena words, publishes it and
 // returns it. The shard's mutex is held.
 //
-// A rebuild leaves the slots at most half full, except that one for the
-// arena (extra > 0) of a shard whose member arrays hold at least one arena
-// word per block keeps the slot count while they are at most 3/4 full. In
-// such a shard blocks gaining and losing holders rewrite their arrays all
-// the time, so arena rebuilds are frequent, and sizing their slots by the
-// half-full rule too would keep them about 2/5 full (40 B per block)
-// instead of between 2/5 and 13/16. Where few blocks have arrays, arena
-// rebuilds are rare and the rule only brings the next growth of the slots
-// forward (leaving them emptier, which keeps probes for Match short).
+// A rebuild leaves the slots at most 5/8 full (see slotsFor), except that
+// one for the arena (extra > 0) keeps the slot count while they are
+// between 1/2 and 3/4 full. Where blocks gain and lose holders all the
+// time, every change rewrites a member array and arena rebuilds are
+// frequent; resizing the slots at each would only move them about.
 func (m *blockMap) rebuild(sh *blockShard, t *blockTable, extra int) *blockTable {
-	n := minSlots
-	for (t.live+1)*2 > n { // load at most 1/2 after a rebuild
-		n *= 2
-	}
+	n := slotsFor(t.live + 1)
 	words := t.used - t.garbage
-	if cur := len(t.slots); extra > 0 && n > cur && (t.live+1)*4 <= cur*3 && words >= t.live {
+	if cur := len(t.slots); extra > 0 && (t.live+1)*4 <= cur*3 && (t.live+1)*2 >= cur {
 		n = cur
 	}
 	nt := &blockTable{slots: make([]blockSlot, n), live: t.live}
@@ -353,7 +365,6 @@ func (m *blockMap) rebuild(sh *blockShard, t *blockTable, extra int) *blockTable
 		}
 		nt.arena = make([]uint64, size)
 	}
-	mask := uint64(n - 1)
 	// Last come, first served as in insert, over the old slots from the
 	// last: a block in its home slot there comes after those displaced past
 	// it, so it takes its new home slot.
@@ -367,10 +378,10 @@ func (m *blockMap) rebuild(sh *blockShard, t *blockTable, extra int) *blockTable
 			hdr, maskOff := t.arrayAt(val)
 			val = nt.putArray(hdr, t.arena[maskOff:maskOff+hdrWords(hdr)])
 		}
-		home := hashKey(Key(s.key), m.seed) & mask
+		home := homeSlot(hashKey(Key(s.key), m.seed), n)
 		i := home
 		for nt.slots[i].val != 0 {
-			i = (i + 1) & mask
+			i = next(i, uint64(n))
 		}
 		nt.slots[i] = nt.slots[home]
 		nt.slots[home] = blockSlot{key: s.key, val: val}

@@ -31,7 +31,7 @@ func (m *blockMap) loadBatch(keys []Key, vs *[probeBatch]blockVal) int {
 	for j, k := range keys {
 		h := hashKey(k, m.seed)
 		t := m.shards[h>>(64-8)].tab.Load()
-		i := h & uint64(len(t.slots)-1)
+		i := homeSlot(h, len(t.slots))
 		s := &t.slots[i]
 		tabs[j], sp[j], home[j] = t, s, i
 		vals[j] = atomic.LoadUint64(&s.val)
@@ -62,8 +62,8 @@ func (m *blockMap) loadBatch(keys []Key, vs *[probeBatch]blockVal) int {
 // changes, so a value and key read on either side of the change never pair
 // up.
 func (t *blockTable) probe(key Key, i uint64) uint64 {
-	mask := uint64(len(t.slots) - 1)
-	for i &= mask; ; i = (i + 1) & mask {
+	n := uint64(len(t.slots))
+	for ; ; i = next(i, n) {
 		s := &t.slots[i]
 		v := atomic.LoadUint64(&s.val)
 		if v == 0 {
@@ -73,4 +73,13 @@ func (t *blockTable) probe(key Key, i uint64) uint64 {
 			return v
 		}
 	}
+}
+
+// next returns the slot after i in a table of n slots.
+func next(i, n uint64) uint64 {
+	i++
+	if i == n {
+		i = 0
+	}
+	return i
 }

@@ -52,7 +52,7 @@ func TestLoadBatchAgreesWithLoad(t *testing.T) {
 			present++
 			sh, h := m.locate(all[start])
 			tb := sh.tab.Load()
-			if s := tb.slots[h&uint64(len(tb.slots)-1)]; s.key != uint64(all[start]) {
+			if s := tb.slots[homeSlot(h, len(tb.slots))]; s.key != uint64(all[start]) {
 				displaced++
 			}
 		}

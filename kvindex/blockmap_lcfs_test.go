@@ -26,16 +26,16 @@ func keyWithHash(h, seed uint64) Key {
 	return Key(x ^ seed)
 }
 
-// crowdKeys returns n keys of m that share a shard and their low 16 hash
-// bits, so they share a home slot in every table of up to 2^16 slots: each
-// insert moves the block in it.
+// crowdKeys returns n keys of m that share a shard and every hash bit but
+// the low 20, which differ by at most n: they share a home slot in any
+// table of up to 2^16 slots (but with odds below 10^-6), so each insert
+// moves the block in it.
 func crowdKeys(m *blockMap, n int, rng *rand.Rand) []Key {
-	shard := rng.Uint64N(blockShards)
-	low := rng.Uint64() & 0xffff
+	base := rng.Uint64() &^ (1<<20 - 1)
+	base += rng.Uint64N(1<<20 - uint64(n))
 	keys := make([]Key, n)
 	for i := range keys {
-		h := shard<<56 | rng.Uint64()&(1<<56-1)&^0xffff | low
-		keys[i] = keyWithHash(h, m.seed)
+		keys[i] = keyWithHash(base+uint64(i), m.seed)
 	}
 	return keys
 }
@@ -54,7 +54,7 @@ func homeOf(m *blockMap, key Key) (home, at int) {
 	sh, h := m.locate(key)
 	tb := sh.tab.Load()
 	at, _ = tb.find(key, h)
-	return int(h & uint64(len(tb.slots)-1)), at
+	return int(homeSlot(h, len(tb.slots))), at
 }
 
 // A new block takes its home slot, and the block there moves to the end of

@@ -79,7 +79,7 @@
 //
 // The index's memory is bounded in bytes over all endpoints by
 // Config.MaxBytes (default 8 GiB). Each endpoint is charged a fixed cost
-// per entry it owns — 24 bytes per membership, 10 per engine-hash entry
+// per entry it owns — 22 bytes per membership, 10 per engine-hash entry
 // plus 13 when no other endpoint shares its (hash, key) pair, 96
 // per complex-membership side-table entry, 24 per speculative entry, the
 // structures' measured average heap per entry — and the index 20 bytes per

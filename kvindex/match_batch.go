@@ -48,7 +48,7 @@ func (m *blockMap) presBatch(keys []Key, bit []uint64, rel bool, relBase uint32,
 	for j, k := range keys {
 		h := hashKey(k, m.seed)
 		t := m.shards[h>>(64-8)].tab.Load()
-		s := &t.slots[h&uint64(len(t.slots)-1)]
+		s := &t.slots[homeSlot(h, len(t.slots))]
 		tabs[j], sp[j] = t, s
 		vals[j] = atomic.LoadUint64(&s.val)
 		found[j] = atomic.LoadUint64(&s.key)
@@ -69,7 +69,7 @@ func (m *blockMap) presBatch(keys []Key, bit []uint64, rel bool, relBase uint32,
 		if v != 0 && (v == tombVal || found[j] != uint64(k) || atomic.LoadUint64(&sp[j].val) != v) {
 			// Not in its home slot (or that slot changed meanwhile): the
 			// probe, usually over the cache line just loaded.
-			v = t.probe(k, hashKey(k, m.seed))
+			v = t.probe(k, homeSlot(hashKey(k, m.seed), len(t.slots)))
 		}
 		if v == 0 {
 			return j, slow

@@ -11,13 +11,14 @@ import "sync/atomic"
 // add, and Match nothing.
 const (
 	// costMembership is a (block, endpoint) membership's share of the
-	// block map: a 16-byte slot at a load between 2/5 and 13/16 for a
-	// block with one holder (20 to 40 bytes, 32 at a load of 1/2), or a
+	// block map: a 16-byte slot at a load between 5/8 and 13/16 for a
+	// block with one holder (20 to 26 bytes, about 23 on average), or a
 	// quarter of a slot and of the member array with its garbage and slack
-	// for a block four endpoints hold (about 13 bytes per membership when
-	// their IDs span fewer than 64, in the two-word implicit form; about 19
-	// in the full form). It is charged alike for both, between the two.
-	costMembership = 24
+	// for a block four endpoints hold (about 10.5 bytes per membership when
+	// their IDs span fewer than 64, in the two-word implicit form; about 17
+	// in the full form). It is charged alike for both, near the first: a
+	// bound on bytes must not be exceeded where blocks have one holder.
+	costMembership = 22
 	// costEngEntry is an endpoint's engine-hash entry: a 4-byte unit in
 	// the endpoint's slab and its 4-byte index slot at a load between 5/8
 	// and 13/16.
