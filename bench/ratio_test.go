@@ -51,8 +51,9 @@ func interleave(b *testing.B, op, floor, between func()) {
 
 // BenchmarkRatio measures each headline operation against its floor in
 // interleaved batches: Match/tokens=2048/endpoints=64 against FloorMatch,
-// Match/tokens=2048/endpoints=64,holders=4[,blocks=1572864] (every block
-// held by four endpoints, see sharedFleet) against FloorMatch built for its
+// Match/tokens=2048/endpoints=64,holders=4[,blocks=1572864[,oldest]] (every
+// block held by four endpoints, see sharedFleet; oldest: the prompt's
+// blocks stored before all others) against FloorMatch built for its
 // answer over as many entries as the index has blocks,
 // Keys/tokens=2048 against FloorHash and Apply/blocks=16 against
 // FloorApply. x-floor is the ratio the targets are stated in
@@ -77,8 +78,9 @@ func BenchmarkRatio(b *testing.B) {
 			}
 		}
 	})
-	b.Run("Match/tokens=2048/endpoints=64,holders=4", func(b *testing.B) { benchMatchShared(b, 1<<20) })
-	b.Run("Match/tokens=2048/endpoints=64,holders=4,blocks=1572864", func(b *testing.B) { benchMatchShared(b, 3<<19) })
+	b.Run("Match/tokens=2048/endpoints=64,holders=4", func(b *testing.B) { benchMatchShared(b, 1<<20, false) })
+	b.Run("Match/tokens=2048/endpoints=64,holders=4,blocks=1572864", func(b *testing.B) { benchMatchShared(b, 3<<19, false) })
+	b.Run("Match/tokens=2048/endpoints=64,holders=4,blocks=1572864,oldest", func(b *testing.B) { benchMatchShared(b, 3<<19, true) })
 	b.Run("Keys/tokens=2048", func(b *testing.B) {
 		toks := Tokens(7, 2048)
 		p := &kvindex.KeyParams{Model: Model}

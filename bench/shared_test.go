@@ -20,11 +20,13 @@ import (
 // 32 blocks have four holders on average (seven on the first, two on the
 // last) and every candidate's Match answer is known.
 //
-// With 2^20 blocks (as many as FloorMatch's map has entries and the warm
-// index has background blocks) the block map's shards end about half
-// full, as single-holder shards do; with 3 × 2^19 they end about 0.69 full
-// (where the earlier rebuild rule left them 0.38 full), the densest a
-// fleet of shared blocks leaves them, so Match probes the most there.
+// The prompt is stored last, so its blocks are the newest, as the blocks a
+// router looks up mostly are (a conversation's previous turn, a document
+// just sent); with oldest set it is stored first, before every other
+// block, so that every later insert may push its blocks along their probe.
+// 2^20 blocks are as many as FloorMatch's map has entries and the warm
+// index has background blocks; 3 × 2^19 are a count where shards end
+// fuller.
 type sharedFleet struct {
 	ix        *kvindex.Index
 	endpoints []string // the 64 candidates
@@ -43,29 +45,37 @@ const (
 // over 32 blocks, four per block on average.
 var sharedPrefixes = []int{32, 32, 24, 16, 12, 8, 4}
 
+// sharedKey names a shared fleet: its block count and whether its prompt is
+// its oldest blocks.
+type sharedKey struct {
+	blocks int
+	oldest bool
+}
+
 var (
 	sharedMu     sync.Mutex
-	sharedFleets = map[int]*sharedFleet{}
+	sharedFleets = map[sharedKey]*sharedFleet{}
 )
 
 // getShared builds the shared fleet of this many blocks once per process
 // (a few seconds each).
-func getShared(b *testing.B, blocks int) *sharedFleet {
+func getShared(b *testing.B, blocks int, oldest bool) *sharedFleet {
 	b.Helper()
 	sharedMu.Lock()
 	defer sharedMu.Unlock()
-	if f := sharedFleets[blocks]; f != nil {
+	k := sharedKey{blocks, oldest}
+	if f := sharedFleets[k]; f != nil {
 		return f
 	}
-	f, err := buildShared(blocks)
+	f, err := buildShared(blocks, oldest)
 	if err != nil {
 		b.Fatalf("shared index of %d blocks: %v", blocks, err)
 	}
-	sharedFleets[blocks] = f
+	sharedFleets[k] = f
 	return f
 }
 
-func buildShared(blocks int) (*sharedFleet, error) {
+func buildShared(blocks int, oldest bool) (*sharedFleet, error) {
 	ix, err := kvindex.New(kvindex.Config{SweepInterval: -1}, kvindex.Options{})
 	if err != nil {
 		return nil, err
@@ -74,6 +84,29 @@ func buildShared(blocks int) (*sharedFleet, error) {
 	bs := ix.BlockSize()
 	buf := make([]uint32, 0, sharedChainBlocks*bs)
 	rng := rand.New(rand.NewPCG(17, 4))
+	// The prompt's holders come from their own stream, so that they are
+	// the same whether the prompt is stored first or last.
+	prng := rand.New(rand.NewPCG(23, 4))
+	total := 0
+	storePrompt := func() error {
+		f.prompt = Tokens(1<<59, 2048)
+		f.steps = make([]int, sharedEndpoints)
+		holders := make([]int, len(sharedPrefixes))
+		pickDistinct(prng, holders, sharedEndpoints)
+		for i, h := range holders {
+			f.steps[h] = sharedPrefixes[i]
+			total += sharedPrefixes[i]
+			if err := StoreChain(ix, f.endpoints[h], f.prompt[:sharedPrefixes[i]*bs], 5<<50); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if oldest {
+		if err := storePrompt(); err != nil {
+			return nil, err
+		}
+	}
 	var hs [sharedHolders]int
 	for c := 0; c < blocks/sharedChainBlocks; c++ {
 		buf = AppendTokens(buf[:0], 9<<40^uint64(c+1)<<8, sharedChainBlocks*bs)
@@ -84,15 +117,8 @@ func buildShared(blocks int) (*sharedFleet, error) {
 			}
 		}
 	}
-	f.prompt = Tokens(1<<59, 2048)
-	f.steps = make([]int, sharedEndpoints)
-	holders := make([]int, len(sharedPrefixes))
-	pickDistinct(rng, holders, sharedEndpoints)
-	total := 0
-	for i, h := range holders {
-		f.steps[h] = sharedPrefixes[i]
-		total += sharedPrefixes[i]
-		if err := StoreChain(ix, f.endpoints[h], f.prompt[:sharedPrefixes[i]*bs], 5<<50); err != nil {
+	if !oldest {
+		if err := storePrompt(); err != nil {
 			return nil, err
 		}
 	}
@@ -108,8 +134,8 @@ func buildShared(blocks int) (*sharedFleet, error) {
 // Match of the prompt of the shared fleet of this many blocks against its
 // 64 endpoints, interleaved with FloorMatch built for the same answer over
 // as many entries, every candidate's result checked.
-func benchMatchShared(b *testing.B, blocks int) {
-	f := getShared(b, blocks)
+func benchMatchShared(b *testing.B, blocks int, oldest bool) {
+	f := getShared(b, blocks, oldest)
 	keys := kvindex.Keys(nil, f.prompt, f.ix.BlockSize(), &kvindex.KeyParams{Model: Model})
 	var out kvindex.MatchResult
 	f.ix.Match(keys, f.endpoints, &out)

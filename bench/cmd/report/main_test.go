@@ -36,6 +36,18 @@ func TestParseMergesRunsIntoMedians(t *testing.T) {
 	require.False(t, ok)
 }
 
+// ratioOf returns the target of the interleaved benchmark bench.
+func ratioOf(t *testing.T, bench string) Ratio {
+	t.Helper()
+	for _, r := range Ratios {
+		if r.Bench == bench {
+			return r
+		}
+	}
+	t.Fatalf("no ratio target for %s", bench)
+	return Ratio{}
+}
+
 func TestRatiosVerdicts(t *testing.T) {
 	out := "BenchmarkRatio/Keys/tokens=2048-2 10 900 ns/op 800 floor-ns/op 1.125 x-floor 0 B/op 0 allocs/op\n" +
 		"BenchmarkKeys/tokens=2048-2 10 1000 ns/op 0 B/op 0 allocs/op\n" +
@@ -43,7 +55,7 @@ func TestRatiosVerdicts(t *testing.T) {
 		"BenchmarkRatio/Match/tokens=2048/endpoints=64-2 10 900 ns/op 300 floor-ns/op 3 x-floor 0 B/op 0 allocs/op\n"
 	o, err := Parse(strings.NewReader(out))
 	require.NoError(t, err)
-	keys, match, apply := Ratios[3], Ratios[0], Ratios[4]
+	keys, match, apply := ratioOf(t, "Ratio/Keys/tokens=2048"), Ratios[0], ratioOf(t, "Ratio/Apply/blocks=16")
 	il, sq, met, ok := keys.Verdict(o)
 	require.True(t, ok)
 	require.True(t, met)
