@@ -173,11 +173,12 @@ func (ix *Index) matchChunk(keys []Key, out *MatchResult, tt *tierTable) (best i
 	}
 	depth := s.depth[:len(keys)]
 	var cb chunkBatch
-	i := 0
+	i, batch := 0, firstBatch
 walk:
 	for i < len(keys) && alive != 0 {
-		want := min(len(keys)-i, probeBatch)
-		got, slow := ix.blocks.presBatch(keys[i:], bit, rel, relBase, &cb)
+		want := min(len(keys)-i, batch)
+		batch = probeBatch
+		got, slow := ix.blocks.presBatch(keys[i:i+want], bit, rel, relBase, &cb)
 		d := depth[i : i+got]
 		for j := range d {
 			pres, exc := cb.pres[j&(probeBatch-1)], uint64(0)

@@ -36,11 +36,12 @@ func (ix *Index) matchWide(keys []Key, out *MatchResult, tt *tierTable) (best in
 	var nowMs uint64
 	haveNow := false
 	var vs [probeBatch]blockVal
-	i := 0
+	i, batch := 0, firstBatch
 walk:
 	for i < len(keys) {
-		want := min(len(keys)-i, probeBatch)
-		got := ix.blocks.loadBatch(keys[i:], &vs)
+		want := min(len(keys)-i, batch)
+		batch = probeBatch
+		got := ix.blocks.loadBatch(keys[i:i+want], &vs)
 		for j := 0; j < got; j++ {
 			v := &vs[j]
 			cur := int32(i)

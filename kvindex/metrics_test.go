@@ -32,7 +32,7 @@ func TestMetrics(t *testing.T) {
 kvroute_kv_index_blocks 3
 # HELP kvroute_kv_index_bytes Memory accounted by the KV-block index, in bytes (bounded by its maxBytes).
 # TYPE kvroute_kv_index_bytes gauge
-kvroute_kv_index_bytes 148
+kvroute_kv_index_bytes 142
 # HELP kvroute_kv_index_evictions_total Entries removed by the KV-block index itself, by reason.
 # TYPE kvroute_kv_index_evictions_total counter
 kvroute_kv_index_evictions_total{reason="capacity"} 1
