@@ -62,12 +62,11 @@ func (m *blockMap) loadBatch(keys []Key, vs *[probeBatch]blockVal) int {
 // probe returns the slot value of key in t, searching from slot i (its
 // home slot, or a later one of its probe) on, or 0 when an empty slot ends
 // the probe first: Load's loop, which loadBatch and presBatch also take for
-// a key not in its home slot. A slot's value
-// is taken only when it reads the same before and after the slot's key
-// does: a block that an insert moves out of its home slot (see
-// blockTable.insert) leaves the slot's value a tombstone while its key
-// changes, so a value and key read on either side of the change never pair
-// up.
+// a key not in its home slot. A slot's value is taken only when it reads
+// the same before and after the slot's key does: a block that an insert
+// moves out of its home slot (see blockTable.insert) leaves the slot's
+// value a tombstone while its key changes, so a value and key read on
+// either side of the change never pair up.
 func (t *blockTable) probe(key Key, i uint64) uint64 {
 	n := uint64(len(t.slots))
 	for ; ; i = next(i, n) {
