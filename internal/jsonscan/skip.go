@@ -29,54 +29,8 @@ func (s *Scanner) SkipValue(depth, maxDepth, maxLeafDepth int) error {
 		return s.SkipNumber()
 	case (c == '{' || c == '[') && depth > maxDepth:
 		return s.Errorf("nesting deeper than %d", maxDepth)
-	case c == '{':
-		s.Pos++
-		s.WS()
-		if s.Consume('}') {
-			return nil
-		}
-		for {
-			s.WS()
-			if _, err := s.SkipString(); err != nil {
-				return err
-			}
-			s.WS()
-			if !s.Consume(':') {
-				return s.Errorf("expected ':'")
-			}
-			s.WS()
-			if err := s.SkipValue(depth+1, maxDepth, maxLeafDepth); err != nil {
-				return err
-			}
-			s.WS()
-			if s.Consume(',') {
-				continue
-			}
-			if s.Consume('}') {
-				return nil
-			}
-			return s.Errorf("expected ',' or '}'")
-		}
-	case c == '[':
-		s.Pos++
-		s.WS()
-		if s.Consume(']') {
-			return nil
-		}
-		for {
-			s.WS()
-			if err := s.SkipValue(depth+1, maxDepth, maxLeafDepth); err != nil {
-				return err
-			}
-			s.WS()
-			if s.Consume(',') {
-				continue
-			}
-			if s.Consume(']') {
-				return nil
-			}
-			return s.Errorf("expected ',' or ']'")
-		}
+	case c == '{' || c == '[':
+		return s.skipContainer(c, depth, maxDepth, maxLeafDepth)
 	case c == 't':
 		return s.literal("true")
 	case c == 'f':
@@ -85,6 +39,45 @@ func (s *Scanner) SkipValue(depth, maxDepth, maxLeafDepth int) error {
 		return s.literal("null")
 	}
 	return s.Errorf("unexpected character %q", s.Buf[s.Pos])
+}
+
+// skipContainer moves past the object or array that open ('{' or '[')
+// starts at Pos: its members, each keyed by a string in an object, and its
+// closing bracket. depth is the container's own.
+func (s *Scanner) skipContainer(open byte, depth, maxDepth, maxLeafDepth int) error {
+	closer := byte(']')
+	if open == '{' {
+		closer = '}'
+	}
+	s.Pos++
+	s.WS()
+	if s.Consume(closer) {
+		return nil
+	}
+	for {
+		s.WS()
+		if open == '{' {
+			if _, err := s.SkipString(); err != nil {
+				return err
+			}
+			s.WS()
+			if !s.Consume(':') {
+				return s.Errorf("expected ':'")
+			}
+			s.WS()
+		}
+		if err := s.SkipValue(depth+1, maxDepth, maxLeafDepth); err != nil {
+			return err
+		}
+		s.WS()
+		if s.Consume(',') {
+			continue
+		}
+		if s.Consume(closer) {
+			return nil
+		}
+		return s.Errorf("expected ',' or '%c'", closer)
+	}
 }
 
 func (s *Scanner) literal(lit string) error {
