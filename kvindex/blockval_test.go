@@ -152,27 +152,14 @@ func TestMemberArrayFormsAgainstReference(t *testing.T) {
 				default:
 					mem = refMembership(rng, id)
 				}
-				var what string
-				m.Compute(k, func(v blockVal, loaded bool) (blockVal, bool) {
-					_, idx := v.find(id)
-					var nv blockVal
-					if rng.IntN(2) == 0 {
-						nv = v.withBuf(idx, mem, &buf)
-					} else {
-						nv = v.with(idx, mem)
+				what := fmt.Sprintf("op %d: key %x, id %d → %x", op, k, id, mem)
+				inBuf := rng.IntN(2) == 0
+				v, ok := setMembership(m, ref, k, id, mem, func(v *blockVal, idx int) blockVal {
+					if inBuf {
+						return v.withBuf(idx, mem, &buf)
 					}
-					what = fmt.Sprintf("op %d: key %x, id %d → %x", op, k, id, mem)
-					return nv, nv.count() == 0
+					return v.with(idx, mem)
 				})
-				if ref[k] == nil {
-					ref[k] = map[uint32]uint64{}
-				}
-				if mem == 0 {
-					delete(ref[k], id)
-				} else {
-					ref[k][id] = mem
-				}
-				v, ok := m.Load(k)
 				require.Equal(t, len(ref[k]) > 0, ok, what)
 				checkBlockVal(t, v, ref[k], []uint32{base - 1, base, base + 63, base + 64, id}, what)
 				if v.implicit() {
@@ -338,20 +325,9 @@ func FuzzMemberArrays(f *testing.F) {
 			default:
 				mem = makeSpec(id, uint64(ops[i+2]))
 			}
-			m.Compute(k, func(v blockVal, _ bool) (blockVal, bool) {
-				_, idx := v.find(id)
-				nv := v.withBuf(idx, mem, &buf)
-				return nv, nv.count() == 0
+			v, ok := setMembership(m, ref, k, id, mem, func(v *blockVal, idx int) blockVal {
+				return v.withBuf(idx, mem, &buf)
 			})
-			if ref[k] == nil {
-				ref[k] = map[uint32]uint64{}
-			}
-			if mem == 0 {
-				delete(ref[k], id)
-			} else {
-				ref[k][id] = mem
-			}
-			v, ok := m.Load(k)
 			if ok != (len(ref[k]) > 0) {
 				t.Fatalf("op %d: loaded %v with %d memberships", i/3, ok, len(ref[k]))
 			}
@@ -359,4 +335,24 @@ func FuzzMemberArrays(f *testing.F) {
 		}
 		checkArenaAccounting(t, m)
 	})
+}
+
+// setMembership sets endpoint id's membership of block k to mem (0 removes
+// it), in m through build (given k's value and id's position in it) and in
+// the reference ref, and returns m's value of k afterwards.
+func setMembership(m *blockMap, ref map[Key]map[uint32]uint64, k Key, id uint32, mem uint64, build func(v *blockVal, idx int) blockVal) (blockVal, bool) {
+	m.Compute(k, func(v blockVal, _ bool) (blockVal, bool) {
+		_, idx := v.find(id)
+		nv := build(&v, idx)
+		return nv, nv.count() == 0
+	})
+	if ref[k] == nil {
+		ref[k] = map[uint32]uint64{}
+	}
+	if mem == 0 {
+		delete(ref[k], id)
+	} else {
+		ref[k][id] = mem
+	}
+	return m.Load(k)
 }
