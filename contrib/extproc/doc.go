@@ -34,6 +34,13 @@
 //     differs from the pick, that is counted.
 //   - passes every response body chunk back unchanged (a streamed body
 //     mutation per chunk), so streaming responses stream.
+//   - makes at most one decision per stream. A request-phase message after
+//     the request's end of stream (another body, even an empty one; the
+//     headers again; trailers twice) is a protocol error: the stream ends
+//     with one gRPC status InvalidArgument naming it, the stream's decision
+//     is released, and kvroute_extproc_protocol_errors_total{message} counts
+//     it (message is request_headers, request_body or request_trailers).
+//     Trailers after a body that ended the request are acknowledged once.
 //
 // A request routed without cache information because its render failed says
 // so to the client in the x-kvroute-render-fallback response header, next to

@@ -20,8 +20,21 @@ const (
 
 var results = []string{resultRouted, resultPassthrough, resultNoEndpoint, resultBodyTooLarge, resultBadRequest, resultClientAbort}
 
+// Request-phase messages that break the stream's order, the values of the
+// message label of kvroute_extproc_protocol_errors_total: the request
+// headers a second time, a request body after the request's end of stream,
+// request trailers after the request's end of stream had come with them.
+const (
+	protoRequestHeaders  = "request_headers"
+	protoRequestBody     = "request_body"
+	protoRequestTrailers = "request_trailers"
+)
+
+var protocolErrorKinds = []string{protoRequestHeaders, protoRequestBody, protoRequestTrailers}
+
 type metrics struct {
 	requests        map[string]prometheus.Counter
+	protocolErrors  map[string]prometheus.Counter
 	pick            prometheus.Histogram
 	renderFallbacks prometheus.Counter
 	servedMismatch  prometheus.Counter
@@ -34,8 +47,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Name: "kvroute_extproc_requests_total",
 		Help: "ext_proc streams by result: routed (chosen by kvroute), passthrough (no prompt: round robin), no_endpoint (503), body_too_large (413), bad_request (400), client_abort.",
 	}, []string{"result"})
+	protoVec := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kvroute_extproc_protocol_errors_total",
+		Help: "ext_proc streams ended with gRPC status InvalidArgument because a request-phase message came after the request's end of stream (or the request headers came twice), by that message: request_headers, request_body, request_trailers.",
+	}, []string{"message"})
 	m := &metrics{
-		requests: map[string]prometheus.Counter{},
+		requests:       map[string]prometheus.Counter{},
+		protocolErrors: map[string]prometheus.Counter{},
 		pick: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "kvroute_extproc_pick_duration_seconds",
 			Help:    "Time the picker spent choosing an endpoint for a complete request body, render included.",
@@ -57,8 +75,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, r := range results {
 		m.requests[r] = vec.WithLabelValues(r)
 	}
+	for _, k := range protocolErrorKinds {
+		m.protocolErrors[k] = protoVec.WithLabelValues(k)
+	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{vec, m.pick, m.renderFallbacks, m.servedMismatch, m.aborted} {
+		for _, c := range []prometheus.Collector{vec, protoVec, m.pick, m.renderFallbacks, m.servedMismatch, m.aborted} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("extproc: metrics: %w", err)
 			}

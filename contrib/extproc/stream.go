@@ -30,6 +30,9 @@ type streamState struct {
 	subset   []string // the subset hint; nil when absent
 	hasHint  bool
 	body     []byte
+	headers  bool // the request headers came
+	ended    bool // the request's end of stream came (headers, body or trailers)
+	trailers bool // the request trailers came
 	picked   bool
 	decision *kvroute.Decision // nil until picked, and for requests routed without one
 	endpoint string
@@ -76,11 +79,23 @@ func (st *streamState) handle(req *extprocv3.ProcessingRequest) error {
 	}
 	switch v := req.Request.(type) {
 	case *extprocv3.ProcessingRequest_RequestHeaders:
+		if st.headers {
+			what := "request headers came a second time"
+			if st.ended {
+				what = "request headers came after the request's end of stream"
+			}
+			return st.protocolError(protoRequestHeaders, what)
+		}
+		st.headers = true
 		st.header, st.path = headersOf(v.RequestHeaders.GetHeaders())
 		if v.RequestHeaders.GetEndOfStream() {
+			st.ended = true
 			return st.route(nil)
 		}
 	case *extprocv3.ProcessingRequest_RequestBody:
+		if st.ended {
+			return st.protocolError(protoRequestBody, "a request body came after the request's end of stream")
+		}
 		chunk := v.RequestBody.GetBody()
 		if int64(len(st.body))+int64(len(chunk)) > st.srv.cfg.MaxBodyBytes {
 			st.srv.met.result(resultBodyTooLarge)
@@ -89,9 +104,17 @@ func (st *streamState) handle(req *extprocv3.ProcessingRequest) error {
 		}
 		st.body = append(st.body, chunk...)
 		if v.RequestBody.GetEndOfStream() {
+			st.ended = true
 			return st.route(st.body)
 		}
 	case *extprocv3.ProcessingRequest_RequestTrailers:
+		// Trailers end a request whose body did not (the pick is made here);
+		// after a body that ended the request they are only acknowledged.
+		// Either way they come once.
+		if st.trailers {
+			return st.protocolError(protoRequestTrailers, "request trailers came after the request's end of stream")
+		}
+		st.trailers, st.ended = true, true
 		if !st.picked {
 			if err := st.route(st.body); err != nil {
 				return err
@@ -111,9 +134,22 @@ func (st *streamState) handle(req *extprocv3.ProcessingRequest) error {
 	return nil
 }
 
+// protocolError ends a stream whose client sent a request-phase message out
+// of order: counted by kind, answered with one gRPC InvalidArgument status.
+// The stream's decision, if any, is released by finish as the stream ends;
+// nothing is picked again.
+func (st *streamState) protocolError(kind, what string) error {
+	st.srv.met.protocolErrors[kind].Inc()
+	return status.Error(codes.InvalidArgument, "extproc: protocol error: "+what)
+}
+
 // route chooses the endpoint once the request is complete and answers the
-// request headers (and the body, when there is one).
+// request headers (and the body, when there is one). It runs at most once
+// per stream: handle refuses every request message after the end of stream.
 func (st *streamState) route(body []byte) error {
+	if st.picked {
+		return errors.New("extproc: internal error: a second pick on one stream")
+	}
 	st.picked = true
 	s := st.srv
 	eps := st.candidates()
