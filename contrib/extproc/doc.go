@@ -48,6 +48,10 @@
 //
 // Server also registers the gRPC health service with the protocol's three
 // service names (liveness, readiness and the ext_proc service itself).
+// FollowReadiness keeps readiness in step with a kvroute.Router: not ready
+// until the picker has endpoints and the router's index has caught up with
+// every endpoint's KV-event stream, so that Envoy does not send traffic to a
+// picker that would route it cold.
 //
 // # Testing without Envoy
 //

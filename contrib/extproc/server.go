@@ -150,7 +150,8 @@ func (s *Server) Health() healthpb.HealthServer { return s.health }
 
 // SetReady sets the readiness the health service reports (readiness and the
 // ext_proc service name). A Server is not ready until told: the host knows
-// when its endpoint discovery has synced and its index has caught up.
+// when its endpoint discovery has synced; FollowReadiness then keeps it in
+// step with the router's index (and calls SetReady itself).
 func (s *Server) SetReady(ready bool) {
 	s.ready.Store(ready)
 	st := healthpb.HealthCheckResponse_NOT_SERVING

@@ -15,8 +15,13 @@
 //
 //	kvroute-epp --pool-name vllm-pool --pool-namespace llm --model meta-llama/Llama-3.1-8B-Instruct
 //
-// The picker reports readiness (gRPC health service "readiness") once
-// endpoint discovery has synced.
+// The picker reports readiness (gRPC health services "readiness",
+// envoy.service.ext_proc.v3.ExternalProcessor and "") once endpoint discovery
+// has synced, it has at least one endpoint, and the router's index has caught
+// up: every endpoint's KV-event stream is live or has been given up on
+// (readiness.giveUpAfter in --config). It checks every --readiness-interval
+// and follows the router from then on: an endpoint that joins and has not
+// caught up makes it not ready again. Liveness does not wait.
 package main
 
 import (
@@ -75,6 +80,7 @@ type flags struct {
 	checkpoint                        string
 	eventSelector                     string
 	maxBodyBytes                      int64
+	readinessInterval                 time.Duration
 	logLevel                          string
 }
 
@@ -98,9 +104,13 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.StringVar(&f.eventSelector, "event-selector", "", "Kubernetes label selector of the pods whose KV events are subscribed (default: all endpoints)")
 	fs.StringVar(&f.checkpoint, "checkpoint", "", "index checkpoint file: loaded at start, written periodically and on shutdown (overrides the config's checkpoint.path)")
 	fs.Int64Var(&f.maxBodyBytes, "max-body-bytes", extproc.DefaultMaxBodyBytes, "request body limit (413 above)")
+	fs.DurationVar(&f.readinessInterval, "readiness-interval", extproc.DefaultReadinessInterval, "how often readiness asks the router whether its index has caught up")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return f, err
+	}
+	if f.readinessInterval <= 0 {
+		return f, fmt.Errorf("--readiness-interval %v is not positive", f.readinessInterval)
 	}
 	if (f.poolName == "") == (f.endpoints == "") {
 		return f, errors.New("set exactly one of --pool-name and --endpoints")
@@ -272,14 +282,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	picker.SetReady(true)
-	log.Info("kvroute-epp ready", "endpoints", len(picker.Endpoints()))
+	// Discovery has synced; ready once the index has caught up too.
+	followCtx, stopFollowing := context.WithCancel(ctx)
+	followed := make(chan struct{})
+	go func() { defer close(followed); picker.FollowReadiness(followCtx, router, f.readinessInterval) }()
 
 	var serveErr error
 	select {
 	case <-ctx.Done():
 	case serveErr = <-errc:
 	}
+	stopFollowing()
+	<-followed
 	picker.Shutdown() // health fails first, so that Envoy stops sending new streams
 	stopServers(gs, hs, ms)
 	drain(errc)

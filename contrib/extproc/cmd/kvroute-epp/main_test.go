@@ -50,19 +50,8 @@ func TestRunServesExtProcHealthAndMetrics(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	pr, pw := io.Pipe()
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"--endpoints", ln.Addr().String(), "--config", cfgPath, "--listen-host", "127.0.0.1",
-			"--checkpoint", filepath.Join(dir, "index.ckpt"),
-			"--grpc-port", "0", "--grpc-health-port", "0", "--metrics-port", "0", "--log-level", "error"}, pw, io.Discard)
-		pw.Close()
-	}()
-	line, err := bufio.NewReader(pr).ReadString('\n')
-	require.NoError(t, err)
-	go func() { _, _ = io.Copy(io.Discard, pr) }()
-	m := regexp.MustCompile(`ext_proc on (\S+), health on (\S+), metrics on (\S+)`).FindStringSubmatch(line)
-	require.Len(t, m, 4, line)
+	m, done := startEPP(t, ctx, "--endpoints", ln.Addr().String(), "--config", cfgPath,
+		"--checkpoint", filepath.Join(dir, "index.ckpt"))
 
 	hconn, err := grpc.NewClient(m[2], grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
@@ -105,6 +94,27 @@ func TestRunServesExtProcHealthAndMetrics(t *testing.T) {
 	}
 	_, err = os.Stat(filepath.Join(dir, "index.ckpt"))
 	require.NoError(t, err, "the index checkpoint is written on shutdown")
+}
+
+// startEPP runs the binary with args on free loopback ports and returns the
+// ext_proc, health and metrics addresses it prints (m[1], m[2], m[3]) and
+// the channel run's result arrives on once ctx is cancelled.
+func startEPP(t *testing.T, ctx context.Context, args ...string) ([]string, chan error) {
+	t.Helper()
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	args = append(args, "--listen-host", "127.0.0.1", "--grpc-port", "0", "--grpc-health-port", "0", "--metrics-port", "0",
+		"--log-level", "error")
+	go func() {
+		done <- run(ctx, args, pw, io.Discard)
+		pw.Close()
+	}()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	require.NoError(t, err)
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	m := regexp.MustCompile(`ext_proc on (\S+), health on (\S+), metrics on (\S+)`).FindStringSubmatch(line)
+	require.Len(t, m, 4, line)
+	return m, done
 }
 
 func TestFlagsNeedExactlyOneEndpointSource(t *testing.T) {

@@ -1,0 +1,65 @@
+package extproc
+
+import (
+	"context"
+	"time"
+)
+
+// ReadinessSource says whether the index a picker routes by has converged.
+// *kvroute.Router implements it: NotReady is "" once every endpoint's
+// KV-event stream is live (caught up and connected) or has been given up on,
+// and otherwise says which endpoints it still waits for.
+type ReadinessSource interface {
+	NotReady() string
+}
+
+// DefaultReadinessInterval is how often FollowReadiness asks its source when
+// given no interval: well inside a Kubernetes readiness probe's period.
+const DefaultReadinessInterval = time.Second
+
+// FollowReadiness keeps the health service's readiness (readiness, the
+// ext_proc service name and "") in step with src until ctx ends: ready when
+// the Server has at least one endpoint and src reports no reason to wait, the
+// rule the kvroute gateway's /ready applies. A picker that routes before its
+// index has caught up sends every request to the wrong, cold endpoint, so
+// Envoy should not be told to use it until then.
+//
+// It asks at once and then every interval (0 means
+// DefaultReadinessInterval); asking also runs a kvroute.Router's give-up
+// clocks. Each change is logged with its reason. It blocks until ctx is done,
+// so run it on a goroutine of its own; while it runs, do not call SetReady.
+// After Shutdown the health service ignores it.
+func (s *Server) FollowReadiness(ctx context.Context, src ReadinessSource, interval time.Duration) {
+	if interval <= 0 {
+		interval = DefaultReadinessInterval
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	first := true
+	for {
+		reason := s.notReady(src)
+		if ready := reason == ""; first || ready != s.ready.Load() {
+			s.SetReady(ready)
+			if ready {
+				s.log.Info("extproc: ready", "endpoints", len(*s.endpoints.Load()))
+			} else {
+				s.log.Info("extproc: not ready", "reason", reason)
+			}
+			first = false
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// notReady returns why the picker should not receive traffic ("" when it
+// should).
+func (s *Server) notReady(src ReadinessSource) string {
+	if len(*s.endpoints.Load()) == 0 {
+		return "no endpoints"
+	}
+	return src.NotReady()
+}
