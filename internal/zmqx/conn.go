@@ -72,6 +72,11 @@ func (l *Listener) handshake(ctx context.Context, nc net.Conn) (*Conn, error) {
 		_ = g.Close()
 		return nil, err
 	}
+	if g.hb != nil {
+		// Both handshakes are done and every later write is a whole
+		// message, so PINGs can go out between any two writes.
+		g.startHeartbeat()
+	}
 	return newConn(g, zc), nil
 }
 
@@ -128,6 +133,16 @@ func (c *Conn) RemoteAddr() net.Addr { return c.g.RemoteAddr() }
 // Close closes the connection; a blocked ReadMsg or WriteMsg returns.
 func (c *Conn) Close() error { return c.g.Close() }
 
+// PingsSent is the number of ZMTP PINGs this connection has sent (always 0
+// without Options.HeartbeatInterval): with the connection still open it
+// shows how many heartbeats the peer has answered in time.
+func (c *Conn) PingsSent() uint64 {
+	if c.g.hb == nil {
+		return 0
+	}
+	return c.g.hb.pings.Load()
+}
+
 // Message is one ZMTP message read by Conn.ReadMsg.
 type Message struct {
 	Frames  [][]byte
@@ -137,6 +152,12 @@ type Message struct {
 // ReadMsg reads the next message. PING commands are answered with PONG and
 // PING/PONG are not returned; other commands are returned with Command set.
 // Reads obey the idle deadline and frame limits of the listener's Options.
+// With Options.HeartbeatInterval the connection also sends its own PINGs,
+// and a peer that sends nothing at all (no PONG, no message) within
+// HeartbeatTimeout of one fails ReadMsg with a *GuardError wrapping
+// ErrPeerDead: a frozen or vanished engine that keeps its TCP connection
+// open is dropped instead of holding it forever. libzmq answers PINGs by
+// itself, so a quiet engine keeps its connection.
 func (c *Conn) ReadMsg() (Message, error) {
 	for {
 		m, err := c.readOne()

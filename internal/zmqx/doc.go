@@ -38,5 +38,8 @@
 // performs the handshake (zmq4.Open), each in its own goroutine under the
 // handshake deadline, and frames are then read and written directly. This
 // sidesteps the PUB socket's unbounded queue and its writer goroutine, which
-// Close never stops.
+// Close never stops. A Conn answers its peer's PINGs in ReadMsg and, with
+// Options.HeartbeatInterval, sends its own and fails with ErrPeerDead when
+// the peer stays silent past HeartbeatTimeout: kvroute's bind mode, where
+// engines connect to a Listener, detects a frozen engine this way.
 package zmqx

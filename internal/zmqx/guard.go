@@ -103,15 +103,26 @@ type guardConn struct {
 	cmdLen   int
 	cmdOn    bool
 	hb       *heartbeat
+	// wholeMsgs: every write after the handshake is a whole message (Conn
+	// writes each message with one writev under wmu), so a command can be
+	// written at any time between two writes.
+	wholeMsgs bool
 
 	wmu sync.Mutex
 	ws  wscan
 }
 
-// newGuardConn wraps c. When ctx ends the connection is closed, which releases
-// connections go-zeromq abandons after a failed handshake.
+// newGuardConn wraps c for a Conn (kvroute's server sockets). When ctx ends
+// the connection is closed, which releases connections go-zeromq abandons
+// after a failed handshake. With Options.HeartbeatInterval the heartbeat
+// state is created here, before Close can run, and started by
+// startConnHeartbeat once the handshake is done.
 func newGuardConn(ctx context.Context, c net.Conn, o Options, pre []byte) *guardConn {
-	g := &guardConn{Conn: c, o: o, pre: pre, greeting: greetingLen}
+	g := &guardConn{Conn: c, o: o, pre: pre, greeting: greetingLen, wholeMsgs: true}
+	if o.HeartbeatInterval > 0 {
+		g.hb = &heartbeat{interval: o.HeartbeatInterval, timeout: o.HeartbeatTimeout,
+			done: make(chan struct{}), exited: make(chan struct{})}
+	}
 	g.closeWith(ctx)
 	return g
 }

@@ -108,7 +108,8 @@ func be64(b []byte) uint64 {
 }
 
 // heartbeat is the per-connection state of ZMTP heartbeats on a connection
-// owned by a go-zeromq socket (dialled or accepted through the transport).
+// owned by a go-zeromq socket (dialled or accepted through the transport),
+// or on a Conn accepted by a Listener.
 type heartbeat struct {
 	interval, timeout time.Duration
 	readBytes         atomic.Uint64 // bytes received, the liveness evidence
@@ -125,7 +126,7 @@ type heartbeat struct {
 func (g *guardConn) injectCommand(f []byte) error {
 	g.wmu.Lock()
 	defer g.wmu.Unlock()
-	if !g.ws.atBoundary() {
+	if !g.wholeMsgs && !g.ws.atBoundary() {
 		g.ws.pending = f
 		return nil
 	}

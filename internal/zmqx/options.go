@@ -45,9 +45,10 @@ type Options struct {
 	// MaxFrameSize is the largest frame body accepted (default 64 MiB). A peer
 	// announcing a larger frame fails its connection before any allocation.
 	MaxFrameSize int64 `json:"maxFrameSize"`
-	// HeartbeatInterval makes connections of go-zeromq sockets send a ZMTP
-	// PING this often after the handshake (0 = none). libzmq peers answer
-	// PING by themselves, whatever their own heartbeat settings.
+	// HeartbeatInterval makes connections of go-zeromq sockets, and those a
+	// Listener accepts, send a ZMTP PING this often after the handshake (0 =
+	// none). libzmq peers answer PING by themselves, whatever their own
+	// heartbeat settings.
 	HeartbeatInterval time.Duration `json:"heartbeatInterval"`
 	// HeartbeatTimeout fails such a connection with ErrPeerDead when nothing
 	// at all (PONG or message) arrives within this long of an unanswered
