@@ -148,6 +148,14 @@
 // supervisor's backoff is reset only by a session that delivered valid
 // messages, and its failure logs are rate-limited.
 //
+// Bind mode heartbeats every engine connection the same way (its
+// listeners send the PINGs; with heartbeats off the idle deadline applies
+// instead): a frozen or vanished engine's connection is closed within
+// HeartbeatTimeout, the endpoints it owned show as not connected
+// (EndpointStatus.Connected false, state degraded once they were live)
+// and count the loss in zmq_errors_total{operation="recv"}, and the
+// engine's next connection takes them over when it next publishes.
+//
 // When a stream goes quiet after traffic, its replay socket is asked once
 // (PoolConfig.TailProbeDelay, default 1 s) for anything after the
 // watermark: batches a publisher's high-water mark dropped at the end of a

@@ -405,7 +405,7 @@ func (p *Pool) replayClient(id string) *replay.Client {
 // EndpointStatus is a point-in-time view of one endpoint's subscription.
 type EndpointStatus struct {
 	ID         string
-	Connected  bool   // per-endpoint mode: the SUB socket is connected
+	Connected  bool   // the SUB socket is connected; bind mode: an engine connection owns the endpoint
 	Received   bool   // a message was received
 	LastSeq    uint64 // last sequence received (wire watermark)
 	HasApplied bool   // the index holds a contiguous run of the stream

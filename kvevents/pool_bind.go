@@ -3,7 +3,6 @@ package kvevents
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"strconv"
 	"sync"
@@ -38,10 +37,17 @@ const maxConnTopics = 64
 // connection ends: messages for it on any other connection are dropped
 // and counted (kvroute_kv_events_bind_foreign_total). A spoofing peer
 // therefore cannot inject blocks into, or clear (with a sequence going
-// back to 0), an endpoint whose engine is connected. An engine that
-// restarts closes its connection, so its new connection takes over; one
-// that vanished without closing (a pulled cable) is taken over once its
-// connection hits the idle deadline.
+// back to 0), an endpoint whose engine is connected.
+//
+// An engine that restarts closes its connection, so its new connection
+// takes over. Liveness is the ZMTP heartbeat (PoolConfig.HeartbeatInterval,
+// as in per-endpoint mode): each connection sends PINGs, which libzmq
+// answers by itself, and one that receives nothing within HeartbeatTimeout
+// of a PING is closed. A frozen or vanished engine (SIGSTOP, a pulled
+// cable) therefore loses its connection and its endpoints: they show as
+// not connected (EndpointStatus.Connected, state degraded once live), the
+// loss counts as a recv error of each endpoint, and the restarted engine
+// takes over. With heartbeats off the idle deadline does this instead.
 type binder struct {
 	p     *Pool
 	done  chan struct{}
@@ -57,6 +63,7 @@ type binder struct {
 type bindConn struct {
 	c     *zmqx.Conn
 	rank  int
+	from  net.Addr // the peer's address
 	cache map[string]bindEntry
 	cgen  uint64
 	owned []*stream
@@ -155,7 +162,8 @@ func (b *binder) session(rank int, addr string, onBound func()) (op string, err 
 		go func() {
 			defer wg.Done()
 			defer b.releaseConn()
-			b.serve(sctx, &bindConn{c: c, rank: rank, cache: make(map[string]bindEntry)})
+			b.serve(sctx, &bindConn{c: c, rank: rank, from: c.RemoteAddr(),
+				cache: make(map[string]bindEntry)})
 		}()
 	}
 }
@@ -182,7 +190,8 @@ func (b *binder) serve(ctx context.Context, bc *bindConn) {
 	stop := context.AfterFunc(ctx, func() { _ = bc.c.Close() })
 	defer stop()
 	defer func() { _ = bc.c.Close() }()
-	defer b.disown(bc)
+	var rerr error // why the connection ended, when the pool did not end it
+	defer func() { b.disown(bc, rerr) }()
 	// A PUB sends only what its peers subscribe to.
 	if err := bc.c.WriteMsg(append([]byte{1}, p.cfg.TopicFilter...)); err != nil {
 		p.m.ZMQErrors.WithLabelValues(p.cfg.BindAddress, "subscribe").Inc()
@@ -192,10 +201,10 @@ func (b *binder) serve(ctx context.Context, bc *bindConn) {
 		m, err := bc.c.ReadMsg()
 		if err != nil {
 			if ctx.Err() == nil {
-				// One engine's connection ended (EOF, idle deadline,
-				// oversized frame); the others are unaffected.
-				p.m.ZMQErrors.WithLabelValues(p.cfg.BindAddress, "recv").Inc()
-				p.log.Debug("KV-event connection to the bind socket ended", "rank", bc.rank, "err", err)
+				// One engine's connection ended (EOF, heartbeat timeout,
+				// idle deadline, oversized frame); the others are
+				// unaffected. disown counts it.
+				rerr = err
 			}
 			return
 		}
@@ -232,22 +241,54 @@ func (b *binder) own(st *stream, bc *bindConn) bool {
 	case nil:
 		b.owners[st] = bc
 		bc.owned = append(bc.owned, st)
+		st.connected.Store(true)
 		return true
 	}
 	return false
 }
 
-// disown releases the streams of a connection that ended. It runs after the
-// connection's last receive, so the next owner's receives follow it.
-func (b *binder) disown(bc *bindConn) {
+// disown releases the streams of a connection that ended; err is why it
+// ended (nil when the pool closed it). It runs after the connection's last
+// receive, so the next owner's receives follow it. The loss of a
+// connection that owned endpoints is counted as a recv error of each of
+// them (their state shows them disconnected); any other as one of the
+// bind address. A quiet connection closed by the idle deadline (heartbeats
+// off) counts nothing.
+func (b *binder) disown(bc *bindConn, err error) {
+	p := b.p
 	b.mu.Lock()
-	defer b.mu.Unlock()
+	var lost []string
 	for _, st := range bc.owned {
 		if b.owners[st] == bc {
 			delete(b.owners, st)
+			st.connected.Store(false)
+			if !st.closed.Load() {
+				lost = append(lost, st.id)
+			}
 		}
 	}
 	bc.owned = nil
+	b.mu.Unlock()
+	if err == nil {
+		return
+	}
+	if isTimeout(err) && !errors.Is(err, zmqx.ErrPeerDead) {
+		// The idle deadline (heartbeats off) closed a quiet connection:
+		// routine, as in per-endpoint mode; libzmq reconnects.
+		p.log.Debug("No KV events within the idle deadline; engine connection closed", "rank", bc.rank,
+			"remote", bc.from, "endpoints", lost)
+		return
+	}
+	if len(lost) == 0 {
+		p.m.ZMQErrors.WithLabelValues(p.cfg.BindAddress, "recv").Inc()
+		p.log.Debug("KV-event connection to the bind socket ended", "rank", bc.rank, "remote", bc.from, "err", err)
+		return
+	}
+	for _, id := range lost {
+		p.m.ZMQErrors.WithLabelValues(id, "recv").Inc()
+	}
+	p.log.Warn("KV-event engine connection to the bind socket lost", "rank", bc.rank, "remote", bc.from,
+		"endpoints", lost, "err", err)
 }
 
 // resolve maps a topic to its endpoint's stream, through the connection's
@@ -279,56 +320,6 @@ func (b *binder) resolve(bc *bindConn, topic []byte) bindEntry {
 	}
 	bc.cache[string(topic)] = e
 	return e
-}
-
-// offsetID is the endpoint of rank r of the engine whose topic names id:
-// host:(port + r). ok is false when id is not host:port.
-func offsetID(id string, r int) (string, bool) {
-	host, port, err := net.SplitHostPort(id)
-	if err != nil {
-		return "", false
-	}
-	n, err := strconv.Atoi(port)
-	if err != nil || n < 0 || n+r > 65535 {
-		return "", false
-	}
-	return net.JoinHostPort(host, strconv.Itoa(n+r)), true
-}
-
-// rankAddress is the bind address of rank r: the port of addr plus r.
-func rankAddress(addr string, r int) (string, error) {
-	ep, err := zmqx.Endpoint(addr)
-	if err != nil {
-		return "", err
-	}
-	if r == 0 {
-		return ep, nil
-	}
-	i := len(ep) - 1
-	for i >= 0 && ep[i] != ':' {
-		i--
-	}
-	port, err := strconv.Atoi(ep[i+1:])
-	if err != nil || port <= 0 || port+r > 65535 {
-		return "", fmt.Errorf("bindAddress %q: bindRanks %d needs an explicit port with room for every rank", addr, r+1)
-	}
-	return ep[:i+1] + strconv.Itoa(port+r), nil
-}
-
-// validateBind checks the bind-mode settings of c.
-func validateBind(c PoolConfig) error {
-	if c.BindAddress == "" {
-		return nil
-	}
-	if _, err := zmqx.Endpoint(c.BindAddress); err != nil {
-		return fmt.Errorf("kvevents: pool config: bindAddress: %w", err)
-	}
-	if c.BindRanks > 1 {
-		if _, err := rankAddress(c.BindAddress, c.BindRanks-1); err != nil {
-			return fmt.Errorf("kvevents: pool config: %w", err)
-		}
-	}
-	return nil
 }
 
 // errBindCap is only used in logs: the stream cap of bind mode was reached.

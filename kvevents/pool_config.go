@@ -109,19 +109,24 @@ type PoolConfig struct {
 	// {"enabled": true, "sampleRatio": 0.01}.
 	Tracing EventTracing `json:"tracing"`
 
-	// HeartbeatInterval is how often each subscription sends a ZMTP PING to
-	// its publisher (a duration string, default "2s"; negative disables
-	// heartbeats). libzmq answers by itself, so a quiet engine stays
-	// connected and a frozen or partitioned one is detected.
+	// HeartbeatInterval is how often each subscription, and in bind mode
+	// each engine connection, sends a ZMTP PING to the engine (a duration
+	// string, default "2s"; negative disables heartbeats). libzmq answers by
+	// itself, so a quiet engine stays connected and a frozen or partitioned
+	// one is detected.
 	HeartbeatInterval time.Duration `json:"heartbeatInterval"`
-	// HeartbeatTimeout drops a subscription whose publisher sent nothing
-	// within this long of a PING (default "5s"); the drop counts as a recv
-	// error and the subscriber reconnects.
+	// HeartbeatTimeout drops a subscription (bind mode: an engine
+	// connection) whose engine sent nothing within this long of a PING
+	// (default "5s"); the drop counts as a recv error of the endpoint, and
+	// the subscriber reconnects (bind mode: the engine does).
 	HeartbeatTimeout time.Duration `json:"heartbeatTimeout"`
 	// IdleTimeout, used only when heartbeats are disabled, recreates a
 	// subscription socket that received no byte for this long (default
 	// "60s"; negative disables). Such a recycle counts no error and no
-	// reconnection: vLLM publishes nothing while idle.
+	// reconnection: vLLM publishes nothing while idle. In bind mode it
+	// closes such an engine connection, and libzmq reconnects; the engine's
+	// endpoints show as not connected (degraded) until it publishes again,
+	// which is one more reason to keep heartbeats on.
 	IdleTimeout time.Duration `json:"idleTimeout"`
 	// TailProbeDelay: when a stream with a replay address goes quiet after
 	// traffic, its replay socket is asked once, this long after the last

@@ -23,7 +23,9 @@ const (
 	StateLive StreamState = "live"
 	// StateDegraded: the index may be stale: a gap no replay could repair
 	// (no replay address), or the subscription of a stream that was live is
-	// down (connection or heartbeat lost) and reconnecting.
+	// down (connection or heartbeat lost) and reconnecting; in bind mode,
+	// the engine connection that owned the endpoint was lost and no other
+	// has claimed it yet.
 	StateDegraded StreamState = "degraded"
 )
 
@@ -37,14 +39,13 @@ func (s EndpointStatus) withState(st *stream) EndpointStatus {
 		s.LastApplied = time.Unix(0, ns)
 	}
 	synced := st.synced.Load()
-	bind := st.p.bind != nil
-	up := s.Connected || (bind && s.Received)
+	up := s.Connected // bind mode: an engine connection owns the endpoint
 	switch {
 	case s.Replaying:
 		s.State = StateReplaying
 	case s.Degraded:
 		s.State = StateDegraded
-	case !up && synced && !bind:
+	case !up && synced:
 		s.State = StateDegraded
 	case up && (synced || st.rc == nil):
 		// Without a replay address there is nothing to catch up on: the
