@@ -118,8 +118,10 @@
 //
 // Pool keeps one supervised ZeroMQ SUB per endpoint (Ensure, Remove; or one
 // bound listener per data-parallel rank in bind mode, identities from
-// topic + rank, known endpoints only by default, each endpoint pinned to
-// the connection that delivers it). Each supervisor dials
+// topic + rank, known endpoints only by default, each topic accepted only
+// from the address of the endpoint it names unless
+// PoolConfig.BindAnySource, each endpoint pinned to the connection that
+// delivers it). Each supervisor dials
 // through kvroute's guarded transport (internal/zmqx: handshake deadline,
 // heartbeats, frame-size limit), recreates its socket after any receive
 // error with its own backoff (100 ms doubling to 2 s), and never relies on

@@ -50,6 +50,11 @@ type eventMetrics struct {
 	// endpoint that arrived on another connection while the endpoint's own
 	// connection was alive (a spoofing or misconfigured peer); dropped.
 	BindForeign prometheus.Counter
+	// kvroute_kv_events_bind_source_mismatch_total: bind-mode messages
+	// refused because their connection does not come from the address of
+	// the endpoint their topic names (PoolConfig.BindAnySource). One
+	// unlabelled series: the topic and the address come from the wire.
+	BindSourceMismatch prometheus.Counter
 }
 
 // newMetrics creates the KV-event metrics and registers them with reg. A nil
@@ -121,6 +126,10 @@ func newMetrics(reg prometheus.Registerer) (*eventMetrics, error) {
 			Name: "kvroute_kv_events_bind_foreign_total",
 			Help: "Bind-mode KV-event messages for a known endpoint dropped because another connection owns it.",
 		}),
+		BindSourceMismatch: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvroute_kv_events_bind_source_mismatch_total",
+			Help: "Bind-mode KV-event messages refused because their connection does not come from the address of the endpoint their topic names.",
+		}),
 	}
 	var err error
 	m.ActiveSubscribers = register(reg, m.ActiveSubscribers, &err)
@@ -138,6 +147,7 @@ func newMetrics(reg prometheus.Registerer) (*eventMetrics, error) {
 	m.QueueShedBytes = register(reg, m.QueueShedBytes, &err)
 	m.BindUnknown = register(reg, m.BindUnknown, &err)
 	m.BindForeign = register(reg, m.BindForeign, &err)
+	m.BindSourceMismatch = register(reg, m.BindSourceMismatch, &err)
 	if err != nil {
 		return nil, err
 	}

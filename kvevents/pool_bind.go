@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/netip"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -32,12 +33,20 @@ const maxConnTopics = 64
 // one unlabelled series (kvroute_kv_events_bind_unknown_total), never in a
 // series named after the wire's topic.
 //
-// Topics are not authenticated, so an endpoint's stream belongs to the
-// connection that first delivered one of its messages, until that
-// connection ends: messages for it on any other connection are dropped
-// and counted (kvroute_kv_events_bind_foreign_total). A spoofing peer
-// therefore cannot inject blocks into, or clear (with a sequence going
-// back to 0), an endpoint whose engine is connected.
+// Topics are not authenticated. Two rules keep a peer from taking over
+// another engine's stream:
+//   - a topic is accepted only on a connection whose source address is the
+//     host of the endpoint it names, the pod IP (see
+//     PoolConfig.BindAnySource, pool_bind_source.go); other connections'
+//     messages for it are refused and counted
+//     (kvroute_kv_events_bind_source_mismatch_total), so a peer elsewhere
+//     cannot claim it, not even while the engine restarts;
+//   - an endpoint's stream belongs to the connection that first delivered
+//     one of its messages, until that connection ends: messages for it on
+//     any other connection are dropped and counted
+//     (kvroute_kv_events_bind_foreign_total), so a second connection from
+//     the same address cannot inject blocks into, or clear (with a
+//     sequence going back to 0), an endpoint whose engine is connected.
 //
 // An engine that restarts closes its connection, so its new connection
 // takes over. Liveness is the ZMTP heartbeat (PoolConfig.HeartbeatInterval,
@@ -61,22 +70,25 @@ type binder struct {
 
 // bindConn is one accepted engine connection.
 type bindConn struct {
-	c     *zmqx.Conn
-	rank  int
-	from  net.Addr // the peer's address
-	cache map[string]bindEntry
-	cgen  uint64
-	owned []*stream
+	c      *zmqx.Conn
+	rank   int
+	from   netip.Addr // the peer's IP address (IPv4 unmapped, no zone)
+	cache  map[string]bindEntry
+	cgen   uint64
+	owned  []*stream
+	warned bool // a refused claim of a configured endpoint was logged
 }
 
 // bindEntry is the cached resolution of one topic: its stream and model, or
 // the reason its messages are dropped (id is then a configured endpoint, or
-// "" when the topic names no known endpoint).
+// "" when the topic names no known endpoint). refused: the connection does
+// not come from the endpoint's address.
 type bindEntry struct {
-	st     *stream
-	model  string
-	id     string
-	reason Reason
+	st      *stream
+	model   string
+	id      string
+	reason  Reason
+	refused bool
 }
 
 func newBinder(p *Pool) *binder {
@@ -162,7 +174,7 @@ func (b *binder) session(rank int, addr string, onBound func()) (op string, err 
 		go func() {
 			defer wg.Done()
 			defer b.releaseConn()
-			b.serve(sctx, &bindConn{c: c, rank: rank, from: c.RemoteAddr(),
+			b.serve(sctx, &bindConn{c: c, rank: rank, from: remoteIP(c.RemoteAddr()),
 				cache: make(map[string]bindEntry)})
 		}()
 	}
@@ -218,6 +230,8 @@ func (b *binder) serve(ctx context.Context, bc *bindConn) {
 		}
 		e := b.resolve(bc, m.Frames[0])
 		switch {
+		case e.refused:
+			p.m.BindSourceMismatch.Inc()
 		case e.st == nil && e.id != "":
 			p.m.drop(e.id, e.reason, 1) // a configured endpoint: its ID is no wire value
 		case e.st == nil:
@@ -305,6 +319,10 @@ func (b *binder) resolve(bc *bindConn, topic []byte) bindEntry {
 	id, model, ok := parseTopic(topic)
 	if ok && bc.rank > 0 {
 		id, ok = offsetID(id, bc.rank)
+	}
+	if ok && !b.sourceAllowed(bc, id) {
+		e.refused = true
+		ok = false
 	}
 	if ok {
 		b.p.topicSeen(id, model)

@@ -27,7 +27,19 @@ type enginePub struct {
 
 func dialEngine(t *testing.T, addr, topic string) *enginePub {
 	t.Helper()
-	c, err := net.Dial("tcp", strings.TrimPrefix(addr, "tcp://"))
+	return dialEngineFrom(t, addr, topic, "")
+}
+
+// dialEngineFrom is dialEngine from the local IP address from ("" = any):
+// every address of 127.0.0.0/8 is loopback on Linux, so a test can play
+// engines (or impostors) on several hosts.
+func dialEngineFrom(t *testing.T, addr, topic, from string) *enginePub {
+	t.Helper()
+	var d net.Dialer
+	if from != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(from)}
+	}
+	c, err := d.Dial("tcp", strings.TrimPrefix(addr, "tcp://"))
 	require.NoError(t, err)
 	greeting := make([]byte, 64)
 	copy(greeting, []byte{0xff, 0, 0, 0, 0, 0, 0, 0, 1, 0x7f, 3, 0})
@@ -140,7 +152,7 @@ func TestBindAnyTopicStreamsCapped(t *testing.T) {
 	defer e.close()
 	e.publishUntil(received(p, "127.0.0.1:7000"))
 	for i := range 40 {
-		e.topic = []byte("kv@127.0.0.2:" + strconv.Itoa(9000+i) + "@" + poolModel)
+		e.topic = []byte("kv@127.0.0.1:" + strconv.Itoa(9000+i) + "@" + poolModel)
 		e.publishN(1)
 	}
 	require.Eventually(t, func() bool { return testutil.ToFloat64(m.BindUnknown) >= 36 }, poolWait, poolTick)

@@ -190,6 +190,17 @@ type PoolConfig struct {
 	// are dropped and counted in kvroute_kv_events_bind_unknown_total (one
 	// unlabelled series).
 	BindAnyTopic bool `json:"bindAnyTopic"`
+	// BindAnySource, in bind mode, lets a connection from any address claim
+	// an endpoint's topic. By default a topic kv@<host:port>@<model> is
+	// accepted only on a connection whose source IP is <host>, the pod IP
+	// the endpoint ID names (given by the operator or found by discovery),
+	// so that a peer elsewhere cannot take over an endpoint's stream, for
+	// instance while its engine restarts; messages from another address are
+	// dropped and counted in kvroute_kv_events_bind_source_mismatch_total
+	// (one unlabelled series). An endpoint ID whose host is not an IP
+	// address matches no source. Set it when engines reach kvroute through
+	// NAT or a proxy, so that their source address is not their pod IP.
+	BindAnySource bool `json:"bindAnySource"`
 	// BindMaxStreams caps the streams bind mode creates (default 1024);
 	// beyond it messages of new endpoints are dropped and counted as
 	// unknown.

@@ -1,0 +1,73 @@
+package kvevents
+
+import (
+	"net"
+	"net/netip"
+)
+
+// sourceAllowed reports whether the connection bc may deliver messages for
+// the endpoint id (rank offset applied). In bind mode a topic names its
+// endpoint, kv@<host:port>@<model>, and an engine's PUB connects from its
+// pod, so its connection's source IP is <host>: the address the endpoint
+// ID gives, whether the operator wrote it or discovery found it. A claim
+// from any other address is refused unless PoolConfig.BindAnySource is set;
+// without that check a peer elsewhere that sends an endpoint's topic first
+// takes its stream whenever the engine's connection ends (a restart).
+//
+// Topics that the pool would not index anyway (an endpoint not passed to
+// Ensure, without BindAnyTopic, or of another rank) are left to be counted
+// as unknown, so the refusal count shows only attempts on indexed
+// endpoints. A refused claim of a configured endpoint is logged at warning
+// level once per connection (a misconfigured NAT or proxy shows there);
+// one of a topic-named endpoint only at debug level.
+func (b *binder) sourceAllowed(bc *bindConn, id string) bool {
+	p := b.p
+	if p.cfg.BindAnySource || sourceMatches(id, bc.from) {
+		return true
+	}
+	p.mu.Lock()
+	ep, known := p.known[id]
+	indexed := (known && ep.Rank == bc.rank) || (!known && p.cfg.BindAnyTopic)
+	p.mu.Unlock()
+	if !indexed {
+		return true // dropped as unknown by bindStream
+	}
+	if known && !bc.warned {
+		bc.warned = true
+		p.log.Warn("KV-event topic refused: the engine connection does not come from the endpoint's address "+
+			"(set bindAnySource behind NAT or a proxy)", "endpoint", id, "remote", bc.from, "rank", bc.rank)
+	} else {
+		p.log.Debug("KV-event topic refused: the connection does not come from the endpoint's address",
+			"remote", bc.from, "rank", bc.rank)
+	}
+	return false
+}
+
+// sourceMatches reports whether from is the IP address that the host of
+// the endpoint ID id (host:port) spells. A host that is not an IP address
+// matches nothing.
+func sourceMatches(id string, from netip.Addr) bool {
+	host, _, err := net.SplitHostPort(id)
+	if err != nil {
+		return false
+	}
+	want, err := netip.ParseAddr(host)
+	if err != nil {
+		return false
+	}
+	return from.IsValid() && want.Unmap().WithZone("") == from
+}
+
+// remoteIP is the IP address of a connection's peer, IPv4 unmapped and
+// without zone; the zero Addr when a is not a TCP address.
+func remoteIP(a net.Addr) netip.Addr {
+	ta, ok := a.(*net.TCPAddr)
+	if !ok {
+		return netip.Addr{}
+	}
+	ip, ok := netip.AddrFromSlice(ta.IP)
+	if !ok {
+		return netip.Addr{}
+	}
+	return ip.Unmap()
+}
