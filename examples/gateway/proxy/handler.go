@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -24,6 +24,9 @@ import (
 // text prompt that fits a context window, low enough to stop a runaway
 // upload.
 const DefaultMaxBodyBytes = 32 << 20
+
+// DefaultBodyReadTimeout is the default of Config.BodyReadTimeout.
+const DefaultBodyReadTimeout = 30 * time.Second
 
 // DefaultMaxIdleConnsPerHost is the default idle-connection cap per engine
 // of the Handler's own transport. The pool only ever holds as many
@@ -41,6 +44,23 @@ type Config struct {
 	// MaxBodyBytes limits the request body; a larger body is answered 413.
 	// 0 means DefaultMaxBodyBytes.
 	MaxBodyBytes int64 `json:"maxBodyBytes"`
+	// MaxBodyBytesInFlight bounds the bytes that the bodies of all requests
+	// in flight hold together, from their first byte until their response
+	// ends. Bodies are buffered as their bytes arrive, so a body holds what
+	// it has sent (at most twice that), not what its Content-Length
+	// announces. A request whose body finds no room is answered 503 with a
+	// Retry-After and counted as result "body_budget". 0 means
+	// DefaultMaxBodyBytesInFlight (or MaxBodyBytes when that is larger); a
+	// value below MaxBodyBytes is an error, since a body at the limit could
+	// never pass.
+	MaxBodyBytesInFlight int64 `json:"maxBodyBytesInFlight"`
+	// BodyReadTimeout is the time a client has to send the whole request
+	// body, counted from the end of its header; a body still incomplete then
+	// is answered 408, its connection closed, and counted as result
+	// "body_timeout". It stops clients that trickle a body to hold a
+	// connection and its buffer. The default allows DefaultMaxBodyBytes at
+	// about 1.1 MB/s. 0 means DefaultBodyReadTimeout.
+	BodyReadTimeout time.Duration `json:"bodyReadTimeout"`
 	// MaxIdleConnsPerHost caps the idle keep-alive connections the
 	// Handler's own transport keeps per engine (unused with
 	// Options.Transport). Size it at or above the peak concurrent requests
@@ -93,6 +113,7 @@ type Handler struct {
 	models    atomic.Uint64 // round-robin cursor of GET /v1/models
 	recent    recentDecisions
 	tracer    trace.Tracer // nil: no spans
+	budget    byteBudget   // request body bytes in flight
 }
 
 // New builds a Handler that routes with picker (required). Give it endpoints
@@ -107,6 +128,21 @@ func New(cfg Config, picker kvroute.Picker, opts Options) (*Handler, error) {
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	switch {
+	case cfg.MaxBodyBytesInFlight < 0:
+		return nil, fmt.Errorf("proxy: maxBodyBytesInFlight %d is negative", cfg.MaxBodyBytesInFlight)
+	case cfg.MaxBodyBytesInFlight == 0:
+		cfg.MaxBodyBytesInFlight = max(DefaultMaxBodyBytesInFlight, cfg.MaxBodyBytes)
+	case cfg.MaxBodyBytesInFlight < cfg.MaxBodyBytes:
+		return nil, fmt.Errorf("proxy: maxBodyBytesInFlight %d is below maxBodyBytes %d: a body at the limit could never be read",
+			cfg.MaxBodyBytesInFlight, cfg.MaxBodyBytes)
+	}
+	if cfg.BodyReadTimeout < 0 {
+		return nil, fmt.Errorf("proxy: bodyReadTimeout %v is negative", cfg.BodyReadTimeout)
+	}
+	if cfg.BodyReadTimeout == 0 {
+		cfg.BodyReadTimeout = DefaultBodyReadTimeout
+	}
 	if cfg.MaxIdleConnsPerHost < 0 {
 		return nil, fmt.Errorf("proxy: maxIdleConnsPerHost %d is negative", cfg.MaxIdleConnsPerHost)
 	}
@@ -114,6 +150,7 @@ func New(cfg Config, picker kvroute.Picker, opts Options) (*Handler, error) {
 		cfg.MaxIdleConnsPerHost = DefaultMaxIdleConnsPerHost
 	}
 	h := &Handler{cfg: cfg, picker: picker, transport: opts.Transport, log: opts.Logger, now: opts.Now}
+	h.budget.limit = cfg.MaxBodyBytesInFlight
 	if opts.TracerProvider != nil {
 		h.tracer = opts.TracerProvider.Tracer("github.com/kvroute/kvroute/examples/gateway/proxy")
 	}
@@ -128,7 +165,7 @@ func New(cfg Config, picker kvroute.Picker, opts Options) (*Handler, error) {
 		h.transport = h.ownsTr
 	}
 	var err error
-	if h.met, err = newMetrics(opts.Registerer); err != nil {
+	if h.met, err = newMetrics(opts.Registerer, h.budget.inUse); err != nil {
 		return nil, fmt.Errorf("proxy: metrics: %w", err)
 	}
 	empty := []kvroute.Endpoint{}
@@ -196,26 +233,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	writeError(w, kvroute.APICompletions, http.StatusNotFound, "no route for "+r.Method+" "+r.URL.Path)
 }
 
-// readBody reads the request body up to limit bytes (a larger body is an
-// *http.MaxBytesError). A declared Content-Length within the limit sizes the
-// buffer at once instead of growing it from 512 bytes by copying.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	rd := http.MaxBytesReader(w, r.Body, limit)
-	if n := r.ContentLength; n > 0 && n <= limit {
-		// The server ends the body at Content-Length, so n bytes are all.
-		buf := make([]byte, n)
-		if _, err := io.ReadFull(rd, buf); err != nil {
-			return nil, err
-		}
-		return buf, nil
-	}
-	return io.ReadAll(rd)
-}
-
 func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api kvroute.API) {
 	start := h.now()
 	am := h.met.byAPI[api]
-	body, err := readBody(w, r, h.cfg.MaxBodyBytes)
+	body, held, err := h.readBodyTimed(w, r)
+	defer h.budget.release(held) // after the response: forward holds the body until then
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		switch {
@@ -223,6 +245,20 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api kvr
 			am.results[ResultBodyTooLarge].Inc()
 			writeError(w, api, http.StatusRequestEntityTooLarge,
 				fmt.Sprintf("request body exceeds the gateway's limit of %d bytes", tooLarge.Limit))
+		case errors.Is(err, errBodyBudget):
+			am.results[ResultBodyBudget].Inc()
+			// The unread rest of the body stays on the connection: close it.
+			w.Header().Set("Connection", "close")
+			w.Header().Set("Retry-After", "1")
+			writeError(w, api, http.StatusServiceUnavailable, fmt.Sprintf(
+				"the gateway is holding its limit of %d bytes of request bodies in flight; retry later", h.cfg.MaxBodyBytesInFlight))
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			// Checked before the context: net/http cancels it on the
+			// connection's read error.
+			am.results[ResultBodyTimeout].Inc()
+			w.Header().Set("Connection", "close")
+			writeError(w, api, http.StatusRequestTimeout, fmt.Sprintf(
+				"the request body did not arrive within the gateway's body read timeout of %v", h.cfg.BodyReadTimeout))
 		case r.Context().Err() != nil:
 			am.results[ResultClientAbort].Inc()
 		default:
@@ -335,7 +371,8 @@ func openAIType(status int) string {
 	switch status {
 	case http.StatusNotFound:
 		return "NotFoundError"
-	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusMethodNotAllowed, http.StatusConflict:
+	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusMethodNotAllowed, http.StatusConflict,
+		http.StatusRequestTimeout:
 		return "BadRequestError"
 	case http.StatusServiceUnavailable:
 		return "ServiceUnavailableError"
@@ -350,7 +387,7 @@ func anthropicType(status int) string {
 		return "not_found_error"
 	case http.StatusRequestEntityTooLarge:
 		return "request_too_large"
-	case http.StatusBadRequest, http.StatusMethodNotAllowed, http.StatusConflict:
+	case http.StatusBadRequest, http.StatusMethodNotAllowed, http.StatusConflict, http.StatusRequestTimeout:
 		return "invalid_request_error"
 	case http.StatusServiceUnavailable:
 		return "overloaded_error"

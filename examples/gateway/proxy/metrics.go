@@ -26,6 +26,12 @@ const (
 	ResultClientAbort Result = "client_abort"
 	// ResultBodyTooLarge: the request body exceeded Config.MaxBodyBytes (413).
 	ResultBodyTooLarge Result = "body_too_large"
+	// ResultBodyBudget: the body found no room in Config.MaxBodyBytesInFlight
+	// (503 with Retry-After).
+	ResultBodyBudget Result = "body_budget"
+	// ResultBodyTimeout: the body did not arrive within
+	// Config.BodyReadTimeout (408, connection closed).
+	ResultBodyTimeout Result = "body_timeout"
 	// ResultBadRequest: the body was unreadable or not a JSON object (400),
 	// named a model the router does not index (400), or its X-Request-Id
 	// was invalid (400) or already in flight (409).
@@ -35,7 +41,7 @@ const (
 )
 
 var results = []Result{ResultSuccess, ResultUpstreamStatus, ResultUpstreamUnreachable, ResultUpstreamBroken,
-	ResultClientAbort, ResultBodyTooLarge, ResultBadRequest, ResultNoEndpoint}
+	ResultClientAbort, ResultBodyTooLarge, ResultBodyBudget, ResultBodyTimeout, ResultBadRequest, ResultNoEndpoint}
 
 var apis = []kvroute.API{kvroute.APICompletions, kvroute.APIChatCompletions, kvroute.APIMessages, kvroute.APIResponses}
 
@@ -55,10 +61,12 @@ type metrics struct {
 // latencyBuckets span 1 ms to ~65 s.
 var latencyBuckets = prometheus.ExponentialBuckets(0.001, 2, 17)
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+// newMetrics builds the gateway's metrics and registers them on reg (nil:
+// none); bodyBytes reads the request body bytes in flight.
+func newMetrics(reg prometheus.Registerer, bodyBytes func() int64) (*metrics, error) {
 	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kvroute_gateway_requests_total",
-		Help: "Inference requests handled by the gateway, by API and result (success, upstream_status, upstream_unreachable, upstream_broken, client_abort, body_too_large, bad_request, no_endpoint).",
+		Help: "Inference requests handled by the gateway, by API and result (success, upstream_status, upstream_unreachable, upstream_broken, client_abort, body_too_large, body_budget, body_timeout, bad_request, no_endpoint).",
 	}, []string{"api", "result"})
 	pick := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "kvroute_gateway_pick_duration_seconds",
@@ -74,8 +82,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Name: "kvroute_gateway_usage_total",
 		Help: "Successful responses read for the engine's cached prompt tokens (observeCachedTokens), by result: observed, no_usage, too_large, invalid.",
 	}, []string{"result"})
+	inFlight := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "kvroute_gateway_request_body_bytes_in_flight",
+		Help: "Bytes of request body buffers held by requests in flight, bounded by maxBodyBytesInFlight.",
+	}, func() float64 { return float64(bodyBytes()) })
 	if reg != nil {
-		for _, c := range []prometheus.Collector{requests, pick, first, usage} {
+		for _, c := range []prometheus.Collector{requests, pick, first, usage, inFlight} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
