@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -131,7 +132,7 @@ func TestGatewayRefusesBodiesPastItsInFlightBudgetAndReleasesIt(t *testing.T) {
 	require.Equal(t, "1", resp.Header.Get("Retry-After"))
 	require.Contains(t, got, "limit of 1048576 bytes of request bodies in flight")
 	require.Equal(t, 1.0, counter(t, h.reg, "chat_completions", ResultBodyBudget))
-	gauge := gaugeValue(t, h, "kvroute_gateway_request_body_bytes_in_flight")
+	gauge := metricValue(t, h.reg, "kvroute_gateway_request_body_bytes_in_flight")
 	require.Equal(t, float64(holders*size), gauge)
 
 	// The holders finish their bodies and are served; the budget returns
@@ -162,14 +163,18 @@ func TestGatewayRefusesBodiesPastItsInFlightBudgetAndReleasesIt(t *testing.T) {
 	require.Eventually(t, func() bool { return h.handler.budget.inUse() == 0 }, wait, time.Millisecond)
 }
 
-// gaugeValue reads an unlabelled gauge from the harness's registry.
-func gaugeValue(t *testing.T, h *harness, name string) float64 {
+// metricValue reads an unlabelled counter or gauge from reg.
+func metricValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
-	mfs, err := h.reg.Gather()
+	mfs, err := reg.Gather()
 	require.NoError(t, err)
 	for _, mf := range mfs {
 		if mf.GetName() == name {
-			return mf.GetMetric()[0].GetGauge().GetValue()
+			m := mf.GetMetric()[0]
+			if c := m.GetCounter(); c != nil {
+				return c.GetValue()
+			}
+			return m.GetGauge().GetValue()
 		}
 	}
 	t.Fatalf("no metric %s", name)

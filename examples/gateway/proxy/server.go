@@ -42,6 +42,16 @@ type ServerConfig struct {
 	Proxy Config
 	// Endpoints are the initial endpoints; SetEndpoints replaces them.
 	Endpoints []kvroute.Endpoint
+	// ReadHeaderTimeout is the time a client has to send a request's
+	// header: from the connection's start for its first request, from the
+	// first byte of each later one on a keep-alive connection. A connection
+	// whose header is late is closed and counted in
+	// kvroute_gateway_header_timeouts_total. The body has
+	// Proxy.BodyReadTimeout after it. 0 means DefaultReadHeaderTimeout.
+	ReadHeaderTimeout time.Duration
+	// IdleTimeout is how long a keep-alive connection may wait for its next
+	// request before it is closed. 0 means DefaultIdleTimeout.
+	IdleTimeout time.Duration
 }
 
 // Server is a running gateway: a Handler on an http.Server with /metrics
@@ -56,6 +66,8 @@ type Server struct {
 	log      *slog.Logger
 	handlers sync.WaitGroup // requests being served
 	served   chan error     // Serve's result
+
+	headerTimeouts *headerTimeouts
 
 	shutdownOnce sync.Once
 	shutdownErr  error
@@ -74,7 +86,19 @@ func NewServer(cfg ServerConfig, opts Options) (*Server, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{registry: prometheus.NewRegistry(), log: logger, served: make(chan error, 1)}
+	switch {
+	case cfg.ReadHeaderTimeout < 0:
+		return nil, fmt.Errorf("proxy: readHeaderTimeout %v is negative", cfg.ReadHeaderTimeout)
+	case cfg.ReadHeaderTimeout == 0:
+		cfg.ReadHeaderTimeout = DefaultReadHeaderTimeout
+	}
+	switch {
+	case cfg.IdleTimeout < 0:
+		return nil, fmt.Errorf("proxy: idleTimeout %v is negative", cfg.IdleTimeout)
+	case cfg.IdleTimeout == 0:
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	s := &Server{registry: prometheus.NewRegistry(), log: logger, served: make(chan error, 1), headerTimeouts: newHeaderTimeouts()}
 	if err := s.registry.Register(collectors.NewGoCollector()); err != nil {
 		return nil, err
 	}
@@ -113,6 +137,9 @@ func NewServer(cfg ServerConfig, opts Options) (*Server, error) {
 			return nil, err
 		}
 	}
+	if err := s.registry.Register(s.headerTimeouts.count); err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, err
@@ -120,11 +147,13 @@ func NewServer(cfg ServerConfig, opts Options) (*Server, error) {
 	s.ln = ln
 	s.srv = &http.Server{
 		Handler:           s.mux(),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
+		ConnState:         s.headerTimeouts.connState,
+		ConnContext:       s.headerTimeouts.connContext,
 	}
-	go func() { s.served <- s.srv.Serve(ln) }()
+	go func() { s.served <- s.srv.Serve(s.headerTimeouts.listener(ln)) }()
 	ok = true
 	return s, nil
 }
@@ -143,6 +172,7 @@ func (s *Server) mux() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.handlers.Add(1)
 		defer s.handlers.Done()
+		handlerStarted(r)
 		m.ServeHTTP(w, r)
 	})
 }
