@@ -46,12 +46,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&listen, "listen", ":8080", "address to serve on")
 	fs.StringVar(&list, "endpoints", "", "comma-separated engine addresses ip:port (the identity in their KV-event topics)")
 	fs.StringVar(&epsFile, "endpoints-file", "", "YAML or JSON file with the endpoints: [{\"id\":\"ip:port\",\"address\":\"http://...\",\"labels\":{...}}]")
-	fs.StringVar(&cfgFile, "config", "", "kvroute router configuration (YAML or JSON); flags below override it")
+	fs.StringVar(&cfgFile, "config", "", "kvroute router configuration (YAML or JSON), with the gateway's client limits and timeouts under \"gateway\"; flags below override it")
 	fs.StringVar(&model, "model", "", "base model name the engines serve")
 	fs.IntVar(&eventsPort, "events-port", kvroute.DefaultEventsPort, "engines' KV-event PUB port (vLLM kv-events-config endpoint)")
 	fs.IntVar(&replay, "replay-port", kvroute.DefaultReplayPort, "engines' KV-event replay port (replay_endpoint); 0 disables replay")
 	fs.StringVar(&policy, "policy", string(proxy.PolicyPrecise), "routing policy: precise or round-robin")
-	fs.Int64Var(&maxBody, "max-body-bytes", proxy.DefaultMaxBodyBytes, "request body limit; larger bodies get 413")
+	fs.Int64Var(&maxBody, "max-body-bytes", proxy.DefaultMaxBodyBytes, "request body limit; larger bodies get 413 (overrides the config's gateway.maxBodyBytes)")
 	fs.BoolVar(&observeCached, "observe-cached-tokens", false, "read the engines' reported cached prompt tokens (vLLM --enable-prompt-tokens-details) from every response and compare them with the router's prediction")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long requests in flight may finish after SIGINT/SIGTERM")
 	fs.StringVar(&level, "log-level", "info", "log level: debug, info, warn or error")
@@ -73,9 +73,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return options{}, fmt.Errorf("--log-level: %w", err)
 	}
 	cfg := kvroute.DefaultConfig()
+	var gw gatewayConfig
 	if cfgFile != "" {
 		var err error
-		if cfg, err = loadConfigFile(cfgFile); err != nil {
+		if cfg, gw, err = loadConfigFile(cfgFile); err != nil {
 			return options{}, fmt.Errorf("--config %s: %w", cfgFile, err)
 		}
 	}
@@ -133,6 +134,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	default:
 		return options{}, errors.New("--endpoints or --endpoints-file is required")
 	}
+	if !set["max-body-bytes"] && gw.MaxBodyBytes > 0 {
+		maxBody = gw.MaxBodyBytes
+	}
 	if maxBody <= 0 {
 		return options{}, fmt.Errorf("--max-body-bytes must be > 0, got %d", maxBody)
 	}
@@ -143,8 +147,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		Listen:    listen,
 		Policy:    proxy.Policy(policy),
 		Router:    cfg,
-		Proxy:     proxy.Config{Model: cfg.Model, MaxBodyBytes: maxBody, ObserveCachedTokens: observeCached},
 		Endpoints: eps,
+	}
+	gw.apply(&o.server)
+	o.server.Proxy.Model = cfg.Model
+	o.server.Proxy.MaxBodyBytes = maxBody
+	o.server.Proxy.ObserveCachedTokens = observeCached
+	if b := o.server.Proxy.MaxBodyBytesInFlight; b > 0 && b < maxBody {
+		return options{}, fmt.Errorf("gateway.maxBodyBytesInFlight %d is below the body limit %d: a body at the limit could never be read", b, maxBody)
 	}
 	return o, nil
 }
@@ -242,12 +252,25 @@ func readYAML(path string) ([]byte, error) {
 	return out, nil
 }
 
-// loadConfigFile reads a router configuration in YAML or JSON with
-// kvroute.LoadConfig's rules.
-func loadConfigFile(path string) (kvroute.Config, error) {
+// loadConfigFile reads a configuration in YAML or JSON: its "gateway"
+// section with the gateway's client limits, and the rest as a router
+// configuration with kvroute.LoadConfig's rules.
+func loadConfigFile(path string) (kvroute.Config, gatewayConfig, error) {
 	data, err := readYAML(path)
 	if err != nil {
-		return kvroute.Config{}, err
+		return kvroute.Config{}, gatewayConfig{}, err
 	}
-	return kvroute.LoadConfig(bytes.NewReader(data))
+	section, router, err := splitGatewaySection(data)
+	if err != nil {
+		return kvroute.Config{}, gatewayConfig{}, err
+	}
+	gw, err := decodeGatewaySection(section)
+	if err != nil {
+		return kvroute.Config{}, gatewayConfig{}, err
+	}
+	cfg, err := kvroute.LoadConfig(bytes.NewReader(router))
+	if err != nil {
+		return kvroute.Config{}, gatewayConfig{}, err
+	}
+	return cfg, gw, nil
 }

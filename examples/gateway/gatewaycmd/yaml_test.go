@@ -93,7 +93,7 @@ func TestDefaultConfigRoundTripsThroughYAML(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(out), "ttl: 2s")
 	require.Contains(t, string(out), "maxTTFTPenalty: 18s")
-	back, err := loadConfigFile(writeFile(t, "default.yaml", string(out)))
+	back, _, err := loadConfigFile(writeFile(t, "default.yaml", string(out)))
 	require.NoError(t, err)
 	require.Equal(t, def, back)
 
