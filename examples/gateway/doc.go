@@ -54,6 +54,24 @@
 //
 // The --model, --events-port and --replay-port flags override it when given.
 //
+// The file's "gateway" section, read by the same rules, holds the limits the
+// gateway puts on its clients (the values shown are the defaults):
+//
+//	gateway:
+//	  maxBodyBytes: 33554432          # larger bodies get 413; --max-body-bytes overrides it
+//	  maxBodyBytesInFlight: 536870912 # bytes all bodies in flight may hold; past it 503 + Retry-After
+//	  readHeaderTimeout: 10s          # a request header must arrive within it, or the connection closes
+//	  bodyReadTimeout: 30s            # the whole body must arrive within it after the header, or 408
+//	  idleTimeout: 2m                 # a keep-alive connection may wait this long for its next request
+//
+// Bodies are buffered as their bytes arrive, so maxBodyBytesInFlight bounds
+// what clients have sent, not what their Content-Length announces; a body is
+// charged until its response ends. A body refused for the budget or the
+// timeout is counted in kvroute_gateway_requests_total with the result
+// body_budget or body_timeout, a connection closed for a late header in
+// kvroute_gateway_header_timeouts_total, and
+// kvroute_gateway_request_body_bytes_in_flight shows the budget in use.
+//
 // Routes: POST /v1/completions, /v1/chat/completions, /v1/messages and
 // /v1/responses are routed and proxied, streaming responses (server-sent
 // events) pass through as they arrive; GET /v1/models is forwarded to an

@@ -7,7 +7,11 @@
 // /v1/responses the Handler
 //
 //  1. reads the body up to Config.MaxBodyBytes (413 beyond it, 400 for a body
-//     that is not a JSON object),
+//     that is not a JSON object) within Config.BodyReadTimeout (408 and the
+//     connection closed after it), into a buffer that grows as the bytes
+//     arrive (a Content-Length sizes none beyond 64 KiB) and is charged to a
+//     gateway-wide budget of Config.MaxBodyBytesInFlight until the response
+//     ends (503 with Retry-After when the budget has no room),
 //  2. calls Pick with the body, the inbound header and the model the body
 //     names (a model other than Config.Model is taken as a LoRA adapter name,
 //     which roots the block keys as vLLM's lora_name does),
@@ -40,12 +44,17 @@
 // GET /v1/models is forwarded to the endpoints in turn without a routing
 // decision. Server bundles a Handler, a Router, a Prometheus registry
 // (/metrics) and /health behind an http.Server with graceful shutdown; it is
-// what the gateway command and the demo run. RoundRobin is a cache-blind
-// Picker for comparisons.
+// what the gateway command and the demo run. It closes a client connection
+// whose request header takes longer than ServerConfig.ReadHeaderTimeout
+// (10 s by default) or that waits idle between requests longer than
+// ServerConfig.IdleTimeout (2 min). RoundRobin is a cache-blind Picker for
+// comparisons.
 //
-// Metrics (on Options.Registerer): kvroute_gateway_requests_total{api,result},
-// kvroute_gateway_pick_duration_seconds{api} and
+// Metrics (on Options.Registerer): kvroute_gateway_requests_total{api,result}
+// (the results body_budget and body_timeout count the bodies refused for the
+// budget and the timeout), kvroute_gateway_pick_duration_seconds{api},
 // kvroute_gateway_first_chunk_seconds{api} (request received to first
 // upstream response bytes: render, routing and the engine's time to first
-// token).
+// token) and kvroute_gateway_request_body_bytes_in_flight; a Server adds
+// kvroute_gateway_header_timeouts_total.
 package proxy
