@@ -122,7 +122,7 @@ func splitGatewaySection(data []byte) (gateway json.RawMessage, router []byte, e
 	if _, err := dec.Token(); err != nil { // the closing brace
 		return nil, data, nil
 	}
-	if _, err := dec.Token(); err == nil { // data after the object
+	if len(bytes.TrimLeft(data[dec.InputOffset():], " \t\r\n")) > 0 { // data after the object
 		return nil, data, nil
 	}
 	rest.WriteByte('}')

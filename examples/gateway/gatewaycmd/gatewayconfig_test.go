@@ -2,7 +2,9 @@ package gatewaycmd
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -137,4 +139,42 @@ func TestRunAppliesTheGatewaySection(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("run did not return after cancellation")
 	}
+}
+
+// FuzzSplitGatewaySection checks splitGatewaySection against encoding/json:
+// a JSON object comes apart into its "gateway" member and the other
+// members, unchanged; anything else comes back whole for LoadConfig.
+func FuzzSplitGatewaySection(f *testing.F) {
+	for _, s := range []string{`{"model":"m","gateway":{"idleTimeout":"1s"},"blockSize":16}`, `{"gateway":1,"gateway":2}`,
+		`{"gat\u0065way":{}}`, `[]`, `{"a":1} {}`, `{"a":`, ` {"model" : "m" , "events" : {"enabled":false}} `, "{\"\xff\":1}"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		gw, rest, err := splitGatewaySection(data)
+		var all map[string]json.RawMessage
+		isObject := json.Unmarshal(data, &all) == nil && bytes.HasPrefix(bytes.TrimLeft(data, " \t\r\n"), []byte("{"))
+		if !isObject {
+			if err == nil {
+				require.Equal(t, data, rest, "not an object: returned whole")
+				require.Nil(t, gw)
+			}
+			return
+		}
+		if err != nil {
+			require.ErrorContains(t, err, "gateway: key given twice")
+			return
+		}
+		var got map[string]json.RawMessage
+		require.NoError(t, json.Unmarshal(rest, &got), "rest %q", rest)
+		if want, ok := all[gatewaySection]; ok {
+			require.Equal(t, string(want), string(gw))
+			delete(all, gatewaySection)
+		} else {
+			require.Nil(t, gw)
+		}
+		require.Len(t, got, len(all))
+		for k, v := range all {
+			require.Equal(t, string(v), string(got[k]), "member %q", k)
+		}
+	})
 }
