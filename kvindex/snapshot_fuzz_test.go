@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"testing"
 
@@ -120,7 +121,15 @@ func FuzzSnapshotSection(f *testing.F) {
 			t.Fatal(err)
 		}
 		defer ix.Close()
-		_, err = ix.ReadSnapshot(bytes.NewReader(forgeSection(body, uint64(entries), uint64(members))), SnapshotReadOptions{})
+		data := forgeSection(body, uint64(entries), uint64(members))
+		_, err = ix.ReadSnapshot(bytes.NewReader(data), SnapshotReadOptions{})
+		// The same bytes in pieces of 1 to 7 bytes read to the same result.
+		pieces, _ := New(Config{BlockSize: testBS, SweepInterval: -1, MaxBlocksPerEndpoint: 1 << 12}, Options{})
+		defer pieces.Close()
+		_, perr := pieces.ReadSnapshot(bytes.NewReader(data), SnapshotReadOptions{pieceMax: 1 + len(body)%7})
+		if fmt.Sprint(err) != fmt.Sprint(perr) || !reflect.DeepEqual(dumpIndex(ix), dumpIndex(pieces)) {
+			t.Fatalf("read whole: %v; in pieces of %d bytes: %v", err, 1+len(body)%7, perr)
+		}
 		if err != nil {
 			if s := ix.Stats(); s.Memberships != 0 || s.Endpoints != 0 {
 				t.Fatalf("refused snapshot left %+v", s)

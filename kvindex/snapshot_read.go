@@ -1,7 +1,6 @@
 package kvindex
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -15,11 +14,14 @@ import (
 // valid.
 type SnapshotReadOptions struct {
 	// MaxSectionBytes bounds one endpoint section (default
-	// DefaultMaxSnapshotSectionBytes). A section is buffered whole before
-	// its checksum is checked, so this is the reader's memory bound; the
-	// buffer grows only as bytes actually arrive, so a forged length on a
-	// short input costs nothing.
+	// DefaultMaxSnapshotSectionBytes). A section is held whole until its
+	// checksum and contents are checked, so this is the reader's memory
+	// bound: a section of N bytes costs N bytes plus at most 1 MiB, in
+	// pieces allocated only as its bytes arrive (a forged length on a
+	// short input costs what arrived plus one piece).
 	MaxSectionBytes int64
+
+	pieceMax int // largest piece of a section (0: snapPieceMax); tests set tiny pieces
 }
 
 // ReadSnapshot loads a snapshot written by WriteSnapshot into ix and
@@ -95,7 +97,8 @@ func (ix *Index) ReadSnapshot(r io.Reader, opts SnapshotReadOptions) (info Snaps
 		return info, fail(ErrSnapshotBlockSize, "block size %d, this index uses %d", info.BlockSize, ix.blockSize)
 	}
 
-	var body bytes.Buffer
+	var body sectionBuf
+	body.max = opts.pieceMax
 	var frame [5]byte
 	var sum [8]byte
 	for {
@@ -115,8 +118,9 @@ func (ix *Index) ReadSnapshot(r io.Reader, opts SnapshotReadOptions) (info Snaps
 		if n > maxSec {
 			return info, fail(ErrSnapshotTooLarge, "section of %d bytes, limit %d", n, maxSec)
 		}
-		body.Reset()
-		if got, err := io.CopyN(&body, cr, n); err != nil {
+		d := xxhash.New()
+		_, _ = d.Write(frame[:])
+		if got, err := body.read(cr, n, d); err != nil {
 			if errors.Is(err, io.EOF) {
 				return info, fail(ErrSnapshotTruncated, "section body: %d of %d bytes", got, n)
 			}
@@ -127,13 +131,10 @@ func (ix *Index) ReadSnapshot(r io.Reader, opts SnapshotReadOptions) (info Snaps
 		if err := readFull(sum[:], "section checksum"); err != nil {
 			return info, err
 		}
-		d := xxhash.New()
-		_, _ = d.Write(frame[:])
-		_, _ = d.Write(body.Bytes())
 		if d.Sum64() != binary.LittleEndian.Uint64(sum[:]) {
 			return info, fail(ErrSnapshotChecksum, "section %d", len(info.Endpoints))
 		}
-		se, err := ix.checkSection(body.Bytes())
+		se, err := ix.checkSection(&body)
 		if err != nil {
 			sentinel := ErrSnapshotMalformed
 			if errors.Is(err, ErrSnapshotTooLarge) {
@@ -146,7 +147,7 @@ func (ix *Index) ReadSnapshot(r io.Reader, opts SnapshotReadOptions) (info Snaps
 			return info, fail(ErrSnapshotConflict, "endpoint %q", se.Name)
 		}
 		loaded = append(loaded, se.Name)
-		ix.loadSection(body.Bytes())
+		ix.loadSection(&body)
 		info.Endpoints = append(info.Endpoints, se)
 		info.Entries += int64(se.Entries)
 		info.Memberships += int64(se.Memberships)
@@ -202,56 +203,6 @@ func (ix *Index) rollback(names []string) {
 	}
 }
 
-// secCursor reads a section body; the first error sticks.
-type secCursor struct {
-	b   []byte
-	err error
-}
-
-func (c *secCursor) failf(format string, args ...any) {
-	if c.err == nil {
-		c.err = fmt.Errorf("%w: "+format, append([]any{ErrSnapshotMalformed}, args...)...)
-	}
-}
-
-func (c *secCursor) uvarint(what string, max uint64) uint64 {
-	if c.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(c.b)
-	if n <= 0 {
-		c.failf("%s: bad varint", what)
-		return 0
-	}
-	c.b = c.b[n:]
-	if v > max {
-		c.failf("%s %d exceeds %d", what, v, max)
-		return 0
-	}
-	return v
-}
-
-func (c *secCursor) bytes(what string, n uint64) []byte {
-	if c.err != nil {
-		return nil
-	}
-	if uint64(len(c.b)) < n {
-		c.failf("%s: %d bytes, %d left", what, n, len(c.b))
-		return nil
-	}
-	p := c.b[:n]
-	c.b = c.b[n:]
-	return p
-}
-
-func (c *secCursor) u64(what string) uint64 {
-	p := c.bytes(what, 8)
-	if p == nil {
-		return 0
-	}
-	return binary.LittleEndian.Uint64(p)
-}
-
 // sectionVisitor receives a section's contents as it is parsed.
 type sectionVisitor struct {
 	header func(name string, pos []byte, hasPos bool, tiers []string)
@@ -260,16 +211,16 @@ type sectionVisitor struct {
 
 // parseSection parses and bounds-checks a section body, calling v (when
 // set) for its parts.
-func (ix *Index) parseSection(b []byte, v *sectionVisitor) (se SnapshotEndpoint, err error) {
-	c := &secCursor{b: b}
-	name := c.bytes("name", c.uvarint("name length", MaxSnapshotNameBytes))
+func (ix *Index) parseSection(b *sectionBuf, v *sectionVisitor) (se SnapshotEndpoint, err error) {
+	c := b.cursor()
+	name := string(c.bytes("name", c.uvarint("name length", MaxSnapshotNameBytes)))
 	if c.err == nil && len(name) == 0 {
 		c.failf("empty endpoint name")
 	}
 	posLen := c.uvarint("position length", MaxPositionBytes+1)
 	var pos []byte
 	if posLen > 0 {
-		pos = c.bytes("position", posLen-1)
+		pos = append([]byte{}, c.bytes("position", posLen-1)...)
 	}
 	nt := c.uvarint("tier count", maxTiers)
 	var tierBuf [maxTiers]string
@@ -284,10 +235,7 @@ func (ix *Index) parseSection(b []byte, v *sectionVisitor) (se SnapshotEndpoint,
 	if c.err != nil {
 		return se, c.err
 	}
-	se = SnapshotEndpoint{Name: string(name), HasPosition: posLen > 0}
-	if se.HasPosition {
-		se.Position = append([]byte{}, pos...)
-	}
+	se = SnapshotEndpoint{Name: name, HasPosition: posLen > 0, Position: pos}
 	if v != nil && v.header != nil {
 		v.header(se.Name, pos, se.HasPosition, tiers)
 	}
@@ -299,8 +247,8 @@ func (ix *Index) parseSection(b []byte, v *sectionVisitor) (se SnapshotEndpoint,
 		return se, fmt.Errorf("%w: endpoint %q has %d blocks, this index holds at most %d per endpoint",
 			ErrSnapshotTooLarge, se.Name, ne, ix.maxBlocks)
 	}
-	if ne > uint64(len(c.b))/17 { // an entry takes at least 17 bytes
-		return se, fmt.Errorf("%w: %d entries in %d bytes", ErrSnapshotMalformed, ne, len(c.b))
+	if ne > uint64(c.left)/17 { // an entry takes at least 17 bytes
+		return se, fmt.Errorf("%w: %d entries in %d bytes", ErrSnapshotMalformed, ne, c.left)
 	}
 	var pairBuf [16]pair
 	for i := uint64(0); i < ne && c.err == nil; i++ {
@@ -309,19 +257,19 @@ func (ix *Index) parseSection(b []byte, v *sectionVisitor) (se SnapshotEndpoint,
 		np := c.uvarint("pair count", maxSnapshotPairs)
 		pairs := pairBuf[:0]
 		for j := uint64(0); j < np && c.err == nil; j++ {
-			tb := c.bytes("tier", 1)
+			tier := c.u8("tier")
 			g := c.uvarint("group", 1<<31)
 			cnt := c.uvarint("count", maxSnapshotCount)
 			if c.err != nil {
 				break
 			}
 			switch {
-			case int(tb[0]) >= len(tiers):
-				c.failf("tier %d of %d", tb[0], len(tiers))
+			case int(tier) >= len(tiers):
+				c.failf("tier %d of %d", tier, len(tiers))
 			case cnt == 0:
 				c.failf("zero reference count")
 			}
-			pairs = append(pairs, pair{tier: tb[0], group: int32(int64(g) - 1), count: uint32(cnt)})
+			pairs = append(pairs, pair{tier: tier, group: int32(int64(g) - 1), count: uint32(cnt)})
 		}
 		if c.err != nil {
 			break
@@ -334,21 +282,21 @@ func (ix *Index) parseSection(b []byte, v *sectionVisitor) (se SnapshotEndpoint,
 			v.entry(h, key, pairs)
 		}
 	}
-	if c.err == nil && len(c.b) != 0 {
-		c.failf("%d bytes after the entries", len(c.b))
+	if c.err == nil && c.left != 0 {
+		c.failf("%d bytes after the entries", c.left)
 	}
 	return se, c.err
 }
 
 // checkSection validates a section body without applying it. Errors wrap
 // ErrSnapshotMalformed or ErrSnapshotTooLarge.
-func (ix *Index) checkSection(b []byte) (SnapshotEndpoint, error) {
+func (ix *Index) checkSection(b *sectionBuf) (SnapshotEndpoint, error) {
 	return ix.parseSection(b, nil)
 }
 
 // loadSection applies a validated section body: the endpoint's position,
 // then its entries in order.
-func (ix *Index) loadSection(b []byte) {
+func (ix *Index) loadSection(b *sectionBuf) {
 	var pl *PositionLock
 	var ep *endpoint
 	var tierMap [maxTiers]uint8
