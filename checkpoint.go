@@ -23,6 +23,10 @@ const (
 	// DefaultBootstrapTimeout bounds loading the state from one source
 	// (a peer's whole transfer, or a file).
 	DefaultBootstrapTimeout = 2 * time.Minute
+	// DefaultMaxSnapshotSectionBytes bounds one endpoint section of a
+	// checkpoint file or a peer's snapshot: the memory a restore holds at
+	// once is about one section.
+	DefaultMaxSnapshotSectionBytes = kvindex.DefaultMaxSnapshotSectionBytes
 )
 
 // CheckpointConfig configures the index checkpoint: a file the Router
@@ -42,19 +46,33 @@ type CheckpointConfig struct {
 	Interval time.Duration `json:"interval"`
 }
 
-// BootstrapConfig configures loading the index from peer replicas when the
-// Router starts, and the token its own SnapshotHandler requires.
+// BootstrapConfig configures loading the index when the Router starts —
+// from peer replicas, then the checkpoint file — and the token its own
+// SnapshotHandler requires.
 type BootstrapConfig struct {
-	// Peers are the URLs of peer Routers' snapshot handlers, tried in
-	// order; the first that delivers a valid snapshot wins. Peers are tried
-	// before the checkpoint file (a live peer's state is newer).
+	// Peers are the URLs of peer Routers' snapshot handlers, asked in
+	// order: when the peer asked has not begun sending its snapshot within
+	// half of progressTimeout (at most a second), the next is asked too,
+	// and the first to begin sending is loaded (the others are cancelled,
+	// and asked again should it fail). The first valid snapshot wins. Peers
+	// are tried before the checkpoint file (a live peer's state is newer).
 	Peers []string `json:"peers"`
 	// Token is the shared bearer token: sent to peers, and required by
 	// this Router's SnapshotHandler when non-empty.
 	Token string `json:"token"`
-	// Timeout bounds loading from one source, a duration string (default
-	// "2m").
+	// Timeout bounds loading from one source — one peer's whole transfer,
+	// or the file — a duration string (default "2m").
 	Timeout time.Duration `json:"timeout"`
+	// ProgressTimeout abandons a peer that sends nothing for this long,
+	// before its response headers or mid-stream, for the next one; counted
+	// in kvroute_index_restore_total as result "timeout". A duration string
+	// (default "5s").
+	ProgressTimeout time.Duration `json:"progressTimeout"`
+	// MaxSectionBytes bounds one endpoint section of a peer's snapshot or
+	// the checkpoint file; a larger one is refused ("too_large"). A
+	// restore holds about one section in memory at once. Default 1 GiB
+	// (DefaultMaxSnapshotSectionBytes).
+	MaxSectionBytes int64 `json:"maxSectionBytes"`
 }
 
 func (c CheckpointConfig) validate() error {
@@ -73,8 +91,13 @@ func (c BootstrapConfig) validate() error {
 			return fmt.Errorf("%w: bootstrap.peers: %q is not an http(s) URL", ErrInvalidConfig, p)
 		}
 	}
-	if c.Timeout < 0 {
+	switch {
+	case c.Timeout < 0:
 		return fmt.Errorf("%w: bootstrap.timeout %v is negative", ErrInvalidConfig, c.Timeout)
+	case c.ProgressTimeout < 0:
+		return fmt.Errorf("%w: bootstrap.progressTimeout %v is negative", ErrInvalidConfig, c.ProgressTimeout)
+	case c.MaxSectionBytes < 0:
+		return fmt.Errorf("%w: bootstrap.maxSectionBytes %d is negative", ErrInvalidConfig, c.MaxSectionBytes)
 	}
 	return nil
 }
@@ -97,29 +120,38 @@ type snapshotState struct {
 }
 
 // newSnapshotState restores the index from the configured sources (peers,
-// then the checkpoint file, then extra) and starts nothing yet.
-func newSnapshotState(cfg Config, ix *kvindex.Index, extra []IndexSource, reg prometheus.Registerer, log *slog.Logger) (*snapshotState, error) {
+// then the checkpoint file, then extra) and starts nothing yet. It fails
+// only when its metrics cannot be registered or ctx ends.
+func newSnapshotState(ctx context.Context, cfg Config, ix *kvindex.Index, extra []IndexSource, reg prometheus.Registerer, log *slog.Logger) (*snapshotState, error) {
 	met, err := newSnapshotMetrics(reg)
 	if err != nil {
 		return nil, err
 	}
 	s := &snapshotState{ix: ix, log: log, met: met, cfg: cfg.Checkpoint, token: cfg.Bootstrap.Token}
+	b := cfg.Bootstrap
 	var sources []IndexSource
-	if cfg.Cluster.Enabled() && len(cfg.Bootstrap.Peers) == 0 {
-		sources = append(sources, ClusterPeerSource{Cluster: cfg.Cluster, Token: cfg.Bootstrap.Token})
+	if cfg.Cluster.Enabled() && len(b.Peers) == 0 {
+		sources = append(sources, ClusterPeerSource{Cluster: cfg.Cluster, Token: b.Token,
+			ProgressTimeout: b.ProgressTimeout, MaxSectionBytes: b.MaxSectionBytes})
 	}
-	for _, p := range cfg.Bootstrap.Peers {
-		sources = append(sources, PeerSource{URL: p, Token: cfg.Bootstrap.Token})
+	if len(b.Peers) > 0 {
+		peers := make(configuredPeers, len(b.Peers))
+		for i, p := range b.Peers {
+			peers[i] = PeerSource{URL: p, Token: b.Token, ProgressTimeout: b.ProgressTimeout, MaxSectionBytes: b.MaxSectionBytes}
+		}
+		sources = append(sources, peers)
 	}
 	if cfg.Checkpoint.Path != "" {
-		sources = append(sources, FileSource{Path: cfg.Checkpoint.Path})
+		sources = append(sources, FileSource{Path: cfg.Checkpoint.Path, MaxSectionBytes: b.MaxSectionBytes})
 	}
 	sources = append(sources, extra...)
-	timeout := cfg.Bootstrap.Timeout
+	timeout := b.Timeout
 	if timeout == 0 {
 		timeout = DefaultBootstrapTimeout
 	}
-	s.restored = s.restore(context.Background(), ix, sources, timeout)
+	if s.restored, err = s.restore(ctx, ix, sources, timeout); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 

@@ -2,9 +2,8 @@ package kvroute
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strings"
+	"time"
 
 	"github.com/kvroute/kvroute/cluster"
 	"github.com/kvroute/kvroute/kvindex"
@@ -13,13 +12,19 @@ import (
 // ClusterPeerSource bootstraps the index from a live replica of the Router's
 // Redis pool: it lists the pool's members that advertise a snapshot URL
 // (their Config.Cluster.SnapshotURL) and loads the first that delivers a
-// valid snapshot, exactly as PeerSource does for a configured URL. A Router
-// with Config.Cluster set and no Config.Bootstrap.Peers uses it, so that a
-// new replica of an active-active pool starts with a complete index.
+// valid snapshot, racing them as the configured peers are (see
+// BootstrapConfig.Peers) and validating each exactly as PeerSource does. A
+// Router with Config.Cluster set and no Config.Bootstrap.Peers uses it, so
+// that a new replica of an active-active pool starts with a complete index.
 type ClusterPeerSource struct {
 	Cluster cluster.Config
 	// Token is the bearer token the peers' snapshot handlers require.
 	Token string
+	// ProgressTimeout abandons a replica that sends nothing for this long
+	// (0: DefaultBootstrapProgressTimeout).
+	ProgressTimeout time.Duration
+	// MaxSectionBytes bounds one endpoint section (0: the kvindex default).
+	MaxSectionBytes int64
 }
 
 // Kind returns "cluster_peer".
@@ -33,23 +38,23 @@ func (s ClusterPeerSource) String() string {
 // Load lists the live peers and loads the first valid snapshot among them;
 // no live peer with a snapshot URL is ErrNoSnapshot.
 func (s ClusterPeerSource) Load(ctx context.Context, ix *kvindex.Index) (kvindex.SnapshotInfo, error) {
+	return s.loadPeers(ctx, ix, 0, nil)
+}
+
+func (s ClusterPeerSource) loadPeers(ctx context.Context, ix *kvindex.Index, timeout time.Duration, report peerReport) (kvindex.SnapshotInfo, error) {
 	peers, err := cluster.LivePeers(ctx, s.Cluster)
 	if err != nil {
+		if ctx.Err() != nil {
+			return kvindex.SnapshotInfo{}, fmt.Errorf("kvroute: listing the pool's replicas: %w", context.Cause(ctx))
+		}
 		return kvindex.SnapshotInfo{}, fmt.Errorf("%w: listing the pool's replicas: %v", ErrNoSnapshot, err)
 	}
 	if len(peers) == 0 {
 		return kvindex.SnapshotInfo{}, fmt.Errorf("%w: no live replica of the pool advertises a snapshot", ErrNoSnapshot)
 	}
-	var errs []string
-	for _, p := range peers {
-		info, err := PeerSource{URL: p.SnapshotURL, Token: s.Token}.Load(ctx, ix)
-		if err == nil {
-			return info, nil
-		}
-		errs = append(errs, p.ID+": "+err.Error())
-		if ctx.Err() != nil {
-			break
-		}
+	srcs := make([]PeerSource, len(peers))
+	for i, p := range peers {
+		srcs[i] = PeerSource{URL: p.SnapshotURL, Token: s.Token, ProgressTimeout: s.ProgressTimeout, MaxSectionBytes: s.MaxSectionBytes}
 	}
-	return kvindex.SnapshotInfo{}, errors.New("kvroute: no replica of the pool delivered a valid snapshot: " + strings.Join(errs, "; "))
+	return racePeers(ctx, ix, srcs, timeout, report)
 }

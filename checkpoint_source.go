@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net/http"
 	"os"
@@ -88,6 +87,11 @@ type PeerSource struct {
 	Client *http.Client
 	// MaxSectionBytes bounds one endpoint section (0: the kvindex default).
 	MaxSectionBytes int64
+	// ProgressTimeout abandons the peer when it sends nothing for this
+	// long, before its response headers or mid-stream (0:
+	// DefaultBootstrapProgressTimeout), so that a stalled peer costs
+	// seconds, not the whole bootstrap timeout.
+	ProgressTimeout time.Duration
 }
 
 // Kind returns "peer".
@@ -99,83 +103,17 @@ func (s PeerSource) String() string { return s.URL }
 // errPeerStatus is a peer answering something else than 200.
 var errPeerStatus = errors.New("kvroute: peer snapshot request refused")
 
-// Load streams the peer's snapshot into ix.
+// Load streams the peer's snapshot into ix. A peer that sends nothing for
+// ProgressTimeout is abandoned with an error counted as "timeout"; ctx
+// bounds the whole transfer.
 func (s PeerSource) Load(ctx context.Context, ix *kvindex.Index) (kvindex.SnapshotInfo, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL, nil)
-	if err != nil {
-		return kvindex.SnapshotInfo{}, fmt.Errorf("kvroute: peer %s: %w", s.URL, err)
-	}
-	if s.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+s.Token)
-	}
-	req.Header.Set("Accept", SnapshotContentType)
-	c := s.Client
-	if c == nil {
-		c = http.DefaultClient
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return kvindex.SnapshotInfo{}, fmt.Errorf("kvroute: peer %s: %w", s.URL, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
-		return kvindex.SnapshotInfo{}, fmt.Errorf("%w: peer %s answered %s", errPeerStatus, s.URL, resp.Status)
-	}
-	info, err := ix.ReadSnapshot(resp.Body, kvindex.SnapshotReadOptions{MaxSectionBytes: s.MaxSectionBytes})
-	if err != nil {
-		return info, fmt.Errorf("kvroute: peer %s: %w", s.URL, err)
-	}
-	return info, nil
+	return racePeers(ctx, ix, []PeerSource{s}, 0, nil)
 }
 
-// restoreResult is the label "result" of kvroute_index_restore_total for
-// an outcome of one source.
-func restoreResult(err error) string {
-	var se *kvindex.SnapshotError
-	switch {
-	case err == nil:
-		return "loaded"
-	case errors.Is(err, ErrNoSnapshot):
-		return "missing"
-	case errors.As(err, &se):
-		return se.Reason
-	case errors.Is(err, errPeerStatus):
-		return "refused"
-	case errors.Is(err, context.DeadlineExceeded):
-		return "timeout"
+// progressTimeout returns ProgressTimeout or its default.
+func (s PeerSource) progressTimeout() time.Duration {
+	if s.ProgressTimeout > 0 {
+		return s.ProgressTimeout
 	}
-	return "unreachable"
-}
-
-// restore tries the sources in order and keeps the first that loads. Every
-// outcome is logged and counted; when none loads the index stays empty.
-// It returns the endpoints loaded.
-func (s *snapshotState) restore(ctx context.Context, ix *kvindex.Index, sources []IndexSource, timeout time.Duration) map[string]struct{} {
-	for _, src := range sources {
-		start := time.Now()
-		lctx, cancel := context.WithTimeout(ctx, timeout)
-		info, err := src.Load(lctx, ix)
-		cancel()
-		result := restoreResult(err)
-		s.met.restores.WithLabelValues(src.Kind(), result).Inc()
-		switch {
-		case err == nil:
-			s.log.Info("Index restored", "source", src.Kind(), "from", src.String(),
-				"endpoints", len(info.Endpoints), "memberships", info.Memberships, "bytes", info.Bytes,
-				"elapsed", time.Since(start))
-			s.met.restoredMemberships.Set(float64(info.Memberships))
-			loaded := make(map[string]struct{}, len(info.Endpoints))
-			for _, e := range info.Endpoints {
-				loaded[e.Name] = struct{}{}
-			}
-			return loaded
-		case errors.Is(err, ErrNoSnapshot):
-			s.log.Info("No index snapshot to restore", "source", src.Kind(), "from", src.String())
-		default:
-			s.log.Error("Index snapshot refused; not loaded", "source", src.Kind(), "from", src.String(),
-				"result", result, "err", err)
-		}
-	}
-	return nil
+	return DefaultBootstrapProgressTimeout
 }

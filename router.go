@@ -1,6 +1,7 @@
 package kvroute
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -120,8 +121,18 @@ type eventSource interface {
 // New builds a Router from cfg: the index, the render client, the affinity
 // filter, the load tracker and, when cfg.Events.Enabled, the KV-event
 // subscriber pool. Call SetEndpoints to give it endpoints, and Close to stop
-// it.
+// it. New is NewContext with a context that never ends.
 func New(cfg Config, opts Options) (*Router, error) {
+	return NewContext(context.Background(), cfg, opts)
+}
+
+// NewContext is New under ctx, which bounds the Router's start only: while
+// the index is restored (Config.Bootstrap's peers, the checkpoint file,
+// Options.IndexSources), ending ctx abandons the restore and NewContext
+// returns an error wrapping ctx's error (context.Canceled or
+// context.DeadlineExceeded) after releasing what it built. The Router's
+// life after NewContext returns does not depend on ctx.
+func NewContext(ctx context.Context, cfg Config, opts Options) (*Router, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -166,7 +177,7 @@ func New(cfg Config, opts Options) (*Router, error) {
 	}
 	// Before the event subscriptions exist: they resume from the restored
 	// positions.
-	if r.snap, err = newSnapshotState(cfg, r.index, opts.IndexSources, opts.Registerer, log); err != nil {
+	if r.snap, err = newSnapshotState(ctx, cfg, r.index, opts.IndexSources, opts.Registerer, log); err != nil {
 		return nil, fmt.Errorf("kvroute: snapshot: %w", err)
 	}
 	if !cfg.DisableRender {

@@ -1,0 +1,288 @@
+package kvroute
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/kvroute/kvroute/kvindex"
+)
+
+// DefaultBootstrapProgressTimeout is how long a peer may send nothing (no
+// response headers, no byte of its snapshot) before it is abandoned.
+const DefaultBootstrapProgressTimeout = 5 * time.Second
+
+// maxHedgeDelay bounds how long the peer asked may take to begin sending
+// its snapshot before the next peer is asked too.
+const maxHedgeDelay = time.Second
+
+// errPeerStalled is a peer that sent nothing for its progress timeout; it
+// is counted as result "timeout".
+var errPeerStalled = errors.New("kvroute: peer stalled")
+
+// peerReport receives the outcome of one peer of a race: loaded (err nil)
+// or failed.
+type peerReport func(p PeerSource, info kvindex.SnapshotInfo, err error, elapsed time.Duration)
+
+// peerSources is a source that races several peers (the configured peers,
+// a pool's live replicas). restore counts and logs each peer's outcome
+// through report, and timeout bounds each peer's transfer rather than the
+// whole race.
+type peerSources interface {
+	IndexSource
+	loadPeers(ctx context.Context, ix *kvindex.Index, timeout time.Duration, report peerReport) (kvindex.SnapshotInfo, error)
+}
+
+// configuredPeers are BootstrapConfig.Peers, raced as one source.
+type configuredPeers []PeerSource
+
+func (configuredPeers) Kind() string { return "peer" }
+
+func (ps configuredPeers) String() string {
+	urls := make([]string, len(ps))
+	for i, p := range ps {
+		urls[i] = p.URL
+	}
+	return strings.Join(urls, ", ")
+}
+
+func (ps configuredPeers) Load(ctx context.Context, ix *kvindex.Index) (kvindex.SnapshotInfo, error) {
+	return ps.loadPeers(ctx, ix, 0, nil)
+}
+
+func (ps configuredPeers) loadPeers(ctx context.Context, ix *kvindex.Index, timeout time.Duration, report peerReport) (kvindex.SnapshotInfo, error) {
+	return racePeers(ctx, ix, ps, timeout, report)
+}
+
+// racePeers loads ix from the first of peers to deliver a valid snapshot.
+// The first peer is asked; whenever no peer asked has begun sending its
+// snapshot within the hedge delay (half the shortest progress timeout, at
+// most a second), the next one is asked too. The first to send a byte of
+// its snapshot is loaded and the others are cancelled, to be asked again,
+// in their order, should it fail. A peer that sends nothing for its
+// progress timeout — before its headers or mid-stream — is abandoned with
+// errPeerStalled; timeout (0: none) bounds one peer's whole transfer.
+//
+// report (nil: none) is called once for each peer that loaded or failed;
+// peers cancelled because another began first, or because ctx ended, are
+// not reported. When ctx ends, racePeers returns its error promptly,
+// leaving ix empty.
+func racePeers(ctx context.Context, ix *kvindex.Index, peers []PeerSource, timeout time.Duration, report peerReport) (kvindex.SnapshotInfo, error) {
+	if len(peers) == 0 {
+		return kvindex.SnapshotInfo{}, fmt.Errorf("%w: no peer", ErrNoSnapshot)
+	}
+	if report == nil {
+		report = func(PeerSource, kvindex.SnapshotInfo, error, time.Duration) {}
+	}
+	hedgeDelay := maxHedgeDelay
+	for _, p := range peers {
+		hedgeDelay = min(hedgeDelay, p.progressTimeout()/2)
+	}
+	queue := make([]int, len(peers)) // peers not asked, by index
+	for i := range queue {
+		queue[i] = i
+	}
+	results := make(chan *peerAttempt, len(peers))
+	running := map[*peerAttempt]struct{}{}
+	ask := func() {
+		a := &peerAttempt{peer: queue[0], src: peers[queue[0]], start: time.Now()}
+		queue = queue[1:]
+		running[a] = struct{}{}
+		if timeout > 0 {
+			a.ctx, a.cancel = context.WithTimeout(ctx, timeout)
+		} else {
+			a.ctx, a.cancel = context.WithCancel(ctx)
+		}
+		go func() {
+			a.open()
+			results <- a
+		}()
+	}
+	// stopAll cancels every running attempt and waits for it; the peers go
+	// back to the front of the queue in their order.
+	stopAll := func() {
+		for a := range running {
+			a.cancel()
+		}
+		for len(running) > 0 {
+			a := <-results
+			delete(running, a)
+			a.close()
+			queue = append(queue, a.peer)
+		}
+		slices.Sort(queue)
+	}
+	hedge := time.NewTimer(hedgeDelay)
+	defer hedge.Stop()
+	var errs []error
+	for {
+		if len(running) == 0 {
+			if len(queue) == 0 {
+				if len(errs) == 1 {
+					return kvindex.SnapshotInfo{}, errs[0]
+				}
+				return kvindex.SnapshotInfo{}, fmt.Errorf("kvroute: no peer delivered a valid snapshot: %w", errors.Join(errs...))
+			}
+			ask()
+			hedge.Reset(hedgeDelay)
+		}
+		select {
+		case <-ctx.Done():
+			stopAll()
+			return kvindex.SnapshotInfo{}, fmt.Errorf("kvroute: loading from peers: %w", context.Cause(ctx))
+		case <-hedge.C:
+			if len(queue) > 0 {
+				ask()
+			}
+			hedge.Reset(hedgeDelay)
+		case a := <-results:
+			delete(running, a)
+			if a.err == nil {
+				stopAll() // a began sending: the others wait
+				a.load(ix)
+			}
+			a.close()
+			if ctx.Err() != nil {
+				stopAll()
+				return kvindex.SnapshotInfo{}, fmt.Errorf("kvroute: loading from peers: %w", context.Cause(ctx))
+			}
+			report(a.src, a.info, a.err, time.Since(a.start))
+			if a.err == nil {
+				return a.info, nil
+			}
+			errs = append(errs, a.err)
+		}
+	}
+}
+
+// peerAttempt is one request to a peer, watched for progress.
+type peerAttempt struct {
+	peer   int // index in the race's peers
+	src    PeerSource
+	start  time.Time
+	ctx    context.Context
+	cancel context.CancelFunc
+	watch  *progressWatch
+	body   io.ReadCloser
+	snap   *bufio.Reader // the body, its first byte received
+	info   kvindex.SnapshotInfo
+	err    error
+}
+
+// open requests the snapshot and waits for its first byte; a.err is set
+// when the peer fails before.
+func (a *peerAttempt) open() {
+	s := a.src
+	a.watch = newProgressWatch(s.progressTimeout(), a.cancel)
+	req, err := http.NewRequestWithContext(a.ctx, http.MethodGet, s.URL, nil)
+	if err != nil {
+		a.err = fmt.Errorf("kvroute: peer %s: %w", s.URL, err)
+		return
+	}
+	if s.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+s.Token)
+	}
+	req.Header.Set("Accept", SnapshotContentType)
+	c := s.Client
+	if c == nil {
+		c = http.DefaultClient
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		a.err = fmt.Errorf("kvroute: peer %s: %w", s.URL, a.watch.cause(err))
+		return
+	}
+	a.watch.progress()
+	a.body = resp.Body
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+		a.err = fmt.Errorf("%w: peer %s answered %s", errPeerStatus, s.URL, resp.Status)
+		return
+	}
+	a.snap = bufio.NewReaderSize(&watchedBody{r: resp.Body, w: a.watch}, 64<<10)
+	if _, err := a.snap.Peek(1); err != nil {
+		a.err = fmt.Errorf("kvroute: peer %s: %w", s.URL, snapshotStartError(err))
+	}
+}
+
+// load reads the snapshot into ix, setting a.info and a.err.
+func (a *peerAttempt) load(ix *kvindex.Index) {
+	a.info, a.err = ix.ReadSnapshot(a.snap, kvindex.SnapshotReadOptions{MaxSectionBytes: a.src.MaxSectionBytes})
+	if a.err != nil {
+		a.err = fmt.Errorf("kvroute: peer %s: %w", a.src.URL, a.err)
+	}
+}
+
+// close releases the attempt's connection, watch and context.
+func (a *peerAttempt) close() {
+	if a.watch != nil {
+		a.watch.stop()
+	}
+	a.cancel()
+	if a.body != nil {
+		_ = a.body.Close()
+	}
+}
+
+// snapshotStartError is the refusal of a snapshot whose first byte could
+// not be read, as ReadSnapshot would report it.
+func snapshotStartError(err error) error {
+	if errors.Is(err, errPeerStalled) {
+		return err
+	}
+	if err == io.EOF {
+		return &kvindex.SnapshotError{Reason: kvindex.SnapshotReasonTruncated, Err: kvindex.ErrSnapshotTruncated, Detail: "reading header"}
+	}
+	return &kvindex.SnapshotError{Reason: kvindex.SnapshotReasonRead, Err: kvindex.ErrSnapshotRead, Detail: "reading header", Cause: err}
+}
+
+// progressWatch cancels a request that receives nothing for d.
+type progressWatch struct {
+	d       time.Duration
+	timer   *time.Timer
+	stalled atomic.Bool
+}
+
+func newProgressWatch(d time.Duration, cancel context.CancelFunc) *progressWatch {
+	w := &progressWatch{d: d}
+	w.timer = time.AfterFunc(d, func() {
+		w.stalled.Store(true)
+		cancel()
+	})
+	return w
+}
+
+// progress restarts the wait: bytes arrived.
+func (w *progressWatch) progress() { w.timer.Reset(w.d) }
+
+func (w *progressWatch) stop() { w.timer.Stop() }
+
+// cause returns errPeerStalled for an error caused by the watch's
+// cancellation, err otherwise.
+func (w *progressWatch) cause(err error) error {
+	if err != nil && err != io.EOF && w.stalled.Load() {
+		return fmt.Errorf("%w: nothing received for %v", errPeerStalled, w.d)
+	}
+	return err
+}
+
+// watchedBody is a response body whose reads restart its watch.
+type watchedBody struct {
+	r io.Reader
+	w *progressWatch
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if n > 0 {
+		b.w.progress()
+	}
+	return n, b.w.cause(err)
+}

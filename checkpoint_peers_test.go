@@ -1,0 +1,210 @@
+package kvroute
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/internal/leakcheck"
+)
+
+// Bounds of the stall tests: a progress timeout short enough to keep the
+// tests quick and long enough that a healthy peer on a loaded machine never
+// trips it, and a bootstrap timeout far beyond anything the tests wait for,
+// so that finishing before it shows the stalled peers were abandoned.
+const (
+	testProgressTimeout  = 3 * time.Second
+	testBootstrapTimeout = 10 * time.Minute
+)
+
+// stallingPeer is a real HTTP server that stalls: before its response
+// headers, or after the headers and part of a valid snapshot. Each request
+// is announced on arrived once the server has sent what it sends; the
+// handler returns when the client goes away or the test ends.
+type stallingPeer struct {
+	srv     *httptest.Server
+	arrived chan struct{}
+	gone    chan struct{} // a request's client went away
+}
+
+func newStallingPeer(t *testing.T, partial []byte) *stallingPeer {
+	t.Helper()
+	p := &stallingPeer{arrived: make(chan struct{}, 16), gone: make(chan struct{}, 16)}
+	release := make(chan struct{})
+	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if partial != nil {
+			w.Header().Set("Content-Type", SnapshotContentType)
+			_, _ = w.Write(partial)
+			w.(http.Flusher).Flush()
+		}
+		p.arrived <- struct{}{}
+		select {
+		case <-r.Context().Done():
+			p.gone <- struct{}{}
+		case <-release:
+		}
+	}))
+	t.Cleanup(p.srv.Close)
+	t.Cleanup(func() { close(release) }) // runs before Close
+	return p
+}
+
+// halfSnapshot returns the first half of a warm peer's snapshot (headers
+// and some sections, no trailer).
+func halfSnapshot(t *testing.T) []byte {
+	t.Helper()
+	peer, _ := peerRouter(t, "", 0)
+	var full bytes.Buffer
+	_, err := peer.Index().WriteSnapshot(&full)
+	require.NoError(t, err)
+	return full.Bytes()[:full.Len()/2]
+}
+
+func stallBootstrap(peers ...string) BootstrapConfig {
+	return BootstrapConfig{Peers: peers, Timeout: testBootstrapTimeout, ProgressTimeout: testProgressTimeout}
+}
+
+// newTimed builds a router like bootRouter and returns how long New took.
+func newTimed(t *testing.T, reg prometheus.Registerer, b BootstrapConfig) (*Router, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	r := bootRouter(t, reg, b)
+	return r, time.Since(start)
+}
+
+// A peer that sends its headers and part of its snapshot and then stalls
+// is abandoned after the progress timeout, counted as "timeout", and the
+// healthy peer listed after it is loaded, long before the bootstrap
+// timeout. Alone, the stalled peer leaves the router to start empty.
+func TestPeerBootstrapAbandonsPeerStalledMidStream(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	_, good := peerRouter(t, "", 0)
+	stalled := newStallingPeer(t, halfSnapshot(t))
+
+	reg := prometheus.NewRegistry()
+	r, took := newTimed(t, reg, stallBootstrap(stalled.srv.URL, good.URL))
+	require.Equal(t, 1.0, restores(t, reg, "peer", "timeout"))
+	require.Zero(t, restores(t, reg, "peer", "read_error"))
+	require.Equal(t, 1.0, restores(t, reg, "peer", "loaded"))
+	require.Equal(t, 16, r.Index().Stats().Memberships, "the healthy peer's index, nothing of the stalled one's")
+	require.Less(t, took, testBootstrapTimeout)
+	<-stalled.gone // the stalled peer's request was cancelled
+
+	reg = prometheus.NewRegistry()
+	r = bootRouter(t, reg, stallBootstrap(stalled.srv.URL))
+	require.Equal(t, 1.0, restores(t, reg, "peer", "timeout"))
+	require.Zero(t, r.Index().Stats().Memberships)
+	require.Zero(t, r.Index().Stats().Endpoints)
+}
+
+// A peer that never answers its request is abandoned after the progress
+// timeout ("timeout"); listed first, it does not hold up a healthy peer,
+// which is asked too once the first has not begun sending within the
+// hedge delay.
+func TestPeerBootstrapAbandonsPeerStalledBeforeHeaders(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	_, good := peerRouter(t, "", 0)
+	silent := newStallingPeer(t, nil)
+
+	reg := prometheus.NewRegistry()
+	r, took := newTimed(t, reg, stallBootstrap(silent.srv.URL, good.URL))
+	require.Equal(t, 1.0, restores(t, reg, "peer", "loaded"))
+	require.Zero(t, restores(t, reg, "peer", "unreachable"))
+	require.Equal(t, 16, r.Index().Stats().Memberships)
+	require.Less(t, took, testBootstrapTimeout)
+
+	reg = prometheus.NewRegistry()
+	r = bootRouter(t, reg, stallBootstrap(silent.srv.URL))
+	require.Equal(t, 1.0, restores(t, reg, "peer", "timeout"))
+	require.Zero(t, restores(t, reg, "peer", "unreachable"))
+	require.Zero(t, r.Index().Stats().Memberships)
+}
+
+// Both kinds of stalled peer listed before a healthy one: the healthy one
+// is loaded, and nothing of the half-sent snapshot stays.
+func TestPeerBootstrapHealthyPeerWinsAfterStalledOnes(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	_, good := peerRouter(t, "", 0)
+	silent := newStallingPeer(t, nil)
+	half := newStallingPeer(t, halfSnapshot(t))
+
+	reg := prometheus.NewRegistry()
+	r, took := newTimed(t, reg, stallBootstrap(silent.srv.URL, half.srv.URL, good.URL))
+	require.Equal(t, 1.0, restores(t, reg, "peer", "loaded"))
+	require.Equal(t, 16, r.Index().Stats().Memberships)
+	require.Less(t, took, testBootstrapTimeout)
+	var want, got bytes.Buffer
+	peer, _ := peerRouter(t, "", 0)
+	_, err := peer.Index().WriteSnapshot(&want)
+	require.NoError(t, err)
+	_, err = r.Index().WriteSnapshot(&got)
+	require.NoError(t, err)
+	require.Equal(t, want.Bytes(), got.Bytes(), "exactly the healthy peer's index")
+}
+
+// NewContext returns promptly with the context's error when its context
+// is cancelled while a peer stalls, before its headers or mid-stream, even
+// with progress and bootstrap timeouts far away; it leaves nothing
+// running and nothing registered.
+func TestNewContextCancelledDuringBootstrap(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	for name, partial := range map[string][]byte{"before headers": nil, "mid-stream": halfSnapshot(t)} {
+		t.Run(name, func(t *testing.T) {
+			peer := newStallingPeer(t, partial)
+			cfg := DefaultConfig()
+			cfg.Model = testModel
+			cfg.Events.Enabled = false
+			cfg.DisableRender = true
+			cfg.Bootstrap = BootstrapConfig{Peers: []string{peer.srv.URL}, Timeout: testBootstrapTimeout, ProgressTimeout: testBootstrapTimeout}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			type result struct {
+				r   *Router
+				err error
+			}
+			done := make(chan result, 1)
+			reg := prometheus.NewRegistry()
+			go func() {
+				r, err := NewContext(ctx, cfg, Options{Registerer: reg, Logger: testLogger(t)})
+				done <- result{r, err}
+			}()
+			<-peer.arrived
+			cancel()
+			var res result
+			select {
+			case res = <-done:
+			case <-time.After(time.Minute): // far beyond a prompt return, far below the timeouts
+				t.Fatal("NewContext did not return after its context was cancelled")
+			}
+			require.Nil(t, res.r)
+			require.ErrorIs(t, res.err, context.Canceled)
+			<-peer.gone
+			require.Zero(t, restores(t, reg, "peer", "timeout"))
+		})
+	}
+}
+
+// An expired context is a context error too, and a PeerSource alone (as
+// an embedder would use it) abandons a stalled peer with an error counted
+// as "timeout".
+func TestPeerSourceStallIsTimeout(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	silent := newStallingPeer(t, nil)
+	ix := bootRouter(t, nil, BootstrapConfig{}).Index()
+	_, err := PeerSource{URL: silent.srv.URL, ProgressTimeout: 100 * time.Millisecond}.Load(context.Background(), ix)
+	require.ErrorIs(t, err, errPeerStalled)
+	require.Equal(t, "timeout", restoreResult(err))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err = PeerSource{URL: silent.srv.URL, ProgressTimeout: time.Hour}.Load(ctx, ix)
+	require.True(t, errors.Is(err, context.DeadlineExceeded), "%v", err)
+	require.Zero(t, ix.Stats().Endpoints)
+}

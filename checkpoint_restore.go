@@ -1,0 +1,88 @@
+package kvroute
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/kvroute/kvroute/kvindex"
+)
+
+// restoreResult is the label "result" of kvroute_index_restore_total for
+// an outcome of one source or peer.
+func restoreResult(err error) string {
+	var se *kvindex.SnapshotError
+	switch {
+	case err == nil:
+		return "loaded"
+	case errors.Is(err, ErrNoSnapshot):
+		return "missing"
+	case errors.Is(err, errPeerStalled), errors.Is(err, context.DeadlineExceeded):
+		return "timeout" // before the reasons: a read cut by a deadline is a read_error
+	case errors.As(err, &se):
+		return se.Reason
+	case errors.Is(err, errPeerStatus):
+		return "refused"
+	}
+	return "unreachable"
+}
+
+// restore tries the sources in order and keeps the first that loads; the
+// peers of one source (the configured peers, a pool's live replicas) are
+// raced (see racePeers). timeout bounds one file's load or one peer's
+// transfer. Every outcome is logged and counted, per peer; when none
+// loads the index stays empty. It returns the endpoints loaded, or ctx's
+// error as soon as ctx ends.
+func (s *snapshotState) restore(ctx context.Context, ix *kvindex.Index, sources []IndexSource, timeout time.Duration) (map[string]struct{}, error) {
+	for _, src := range sources {
+		start := time.Now()
+		var info kvindex.SnapshotInfo
+		var err error
+		if ps, ok := src.(peerSources); ok {
+			info, err = ps.loadPeers(ctx, ix, timeout, func(p PeerSource, info kvindex.SnapshotInfo, err error, elapsed time.Duration) {
+				s.outcome(src.Kind(), p.URL, info, err, elapsed)
+			})
+			if err != nil && errors.Is(err, ErrNoSnapshot) {
+				s.outcome(src.Kind(), src.String(), info, err, time.Since(start))
+			}
+		} else {
+			lctx, cancel := context.WithTimeout(ctx, timeout)
+			info, err = src.Load(lctx, ix)
+			cancel()
+			if err == nil || ctx.Err() == nil {
+				s.outcome(src.Kind(), src.String(), info, err, time.Since(start))
+			}
+		}
+		if err == nil {
+			loaded := make(map[string]struct{}, len(info.Endpoints))
+			for _, e := range info.Endpoints {
+				loaded[e.Name] = struct{}{}
+			}
+			return loaded, nil
+		}
+		if ctx.Err() != nil {
+			s.log.Warn("Index restore canceled; starting no further", "source", src.Kind(), "from", src.String(), "err", context.Cause(ctx))
+			return nil, fmt.Errorf("kvroute: restoring the index: %w", context.Cause(ctx))
+		}
+	}
+	return nil, nil
+}
+
+// outcome logs and counts the outcome of loading from one source or peer.
+func (s *snapshotState) outcome(kind, from string, info kvindex.SnapshotInfo, err error, elapsed time.Duration) {
+	result := restoreResult(err)
+	s.met.restores.WithLabelValues(kind, result).Inc()
+	switch {
+	case err == nil:
+		s.log.Info("Index restored", "source", kind, "from", from,
+			"endpoints", len(info.Endpoints), "memberships", info.Memberships, "bytes", info.Bytes,
+			"elapsed", elapsed)
+		s.met.restoredMemberships.Set(float64(info.Memberships))
+	case errors.Is(err, ErrNoSnapshot):
+		s.log.Info("No index snapshot to restore", "source", kind, "from", from)
+	default:
+		s.log.Error("Index snapshot refused; not loaded", "source", kind, "from", from,
+			"result", result, "elapsed", elapsed, "err", err)
+	}
+}
