@@ -94,8 +94,9 @@ type Router struct {
 	selections sync.Pool
 	warn       warnings
 	models     *modelCheck
-	snap       *snapshotState // checkpoint, bootstrap and snapshot serving (checkpoint.go)
-	tracer     trace.Tracer   // nil: no tracing
+	snap       *snapshotState   // checkpoint, bootstrap and snapshot serving (checkpoint.go)
+	reg        *ownedRegisterer // what New registered, unregistered by Close; nil without Options.Registerer
+	tracer     trace.Tracer     // nil: no tracing
 	acc        *accuracy
 	ready      readiness
 
@@ -153,6 +154,10 @@ func NewContext(ctx context.Context, cfg Config, opts Options) (*Router, error) 
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	r := &Router{cfg: cfg, log: log, now: opts.Now, scorers: opts.Scorers, random: opts.Random, endpoints: map[string]Endpoint{}}
+	if opts.Registerer != nil {
+		r.reg = &ownedRegisterer{reg: opts.Registerer}
+		opts.Registerer = r.reg // every part registers through it, so that Close unregisters them all
+	}
 	if r.random == nil {
 		r.random = rand.Float64
 	}
@@ -330,9 +335,12 @@ func (r *Router) SetEndpoints(eps []Endpoint) error {
 	return errors.Join(errs...)
 }
 
-// Close stops the event subscriptions and the index's background sweep and
-// releases the render client's connections. Decisions made earlier stay
-// valid; Pick after Close still works from the index as it was.
+// Close stops the event subscriptions and the index's background sweep,
+// releases the render client's connections, and unregisters from
+// Options.Registerer every collector the Router and its parts registered,
+// so that a new Router can register on the same registry. Decisions made
+// earlier stay valid; Pick after Close still works from the index as it
+// was.
 func (r *Router) Close() {
 	r.mu.Lock()
 	if r.closed {
@@ -353,5 +361,8 @@ func (r *Router) Close() {
 	}
 	if r.index != nil {
 		r.index.Close()
+	}
+	if r.reg != nil {
+		r.reg.unregisterAll() // last: the parts are stopped and register nothing more
 	}
 }

@@ -1,0 +1,86 @@
+package kvroute
+
+import (
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/cluster"
+	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/redistest"
+)
+
+// familyNames gathers reg and returns the names of its metric families.
+func familyNames(t *testing.T, reg *prometheus.Registry) []string {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	names := make([]string, 0, len(mfs))
+	for _, mf := range mfs {
+		names = append(names, mf.GetName())
+	}
+	return names
+}
+
+// Close unregisters everything New registered — the router's own metrics
+// and those of its index, event pool, render client, affinity filter, load
+// tracker, request table and checkpoint, some through the configured
+// constant labels — so New, Close, New on one registry works, and a closed
+// router leaves no metric family behind.
+func TestCloseUnregistersMetrics(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	dir := t.TempDir()
+	cfg := DefaultConfig()
+	cfg.Model = testModel
+	cfg.Render.URL = "http://127.0.0.1:1"
+	cfg.Checkpoint = CheckpointConfig{Path: filepath.Join(dir, "index.ckpt"), Interval: -1}
+	cfg.MetricLabels = MetricLabelsConfig{
+		Render:     map[string]string{"plugin_name": "render"},
+		Affinity:   map[string]string{"plugin_name": "affinity"},
+		Prediction: map[string]string{"plugin_name": "prefix"},
+	}
+	reg := prometheus.NewRegistry()
+	for round := 1; round <= 2; round++ {
+		r, err := New(cfg, Options{Registerer: reg})
+		require.NoError(t, err, "round %d: New on a registry a closed router used", round)
+		eps := []Endpoint{{ID: "127.0.0.1:1"}}
+		require.NoError(t, r.SetEndpoints(eps))
+		d := pick(t, r, prompt(round, 128), eps)
+		d.Done(nil)
+		r.render.Render(t.Context(), nil)
+		names := familyNames(t, reg)
+		for _, want := range []string{"kvroute_kv_index_memberships", "kvroute_index_restore_total", "kvroute_kv_events_dropped_total",
+			"kvroute_router_decisions_total", "llm_d_epp_prefix_cache_affinity_filter_decisions_total",
+			"llm_d_epp_token_producer_render_duration_seconds", "llm_d_epp_prefix_prompt_tokens"} {
+			require.Contains(t, names, want, "round %d", round)
+		}
+		r.Close()
+		require.Empty(t, familyNames(t, reg), "round %d: a closed router leaves no metric family", round)
+	}
+}
+
+// The cluster replica's metrics, registered on the router's registry too,
+// go with the router.
+func TestCloseUnregistersClusterMetrics(t *testing.T) {
+	defer leakcheck.Check(t)()
+	rs := redistest.Start(t)
+	defer func() { _ = rs.Stop() }()
+	cfg := DefaultConfig()
+	cfg.Model = testModel
+	cfg.Events.Enabled = false
+	cfg.DisableRender = true
+	cfg.Cluster = cluster.Config{Addrs: []string{rs.Addr}, Pool: "unregister", ReplicaID: "a"}
+	reg := prometheus.NewRegistry()
+	for round := 1; round <= 2; round++ {
+		r, err := New(cfg, Options{Registerer: reg})
+		require.NoError(t, err, "round %d", round)
+		require.NotNil(t, r.Cluster())
+		require.True(t, slices.ContainsFunc(familyNames(t, reg), func(n string) bool { return strings.HasPrefix(n, "kvroute_cluster_") }))
+		r.Close()
+		require.Empty(t, familyNames(t, reg), "round %d", round)
+	}
+}
