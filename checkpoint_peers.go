@@ -195,11 +195,11 @@ func (a *peerAttempt) open() {
 		c = http.DefaultClient
 	}
 	resp, err := c.Do(req)
+	a.watch.idle()
 	if err != nil {
 		a.err = fmt.Errorf("kvroute: peer %s: %w", s.URL, a.watch.cause(err))
 		return
 	}
-	a.watch.progress()
 	a.body = resp.Body
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
@@ -243,13 +243,19 @@ func snapshotStartError(err error) error {
 	return &kvindex.SnapshotError{Reason: kvindex.SnapshotReasonRead, Err: kvindex.ErrSnapshotRead, Detail: "reading header", Cause: err}
 }
 
-// progressWatch cancels a request that receives nothing for d.
+// progressWatch cancels a request whose peer sends nothing for d while it
+// is waited for: from the request to its response headers, and during each
+// read of the body. Time spent applying what arrived does not count, so a
+// healthy peer is never abandoned because the index is slow to load a
+// large section.
 type progressWatch struct {
 	d       time.Duration
 	timer   *time.Timer
 	stalled atomic.Bool
 }
 
+// newProgressWatch returns a watch that is waiting (for the response
+// headers).
 func newProgressWatch(d time.Duration, cancel context.CancelFunc) *progressWatch {
 	w := &progressWatch{d: d}
 	w.timer = time.AfterFunc(d, func() {
@@ -259,8 +265,11 @@ func newProgressWatch(d time.Duration, cancel context.CancelFunc) *progressWatch
 	return w
 }
 
-// progress restarts the wait: bytes arrived.
-func (w *progressWatch) progress() { w.timer.Reset(w.d) }
+// waiting starts a wait of at most d for the peer.
+func (w *progressWatch) waiting() { w.timer.Reset(w.d) }
+
+// idle ends the wait: the peer answered.
+func (w *progressWatch) idle() { w.timer.Stop() }
 
 func (w *progressWatch) stop() { w.timer.Stop() }
 
@@ -273,16 +282,15 @@ func (w *progressWatch) cause(err error) error {
 	return err
 }
 
-// watchedBody is a response body whose reads restart its watch.
+// watchedBody is a response body each of whose reads is watched.
 type watchedBody struct {
 	r io.Reader
 	w *progressWatch
 }
 
 func (b *watchedBody) Read(p []byte) (int, error) {
+	b.w.waiting()
 	n, err := b.r.Read(p)
-	if n > 0 {
-		b.w.progress()
-	}
+	b.w.idle()
 	return n, b.w.cause(err)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -207,4 +208,34 @@ func TestPeerSourceStallIsTimeout(t *testing.T) {
 	_, err = PeerSource{URL: silent.srv.URL, ProgressTimeout: time.Hour}.Load(ctx, ix)
 	require.True(t, errors.Is(err, context.DeadlineExceeded), "%v", err)
 	require.Zero(t, ix.Stats().Endpoints)
+}
+
+// The progress timeout counts only the time spent waiting for the peer:
+// a reader busy elsewhere between reads (the index loading a large
+// section) for longer than the timeout does not abandon a healthy peer,
+// while a read that waits that long does.
+func TestProgressWatchCountsOnlyWaits(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := newProgressWatch(20*time.Millisecond, cancel)
+	defer w.stop()
+	w.idle() // the headers arrived
+	body := &watchedBody{r: bytes.NewReader([]byte("abc")), w: w}
+	var one [1]byte
+	for i := 0; i < 3; i++ {
+		n, err := body.Read(one[:])
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		time.Sleep(60 * time.Millisecond) // busy applying what arrived: not waiting for the peer
+	}
+	require.False(t, w.stalled.Load())
+	require.NoError(t, ctx.Err(), "a peer that answered every read at once is not cancelled")
+
+	pr, pw := io.Pipe() // a peer that sends nothing
+	defer pw.Close()
+	stop := context.AfterFunc(ctx, func() { _ = pw.CloseWithError(ctx.Err()) })
+	defer stop()
+	_, err := (&watchedBody{r: pr, w: w}).Read(one[:])
+	require.ErrorIs(t, err, errPeerStalled)
+	require.True(t, w.stalled.Load())
 }
