@@ -18,6 +18,7 @@ const (
 	DefaultIdleTimeout                = 2 * time.Second
 	DefaultBackoff                    = 100 * time.Millisecond
 	DefaultMaxAttemptsWithoutProgress = 3
+	DefaultMaxHoleRetries             = 32
 )
 
 // ClientConfig configures a Client. The zero value gives the defaults.
@@ -33,6 +34,13 @@ type ClientConfig struct {
 	// MaxAttemptsWithoutProgress ends the replay after that many consecutive
 	// attempts that delivered no new batch (default 3).
 	MaxAttemptsWithoutProgress int `json:"maxAttemptsWithoutProgress"`
+	// MaxHoleRetries bounds the re-requests of one replay after replies that
+	// skipped sequences (default 32). vLLM's replay ROUTER drops replies
+	// beyond its send high-water mark (about 1,000 queued), so a long replay
+	// arrives with holes; each hole ends the attempt at once and, after
+	// Backoff, the next one asks from the first missing sequence. Beyond
+	// this many the replay fails (OpHole, wrapping ErrHole).
+	MaxHoleRetries int `json:"maxHoleRetries"`
 	// HandshakeTimeout bounds the ZMTP handshake (default 1 s).
 	HandshakeTimeout time.Duration `json:"handshakeTimeout"`
 	// MaxFrameSize is the largest reply frame accepted (default 64 MiB).
@@ -60,6 +68,8 @@ func (c ClientConfig) Validate() error {
 		return fmt.Errorf("replay: backoff must not be negative, got %v", c.Backoff)
 	case c.MaxAttemptsWithoutProgress < 0:
 		return fmt.Errorf("replay: maxAttemptsWithoutProgress must not be negative, got %d", c.MaxAttemptsWithoutProgress)
+	case c.MaxHoleRetries < 0:
+		return fmt.Errorf("replay: maxHoleRetries must not be negative, got %d", c.MaxHoleRetries)
 	case c.HandshakeTimeout < 0:
 		return fmt.Errorf("replay: handshakeTimeout must not be negative, got %v", c.HandshakeTimeout)
 	case c.MaxFrameSize < 0:
@@ -80,6 +90,9 @@ func (c ClientConfig) withDefaults() ClientConfig {
 	}
 	if c.MaxAttemptsWithoutProgress == 0 {
 		c.MaxAttemptsWithoutProgress = DefaultMaxAttemptsWithoutProgress
+	}
+	if c.MaxHoleRetries == 0 {
+		c.MaxHoleRetries = DefaultMaxHoleRetries
 	}
 	if c.Limiter == nil {
 		c.Limiter = DefaultLimiter()
@@ -145,6 +158,15 @@ type Result struct {
 	// First-1 are lost; with Batches == 0 and Start > 0 the buffer either
 	// expired or holds nothing newer, which only the caller can tell apart.
 	Covered bool
+	// Holes counts the attempts that ended at a hole: a reply whose sequence
+	// was beyond the next one expected (the publisher's send queue dropped
+	// the replies between). Each was followed by a request from the first
+	// missing sequence (at most MaxHoleRetries).
+	Holes int
+	// Highest is the highest sequence any reply carried, delivered or not
+	// (replies past a hole are not delivered): the publisher had published
+	// at least that far. Meaningful when Batches > 0 or Holes > 0.
+	Highest uint64
 }
 
 // Outcome is the result label of kvroute_kv_events_replays_total for a replay
@@ -165,9 +187,17 @@ func (r Result) Outcome() string {
 // replayed state can react there, before anything is applied.
 //
 // An interrupted attempt (timeout, disconnect) is retried after Backoff from
-// the next sequence expected; the replay fails after
-// MaxAttemptsWithoutProgress attempts in a row that delivered nothing, when
-// Timeout expires, on a malformed or non-contiguous reply, or when apply
+// the next sequence expected. So is an attempt whose replies skip sequences
+// (a hole: vLLM's ROUTER drops replies past its send high-water mark): the
+// attempt stops reading at the first skipped sequence, closes its socket
+// (the rest of that reply would be sent again anyway) and, after Backoff,
+// the next attempt asks from the first missing sequence, so every round
+// delivers at least what the publisher's send queue holds and nothing is read
+// twice. The first batch of such a re-request may be later than asked when
+// the buffer moved past it meanwhile: apply then sees the jump, as on the
+// first call. The replay fails after MaxAttemptsWithoutProgress attempts in a
+// row that delivered nothing, after MaxHoleRetries holes, when Timeout
+// expires, on a malformed reply or one older than asked, or when apply
 // fails. Errors are *Error.
 func (c *Client) Replay(ctx context.Context, addr string, start uint64, apply func(seq uint64, payload []byte) error) (Result, error) {
 	return c.ReplayBatches(ctx, addr, start, func(b Batch) error { return apply(b.Seq, b.Payload) })
@@ -202,6 +232,13 @@ func (c *Client) ReplayBatches(ctx context.Context, addr string, start uint64, a
 		if err.Op == OpApply || ctx.Err() != nil ||
 			errors.Is(err, ErrMalformed) || errors.Is(err, ErrNonContiguous) {
 			return res, err
+		}
+		if err.Op == OpHole {
+			res.Holes++
+			if res.Holes > c.cfg.MaxHoleRetries {
+				return res, &Error{Op: OpHole, Addr: addr, Start: res.Next, Attempts: res.Attempts,
+					Err: fmt.Errorf("%d holes, the last: %w", res.Holes, err.Err)}
+			}
 		}
 		if res.Batches > before {
 			noProgress = 0
@@ -257,6 +294,7 @@ func (c *Client) attempt(ctx context.Context, addr string, res *Result, apply fu
 	if err := s.Send(zmq4.NewMsgFrom(RequestFrames(res.Next)...)); err != nil {
 		return fail(OpSend, err)
 	}
+	before := res.Batches
 	for {
 		m, err := s.Recv()
 		if err != nil {
@@ -270,6 +308,9 @@ func (c *Client) attempt(ctx context.Context, addr string, res *Result, apply fu
 			return fail(OpIncomplete, err)
 		}
 		res.Layout = r.layout
+		if !r.end {
+			res.Highest = max(res.Highest, r.seq)
+		}
 		if r.end {
 			if res.Batches == 0 {
 				res.Covered = res.Start == 0
@@ -278,9 +319,12 @@ func (c *Client) attempt(ctx context.Context, addr string, res *Result, apply fu
 		}
 		switch {
 		case r.seq == res.Next:
-		case res.Batches == 0 && r.seq > res.Next && res.Next == res.Start:
-			// The buffer starts after the requested sequence: replay what is
-			// left and report the loss.
+		case r.seq > res.Next && res.Batches == before:
+			// The first reply of a request: the buffer starts after the
+			// requested sequence (it is never a send-queue drop, the queue
+			// being empty then). Replay what is left; apply sees the loss.
+		case r.seq > res.Next:
+			return fail(OpHole, fmt.Errorf("%w: got %d, want %d", ErrHole, r.seq, res.Next))
 		default:
 			return fail(OpIncomplete, fmt.Errorf("%w: got %d, want %d", ErrNonContiguous, r.seq, res.Next))
 		}

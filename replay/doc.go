@@ -18,6 +18,20 @@
 // values whose Op is the operation label of the
 // llm_d_epp_kv_cache_events_zmq_errors_total metric.
 //
+// vLLM's ROUTER has a send high-water mark (libzmq's default, 1,000 queued
+// messages) and drops replies beyond it, so a replay of a few thousand
+// batches can arrive with holes. vLLM's protocol has no way to ask for a
+// window (a request names only its start), so the client asks again: at the
+// first reply beyond the next expected sequence it stops reading, closes the
+// socket and, after Backoff (no back-to-back requests; the replay slot is
+// released meanwhile), requests from the first missing sequence. Each round
+// then delivers at least what the send queue holds, nothing delivered is
+// asked for again, and the rounds are bounded (MaxHoleRetries, default 32,
+// besides the attempts-without-progress rule and the deadline); a replay that
+// runs out of them fails with OpHole and reports in Result.Highest how far
+// the publisher had got, so the caller knows what is still missing.
+//
 // Buffer is a ring of the last batches a Go publisher sent, and Server answers
-// replay requests from it in either layout.
+// replay requests from it in either layout (ServerConfig.SendHWM makes it drop
+// replies past a send high-water mark as vLLM's ROUTER does).
 package replay

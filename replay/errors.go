@@ -14,10 +14,16 @@ const (
 	OpIncomplete = "replay-incomplete"  // no END: timeout, disconnect, malformed or non-contiguous reply
 	OpNoProgress = "replay-no-progress" // the last attempts delivered nothing new
 	OpApply      = "replay-apply"       // the caller's apply callback failed (not a transport error)
+	// OpHole: an attempt's replies skipped sequences (the publisher's send
+	// queue dropped them); the next attempt asks from the first missing one.
+	// Also the Op of a replay that failed after MaxHoleRetries holes.
+	OpHole = "replay-hole"
 )
 
 // Reasons wrapped by Error for replies that break the protocol. Both end the
 // replay at once: asking again would not change the publisher's buffer.
+// (ErrNonContiguous is a sequence older than the one expected; one beyond it
+// is ErrHole.)
 var (
 	// ErrMalformed: a reply that is not [seq8, payload] or [topic, seq8,
 	// payload] after the delimiter.
@@ -27,6 +33,12 @@ var (
 	// the requested sequence when the buffer no longer holds it).
 	ErrNonContiguous = errors.New("replay: non-contiguous sequence")
 )
+
+// ErrHole is wrapped by an OpHole *Error: a reply sequence beyond the next
+// one expected. Unlike the errors above it is retried: vLLM's ROUTER drops
+// replies past its send high-water mark, and asking again from the first
+// missing sequence gets them.
+var ErrHole = errors.New("replay: replies skipped sequences")
 
 // Error describes why a replay (or one attempt of it) failed.
 type Error struct {

@@ -41,6 +41,13 @@ type ServerConfig struct {
 	WriteTimeout time.Duration `json:"writeTimeout"`
 	// HandshakeTimeout bounds each client's ZMTP handshake (default 1 s).
 	HandshakeTimeout time.Duration `json:"handshakeTimeout"`
+	// SendHWM, when positive, serves replies like vLLM's ROUTER socket with
+	// that send high-water mark: each client's replies go through a queue
+	// of SendHWM messages, and a reply (batch or END) that finds it full is
+	// dropped and counted (ServerStats.Dropped) instead of waiting. 0 (the
+	// default) writes every reply, waiting for a slow client up to
+	// WriteTimeout. libzmq's default is 1,000, which vLLM keeps.
+	SendHWM int `json:"sendHWM"`
 }
 
 // Validate reports invalid settings.
@@ -57,6 +64,8 @@ func (c ServerConfig) Validate() error {
 		return fmt.Errorf("replay: writeTimeout must not be negative, got %v", c.WriteTimeout)
 	case c.HandshakeTimeout < 0:
 		return fmt.Errorf("replay: handshakeTimeout must not be negative, got %v", c.HandshakeTimeout)
+	case c.SendHWM < 0:
+		return fmt.Errorf("replay: sendHWM must not be negative, got %d", c.SendHWM)
 	}
 	return nil
 }
@@ -67,6 +76,7 @@ type ServerStats struct {
 	Invalid  uint64 // messages that were not [delimiter, start] (ignored, like vLLM)
 	Batches  uint64 // batches sent (counted as each is sent)
 	Rejected uint64 // connections closed because MaxConns was reached
+	Dropped  uint64 // replies (batches and END) dropped by a full send queue (SendHWM)
 }
 
 // Server answers replay requests from a Buffer on a ROUTER-compatible socket:
@@ -84,7 +94,7 @@ type Server struct {
 	closed bool
 	wg     sync.WaitGroup
 
-	requests, invalid, batches, rejected atomic.Uint64
+	requests, invalid, batches, rejected, dropped atomic.Uint64
 }
 
 // NewServer binds cfg.Addr and serves buf until Close. opts.Registerer
@@ -144,6 +154,7 @@ func (s *Server) register(reg prometheus.Registerer) error {
 		counter("kvroute_replay_server_invalid_requests_total", "Replay messages ignored because they were not [delimiter, start].", &s.invalid),
 		counter("kvroute_replay_server_batches_total", "Batches sent in replay replies.", &s.batches),
 		counter("kvroute_replay_server_rejected_connections_total", "Replay connections closed because the connection limit was reached.", &s.rejected),
+		counter("kvroute_replay_server_dropped_replies_total", "Replay replies dropped because the client's send queue was full (sendHWM).", &s.dropped),
 	} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("replay: registering server metrics: %w", err)
@@ -165,6 +176,7 @@ func (s *Server) Stats() ServerStats {
 		Invalid:  s.invalid.Load(),
 		Batches:  s.batches.Load(),
 		Rejected: s.rejected.Load(),
+		Dropped:  s.dropped.Load(),
 	}
 }
 
@@ -223,6 +235,8 @@ func (s *Server) serve(c *zmqx.Conn) {
 		_ = c.Close()
 	}()
 	var ents []Entry
+	out := s.newSender(c)
+	defer out.close()
 	for {
 		m, err := c.ReadMsg()
 		if err != nil {
@@ -238,7 +252,7 @@ func (s *Server) serve(c *zmqx.Conn) {
 			continue
 		}
 		ents = s.buf.From(parseStart(m.Frames[1]), ents[:0])
-		err = s.reply(c, ents)
+		err = s.reply(out, ents)
 		clear(ents)
 		if err != nil {
 			s.lg.Debug("replay reply failed", "remote", c.RemoteAddr().String(), "err", err)
@@ -247,17 +261,16 @@ func (s *Server) serve(c *zmqx.Conn) {
 	}
 }
 
-func (s *Server) reply(c *zmqx.Conn, ents []Entry) error {
-	var seq [8]byte
+func (s *Server) reply(out *sender, ents []Entry) error {
 	empty := []byte{}
 	for _, e := range ents {
-		binary.BigEndian.PutUint64(seq[:], e.Seq)
+		seq := binary.BigEndian.AppendUint64(nil, e.Seq)
 		s.batches.Add(1) // before the write: a client that has the batch sees the count
 		var err error
 		if s.cfg.Layout == LayoutLegacy {
-			err = c.WriteMsg(empty, seq[:], e.Payload)
+			err = out.send(empty, seq, e.Payload)
 		} else {
-			err = c.WriteMsg(empty, e.Topic, seq[:], e.Payload)
+			err = out.send(empty, e.Topic, seq, e.Payload)
 		}
 		if err != nil {
 			return err
@@ -267,7 +280,7 @@ func (s *Server) reply(c *zmqx.Conn, ents []Entry) error {
 	// Stats before this goroutine runs again.
 	s.requests.Add(1)
 	if s.cfg.Layout == LayoutLegacy {
-		return c.WriteMsg(empty, endSeq8[:], empty)
+		return out.send(empty, endSeq8[:], empty)
 	}
-	return c.WriteMsg(empty, empty, endSeq8[:], empty)
+	return out.send(empty, empty, endSeq8[:], empty)
 }
