@@ -169,6 +169,15 @@
 // epoch cannot show otherwise. Checks that find nothing missing count in
 // kvroute_kv_events_probes_total, not as replays.
 //
+// Replays end exact or say they did not. vLLM's replay ROUTER drops replies
+// past its send high-water mark (1,000 queued), so a long replay can arrive
+// with holes; the replay client then asks again from the first missing
+// sequence, paced and bounded (see package replay). A replay that still
+// gives up with sequences it knows were published missing leaves the
+// endpoint degraded (never live, even with the engine idle) and a repair
+// replay from the watermark is tried once per ReplayCooldown until the
+// hole is filled.
+//
 // Replays are bounded: sequences beyond what the live stream could show
 // (ReplayLookahead) are a counted protocol error; a replay that live
 // messages wait for and that has not covered them at ReplayMinRate after

@@ -411,7 +411,7 @@ type EndpointStatus struct {
 	HasApplied bool   // the index holds a contiguous run of the stream
 	Applied    uint64 // last sequence applied (index watermark)
 	Replaying  bool   // a replay is running
-	Degraded   bool   // a gap without replay address: the index may hold stale blocks
+	Degraded   bool   // a gap without replay address, or one a replay gave up on: the index may hold stale blocks
 	Messages   uint64 // messages applied, live and replayed
 	Replay     string // replay address ("" = none)
 	// Position is the watermark and the digest of the batch applied there

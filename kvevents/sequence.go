@@ -82,7 +82,10 @@ const (
 // Outcomes are counted in kvroute_kv_events_replays_total: "complete",
 // "partial" (rebuilt from the window) or "failed" (the replay client gave
 // up; a cooldown of ReplayCooldown starts, during which gaps clear the
-// endpoint instead of replaying). When the replay ends, held messages go
+// endpoint instead of replaying). A failed replay that knew of sequences
+// beyond the watermark (its replies, or the live message that revealed the
+// gap) leaves a hole: the endpoint is degraded until a repair replay, one
+// per ReplayCooldown, fills it (sequence_repair.go). When the replay ends, held messages go
 // through the rules above in order (the overlap is skipped by the watermark
 // test, a remaining gap starts the next replay), then a pending resync
 // replays from applied+1 if the wire watermark is ahead.
@@ -124,6 +127,7 @@ type stream struct {
 
 	liveReset atomic.Bool // a replay found a restart: the receiver forgets lastLive
 	probeT    *time.Timer // tail probe; guarded by mu
+	repairT   *time.Timer // repair of a hole a replay left (sequence_repair.go); guarded by mu
 
 	// Receiver-only state.
 	lastLive uint64
@@ -160,6 +164,7 @@ type seqState struct {
 
 	cooldownUntil time.Time
 	degraded      bool
+	holeTo        uint64 // a replay gave up on applied+1..holeTo, published but not applied (sequence_repair.go)
 	messages      uint64 // messages applied (live and replayed)
 
 	digest      uint64 // PayloadDigest of the batch at applied
@@ -286,6 +291,7 @@ func (st *stream) clearLocked() int {
 	pl.Unlock()
 	st.p.applier.Forget(st.id)
 	st.s.has, st.s.degraded, st.s.hasDigest, st.s.unconfirmed = false, false, false, false
+	st.s.holeTo = 0
 	st.s.modelPending, st.s.modelPendingBytes = nil, 0
 	st.s.rs = resumeState{adopted: true}
 	return removed
@@ -475,6 +481,9 @@ func (st *stream) close(clear bool) {
 	if st.probeT != nil {
 		st.probeT.Stop()
 	}
+	if st.repairT != nil {
+		st.repairT.Stop()
+	}
 	st.mu.Unlock()
 	st.cancel()
 	st.wg.Wait()
@@ -500,7 +509,7 @@ func (st *stream) status() EndpointStatus {
 		HasApplied: st.s.has,
 		Applied:    st.s.applied,
 		Replaying:  st.s.replaying,
-		Degraded:   st.s.degraded,
+		Degraded:   st.s.degraded || st.incompleteLocked(),
 		Messages:   st.s.messages,
 		Replay:     st.replayAddr,
 		Position:   Position{Seq: st.s.applied, Digest: st.s.digest},

@@ -213,7 +213,7 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 		st.log.Warn("Replay too slow for the live stream: cut short, endpoint back to live",
 			"reason", reason, "from", from, "batches", delivered, "waited", time.Since(s.replayStart),
 			"held", len(s.held), "blocks_removed", removed)
-	case err != nil && probe:
+	case err != nil && probe && res.Highest <= s.applied:
 		// A check that could not be made: nothing is known to be missing,
 		// so no cooldown; the attempts' errors are counted by operation.
 		result = replayFailed
@@ -225,7 +225,9 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 			st.p.m.ZMQErrors.WithLabelValues(st.id, rerr.Op).Inc()
 		}
 		s.cooldownUntil = time.Now().Add(st.p.cfg.ReplayCooldown)
+		st.noteHoleLocked(max(known, res.Highest))
 		st.log.Warn("Replay failed", "reason", reason, "from", from, "batches", delivered,
+			"applied", s.applied, "missing_to", s.holeTo, "holes", res.Holes,
 			"cooldown", st.p.cfg.ReplayCooldown, "err", err)
 	case !covered:
 		result = replayPartial
@@ -267,6 +269,9 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 	if !s.replaying && s.resync {
 		s.resync = false
 		st.resyncLocked()
+	}
+	if !s.replaying {
+		st.armRepairLocked()
 	}
 }
 

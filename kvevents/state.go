@@ -22,10 +22,11 @@ const (
 	// to be missing.
 	StateLive StreamState = "live"
 	// StateDegraded: the index may be stale: a gap no replay could repair
-	// (no replay address), or the subscription of a stream that was live is
-	// down (connection or heartbeat lost) and reconnecting; in bind mode,
-	// the engine connection that owned the endpoint was lost and no other
-	// has claimed it yet.
+	// (no replay address), a replay that gave up with sequences it knew
+	// were published still missing (until a repair fills them), or the
+	// subscription of a stream that was live is down (connection or
+	// heartbeat lost) and reconnecting; in bind mode, the engine connection
+	// that owned the endpoint was lost and no other has claimed it yet.
 	StateDegraded StreamState = "degraded"
 )
 

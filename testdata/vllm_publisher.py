@@ -13,6 +13,9 @@ Sockets (spec/wire.md §1 and §7):
       --layout legacy  (earlier vLLM, SGLang): [id, b"", seq8, payload],
                                                END [id, b"", ff*8, b""]
     Requests that are not exactly 3 frames are ignored and counted, like vLLM.
+    The ROUTER keeps libzmq's default send high-water mark (1,000), as vLLM
+    does, or --replay-hwm N: replies past it are dropped silently (vLLM sets
+    no ROUTER_MANDATORY), so a long replay arrives with holes.
 
 vLLM behaviours reproduced (read from vLLM's vllm/distributed/kv_events.py,
 ZmqEventPublisher, in the revisions quoted):
@@ -169,6 +172,10 @@ class Publisher:
         self.replay_addr = None
         if args.replay:
             self.router = self.ctx.socket(zmq.ROUTER)
+            if args.replay_hwm > 0:
+                self.router.setsockopt(zmq.SNDHWM, args.replay_hwm)
+            if args.replay_sndbuf > 0:
+                self.router.setsockopt(zmq.SNDBUF, args.replay_sndbuf)
             self.replay_addr = self.bind(self.router, replay_port)
 
         self.threads = [threading.Thread(target=self.watch, daemon=True)]
@@ -365,6 +372,10 @@ def main():
     p.add_argument("--replay", action="store_true", help="serve replays on a ROUTER")
     p.add_argument("--replay-port", type=int, default=0, help="ROUTER port on 127.0.0.1 (0 = random)")
     p.add_argument("--layout", choices=["current", "legacy"], default="current")
+    p.add_argument("--replay-hwm", type=int, default=0,
+                   help="ROUTER send high-water mark (0 = libzmq's default 1,000, as vLLM)")
+    p.add_argument("--replay-sndbuf", type=int, default=0,
+                   help="ROUTER kernel send buffer in bytes (0 = the OS default)")
     p.add_argument("--topic", default="kv@127.0.0.1:8000@test-model")
     p.add_argument("--start-seq", type=int, default=0)
     p.add_argument("--buffer", type=int, default=10000, help="replay buffer size in batches")

@@ -83,6 +83,8 @@ type Config struct {
 	Replay       bool          // serve replays on a ROUTER
 	ReplayPort   int           // ROUTER port (0 = random)
 	Layout       string        // "current" (default) or "legacy" replay replies
+	ReplayHWM    int           // ROUTER send high-water mark (default libzmq's 1,000, as vLLM); replies past it are dropped
+	ReplaySndBuf int           // ROUTER kernel send buffer in bytes (default the OS's)
 	Topic        string        // default "kv@127.0.0.1:8000@test-model"
 	StartSeq     uint64        // first sequence number (default 0)
 	Buffer       int           // replay buffer in batches (default 10,000)
@@ -114,6 +116,12 @@ func (c Config) args() []string {
 	}
 	if c.Layout != "" {
 		add("--layout", c.Layout)
+	}
+	if c.ReplayHWM != 0 {
+		add("--replay-hwm", strconv.Itoa(c.ReplayHWM))
+	}
+	if c.ReplaySndBuf != 0 {
+		add("--replay-sndbuf", strconv.Itoa(c.ReplaySndBuf))
 	}
 	if c.Topic != "" {
 		add("--topic", c.Topic)

@@ -42,6 +42,7 @@ type Config struct {
 	Topic            string        // the topic verbatim when Endpoint is empty
 	ReplayAddr       string        // replay ROUTER bind address; "" serves none
 	ReplayLayout     replay.Layout // reply layout of the replay server
+	ReplaySendHWM    int           // replay replies queued per client, beyond which they are dropped like vLLM's ROUTER does (0: none dropped)
 	BufferSize       int           // batches the replay ring keeps (default 10,000)
 	SendQueue        int           // messages queued per subscriber (default 1000)
 	MaxSubscribers   int           // connected subscribers (default 256)
@@ -62,6 +63,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("kvevents: publisher writeTimeout must not be negative, got %v", c.WriteTimeout)
 	case c.HandshakeTimeout < 0:
 		return fmt.Errorf("kvevents: publisher handshakeTimeout must not be negative, got %v", c.HandshakeTimeout)
+	case c.ReplaySendHWM < 0:
+		return fmt.Errorf("kvevents: publisher replaySendHWM must not be negative, got %d", c.ReplaySendHWM)
 	}
 	return c.ReplayLayout.Validate()
 }
@@ -153,6 +156,7 @@ func New(cfg Config, opts Options) (*Publisher, error) {
 		p.buf = replay.NewBuffer(cfg.BufferSize)
 		srv, err := replay.NewServer(replay.ServerConfig{
 			Addr: cfg.ReplayAddr, Layout: cfg.ReplayLayout, HandshakeTimeout: cfg.HandshakeTimeout,
+			SendHWM: cfg.ReplaySendHWM,
 		}, p.buf, replay.Options{Registerer: opts.Registerer, Logger: lg})
 		if err != nil {
 			return nil, err
@@ -224,6 +228,15 @@ func (p *Publisher) Stats() Stats {
 		Subscribers: int(p.nsubs.Load()),
 		Subscribed:  p.subscribed(),
 	}
+}
+
+// ReplayStats returns the replay server's counters (zero without a replay
+// socket).
+func (p *Publisher) ReplayStats() replay.ServerStats {
+	if p.rsrv == nil {
+		return replay.ServerStats{}
+	}
+	return p.rsrv.Stats()
 }
 
 // subscribed counts the subscribers a Publish would reach.

@@ -1,0 +1,107 @@
+package kvevents
+
+import (
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/zmqpub"
+	"github.com/kvroute/kvroute/replay"
+)
+
+// stateGauge reads kvroute_kv_events_stream_state{pod_identifier=id,
+// state=want} from a NewStateCollector registered on a fresh registry.
+func stateGauge(t *testing.T, p *Pool, id string, want StreamState) float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	require.NoError(t, reg.Register(NewStateCollector(p, nil)))
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != "kvroute_kv_events_stream_state" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["pod_identifier"] == id && labels["state"] == string(want) {
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	t.Fatalf("no stream_state series for %s %s", id, want)
+	return 0
+}
+
+// An idle engine with 5,000 buffered batches whose replay socket drops
+// replies past vLLM's ROUTER send high-water mark (1,000): the connect
+// replay arrives with holes, asks again from the first missing sequence,
+// and ends with all 5,000 batches applied and the endpoint live. Before, the
+// replay stopped at the first hole: about 1,000 were applied, the endpoint
+// went live, and the rest never came.
+func TestPoolConnectReplayThroughDroppingReplaySocketEndsExact(t *testing.T) {
+	defer leakcheck.Check(t)()
+	const n = 5000
+	ix := newPoolIndex(t)
+	pub := newTestPublisher(t, zmqpub.Config{Endpoint: "127.0.0.1:8000", Model: poolModel,
+		ReplayAddr: "127.0.0.1:0", ReplaySendHWM: 1000})
+	defer pub.Close()
+	last := publishN(t, pub, n) // before the router starts; then idle
+	p, logs := newTestPool(t, PoolConfig{ReplayClient: replay.ClientConfig{IdleTimeout: 500 * time.Millisecond}}, ix)
+	defer p.Close()
+	const id = "127.0.0.1:8000"
+	require.NoError(t, p.Ensure(Endpoint{ID: id, Model: poolModel, EventsAddress: pub.Endpoint(), ReplayAddress: pub.ReplayEndpoint()}))
+	waitAppliedLogs(t, p, id, last, logs)
+	require.Eventually(t, func() bool { return stateOf(p, id) == StateLive }, poolWait, poolTick, logs.String())
+	requireHeldLogs(t, ix, id, 0, last, logs)
+	st, _ := p.Status(id)
+	require.Equal(t, uint64(n), st.Messages, "each of the 5,000 batches applied once, none missing")
+	dropped := pub.ReplayStats().Dropped
+	require.Positive(t, dropped, "the replay socket dropped replies past its HWM")
+	require.Positive(t, counter(p.metrics().ZMQErrors, id, replay.OpHole), "holes are counted")
+	require.Equal(t, 1.0, counter(p.metrics().Replays, id, replayComplete))
+	t.Logf("%d buffered batches, %d replies dropped by the replay socket, %v holes: all applied",
+		n, dropped, counter(p.metrics().ZMQErrors, id, replay.OpHole))
+}
+
+// A replay that gives up with sequences it knows were published still
+// missing leaves the endpoint degraded — in its status, its stream_state
+// metric and so readiness — never live, although the engine is idle; a
+// repair one ReplayCooldown later fills the hole and the endpoint goes live.
+// Before, the endpoint went live with the hole open for good.
+func TestPoolReplayHoleDegradedUntilRepaired(t *testing.T) {
+	defer leakcheck.Check(t)()
+	const n = 5000
+	ix := newPoolIndex(t)
+	pub := newTestPublisher(t, zmqpub.Config{Endpoint: "127.0.0.1:8000", Model: poolModel,
+		ReplayAddr: "127.0.0.1:0", ReplaySendHWM: 1000})
+	defer pub.Close()
+	last := publishN(t, pub, n)
+	p, logs := newTestPool(t, PoolConfig{ReplayCooldown: time.Second, TailProbeDelay: -1,
+		ReplayClient: replay.ClientConfig{IdleTimeout: 500 * time.Millisecond, MaxHoleRetries: 1}}, ix)
+	defer p.Close()
+	const id = "127.0.0.1:8000"
+	require.NoError(t, p.Ensure(Endpoint{ID: id, Model: poolModel, EventsAddress: pub.Endpoint(), ReplayAddress: pub.ReplayEndpoint()}))
+	// Until every batch is applied the endpoint is never live, and it is
+	// degraded (status, metric) between the failed replay and its repair.
+	sawDegraded := false
+	require.Eventually(t, func() bool {
+		st, _ := p.Status(id)
+		require.False(t, st.State == StateLive && st.Applied < last, "live with a hole: %+v\n%s", st, logs)
+		if st.State == StateDegraded && !sawDegraded {
+			require.True(t, st.Degraded)
+			sawDegraded = stateGauge(t, p, id, StateDegraded) == 1
+		}
+		return st.Applied == last
+	}, poolWait, poolTick, logs.String())
+	require.True(t, sawDegraded, "degraded while the hole was open\n%s", logs)
+	require.Positive(t, counter(p.metrics().Replays, id, replayFailed), "the first replay gave up")
+	require.Eventually(t, func() bool { return stateOf(p, id) == StateLive }, poolWait, poolTick, logs.String())
+	require.Contains(t, logs.String(), "Repairing a replay that ended with sequences missing")
+	requireHeldLogs(t, ix, id, 0, last, logs)
+}
