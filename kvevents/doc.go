@@ -186,9 +186,12 @@
 // back to live; live messages a running replay has covered are applied at
 // once; kvroute_kv_events_replay_in_progress and
 // kvroute_kv_events_replay_slot_wait_seconds show stuck endpoints and
-// queueing. An endpoint whose model is configured nowhere takes it from the
-// replies' topic frame, or holds the replayed batches (bounded) until the
-// first live message names it.
+// queueing. An endpoint whose model is configured nowhere takes it for
+// replayed batches from the replies' topic frame, or from the last live
+// message seen; legacy replies (no topic frame) with nothing seen yet are
+// applied under PoolConfig.Model at once, so an idle engine is indexed, and
+// if the first live message then names another model the endpoint is
+// cleared (counted, reason "model_mismatch") and replayed under that one.
 //
 // Endpoint.Engine says what publishes: "vllm" (the default), "sglang" or
 // "noreplay". SGLang has no replay socket, so its endpoints never replay and

@@ -421,9 +421,12 @@ func TestPoolModelFromReplayTopic(t *testing.T) {
 	require.NoError(t, p.Close())
 }
 
-// Legacy replies carry no topic: replayed batches wait (bounded) for the
-// first live message to name the model, then are applied under it.
-func TestStreamLegacyReplayWaitsForModel(t *testing.T) {
+// Legacy replies carry no topic: with no model configured and no live
+// message seen, replayed batches are applied under the pool's default model
+// at once (an idle engine is indexed by the connect replay alone). The first
+// live message names another model: the endpoint is cleared, the batches
+// counted (model_mismatch) and replayed again under the named model.
+func TestStreamLegacyReplayGuessedModelCheckedByLiveMessage(t *testing.T) {
 	defer leakcheck.Check(t)()
 	buf := replay.NewBuffer(100)
 	srv, err := replay.NewServer(replay.ServerConfig{Addr: "127.0.0.1:0", Layout: replay.LayoutLegacy}, buf, replay.Options{})
@@ -438,14 +441,11 @@ func TestStreamLegacyReplayWaitsForModel(t *testing.T) {
 		buf.Add(s, nil, poolPayload(s))
 	}
 	f.st.onConnect(false)
-	require.Eventually(t, func() bool {
-		f.st.mu.Lock()
-		defer f.st.mu.Unlock()
-		return !f.st.s.replaying && len(f.st.s.modelPending) == 3
-	}, poolWait, poolTick, f.logs.String())
-	require.False(t, f.held(0), "not indexed under an unknown model")
+	f.wait(2)
+	require.False(t, f.held(0), "keyed under the pool's default (none), not the topic's model")
 	buf.Add(3, nil, poolPayload(3))
 	f.st.receive(3, poolPayload(3), poolModel)
 	f.wait(3)
 	requireHeld(t, f.ix, seqID, 0, 3)
+	require.Equal(t, 3.0, f.count("dropped", string(DropModelMismatch)), f.logs.String())
 }

@@ -32,8 +32,9 @@ func lifeHeld(ix *kvindex.Index, id string, seq uint64, life int) int {
 // vLLM main as read: map-shaped outer batches and the 4-frame replay reply
 // (no topic frame), with an engine that is idle when the router starts and
 // whose model is configured nowhere but in its topic. The batches published
-// before the router started arrive through the connect replay and wait for
-// the first live message to name the model.
+// before the router started arrive through the connect replay, keyed under
+// the pool's default model (none here); the first live message names the
+// model, and they are replayed again under it.
 func TestPoolInteropVLLMMainIdleEngine(t *testing.T) {
 	pytest.Require(t)
 	defer leakcheck.Check(t)()
@@ -48,12 +49,13 @@ func TestPoolInteropVLLMMainIdleEngine(t *testing.T) {
 		st, _ := p.Status(pyID)
 		return !st.Replaying && logs.count("Replay complete") >= 1
 	}, poolWait, poolTick, logs.String())
-	require.Zero(t, heldBlocks(ix, pyID, 0), "not indexed before the model is known")
+	require.Zero(t, heldBlocks(ix, pyID, 0), "not under the topic's model before the topic is known")
 	last := pyPublishUntilReceived(t, p, py, pyID, early+1)
 	waitAppliedLogs(t, p, pyID, last, logs)
 	requireHeldLogs(t, ix, pyID, 0, last, logs)
 	require.Contains(t, logs.String(), "layout=legacy")
 	require.Zero(t, counter(p.metrics().Dropped, pyID, string(DropDecodeError)), "map-shaped batches decode")
+	require.Equal(t, float64(early+1), counter(p.metrics().Dropped, pyID, string(DropModelMismatch)))
 }
 
 // A libzmq engine restarts on the same ports and publishes before the

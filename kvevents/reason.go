@@ -37,6 +37,11 @@ const (
 	DropUnknownEndpoint Reason = "unknown_endpoint"      // bind mode: the topic names no endpoint passed to Ensure
 	DropNotSelected     Reason = "not_selected"          // bind mode: the endpoint's labels do not match the selector
 	DropAlreadyApplied  Reason = "already_applied"       // live message at or below the watermark (a replay applied it first)
-	DropModelPending    Reason = "model_pending"         // replayed batch beyond the bound of batches waiting for the model
+	DropModelMismatch   Reason = "model_mismatch"        // replayed batch applied under the pool's default model, cleared when the live stream named another (it is replayed again under that one)
+	// DropModelPending is no longer produced: replayed batches no longer
+	// wait for a live message to name the model (see DropModelMismatch).
+	//
+	// Deprecated: kept so that code naming it still compiles.
+	DropModelPending Reason = "model_pending"
 	DropMalformed              = kvindex.ReasonMalformed // a message not of 3 frames, or a sequence frame that is not 8 bytes
 )

@@ -19,6 +19,7 @@ func TestReasonLabelValuesUnchanged(t *testing.T) {
 		DropDecodeError:   "decode_error", DropQueueFull: "queue_full", DropStaleSeq: "stale_seq",
 		DropUnknownEvent: "unknown_event", DropHoldFull: "hold_full", DropUnknownEndpoint: "unknown_endpoint",
 		DropNotSelected: "not_selected", DropAlreadyApplied: "already_applied", DropModelPending: "model_pending",
+		DropModelMismatch:               "model_mismatch",
 		DropMalformed:                   "malformed",
 		kvindex.ReasonParentMissing:     "parent_missing",
 		kvindex.ReasonNonPrefixKind:     "non_prefix_kind",

@@ -125,9 +125,10 @@ type stream struct {
 	alreadyApplied prometheus.Counter
 	inProgress     prometheus.Gauge
 
-	liveReset atomic.Bool // a replay found a restart: the receiver forgets lastLive
-	probeT    *time.Timer // tail probe; guarded by mu
-	repairT   *time.Timer // repair of a hole a replay left (sequence_repair.go); guarded by mu
+	liveReset atomic.Bool            // a replay found a restart: the receiver forgets lastLive
+	liveModel atomic.Pointer[string] // model of the last live message received (set by the receiver)
+	probeT    *time.Timer            // tail probe; guarded by mu
+	repairT   *time.Timer            // repair of a hole a replay left (sequence_repair.go); guarded by mu
 
 	// Receiver-only state.
 	lastLive uint64
@@ -175,10 +176,11 @@ type seqState struct {
 	verifying   bool   // the running replay checks the digest at applied first
 	heldMax     uint64 // highest held sequence during this replay
 
-	// Replayed batches waiting for the model (legacy replies carry no topic
-	// and no live message has named one yet), bounded like held.
-	modelPending      []item
-	modelPendingBytes int
+	// Replayed batches were applied under the pool's default model because
+	// nothing named the endpoint's model (sequence_model.go); the first live
+	// message checks it.
+	modelGuessed   bool
+	guessedApplied int // how many
 
 	rs resumeState // started from a recorded position (sequence_resume.go)
 }
@@ -232,6 +234,9 @@ func (st *stream) receive(seq uint64, payload []byte, model string) {
 		}
 	}
 	st.lastLive, st.hasLive = seq, true
+	if m := st.liveModel.Load(); m == nil || *m != model {
+		st.liveModel.Store(&model)
+	}
 	st.lastSeen.Store(seq)
 	st.seen.Store(true)
 	it := item{st: st, gen: st.gen.Load(), seq: seq, model: model, payload: payload, tr: st.traceReceive(seq, payload)}
@@ -292,7 +297,7 @@ func (st *stream) clearLocked() int {
 	st.p.applier.Forget(st.id)
 	st.s.has, st.s.degraded, st.s.hasDigest, st.s.unconfirmed = false, false, false, false
 	st.s.holeTo = 0
-	st.s.modelPending, st.s.modelPendingBytes = nil, 0
+	st.s.modelGuessed, st.s.guessedApplied = false, 0
 	st.s.rs = resumeState{adopted: true}
 	return removed
 }
@@ -365,17 +370,7 @@ func (st *stream) sequenceLocked(it item, dec *Decoder, b *Batch) {
 	if it.model != "" {
 		s.model = it.model // replays apply with the model of the live stream
 	}
-	if len(s.modelPending) > 0 {
-		// The first live message tells the model: apply the replayed
-		// batches that waited for it.
-		pending := s.modelPending
-		s.modelPending, s.modelPendingBytes = nil, 0
-		for _, p := range pending {
-			if !s.has || p.seq == s.applied+1 {
-				st.applyLocked(p.seq, p.payload, it.model, dec, b)
-			}
-		}
-	}
+	st.checkGuessedModelLocked(it.model)
 	if s.unconfirmed && s.has && it.seq+st.p.cfg.ReplayLookahead < s.applied {
 		// The watermark came from a replay before any live message, and the
 		// live stream is far behind it: the replay's sequences were bogus.

@@ -55,7 +55,7 @@ func (st *stream) onConnect(quiet bool) {
 		return
 	}
 	if !s.has {
-		if !s.needJoin || s.restarted || len(s.modelPending) > 0 {
+		if !s.needJoin || s.restarted {
 			return // a restart replays from 0 with its first message
 		}
 		st.log.Info("Requesting proactive replay on connect", "seq", "none", "replay", st.replayAddr)

@@ -134,26 +134,12 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 				st.lostRangeLocked(from, seq-1)
 			}
 		}
-		model := s.model
-		if model == "" && rb.Topic != nil {
-			_, model, _ = parseTopic(rb.Topic)
-			s.model = model
-		} else if model == "" && !s.has {
-			// Legacy reply, model unknown: wait for the first live message.
-			if len(s.modelPending) >= st.p.cfg.HoldSize || s.modelPendingBytes+len(rb.Payload) > st.p.cfg.HoldBytes {
-				st.p.m.drop(st.id, DropModelPending, 1)
-				return nil
-			}
-			if n := len(s.modelPending); n == 0 || s.modelPending[n-1].seq+1 == seq {
-				s.modelPending = append(s.modelPending, item{seq: seq, payload: rb.Payload})
-				s.modelPendingBytes += len(rb.Payload)
-			}
-			return nil
-		}
+		model, guessed := st.replayModelLocked(rb.Topic)
 		switch {
 		case !s.has || seq == s.applied+1:
 			fresh++
 			st.applyLocked(seq, rb.Payload, model, dec, &b)
+			st.noteGuessLocked(guessed)
 		case seq <= s.applied:
 			// Already applied.
 		default:
@@ -162,6 +148,7 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 			st.lostRangeLocked(s.applied+1, seq-1)
 			fresh++
 			st.applyLocked(seq, rb.Payload, model, dec, &b)
+			st.noteGuessLocked(guessed)
 		}
 		if st.drainCoveredLocked(dec, &b) && s.applied >= known {
 			return errCaughtUp

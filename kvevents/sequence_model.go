@@ -1,0 +1,72 @@
+package kvevents
+
+// The model of a replayed batch. Blocks are keyed under the endpoint's base
+// model, which comes from the endpoint's configuration, else from the topic
+// of its messages (kv@<ip:port>@<model>), else PoolConfig.Model. Live
+// messages always carry the topic; replay replies carry it only in vLLM's
+// current layout — the legacy layout (vLLM before the topic frame, SGLang)
+// is [seq, payload]. A replayed batch is therefore applied under, in order:
+//
+//  1. the endpoint's configured model, or the model of a live message
+//     already applied;
+//  2. the reply's topic frame (current layout);
+//  3. the model of the last live message the receiver saw on this stream
+//     (one still queued, or held behind the replay);
+//  4. otherwise the pool's default (PoolConfig.Model, or none): what a live
+//     message on vLLM's default empty topic is keyed under. This is a
+//     guess, so the first live message checks it: if its topic names
+//     another model the endpoint is cleared (the batches counted as
+//     dropped, reason "model_mismatch") and replayed again from 0 under the
+//     named model.
+//
+// An idle engine's buffered batches are thus indexed by the connect replay
+// alone, whatever the reply layout, instead of waiting for the engine's next
+// batch to name the model.
+
+// replayModelLocked returns the model to apply a replayed batch under, and
+// whether it is the guess of rule 4.
+func (st *stream) replayModelLocked(topic []byte) (model string, guessed bool) {
+	s := &st.s
+	if s.model != "" {
+		return s.model, false
+	}
+	if topic != nil {
+		_, model, _ = parseTopic(topic)
+		s.model = model
+		return model, false
+	}
+	if m := st.liveModel.Load(); m != nil {
+		return *m, false
+	}
+	return "", true
+}
+
+// noteGuessLocked records a replayed batch applied under the guessed model.
+func (st *stream) noteGuessLocked(guessed bool) {
+	if guessed {
+		st.s.modelGuessed = true
+		st.s.guessedApplied++
+	}
+}
+
+// checkGuessedModelLocked runs for every live message before it is
+// sequenced: the first one after batches were applied under the guessed
+// model confirms the guess, or clears the endpoint so that the join replay
+// indexes them again under the model the message names.
+func (st *stream) checkGuessedModelLocked(model string) {
+	s := &st.s
+	if !s.modelGuessed {
+		return
+	}
+	s.modelGuessed = false
+	if model == "" || model == st.p.cfg.Model || !s.has {
+		s.guessedApplied = 0
+		return // the pool's default is the live stream's model too
+	}
+	n := s.guessedApplied
+	removed := st.clearLocked()
+	s.needJoin = true
+	st.p.m.drop(st.id, DropModelMismatch, n)
+	st.log.Warn("Replayed batches were keyed under the pool's default model, but the topic names another: endpoint cleared and replayed under it",
+		"default_model", st.p.cfg.Model, "topic_model", model, "batches", n, "blocks_removed", removed)
+}
