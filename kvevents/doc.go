@@ -178,8 +178,11 @@
 // replay from the watermark is tried once per ReplayCooldown until the
 // hole is filled.
 //
-// Replays are bounded: sequences beyond what the live stream could show
-// (ReplayLookahead) are a counted protocol error; a replay that live
+// Replays are bounded: a sequence more than ReplayLookahead (a small slack,
+// 1,000) beyond what the live stream has shown ends the replay as a counted
+// protocol error, whatever the replay's pace, and if the watermark had
+// already passed the live stream the endpoint is cleared and rebuilt from
+// it, so live messages are never skipped as already applied; a replay that live
 // messages wait for and that has not covered them at ReplayMinRate after
 // ReplayGrace (waiting for one of the process-wide replay slots included)
 // is cut short (replays_total{result="cut_short"}) and the endpoint goes

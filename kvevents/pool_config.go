@@ -31,9 +31,11 @@ const (
 	// defaultTailProbeDelay: a stream that goes quiet after traffic is
 	// probed once, this long after its last message.
 	defaultTailProbeDelay = time.Second
-	// defaultReplayLookahead bounds replayed sequences beyond what the live
-	// stream has shown (vLLM buffers 10,000 batches by default).
-	defaultReplayLookahead = 10000
+	// defaultReplayLookahead is how far a replayed sequence may run ahead of
+	// the live stream: the messages that can be in flight between vLLM's PUB
+	// (which sends a batch before buffering it for replay) and the
+	// subscriber's receive loop, which takes messages as fast as they come.
+	defaultReplayLookahead = 1000
 	// defaultReplayMinRate and defaultReplayGrace: a replay that live
 	// messages wait for must cover them at 100 batches/s after a 2 s grace.
 	defaultReplayMinRate = 100
@@ -135,11 +137,15 @@ type PoolConfig struct {
 	// nothing else would notice before the engine's next batch.
 	TailProbeDelay time.Duration `json:"tailProbeDelay"`
 	// ReplayLookahead bounds the sequences a replay may deliver: at most this
-	// many beyond the highest sequence the live stream or the replay request
-	// has shown (default 10000). A batch beyond it is rejected as a protocol
-	// error (zmq_errors_total{operation="replay-protocol"}) and the replay
-	// fails, so a bogus sequence cannot move the watermark past every later
-	// live message.
+	// many beyond the highest sequence the live stream (on the current
+	// connection) or the replay request has shown (default 1000), however
+	// fast the replay streams. A batch beyond it is rejected as a protocol
+	// error (zmq_errors_total{operation="replay-protocol"}), the replay
+	// fails, and an endpoint whose watermark the replay had already moved
+	// past the live stream is cleared and rebuilt from the live stream, so a
+	// bogus replay cannot make live messages be skipped as already applied.
+	// A replay before any live message on the connection is unbounded, and
+	// the first live message then checks the watermark with the same slack.
 	ReplayLookahead uint64 `json:"replayLookahead"`
 	// ReplayMinRate and ReplayGrace: while live messages wait for a replay
 	// (held), the replay must have covered up to the held messages by

@@ -55,7 +55,8 @@ func TestPoolInteropVLLMMainIdleEngine(t *testing.T) {
 	requireHeldLogs(t, ix, pyID, 0, last, logs)
 	require.Contains(t, logs.String(), "layout=legacy")
 	require.Zero(t, counter(p.metrics().Dropped, pyID, string(DropDecodeError)), "map-shaped batches decode")
-	require.Equal(t, float64(early+1), counter(p.metrics().Dropped, pyID, string(DropModelMismatch)))
+	require.GreaterOrEqual(t, counter(p.metrics().Dropped, pyID, string(DropModelMismatch)), float64(early+1),
+		"the batches keyed under the default model are counted when cleared")
 }
 
 // A libzmq engine restarts on the same ports and publishes before the

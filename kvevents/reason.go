@@ -29,19 +29,19 @@ const (
 // Reasons of kvroute_kv_events_dropped_total. A store whose parent the index
 // does not know is dropped with kvindex.ReasonParentMissing.
 const (
-	DropDecodeError     Reason = "decode_error"          // payload rejected by the Decoder
-	DropQueueFull       Reason = "queue_full"            // message dropped by a full worker queue
-	DropStaleSeq        Reason = "stale_seq"             // message older than the endpoint's watermark
-	DropUnknownEvent    Reason = "unknown_event"         // event with an unknown tag
-	DropHoldFull        Reason = "hold_full"             // live message arriving while a replay runs, beyond HoldSize or HoldBytes
-	DropUnknownEndpoint Reason = "unknown_endpoint"      // bind mode: the topic names no endpoint passed to Ensure
-	DropNotSelected     Reason = "not_selected"          // bind mode: the endpoint's labels do not match the selector
-	DropAlreadyApplied  Reason = "already_applied"       // live message at or below the watermark (a replay applied it first)
-	DropModelMismatch   Reason = "model_mismatch"        // replayed batch applied under the pool's default model, cleared when the live stream named another (it is replayed again under that one)
+	DropDecodeError     Reason = "decode_error"     // payload rejected by the Decoder
+	DropQueueFull       Reason = "queue_full"       // message dropped by a full worker queue
+	DropStaleSeq        Reason = "stale_seq"        // message older than the endpoint's watermark
+	DropUnknownEvent    Reason = "unknown_event"    // event with an unknown tag
+	DropHoldFull        Reason = "hold_full"        // live message arriving while a replay runs, beyond HoldSize or HoldBytes
+	DropUnknownEndpoint Reason = "unknown_endpoint" // bind mode: the topic names no endpoint passed to Ensure
+	DropNotSelected     Reason = "not_selected"     // bind mode: the endpoint's labels do not match the selector
+	DropAlreadyApplied  Reason = "already_applied"  // live message at or below the watermark (a replay applied it first)
+	DropModelMismatch   Reason = "model_mismatch"   // replayed batch applied under the pool's default model, cleared when the live stream named another (it is replayed again under that one)
 	// DropModelPending is no longer produced: replayed batches no longer
 	// wait for a live message to name the model (see DropModelMismatch).
 	//
 	// Deprecated: kept so that code naming it still compiles.
 	DropModelPending Reason = "model_pending"
-	DropMalformed              = kvindex.ReasonMalformed // a message not of 3 frames, or a sequence frame that is not 8 bytes
+	DropMalformed           = kvindex.ReasonMalformed // a message not of 3 frames, or a sequence frame that is not 8 bytes
 )

@@ -102,9 +102,14 @@ const (
 // restart (counted, the endpoint cleared and rebuilt from 0). A check that
 // finds nothing new counts only as a probe.
 //
-// Replayed sequences are bounded by what the live stream has shown
-// (PoolConfig.ReplayLookahead beyond its last sequence); before any live
-// message the first live message checks the replayed watermark instead.
+// Replayed sequences are bounded by what the live stream has shown:
+// PoolConfig.ReplayLookahead (a small slack) beyond its last sequence,
+// whatever the replay's pace. A replay beyond it is a protocol error: it
+// ends, and if it had already moved the watermark past the live stream the
+// endpoint is cleared, so no live message is skipped as already applied.
+// Before any live message on the current connection (a connect or
+// reconnect replay of an idle engine) nothing bounds the replay, and the
+// first live message checks the replayed watermark instead.
 // Live messages at or below the watermark are counted (reason
 // "already_applied"), never skipped silently.
 type stream struct {
@@ -127,6 +132,7 @@ type stream struct {
 
 	liveReset atomic.Bool            // a replay found a restart: the receiver forgets lastLive
 	liveModel atomic.Pointer[string] // model of the last live message received (set by the receiver)
+	liveConn  atomic.Bool            // a live message arrived on the current connection: replays are bounded by lastSeen
 	probeT    *time.Timer            // tail probe; guarded by mu
 	repairT   *time.Timer            // repair of a hole a replay left (sequence_repair.go); guarded by mu
 
@@ -179,8 +185,9 @@ type seqState struct {
 	// Replayed batches were applied under the pool's default model because
 	// nothing named the endpoint's model (sequence_model.go); the first live
 	// message checks it.
-	modelGuessed   bool
-	guessedApplied int // how many
+	modelGuessed bool
+	sinceClear   uint64 // batches applied since the endpoint was last cleared
+	modelWrong   bool   // a live message named another model: clear and replay under it
 
 	rs resumeState // started from a recorded position (sequence_resume.go)
 }
@@ -239,6 +246,7 @@ func (st *stream) receive(seq uint64, payload []byte, model string) {
 	}
 	st.lastSeen.Store(seq)
 	st.seen.Store(true)
+	st.liveConn.Store(true)
 	it := item{st: st, gen: st.gen.Load(), seq: seq, model: model, payload: payload, tr: st.traceReceive(seq, payload)}
 	queued := st.w.enqueue(it)
 	it.tr.endReceive(queued)
@@ -297,7 +305,8 @@ func (st *stream) clearLocked() int {
 	st.p.applier.Forget(st.id)
 	st.s.has, st.s.degraded, st.s.hasDigest, st.s.unconfirmed = false, false, false, false
 	st.s.holeTo = 0
-	st.s.modelGuessed, st.s.guessedApplied = false, 0
+	st.s.modelGuessed, st.s.modelWrong = false, false
+	st.s.sinceClear = 0
 	st.s.rs = resumeState{adopted: true}
 	return removed
 }
@@ -462,6 +471,7 @@ func (st *stream) applyLocked(seq uint64, payload []byte, model string, dec *Dec
 	st.lastApply.Store(time.Now().UnixNano())
 	st.synced.Store(true)
 	s.messages++
+	s.sinceClear++
 	st.p.applied.Add(1)
 	st.armProbeLocked()
 }

@@ -15,9 +15,9 @@ package kvevents
 //  4. otherwise the pool's default (PoolConfig.Model, or none): what a live
 //     message on vLLM's default empty topic is keyed under. This is a
 //     guess, so the first live message checks it: if its topic names
-//     another model the endpoint is cleared (the batches counted as
-//     dropped, reason "model_mismatch") and replayed again from 0 under the
-//     named model.
+//     another model the endpoint is cleared (every batch it held counted as
+//     dropped, reason "model_mismatch"; after a running replay ends) and
+//     replayed again from 0 under the named model.
 //
 // An idle engine's buffered batches are thus indexed by the connect replay
 // alone, whatever the reply layout, instead of waiting for the engine's next
@@ -45,14 +45,19 @@ func (st *stream) replayModelLocked(topic []byte) (model string, guessed bool) {
 func (st *stream) noteGuessLocked(guessed bool) {
 	if guessed {
 		st.s.modelGuessed = true
-		st.s.guessedApplied++
 	}
 }
+
+// replayModel is the replay reason of a rebuild under the model a live
+// message named after replayed batches were keyed under the guessed one.
+const replayModel = "model"
 
 // checkGuessedModelLocked runs for every live message before it is
 // sequenced: the first one after batches were applied under the guessed
 // model confirms the guess, or clears the endpoint so that the join replay
-// indexes them again under the model the message names.
+// indexes them again under the model the message names. While a replay
+// runs the clear waits for its end (rekeyLocked), so that one replay at a
+// time touches the endpoint.
 func (st *stream) checkGuessedModelLocked(model string) {
 	s := &st.s
 	if !s.modelGuessed {
@@ -60,13 +65,28 @@ func (st *stream) checkGuessedModelLocked(model string) {
 	}
 	s.modelGuessed = false
 	if model == "" || model == st.p.cfg.Model || !s.has {
-		s.guessedApplied = 0
 		return // the pool's default is the live stream's model too
 	}
-	n := s.guessedApplied
+	s.modelWrong = true
+	if !s.replaying {
+		st.rekeyLocked()
+	}
+}
+
+// rekeyLocked clears an endpoint whose replayed batches were keyed under a
+// wrong guessed model and reports whether it did; the caller (the next live
+// message's join replay, or an explicit replay from 0) indexes them again
+// under the model now known.
+func (st *stream) rekeyLocked() bool {
+	s := &st.s
+	if !s.modelWrong {
+		return false
+	}
+	n := int(s.sinceClear) // the guessed batches and any applied after them
 	removed := st.clearLocked()
 	s.needJoin = true
 	st.p.m.drop(st.id, DropModelMismatch, n)
 	st.log.Warn("Replayed batches were keyed under the pool's default model, but the topic names another: endpoint cleared and replayed under it",
-		"default_model", st.p.cfg.Model, "topic_model", model, "batches", n, "blocks_removed", removed)
+		"default_model", st.p.cfg.Model, "topic_model", s.model, "batches", n, "blocks_removed", removed)
+	return true
 }

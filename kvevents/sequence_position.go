@@ -44,6 +44,7 @@ func PayloadDigest(payload []byte) uint64 { return xxhash.Sum64(payload) }
 //     detecting an engine that restarted meanwhile. Finding nothing new
 //     counts as a probe, not a replay.
 func (st *stream) onConnect(quiet bool) {
+	st.liveConn.Store(false) // the live stream shows nothing on this connection yet
 	if st.rc == nil {
 		return
 	}

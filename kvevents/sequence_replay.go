@@ -101,7 +101,9 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 		}
 		seq := rb.Seq
 		delivered++
-		if st.seen.Load() {
+		if st.liveConn.Load() {
+			// Never ahead of the live stream by more than the slack,
+			// however fast the replay streams (see PoolConfig.ReplayLookahead).
 			limit := max(st.lastSeen.Load(), known, from) + st.p.cfg.ReplayLookahead
 			if seq > limit {
 				return errOutOfRange
@@ -188,8 +190,15 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 		result = replayFailed
 		st.p.m.ZMQErrors.WithLabelValues(st.id, opReplayProtocol).Inc()
 		s.cooldownUntil = time.Now().Add(st.p.cfg.ReplayCooldown)
+		removed := 0
+		if last := st.lastSeen.Load(); s.has && s.applied > last {
+			// The replay ran ahead of the live stream: what it applied there
+			// cannot be trusted, and live messages up to it would be skipped.
+			removed = st.clearLocked()
+		}
 		st.log.Warn("Replay rejected: a sequence beyond what the live stream has shown",
-			"reason", reason, "from", from, "last_seen", st.lastSeen.Load(), "lookahead", st.p.cfg.ReplayLookahead)
+			"reason", reason, "from", from, "last_seen", st.lastSeen.Load(), "lookahead", st.p.cfg.ReplayLookahead,
+			"blocks_removed", removed)
 	case errors.Is(cause, errCutShort):
 		result = replayCutShort
 		s.cooldownUntil = time.Now().Add(st.p.cfg.ReplayCooldown)
@@ -228,8 +237,8 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 	if result != replayFailed && result != replayCutShort {
 		st.synced.Store(true) // caught up, even on an empty buffer
 	}
-	if !st.seen.Load() && fresh > 0 {
-		s.unconfirmed = true // checked by the first live message
+	if !st.liveConn.Load() && fresh > 0 {
+		s.unconfirmed = true // nothing live to bound it: checked by the first live message
 	}
 	switch {
 	case probe && result == replayFailed && fresh == 0:
@@ -251,6 +260,9 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 		// The check could not be made (failed, rejected or cut short): the
 		// next live message is classified without a digest.
 		s.rs.noVerify = true
+	}
+	if st.rekeyLocked() && len(s.held) == 0 {
+		st.startReplayLocked(0, replayModel, st.lastSeen.Load())
 	}
 	st.drainHeldLocked(dec, &b)
 	if !s.replaying && s.resync {
