@@ -185,9 +185,15 @@
 // it, so live messages are never skipped as already applied; a replay that live
 // messages wait for and that has not covered them at ReplayMinRate after
 // ReplayGrace (waiting for one of the process-wide replay slots included)
-// is cut short (replays_total{result="cut_short"}) and the endpoint goes
-// back to live; live messages a running replay has covered are applied at
-// once; kvroute_kv_events_replay_in_progress and
+// (a fresh engine's included, whose first live message is the replay's
+// start) is cut short (replays_total{result="cut_short"}) and the endpoint
+// applies its live stream; what that leaves out (batches published before
+// the first held message) keeps the endpoint degraded until a rebuild from
+// 0 recovers it: the rebuild waits for its replay slot without holding the
+// live stream and replaces the entries once the publisher answers (at once
+// after a replay starved of slots, else one ReplayCooldown later); live
+// messages a running replay has covered are applied at once;
+// kvroute_kv_events_replay_in_progress and
 // kvroute_kv_events_replay_slot_wait_seconds show stuck endpoints and
 // queueing. An endpoint whose model is configured nowhere takes it for
 // replayed batches from the replies' topic frame, or from the last live

@@ -151,8 +151,11 @@ type PoolConfig struct {
 	// (held), the replay must have covered up to the held messages by
 	// ReplayGrace (default "2s") plus one second per ReplayMinRate batches of
 	// the range (default 100). A replay that falls behind, waiting for a slot
-	// included, is cut short (replays_total{result="cut_short"}), the
-	// endpoint is cleared and goes back to the live stream.
+	// included, is cut short (replays_total{result="cut_short"}) and the
+	// endpoint applies the live stream from the first held message; the
+	// batches before it are recovered by a rebuild from 0 that waits for a
+	// replay slot without holding the live stream (the endpoint is degraded
+	// until then).
 	ReplayMinRate int           `json:"replayMinRate"`
 	ReplayGrace   time.Duration `json:"replayGrace"`
 	// Engine is the engine kind of endpoints that name none (default

@@ -172,6 +172,8 @@ type seqState struct {
 	cooldownUntil time.Time
 	degraded      bool
 	holeTo        uint64 // a replay gave up on applied+1..holeTo, published but not applied (sequence_repair.go)
+	lostHistory   bool   // the endpoint was rebuilt from the live stream after a cut-short replay: a rebuild from 0 is due (sequence_rebuild.go)
+	rebuilding    bool   // that rebuild waits for a replay slot; live messages flow meanwhile
 	messages      uint64 // messages applied (live and replayed)
 
 	digest      uint64 // PayloadDigest of the batch at applied
@@ -291,7 +293,7 @@ func (st *stream) bumpGenLocked() {
 		s.cancelReplay()
 		s.cancelReplay = nil
 	}
-	s.replaying, s.resync, s.verifying = false, false, false
+	s.replaying, s.resync, s.verifying, s.rebuilding = false, false, false, false
 	s.held, s.heldBytes, s.heldMax = nil, 0, 0
 	st.inProgress.Set(0)
 }
@@ -305,6 +307,7 @@ func (st *stream) clearLocked() int {
 	st.p.applier.Forget(st.id)
 	st.s.has, st.s.degraded, st.s.hasDigest, st.s.unconfirmed = false, false, false, false
 	st.s.holeTo = 0
+	st.s.lostHistory = st.s.lostHistory && st.s.rebuilding // a waiting rebuild still recovers it
 	st.s.modelGuessed, st.s.modelWrong = false, false
 	st.s.sinceClear = 0
 	st.s.rs = resumeState{adopted: true}
@@ -344,8 +347,10 @@ func (st *stream) resyncLocked() {
 	}
 }
 
+// coolingLocked reports whether no replay may start now: after a failed
+// replay, for ReplayCooldown, and while a rebuild waits for a replay slot.
 func (st *stream) coolingLocked() bool {
-	return !st.s.cooldownUntil.IsZero() && time.Now().Before(st.s.cooldownUntil)
+	return st.s.rebuilding || (!st.s.cooldownUntil.IsZero() && time.Now().Before(st.s.cooldownUntil))
 }
 
 // handle is the worker's entry point.

@@ -30,10 +30,11 @@ func (st *stream) noteHoleLocked(highest uint64) {
 }
 
 // incompleteLocked reports whether the index is known to lack batches the
-// publisher has published after the watermark (a hole no replay filled).
+// publisher may still hold: after the watermark (a hole no replay filled),
+// or before the base (lost history a rebuild is due to recover).
 func (st *stream) incompleteLocked() bool {
 	s := &st.s
-	return s.has && s.holeTo > s.applied
+	return (s.has && s.holeTo > s.applied) || s.lostHistory
 }
 
 // armRepairLocked schedules a repair of an incomplete endpoint one
@@ -56,7 +57,11 @@ func (st *stream) repair() {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	s := &st.s
-	if s.closed || s.replaying || !st.incompleteLocked() {
+	if s.closed || s.replaying || s.rebuilding || !st.incompleteLocked() {
+		return
+	}
+	if s.lostHistory {
+		st.startRebuildLocked()
 		return
 	}
 	st.log.Info("Repairing a replay that ended with sequences missing", "from", s.applied+1, "to", s.holeTo)

@@ -69,12 +69,12 @@ func (st *stream) watchReplay(ctx context.Context, cancel context.CancelCauseFun
 		s := &st.s
 		behind := false
 		if !s.closed && s.gen == gen && s.replaying && len(s.held) > 0 {
-			target := max(known, s.held[0].seq)
-			if target > from {
-				allowed := st.p.cfg.ReplayGrace + time.Duration(float64(target-from)/float64(st.p.cfg.ReplayMinRate)*float64(time.Second))
-				covered := s.has && s.applied+1 >= s.held[0].seq
-				behind = !covered && time.Since(s.replayStart) > allowed
-			}
+			// The range to cover may be empty (a fresh engine's first live
+			// message is the replay's start): the grace alone applies then.
+			span := max(known, s.held[0].seq, from) - from
+			allowed := st.p.cfg.ReplayGrace + time.Duration(float64(span)/float64(st.p.cfg.ReplayMinRate)*float64(time.Second))
+			covered := s.has && s.applied+1 >= s.held[0].seq
+			behind = !covered && time.Since(s.replayStart) > allowed
 		}
 		st.mu.Unlock()
 		if behind {
@@ -98,6 +98,12 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 		s := &st.s
 		if s.closed || s.gen != gen {
 			return errSuperseded
+		}
+		if s.rebuilding {
+			// The rebuild holds a replay slot and its first batch is here:
+			// from now on live messages wait for it, as for any replay.
+			known = st.lastSeen.Load()
+			st.attachRebuildLocked(ctx, cancel, gen, known)
 		}
 		seq := rb.Seq
 		delivered++
@@ -168,10 +174,11 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 	if s.closed || s.gen != gen {
 		return // a restart or Remove took over
 	}
-	s.replaying, s.cancelReplay, s.verifying = false, nil, false
+	s.replaying, s.cancelReplay, s.verifying, s.rebuilding = false, nil, false, false
 	st.inProgress.Set(0)
 	probe := reason == replayTail || reason == replayReconnect
 	result := replayComplete
+	rebuildNow := false
 	switch {
 	case errors.Is(err, errRestarted) || (verify && err == nil && delivered == 0):
 		// A different batch at the watermark, or none where the old
@@ -202,13 +209,24 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 	case errors.Is(cause, errCutShort):
 		result = replayCutShort
 		s.cooldownUntil = time.Now().Add(st.p.cfg.ReplayCooldown)
-		removed := 0
-		if s.has && (len(s.held) == 0 || s.held[0].seq > s.applied+1) {
-			removed = st.clearLocked() // the gap stays open: rebuild from the live stream
+		removed, lost := 0, false
+		switch {
+		case s.has && (len(s.held) == 0 || s.held[0].seq > s.applied+1):
+			removed, lost = st.clearLocked(), true // the gap stays open: rebuild from the live stream
+		case !s.has && len(s.held) > 0 && s.held[0].seq > from:
+			lost = true // from..held[0]-1 were never applied
+		}
+		if lost {
+			// What the live stream no longer shows is recovered by a
+			// rebuild (sequence_rebuild.go): at once when the replay
+			// never got a batch (it waited for a slot), else after the
+			// cooldown.
+			s.lostHistory = true
+			rebuildNow = delivered == 0
 		}
 		st.log.Warn("Replay too slow for the live stream: cut short, endpoint back to live",
 			"reason", reason, "from", from, "batches", delivered, "waited", time.Since(s.replayStart),
-			"held", len(s.held), "blocks_removed", removed)
+			"held", len(s.held), "blocks_removed", removed, "history_lost", lost)
 	case err != nil && probe && res.Highest <= s.applied:
 		// A check that could not be made: nothing is known to be missing,
 		// so no cooldown; the attempts' errors are counted by operation.
@@ -236,6 +254,9 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 	}
 	if result != replayFailed && result != replayCutShort {
 		st.synced.Store(true) // caught up, even on an empty buffer
+		if reason == replayRebuild {
+			s.lostHistory = false // rebuilt, or the buffer held nothing to rebuild from
+		}
 	}
 	if !st.liveConn.Load() && fresh > 0 {
 		s.unconfirmed = true // nothing live to bound it: checked by the first live message
@@ -269,7 +290,11 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 		s.resync = false
 		st.resyncLocked()
 	}
-	if !s.replaying {
+	switch {
+	case s.replaying:
+	case rebuildNow:
+		st.startRebuildLocked()
+	default:
 		st.armRepairLocked()
 	}
 }

@@ -1,0 +1,61 @@
+package kvevents
+
+import (
+	"context"
+	"time"
+)
+
+// replayRebuild is the replay reason of a rebuild: the endpoint's entries
+// are replaced by a replay from 0.
+const replayRebuild = "rebuild"
+
+// Replay slots are process-wide (replay.DefaultLimiter, 8 by default), so
+// hostile or stuck replay sockets elsewhere can hold all of them. A replay
+// that live messages wait for is cut short when it has not covered them in
+// time (waiting for a slot included), and the endpoint applies its live
+// stream from the first held message: its entries are then correct but lack
+// what came before (the batches an engine published before the router
+// subscribed, or the endpoint's earlier history and the gap). That loss is
+// recorded (lostHistory; the endpoint is degraded) and recovered by a
+// rebuild, which must not freeze the live stream again while it queues:
+//
+//   - the rebuild is a replay from 0 that waits for its slot detached: live
+//     messages keep being applied as they come;
+//   - when its first batch arrives (it holds a slot, the publisher answers)
+//     it attaches: the endpoint is cleared, live messages are held from now
+//     on and the replay rebuilds the entries from the publisher's buffer, up
+//     to and past the held messages, like any replay (the watchdog runs from
+//     the attach on);
+//   - it starts at once after a replay that was cut short before any batch
+//     came (it was starved of a slot), else one ReplayCooldown later (a
+//     publisher too slow to replay at ReplayMinRate); a rebuild that fails
+//     is tried again one ReplayCooldown later (sequence_repair.go).
+//
+// While a rebuild waits, no other replay starts for the endpoint (gaps are
+// handled as during a cooldown); a restart or Resync cancels it.
+
+// startRebuildLocked starts a detached rebuild.
+func (st *stream) startRebuildLocked() {
+	s := &st.s
+	ctx, cancel := context.WithCancelCause(st.ctx)
+	s.rebuilding, s.cancelReplay = true, func() { cancel(errSuperseded) }
+	st.log.Info("Rebuilding the endpoint from its replay buffer once a replay slot is free",
+		"applied", s.applied, "has", s.has)
+	st.wg.Add(1)
+	go st.runReplay(ctx, cancel, s.gen, 0, replayRebuild, 0, false)
+}
+
+// attachRebuildLocked turns a waiting rebuild into a running replay when
+// its first batch arrives.
+func (st *stream) attachRebuildLocked(ctx context.Context, cancel context.CancelCauseFunc, gen, known uint64) {
+	s := &st.s
+	s.rebuilding = false
+	removed := st.clearLocked()
+	s.lostHistory = true // until the rebuild completes
+	s.needJoin = false
+	s.replaying, s.replayStart, s.heldMax = true, time.Now(), 0
+	st.inProgress.Set(1)
+	st.log.Info("Rebuild has its replay slot: endpoint cleared, replaying from 0", "blocks_removed", removed)
+	st.wg.Add(1)
+	go st.watchReplay(ctx, cancel, gen, 0, known)
+}
