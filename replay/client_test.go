@@ -359,7 +359,7 @@ func TestReplayApplyErrorStops(t *testing.T) {
 func TestClientConfigValidate(t *testing.T) {
 	for _, c := range []ClientConfig{
 		{Timeout: -1}, {IdleTimeout: -1}, {Backoff: -1}, {MaxAttemptsWithoutProgress: -1},
-		{HandshakeTimeout: -1}, {MaxFrameSize: -1},
+		{HandshakeTimeout: -1}, {MaxFrameSize: -1}, {MaxHoleRetries: -1},
 	} {
 		_, err := NewClient(c, Options{})
 		require.Error(t, err, "%+v", c)
@@ -370,6 +370,7 @@ func TestClientConfigValidate(t *testing.T) {
 	require.Equal(t, DefaultIdleTimeout, c.cfg.IdleTimeout)
 	require.Equal(t, DefaultBackoff, c.cfg.Backoff)
 	require.Equal(t, DefaultMaxAttemptsWithoutProgress, c.cfg.MaxAttemptsWithoutProgress)
+	require.Equal(t, DefaultMaxHoleRetries, c.cfg.MaxHoleRetries)
 	require.Same(t, DefaultLimiter(), c.cfg.Limiter)
 }
 

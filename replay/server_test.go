@@ -141,7 +141,7 @@ func TestServerCloseWithClientsConnected(t *testing.T) {
 
 func TestServerConfigValidate(t *testing.T) {
 	for _, c := range []ServerConfig{
-		{Layout: "v2"}, {MaxConns: -1}, {IdleTimeout: -1}, {WriteTimeout: -1}, {HandshakeTimeout: -1},
+		{Layout: "v2"}, {MaxConns: -1}, {IdleTimeout: -1}, {WriteTimeout: -1}, {HandshakeTimeout: -1}, {SendHWM: -1},
 	} {
 		require.Error(t, c.Validate(), "%+v", c)
 	}
