@@ -56,6 +56,10 @@ type Config struct {
 	ReplayAddr   string        `json:"replayAddr"`
 	ReplayLayout replay.Layout `json:"replayLayout"`
 	BufferSize   int           `json:"bufferSize"`
+	// ReplaySendHWM, when positive, drops replay replies past that many
+	// queued for a client, as vLLM's ROUTER does past libzmq's send
+	// high-water mark (1,000); 0 never drops (see replay.ServerConfig).
+	ReplaySendHWM int `json:"replaySendHWM"`
 
 	// SendQueue is each subscriber's queue, in messages (default 1000).
 	// Publish never blocks: a message for a full queue is dropped and
@@ -74,7 +78,7 @@ type Config struct {
 func (c Config) core() zmqpub.Config {
 	return zmqpub.Config{
 		Addr: c.Addr, Endpoint: c.Endpoint, Model: c.Model, Topic: c.Topic,
-		ReplayAddr: c.ReplayAddr, ReplayLayout: c.ReplayLayout, BufferSize: c.BufferSize,
+		ReplayAddr: c.ReplayAddr, ReplayLayout: c.ReplayLayout, BufferSize: c.BufferSize, ReplaySendHWM: c.ReplaySendHWM,
 		SendQueue: c.SendQueue, MaxSubscribers: c.MaxSubscribers,
 		WriteTimeout: c.WriteTimeout, HandshakeTimeout: c.HandshakeTimeout,
 	}

@@ -21,6 +21,10 @@ const (
 	DefaultHWM              = 100_000
 )
 
+// vllmReplaySendHWM is the send high-water mark of vLLM's replay ROUTER:
+// libzmq's default, which vLLM does not change.
+const vllmReplaySendHWM = 1000
+
 // KVEventsConfig is vLLM's --kv-events-config JSON (its KVEventsConfig). Keys are
 // vLLM's snake_case names; unknown keys are an error.
 type KVEventsConfig struct {
@@ -31,7 +35,8 @@ type KVEventsConfig struct {
 	// Endpoint is the PUB address (default tcp://*:5557). The simulated engine
 	// always binds it; vLLM would connect instead for an address without "*".
 	Endpoint string `json:"endpoint"`
-	// ReplayEndpoint, when set, serves replays on a ROUTER there.
+	// ReplayEndpoint, when set, serves replays on a ROUTER there, which drops
+	// replies past 1,000 queued for a client as vLLM's does.
 	ReplayEndpoint *string `json:"replay_endpoint"`
 	// BufferSteps is the replay ring size in batches (default 10,000).
 	BufferSteps int `json:"buffer_steps"`
@@ -136,6 +141,9 @@ func NewEventPublisher(c KVEventsConfig, f kvevents.Format, opts Options) (*Even
 	}
 	if c.ReplayEndpoint != nil {
 		pc.ReplayAddr = *c.ReplayEndpoint
+		// vLLM's replay ROUTER keeps libzmq's default send high-water mark
+		// and drops the replies a slow client has not taken beyond it.
+		pc.ReplaySendHWM = vllmReplaySendHWM
 	}
 	pub, err := publish.New(pc, publish.Options{Registerer: reg, Logger: lg})
 	if err != nil {
