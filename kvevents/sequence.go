@@ -73,6 +73,7 @@ const (
 //	seq >  applied+1 (gap) → counted, then
 //	    no replay address  → log, mark degraded, apply
 //	    cooling down       → clear the endpoint, apply it as the new base
+//	                         (also while a rebuild waits for a replay slot)
 //	    otherwise          → hold it and replay from applied+1
 //
 // A replay from s applies each batch that extends the watermark. When its
@@ -248,7 +249,9 @@ func (st *stream) receive(seq uint64, payload []byte, model string) {
 	}
 	st.lastSeen.Store(seq)
 	st.seen.Store(true)
-	st.liveConn.Store(true)
+	if !st.liveConn.Load() {
+		st.liveConn.Store(true)
+	}
 	it := item{st: st, gen: st.gen.Load(), seq: seq, model: model, payload: payload, tr: st.traceReceive(seq, payload)}
 	queued := st.w.enqueue(it)
 	it.tr.endReceive(queued)
