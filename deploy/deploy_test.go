@@ -22,6 +22,7 @@ import (
 	"github.com/kvroute/kvroute/examples/simengine/engine"
 	"github.com/kvroute/kvroute/examples/simengine/server"
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/redistest"
 )
 
 // TestAlertRulesWithPromtool runs promtool's rule checks and unit tests
@@ -109,6 +110,12 @@ func exportedNames(t *testing.T) map[string]bool {
 
 	cfg := kvroute.DefaultConfig()
 	cfg.Model = "m"
+	// A replica of a cluster on a real Redis, for the kvroute_cluster_* metrics.
+	redis := redistest.Start(t)
+	defer func() { _ = redis.Stop() }() // before the caller's leak check
+	cfg.Cluster.Addrs = []string{redis.Addr}
+	cfg.Cluster.Pool = "deploy-test"
+	cfg.Cluster.ReplicaID = "r0"
 	r, err := kvroute.New(cfg, kvroute.Options{Registerer: rec})
 	require.NoError(t, err)
 	defer r.Close()
