@@ -1,12 +1,21 @@
 package deploy
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kvroute/kvroute"
 )
 
 // TestManifestsMatchTheAPI validates every object of the plain manifests in
@@ -86,4 +95,96 @@ spec: {parentRefs: [{name: g}], rules: [{backendRefs: [{name: p, kind: Inference
 		})
 	}
 	require.True(t, s.crds[schema.GroupVersionKind{Group: "inference.networking.k8s.io", Version: "v1", Kind: "InferencePool"}] != nil)
+}
+
+// TestVLLMPatchMatchesThePicker checks that the vLLM patch publishes KV
+// events where the picker's configuration subscribes (events and replay
+// ports), under the topic that names the pod as the pool's endpoint
+// ("<pod IP>:<target port>@<model>"), with the block size and the render
+// routes (--enable-scale-out) the picker needs, and POD_IP from the pod.
+func TestVLLMPatchMatchesThePicker(t *testing.T) {
+	b, err := os.ReadFile("kvroute-epp/vllm-patch.yaml")
+	require.NoError(t, err)
+	var d appsv1.Deployment
+	require.NoError(t, yaml.UnmarshalStrict(b, &d))
+	require.Len(t, d.Spec.Template.Spec.Containers, 1)
+	c := d.Spec.Template.Spec.Containers[0]
+	env := map[string]string{}
+	for _, e := range c.Env {
+		if e.ValueFrom != nil {
+			require.Equal(t, "POD_IP", e.Name)
+			require.Equal(t, "status.podIP", e.ValueFrom.FieldRef.FieldPath)
+			env[e.Name] = "10.0.0.7"
+			continue
+		}
+		env[e.Name] = e.Value
+	}
+	require.Contains(t, env, "POD_IP")
+
+	// The picker's side: its router configuration and its pool.
+	b, err = os.ReadFile("kvroute-epp/deployment.yaml")
+	require.NoError(t, err)
+	var cfg kvroute.Config
+	for _, doc := range splitDocs(t, "deployment.yaml", b) {
+		var cm struct {
+			Kind string
+			Data map[string]string
+		}
+		require.NoError(t, yaml.Unmarshal(doc, &cm))
+		if cm.Kind == "ConfigMap" {
+			js, err := yaml.YAMLToJSON([]byte(cm.Data["config.yaml"]))
+			require.NoError(t, err)
+			cfg, err = kvroute.LoadConfig(strings.NewReader(string(js)))
+			require.NoError(t, err)
+		}
+	}
+	b, err = os.ReadFile("kvroute-epp/inferencepool.yaml")
+	require.NoError(t, err)
+	var pool struct {
+		Spec struct {
+			Selector    struct{ MatchLabels map[string]string } `json:"selector"`
+			TargetPorts []struct{ Number int }                  `json:"targetPorts"`
+		}
+	}
+	require.NoError(t, yaml.Unmarshal(b, &pool))
+	require.Equal(t, pool.Spec.Selector.MatchLabels, d.Spec.Template.Labels, "the patched pods are the pool's")
+
+	// $(VAR) is expanded by the kubelet from the container's environment.
+	expand := regexp.MustCompile(`\$\(([A-Z_]+)\)`)
+	args := map[string]string{}
+	for _, a := range c.Args {
+		a = expand.ReplaceAllStringFunc(a, func(m string) string {
+			v, ok := env[m[2:len(m)-1]]
+			require.True(t, ok, "%s is not in the container's environment", m)
+			return v
+		})
+		k, v, _ := strings.Cut(a, "=")
+		args[k] = v
+	}
+	require.Contains(t, args, "--enable-scale-out", "vLLM serves the render routes only with --enable-scale-out")
+	require.Equal(t, strconv.Itoa(cfg.BlockSize), args["--block-size"])
+	var kv struct {
+		Enable         bool   `json:"enable_kv_cache_events"`
+		Publisher      string `json:"publisher"`
+		Endpoint       string `json:"endpoint"`
+		ReplayEndpoint string `json:"replay_endpoint"`
+		Topic          string `json:"topic"`
+	}
+	dec := json.NewDecoder(strings.NewReader(args["--kv-events-config"]))
+	dec.DisallowUnknownFields()
+	require.NoError(t, dec.Decode(&kv), args["--kv-events-config"])
+	require.True(t, kv.Enable)
+	require.Equal(t, "zmq", kv.Publisher)
+	require.Equal(t, fmt.Sprintf("tcp://*:%d", cfg.Events.EventsPort), kv.Endpoint)
+	require.Equal(t, fmt.Sprintf("tcp://*:%d", cfg.Events.ReplayPort), kv.ReplayEndpoint)
+	require.Equal(t, fmt.Sprintf("kv@10.0.0.7:%d@%s", pool.Spec.TargetPorts[0].Number, cfg.Model), kv.Topic)
+	require.Equal(t, "--model="+cfg.Model, "--model="+args["--model"])
+
+	ports := map[int32]bool{}
+	for _, p := range c.Ports {
+		ports[p.ContainerPort] = true
+	}
+	for _, p := range []int{pool.Spec.TargetPorts[0].Number, cfg.Events.EventsPort, cfg.Events.ReplayPort} {
+		require.True(t, ports[int32(p)], "port %d is not a container port", p)
+	}
 }

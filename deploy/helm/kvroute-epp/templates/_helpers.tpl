@@ -1,0 +1,36 @@
+{{/* The InferencePool's name. */}}
+{{- define "kvroute-epp.pool" -}}
+{{- .Values.inferencePool.name | default .Release.Name | trunc 59 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The picker's name (Deployment, Service, ServiceAccount, Role): <pool>-epp. */}}
+{{- define "kvroute-epp.name" -}}
+{{- include "kvroute-epp.pool" . -}}-epp
+{{- end -}}
+
+{{- define "kvroute-epp.labels" -}}
+app.kubernetes.io/name: kvroute-epp
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
+{{- end -}}
+
+{{- define "kvroute-epp.selectorLabels" -}}
+app.kubernetes.io/name: kvroute-epp
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{/* The engines' label selector; the chart cannot pick a pool without it. */}}
+{{- define "kvroute-epp.modelServers" -}}
+{{- if not .Values.inferencePool.modelServers.matchLabels -}}
+{{- fail "inferencePool.modelServers.matchLabels is required: the labels of the engine pods" -}}
+{{- end -}}
+{{- toYaml .Values.inferencePool.modelServers.matchLabels -}}
+{{- end -}}
+
+{{/* The relabeling that gives every scraped series the pool's name as "pool". */}}
+{{- define "kvroute-epp.poolRelabeling" -}}
+- targetLabel: pool
+  replacement: {{ include "kvroute-epp.pool" . | quote }}
+  action: replace
+{{- end -}}

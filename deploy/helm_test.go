@@ -1,0 +1,273 @@
+package deploy
+
+import (
+	"os"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
+	appsv1 "k8s.io/api/apps/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kvroute/kvroute"
+)
+
+const chartDir = "helm/kvroute-epp"
+
+// renderChart renders the chart as helm install would (release "guide" in
+// namespace "llm") with the given values over the chart's defaults, and
+// returns the rendered manifests by template path.
+func renderChart(t *testing.T, values string) (map[string]string, error) {
+	t.Helper()
+	ch, err := loader.Load(chartDir)
+	require.NoError(t, err)
+	vals, err := chartutil.ReadValues([]byte(values))
+	require.NoError(t, err)
+	require.NoError(t, chartutil.ProcessDependenciesWithMerge(ch, vals))
+	top, err := chartutil.ToRenderValues(ch, vals,
+		chartutil.ReleaseOptions{Name: "guide", Namespace: "llm", Revision: 1, IsInstall: true},
+		chartutil.DefaultCapabilities)
+	require.NoError(t, err)
+	return engine.Render(ch, top)
+}
+
+// chartObjects renders the chart and returns its objects as YAML documents,
+// each validated against the API.
+func chartObjects(t *testing.T, s *schemas, values string) map[string][][]byte {
+	t.Helper()
+	out, err := renderChart(t, values)
+	require.NoError(t, err)
+	byKind := map[string][][]byte{}
+	names := make([]string, 0, len(out))
+	for name := range out {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if path.Ext(name) != ".yaml" {
+			continue // NOTES.txt, helpers
+		}
+		for _, doc := range splitDocs(t, name, []byte(out[name])) {
+			gvk, err := s.validate(doc)
+			require.NoError(t, err, "%s:\n%s", name, doc)
+			byKind[gvk.Kind] = append(byKind[gvk.Kind], doc)
+		}
+	}
+	return byKind
+}
+
+const (
+	minimalValues = `
+inferenceExtension:
+  model: Qwen/Qwen3-32B
+inferencePool:
+  modelServers:
+    matchLabels: {llm-d.ai/guide: precise-prefix-cache-routing}
+`
+	fullValues = `
+inferenceExtension:
+  image: {hub: registry.example.com/kvroute, tag: v0.1.0}
+  model: Qwen/Qwen3-32B
+  podLabelSelector: llm-d.ai/role=decode
+  flags: {log-level: debug, max-body-bytes: "8388608", readiness-interval: 2s}
+  env: [{name: GOMAXPROCS, value: "2"}]
+  nodeSelector: {kubernetes.io/os: linux}
+  tolerations: [{key: dedicated, operator: Equal, value: router, effect: NoSchedule}]
+  config:
+    blockSize: 64
+    events: {enabled: true, eventsPort: 5556, replayPort: 5559}
+  monitoring:
+    prometheus:
+      enable: true
+      labels: {release: kube-prometheus-stack}
+inferencePool:
+  name: qwen-pool
+  targetPorts: [{number: 8000}, {number: 8001}]
+  modelServers:
+    matchLabels: {llm-d.ai/guide: precise-prefix-cache-routing}
+  failureMode: FailOpen
+httpRoute:
+  enable: true
+  parentRefs: [{name: inference-gateway, sectionName: http}]
+  hostnames: [llm.example.com]
+`
+)
+
+// TestChartRendersValidObjects renders the chart with Helm's own engine,
+// with the fewest values and with every option on, and validates every
+// object against the API (built-in kinds strictly, custom resources against
+// their CRDs).
+func TestChartRendersValidObjects(t *testing.T) {
+	s := loadSchemas(t)
+	minimal := chartObjects(t, s, minimalValues)
+	for _, kind := range []string{"ConfigMap", "Deployment", "Service", "ServiceAccount", "Role", "RoleBinding", "InferencePool"} {
+		require.Len(t, minimal[kind], 1, kind)
+	}
+	for _, kind := range []string{"HTTPRoute", "ServiceMonitor", "PodMonitor", "PrometheusRule"} {
+		require.Empty(t, minimal[kind], "%s without being asked for", kind)
+	}
+
+	full := chartObjects(t, s, fullValues)
+	for _, kind := range []string{"ConfigMap", "Deployment", "Service", "InferencePool", "HTTPRoute", "ServiceMonitor", "PodMonitor", "PrometheusRule"} {
+		require.Len(t, full[kind], 1, kind)
+	}
+
+	// The pool points at the picker's Service and port; the route at the pool.
+	var pool struct {
+		Metadata struct{ Name string }
+		Spec     struct {
+			EndpointPickerRef struct {
+				Name string
+				Port struct{ Number int }
+			} `json:"endpointPickerRef"`
+		}
+	}
+	require.NoError(t, yaml.Unmarshal(full["InferencePool"][0], &pool))
+	require.Equal(t, "qwen-pool", pool.Metadata.Name)
+	var svc struct {
+		Metadata struct{ Name string }
+		Spec     struct {
+			Ports []struct {
+				Name string
+				Port int
+			}
+		}
+	}
+	require.NoError(t, yaml.Unmarshal(full["Service"][0], &svc))
+	require.Equal(t, svc.Metadata.Name, pool.Spec.EndpointPickerRef.Name)
+	require.Equal(t, "grpc", svc.Spec.Ports[0].Name)
+	require.Equal(t, svc.Spec.Ports[0].Port, pool.Spec.EndpointPickerRef.Port.Number)
+	require.Contains(t, string(full["HTTPRoute"][0]), "name: qwen-pool")
+
+	// Both monitors label every series with the pool, as the rules expect.
+	for _, kind := range []string{"ServiceMonitor", "PodMonitor"} {
+		doc := string(full[kind][0])
+		require.Contains(t, doc, "targetLabel: pool", kind)
+		require.Contains(t, doc, `replacement: "qwen-pool"`, kind)
+		require.Contains(t, doc, "release: kube-prometheus-stack", kind)
+	}
+
+	// The picker's flags.
+	args := eppArgs(t, full["Deployment"][0])
+	for _, want := range []string{"--pool-name=qwen-pool", "--pool-namespace=llm", "--model=Qwen/Qwen3-32B",
+		"--event-selector=llm-d.ai/role=decode", "--log-level=debug", "--readiness-interval=2s"} {
+		require.Contains(t, args, want)
+	}
+}
+
+// eppArgs returns the args of the picker's container.
+func eppArgs(t *testing.T, doc []byte) []string {
+	t.Helper()
+	var d appsv1.Deployment
+	require.NoError(t, yaml.UnmarshalStrict(doc, &d))
+	for _, c := range d.Spec.Template.Spec.Containers {
+		if c.Name == "epp" {
+			return c.Args
+		}
+	}
+	t.Fatalf("no epp container in %s", d.Name)
+	return nil
+}
+
+// TestChartRejectsMissingValues checks that the chart fails to render, with
+// a message naming the value, where an install could not work.
+func TestChartRejectsMissingValues(t *testing.T) {
+	for name, tc := range map[string]struct{ values, want string }{
+		"no engine selector":    {"inferenceExtension: {model: m}\n", "inferencePool.modelServers.matchLabels is required"},
+		"no model":              {"inferencePool: {modelServers: {matchLabels: {app: vllm}}}\n", "inferenceExtension.model is required"},
+		"route without gateway": {minimalValues + "httpRoute: {enable: true}\n", "httpRoute.parentRefs is required"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := renderChart(t, tc.values)
+			require.Error(t, err)
+			require.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+// TestChartAlertRulesAreTheRuleFile checks that the chart's copy of the
+// alert rules is deploy/prometheus/kvroute-alerts.yaml (which promtool
+// tests) and that its PrometheusRule holds exactly those groups.
+func TestChartAlertRulesAreTheRuleFile(t *testing.T) {
+	canonical, err := os.ReadFile("prometheus/kvroute-alerts.yaml")
+	require.NoError(t, err)
+	cp, err := os.ReadFile(chartDir + "/files/kvroute-alerts.yaml")
+	require.NoError(t, err)
+	require.Equal(t, string(canonical), string(cp), "copy prometheus/kvroute-alerts.yaml to %s/files/", chartDir)
+
+	full := chartObjects(t, loadSchemas(t), fullValues)
+	var rule struct {
+		Spec map[string]any
+	}
+	require.NoError(t, yaml.Unmarshal(full["PrometheusRule"][0], &rule))
+	var want map[string]any
+	require.NoError(t, yaml.Unmarshal(canonical, &want))
+	require.Equal(t, want, rule.Spec)
+}
+
+// TestRouterConfigsLoad checks that the router configuration the chart and
+// the plain manifests give kvroute-epp is accepted by kvroute's strict
+// configuration loading (unknown keys are errors there).
+func TestRouterConfigsLoad(t *testing.T) {
+	s := loadSchemas(t)
+	configMaps := chartObjects(t, s, fullValues)["ConfigMap"]
+	b, err := os.ReadFile("kvroute-epp/deployment.yaml")
+	require.NoError(t, err)
+	for _, doc := range splitDocs(t, "deployment.yaml", b) {
+		if strings.Contains(string(doc), "kind: ConfigMap") {
+			configMaps = append(configMaps, doc)
+		}
+	}
+	require.Len(t, configMaps, 2)
+	for _, doc := range configMaps {
+		var cm struct{ Data map[string]string }
+		require.NoError(t, yaml.Unmarshal(doc, &cm))
+		js, err := yaml.YAMLToJSON([]byte(cm.Data["config.yaml"]))
+		require.NoError(t, err)
+		cfg, err := kvroute.LoadConfig(strings.NewReader(string(js)))
+		require.NoError(t, err, "%s", cm.Data["config.yaml"])
+		require.Equal(t, 64, cfg.BlockSize)
+	}
+}
+
+// flagSource is a place that passes kvroute-epp flags.
+type flagSource struct {
+	name  string
+	flags []string
+}
+
+// manifestFlagSources returns the flag names that the plain Deployment and
+// the chart's Deployment (every option on) pass to kvroute-epp.
+func manifestFlagSources(t *testing.T) []flagSource {
+	t.Helper()
+	s := loadSchemas(t)
+	var srcs []flagSource
+	add := func(name string, doc []byte) {
+		var flags []string
+		for _, a := range eppArgs(t, doc) {
+			if f, ok := strings.CutPrefix(a, "--"); ok {
+				f, _, _ = strings.Cut(f, "=")
+				flags = append(flags, f)
+			}
+		}
+		require.NotEmpty(t, flags, name)
+		srcs = append(srcs, flagSource{name, flags})
+	}
+	add("chart", chartObjects(t, s, fullValues)["Deployment"][0])
+	b, err := os.ReadFile("kvroute-epp/deployment.yaml")
+	require.NoError(t, err)
+	for _, doc := range splitDocs(t, "deployment.yaml", b) {
+		if strings.Contains(string(doc), "kind: Deployment") {
+			add("kvroute-epp/deployment.yaml", doc)
+		}
+	}
+	require.Len(t, srcs, 2)
+	require.True(t, slices.ContainsFunc(srcs[0].flags, func(f string) bool { return f == "pool-name" }))
+	return srcs
+}
