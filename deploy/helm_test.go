@@ -51,7 +51,7 @@ func chartObjects(t *testing.T, s *schemas, values string) map[string][][]byte {
 	sort.Strings(names)
 	for _, name := range names {
 		if path.Ext(name) != ".yaml" {
-			continue // NOTES.txt, helpers
+			continue // NOTES.txt, _helpers.tpl
 		}
 		for _, doc := range splitDocs(t, name, []byte(out[name])) {
 			gvk, err := s.validate(doc)
