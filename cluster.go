@@ -10,7 +10,9 @@ import (
 // Redis servers: the replica then publishes this router's local load, adds
 // the peers' load to what the filter and scorer see (through the load
 // tracker, in memory), shares its routing decisions as speculative entries
-// and lists its peers. Without Config.Cluster.Addrs it does nothing.
+// and lists its peers. The replica takes from its peers only the endpoints
+// given to SetEndpoints (none before the first call). Without
+// Config.Cluster.Addrs it does nothing.
 func (r *Router) startCluster(cfg Config, opts Options) error {
 	if !cfg.Cluster.Enabled() {
 		return nil
@@ -25,6 +27,16 @@ func (r *Router) startCluster(cfg Config, opts Options) error {
 	}
 	r.cluster = rep
 	return nil
+}
+
+// endpointIDs lists the IDs of an endpoint set: what the cluster replica
+// accepts from its peers (Replica.SetEndpoints).
+func endpointIDs(eps map[string]Endpoint) []string {
+	ids := make([]string, 0, len(eps))
+	for id := range eps {
+		ids = append(ids, id)
+	}
+	return ids
 }
 
 // validateCluster checks a configured cluster section.

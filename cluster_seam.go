@@ -26,7 +26,10 @@ func init() {
 		if err != nil {
 			return nil, fmt.Errorf("kvroute: cluster: %w", err)
 		}
+		r.mu.Lock()
 		r.cluster = rep.(*cluster.Replica)
+		r.cluster.SetEndpoints(endpointIDs(r.endpoints)) // a router given its endpoints before it joined
+		r.mu.Unlock()
 		return m, nil
 	}
 }

@@ -323,6 +323,7 @@ func (r *Router) SetEndpoints(eps []Endpoint) error {
 			errs = append(errs, err)
 		}
 	}
+	r.cluster.SetEndpoints(endpointIDs(next)) // nil-safe; before the removals below, so no peer load recreates a removed endpoint
 	for id := range r.endpoints {
 		if _, ok := next[id]; !ok {
 			r.load.Remove(id)

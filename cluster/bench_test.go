@@ -76,6 +76,9 @@ func BenchmarkPick(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
+				if err := peer.SetEndpoints(eps); err != nil {
+					b.Fatal(err)
+				}
 				defer peer.Close()
 				for i := 0; i < nEps; i++ {
 					defer peer.Load().Dispatch(eps[i].ID, 100).Done()
@@ -86,6 +89,9 @@ func BenchmarkPick(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer r.Close()
+			if err := r.SetEndpoints(eps); err != nil {
+				b.Fatal(err)
+			}
 			if on { // wait for the peer's next refresh and our next read
 				deadline := time.Now().Add(waitFor)
 				for tok, _, _ := r.Load().Load(eps[0].ID); tok != 100; tok, _, _ = r.Load().Load(eps[0].ID) {
@@ -141,6 +147,9 @@ func BenchmarkPickInterleaved(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.Cleanup(r.Close)
+		if err := r.SetEndpoints(eps); err != nil {
+			b.Fatal(err)
+		}
 		return r
 	}
 	peerCfg := cluster0(srv.Addr, "il-b")
@@ -232,6 +241,9 @@ func BenchmarkRedisOpsAt1000RPS(b *testing.B) {
 		cfg.Cluster = cluster0(srv.Addr, id)
 		r, err := kvroute.New(cfg, kvroute.Options{})
 		if err != nil {
+			b.Fatal(err)
+		}
+		if err := r.SetEndpoints(eps); err != nil {
 			b.Fatal(err)
 		}
 		return r

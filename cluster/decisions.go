@@ -261,7 +261,7 @@ func (r *Replica) apply(payload []byte, scratch []kvindex.Key) []kvindex.Key {
 	// Peers may be configured with a larger MaxKeysPerDecision: accept up to
 	// what a message can hold.
 	scratch, err := decodeDecisions(payload, maxMessageBytes/8, scratch, func(sender, endpoint []byte, keys []kvindex.Key) {
-		if string(sender) == self || len(keys) == 0 {
+		if string(sender) == self || len(keys) == 0 || !r.accepts(endpoint) {
 			return
 		}
 		r.index.Speculate(string(endpoint), keys, r.specTTL)

@@ -131,8 +131,10 @@ func TestPickAllocationsUnchangedAndRedisFree(t *testing.T) {
 	}
 	shared := newRouter(t, srv.Addr, "a", quiet, kvroute.Options{})
 	defer shared.Close()
-	tok, _, _ := shared.Load().Load(hold.Endpoint.ID)
-	require.Equal(t, hold.UncachedTokens, tok, "New read the peer's load")
+	require.Eventually(t, func() bool {
+		tok, _, _ := shared.Load().Load(hold.Endpoint.ID)
+		return tok == hold.UncachedTokens
+	}, waitFor, time.Millisecond, "the read SetEndpoints asks for brings the peer's load")
 
 	p := prompt(1, 2048)
 	allocs := func(r *kvroute.Router) float64 {

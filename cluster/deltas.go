@@ -98,6 +98,9 @@ func (r *Replica) applyDelta(sender, endpoint []byte, seq uint64, tokens, reques
 	}
 	r.viewsMu.Lock()
 	defer r.viewsMu.Unlock()
+	if !r.accepts(endpoint) {
+		return
+	}
 	v := r.views[string(sender)]
 	if v == nil {
 		if len(r.views) >= r.cfg.MaxPeers {
@@ -179,6 +182,9 @@ func (r *Replica) mergeRecords(live map[string]Record, listed map[string]struct{
 			v.pending = append([]delta(nil), v.pending...) // release a burst's memory
 		}
 		for _, l := range rec.Loads {
+			if !r.acceptsName(l.Endpoint) {
+				continue
+			}
 			pl := loads[l.Endpoint]
 			pl.Tokens += l.Tokens
 			pl.Requests += l.Requests

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -35,7 +36,26 @@ func quietReplica(t *testing.T, addr, id string, mutate func(*Config)) (*Replica
 	r, err := New(cfg, ix, tr, Options{})
 	require.NoError(t, err)
 	t.Cleanup(r.Close)
+	acceptTestEndpoints(t, r)
 	return r, tr
+}
+
+// acceptTestEndpoints gives r the endpoints 10.0.0.1:8000 to 10.0.0.64:8000
+// and waits for the read that SetEndpoints asks for, so that no read the
+// test did not ask for runs later.
+func acceptTestEndpoints(t *testing.T, r *Replica) {
+	t.Helper()
+	reads := r.Stats().Reads
+	r.SetEndpoints(testEndpointIDs())
+	require.Eventually(t, func() bool { return r.Stats().Reads > reads }, deltaWait, time.Millisecond)
+}
+
+func testEndpointIDs() []string {
+	ids := make([]string, 64)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("10.0.0.%d:8000", i+1)
+	}
+	return ids
 }
 
 func peerLoad(tr *tokenload.Tracker, ep string) [2]int64 {
@@ -98,7 +118,7 @@ func newGhost(t *testing.T, addr string) *ghost {
 
 func (g *ghost) record(seq uint64, lease time.Duration, loads ...EndpointLoad) {
 	ctx := context.Background()
-	require.NoError(g.t, g.rdb.Set(ctx, g.keys.selfKey, encodeRecord(nil, "", 1, seq, loads), lease).Err())
+	require.NoError(g.t, g.rdb.Set(ctx, g.keys.selfKey, encodeRecord(nil, "", uint64(time.Now().UnixMilli()), seq, loads), lease).Err())
 	require.NoError(g.t, g.rdb.SAdd(ctx, g.keys.members, "ghost").Err())
 }
 

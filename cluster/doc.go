@@ -59,6 +59,27 @@
 // SnapshotURLs) lists the live peers, so a new replica can bootstrap its
 // index from one of them; New reads them once before returning.
 //
+// # What is read from Redis is checked
+//
+// Anyone who can write to the Redis server can write a pool's keys, so a
+// replica takes nothing from them on trust. It accepts endpoint names only
+// from its own endpoint set (SetEndpoints; a Router passes the endpoints
+// given to its SetEndpoints, and accepts none before): a peer record's
+// load, a load change or a routing decision naming another endpoint is
+// dropped and counted in kvroute_cluster_endpoints_dropped_total (reason
+// unknown_endpoint, or invalid_name for a name that is empty, over 1,024
+// bytes or not UTF-8 and so could never be a label value). The load
+// tracker and the index therefore never hold more endpoints than the
+// replica was given, whatever is in Redis. A record whose send time is more
+// than a lease from now is not a live peer whatever its key's TTL (a
+// record written without one would otherwise count forever), and is counted
+// in kvroute_cluster_stale_records_total; replicas' clocks must agree
+// within a fraction of the lease, as NTP keeps them. A member-set entry
+// that is no replica ID, or a snapshot URL that is no http(s) URL, is
+// ignored and counted in kvroute_cluster_invalid_records_total. Memory
+// stays bounded per replica: MaxPeers records of at most 1 MiB per read,
+// MaxPendingDeltaBytes of pending load changes, MaxPeers senders.
+//
 // # Faults
 //
 // A failed or timed-out refresh or read (OpTimeout bounds each) puts the

@@ -40,6 +40,10 @@ func TestHelperReplicaProcess(t *testing.T) {
 		fmt.Println("error:", err)
 		os.Exit(1)
 	}
+	if err := r.SetEndpoints(endpoints(1)); err != nil {
+		fmt.Println("error:", err)
+		os.Exit(1)
+	}
 	h := r.Load().Dispatch("10.0.0.1:8000", 5000)
 	_ = h
 	fmt.Println("ready")

@@ -47,8 +47,13 @@ func newRouter(t testing.TB, addr, id string, mutate func(*kvroute.Config), opts
 	r, err := kvroute.New(cfg, opts)
 	require.NoError(t, err)
 	t.Cleanup(r.Close)
+	require.NoError(t, r.SetEndpoints(endpoints(maxEndpoints)))
 	return r
 }
+
+// maxEndpoints is how many endpoints (endpoints(maxEndpoints)) the tests'
+// routers are given: a replica takes from its peers only its own endpoints.
+const maxEndpoints = 64
 
 func endpoints(n int) []kvroute.Endpoint {
 	eps := make([]kvroute.Endpoint, n)

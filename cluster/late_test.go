@@ -52,6 +52,7 @@ func manualOnRedis(t *testing.T, st clusterseam.Store, id string, now *time.Time
 	r, err := newManual(cfg, ix, tr, st, func() time.Time { return *now }, time.Second)
 	require.NoError(t, err)
 	t.Cleanup(r.Close)
+	r.SetEndpoints(testEndpointIDs())
 	return r, &manual{r: r, selfHeader: string(appendStr([]byte{decisionMagic, wireVersion}, r.cfg.ReplicaID))}, tr
 }
 

@@ -33,21 +33,23 @@ const (
 var deltaDropNames = [numDeltaDrops]string{"queue_full", "redis_error", "memory"}
 
 type metrics struct {
-	degraded       prometheus.Gauge
-	outages        prometheus.Counter
-	errors         [numOps]prometheus.Counter
-	commands       prometheus.Counter
-	peers          prometheus.Gauge
-	peersIgnored   prometheus.Counter
-	invalidRecords prometheus.Counter
-	staleness      prometheus.Gauge
-	published      prometheus.Counter
-	publishedBytes prometheus.Counter
-	messages       prometheus.Counter
-	dropped        [numDrops]prometheus.Counter
-	received       prometheus.Counter
-	invalidMsgs    prometheus.Counter
-	truncated      prometheus.Counter
+	degraded         prometheus.Gauge
+	outages          prometheus.Counter
+	errors           [numOps]prometheus.Counter
+	commands         prometheus.Counter
+	peers            prometheus.Gauge
+	peersIgnored     prometheus.Counter
+	invalidRecords   prometheus.Counter
+	staleRecords     prometheus.Counter
+	endpointsDropped [numEpDrops]prometheus.Counter
+	staleness        prometheus.Gauge
+	published        prometheus.Counter
+	publishedBytes   prometheus.Counter
+	messages         prometheus.Counter
+	dropped          [numDrops]prometheus.Counter
+	received         prometheus.Counter
+	invalidMsgs      prometheus.Counter
+	truncated        prometheus.Counter
 
 	deltasPublished  prometheus.Counter
 	deltasApplied    prometheus.Counter
@@ -69,7 +71,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Name: "kvroute_cluster_load_changes_dropped_total",
 		Help: "Load changes (dispatches, releases) not shared or not applied, by reason (queue_full: this replica's publish queue was full; redis_error: the publish failed; memory: over maxPendingDeltaBytes or maxPeers here). The peers then go by the next record.",
 	}, []string{"reason"})
+	epDrops := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kvroute_cluster_endpoints_dropped_total",
+		Help: "Endpoint names read from Redis (in peers' records, load changes and decisions) and ignored, by reason (unknown_endpoint: not one of this replica's endpoints; invalid_name: empty, over 1,024 bytes or not UTF-8). A record's endpoints count at every read.",
+	}, []string{"reason"})
 	m := &metrics{
+		staleRecords: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvroute_cluster_stale_records_total",
+			Help: "Peer records whose send time is more than a lease from now (older, or ahead): not live peers, whatever the key's TTL.",
+		}),
 		deltasPublished: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kvroute_cluster_load_changes_published_total",
 			Help: "This replica's load changes (dispatches, releases) published with the decision messages.",
@@ -108,7 +118,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		invalidRecords: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kvroute_cluster_invalid_records_total",
-			Help: "Peer records that could not be decoded (ignored).",
+			Help: "Peer records that could not be decoded (ignored), member-set entries that are no replica ID, and snapshot URLs that are no http(s) URL (the peer is listed without one).",
 		}),
 		staleness: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "kvroute_cluster_staleness_bound_seconds",
@@ -145,13 +155,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for i := range m.dropped {
 		m.dropped[i] = drops.WithLabelValues(dropNames[i])
 	}
+	for i := range m.endpointsDropped {
+		m.endpointsDropped[i] = epDrops.WithLabelValues(epDropNames[i])
+	}
 	for i := range m.deltasDropped {
 		m.deltasDropped[i] = deltaDrops.WithLabelValues(deltaDropNames[i])
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.degraded, m.outages, errs, m.commands, m.peers, m.peersIgnored,
 			m.invalidRecords, m.staleness, m.published, m.publishedBytes, m.messages, drops, m.received, m.invalidMsgs, m.truncated,
-			m.deltasPublished, m.deltasApplied, m.deltasSuperseded, deltaDrops, m.pendingBytes} {
+			m.deltasPublished, m.deltasApplied, m.deltasSuperseded, deltaDrops, m.pendingBytes, m.staleRecords, epDrops} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

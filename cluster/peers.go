@@ -3,12 +3,15 @@ package cluster
 import (
 	"context"
 	"sort"
+	"time"
 )
 
 // LivePeers lists, in one short Redis exchange, the live replicas of cfg's
 // pool other than cfg.ReplicaID that advertise a snapshot URL: the peers a
 // replica that is about to start can bootstrap its index from, before it has
-// joined the pool itself. A replica whose lease expired is not listed.
+// joined the pool itself. A replica whose lease expired is not listed, nor
+// one whose record was sent more than a lease ago (whatever its key's TTL)
+// or advertises something else than an http(s) URL.
 func LivePeers(ctx context.Context, cfg Config) ([]Peer, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -24,7 +27,7 @@ func LivePeers(ctx context.Context, cfg Config) ([]Peer, error) {
 	sort.Strings(ids)
 	var names, others []string
 	for _, id := range ids {
-		if id != cfg.ReplicaID && len(others) < cfg.MaxPeers {
+		if id != cfg.ReplicaID && validName(id, 200) && len(others) < cfg.MaxPeers {
 			others = append(others, id)
 			names = append(names, k.replica(id))
 		}
@@ -37,14 +40,15 @@ func LivePeers(ctx context.Context, cfg Config) ([]Peer, error) {
 		return nil, err
 	}
 	var peers []Peer
+	now := time.Now()
 	for i, v := range vals {
 		s, ok := v.(string)
 		if !ok {
 			continue // lease expired
 		}
 		rec, err := decodeRecord([]byte(s), cfg.MaxEndpoints)
-		if err != nil || rec.SnapshotURL == "" {
-			continue
+		if err != nil || !recordFresh(rec.SentMs, now, cfg.Lease) || !validSnapshotURL(rec.SnapshotURL) {
+			continue // unreadable, older than a lease whatever its TTL, or nothing to fetch
 		}
 		peers = append(peers, Peer{ID: others[i], SnapshotURL: rec.SnapshotURL})
 	}

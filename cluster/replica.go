@@ -81,6 +81,8 @@ type Replica struct {
 	viewsMu      sync.Mutex
 	views        map[string]*peerView // peer ID → its load changes above its last record
 	pendingBytes int
+	accepted     atomic.Pointer[endpointSet] // the endpoints taken from Redis (endpoints.go); replaced under viewsMu
+	readNow      chan struct{}               // SetEndpoints asks the read loop for a read at once
 
 	closeOnce sync.Once
 	cleanup   bool // delete the record on Close (tests turn it off)
@@ -143,8 +145,8 @@ func New(cfg Config, index *kvindex.Index, tracker *tokenload.Tracker, opts Opti
 	r.refresh()
 	r.read()
 	r.wg.Add(2)
-	go r.loop(cfg.RefreshPeriod, r.refresh)
-	go r.loop(cfg.ReadPeriod, r.read)
+	go r.loop(cfg.RefreshPeriod, r.refresh, nil)
+	go r.loop(cfg.ReadPeriod, r.read, r.readNow)
 	if !cfg.DisableSharedDecisions {
 		ps := r.subscribe()
 		r.wg.Add(2)
@@ -173,6 +175,7 @@ func newReplica(cfg Config, index *kvindex.Index, tracker *tokenload.Tracker, op
 	r.dq.active, r.dq.spare = make([]delta, cfg.DeltaQueue), make([]delta, cfg.DeltaQueue)
 	r.dq.seq = uint64(r.now().UnixMicro()) // above any number a previous life of this ID gave
 	r.views = make(map[string]*peerView)
+	r.readNow = make(chan struct{}, 1)
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	return r, nil
 }
@@ -271,8 +274,9 @@ func (r *Replica) Close() {
 	})
 }
 
-// loop runs fn every period until Close.
-func (r *Replica) loop(period time.Duration, fn func()) {
+// loop runs fn every period, and whenever wake (which may be nil) is
+// signalled, until Close.
+func (r *Replica) loop(period time.Duration, fn func(), wake <-chan struct{}) {
 	defer r.wg.Done()
 	t := time.NewTicker(period)
 	defer t.Stop()
@@ -281,6 +285,8 @@ func (r *Replica) loop(period time.Duration, fn func()) {
 		case <-r.ctx.Done():
 			return
 		case <-t.C:
+			fn()
+		case <-wake:
 			fn()
 		}
 	}
@@ -327,8 +333,13 @@ func (r *Replica) read() {
 	}
 	sort.Strings(ids)
 	others := ids[:0]
+	var gone []string
 	for _, id := range ids {
-		if id != r.cfg.ReplicaID {
+		switch {
+		case !validName(id, 200): // no replica has such an ID: garbage in the member set
+			r.met.invalidRecords.Inc()
+			gone = append(gone, id)
+		case id != r.cfg.ReplicaID:
 			others = append(others, id)
 		}
 	}
@@ -355,7 +366,7 @@ func (r *Replica) read() {
 	}
 	live := make(map[string]Record, len(vals))
 	var peers []Peer
-	var gone []string
+	now := r.now()
 	for i, v := range vals {
 		if !v.OK { // the lease expired (or the peer left)
 			gone = append(gone, others[i])
@@ -365,6 +376,15 @@ func (r *Replica) read() {
 		if err != nil {
 			r.met.invalidRecords.Inc()
 			continue
+		}
+		if !recordFresh(rec.SentMs, now, r.cfg.Lease) { // older than a lease: not live, whatever its TTL
+			r.met.staleRecords.Inc()
+			gone = append(gone, others[i])
+			continue
+		}
+		if rec.SnapshotURL != "" && !validSnapshotURL(rec.SnapshotURL) {
+			r.met.invalidRecords.Inc()
+			rec.SnapshotURL = "" // listed as a peer, but nothing to bootstrap from
 		}
 		peers = append(peers, Peer{ID: others[i], SnapshotURL: rec.SnapshotURL})
 		live[others[i]] = rec

@@ -1,0 +1,215 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/redistest"
+	"github.com/kvroute/kvroute/kvindex"
+	"github.com/kvroute/kvroute/tokenload"
+)
+
+// What a replica reads from Redis is written straight into the real
+// redis-server here, as anyone with access to it could: the replica must
+// keep its load tracker and index to its own endpoints, keep every label
+// value valid and not take an old record for a live peer.
+
+// hostileTarget is a quiet replica of pool "d" (see quietReplica) whose
+// metrics, and its tracker's, are in reg.
+type hostileTarget struct {
+	r   *Replica
+	tr  *tokenload.Tracker
+	ix  *kvindex.Index
+	reg *prometheus.Registry
+}
+
+func newHostileTarget(t *testing.T, addr string) hostileTarget {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	ix, err := kvindex.New(kvindex.Config{SweepInterval: -1}, kvindex.Options{})
+	require.NoError(t, err)
+	t.Cleanup(ix.Close)
+	tr, err := tokenload.NewTracker(tokenload.Options{Registerer: reg})
+	require.NoError(t, err)
+	cfg := Config{Addrs: []string{addr}, Pool: "d", ReplicaID: "a", Lease: 3 * time.Hour,
+		RefreshPeriod: time.Hour, ReadPeriod: time.Hour, OpTimeout: 2 * time.Second}
+	r, err := New(cfg, ix, tr, Options{Registerer: reg})
+	require.NoError(t, err)
+	t.Cleanup(r.Close)
+	acceptTestEndpoints(t, r)
+	return hostileTarget{r: r, tr: tr, ix: ix, reg: reg}
+}
+
+// counter returns the value of a counter in reg (0 when it is absent), the
+// one whose labels include want.
+func counter(t *testing.T, reg *prometheus.Registry, name string, want map[string]string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				labels[lp.GetName()] = lp.GetValue()
+			}
+			for k, v := range want {
+				if labels[k] != v {
+					continue metrics
+				}
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	return 0
+}
+
+const known = "10.0.0.1:8000" // one of the target's endpoints
+
+// A peer record naming 4,096 endpoints that are not the replica's adds none
+// of them to its load tracker: they are dropped and counted, and the
+// record's load on the replica's own endpoint is taken.
+func TestRecordEndpointsOutsideTheEndpointSetAreDropped(t *testing.T) {
+	defer leakcheck.Check(t)()
+	srv := redistest.Start(t)
+	defer srv.Stop()
+	g := newGhost(t, srv.Addr)
+	x := newHostileTarget(t, srv.Addr)
+	loads := []EndpointLoad{{Endpoint: known, Tokens: 300, Requests: 1}}
+	for i := 0; i < DefaultMaxEndpoints-1; i++ {
+		loads = append(loads, EndpointLoad{Endpoint: fmt.Sprintf("junk-%d.example:8000", i), Tokens: 1, Requests: 1})
+	}
+	g.record(1, time.Hour, loads...)
+	x.r.read()
+	require.Equal(t, []Peer{{ID: "ghost"}}, x.r.Peers())
+	require.Equal(t, [2]int64{300, 1}, peerLoad(x.tr, known), "the load on the replica's own endpoint is taken")
+	require.Equal(t, 1, x.tr.Len(), "the tracker holds the replica's endpoint only")
+	require.EqualValues(t, DefaultMaxEndpoints-1,
+		counter(t, x.reg, "kvroute_cluster_endpoints_dropped_total", map[string]string{"reason": "unknown_endpoint"}))
+	x.r.Close()
+}
+
+// 20,000 load changes naming endpoints that are not the replica's add none
+// of them to its load tracker.
+func TestLoadChangesOutsideTheEndpointSetAreDropped(t *testing.T) {
+	defer leakcheck.Check(t)()
+	srv := redistest.Start(t)
+	defer srv.Stop()
+	g := newGhost(t, srv.Addr)
+	g.record(1, time.Hour)
+	x := newHostileTarget(t, srv.Addr)
+	seq := uint64(2)
+	for m := 0; m < 20; m++ {
+		deltas := make([]delta, 1000)
+		for i := range deltas {
+			deltas[i] = delta{endpoint: fmt.Sprintf("junk-%d-%d.example:8000", m, i), tokens: 1 << 40, requests: 1}
+		}
+		g.publish(seq, deltas...)
+		seq += uint64(len(deltas))
+	}
+	g.publish(seq, delta{endpoint: known, tokens: 70, requests: 1}) // a marker: everything before it was handled
+	require.Eventually(t, func() bool { return peerLoad(x.tr, known) == [2]int64{70, 1} }, deltaWait, time.Millisecond)
+	require.Equal(t, 1, x.tr.Len(), "the tracker holds the replica's endpoint only")
+	require.Equal(t, deltaBytes(known), x.r.PendingDeltaBytes(), "only the accepted change is pending")
+	require.EqualValues(t, 20000,
+		counter(t, x.reg, "kvroute_cluster_endpoints_dropped_total", map[string]string{"reason": "unknown_endpoint"}))
+	x.r.Close()
+}
+
+// An endpoint name that is not valid UTF-8, in a load change or a record,
+// never becomes a label value: the registry still gathers.
+func TestInvalidEndpointNamesNeverReachALabel(t *testing.T) {
+	defer leakcheck.Check(t)()
+	srv := redistest.Start(t)
+	defer srv.Stop()
+	g := newGhost(t, srv.Addr)
+	g.record(1, time.Hour)
+	x := newHostileTarget(t, srv.Addr)
+	bad := known + "\xff"
+	g.publish(2, delta{endpoint: bad, tokens: 5, requests: 1}, delta{endpoint: known, tokens: 70, requests: 1})
+	require.Eventually(t, func() bool { return peerLoad(x.tr, known) == [2]int64{70, 1} }, deltaWait, time.Millisecond)
+	_, err := x.reg.Gather()
+	require.NoError(t, err, "a load change's invalid name does not break the metrics")
+
+	g.record(3, time.Hour, EndpointLoad{Endpoint: "\xc3\x28", Tokens: 9, Requests: 1}, EndpointLoad{Endpoint: known, Tokens: 70, Requests: 1})
+	x.r.read()
+	require.Equal(t, [2]int64{70, 1}, peerLoad(x.tr, known))
+	_, err = x.reg.Gather()
+	require.NoError(t, err, "a record's invalid name does not break the metrics")
+	require.Equal(t, 1, x.tr.Len())
+	require.EqualValues(t, 2,
+		counter(t, x.reg, "kvroute_cluster_endpoints_dropped_total", map[string]string{"reason": "invalid_name"}))
+	x.r.Close()
+}
+
+// Decisions naming 2,000 endpoints that are not the replica's register none
+// of them in its index; the decision for its own endpoint is applied.
+func TestDecisionsOutsideTheEndpointSetAreDropped(t *testing.T) {
+	defer leakcheck.Check(t)()
+	srv := redistest.Start(t)
+	defer srv.Stop()
+	g := newGhost(t, srv.Addr)
+	g.record(1, time.Hour)
+	x := newHostileTarget(t, srv.Addr)
+	const junk = 2000
+	msg := appendDecisionHeader(nil, "ghost", junk+1)
+	for i := 0; i < junk; i++ {
+		msg = appendDecision(msg, fmt.Sprintf("junk-%d.example:8000", i), []kvindex.Key{kvindex.Key(i + 1)})
+	}
+	msg = appendDecision(msg, known, []kvindex.Key{1, 2, 3}) // the marker, last in the message
+	require.NoError(t, g.rdb.Publish(context.Background(), g.keys.channel, msg).Err())
+	require.Eventually(t, func() bool { return x.r.Stats().Applied >= 1 }, deltaWait, time.Millisecond)
+	require.Equal(t, 3, x.ix.Stats().Speculative, "the decision for the replica's endpoint is applied")
+	require.Equal(t, 1, x.ix.Stats().Endpoints, "the index holds the replica's endpoint only")
+	require.EqualValues(t, 1, x.r.Stats().Applied)
+	require.EqualValues(t, junk,
+		counter(t, x.reg, "kvroute_cluster_endpoints_dropped_total", map[string]string{"reason": "unknown_endpoint"}))
+	x.r.Close()
+}
+
+// A record whose key has no TTL but whose send time is more than a lease
+// ago is not a live peer: its phantom load of 2^62 tokens is ignored, it is
+// not listed (nor as a bootstrap peer) and it is counted. One dated more
+// than a lease ahead is not believed either.
+func TestRecordOlderThanTheLeaseIsNotALivePeer(t *testing.T) {
+	defer leakcheck.Check(t)()
+	srv := redistest.Start(t)
+	defer srv.Stop()
+	g := newGhost(t, srv.Addr)
+	x := newHostileTarget(t, srv.Addr)
+	ctx := context.Background()
+	put := func(sent time.Time) {
+		rec := encodeRecord(nil, "http://ghost.example:9090/snapshot", uint64(sent.UnixMilli()), 1,
+			[]EndpointLoad{{Endpoint: known, Tokens: 1 << 62, Requests: 1}})
+		require.NoError(t, g.rdb.Set(ctx, g.keys.selfKey, rec, 0).Err()) // no TTL
+		require.NoError(t, g.rdb.SAdd(ctx, g.keys.members, "ghost").Err())
+	}
+	lease := x.r.Config().Lease
+	for _, sent := range []time.Time{time.Now().Add(-2 * lease), time.Now().Add(2 * lease)} {
+		put(sent)
+		x.r.read()
+		tok, _, _ := x.tr.Load(known)
+		require.Zero(t, tok, "the phantom load is ignored (sent %v)", sent)
+		require.Empty(t, x.r.Peers())
+		peers, err := LivePeers(ctx, Config{Addrs: []string{srv.Addr}, Pool: "d", ReplicaID: "a", Lease: lease, RefreshPeriod: time.Hour})
+		require.NoError(t, err)
+		require.Empty(t, peers, "not a peer to bootstrap from")
+	}
+	require.EqualValues(t, 2, counter(t, x.reg, "kvroute_cluster_stale_records_total", nil))
+
+	put(time.Now()) // the same record, sent now, is a live peer
+	x.r.read()
+	tok, _, _ := x.tr.Load(known)
+	require.Equal(t, int64(1<<62), tok)
+	require.Equal(t, []Peer{{ID: "ghost", SnapshotURL: "http://ghost.example:9090/snapshot"}}, x.r.Peers())
+	x.r.Close()
+}
