@@ -213,3 +213,31 @@ func TestRecordOlderThanTheLeaseIsNotALivePeer(t *testing.T) {
 	require.Equal(t, []Peer{{ID: "ghost", SnapshotURL: "http://ghost.example:9090/snapshot"}}, x.r.Peers())
 	x.r.Close()
 }
+
+// An endpoint taken out of the replica's set loses its pending load changes
+// and its peer load at the read SetEndpoints asks for, and later changes
+// naming it are dropped.
+func TestEndpointRemovedFromTheSetIsForgotten(t *testing.T) {
+	defer leakcheck.Check(t)()
+	srv := redistest.Start(t)
+	defer srv.Stop()
+	g := newGhost(t, srv.Addr)
+	g.record(1, time.Hour)
+	x := newHostileTarget(t, srv.Addr)
+	const other = "10.0.0.2:8000"
+	g.publish(2, delta{endpoint: other, tokens: 30, requests: 1}, delta{endpoint: known, tokens: 70, requests: 1})
+	require.Eventually(t, func() bool { return peerLoad(x.tr, known) == [2]int64{70, 1} }, deltaWait, time.Millisecond)
+	require.Equal(t, [2]int64{30, 1}, peerLoad(x.tr, other))
+
+	reads := x.r.Stats().Reads
+	x.r.SetEndpoints([]string{known})
+	require.Equal(t, deltaBytes(known), x.r.PendingDeltaBytes(), "the removed endpoint's change is forgotten")
+	require.Eventually(t, func() bool { return x.r.Stats().Reads > reads }, deltaWait, time.Millisecond)
+	require.Equal(t, [2]int64{}, peerLoad(x.tr, other), "its peer load goes at the read SetEndpoints asks for")
+	require.Equal(t, [2]int64{70, 1}, peerLoad(x.tr, known), "the kept endpoint's pending change stays")
+
+	g.publish(4, delta{endpoint: other, tokens: 5, requests: 1}, delta{endpoint: known, tokens: 1, requests: 1})
+	require.Eventually(t, func() bool { return peerLoad(x.tr, known) == [2]int64{71, 2} }, deltaWait, time.Millisecond)
+	require.Equal(t, [2]int64{}, peerLoad(x.tr, other), "later changes naming it are dropped")
+	x.r.Close()
+}
