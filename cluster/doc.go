@@ -107,10 +107,11 @@
 // # Redis operations
 //
 // Per replica: 2 commands per refresh (SET with PX, SADD, pipelined), 1-3 per
-// read (SMEMBERS, MGET, SREM of expired members), and one PUBLISH per
-// PublishInterval with decisions. With the defaults that is about 16
-// commands/s plus at most 200 PUBLISH/s, whatever the request rate
-// (BenchmarkRedisOpsAt1000RPS measures it).
+// read (SSCAN of the member set, which returns a pool's small set whole as
+// SMEMBERS would but stops at 4 × MaxPeers IDs; MGET; SREM of expired
+// members), and one PUBLISH per PublishInterval with decisions. With the
+// defaults that is about 16 commands/s plus at most 200 PUBLISH/s, whatever
+// the request rate (BenchmarkRedisOpsAt1000RPS measures it).
 //
 // go-redis reports connection failures through its own process-wide logger
 // (redis.SetLogger); a gateway that wants only this package's one log line

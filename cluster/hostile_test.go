@@ -241,3 +241,28 @@ func TestEndpointRemovedFromTheSetIsForgotten(t *testing.T) {
 	require.Equal(t, [2]int64{}, peerLoad(x.tr, other), "later changes naming it are dropped")
 	x.r.Close()
 }
+
+// A member set grown by 100,000 garbage IDs is read only up to
+// 4 × MaxPeers IDs per read: a read's memory does not grow with the set.
+func TestMemberSetGarbageIsReadBounded(t *testing.T) {
+	defer leakcheck.Check(t)()
+	srv := redistest.Start(t)
+	defer srv.Stop()
+	g := newGhost(t, srv.Addr)
+	x := newHostileTarget(t, srv.Addr)
+	ctx := context.Background()
+	const junk = 100_000
+	for b := 0; b < junk; b += 10_000 {
+		ids := make([]any, 10_000)
+		for i := range ids {
+			ids[i] = fmt.Sprintf("junk-%06d", b+i)
+		}
+		require.NoError(t, g.rdb.SAdd(ctx, g.keys.members, ids...).Err())
+	}
+	x.r.read()
+	maxPeers := x.r.Config().MaxPeers
+	ignored := counter(t, x.reg, "kvroute_cluster_peers_ignored_total", nil)
+	require.LessOrEqual(t, ignored, float64((membersRead-1)*maxPeers), "a read takes at most %d member IDs", membersRead*maxPeers)
+	require.Empty(t, x.r.Peers())
+	x.r.Close()
+}

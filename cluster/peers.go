@@ -20,7 +20,7 @@ func LivePeers(ctx context.Context, cfg Config) ([]Peer, error) {
 	rdb := newClient(cfg)
 	defer rdb.Close()
 	k := newKeys(cfg.Pool, cfg.ReplicaID)
-	ids, err := rdb.SMembers(ctx, k.members).Result()
+	ids, err := redisStore{rdb: rdb, maxMembers: membersRead * cfg.MaxPeers}.Members(ctx, k.members)
 	if err != nil {
 		return nil, err
 	}

@@ -20,6 +20,11 @@ import (
 	"github.com/kvroute/kvroute/tokenload"
 )
 
+// membersRead × MaxPeers is the most member IDs a read takes from the
+// member set: room for replicas that left and are not pruned yet, while
+// garbage added to the set cannot make a read's memory grow.
+const membersRead = 4
+
 // Options are a Replica's injected dependencies; the zero value is valid.
 type Options struct {
 	// Registerer receives the replica's metrics; nil registers nothing.
@@ -138,7 +143,7 @@ func New(cfg Config, index *kvindex.Index, tracker *tokenload.Tracker, opts Opti
 	if r.rdb == nil {
 		r.rdb, r.ownRdb = newClient(cfg), true
 	}
-	r.store = redisStore{rdb: r.rdb, sharded: cfg.ShardedPubSub}
+	r.store = redisStore{rdb: r.rdb, sharded: cfg.ShardedPubSub, maxMembers: membersRead * cfg.MaxPeers}
 	if !cfg.DisableSharedDecisions {
 		tracker.SetObserver(r.observe)
 	}

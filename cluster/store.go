@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -13,8 +14,9 @@ import (
 // Replica uses outside the routing simulation. Each method is one round
 // trip.
 type redisStore struct {
-	rdb     redis.UniversalClient
-	sharded bool // SPUBLISH instead of PUBLISH
+	rdb        redis.UniversalClient
+	sharded    bool // SPUBLISH instead of PUBLISH
+	maxMembers int  // member IDs read at most (0: all); see Members
 }
 
 var _ clusterseam.Store = redisStore{}
@@ -27,8 +29,33 @@ func (s redisStore) Refresh(ctx context.Context, key string, record []byte, leas
 	return err
 }
 
+// Members lists the member set. A pool's set is small and SSCAN returns
+// it whole in one round trip, as SMEMBERS would; a set grown by garbage
+// (anyone with access to Redis can add to it) is read only up to
+// maxMembers IDs, so that a read's memory stays bounded whatever the set
+// holds.
 func (s redisStore) Members(ctx context.Context, members string) ([]string, error) {
-	return s.rdb.SMembers(ctx, members).Result()
+	if s.maxMembers <= 0 {
+		return s.rdb.SMembers(ctx, members).Result()
+	}
+	var ids []string
+	var cursor uint64
+	for {
+		page, next, err := s.rdb.SScan(ctx, members, cursor, "", int64(s.maxMembers)).Result()
+		if err != nil {
+			return nil, err
+		}
+		ids = append(ids, page...)
+		cursor = next
+		if cursor == 0 || len(ids) >= s.maxMembers {
+			break
+		}
+	}
+	if len(ids) > s.maxMembers {
+		ids = ids[:s.maxMembers]
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids), nil // SSCAN may return an ID twice
 }
 
 func (s redisStore) Get(ctx context.Context, keys []string) ([]clusterseam.Value, error) {

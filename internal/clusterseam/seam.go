@@ -16,7 +16,7 @@ type Store interface {
 	// adds id to the member set members (SET key record PX lease; SADD
 	// members id, pipelined).
 	Refresh(ctx context.Context, key string, record []byte, lease time.Duration, members, id string) error
-	// Members lists the member set (SMEMBERS).
+	// Members lists the member set (SMEMBERS, or SSCAN up to a bound).
 	Members(ctx context.Context, members string) ([]string, error)
 	// Get reads the records of keys (MGET); a key that does not exist (its
 	// lease expired, or the replica left) has Value.OK false.
