@@ -37,6 +37,8 @@ func addReplicaFlags(fs *flag.FlagSet, o *replicaOptions) {
 	fs.DurationVar(&o.shared.ReadPeriod, "replica-read", cluster.DefaultReadPeriod, "shared state: how often a replica reads its peers' load")
 	fs.DurationVar(&o.shared.PublishInterval, "replica-publish-interval", cluster.DefaultPublishInterval, "shared state: least time between two decision messages of a replica")
 	fs.DurationVar(&o.shared.RedisRTT, "replica-redis-rtt", sim.DefaultRedisRTT, "shared state: round trip between a replica and Redis (virtual time)")
+	fs.BoolVar(&o.shared.Exact.Load, "replica-exact-load", false, "shared state, decomposition only: every Pick sees the peers' exact load (decisions keep their delay)")
+	fs.BoolVar(&o.shared.Exact.All, "replica-exact-all", false, "shared state, decomposition only: every decision and load change reaches the peers at once")
 }
 
 // replicaSweep runs the router-replica sweep on shared-prefix traffic of

@@ -27,6 +27,9 @@ type pickTrace struct {
 	outcome  string
 	tokens   []int64 // per engine, local + peers', before the pick
 	requests []int64
+	// exact is the fleet's true in-flight tokens per engine before the
+	// pick: every replica's local load summed.
+	exact []int64
 }
 
 func (d *diagnostics) sharedRandom() func() float64 {
@@ -56,6 +59,14 @@ func (d *diagnostics) beforePick(r *run, rq *request) {
 	for _, id := range r.ids {
 		tok, req, _ := kr.r.Load().Load(id)
 		p.tokens, p.requests = append(p.tokens, tok), append(p.requests, req)
+		var exact int64
+		for _, rt := range r.rts {
+			if k, ok := rt.(*kvrouter); ok {
+				t, _ := k.r.Load().LocalLoad(id)
+				exact += t
+			}
+		}
+		p.exact = append(p.exact, exact)
 	}
 	d.picks = append(d.picks, p)
 }
@@ -77,16 +88,5 @@ func (d *diagnostics) sync(r *run) {
 	if d == nil || !d.ideal || r.shared == nil {
 		return
 	}
-	p := r.shared
-	for g, m := range p.reps {
-		if m.Queued() > 0 {
-			m.Flush()
-			p.flush[g], p.flushed[g] = time.Time{}, r.now
-		}
-	}
-	for _, msg := range p.store.deliverAll() {
-		for _, m := range p.reps {
-			m.Apply(msg)
-		}
-	}
+	r.shared.syncAll(r.now)
 }

@@ -368,6 +368,7 @@ func (r *run) arrive(a arrival) error {
 	r.oracle(a.prompt)
 	rq.note = r.audit.arrive(a.prompt)
 	rt := r.rts[rq.replica]
+	r.shared.beforePick(r, rq.replica)
 	r.diag.beforePick(r, rq)
 	i, err := rt.pick(rq)
 	if err != nil {
@@ -377,6 +378,7 @@ func (r *run) arrive(a arrival) error {
 	r.diag.afterPick(r, rq, i)
 	if r.shared != nil {
 		r.shared.queued(rq.replica, r.now)
+		r.shared.instant(r.now)
 		r.diag.sync(r)
 	}
 	var why *routedBy
@@ -408,6 +410,7 @@ func (r *run) arrive(a arrival) error {
 func (r *run) changed(rq *request) {
 	if r.shared != nil {
 		r.shared.queued(rq.replica, r.now)
+		r.shared.instant(r.now)
 		r.diag.sync(r)
 	}
 }

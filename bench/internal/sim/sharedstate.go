@@ -50,6 +50,9 @@ type SharedState struct {
 	PublishInterval time.Duration `json:"publishInterval"`
 	// RedisRTT is one round trip between a replica and Redis.
 	RedisRTT time.Duration `json:"redisRTT"`
+	// Exact switches parts of the propagation off, for the decomposition
+	// of what R replicas lose against one router (sharedexact.go).
+	Exact SharedExact `json:"exact,omitzero"`
 }
 
 // DefaultRedisRTT is the replica-to-Redis round trip of SharedState.
