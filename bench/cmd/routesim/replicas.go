@@ -23,6 +23,7 @@ type replicaOptions struct {
 	seeds     string // -replica-sweep-only: the seeds to run; empty: -seed
 	stats     int    // -replica-sweep-only: traffic seeds of the comparison over seeds; 0: none
 	statLoads string // loads of that comparison; empty: the sweep's loads above 1
+	parts     string // with stats: the decomposition's parts, run for every R > 1 row
 	shared    sim.SharedState
 }
 
@@ -32,6 +33,7 @@ func addReplicaFlags(fs *flag.FlagSet, o *replicaOptions) {
 	fs.StringVar(&o.counts, "replica-counts", "1,2,4", "comma-separated router replica counts of the replica sweep")
 	fs.StringVar(&o.seeds, "replica-seeds", "", "with -replica-sweep-only: comma-separated seeds, one sweep each in one report (default: -seed)")
 	fs.IntVar(&o.stats, "replica-stat-seeds", 0, "with -replica-sweep-only: compare R = 1 and the shared rows over traffic seeds 1..N, mean TTFT p90 with a bootstrap interval (0: off)")
+	fs.StringVar(&o.parts, "replica-decompose", "", "with -replica-stat-seeds: comma-separated parts of the decomposition to run for every R > 1 row over the same seeds ("+joinParts()+"); empty: none")
 	fs.StringVar(&o.statLoads, "replica-stat-loads", "", "loads of the comparison over seeds (default: the sweep's loads above 1, the overloaded ones)")
 	fs.DurationVar(&o.shared.RefreshPeriod, "replica-refresh", cluster.DefaultRefreshPeriod, "shared state: how often a replica publishes its load")
 	fs.DurationVar(&o.shared.ReadPeriod, "replica-read", cluster.DefaultReadPeriod, "shared state: how often a replica reads its peers' load")
@@ -100,6 +102,30 @@ func (o replicaOptions) statLoadsOf(loads []float64) ([]float64, error) {
 	return out, nil
 }
 
+// partsOf returns the decomposition's parts.
+func (o replicaOptions) partsOf() ([]sim.ReplicaPart, error) {
+	var out []sim.ReplicaPart
+	for _, f := range splitList(o.parts) {
+		p, err := sim.ParseReplicaPart(f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	if len(out) > 0 && o.stats == 0 {
+		return nil, fmt.Errorf("-replica-decompose needs -replica-stat-seeds")
+	}
+	return out, nil
+}
+
+func joinParts() string {
+	var s []string
+	for _, p := range sim.AllReplicaParts {
+		s = append(s, string(p))
+	}
+	return strings.Join(s, ", ")
+}
+
 // seedsOf returns the seeds of -replica-sweep-only.
 func (o replicaOptions) seedsOf(def uint64) ([]uint64, error) {
 	if o.seeds == "" {
@@ -143,7 +169,12 @@ func runReplicasOnly(ctx context.Context, o options, base sim.Config, loads []fl
 		runs = append(runs, rr)
 		known[seed] = rr.Replicas
 	}
+	parts, err := o.rep.partsOf()
+	if err != nil {
+		return err
+	}
 	var stats []sim.SeedRow
+	var decomposed [][]sim.ReplicaPartRow
 	if o.rep.stats > 0 && len(statLoads) > 0 {
 		counts, err := o.rep.countsOf()
 		if err != nil {
@@ -158,6 +189,16 @@ func runReplicasOnly(ctx context.Context, o options, base sim.Config, loads []fl
 		b.Workload.Requests = o.requests
 		if stats, err = sim.SeedSweep(ctx, b, statLoads, counts, o.rep.shared, statSeeds, known, o.parallel); err != nil {
 			return err
+		}
+		for _, row := range stats {
+			if row.Replicas == 1 || len(parts) == 0 {
+				continue
+			}
+			d, err := sim.DecomposeReplicas(ctx, b, row, o.rep.shared, parts, o.parallel)
+			if err != nil {
+				return err
+			}
+			decomposed = append(decomposed, d)
 		}
 	}
 	err = writeFile(filepath.Join(o.out, "routesim-replicas.md"), func(f io.Writer) error {
@@ -181,6 +222,9 @@ func runReplicasOnly(ctx context.Context, o options, base sim.Config, loads []fl
 		if _, _, err := sim.WriteSeedTable(f, stats); err != nil {
 			return err
 		}
+		for _, d := range decomposed {
+			sim.WriteReplicaParts(f, o.rep.shared, d)
+		}
 		for _, rr := range runs {
 			if err := rr.write(f, o.rep.shared); err != nil {
 				return err
@@ -194,7 +238,7 @@ func runReplicasOnly(ctx context.Context, o options, base sim.Config, loads []fl
 	err = writeFile(filepath.Join(o.out, "routesim-replicas.json"), func(f io.Writer) error {
 		enc := json.NewEncoder(f)
 		enc.SetIndent("", "  ")
-		return enc.Encode(map[string]any{"seeds": runs, "overSeeds": stats})
+		return enc.Encode(map[string]any{"seeds": runs, "overSeeds": stats, "decomposition": decomposed})
 	})
 	if err != nil {
 		return err
