@@ -32,10 +32,16 @@
 // for the loads above 1 (-replica-stat-loads), the comparison of R = 1 with
 // the shared rows over traffic seeds 1..N (the ratio of mean TTFT p90s,
 // paired by seed, with a 95 % bootstrap interval), which is what can
-// resolve 5 % where one overloaded run's p90 is chaotic. The committed
-// bench/results/routesim-replicas.md is
+// resolve 5 % where one overloaded run's p90 is chaotic, and on how many
+// seeds R replicas stayed within 5 %. -replica-decompose
+// publish-at-once,exact-load,exact-all,control runs those seeds again per
+// part: decisions and load changes published at once, every pick seeing
+// the peers' exact load, everything exact (one router's decisions), and a
+// control of one router whose KV events arrive 1 µs later
+// (-replica-exact-load and -replica-exact-all switch the same parts off for
+// a whole run). The committed bench/results/routesim-replicas.md is
 //
-//	go run ./bench/cmd/routesim -replica-sweep-only -replica-seeds 1,2,3 -replica-stat-seeds 60 -out bench/results
+//	go run ./bench/cmd/routesim -replica-sweep-only -loads 1.5 -replica-counts 1,4 -replica-seeds 1 -replica-stat-seeds 100 -replica-decompose exact-load,control -out bench/results
 //
 // -peer-stat-seeds N runs only kvroute and the peers' policies on every
 // workload at the loads of at least half capacity over traffic seeds 1..N,

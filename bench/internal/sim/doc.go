@@ -38,7 +38,9 @@
 // SeedSweep compares one replica with R sharing state over many traffic
 // seeds (the mean TTFT p90 paired by seed, with a bootstrap interval): above
 // full load a single run's p90 is chaotic, so that comparison is the one
-// that can resolve a few percent.
+// that can resolve a few percent. DecomposeReplicas runs that comparison
+// again with parts of the propagation switched off (SharedExact) and a
+// one-router control, to say what R replicas lose and to what.
 //
 // Run simulates one policy on one Config; Sweep runs a grid of workloads,
 // loads and policies in parallel (results do not depend on the
