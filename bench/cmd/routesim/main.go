@@ -43,6 +43,8 @@ type options struct {
 	cpuProfile  string
 	rep         replicaOptions // replicas.go
 	peerSeeds   int            // peers.go
+	trace       traceOptions   // trace.go
+	blocksSet   bool           // -blocks was given
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -66,9 +68,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	addReplicaFlags(fs, &o.rep)
 	fs.IntVar(&o.peerSeeds, "peer-stat-seeds", 0, "run only the comparison of kvroute with the peers' policies over traffic seeds 1..N at the loads ≥ 0.5 (writes routesim-peers.md and routesim-peers.json; 0: off)")
+	addTraceFlags(fs, &o.trace)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
+	fs.Visit(func(f *flag.Flag) { o.blocksSet = o.blocksSet || f.Name == "blocks" })
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
@@ -121,6 +125,12 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if o.trace.path != "" {
+		if !o.blocksSet {
+			base.Fleet.NumGPUBlocks = sim.DefaultTraceBlocks
+		}
+		return runTrace(ctx, o, base, loads, policies, args, stdout)
 	}
 	if o.rep.only {
 		return runReplicasOnly(ctx, o, base, loads, args, stdout)
@@ -194,13 +204,18 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "routesim: %d runs in %v; wrote %s\n", len(results)+len(sens)+len(reps), wall.Round(time.Millisecond), filepath.Join(o.out, "routesim.md"))
+	printTargets(stdout, results)
+	printReplicaRows(stdout, reps)
+	return nil
+}
+
+// printTargets prints the target evaluation, one line per workload and load.
+func printTargets(stdout io.Writer, results []sim.Result) {
 	for _, t := range sim.Targets(results) {
 		fmt.Fprintf(stdout, "  %s load %.2f: kvroute hit %.1f%% (%.1f%% of the capacity bound %.1f%%, one engine %.1f%%), TTFT p90 %v (best peer %v %s; best other %v %s)\n",
 			t.Workload, t.Load, t.HitRate*100, t.Ratio()*100, t.Bound*100, t.OneEngine*100, t.TTFTP90.Round(time.Millisecond),
 			t.BestPeer.Round(time.Millisecond), t.BestPeerName, t.BestOther.Round(time.Millisecond), t.BestOtherName)
 	}
-	printReplicaRows(stdout, reps)
-	return nil
 }
 
 // sensitivityPolicies are the policies of the single-replica sweep: those

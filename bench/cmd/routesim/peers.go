@@ -16,6 +16,12 @@ import (
 // every workload at the loads of at least half capacity, over traffic seeds
 // 1..N, in their own files.
 func runPeersOnly(ctx context.Context, o options, base sim.Config, workloads []sim.Workload, loads []float64, args []string, stdout io.Writer) error {
+	return runPeersInto(ctx, o, base, workloads, loads, args, stdout, "routesim-peers", "")
+}
+
+// runPeersInto is runPeersOnly writing <name>.md and <name>.json, with an
+// optional paragraph (a trace run's description) after the header.
+func runPeersInto(ctx context.Context, o options, base sim.Config, workloads []sim.Workload, loads []float64, args []string, stdout io.Writer, name, preamble string) error {
 	if o.peerSeeds < 0 {
 		return fmt.Errorf("bad -peer-stat-seeds %d", o.peerSeeds)
 	}
@@ -38,10 +44,13 @@ func runPeersOnly(ctx context.Context, o options, base sim.Config, workloads []s
 		return err
 	}
 	met, total := 0, 0
-	err = writeFile(filepath.Join(o.out, "routesim-peers.md"), func(f io.Writer) error {
+	err = writeFile(filepath.Join(o.out, name+".md"), func(f io.Writer) error {
 		fmt.Fprintf(f, "# kvroute against the peers over seeds (%s)\n\nGenerated %s in %v of host time. Each run is deterministic; see routesim.md for the fleet, the policies and the workloads.\n",
 			strings.TrimSpace("go run ./bench/cmd/routesim "+strings.Join(args, " ")),
 			time.Now().UTC().Format(time.RFC3339), time.Since(start).Round(time.Second))
+		if preamble != "" {
+			fmt.Fprintf(f, "\n%s\n", preamble)
+		}
 		var err error
 		met, total, err = sim.WritePeerSeedTable(f, rows)
 		return err
@@ -49,7 +58,7 @@ func runPeersOnly(ctx context.Context, o options, base sim.Config, workloads []s
 	if err != nil {
 		return err
 	}
-	err = writeFile(filepath.Join(o.out, "routesim-peers.json"), func(f io.Writer) error {
+	err = writeFile(filepath.Join(o.out, name+".json"), func(f io.Writer) error {
 		enc := json.NewEncoder(f)
 		enc.SetIndent("", "  ")
 		return enc.Encode(map[string]any{"base": base, "overSeeds": rows})
@@ -58,6 +67,6 @@ func runPeersOnly(ctx context.Context, o options, base sim.Config, workloads []s
 		return err
 	}
 	fmt.Fprintf(stdout, "routesim: %d rows over %d seeds in %v, %d of %d meet the target over seeds; wrote %s\n", len(rows), len(seeds),
-		time.Since(start).Round(time.Millisecond), met, total, filepath.Join(o.out, "routesim-peers.md"))
+		time.Since(start).Round(time.Millisecond), met, total, filepath.Join(o.out, name+".md"))
 	return nil
 }

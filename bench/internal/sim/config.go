@@ -43,19 +43,24 @@ const (
 	// tree sizes come from the engines' KV events instead of its
 	// approximate tree.
 	SGLangEvents Policy = "sglang-events"
+	// LMetric is the LMetric policy (Dynamo's lmetric selection formula,
+	// SGLang gateway's lmetric policy): the worker with the least
+	// uncached prompt tokens × (its in-flight requests + 1), its overlap
+	// from an index fed by the engines' events (lmetric.go).
+	LMetric Policy = "lmetric"
 )
 
 // AllPolicies lists every routing policy in report order.
-var AllPolicies = []Policy{KVRoute, Dynamo, SGLang, SGLangEvents, KVRoutePrefillOnly, Approximate, LeastLoad, RoundRobin}
+var AllPolicies = []Policy{KVRoute, Dynamo, SGLang, SGLangEvents, LMetric, KVRoutePrefillOnly, Approximate, LeastLoad, RoundRobin}
 
 // PeerPolicies are the other systems' own routing policies, which the
 // report's targets compare kvroute against.
-var PeerPolicies = []Policy{Dynamo, SGLang, SGLangEvents}
+var PeerPolicies = []Policy{Dynamo, SGLang, SGLangEvents, LMetric}
 
 // eventFed reports whether the policy's index is fed by the engines' KV
 // events.
 func (p Policy) eventFed() bool {
-	return p == KVRoute || p == KVRoutePrefillOnly || p == Dynamo || p == SGLangEvents
+	return p == KVRoute || p == KVRoutePrefillOnly || p == Dynamo || p == SGLangEvents || p == LMetric
 }
 
 // ParsePolicy returns the Policy named s.
@@ -88,6 +93,10 @@ const (
 	// Heterogeneous is shared-prefix traffic on a fleet with two engine
 	// speeds: some engines run every step more slowly.
 	Heterogeneous WorkloadKind = "heterogeneous"
+	// Trace replays a Mooncake trace window (Workload.Trace): arrivals at
+	// its timestamps scaled to the load, prompts derived from its hash
+	// IDs, its output lengths. Not in AllWorkloads: it needs a trace file.
+	Trace WorkloadKind = "trace"
 )
 
 // AllWorkloads lists every workload in report order.
@@ -181,6 +190,11 @@ type Workload struct {
 	// and decode alike).
 	SlowFraction float64 `json:"slowFraction,omitempty"`
 	SlowFactor   float64 `json:"slowFactor,omitempty"`
+
+	// Trace: the decoded trace window (TraceWorkload); Requests is its
+	// length and OutputTokens its mean output (each request generates its
+	// own output_length).
+	Trace *TraceData `json:"trace,omitempty"`
 }
 
 // slowEngines is how many of a fleet of n engines are slow.
@@ -238,6 +252,8 @@ func (w Workload) MeanPromptTokens() float64 {
 	switch {
 	case w.Kind.sharedShape():
 		return float64(w.ContextTokens + w.QuestionTokens)
+	case w.Kind == Trace && w.Trace != nil:
+		return w.Trace.Stats().MeanInput
 	case w.Kind == MultiTurn:
 		// Turn k (0-based) sends system + (k+1) user messages + k answers.
 		sum := 0.0
@@ -387,6 +403,14 @@ func (c Config) Validate() error {
 		if w.PromptTokens < 1 {
 			return bad("no-reuse needs promptTokens >= 1")
 		}
+	case Trace:
+		if err := c.validateTrace(); err != nil {
+			return err
+		}
+		if err := c.Peers.validate(); err != nil {
+			return bad("%v", err)
+		}
+		return nil // its requests' lengths were checked against the engines
 	default:
 		return bad("unknown workload kind %q", w.Kind)
 	}

@@ -18,6 +18,9 @@ type Meta struct {
 	Loads     []float64
 	// SVG maps a workload kind to the chart file written next to the report.
 	SVG map[WorkloadKind]string
+	// Preamble, when set, is a paragraph written after the settings (a
+	// trace run states its trace, window and working set there).
+	Preamble string
 }
 
 // Target thresholds of the issue: on the shared-prefix workload kvroute's
@@ -104,6 +107,7 @@ func policyNotes(m Meta) []string {
 			d.Temperature, d.PrefillLoadScale, d.OverlapScoreCredit, d.PredictedTTL),
 		fmt.Sprintf("**sglang:** SGLang gateway cache_aware: least in-flight requests when imbalanced (max − min > %d and max > %g × min), else the longest match in its approximate tree of routed prompts if match ÷ prompt > %g, else the worker with the smallest tree. **sglang-events:** the same with the match and tree sizes taken from the engines' KV events.",
 			g.BalanceAbsThreshold, g.BalanceRelThreshold, g.CacheThreshold),
+		"**lmetric:** LMetric (Dynamo's `lmetric` worker-selection formula, SGLang gateway's `lmetric` policy): lowest (prompt tokens − cached blocks × block size) × (in-flight requests + 1), ties to the engine with the fewest cached blocks; cached blocks from an index fed by the same events, or from its own decisions of the last " + m.Base.Peers.Dynamo.PredictedTTL.String() + " if larger, as Dynamo's.",
 		fmt.Sprintf("**approximate:** learns only from its own decisions (TTL %v); score = %g × prefix ratio + %g × queue score + %g × free KV, engine metrics scraped every %v. **least-load:** fewest committed in-flight prompt tokens. **round-robin.**",
 			m.Base.ApproxTTL, m.Base.ApproxPrefixWeight, m.Base.ApproxQueueWeight, m.Base.ApproxKVWeight, m.Base.ScrapeInterval),
 		fmt.Sprintf("**capacity bound:** Belady's optimal replacement over one pooled cache of the fleet's %s blocks, on each run's own trace; no routing can reuse more. **infinite-cache ceiling:** every request reuses the longest prefix any earlier request left behind. **pooled LRU** (a reference, not a bound): the same pooled cache keeping every block it sees, least recently used evicted first, any block of a prompt a hit. **one engine** (a reference, not a bound): the same workload and load on one simulated engine with the fleet's whole cache, step budget, sequences and compute, so with the engines' own replacement and prefix-only hits; \"÷ one engine\" is kvroute's hit rate as a fraction of it.",
@@ -124,6 +128,9 @@ func WriteMarkdown(w io.Writer, m Meta, results []Result) error {
 		f.Engines, f.NumGPUBlocks, f.BlockSize, thousands(int(f.PrefillTokensPerSecond)), f.DecodeStep, f.MaxNumBatchedTokens, f.MaxNumSeqs, m.Base.GatewayReplicas)
 	for _, n := range policyNotes(m) {
 		b.WriteString(n + "  \n")
+	}
+	if m.Preamble != "" {
+		b.WriteString(m.Preamble + "  \n")
 	}
 	fmt.Fprintf(&b, "**Load** is the offered request rate as a fraction of the fleet's prefill capacity with no cache hit (Σ engine speeds × prefill tokens/s ÷ mean prompt tokens). Hit rate is the engines' Σ prefix_cache_hits ÷ Σ prefix_cache_queries; \"÷ bound\" is it as a fraction of the capacity bound. TTFT is measured from arrival at the engine. Throughput is completed requests per second of virtual time. Imbalance is max ÷ mean over engines of prompt tokens actually computed. See bench/README.md for the model's assumptions.\n\n")
 
@@ -243,6 +250,9 @@ func describe(w Workload) string {
 	case Heterogeneous:
 		return fmt.Sprintf("%d requests; the shared-prefix shape (%d groups × %d users, %d-token contexts, %d-token questions, %d output tokens) on a fleet where %.0f %% of the engines run every step %g× slower.",
 			w.Requests, w.Groups, w.Users, w.ContextTokens, w.QuestionTokens, w.OutputTokens, w.SlowFraction*100, w.SlowFactor)
+	}
+	if w.Kind == Trace && w.Trace != nil {
+		return describeTrace(w.Trace)
 	}
 	return fmt.Sprintf("%d requests; unique %d-token prompts; %d output tokens.", w.Requests, w.PromptTokens, w.OutputTokens)
 }

@@ -215,29 +215,23 @@ func (r *run) newPolicy(g int) (router, error) {
 			return nil, err
 		}
 		return kr, nil
-	case Dynamo, SGLangEvents:
+	case Dynamo, SGLangEvents, LMetric:
 		ix, err := kvindex.New(kvindex.Config{BlockSize: r.cfg.Fleet.BlockSize, SweepInterval: -1}, kvindex.Options{Now: clock})
 		if err != nil {
 			return nil, err
 		}
 		var rt router
 		var hook func(int, *kvevents.Batch)
-		if r.policy == Dynamo {
+		switch r.policy {
+		case Dynamo:
 			rt = newDynamo(r.cfg, r.ids, ix, clock, seed)
-		} else {
+		case LMetric:
+			l := newLMetric(r.cfg, r.ids, ix, clock, seed)
+			hook = cachedHook(l.cachedDelta)
+			rt = l
+		default:
 			s := newSGLang(r.cfg, r.ids, ix, clock, seed)
-			hook = func(i int, b *kvevents.Batch) {
-				for _, e := range b.Events {
-					switch e.Type {
-					case kvevents.EventBlockStored:
-						s.cachedDelta(i, len(e.BlockHashes), false)
-					case kvevents.EventBlockRemoved:
-						s.cachedDelta(i, -len(e.BlockHashes), false)
-					case kvevents.EventAllBlocksCleared:
-						s.cachedDelta(i, 0, true)
-					}
-				}
-			}
+			hook = cachedHook(s.cachedDelta)
 			rt = s
 		}
 		if err := subscribe(ix, hook); err != nil {
@@ -255,6 +249,23 @@ func (r *run) newPolicy(g int) (router, error) {
 		return &roundRobin{n: r.cfg.Fleet.Engines, next: g % r.cfg.Fleet.Engines}, nil
 	}
 	return nil, fmt.Errorf("%w: unknown policy %q", ErrInvalidConfig, r.policy)
+}
+
+// cachedHook turns the engines' decoded events into a policy's count of
+// each engine's cached blocks (delta in blocks; reset on a clear).
+func cachedHook(delta func(i, blocks int, reset bool)) func(int, *kvevents.Batch) {
+	return func(i int, b *kvevents.Batch) {
+		for _, e := range b.Events {
+			switch e.Type {
+			case kvevents.EventBlockStored:
+				delta(i, len(e.BlockHashes), false)
+			case kvevents.EventBlockRemoved:
+				delta(i, -len(e.BlockHashes), false)
+			case kvevents.EventAllBlocksCleared:
+				delta(i, 0, true)
+			}
+		}
+	}
 }
 
 // scrape returns engine i's waiting requests and KV-cache usage, the two
@@ -359,6 +370,13 @@ func (r *run) nextTime() (time.Time, bool) {
 
 // arrive routes one request and submits it to the chosen engine.
 func (r *run) arrive(a arrival) error {
+	if r.cfg.Workload.Kind == Trace && a.prompt == nil {
+		a.prompt = tracePrompt(r.cfg.Workload.Trace, a.trace)
+	}
+	maxTokens := r.cfg.Workload.OutputTokens
+	if a.outputTokens > 0 {
+		maxTokens = a.outputTokens
+	}
 	rq := &request{arrival: a}
 	if r.cfg.RoundRobinReplicas {
 		rq.replica, r.turn = r.turn, (r.turn+1)%len(r.rts)
@@ -390,7 +408,7 @@ func (r *run) arrive(a arrival) error {
 	e := r.engines[i]
 	e.AdvanceTo(r.now)
 	_, err = e.Submit(engine.Request{
-		Prompt: a.prompt, MaxTokens: r.cfg.Workload.OutputTokens,
+		Prompt: a.prompt, MaxTokens: maxTokens,
 		OnToken: func(t engine.TokenEvent) {
 			if t.Index == 0 {
 				rt.firstToken(rq)
@@ -441,6 +459,9 @@ func (r *run) finished(rq *request, res engine.Result) {
 		if next, think, ok := r.tr.nextTurn(rq.session, rq.turn, rq.prompt, res.OutputTokens); ok {
 			r.push(arrival{at: res.Finish.Add(think), prompt: next, session: rq.session, turn: rq.turn + 1})
 		}
+	}
+	if r.cfg.Workload.Kind == Trace {
+		rq.prompt = nil // a trace's prompts average 15,000 tokens: keep only those in flight
 	}
 }
 

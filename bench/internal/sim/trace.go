@@ -21,6 +21,10 @@ type arrival struct {
 	prompt  []uint32
 	session int // MultiTurn: the session; -1 otherwise
 	turn    int
+	// Trace: the request's index in the trace window (its prompt is built
+	// on arrival) and its output length.
+	trace        int
+	outputTokens int
 }
 
 // trace is the policy-independent part of a run: every prompt's content and
@@ -93,6 +97,8 @@ func newTrace(cfg Config, start time.Time) *trace {
 			p = append(append(p, sys...), t.users[s][0]...)
 			t.open = append(t.open, arrival{at: at, seq: s, prompt: p, session: s})
 		}
+	case Trace:
+		t.open = traceArrivals(w.Trace, rate, start)
 	case NoReuse:
 		for i := 0; i < w.Requests; i++ {
 			at = at.Add(gap(rate))
