@@ -54,6 +54,15 @@
 //
 //	go run ./bench/cmd/routesim -peer-stat-seeds 8 -out bench/results
 //
+// -trace FILE replays a Mooncake trace (the FAST'25 JSONL format; the public
+// traces are in the kvcache-ai/Mooncake repository under
+// FAST25-release/traces/) instead of the synthetic workloads: prompts built
+// from its hash IDs, arrivals at its timestamps scaled to each load, its
+// output lengths, on -engines engines of -blocks KV blocks (7,168 unless
+// given). -trace-start and -trace-requests replay a contiguous window. It
+// writes <out>/routesim-trace.md, .json and .svg, or with -peer-stat-seeds
+// <out>/routesim-trace-peers.md and .json.
+//
 // It writes <out>/routesim.md (tables per workload and load, target
 // evaluation), <out>/routesim-<workload>.svg (TTFT p90 against load per
 // policy) and <out>/routesim.json (every result). <out> defaults to

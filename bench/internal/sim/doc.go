@@ -13,7 +13,9 @@
 // short-lived side index of its own decisions) and the SGLang model
 // gateway's cache_aware policy (imbalance thresholds, then a prefix match
 // above a ratio threshold, else the smallest tree), both with an
-// approximate tree of its own decisions and fed by events. Baselines are
+// approximate tree of its own decisions and fed by events, and LMetric
+// (uncached prompt tokens × (in-flight requests + 1), Dynamo's and SGLang's
+// lmetric; lmetric.go). Baselines are
 // kvroute's previous default (prefill-only load), a cache-blind approximate
 // prefix router (it learns only from its own decisions, with a TTL),
 // least-load (token load only) and round-robin.
@@ -27,7 +29,8 @@
 // gap to the bound into replacement, placement, routing and in-flight
 // shares, observed from the engines' caches at each arrival. The workloads are shared-prefix,
 // multi-turn chat, no-reuse, zipf-drift (skewed group popularity whose
-// ranking moves mid-run) and heterogeneous (two engine speeds).
+// ranking moves mid-run) and heterogeneous (two engine speeds); Trace
+// replays a window of a Mooncake trace (ReadMooncakeTrace, TraceWorkload).
 //
 // ReplicaSweep runs R kvroute Routers as gateway replicas behind a
 // round-robin spread (Config.RoundRobinReplicas), each accounting only its
