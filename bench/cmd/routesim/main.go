@@ -44,7 +44,9 @@ type options struct {
 	rep         replicaOptions // replicas.go
 	peerSeeds   int            // peers.go
 	trace       traceOptions   // trace.go
-	blocksSet   bool           // -blocks was given
+	// -peer-stat-reuse and -peer-stat-reuse-policies (peers.go)
+	peerReuse, peerReusePolicies string
+	blocksSet                    bool // -blocks was given
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -69,6 +71,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	addReplicaFlags(fs, &o.rep)
 	fs.IntVar(&o.peerSeeds, "peer-stat-seeds", 0, "run only the comparison of kvroute with the peers' policies over traffic seeds 1..N at the loads ≥ 0.5 (writes routesim-peers.md and routesim-peers.json; 0: off)")
 	addTraceFlags(fs, &o.trace)
+	fs.StringVar(&o.peerReuse, "peer-stat-reuse", "", "with -peer-stat-seeds: take the runs of -peer-stat-reuse-policies from this earlier routesim-peers.json instead of running them again")
+	fs.StringVar(&o.peerReusePolicies, "peer-stat-reuse-policies", "", "with -peer-stat-reuse: the comma-separated policies whose runs are reused")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -39,7 +40,11 @@ func runPeersInto(ctx context.Context, o options, base sim.Config, workloads []s
 	for i := range seeds {
 		seeds[i] = uint64(i + 1)
 	}
-	rows, err := sim.PeerSeedSweep(ctx, base, workloads, at, seeds, o.parallel)
+	known, reused, err := loadPeerRuns(o.peerReuse, o.peerReusePolicies)
+	if err != nil {
+		return err
+	}
+	rows, err := sim.PeerSeedSweepKnown(ctx, base, workloads, at, seeds, known, o.parallel)
 	if err != nil {
 		return err
 	}
@@ -50,6 +55,9 @@ func runPeersInto(ctx context.Context, o options, base sim.Config, workloads []s
 			time.Now().UTC().Format(time.RFC3339), time.Since(start).Round(time.Second))
 		if preamble != "" {
 			fmt.Fprintf(f, "\n%s\n", preamble)
+		}
+		if reused != "" {
+			fmt.Fprintf(f, "\n%s\n", reused)
 		}
 		var err error
 		met, total, err = sim.WritePeerSeedTable(f, rows)
@@ -69,4 +77,44 @@ func runPeersInto(ctx context.Context, o options, base sim.Config, workloads []s
 	fmt.Fprintf(stdout, "routesim: %d rows over %d seeds in %v, %d of %d meet the target over seeds; wrote %s\n", len(rows), len(seeds),
 		time.Since(start).Round(time.Millisecond), met, total, filepath.Join(o.out, name+".md"))
 	return nil
+}
+
+// loadPeerRuns reads -peer-stat-reuse: the per-seed TTFT p90s of the given
+// policies from an earlier routesim-peers.json, and a sentence for the
+// report saying which runs were taken from where. None without a file.
+func loadPeerRuns(path, policies string) (map[sim.PeerRun]time.Duration, string, error) {
+	if path == "" {
+		return nil, "", nil
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, "", err
+	}
+	var prev struct {
+		OverSeeds []sim.PeerSeedRow `json:"overSeeds"`
+	}
+	if err := json.Unmarshal(raw, &prev); err != nil {
+		return nil, "", fmt.Errorf("-peer-stat-reuse %s: %w", path, err)
+	}
+	want := map[sim.Policy]bool{}
+	for _, name := range splitList(policies) {
+		p, err := sim.ParsePolicy(name)
+		if err != nil {
+			return nil, "", err
+		}
+		want[p] = true
+	}
+	known := map[sim.PeerRun]time.Duration{}
+	for _, r := range prev.OverSeeds {
+		for p, ds := range r.TTFTP90 {
+			if !want[p] || len(ds) != len(r.Seeds) {
+				continue
+			}
+			for i, s := range r.Seeds {
+				known[sim.PeerRun{Workload: r.Workload, Load: r.Load, Policy: p, Seed: s}] = ds[i]
+			}
+		}
+	}
+	return known, fmt.Sprintf("The runs of %s were taken from %s (%d runs; the simulation is deterministic and those policies' code had not changed since), the others were run.",
+		policies, filepath.Base(path), len(known)), nil
 }

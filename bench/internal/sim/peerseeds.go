@@ -82,6 +82,22 @@ func (r PeerSeedRow) OK() bool {
 // which only the decomposition needs). Deterministic, in workload then load
 // order.
 func PeerSeedSweep(ctx context.Context, base Config, workloads []Workload, loads []float64, seeds []uint64, parallel int) ([]PeerSeedRow, error) {
+	return PeerSeedSweepKnown(ctx, base, workloads, loads, seeds, nil, parallel)
+}
+
+// PeerRun names one run of the comparison over seeds.
+type PeerRun struct {
+	Workload WorkloadKind
+	Load     float64
+	Policy   Policy
+	Seed     uint64
+}
+
+// PeerSeedSweepKnown is PeerSeedSweep taking the TTFT p90 of the runs that
+// known holds from it instead of running them (an earlier report's runs of
+// policies whose code has not changed since: every run is deterministic, so
+// a run repeated gives the same figure).
+func PeerSeedSweepKnown(ctx context.Context, base Config, workloads []Workload, loads []float64, seeds []uint64, known map[PeerRun]time.Duration, parallel int) ([]PeerSeedRow, error) {
 	if len(seeds) == 0 {
 		return nil, fmt.Errorf("%w: no seeds", ErrInvalidConfig)
 	}
@@ -98,6 +114,10 @@ func PeerSeedSweep(ctx context.Context, base Config, workloads []Workload, loads
 			slot := len(out) - 1
 			for _, p := range policies {
 				for i, s := range seeds {
+					if d, ok := known[PeerRun{w.Kind, l, p, s}]; ok {
+						out[slot].TTFTP90[p][i] = d
+						continue
+					}
 					cfg := base
 					cfg.Workload, cfg.Load, cfg.Seed = w, l, s
 					if err := cfg.Validate(); err != nil {
