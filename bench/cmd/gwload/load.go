@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"slices"
@@ -137,9 +139,12 @@ func (g *loadGen) post(url string, body []byte) bool {
 }
 
 // timeWaitTo counts the IPv4 TCP sockets in TIME_WAIT whose local or remote
-// port is one of ports: connections to the engines that were closed (the
-// side that closes first keeps TIME_WAIT for a minute).
-func timeWaitTo(ports map[int]bool) int {
+// address (IP and port) is one of addrs, the engines' "ip:port": connections
+// to the engines that were closed (the side that closes first keeps
+// TIME_WAIT for a minute). Matching the whole address, not the port alone,
+// keeps out other processes' connections to the same port number on another
+// loopback address.
+func timeWaitTo(addrs map[string]bool) int {
 	b, err := os.ReadFile("/proc/net/tcp")
 	if err != nil {
 		return -1
@@ -150,22 +155,31 @@ func timeWaitTo(ports map[int]bool) int {
 		if i == 0 || len(f) < 4 || f[3] != "06" { // 06: TCP_TIME_WAIT
 			continue
 		}
-		if ports[hexPort(f[1])] || ports[hexPort(f[2])] {
+		if addrs[procAddr(f[1])] || addrs[procAddr(f[2])] {
 			n++
 		}
 	}
 	return n
 }
 
-// hexPort parses the port of a /proc/net/tcp address "0100007F:1F90".
-func hexPort(a string) int {
-	_, p, ok := strings.Cut(a, ":")
-	if !ok {
-		return -1
+// procAddr turns a /proc/net/tcp address such as "0100007F:1F90" into
+// "127.0.0.1:8080" ("" when it is not one): the kernel prints the IPv4
+// address as the hexadecimal of its four network-order bytes read as a
+// native-endian word, and the port in hexadecimal.
+func procAddr(a string) string {
+	h, p, ok := strings.Cut(a, ":")
+	if !ok || len(h) != 8 {
+		return ""
 	}
-	v, err := strconv.ParseInt(p, 16, 32)
+	v, err := strconv.ParseUint(h, 16, 32)
 	if err != nil {
-		return -1
+		return ""
 	}
-	return int(v)
+	port, err := strconv.ParseUint(p, 16, 16)
+	if err != nil {
+		return ""
+	}
+	var ip [4]byte
+	binary.NativeEndian.PutUint32(ip[:], uint32(v))
+	return net.JoinHostPort(net.IP(ip[:]).String(), strconv.FormatUint(port, 10))
 }

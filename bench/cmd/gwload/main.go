@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -186,7 +185,7 @@ type cell struct {
 	GatewayCPU  time.Duration // the gateway process over the window (0 for direct)
 	EnginesCPU  time.Duration // both engine processes
 	LoadGenCPU  time.Duration // this process
-	TimeWaitNew int           // TIME_WAIT sockets to the engines' ports, end minus start
+	TimeWaitNew int           // TIME_WAIT sockets to the engines' addresses, end minus start
 	NewConns    int64         // connections the engines accepted over the window
 	// RenderShare is the share of the gateway's profiled CPU that went to
 	// render (the render client's HTTP attempts and its connections'
@@ -226,7 +225,7 @@ func runCells(o options, log io.Writer) (cells []cell, err error) {
 		}
 	}()
 	var eps []kvroute.Endpoint
-	ports := map[int]bool{}
+	ports := map[string]bool{} // the engines' "ip:port", for timeWaitTo
 	var direct []string
 	for i := range 2 {
 		e, err := startChild("", fmt.Sprintf("engine %d", i), "engine", engineArgs{Model: o.model})
@@ -240,9 +239,7 @@ func runCells(o options, log io.Writer) (cells []cell, err error) {
 		}
 		eps = append(eps, kvroute.Endpoint{ID: r.ID, EventsAddress: r.Events})
 		direct = append(direct, "http://"+r.ID)
-		_, p, _ := net.SplitHostPort(r.ID)
-		n, _ := strconv.Atoi(p)
-		ports[n] = true
+		ports[r.ID] = true
 	}
 	maxConc := 0
 	for _, c := range o.conc {
@@ -304,7 +301,7 @@ func runCells(o options, log io.Writer) (cells []cell, err error) {
 
 // measure runs one cell: warmup, then a window sampled for CPU, churn and
 // (for gateways) allocation counters and a CPU profile.
-func measure(o options, rn *gatewayRun, conc, round int, engines []*child, ports map[int]bool, accepted func() int64) (cell, error) {
+func measure(o options, rn *gatewayRun, conc, round int, engines []*child, ports map[string]bool, accepted func() int64) (cell, error) {
 	c := cell{Target: rn.label, Conc: conc, Round: round, RenderShare: -1}
 	var gw0, en0, self0 time.Duration
 	var tw0 int

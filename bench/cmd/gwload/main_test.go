@@ -108,8 +108,18 @@ func TestRunMeasuresEveryTarget(t *testing.T) {
 func TestLabelShareSplitsAProfileByLabel(t *testing.T) {
 	var buf bytes.Buffer
 	require.NoError(t, pprof.StartCPUProfile(&buf))
+	// burn spends its time in arithmetic, reading the clock only between
+	// rounds: a sample taken inside the clock's vDSO call may come without a
+	// usable stack, and a loop of nothing but clock reads made a third of the
+	// labelled samples stackless on a loaded machine.
+	var sink uint64
 	burn := func(d time.Duration) {
 		for end := time.Now().Add(d); time.Now().Before(end); {
+			x := sink
+			for i := range 20000 {
+				x = x*6364136223846793005 + uint64(i)
+			}
+			sink = x
 		}
 	}
 	burn(150 * time.Millisecond)
@@ -152,5 +162,5 @@ func TestProcCPUAndRSSReadThisProcess(t *testing.T) {
 	rss, err := rssBytes("self")
 	require.NoError(t, err)
 	require.Positive(t, rss)
-	require.Equal(t, 8080, hexPort("0100007F:1F90"))
+	require.Equal(t, "127.0.0.1:8080", procAddr("0100007F:1F90"))
 }
