@@ -26,7 +26,7 @@ func warmRouterWith(b *testing.B, tokens, n int, opts Options) (*Router, []Endpo
 	cfg.Model = testModel
 	cfg.Events.Enabled = false
 	cfg.DisableRender = true
-	r, err := New(cfg, opts)
+	r, err := New(context.Background(), cfg, opts)
 	if err != nil {
 		b.Fatal(err)
 	}

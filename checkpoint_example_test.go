@@ -1,6 +1,7 @@
 package kvroute_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -22,7 +23,7 @@ func ExampleCheckpointConfig() {
 	cfg.DisableRender = true
 	cfg.Checkpoint = kvroute.CheckpointConfig{Path: filepath.Join(dir, "index.ckpt")}
 
-	r, err := kvroute.New(cfg, kvroute.Options{})
+	r, err := kvroute.New(context.Background(), cfg, kvroute.Options{})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -32,7 +33,7 @@ func ExampleCheckpointConfig() {
 		BlockSize: 4, Model: "m", Group: 0, Kind: "full_attention"})
 	r.Close() // writes the checkpoint
 
-	r, err = kvroute.New(cfg, kvroute.Options{})
+	r, err = kvroute.New(context.Background(), cfg, kvroute.Options{})
 	if err != nil {
 		fmt.Println(err)
 		return

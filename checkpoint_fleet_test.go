@@ -2,6 +2,7 @@ package kvroute
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"log/slog"
 	"net/http/httptest"
@@ -123,7 +124,7 @@ func fleetRouter(t *testing.T, engines []*fleetEngine, mutate func(*Config)) (*R
 		mutate(&cfg)
 	}
 	reg := prometheus.NewRegistry()
-	r, err := New(cfg, Options{Registerer: reg,
+	r, err := New(context.Background(), cfg, Options{Registerer: reg,
 		Logger: slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))})
 	require.NoError(t, err)
 	eps := make([]Endpoint, len(engines))

@@ -150,11 +150,11 @@ func TestPeerBootstrapHealthyPeerWinsAfterStalledOnes(t *testing.T) {
 	require.Equal(t, want.Bytes(), got.Bytes(), "exactly the healthy peer's index")
 }
 
-// NewContext returns promptly with the context's error when its context
+// New returns promptly with the context's error when its context
 // is cancelled while a peer stalls, before its headers or mid-stream, even
 // with progress and bootstrap timeouts far away; it leaves nothing
 // running and nothing registered.
-func TestNewContextCancelledDuringBootstrap(t *testing.T) {
+func TestNewCancelledDuringBootstrap(t *testing.T) {
 	t.Cleanup(leakcheck.Check(t))
 	for name, partial := range map[string][]byte{"before headers": nil, "mid-stream": halfSnapshot(t)} {
 		t.Run(name, func(t *testing.T) {
@@ -173,7 +173,7 @@ func TestNewContextCancelledDuringBootstrap(t *testing.T) {
 			done := make(chan result, 1)
 			reg := prometheus.NewRegistry()
 			go func() {
-				r, err := NewContext(ctx, cfg, Options{Registerer: reg, Logger: testLogger(t)})
+				r, err := New(ctx, cfg, Options{Registerer: reg, Logger: testLogger(t)})
 				done <- result{r, err}
 			}()
 			<-peer.arrived
@@ -182,12 +182,12 @@ func TestNewContextCancelledDuringBootstrap(t *testing.T) {
 			select {
 			case res = <-done:
 			case <-time.After(time.Minute): // far beyond a prompt return, far below the timeouts
-				t.Fatal("NewContext did not return after its context was cancelled")
+				t.Fatal("New did not return after its context was cancelled")
 			}
 			require.Nil(t, res.r)
 			require.ErrorIs(t, res.err, context.Canceled)
 			<-peer.gone
-			require.Empty(t, familyNames(t, reg), "a failed NewContext leaves nothing registered")
+			require.Empty(t, familyNames(t, reg), "a failed New leaves nothing registered")
 		})
 	}
 }

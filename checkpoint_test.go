@@ -53,7 +53,7 @@ func ckptRouter(t *testing.T, path string, reg prometheus.Registerer, mutate fun
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	r, err := New(cfg, Options{Registerer: reg, Logger: testLogger(t)})
+	r, err := New(context.Background(), cfg, Options{Registerer: reg, Logger: testLogger(t)})
 	require.NoError(t, err)
 	return r
 }

@@ -70,7 +70,7 @@ func TestClusterBootstrapSkipsStalledPeers(t *testing.T) {
 		cfg.Bootstrap.Timeout = 60 * progress
 		return cfg
 	}
-	a, err := New(base("c-healthy", healthy.URL), Options{})
+	a, err := New(context.Background(), base("c-healthy", healthy.URL), Options{})
 	require.NoError(t, err)
 	defer a.Close()
 	h := a.SnapshotHandler()
@@ -91,7 +91,7 @@ func TestClusterBootstrapSkipsStalledPeers(t *testing.T) {
 	// Two replicas listed before the healthy one (peers are tried in ID
 	// order) whose records advertise the stalling URLs.
 	for _, s := range []struct{ id, url string }{{"a-silent", silent.URL}, {"b-midway", midway.URL}} {
-		r, err := New(base(s.id, s.url), Options{})
+		r, err := New(context.Background(), base(s.id, s.url), Options{})
 		require.NoError(t, err)
 		defer r.Close()
 	}
@@ -103,7 +103,7 @@ func TestClusterBootstrapSkipsStalledPeers(t *testing.T) {
 
 	// A new replica joins the pool.
 	reg := prometheus.NewRegistry()
-	b, err := New(bcfg, Options{Registerer: reg})
+	b, err := New(context.Background(), bcfg, Options{Registerer: reg})
 	require.NoError(t, err)
 	defer b.Close()
 	require.Equal(t, want, b.Index().Stats().Memberships, "the new replica starts with the healthy peer's index")

@@ -42,7 +42,7 @@ func TestNewReplicaBootstrapsFromALivePeerOfItsPool(t *testing.T) {
 		cfg.Cluster = cluster.Config{Addrs: []string{rs.Addr}, Pool: "bootstrap", ReplicaID: id, SnapshotURL: snapshotURL}
 		return cfg
 	}
-	a, err := New(base("a", srvA.URL), Options{})
+	a, err := New(context.Background(), base("a", srvA.URL), Options{})
 	require.NoError(t, err)
 	defer a.Close()
 	h := a.SnapshotHandler()
@@ -62,7 +62,7 @@ func TestNewReplicaBootstrapsFromALivePeerOfItsPool(t *testing.T) {
 	}, 20*time.Second, 10*time.Millisecond)
 
 	reg := prometheus.NewRegistry()
-	b, err := New(bcfg, Options{Registerer: reg})
+	b, err := New(context.Background(), bcfg, Options{Registerer: reg})
 	require.NoError(t, err)
 	defer b.Close()
 	require.Equal(t, want, b.Index().Stats().Memberships, "b starts with a's index")

@@ -2,6 +2,7 @@ package kvroute
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -115,7 +116,7 @@ func TestLoadConfigRejectsSettingsThatDoNothing(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Index.BlockSize = 16
 	require.ErrorContains(t, cfg.Validate(), "index.blockSize")
-	_, err := New(cfg, Options{})
+	_, err := New(context.Background(), cfg, Options{})
 	require.ErrorIs(t, err, ErrInvalidConfig)
 }
 

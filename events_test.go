@@ -49,7 +49,7 @@ func TestRouterFollowsEngineEventsOverZeroMQ(t *testing.T) {
 	cfg.Speculative.Enabled = false
 	cfg.Events.EventsPort = portOf(t, pub.Endpoint())
 	cfg.Events.ReplayPort = portOf(t, pub.ReplayEndpoint())
-	r, err := New(cfg, Options{Logger: testLogger(t)})
+	r, err := New(context.Background(), cfg, Options{Logger: testLogger(t)})
 	require.NoError(t, err)
 	defer r.Close()
 	eps := []Endpoint{{ID: "127.0.0.2:8000"}, {ID: engineID}, {ID: "127.0.0.3:8000"}}

@@ -32,7 +32,7 @@ func TestRouterTracesKVEventsWhenConfigured(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	defer func() { require.NoError(t, tp.Shutdown(context.Background())) }()
-	r, err := New(cfg, Options{Logger: testLogger(t), TracerProvider: tp})
+	r, err := New(context.Background(), cfg, Options{Logger: testLogger(t), TracerProvider: tp})
 	require.NoError(t, err)
 	defer r.Close()
 	require.NoError(t, r.SetEndpoints([]Endpoint{{ID: engineID}}))
@@ -63,7 +63,7 @@ func TestRouterTracesKVEventsWhenConfigured(t *testing.T) {
 	r.Close()
 	exp.Reset()
 	cfg.Events.Tracing.Enabled = false
-	r2, err := New(cfg, Options{Logger: testLogger(t), TracerProvider: tp})
+	r2, err := New(context.Background(), cfg, Options{Logger: testLogger(t), TracerProvider: tp})
 	require.NoError(t, err)
 	defer r2.Close()
 	require.NoError(t, r2.SetEndpoints([]Endpoint{{ID: engineID}}))

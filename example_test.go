@@ -30,7 +30,7 @@ func Example() {
 	cfg.Model = "my-model"
 	cfg.Events.Enabled = false // this example feeds the index itself
 	cfg.DisableRender = true   // and passes already-rendered prompts
-	router, err := kvroute.New(cfg, kvroute.Options{})
+	router, err := kvroute.New(context.Background(), cfg, kvroute.Options{})
 	if err != nil {
 		panic(err)
 	}
@@ -84,7 +84,7 @@ func ExampleRouter_Match() {
 	cfg.Model = "my-model"
 	cfg.Events.Enabled = false // this example feeds the index itself
 	cfg.DisableRender = true   // and passes already-rendered prompts
-	router, err := kvroute.New(cfg, kvroute.Options{})
+	router, err := kvroute.New(context.Background(), cfg, kvroute.Options{})
 	if err != nil {
 		panic(err)
 	}

@@ -75,19 +75,19 @@ func (l *logBuffer) count(s string) int {
 }
 
 func TestNewRequiresAModel(t *testing.T) {
-	_, err := New(Config{}, Options{})
+	_, err := New(context.Background(), Config{}, Options{})
 	require.ErrorIs(t, err, ErrInvalidConfig, "a zero Config")
 	require.ErrorContains(t, err, "model is required")
-	_, err = New(DefaultConfig(), Options{})
+	_, err = New(context.Background(), DefaultConfig(), Options{})
 	require.ErrorIs(t, err, ErrInvalidConfig, "DefaultConfig without a model")
 	cfg := DefaultConfig()
 	cfg.Model = testModel
 	cfg.Requests.MaxRequests = -1
-	_, err = New(cfg, Options{})
+	_, err = New(context.Background(), cfg, Options{})
 	require.ErrorIs(t, err, ErrInvalidConfig)
 	require.ErrorContains(t, err, "requests.maxRequests")
 	cfg.Requests.MaxRequests, cfg.Requests.TTL = 0, -1
-	_, err = New(cfg, Options{})
+	_, err = New(context.Background(), cfg, Options{})
 	require.ErrorIs(t, err, ErrInvalidConfig)
 	require.ErrorContains(t, err, "requests.ttl")
 }
@@ -100,7 +100,7 @@ func TestPickBeforeSetEndpointsIsAnError(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Model = testModel
 	cfg.DisableRender = true
-	r, err := New(cfg, Options{})
+	r, err := New(context.Background(), cfg, Options{})
 	require.NoError(t, err)
 	req := &Request{Prompts: []Prompt{{TokenIDs: prompt(1, 128)}}}
 	_, err = r.Pick(context.Background(), req, eps)
@@ -124,7 +124,7 @@ func TestPickBeforeSetEndpointsIsAnError(t *testing.T) {
 	cfg = DefaultConfig()
 	cfg.Model = testModel
 	cfg.Events.Enabled = false
-	r, err = New(cfg, Options{})
+	r, err = New(context.Background(), cfg, Options{})
 	require.NoError(t, err)
 	defer r.Close()
 	body := &Request{API: APICompletions, Body: []byte(`{"model":"test-model","prompt":"hi"}`)}
@@ -140,7 +140,7 @@ func TestPickBeforeSetEndpointsIsAnError(t *testing.T) {
 
 	// A fixed render URL with events off depends on no endpoint list.
 	cfg.Render.URL = srv.URL
-	r2, err := New(cfg, Options{})
+	r2, err := New(context.Background(), cfg, Options{})
 	require.NoError(t, err)
 	defer r2.Close()
 	d, err = r2.Pick(context.Background(), body, eps)
@@ -192,7 +192,7 @@ func TestPickRequestModelOtherThanTheRoutersIsAnError(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Model = testModel
 	cfg.DisableRender = true
-	r, err := New(cfg, Options{})
+	r, err := New(context.Background(), cfg, Options{})
 	require.NoError(t, err)
 	defer r.Close()
 	eps := loopbackEndpoints(t, 1)

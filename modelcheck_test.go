@@ -48,7 +48,7 @@ func TestRouterReportsTopicModelMismatchPerEndpoint(t *testing.T) {
 	cfg.DisableRender = true
 	cfg.Speculative.Enabled = false
 	cfg.Events.Replay = false
-	r, err := New(cfg, Options{Registerer: reg, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	r, err := New(context.Background(), cfg, Options{Registerer: reg, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	require.NoError(t, err)
 	defer r.Close()
 	require.NoError(t, r.SetEndpoints(eps))

@@ -1,6 +1,7 @@
 package kvroute
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -33,7 +34,7 @@ func TestReadyWaitsForLiveStreamsThenGivesUpOnDeadOnes(t *testing.T) {
 	cfg.Model = testModel
 	cfg.DisableRender = true
 	cfg.Readiness.GiveUpAfter = time.Minute
-	r, err := New(cfg, Options{Logger: testLogger(t), Registerer: reg, Now: clock.Now})
+	r, err := New(context.Background(), cfg, Options{Logger: testLogger(t), Registerer: reg, Now: clock.Now})
 	require.NoError(t, err)
 	defer r.Close()
 	require.False(t, r.Ready(), "no endpoints set")

@@ -1,6 +1,7 @@
 package kvroute
 
 import (
+	"context"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -45,7 +46,7 @@ func TestCloseUnregistersMetrics(t *testing.T) {
 	}
 	reg := prometheus.NewRegistry()
 	for round := 1; round <= 2; round++ {
-		r, err := New(cfg, Options{Registerer: reg})
+		r, err := New(context.Background(), cfg, Options{Registerer: reg})
 		require.NoError(t, err, "round %d: New on a registry a closed router used", round)
 		eps := []Endpoint{{ID: "127.0.0.1:1"}}
 		require.NoError(t, r.SetEndpoints(eps))
@@ -76,7 +77,7 @@ func TestCloseUnregistersClusterMetrics(t *testing.T) {
 	cfg.Cluster = cluster.Config{Addrs: []string{rs.Addr}, Pool: "unregister", ReplicaID: "a"}
 	reg := prometheus.NewRegistry()
 	for round := 1; round <= 2; round++ {
-		r, err := New(cfg, Options{Registerer: reg})
+		r, err := New(context.Background(), cfg, Options{Registerer: reg})
 		require.NoError(t, err, "round %d", round)
 		require.NotNil(t, r.Cluster())
 		require.True(t, slices.ContainsFunc(familyNames(t, reg), func(n string) bool { return strings.HasPrefix(n, "kvroute_cluster_") }))

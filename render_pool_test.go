@@ -41,7 +41,7 @@ func TestSetRenderEndpointsRendersThroughItsOwnPool(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Model = testModel
 	cfg.Events.Enabled = false
-	r, err := New(cfg, Options{})
+	r, err := New(context.Background(), cfg, Options{})
 	require.NoError(t, err)
 	defer r.Close()
 	require.NoError(t, r.SetRenderEndpoints([]render.Endpoint{{ID: "good", URL: ok.URL}, {ID: "down", URL: down.URL}}))
@@ -59,7 +59,7 @@ func TestSetRenderEndpointsRendersThroughItsOwnPool(t *testing.T) {
 	require.Zero(t, engines.Load(), "the routed engines render nothing")
 
 	cfg.Render.URL = ok.URL
-	fixed, err := New(cfg, Options{})
+	fixed, err := New(context.Background(), cfg, Options{})
 	require.NoError(t, err)
 	defer fixed.Close()
 	require.ErrorIs(t, fixed.SetRenderEndpoints(nil), ErrFixedRenderURL)

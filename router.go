@@ -122,18 +122,14 @@ type eventSource interface {
 // New builds a Router from cfg: the index, the render client, the affinity
 // filter, the load tracker and, when cfg.Events.Enabled, the KV-event
 // subscriber pool. Call SetEndpoints to give it endpoints, and Close to stop
-// it. New is NewContext with a context that never ends.
-func New(cfg Config, opts Options) (*Router, error) {
-	return NewContext(context.Background(), cfg, opts)
-}
-
-// NewContext is New under ctx, which bounds the Router's start only: while
-// the index is restored (Config.Bootstrap's peers, the checkpoint file,
-// Options.IndexSources), ending ctx abandons the restore and NewContext
-// returns an error wrapping ctx's error (context.Canceled or
-// context.DeadlineExceeded) after releasing what it built. The Router's
-// life after NewContext returns does not depend on ctx.
-func NewContext(ctx context.Context, cfg Config, opts Options) (*Router, error) {
+// it.
+//
+// ctx bounds the Router's start only: while the index is restored
+// (Config.Bootstrap's peers, the checkpoint file, Options.IndexSources),
+// ending ctx abandons the restore and New returns an error wrapping ctx's
+// error (context.Canceled or context.DeadlineExceeded) after releasing what
+// it built. The Router's life after New returns does not depend on ctx.
+func New(ctx context.Context, cfg Config, opts Options) (*Router, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

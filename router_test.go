@@ -47,7 +47,7 @@ func testRouter(t *testing.T, mutate func(*Config), opts Options) *Router {
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	r, err := New(cfg, opts)
+	r, err := New(context.Background(), cfg, opts)
 	require.NoError(t, err)
 	t.Cleanup(r.Close)
 	return r
@@ -188,7 +188,7 @@ func TestRenderFailureFallsBackToLoadAndIsCounted(t *testing.T) {
 	cfg.Model = testModel
 	cfg.Events.Enabled = false
 	cfg.Render.URL = srv.URL
-	r, err := New(cfg, Options{Registerer: reg})
+	r, err := New(context.Background(), cfg, Options{Registerer: reg})
 	require.NoError(t, err)
 	defer r.Close()
 	eps := endpoints(3)
@@ -335,7 +335,7 @@ func TestConfigValidationAndStrictDecoding(t *testing.T) {
 		_, err := LoadConfig(strings.NewReader(doc))
 		require.ErrorIs(t, err, ErrInvalidConfig, name)
 	}
-	_, err = New(Config{BlockSize: -1}, Options{})
+	_, err = New(context.Background(), Config{BlockSize: -1}, Options{})
 	require.ErrorIs(t, err, ErrInvalidConfig)
 }
 

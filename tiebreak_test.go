@@ -127,7 +127,7 @@ func TestTieRankIsUniform(t *testing.T) {
 // one binary, and reports ns per tied candidate.
 func BenchmarkTieBreak(b *testing.B) {
 	const n = 64
-	r, err := New(func() Config {
+	r, err := New(context.Background(), func() Config {
 		c := DefaultConfig()
 		c.Model, c.Events.Enabled, c.DisableRender = testModel, false, true
 		return c

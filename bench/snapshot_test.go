@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -173,7 +174,7 @@ func BenchmarkNewToCompleteIndex(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		r, err := kvroute.New(cfg, kvroute.Options{})
+		r, err := kvroute.New(context.Background(), cfg, kvroute.Options{})
 		b.StopTimer()
 		if err != nil {
 			b.Fatal(err)

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"sync"
 	"testing"
 
@@ -52,7 +53,7 @@ func buildWarm() (*warmFleet, error) {
 	cfg.Events.Enabled = false
 	cfg.DisableRender = true
 	cfg.Index.SweepInterval = -1
-	r, err := kvroute.New(cfg, kvroute.Options{})
+	r, err := kvroute.New(context.Background(), cfg, kvroute.Options{})
 	if err != nil {
 		return nil, err
 	}

@@ -72,7 +72,7 @@ func BenchmarkPick(b *testing.B) {
 				// The peer lives in this process: its applying a's decisions
 				// would count in a's allocations, so it publishes load only.
 				peerCfg.Cluster.DisableSharedDecisions = true
-				peer, err := kvroute.New(peerCfg, kvroute.Options{})
+				peer, err := kvroute.New(context.Background(), peerCfg, kvroute.Options{})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -84,7 +84,7 @@ func BenchmarkPick(b *testing.B) {
 					defer peer.Load().Dispatch(eps[i].ID, 100).Done()
 				}
 			}
-			r, err := kvroute.New(cfg, kvroute.Options{})
+			r, err := kvroute.New(context.Background(), cfg, kvroute.Options{})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -142,7 +142,7 @@ func BenchmarkPickInterleaved(b *testing.B) {
 		cfg.Events.Enabled = false
 		cfg.DisableRender = true
 		cfg.Cluster = c
-		r, err := kvroute.New(cfg, kvroute.Options{})
+		r, err := kvroute.New(context.Background(), cfg, kvroute.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -239,7 +239,7 @@ func BenchmarkRedisOpsAt1000RPS(b *testing.B) {
 		cfg.Events.Enabled = false
 		cfg.DisableRender = true
 		cfg.Cluster = cluster0(srv.Addr, id)
-		r, err := kvroute.New(cfg, kvroute.Options{})
+		r, err := kvroute.New(context.Background(), cfg, kvroute.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}

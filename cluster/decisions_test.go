@@ -109,7 +109,7 @@ func TestPickAllocationsUnchangedAndRedisFree(t *testing.T) {
 	cfg.Model = testModel
 	cfg.Events.Enabled = false
 	cfg.DisableRender = true
-	local, err := kvroute.New(cfg, kvroute.Options{})
+	local, err := kvroute.New(context.Background(), cfg, kvroute.Options{})
 	require.NoError(t, err)
 	defer local.Close()
 	peer := newRouter(t, srv.Addr, "b", nil, kvroute.Options{})

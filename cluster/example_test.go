@@ -1,6 +1,7 @@
 package cluster_test
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -34,7 +35,7 @@ func Example_router() {
 		RefreshPeriod: 250 * time.Millisecond,
 		ReadPeriod:    250 * time.Millisecond,
 	}
-	router, err := kvroute.New(cfg, kvroute.Options{})
+	router, err := kvroute.New(context.Background(), cfg, kvroute.Options{})
 	if err != nil {
 		panic(err)
 	}

@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -35,7 +36,7 @@ func TestHelperReplicaProcess(t *testing.T) {
 	cfg.Events.Enabled = false
 	cfg.DisableRender = true
 	cfg.Cluster = fastCluster(addr, "victim")
-	r, err := kvroute.New(cfg, kvroute.Options{})
+	r, err := kvroute.New(context.Background(), cfg, kvroute.Options{})
 	if err != nil {
 		fmt.Println("error:", err)
 		os.Exit(1)

@@ -44,7 +44,7 @@ func newRouter(t testing.TB, addr, id string, mutate func(*kvroute.Config), opts
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	r, err := kvroute.New(cfg, opts)
+	r, err := kvroute.New(context.Background(), cfg, opts)
 	require.NoError(t, err)
 	t.Cleanup(r.Close)
 	require.NoError(t, r.SetEndpoints(endpoints(maxEndpoints)))

@@ -148,7 +148,7 @@ func TestNoClusterWithoutAddrs(t *testing.T) {
 	cfg.Model = testModel
 	cfg.Events.Enabled = false
 	cfg.DisableRender = true
-	r, err := kvroute.New(cfg, kvroute.Options{})
+	r, err := kvroute.New(context.Background(), cfg, kvroute.Options{})
 	require.NoError(t, err)
 	require.Nil(t, r.Cluster())
 	r.Close()

@@ -116,7 +116,7 @@ func exportedNames(t *testing.T) map[string]bool {
 	cfg.Cluster.Addrs = []string{redis.Addr}
 	cfg.Cluster.Pool = "deploy-test"
 	cfg.Cluster.ReplicaID = "r0"
-	r, err := kvroute.New(cfg, kvroute.Options{Registerer: rec})
+	r, err := kvroute.New(context.Background(), cfg, kvroute.Options{Registerer: rec})
 	require.NoError(t, err)
 	defer r.Close()
 	eps := []kvroute.Endpoint{{ID: id, EventsAddress: eng.KVEventsEndpoint(), ReplayAddress: eng.ReplayEndpoint()}}

@@ -23,7 +23,7 @@ func BenchmarkProcessRoundTrip(b *testing.B) {
 	cfg.Model = testModel
 	cfg.Events.Enabled = false
 	cfg.DisableRender = true
-	router, err := kvroute.New(cfg, kvroute.Options{})
+	router, err := kvroute.New(context.Background(), cfg, kvroute.Options{})
 	require.NoError(b, err)
 	defer router.Close()
 	eps := make([]kvroute.Endpoint, 8)

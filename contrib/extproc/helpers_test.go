@@ -104,7 +104,7 @@ func newHarness(t *testing.T, cfg Config, engines ...engineOpts) *harness {
 	rcfg.Model = testModel
 	rcfg.BlockSize = 16
 	var err error
-	h.router, err = kvroute.New(rcfg, kvroute.Options{Registerer: h.reg})
+	h.router, err = kvroute.New(context.Background(), rcfg, kvroute.Options{Registerer: h.reg})
 	require.NoError(t, err)
 	require.NoError(t, h.router.SetEndpoints(eps))
 	if cfg.Model == "" {

@@ -22,7 +22,7 @@ func TestRouterDropsIndexEntriesOfPodsThatLeave(t *testing.T) {
 	cfg := kvroute.DefaultConfig()
 	cfg.Model = "m"
 	cfg.BlockSize = 4
-	router, err := kvroute.New(cfg, kvroute.Options{})
+	router, err := kvroute.New(context.Background(), cfg, kvroute.Options{})
 	require.NoError(t, err)
 	defer router.Close()
 	vllm := map[string]string{"app": "vllm"}
@@ -56,7 +56,7 @@ func TestKubernetesSelectorDecidesEventSubscriptions(t *testing.T) {
 	require.NoError(t, err)
 	cfg := kvroute.DefaultConfig()
 	cfg.Model = "m"
-	router, err := kvroute.New(cfg, kvroute.Options{EventSelector: Matcher(sel)})
+	router, err := kvroute.New(context.Background(), cfg, kvroute.Options{EventSelector: Matcher(sel)})
 	require.NoError(t, err)
 	defer router.Close()
 	fx := newFixtureWithSink(t, Config{Selector: "app=vllm", TargetPorts: []int32{8000}}, []*corev1.Pod{

@@ -33,10 +33,12 @@ func main() {
 	replayPort := flag.Int("replay-port", kvroute.DefaultReplayPort, "the engines' KV-event replay port")
 	flag.Parse()
 
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt) // Ctrl-C stops the gateway
+	defer stop()
 	cfg := kvroute.DefaultConfig() // 64-token blocks, KV events with replay, the affinity filter's defaults
 	cfg.Model = *model
 	cfg.Events.EventsPort, cfg.Events.ReplayPort = *eventsPort, *replayPort
-	router, err := kvroute.New(cfg, kvroute.Options{Registerer: prometheus.DefaultRegisterer, Logger: slog.Default()})
+	router, err := kvroute.New(ctx, cfg, kvroute.Options{Registerer: prometheus.DefaultRegisterer, Logger: slog.Default()})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -83,8 +85,6 @@ func main() {
 	})
 
 	srv := &http.Server{Addr: *listen, Handler: mux}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt) // Ctrl-C stops the gateway
-	defer stop()
 	go func() { <-ctx.Done(); srv.Shutdown(context.Background()) }()
 	log.Printf("quickstart gateway on http://%s, model %q, endpoints %s", *listen, *model, *list)
 	if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {

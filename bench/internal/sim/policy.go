@@ -87,7 +87,7 @@ func newKVRouter(cfg Config, ids []string, now func() time.Time, seed uint64, pr
 	if prefillOnly {
 		rc.OpenRequestTokens = 0
 	}
-	r, err := kvroute.New(rc, kvroute.Options{Now: now, Random: random})
+	r, err := kvroute.New(context.Background(), rc, kvroute.Options{Now: now, Random: random})
 	if err != nil {
 		return nil, err
 	}

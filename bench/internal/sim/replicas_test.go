@@ -76,7 +76,7 @@ func TestSharedStatePropagatesOnVirtualTime(t *testing.T) {
 		rc := kvroute.DefaultConfig()
 		rc.Model, rc.Events.Enabled, rc.DisableRender = simModel, false, true
 		rc.Index.SweepInterval = -1
-		r, err := kvroute.New(rc, kvroute.Options{Now: clock})
+		r, err := kvroute.New(context.Background(), rc, kvroute.Options{Now: clock})
 		require.NoError(t, err)
 		defer r.Close()
 		require.NoError(t, r.SetEndpoints(eps))

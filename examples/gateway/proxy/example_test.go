@@ -1,6 +1,7 @@
 package proxy_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -25,7 +26,7 @@ func ExampleHandler() {
 	cfg.Model = "demo-model"
 	cfg.Events.Enabled = false // no KV events in this example: routing by load alone
 	cfg.DisableRender = true
-	router, err := kvroute.New(cfg, kvroute.Options{})
+	router, err := kvroute.New(context.Background(), cfg, kvroute.Options{})
 	if err != nil {
 		panic(err)
 	}

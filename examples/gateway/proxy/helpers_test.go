@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -122,7 +123,7 @@ func newHarness(t *testing.T, n int, cfg Config) *harness {
 	rcfg.Model = testModel
 	rcfg.Events.Enabled = false
 	var err error
-	h.router, err = kvroute.New(rcfg, kvroute.Options{Registerer: h.reg})
+	h.router, err = kvroute.New(context.Background(), rcfg, kvroute.Options{Registerer: h.reg})
 	require.NoError(t, err)
 	require.NoError(t, h.router.SetEndpoints(h.eps))
 	if cfg.Model == "" {

@@ -108,7 +108,7 @@ func NewServer(cfg ServerConfig, opts Options) (*Server, error) {
 	var picker kvroute.Picker
 	switch cfg.Policy {
 	case "", PolicyPrecise:
-		r, err := kvroute.New(cfg.Router, kvroute.Options{Registerer: s.registry, Logger: logger, TracerProvider: opts.TracerProvider})
+		r, err := kvroute.New(context.Background(), cfg.Router, kvroute.Options{Registerer: s.registry, Logger: logger, TracerProvider: opts.TracerProvider})
 		if err != nil {
 			return nil, err
 		}

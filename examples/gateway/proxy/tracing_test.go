@@ -31,7 +31,7 @@ func TestGatewayPropagatesW3CTraceContext(t *testing.T) {
 	rcfg := kvroute.DefaultConfig()
 	rcfg.Model = testModel
 	rcfg.Events.Enabled = false
-	r, err := kvroute.New(rcfg, kvroute.Options{TracerProvider: tp})
+	r, err := kvroute.New(context.Background(), rcfg, kvroute.Options{TracerProvider: tp})
 	require.NoError(t, err)
 	defer r.Close()
 	eps := []kvroute.Endpoint{{ID: u.id}}

@@ -96,7 +96,7 @@ func run(ctx context.Context, out io.Writer, burst int) (err error) {
 	}
 	cfg := kvroute.DefaultConfig()
 	cfg.Model = model
-	router, err := kvroute.New(cfg, kvroute.Options{})
+	router, err := kvroute.New(ctx, cfg, kvroute.Options{})
 	if err != nil {
 		return err
 	}

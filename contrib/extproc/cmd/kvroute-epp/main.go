@@ -175,7 +175,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		ropts.EventSelector = k8s.Matcher(sel)
 	}
-	router, err := kvroute.New(cfg, ropts)
+	router, err := kvroute.New(ctx, cfg, ropts)
 	if err != nil {
 		return err
 	}
