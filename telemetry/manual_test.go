@@ -1,0 +1,95 @@
+package telemetry
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func TestManualFiresTimersInDueOrder(t *testing.T) {
+	m := NewManual(epoch)
+	late, early := m.NewTimer(2*time.Second), m.NewTimer(time.Second)
+	require.Equal(t, 2, m.Waiters())
+	m.Advance(1500 * time.Millisecond)
+	require.Equal(t, epoch.Add(time.Second), <-early.C(), "a timer fires at its own due time")
+	select {
+	case <-late.C():
+		t.Fatal("a timer not yet due fired")
+	default:
+	}
+	m.Advance(time.Second)
+	require.Equal(t, epoch.Add(2*time.Second), <-late.C())
+	require.Equal(t, epoch.Add(2500*time.Millisecond), m.Now())
+	require.Zero(t, m.Waiters())
+}
+
+func TestManualStopAndReset(t *testing.T) {
+	m := NewManual(epoch)
+	tm := m.NewTimer(time.Second)
+	require.True(t, tm.Stop())
+	require.False(t, tm.Stop(), "a stopped timer is not pending")
+	m.Advance(time.Hour)
+	select {
+	case <-tm.C():
+		t.Fatal("a stopped timer fired")
+	default:
+	}
+	require.False(t, tm.Reset(time.Second), "Reset of a stopped timer reports it was not pending")
+	m.Advance(time.Second)
+	require.Equal(t, epoch.Add(time.Hour+time.Second), <-tm.C())
+}
+
+func TestManualTickerDropsTicksForASlowReader(t *testing.T) {
+	m := NewManual(epoch)
+	tk := m.NewTicker(time.Second)
+	m.Advance(3 * time.Second)
+	require.Equal(t, epoch.Add(time.Second), <-tk.C(), "the channel holds the first tick; later ones are dropped")
+	m.Advance(time.Second)
+	require.Equal(t, epoch.Add(4*time.Second), <-tk.C())
+	tk.Reset(10 * time.Second)
+	m.Advance(9 * time.Second)
+	select {
+	case <-tk.C():
+		t.Fatal("Reset did not restart the period")
+	default:
+	}
+	m.Advance(time.Second)
+	require.Equal(t, epoch.Add(14*time.Second), <-tk.C())
+	tk.Stop()
+	require.Zero(t, m.Waiters())
+}
+
+func TestManualAfterFuncRunsOnItsOwnGoroutine(t *testing.T) {
+	m := NewManual(epoch)
+	ran := make(chan time.Time, 1)
+	m.AfterFunc(time.Minute, func() { ran <- m.Now() })
+	m.Advance(time.Minute)
+	require.Equal(t, epoch.Add(time.Minute), <-ran)
+}
+
+func TestWaitForWaitersSeesTimersArmedByAnotherGoroutine(t *testing.T) {
+	m := NewManual(epoch)
+	fired := make(chan struct{})
+	go func() {
+		<-m.NewTimer(time.Second).C()
+		close(fired)
+	}()
+	m.WaitForWaiters(1)
+	m.Advance(time.Second)
+	<-fired
+}
+
+func TestWallClockTimers(t *testing.T) {
+	tm := Wall.NewTimer(time.Millisecond)
+	<-tm.C()
+	tk := Wall.NewTicker(time.Millisecond)
+	<-tk.C()
+	tk.Stop()
+	done := make(chan struct{})
+	Wall.AfterFunc(time.Millisecond, func() { close(done) })
+	<-done
+	require.False(t, Wall.Now().IsZero())
+}
