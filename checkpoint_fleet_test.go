@@ -13,11 +13,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kvroute/kvroute/examples/simengine/engine"
-	"github.com/kvroute/kvroute/examples/simengine/server"
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/kvevents"
 	"github.com/kvroute/kvroute/kvindex"
+	"github.com/kvroute/kvroute/simengine"
+	"github.com/kvroute/kvroute/simengine/server"
 )
 
 const (
@@ -57,7 +57,7 @@ func (e *fleetEngine) start() {
 	require.Eventually(e.t, func() bool { // the previous lifetime's ports may take a moment to free
 		e.srv, err = server.New(server.Config{
 			Model: testModel,
-			Engine: engine.Config{BlockSize: fleetBS, NumGPUBlocks: 160, PrefillTokensPerSecond: 1e7,
+			Engine: simengine.Config{BlockSize: fleetBS, NumGPUBlocks: 160, PrefillTokensPerSecond: 1e7,
 				DecodeStep: 100 * time.Microsecond},
 			KVEvents: server.KVEventsConfig{EnableKVCacheEvents: true, Publisher: "zmq", Endpoint: e.events,
 				ReplayEndpoint: &replay, BufferSteps: e.buffer, Topic: "kv@" + e.id + "@" + testModel},
@@ -97,8 +97,8 @@ func (e *fleetEngine) serve(n int) float64 {
 	for i := 0; i < n; i++ {
 		e.requests++
 		p := append(system(e.requests%fleetSystems), prompt(5000+e.requests*7+len(e.id), 2*fleetBS+5)...)
-		done := make(chan engine.Result, 1)
-		_, err := e.srv.Engine().Submit(engine.Request{Prompt: p, MaxTokens: 2, OnDone: func(r engine.Result) { done <- r }})
+		done := make(chan simengine.Result, 1)
+		_, err := e.srv.Engine().Submit(simengine.Request{Prompt: p, MaxTokens: 2, OnDone: func(r simengine.Result) { done <- r }})
 		require.NoError(e.t, err)
 		select {
 		case r := <-done:

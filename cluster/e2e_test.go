@@ -17,10 +17,10 @@ import (
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/examples/gateway/proxy"
-	"github.com/kvroute/kvroute/examples/simengine/engine"
-	"github.com/kvroute/kvroute/examples/simengine/server"
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/internal/redistest"
+	"github.com/kvroute/kvroute/simengine"
+	"github.com/kvroute/kvroute/simengine/server"
 )
 
 // simEngine is a simulated vLLM (HTTP, render routes, KV events with replay)
@@ -40,7 +40,7 @@ func startEngine(t *testing.T) *simEngine {
 	srv, err := server.New(server.Config{
 		Model:          testModel,
 		EnableScaleOut: true,
-		Engine:         engine.Config{BlockSize: 16, DecodeStep: 20 * time.Millisecond},
+		Engine:         simengine.Config{BlockSize: 16, DecodeStep: 20 * time.Millisecond},
 		KVEvents: server.KVEventsConfig{EnableKVCacheEvents: true, Publisher: "zmq", Endpoint: "tcp://127.0.0.1:0",
 			ReplayEndpoint: &replay, Topic: "kv@" + id + "@" + testModel},
 	}, server.Options{})

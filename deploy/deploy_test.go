@@ -19,10 +19,10 @@ import (
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/examples/gateway/proxy"
-	"github.com/kvroute/kvroute/examples/simengine/engine"
-	"github.com/kvroute/kvroute/examples/simengine/server"
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/internal/redistest"
+	"github.com/kvroute/kvroute/simengine"
+	"github.com/kvroute/kvroute/simengine/server"
 )
 
 // TestAlertRulesWithPromtool runs promtool's rule checks and unit tests
@@ -100,7 +100,7 @@ func exportedNames(t *testing.T) map[string]bool {
 	id := ln.Addr().String()
 	replay := "tcp://127.0.0.1:0"
 	eng, err := server.New(server.Config{Model: "m", EnableScaleOut: true,
-		Engine: engine.Config{BlockSize: 64, NumGPUBlocks: 256, PrefillTokensPerSecond: 1e7, DecodeStep: time.Millisecond},
+		Engine: simengine.Config{BlockSize: 64, NumGPUBlocks: 256, PrefillTokensPerSecond: 1e7, DecodeStep: time.Millisecond},
 		KVEvents: server.KVEventsConfig{EnableKVCacheEvents: true, Publisher: "zmq", Endpoint: "tcp://127.0.0.1:0",
 			ReplayEndpoint: &replay, Topic: "kv@" + id + "@m"}}, server.Options{})
 	require.NoError(t, err)

@@ -17,8 +17,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/kvroute/kvroute"
-	"github.com/kvroute/kvroute/examples/simengine/engine"
-	"github.com/kvroute/kvroute/examples/simengine/server"
+	"github.com/kvroute/kvroute/simengine"
+	"github.com/kvroute/kvroute/simengine/server"
 )
 
 const (
@@ -47,7 +47,7 @@ func startEngine(t *testing.T, o engineOpts) *simEngine {
 	srv, err := server.New(server.Config{
 		Model:          testModel,
 		EnableScaleOut: !o.noRender,
-		Engine: engine.Config{
+		Engine: simengine.Config{
 			BlockSize:              16,
 			NumGPUBlocks:           512,
 			PrefillTokensPerSecond: 1_000_000,

@@ -16,8 +16,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kvroute/kvroute/examples/simengine/server"
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/simengine/server"
 )
 
 const wait = 30 * time.Second

@@ -1,7 +1,7 @@
 // Command gwload measures the gateway path under load: a closed-loop load
 // generator sends completions requests with a shared prompt prefix (2,000
 // tokens by default) straight to two fast simulated vLLM engines
-// (examples/simengine) and through the example gateway
+// (simengine/server) and through the example gateway
 // (examples/gateway/proxy), at several concurrencies, and reports
 // requests/s, p50/p99 latency and CPU per request of every process.
 //

@@ -19,8 +19,8 @@ import (
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/examples/gateway/proxy"
-	"github.com/kvroute/kvroute/examples/simengine/engine"
-	"github.com/kvroute/kvroute/examples/simengine/server"
+	"github.com/kvroute/kvroute/simengine"
+	"github.com/kvroute/kvroute/simengine/server"
 )
 
 // runRole runs the child role named by roleEnv and reports whether there
@@ -69,7 +69,7 @@ func runEngine(raw []byte) error {
 	srv, err := server.New(server.Config{
 		Model:          a.Model,
 		EnableScaleOut: true,
-		Engine:         engine.Config{TimeScale: 1e-3},
+		Engine:         simengine.Config{TimeScale: 1e-3},
 		KVEvents: server.KVEventsConfig{
 			EnableKVCacheEvents: true, Publisher: "zmq",
 			Endpoint: "tcp://127.0.0.1:0", Topic: "kv@" + id + "@" + a.Model,

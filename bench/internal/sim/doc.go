@@ -1,6 +1,6 @@
 // Package sim is kvroute's routing-quality simulation: a deterministic
 // discrete-event simulation, on a virtual clock, of a fleet of simulated
-// vLLM engines (examples/simengine/engine) behind a gateway, comparing
+// vLLM engines (package simengine) behind a gateway, comparing
 // routing policies on the same traffic.
 //
 // The kvroute policy is the real kvroute.Router (render disabled, prompts

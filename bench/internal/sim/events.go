@@ -4,8 +4,8 @@ import (
 	"container/heap"
 	"time"
 
-	"github.com/kvroute/kvroute/examples/simengine/engine"
 	"github.com/kvroute/kvroute/kvevents"
+	"github.com/kvroute/kvroute/simengine"
 )
 
 // eventPath carries the engines' KV events to the router's index the way a
@@ -61,7 +61,7 @@ func (q *deliveryQueue) Pop() any {
 }
 
 // publish encodes one engine batch and schedules its delivery.
-func (p *eventPath) publish(endpoint int, b engine.EventBatch) {
+func (p *eventPath) publish(endpoint int, b simengine.EventBatch) {
 	p.enc.Reset()
 	for i := range b.Events {
 		toWire(&p.enc, &b.Events[i])
@@ -108,15 +108,15 @@ func (p *eventPath) deliver(now time.Time) {
 }
 
 // toWire appends the kvevents form of one engine event to b.
-func toWire(b *kvevents.Batch, e *engine.Event) {
+func toWire(b *kvevents.Batch, e *simengine.Event) {
 	b.Events = append(b.Events, kvevents.Event{})
 	w := &b.Events[len(b.Events)-1]
 	switch e.Type {
-	case engine.BlockStored:
+	case simengine.BlockStored:
 		w.Type = kvevents.EventBlockStored
-	case engine.BlockRemoved:
+	case simengine.BlockRemoved:
 		w.Type = kvevents.EventBlockRemoved
-	case engine.AllBlocksCleared:
+	case simengine.AllBlocksCleared:
 		w.Type = kvevents.EventAllBlocksCleared
 		return
 	}

@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kvroute/kvroute/examples/simengine/engine"
 	"github.com/kvroute/kvroute/kvindex"
+	"github.com/kvroute/kvroute/simengine"
 )
 
 // TestLMetricScore: new tokens × (in-flight requests + 1).
@@ -27,7 +27,7 @@ func TestLMetricPick(t *testing.T) {
 	ids := endpointIDs(2)
 	ix, err := kvindex.New(kvindex.Config{BlockSize: 64, SweepInterval: -1}, kvindex.Options{})
 	require.NoError(t, err)
-	now := func() time.Time { return engine.DefaultStart }
+	now := func() time.Time { return simengine.DefaultStart }
 	l := newLMetric(cfg, ids, ix, now, 1)
 	defer l.close()
 	prompt := randTokens(rand.New(rand.NewPCG(1, 2)), 1024) // 16 blocks

@@ -2,9 +2,9 @@ package sim
 
 import (
 	"github.com/kvroute/kvroute/affinity"
-	"github.com/kvroute/kvroute/examples/simengine/engine"
 	"github.com/kvroute/kvroute/kvevents"
 	"github.com/kvroute/kvroute/kvindex"
+	"github.com/kvroute/kvroute/simengine"
 )
 
 // Misses decomposes the gap between a run's capacity bound and its hit
@@ -118,7 +118,7 @@ func newMissAudit(ids []string, blockSize int) (*missAudit, error) {
 }
 
 // observe applies one engine step's events at once.
-func (m *missAudit) observe(endpoint int, b engine.EventBatch) {
+func (m *missAudit) observe(endpoint int, b simengine.EventBatch) {
 	m.batch.Reset()
 	for i := range b.Events {
 		toWire(&m.batch, &b.Events[i])

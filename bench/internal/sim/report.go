@@ -124,7 +124,7 @@ func WriteMarkdown(w io.Writer, m Meta, results []Result) error {
 	fmt.Fprintf(&b, "# Routing-quality simulation\n\n")
 	fmt.Fprintf(&b, "Produced by `%s` on %s in %s of host time. The simulation is deterministic: the same flags (seed %d) reproduce every figure on any machine.\n\n",
 		m.Command, m.Generated.UTC().Format("2006-01-02 15:04 MST"), m.Wall.Round(time.Millisecond), m.Base.Seed)
-	fmt.Fprintf(&b, "**Fleet:** %d simulated vLLM engines (examples/simengine/engine, virtual clock), each %d KV blocks of %d tokens, %s prefill tokens/s, %v per step, %d tokens per step, %d sequences; %d gateway replicas, each with its own instance of the policy.  \n",
+	fmt.Fprintf(&b, "**Fleet:** %d simulated vLLM engines (simengine, virtual clock), each %d KV blocks of %d tokens, %s prefill tokens/s, %v per step, %d tokens per step, %d sequences; %d gateway replicas, each with its own instance of the policy.  \n",
 		f.Engines, f.NumGPUBlocks, f.BlockSize, thousands(int(f.PrefillTokensPerSecond)), f.DecodeStep, f.MaxNumBatchedTokens, f.MaxNumSeqs, m.Base.GatewayReplicas)
 	for _, n := range policyNotes(m) {
 		b.WriteString(n + "  \n")

@@ -8,9 +8,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/kvroute/kvroute/examples/simengine/engine"
 	"github.com/kvroute/kvroute/kvevents"
 	"github.com/kvroute/kvroute/kvindex"
+	"github.com/kvroute/kvroute/simengine"
 )
 
 // Result is the outcome of one policy on one run.
@@ -90,7 +90,7 @@ type run struct {
 	tr      *trace
 	now     time.Time
 	start   time.Time
-	engines []*engine.Engine
+	engines []*simengine.Engine
 	ids     []string
 	rts     []router   // one per gateway replica
 	events  *eventPath // event-fed policies only
@@ -120,7 +120,7 @@ func runWith(cfg Config, policy Policy, diag *diagnostics) (Result, error) {
 		return Result{}, err
 	}
 	wall := time.Now()
-	r := &run{cfg: cfg, policy: policy, start: engine.DefaultStart, oracleSeen: map[kvindex.Key]struct{}{}, diag: diag}
+	r := &run{cfg: cfg, policy: policy, start: simengine.DefaultStart, oracleSeen: map[kvindex.Key]struct{}{}, diag: diag}
 	r.now = r.start
 	r.ids = endpointIDs(cfg.Fleet.Engines)
 	r.gateway = rand.New(rand.NewPCG(cfg.Seed, 0x6a))
@@ -150,8 +150,8 @@ func (r *run) setup() error {
 	if r.policy.eventFed() {
 		r.events = &eventPath{delay: r.cfg.EventDelay, ids: r.ids, dec: kvevents.NewDecoder(kvevents.Limits{})}
 	}
-	sink := func(i int) engine.EventSink {
-		return engine.EventSinkFunc(func(b engine.EventBatch) {
+	sink := func(i int) simengine.EventSink {
+		return simengine.EventSinkFunc(func(b simengine.EventBatch) {
 			r.audit.observe(i, b)
 			if r.events != nil {
 				r.events.publish(i, b)
@@ -172,7 +172,7 @@ func (r *run) setup() error {
 		return err
 	}
 	for i := 0; i < f.Engines; i++ {
-		ec := engine.Config{
+		ec := simengine.Config{
 			Model: simModel, BlockSize: f.BlockSize, NumGPUBlocks: f.NumGPUBlocks,
 			MaxNumBatchedTokens: f.MaxNumBatchedTokens, MaxNumSeqs: f.MaxNumSeqs,
 			PrefillTokensPerSecond: f.PrefillTokensPerSecond, DecodeStep: f.DecodeStep,
@@ -182,7 +182,7 @@ func (r *run) setup() error {
 			ec.DecodeStep = time.Nanosecond // the engine treats 0 as "default"
 		}
 		ec.Sink = sink(i)
-		e, err := engine.New(ec, engine.Options{})
+		e, err := simengine.New(ec, simengine.Options{})
 		if err != nil {
 			return err
 		}
@@ -407,15 +407,15 @@ func (r *run) arrive(a arrival) error {
 	r.reqs = append(r.reqs, rq)
 	e := r.engines[i]
 	e.AdvanceTo(r.now)
-	_, err = e.Submit(engine.Request{
+	_, err = e.Submit(simengine.Request{
 		Prompt: a.prompt, MaxTokens: maxTokens,
-		OnToken: func(t engine.TokenEvent) {
+		OnToken: func(t simengine.TokenEvent) {
 			if t.Index == 0 {
 				rt.firstToken(rq)
 				r.changed(rq)
 			}
 		},
-		OnDone: func(res engine.Result) { r.finished(rq, res) },
+		OnDone: func(res simengine.Result) { r.finished(rq, res) },
 	})
 	if err != nil {
 		return fmt.Errorf("sim: submit to engine %d: %w", i, err)
@@ -435,7 +435,7 @@ func (r *run) changed(rq *request) {
 
 // finished records a request's outcome and, for a chat session, schedules
 // its next turn.
-func (r *run) finished(rq *request, res engine.Result) {
+func (r *run) finished(rq *request, res simengine.Result) {
 	r.rts[rq.replica].done(rq)
 	r.changed(rq)
 	rq.finished, rq.finish = true, res.Finish

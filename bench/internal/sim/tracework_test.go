@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kvroute/kvroute/examples/simengine/engine"
+	"github.com/kvroute/kvroute/simengine"
 )
 
 // traceConfig is a small fleet replaying a generated trace.
@@ -56,10 +56,10 @@ func TestTraceArrivals(t *testing.T) {
 		d.Requests[i].OutputLength = i + 1
 	}
 	// Natively 3 gaps in 4 s; at 1.5 requests/s the span becomes 2 s.
-	as := traceArrivals(d, 1.5, engine.DefaultStart)
+	as := traceArrivals(d, 1.5, simengine.DefaultStart)
 	var offs []time.Duration
 	for i, a := range as {
-		offs = append(offs, a.at.Sub(engine.DefaultStart))
+		offs = append(offs, a.at.Sub(simengine.DefaultStart))
 		require.Equal(t, i, a.trace)
 		require.Equal(t, i+1, a.outputTokens)
 		require.Nil(t, a.prompt, "built on arrival")

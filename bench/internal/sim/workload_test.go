@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kvroute/kvroute/examples/simengine/engine"
+	"github.com/kvroute/kvroute/simengine"
 )
 
 // TestZipfDriftShiftsPopularity: within a phase a few groups take most of
@@ -37,7 +37,7 @@ func TestZipfDriftShiftsPopularity(t *testing.T) {
 
 	// The trace uses it: the same seed gives the same prompts.
 	cfg := DefaultConfig(ZipfDrift, 1)
-	a, b := newTrace(cfg, engine.DefaultStart), newTrace(cfg, engine.DefaultStart)
+	a, b := newTrace(cfg, simengine.DefaultStart), newTrace(cfg, simengine.DefaultStart)
 	require.Equal(t, a.open[17].prompt, b.open[17].prompt)
 }
 

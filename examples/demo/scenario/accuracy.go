@@ -10,7 +10,7 @@ import (
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/examples/gateway/proxy"
-	"github.com/kvroute/kvroute/examples/simengine/server"
+	"github.com/kvroute/kvroute/simengine/server"
 )
 
 // AccuracyResult is the accuracy step: the closed loop comparing the

@@ -13,10 +13,10 @@ import (
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/examples/gateway/proxy"
-	"github.com/kvroute/kvroute/examples/simengine/engine"
-	"github.com/kvroute/kvroute/examples/simengine/server"
 	"github.com/kvroute/kvroute/kvevents"
 	"github.com/kvroute/kvroute/render"
+	"github.com/kvroute/kvroute/simengine"
+	"github.com/kvroute/kvroute/simengine/server"
 )
 
 // simEngine is one simulated vLLM server of the demo.
@@ -102,7 +102,7 @@ func startEngine(o Options) (*simEngine, error) {
 	srv, err := server.New(server.Config{
 		Model:          o.Model,
 		EnableScaleOut: true,
-		Engine: engine.Config{
+		Engine: simengine.Config{
 			BlockSize:              o.BlockSize,
 			NumGPUBlocks:           o.EngineBlocks,
 			PrefillTokensPerSecond: o.PrefillTokensPerSecond,

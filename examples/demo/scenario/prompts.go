@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 	"strings"
 
-	"github.com/kvroute/kvroute/examples/simengine/engine"
+	"github.com/kvroute/kvroute/simengine"
 )
 
 // words is the vocabulary of the generated documents.
@@ -43,7 +43,7 @@ func document(seed uint64, tokens int) string {
 		}
 		b.WriteByte('.')
 		// Count without the separating space, which joins the next word.
-		scratch = engine.Tokenize(scratch[:0], b.String()[start:])
+		scratch = simengine.Tokenize(scratch[:0], b.String()[start:])
 		n += len(scratch)
 		b.WriteByte(' ')
 	}

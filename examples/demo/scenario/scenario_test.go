@@ -9,8 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kvroute/kvroute/examples/simengine/engine"
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/simengine"
 )
 
 func TestRunFastKeepsTheBurstOnOneWarmEngine(t *testing.T) {
@@ -64,7 +64,7 @@ func TestRunRejectsBadOptions(t *testing.T) {
 
 func TestDocumentHasTheRequestedLengthAndDiffersBySeed(t *testing.T) {
 	a, b := document(1, 2000), document(2, 2000)
-	n := len(engine.Tokenize(nil, a))
+	n := len(simengine.Tokenize(nil, a))
 	require.GreaterOrEqual(t, n, 2000)
 	require.Less(t, n, 2030)
 	require.NotEqual(t, a[:200], b[:200])

@@ -15,9 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute"
-	"github.com/kvroute/kvroute/examples/simengine/engine"
-	"github.com/kvroute/kvroute/examples/simengine/server"
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/simengine"
+	"github.com/kvroute/kvroute/simengine/server"
 )
 
 // simFleet is n simulated vLLM engines (KV events with replay, render
@@ -40,7 +40,7 @@ func startSimFleet(t *testing.T, n int, mutate ...func(*kvroute.Config)) *simFle
 		id := ln.Addr().String()
 		replay := "tcp://127.0.0.1:0"
 		srv, err := server.New(server.Config{Model: testModel, EnableScaleOut: true,
-			Engine: engine.Config{BlockSize: 64, NumGPUBlocks: 512, PrefillTokensPerSecond: 1e7, DecodeStep: time.Millisecond},
+			Engine: simengine.Config{BlockSize: 64, NumGPUBlocks: 512, PrefillTokensPerSecond: 1e7, DecodeStep: time.Millisecond},
 			KVEvents: server.KVEventsConfig{EnableKVCacheEvents: true, Publisher: "zmq", Endpoint: "tcp://127.0.0.1:0",
 				ReplayEndpoint: &replay, Topic: "kv@" + id + "@" + testModel}}, server.Options{})
 		require.NoError(t, err)

@@ -32,8 +32,8 @@ import (
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/contrib/extproc"
 	"github.com/kvroute/kvroute/contrib/extproc/envoysim"
-	"github.com/kvroute/kvroute/examples/simengine/engine"
-	"github.com/kvroute/kvroute/examples/simengine/server"
+	"github.com/kvroute/kvroute/simengine"
+	"github.com/kvroute/kvroute/simengine/server"
 )
 
 const model = "sim-model"
@@ -60,7 +60,7 @@ func startEngine() (*engineProc, error) {
 	replay := "tcp://127.0.0.1:0"
 	srv, err := server.New(server.Config{
 		Model: model, EnableScaleOut: true,
-		Engine: engine.Config{BlockSize: 64, NumGPUBlocks: 1024, PrefillTokensPerSecond: 100_000, DecodeStep: time.Millisecond},
+		Engine: simengine.Config{BlockSize: 64, NumGPUBlocks: 1024, PrefillTokensPerSecond: 100_000, DecodeStep: time.Millisecond},
 		KVEvents: server.KVEventsConfig{EnableKVCacheEvents: true, Publisher: "zmq", Endpoint: "tcp://127.0.0.1:0",
 			ReplayEndpoint: &replay, Topic: "kv@" + id + "@" + model},
 	}, server.Options{})

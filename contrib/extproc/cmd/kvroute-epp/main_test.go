@@ -22,9 +22,9 @@ import (
 
 	"github.com/kvroute/kvroute/contrib/extproc"
 	"github.com/kvroute/kvroute/contrib/extproc/envoysim"
-	"github.com/kvroute/kvroute/examples/simengine/engine"
-	"github.com/kvroute/kvroute/examples/simengine/server"
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/simengine"
+	"github.com/kvroute/kvroute/simengine/server"
 )
 
 const model = "kvroute/sim-epp"
@@ -37,7 +37,7 @@ func TestRunServesExtProcHealthAndMetrics(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	eng, err := server.New(server.Config{Model: model, EnableScaleOut: true,
-		Engine: engine.Config{BlockSize: 16, NumGPUBlocks: 256, PrefillTokensPerSecond: 1e6, DecodeStep: time.Millisecond}}, server.Options{})
+		Engine: simengine.Config{BlockSize: 16, NumGPUBlocks: 256, PrefillTokensPerSecond: 1e6, DecodeStep: time.Millisecond}}, server.Options{})
 
 	require.NoError(t, err)
 	served := make(chan error, 1)

@@ -18,9 +18,9 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/kvroute/kvroute/contrib/extproc"
-	"github.com/kvroute/kvroute/examples/simengine/engine"
-	"github.com/kvroute/kvroute/examples/simengine/server"
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/simengine"
+	"github.com/kvroute/kvroute/simengine/server"
 )
 
 // freePort returns a loopback port nothing listens on: the port the kernel
@@ -91,7 +91,7 @@ func TestRunIsNotReadyUntilTheIndexHasCaughtUp(t *testing.T) {
 
 	replay := fmt.Sprintf("tcp://127.0.0.1:%d", replayPort)
 	eng, err := server.New(server.Config{Model: model, EnableScaleOut: true,
-		Engine: engine.Config{BlockSize: 16, NumGPUBlocks: 256, PrefillTokensPerSecond: 1e6, DecodeStep: time.Millisecond},
+		Engine: simengine.Config{BlockSize: 16, NumGPUBlocks: 256, PrefillTokensPerSecond: 1e6, DecodeStep: time.Millisecond},
 		KVEvents: server.KVEventsConfig{EnableKVCacheEvents: true, Publisher: "zmq",
 			Endpoint: fmt.Sprintf("tcp://127.0.0.1:%d", eventsPort), ReplayEndpoint: &replay, Topic: "kv@" + id + "@" + model},
 	}, server.Options{})

@@ -19,9 +19,9 @@ import (
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/contrib/otel/internal/otlprecv"
 	"github.com/kvroute/kvroute/contrib/otel/otlpenv"
-	"github.com/kvroute/kvroute/examples/simengine/engine"
-	"github.com/kvroute/kvroute/examples/simengine/server"
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/simengine"
+	"github.com/kvroute/kvroute/simengine/server"
 )
 
 const model = "sim/model"
@@ -50,7 +50,7 @@ func startEngine(t *testing.T) (id string, stop func()) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	srv, err := server.New(server.Config{Model: model, EnableScaleOut: true,
-		Engine: engine.Config{BlockSize: 16, NumGPUBlocks: 256, PrefillTokensPerSecond: 1e7, DecodeStep: time.Millisecond}}, server.Options{})
+		Engine: simengine.Config{BlockSize: 16, NumGPUBlocks: 256, PrefillTokensPerSecond: 1e7, DecodeStep: time.Millisecond}}, server.Options{})
 	require.NoError(t, err)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()

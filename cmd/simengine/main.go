@@ -1,0 +1,104 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/kvroute/kvroute/simengine"
+	"github.com/kvroute/kvroute/simengine/server"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "simengine:", err)
+		os.Exit(1)
+	}
+}
+
+// options are the command-line flags.
+type options struct {
+	cfg      server.Config
+	host     string
+	port     int
+	kvConfig string
+	logLevel string
+	loras    string
+}
+
+func parseFlags(args []string) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("simengine", flag.ContinueOnError)
+	fs.StringVar(&o.cfg.Model, "model", "sim-model", "served model name")
+	fs.StringVar(&o.host, "host", "127.0.0.1", "HTTP listen host")
+	fs.IntVar(&o.port, "port", 8000, "HTTP listen port (0 picks a free one)")
+	fs.IntVar(&o.cfg.Engine.BlockSize, "block-size", simengine.DefaultBlockSize, "tokens per KV block")
+	fs.IntVar(&o.cfg.Engine.NumGPUBlocks, "num-gpu-blocks", simengine.DefaultNumGPUBlocks, "KV-cache capacity in blocks (vLLM --num-gpu-blocks-override)")
+	fs.IntVar(&o.cfg.Engine.MaxNumBatchedTokens, "max-num-batched-tokens", simengine.DefaultMaxNumBatchedTokens, "token budget of one scheduler step (chunked prefill)")
+	fs.IntVar(&o.cfg.Engine.MaxNumSeqs, "max-num-seqs", simengine.DefaultMaxNumSeqs, "maximum running requests")
+	fs.IntVar(&o.cfg.MaxModelLen, "max-model-len", 0, "maximum prompt + output tokens (0 = KV-cache capacity)")
+	fs.StringVar(&o.kvConfig, "kv-events-config", "", `vLLM KVEventsConfig JSON, e.g. '{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:5557","replay_endpoint":"tcp://*:5558"}'`)
+	fs.StringVar(&o.cfg.KVEventsFormat, "kv-events-format", "current", `KV-event wire layout: "current" (map events, vLLM >= v0.26) or "legacy" (array events)`)
+	fs.BoolVar(&o.cfg.EnableScaleOut, "enable-scale-out", false, "register the /render routes (vLLM v0.30 --enable-scale-out)")
+	fs.StringVar(&o.loras, "lora-modules", "", "comma-separated LoRA adapter names served on top of --model")
+	fs.Float64Var(&o.cfg.Engine.PrefillTokensPerSecond, "prefill-tokens-per-second", simengine.DefaultPrefillTokensPerSecond, "compute speed: cost of each scheduled token")
+	fs.DurationVar(&o.cfg.Engine.DecodeStep, "decode-step", simengine.DefaultDecodeStep, "fixed duration of one scheduler step")
+	fs.Float64Var(&o.cfg.Engine.TimeScale, "time-scale", 1, "multiplies every step duration (0.1 = ten times faster)")
+	fs.IntVar(&o.cfg.DefaultMaxTokens, "default-max-tokens", server.DefaultMaxTokens, "output tokens when a request sets no limit")
+	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	kv, err := server.ParseKVEventsConfig(o.kvConfig)
+	if err != nil {
+		return nil, err
+	}
+	o.cfg.KVEvents = kv
+	if o.loras != "" {
+		o.cfg.LoRAModules = strings.Split(o.loras, ",")
+	}
+	return o, nil
+}
+
+func run(args []string) error {
+	o, err := parseFlags(args)
+	if err != nil {
+		return err
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	lg := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	srv, err := server.New(o.cfg, server.Options{Logger: lg})
+	if err != nil {
+		return err
+	}
+	if err := srv.Start(net.JoinHostPort(o.host, strconv.Itoa(o.port))); err != nil {
+		_ = srv.Close()
+		return err
+	}
+	ec := srv.Engine().Config()
+	lg.Info("simengine serving", "http", "http://"+srv.Addr(), "model", o.cfg.Model,
+		"blockSize", ec.BlockSize, "numGPUBlocks", ec.NumGPUBlocks, "scaleOut", o.cfg.EnableScaleOut,
+		"kvEvents", srv.KVEventsEndpoint(), "replay", srv.ReplayEndpoint(), "format", o.cfg.KVEventsFormat)
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	<-sig
+	signal.Stop(sig)
+	lg.Info("simengine shutting down")
+	start := time.Now()
+	err = srv.Close()
+	lg.Info("simengine stopped", "took", time.Since(start))
+	return err
+}

@@ -1,0 +1,149 @@
+package simengine
+
+// blockPool is the paged KV cache: NumGPUBlocks blocks, reference counts, a
+// prefix-cache map from block digest to the blocks holding it, and vLLM's free
+// queue. Freed blocks keep their hash and stay hittable until they are reused:
+// allocation pops the least recently freed block and, if it still carries a hash,
+// evicts it lazily (vLLM's _maybe_evict_cached_block), reporting the hash.
+//
+// Like vLLM, two requests that compute the same block concurrently each cache
+// their own copy under the same hash; eviction then reports each copy.
+type blockPool struct {
+	ref    []int32
+	hash   []Digest
+	hashed []bool
+	// free queue: doubly linked list over block IDs, -1 terminated.
+	prev, next []int32
+	inFree     []bool
+	head, tail int32
+	free       int
+	// prefix-cache map: digest → first block holding it; chain links further copies.
+	cached  map[Digest]int32
+	chain   []int32
+	nHashed int
+}
+
+func newBlockPool(n int) *blockPool {
+	p := &blockPool{
+		ref: make([]int32, n), hash: make([]Digest, n), hashed: make([]bool, n),
+		prev: make([]int32, n), next: make([]int32, n), inFree: make([]bool, n),
+		head: -1, tail: -1, cached: make(map[Digest]int32), chain: make([]int32, n),
+	}
+	for i := range n {
+		p.pushTail(int32(i))
+	}
+	return p
+}
+
+func (p *blockPool) numBlocks() int { return len(p.ref) }
+
+func (p *blockPool) pushTail(b int32) {
+	p.prev[b], p.next[b] = p.tail, -1
+	if p.tail >= 0 {
+		p.next[p.tail] = b
+	} else {
+		p.head = b
+	}
+	p.tail = b
+	p.inFree[b] = true
+	p.free++
+}
+
+func (p *blockPool) unlink(b int32) {
+	if p.prev[b] >= 0 {
+		p.next[p.prev[b]] = p.next[b]
+	} else {
+		p.head = p.next[b]
+	}
+	if p.next[b] >= 0 {
+		p.prev[p.next[b]] = p.prev[b]
+	} else {
+		p.tail = p.prev[b]
+	}
+	p.inFree[b] = false
+	p.free--
+}
+
+// lookup returns a block holding digest d.
+func (p *blockPool) lookup(d Digest) (int32, bool) {
+	b, ok := p.cached[d]
+	return b, ok
+}
+
+// touch takes a reference on a cached block found by lookup (a prefix hit).
+func (p *blockPool) touch(b int32) {
+	if p.ref[b] == 0 && p.inFree[b] {
+		p.unlink(b)
+	}
+	p.ref[b]++
+}
+
+// allocate pops the head of the free queue. If the block still carried a hash it
+// is evicted from the prefix cache and its digest is returned with evicted=true.
+// The caller must have checked that a free block exists.
+func (p *blockPool) allocate() (b int32, evicted Digest, wasCached bool) {
+	b = p.head
+	p.unlink(b)
+	if p.hashed[b] {
+		evicted, wasCached = p.hash[b], true
+		p.uncache(b)
+	}
+	p.ref[b] = 1
+	return b, evicted, wasCached
+}
+
+// release drops a reference; a block reaching zero joins the tail of the free
+// queue with its hash kept.
+func (p *blockPool) release(b int32) {
+	p.ref[b]--
+	if p.ref[b] == 0 {
+		p.pushTail(b)
+	}
+}
+
+// cache records that block b now holds the full block with digest d.
+func (p *blockPool) cache(b int32, d Digest) {
+	p.hash[b], p.hashed[b] = d, true
+	p.nHashed++
+	if first, ok := p.cached[d]; ok {
+		p.chain[b] = first
+	} else {
+		p.chain[b] = -1
+	}
+	p.cached[d] = b
+}
+
+func (p *blockPool) uncache(b int32) {
+	d := p.hash[b]
+	p.hashed[b] = false
+	p.nHashed--
+	first := p.cached[d]
+	if first == b {
+		if p.chain[b] < 0 {
+			delete(p.cached, d)
+		} else {
+			p.cached[d] = p.chain[b]
+		}
+		return
+	}
+	for x := first; x >= 0; x = p.chain[x] {
+		if p.chain[x] == b {
+			p.chain[x] = p.chain[b]
+			return
+		}
+	}
+}
+
+// reset drops every hash if no block is in use, as BlockPool.reset_prefix_cache.
+func (p *blockPool) reset() bool {
+	if p.free != len(p.ref) {
+		return false
+	}
+	clear(p.cached)
+	clear(p.hashed)
+	p.nHashed = 0
+	return true
+}
+
+// numCachedBlocks counts blocks that carry a hash (in use or free).
+func (p *blockPool) numCachedBlocks() int { return p.nHashed }

@@ -1,0 +1,119 @@
+package simengine
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Defaults of Config.
+const (
+	DefaultBlockSize              = 64
+	DefaultNumGPUBlocks           = 2048
+	DefaultMaxNumBatchedTokens    = 8192
+	DefaultMaxNumSeqs             = 256
+	DefaultPrefillTokensPerSecond = 10_000
+	DefaultDecodeStep             = 10 * time.Millisecond
+)
+
+// DefaultStart is where a virtual clock starts when Config.Start is zero.
+var DefaultStart = time.Unix(1_700_000_000, 0).UTC()
+
+// Config describes one simulated engine. The zero value works (defaults above).
+type Config struct {
+	// Model is the served model name, used as the model_name metric label.
+	Model string `json:"model"`
+	// BlockSize is the number of tokens per KV block (vLLM --block-size).
+	BlockSize int `json:"blockSize"`
+	// NumGPUBlocks is the KV-cache capacity in blocks (vLLM --num-gpu-blocks-override).
+	NumGPUBlocks int `json:"numGPUBlocks"`
+	// MaxNumBatchedTokens is the token budget of one scheduler step; prefills
+	// longer than the remaining budget are chunked (--max-num-batched-tokens).
+	MaxNumBatchedTokens int `json:"maxNumBatchedTokens"`
+	// MaxNumSeqs caps the number of running requests (--max-num-seqs).
+	MaxNumSeqs int `json:"maxNumSeqs"`
+	// PrefillTokensPerSecond is the compute speed: every token scheduled in a
+	// step (prefill chunk or decode token) costs 1/PrefillTokensPerSecond.
+	PrefillTokensPerSecond float64 `json:"prefillTokensPerSecond"`
+	// DecodeStep is the fixed cost of one scheduler step (one forward pass).
+	// A step lasts (DecodeStep + tokens/PrefillTokensPerSecond) × TimeScale.
+	DecodeStep time.Duration `json:"decodeStep"`
+	// TimeScale multiplies every step duration (0 means 1): 0.1 runs ten times
+	// faster than the modelled engine, 2 twice slower.
+	TimeScale float64 `json:"timeScale"`
+
+	// Start is the initial time of a virtual clock (zero = DefaultStart). Ignored
+	// in real-time mode, whose clock is time.Now.
+	Start time.Time `json:"-"`
+	// Sink receives KV-event batches; nil disables event generation, like vLLM
+	// without enable_kv_cache_events.
+	Sink EventSink `json:"-"`
+}
+
+// Options are an Engine's injected dependencies; the zero value is valid.
+type Options struct {
+	// Registerer receives the engine's vllm:* metrics; nil registers nothing.
+	Registerer prometheus.Registerer
+	// Logger receives lifecycle logs; nil discards.
+	Logger *slog.Logger
+}
+
+// ErrBadConfig is wrapped by every Config validation error.
+var ErrBadConfig = errors.New("engine: invalid config")
+
+// withDefaults fills zero fields and validates the result.
+func (c Config) withDefaults() (Config, error) {
+	if c.BlockSize == 0 {
+		c.BlockSize = DefaultBlockSize
+	}
+	if c.NumGPUBlocks == 0 {
+		c.NumGPUBlocks = DefaultNumGPUBlocks
+	}
+	if c.MaxNumBatchedTokens == 0 {
+		c.MaxNumBatchedTokens = DefaultMaxNumBatchedTokens
+	}
+	if c.MaxNumSeqs == 0 {
+		c.MaxNumSeqs = DefaultMaxNumSeqs
+	}
+	if c.PrefillTokensPerSecond == 0 {
+		c.PrefillTokensPerSecond = DefaultPrefillTokensPerSecond
+	}
+	if c.DecodeStep == 0 {
+		c.DecodeStep = DefaultDecodeStep
+	}
+	if c.TimeScale == 0 {
+		c.TimeScale = 1
+	}
+	if c.Start.IsZero() {
+		c.Start = DefaultStart
+	}
+	switch {
+	case c.BlockSize < 1 || c.BlockSize > 1<<16:
+		return c, fmt.Errorf("%w: blockSize %d not in [1, 65536]", ErrBadConfig, c.BlockSize)
+	case c.NumGPUBlocks < 1 || c.NumGPUBlocks > 1<<24:
+		return c, fmt.Errorf("%w: numGPUBlocks %d not in [1, 16777216]", ErrBadConfig, c.NumGPUBlocks)
+	case c.MaxNumBatchedTokens < 1:
+		return c, fmt.Errorf("%w: maxNumBatchedTokens %d < 1", ErrBadConfig, c.MaxNumBatchedTokens)
+	case c.MaxNumSeqs < 1:
+		return c, fmt.Errorf("%w: maxNumSeqs %d < 1", ErrBadConfig, c.MaxNumSeqs)
+	case !(c.PrefillTokensPerSecond > 0) || c.PrefillTokensPerSecond > 1e12:
+		return c, fmt.Errorf("%w: prefillTokensPerSecond %v not in (0, 1e12]", ErrBadConfig, c.PrefillTokensPerSecond)
+	case c.DecodeStep < 0:
+		return c, fmt.Errorf("%w: decodeStep %v < 0", ErrBadConfig, c.DecodeStep)
+	case !(c.TimeScale > 0) || c.TimeScale > 1e6:
+		return c, fmt.Errorf("%w: timeScale %v not in (0, 1e6]", ErrBadConfig, c.TimeScale)
+	}
+	return c, nil
+}
+
+// stepDuration models one forward pass over tokens scheduled tokens.
+func (c *Config) stepDuration(tokens int) time.Duration {
+	d := (float64(c.DecodeStep) + float64(tokens)/c.PrefillTokensPerSecond*float64(time.Second)) * c.TimeScale
+	if d < 1 {
+		return 1 // time must move forward, or a virtual clock would spin
+	}
+	return time.Duration(d)
+}

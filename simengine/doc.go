@@ -1,0 +1,43 @@
+// Package simengine is a simulated vLLM engine model, the test fleet of
+// kvroute's end-to-end tests, examples, benchmarks and routing-quality
+// simulations: no GPU, but the parts a prefix-cache router can observe behave
+// like vLLM. Its HTTP front (vLLM's routes, metrics and ZeroMQ KV events) is
+// the package simengine/server, and the binary that serves one is
+// cmd/simengine.
+//
+//   - Tokenizer: a deterministic word/punctuation splitter whose pieces map to IDs
+//     by FNV-1a (Tokenize, TokenID), identical in every instance, plus one chat
+//     template for chat completions, Anthropic Messages and Responses
+//     (ApplyChatTemplate).
+//   - KV cache: NumGPUBlocks paged blocks of BlockSize tokens with vLLM's prefix
+//     cache. Block hashes are vLLM's sha256_cbor with the fixed "vllm-none-hash"
+//     seed (HashBlock, NoneHash), so they equal a real vLLM's hashes for the same
+//     token IDs; events carry the last 8 digest bytes (Digest.U64).
+//   - Events (Event, EventBatch, EventSink): BlockStored for newly cached full
+//     blocks during prefill and decode, nothing on a prefix hit, one BlockRemoved
+//     per hash on lazy LRU eviction, AllBlocksCleared after a successful reset;
+//     one batch per scheduler step that produced events.
+//   - Counters (Stats, and vllm:* metrics through Options.Registerer):
+//     prefix_cache_queries counts prompt tokens per admitted request,
+//     prefix_cache_hits the cached tokens, capped at floor((n-1)/bs)*bs.
+//   - Scheduler: FCFS, chunked prefill within MaxNumBatchedTokens per step, one
+//     decode token per running request per step, recompute preemption when
+//     blocks run out. A step lasts (DecodeStep + tokens/PrefillTokensPerSecond) ×
+//     TimeScale, so time to first token grows with uncached tokens and queueing.
+//
+// Clocks: New returns an engine on a virtual clock that only moves through
+// AdvanceTo, which makes large simulations fast and reproducible (drive many
+// engines by repeatedly advancing the one with the smallest NextEventTime).
+// NewRealTime returns an engine that runs its own goroutine on the wall clock;
+// Close stops it. Results arrive through the Request.OnToken and Request.OnDone
+// callbacks in both modes.
+//
+// Generated text is deterministic: output token k of a request depends only on
+// its prompt tokens and k, and is a word whose text re-tokenizes to the same ID,
+// so multi-turn conversations that send the answer back hit its decode blocks.
+//
+// Differences from vLLM that matter little to a router: the engine never emits
+// EOS (every request generates exactly MaxTokens tokens), it has one KV-cache
+// group, no multimodal inputs, and it counts a request's prefix-cache lookup
+// once, at its first admission (a preempted request is not counted again).
+package simengine

@@ -1,0 +1,100 @@
+package simengine
+
+import (
+	"errors"
+	"time"
+)
+
+// ReqID identifies a submitted request within one engine.
+type ReqID uint64
+
+// Request is one generation request, already tokenized.
+type Request struct {
+	// Prompt holds the prompt token IDs (copied by Submit).
+	Prompt []uint32
+	// MaxTokens is the number of tokens to generate (the engine ignores EOS and
+	// always generates exactly this many, unless aborted).
+	MaxTokens int
+	// CacheSalt, when non-empty, is an extra key of block 0 (vLLM cache_salt).
+	CacheSalt string
+	// LoRAName, when non-empty, is an extra key of every block; LoRAID goes on
+	// events as lora_id.
+	LoRAName string
+	LoRAID   int
+
+	// OnToken, if set, is called for every generated token; OnDone, if set, once
+	// at the end (also for aborts and Close). Both are called from the goroutine
+	// that advances the engine (the real-time loop, or the caller of AdvanceTo),
+	// in order, and must not block. They may call Submit, Abort, Stats and
+	// ResetPrefixCache, but not AdvanceTo, RunUntilIdle or Close.
+	OnToken func(TokenEvent)
+	OnDone  func(Result)
+}
+
+// TokenEvent reports one generated token.
+type TokenEvent struct {
+	ID    ReqID
+	Index int    // 0 for the first token
+	Token uint32 // token ID
+	Text  string // its text (Detokenize of Token)
+	Time  time.Time
+}
+
+// Finish reasons, as vLLM's finished_reason label values.
+const (
+	FinishLength = "length"
+	FinishAbort  = "abort"
+)
+
+// Result reports a finished request.
+type Result struct {
+	ID           ReqID
+	PromptTokens int
+	// CachedTokens is the prefix-cache hit at admission (what the request added
+	// to prefix_cache_hits), capped at floor((PromptTokens-1)/BlockSize)*BlockSize.
+	CachedTokens int
+	OutputTokens []uint32
+	Text         string
+	Arrival      time.Time
+	FirstToken   time.Time // zero if no token was generated
+	Finish       time.Time
+	FinishReason string // FinishLength or FinishAbort
+	// Err is nil on success, ErrAborted after Abort, ErrClosed after Close.
+	Err error
+}
+
+// TTFT is the time from arrival to the first token (0 if none was generated).
+func (r Result) TTFT() time.Duration {
+	if r.FirstToken.IsZero() {
+		return 0
+	}
+	return r.FirstToken.Sub(r.Arrival)
+}
+
+// Errors returned by Submit or reported in Result.Err.
+var (
+	ErrClosed      = errors.New("engine: closed")
+	ErrAborted     = errors.New("engine: request aborted")
+	ErrEmptyPrompt = errors.New("engine: empty prompt")
+	ErrMaxTokens   = errors.New("engine: max_tokens must be at least 1")
+	// ErrTooLong means prompt plus max_tokens needs more KV blocks than the
+	// engine has, so the request could never run.
+	ErrTooLong = errors.New("engine: request does not fit in the KV cache")
+)
+
+// Stats is a snapshot of the engine's counters and gauges.
+type Stats struct {
+	PrefixCacheQueries uint64 // prompt tokens looked up in the prefix cache
+	PrefixCacheHits    uint64 // of which served from the cache
+	RequestSuccess     uint64 // requests finished with FinishLength
+	RequestAborted     uint64 // requests aborted (Abort or Close)
+	RequestRejected    uint64 // Submit errors (bad input)
+	PromptTokens       uint64 // prompt tokens of admitted requests
+	GenerationTokens   uint64 // tokens generated
+	Preemptions        uint64 // running requests preempted for lack of blocks
+	Steps              uint64 // scheduler steps run
+	Running, Waiting   int
+	NumBlocks          int // KV-cache capacity in blocks
+	FreeBlocks         int // blocks not referenced by a running request (may still hold a hash)
+	CachedBlocks       int // blocks holding a hash (hittable)
+}

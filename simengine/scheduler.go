@@ -1,0 +1,313 @@
+package simengine
+
+import (
+	"slices"
+	"time"
+)
+
+// seq is the scheduler's state of one request.
+type seq struct {
+	id        ReqID
+	req       Request
+	tokens    []uint32 // prompt followed by generated tokens
+	promptLen int
+	seed      uint64
+	computed  int      // tokens whose KV is in the cache
+	blocks    []int32  // KV blocks held, in sequence order
+	numCached int      // leading blocks already in the prefix cache for this request
+	hashes    []Digest // digests of the full blocks of tokens, computed lazily
+	outputs   int
+	arrival   time.Time
+	first     time.Time
+	cached    int  // prefix-cache hit at first admission, in tokens
+	counted   bool // prefix-cache lookup already counted
+	running   bool
+	done      bool
+	schedN    int // tokens scheduled in the step in flight
+}
+
+// note is one pending callback.
+type note struct {
+	done    bool
+	onToken func(TokenEvent)
+	tok     TokenEvent
+	onDone  func(Result)
+	res     Result
+}
+
+// beginStepLocked schedules one step starting at start, vLLM-style: running
+// requests first (a decode token each, or their next prefill chunk), preempting
+// from the tail of the running queue when blocks run out; then, if nothing was
+// preempted, waiting requests in FCFS order while the token budget, the sequence
+// limit and free blocks allow. Blocks that will be full after the step are
+// cached (and reported) at schedule time, as vLLM's allocate_slots does.
+func (e *Engine) beginStepLocked(start time.Time) bool {
+	budget := e.cfg.MaxNumBatchedTokens
+	e.sched = e.sched[:0]
+	e.pending = e.pending[:0]
+	for i := 0; i < len(e.running) && budget > 0; i++ {
+		s := e.running[i]
+		n := min(len(s.tokens)-s.computed, budget)
+		if !e.allocateLocked(s, s.computed+n) {
+			break // s preempted itself: it was the last running request
+		}
+		e.cacheFullLocked(s, s.computed+n)
+		s.schedN = n
+		e.sched = append(e.sched, s)
+		budget -= n
+	}
+	// Like vLLM, nobody is admitted in a step that preempted; an empty step would
+	// stall the engine, so then admission runs anyway.
+	if !e.preemptedThisStep || len(e.sched) == 0 {
+		budget = e.admitLocked(budget)
+	}
+	e.preemptedThisStep = false
+	if len(e.sched) == 0 {
+		e.flushEventsLocked(start)
+		return false
+	}
+	tokens := e.cfg.MaxNumBatchedTokens - budget
+	e.inflight = true
+	e.stepEnd = start.Add(e.cfg.stepDuration(tokens))
+	e.stats.Steps++
+	return true
+}
+
+// admitLocked moves waiting requests to running in FCFS order while the token
+// budget, the sequence limit and free blocks allow, and returns the budget left.
+func (e *Engine) admitLocked(budget int) int {
+	bs := e.cfg.BlockSize
+	for len(e.waiting) > 0 && budget > 0 && len(e.running) < e.cfg.MaxNumSeqs {
+		s := e.waiting[0]
+		hits := e.cacheHitLocked(s)
+		hitTokens := len(hits) * bs
+		n := min(len(s.tokens)-hitTokens, budget)
+		newBlocks := (hitTokens+n+bs-1)/bs - len(hits)
+		evictable := 0
+		for _, b := range hits {
+			if e.pool.ref[b] == 0 {
+				evictable++
+			}
+		}
+		if newBlocks+evictable > e.pool.free {
+			break // FCFS: the head waits for blocks, nobody overtakes it
+		}
+		for _, b := range hits {
+			e.pool.touch(b)
+		}
+		s.blocks = append(s.blocks[:0], hits...)
+		s.computed, s.numCached = hitTokens, len(hits)
+		e.allocBlocksLocked(s, newBlocks)
+		if !s.counted {
+			s.counted, s.cached = true, hitTokens
+			e.stats.PrefixCacheQueries += uint64(len(s.tokens))
+			e.stats.PrefixCacheHits += uint64(hitTokens)
+			e.stats.PromptTokens += uint64(s.promptLen)
+		}
+		e.cacheFullLocked(s, hitTokens+n)
+		e.waiting = e.waiting[1:]
+		s.running = true
+		e.running = append(e.running, s)
+		s.schedN = n
+		e.sched = append(e.sched, s)
+		budget -= n
+	}
+	return budget
+}
+
+// cacheHitLocked returns the blocks of the longest cached prefix of s, capped at
+// floor((len-1)/bs) blocks because vLLM always recomputes the last prompt token.
+func (e *Engine) cacheHitLocked(s *seq) []int32 {
+	maxBlocks := (len(s.tokens) - 1) / e.cfg.BlockSize
+	hits := e.hitScratch[:0]
+	for i := 0; i < maxBlocks; i++ {
+		e.ensureHashesLocked(s, i+1)
+		b, ok := e.pool.lookup(s.hashes[i])
+		if !ok {
+			break
+		}
+		hits = append(hits, b)
+	}
+	e.hitScratch = hits
+	return hits
+}
+
+// allocateLocked gives a running request the blocks for upTo tokens, preempting
+// the last running request while blocks are short. It returns false if s itself
+// was preempted.
+func (e *Engine) allocateLocked(s *seq, upTo int) bool {
+	need := (upTo+e.cfg.BlockSize-1)/e.cfg.BlockSize - len(s.blocks)
+	for need > e.pool.free {
+		victim := e.running[len(e.running)-1]
+		e.preemptLocked(victim)
+		if victim == s {
+			return false
+		}
+		e.preemptedThisStep = true
+	}
+	e.allocBlocksLocked(s, need)
+	return true
+}
+
+// allocBlocksLocked appends n new blocks to s, reporting lazy evictions.
+func (e *Engine) allocBlocksLocked(s *seq, n int) {
+	for range n {
+		b, evicted, was := e.pool.allocate()
+		if was && e.cfg.Sink != nil {
+			e.pending = append(e.pending, Event{Type: BlockRemoved, BlockHashes: []uint64{evicted.U64()}, Medium: MediumGPU})
+		}
+		s.blocks = append(s.blocks, b)
+	}
+}
+
+// preemptLocked moves a running request back to the head of the waiting queue
+// (recompute preemption): its blocks are released and stay cached.
+func (e *Engine) preemptLocked(s *seq) {
+	e.running = slices.DeleteFunc(e.running, func(x *seq) bool { return x == s })
+	e.releaseLocked(s)
+	s.running, s.computed, s.numCached = false, 0, 0
+	e.waiting = slices.Insert(e.waiting, 0, s)
+	e.stats.Preemptions++
+}
+
+// releaseLocked frees the blocks of s in reverse order, so that the tail of a
+// sequence is evicted before its head, as vLLM's free_blocks does.
+func (e *Engine) releaseLocked(s *seq) {
+	for i := len(s.blocks) - 1; i >= 0; i-- {
+		e.pool.release(s.blocks[i])
+	}
+	s.blocks = s.blocks[:0]
+}
+
+// ensureHashesLocked computes the digests of the first n full blocks of s.
+func (e *Engine) ensureHashesLocked(s *seq, n int) {
+	bs := e.cfg.BlockSize
+	for i := len(s.hashes); i < n; i++ {
+		parent := NoneHash
+		if i > 0 {
+			parent = s.hashes[i-1]
+		}
+		s.hashes = append(s.hashes, e.hasher.hash(parent, s.tokens[i*bs:(i+1)*bs], e.extraKeysLocked(s, i)))
+	}
+}
+
+// extraKeysLocked returns the extra keys of block i of s (scratch slice): the
+// LoRA name on every block, then the cache salt on block 0, in vLLM's order.
+func (e *Engine) extraKeysLocked(s *seq, i int) []string {
+	k := e.keys[:0]
+	if s.req.LoRAName != "" {
+		k = append(k, s.req.LoRAName)
+	}
+	if i == 0 && s.req.CacheSalt != "" {
+		k = append(k, s.req.CacheSalt)
+	}
+	e.keys = k
+	return k
+}
+
+// cacheFullLocked inserts the blocks of s that are full once upTo tokens are
+// computed into the prefix cache and records one BlockStored for them.
+func (e *Engine) cacheFullLocked(s *seq, upTo int) {
+	bs := e.cfg.BlockSize
+	full := upTo / bs
+	if full <= s.numCached {
+		return
+	}
+	e.ensureHashesLocked(s, full)
+	for i := s.numCached; i < full; i++ {
+		e.pool.cache(s.blocks[i], s.hashes[i])
+	}
+	if e.cfg.Sink != nil {
+		ev := Event{
+			Type: BlockStored, BlockSize: bs, LoRAID: s.req.LoRAID, LoRAName: s.req.LoRAName,
+			Medium: MediumGPU, GroupIdx: 0, Kind: KindFullAttention,
+			BlockHashes: make([]uint64, 0, full-s.numCached),
+			TokenIDs:    slices.Clone(s.tokens[s.numCached*bs : full*bs]),
+			ExtraKeys:   make([][]string, 0, full-s.numCached),
+		}
+		if s.numCached > 0 {
+			ev.ParentHash, ev.HasParent = s.hashes[s.numCached-1].U64(), true
+		}
+		for i := s.numCached; i < full; i++ {
+			ev.BlockHashes = append(ev.BlockHashes, s.hashes[i].U64())
+			var keys []string
+			if k := e.extraKeysLocked(s, i); len(k) > 0 {
+				keys = slices.Clone(k)
+			}
+			ev.ExtraKeys = append(ev.ExtraKeys, keys)
+		}
+		e.pending = append(e.pending, ev)
+	}
+	s.numCached = full
+}
+
+// finishStepLocked applies the step in flight at its end time: scheduled tokens
+// become computed, requests whose tokens are all computed sample their next
+// token, and requests reaching max_tokens finish.
+func (e *Engine) finishStepLocked(end time.Time) {
+	e.inflight = false
+	for _, s := range e.sched {
+		if s.done || !s.running {
+			continue
+		}
+		s.computed += s.schedN
+		s.schedN = 0
+		if s.computed < len(s.tokens) {
+			continue // more prefill chunks to go
+		}
+		tok := generatedToken(s.seed, s.outputs)
+		s.tokens = append(s.tokens, tok)
+		s.outputs++
+		e.stats.GenerationTokens++
+		if s.outputs == 1 {
+			s.first = end
+		}
+		if s.req.OnToken != nil {
+			e.notes = append(e.notes, note{onToken: s.req.OnToken, tok: TokenEvent{
+				ID: s.id, Index: s.outputs - 1, Token: tok, Text: genText[tok], Time: end}})
+		}
+		if s.outputs >= s.req.MaxTokens {
+			e.finishLocked(s, end, FinishLength, nil)
+		}
+	}
+	e.sched = e.sched[:0]
+	e.flushEventsLocked(end)
+}
+
+// flushEventsLocked turns the events of the step into one batch.
+func (e *Engine) flushEventsLocked(t time.Time) {
+	if len(e.pending) == 0 {
+		return
+	}
+	e.batches = append(e.batches, EventBatch{Time: t, Events: slices.Clone(e.pending)})
+	e.pending = e.pending[:0]
+}
+
+// finishLocked ends a request (success, abort or close) and queues OnDone.
+func (e *Engine) finishLocked(s *seq, t time.Time, reason string, err error) {
+	if s.done {
+		return
+	}
+	s.done = true
+	delete(e.byID, s.id)
+	if s.running {
+		e.running = slices.DeleteFunc(e.running, func(x *seq) bool { return x == s })
+		e.releaseLocked(s)
+		s.running = false
+	} else {
+		e.waiting = slices.DeleteFunc(e.waiting, func(x *seq) bool { return x == s })
+	}
+	if reason == FinishLength {
+		e.stats.RequestSuccess++
+	} else {
+		e.stats.RequestAborted++
+	}
+	if s.req.OnDone == nil {
+		return
+	}
+	out := slices.Clone(s.tokens[s.promptLen:])
+	e.notes = append(e.notes, note{done: true, onDone: s.req.OnDone, res: Result{
+		ID: s.id, PromptTokens: s.promptLen, CachedTokens: s.cached, OutputTokens: out, Text: Detokenize(out),
+		Arrival: s.arrival, FirstToken: s.first, Finish: t, FinishReason: reason, Err: err,
+	}})
+}

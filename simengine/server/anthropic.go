@@ -1,0 +1,105 @@
+package server
+
+import (
+	"net/http"
+
+	"github.com/kvroute/kvroute/simengine"
+)
+
+// Anthropic Messages shapes.
+type msgContent struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+type msgUsage struct {
+	InputTokens  int `json:"input_tokens"`
+	OutputTokens int `json:"output_tokens"`
+}
+
+type msgBody struct {
+	ID           string       `json:"id"`
+	Type         string       `json:"type"`
+	Role         string       `json:"role"`
+	Content      []msgContent `json:"content"`
+	Model        string       `json:"model"`
+	StopReason   *string      `json:"stop_reason"`
+	StopSequence *string      `json:"stop_sequence"`
+	Usage        msgUsage     `json:"usage"`
+}
+
+// handleMessages serves the Anthropic Messages API, /v1/messages (JSON or SSE
+// with Anthropic's event names). max_tokens is required, as in the API.
+func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
+	var req messagesRequest
+	if e := s.decodeJSON(w, r, &req); e != nil {
+		writeAPIError(w, e)
+		return
+	}
+	lora, loraID, e := s.resolveModel(req.Model)
+	if e == nil && req.MaxTokens == nil {
+		e = withParam(badRequest("max_tokens is required"), "max_tokens")
+	}
+	var prompt []uint32
+	if e == nil {
+		prompt, e = req.prompt()
+	}
+	var job *genJob
+	if e == nil {
+		job, e = s.submit([][]uint32{prompt}, req.MaxTokens, req.CacheSalt, lora, loraID)
+	}
+	if e != nil {
+		writeAPIError(w, e)
+		return
+	}
+	id, model := s.requestID("msg_"), s.modelName(req.Model)
+	stop := "max_tokens"
+	if !req.Stream {
+		rs, err := job.results(r.Context())
+		if err != nil {
+			writeAPIError(w, engineError(err))
+			return
+		}
+		writeJSON(w, http.StatusOK, msgBody{
+			ID: id, Type: "message", Role: "assistant", Content: []msgContent{{Type: "text", Text: rs[0].Text}},
+			Model: model, StopReason: &stop, Usage: msgUsage{InputTokens: rs[0].PromptTokens, OutputTokens: len(rs[0].OutputTokens)},
+		})
+		return
+	}
+	out := newSSE(w)
+	var res simengine.Result
+	n := 0
+	for job.remaining > 0 {
+		items, err := job.wait(r.Context())
+		if err != nil {
+			return
+		}
+		for _, it := range items {
+			if it.res != nil {
+				res = *it.res
+				if res.Err != nil {
+					writeStreamError(out, res.Err)
+				}
+				continue
+			}
+			if n == 0 {
+				out.send("message_start", map[string]any{"type": "message_start", "message": msgBody{
+					ID: id, Type: "message", Role: "assistant", Content: []msgContent{}, Model: model,
+					Usage: msgUsage{InputTokens: len(prompt)}}})
+				out.send("content_block_start", map[string]any{"type": "content_block_start", "index": 0,
+					"content_block": msgContent{Type: "text"}})
+			}
+			n++
+			out.send("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0,
+				"delta": map[string]string{"type": "text_delta", "text": it.tok.Text}})
+		}
+	}
+	if res.Err != nil {
+		return
+	}
+	out.send("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
+	out.send("message_delta", map[string]any{"type": "message_delta",
+		"delta": map[string]any{"stop_reason": stop, "stop_sequence": nil},
+		"usage": map[string]int{"output_tokens": len(res.OutputTokens)}})
+	out.send("message_stop", map[string]string{"type": "message_stop"})
+}

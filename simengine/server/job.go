@@ -1,0 +1,202 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+
+	"github.com/kvroute/kvroute/simengine"
+)
+
+// genItem is one engine callback: a token or a final result of prompt idx.
+type genItem struct {
+	idx int
+	tok *simengine.TokenEvent
+	res *simengine.Result
+}
+
+// genJob collects the callbacks of the engine requests of one HTTP request in
+// an unbounded queue, so engine callbacks never block.
+type genJob struct {
+	s         *Server
+	ids       []simengine.ReqID
+	prompts   [][]uint32
+	maxTokens int
+	remaining int
+
+	mu     sync.Mutex
+	items  []genItem
+	notify chan struct{}
+}
+
+func (j *genJob) push(it genItem) {
+	j.mu.Lock()
+	j.items = append(j.items, it)
+	j.mu.Unlock()
+	select {
+	case j.notify <- struct{}{}:
+	default:
+	}
+}
+
+// wait returns the queued callbacks, blocking until there is one or ctx ends
+// (then the engine requests are aborted).
+func (j *genJob) wait(ctx context.Context) ([]genItem, error) {
+	for {
+		j.mu.Lock()
+		items := j.items
+		j.items = nil
+		j.mu.Unlock()
+		if len(items) > 0 {
+			for _, it := range items {
+				if it.res != nil {
+					j.remaining--
+				}
+			}
+			return items, nil
+		}
+		select {
+		case <-j.notify:
+		case <-ctx.Done():
+			j.abort()
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func (j *genJob) abort() {
+	for _, id := range j.ids {
+		j.s.eng.Abort(id)
+	}
+}
+
+// results waits for every prompt's result (non-streaming requests).
+func (j *genJob) results(ctx context.Context) ([]simengine.Result, error) {
+	out := make([]simengine.Result, len(j.prompts))
+	for j.remaining > 0 {
+		items, err := j.wait(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range items {
+			if it.res != nil {
+				out[it.idx] = *it.res
+			}
+		}
+	}
+	for _, r := range out {
+		if r.Err != nil {
+			return nil, r.Err
+		}
+	}
+	return out, nil
+}
+
+// submit validates lengths like vLLM and submits one engine request per prompt.
+func (s *Server) submit(prompts [][]uint32, maxTokens *int, salt *string, lora string, loraID int) (*genJob, *apiError) {
+	if maxTokens == nil {
+		d := s.cfg.DefaultMaxTokens
+		maxTokens = &d
+	}
+	if *maxTokens < 1 {
+		return nil, withParam(badRequest("max_tokens must be at least 1, got %d.", *maxTokens), "max_tokens")
+	}
+	for _, p := range prompts {
+		if len(p)+*maxTokens > s.cfg.MaxModelLen {
+			return nil, badRequest("This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
+				s.cfg.MaxModelLen, len(p)+*maxTokens, len(p), *maxTokens)
+		}
+	}
+	j := &genJob{s: s, prompts: prompts, maxTokens: *maxTokens, remaining: len(prompts), notify: make(chan struct{}, 1)}
+	for i, p := range prompts {
+		req := simengine.Request{Prompt: p, MaxTokens: *maxTokens, LoRAName: lora, LoRAID: loraID,
+			OnToken: func(ev simengine.TokenEvent) { j.push(genItem{idx: i, tok: &ev}) },
+			OnDone:  func(r simengine.Result) { j.push(genItem{idx: i, res: &r}) },
+		}
+		if salt != nil {
+			req.CacheSalt = *salt
+		}
+		id, err := s.eng.Submit(req)
+		if err != nil {
+			j.abort()
+			return nil, engineError(err)
+		}
+		j.ids = append(j.ids, id)
+	}
+	return j, nil
+}
+
+// engineError maps an engine error to an HTTP error.
+func engineError(err error) *apiError {
+	switch {
+	case errors.Is(err, simengine.ErrClosed):
+		return &apiError{status: http.StatusServiceUnavailable, typ: typeUnavail, message: "the engine is shutting down"}
+	case errors.Is(err, simengine.ErrAborted):
+		return &apiError{status: http.StatusInternalServerError, typ: typeInternal, message: "request aborted"}
+	case errors.Is(err, simengine.ErrTooLong), errors.Is(err, simengine.ErrEmptyPrompt), errors.Is(err, simengine.ErrMaxTokens):
+		return badRequest("%v", err)
+	}
+	return &apiError{status: http.StatusInternalServerError, typ: typeInternal, message: fmt.Sprint(err)}
+}
+
+// usage is the OpenAI usage object, with vLLM's prompt_tokens_details.
+type usage struct {
+	PromptTokens        int            `json:"prompt_tokens"`
+	TotalTokens         int            `json:"total_tokens"`
+	CompletionTokens    int            `json:"completion_tokens"`
+	PromptTokensDetails *promptDetails `json:"prompt_tokens_details"`
+}
+
+type promptDetails struct {
+	CachedTokens int `json:"cached_tokens"`
+}
+
+func usageOf(rs []simengine.Result) usage {
+	var u usage
+	u.PromptTokensDetails = &promptDetails{}
+	for _, r := range rs {
+		u.PromptTokens += r.PromptTokens
+		u.CompletionTokens += len(r.OutputTokens)
+		u.PromptTokensDetails.CachedTokens += r.CachedTokens
+	}
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	return u
+}
+
+// sse writes server-sent events and flushes each one.
+type sse struct {
+	w  http.ResponseWriter
+	rc *http.ResponseController
+}
+
+func newSSE(w http.ResponseWriter) *sse {
+	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("Connection", "keep-alive")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	_ = rc.Flush()
+	return &sse{w: w, rc: rc}
+}
+
+// send writes "event: <name>" (when name != "") and "data: <json>".
+func (s *sse) send(name string, v any) {
+	if name != "" {
+		_, _ = s.w.Write([]byte("event: " + name + "\n"))
+	}
+	b, err := jsonMarshal(v)
+	if err != nil {
+		b = []byte(`{"error":{"message":"encoding failed","type":"InternalServerError","param":null,"code":500}}`)
+	}
+	_, _ = s.w.Write([]byte("data: "))
+	_, _ = s.w.Write(b)
+	_, _ = s.w.Write([]byte("\n\n"))
+	_ = s.rc.Flush()
+}
+
+func (s *sse) done() {
+	_, _ = s.w.Write([]byte("data: [DONE]\n\n"))
+	_ = s.rc.Flush()
+}

@@ -1,0 +1,165 @@
+package server
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/kvroute/kvroute/simengine"
+	"github.com/stretchr/testify/require"
+)
+
+var renderRoutes = []string{"/v1/completions/render", "/v1/chat/completions/render", "/v1/messages/render", "/v1/responses/render"}
+
+func TestRenderNotFoundWithoutScaleOut(t *testing.T) {
+	_, base := startServer(t, Config{})
+	for _, p := range renderRoutes {
+		code, body := post(t, base+p, map[string]any{"model": "m", "prompt": "x"})
+		require.Equal(t, http.StatusNotFound, code, p)
+		require.JSONEq(t, `{"detail":"Not Found"}`, string(body), p)
+	}
+	// The generation routes are there.
+	code, _ := post(t, base+"/v1/completions", map[string]any{"model": "m", "prompt": "x", "max_tokens": 1})
+	require.Equal(t, http.StatusOK, code)
+}
+
+func TestRenderUnknownModel(t *testing.T) {
+	_, base := startServer(t, Config{EnableScaleOut: true})
+	bodies := []map[string]any{
+		{"model": "other", "prompt": "x"},
+		chatBody("x", 1),
+		{"model": "other", "max_tokens": 1, "messages": []map[string]any{{"role": "user", "content": "x"}}},
+		{"model": "other", "input": "x"},
+	}
+	bodies[1]["model"] = "other"
+	for i, p := range renderRoutes {
+		code, body := post(t, base+p, bodies[i])
+		require.Equal(t, http.StatusNotFound, code, p)
+		require.JSONEq(t, "{\"error\":{\"message\":\"The model `other` does not exist.\",\"type\":\"NotFoundError\",\"param\":\"model\",\"code\":404}}", string(body), p)
+	}
+	code, body := post(t, base+"/v1/chat/completions", bodies[1])
+	require.Equal(t, http.StatusNotFound, code, "generation routes check the model too")
+	require.Contains(t, string(body), "NotFoundError")
+}
+
+func TestRenderShapes(t *testing.T) {
+	_, base := startServer(t, Config{EnableScaleOut: true})
+
+	code, body := post(t, base+"/v1/completions/render", map[string]any{"model": "m", "prompt": []string{"Hello world", "Bye"}, "max_tokens": 3, "cache_salt": "s1"})
+	require.Equal(t, http.StatusOK, code, string(body))
+	arr := decode[[]map[string]any](t, body)
+	require.Len(t, arr, 2, "one GenerateRequest per prompt")
+	for _, k := range []string{"request_id", "token_ids", "token_offsets", "features", "content_parts", "sampling_params",
+		"model", "reasoning_ended", "reasoning_parser_kwargs", "return_token_ids", "output_mode", "stream",
+		"stream_options", "cache_salt", "priority", "kv_transfer_params", "ec_transfer_params"} {
+		require.Contains(t, arr[0], k, "null fields are present, as model_dump_json writes them")
+	}
+	require.Nil(t, arr[0]["features"])
+	require.Equal(t, "s1", arr[0]["cache_salt"])
+	require.Equal(t, "m", arr[0]["model"])
+	require.Equal(t, "tokens", arr[0]["output_mode"])
+	require.Regexp(t, `^cmpl-`, arr[0]["request_id"])
+	require.Equal(t, float64(3), arr[0]["sampling_params"].(map[string]any)["max_tokens"])
+	type gen struct {
+		RequestID string   `json:"request_id"`
+		TokenIDs  []uint32 `json:"token_ids"`
+		Features  any      `json:"features"`
+		CacheSalt *string  `json:"cache_salt"`
+	}
+	gens := decode[[]gen](t, body)
+	require.Equal(t, simengine.Tokenize(nil, "Hello world"), gens[0].TokenIDs)
+	require.Equal(t, simengine.Tokenize(nil, "Bye"), gens[1].TokenIDs)
+
+	// A token-ID prompt still renders (the router sends those too).
+	code, body = post(t, base+"/v1/completions/render", map[string]any{"prompt": []int{5, 6, 7}})
+	require.Equal(t, http.StatusOK, code, string(body))
+	require.Equal(t, []uint32{5, 6, 7}, decode[[]gen](t, body)[0].TokenIDs)
+
+	want, err := simengine.ApplyChatTemplate(nil, []simengine.Message{{Role: "system", Content: "You are a simulated engine."}, {Role: "user", Content: "Hi there"}}, "", true)
+	require.NoError(t, err)
+	code, body = post(t, base+"/v1/chat/completions/render", chatBody("Hi there", 5))
+	require.Equal(t, http.StatusOK, code, string(body))
+	g := decode[gen](t, body)
+	require.Equal(t, want, g.TokenIDs)
+	require.Regexp(t, `^chatcmpl-`, g.RequestID)
+	require.Nil(t, g.CacheSalt)
+
+	// Messages and Responses use the same template: same conversation, same tokens.
+	code, body = post(t, base+"/v1/messages/render", map[string]any{"model": "m", "max_tokens": 5,
+		"system":   []map[string]any{{"type": "text", "text": "You are a simulated engine."}},
+		"messages": []map[string]any{{"role": "user", "content": []map[string]any{{"type": "text", "text": "Hi there"}}}}})
+	require.Equal(t, http.StatusOK, code, string(body))
+	require.Equal(t, want, decode[gen](t, body).TokenIDs)
+
+	code, body = post(t, base+"/v1/responses/render", map[string]any{"model": "m", "instructions": "You are a simulated engine.", "input": "Hi there"})
+	require.Equal(t, http.StatusOK, code, string(body))
+	require.Equal(t, want, decode[gen](t, body).TokenIDs)
+
+	code, body = post(t, base+"/v1/responses/render", map[string]any{"model": "m", "input": "x", "previous_response_id": "resp_1"})
+	require.Equal(t, http.StatusBadRequest, code)
+	require.JSONEq(t, `{"error":{"message":"previous_response_id is not supported: the simulated engine stores no responses","type":"invalid_request_error","param":"previous_response_id","code":400}}`, string(body))
+}
+
+func TestRenderMatchesEngineEvents(t *testing.T) {
+	rec := newRecorder()
+	_, base := startServer(t, Config{EnableScaleOut: true, Engine: func() simengine.Config { c := fastEngine(); c.Sink = rec; return c }()})
+	body := chatBody("The quick brown fox jumps over the lazy dog, again and again.", 1)
+	body["cache_salt"] = "tenant-1"
+	code, out := post(t, base+"/v1/chat/completions/render", body)
+	require.Equal(t, http.StatusOK, code)
+	rendered := decode[struct {
+		TokenIDs []uint32 `json:"token_ids"`
+	}](t, out).TokenIDs
+
+	code, out = post(t, base+"/v1/chat/completions", body)
+	require.Equal(t, http.StatusOK, code, string(out))
+	var stored []uint32
+	var hashes []uint64
+	for _, ev := range rec.drain() {
+		if ev.Type == simengine.BlockStored {
+			stored = append(stored, ev.TokenIDs...)
+			hashes = append(hashes, ev.BlockHashes...)
+		}
+	}
+	full := len(rendered) / 4 * 4
+	require.Equal(t, rendered[:full], stored, "the engine caches exactly the rendered tokens")
+	parent := simengine.NoneHash
+	for i := range full / 4 {
+		var keys []string
+		if i == 0 {
+			keys = []string{"tenant-1"}
+		}
+		parent = simengine.HashBlock(parent, rendered[i*4:(i+1)*4], keys)
+		require.Equal(t, parent.U64(), hashes[i])
+	}
+}
+
+func TestBadRequests(t *testing.T) {
+	_, base := startServer(t, Config{EnableScaleOut: true})
+	resp, err := testClient.Post(base+"/v1/chat/completions/render", "text/plain", nil)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, "vLLM's validate_json_request")
+
+	for _, c := range []struct {
+		path string
+		body any
+	}{
+		{"/v1/completions", map[string]any{"prompt": ""}},
+		{"/v1/completions", map[string]any{"prompt": []any{1, "x"}}},
+		{"/v1/completions", map[string]any{"prompt": "x", "max_tokens": 0}},
+		{"/v1/completions", map[string]any{"prompt": "x", "n": 2}},
+		{"/v1/completions", map[string]any{"prompt": "x", "max_tokens": 1 << 20}},
+		{"/v1/chat/completions", map[string]any{"messages": []any{}}},
+		{"/v1/chat/completions", map[string]any{"messages": []map[string]any{{"role": "wizard", "content": "x"}}}},
+		{"/v1/chat/completions", map[string]any{"messages": []map[string]any{{"role": "user", "content": 5}}}},
+		{"/v1/messages", map[string]any{"messages": []map[string]any{{"role": "user", "content": "x"}}}},
+		{"/v1/responses", map[string]any{}},
+		{"/v1/chat/completions/render", "not an object"},
+	} {
+		code, body := post(t, base+c.path, c.body)
+		require.Equal(t, http.StatusBadRequest, code, "%s %v: %s", c.path, c.body, body)
+		e := decode[errorBody](t, body)
+		require.Equal(t, 400, e.Error.Code)
+		require.NotEmpty(t, e.Error.Message)
+	}
+}

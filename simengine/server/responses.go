@@ -1,0 +1,129 @@
+package server
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/kvroute/kvroute/simengine"
+)
+
+// Responses API shapes.
+type respText struct {
+	Type        string `json:"type"`
+	Text        string `json:"text"`
+	Annotations []any  `json:"annotations"`
+}
+
+type respItem struct {
+	Type    string     `json:"type"`
+	ID      string     `json:"id"`
+	Status  string     `json:"status"`
+	Role    string     `json:"role"`
+	Content []respText `json:"content"`
+}
+
+type respUsage struct {
+	InputTokens         int            `json:"input_tokens"`
+	InputTokensDetails  map[string]int `json:"input_tokens_details"`
+	OutputTokens        int            `json:"output_tokens"`
+	OutputTokensDetails map[string]int `json:"output_tokens_details"`
+	TotalTokens         int            `json:"total_tokens"`
+}
+
+type respBody struct {
+	ID        string     `json:"id"`
+	Object    string     `json:"object"`
+	CreatedAt int64      `json:"created_at"`
+	Model     string     `json:"model"`
+	Status    string     `json:"status"`
+	Output    []respItem `json:"output"`
+	Usage     *respUsage `json:"usage"`
+}
+
+func respUsageOf(r *simengine.Result) *respUsage {
+	return &respUsage{
+		InputTokens: r.PromptTokens, InputTokensDetails: map[string]int{"cached_tokens": r.CachedTokens},
+		OutputTokens: len(r.OutputTokens), OutputTokensDetails: map[string]int{"reasoning_tokens": 0},
+		TotalTokens: r.PromptTokens + len(r.OutputTokens),
+	}
+}
+
+// handleResponses serves /v1/responses (JSON, or SSE with the Responses event
+// names). previous_response_id is rejected: nothing is stored.
+func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
+	var req responsesRequest
+	if e := s.decodeJSON(w, r, &req); e != nil {
+		writeAPIError(w, e)
+		return
+	}
+	lora, loraID, e := s.resolveModel(req.Model)
+	var prompt []uint32
+	if e == nil {
+		prompt, e = req.prompt()
+	}
+	var job *genJob
+	if e == nil {
+		job, e = s.submit([][]uint32{prompt}, req.MaxOutputTokens, req.CacheSalt, lora, loraID)
+	}
+	if e != nil {
+		writeAPIError(w, e)
+		return
+	}
+	id, msgID, model, created := s.requestID("resp_"), s.requestID("msg_"), s.modelName(req.Model), time.Now().Unix()
+	body := func(status, text string, u *respUsage) respBody {
+		b := respBody{ID: id, Object: "response", CreatedAt: created, Model: model, Status: status, Output: []respItem{}, Usage: u}
+		if status == "completed" {
+			b.Output = []respItem{{Type: "message", ID: msgID, Status: "completed", Role: "assistant",
+				Content: []respText{{Type: "output_text", Text: text, Annotations: []any{}}}}}
+		}
+		return b
+	}
+	if !req.Stream {
+		rs, err := job.results(r.Context())
+		if err != nil {
+			writeAPIError(w, engineError(err))
+			return
+		}
+		writeJSON(w, http.StatusOK, body("completed", rs[0].Text, respUsageOf(&rs[0])))
+		return
+	}
+	out := newSSE(w)
+	seq := 0
+	send := func(typ string, fields map[string]any) {
+		fields["type"], fields["sequence_number"] = typ, seq
+		seq++
+		out.send(typ, fields)
+	}
+	var res simengine.Result
+	n := 0
+	for job.remaining > 0 {
+		items, err := job.wait(r.Context())
+		if err != nil {
+			return
+		}
+		for _, it := range items {
+			if it.res != nil {
+				res = *it.res
+				if res.Err != nil {
+					writeStreamError(out, res.Err)
+				}
+				continue
+			}
+			if n == 0 {
+				send("response.created", map[string]any{"response": body("in_progress", "", nil)})
+				send("response.output_item.added", map[string]any{"output_index": 0,
+					"item": respItem{Type: "message", ID: msgID, Status: "in_progress", Role: "assistant", Content: []respText{}}})
+				send("response.content_part.added", map[string]any{"item_id": msgID, "output_index": 0, "content_index": 0,
+					"part": respText{Type: "output_text", Annotations: []any{}}})
+			}
+			n++
+			send("response.output_text.delta", map[string]any{"item_id": msgID, "output_index": 0, "content_index": 0,
+				"delta": it.tok.Text})
+		}
+	}
+	if res.Err != nil {
+		return
+	}
+	send("response.output_text.done", map[string]any{"item_id": msgID, "output_index": 0, "content_index": 0, "text": res.Text})
+	send("response.completed", map[string]any{"response": body("completed", res.Text, respUsageOf(&res))})
+}

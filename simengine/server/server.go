@@ -1,0 +1,335 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kvroute/kvroute/simengine"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Defaults of Config.
+const (
+	DefaultMaxTokens    = 16
+	DefaultMaxBodyBytes = 32 << 20
+)
+
+// Config configures one simulated vLLM server.
+type Config struct {
+	// Model is the served model name (vLLM --model / --served-model-name).
+	Model string `json:"model"`
+	// LoRAModules are adapter names served on top of Model; a request naming
+	// one runs with that LoRA (lora_id = position + 1).
+	LoRAModules []string `json:"loraModules"`
+	// EnableScaleOut registers the render routes (vLLM --enable-scale-out);
+	// without it they answer a bare {"detail":"Not Found"} 404, as vLLM 0.30.
+	EnableScaleOut bool `json:"enableScaleOut"`
+	// MaxModelLen bounds prompt + max_tokens (default: the KV-cache capacity).
+	MaxModelLen int `json:"maxModelLen"`
+	// DefaultMaxTokens is used when a request sets no output limit (default 16).
+	DefaultMaxTokens int `json:"defaultMaxTokens"`
+	// MaxBodyBytes bounds request bodies (default 32 MiB).
+	MaxBodyBytes int64 `json:"maxBodyBytes"`
+	// Engine configures the engine model; its Registerer is replaced by the
+	// server's registry. A Sink set here receives events too.
+	Engine simengine.Config `json:"engine"`
+	// KVEvents is the --kv-events-config; when active the server publishes
+	// the engine's events through a publish.Publisher in KVEventsFormat
+	// ("current" or "legacy").
+	KVEvents       KVEventsConfig `json:"kvEvents"`
+	KVEventsFormat string         `json:"kvEventsFormat"`
+}
+
+// Options are a Server's injected dependencies; the zero value is valid.
+type Options struct {
+	// Registry receives the server's, the engine's and the publisher's
+	// metrics and is served on /metrics; nil creates a private one.
+	Registry *prometheus.Registry
+	// Logger receives lifecycle logs; nil discards.
+	Logger *slog.Logger
+}
+
+// Server is a simulated vLLM OpenAI-compatible server: the HTTP routes over a
+// real-time simengine.Engine, and optionally its KV-event publisher.
+type Server struct {
+	cfg     Config
+	eng     *simengine.Engine
+	pub     *EventPublisher
+	reg     *prometheus.Registry
+	lg      *slog.Logger
+	routes  map[string]route
+	metrics http.Handler
+	reqs    *prometheus.CounterVec
+	loras   map[string]int
+	nonce   string
+	nextID  atomic.Uint64
+	created int64
+
+	srv       *http.Server
+	mu        sync.Mutex
+	addr      net.Addr
+	serveDone chan struct{}
+	closeOnce sync.Once
+}
+
+type route struct {
+	method string
+	h      http.HandlerFunc
+}
+
+// New builds the server: it validates the config, binds the KV-event sockets
+// when configured and starts the engine. Serve or Start then serve HTTP.
+func New(cfg Config, opts Options) (*Server, error) {
+	if cfg.Model == "" {
+		return nil, errors.New("simengine: a model name is required")
+	}
+	if cfg.DefaultMaxTokens == 0 {
+		cfg.DefaultMaxTokens = DefaultMaxTokens
+	}
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.DefaultMaxTokens < 1 || cfg.MaxBodyBytes < 1 || cfg.MaxModelLen < 0 {
+		return nil, errors.New("simengine: defaultMaxTokens, maxBodyBytes and maxModelLen must be positive")
+	}
+	format, err := ParseEventFormat(cfg.KVEventsFormat)
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.KVEvents.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Registry == nil {
+		opts.Registry = prometheus.NewRegistry()
+	}
+	s := &Server{cfg: cfg, reg: opts.Registry, lg: opts.Logger, loras: map[string]int{}, created: time.Now().Unix()}
+	for i, name := range cfg.LoRAModules {
+		if name == "" || name == cfg.Model {
+			return nil, fmt.Errorf("simengine: bad LoRA module name %q", name)
+		}
+		s.loras[name] = i + 1
+	}
+	var nonce [6]byte
+	_, _ = rand.Read(nonce[:])
+	s.nonce = hex.EncodeToString(nonce[:])
+	s.reqs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "simengine_http_requests_total",
+		Help: "HTTP requests served by the simulated engine, by route and status code.",
+	}, []string{"route", "code"})
+	if err := s.reg.Register(s.reqs); err != nil {
+		return nil, fmt.Errorf("simengine: registering metrics: %w", err)
+	}
+	if cfg.KVEvents.Active() {
+		s.pub, err = NewEventPublisher(cfg.KVEvents, format, Options{Registry: s.reg, Logger: s.lg})
+		if err != nil {
+			return nil, err
+		}
+		if cfg.Engine.Sink != nil {
+			cfg.Engine.Sink = multiSink{cfg.Engine.Sink, s.pub}
+		} else {
+			cfg.Engine.Sink = s.pub
+		}
+	}
+	cfg.Engine.Model = cfg.Model
+	s.eng, err = simengine.NewRealTime(cfg.Engine, simengine.Options{Registerer: s.reg, Logger: s.lg})
+	if err != nil {
+		if s.pub != nil {
+			_ = s.pub.Close()
+		}
+		return nil, err
+	}
+	ec := s.eng.Config()
+	if s.cfg.MaxModelLen == 0 {
+		s.cfg.MaxModelLen = ec.NumGPUBlocks * ec.BlockSize
+	}
+	s.metrics = promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})
+	s.routes = s.buildRoutes()
+	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	return s, nil
+}
+
+func (s *Server) buildRoutes() map[string]route {
+	r := map[string]route{
+		"/v1/completions":      {http.MethodPost, s.handleCompletions},
+		"/v1/chat/completions": {http.MethodPost, s.handleChat},
+		"/v1/messages":         {http.MethodPost, s.handleMessages},
+		"/v1/responses":        {http.MethodPost, s.handleResponses},
+		"/v1/models":           {http.MethodGet, s.handleModels},
+		"/health":              {http.MethodGet, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }},
+		"/reset_prefix_cache":  {http.MethodPost, s.handleReset},
+		"/metrics":             {http.MethodGet, s.metrics.ServeHTTP},
+	}
+	if s.pub != nil {
+		r[SuppressKVEventsPath] = route{http.MethodPost, s.handleSuppress}
+	}
+	if s.cfg.EnableScaleOut {
+		r["/v1/completions/render"] = route{http.MethodPost, s.handleCompletionsRender}
+		r["/v1/chat/completions/render"] = route{http.MethodPost, s.handleChatRender}
+		r["/v1/messages/render"] = route{http.MethodPost, s.handleMessagesRender}
+		r["/v1/responses/render"] = route{http.MethodPost, s.handleResponsesRender}
+	}
+	return r
+}
+
+// ServeHTTP dispatches like vLLM's FastAPI app: unknown paths (including the
+// render routes without EnableScaleOut) get {"detail":"Not Found"}, a wrong
+// method {"detail":"Method Not Allowed"}.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rt, ok := s.routes[r.URL.Path]
+	label := r.URL.Path
+	if !ok {
+		label = "other"
+	}
+	sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+	defer func() { s.reqs.WithLabelValues(label, strconv.Itoa(sw.code)).Inc() }()
+	switch {
+	case !ok:
+		writeDetail(sw, http.StatusNotFound, "Not Found")
+	case r.Method != rt.method && !(rt.method == http.MethodGet && r.Method == http.MethodHead):
+		sw.Header().Set("Allow", rt.method)
+		writeDetail(sw, http.StatusMethodNotAllowed, "Method Not Allowed")
+	default:
+		rt.h(sw, r)
+	}
+}
+
+// Handler returns the HTTP handler (the Server itself), for httptest servers.
+func (s *Server) Handler() http.Handler { return s }
+
+// Engine returns the engine model behind the server.
+func (s *Server) Engine() *simengine.Engine { return s.eng }
+
+// Registry returns the registry /metrics serves.
+func (s *Server) Registry() *prometheus.Registry { return s.reg }
+
+// Model returns the served model name.
+func (s *Server) Model() string { return s.cfg.Model }
+
+// KVEventsEndpoint is the bound PUB address ("tcp://host:port"), "" when
+// events are off.
+func (s *Server) KVEventsEndpoint() string {
+	if s.pub == nil {
+		return ""
+	}
+	return s.pub.Endpoint()
+}
+
+// ReplayEndpoint is the bound replay address, "" when off.
+func (s *Server) ReplayEndpoint() string {
+	if s.pub == nil {
+		return ""
+	}
+	return s.pub.ReplayEndpoint()
+}
+
+// Publisher returns the KV-event publisher, nil when events are off.
+func (s *Server) Publisher() *EventPublisher { return s.pub }
+
+// Serve serves HTTP on l until Close; it returns nil after Close.
+func (s *Server) Serve(l net.Listener) error {
+	s.mu.Lock()
+	if s.addr == nil {
+		s.addr = l.Addr()
+	}
+	s.mu.Unlock()
+	if err := s.srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// Start listens on addr ("127.0.0.1:0" picks a free port) and serves in the
+// background until Close.
+func (s *Server) Start(addr string) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.addr = l.Addr()
+	s.serveDone = make(chan struct{})
+	done := s.serveDone
+	s.mu.Unlock()
+	go func() {
+		defer close(done)
+		if err := s.Serve(l); err != nil {
+			s.lg.Error("simulated engine HTTP server stopped", "err", err)
+		}
+	}()
+	return nil
+}
+
+// Addr returns the listening address after Start or Serve ("" before).
+func (s *Server) Addr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.addr == nil {
+		return ""
+	}
+	return s.addr.String()
+}
+
+// Close aborts in-flight requests, stops the engine, the HTTP server and the
+// publisher, and waits for Start's goroutine. It is idempotent.
+func (s *Server) Close() error {
+	var err error
+	s.closeOnce.Do(func() {
+		s.eng.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if e := s.srv.Shutdown(ctx); e != nil {
+			err = errors.Join(err, s.srv.Close())
+		}
+		s.mu.Lock()
+		done := s.serveDone
+		s.mu.Unlock()
+		if done != nil {
+			<-done
+		}
+		if s.pub != nil {
+			err = errors.Join(err, s.pub.Close())
+		}
+	})
+	return err
+}
+
+// statusWriter records the status code for the request counter and keeps
+// streaming working (http.ResponseController unwraps it).
+type statusWriter struct {
+	http.ResponseWriter
+	code  int
+	wrote bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.code, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// requestID returns a unique id with vLLM's prefix ("cmpl-", "chatcmpl-", …).
+func (s *Server) requestID(prefix string) string {
+	return prefix + s.nonce + strconv.FormatUint(s.nextID.Add(1), 16)
+}
