@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute"
-	"github.com/kvroute/kvroute/examples/gateway/proxy"
+	"github.com/kvroute/kvroute/gateway"
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/internal/redistest"
 	"github.com/kvroute/kvroute/simengine"
@@ -55,7 +55,7 @@ func (e *simEngine) close() {
 	<-e.served
 }
 
-// Two gateways (examples/gateway, each on its own kvroute.Router) share one
+// Two gateways (package gateway, each on its own kvroute.Router) share one
 // Redis and the same two simulated engines: while streamed requests through
 // both are in flight, each router's view of every engine's open requests is
 // the sum of both gateways' requests there; once the streams end it is zero
@@ -74,13 +74,13 @@ func TestGatewaysShareLoadOverSimulatedEngines(t *testing.T) {
 	for i, e := range engines {
 		eps[i] = kvroute.Endpoint{ID: e.id, EventsAddress: e.srv.KVEventsEndpoint(), ReplayAddress: e.srv.ReplayEndpoint()}
 	}
-	var gws []*proxy.Server
+	var gws []*gateway.Server
 	for _, id := range []string{"gw-a", "gw-b"} {
 		cfg := kvroute.DefaultConfig()
 		cfg.Model = testModel
 		cfg.BlockSize = 16
 		cfg.Cluster = fastCluster(srv.Addr, id)
-		gw, err := proxy.NewServer(proxy.ServerConfig{Listen: "127.0.0.1:0", Router: cfg, Endpoints: eps}, proxy.Options{})
+		gw, err := gateway.NewServer(t.Context(), gateway.ServerConfig{Listen: "127.0.0.1:0", Router: cfg, Endpoints: eps}, gateway.Options{})
 		require.NoError(t, err)
 		gws = append(gws, gw)
 	}

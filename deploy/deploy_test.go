@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kvroute/kvroute"
-	"github.com/kvroute/kvroute/examples/gateway/proxy"
+	"github.com/kvroute/kvroute/gateway"
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/internal/redistest"
 	"github.com/kvroute/kvroute/simengine"
@@ -121,7 +121,7 @@ func exportedNames(t *testing.T) map[string]bool {
 	defer r.Close()
 	eps := []kvroute.Endpoint{{ID: id, EventsAddress: eng.KVEventsEndpoint(), ReplayAddress: eng.ReplayEndpoint()}}
 	require.NoError(t, r.SetEndpoints(eps))
-	h, err := proxy.New(proxy.Config{Model: "m", ObserveCachedTokens: true}, r, proxy.Options{Registerer: rec})
+	h, err := gateway.New(gateway.Config{Model: "m", ObserveCachedTokens: true}, r, gateway.Options{Registerer: rec})
 	require.NoError(t, err)
 	defer h.Close()
 	h.SetEndpoints(eps)

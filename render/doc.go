@@ -45,7 +45,7 @@
 // IDs for the model) and reports per endpoint.
 //
 // The package imports nothing else from kvroute but internal/jsonscan (the
-// lexical JSON scanner it shares with the example gateway, built on
+// lexical JSON scanner it shares with the gateway package, built on
 // internal/jsonstr) and internal/jsonconf (kvroute's configuration decoder);
 // it speaks in its own small types (strings for endpoint IDs, []uint32 for
 // tokens).

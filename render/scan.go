@@ -20,7 +20,7 @@ const maxDepth = 256
 // runs), and every microsecond here is on each request's time to first token.
 //
 // The lexical work (whitespace, strings, literals, numbers, skipping a value)
-// is internal/jsonscan's, shared with the example gateway; this type adds
+// is internal/jsonscan's, shared with the gateway; this type adds
 // the render client's grammar (object keys, token IDs, its messages). Its
 // errors are jsonscan.SyntaxError values, "invalid JSON at offset N: ...",
 // and wrap jsonscan.ErrSyntax.

@@ -7,7 +7,7 @@
 // byte offset where the input went wrong.
 //
 // The render client (reading vLLM render responses and request bodies) and
-// the example gateway (finding a request body's top-level "model") both
+// the gateway (finding a request body's top-level "model") both
 // read JSON on every request and build only what they need; each keeps its
 // own grammar (which fields it reads, what it does with them, its messages)
 // and uses this package for the lexical work, so that both accept exactly

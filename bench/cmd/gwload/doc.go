@@ -1,8 +1,8 @@
 // Command gwload measures the gateway path under load: a closed-loop load
 // generator sends completions requests with a shared prompt prefix (2,000
 // tokens by default) straight to two fast simulated vLLM engines
-// (simengine/server) and through the example gateway
-// (examples/gateway/proxy), at several concurrencies, and reports
+// (simengine/server) and through kvroute's gateway
+// (package gateway), at several concurrencies, and reports
 // requests/s, p50/p99 latency and CPU per request of every process.
 //
 // Usage (from the module root):

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/kvroute/kvroute"
-	"github.com/kvroute/kvroute/examples/gateway/proxy"
+	"github.com/kvroute/kvroute/gateway"
 )
 
 func main() {
@@ -254,7 +254,7 @@ func runCells(o options, log io.Writer) (cells []cell, err error) {
 	for _, rn := range runs {
 		rn.urls = direct
 		if rn.target != targetDirect {
-			rn.gw, err = startChild(rn.exe, "gateway "+rn.label, "gateway", gatewayArgs{Policy: proxy.Policy(rn.target), Model: o.model, Endpoints: eps})
+			rn.gw, err = startChild(rn.exe, "gateway "+rn.label, "gateway", gatewayArgs{Policy: gateway.Policy(rn.target), Model: o.model, Endpoints: eps})
 			if err != nil {
 				return cells, err
 			}

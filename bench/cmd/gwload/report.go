@@ -73,7 +73,7 @@ func renderReport(o options, e *runEnv, cells []cell) string {
 	b.WriteString("# Gateway path under load\n\n")
 	e.header(&b, "go run ./bench/cmd/gwload "+strings.Join(os.Args[1:], " "))
 	fmt.Fprintf(&b, "Two simulated vLLM engines (`simengine`, steps ×0.001, KV events on), each in its own process; "+
-		"the gateway (`examples/gateway/proxy`) in another; the closed-loop load generator in this one. "+
+		"the gateway (`gateway`) in another; the closed-loop load generator in this one. "+
 		"Every request is a completions request with a %d-token shared prefix, a unique suffix and `max_tokens` 1. "+
 		"`direct` spreads requests over the engines in turn; `precise` goes through the gateway with precise prefix-cache routing "+
 		"(render on the engines, KV-event index); `round-robin` goes through the gateway without render or routing. "+

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/kvroute/kvroute"
-	"github.com/kvroute/kvroute/examples/gateway/proxy"
+	"github.com/kvroute/kvroute/gateway"
 	"github.com/kvroute/kvroute/simengine"
 	"github.com/kvroute/kvroute/simengine/server"
 )
@@ -116,7 +116,7 @@ func (l *countingListener) Accept() (net.Conn, error) {
 
 // gatewayArgs configure a gateway child.
 type gatewayArgs struct {
-	Policy    proxy.Policy       `json:"policy"`
+	Policy    gateway.Policy     `json:"policy"`
 	Model     string             `json:"model"`
 	Endpoints []kvroute.Endpoint `json:"endpoints"`
 }
@@ -132,7 +132,7 @@ type gatewayReady struct {
 // against the default in one run.
 var gatewayGCPercent string
 
-// runGateway serves the example gateway (examples/gateway/proxy) in front of
+// runGateway serves kvroute's gateway (package gateway) in front of
 // the engines until stdin closes. Under the precise policy it waits until
 // its router is subscribed to every engine's KV events.
 func runGateway(raw []byte) error {
@@ -149,12 +149,12 @@ func runGateway(raw []byte) error {
 	}
 	cfg := kvroute.DefaultConfig()
 	cfg.Model = a.Model
-	cfg.Events.Enabled = a.Policy == proxy.PolicyPrecise
+	cfg.Events.Enabled = a.Policy == gateway.PolicyPrecise
 	cfg.Events.Replay = false
-	srv, err := proxy.NewServer(proxy.ServerConfig{
+	srv, err := gateway.NewServer(context.Background(), gateway.ServerConfig{
 		Listen: "127.0.0.1:0", Policy: a.Policy, Router: cfg,
-		Proxy: proxy.Config{Model: a.Model}, Endpoints: a.Endpoints,
-	}, proxy.Options{TracerProvider: renderLabeler{}})
+		Proxy: gateway.Config{Model: a.Model}, Endpoints: a.Endpoints,
+	}, gateway.Options{TracerProvider: renderLabeler{}})
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/kvroute/kvroute"
-	"github.com/kvroute/kvroute/examples/gateway/proxy"
+	"github.com/kvroute/kvroute/gateway"
 	"github.com/kvroute/kvroute/simengine/server"
 )
 
@@ -53,19 +53,19 @@ const (
 // index anything. It has its own event subscriptions, and earlier steps'
 // load (where concurrent requests legitimately race the events) never
 // reaches its loop.
-func accuracyGateway(c *cluster) (*proxy.Server, error) {
+func accuracyGateway(ctx context.Context, c *cluster) (*gateway.Server, error) {
 	cfg := c.gwCfg
 	cfg.Router.Checkpoint = kvroute.CheckpointConfig{}
 	cfg.Router.Speculative.Enabled = false
 	cfg.Router.Accuracy = kvroute.AccuracyConfig{Window: 4, MissRatio: 0.4, Resync: true}
-	cfg.Proxy = proxy.Config{Model: c.model, ObserveCachedTokens: true}
+	cfg.Proxy = gateway.Config{Model: c.model, ObserveCachedTokens: true}
 	cfg.Endpoints = c.endpoints()
-	return proxy.NewServer(cfg, proxy.Options{Logger: c.log})
+	return gateway.NewServer(ctx, cfg, gateway.Options{Logger: c.log})
 }
 
 // accuracy runs the step; see AccuracyResult.
 func accuracy(ctx context.Context, c *cluster, o Options, w io.Writer) (res AccuracyResult, err error) {
-	g, err := accuracyGateway(c)
+	g, err := accuracyGateway(ctx, c)
 	if err != nil {
 		return res, err
 	}
@@ -174,7 +174,7 @@ func accuracy(ctx context.Context, c *cluster, o Options, w io.Writer) (res Accu
 type accuracyRun struct {
 	ctx      context.Context
 	c        *cluster
-	g        *proxy.Server
+	g        *gateway.Server
 	o        Options
 	observed float64 // requests sent whose observation is awaited
 }

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kvroute/kvroute/examples/gateway/proxy"
+	"github.com/kvroute/kvroute/gateway"
 )
 
 // reply is what the demo's client saw of one request.
@@ -43,9 +43,9 @@ func send(ctx context.Context, client *http.Client, url string, body any) (reply
 		return reply{}, err
 	}
 	defer resp.Body.Close()
-	r := reply{Status: resp.StatusCode, Endpoint: resp.Header.Get(proxy.HeaderEndpoint)}
-	r.PromptTokens, _ = strconv.Atoi(resp.Header.Get(proxy.HeaderPromptTokens))
-	r.CachedTokens, _ = strconv.Atoi(resp.Header.Get(proxy.HeaderCachedTokens))
+	r := reply{Status: resp.StatusCode, Endpoint: resp.Header.Get(gateway.HeaderEndpoint)}
+	r.PromptTokens, _ = strconv.Atoi(resp.Header.Get(gateway.HeaderPromptTokens))
+	r.CachedTokens, _ = strconv.Atoi(resp.Header.Get(gateway.HeaderCachedTokens))
 	var buf bytes.Buffer
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		br := bufio.NewReader(resp.Body)

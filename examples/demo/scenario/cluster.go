@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/kvroute/kvroute"
-	"github.com/kvroute/kvroute/examples/gateway/proxy"
+	"github.com/kvroute/kvroute/gateway"
 	"github.com/kvroute/kvroute/kvevents"
 	"github.com/kvroute/kvroute/render"
 	"github.com/kvroute/kvroute/simengine"
@@ -33,11 +33,11 @@ type simEngine struct {
 type cluster struct {
 	model   string
 	engines []*simEngine
-	gw      *proxy.Server // precise prefix-cache routing
-	rr      *proxy.Server // round-robin, cache-blind
+	gw      *gateway.Server // precise prefix-cache routing
+	rr      *gateway.Server // round-robin, cache-blind
 	pool    *kvevents.Pool
 	client  *http.Client
-	gwCfg   proxy.ServerConfig // the precise gateway's configuration, for restarts
+	gwCfg   gateway.ServerConfig // the precise gateway's configuration, for restarts
 	log     *slog.Logger
 	ckptDir string // holds the precise gateway's index checkpoint
 }
@@ -73,14 +73,14 @@ func startCluster(ctx context.Context, o Options) (c *cluster, err error) {
 		return c, err
 	}
 	cfg.Checkpoint = kvroute.CheckpointConfig{Path: filepath.Join(c.ckptDir, "index.ckpt"), Interval: -1}
-	c.gwCfg = proxy.ServerConfig{Listen: "127.0.0.1:0", Router: cfg, Endpoints: eps}
+	c.gwCfg = gateway.ServerConfig{Listen: "127.0.0.1:0", Router: cfg, Endpoints: eps}
 	c.log = o.Logger
-	c.gw, err = proxy.NewServer(c.gwCfg, proxy.Options{Logger: o.Logger})
+	c.gw, err = gateway.NewServer(ctx, c.gwCfg, gateway.Options{Logger: o.Logger})
 	if err != nil {
 		return c, fmt.Errorf("precise gateway: %w", err)
 	}
-	c.rr, err = proxy.NewServer(proxy.ServerConfig{Listen: "127.0.0.1:0", Policy: proxy.PolicyRoundRobin,
-		Proxy: proxy.Config{Model: o.Model}, Endpoints: eps}, proxy.Options{Logger: o.Logger})
+	c.rr, err = gateway.NewServer(ctx, gateway.ServerConfig{Listen: "127.0.0.1:0", Policy: gateway.PolicyRoundRobin,
+		Proxy: gateway.Config{Model: o.Model}, Endpoints: eps}, gateway.Options{Logger: o.Logger})
 
 	if err != nil {
 		return c, fmt.Errorf("round-robin gateway: %w", err)
@@ -211,7 +211,7 @@ func (c *cluster) close() error {
 	var errs []error
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	for _, g := range []*proxy.Server{c.gw, c.rr} {
+	for _, g := range []*gateway.Server{c.gw, c.rr} {
 		if g != nil {
 			errs = append(errs, g.Shutdown(ctx))
 		}

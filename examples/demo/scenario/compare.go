@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kvroute/kvroute/examples/gateway/proxy"
+	"github.com/kvroute/kvroute/gateway"
 )
 
 // compare runs the same shared-prefix load through precise routing and
@@ -30,7 +30,7 @@ func compare(ctx context.Context, c *cluster, o Options, w io.Writer) ([]PolicyR
 	var out []PolicyResult
 	for _, run := range []struct {
 		name string
-		gw   *proxy.Server
+		gw   *gateway.Server
 	}{{"precise", c.gw}, {"round-robin", c.rr}} {
 		if err := c.resetCaches(ctx); err != nil {
 			return out, err

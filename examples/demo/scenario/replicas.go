@@ -19,7 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/kvroute/kvroute"
-	"github.com/kvroute/kvroute/examples/gateway/proxy"
+	"github.com/kvroute/kvroute/gateway"
 )
 
 // ErrNoRedis is returned by RunReplicas when no redis-server is on PATH.
@@ -91,7 +91,7 @@ func RunReplicas(ctx context.Context, o Options, w io.Writer) (*ReplicasReport, 
 	spec := gatewaySpec{Redis: rs.addr, Model: o.Model, BlockSize: o.BlockSize, Endpoints: c.endpoints()}
 
 	spec.ReplicaID = "gw-1"
-	gw1, err := proxy.NewServer(spec.serverConfig(), proxy.Options{Logger: o.Logger})
+	gw1, err := gateway.NewServer(ctx, spec.serverConfig(), gateway.Options{Logger: o.Logger})
 	if err != nil {
 		return rep, fmt.Errorf("gateway gw-1: %w", err)
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/kvroute/kvroute"
 	kvcluster "github.com/kvroute/kvroute/cluster"
-	"github.com/kvroute/kvroute/examples/gateway/proxy"
+	"github.com/kvroute/kvroute/gateway"
 )
 
 // envReplicaGateway carries, to a re-executed copy of the demo's own binary,
@@ -38,14 +38,14 @@ const (
 
 // serverConfig is a replica gateway's configuration: precise routing with
 // KV events from every engine and the cluster option on the shared Redis.
-func (g gatewaySpec) serverConfig() proxy.ServerConfig {
+func (g gatewaySpec) serverConfig() gateway.ServerConfig {
 	cfg := kvroute.DefaultConfig()
 	cfg.Model = g.Model
 	cfg.BlockSize = g.BlockSize
 	cfg.Events.Enabled = true
 	cfg.Cluster = kvcluster.Config{Addrs: []string{g.Redis}, Pool: "demo", ReplicaID: g.ReplicaID,
 		Lease: demoLease, RefreshPeriod: demoRefresh, ReadPeriod: demoRead}
-	return proxy.ServerConfig{Listen: "127.0.0.1:0", Router: cfg, Endpoints: g.Endpoints}
+	return gateway.ServerConfig{Listen: "127.0.0.1:0", Router: cfg, Endpoints: g.Endpoints}
 }
 
 // RunReplicaGatewayChild runs a replica gateway when this process is one
@@ -70,13 +70,13 @@ func runChild(spec string) error {
 	if err := json.Unmarshal([]byte(spec), &g); err != nil {
 		return err
 	}
-	gw, err := proxy.NewServer(g.serverConfig(), proxy.Options{})
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	gw, err := gateway.NewServer(ctx, g.serverConfig(), gateway.Options{})
 	if err != nil {
 		return err
 	}
 	fmt.Println("listening", gw.URL())
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
 	go func() { // the parent's end of stdin closes when it exits: do not outlive it
 		var b [1]byte
 		_, _ = os.Stdin.Read(b[:])

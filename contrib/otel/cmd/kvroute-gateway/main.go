@@ -1,7 +1,8 @@
-// Command kvroute-gateway is kvroute's example gateway (examples/gateway:
-// the same flags, routes and behaviour) with OpenTelemetry export over OTLP.
+// Command kvroute-gateway is the OpenTelemetry build of kvroute's gateway
+// (the core module's cmd/kvroute-gateway: the same flags, routes and
+// behaviour, through the same gateway/gatewaycmd.Run) with export over OTLP.
 //
-// Usage: the flags of examples/gateway, plus the OpenTelemetry SDK's
+// Usage: the flags of cmd/kvroute-gateway, plus the OpenTelemetry SDK's
 // environment:
 //
 //	OTEL_EXPORTER_OTLP_ENDPOINT=http://otel-collector:4317 \
@@ -17,7 +18,7 @@
 // events_decode, events_process) are exported too when the router
 // configuration enables them (events.tracing). Protocols: grpc or
 // http/protobuf (the default); see the otlpenv package for every variable.
-// Without an endpoint it runs like examples/gateway and traces nothing. On
+// Without an endpoint it runs like cmd/kvroute-gateway and traces nothing. On
 // SIGINT or SIGTERM it shuts the gateway down, then flushes the spans still
 // batched.
 //
@@ -37,7 +38,7 @@ import (
 	"time"
 
 	"github.com/kvroute/kvroute/contrib/otel/otlpenv"
-	"github.com/kvroute/kvroute/examples/gateway/gatewaycmd"
+	"github.com/kvroute/kvroute/gateway/gatewaycmd"
 )
 
 func main() {

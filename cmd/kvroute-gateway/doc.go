@@ -1,0 +1,97 @@
+// Command kvroute-gateway is kvroute's gateway: an OpenAI- and
+// Anthropic-compatible reverse proxy that routes every inference request with
+// a kvroute.Router to the vLLM (or SGLang) endpoint holding the longest
+// cached prefix of its prompt, falling back to the least-loaded endpoint.
+//
+// Usage:
+//
+//	kvroute-gateway --endpoints 10.0.0.7:8000,10.0.0.8:8000 --model Qwen/Qwen3-32B
+//	        [--listen :8080] [--events-port 5556] [--replay-port 5559]
+//	        [--config router.yaml] [--endpoints-file endpoints.yaml]
+//	        [--policy precise|round-robin] [--max-body-bytes 33554432]
+//	        [--shutdown-timeout 30s] [--log-level info]
+//	        [--checkpoint /var/lib/kvroute/index.ckpt] [--checkpoint-interval 1m]
+//	        [--peers http://10.0.0.5:9091/kvroute/snapshot,...] [--peer-token T]
+//	        [--snapshot-listen 10.0.0.4:9091]
+//
+// --model is required with the precise policy: it is the base model name the
+// engines serve, which roots every block key (a request naming another model
+// is routed as a LoRA adapter of that name).
+//
+// Each endpoint is the ip:port of an engine's inference port, the identity
+// its KV events carry (topic kv@<ip:port>@<model>). The router subscribes to
+// each engine's KV events at <ip>:--events-port (vLLM --kv-events-config
+// "endpoint") with replay at <ip>:--replay-port ("replay_endpoint"; 0
+// disables replay), and tokenizes requests through the engines' render
+// routes, so the engines must run with --enable-scale-out. --endpoints-file
+// reads a YAML or JSON list instead, which may carry labels for the events
+// selector:
+//
+//	[{"id": "10.0.0.7:8000", "labels": {"zone": "a"}}, {"id": "10.0.0.8:8000"}]
+//
+// --checkpoint keeps a complete index across restarts: the router loads the
+// file at start (a missing, truncated, corrupt or incompatible file is
+// logged, counted in kvroute_index_restore_total, kept as <file>.rejected,
+// and the gateway starts empty), rewrites it every --checkpoint-interval
+// and at shutdown, and every KV-event stream resumes from the file's
+// positions. --peers makes a new replica load the first reachable peer's
+// index instead (tried before the file); --snapshot-listen serves this
+// gateway's index at /kvroute/snapshot for such peers. Put it on an
+// internal address, never the public listener, and set --peer-token (or
+// $KVROUTE_PEER_TOKEN) on both sides.
+//
+// --config is a kvroute router configuration in YAML (as kept in Helm values)
+// or JSON. YAML is turned into JSON (sigs.k8s.io/yaml) and read by
+// kvroute.LoadConfig, so the rules are the same: kvroute.DefaultConfig's
+// values for absent keys, unknown keys rejected with their path, durations
+// as Go duration strings ("2s"; a bare number is an error), and the llm-d
+// plugin blocks accepted (see the README's mapping table):
+//
+//	model: Qwen/Qwen3-32B
+//	speculative: {ttl: 2s}
+//	prefix-cache-affinity-filter:
+//	  maxTTFTPenaltyMs: 18000
+//
+// The --model, --events-port and --replay-port flags override it when given.
+//
+// The file's "gateway" section, read by the same rules, holds the limits the
+// gateway puts on its clients (the values shown are the defaults):
+//
+//	gateway:
+//	  maxBodyBytes: 33554432          # larger bodies get 413; --max-body-bytes overrides it
+//	  maxBodyBytesInFlight: 536870912 # bytes all bodies in flight may hold; past it 503 + Retry-After
+//	  readHeaderTimeout: 10s          # a request header must arrive within it, or the connection closes
+//	  bodyReadTimeout: 30s            # the whole body must arrive within it after the header, or 408
+//	  idleTimeout: 2m                 # a keep-alive connection may wait this long for its next request
+//
+// Bodies are buffered as their bytes arrive, so maxBodyBytesInFlight bounds
+// what clients have sent, not what their Content-Length announces; a body is
+// charged until its response ends. A body refused for the budget or the
+// timeout is counted in kvroute_gateway_requests_total with the result
+// body_budget or body_timeout, a connection closed for a late header in
+// kvroute_gateway_header_timeouts_total, and
+// kvroute_gateway_request_body_bytes_in_flight shows the budget in use.
+//
+// Routes: POST /v1/completions, /v1/chat/completions, /v1/messages and
+// /v1/responses are routed and proxied, streaming responses (server-sent
+// events) pass through as they arrive; GET /v1/models is forwarded to an
+// endpoint; GET /metrics serves the router's and the gateway's Prometheus
+// metrics (llm_d_epp_prefix_predicted_cached_tokens, render durations and
+// failures, index and event counters, kvroute_gateway_requests_total ...);
+// GET /health answers 200 while there are endpoints. Each proxied response
+// names the chosen endpoint in the X-Kvroute-Endpoint header, with the
+// router's prediction in X-Kvroute-Prompt-Tokens and X-Kvroute-Cached-Tokens.
+//
+// SIGINT or SIGTERM stops the gateway gracefully: it stops accepting, lets
+// requests in flight finish for up to --shutdown-timeout, then cuts them and
+// closes the router. The proxy itself lives in the importable package
+// github.com/kvroute/kvroute/gateway, and the command line in
+// github.com/kvroute/kvroute/gateway/gatewaycmd.
+//
+// This binary traces nothing; a client's traceparent reaches the engine
+// unchanged. The same gateway with OpenTelemetry export over OTLP (gRPC or
+// HTTP, configured by the SDK's OTEL_* variables) is the build of
+// kvroute-gateway in the contrib/otel module, which keeps the exporters' gRPC dependency out of the
+// core module. When OTEL_EXPORTER_OTLP_ENDPOINT is set this binary logs once
+// that it does not export and names that one.
+package main

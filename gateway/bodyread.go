@@ -1,0 +1,152 @@
+package gateway
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"sync/atomic"
+	"time"
+)
+
+// DefaultMaxBodyBytesInFlight is the default of Config.MaxBodyBytesInFlight:
+// 512 MiB of request bodies held at once, sixteen bodies at
+// DefaultMaxBodyBytes or thousands of ordinary prompts (a long-context prompt
+// is a few hundred KiB of JSON).
+const DefaultMaxBodyBytesInFlight = 512 << 20
+
+// bodyBufStart is the most a body's first buffer takes, whatever its
+// Content-Length announces: a client that announces 32 MiB and sends a few
+// bytes gets this much and no more. Buffers grow by doubling as bytes
+// arrive, so an honest large body costs at most twice its size in
+// allocations. 64 KiB holds most prompts in one buffer.
+const bodyBufStart = 64 << 10
+
+// bodyBufStartUnknown is the first buffer of a body without a
+// Content-Length (chunked).
+const bodyBufStartUnknown = 8 << 10
+
+// errBodyBudget is returned by readBody when the gateway-wide budget of
+// Config.MaxBodyBytesInFlight has no room for the body's next buffer.
+var errBodyBudget = errors.New("gateway: the gateway's budget of request body bytes in flight is exhausted")
+
+// byteBudget bounds the bytes that all request bodies in flight hold
+// together. It is a counter, not a queue: a request that finds no room is
+// refused at once rather than made to wait while holding its connection.
+type byteBudget struct {
+	limit int64
+	used  atomic.Int64
+}
+
+// acquire takes n bytes of the budget and reports whether they were free.
+func (b *byteBudget) acquire(n int64) bool {
+	for {
+		u := b.used.Load()
+		if u+n > b.limit {
+			return false
+		}
+		if b.used.CompareAndSwap(u, u+n) {
+			return true
+		}
+	}
+}
+
+// release returns n bytes taken by acquire.
+func (b *byteBudget) release(n int64) {
+	if n != 0 {
+		b.used.Add(-n)
+	}
+}
+
+// inUse returns the bytes currently taken.
+func (b *byteBudget) inUse() int64 { return b.used.Load() }
+
+// readBodyTimed is readBody under a read deadline of Config.BodyReadTimeout
+// on the client's connection. A body read then fails with an error matching
+// os.ErrDeadlineExceeded. The deadline is cleared after a complete body, so
+// that it does not cut the response: while the handler runs, net/http reads
+// the connection to notice a client going away, and a timeout there would
+// cancel the request. After a failed read it stays, bounding the rest of
+// the body net/http discards after the handler. A ResponseWriter without
+// read deadlines (not net/http's server) reads without one.
+func (h *Handler) readBodyTimed(w http.ResponseWriter, r *http.Request) (body []byte, held int64, err error) {
+	rc := http.NewResponseController(w)
+	if rc.SetReadDeadline(time.Now().Add(h.cfg.BodyReadTimeout)) != nil {
+		return h.readBody(w, r)
+	}
+	body, held, err = h.readBody(w, r)
+	if err == nil {
+		_ = rc.SetReadDeadline(time.Time{})
+	}
+	return body, held, err
+}
+
+// readBody reads r's body up to h.cfg.MaxBodyBytes (a larger body is an
+// *http.MaxBytesError) into a buffer that grows as bytes arrive, never
+// sized from the announced Content-Length beyond bodyBufStart. Every
+// buffer is charged to h.budget first; held is what the body holds of the
+// budget when readBody returns (also on error), which the caller releases
+// once it is done with the body. errBodyBudget means the budget had no room.
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) (body []byte, held int64, err error) {
+	limit := h.cfg.MaxBodyBytes
+	rd := http.MaxBytesReader(w, r.Body, limit)
+	cl := r.ContentLength
+	if cl > limit {
+		// Refused whatever it holds: read to the limit without keeping a
+		// byte, so that the client is answered 413 as net/http does for an
+		// oversized body (the connection closes after the answer).
+		_, err := io.Copy(io.Discard, rd)
+		if err == nil {
+			err = &http.MaxBytesError{Limit: limit} // the body ended short of its Content-Length
+		}
+		return nil, 0, err
+	}
+	want, start := limit, int64(bodyBufStartUnknown) // the most the body may need, the first buffer
+	if cl >= 0 {
+		want, start = cl, bodyBufStart
+	}
+	var buf []byte
+	for {
+		if len(buf) == cap(buf) {
+			if int64(cap(buf)) >= want {
+				// The buffer holds all the body may have: only its end (or
+				// MaxBytesReader's error beyond the limit) can follow.
+				var probe [1]byte
+				n, err := rd.Read(probe[:])
+				switch {
+				case n > 0:
+					return nil, held, &http.MaxBytesError{Limit: limit} // more than Content-Length: net/http prevents it
+				case err == io.EOF:
+					return nonNil(buf), held, nil
+				case err != nil:
+					return nil, held, err
+				}
+				continue
+			}
+			next := min(max(2*int64(cap(buf)), start), want)
+			if !h.budget.acquire(next - int64(cap(buf))) {
+				return nil, held, errBodyBudget
+			}
+			held += next - int64(cap(buf))
+			grown := make([]byte, len(buf), next)
+			copy(grown, buf)
+			buf = grown
+		}
+		n, err := rd.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		switch {
+		case err == io.EOF:
+			return nonNil(buf), held, nil
+		case err != nil:
+			return nil, held, err
+		}
+	}
+}
+
+// nonNil returns b, or an empty slice for nil: a nil body means "no body"
+// to forward.
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}

@@ -1,0 +1,61 @@
+// Package gateway is kvroute's gateway: an OpenAI- and Anthropic-compatible
+// reverse proxy that asks a kvroute.Picker (normally a *kvroute.Router) where
+// each inference request should go and forwards it there. Its binary is
+// cmd/kvroute-gateway (the command line is the package gateway/gatewaycmd,
+// shared with the OpenTelemetry build in the contrib/otel module).
+//
+// For every POST to /v1/completions, /v1/chat/completions, /v1/messages or
+// /v1/responses the Handler
+//
+//  1. reads the body up to Config.MaxBodyBytes (413 beyond it, 400 for a body
+//     that is not a JSON object) within Config.BodyReadTimeout (408 and the
+//     connection closed after it), into a buffer that grows as the bytes
+//     arrive (a Content-Length sizes none beyond 64 KiB) and is charged to a
+//     gateway-wide budget of Config.MaxBodyBytesInFlight until the response
+//     ends (503 with Retry-After when the budget has no room),
+//  2. calls Pick with the body, the inbound header and the model the body
+//     names (a model other than Config.Model is taken as a LoRA adapter name,
+//     which roots the block keys as vLLM's lora_name does),
+//  3. forwards the request unchanged to the chosen endpoint and copies the
+//     response back as it arrives, flushing after every read, so that
+//     server-sent events (stream=true) pass through unbuffered,
+//  4. calls Decision.FirstChunk when the first response bytes arrive from the
+//     engine (its prefill is over) and Decision.Done exactly once when the
+//     response ends, fails, or the client goes away (the request context is
+//     cancelled, which also cancels the upstream request so that the engine
+//     aborts it).
+//
+// Every proxied response carries the debugging headers X-Kvroute-Endpoint
+// (the chosen endpoint's ID), X-Kvroute-Prompt-Tokens and
+// X-Kvroute-Cached-Tokens (the router's prediction). Errors the gateway itself
+// produces use the error shape of the API: Anthropic's {"type":"error",...}
+// for /v1/messages and OpenAI's {"error":{...}} otherwise. A response that
+// breaks after its header was sent is aborted (http.ErrAbortHandler) so that
+// the client sees a truncated stream rather than a clean end.
+//
+// Unless Options.Transport is given, the Handler reaches the engines with its
+// own HTTP/1.1 keep-alive client: the request is written and the response
+// read on the handler's goroutine (net/http's Transport passes each through a
+// reader and a writer goroutine per connection, which at hundreds of
+// concurrent requests costs the gateway more CPU than its own work), up to
+// Config.MaxIdleConnsPerHost idle connections per engine, each checked for a
+// close by the engine before reuse. Engines named by an https Address go
+// through a net/http Transport.
+//
+// GET /v1/models is forwarded to the endpoints in turn without a routing
+// decision. Server bundles a Handler, a Router, a Prometheus registry
+// (/metrics) and /health behind an http.Server with graceful shutdown; it is
+// what the kvroute-gateway binaries and the end-to-end suite (e2e) run. It closes a client connection
+// whose request header takes longer than ServerConfig.ReadHeaderTimeout
+// (10 s by default) or that waits idle between requests longer than
+// ServerConfig.IdleTimeout (2 min). RoundRobin is a cache-blind Picker for
+// comparisons.
+//
+// Metrics (on Options.Registerer): kvroute_gateway_requests_total{api,result}
+// (the results body_budget and body_timeout count the bodies refused for the
+// budget and the timeout), kvroute_gateway_pick_duration_seconds{api},
+// kvroute_gateway_first_chunk_seconds{api} (request received to first
+// upstream response bytes: render, routing and the engine's time to first
+// token) and kvroute_gateway_request_body_bytes_in_flight; a Server adds
+// kvroute_gateway_header_timeouts_total.
+package gateway

@@ -1,0 +1,95 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/kvroute/kvroute"
+)
+
+// ErrInvalidEndpoints is wrapped by every error of ParseEndpoints and
+// LoadEndpoints.
+var ErrInvalidEndpoints = errors.New("gateway: invalid endpoints")
+
+// ParseEndpoints parses a comma-separated list of engine addresses,
+// "host:port,host:port", as given to the gateway's --endpoints flag. Each
+// address becomes an Endpoint whose ID is the address itself: it must be the
+// ip:port the engine's KV events name (kv@<ip:port>@<model>).
+func ParseEndpoints(list string) ([]kvroute.Endpoint, error) {
+	var eps []kvroute.Endpoint
+	for part := range strings.SplitSeq(list, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		eps = append(eps, kvroute.Endpoint{ID: part})
+	}
+	if err := validateEndpoints(eps); err != nil {
+		return nil, err
+	}
+	return eps, nil
+}
+
+// LoadEndpoints decodes an endpoints file: a JSON array of objects with
+// "id" (ip:port, required), "address" (base URL, default "http://"+id) and
+// "labels" (string map, matched by the events selector). Unknown keys are an
+// error.
+//
+//	[{"id": "10.0.0.7:8000", "labels": {"zone": "a"}},
+//	 {"id": "10.0.0.8:8000", "address": "http://10.0.0.8:8000"}]
+func LoadEndpoints(r io.Reader) ([]kvroute.Endpoint, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var eps []kvroute.Endpoint
+	if err := dec.Decode(&eps); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidEndpoints, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("%w: trailing data after the endpoint array", ErrInvalidEndpoints)
+	}
+	if err := validateEndpoints(eps); err != nil {
+		return nil, err
+	}
+	return eps, nil
+}
+
+// validateEndpoints checks that there is at least one endpoint, that IDs are
+// host:port with a numeric port and unique, and that addresses are http(s)
+// base URLs.
+func validateEndpoints(eps []kvroute.Endpoint) error {
+	if len(eps) == 0 {
+		return fmt.Errorf("%w: no endpoints", ErrInvalidEndpoints)
+	}
+	seen := make(map[string]bool, len(eps))
+	for _, e := range eps {
+		host, port, err := net.SplitHostPort(e.ID)
+		if err != nil || host == "" {
+			return fmt.Errorf("%w: id %q is not host:port", ErrInvalidEndpoints, e.ID)
+		}
+		if p, err := strconv.Atoi(port); err != nil || p <= 0 || p > 65535 {
+			return fmt.Errorf("%w: id %q has an invalid port", ErrInvalidEndpoints, e.ID)
+		}
+		if seen[e.ID] {
+			return fmt.Errorf("%w: duplicate id %q", ErrInvalidEndpoints, e.ID)
+		}
+		seen[e.ID] = true
+		if e.Address != "" {
+			u, err := url.Parse(e.Address)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return fmt.Errorf("%w: endpoint %s: address %q is not an http(s) base URL", ErrInvalidEndpoints, e.ID, e.Address)
+			}
+		}
+	}
+	return nil
+}

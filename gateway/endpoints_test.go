@@ -1,0 +1,48 @@
+package gateway
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute"
+)
+
+func TestParseEndpoints(t *testing.T) {
+	eps, err := ParseEndpoints(" 10.0.0.1:8000, 10.0.0.2:8000 ,")
+	require.NoError(t, err)
+	require.Equal(t, []kvroute.Endpoint{{ID: "10.0.0.1:8000"}, {ID: "10.0.0.2:8000"}}, eps)
+	require.Equal(t, "http://10.0.0.1:8000", eps[0].URL())
+
+	for _, bad := range []string{"", ",", "10.0.0.1", "10.0.0.1:http", ":8000", "10.0.0.1:0", "a:1,a:1", "10.0.0.1:70000"} {
+		_, err := ParseEndpoints(bad)
+		require.ErrorIs(t, err, ErrInvalidEndpoints, bad)
+	}
+}
+
+func TestLoadEndpoints(t *testing.T) {
+	eps, err := LoadEndpoints(strings.NewReader(`[
+		{"id": "10.0.0.7:8000", "labels": {"zone": "a"}},
+		{"id": "10.0.0.8:8000", "address": "https://vllm-b.internal:8443"}]`))
+	require.NoError(t, err)
+	require.Equal(t, []kvroute.Endpoint{
+		{ID: "10.0.0.7:8000", Labels: map[string]string{"zone": "a"}},
+		{ID: "10.0.0.8:8000", Address: "https://vllm-b.internal:8443"},
+	}, eps)
+
+	for name, bad := range map[string]string{
+		"unknown key":     `[{"id":"10.0.0.7:8000","port":1}]`,
+		"not an array":    `{"id":"10.0.0.7:8000"}`,
+		"empty":           `[]`,
+		"trailing data":   `[{"id":"10.0.0.7:8000"}] []`,
+		"bad address":     `[{"id":"10.0.0.7:8000","address":"ftp://x"}]`,
+		"missing id":      `[{"address":"http://x:1"}]`,
+		"duplicate id":    `[{"id":"h:1"},{"id":"h:1"}]`,
+		"truncated":       `[{"id":`,
+		"labels not strs": `[{"id":"h:1","labels":{"a":1}}]`,
+	} {
+		_, err := LoadEndpoints(strings.NewReader(bad))
+		require.ErrorIs(t, err, ErrInvalidEndpoints, name)
+	}
+}

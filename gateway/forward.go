@@ -1,0 +1,211 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/kvroute/kvroute"
+)
+
+// Debugging headers set on every proxied response.
+const (
+	// HeaderEndpoint carries the chosen endpoint's ID.
+	HeaderEndpoint = "X-Kvroute-Endpoint"
+	// HeaderPromptTokens carries the router's prompt token count (0 when the
+	// request could not be tokenized).
+	HeaderPromptTokens = "X-Kvroute-Prompt-Tokens"
+	// HeaderCachedTokens carries the prompt tokens the router predicted
+	// cached on the chosen endpoint.
+	HeaderCachedTokens = "X-Kvroute-Cached-Tokens"
+)
+
+// hopHeaders are the hop-by-hop headers of RFC 9110 §7.6.1, which a proxy
+// must not forward.
+var hopHeaders = []string{
+	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+// copyBufs are the response copy buffers. 32 KiB holds many SSE events, and a
+// read returns whatever has arrived, so a small event is not held back.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// forward sends r (with body) to d's endpoint and copies the response to w,
+// flushing after every read. It calls d.FirstChunk on the first response
+// bytes, records first-chunk latency on am (nil: none), and returns the
+// request's result and its error (nil on success).
+// With Config.ObserveCachedTokens and a record (inference requests), the
+// response's usage is read on the way and its cached tokens handed to
+// d.Observe and rec.
+func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, d *kvroute.Decision, start time.Time, am *apiMetrics, rec *DecisionRecord) (Result, error) {
+	api := kvroute.APICompletions
+	if a, ok := kvroute.APIForPath(r.URL.Path); ok {
+		api = a
+	}
+	var rd io.Reader = http.NoBody
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	var (
+		out *http.Request
+		err error
+	)
+	if d.Endpoint.Address == "" {
+		// The common case, an endpoint named by host:port: the URL is built,
+		// not formatted and parsed again.
+		if out, err = http.NewRequestWithContext(r.Context(), r.Method, "", rd); err == nil {
+			out.URL = &url.URL{Scheme: "http", Host: d.Endpoint.ID, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
+			out.Host = d.Endpoint.ID
+		}
+	} else {
+		target := d.Endpoint.URL() + r.URL.EscapedPath()
+		if r.URL.RawQuery != "" {
+			target += "?" + r.URL.RawQuery
+		}
+		out, err = http.NewRequestWithContext(r.Context(), r.Method, target, rd)
+	}
+	if err != nil {
+		writeError(w, api, http.StatusBadGateway, "endpoint "+d.Endpoint.ID+": "+err.Error())
+		return ResultUpstreamUnreachable, err
+	}
+	out.Header = outboundHeader(r)
+	propagator.Inject(r.Context(), propagation.HeaderCarrier(out.Header)) // this hop's span, or the client's context as it came
+	out.ContentLength = int64(len(body))
+
+	resp, err := h.transport.RoundTrip(out)
+	if err != nil {
+		if r.Context().Err() != nil {
+			return ResultClientAbort, context.Cause(r.Context())
+		}
+		h.log.Warn("upstream request failed", "endpoint", d.Endpoint.ID, "err", err)
+		writeError(w, api, http.StatusBadGateway, "endpoint "+d.Endpoint.ID+" unreachable: "+err.Error())
+		return ResultUpstreamUnreachable, err
+	}
+	defer resp.Body.Close()
+
+	hdr := w.Header()
+	for k, vs := range resp.Header {
+		hdr[k] = vs
+	}
+	removeHopHeaders(hdr)
+	// The three debugging values share one backing array (one allocation,
+	// not three); the keys are canonical already.
+	dv := [...]string{d.Endpoint.ID, strconv.Itoa(d.PromptTokens), strconv.Itoa(d.CachedTokens)}
+	vals := dv[:]
+	hdr[HeaderEndpoint] = vals[0:1:1]
+	hdr[HeaderPromptTokens] = vals[1:2:2]
+	hdr[HeaderCachedTokens] = vals[2:3:3]
+	w.WriteHeader(resp.StatusCode)
+	rc := http.NewResponseController(w)
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		_ = rc.Flush() // the client sees the stream open at once
+	}
+
+	var us *usageScanner
+	if h.cfg.ObserveCachedTokens && rec != nil && resp.StatusCode/100 == 2 {
+		us = &usageScanner{sse: strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")}
+	}
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	buf := *bp
+	first := true
+	for {
+		n, rerr := resp.Body.Read(buf)
+		if n > 0 {
+			if first {
+				first = false
+				d.FirstChunk()
+				if am != nil {
+					am.firstChunk.Observe(h.now().Sub(start).Seconds())
+				}
+			}
+			if us != nil {
+				us.write(buf[:n])
+			}
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return ResultClientAbort, werr
+			}
+			if ferr := rc.Flush(); ferr != nil && !errors.Is(ferr, http.ErrNotSupported) {
+				return ResultClientAbort, ferr
+			}
+		}
+		switch {
+		case rerr == io.EOF:
+			if resp.StatusCode/100 != 2 {
+				return ResultUpstreamStatus, fmt.Errorf("endpoint %s answered %s", d.Endpoint.ID, resp.Status)
+			}
+			if us != nil {
+				h.observe(d, us, rec)
+			}
+			return ResultSuccess, nil
+		case rerr != nil:
+			if r.Context().Err() != nil {
+				return ResultClientAbort, context.Cause(r.Context())
+			}
+			h.log.Warn("upstream response broke off", "endpoint", d.Endpoint.ID, "err", rerr)
+			return ResultUpstreamBroken, rerr
+		}
+	}
+}
+
+// outboundHeader copies the inbound header without hop-by-hop fields and adds
+// the X-Forwarded-* fields.
+func outboundHeader(r *http.Request) http.Header {
+	h := r.Header.Clone()
+	if h == nil {
+		h = http.Header{}
+	}
+	removeHopHeaders(h)
+	delete(h, "Content-Length")
+	delete(h, "Expect") // the gateway has read the body already
+	// The X-Forwarded-* values share one backing array (one allocation, not
+	// three); the keys are canonical, as net/http's server stores them.
+	vals := make([]string, 0, 3)
+	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		if prior := h["X-Forwarded-For"]; len(prior) > 0 {
+			ip = strings.Join(prior, ", ") + ", " + ip
+		}
+		vals = append(vals, ip)
+		h["X-Forwarded-For"] = vals[len(vals)-1 : len(vals) : len(vals)]
+	}
+	if h.Get("X-Forwarded-Host") == "" && r.Host != "" {
+		vals = append(vals, r.Host)
+		h["X-Forwarded-Host"] = vals[len(vals)-1 : len(vals) : len(vals)]
+	}
+	if h.Get("X-Forwarded-Proto") == "" {
+		proto := "http"
+		if r.TLS != nil {
+			proto = "https"
+		}
+		vals = append(vals, proto)
+		h["X-Forwarded-Proto"] = vals[len(vals)-1 : len(vals) : len(vals)]
+	}
+	return h
+}
+
+// removeHopHeaders deletes the hop-by-hop headers and those the Connection
+// header names.
+func removeHopHeaders(h http.Header) {
+	for _, v := range h.Values("Connection") {
+		for f := range strings.SplitSeq(v, ",") {
+			if f = strings.TrimSpace(f); f != "" {
+				h.Del(f)
+			}
+		}
+	}
+	for _, k := range hopHeaders {
+		delete(h, k) // canonical already
+	}
+}

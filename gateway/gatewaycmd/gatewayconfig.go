@@ -1,0 +1,130 @@
+package gatewaycmd
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/kvroute/kvroute/gateway"
+	"github.com/kvroute/kvroute/internal/jsonconf"
+)
+
+// gatewaySection is the key of the --config file's gateway settings; every
+// other key is the router's configuration.
+const gatewaySection = "gateway"
+
+// gatewayConfig is the "gateway" section of the --config file: the limits
+// the gateway puts on its clients. Zero values take the proxy package's
+// defaults; durations are Go duration strings, as everywhere in kvroute's
+// configuration.
+type gatewayConfig struct {
+	// MaxBodyBytes is gateway.Config.MaxBodyBytes (--max-body-bytes
+	// overrides it).
+	MaxBodyBytes int64 `json:"maxBodyBytes"`
+	// MaxBodyBytesInFlight is gateway.Config.MaxBodyBytesInFlight.
+	MaxBodyBytesInFlight int64 `json:"maxBodyBytesInFlight"`
+	// ReadHeaderTimeout is gateway.ServerConfig.ReadHeaderTimeout.
+	ReadHeaderTimeout time.Duration `json:"readHeaderTimeout"`
+	// BodyReadTimeout is gateway.Config.BodyReadTimeout.
+	BodyReadTimeout time.Duration `json:"bodyReadTimeout"`
+	// IdleTimeout is gateway.ServerConfig.IdleTimeout.
+	IdleTimeout time.Duration `json:"idleTimeout"`
+}
+
+// validate rejects negative values, which have no meaning.
+func (g gatewayConfig) validate() error {
+	for _, f := range []struct {
+		name string
+		v    int64
+		s    string
+	}{
+		{"maxBodyBytes", g.MaxBodyBytes, fmt.Sprint(g.MaxBodyBytes)},
+		{"maxBodyBytesInFlight", g.MaxBodyBytesInFlight, fmt.Sprint(g.MaxBodyBytesInFlight)},
+		{"readHeaderTimeout", int64(g.ReadHeaderTimeout), g.ReadHeaderTimeout.String()},
+		{"bodyReadTimeout", int64(g.BodyReadTimeout), g.BodyReadTimeout.String()},
+		{"idleTimeout", int64(g.IdleTimeout), g.IdleTimeout.String()},
+	} {
+		if f.v < 0 {
+			return fmt.Errorf("%s.%s: %s is negative", gatewaySection, f.name, f.s)
+		}
+	}
+	return nil
+}
+
+// apply sets g's values on the server's configuration.
+func (g gatewayConfig) apply(s *gateway.ServerConfig) {
+	s.Proxy.MaxBodyBytes = g.MaxBodyBytes
+	s.Proxy.MaxBodyBytesInFlight = g.MaxBodyBytesInFlight
+	s.Proxy.BodyReadTimeout = g.BodyReadTimeout
+	s.ReadHeaderTimeout = g.ReadHeaderTimeout
+	s.IdleTimeout = g.IdleTimeout
+}
+
+// decodeGatewaySection reads the "gateway" member of a configuration
+// document with jsonconf's rules (unknown keys and bare-number durations
+// are errors naming their path, such as gateway.bodyReadTimeout).
+func decodeGatewaySection(raw json.RawMessage) (gatewayConfig, error) {
+	var doc struct {
+		Gateway gatewayConfig `json:"gateway"`
+	}
+	if raw == nil {
+		return doc.Gateway, nil
+	}
+	var buf bytes.Buffer
+	buf.WriteString(`{"` + gatewaySection + `":`)
+	buf.Write(raw)
+	buf.WriteByte('}')
+	if err := jsonconf.Decode(&buf, &doc); err != nil {
+		return gatewayConfig{}, err
+	}
+	return doc.Gateway, doc.Gateway.validate()
+}
+
+// splitGatewaySection takes the "gateway" member out of a JSON
+// configuration object and returns it (nil when absent) with the rest, the
+// router's configuration, whose members keep their order and repetitions
+// for kvroute.LoadConfig to judge. A document that is not a well-formed
+// object comes back whole, for LoadConfig to report.
+func splitGatewaySection(data []byte) (gateway json.RawMessage, router []byte, err error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, data, nil
+	}
+	var rest bytes.Buffer
+	rest.WriteByte('{')
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, data, nil
+		}
+		key, _ := tok.(string) // an object's member starts with its key
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, data, nil
+		}
+		if key == gatewaySection {
+			if gateway != nil {
+				return nil, nil, errors.New(gatewaySection + ": key given twice")
+			}
+			gateway = v
+			continue
+		}
+		if rest.Len() > 1 {
+			rest.WriteByte(',')
+		}
+		k, _ := json.Marshal(key) // a string always encodes
+		rest.Write(k)
+		rest.WriteByte(':')
+		rest.Write(v)
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return nil, data, nil
+	}
+	if len(bytes.TrimLeft(data[dec.InputOffset():], " \t\r\n")) > 0 { // data after the object
+		return nil, data, nil
+	}
+	rest.WriteByte('}')
+	return gateway, rest.Bytes(), nil
+}

@@ -1,0 +1,276 @@
+package gatewaycmd
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/gateway"
+)
+
+// options is the parsed command line.
+type options struct {
+	server          gateway.ServerConfig
+	shutdownTimeout time.Duration
+	logLevel        slog.Level
+	snapshotListen  string // internal address serving the index snapshot to peers ("" = off)
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	fs := flag.NewFlagSet(Name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		o                     options
+		listen, list, epsFile string
+		cfgFile, model        string
+		policy                string
+		eventsPort, replay    int
+		maxBody               int64
+		observeCached         bool
+		level                 string
+		checkpoint, peers     string
+		checkpointInterval    time.Duration
+		peerToken             string
+	)
+	fs.StringVar(&listen, "listen", ":8080", "address to serve on")
+	fs.StringVar(&list, "endpoints", "", "comma-separated engine addresses ip:port (the identity in their KV-event topics)")
+	fs.StringVar(&epsFile, "endpoints-file", "", "YAML or JSON file with the endpoints: [{\"id\":\"ip:port\",\"address\":\"http://...\",\"labels\":{...}}]")
+	fs.StringVar(&cfgFile, "config", "", "kvroute router configuration (YAML or JSON), with the gateway's client limits and timeouts under \"gateway\"; flags below override it")
+	fs.StringVar(&model, "model", "", "base model name the engines serve")
+	fs.IntVar(&eventsPort, "events-port", kvroute.DefaultEventsPort, "engines' KV-event PUB port (vLLM kv-events-config endpoint)")
+	fs.IntVar(&replay, "replay-port", kvroute.DefaultReplayPort, "engines' KV-event replay port (replay_endpoint); 0 disables replay")
+	fs.StringVar(&policy, "policy", string(gateway.PolicyPrecise), "routing policy: precise or round-robin")
+	fs.Int64Var(&maxBody, "max-body-bytes", gateway.DefaultMaxBodyBytes, "request body limit; larger bodies get 413 (overrides the config's gateway.maxBodyBytes)")
+	fs.BoolVar(&observeCached, "observe-cached-tokens", false, "read the engines' reported cached prompt tokens (vLLM --enable-prompt-tokens-details) from every response and compare them with the router's prediction")
+	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long requests in flight may finish after SIGINT/SIGTERM")
+	fs.StringVar(&level, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&checkpoint, "checkpoint", "", "index checkpoint file: loaded at start, rewritten periodically and at shutdown")
+	fs.DurationVar(&checkpointInterval, "checkpoint-interval", kvroute.DefaultCheckpointInterval, "period of checkpoint writes (negative: only at shutdown)")
+	fs.StringVar(&peers, "peers", "", "comma-separated snapshot URLs of peer gateways (http://host:port/kvroute/snapshot) to load the index from at start")
+	fs.StringVar(&peerToken, "peer-token", "", "shared bearer token for --peers and --snapshot-listen (default $KVROUTE_PEER_TOKEN)")
+	fs.StringVar(&o.snapshotListen, "snapshot-listen", "", "internal address serving this gateway's index snapshot to peers at /kvroute/snapshot (never the public listener)")
+	if err := fs.Parse(args); err != nil {
+		return options{}, err
+	}
+	if fs.NArg() > 0 {
+		return options{}, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+
+	if err := o.logLevel.UnmarshalText([]byte(level)); err != nil {
+		return options{}, fmt.Errorf("--log-level: %w", err)
+	}
+	cfg := kvroute.DefaultConfig()
+	var gw gatewayConfig
+	if cfgFile != "" {
+		var err error
+		if cfg, gw, err = loadConfigFile(cfgFile); err != nil {
+			return options{}, fmt.Errorf("--config %s: %w", cfgFile, err)
+		}
+	}
+	if set["model"] || cfg.Model == "" {
+		cfg.Model = model
+	}
+	if set["events-port"] || cfgFile == "" {
+		cfg.Events.EventsPort = eventsPort
+	}
+	if set["replay-port"] || cfgFile == "" {
+		cfg.Events.Replay = replay > 0
+		if replay > 0 {
+			cfg.Events.ReplayPort = replay
+		}
+	}
+	if set["checkpoint"] {
+		cfg.Checkpoint.Path = checkpoint
+	}
+	if set["checkpoint-interval"] || cfg.Checkpoint.Interval == 0 {
+		cfg.Checkpoint.Interval = checkpointInterval
+	}
+	if peers != "" {
+		cfg.Bootstrap.Peers = strings.Split(peers, ",")
+	}
+	if peerToken == "" {
+		peerToken = os.Getenv("KVROUTE_PEER_TOKEN")
+	}
+	if peerToken != "" {
+		cfg.Bootstrap.Token = peerToken
+	}
+	if err := cfg.Validate(); err != nil {
+		return options{}, err
+	}
+	if cfg.Model == "" && gateway.Policy(policy) != gateway.PolicyRoundRobin {
+		return options{}, errors.New("--model (or the config's \"model\") is required: it is the base model the engines serve, which roots every block key")
+	}
+
+	var eps []kvroute.Endpoint
+	switch {
+	case list != "" && epsFile != "":
+		return options{}, errors.New("give --endpoints or --endpoints-file, not both")
+	case list != "":
+		var err error
+		if eps, err = gateway.ParseEndpoints(list); err != nil {
+			return options{}, fmt.Errorf("--endpoints: %w", err)
+		}
+	case epsFile != "":
+		data, err := readYAML(epsFile)
+		if err != nil {
+			return options{}, err
+		}
+		if eps, err = gateway.LoadEndpoints(bytes.NewReader(data)); err != nil {
+			return options{}, fmt.Errorf("--endpoints-file %s: %w", epsFile, err)
+		}
+	default:
+		return options{}, errors.New("--endpoints or --endpoints-file is required")
+	}
+	if !set["max-body-bytes"] && gw.MaxBodyBytes > 0 {
+		maxBody = gw.MaxBodyBytes
+	}
+	if maxBody <= 0 {
+		return options{}, fmt.Errorf("--max-body-bytes must be > 0, got %d", maxBody)
+	}
+	if o.shutdownTimeout < 0 {
+		return options{}, fmt.Errorf("--shutdown-timeout must be >= 0, got %v", o.shutdownTimeout)
+	}
+	o.server = gateway.ServerConfig{
+		Listen:    listen,
+		Policy:    gateway.Policy(policy),
+		Router:    cfg,
+		Endpoints: eps,
+	}
+	gw.apply(&o.server)
+	o.server.Proxy.Model = cfg.Model
+	o.server.Proxy.MaxBodyBytes = maxBody
+	o.server.Proxy.ObserveCachedTokens = observeCached
+	if b := o.server.Proxy.MaxBodyBytesInFlight; b > 0 && b < maxBody {
+		return options{}, fmt.Errorf("gateway.maxBodyBytesInFlight %d is below the body limit %d: a body at the limit could never be read", b, maxBody)
+	}
+	return o, nil
+}
+
+// Options are what a gateway binary adds to the command line; the zero
+// value runs the gateway without tracing.
+type Options struct {
+	// TracerProvider traces every request (the gateway's server span and
+	// the router's pick, keys, index_lookup, filter, score and render
+	// spans) and the KV-event spans when the configuration enables them.
+	// nil traces nothing; the client's traceparent still reaches the engine.
+	TracerProvider trace.TracerProvider
+	// OTLPBinary names the binary that exports OTLP. When it is set and the
+	// environment asks for OTLP export (OTEL_EXPORTER_OTLP_ENDPOINT or
+	// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT), Run logs once that this binary
+	// does not export and names that one, so that the variable is not
+	// silently ignored.
+	OTLPBinary string
+}
+
+// Name is the flag set's name, used in usage and error messages.
+const Name = "gateway"
+
+// Run parses args (the command line without the program name), serves
+// until ctx ends, then shuts down gracefully within --shutdown-timeout.
+// Output for the operator (the listening URL) goes to stdout, logs to
+// stderr. A --help returns flag.ErrHelp.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer, opts Options) error {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: o.logLevel}))
+	if opts.OTLPBinary != "" && otlpRequested(os.Getenv) {
+		log.Warn("OTEL_EXPORTER_OTLP_ENDPOINT is set, but this gateway does not export OTLP; run "+opts.OTLPBinary+" for OTLP export",
+			"otlp_binary", opts.OTLPBinary)
+	}
+	srv, err := gateway.NewServer(ctx, o.server, gateway.Options{Logger: log, TracerProvider: opts.TracerProvider})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "gateway: serving on %s (policy %s, %d endpoints, model %q); metrics at %s/metrics\n",
+		srv.URL(), o.server.Policy, len(o.server.Endpoints), o.server.Router.Model, srv.URL())
+	snap, err := serveSnapshot(o.snapshotListen, srv.Router(), log)
+	if err != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		return err
+	}
+	if snap != nil {
+		fmt.Fprintf(stdout, "gateway: index snapshot for peers at http://%s%s\n", snap.addr, snapshotPath)
+	}
+	<-ctx.Done()
+	log.Info("shutting down", "timeout", o.shutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
+	defer cancel()
+	snap.shutdown(sctx)
+	// Shutdown closes the router, which writes the final checkpoint.
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return nil
+}
+
+// otlpRequested reports whether the environment names an OTLP trace
+// endpoint, the SDK's switch for OTLP export.
+func otlpRequested(getenv func(string) string) bool {
+	return getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
+}
+
+// maxConfigFile bounds a configuration file; real ones are a few KiB.
+const maxConfigFile = 16 << 20
+
+// readYAML reads a YAML (or JSON, a subset of YAML) file and returns it as
+// JSON, so that the strict JSON decoding of kvroute applies to it unchanged:
+// unknown keys are still errors and durations are still strings ("2s").
+func readYAML(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxConfigFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxConfigFile {
+		return nil, fmt.Errorf("%s: larger than %d bytes", path, maxConfigFile)
+	}
+	out, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return out, nil
+}
+
+// loadConfigFile reads a configuration in YAML or JSON: its "gateway"
+// section with the gateway's client limits, and the rest as a router
+// configuration with kvroute.LoadConfig's rules.
+func loadConfigFile(path string) (kvroute.Config, gatewayConfig, error) {
+	data, err := readYAML(path)
+	if err != nil {
+		return kvroute.Config{}, gatewayConfig{}, err
+	}
+	section, router, err := splitGatewaySection(data)
+	if err != nil {
+		return kvroute.Config{}, gatewayConfig{}, err
+	}
+	gw, err := decodeGatewaySection(section)
+	if err != nil {
+		return kvroute.Config{}, gatewayConfig{}, err
+	}
+	cfg, err := kvroute.LoadConfig(bytes.NewReader(router))
+	if err != nil {
+		return kvroute.Config{}, gatewayConfig{}, err
+	}
+	return cfg, gw, nil
+}

@@ -1,0 +1,152 @@
+package gatewaycmd
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/gateway"
+	"github.com/kvroute/kvroute/internal/leakcheck"
+)
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
+	return p
+}
+
+func TestParseFlagsDefaultsFollowTheDeploymentGuide(t *testing.T) {
+	o, err := parseFlags([]string{"--endpoints", "10.0.0.1:8000,10.0.0.2:8000", "--model", "Qwen/Qwen3-32B"}, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, ":8080", o.server.Listen)
+	require.Equal(t, gateway.PolicyPrecise, o.server.Policy)
+	require.Equal(t, "Qwen/Qwen3-32B", o.server.Router.Model)
+	require.Equal(t, "Qwen/Qwen3-32B", o.server.Proxy.Model)
+	require.True(t, o.server.Router.Events.Enabled)
+	require.Equal(t, 5556, o.server.Router.Events.EventsPort)
+	require.True(t, o.server.Router.Events.Replay)
+	require.Equal(t, 5559, o.server.Router.Events.ReplayPort)
+	require.Equal(t, int64(gateway.DefaultMaxBodyBytes), o.server.Proxy.MaxBodyBytes)
+	require.Equal(t, []kvroute.Endpoint{{ID: "10.0.0.1:8000"}, {ID: "10.0.0.2:8000"}}, o.server.Endpoints)
+}
+
+func TestParseFlagsOverridesTheConfigFile(t *testing.T) {
+	cfg := writeFile(t, "router.json", `{"model":"from-file","events":{"eventsPort":7000,"replayPort":7001},"blockSize":16}`)
+	eps := writeFile(t, "eps.json", `[{"id":"10.0.0.1:8000","labels":{"zone":"a"}}]`)
+
+	o, err := parseFlags([]string{"--config", cfg, "--endpoints-file", eps}, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, "from-file", o.server.Router.Model)
+	require.Equal(t, 7000, o.server.Router.Events.EventsPort)
+	require.Equal(t, 7001, o.server.Router.Events.ReplayPort)
+	require.Equal(t, 16, o.server.Router.BlockSize)
+	require.Equal(t, map[string]string{"zone": "a"}, o.server.Endpoints[0].Labels)
+
+	o, err = parseFlags([]string{"--config", cfg, "--endpoints-file", eps, "--model", "m", "--events-port", "6000", "--replay-port", "0"}, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, "m", o.server.Router.Model)
+	require.Equal(t, 6000, o.server.Router.Events.EventsPort)
+	require.False(t, o.server.Router.Events.Replay, "--replay-port 0 disables replay")
+}
+
+func TestParseFlagsRejectsBadInput(t *testing.T) {
+	eps := writeFile(t, "eps.json", `[{"id":"10.0.0.1:8000"}]`)
+	bad := writeFile(t, "bad.json", `{"model":"m","nosuchkey":1}`)
+	for name, args := range map[string][]string{
+		"no endpoints":      {"--model", "m"},
+		"no model":          {"--endpoints", "a:1"},
+		"both lists":        {"--model", "m", "--endpoints", "a:1", "--endpoints-file", eps},
+		"bad endpoint":      {"--model", "m", "--endpoints", "nohost"},
+		"unknown config":    {"--model", "m", "--endpoints", "a:1", "--config", bad},
+		"missing config":    {"--model", "m", "--endpoints", "a:1", "--config", filepath.Join(t.TempDir(), "none.json")},
+		"bad body limit":    {"--model", "m", "--endpoints", "a:1", "--max-body-bytes", "0"},
+		"bad log level":     {"--model", "m", "--endpoints", "a:1", "--log-level", "loud"},
+		"stray argument":    {"--model", "m", "--endpoints", "a:1", "extra"},
+		"bad events port":   {"--model", "m", "--endpoints", "a:1", "--events-port", "70000"},
+		"negative shutdown": {"--model", "m", "--endpoints", "a:1", "--shutdown-timeout", "-1s"},
+	} {
+		_, err := parseFlags(args, io.Discard)
+		require.Error(t, err, name)
+	}
+	_, err := parseFlags([]string{"--endpoints", "a:1"}, io.Discard)
+	require.ErrorContains(t, err, "--model")
+	_, err = parseFlags([]string{"--endpoints", "a:1", "--policy", "round-robin"}, io.Discard)
+	require.NoError(t, err, "round-robin needs no model")
+}
+
+// syncBuffer is a bytes.Buffer safe for one writer and one reader.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func TestRunServesUntilCancelled(t *testing.T) {
+	defer leakcheck.Check(t)()
+	engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"choices":[{"text":"ok"}]}`)
+	}))
+	defer engine.Close()
+	cfg := writeFile(t, "router.json", `{"events":{"enabled":false},"disableRender":true}`)
+	id := strings.TrimPrefix(engine.URL, "http://")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, []string{"--listen", "127.0.0.1:0", "--endpoints", id, "--model", "m", "--config", cfg}, &stdout, io.Discard, Options{})
+	}()
+	re := regexp.MustCompile(`serving on (http://[0-9.:]+)`)
+	var url string
+	require.Eventually(t, func() bool {
+		m := re.FindStringSubmatch(stdout.String())
+		if m != nil {
+			url = m[1]
+		}
+		return m != nil
+	}, 10*time.Second, 5*time.Millisecond)
+
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	resp, err := client.Post(url+"/v1/completions", "application/json", strings.NewReader(`{"model":"m","prompt":"hi"}`))
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, `{"choices":[{"text":"ok"}]}`, string(body))
+	require.Equal(t, id, resp.Header.Get(gateway.HeaderEndpoint))
+
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("run did not return after cancellation")
+	}
+}

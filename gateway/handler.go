@@ -1,0 +1,397 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/tokenload"
+)
+
+// DefaultMaxBodyBytes is the default request body limit: far above any
+// text prompt that fits a context window, low enough to stop a runaway
+// upload.
+const DefaultMaxBodyBytes = 32 << 20
+
+// DefaultBodyReadTimeout is the default of Config.BodyReadTimeout.
+const DefaultBodyReadTimeout = 30 * time.Second
+
+// DefaultMaxIdleConnsPerHost is the default idle-connection cap per engine
+// of the Handler's own transport. The pool only ever holds as many
+// connections as were in flight to an engine at once, so a cap above the
+// offered concurrency costs nothing at low load and keeps a busy gateway
+// from closing and redialing connections after every burst.
+const DefaultMaxIdleConnsPerHost = 1024
+
+// Config configures a Handler.
+type Config struct {
+	// Model is the base model name the engines serve. A request whose body
+	// names another model is routed as a LoRA adapter of that name. Empty
+	// means the body's model is the base model.
+	Model string `json:"model"`
+	// MaxBodyBytes limits the request body; a larger body is answered 413.
+	// 0 means DefaultMaxBodyBytes.
+	MaxBodyBytes int64 `json:"maxBodyBytes"`
+	// MaxBodyBytesInFlight bounds the bytes that the bodies of all requests
+	// in flight hold together, from their first byte until their response
+	// ends. Bodies are buffered as their bytes arrive, so a body holds what
+	// it has sent (at most twice that), not what its Content-Length
+	// announces. A request whose body finds no room is answered 503 with a
+	// Retry-After and counted as result "body_budget". 0 means
+	// DefaultMaxBodyBytesInFlight (or MaxBodyBytes when that is larger); a
+	// value below MaxBodyBytes is an error, since a body at the limit could
+	// never pass.
+	MaxBodyBytesInFlight int64 `json:"maxBodyBytesInFlight"`
+	// BodyReadTimeout is the time a client has to send the whole request
+	// body, counted from the end of its header; a body still incomplete then
+	// is answered 408, its connection closed, and counted as result
+	// "body_timeout". It stops clients that trickle a body to hold a
+	// connection and its buffer. The default allows DefaultMaxBodyBytes at
+	// about 1.1 MB/s. 0 means DefaultBodyReadTimeout.
+	BodyReadTimeout time.Duration `json:"bodyReadTimeout"`
+	// MaxIdleConnsPerHost caps the idle keep-alive connections the
+	// Handler's own transport keeps per engine (unused with
+	// Options.Transport). Size it at or above the peak concurrent requests
+	// per engine; below that, connections are closed after a burst and
+	// redialed in the next one. 0 means DefaultMaxIdleConnsPerHost.
+	MaxIdleConnsPerHost int `json:"maxIdleConnsPerHost"`
+	// ObserveCachedTokens reads the cached prompt tokens the engine reports
+	// in each response's usage (vLLM started with
+	// --enable-prompt-tokens-details) and hands them to the Decision
+	// (kvroute.Decision.Observe), closing the loop on the index's accuracy.
+	// Leave it off for engines that do not report them: a usage without the
+	// details reads as 0 cached tokens. Streams carry usage only when the
+	// client asked for stream_options.include_usage.
+	ObserveCachedTokens bool `json:"observeCachedTokens"`
+}
+
+// Options are a Handler's dependencies.
+type Options struct {
+	// Transport carries the upstream requests; nil uses the Handler's own
+	// HTTP/1.1 keep-alive client (plain HTTP to the engines; other schemes
+	// through a dedicated http.Transport), without HTTP/2 and without
+	// transparent compression.
+	Transport http.RoundTripper
+	// Registerer receives the gateway's metrics; nil registers nothing.
+	Registerer prometheus.Registerer
+	// Logger receives the gateway's logs; nil discards them.
+	Logger *slog.Logger
+	// Now is the clock of the latency metrics; nil is time.Now.
+	Now func() time.Time
+	// TracerProvider traces each inference request as a server span that
+	// joins the client's W3C trace context (traceparent) and is propagated
+	// to the engine; the Router's spans nest under it when the Router has
+	// the same provider. nil traces nothing (the client's traceparent is
+	// still passed on unchanged).
+	TracerProvider trace.TracerProvider
+}
+
+// Handler is the reverse proxy: it serves the four inference routes and
+// GET /v1/models, and answers 404 to everything else. It is safe for
+// concurrent use.
+type Handler struct {
+	cfg       Config
+	picker    kvroute.Picker
+	transport http.RoundTripper
+	ownsTr    *upstreamTransport // closed by Close when the Handler made it
+	log       *slog.Logger
+	met       *metrics
+	now       func() time.Time
+	endpoints atomic.Pointer[[]kvroute.Endpoint]
+	models    atomic.Uint64 // round-robin cursor of GET /v1/models
+	recent    recentDecisions
+	tracer    trace.Tracer // nil: no spans
+	budget    byteBudget   // request body bytes in flight
+}
+
+// New builds a Handler that routes with picker (required). Give it endpoints
+// with SetEndpoints.
+func New(cfg Config, picker kvroute.Picker, opts Options) (*Handler, error) {
+	if picker == nil {
+		return nil, errors.New("gateway: a Picker is required")
+	}
+	if cfg.MaxBodyBytes < 0 {
+		return nil, fmt.Errorf("gateway: maxBodyBytes %d is negative", cfg.MaxBodyBytes)
+	}
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	switch {
+	case cfg.MaxBodyBytesInFlight < 0:
+		return nil, fmt.Errorf("gateway: maxBodyBytesInFlight %d is negative", cfg.MaxBodyBytesInFlight)
+	case cfg.MaxBodyBytesInFlight == 0:
+		cfg.MaxBodyBytesInFlight = max(DefaultMaxBodyBytesInFlight, cfg.MaxBodyBytes)
+	case cfg.MaxBodyBytesInFlight < cfg.MaxBodyBytes:
+		return nil, fmt.Errorf("gateway: maxBodyBytesInFlight %d is below maxBodyBytes %d: a body at the limit could never be read",
+			cfg.MaxBodyBytesInFlight, cfg.MaxBodyBytes)
+	}
+	if cfg.BodyReadTimeout < 0 {
+		return nil, fmt.Errorf("gateway: bodyReadTimeout %v is negative", cfg.BodyReadTimeout)
+	}
+	if cfg.BodyReadTimeout == 0 {
+		cfg.BodyReadTimeout = DefaultBodyReadTimeout
+	}
+	if cfg.MaxIdleConnsPerHost < 0 {
+		return nil, fmt.Errorf("gateway: maxIdleConnsPerHost %d is negative", cfg.MaxIdleConnsPerHost)
+	}
+	if cfg.MaxIdleConnsPerHost == 0 {
+		cfg.MaxIdleConnsPerHost = DefaultMaxIdleConnsPerHost
+	}
+	h := &Handler{cfg: cfg, picker: picker, transport: opts.Transport, log: opts.Logger, now: opts.Now}
+	h.budget.limit = cfg.MaxBodyBytesInFlight
+	if opts.TracerProvider != nil {
+		h.tracer = opts.TracerProvider.Tracer("github.com/kvroute/kvroute/gateway")
+	}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	if h.now == nil {
+		h.now = time.Now
+	}
+	if h.transport == nil {
+		h.ownsTr = newUpstreamTransport(cfg.MaxIdleConnsPerHost)
+		h.transport = h.ownsTr
+	}
+	var err error
+	if h.met, err = newMetrics(opts.Registerer, h.budget.inUse); err != nil {
+		return nil, fmt.Errorf("gateway: metrics: %w", err)
+	}
+	empty := []kvroute.Endpoint{}
+	h.endpoints.Store(&empty)
+	return h, nil
+}
+
+// newTransport returns the transport for engines not reached by plain HTTP:
+// keep-alive connections to the
+// engines (up to idlePerHost idle per engine, no global cap), no HTTP/2
+// (engines speak HTTP/1.1) and no transparent gzip (the client's
+// Accept-Encoding passes through and the body is copied as is).
+func newTransport(idlePerHost int) *http.Transport {
+	return &http.Transport{
+		Proxy:               nil,
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        0,
+		MaxIdleConnsPerHost: idlePerHost,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+		ForceAttemptHTTP2:   false,
+		// A prompt of thousands of tokens goes out with its header in one
+		// write instead of 4 KiB chunks (one syscall each).
+		WriteBufferSize: 32 << 10,
+	}
+}
+
+// SetEndpoints replaces the candidate endpoints of every later request. It
+// does not touch the Picker: a Router is told about endpoints separately
+// (Server.SetEndpoints does both).
+func (h *Handler) SetEndpoints(eps []kvroute.Endpoint) {
+	c := slices.Clone(eps)
+	if c == nil {
+		c = []kvroute.Endpoint{}
+	}
+	h.endpoints.Store(&c)
+}
+
+// Endpoints returns the current candidate endpoints (a copy).
+func (h *Handler) Endpoints() []kvroute.Endpoint { return slices.Clone(*h.endpoints.Load()) }
+
+// Close releases the idle upstream connections of a transport the Handler
+// created. Requests in flight are not affected.
+func (h *Handler) Close() {
+	if h.ownsTr != nil {
+		h.ownsTr.CloseIdleConnections()
+	}
+}
+
+// ServeHTTP routes one request.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if api, ok := kvroute.APIForPath(r.URL.Path); ok {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			writeError(w, api, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed; use POST")
+			return
+		}
+		h.serveInference(w, r, api)
+		return
+	}
+	if r.URL.Path == "/v1/models" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		h.serveModels(w, r)
+		return
+	}
+	writeError(w, kvroute.APICompletions, http.StatusNotFound, "no route for "+r.Method+" "+r.URL.Path)
+}
+
+func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api kvroute.API) {
+	start := h.now()
+	am := h.met.byAPI[api]
+	body, held, err := h.readBodyTimed(w, r)
+	defer h.budget.release(held) // after the response: forward holds the body until then
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooLarge):
+			am.results[ResultBodyTooLarge].Inc()
+			writeError(w, api, http.StatusRequestEntityTooLarge,
+				fmt.Sprintf("request body exceeds the gateway's limit of %d bytes", tooLarge.Limit))
+		case errors.Is(err, errBodyBudget):
+			am.results[ResultBodyBudget].Inc()
+			// The unread rest of the body stays on the connection: close it.
+			w.Header().Set("Connection", "close")
+			w.Header().Set("Retry-After", "1")
+			writeError(w, api, http.StatusServiceUnavailable, fmt.Sprintf(
+				"the gateway is holding its limit of %d bytes of request bodies in flight; retry later", h.cfg.MaxBodyBytesInFlight))
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			// Checked before the context: net/http cancels it on the
+			// connection's read error.
+			am.results[ResultBodyTimeout].Inc()
+			w.Header().Set("Connection", "close")
+			writeError(w, api, http.StatusRequestTimeout, fmt.Sprintf(
+				"the request body did not arrive within the gateway's body read timeout of %v", h.cfg.BodyReadTimeout))
+		case r.Context().Err() != nil:
+			am.results[ResultClientAbort].Inc()
+		default:
+			am.results[ResultBadRequest].Inc()
+			writeError(w, api, http.StatusBadRequest, "reading the request body: "+err.Error())
+		}
+		return
+	}
+	model, err := bodyModel(body)
+	if err != nil {
+		am.results[ResultBadRequest].Inc()
+		writeError(w, api, http.StatusBadRequest, "the request body is not a JSON object: "+err.Error())
+		return
+	}
+	eps := *h.endpoints.Load()
+	if len(eps) == 0 {
+		am.results[ResultNoEndpoint].Inc()
+		writeError(w, api, http.StatusServiceUnavailable, "the gateway has no endpoints")
+		return
+	}
+	req := &kvroute.Request{ID: r.Header.Get("X-Request-Id"), API: api, Body: body, Header: r.Header}
+	switch {
+	case h.cfg.Model == "":
+		req.Model = model
+	case model != "" && model != h.cfg.Model:
+		req.LoRA = model
+	}
+	r, end := h.startSpan(r)
+	defer end()
+	d, err := h.picker.Pick(r.Context(), req, eps)
+	am.pick.Observe(h.now().Sub(start).Seconds())
+	if err != nil {
+		if r.Context().Err() != nil {
+			am.results[ResultClientAbort].Inc()
+			return
+		}
+		switch {
+		case errors.Is(err, tokenload.ErrDuplicateRequestID):
+			// The router accounts load by request ID: two requests in flight
+			// with one X-Request-Id would release each other's load.
+			am.results[ResultBadRequest].Inc()
+			writeError(w, api, http.StatusConflict, "a request with this X-Request-Id is already in flight")
+			return
+		case errors.Is(err, tokenload.ErrInvalidRequestID):
+			am.results[ResultBadRequest].Inc()
+			writeError(w, api, http.StatusBadRequest, "X-Request-Id: "+err.Error())
+			return
+		case errors.Is(err, kvroute.ErrModelMismatch):
+			// The body names a model the router does not index; the client
+			// should name the base model (or the gateway map its alias).
+			am.results[ResultBadRequest].Inc()
+			writeError(w, api, http.StatusBadRequest, err.Error())
+			return
+		}
+		am.results[ResultNoEndpoint].Inc()
+		writeError(w, api, http.StatusServiceUnavailable, "no endpoint available: "+err.Error())
+		return
+	}
+	var (
+		res  Result
+		ferr error
+	)
+	defer func() { d.Done(ferr) }() // exactly once, whatever forward does
+	rec := DecisionRecord{Time: start, RequestID: req.ID, API: api, Endpoint: d.Endpoint.ID,
+		PromptTokens: d.PromptTokens, PredictedCached: d.CachedTokens, Outcome: d.Outcome.String(),
+		UsedCache: d.UsedCache, ActualCached: -1}
+	res, ferr = h.forward(w, r, body, d, start, am, &rec)
+	am.results[res].Inc()
+	rec.Result = res
+	h.recent.add(rec)
+	if res == ResultUpstreamBroken {
+		// The header is out: abort the connection so that the client does not
+		// mistake the truncated body for a complete one.
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// serveModels forwards GET /v1/models to the endpoints in turn.
+func (h *Handler) serveModels(w http.ResponseWriter, r *http.Request) {
+	eps := *h.endpoints.Load()
+	if len(eps) == 0 {
+		writeError(w, kvroute.APICompletions, http.StatusServiceUnavailable, "the gateway has no endpoints")
+		return
+	}
+	ep := eps[(h.models.Add(1)-1)%uint64(len(eps))]
+	res, _ := h.forward(w, r, nil, &kvroute.Decision{Endpoint: ep}, h.now(), nil, nil)
+	if res == ResultUpstreamBroken {
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// writeError writes an error in the shape of api: Anthropic's for Messages,
+// OpenAI's (as vLLM sends it) otherwise.
+func writeError(w http.ResponseWriter, api kvroute.API, status int, msg string) {
+	var v any
+	if api == kvroute.APIMessages {
+		v = map[string]any{"type": "error", "error": map[string]any{"type": anthropicType(status), "message": msg}}
+	} else {
+		v = map[string]any{"error": map[string]any{"message": msg, "type": openAIType(status), "param": nil, "code": status}}
+	}
+	var buf bytes.Buffer
+	_ = json.NewEncoder(&buf).Encode(v) // maps of strings and ints always encode
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", fmt.Sprint(buf.Len()))
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+func openAIType(status int) string {
+	switch status {
+	case http.StatusNotFound:
+		return "NotFoundError"
+	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusMethodNotAllowed, http.StatusConflict,
+		http.StatusRequestTimeout:
+		return "BadRequestError"
+	case http.StatusServiceUnavailable:
+		return "ServiceUnavailableError"
+	default:
+		return "InternalServerError"
+	}
+}
+
+func anthropicType(status int) string {
+	switch status {
+	case http.StatusNotFound:
+		return "not_found_error"
+	case http.StatusRequestEntityTooLarge:
+		return "request_too_large"
+	case http.StatusBadRequest, http.StatusMethodNotAllowed, http.StatusConflict, http.StatusRequestTimeout:
+		return "invalid_request_error"
+	case http.StatusServiceUnavailable:
+		return "overloaded_error"
+	default:
+		return "api_error"
+	}
+}

@@ -1,0 +1,111 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// The defaults of the Server's client connection timeouts.
+const (
+	// DefaultReadHeaderTimeout is the default of
+	// ServerConfig.ReadHeaderTimeout.
+	DefaultReadHeaderTimeout = 10 * time.Second
+	// DefaultIdleTimeout is the default of ServerConfig.IdleTimeout.
+	DefaultIdleTimeout = 2 * time.Minute
+)
+
+// The phases of a client connection that headerTimeouts tells apart.
+const (
+	phaseHeader  int32 = iota // a request header is due (the first, or the next after its first bytes)
+	phaseHandler              // a handler has the request (its body reads have their own timeout)
+	phaseIdle                 // between requests, no byte of the next one yet
+)
+
+// headerTimeouts counts the client connections that net/http closes because
+// a request header did not arrive within ServerConfig.ReadHeaderTimeout.
+// net/http closes them silently, so it watches the connections itself: a
+// read that times out while a header is due is one.
+type headerTimeouts struct {
+	count prometheus.Counter
+}
+
+func newHeaderTimeouts() *headerTimeouts {
+	return &headerTimeouts{count: prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "kvroute_gateway_header_timeouts_total",
+		Help: "Client connections closed because a request header did not arrive within the gateway's readHeaderTimeout.",
+	})}
+}
+
+// listener wraps ln so that its connections are watched.
+func (ht *headerTimeouts) listener(ln net.Listener) net.Listener {
+	return &watchedListener{Listener: ln, ht: ht}
+}
+
+// connState is the http.Server's ConnState hook: a connection back in
+// StateIdle waits for its next request, not yet for a header.
+func (ht *headerTimeouts) connState(c net.Conn, s http.ConnState) {
+	if wc, ok := c.(*watchedConn); ok && s == http.StateIdle {
+		wc.phase.Store(phaseIdle)
+	}
+}
+
+// connContext is the http.Server's ConnContext hook: it makes the watched
+// connection reachable from its requests (see handlerStarted).
+func (ht *headerTimeouts) connContext(ctx context.Context, c net.Conn) context.Context {
+	if wc, ok := c.(*watchedConn); ok {
+		return context.WithValue(ctx, watchedConnKey{}, wc)
+	}
+	return ctx
+}
+
+// handlerStarted records that r's header has arrived and a handler has it.
+func handlerStarted(r *http.Request) {
+	if wc, ok := r.Context().Value(watchedConnKey{}).(*watchedConn); ok {
+		wc.phase.Store(phaseHandler)
+	}
+}
+
+type watchedConnKey struct{}
+
+type watchedListener struct {
+	net.Listener
+	ht *headerTimeouts
+}
+
+// Accept returns the next connection, watched.
+func (l *watchedListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &watchedConn{Conn: c, ht: l.ht}, nil
+}
+
+// watchedConn is a client connection that counts a read timeout while a
+// request header is due, once.
+type watchedConn struct {
+	net.Conn
+	ht      *headerTimeouts
+	phase   atomic.Int32
+	counted atomic.Bool
+}
+
+// Read reads from the connection; the first byte after an idle wait starts
+// a header, and a timeout while one is due is counted.
+func (c *watchedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.phase.CompareAndSwap(phaseIdle, phaseHeader)
+	}
+	if err != nil && c.phase.Load() == phaseHeader && errors.Is(err, os.ErrDeadlineExceeded) && c.counted.CompareAndSwap(false, true) {
+		c.ht.count.Inc()
+	}
+	return n, err
+}

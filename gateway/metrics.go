@@ -1,0 +1,112 @@
+package gateway
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvroute/kvroute"
+)
+
+// Result is the outcome of one proxied request, the result label of
+// kvroute_gateway_requests_total.
+type Result string
+
+// The results a request can end with.
+const (
+	// ResultSuccess: the engine answered 2xx and the whole body reached the
+	// client.
+	ResultSuccess Result = "success"
+	// ResultUpstreamStatus: the engine answered a non-2xx status, which was
+	// passed through.
+	ResultUpstreamStatus Result = "upstream_status"
+	// ResultUpstreamUnreachable: the engine could not be reached (502).
+	ResultUpstreamUnreachable Result = "upstream_unreachable"
+	// ResultUpstreamBroken: the engine's response broke off mid-body.
+	ResultUpstreamBroken Result = "upstream_broken"
+	// ResultClientAbort: the client went away before the response ended.
+	ResultClientAbort Result = "client_abort"
+	// ResultBodyTooLarge: the request body exceeded Config.MaxBodyBytes (413).
+	ResultBodyTooLarge Result = "body_too_large"
+	// ResultBodyBudget: the body found no room in Config.MaxBodyBytesInFlight
+	// (503 with Retry-After).
+	ResultBodyBudget Result = "body_budget"
+	// ResultBodyTimeout: the body did not arrive within
+	// Config.BodyReadTimeout (408, connection closed).
+	ResultBodyTimeout Result = "body_timeout"
+	// ResultBadRequest: the body was unreadable or not a JSON object (400),
+	// named a model the router does not index (400), or its X-Request-Id
+	// was invalid (400) or already in flight (409).
+	ResultBadRequest Result = "bad_request"
+	// ResultNoEndpoint: no endpoint could be picked (503).
+	ResultNoEndpoint Result = "no_endpoint"
+)
+
+var results = []Result{ResultSuccess, ResultUpstreamStatus, ResultUpstreamUnreachable, ResultUpstreamBroken,
+	ResultClientAbort, ResultBodyTooLarge, ResultBodyBudget, ResultBodyTimeout, ResultBadRequest, ResultNoEndpoint}
+
+var apis = []kvroute.API{kvroute.APICompletions, kvroute.APIChatCompletions, kvroute.APIMessages, kvroute.APIResponses}
+
+// apiMetrics are one API's label children, resolved once so that the request
+// path does no label lookups.
+type apiMetrics struct {
+	results    map[Result]prometheus.Counter
+	pick       prometheus.Observer
+	firstChunk prometheus.Observer
+}
+
+type metrics struct {
+	byAPI map[kvroute.API]*apiMetrics
+	usage map[string]prometheus.Counter
+}
+
+// latencyBuckets span 1 ms to ~65 s.
+var latencyBuckets = prometheus.ExponentialBuckets(0.001, 2, 17)
+
+// newMetrics builds the gateway's metrics and registers them on reg (nil:
+// none); bodyBytes reads the request body bytes in flight.
+func newMetrics(reg prometheus.Registerer, bodyBytes func() int64) (*metrics, error) {
+	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kvroute_gateway_requests_total",
+		Help: "Inference requests handled by the gateway, by API and result (success, upstream_status, upstream_unreachable, upstream_broken, client_abort, body_too_large, body_budget, body_timeout, bad_request, no_endpoint).",
+	}, []string{"api", "result"})
+	pick := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "kvroute_gateway_pick_duration_seconds",
+		Help:    "Time the routing decision took (render call included), by API.",
+		Buckets: latencyBuckets,
+	}, []string{"api"})
+	first := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "kvroute_gateway_first_chunk_seconds",
+		Help:    "Time from receiving a request to the first response bytes from the engine (routing plus the engine's time to first token), by API.",
+		Buckets: latencyBuckets,
+	}, []string{"api"})
+	usage := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kvroute_gateway_usage_total",
+		Help: "Successful responses read for the engine's cached prompt tokens (observeCachedTokens), by result: observed, no_usage, too_large, invalid.",
+	}, []string{"result"})
+	inFlight := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "kvroute_gateway_request_body_bytes_in_flight",
+		Help: "Bytes of request body buffers held by requests in flight, bounded by maxBodyBytesInFlight.",
+	}, func() float64 { return float64(bodyBytes()) })
+	if reg != nil {
+		for _, c := range []prometheus.Collector{requests, pick, first, usage, inFlight} {
+			if err := reg.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	m := &metrics{byAPI: make(map[kvroute.API]*apiMetrics, len(apis)), usage: map[string]prometheus.Counter{}}
+	for _, r := range usageResults {
+		m.usage[r] = usage.WithLabelValues(r)
+	}
+	for _, api := range apis {
+		am := &apiMetrics{
+			results:    make(map[Result]prometheus.Counter, len(results)),
+			pick:       pick.WithLabelValues(string(api)),
+			firstChunk: first.WithLabelValues(string(api)),
+		}
+		for _, r := range results {
+			am.results[r] = requests.WithLabelValues(string(api), string(r))
+		}
+		m.byAPI[api] = am
+	}
+	return m, nil
+}

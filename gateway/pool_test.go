@@ -1,0 +1,121 @@
+package gateway
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/internal/leakcheck"
+)
+
+// barrierEngine is an engine that holds every inference request until n of
+// them are in flight at once, so that each round of n concurrent requests
+// needs n upstream connections at the same moment. It counts the TCP
+// connections it accepts. Close it before checking for leaks.
+type barrierEngine struct {
+	*httptest.Server
+	n        int
+	accepted atomic.Int64
+
+	mu      sync.Mutex
+	arrived int
+	release chan struct{}
+}
+
+func newBarrierEngine(n int) *barrierEngine {
+	b := &barrierEngine{n: n, release: make(chan struct{})}
+	b.Server = httptest.NewUnstartedServer(http.HandlerFunc(b.serve))
+	b.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			b.accepted.Add(1)
+		}
+	}
+	b.Start()
+	return b
+}
+
+func (b *barrierEngine) serve(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	b.mu.Lock()
+	ch := b.release
+	if b.arrived++; b.arrived == b.n {
+		close(ch)
+		b.arrived, b.release = 0, make(chan struct{})
+	}
+	b.mu.Unlock()
+	select {
+	case <-ch:
+	case <-r.Context().Done():
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = io.WriteString(w, `{"id":"cmpl-1","object":"text_completion","choices":[{"index":0,"text":" ok"}]}`)
+}
+
+// proxyRounds sends rounds of n concurrent completions through h.
+func proxyRounds(t *testing.T, h *Handler, n, rounds int) {
+	t.Helper()
+	for range rounds {
+		var wg sync.WaitGroup
+		codes := make(chan int, n)
+		for range n {
+			wg.Go(func() {
+				req := httptest.NewRequest(http.MethodPost, "/v1/completions", strings.NewReader(`{"model":"m","prompt":"hi"}`))
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, req)
+				codes <- rec.Code
+			})
+		}
+		wg.Wait()
+		close(codes)
+		for c := range codes {
+			require.Equal(t, http.StatusOK, c)
+		}
+	}
+}
+
+func newPoolHandler(t *testing.T, cfg Config, e *barrierEngine) *Handler {
+	t.Helper()
+	h, err := New(cfg, new(RoundRobin), Options{})
+	require.NoError(t, err)
+	h.SetEndpoints([]kvroute.Endpoint{{ID: strings.TrimPrefix(e.URL, "http://")}})
+	return h
+}
+
+// At 320 concurrent requests to one engine, every upstream connection goes
+// back to the idle pool: the gateway opens 320 connections in the first
+// round and none after (an idle cap of 256 per host closed 64 and redialed
+// them every round).
+func TestGatewayKeepsOneUpstreamConnectionPerConcurrentRequest(t *testing.T) {
+	defer leakcheck.Check(t)()
+	const n, rounds = 320, 4
+	e := newBarrierEngine(n)
+	defer e.Close()
+	h := newPoolHandler(t, Config{}, e)
+	defer h.Close()
+
+	proxyRounds(t, h, n, rounds)
+	require.Equal(t, int64(n), e.accepted.Load(), "connections accepted over %d rounds of %d concurrent requests", rounds, n)
+}
+
+// A smaller MaxIdleConnsPerHost is honoured: connections beyond it are
+// closed after each round and redialed in the next.
+func TestGatewayMaxIdleConnsPerHostCapsThePool(t *testing.T) {
+	defer leakcheck.Check(t)()
+	const n, rounds, idle = 8, 3, 2
+	e := newBarrierEngine(n)
+	defer e.Close()
+	h := newPoolHandler(t, Config{MaxIdleConnsPerHost: idle}, e)
+	defer h.Close()
+
+	proxyRounds(t, h, n, rounds)
+	require.Equal(t, int64(n+(rounds-1)*(n-idle)), e.accepted.Load())
+}

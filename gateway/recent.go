@@ -1,0 +1,73 @@
+package gateway
+
+import (
+	"sync"
+	"time"
+
+	"github.com/kvroute/kvroute"
+)
+
+// recentSize is how many decisions the handler remembers for the status
+// page.
+const recentSize = 16
+
+// DecisionRecord is one routed request as the status page shows it.
+type DecisionRecord struct {
+	Time            time.Time
+	RequestID       string
+	API             kvroute.API
+	Endpoint        string
+	PromptTokens    int
+	PredictedCached int
+	// ActualCached is the engine's reported cached tokens; -1 when not
+	// observed.
+	ActualCached int
+	// Error is the prediction error of the observation (predicted, capped
+	// at what the engine can reuse, minus actual).
+	Error     int
+	Outcome   string
+	UsedCache bool
+	Result    Result
+}
+
+// recentDecisions is a ring of the latest DecisionRecords.
+type recentDecisions struct {
+	mu   sync.Mutex
+	ring [recentSize]DecisionRecord
+	n    int // records ever added
+}
+
+func (r *recentDecisions) add(d DecisionRecord) {
+	r.mu.Lock()
+	r.ring[r.n%recentSize] = d
+	r.n++
+	r.mu.Unlock()
+}
+
+// list returns the records, newest first.
+func (r *recentDecisions) list() []DecisionRecord {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := min(r.n, recentSize)
+	out := make([]DecisionRecord, 0, k)
+	for i := 1; i <= k; i++ {
+		out = append(out, r.ring[(r.n-i)%recentSize])
+	}
+	return out
+}
+
+// Recent returns the handler's latest routed requests (up to 16), newest
+// first.
+func (h *Handler) Recent() []DecisionRecord { return h.recent.list() }
+
+// observe hands the response's cached tokens to the decision.
+func (h *Handler) observe(d *kvroute.Decision, us *usageScanner, rec *DecisionRecord) {
+	cached, result := us.result()
+	h.met.usage[result].Inc()
+	if result != usageObserved {
+		return
+	}
+	if o, ok := d.Observe(cached); ok {
+		rec.ActualCached, rec.Error = cached, o.Error
+	}
+}

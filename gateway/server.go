@@ -1,0 +1,246 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/kvroute/kvroute"
+)
+
+// Policy selects how a Server picks endpoints.
+type Policy string
+
+// The routing policies.
+const (
+	// PolicyPrecise routes with a kvroute.Router: precise prefix-cache
+	// routing fed by the engines' KV events and render endpoints.
+	PolicyPrecise Policy = "precise"
+	// PolicyRoundRobin routes cache-blind, in turn (for comparisons).
+	PolicyRoundRobin Policy = "round-robin"
+)
+
+// ServerConfig configures a Server.
+type ServerConfig struct {
+	// Listen is the TCP address to serve on, e.g. ":8080" or "127.0.0.1:0"
+	// (a free port; Server.Addr tells which).
+	Listen string
+	// Policy is the routing policy; empty means PolicyPrecise.
+	Policy Policy
+	// Router configures the kvroute.Router of PolicyPrecise.
+	Router kvroute.Config
+	// Proxy configures the Handler. An empty Proxy.Model takes Router.Model.
+	Proxy Config
+	// Endpoints are the initial endpoints; SetEndpoints replaces them.
+	Endpoints []kvroute.Endpoint
+	// ReadHeaderTimeout is the time a client has to send a request's
+	// header: from the connection's start for its first request, from the
+	// first byte of each later one on a keep-alive connection. A connection
+	// whose header is late is closed and counted in
+	// kvroute_gateway_header_timeouts_total. The body has
+	// Proxy.BodyReadTimeout after it. 0 means DefaultReadHeaderTimeout.
+	ReadHeaderTimeout time.Duration
+	// IdleTimeout is how long a keep-alive connection may wait for its next
+	// request before it is closed. 0 means DefaultIdleTimeout.
+	IdleTimeout time.Duration
+}
+
+// Server is a running gateway: a Handler on an http.Server with /metrics
+// (the registry of the router, the render client, the index and the gateway,
+// plus Go and process metrics) and /health, built around a kvroute.Router.
+type Server struct {
+	router   *kvroute.Router // nil under PolicyRoundRobin
+	handler  *Handler
+	registry *prometheus.Registry
+	srv      *http.Server
+	ln       net.Listener
+	log      *slog.Logger
+	handlers sync.WaitGroup // requests being served
+	served   chan error     // Serve's result
+
+	headerTimeouts *headerTimeouts
+
+	shutdownOnce sync.Once
+	shutdownErr  error
+}
+
+// NewServer builds the router and the handler, listens on cfg.Listen and
+// starts serving. Stop it with Shutdown. opts.Logger, opts.Transport and
+// opts.Now go to the router and the handler; opts.Registerer must be nil,
+// since the Server registers everything in the registry it serves on
+// /metrics.
+//
+// ctx bounds the router's start only (kvroute.New: restoring the index from
+// peers, a checkpoint file or other sources), so that a gateway interrupted
+// while it bootstraps stops at once; ending ctx later does not stop the
+// Server.
+func NewServer(ctx context.Context, cfg ServerConfig, opts Options) (*Server, error) {
+	if opts.Registerer != nil {
+		return nil, errors.New("gateway: NewServer serves its own registry on /metrics; leave Options.Registerer nil")
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	switch {
+	case cfg.ReadHeaderTimeout < 0:
+		return nil, fmt.Errorf("gateway: readHeaderTimeout %v is negative", cfg.ReadHeaderTimeout)
+	case cfg.ReadHeaderTimeout == 0:
+		cfg.ReadHeaderTimeout = DefaultReadHeaderTimeout
+	}
+	switch {
+	case cfg.IdleTimeout < 0:
+		return nil, fmt.Errorf("gateway: idleTimeout %v is negative", cfg.IdleTimeout)
+	case cfg.IdleTimeout == 0:
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	s := &Server{registry: prometheus.NewRegistry(), log: logger, served: make(chan error, 1), headerTimeouts: newHeaderTimeouts()}
+	if err := s.registry.Register(collectors.NewGoCollector()); err != nil {
+		return nil, err
+	}
+	if err := s.registry.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+		return nil, err
+	}
+	var picker kvroute.Picker
+	switch cfg.Policy {
+	case "", PolicyPrecise:
+		r, err := kvroute.New(ctx, cfg.Router, kvroute.Options{Registerer: s.registry, Logger: logger, TracerProvider: opts.TracerProvider})
+		if err != nil {
+			return nil, err
+		}
+		s.router, picker = r, r
+		if cfg.Proxy.Model == "" {
+			cfg.Proxy.Model = cfg.Router.Model
+		}
+	case PolicyRoundRobin:
+		picker = new(RoundRobin)
+	default:
+		return nil, fmt.Errorf("gateway: unknown policy %q (want %q or %q)", cfg.Policy, PolicyPrecise, PolicyRoundRobin)
+	}
+	ok := false
+	defer func() {
+		if !ok && s.router != nil {
+			s.router.Close()
+		}
+	}()
+	h, err := New(cfg.Proxy, picker, Options{Transport: opts.Transport, Registerer: s.registry, Logger: logger, Now: opts.Now, TracerProvider: opts.TracerProvider})
+	if err != nil {
+		return nil, err
+	}
+	s.handler = h
+	if len(cfg.Endpoints) > 0 {
+		if err := s.SetEndpoints(cfg.Endpoints); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.registry.Register(s.headerTimeouts.count); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, err
+	}
+	s.ln = ln
+	s.srv = &http.Server{
+		Handler:           s.mux(),
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
+		ConnState:         s.headerTimeouts.connState,
+		ConnContext:       s.headerTimeouts.connContext,
+	}
+	go func() { s.served <- s.srv.Serve(s.headerTimeouts.listener(ln)) }()
+	ok = true
+	return s, nil
+}
+
+// mux routes /metrics, /health and everything else to the Handler, counting
+// requests in flight so that Shutdown can wait for them.
+func (s *Server) mux() http.Handler {
+	m := http.NewServeMux()
+	m.Handle("/metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}))
+	m.HandleFunc("/health", s.health)
+	m.HandleFunc("/ready", s.readyz)
+	m.HandleFunc(StatusPath, s.status)
+	m.Handle("/", s.handler)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.handlers.Add(1)
+		defer s.handlers.Done()
+		handlerStarted(r)
+		m.ServeHTTP(w, r)
+	})
+}
+
+// health answers 200 while the gateway has endpoints and 503 otherwise.
+func (s *Server) health(w http.ResponseWriter, _ *http.Request) {
+	n := len(*s.handler.endpoints.Load())
+	w.Header().Set("Content-Type", "application/json")
+	if n == 0 {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = fmt.Fprintln(w, `{"status":"no endpoints","endpoints":0}`)
+		return
+	}
+	_, _ = fmt.Fprintf(w, "{\"status\":\"ok\",\"endpoints\":%d}\n", n)
+}
+
+// SetEndpoints gives the router (event subscriptions, render endpoints) and
+// the handler a new endpoint set. The handler takes it even when the router
+// reports an error (which names what it could not set up).
+func (s *Server) SetEndpoints(eps []kvroute.Endpoint) error {
+	var err error
+	if s.router != nil {
+		err = s.router.SetEndpoints(eps)
+	}
+	s.handler.SetEndpoints(eps)
+	return err
+}
+
+// Addr returns the address the server listens on.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// URL returns the server's base URL, e.g. "http://127.0.0.1:8080".
+func (s *Server) URL() string { return "http://" + s.Addr() }
+
+// Router returns the server's router; nil under PolicyRoundRobin.
+func (s *Server) Router() *kvroute.Router { return s.router }
+
+// Handler returns the server's proxy handler.
+func (s *Server) Handler() *Handler { return s.handler }
+
+// Registry returns the registry behind /metrics.
+func (s *Server) Registry() *prometheus.Registry { return s.registry }
+
+// Shutdown stops the server gracefully: it stops accepting, waits for the
+// requests in flight until ctx ends, then cuts the remaining connections
+// (their requests see a cancelled context, so each Decision is Done), waits
+// for every handler to return and closes the router. Later calls return the
+// first call's result.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.shutdownOnce.Do(func() {
+		err := s.srv.Shutdown(ctx)
+		if err != nil {
+			err = errors.Join(err, s.srv.Close())
+		}
+		if serr := <-s.served; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
+			err = errors.Join(err, serr)
+		}
+		s.handlers.Wait()
+		s.handler.Close()
+		if s.router != nil {
+			s.router.Close()
+		}
+		s.shutdownErr = err
+	})
+	return s.shutdownErr
+}

@@ -1,0 +1,106 @@
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/internal/leakcheck"
+)
+
+const headerTimeoutsMetric = "kvroute_gateway_header_timeouts_total"
+
+func TestServerCutsSlowHeadersAndCountsThem(t *testing.T) {
+	defer leakcheck.Check(t)()
+	u := newUpstream(t)
+	defer u.Close()
+	cfg := testServerConfig(kvroute.Endpoint{ID: u.id})
+	cfg.ReadHeaderTimeout = 300 * time.Millisecond
+	cfg.IdleTimeout = 300 * time.Millisecond
+	cfg.Proxy.BodyReadTimeout = 300 * time.Millisecond
+	srv, err := NewServer(t.Context(), cfg, Options{})
+	require.NoError(t, err)
+	defer srv.Shutdown(context.Background())
+	const request = "POST /v1/completions HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+
+	// A first header trickled one byte per 20 ms, for as long as the
+	// connection takes them.
+	c := dialGateway(t, srv.URL())
+	defer c.Close()
+	_, err = io.WriteString(c, "POST /v1/completions HTTP/1.1\r\nHost: gw\r\nX-Slow: ")
+	require.NoError(t, err)
+	stop := make(chan struct{})
+	dripped := drip(c, "a", 20*time.Millisecond, stop)
+	requireClosedByServer(t, bufio.NewReader(c))
+	close(stop)
+	<-dripped
+	require.Eventually(t, func() bool { return metricValue(t, srv.Registry(), headerTimeoutsMetric) == 1 }, wait, time.Millisecond)
+
+	// A keep-alive connection whose second header is slow.
+	c2 := dialGateway(t, srv.URL())
+	defer c2.Close()
+	br := bufio.NewReader(c2)
+	_, err = io.WriteString(c2, request)
+	require.NoError(t, err)
+	resp, err := http.ReadResponse(br, nil)
+	require.NoError(t, err)
+	readAll(t, resp)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	_, err = io.WriteString(c2, "POST /v1/completions HTTP/1.1\r\n")
+	require.NoError(t, err)
+	stop2 := make(chan struct{})
+	dripped2 := drip(c2, "X", 20*time.Millisecond, stop2)
+	requireClosedByServer(t, br)
+	close(stop2)
+	<-dripped2
+	require.Eventually(t, func() bool { return metricValue(t, srv.Registry(), headerTimeoutsMetric) == 2 }, wait, time.Millisecond)
+
+	// Neither an idle keep-alive connection closed by IdleTimeout nor a
+	// body trickled past the body read timeout counts as a late header.
+	c3 := dialGateway(t, srv.URL())
+	defer c3.Close()
+	br3 := bufio.NewReader(c3)
+	_, err = io.WriteString(c3, request)
+	require.NoError(t, err)
+	resp, err = http.ReadResponse(br3, nil)
+	require.NoError(t, err)
+	readAll(t, resp)
+	requireClosedByServer(t, br3)
+
+	c4 := dialGateway(t, srv.URL())
+	defer c4.Close()
+	_, err = io.WriteString(c4, "POST /v1/completions HTTP/1.1\r\nHost: gw\r\nContent-Length: 1000\r\n\r\n{")
+	require.NoError(t, err)
+	stop4 := make(chan struct{})
+	dripped4 := drip(c4, " ", 20*time.Millisecond, stop4)
+	br4 := bufio.NewReader(c4)
+	resp, err = http.ReadResponse(br4, nil)
+	require.NoError(t, err)
+	readAll(t, resp)
+	require.Equal(t, http.StatusRequestTimeout, resp.StatusCode)
+	requireClosedByServer(t, br4)
+	close(stop4)
+	<-dripped4
+	require.Eventually(t, func() bool {
+		return counter(t, srv.Registry(), "completions", ResultBodyTimeout) == 1
+	}, wait, time.Millisecond)
+	require.Equal(t, 2.0, metricValue(t, srv.Registry(), headerTimeoutsMetric))
+}
+
+func TestNewServerRejectsNegativeTimeouts(t *testing.T) {
+	defer leakcheck.Check(t)()
+	cfg := testServerConfig()
+	cfg.ReadHeaderTimeout = -time.Second
+	_, err := NewServer(t.Context(), cfg, Options{})
+	require.ErrorContains(t, err, "readHeaderTimeout -1s is negative")
+	cfg = testServerConfig()
+	cfg.IdleTimeout = -time.Second
+	_, err = NewServer(t.Context(), cfg, Options{})
+	require.ErrorContains(t, err, "idleTimeout -1s is negative")
+}
