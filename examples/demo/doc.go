@@ -35,7 +35,7 @@
 //	--verbose          print the components' logs to standard error
 //	--replicas 2       the active-active demo instead (needs redis-server on PATH)
 //
-// With --replicas 2 (scenario.RunReplicas) it starts its own redis-server on
+// With --replicas 2 (e2e.RunReplicas) it starts its own redis-server on
 // a free loopback port, the engines, and two gateways sharing load and
 // decisions through it (one in this process, one a child process: this
 // binary re-executed), sends a burst of one new prefix round-robin over
@@ -46,6 +46,6 @@
 // process it started; without redis-server it exits with status 1 and says
 // what to install.
 //
-// The logic lives in the importable package
-// github.com/kvroute/kvroute/examples/demo/scenario.
+// The logic lives in kvroute's end-to-end suite, the importable package
+// github.com/kvroute/kvroute/e2e, whose tests run the same scenarios.
 package main

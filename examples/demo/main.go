@@ -11,11 +11,11 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/kvroute/kvroute/examples/demo/scenario"
+	"github.com/kvroute/kvroute/e2e"
 )
 
 func main() {
-	if scenario.RunReplicaGatewayChild() { // this process is the --replicas demo's second gateway
+	if e2e.RunReplicaGatewayChild() { // this process is the --replicas demo's second gateway
 		return
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -32,12 +32,12 @@ func main() {
 // replicas is the --replicas flag (1: the single-gateway demo, 2: RunReplicas).
 var replicas int
 
-func parseFlags(args []string, stderr io.Writer) (scenario.Options, error) {
+func parseFlags(args []string, stderr io.Writer) (e2e.Options, error) {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var o scenario.Options
+	var o e2e.Options
 	var verbose bool
-	fs.IntVar(&replicas, "replicas", 1, "gateway replicas: 2 runs the active-active demo (needs redis-server on PATH; see scenario/replicas.go)")
+	fs.IntVar(&replicas, "replicas", 1, "gateway replicas: 2 runs the active-active demo (needs redis-server on PATH; see e2e/replicas.go)")
 	fs.BoolVar(&o.Fast, "fast", false, "short burst interval and load (a few seconds instead of about two minutes)")
 	fs.DurationVar(&o.Interval, "interval", 0, "time between the burst's requests (default 3s; 100ms with --fast)")
 	fs.IntVar(&o.LoadRequests, "load-requests", 0, "requests per policy in the comparison (default 240; 48 with --fast)")
@@ -70,9 +70,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if replicas == 2 {
-		_, err = scenario.RunReplicas(ctx, o, stdout)
+		_, err = e2e.RunReplicas(ctx, o, stdout)
 		return err
 	}
-	_, err = scenario.Run(ctx, o, stdout)
+	_, err = e2e.Run(ctx, o, stdout)
 	return err
 }

@@ -11,13 +11,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kvroute/kvroute/examples/demo/scenario"
+	"github.com/kvroute/kvroute/e2e"
 )
 
 // TestMain lets the test binary serve as the --replicas demo's child
 // gateway, as the demo binary itself does.
 func TestMain(m *testing.M) {
-	if scenario.RunReplicaGatewayChild() {
+	if e2e.RunReplicaGatewayChild() {
 		return
 	}
 	os.Exit(m.Run())
@@ -37,7 +37,7 @@ func TestReplicasWithoutRedisServer(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
 	defer func() { replicas = 1 }()
 	err := run(context.Background(), []string{"--replicas", "2", "--fast"}, io.Discard, io.Discard)
-	require.ErrorIs(t, err, scenario.ErrNoRedis)
+	require.ErrorIs(t, err, e2e.ErrNoRedis)
 	require.ErrorContains(t, err, "redis-server on PATH")
 }
 

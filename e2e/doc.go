@@ -1,14 +1,16 @@
-// Package scenario is the logic of kvroute's one-command demo
-// (go run ./examples/demo): it shows precise prefix-cache routing working on
-// one machine, without GPUs, against simulated vLLM engines that behave like
-// vLLM where a router can tell (render routes, KV events over ZeroMQ with
-// replay, prefix-cache metrics).
+// Package e2e is kvroute's end-to-end test suite: scenarios that run the
+// whole system on one machine, without GPUs, against a fleet of simulated
+// vLLM engines that behave like vLLM where a router can tell (render routes,
+// KV events over ZeroMQ with replay, prefix-cache metrics). The scenarios are
+// library code: the package's tests run them (Run in fast mode, the accuracy
+// step, RunReplicas against a real redis-server), and the one-command demo
+// (go run ./examples/demo) runs the same code and prints what it sees.
 //
 // Run starts, in one process, Options.Engines simulated engines
-// (examples/simengine/server) on free loopback ports with --enable-scale-out
-// and KV events (topic kv@<ip:port>@<model>, replay on), a gateway with a
-// kvroute.Router (examples/gateway/proxy) and a round-robin gateway, and
-// subscribes the router's index to the engines' events. Then:
+// (simengine/server) on free loopback ports with --enable-scale-out and KV
+// events (topic kv@<ip:port>@<model>, replay on), a gateway with a
+// kvroute.Router (package gateway) and a round-robin gateway, and subscribes
+// the router's index to the engines' events. Then:
 //
 //  1. Deployment verification: render.Check on every engine; one completions,
 //     chat, Messages and Responses request through the gateway, each
@@ -48,4 +50,4 @@
 // its own; the demo's endpoints name those sockets (kvroute.Endpoint
 // EventsAddress and ReplayAddress) and the router subscribes to them itself,
 // exactly as the gateway binary does with an --endpoints-file.
-package scenario
+package e2e

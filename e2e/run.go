@@ -1,4 +1,4 @@
-package scenario
+package e2e
 
 import (
 	"context"
@@ -84,8 +84,8 @@ func section(w io.Writer, title string) {
 func whereNext(w io.Writer, c *cluster) {
 	fmt.Fprintf(w, `  go run ./examples/demo --hold       keep the engines and gateways up afterwards, to curl and scrape them
   go run ./examples/demo --help       every flag (--fast, --interval, --engine-blocks, --load-groups, --verbose ...)
-  README, "Examples"                  the same pieces as separate processes: examples/simengine and
-                                      examples/gateway (its --help lists --endpoints, --events-port, --config ...)
+  README, "Examples"                  the same pieces as separate processes: cmd/simengine and
+                                      cmd/kvroute-gateway (its --help lists --endpoints, --events-port, --config ...)
   go run ./examples/calibrate --help  measure real engines' peak prefill throughput for the affinity filter
 
   What to watch (this run's addresses; they stay up with --hold):

@@ -1,16 +1,16 @@
-package scenario_test
+package e2e_test
 
 import (
 	"fmt"
 	"strings"
 
-	"github.com/kvroute/kvroute/examples/demo/scenario"
+	"github.com/kvroute/kvroute/e2e"
 )
 
 // The demo reads the engines' and the gateway's /metrics with ParseMetrics;
 // the engine's hit rate is the ratio of two counters.
 func ExampleParseMetrics() {
-	m, err := scenario.ParseMetrics(strings.NewReader(`
+	m, err := e2e.ParseMetrics(strings.NewReader(`
 vllm:prefix_cache_hits_total{engine="0",model_name="m"} 17856
 vllm:prefix_cache_queries_total{engine="0",model_name="m"} 20220
 `))
