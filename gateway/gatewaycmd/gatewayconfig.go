@@ -16,7 +16,7 @@ import (
 const gatewaySection = "gateway"
 
 // gatewayConfig is the "gateway" section of the --config file: the limits
-// the gateway puts on its clients. Zero values take the proxy package's
+// the gateway puts on its clients. Zero values take the gateway package's
 // defaults; durations are Go duration strings, as everywhere in kvroute's
 // configuration.
 type gatewayConfig struct {
