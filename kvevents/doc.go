@@ -135,7 +135,7 @@
 // it without duplicates. An endpoint's events apply in order on one of
 // Concurrency workers with queues bounded in messages and in payload bytes
 // (per worker and per endpoint); an overflow is dropped, counted and
-// repaired by a resync replay, and it is the flooding endpoint that is
+// repaired by a catch-up replay, and it is the flooding endpoint that is
 // shed, not its quiet neighbours.
 //
 // # Liveness and engine lifetimes

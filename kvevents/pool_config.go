@@ -53,7 +53,7 @@ type PoolConfig struct {
 	// QueueSize bounds each worker's queue, in messages (default 16384). A
 	// message that finds its queue full is dropped, counted
 	// (kvroute_kv_events_dropped_total{reason="queue_full"}) and its
-	// endpoint is resynchronised by replay.
+	// endpoint catches up by replay.
 	QueueSize int `json:"queueSize"`
 	// QueueBytes bounds the payload bytes queued on each worker (default
 	// 32 MiB), and EndpointQueueBytes those of one endpoint (default 8 MiB;

@@ -5,10 +5,29 @@ import (
 	"errors"
 	"slices"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kvroute/kvroute/kvindex"
 )
+
+// Position is where an endpoint's stream stands: the last sequence applied
+// to the index and a digest (xxhash64) of that batch's raw payload frame.
+// vLLM's sequence has no epoch, so the digest is what tells a continuation
+// from a restarted engine that has counted past the same number: after any
+// reconnect the pool replays from Seq itself (not Seq+1) and compares the
+// batch it gets with Digest. Every applied batch also records it in the
+// index (Applier.ApplyAt, kvindex.Index.Position), so an index snapshot
+// carries it and a stream started on a restored index resumes from it by
+// itself; Pool.Position reports the same value, and Pool.EnsureFrom passes
+// one back explicitly. Both go through the same check.
+type Position struct {
+	Seq    uint64 `json:"seq"`
+	Digest uint64 `json:"digest"`
+}
+
+// PayloadDigest is the digest Position keeps of a raw payload frame.
+func PayloadDigest(payload []byte) uint64 { return xxhash.Sum64(payload) }
 
 // positionVersion prefixes an encoded Position, so that the index's opaque
 // position bytes can change layout.

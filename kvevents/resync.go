@@ -9,8 +9,8 @@ import (
 // address: nothing can rebuild its entries.
 var ErrNoReplay = errors.New("kvevents: endpoint has no replay address")
 
-// replayAccuracy is the replay reason of Resync.
-const replayAccuracy = "accuracy"
+// replayResync is the replay reason of Resync.
+const replayResync = "resync"
 
 // Resync rebuilds the endpoint's index entries from its publisher's replay
 // buffer: the entries are cleared and the buffer is replayed from sequence
@@ -18,8 +18,14 @@ const replayAccuracy = "accuracy"
 // known to be wrong although its sequence never skipped (a router comparing
 // its predictions with the engine's reported cache hits, for instance):
 // blocks the buffer no longer holds stay unknown until the engine stores
-// them again, which is better than stale. A replay already running is left
-// to finish and followed by another one. It returns an error for an unknown
+// them again, which is better than stale.
+//
+// A Resync always starts over: a replay already running (and the live
+// messages held behind it) is cancelled, since it would only extend entries
+// the operator has declared wrong, and the replay from 0 covers everything
+// it would have applied. Resync is the only thing kvevents calls a resync;
+// the replay from the watermark after a queue dropped a message is a
+// catch-up, which keeps the entries. It returns an error for an unknown
 // endpoint or one without a replay address.
 func (p *Pool) Resync(id string) error {
 	p.mu.Lock()
@@ -45,6 +51,6 @@ func (p *Pool) Resync(id string) error {
 	st.bumpGenLocked() // drops a running replay and held messages: the replay from 0 covers them
 	removed := st.clearLocked()
 	st.log.Info("Resynchronising the endpoint from its replay buffer on request", "blocks_removed", removed)
-	st.startReplayLocked(0, replayAccuracy, st.lastSeen.Load())
+	st.startReplayLocked(0, replayResync, st.lastSeen.Load())
 	return nil
 }

@@ -14,7 +14,7 @@ import (
 //
 // The byte bounds decide who loses when a peer floods large payloads: the
 // endpoint that would exceed its own share is the one whose message is
-// dropped (and resynchronised by replay), never a quiet endpoint on the
+// dropped (and caught up by replay), never a quiet endpoint on the
 // same worker. An endpoint whose queued bytes are within its fair share of
 // the worker (QueueBytes / endpoints on the worker) may still queue into a
 // reserve of QueueBytes/4 above the worker bound, so a flood that fills the

@@ -43,7 +43,7 @@ func (st *stream) startReplayLocked(from uint64, reason string, known uint64) {
 	s := &st.s
 	ctx, cancel := context.WithCancelCause(st.ctx)
 	verify := reason == replayReconnect && s.has && s.hasDigest && from == s.applied
-	s.replaying, s.resync, s.cancelReplay = true, false, func() { cancel(errSuperseded) }
+	s.replaying, s.catchUp, s.cancelReplay = true, false, func() { cancel(errSuperseded) }
 	s.verifying = verify
 	s.replayStart, s.heldMax = time.Now(), 0
 	st.inProgress.Set(1)
@@ -218,7 +218,7 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 		}
 		if lost {
 			// What the live stream no longer shows is recovered by a
-			// rebuild (sequence_rebuild.go): at once when the replay
+			// rebuild (replay_rebuild.go): at once when the replay
 			// never got a batch (it waited for a slot), else after the
 			// cooldown.
 			s.lostHistory = true
@@ -286,9 +286,9 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 		st.startReplayLocked(0, replayModel, st.lastSeen.Load())
 	}
 	st.drainHeldLocked(dec, &b)
-	if !s.replaying && s.resync {
-		s.resync = false
-		st.resyncLocked()
+	if !s.replaying && s.catchUp {
+		s.catchUp = false
+		st.catchUpLocked()
 	}
 	switch {
 	case s.replaying:

@@ -3,7 +3,7 @@ package kvevents
 // resumeState is the part of seqState for a stream started from a recorded
 // position. It adds no check of its own: a resumed stream is verified by
 // the reconnect check every stream runs (replay from the watermark itself,
-// compare the digest; sequence_replay.go). What it adds is where the
+// compare the digest; replay_run.go). What it adds is where the
 // watermark comes from, the outcome counter, and what to do when the
 // replay buffer no longer reaches the position.
 //

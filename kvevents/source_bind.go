@@ -37,7 +37,7 @@ const maxConnTopics = 64
 // another engine's stream:
 //   - a topic is accepted only on a connection whose source address is the
 //     host of the endpoint it names, the pod IP (see
-//     PoolConfig.BindAnySource, pool_bind_source.go); other connections'
+//     PoolConfig.BindAnySource, source_bind_addr.go); other connections'
 //     messages for it are refused and counted
 //     (kvroute_kv_events_bind_source_mismatch_total), so a peer elsewhere
 //     cannot claim it, not even while the engine restarts;

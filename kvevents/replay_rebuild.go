@@ -29,7 +29,7 @@ const replayRebuild = "rebuild"
 //   - it starts at once after a replay that was cut short before any batch
 //     came (it was starved of a slot), else one ReplayCooldown later (a
 //     publisher too slow to replay at ReplayMinRate); a rebuild that fails
-//     is tried again one ReplayCooldown later (sequence_repair.go).
+//     is tried again one ReplayCooldown later (replay_repair.go).
 //
 // While a rebuild waits, no other replay starts for the endpoint (gaps are
 // handled as during a cooldown); a restart or Resync cancels it.

@@ -17,7 +17,7 @@ const (
 	replayConnect   = "connect"   // subscribed (or first message) with no watermark
 	replayRestart   = "restart"   // the sequence went backwards
 	replayGap       = "gap"       // a sequence was skipped
-	replayResync    = "resync"    // a queue dropped a message
+	replayCatchUp   = "catch_up"  // a queue dropped a message
 	replayReconnect = "reconnect" // the subscription was re-established: check and fetch what was missed
 	replayTail      = "tail"      // the stream went quiet after traffic: was its tail lost?
 )
@@ -52,15 +52,15 @@ const (
 //     (kvroute_kv_events_publisher_restarts_total). Every message is then
 //     stamped with the generation and offered to the endpoint's worker
 //     queue; a full queue drops it (reason "queue_full") and requests a
-//     resync.
+//     catch-up replay.
 //   - the worker applies queued messages under mu; messages of an older
 //     generation are discarded.
 //   - at most one replay goroutine per generation fetches missed batches
 //     and applies them under mu. While it runs (replaying), live messages
 //     it has not yet covered are held in arrival order (those it has are
 //     applied at once, and held ones as soon as it reaches them) (at most HoldSize messages and HoldBytes of
-//     payload; beyond that dropped, reason "hold_full", and a resync follows
-//     the replay).
+//     payload; beyond that dropped, reason "hold_full", and a catch-up
+//     replay follows the replay).
 //
 // Per live message, with no replay running (sequenceLocked):
 //
@@ -86,9 +86,9 @@ const (
 // endpoint instead of replaying). A failed replay that knew of sequences
 // beyond the watermark (its replies, or the live message that revealed the
 // gap) leaves a hole: the endpoint is degraded until a repair replay, one
-// per ReplayCooldown, fills it (sequence_repair.go). When the replay ends, held messages go
+// per ReplayCooldown, fills it (replay_repair.go). When the replay ends, held messages go
 // through the rules above in order (the overlap is skipped by the watermark
-// test, a remaining gap starts the next replay), then a pending resync
+// test, a remaining gap starts the next replay), then a pending catch-up
 // replays from applied+1 if the wire watermark is ahead.
 //
 // Decode failures advance the watermark (a replay would return the same
@@ -135,7 +135,7 @@ type stream struct {
 	liveModel atomic.Pointer[string] // model of the last live message received (set by the receiver)
 	liveConn  atomic.Bool            // a live message arrived on the current connection: replays are bounded by lastSeen
 	probeT    *time.Timer            // tail probe; guarded by mu
-	repairT   *time.Timer            // repair of a hole a replay left (sequence_repair.go); guarded by mu
+	repairT   *time.Timer            // repair of a hole a replay left (replay_repair.go); guarded by mu
 
 	// Receiver-only state.
 	lastLive uint64
@@ -143,7 +143,7 @@ type stream struct {
 
 	gen       atomic.Uint64 // mirror of s.gen, read by the receiver to stamp messages
 	closed    atomic.Bool
-	lastSeen  atomic.Uint64 // mirror of lastLive for Status and resync
+	lastSeen  atomic.Uint64 // mirror of lastLive for Status and catch-up replays
 	seen      atomic.Bool
 	connected atomic.Bool
 	lastApply atomic.Int64 // unix nanos of the last applied batch (0: none)
@@ -168,12 +168,12 @@ type seqState struct {
 	cancelReplay context.CancelFunc
 	held         []item
 	heldBytes    int
-	resync       bool // a message was dropped: replay once the current replay ends
+	catchUp      bool // a message was dropped: catch up by replay once the current replay ends
 
 	cooldownUntil time.Time
 	degraded      bool
-	holeTo        uint64 // a replay gave up on applied+1..holeTo, published but not applied (sequence_repair.go)
-	lostHistory   bool   // the endpoint was rebuilt from the live stream after a cut-short replay: a rebuild from 0 is due (sequence_rebuild.go)
+	holeTo        uint64 // a replay gave up on applied+1..holeTo, published but not applied (replay_repair.go)
+	lostHistory   bool   // the endpoint was rebuilt from the live stream after a cut-short replay: a rebuild from 0 is due (replay_rebuild.go)
 	rebuilding    bool   // that rebuild waits for a replay slot; live messages flow meanwhile
 	messages      uint64 // messages applied (live and replayed)
 
@@ -186,13 +186,13 @@ type seqState struct {
 	heldMax     uint64 // highest held sequence during this replay
 
 	// Replayed batches were applied under the pool's default model because
-	// nothing named the endpoint's model (sequence_model.go); the first live
+	// nothing named the endpoint's model (replay_model.go); the first live
 	// message checks it.
 	modelGuessed bool
 	sinceClear   uint64 // batches applied since the endpoint was last cleared
 	modelWrong   bool   // a live message named another model: clear and replay under it
 
-	rs resumeState // started from a recorded position (sequence_resume.go)
+	rs resumeState // started from a recorded position (stream_resume.go)
 }
 
 // item is one live message on its way to a worker.
@@ -257,7 +257,7 @@ func (st *stream) receive(seq uint64, payload []byte, model string) {
 	it.tr.endReceive(queued)
 	if !queued {
 		st.queueFull.Inc()
-		st.requestResync()
+		st.requestCatchUp()
 	}
 }
 
@@ -296,7 +296,7 @@ func (st *stream) bumpGenLocked() {
 		s.cancelReplay()
 		s.cancelReplay = nil
 	}
-	s.replaying, s.resync, s.verifying, s.rebuilding = false, false, false, false
+	s.replaying, s.catchUp, s.verifying, s.rebuilding = false, false, false, false
 	s.held, s.heldBytes, s.heldMax = nil, 0, 0
 	st.inProgress.Set(0)
 }
@@ -317,8 +317,10 @@ func (st *stream) clearLocked() int {
 	return removed
 }
 
-// requestResync is called by the receiver after a queue dropped a message.
-func (st *stream) requestResync() {
+// requestCatchUp is called by the receiver after a queue dropped a message:
+// the endpoint catches up by a replay from its watermark (not a Resync, which
+// rebuilds it from 0).
+func (st *stream) requestCatchUp() {
 	if st.rc == nil {
 		return // the gap is counted when the next message is applied
 	}
@@ -328,14 +330,14 @@ func (st *stream) requestResync() {
 		return
 	}
 	if st.s.replaying {
-		st.s.resync = true
+		st.s.catchUp = true
 		return
 	}
-	st.resyncLocked()
+	st.catchUpLocked()
 }
 
-// resyncLocked replays from the watermark when the wire is ahead of it.
-func (st *stream) resyncLocked() {
+// catchUpLocked replays from the watermark when the wire is ahead of it.
+func (st *stream) catchUpLocked() {
 	s := &st.s
 	if st.rc == nil || st.coolingLocked() {
 		return
@@ -346,7 +348,7 @@ func (st *stream) resyncLocked() {
 	}
 	if last := st.lastSeen.Load(); st.seen.Load() && last > s.applied {
 		st.log.Info("Resynchronising after dropped messages", "from", s.applied+1, "last_seen", last)
-		st.startReplayLocked(s.applied+1, replayResync, last)
+		st.startReplayLocked(s.applied+1, replayCatchUp, last)
 	}
 }
 
@@ -447,7 +449,7 @@ func (st *stream) sequenceLocked(it item, dec *Decoder, b *Batch) {
 func (st *stream) holdLocked(it item) {
 	if len(st.s.held) >= st.p.cfg.HoldSize || st.s.heldBytes+len(it.payload) > st.p.cfg.HoldBytes {
 		st.p.m.drop(st.id, DropHoldFull, 1)
-		st.s.resync = true
+		st.s.catchUp = true
 		return
 	}
 	st.s.heldMax = max(st.s.heldMax, it.seq)
