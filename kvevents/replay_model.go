@@ -48,10 +48,6 @@ func (st *stream) noteGuessLocked(guessed bool) {
 	}
 }
 
-// replayModel is the replay reason of a rebuild under the model a live
-// message named after replayed batches were keyed under the guessed one.
-const replayModel = "model"
-
 // checkGuessedModelLocked runs for every live message before it is
 // sequenced: the first one after batches were applied under the guessed
 // model confirms the guess, or clears the endpoint so that the join replay

@@ -5,10 +5,6 @@ import (
 	"time"
 )
 
-// replayRebuild is the replay reason of a rebuild: the endpoint's entries
-// are replaced by a replay from 0.
-const replayRebuild = "rebuild"
-
 // Replay slots are process-wide (replay.DefaultLimiter, 8 by default), so
 // hostile or stuck replay sockets elsewhere can hold all of them. A replay
 // that live messages wait for is cut short when it has not covered them in
@@ -42,7 +38,7 @@ func (st *stream) startRebuildLocked() {
 	st.log.Info("Rebuilding the endpoint from its replay buffer once a replay slot is free",
 		"applied", s.applied, "has", s.has)
 	st.wg.Add(1)
-	go st.runReplay(ctx, cancel, s.gen, 0, replayRebuild, 0, false)
+	go st.runReplay(ctx, cancel, s.gen, st.planReplayLocked(trigRebuild, 0))
 }
 
 // attachRebuildLocked turns a waiting rebuild into a running replay when

@@ -2,10 +2,6 @@ package kvevents
 
 import "time"
 
-// replayRepair is the replay reason of a repair: a later attempt at what an
-// earlier replay could not deliver.
-const replayRepair = "repair"
-
 // A replay either ends exact or says it did not. When the replay client
 // gives up on sequences it knows were published — the publisher's replay
 // socket kept dropping replies past its send high-water mark, or stopped
@@ -65,5 +61,5 @@ func (st *stream) repair() {
 		return
 	}
 	st.log.Info("Repairing a replay that ended with sequences missing", "from", s.applied+1, "to", s.holeTo)
-	st.startReplayLocked(s.applied+1, replayRepair, s.holeTo)
+	st.startReplayLocked(st.planReplayLocked(trigRepair, 0))
 }

@@ -35,20 +35,18 @@ var (
 	errCutShort = errors.New("kvevents: replay too slow for the live stream")
 )
 
-// startReplayLocked starts the stream's replay goroutine from sequence
-// from. known is the highest sequence known to exist (the message that
-// revealed the gap): a replay that returns nothing up to it lost the range.
-// A reconnect replay starting at applied itself checks the digest first.
-func (st *stream) startReplayLocked(from uint64, reason string, known uint64) {
+// startReplayLocked starts the stream's replay goroutine as planned by
+// planReplayLocked.
+func (st *stream) startReplayLocked(plan replayPlan) {
 	s := &st.s
 	ctx, cancel := context.WithCancelCause(st.ctx)
-	verify := reason == replayReconnect && s.has && s.hasDigest && from == s.applied
+	verify, from, known := plan.verify, plan.from, plan.known
 	s.replaying, s.catchUp, s.cancelReplay = true, false, func() { cancel(errSuperseded) }
 	s.verifying = verify
 	s.replayStart, s.heldMax = time.Now(), 0
 	st.inProgress.Set(1)
 	st.wg.Add(2)
-	go st.runReplay(ctx, cancel, s.gen, from, reason, known, verify)
+	go st.runReplay(ctx, cancel, s.gen, plan)
 	go st.watchReplay(ctx, cancel, s.gen, from, known)
 }
 
@@ -86,8 +84,9 @@ func (st *stream) watchReplay(ctx context.Context, cancel context.CancelCauseFun
 
 // runReplay fetches the batches from `from` on and applies them; see the
 // stream doc comment for the rules.
-func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc, gen, from uint64, reason string, known uint64, verify bool) {
+func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc, gen uint64, plan replayPlan) {
 	defer st.wg.Done()
+	from, known, verify, reason := plan.from, plan.known, plan.verify, plan.trigger
 	defer cancel(nil)
 	dec := NewDecoder(st.p.cfg.Limits)
 	var b Batch
@@ -176,7 +175,7 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 	}
 	s.replaying, s.cancelReplay, s.verifying, s.rebuilding = false, nil, false, false
 	st.inProgress.Set(0)
-	probe := reason == replayTail || reason == replayReconnect
+	probe := plan.probe
 	result := replayComplete
 	rebuildNow := false
 	switch {
@@ -191,7 +190,7 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 		st.p.m.PublisherRestarts.WithLabelValues(st.id).Inc()
 		st.log.Info("Publisher restarted while disconnected (no matching batch at the watermark); endpoint cleared",
 			"seq", from, "blocks_removed", removed)
-		st.startReplayLocked(0, replayRestart, 0)
+		st.startReplayLocked(st.planReplayLocked(trigRestart, 0))
 		return
 	case errors.Is(err, errOutOfRange):
 		result = replayFailed
@@ -254,7 +253,7 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 	}
 	if result != replayFailed && result != replayCutShort {
 		st.synced.Store(true) // caught up, even on an empty buffer
-		if reason == replayRebuild {
+		if reason == trigRebuild {
 			s.lostHistory = false // rebuilt, or the buffer held nothing to rebuild from
 		}
 	}
@@ -283,7 +282,7 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 		s.rs.noVerify = true
 	}
 	if st.rekeyLocked() && len(s.held) == 0 {
-		st.startReplayLocked(0, replayModel, st.lastSeen.Load())
+		st.startReplayLocked(st.planReplayLocked(trigModel, 0))
 	}
 	st.drainHeldLocked(dec, &b)
 	if !s.replaying && s.catchUp {

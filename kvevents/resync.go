@@ -9,9 +9,6 @@ import (
 // address: nothing can rebuild its entries.
 var ErrNoReplay = errors.New("kvevents: endpoint has no replay address")
 
-// replayResync is the replay reason of Resync.
-const replayResync = "resync"
-
 // Resync rebuilds the endpoint's index entries from its publisher's replay
 // buffer: the entries are cleared and the buffer is replayed from sequence
 // 0, as after a publisher restart. It is for an endpoint whose entries are
@@ -51,6 +48,6 @@ func (p *Pool) Resync(id string) error {
 	st.bumpGenLocked() // drops a running replay and held messages: the replay from 0 covers them
 	removed := st.clearLocked()
 	st.log.Info("Resynchronising the endpoint from its replay buffer on request", "blocks_removed", removed)
-	st.startReplayLocked(0, replayResync, st.lastSeen.Load())
+	st.startReplayLocked(st.planReplayLocked(trigResync, 0))
 	return nil
 }

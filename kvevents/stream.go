@@ -12,16 +12,6 @@ import (
 	"github.com/kvroute/kvroute/replay"
 )
 
-// Replay reasons, logged with every replay.
-const (
-	replayConnect   = "connect"   // subscribed (or first message) with no watermark
-	replayRestart   = "restart"   // the sequence went backwards
-	replayGap       = "gap"       // a sequence was skipped
-	replayCatchUp   = "catch_up"  // a queue dropped a message
-	replayReconnect = "reconnect" // the subscription was re-established: check and fetch what was missed
-	replayTail      = "tail"      // the stream went quiet after traffic: was its tail lost?
-)
-
 // stream applies one endpoint's KV-event messages to the index in sequence
 // order. It is the only place that knows what the index holds for the
 // endpoint, and its state machine keeps one invariant:
@@ -348,7 +338,7 @@ func (st *stream) catchUpLocked() {
 	}
 	if last := st.lastSeen.Load(); st.seen.Load() && last > s.applied {
 		st.log.Info("Resynchronising after dropped messages", "from", s.applied+1, "last_seen", last)
-		st.startReplayLocked(s.applied+1, replayCatchUp, last)
+		st.startReplayLocked(st.planReplayLocked(trigCatchUp, last))
 	}
 }
 
@@ -407,13 +397,13 @@ func (st *stream) sequenceLocked(it item, dec *Decoder, b *Batch) {
 	case !s.has:
 		if st.rc != nil && s.needJoin && !st.coolingLocked() {
 			s.needJoin = false
-			reason, msg := replayConnect, "Requesting proactive replay on connect"
+			trig, msg := trigConnect, "Requesting proactive replay on connect"
 			if s.restarted {
-				reason, msg = replayRestart, "Requesting replay from 0 after publisher restart"
+				trig, msg = trigRestart, "Requesting replay from 0 after publisher restart"
 			}
 			s.restarted = false
 			st.log.Info(msg, "seq", it.seq, "replay", st.replayAddr)
-			st.startReplayLocked(0, reason, it.seq)
+			st.startReplayLocked(st.planReplayLocked(trig, it.seq))
 			st.holdLocked(it)
 			return
 		}
@@ -439,7 +429,7 @@ func (st *stream) sequenceLocked(it item, dec *Decoder, b *Batch) {
 			st.applyLocked(it.seq, it.payload, it.model, dec, b)
 		default:
 			st.log.Info("Sequence gap: requesting replay", "from", from, "seq", it.seq)
-			st.startReplayLocked(from, replayGap, it.seq)
+			st.startReplayLocked(st.planReplayLocked(trigGap, it.seq))
 			st.holdLocked(it)
 		}
 	}

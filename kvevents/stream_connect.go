@@ -38,14 +38,11 @@ func (st *stream) onConnect(quiet bool) {
 			return // a restart replays from 0 with its first message
 		}
 		st.log.Info("Requesting proactive replay on connect", "seq", "none", "replay", st.replayAddr)
-		st.startReplayLocked(0, replayConnect, 0)
+		st.startReplayLocked(st.planReplayLocked(trigConnect, 0))
 		return
 	}
-	if s.hasDigest {
-		st.startReplayLocked(s.applied, replayReconnect, 0)
-		return
-	}
-	st.startReplayLocked(s.applied+1, replayReconnect, 0)
+	// From applied itself to compare the digest (from applied+1 without one).
+	st.startReplayLocked(st.planReplayLocked(trigReconnect, 0))
 }
 
 // armProbeLocked notes traffic and (re)starts the tail-probe timer.
@@ -74,5 +71,5 @@ func (st *stream) tailProbe() {
 		return
 	}
 	s.probeArmed = false
-	st.startReplayLocked(s.applied+1, replayTail, 0)
+	st.startReplayLocked(st.planReplayLocked(trigTail, 0))
 }

@@ -133,7 +133,7 @@ func (st *stream) resumeWindowLocked(from, seq uint64) bool {
 func (st *stream) resumeLiveLocked(it item, dec *Decoder, b *Batch) bool {
 	s := &st.s
 	if st.rc != nil && !st.coolingLocked() && !s.rs.noVerify {
-		st.startReplayLocked(s.applied, replayReconnect, it.seq) // the digest check
+		st.startReplayLocked(st.planReplayLocked(trigReconnect, it.seq)) // the digest check
 		st.holdLocked(it)
 		return true
 	}

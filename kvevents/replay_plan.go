@@ -1,0 +1,79 @@
+package kvevents
+
+// trigger is why a stream starts a replay. It decides, in one place
+// (planReplayLocked), what the replay asks for and how its outcome is read;
+// logs show it as the replay's reason.
+type trigger uint8
+
+// The replay triggers.
+const (
+	trigConnect   trigger = iota // subscribed (or first message) with no watermark: replay from 0
+	trigRestart                  // the sequence went backwards, or the reconnect check found another batch: from 0
+	trigGap                      // a live sequence skipped: from applied+1
+	trigCatchUp                  // a queue dropped a message: from applied+1 up to the wire watermark
+	trigReconnect                // the subscription was re-established, or a recorded position is checked: from applied, digest verified
+	trigTail                     // the stream went quiet after traffic: was its tail lost?
+	trigModel                    // batches were keyed under a wrong guessed model: from 0 under the right one
+	trigRepair                   // an earlier replay left a hole: from applied+1 up to it
+	trigRebuild                  // history lost by a cut-short replay: from 0, waiting for a slot detached
+	trigResync                   // Pool.Resync: from 0 after clearing
+)
+
+var triggerNames = [...]string{
+	trigConnect: "connect", trigRestart: "restart", trigGap: "gap", trigCatchUp: "catch_up",
+	trigReconnect: "reconnect", trigTail: "tail", trigModel: "model", trigRepair: "repair",
+	trigRebuild: "rebuild", trigResync: "resync",
+}
+
+// String is the reason logged with the replay.
+func (t trigger) String() string { return triggerNames[t] }
+
+// replayPlan is what one replay does, decided from its trigger.
+type replayPlan struct {
+	trigger trigger
+	from    uint64 // first sequence asked for
+	// known is the highest sequence known to exist (the message that
+	// revealed the gap, the wire watermark, the end of a hole; 0: none): a
+	// replay that returns nothing up to it lost the range.
+	known uint64
+	// verify: the first batch must be the one at the watermark with the
+	// digest applied there; another one (or none) means the engine
+	// restarted.
+	verify bool
+	// probe: a check that normally finds nothing; finding nothing counts in
+	// probes_total, not as a replay, and a check that cannot be made starts
+	// no cooldown.
+	probe bool
+	// detached: the replay waits for its slot without holding live
+	// messages, and attaches (clears the endpoint, holds live messages)
+	// when its first batch arrives (replay_rebuild.go).
+	detached bool
+}
+
+// planReplayLocked plans the replay a trigger asks for; seen is the live
+// sequence that triggered it (0: none).
+func (st *stream) planReplayLocked(t trigger, seen uint64) replayPlan {
+	s := &st.s
+	p := replayPlan{trigger: t, known: seen}
+	switch t {
+	case trigConnect, trigRestart:
+		// from 0, bounded by the live message that triggered it
+	case trigModel, trigResync:
+		p.known = st.lastSeen.Load()
+	case trigRebuild:
+		p.known, p.detached = 0, true
+	case trigGap, trigTail:
+		p.from = s.applied + 1
+	case trigCatchUp:
+		p.from, p.known = s.applied+1, st.lastSeen.Load()
+	case trigRepair:
+		p.from, p.known = s.applied+1, s.holeTo
+	case trigReconnect:
+		p.from = s.applied + 1
+		if s.has && s.hasDigest {
+			p.from, p.verify = s.applied, true // the batch at the watermark itself
+		}
+	}
+	p.probe = t == trigTail || t == trigReconnect
+	return p
+}
