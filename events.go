@@ -4,12 +4,14 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kvroute/kvroute/kvevents"
 	"github.com/kvroute/kvroute/kvindex"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // poolSource drives a kvevents.Pool from the router's endpoint list.
@@ -23,18 +25,34 @@ type poolSource struct {
 
 // newEventPool builds the KV-event subscriber pool that feeds ix.
 // Every endpoint's topic model goes to observe (see kvevents.TopicObserver).
-func newEventPool(cfg Config, ix *kvindex.Index, reg prometheus.Registerer, log *slog.Logger, observe kvevents.TopicObserver, match func(map[string]string) bool, tp trace.TracerProvider) (eventSource, error) {
+// now, when set (Options.Now), is the pool's clock too, so that the
+// readiness states it records begin on the router's clock.
+func newEventPool(cfg Config, ix *kvindex.Index, reg prometheus.Registerer, log *slog.Logger, observe kvevents.TopicObserver, match func(map[string]string) bool, tp trace.TracerProvider, now func() time.Time) (eventSource, error) {
 	pc := cfg.Events.PoolConfig
 	if pc.Model == "" {
 		pc.Model = cfg.Model
 	}
-	p, err := kvevents.NewPool(pc, ix, kvevents.Options{Registerer: reg, Logger: log, Matcher: match, TracerProvider: tp})
+	var clock telemetry.Clock
+	if now != nil {
+		clock = nowClock{Clock: telemetry.Wall, now: now}
+	}
+	p, err := kvevents.NewPool(pc, ix, kvevents.Options{Registerer: reg, Logger: log, Matcher: match, TracerProvider: tp, Clock: clock})
 	if err != nil {
 		return nil, err
 	}
 	p.ObserveTopics(observe)
 	return &poolSource{pool: p, model: cfg.Model, known: map[string]struct{}{}}, nil
 }
+
+// nowClock is a clock that reads the time from now and runs its timers on
+// c, for Options.Now, which gives only the time.
+type nowClock struct {
+	telemetry.Clock
+	now func() time.Time
+}
+
+// Now returns the time of the router's clock.
+func (c nowClock) Now() time.Time { return c.now() }
 
 // setEndpoints subscribes to every endpoint of eps (the pool's selector
 // decides which are actually subscribed) and unsubscribes, clearing their

@@ -3,7 +3,6 @@ package kvroute
 import (
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/kvroute/kvroute/kvevents"
@@ -27,8 +26,8 @@ type EndpointReadiness struct {
 	ID string
 	// State is the endpoint's KV-event stream state.
 	State kvevents.StreamState
-	// Since is when the endpoint entered State (as first seen by the
-	// router's readiness checks).
+	// Since is when the endpoint's stream entered State, as the event pool
+	// recorded it (on the router's clock).
 	Since time.Time
 	// GivenUp reports that the stream has not been live for longer than
 	// ReadinessConfig.GiveUpAfter: Ready no longer waits for it.
@@ -40,16 +39,9 @@ type EndpointReadiness struct {
 	Status kvevents.EndpointStatus
 }
 
-// readiness remembers when each endpoint entered its current state.
+// readiness is Router.Ready's configuration.
 type readiness struct {
 	giveUp time.Duration
-	mu     sync.Mutex
-	since  map[string]readySince
-}
-
-type readySince struct {
-	state kvevents.StreamState
-	at    time.Time
 }
 
 // Readiness returns every subscribed endpoint's stream state, sorted by ID;
@@ -62,28 +54,14 @@ func (r *Router) Readiness() []EndpointReadiness {
 	now := r.now()
 	ids := p.Endpoints()
 	out := make([]EndpointReadiness, 0, len(ids))
-	r.ready.mu.Lock()
-	defer r.ready.mu.Unlock()
-	seen := make(map[string]bool, len(ids))
 	for _, id := range ids {
 		st, ok := p.Status(id)
 		if !ok {
 			continue
 		}
-		seen[id] = true
-		s, ok := r.ready.since[id]
-		if !ok || s.state != st.State {
-			s = readySince{state: st.State, at: now}
-			r.ready.since[id] = s
-		}
-		er := EndpointReadiness{ID: id, State: st.State, Since: s.at, LastApplied: st.LastApplied, Status: st}
-		er.GivenUp = st.State != kvevents.StateLive && r.ready.giveUp >= 0 && now.Sub(s.at) >= r.ready.giveUp
+		er := EndpointReadiness{ID: id, State: st.State, Since: st.Since, LastApplied: st.LastApplied, Status: st}
+		er.GivenUp = st.State != kvevents.StateLive && r.ready.giveUp >= 0 && now.Sub(st.Since) >= r.ready.giveUp
 		out = append(out, er)
-	}
-	for id := range r.ready.since {
-		if !seen[id] {
-			delete(r.ready.since, id)
-		}
 	}
 	slices.SortFunc(out, func(a, b EndpointReadiness) int {
 		if a.ID < b.ID {
@@ -99,10 +77,9 @@ func (r *Router) Readiness() []EndpointReadiness {
 
 // Ready reports whether the index has converged: every subscribed
 // endpoint's KV-event stream is live (caught up and connected) or has been
-// given up on (Config.Readiness.GiveUpAfter). A router without KV events is
-// always ready; one whose endpoints have not been set is not. The first
-// call starts the give-up clocks, so call it periodically (a readiness
-// probe does).
+// given up on (Config.Readiness.GiveUpAfter, counted from when the stream
+// entered its current state). A router without KV events is always ready;
+// one whose endpoints have not been set is not.
 func (r *Router) Ready() bool {
 	if r.events == nil {
 		return true

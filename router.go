@@ -214,7 +214,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Router, error) {
 		return nil, err
 	}
 	if cfg.Events.Enabled {
-		if r.events, err = newEventPool(cfg, r.index, opts.Registerer, log, r.models.observe, opts.EventSelector, opts.TracerProvider); err != nil {
+		if r.events, err = newEventPool(cfg, r.index, opts.Registerer, log, r.models.observe, opts.EventSelector, opts.TracerProvider, opts.Now); err != nil {
 			return nil, fmt.Errorf("kvroute: events: %w", err)
 		}
 	} else {
@@ -223,7 +223,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Router, error) {
 	if cfg.Accuracy.Resync && r.events != nil {
 		r.acc.resync = r.events.eventPool().Resync
 	}
-	r.ready = readiness{giveUp: cfg.Readiness.GiveUpAfter, since: map[string]readySince{}}
+	r.ready = readiness{giveUp: cfg.Readiness.GiveUpAfter}
 	if r.ready.giveUp == 0 {
 		r.ready.giveUp = DefaultGiveUpAfter
 	}

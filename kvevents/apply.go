@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kvroute/kvroute/kvindex"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // maxGroupsPerEndpoint bounds the group → kind map of one endpoint (real
@@ -56,6 +57,10 @@ type Options struct {
 	// (spans events_receive, events_process, events_decode) when
 	// PoolConfig.Tracing enables it; nil traces nothing at no cost.
 	TracerProvider trace.TracerProvider
+	// Clock, for a Pool, is the time source of its streams: when a phase
+	// or readiness state began (EndpointStatus.Since), and its timers; nil
+	// is the wall clock (telemetry.Wall).
+	Clock telemetry.Clock
 }
 
 // ApplyResult counts what Apply did with one batch. Every event of the batch

@@ -138,6 +138,39 @@
 // repaired by a catch-up replay, and it is the flooding endpoint that is
 // shed, not its quiet neighbours.
 //
+// # Stream phases
+//
+// Each endpoint's stream is an explicit state machine (stream_phase.go):
+// one function makes every transition, recording when the phase began
+// (EndpointStatus.Phase and PhaseSince) and when the readiness state began
+// (EndpointStatus.State and Since, which Router.Ready's give-up clock
+// reads). Its transitions, and no others:
+//
+//	connecting → resuming     a recorded position is adopted
+//	connecting → replaying    the connect replay starts
+//	connecting → live         a first message is applied as the base
+//	connecting → closed       the endpoint is removed or the pool closes
+//	resuming   → replaying    the digest check of the position starts
+//	resuming   → live         the position is accepted without a check
+//	resuming   → connecting   a live sequence at or below it: cleared
+//	resuming   → closed       the endpoint is removed or the pool closes
+//	live       → replaying    a gap, drop, quiet tail, reconnect, repair or Resync
+//	live       → connecting   the sequence went backwards: cleared
+//	live       → closed       the endpoint is removed or the pool closes
+//	replaying  → live         the replay ended with a watermark
+//	replaying  → connecting   it ended without one (or cleared the endpoint)
+//	replaying  → resuming     the position's check could not be made
+//	replaying  → closed       the endpoint is removed or the pool closes
+//
+// Two conditions run across the phases: cooling down (no replay starts:
+// for ReplayCooldown after a failed replay, and while a rebuild waits for
+// a replay slot; gaps then clear the endpoint instead) and degraded (the
+// index may lack batches or hold stale ones). Readiness (StreamState) is
+// their projection: replaying while a replay runs; else degraded when the
+// stream is degraded, or was caught up once and lost its connection; else
+// live when connected and caught up (or without replay address); else
+// connecting.
+//
 // # Liveness and engine lifetimes
 //
 // vLLM publishes nothing while idle, so silence proves nothing. Each

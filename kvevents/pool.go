@@ -14,6 +14,7 @@ import (
 	"github.com/kvroute/kvroute/internal/zmqx"
 	"github.com/kvroute/kvroute/kvindex"
 	"github.com/kvroute/kvroute/replay"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // ErrPoolClosed is returned by Ensure after Close.
@@ -43,6 +44,7 @@ type Pool struct {
 	log     *slog.Logger
 	zopts   zmqx.Options
 	etr     *eventTracer // nil: KV-event spans off (see tracing.go)
+	clock   telemetry.Clock
 
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -119,6 +121,10 @@ func NewPool(cfg PoolConfig, ix *kvindex.Index, opts Options) (*Pool, error) {
 		closing: make(map[string]chan struct{}),
 	}
 	p.etr = newEventTracer(cfg.Tracing, opts.TracerProvider)
+	p.clock = opts.Clock
+	if p.clock == nil {
+		p.clock = telemetry.Wall
+	}
 	m.PoolCapacity.Add(float64(cfg.Concurrency * cfg.QueueSize))
 	for range cfg.Concurrency {
 		w := newWorker(&cfg, m)
@@ -423,8 +429,15 @@ type EndpointStatus struct {
 	// kvroute_kv_events_replay_in_progress.
 	ReplayingSince time.Time
 	// State is the stream's readiness: connecting, replaying, live or
-	// degraded (see StreamState).
+	// degraded (see StreamState), and Since when the stream entered it, on
+	// the pool's clock (Options.Clock).
 	State StreamState
+	Since time.Time
+	// Phase is the stream's state-machine phase (connecting, resuming,
+	// live, replaying or closed; see the package doc) and PhaseSince when it
+	// entered it.
+	Phase      string
+	PhaseSince time.Time
 	// LastApplied is when the last batch was applied (zero: never).
 	LastApplied time.Time
 }

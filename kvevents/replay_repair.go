@@ -50,8 +50,8 @@ func (st *stream) armRepairLocked() {
 // repair replays from the watermark of an endpoint with a hole. A replay
 // already running re-arms the repair when it ends, if still needed.
 func (st *stream) repair() {
-	st.mu.Lock()
-	defer st.mu.Unlock()
+	st.lock()
+	defer st.unlock()
 	s := &st.s
 	if s.closed || s.replaying || s.rebuilding || !st.incompleteLocked() {
 		return

@@ -63,7 +63,7 @@ func (st *stream) watchReplay(ctx context.Context, cancel context.CancelCauseFun
 			return
 		case <-tick.C:
 		}
-		st.mu.Lock()
+		st.lock()
 		s := &st.s
 		behind := false
 		if !s.closed && s.gen == gen && s.replaying && len(s.held) > 0 {
@@ -74,7 +74,7 @@ func (st *stream) watchReplay(ctx context.Context, cancel context.CancelCauseFun
 			covered := s.has && s.applied+1 >= s.held[0].seq
 			behind = !covered && time.Since(s.replayStart) > allowed
 		}
-		st.mu.Unlock()
+		st.unlock()
 		if behind {
 			cancel(errCutShort)
 			return
@@ -92,8 +92,8 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 	var b Batch
 	first, covered, fresh, delivered := true, true, 0, 0
 	res, err := st.rc.ReplayBatches(ctx, st.replayAddr, from, func(rb replay.Batch) error {
-		st.mu.Lock()
-		defer st.mu.Unlock()
+		st.lock()
+		defer st.unlock()
 		s := &st.s
 		if s.closed || s.gen != gen {
 			return errSuperseded
@@ -167,8 +167,8 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 	}
 	cause := context.Cause(ctx)
 
-	st.mu.Lock()
-	defer st.mu.Unlock()
+	st.lock()
+	defer st.unlock()
 	s := &st.s
 	if s.closed || s.gen != gen {
 		return // a restart or Remove took over

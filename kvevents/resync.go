@@ -39,8 +39,8 @@ func (p *Pool) Resync(id string) error {
 	if st.rc == nil {
 		return fmt.Errorf("%w: %s", ErrNoReplay, id)
 	}
-	st.mu.Lock()
-	defer st.mu.Unlock()
+	st.lock()
+	defer st.unlock()
 	s := &st.s
 	if s.closed {
 		return fmt.Errorf("kvevents: resync of closed endpoint %q", id)

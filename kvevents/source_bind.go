@@ -255,7 +255,7 @@ func (b *binder) own(st *stream, bc *bindConn) bool {
 	case nil:
 		b.owners[st] = bc
 		bc.owned = append(bc.owned, st)
-		st.connected.Store(true)
+		st.setConnected(true)
 		return true
 	}
 	return false
@@ -275,7 +275,7 @@ func (b *binder) disown(bc *bindConn, err error) {
 	for _, st := range bc.owned {
 		if b.owners[st] == bc {
 			delete(b.owners, st)
-			st.connected.Store(false)
+			st.setConnected(false)
 			if !st.closed.Load() {
 				lost = append(lost, st.id)
 			}

@@ -126,8 +126,8 @@ func (sub *subscriber) session(onConnect func()) (r sessionResult) {
 		return sessionResult{op: "connect", err: err}
 	}
 	onConnect()
-	st.connected.Store(true)
-	defer st.connected.Store(false)
+	st.setConnected(true)
+	defer st.setConnected(false)
 	r.connected = true
 	for {
 		m, _, err := zmqx.Recv(s)

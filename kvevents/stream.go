@@ -183,6 +183,12 @@ type seqState struct {
 	modelWrong   bool   // a live message named another model: clear and replay under it
 
 	rs resumeState // started from a recorded position (stream_resume.go)
+
+	// Recorded by transitionLocked (stream_phase.go).
+	phase      phase
+	phaseSince time.Time
+	state      StreamState
+	stateSince time.Time
 }
 
 // item is one live message on its way to a worker.
@@ -208,6 +214,7 @@ func newStream(p *Pool, id, model, replayAddr string) *stream {
 	}
 	st.s.model = model
 	st.s.needJoin = true
+	st.startPhaseLocked(p.clock.Now())
 	if replayAddr != "" {
 		st.rc = p.replayClient(id)
 	}
@@ -254,8 +261,8 @@ func (st *stream) receive(seq uint64, payload []byte, model string) {
 // restart starts a new publisher lifetime: the old stream's entries, held
 // messages and replay are dropped.
 func (st *stream) restart(prev, seq uint64) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
+	st.lock()
+	defer st.unlock()
 	s := &st.s
 	if s.closed {
 		return
@@ -314,8 +321,8 @@ func (st *stream) requestCatchUp() {
 	if st.rc == nil {
 		return // the gap is counted when the next message is applied
 	}
-	st.mu.Lock()
-	defer st.mu.Unlock()
+	st.lock()
+	defer st.unlock()
 	if st.s.closed {
 		return
 	}
@@ -350,8 +357,8 @@ func (st *stream) coolingLocked() bool {
 
 // handle is the worker's entry point.
 func (st *stream) handle(it item, dec *Decoder, b *Batch) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
+	st.lock()
+	defer st.unlock()
 	if st.s.closed || it.gen != st.s.gen {
 		return
 	}
@@ -468,7 +475,7 @@ func (st *stream) applyLocked(seq uint64, payload []byte, model string, dec *Dec
 	}
 	s.applied, s.has = seq, true
 	s.digest, s.hasDigest = PayloadDigest(payload), true
-	st.lastApply.Store(time.Now().UnixNano())
+	st.lastApply.Store(st.p.clock.Now().UnixNano())
 	st.synced.Store(true)
 	s.messages++
 	s.sinceClear++
@@ -479,7 +486,7 @@ func (st *stream) applyLocked(seq uint64, payload []byte, model string, dec *Dec
 // close stops the stream: nothing is applied after it returns. With clear,
 // the endpoint's entries are removed from the index.
 func (st *stream) close(clear bool) {
-	st.mu.Lock()
+	st.lock()
 	st.s.closed = true
 	st.closed.Store(true)
 	st.bumpGenLocked()
@@ -489,7 +496,7 @@ func (st *stream) close(clear bool) {
 	if st.repairT != nil {
 		st.repairT.Stop()
 	}
-	st.mu.Unlock()
+	st.unlock()
 	st.cancel()
 	st.wg.Wait()
 	if clear {
@@ -504,8 +511,8 @@ func (st *stream) close(clear bool) {
 
 // status snapshots the stream for Pool.Status.
 func (st *stream) status() EndpointStatus {
-	st.mu.Lock()
-	defer st.mu.Unlock()
+	st.lock()
+	defer st.unlock()
 	return EndpointStatus{
 		ID:         st.id,
 		Connected:  st.connected.Load(),
@@ -525,5 +532,10 @@ func (st *stream) status() EndpointStatus {
 			}
 			return time.Time{}
 		}(),
-	}.withState(st)
+		State:       st.s.state,
+		Since:       st.s.stateSince,
+		Phase:       st.s.phase.String(),
+		PhaseSince:  st.s.phaseSince,
+		LastApplied: st.lastApplied(),
+	}
 }

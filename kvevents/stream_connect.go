@@ -26,8 +26,8 @@ func (st *stream) onConnect(quiet bool) {
 	if st.rc == nil {
 		return
 	}
-	st.mu.Lock()
-	defer st.mu.Unlock()
+	st.lock()
+	defer st.unlock()
 	s := &st.s
 	st.adoptPositionLocked()
 	if s.closed || s.replaying || st.coolingLocked() {
@@ -64,8 +64,8 @@ func (st *stream) armProbeLocked() {
 // the engine idle no later batch would reveal the gap. It asks the replay
 // socket for anything after the watermark; normally the answer is empty.
 func (st *stream) tailProbe() {
-	st.mu.Lock()
-	defer st.mu.Unlock()
+	st.lock()
+	defer st.unlock()
 	s := &st.s
 	if s.closed || !s.probeArmed || s.replaying || !s.has || st.coolingLocked() {
 		return

@@ -178,8 +178,8 @@ func (st *stream) resumeGapLocked(from, to uint64) bool {
 
 // position is Pool.Position for this stream.
 func (st *stream) position() (Position, bool) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
+	st.lock()
+	defer st.unlock()
 	s := &st.s
 	switch {
 	case s.has && s.hasDigest:

@@ -34,28 +34,12 @@ const (
 // kvroute_kv_events_stream_state.
 var streamStates = []StreamState{StateConnecting, StateReplaying, StateLive, StateDegraded}
 
-// withState fills the status's State and LastApplied from the stream.
-func (s EndpointStatus) withState(st *stream) EndpointStatus {
+// lastApplied is when the stream last applied a batch (zero: never).
+func (st *stream) lastApplied() time.Time {
 	if ns := st.lastApply.Load(); ns != 0 {
-		s.LastApplied = time.Unix(0, ns)
+		return time.Unix(0, ns)
 	}
-	synced := st.synced.Load()
-	up := s.Connected // bind mode: an engine connection owns the endpoint
-	switch {
-	case s.Replaying:
-		s.State = StateReplaying
-	case s.Degraded:
-		s.State = StateDegraded
-	case !up && synced:
-		s.State = StateDegraded
-	case up && (synced || st.rc == nil):
-		// Without a replay address there is nothing to catch up on: the
-		// stream is as complete as it will get once it is subscribed.
-		s.State = StateLive
-	default:
-		s.State = StateConnecting
-	}
-	return s
+	return time.Time{}
 }
 
 // stateCollector exports every endpoint's stream state and the time since

@@ -1,0 +1,153 @@
+package kvevents
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// phase is where an endpoint's stream stands in its state machine (the
+// package doc draws it). Two conditions run across the phases: cooling down
+// (coolingLocked: no replay may start, after a failed replay or while a
+// rebuild waits for its slot) and degraded (the index may lack or hold
+// stale batches: a gap without replay, a hole a replay left, lost history).
+type phase uint8
+
+// The phases.
+const (
+	// phaseConnecting: no watermark; waiting for the subscription, the
+	// first message or the connect replay.
+	phaseConnecting phase = iota
+	// phaseResuming: the watermark is a recorded position (checkpoint, peer
+	// snapshot, EnsureFrom) not verified yet (stream_resume.go).
+	phaseResuming
+	// phaseLive: a watermark; live messages are sequenced as they come.
+	phaseLive
+	// phaseReplaying: a replay runs; the live messages it has not covered
+	// are held until it does.
+	phaseReplaying
+	// phaseClosed: the stream was removed or the pool closed; nothing is
+	// applied any more.
+	phaseClosed
+)
+
+var phaseNames = [...]string{
+	phaseConnecting: "connecting", phaseResuming: "resuming", phaseLive: "live",
+	phaseReplaying: "replaying", phaseClosed: "closed",
+}
+
+// String is the phase's name in logs and EndpointStatus.Phase.
+func (ph phase) String() string { return phaseNames[ph] }
+
+// transitions is the state machine: the phases each phase may move to. The
+// package doc's diagram lists exactly these (TestPhaseDiagramIsTheTable).
+var transitions = map[phase][]phase{
+	phaseConnecting: {phaseResuming, phaseReplaying, phaseLive, phaseClosed},
+	phaseResuming:   {phaseReplaying, phaseLive, phaseConnecting, phaseClosed},
+	phaseLive:       {phaseReplaying, phaseConnecting, phaseClosed},
+	phaseReplaying:  {phaseLive, phaseConnecting, phaseResuming, phaseClosed},
+	phaseClosed:     nil,
+}
+
+// allowed reports whether the table has from → to.
+func allowed(from, to phase) bool {
+	for _, p := range transitions[from] {
+		if p == to {
+			return true
+		}
+	}
+	return false
+}
+
+// strayTransitions counts transitions the table does not allow (a bug):
+// logged at error level, and the package's tests fail on any.
+var strayTransitions atomic.Uint64
+
+// phaseLocked is the phase the stream's sequencing state is in.
+func (st *stream) phaseLocked() phase {
+	s := &st.s
+	switch {
+	case s.closed:
+		return phaseClosed
+	case s.replaying:
+		return phaseReplaying
+	case !s.has:
+		return phaseConnecting
+	case s.rs.pending:
+		return phaseResuming
+	}
+	return phaseLive
+}
+
+// stateLocked is the readiness view of the phase and its conditions
+// (EndpointStatus.State).
+func (st *stream) stateLocked() StreamState {
+	s := &st.s
+	synced := st.synced.Load()
+	up := st.connected.Load() // bind mode: an engine connection owns the endpoint
+	switch {
+	case s.replaying:
+		return StateReplaying
+	case s.degraded || st.incompleteLocked():
+		return StateDegraded
+	case !up && synced:
+		return StateDegraded
+	case up && (synced || st.rc == nil):
+		// Without a replay address there is nothing to catch up on: the
+		// stream is as complete as it will get once it is subscribed.
+		return StateLive
+	}
+	return StateConnecting
+}
+
+// lock takes the stream's lock; unlock records the transition the locked
+// section made before releasing it.
+func (st *stream) lock() { st.mu.Lock() }
+
+func (st *stream) unlock() {
+	st.transitionLocked()
+	st.mu.Unlock()
+}
+
+// transitionLocked is the one place a stream changes phase and readiness
+// state: it compares both with what the sequencing state now says, records
+// when each began (on the pool's clock; EndpointStatus.PhaseSince and
+// Since, which Router.Ready's give-up clock reads), checks the move against
+// the transition table and logs it. The state metric
+// (kvroute_kv_events_stream_state) exports the recorded state.
+func (st *stream) transitionLocked() {
+	s := &st.s
+	ph := st.phaseLocked()
+	if ph == s.phase && (ph == phaseClosed || st.stateLocked() == s.state) {
+		return
+	}
+	now := st.p.clock.Now()
+	if ph != s.phase {
+		if !allowed(s.phase, ph) {
+			strayTransitions.Add(1)
+			st.log.Error("KV-event stream moved outside its transition table", "from", s.phase, "to", ph)
+		}
+		st.log.Debug("KV-event stream phase", "from", s.phase, "to", ph,
+			"in_phase", now.Sub(s.phaseSince), "applied", s.applied, "has", s.has)
+		s.phase, s.phaseSince = ph, now
+	}
+	if ph == phaseClosed {
+		return // the last readiness state stays
+	}
+	if state := st.stateLocked(); state != s.state {
+		s.state, s.stateSince = state, now
+	}
+}
+
+// setConnected records whether the stream's subscription (bind mode: an
+// engine connection owning the endpoint) is up.
+func (st *stream) setConnected(up bool) {
+	st.lock()
+	st.connected.Store(up)
+	st.unlock()
+}
+
+// startPhaseLocked sets the phase a new stream starts in.
+func (st *stream) startPhaseLocked(now time.Time) {
+	st.s.phase, st.s.phaseSince = phaseConnecting, now
+	st.s.state, st.s.stateSince = st.stateLocked(), now
+}
