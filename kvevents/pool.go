@@ -23,11 +23,13 @@ var ErrPoolClosed = errors.New("kvevents: pool closed")
 // Pool keeps the KV-event subscriptions of a set of inference endpoints and
 // applies their events to a kvindex.Index.
 //
-// In the default per-endpoint mode each endpoint passed to Ensure (and
-// matching the selector) gets its own supervised SUB socket dialled to its
-// PUB (see subscriber) and its own sequence tracking with replay (see
-// stream). In bind mode (PoolConfig.BindAddress) a single SUB socket binds
-// and engines connect to it; endpoints are identified by their topic.
+// Each endpoint has a stream (sequence tracking with replay; see stream).
+// Its messages come from the pool's source (see source): in the default
+// per-endpoint mode a dialer gives each endpoint passed to Ensure (and
+// matching the selector) its own supervised SUB socket dialled to its PUB
+// (see subscriber); in bind mode (PoolConfig.BindAddress) a binder binds a
+// SUB socket engines connect to, and endpoints are identified by their
+// topic.
 //
 // Messages are applied by Concurrency workers; each endpoint is pinned to
 // one worker, so its messages apply in order, and queues are bounded.
@@ -58,13 +60,11 @@ type Pool struct {
 
 	opMu sync.Mutex // serialises Ensure, Remove and Close
 
+	src source // dialer, or binder in bind mode
+
 	mu      sync.Mutex
 	closed  bool
-	subs    map[string]*subscriber   // per-endpoint mode, by endpoint ID
-	known   map[string]Endpoint      // bind mode: endpoints passed to Ensure
-	bound   map[string]*stream       // bind mode: streams by endpoint ID
-	closing map[string]chan struct{} // bind mode: streams being closed
-	bind    *binder
+	streams map[string]*stream  // every endpoint's stream, by ID, whichever source feeds it
 	resume  map[string]Position // EnsureFrom: where the endpoint's next stream starts
 }
 
@@ -117,8 +117,7 @@ func NewPool(cfg PoolConfig, ix *kvindex.Index, opts Options) (*Pool, error) {
 		cfg: cfg, sel: sel, match: match, ix: ix, applier: ap, m: m, sm: sm, rm: rm, log: lg, resume: make(map[string]Position),
 		zopts: subOptions(cfg),
 		ctx:   ctx, cancel: cancel, stop: make(chan struct{}),
-		subs: make(map[string]*subscriber), known: make(map[string]Endpoint), bound: make(map[string]*stream),
-		closing: make(map[string]chan struct{}),
+		streams: make(map[string]*stream),
 	}
 	p.etr = newEventTracer(cfg.Tracing, opts.TracerProvider)
 	p.clock = opts.Clock
@@ -136,8 +135,11 @@ func NewPool(cfg PoolConfig, ix *kvindex.Index, opts Options) (*Pool, error) {
 		}()
 	}
 	if cfg.BindAddress != "" {
-		p.bind = newBinder(p)
-		go p.bind.run()
+		b := newBinder(p)
+		p.src = b
+		go b.run()
+	} else {
+		p.src = &dialer{p: p, subs: make(map[string]*subscriber)}
 	}
 	return p, nil
 }
@@ -168,14 +170,7 @@ func (p *Pool) EnsureFrom(ep Endpoint, pos Position) error { return p.ensure(ep,
 // will resume from. ok is false for an unknown endpoint or one with nothing
 // applied.
 func (p *Pool) Position(id string) (pos Position, ok bool) {
-	p.mu.Lock()
-	var st *stream
-	if s := p.subs[id]; s != nil {
-		st = s.st
-	} else {
-		st = p.bound[id]
-	}
-	p.mu.Unlock()
+	st := p.stream(id)
 	if st == nil {
 		return Position{}, false
 	}
@@ -195,44 +190,9 @@ func (p *Pool) ensure(ep Endpoint, pos *Position) error {
 		p.mu.Unlock()
 		return ErrPoolClosed
 	}
-	if pos != nil && p.bound[ep.ID] == nil {
-		p.resume[ep.ID] = *pos // consumed by the endpoint's next new stream
-	}
-	if p.bind != nil {
-		p.known[ep.ID] = ep
-		old := p.bound[ep.ID]
-		replace := old != nil && (!match || old.cfgModel != ep.Model || old.replayAddr != ep.ReplayAddress)
-		p.mu.Unlock()
-		p.bind.gen.Add(1)
-		if replace {
-			p.closeBound(old, !match)
-		}
-		return nil
-	}
-	old := p.subs[ep.ID]
-	if old != nil && match && old.ep.sameStream(ep) {
-		old.ep.Labels = ep.Labels
-		delete(p.resume, ep.ID)
-		p.mu.Unlock()
-		return nil
-	}
-	if old != nil {
-		delete(p.subs, ep.ID)
-	}
-	var sub *subscriber
-	if match {
-		sub = p.newSubscriber(ep)
-		p.subs[ep.ID] = sub
-	}
+	after := p.src.ensureLocked(ep, match, pos)
 	p.mu.Unlock()
-	if old != nil {
-		// A replaced endpoint's entries came from the old address or model.
-		p.stopSubscriber(old, true, !match)
-	}
-	if sub != nil {
-		go sub.run()
-		sub.st.log.Debug("Endpoint ensured", "events", ep.EventsAddress, "replay", ep.ReplayAddress)
-	}
+	after()
 	return nil
 }
 
@@ -243,20 +203,9 @@ func (p *Pool) Remove(id string) {
 	p.opMu.Lock()
 	defer p.opMu.Unlock()
 	p.mu.Lock()
-	sub := p.subs[id]
-	delete(p.subs, id)
-	delete(p.known, id)
-	st := p.bound[id]
+	after := p.src.removeLocked(id)
 	p.mu.Unlock()
-	if p.bind != nil {
-		p.bind.gen.Add(1)
-	}
-	if sub != nil {
-		p.stopSubscriber(sub, true, true)
-	}
-	if st != nil {
-		p.closeBound(st, true)
-	}
+	after()
 }
 
 // Close stops every subscription, replay and worker and waits for them. The
@@ -271,28 +220,17 @@ func (p *Pool) Close() error {
 		return nil
 	}
 	p.closed = true
-	subs := make([]*subscriber, 0, len(p.subs))
-	for _, s := range p.subs {
-		subs = append(subs, s)
-	}
-	clear(p.subs)
 	p.mu.Unlock()
 
 	p.cancel()
-	if p.bind != nil {
-		<-p.bind.done // no stream is created after this
-	}
-	for _, s := range subs {
-		p.stopSubscriber(s, false, false)
-	}
+	p.src.close() // no stream is created after this
 	p.mu.Lock()
-	bound := make([]*stream, 0, len(p.bound))
-	for _, st := range p.bound {
-		bound = append(bound, st)
+	streams := make([]*stream, 0, len(p.streams))
+	for _, st := range p.streams {
+		streams = append(streams, st)
 	}
-	clear(p.bound)
 	p.mu.Unlock()
-	for _, st := range bound {
+	for _, st := range streams {
 		p.closeStream(st, false, false)
 	}
 	close(p.stop)
@@ -301,22 +239,11 @@ func (p *Pool) Close() error {
 	return nil
 }
 
-// closeBound closes a bind-mode stream and clears its entries. Until that
-// is done the bind loop waits before creating a new stream for the same
-// endpoint, so the old stream's Clear cannot hit the new one's entries.
-func (p *Pool) closeBound(st *stream, forget bool) {
-	done := make(chan struct{})
+// stream returns the stream of the endpoint with this ID (nil: none).
+func (p *Pool) stream(id string) *stream {
 	p.mu.Lock()
-	if p.bound[st.id] == st {
-		delete(p.bound, st.id)
-	}
-	p.closing[st.id] = done
-	p.mu.Unlock()
-	p.closeStream(st, true, forget)
-	p.mu.Lock()
-	delete(p.closing, st.id)
-	p.mu.Unlock()
-	close(done)
+	defer p.mu.Unlock()
+	return p.streams[id]
 }
 
 // subOptions are the transport options of subscription sockets: heartbeats
@@ -333,23 +260,6 @@ func subOptions(cfg PoolConfig) zmqx.Options {
 		o.IdleTimeout = cfg.IdleTimeout
 	}
 	return o
-}
-
-// newSubscriber creates the subscriber of ep (counted as active from now
-// until stopSubscriber); the caller starts its run loop.
-func (p *Pool) newSubscriber(ep Endpoint) *subscriber {
-	p.m.ActiveSubscribers.Inc()
-	ctx, cancel := context.WithCancel(p.ctx)
-	return &subscriber{p: p, ep: ep, st: p.newStreamLocked(ep.ID, ep.Model, ep.ReplayAddress),
-		ctx: ctx, cancel: cancel, done: make(chan struct{})}
-}
-
-// stopSubscriber stops sub's socket loop and its stream.
-func (p *Pool) stopSubscriber(sub *subscriber, clearIndex, forget bool) {
-	sub.cancel()
-	<-sub.done
-	p.m.ActiveSubscribers.Dec()
-	p.closeStream(sub.st, clearIndex, forget)
 }
 
 // newStreamLocked creates a stream on the least loaded worker.
@@ -372,6 +282,9 @@ func (p *Pool) newStreamLocked(id, model, replayAddr string) *stream {
 func (p *Pool) closeStream(st *stream, clearIndex, forget bool) {
 	st.close(clearIndex)
 	p.mu.Lock()
+	if p.streams[st.id] == st {
+		delete(p.streams, st.id)
+	}
 	st.w.streams--
 	st.w.setStreams(st.w.streams)
 	p.mu.Unlock()
@@ -444,29 +357,19 @@ type EndpointStatus struct {
 
 // Status returns the state of the endpoint with this ID.
 func (p *Pool) Status(id string) (EndpointStatus, bool) {
-	p.mu.Lock()
-	var st *stream
-	if s := p.subs[id]; s != nil {
-		st = s.st
-	} else {
-		st = p.bound[id]
-	}
-	p.mu.Unlock()
+	st := p.stream(id)
 	if st == nil {
 		return EndpointStatus{}, false
 	}
 	return st.status(), true
 }
 
-// Endpoints returns the IDs of the endpoints with a subscription (per
-// endpoint mode) or a stream (bind mode), sorted.
+// Endpoints returns the IDs of the endpoints with a stream (per-endpoint
+// mode: subscribed; bind mode: seen on the bind socket), sorted.
 func (p *Pool) Endpoints() []string {
 	p.mu.Lock()
-	ids := make([]string, 0, len(p.subs)+len(p.bound))
-	for id := range p.subs {
-		ids = append(ids, id)
-	}
-	for id := range p.bound {
+	ids := make([]string, 0, len(p.streams))
+	for id := range p.streams {
 		ids = append(ids, id)
 	}
 	p.mu.Unlock()
@@ -492,22 +395,13 @@ func (p *Pool) metrics() *eventMetrics { return p.m }
 // ("tcp://127.0.0.1:41234", useful with port 0), or "" when the pool is not
 // in bind mode or not bound yet.
 func (p *Pool) BindAddr() string {
-	if p.bind == nil {
-		return ""
+	if a := p.src.addrs(); len(a) > 0 {
+		return a[0]
 	}
-	return p.bind.address(0)
+	return ""
 }
 
 // BindAddrs returns the addresses of the bind-mode sockets, one per
 // data-parallel rank (PoolConfig.BindRanks), "" for a rank not bound yet;
 // nil when the pool is not in bind mode.
-func (p *Pool) BindAddrs() []string {
-	if p.bind == nil {
-		return nil
-	}
-	out := make([]string, len(p.bind.addrs))
-	for r := range out {
-		out[r] = p.bind.address(r)
-	}
-	return out
-}
+func (p *Pool) BindAddrs() []string { return p.src.addrs() }

@@ -19,11 +19,12 @@ import (
 // mode (nil when none does).
 func bindOwner(p *Pool, id string) *bindConn {
 	p.mu.Lock()
-	st := p.bound[id]
+	st := p.streams[id]
 	p.mu.Unlock()
-	p.bind.mu.Lock()
-	defer p.bind.mu.Unlock()
-	return p.bind.owners[st]
+	b := p.src.(*binder)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.owners[st]
 }
 
 // disconnected reports whether endpoint id's stream shows its engine

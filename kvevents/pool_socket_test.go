@@ -244,11 +244,11 @@ func TestPoolEnsureReplacesAndSelects(t *testing.T) {
 	publishUntilReceived(t, p, pubA, id)
 	waitApplied(t, p, id, publishBatches(t, pubA, 500, 1))
 	require.Equal(t, poolBlocks, heldBlocks(ix, id, 500))
-	sub := p.subs[id]
+	sub := p.src.(*dialer).subs[id]
 
 	ep.Labels = map[string]string{"role": "decode", "zone": "b"}
 	require.NoError(t, p.Ensure(ep))
-	require.Same(t, sub, p.subs[id], "label change that still matches keeps the subscriber")
+	require.Same(t, sub, p.src.(*dialer).subs[id], "label change that still matches keeps the subscriber")
 
 	ep.Labels = map[string]string{"role": "decode", "zone": "b", "draining": ""}
 	require.NoError(t, p.Ensure(ep))
@@ -262,7 +262,7 @@ func TestPoolEnsureReplacesAndSelects(t *testing.T) {
 	publishUntilReceived(t, p, pubB, id)
 	waitApplied(t, p, id, publishBatches(t, pubB, 600, 1))
 	require.Equal(t, poolBlocks, heldBlocks(ix, id, 600))
-	require.NotSame(t, sub, p.subs[id])
+	require.NotSame(t, sub, p.src.(*dialer).subs[id])
 
 	require.Error(t, p.Ensure(Endpoint{ID: "no-port"}))
 	require.Error(t, p.Ensure(Endpoint{ID: "10.0.0.1:80", EventsAddress: "ipc:///tmp/x"}))

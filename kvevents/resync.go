@@ -25,14 +25,7 @@ var ErrNoReplay = errors.New("kvevents: endpoint has no replay address")
 // catch-up, which keeps the entries. It returns an error for an unknown
 // endpoint or one without a replay address.
 func (p *Pool) Resync(id string) error {
-	p.mu.Lock()
-	var st *stream
-	if s := p.subs[id]; s != nil {
-		st = s.st
-	} else {
-		st = p.bound[id]
-	}
-	p.mu.Unlock()
+	st := p.stream(id)
 	if st == nil {
 		return fmt.Errorf("kvevents: resync of unknown endpoint %q", id)
 	}

@@ -43,7 +43,7 @@ func newSeqFixture(t *testing.T, cfg PoolConfig, bufSize int, replayAddr string)
 	f.p, f.logs = newTestPool(t, cfg, f.ix)
 	f.p.mu.Lock()
 	f.st = f.p.newStreamLocked(seqID, poolModel, replayAddr)
-	f.p.bound[seqID] = f.st // reachable by Status; closed by Pool.Close
+	f.p.streams[seqID] = f.st // reachable by Status; closed by Pool.Close
 	f.p.mu.Unlock()
 	return f
 }

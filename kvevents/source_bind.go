@@ -60,8 +60,12 @@ const maxConnTopics = 64
 type binder struct {
 	p     *Pool
 	done  chan struct{}
-	addrs []atomic.Pointer[string] // bound address per rank
+	bound []atomic.Pointer[string] // bound address per rank
 	gen   atomic.Uint64            // bumped by Ensure and Remove: invalidates the caches
+
+	// Guarded by Pool.mu; the streams themselves are in Pool.streams.
+	known   map[string]Endpoint      // endpoints passed to Ensure
+	closing map[string]chan struct{} // streams being closed
 
 	mu     sync.Mutex
 	owners map[*stream]*bindConn
@@ -92,16 +96,75 @@ type bindEntry struct {
 }
 
 func newBinder(p *Pool) *binder {
-	return &binder{p: p, done: make(chan struct{}), addrs: make([]atomic.Pointer[string], p.cfg.BindRanks),
+	return &binder{p: p, done: make(chan struct{}), bound: make([]atomic.Pointer[string], p.cfg.BindRanks),
+		known: make(map[string]Endpoint), closing: make(map[string]chan struct{}),
 		owners: make(map[*stream]*bindConn)}
 }
 
-// address returns the bound address of rank r ("" until bound).
-func (b *binder) address(r int) string {
-	if a := b.addrs[r].Load(); a != nil {
-		return *a
+// ensureLocked records the endpoint's settings; its stream is created by
+// its first message. A stream whose model or replay address changed, or
+// whose labels no longer match, is closed and its entries cleared.
+func (b *binder) ensureLocked(ep Endpoint, match bool, pos *Position) func() {
+	p := b.p
+	old := p.streams[ep.ID]
+	if pos != nil && old == nil {
+		p.resume[ep.ID] = *pos // consumed by the endpoint's next new stream
 	}
-	return ""
+	b.known[ep.ID] = ep
+	replace := old != nil && (!match || old.cfgModel != ep.Model || old.replayAddr != ep.ReplayAddress)
+	return func() {
+		b.gen.Add(1)
+		if replace {
+			b.closeStream(old, !match)
+		}
+	}
+}
+
+// removeLocked forgets the endpoint: an engine that keeps publishing is
+// indexed again only with BindAnyTopic.
+func (b *binder) removeLocked(id string) func() {
+	delete(b.known, id)
+	st := b.p.streams[id]
+	return func() {
+		b.gen.Add(1)
+		if st != nil {
+			b.closeStream(st, true)
+		}
+	}
+}
+
+// close waits for the listeners and their connections to end (the pool's
+// context is cancelled).
+func (b *binder) close() { <-b.done }
+
+// closeStream closes a stream and clears its entries. Until that is done
+// the bind loop waits before creating a new stream for the same endpoint,
+// so the old stream's Clear cannot hit the new one's entries.
+func (b *binder) closeStream(st *stream, forget bool) {
+	p := b.p
+	done := make(chan struct{})
+	p.mu.Lock()
+	if p.streams[st.id] == st {
+		delete(p.streams, st.id)
+	}
+	b.closing[st.id] = done
+	p.mu.Unlock()
+	p.closeStream(st, true, forget)
+	p.mu.Lock()
+	delete(b.closing, st.id)
+	p.mu.Unlock()
+	close(done)
+}
+
+// addrs returns the bound address of each rank ("" until bound).
+func (b *binder) addrs() []string {
+	out := make([]string, len(b.bound))
+	for r := range out {
+		if a := b.bound[r].Load(); a != nil {
+			out[r] = *a
+		}
+	}
+	return out
 }
 
 // maxConns bounds the connections bind mode serves at once.
@@ -157,7 +220,7 @@ func (b *binder) session(rank int, addr string, onBound func()) (op string, err 
 	}
 	defer func() { _ = l.Close() }()
 	bound := l.Endpoint()
-	b.addrs[rank].Store(&bound)
+	b.bound[rank].Store(&bound)
 	onBound()
 	p.log.Info("KV-event socket bound; engines connect to it", "address", bound, "rank", rank)
 	for {
@@ -327,7 +390,7 @@ func (b *binder) resolve(bc *bindConn, topic []byte) bindEntry {
 	if ok {
 		b.p.topicSeen(id, model)
 		var known bool
-		e.st, e.reason, known = b.p.bindStream(id, bc.rank)
+		e.st, e.reason, known = b.stream(id, bc.rank)
 		if known {
 			e.id = id
 		}
@@ -343,35 +406,36 @@ func (b *binder) resolve(bc *bindConn, topic []byte) bindEntry {
 // errBindCap is only used in logs: the stream cap of bind mode was reached.
 var errBindCap = errors.New("bind-mode stream cap reached")
 
-// bindStream returns the stream of a bind-mode endpoint seen on the
-// listener of rank, creating it on its first message; nil and a drop reason
-// when its messages are not indexed. known reports whether id is an
-// endpoint passed to Ensure (its ID may then label a drop).
-func (p *Pool) bindStream(id string, rank int) (st *stream, reason Reason, known bool) {
+// stream returns the stream of a bind-mode endpoint seen on the listener
+// of rank, creating it on its first message; nil and a drop reason when its
+// messages are not indexed. known reports whether id is an endpoint passed
+// to Ensure (its ID may then label a drop).
+func (b *binder) stream(id string, rank int) (st *stream, reason Reason, known bool) {
+	p := b.p
 	for {
 		p.mu.Lock()
 		if p.closed {
 			p.mu.Unlock()
 			return nil, DropUnknownEndpoint, false
 		}
-		ep, known := p.known[id]
+		ep, known := b.known[id]
 		if known && ep.Rank != rank {
 			// Another rank's endpoint: its messages arrive on its own
 			// listener; never merge two ranks.
 			p.mu.Unlock()
 			return nil, DropUnknownEndpoint, false
 		}
-		if st := p.bound[id]; st != nil {
+		if st := p.streams[id]; st != nil {
 			p.mu.Unlock()
 			return st, "", known
 		}
-		if done := p.closing[id]; done != nil {
+		if done := b.closing[id]; done != nil {
 			p.mu.Unlock()
 			<-done // the old stream's entries are being cleared
 			continue
 		}
 		if !known {
-			if !p.cfg.BindAnyTopic || len(p.bound) >= p.cfg.BindMaxStreams {
+			if !p.cfg.BindAnyTopic || len(p.streams) >= p.cfg.BindMaxStreams {
 				full := p.cfg.BindAnyTopic
 				p.mu.Unlock()
 				if full {
@@ -389,7 +453,7 @@ func (p *Pool) bindStream(id string, rank int) (st *stream, reason Reason, known
 			return nil, DropNotSelected, known
 		}
 		st := p.newStreamLocked(id, ep.Model, ep.ReplayAddress)
-		p.bound[id] = st
+		p.streams[id] = st
 		p.mu.Unlock()
 		st.log.Info("KV-event endpoint seen on the bind socket", "rank", rank, "replay", ep.ReplayAddress)
 		return st, "", known

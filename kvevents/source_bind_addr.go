@@ -26,7 +26,7 @@ func (b *binder) sourceAllowed(bc *bindConn, id string) bool {
 		return true
 	}
 	p.mu.Lock()
-	ep, known := p.known[id]
+	ep, known := b.known[id]
 	indexed := (known && ep.Rank == bc.rank) || (!known && p.cfg.BindAnyTopic)
 	p.mu.Unlock()
 	if !indexed {

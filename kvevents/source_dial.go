@@ -13,6 +13,94 @@ import (
 	"github.com/kvroute/kvroute/internal/zmqx"
 )
 
+// dialer is the per-endpoint source: every endpoint passed to Ensure (and
+// matching the selector) gets its own subscriber.
+type dialer struct {
+	p    *Pool
+	subs map[string]*subscriber // by endpoint ID; guarded by Pool.mu
+}
+
+// ensureLocked keeps the subscriber of an unchanged endpoint (recording
+// its labels) and replaces one whose events address, replay address or
+// model changed; the replaced stream's entries are cleared.
+func (d *dialer) ensureLocked(ep Endpoint, match bool, pos *Position) func() {
+	p := d.p
+	if pos != nil {
+		p.resume[ep.ID] = *pos // consumed by the endpoint's next new stream
+	}
+	old := d.subs[ep.ID]
+	if old != nil && match && old.ep.sameStream(ep) {
+		old.ep.Labels = ep.Labels
+		delete(p.resume, ep.ID)
+		return func() {}
+	}
+	if old != nil {
+		delete(d.subs, ep.ID)
+		delete(p.streams, ep.ID)
+	}
+	var sub *subscriber
+	if match {
+		sub = d.newSubscriberLocked(ep)
+		d.subs[ep.ID] = sub
+		p.streams[ep.ID] = sub.st
+	}
+	return func() {
+		if old != nil {
+			// A replaced endpoint's entries came from the old address or model.
+			d.stop(old, true, !match)
+		}
+		if sub != nil {
+			go sub.run()
+			sub.st.log.Debug("Endpoint ensured", "events", ep.EventsAddress, "replay", ep.ReplayAddress)
+		}
+	}
+}
+
+func (d *dialer) removeLocked(id string) func() {
+	sub := d.subs[id]
+	delete(d.subs, id)
+	return func() {
+		if sub != nil {
+			d.stop(sub, true, true)
+		}
+	}
+}
+
+func (d *dialer) close() {
+	d.p.mu.Lock()
+	subs := make([]*subscriber, 0, len(d.subs))
+	for _, s := range d.subs {
+		subs = append(subs, s)
+	}
+	clear(d.subs)
+	d.p.mu.Unlock()
+	for _, s := range subs {
+		s.cancel()
+		<-s.done
+		d.p.m.ActiveSubscribers.Dec()
+	}
+}
+
+func (d *dialer) addrs() []string { return nil }
+
+// newSubscriberLocked creates the subscriber of ep (counted as active from
+// now until stop); the caller starts its run loop.
+func (d *dialer) newSubscriberLocked(ep Endpoint) *subscriber {
+	p := d.p
+	p.m.ActiveSubscribers.Inc()
+	ctx, cancel := context.WithCancel(p.ctx)
+	return &subscriber{p: p, ep: ep, st: p.newStreamLocked(ep.ID, ep.Model, ep.ReplayAddress),
+		ctx: ctx, cancel: cancel, done: make(chan struct{})}
+}
+
+// stop stops sub's socket loop and its stream.
+func (d *dialer) stop(sub *subscriber, clearIndex, forget bool) {
+	sub.cancel()
+	<-sub.done
+	d.p.m.ActiveSubscribers.Dec()
+	d.p.closeStream(sub.st, clearIndex, forget)
+}
+
 // subscriber supervises the SUB socket of one endpoint (per-endpoint mode):
 // one socket per publisher, dialled with no go-zeromq retries or
 // auto-reconnect, recreated after any receive error (EOF, heartbeat

@@ -36,7 +36,7 @@ func newIngestBench(b *testing.B, tr EventTracing, tp trace.TracerProvider, payl
 	}
 	p.mu.Lock()
 	st := p.newStreamLocked(seqID, poolModel, "")
-	p.bound[seqID] = st
+	p.streams[seqID] = st
 	p.mu.Unlock()
 	b.Cleanup(func() { _ = p.Close(); ix.Close() })
 	return &ingestBench{p: p, st: st, ix: ix, payloads: payloads}

@@ -33,7 +33,7 @@ func newTracedFixture(t *testing.T, tr EventTracing, sampler sdktrace.Sampler) *
 	f.p = p
 	p.mu.Lock()
 	f.st = p.newStreamLocked(seqID, poolModel, "")
-	p.bound[seqID] = f.st
+	p.streams[seqID] = f.st
 	p.mu.Unlock()
 	return f
 }
