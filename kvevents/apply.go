@@ -169,7 +169,7 @@ func (a *Applier) Apply(endpoint, model string, b *Batch) ApplyResult {
 	if b.UnknownEvents > 0 {
 		res.Unknown += b.UnknownEvents
 		res.Dropped += b.UnknownEvents
-		a.m.drop(endpoint, DropUnknownEvent, b.UnknownEvents)
+		a.m.drop(endpoint, dropUnknownEvent, b.UnknownEvents)
 	}
 	for i := range b.Events {
 		e := &b.Events[i]
@@ -184,7 +184,7 @@ func (a *Applier) Apply(endpoint, model string, b *Batch) ApplyResult {
 		default:
 			res.Unknown++
 			res.Dropped++
-			a.m.drop(endpoint, DropUnknownEvent, 1)
+			a.m.drop(endpoint, dropUnknownEvent, 1)
 		}
 	}
 	return res
@@ -254,15 +254,15 @@ func (a *Applier) store(endpoint, model string, st *endpointState, e *Event, res
 	var reason Reason
 	switch {
 	case !named:
-		reason = SkipLoRAUnnamed
+		reason = skipLoRAUnnamed
 	case !kvindex.IndexableKind(e.Kind):
 		reason = kvindex.ReasonNonPrefixKind
 	case n == 0:
-		reason = SkipNoBlocks
+		reason = skipNoBlocks
 	case e.InvalidTokens:
-		reason = SkipInvalidTokens
+		reason = skipInvalidTokens
 	case e.BlockSize <= 0:
-		reason = SkipInvalidBlockSize
+		reason = skipInvalidBlockSize
 	case len(e.TokenIDs) != 0 && len(e.TokenIDs) != n*e.BlockSize:
 		reason = kvindex.ReasonNonDense
 	}
@@ -303,7 +303,7 @@ func (a *Applier) store(endpoint, model string, st *endpointState, e *Event, res
 		}
 		return
 	}
-	reason = SkipIndexRejected
+	reason = skipIndexRejected
 	var serr *kvindex.StoreError
 	if errors.As(err, &serr) && serr.Reason != "" {
 		reason = serr.Reason
@@ -396,14 +396,14 @@ func (a *Applier) remove(endpoint string, st *endpointState, e *Event, res *Appl
 	case !seen && e.HasGroup:
 		// An explicit group never seen in a store. A removal without
 		// group_idx is always processed (engines without groups).
-		a.skip(res, "unknown", SkipUnknownGroup, len(e.BlockHashes))
+		a.skip(res, "unknown", skipUnknownGroup, len(e.BlockHashes))
 		return
 	case seen && !kvindex.IndexableKind(kind):
 		a.skip(res, kind, kvindex.ReasonNonPrefixKind, len(e.BlockHashes))
 		return
 	}
 	if len(e.BlockHashes) == 0 {
-		a.skip(res, "", SkipNoBlocks, 0)
+		a.skip(res, "", skipNoBlocks, 0)
 		return
 	}
 	res.Removed++

@@ -85,7 +85,7 @@ func TestApplyAbsentGroupIsGroupZero(t *testing.T) {
 		f.applyRaw(testEndpoint, mapBatch(t, storedMap(-1)))
 		res := f.applyRaw(testEndpoint, mapBatch(t, removedMap(3, goldenH2)))
 		require.Equal(t, ApplyResult{Skipped: 1, SkippedBlocks: 1}, res)
-		require.Equal(t, 1.0, skipped(t, f.reg, "unknown", SkipUnknownGroup))
+		require.Equal(t, 1.0, skipped(t, f.reg, "unknown", skipUnknownGroup))
 	})
 }
 
@@ -110,7 +110,7 @@ func TestApplyLoRAIDWithoutName(t *testing.T) {
 			f := newApplyFixture(t)
 			res := f.applyRaw(testEndpoint, payload)
 			require.Equal(t, ApplyResult{Skipped: 1, SkippedBlocks: 2}, res)
-			require.Equal(t, 1, int(skipped(t, f.reg, kindOf(name), SkipLoRAUnnamed)))
+			require.Equal(t, 1, int(skipped(t, f.reg, kindOf(name), skipLoRAUnnamed)))
 			require.Zero(t, f.match(testEndpoint, toks, kvindex.KeyParams{}).Blocks,
 				"a base-model request must not match an adapter's blocks")
 			require.Zero(t, f.ix.Stats().Blocks)

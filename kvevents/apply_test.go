@@ -224,7 +224,7 @@ func TestApplySkipsCounted(t *testing.T) {
 	require.Equal(t, 1.0, skipped(t, f.reg, "sliding_window", kvindex.ReasonNonPrefixKind))
 	require.Equal(t, 1.0, skipped(t, f.reg, "full_attention", kvindex.ReasonNonDense))
 	require.Equal(t, 1.0, skipped(t, f.reg, "full_attention", kvindex.ReasonBlockSizeMismatch))
-	require.Equal(t, 1.0, skipped(t, f.reg, "full_attention", SkipInvalidBlockSize))
+	require.Equal(t, 1.0, skipped(t, f.reg, "full_attention", skipInvalidBlockSize))
 
 	// Removals: group 1 is sliding window (learnt from the skipped store),
 	// group 7 was never seen, an ungrouped removal is always processed.
@@ -237,7 +237,7 @@ func TestApplySkipsCounted(t *testing.T) {
 	res = f.applyBatch(testEndpoint, batchOf(0, true, rmSWA, rmUnknown, rmUngrouped), FormatVLLM)
 	require.Equal(t, ApplyResult{Skipped: 2, SkippedBlocks: 2, Removed: 1}, res)
 	require.Equal(t, 2.0, skipped(t, f.reg, "sliding_window", kvindex.ReasonNonPrefixKind))
-	require.Equal(t, 1.0, skipped(t, f.reg, "unknown", SkipUnknownGroup))
+	require.Equal(t, 1.0, skipped(t, f.reg, "unknown", skipUnknownGroup))
 }
 
 func TestApplyUnknownEventsCounted(t *testing.T) {
@@ -247,7 +247,7 @@ func TestApplyUnknownEventsCounted(t *testing.T) {
 	require.NoError(t, f.d.Decode(payload, &f.b))
 	res := f.a.Apply(testEndpoint, "m", &f.b)
 	require.Equal(t, ApplyResult{Cleared: 1, Dropped: 1, Unknown: 1}, res, "the rest of the batch still applies")
-	require.Equal(t, 1.0, dropped(t, f.reg, testEndpoint, DropUnknownEvent))
+	require.Equal(t, 1.0, dropped(t, f.reg, testEndpoint, dropUnknownEvent))
 }
 
 func TestApplyTierOnlyOffload(t *testing.T) {
@@ -288,8 +288,8 @@ func TestApplySharedMetrics(t *testing.T) {
 	a, err := NewApplier(ApplierConfig{}, ix, Options{metrics: m, Registerer: reg})
 	require.NoError(t, err)
 	require.Same(t, m, a.metrics())
-	m.drop(testEndpoint, DropQueueFull, 2)
-	require.Equal(t, 2.0, testutil.ToFloat64(m.Dropped.WithLabelValues(testEndpoint, string(DropQueueFull))))
+	m.drop(testEndpoint, dropQueueFull, 2)
+	require.Equal(t, 2.0, testutil.ToFloat64(m.Dropped.WithLabelValues(testEndpoint, string(dropQueueFull))))
 	m.forgetEndpoint(testEndpoint)
 	require.Zero(t, testutil.CollectAndCount(m.Dropped))
 	var nilMetrics *eventMetrics

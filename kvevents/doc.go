@@ -111,8 +111,8 @@
 // counted in kvroute_kv_events_dropped_total{pod_identifier,reason}; a
 // missing parent is also logged at debug level ("Failed to get request key
 // for parent block"). A Pool's Applier shares the Pool's metrics, so each
-// family is registered once. The reason labels are the typed Reason
-// constants.
+// family is registered once. The reason labels are fixed strings (typed
+// Reason values, declared in reason.go), never taken from the wire.
 //
 // # Subscribing
 //

@@ -179,7 +179,7 @@ func TestStreamAlreadyAppliedCounted(t *testing.T) {
 	f.publish(1, 1)
 	f.publish(2, 2)
 	f.wait(2)
-	require.Equal(t, 1.0, f.count("dropped", string(DropAlreadyApplied)))
+	require.Equal(t, 1.0, f.count("dropped", string(dropAlreadyApplied)))
 }
 
 // startSilentRouter is a replay socket that completes the handshake, reads
@@ -447,5 +447,5 @@ func TestStreamLegacyReplayGuessedModelCheckedByLiveMessage(t *testing.T) {
 	f.st.receive(3, poolPayload(3), poolModel)
 	f.wait(3)
 	requireHeld(t, f.ix, seqID, 0, 3)
-	require.Equal(t, 3.0, f.count("dropped", string(DropModelMismatch)), f.logs.String())
+	require.Equal(t, 3.0, f.count("dropped", string(dropModelMismatch)), f.logs.String())
 }

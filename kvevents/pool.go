@@ -17,8 +17,8 @@ import (
 	"github.com/kvroute/kvroute/telemetry"
 )
 
-// ErrPoolClosed is returned by Ensure after Close.
-var ErrPoolClosed = errors.New("kvevents: pool closed")
+// errPoolClosed is returned by Ensure after Close.
+var errPoolClosed = errors.New("kvevents: pool closed")
 
 // Pool keeps the KV-event subscriptions of a set of inference endpoints and
 // applies their events to a kvindex.Index.
@@ -188,7 +188,7 @@ func (p *Pool) ensure(ep Endpoint, pos *Position) error {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		return ErrPoolClosed
+		return errPoolClosed
 	}
 	after := p.src.ensureLocked(ep, match, pos)
 	p.mu.Unlock()
@@ -391,17 +391,17 @@ func (p *Pool) Stats() PoolStats {
 // metrics returns the pool's metric set (shared with its Applier).
 func (p *Pool) metrics() *eventMetrics { return p.m }
 
-// BindAddr returns the address the bind-mode socket listens on
-// ("tcp://127.0.0.1:41234", useful with port 0), or "" when the pool is not
-// in bind mode or not bound yet.
-func (p *Pool) BindAddr() string {
+// bindAddr returns the address rank 0's bind-mode socket listens on, or ""
+// (see BindAddrs).
+func (p *Pool) bindAddr() string {
 	if a := p.src.addrs(); len(a) > 0 {
 		return a[0]
 	}
 	return ""
 }
 
-// BindAddrs returns the addresses of the bind-mode sockets, one per
-// data-parallel rank (PoolConfig.BindRanks), "" for a rank not bound yet;
-// nil when the pool is not in bind mode.
+// BindAddrs returns the addresses the bind-mode sockets listen on, one per
+// data-parallel rank (PoolConfig.BindRanks; "tcp://127.0.0.1:41234", useful
+// with port 0), "" for a rank not bound yet; nil when the pool is not in
+// bind mode.
 func (p *Pool) BindAddrs() []string { return p.src.addrs() }

@@ -59,11 +59,11 @@ func TestBindHeartbeatDropsFrozenEngine(t *testing.T) {
 	p, logs := newTestPool(t, PoolConfig{BindAddress: "127.0.0.1:0",
 		HeartbeatInterval: 50 * time.Millisecond, HeartbeatTimeout: 250 * time.Millisecond}, ix)
 	defer p.Close()
-	require.Eventually(t, func() bool { return p.BindAddr() != "" }, poolWait, poolTick)
+	require.Eventually(t, func() bool { return p.bindAddr() != "" }, poolWait, poolTick)
 	const id = "127.0.0.1:8200"
 	require.NoError(t, p.Ensure(Endpoint{ID: id}))
 	topic := "kv@" + id + "@" + poolModel
-	frozen := dialEngine(t, p.BindAddr(), topic)
+	frozen := dialEngine(t, p.bindAddr(), topic)
 	defer frozen.close()
 	first := frozen.publishUntil(received(p, id))
 	last := frozen.publishN(3)
@@ -83,7 +83,7 @@ func TestBindHeartbeatDropsFrozenEngine(t *testing.T) {
 	require.Nil(t, bindOwner(p, id))
 	requireHeldLogs(t, ix, id, first, last, logs) // stale, not forgotten
 
-	restarted := dialEngine(t, p.BindAddr(), topic)
+	restarted := dialEngine(t, p.bindAddr(), topic)
 	defer restarted.close()
 	restarted.seq = 0
 	restarted.publishUntil(func() bool { return counter(p.metrics().PublisherRestarts, id) >= 1 })
@@ -106,9 +106,9 @@ func TestPoolInteropBindHeartbeat(t *testing.T) {
 	p, logs := newTestPool(t, PoolConfig{BindAddress: "127.0.0.1:0",
 		HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: time.Second}, ix)
 	defer p.Close()
-	require.Eventually(t, func() bool { return p.BindAddr() != "" }, poolWait, poolTick)
+	require.Eventually(t, func() bool { return p.bindAddr() != "" }, poolWait, poolTick)
 	require.NoError(t, p.Ensure(Endpoint{ID: pyID}))
-	py := pytest.Start(t, pytest.Config{Connect: p.BindAddr()})
+	py := pytest.Start(t, pytest.Config{Connect: p.bindAddr()})
 	defer py.Stop()
 	first := pyPublishUntilReceived(t, p, py, pyID, 0)
 	waitAppliedLogs(t, p, pyID, first, logs)
@@ -152,11 +152,11 @@ func TestBindIdleDeadlineWithoutHeartbeats(t *testing.T) {
 	p, logs := newTestPool(t, PoolConfig{BindAddress: "127.0.0.1:0",
 		HeartbeatInterval: -1, IdleTimeout: 150 * time.Millisecond}, ix)
 	defer p.Close()
-	require.Eventually(t, func() bool { return p.BindAddr() != "" }, poolWait, poolTick)
+	require.Eventually(t, func() bool { return p.bindAddr() != "" }, poolWait, poolTick)
 	const id = "127.0.0.1:8210"
 	require.NoError(t, p.Ensure(Endpoint{ID: id}))
 	topic := "kv@" + id + "@" + poolModel
-	quiet := dialEngine(t, p.BindAddr(), topic)
+	quiet := dialEngine(t, p.bindAddr(), topic)
 	defer quiet.close()
 	last := quiet.publishUntil(received(p, id))
 	waitAppliedLogs(t, p, id, last, logs)
@@ -165,7 +165,7 @@ func TestBindIdleDeadlineWithoutHeartbeats(t *testing.T) {
 	require.Zero(t, counter(p.metrics().ZMQErrors, id, "recv"), logs.String())
 	require.Zero(t, counter(p.metrics().ZMQErrors, p.cfg.BindAddress, "recv"), logs.String())
 
-	again := dialEngine(t, p.BindAddr(), topic)
+	again := dialEngine(t, p.bindAddr(), topic)
 	defer again.close()
 	again.seq = last + 1
 	last = again.publishUntil(func() bool { return statusOf(p, id).Connected })

@@ -29,11 +29,11 @@ func TestBindImpostorCannotTakeOverRestartingEngine(t *testing.T) {
 	ix := newPoolIndex(t)
 	p, logs := newTestPool(t, PoolConfig{BindAddress: "127.0.0.1:0"}, ix)
 	defer p.Close()
-	require.Eventually(t, func() bool { return p.BindAddr() != "" }, poolWait, poolTick)
+	require.Eventually(t, func() bool { return p.bindAddr() != "" }, poolWait, poolTick)
 	const victim = "127.0.0.1:8300"
 	require.NoError(t, p.Ensure(Endpoint{ID: victim}))
 	topic := "kv@" + victim + "@" + poolModel
-	engine := dialEngineFrom(t, p.BindAddr(), topic, "127.0.0.1")
+	engine := dialEngineFrom(t, p.bindAddr(), topic, "127.0.0.1")
 	defer engine.close()
 	first := engine.publishUntil(received(p, victim))
 	last := engine.publishN(10)
@@ -41,7 +41,7 @@ func TestBindImpostorCannotTakeOverRestartingEngine(t *testing.T) {
 
 	m := p.metrics()
 	mismatches := func() float64 { return testutil.ToFloat64(m.BindSourceMismatch) }
-	impostor := dialEngineFrom(t, p.BindAddr(), topic, "127.0.0.2")
+	impostor := dialEngineFrom(t, p.bindAddr(), topic, "127.0.0.2")
 	defer impostor.close()
 	attack := func() { // a restart's sequence 0 with the impostor's blocks
 		impostor.send(0, poolPayload(impostorSeq))
@@ -69,7 +69,7 @@ func TestBindImpostorCannotTakeOverRestartingEngine(t *testing.T) {
 
 	// The restarted engine (same address, sequences from 0) takes over while
 	// the impostor keeps sending.
-	restarted := dialEngineFrom(t, p.BindAddr(), topic, "127.0.0.1")
+	restarted := dialEngineFrom(t, p.bindAddr(), topic, "127.0.0.1")
 	defer restarted.close()
 	restarted.seq = 0
 	restarted.publishUntil(func() bool { attack(); return counter(m.PublisherRestarts, victim) >= 1 })
@@ -95,9 +95,9 @@ func TestBindSourceCheckedBeforeStreamCreation(t *testing.T) {
 	ix := newPoolIndex(t)
 	p, _ := newTestPool(t, PoolConfig{BindAddress: "127.0.0.1:0", BindAnyTopic: true}, ix)
 	defer p.Close()
-	require.Eventually(t, func() bool { return p.BindAddr() != "" }, poolWait, poolTick)
+	require.Eventually(t, func() bool { return p.bindAddr() != "" }, poolWait, poolTick)
 	m := p.metrics()
-	e := dialEngineFrom(t, p.BindAddr(), "kv@127.0.0.1:8500@"+poolModel, "127.0.0.2")
+	e := dialEngineFrom(t, p.bindAddr(), "kv@127.0.0.1:8500@"+poolModel, "127.0.0.2")
 	defer e.close()
 	e.publishUntil(func() bool { return testutil.ToFloat64(m.BindSourceMismatch) >= 1 })
 	e.topic = []byte("kv@127.0.0.2:8500@" + poolModel) // its own address: accepted
@@ -114,9 +114,9 @@ func TestBindUnknownTopicFromElsewhereIsUnknown(t *testing.T) {
 	ix := newPoolIndex(t)
 	p, _ := newTestPool(t, PoolConfig{BindAddress: "127.0.0.1:0"}, ix)
 	defer p.Close()
-	require.Eventually(t, func() bool { return p.BindAddr() != "" }, poolWait, poolTick)
+	require.Eventually(t, func() bool { return p.bindAddr() != "" }, poolWait, poolTick)
 	m := p.metrics()
-	e := dialEngineFrom(t, p.BindAddr(), "kv@127.0.0.1:8501@"+poolModel, "127.0.0.2")
+	e := dialEngineFrom(t, p.bindAddr(), "kv@127.0.0.1:8501@"+poolModel, "127.0.0.2")
 	defer e.close()
 	e.publishUntil(func() bool { return testutil.ToFloat64(m.BindUnknown) >= 1 })
 	require.Zero(t, testutil.ToFloat64(m.BindSourceMismatch))
@@ -135,10 +135,10 @@ func TestBindAnySourceOptOut(t *testing.T) {
 			ix := newPoolIndex(t)
 			p, logs := newTestPool(t, PoolConfig{BindAddress: "127.0.0.1:0", BindAnySource: anySource}, ix)
 			defer p.Close()
-			require.Eventually(t, func() bool { return p.BindAddr() != "" }, poolWait, poolTick)
+			require.Eventually(t, func() bool { return p.bindAddr() != "" }, poolWait, poolTick)
 			require.NoError(t, p.Ensure(Endpoint{ID: id}))
 			m := p.metrics()
-			natted := dialEngineFrom(t, p.BindAddr(), topic, "127.0.0.3")
+			natted := dialEngineFrom(t, p.bindAddr(), topic, "127.0.0.3")
 			defer natted.close()
 			if anySource {
 				last := natted.publishUntil(received(p, id))

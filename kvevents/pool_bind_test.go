@@ -121,9 +121,9 @@ func TestBindUnknownTopicsCountedInOneSeries(t *testing.T) {
 	ix := newPoolIndex(t)
 	p, _ := newTestPool(t, PoolConfig{BindAddress: "127.0.0.1:0"}, ix)
 	defer p.Close()
-	require.Eventually(t, func() bool { return p.BindAddr() != "" }, poolWait, poolTick)
+	require.Eventually(t, func() bool { return p.bindAddr() != "" }, poolWait, poolTick)
 	m := p.metrics()
-	e := dialEngine(t, p.BindAddr(), "kv@127.0.0.1:7000@"+poolModel)
+	e := dialEngine(t, p.bindAddr(), "kv@127.0.0.1:7000@"+poolModel)
 	defer e.close()
 	e.publishUntil(func() bool { return testutil.ToFloat64(m.BindUnknown) >= 1 })
 	base := testutil.ToFloat64(m.BindUnknown)
@@ -146,9 +146,9 @@ func TestBindAnyTopicStreamsCapped(t *testing.T) {
 	ix := newPoolIndex(t)
 	p, _ := newTestPool(t, PoolConfig{BindAddress: "127.0.0.1:0", BindAnyTopic: true, BindMaxStreams: 5}, ix)
 	defer p.Close()
-	require.Eventually(t, func() bool { return p.BindAddr() != "" }, poolWait, poolTick)
+	require.Eventually(t, func() bool { return p.bindAddr() != "" }, poolWait, poolTick)
 	m := p.metrics()
-	e := dialEngine(t, p.BindAddr(), "kv@127.0.0.1:7000@"+poolModel)
+	e := dialEngine(t, p.bindAddr(), "kv@127.0.0.1:7000@"+poolModel)
 	defer e.close()
 	e.publishUntil(received(p, "127.0.0.1:7000"))
 	for i := range 40 {
@@ -169,11 +169,11 @@ func TestBindSpoofedTopicCannotClearVictim(t *testing.T) {
 	ix := newPoolIndex(t)
 	p, _ := newTestPool(t, PoolConfig{BindAddress: "127.0.0.1:0"}, ix)
 	defer p.Close()
-	require.Eventually(t, func() bool { return p.BindAddr() != "" }, poolWait, poolTick)
+	require.Eventually(t, func() bool { return p.bindAddr() != "" }, poolWait, poolTick)
 	const victim = "127.0.0.1:8100"
 	require.NoError(t, p.Ensure(Endpoint{ID: victim}))
 	topic := "kv@" + victim + "@" + poolModel
-	engine := dialEngine(t, p.BindAddr(), topic)
+	engine := dialEngine(t, p.bindAddr(), topic)
 	defer engine.close()
 	first := engine.publishUntil(received(p, victim))
 	last := engine.publishN(10)
@@ -181,7 +181,7 @@ func TestBindSpoofedTopicCannotClearVictim(t *testing.T) {
 	requireHeld(t, ix, victim, first, last)
 
 	m := p.metrics()
-	spoof := dialEngine(t, p.BindAddr(), topic)
+	spoof := dialEngine(t, p.bindAddr(), topic)
 	defer spoof.close()
 	require.Eventually(t, func() bool {
 		spoof.send(0, poolPayload(500)) // seq 0, foreign blocks
@@ -196,7 +196,7 @@ func TestBindSpoofedTopicCannotClearVictim(t *testing.T) {
 	// The engine restarts: its connection ends, the new process starts at 0.
 	spoof.close()
 	engine.close()
-	restarted := dialEngine(t, p.BindAddr(), topic)
+	restarted := dialEngine(t, p.bindAddr(), topic)
 	defer restarted.close()
 	restarted.seq = 0
 	restarted.publishUntil(func() bool { return counter(m.PublisherRestarts, victim) >= 1 })

@@ -168,20 +168,20 @@ func TestPoolFloodOfLargePayloadsBoundedAndFair(t *testing.T) {
 	// and the heap would grow with the flood's length.
 	require.Eventually(t, func() bool {
 		return counter(m.MessagesReceived, floodID) >= 60 &&
-			counter(m.Dropped, floodID, string(DropQueueFull))+counter(m.Dropped, floodID, string(DropHoldFull)) >= 20
+			counter(m.Dropped, floodID, string(dropQueueFull))+counter(m.Dropped, floodID, string(dropHoldFull)) >= 20
 	},
 		4*poolWait, poolTick, "the flood was not shed")
 	require.NoError(t, floodIn.Close()) // the script stops at EOF
 	require.NoError(t, floodProc.Wait())
 	peakBytes, peakQueued := peak()
 	t.Logf("peak heap in use during the flood: %.0f MiB (queued payloads: %.1f MiB); flood messages received: %.0f, shed: %.0f queue_full + %.0f hold_full (%.0f MiB by the queues)",
-		float64(peakBytes)/(1<<20), float64(peakQueued)/(1<<20), counter(m.MessagesReceived, floodID), counter(m.Dropped, floodID, string(DropQueueFull)), counter(m.Dropped, floodID, string(DropHoldFull)),
+		float64(peakBytes)/(1<<20), float64(peakQueued)/(1<<20), counter(m.MessagesReceived, floodID), counter(m.Dropped, floodID, string(dropQueueFull)), counter(m.Dropped, floodID, string(dropHoldFull)),
 		testutil.ToFloat64(m.QueueShedBytes)/(1<<20))
 
 	requireHeld(t, ix, healthyID, first, last)
-	require.Zero(t, counter(m.Dropped, healthyID, string(DropQueueFull)), "the healthy endpoint lost nothing")
+	require.Zero(t, counter(m.Dropped, healthyID, string(dropQueueFull)), "the healthy endpoint lost nothing")
 	require.Zero(t, counter(m.SequenceGaps, healthyID))
-	require.Greater(t, counter(m.Dropped, floodID, string(DropQueueFull)), 0.0, "the flood's messages were shed, and counted")
+	require.Greater(t, counter(m.Dropped, floodID, string(dropQueueFull)), 0.0, "the flood's messages were shed, and counted")
 	require.Eventually(t, func() bool { return logs.count("Resynchronising after dropped messages") >= 1 },
 		poolWait, poolTick, "the flooding endpoint is resynchronised: %s", logs)
 

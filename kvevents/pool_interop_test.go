@@ -75,7 +75,7 @@ func TestPoolInteropLibzmqPublisherWithReplay(t *testing.T) {
 			// A legacy reply names no model: batches the connect replay
 			// applied before the first live message are keyed under the
 			// pool's default model and applied again once the topic names it.
-			again := uint64(counter(m.Dropped, pyID, string(DropModelMismatch)))
+			again := uint64(counter(m.Dropped, pyID, string(dropModelMismatch)))
 			require.Equal(t, last+1+again, st.Messages, "each batch applied exactly once (under the right model)")
 			require.NoError(t, p.Close())
 		})
@@ -190,12 +190,12 @@ func TestPoolInteropBindMode(t *testing.T) {
 	ix := newPoolIndex(t)
 	p, logs := newTestPool(t, PoolConfig{BindAddress: "127.0.0.1:0", BindAnyTopic: true}, ix)
 	defer p.Close()
-	require.Eventually(t, func() bool { return p.BindAddr() != "" }, poolWait, poolTick)
+	require.Eventually(t, func() bool { return p.bindAddr() != "" }, poolWait, poolTick)
 
 	const other = "127.0.0.1:8001"
-	a := pytest.Start(t, pytest.Config{Connect: p.BindAddr(), Replay: true})
+	a := pytest.Start(t, pytest.Config{Connect: p.bindAddr(), Replay: true})
 	defer a.Stop()
-	b := pytest.Start(t, pytest.Config{Connect: p.BindAddr(), Topic: "kv@" + other + "@" + poolModel})
+	b := pytest.Start(t, pytest.Config{Connect: p.bindAddr(), Topic: "kv@" + other + "@" + poolModel})
 	defer b.Stop()
 	require.NoError(t, p.Ensure(Endpoint{ID: pyID, ReplayAddress: a.ReplayAddr}))
 
@@ -229,12 +229,12 @@ func TestPoolInteropBindModeKnownOnlyAndHostilePeer(t *testing.T) {
 	ix := newPoolIndex(t)
 	p, _ := newTestPool(t, PoolConfig{BindAddress: "127.0.0.1:0", Selector: "role=decode"}, ix)
 	defer p.Close()
-	require.Eventually(t, func() bool { return p.BindAddr() != "" }, poolWait, poolTick)
+	require.Eventually(t, func() bool { return p.bindAddr() != "" }, poolWait, poolTick)
 	const unknown, prefill = "127.0.0.1:8001", "127.0.0.1:8002"
 	require.NoError(t, p.Ensure(Endpoint{ID: pyID, Labels: map[string]string{"role": "decode"}}))
 	require.NoError(t, p.Ensure(Endpoint{ID: prefill, Labels: map[string]string{"role": "prefill"}}))
 
-	hostile, err := net.Dial("tcp", strings.TrimPrefix(p.BindAddr(), "tcp://"))
+	hostile, err := net.Dial("tcp", strings.TrimPrefix(p.bindAddr(), "tcp://"))
 	require.NoError(t, err)
 	defer hostile.Close()
 	_, err = hostile.Write(hugeFrameGreeting())
@@ -242,21 +242,21 @@ func TestPoolInteropBindModeKnownOnlyAndHostilePeer(t *testing.T) {
 	m := p.metrics()
 	require.Eventually(t, func() bool { return counter(m.ZMQErrors, p.cfg.BindAddress, "recv") >= 1 }, poolWait, poolTick)
 
-	a := pytest.Start(t, pytest.Config{Connect: p.BindAddr()})
+	a := pytest.Start(t, pytest.Config{Connect: p.bindAddr()})
 	defer a.Stop()
-	b := pytest.Start(t, pytest.Config{Connect: p.BindAddr(), Topic: "kv@" + unknown + "@" + poolModel})
+	b := pytest.Start(t, pytest.Config{Connect: p.bindAddr(), Topic: "kv@" + unknown + "@" + poolModel})
 	defer b.Stop()
-	c := pytest.Start(t, pytest.Config{Connect: p.BindAddr(), Topic: "kv@" + prefill + "@" + poolModel})
+	c := pytest.Start(t, pytest.Config{Connect: p.bindAddr(), Topic: "kv@" + prefill + "@" + poolModel})
 	defer c.Stop()
 	last := pyPublishUntilReceived(t, p, a, pyID, 0)
 	waitApplied(t, p, pyID, last)
 	require.Eventually(t, func() bool {
 		pyPublish(t, b, 1)
 		pyPublish(t, c, 1)
-		return testutil.ToFloat64(m.BindUnknown) >= 1 && counter(m.Dropped, prefill, string(DropNotSelected)) >= 1
+		return testutil.ToFloat64(m.BindUnknown) >= 1 && counter(m.Dropped, prefill, string(dropNotSelected)) >= 1
 	}, poolWait, 20*time.Millisecond)
 	require.Equal(t, []string{pyID}, p.Endpoints())
-	require.Zero(t, counter(m.Dropped, unknown, string(DropUnknownEndpoint)), "no series named after a wire topic")
+	require.Zero(t, counter(m.Dropped, unknown, string(dropUnknownEndpoint)), "no series named after a wire topic")
 	require.Equal(t, 1, ix.Stats().Endpoints)
 
 	// Selecting the prefill engine lets its next messages in.
@@ -295,7 +295,7 @@ func TestPoolInteropEngineHeartbeatsAnswered(t *testing.T) {
 	require.Zero(t, counter(m.ZMQErrors, pyID, "recv"), logs.String())
 	require.Zero(t, counter(m.SequenceGaps, pyID), "every batch arrived on the one connection")
 	requireHeldLogs(t, ix, pyID, first, last, logs)
-	require.Zero(t, counter(m.Dropped, pyID, string(DropMalformed)), "PINGs must not look like events")
+	require.Zero(t, counter(m.Dropped, pyID, string(dropMalformed)), "PINGs must not look like events")
 	require.NoError(t, p.Close())
 }
 

@@ -54,8 +54,8 @@ func TestPoolInteropVLLMMainIdleEngine(t *testing.T) {
 	waitAppliedLogs(t, p, pyID, last, logs)
 	requireHeldLogs(t, ix, pyID, 0, last, logs)
 	require.Contains(t, logs.String(), "layout=legacy")
-	require.Zero(t, counter(p.metrics().Dropped, pyID, string(DropDecodeError)), "map-shaped batches decode")
-	require.GreaterOrEqual(t, counter(p.metrics().Dropped, pyID, string(DropModelMismatch)), float64(early+1),
+	require.Zero(t, counter(p.metrics().Dropped, pyID, string(dropDecodeError)), "map-shaped batches decode")
+	require.GreaterOrEqual(t, counter(p.metrics().Dropped, pyID, string(dropModelMismatch)), float64(early+1),
 		"the batches keyed under the default model are counted when cleared")
 }
 

@@ -179,7 +179,7 @@ func queueEmpty(p *Pool) bool {
 func sumDrops(m *eventMetrics, ids []string) float64 {
 	var n float64
 	for _, id := range ids {
-		n += counter(m.Dropped, id, string(DropQueueFull))
+		n += counter(m.Dropped, id, string(dropQueueFull))
 	}
 	return n
 }

@@ -267,7 +267,7 @@ func TestPoolEnsureReplacesAndSelects(t *testing.T) {
 	require.Error(t, p.Ensure(Endpoint{ID: "no-port"}))
 	require.Error(t, p.Ensure(Endpoint{ID: "10.0.0.1:80", EventsAddress: "ipc:///tmp/x"}))
 	require.NoError(t, p.Close())
-	require.ErrorIs(t, p.Ensure(ep), ErrPoolClosed)
+	require.ErrorIs(t, p.Ensure(ep), errPoolClosed)
 }
 
 // Live messages that are not [topic, seq8, payload] are counted and skipped;
@@ -297,7 +297,7 @@ func TestPoolMalformedMessagesCountedAndSkipped(t *testing.T) {
 	require.NoError(t, c.WriteMsg(topic, seq8(1), poolPayload(1)))
 	waitApplied(t, p, id, 1)
 	m := p.metrics()
-	require.Equal(t, 3.0, counter(m.Dropped, id, string(DropMalformed)))
+	require.Equal(t, 3.0, counter(m.Dropped, id, string(dropMalformed)))
 	require.Equal(t, 2.0, counter(m.MessagesReceived, id))
 	require.Zero(t, counter(m.SequenceGaps, id))
 	require.True(t, heldBlocks(ix, id, 0) == poolBlocks && heldBlocks(ix, id, 1) == poolBlocks)

@@ -18,30 +18,25 @@ type Reason = kvindex.Reason
 // negative group_idx), kvindex.ReasonBlockSizeMismatch and
 // kvindex.ReasonUnknownHash.
 const (
-	SkipInvalidBlockSize Reason = "invalid_block_size" // block_size <= 0
-	SkipInvalidTokens    Reason = "invalid_tokens"     // token_ids held a non-uint32 element
-	SkipNoBlocks         Reason = "no_blocks"          // a store or removal without block hashes
-	SkipUnknownGroup     Reason = "unknown_group"      // a removal for a group never seen in a store
-	SkipLoRAUnnamed      Reason = "lora_unnamed"       // lora_id without lora_name, and no configured name for the id
-	SkipIndexRejected    Reason = "index_rejected"     // the index refused a store with an error that names no reason
+	skipInvalidBlockSize Reason = "invalid_block_size" // block_size <= 0
+	skipInvalidTokens    Reason = "invalid_tokens"     // token_ids held a non-uint32 element
+	skipNoBlocks         Reason = "no_blocks"          // a store or removal without block hashes
+	skipUnknownGroup     Reason = "unknown_group"      // a removal for a group never seen in a store
+	skipLoRAUnnamed      Reason = "lora_unnamed"       // lora_id without lora_name, and no configured name for the id
+	skipIndexRejected    Reason = "index_rejected"     // the index refused a store with an error that names no reason
 )
 
 // Reasons of kvroute_kv_events_dropped_total. A store whose parent the index
 // does not know is dropped with kvindex.ReasonParentMissing.
 const (
-	DropDecodeError     Reason = "decode_error"     // payload rejected by the Decoder
-	DropQueueFull       Reason = "queue_full"       // message dropped by a full worker queue
-	DropStaleSeq        Reason = "stale_seq"        // message older than the endpoint's watermark
-	DropUnknownEvent    Reason = "unknown_event"    // event with an unknown tag
-	DropHoldFull        Reason = "hold_full"        // live message arriving while a replay runs, beyond HoldSize or HoldBytes
-	DropUnknownEndpoint Reason = "unknown_endpoint" // bind mode: the topic names no endpoint passed to Ensure
-	DropNotSelected     Reason = "not_selected"     // bind mode: the endpoint's labels do not match the selector
-	DropAlreadyApplied  Reason = "already_applied"  // live message at or below the watermark (a replay applied it first)
-	DropModelMismatch   Reason = "model_mismatch"   // replayed batch applied under the pool's default model, cleared when the live stream named another (it is replayed again under that one)
-	// DropModelPending is no longer produced: replayed batches no longer
-	// wait for a live message to name the model (see DropModelMismatch).
-	//
-	// Deprecated: kept so that code naming it still compiles.
-	DropModelPending Reason = "model_pending"
-	DropMalformed           = kvindex.ReasonMalformed // a message not of 3 frames, or a sequence frame that is not 8 bytes
+	dropDecodeError     Reason = "decode_error"          // payload rejected by the Decoder
+	dropQueueFull       Reason = "queue_full"            // message dropped by a full worker queue
+	dropStaleSeq        Reason = "stale_seq"             // message older than the endpoint's watermark
+	dropUnknownEvent    Reason = "unknown_event"         // event with an unknown tag
+	dropHoldFull        Reason = "hold_full"             // live message arriving while a replay runs, beyond HoldSize or HoldBytes
+	dropUnknownEndpoint Reason = "unknown_endpoint"      // bind mode: the topic names no endpoint passed to Ensure
+	dropNotSelected     Reason = "not_selected"          // bind mode: the endpoint's labels do not match the selector
+	dropAlreadyApplied  Reason = "already_applied"       // live message at or below the watermark (a replay applied it first)
+	dropModelMismatch   Reason = "model_mismatch"        // replayed batch applied under the pool's default model, cleared when the live stream named another (it is replayed again under that one)
+	dropMalformed              = kvindex.ReasonMalformed // a message not of 3 frames, or a sequence frame that is not 8 bytes
 )

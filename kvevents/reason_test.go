@@ -13,14 +13,14 @@ import (
 // changed a single string.
 func TestReasonLabelValuesUnchanged(t *testing.T) {
 	for r, want := range map[Reason]string{
-		SkipInvalidBlockSize: "invalid_block_size", SkipInvalidTokens: "invalid_tokens",
-		SkipNoBlocks: "no_blocks", SkipUnknownGroup: "unknown_group", SkipLoRAUnnamed: "lora_unnamed",
-		SkipIndexRejected: "index_rejected",
-		DropDecodeError:   "decode_error", DropQueueFull: "queue_full", DropStaleSeq: "stale_seq",
-		DropUnknownEvent: "unknown_event", DropHoldFull: "hold_full", DropUnknownEndpoint: "unknown_endpoint",
-		DropNotSelected: "not_selected", DropAlreadyApplied: "already_applied", DropModelPending: "model_pending",
-		DropModelMismatch:               "model_mismatch",
-		DropMalformed:                   "malformed",
+		skipInvalidBlockSize: "invalid_block_size", skipInvalidTokens: "invalid_tokens",
+		skipNoBlocks: "no_blocks", skipUnknownGroup: "unknown_group", skipLoRAUnnamed: "lora_unnamed",
+		skipIndexRejected: "index_rejected",
+		dropDecodeError:   "decode_error", dropQueueFull: "queue_full", dropStaleSeq: "stale_seq",
+		dropUnknownEvent: "unknown_event", dropHoldFull: "hold_full", dropUnknownEndpoint: "unknown_endpoint",
+		dropNotSelected: "not_selected", dropAlreadyApplied: "already_applied",
+		dropModelMismatch:               "model_mismatch",
+		dropMalformed:                   "malformed",
 		kvindex.ReasonParentMissing:     "parent_missing",
 		kvindex.ReasonNonPrefixKind:     "non_prefix_kind",
 		kvindex.ReasonNonDense:          "non_dense",

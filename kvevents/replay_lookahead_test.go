@@ -92,7 +92,7 @@ func TestStreamFastReplayAheadOfLiveStreamEnds(t *testing.T) {
 	for s := range uint64(750) { // the live stream shows 0..749, all covered by the replay
 		f.st.receive(s, poolPayload(s), poolModel)
 	}
-	require.Eventually(t, func() bool { return f.count("dropped", string(DropAlreadyApplied)) == 750 },
+	require.Eventually(t, func() bool { return f.count("dropped", string(dropAlreadyApplied)) == 750 },
 		poolWait, poolTick, f.logs.String())
 	close(gate) // the replay streams on, towards 10,003
 	require.Eventually(t, func() bool { return f.count("errors", opReplayProtocol) == 1 }, poolWait, poolTick, f.logs.String())
@@ -105,5 +105,5 @@ func TestStreamFastReplayAheadOfLiveStreamEnds(t *testing.T) {
 	}
 	f.wait(799)
 	requireHeld(t, f.ix, seqID, 750, 799)
-	require.Equal(t, 750.0, f.count("dropped", string(DropAlreadyApplied)), "none of the 50 later live messages skipped")
+	require.Equal(t, 750.0, f.count("dropped", string(dropAlreadyApplied)), "none of the 50 later live messages skipped")
 }

@@ -81,7 +81,7 @@ func (st *stream) rekeyLocked() bool {
 	n := int(s.sinceClear) // the guessed batches and any applied after them
 	removed := st.clearLocked()
 	s.needJoin = true
-	st.p.m.drop(st.id, DropModelMismatch, n)
+	st.p.m.drop(st.id, dropModelMismatch, n)
 	st.log.Warn("Replayed batches were keyed under the pool's default model, but the topic names another: endpoint cleared and replayed under it",
 		"default_model", st.p.cfg.Model, "topic_model", s.model, "batches", n, "blocks_removed", removed)
 	return true

@@ -94,6 +94,6 @@ func TestStreamLegacyReplayUsesModelSeenLive(t *testing.T) {
 	cancel() // the slot frees
 	f.wait(4)
 	requireHeld(t, f.ix, seqID, 0, 4)
-	require.Zero(t, f.count("dropped", string(DropModelMismatch)))
+	require.Zero(t, f.count("dropped", string(dropModelMismatch)))
 	require.Equal(t, 1.0, f.count("replays", replayComplete), f.logs.String())
 }

@@ -3,30 +3,21 @@ package kvevents
 // trigger is why a stream starts a replay. It decides, in one place
 // (planReplayLocked), what the replay asks for and how its outcome is read;
 // logs show it as the replay's reason.
-type trigger uint8
+type trigger string
 
 // The replay triggers.
 const (
-	trigConnect   trigger = iota // subscribed (or first message) with no watermark: replay from 0
-	trigRestart                  // the sequence went backwards, or the reconnect check found another batch: from 0
-	trigGap                      // a live sequence skipped: from applied+1
-	trigCatchUp                  // a queue dropped a message: from applied+1 up to the wire watermark
-	trigReconnect                // the subscription was re-established, or a recorded position is checked: from applied, digest verified
-	trigTail                     // the stream went quiet after traffic: was its tail lost?
-	trigModel                    // batches were keyed under a wrong guessed model: from 0 under the right one
-	trigRepair                   // an earlier replay left a hole: from applied+1 up to it
-	trigRebuild                  // history lost by a cut-short replay: from 0, waiting for a slot detached
-	trigResync                   // Pool.Resync: from 0 after clearing
+	trigConnect   trigger = "connect"   // subscribed (or first message) with no watermark: replay from 0
+	trigRestart   trigger = "restart"   // the sequence went backwards, or the reconnect check found another batch: from 0
+	trigGap       trigger = "gap"       // a live sequence skipped: from applied+1
+	trigCatchUp   trigger = "catch_up"  // a queue dropped a message: from applied+1 up to the wire watermark
+	trigReconnect trigger = "reconnect" // the subscription was re-established, or a recorded position is checked: from applied, digest verified
+	trigTail      trigger = "tail"      // the stream went quiet after traffic: was its tail lost?
+	trigModel     trigger = "model"     // batches were keyed under a wrong guessed model: from 0 under the right one
+	trigRepair    trigger = "repair"    // an earlier replay left a hole: from applied+1 up to it
+	trigRebuild   trigger = "rebuild"   // history lost by a cut-short replay: from 0, waiting for a slot detached
+	trigResync    trigger = "resync"    // Pool.Resync: from 0 after clearing
 )
-
-var triggerNames = [...]string{
-	trigConnect: "connect", trigRestart: "restart", trigGap: "gap", trigCatchUp: "catch_up",
-	trigReconnect: "reconnect", trigTail: "tail", trigModel: "model", trigRepair: "repair",
-	trigRebuild: "rebuild", trigResync: "resync",
-}
-
-// String is the reason logged with the replay.
-func (t trigger) String() string { return triggerNames[t] }
 
 // replayPlan is what one replay does, decided from its trigger.
 type replayPlan struct {

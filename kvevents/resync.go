@@ -5,9 +5,9 @@ import (
 	"fmt"
 )
 
-// ErrNoReplay is returned by Resync for an endpoint without a replay
+// errNoReplay is returned by Resync for an endpoint without a replay
 // address: nothing can rebuild its entries.
-var ErrNoReplay = errors.New("kvevents: endpoint has no replay address")
+var errNoReplay = errors.New("kvevents: endpoint has no replay address")
 
 // Resync rebuilds the endpoint's index entries from its publisher's replay
 // buffer: the entries are cleared and the buffer is replayed from sequence
@@ -30,7 +30,7 @@ func (p *Pool) Resync(id string) error {
 		return fmt.Errorf("kvevents: resync of unknown endpoint %q", id)
 	}
 	if st.rc == nil {
-		return fmt.Errorf("%w: %s", ErrNoReplay, id)
+		return fmt.Errorf("%w: %s", errNoReplay, id)
 	}
 	st.lock()
 	defer st.unlock()

@@ -56,7 +56,7 @@ func TestPoolResyncWithoutReplayAddress(t *testing.T) {
 	defer p.Close()
 	const id = "127.0.0.1:8000"
 	require.NoError(t, p.Ensure(Endpoint{ID: id, Model: poolModel, EventsAddress: pub.Endpoint()}))
-	require.ErrorIs(t, p.Resync(id), ErrNoReplay)
+	require.ErrorIs(t, p.Resync(id), errNoReplay)
 	require.NoError(t, p.Close())
 	require.NoError(t, pub.Close())
 }

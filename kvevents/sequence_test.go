@@ -102,7 +102,7 @@ func TestStreamDuplicatesAndGapWithoutReplay(t *testing.T) {
 	f.publish(0, 0) // duplicate on the wire
 	f.publish(1, 1)
 	f.wait(1)
-	require.Equal(t, 1.0, f.count("dropped", string(DropStaleSeq)))
+	require.Equal(t, 1.0, f.count("dropped", string(dropStaleSeq)))
 	require.False(t, f.status().Degraded)
 
 	f.publish(3, 3) // 2 is lost and there is no replay address
@@ -223,7 +223,7 @@ func TestStreamHoldIsBoundedDuringReplay(t *testing.T) {
 		f.publish(s, s)
 	}
 	f.wait(1)
-	require.Equal(t, 3.0, f.count("dropped", string(DropHoldFull)), "0 and 1 held, 2..4 dropped")
+	require.Equal(t, 3.0, f.count("dropped", string(dropHoldFull)), "0 and 1 held, 2..4 dropped")
 	require.Equal(t, 1.0, f.count("replays", replayFailed))
 	require.True(t, f.held(0) && f.held(1))
 	require.False(t, f.held(2))
@@ -237,7 +237,7 @@ func TestStreamDecodeErrorAdvancesWatermark(t *testing.T) {
 	f.st.receive(1, []byte{0xc1}, poolModel) // 0xc1 is never valid msgpack
 	f.publish(2, 2)
 	f.wait(2)
-	require.Equal(t, 1.0, f.count("dropped", string(DropDecodeError)))
+	require.Equal(t, 1.0, f.count("dropped", string(dropDecodeError)))
 	require.Equal(t, 1.0, f.count("errors", "decode"))
 	require.Zero(t, f.count("gaps"))
 	require.True(t, f.held(0) && f.held(2))
@@ -260,7 +260,7 @@ func TestStreamQueueOverflowDropsAndResyncs(t *testing.T) {
 		defer close(released)
 		defer f.st.mu.Unlock()
 		for deadline := time.Now().Add(poolWait); time.Now().Before(deadline); {
-			if f.count("dropped", string(DropQueueFull)) >= 1 {
+			if f.count("dropped", string(dropQueueFull)) >= 1 {
 				return
 			}
 			time.Sleep(poolTick) // polling a counter, bounded by the deadline
@@ -271,7 +271,7 @@ func TestStreamQueueOverflowDropsAndResyncs(t *testing.T) {
 	}
 	<-released
 	f.wait(4)
-	require.GreaterOrEqual(t, f.count("dropped", string(DropQueueFull)), 1.0)
+	require.GreaterOrEqual(t, f.count("dropped", string(dropQueueFull)), 1.0)
 	require.GreaterOrEqual(t, f.count("replays", replayComplete), 2.0, "proactive + resync")
 	require.Contains(t, f.logs.String(), "Resynchronising after dropped messages")
 	for b := uint64(0); b <= 4; b++ {

@@ -288,7 +288,7 @@ func (b *binder) serve(ctx context.Context, bc *bindConn) {
 		}
 		seq, ok := parseLive(m.Frames)
 		if !ok {
-			p.m.drop(p.cfg.BindAddress, DropMalformed, 1)
+			p.m.drop(p.cfg.BindAddress, dropMalformed, 1)
 			continue
 		}
 		e := b.resolve(bc, m.Frames[0])
@@ -378,7 +378,7 @@ func (b *binder) resolve(bc *bindConn, topic []byte) bindEntry {
 	if e, ok := bc.cache[string(topic)]; ok && (e.st == nil || !e.st.closed.Load()) {
 		return e
 	}
-	e := bindEntry{reason: DropUnknownEndpoint}
+	e := bindEntry{reason: dropUnknownEndpoint}
 	id, model, ok := parseTopic(topic)
 	if ok && bc.rank > 0 {
 		id, ok = offsetID(id, bc.rank)
@@ -416,14 +416,14 @@ func (b *binder) stream(id string, rank int) (st *stream, reason Reason, known b
 		p.mu.Lock()
 		if p.closed {
 			p.mu.Unlock()
-			return nil, DropUnknownEndpoint, false
+			return nil, dropUnknownEndpoint, false
 		}
 		ep, known := b.known[id]
 		if known && ep.Rank != rank {
 			// Another rank's endpoint: its messages arrive on its own
 			// listener; never merge two ranks.
 			p.mu.Unlock()
-			return nil, DropUnknownEndpoint, false
+			return nil, dropUnknownEndpoint, false
 		}
 		if st := p.streams[id]; st != nil {
 			p.mu.Unlock()
@@ -441,7 +441,7 @@ func (b *binder) stream(id string, rank int) (st *stream, reason Reason, known b
 				if full {
 					p.log.Debug("KV-event topic not indexed", "err", errBindCap, "max", p.cfg.BindMaxStreams)
 				}
-				return nil, DropUnknownEndpoint, false
+				return nil, dropUnknownEndpoint, false
 			}
 			ep = Endpoint{ID: id, Rank: rank}
 			if host, _, err := net.SplitHostPort(id); err == nil && host != "" && p.cfg.Replay {
@@ -450,7 +450,7 @@ func (b *binder) stream(id string, rank int) (st *stream, reason Reason, known b
 		}
 		if !p.match(ep.Labels) {
 			p.mu.Unlock()
-			return nil, DropNotSelected, known
+			return nil, dropNotSelected, known
 		}
 		st := p.newStreamLocked(id, ep.Model, ep.ReplayAddress)
 		p.streams[id] = st

@@ -225,7 +225,7 @@ func (sub *subscriber) session(onConnect func()) (r sessionResult) {
 		}
 		seq, ok := parseLive(m.Frames)
 		if !ok {
-			p.m.drop(st.id, DropMalformed, 1)
+			p.m.drop(st.id, dropMalformed, 1)
 			continue
 		}
 		r.delivered++

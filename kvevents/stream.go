@@ -207,9 +207,9 @@ func newStream(p *Pool, id, model, replayAddr string) *stream {
 		p: p, id: id, cfgModel: model, replayAddr: replayAddr,
 		log: p.log.With("endpoint", id), ctx: ctx, cancel: cancel,
 		received:       p.m.MessagesReceived.WithLabelValues(id),
-		queueFull:      p.m.Dropped.WithLabelValues(id, string(DropQueueFull)),
+		queueFull:      p.m.Dropped.WithLabelValues(id, string(dropQueueFull)),
 		gaps:           p.m.SequenceGaps.WithLabelValues(id),
-		alreadyApplied: p.m.Dropped.WithLabelValues(id, string(DropAlreadyApplied)),
+		alreadyApplied: p.m.Dropped.WithLabelValues(id, string(dropAlreadyApplied)),
 		inProgress:     p.sm.ReplayInProgress.WithLabelValues(id),
 	}
 	st.s.model = model
@@ -233,7 +233,7 @@ func (st *stream) receive(seq uint64, payload []byte, model string) {
 	}
 	if st.hasLive {
 		if seq == st.lastLive {
-			st.p.m.drop(st.id, DropStaleSeq, 1)
+			st.p.m.drop(st.id, dropStaleSeq, 1)
 			return
 		}
 		if seq < st.lastLive {
@@ -445,7 +445,7 @@ func (st *stream) sequenceLocked(it item, dec *Decoder, b *Batch) {
 // holdLocked keeps a live message until the running replay ends.
 func (st *stream) holdLocked(it item) {
 	if len(st.s.held) >= st.p.cfg.HoldSize || st.s.heldBytes+len(it.payload) > st.p.cfg.HoldBytes {
-		st.p.m.drop(st.id, DropHoldFull, 1)
+		st.p.m.drop(st.id, dropHoldFull, 1)
 		st.s.catchUp = true
 		return
 	}
@@ -466,7 +466,7 @@ func (st *stream) applyLocked(seq uint64, payload []byte, model string, dec *Dec
 	tr.endDecode(err, b)
 	if err != nil {
 		st.p.m.ZMQErrors.WithLabelValues(st.id, "decode").Inc()
-		st.p.m.drop(st.id, DropDecodeError, 1)
+		st.p.m.drop(st.id, dropDecodeError, 1)
 		setPosition(st.p.ix.LockPosition(st.id), positionOf(seq, payload))
 	} else {
 		r := st.p.applier.ApplyAt(st.id, model, b, positionOf(seq, payload))
@@ -534,7 +534,7 @@ func (st *stream) status() EndpointStatus {
 		}(),
 		State:       st.s.state,
 		Since:       st.s.stateSince,
-		Phase:       st.s.phase.String(),
+		Phase:       string(st.s.phase),
 		PhaseSince:  st.s.phaseSince,
 		LastApplied: st.lastApplied(),
 	}

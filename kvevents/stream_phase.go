@@ -10,33 +10,25 @@ import (
 // (coolingLocked: no replay may start, after a failed replay or while a
 // rebuild waits for its slot) and degraded (the index may lack or hold
 // stale batches: a gap without replay, a hole a replay left, lost history).
-type phase uint8
+type phase string
 
 // The phases.
 const (
 	// phaseConnecting: no watermark; waiting for the subscription, the
 	// first message or the connect replay.
-	phaseConnecting phase = iota
+	phaseConnecting phase = "connecting"
 	// phaseResuming: the watermark is a recorded position (checkpoint, peer
 	// snapshot, EnsureFrom) not verified yet (stream_resume.go).
-	phaseResuming
+	phaseResuming phase = "resuming"
 	// phaseLive: a watermark; live messages are sequenced as they come.
-	phaseLive
+	phaseLive phase = "live"
 	// phaseReplaying: a replay runs; the live messages it has not covered
 	// are held until it does.
-	phaseReplaying
+	phaseReplaying phase = "replaying"
 	// phaseClosed: the stream was removed or the pool closed; nothing is
 	// applied any more.
-	phaseClosed
+	phaseClosed phase = "closed"
 )
-
-var phaseNames = [...]string{
-	phaseConnecting: "connecting", phaseResuming: "resuming", phaseLive: "live",
-	phaseReplaying: "replaying", phaseClosed: "closed",
-}
-
-// String is the phase's name in logs and EndpointStatus.Phase.
-func (ph phase) String() string { return phaseNames[ph] }
 
 // transitions is the state machine: the phases each phase may move to. The
 // package doc's diagram lists exactly these (TestPhaseDiagramIsTheTable).

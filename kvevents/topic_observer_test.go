@@ -63,9 +63,9 @@ func TestPoolObserveTopicsBindMode(t *testing.T) {
 	defer p.Close()
 	var log topicLog
 	p.ObserveTopics(log.observe)
-	require.Eventually(t, func() bool { return p.BindAddr() != "" }, poolWait, poolTick)
+	require.Eventually(t, func() bool { return p.bindAddr() != "" }, poolWait, poolTick)
 	const other = "127.0.0.1:8001"
-	b := pytest.Start(t, pytest.Config{Connect: p.BindAddr(), Topic: "kv@" + other + "@another-model"})
+	b := pytest.Start(t, pytest.Config{Connect: p.bindAddr(), Topic: "kv@" + other + "@another-model"})
 	defer b.Stop()
 	waitApplied(t, p, other, pyPublishUntilReceived(t, p, b, other, 0))
 	require.Contains(t, log.get(), [2]string{other, "another-model"})

@@ -11,8 +11,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// TracerName is the instrumentation scope of the KV-event spans.
-const TracerName = "github.com/kvroute/kvroute/kvevents"
+// tracerName is the instrumentation scope of the KV-event spans.
+const tracerName = "github.com/kvroute/kvroute/kvevents"
 
 // Span names of a traced KV-event message, as llm-d's router names them.
 // "events_receive" spans the receipt of one live message on its
@@ -28,23 +28,23 @@ const (
 
 // Span attribute keys of the KV-event spans.
 const (
-	AttrEndpoint      = attribute.Key("kvroute.endpoint")
-	AttrSeq           = attribute.Key("kvroute.events.seq")
-	AttrPayloadBytes  = attribute.Key("kvroute.events.payload_bytes")
-	AttrQueued        = attribute.Key("kvroute.events.queued")
-	AttrQueueWait     = attribute.Key("kvroute.events.queue_wait_us")
-	AttrApplied       = attribute.Key("kvroute.events.applied")
-	AttrEvents        = attribute.Key("kvroute.events.count")
-	AttrStoredBlocks  = attribute.Key("kvroute.events.stored_blocks")
-	AttrRemovedBlocks = attribute.Key("kvroute.events.removed_blocks")
-	AttrDropped       = attribute.Key("kvroute.events.dropped")
+	attrEndpoint      = attribute.Key("kvroute.endpoint")
+	attrSeq           = attribute.Key("kvroute.events.seq")
+	attrPayloadBytes  = attribute.Key("kvroute.events.payload_bytes")
+	attrQueued        = attribute.Key("kvroute.events.queued")
+	attrQueueWait     = attribute.Key("kvroute.events.queue_wait_us")
+	attrApplied       = attribute.Key("kvroute.events.applied")
+	attrEvents        = attribute.Key("kvroute.events.count")
+	attrStoredBlocks  = attribute.Key("kvroute.events.stored_blocks")
+	attrRemovedBlocks = attribute.Key("kvroute.events.removed_blocks")
+	attrDropped       = attribute.Key("kvroute.events.dropped")
 )
 
-// DefaultEventSampleRatio is the share of live messages traced when
+// defaultEventSampleRatio is the share of live messages traced when
 // EventTracing is enabled without a ratio: one message in 100 per endpoint.
 // Engines publish a batch per scheduler step, many times the request rate,
 // so tracing every message would cost more than the requests' own spans.
-const DefaultEventSampleRatio = 0.01
+const defaultEventSampleRatio = 0.01
 
 // EventTracing configures the KV-event spans (SpanEventsReceive,
 // SpanEventsProcess, SpanEventsDecode). Off by default; on, it needs
@@ -71,7 +71,7 @@ func (c EventTracing) validate() error {
 // withDefaults fills the ratio of an enabled configuration.
 func (c EventTracing) withDefaults() EventTracing {
 	if c.Enabled && c.SampleRatio == 0 {
-		c.SampleRatio = DefaultEventSampleRatio
+		c.SampleRatio = defaultEventSampleRatio
 	}
 	return c
 }
@@ -87,7 +87,7 @@ func newEventTracer(cfg EventTracing, tp trace.TracerProvider) *eventTracer {
 	if !cfg.Enabled || tp == nil || cfg.SampleRatio <= 0 {
 		return nil
 	}
-	return &eventTracer{tracer: tp.Tracer(TracerName), period: uint64(max(1, math.Round(1/cfg.SampleRatio)))}
+	return &eventTracer{tracer: tp.Tracer(tracerName), period: uint64(max(1, math.Round(1/cfg.SampleRatio)))}
 }
 
 // eventTraceState is a stream's tracing state.
@@ -126,7 +126,7 @@ func (st *stream) traceReceive(seq uint64, payload []byte) *eventSpan {
 	}
 	st.et.n = 1
 	ctx, sp := t.tracer.Start(context.Background(), SpanEventsReceive, trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithAttributes(AttrEndpoint.String(st.id), AttrSeq.Int64(int64(seq)), AttrPayloadBytes.Int(len(payload))))
+		trace.WithAttributes(attrEndpoint.String(st.id), attrSeq.Int64(int64(seq)), attrPayloadBytes.Int(len(payload))))
 	if !sp.IsRecording() {
 		sp.End()
 		return nil // the provider's sampler said no
@@ -140,7 +140,7 @@ func (e *eventSpan) endReceive(queued bool) {
 	if e == nil {
 		return
 	}
-	e.rsp.SetAttributes(AttrQueued.Bool(queued))
+	e.rsp.SetAttributes(attrQueued.Bool(queued))
 	if !queued {
 		e.rsp.SetStatus(codes.Error, "worker queue full")
 	}
@@ -151,7 +151,7 @@ func (e *eventSpan) endReceive(queued bool) {
 // its worker takes it, and makes it the stream's current trace.
 func (st *stream) beginProcessLocked(e *eventSpan) {
 	e.pctx, e.psp = e.t.tracer.Start(e.ctx, SpanEventsProcess, trace.WithAttributes(
-		AttrEndpoint.String(st.id), AttrSeq.Int64(int64(e.seq)), AttrQueueWait.Int64(time.Since(e.recvAt).Microseconds())))
+		attrEndpoint.String(st.id), attrSeq.Int64(int64(e.seq)), attrQueueWait.Int64(time.Since(e.recvAt).Microseconds())))
 	st.et.cur = e
 }
 
@@ -159,11 +159,11 @@ func (st *stream) beginProcessLocked(e *eventSpan) {
 func (st *stream) endProcessLocked() {
 	e := st.et.cur
 	st.et.cur = nil
-	e.psp.SetAttributes(AttrApplied.Bool(e.done))
+	e.psp.SetAttributes(attrApplied.Bool(e.done))
 	if e.done {
 		r := e.result
-		e.psp.SetAttributes(AttrEvents.Int(e.events), AttrStoredBlocks.Int(r.StoredBlocks),
-			AttrRemovedBlocks.Int(r.RemovedBlocks+r.ClearedBlocks), AttrDropped.Int(r.Dropped))
+		e.psp.SetAttributes(attrEvents.Int(e.events), attrStoredBlocks.Int(r.StoredBlocks),
+			attrRemovedBlocks.Int(r.RemovedBlocks+r.ClearedBlocks), attrDropped.Int(r.Dropped))
 	}
 	e.psp.End()
 }
@@ -195,7 +195,7 @@ func (e *eventSpan) endDecode(err error, b *Batch) {
 		e.dsp.SetStatus(codes.Error, "decode error")
 	} else {
 		e.events = len(b.Events)
-		e.dsp.SetAttributes(AttrEvents.Int(e.events))
+		e.dsp.SetAttributes(attrEvents.Int(e.events))
 	}
 	e.dsp.End()
 }

@@ -74,7 +74,7 @@ func (c *countingProcessor) ForceFlush(context.Context) error                { r
 // through identical pools: "none" (no provider, tracing not configured:
 // every pool before the KV-event spans existed took this path, now through
 // the nil checks), "off" (a recording provider given, events.tracing off),
-// "default" (on at DefaultEventSampleRatio) and "all" (every message
+// "default" (on at defaultEventSampleRatio) and "all" (every message
 // traced, the unbounded cost the ratio avoids). It reports each one's
 // median time per message, their ratios to "none", and allocations per
 // message, and checks every message was applied and the spans counted.

@@ -87,19 +87,19 @@ func TestEventSpansOfEachTracedMessage(t *testing.T) {
 	for i := range 4 {
 		require.False(t, recv[i].Parent.IsValid(), "events_receive is a root span")
 		require.Equal(t, trace.SpanKindConsumer, recv[i].SpanKind)
-		require.Equal(t, seqID, attr(recv[i], string(AttrEndpoint)))
-		require.Equal(t, int64(i), attr(recv[i], string(AttrSeq)))
-		require.Equal(t, true, attr(recv[i], string(AttrQueued)))
+		require.Equal(t, seqID, attr(recv[i], string(attrEndpoint)))
+		require.Equal(t, int64(i), attr(recv[i], string(attrSeq)))
+		require.Equal(t, true, attr(recv[i], string(attrQueued)))
 		require.Equal(t, recv[i].SpanContext.SpanID(), proc[i].Parent.SpanID())
 		require.Equal(t, recv[i].SpanContext.TraceID(), proc[i].SpanContext.TraceID())
 		require.Equal(t, proc[i].SpanContext.SpanID(), dec[i].Parent.SpanID())
-		require.NotNil(t, attr(proc[i], string(AttrQueueWait)))
+		require.NotNil(t, attr(proc[i], string(attrQueueWait)))
 	}
-	require.Equal(t, true, attr(proc[0], string(AttrApplied)))
-	require.Equal(t, int64(poolBlocks), attr(proc[0], string(AttrStoredBlocks)))
-	require.Equal(t, int64(1), attr(dec[0], string(AttrEvents)))
+	require.Equal(t, true, attr(proc[0], string(attrApplied)))
+	require.Equal(t, int64(poolBlocks), attr(proc[0], string(attrStoredBlocks)))
+	require.Equal(t, int64(1), attr(dec[0], string(attrEvents)))
 	require.Equal(t, codes.Error, dec[2].Status.Code, "the undecodable message's decode span is an error")
-	require.Equal(t, false, attr(proc[2], string(AttrApplied)))
+	require.Equal(t, false, attr(proc[2], string(attrApplied)))
 	require.Equal(t, codes.Unset, dec[3].Status.Code)
 }
 
@@ -113,7 +113,7 @@ func TestEventSpansAreSampled(t *testing.T) {
 	recv := f.spans(SpanEventsReceive)
 	require.Len(t, recv, 10)
 	for i, s := range recv {
-		require.Equal(t, int64(i*10), attr(s, string(AttrSeq)))
+		require.Equal(t, int64(i*10), attr(s, string(attrSeq)))
 	}
 	require.Len(t, f.spans(SpanEventsProcess), 10)
 	require.Len(t, f.spans(SpanEventsDecode), 10)
@@ -143,7 +143,7 @@ func TestEventTracingConfig(t *testing.T) {
 	var c PoolConfig
 	require.NoError(t, json.Unmarshal([]byte(`{"tracing":{"enabled":true}}`), &c))
 	require.NoError(t, c.Validate())
-	require.Equal(t, DefaultEventSampleRatio, c.withDefaults().Tracing.SampleRatio)
+	require.Equal(t, defaultEventSampleRatio, c.withDefaults().Tracing.SampleRatio)
 	require.NoError(t, json.Unmarshal([]byte(`{"tracing":{"enabled":true,"sampleRatio":0.25}}`), &c))
 	require.Equal(t, 0.25, c.withDefaults().Tracing.SampleRatio)
 	require.Equal(t, uint64(4), newEventTracer(c.withDefaults().Tracing, sdktrace.NewTracerProvider()).period)
