@@ -1,9 +1,6 @@
 package kvevents
 
-import (
-	"context"
-	"time"
-)
+import "context"
 
 // Replay slots are process-wide (replay.DefaultLimiter, 8 by default), so
 // hostile or stuck replay sockets elsewhere can hold all of them. A replay
@@ -49,7 +46,7 @@ func (st *stream) attachRebuildLocked(ctx context.Context, cancel context.Cancel
 	removed := st.clearLocked()
 	s.lostHistory = true // until the rebuild completes
 	s.needJoin = false
-	s.replaying, s.replayStart, s.heldMax = true, time.Now(), 0
+	s.replaying, s.replayStart, s.heldMax = true, st.p.clock.Now(), 0
 	st.inProgress.Set(1)
 	st.log.Info("Rebuild has its replay slot: endpoint cleared, replaying from 0", "blocks_removed", removed)
 	st.wg.Add(1)

@@ -1,7 +1,5 @@
 package kvevents
 
-import "time"
-
 // A replay either ends exact or says it did not. When the replay client
 // gives up on sequences it knows were published — the publisher's replay
 // socket kept dropping replies past its send high-water mark, or stopped
@@ -41,7 +39,7 @@ func (st *stream) armRepairLocked() {
 	}
 	d := st.p.cfg.ReplayCooldown
 	if st.repairT == nil {
-		st.repairT = time.AfterFunc(d, st.repair)
+		st.repairT = st.p.clock.AfterFunc(d, st.repair)
 		return
 	}
 	st.repairT.Reset(d)

@@ -43,7 +43,7 @@ func (st *stream) startReplayLocked(plan replayPlan) {
 	verify, from, known := plan.verify, plan.from, plan.known
 	s.replaying, s.catchUp, s.cancelReplay = true, false, func() { cancel(errSuperseded) }
 	s.verifying = verify
-	s.replayStart, s.heldMax = time.Now(), 0
+	s.replayStart, s.heldMax = st.p.clock.Now(), 0
 	st.inProgress.Set(1)
 	st.wg.Add(2)
 	go st.runReplay(ctx, cancel, s.gen, plan)
@@ -55,13 +55,13 @@ func (st *stream) startReplayLocked(plan replayPlan) {
 // batches of the range; waiting for a replay slot counts.
 func (st *stream) watchReplay(ctx context.Context, cancel context.CancelCauseFunc, gen, from, known uint64) {
 	defer st.wg.Done()
-	tick := time.NewTicker(max(st.p.cfg.ReplayGrace/8, 10*time.Millisecond))
+	tick := st.p.clock.NewTicker(max(st.p.cfg.ReplayGrace/8, 10*time.Millisecond))
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-tick.C():
 		}
 		st.lock()
 		s := &st.s
@@ -72,7 +72,7 @@ func (st *stream) watchReplay(ctx context.Context, cancel context.CancelCauseFun
 			span := max(known, s.held[0].seq, from) - from
 			allowed := st.p.cfg.ReplayGrace + time.Duration(float64(span)/float64(st.p.cfg.ReplayMinRate)*float64(time.Second))
 			covered := s.has && s.applied+1 >= s.held[0].seq
-			behind = !covered && time.Since(s.replayStart) > allowed
+			behind = !covered && st.p.clock.Now().Sub(s.replayStart) > allowed
 		}
 		st.unlock()
 		if behind {
@@ -195,7 +195,7 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 	case errors.Is(err, errOutOfRange):
 		result = replayFailed
 		st.p.m.ZMQErrors.WithLabelValues(st.id, opReplayProtocol).Inc()
-		s.cooldownUntil = time.Now().Add(st.p.cfg.ReplayCooldown)
+		s.cooldownUntil = st.p.clock.Now().Add(st.p.cfg.ReplayCooldown)
 		removed := 0
 		if last := st.lastSeen.Load(); s.has && s.applied > last {
 			// The replay ran ahead of the live stream: what it applied there
@@ -207,7 +207,7 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 			"blocks_removed", removed)
 	case errors.Is(cause, errCutShort):
 		result = replayCutShort
-		s.cooldownUntil = time.Now().Add(st.p.cfg.ReplayCooldown)
+		s.cooldownUntil = st.p.clock.Now().Add(st.p.cfg.ReplayCooldown)
 		removed, lost := 0, false
 		switch {
 		case s.has && (len(s.held) == 0 || s.held[0].seq > s.applied+1):
@@ -224,7 +224,7 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 			rebuildNow = delivered == 0
 		}
 		st.log.Warn("Replay too slow for the live stream: cut short, endpoint back to live",
-			"reason", reason, "from", from, "batches", delivered, "waited", time.Since(s.replayStart),
+			"reason", reason, "from", from, "batches", delivered, "waited", st.p.clock.Now().Sub(s.replayStart),
 			"held", len(s.held), "blocks_removed", removed, "history_lost", lost)
 	case err != nil && probe && res.Highest <= s.applied:
 		// A check that could not be made: nothing is known to be missing,
@@ -237,7 +237,7 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 		if errors.As(err, &rerr) && rerr.Op == replay.OpNoProgress {
 			st.p.m.ZMQErrors.WithLabelValues(st.id, rerr.Op).Inc()
 		}
-		s.cooldownUntil = time.Now().Add(st.p.cfg.ReplayCooldown)
+		s.cooldownUntil = st.p.clock.Now().Add(st.p.cfg.ReplayCooldown)
 		st.noteHoleLocked(max(known, res.Highest))
 		st.log.Warn("Replay failed", "reason", reason, "from", from, "batches", delivered,
 			"applied", s.applied, "missing_to", s.holeTo, "holes", res.Holes,

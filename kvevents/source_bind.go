@@ -199,7 +199,7 @@ func (b *binder) runRank(rank int) {
 		p.m.ZMQErrors.WithLabelValues(p.cfg.BindAddress, op).Inc()
 		p.log.Warn("KV-event bind socket failed; retrying", "address", addr, "rank", rank,
 			"operation", op, "err", err, "backoff", backoff)
-		if !sleepCtx(p.ctx, backoff) {
+		if !sleepCtx(p.ctx, p.clock, backoff) {
 			return
 		}
 		backoff = min(2*backoff, p.cfg.MaxBackoff)

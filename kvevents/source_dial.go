@@ -11,6 +11,7 @@ import (
 	"github.com/go-zeromq/zmq4"
 
 	"github.com/kvroute/kvroute/internal/zmqx"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // dialer is the per-endpoint source: every endpoint passed to Ensure (and
@@ -183,7 +184,7 @@ func (sub *subscriber) run() {
 			continue
 		}
 		p.m.ZMQErrors.WithLabelValues(st.id, r.op).Inc()
-		switch now := time.Now(); {
+		switch now := p.clock.Now(); {
 		case !failing || now.Sub(lastWarn) >= failLogInterval:
 			st.log.Warn("KV-event subscription failed; reconnecting", "operation", r.op,
 				"address", sub.ep.EventsAddress, "err", r.err, "backoff", backoff,
@@ -193,7 +194,7 @@ func (sub *subscriber) run() {
 			suppressed++
 			st.log.Debug("KV-event subscription still failing", "operation", r.op, "err", r.err, "backoff", backoff)
 		}
-		if !sleepCtx(sub.ctx, backoff) {
+		if !sleepCtx(sub.ctx, p.clock, backoff) {
 			return
 		}
 		backoff = min(2*backoff, p.cfg.MaxBackoff)
@@ -261,14 +262,14 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// sleepCtx waits d or until ctx ends; false means ctx ended.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
+// sleepCtx waits d on clock or until ctx ends; false means ctx ended.
+func sleepCtx(ctx context.Context, clock telemetry.Clock, d time.Duration) bool {
+	t := clock.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return false
-	case <-t.C:
+	case <-t.C():
 		return true
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kvroute/kvroute/replay"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // stream applies one endpoint's KV-event messages to the index in sequence
@@ -124,8 +125,8 @@ type stream struct {
 	liveReset atomic.Bool            // a replay found a restart: the receiver forgets lastLive
 	liveModel atomic.Pointer[string] // model of the last live message received (set by the receiver)
 	liveConn  atomic.Bool            // a live message arrived on the current connection: replays are bounded by lastSeen
-	probeT    *time.Timer            // tail probe; guarded by mu
-	repairT   *time.Timer            // repair of a hole a replay left (replay_repair.go); guarded by mu
+	probeT    telemetry.Timer        // tail probe, on the pool clock; guarded by mu
+	repairT   telemetry.Timer        // repair of a hole a replay left (replay_repair.go); guarded by mu
 
 	// Receiver-only state.
 	lastLive uint64
@@ -352,7 +353,7 @@ func (st *stream) catchUpLocked() {
 // coolingLocked reports whether no replay may start now: after a failed
 // replay, for ReplayCooldown, and while a rebuild waits for a replay slot.
 func (st *stream) coolingLocked() bool {
-	return st.s.rebuilding || (!st.s.cooldownUntil.IsZero() && time.Now().Before(st.s.cooldownUntil))
+	return st.s.rebuilding || (!st.s.cooldownUntil.IsZero() && st.p.clock.Now().Before(st.s.cooldownUntil))
 }
 
 // handle is the worker's entry point.

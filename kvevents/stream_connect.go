@@ -1,7 +1,5 @@
 package kvevents
 
-import "time"
-
 // onConnect runs on the supervisor each time the subscription is
 // established (quiet: after recycling a quiet socket, which is handled the
 // same way: its check normally finds nothing and counts a probe). vLLM publishes
@@ -53,7 +51,7 @@ func (st *stream) armProbeLocked() {
 	}
 	st.s.probeArmed = true
 	if st.probeT == nil {
-		st.probeT = time.AfterFunc(d, st.tailProbe)
+		st.probeT = st.p.clock.AfterFunc(d, st.tailProbe)
 		return
 	}
 	st.probeT.Reset(d)
