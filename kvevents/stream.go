@@ -15,7 +15,9 @@ import (
 
 // stream applies one endpoint's KV-event messages to the index in sequence
 // order. It is the only place that knows what the index holds for the
-// endpoint, and its state machine keeps one invariant:
+// endpoint, and its state machine (phases and transitions in
+// stream_phase.go, drawn in the package doc; replays planned from their
+// trigger in replay_plan.go) keeps one invariant:
 //
 //	the endpoint's index entries are exactly the effect of a contiguous run
 //	of batches base..applied of the publisher's current stream, or there are
@@ -31,7 +33,9 @@ import (
 // is marked degraded, because clearing a warm endpoint on every lost message
 // would cost more than the rare stale block.
 //
-// Three goroutines touch a stream:
+// Three goroutines touch a stream, under mu (the replay's watchdog and the
+// pool clock's timers take it too; every locked section ends in the one
+// transition function, stream.unlock):
 //
 //   - the receiver (the endpoint's supervisor, or the bind-mode loop) sees
 //     messages in wire order. It keeps the wire watermark lastLive and
