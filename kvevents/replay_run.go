@@ -88,10 +88,10 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 	defer st.wg.Done()
 	from, known, verify, reason := plan.from, plan.known, plan.verify, plan.trigger
 	defer cancel(nil)
-	dec := NewDecoder(st.p.cfg.Limits)
-	var b Batch
 	first, covered, fresh, delivered := true, true, 0, 0
-	res, err := st.rc.ReplayBatches(ctx, st.replayAddr, from, func(rb replay.Batch) error {
+	// applyBatch runs on the stream's worker goroutine: the replay
+	// goroutine only fetches and hands each batch over (onWorker).
+	applyBatch := func(rb replay.Batch, dec *Decoder, b *Batch) error {
 		st.lock()
 		defer st.unlock()
 		s := &st.s
@@ -145,7 +145,7 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 		switch {
 		case !s.has || seq == s.applied+1:
 			fresh++
-			st.applyLocked(seq, rb.Payload, model, dec, &b)
+			st.applyLocked(seq, rb.Payload, model, dec, b)
 			st.noteGuessLocked(guessed)
 		case seq <= s.applied:
 			// Already applied.
@@ -154,148 +154,158 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 			covered = false
 			st.lostRangeLocked(s.applied+1, seq-1)
 			fresh++
-			st.applyLocked(seq, rb.Payload, model, dec, &b)
+			st.applyLocked(seq, rb.Payload, model, dec, b)
 			st.noteGuessLocked(guessed)
 		}
-		if st.drainCoveredLocked(dec, &b) && s.applied >= known {
+		if st.drainCoveredLocked(dec, b) && s.applied >= known {
 			return errCaughtUp
 		}
 		return nil
+	}
+	res, err := st.rc.ReplayBatches(ctx, st.replayAddr, from, func(rb replay.Batch) error {
+		var verdict error
+		if !st.onWorker(ctx, func(dec *Decoder, b *Batch) { verdict = applyBatch(rb, dec, b) }) {
+			return errSuperseded
+		}
+		return verdict
 	})
 	if errors.Is(err, errCaughtUp) {
 		err = nil
 	}
 	cause := context.Cause(ctx)
-
-	st.lock()
-	defer st.unlock()
-	s := &st.s
-	if s.closed || s.gen != gen {
-		return // a restart or Remove took over
-	}
-	s.replaying, s.cancelReplay, s.verifying, s.rebuilding = false, nil, false, false
-	st.inProgress.Set(0)
-	probe := plan.probe
-	result := replayComplete
-	rebuildNow := false
-	switch {
-	case errors.Is(err, errRestarted) || (verify && err == nil && delivered == 0):
-		// A different batch at the watermark, or none where the old
-		// lifetime's must still be buffered: the engine restarted.
-		st.resumeRestartedLocked()
-		st.bumpGenLocked()
-		removed := st.clearLocked()
-		s.cooldownUntil = time.Time{}
-		st.liveReset.Store(true)
-		st.p.m.PublisherRestarts.WithLabelValues(st.id).Inc()
-		st.log.Info("Publisher restarted while disconnected (no matching batch at the watermark); endpoint cleared",
-			"seq", from, "blocks_removed", removed)
-		st.startReplayLocked(st.planReplayLocked(trigRestart, 0))
-		return
-	case errors.Is(err, errOutOfRange):
-		result = replayFailed
-		st.p.m.ZMQErrors.WithLabelValues(st.id, opReplayProtocol).Inc()
-		s.cooldownUntil = st.p.clock.Now().Add(st.p.cfg.ReplayCooldown)
-		removed := 0
-		if last := st.lastSeen.Load(); s.has && s.applied > last {
-			// The replay ran ahead of the live stream: what it applied there
-			// cannot be trusted, and live messages up to it would be skipped.
-			removed = st.clearLocked()
+	// The outcome is applied on the worker goroutine too; a closing stream
+	// (its context ended) takes none.
+	st.onWorker(st.ctx, func(dec *Decoder, b *Batch) {
+		st.lock()
+		defer st.unlock()
+		s := &st.s
+		if s.closed || s.gen != gen {
+			return // a restart or Remove took over
 		}
-		st.log.Warn("Replay rejected: a sequence beyond what the live stream has shown",
-			"reason", reason, "from", from, "last_seen", st.lastSeen.Load(), "lookahead", st.p.cfg.ReplayLookahead,
-			"blocks_removed", removed)
-	case errors.Is(cause, errCutShort):
-		result = replayCutShort
-		s.cooldownUntil = st.p.clock.Now().Add(st.p.cfg.ReplayCooldown)
-		removed, lost := 0, false
+		s.replaying, s.cancelReplay, s.verifying, s.rebuilding = false, nil, false, false
+		st.inProgress.Set(0)
+		probe := plan.probe
+		result := replayComplete
+		rebuildNow := false
 		switch {
-		case s.has && (len(s.held) == 0 || s.held[0].seq > s.applied+1):
-			removed, lost = st.clearLocked(), true // the gap stays open: rebuild from the live stream
-		case !s.has && len(s.held) > 0 && s.held[0].seq > from:
-			lost = true // from..held[0]-1 were never applied
+		case errors.Is(err, errRestarted) || (verify && err == nil && delivered == 0):
+			// A different batch at the watermark, or none where the old
+			// lifetime's must still be buffered: the engine restarted.
+			st.resumeRestartedLocked()
+			st.bumpGenLocked()
+			removed := st.clearLocked()
+			s.cooldownUntil = time.Time{}
+			st.liveReset.Store(true)
+			st.p.m.PublisherRestarts.WithLabelValues(st.id).Inc()
+			st.log.Info("Publisher restarted while disconnected (no matching batch at the watermark); endpoint cleared",
+				"seq", from, "blocks_removed", removed)
+			st.startReplayLocked(st.planReplayLocked(trigRestart, 0))
+			return
+		case errors.Is(err, errOutOfRange):
+			result = replayFailed
+			st.p.m.ZMQErrors.WithLabelValues(st.id, opReplayProtocol).Inc()
+			s.cooldownUntil = st.p.clock.Now().Add(st.p.cfg.ReplayCooldown)
+			removed := 0
+			if last := st.lastSeen.Load(); s.has && s.applied > last {
+				// The replay ran ahead of the live stream: what it applied there
+				// cannot be trusted, and live messages up to it would be skipped.
+				removed = st.clearLocked()
+			}
+			st.log.Warn("Replay rejected: a sequence beyond what the live stream has shown",
+				"reason", reason, "from", from, "last_seen", st.lastSeen.Load(), "lookahead", st.p.cfg.ReplayLookahead,
+				"blocks_removed", removed)
+		case errors.Is(cause, errCutShort):
+			result = replayCutShort
+			s.cooldownUntil = st.p.clock.Now().Add(st.p.cfg.ReplayCooldown)
+			removed, lost := 0, false
+			switch {
+			case s.has && (len(s.held) == 0 || s.held[0].seq > s.applied+1):
+				removed, lost = st.clearLocked(), true // the gap stays open: rebuild from the live stream
+			case !s.has && len(s.held) > 0 && s.held[0].seq > from:
+				lost = true // from..held[0]-1 were never applied
+			}
+			if lost {
+				// What the live stream no longer shows is recovered by a
+				// rebuild (replay_rebuild.go): at once when the replay
+				// never got a batch (it waited for a slot), else after the
+				// cooldown.
+				s.lostHistory = true
+				rebuildNow = delivered == 0
+			}
+			st.log.Warn("Replay too slow for the live stream: cut short, endpoint back to live",
+				"reason", reason, "from", from, "batches", delivered, "waited", st.p.clock.Now().Sub(s.replayStart),
+				"held", len(s.held), "blocks_removed", removed, "history_lost", lost)
+		case err != nil && probe && res.Highest <= s.applied:
+			// A check that could not be made: nothing is known to be missing,
+			// so no cooldown; the attempts' errors are counted by operation.
+			result = replayFailed
+			st.log.Info("Replay probe failed", "reason", reason, "from", from, "err", err)
+		case err != nil:
+			result = replayFailed
+			var rerr *replay.Error
+			if errors.As(err, &rerr) && rerr.Op == replay.OpNoProgress {
+				st.p.m.ZMQErrors.WithLabelValues(st.id, rerr.Op).Inc()
+			}
+			s.cooldownUntil = st.p.clock.Now().Add(st.p.cfg.ReplayCooldown)
+			st.noteHoleLocked(max(known, res.Highest))
+			st.log.Warn("Replay failed", "reason", reason, "from", from, "batches", delivered,
+				"applied", s.applied, "missing_to", s.holeTo, "holes", res.Holes,
+				"cooldown", st.p.cfg.ReplayCooldown, "err", err)
+		case !covered:
+			result = replayPartial
+		case delivered == 0 && known > from:
+			// Nothing from `from` on although `known` was published after it:
+			// the range is gone. (known itself may not be buffered yet: vLLM
+			// sends a batch before it buffers it.)
+			result = replayPartial
+			st.lostRangeLocked(from, known-1)
 		}
-		if lost {
-			// What the live stream no longer shows is recovered by a
-			// rebuild (replay_rebuild.go): at once when the replay
-			// never got a batch (it waited for a slot), else after the
-			// cooldown.
-			s.lostHistory = true
-			rebuildNow = delivered == 0
-		}
-		st.log.Warn("Replay too slow for the live stream: cut short, endpoint back to live",
-			"reason", reason, "from", from, "batches", delivered, "waited", st.p.clock.Now().Sub(s.replayStart),
-			"held", len(s.held), "blocks_removed", removed, "history_lost", lost)
-	case err != nil && probe && res.Highest <= s.applied:
-		// A check that could not be made: nothing is known to be missing,
-		// so no cooldown; the attempts' errors are counted by operation.
-		result = replayFailed
-		st.log.Info("Replay probe failed", "reason", reason, "from", from, "err", err)
-	case err != nil:
-		result = replayFailed
-		var rerr *replay.Error
-		if errors.As(err, &rerr) && rerr.Op == replay.OpNoProgress {
-			st.p.m.ZMQErrors.WithLabelValues(st.id, rerr.Op).Inc()
-		}
-		s.cooldownUntil = st.p.clock.Now().Add(st.p.cfg.ReplayCooldown)
-		st.noteHoleLocked(max(known, res.Highest))
-		st.log.Warn("Replay failed", "reason", reason, "from", from, "batches", delivered,
-			"applied", s.applied, "missing_to", s.holeTo, "holes", res.Holes,
-			"cooldown", st.p.cfg.ReplayCooldown, "err", err)
-	case !covered:
-		result = replayPartial
-	case delivered == 0 && known > from:
-		// Nothing from `from` on although `known` was published after it:
-		// the range is gone. (known itself may not be buffered yet: vLLM
-		// sends a batch before it buffers it.)
-		result = replayPartial
-		st.lostRangeLocked(from, known-1)
-	}
-	if result != replayFailed && result != replayCutShort {
-		st.synced.Store(true) // caught up, even on an empty buffer
-		if reason == trigRebuild {
-			s.lostHistory = false // rebuilt, or the buffer held nothing to rebuild from
-		}
-	}
-	if !st.liveConn.Load() && fresh > 0 {
-		s.unconfirmed = true // nothing live to bound it: checked by the first live message
-	}
-	switch {
-	case probe && result == replayFailed && fresh == 0:
-		st.p.sm.Probes.WithLabelValues(st.id, probeFailed).Inc()
-	case probe && fresh == 0 && result == replayComplete:
-		// Nothing was missing: a probe, not a replay.
-		st.p.sm.Probes.WithLabelValues(st.id, probeEmpty).Inc()
-	default:
-		if probe {
-			st.p.sm.Probes.WithLabelValues(st.id, probeRepaired).Inc()
-		}
-		st.p.m.Replays.WithLabelValues(st.id, result).Inc()
 		if result != replayFailed && result != replayCutShort {
-			st.log.Info("Replay complete", "reason", reason, "from", from, "batches", delivered,
-				"result", result, "layout", res.Layout, "applied", s.applied)
+			st.synced.Store(true) // caught up, even on an empty buffer
+			if reason == trigRebuild {
+				s.lostHistory = false // rebuilt, or the buffer held nothing to rebuild from
+			}
 		}
-	}
-	if s.rs.pending {
-		// The check could not be made (failed, rejected or cut short): the
-		// next live message is classified without a digest.
-		s.rs.noVerify = true
-	}
-	if st.rekeyLocked() && len(s.held) == 0 {
-		st.startReplayLocked(st.planReplayLocked(trigModel, 0))
-	}
-	st.drainHeldLocked(dec, &b)
-	if !s.replaying && s.catchUp {
-		s.catchUp = false
-		st.catchUpLocked()
-	}
-	switch {
-	case s.replaying:
-	case rebuildNow:
-		st.startRebuildLocked()
-	default:
-		st.armRepairLocked()
-	}
+		if !st.liveConn.Load() && fresh > 0 {
+			s.unconfirmed = true // nothing live to bound it: checked by the first live message
+		}
+		switch {
+		case probe && result == replayFailed && fresh == 0:
+			st.p.sm.Probes.WithLabelValues(st.id, probeFailed).Inc()
+		case probe && fresh == 0 && result == replayComplete:
+			// Nothing was missing: a probe, not a replay.
+			st.p.sm.Probes.WithLabelValues(st.id, probeEmpty).Inc()
+		default:
+			if probe {
+				st.p.sm.Probes.WithLabelValues(st.id, probeRepaired).Inc()
+			}
+			st.p.m.Replays.WithLabelValues(st.id, result).Inc()
+			if result != replayFailed && result != replayCutShort {
+				st.log.Info("Replay complete", "reason", reason, "from", from, "batches", delivered,
+					"result", result, "layout", res.Layout, "applied", s.applied)
+			}
+		}
+		if s.rs.pending {
+			// The check could not be made (failed, rejected or cut short): the
+			// next live message is classified without a digest.
+			s.rs.noVerify = true
+		}
+		if st.rekeyLocked() && len(s.held) == 0 {
+			st.startReplayLocked(st.planReplayLocked(trigModel, 0))
+		}
+		st.drainHeldLocked(dec, b)
+		if !s.replaying && s.catchUp {
+			s.catchUp = false
+			st.catchUpLocked()
+		}
+		switch {
+		case s.replaying:
+		case rebuildNow:
+			st.startRebuildLocked()
+		default:
+			st.armRepairLocked()
+		}
+	})
 }
 
 // drainCoveredLocked applies, during a replay, the held live messages the

@@ -33,9 +33,9 @@ import (
 // is marked degraded, because clearing a warm endpoint on every lost message
 // would cost more than the rare stale block.
 //
-// Three goroutines touch a stream, under mu (the replay's watchdog and the
-// pool clock's timers take it too; every locked section ends in the one
-// transition function, stream.unlock):
+// Three goroutines touch a stream, under mu (the replay's watchdog, the pool
+// clock's timers, the subscription's connect and Pool.Resync take it too;
+// every locked section ends in the one transition function, stream.unlock):
 //
 //   - the receiver (the endpoint's supervisor, or the bind-mode loop) sees
 //     messages in wire order. It keeps the wire watermark lastLive and
@@ -51,7 +51,9 @@ import (
 //   - the worker applies queued messages under mu; messages of an older
 //     generation are discarded.
 //   - at most one replay goroutine per generation fetches missed batches
-//     and applies them under mu. While it runs (replaying), live messages
+//     and hands each one, and at the end its outcome, to the worker
+//     (stream.onWorker), which applies them under mu: replayed and live
+//     batches are sequenced on the same goroutine. While it runs (replaying), live messages
 //     it has not yet covered are held in arrival order (those it has are
 //     applied at once, and held ones as soon as it reaches them) (at most HoldSize messages and HoldBytes of
 //     payload; beyond that dropped, reason "hold_full", and a catch-up

@@ -1,6 +1,7 @@
 package kvevents
 
 import (
+	"context"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,6 +25,7 @@ import (
 // Limits.MaxPayloadBytes).
 type worker struct {
 	q       chan item
+	ctl     chan func(*Decoder, *Batch) // replayed batches and outcomes (stream.onWorker)
 	depth   prometheus.Gauge
 	qbytes  prometheus.Gauge
 	shed    prometheus.Counter
@@ -40,7 +42,7 @@ type worker struct {
 
 func newWorker(cfg *PoolConfig, m *eventMetrics) *worker {
 	return &worker{
-		q: make(chan item, cfg.QueueSize), depth: m.PoolQueueDepth, qbytes: m.PoolQueueBytes,
+		q: make(chan item, cfg.QueueSize), ctl: make(chan func(*Decoder, *Batch)), depth: m.PoolQueueDepth, qbytes: m.PoolQueueBytes,
 		shed: m.QueueShedBytes, lim: cfg.Limits,
 		maxB: int64(cfg.QueueBytes), maxEpB: int64(cfg.EndpointQueueBytes),
 		perEp: make(map[*stream]int64),
@@ -122,6 +124,26 @@ func (w *worker) dequeued(it item) {
 	w.release(it.st, n)
 }
 
+// onWorker runs f on the stream's worker goroutine, where its live messages
+// are sequenced, with the worker's decoder, and waits for it: a replay
+// goroutine fetches batches and hands each one, and its outcome, over. It
+// reports false when ctx ended before the worker took f. The worker runs
+// until the pool has closed every stream (and waited for their replays), so
+// a taken f always completes.
+func (st *stream) onWorker(ctx context.Context, f func(dec *Decoder, b *Batch)) bool {
+	done := make(chan struct{})
+	select {
+	case st.w.ctl <- func(dec *Decoder, b *Batch) {
+		defer close(done)
+		f(dec, b)
+	}:
+	case <-ctx.Done():
+		return false
+	}
+	<-done
+	return true
+}
+
 // run applies messages until stop is closed. Messages still queued then are
 // discarded (their endpoints are closing with the pool).
 func (w *worker) run(stop <-chan struct{}) {
@@ -141,6 +163,8 @@ func (w *worker) run(stop <-chan struct{}) {
 		case it := <-w.q:
 			w.dequeued(it)
 			it.st.handle(it, dec, &b)
+		case f := <-w.ctl:
+			f(dec, &b)
 		}
 	}
 }
