@@ -47,9 +47,9 @@ func (st *stream) armRepairLocked() {
 
 // repair replays from the watermark of an endpoint with a hole. A replay
 // already running re-arms the repair when it ends, if still needed.
-func (st *stream) repair() {
-	st.lock()
-	defer st.unlock()
+func (st *stream) repair() { st.sequenced(st.repairLocked) }
+
+func (st *stream) repairLocked() {
 	s := &st.s
 	if s.closed || s.replaying || s.rebuilding || !st.incompleteLocked() {
 		return

@@ -32,15 +32,18 @@ func (p *Pool) Resync(id string) error {
 	if st.rc == nil {
 		return fmt.Errorf("%w: %s", errNoReplay, id)
 	}
-	st.lock()
-	defer st.unlock()
-	s := &st.s
-	if s.closed {
+	closed := true
+	st.sequenced(func() {
+		if closed = st.s.closed; closed {
+			return
+		}
+		st.bumpGenLocked() // drops a running replay and held messages: the replay from 0 covers them
+		removed := st.clearLocked()
+		st.log.Info("Resynchronising the endpoint from its replay buffer on request", "blocks_removed", removed)
+		st.startReplayLocked(st.planReplayLocked(trigResync, 0))
+	})
+	if closed {
 		return fmt.Errorf("kvevents: resync of closed endpoint %q", id)
 	}
-	st.bumpGenLocked() // drops a running replay and held messages: the replay from 0 covers them
-	removed := st.clearLocked()
-	st.log.Info("Resynchronising the endpoint from its replay buffer on request", "blocks_removed", removed)
-	st.startReplayLocked(st.planReplayLocked(trigResync, 0))
 	return nil
 }

@@ -33,9 +33,13 @@ import (
 // is marked degraded, because clearing a warm endpoint on every lost message
 // would cost more than the rare stale block.
 //
-// Three goroutines touch a stream, under mu (the replay's watchdog, the pool
-// clock's timers, the subscription's connect and Pool.Resync take it too;
-// every locked section ends in the one transition function, stream.unlock):
+// Everything that changes what a stream has applied runs on its worker's
+// goroutine (stream.sequenced): the receiver hands restarts and catch-up
+// requests over, the subscription its connects, the pool clock's timers
+// their tail probes and repairs, Pool.Resync its rebuild, and the replay
+// goroutine its batches and outcome. The lock (mu) remains for readers
+// (Status, Position, the replay's watchdog), and every locked section ends
+// in the one transition function (stream.unlock). The goroutines:
 //
 //   - the receiver (the endpoint's supervisor, or the bind-mode loop) sees
 //     messages in wire order. It keeps the wire watermark lastLive and
@@ -268,8 +272,10 @@ func (st *stream) receive(seq uint64, payload []byte, model string) {
 // restart starts a new publisher lifetime: the old stream's entries, held
 // messages and replay are dropped.
 func (st *stream) restart(prev, seq uint64) {
-	st.lock()
-	defer st.unlock()
+	st.sequenced(func() { st.restartLocked(prev, seq) })
+}
+
+func (st *stream) restartLocked(prev, seq uint64) {
 	s := &st.s
 	if s.closed {
 		return
@@ -328,16 +334,16 @@ func (st *stream) requestCatchUp() {
 	if st.rc == nil {
 		return // the gap is counted when the next message is applied
 	}
-	st.lock()
-	defer st.unlock()
-	if st.s.closed {
-		return
-	}
-	if st.s.replaying {
-		st.s.catchUp = true
-		return
-	}
-	st.catchUpLocked()
+	st.sequenced(func() {
+		if st.s.closed {
+			return
+		}
+		if st.s.replaying {
+			st.s.catchUp = true
+			return
+		}
+		st.catchUpLocked()
+	})
 }
 
 // catchUpLocked replays from the watermark when the wire is ahead of it.

@@ -24,8 +24,10 @@ func (st *stream) onConnect(quiet bool) {
 	if st.rc == nil {
 		return
 	}
-	st.lock()
-	defer st.unlock()
+	st.sequenced(st.onConnectLocked)
+}
+
+func (st *stream) onConnectLocked() {
 	s := &st.s
 	st.adoptPositionLocked()
 	if s.closed || s.replaying || st.coolingLocked() {
@@ -61,9 +63,9 @@ func (st *stream) armProbeLocked() {
 // traffic: a publisher's HWM may have dropped the end of a burst, and with
 // the engine idle no later batch would reveal the gap. It asks the replay
 // socket for anything after the watermark; normally the answer is empty.
-func (st *stream) tailProbe() {
-	st.lock()
-	defer st.unlock()
+func (st *stream) tailProbe() { st.sequenced(st.tailProbeLocked) }
+
+func (st *stream) tailProbeLocked() {
 	s := &st.s
 	if s.closed || !s.probeArmed || s.replaying || !s.has || st.coolingLocked() {
 		return

@@ -144,6 +144,19 @@ func (st *stream) onWorker(ctx context.Context, f func(dec *Decoder, b *Batch)) 
 	return true
 }
 
+// sequenced runs f with the stream locked on its worker goroutine (see
+// onWorker): everything that changes what the stream has applied —
+// restarts, catch-ups, connects, tail probes, repairs, Resync, replayed
+// batches and replay outcomes — is sequenced there with its live
+// messages. It reports false when the stream closed first.
+func (st *stream) sequenced(f func()) bool {
+	return st.onWorker(st.ctx, func(*Decoder, *Batch) {
+		st.lock()
+		defer st.unlock()
+		f()
+	})
+}
+
 // run applies messages until stop is closed. Messages still queued then are
 // discarded (their endpoints are closing with the pool).
 func (w *worker) run(stop <-chan struct{}) {
