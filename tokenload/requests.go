@@ -75,13 +75,27 @@ var idOutcomes = []string{IDRegistered, IDDuplicate, IDInvalid, IDUnknown, IDExp
 // warnInterval spaces the table's warnings about dropped requests.
 const warnInterval = time.Minute
 
+// Handle is what a RequestTable files under a request ID: one dispatched
+// request's accounting. *Inflight is one; a kvroute Router files its
+// Decisions, so that dropping one ends the whole request (its load and its
+// prediction). FirstChunk and Done must be idempotent and safe for
+// concurrent use; the table calls Done once it dropped the entry, possibly
+// under its lock, so Done must be quick and must not call back into the
+// table. Endpoint names the request's endpoint in the table's warnings.
+type Handle interface {
+	FirstChunk()
+	Done()
+	Endpoint() string
+}
+
 // RequestTable makes in-flight accounting addressable by request ID, for
 // hosts that see a request's stages in separate callbacks with only its ID in
 // hand (Envoy ext_proc's request-headers, response-headers, response-body and
-// stream-end messages). Register files a dispatched request's Inflight handle
-// under its ID; FirstChunk and Done release through it, exactly once however
-// often they are called, alongside (and interchangeably with) the handle's own
-// methods. Unknown and repeated IDs are counted and change nothing.
+// stream-end messages). Register files a dispatched request's Handle (such
+// as its Inflight) under its ID; FirstChunk and Done release through it,
+// exactly once however often they are called, alongside (and
+// interchangeably with) the handle's own methods. Unknown and repeated IDs
+// are counted and change nothing.
 //
 // The table is bounded: at most MaxRequests entries, each at most TTL old. A
 // request that is never finished is released and dropped when it expires or
@@ -111,7 +125,7 @@ type RequestTable struct {
 
 type tableEntry struct {
 	id         string
-	h          *Inflight
+	h          Handle
 	at         time.Time
 	prev, next *tableEntry
 }
@@ -167,7 +181,7 @@ func NewRequestTable(cfg RequestTableConfig, opts Options) (*RequestTable, error
 // ErrDuplicateRequestID while another request with that id is in flight; h
 // is then untouched. Before inserting, expired entries are released and
 // dropped, and at MaxRequests the oldest entry is.
-func (t *RequestTable) Register(id string, h *Inflight) error {
+func (t *RequestTable) Register(id string, h Handle) error {
 	if id == "" || len(id) > MaxRequestIDBytes {
 		t.ids[IDInvalid].Inc()
 		return fmt.Errorf("%w: %d bytes (1 to %d allowed)", ErrInvalidRequestID, len(id), MaxRequestIDBytes)
@@ -269,10 +283,25 @@ func (t *RequestTable) Done(id string) bool {
 	return true
 }
 
+// Get returns the handle filed under id, which stays filed (its Done
+// unfiles it when it goes through Forget, as a kvroute Decision's does). It
+// reports whether id was in flight; an unknown id is counted and returns
+// nil.
+func (t *RequestTable) Get(id string) (Handle, bool) {
+	t.mu.Lock()
+	e := t.m[id]
+	t.mu.Unlock()
+	if e == nil {
+		t.ids[IDUnknown].Inc()
+		return nil, false
+	}
+	return e.h, true
+}
+
 // Forget drops id from the table if it still holds h, without releasing
 // anything: the caller released h itself (a Decision's own Done). It is not
 // counted.
-func (t *RequestTable) Forget(id string, h *Inflight) {
+func (t *RequestTable) Forget(id string, h Handle) {
 	t.mu.Lock()
 	if e := t.m[id]; e != nil && e.h == h {
 		t.unlinkLocked(e)

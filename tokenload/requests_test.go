@@ -226,3 +226,37 @@ func TestRequestTableHotPathAllocations(t *testing.T) {
 	})
 	require.LessOrEqual(t, allocs, 1.0, "one entry per registered request")
 }
+
+// endedHandle is a Handle that is more than an Inflight: it records that
+// the table ended it.
+type endedHandle struct {
+	*Inflight
+	ended atomic.Int32
+}
+
+func (h *endedHandle) Done() { h.ended.Add(1); h.Inflight.Done() }
+
+// A handle of the host's own type is ended by the table's eviction and
+// expiry, and Get finds it without unfiling it.
+func TestRequestTableEndsAnyHandle(t *testing.T) {
+	f := newTableFixture(t, RequestTableConfig{MaxRequests: 2, TTL: time.Minute})
+	a := &endedHandle{Inflight: f.tr.Dispatch("ep", 10)}
+	b := &endedHandle{Inflight: f.tr.Dispatch("ep", 20)}
+	require.NoError(t, f.tab.Register("a", a))
+	require.NoError(t, f.tab.Register("b", b))
+	got, ok := f.tab.Get("a")
+	require.True(t, ok)
+	require.Same(t, a, got.(*endedHandle))
+	require.Equal(t, 2, f.tab.Len(), "Get leaves the entry filed")
+	_, ok = f.tab.Get("nope")
+	require.False(t, ok)
+	require.Equal(t, 1.0, f.count(t, IDUnknown))
+
+	require.NoError(t, f.tab.Register("c", f.tr.Dispatch("ep", 0)))
+	require.EqualValues(t, 1, a.ended.Load(), "evicted: ended")
+	f.clock.Add(time.Minute)
+	require.NoError(t, f.tab.Register("d", f.tr.Dispatch("ep", 0)))
+	require.EqualValues(t, 1, b.ended.Load(), "expired: ended")
+	require.EqualValues(t, 1, a.ended.Load())
+	requireLoad(t, f.tr, "ep", 0, 1)
+}
