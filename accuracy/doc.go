@@ -1,0 +1,25 @@
+// Package accuracy is kvroute's closed loop on the index's accuracy: for
+// every request routed with a prediction, it compares the prompt tokens the
+// index predicted the chosen endpoint holds with the prompt tokens the
+// engine reports having served from its prefix cache (vLLM:
+// usage.prompt_tokens_details.cached_tokens of the response, or of the final
+// usage chunk of a stream), and exports, per endpoint:
+//
+//   - the error, predicted minus actual, in
+//     kvroute_router_prediction_error_tokens (positive: the index held blocks
+//     the engine had evicted; negative: the engine reused blocks the index
+//     never heard of), with the stale and missing counts and the predicted
+//     and actual token totals;
+//   - whether the misses persist: more than Config.MissRatio of the
+//     endpoint's latest Config.Window observed requests missed by more than
+//     Config.ToleranceTokens. The endpoint is then marked inaccurate
+//     (kvroute_router_endpoint_inaccurate, a warning, and with Config.Resync
+//     a replay of its KV events, at most once per Config.ResyncInterval)
+//     until the share falls to half the ratio.
+//
+// A kvroute Router owns one Loop: its Decision carries the Prediction and
+// hands it back with the engine's answer when the request ends
+// (Decision.Done with the cached tokens). The loop holds nothing per
+// request but the count of predictions in flight (Pending), so a request
+// whose end never comes costs it nothing.
+package accuracy

@@ -1,0 +1,235 @@
+package accuracy
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Options are the Loop's injected dependencies; the zero value is valid.
+type Options struct {
+	// Registerer receives the loop's metrics; nil registers nothing.
+	Registerer prometheus.Registerer
+	// Logger receives the persistent-miss warnings and the recoveries; nil
+	// discards them.
+	Logger *slog.Logger
+	// Now is the clock of ResyncInterval; nil is time.Now.
+	Now func() time.Time
+	// Resync, when set and Config.Resync is on, is asked to replay an
+	// endpoint's KV events when its predictions start missing persistently
+	// (a kvroute Router passes its event pool's Resync).
+	Resync func(endpoint string) error
+}
+
+// Prediction is what the router predicted for one request on its chosen
+// endpoint, handed to the loop when the request ends.
+type Prediction struct {
+	// Endpoint is the chosen endpoint's ID.
+	Endpoint string
+	// PromptTokens is the request's number of prompt tokens (> 0).
+	PromptTokens int
+	// CachedTokens is the number of prompt tokens the index predicted the
+	// endpoint holds.
+	CachedTokens int
+}
+
+// Observation is the outcome of one observed request: the prediction as the
+// engine could have honoured it, the engine's answer and their difference.
+type Observation struct {
+	// Endpoint is the endpoint the request went to.
+	Endpoint string
+	// Predicted is Prediction.CachedTokens capped at what the engine can
+	// reuse at most: vLLM always computes a prompt's last token, so it
+	// reuses at most the whole blocks of PromptTokens−1 tokens.
+	Predicted int
+	// Actual is the engine's reported cached tokens.
+	Actual int
+	// Error is Predicted − Actual: positive when the index held blocks the
+	// engine no longer had (stale entries), negative when the engine reused
+	// blocks the index did not know of (missing entries).
+	Error int
+}
+
+// Loop is the closed accuracy loop of one router: per endpoint, the
+// prediction error metrics and a window of its latest outcomes that decides
+// whether its misses persist. It keeps nothing per request but a count of
+// the predictions in flight: a request carries its own Prediction and
+// hands it back with the engine's answer when it ends. It is safe for
+// concurrent use.
+type Loop struct {
+	cfg    Config
+	bs     int
+	log    *slog.Logger
+	now    func() time.Time
+	resync func(endpoint string) error // nil: no resync
+	met    *metrics
+
+	pending atomic.Int64
+
+	mu  sync.Mutex
+	eps map[string]*window
+}
+
+// window is one endpoint's latest outcomes, a ring of Window misses.
+type window struct {
+	ring       []bool
+	next, n    int
+	misses     int
+	inaccurate bool
+	lastResync time.Time
+}
+
+// New returns a Loop for a router whose KV blocks hold blockSize tokens
+// (> 0). cfg's zero fields take their defaults; an invalid cfg is an error
+// (see Config.Validate), as is a registration failure.
+func New(cfg Config, blockSize int, opts Options) (*Loop, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if blockSize <= 0 {
+		return nil, errors.New("accuracy: the block size must be positive")
+	}
+	met, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	l := &Loop{cfg: cfg.withDefaults(), bs: blockSize, log: opts.Logger, now: opts.Now, met: met,
+		eps: map[string]*window{}}
+	if l.log == nil {
+		l.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if l.now == nil {
+		l.now = time.Now
+	}
+	if l.cfg.Resync {
+		l.resync = opts.Resync
+	}
+	return l, nil
+}
+
+// Begin counts a prediction in flight: a request was routed with a
+// prediction and its End is to come. Every Begin is followed by exactly one
+// End.
+func (l *Loop) Begin() { l.pending.Add(1) }
+
+// End ends one prediction counted by Begin. With the engine's answer
+// (reported true, actual its cached prompt tokens) it compares the two,
+// exports the error, records the outcome in the endpoint's window and
+// returns the Observation; without it (the engine did not say, or the
+// request was dropped unfinished) it only ends the prediction and returns ok
+// false.
+func (l *Loop) End(p Prediction, actual int, reported bool) (o Observation, ok bool) {
+	l.pending.Add(-1)
+	if !reported {
+		return Observation{}, false
+	}
+	return l.observe(p, actual), true
+}
+
+// Pending returns the number of predictions in flight (Begun, not yet
+// Ended).
+func (l *Loop) Pending() int64 { return l.pending.Load() }
+
+// observe compares p with the engine's actual cached tokens.
+func (l *Loop) observe(p Prediction, actual int) Observation {
+	id := p.Endpoint
+	pred := p.CachedTokens
+	if p.PromptTokens > 0 {
+		pred = min(pred, (p.PromptTokens-1)/l.bs*l.bs)
+	}
+	actual = max(actual, 0)
+	o := Observation{Endpoint: id, Predicted: pred, Actual: actual, Error: pred - actual}
+	l.met.errHist.WithLabelValues(id).Observe(float64(o.Error))
+	l.met.observed.WithLabelValues(id).Inc()
+	l.met.predTokens.WithLabelValues(id).Add(float64(pred))
+	l.met.actTokens.WithLabelValues(id).Add(float64(actual))
+	miss := o.Error > l.cfg.ToleranceTokens || -o.Error > l.cfg.ToleranceTokens
+	switch {
+	case o.Error > l.cfg.ToleranceTokens:
+		l.met.stale.WithLabelValues(id).Inc()
+	case -o.Error > l.cfg.ToleranceTokens:
+		l.met.missing.WithLabelValues(id).Inc()
+	}
+	l.record(id, miss, o)
+	return o
+}
+
+// record adds one outcome to id's window and raises or clears the
+// endpoint's persistent-miss state.
+func (l *Loop) record(id string, miss bool, o Observation) {
+	l.mu.Lock()
+	w := l.eps[id]
+	if w == nil {
+		w = &window{ring: make([]bool, l.cfg.Window)}
+		l.eps[id] = w
+	}
+	if w.n == len(w.ring) {
+		if w.ring[w.next] {
+			w.misses--
+		}
+	} else {
+		w.n++
+	}
+	w.ring[w.next] = miss
+	if miss {
+		w.misses++
+	}
+	w.next = (w.next + 1) % len(w.ring)
+	share := float64(w.misses) / float64(len(w.ring))
+	raise := !w.inaccurate && w.n == len(w.ring) && share > l.cfg.MissRatio
+	clear := w.inaccurate && share <= l.cfg.MissRatio/2
+	doResync := false
+	if raise {
+		w.inaccurate = true
+		now := l.now()
+		if l.resync != nil && (w.lastResync.IsZero() || now.Sub(w.lastResync) >= l.cfg.ResyncInterval) {
+			w.lastResync, doResync = now, true
+		}
+	}
+	if clear {
+		w.inaccurate = false
+	}
+	misses, n := w.misses, w.n
+	l.mu.Unlock()
+
+	switch {
+	case raise:
+		l.met.inaccurate.WithLabelValues(id).Set(1)
+		l.log.Warn("kvroute: the index's predictions for this endpoint miss persistently: its KV events may be lost or delayed",
+			"endpoint", id, "misses", misses, "window", n, "last_predicted", o.Predicted, "last_actual", o.Actual,
+			"resync", doResync)
+		if doResync {
+			if err := l.resync(id); err != nil {
+				l.met.resyncs.WithLabelValues(id, "failed").Inc()
+				l.log.Warn("kvroute: resync of the endpoint's event stream failed", "endpoint", id, "err", err)
+			} else {
+				l.met.resyncs.WithLabelValues(id, "requested").Inc()
+			}
+		}
+	case clear:
+		l.met.inaccurate.WithLabelValues(id).Set(0)
+		l.log.Info("kvroute: the index's predictions for this endpoint are accurate again", "endpoint", id)
+	}
+}
+
+// Inaccurate reports whether the endpoint's predictions currently miss
+// persistently.
+func (l *Loop) Inaccurate(endpoint string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	w := l.eps[endpoint]
+	return w != nil && w.inaccurate
+}
+
+// Remove drops a removed endpoint's window and metric series.
+func (l *Loop) Remove(endpoint string) {
+	l.mu.Lock()
+	delete(l.eps, endpoint)
+	l.mu.Unlock()
+	l.met.remove(endpoint)
+}
