@@ -83,7 +83,7 @@ func BenchmarkPick(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				d, err := r.Pick(ctx, req, eps)
 				checkWarm(b, d, err, tc.tokens)
-				d.Done(nil)
+				d.Done(DoneInfo{})
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(tc.tokens/r.cfg.BlockSize), "ns/block")
 		})
@@ -111,7 +111,7 @@ func BenchmarkPickStagedVsMonolithic(b *testing.B) {
 		d, err := pick(ctx, req, eps)
 		elapsed := time.Since(t0)
 		checkWarm(b, d, err, tokens)
-		d.Done(nil)
+		d.Done(DoneInfo{})
 		return elapsed
 	}
 	for i := 0; i < b.N; i++ {
@@ -135,8 +135,9 @@ func median(d []time.Duration) time.Duration {
 	return d[len(d)/2]
 }
 
-// BenchmarkPickWithRequestID is Pick with a Request.ID, released through
-// Router.Done as an ext_proc host would: the cost of the request-ID table.
+// BenchmarkPickWithRequestID is Pick with a Request.ID, ended through
+// Router.Decision as a host with only the ID would: the cost of the
+// request-ID table.
 func BenchmarkPickWithRequestID(b *testing.B) {
 	const tokens, n = 2048, 64
 	r, eps, p := warmRouter(b, tokens, n)
@@ -152,10 +153,12 @@ func BenchmarkPickWithRequestID(b *testing.B) {
 		req.ID = ids[i%len(ids)]
 		d, err := r.Pick(ctx, req, eps)
 		checkWarm(b, d, err, tokens)
-		r.FirstChunk(req.ID)
-		if !r.Done(req.ID) {
+		byID := r.Decision(req.ID)
+		if byID == nil {
 			b.Fatalf("request %s was not in flight", req.ID)
 		}
+		byID.FirstChunk()
+		byID.Done(DoneInfo{})
 	}
 	if r.Requests().Len() != 0 {
 		b.Fatalf("%d requests left in the table", r.Requests().Len())

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"time"
 
+	"github.com/kvroute/kvroute/accuracy"
 	"github.com/kvroute/kvroute/affinity"
 	"github.com/kvroute/kvroute/cluster"
 	"github.com/kvroute/kvroute/internal/jsonconf"
@@ -59,8 +60,8 @@ type Config struct {
 	OpenRequestTokens int64 `json:"openRequestTokens"`
 	// Speculative configures speculative index entries for chosen endpoints.
 	Speculative SpeculativeConfig `json:"speculative"`
-	// Requests bounds the table that makes in-flight load addressable by
-	// request ID (Router.FirstChunk, Router.Done).
+	// Requests bounds the table that makes in-flight requests addressable
+	// by request ID (Router.Decision).
 	Requests tokenload.RequestTableConfig `json:"requests"`
 	// Checkpoint configures the index checkpoint file (off by default).
 	Checkpoint CheckpointConfig `json:"checkpoint"`
@@ -82,9 +83,9 @@ type Config struct {
 	// in-flight load, routing decisions and membership through Redis; off
 	// (nothing of it runs) while Cluster.Addrs is empty.
 	Cluster cluster.Config `json:"cluster"`
-	// Accuracy configures the closed loop on the index's accuracy
-	// (Decision.Observe).
-	Accuracy AccuracyConfig `json:"accuracy"`
+	// Accuracy configures the closed loop on the index's accuracy (fed by
+	// Decision.Done with the engine's cached tokens; see package accuracy).
+	Accuracy accuracy.Config `json:"accuracy"`
 	// Readiness configures Router.Ready.
 	Readiness ReadinessConfig `json:"readiness"`
 	// MetricLabels adds constant labels (llm-d's plugin labels) to the
@@ -252,7 +253,7 @@ func (c Config) Validate() error {
 		return bad("the llm-d blocks (precise-prefix-cache-producer, prefix-cache-affinity-filter, token-load-scorer) are translated when a configuration is decoded; from Go, set the kvroute fields")
 	}
 	if err := c.Accuracy.Validate(); err != nil {
-		return err
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	if err := c.MetricLabels.Validate(); err != nil {
 		return err

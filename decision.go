@@ -1,23 +1,41 @@
 package kvroute
 
 import (
+	"errors"
 	"sync/atomic"
 
+	"github.com/kvroute/kvroute/accuracy"
 	"github.com/kvroute/kvroute/affinity"
 	"github.com/kvroute/kvroute/tokenload"
 )
 
 // Decision is the router's answer for one request: where to send it, what the
-// router predicted, and the lifecycle hooks the gateway must call so that the
-// in-flight load accounting stays exact.
+// router predicted, and the request's lifecycle, which the gateway drives so
+// that the in-flight load accounting stays exact and the index's predictions
+// are checked against the engine.
 //
-// The gateway calls FirstChunk when the first bytes of the response arrive
-// (this releases the request's prompt tokens from the endpoint's committed
-// load) and Done when the response ends, fails or is aborted (this releases
-// the request itself). Both are idempotent and safe to call from any
-// goroutine; Done without FirstChunk releases everything. A host that keeps
-// only the request's ID calls Router.FirstChunk and Router.Done with it
-// instead; the two ways may be mixed and each release still happens once.
+// The lifecycle is two calls. FirstChunk, when the first bytes of the
+// response arrive, releases the request's prompt tokens from the endpoint's
+// committed load (the engine has finished the prefill). Done, when the
+// response ends, fails or is aborted, ends the request: it releases whatever
+// the request still holds (all of it when no first chunk came), unfiles its
+// Request.ID and, when DoneInfo carries the engine's cached tokens, hands
+// them with the prediction to the router's accuracy loop. One Done ends the
+// request: the first call counts, later ones (and their DoneInfo) change
+// nothing, so a gateway may both call Done where it learns the outcome and
+// defer one as a safety net. Both methods are idempotent, safe to call from
+// any goroutine and on a nil Decision.
+//
+// Ownership: the goroutine that received the Decision owns its fields (read
+// them, do not change them while Done may run); FirstChunk and Done may come
+// from any goroutine, concurrently with each other, with the router's
+// request table and with Router.SetEndpoints. A Decision committed with a
+// Request.ID is also held by the router's bounded request table
+// (Config.Requests): a host with only the ID finds it with
+// Router.Decision, and a request whose Done never comes is ended by the
+// table when it expires or is evicted (its load released and its prediction
+// ended without an engine report), so a lost request costs at most the
+// table's bound.
 type Decision struct {
 	// Endpoint is the chosen endpoint.
 	Endpoint Endpoint
@@ -46,9 +64,28 @@ type Decision struct {
 	inflight tokenload.Inflight
 	table    *tokenload.RequestTable // where the request is filed under id; nil without an ID
 	id       string
-	acc      *accuracy // the router's closed loop
-	observed atomic.Bool
+	acc      *accuracy.Loop // the router's closed loop, when the decision carries a prediction
+	ended    atomic.Bool
 }
+
+// DoneInfo is what the gateway knows when a request ends.
+type DoneInfo struct {
+	// Err is the request's failure, nil on success. It is accepted for
+	// symmetry with gateways' error paths and is not otherwise interpreted.
+	Err error
+	// CachedTokens is the number of prompt tokens the engine reports having
+	// served from its prefix cache for the request (vLLM:
+	// usage.prompt_tokens_details.cached_tokens of the response, or of the
+	// final usage chunk of a stream; vLLM leaves the field out when it
+	// reused nothing, which is 0). It counts only with HasCachedTokens.
+	CachedTokens int
+	// HasCachedTokens reports that the engine reported CachedTokens; false
+	// (the zero value) means it did not, and the accuracy loop is not fed.
+	HasCachedTokens bool
+}
+
+// errDropped is the DoneInfo.Err of a request the request table ended.
+var errDropped = errors.New("kvroute: request dropped by the request table without its Done")
 
 // FirstChunk records that the first response chunk arrived: the endpoint has
 // finished the request's prefill, so its prompt tokens leave the committed
@@ -60,20 +97,71 @@ func (d *Decision) FirstChunk() {
 	d.inflight.FirstChunk()
 }
 
-// Done records the end of the request, successful or not (err is the
-// request's failure, nil on success; it is accepted for symmetry with
-// gateways' error paths and is not otherwise interpreted). Anything the
-// request still held is released and its ID, if any, leaves the router's
-// request table; later calls do nothing.
-func (d *Decision) Done(err error) {
+// Done ends the request, successful or not (see the lifecycle above):
+// anything the request still held is released, its ID, if any, leaves the
+// router's request table, and, with info.HasCachedTokens, the router
+// compares its prediction with the engine's answer: it exports, per
+// endpoint, the error (kvroute_router_prediction_error_tokens), the stale
+// and missing counts, and whether the misses persist
+// (kvroute_router_endpoint_inaccurate, with a log line and, with
+// Config.Accuracy.Resync, a replay of the endpoint's events). It returns
+// that comparison and true when this call ended the request with the
+// engine's cached tokens and the decision carried a prediction (the request
+// was rendered); otherwise ok is false. Later calls do nothing.
+func (d *Decision) Done(info DoneInfo) (o accuracy.Observation, ok bool) {
 	if d == nil {
-		return
+		return accuracy.Observation{}, false
 	}
-	d.inflight.Done()
-	if d.table != nil {
-		d.table.Forget(d.id, &d.inflight)
-		if d.acc != nil {
-			d.acc.forget(d.id, d)
-		}
-	}
+	return d.end(info, true)
 }
+
+// end ends the request once; unfile is false when the request table ended
+// it (it has unfiled the entry already, and holds its lock).
+func (d *Decision) end(info DoneInfo, unfile bool) (accuracy.Observation, bool) {
+	d.inflight.Done()
+	if !d.ended.CompareAndSwap(false, true) {
+		return accuracy.Observation{}, false
+	}
+	if unfile && d.table != nil {
+		d.table.Forget(d.id, tableHandle{d})
+	}
+	if d.acc == nil {
+		return accuracy.Observation{}, false
+	}
+	p := accuracy.Prediction{Endpoint: d.Endpoint.ID, PromptTokens: d.PromptTokens, CachedTokens: d.CachedTokens}
+	return d.acc.End(p, info.CachedTokens, info.HasCachedTokens)
+}
+
+// tableHandle is a Decision as the request table holds it: the table's Done
+// (an evicted or expired request) ends the whole request.
+type tableHandle struct{ d *Decision }
+
+func (h tableHandle) FirstChunk()      { h.d.FirstChunk() }
+func (h tableHandle) Done()            { h.d.end(DoneInfo{Err: errDropped}, false) }
+func (h tableHandle) Endpoint() string { return h.d.inflight.Endpoint() }
+
+// Decision returns the request committed with Request.ID reqID and not yet
+// ended, for hosts that keep only the ID between their hooks: they call its
+// FirstChunk and Done. An unknown ID (never committed, already done, or
+// dropped by the request table's bound) is counted in
+// kvroute_tokenload_request_ids_total{outcome="unknown"} and returns nil,
+// whose FirstChunk and Done do nothing.
+//
+// Requests whose Done never comes are bounded by Config.Requests: at most
+// MaxRequests are tracked (default 65,536; the oldest is ended beyond that)
+// for at most TTL each (default 30 minutes), each drop counted (outcome
+// "evicted" or "expired") and warned about once a minute.
+func (r *Router) Decision(reqID string) *Decision {
+	h, ok := r.requests.Get(reqID)
+	if !ok {
+		return nil
+	}
+	if th, ok := h.(tableHandle); ok {
+		return th.d
+	}
+	return nil
+}
+
+// EndpointInaccurate reports whether the endpoint's predictions currently
+// miss persistently (see Decision.Done and package accuracy).
+func (r *Router) EndpointInaccurate(id string) bool { return r.acc.Inaccurate(id) }

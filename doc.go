@@ -48,10 +48,11 @@
 // hooks: Router.Match (render, block keys, index lookup) returns a Selection;
 // Selection.Filter applies the affinity filter, Selection.Score the
 // token-load and extra scorers, and Selection.Commit records the decision
-// (load accounting, speculative entries, prediction metrics). With
-// Request.ID set, Router.FirstChunk and Router.Done release the request's
-// load by ID, for hosts such as Envoy's external processor whose callbacks
-// carry only the ID; the ID table is bounded (Config.Requests).
+// (load accounting, speculative entries, prediction metrics). Every way ends
+// in one Decision, whose FirstChunk and Done are the request's lifecycle.
+// With Request.ID set, Router.Decision finds it by ID, for hosts whose
+// callbacks carry only the ID; the ID table is bounded (Config.Requests)
+// and ends the requests it drops.
 //
 // # No silent cache-blind routing
 //

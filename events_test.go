@@ -59,7 +59,7 @@ func TestRouterFollowsEngineEventsOverZeroMQ(t *testing.T) {
 	require.Eventually(t, func() bool {
 		d, err := r.Pick(context.Background(), &Request{Prompts: []Prompt{{TokenIDs: shared}}}, eps)
 		require.NoError(t, err)
-		d.Done(nil)
+		d.Done(DoneInfo{})
 		return d.Endpoint.ID == engineID && d.CachedTokens == len(shared)
 	}, 10*time.Second, 20*time.Millisecond, "the replayed BlockStored never reached the index")
 
@@ -71,7 +71,7 @@ func TestRouterFollowsEngineEventsOverZeroMQ(t *testing.T) {
 	require.Eventually(t, func() bool {
 		d, err := r.Pick(context.Background(), &Request{Prompts: []Prompt{{TokenIDs: shared}}}, eps)
 		require.NoError(t, err)
-		d.Done(nil)
+		d.Done(DoneInfo{})
 		return d.CachedTokens == 4*64
 	}, 10*time.Second, 20*time.Millisecond, "the BlockRemoved never reached the index")
 

@@ -57,7 +57,7 @@ func Example() {
 		}
 		resp, err := http.Post(d.Endpoint.URL()+"/v1/completions", "application/json", strings.NewReader(`{}`))
 		if err != nil {
-			d.Done(err)
+			d.Done(kvroute.DoneInfo{Err: err})
 			continue
 		}
 		buf := make([]byte, 1)
@@ -66,7 +66,7 @@ func Example() {
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
-		d.Done(nil) // release the request
+		d.Done(kvroute.DoneInfo{}) // release the request
 		fmt.Printf("request %d → %s, %d of %d prompt tokens predicted cached (%s)\n",
 			i, d.Endpoint.ID, d.CachedTokens, d.PromptTokens, d.Outcome)
 	}
@@ -123,13 +123,15 @@ func ExampleRouter_Match() {
 	tokens, _, _ := router.Load().Load(d.Endpoint.ID)
 	fmt.Println("committed load:", tokens, "tokens")
 
-	// Response-headers and stream-end hooks, with only the ID.
-	router.FirstChunk("req-42")
-	fmt.Println("done:", router.Done("req-42"), "; again:", router.Done("req-42"))
+	// Response-headers and stream-end hooks, with only the ID: the router
+	// finds the request's Decision by it until its Done.
+	router.Decision("req-42").FirstChunk()
+	router.Decision("req-42").Done(kvroute.DoneInfo{})
+	fmt.Println("done:", router.Decision("req-42") == nil)
 	// Output:
 	// 10.0.0.1:8000 holds 10 blocks, would prefill 0 tokens
 	// 10.0.0.2:8000 holds 0 blocks, would prefill 640 tokens
 	// filter kept [0] (sticky); best 10.0.0.1:8000
 	// committed load: 0 tokens
-	// done: true ; again: false
+	// done: true
 }

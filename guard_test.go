@@ -110,12 +110,12 @@ func TestPickBeforeSetEndpointsIsAnError(t *testing.T) {
 	require.NoError(t, r.SetEndpoints(eps))
 	d, err := r.Pick(context.Background(), req, eps)
 	require.NoError(t, err)
-	d.Done(nil)
+	d.Done(DoneInfo{})
 	// An empty list is still a list: the gateway said so explicitly.
 	require.NoError(t, r.SetEndpoints(nil))
 	d, err = r.Pick(context.Background(), req, eps)
 	require.NoError(t, err)
-	d.Done(nil)
+	d.Done(DoneInfo{})
 	r.Close()
 
 	// Events off, rendering on the routed endpoints: render has no endpoints.
@@ -136,7 +136,7 @@ func TestPickBeforeSetEndpointsIsAnError(t *testing.T) {
 	require.NoError(t, d.RenderErr)
 	require.Equal(t, 640, d.PromptTokens)
 	require.EqualValues(t, 1, calls.Load())
-	d.Done(nil)
+	d.Done(DoneInfo{})
 
 	// A fixed render URL with events off depends on no endpoint list.
 	cfg.Render.URL = srv.URL
@@ -146,7 +146,7 @@ func TestPickBeforeSetEndpointsIsAnError(t *testing.T) {
 	d, err = r2.Pick(context.Background(), body, eps)
 	require.NoError(t, err)
 	require.Equal(t, 640, d.PromptTokens)
-	d.Done(nil)
+	d.Done(DoneInfo{})
 }
 
 func TestPickRequestWithoutAPIIsAnError(t *testing.T) {
@@ -167,11 +167,11 @@ func TestPickRequestWithoutAPIIsAnError(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, d.RenderErr)
 	require.Equal(t, 640, d.PromptTokens)
-	d.Done(nil)
+	d.Done(DoneInfo{})
 	// Prompts already rendered need no API.
 	d, err = r.Pick(context.Background(), &Request{Prompts: []Prompt{{TokenIDs: prompt(1, 64)}}}, eps)
 	require.NoError(t, err)
-	d.Done(nil)
+	d.Done(DoneInfo{})
 }
 
 func TestAPIForPath(t *testing.T) {
@@ -204,7 +204,7 @@ func TestPickRequestModelOtherThanTheRoutersIsAnError(t *testing.T) {
 	for _, ok := range []*Request{{Model: testModel, Prompts: p}, {LoRA: "adapter-1", Prompts: p}, {Prompts: p}} {
 		d, err := r.Pick(context.Background(), ok, eps)
 		require.NoError(t, err)
-		d.Done(nil)
+		d.Done(DoneInfo{})
 	}
 }
 
@@ -225,9 +225,9 @@ func TestCacheBlindDecisionsAreCountedAndWarnedOncePerInterval(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		d, err := r.Pick(context.Background(), &Request{}, eps) // no prompts, render off
 		require.NoError(t, err)
-		d.Done(nil)
+		d.Done(DoneInfo{})
 		d = pick(t, r, prompt(i, 640), eps) // nothing indexed, events off
-		d.Done(nil)
+		d.Done(DoneInfo{})
 	}
 	require.Equal(t, 3.0, blind("render_disabled"))
 	require.Equal(t, 3.0, blind("events_disabled"))
@@ -239,12 +239,12 @@ func TestCacheBlindDecisionsAreCountedAndWarnedOncePerInterval(t *testing.T) {
 	engineStores(t, r.Index(), eps[0].ID, prompt(9, 640), 1)
 	d := pick(t, r, prompt(9, 640), eps)
 	require.True(t, d.UsedCache)
-	d.Done(nil)
+	d.Done(DoneInfo{})
 	require.Equal(t, 3.0, blind("events_disabled"))
 
 	clock.Add(blindWarnInterval)
 	d = pick(t, r, prompt(99, 640), eps)
-	d.Done(nil)
+	d.Done(DoneInfo{})
 	require.Equal(t, 2, logs.count("reason=events_disabled"), "warned again after the interval")
 }
 
@@ -261,7 +261,7 @@ func TestRenderFailureIsCountedCacheBlind(t *testing.T) {
 	d, err := r.Pick(context.Background(), &Request{API: APICompletions, Body: []byte(`{"prompt":"x"}`)}, endpoints(2))
 	require.NoError(t, err)
 	require.Error(t, d.RenderErr)
-	d.Done(nil)
+	d.Done(DoneInfo{})
 	v, _ := gathered(t, reg, "kvroute_router_cache_blind_total", "render_failed")
 	require.Equal(t, 1.0, v)
 }

@@ -19,7 +19,7 @@ func TestMetricLabelsReachTheirMetricsOnly(t *testing.T) {
 		}
 	}, Options{Registerer: reg})
 	d := pick(t, r, prompt(1, 128), endpoints(2))
-	d.Done(nil)
+	d.Done(DoneInfo{})
 	r.render.Render(t.Context(), nil) // one observation, so the render series exist
 	mfs, err := reg.Gather()
 	require.NoError(t, err)

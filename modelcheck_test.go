@@ -62,7 +62,7 @@ func TestRouterReportsTopicModelMismatchPerEndpoint(t *testing.T) {
 			send(c.pub, uint64(1000*(i+1)), c.p)
 			d, err := r.Pick(context.Background(), &Request{Prompts: []Prompt{{TokenIDs: c.p}}}, eps)
 			require.NoError(t, err)
-			d.Done(nil)
+			d.Done(DoneInfo{})
 			return d.CachedTokens == len(c.p) && d.Endpoint.ID == eps[i].ID
 		}, 10*time.Second, 20*time.Millisecond, "engine %d's events never reached the index", i)
 	}

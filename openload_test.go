@@ -43,7 +43,7 @@ func TestPickCountsOpenRequests(t *testing.T) {
 			require.Greater(t, idle, busy)
 			d, err := s.Commit(1)
 			require.NoError(t, err)
-			defer d.Done(nil)
+			defer d.Done(DoneInfo{})
 			require.Equal(t, affinity.OutcomeNoMatch, d.Outcome)
 			best, _ := s.Score()
 			require.Equal(t, 1, best)

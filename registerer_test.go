@@ -51,7 +51,7 @@ func TestCloseUnregistersMetrics(t *testing.T) {
 		eps := []Endpoint{{ID: "127.0.0.1:1"}}
 		require.NoError(t, r.SetEndpoints(eps))
 		d := pick(t, r, prompt(round, 128), eps)
-		d.Done(nil)
+		d.Done(DoneInfo{})
 		r.render.Render(t.Context(), nil)
 		names := familyNames(t, reg)
 		for _, want := range []string{"kvroute_kv_index_memberships", "kvroute_index_restore_total", "kvroute_kv_events_dropped_total",

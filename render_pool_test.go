@@ -52,7 +52,7 @@ func TestSetRenderEndpointsRendersThroughItsOwnPool(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, d.RenderErr)
 		require.Equal(t, 5, d.PromptTokens)
-		d.Done(nil)
+		d.Done(DoneInfo{})
 	}
 	require.EqualValues(t, 6, good.Load(), "every request rendered by the healthy renderer, directly or on the retry")
 	require.Positive(t, bad.Load())

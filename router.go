@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/kvroute/kvroute/accuracy"
 	"github.com/kvroute/kvroute/affinity"
 	"github.com/kvroute/kvroute/cluster"
 	"github.com/kvroute/kvroute/kvevents"
@@ -97,7 +98,7 @@ type Router struct {
 	snap       *snapshotState   // checkpoint, bootstrap and snapshot serving (checkpoint.go)
 	reg        *ownedRegisterer // what New registered, unregistered by Close; nil without Options.Registerer
 	tracer     trace.Tracer     // nil: no tracing
-	acc        *accuracy
+	acc        *accuracy.Loop
 	ready      readiness
 
 	// needsEndpoints is set when routing depends on SetEndpoints (KV-event
@@ -203,13 +204,6 @@ func New(ctx context.Context, cfg Config, opts Options) (*Router, error) {
 	if r.met, err = newRouterMetrics(opts.Registerer, wrap(opts.Registerer, cfg.MetricLabels.Prediction)); err != nil {
 		return nil, err
 	}
-	maxPending := cfg.Requests.MaxRequests
-	if maxPending == 0 {
-		maxPending = tokenload.DefaultMaxTrackedRequests
-	}
-	if r.acc, err = newAccuracy(cfg.Accuracy, cfg.BlockSize, maxPending, opts.Registerer, log, r.now); err != nil {
-		return nil, err
-	}
 	if r.models, err = newModelCheck(cfg.Model, opts.Registerer, log); err != nil {
 		return nil, err
 	}
@@ -220,8 +214,12 @@ func New(ctx context.Context, cfg Config, opts Options) (*Router, error) {
 	} else {
 		log.Warn("kvroute: KV events are disabled (Config.Events.Enabled is false): the index holds only speculative entries and what the embedder stores itself; load-only decisions are counted in kvroute_router_cache_blind_total{reason=\"events_disabled\"}")
 	}
-	if cfg.Accuracy.Resync && r.events != nil {
-		r.acc.resync = r.events.eventPool().Resync
+	aopts := accuracy.Options{Registerer: opts.Registerer, Logger: log, Now: r.now}
+	if r.events != nil {
+		aopts.Resync = r.events.eventPool().Resync // used with cfg.Accuracy.Resync
+	}
+	if r.acc, err = accuracy.New(cfg.Accuracy, cfg.BlockSize, aopts); err != nil {
+		return nil, err
 	}
 	r.ready = readiness{giveUp: cfg.Readiness.GiveUpAfter}
 	if r.ready.giveUp == 0 {
@@ -258,29 +256,8 @@ func (r *Router) Events() *kvevents.Pool {
 // Load returns the router's in-flight load tracker.
 func (r *Router) Load() *tokenload.Tracker { return r.load }
 
-// FirstChunk is Decision.FirstChunk for the request committed with
-// Request.ID reqID, for hosts that keep only the ID between their hooks. It
-// reports whether reqID was in flight; an unknown ID (never committed,
-// already done, or dropped by the request table's bound) is counted in
-// kvroute_tokenload_request_ids_total{outcome="unknown"} and changes
-// nothing.
-func (r *Router) FirstChunk(reqID string) bool { return r.requests.FirstChunk(reqID) }
-
-// Done is Decision.Done for the request committed with Request.ID reqID:
-// it releases whatever the request still holds and forgets the ID, so the
-// ID may be used again. It reports whether reqID was in flight; unknown and
-// repeated IDs are counted and change nothing.
-//
-// Requests whose Done never comes are bounded by Config.Requests: at most
-// MaxRequests are tracked (default 65,536; the oldest is released beyond
-// that) for at most TTL each (default 30 minutes), each drop counted
-// (outcome "evicted" or "expired") and warned about once a minute.
-func (r *Router) Done(reqID string) bool {
-	r.acc.byID(reqID) // unfiled: Decision.Observe still works, by the decision itself
-	return r.requests.Done(reqID)
-}
-
-// Requests returns the router's request-ID table, for its size.
+// Requests returns the router's request-ID table, for its size. It holds
+// the Decisions committed with a Request.ID (see Router.Decision).
 func (r *Router) Requests() *tokenload.RequestTable { return r.requests }
 
 // SetEndpoints replaces the set of known endpoints: it feeds the KV-event
@@ -324,7 +301,7 @@ func (r *Router) SetEndpoints(eps []Endpoint) error {
 		if _, ok := next[id]; !ok {
 			r.load.Remove(id)
 			r.models.remove(id)
-			r.acc.remove(id)
+			r.acc.Remove(id)
 		}
 	}
 	r.endpoints = next

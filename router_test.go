@@ -108,7 +108,7 @@ func TestPrefixGroupStaysOnWarmEndpointWhileOtherTrafficSpreads(t *testing.T) {
 		require.Equal(t, affinity.OutcomeSticky, d.Outcome)
 		require.Equal(t, 2048, d.CachedTokens)
 		d.FirstChunk()
-		d.Done(nil)
+		d.Done(DoneInfo{})
 
 		// Unrelated traffic is spread by load: keep it in flight so load grows.
 		o := pick(t, r, prompt(5000+i, 1024), eps)
@@ -135,7 +135,7 @@ func TestTTFTGateMovesTrafficOffOverloadedWarmEndpointExactlyAtPenalty(t *testin
 	d := pick(t, r, shared, eps)
 	require.Equal(t, warm.ID, d.Endpoint.ID)
 	require.Equal(t, affinity.OutcomeSticky, d.Outcome)
-	d.Done(nil)
+	d.Done(DoneInfo{})
 
 	// One token more: the gate breaks stickiness and the load scorer picks
 	// the cold endpoint.
@@ -144,7 +144,7 @@ func TestTTFTGateMovesTrafficOffOverloadedWarmEndpointExactlyAtPenalty(t *testin
 	require.Equal(t, affinity.OutcomeLoadOverride, d.Outcome)
 	require.Equal(t, cold.ID, d.Endpoint.ID)
 	require.EqualValues(t, len(shared), d.UncachedTokens, "the cold endpoint computes the whole prompt")
-	d.Done(nil)
+	d.Done(DoneInfo{})
 
 	// Once the warm endpoint's requests stream their first chunk, it is warm and free again.
 	hold.FirstChunk()
@@ -153,7 +153,7 @@ func TestTTFTGateMovesTrafficOffOverloadedWarmEndpointExactlyAtPenalty(t *testin
 	require.Equal(t, warm.ID, d.Endpoint.ID)
 	hold.Done()
 	extra.Done()
-	d.Done(nil)
+	d.Done(DoneInfo{})
 }
 
 func TestExplorationPassesEveryCandidate(t *testing.T) {
@@ -205,7 +205,7 @@ func TestRenderFailureFallsBackToLoadAndIsCounted(t *testing.T) {
 	require.EqualValues(t, 1, calls.Load(), "a fixed render URL is not retried")
 	require.Equal(t, 1.0, testutil.ToFloat64(r.met.renderFallbacks))
 	require.Equal(t, 1.0, testutil.ToFloat64(r.met.decisions[decisionLoadOnly]))
-	d.Done(nil)
+	d.Done(DoneInfo{})
 }
 
 func TestSpeculativeEntriesKeepBackToBackPrefixTogetherThenExpire(t *testing.T) {
@@ -222,8 +222,8 @@ func TestSpeculativeEntriesKeepBackToBackPrefixTogetherThenExpire(t *testing.T) 
 	require.Equal(t, first.Endpoint.ID, second.Endpoint.ID)
 	require.True(t, second.UsedCache)
 	require.Equal(t, 4096, second.CachedTokens)
-	first.Done(nil)
-	second.Done(nil)
+	first.Done(DoneInfo{})
+	second.Done(DoneInfo{})
 
 	// After the TTL with no confirmation, the prefix is cold everywhere again
 	// and requests spread by load.
@@ -247,15 +247,15 @@ func TestLoadReleasedOnFirstChunkAndDoneExactlyOnce(t *testing.T) {
 	tok, req, _ = r.load.Load(eps[0].ID)
 	require.EqualValues(t, 0, tok)
 	require.EqualValues(t, 1, req)
-	d.Done(nil)
-	d.Done(fmt.Errorf("late abort"))
+	d.Done(DoneInfo{})
+	d.Done(DoneInfo{Err: fmt.Errorf("late abort")})
 	tok, req, _ = r.load.Load(eps[0].ID)
 	require.EqualValues(t, 0, tok)
 	require.EqualValues(t, 0, req)
 
 	// Done without FirstChunk releases everything.
 	d = pick(t, r, prompt(2, 500), eps)
-	d.Done(nil)
+	d.Done(DoneInfo{})
 	tok, req, _ = r.load.Load(eps[0].ID)
 	require.Zero(t, tok)
 	require.Zero(t, req)
@@ -279,7 +279,7 @@ func TestLoadAccountingConcurrentWithEndpointRemoval(t *testing.T) {
 				var inner sync.WaitGroup
 				inner.Add(2)
 				go func() { defer inner.Done(); d.FirstChunk() }()
-				go func() { defer inner.Done(); d.Done(nil) }()
+				go func() { defer inner.Done(); d.Done(DoneInfo{}) }()
 				inner.Wait()
 			}
 		}(g)
@@ -309,7 +309,7 @@ func TestPickErrors(t *testing.T) {
 	d, err := r.Pick(context.Background(), &Request{}, endpoints(2))
 	require.NoError(t, err)
 	require.ErrorIs(t, d.RenderErr, errRenderDisabled)
-	d.Done(nil)
+	d.Done(DoneInfo{})
 }
 
 func TestConfigValidationAndStrictDecoding(t *testing.T) {
@@ -346,7 +346,7 @@ func TestRouterMetricsPredictedShare(t *testing.T) {
 	shared := prompt(9, 640)
 	engineStores(t, r.Index(), eps[1].ID, shared, 1)
 	d := pick(t, r, append(append([]uint32{}, shared...), prompt(10, 100)...), eps)
-	d.Done(nil)
+	d.Done(DoneInfo{})
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
 	sums := map[string]float64{}
@@ -390,14 +390,14 @@ func TestWeightedScorersJoinTheLoadScore(t *testing.T) {
 	d := pick(t, r, prompt(99, 640), eps) // unrelated prompt: no cache information
 	require.Equal(t, eps[2].ID, d.Endpoint.ID)
 	require.InDelta(t, 1+0.5-float64(10_000+DefaultConfig().OpenRequestTokens+640)/float64(DefaultConfig().QueueThresholdTokens), d.Score, 1e-9)
-	d.Done(nil)
+	d.Done(DoneInfo{})
 	require.Equal(t, map[string]int{eps[0].ID: 0, eps[1].ID: 0, eps[2].ID: 0}, ps.blocks)
 
 	// Scorers run after the affinity filter, on the candidates it kept, and see
 	// each one's match for this request: here only the warm endpoint.
 	clear(ps.blocks)
 	d = pick(t, r, prompt(5, 64*3), eps)
-	d.Done(nil)
+	d.Done(DoneInfo{})
 	require.Equal(t, eps[1].ID, d.Endpoint.ID)
 	require.Equal(t, map[string]int{eps[1].ID: 3}, ps.blocks)
 }

@@ -233,7 +233,8 @@ func (s *Selection) ScoreOf(i int) (float64, bool) {
 // counts its uncached tokens on the endpoint, speculative index entries make
 // the endpoint warm for the request's prefix until the engine confirms it,
 // the prediction metrics are observed, and, when the Request has an ID, the
-// load becomes addressable by it (Router.FirstChunk, Router.Done). Commit
+// Decision is filed under it in the router's request table (see
+// Router.Decision). Commit
 // fails, having changed nothing, with ErrCommitted on a second call, an
 // out-of-range i, or tokenload.ErrDuplicateRequestID /
 // tokenload.ErrInvalidRequestID for the request's ID.
@@ -259,15 +260,17 @@ func (s *Selection) Commit(i int) (*Decision, error) {
 		d.Score = st.scores[i]
 	}
 	r.load.DispatchInto(&d.inflight, chosen.ID, d.UncachedTokens)
+	if s.renderErr == nil && s.promptTokens > 0 {
+		d.acc = r.acc // a prediction: the request's end ends it in the accuracy loop
+		r.acc.Begin()
+	}
 	if s.req.ID != "" {
-		if err := r.requests.Register(s.req.ID, &d.inflight); err != nil {
-			d.inflight.Done() // undo: nothing of this request stays accounted
+		d.table, d.id = r.requests, s.req.ID // before filing: from then on the table may end d
+		if err := r.requests.Register(s.req.ID, tableHandle{d}); err != nil {
+			d.end(DoneInfo{Err: err}, false) // undo: nothing of this request stays accounted
 			return nil, err
 		}
-		d.table, d.id = r.requests, s.req.ID
-		r.acc.track(d.id, d)
 	}
-	d.acc = r.acc
 	s.committed = true
 	s.traceCommit(d)
 

@@ -71,8 +71,8 @@ func TestStagedPickMatchesMonolithicPick(t *testing.T) {
 				open[k][0].FirstChunk()
 				open[k][1].FirstChunk()
 			}
-			open[k][0].Done(nil)
-			open[k][1].Done(nil)
+			open[k][0].Done(DoneInfo{})
+			open[k][1].Done(DoneInfo{})
 			open = append(open[:k], open[k+1:]...)
 		}
 		if rng.IntN(50) == 0 {
@@ -140,12 +140,12 @@ func TestSelectionStagesOneAtATime(t *testing.T) {
 	require.Equal(t, [2]int64{64*10 + 3, 1}, [2]int64{tok, reqs})
 	_, err = s.Commit(0)
 	require.ErrorIs(t, err, ErrCommitted)
-	d.Done(nil)
+	d.Done(DoneInfo{})
 
 	// Its speculative entries make candidate 0 warm for the prefix now.
 	d2 := pick(t, r, shared, endpoints(1))
 	require.Equal(t, 640, d2.CachedTokens)
-	d2.Done(nil)
+	d2.Done(DoneInfo{})
 }
 
 // Match then Commit, skipping Filter and Score, is a valid (load-only) use.
@@ -159,7 +159,7 @@ func TestSelectionCommitWithoutFilterOrScore(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, affinity.OutcomeNotApplicable, d.Outcome)
 	require.Equal(t, eps[1], d.Endpoint)
-	d.Done(nil)
+	d.Done(DoneInfo{})
 	tok, reqs, _ := r.load.Load(eps[1].ID)
 	require.Zero(t, tok+reqs)
 }
@@ -188,15 +188,16 @@ func TestRequestIDAddressesLoadExactlyOnce(t *testing.T) {
 	require.Equal(t, [2]int64{1000, 1}, load(0))
 	require.Equal(t, 1.0, ids(tokenload.IDDuplicate))
 
-	require.True(t, r.FirstChunk("req-1"))
-	require.True(t, r.FirstChunk("req-1"))
+	require.Same(t, d, r.Decision("req-1"), "the ID finds the Decision itself")
+	r.Decision("req-1").FirstChunk()
+	r.Decision("req-1").FirstChunk()
 	require.Equal(t, [2]int64{0, 1}, load(0))
 	d.FirstChunk() // the Decision's hook and the ID's are one and the same
-	require.True(t, r.Done("req-1"))
+	r.Decision("req-1").Done(DoneInfo{})
 	require.Equal(t, [2]int64{0, 0}, load(0))
-	require.False(t, r.Done("req-1"), "a second Done is unknown")
-	d.Done(nil)
-	require.False(t, r.FirstChunk("never-seen"))
+	require.Nil(t, r.Decision("req-1"), "after Done the ID is unknown")
+	d.Done(DoneInfo{})
+	r.Decision("never-seen").FirstChunk()
 	require.Equal(t, [2]int64{0, 0}, load(0))
 	require.Equal(t, 2.0, ids(tokenload.IDUnknown))
 	require.Zero(t, r.Requests().Len())
@@ -204,9 +205,9 @@ func TestRequestIDAddressesLoadExactlyOnce(t *testing.T) {
 	// Decision.Done frees the ID too, so it can be used again.
 	d, err = r.Pick(context.Background(), &Request{ID: "req-1", Prompts: []Prompt{{TokenIDs: prompt(3, 300)}}}, one)
 	require.NoError(t, err)
-	d.Done(nil)
+	d.Done(DoneInfo{})
 	require.Zero(t, r.Requests().Len())
-	require.False(t, r.Done("req-1"))
+	require.Nil(t, r.Decision("req-1"))
 	require.Equal(t, [2]int64{0, 0}, load(0))
 
 	// The endpoint leaves the pool while its request is in flight; the late
@@ -217,7 +218,7 @@ func TestRequestIDAddressesLoadExactlyOnce(t *testing.T) {
 	require.NoError(t, r.SetEndpoints(eps[:1]))
 	require.NoError(t, r.SetEndpoints(eps))
 	fresh := r.load.Dispatch(eps[1].ID, 40)
-	require.True(t, r.Done("req-2"))
+	r.Decision("req-2").Done(DoneInfo{})
 	require.Equal(t, [2]int64{40, 1}, load(1))
 	fresh.Done()
 
@@ -247,10 +248,10 @@ func TestRequestIDConcurrentHooks(t *testing.T) {
 				}
 				var inner sync.WaitGroup
 				inner.Add(4)
-				go func() { defer inner.Done(); r.FirstChunk(id) }()
-				go func() { defer inner.Done(); r.Done(id) }()
+				go func() { defer inner.Done(); r.Decision(id).FirstChunk() }()
+				go func() { defer inner.Done(); r.Decision(id).Done(DoneInfo{}) }()
 				go func() { defer inner.Done(); d.FirstChunk() }()
-				go func() { defer inner.Done(); d.Done(nil) }()
+				go func() { defer inner.Done(); d.Done(DoneInfo{}) }()
 				inner.Wait()
 			}
 		}(g)

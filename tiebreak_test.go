@@ -24,8 +24,8 @@ func TestTieBreakAgreesAcrossRoutersAndSpreads(t *testing.T) {
 		da, db := pick(t, a, p, eps), pick(t, b, p, eps)
 		require.Equal(t, da.Endpoint.ID, db.Endpoint.ID, "request %d", i)
 		per[da.Endpoint.ID]++
-		da.Done(nil) // back to an idle fleet: every request ties on all four
-		db.Done(nil)
+		da.Done(DoneInfo{}) // back to an idle fleet: every request ties on all four
+		db.Done(DoneInfo{})
 	}
 	require.Len(t, per, 4)
 	for id, c := range per {
@@ -48,13 +48,13 @@ func TestTieBreakKeepsOneNewPrefixTogether(t *testing.T) {
 			first = d.Endpoint.ID
 		}
 		require.Equal(t, first, d.Endpoint.ID, "question %d", i)
-		d.Done(nil)
+		d.Done(DoneInfo{})
 	}
 	seen := map[string]bool{}
 	for i := 0; i < 20; i++ {
 		d := pick(t, r, prompt(3_000+i, 64*6), eps)
 		seen[d.Endpoint.ID] = true
-		d.Done(nil)
+		d.Done(DoneInfo{})
 	}
 	require.Greater(t, len(seen), 3, "different new prefixes rank the endpoints independently")
 }
@@ -95,7 +95,7 @@ func TestTieBreakWithoutKeysUsesRandom(t *testing.T) {
 		eps := endpoints(3)
 		d := pick(t, r, prompt(1, 10), eps)
 		require.Equal(t, eps[tc.want].ID, d.Endpoint.ID)
-		d.Done(nil)
+		d.Done(DoneInfo{})
 	}
 }
 

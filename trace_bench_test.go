@@ -26,7 +26,7 @@ func BenchmarkPickTracing(b *testing.B) {
 	once := func(pick func(context.Context, *Request, []Endpoint) (*Decision, error)) {
 		d, err := pick(ctx, req, eps)
 		checkWarm(b, d, err, tokens)
-		d.Done(nil)
+		d.Done(DoneInfo{})
 	}
 	allocsOff := testing.AllocsPerRun(100, func() { once(off.Pick) })
 	allocsOn := testing.AllocsPerRun(100, func() { once(on.Pick) })

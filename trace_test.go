@@ -36,7 +36,7 @@ func TestPickSpansAreChildrenOfPickWithTheirAttributes(t *testing.T) {
 
 	d := pick(t, r, p, eps)
 	require.Equal(t, eps[1].ID, d.Endpoint.ID)
-	d.Done(nil)
+	d.Done(DoneInfo{})
 
 	spans := exp.GetSpans()
 	byName := map[string]tracetest.SpanStub{}
@@ -73,7 +73,7 @@ func TestPickSpanJoinsTheCallersTrace(t *testing.T) {
 	ctx, parent := tp.Tracer("gateway").Start(context.Background(), "request")
 	d, err := r.Pick(ctx, &Request{ID: "r1", Prompts: []Prompt{{TokenIDs: prompt(1, 128)}}}, endpoints(2))
 	require.NoError(t, err)
-	d.Done(nil)
+	d.Done(DoneInfo{})
 	parent.End()
 	var pk tracetest.SpanStub
 	for _, s := range exp.GetSpans() {
@@ -96,7 +96,7 @@ func TestStagedSelectionEndsPickSpanAtRelease(t *testing.T) {
 	d, err := s.Commit(0) // no filter, no score: no spans for them
 	require.NoError(t, err)
 	s.Release()
-	d.Done(nil)
+	d.Done(DoneInfo{})
 	names := map[string]int{}
 	for _, sp := range exp.GetSpans() {
 		names[sp.Name]++
@@ -138,7 +138,7 @@ func TestPickWithoutTracingAllocatesAsBefore(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			d.Done(nil)
+			d.Done(DoneInfo{})
 		})
 	}
 	legacy, staged := run(r.legacyPick), run(r.Pick)

@@ -68,9 +68,9 @@ const (
 
 // Request is what the router needs to know about one inference request.
 type Request struct {
-	// ID identifies the request in logs and, when set, makes its load
-	// accounting addressable by it (Router.FirstChunk, Router.Done) for
-	// hosts whose hooks see only the ID. It must be unique among requests in
+	// ID identifies the request in logs and, when set, makes its Decision
+	// addressable by it (Router.Decision) for hosts whose hooks see only
+	// the ID. It must be unique among requests in
 	// flight (Pick refuses a duplicate with tokenload.ErrDuplicateRequestID)
 	// and at most 256 bytes; optional.
 	ID string

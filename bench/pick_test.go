@@ -32,7 +32,7 @@ func BenchmarkPick(b *testing.B) {
 				b.Fatalf("picked %s with %d cached tokens; want %s with %d", d.Endpoint.ID, d.CachedTokens, want, len(w.pPick))
 			}
 			d.FirstChunk()
-			d.Done(nil)
+			d.Done(kvroute.DoneInfo{})
 		}
 		b.StopTimer()
 		perBlock(b, blocks)

@@ -114,7 +114,7 @@ func BenchmarkPick(b *testing.B) {
 				if d.CachedTokens != tokens {
 					b.Fatalf("picked %s with %d cached tokens; the fully warm endpoint holds %d", d.Endpoint.ID, d.CachedTokens, tokens)
 				}
-				d.Done(nil)
+				d.Done(kvroute.DoneInfo{})
 			}
 			ns := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
 			if !on {
@@ -182,7 +182,7 @@ func BenchmarkPickInterleaved(b *testing.B) {
 			if d.CachedTokens != tokens {
 				b.Fatalf("picked %s with %d cached tokens", d.Endpoint.ID, d.CachedTokens)
 			}
-			d.Done(nil)
+			d.Done(kvroute.DoneInfo{})
 		}
 		spent[k] += time.Since(start)
 		picks[k] += n
@@ -193,7 +193,7 @@ func BenchmarkPickInterleaved(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			d.Done(nil)
+			d.Done(kvroute.DoneInfo{})
 		})
 	}
 	extra := allocs(on) - allocs(off)
@@ -272,7 +272,7 @@ func BenchmarkRedisOpsAt1000RPS(b *testing.B) {
 				b.Fatal(err)
 			}
 			d.FirstChunk()
-			d.Done(nil)
+			d.Done(kvroute.DoneInfo{})
 		}
 	}
 	elapsed := time.Since(start).Seconds()

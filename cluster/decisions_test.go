@@ -40,7 +40,7 @@ func burst(t *testing.T, rs []*kvroute.Router, eps []kvroute.Endpoint, awaitDeci
 		held = append(held, d)
 	}
 	for _, d := range held {
-		d.Done(nil)
+		d.Done(kvroute.DoneInfo{})
 	}
 	return chosen
 }
@@ -139,9 +139,9 @@ func TestPickAllocationsUnchangedAndRedisFree(t *testing.T) {
 	p := prompt(1, 2048)
 	allocs := func(r *kvroute.Router) float64 {
 		for i := 0; i < 10; i++ { // warm the scratch pools
-			pick(t, r, p, eps).Done(nil)
+			pick(t, r, p, eps).Done(kvroute.DoneInfo{})
 		}
-		return testing.AllocsPerRun(200, func() { pick(t, r, p, eps).Done(nil) })
+		return testing.AllocsPerRun(200, func() { pick(t, r, p, eps).Done(kvroute.DoneInfo{}) })
 	}
 	base, withCluster := allocs(local), allocs(shared)
 	t.Logf("allocations per Pick: %.0f without the cluster, %.0f with it", base, withCluster)
@@ -153,6 +153,6 @@ func TestPickAllocationsUnchangedAndRedisFree(t *testing.T) {
 	peer.Close()
 	d := pick(t, shared, prompt(3, 1024), eps)
 	require.Equal(t, affinity.OutcomeNoMatch, d.Outcome, "routed by load, from memory")
-	d.Done(nil)
-	hold.Done(nil)
+	d.Done(kvroute.DoneInfo{})
+	hold.Done(kvroute.DoneInfo{})
 }

@@ -136,11 +136,11 @@ func TestRedisStoppedAndRestartedMidLoad(t *testing.T) {
 	n := 0
 	require.Eventually(t, func() bool {
 		n++
-		pick(t, b, prompt(1000+n, 1000), eps).Done(nil)
+		pick(t, b, prompt(1000+n, 1000), eps).Done(kvroute.DoneInfo{})
 		return a.Cluster().Stats().Applied > applied
 	}, waitFor, 20*time.Millisecond, "decisions are shared again after Redis returned")
 	require.Equal(t, 1, logs.count("Redis unreachable"))
 	for _, d := range held {
-		d.Done(nil)
+		d.Done(kvroute.DoneInfo{})
 	}
 }

@@ -46,7 +46,7 @@ func TestLoadSeenByEachReplicaIsTheSum(t *testing.T) {
 
 	for _, d := range held[1] { // router b's requests finish
 		d.FirstChunk()
-		d.Done(nil)
+		d.Done(kvroute.DoneInfo{})
 	}
 	want = localSum(eps, rs...)
 	for i, r := range rs {
@@ -115,7 +115,7 @@ func TestStoppedReplicaLoadExpiresWithLease(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, exists, "Close deletes the record")
 	for _, d := range held {
-		d.Done(nil)
+		d.Done(kvroute.DoneInfo{})
 	}
 	a.Close()
 	b.Close()

@@ -29,7 +29,7 @@ func TestPickNeverWaitsForRedis(t *testing.T) {
 	eps := endpoints(4)
 	r := newRouter(t, srv.Addr, "a", func(c *kvroute.Config) { c.Cluster.OpTimeout = 2 * pause }, kvroute.Options{})
 	defer r.Close()
-	pick(t, r, prompt(100, 512), eps).Done(nil) // warm: the publisher and the subscription are up
+	pick(t, r, prompt(100, 512), eps).Done(kvroute.DoneInfo{}) // warm: the publisher and the subscription are up
 
 	ctx := context.Background()
 	admin := redis.NewClient(&redis.Options{Addr: srv.Addr})
@@ -42,7 +42,7 @@ func TestPickNeverWaitsForRedis(t *testing.T) {
 	for i := 0; i < 20; i++ {
 		start := time.Now()
 		d := pick(t, r, prompt(i, 1024), eps)
-		d.Done(nil)
+		d.Done(kvroute.DoneInfo{})
 		took := time.Since(start)
 		slowest = max(slowest, took)
 		require.Less(t, took, pause/5, "Pick %d waited for the paused Redis", i)

@@ -43,7 +43,7 @@ func TestRedisCluster(t *testing.T) {
 			waitFor, 5*time.Millisecond, "%s: a %v b %v want %v", pool, loads(a, eps), loads(b, eps), sum)
 		require.False(t, a.Cluster().Degraded())
 		for _, d := range held {
-			d.Done(nil)
+			d.Done(kvroute.DoneInfo{})
 		}
 		a.Close()
 		b.Close()

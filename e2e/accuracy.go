@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kvroute/kvroute"
+	kvaccuracy "github.com/kvroute/kvroute/accuracy"
 	"github.com/kvroute/kvroute/gateway"
 	"github.com/kvroute/kvroute/simengine/server"
 )
@@ -57,7 +58,7 @@ func accuracyGateway(ctx context.Context, c *cluster) (*gateway.Server, error) {
 	cfg := c.gwCfg
 	cfg.Router.Checkpoint = kvroute.CheckpointConfig{}
 	cfg.Router.Speculative.Enabled = false
-	cfg.Router.Accuracy = kvroute.AccuracyConfig{Window: 4, MissRatio: 0.4, Resync: true}
+	cfg.Router.Accuracy = kvaccuracy.Config{Window: 4, MissRatio: 0.4, Resync: true}
 	cfg.Proxy = gateway.Config{Model: c.model, ObserveCachedTokens: true}
 	cfg.Endpoints = c.endpoints()
 	return gateway.NewServer(ctx, cfg, gateway.Options{Logger: c.log})
@@ -211,7 +212,7 @@ func (a *accuracyRun) pair(prompt string) (reply, error) {
 		if err != nil {
 			return false
 		}
-		d.Done(nil)
+		d.Done(kvroute.DoneInfo{})
 		return d.CachedTokens > first.CachedTokens
 	}); err != nil {
 		return first, err

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/accuracy"
 	"github.com/kvroute/kvroute/internal/leakcheck"
 )
 
@@ -25,7 +26,7 @@ func TestClosedLoopCatchesSuppressedEvents(t *testing.T) {
 	defer leakcheck.Check(t)()
 	f := startSimFleet(t, 1, func(c *kvroute.Config) {
 		c.Speculative.Enabled = false // only the engine's events tell the index anything
-		c.Accuracy = kvroute.AccuracyConfig{Window: 4, MissRatio: 0.4, Resync: true}
+		c.Accuracy = accuracy.Config{Window: 4, MissRatio: 0.4, Resync: true}
 	})
 	defer f.close(t)
 	require.Eventually(t, func() bool { code, _ := f.get(t, "/ready"); return code == http.StatusOK }, wait, 10*time.Millisecond)
@@ -80,7 +81,7 @@ func TestClosedLoopCatchesSuppressedEvents(t *testing.T) {
 		require.Eventually(t, func() bool {
 			d, err := r.Pick(context.Background(), &kvroute.Request{API: kvroute.APICompletions, Body: []byte(completionsBody(p, false))}, f.eps)
 			require.NoError(t, err)
-			d.Done(nil)
+			d.Done(kvroute.DoneInfo{})
 			return d.CachedTokens > 0
 		}, wait, 10*time.Millisecond, "the engine's events for the prompt arrived")
 		again := send(p)

@@ -147,7 +147,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, d
 				return ResultUpstreamStatus, fmt.Errorf("endpoint %s answered %s", d.Endpoint.ID, resp.Status)
 			}
 			if us != nil {
-				h.observe(d, us, rec)
+				h.finish(d, us, rec)
 			}
 			return ResultSuccess, nil
 		case rerr != nil:

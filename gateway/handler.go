@@ -69,8 +69,9 @@ type Config struct {
 	MaxIdleConnsPerHost int `json:"maxIdleConnsPerHost"`
 	// ObserveCachedTokens reads the cached prompt tokens the engine reports
 	// in each response's usage (vLLM started with
-	// --enable-prompt-tokens-details) and hands them to the Decision
-	// (kvroute.Decision.Observe), closing the loop on the index's accuracy.
+	// --enable-prompt-tokens-details) and ends the request with them
+	// (kvroute.Decision.Done with DoneInfo.CachedTokens), closing the loop on
+	// the index's accuracy.
 	// Leave it off for engines that do not report them: a usage without the
 	// details reads as 0 cached tokens. Streams carry usage only when the
 	// client asked for stream_options.include_usage.
@@ -321,7 +322,9 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api kvr
 		res  Result
 		ferr error
 	)
-	defer func() { d.Done(ferr) }() // exactly once, whatever forward does
+	// The request ends once: on success with the engine's cached tokens
+	// (finish, in forward), or here, whatever forward did.
+	defer func() { d.Done(kvroute.DoneInfo{Err: ferr}) }()
 	rec := DecisionRecord{Time: start, RequestID: req.ID, API: api, Endpoint: d.Endpoint.ID,
 		PromptTokens: d.PromptTokens, PredictedCached: d.CachedTokens, Outcome: d.Outcome.String(),
 		UsedCache: d.UsedCache, ActualCached: -1}

@@ -60,14 +60,16 @@ func (r *recentDecisions) list() []DecisionRecord {
 // first.
 func (h *Handler) Recent() []DecisionRecord { return h.recent.list() }
 
-// observe hands the response's cached tokens to the decision.
-func (h *Handler) observe(d *kvroute.Decision, us *usageScanner, rec *DecisionRecord) {
+// finish ends a successful request with the cached tokens the engine
+// reported in the response's usage, which closes the router's accuracy
+// loop; without them the handler's own Done ends it.
+func (h *Handler) finish(d *kvroute.Decision, us *usageScanner, rec *DecisionRecord) {
 	cached, result := us.result()
 	h.met.usage[result].Inc()
 	if result != usageObserved {
 		return
 	}
-	if o, ok := d.Observe(cached); ok {
+	if o, ok := d.Done(kvroute.DoneInfo{CachedTokens: cached, HasCachedTokens: true}); ok {
 		rec.ActualCached, rec.Error = cached, o.Error
 	}
 }

@@ -68,7 +68,7 @@ func (st *streamState) run() error {
 func (st *streamState) finish() {
 	if st.decision != nil && !st.done {
 		st.done = true
-		st.decision.Done(errors.New("extproc: stream ended before the response"))
+		st.decision.Done(kvroute.DoneInfo{Err: errors.New("extproc: stream ended before the response")})
 		st.srv.met.aborted.Inc()
 	}
 }
@@ -312,7 +312,7 @@ func (st *streamState) responseBody(b *extprocv3.HttpBody) error {
 func (st *streamState) release() {
 	if st.decision != nil && !st.done {
 		st.done = true
-		st.decision.Done(nil)
+		st.decision.Done(kvroute.DoneInfo{})
 	}
 }
 

@@ -70,7 +70,7 @@ func main() {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
-		defer d.Done(nil) // the response ended, failed or was aborted: release the request's load
+		defer d.Done(kvroute.DoneInfo{}) // the response ended, failed or was aborted: release the request's load
 		target, _ := url.Parse(d.Endpoint.URL())
 		proxy := httputil.NewSingleHostReverseProxy(target)
 		proxy.FlushInterval = -1 // stream server-sent events as they arrive

@@ -115,7 +115,7 @@ func (k *kvrouter) pick(rq *request) (int, error) {
 }
 
 func (k *kvrouter) firstToken(rq *request) { rq.decision.FirstChunk() }
-func (k *kvrouter) done(rq *request)       { rq.decision.Done(nil) }
+func (k *kvrouter) done(rq *request)       { rq.decision.Done(kvroute.DoneInfo{}) }
 func (k *kvrouter) close()                 { k.r.Close() }
 
 // roundRobin cycles through the engines.

@@ -144,7 +144,7 @@ func TestSharedStatePropagatesOnVirtualTime(t *testing.T) {
 	ms[1].Read()
 	tok, _, _ = rts[1].Load().Load(chosen)
 	require.Zero(t, tok, "lease over: the dead replica's load is gone")
-	d.Done(nil)
+	d.Done(kvroute.DoneInfo{})
 }
 
 // TestIdealSharedStateDecidesAsOneRouter is the replica sweep's reference
