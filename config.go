@@ -12,6 +12,7 @@ import (
 	"github.com/kvroute/kvroute/affinity"
 	"github.com/kvroute/kvroute/cluster"
 	"github.com/kvroute/kvroute/internal/jsonconf"
+	"github.com/kvroute/kvroute/internal/labelselector"
 	"github.com/kvroute/kvroute/kvevents"
 	"github.com/kvroute/kvroute/kvindex"
 	"github.com/kvroute/kvroute/render"
@@ -100,13 +101,19 @@ type EventsConfig struct {
 	// Enabled turns the subscriptions on. Default true; a Router without
 	// events still routes (by speculative entries and load).
 	Enabled bool `json:"enabled"`
+	// Selector is a Kubernetes label selector ("role=decode, zone in
+	// (a,b)"); only endpoints whose labels match are subscribed. Empty
+	// subscribes every endpoint. It accepts exactly what Kubernetes'
+	// labels.Parse accepts, with the same meaning.
+	Selector string `json:"selector"`
 	kvevents.PoolConfig
 }
 
 // eventsFields is EventsConfig without the JSON methods it would otherwise
 // take from the embedded PoolConfig; it is what jsonconf checks and decodes.
 type eventsFields struct {
-	Enabled bool `json:"enabled"`
+	Enabled  bool   `json:"enabled"`
+	Selector string `json:"selector"`
 	kvevents.PoolConfig
 }
 
@@ -115,24 +122,28 @@ type eventsFields struct {
 // not present keep their current value. (Without it, the PoolConfig methods
 // promoted by embedding would drop "enabled".)
 func (e *EventsConfig) UnmarshalJSON(data []byte) error {
-	var enabled struct {
-		Enabled *bool `json:"enabled"`
+	var own struct {
+		Enabled  *bool   `json:"enabled"`
+		Selector *string `json:"selector"`
 	}
 	if err := jsonconf.Check(data, reflect.TypeFor[eventsFields]()); err != nil {
 		return err
 	}
-	if err := json.Unmarshal(data, &enabled); err != nil {
+	if err := json.Unmarshal(data, &own); err != nil {
 		return err
 	}
-	rest, err := withoutKey(data, "enabled")
+	rest, err := withoutKey(data, "enabled", "selector")
 	if err != nil {
 		return err
 	}
 	if err := e.PoolConfig.UnmarshalJSON(rest); err != nil {
 		return err
 	}
-	if enabled.Enabled != nil {
-		e.Enabled = *enabled.Enabled
+	if own.Enabled != nil {
+		e.Enabled = *own.Enabled
+	}
+	if own.Selector != nil {
+		e.Selector = *own.Selector
 	}
 	return nil
 }
@@ -149,11 +160,12 @@ func (e EventsConfig) MarshalJSON() ([]byte, error) {
 		return nil, err
 	}
 	m["enabled"], _ = json.Marshal(e.Enabled)
+	m["selector"], _ = json.Marshal(e.Selector)
 	return json.Marshal(m)
 }
 
-// withoutKey returns the JSON object data without its key k.
-func withoutKey(data []byte, k string) ([]byte, error) {
+// withoutKey returns the JSON object data without its keys ks.
+func withoutKey(data []byte, ks ...string) ([]byte, error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(data, &m); err != nil {
 		return nil, err
@@ -161,7 +173,9 @@ func withoutKey(data []byte, k string) ([]byte, error) {
 	if m == nil {
 		return data, nil
 	}
-	delete(m, k)
+	for _, k := range ks {
+		delete(m, k)
+	}
 	return json.Marshal(m)
 }
 
@@ -263,6 +277,9 @@ func (c Config) Validate() error {
 	}
 	if err := c.Events.PoolConfig.Validate(); err != nil {
 		return fmt.Errorf("%w: events: %w", ErrInvalidConfig, err)
+	}
+	if _, err := labelselector.Parse(c.Events.Selector); err != nil {
+		return fmt.Errorf("%w: events.selector: %w", ErrInvalidConfig, err)
 	}
 	if err := c.Render.Validate(); err != nil {
 		return fmt.Errorf("%w: render: %w", ErrInvalidConfig, err)

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/kvroute/kvroute/internal/labelselector"
 	"github.com/kvroute/kvroute/kvevents"
 	"github.com/kvroute/kvroute/kvindex"
 	"github.com/kvroute/kvroute/telemetry"
@@ -31,6 +32,16 @@ func newEventPool(cfg Config, ix *kvindex.Index, reg prometheus.Registerer, log 
 	pc := cfg.Events.PoolConfig
 	if pc.Model == "" {
 		pc.Model = cfg.Model
+	}
+	if cfg.Events.Selector != "" {
+		if match != nil {
+			return nil, errors.New("set either Config.Events.Selector or Options.EventSelector, not both")
+		}
+		sel, err := labelselector.Parse(cfg.Events.Selector)
+		if err != nil {
+			return nil, err
+		}
+		match = sel.Matches
 	}
 	var clock telemetry.Clock
 	if now != nil {

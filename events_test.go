@@ -2,6 +2,7 @@ package kvroute
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"net"
 	"strconv"
@@ -103,4 +104,35 @@ type tWriter struct{ t *testing.T }
 func (w tWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// Config.Events.Selector subscribes only the endpoints whose labels match;
+// setting it together with Options.EventSelector is an error, and it
+// survives a JSON round trip with the pool's keys inline.
+func TestRouterEventsSelector(t *testing.T) {
+	defer leakcheck.Check(t)()
+	cfg := DefaultConfig()
+	cfg.Model = testModel
+	cfg.DisableRender = true
+	cfg.Events.Selector = "role=decode, zone in (a,b)"
+	r, err := New(context.Background(), cfg, Options{Logger: testLogger(t)})
+	require.NoError(t, err)
+	defer r.Close()
+	require.NoError(t, r.SetEndpoints([]Endpoint{
+		{ID: "127.0.0.1:1", Labels: map[string]string{"role": "decode", "zone": "a"}},
+		{ID: "127.0.0.1:2", Labels: map[string]string{"role": "prefill", "zone": "a"}},
+		{ID: "127.0.0.1:3", Labels: map[string]string{"role": "decode", "zone": "c"}},
+	}))
+	require.Equal(t, []string{"127.0.0.1:1"}, r.events.eventPool().Endpoints())
+
+	_, err = New(context.Background(), cfg, Options{EventSelector: func(map[string]string) bool { return true }})
+	require.ErrorContains(t, err, "not both")
+
+	data, err := json.Marshal(cfg.Events)
+	require.NoError(t, err)
+	var back EventsConfig
+	require.NoError(t, json.Unmarshal(data, &back))
+	require.Equal(t, cfg.Events.Selector, back.Selector)
+	require.Equal(t, cfg.Events.Concurrency, back.Concurrency)
+	require.True(t, back.Enabled)
 }

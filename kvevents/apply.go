@@ -49,9 +49,9 @@ type Options struct {
 	// Registerer.
 	metrics *eventMetrics
 	// Matcher, for a Pool, decides from an endpoint's labels whether it is
-	// subscribed, in place of PoolConfig.Selector (setting both is an error):
-	// a Kubernetes labels.Selector's Matches, for instance, so that exactly
-	// Kubernetes' selector semantics apply.
+	// subscribed (nil subscribes every endpoint): a Kubernetes
+	// labels.Selector's Matches, for instance, or the matcher a kvroute
+	// Router builds from its events.selector.
 	Matcher func(labels map[string]string) bool
 	// TracerProvider, for a Pool, traces a sample of the KV-event messages
 	// (spans events_receive, events_process, events_decode) when

@@ -71,7 +71,7 @@ type Endpoint struct {
 	// TCP ports by it (rank r publishes on port+r, replays on
 	// replayPort+r). Only used for default addresses.
 	Rank int `json:"rank,omitempty"`
-	// Labels are matched against PoolConfig.Selector.
+	// Labels are matched by Options.Matcher.
 	Labels map[string]string `json:"labels,omitempty"`
 }
 

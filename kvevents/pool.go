@@ -26,7 +26,7 @@ var errPoolClosed = errors.New("kvevents: pool closed")
 // Each endpoint has a stream (sequence tracking with replay; see stream).
 // Its messages come from the pool's source (see source): in the default
 // per-endpoint mode a dialer gives each endpoint passed to Ensure (and
-// matching the selector) its own supervised SUB socket dialled to its PUB
+// matching Options.Matcher) its own supervised SUB socket dialled to its PUB
 // (see subscriber); in bind mode (PoolConfig.BindAddress) a binder binds a
 // SUB socket engines connect to, and endpoints are identified by their
 // topic.
@@ -36,8 +36,7 @@ var errPoolClosed = errors.New("kvevents: pool closed")
 // Methods are safe for concurrent use.
 type Pool struct {
 	cfg     PoolConfig
-	sel     Selector
-	match   func(labels map[string]string) bool // Options.Matcher, or sel.Matches
+	match   func(labels map[string]string) bool // Options.Matcher, or every endpoint
 	ix      *kvindex.Index
 	applier *Applier
 	m       *eventMetrics
@@ -68,6 +67,10 @@ type Pool struct {
 	resume  map[string]Position // EnsureFrom: where the endpoint's next stream starts
 }
 
+// matchAll is the matcher of a Pool without Options.Matcher: every
+// endpoint is subscribed.
+func matchAll(map[string]string) bool { return true }
+
 // NewPool validates cfg and starts the workers (and, in bind mode, the bound
 // socket) that apply events to ix. opts.Registerer receives the KV-event
 // metrics (nil still keeps them, for Status, without exporting them);
@@ -81,13 +84,9 @@ func NewPool(cfg PoolConfig, ix *kvindex.Index, opts Options) (*Pool, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	sel, _ := ParseSelector(cfg.Selector) // validated above
-	match := sel.Matches
-	if opts.Matcher != nil {
-		if cfg.Selector != "" {
-			return nil, errors.New("kvevents: set either PoolConfig.Selector or Options.Matcher, not both")
-		}
-		match = opts.Matcher
+	match := opts.Matcher
+	if match == nil {
+		match = matchAll
 	}
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
@@ -114,7 +113,7 @@ func NewPool(cfg PoolConfig, ix *kvindex.Index, opts Options) (*Pool, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Pool{
-		cfg: cfg, sel: sel, match: match, ix: ix, applier: ap, m: m, sm: sm, rm: rm, log: lg, resume: make(map[string]Position),
+		cfg: cfg, match: match, ix: ix, applier: ap, m: m, sm: sm, rm: rm, log: lg, resume: make(map[string]Position),
 		zopts: subOptions(cfg),
 		ctx:   ctx, cancel: cancel, stop: make(chan struct{}),
 		streams: make(map[string]*stream),

@@ -73,9 +73,6 @@ type PoolConfig struct {
 	// HoldBytes bounds the payload bytes held per endpoint while a replay
 	// runs (default 16 MiB), with the same overflow rule as HoldSize.
 	HoldBytes int `json:"holdBytes"`
-	// Selector is a label selector (see ParseSelector); only endpoints whose
-	// labels match are subscribed. Empty matches all.
-	Selector string `json:"selector"`
 	// Model is the model used for messages whose endpoint and topic name
 	// none (vLLM's default empty topic).
 	Model string `json:"model"`
@@ -273,9 +270,6 @@ func (c PoolConfig) Validate() error {
 	}
 	if err := c.Engine.validate(); err != nil {
 		return fmt.Errorf("kvevents: pool config: %w", err)
-	}
-	if _, err := ParseSelector(c.Selector); err != nil {
-		return err
 	}
 	if err := validateBind(c); err != nil {
 		return err

@@ -37,7 +37,8 @@ func ExamplePool() {
 	// The router: an index and a pool.
 	ix, _ := kvindex.New(kvindex.Config{BlockSize: blockSize}, kvindex.Options{})
 	defer ix.Close()
-	pool, err := kvevents.NewPool(kvevents.PoolConfig{Selector: "role=decode"}, ix, kvevents.Options{})
+	decode := func(labels map[string]string) bool { return labels["role"] == "decode" }
+	pool, err := kvevents.NewPool(kvevents.PoolConfig{}, ix, kvevents.Options{Matcher: decode})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -75,26 +76,6 @@ func ExamplePool() {
 	fmt.Printf("%s holds %d of %d blocks\n", res.Endpoints()[0].Endpoint, res.Endpoints()[0].Blocks, res.Total)
 	// Output:
 	// 10.0.0.1:8000 holds 2 of 2 blocks
-}
-
-// A label selector picks the endpoints a pool subscribes to.
-func ExampleParseSelector() {
-	sel, err := kvevents.ParseSelector("role=decode, zone in (a,b), !draining")
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	fmt.Println(sel.Matches(map[string]string{"role": "decode", "zone": "a"}))
-	fmt.Println(sel.Matches(map[string]string{"role": "decode", "zone": "a", "draining": "true"}))
-	fmt.Println(sel.Matches(map[string]string{"role": "prefill", "zone": "b"}))
-
-	_, err = kvevents.ParseSelector("zone in (a,")
-	fmt.Println(err)
-	// Output:
-	// true
-	// false
-	// false
-	// kvevents: invalid label selector "zone in (a," at offset 11: expected a value or ',' in the set
 }
 
 // A stream position, as saved with an index checkpoint and passed back to

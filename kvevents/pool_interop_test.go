@@ -227,7 +227,7 @@ func TestPoolInteropBindModeKnownOnlyAndHostilePeer(t *testing.T) {
 	pytest.Require(t)
 	defer leakcheck.Check(t)()
 	ix := newPoolIndex(t)
-	p, _ := newTestPool(t, PoolConfig{BindAddress: "127.0.0.1:0", Selector: "role=decode"}, ix)
+	p, _ := newSelectingPool(t, PoolConfig{BindAddress: "127.0.0.1:0"}, ix, "role=decode")
 	defer p.Close()
 	require.Eventually(t, func() bool { return p.bindAddr() != "" }, poolWait, poolTick)
 	const unknown, prefill = "127.0.0.1:8001", "127.0.0.1:8002"

@@ -6,11 +6,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kvroute/kvroute/internal/labelselector"
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/kvindex"
 )
 
-// Options.Matcher decides which endpoints are subscribed, in place of the
-// built-in selector; an endpoint relabelled out of it is unsubscribed.
+// Options.Matcher decides which endpoints are subscribed; an endpoint relabelled out of it is unsubscribed.
 func TestPoolMatcherDecidesSubscriptions(t *testing.T) {
 	defer leakcheck.Check(t)()
 	ix := newPoolIndex(t)
@@ -24,7 +25,16 @@ func TestPoolMatcherDecidesSubscriptions(t *testing.T) {
 	require.NoError(t, p.Ensure(Endpoint{ID: "127.0.0.1:1", EventsAddress: "tcp://127.0.0.1:1", Labels: map[string]string{"track": "canary"}}))
 	require.Empty(t, p.Endpoints(), "relabelled out of the matcher: unsubscribed")
 	require.NoError(t, p.Close())
+}
 
-	_, err = NewPool(PoolConfig{Selector: "a=b"}, ix, Options{Matcher: canary})
-	require.Error(t, err, "a selector and a matcher together are ambiguous")
+// newSelectingPool is newTestPool with the matcher of the label selector
+// text, as a Router builds it from its events.selector.
+func newSelectingPool(t testing.TB, cfg PoolConfig, ix *kvindex.Index, selector string) (*Pool, *logBuffer) {
+	t.Helper()
+	sel, err := labelselector.Parse(selector)
+	require.NoError(t, err)
+	logs := &logBuffer{}
+	p, err := NewPool(cfg, ix, Options{Registerer: prometheus.NewRegistry(), Logger: logs.logger(), Matcher: sel.Matches})
+	require.NoError(t, err)
+	return p, logs
 }

@@ -235,7 +235,7 @@ func TestPoolEnsureReplacesAndSelects(t *testing.T) {
 	defer pubA.Close()
 	pubB := newTestPublisher(t, zmqpub.Config{Endpoint: "127.0.0.1:8000", Model: poolModel})
 	defer pubB.Close()
-	p, _ := newTestPool(t, PoolConfig{Selector: "role=decode, zone in (a,b), !draining"}, ix)
+	p, _ := newSelectingPool(t, PoolConfig{}, ix, "role=decode, zone in (a,b), !draining")
 	defer p.Close()
 	const id = "127.0.0.1:8000"
 	ep := Endpoint{ID: id, EventsAddress: pubA.Endpoint(), Labels: map[string]string{"role": "decode", "zone": "a"}}

@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/kvroute/kvroute/kvevents"
+	"github.com/kvroute/kvroute/internal/labelselector"
 )
 
 // diffLabelSets are the label sets both parsers' selectors are matched
@@ -24,22 +24,22 @@ var diffLabelSets = []map[string]string{
 	{"a": "99999999999999999999", "gpus": "8"},
 }
 
-// checkSameAsKubernetes parses sel with kvevents.ParseSelector and with
+// checkSameAsKubernetes parses sel with labelselector.Parse and with
 // Kubernetes' labels.Parse and fails unless both accept it or both reject
 // it, and, when accepted, both selectors agree on every label set.
 func checkSameAsKubernetes(t testing.TB, sel string) {
 	t.Helper()
 	ks, kerr := labels.Parse(sel)
-	ours, oerr := kvevents.ParseSelector(sel)
+	ours, oerr := labelselector.Parse(sel)
 	if (kerr == nil) != (oerr == nil) {
-		t.Fatalf("selector %q: Kubernetes err=%v, kvevents err=%v", sel, kerr, oerr)
+		t.Fatalf("selector %q: Kubernetes err=%v, labelselector err=%v", sel, kerr, oerr)
 	}
 	if kerr != nil {
 		return
 	}
 	for _, ls := range diffLabelSets {
 		if k, o := ks.Matches(labels.Set(ls)), ours.Matches(ls); k != o {
-			t.Fatalf("selector %q on %v: Kubernetes matches=%v, kvevents matches=%v", sel, ls, k, o)
+			t.Fatalf("selector %q on %v: Kubernetes matches=%v, labelselector matches=%v", sel, ls, k, o)
 		}
 	}
 }
@@ -90,7 +90,7 @@ var selectorDiffCases = []string{
 	"a in (b\x00)", "a in (b,\x00)", "a, \x00", "a,\x00", "\xff", "a=\xff", "a=é",
 }
 
-// TestSelectorDifferential runs selectorDiffCases through kvevents and
+// TestSelectorDifferential runs selectorDiffCases through labelselector and
 // Kubernetes' labels.Parse: same accept or reject, same matches.
 func TestSelectorDifferential(t *testing.T) {
 	require.GreaterOrEqual(t, len(selectorDiffCases), 60)
@@ -115,17 +115,17 @@ func TestSelectorDifferentialKnownCases(t *testing.T) {
 		"a=" + strings.Repeat("v", 64): false, "a in ()": true, "a notin ()": true, "a>1": true,
 	} {
 		_, kerr := labels.Parse(sel)
-		_, oerr := kvevents.ParseSelector(sel)
+		_, oerr := labelselector.Parse(sel)
 		require.Equal(t, ok, kerr == nil, "Kubernetes on %q: %v", sel, kerr)
-		require.Equal(t, ok, oerr == nil, "kvevents on %q: %v", sel, oerr)
+		require.Equal(t, ok, oerr == nil, "labelselector on %q: %v", sel, oerr)
 	}
-	s, err := kvevents.ParseSelector("a in ()")
+	s, err := labelselector.Parse("a in ()")
 	require.NoError(t, err)
 	require.True(t, s.Matches(map[string]string{"a": ""}), `"a in ()" is "a in ('')"`)
 	require.False(t, s.Matches(map[string]string{"a": "b"}))
 }
 
-// FuzzSelectorDifferential holds kvevents.ParseSelector to Kubernetes'
+// FuzzSelectorDifferential holds labelselector.Parse to Kubernetes'
 // labels.Parse on arbitrary input (seed corpus in testdata/fuzz and
 // selectorDiffCases).
 func FuzzSelectorDifferential(f *testing.F) {

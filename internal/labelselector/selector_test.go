@@ -1,17 +1,14 @@
-package kvevents
+package labelselector
 
 import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/kvroute/kvroute/replay"
 )
 
-func TestParseSelector(t *testing.T) {
+func TestParse(t *testing.T) {
 	labels := map[string]string{"role": "decode", "zone": "a", "app.kubernetes.io/name": "vllm", "empty": "", "gpus": "4"}
 	for _, tc := range []struct {
 		in    string
@@ -51,7 +48,7 @@ func TestParseSelector(t *testing.T) {
 		{"role=decode\x00,zone=a", true, 2},  // a NUL ends the token before it, as in Kubernetes' lexer
 		{"role=decode \x00,zone=b", true, 1}, // and ends the selector where a token would start
 	} {
-		s, err := ParseSelector(tc.in)
+		s, err := Parse(tc.in)
 		require.NoError(t, err, tc.in)
 		require.Len(t, s.reqs, tc.reqs, tc.in)
 		require.Equal(t, tc.match, s.Matches(labels), tc.in)
@@ -80,56 +77,11 @@ func TestParseSelector(t *testing.T) {
 		{strings.Repeat("k", 64), "name is longer than 63 bytes"},
 		{"k=" + strings.Repeat("v", 64), "label value is longer than 63 bytes"},
 	} {
-		_, err := ParseSelector(tc.in)
-		var se *SelectorError
+		_, err := Parse(tc.in)
+		var se *Error
 		require.True(t, errors.As(err, &se), "%q: %v", tc.in, err)
 		require.Contains(t, se.Msg, tc.msg, tc.in)
 		require.Equal(t, tc.in, se.Input)
 		require.True(t, strings.Contains(err.Error(), tc.in))
 	}
-}
-
-func TestPoolConfigValidationAndJSON(t *testing.T) {
-	ix := newPoolIndex(t)
-	_, err := NewPool(PoolConfig{Selector: "zone in (a"}, ix, Options{})
-	var se *SelectorError
-	require.ErrorAs(t, err, &se, "an invalid selector is a constructor error")
-	_, err = NewPool(PoolConfig{}, nil, Options{})
-	require.Error(t, err)
-	for _, bad := range []PoolConfig{
-		{Concurrency: -1}, {QueueSize: -1}, {EventsPort: 70000}, {ReplayPort: -2},
-		{MinBackoff: time.Second, MaxBackoff: time.Millisecond}, {HandshakeTimeout: -1},
-		{BindAddress: "ipc:///tmp/kv"}, {BindAddress: "no-port"}, {ReplayClient: replay.ClientConfig{Timeout: -1}},
-	} {
-		require.Error(t, bad.Validate(), "%+v", bad)
-	}
-
-	cfg, err := LoadPoolConfig(strings.NewReader(`{"concurrency": 2, "selector": "role=decode",
-		"replay": true, "idleTimeout": "30s", "replayClient": {"timeout": "1m"}}`))
-	require.NoError(t, err)
-	require.Equal(t, 2, cfg.Concurrency)
-	require.Equal(t, 30*time.Second, cfg.IdleTimeout)
-	require.Equal(t, time.Minute, cfg.ReplayClient.Timeout)
-	_, err = LoadPoolConfig(strings.NewReader(`{"concurency": 2}`))
-	require.ErrorContains(t, err, "concurency: unknown key")
-	_, err = LoadPoolConfig(strings.NewReader(`{"replayClient": {"timeout": 60000000000}}`))
-	require.ErrorContains(t, err, "replayClient.timeout: bare number 60000000000 is not a duration")
-	_, err = LoadPoolConfig(strings.NewReader(`{"selector": "!"}`))
-	require.ErrorAs(t, err, &se)
-
-	d := PoolConfig{}.withDefaults()
-	require.Equal(t, defaultConcurrency, d.Concurrency)
-	require.Equal(t, defaultIdleTimeout, d.IdleTimeout)
-	require.Equal(t, 100*time.Millisecond, d.MinBackoff)
-	require.Equal(t, 2*time.Second, d.MaxBackoff)
-	require.Zero(t, PoolConfig{IdleTimeout: -1}.withDefaults().IdleTimeout, "negative disables")
-
-	ep, err := Endpoint{ID: "10.0.0.7:8000", Rank: 1}.resolve(&PoolConfig{EventsPort: 5556, ReplayPort: 5559, Replay: true})
-	require.NoError(t, err)
-	require.Equal(t, "tcp://10.0.0.7:5557", ep.EventsAddress, "rank offsets the port")
-	require.Equal(t, "tcp://10.0.0.7:5560", ep.ReplayAddress)
-	ep, err = Endpoint{ID: "[fd00::1]:8000"}.resolve(&PoolConfig{EventsPort: 5556})
-	require.NoError(t, err)
-	require.Equal(t, "tcp://[fd00::1]:5556", ep.EventsAddress)
-	require.Empty(t, ep.ReplayAddress, "no replay unless enabled or given")
 }
