@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
-	"github.com/kvroute/kvroute/kvevents"
 	"github.com/kvroute/kvroute/kvevents/publish"
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // TestRouterFollowsEngineEventsOverZeroMQ runs the whole path: an engine's
@@ -38,8 +38,8 @@ func TestRouterFollowsEngineEventsOverZeroMQ(t *testing.T) {
 	for i := range hashes {
 		hashes[i] = uint64(0xA000 + i)
 	}
-	_, err = pub.PublishBatch(&kvevents.Batch{TS: 1, Events: []kvevents.Event{{
-		Type: kvevents.EventBlockStored, BlockHashes: hashes, TokenIDs: shared, BlockSize: 64,
+	_, err = pub.PublishBatch(&wire.Batch{TS: 1, Events: []wire.Event{{
+		Type: wire.EventBlockStored, BlockHashes: hashes, TokenIDs: shared, BlockSize: 64,
 		Medium: "GPU", Group: 0, HasGroup: true, Kind: "full_attention",
 	}}})
 	require.NoError(t, err)
@@ -65,8 +65,8 @@ func TestRouterFollowsEngineEventsOverZeroMQ(t *testing.T) {
 	}, 10*time.Second, 20*time.Millisecond, "the replayed BlockStored never reached the index")
 
 	// A live removal goes through too.
-	_, err = pub.PublishBatch(&kvevents.Batch{TS: 2, Events: []kvevents.Event{{
-		Type: kvevents.EventBlockRemoved, BlockHashes: hashes[4:5], Medium: "GPU", Group: 0, HasGroup: true,
+	_, err = pub.PublishBatch(&wire.Batch{TS: 2, Events: []wire.Event{{
+		Type: wire.EventBlockRemoved, BlockHashes: hashes[4:5], Medium: "GPU", Group: 0, HasGroup: true,
 	}}})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {

@@ -13,6 +13,7 @@ import (
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/kvevents"
 	"github.com/kvroute/kvroute/kvevents/publish"
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // events.tracing in the router's configuration and the router's
@@ -49,8 +50,8 @@ func TestRouterTracesKVEventsWhenConfigured(t *testing.T) {
 	var ts float64
 	require.Eventually(t, func() bool {
 		ts++
-		_, err := pub.PublishBatch(&kvevents.Batch{TS: ts, Events: []kvevents.Event{{
-			Type: kvevents.EventBlockStored, BlockHashes: []uint64{uint64(ts)}, TokenIDs: prompt(int(ts), 64), BlockSize: 64,
+		_, err := pub.PublishBatch(&wire.Batch{TS: ts, Events: []wire.Event{{
+			Type: wire.EventBlockStored, BlockHashes: []uint64{uint64(ts)}, TokenIDs: prompt(int(ts), 64), BlockSize: 64,
 			Medium: "GPU", HasGroup: true, Kind: "full_attention",
 		}}})
 		require.NoError(t, err)
@@ -69,8 +70,8 @@ func TestRouterTracesKVEventsWhenConfigured(t *testing.T) {
 	require.NoError(t, r2.SetEndpoints([]Endpoint{{ID: engineID}}))
 	require.Eventually(t, func() bool {
 		ts++
-		_, err := pub.PublishBatch(&kvevents.Batch{TS: ts, Events: []kvevents.Event{{
-			Type: kvevents.EventBlockStored, BlockHashes: []uint64{uint64(ts)}, TokenIDs: prompt(int(ts), 64), BlockSize: 64,
+		_, err := pub.PublishBatch(&wire.Batch{TS: ts, Events: []wire.Event{{
+			Type: wire.EventBlockStored, BlockHashes: []uint64{uint64(ts)}, TokenIDs: prompt(int(ts), 64), BlockSize: 64,
 			Medium: "GPU", HasGroup: true, Kind: "full_attention",
 		}}})
 		require.NoError(t, err)

@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
-	"github.com/kvroute/kvroute/kvevents"
 	"github.com/kvroute/kvroute/kvevents/publish"
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // Two engines publish over real ZeroMQ sockets: one under the router's
@@ -26,8 +26,8 @@ func TestRouterReportsTopicModelMismatchPerEndpoint(t *testing.T) {
 		for i := range hashes {
 			hashes[i] = base + uint64(i)
 		}
-		_, err := pub.PublishBatch(&kvevents.Batch{TS: 1, Events: []kvevents.Event{{
-			Type: kvevents.EventBlockStored, BlockHashes: hashes, TokenIDs: tokens, BlockSize: 64,
+		_, err := pub.PublishBatch(&wire.Batch{TS: 1, Events: []wire.Event{{
+			Type: wire.EventBlockStored, BlockHashes: hashes, TokenIDs: tokens, BlockSize: 64,
 			Medium: "GPU", Group: 0, HasGroup: true, Kind: "full_attention",
 		}}})
 		require.NoError(t, err)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/kvroute/kvroute/kvevents"
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/kvindex"
 )
 
@@ -59,8 +60,8 @@ func buildApply() (*applyFixture, error) {
 	}
 	f.targets = EndpointIDs(8)
 	bs := ix.BlockSize()
-	var batch kvevents.Batch
-	batch.Events = make([]kvevents.Event, 1)
+	var batch wire.Batch
+	batch.Events = make([]wire.Event, 1)
 	for s := 0; s < applySegments; s++ {
 		for p := 0; p < applyPrompts; p++ {
 			toks := Tokens(uint64(p)<<8|uint64(s)|1<<40, applyBlocks*bs)
@@ -68,15 +69,15 @@ func buildApply() (*applyFixture, error) {
 				f.prompt0 = append(f.prompt0, toks...)
 			}
 			e := &batch.Events[0]
-			*e = kvevents.Event{
-				Type: kvevents.EventBlockStored, TokenIDs: toks, BlockSize: bs,
+			*e = wire.Event{
+				Type: wire.EventBlockStored, TokenIDs: toks, BlockSize: bs,
 				Medium: "GPU", HasGroup: true, Group: 0, Kind: "full_attention",
 				HasParent: s > 0, ParentHash: hashOf(p, s-1, applyBlocks-1),
 			}
 			for i := 0; i < applyBlocks; i++ {
 				e.BlockHashes = append(e.BlockHashes, hashOf(p, s, i))
 			}
-			f.payloads = append(f.payloads, kvevents.AppendBatch(nil, &batch, kvevents.FormatVLLM))
+			f.payloads = append(f.payloads, wire.AppendBatch(nil, &batch, wire.FormatVLLM))
 			f.endpoints = append(f.endpoints, f.targets[p%len(f.targets)])
 		}
 	}
@@ -97,8 +98,8 @@ func BenchmarkApply(b *testing.B) {
 		for _, ep := range f.targets {
 			f.ix.Clear(ep)
 		}
-		d := kvevents.NewDecoder(kvevents.Limits{})
-		var batch kvevents.Batch
+		d := wire.NewDecoder(wire.Limits{})
+		var batch wire.Batch
 		stored, next, passes := 0, 0, 0
 		b.SetBytes(int64(len(f.payloads[0])))
 		b.ReportAllocs()

@@ -10,7 +10,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
-	"github.com/kvroute/kvroute/kvevents"
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // The floors are the least work a benchmark's operation could possibly do,
@@ -146,15 +146,15 @@ func BenchmarkFloorHash(b *testing.B) {
 // grown by 2^20 entries), the payload size and a check.
 func floorApply() (op, between func(), size int, check func() error, err error) {
 	const blocks, bs = 16, 64
-	var batch kvevents.Batch
-	batch.Events = []kvevents.Event{{
-		Type: kvevents.EventBlockStored, TokenIDs: Tokens(1<<41, blocks*bs), BlockSize: bs,
+	var batch wire.Batch
+	batch.Events = []wire.Event{{
+		Type: wire.EventBlockStored, TokenIDs: Tokens(1<<41, blocks*bs), BlockSize: bs,
 		Medium: "GPU", HasGroup: true, Kind: "full_attention",
 	}}
 	for i := 0; i < blocks; i++ {
 		batch.Events[0].BlockHashes = append(batch.Events[0].BlockHashes, uint64(i+1))
 	}
-	payload := kvevents.AppendBatch(nil, &batch, kvevents.FormatVLLM)
+	payload := wire.AppendBatch(nil, &batch, wire.FormatVLLM)
 	// The token array: the first array header of 1,024 elements (0xdc 0x0400).
 	start := -1
 	for p := 0; p+3 <= len(payload); p++ {

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvroute/kvroute/kvevents"
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/kvindex"
 )
 
@@ -107,8 +107,8 @@ func BenchmarkRatio(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		d := kvevents.NewDecoder(kvevents.Limits{})
-		var batch kvevents.Batch
+		d := wire.NewDecoder(wire.Limits{})
+		var batch wire.Batch
 		stored, next, ops := 0, 0, 0
 		op := func() {
 			if err := d.Decode(f.payloads[next], &batch); err != nil {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/kvroute/kvroute/kvevents"
 	"github.com/kvroute/kvroute/kvevents/publish"
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/kvindex"
 )
 
@@ -44,8 +45,8 @@ func BenchmarkSubscriberThroughput(b *testing.B) {
 		b.Fatal(err)
 	}
 	bs := ix.BlockSize()
-	batch := &kvevents.Batch{Events: []kvevents.Event{{
-		Type: kvevents.EventBlockStored, BlockHashes: make([]uint64, blocks), TokenIDs: Tokens(13, blocks*bs),
+	batch := &wire.Batch{Events: []wire.Event{{
+		Type: wire.EventBlockStored, BlockHashes: make([]uint64, blocks), TokenIDs: Tokens(13, blocks*bs),
 		BlockSize: bs, Medium: "GPU", HasGroup: true, Group: 0, Kind: "full_attention",
 	}}}
 	ev := &batch.Events[0]

@@ -12,6 +12,7 @@ import (
 	"github.com/puzpuzpuz/xsync/v3"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/kvindex"
 	"github.com/kvroute/kvroute/telemetry"
 )
@@ -158,7 +159,7 @@ func (a *Applier) state(endpoint string) *endpointState {
 // llm_d_epp_kv_cache_events_stores_skipped_total{cache_kind,reason}; stores
 // whose parent is unknown and unknown event types are counted in
 // kvroute_kv_events_dropped_total{pod_identifier,reason}.
-func (a *Applier) Apply(endpoint, model string, b *Batch) ApplyResult {
+func (a *Applier) Apply(endpoint, model string, b *wire.Batch) ApplyResult {
 	var res ApplyResult
 	if model == "" {
 		model = a.model
@@ -174,11 +175,11 @@ func (a *Applier) Apply(endpoint, model string, b *Batch) ApplyResult {
 	for i := range b.Events {
 		e := &b.Events[i]
 		switch e.Type {
-		case EventBlockStored:
+		case wire.EventBlockStored:
 			a.store(endpoint, model, st, e, &res)
-		case EventBlockRemoved:
+		case wire.EventBlockRemoved:
 			a.remove(endpoint, st, e, &res)
-		case EventAllBlocksCleared:
+		case wire.EventAllBlocksCleared:
 			res.Cleared++
 			res.ClearedBlocks += a.ix.Clear(endpoint)
 		default:
@@ -197,7 +198,7 @@ func (a *Applier) Apply(endpoint, model string, b *Batch) ApplyResult {
 // reverse) is removed. Engines that never send group_idx (SGLang, vLLM
 // before group_idx existed) thus keep all their blocks in group 0.
 // A negative group_idx is returned as is (malformed).
-func eventGroup(e *Event) int {
+func eventGroup(e *wire.Event) int {
 	if e.HasGroup {
 		return e.Group
 	}
@@ -209,7 +210,7 @@ func eventGroup(e *Event) int {
 // kvindex.PositionLock across the whole batch, so a snapshot of the index
 // holds either none or all of the batch, and pos exactly when it holds it
 // (a resumed stream would otherwise apply reference-counted stores twice).
-func (a *Applier) ApplyAt(endpoint, model string, b *Batch, pos Position) ApplyResult {
+func (a *Applier) ApplyAt(endpoint, model string, b *wire.Batch, pos Position) ApplyResult {
 	pl := a.ix.LockPosition(endpoint)
 	res := a.Apply(endpoint, model, b)
 	st := a.state(endpoint)
@@ -240,7 +241,7 @@ func (a *Applier) skip(res *ApplyResult, kind string, reason Reason, blocks int)
 	a.m.skip(kind, reason, 1)
 }
 
-func (a *Applier) store(endpoint, model string, st *endpointState, e *Event, res *ApplyResult) {
+func (a *Applier) store(endpoint, model string, st *endpointState, e *wire.Event, res *ApplyResult) {
 	n := len(e.BlockHashes)
 	group := eventGroup(e)
 	if group < 0 {
@@ -323,13 +324,13 @@ func (a *Applier) store(endpoint, model string, st *endpointState, e *Event, res
 // else the name of a typed LoRA extra key, else the configured name of
 // lora_id. "" with named=true is the base model; named=false is an adapter
 // (lora_id present) whose name is unknown.
-func (a *Applier) adapter(e *Event) (name string, named bool) {
+func (a *Applier) adapter(e *wire.Event) (name string, named bool) {
 	if e.LoRAName != "" {
 		return e.LoRAName, true
 	}
 	for _, keys := range e.ExtraKeys {
 		for _, k := range keys {
-			if k.Kind == ExtraKeyLoRA && k.Value != "" {
+			if k.Kind == wire.ExtraKeyLoRA && k.Value != "" {
 				return k.Value, true
 			}
 		}
@@ -348,7 +349,7 @@ func (a *Applier) adapter(e *Event) (name string, named bool) {
 // the last extra key of block 0 when the event starts at block 0 (no
 // parent), which is where the request side puts the salt; later blocks
 // inherit it through the parent chain.
-func (st *endpointState) extraKeys(e *Event, adapter string) [][]string {
+func (st *endpointState) extraKeys(e *wire.Event, adapter string) [][]string {
 	salt := e.CacheSalt != "" && !e.HasParent
 	if len(e.ExtraKeys) == 0 && !salt {
 		return nil
@@ -358,7 +359,7 @@ func (st *endpointState) extraKeys(e *Event, adapter string) [][]string {
 	for i := 0; i < n; i++ {
 		if i < len(e.ExtraKeys) {
 			for _, k := range e.ExtraKeys[i] {
-				if k.Kind == ExtraKeyLoRA || k.Kind == ExtraKeyString && adapter != "" && k.Value == adapter {
+				if k.Kind == wire.ExtraKeyLoRA || k.Kind == wire.ExtraKeyString && adapter != "" && k.Value == adapter {
 					continue
 				}
 				st.flat = append(st.flat, k.Value)
@@ -385,7 +386,7 @@ func (st *endpointState) extraKeys(e *Event, adapter string) [][]string {
 	return st.extra
 }
 
-func (a *Applier) remove(endpoint string, st *endpointState, e *Event, res *ApplyResult) {
+func (a *Applier) remove(endpoint string, st *endpointState, e *wire.Event, res *ApplyResult) {
 	group := eventGroup(e)
 	if group < 0 {
 		a.skip(res, "", kvindex.ReasonMalformed, len(e.BlockHashes))

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/kvroute/kvroute/kvevents/internal/wiretest"
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/kvindex"
 )
 
@@ -33,11 +35,11 @@ func newApplyWorkload(prompts, segments, blocks, endpoints int) *applyWorkload {
 	// Segment-major order: every parent is stored before its children.
 	for s := 0; s < segments; s++ {
 		for p := 0; p < prompts; p++ {
-			b := benchStored(rng, blocks, 64, last[p], s > 0)
+			b := wiretest.StoredBatch(rng, blocks, 64, last[p], s > 0)
 			e := &b.Events[0]
 			last[p] = e.BlockHashes[blocks-1]
 			w.prompts[p] = append(w.prompts[p], e.TokenIDs...)
-			w.payloads = append(w.payloads, AppendBatch(nil, b, FormatVLLM))
+			w.payloads = append(w.payloads, wire.AppendBatch(nil, b, wire.FormatVLLM))
 			w.endpoints = append(w.endpoints, w.promptEP[p])
 		}
 	}
@@ -62,8 +64,8 @@ func BenchmarkApply(b *testing.B) {
 			b.Fatal(err)
 		}
 		w := newApplyWorkload(512, 8, blocks, 8)
-		d := NewDecoder(Limits{})
-		var batch Batch
+		d := wire.NewDecoder(wire.Limits{})
+		var batch wire.Batch
 		// Warm the index: a resident population on other endpoints.
 		warm := newApplyWorkload(1024, 4, blocks, 16)
 		for i, p := range warm.payloads {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/kvroute/kvroute/kvevents"
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/kvindex"
 )
 
@@ -20,8 +21,8 @@ func Example_decodeAndApply() {
 	defer ix.Close()
 	applier, _ := kvevents.NewApplier(kvevents.ApplierConfig{}, ix, kvevents.Options{})
 
-	dec := kvevents.NewDecoder(kvevents.Limits{})
-	var batch kvevents.Batch // reuse across messages: decoding then allocates nothing
+	dec := wire.NewDecoder(wire.Limits{})
+	var batch wire.Batch // reuse across messages: decoding then allocates nothing
 	if err := dec.Decode(payload, &batch); err != nil {
 		fmt.Println("rejected:", err)
 		return
@@ -46,10 +47,10 @@ func Example_decodeAndApply() {
 // ExampleAppendBatch encodes an AllBlocksCleared batch as current vLLM and
 // as SGLang write it (golden vector V4 and its positional form).
 func ExampleAppendBatch() {
-	b := &kvevents.Batch{TS: 1700000000.5, HasDPRank: true,
-		Events: []kvevents.Event{{Type: kvevents.EventAllBlocksCleared}}}
-	fmt.Println(hex.EncodeToString(kvevents.AppendBatch(nil, b, kvevents.FormatVLLM)))
-	fmt.Println(hex.EncodeToString(kvevents.AppendBatch(nil, b, kvevents.FormatSGLang)))
+	b := &wire.Batch{TS: 1700000000.5, HasDPRank: true,
+		Events: []wire.Event{{Type: wire.EventAllBlocksCleared}}}
+	fmt.Println(hex.EncodeToString(wire.AppendBatch(nil, b, wire.FormatVLLM)))
+	fmt.Println(hex.EncodeToString(wire.AppendBatch(nil, b, wire.FormatSGLang)))
 	// Output:
 	// 93cb41d954fc402000009181a474797065b0416c6c426c6f636b73436c656172656400
 	// 93cb41d954fc402000009191b0416c6c426c6f636b73436c656172656400

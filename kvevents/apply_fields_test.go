@@ -6,6 +6,8 @@ import (
 	"github.com/shamaton/msgpack/v2"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kvroute/kvroute/kvevents/internal/wiretest"
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/kvindex"
 )
 
@@ -23,11 +25,11 @@ func mapBatch(t *testing.T, events ...map[string]any) []byte {
 	return raw
 }
 
-// storedMap is a BlockStored of blocks [1..4][5..8] (hashes goldenH1,
-// goldenH2) at the chain root, with group_idx when group >= 0.
+// storedMap is a BlockStored of blocks [1..4][5..8] (hashes wiretest.H1,
+// wiretest.H2) at the chain root, with group_idx when group >= 0.
 func storedMap(group int) map[string]any {
 	e := map[string]any{
-		"type": "BlockStored", "block_hashes": []any{goldenH1, goldenH2}, "parent_block_hash": nil,
+		"type": "BlockStored", "block_hashes": []any{wiretest.H1, wiretest.H2}, "parent_block_hash": nil,
 		"token_ids": []any{1, 2, 3, 4, 5, 6, 7, 8}, "block_size": 4, "lora_id": nil, "medium": "GPU",
 		"lora_name": nil, "kv_cache_spec_kind": "full_attention",
 	}
@@ -59,7 +61,7 @@ func (f *applyFixture) applyRaw(endpoint string, payload []byte) ApplyResult {
 // group_idx as group 0, so a removal without it removes blocks stored in
 // group 0, and a removal for group 0 removes blocks stored without it.
 func TestApplyAbsentGroupIsGroupZero(t *testing.T) {
-	toks := tokensRange(1, 8)
+	toks := wiretest.TokensRange(1, 8)
 	for _, tc := range []struct {
 		name          string
 		store, remove int // group_idx, -1 = absent
@@ -74,7 +76,7 @@ func TestApplyAbsentGroupIsGroupZero(t *testing.T) {
 			require.Equal(t, 1, res.Stored)
 			require.Equal(t, 2, f.match(testEndpoint, toks, kvindex.KeyParams{}).Blocks)
 
-			res = f.applyRaw(testEndpoint, mapBatch(t, removedMap(tc.remove, goldenH2)))
+			res = f.applyRaw(testEndpoint, mapBatch(t, removedMap(tc.remove, wiretest.H2)))
 			require.Equal(t, ApplyResult{Removed: 1, RemovedBlocks: 1}, res)
 			require.Equal(t, 1, f.match(testEndpoint, toks, kvindex.KeyParams{}).Blocks,
 				"the removed block is gone from the index")
@@ -83,7 +85,7 @@ func TestApplyAbsentGroupIsGroupZero(t *testing.T) {
 	t.Run("explicit unknown group still skipped", func(t *testing.T) {
 		f := newApplyFixture(t)
 		f.applyRaw(testEndpoint, mapBatch(t, storedMap(-1)))
-		res := f.applyRaw(testEndpoint, mapBatch(t, removedMap(3, goldenH2)))
+		res := f.applyRaw(testEndpoint, mapBatch(t, removedMap(3, wiretest.H2)))
 		require.Equal(t, ApplyResult{Skipped: 1, SkippedBlocks: 1}, res)
 		require.Equal(t, 1.0, skipped(t, f.reg, "unknown", skipUnknownGroup))
 	})
@@ -93,7 +95,7 @@ func TestApplyAbsentGroupIsGroupZero(t *testing.T) {
 // adapter's blocks must never be keyed under the base model: skipped and
 // counted, or keyed by the configured id → name map.
 func TestApplyLoRAIDWithoutName(t *testing.T) {
-	toks := tokensRange(1, 8)
+	toks := wiretest.TokensRange(1, 8)
 	adapterStore := func() map[string]any {
 		e := storedMap(0)
 		e["lora_id"] = 7
@@ -101,7 +103,7 @@ func TestApplyLoRAIDWithoutName(t *testing.T) {
 	}
 	// A v0.9 positional event: ["BlockStored", hashes, parent, tokens, block_size, lora_id].
 	v09, err := msgpack.Marshal([]any{1700000000.5, []any{
-		[]any{"BlockStored", []any{goldenH1, goldenH2}, nil, []any{1, 2, 3, 4, 5, 6, 7, 8}, 4, 7},
+		[]any{"BlockStored", []any{wiretest.H1, wiretest.H2}, nil, []any{1, 2, 3, 4, 5, 6, 7, 8}, 4, 7},
 	}})
 	require.NoError(t, err)
 
@@ -147,7 +149,7 @@ func kindOf(layout string) string {
 // request do: the LoRA key is the chain root, the mm key an identifier with
 // its block offset, the cache_salt key the salt of block 0.
 func TestTypedExtraKeysDecodedToTheirMeaning(t *testing.T) {
-	toks := tokensRange(1, 8)
+	toks := wiretest.TokensRange(1, 8)
 	params := kvindex.KeyParams{LoRA: "ad", CacheSalt: "salt-A",
 		MM: []kvindex.MMItem{{Hash: "img-1", Offset: 2, Length: 4}}}
 
@@ -173,12 +175,12 @@ func TestTypedExtraKeysDecodedToTheirMeaning(t *testing.T) {
 	f := newApplyFixture(t)
 	require.NoError(t, f.d.Decode(mapBatch(t, typed), &f.b))
 	keys := f.b.Events[0].ExtraKeys
-	require.Equal(t, []ExtraKey{
-		{Kind: ExtraKeyLoRA, Value: "ad"},
-		{Kind: ExtraKeyMM, Value: "img-1", Offset: 2},
-		{Kind: ExtraKeySalt, Value: "salt-A"},
+	require.Equal(t, []wire.ExtraKey{
+		{Kind: wire.ExtraKeyLoRA, Value: "ad"},
+		{Kind: wire.ExtraKeyMM, Value: "img-1", Offset: 2},
+		{Kind: wire.ExtraKeySalt, Value: "salt-A"},
 	}, keys[0])
-	require.Equal(t, []ExtraKey{{Kind: ExtraKeyLoRA, Value: "ad"}, {Kind: ExtraKeyMM, Value: "img-1", Offset: -2}}, keys[1])
+	require.Equal(t, []wire.ExtraKey{{Kind: wire.ExtraKeyLoRA, Value: "ad"}, {Kind: wire.ExtraKeyMM, Value: "img-1", Offset: -2}}, keys[1])
 
 	require.Equal(t, 1, f.applyRaw("10.0.0.2:8000", mapBatch(t, untyped)).Stored)
 	require.Equal(t, 1, f.applyRaw(testEndpoint, mapBatch(t, typed)).Stored)
@@ -191,10 +193,10 @@ func TestTypedExtraKeysDecodedToTheirMeaning(t *testing.T) {
 // TestTypedExtraKeyForms covers the remaining typed forms and the
 // malformed ones, which stay opaque (never matching a block without them).
 func TestTypedExtraKeyForms(t *testing.T) {
-	d := NewDecoder(Limits{})
-	var b Batch
+	d := wire.NewDecoder(wire.Limits{})
+	var b wire.Batch
 	e := storedMap(0)
-	e["block_hashes"] = []any{goldenH1}
+	e["block_hashes"] = []any{wiretest.H1}
 	e["token_ids"] = []any{1, 2, 3, 4}
 	e["extra_keys"] = []any{[]any{
 		map[string]any{"type": "prompt_embeds", "hash": []byte{0xab, 0xcd}},
@@ -209,17 +211,17 @@ func TestTypedExtraKeyForms(t *testing.T) {
 	require.NoError(t, d.Decode(mapBatch(t, e), &b))
 	keys := b.Events[0].ExtraKeys[0]
 	require.Len(t, keys, 8)
-	require.Equal(t, ExtraKey{Kind: ExtraKeyBytes, Value: "abcd"}, keys[0])
-	require.Equal(t, ExtraKey{Kind: ExtraKeyString, Value: "abcd"}, keys[1])
-	require.Equal(t, ExtraKey{Kind: ExtraKeyMM, Value: "img-9", Offset: 3}, keys[2])
-	require.Equal(t, ExtraKey{Kind: ExtraKeyString, Value: "plain"}, keys[3])
+	require.Equal(t, wire.ExtraKey{Kind: wire.ExtraKeyBytes, Value: "abcd"}, keys[0])
+	require.Equal(t, wire.ExtraKey{Kind: wire.ExtraKeyString, Value: "abcd"}, keys[1])
+	require.Equal(t, wire.ExtraKey{Kind: wire.ExtraKeyMM, Value: "img-9", Offset: 3}, keys[2])
+	require.Equal(t, wire.ExtraKey{Kind: wire.ExtraKeyString, Value: "plain"}, keys[3])
 	for _, k := range keys[4:] {
-		require.Equal(t, ExtraKeyOpaque, k.Kind, "%+v", k)
+		require.Equal(t, wire.ExtraKeyOpaque, k.Kind, "%+v", k)
 	}
 	// Whatever decodes re-encodes to the same meaning.
-	for _, f := range []Format{FormatVLLM, FormatVLLMLegacy, FormatVLLMMapBatch} {
-		var again Batch
-		require.NoError(t, d.Decode(AppendBatch(nil, &b, f), &again))
+	for _, f := range []wire.Format{wire.FormatVLLM, wire.FormatVLLMLegacy, wire.FormatVLLMMapBatch} {
+		var again wire.Batch
+		require.NoError(t, d.Decode(wire.AppendBatch(nil, &b, f), &again))
 		require.Equal(t, keys, again.Events[0].ExtraKeys[0])
 	}
 }

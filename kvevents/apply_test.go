@@ -12,6 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kvroute/kvroute/kvevents/internal/wiretest"
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/kvindex"
 )
 
@@ -22,8 +24,8 @@ type applyFixture struct {
 	ix  *kvindex.Index
 	a   *Applier
 	reg *prometheus.Registry
-	d   *Decoder
-	b   Batch
+	d   *wire.Decoder
+	b   wire.Batch
 	log *bytes.Buffer
 }
 
@@ -37,20 +39,20 @@ func newApplyFixture(t *testing.T) *applyFixture {
 	logger := slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	a, err := NewApplier(ApplierConfig{Model: "m"}, ix, Options{Registerer: reg, Logger: logger})
 	require.NoError(t, err)
-	return &applyFixture{t: t, ix: ix, a: a, reg: reg, d: NewDecoder(Limits{}), log: &logBuf}
+	return &applyFixture{t: t, ix: ix, a: a, reg: reg, d: wire.NewDecoder(wire.Limits{}), log: &logBuf}
 }
 
 // applyHex decodes a golden payload and applies it for endpoint.
 func (f *applyFixture) applyHex(endpoint, hexPayload string) ApplyResult {
 	f.t.Helper()
-	require.NoError(f.t, f.d.Decode(mustHex(f.t, hexPayload), &f.b))
+	require.NoError(f.t, f.d.Decode(wiretest.MustHex(f.t, hexPayload), &f.b))
 	return f.a.Apply(endpoint, "", &f.b)
 }
 
 // applyBatch encodes b as current vLLM would, decodes it, and applies it.
-func (f *applyFixture) applyBatch(endpoint string, b *Batch, format Format) ApplyResult {
+func (f *applyFixture) applyBatch(endpoint string, b *wire.Batch, format wire.Format) ApplyResult {
 	f.t.Helper()
-	require.NoError(f.t, f.d.Decode(AppendBatch(nil, b, format), &f.b))
+	require.NoError(f.t, f.d.Decode(wire.AppendBatch(nil, b, format), &f.b))
 	return f.a.Apply(endpoint, "", &f.b)
 }
 
@@ -68,9 +70,9 @@ func (f *applyFixture) match(endpoint string, tokens []uint32, p kvindex.KeyPara
 }
 
 func vector(t *testing.T, name string) string {
-	for _, v := range goldenVectors() {
-		if v.name == name {
-			return v.hex
+	for _, v := range wiretest.Vectors() {
+		if v.Name == name {
+			return v.Hex
 		}
 	}
 	t.Fatalf("no vector %s", name)
@@ -85,86 +87,86 @@ func TestApplyChainedStoresMatchable(t *testing.T) {
 	res := f.applyHex(testEndpoint, vector(t, "V1/current"))
 	require.Equal(t, ApplyResult{Stored: 1, StoredBlocks: 2}, res)
 
-	next := storedV1()
+	next := wiretest.StoredV1()
 	next.BlockHashes = []uint64{0x3333}
-	next.ParentHash, next.HasParent = goldenH2, true
-	next.TokenIDs = tokensRange(9, 12)
-	next.ExtraKeys = [][]ExtraKey{nil}
-	res = f.applyBatch(testEndpoint, batchOf(0, true, next), FormatVLLMLegacy)
+	next.ParentHash, next.HasParent = wiretest.H2, true
+	next.TokenIDs = wiretest.TokensRange(9, 12)
+	next.ExtraKeys = [][]wire.ExtraKey{nil}
+	res = f.applyBatch(testEndpoint, wiretest.BatchOf(0, true, next), wire.FormatVLLMLegacy)
 	require.Equal(t, ApplyResult{Stored: 1, StoredBlocks: 1}, res)
 
-	prompt := append(tokensRange(1, 12), 13, 14) // a partial tail block is never keyed
+	prompt := append(wiretest.TokensRange(1, 12), 13, 14) // a partial tail block is never keyed
 	m := f.match(testEndpoint, prompt, kvindex.KeyParams{})
 	require.Equal(t, 3, m.Blocks)
 	require.Equal(t, 3, m.GPU)
-	require.Equal(t, 2, f.match(testEndpoint, tokensRange(1, 8), kvindex.KeyParams{}).Blocks)
-	require.Zero(t, f.match(testEndpoint, tokensRange(1, 12), kvindex.KeyParams{Model: "other-model"}).Blocks,
+	require.Equal(t, 2, f.match(testEndpoint, wiretest.TokensRange(1, 8), kvindex.KeyParams{}).Blocks)
+	require.Zero(t, f.match(testEndpoint, wiretest.TokensRange(1, 12), kvindex.KeyParams{Model: "other-model"}).Blocks,
 		"the model is the chain root")
-	require.Zero(t, f.match(testEndpoint, tokensRange(2, 13), kvindex.KeyParams{}).Blocks)
+	require.Zero(t, f.match(testEndpoint, wiretest.TokensRange(2, 13), kvindex.KeyParams{}).Blocks)
 }
 
 func TestApplyLegacyAndCurrentAgree(t *testing.T) {
 	for _, name := range []string{"V1/current", "V1/legacy"} {
 		f := newApplyFixture(t)
 		f.applyHex(testEndpoint, vector(t, name))
-		require.Equal(t, 2, f.match(testEndpoint, tokensRange(1, 8), kvindex.KeyParams{}).Blocks, name)
+		require.Equal(t, 2, f.match(testEndpoint, wiretest.TokensRange(1, 8), kvindex.KeyParams{}).Blocks, name)
 	}
 }
 
 func TestApplyLoRAReplacesModelRoot(t *testing.T) {
 	f := newApplyFixture(t)
 	require.Equal(t, ApplyResult{Stored: 1, StoredBlocks: 1}, f.applyHex(testEndpoint, vector(t, "V7/current")))
-	require.Equal(t, 1, f.match(testEndpoint, tokensRange(1, 4), kvindex.KeyParams{LoRA: "my-lora"}).Blocks)
-	require.Zero(t, f.match(testEndpoint, tokensRange(1, 4), kvindex.KeyParams{}).Blocks)
+	require.Equal(t, 1, f.match(testEndpoint, wiretest.TokensRange(1, 4), kvindex.KeyParams{LoRA: "my-lora"}).Blocks)
+	require.Zero(t, f.match(testEndpoint, wiretest.TokensRange(1, 4), kvindex.KeyParams{}).Blocks)
 
 	// vLLM also puts the LoRA name in every block's extra keys; it must be
 	// dropped (it is the root already), or LoRA requests would never match.
-	e := wantV7().Events[0]
+	e := wiretest.WantV7().Events[0]
 	e.BlockHashes = []uint64{1, 2}
-	e.TokenIDs = tokensRange(1, 8)
-	e.ExtraKeys = [][]ExtraKey{{{Kind: ExtraKeyString, Value: "my-lora"}}, {{Kind: ExtraKeyString, Value: "my-lora"}}}
-	f.applyBatch("lora-ep:1", batchOf(0, true, e), FormatVLLM)
-	require.Equal(t, 2, f.match("lora-ep:1", tokensRange(1, 8), kvindex.KeyParams{LoRA: "my-lora"}).Blocks)
+	e.TokenIDs = wiretest.TokensRange(1, 8)
+	e.ExtraKeys = [][]wire.ExtraKey{{{Kind: wire.ExtraKeyString, Value: "my-lora"}}, {{Kind: wire.ExtraKeyString, Value: "my-lora"}}}
+	f.applyBatch("lora-ep:1", wiretest.BatchOf(0, true, e), wire.FormatVLLM)
+	require.Equal(t, 2, f.match("lora-ep:1", wiretest.TokensRange(1, 8), kvindex.KeyParams{LoRA: "my-lora"}).Blocks)
 }
 
 func TestApplyCacheSaltOnBlockZero(t *testing.T) {
 	f := newApplyFixture(t)
 	f.applyHex(testEndpoint, vector(t, "V8/current")) // vLLM: salt in extra_keys of block 0
-	require.Equal(t, 2, f.match(testEndpoint, tokensRange(1, 8), kvindex.KeyParams{CacheSalt: "salt-A"}).Blocks)
-	require.Zero(t, f.match(testEndpoint, tokensRange(1, 8), kvindex.KeyParams{}).Blocks)
+	require.Equal(t, 2, f.match(testEndpoint, wiretest.TokensRange(1, 8), kvindex.KeyParams{CacheSalt: "salt-A"}).Blocks)
+	require.Zero(t, f.match(testEndpoint, wiretest.TokensRange(1, 8), kvindex.KeyParams{}).Blocks)
 
 	// SGLang: the salt arrives in the metadata element; it keys block 0 the
 	// same way, so salted requests match SGLang endpoints too.
 	f.applyHex("sglang:1", vector(t, "S2/sglang"))
-	require.Equal(t, 1, f.match("sglang:1", tokensRange(1, 4), kvindex.KeyParams{CacheSalt: "salt-A"}).Blocks)
-	require.Zero(t, f.match("sglang:1", tokensRange(1, 4), kvindex.KeyParams{}).Blocks)
+	require.Equal(t, 1, f.match("sglang:1", wiretest.TokensRange(1, 4), kvindex.KeyParams{CacheSalt: "salt-A"}).Blocks)
+	require.Zero(t, f.match("sglang:1", wiretest.TokensRange(1, 4), kvindex.KeyParams{}).Blocks)
 }
 
 func TestApplyMultimodalExtraKeys(t *testing.T) {
 	f := newApplyFixture(t)
-	e := storedV1()
+	e := wiretest.StoredV1()
 	// An image occupying tokens 2..5 overlaps both blocks; vLLM's pair form
 	// on block 0 and the bare identifier (v0.18+) on block 1.
-	e.ExtraKeys = [][]ExtraKey{{{Kind: ExtraKeyMM, Value: "img-1", Offset: 2}}, {{Kind: ExtraKeyString, Value: "img-1"}}}
-	f.applyBatch(testEndpoint, batchOf(0, true, e), FormatVLLM)
+	e.ExtraKeys = [][]wire.ExtraKey{{{Kind: wire.ExtraKeyMM, Value: "img-1", Offset: 2}}, {{Kind: wire.ExtraKeyString, Value: "img-1"}}}
+	f.applyBatch(testEndpoint, wiretest.BatchOf(0, true, e), wire.FormatVLLM)
 	mm := kvindex.KeyParams{MM: []kvindex.MMItem{{Hash: "img-1", Offset: 2, Length: 4}}}
-	require.Equal(t, 2, f.match(testEndpoint, tokensRange(1, 8), mm).Blocks)
-	require.Zero(t, f.match(testEndpoint, tokensRange(1, 8), kvindex.KeyParams{}).Blocks)
+	require.Equal(t, 2, f.match(testEndpoint, wiretest.TokensRange(1, 8), mm).Blocks)
+	require.Zero(t, f.match(testEndpoint, wiretest.TokensRange(1, 8), kvindex.KeyParams{}).Blocks)
 }
 
 func TestApplySGLangChainRemoveClear(t *testing.T) {
 	f := newApplyFixture(t)
-	s1 := wantS1()
-	stores := batchOf(0, true, s1.Events[0], s1.Events[1])
-	require.Equal(t, ApplyResult{Stored: 2, StoredBlocks: 2}, f.applyBatch("sglang:1", stores, FormatSGLang))
-	require.Equal(t, 2, f.match("sglang:1", tokensRange(1, 8), kvindex.KeyParams{}).Blocks,
+	s1 := wiretest.WantS1()
+	stores := wiretest.BatchOf(0, true, s1.Events[0], s1.Events[1])
+	require.Equal(t, ApplyResult{Stored: 2, StoredBlocks: 2}, f.applyBatch("sglang:1", stores, wire.FormatSGLang))
+	require.Equal(t, 2, f.match("sglang:1", wiretest.TokensRange(1, 8), kvindex.KeyParams{}).Blocks,
 		"the negative int64 parent resolves to the block it names")
 
 	res := f.applyHex("sglang:1", vector(t, "S1/sglang"))
 	require.Equal(t, 2, res.Stored)
 	require.Equal(t, 1, res.Removed)
 	require.Equal(t, 1, res.Cleared)
-	require.Zero(t, f.match("sglang:1", tokensRange(1, 8), kvindex.KeyParams{}).Blocks)
+	require.Zero(t, f.match("sglang:1", wiretest.TokensRange(1, 8), kvindex.KeyParams{}).Blocks)
 	require.Zero(t, f.ix.Stats().Blocks)
 }
 
@@ -176,13 +178,13 @@ func TestApplyRemoveAndClear(t *testing.T) {
 	res := f.applyHex(testEndpoint, vector(t, "V3/current")) // removes H1 (block 0), group 0
 	require.Equal(t, 1, res.Removed)
 	require.Equal(t, 1, res.RemovedBlocks)
-	require.Zero(t, f.match(testEndpoint, tokensRange(1, 8), kvindex.KeyParams{}).Blocks, "contiguous from block 0")
-	require.Equal(t, 2, f.match("10.0.0.2:8000", tokensRange(1, 8), kvindex.KeyParams{}).Blocks, "other endpoint untouched")
+	require.Zero(t, f.match(testEndpoint, wiretest.TokensRange(1, 8), kvindex.KeyParams{}).Blocks, "contiguous from block 0")
+	require.Equal(t, 2, f.match("10.0.0.2:8000", wiretest.TokensRange(1, 8), kvindex.KeyParams{}).Blocks, "other endpoint untouched")
 
 	res = f.applyHex("10.0.0.2:8000", vector(t, "V4/current"))
 	require.Equal(t, 1, res.Cleared)
 	require.Equal(t, 2, res.ClearedBlocks)
-	require.Zero(t, f.match("10.0.0.2:8000", tokensRange(1, 8), kvindex.KeyParams{}).Blocks)
+	require.Zero(t, f.match("10.0.0.2:8000", wiretest.TokensRange(1, 8), kvindex.KeyParams{}).Blocks)
 }
 
 func skipped(t *testing.T, reg *prometheus.Registry, kind string, reason Reason) float64 {
@@ -211,15 +213,15 @@ func TestApplyParentMissingCountedAndLogged(t *testing.T) {
 
 func TestApplySkipsCounted(t *testing.T) {
 	f := newApplyFixture(t)
-	swa := storedV1()
+	swa := wiretest.StoredV1()
 	swa.Group, swa.Kind, swa.HasSlidingWindow, swa.SlidingWindow = 1, "sliding_window", true, 128
-	nonDense := storedV1()
-	nonDense.TokenIDs = tokensRange(1, 7)
-	wrongSize := storedV1()
-	wrongSize.BlockSize, wrongSize.TokenIDs = 2, tokensRange(1, 4)
-	zeroSize := storedV1()
+	nonDense := wiretest.StoredV1()
+	nonDense.TokenIDs = wiretest.TokensRange(1, 7)
+	wrongSize := wiretest.StoredV1()
+	wrongSize.BlockSize, wrongSize.TokenIDs = 2, wiretest.TokensRange(1, 4)
+	zeroSize := wiretest.StoredV1()
 	zeroSize.BlockSize = 0
-	res := f.applyBatch(testEndpoint, batchOf(0, true, swa, nonDense, wrongSize, zeroSize), FormatVLLM)
+	res := f.applyBatch(testEndpoint, wiretest.BatchOf(0, true, swa, nonDense, wrongSize, zeroSize), wire.FormatVLLM)
 	require.Equal(t, ApplyResult{Skipped: 4, SkippedBlocks: 8}, res)
 	require.Equal(t, 1.0, skipped(t, f.reg, "sliding_window", kvindex.ReasonNonPrefixKind))
 	require.Equal(t, 1.0, skipped(t, f.reg, "full_attention", kvindex.ReasonNonDense))
@@ -228,13 +230,13 @@ func TestApplySkipsCounted(t *testing.T) {
 
 	// Removals: group 1 is sliding window (learnt from the skipped store),
 	// group 7 was never seen, an ungrouped removal is always processed.
-	rmSWA := removedH(goldenH1)
+	rmSWA := wiretest.RemovedH(wiretest.H1)
 	rmSWA.Group = 1
-	rmUnknown := removedH(goldenH1)
+	rmUnknown := wiretest.RemovedH(wiretest.H1)
 	rmUnknown.Group = 7
-	rmUngrouped := removedH(goldenH1)
+	rmUngrouped := wiretest.RemovedH(wiretest.H1)
 	rmUngrouped.HasGroup = false
-	res = f.applyBatch(testEndpoint, batchOf(0, true, rmSWA, rmUnknown, rmUngrouped), FormatVLLM)
+	res = f.applyBatch(testEndpoint, wiretest.BatchOf(0, true, rmSWA, rmUnknown, rmUngrouped), wire.FormatVLLM)
 	require.Equal(t, ApplyResult{Skipped: 2, SkippedBlocks: 2, Removed: 1}, res)
 	require.Equal(t, 2.0, skipped(t, f.reg, "sliding_window", kvindex.ReasonNonPrefixKind))
 	require.Equal(t, 1.0, skipped(t, f.reg, "unknown", skipUnknownGroup))
@@ -253,13 +255,13 @@ func TestApplyUnknownEventsCounted(t *testing.T) {
 func TestApplyTierOnlyOffload(t *testing.T) {
 	f := newApplyFixture(t)
 	f.applyHex(testEndpoint, vector(t, "V1/current"))
-	offload := storedV1()
+	offload := wiretest.StoredV1()
 	offload.Medium, offload.TokenIDs = "CPU", nil
-	offload.BlockHashes = []uint64{goldenH1, 0x9999} // second hash unknown
-	res := f.applyBatch(testEndpoint, batchOf(0, true, offload), FormatVLLM)
+	offload.BlockHashes = []uint64{wiretest.H1, 0x9999} // second hash unknown
+	res := f.applyBatch(testEndpoint, wiretest.BatchOf(0, true, offload), wire.FormatVLLM)
 	require.Equal(t, ApplyResult{Stored: 1, StoredBlocks: 1, SkippedBlocks: 1}, res)
 	require.Equal(t, 1.0, skipped(t, f.reg, "full_attention", kvindex.ReasonUnknownHash))
-	m := f.match(testEndpoint, tokensRange(1, 8), kvindex.KeyParams{})
+	m := f.match(testEndpoint, wiretest.TokensRange(1, 8), kvindex.KeyParams{})
 	require.Equal(t, 2, m.GPU)
 	require.Equal(t, 1, m.CPU)
 }
@@ -271,8 +273,8 @@ func TestApplyWithoutMetrics(t *testing.T) {
 	a, err := NewApplier(ApplierConfig{}, ix, Options{})
 	require.NoError(t, err)
 	require.Nil(t, a.metrics())
-	var b Batch
-	require.NoError(t, NewDecoder(Limits{}).Decode(mustHex(t, vector(t, "V2/current")), &b))
+	var b wire.Batch
+	require.NoError(t, wire.NewDecoder(wire.Limits{}).Decode(wiretest.MustHex(t, vector(t, "V2/current")), &b))
 	require.Equal(t, ApplyResult{Dropped: 1, ParentMissing: 1}, a.Apply(testEndpoint, "m", &b))
 	_, err = NewApplier(ApplierConfig{}, nil, Options{})
 	require.Error(t, err)
@@ -302,14 +304,14 @@ func TestApplySharedMetrics(t *testing.T) {
 // several goroutines (run with -race), then checks every endpoint's chain.
 func TestApplyConcurrentEndpoints(t *testing.T) {
 	f := newApplyFixture(t)
-	payload := mustHex(t, vector(t, "V1/current"))
+	payload := wiretest.MustHex(t, vector(t, "V1/current"))
 	var wg sync.WaitGroup
 	for g := 0; g < 4; g++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			d := NewDecoder(Limits{})
-			var b Batch
+			d := wire.NewDecoder(wire.Limits{})
+			var b wire.Batch
 			for i := 0; i < 50; i++ {
 				if err := d.Decode(payload, &b); err != nil {
 					t.Error(err)
@@ -322,7 +324,7 @@ func TestApplyConcurrentEndpoints(t *testing.T) {
 	wg.Wait()
 	for g := 0; g < 4; g++ {
 		for i := 0; i < 5; i++ {
-			require.Equal(t, 2, f.match(fmt.Sprintf("10.0.%d.%d:8000", g, i), tokensRange(1, 8), kvindex.KeyParams{}).Blocks)
+			require.Equal(t, 2, f.match(fmt.Sprintf("10.0.%d.%d:8000", g, i), wiretest.TokensRange(1, 8), kvindex.KeyParams{}).Blocks)
 		}
 	}
 	f.a.Forget("10.0.0.0:8000")
@@ -331,11 +333,11 @@ func TestApplyConcurrentEndpoints(t *testing.T) {
 
 func TestApplyNegativeGroupSkipped(t *testing.T) {
 	f := newApplyFixture(t)
-	st := storedV1()
+	st := wiretest.StoredV1()
 	st.Group = -3
-	rm := removedH(goldenH1)
+	rm := wiretest.RemovedH(wiretest.H1)
 	rm.Group = -3
-	res := f.applyBatch(testEndpoint, batchOf(0, true, st, rm), FormatVLLM)
+	res := f.applyBatch(testEndpoint, wiretest.BatchOf(0, true, st, rm), wire.FormatVLLM)
 	require.Equal(t, ApplyResult{Skipped: 2, SkippedBlocks: 3}, res)
 	require.Equal(t, 1.0, skipped(t, f.reg, "full_attention", kvindex.ReasonMalformed))
 	require.Equal(t, 1.0, skipped(t, f.reg, "none", kvindex.ReasonMalformed))

@@ -1,83 +1,12 @@
 // Package kvevents turns the KV-cache events that vLLM and SGLang publish
-// over ZeroMQ into updates of a kvindex.Index: it decodes every generation of
-// their msgpack payloads, encodes the same bytes for Go publishers and
-// simulated engines, parses topics, and applies decoded batches to the index
-// with metrics for everything it drops or skips. The metric names follow
-// llm-d's (llm_d_epp_kv_cache_events_*), with kvroute_kv_events_* for what
-// llm-d does not count.
-//
-// # Decoding
-//
-// Decoder.Decode accepts, in any mix:
-//   - the outer batch as the array [ts, events] (vLLM v0.9), [ts, events,
-//     dp_rank] (every later vLLM and SGLang; extra elements ignored), or the
-//     map {"ts", "events", "data_parallel_rank"} of one unsettled vLLM
-//     revision; a nil or absent rank is fine;
-//   - events as positional arrays with the tag first, at every legacy length
-//     (missing trailing fields are nil, extra ones ignored), or as maps keyed
-//     by field name (vllm#42892 and later: any key order, unknown keys
-//     skipped, missing keys nil, map16/map32 headers accepted);
-//   - SGLang's BlockStoredWithMetadata, whose 8th element is the map
-//     {"cache_salt": …} where vLLM has lora_name (told apart by type).
-//
-// Unknown event tags are skipped and counted (Batch.UnknownEvents); the rest
-// of the batch still applies.
-//
-// Block hashes are normalised to uint64: an integer —
-// unsigned, or signed as SGLang sends them — as its 64-bit two's-complement
-// pattern, a bin as the big-endian value of its last 8 bytes (equal to
-// vLLM's int mode). A bin shorter than 8 bytes is zero-padded on the left,
-// and an empty bin is 0: the one rule "big-endian value of the last ≤ 8
-// bytes" covers every length, and since a parent reference goes through the
-// same rule it always resolves to the value of the block it names. The raw
-// bin bytes are kept (Event.RawHashes) so that re-encoding is exact.
-//
-// Extra keys are decoded by form: strings (LoRA names, cache salts, bare
-// multimodal identifiers), [identifier, offset] pairs, bytes (kept as
-// lower-case hex: printable, and never equal to the raw bytes of a string
-// key), the typed maps of some vLLM revisions ({"type": "lora"|"mm"|
-// "cache_salt"|"prompt_embeds"|"legacy", …}, decoded to the same meaning as
-// the untyped forms) and anything else as the hex of its raw msgpack bytes (so such a
-// block never falsely matches a block without that key, and re-encodes
-// unchanged). Token IDs that are not integers in [0, 2³²) (SGLang's EAGLE
-// bigram pairs) flag the event instead of failing the batch.
-//
-// # Why a hand-written reader
-//
-// The decoder is a small hand-written cursor because the payload is a union
-// of shapes (arrays or maps, per event, at several legacy lengths, with
-// int-or-bin hashes) that a struct-tag decoder cannot express without
-// decoding into []any and boxing every token ID. The fair rival is not a
-// generic decoder but the fastest hand-driven one: tinylib/msgp's zero-copy
-// byte API (ReadMapKeyZC, ReadUint64Bytes, ReadUint32Bytes, ... used the way
-// its generated code reads a struct), decoding the same current-format
-// BlockStored of 16 blocks × 64 tokens into the same reused Batch. Measured
-// side by side (GOMAXPROCS=2, Go 1.26, a shared and loaded 2-core VM, six
-// runs each), it took a median 41 µs against 15 µs for this reader, about
-// 2.7× slower (2.1–3.5× across runs), both with 0 allocations, although it
-// checks less (no limits, extra keys skipped). A generic decode into []any
-// (github.com/shamaton/msgpack/v2, which the tests use as an independent
-// implementation for round trips) is slower still by an order of magnitude
-// and allocates about a thousand times per event; BenchmarkDecode keeps that
-// comparison.
-//
-// # Limits
-//
-// Limits bound the payload size, events per batch, hashes and tokens per
-// event. Every length a header claims is checked against the bytes that
-// remain before anything is allocated for it, so a payload can never make
-// the decoder allocate more than a small multiple of its own size; over a
-// limit, or on truncated or type-confused input, Decode returns a typed
-// *DecodeError and leaves the batch empty, so nothing from that message is
-// applied.
-//
-// # Encoding and topics
-//
-// AppendBatch writes a Batch byte-for-byte as msgspec does for current
-// vLLM (map events, omitted None defaults, always-present no-default
-// fields), for the last all-array vLLM schema, and for SGLang. The Pool
-// reads "kv@<endpoint>@<model>" topics (the model may contain '@'), the
-// empty default topic, and SGLang's "\x00sgl-kv-epoch=…" suffix.
+// over ZeroMQ into updates of a kvindex.Index: a Pool subscribes to the
+// engines, sequences each endpoint's stream (replaying what it missed), and
+// its Applier applies the decoded batches to the index, with metrics for
+// everything it drops or skips. The payloads are decoded by the subpackage
+// kvevents/wire, which documents the wire format of every engine
+// generation. The metric names follow llm-d's
+// (llm_d_epp_kv_cache_events_*), with kvroute_kv_events_* for what llm-d
+// does not count.
 //
 // # Applying
 //

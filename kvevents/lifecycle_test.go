@@ -2,7 +2,6 @@ package kvevents
 
 import (
 	"context"
-	"github.com/kvroute/kvroute/internal/zmqpub"
 	"testing"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/zmqpub"
 	"github.com/kvroute/kvroute/internal/zmqx"
 	"github.com/kvroute/kvroute/replay"
 )

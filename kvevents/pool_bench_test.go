@@ -1,7 +1,6 @@
 package kvevents
 
 import (
-	"github.com/kvroute/kvroute/internal/zmqpub"
 	"strconv"
 	"testing"
 	"time"
@@ -9,6 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/kvroute/kvroute/internal/zmqpub"
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/kvindex"
 )
 
@@ -63,7 +64,7 @@ func benchThroughput(b *testing.B, eps int) {
 	var buf []byte
 	publish := func(ep int, n uint64) {
 		fill(n)
-		buf = AppendBatch(buf[:0], batch, FormatVLLM)
+		buf = wire.AppendBatch(buf[:0], batch, wire.FormatVLLM)
 		seq, err := pubs[ep].Publish(buf)
 		if err != nil {
 			b.Fatal(err)

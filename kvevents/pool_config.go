@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kvroute/kvroute/internal/jsonconf"
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/replay"
 )
 
@@ -172,7 +173,7 @@ type PoolConfig struct {
 	MaxBackoff time.Duration `json:"maxBackoff"`
 
 	// Limits bound what one payload may make the decoder do.
-	Limits Limits `json:"limits"`
+	Limits wire.Limits `json:"limits"`
 
 	// LoRANames maps lora_id to the adapter name for engines that send
 	// lora_id without lora_name (see ApplierConfig.LoRANames); an adapter

@@ -6,6 +6,7 @@ import (
 
 	"github.com/kvroute/kvroute/kvevents"
 	"github.com/kvroute/kvroute/kvevents/publish"
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/kvindex"
 )
 
@@ -18,8 +19,8 @@ func ExamplePool() {
 	for i := range tokens {
 		tokens[i] = uint32(100 + i)
 	}
-	stored := &kvevents.Batch{Events: []kvevents.Event{{
-		Type: kvevents.EventBlockStored, BlockHashes: []uint64{11, 12},
+	stored := &wire.Batch{Events: []wire.Event{{
+		Type: wire.EventBlockStored, BlockHashes: []uint64{11, 12},
 		TokenIDs: tokens, BlockSize: blockSize,
 	}}}
 
@@ -65,7 +66,7 @@ func ExamplePool() {
 			break
 		}
 		if !st.Received {
-			_, _ = pub.PublishBatch(&kvevents.Batch{}) // an empty batch: keeps the stream moving
+			_, _ = pub.PublishBatch(&wire.Batch{}) // an empty batch: keeps the stream moving
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -82,8 +83,8 @@ func ExamplePool() {
 // Pool.EnsureFrom: the last applied sequence and the digest of that batch's
 // payload, which tells a continuation from a restarted engine.
 func ExamplePosition() {
-	payload := kvevents.AppendBatch(nil, &kvevents.Batch{TS: 1,
-		Events: []kvevents.Event{{Type: kvevents.EventAllBlocksCleared}}}, kvevents.FormatVLLM)
+	payload := wire.AppendBatch(nil, &wire.Batch{TS: 1,
+		Events: []wire.Event{{Type: wire.EventAllBlocksCleared}}}, wire.FormatVLLM)
 	pos := kvevents.Position{Seq: 41, Digest: kvevents.PayloadDigest(payload)}
 	fmt.Println(pos.Seq, pos.Digest == kvevents.PayloadDigest(payload))
 	// Output: 41 true

@@ -2,7 +2,6 @@ package kvevents
 
 import (
 	"bufio"
-	"github.com/kvroute/kvroute/internal/zmqpub"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +17,8 @@ import (
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/internal/pytest"
+	"github.com/kvroute/kvroute/internal/zmqpub"
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // floodPayload is a valid vLLM batch of about size bytes: one BlockStored
@@ -34,10 +35,10 @@ func floodPayload(size int) []byte {
 	for i := range toks {
 		toks[i] = 1000 + uint32(i%60000)
 	}
-	return AppendBatch(nil, &Batch{TS: 1, HasDPRank: true, Events: []Event{{
-		Type: EventBlockStored, BlockHashes: hashes, TokenIDs: toks, BlockSize: poolBlockSize,
+	return wire.AppendBatch(nil, &wire.Batch{TS: 1, HasDPRank: true, Events: []wire.Event{{
+		Type: wire.EventBlockStored, BlockHashes: hashes, TokenIDs: toks, BlockSize: poolBlockSize,
 		Medium: "GPU", HasGroup: true, Group: 1, Kind: "sliding_window",
-	}}}, FormatVLLM)
+	}}}, wire.FormatVLLM)
 }
 
 // floodScript publishes the payload files 0, 1, 2 of argv[1] in turn, on
@@ -123,7 +124,7 @@ func TestPoolFloodOfLargePayloadsBoundedAndFair(t *testing.T) {
 	for i, size := range []int{4 << 20, 9 << 20, 17 << 20} {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, strconv.Itoa(i)), floodPayload(size), 0o600))
 	}
-	floodProc := exec.Command(pytest.Python, "-c", floodScript, dir, string(appendTopic(nil, floodID, poolModel)))
+	floodProc := exec.Command(pytest.Python, "-c", floodScript, dir, string(wire.AppendTopic(nil, floodID, poolModel)))
 	floodIn, err := floodProc.StdinPipe()
 	require.NoError(t, err)
 	floodOut, err := floodProc.StdoutPipe()

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/internal/zmqpub"
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/kvindex"
 )
 
@@ -49,19 +50,19 @@ func poolTokens(seq uint64, blocks int) []uint32 {
 }
 
 // poolBatch is batch seq of the shared layout.
-func poolBatch(seq uint64, blocks int) *Batch {
+func poolBatch(seq uint64, blocks int) *wire.Batch {
 	hashes := make([]uint64, blocks)
 	for j := range hashes {
 		hashes[j] = (seq+1)*1000 + uint64(j)
 	}
-	return &Batch{TS: float64(seq), Events: []Event{{
-		Type: EventBlockStored, BlockHashes: hashes, TokenIDs: poolTokens(seq, blocks),
+	return &wire.Batch{TS: float64(seq), Events: []wire.Event{{
+		Type: wire.EventBlockStored, BlockHashes: hashes, TokenIDs: poolTokens(seq, blocks),
 		BlockSize: poolBlockSize, Medium: "GPU", HasGroup: true, Group: 0, Kind: "full_attention",
 	}}, HasDPRank: true}
 }
 
 func poolPayload(seq uint64) []byte {
-	return AppendBatch(nil, poolBatch(seq, poolBlocks), FormatVLLM)
+	return wire.AppendBatch(nil, poolBatch(seq, poolBlocks), wire.FormatVLLM)
 }
 
 func newPoolIndex(t testing.TB) *kvindex.Index {

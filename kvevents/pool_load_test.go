@@ -16,6 +16,7 @@ import (
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/internal/pytest"
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // loadScript runs argv[2] libzmq PUB sockets (one engine each) on random
@@ -101,7 +102,7 @@ func runLoad(t *testing.T, cfg PoolConfig, engines, perSecond, secs int) {
 	var payloadBytes int
 	for i := range engines {
 		b := poolBatch(uint64(i), blocks)
-		pl := AppendBatch(nil, b, FormatVLLM)
+		pl := wire.AppendBatch(nil, b, wire.FormatVLLM)
 		payloadBytes = len(pl)
 		require.NoError(t, os.WriteFile(filepath.Join(dir, strconv.Itoa(i)), pl, 0o600))
 	}

@@ -3,7 +3,6 @@ package kvevents
 import (
 	"context"
 	"encoding/binary"
-	"github.com/kvroute/kvroute/internal/zmqpub"
 	"io"
 	"net"
 	"strconv"
@@ -16,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/zmqpub"
 	"github.com/kvroute/kvroute/internal/zmqx"
 )
 

@@ -1,12 +1,12 @@
 package kvevents
 
 import (
-	"github.com/kvroute/kvroute/internal/zmqpub"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/zmqpub"
 )
 
 // A Go publisher with a replay socket → pool → index: batches published

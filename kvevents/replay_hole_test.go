@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/go-zeromq/zmq4"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 

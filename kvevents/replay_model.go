@@ -1,5 +1,7 @@
 package kvevents
 
+import "github.com/kvroute/kvroute/kvevents/wire"
+
 // The model of a replayed batch. Blocks are keyed under the endpoint's base
 // model, which comes from the endpoint's configuration, else from the topic
 // of its messages (kv@<ip:port>@<model>), else PoolConfig.Model. Live
@@ -31,7 +33,7 @@ func (st *stream) replayModelLocked(topic []byte) (model string, guessed bool) {
 		return s.model, false
 	}
 	if topic != nil {
-		_, model, _ = parseTopic(topic)
+		_, model, _ = wire.ParseTopic(topic)
 		s.model = model
 		return model, false
 	}

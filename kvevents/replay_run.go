@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/replay"
 )
 
@@ -91,7 +92,7 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 	first, covered, fresh, delivered := true, true, 0, 0
 	// applyBatch runs on the stream's worker goroutine: the replay
 	// goroutine only fetches and hands each batch over (onWorker).
-	applyBatch := func(rb replay.Batch, dec *Decoder, b *Batch) error {
+	applyBatch := func(rb replay.Batch, dec *wire.Decoder, b *wire.Batch) error {
 		st.lock()
 		defer st.unlock()
 		s := &st.s
@@ -164,7 +165,7 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 	}
 	res, err := st.rc.ReplayBatches(ctx, st.replayAddr, from, func(rb replay.Batch) error {
 		var verdict error
-		if !st.onWorker(ctx, func(dec *Decoder, b *Batch) { verdict = applyBatch(rb, dec, b) }) {
+		if !st.onWorker(ctx, func(dec *wire.Decoder, b *wire.Batch) { verdict = applyBatch(rb, dec, b) }) {
 			return errSuperseded
 		}
 		return verdict
@@ -175,7 +176,7 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 	cause := context.Cause(ctx)
 	// The outcome is applied on the worker goroutine too; a closing stream
 	// (its context ended) takes none.
-	st.onWorker(st.ctx, func(dec *Decoder, b *Batch) {
+	st.onWorker(st.ctx, func(dec *wire.Decoder, b *wire.Batch) {
 		st.lock()
 		defer st.unlock()
 		s := &st.s
@@ -312,7 +313,7 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 // replay has covered up to, so they do not wait for the replay to end. It
 // reports whether nothing is held any more (and live messages were held):
 // the replay then has nothing left to wait for.
-func (st *stream) drainCoveredLocked(dec *Decoder, b *Batch) bool {
+func (st *stream) drainCoveredLocked(dec *wire.Decoder, b *wire.Batch) bool {
 	s := &st.s
 	if len(s.held) == 0 || !s.has {
 		return false
@@ -348,7 +349,7 @@ func (st *stream) lostRangeLocked(from, to uint64) {
 // drainHeldLocked runs the messages held during the replay through the
 // sequencing rules, in arrival order. If one of them starts another replay,
 // the rest are held again.
-func (st *stream) drainHeldLocked(dec *Decoder, b *Batch) {
+func (st *stream) drainHeldLocked(dec *wire.Decoder, b *wire.Batch) {
 	held := st.s.held
 	st.s.held, st.s.heldBytes = nil, 0
 	for i := range held {

@@ -2,7 +2,6 @@ package kvevents
 
 import (
 	"bytes"
-	"github.com/kvroute/kvroute/internal/zmqpub"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -10,6 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/zmqpub"
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/kvindex"
 )
 
@@ -24,7 +25,7 @@ func resumeBatch(n uint64) []byte {
 	if n%3 == 0 && n > 0 {
 		b.Events = append(b.Events, poolBatch(n-1, poolBlocks).Events...)
 	}
-	return AppendBatch(nil, b, FormatVLLM)
+	return wire.AppendBatch(nil, b, wire.FormatVLLM)
 }
 
 func publishResume(t *testing.T, pub *zmqpub.Publisher, from, to uint64) {
@@ -215,8 +216,8 @@ func TestPoolResumeAppliesRemovalsOfRestoredGroups(t *testing.T) {
 	data := snap(t, first)
 
 	rm := poolBatch(4, poolBlocks).Events[0] // stored once (batch 3 re-stores batch 2)
-	_, err := pub.Publish(AppendBatch(nil, &Batch{TS: 6, Events: []Event{{Type: EventBlockRemoved, BlockHashes: rm.BlockHashes,
-		Medium: "GPU", HasGroup: true, Group: 0}}, HasDPRank: true}, FormatVLLM))
+	_, err := pub.Publish(wire.AppendBatch(nil, &wire.Batch{TS: 6, Events: []wire.Event{{Type: wire.EventBlockRemoved, BlockHashes: rm.BlockHashes,
+		Medium: "GPU", HasGroup: true, Group: 0}}, HasDPRank: true}, wire.FormatVLLM))
 	require.NoError(t, err)
 
 	ix := loaded(t, data)

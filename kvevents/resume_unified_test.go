@@ -1,13 +1,13 @@
 package kvevents
 
 import (
-	"github.com/kvroute/kvroute/internal/zmqpub"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/zmqpub"
 )
 
 // One Position and one check: the position the pool reports

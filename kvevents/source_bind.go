@@ -12,6 +12,7 @@ import (
 	"github.com/go-zeromq/zmq4"
 
 	"github.com/kvroute/kvroute/internal/zmqx"
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // maxConnTopics bounds each bind-mode connection's topic → stream cache
@@ -379,7 +380,7 @@ func (b *binder) resolve(bc *bindConn, topic []byte) bindEntry {
 		return e
 	}
 	e := bindEntry{reason: dropUnknownEndpoint}
-	id, model, ok := parseTopic(topic)
+	id, model, ok := wire.ParseTopic(topic)
 	if ok && bc.rank > 0 {
 		id, ok = offsetID(id, bc.rank)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/go-zeromq/zmq4"
 
 	"github.com/kvroute/kvroute/internal/zmqx"
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/telemetry"
 )
 
@@ -239,7 +240,7 @@ func (sub *subscriber) session(onConnect func()) (r sessionResult) {
 // TopicObserver hears of it).
 func (sub *subscriber) model(topic []byte) string {
 	if sub.topic == nil || !bytes.Equal(topic, sub.topic) {
-		_, sub.topicModel, _ = parseTopic(topic)
+		_, sub.topicModel, _ = wire.ParseTopic(topic)
 		sub.topic = append(sub.topic[:0:0], topic...)
 		sub.p.topicSeen(sub.ep.ID, sub.topicModel)
 	}

@@ -1,7 +1,6 @@
 package kvevents
 
 import (
-	"github.com/kvroute/kvroute/internal/zmqpub"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/zmqpub"
 )
 
 func stateOf(p *Pool, id string) StreamState {

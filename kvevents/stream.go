@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/replay"
 	"github.com/kvroute/kvroute/telemetry"
 )
@@ -369,7 +370,7 @@ func (st *stream) coolingLocked() bool {
 }
 
 // handle is the worker's entry point.
-func (st *stream) handle(it item, dec *Decoder, b *Batch) {
+func (st *stream) handle(it item, dec *wire.Decoder, b *wire.Batch) {
 	st.lock()
 	defer st.unlock()
 	if st.s.closed || it.gen != st.s.gen {
@@ -394,7 +395,7 @@ func (st *stream) handle(it item, dec *Decoder, b *Batch) {
 }
 
 // sequenceLocked applies the per-message rules of the state machine.
-func (st *stream) sequenceLocked(it item, dec *Decoder, b *Batch) {
+func (st *stream) sequenceLocked(it item, dec *wire.Decoder, b *wire.Batch) {
 	s := &st.s
 	if it.model != "" {
 		s.model = it.model // replays apply with the model of the live stream
@@ -468,7 +469,7 @@ func (st *stream) holdLocked(it item) {
 }
 
 // applyLocked decodes a batch, applies it and advances the watermark.
-func (st *stream) applyLocked(seq uint64, payload []byte, model string, dec *Decoder, b *Batch) {
+func (st *stream) applyLocked(seq uint64, payload []byte, model string, dec *wire.Decoder, b *wire.Batch) {
 	s := &st.s
 	if model == "" {
 		model = s.model

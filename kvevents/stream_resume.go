@@ -1,5 +1,7 @@
 package kvevents
 
+import "github.com/kvroute/kvroute/kvevents/wire"
+
 // resumeState is the part of seqState for a stream started from a recorded
 // position. It adds no check of its own: a resumed stream is verified by
 // the reconnect check every stream runs (replay from the watermark itself,
@@ -130,7 +132,7 @@ func (st *stream) resumeWindowLocked(from, seq uint64) bool {
 // resumeLiveLocked handles a live message that arrives while the position
 // is unverified and no check runs. It reports whether it took care of the
 // message.
-func (st *stream) resumeLiveLocked(it item, dec *Decoder, b *Batch) bool {
+func (st *stream) resumeLiveLocked(it item, dec *wire.Decoder, b *wire.Batch) bool {
 	s := &st.s
 	if st.rc != nil && !st.coolingLocked() && !s.rs.noVerify {
 		st.startReplayLocked(st.planReplayLocked(trigReconnect, it.seq)) // the digest check

@@ -1,7 +1,6 @@
 package kvevents
 
 import (
-	"github.com/kvroute/kvroute/internal/zmqpub"
 	"sync"
 	"testing"
 
@@ -9,6 +8,7 @@ import (
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/internal/pytest"
+	"github.com/kvroute/kvroute/internal/zmqpub"
 )
 
 // topicLog records what a TopicObserver heard.

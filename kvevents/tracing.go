@@ -9,6 +9,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // tracerName is the instrumentation scope of the KV-event spans.
@@ -186,7 +188,7 @@ func (e *eventSpan) startDecode() {
 }
 
 // endDecode ends the events_decode span with the decoder's outcome.
-func (e *eventSpan) endDecode(err error, b *Batch) {
+func (e *eventSpan) endDecode(err error, b *wire.Batch) {
 	if e == nil {
 		return
 	}

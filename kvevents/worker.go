@@ -5,6 +5,8 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // worker applies the queued messages of the endpoints assigned to it, one at
@@ -25,11 +27,11 @@ import (
 // Limits.MaxPayloadBytes).
 type worker struct {
 	q       chan item
-	ctl     chan func(*Decoder, *Batch) // replayed batches and outcomes (stream.onWorker)
+	ctl     chan func(*wire.Decoder, *wire.Batch) // replayed batches and outcomes (stream.onWorker)
 	depth   prometheus.Gauge
 	qbytes  prometheus.Gauge
 	shed    prometheus.Counter
-	lim     Limits
+	lim     wire.Limits
 	maxB    int64 // per worker
 	maxEpB  int64 // per endpoint
 	streams int   // endpoints assigned; guarded by Pool.mu
@@ -42,7 +44,7 @@ type worker struct {
 
 func newWorker(cfg *PoolConfig, m *eventMetrics) *worker {
 	return &worker{
-		q: make(chan item, cfg.QueueSize), ctl: make(chan func(*Decoder, *Batch)), depth: m.PoolQueueDepth, qbytes: m.PoolQueueBytes,
+		q: make(chan item, cfg.QueueSize), ctl: make(chan func(*wire.Decoder, *wire.Batch)), depth: m.PoolQueueDepth, qbytes: m.PoolQueueBytes,
 		shed: m.QueueShedBytes, lim: cfg.Limits,
 		maxB: int64(cfg.QueueBytes), maxEpB: int64(cfg.EndpointQueueBytes),
 		perEp: make(map[*stream]int64),
@@ -130,10 +132,10 @@ func (w *worker) dequeued(it item) {
 // reports false when ctx ended before the worker took f. The worker runs
 // until the pool has closed every stream (and waited for their replays), so
 // a taken f always completes.
-func (st *stream) onWorker(ctx context.Context, f func(dec *Decoder, b *Batch)) bool {
+func (st *stream) onWorker(ctx context.Context, f func(dec *wire.Decoder, b *wire.Batch)) bool {
 	done := make(chan struct{})
 	select {
-	case st.w.ctl <- func(dec *Decoder, b *Batch) {
+	case st.w.ctl <- func(dec *wire.Decoder, b *wire.Batch) {
 		defer close(done)
 		f(dec, b)
 	}:
@@ -150,7 +152,7 @@ func (st *stream) onWorker(ctx context.Context, f func(dec *Decoder, b *Batch)) 
 // batches and replay outcomes — is sequenced there with its live
 // messages. It reports false when the stream closed first.
 func (st *stream) sequenced(f func()) bool {
-	return st.onWorker(st.ctx, func(*Decoder, *Batch) {
+	return st.onWorker(st.ctx, func(*wire.Decoder, *wire.Batch) {
 		st.lock()
 		defer st.unlock()
 		f()
@@ -160,8 +162,8 @@ func (st *stream) sequenced(f func()) bool {
 // run applies messages until stop is closed. Messages still queued then are
 // discarded (their endpoints are closing with the pool).
 func (w *worker) run(stop <-chan struct{}) {
-	dec := NewDecoder(w.lim)
-	var b Batch
+	dec := wire.NewDecoder(w.lim)
+	var b wire.Batch
 	for {
 		select {
 		case <-stop:

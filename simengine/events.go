@@ -34,7 +34,7 @@ const (
 
 // Event is one KV-cache event with the fields of vLLM's BlockStored,
 // BlockRemoved and AllBlocksCleared structs. A publisher maps it onto the wire
-// format (kvevents.Batch); the engine itself knows nothing about msgpack.
+// format (wire.Batch); the engine itself knows nothing about msgpack.
 type Event struct {
 	Type EventType
 	// BlockHashes are event-form hashes (Digest.U64): for BlockStored one per new

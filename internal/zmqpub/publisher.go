@@ -11,9 +11,11 @@ import (
 	"time"
 
 	"github.com/go-zeromq/zmq4"
-	"github.com/kvroute/kvroute/internal/zmqx"
-	"github.com/kvroute/kvroute/replay"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvroute/kvroute/internal/zmqx"
+	"github.com/kvroute/kvroute/kvevents/wire"
+	"github.com/kvroute/kvroute/replay"
 )
 
 // Defaults of a Publisher.
@@ -145,7 +147,7 @@ func New(cfg Config, opts Options) (*Publisher, error) {
 	}
 	p := &Publisher{cfg: cfg, lg: lg, subs: make(map[*pubSubscriber]struct{})}
 	if cfg.Endpoint != "" {
-		p.topic = []byte("kv@" + cfg.Endpoint + "@" + cfg.Model)
+		p.topic = wire.AppendTopic(nil, cfg.Endpoint, cfg.Model)
 	} else {
 		p.topic = []byte(cfg.Topic)
 	}

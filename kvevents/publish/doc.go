@@ -6,7 +6,7 @@
 // Messages are [topic, sequence, payload]: the topic kv@<ip:port>@<model> (or
 // one given verbatim, "" being vLLM's default), the sequence as 8 bytes
 // big-endian counting from 0, and one msgpack KVEventBatch that PublishBatch
-// encodes with kvevents.AppendBatch in the configured kvevents.Format (byte
+// encodes with wire.AppendBatch in the configured wire.Format (byte
 // for byte what vLLM's msgspec encoder writes). With a ReplayAddr the
 // Publisher also serves replay requests from a ring of its recent batches, in
 // either reply layout of the replay package, so a subscriber that missed

@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/kvroute/kvroute/kvevents"
 	"github.com/kvroute/kvroute/kvevents/publish"
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/replay"
 )
 
@@ -25,7 +25,7 @@ func ExamplePublisher() {
 	defer pub.Close()
 	fmt.Println("topic:", pub.Topic())
 
-	batch := &kvevents.Batch{TS: 1.0, Events: []kvevents.Event{{Type: kvevents.EventAllBlocksCleared}}}
+	batch := &wire.Batch{TS: 1.0, Events: []wire.Event{{Type: wire.EventAllBlocksCleared}}}
 	for range 3 {
 		seq, err := pub.PublishBatch(batch)
 		if err != nil {

@@ -6,10 +6,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kvroute/kvroute/internal/zmqpub"
-	"github.com/kvroute/kvroute/kvevents"
-	"github.com/kvroute/kvroute/replay"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvroute/kvroute/internal/zmqpub"
+	"github.com/kvroute/kvroute/kvevents/wire"
+	"github.com/kvroute/kvroute/replay"
 )
 
 // Defaults of a Publisher.
@@ -35,7 +36,7 @@ var (
 )
 
 // Config configures a Publisher. The zero value binds DefaultAddr, uses the
-// empty topic (vLLM's default), encodes kvevents.FormatVLLM and serves no
+// empty topic (vLLM's default), encodes wire.FormatVLLM and serves no
 // replays. Durations are Go duration strings in JSON ("5s").
 type Config struct {
 	// Addr is the PUB bind address ("tcp://*:5556", "127.0.0.1:0", ...).
@@ -48,7 +49,7 @@ type Config struct {
 	// Topic is used verbatim when Endpoint is empty ("" = vLLM's default).
 	Topic string `json:"topic"`
 	// Format is the wire layout PublishBatch encodes (default FormatVLLM).
-	Format kvevents.Format `json:"format"`
+	Format wire.Format `json:"format"`
 
 	// ReplayAddr, when set, serves replay requests on a ROUTER there from a
 	// ring of the last BufferSize batches (default 10,000), answering in
@@ -86,7 +87,7 @@ func (c Config) core() zmqpub.Config {
 
 // Validate reports invalid settings.
 func (c Config) Validate() error {
-	if c.Format > kvevents.FormatVLLMMapBatch {
+	if c.Format > wire.FormatVLLMMapBatch {
 		return fmt.Errorf("kvevents: publisher format %d unknown", c.Format)
 	}
 	return c.core().Validate()
@@ -129,7 +130,7 @@ type Stats struct {
 // SUBSCRIBE/CANCEL commands).
 type Publisher struct {
 	core   *zmqpub.Publisher
-	format kvevents.Format
+	format wire.Format
 
 	mu      sync.Mutex // guards scratch
 	scratch []byte
@@ -166,12 +167,12 @@ func (p *Publisher) Stats() Stats { return Stats(p.core.Stats()) }
 // no subscriber is connected, as in vLLM.
 func (p *Publisher) Publish(payload []byte) (uint64, error) { return p.core.Publish(payload) }
 
-// PublishBatch encodes b in the configured Format (kvevents.AppendBatch) and
+// PublishBatch encodes b in the configured Format (wire.AppendBatch) and
 // publishes it like Publish.
-func (p *Publisher) PublishBatch(b *kvevents.Batch) (uint64, error) {
+func (p *Publisher) PublishBatch(b *wire.Batch) (uint64, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.scratch = kvevents.AppendBatch(p.scratch[:0], b, p.format)
+	p.scratch = wire.AppendBatch(p.scratch[:0], b, p.format)
 	return p.core.Publish(p.scratch)
 }
 

@@ -13,7 +13,7 @@ import (
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/internal/zmqx"
-	"github.com/kvroute/kvroute/kvevents"
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 func newTestPublisher(t testing.TB, cfg Config, opts ...Options) *Publisher {
@@ -42,14 +42,14 @@ func subscribe(t testing.TB, p *Publisher, prefix string) zmq4.Socket {
 	return s
 }
 
-// PublishBatch writes exactly kvevents.AppendBatch's bytes in the configured
+// PublishBatch writes exactly wire.AppendBatch's bytes in the configured
 // format, with consecutive sequences, under the kv@<endpoint>@<model> topic.
 func TestPublishBatchEncodesInTheConfiguredFormat(t *testing.T) {
 	defer leakcheck.Check(t)()
-	for _, f := range []kvevents.Format{kvevents.FormatVLLM, kvevents.FormatSGLang} {
+	for _, f := range []wire.Format{wire.FormatVLLM, wire.FormatSGLang} {
 		p := newTestPublisher(t, Config{Endpoint: "10.0.0.1:8000", Model: "m", Format: f})
 		s := subscribe(t, p, "")
-		b := &kvevents.Batch{TS: 1.5, Events: []kvevents.Event{{Type: kvevents.EventAllBlocksCleared}}}
+		b := &wire.Batch{TS: 1.5, Events: []wire.Event{{Type: wire.EventAllBlocksCleared}}}
 		for want := range uint64(2) {
 			seq, err := p.PublishBatch(b)
 			require.NoError(t, err)
@@ -57,7 +57,7 @@ func TestPublishBatchEncodesInTheConfiguredFormat(t *testing.T) {
 			m, err := s.Recv()
 			require.NoError(t, err)
 			require.Equal(t, "kv@10.0.0.1:8000@m", string(m.Frames[0]))
-			require.Equal(t, kvevents.AppendBatch(nil, b, f), m.Frames[2])
+			require.Equal(t, wire.AppendBatch(nil, b, f), m.Frames[2])
 		}
 		require.NoError(t, zmqx.CloseDrain(s))
 		require.NoError(t, p.Close())

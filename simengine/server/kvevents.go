@@ -7,11 +7,12 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"github.com/kvroute/kvroute/internal/jsonconf"
-	"github.com/kvroute/kvroute/kvevents"
-	"github.com/kvroute/kvroute/kvevents/publish"
-	"github.com/kvroute/kvroute/simengine"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvroute/kvroute/internal/jsonconf"
+	"github.com/kvroute/kvroute/kvevents/publish"
+	"github.com/kvroute/kvroute/kvevents/wire"
+	"github.com/kvroute/kvroute/simengine"
 )
 
 // Defaults of KVEventsConfig, as vLLM's KVEventsConfig.
@@ -88,12 +89,12 @@ func (c KVEventsConfig) Active() bool {
 // ParseEventFormat maps the --kv-events-format value to the wire format:
 // "current" (or "") is vLLM after vllm#42892 (map events), "legacy" the last
 // all-array layout.
-func ParseEventFormat(s string) (kvevents.Format, error) {
+func ParseEventFormat(s string) (wire.Format, error) {
 	switch s {
 	case "", "current":
-		return kvevents.FormatVLLM, nil
+		return wire.FormatVLLM, nil
 	case "legacy":
-		return kvevents.FormatVLLMLegacy, nil
+		return wire.FormatVLLMLegacy, nil
 	}
 	return 0, fmt.Errorf("simengine: --kv-events-format %q (want \"current\" or \"legacy\")", s)
 }
@@ -102,7 +103,7 @@ func ParseEventFormat(s string) (kvevents.Format, error) {
 // publish.Publisher (ZeroMQ PUB plus the replay server), encoded like vLLM.
 type EventPublisher struct {
 	pub        *publish.Publisher
-	batch      kvevents.Batch
+	batch      wire.Batch
 	failed     atomic.Uint64
 	suppress   atomic.Bool
 	suppressed atomic.Uint64
@@ -111,7 +112,7 @@ type EventPublisher struct {
 // NewEventPublisher binds the sockets of an active KVEventsConfig, encoding
 // batches in format f. opts.Registry (nil: none) receives the publisher's
 // metrics and opts.Logger its connection events.
-func NewEventPublisher(c KVEventsConfig, f kvevents.Format, opts Options) (*EventPublisher, error) {
+func NewEventPublisher(c KVEventsConfig, f wire.Format, opts Options) (*EventPublisher, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -198,20 +199,20 @@ func (p *EventPublisher) Close() error { return p.pub.Close() }
 // exactly the fields vLLM sets: data_parallel_rank 0, lora_id only with a LoRA,
 // medium "GPU", extra_keys with one entry per block, group_idx 0 on stores and
 // removals, and kv_cache_spec_kind on stores.
-func ToKVEventsBatch(dst *kvevents.Batch, b simengine.EventBatch) {
+func ToKVEventsBatch(dst *wire.Batch, b simengine.EventBatch) {
 	dst.Reset()
 	dst.TS = float64(b.Time.UnixNano()) / 1e9
 	dst.DPRank, dst.HasDPRank = 0, true
 	if cap(dst.Events) < len(b.Events) {
-		dst.Events = make([]kvevents.Event, 0, len(b.Events))
+		dst.Events = make([]wire.Event, 0, len(b.Events))
 	}
 	for i := range b.Events {
 		src := &b.Events[i]
-		dst.Events = append(dst.Events, kvevents.Event{})
+		dst.Events = append(dst.Events, wire.Event{})
 		e := &dst.Events[len(dst.Events)-1]
 		switch src.Type {
 		case simengine.BlockStored:
-			e.Type = kvevents.EventBlockStored
+			e.Type = wire.EventBlockStored
 			e.BlockHashes = src.BlockHashes
 			e.HasParent, e.ParentHash = src.HasParent, src.ParentHash
 			e.TokenIDs = src.TokenIDs
@@ -220,20 +221,20 @@ func ToKVEventsBatch(dst *kvevents.Batch, b simengine.EventBatch) {
 			if src.LoRAName != "" {
 				e.HasLoRAID, e.LoRAID = true, int64(src.LoRAID)
 			}
-			e.ExtraKeys = make([][]kvevents.ExtraKey, len(src.BlockHashes))
+			e.ExtraKeys = make([][]wire.ExtraKey, len(src.BlockHashes))
 			for j, keys := range src.ExtraKeys {
 				for _, k := range keys {
-					e.ExtraKeys[j] = append(e.ExtraKeys[j], kvevents.ExtraKey{Kind: kvevents.ExtraKeyString, Value: k})
+					e.ExtraKeys[j] = append(e.ExtraKeys[j], wire.ExtraKey{Kind: wire.ExtraKeyString, Value: k})
 				}
 			}
 			e.HasGroup, e.Group, e.Kind = true, src.GroupIdx, src.Kind
 		case simengine.BlockRemoved:
-			e.Type = kvevents.EventBlockRemoved
+			e.Type = wire.EventBlockRemoved
 			e.BlockHashes = src.BlockHashes
 			e.Medium = src.Medium
 			e.HasGroup, e.Group = true, src.GroupIdx
 		case simengine.AllBlocksCleared:
-			e.Type = kvevents.EventAllBlocksCleared
+			e.Type = wire.EventAllBlocksCleared
 		}
 	}
 }

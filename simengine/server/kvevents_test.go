@@ -10,11 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/kvroute/kvroute/internal/leakcheck"
-	"github.com/kvroute/kvroute/kvevents"
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/replay"
 	"github.com/kvroute/kvroute/simengine"
-	"github.com/stretchr/testify/require"
 )
 
 // The adapter writes exactly vLLM's bytes: the golden BlockStored,
@@ -39,23 +40,23 @@ func TestAdapterReproducesWireVectors(t *testing.T) {
 			"93cb41d954fc402000009181a474797065b0416c6c426c6f636b73436c656172656400",
 			"93cb41d954fc402000009191b0416c6c426c6f636b73436c656172656400"},
 	}
-	var b kvevents.Batch
+	var b wire.Batch
 	for _, c := range cases {
 		ToKVEventsBatch(&b, simengine.EventBatch{Time: ts, Events: []simengine.Event{c.ev}})
-		require.Equal(t, c.current, hex.EncodeToString(kvevents.AppendBatch(nil, &b, kvevents.FormatVLLM)), c.name)
-		require.Equal(t, c.legacy, hex.EncodeToString(kvevents.AppendBatch(nil, &b, kvevents.FormatVLLMLegacy)), c.name)
+		require.Equal(t, c.current, hex.EncodeToString(wire.AppendBatch(nil, &b, wire.FormatVLLM)), c.name)
+		require.Equal(t, c.legacy, hex.EncodeToString(wire.AppendBatch(nil, &b, wire.FormatVLLMLegacy)), c.name)
 	}
 }
 
 // replayAll fetches every published batch from the replay socket and decodes it.
-func replayAll(t *testing.T, addr string) []kvevents.Event {
+func replayAll(t *testing.T, addr string) []wire.Event {
 	t.Helper()
 	c, err := replay.NewClient(replay.ClientConfig{Timeout: 10 * time.Second}, replay.Options{})
 	require.NoError(t, err)
-	dec := kvevents.NewDecoder(kvevents.Limits{})
-	var out []kvevents.Event
+	dec := wire.NewDecoder(wire.Limits{})
+	var out []wire.Event
 	_, err = c.Replay(context.Background(), addr, 0, func(_ uint64, payload []byte) error {
-		var b kvevents.Batch
+		var b wire.Batch
 		if err := dec.Decode(payload, &b); err != nil {
 			return err
 		}
@@ -96,12 +97,12 @@ func TestEventsDecodeThroughKVEvents(t *testing.T) {
 			require.Eventually(t, func() bool { return s.Publisher().Stats().Published == 3 }, 10*time.Second, 5*time.Millisecond, "published %d", s.Publisher().Stats().Published)
 
 			evs := replayAll(t, s.ReplayEndpoint())
-			var types []kvevents.EventType
+			var types []wire.EventType
 			for _, e := range evs {
 				types = append(types, e.Type)
 			}
-			require.Equal(t, []kvevents.EventType{kvevents.EventBlockStored, kvevents.EventBlockRemoved,
-				kvevents.EventBlockStored, kvevents.EventAllBlocksCleared}, types)
+			require.Equal(t, []wire.EventType{wire.EventBlockStored, wire.EventBlockRemoved,
+				wire.EventBlockStored, wire.EventAllBlocksCleared}, types)
 
 			first := evs[0]
 			require.Equal(t, []uint64{9561501211280363793, 15292913576410714033}, first.BlockHashes, "vLLM's sha256_cbor hashes of blocks [1,2,3,4] and [5,6,7,8]")

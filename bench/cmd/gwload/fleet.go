@@ -15,6 +15,7 @@ import (
 
 	"github.com/kvroute/kvroute/kvevents"
 	"github.com/kvroute/kvroute/kvevents/publish"
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/kvindex"
 )
 
@@ -140,7 +141,7 @@ func countersBy(g prometheus.Gatherer, name, label string) map[string]float64 {
 }
 
 // fleetBatch is message seq of endpoint i.
-func fleetBatch(i int, seq uint64) *kvevents.Batch {
+func fleetBatch(i int, seq uint64) *wire.Batch {
 	hashes := func(s uint64) []uint64 {
 		h := make([]uint64, fleetBlocks)
 		for j := range h {
@@ -152,12 +153,12 @@ func fleetBatch(i int, seq uint64) *kvevents.Batch {
 	for k := range toks {
 		toks[k] = uint32((uint64(i)*7919 + seq*104729 + uint64(k)) % 50000)
 	}
-	b := &kvevents.Batch{TS: float64(seq), HasDPRank: true, Events: []kvevents.Event{{
-		Type: kvevents.EventBlockStored, BlockHashes: hashes(seq), TokenIDs: toks,
+	b := &wire.Batch{TS: float64(seq), HasDPRank: true, Events: []wire.Event{{
+		Type: wire.EventBlockStored, BlockHashes: hashes(seq), TokenIDs: toks,
 		BlockSize: fleetBlockSize, Medium: "GPU",
 	}}}
 	if seq >= fleetKeep {
-		b.Events = append(b.Events, kvevents.Event{Type: kvevents.EventBlockRemoved, BlockHashes: hashes(seq - fleetKeep), Medium: "GPU"})
+		b.Events = append(b.Events, wire.Event{Type: wire.EventBlockRemoved, BlockHashes: hashes(seq - fleetKeep), Medium: "GPU"})
 	}
 	return b
 }
@@ -235,7 +236,7 @@ func runFleet(o options, stdout io.Writer) (err error) {
 		owed := uint64(time.Since(start).Seconds() * o.fleetRate)
 		for i := n % 10; i < len(pubs); i += 10 {
 			for ; seq[i] < owed; seq[i]++ {
-				payload = kvevents.AppendBatch(payload[:0], fleetBatch(i, seq[i]), kvevents.FormatVLLM)
+				payload = wire.AppendBatch(payload[:0], fleetBatch(i, seq[i]), wire.FormatVLLM)
 				if _, err := pubs[i].Publish(payload); err != nil {
 					tick.Stop()
 					return err

@@ -5,13 +5,14 @@ import (
 	"time"
 
 	"github.com/kvroute/kvroute/kvevents"
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/simengine"
 )
 
 // eventPath carries the engines' KV events to the router's index the way a
 // deployment does, minus the socket: each engine step's event batch is
-// encoded in the current vLLM wire format (kvevents.AppendBatch), held for
-// the configured delay, then decoded (kvevents.Decoder) and applied
+// encoded in the current vLLM wire format (wire.AppendBatch), held for
+// the configured delay, then decoded (wire.Decoder) and applied
 // (kvevents.Applier) for the engine's endpoint — once per subscriber (every
 // gateway replica of an event-fed policy subscribes to every engine).
 type eventPath struct {
@@ -19,9 +20,9 @@ type eventPath struct {
 	ids          []string
 	queue        deliveryQueue
 	seq          int
-	enc          kvevents.Batch
-	dec          *kvevents.Decoder
-	batch        kvevents.Batch
+	enc          wire.Batch
+	dec          *wire.Decoder
+	batch        wire.Batch
 	subs         []eventSub           // one per gateway replica
 	totals       kvevents.ApplyResult // of replica 0
 	decodeErrors int
@@ -31,7 +32,7 @@ type eventPath struct {
 // and, optionally, a hook that sees each decoded batch too.
 type eventSub struct {
 	applier *kvevents.Applier
-	onBatch func(endpoint int, b *kvevents.Batch)
+	onBatch func(endpoint int, b *wire.Batch)
 }
 
 // delivery is one encoded batch in flight to the router.
@@ -66,7 +67,7 @@ func (p *eventPath) publish(endpoint int, b simengine.EventBatch) {
 	for i := range b.Events {
 		toWire(&p.enc, &b.Events[i])
 	}
-	payload := kvevents.AppendBatch(nil, &p.enc, kvevents.FormatVLLM)
+	payload := wire.AppendBatch(nil, &p.enc, wire.FormatVLLM)
 	p.seq++
 	heap.Push(&p.queue, delivery{at: b.Time.Add(p.delay), seq: p.seq, endpoint: endpoint, payload: payload})
 }
@@ -108,16 +109,16 @@ func (p *eventPath) deliver(now time.Time) {
 }
 
 // toWire appends the kvevents form of one engine event to b.
-func toWire(b *kvevents.Batch, e *simengine.Event) {
-	b.Events = append(b.Events, kvevents.Event{})
+func toWire(b *wire.Batch, e *simengine.Event) {
+	b.Events = append(b.Events, wire.Event{})
 	w := &b.Events[len(b.Events)-1]
 	switch e.Type {
 	case simengine.BlockStored:
-		w.Type = kvevents.EventBlockStored
+		w.Type = wire.EventBlockStored
 	case simengine.BlockRemoved:
-		w.Type = kvevents.EventBlockRemoved
+		w.Type = wire.EventBlockRemoved
 	case simengine.AllBlocksCleared:
-		w.Type = kvevents.EventAllBlocksCleared
+		w.Type = wire.EventAllBlocksCleared
 		return
 	}
 	w.BlockHashes = e.BlockHashes
@@ -132,9 +133,9 @@ func toWire(b *kvevents.Batch, e *simengine.Event) {
 	w.Group, w.HasGroup = e.GroupIdx, true
 	w.Kind = e.Kind
 	for _, keys := range e.ExtraKeys {
-		var ks []kvevents.ExtraKey
+		var ks []wire.ExtraKey
 		for _, k := range keys {
-			ks = append(ks, kvevents.ExtraKey{Kind: kvevents.ExtraKeyString, Value: k})
+			ks = append(ks, wire.ExtraKey{Kind: wire.ExtraKeyString, Value: k})
 		}
 		w.ExtraKeys = append(w.ExtraKeys, ks)
 	}
@@ -143,7 +144,7 @@ func toWire(b *kvevents.Batch, e *simengine.Event) {
 	}
 }
 
-func allEmpty(keys [][]kvevents.ExtraKey) bool {
+func allEmpty(keys [][]wire.ExtraKey) bool {
 	for _, k := range keys {
 		if len(k) > 0 {
 			return false

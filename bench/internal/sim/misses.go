@@ -3,6 +3,7 @@ package sim
 import (
 	"github.com/kvroute/kvroute/affinity"
 	"github.com/kvroute/kvroute/kvevents"
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/kvindex"
 	"github.com/kvroute/kvroute/simengine"
 )
@@ -82,7 +83,7 @@ type missAudit struct {
 	ix      *kvindex.Index
 	applier *kvevents.Applier
 	ids     []string
-	batch   kvevents.Batch
+	batch   wire.Batch
 	match   kvindex.MatchResult
 	keys    []kvindex.Key
 	bs      int

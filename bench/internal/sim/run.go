@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kvroute/kvroute/kvevents"
+	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/kvindex"
 	"github.com/kvroute/kvroute/simengine"
 )
@@ -148,7 +149,7 @@ func (r *run) setup() error {
 	}
 	r.audit = audit
 	if r.policy.eventFed() {
-		r.events = &eventPath{delay: r.cfg.EventDelay, ids: r.ids, dec: kvevents.NewDecoder(kvevents.Limits{})}
+		r.events = &eventPath{delay: r.cfg.EventDelay, ids: r.ids, dec: wire.NewDecoder(wire.Limits{})}
 	}
 	sink := func(i int) simengine.EventSink {
 		return simengine.EventSinkFunc(func(b simengine.EventBatch) {
@@ -196,7 +197,7 @@ func (r *run) setup() error {
 func (r *run) newPolicy(g int) (router, error) {
 	seed := r.cfg.Seed + uint64(g)<<32 + r.cfg.TieSeed*0x9e3779b97f4a7c15
 	clock := func() time.Time { return r.now }
-	subscribe := func(ix *kvindex.Index, onBatch func(int, *kvevents.Batch)) error {
+	subscribe := func(ix *kvindex.Index, onBatch func(int, *wire.Batch)) error {
 		a, err := kvevents.NewApplier(kvevents.ApplierConfig{Model: simModel}, ix, kvevents.Options{})
 		if err != nil {
 			return err
@@ -221,7 +222,7 @@ func (r *run) newPolicy(g int) (router, error) {
 			return nil, err
 		}
 		var rt router
-		var hook func(int, *kvevents.Batch)
+		var hook func(int, *wire.Batch)
 		switch r.policy {
 		case Dynamo:
 			rt = newDynamo(r.cfg, r.ids, ix, clock, seed)
@@ -253,15 +254,15 @@ func (r *run) newPolicy(g int) (router, error) {
 
 // cachedHook turns the engines' decoded events into a policy's count of
 // each engine's cached blocks (delta in blocks; reset on a clear).
-func cachedHook(delta func(i, blocks int, reset bool)) func(int, *kvevents.Batch) {
-	return func(i int, b *kvevents.Batch) {
+func cachedHook(delta func(i, blocks int, reset bool)) func(int, *wire.Batch) {
+	return func(i int, b *wire.Batch) {
 		for _, e := range b.Events {
 			switch e.Type {
-			case kvevents.EventBlockStored:
+			case wire.EventBlockStored:
 				delta(i, len(e.BlockHashes), false)
-			case kvevents.EventBlockRemoved:
+			case wire.EventBlockRemoved:
 				delta(i, -len(e.BlockHashes), false)
-			case kvevents.EventAllBlocksCleared:
+			case wire.EventAllBlocksCleared:
 				delta(i, 0, true)
 			}
 		}

@@ -1,19 +1,22 @@
-package kvevents
+package wire_test
 
 import (
 	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/kvevents/internal/wiretest"
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
-func decodeErr(t *testing.T, d *Decoder, payload []byte) *DecodeError {
+func decodeErr(t *testing.T, d *wire.Decoder, payload []byte) *wire.DecodeError {
 	t.Helper()
-	var b Batch
-	b.Events = append(b.Events, Event{Type: EventBlockStored}) // stale content must vanish
+	var b wire.Batch
+	b.Events = append(b.Events, wire.Event{Type: wire.EventBlockStored}) // stale content must vanish
 	err := d.Decode(payload, &b)
 	require.Error(t, err)
-	var de *DecodeError
+	var de *wire.DecodeError
 	require.True(t, errors.As(err, &de), "error is a *DecodeError: %v", err)
 	require.Empty(t, b.Events, "nothing from a rejected payload may be applied")
 	require.NotEmpty(t, de.Error())
@@ -24,31 +27,31 @@ func decodeErr(t *testing.T, d *Decoder, payload []byte) *DecodeError {
 // each strict prefix is rejected with ErrTruncated (or ErrMalformed when
 // the cut leaves a shorter but well-formed value followed by nothing).
 func TestDecodeTruncatedEveryPrefix(t *testing.T) {
-	d := NewDecoder(Limits{})
-	for _, v := range goldenVectors() {
-		payload := mustHex(t, v.hex)
+	d := wire.NewDecoder(wire.Limits{})
+	for _, v := range wiretest.Vectors() {
+		payload := wiretest.MustHex(t, v.Hex)
 		for n := 0; n < len(payload); n++ {
 			de := decodeErr(t, d, payload[:n])
-			require.True(t, errors.Is(de, ErrTruncated) || errors.Is(de, ErrMalformed),
-				"%s cut at %d: %v", v.name, n, de)
+			require.True(t, errors.Is(de, wire.ErrTruncated) || errors.Is(de, wire.ErrMalformed),
+				"%s cut at %d: %v", v.Name, n, de)
 		}
 	}
 	// A cut inside the token list is a truncation, reported there.
-	payload := mustHex(t, goldenVectors()[0].hex)
+	payload := wiretest.MustHex(t, wiretest.Vectors()[0].Hex)
 	de := decodeErr(t, d, payload[:100])
-	require.ErrorIs(t, de, ErrTruncated)
+	require.ErrorIs(t, de, wire.ErrTruncated)
 	require.Equal(t, "truncated", de.Reason())
 }
 
 func TestDecodeTrailingBytes(t *testing.T) {
-	payload := append(mustHex(t, goldenVectors()[0].hex), 0xc0)
-	de := decodeErr(t, NewDecoder(Limits{}), payload)
-	require.ErrorIs(t, de, ErrMalformed)
+	payload := append(wiretest.MustHex(t, wiretest.Vectors()[0].Hex), 0xc0)
+	de := decodeErr(t, wire.NewDecoder(wire.Limits{}), payload)
+	require.ErrorIs(t, de, wire.ErrMalformed)
 	require.Equal(t, "malformed", de.Reason())
 }
 
 func TestDecodeTypeConfused(t *testing.T) {
-	d := NewDecoder(Limits{})
+	d := wire.NewDecoder(wire.Limits{})
 	ts := []byte{0xcb, 0x41, 0xd9, 0x54, 0xfc, 0x40, 0x20, 0, 0}
 	batch := func(events ...byte) []byte {
 		p := append([]byte{0x93}, ts...)
@@ -75,7 +78,7 @@ func TestDecodeTypeConfused(t *testing.T) {
 	for name, payload := range cases {
 		t.Run(name, func(t *testing.T) {
 			de := decodeErr(t, d, payload)
-			require.ErrorIs(t, de, ErrMalformed, "%v", de)
+			require.ErrorIs(t, de, wire.ErrMalformed, "%v", de)
 		})
 	}
 }
@@ -83,7 +86,7 @@ func TestDecodeTypeConfused(t *testing.T) {
 // TestDecodeClaimedLengthsNotTrusted: headers claiming huge containers are
 // rejected before anything is allocated for them.
 func TestDecodeClaimedLengthsNotTrusted(t *testing.T) {
-	d := NewDecoder(Limits{})
+	d := wire.NewDecoder(wire.Limits{})
 	huge := []byte{0xdd, 0x7f, 0xff, 0xff, 0xff} // array32 of 2^31-1
 	cases := map[string][]byte{
 		"events array32":  append([]byte{0x93, 0x00}, huge...),
@@ -94,33 +97,33 @@ func TestDecodeClaimedLengthsNotTrusted(t *testing.T) {
 	}
 	for name, payload := range cases {
 		t.Run(name, func(t *testing.T) {
-			var b Batch
+			var b wire.Batch
 			var err error
 			allocs := testing.AllocsPerRun(10, func() { err = d.Decode(payload, &b) })
-			require.ErrorIs(t, err, ErrTruncated)
+			require.ErrorIs(t, err, wire.ErrTruncated)
 			require.LessOrEqual(t, allocs, 1.0, "only the error itself may be allocated")
 		})
 	}
 }
 
 func TestDecodeLimits(t *testing.T) {
-	v1 := mustHex(t, goldenVectors()[0].hex) // 2 hashes, 8 tokens, 202 bytes
-	v5 := mustHex(t, goldenVectors()[8].hex) // 3 events
+	v1 := wiretest.MustHex(t, wiretest.Vectors()[0].Hex) // 2 hashes, 8 tokens, 202 bytes
+	v5 := wiretest.MustHex(t, wiretest.Vectors()[8].Hex) // 3 events
 	cases := []struct {
 		name    string
-		limits  Limits
+		limits  wire.Limits
 		payload []byte
 		limit   string
 	}{
-		{"payload", Limits{MaxPayloadBytes: 201}, v1, LimitPayloadBytes},
-		{"tokens", Limits{MaxTokensPerEvent: 7}, v1, LimitTokens},
-		{"hashes", Limits{MaxHashesPerEvent: 1}, v1, LimitHashes},
-		{"events", Limits{MaxEventsPerBatch: 2}, v5, LimitEvents},
+		{"payload", wire.Limits{MaxPayloadBytes: 201}, v1, "payload_bytes"},
+		{"tokens", wire.Limits{MaxTokensPerEvent: 7}, v1, "tokens_per_event"},
+		{"hashes", wire.Limits{MaxHashesPerEvent: 1}, v1, "hashes_per_event"},
+		{"events", wire.Limits{MaxEventsPerBatch: 2}, v5, "events_per_batch"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			de := decodeErr(t, NewDecoder(c.limits), c.payload)
-			require.ErrorIs(t, de, ErrLimit)
+			de := decodeErr(t, wire.NewDecoder(c.limits), c.payload)
+			require.ErrorIs(t, de, wire.ErrLimit)
 			require.Equal(t, c.limit, de.Limit)
 			require.Equal(t, "limit", de.Reason())
 			require.Greater(t, de.Value, de.Max)
@@ -128,28 +131,28 @@ func TestDecodeLimits(t *testing.T) {
 		t.Run(c.name+"/at the limit", func(t *testing.T) {
 			l := c.limits
 			switch c.limit {
-			case LimitPayloadBytes:
+			case "payload_bytes":
 				l.MaxPayloadBytes++
-			case LimitTokens:
+			case "tokens_per_event":
 				l.MaxTokensPerEvent++
-			case LimitHashes:
+			case "hashes_per_event":
 				l.MaxHashesPerEvent++
-			case LimitEvents:
+			case "events_per_batch":
 				l.MaxEventsPerBatch++
 			}
-			var b Batch
-			require.NoError(t, NewDecoder(l).Decode(c.payload, &b))
+			var b wire.Batch
+			require.NoError(t, wire.NewDecoder(l).Decode(c.payload, &b))
 		})
 	}
-	require.Equal(t, defaultLimits(), NewDecoder(Limits{MaxTokensPerEvent: -1}).Limits())
+	require.Equal(t, wire.DefaultLimits(), wire.DecoderLimits(wire.NewDecoder(wire.Limits{MaxTokensPerEvent: -1})))
 }
 
 // TestDecodeLenientForms covers what the decoder accepts beyond the golden
 // vectors: 2-element batches (v0.9), short legacy events, extra trailing
 // elements, wide headers, invalid tokens and unknown tags.
 func TestDecodeLenientForms(t *testing.T) {
-	d := NewDecoder(Limits{})
-	var b Batch
+	d := wire.NewDecoder(wire.Limits{})
+	var b wire.Batch
 
 	// v0.9: [ts, events] with a 6-element BlockStored and 2-element BlockRemoved.
 	v09 := []byte{0x92, 0xcb, 0x41, 0xd9, 0x54, 0xfc, 0x40, 0x20, 0, 0, 0x92,
@@ -160,7 +163,6 @@ func TestDecodeLenientForms(t *testing.T) {
 	require.Equal(t, uint64(1<<64-1), b.Events[0].BlockHashes[0], "negative fixint -1")
 	require.Equal(t, []uint32{1, 2}, b.Events[0].TokenIDs)
 	require.Equal(t, "", b.Events[0].Medium)
-	require.Equal(t, tierGPU, normalizeMedium(b.Events[0].Medium), "nil medium is GPU")
 	require.Equal(t, uint64(1<<64-128), b.Events[1].BlockHashes[0])
 
 	// Wide headers (array16/map16/str8) and extra trailing elements.
@@ -169,7 +171,7 @@ func TestDecodeLenientForms(t *testing.T) {
 		0xa5, 'e', 'x', 't', 'r', 'a', 0x92, 0x01, 0x02,
 		0x01, 0xa4, 'm', 'o', 'r', 'e'}
 	require.NoError(t, d.Decode(wide, &b))
-	require.Equal(t, EventAllBlocksCleared, b.Events[0].Type)
+	require.Equal(t, wire.EventAllBlocksCleared, b.Events[0].Type)
 	require.Equal(t, int64(1), b.DPRank)
 
 	// Token list holding a bigram pair and a negative value: flagged, not fatal.
@@ -180,7 +182,7 @@ func TestDecodeLenientForms(t *testing.T) {
 	require.NoError(t, d.Decode(bad, &b))
 	require.True(t, b.Events[0].InvalidTokens)
 	require.Equal(t, []uint32{5}, b.Events[0].TokenIDs)
-	require.Equal(t, EventAllBlocksCleared, b.Events[1].Type)
+	require.Equal(t, wire.EventAllBlocksCleared, b.Events[1].Type)
 
 	// Map event without "type", and an unknown tag: both kept as unknown.
 	unknown := []byte{0x93, 0x00, 0x92, 0x81, 0xa6, 'm', 'e', 'd', 'i', 'u', 'm', 0xa3, 'G', 'P', 'U',
@@ -193,11 +195,11 @@ func TestDecodeLenientForms(t *testing.T) {
 func TestDecodeEmptyBinHashIsZero(t *testing.T) {
 	payload := []byte{0x93, 0x00, 0x91, 0x93, 0xac, 'B', 'l', 'o', 'c', 'k', 'R', 'e', 'm', 'o', 'v', 'e', 'd',
 		0x92, 0xc4, 0x00, 0xc4, 0x03, 0x01, 0x02, 0x03, 0xc0, 0x00}
-	var b Batch
-	require.NoError(t, NewDecoder(Limits{}).Decode(payload, &b))
+	var b wire.Batch
+	require.NoError(t, wire.NewDecoder(wire.Limits{}).Decode(payload, &b))
 	require.Equal(t, []uint64{0, 0x010203}, b.Events[0].BlockHashes)
 	require.Equal(t, [][]byte{{}, {1, 2, 3}}, b.Events[0].RawHashes)
-	var again Batch
-	require.NoError(t, NewDecoder(Limits{}).Decode(AppendBatch(nil, &b, FormatVLLMLegacy), &again))
+	var again wire.Batch
+	require.NoError(t, wire.NewDecoder(wire.Limits{}).Decode(wire.AppendBatch(nil, &b, wire.FormatVLLMLegacy), &again))
 	require.Equal(t, [][]byte{{}, {1, 2, 3}}, again.Events[0].RawHashes, "empty bin re-encoded as an empty bin")
 }

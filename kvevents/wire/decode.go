@@ -1,4 +1,4 @@
-package kvevents
+package wire
 
 import "encoding/hex"
 
@@ -26,9 +26,6 @@ func NewDecoder(l Limits) *Decoder {
 	d.preload()
 	return d
 }
-
-// Limits returns the limits the decoder enforces, defaults filled in.
-func (d *Decoder) Limits() Limits { return d.lim }
 
 func (d *Decoder) preload() {
 	for _, s := range []string{
@@ -76,7 +73,7 @@ func (d *Decoder) internHex(b []byte) string {
 func (d *Decoder) Decode(payload []byte, b *Batch) error {
 	b.Reset()
 	if len(payload) > d.lim.MaxPayloadBytes {
-		return &DecodeError{Err: ErrLimit, Field: "payload", Limit: LimitPayloadBytes,
+		return &DecodeError{Err: ErrLimit, Field: "payload", Limit: limitPayloadBytes,
 			Value: len(payload), Max: d.lim.MaxPayloadBytes}
 	}
 	r := reader{b: payload}
@@ -165,7 +162,7 @@ func (d *Decoder) events(r *reader, b *Batch) {
 		return
 	}
 	if n > d.lim.MaxEventsPerBatch {
-		r.failLimit("events", LimitEvents, n, d.lim.MaxEventsPerBatch)
+		r.failLimit("events", limitEvents, n, d.lim.MaxEventsPerBatch)
 		return
 	}
 	for i := 0; i < n && r.err == nil; i++ {

@@ -1,4 +1,4 @@
-package kvevents
+package wire
 
 // extraKeys decodes extra_keys: nil, or one entry per block, each nil or a
 // list of keys. Key forms: a string; a 2-array [identifier string, offset
@@ -14,7 +14,7 @@ func (d *Decoder) extraKeys(r *reader, e *Event) {
 		return
 	}
 	if n > d.lim.MaxHashesPerEvent {
-		r.failLimit("extra_keys", LimitHashes, n, d.lim.MaxHashesPerEvent)
+		r.failLimit("extra_keys", limitHashes, n, d.lim.MaxHashesPerEvent)
 		return
 	}
 	for i := 0; i < n && r.err == nil; i++ {

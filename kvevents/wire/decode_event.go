@@ -1,4 +1,4 @@
-package kvevents
+package wire
 
 import "encoding/binary"
 
@@ -234,7 +234,7 @@ func (d *Decoder) hashes(r *reader, b *Batch, e *Event) {
 		return
 	}
 	if n > d.lim.MaxHashesPerEvent {
-		r.failLimit("block_hashes", LimitHashes, n, d.lim.MaxHashesPerEvent)
+		r.failLimit("block_hashes", limitHashes, n, d.lim.MaxHashesPerEvent)
 		return
 	}
 	if cap(e.BlockHashes) < n {
@@ -277,7 +277,7 @@ func (d *Decoder) tokens(r *reader, e *Event) {
 		return
 	}
 	if n > d.lim.MaxTokensPerEvent {
-		r.failLimit("token_ids", LimitTokens, n, d.lim.MaxTokensPerEvent)
+		r.failLimit("token_ids", limitTokens, n, d.lim.MaxTokensPerEvent)
 		return
 	}
 	if cap(e.TokenIDs) < n {

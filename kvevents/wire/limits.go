@@ -1,4 +1,4 @@
-package kvevents
+package wire
 
 import (
 	"errors"
@@ -74,10 +74,10 @@ var (
 
 // Names of the limits reported in DecodeError.Limit.
 const (
-	LimitPayloadBytes = "payload_bytes"
-	LimitEvents       = "events_per_batch"
-	LimitHashes       = "hashes_per_event"
-	LimitTokens       = "tokens_per_event"
+	limitPayloadBytes = "payload_bytes"
+	limitEvents       = "events_per_batch"
+	limitHashes       = "hashes_per_event"
+	limitTokens       = "tokens_per_event"
 )
 
 // DecodeError describes why a payload was rejected. Nothing from a rejected
@@ -89,8 +89,9 @@ type DecodeError struct {
 	Offset int
 	// Field names what was being decoded ("batch", "events", "token_ids", …).
 	Field string
-	// Limit, Value and Max describe an ErrLimit: which limit, the claimed
-	// size and the configured maximum.
+	// Limit, Value and Max describe an ErrLimit: which limit
+	// ("payload_bytes", "events_per_batch", "hashes_per_event" or
+	// "tokens_per_event"), the claimed size and the configured maximum.
 	Limit      string
 	Value, Max int
 }

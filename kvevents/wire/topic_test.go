@@ -1,10 +1,12 @@
-package kvevents
+package wire_test
 
 import (
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 func TestParseTopic(t *testing.T) {
@@ -26,7 +28,7 @@ func TestParseTopic(t *testing.T) {
 		{"kv@@m", "", "m", false},
 	}
 	for _, c := range cases {
-		ep, model, ok := parseTopic([]byte(c.topic))
+		ep, model, ok := wire.ParseTopic([]byte(c.topic))
 		require.Equal(t, c.ok, ok, "%q", c.topic)
 		require.Equal(t, c.endpoint, ep, "%q", c.topic)
 		require.Equal(t, c.model, model, "%q", c.topic)
@@ -34,9 +36,9 @@ func TestParseTopic(t *testing.T) {
 }
 
 func TestAppendTopicRoundTrip(t *testing.T) {
-	topic := appendTopic(nil, "10.0.0.1", "m")
+	topic := wire.AppendTopic(nil, "10.0.0.1", "m")
 	require.Equal(t, "6b764031302e302e302e31406d", hexString(topic), "frame 0 is the topic as UTF-8 bytes")
-	ep, model, ok := parseTopic(appendTopic(nil, "10.0.0.1:8000", "a@b@c"))
+	ep, model, ok := wire.ParseTopic(wire.AppendTopic(nil, "10.0.0.1:8000", "a@b@c"))
 	require.True(t, ok)
 	require.Equal(t, "10.0.0.1:8000", ep)
 	require.Equal(t, "a@b@c", model)
@@ -51,11 +53,11 @@ func hexString(b []byte) string {
 	return string(out)
 }
 
-// FuzzParseTopic: parseTopic never panics, never returns text from after a
-// NUL, and reads back what appendTopic writes.
+// FuzzParseTopic: ParseTopic never panics, never returns text from after a
+// NUL, and reads back what AppendTopic writes.
 func FuzzParseTopic(f *testing.F) {
 	f.Fuzz(func(t *testing.T, topic []byte) {
-		ep, model, ok := parseTopic(topic)
+		ep, model, ok := wire.ParseTopic(topic)
 		if ok && ep == "" {
 			t.Fatal("ok with an empty endpoint")
 		}
@@ -68,7 +70,7 @@ func FuzzParseTopic(f *testing.F) {
 		if ep == "" || strings.ContainsAny(ep, "@\x00") || strings.ContainsRune(model, 0) {
 			return
 		}
-		ep2, model2, ok2 := parseTopic(appendTopic(nil, ep, model))
+		ep2, model2, ok2 := wire.ParseTopic(wire.AppendTopic(nil, ep, model))
 		if !ok2 || ep2 != ep || model2 != model {
 			t.Fatalf("round trip of %q/%q gave %q/%q", ep, model, ep2, model2)
 		}

@@ -1,4 +1,4 @@
-package kvevents
+package wire
 
 import (
 	"encoding/binary"

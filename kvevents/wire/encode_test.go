@@ -1,4 +1,4 @@
-package kvevents
+package wire_test
 
 import (
 	"encoding/hex"
@@ -6,15 +6,18 @@ import (
 
 	"github.com/shamaton/msgpack/v2"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/kvevents/internal/wiretest"
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // TestEncodeGoldenVectors proves byte identity with msgspec for every
 // vector: current vLLM, legacy vLLM, the map-shaped batch and SGLang.
 func TestEncodeGoldenVectors(t *testing.T) {
-	for _, v := range goldenVectors() {
-		t.Run(v.name, func(t *testing.T) {
-			got := AppendBatch(nil, v.want(), v.format)
-			require.Equal(t, v.hex, hex.EncodeToString(got))
+	for _, v := range wiretest.Vectors() {
+		t.Run(v.Name, func(t *testing.T) {
+			got := wire.AppendBatch(nil, v.Want(), v.Format)
+			require.Equal(t, v.Hex, hex.EncodeToString(got))
 		})
 	}
 }
@@ -23,13 +26,13 @@ func TestEncodeGoldenVectors(t *testing.T) {
 // decoder keeps everything the encoder needs (raw bin hashes, signedness,
 // nil versus present fields).
 func TestEncodeDecodedRoundTrip(t *testing.T) {
-	d := NewDecoder(Limits{})
-	var b Batch
-	for _, v := range goldenVectors() {
-		t.Run(v.name, func(t *testing.T) {
-			payload := mustHex(t, v.hex)
+	d := wire.NewDecoder(wire.Limits{})
+	var b wire.Batch
+	for _, v := range wiretest.Vectors() {
+		t.Run(v.Name, func(t *testing.T) {
+			payload := wiretest.MustHex(t, v.Hex)
 			require.NoError(t, d.Decode(payload, &b))
-			require.Equal(t, payload, AppendBatch(nil, &b, v.format))
+			require.Equal(t, payload, wire.AppendBatch(nil, &b, v.Format))
 		})
 	}
 }
@@ -37,12 +40,12 @@ func TestEncodeDecodedRoundTrip(t *testing.T) {
 // TestEncodeAppendsAndReuses checks that AppendBatch appends to dst and does
 // not allocate when dst has room.
 func TestEncodeAppendsAndReuses(t *testing.T) {
-	b := wantV5()
+	b := wiretest.WantV5()
 	buf := append(make([]byte, 0, 1024), 0xAA)
-	out := AppendBatch(buf, b, FormatVLLM)
+	out := wire.AppendBatch(buf, b, wire.FormatVLLM)
 	require.Equal(t, byte(0xAA), out[0])
 	allocs := testing.AllocsPerRun(100, func() {
-		out = AppendBatch(out[:0], b, FormatVLLM)
+		out = wire.AppendBatch(out[:0], b, wire.FormatVLLM)
 	})
 	require.Zero(t, allocs)
 }
@@ -52,9 +55,9 @@ func TestEncodeAppendsAndReuses(t *testing.T) {
 // structure and values.
 func TestEncodeReadableByShamaton(t *testing.T) {
 	var generic []any
-	require.NoError(t, msgpack.Unmarshal(AppendBatch(nil, wantV7(), FormatVLLM), &generic))
+	require.NoError(t, msgpack.Unmarshal(wire.AppendBatch(nil, wiretest.WantV7(), wire.FormatVLLM), &generic))
 	require.Len(t, generic, 3)
-	require.Equal(t, goldenTS, generic[0])
+	require.Equal(t, wiretest.TS, generic[0])
 	events := generic[1].([]any)
 	ev := events[0].(map[any]any)
 	require.Equal(t, "BlockStored", ev["type"])
@@ -64,11 +67,11 @@ func TestEncodeReadableByShamaton(t *testing.T) {
 	require.False(t, hasExtra, "None-default extra_keys omitted")
 
 	generic = nil
-	require.NoError(t, msgpack.Unmarshal(AppendBatch(nil, wantS1(), FormatSGLang), &generic))
+	require.NoError(t, msgpack.Unmarshal(wire.AppendBatch(nil, wiretest.WantS1(), wire.FormatSGLang), &generic))
 	events = generic[1].([]any)
 	stored := events[0].([]any)
 	require.Len(t, stored, 7)
-	require.EqualValues(t, sglangHashA, stored[1].([]any)[0])
+	require.EqualValues(t, wiretest.SGLangHashA, stored[1].([]any)[0])
 }
 
 // TestDecodeShamatonEncoded decodes payloads built by shamaton/msgpack from
@@ -101,30 +104,30 @@ func TestDecodeShamatonEncoded(t *testing.T) {
 		nil,
 	})
 	require.NoError(t, err)
-	var b Batch
-	require.NoError(t, NewDecoder(Limits{}).Decode(payload, &b))
+	var b wire.Batch
+	require.NoError(t, wire.NewDecoder(wire.Limits{}).Decode(payload, &b))
 	require.Len(t, b.Events, 2)
 	require.Equal(t, 1, b.UnknownEvents)
 	e := b.Events[0]
-	require.Equal(t, EventBlockStored, e.Type)
+	require.Equal(t, wire.EventBlockStored, e.Type)
 	require.Equal(t, []uint64{uint64(1<<64 - 5), 1 << 63, 0x010203}, e.BlockHashes)
 	require.True(t, e.SignedHashes)
 	require.Equal(t, [][]byte{nil, nil, {1, 2, 3}}, e.RawHashes)
 	require.Equal(t, []uint32{70000 % 65536, 150000, 3, 4, 5, 6}, e.TokenIDs)
 	require.Equal(t, 2, e.BlockSize)
-	require.Equal(t, tierCPU, normalizeMedium(e.Medium))
-	require.Equal(t, []ExtraKey{{Kind: ExtraKeyString, Value: "my-lora"}, {Kind: ExtraKeyMM, Value: "mm-hash", Offset: 4}}, e.ExtraKeys[0])
+	require.Equal(t, "CPU_PINNED", e.Medium)
+	require.Equal(t, []wire.ExtraKey{{Kind: wire.ExtraKeyString, Value: "my-lora"}, {Kind: wire.ExtraKeyMM, Value: "mm-hash", Offset: 4}}, e.ExtraKeys[0])
 	require.Empty(t, e.ExtraKeys[1])
-	require.Equal(t, ExtraKey{Kind: ExtraKeyBytes, Value: "abcd"}, e.ExtraKeys[2][0])
-	require.Equal(t, ExtraKeyOpaque, e.ExtraKeys[2][1].Kind, "a float key is kept opaque")
+	require.Equal(t, wire.ExtraKey{Kind: wire.ExtraKeyBytes, Value: "abcd"}, e.ExtraKeys[2][0])
+	require.Equal(t, wire.ExtraKeyOpaque, e.ExtraKeys[2][1].Kind, "a float key is kept opaque")
 	require.Equal(t, "mla_attention", e.Kind)
 	require.Equal(t, 1, e.Group)
-	require.Equal(t, EventBlockRemoved, b.Events[1].Type)
+	require.Equal(t, wire.EventBlockRemoved, b.Events[1].Type)
 	require.Equal(t, []uint64{7}, b.Events[1].BlockHashes)
 	require.False(t, b.HasDPRank)
 
 	// The opaque key survives a re-encode unchanged.
-	var again Batch
-	require.NoError(t, NewDecoder(Limits{}).Decode(AppendBatch(nil, &b, FormatVLLM), &again))
+	var again wire.Batch
+	require.NoError(t, wire.NewDecoder(wire.Limits{}).Decode(wire.AppendBatch(nil, &b, wire.FormatVLLM), &again))
 	require.Equal(t, e.ExtraKeys[2], again.Events[0].ExtraKeys[2])
 }

@@ -1,4 +1,4 @@
-package kvevents
+package wire_test
 
 import (
 	"bytes"
@@ -13,17 +13,20 @@ import (
 	"unsafe"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/kvevents/internal/wiretest"
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // retainedBytes estimates the memory a decoded batch holds on to.
-func retainedBytes(b *Batch) int {
-	n := cap(b.Events)*int(unsafe.Sizeof(Event{})) + cap(b.arena)
+func retainedBytes(b *wire.Batch) int {
+	n := cap(b.Events)*int(unsafe.Sizeof(wire.Event{})) + wire.ArenaCap(b)
 	all := b.Events[:cap(b.Events)]
 	for i := range all {
 		e := &all[i]
 		n += cap(e.BlockHashes)*8 + cap(e.RawHashes)*24 + cap(e.TokenIDs)*4 + cap(e.ExtraKeys)*24
 		for _, k := range e.ExtraKeys[:cap(e.ExtraKeys)] {
-			n += cap(k) * int(unsafe.Sizeof(ExtraKey{}))
+			n += cap(k) * int(unsafe.Sizeof(wire.ExtraKey{}))
 			for _, x := range k {
 				n += len(x.Value)
 			}
@@ -42,20 +45,20 @@ const maxRetainedPerInputByte = 96
 // must fail only with a *DecodeError, must not retain memory out of
 // proportion to the input, and whatever it accepts must survive a
 // re-encode/decode cycle unchanged. The seed corpus in
-// testdata/fuzz/FuzzDecode holds every golden payload of goldenVectors.
+// testdata/fuzz/FuzzDecode holds every golden payload of wiretest.Vectors.
 func FuzzDecode(f *testing.F) {
-	d := NewDecoder(Limits{})
-	var reused Batch
+	d := wire.NewDecoder(wire.Limits{})
+	var reused wire.Batch
 	f.Fuzz(func(t *testing.T, payload []byte) {
-		var fresh Batch
+		var fresh wire.Batch
 		err := d.Decode(payload, &fresh)
 		errReused := d.Decode(payload, &reused)
 		if (err == nil) != (errReused == nil) {
 			t.Fatalf("fresh and reused batches disagree: %v / %v", err, errReused)
 		}
 		if err != nil {
-			var de *DecodeError
-			if !errors.As(err, &de) || !(errors.Is(err, ErrTruncated) || errors.Is(err, ErrMalformed) || errors.Is(err, ErrLimit)) {
+			var de *wire.DecodeError
+			if !errors.As(err, &de) || !(errors.Is(err, wire.ErrTruncated) || errors.Is(err, wire.ErrMalformed) || errors.Is(err, wire.ErrLimit)) {
 				t.Fatalf("untyped error %T: %v", err, err)
 			}
 			if len(fresh.Events) != 0 || len(reused.Events) != 0 {
@@ -66,23 +69,23 @@ func FuzzDecode(f *testing.F) {
 		if got, max := retainedBytes(&fresh), maxRetainedPerInputByte*len(payload)+4096; got > max {
 			t.Fatalf("decoding %d bytes retained %d bytes (max %d)", len(payload), got, max)
 		}
-		for _, f := range []Format{FormatVLLM, FormatVLLMLegacy, FormatVLLMMapBatch} {
-			enc := AppendBatch(nil, &fresh, f)
-			var again Batch
+		for _, f := range []wire.Format{wire.FormatVLLM, wire.FormatVLLMLegacy, wire.FormatVLLMMapBatch} {
+			enc := wire.AppendBatch(nil, &fresh, f)
+			var again wire.Batch
 			if err := d.Decode(enc, &again); err != nil {
 				t.Fatalf("%v: re-encoded batch does not decode: %v", f, err)
 			}
 			requireSameBatch(t, &fresh, &again, f)
 		}
-		var sg Batch
-		if err := d.Decode(AppendBatch(nil, &fresh, FormatSGLang), &sg); err != nil {
+		var sg wire.Batch
+		if err := d.Decode(wire.AppendBatch(nil, &fresh, wire.FormatSGLang), &sg); err != nil {
 			t.Fatalf("sglang re-encode does not decode: %v", err)
 		}
 	})
 }
 
 // requireSameBatch compares what a format can carry.
-func requireSameBatch(t *testing.T, want, got *Batch, f Format) {
+func requireSameBatch(t *testing.T, want, got *wire.Batch, f wire.Format) {
 	t.Helper()
 	if math.Float64bits(want.TS) != math.Float64bits(got.TS) || want.HasDPRank != got.HasDPRank ||
 		(want.HasDPRank && want.DPRank != got.DPRank) || got.UnknownEvents != 0 || len(want.Events) != len(got.Events) {
@@ -91,11 +94,11 @@ func requireSameBatch(t *testing.T, want, got *Batch, f Format) {
 	for i := range want.Events {
 		w := canon(want.Events[i])
 		w.InvalidTokens, w.CacheSalt = false, "" // not carried by vLLM layouts
-		if w.Type != EventBlockStored {
-			w = Event{Type: w.Type, BlockHashes: w.BlockHashes, RawHashes: w.RawHashes,
+		if w.Type != wire.EventBlockStored {
+			w = wire.Event{Type: w.Type, BlockHashes: w.BlockHashes, RawHashes: w.RawHashes,
 				SignedHashes: w.SignedHashes, Medium: w.Medium, Group: w.Group, HasGroup: w.HasGroup}
-			if w.Type == EventAllBlocksCleared {
-				w = Event{Type: w.Type}
+			if w.Type == wire.EventAllBlocksCleared {
+				w = wire.Event{Type: w.Type}
 			}
 		}
 		g := canon(got.Events[i])
@@ -110,9 +113,9 @@ func TestFuzzCorpusHoldsGoldenVectors(t *testing.T) {
 	dir := filepath.Join("testdata", "fuzz", "FuzzDecode")
 	if os.Getenv("KVEVENTS_WRITE_CORPUS") == "1" {
 		require.NoError(t, os.MkdirAll(dir, 0o755))
-		for _, v := range goldenVectors() {
-			name := "golden-" + strings.ReplaceAll(v.name, "/", "-")
-			data := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", mustHex(t, v.hex))
+		for _, v := range wiretest.Vectors() {
+			name := "golden-" + strings.ReplaceAll(v.Name, "/", "-")
+			data := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", wiretest.MustHex(t, v.Hex))
 			require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644))
 		}
 	}
@@ -130,12 +133,12 @@ func TestFuzzCorpusHoldsGoldenVectors(t *testing.T) {
 		require.NoError(t, err, e.Name())
 		corpus = append(corpus, []byte(payload))
 	}
-	for _, v := range goldenVectors() {
-		want := mustHex(t, v.hex)
+	for _, v := range wiretest.Vectors() {
+		want := wiretest.MustHex(t, v.Hex)
 		found := false
 		for _, c := range corpus {
 			found = found || bytes.Equal(c, want)
 		}
-		require.True(t, found, "seed corpus lacks %s", v.name)
+		require.True(t, found, "seed corpus lacks %s", v.Name)
 	}
 }

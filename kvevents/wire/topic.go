@@ -1,4 +1,4 @@
-package kvevents
+package wire
 
 import "bytes"
 
@@ -7,7 +7,8 @@ import "bytes"
 // empty).
 const topicPrefix = "kv"
 
-// parseTopic parses frame 0 of a live KV-event message.
+// ParseTopic parses frame 0 (the topic) of a live KV-event message into
+// the endpoint and the model it names.
 //
 // Everything from the first NUL byte on is removed first (SGLang with
 // snapshots appends "\x00sgl-kv-epoch=<epoch>"). Then:
@@ -23,7 +24,7 @@ const topicPrefix = "kv"
 //
 // When the subscriber knows the endpoint it dialled (per-endpoint mode),
 // that identity should win over the topic's (llm-d-router#2233).
-func parseTopic(topic []byte) (endpoint, model string, ok bool) {
+func ParseTopic(topic []byte) (endpoint, model string, ok bool) {
 	if i := bytes.IndexByte(topic, 0); i >= 0 {
 		topic = topic[:i]
 	}
@@ -43,9 +44,9 @@ func parseTopic(topic []byte) (endpoint, model string, ok bool) {
 	return string(topic), "", true
 }
 
-// appendTopic appends the topic "kv@<endpoint>@<model>" to dst, the form
-// parseTopic reads back.
-func appendTopic(dst []byte, endpoint, model string) []byte {
+// AppendTopic appends the topic "kv@<endpoint>@<model>" to dst, the form
+// ParseTopic reads back, for publishers and simulated engines.
+func AppendTopic(dst []byte, endpoint, model string) []byte {
 	dst = append(dst, topicPrefix...)
 	dst = append(dst, '@')
 	dst = append(dst, endpoint...)

@@ -1,41 +1,22 @@
-package kvevents
+package wire_test
 
 import (
 	"math/rand/v2"
 	"testing"
 
 	"github.com/shamaton/msgpack/v2"
-)
 
-// benchStored builds a current-format (map event) BlockStored batch of
-// blocks × blockSize tokens with realistic values: 64-bit int hashes (cf),
-// token IDs spread over a 150k vocabulary (mostly 5-byte ce ints).
-func benchStored(rng *rand.Rand, blocks, blockSize int, parent uint64, hasParent bool) *Batch {
-	e := Event{
-		Type:       EventBlockStored,
-		ParentHash: parent, HasParent: hasParent,
-		BlockSize: blockSize,
-		Medium:    "GPU",
-		ExtraKeys: make([][]ExtraKey, blocks),
-		Group:     0, HasGroup: true,
-		Kind: "full_attention",
-	}
-	for i := 0; i < blocks; i++ {
-		e.BlockHashes = append(e.BlockHashes, rng.Uint64()|1<<63)
-	}
-	for i := 0; i < blocks*blockSize; i++ {
-		e.TokenIDs = append(e.TokenIDs, uint32(rng.IntN(150000)))
-	}
-	return &Batch{TS: goldenTS, Events: []Event{e}, HasDPRank: true}
-}
+	"github.com/kvroute/kvroute/kvevents/internal/wiretest"
+	"github.com/kvroute/kvroute/kvevents/wire"
+)
 
 // BenchmarkDecode measures decoding a current-format vLLM BlockStored of 16
 // blocks × 64 tokens into a reused Batch (MB/s of payload).
 func BenchmarkDecode(b *testing.B) {
-	payload := AppendBatch(nil, benchStored(rand.New(rand.NewPCG(1, 2)), 16, 64, 0, false), FormatVLLM)
+	payload := wire.AppendBatch(nil, wiretest.StoredBatch(rand.New(rand.NewPCG(1, 2)), 16, 64, 0, false), wire.FormatVLLM)
 	b.Run("blocks=16", func(b *testing.B) {
-		d := NewDecoder(Limits{})
-		var batch Batch
+		d := wire.NewDecoder(wire.Limits{})
+		var batch wire.Batch
 		b.SetBytes(int64(len(payload)))
 		b.ReportAllocs()
 		for b.Loop() {

@@ -1,14 +1,17 @@
-package kvevents
+package wire_test
 
 import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/kvevents/internal/wiretest"
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // canon returns a copy of e with empty slices as nil, so that a decoded
 // event (whose slices are reused buffers) compares equal to a literal.
-func canon(e Event) Event {
+func canon(e wire.Event) wire.Event {
 	if len(e.BlockHashes) == 0 {
 		e.BlockHashes = nil
 	}
@@ -21,7 +24,7 @@ func canon(e Event) Event {
 	if len(e.ExtraKeys) == 0 {
 		e.ExtraKeys = nil
 	} else {
-		keys := make([][]ExtraKey, len(e.ExtraKeys))
+		keys := make([][]wire.ExtraKey, len(e.ExtraKeys))
 		for i, k := range e.ExtraKeys {
 			if len(k) > 0 {
 				keys[i] = k
@@ -32,7 +35,7 @@ func canon(e Event) Event {
 	return e
 }
 
-func requireBatchEqual(t *testing.T, want, got *Batch) {
+func requireBatchEqual(t *testing.T, want, got *wire.Batch) {
 	t.Helper()
 	require.Equal(t, want.TS, got.TS, "ts")
 	require.Equal(t, want.HasDPRank, got.HasDPRank, "dp rank set")
@@ -44,14 +47,14 @@ func requireBatchEqual(t *testing.T, want, got *Batch) {
 }
 
 func TestDecodeGoldenVectors(t *testing.T) {
-	d := NewDecoder(Limits{})
-	var b Batch // reused across vectors, as a worker would
-	for _, v := range goldenVectors() {
-		t.Run(v.name, func(t *testing.T) {
-			payload := mustHex(t, v.hex)
-			require.Len(t, payload, v.size, "spec size")
+	d := wire.NewDecoder(wire.Limits{})
+	var b wire.Batch // reused across vectors, as a worker would
+	for _, v := range wiretest.Vectors() {
+		t.Run(v.Name, func(t *testing.T) {
+			payload := wiretest.MustHex(t, v.Hex)
+			require.Len(t, payload, v.Size, "spec size")
 			require.NoError(t, d.Decode(payload, &b))
-			requireBatchEqual(t, v.want(), &b)
+			requireBatchEqual(t, v.Want(), &b)
 		})
 	}
 }
@@ -59,12 +62,12 @@ func TestDecodeGoldenVectors(t *testing.T) {
 // TestDecodeGoldenFieldFacts spells out the facts of the golden payloads
 // that matter most, one assertion each.
 func TestDecodeGoldenFieldFacts(t *testing.T) {
-	d := NewDecoder(Limits{})
-	decode := func(name string) *Batch {
-		for _, v := range goldenVectors() {
-			if v.name == name {
-				var b Batch
-				require.NoError(t, d.Decode(mustHex(t, v.hex), &b))
+	d := wire.NewDecoder(wire.Limits{})
+	decode := func(name string) *wire.Batch {
+		for _, v := range wiretest.Vectors() {
+			if v.Name == name {
+				var b wire.Batch
+				require.NoError(t, d.Decode(wiretest.MustHex(t, v.Hex), &b))
 				return &b
 			}
 		}
@@ -74,7 +77,7 @@ func TestDecodeGoldenFieldFacts(t *testing.T) {
 
 	v1 := decode("V1/current")
 	e := v1.Events[0]
-	require.Equal(t, EventBlockStored, e.Type)
+	require.Equal(t, wire.EventBlockStored, e.Type)
 	require.Equal(t, uint64(9961711881680546425), e.BlockHashes[0], "H1 >= 2^63 decodes unsigned")
 	require.False(t, e.HasParent, "parent nil")
 	require.False(t, e.HasLoRAID, "lora_id nil")
@@ -85,7 +88,7 @@ func TestDecodeGoldenFieldFacts(t *testing.T) {
 	require.Equal(t, 0, e.Group)
 	require.Equal(t, "full_attention", e.Kind)
 	require.False(t, e.HasSlidingWindow, "sliding window omitted")
-	require.Equal(t, tierGPU, normalizeMedium(e.Medium))
+	require.Equal(t, "GPU", e.Medium)
 
 	v1l := decode("V1/legacy").Events[0]
 	require.False(t, v1l.HasSlidingWindow, "legacy trailing nil")
@@ -98,8 +101,8 @@ func TestDecodeGoldenFieldFacts(t *testing.T) {
 	v5 := decode("V5/legacy")
 	require.True(t, v5.HasDPRank)
 	require.Equal(t, int64(3), v5.DPRank)
-	require.Equal(t, []EventType{EventBlockStored, EventBlockRemoved, EventAllBlocksCleared},
-		[]EventType{v5.Events[0].Type, v5.Events[1].Type, v5.Events[2].Type})
+	require.Equal(t, []wire.EventType{wire.EventBlockStored, wire.EventBlockRemoved, wire.EventAllBlocksCleared},
+		[]wire.EventType{v5.Events[0].Type, v5.Events[1].Type, v5.Events[2].Type})
 
 	require.False(t, decode("V6/current").HasDPRank, "dp None still 3 elements")
 
@@ -113,10 +116,10 @@ func TestDecodeGoldenFieldFacts(t *testing.T) {
 	v8 := decode("V8/current").Events[0]
 	require.Equal(t, uint64(0x18191a1b1c1d1e1f), v8.BlockHashes[0], "bin → last 8 bytes big-endian")
 	require.Len(t, v8.RawHashes[1], 32)
-	require.Equal(t, ExtraKey{Kind: ExtraKeyString, Value: "salt-A"}, v8.ExtraKeys[0][0])
+	require.Equal(t, wire.ExtraKey{Kind: wire.ExtraKeyString, Value: "salt-A"}, v8.ExtraKeys[0][0])
 
 	s1 := decode("S1/sglang")
-	require.Equal(t, uint64(sglangHashA), s1.Events[0].BlockHashes[0], "negative int64 keeps its bits")
+	require.Equal(t, uint64(wiretest.SGLangHashA), s1.Events[0].BlockHashes[0], "negative int64 keeps its bits")
 	require.Equal(t, s1.Events[0].BlockHashes[0], s1.Events[1].ParentHash, "parent resolves to the block it names")
 	require.Equal(t, s1.Events[1].BlockHashes[0], s1.Events[2].BlockHashes[0])
 
@@ -128,11 +131,11 @@ func TestDecodeGoldenFieldFacts(t *testing.T) {
 // TestDecodeSteadyStateAllocationFree decodes every golden vector, over and
 // over, into one reused Batch: after the first pass nothing is allocated.
 func TestDecodeSteadyStateAllocationFree(t *testing.T) {
-	d := NewDecoder(Limits{})
-	var b Batch
+	d := wire.NewDecoder(wire.Limits{})
+	var b wire.Batch
 	var payloads [][]byte
-	for _, v := range goldenVectors() {
-		payloads = append(payloads, mustHex(t, v.hex))
+	for _, v := range wiretest.Vectors() {
+		payloads = append(payloads, wiretest.MustHex(t, v.Hex))
 	}
 	pass := func() {
 		for _, p := range payloads {
