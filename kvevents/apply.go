@@ -45,10 +45,10 @@ type Options struct {
 	// Logger receives state changes and debug logs for dropped events; nil
 	// discards.
 	Logger *slog.Logger
-	// metrics, for the Pool's own Applier, is the Pool's event-metrics set
-	// (shared so each family is registered once); it takes precedence over
-	// Registerer.
-	metrics *eventMetrics
+	// metrics, for the Pool's own Applier, is the Applier's part of the
+	// Pool's metrics (shared so each family is registered once); it takes
+	// precedence over Registerer.
+	metrics *applyMetrics
 	// Matcher, for a Pool, decides from an endpoint's labels whether it is
 	// subscribed (nil subscribes every endpoint): a Kubernetes
 	// labels.Selector's Matches, for instance, or the matcher a kvroute
@@ -93,7 +93,7 @@ type ApplyResult struct {
 type Applier struct {
 	ix    *kvindex.Index
 	model string
-	m     *eventMetrics
+	m     *applyMetrics
 	log   *slog.Logger
 	eps   *xsync.MapOf[string, *endpointState]
 	loras map[int64]string // read-only after NewApplier
@@ -108,7 +108,7 @@ type endpointState struct {
 	extra  [][]string
 	flat   []string
 	ends   []int
-	pos    []byte // encoded position (ApplyAt)
+	pos    []byte // encoded position (applyAt)
 }
 
 // NewApplier returns an Applier writing to ix, with its injected
@@ -120,7 +120,7 @@ func NewApplier(cfg ApplierConfig, ix *kvindex.Index, opts Options) (*Applier, e
 	m := opts.metrics
 	if m == nil {
 		var err error
-		if m, err = newMetrics(opts.Registerer); err != nil {
+		if m, err = newApplyMetrics(opts.Registerer); err != nil {
 			return nil, err
 		}
 	}
@@ -134,11 +134,11 @@ func NewApplier(cfg ApplierConfig, ix *kvindex.Index, opts Options) (*Applier, e
 
 // metrics returns the Applier's metric set (nil without metrics), for the
 // components that share it.
-func (a *Applier) metrics() *eventMetrics { return a.m }
+func (a *Applier) metrics() *applyMetrics { return a.m }
 
-// Forget drops what the Applier remembers about endpoint (its group kinds),
+// forget drops what the Applier remembers about endpoint (its group kinds),
 // for an endpoint that left the pool. It does not touch the index.
-func (a *Applier) Forget(endpoint string) { a.eps.Delete(endpoint) }
+func (a *Applier) forget(endpoint string) { a.eps.Delete(endpoint) }
 
 func (a *Applier) state(endpoint string) *endpointState {
 	if st, ok := a.eps.Load(endpoint); ok {
@@ -205,12 +205,12 @@ func eventGroup(e *wire.Event) int {
 	return 0
 }
 
-// ApplyAt is Apply with the endpoint's stream position recorded in the
+// applyAt is Apply with the endpoint's stream position recorded in the
 // index atomically with the batch's effects: it holds the endpoint's
 // kvindex.PositionLock across the whole batch, so a snapshot of the index
 // holds either none or all of the batch, and pos exactly when it holds it
 // (a resumed stream would otherwise apply reference-counted stores twice).
-func (a *Applier) ApplyAt(endpoint, model string, b *wire.Batch, pos Position) ApplyResult {
+func (a *Applier) applyAt(endpoint, model string, b *wire.Batch, pos Position) ApplyResult {
 	pl := a.ix.LockPosition(endpoint)
 	res := a.Apply(endpoint, model, b)
 	st := a.state(endpoint)

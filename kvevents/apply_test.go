@@ -287,17 +287,19 @@ func TestApplySharedMetrics(t *testing.T) {
 	ix, err := kvindex.New(kvindex.Config{BlockSize: 4, SweepInterval: -1}, kvindex.Options{})
 	require.NoError(t, err)
 	defer ix.Close()
-	a, err := NewApplier(ApplierConfig{}, ix, Options{metrics: m, Registerer: reg})
+	a, err := NewApplier(ApplierConfig{}, ix, Options{metrics: m.applyMetrics, Registerer: reg})
 	require.NoError(t, err)
-	require.Same(t, m, a.metrics())
+	require.Same(t, m.applyMetrics, a.metrics())
 	m.drop(testEndpoint, dropQueueFull, 2)
 	require.Equal(t, 2.0, testutil.ToFloat64(m.Dropped.WithLabelValues(testEndpoint, string(dropQueueFull))))
 	m.forgetEndpoint(testEndpoint)
 	require.Zero(t, testutil.CollectAndCount(m.Dropped))
 	var nilMetrics *eventMetrics
 	nilMetrics.drop("x", "y", 1) // no-op, no panic
-	nilMetrics.skip("x", "y", 1)
 	nilMetrics.forgetEndpoint("x")
+	var nilApply *applyMetrics
+	nilApply.drop("x", "y", 1)
+	nilApply.skip("x", "y", 1)
 }
 
 // TestApplyConcurrentEndpoints applies batches for several endpoints from
@@ -327,7 +329,7 @@ func TestApplyConcurrentEndpoints(t *testing.T) {
 			require.Equal(t, 2, f.match(fmt.Sprintf("10.0.%d.%d:8000", g, i), wiretest.TokensRange(1, 8), kvindex.KeyParams{}).Blocks)
 		}
 	}
-	f.a.Forget("10.0.0.0:8000")
+	f.a.forget("10.0.0.0:8000")
 	require.False(t, strings.Contains(f.log.String(), "ERROR"))
 }
 

@@ -174,8 +174,8 @@
 // the xxhash64 of that batch's raw payload frame (PayloadDigest). Each
 // applied batch records it in the index — with the endpoint's cache-group
 // kinds, since vLLM names a group's kind only on BlockStored — under the
-// endpoint's kvindex.PositionLock, held across the whole batch
-// (Applier.ApplyAt), so an index snapshot holds each endpoint exactly as of
+// endpoint's kvindex.PositionLock, held across the whole batch by the
+// Pool's Applier, so an index snapshot holds each endpoint exactly as of
 // one recorded position and never half a batch. A stream created for an
 // endpoint whose entries carry a position (a loaded checkpoint or a peer's
 // snapshot) starts from it when it first connects; Pool.EnsureFrom(ep, pos)

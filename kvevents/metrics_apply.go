@@ -1,95 +1,25 @@
 package kvevents
 
-import (
-	"errors"
+import "github.com/prometheus/client_golang/prometheus"
 
-	"github.com/prometheus/client_golang/prometheus"
-)
-
-// eventMetrics holds every KV-event metric: subscriber states, messages, events,
-// drops by reason, sequence gaps and replays.
-// It is created once (newMetrics) and shared by the Applier and the
-// subscriber pool, so each metric family is registered exactly once. A nil
-// *eventMetrics is valid: its methods do nothing.
-type eventMetrics struct {
-	// llm_d_epp_kv_cache_events_active_subscribers (gauge).
-	ActiveSubscribers prometheus.Gauge
-	// llm_d_epp_kv_cache_events_messages_received_total{pod_identifier}.
-	MessagesReceived *prometheus.CounterVec
-	// llm_d_epp_kv_cache_events_zmq_errors_total{pod_identifier,operation}.
-	ZMQErrors *prometheus.CounterVec
-	// llm_d_epp_kv_cache_events_subscriber_reconnections_total{pod_identifier}.
-	Reconnections *prometheus.CounterVec
-	// llm_d_epp_kv_cache_events_pool_queue_depth (gauge).
-	PoolQueueDepth prometheus.Gauge
-	// llm_d_epp_kv_cache_events_pool_capacity (gauge).
-	PoolCapacity prometheus.Gauge
+// applyMetrics are the Applier's metrics: what it leaves out of the index
+// and what it drops. A Pool's Applier shares the Pool's (see eventMetrics),
+// so each family is registered once. A nil *applyMetrics is valid: its
+// methods do nothing.
+type applyMetrics struct {
 	// llm_d_epp_kv_cache_events_stores_skipped_total{cache_kind,reason}.
 	StoresSkipped *prometheus.CounterVec
 	// kvroute_kv_events_dropped_total{pod_identifier,reason}.
 	Dropped *prometheus.CounterVec
-	// kvroute_kv_events_sequence_gaps_total{pod_identifier}.
-	SequenceGaps *prometheus.CounterVec
-	// kvroute_kv_events_publisher_restarts_total{pod_identifier}.
-	PublisherRestarts *prometheus.CounterVec
-	// kvroute_kv_events_replays_total{pod_identifier,result}.
-	Replays *prometheus.CounterVec
-	// kvroute_kv_events_pool_queue_bytes (gauge): payload bytes waiting
-	// for a worker.
-	PoolQueueBytes prometheus.Gauge
-	// kvroute_kv_events_queue_shed_bytes_total: payload bytes of messages
-	// dropped by the worker queues' byte or message bounds (the messages
-	// are counted in dropped_total{reason="queue_full"}).
-	QueueShedBytes prometheus.Counter
-	// kvroute_kv_events_bind_unknown_total: bind-mode messages whose topic
-	// names no indexed endpoint (unknown or unparsable topic, endpoint not
-	// passed to Ensure, stream cap reached). One unlabelled series: topics
-	// come from the wire and never become label values.
-	BindUnknown prometheus.Counter
-	// kvroute_kv_events_bind_foreign_total: bind-mode messages for a known
-	// endpoint that arrived on another connection while the endpoint's own
-	// connection was alive (a spoofing or misconfigured peer); dropped.
-	BindForeign prometheus.Counter
-	// kvroute_kv_events_bind_source_mismatch_total: bind-mode messages
-	// refused because their connection does not come from the address of
-	// the endpoint their topic names (PoolConfig.BindAnySource). One
-	// unlabelled series: the topic and the address come from the wire.
-	BindSourceMismatch prometheus.Counter
 }
 
-// newMetrics creates the KV-event metrics and registers them with reg. A nil
-// reg returns a nil *eventMetrics (no metrics). When a family is already
-// registered with reg (a second newMetrics on the same registry), the
-// existing collector is reused, so counts from both land in one series.
-func newMetrics(reg prometheus.Registerer) (*eventMetrics, error) {
+// newApplyMetrics creates the Applier's metrics and registers them with reg
+// (a family already registered there is reused). A nil reg returns nil.
+func newApplyMetrics(reg prometheus.Registerer) (*applyMetrics, error) {
 	if reg == nil {
 		return nil, nil
 	}
-	m := &eventMetrics{
-		ActiveSubscribers: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "llm_d_epp_kv_cache_events_active_subscribers",
-			Help: "KV-event subscribers managed, including those retrying a failed connection.",
-		}),
-		MessagesReceived: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "llm_d_epp_kv_cache_events_messages_received_total",
-			Help: "KV-event messages received per endpoint.",
-		}, []string{"pod_identifier"}),
-		ZMQErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "llm_d_epp_kv_cache_events_zmq_errors_total",
-			Help: "ZeroMQ and decoding errors per endpoint and operation.",
-		}, []string{"pod_identifier", "operation"}),
-		Reconnections: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "llm_d_epp_kv_cache_events_subscriber_reconnections_total",
-			Help: "KV-event subscriber reconnects per endpoint.",
-		}, []string{"pod_identifier"}),
-		PoolQueueDepth: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "llm_d_epp_kv_cache_events_pool_queue_depth",
-			Help: "KV-event messages waiting for a worker.",
-		}),
-		PoolCapacity: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "llm_d_epp_kv_cache_events_pool_capacity",
-			Help: "Total KV-event queue capacity.",
-		}),
+	m := &applyMetrics{
 		StoresSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "llm_d_epp_kv_cache_events_stores_skipped_total",
 			Help: "KV-cache events left out of the index (non-prefix cache groups, non-dense spans, block-size mismatch, unknown groups).",
@@ -98,92 +28,27 @@ func newMetrics(reg prometheus.Registerer) (*eventMetrics, error) {
 			Name: "kvroute_kv_events_dropped_total",
 			Help: "KV events dropped, by endpoint and reason (parent_missing, decode_error, queue_full, stale_seq, unknown_event, ...).",
 		}, []string{"pod_identifier", "reason"}),
-		SequenceGaps: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "kvroute_kv_events_sequence_gaps_total",
-			Help: "KV-event sequence gaps detected per endpoint (with or without replay).",
-		}, []string{"pod_identifier"}),
-		PublisherRestarts: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "kvroute_kv_events_publisher_restarts_total",
-			Help: "KV-event sequence went backwards (engine restarted) per endpoint.",
-		}, []string{"pod_identifier"}),
-		Replays: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "kvroute_kv_events_replays_total",
-			Help: "KV-event replays per endpoint by outcome (complete, partial, failed).",
-		}, []string{"pod_identifier", "result"}),
-		PoolQueueBytes: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "kvroute_kv_events_pool_queue_bytes",
-			Help: "KV-event payload bytes waiting for a worker.",
-		}),
-		QueueShedBytes: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "kvroute_kv_events_queue_shed_bytes_total",
-			Help: "Payload bytes of KV-event messages dropped by the worker queue bounds.",
-		}),
-		BindUnknown: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "kvroute_kv_events_bind_unknown_total",
-			Help: "Bind-mode KV-event messages dropped because their topic names no indexed endpoint.",
-		}),
-		BindForeign: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "kvroute_kv_events_bind_foreign_total",
-			Help: "Bind-mode KV-event messages for a known endpoint dropped because another connection owns it.",
-		}),
-		BindSourceMismatch: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "kvroute_kv_events_bind_source_mismatch_total",
-			Help: "Bind-mode KV-event messages refused because their connection does not come from the address of the endpoint their topic names.",
-		}),
 	}
 	var err error
-	m.ActiveSubscribers = register(reg, m.ActiveSubscribers, &err)
-	m.MessagesReceived = register(reg, m.MessagesReceived, &err)
-	m.ZMQErrors = register(reg, m.ZMQErrors, &err)
-	m.Reconnections = register(reg, m.Reconnections, &err)
-	m.PoolQueueDepth = register(reg, m.PoolQueueDepth, &err)
-	m.PoolCapacity = register(reg, m.PoolCapacity, &err)
 	m.StoresSkipped = register(reg, m.StoresSkipped, &err)
 	m.Dropped = register(reg, m.Dropped, &err)
-	m.SequenceGaps = register(reg, m.SequenceGaps, &err)
-	m.PublisherRestarts = register(reg, m.PublisherRestarts, &err)
-	m.Replays = register(reg, m.Replays, &err)
-	m.PoolQueueBytes = register(reg, m.PoolQueueBytes, &err)
-	m.QueueShedBytes = register(reg, m.QueueShedBytes, &err)
-	m.BindUnknown = register(reg, m.BindUnknown, &err)
-	m.BindForeign = register(reg, m.BindForeign, &err)
-	m.BindSourceMismatch = register(reg, m.BindSourceMismatch, &err)
 	if err != nil {
 		return nil, err
 	}
 	return m, nil
 }
 
-// register registers c, or returns the collector already registered under
-// the same descriptor. Any other failure is recorded in *errp.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C, errp *error) C {
-	err := reg.Register(c)
-	if err == nil {
-		return c
-	}
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(C); ok {
-			return existing
-		}
-	}
-	if *errp == nil {
-		*errp = err
-	}
-	return c
-}
-
-// Drop counts n events of endpoint dropped for reason.
-func (m *eventMetrics) drop(endpoint string, reason Reason, n int) {
+// drop counts n events of endpoint dropped for reason.
+func (m *applyMetrics) drop(endpoint string, reason Reason, n int) {
 	if m == nil || n <= 0 {
 		return
 	}
 	m.Dropped.WithLabelValues(endpoint, string(reason)).Add(float64(n))
 }
 
-// Skip counts n events left out of the index for reason; kind is the
+// skip counts n events left out of the index for reason; kind is the
 // event's cache kind ("" is reported as "none").
-func (m *eventMetrics) skip(kind string, reason Reason, n int) {
+func (m *applyMetrics) skip(kind string, reason Reason, n int) {
 	if m == nil || n <= 0 {
 		return
 	}
@@ -191,17 +56,4 @@ func (m *eventMetrics) skip(kind string, reason Reason, n int) {
 		kind = "none"
 	}
 	m.StoresSkipped.WithLabelValues(kind, string(reason)).Add(float64(n))
-}
-
-// ForgetEndpoint deletes every series labelled with endpoint, for an
-// endpoint that left the pool (keeps the metric cardinality bounded).
-func (m *eventMetrics) forgetEndpoint(endpoint string) {
-	if m == nil {
-		return
-	}
-	l := prometheus.Labels{"pod_identifier": endpoint}
-	for _, v := range []*prometheus.CounterVec{m.MessagesReceived, m.ZMQErrors, m.Reconnections,
-		m.Dropped, m.SequenceGaps, m.PublisherRestarts, m.Replays} {
-		v.DeletePartialMatch(l)
-	}
 }

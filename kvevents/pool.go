@@ -103,7 +103,7 @@ func NewPool(cfg PoolConfig, ix *kvindex.Index, opts Options) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	ap, err := NewApplier(ApplierConfig{Model: cfg.Model, LoRANames: cfg.LoRANames}, ix, Options{metrics: m, Logger: lg})
+	ap, err := NewApplier(ApplierConfig{Model: cfg.Model, LoRANames: cfg.LoRANames}, ix, Options{metrics: m.applyMetrics, Logger: lg})
 	if err != nil {
 		return nil, err
 	}
@@ -288,7 +288,7 @@ func (p *Pool) closeStream(st *stream, clearIndex, forget bool) {
 	st.w.setStreams(st.w.streams)
 	p.mu.Unlock()
 	if forget {
-		p.applier.Forget(st.id)
+		p.applier.forget(st.id)
 		p.m.forgetEndpoint(st.id)
 		p.sm.forget(st.id)
 		p.mu.Lock()

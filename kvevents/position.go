@@ -17,7 +17,7 @@ import (
 // from a restarted engine that has counted past the same number: after any
 // reconnect the pool replays from Seq itself (not Seq+1) and compares the
 // batch it gets with Digest. Every applied batch also records it in the
-// index (Applier.ApplyAt, kvindex.Index.Position), so an index snapshot
+// index (Applier.applyAt, kvindex.Index.Position), so an index snapshot
 // carries it and a stream started on a restored index resumes from it by
 // itself; Pool.Position reports the same value, and Pool.EnsureFrom passes
 // one back explicitly. Both go through the same check.

@@ -318,7 +318,7 @@ func (st *stream) clearLocked() int {
 	removed := st.p.ix.Clear(st.id)
 	pl.Clear()
 	pl.Unlock()
-	st.p.applier.Forget(st.id)
+	st.p.applier.forget(st.id)
 	st.s.has, st.s.degraded, st.s.hasDigest, st.s.unconfirmed = false, false, false, false
 	st.s.holeTo = 0
 	st.s.lostHistory = st.s.lostHistory && st.s.rebuilding // a waiting rebuild still recovers it
@@ -483,7 +483,7 @@ func (st *stream) applyLocked(seq uint64, payload []byte, model string, dec *wir
 		st.p.m.drop(st.id, dropDecodeError, 1)
 		setPosition(st.p.ix.LockPosition(st.id), positionOf(seq, payload))
 	} else {
-		r := st.p.applier.ApplyAt(st.id, model, b, positionOf(seq, payload))
+		r := st.p.applier.applyAt(st.id, model, b, positionOf(seq, payload))
 		tr.applied(r)
 		st.p.storedBlocks.Add(uint64(r.StoredBlocks))
 	}
@@ -519,7 +519,7 @@ func (st *stream) close(clear bool) {
 		pl.Clear()
 		pl.Unlock()
 		st.p.ix.ForgetPosition(st.id)
-		st.p.applier.Forget(st.id)
+		st.p.applier.forget(st.id)
 	}
 }
 

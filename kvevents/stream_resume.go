@@ -15,7 +15,7 @@ import "github.com/kvroute/kvroute/kvevents/wire"
 // created before the old one is stopped and cleared, and must not adopt
 // the old stream's position. It is the one given to Pool.EnsureFrom, or
 // else the one the index records for the endpoint (every applied batch
-// records it, Applier.ApplyAt; a loaded checkpoint or a peer's snapshot
+// records it, Applier.applyAt; a loaded checkpoint or a peer's snapshot
 // restores it). The first check then decides:
 //
 //	same sequence, same digest → the same publisher lifetime: what follows
