@@ -147,7 +147,7 @@ func NewPool(cfg PoolConfig, ix *kvindex.Index, opts Options) (*Pool, error) {
 // an unchanged endpoint keeps its subscriber (label changes that still
 // match are just recorded). A changed events address, replay address or
 // model replaces the subscriber and clears the endpoint's entries. An
-// endpoint whose labels do not match the selector is treated like Remove.
+// endpoint whose labels do not match Options.Matcher is treated like Remove.
 // Errors report an invalid endpoint, or a closed pool.
 func (p *Pool) Ensure(ep Endpoint) error { return p.ensure(ep, nil) }
 

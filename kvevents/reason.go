@@ -35,7 +35,7 @@ const (
 	dropUnknownEvent    Reason = "unknown_event"         // event with an unknown tag
 	dropHoldFull        Reason = "hold_full"             // live message arriving while a replay runs, beyond HoldSize or HoldBytes
 	dropUnknownEndpoint Reason = "unknown_endpoint"      // bind mode: the topic names no endpoint passed to Ensure
-	dropNotSelected     Reason = "not_selected"          // bind mode: the endpoint's labels do not match the selector
+	dropNotSelected     Reason = "not_selected"          // bind mode: the endpoint's labels do not match Options.Matcher
 	dropAlreadyApplied  Reason = "already_applied"       // live message at or below the watermark (a replay applied it first)
 	dropModelMismatch   Reason = "model_mismatch"        // replayed batch applied under the pool's default model, cleared when the live stream named another (it is replayed again under that one)
 	dropMalformed              = kvindex.ReasonMalformed // a message not of 3 frames, or a sequence frame that is not 8 bytes

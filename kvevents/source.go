@@ -13,7 +13,7 @@ package kvevents
 // serialises them); the function they return runs after Pool.mu is
 // released, to stop or start what must not run under it.
 type source interface {
-	// ensureLocked registers ep, whose labels match the selector or not
+	// ensureLocked registers ep, whose labels match Options.Matcher or not
 	// (then it is treated like a removal). pos, from EnsureFrom, is where
 	// the endpoint's next new stream starts.
 	ensureLocked(ep Endpoint, match bool, pos *Position) (after func())

@@ -16,7 +16,7 @@ import (
 )
 
 // dialer is the per-endpoint source: every endpoint passed to Ensure (and
-// matching the selector) gets its own subscriber.
+// matching Options.Matcher) gets its own subscriber.
 type dialer struct {
 	p    *Pool
 	subs map[string]*subscriber // by endpoint ID; guarded by Pool.mu

@@ -118,17 +118,29 @@ func BatchOf(dp int64, hasDP bool, evs ...wire.Event) *wire.Batch {
 	return &wire.Batch{TS: TS, Events: evs, DPRank: dp, HasDPRank: hasDP}
 }
 
-// WantV1 … WantS2 are the batches the golden vectors decode to.
+// WantV1 is the batch golden vector V1 decodes to.
 func WantV1() *wire.Batch { return BatchOf(0, true, StoredV1()) }
+
+// WantV2 is the batch golden vector V2 decodes to.
 func WantV2() *wire.Batch { return BatchOf(0, true, StoredV2()) }
+
+// WantV3 is the batch golden vector V3 decodes to.
 func WantV3() *wire.Batch { return BatchOf(0, true, RemovedH(H1)) }
+
+// WantV4 is the batch golden vector V4 decodes to.
 func WantV4() *wire.Batch { return BatchOf(0, true, wire.Event{Type: wire.EventAllBlocksCleared}) }
+
+// WantV5 is the batch golden vector V5 decodes to.
 func WantV5() *wire.Batch {
 	return BatchOf(3, true, StoredV2(), RemovedH(H2), wire.Event{Type: wire.EventAllBlocksCleared})
 }
+
+// WantV6 is the batch golden vector V6 decodes to.
 func WantV6() *wire.Batch {
 	return BatchOf(0, false, StoredV2(), RemovedH(H2), wire.Event{Type: wire.EventAllBlocksCleared})
 }
+
+// WantV7 is the batch golden vector V7 decodes to.
 func WantV7() *wire.Batch {
 	return BatchOf(0, true, wire.Event{
 		Type:        wire.EventBlockStored,
@@ -140,6 +152,8 @@ func WantV7() *wire.Batch {
 		LoRAName: "my-lora",
 	})
 }
+
+// WantV8 is the batch golden vector V8 decodes to.
 func WantV8() *wire.Batch {
 	d1, d2 := make([]byte, 32), make([]byte, 32)
 	for i := range d1 {
@@ -152,7 +166,11 @@ func WantV8() *wire.Batch {
 	e.ExtraKeys = [][]wire.ExtraKey{{{Kind: wire.ExtraKeyString, Value: "salt-A"}}, nil}
 	return BatchOf(0, true, e)
 }
+
+// WantV9None is the batch of V9 without a rank (V9/dpNone).
 func WantV9None() *wire.Batch { return BatchOf(0, false, wire.Event{Type: wire.EventAllBlocksCleared}) }
+
+// WantS1 is the batch golden vector S1 decodes to.
 func WantS1() *wire.Batch {
 	a, b := uint64(SGLangHashA), uint64(SGLangHashB)
 	return BatchOf(0, true,
@@ -164,6 +182,8 @@ func WantS1() *wire.Batch {
 		wire.Event{Type: wire.EventAllBlocksCleared},
 	)
 }
+
+// WantS2 is the batch golden vector S2 decodes to.
 func WantS2() *wire.Batch {
 	return BatchOf(0, true, wire.Event{Type: wire.EventBlockStored, BlockHashes: []uint64{uint64(SGLangHashA)},
 		TokenIDs: TokensRange(1, 4), BlockSize: 4, Medium: "GPU", SignedHashes: true, CacheSalt: "salt-A"})
