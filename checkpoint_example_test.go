@@ -7,13 +7,14 @@ import (
 	"path/filepath"
 
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/checkpoint"
 	"github.com/kvroute/kvroute/kvindex"
 )
 
 // A Router with a checkpoint writes its index on Close and starts from it
 // on the next New: the restarted router knows the prefixes at once (and,
 // with events on, resumes each engine's stream from the checkpoint).
-func ExampleCheckpointConfig() {
+func ExampleNew_checkpoint() {
 	dir, _ := os.MkdirTemp("", "kvroute-example")
 	defer os.RemoveAll(dir)
 	cfg := kvroute.DefaultConfig()
@@ -21,7 +22,7 @@ func ExampleCheckpointConfig() {
 	cfg.BlockSize = 4
 	cfg.Events.Enabled = false // this example feeds the index itself
 	cfg.DisableRender = true
-	cfg.Checkpoint = kvroute.CheckpointConfig{Path: filepath.Join(dir, "index.ckpt")}
+	cfg.Checkpoint = checkpoint.Config{Path: filepath.Join(dir, "index.ckpt")}
 
 	r, err := kvroute.New(context.Background(), cfg, kvroute.Options{})
 	if err != nil {

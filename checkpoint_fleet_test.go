@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kvroute/kvroute/checkpoint"
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/kvevents"
 	"github.com/kvroute/kvroute/kvindex"
@@ -214,7 +215,7 @@ func TestRouterRestartOnWarmFleetWithCheckpointOrPeer(t *testing.T) {
 	ckpt := filepath.Join(t.TempDir(), "index.ckpt")
 	ref, _ := fleetRouter(t, engines, nil) // never restarts
 	defer ref.Close()
-	a, _ := fleetRouter(t, engines, func(c *Config) { c.Checkpoint = CheckpointConfig{Path: ckpt, Interval: -1} })
+	a, _ := fleetRouter(t, engines, func(c *Config) { c.Checkpoint = checkpoint.Config{Path: ckpt, Interval: -1} })
 	for _, e := range engines {
 		e.waitSubscribers(2)
 		// The first batch joins both routers to the stream (a replay from
@@ -243,7 +244,7 @@ func TestRouterRestartOnWarmFleetWithCheckpointOrPeer(t *testing.T) {
 	cold.Close()
 
 	// With the checkpoint.
-	warm, reg := fleetRouter(t, engines, func(c *Config) { c.Checkpoint = CheckpointConfig{Path: ckpt, Interval: -1} })
+	warm, reg := fleetRouter(t, engines, func(c *Config) { c.Checkpoint = checkpoint.Config{Path: ckpt, Interval: -1} })
 	caughtUp(t, warm, engines...)
 	for _, e := range engines {
 		require.Equal(t, 1.0, resumeCount(t, reg, e.id, kvevents.ResumeOK), "endpoint %s resumed", e.id)
@@ -254,7 +255,7 @@ func TestRouterRestartOnWarmFleetWithCheckpointOrPeer(t *testing.T) {
 	// Bootstrapped from a peer (the never-restarted router).
 	peer := httptest.NewServer(ref.SnapshotHandler())
 	defer peer.Close()
-	boot, breg := fleetRouter(t, engines, func(c *Config) { c.Bootstrap = BootstrapConfig{Peers: []string{peer.URL}} })
+	boot, breg := fleetRouter(t, engines, func(c *Config) { c.Bootstrap = checkpoint.BootstrapConfig{Peers: []string{peer.URL}} })
 	for _, e := range engines {
 		e.waitSubscribers(3) // the reference, warm and boot
 		e.serve(3)           // live traffic after the replica started
@@ -273,7 +274,7 @@ func TestRouterRestartOnWarmFleetWithCheckpointOrPeer(t *testing.T) {
 	for _, e := range engines {
 		e.serve(60)
 	}
-	gap, greg := fleetRouter(t, engines, func(c *Config) { c.Checkpoint = CheckpointConfig{Path: ckpt, Interval: -1} })
+	gap, greg := fleetRouter(t, engines, func(c *Config) { c.Checkpoint = checkpoint.Config{Path: ckpt, Interval: -1} })
 	caughtUp(t, gap, engines...)
 	for _, e := range engines {
 		require.Equal(t, 1.0, resumeCount(t, greg, e.id, kvevents.ResumeWithGap), "endpoint %s", e.id)
@@ -299,7 +300,7 @@ func TestRouterResumeRebuildsEngineRestartedWhileDown(t *testing.T) {
 	ckpt := filepath.Join(t.TempDir(), "index.ckpt")
 	ref, _ := fleetRouter(t, engines, nil)
 	defer ref.Close()
-	a, _ := fleetRouter(t, engines, func(c *Config) { c.Checkpoint = CheckpointConfig{Path: ckpt, Interval: -1} })
+	a, _ := fleetRouter(t, engines, func(c *Config) { c.Checkpoint = checkpoint.Config{Path: ckpt, Interval: -1} })
 	for _, e := range engines {
 		e.waitSubscribers(2)
 		e.serve(1)
@@ -323,7 +324,7 @@ func TestRouterResumeRebuildsEngineRestartedWhileDown(t *testing.T) {
 	}
 	caughtUp(t, ref, engines...)
 
-	r, reg := fleetRouter(t, engines, func(c *Config) { c.Checkpoint = CheckpointConfig{Path: ckpt, Interval: -1} })
+	r, reg := fleetRouter(t, engines, func(c *Config) { c.Checkpoint = checkpoint.Config{Path: ckpt, Interval: -1} })
 	defer r.Close()
 	caughtUp(t, r, engines...)
 	require.Equal(t, 1.0, resumeCount(t, reg, engines[0].id, kvevents.ResumeOK))

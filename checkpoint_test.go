@@ -3,25 +3,27 @@ package kvroute
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kvroute/kvroute/checkpoint"
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/kvindex"
 )
+
+// These tests cover how a Router wires package checkpoint: the
+// "checkpoint" and "bootstrap" configuration keys, the restore in New
+// (bounded by New's context), the last checkpoint on Close and the first
+// endpoint list dropping restored endpoints it does not name. The
+// checkpoint's own behaviour is tested in package checkpoint.
 
 // storeBlocks stores n blocks of tokens from seed on endpoint directly in
 // the index, recording pos as the endpoint's position (as the event
@@ -49,7 +51,7 @@ func ckptRouter(t *testing.T, path string, reg prometheus.Registerer, mutate fun
 	cfg.Model = testModel
 	cfg.Events.Enabled = false
 	cfg.DisableRender = true
-	cfg.Checkpoint = CheckpointConfig{Path: path, Interval: -1}
+	cfg.Checkpoint = checkpoint.Config{Path: path, Interval: -1}
 	if mutate != nil {
 		mutate(&cfg)
 	}
@@ -88,10 +90,7 @@ func TestCheckpointWrittenOnCloseAndLoadedOnNew(t *testing.T) {
 	toks := storeBlocks(t, r.Index(), "10.0.0.1:8000", 3, 6, "p1")
 	storeBlocks(t, r.Index(), "10.0.0.2:8000", 4, 2, "p2")
 	r.Close()
-	require.Equal(t, 1.0, testutil.ToFloat64(r.snap.met.writes.WithLabelValues("ok")))
-	entries, err := os.ReadDir(filepath.Dir(path))
-	require.NoError(t, err)
-	require.Len(t, entries, 1, "no temporary file left behind")
+	require.FileExists(t, path, "Close writes the checkpoint")
 
 	reg2 := prometheus.NewRegistry()
 	r2 := ckptRouter(t, path, reg2, nil)
@@ -104,85 +103,28 @@ func TestCheckpointWrittenOnCloseAndLoadedOnNew(t *testing.T) {
 	var m kvindex.MatchResult
 	r2.Index().Match(kvindex.Keys(nil, toks, r2.Index().BlockSize(), &kvindex.KeyParams{Model: testModel}), []string{"10.0.0.1:8000"}, &m)
 	require.Equal(t, 6, m.Endpoints()[0].Blocks)
+	require.NoError(t, r2.Checkpoint(), "Checkpoint writes now")
 
 	// The first endpoint list drops restored endpoints it does not name.
 	require.NoError(t, r2.SetEndpoints([]Endpoint{{ID: "10.0.0.1:8000"}}))
 	require.Equal(t, 6, r2.Index().Stats().Memberships)
 	_, ok = r2.Index().Position("10.0.0.2:8000")
 	require.False(t, ok)
-}
 
-// Every bad checkpoint is a clear logged error and a counted outcome; the
-// router starts empty and never loads part of the file.
-func TestCheckpointBadFilesStartEmpty(t *testing.T) {
-	t.Cleanup(leakcheck.Check(t))
-	dir := t.TempDir()
-	good := filepath.Join(dir, "good.ckpt")
-	r := ckptRouter(t, good, nil, nil)
-	for i := 0; i < 5; i++ {
-		storeBlocks(t, r.Index(), "10.0.0.1:8000", 10+i, 3, "p")
-		storeBlocks(t, r.Index(), "10.0.0.2:8000", 20+i, 3, "q")
-	}
-	r.Close()
-	data, err := os.ReadFile(good)
-	require.NoError(t, err)
-
-	resum := func(b []byte) { binary.LittleEndian.PutUint64(b[20:], xxh64(b[:20])) }
-	cases := map[string]struct {
-		data   []byte
-		result string
-		mutate func(*Config)
-	}{
-		"truncated":       {data[:len(data)-9], kvindex.SnapshotReasonTruncated, nil},
-		"truncated early": {data[:40], kvindex.SnapshotReasonTruncated, nil},
-		"empty":           {nil, kvindex.SnapshotReasonTruncated, nil},
-		"corrupt":         {flip(data, 60), kvindex.SnapshotReasonChecksum, nil},
-		"not a snapshot":  {[]byte("{\"hello\": \"world\"} and some more text"), kvindex.SnapshotReasonMagic, nil},
-		"wrong version": {edit(data, func(b []byte) {
-			binary.LittleEndian.PutUint16(b[8:], kvindex.SnapshotFormatVersion+1)
-			resum(b)
-		}), kvindex.SnapshotReasonVersion, nil},
-		"wrong key scheme": {edit(data, func(b []byte) {
-			binary.LittleEndian.PutUint16(b[10:], kvindex.KeySchemeVersion+1)
-			resum(b)
-		}), kvindex.SnapshotReasonKeyScheme, nil},
-		"wrong block size": {data, kvindex.SnapshotReasonBlockSize, func(c *Config) { c.BlockSize = 32 }},
-		"trailing garbage": {append(bytes.Clone(data), "x"...), kvindex.SnapshotReasonMalformed, nil},
-	}
-	for name, c := range cases {
-		t.Run(name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "index.ckpt")
-			require.NoError(t, os.WriteFile(path, c.data, 0o600))
-			reg := prometheus.NewRegistry()
-			r := ckptRouter(t, path, reg, c.mutate)
-			defer r.Close()
-			require.Equal(t, 1.0, restores(t, reg, "file", c.result))
-			require.Zero(t, r.Index().Stats().Memberships, "nothing of a bad file is loaded")
-			kept, err := os.ReadFile(path + ".rejected")
-			require.NoError(t, err, "the refused file is kept for inspection")
-			require.Equal(t, len(c.data), len(kept))
-			require.True(t, bytes.Equal(c.data, kept))
-			require.Zero(t, r.Index().Stats().Endpoints)
-			_, ok := r.Index().Position("10.0.0.1:8000")
-			require.False(t, ok)
-		})
-	}
-	// An unreadable path (a directory) is an error too, not a crash.
-	reg := prometheus.NewRegistry()
-	rd := ckptRouter(t, dir, reg, nil)
-	require.Equal(t, 1.0, restores(t, reg, "file", kvindex.SnapshotReasonRead))
-	require.Error(t, rd.Checkpoint(), "a directory cannot be replaced by a file")
-	rd.snap.cfg.Path = "" // nothing to write on Close
-	rd.Close()
+	// Without a checkpoint path, Checkpoint is a configuration error.
+	r3 := testRouter(t, nil, Options{})
+	require.ErrorIs(t, r3.Checkpoint(), ErrInvalidConfig)
 }
 
 func TestCheckpointConfigValidation(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Checkpoint.Path = "/nonexistent-dir-kvroute/x.ckpt"
 	require.ErrorIs(t, cfg.Validate(), ErrInvalidConfig)
+	require.EqualError(t, cfg.Validate(), `kvroute: invalid config: checkpoint.path "/nonexistent-dir-kvroute/x.ckpt": directory does not exist`)
 	cfg = DefaultConfig()
 	cfg.Bootstrap.Peers = []string{"10.0.0.1:9091"}
 	require.ErrorIs(t, cfg.Validate(), ErrInvalidConfig)
+	require.EqualError(t, cfg.Validate(), `kvroute: invalid config: bootstrap.peers: "10.0.0.1:9091" is not an http(s) URL`)
 	got, err := LoadConfig(bytes.NewReader([]byte(`{"checkpoint":{"path":"` + filepath.Join(t.TempDir(), "c") + `"},"bootstrap":{"peers":["http://10.0.0.5:9091/kvroute/snapshot"],"token":"s3cret"}}`)))
 	require.NoError(t, err) // durations ("interval", "timeout") are decoded by the shared strict decoder
 	require.NotEmpty(t, got.Checkpoint.Path)
@@ -220,8 +162,8 @@ func TestCheckpointConfigDurations(t *testing.T) {
 	}
 
 	cfg := DefaultConfig()
-	cfg.Checkpoint = CheckpointConfig{Path: path, Interval: 45 * time.Second}
-	cfg.Bootstrap = BootstrapConfig{Peers: []string{"https://peer:9091/kvroute/snapshot"}, Token: "t", Timeout: 2 * time.Minute}
+	cfg.Checkpoint = checkpoint.Config{Path: path, Interval: 45 * time.Second}
+	cfg.Bootstrap = checkpoint.BootstrapConfig{Peers: []string{"https://peer:9091/kvroute/snapshot"}, Token: "t", Timeout: 2 * time.Minute}
 	data, err := json.Marshal(cfg)
 	require.NoError(t, err)
 	require.Contains(t, string(data), `"interval":"45s"`)
@@ -232,138 +174,95 @@ func TestCheckpointConfigDurations(t *testing.T) {
 	require.Equal(t, cfg.Bootstrap, back.Bootstrap)
 }
 
-// peerRouter serves a warm router's snapshot over a real HTTP server.
-func peerRouter(t *testing.T, token string, blockSize int) (*Router, *httptest.Server) {
-	t.Helper()
-	r := testRouter(t, func(c *Config) {
-		c.Bootstrap.Token = token
-		if blockSize != 0 {
-			c.BlockSize = blockSize
-		}
-	}, Options{})
-	for i := 0; i < 4; i++ {
-		storeBlocks(t, r.Index(), "10.0.0.1:8000", 30+i, 4, "peer-pos")
+// bootstrap.progressTimeout and bootstrap.maxSectionBytes are read by the
+// strict decoder (a duration string, a byte count), zero means the
+// defaults, and negative values are refused.
+func TestBootstrapLimitKeys(t *testing.T) {
+	got, err := LoadConfig(strings.NewReader(`{"bootstrap":{"progressTimeout":"750ms","maxSectionBytes":1048576}}`))
+	require.NoError(t, err)
+	require.Equal(t, 750*time.Millisecond, got.Bootstrap.ProgressTimeout)
+	require.EqualValues(t, 1<<20, got.Bootstrap.MaxSectionBytes)
+	data, err := json.Marshal(got)
+	require.NoError(t, err)
+	require.Contains(t, string(data), `"progressTimeout":"750ms"`)
+	require.Contains(t, string(data), `"maxSectionBytes":1048576`)
+
+	def := DefaultConfig()
+	require.Zero(t, def.Bootstrap.ProgressTimeout, "zero: checkpoint.DefaultBootstrapProgressTimeout")
+	require.Zero(t, def.Bootstrap.MaxSectionBytes, "zero: checkpoint.DefaultMaxSectionBytes")
+
+	for in, want := range map[string]string{
+		`{"bootstrap":{"progressTimeout":5}}`:         "bootstrap.progressTimeout",
+		`{"bootstrap":{"progressTimeout":"-1s"}}`:     "bootstrap.progressTimeout",
+		`{"bootstrap":{"maxSectionBytes":-1}}`:        "bootstrap.maxSectionBytes",
+		`{"bootstrap":{"maxSectionBytes":"1MiB"}}`:    "bootstrap.maxSectionBytes",
+		`{"bootstrap":{"max_section_bytes":1048576}}`: "bootstrap.max_section_bytes",
+	} {
+		_, err := LoadConfig(strings.NewReader(in))
+		require.ErrorIs(t, err, ErrInvalidConfig, in)
+		require.ErrorContains(t, err, want, in)
 	}
-	srv := httptest.NewServer(r.SnapshotHandler())
-	t.Cleanup(srv.Close)
-	return r, srv
 }
 
-func bootRouter(t *testing.T, reg prometheus.Registerer, b BootstrapConfig) *Router {
-	return testRouter(t, func(c *Config) { c.Bootstrap = b }, Options{Registerer: reg, Logger: testLogger(t)})
-}
-
-func TestPeerBootstrap(t *testing.T) {
+// New returns promptly with the context's error when its context is
+// cancelled while a peer of Config.Bootstrap has not answered, even with
+// progress and bootstrap timeouts far away; it leaves nothing running and
+// nothing registered.
+func TestNewCancelledDuringBootstrap(t *testing.T) {
 	t.Cleanup(leakcheck.Check(t))
-	peer, srv := peerRouter(t, "tok", 0)
-	var want bytes.Buffer
-	_, err := peer.Index().WriteSnapshot(&want)
-	require.NoError(t, err)
-
-	reg := prometheus.NewRegistry()
-	r := bootRouter(t, reg, BootstrapConfig{Peers: []string{srv.URL}, Token: "tok"})
-	require.Equal(t, 1.0, restores(t, reg, "peer", "loaded"))
-	var got bytes.Buffer
-	_, err = r.Index().WriteSnapshot(&got)
-	require.NoError(t, err)
-	require.Equal(t, want.Bytes(), got.Bytes(), "the replica holds exactly the peer's index")
-
-	// Wrong or missing token: refused, counted on both sides, empty start.
-	for _, tok := range []string{"", "wrong"} {
-		reg := prometheus.NewRegistry()
-		r := bootRouter(t, reg, BootstrapConfig{Peers: []string{srv.URL}, Token: tok})
-		require.Equal(t, 1.0, restores(t, reg, "peer", "refused"))
-		require.Zero(t, r.Index().Stats().Memberships)
-	}
-	require.Equal(t, 2.0, testutil.ToFloat64(peer.snap.met.serves.WithLabelValues("unauthorized")))
-	resp, err := http.Post(srv.URL, "text/plain", nil)
-	require.NoError(t, err)
-	resp.Body.Close()
-	require.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode)
-}
-
-// The first reachable peer with a valid snapshot wins; unreachable peers, a
-// peer with another block size and a peer dying mid-stream are skipped,
-// each counted.
-func TestPeerBootstrapSkipsBadPeers(t *testing.T) {
-	t.Cleanup(leakcheck.Check(t))
-	_, good := peerRouter(t, "", 0)
-	_, otherBS := peerRouter(t, "", 32)
-
-	// A peer that sends half a snapshot and drops the connection.
-	peer, _ := peerRouter(t, "", 0)
-	var full bytes.Buffer
-	_, err := peer.Index().WriteSnapshot(&full)
-	require.NoError(t, err)
-	dying := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", SnapshotContentType)
-		_, _ = w.Write(full.Bytes()[:full.Len()/2])
-		w.(http.Flusher).Flush()
-		conn, _, err := w.(http.Hijacker).Hijack()
-		if err == nil {
-			_ = conn.Close()
+	arrived, gone := make(chan struct{}, 1), make(chan struct{}, 1)
+	release := make(chan struct{})
+	silent := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		select {
+		case <-r.Context().Done():
+			gone <- struct{}{}
+		case <-release:
 		}
 	}))
-	defer dying.Close()
-	// A peer whose format version is from the future.
-	future := bytes.Clone(full.Bytes())
-	binary.LittleEndian.PutUint16(future[8:], kvindex.SnapshotFormatVersion+1)
-	binary.LittleEndian.PutUint64(future[20:], xxh64(future[:20]))
-	futurePeer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(future) }))
-	defer futurePeer.Close()
+	defer silent.Close()
+	defer close(release) // before Close: the handler returns
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	dead := "http://" + ln.Addr().String() + "/kvroute/snapshot"
-	require.NoError(t, ln.Close())
-
+	cfg := DefaultConfig()
+	cfg.Model = testModel
+	cfg.Events.Enabled = false
+	cfg.DisableRender = true
+	cfg.Bootstrap = checkpoint.BootstrapConfig{Peers: []string{silent.URL}, Timeout: 10 * time.Minute, ProgressTimeout: 10 * time.Minute}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type result struct {
+		r   *Router
+		err error
+	}
+	done := make(chan result, 1)
 	reg := prometheus.NewRegistry()
-	r := bootRouter(t, reg, BootstrapConfig{Peers: []string{dead, dying.URL, otherBS.URL, futurePeer.URL, good.URL}})
-	require.Equal(t, 1.0, restores(t, reg, "peer", "unreachable"))
-	require.Equal(t, 1.0, restores(t, reg, "peer", kvindex.SnapshotReasonBlockSize))
-	require.Equal(t, 1.0, restores(t, reg, "peer", kvindex.SnapshotReasonVersion))
-	require.Equal(t, 1.0, restores(t, reg, "peer", "loaded"))
-	dyingResult := restores(t, reg, "peer", kvindex.SnapshotReasonTruncated) + restores(t, reg, "peer", kvindex.SnapshotReasonRead)
-	require.Equal(t, 1.0, dyingResult, "the dying peer is refused as truncated or as a read error")
-	require.Equal(t, 16, r.Index().Stats().Memberships)
-
-	// Only bad peers: the router starts empty.
-	reg = prometheus.NewRegistry()
-	r = bootRouter(t, reg, BootstrapConfig{Peers: []string{dying.URL, otherBS.URL}})
-	require.Zero(t, r.Index().Stats().Memberships)
-	require.Zero(t, restores(t, reg, "peer", "loaded"))
+	go func() {
+		r, err := New(ctx, cfg, Options{Registerer: reg, Logger: testLogger(t)})
+		done <- result{r, err}
+	}()
+	<-arrived
+	cancel()
+	var res result
+	select {
+	case res = <-done:
+	case <-time.After(time.Minute): // far beyond a prompt return, far below the timeouts
+		t.Fatal("New did not return after its context was cancelled")
+	}
+	require.Nil(t, res.r)
+	require.ErrorIs(t, res.err, context.Canceled)
+	<-gone
+	require.Empty(t, familyNames(t, reg), "a failed New leaves nothing registered")
 }
 
-func flip(b []byte, i int) []byte {
-	c := bytes.Clone(b)
-	c[i] ^= 0x10
-	return c
-}
-
-func edit(b []byte, f func([]byte)) []byte {
-	c := bytes.Clone(b)
-	f(c)
-	return c
-}
-
-func xxh64(b []byte) uint64 { return xxhash.Sum64(b) }
-
-// The checkpoint is rewritten every interval; Close stops the writer (no
-// goroutine left) after a last write.
-func TestCheckpointPeriodicWrites(t *testing.T) {
+// A Router serves its index to peers through SnapshotHandler.
+func TestSnapshotHandlerServesTheIndex(t *testing.T) {
 	t.Cleanup(leakcheck.Check(t))
-	path := filepath.Join(t.TempDir(), "index.ckpt")
-	r := ckptRouter(t, path, nil, func(c *Config) { c.Checkpoint.Interval = 20 * time.Millisecond })
-	storeBlocks(t, r.Index(), "10.0.0.1:8000", 5, 3, "p")
-	writes := func() float64 { return testutil.ToFloat64(r.snap.met.writes.WithLabelValues("ok")) }
-	require.Eventually(t, func() bool { return writes() >= 2 }, 10*time.Second, 5*time.Millisecond)
-	ix, err := kvindex.New(kvindex.Config{SweepInterval: -1}, kvindex.Options{})
-	require.NoError(t, err)
-	defer ix.Close()
-	_, err = FileSource{Path: path}.Load(context.Background(), ix)
-	require.NoError(t, err, "a periodic checkpoint is a complete snapshot")
-	require.Equal(t, 3, ix.Stats().Memberships)
-	before := writes()
-	r.Close()
-	require.GreaterOrEqual(t, writes(), before+1, "Close writes the last checkpoint")
+	r := testRouter(t, func(c *Config) { c.Bootstrap.Token = "tok" }, Options{})
+	storeBlocks(t, r.Index(), "10.0.0.1:8000", 3, 4, "p")
+	srv := httptest.NewServer(r.SnapshotHandler())
+	defer srv.Close()
+	b := testRouter(t, func(c *Config) {
+		c.Bootstrap = checkpoint.BootstrapConfig{Peers: []string{srv.URL}, Token: "tok"}
+	}, Options{})
+	require.Equal(t, 4, b.Index().Stats().Memberships)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kvroute/kvroute/checkpoint"
 	"github.com/kvroute/kvroute/cluster"
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/internal/redistest"
@@ -48,7 +49,7 @@ func TestClusterBootstrapSkipsStalledPeers(t *testing.T) {
 	defer silent.Close()
 	var half atomic.Pointer[[]byte]
 	midway := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", SnapshotContentType)
+		w.Header().Set("Content-Type", checkpoint.SnapshotContentType)
 		_, _ = w.Write(*half.Load()) // the first half of a valid snapshot, then nothing
 		w.(http.Flusher).Flush()
 		select {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kvroute/kvroute/accuracy"
 	"github.com/kvroute/kvroute/affinity"
+	"github.com/kvroute/kvroute/checkpoint"
 	"github.com/kvroute/kvroute/cluster"
 	"github.com/kvroute/kvroute/internal/jsonconf"
 	"github.com/kvroute/kvroute/internal/labelselector"
@@ -64,11 +65,12 @@ type Config struct {
 	// Requests bounds the table that makes in-flight requests addressable
 	// by request ID (Router.Decision).
 	Requests tokenload.RequestTableConfig `json:"requests"`
-	// Checkpoint configures the index checkpoint file (off by default).
-	Checkpoint CheckpointConfig `json:"checkpoint"`
+	// Checkpoint configures the index checkpoint file (off by default; see
+	// package checkpoint).
+	Checkpoint checkpoint.Config `json:"checkpoint"`
 	// Bootstrap configures starting the index from peer replicas, and the
 	// token of SnapshotHandler.
-	Bootstrap BootstrapConfig `json:"bootstrap"`
+	Bootstrap checkpoint.BootstrapConfig `json:"bootstrap"`
 
 	// PrecisePrefixCacheProducer, PrefixCacheAffinityFilter and
 	// TokenLoadScorer accept the parameters blocks of the llm-d router's
@@ -287,10 +289,13 @@ func (c Config) Validate() error {
 	if err := validateCluster(c.Cluster); err != nil {
 		return fmt.Errorf("%w: cluster: %w", ErrInvalidConfig, err)
 	}
-	if err := c.Checkpoint.validate(); err != nil {
-		return err
+	if err := c.Checkpoint.Validate(); err != nil {
+		return fmt.Errorf("%w: checkpoint.%w", ErrInvalidConfig, err)
 	}
-	return c.Bootstrap.validate()
+	if err := c.Bootstrap.Validate(); err != nil {
+		return fmt.Errorf("%w: bootstrap.%w", ErrInvalidConfig, err)
+	}
+	return nil
 }
 
 // LoadConfig decodes a JSON configuration on top of DefaultConfig: keys that

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kvroute/kvroute/checkpoint"
 	"github.com/kvroute/kvroute/cluster"
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/internal/redistest"
@@ -38,7 +39,7 @@ func TestCloseUnregistersMetrics(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Model = testModel
 	cfg.Render.URL = "http://127.0.0.1:1"
-	cfg.Checkpoint = CheckpointConfig{Path: filepath.Join(dir, "index.ckpt"), Interval: -1}
+	cfg.Checkpoint = checkpoint.Config{Path: filepath.Join(dir, "index.ckpt"), Interval: -1}
 	cfg.MetricLabels = MetricLabelsConfig{
 		Render:     map[string]string{"plugin_name": "render"},
 		Affinity:   map[string]string{"plugin_name": "affinity"},

@@ -16,6 +16,7 @@ import (
 
 	"github.com/kvroute/kvroute/accuracy"
 	"github.com/kvroute/kvroute/affinity"
+	"github.com/kvroute/kvroute/checkpoint"
 	"github.com/kvroute/kvroute/cluster"
 	"github.com/kvroute/kvroute/kvevents"
 	"github.com/kvroute/kvroute/kvindex"
@@ -62,8 +63,8 @@ type Options struct {
 	EventSelector func(labels map[string]string) bool
 	// IndexSources are further sources of the index's starting state,
 	// tried after the configured peers and checkpoint file (see
-	// IndexSource).
-	IndexSources []IndexSource
+	// checkpoint.IndexSource).
+	IndexSources []checkpoint.IndexSource
 	// TracerProvider traces every Pick (spans "pick", "keys", "index_lookup",
 	// "filter", "score", and the render client's "render" per attempt) and,
 	// when Config.Events.Tracing enables them, a sample of the KV-event
@@ -95,9 +96,9 @@ type Router struct {
 	selections sync.Pool
 	warn       warnings
 	models     *modelCheck
-	snap       *snapshotState   // checkpoint, bootstrap and snapshot serving (checkpoint.go)
-	reg        *ownedRegisterer // what New registered, unregistered by Close; nil without Options.Registerer
-	tracer     trace.Tracer     // nil: no tracing
+	snap       *checkpoint.Keeper // checkpoint, bootstrap and snapshot serving (checkpoint.go)
+	reg        *ownedRegisterer   // what New registered, unregistered by Close; nil without Options.Registerer
+	tracer     trace.Tracer       // nil: no tracing
 	acc        *accuracy.Loop
 	ready      readiness
 
@@ -179,7 +180,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Router, error) {
 	}
 	// Before the event subscriptions exist: they resume from the restored
 	// positions.
-	if r.snap, err = newSnapshotState(ctx, cfg, r.index, opts.IndexSources, opts.Registerer, log); err != nil {
+	if err = r.restoreIndex(ctx, cfg, opts); err != nil {
 		return nil, fmt.Errorf("kvroute: snapshot: %w", err)
 	}
 	if !cfg.DisableRender {
@@ -235,7 +236,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Router, error) {
 		return nil, err
 	}
 	r.selections.New = func() any { return new(Selection) }
-	r.snap.start()
+	r.snap.Start()
 	ok = true
 	return r, nil
 }
@@ -280,7 +281,7 @@ func (r *Router) SetEndpoints(eps []Endpoint) error {
 	var errs []error
 	r.models.setKnown(next) // before subscribing: the first topic of a new endpoint must be checked
 	if r.snap != nil {
-		r.snap.dropUnlisted(next)
+		r.snap.DropUnlisted(func(id string) bool { _, ok := next[id]; return ok })
 	}
 	if r.events != nil {
 		if err := r.events.setEndpoints(eps); err != nil {
@@ -328,7 +329,7 @@ func (r *Router) Close() {
 		r.events.close()
 	}
 	if r.snap != nil {
-		r.snap.close() // after the events: the last checkpoint holds every applied batch
+		r.snap.Close() // after the events: the last checkpoint holds every applied batch
 	}
 	if r.render != nil {
 		r.render.Close()

@@ -17,6 +17,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/checkpoint"
 	"github.com/kvroute/kvroute/kvindex"
 )
 
@@ -170,7 +171,7 @@ func BenchmarkNewToCompleteIndex(b *testing.B) {
 	cfg.Model = Model
 	cfg.Events.Enabled = false
 	cfg.DisableRender = true
-	cfg.Checkpoint = kvroute.CheckpointConfig{Path: path, Interval: -1}
+	cfg.Checkpoint = checkpoint.Config{Path: path, Interval: -1}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

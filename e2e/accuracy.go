@@ -10,6 +10,7 @@ import (
 
 	"github.com/kvroute/kvroute"
 	kvaccuracy "github.com/kvroute/kvroute/accuracy"
+	"github.com/kvroute/kvroute/checkpoint"
 	"github.com/kvroute/kvroute/gateway"
 	"github.com/kvroute/kvroute/simengine/server"
 )
@@ -56,7 +57,7 @@ const (
 // reaches its loop.
 func accuracyGateway(ctx context.Context, c *cluster) (*gateway.Server, error) {
 	cfg := c.gwCfg
-	cfg.Router.Checkpoint = kvroute.CheckpointConfig{}
+	cfg.Router.Checkpoint = checkpoint.Config{}
 	cfg.Router.Speculative.Enabled = false
 	cfg.Router.Accuracy = kvaccuracy.Config{Window: 4, MissRatio: 0.4, Resync: true}
 	cfg.Proxy = gateway.Config{Model: c.model, ObserveCachedTokens: true}

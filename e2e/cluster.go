@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/checkpoint"
 	"github.com/kvroute/kvroute/gateway"
 	"github.com/kvroute/kvroute/kvevents"
 	"github.com/kvroute/kvroute/render"
@@ -72,7 +73,7 @@ func startCluster(ctx context.Context, o Options) (c *cluster, err error) {
 	if c.ckptDir, err = os.MkdirTemp("", "kvroute-demo-"); err != nil {
 		return c, err
 	}
-	cfg.Checkpoint = kvroute.CheckpointConfig{Path: filepath.Join(c.ckptDir, "index.ckpt"), Interval: -1}
+	cfg.Checkpoint = checkpoint.Config{Path: filepath.Join(c.ckptDir, "index.ckpt"), Interval: -1}
 	c.gwCfg = gateway.ServerConfig{Listen: "127.0.0.1:0", Router: cfg, Endpoints: eps}
 	c.log = o.Logger
 	c.gw, err = gateway.NewServer(ctx, c.gwCfg, gateway.Options{Logger: o.Logger})

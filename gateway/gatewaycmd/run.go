@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/checkpoint"
 	"github.com/kvroute/kvroute/gateway"
 )
 
@@ -39,7 +40,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		maxBody               int64
 		observeCached         bool
 		level                 string
-		checkpoint, peers     string
+		checkpointPath, peers string
 		checkpointInterval    time.Duration
 		peerToken             string
 	)
@@ -55,8 +56,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&observeCached, "observe-cached-tokens", false, "read the engines' reported cached prompt tokens (vLLM --enable-prompt-tokens-details) from every response and compare them with the router's prediction")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long requests in flight may finish after SIGINT/SIGTERM")
 	fs.StringVar(&level, "log-level", "info", "log level: debug, info, warn or error")
-	fs.StringVar(&checkpoint, "checkpoint", "", "index checkpoint file: loaded at start, rewritten periodically and at shutdown")
-	fs.DurationVar(&checkpointInterval, "checkpoint-interval", kvroute.DefaultCheckpointInterval, "period of checkpoint writes (negative: only at shutdown)")
+	fs.StringVar(&checkpointPath, "checkpoint", "", "index checkpoint file: loaded at start, rewritten periodically and at shutdown")
+	fs.DurationVar(&checkpointInterval, "checkpoint-interval", checkpoint.DefaultInterval, "period of checkpoint writes (negative: only at shutdown)")
 	fs.StringVar(&peers, "peers", "", "comma-separated snapshot URLs of peer gateways (http://host:port/kvroute/snapshot) to load the index from at start")
 	fs.StringVar(&peerToken, "peer-token", "", "shared bearer token for --peers and --snapshot-listen (default $KVROUTE_PEER_TOKEN)")
 	fs.StringVar(&o.snapshotListen, "snapshot-listen", "", "internal address serving this gateway's index snapshot to peers at /kvroute/snapshot (never the public listener)")
@@ -93,7 +94,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		}
 	}
 	if set["checkpoint"] {
-		cfg.Checkpoint.Path = checkpoint
+		cfg.Checkpoint.Path = checkpointPath
 	}
 	if set["checkpoint-interval"] || cfg.Checkpoint.Interval == 0 {
 		cfg.Checkpoint.Interval = checkpointInterval

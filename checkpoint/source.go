@@ -1,4 +1,4 @@
-package kvroute
+package checkpoint
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"github.com/kvroute/kvroute/kvindex"
 )
 
-// IndexSource supplies the state a Router's index starts from: a complete
+// IndexSource supplies the state a router's index starts from: a complete
 // index with each endpoint's event-stream position, from which the event
 // subscriptions resume (replay from the position, verify the payload
 // digest, apply what follows). A checkpoint file (FileSource) and a peer
@@ -37,7 +37,7 @@ type IndexSource interface {
 // to offer.
 var ErrNoSnapshot = errors.New("kvroute: no snapshot")
 
-// FileSource loads a checkpoint file written by the Router (the kvindex
+// FileSource loads a checkpoint file written by a Keeper (the kvindex
 // snapshot format).
 type FileSource struct {
 	Path string
@@ -77,7 +77,7 @@ func (s FileSource) Load(_ context.Context, ix *kvindex.Index) (kvindex.Snapshot
 	return info, nil
 }
 
-// PeerSource loads the snapshot a peer Router serves (SnapshotHandler),
+// PeerSource loads the snapshot a peer router serves (Keeper.Handler),
 // validated exactly as a file is.
 type PeerSource struct {
 	URL   string // the peer's snapshot handler, e.g. "http://10.0.0.5:9091/kvroute/snapshot"

@@ -1,4 +1,4 @@
-package kvroute
+package checkpoint
 
 import (
 	"bufio"
@@ -14,10 +14,6 @@ import (
 
 	"github.com/kvroute/kvroute/kvindex"
 )
-
-// DefaultBootstrapProgressTimeout is how long a peer may send nothing (no
-// response headers, no byte of its snapshot) before it is abandoned.
-const DefaultBootstrapProgressTimeout = 5 * time.Second
 
 // maxHedgeDelay bounds how long the peer asked may take to begin sending
 // its snapshot before the next peer is asked too.

@@ -1,4 +1,4 @@
-package kvroute
+package checkpoint
 
 import (
 	"context"
@@ -9,13 +9,14 @@ import (
 	"github.com/kvroute/kvroute/kvindex"
 )
 
-// ClusterPeerSource bootstraps the index from a live replica of the Router's
+// ClusterPeerSource bootstraps the index from a live replica of a router's
 // Redis pool: it lists the pool's members that advertise a snapshot URL
-// (their Config.Cluster.SnapshotURL) and loads the first that delivers a
+// (their cluster.Config.SnapshotURL) and loads the first that delivers a
 // valid snapshot, racing them as the configured peers are (see
-// BootstrapConfig.Peers) and validating each exactly as PeerSource does. A
-// Router with Config.Cluster set and no Config.Bootstrap.Peers uses it, so
-// that a new replica of an active-active pool starts with a complete index.
+// BootstrapConfig.Peers) and validating each exactly as PeerSource does.
+// Restore uses it when Options.Cluster is enabled and BootstrapConfig.Peers
+// is empty, so that a new replica of an active-active pool starts with a
+// complete index.
 type ClusterPeerSource struct {
 	Cluster cluster.Config
 	// Token is the bearer token the peers' snapshot handlers require.

@@ -1,4 +1,4 @@
-package kvroute
+package checkpoint
 
 import (
 	"context"
@@ -34,24 +34,24 @@ func restoreResult(err error) string {
 // transfer. Every outcome is logged and counted, per peer; when none
 // loads the index stays empty. It returns the endpoints loaded, or ctx's
 // error as soon as ctx ends.
-func (s *snapshotState) restore(ctx context.Context, ix *kvindex.Index, sources []IndexSource, timeout time.Duration) (map[string]struct{}, error) {
+func (k *Keeper) restore(ctx context.Context, ix *kvindex.Index, sources []IndexSource, timeout time.Duration) (map[string]struct{}, error) {
 	for _, src := range sources {
 		start := time.Now()
 		var info kvindex.SnapshotInfo
 		var err error
 		if ps, ok := src.(peerSources); ok {
 			info, err = ps.loadPeers(ctx, ix, timeout, func(p PeerSource, info kvindex.SnapshotInfo, err error, elapsed time.Duration) {
-				s.outcome(src.Kind(), p.URL, info, err, elapsed)
+				k.outcome(src.Kind(), p.URL, info, err, elapsed)
 			})
 			if err != nil && errors.Is(err, ErrNoSnapshot) {
-				s.outcome(src.Kind(), src.String(), info, err, time.Since(start))
+				k.outcome(src.Kind(), src.String(), info, err, time.Since(start))
 			}
 		} else {
 			lctx, cancel := context.WithTimeout(ctx, timeout)
 			info, err = src.Load(lctx, ix)
 			cancel()
 			if err == nil || ctx.Err() == nil {
-				s.outcome(src.Kind(), src.String(), info, err, time.Since(start))
+				k.outcome(src.Kind(), src.String(), info, err, time.Since(start))
 			}
 		}
 		if err == nil {
@@ -62,7 +62,7 @@ func (s *snapshotState) restore(ctx context.Context, ix *kvindex.Index, sources 
 			return loaded, nil
 		}
 		if ctx.Err() != nil {
-			s.log.Warn("Index restore canceled; starting no further", "source", src.Kind(), "from", src.String(), "err", context.Cause(ctx))
+			k.log.Warn("Index restore canceled; starting no further", "source", src.Kind(), "from", src.String(), "err", context.Cause(ctx))
 			return nil, fmt.Errorf("kvroute: restoring the index: %w", context.Cause(ctx))
 		}
 	}
@@ -70,19 +70,19 @@ func (s *snapshotState) restore(ctx context.Context, ix *kvindex.Index, sources 
 }
 
 // outcome logs and counts the outcome of loading from one source or peer.
-func (s *snapshotState) outcome(kind, from string, info kvindex.SnapshotInfo, err error, elapsed time.Duration) {
+func (k *Keeper) outcome(kind, from string, info kvindex.SnapshotInfo, err error, elapsed time.Duration) {
 	result := restoreResult(err)
-	s.met.restores.WithLabelValues(kind, result).Inc()
+	k.met.restores.WithLabelValues(kind, result).Inc()
 	switch {
 	case err == nil:
-		s.log.Info("Index restored", "source", kind, "from", from,
+		k.log.Info("Index restored", "source", kind, "from", from,
 			"endpoints", len(info.Endpoints), "memberships", info.Memberships, "bytes", info.Bytes,
 			"elapsed", elapsed)
-		s.met.restoredMemberships.Set(float64(info.Memberships))
+		k.met.restoredMemberships.Set(float64(info.Memberships))
 	case errors.Is(err, ErrNoSnapshot):
-		s.log.Info("No index snapshot to restore", "source", kind, "from", from)
+		k.log.Info("No index snapshot to restore", "source", kind, "from", from)
 	default:
-		s.log.Error("Index snapshot refused; not loaded", "source", kind, "from", from,
+		k.log.Error("Index snapshot refused; not loaded", "source", kind, "from", from,
 			"result", result, "elapsed", elapsed, "err", err)
 	}
 }

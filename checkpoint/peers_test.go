@@ -1,4 +1,4 @@
-package kvroute
+package checkpoint
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // Bounds of the stall tests: a progress timeout short enough to keep the
@@ -61,9 +62,9 @@ func newStallingPeer(t *testing.T, partial []byte) *stallingPeer {
 // and some sections, no trailer).
 func halfSnapshot(t *testing.T) []byte {
 	t.Helper()
-	peer, _ := peerRouter(t, "", 0)
+	p, _ := peer(t, "", 0)
 	var full bytes.Buffer
-	_, err := peer.Index().WriteSnapshot(&full)
+	_, err := p.ix.WriteSnapshot(&full)
 	require.NoError(t, err)
 	return full.Bytes()[:full.Len()/2]
 }
@@ -72,12 +73,12 @@ func stallBootstrap(peers ...string) BootstrapConfig {
 	return BootstrapConfig{Peers: peers, Timeout: testBootstrapTimeout, ProgressTimeout: testProgressTimeout}
 }
 
-// newTimed builds a router like bootRouter and returns how long New took.
-func newTimed(t *testing.T, reg prometheus.Registerer, b BootstrapConfig) (*Router, time.Duration) {
+// newTimed restores like boot and returns how long the restore took.
+func newTimed(t *testing.T, reg prometheus.Registerer, b BootstrapConfig) (*Keeper, time.Duration) {
 	t.Helper()
 	start := time.Now()
-	r := bootRouter(t, reg, b)
-	return r, time.Since(start)
+	k := boot(t, reg, b)
+	return k, time.Since(start)
 }
 
 // A peer that sends its headers and part of its snapshot and then stalls
@@ -86,7 +87,7 @@ func newTimed(t *testing.T, reg prometheus.Registerer, b BootstrapConfig) (*Rout
 // timeout. Alone, the stalled peer leaves the router to start empty.
 func TestPeerBootstrapAbandonsPeerStalledMidStream(t *testing.T) {
 	t.Cleanup(leakcheck.Check(t))
-	_, good := peerRouter(t, "", 0)
+	_, good := peer(t, "", 0)
 	stalled := newStallingPeer(t, halfSnapshot(t))
 
 	reg := prometheus.NewRegistry()
@@ -94,15 +95,15 @@ func TestPeerBootstrapAbandonsPeerStalledMidStream(t *testing.T) {
 	require.Equal(t, 1.0, restores(t, reg, "peer", "timeout"))
 	require.Zero(t, restores(t, reg, "peer", "read_error"))
 	require.Equal(t, 1.0, restores(t, reg, "peer", "loaded"))
-	require.Equal(t, 16, r.Index().Stats().Memberships, "the healthy peer's index, nothing of the stalled one's")
+	require.Equal(t, 16, r.ix.Stats().Memberships, "the healthy peer's index, nothing of the stalled one's")
 	require.Less(t, took, testBootstrapTimeout)
 	<-stalled.gone // the stalled peer's request was cancelled
 
 	reg = prometheus.NewRegistry()
-	r = bootRouter(t, reg, stallBootstrap(stalled.srv.URL))
+	r = boot(t, reg, stallBootstrap(stalled.srv.URL))
 	require.Equal(t, 1.0, restores(t, reg, "peer", "timeout"))
-	require.Zero(t, r.Index().Stats().Memberships)
-	require.Zero(t, r.Index().Stats().Endpoints)
+	require.Zero(t, r.ix.Stats().Memberships)
+	require.Zero(t, r.ix.Stats().Endpoints)
 }
 
 // A peer that never answers its request is abandoned after the progress
@@ -111,70 +112,67 @@ func TestPeerBootstrapAbandonsPeerStalledMidStream(t *testing.T) {
 // hedge delay.
 func TestPeerBootstrapAbandonsPeerStalledBeforeHeaders(t *testing.T) {
 	t.Cleanup(leakcheck.Check(t))
-	_, good := peerRouter(t, "", 0)
+	_, good := peer(t, "", 0)
 	silent := newStallingPeer(t, nil)
 
 	reg := prometheus.NewRegistry()
 	r, took := newTimed(t, reg, stallBootstrap(silent.srv.URL, good.URL))
 	require.Equal(t, 1.0, restores(t, reg, "peer", "loaded"))
 	require.Zero(t, restores(t, reg, "peer", "unreachable"))
-	require.Equal(t, 16, r.Index().Stats().Memberships)
+	require.Equal(t, 16, r.ix.Stats().Memberships)
 	require.Less(t, took, testBootstrapTimeout)
 
 	reg = prometheus.NewRegistry()
-	r = bootRouter(t, reg, stallBootstrap(silent.srv.URL))
+	r = boot(t, reg, stallBootstrap(silent.srv.URL))
 	require.Equal(t, 1.0, restores(t, reg, "peer", "timeout"))
 	require.Zero(t, restores(t, reg, "peer", "unreachable"))
-	require.Zero(t, r.Index().Stats().Memberships)
+	require.Zero(t, r.ix.Stats().Memberships)
 }
 
 // Both kinds of stalled peer listed before a healthy one: the healthy one
 // is loaded, and nothing of the half-sent snapshot stays.
 func TestPeerBootstrapHealthyPeerWinsAfterStalledOnes(t *testing.T) {
 	t.Cleanup(leakcheck.Check(t))
-	_, good := peerRouter(t, "", 0)
+	_, good := peer(t, "", 0)
 	silent := newStallingPeer(t, nil)
 	half := newStallingPeer(t, halfSnapshot(t))
 
 	reg := prometheus.NewRegistry()
 	r, took := newTimed(t, reg, stallBootstrap(silent.srv.URL, half.srv.URL, good.URL))
 	require.Equal(t, 1.0, restores(t, reg, "peer", "loaded"))
-	require.Equal(t, 16, r.Index().Stats().Memberships)
+	require.Equal(t, 16, r.ix.Stats().Memberships)
 	require.Less(t, took, testBootstrapTimeout)
 	var want, got bytes.Buffer
-	peer, _ := peerRouter(t, "", 0)
-	_, err := peer.Index().WriteSnapshot(&want)
+	p, _ := peer(t, "", 0)
+	_, err := p.ix.WriteSnapshot(&want)
 	require.NoError(t, err)
-	_, err = r.Index().WriteSnapshot(&got)
+	_, err = r.ix.WriteSnapshot(&got)
 	require.NoError(t, err)
 	require.Equal(t, want.Bytes(), got.Bytes(), "exactly the healthy peer's index")
 }
 
-// New returns promptly with the context's error when its context
-// is cancelled while a peer stalls, before its headers or mid-stream, even
+// Restore returns promptly with the context's error when its context is
+// cancelled while a peer stalls, before its headers or mid-stream, even
 // with progress and bootstrap timeouts far away; it leaves nothing
-// running and nothing registered.
-func TestNewCancelledDuringBootstrap(t *testing.T) {
+// running, nothing registered and the index empty.
+func TestRestoreCancelledDuringBootstrap(t *testing.T) {
 	t.Cleanup(leakcheck.Check(t))
 	for name, partial := range map[string][]byte{"before headers": nil, "mid-stream": halfSnapshot(t)} {
 		t.Run(name, func(t *testing.T) {
 			peer := newStallingPeer(t, partial)
-			cfg := DefaultConfig()
-			cfg.Model = testModel
-			cfg.Events.Enabled = false
-			cfg.DisableRender = true
-			cfg.Bootstrap = BootstrapConfig{Peers: []string{peer.srv.URL}, Timeout: testBootstrapTimeout, ProgressTimeout: testBootstrapTimeout}
+			b := BootstrapConfig{Peers: []string{peer.srv.URL}, Timeout: testBootstrapTimeout, ProgressTimeout: testBootstrapTimeout}
+			ix := newIndex(t, testBlockSize)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			type result struct {
-				r   *Router
+				k   *Keeper
 				err error
 			}
 			done := make(chan result, 1)
 			reg := prometheus.NewRegistry()
 			go func() {
-				r, err := New(ctx, cfg, Options{Registerer: reg, Logger: testLogger(t)})
-				done <- result{r, err}
+				k, err := Restore(ctx, ix, Config{}, b, Options{Set: telemetry.Set{Registerer: reg, Logger: testLogger(t)}})
+				done <- result{k, err}
 			}()
 			<-peer.arrived
 			cancel()
@@ -182,12 +180,13 @@ func TestNewCancelledDuringBootstrap(t *testing.T) {
 			select {
 			case res = <-done:
 			case <-time.After(time.Minute): // far beyond a prompt return, far below the timeouts
-				t.Fatal("New did not return after its context was cancelled")
+				t.Fatal("Restore did not return after its context was cancelled")
 			}
-			require.Nil(t, res.r)
+			require.Nil(t, res.k)
 			require.ErrorIs(t, res.err, context.Canceled)
 			<-peer.gone
-			require.Empty(t, familyNames(t, reg), "a failed New leaves nothing registered")
+			require.Empty(t, familyNames(t, reg), "a failed Restore leaves nothing registered")
+			require.Zero(t, ix.Stats().Endpoints)
 		})
 	}
 }
@@ -198,7 +197,7 @@ func TestNewCancelledDuringBootstrap(t *testing.T) {
 func TestPeerSourceStallIsTimeout(t *testing.T) {
 	t.Cleanup(leakcheck.Check(t))
 	silent := newStallingPeer(t, nil)
-	ix := bootRouter(t, nil, BootstrapConfig{}).Index()
+	ix := newIndex(t, testBlockSize)
 	_, err := PeerSource{URL: silent.srv.URL, ProgressTimeout: 100 * time.Millisecond}.Load(context.Background(), ix)
 	require.ErrorIs(t, err, errPeerStalled)
 	require.Equal(t, "timeout", restoreResult(err))

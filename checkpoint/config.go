@@ -1,0 +1,136 @@
+package checkpoint
+
+import (
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/kvroute/kvroute/internal/jsonconf"
+	"github.com/kvroute/kvroute/kvindex"
+)
+
+// Defaults of the checkpoint and the bootstrap, applied where a setting is
+// zero.
+const (
+	// DefaultInterval is how often the checkpoint is rewritten.
+	DefaultInterval = time.Minute
+	// DefaultBootstrapTimeout bounds loading the state from one source
+	// (a peer's whole transfer, or a file).
+	DefaultBootstrapTimeout = 2 * time.Minute
+	// DefaultBootstrapProgressTimeout is how long a peer may send nothing
+	// (no response headers, no byte of its snapshot) before it is
+	// abandoned.
+	DefaultBootstrapProgressTimeout = 5 * time.Second
+	// DefaultMaxSectionBytes bounds one endpoint section of a checkpoint
+	// file or a peer's snapshot: the memory a restore holds at once is
+	// about one section.
+	DefaultMaxSectionBytes = kvindex.DefaultMaxSnapshotSectionBytes
+)
+
+// Config configures the index checkpoint: a file rewritten periodically
+// and on Close, and loaded at start. vLLM announces a block only when it
+// computes it and replays only its last batches (10,000 by default), so a
+// router restarted without a checkpoint never learns the prefixes cached
+// before the replay window; with it, the index starts complete and every
+// event stream resumes from the checkpoint's positions. In a kvroute
+// configuration it is the "checkpoint" section.
+type Config struct {
+	// Path is the checkpoint file; empty disables checkpoints. Its
+	// directory must exist; the file is replaced atomically (a temporary
+	// file in the same directory, fsync, rename, fsync of the directory).
+	Path string `json:"path"`
+	// Interval between periodic writes, a duration string (default "1m");
+	// negative writes only on Close.
+	Interval time.Duration `json:"interval"`
+}
+
+// BootstrapConfig configures loading the index at start — from peer
+// replicas, then the checkpoint file — and the token the Keeper's snapshot
+// Handler requires. In a kvroute configuration it is the "bootstrap"
+// section.
+type BootstrapConfig struct {
+	// Peers are the URLs of peer routers' snapshot handlers, asked in
+	// order: when the peer asked has not begun sending its snapshot within
+	// half of progressTimeout (at most a second), the next is asked too,
+	// and the first to begin sending is loaded (the others are cancelled,
+	// and asked again should it fail). The first valid snapshot wins. Peers
+	// are tried before the checkpoint file (a live peer's state is newer).
+	Peers []string `json:"peers"`
+	// Token is the shared bearer token: sent to peers, and required by
+	// this router's snapshot Handler when non-empty.
+	Token string `json:"token"`
+	// Timeout bounds loading from one source — one peer's whole transfer,
+	// or the file — a duration string (default "2m").
+	Timeout time.Duration `json:"timeout"`
+	// ProgressTimeout abandons a peer that sends nothing for this long,
+	// before its response headers or mid-stream, for the next one; counted
+	// in kvroute_index_restore_total as result "timeout". A duration string
+	// (default "5s").
+	ProgressTimeout time.Duration `json:"progressTimeout"`
+	// MaxSectionBytes bounds one endpoint section of a peer's snapshot or
+	// the checkpoint file; a larger one is refused ("too_large"). A
+	// restore holds about one section in memory at once. Default 1 GiB
+	// (DefaultMaxSectionBytes).
+	MaxSectionBytes int64 `json:"maxSectionBytes"`
+}
+
+// Validate reports a Path whose directory does not exist, naming the key
+// ("path"), so that a mistyped directory fails at start rather than at the
+// first write.
+func (c Config) Validate() error {
+	if c.Path != "" {
+		if fi, err := os.Stat(filepath.Dir(c.Path)); err != nil || !fi.IsDir() {
+			return fmt.Errorf("path %q: directory does not exist", c.Path)
+		}
+	}
+	return nil
+}
+
+// Validate reports the first invalid setting, naming its key: a peer that
+// is not an http(s) URL, or a negative timeout or bound.
+func (c BootstrapConfig) Validate() error {
+	for _, p := range c.Peers {
+		u, err := url.Parse(p)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("peers: %q is not an http(s) URL", p)
+		}
+	}
+	switch {
+	case c.Timeout < 0:
+		return fmt.Errorf("timeout %v is negative", c.Timeout)
+	case c.ProgressTimeout < 0:
+		return fmt.Errorf("progressTimeout %v is negative", c.ProgressTimeout)
+	case c.MaxSectionBytes < 0:
+		return fmt.Errorf("maxSectionBytes %d is negative", c.MaxSectionBytes)
+	}
+	return nil
+}
+
+// configFields and bootstrapFields are the configs without their methods,
+// so that decoding them does not recurse into UnmarshalJSON.
+type (
+	configFields    Config
+	bootstrapFields BootstrapConfig
+)
+
+// UnmarshalJSON decodes c strictly wherever it is decoded: unknown keys are
+// an error naming their path and interval is a Go duration string. Keys not
+// present keep their current value.
+func (c *Config) UnmarshalJSON(data []byte) error {
+	return jsonconf.Unmarshal(data, (*configFields)(c))
+}
+
+// MarshalJSON encodes c with interval as a Go duration string.
+func (c Config) MarshalJSON() ([]byte, error) { return jsonconf.Marshal(configFields(c)) }
+
+// UnmarshalJSON decodes c strictly wherever it is decoded: unknown keys are
+// an error naming their path and the timeouts are Go duration strings. Keys
+// not present keep their current value.
+func (c *BootstrapConfig) UnmarshalJSON(data []byte) error {
+	return jsonconf.Unmarshal(data, (*bootstrapFields)(c))
+}
+
+// MarshalJSON encodes c with the timeouts as Go duration strings.
+func (c BootstrapConfig) MarshalJSON() ([]byte, error) { return jsonconf.Marshal(bootstrapFields(c)) }

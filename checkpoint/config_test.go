@@ -1,0 +1,48 @@
+package checkpoint
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The configs decode strictly on their own too (as kvroute's configuration
+// decodes them): duration strings, unknown keys and bare numbers refused
+// with their path, and what MarshalJSON writes reads back.
+func TestConfigJSON(t *testing.T) {
+	var c Config
+	require.NoError(t, json.Unmarshal([]byte(`{"path":"/tmp/x","interval":"45s"}`), &c))
+	require.Equal(t, Config{Path: "/tmp/x", Interval: 45 * time.Second}, c)
+	require.ErrorContains(t, json.Unmarshal([]byte(`{"interval":60}`), &c), "interval: bare number")
+	require.ErrorContains(t, json.Unmarshal([]byte(`{"pathx":"/tmp/c"}`), &c), "pathx: unknown key")
+
+	var b BootstrapConfig
+	require.NoError(t, json.Unmarshal([]byte(`{"peers":["http://p:9091/kvroute/snapshot"],"timeout":"1m30s","progressTimeout":"750ms","maxSectionBytes":1048576}`), &b))
+	require.Equal(t, 90*time.Second, b.Timeout)
+	require.Equal(t, 750*time.Millisecond, b.ProgressTimeout)
+	require.ErrorContains(t, json.Unmarshal([]byte(`{"Token":"s"}`), &b), "Token: unknown key")
+	data, err := json.Marshal(b)
+	require.NoError(t, err)
+	require.Contains(t, string(data), `"timeout":"1m30s"`)
+	var back BootstrapConfig
+	require.NoError(t, json.Unmarshal(data, &back))
+	require.Equal(t, b, back)
+}
+
+func TestConfigValidate(t *testing.T) {
+	require.NoError(t, Config{}.Validate())
+	require.NoError(t, Config{Path: filepath.Join(t.TempDir(), "c")}.Validate())
+	require.ErrorContains(t, Config{Path: "/nonexistent-dir-kvroute/x.ckpt"}.Validate(), `path "/nonexistent-dir-kvroute/x.ckpt": directory does not exist`)
+	require.NoError(t, BootstrapConfig{Peers: []string{"https://p:9091/kvroute/snapshot"}}.Validate())
+	for b, want := range map[*BootstrapConfig]string{
+		{Peers: []string{"10.0.0.1:9091"}}: `peers: "10.0.0.1:9091" is not an http(s) URL`,
+		{Timeout: -1}:                      "timeout -1ns is negative",
+		{ProgressTimeout: -1}:              "progressTimeout -1ns is negative",
+		{MaxSectionBytes: -1}:              "maxSectionBytes -1 is negative",
+	} {
+		require.EqualError(t, b.Validate(), want)
+	}
+}

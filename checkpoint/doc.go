@@ -1,0 +1,43 @@
+// Package checkpoint keeps a kvroute index persistent across restarts and
+// replicas: it restores the index when a router starts, writes it to a
+// checkpoint file periodically and on shutdown, and serves it to peer
+// replicas that bootstrap from it.
+//
+// vLLM announces a KV block only when it computes it and replays only its
+// last batches, so a router that starts empty never learns the prefixes
+// cached before the replay window. A router that starts from a snapshot —
+// its own checkpoint file, or a live peer's index — knows them at once, and
+// every KV-event stream resumes from the snapshot's positions (replay from
+// the position, verify the payload digest, apply what follows).
+//
+// # Sources
+//
+// An IndexSource supplies the starting state: FileSource reads a checkpoint
+// file, PeerSource a peer's snapshot handler over HTTP, ClusterPeerSource
+// the live replicas of a router's Redis pool. Restore tries, in order, the
+// pool's replicas (when Options.Cluster is enabled and no peers are
+// configured), the configured peers (BootstrapConfig.Peers, raced: a peer
+// that has not begun sending within the hedge delay has the next one asked
+// too), the checkpoint file (Config.Path), then Options.Sources; the first
+// that delivers a valid snapshot wins. Every snapshot is validated whole
+// (format and key-scheme versions, block size, checksums, section bounds)
+// before any of it is used: a bad one leaves the index empty, is logged and
+// counted in kvroute_index_restore_total by result, and a refused file is
+// kept as <path>.rejected for inspection. A peer that sends nothing for
+// BootstrapConfig.ProgressTimeout is abandoned; ending Restore's context
+// abandons the whole restore.
+//
+// # Keeper
+//
+// Restore returns a Keeper. Start launches the periodic writer (every
+// Config.Interval; the file is replaced atomically), Close writes the last
+// checkpoint, Write writes one now, DropUnlisted clears restored endpoints
+// that the first endpoint list does not name, and Handler serves the index
+// to peers (GET, bearer token from BootstrapConfig.Token).
+//
+// kvroute.New builds its Keeper from the "checkpoint" and "bootstrap"
+// sections of its configuration (Config and BootstrapConfig here) and its
+// Options.IndexSources; most hosts never call this package directly,
+// except to name its types in a configuration. A host that fills an index
+// of its own uses Restore and the Keeper directly.
+package checkpoint

@@ -1,0 +1,190 @@
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/kvroute/kvroute/cluster"
+	"github.com/kvroute/kvroute/kvindex"
+	"github.com/kvroute/kvroute/telemetry"
+)
+
+// Options are a Keeper's injected dependencies and extra sources; the zero
+// value is valid.
+type Options struct {
+	// Set's Registerer receives the checkpoint, restore and serving
+	// metrics (nil registers none) and its Logger the outcome of every
+	// restore attempt and write (nil discards).
+	telemetry.Set
+	// Cluster is the router's pool of replicas: when it is enabled and
+	// BootstrapConfig.Peers is empty, the pool's live replicas are the
+	// first source (ClusterPeerSource).
+	Cluster cluster.Config
+	// Sources are further sources of the index's starting state, tried
+	// after the peers and the checkpoint file.
+	Sources []IndexSource
+}
+
+// Keeper keeps one index persistent: Restore fills the index from the
+// first source that delivers a valid snapshot, Start rewrites the
+// checkpoint file periodically, Close writes the last one, and Handler
+// serves the index to peers that bootstrap from it.
+type Keeper struct {
+	ix    *kvindex.Index
+	set   telemetry.Set
+	log   *slog.Logger
+	met   *metrics
+	cfg   Config
+	token string
+
+	mu       sync.Mutex // serialises checkpoint writes; guards restored
+	restored map[string]struct{}
+
+	live bool // Start was called: Close writes the final checkpoint
+	stop chan struct{}
+	done chan struct{}
+}
+
+// Restore fills ix — freshly created, with no endpoints — from the
+// configured sources, in order: the live replicas of Options.Cluster (when
+// enabled and boot.Peers is empty), boot.Peers (raced, see
+// BootstrapConfig.Peers), the checkpoint file cfg.Path, then
+// Options.Sources. The first that loads wins; every outcome is logged and
+// counted in kvroute_index_restore_total, and when none loads ix stays
+// empty, which is not an error. Restore fails only when its metrics cannot
+// be registered or ctx ends: it then returns an error wrapping ctx's error
+// promptly, leaving ix empty and nothing registered. Nothing runs until
+// Start.
+func Restore(ctx context.Context, ix *kvindex.Index, cfg Config, boot BootstrapConfig, opts Options) (*Keeper, error) {
+	met := newMetrics()
+	if err := opts.Register(met.collectors()...); err != nil {
+		return nil, err
+	}
+	k := &Keeper{ix: ix, set: opts.Set, log: opts.Log(), met: met, cfg: cfg, token: boot.Token}
+	var sources []IndexSource
+	if opts.Cluster.Enabled() && len(boot.Peers) == 0 {
+		sources = append(sources, ClusterPeerSource{Cluster: opts.Cluster, Token: boot.Token,
+			ProgressTimeout: boot.ProgressTimeout, MaxSectionBytes: boot.MaxSectionBytes})
+	}
+	if len(boot.Peers) > 0 {
+		peers := make(configuredPeers, len(boot.Peers))
+		for i, p := range boot.Peers {
+			peers[i] = PeerSource{URL: p, Token: boot.Token, ProgressTimeout: boot.ProgressTimeout, MaxSectionBytes: boot.MaxSectionBytes}
+		}
+		sources = append(sources, peers)
+	}
+	if cfg.Path != "" {
+		sources = append(sources, FileSource{Path: cfg.Path, MaxSectionBytes: boot.MaxSectionBytes})
+	}
+	sources = append(sources, opts.Sources...)
+	timeout := boot.Timeout
+	if timeout == 0 {
+		timeout = DefaultBootstrapTimeout
+	}
+	var err error
+	if k.restored, err = k.restore(ctx, ix, sources, timeout); err != nil {
+		opts.Unregister(met.collectors()...)
+		return nil, err
+	}
+	return k, nil
+}
+
+// Start launches the periodic checkpoint writer (when a path is set and
+// the interval is not negative) and arms the last write of Close. A router
+// calls it once it has started: one whose start failed never overwrites a
+// checkpoint.
+func (k *Keeper) Start() {
+	k.live = true
+	if k.cfg.Path == "" {
+		return
+	}
+	iv := k.cfg.Interval
+	if iv == 0 {
+		iv = DefaultInterval
+	}
+	if iv < 0 {
+		return
+	}
+	k.stop, k.done = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(k.done)
+		t := time.NewTicker(iv)
+		defer t.Stop()
+		for {
+			select {
+			case <-k.stop:
+				return
+			case <-t.C:
+				_ = k.Write()
+			}
+		}
+	}()
+}
+
+// Close stops the periodic writer, writes the last checkpoint when Start
+// was called (stop the event subscriptions first, so that it holds every
+// applied event) and unregisters the metrics. Later calls write nothing.
+func (k *Keeper) Close() {
+	if k.stop != nil {
+		close(k.stop)
+		<-k.done
+		k.stop = nil
+	}
+	if k.live && k.cfg.Path != "" {
+		_ = k.Write()
+	}
+	k.live = false
+	k.set.Unregister(k.met.collectors()...)
+}
+
+// errNoPath is Write without a checkpoint file.
+var errNoPath = errors.New("kvroute: no checkpoint path configured")
+
+// Write writes the index to the checkpoint file now, atomically (as the
+// periodic writer does). It fails when no path is configured or the write
+// fails; the previous checkpoint is then kept.
+func (k *Keeper) Write() error {
+	if k.cfg.Path == "" {
+		return errNoPath
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	start := time.Now()
+	info, err := writeFileAtomic(k.cfg.Path, k.ix)
+	if err != nil {
+		k.met.writes.WithLabelValues("error").Inc()
+		k.log.Error("Checkpoint write failed; the previous checkpoint is kept", "path", k.cfg.Path, "err", err)
+		return err
+	}
+	k.met.writes.WithLabelValues("ok").Inc()
+	k.met.lastWrite.SetToCurrentTime()
+	k.met.bytes.Set(float64(info.Bytes))
+	k.log.Debug("Checkpoint written", "path", k.cfg.Path, "endpoints", len(info.Endpoints),
+		"memberships", info.Memberships, "bytes", info.Bytes, "elapsed", time.Since(start))
+	return nil
+}
+
+// DropUnlisted clears the restored endpoints for which listed is false:
+// call it with the first endpoint list, since no event subscription will
+// ever update or remove the entries and positions of an endpoint the list
+// does not name. Later calls do nothing.
+func (k *Keeper) DropUnlisted(listed func(endpoint string) bool) {
+	k.mu.Lock()
+	restored := k.restored
+	k.restored = nil
+	k.mu.Unlock()
+	for name := range restored {
+		if listed(name) {
+			continue
+		}
+		pl := k.ix.LockPosition(name)
+		removed := k.ix.Clear(name)
+		pl.Clear()
+		pl.Unlock()
+		k.ix.ForgetPosition(name)
+		k.log.Info("Restored endpoint is not in the endpoint list; cleared", "endpoint", name, "memberships", removed)
+	}
+}
