@@ -72,16 +72,6 @@ type Config struct {
 	// token of SnapshotHandler.
 	Bootstrap checkpoint.BootstrapConfig `json:"bootstrap"`
 
-	// PrecisePrefixCacheProducer, PrefixCacheAffinityFilter and
-	// TokenLoadScorer accept the parameters blocks of the llm-d router's
-	// plugins of those names, so that an llm-d configuration carries over.
-	// Decoding (LoadConfig, UnmarshalJSON) translates them onto the settings
-	// above and leaves these fields nil; a block that sets a setting also
-	// given by its kvroute key is an error naming both paths. Set from Go,
-	// they are an error (use the kvroute fields).
-	PrecisePrefixCacheProducer *LLMDPrecisePrefixCacheProducer `json:"precise-prefix-cache-producer,omitempty"`
-	PrefixCacheAffinityFilter  *LLMDPrefixCacheAffinityFilter  `json:"prefix-cache-affinity-filter,omitempty"`
-	TokenLoadScorer            *LLMDTokenLoadScorer            `json:"token-load-scorer,omitempty"`
 	// Cluster makes the router one of several active-active replicas sharing
 	// in-flight load, routing decisions and membership through Redis; off
 	// (nothing of it runs) while Cluster.Addrs is empty.
@@ -265,8 +255,6 @@ func (c Config) Validate() error {
 		return bad("render.modelName %q conflicts with model %q: the model is set once, by the top-level model", c.Render.ModelName, c.Model)
 	case c.Events.Model != "" && c.Events.Model != c.Model:
 		return bad("events.model %q conflicts with model %q: the model is set once, by the top-level model", c.Events.Model, c.Model)
-	case c.PrecisePrefixCacheProducer != nil || c.PrefixCacheAffinityFilter != nil || c.TokenLoadScorer != nil:
-		return bad("the llm-d blocks (precise-prefix-cache-producer, prefix-cache-affinity-filter, token-load-scorer) are translated when a configuration is decoded; from Go, set the kvroute fields")
 	}
 	if err := c.Accuracy.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
@@ -301,8 +289,8 @@ func (c Config) Validate() error {
 // LoadConfig decodes a JSON configuration on top of DefaultConfig: keys that
 // are absent keep their defaults, unknown keys (at any level) are an error
 // naming their path, every duration is a Go duration string ("2s", "250ms";
-// a bare number is an error), the llm-d plugin blocks are translated (see
-// Config), and the result is validated.
+// a bare number is an error), and the result is validated. A document that
+// also carries llm-d plugin parameters is read by llmd.Translate.
 func LoadConfig(r io.Reader) (Config, error) {
 	cfg := DefaultConfig()
 	if err := jsonconf.Decode(r, &cfg); err != nil {
@@ -323,14 +311,10 @@ type configFields Config
 
 // UnmarshalJSON decodes c strictly wherever a Config is decoded (LoadConfig,
 // a larger JSON document, sigs.k8s.io/yaml): unknown keys are an error naming
-// their path, durations are Go duration strings, and the llm-d plugin blocks
-// are translated onto the kvroute settings. Keys not present keep their
-// current value.
+// their path and durations are Go duration strings. Keys not present keep
+// their current value.
 func (c *Config) UnmarshalJSON(data []byte) error {
-	if err := jsonconf.Unmarshal(data, (*configFields)(c)); err != nil {
-		return err
-	}
-	return c.applyLLMD(data)
+	return jsonconf.Unmarshal(data, (*configFields)(c))
 }
 
 // MarshalJSON encodes c with every duration as a Go duration string, the form

@@ -9,12 +9,10 @@ import (
 
 // FuzzLoadConfig checks that the configuration decoder never panics, that
 // whatever it accepts validates, and that an accepted configuration survives
-// a marshal / load round trip unchanged (durations as strings, llm-d blocks
-// translated away).
+// a marshal / load round trip unchanged (durations as strings).
 func FuzzLoadConfig(f *testing.F) {
 	def, _ := json.Marshal(DefaultConfig())
 	f.Add(def)
-	f.Add([]byte(llmdBlocks))
 	for _, s := range []string{
 		`{"speculative":{"ttl":2000}}`, `{"affinity":{"maxTTFTPenalty":"18s"},"index":{"tierWeights":{"cpu":0.5}}}`,
 		`{"events":{"enabled":false,"replayClient":{"timeout":"1m"},"limits":{}}}`, `{"index":{"blockSize":16}}`,

@@ -63,7 +63,6 @@ func TestDefaultConfigMarshalsDurationsAsStringsAndRoundTrips(t *testing.T) {
 	for _, want := range []string{`"ttl":"2s"`, `"maxTTFTPenalty":"18s"`, `"idleTimeout":"1m0s"`, `"attemptTimeout":"2s"`, `"enabled":true`} {
 		require.Contains(t, string(data), want)
 	}
-	require.NotContains(t, string(data), "precise-prefix-cache-producer")
 	back, err := LoadConfig(bytes.NewReader(data))
 	require.NoError(t, err)
 	require.Equal(t, def, back)
@@ -118,99 +117,4 @@ func TestLoadConfigRejectsSettingsThatDoNothing(t *testing.T) {
 	require.ErrorContains(t, cfg.Validate(), "index.blockSize")
 	_, err := New(context.Background(), cfg, Options{})
 	require.ErrorIs(t, err, ErrInvalidConfig)
-}
-
-// An llm-d configuration's plugin parameters blocks, pasted as they are.
-const llmdBlocks = `{
-	"model": "Qwen/Qwen3-32B",
-	"precise-prefix-cache-producer": {
-		"tokenProcessorConfig": {"blockSizeTokens": 16},
-		"kvEventsConfig": {
-			"topicFilter": "kv@",
-			"concurrency": 8,
-			"discoverPods": true,
-			"podDiscoveryConfig": {"socketPort": 5557, "replaySocketPort": 5558, "podLabelSelector": "app=vllm"}
-		},
-		"speculativeIndexing": true,
-		"speculativeTTL": "3s"
-	},
-	"prefix-cache-affinity-filter": {
-		"affinityThreshold": 0.7,
-		"explorationProbability": 0.01,
-		"maxTTFTPenaltyMs": 12000,
-		"ttftSource": "prefillThroughput",
-		"peakPrefillThroughput": 20000,
-		"prefixMatchInfoProducerName": "precise-prefix-cache-producer"
-	},
-	"token-load-scorer": {"queueThresholdTokens": 1048576}
-}`
-
-func TestLoadConfigAcceptsLLMDKeyNames(t *testing.T) {
-	cfg, err := LoadConfig(strings.NewReader(llmdBlocks))
-	require.NoError(t, err)
-	require.Equal(t, 16, cfg.BlockSize)
-	require.Equal(t, "kv@", cfg.Events.TopicFilter)
-	require.Equal(t, 8, cfg.Events.Concurrency)
-	require.True(t, cfg.Events.Enabled)
-	require.Equal(t, 5557, cfg.Events.EventsPort)
-	require.True(t, cfg.Events.Replay)
-	require.Equal(t, 5558, cfg.Events.ReplayPort)
-	require.Equal(t, "app=vllm", cfg.Events.Selector)
-	require.True(t, cfg.Speculative.Enabled)
-	require.Equal(t, 3*time.Second, cfg.Speculative.TTL)
-	require.Equal(t, 0.7, cfg.Affinity.AffinityThreshold)
-	require.Equal(t, 0.01, cfg.Affinity.ExplorationProbability)
-	require.Equal(t, 12*time.Second, cfg.Affinity.MaxTTFTPenalty)
-	require.Equal(t, 20000.0, cfg.Affinity.PeakPrefillThroughput)
-	require.EqualValues(t, 1048576, cfg.QueueThresholdTokens)
-	require.Nil(t, cfg.PrecisePrefixCacheProducer, "blocks are translated, not kept")
-
-	// The translated configuration marshals in kvroute's own keys and reads back.
-	data, err := json.Marshal(cfg)
-	require.NoError(t, err)
-	require.NotContains(t, string(data), "maxTTFTPenaltyMs")
-	back, err := LoadConfig(bytes.NewReader(data))
-	require.NoError(t, err)
-	require.Equal(t, cfg, back)
-
-	// Global-socket mode, llm-d's defaults for replay (off) and the deprecated
-	// blockSize alias.
-	cfg, err = LoadConfig(strings.NewReader(`{"precise-prefix-cache-producer": {
-		"tokenProcessorConfig": {"blockSize": 64},
-		"kvEventsConfig": {"zmqEndpoint": "tcp://*:5557", "discoverPods": false, "podDiscoveryConfig": {}}}}`))
-	require.NoError(t, err)
-	require.Equal(t, "tcp://*:5557", cfg.Events.BindAddress)
-	require.True(t, cfg.Events.Enabled)
-	require.False(t, cfg.Events.Replay)
-	require.Equal(t, 64, cfg.BlockSize)
-
-	cfg, err = LoadConfig(strings.NewReader(`{"precise-prefix-cache-producer": {"kvEventsConfig": {"discoverPods": false}},
-		"token-load-scorer": {"queueThresholdTokens": 0}, "prefix-cache-affinity-filter": {"maxTTFTPenaltyMs": 0}}`))
-	require.NoError(t, err)
-	require.False(t, cfg.Events.Enabled, "no pods and no zmqEndpoint subscribes to nothing")
-	require.EqualValues(t, 4194304, cfg.QueueThresholdTokens, "<= 0 means the default, as in llm-d")
-	require.Zero(t, cfg.Affinity.MaxTTFTPenalty)
-}
-
-func TestLoadConfigLLMDConflictsAndUnsupportedKeys(t *testing.T) {
-	for in, want := range map[string]string{
-		`{"blockSize":64,"precise-prefix-cache-producer":{"tokenProcessorConfig":{"blockSizeTokens":16}}}`:          "precise-prefix-cache-producer.tokenProcessorConfig.blockSizeTokens and blockSize set the same setting",
-		`{"speculative":{"ttl":"2s"},"precise-prefix-cache-producer":{"speculativeTTL":"3s"}}`:                      "precise-prefix-cache-producer.speculativeTTL and speculative.ttl set the same setting",
-		`{"affinity":{"maxTTFTPenalty":"18s"},"prefix-cache-affinity-filter":{"maxTTFTPenaltyMs":5000}}`:            "prefix-cache-affinity-filter.maxTTFTPenaltyMs and affinity.maxTTFTPenalty set the same setting",
-		`{"events":{"topicFilter":"kv@"},"precise-prefix-cache-producer":{"kvEventsConfig":{"topicFilter":"kv@"}}}`: "precise-prefix-cache-producer.kvEventsConfig.topicFilter and events.topicFilter",
-		`{"queueThresholdTokens":5,"token-load-scorer":{"queueThresholdTokens":6}}`:                                 "token-load-scorer.queueThresholdTokens and queueThresholdTokens",
-		`{"precise-prefix-cache-producer":{"tokenProcessorConfig":{"blockSizeTokens":16,"blockSize":64}}}`:          "conflicts with its deprecated alias",
-		`{"precise-prefix-cache-producer":{"indexerConfig":{}}}`:                                                    "precise-prefix-cache-producer.indexerConfig: unknown key",
-		`{"precise-prefix-cache-producer":{"speculativeTTL":2000}}`:                                                 "precise-prefix-cache-producer.speculativeTTL: bare number",
-		`{"prefix-cache-affinity-filter":{"ttftSource":"latencyPredictor"}}`:                                        "prefix-cache-affinity-filter.ttftSource",
-		`{"prefix-cache-affinity-filter":{"maxInFlightRequestsDelta":2}}`:                                           "prefix-cache-affinity-filter.maxInFlightRequestsDelta: unknown key",
-		`{"prefix-cache-affinity-filter":{"affinityThreshold":2}}`:                                                  "affinityThreshold must be in [0, 1]",
-	} {
-		_, err := LoadConfig(strings.NewReader(in))
-		require.ErrorIs(t, err, ErrInvalidConfig, in)
-		require.ErrorContains(t, err, want, in)
-	}
-	cfg := DefaultConfig()
-	cfg.TokenLoadScorer = &LLMDTokenLoadScorer{}
-	require.ErrorContains(t, cfg.Validate(), "llm-d blocks")
 }

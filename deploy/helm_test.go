@@ -15,7 +15,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/llmd"
 )
 
 const chartDir = "helm/kvroute-epp"
@@ -230,7 +230,7 @@ func TestRouterConfigsLoad(t *testing.T) {
 		require.NoError(t, yaml.Unmarshal(doc, &cm))
 		js, err := yaml.YAMLToJSON([]byte(cm.Data["config.yaml"]))
 		require.NoError(t, err)
-		cfg, err := kvroute.LoadConfig(strings.NewReader(string(js)))
+		cfg, err := llmd.Translate(strings.NewReader(string(js)))
 		require.NoError(t, err, "%s", cm.Data["config.yaml"])
 		require.Equal(t, 64, cfg.BlockSize)
 	}

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/llmd"
 )
 
 // TestManifestsMatchTheAPI validates every object of the plain manifests in
@@ -134,7 +135,7 @@ func TestVLLMPatchMatchesThePicker(t *testing.T) {
 		if cm.Kind == "ConfigMap" {
 			js, err := yaml.YAMLToJSON([]byte(cm.Data["config.yaml"]))
 			require.NoError(t, err)
-			cfg, err = kvroute.LoadConfig(strings.NewReader(string(js)))
+			cfg, err = llmd.Translate(strings.NewReader(string(js)))
 			require.NoError(t, err)
 		}
 	}

@@ -42,7 +42,7 @@
 //
 // --config is a kvroute router configuration in YAML (as kept in Helm values)
 // or JSON. YAML is turned into JSON (sigs.k8s.io/yaml) and read by
-// kvroute.LoadConfig, so the rules are the same: kvroute.DefaultConfig's
+// llmd.Translate, kvroute.LoadConfig's rules: kvroute.DefaultConfig's
 // values for absent keys, unknown keys rejected with their path, durations
 // as Go duration strings ("2s"; a bare number is an error), and the llm-d
 // plugin blocks accepted (see the README's mapping table):

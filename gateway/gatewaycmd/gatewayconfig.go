@@ -85,8 +85,8 @@ func decodeGatewaySection(raw json.RawMessage) (gatewayConfig, error) {
 // splitGatewaySection takes the "gateway" member out of a JSON
 // configuration object and returns it (nil when absent) with the rest, the
 // router's configuration, whose members keep their order and repetitions
-// for kvroute.LoadConfig to judge. A document that is not a well-formed
-// object comes back whole, for LoadConfig to report.
+// for llmd.Translate to judge. A document that is not a well-formed
+// object comes back whole, for Translate to report.
 func splitGatewaySection(data []byte) (gateway json.RawMessage, router []byte, err error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {

@@ -18,6 +18,7 @@ import (
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/checkpoint"
 	"github.com/kvroute/kvroute/gateway"
+	"github.com/kvroute/kvroute/llmd"
 )
 
 // options is the parsed command line.
@@ -255,7 +256,8 @@ func readYAML(path string) ([]byte, error) {
 
 // loadConfigFile reads a configuration in YAML or JSON: its "gateway"
 // section with the gateway's client limits, and the rest as a router
-// configuration with kvroute.LoadConfig's rules.
+// configuration with kvroute.LoadConfig's rules, llm-d plugin parameters
+// translated (llmd.Translate).
 func loadConfigFile(path string) (kvroute.Config, gatewayConfig, error) {
 	data, err := readYAML(path)
 	if err != nil {
@@ -269,7 +271,7 @@ func loadConfigFile(path string) (kvroute.Config, gatewayConfig, error) {
 	if err != nil {
 		return kvroute.Config{}, gatewayConfig{}, err
 	}
-	cfg, err := kvroute.LoadConfig(bytes.NewReader(router))
+	cfg, err := llmd.Translate(bytes.NewReader(router))
 	if err != nil {
 		return kvroute.Config{}, gatewayConfig{}, err
 	}

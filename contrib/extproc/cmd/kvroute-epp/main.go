@@ -6,8 +6,10 @@
 // Flags follow the Inference Extension's reference picker where they mean the
 // same (--grpc-port 9002, --grpc-health-port 9003, --metrics-port 9090,
 // --pool-name, --pool-namespace, --pool-group). kvroute's router is configured
-// with --config (YAML or JSON; durations are strings such as "2s") and
-// --model. Without --pool-name, --endpoints gives a static list of
+// with --config (YAML or JSON; durations are strings such as "2s"; the
+// parameters of the llm-d router's precise-prefix-cache-producer,
+// prefix-cache-affinity-filter and token-load-scorer plugins may be pasted
+// under their plugin type names, see package llmd) and --model. Without --pool-name, --endpoints gives a static list of
 // "ip:port" engines (no Kubernetes needed). --render-selector discovers a
 // separate render pool (vLLM renderers in front of an SGLang fleet).
 // --checkpoint keeps the index across restarts: the picker starts with the
@@ -55,6 +57,7 @@ import (
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/contrib/extproc"
 	"github.com/kvroute/kvroute/contrib/k8s"
+	"github.com/kvroute/kvroute/llmd"
 	"github.com/kvroute/kvroute/render"
 )
 
@@ -126,7 +129,8 @@ func envOr(k, def string) string {
 }
 
 // loadConfig reads the router configuration: YAML (or JSON, which is YAML)
-// mapped onto kvroute's strict JSON decoding.
+// mapped onto kvroute's strict JSON decoding, with llm-d plugin parameters
+// translated (llmd.Translate).
 func loadConfig(path, model string) (kvroute.Config, error) {
 	cfg := kvroute.DefaultConfig()
 	if path != "" {
@@ -138,7 +142,7 @@ func loadConfig(path, model string) (kvroute.Config, error) {
 		if err != nil {
 			return cfg, fmt.Errorf("%s: %w", path, err)
 		}
-		if cfg, err = kvroute.LoadConfig(strings.NewReader(string(js))); err != nil {
+		if cfg, err = llmd.Translate(strings.NewReader(string(js))); err != nil {
 			return cfg, fmt.Errorf("%s: %w", path, err)
 		}
 	}

@@ -146,3 +146,32 @@ func TestLoadConfigReadsYAMLStrictly(t *testing.T) {
 	_, err = loadConfig(bad, "")
 	require.ErrorContains(t, err, "noSuchKey")
 }
+
+// An llm-d EndpointPickerConfig's plugin parameters, pasted under their
+// plugin type names next to kvroute's keys, load as they are; a setting
+// given both ways is an error.
+func TestLoadConfigAcceptsLLMDPluginParameters(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "llmd.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(`model: m
+precise-prefix-cache-producer:
+  tokenProcessorConfig: {blockSizeTokens: 16}
+  kvEventsConfig:
+    podDiscoveryConfig: {socketPort: 5556, replaySocketPort: 5557}
+prefix-cache-affinity-filter:
+  maxTTFTPenaltyMs: 12000
+token-load-scorer:
+  queueThresholdTokens: 1048576
+`), 0o600))
+	cfg, err := loadConfig(path, "")
+	require.NoError(t, err)
+	require.Equal(t, 16, cfg.BlockSize)
+	require.Equal(t, 5557, cfg.Events.ReplayPort)
+	require.Equal(t, 12*time.Second, cfg.Affinity.MaxTTFTPenalty)
+	require.EqualValues(t, 1048576, cfg.QueueThresholdTokens)
+
+	both := filepath.Join(dir, "both.yaml")
+	require.NoError(t, os.WriteFile(both, []byte("blockSize: 64\nprecise-prefix-cache-producer:\n  tokenProcessorConfig: {blockSizeTokens: 16}\n"), 0o600))
+	_, err = loadConfig(both, "")
+	require.ErrorContains(t, err, "set the same setting")
+}

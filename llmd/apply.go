@@ -1,0 +1,139 @@
+package llmd
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/tokenload"
+)
+
+// setting is one translated setting: the llm-d key path, the kvroute key
+// path it sets, and the assignment.
+type setting struct {
+	from, to string
+	set      func(c *kvroute.Config)
+}
+
+// apply translates the blocks onto c. top is the rest of the document,
+// decoded, to see which kvroute keys it also set: a setting given both
+// ways, or by two llm-d keys with different values, is an error naming
+// both paths.
+func (ps plugins) apply(c *kvroute.Config, top map[string]any) error {
+	p, f, s := ps.PrecisePrefixCacheProducer, ps.PrefixCacheAffinityFilter, ps.TokenLoadScorer
+	var sets []setting
+	add := func(from, to string, set func(c *kvroute.Config)) { sets = append(sets, setting{from, to, set}) }
+	if p != nil {
+		if t := p.TokenProcessorConfig; t != nil {
+			if t.BlockSizeTokens != 0 && t.BlockSize != 0 && t.BlockSizeTokens != t.BlockSize {
+				return fmt.Errorf("%w: %s.tokenProcessorConfig.blockSizeTokens %d conflicts with its deprecated alias blockSize %d", kvroute.ErrInvalidConfig, pp, t.BlockSizeTokens, t.BlockSize)
+			}
+			if n := max(t.BlockSizeTokens, t.BlockSize); n != 0 {
+				from := pp + ".tokenProcessorConfig.blockSizeTokens"
+				if t.BlockSizeTokens == 0 {
+					from = pp + ".tokenProcessorConfig.blockSize"
+				}
+				add(from, "blockSize", func(c *kvroute.Config) { c.BlockSize = n })
+			}
+		}
+		if e := p.KVEventsConfig; e != nil {
+			const k = pp + ".kvEventsConfig."
+			if e.ZMQEndpoint != "" {
+				add(k+"zmqEndpoint", "events.bindAddress", func(c *kvroute.Config) { c.Events.BindAddress = e.ZMQEndpoint })
+			}
+			if e.TopicFilter != nil {
+				add(k+"topicFilter", "events.topicFilter", func(c *kvroute.Config) { c.Events.TopicFilter = *e.TopicFilter })
+			}
+			if e.Concurrency != 0 {
+				add(k+"concurrency", "events.concurrency", func(c *kvroute.Config) { c.Events.Concurrency = e.Concurrency })
+			}
+			if e.DiscoverPods != nil && !*e.DiscoverPods && e.ZMQEndpoint == "" {
+				add(k+"discoverPods", "events.enabled", func(c *kvroute.Config) { c.Events.Enabled = false })
+			}
+			if d := e.PodDiscoveryConfig; d != nil {
+				const k = pp + ".kvEventsConfig.podDiscoveryConfig."
+				if d.PodLabelSelector != "" {
+					add(k+"podLabelSelector", "events.selector", func(c *kvroute.Config) { c.Events.Selector = d.PodLabelSelector })
+				}
+				if d.SocketPort != 0 {
+					add(k+"socketPort", "events.eventsPort", func(c *kvroute.Config) { c.Events.EventsPort = d.SocketPort })
+				}
+				add(k+"replaySocketPort", "events.replay", func(c *kvroute.Config) { c.Events.Replay = d.ReplaySocketPort > 0 })
+				if d.ReplaySocketPort > 0 {
+					add(k+"replaySocketPort", "events.replayPort", func(c *kvroute.Config) { c.Events.ReplayPort = d.ReplaySocketPort })
+				}
+			}
+		}
+		if p.SpeculativeIndexing != nil {
+			add(pp+".speculativeIndexing", "speculative.enabled", func(c *kvroute.Config) { c.Speculative.Enabled = *p.SpeculativeIndexing })
+		}
+		if p.SpeculativeTTL != nil {
+			ttl := *p.SpeculativeTTL
+			if ttl <= 0 {
+				ttl = kvroute.DefaultSpeculativeTTL
+			}
+			add(pp+".speculativeTTL", "speculative.ttl", func(c *kvroute.Config) { c.Speculative.TTL = ttl })
+		}
+	}
+	if f != nil {
+		switch f.TTFTSource {
+		case "", "prefillThroughput":
+		default:
+			return fmt.Errorf("%w: %s.ttftSource %q: kvroute estimates TTFT from in-flight tokens only (\"prefillThroughput\")", kvroute.ErrInvalidConfig, af, f.TTFTSource)
+		}
+		if f.AffinityThreshold != nil {
+			add(af+".affinityThreshold", "affinity.affinityThreshold", func(c *kvroute.Config) { c.Affinity.AffinityThreshold = *f.AffinityThreshold })
+		}
+		if f.ExplorationProbability != nil {
+			add(af+".explorationProbability", "affinity.explorationProbability", func(c *kvroute.Config) { c.Affinity.ExplorationProbability = *f.ExplorationProbability })
+		}
+		if f.MaxTTFTPenaltyMs != nil {
+			ms := *f.MaxTTFTPenaltyMs
+			ns := ms * float64(time.Millisecond)
+			if math.IsNaN(ns) || ns < 0 || ns >= math.MaxInt64 {
+				return fmt.Errorf("%w: %s.maxTTFTPenaltyMs %v is out of range", kvroute.ErrInvalidConfig, af, ms)
+			}
+			add(af+".maxTTFTPenaltyMs", "affinity.maxTTFTPenalty", func(c *kvroute.Config) { c.Affinity.MaxTTFTPenalty = time.Duration(math.Round(ns)) })
+		}
+		if f.PeakPrefillThroughput != nil {
+			add(af+".peakPrefillThroughput", "affinity.peakPrefillThroughput", func(c *kvroute.Config) { c.Affinity.PeakPrefillThroughput = *f.PeakPrefillThroughput })
+		}
+	}
+	if s != nil && s.QueueThresholdTokens != nil {
+		q := *s.QueueThresholdTokens
+		if q <= 0 {
+			q = tokenload.DefaultQueueThresholdTokens
+		}
+		add(tl+".queueThresholdTokens", "queueThresholdTokens", func(c *kvroute.Config) { c.QueueThresholdTokens = q })
+	}
+	setBy := map[string]string{}
+	for _, st := range sets {
+		if has(top, st.to) {
+			return fmt.Errorf("%w: %s and %s set the same setting; keep one", kvroute.ErrInvalidConfig, st.from, st.to)
+		}
+		if other, ok := setBy[st.to]; ok && other != st.from {
+			return fmt.Errorf("%w: %s and %s set the same setting (%s); keep one", kvroute.ErrInvalidConfig, other, st.from, st.to)
+		}
+		setBy[st.to] = st.from
+		st.set(c)
+	}
+	return nil
+}
+
+// has reports whether the decoded JSON object top holds the dotted key path;
+// "events." keys are inline in the events object.
+func has(top map[string]any, path string) bool {
+	var cur any = top
+	for k := range strings.SplitSeq(path, ".") {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return false
+		}
+		if cur, ok = m[k]; !ok {
+			return false
+		}
+	}
+	return true
+}

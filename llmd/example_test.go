@@ -1,0 +1,34 @@
+package llmd_test
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/kvroute/kvroute/llmd"
+)
+
+// An llm-d plugin's parameters, pasted under its plugin type name next to
+// kvroute's own keys, become kvroute settings.
+func ExampleTranslate() {
+	cfg, err := llmd.Translate(strings.NewReader(`{
+		"model": "Qwen/Qwen3-32B",
+		"precise-prefix-cache-producer": {
+			"tokenProcessorConfig": {"blockSizeTokens": 16},
+			"kvEventsConfig": {"podDiscoveryConfig": {"socketPort": 5556, "replaySocketPort": 5557}}
+		},
+		"prefix-cache-affinity-filter": {"maxTTFTPenaltyMs": 12000}
+	}`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(cfg.Model, cfg.BlockSize, cfg.Events.EventsPort, cfg.Events.ReplayPort, cfg.Affinity.MaxTTFTPenalty)
+
+	// A setting given both ways is an error naming both keys.
+	_, err = llmd.Translate(strings.NewReader(`{"blockSize": 64,
+		"precise-prefix-cache-producer": {"tokenProcessorConfig": {"blockSizeTokens": 16}}}`))
+	fmt.Println(err)
+	// Output:
+	// Qwen/Qwen3-32B 16 5556 5557 12s
+	// kvroute: invalid config: precise-prefix-cache-producer.tokenProcessorConfig.blockSizeTokens and blockSize set the same setting; keep one
+}
