@@ -16,8 +16,9 @@ import (
 // value is valid.
 type Options struct {
 	// Set's Registerer receives the checkpoint, restore and serving
-	// metrics (nil registers none) and its Logger the outcome of every
-	// restore attempt and write (nil discards).
+	// metrics (nil registers none), its Logger the outcome of every
+	// restore attempt and write (nil discards), and its Clock drives the
+	// periodic writer (nil: the wall clock).
 	telemetry.Set
 	// Cluster is the router's pool of replicas: when it is enabled and
 	// BootstrapConfig.Peers is empty, the pool's live replicas are the
@@ -111,13 +112,13 @@ func (k *Keeper) Start() {
 	k.stop, k.done = make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(k.done)
-		t := time.NewTicker(iv)
+		t := k.set.Clk().NewTicker(iv)
 		defer t.Stop()
 		for {
 			select {
 			case <-k.stop:
 				return
-			case <-t.C:
+			case <-t.C():
 				_ = k.Write()
 			}
 		}
