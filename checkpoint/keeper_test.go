@@ -18,6 +18,7 @@ import (
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/kvindex"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 func TestCheckpointWrittenOnCloseAndRestored(t *testing.T) {
@@ -243,4 +244,28 @@ func TestCloseWithoutStartWritesNothing(t *testing.T) {
 	k.Close()
 	_, err = os.Stat(path)
 	require.ErrorIs(t, err, os.ErrNotExist)
+}
+
+// The periodic writer runs on the Options' clock: each interval the clock
+// advances by brings one write, and none comes before.
+func TestCheckpointPeriodicWritesOnTheOptionsClock(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	path := filepath.Join(t.TempDir(), "index.ckpt")
+	clock := telemetry.NewManual(time.Unix(1_700_000_000, 0))
+	k, err := Restore(context.Background(), newIndex(t, testBlockSize), Config{Path: path, Interval: time.Hour}, BootstrapConfig{},
+		Options{Set: telemetry.Set{Clock: clock, Logger: testLogger(t)}})
+	require.NoError(t, err)
+	k.Start()
+	defer k.Close()
+	storeBlocks(t, k.ix, "10.0.0.1:8000", 5, 3, "p")
+	writes := func() float64 { return testutil.ToFloat64(k.met.writes.WithLabelValues("ok")) }
+	clock.WaitForWaiters(1) // the writer's ticker
+	clock.Advance(time.Hour - time.Nanosecond)
+	_, err = os.Stat(path)
+	require.ErrorIs(t, err, os.ErrNotExist, "no write before the interval")
+	clock.Advance(time.Nanosecond)
+	require.Eventually(t, func() bool { return writes() == 1 }, time.Minute, time.Millisecond)
+	require.FileExists(t, path)
+	clock.Advance(time.Hour)
+	require.Eventually(t, func() bool { return writes() == 2 }, time.Minute, time.Millisecond)
 }
