@@ -1,8 +1,6 @@
 package kvroute
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -11,10 +9,6 @@ const (
 	decisionLoadOnly
 	numDecisionKinds
 )
-
-// errRenderDisabled is the render error of a request without prompts when
-// rendering is disabled.
-var errRenderDisabled = errors.New("kvroute: rendering disabled and the request carries no prompts")
 
 // routerMetrics are the root package's metrics: llm-d's prefix-prediction
 // histograms, plus kvroute's decision, fallback and cache-blind counters.

@@ -88,7 +88,7 @@ type Router struct {
 	filter     *affinity.Filter
 	load       *tokenload.Tracker
 	requests   *tokenload.RequestTable
-	events     eventSource
+	events     *subscriptions   // nil unless Config.Events.Enabled
 	cluster    *cluster.Replica // nil unless Config.Cluster is configured (cluster.go)
 	scorers    []WeightedScorer
 	random     func() float64
@@ -112,13 +112,6 @@ type Router struct {
 	endpoints  map[string]Endpoint
 	closed     bool
 	renderPool bool // SetRenderEndpoints was called: render goes to its own pool
-}
-
-// eventSource is the part of the event subscriber pool the router drives.
-type eventSource interface {
-	setEndpoints(eps []Endpoint) error
-	eventPool() *kvevents.Pool
-	close()
 }
 
 // New builds a Router from cfg: the index, the render client, the affinity
@@ -209,7 +202,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Router, error) {
 		return nil, err
 	}
 	if cfg.Events.Enabled {
-		if r.events, err = newEventPool(cfg, r.index, opts.Registerer, log, r.models.observe, opts.EventSelector, opts.TracerProvider, opts.Now); err != nil {
+		if r.events, err = newSubscriptions(cfg, r.index, opts.Registerer, log, r.models.observe, opts.EventSelector, opts.TracerProvider, opts.Now); err != nil {
 			return nil, fmt.Errorf("kvroute: events: %w", err)
 		}
 	} else {
@@ -340,4 +333,18 @@ func (r *Router) Close() {
 	if r.reg != nil {
 		r.reg.unregisterAll() // last: the parts are stopped and register nothing more
 	}
+}
+
+// validateRouting rejects the configurations that leave a Router unable to
+// use cache information at all: New calls it after Validate.
+func (c Config) validateRouting() error {
+	switch {
+	case c.Model == "":
+		return fmt.Errorf("%w: model is required: it roots the block keys of every request and names the events' model (start from DefaultConfig and set Model)", ErrInvalidConfig)
+	case c.Requests.MaxRequests < 0:
+		return fmt.Errorf("%w: requests.maxRequests %d is negative", ErrInvalidConfig, c.Requests.MaxRequests)
+	case c.Requests.TTL < 0:
+		return fmt.Errorf("%w: requests.ttl %v is negative", ErrInvalidConfig, c.Requests.TTL)
+	}
+	return nil
 }

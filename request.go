@@ -1,58 +1,12 @@
 package kvroute
 
 import (
-	"context"
 	"errors"
+	"fmt"
 	"net/http"
-	"strings"
 
 	"github.com/kvroute/kvroute/render"
 )
-
-// Picker is the small interface a gateway uses: one call per request, which
-// returns the endpoint to forward the request to. The gateway then reports the
-// request's first response chunk and its end on the returned Decision.
-type Picker interface {
-	// Pick chooses one of endpoints for req. It fails when no endpoint can
-	// be chosen (an empty candidate list or a cancelled context) and, for a
-	// Router, on the mistakes that would route without cache information
-	// (ErrEndpointsNotSet, ErrNoAPI, ErrModelMismatch) or a request ID
-	// already in flight; a failed render is not an error: the request is
-	// routed by load alone and the Decision says so.
-	Pick(ctx context.Context, req *Request, endpoints []Endpoint) (*Decision, error)
-}
-
-// Endpoint is one model-server endpoint (a vLLM or SGLang server) a request
-// may be routed to.
-type Endpoint struct {
-	// ID is the endpoint's identity, "ip:port" of its inference port. It must
-	// equal the identity the engine's KV events are attributed to.
-	ID string `json:"id"`
-	// Address is the base URL requests and render calls go to; empty means
-	// "http://" + ID.
-	Address string `json:"address,omitempty"`
-	// Labels are free-form labels; the event subscription selector matches
-	// them.
-	Labels map[string]string `json:"labels,omitempty"`
-	// EventsAddress is the engine's KV-event PUB socket ("tcp://host:port");
-	// empty means tcp://<ID host>:<Config.Events.EventsPort + Rank>. Set it
-	// when engines share a host or use per-engine ports.
-	EventsAddress string `json:"eventsAddress,omitempty"`
-	// ReplayAddress is the engine's replay ROUTER socket; empty means
-	// tcp://<ID host>:<Config.Events.ReplayPort + Rank> when replay is on.
-	ReplayAddress string `json:"replayAddress,omitempty"`
-	// Rank is the engine's data-parallel rank: vLLM offsets both event ports
-	// by it.
-	Rank int `json:"rank,omitempty"`
-}
-
-// URL returns the endpoint's base URL: Address, or "http://" + ID.
-func (e Endpoint) URL() string {
-	if e.Address != "" {
-		return strings.TrimRight(e.Address, "/")
-	}
-	return "http://" + e.ID
-}
 
 // API names the inference API a request belongs to; it selects the render
 // route.
@@ -113,5 +67,53 @@ type Prompt = render.Prompt
 // every image. It is render.MMFeature.
 type MMFeature = render.MMFeature
 
-// ErrNoEndpoints is returned by Pick when the candidate list is empty.
-var ErrNoEndpoints = errors.New("kvroute: no candidate endpoints")
+// Errors for the mistakes that would otherwise route without cache
+// information and tell nobody.
+var (
+	// ErrEndpointsNotSet is returned by Pick and Match when the router
+	// depends on its endpoint list (KV-event subscriptions, or rendering on
+	// the routed endpoints) and SetEndpoints was never called.
+	ErrEndpointsNotSet = errors.New("kvroute: SetEndpoints was never called: no KV events are subscribed and nothing can render the request")
+	// ErrNoAPI is returned by Pick and Match for a request that must be
+	// rendered (it carries no Prompts) but names no known API; see
+	// APIForPath.
+	ErrNoAPI = errors.New("kvroute: the request names no inference API (set Request.API, e.g. from APIForPath)")
+	// ErrModelMismatch is returned by Pick and Match for a request whose
+	// Model is not the router's Config.Model while KV events are on: the
+	// router indexes every engine's events under Config.Model, so such a
+	// request could never match. Leave Model empty for the base model, or
+	// set LoRA for an adapter.
+	ErrModelMismatch = errors.New("kvroute: request model is not the router's model")
+)
+
+// APIForPath maps an inference path ("/v1/completions",
+// "/v1/chat/completions", "/v1/messages", "/v1/responses", with or without a
+// trailing slash) to its API, so a gateway can set Request.API from the path
+// it received. ok is false for any other path, which kvroute cannot render.
+func APIForPath(path string) (api API, ok bool) { return render.APIForPath(path) }
+
+func knownAPI(a API) bool {
+	switch a {
+	case APICompletions, APIChatCompletions, APIMessages, APIResponses:
+		return true
+	}
+	return false
+}
+
+// checkRequest reports the request-side mistakes of ErrEndpointsNotSet,
+// ErrNoAPI and ErrModelMismatch.
+func (r *Router) checkRequest(req *Request) error {
+	if r.needsEndpoints && !r.endpointsSet.Load() {
+		return ErrEndpointsNotSet
+	}
+	if len(req.Prompts) == 0 && r.render != nil && !knownAPI(req.API) {
+		if req.API == "" {
+			return ErrNoAPI
+		}
+		return fmt.Errorf("%w: %q is not one of completions, chat_completions, messages, responses", ErrNoAPI, req.API)
+	}
+	if r.events != nil && req.Model != "" && req.Model != r.cfg.Model {
+		return fmt.Errorf("%w: %q, router model %q", ErrModelMismatch, req.Model, r.cfg.Model)
+	}
+	return nil
+}

@@ -3,13 +3,12 @@ package kvroute
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kvroute/kvroute/affinity"
 	"github.com/kvroute/kvroute/kvindex"
-	"github.com/kvroute/kvroute/tokenload"
+	"github.com/kvroute/kvroute/render"
 )
 
 // Selection is one request on its way through the router's stages, for hosts
@@ -156,141 +155,71 @@ func (s *Selection) RenderErr() error { return s.renderErr }
 // UsedCache reports whether any candidate holds part of the request.
 func (s *Selection) UsedCache() bool { return s.usedCache }
 
-// Filter is the affinity stage: it keeps the candidates that hold enough of
-// the request (sticky) unless the TTFT gate, exploration or a missing
-// signal says otherwise, and returns the kept candidates' indices (valid
-// until Release) with the outcome. It runs once; later calls return the
-// same answer.
-func (s *Selection) Filter() (kept []int, outcome affinity.Outcome) {
-	if !s.filtered {
-		sp := s.child(SpanFilter)
-		s.st.pass, s.outcome = s.r.filter.Apply(s.st.pass, s.total, s.st.cands)
-		s.filtered = true
-		if sp != nil {
-			s.traceFilter(sp)
-		}
-	}
-	return s.st.pass, s.outcome
+// pickState is the per-request scratch of a Selection, pooled so that a
+// steady stream of requests allocates little beyond the Decision itself.
+type pickState struct {
+	keys      []kvindex.Key // every prompt's keys, concatenated
+	tmp       []kvindex.Key // one prompt's keys
+	bounds    []int         // prompt i's keys are keys[bounds[i]:bounds[i+1]]
+	match     kvindex.MatchResult
+	ids       []string
+	blocks    []int     // per candidate: contiguous blocks, summed over prompts
+	weighted  []float64 // per candidate: tier-weighted score, summed over prompts
+	uncached  []int64   // per candidate: this request's projected uncached tokens
+	open      []int64   // per candidate: token-equivalent load of its open requests
+	scores    []float64 // per candidate: total score (valid for the kept ones once scored)
+	cands     []affinity.Candidate
+	pass      []int  // the candidates the affinity filter kept
+	kept      []bool // per candidate: in pass; empty until Selection.Kept needs it
+	mm        []kvindex.MMItem
+	renderRes render.Result // the render client's answer, its token arrays reused
 }
 
-// Kept reports whether the affinity filter kept candidate i (running Filter
-// if it has not run).
-func (s *Selection) Kept(i int) bool {
-	kept, _ := s.Filter()
-	st := &s.st
-	if len(st.kept) == 0 {
-		st.kept = resize(st.kept, len(s.eps))
-		for _, k := range kept {
-			st.kept[k] = true
+// maxKeptTokens bounds the token arrays a pooled scratch keeps for the next
+// request: a rare huge prompt does not stay pinned in the pool.
+const maxKeptTokens = 1 << 16
+
+// trimRendered drops the rendered prompts' multimodal items (references to
+// the request) and any token array above maxKeptTokens.
+func (st *pickState) trimRendered() {
+	ps := st.renderRes.Prompts[:cap(st.renderRes.Prompts)]
+	for i := range ps {
+		ps[i].Features = nil
+		if cap(ps[i].TokenIDs) > maxKeptTokens {
+			ps[i].TokenIDs = nil
 		}
 	}
-	return st.kept[i]
+	if len(ps) > 16 {
+		st.renderRes.Prompts = nil
+	}
+	st.renderRes.CacheSalt, st.renderRes.Endpoint = "", ""
 }
 
-// Score is the scoring stage: every kept candidate's token-load score times
-// Config.LoadWeight plus each extra scorer's weighted, clamped score. It
-// returns the best candidate and its score. Ties go to the candidate that
-// ranks highest for this request: a hash of the request's first new block
-// (the first block beyond the longest prefix any kept candidate holds) and
-// the endpoint's ID, the same on every router, so replicas agree and one new
-// prefix stays on one endpoint; a request without block keys breaks its ties
-// with Options.Random. It runs Filter first if needed, and runs once.
-func (s *Selection) Score() (best int, score float64) {
-	if s.scored {
-		return s.best, s.bestScore
-	}
-	kept, _ := s.Filter()
-	sp := s.child(SpanScore)
-	r, st := s.r, &s.st
-	for _, i := range kept {
-		sc := r.cfg.LoadWeight * tokenload.Score(st.committed(i), st.uncached[i], r.cfg.QueueThresholdTokens)
-		for _, ws := range r.scorers {
-			m := s.matchOf(i)
-			sc += ws.Weight * clamp01(ws.Scorer.Score(s.req, s.eps[i], &m))
-		}
-		st.scores[i] = sc
-	}
-	best, score = s.bestOf(kept)
-	s.best, s.bestScore, s.scored = best, score, true
-	if sp != nil {
-		s.traceScore(sp)
-	}
-	return best, score
+func (st *pickState) reset(n int) {
+	st.keys, st.bounds, st.ids, st.pass = st.keys[:0], st.bounds[:0], st.ids[:0], st.pass[:0]
+	st.match.Reset() // no stale match when nothing is matched
+	st.blocks = resize(st.blocks, n)
+	st.weighted = resize(st.weighted, n)
+	st.uncached = resize(st.uncached, n)
+	st.open = resize(st.open, n)
+	st.scores = grow(st.scores, n) // written for the kept candidates before any read
+	st.cands = resize(st.cands, n)
+	st.kept = st.kept[:0] // built on demand by Selection.Kept
 }
 
-// ScoreOf returns candidate i's total score and whether it was scored (it
-// was kept by the filter), running Score if it has not run.
-func (s *Selection) ScoreOf(i int) (float64, bool) {
-	s.Score()
-	if !s.Kept(i) {
-		return 0, false
+// grow returns s with length n, its contents unspecified.
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
 	}
-	return s.st.scores[i], true
+	return s[:n]
 }
 
-// Commit is the last stage: it records that the request goes to candidate i
-// (normally Score's best, but any candidate a host chose): the load tracker
-// counts its uncached tokens on the endpoint, speculative index entries make
-// the endpoint warm for the request's prefix until the engine confirms it,
-// the prediction metrics are observed, and, when the Request has an ID, the
-// Decision is filed under it in the router's request table (see
-// Router.Decision). Commit
-// fails, having changed nothing, with ErrCommitted on a second call, an
-// out-of-range i, or tokenload.ErrDuplicateRequestID /
-// tokenload.ErrInvalidRequestID for the request's ID.
-func (s *Selection) Commit(i int) (*Decision, error) {
-	if s.committed {
-		return nil, ErrCommitted
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
 	}
-	if i < 0 || i >= len(s.eps) {
-		return nil, fmt.Errorf("kvroute: commit of candidate %d of %d", i, len(s.eps))
-	}
-	r, st, bs := s.r, &s.st, s.r.cfg.BlockSize
-	chosen := s.eps[i]
-	d := &Decision{
-		Endpoint:       chosen,
-		PromptTokens:   s.promptTokens,
-		CachedTokens:   min(st.blocks[i]*bs, s.promptTokens),
-		UncachedTokens: st.uncached[i],
-		UsedCache:      s.usedCache,
-		Outcome:        s.outcome,
-		RenderErr:      s.renderErr,
-	}
-	if s.scored && (i == s.best || s.Kept(i)) {
-		d.Score = st.scores[i]
-	}
-	r.load.DispatchInto(&d.inflight, chosen.ID, d.UncachedTokens)
-	if s.renderErr == nil && s.promptTokens > 0 {
-		d.acc = r.acc // a prediction: the request's end ends it in the accuracy loop
-		r.acc.Begin()
-	}
-	if s.req.ID != "" {
-		d.table, d.id = r.requests, s.req.ID // before filing: from then on the table may end d
-		if err := r.requests.Register(s.req.ID, tableHandle{d}); err != nil {
-			d.end(DoneInfo{Err: err}, false) // undo: nothing of this request stays accounted
-			return nil, err
-		}
-	}
-	s.committed = true
-	s.traceCommit(d)
-
-	if r.cfg.Speculative.Enabled && s.total > 0 {
-		for p := 0; p+1 < len(st.bounds); p++ {
-			if keys := st.keys[st.bounds[p]:st.bounds[p+1]]; len(keys) > 0 {
-				r.index.Speculate(chosen.ID, keys, r.cfg.Speculative.TTL)
-			}
-		}
-		r.cluster.Publish(chosen.ID, st.keys) // the other replicas speculate too; nil-safe, never blocks
-	}
-	if s.promptTokens > 0 {
-		r.met.predicted.Observe(float64(d.CachedTokens))
-		r.met.prompt.Observe(float64(s.promptTokens))
-	}
-	if s.usedCache {
-		r.met.decisions[decisionPrecise].Inc()
-	} else {
-		r.met.decisions[decisionLoadOnly].Inc()
-		r.blind(s)
-	}
-	return d, nil
+	s = s[:n]
+	clear(s)
+	return s
 }

@@ -75,7 +75,7 @@ func TestRouterTracesKVEventsWhenConfigured(t *testing.T) {
 			Medium: "GPU", HasGroup: true, Kind: "full_attention",
 		}}})
 		require.NoError(t, err)
-		st, ok := r2.events.(*poolSource).pool.Status(engineID)
+		st, ok := r2.events.pool.Status(engineID)
 		return ok && st.HasApplied
 	}, 10*time.Second, 20*time.Millisecond)
 	require.Empty(t, exp.GetSpans())

@@ -15,8 +15,11 @@ import (
 	"github.com/kvroute/kvroute/telemetry"
 )
 
-// poolSource drives a kvevents.Pool from the router's endpoint list.
-type poolSource struct {
+// subscriptions keep the router's KV-event subscriber pool in step with its
+// endpoint list: each endpoint given to SetEndpoints is subscribed (the
+// pool's selector decides which actually are), each removed one
+// unsubscribed and cleared from the index.
+type subscriptions struct {
 	pool  *kvevents.Pool
 	model string
 
@@ -24,11 +27,11 @@ type poolSource struct {
 	known map[string]struct{}
 }
 
-// newEventPool builds the KV-event subscriber pool that feeds ix.
+// newSubscriptions builds the KV-event subscriber pool that feeds ix.
 // Every endpoint's topic model goes to observe (see kvevents.TopicObserver).
 // now, when set (Options.Now), is the pool's clock too, so that the
 // readiness states it records begin on the router's clock.
-func newEventPool(cfg Config, ix *kvindex.Index, reg prometheus.Registerer, log *slog.Logger, observe kvevents.TopicObserver, match func(map[string]string) bool, tp trace.TracerProvider, now func() time.Time) (eventSource, error) {
+func newSubscriptions(cfg Config, ix *kvindex.Index, reg prometheus.Registerer, log *slog.Logger, observe kvevents.TopicObserver, match func(map[string]string) bool, tp trace.TracerProvider, now func() time.Time) (*subscriptions, error) {
 	pc := cfg.Events.PoolConfig
 	if pc.Model == "" {
 		pc.Model = cfg.Model
@@ -52,7 +55,7 @@ func newEventPool(cfg Config, ix *kvindex.Index, reg prometheus.Registerer, log 
 		return nil, err
 	}
 	p.ObserveTopics(observe)
-	return &poolSource{pool: p, model: cfg.Model, known: map[string]struct{}{}}, nil
+	return &subscriptions{pool: p, model: cfg.Model, known: map[string]struct{}{}}, nil
 }
 
 // nowClock is a clock that reads the time from now and runs its timers on
@@ -68,7 +71,7 @@ func (c nowClock) Now() time.Time { return c.now() }
 // setEndpoints subscribes to every endpoint of eps (the pool's selector
 // decides which are actually subscribed) and unsubscribes, clearing their
 // index entries, the endpoints that are gone.
-func (s *poolSource) setEndpoints(eps []Endpoint) error {
+func (s *subscriptions) setEndpoints(eps []Endpoint) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	next := make(map[string]struct{}, len(eps))
@@ -92,6 +95,8 @@ func (s *poolSource) setEndpoints(eps []Endpoint) error {
 	return errors.Join(errs...)
 }
 
-func (s *poolSource) close() { _ = s.pool.Close() }
+// close stops the pool's subscribers.
+func (s *subscriptions) close() { _ = s.pool.Close() }
 
-func (s *poolSource) eventPool() *kvevents.Pool { return s.pool }
+// eventPool returns the subscriber pool, for its status and statistics.
+func (s *subscriptions) eventPool() *kvevents.Pool { return s.pool }

@@ -1,0 +1,131 @@
+package kvroute
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+// Commit is the last stage: it records that the request goes to candidate i
+// (normally Score's best, but any candidate a host chose): the load tracker
+// counts its uncached tokens on the endpoint, speculative index entries make
+// the endpoint warm for the request's prefix until the engine confirms it,
+// the prediction metrics are observed, and, when the Request has an ID, the
+// Decision is filed under it in the router's request table (see
+// Router.Decision). Commit
+// fails, having changed nothing, with ErrCommitted on a second call, an
+// out-of-range i, or tokenload.ErrDuplicateRequestID /
+// tokenload.ErrInvalidRequestID for the request's ID.
+func (s *Selection) Commit(i int) (*Decision, error) {
+	if s.committed {
+		return nil, ErrCommitted
+	}
+	if i < 0 || i >= len(s.eps) {
+		return nil, fmt.Errorf("kvroute: commit of candidate %d of %d", i, len(s.eps))
+	}
+	r, st, bs := s.r, &s.st, s.r.cfg.BlockSize
+	chosen := s.eps[i]
+	d := &Decision{
+		Endpoint:       chosen,
+		PromptTokens:   s.promptTokens,
+		CachedTokens:   min(st.blocks[i]*bs, s.promptTokens),
+		UncachedTokens: st.uncached[i],
+		UsedCache:      s.usedCache,
+		Outcome:        s.outcome,
+		RenderErr:      s.renderErr,
+	}
+	if s.scored && (i == s.best || s.Kept(i)) {
+		d.Score = st.scores[i]
+	}
+	r.load.DispatchInto(&d.inflight, chosen.ID, d.UncachedTokens)
+	if s.renderErr == nil && s.promptTokens > 0 {
+		d.acc = r.acc // a prediction: the request's end ends it in the accuracy loop
+		r.acc.Begin()
+	}
+	if s.req.ID != "" {
+		d.table, d.id = r.requests, s.req.ID // before filing: from then on the table may end d
+		if err := r.requests.Register(s.req.ID, tableHandle{d}); err != nil {
+			d.end(DoneInfo{Err: err}, false) // undo: nothing of this request stays accounted
+			return nil, err
+		}
+	}
+	s.committed = true
+	s.traceCommit(d)
+
+	if r.cfg.Speculative.Enabled && s.total > 0 {
+		for p := 0; p+1 < len(st.bounds); p++ {
+			if keys := st.keys[st.bounds[p]:st.bounds[p+1]]; len(keys) > 0 {
+				r.index.Speculate(chosen.ID, keys, r.cfg.Speculative.TTL)
+			}
+		}
+		r.cluster.Publish(chosen.ID, st.keys) // the other replicas speculate too; nil-safe, never blocks
+	}
+	if s.promptTokens > 0 {
+		r.met.predicted.Observe(float64(d.CachedTokens))
+		r.met.prompt.Observe(float64(s.promptTokens))
+	}
+	if s.usedCache {
+		r.met.decisions[decisionPrecise].Inc()
+	} else {
+		r.met.decisions[decisionLoadOnly].Inc()
+		r.blind(s)
+	}
+	return d, nil
+}
+
+// Reasons of kvroute_router_cache_blind_total: why a decision was made
+// without cache information.
+const (
+	blindRenderFailed = iota
+	blindRenderDisabled
+	blindEventsDisabled
+	numBlindReasons
+)
+
+var blindReasons = [numBlindReasons]string{
+	blindRenderFailed:   "render_failed",
+	blindRenderDisabled: "render_disabled",
+	blindEventsDisabled: "events_disabled",
+}
+
+var blindHints = [numBlindReasons]string{
+	blindRenderFailed:   "the request could not be tokenized; check the render endpoints (kvroute_render_* metrics)",
+	blindRenderDisabled: "rendering is disabled and the request carried no Prompts",
+	blindEventsDisabled: "KV events are disabled, so no engine's cache is indexed",
+}
+
+// blindWarnInterval spaces the warnings about cache-blind decisions.
+const blindWarnInterval = time.Minute
+
+// warnings rate-limits one warning per reason per blindWarnInterval.
+type warnings struct {
+	last [numBlindReasons]atomic.Int64 // unix ns of the last warning
+}
+
+// blind counts a load-only decision under the reason the router can name,
+// and warns once per interval per reason. A load-only decision with none of
+// these reasons (nothing cached anywhere yet) is normal and only counted in
+// kvroute_router_decisions_total{kind="load_only"}.
+func (r *Router) blind(s *Selection) {
+	reason := -1
+	switch {
+	case errors.Is(s.renderErr, errRenderDisabled):
+		reason = blindRenderDisabled
+	case s.renderErr != nil:
+		reason = blindRenderFailed
+	case r.events == nil:
+		reason = blindEventsDisabled
+	}
+	if reason < 0 {
+		return
+	}
+	r.met.blind[reason].Inc()
+	now := r.now().UnixNano()
+	last := &r.warn.last[reason]
+	if l := last.Load(); (l != 0 && now-l < int64(blindWarnInterval)) || !last.CompareAndSwap(l, now) {
+		return
+	}
+	r.log.Warn("kvroute: routed without cache information (counted in kvroute_router_cache_blind_total; this warning repeats at most once a minute)",
+		"reason", blindReasons[reason], "hint", blindHints[reason], "request", s.req.ID, "err", s.renderErr)
+}

@@ -1,0 +1,28 @@
+package kvroute
+
+import (
+	"github.com/kvroute/kvroute/kvindex"
+)
+
+// keys is the block-key stage: every prompt's keys, concatenated, with the
+// prompt bounds, the prompt tokens and the number of keys.
+func (s *Selection) keys() {
+	st, bs := &s.st, s.r.cfg.BlockSize
+	model := s.req.Model
+	if model == "" {
+		model = s.r.cfg.Model
+	}
+	st.bounds = append(st.bounds, 0)
+	for _, p := range s.prompts {
+		st.mm = st.mm[:0]
+		for _, m := range p.Features {
+			st.mm = append(st.mm, kvindex.MMItem{Hash: m.Hash, Offset: m.Offset, Length: m.Length})
+		}
+		params := kvindex.KeyParams{Model: model, LoRA: s.req.LoRA, CacheSalt: s.salt, MM: st.mm}
+		st.tmp = kvindex.Keys(st.tmp, p.TokenIDs, bs, &params)
+		st.keys = append(st.keys, st.tmp...)
+		s.promptTokens += len(p.TokenIDs)
+		st.bounds = append(st.bounds, len(st.keys))
+	}
+	s.total = len(st.keys)
+}
