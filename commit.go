@@ -7,6 +7,10 @@ import (
 	"time"
 )
 
+// ErrCommitted is returned by Commit on a Selection that was already
+// committed: a request is accounted for once.
+var ErrCommitted = errors.New("kvroute: selection already committed")
+
 // Commit is the last stage: it records that the request goes to candidate i
 // (normally Score's best, but any candidate a host chose): the load tracker
 // counts its uncached tokens on the endpoint, speculative index entries make
@@ -35,7 +39,7 @@ func (s *Selection) Commit(i int) (*Decision, error) {
 		Outcome:        s.outcome,
 		RenderErr:      s.renderErr,
 	}
-	if s.scored && (i == s.best || s.Kept(i)) {
+	if s.scored && (i == s.best || s.kept(i)) {
 		d.Score = st.scores[i]
 	}
 	r.load.DispatchInto(&d.inflight, chosen.ID, d.UncachedTokens)

@@ -60,6 +60,11 @@ type Decision struct {
 	RenderErr error
 	// Score is the chosen endpoint's total score (0 when it was not scored).
 	Score float64
+	// Roles are the request's picks in its other roles, when the Router's
+	// Profile picks it in several (a prefill endpoint beside this decode
+	// one); FirstChunk and Done release them with this one. Nil for the
+	// default single-role profile.
+	Roles []*Decision
 
 	inflight tokenload.Inflight
 	table    *tokenload.RequestTable // where the request is filed under id; nil without an ID
@@ -95,6 +100,9 @@ func (d *Decision) FirstChunk() {
 		return
 	}
 	d.inflight.FirstChunk()
+	for _, o := range d.Roles {
+		o.FirstChunk()
+	}
 }
 
 // Done ends the request, successful or not (see the lifecycle above):
@@ -121,6 +129,9 @@ func (d *Decision) end(info DoneInfo, unfile bool) (accuracy.Observation, bool) 
 	d.inflight.Done()
 	if !d.ended.CompareAndSwap(false, true) {
 		return accuracy.Observation{}, false
+	}
+	for _, o := range d.Roles {
+		o.Done(DoneInfo{Err: info.Err}) // the engine's cached tokens are this endpoint's
 	}
 	if unfile && d.table != nil {
 		d.table.Forget(d.id, tableHandle{d})

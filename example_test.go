@@ -109,12 +109,13 @@ func ExampleRouter_Match() {
 		panic(err)
 	}
 	for i := 0; i < sel.Len(); i++ {
+		c := sel.Candidate(i)
 		fmt.Printf("%s holds %d blocks, would prefill %d tokens\n",
-			sel.Endpoint(i).ID, sel.EndpointMatch(i).Blocks, sel.UncachedTokens(i))
+			c.Endpoint.ID, c.Match.Blocks, c.UncachedTokens)
 	}
 	kept, outcome := sel.Filter()
 	best, _ := sel.Score()
-	fmt.Printf("filter kept %v (%s); best %s\n", kept, outcome, sel.Endpoint(best).ID)
+	fmt.Printf("filter kept %v (%s); best %s\n", kept, outcome, sel.Candidate(best).Endpoint.ID)
 	d, err := sel.Commit(best)
 	sel.Release()
 	if err != nil {

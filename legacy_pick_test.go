@@ -2,6 +2,7 @@ package kvroute
 
 import (
 	"context"
+	"math"
 	"sync"
 
 	"github.com/kvroute/kvroute/affinity"
@@ -11,9 +12,15 @@ import (
 
 var legacyScratch = sync.Pool{New: func() any { return new(pickState) }}
 
-// legacyPick is Pick as it was before the stages (one function), kept
-// verbatim as the reference of the differential test and the benchmark.
+// legacyPick is Pick as it was before the stages (one function), kept as
+// the reference of the differential test and the benchmark: verbatim but
+// for the extra scorers, which it does not run (the stages' Scorer reads a
+// Selection), and the open-request load, which it keeps in the scratch's
+// open slice as it did.
 func (r *Router) legacyPick(ctx context.Context, req *Request, endpoints []Endpoint) (*Decision, error) {
+	if len(r.pipe.scorers) > 1 {
+		panic("legacyPick runs no extra scorers")
+	}
 	if len(endpoints) == 0 {
 		return nil, ErrNoEndpoints
 	}
@@ -88,10 +95,9 @@ func (r *Router) legacyPick(ctx context.Context, req *Request, endpoints []Endpo
 	best, bestScore, ties := -1, 0.0, 0
 	var tied []int
 	for _, i := range pass {
-		s := r.cfg.LoadWeight * tokenload.Score(st.committed(i), st.uncached[i], r.cfg.QueueThresholdTokens)
-		for _, ws := range r.scorers {
-			s += ws.Weight * clamp01(ws.Scorer.Score(req, endpoints[i], legacyMatchOf(st, i)))
-		}
+		tok := max(st.cands[i].InFlightTokens, 0)
+		committed := tok + min(st.open[i], math.MaxInt64-tok)
+		s := r.cfg.LoadWeight * tokenload.Score(committed, st.uncached[i], r.cfg.QueueThresholdTokens)
 		switch {
 		case best < 0 || s > bestScore:
 			best, bestScore, ties, tied = i, s, 1, append(tied[:0], i)
@@ -147,13 +153,4 @@ func (r *Router) legacyPick(ctx context.Context, req *Request, endpoints []Endpo
 		r.met.decisions[decisionLoadOnly].Inc()
 	}
 	return d, nil
-}
-
-func legacyMatchOf(st *pickState, i int) *kvindex.EndpointMatch {
-	m := kvindex.EndpointMatch{Endpoint: st.ids[i]}
-	if i < st.match.Len() {
-		m = st.match.At(i)
-	}
-	m.Blocks, m.Score = st.blocks[i], st.weighted[i]
-	return &m
 }

@@ -8,7 +8,7 @@ import (
 
 // lookup is the index-lookup stage: each prompt's longest cached prefix on
 // every candidate, summed over prompts, then each candidate's projected
-// uncached tokens and in-flight load.
+// uncached tokens and in-flight load (tokens and open requests).
 func (s *Selection) lookup() {
 	r, st := s.r, &s.st
 	for _, e := range s.eps {
@@ -28,7 +28,7 @@ func (s *Selection) lookup() {
 	bs, promptTokens, total := r.cfg.BlockSize, s.promptTokens, s.total
 	for i, e := range s.eps {
 		tok, open := r.inflightTokens(e.ID)
-		st.open[i] = tokenload.OpenRequestLoad(open, r.cfg.OpenRequestTokens)
+		st.open[i] = open
 		st.uncached[i] = tokenload.UncachedTokens(promptTokens, total, st.weighted[i], bs)
 		st.cands[i] = affinity.Candidate{
 			Score:          st.weighted[i],

@@ -1,28 +1,13 @@
 package kvroute
 
 import (
-	"context"
-
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/kvroute/kvroute/kvindex"
 )
 
-// Commit of the best-scored candidate, in one call. See Router for the
-// pipeline and Selection for the stages. A render failure does not fail
-// Pick: the request is routed by load alone, the failure is counted and
-// Decision.RenderErr says so.
-func (r *Router) Pick(ctx context.Context, req *Request, endpoints []Endpoint) (*Decision, error) {
-	s, err := r.Match(ctx, req, endpoints)
-	if err != nil {
-		return nil, err
-	}
-	defer s.Release()
-	s.Filter()
-	best, _ := s.Score()
-	return s.Commit(best)
-}
-
+// The pick stage takes the kept candidate with the highest total score.
+//
 // Ties between equally scored candidates are broken by rendezvous hashing:
 // each tied endpoint is ranked by a hash of the request's tie key and the
 // endpoint's ID, and the highest rank wins. The tie key is the request's

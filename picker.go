@@ -3,6 +3,8 @@ package kvroute
 import (
 	"context"
 	"errors"
+
+	"github.com/kvroute/kvroute/affinity"
 )
 
 // Picker is the small interface a gateway uses: one call per request, which
@@ -20,3 +22,45 @@ type Picker interface {
 
 // ErrNoEndpoints is returned by Pick when the candidate list is empty.
 var ErrNoEndpoints = errors.New("kvroute: no candidate endpoints")
+
+// Pick chooses an endpoint for req among endpoints: the request's checks,
+// the admission (Options.Admission), then the profile step
+// (Options.Profile), which runs the stages once per role (by default once:
+// render → keys → lookup → filter → score → pick → commit). See Router for
+// the pipeline and Selection for running its stages one at a time. A render
+// failure does not fail Pick: the request is routed by load alone, the
+// failure is counted and Decision.RenderErr says so.
+func (r *Router) Pick(ctx context.Context, req *Request, endpoints []Endpoint) (*Decision, error) {
+	if err := r.admit(ctx, req, endpoints); err != nil {
+		return nil, err
+	}
+	return r.pipe.profile.Pick(ctx, req, endpoints, stages{r})
+}
+
+// pipeline is what New assembles the Router's stages from: the extension
+// points, with the defaults where Options sets none.
+type pipeline struct {
+	admission Admission
+	profile   Profile
+	filters   []Filter         // Options.Filters, then the affinity filter
+	scorers   []WeightedScorer // the token-load scorer, then Options.Scorers
+}
+
+// newPipeline assembles the pipeline from cfg (with New's defaults applied),
+// opts and the affinity filter.
+func newPipeline(cfg Config, opts Options, af *affinity.Filter) pipeline {
+	p := pipeline{admission: opts.Admission, profile: opts.Profile}
+	if p.admission == nil {
+		p.admission = admitAll{}
+	}
+	if p.profile == nil {
+		p.profile = singleRole{}
+	}
+	p.filters = append(append(p.filters, opts.Filters...), affinityFilter{af})
+	p.scorers = append(p.scorers, WeightedScorer{
+		Scorer: tokenLoadScorer{queueThreshold: cfg.QueueThresholdTokens, openRequestTokens: cfg.OpenRequestTokens},
+		Weight: cfg.LoadWeight,
+	})
+	p.scorers = append(p.scorers, opts.Scorers...)
+	return p
+}

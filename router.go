@@ -24,19 +24,6 @@ import (
 	"github.com/kvroute/kvroute/tokenload"
 )
 
-// Scorer is an optional extra scorer a Router adds to the token-load score.
-// Score returns a value in [0, 1] for one candidate (values outside are
-// clamped); it must be safe for concurrent use.
-type Scorer interface {
-	Score(req *Request, ep Endpoint, m *kvindex.EndpointMatch) float64
-}
-
-// WeightedScorer is a Scorer with its weight in the sum of scores.
-type WeightedScorer struct {
-	Scorer Scorer
-	Weight float64
-}
-
 // Options are the Router's injected dependencies; the zero value is valid.
 type Options struct {
 	// Registerer receives every metric of the router and its parts; nil
@@ -47,6 +34,14 @@ type Options struct {
 	// Scorers are added to the token-load score, each clamped to [0, 1] and
 	// weighted.
 	Scorers []WeightedScorer
+	// Filters run, in order, before the affinity filter (see Filter).
+	Filters []Filter
+	// Admission admits each request before it is routed (see Admission);
+	// nil admits every request.
+	Admission Admission
+	// Profile picks a request in its roles (see Profile); nil picks it in
+	// one role among every candidate.
+	Profile Profile
 	// Random returns uniform values in [0, 1) for the affinity filter's
 	// exploration and for the tie-breaks of requests without block keys
 	// (other ties are broken by hashing, see Selection.Score); nil uses
@@ -90,7 +85,7 @@ type Router struct {
 	requests   *tokenload.RequestTable
 	events     *subscriptions   // nil unless Config.Events.Enabled
 	cluster    *cluster.Replica // nil unless Config.Cluster is configured (cluster.go)
-	scorers    []WeightedScorer
+	pipe       pipeline         // the stages' extension points (picker.go)
 	random     func() float64
 	met        *routerMetrics
 	selections sync.Pool
@@ -144,7 +139,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Router, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	r := &Router{cfg: cfg, log: log, now: opts.Now, scorers: opts.Scorers, random: opts.Random, endpoints: map[string]Endpoint{}}
+	r := &Router{cfg: cfg, log: log, now: opts.Now, random: opts.Random, endpoints: map[string]Endpoint{}}
 	if opts.Registerer != nil {
 		r.reg = &ownedRegisterer{reg: opts.Registerer}
 		opts.Registerer = r.reg // every part registers through it, so that Close unregisters them all
@@ -156,7 +151,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Router, error) {
 		r.now = time.Now
 	}
 	if opts.TracerProvider != nil {
-		r.tracer = opts.TracerProvider.Tracer(TracerName)
+		r.tracer = opts.TracerProvider.Tracer(tracerName)
 	}
 	ok := false
 	defer func() {
@@ -188,6 +183,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Router, error) {
 	if r.filter, err = affinity.New(cfg.Affinity, affinity.Options{Registerer: wrap(opts.Registerer, cfg.MetricLabels.Affinity), Logger: log, Random: r.random}); err != nil {
 		return nil, fmt.Errorf("kvroute: affinity: %w", err)
 	}
+	r.pipe = newPipeline(cfg, opts, r.filter)
 	if r.load, err = tokenload.NewTracker(tokenload.Options{Registerer: opts.Registerer, Logger: log}); err != nil {
 		return nil, fmt.Errorf("kvroute: tokenload: %w", err)
 	}

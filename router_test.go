@@ -366,11 +366,12 @@ type preferScorer struct {
 	blocks map[string]int
 }
 
-func (s *preferScorer) Score(_ *Request, ep Endpoint, m *kvindex.EndpointMatch) float64 {
+func (s *preferScorer) Score(sel *Selection, i int) float64 {
+	c := sel.Candidate(i)
 	s.mu.Lock()
-	s.blocks[ep.ID] = m.Blocks
+	s.blocks[c.Endpoint.ID] = c.Match.Blocks
 	s.mu.Unlock()
-	if ep.ID == s.id {
+	if c.Endpoint.ID == s.id {
 		return 7 // clamped to 1
 	}
 	return 0

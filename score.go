@@ -6,26 +6,44 @@ import (
 	"github.com/kvroute/kvroute/tokenload"
 )
 
-// Score is the scoring stage: every kept candidate's token-load score times
-// Config.LoadWeight plus each extra scorer's weighted, clamped score. It
-// returns the best candidate and its score. Ties go to the candidate that
-// ranks highest for this request: a hash of the request's first new block
-// (the first block beyond the longest prefix any kept candidate holds) and
-// the endpoint's ID, the same on every router, so replicas agree and one new
-// prefix stays on one endpoint; a request without block keys breaks its ties
-// with Options.Random. It runs Filter first if needed, and runs once.
+// Scorer is the score stage's extension point: it rates one candidate of a
+// request that the filters kept. Score returns a value in [0, 1] for
+// candidate i of s (values outside are clamped, NaN counts as 0); the stage
+// adds it, times its weight, to the candidate's total score, and the pick
+// stage takes the highest total. It must be safe for concurrent use, and
+// should allocate nothing: it runs once per kept candidate of every request.
+type Scorer interface {
+	Score(s *Selection, i int) float64
+}
+
+// WeightedScorer is a Scorer with its weight in the sum of scores.
+type WeightedScorer struct {
+	Scorer Scorer
+	Weight float64
+}
+
+// Score is the score stage: every kept candidate's total score, the sum of
+// the router's weighted scorers (the token-load scorer times
+// Config.LoadWeight, then Options.Scorers), each clamped to [0, 1]. It
+// returns the pick stage's answer: the best candidate and its score (see
+// Router for the tie-break; -1 when the filters kept none). It runs Filter
+// first if needed, and runs once.
 func (s *Selection) Score() (best int, score float64) {
 	if s.scored {
 		return s.best, s.bestScore
 	}
 	kept, _ := s.Filter()
-	sp := s.child(SpanScore)
-	r, st := s.r, &s.st
+	sp := s.child(spanScore)
+	scorers, st := s.r.pipe.scorers, &s.st
 	for _, i := range kept {
-		sc := r.cfg.LoadWeight * tokenload.Score(st.committed(i), st.uncached[i], r.cfg.QueueThresholdTokens)
-		for _, ws := range r.scorers {
-			m := s.matchOf(i)
-			sc += ws.Weight * clamp01(ws.Scorer.Score(s.req, s.eps[i], &m))
+		var sc float64
+		for k, ws := range scorers {
+			v := ws.Weight * clamp01(ws.Scorer.Score(s, i))
+			if k == 0 {
+				sc = v
+			} else {
+				sc += v
+			}
 		}
 		st.scores[i] = sc
 	}
@@ -37,22 +55,22 @@ func (s *Selection) Score() (best int, score float64) {
 	return best, score
 }
 
-// ScoreOf returns candidate i's total score and whether it was scored (it
-// was kept by the filter), running Score if it has not run.
-func (s *Selection) ScoreOf(i int) (float64, bool) {
-	s.Score()
-	if !s.Kept(i) {
-		return 0, false
-	}
-	return s.st.scores[i], true
+// tokenLoadScorer is the token-load scorer (tokenload.Score): how much room
+// a candidate has left below Config.QueueThresholdTokens once this request's
+// uncached tokens join its committed load. The committed load is the
+// candidate's in-flight tokens plus the token-equivalent load of its open
+// requests (Config.OpenRequestTokens each), saturating at math.MaxInt64.
+type tokenLoadScorer struct {
+	queueThreshold    int64
+	openRequestTokens int64
 }
 
-// committed is candidate i's load in the token-load score: its committed
-// in-flight tokens plus the token-equivalent load of its open requests
-// (Config.OpenRequestTokens each), saturating at math.MaxInt64.
-func (st *pickState) committed(i int) int64 {
+// Score rates candidate i by its load.
+func (t tokenLoadScorer) Score(s *Selection, i int) float64 {
+	st := &s.st
 	tok := max(st.cands[i].InFlightTokens, 0)
-	return tok + min(st.open[i], math.MaxInt64-tok)
+	open := tokenload.OpenRequestLoad(st.open[i], t.openRequestTokens)
+	return tokenload.Score(tok+min(open, math.MaxInt64-tok), st.uncached[i], t.queueThreshold)
 }
 
 func clamp01(v float64) float64 {

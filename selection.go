@@ -2,7 +2,6 @@ package kvroute
 
 import (
 	"context"
-	"errors"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -22,12 +21,14 @@ import (
 //	best, _ := s.Score()                   // token-load + extra scorers, ties by rendezvous hash
 //	d, err := s.Commit(best)               // speculative entries, load accounting, metrics
 //
-// and a host may stop after any stage, read the per-candidate results (Len,
-// Endpoint, EndpointMatch, UncachedTokens, Kept, ScoreOf), and commit a
-// candidate it chose itself. The stages are, in this order: render, keys and
-// index lookup (inside Match), filter (Filter), score (Score), and commit
+// and a host may stop after any stage, read what the stages know of each
+// candidate (Len, Candidate), and commit a candidate it chose itself. The
+// stages are, in this order: admission, render, keys and index lookup
+// (inside Match), filter (Filter), score and pick (Score), and commit
 // (Commit); each later stage runs the earlier ones it needs, so calling only
-// Match and Commit is valid.
+// Match and Commit is valid. Match admits the request with the router's
+// Admission; the profile step is Pick's only (a host picking in several
+// roles runs a Selection per role).
 //
 // A Selection is not safe for concurrent use and belongs to the router's
 // pool: Release it when done (after Commit the Decision stays valid; the
@@ -55,25 +56,24 @@ type Selection struct {
 	bestScore float64
 }
 
-// ErrCommitted is returned by Commit on a Selection that was already
-// committed: a request is accounted for once.
-var ErrCommitted = errors.New("kvroute: selection already committed")
-
-// Match is the first stage of Pick: it renders the request (unless it
-// carries Prompts), computes its block keys and looks them up in the index
-// for every candidate, and reads each candidate's in-flight load. Its errors
-// are Pick's: ErrNoEndpoints, the context's error, and the mistakes that
-// would otherwise route without cache information (ErrEndpointsNotSet,
-// ErrNoAPI, ErrModelMismatch). A render failure is not an error (see
-// Selection.RenderErr). The caller must Release the Selection.
+// Match is the first part of Pick: it admits the request (Options.Admission),
+// renders it (unless it carries Prompts), computes its block keys and looks
+// them up in the index for every candidate, and reads each candidate's
+// in-flight load. Its errors are Pick's: ErrNoEndpoints, the context's
+// error, the mistakes that would otherwise route without cache information
+// (ErrEndpointsNotSet, ErrNoAPI, ErrModelMismatch) and the admission's
+// refusal. A render failure is not an error (see Decision.RenderErr). The
+// caller must Release the Selection.
 func (r *Router) Match(ctx context.Context, req *Request, endpoints []Endpoint) (*Selection, error) {
-	if len(endpoints) == 0 {
-		return nil, ErrNoEndpoints
-	}
-	if err := ctx.Err(); err != nil {
+	if err := r.admit(ctx, req, endpoints); err != nil {
 		return nil, err
 	}
-	if err := r.checkRequest(req); err != nil {
+	return r.match(ctx, req, endpoints)
+}
+
+// match is Match after the admission: render → keys → lookup.
+func (r *Router) match(ctx context.Context, req *Request, endpoints []Endpoint) (*Selection, error) {
+	if err := r.check(ctx, req, endpoints); err != nil {
 		return nil, err
 	}
 	s := r.selections.Get().(*Selection)
@@ -94,13 +94,13 @@ func (r *Router) Match(ctx context.Context, req *Request, endpoints []Endpoint) 
 		r.met.renderFallbacks.Inc()
 		r.log.Debug("render failed; routing by load alone", "request", req.ID, "err", s.renderErr)
 	}
-	if sp := s.child(SpanKeys); sp != nil {
+	if sp := s.child(spanKeys); sp != nil {
 		s.keys()
 		s.traceKeys(sp)
 	} else {
 		s.keys()
 	}
-	if sp := s.child(SpanIndexLookup); sp != nil {
+	if sp := s.child(spanIndexLookup); sp != nil {
 		s.lookup()
 		s.traceLookup(sp)
 	} else {
@@ -126,34 +126,51 @@ func (s *Selection) Release() {
 // Len returns the number of candidates (the endpoints passed to Match).
 func (s *Selection) Len() int { return len(s.eps) }
 
-// Endpoint returns candidate i.
-func (s *Selection) Endpoint(i int) Endpoint { return s.eps[i] }
+// Request returns the request being routed.
+func (s *Selection) Request() *Request { return s.req }
 
-// EndpointMatch returns candidate i's cached prefix: Blocks and Score
-// (tier-weighted) summed over the request's prompts, the per-tier counts of
-// its last prompt with keys; all zero when nothing matched.
-func (s *Selection) EndpointMatch(i int) kvindex.EndpointMatch { return s.matchOf(i) }
+// Candidate is what the stages know of one candidate endpoint of a request:
+// what Filters and Scorers decide on, and what a host running the stages
+// itself reads.
+type Candidate struct {
+	// Endpoint is the candidate endpoint.
+	Endpoint Endpoint
+	// Match is its cached prefix of the request: Blocks and Score
+	// (tier-weighted) summed over the request's prompts, the per-tier
+	// counts of its last prompt with keys; all zero when nothing matched.
+	Match kvindex.EndpointMatch
+	// UncachedTokens are the prompt tokens it would have to prefill: the
+	// load the request would add there.
+	UncachedTokens int64
+	// InFlightTokens is its committed load in tokens, as read by Match.
+	InFlightTokens int64
+	// OpenRequests is the number of requests dispatched to it that are not
+	// done yet, as read by Match.
+	OpenRequests int64
+	// Kept reports whether the filter stage kept it; false before it has
+	// run.
+	Kept bool
+	// Score is its total score once the score stage has run and if it was
+	// kept; 0 otherwise.
+	Score float64
+}
 
-// UncachedTokens returns the prompt tokens candidate i would have to
-// prefill: the load the request would add there.
-func (s *Selection) UncachedTokens(i int) int64 { return s.st.uncached[i] }
-
-// InFlightTokens returns candidate i's committed load as read by Match.
-func (s *Selection) InFlightTokens(i int) int64 { return s.st.cands[i].InFlightTokens }
-
-// PromptTokens returns the request's prompt tokens, summed over prompts; 0
-// when rendering failed.
-func (s *Selection) PromptTokens() int { return s.promptTokens }
-
-// TotalBlocks returns the number of full blocks the prompts were keyed into.
-func (s *Selection) TotalBlocks() int { return s.total }
-
-// RenderErr returns the render failure when the request could not be
-// tokenized; the request is then routed by load alone.
-func (s *Selection) RenderErr() error { return s.renderErr }
-
-// UsedCache reports whether any candidate holds part of the request.
-func (s *Selection) UsedCache() bool { return s.usedCache }
+// Candidate returns what the stages know of candidate i so far.
+func (s *Selection) Candidate(i int) Candidate {
+	st := &s.st
+	c := Candidate{
+		Endpoint:       s.eps[i],
+		Match:          s.matchOf(i),
+		UncachedTokens: st.uncached[i],
+		InFlightTokens: st.cands[i].InFlightTokens,
+		OpenRequests:   st.open[i],
+		Kept:           s.kept(i),
+	}
+	if s.scored && c.Kept {
+		c.Score = st.scores[i]
+	}
+	return c
+}
 
 // pickState is the per-request scratch of a Selection, pooled so that a
 // steady stream of requests allocates little beyond the Decision itself.
@@ -166,11 +183,13 @@ type pickState struct {
 	blocks    []int     // per candidate: contiguous blocks, summed over prompts
 	weighted  []float64 // per candidate: tier-weighted score, summed over prompts
 	uncached  []int64   // per candidate: this request's projected uncached tokens
-	open      []int64   // per candidate: token-equivalent load of its open requests
+	open      []int64   // per candidate: its open requests
 	scores    []float64 // per candidate: total score (valid for the kept ones once scored)
 	cands     []affinity.Candidate
-	pass      []int  // the candidates the affinity filter kept
-	kept      []bool // per candidate: in pass; empty until Selection.Kept needs it
+	pass      []int                // the candidates the filters kept
+	sub       []affinity.Candidate // the affinity filter's candidates when earlier filters dropped some
+	subPass   []int                // what it kept of sub
+	kept      []bool               // per candidate: in pass; empty until Selection.Kept needs it
 	mm        []kvindex.MMItem
 	renderRes render.Result // the render client's answer, its token arrays reused
 }

@@ -8,35 +8,35 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// TracerName is the instrumentation scope of the router's spans.
-const TracerName = "github.com/kvroute/kvroute"
+// tracerName is the instrumentation scope of the router's spans.
+const tracerName = "github.com/kvroute/kvroute"
 
 // Span names of a traced Pick. "pick" spans one request from Match to
 // Release; "render" (one per HTTP attempt, from the render client), "keys",
 // "index_lookup", "filter" and "score" are its children.
 const (
-	SpanPick        = "pick"
-	SpanKeys        = "keys"
-	SpanIndexLookup = "index_lookup"
-	SpanFilter      = "filter"
-	SpanScore       = "score"
+	spanPick        = "pick"
+	spanKeys        = "keys"
+	spanIndexLookup = "index_lookup"
+	spanFilter      = "filter"
+	spanScore       = "score"
 )
 
 // Span attribute keys of the router's spans.
 const (
-	AttrRequestID      = attribute.Key("kvroute.request.id")
-	AttrCandidates     = attribute.Key("kvroute.candidates")
-	AttrPromptTokens   = attribute.Key("kvroute.prompt_tokens")
-	AttrBlocks         = attribute.Key("kvroute.blocks")
-	AttrBestMatch      = attribute.Key("kvroute.best_match_blocks")
-	AttrBestEndpoint   = attribute.Key("kvroute.best_match_endpoint")
-	AttrOutcome        = attribute.Key("kvroute.filter.outcome")
-	AttrKept           = attribute.Key("kvroute.filter.kept")
-	AttrEndpoint       = attribute.Key("kvroute.endpoint")
-	AttrScore          = attribute.Key("kvroute.score")
-	AttrCachedTokens   = attribute.Key("kvroute.predicted_cached_tokens")
-	AttrUncachedTokens = attribute.Key("kvroute.uncached_tokens")
-	AttrUsedCache      = attribute.Key("kvroute.used_cache")
+	attrRequestID      = attribute.Key("kvroute.request.id")
+	attrCandidates     = attribute.Key("kvroute.candidates")
+	attrPromptTokens   = attribute.Key("kvroute.prompt_tokens")
+	attrBlocks         = attribute.Key("kvroute.blocks")
+	attrBestMatch      = attribute.Key("kvroute.best_match_blocks")
+	attrBestEndpoint   = attribute.Key("kvroute.best_match_endpoint")
+	attrOutcome        = attribute.Key("kvroute.filter.outcome")
+	attrKept           = attribute.Key("kvroute.filter.kept")
+	attrEndpoint       = attribute.Key("kvroute.endpoint")
+	attrScore          = attribute.Key("kvroute.score")
+	attrCachedTokens   = attribute.Key("kvroute.predicted_cached_tokens")
+	attrUncachedTokens = attribute.Key("kvroute.uncached_tokens")
+	attrUsedCache      = attribute.Key("kvroute.used_cache")
 )
 
 // startPick opens the request's "pick" span when the router traces, and
@@ -47,9 +47,9 @@ func (s *Selection) startPick(ctx context.Context) context.Context {
 	if t == nil {
 		return ctx
 	}
-	ctx, s.span = t.Start(ctx, SpanPick, trace.WithAttributes(
-		AttrRequestID.String(s.req.ID),
-		AttrCandidates.Int(len(s.eps)),
+	ctx, s.span = t.Start(ctx, spanPick, trace.WithAttributes(
+		attrRequestID.String(s.req.ID),
+		attrCandidates.Int(len(s.eps)),
 	))
 	s.tctx = ctx
 	return ctx
@@ -80,7 +80,7 @@ func (s *Selection) endPick(err error) {
 
 // traceKeys records the keys stage.
 func (s *Selection) traceKeys(sp trace.Span) {
-	sp.SetAttributes(AttrPromptTokens.Int(s.promptTokens), AttrBlocks.Int(s.total))
+	sp.SetAttributes(attrPromptTokens.Int(s.promptTokens), attrBlocks.Int(s.total))
 	if s.renderErr != nil {
 		sp.SetAttributes(attribute.String("kvroute.render_error", s.renderErr.Error()))
 	}
@@ -96,21 +96,21 @@ func (s *Selection) traceLookup(sp trace.Span) {
 			best, bestID = b, s.eps[i].ID
 		}
 	}
-	sp.SetAttributes(AttrBlocks.Int(s.total), AttrCandidates.Int(len(s.eps)),
-		AttrBestMatch.Int(best), AttrBestEndpoint.String(bestID), AttrUsedCache.Bool(s.usedCache))
+	sp.SetAttributes(attrBlocks.Int(s.total), attrCandidates.Int(len(s.eps)),
+		attrBestMatch.Int(best), attrBestEndpoint.String(bestID), attrUsedCache.Bool(s.usedCache))
 	sp.End()
 }
 
 // traceFilter records the filter stage's outcome.
 func (s *Selection) traceFilter(sp trace.Span) {
-	sp.SetAttributes(AttrOutcome.String(s.outcome.String()), AttrKept.Int(len(s.st.pass)))
+	sp.SetAttributes(attrOutcome.String(s.outcome.String()), attrKept.Int(len(s.st.pass)))
 	sp.End()
 }
 
 // traceScore records the scoring stage's winner.
 func (s *Selection) traceScore(sp trace.Span) {
 	if s.best >= 0 {
-		sp.SetAttributes(AttrEndpoint.String(s.eps[s.best].ID), AttrScore.Float64(s.bestScore))
+		sp.SetAttributes(attrEndpoint.String(s.eps[s.best].ID), attrScore.Float64(s.bestScore))
 	}
 	sp.End()
 }
@@ -120,7 +120,7 @@ func (s *Selection) traceCommit(d *Decision) {
 	if s.span == nil {
 		return
 	}
-	s.span.SetAttributes(AttrEndpoint.String(d.Endpoint.ID), AttrOutcome.String(d.Outcome.String()),
-		AttrPromptTokens.Int(d.PromptTokens), AttrCachedTokens.Int(d.CachedTokens),
-		AttrUncachedTokens.Int64(d.UncachedTokens), AttrUsedCache.Bool(d.UsedCache))
+	s.span.SetAttributes(attrEndpoint.String(d.Endpoint.ID), attrOutcome.String(d.Outcome.String()),
+		attrPromptTokens.Int(d.PromptTokens), attrCachedTokens.Int(d.CachedTokens),
+		attrUncachedTokens.Int64(d.UncachedTokens), attrUsedCache.Bool(d.UsedCache))
 }

@@ -44,26 +44,26 @@ func TestPickSpansAreChildrenOfPickWithTheirAttributes(t *testing.T) {
 		byName[s.Name] = s
 	}
 	require.Len(t, spans, 5, "pick, keys, index_lookup, filter, score")
-	root := byName[SpanPick]
+	root := byName[spanPick]
 	require.False(t, root.Parent.IsValid(), "pick is the root when the caller has no span")
-	for _, name := range []string{SpanKeys, SpanIndexLookup, SpanFilter, SpanScore} {
+	for _, name := range []string{spanKeys, spanIndexLookup, spanFilter, spanScore} {
 		s, ok := byName[name]
 		require.True(t, ok, name)
 		require.Equal(t, root.SpanContext.SpanID(), s.Parent.SpanID(), "%s is a child of pick", name)
 		require.Equal(t, root.SpanContext.TraceID(), s.SpanContext.TraceID())
 	}
-	lk := attrs(byName[SpanIndexLookup])
-	require.EqualValues(t, 4, lk[AttrBlocks].AsInt64())
-	require.EqualValues(t, 3, lk[AttrCandidates].AsInt64())
-	require.EqualValues(t, 4, lk[AttrBestMatch].AsInt64())
-	require.Equal(t, eps[1].ID, lk[AttrBestEndpoint].AsString())
-	require.Equal(t, "sticky", attrs(byName[SpanFilter])[AttrOutcome].AsString())
-	require.Equal(t, eps[1].ID, attrs(byName[SpanScore])[AttrEndpoint].AsString())
+	lk := attrs(byName[spanIndexLookup])
+	require.EqualValues(t, 4, lk[attrBlocks].AsInt64())
+	require.EqualValues(t, 3, lk[attrCandidates].AsInt64())
+	require.EqualValues(t, 4, lk[attrBestMatch].AsInt64())
+	require.Equal(t, eps[1].ID, lk[attrBestEndpoint].AsString())
+	require.Equal(t, "sticky", attrs(byName[spanFilter])[attrOutcome].AsString())
+	require.Equal(t, eps[1].ID, attrs(byName[spanScore])[attrEndpoint].AsString())
 	pa := attrs(root)
-	require.Equal(t, eps[1].ID, pa[AttrEndpoint].AsString())
-	require.EqualValues(t, 256, pa[AttrCachedTokens].AsInt64())
-	require.EqualValues(t, 256, pa[AttrPromptTokens].AsInt64())
-	require.EqualValues(t, 256, attrs(byName[SpanKeys])[AttrPromptTokens].AsInt64())
+	require.Equal(t, eps[1].ID, pa[attrEndpoint].AsString())
+	require.EqualValues(t, 256, pa[attrCachedTokens].AsInt64())
+	require.EqualValues(t, 256, pa[attrPromptTokens].AsInt64())
+	require.EqualValues(t, 256, attrs(byName[spanKeys])[attrPromptTokens].AsInt64())
 }
 
 func TestPickSpanJoinsTheCallersTrace(t *testing.T) {
@@ -77,13 +77,13 @@ func TestPickSpanJoinsTheCallersTrace(t *testing.T) {
 	parent.End()
 	var pk tracetest.SpanStub
 	for _, s := range exp.GetSpans() {
-		if s.Name == SpanPick {
+		if s.Name == spanPick {
 			pk = s
 		}
 	}
 	require.Equal(t, parent.SpanContext().SpanID(), pk.Parent.SpanID())
-	require.Equal(t, "r1", attrs(pk)[AttrRequestID].AsString())
-	require.Equal(t, "no_match", attrs(pk)[AttrOutcome].AsString())
+	require.Equal(t, "r1", attrs(pk)[attrRequestID].AsString())
+	require.Equal(t, "no_match", attrs(pk)[attrOutcome].AsString())
 }
 
 func TestStagedSelectionEndsPickSpanAtRelease(t *testing.T) {
@@ -91,7 +91,7 @@ func TestStagedSelectionEndsPickSpanAtRelease(t *testing.T) {
 	s, err := r.Match(context.Background(), &Request{Prompts: []Prompt{{TokenIDs: prompt(1, 128)}}}, endpoints(2))
 	require.NoError(t, err)
 	for _, sp := range exp.GetSpans() {
-		require.NotEqual(t, SpanPick, sp.Name, "pick is open until Release")
+		require.NotEqual(t, spanPick, sp.Name, "pick is open until Release")
 	}
 	d, err := s.Commit(0) // no filter, no score: no spans for them
 	require.NoError(t, err)
@@ -101,7 +101,7 @@ func TestStagedSelectionEndsPickSpanAtRelease(t *testing.T) {
 	for _, sp := range exp.GetSpans() {
 		names[sp.Name]++
 	}
-	require.Equal(t, map[string]int{SpanPick: 1, SpanKeys: 1, SpanIndexLookup: 1}, names)
+	require.Equal(t, map[string]int{spanPick: 1, spanKeys: 1, spanIndexLookup: 1}, names)
 }
 
 func TestPickSpanRecordsCanceledRender(t *testing.T) {

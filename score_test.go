@@ -34,8 +34,8 @@ func TestPickCountsOpenRequests(t *testing.T) {
 			s, err := r.Match(context.Background(), req, eps)
 			require.NoError(t, err)
 			defer s.Release()
-			busy, _ := s.ScoreOf(0)
-			idle, _ := s.ScoreOf(1)
+			s.Score()
+			busy, idle := s.Candidate(0).Score, s.Candidate(1).Score
 			if tc.tie {
 				require.Equal(t, busy, idle)
 				return

@@ -78,7 +78,7 @@ func TestTieBreakKeysOnTheFirstNewBlock(t *testing.T) {
 		key, ok := s.tieKey(s.st.pass)
 		require.True(t, ok)
 		require.Equal(t, s.st.keys[3], key, "the first block no endpoint holds")
-		seen[s.Endpoint(best).ID] = true
+		seen[s.Candidate(best).Endpoint.ID] = true
 		s.Release()
 	}
 	require.Greater(t, len(seen), 3, "the shared cached prefix does not pin every tie to one endpoint")

@@ -1,0 +1,60 @@
+package kvroute
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/affinity"
+)
+
+// dropFilter drops the candidates whose endpoint ID it names.
+type dropFilter map[string]bool
+
+func (f dropFilter) Filter(s *Selection, kept []int) []int {
+	out := kept[:0]
+	for _, i := range kept {
+		if !f[s.Candidate(i).Endpoint.ID] {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// Options.Filters run before the affinity filter, which then decides among
+// the candidates they kept: with the warm endpoint dropped the request goes
+// by load alone to one of the others; with every endpoint dropped Pick
+// fails with ErrNoEndpoints.
+func TestExtraFiltersRunBeforeTheAffinityFilter(t *testing.T) {
+	eps := endpoints(4)
+	drop := dropFilter{}
+	r := testRouter(t, func(c *Config) { c.Speculative.Enabled = false }, Options{Filters: []Filter{drop}})
+	p := prompt(9, 64*8)
+	engineStores(t, r.Index(), eps[1].ID, p, 1)
+	engineStores(t, r.Index(), eps[3].ID, p, 1000)
+
+	d := pick(t, r, p, eps)
+	require.Contains(t, []string{eps[1].ID, eps[3].ID}, d.Endpoint.ID)
+	require.Equal(t, affinity.OutcomeSticky, d.Outcome)
+	d.Done(DoneInfo{})
+
+	drop[eps[1].ID] = true // one warm endpoint goes: the other is sticky
+	s, err := r.Match(context.Background(), &Request{Prompts: []Prompt{{TokenIDs: p}}}, eps)
+	require.NoError(t, err)
+	kept, outcome := s.Filter()
+	require.Equal(t, []int{3}, kept)
+	require.Equal(t, affinity.OutcomeSticky, outcome)
+	require.False(t, s.Candidate(1).Kept)
+	s.Release()
+
+	drop[eps[3].ID] = true // no warm one left: no match, by load among the rest
+	d = pick(t, r, p, eps)
+	require.Contains(t, []string{eps[0].ID, eps[2].ID}, d.Endpoint.ID)
+	require.Equal(t, affinity.OutcomeNoMatch, d.Outcome)
+	d.Done(DoneInfo{})
+
+	drop[eps[0].ID], drop[eps[2].ID] = true, true
+	_, err = r.Pick(context.Background(), &Request{Prompts: []Prompt{{TokenIDs: p}}}, eps)
+	require.ErrorIs(t, err, ErrNoEndpoints)
+}
