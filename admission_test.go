@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/kvroute/kvroute/render"
 	"github.com/stretchr/testify/require"
 )
 
@@ -37,7 +38,9 @@ func TestAdmissionRefusesAndWaits(t *testing.T) {
 	g := &gate{open: make(chan struct{}), waiting: make(chan struct{}, 4)}
 	r := testRouter(t, nil, Options{Admission: g})
 	eps := endpoints(2)
-	req := func(id string) *Request { return &Request{ID: id, Prompts: []Prompt{{TokenIDs: prompt(1, 640)}}} }
+	req := func(id string) *Request {
+		return &Request{ID: id, Prompts: []render.Prompt{{TokenIDs: prompt(1, 640)}}}
+	}
 
 	_, err := r.Pick(context.Background(), req(""), eps)
 	require.ErrorIs(t, err, errNoID)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kvroute/kvroute/kvindex"
+	"github.com/kvroute/kvroute/render"
 )
 
 // warmRouter builds the benchmark's router: no events or render (the prompt's
@@ -76,7 +77,7 @@ func BenchmarkPick(b *testing.B) {
 	for _, tc := range []struct{ tokens, endpoints int }{{2048, 64}} {
 		b.Run(fmt.Sprintf("tokens=%d/endpoints=%d", tc.tokens, tc.endpoints), func(b *testing.B) {
 			r, eps, p := warmRouter(b, tc.tokens, tc.endpoints)
-			req := &Request{Prompts: []Prompt{{TokenIDs: p}}}
+			req := &Request{Prompts: []render.Prompt{{TokenIDs: p}}}
 			ctx := context.Background()
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -100,7 +101,7 @@ func BenchmarkPick(b *testing.B) {
 func BenchmarkPickStagedVsMonolithic(b *testing.B) {
 	const tokens, n = 2048, 64
 	r, eps, p := warmRouter(b, tokens, n)
-	req := &Request{Prompts: []Prompt{{TokenIDs: p}}}
+	req := &Request{Prompts: []render.Prompt{{TokenIDs: p}}}
 	ctx := context.Background()
 	staged := make([]time.Duration, 0, b.N)
 	mono := make([]time.Duration, 0, b.N)
@@ -146,7 +147,7 @@ func BenchmarkPickWithRequestID(b *testing.B) {
 	for i := range ids {
 		ids[i] = "req-" + strconv.Itoa(i)
 	}
-	req := &Request{Prompts: []Prompt{{TokenIDs: p}}}
+	req := &Request{Prompts: []render.Prompt{{TokenIDs: p}}}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kvroute/kvroute/render"
 	"github.com/kvroute/kvroute/tokenload"
 )
 
@@ -23,7 +24,7 @@ func TestLostRequestsStayBoundedAndTheLoopStillObserves(t *testing.T) {
 	r := testRouter(t, func(c *Config) { c.Speculative.Enabled = false }, Options{Registerer: reg, Now: clock.Now})
 	eps := endpoints(2)
 	p := prompt(1, 128)
-	req := &Request{Prompts: []Prompt{{TokenIDs: p}}}
+	req := &Request{Prompts: []render.Prompt{{TokenIDs: p}}}
 	for i := range lost {
 		req.ID = fmt.Sprintf("lost-%d", i)
 		_, err := r.Pick(context.Background(), req, eps)
@@ -67,7 +68,7 @@ func TestEvictionRacesDone(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range 300 {
-				req := &Request{ID: fmt.Sprintf("g%d-%d", g, i), Prompts: []Prompt{{TokenIDs: prompt(g*1000+i, 200)}}}
+				req := &Request{ID: fmt.Sprintf("g%d-%d", g, i), Prompts: []render.Prompt{{TokenIDs: prompt(g*1000+i, 200)}}}
 				d, err := r.Pick(context.Background(), req, eps)
 				if err != nil {
 					t.Error(err)

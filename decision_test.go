@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvroute/kvroute/render"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
@@ -103,7 +104,7 @@ func TestDecisionByRequestID(t *testing.T) {
 	eps := endpoints(2)
 	p := prompt(3, 192)
 	engineStores(t, r.Index(), eps[1].ID, p, 1)
-	req := &Request{ID: "req-1", Prompts: []Prompt{{TokenIDs: p}}}
+	req := &Request{ID: "req-1", Prompts: []render.Prompt{{TokenIDs: p}}}
 	_, err := r.Pick(context.Background(), req, eps)
 	require.NoError(t, err)
 	d := r.Decision("req-1")
@@ -125,7 +126,7 @@ func TestDoneWithoutPredictionAndRemovedEndpoint(t *testing.T) {
 	r, reg, _ := accRouter(t, func(c *Config) { c.DisableRender = true })
 	eps := endpoints(2)
 	require.NoError(t, r.SetEndpoints(eps))
-	d, err := r.Pick(context.Background(), &Request{API: APICompletions}, eps) // rendering disabled: no prediction
+	d, err := r.Pick(context.Background(), &Request{API: render.APICompletions}, eps) // rendering disabled: no prediction
 	require.NoError(t, err)
 	require.Zero(t, r.acc.Pending())
 	_, ok := d.Done(cached(64))

@@ -60,7 +60,7 @@
 // errors where they are made: New without a Model; Pick before SetEndpoints
 // when the router subscribes to events or renders on the endpoints
 // (ErrEndpointsNotSet); a request to render without an API (ErrNoAPI; see
-// APIForPath); a request Model other than Config.Model with events on
+// render.APIForPath); a request Model other than Config.Model with events on
 // (ErrModelMismatch). What cannot be refused is counted and logged at most
 // once a minute: kvroute_router_cache_blind_total{reason} for load-only
 // decisions whose cause is known (render_failed, render_disabled,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/kvindex"
+	"github.com/kvroute/kvroute/render"
 )
 
 // A gateway's request loop: Pick → forward → FirstChunk on the first bytes →
@@ -51,7 +52,7 @@ func Example() {
 
 	for i := 0; i < 3; i++ {
 		prompt := append(append([]uint32{}, system...), uint32(50+i), uint32(60+i))
-		d, err := router.Pick(context.Background(), &kvroute.Request{Prompts: []kvroute.Prompt{{TokenIDs: prompt}}}, eps)
+		d, err := router.Pick(context.Background(), &kvroute.Request{Prompts: []render.Prompt{{TokenIDs: prompt}}}, eps)
 		if err != nil {
 			panic(err)
 		}
@@ -103,7 +104,7 @@ func ExampleRouter_Match() {
 	})
 
 	// Request-body hook.
-	req := &kvroute.Request{ID: "req-42", Prompts: []kvroute.Prompt{{TokenIDs: prompt}}}
+	req := &kvroute.Request{ID: "req-42", Prompts: []render.Prompt{{TokenIDs: prompt}}}
 	sel, err := router.Match(context.Background(), req, eps)
 	if err != nil {
 		panic(err)

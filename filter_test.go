@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/affinity"
+	"github.com/kvroute/kvroute/render"
 )
 
 // dropFilter drops the candidates whose endpoint ID it names.
@@ -40,7 +41,7 @@ func TestExtraFiltersRunBeforeTheAffinityFilter(t *testing.T) {
 	d.Done(DoneInfo{})
 
 	drop[eps[1].ID] = true // one warm endpoint goes: the other is sticky
-	s, err := r.Match(context.Background(), &Request{Prompts: []Prompt{{TokenIDs: p}}}, eps)
+	s, err := r.Match(context.Background(), &Request{Prompts: []render.Prompt{{TokenIDs: p}}}, eps)
 	require.NoError(t, err)
 	kept, outcome := s.Filter()
 	require.Equal(t, []int{3}, kept)
@@ -55,6 +56,6 @@ func TestExtraFiltersRunBeforeTheAffinityFilter(t *testing.T) {
 	d.Done(DoneInfo{})
 
 	drop[eps[0].ID], drop[eps[2].ID] = true, true
-	_, err = r.Pick(context.Background(), &Request{Prompts: []Prompt{{TokenIDs: p}}}, eps)
+	_, err = r.Pick(context.Background(), &Request{Prompts: []render.Prompt{{TokenIDs: p}}}, eps)
 	require.ErrorIs(t, err, ErrNoEndpoints)
 }

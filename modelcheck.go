@@ -12,14 +12,11 @@ import (
 // the wire).
 const maxTopicModelBytes = 256
 
-// ModelMismatch is an endpoint whose KV events name another model than the
+// modelMismatch is an endpoint whose KV events name another model than the
 // router's Config.Model.
-type ModelMismatch struct {
-	// Endpoint is the endpoint's ID.
-	Endpoint string
-	// TopicModel is the model its event topic names (kv@<ip:port>@<model>),
-	// truncated to 256 bytes.
-	TopicModel string
+type modelMismatch struct {
+	Endpoint   string // the endpoint's ID
+	TopicModel string // the model its event topic names (kv@<ip:port>@<model>), at most 256 bytes
 }
 
 // modelCheck compares the model of each endpoint's KV-event topic with the
@@ -97,19 +94,16 @@ func (m *modelCheck) remove(id string) {
 	m.mu.Unlock()
 }
 
-// mismatches returns the endpoints whose topic names another model, by ID.
-func (m *modelCheck) mismatches() []ModelMismatch {
+// mismatches returns the endpoints whose KV-event topic currently names
+// another model than the router's, sorted by endpoint ID; empty when every
+// topic agrees or names no model.
+func (m *modelCheck) mismatches() []modelMismatch {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make([]ModelMismatch, 0, len(m.topics))
+	out := make([]modelMismatch, 0, len(m.topics))
 	for ep, model := range m.topics {
-		out = append(out, ModelMismatch{Endpoint: ep, TopicModel: model})
+		out = append(out, modelMismatch{Endpoint: ep, TopicModel: model})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Endpoint < out[j].Endpoint })
 	return out
 }
-
-// ModelMismatches returns the endpoints whose KV-event topic currently names
-// another model than Config.Model, sorted by endpoint ID; empty when every
-// topic agrees or names no model.
-func (r *Router) ModelMismatches() []ModelMismatch { return r.models.mismatches() }

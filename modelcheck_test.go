@@ -12,11 +12,12 @@ import (
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/kvevents/publish"
 	"github.com/kvroute/kvroute/kvevents/wire"
+	"github.com/kvroute/kvroute/render"
 )
 
 // Two engines publish over real ZeroMQ sockets: one under the router's
 // model, one under a served-model alias. The alias is reported for that
-// endpoint alone (gauge, ModelMismatches, one warning); routing by the
+// endpoint alone (gauge, mismatches, one warning); routing by the
 // router's model still works for both; removing the endpoint drops its
 // series.
 func TestRouterReportsTopicModelMismatchPerEndpoint(t *testing.T) {
@@ -60,14 +61,14 @@ func TestRouterReportsTopicModelMismatchPerEndpoint(t *testing.T) {
 	}{{good, pa}, {alias, pb}} {
 		require.Eventually(t, func() bool {
 			send(c.pub, uint64(1000*(i+1)), c.p)
-			d, err := r.Pick(context.Background(), &Request{Prompts: []Prompt{{TokenIDs: c.p}}}, eps)
+			d, err := r.Pick(context.Background(), &Request{Prompts: []render.Prompt{{TokenIDs: c.p}}}, eps)
 			require.NoError(t, err)
 			d.Done(DoneInfo{})
 			return d.CachedTokens == len(c.p) && d.Endpoint.ID == eps[i].ID
 		}, 10*time.Second, 20*time.Millisecond, "engine %d's events never reached the index", i)
 	}
 	gauge := func(id string) (float64, bool) { return gathered(t, reg, "kvroute_router_endpoint_model_mismatch", id) }
-	require.Equal(t, []ModelMismatch{{Endpoint: eps[1].ID, TopicModel: "qwen-alias"}}, r.ModelMismatches())
+	require.Equal(t, []modelMismatch{{Endpoint: eps[1].ID, TopicModel: "qwen-alias"}}, r.models.mismatches())
 	v, ok := gauge(eps[1].ID)
 	require.True(t, ok)
 	require.Equal(t, 1.0, v)
@@ -77,7 +78,7 @@ func TestRouterReportsTopicModelMismatchPerEndpoint(t *testing.T) {
 	require.Equal(t, 1, logs.count("topicModel=qwen-alias"), "warned once for the endpoint, not per message")
 
 	require.NoError(t, r.SetEndpoints(eps[:1]))
-	require.Empty(t, r.ModelMismatches())
+	require.Empty(t, r.models.mismatches())
 	_, ok = gauge(eps[1].ID)
 	require.False(t, ok, "a removed endpoint's series is gone")
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/kvindex"
+	"github.com/kvroute/kvroute/render"
 )
 
 // Two routers with different random sources, fed the same requests on the
@@ -72,7 +73,7 @@ func TestTieBreakKeysOnTheFirstNewBlock(t *testing.T) {
 	seen := map[string]bool{}
 	for i := 0; i < 24; i++ {
 		p := append(append([]uint32{}, system...), prompt(4_000+i, 64*5)...)
-		s, err := r.Match(context.Background(), &Request{Prompts: []Prompt{{TokenIDs: p}}}, eps)
+		s, err := r.Match(context.Background(), &Request{Prompts: []render.Prompt{{TokenIDs: p}}}, eps)
 		require.NoError(t, err)
 		best, _ := s.Score()
 		key, ok := s.tieKey(s.st.pass)
@@ -137,7 +138,7 @@ func BenchmarkTieBreak(b *testing.B) {
 	}
 	defer r.Close()
 	eps := endpoints(n)
-	s, err := r.Match(context.Background(), &Request{Prompts: []Prompt{{TokenIDs: prompt(9, 2048)}}}, eps)
+	s, err := r.Match(context.Background(), &Request{Prompts: []render.Prompt{{TokenIDs: prompt(9, 2048)}}}, eps)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -53,7 +53,7 @@ func TestProfilePicksInTwoRoles(t *testing.T) {
 	engineStores(t, r.Index(), eps[2].ID, p, 1)
 	engineStores(t, r.Index(), eps[3].ID, p, 100)
 
-	d, err := r.Pick(context.Background(), &Request{ID: "r1", Prompts: []Prompt{{TokenIDs: append(p, prompt(6, 100)...)}}}, eps)
+	d, err := r.Pick(context.Background(), &Request{ID: "r1", Prompts: []render.Prompt{{TokenIDs: append(p, prompt(6, 100)...)}}}, eps)
 	require.NoError(t, err)
 	require.Equal(t, eps[2].ID, d.Endpoint.ID)
 	require.Len(t, d.Roles, 1)

@@ -19,7 +19,7 @@ func (s *Selection) render(ctx context.Context) {
 
 // prompts returns the request's prompts: the given ones, or the render
 // client's answer. The returned slice is valid until st is reused.
-func (r *Router) prompts(ctx context.Context, req *Request, st *pickState) ([]Prompt, string, error) {
+func (r *Router) prompts(ctx context.Context, req *Request, st *pickState) ([]render.Prompt, string, error) {
 	if len(req.Prompts) > 0 {
 		return req.Prompts, req.CacheSalt, nil
 	}

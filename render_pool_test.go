@@ -48,7 +48,7 @@ func TestSetRenderEndpointsRendersThroughItsOwnPool(t *testing.T) {
 	eps := []Endpoint{{ID: strings.TrimPrefix(engine.URL, "http://")}}
 	require.NoError(t, r.SetEndpoints(eps))
 	for range 6 {
-		d, err := r.Pick(context.Background(), &Request{API: APICompletions, Body: []byte(`{"model":"test-model","prompt":"hi"}`)}, eps)
+		d, err := r.Pick(context.Background(), &Request{API: render.APICompletions, Body: []byte(`{"model":"test-model","prompt":"hi"}`)}, eps)
 		require.NoError(t, err)
 		require.NoError(t, d.RenderErr)
 		require.Equal(t, 5, d.PromptTokens)

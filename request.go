@@ -8,18 +8,6 @@ import (
 	"github.com/kvroute/kvroute/render"
 )
 
-// API names the inference API a request belongs to; it selects the render
-// route.
-type API = render.API
-
-// The inference APIs kvroute renders.
-const (
-	APICompletions     = render.APICompletions
-	APIChatCompletions = render.APIChatCompletions
-	APIMessages        = render.APIMessages
-	APIResponses       = render.APIResponses
-)
-
 // Request is what the router needs to know about one inference request.
 type Request struct {
 	// ID identifies the request in logs and, when set, makes its Decision
@@ -29,9 +17,9 @@ type Request struct {
 	// and at most 256 bytes; optional.
 	ID string
 	// API is the inference API of Body, required when the request is
-	// rendered (Pick fails with ErrNoAPI otherwise); APIForPath gives it
+	// rendered (Pick fails with ErrNoAPI otherwise); render.APIForPath gives it
 	// from the request's path.
-	API API
+	API render.API
 	// Body is the client's JSON body, as received. It is rendered (tokenized)
 	// through the render endpoints unless Prompts is set.
 	Body []byte
@@ -49,23 +37,13 @@ type Request struct {
 	// CacheSalt is the request's cache_salt; when the request is rendered,
 	// the render result's salt is used instead.
 	CacheSalt string
-	// Prompts are already-rendered prompts (token IDs and multimodal items);
-	// when non-empty the router does not call the render endpoints.
-	Prompts []Prompt
+	// Prompts are already-rendered prompts: token IDs as the engine sees
+	// them (after chat templating and multimodal placeholder expansion) and
+	// multimodal items, the type render answers decode into, so a gateway
+	// that tokenizes by itself fills the same type. When non-empty the
+	// router does not call the render endpoints.
+	Prompts []render.Prompt
 }
-
-// Prompt is one rendered prompt: TokenIDs as the engine sees them (after chat
-// templating and multimodal placeholder expansion) and Features, its
-// multimodal items sorted by Offset (nil for text). It is render.Prompt, the
-// type render answers decode into, so a rendered request is used as decoded;
-// a gateway that tokenizes by itself fills the same type.
-type Prompt = render.Prompt
-
-// MMFeature is one multimodal item of a Prompt: its content hash (vLLM's
-// mm_hash) and the placeholder tokens it occupies. Every block the item
-// overlaps is keyed by the hash, since placeholder token IDs are the same for
-// every image. It is render.MMFeature.
-type MMFeature = render.MMFeature
 
 // Errors for the mistakes that would otherwise route without cache
 // information and tell nobody.
@@ -76,8 +54,8 @@ var (
 	ErrEndpointsNotSet = errors.New("kvroute: SetEndpoints was never called: no KV events are subscribed and nothing can render the request")
 	// ErrNoAPI is returned by Pick and Match for a request that must be
 	// rendered (it carries no Prompts) but names no known API; see
-	// APIForPath.
-	ErrNoAPI = errors.New("kvroute: the request names no inference API (set Request.API, e.g. from APIForPath)")
+	// render.APIForPath.
+	ErrNoAPI = errors.New("kvroute: the request names no inference API (set Request.API, e.g. from render.APIForPath)")
 	// ErrModelMismatch is returned by Pick and Match for a request whose
 	// Model is not the router's Config.Model while KV events are on: the
 	// router indexes every engine's events under Config.Model, so such a
@@ -86,15 +64,9 @@ var (
 	ErrModelMismatch = errors.New("kvroute: request model is not the router's model")
 )
 
-// APIForPath maps an inference path ("/v1/completions",
-// "/v1/chat/completions", "/v1/messages", "/v1/responses", with or without a
-// trailing slash) to its API, so a gateway can set Request.API from the path
-// it received. ok is false for any other path, which kvroute cannot render.
-func APIForPath(path string) (api API, ok bool) { return render.APIForPath(path) }
-
-func knownAPI(a API) bool {
+func knownAPI(a render.API) bool {
 	switch a {
-	case APICompletions, APIChatCompletions, APIMessages, APIResponses:
+	case render.APICompletions, render.APIChatCompletions, render.APIMessages, render.APIResponses:
 		return true
 	}
 	return false

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/render"
 )
 
 // renderServer is a vLLM render endpoint on a real HTTP server: every body
@@ -102,7 +103,7 @@ func TestPickBeforeSetEndpointsIsAnError(t *testing.T) {
 	cfg.DisableRender = true
 	r, err := New(context.Background(), cfg, Options{})
 	require.NoError(t, err)
-	req := &Request{Prompts: []Prompt{{TokenIDs: prompt(1, 128)}}}
+	req := &Request{Prompts: []render.Prompt{{TokenIDs: prompt(1, 128)}}}
 	_, err = r.Pick(context.Background(), req, eps)
 	require.ErrorIs(t, err, ErrEndpointsNotSet)
 	_, err = r.Match(context.Background(), req, eps)
@@ -127,7 +128,7 @@ func TestPickBeforeSetEndpointsIsAnError(t *testing.T) {
 	r, err = New(context.Background(), cfg, Options{})
 	require.NoError(t, err)
 	defer r.Close()
-	body := &Request{API: APICompletions, Body: []byte(`{"model":"test-model","prompt":"hi"}`)}
+	body := &Request{API: render.APICompletions, Body: []byte(`{"model":"test-model","prompt":"hi"}`)}
 	_, err = r.Pick(context.Background(), body, []Endpoint{{ID: "render", Address: srv.URL}})
 	require.ErrorIs(t, err, ErrEndpointsNotSet)
 	require.NoError(t, r.SetEndpoints([]Endpoint{{ID: "render", Address: srv.URL}}))
@@ -161,7 +162,7 @@ func TestPickRequestWithoutAPIIsAnError(t *testing.T) {
 	require.Zero(t, calls.Load(), "nothing was sent to the renderer")
 
 	// The API chosen from the path, as a gateway does.
-	api, ok := APIForPath("/v1/chat/completions")
+	api, ok := render.APIForPath("/v1/chat/completions")
 	require.True(t, ok)
 	d, err := r.Pick(context.Background(), &Request{API: api, Body: []byte(`{"model":"test-model","messages":[]}`)}, eps)
 	require.NoError(t, err)
@@ -169,22 +170,9 @@ func TestPickRequestWithoutAPIIsAnError(t *testing.T) {
 	require.Equal(t, 640, d.PromptTokens)
 	d.Done(DoneInfo{})
 	// Prompts already rendered need no API.
-	d, err = r.Pick(context.Background(), &Request{Prompts: []Prompt{{TokenIDs: prompt(1, 64)}}}, eps)
+	d, err = r.Pick(context.Background(), &Request{Prompts: []render.Prompt{{TokenIDs: prompt(1, 64)}}}, eps)
 	require.NoError(t, err)
 	d.Done(DoneInfo{})
-}
-
-func TestAPIForPath(t *testing.T) {
-	for path, want := range map[string]API{
-		"/v1/completions": APICompletions, "/v1/chat/completions/": APIChatCompletions,
-		"/v1/messages": APIMessages, "/v1/responses": APIResponses,
-	} {
-		got, ok := APIForPath(path)
-		require.True(t, ok, path)
-		require.Equal(t, want, got, path)
-	}
-	_, ok := APIForPath("/v1/embeddings")
-	require.False(t, ok)
 }
 
 func TestPickRequestModelOtherThanTheRoutersIsAnError(t *testing.T) {
@@ -197,7 +185,7 @@ func TestPickRequestModelOtherThanTheRoutersIsAnError(t *testing.T) {
 	defer r.Close()
 	eps := loopbackEndpoints(t, 1)
 	require.NoError(t, r.SetEndpoints(eps))
-	p := []Prompt{{TokenIDs: prompt(1, 128)}}
+	p := []render.Prompt{{TokenIDs: prompt(1, 128)}}
 	_, err = r.Pick(context.Background(), &Request{Model: "served-alias", Prompts: p}, eps)
 	require.ErrorIs(t, err, ErrModelMismatch)
 	require.ErrorContains(t, err, `"served-alias"`)
@@ -258,7 +246,7 @@ func TestRenderFailureIsCountedCacheBlind(t *testing.T) {
 	defer srv.Close()
 	reg := prometheus.NewRegistry()
 	r := testRouter(t, func(c *Config) { c.DisableRender = false; c.Render.URL = srv.URL }, Options{Registerer: reg})
-	d, err := r.Pick(context.Background(), &Request{API: APICompletions, Body: []byte(`{"prompt":"x"}`)}, endpoints(2))
+	d, err := r.Pick(context.Background(), &Request{API: render.APICompletions, Body: []byte(`{"prompt":"x"}`)}, endpoints(2))
 	require.NoError(t, err)
 	require.Error(t, d.RenderErr)
 	d.Done(DoneInfo{})

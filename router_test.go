@@ -18,6 +18,7 @@ import (
 	"github.com/kvroute/kvroute/affinity"
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/kvindex"
+	"github.com/kvroute/kvroute/render"
 )
 
 const testModel = "test-model"
@@ -87,7 +88,7 @@ func engineStores(t *testing.T, ix *kvindex.Index, endpoint string, tokens []uin
 
 func pick(t *testing.T, r *Router, tokens []uint32, eps []Endpoint) *Decision {
 	t.Helper()
-	d, err := r.Pick(context.Background(), &Request{Prompts: []Prompt{{TokenIDs: tokens}}}, eps)
+	d, err := r.Pick(context.Background(), &Request{Prompts: []render.Prompt{{TokenIDs: tokens}}}, eps)
 	require.NoError(t, err)
 	return d
 }
@@ -195,7 +196,7 @@ func TestRenderFailureFallsBackToLoadAndIsCounted(t *testing.T) {
 	busy := r.load.Dispatch(eps[0].ID, 10_000)
 	defer busy.Done()
 
-	d, err := r.Pick(context.Background(), &Request{API: APICompletions,
+	d, err := r.Pick(context.Background(), &Request{API: render.APICompletions,
 		Body: []byte(`{"model":"test-model","prompt":"hello"}`)}, eps)
 	require.NoError(t, err)
 	require.Error(t, d.RenderErr)
@@ -271,7 +272,7 @@ func TestLoadAccountingConcurrentWithEndpointRemoval(t *testing.T) {
 		go func(g int) {
 			defer wg.Done()
 			for i := 0; i < 200; i++ {
-				d, err := r.Pick(context.Background(), &Request{Prompts: []Prompt{{TokenIDs: prompt(g*1000+i, 300)}}}, eps)
+				d, err := r.Pick(context.Background(), &Request{Prompts: []render.Prompt{{TokenIDs: prompt(g*1000+i, 300)}}}, eps)
 				if err != nil {
 					t.Error(err)
 					return

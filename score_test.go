@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/affinity"
+	"github.com/kvroute/kvroute/render"
 )
 
 // TestPickCountsOpenRequests: two endpoints with no committed prefill
@@ -30,7 +31,7 @@ func TestPickCountsOpenRequests(t *testing.T) {
 			tok, open, _ := r.Load().Load(eps[0].ID)
 			require.Zero(t, tok)
 			require.Equal(t, int64(3), open)
-			req := &Request{Prompts: []Prompt{{TokenIDs: prompt(7, 1000)}}}
+			req := &Request{Prompts: []render.Prompt{{TokenIDs: prompt(7, 1000)}}}
 			s, err := r.Match(context.Background(), req, eps)
 			require.NoError(t, err)
 			defer s.Release()

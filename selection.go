@@ -39,7 +39,7 @@ type Selection struct {
 	eps []Endpoint
 	st  pickState
 
-	prompts      []Prompt
+	prompts      []render.Prompt
 	salt         string
 	renderErr    error
 	promptTokens int

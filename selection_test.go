@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/affinity"
+	"github.com/kvroute/kvroute/render"
 	"github.com/kvroute/kvroute/tokenload"
 )
 
@@ -47,11 +48,11 @@ func TestStagedPickMatchesMonolithicPick(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	var open [][2]*Decision
 	for i := 0; i < 600; i++ {
-		var prompts []Prompt
+		var prompts []render.Prompt
 		for n := 1 + rng.IntN(2); n > 0; n-- {
 			fam := families[rng.IntN(len(families))]
 			p := append(append([]uint32{}, fam[:rng.IntN(len(fam)+1)]...), prompt(10_000+i, rng.IntN(300))...)
-			prompts = append(prompts, Prompt{TokenIDs: p})
+			prompts = append(prompts, render.Prompt{TokenIDs: p})
 		}
 		req := &Request{Prompts: prompts}
 		da, err := a.Pick(context.Background(), req, eps)
@@ -98,7 +99,7 @@ func TestSelectionStagesOneAtATime(t *testing.T) {
 	busy := r.load.Dispatch(eps[2].ID, 5000)
 	defer busy.Done()
 
-	s, err := r.Match(context.Background(), &Request{Prompts: []Prompt{{TokenIDs: append(shared, 1, 2, 3)}}}, eps)
+	s, err := r.Match(context.Background(), &Request{Prompts: []render.Prompt{{TokenIDs: append(shared, 1, 2, 3)}}}, eps)
 	require.NoError(t, err)
 	defer s.Release()
 	require.Equal(t, 3, s.Len())
@@ -152,7 +153,7 @@ func TestSelectionStagesOneAtATime(t *testing.T) {
 func TestSelectionCommitWithoutFilterOrScore(t *testing.T) {
 	r := testRouter(t, func(c *Config) { c.Speculative.Enabled = false }, Options{})
 	eps := endpoints(2)
-	s, err := r.Match(context.Background(), &Request{Prompts: []Prompt{{TokenIDs: prompt(1, 100)}}}, eps)
+	s, err := r.Match(context.Background(), &Request{Prompts: []render.Prompt{{TokenIDs: prompt(1, 100)}}}, eps)
 	require.NoError(t, err)
 	d, err := s.Commit(1)
 	s.Release()
@@ -177,13 +178,13 @@ func TestRequestIDAddressesLoadExactlyOnce(t *testing.T) {
 		return v
 	}
 	one := endpoints(1)
-	d, err := r.Pick(context.Background(), &Request{ID: "req-1", Prompts: []Prompt{{TokenIDs: prompt(1, 1000)}}}, one)
+	d, err := r.Pick(context.Background(), &Request{ID: "req-1", Prompts: []render.Prompt{{TokenIDs: prompt(1, 1000)}}}, one)
 	require.NoError(t, err)
 	require.Equal(t, [2]int64{1000, 1}, load(0))
 	require.Equal(t, 1, r.Requests().Len())
 
 	// The same ID while in flight is refused at Pick, and nothing changes.
-	_, err = r.Pick(context.Background(), &Request{ID: "req-1", Prompts: []Prompt{{TokenIDs: prompt(2, 500)}}}, one)
+	_, err = r.Pick(context.Background(), &Request{ID: "req-1", Prompts: []render.Prompt{{TokenIDs: prompt(2, 500)}}}, one)
 	require.ErrorIs(t, err, tokenload.ErrDuplicateRequestID)
 	require.Equal(t, [2]int64{1000, 1}, load(0))
 	require.Equal(t, 1.0, ids(tokenload.IDDuplicate))
@@ -203,7 +204,7 @@ func TestRequestIDAddressesLoadExactlyOnce(t *testing.T) {
 	require.Zero(t, r.Requests().Len())
 
 	// Decision.Done frees the ID too, so it can be used again.
-	d, err = r.Pick(context.Background(), &Request{ID: "req-1", Prompts: []Prompt{{TokenIDs: prompt(3, 300)}}}, one)
+	d, err = r.Pick(context.Background(), &Request{ID: "req-1", Prompts: []render.Prompt{{TokenIDs: prompt(3, 300)}}}, one)
 	require.NoError(t, err)
 	d.Done(DoneInfo{})
 	require.Zero(t, r.Requests().Len())
@@ -213,7 +214,7 @@ func TestRequestIDAddressesLoadExactlyOnce(t *testing.T) {
 	// The endpoint leaves the pool while its request is in flight; the late
 	// Done by ID touches only the orphaned counters, not the re-added ones.
 	require.NoError(t, r.SetEndpoints(eps))
-	_, err = r.Pick(context.Background(), &Request{ID: "req-2", Prompts: []Prompt{{TokenIDs: prompt(4, 700)}}}, eps[1:])
+	_, err = r.Pick(context.Background(), &Request{ID: "req-2", Prompts: []render.Prompt{{TokenIDs: prompt(4, 700)}}}, eps[1:])
 	require.NoError(t, err)
 	require.NoError(t, r.SetEndpoints(eps[:1]))
 	require.NoError(t, r.SetEndpoints(eps))
@@ -224,7 +225,7 @@ func TestRequestIDAddressesLoadExactlyOnce(t *testing.T) {
 
 	// An over-long ID is refused.
 	_, err = r.Pick(context.Background(), &Request{ID: string(make([]byte, tokenload.MaxRequestIDBytes+1)),
-		Prompts: []Prompt{{TokenIDs: prompt(5, 10)}}}, one)
+		Prompts: []render.Prompt{{TokenIDs: prompt(5, 10)}}}, one)
 	require.ErrorIs(t, err, tokenload.ErrInvalidRequestID)
 	require.Equal(t, [2]int64{0, 0}, load(0))
 }
@@ -241,7 +242,7 @@ func TestRequestIDConcurrentHooks(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < 200; i++ {
 				id := "g" + string(rune('a'+g)) + "-" + time.Duration(i).String()
-				d, err := r.Pick(context.Background(), &Request{ID: id, Prompts: []Prompt{{TokenIDs: prompt(g*1000+i, 300)}}}, eps)
+				d, err := r.Pick(context.Background(), &Request{ID: id, Prompts: []render.Prompt{{TokenIDs: prompt(g*1000+i, 300)}}}, eps)
 				if err != nil {
 					t.Error(err)
 					return

@@ -15,6 +15,7 @@ import (
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/kvevents/publish"
 	"github.com/kvroute/kvroute/kvevents/wire"
+	"github.com/kvroute/kvroute/render"
 )
 
 // TestRouterFollowsEngineEventsOverZeroMQ runs the whole path: an engine's
@@ -58,7 +59,7 @@ func TestRouterFollowsEngineEventsOverZeroMQ(t *testing.T) {
 
 	// The engine is idle: the replay on connect alone must bring its cache in.
 	require.Eventually(t, func() bool {
-		d, err := r.Pick(context.Background(), &Request{Prompts: []Prompt{{TokenIDs: shared}}}, eps)
+		d, err := r.Pick(context.Background(), &Request{Prompts: []render.Prompt{{TokenIDs: shared}}}, eps)
 		require.NoError(t, err)
 		d.Done(DoneInfo{})
 		return d.Endpoint.ID == engineID && d.CachedTokens == len(shared)
@@ -70,7 +71,7 @@ func TestRouterFollowsEngineEventsOverZeroMQ(t *testing.T) {
 	}}})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
-		d, err := r.Pick(context.Background(), &Request{Prompts: []Prompt{{TokenIDs: shared}}}, eps)
+		d, err := r.Pick(context.Background(), &Request{Prompts: []render.Prompt{{TokenIDs: shared}}}, eps)
 		require.NoError(t, err)
 		d.Done(DoneInfo{})
 		return d.CachedTokens == 4*64

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvroute/kvroute/render"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
@@ -21,7 +22,7 @@ func BenchmarkPickTracing(b *testing.B) {
 	b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	off, eps, p := warmRouterWith(b, tokens, n, Options{})
 	on, _, _ := warmRouterWith(b, tokens, n, Options{TracerProvider: tp})
-	req := &Request{Prompts: []Prompt{{TokenIDs: p}}}
+	req := &Request{Prompts: []render.Prompt{{TokenIDs: p}}}
 	ctx := context.Background()
 	once := func(pick func(context.Context, *Request, []Endpoint) (*Decision, error)) {
 		d, err := pick(ctx, req, eps)

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvroute/kvroute/render"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -71,7 +72,7 @@ func TestPickSpanJoinsTheCallersTrace(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	defer func() { _ = tp.Shutdown(context.Background()) }()
 	ctx, parent := tp.Tracer("gateway").Start(context.Background(), "request")
-	d, err := r.Pick(ctx, &Request{ID: "r1", Prompts: []Prompt{{TokenIDs: prompt(1, 128)}}}, endpoints(2))
+	d, err := r.Pick(ctx, &Request{ID: "r1", Prompts: []render.Prompt{{TokenIDs: prompt(1, 128)}}}, endpoints(2))
 	require.NoError(t, err)
 	d.Done(DoneInfo{})
 	parent.End()
@@ -88,7 +89,7 @@ func TestPickSpanJoinsTheCallersTrace(t *testing.T) {
 
 func TestStagedSelectionEndsPickSpanAtRelease(t *testing.T) {
 	r, exp := tracedRouter(t)
-	s, err := r.Match(context.Background(), &Request{Prompts: []Prompt{{TokenIDs: prompt(1, 128)}}}, endpoints(2))
+	s, err := r.Match(context.Background(), &Request{Prompts: []render.Prompt{{TokenIDs: prompt(1, 128)}}}, endpoints(2))
 	require.NoError(t, err)
 	for _, sp := range exp.GetSpans() {
 		require.NotEqual(t, spanPick, sp.Name, "pick is open until Release")
@@ -112,7 +113,7 @@ func TestPickSpanRecordsCanceledRender(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Nanosecond)
 	defer cancel()
 	<-ctx.Done()
-	_, err := r.Pick(ctx, &Request{API: APICompletions, Body: []byte(`{"prompt":"x"}`)}, endpoints(1))
+	_, err := r.Pick(ctx, &Request{API: render.APICompletions, Body: []byte(`{"prompt":"x"}`)}, endpoints(1))
 	require.Error(t, err)
 	// Pick refuses a finished context before it opens a span.
 	require.Empty(t, exp.GetSpans())
@@ -130,7 +131,7 @@ func TestPickWithoutTracingAllocatesAsBefore(t *testing.T) {
 	eps := endpoints(16)
 	p := prompt(3, 1024)
 	engineStores(t, r.Index(), eps[2].ID, p, 1)
-	req := &Request{Prompts: []Prompt{{TokenIDs: p}}}
+	req := &Request{Prompts: []render.Prompt{{TokenIDs: p}}}
 	ctx := context.Background()
 	run := func(f func(context.Context, *Request, []Endpoint) (*Decision, error)) float64 {
 		return testing.AllocsPerRun(200, func() {

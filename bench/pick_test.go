@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/render"
 )
 
 // BenchmarkPick measures a full kvroute.Router.Pick — block keys, index
@@ -17,7 +18,7 @@ func BenchmarkPick(b *testing.B) {
 	b.Run("tokens=2048/endpoints=64", func(b *testing.B) {
 		w := getWarm(b)
 		eps := w.eps[:64]
-		req := &kvroute.Request{Prompts: []kvroute.Prompt{{TokenIDs: w.pPick}}}
+		req := &kvroute.Request{Prompts: []render.Prompt{{TokenIDs: w.pPick}}}
 		want := eps[len(eps)-1].ID
 		ctx := context.Background()
 		blocks := len(w.pPick) / w.ix.BlockSize()

@@ -13,6 +13,7 @@ import (
 	"github.com/kvroute/kvroute/cluster"
 	"github.com/kvroute/kvroute/internal/redistest"
 	"github.com/kvroute/kvroute/kvindex"
+	"github.com/kvroute/kvroute/render"
 )
 
 // warmIndex gives every endpoint a different share of p plus unrelated
@@ -102,7 +103,7 @@ func BenchmarkPick(b *testing.B) {
 				}
 			}
 			warmIndex(b, r, eps, p)
-			req := &kvroute.Request{Prompts: []kvroute.Prompt{{TokenIDs: p}}}
+			req := &kvroute.Request{Prompts: []render.Prompt{{TokenIDs: p}}}
 			ctx := context.Background()
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -168,7 +169,7 @@ func BenchmarkPickInterleaved(b *testing.B) {
 	}
 	warmIndex(b, off, eps, p)
 	warmIndex(b, on, eps, p)
-	req := &kvroute.Request{Prompts: []kvroute.Prompt{{TokenIDs: p}}}
+	req := &kvroute.Request{Prompts: []render.Prompt{{TokenIDs: p}}}
 	ctx := context.Background()
 	var spent [2]time.Duration
 	var picks [2]int
@@ -255,7 +256,7 @@ func BenchmarkRedisOpsAt1000RPS(b *testing.B) {
 	defer rdb.Close()
 	reqs := make([]*kvroute.Request, 64) // 64 prefixes of 2,048 tokens
 	for i := range reqs {
-		reqs[i] = &kvroute.Request{Prompts: []kvroute.Prompt{{TokenIDs: prompt(10+i, 2048)}}}
+		reqs[i] = &kvroute.Request{Prompts: []render.Prompt{{TokenIDs: prompt(10+i, 2048)}}}
 	}
 	ctx := context.Background()
 	a0, b0 := ra.Cluster().Stats(), rb.Cluster().Stats()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/cluster"
+	"github.com/kvroute/kvroute/render"
 )
 
 const testModel = "test-model"
@@ -74,7 +75,7 @@ func prompt(seed, n int) []uint32 {
 
 func pick(t testing.TB, r *kvroute.Router, tokens []uint32, eps []kvroute.Endpoint) *kvroute.Decision {
 	t.Helper()
-	d, err := r.Pick(context.Background(), &kvroute.Request{Prompts: []kvroute.Prompt{{TokenIDs: tokens}}}, eps)
+	d, err := r.Pick(context.Background(), &kvroute.Request{Prompts: []render.Prompt{{TokenIDs: tokens}}}, eps)
 	require.NoError(t, err)
 	return d
 }

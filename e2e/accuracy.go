@@ -12,6 +12,7 @@ import (
 	kvaccuracy "github.com/kvroute/kvroute/accuracy"
 	"github.com/kvroute/kvroute/checkpoint"
 	"github.com/kvroute/kvroute/gateway"
+	"github.com/kvroute/kvroute/render"
 	"github.com/kvroute/kvroute/simengine/server"
 )
 
@@ -209,7 +210,7 @@ func (a *accuracyRun) pair(prompt string) (reply, error) {
 	body := []byte(fmt.Sprintf(`{"model":%q,"prompt":%q}`, a.c.model, prompt))
 	eps := a.c.endpoints()
 	if err := awaitAccuracy(a.ctx, 10*time.Second, "the prompt's KV events to reach the index", func() bool {
-		d, err := a.g.Router().Pick(a.ctx, &kvroute.Request{API: kvroute.APICompletions, Body: body}, eps)
+		d, err := a.g.Router().Pick(a.ctx, &kvroute.Request{API: render.APICompletions, Body: body}, eps)
 		if err != nil {
 			return false
 		}

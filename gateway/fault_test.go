@@ -14,6 +14,7 @@ import (
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/accuracy"
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/render"
 )
 
 // TestClosedLoopCatchesSuppressedEvents: an engine whose KV events are
@@ -79,7 +80,7 @@ func TestClosedLoopCatchesSuppressedEvents(t *testing.T) {
 			return r.Index().EndpointBlocks(ep) > 0
 		}, wait, 10*time.Millisecond)
 		require.Eventually(t, func() bool {
-			d, err := r.Pick(context.Background(), &kvroute.Request{API: kvroute.APICompletions, Body: []byte(completionsBody(p, false))}, f.eps)
+			d, err := r.Pick(context.Background(), &kvroute.Request{API: render.APICompletions, Body: []byte(completionsBody(p, false))}, f.eps)
 			require.NoError(t, err)
 			d.Done(kvroute.DoneInfo{})
 			return d.CachedTokens > 0

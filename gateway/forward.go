@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/render"
 )
 
 // Debugging headers set on every proxied response.
@@ -50,8 +51,8 @@ var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b 
 // response's usage is read on the way and its cached tokens handed to
 // d.Observe and rec.
 func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, d *kvroute.Decision, start time.Time, am *apiMetrics, rec *DecisionRecord) (Result, error) {
-	api := kvroute.APICompletions
-	if a, ok := kvroute.APIForPath(r.URL.Path); ok {
+	api := render.APICompletions
+	if a, ok := render.APIForPath(r.URL.Path); ok {
 		api = a
 	}
 	var rd io.Reader = http.NoBody

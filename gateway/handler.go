@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/render"
 	"github.com/kvroute/kvroute/tokenload"
 )
 
@@ -218,7 +219,7 @@ func (h *Handler) Close() {
 
 // ServeHTTP routes one request.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if api, ok := kvroute.APIForPath(r.URL.Path); ok {
+	if api, ok := render.APIForPath(r.URL.Path); ok {
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", http.MethodPost)
 			writeError(w, api, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed; use POST")
@@ -231,10 +232,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.serveModels(w, r)
 		return
 	}
-	writeError(w, kvroute.APICompletions, http.StatusNotFound, "no route for "+r.Method+" "+r.URL.Path)
+	writeError(w, render.APICompletions, http.StatusNotFound, "no route for "+r.Method+" "+r.URL.Path)
 }
 
-func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api kvroute.API) {
+func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api render.API) {
 	start := h.now()
 	am := h.met.byAPI[api]
 	body, held, err := h.readBodyTimed(w, r)
@@ -343,7 +344,7 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api kvr
 func (h *Handler) serveModels(w http.ResponseWriter, r *http.Request) {
 	eps := *h.endpoints.Load()
 	if len(eps) == 0 {
-		writeError(w, kvroute.APICompletions, http.StatusServiceUnavailable, "the gateway has no endpoints")
+		writeError(w, render.APICompletions, http.StatusServiceUnavailable, "the gateway has no endpoints")
 		return
 	}
 	ep := eps[(h.models.Add(1)-1)%uint64(len(eps))]
@@ -355,9 +356,9 @@ func (h *Handler) serveModels(w http.ResponseWriter, r *http.Request) {
 
 // writeError writes an error in the shape of api: Anthropic's for Messages,
 // OpenAI's (as vLLM sends it) otherwise.
-func writeError(w http.ResponseWriter, api kvroute.API, status int, msg string) {
+func writeError(w http.ResponseWriter, api render.API, status int, msg string) {
 	var v any
-	if api == kvroute.APIMessages {
+	if api == render.APIMessages {
 		v = map[string]any{"type": "error", "error": map[string]any{"type": anthropicType(status), "message": msg}}
 	} else {
 		v = map[string]any{"error": map[string]any{"message": msg, "type": openAIType(status), "param": nil, "code": status}}

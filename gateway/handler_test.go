@@ -17,6 +17,7 @@ import (
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/render"
 )
 
 const wait = 10 * time.Second
@@ -381,7 +382,7 @@ func TestGatewayTellsThePickerTheAPIModelAndAdapter(t *testing.T) {
 		h.ServeHTTP(rec, req)
 		require.Equal(t, http.StatusOK, rec.Code)
 		got := <-p.reqs
-		require.Equal(t, kvroute.APIResponses, got.API)
+		require.Equal(t, render.APIResponses, got.API)
 		require.Equal(t, body, string(got.Body))
 		require.Equal(t, "Bearer k", got.Header.Get("Authorization"))
 		require.Equal(t, c.wantModel, got.Model, "base %q body %q", c.base, c.body)

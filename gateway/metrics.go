@@ -1,9 +1,8 @@
 package gateway
 
 import (
+	"github.com/kvroute/kvroute/render"
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/kvroute/kvroute"
 )
 
 // Result is the outcome of one proxied request, the result label of
@@ -43,7 +42,7 @@ const (
 var results = []Result{ResultSuccess, ResultUpstreamStatus, ResultUpstreamUnreachable, ResultUpstreamBroken,
 	ResultClientAbort, ResultBodyTooLarge, ResultBodyBudget, ResultBodyTimeout, ResultBadRequest, ResultNoEndpoint}
 
-var apis = []kvroute.API{kvroute.APICompletions, kvroute.APIChatCompletions, kvroute.APIMessages, kvroute.APIResponses}
+var apis = []render.API{render.APICompletions, render.APIChatCompletions, render.APIMessages, render.APIResponses}
 
 // apiMetrics are one API's label children, resolved once so that the request
 // path does no label lookups.
@@ -54,7 +53,7 @@ type apiMetrics struct {
 }
 
 type metrics struct {
-	byAPI map[kvroute.API]*apiMetrics
+	byAPI map[render.API]*apiMetrics
 	usage map[string]prometheus.Counter
 }
 
@@ -93,7 +92,7 @@ func newMetrics(reg prometheus.Registerer, bodyBytes func() int64) (*metrics, er
 			}
 		}
 	}
-	m := &metrics{byAPI: make(map[kvroute.API]*apiMetrics, len(apis)), usage: map[string]prometheus.Counter{}}
+	m := &metrics{byAPI: make(map[render.API]*apiMetrics, len(apis)), usage: map[string]prometheus.Counter{}}
 	for _, r := range usageResults {
 		m.usage[r] = usage.WithLabelValues(r)
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/render"
 )
 
 // recentSize is how many decisions the handler remembers for the status
@@ -15,7 +16,7 @@ const recentSize = 16
 type DecisionRecord struct {
 	Time            time.Time
 	RequestID       string
-	API             kvroute.API
+	API             render.API
 	Endpoint        string
 	PromptTokens    int
 	PredictedCached int

@@ -71,8 +71,8 @@ func TestGatewayPropagatesW3CTraceContext(t *testing.T) {
 	gws := byName["gateway /v1/completions"]
 	require.Equal(t, client.SpanContext().SpanID(), gws.Parent.SpanID())
 	require.Equal(t, gws.SpanContext.SpanID(), upstream.SpanID(), "the engine sees the gateway's span as its parent")
-	require.Equal(t, gws.SpanContext.SpanID(), byName[kvroute.SpanPick].Parent.SpanID())
-	require.Equal(t, byName[kvroute.SpanPick].SpanContext.SpanID(), byName["render"].Parent.SpanID(), "render attempts nest under pick")
+	require.Equal(t, gws.SpanContext.SpanID(), byName["pick"].Parent.SpanID())
+	require.Equal(t, byName["pick"].SpanContext.SpanID(), byName["render"].Parent.SpanID(), "render attempts nest under pick")
 }
 
 // Without a provider the client's traceparent reaches the engine unchanged.

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/render"
 )
 
 func main() {
@@ -55,7 +56,7 @@ func main() {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.Handler())
 	mux.HandleFunc("POST /v1/", func(w http.ResponseWriter, r *http.Request) {
-		api, ok := kvroute.APIForPath(r.URL.Path) // /v1/chat/completions → APIChatCompletions, ...
+		api, ok := render.APIForPath(r.URL.Path) // /v1/chat/completions → APIChatCompletions, ...
 		if !ok {
 			http.NotFound(w, r)
 			return

@@ -13,7 +13,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/render"
 )
@@ -138,7 +137,7 @@ func TestLabelShareSplitsAProfileByLabel(t *testing.T) {
 	require.Greater(t, total, lab, "unlabelled CPU")
 	share := float64(lab) / float64(total)
 	require.InDelta(t, 0.5, share, 0.3, "half the CPU was burnt labelled")
-	require.Nil(t, renderLabeler{}.Tracer(kvroute.TracerName), "the router runs untraced")
+	require.Nil(t, renderLabeler{}.Tracer("github.com/kvroute/kvroute"), "the router runs untraced")
 	// By stack: the burn function is on every sample's stack.
 	total2, all, err := profileShare(bytes.NewReader(buf.Bytes()), "none", "none", "github.com/kvroute/kvroute/bench/cmd/gwload.TestLabelShareSplitsAProfileByLabel")
 	require.NoError(t, err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/kvindex"
+	"github.com/kvroute/kvroute/render"
 	"github.com/kvroute/kvroute/tokenload"
 )
 
@@ -100,7 +101,7 @@ func newKVRouter(cfg Config, ids []string, now func() time.Time, seed uint64, pr
 		r.Close()
 		return nil, err
 	}
-	k.req.Prompts = make([]kvroute.Prompt, 1)
+	k.req.Prompts = make([]render.Prompt, 1)
 	return k, nil
 }
 

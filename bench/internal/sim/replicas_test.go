@@ -13,6 +13,7 @@ import (
 	"github.com/kvroute/kvroute/internal/clusterseam"
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/kvindex"
+	"github.com/kvroute/kvroute/render"
 )
 
 // TestReplicaSweepDeterministicAndShaped runs a small sweep twice: the
@@ -91,7 +92,7 @@ func TestSharedStatePropagatesOnVirtualTime(t *testing.T) {
 	for i := range prompt {
 		prompt[i] = uint32(i + 7)
 	}
-	d, err := rts[0].Pick(context.Background(), &kvroute.Request{Prompts: []kvroute.Prompt{{TokenIDs: prompt}}}, eps)
+	d, err := rts[0].Pick(context.Background(), &kvroute.Request{Prompts: []render.Prompt{{TokenIDs: prompt}}}, eps)
 	require.NoError(t, err)
 	chosen := d.Endpoint.ID
 	keys := kvindex.Keys(nil, prompt, 64, &kvindex.KeyParams{Model: simModel})

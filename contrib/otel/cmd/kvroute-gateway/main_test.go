@@ -16,7 +16,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/contrib/otel/internal/otlprecv"
 	"github.com/kvroute/kvroute/contrib/otel/otlpenv"
 	"github.com/kvroute/kvroute/internal/leakcheck"
@@ -136,12 +135,12 @@ func TestGatewayExportsOTLP(t *testing.T) {
 				require.Equal(t, traceID, s.TraceID, "span %s is in the client's trace", s.Name)
 				require.Equal(t, "gw-under-test", s.Service)
 			}
-			for _, name := range []string{"gateway /v1/completions", kvroute.SpanPick, kvroute.SpanKeys, kvroute.SpanIndexLookup, "render"} {
+			for _, name := range []string{"gateway /v1/completions", "pick", "keys", "index_lookup", "render"} {
 				require.Contains(t, byName, name)
 			}
 			require.Equal(t, "00f067aa0ba902b7", byName["gateway /v1/completions"].ParentSpanID, "the server span joins the client's")
-			require.Equal(t, byName["gateway /v1/completions"].SpanID, byName[kvroute.SpanPick].ParentSpanID)
-			require.Equal(t, byName[kvroute.SpanPick].SpanID, byName["render"].ParentSpanID)
+			require.Equal(t, byName["gateway /v1/completions"].SpanID, byName["pick"].ParentSpanID)
+			require.Equal(t, byName["pick"].SpanID, byName["render"].ParentSpanID)
 			_, rejected := recv.Requests()
 			require.Zero(t, rejected)
 		})
