@@ -42,17 +42,46 @@
 // that topic works with a Router built from DefaultConfig and the engine's
 // model.
 //
-// # Stages
+// # The pipeline
 //
-// Pick is composed of stages that a host framework may call from separate
-// hooks: Router.Match (render, block keys, index lookup) returns a Selection;
-// Selection.Filter applies the affinity filter, Selection.Score the
-// token-load and extra scorers, and Selection.Commit records the decision
-// (load accounting, speculative entries, prediction metrics). Every way ends
-// in one Decision, whose FirstChunk and Done are the request's lifecycle.
-// With Request.ID set, Router.Decision finds it by ID, for hosts whose
-// callbacks carry only the ID; the ID table is bounded (Config.Requests)
-// and ends the requests it drops.
+// A Router routes each request through these steps, in this order; each
+// lives in the file named after it, and the extension points are the
+// interfaces a host passes in Options:
+//
+//   - admission (admission.go): the request's checks, then Options.Admission,
+//     which may admit the request, make it wait or refuse it (Admission; the
+//     default admits every request).
+//   - profile (profile.go): Options.Profile runs the stages below once per
+//     role the request is picked in, such as a prefill and a decode endpoint,
+//     and returns one Decision holding the others in Decision.Roles (Profile;
+//     the default picks once, in one role, among every candidate).
+//   - render (render.go): the request's prompts, from Request.Prompts or the
+//     render client; a failure routes the request by load alone.
+//   - keys (keys.go): the prompts' block keys.
+//   - lookup (lookup.go): each candidate's cached prefix from the index and
+//     its in-flight load, hence the tokens it would have to prefill.
+//   - filter (filter.go): Options.Filters, then the prefix-cache affinity
+//     filter, narrow the candidates (Filter).
+//   - score (score.go): each kept candidate's total score, the weighted sum
+//     of the token-load scorer (Config.LoadWeight) and Options.Scorers
+//     (Scorer, WeightedScorer).
+//   - pick (pick.go): the highest total, ties broken by a hash of the
+//     request's first new block and the endpoint's ID, the same on every
+//     router replica.
+//   - commit (commit.go): load accounting, speculative index entries, the
+//     prediction and cache-blind metrics, and the Decision.
+//
+// Router.Pick runs them all (picker.go): it is the Picker a gateway calls.
+// A host framework may run them from separate hooks instead (selection.go):
+// Router.Match (admission, render, keys, lookup) returns a Selection whose
+// Filter, Score (with the pick) and Commit run the rest, and whose
+// Candidate reports what the stages know of each candidate, as Filters and
+// Scorers read it. Every way ends in one Decision, whose FirstChunk and Done
+// are the request's lifecycle. With Request.ID set, Router.Decision finds
+// it by ID, for hosts whose callbacks carry only the ID; the ID table is
+// bounded (Config.Requests) and ends the requests it drops. Every Pick is traced when Options.TracerProvider is
+// set (trace.go): a "pick" span with "keys", "index_lookup", "filter" and
+// "score" children and the render client's "render" attempts.
 //
 // # No silent cache-blind routing
 //

@@ -68,12 +68,10 @@ type Options struct {
 	TracerProvider trace.TracerProvider
 }
 
-// Router is the default Picker: render → block keys → index match → affinity
-// filter → token-load score (plus optional scorers) → the highest score, ties
-// broken by a hash of the request's first new block and the endpoint ID (the
-// same on every replica; see Selection.Score) → speculative entries for the chosen endpoint → load
-// accounting → prediction metrics. Pick runs them all; Match returns a
-// Selection that runs them one stage at a time.
+// Router is the default Picker: it routes each request through the
+// pipeline of the package documentation (admission → profile → render →
+// keys → lookup → filter → score → pick → commit). Pick runs them all;
+// Match returns a Selection that runs them one stage at a time.
 type Router struct {
 	cfg        Config
 	log        *slog.Logger
