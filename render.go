@@ -12,9 +12,20 @@ import (
 var errRenderDisabled = errors.New("kvroute: rendering disabled and the request carries no prompts")
 
 // render is the render stage: the request's prompts (given, or the render
-// client's answer), its cache salt and the render failure, if any.
-func (s *Selection) render(ctx context.Context) {
+// client's answer), its cache salt and the render failure, if any. A
+// failure is counted and the request routed by load alone, unless ctx has
+// ended: then the caller is gone and render returns ctx's error.
+func (s *Selection) render(ctx context.Context) error {
 	s.prompts, s.salt, s.renderErr = s.r.prompts(ctx, s.req, &s.st)
+	if s.renderErr == nil {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.r.met.renderFallbacks.Inc()
+	s.r.log.Debug("render failed; routing by load alone", "request", s.req.ID, "err", s.renderErr)
+	return nil
 }
 
 // prompts returns the request's prompts: the given ones, or the render

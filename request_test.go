@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -13,7 +12,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
@@ -194,62 +192,4 @@ func TestPickRequestModelOtherThanTheRoutersIsAnError(t *testing.T) {
 		require.NoError(t, err)
 		d.Done(DoneInfo{})
 	}
-}
-
-// Decisions made without cache information for a reason the router can
-// name are counted by reason and warned about once a minute per reason.
-func TestCacheBlindDecisionsAreCountedAndWarnedOncePerInterval(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	logs := &logBuffer{}
-	clock := newFakeClock()
-	r := testRouter(t, func(c *Config) { c.Speculative.Enabled = false },
-		Options{Registerer: reg, Now: clock.Now, Logger: slog.New(slog.NewTextHandler(logs, nil))})
-	require.Equal(t, 1, logs.count("KV events are disabled"), "New warns that events are off")
-	eps := endpoints(2)
-	blind := func(reason string) float64 {
-		v, _ := gathered(t, reg, "kvroute_router_cache_blind_total", reason)
-		return v
-	}
-	for i := 0; i < 3; i++ {
-		d, err := r.Pick(context.Background(), &Request{}, eps) // no prompts, render off
-		require.NoError(t, err)
-		d.Done(DoneInfo{})
-		d = pick(t, r, prompt(i, 640), eps) // nothing indexed, events off
-		d.Done(DoneInfo{})
-	}
-	require.Equal(t, 3.0, blind("render_disabled"))
-	require.Equal(t, 3.0, blind("events_disabled"))
-	require.Zero(t, blind("render_failed"))
-	require.Equal(t, 1, logs.count("reason=render_disabled"))
-	require.Equal(t, 1, logs.count("reason=events_disabled"))
-
-	// A decision that used the cache is not blind.
-	engineStores(t, r.Index(), eps[0].ID, prompt(9, 640), 1)
-	d := pick(t, r, prompt(9, 640), eps)
-	require.True(t, d.UsedCache)
-	d.Done(DoneInfo{})
-	require.Equal(t, 3.0, blind("events_disabled"))
-
-	clock.Add(blindWarnInterval)
-	d = pick(t, r, prompt(99, 640), eps)
-	d.Done(DoneInfo{})
-	require.Equal(t, 2, logs.count("reason=events_disabled"), "warned again after the interval")
-}
-
-// The render fallback is counted as cache-blind with reason render_failed.
-func TestRenderFailureIsCountedCacheBlind(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusNotFound)
-		_, _ = w.Write([]byte(`{"error":{"message":"The model does not exist.","type":"NotFoundError","param":null,"code":404}}`))
-	}))
-	defer srv.Close()
-	reg := prometheus.NewRegistry()
-	r := testRouter(t, func(c *Config) { c.DisableRender = false; c.Render.URL = srv.URL }, Options{Registerer: reg})
-	d, err := r.Pick(context.Background(), &Request{API: render.APICompletions, Body: []byte(`{"prompt":"x"}`)}, endpoints(2))
-	require.NoError(t, err)
-	require.Error(t, d.RenderErr)
-	d.Done(DoneInfo{})
-	v, _ := gathered(t, reg, "kvroute_router_cache_blind_total", "render_failed")
-	require.Equal(t, 1.0, v)
 }

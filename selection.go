@@ -84,15 +84,10 @@ func (r *Router) match(ctx context.Context, req *Request, endpoints []Endpoint) 
 	s.st.reset(len(endpoints))
 	ctx = s.startPick(ctx)
 
-	s.render(ctx)
-	if s.renderErr != nil {
-		if err := ctx.Err(); err != nil {
-			s.endPick(err)
-			s.Release()
-			return nil, err // the caller is gone; nothing to route
-		}
-		r.met.renderFallbacks.Inc()
-		r.log.Debug("render failed; routing by load alone", "request", req.ID, "err", s.renderErr)
+	if err := s.render(ctx); err != nil {
+		s.endPick(err)
+		s.Release()
+		return nil, err // the caller is gone; nothing to route
 	}
 	if sp := s.child(spanKeys); sp != nil {
 		s.keys()
