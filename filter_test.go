@@ -59,3 +59,28 @@ func TestExtraFiltersRunBeforeTheAffinityFilter(t *testing.T) {
 	_, err = r.Pick(context.Background(), &Request{Prompts: []render.Prompt{{TokenIDs: p}}}, eps)
 	require.ErrorIs(t, err, ErrNoEndpoints)
 }
+
+// An extra filter that drops candidates sends the affinity filter down its
+// subset path, which reuses the Selection's scratch: Pick still allocates
+// only the Decision.
+func TestExtraFilterAllocatesOnlyTheDecision(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector's sync.Pool drops items at random: allocation counts vary")
+	}
+	eps := endpoints(16)
+	r := testRouter(t, nil, Options{Filters: []Filter{dropFilter{eps[0].ID: true, eps[5].ID: true}}})
+	p := prompt(3, 1024)
+	engineStores(t, r.Index(), eps[2].ID, p, 1)
+	req := &Request{Prompts: []render.Prompt{{TokenIDs: p}}}
+	allocs := testing.AllocsPerRun(200, func() {
+		d, err := r.Pick(context.Background(), req, eps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Endpoint.ID != eps[2].ID {
+			t.Fatalf("picked %s", d.Endpoint.ID)
+		}
+		d.Done(DoneInfo{})
+	})
+	require.Equal(t, 1.0, allocs, "the Decision only")
+}
