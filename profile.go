@@ -14,8 +14,9 @@ import "context"
 //
 // Each call to stages renders the request unless it carries Prompts, and
 // refuses a Request.ID already in flight: pick the later roles with a copy
-// of the request without ID. A request picked in several roles is released
-// through its Decision; Router.Done with its ID releases the first role only.
+// of the request without ID: Router.Decision finds the first role's
+// Decision by the ID, and ending it (or the request table dropping it) ends
+// the others.
 type Profile interface {
 	Pick(ctx context.Context, req *Request, endpoints []Endpoint, stages Picker) (*Decision, error)
 }
