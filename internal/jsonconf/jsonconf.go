@@ -35,9 +35,11 @@ var durationType = reflect.TypeFor[time.Duration]()
 // larger input is an error rather than a memory spike.
 const MaxBytes = 16 << 20
 
-// Decode reads one JSON value from r into v (a non-nil pointer) by the
-// package rules; anything but white space after the value is an error.
-func Decode(r io.Reader, v any) error {
+// Decode reads one JSON value from r into *v by the package rules; anything
+// but white space after the value is an error. It is the loader every
+// package's LoadConfig uses: decode over the zero value (or over
+// DefaultConfig, to show the defaults) and keys that are absent keep it.
+func Decode[T any](r io.Reader, v *T) error {
 	data, err := io.ReadAll(io.LimitReader(r, MaxBytes+1))
 	if err != nil {
 		return err
@@ -48,12 +50,16 @@ func Decode(r io.Reader, v any) error {
 	return Unmarshal(data, v)
 }
 
-// Unmarshal decodes data into v (a non-nil pointer) by the package rules.
-func Unmarshal(data []byte, v any) error {
-	rv := reflect.ValueOf(v)
-	if rv.Kind() != reflect.Pointer || rv.IsNil() {
-		return fmt.Errorf("jsonconf: Unmarshal needs a non-nil pointer, got %T", v)
+// Unmarshal decodes data into *v by the package rules. It is what every
+// Config's UnmarshalJSON calls (with the Config converted to a method-less
+// type of the same fields, so that it does not recurse), so that a Config
+// decodes strictly wherever it is decoded: alone, inside a larger document,
+// or through sigs.k8s.io/yaml.
+func Unmarshal[T any](data []byte, v *T) error {
+	if v == nil {
+		return fmt.Errorf("jsonconf: Unmarshal needs a non-nil %T", v)
 	}
+	rv := reflect.ValueOf(v)
 	tree, err := parse(data)
 	if err != nil {
 		return err

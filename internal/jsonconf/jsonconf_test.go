@@ -111,7 +111,7 @@ func TestTrailingDataAndBadJSON(t *testing.T) {
 	require.ErrorContains(t, Unmarshal([]byte(`{} {}`), &o), "trailing data")
 	require.ErrorContains(t, Unmarshal([]byte(`{"inner":`), &o), "invalid JSON")
 	require.Error(t, Decode(strings.NewReader(`[1]`), &o))
-	require.Error(t, Unmarshal([]byte(`{}`), o))
+	require.Error(t, Unmarshal[outer]([]byte(`{}`), nil))
 }
 
 func TestMarshalWritesDurationStrings(t *testing.T) {
