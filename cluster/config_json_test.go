@@ -1,0 +1,35 @@
+package cluster_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/cluster"
+)
+
+// A cluster section decodes strictly on its own, not only inside a Router's
+// configuration: a bare number for a duration (once read as nanoseconds) and
+// an unknown key are errors naming the key.
+func TestConfigDecodesStrictly(t *testing.T) {
+	var c cluster.Config
+	require.NoError(t, json.Unmarshal([]byte(`{"refreshPeriod":"250ms","addrs":["127.0.0.1:6379"]}`), &c))
+	require.Equal(t, 250*time.Millisecond, c.RefreshPeriod)
+	require.Equal(t, []string{"127.0.0.1:6379"}, c.Addrs)
+
+	var bare cluster.Config
+	require.ErrorContains(t, json.Unmarshal([]byte(`{"refreshPeriod":250}`), &bare),
+		`refreshPeriod: bare number 250 is not a duration`)
+	require.ErrorContains(t, json.Unmarshal([]byte(`{"refreshPeriods":"250ms"}`), &bare), "refreshPeriods: unknown key")
+	require.ErrorContains(t, json.Unmarshal([]byte(`{"RefreshPeriod":"250ms"}`), &bare), `did you mean "refreshPeriod"?`)
+
+	_, err := cluster.LoadConfig(strings.NewReader(`{"lease":3000}`))
+	require.ErrorContains(t, err, "lease: bare number 3000")
+
+	out, err := json.Marshal(c)
+	require.NoError(t, err)
+	require.Contains(t, string(out), `"refreshPeriod":"250ms"`)
+}
