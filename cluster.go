@@ -1,9 +1,11 @@
 package kvroute
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/kvroute/kvroute/cluster"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // startCluster joins the pool of router replicas when cfg.Cluster names
@@ -12,16 +14,27 @@ import (
 // tracker, in memory), shares its routing decisions as speculative entries
 // and lists its peers. The replica takes from its peers only the endpoints
 // given to SetEndpoints (none before the first call). Without
-// Config.Cluster.Addrs it does nothing.
+// Config.Cluster.Addrs (and without Options.NewClusterReplica) it does
+// nothing. The peers' decisions create speculative entries with the index's
+// TTL, which is Config.Speculative.TTL.
 func (r *Router) startCluster(cfg Config, opts Options) error {
-	if !cfg.Cluster.Enabled() {
+	var rep *cluster.Replica
+	var err error
+	switch {
+	case opts.NewClusterReplica != nil && cfg.Cluster.Enabled():
+		return errors.New("kvroute: cluster: set either Config.Cluster.Addrs or Options.NewClusterReplica, not both")
+	case opts.NewClusterReplica != nil:
+		rep, err = opts.NewClusterReplica(r.index, r.load)
+		if err == nil && rep == nil {
+			err = errors.New("Options.NewClusterReplica returned no replica")
+		}
+	case cfg.Cluster.Enabled():
+		rep, err = cluster.New(cfg.Cluster, r.index, r.load, cluster.Options{
+			Set: telemetry.Set{Registerer: opts.Registerer, Logger: r.log},
+		})
+	default:
 		return nil
 	}
-	rep, err := cluster.New(cfg.Cluster, r.index, r.load, cluster.Options{
-		Registerer:     opts.Registerer,
-		Logger:         r.log,
-		SpeculativeTTL: cfg.Speculative.TTL,
-	})
 	if err != nil {
 		return fmt.Errorf("kvroute: cluster: %w", err)
 	}

@@ -66,6 +66,12 @@ type Options struct {
 	// messages (events_receive, events_process, events_decode); nil traces
 	// nothing and costs nothing.
 	TracerProvider trace.TracerProvider
+	// NewClusterReplica, when set, builds the router's cluster replica from
+	// its index and load tracker in place of cluster.New over
+	// Config.Cluster (which is then not used): the routing simulation
+	// passes one that builds a cluster.NewManual replica over its
+	// virtual-time store and keeps the Manual to drive it.
+	NewClusterReplica func(index *kvindex.Index, load *tokenload.Tracker) (*cluster.Replica, error)
 }
 
 // Router is the default Picker: it routes each request through the

@@ -264,7 +264,7 @@ func (r *Replica) apply(payload []byte, scratch []kvindex.Key) []kvindex.Key {
 		if string(sender) == self || len(keys) == 0 || !r.accepts(endpoint) {
 			return
 		}
-		r.index.Speculate(string(endpoint), keys, r.specTTL)
+		r.index.Speculate(string(endpoint), keys, 0) // the index's own speculative TTL
 		r.stats.applied.Add(1)
 		r.met.received.Inc()
 	}, func(sender, endpoint []byte, seq uint64, tokens, requests int64) {

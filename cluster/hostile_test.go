@@ -12,6 +12,7 @@ import (
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/internal/redistest"
 	"github.com/kvroute/kvroute/kvindex"
+	"github.com/kvroute/kvroute/telemetry"
 	"github.com/kvroute/kvroute/tokenload"
 )
 
@@ -39,7 +40,7 @@ func newHostileTarget(t *testing.T, addr string) hostileTarget {
 	require.NoError(t, err)
 	cfg := Config{Addrs: []string{addr}, Pool: "d", ReplicaID: "a", Lease: 3 * time.Hour,
 		RefreshPeriod: time.Hour, ReadPeriod: time.Hour, OpTimeout: 2 * time.Second}
-	r, err := New(cfg, ix, tr, Options{Registerer: reg})
+	r, err := New(cfg, ix, tr, Options{Set: telemetry.Set{Registerer: reg}})
 	require.NoError(t, err)
 	t.Cleanup(r.Close)
 	acceptTestEndpoints(t, r)

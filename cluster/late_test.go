@@ -9,10 +9,10 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kvroute/kvroute/internal/clusterseam"
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/internal/redistest"
 	"github.com/kvroute/kvroute/kvindex"
+	"github.com/kvroute/kvroute/telemetry"
 	"github.com/kvroute/kvroute/tokenload"
 )
 
@@ -41,20 +41,29 @@ func (s *capturingStore) take() [][]byte {
 
 // manualOnRedis is a replica of pool "late" that starts no goroutine, over
 // a real redis-server, on the clock *now.
-func manualOnRedis(t *testing.T, st clusterseam.Store, id string, now *time.Time) (*Replica, clusterseam.Manual, *tokenload.Tracker) {
+func manualOnRedis(t *testing.T, st Store, id string, now *time.Time) (*Replica, *Manual, *tokenload.Tracker) {
 	t.Helper()
-	ix, err := kvindex.New(kvindex.Config{SweepInterval: -1}, kvindex.Options{})
+	ix, err := kvindex.New(kvindex.Config{SweepInterval: -1, SpeculativeTTL: time.Second}, kvindex.Options{})
 	require.NoError(t, err)
 	t.Cleanup(ix.Close)
 	tr, err := tokenload.NewTracker(tokenload.Options{})
 	require.NoError(t, err)
 	cfg := Config{Pool: "late", ReplicaID: id, Lease: time.Hour, RefreshPeriod: time.Minute, ReadPeriod: time.Minute}
-	r, err := newManual(cfg, ix, tr, st, func() time.Time { return *now }, time.Second)
+	m, err := NewManual(cfg, ix, tr, st, Options{Set: telemetry.Set{Clock: pointerClock{Clock: telemetry.Wall, now: now}}})
 	require.NoError(t, err)
+	r := m.Replica()
 	t.Cleanup(r.Close)
 	r.SetEndpoints(testEndpointIDs())
-	return r, &manual{r: r, selfHeader: string(appendStr([]byte{decisionMagic, wireVersion}, r.cfg.ReplicaID))}, tr
+	return r, m, tr
 }
+
+// pointerClock reads its time from *now; a manual replica sets no timers.
+type pointerClock struct {
+	telemetry.Clock
+	now *time.Time
+}
+
+func (c pointerClock) Now() time.Time { return *c.now }
 
 // A replica that starts routing between a peer's listing of the members and
 // that peer's merge of the records (the read raced its registration) keeps

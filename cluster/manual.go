@@ -2,85 +2,86 @@ package cluster
 
 import (
 	"errors"
-	"fmt"
 	"strings"
-	"time"
 
-	"github.com/kvroute/kvroute/internal/clusterseam"
 	"github.com/kvroute/kvroute/kvindex"
 	"github.com/kvroute/kvroute/tokenload"
 )
 
-// A manual replica is the same Replica with its Redis replaced by another
-// clusterseam.Store and its four goroutines replaced by calls: the routing
-// simulation (bench/internal/sim) drives refresh, read, the publisher's
-// flush and the subscriber's apply on its virtual clock, so that a run is
-// deterministic. Only that simulation builds one; it is reachable only
-// through the internal clusterseam package.
-func init() {
-	clusterseam.NewManual = func(cfg any, index *kvindex.Index, tracker *tokenload.Tracker, store clusterseam.Store, now func() time.Time, specTTL time.Duration) (any, clusterseam.Manual, error) {
-		c, ok := cfg.(Config)
-		if !ok {
-			return nil, nil, fmt.Errorf("%w: NewManual takes a cluster.Config, not %T", ErrInvalidConfig, cfg)
-		}
-		r, err := newManual(c, index, tracker, store, now, specTTL)
-		if err != nil {
-			return nil, nil, err
-		}
-		return r, &manual{r: r, selfHeader: string(appendStr([]byte{decisionMagic, wireVersion}, r.cfg.ReplicaID))}, nil
-	}
-}
-
-// newManual builds a replica over store that starts nothing; Addrs may be
-// empty.
-func newManual(cfg Config, index *kvindex.Index, tracker *tokenload.Tracker, store clusterseam.Store, now func() time.Time, specTTL time.Duration) (*Replica, error) {
-	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	if index == nil || tracker == nil || store == nil || now == nil {
-		return nil, errors.New("cluster: a manual replica needs an index, a load tracker, a store and a clock")
-	}
-	r, err := newReplica(cfg, index, tracker, Options{SpeculativeTTL: specTTL})
-	if err != nil {
-		return nil, err
-	}
-	r.store, r.now, r.manual = store, now, true
-	r.dq.seq = uint64(now().UnixMicro())
-	if !cfg.DisableSharedDecisions {
-		tracker.SetObserver(r.observe)
-	}
-	return r, nil
-}
-
-// manual is the clusterseam.Manual face of a manual replica.
-type manual struct {
+// Manual is a Replica that runs no goroutine: its Redis is replaced by any
+// Store and its four background loops by calls, so that its caller performs
+// each step of the background work (refresh, read, the publisher's flush,
+// the subscriber's apply) at the time it chooses, on its own clock. The
+// routing simulation (bench/internal/sim) drives replicas this way on its
+// virtual clock, so that a run is deterministic. A Manual is not safe for
+// concurrent use; its Replica is.
+type Manual struct {
 	r          *Replica
 	buf        []byte
 	scratch    []kvindex.Key
 	selfHeader string
 }
 
-func (m *manual) Refresh() { m.r.refresh() }
-func (m *manual) Read()    { m.r.read() }
+// NewManual builds a Manual replica of the pool cfg describes (Addrs may be
+// empty) over store, for index and tracker, as New does for a Redis-backed
+// one but without reading, writing or starting anything: the caller's first
+// Refresh and Read join the pool (New does both before it returns).
+// opts.Clock is the replica's clock; opts.Client is ignored.
+func NewManual(cfg Config, index *kvindex.Index, tracker *tokenload.Tracker, store Store, opts Options) (*Manual, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if index == nil || tracker == nil || store == nil {
+		return nil, errors.New("cluster: a manual replica needs an index, a load tracker and a store")
+	}
+	opts.Client = nil
+	r, err := newReplica(cfg, index, tracker, opts)
+	if err != nil {
+		return nil, err
+	}
+	r.store, r.manual = store, true
+	if !cfg.DisableSharedDecisions {
+		tracker.SetObserver(r.observe)
+	}
+	return &Manual{r: r, selfHeader: string(appendStr([]byte{decisionMagic, wireVersion}, r.cfg.ReplicaID))}, nil
+}
 
-func (m *manual) Queued() int {
+// Replica is the replica itself: what a Router uses (Publish, SetEndpoints,
+// Close) and what reports its peers and state.
+func (m *Manual) Replica() *Replica { return m.r }
+
+// Refresh publishes the replica's local load and renews its lease.
+func (m *Manual) Refresh() { m.r.refresh() }
+
+// Read reads the peers' records into the load tracker.
+func (m *Manual) Read() { m.r.read() }
+
+// Queued is the number of decisions and load changes waiting to be
+// published.
+func (m *Manual) Queued() int {
 	m.r.q.mu.Lock()
 	defer m.r.q.mu.Unlock()
 	return m.r.q.n + m.r.dq.n
 }
 
-func (m *manual) Flush() int {
+// Flush publishes the queued decisions (as the publishing goroutine does,
+// one message per batch) and reports how many it took.
+func (m *Manual) Flush() int {
 	var n int
 	m.buf, n = m.r.flush(m.buf)
 	return n
 }
 
-func (m *manual) Apply(msg []byte) {
+// Apply applies a decision message received on the pool's channel; the
+// replica's own messages are skipped, as the subscriber skips them.
+func (m *Manual) Apply(msg []byte) {
 	if strings.HasPrefix(string(msg), m.selfHeader) {
-		return // our own message, as receiveLoop skips it
+		return
 	}
 	m.scratch = m.r.apply(msg, m.scratch)
 }
 
-func (m *manual) Channel() string { return m.r.keys.channel }
+// Channel is the pool's decision channel, the one Apply's messages are
+// published on.
+func (m *Manual) Channel() string { return m.r.keys.channel }

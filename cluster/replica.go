@@ -4,19 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 
-	"github.com/kvroute/kvroute/internal/clusterseam"
 	"github.com/kvroute/kvroute/kvindex"
+	"github.com/kvroute/kvroute/telemetry"
 	"github.com/kvroute/kvroute/tokenload"
 )
 
@@ -27,17 +25,13 @@ const membersRead = 4
 
 // Options are a Replica's injected dependencies; the zero value is valid.
 type Options struct {
-	// Registerer receives the replica's metrics; nil registers nothing.
-	Registerer prometheus.Registerer
-	// Logger receives outage and recovery logs (once per outage); nil
-	// discards them.
-	Logger *slog.Logger
+	// Set is the replica's observability: its metrics, its outage and
+	// recovery logs (once per outage), and the clock of its records' and
+	// load changes' timestamps.
+	telemetry.Set
 	// Client is the Redis client to use instead of one built from
 	// Config.Addrs; the Replica does not close it.
 	Client redis.UniversalClient
-	// SpeculativeTTL is the lifetime of the speculative entries other
-	// replicas' decisions create here; 0 is the index's default.
-	SpeculativeTTL time.Duration
 }
 
 // Peer is another live replica of the pool.
@@ -58,13 +52,12 @@ type Replica struct {
 	cfg     Config
 	rdb     redis.UniversalClient // nil for a manual replica
 	ownRdb  bool
-	store   clusterseam.Store // Redis, or the simulation's virtual-time store (manual.go)
+	store   Store // Redis, or the simulation's virtual-time store (manual.go)
 	now     func() time.Time
 	manual  bool // no goroutines: the simulation drives the steps (manual.go)
 	keys    keys
 	tracker *tokenload.Tracker
 	index   *kvindex.Index
-	specTTL time.Duration
 	log     *slog.Logger
 	met     *metrics
 	stats   stats
@@ -168,13 +161,9 @@ func newReplica(cfg Config, index *kvindex.Index, tracker *tokenload.Tracker, op
 	if err != nil {
 		return nil, err
 	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
 	r := &Replica{cfg: cfg, rdb: opts.Client, keys: newKeys(cfg.Pool, cfg.ReplicaID), tracker: tracker, index: index,
-		specTTL: opts.SpeculativeTTL, log: log.With("replica", cfg.ReplicaID, "pool", cfg.Pool), met: met, cleanup: true,
-		now: time.Now}
+		log: opts.Log().With("replica", cfg.ReplicaID, "pool", cfg.Pool), met: met, cleanup: true,
+		now: opts.Clk().Now}
 	r.met.staleness.Set(cfg.StalenessBound().Seconds())
 	r.q.init(cfg.DecisionQueue, cfg.MaxKeysPerDecision)
 	r.dq.active, r.dq.spare = make([]delta, cfg.DeltaQueue), make([]delta, cfg.DeltaQueue)
@@ -352,7 +341,7 @@ func (r *Replica) read() {
 		r.met.peersIgnored.Add(float64(len(others) - r.cfg.MaxPeers))
 		others = others[:r.cfg.MaxPeers]
 	}
-	var vals []clusterseam.Value
+	var vals []Value
 	if len(others) > 0 {
 		names := make([]string, len(others))
 		for i, id := range others {

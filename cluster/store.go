@@ -6,9 +6,40 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/kvroute/kvroute/internal/clusterseam"
 )
+
+// Store is the shared state of a pool of router replicas: exactly the Redis
+// operations a Replica performs (a leased record per replica, a member set,
+// one multi-key read, and publishing decision messages), and nothing more.
+// Every method is one Redis exchange (a pipeline counts as one). New uses
+// Redis; NewManual takes any Store, such as the routing simulation's
+// in-process, virtual-time one (bench/internal/sim).
+type Store interface {
+	// Refresh writes a replica's record under key with a TTL of lease and
+	// adds id to the member set members (SET key record PX lease; SADD
+	// members id, pipelined).
+	Refresh(ctx context.Context, key string, record []byte, lease time.Duration, members, id string) error
+	// Members lists the member set (SMEMBERS, or SSCAN up to a bound).
+	Members(ctx context.Context, members string) ([]string, error)
+	// Get reads the records of keys (MGET); a key that does not exist (its
+	// lease expired, or the replica left) has Value.OK false.
+	Get(ctx context.Context, keys []string) ([]Value, error)
+	// Forget removes ids from the member set (SREM).
+	Forget(ctx context.Context, members string, ids []string) error
+	// Leave deletes a replica's record and membership (DEL key; SREM
+	// members id, pipelined).
+	Leave(ctx context.Context, key, members, id string) error
+	// Publish sends one decision message on channel (PUBLISH, or SPUBLISH
+	// when the store is configured for sharded pub/sub).
+	Publish(ctx context.Context, channel string, msg []byte) error
+}
+
+// Value is one key's value in a Store's Get: its bytes, and whether the key
+// exists.
+type Value struct {
+	Data []byte
+	OK   bool
+}
 
 // redisStore is the shared state on Redis (or Valkey): the only Store a
 // Replica uses outside the routing simulation. Each method is one round
@@ -19,7 +50,7 @@ type redisStore struct {
 	maxMembers int  // member IDs read at most (0: all); see Members
 }
 
-var _ clusterseam.Store = redisStore{}
+var _ Store = redisStore{}
 
 func (s redisStore) Refresh(ctx context.Context, key string, record []byte, lease time.Duration, members, id string) error {
 	pipe := s.rdb.Pipeline()
@@ -58,15 +89,15 @@ func (s redisStore) Members(ctx context.Context, members string) ([]string, erro
 	return slices.Compact(ids), nil // SSCAN may return an ID twice
 }
 
-func (s redisStore) Get(ctx context.Context, keys []string) ([]clusterseam.Value, error) {
+func (s redisStore) Get(ctx context.Context, keys []string) ([]Value, error) {
 	vals, err := s.rdb.MGet(ctx, keys...).Result()
 	if err != nil {
 		return nil, err
 	}
-	out := make([]clusterseam.Value, len(vals))
+	out := make([]Value, len(vals))
 	for i, v := range vals {
 		if str, ok := v.(string); ok { // nil: no such key
-			out[i] = clusterseam.Value{Data: []byte(str), OK: true}
+			out[i] = Value{Data: []byte(str), OK: true}
 		}
 	}
 	return out, nil

@@ -22,8 +22,8 @@
 // replica accounting only its own in-flight load and once sharing load and
 // decisions through package cluster. In this deterministic virtual-clock run
 // the cluster's Redis is replaced by an in-process store on the virtual
-// clock (bench/internal/sim's virtualRedis, through the internal
-// clusterseam package), with the propagation delays modelled in virtual
+// clock (bench/internal/sim's virtualRedis, a cluster.Store driven through
+// cluster.NewManual), with the propagation delays modelled in virtual
 // time: -replica-refresh and -replica-read (the load's staleness bound is
 // their sum plus -replica-redis-rtt), -replica-publish-interval plus one
 // round trip for decisions and load changes. Outside this simulation the

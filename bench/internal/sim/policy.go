@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/cluster"
 	"github.com/kvroute/kvroute/kvindex"
 	"github.com/kvroute/kvroute/render"
 	"github.com/kvroute/kvroute/tokenload"
@@ -67,7 +68,8 @@ type kvrouter struct {
 	ctx   context.Context
 }
 
-func newKVRouter(cfg Config, ids []string, now func() time.Time, seed uint64, prefillOnly bool, shared func() float64) (*kvrouter, error) {
+func newKVRouter(cfg Config, ids []string, now func() time.Time, seed uint64, prefillOnly bool, shared func() float64,
+	join func(*kvindex.Index, *tokenload.Tracker) (*cluster.Replica, error)) (*kvrouter, error) {
 	rc := kvroute.DefaultConfig()
 	rc.Model = simModel
 	rc.BlockSize = cfg.Fleet.BlockSize
@@ -88,7 +90,7 @@ func newKVRouter(cfg Config, ids []string, now func() time.Time, seed uint64, pr
 	if prefillOnly {
 		rc.OpenRequestTokens = 0
 	}
-	r, err := kvroute.New(context.Background(), rc, kvroute.Options{Now: now, Random: random})
+	r, err := kvroute.New(context.Background(), rc, kvroute.Options{Now: now, Random: random, NewClusterReplica: join})
 	if err != nil {
 		return nil, err
 	}

@@ -10,10 +10,11 @@ import (
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/cluster"
-	"github.com/kvroute/kvroute/internal/clusterseam"
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/kvindex"
 	"github.com/kvroute/kvroute/render"
+	"github.com/kvroute/kvroute/telemetry"
+	"github.com/kvroute/kvroute/tokenload"
 )
 
 // TestReplicaSweepDeterministicAndShaped runs a small sweep twice: the
@@ -72,21 +73,32 @@ func TestSharedStatePropagatesOnVirtualTime(t *testing.T) {
 	store := newVirtualRedis(clock, rtt)
 	eps := []kvroute.Endpoint{{ID: "a:8000"}, {ID: "b:8000"}, {ID: "c:8000"}}
 	var rts []*kvroute.Router
-	var ms []clusterseam.Manual
+	var ms []*cluster.Manual
+	rc := kvroute.DefaultConfig()
+	rc.Model, rc.Events.Enabled, rc.DisableRender = simModel, false, true
+	rc.Index.SweepInterval = -1
 	for g := 0; g < 2; g++ {
-		rc := kvroute.DefaultConfig()
-		rc.Model, rc.Events.Enabled, rc.DisableRender = simModel, false, true
-		rc.Index.SweepInterval = -1
-		r, err := kvroute.New(context.Background(), rc, kvroute.Options{Now: clock})
+		join := func(index *kvindex.Index, load *tokenload.Tracker) (*cluster.Replica, error) {
+			m, err := cluster.NewManual(cluster.Config{Pool: "t", ReplicaID: []string{"g0", "g1"}[g], Lease: time.Second},
+				index, load, store, cluster.Options{Set: telemetry.Set{Clock: virtualClock{now: clock}}})
+			if err != nil {
+				return nil, err
+			}
+			ms = append(ms, m)
+			return m.Replica(), nil
+		}
+		r, err := kvroute.New(context.Background(), rc, kvroute.Options{Now: clock, NewClusterReplica: join})
 		require.NoError(t, err)
 		defer r.Close()
 		require.NoError(t, r.SetEndpoints(eps))
-		m, err := clusterseam.AttachManual(r, cluster.Config{Pool: "t", ReplicaID: []string{"g0", "g1"}[g], Lease: time.Second}, store, clock)
-		require.NoError(t, err)
-		rts, ms = append(rts, r), append(ms, m)
+		rts = append(rts, r)
 	}
-	_, err := clusterseam.AttachManual(rts[0], cluster.Config{Pool: "t"}, store, clock)
-	require.Error(t, err, "a router joins one pool once")
+	rc.Cluster.Addrs = []string{"127.0.0.1:1"}
+	_, err := kvroute.New(context.Background(), rc, kvroute.Options{NewClusterReplica: func(*kvindex.Index, *tokenload.Tracker) (*cluster.Replica, error) {
+		t.Fatal("built a second replica")
+		return nil, nil
+	}})
+	require.Error(t, err, "a router joins one pool: Config.Cluster or Options.NewClusterReplica, not both")
 
 	prompt := make([]uint32, 640)
 	for i := range prompt {

@@ -8,10 +8,12 @@ import (
 	"slices"
 	"time"
 
+	"github.com/kvroute/kvroute/cluster"
 	"github.com/kvroute/kvroute/kvevents"
 	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/kvindex"
 	"github.com/kvroute/kvroute/simengine"
+	"github.com/kvroute/kvroute/tokenload"
 )
 
 // Result is the outcome of one policy on one run.
@@ -162,6 +164,9 @@ func (r *run) setup() error {
 	// Every gateway replica runs its own instance of the policy. (A future
 	// option for several kvroute Router replicas sharing one gateway's
 	// traffic belongs here too: one newPolicy call per replica.)
+	if r.shared, err = r.newSharedPool(); err != nil {
+		return err
+	}
 	for g := 0; g < r.cfg.GatewayReplicas; g++ {
 		rt, err := r.newPolicy(g)
 		if err != nil {
@@ -169,7 +174,7 @@ func (r *run) setup() error {
 		}
 		r.rts = append(r.rts, rt)
 	}
-	if err := r.setupShared(); err != nil {
+	if err := r.startShared(); err != nil {
 		return err
 	}
 	for i := 0; i < f.Engines; i++ {
@@ -207,7 +212,11 @@ func (r *run) newPolicy(g int) (router, error) {
 	}
 	switch r.policy {
 	case KVRoute, KVRoutePrefillOnly:
-		kr, err := newKVRouter(r.cfg, r.ids, clock, seed, r.policy == KVRoutePrefillOnly, r.diag.sharedRandom())
+		var join func(*kvindex.Index, *tokenload.Tracker) (*cluster.Replica, error)
+		if r.shared != nil {
+			join = r.shared.join(g)
+		}
+		kr, err := newKVRouter(r.cfg, r.ids, clock, seed, r.policy == KVRoutePrefillOnly, r.diag.sharedRandom(), join)
 		if err != nil {
 			return nil, err
 		}

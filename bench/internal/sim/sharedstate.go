@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/kvroute/kvroute/cluster"
-	"github.com/kvroute/kvroute/internal/clusterseam"
+	"github.com/kvroute/kvroute/kvindex"
+	"github.com/kvroute/kvroute/telemetry"
+	"github.com/kvroute/kvroute/tokenload"
 )
 
 // SharedState makes a run's kvroute gateway replicas one active-active pool
@@ -98,48 +100,91 @@ func (s SharedState) validate() error {
 type sharedPool struct {
 	cfg     SharedState
 	store   *virtualRedis
-	reps    []clusterseam.Manual
+	clock   telemetry.Clock
+	reps    []*cluster.Manual
 	refresh []time.Time // next refresh tick per replica
 	read    []time.Time // next read tick per replica
 	flush   []time.Time // pending flush per replica; zero: none
 	flushed []time.Time // last flush per replica
 }
 
-// setupShared joins the run's kvroute replicas into one pool when
-// Config.SharedState is set.
-func (r *run) setupShared() error {
+// newSharedPool prepares the pool the run's kvroute replicas join when
+// Config.SharedState is set (nil otherwise); each replica joins it as its
+// Router is built (join), and startShared then starts them.
+func (r *run) newSharedPool() (*sharedPool, error) {
 	if r.cfg.SharedState == nil || (r.policy != KVRoute && r.policy != KVRoutePrefillOnly) {
-		return nil
+		return nil, nil
 	}
 	s := r.cfg.SharedState.withDefaults()
 	if err := s.validate(); err != nil {
-		return err
+		return nil, err
 	}
 	now := func() time.Time { return r.now }
-	p := &sharedPool{cfg: s, store: newVirtualRedis(now, s.RedisRTT)}
-	n := len(r.rts)
-	for g, rt := range r.rts {
-		kr := rt.(*kvrouter)
+	return &sharedPool{cfg: s, store: newVirtualRedis(now, s.RedisRTT), clock: virtualClock{now: now}}, nil
+}
+
+// join returns what builds gateway replica g's cluster replica
+// (kvroute.Options.NewClusterReplica): a manual replica of the pool over
+// the virtual-time store, on the virtual clock.
+func (p *sharedPool) join(g int) func(*kvindex.Index, *tokenload.Tracker) (*cluster.Replica, error) {
+	return func(index *kvindex.Index, load *tokenload.Tracker) (*cluster.Replica, error) {
+		s := p.cfg
 		cc := cluster.Config{Pool: "sim", ReplicaID: fmt.Sprintf("gw-%d", g), Lease: s.Lease,
 			RefreshPeriod: s.RefreshPeriod, ReadPeriod: s.ReadPeriod, PublishInterval: s.PublishInterval,
 			OpTimeout: time.Second}
-		m, err := clusterseam.AttachManual(kr.r, cc, p.store, now)
+		m, err := cluster.NewManual(cc, index, load, p.store, cluster.Options{Set: telemetry.Set{Clock: p.clock}})
 		if err != nil {
-			return err
+			return nil, err
 		}
+		for len(p.reps) <= g {
+			p.reps = append(p.reps, nil)
+		}
+		p.reps[g] = m
+		return m.Replica(), nil
+	}
+}
+
+// startShared starts the run's replicas of the pool once every Router is
+// built.
+func (r *run) startShared() error {
+	p := r.shared
+	if p == nil {
+		return nil
+	}
+	s := p.cfg
+	n := len(r.rts)
+	if len(p.reps) != n {
+		return fmt.Errorf("sim: %d of %d replicas joined the shared state", len(p.reps), n)
+	}
+	for g, m := range p.reps {
 		// As cluster.New does before the Router routes: register (the
 		// first record) and read the peers once.
 		m.Refresh()
 		m.Read()
-		p.reps = append(p.reps, m)
 		// Replicas start at spread phases, as independent processes would.
 		p.refresh = append(p.refresh, r.now.Add(time.Duration(g)*s.RefreshPeriod/time.Duration(n)))
 		p.read = append(p.read, r.now.Add(time.Duration(g)*s.ReadPeriod/time.Duration(n)+s.ReadPeriod/(2*time.Duration(n))))
 		p.flush = append(p.flush, time.Time{})
 		p.flushed = append(p.flushed, time.Time{})
 	}
-	r.shared = p
 	return nil
+}
+
+// virtualClock is the run's virtual time as a telemetry.Clock; what runs on
+// it reads only Now (a manual replica and a Router without events or a
+// sweeper set no timers), so its timers are the wall clock's.
+type virtualClock struct {
+	now func() time.Time
+}
+
+func (c virtualClock) Now() time.Time { return c.now() }
+
+func (virtualClock) NewTimer(d time.Duration) telemetry.Timer { return telemetry.Wall.NewTimer(d) }
+
+func (virtualClock) NewTicker(d time.Duration) telemetry.Ticker { return telemetry.Wall.NewTicker(d) }
+
+func (virtualClock) AfterFunc(d time.Duration, f func()) telemetry.Timer {
+	return telemetry.Wall.AfterFunc(d, f)
 }
 
 // queued notes that replica g may have queued a decision or a load change
@@ -232,7 +277,7 @@ type version struct {
 	expires time.Time // zero: no TTL
 }
 
-var _ clusterseam.Store = (*virtualRedis)(nil)
+var _ cluster.Store = (*virtualRedis)(nil)
 
 func newVirtualRedis(now func() time.Time, rtt time.Duration) *virtualRedis {
 	return &virtualRedis{now: now, rtt: rtt, keys: map[string][]version{}, members: map[string]map[string][]version{}}
@@ -295,13 +340,13 @@ func (s *virtualRedis) Members(_ context.Context, set string) ([]string, error) 
 	return ids, nil
 }
 
-func (s *virtualRedis) Get(_ context.Context, keys []string) ([]clusterseam.Value, error) {
+func (s *virtualRedis) Get(_ context.Context, keys []string) ([]cluster.Value, error) {
 	s.commands++
 	t := s.now().Add(-s.rtt / 2)
-	out := make([]clusterseam.Value, len(keys))
+	out := make([]cluster.Value, len(keys))
 	for i, k := range keys {
 		if v, ok := at(s.keys[k], t); ok {
-			out[i] = clusterseam.Value{Data: v.data, OK: true}
+			out[i] = cluster.Value{Data: v.data, OK: true}
 		}
 	}
 	return out, nil
