@@ -181,17 +181,15 @@ type SpeculativeConfig struct {
 	TTL time.Duration `json:"ttl"`
 }
 
-// kvroute's defaults; block size, event port, topic filter and speculative
-// TTL are those of llm-d's precise prefix-cache routing guide (see the
-// package doc).
+// kvroute's own defaults, those of llm-d's precise prefix-cache routing
+// guide (see the package doc). The block size and the speculative TTL are
+// kvindex's (kvindex.DefaultBlockSize, kvindex.DefaultSpeculativeTTL) and
+// the events and replay ports kvevents' (kvevents.DefaultEventsPort,
+// kvevents.DefaultReplayPort): declared there, passed down from here.
 const (
-	DefaultBlockSize      = 64
-	DefaultEventsPort     = 5556
-	DefaultReplayPort     = 5559
 	DefaultTopicFilter    = "kv@"
 	DefaultConcurrency    = 4
 	DefaultAttemptTimeout = 2 * time.Second
-	DefaultSpeculativeTTL = 2 * time.Second
 	DefaultIdleTimeout    = 60 * time.Second
 )
 
@@ -208,13 +206,13 @@ func DefaultConfig() Config {
 	r := render.DefaultConfig()
 	r.AttemptTimeout = DefaultAttemptTimeout
 	return Config{
-		BlockSize: DefaultBlockSize,
+		BlockSize: kvindex.DefaultBlockSize,
 		Events: EventsConfig{
 			Enabled: true,
 			PoolConfig: kvevents.PoolConfig{
-				EventsPort:  DefaultEventsPort,
+				EventsPort:  kvevents.DefaultEventsPort,
 				Replay:      true,
-				ReplayPort:  DefaultReplayPort,
+				ReplayPort:  kvevents.DefaultReplayPort,
 				TopicFilter: DefaultTopicFilter,
 				Concurrency: DefaultConcurrency,
 				IdleTimeout: DefaultIdleTimeout,
@@ -225,7 +223,7 @@ func DefaultConfig() Config {
 		QueueThresholdTokens: tokenload.DefaultQueueThresholdTokens,
 		LoadWeight:           1,
 		OpenRequestTokens:    tokenload.DefaultOpenRequestTokens,
-		Speculative:          SpeculativeConfig{Enabled: true, TTL: DefaultSpeculativeTTL},
+		Speculative:          SpeculativeConfig{Enabled: true, TTL: kvindex.DefaultSpeculativeTTL},
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/internal/jsonconf"
+	"github.com/kvroute/kvroute/kvevents"
 )
 
 func TestLoadConfigBareNumberDurationsAreErrorsNamingTheKey(t *testing.T) {
@@ -53,7 +54,7 @@ func TestLoadConfigDurationStringsEverywhere(t *testing.T) {
 	require.Equal(t, time.Minute, cfg.Events.IdleTimeout)
 	require.Equal(t, 2*time.Minute, cfg.Events.ReplayClient.Timeout)
 	require.True(t, cfg.Events.Enabled, "events.enabled keeps its default")
-	require.Equal(t, DefaultEventsPort, cfg.Events.EventsPort)
+	require.Equal(t, kvevents.DefaultEventsPort, cfg.Events.EventsPort)
 }
 
 func TestDefaultConfigMarshalsDurationsAsStringsAndRoundTrips(t *testing.T) {

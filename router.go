@@ -131,13 +131,13 @@ func New(ctx context.Context, cfg Config, opts Options) (*Router, error) {
 		return nil, err
 	}
 	if cfg.BlockSize == 0 {
-		cfg.BlockSize = DefaultBlockSize
+		cfg.BlockSize = kvindex.DefaultBlockSize
 	}
 	if cfg.LoadWeight == 0 {
 		cfg.LoadWeight = 1
 	}
 	if cfg.Speculative.TTL == 0 {
-		cfg.Speculative.TTL = DefaultSpeculativeTTL
+		cfg.Speculative.TTL = kvindex.DefaultSpeculativeTTL
 	}
 	log := opts.Logger
 	if log == nil {

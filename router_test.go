@@ -17,6 +17,7 @@ import (
 
 	"github.com/kvroute/kvroute/affinity"
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/kvevents"
 	"github.com/kvroute/kvroute/kvindex"
 	"github.com/kvroute/kvroute/render"
 )
@@ -228,7 +229,7 @@ func TestSpeculativeEntriesKeepBackToBackPrefixTogetherThenExpire(t *testing.T) 
 
 	// After the TTL with no confirmation, the prefix is cold everywhere again
 	// and requests spread by load.
-	clock.Add(DefaultSpeculativeTTL + time.Millisecond)
+	clock.Add(kvindex.DefaultSpeculativeTTL + time.Millisecond)
 	hold := r.load.Dispatch(first.Endpoint.ID, 100_000)
 	defer hold.Done()
 	third := pick(t, r, shared, eps)
@@ -317,7 +318,7 @@ func TestConfigValidationAndStrictDecoding(t *testing.T) {
 	cfg, err := LoadConfig(strings.NewReader(`{"model":"m","events":{"eventsPort":6000},"affinity":{"affinityThreshold":0.6}}`))
 	require.NoError(t, err)
 	require.Equal(t, 6000, cfg.Events.EventsPort)
-	require.Equal(t, DefaultReplayPort, cfg.Events.ReplayPort, "absent keys keep their defaults")
+	require.Equal(t, kvevents.DefaultReplayPort, cfg.Events.ReplayPort, "absent keys keep their defaults")
 	require.Equal(t, 0.6, cfg.Affinity.AffinityThreshold)
 	require.Equal(t, DefaultAttemptTimeout, cfg.Render.AttemptTimeout)
 

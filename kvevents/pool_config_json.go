@@ -19,3 +19,15 @@ func (c *PoolConfig) UnmarshalJSON(data []byte) error {
 func (c PoolConfig) MarshalJSON() ([]byte, error) {
 	return jsonconf.Marshal(poolConfigFields(c))
 }
+
+// The default ports of an endpoint's KV-event sockets, exported so that a
+// configuration composed around a PoolConfig (kvroute.DefaultConfig, the
+// example binaries' flags) shows them without declaring them again.
+const (
+	// DefaultEventsPort is PoolConfig.EventsPort's default: vLLM's KV-event
+	// PUB port.
+	DefaultEventsPort = defaultEventsPort
+	// DefaultReplayPort is PoolConfig.ReplayPort's default: vLLM's replay
+	// ROUTER port.
+	DefaultReplayPort = defaultReplayPort
+)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/kvindex"
 	"github.com/kvroute/kvroute/tokenload"
 )
 
@@ -72,7 +73,7 @@ func (ps plugins) apply(c *kvroute.Config, top map[string]any) error {
 		if p.SpeculativeTTL != nil {
 			ttl := *p.SpeculativeTTL
 			if ttl <= 0 {
-				ttl = kvroute.DefaultSpeculativeTTL
+				ttl = kvindex.DefaultSpeculativeTTL
 			}
 			add(pp+".speculativeTTL", "speculative.ttl", func(c *kvroute.Config) { c.Speculative.TTL = ttl })
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/kvevents"
 	"github.com/kvroute/kvroute/render"
 )
 
@@ -30,8 +31,8 @@ func main() {
 	model := flag.String("model", "sim-model", "base model name the engines serve")
 	list := flag.String("endpoints", "127.0.0.1:8001,127.0.0.2:8002", "the engines' ip:port, comma-separated")
 	listen := flag.String("listen", "127.0.0.1:8080", "address to serve on")
-	eventsPort := flag.Int("events-port", kvroute.DefaultEventsPort, "the engines' KV-event PUB port")
-	replayPort := flag.Int("replay-port", kvroute.DefaultReplayPort, "the engines' KV-event replay port")
+	eventsPort := flag.Int("events-port", kvevents.DefaultEventsPort, "the engines' KV-event PUB port")
+	replayPort := flag.Int("replay-port", kvevents.DefaultReplayPort, "the engines' KV-event replay port")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt) // Ctrl-C stops the gateway

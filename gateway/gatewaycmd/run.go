@@ -18,6 +18,7 @@ import (
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/checkpoint"
 	"github.com/kvroute/kvroute/gateway"
+	"github.com/kvroute/kvroute/kvevents"
 	"github.com/kvroute/kvroute/llmd"
 )
 
@@ -50,8 +51,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&epsFile, "endpoints-file", "", "YAML or JSON file with the endpoints: [{\"id\":\"ip:port\",\"address\":\"http://...\",\"labels\":{...}}]")
 	fs.StringVar(&cfgFile, "config", "", "kvroute router configuration (YAML or JSON), with the gateway's client limits and timeouts under \"gateway\"; flags below override it")
 	fs.StringVar(&model, "model", "", "base model name the engines serve")
-	fs.IntVar(&eventsPort, "events-port", kvroute.DefaultEventsPort, "engines' KV-event PUB port (vLLM kv-events-config endpoint)")
-	fs.IntVar(&replay, "replay-port", kvroute.DefaultReplayPort, "engines' KV-event replay port (replay_endpoint); 0 disables replay")
+	fs.IntVar(&eventsPort, "events-port", kvevents.DefaultEventsPort, "engines' KV-event PUB port (vLLM kv-events-config endpoint)")
+	fs.IntVar(&replay, "replay-port", kvevents.DefaultReplayPort, "engines' KV-event replay port (replay_endpoint); 0 disables replay")
 	fs.StringVar(&policy, "policy", string(gateway.PolicyPrecise), "routing policy: precise or round-robin")
 	fs.Int64Var(&maxBody, "max-body-bytes", gateway.DefaultMaxBodyBytes, "request body limit; larger bodies get 413 (overrides the config's gateway.maxBodyBytes)")
 	fs.BoolVar(&observeCached, "observe-cached-tokens", false, "read the engines' reported cached prompt tokens (vLLM --enable-prompt-tokens-details) from every response and compare them with the router's prediction")
