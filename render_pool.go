@@ -6,6 +6,38 @@ import (
 	"github.com/kvroute/kvroute/render"
 )
 
+// renderSource is where a Router renders the prompts of requests that come
+// without tokens: one of four, held in one place instead of being derived
+// from Config.DisableRender, Config.Render.URL and whether
+// SetRenderEndpoints was called.
+type renderSource uint8
+
+const (
+	// renderFromEndpoints renders on the routed endpoints themselves (fed
+	// by SetEndpoints): the default, without Config.Render.URL.
+	renderFromEndpoints renderSource = iota
+	// renderFromURL renders through one fixed renderer, Config.Render.URL.
+	renderFromURL
+	// renderFromPool renders on a pool of renderers of its own, fed by
+	// SetRenderEndpoints; a router rendering on its endpoints switches to
+	// it at the first call.
+	renderFromPool
+	// renderOff renders nothing (Config.DisableRender): requests without
+	// prompts are routed by load alone.
+	renderOff
+)
+
+// renderSourceOf is the render source a Router starts with.
+func renderSourceOf(cfg Config) renderSource {
+	switch {
+	case cfg.DisableRender:
+		return renderOff
+	case cfg.Render.URL != "":
+		return renderFromURL
+	}
+	return renderFromEndpoints
+}
+
 // ErrFixedRenderURL is returned by SetRenderEndpoints when Config.Render.URL
 // names one fixed renderer, or rendering is disabled.
 var ErrFixedRenderURL = errors.New("kvroute: the router renders through a fixed URL (or not at all); it has no render pool")
@@ -22,9 +54,9 @@ func (r *Router) SetRenderEndpoints(eps []render.Endpoint) error {
 	if r.closed {
 		return errors.New("kvroute: router closed")
 	}
-	if r.render == nil || r.cfg.Render.URL != "" {
+	if r.renderFrom != renderFromEndpoints && r.renderFrom != renderFromPool {
 		return ErrFixedRenderURL
 	}
-	r.renderPool = true
+	r.renderFrom = renderFromPool
 	return r.render.SetEndpoints(eps)
 }

@@ -110,7 +110,7 @@ type Router struct {
 	mu         sync.Mutex
 	endpoints  map[string]Endpoint
 	closed     bool
-	renderPool bool // SetRenderEndpoints was called: render goes to its own pool
+	renderFrom renderSource // where prompts are rendered (render_pool.go); changes only from endpoints to pool
 }
 
 // New builds a Router from cfg: the index, the render client, the affinity
@@ -175,7 +175,8 @@ func New(ctx context.Context, cfg Config, opts Options) (*Router, error) {
 	if err = r.restoreIndex(ctx, cfg, opts); err != nil {
 		return nil, fmt.Errorf("kvroute: snapshot: %w", err)
 	}
-	if !cfg.DisableRender {
+	r.renderFrom = renderSourceOf(cfg)
+	if r.renderFrom != renderOff {
 		rcfg := cfg.Render
 		if rcfg.ModelName == "" {
 			rcfg.ModelName = cfg.Model
@@ -224,7 +225,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Router, error) {
 			return nil, fmt.Errorf("kvroute: events: %w", err)
 		}
 	}
-	r.needsEndpoints = cfg.Events.Enabled || (r.render != nil && cfg.Render.URL == "")
+	r.needsEndpoints = cfg.Events.Enabled || r.renderFrom == renderFromEndpoints
 	if err = r.startCluster(cfg, opts); err != nil {
 		return nil, err
 	}
@@ -281,7 +282,7 @@ func (r *Router) SetEndpoints(eps []Endpoint) error {
 			errs = append(errs, err)
 		}
 	}
-	if r.render != nil && r.cfg.Render.URL == "" && !r.renderPool {
+	if r.renderFrom == renderFromEndpoints {
 		reps := make([]render.Endpoint, 0, len(eps))
 		for _, e := range eps {
 			reps = append(reps, render.Endpoint{ID: e.ID, URL: e.URL()})
