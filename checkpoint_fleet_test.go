@@ -19,6 +19,7 @@ import (
 	"github.com/kvroute/kvroute/kvindex"
 	"github.com/kvroute/kvroute/simengine"
 	"github.com/kvroute/kvroute/simengine/server"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 const (
@@ -125,8 +126,7 @@ func fleetRouter(t *testing.T, engines []*fleetEngine, mutate func(*Config)) (*R
 		mutate(&cfg)
 	}
 	reg := prometheus.NewRegistry()
-	r, err := New(context.Background(), cfg, Options{Registerer: reg,
-		Logger: slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	r, err := New(context.Background(), cfg, Options{Set: telemetry.Set{Registerer: reg, Logger: slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))}})
 	require.NoError(t, err)
 	eps := make([]Endpoint, len(engines))
 	for i, e := range engines {

@@ -17,6 +17,7 @@ import (
 	"github.com/kvroute/kvroute/checkpoint"
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/kvindex"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // These tests cover how a Router wires package checkpoint: the
@@ -55,7 +56,7 @@ func ckptRouter(t *testing.T, path string, reg prometheus.Registerer, mutate fun
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	r, err := New(context.Background(), cfg, Options{Registerer: reg, Logger: testLogger(t)})
+	r, err := New(context.Background(), cfg, Options{Set: telemetry.Set{Registerer: reg, Logger: testLogger(t)}})
 	require.NoError(t, err)
 	return r
 }
@@ -237,7 +238,7 @@ func TestNewCancelledDuringBootstrap(t *testing.T) {
 	done := make(chan result, 1)
 	reg := prometheus.NewRegistry()
 	go func() {
-		r, err := New(ctx, cfg, Options{Registerer: reg, Logger: testLogger(t)})
+		r, err := New(ctx, cfg, Options{Set: telemetry.Set{Registerer: reg, Logger: testLogger(t)}})
 		done <- result{r, err}
 	}()
 	<-arrived

@@ -16,6 +16,7 @@ import (
 	"github.com/kvroute/kvroute/cluster"
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/internal/redistest"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // A new replica whose pool lists, before a healthy replica, one whose
@@ -104,7 +105,7 @@ func TestClusterBootstrapSkipsStalledPeers(t *testing.T) {
 
 	// A new replica joins the pool.
 	reg := prometheus.NewRegistry()
-	b, err := New(context.Background(), bcfg, Options{Registerer: reg})
+	b, err := New(context.Background(), bcfg, Options{Set: telemetry.Set{Registerer: reg}})
 	require.NoError(t, err)
 	defer b.Close()
 	require.Equal(t, want, b.Index().Stats().Memberships, "the new replica starts with the healthy peer's index")

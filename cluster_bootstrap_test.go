@@ -14,6 +14,7 @@ import (
 	"github.com/kvroute/kvroute/cluster"
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/internal/redistest"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // A new replica of an active-active pool, configured with the pool's Redis and
@@ -62,7 +63,7 @@ func TestNewReplicaBootstrapsFromALivePeerOfItsPool(t *testing.T) {
 	}, 20*time.Second, 10*time.Millisecond)
 
 	reg := prometheus.NewRegistry()
-	b, err := New(context.Background(), bcfg, Options{Registerer: reg})
+	b, err := New(context.Background(), bcfg, Options{Set: telemetry.Set{Registerer: reg}})
 	require.NoError(t, err)
 	defer b.Close()
 	require.Equal(t, want, b.Index().Stats().Memberships, "b starts with a's index")

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/render"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // Decisions made without cache information for a reason the router can
@@ -20,7 +21,7 @@ func TestCacheBlindDecisionsAreCountedAndWarnedOncePerInterval(t *testing.T) {
 	logs := &logBuffer{}
 	clock := newFakeClock()
 	r := testRouter(t, func(c *Config) { c.Speculative.Enabled = false },
-		Options{Registerer: reg, Now: clock.Now, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+		Options{Set: telemetry.Set{Registerer: reg, Clock: clock, Logger: slog.New(slog.NewTextHandler(logs, nil))}})
 	require.Equal(t, 1, logs.count("KV events are disabled"), "New warns that events are off")
 	eps := endpoints(2)
 	blind := func(reason string) float64 {
@@ -62,7 +63,7 @@ func TestRenderFailureIsCountedCacheBlind(t *testing.T) {
 	}))
 	defer srv.Close()
 	reg := prometheus.NewRegistry()
-	r := testRouter(t, func(c *Config) { c.DisableRender = false; c.Render.URL = srv.URL }, Options{Registerer: reg})
+	r := testRouter(t, func(c *Config) { c.DisableRender = false; c.Render.URL = srv.URL }, Options{Set: telemetry.Set{Registerer: reg}})
 	d, err := r.Pick(context.Background(), &Request{API: render.APICompletions, Body: []byte(`{"prompt":"x"}`)}, endpoints(2))
 	require.NoError(t, err)
 	require.Error(t, d.RenderErr)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/render"
+	"github.com/kvroute/kvroute/telemetry"
 	"github.com/kvroute/kvroute/tokenload"
 )
 
@@ -21,7 +22,7 @@ func TestLostRequestsStayBoundedAndTheLoopStillObserves(t *testing.T) {
 	const lost = 200_000
 	clock := newFakeClock()
 	reg := prometheus.NewRegistry()
-	r := testRouter(t, func(c *Config) { c.Speculative.Enabled = false }, Options{Registerer: reg, Now: clock.Now})
+	r := testRouter(t, func(c *Config) { c.Speculative.Enabled = false }, Options{Set: telemetry.Set{Registerer: reg, Clock: clock}})
 	eps := endpoints(2)
 	p := prompt(1, 128)
 	req := &Request{Prompts: []render.Prompt{{TokenIDs: p}}}

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/accuracy"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // syncBuffer is a log sink safe for concurrent writes.
@@ -37,7 +38,7 @@ func accRouter(t *testing.T, mutate func(*Config)) (*Router, *prometheus.Registr
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	logs := &syncBuffer{}
-	r := testRouter(t, mutate, Options{Registerer: reg, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	r := testRouter(t, mutate, Options{Set: telemetry.Set{Registerer: reg, Logger: slog.New(slog.NewTextHandler(logs, nil))}})
 	return r, reg, logs
 }
 

@@ -5,6 +5,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 func TestMetricLabelsReachTheirMetricsOnly(t *testing.T) {
@@ -17,7 +19,7 @@ func TestMetricLabelsReachTheirMetricsOnly(t *testing.T) {
 			Affinity:   map[string]string{"plugin_name": "affinity"},
 			Prediction: map[string]string{"plugin_type": "precise-prefix-cache-producer", "plugin_name": "prefix"},
 		}
-	}, Options{Registerer: reg})
+	}, Options{Set: telemetry.Set{Registerer: reg}})
 	d := pick(t, r, prompt(1, 128), endpoints(2))
 	d.Done(DoneInfo{})
 	r.render.Render(t.Context(), nil) // one observation, so the render series exist

@@ -13,6 +13,7 @@ import (
 	"github.com/kvroute/kvroute/kvevents/publish"
 	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/render"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // Two engines publish over real ZeroMQ sockets: one under the router's
@@ -49,7 +50,7 @@ func TestRouterReportsTopicModelMismatchPerEndpoint(t *testing.T) {
 	cfg.DisableRender = true
 	cfg.Speculative.Enabled = false
 	cfg.Events.Replay = false
-	r, err := New(context.Background(), cfg, Options{Registerer: reg, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	r, err := New(context.Background(), cfg, Options{Set: telemetry.Set{Registerer: reg, Logger: slog.New(slog.NewTextHandler(logs, nil))}})
 	require.NoError(t, err)
 	defer r.Close()
 	require.NoError(t, r.SetEndpoints(eps))

@@ -12,6 +12,7 @@ import (
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/kvevents"
 	"github.com/kvroute/kvroute/kvevents/publish"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // TestReadyWaitsForLiveStreamsThenGivesUpOnDeadOnes: one engine publishes
@@ -34,7 +35,7 @@ func TestReadyWaitsForLiveStreamsThenGivesUpOnDeadOnes(t *testing.T) {
 	cfg.Model = testModel
 	cfg.DisableRender = true
 	cfg.Readiness.GiveUpAfter = time.Minute
-	r, err := New(context.Background(), cfg, Options{Logger: testLogger(t), Registerer: reg, Now: clock.Now})
+	r, err := New(context.Background(), cfg, Options{Set: telemetry.Set{Logger: testLogger(t), Registerer: reg, Clock: clock}})
 	require.NoError(t, err)
 	defer r.Close()
 	require.False(t, r.Ready(), "no endpoints set")

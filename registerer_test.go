@@ -14,6 +14,7 @@ import (
 	"github.com/kvroute/kvroute/cluster"
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/internal/redistest"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // familyNames gathers reg and returns the names of its metric families.
@@ -47,7 +48,7 @@ func TestCloseUnregistersMetrics(t *testing.T) {
 	}
 	reg := prometheus.NewRegistry()
 	for round := 1; round <= 2; round++ {
-		r, err := New(context.Background(), cfg, Options{Registerer: reg})
+		r, err := New(context.Background(), cfg, Options{Set: telemetry.Set{Registerer: reg}})
 		require.NoError(t, err, "round %d: New on a registry a closed router used", round)
 		eps := []Endpoint{{ID: "127.0.0.1:1"}}
 		require.NoError(t, r.SetEndpoints(eps))
@@ -78,7 +79,7 @@ func TestCloseUnregistersClusterMetrics(t *testing.T) {
 	cfg.Cluster = cluster.Config{Addrs: []string{rs.Addr}, Pool: "unregister", ReplicaID: "a"}
 	reg := prometheus.NewRegistry()
 	for round := 1; round <= 2; round++ {
-		r, err := New(context.Background(), cfg, Options{Registerer: reg})
+		r, err := New(context.Background(), cfg, Options{Set: telemetry.Set{Registerer: reg}})
 		require.NoError(t, err, "round %d", round)
 		require.NotNil(t, r.Cluster())
 		require.True(t, slices.ContainsFunc(familyNames(t, reg), func(n string) bool { return strings.HasPrefix(n, "kvroute_cluster_") }))

@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kvroute/kvroute/accuracy"
@@ -21,16 +20,27 @@ import (
 	"github.com/kvroute/kvroute/kvevents"
 	"github.com/kvroute/kvroute/kvindex"
 	"github.com/kvroute/kvroute/render"
+	"github.com/kvroute/kvroute/telemetry"
 	"github.com/kvroute/kvroute/tokenload"
 )
 
 // Options are the Router's injected dependencies; the zero value is valid.
 type Options struct {
-	// Registerer receives every metric of the router and its parts; nil
-	// registers nothing.
-	Registerer prometheus.Registerer
-	// Logger receives the router's logs; nil discards them.
-	Logger *slog.Logger
+	// Set is the router's observability, passed on to its parts:
+	//   - Registerer receives every metric of the router and its parts; nil
+	//     registers nothing. Close unregisters what New registered.
+	//   - Logger receives the router's logs; nil discards them.
+	//   - TracerProvider traces every Pick (spans "pick", "keys",
+	//     "index_lookup", "filter", "score", and the render client's
+	//     "render" per attempt) and, when Config.Events.Tracing enables
+	//     them, a sample of the KV-event messages (events_receive,
+	//     events_process, events_decode); nil traces nothing and costs
+	//     nothing.
+	//   - Clock is the clock of the index's speculative entries, the
+	//     request-ID table's TTL, the accuracy loop, the event pool's
+	//     streams and the interval of the cache-blind warnings; nil is the
+	//     wall clock.
+	telemetry.Set
 	// Scorers are added to the token-load score, each clamped to [0, 1] and
 	// weighted.
 	Scorers []WeightedScorer
@@ -47,10 +57,6 @@ type Options struct {
 	// (other ties are broken by hashing, see Selection.Score); nil uses
 	// math/rand/v2. It must be safe for concurrent use.
 	Random func() float64
-	// Now is the clock of the index's speculative entries, the request-ID
-	// table's TTL and the interval of the cache-blind warnings; nil is
-	// time.Now.
-	Now func() time.Time
 	// EventSelector, when set, decides from an endpoint's labels whether its
 	// KV events are subscribed, in place of Config.Events.Selector (setting
 	// both is an error): pass a Kubernetes labels.Selector's Matches to get
@@ -60,12 +66,6 @@ type Options struct {
 	// tried after the configured peers and checkpoint file (see
 	// checkpoint.IndexSource).
 	IndexSources []checkpoint.IndexSource
-	// TracerProvider traces every Pick (spans "pick", "keys", "index_lookup",
-	// "filter", "score", and the render client's "render" per attempt) and,
-	// when Config.Events.Tracing enables them, a sample of the KV-event
-	// messages (events_receive, events_process, events_decode); nil traces
-	// nothing and costs nothing.
-	TracerProvider trace.TracerProvider
 	// NewClusterReplica, when set, builds the router's cluster replica from
 	// its index and load tracker in place of cluster.New over
 	// Config.Cluster (which is then not used): the routing simulation
@@ -143,16 +143,13 @@ func New(ctx context.Context, cfg Config, opts Options) (*Router, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	r := &Router{cfg: cfg, log: log, now: opts.Now, random: opts.Random, endpoints: map[string]Endpoint{}}
+	r := &Router{cfg: cfg, log: log, now: opts.Clk().Now, random: opts.Random, endpoints: map[string]Endpoint{}}
 	if opts.Registerer != nil {
 		r.reg = &ownedRegisterer{reg: opts.Registerer}
 		opts.Registerer = r.reg // every part registers through it, so that Close unregisters them all
 	}
 	if r.random == nil {
 		r.random = rand.Float64
-	}
-	if r.now == nil {
-		r.now = time.Now
 	}
 	if opts.TracerProvider != nil {
 		r.tracer = opts.TracerProvider.Tracer(tracerName)
@@ -167,7 +164,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Router, error) {
 	icfg.BlockSize = cfg.BlockSize
 	icfg.SpeculativeTTL = cfg.Speculative.TTL
 	var err error
-	if r.index, err = kvindex.New(icfg, kvindex.Options{Registerer: opts.Registerer, Now: opts.Now}); err != nil {
+	if r.index, err = kvindex.New(icfg, kvindex.Options{Set: telemetry.Set{Registerer: opts.Registerer, Clock: opts.Clock}}); err != nil {
 		return nil, fmt.Errorf("kvroute: index: %w", err)
 	}
 	// Before the event subscriptions exist: they resume from the restored
@@ -181,19 +178,19 @@ func New(ctx context.Context, cfg Config, opts Options) (*Router, error) {
 		if rcfg.ModelName == "" {
 			rcfg.ModelName = cfg.Model
 		}
-		if r.render, err = render.New(rcfg, render.Options{Registerer: wrap(opts.Registerer, cfg.MetricLabels.Render), Logger: log, TracerProvider: opts.TracerProvider}); err != nil {
+		if r.render, err = render.New(rcfg, render.Options{Set: telemetry.Set{Registerer: wrap(opts.Registerer, cfg.MetricLabels.Render), Logger: log, TracerProvider: opts.TracerProvider}}); err != nil {
 			return nil, fmt.Errorf("kvroute: render: %w", err)
 		}
 	}
-	if r.filter, err = affinity.New(cfg.Affinity, affinity.Options{Registerer: wrap(opts.Registerer, cfg.MetricLabels.Affinity), Logger: log, Random: r.random}); err != nil {
+	if r.filter, err = affinity.New(cfg.Affinity, affinity.Options{Set: telemetry.Set{Registerer: wrap(opts.Registerer, cfg.MetricLabels.Affinity), Logger: log}, Random: r.random}); err != nil {
 		return nil, fmt.Errorf("kvroute: affinity: %w", err)
 	}
 	r.pipe = newPipeline(cfg, opts, r.filter)
-	if r.load, err = tokenload.NewTracker(tokenload.Options{Registerer: opts.Registerer, Logger: log}); err != nil {
+	if r.load, err = tokenload.NewTracker(tokenload.Options{Set: telemetry.Set{Registerer: opts.Registerer, Logger: log}}); err != nil {
 		return nil, fmt.Errorf("kvroute: tokenload: %w", err)
 	}
 	if r.requests, err = tokenload.NewRequestTable(cfg.Requests,
-		tokenload.Options{Registerer: opts.Registerer, Logger: log, Now: opts.Now}); err != nil {
+		tokenload.Options{Set: telemetry.Set{Registerer: opts.Registerer, Logger: log, Clock: opts.Clock}}); err != nil {
 		return nil, fmt.Errorf("kvroute: requests: %w", err)
 	}
 	if r.met, err = newRouterMetrics(opts.Registerer, wrap(opts.Registerer, cfg.MetricLabels.Prediction)); err != nil {
@@ -203,13 +200,13 @@ func New(ctx context.Context, cfg Config, opts Options) (*Router, error) {
 		return nil, err
 	}
 	if cfg.Events.Enabled {
-		if r.events, err = newSubscriptions(cfg, r.index, opts.Registerer, log, r.models.observe, opts.EventSelector, opts.TracerProvider, opts.Now); err != nil {
+		if r.events, err = newSubscriptions(cfg, r.index, opts.Registerer, log, r.models.observe, opts.EventSelector, opts.TracerProvider, opts.Clock); err != nil {
 			return nil, fmt.Errorf("kvroute: events: %w", err)
 		}
 	} else {
 		log.Warn("kvroute: KV events are disabled (Config.Events.Enabled is false): the index holds only speculative entries and what the embedder stores itself; load-only decisions are counted in kvroute_router_cache_blind_total{reason=\"events_disabled\"}")
 	}
-	aopts := accuracy.Options{Registerer: opts.Registerer, Logger: log, Now: r.now}
+	aopts := accuracy.Options{Set: telemetry.Set{Registerer: opts.Registerer, Logger: log, Clock: opts.Clock}}
 	if r.events != nil {
 		aopts.Resync = r.events.eventPool().Resync // used with cfg.Accuracy.Resync
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/kvroute/kvroute/kvevents"
 	"github.com/kvroute/kvroute/kvindex"
 	"github.com/kvroute/kvroute/render"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 const testModel = "test-model"
@@ -29,6 +30,14 @@ type fakeClock struct{ ns atomic.Int64 }
 
 func (c *fakeClock) Now() time.Time      { return time.Unix(0, c.ns.Load()) }
 func (c *fakeClock) Add(d time.Duration) { c.ns.Add(int64(d)) }
+
+// The Router sets no timers on its clock; fakeClock is a telemetry.Clock for
+// its Now.
+func (c *fakeClock) NewTimer(d time.Duration) telemetry.Timer   { return telemetry.Wall.NewTimer(d) }
+func (c *fakeClock) NewTicker(d time.Duration) telemetry.Ticker { return telemetry.Wall.NewTicker(d) }
+func (c *fakeClock) AfterFunc(d time.Duration, f func()) telemetry.Timer {
+	return telemetry.Wall.AfterFunc(d, f)
+}
 func newFakeClock() *fakeClock {
 	c := &fakeClock{}
 	c.ns.Store(time.Unix(1_700_000_000, 0).UnixNano())
@@ -190,7 +199,7 @@ func TestRenderFailureFallsBackToLoadAndIsCounted(t *testing.T) {
 	cfg.Model = testModel
 	cfg.Events.Enabled = false
 	cfg.Render.URL = srv.URL
-	r, err := New(context.Background(), cfg, Options{Registerer: reg})
+	r, err := New(context.Background(), cfg, Options{Set: telemetry.Set{Registerer: reg}})
 	require.NoError(t, err)
 	defer r.Close()
 	eps := endpoints(3)
@@ -212,7 +221,7 @@ func TestRenderFailureFallsBackToLoadAndIsCounted(t *testing.T) {
 
 func TestSpeculativeEntriesKeepBackToBackPrefixTogetherThenExpire(t *testing.T) {
 	clock := newFakeClock()
-	r := testRouter(t, nil, Options{Now: clock.Now})
+	r := testRouter(t, nil, Options{Set: telemetry.Set{Clock: clock}})
 	eps := endpoints(4)
 	shared := prompt(11, 4096)
 
@@ -343,7 +352,7 @@ func TestConfigValidationAndStrictDecoding(t *testing.T) {
 
 func TestRouterMetricsPredictedShare(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	r := testRouter(t, func(c *Config) { c.Speculative.Enabled = false }, Options{Registerer: reg})
+	r := testRouter(t, func(c *Config) { c.Speculative.Enabled = false }, Options{Set: telemetry.Set{Registerer: reg}})
 	eps := endpoints(2)
 	shared := prompt(9, 640)
 	engineStores(t, r.Index(), eps[1].ID, shared, 1)

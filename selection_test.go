@@ -12,6 +12,7 @@ import (
 
 	"github.com/kvroute/kvroute/affinity"
 	"github.com/kvroute/kvroute/render"
+	"github.com/kvroute/kvroute/telemetry"
 	"github.com/kvroute/kvroute/tokenload"
 )
 
@@ -35,8 +36,8 @@ func lockedRand(seed uint64) func() float64 {
 func TestStagedPickMatchesMonolithicPick(t *testing.T) {
 	clockA, clockB := newFakeClock(), newFakeClock()
 	mutate := func(c *Config) { c.Affinity.ExplorationProbability = 0.05 }
-	a := testRouter(t, mutate, Options{Now: clockA.Now, Random: lockedRand(7)})
-	b := testRouter(t, mutate, Options{Now: clockB.Now, Random: lockedRand(7)})
+	a := testRouter(t, mutate, Options{Set: telemetry.Set{Clock: clockA}, Random: lockedRand(7)})
+	b := testRouter(t, mutate, Options{Set: telemetry.Set{Clock: clockB}, Random: lockedRand(7)})
 	eps := endpoints(8)
 	families := make([][]uint32, 6)
 	for f := range families {
@@ -167,7 +168,7 @@ func TestSelectionCommitWithoutFilterOrScore(t *testing.T) {
 
 func TestRequestIDAddressesLoadExactlyOnce(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	r := testRouter(t, func(c *Config) { c.Speculative.Enabled = false }, Options{Registerer: reg})
+	r := testRouter(t, func(c *Config) { c.Speculative.Enabled = false }, Options{Set: telemetry.Set{Registerer: reg}})
 	eps := endpoints(2)
 	load := func(i int) [2]int64 {
 		tok, reqs, _ := r.load.Load(eps[i].ID)

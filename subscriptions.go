@@ -4,7 +4,6 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
@@ -29,9 +28,9 @@ type subscriptions struct {
 
 // newSubscriptions builds the KV-event subscriber pool that feeds ix.
 // Every endpoint's topic model goes to observe (see kvevents.TopicObserver).
-// now, when set (Options.Now), is the pool's clock too, so that the
-// readiness states it records begin on the router's clock.
-func newSubscriptions(cfg Config, ix *kvindex.Index, reg prometheus.Registerer, log *slog.Logger, observe kvevents.TopicObserver, match func(map[string]string) bool, tp trace.TracerProvider, now func() time.Time) (*subscriptions, error) {
+// clock (Options.Clock; nil is the wall clock) is the pool's clock too, so
+// that the readiness states it records begin on the router's clock.
+func newSubscriptions(cfg Config, ix *kvindex.Index, reg prometheus.Registerer, log *slog.Logger, observe kvevents.TopicObserver, match func(map[string]string) bool, tp trace.TracerProvider, clock telemetry.Clock) (*subscriptions, error) {
 	pc := cfg.Events.PoolConfig
 	if pc.Model == "" {
 		pc.Model = cfg.Model
@@ -46,10 +45,6 @@ func newSubscriptions(cfg Config, ix *kvindex.Index, reg prometheus.Registerer, 
 		}
 		match = sel.Matches
 	}
-	var clock telemetry.Clock
-	if now != nil {
-		clock = nowClock{Clock: telemetry.Wall, now: now}
-	}
 	p, err := kvevents.NewPool(pc, ix, kvevents.Options{Registerer: reg, Logger: log, Matcher: match, TracerProvider: tp, Clock: clock})
 	if err != nil {
 		return nil, err
@@ -57,16 +52,6 @@ func newSubscriptions(cfg Config, ix *kvindex.Index, reg prometheus.Registerer, 
 	p.ObserveTopics(observe)
 	return &subscriptions{pool: p, model: cfg.Model, known: map[string]struct{}{}}, nil
 }
-
-// nowClock is a clock that reads the time from now and runs its timers on
-// c, for Options.Now, which gives only the time.
-type nowClock struct {
-	telemetry.Clock
-	now func() time.Time
-}
-
-// Now returns the time of the router's clock.
-func (c nowClock) Now() time.Time { return c.now() }
 
 // setEndpoints subscribes to every endpoint of eps (the pool's selector
 // decides which are actually subscribed) and unsubscribes, clearing their

@@ -16,6 +16,7 @@ import (
 	"github.com/kvroute/kvroute/kvevents/publish"
 	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/render"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // TestRouterFollowsEngineEventsOverZeroMQ runs the whole path: an engine's
@@ -51,7 +52,7 @@ func TestRouterFollowsEngineEventsOverZeroMQ(t *testing.T) {
 	cfg.Speculative.Enabled = false
 	cfg.Events.EventsPort = portOf(t, pub.Endpoint())
 	cfg.Events.ReplayPort = portOf(t, pub.ReplayEndpoint())
-	r, err := New(context.Background(), cfg, Options{Logger: testLogger(t)})
+	r, err := New(context.Background(), cfg, Options{Set: telemetry.Set{Logger: testLogger(t)}})
 	require.NoError(t, err)
 	defer r.Close()
 	eps := []Endpoint{{ID: "127.0.0.2:8000"}, {ID: engineID}, {ID: "127.0.0.3:8000"}}
@@ -116,7 +117,7 @@ func TestRouterEventsSelector(t *testing.T) {
 	cfg.Model = testModel
 	cfg.DisableRender = true
 	cfg.Events.Selector = "role=decode, zone in (a,b)"
-	r, err := New(context.Background(), cfg, Options{Logger: testLogger(t)})
+	r, err := New(context.Background(), cfg, Options{Set: telemetry.Set{Logger: testLogger(t)}})
 	require.NoError(t, err)
 	defer r.Close()
 	require.NoError(t, r.SetEndpoints([]Endpoint{

@@ -14,6 +14,7 @@ import (
 	"github.com/kvroute/kvroute/kvevents"
 	"github.com/kvroute/kvroute/kvevents/publish"
 	"github.com/kvroute/kvroute/kvevents/wire"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // events.tracing in the router's configuration and the router's
@@ -33,7 +34,7 @@ func TestRouterTracesKVEventsWhenConfigured(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	defer func() { require.NoError(t, tp.Shutdown(context.Background())) }()
-	r, err := New(context.Background(), cfg, Options{Logger: testLogger(t), TracerProvider: tp})
+	r, err := New(context.Background(), cfg, Options{Set: telemetry.Set{Logger: testLogger(t), TracerProvider: tp}})
 	require.NoError(t, err)
 	defer r.Close()
 	require.NoError(t, r.SetEndpoints([]Endpoint{{ID: engineID}}))
@@ -64,7 +65,7 @@ func TestRouterTracesKVEventsWhenConfigured(t *testing.T) {
 	r.Close()
 	exp.Reset()
 	cfg.Events.Tracing.Enabled = false
-	r2, err := New(context.Background(), cfg, Options{Logger: testLogger(t), TracerProvider: tp})
+	r2, err := New(context.Background(), cfg, Options{Set: telemetry.Set{Logger: testLogger(t), TracerProvider: tp}})
 	require.NoError(t, err)
 	defer r2.Close()
 	require.NoError(t, r2.SetEndpoints([]Endpoint{{ID: engineID}}))

@@ -7,6 +7,8 @@ import (
 
 	"github.com/kvroute/kvroute/render"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // BenchmarkPickTracing alternates, in the same run, Pick on two identical
@@ -21,7 +23,7 @@ func BenchmarkPickTracing(b *testing.B) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()))
 	b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	off, eps, p := warmRouterWith(b, tokens, n, Options{})
-	on, _, _ := warmRouterWith(b, tokens, n, Options{TracerProvider: tp})
+	on, _, _ := warmRouterWith(b, tokens, n, Options{Set: telemetry.Set{TracerProvider: tp}})
 	req := &Request{Prompts: []render.Prompt{{TokenIDs: p}}}
 	ctx := context.Background()
 	once := func(pick func(context.Context, *Request, []Endpoint) (*Decision, error)) {

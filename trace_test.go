@@ -10,6 +10,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // tracedRouter returns a router tracing into an in-memory exporter.
@@ -18,7 +20,7 @@ func tracedRouter(t *testing.T) (*Router, *tracetest.InMemoryExporter) {
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithSampler(sdktrace.AlwaysSample()))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	return testRouter(t, nil, Options{TracerProvider: tp}), exp
+	return testRouter(t, nil, Options{Set: telemetry.Set{TracerProvider: tp}}), exp
 }
 
 func attrs(s tracetest.SpanStub) map[attribute.Key]attribute.Value {
@@ -109,7 +111,7 @@ func TestPickSpanRecordsCanceledRender(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	defer func() { _ = tp.Shutdown(context.Background()) }()
-	r := testRouter(t, func(c *Config) { c.DisableRender = false; c.Render.URL = "http://127.0.0.1:1" }, Options{TracerProvider: tp})
+	r := testRouter(t, func(c *Config) { c.DisableRender = false; c.Render.URL = "http://127.0.0.1:1" }, Options{Set: telemetry.Set{TracerProvider: tp}})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Nanosecond)
 	defer cancel()
 	<-ctx.Done()

@@ -8,18 +8,18 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // Options are the Loop's injected dependencies; the zero value is valid.
 type Options struct {
-	// Registerer receives the loop's metrics; nil registers nothing.
-	Registerer prometheus.Registerer
-	// Logger receives the persistent-miss warnings and the recoveries; nil
-	// discards them.
-	Logger *slog.Logger
-	// Now is the clock of ResyncInterval; nil is time.Now.
-	Now func() time.Time
+	// Set is the observability bundle (registerer, logger, tracer
+	// provider, clock; see package telemetry):
+	//   Registerer receives the loop's metrics; nil registers nothing.
+	//   Logger receives the persistent-miss warnings and the recoveries; nil
+	//   discards them.
+	//   Clock is the clock of ResyncInterval; nil is the wall clock.
+	telemetry.Set
 	// Resync, when set and Config.Resync is on, is asked to replay an
 	// endpoint's KV events when its predictions start missing persistently
 	// (a kvroute Router passes its event pool's Resync).
@@ -98,13 +98,10 @@ func New(cfg Config, blockSize int, opts Options) (*Loop, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Loop{cfg: cfg.withDefaults(), bs: blockSize, log: opts.Logger, now: opts.Now, met: met,
+	l := &Loop{cfg: cfg.withDefaults(), bs: blockSize, log: opts.Logger, now: opts.Clk().Now, met: met,
 		eps: map[string]*window{}}
 	if l.log == nil {
 		l.log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	if l.now == nil {
-		l.now = time.Now
 	}
 	if l.cfg.Resync {
 		l.resync = opts.Resync

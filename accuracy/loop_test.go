@@ -10,6 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 const (
@@ -39,7 +41,7 @@ func newLoop(t *testing.T, cfg Config, resync func(string) error) (*Loop, *prome
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	logs := &syncBuffer{}
-	l, err := New(cfg, blockSize, Options{Registerer: reg, Logger: slog.New(slog.NewTextHandler(logs, nil)), Resync: resync})
+	l, err := New(cfg, blockSize, Options{Set: telemetry.Set{Registerer: reg, Logger: slog.New(slog.NewTextHandler(logs, nil))}, Resync: resync})
 	require.NoError(t, err)
 	return l, reg, logs
 }
@@ -204,8 +206,8 @@ func TestConfigValidation(t *testing.T) {
 
 func TestRegistrationConflictIsAnError(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	_, err := New(Config{}, blockSize, Options{Registerer: reg})
+	_, err := New(Config{}, blockSize, Options{Set: telemetry.Set{Registerer: reg}})
 	require.NoError(t, err)
-	_, err = New(Config{}, blockSize, Options{Registerer: reg})
+	_, err = New(Config{}, blockSize, Options{Set: telemetry.Set{Registerer: reg}})
 	require.Error(t, err)
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // BenchmarkFilterApply measures one decision over n candidates of a 32-block
@@ -22,7 +24,7 @@ func BenchmarkFilterApply(b *testing.B) {
 			{"load_override", 1_000_000, OutcomeLoadOverride},
 		} {
 			b.Run(fmt.Sprintf("endpoints=%d/%s", n, tc.name), func(b *testing.B) {
-				f, err := New(DefaultConfig(), Options{Registerer: prometheus.NewRegistry()})
+				f, err := New(DefaultConfig(), Options{Set: telemetry.Set{Registerer: prometheus.NewRegistry()}})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 
+	"github.com/kvroute/kvroute/telemetry"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -87,12 +88,13 @@ type Filter struct {
 
 // Options are a Filter's injected dependencies; the zero value is valid.
 type Options struct {
-	// Registerer receives the decision counter
-	// llm_d_epp_prefix_cache_affinity_filter_decisions_total{outcome};
-	// filters sharing a registry share the counter. Nil registers nothing.
-	Registerer prometheus.Registerer
-	// Logger only receives the configuration at construction; nil discards.
-	Logger *slog.Logger
+	// Set is the observability bundle (registerer, logger, tracer
+	// provider, clock; see package telemetry):
+	//   Registerer receives the decision counter
+	//   llm_d_epp_prefix_cache_affinity_filter_decisions_total{outcome};
+	//   filters sharing a registry share the counter. Nil registers nothing.
+	//   Logger only receives the configuration at construction; nil discards.
+	telemetry.Set
 	// Random is the source of the exploration draw: it must return a uniform
 	// value in [0, 1) and be safe for concurrent use. Nil means math/rand/v2's
 	// Float64; tests inject a deterministic source.

@@ -10,6 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 func newFilter(t testing.TB, cfg Config, opts ...Options) *Filter {
@@ -331,7 +333,7 @@ func TestFilterMatchesReferenceOnRandomInputs(t *testing.T) {
 func TestFilterApplyDoesNotAllocate(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.ExplorationProbability = 0.5
-	f, err := New(cfg, Options{Registerer: prometheus.NewRegistry()})
+	f, err := New(cfg, Options{Set: telemetry.Set{Registerer: prometheus.NewRegistry()}})
 	require.NoError(t, err)
 	cands := make([]Candidate, 64)
 	for i := range cands {
@@ -344,12 +346,12 @@ func TestFilterApplyDoesNotAllocate(t *testing.T) {
 
 func TestFilterDecisionMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	f, err := New(DefaultConfig(), Options{Registerer: reg})
+	f, err := New(DefaultConfig(), Options{Set: telemetry.Set{Registerer: reg}})
 	require.NoError(t, err)
 	// A second filter (e.g. a strict one) shares the counter.
 	strictCfg := DefaultConfig()
 	strictCfg.AffinityThreshold = 0.99
-	strict, err := New(strictCfg, Options{Registerer: reg})
+	strict, err := New(strictCfg, Options{Set: telemetry.Set{Registerer: reg}})
 	require.NoError(t, err)
 
 	apply(f, 10, warm(0), cold(0))                                     // sticky

@@ -16,6 +16,7 @@ import (
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/internal/redistest"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // envHelper makes the test binary act as a separate router replica process
@@ -95,7 +96,7 @@ func TestRedisStoppedAndRestartedMidLoad(t *testing.T) {
 	defer srv.Stop()
 	eps := endpoints(3)
 	logs := &logCounter{}
-	a := newRouter(t, srv.Addr, "a", nil, kvroute.Options{Logger: slog.New(logs)})
+	a := newRouter(t, srv.Addr, "a", nil, kvroute.Options{Set: telemetry.Set{Logger: slog.New(logs)}})
 	b := newRouter(t, srv.Addr, "b", nil, kvroute.Options{})
 	defer a.Close()
 	defer b.Close()

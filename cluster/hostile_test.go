@@ -36,7 +36,7 @@ func newHostileTarget(t *testing.T, addr string) hostileTarget {
 	ix, err := kvindex.New(kvindex.Config{SweepInterval: -1}, kvindex.Options{})
 	require.NoError(t, err)
 	t.Cleanup(ix.Close)
-	tr, err := tokenload.NewTracker(tokenload.Options{Registerer: reg})
+	tr, err := tokenload.NewTracker(tokenload.Options{Set: telemetry.Set{Registerer: reg}})
 	require.NoError(t, err)
 	cfg := Config{Addrs: []string{addr}, Pool: "d", ReplicaID: "a", Lease: 3 * time.Hour,
 		RefreshPeriod: time.Hour, ReadPeriod: time.Hour, OpTimeout: 2 * time.Second}

@@ -23,6 +23,7 @@ import (
 	"github.com/kvroute/kvroute/internal/redistest"
 	"github.com/kvroute/kvroute/simengine"
 	"github.com/kvroute/kvroute/simengine/server"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // TestAlertRulesWithPromtool runs promtool's rule checks and unit tests
@@ -116,7 +117,7 @@ func exportedNames(t *testing.T) map[string]bool {
 	cfg.Cluster.Addrs = []string{redis.Addr}
 	cfg.Cluster.Pool = "deploy-test"
 	cfg.Cluster.ReplicaID = "r0"
-	r, err := kvroute.New(context.Background(), cfg, kvroute.Options{Registerer: rec})
+	r, err := kvroute.New(context.Background(), cfg, kvroute.Options{Set: telemetry.Set{Registerer: rec}})
 	require.NoError(t, err)
 	defer r.Close()
 	eps := []kvroute.Endpoint{{ID: id, EventsAddress: eng.KVEventsEndpoint(), ReplayAddress: eng.ReplayEndpoint()}}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/kvindex"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 const testModel = "test-model"
@@ -123,7 +124,7 @@ func newHarness(t *testing.T, n int, cfg Config) *harness {
 	rcfg.Model = testModel
 	rcfg.Events.Enabled = false
 	var err error
-	h.router, err = kvroute.New(context.Background(), rcfg, kvroute.Options{Registerer: h.reg})
+	h.router, err = kvroute.New(context.Background(), rcfg, kvroute.Options{Set: telemetry.Set{Registerer: h.reg}})
 	require.NoError(t, err)
 	require.NoError(t, h.router.SetEndpoints(h.eps))
 	if cfg.Model == "" {

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // Policy selects how a Server picks endpoints.
@@ -113,7 +114,7 @@ func NewServer(ctx context.Context, cfg ServerConfig, opts Options) (*Server, er
 	var picker kvroute.Picker
 	switch cfg.Policy {
 	case "", PolicyPrecise:
-		r, err := kvroute.New(ctx, cfg.Router, kvroute.Options{Registerer: s.registry, Logger: logger, TracerProvider: opts.TracerProvider})
+		r, err := kvroute.New(ctx, cfg.Router, kvroute.Options{Set: telemetry.Set{Registerer: s.registry, Logger: logger, TracerProvider: opts.TracerProvider}})
 		if err != nil {
 			return nil, err
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // The client's traceparent is joined: the gateway's server span is its
@@ -31,7 +32,7 @@ func TestGatewayPropagatesW3CTraceContext(t *testing.T) {
 	rcfg := kvroute.DefaultConfig()
 	rcfg.Model = testModel
 	rcfg.Events.Enabled = false
-	r, err := kvroute.New(context.Background(), rcfg, kvroute.Options{TracerProvider: tp})
+	r, err := kvroute.New(context.Background(), rcfg, kvroute.Options{Set: telemetry.Set{TracerProvider: tp}})
 	require.NoError(t, err)
 	defer r.Close()
 	eps := []kvroute.Endpoint{{ID: u.id}}

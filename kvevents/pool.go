@@ -311,7 +311,7 @@ func (p *Pool) replayClient(id string) *replay.Client {
 			next(e)
 		}
 	}
-	c, err := replay.NewClient(cc, replay.Options{Logger: p.log})
+	c, err := replay.NewClient(cc, replay.Options{Set: telemetry.Set{Logger: p.log}})
 	if err != nil {
 		// cfg.ReplayClient was validated by NewPool; keep running without replay.
 		p.log.Error("Replay client unavailable", "endpoint", id, "err", err)

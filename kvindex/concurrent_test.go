@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/telemetry"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 )
@@ -31,7 +32,7 @@ func recount(ix *Index) (blocks, members, spec int) {
 func TestConcurrentReadersAndWriters(t *testing.T) {
 	defer leakcheck.Check(t)()
 	clk := newFakeClock()
-	ix, err := New(Config{BlockSize: testBS, SweepInterval: time.Millisecond, MaxBlocksPerEndpoint: 40}, Options{Now: clk.Now, Registerer: prometheus.NewRegistry()})
+	ix, err := New(Config{BlockSize: testBS, SweepInterval: time.Millisecond, MaxBlocksPerEndpoint: 40}, Options{Set: telemetry.Set{Registerer: prometheus.NewRegistry(), Clock: clk}})
 	require.NoError(t, err)
 	defer ix.Close()
 

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // Defaults applied by New to zero Config fields.
@@ -69,11 +69,12 @@ type Config struct {
 
 // Options are an Index's injected dependencies; the zero value is valid.
 type Options struct {
-	// Registerer receives the index metrics; nil registers nothing.
-	Registerer prometheus.Registerer
-	// Now is the clock for speculative expiry; nil means time.Now. The
-	// routing simulation passes a virtual clock.
-	Now func() time.Time
+	// Set is the observability bundle (registerer, logger, tracer
+	// provider, clock; see package telemetry):
+	//   Registerer receives the index metrics; nil registers nothing.
+	//   Clock is the clock of speculative expiry; nil is the wall clock.
+	//   The routing simulation passes its virtual clock.
+	telemetry.Set
 }
 
 // withDefaults returns cfg with zero fields replaced by defaults, or an error

@@ -1,32 +1,15 @@
 package kvindex
 
 import (
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/kvroute/kvroute/telemetry"
 	"github.com/stretchr/testify/require"
 )
 
-// fakeClock is a virtual clock for speculative expiry.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{t: time.Unix(1_700_000_000, 0)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+// newFakeClock is a virtual clock for speculative expiry.
+func newFakeClock() *telemetry.Manual { return telemetry.NewManual(time.Unix(1_700_000_000, 0)) }
 
 // testBS is the block size most tests use, small enough to read.
 const testBS = 4

@@ -112,16 +112,13 @@ func New(cfg Config, opts Options) (*Index, error) {
 	if err != nil {
 		return nil, err
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
 	ix := &Index{
 		blockSize:  cfg.BlockSize,
 		maxBlocks:  cfg.MaxBlocksPerEndpoint,
 		maxBytes:   cfg.MaxBytes,
 		specWeight: cfg.SpeculativeWeight,
 		specTTL:    cfg.SpeculativeTTL,
-		now:        opts.Now,
+		now:        opts.Clk().Now,
 		blocks:     newBlockMap(rand.Uint64()),
 		eps:        xsync.NewMapOf[string, *endpoint](),
 		byID:       xsync.NewMapOf[uint32, *endpoint](),

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // TestMatchImplicitArraysAgainstReference compares Match with refMatch
@@ -34,7 +36,7 @@ func TestMatchImplicitArraysAgainstReference(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/seed=%d", tc.name, seed), func(t *testing.T) {
 				rng := rand.New(rand.NewPCG(seed, uint64(tc.holders)))
 				clk := newFakeClock()
-				ix := newTestIndex(t, Config{TierWeights: refWeights, SpeculativeWeight: refSpecWeight}, Options{Now: clk.Now})
+				ix := newTestIndex(t, Config{TierWeights: refWeights, SpeculativeWeight: refSpecWeight}, Options{Set: telemetry.Set{Clock: clk}})
 				nBlocks := 8 + rng.IntN(8)
 				prompt := seq(1, nBlocks*testBS)
 				keys := Keys(nil, prompt, testBS, &KeyParams{Model: "m"})

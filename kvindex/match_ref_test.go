@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // refState is what one endpoint holds of one prompt block in the randomized
@@ -146,7 +148,7 @@ func TestMatchAgainstReference(t *testing.T) {
 			t.Run(fmt.Sprintf("candidates=%d/seed=%d/spread=%v", n, seed, spread), func(t *testing.T) {
 				rng := rand.New(rand.NewPCG(uint64(n), seed))
 				clk := newFakeClock()
-				ix := newTestIndex(t, Config{TierWeights: refWeights, SpeculativeWeight: refSpecWeight}, Options{Now: clk.Now})
+				ix := newTestIndex(t, Config{TierWeights: refWeights, SpeculativeWeight: refSpecWeight}, Options{Set: telemetry.Set{Clock: clk}})
 				nBlocks := 4 + rng.IntN(12)
 				prompt := seq(1, nBlocks*testBS)
 				keys := Keys(nil, prompt, testBS, &KeyParams{Model: "m"})

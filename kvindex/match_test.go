@@ -6,6 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 func TestMatchManyCandidatesAndDuplicates(t *testing.T) {
@@ -117,7 +119,7 @@ func TestMatchCPUTierScoreIsNotTruncated(t *testing.T) {
 }
 
 func TestMatchAllocatesNothingWithMetrics(t *testing.T) {
-	ix := newTestIndex(t, Config{}, Options{Registerer: prometheus.NewRegistry()})
+	ix := newTestIndex(t, Config{}, Options{Set: telemetry.Set{Registerer: prometheus.NewRegistry()}})
 	prompt := seq(1, 32*testBS)
 	var cands []string
 	for c := 0; c < 64; c++ {

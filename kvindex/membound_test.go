@@ -11,6 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // perBlock is the accounted cost of a block stored by one endpoint: its
@@ -38,7 +40,7 @@ func recountBytes(ix *Index) int64 {
 func TestMemoryBoundHoldsUnderAFloodAndSparesOtherEndpoints(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	maxBytes := int64(2000 * perBlock)
-	ix := newTestIndex(t, Config{MaxBytes: maxBytes}, Options{Registerer: reg})
+	ix := newTestIndex(t, Config{MaxBytes: maxBytes}, Options{Set: telemetry.Set{Registerer: reg}})
 	victim := seq(1_000_000, 100*testBS)
 	require.NoError(t, ix.Store("b", storeEv("m", 1, victim)))
 
@@ -147,7 +149,7 @@ func TestMemoryBoundCoversSpeculativeEntries(t *testing.T) {
 // returns to zero when everything is gone: removal, expiry and Clear.
 func TestAccountedBytesReturnToZero(t *testing.T) {
 	clk := newFakeClock()
-	ix := newTestIndex(t, Config{}, Options{Now: clk.Now})
+	ix := newTestIndex(t, Config{}, Options{Set: telemetry.Set{Clock: clk}})
 	prompt := seq(1, 8*testBS)
 	fill := func() {
 		require.NoError(t, ix.Store("a", storeEv("m", 1, prompt)))

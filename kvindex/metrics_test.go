@@ -8,12 +8,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 func TestMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	clk := newFakeClock()
-	ix := newTestIndex(t, Config{MaxBlocksPerEndpoint: 3}, Options{Registerer: reg, Now: clk.Now})
+	ix := newTestIndex(t, Config{MaxBlocksPerEndpoint: 3}, Options{Set: telemetry.Set{Registerer: reg, Clock: clk}})
 	prompt := seq(1, 4*testBS)
 	require.NoError(t, ix.Store("a", storeEv("m", 1, prompt[:2*testBS])))
 	require.NoError(t, ix.Store("b", storeEv("m", 1, prompt))) // 1 capacity eviction
@@ -55,7 +57,7 @@ llm_d_epp_kv_cache_index_lookup_requests_total 2
 	require.Equal(t, 1, testutil.CollectAndCount(reg, "llm_d_epp_kv_cache_index_lookup_latency_seconds"))
 
 	// A second index on the same registry fails cleanly and registers nothing.
-	_, err := New(Config{SweepInterval: -1}, Options{Registerer: reg})
+	_, err := New(Config{SweepInterval: -1}, Options{Set: telemetry.Set{Registerer: reg}})
 	require.Error(t, err)
 	n, err := testutil.GatherAndCount(reg)
 	require.NoError(t, err)

@@ -5,12 +5,13 @@ import (
 	"time"
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/telemetry"
 	"github.com/stretchr/testify/require"
 )
 
 func TestSpeculativeEntriesExpire(t *testing.T) {
 	clk := newFakeClock()
-	ix := newTestIndex(t, Config{SpeculativeWeight: 0.5}, Options{Now: clk.Now})
+	ix := newTestIndex(t, Config{SpeculativeWeight: 0.5}, Options{Set: telemetry.Set{Clock: clk}})
 	prompt := seq(1, 3*testBS)
 	keys := Keys(nil, prompt, testBS, &KeyParams{Model: "m"})
 	ix.Speculate("a", keys, 0) // default TTL 2s
@@ -39,7 +40,7 @@ func TestSpeculativeEntriesExpire(t *testing.T) {
 
 func TestConfirmedStoreSupersedesSpeculation(t *testing.T) {
 	clk := newFakeClock()
-	ix := newTestIndex(t, Config{}, Options{Now: clk.Now})
+	ix := newTestIndex(t, Config{}, Options{Set: telemetry.Set{Clock: clk}})
 	prompt := seq(1, 3*testBS)
 	keys := Keys(nil, prompt, testBS, &KeyParams{Model: "m"})
 	ix.Speculate("a", keys, time.Second)
@@ -64,7 +65,7 @@ func TestConfirmedStoreSupersedesSpeculation(t *testing.T) {
 
 func TestSpeculationExtendsNeverShortens(t *testing.T) {
 	clk := newFakeClock()
-	ix := newTestIndex(t, Config{SpeculativeTTL: 5 * time.Second}, Options{Now: clk.Now})
+	ix := newTestIndex(t, Config{SpeculativeTTL: 5 * time.Second}, Options{Set: telemetry.Set{Clock: clk}})
 	keys := Keys(nil, seq(1, testBS), testBS, &KeyParams{Model: "m"})
 	ix.Speculate("a", keys, 0) // 5s from the config
 	ix.Speculate("a", keys, time.Second)
@@ -82,7 +83,7 @@ func TestSpeculationExtendsNeverShortens(t *testing.T) {
 
 func TestSpeculationCoexistsWithOtherEndpoints(t *testing.T) {
 	clk := newFakeClock()
-	ix := newTestIndex(t, Config{}, Options{Now: clk.Now})
+	ix := newTestIndex(t, Config{}, Options{Set: telemetry.Set{Clock: clk}})
 	prompt := seq(1, 2*testBS)
 	require.NoError(t, ix.Store("b", storeEv("m", 1, prompt)))
 	ix.Speculate("a", Keys(nil, prompt, testBS, &KeyParams{Model: "m"}), time.Second)
@@ -96,7 +97,7 @@ func TestSpeculationCoexistsWithOtherEndpoints(t *testing.T) {
 func TestSweeperRemovesExpiredEntriesAndStops(t *testing.T) {
 	defer leakcheck.Check(t)()
 	clk := newFakeClock()
-	ix, err := New(Config{BlockSize: testBS, SweepInterval: time.Millisecond}, Options{Now: clk.Now})
+	ix, err := New(Config{BlockSize: testBS, SweepInterval: time.Millisecond}, Options{Set: telemetry.Set{Clock: clk}})
 	require.NoError(t, err)
 	ix.Speculate("a", Keys(nil, seq(1, 2*testBS), testBS, &KeyParams{Model: "m"}), time.Second)
 	require.Equal(t, 2, ix.Stats().Speculative)

@@ -14,7 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/kvroute/kvroute/telemetry"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -53,18 +53,18 @@ type Client struct {
 
 // Options are a Client's injected dependencies; the zero value is valid.
 type Options struct {
-	// Registerer receives the render metrics; nil registers nothing.
-	// Collectors already registered by another Client are shared.
-	Registerer prometheus.Registerer
-	// Logger receives failure and mode lines; nil discards them.
-	Logger *slog.Logger
+	// Set is the observability bundle (registerer, logger, tracer
+	// provider, clock; see package telemetry):
+	//   Registerer receives the render metrics; nil registers nothing.
+	//   Collectors already registered by another Client are shared.
+	//   Logger receives failure and mode lines; nil discards them.
+	//   TracerProvider traces every HTTP attempt as a "render" span (endpoint,
+	//   route, attempt, retry, status) under the caller's span; nil traces
+	//   nothing.
+	telemetry.Set
 	// TLSConfig is used for https renderer URLs; nil means the system roots.
 	// HTTP/2 stays disabled either way.
 	TLSConfig *tls.Config
-	// TracerProvider traces every HTTP attempt as a "render" span (endpoint,
-	// route, attempt, retry, status) under the caller's span; nil traces
-	// nothing.
-	TracerProvider trace.TracerProvider
 }
 
 // New builds a Client from cfg (zero durations, sizes and modes take their

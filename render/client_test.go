@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 func asError(t *testing.T, err error) *Error {
@@ -138,7 +139,7 @@ func TestRenderUsesHTTP1(t *testing.T) {
 func TestMetricsSuccessAndBuckets(t *testing.T) {
 	s := newFakeVLLM(t, "a")
 	reg := prometheus.NewRegistry()
-	c, err := New(DefaultConfig(), Options{Registerer: reg})
+	c, err := New(DefaultConfig(), Options{Set: telemetry.Set{Registerer: reg}})
 	require.NoError(t, err)
 	defer c.Close()
 	require.NoError(t, c.SetEndpoints([]Endpoint{{ID: "a", URL: s.URL}}))
@@ -147,7 +148,7 @@ func TestMetricsSuccessAndBuckets(t *testing.T) {
 	require.Equal(t, 1, histCount(t, reg, "success"))
 
 	// A second Client on the same registry shares the collectors.
-	c2, err := New(DefaultConfig(), Options{Registerer: reg})
+	c2, err := New(DefaultConfig(), Options{Set: telemetry.Set{Registerer: reg}})
 	require.NoError(t, err)
 	defer c2.Close()
 	require.NoError(t, c2.SetEndpoints([]Endpoint{{ID: "a", URL: s.URL}}))
@@ -172,7 +173,7 @@ func TestFailureLogIsRateLimited(t *testing.T) {
 	s := newFakeVLLM(t, "a")
 	s.on("/v1/completions/render", status(400))
 	var logs logBuffer
-	c, err := New(DefaultConfig(), Options{Logger: logs.logger()})
+	c, err := New(DefaultConfig(), Options{Set: telemetry.Set{Logger: logs.logger()}})
 	require.NoError(t, err)
 	defer c.Close()
 	require.NoError(t, c.SetEndpoints([]Endpoint{{ID: "a", URL: s.URL}}))
@@ -233,7 +234,7 @@ func TestCloseRejectsCallsAndLeaksNothing(t *testing.T) {
 	defer leakcheck.Check(t)()
 	s := httptest.NewServer(http.HandlerFunc(vllmRender))
 	defer s.Close()
-	c, err := New(DefaultConfig(), Options{Registerer: prometheus.NewRegistry()})
+	c, err := New(DefaultConfig(), Options{Set: telemetry.Set{Registerer: prometheus.NewRegistry()}})
 	require.NoError(t, err)
 	require.NoError(t, c.SetEndpoints([]Endpoint{{ID: "a", URL: s.URL}}))
 	var wg sync.WaitGroup

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kvroute/kvroute/render"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // Example renders a chat request through two vLLM renderers. The httptest
@@ -31,7 +32,7 @@ func Example() {
 	cfg := render.DefaultConfig()
 	cfg.ModelName = "Qwen/Qwen3-8B"
 	cfg.AttemptTimeout = 2 * time.Second // as kvroute.DefaultConfig sets it
-	client, err := render.New(cfg, render.Options{Registerer: prometheus.NewRegistry()})
+	client, err := render.New(cfg, render.Options{Set: telemetry.Set{Registerer: prometheus.NewRegistry()}})
 	if err != nil {
 		panic(err)
 	}

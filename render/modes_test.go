@@ -11,6 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 const (
@@ -89,7 +91,7 @@ func TestAutoModeLegacyForMissingRoute(t *testing.T) {
 			var logs logBuffer
 			cfg := DefaultConfig()
 			cfg.ModelName = "qwen3-8b"
-			c, err := New(cfg, Options{Logger: logs.logger()})
+			c, err := New(cfg, Options{Set: telemetry.Set{Logger: logs.logger()}})
 			require.NoError(t, err)
 			defer c.Close()
 			require.NoError(t, c.SetEndpoints([]Endpoint{{ID: "a", URL: s.URL}}))
@@ -232,7 +234,7 @@ func TestDiscoveryWaitIsCancellable(t *testing.T) {
 		notFound(w)
 	})
 	reg := prometheus.NewRegistry()
-	c, err := New(DefaultConfig(), Options{Registerer: reg})
+	c, err := New(DefaultConfig(), Options{Set: telemetry.Set{Registerer: reg}})
 	require.NoError(t, err)
 	defer c.Close()
 	require.NoError(t, c.SetEndpoints([]Endpoint{{ID: "a", URL: s.URL}}))
@@ -284,7 +286,7 @@ func TestLegacyUntranslatableRequestIsAnError(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	cfg := DefaultConfig()
 	cfg.ResponsesRenderMode = ModeLegacy
-	c, err := New(cfg, Options{Registerer: reg})
+	c, err := New(cfg, Options{Set: telemetry.Set{Registerer: reg}})
 	require.NoError(t, err)
 	defer c.Close()
 	require.NoError(t, c.SetEndpoints([]Endpoint{{ID: "a", URL: s.URL}}))

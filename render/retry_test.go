@@ -13,6 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // Every failure the reference retries, retried exactly once on the other
@@ -90,7 +92,7 @@ func TestRenderDoesNotRetryClientErrors(t *testing.T) {
 			bad, good := newFakeVLLM(t, "a"), newFakeVLLM(t, "b")
 			bad.on("/v1/completions/render", tc.h)
 			reg := prometheus.NewRegistry()
-			c, err := New(DefaultConfig(), Options{Registerer: reg})
+			c, err := New(DefaultConfig(), Options{Set: telemetry.Set{Registerer: reg}})
 			require.NoError(t, err)
 			defer c.Close()
 			require.NoError(t, c.SetEndpoints([]Endpoint{{ID: "a", URL: bad.URL}, {ID: "b", URL: good.URL}}))
@@ -171,7 +173,7 @@ func TestRenderNeverRetriesTwice(t *testing.T) {
 
 func TestRenderNoEndpoints(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	c, err := New(DefaultConfig(), Options{Registerer: reg})
+	c, err := New(DefaultConfig(), Options{Set: telemetry.Set{Registerer: reg}})
 	require.NoError(t, err)
 	defer c.Close()
 	_, err = c.Render(context.Background(), completions("x"))
@@ -252,7 +254,7 @@ func TestBudgetIsSharedByBothAttempts(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	cfg := DefaultConfig()
 	cfg.Timeout = 200 * time.Millisecond
-	c, err := New(cfg, Options{Registerer: reg})
+	c, err := New(cfg, Options{Set: telemetry.Set{Registerer: reg}})
 	require.NoError(t, err)
 	defer c.Close()
 	require.NoError(t, c.SetEndpoints([]Endpoint{{ID: "a", URL: hung.URL}, {ID: "b", URL: good.URL}}))
@@ -327,7 +329,7 @@ func TestCallerCancellationIsNotAFailure(t *testing.T) {
 		<-r.Context().Done()
 	})
 	reg := prometheus.NewRegistry()
-	c, err := New(DefaultConfig(), Options{Registerer: reg})
+	c, err := New(DefaultConfig(), Options{Set: telemetry.Set{Registerer: reg}})
 	require.NoError(t, err)
 	defer c.Close()
 	require.NoError(t, c.SetEndpoints([]Endpoint{{ID: "a", URL: hung.URL}, {ID: "b", URL: good.URL}}))

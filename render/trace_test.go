@@ -9,6 +9,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // A retried render is two "render" spans under the caller's span: the
@@ -19,7 +21,7 @@ func TestRenderSpanPerAttemptWithRetry(t *testing.T) {
 	defer func() { _ = tp.Shutdown(context.Background()) }()
 	bad, good := newFakeVLLM(t, "a"), newFakeVLLM(t, "b")
 	bad.on("/v1/completions/render", status(503))
-	c, err := New(DefaultConfig(), Options{TracerProvider: tp})
+	c, err := New(DefaultConfig(), Options{Set: telemetry.Set{TracerProvider: tp}})
 	require.NoError(t, err)
 	defer c.Close()
 	require.NoError(t, c.SetEndpoints([]Endpoint{{ID: "a", URL: bad.URL}, {ID: "b", URL: good.URL}}))

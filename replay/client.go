@@ -9,7 +9,7 @@ import (
 
 	"github.com/go-zeromq/zmq4"
 	"github.com/kvroute/kvroute/internal/zmqx"
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // Client defaults, the replay limits llm-d's subscriber uses.
@@ -103,13 +103,14 @@ func (c ClientConfig) withDefaults() ClientConfig {
 // Options are the injected dependencies of a Client or a Server; the zero
 // value is valid.
 type Options struct {
-	// Registerer receives a Server's kvroute_replay_server_* metrics; nil
-	// registers none. (A Client has no metrics of its own: count its
-	// failures with ClientConfig.OnAttemptError.)
-	Registerer prometheus.Registerer
-	// Logger receives a Client's go-zeromq messages and attempt failures, and
-	// a Server's connection-level events, at debug level; nil discards.
-	Logger *slog.Logger
+	// Set is the observability bundle (registerer, logger, tracer
+	// provider, clock; see package telemetry):
+	//   Registerer receives a Server's kvroute_replay_server_* metrics; nil
+	//   registers none. (A Client has no metrics of its own: count its
+	//   failures with ClientConfig.OnAttemptError.)
+	//   Logger receives a Client's go-zeromq messages and attempt failures, and
+	//   a Server's connection-level events, at debug level; nil discards.
+	telemetry.Set
 }
 
 // logger returns o.Logger, or a logger that discards.

@@ -10,6 +10,7 @@ import (
 	"github.com/go-zeromq/zmq4"
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/internal/zmqx"
+	"github.com/kvroute/kvroute/telemetry"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
@@ -66,7 +67,7 @@ func TestServerWireVectors(t *testing.T) {
 func TestServerIgnoresAndCountsInvalidRequests(t *testing.T) {
 	defer leakcheck.Check(t)()
 	reg := prometheus.NewRegistry()
-	srv, err := NewServer(ServerConfig{Addr: "127.0.0.1:0"}, filledBuffer(0, 0, 3), Options{Registerer: reg})
+	srv, err := NewServer(ServerConfig{Addr: "127.0.0.1:0"}, filledBuffer(0, 0, 3), Options{Set: telemetry.Set{Registerer: reg}})
 	require.NoError(t, err)
 	defer srv.Close()
 	d := dealer(t, srv.Endpoint())
@@ -100,7 +101,7 @@ kvroute_replay_server_requests_total 1
 `), "kvroute_replay_server_invalid_requests_total", "kvroute_replay_server_requests_total"))
 
 	// A second server on the same registry is a constructor error.
-	_, err = NewServer(ServerConfig{Addr: "127.0.0.1:0"}, NewBuffer(1), Options{Registerer: reg})
+	_, err = NewServer(ServerConfig{Addr: "127.0.0.1:0"}, NewBuffer(1), Options{Set: telemetry.Set{Registerer: reg}})
 	require.Error(t, err)
 }
 

@@ -6,11 +6,13 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 func benchTracker(b *testing.B, endpoints int) (*Tracker, []string) {
 	b.Helper()
-	tr, err := NewTracker(Options{Registerer: prometheus.NewRegistry()})
+	tr, err := NewTracker(Options{Set: telemetry.Set{Registerer: prometheus.NewRegistry()}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -7,11 +7,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 func TestTrackerGauges(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	tr, err := NewTracker(Options{Registerer: reg})
+	tr, err := NewTracker(Options{Set: telemetry.Set{Registerer: reg}})
 	require.NoError(t, err)
 
 	a := tr.Dispatch("10.0.0.1:8000", 6000)
@@ -47,7 +49,7 @@ llm_d_epp_inflight_tokens{endpoint_name="10.0.0.2:8000"} 500
 
 func TestTrackerGaugesInvalidEndpointNameDoesNotPanic(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	tr, err := NewTracker(Options{Registerer: reg})
+	tr, err := NewTracker(Options{Set: telemetry.Set{Registerer: reg}})
 	require.NoError(t, err)
 	tr.Dispatch("bad\xff", 1)
 	_, err = reg.Gather()
@@ -59,9 +61,9 @@ func TestTrackerGaugesInvalidEndpointNameDoesNotPanic(t *testing.T) {
 
 func TestTrackerRegistration(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	_, err := NewTracker(Options{Registerer: reg})
+	_, err := NewTracker(Options{Set: telemetry.Set{Registerer: reg}})
 	require.NoError(t, err)
-	_, err = NewTracker(Options{Registerer: reg})
+	_, err = NewTracker(Options{Set: telemetry.Set{Registerer: reg}})
 	require.Error(t, err, "two trackers cannot export the same series")
 
 	tr, err := NewTracker(Options{})

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kvroute/kvroute/telemetry"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -51,13 +52,13 @@ type RequestTableConfig struct {
 // Options are the injected dependencies of this package's constructors; the
 // zero value is valid.
 type Options struct {
-	// Registerer receives the metrics; nil registers nothing.
-	Registerer prometheus.Registerer
-	// Logger receives evictions and expiries at warn level (once per
-	// interval); nil discards them.
-	Logger *slog.Logger
-	// Now is the clock of the TTL; nil is time.Now.
-	Now func() time.Time
+	// Set is the observability bundle (registerer, logger, tracer
+	// provider, clock; see package telemetry):
+	//   Registerer receives the metrics; nil registers nothing.
+	//   Logger receives evictions and expiries at warn level (once per
+	//   interval); nil discards them.
+	//   Clock is the clock of the TTL; nil is the wall clock.
+	telemetry.Set
 }
 
 // Outcomes counted by a RequestTable in kvroute_tokenload_request_ids_total.
@@ -146,11 +147,8 @@ func NewRequestTable(cfg RequestTableConfig, opts Options) (*RequestTable, error
 	if cfg.TTL == 0 {
 		cfg.TTL = DefaultTrackedRequestTTL
 	}
-	t := &RequestTable{max: cfg.MaxRequests, ttl: cfg.TTL, now: opts.Now, log: opts.Logger,
+	t := &RequestTable{max: cfg.MaxRequests, ttl: cfg.TTL, now: opts.Clk().Now, log: opts.Logger,
 		m: map[string]*tableEntry{}, ids: map[string]prometheus.Counter{}, warned: map[string]time.Time{}}
-	if t.now == nil {
-		t.now = time.Now
-	}
 	if t.log == nil {
 		t.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}

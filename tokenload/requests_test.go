@@ -13,12 +13,21 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 type testClock struct{ ns atomic.Int64 }
 
 func (c *testClock) Now() time.Time      { return time.Unix(0, c.ns.Load()) }
 func (c *testClock) Add(d time.Duration) { c.ns.Add(int64(d)) }
+
+// The table sets no timers; testClock is a telemetry.Clock for its Now.
+func (c *testClock) NewTimer(d time.Duration) telemetry.Timer   { return telemetry.Wall.NewTimer(d) }
+func (c *testClock) NewTicker(d time.Duration) telemetry.Ticker { return telemetry.Wall.NewTicker(d) }
+func (c *testClock) AfterFunc(d time.Duration, f func()) telemetry.Timer {
+	return telemetry.Wall.AfterFunc(d, f)
+}
 
 // syncBuffer is a log sink safe for concurrent writes.
 type syncBuffer struct {
@@ -52,8 +61,7 @@ func newTableFixture(t *testing.T, cfg RequestTableConfig) *tableFixture {
 	f.clock.ns.Store(time.Unix(1_700_000_000, 0).UnixNano())
 	f.tr = newTracker(t)
 	var err error
-	f.tab, err = NewRequestTable(cfg, Options{Registerer: f.reg, Now: f.clock.Now,
-		Logger: slog.New(slog.NewTextHandler(f.logs, nil))})
+	f.tab, err = NewRequestTable(cfg, Options{Set: telemetry.Set{Registerer: f.reg, Logger: slog.New(slog.NewTextHandler(f.logs, nil)), Clock: f.clock}})
 	require.NoError(t, err)
 	return f
 }
@@ -173,9 +181,9 @@ func TestRequestTableConfigErrors(t *testing.T) {
 	_, err = NewRequestTable(RequestTableConfig{TTL: -time.Second}, Options{})
 	require.Error(t, err)
 	reg := prometheus.NewRegistry()
-	_, err = NewRequestTable(RequestTableConfig{}, Options{Registerer: reg})
+	_, err = NewRequestTable(RequestTableConfig{}, Options{Set: telemetry.Set{Registerer: reg}})
 	require.NoError(t, err)
-	_, err = NewRequestTable(RequestTableConfig{}, Options{Registerer: reg})
+	_, err = NewRequestTable(RequestTableConfig{}, Options{Set: telemetry.Set{Registerer: reg}})
 	require.Error(t, err, "two tables in one registry")
 }
 

@@ -44,7 +44,7 @@ type Tracker struct {
 // opts.Registerer receives the gauges llm_d_epp_inflight_tokens and
 // llm_d_epp_inflight_requests (label endpoint_name); registering two trackers
 // in one registry is an error. opts.Logger receives endpoint removals at debug
-// level; nothing is logged per request. opts.Now is not used.
+// level; nothing is logged per request. opts.Clock is not used.
 func NewTracker(opts Options) (*Tracker, error) {
 	reg, logger := opts.Registerer, opts.Logger
 	if logger == nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/simengine"
 	"github.com/kvroute/kvroute/simengine/server"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 const (
@@ -104,13 +105,13 @@ func newHarness(t *testing.T, cfg Config, engines ...engineOpts) *harness {
 	rcfg.Model = testModel
 	rcfg.BlockSize = 16
 	var err error
-	h.router, err = kvroute.New(context.Background(), rcfg, kvroute.Options{Registerer: h.reg})
+	h.router, err = kvroute.New(context.Background(), rcfg, kvroute.Options{Set: telemetry.Set{Registerer: h.reg}})
 	require.NoError(t, err)
 	require.NoError(t, h.router.SetEndpoints(eps))
 	if cfg.Model == "" {
 		cfg.Model = testModel
 	}
-	h.picker, err = New(cfg, h.router, Options{Registerer: h.reg})
+	h.picker, err = New(cfg, h.router, Options{Set: telemetry.Set{Registerer: h.reg}})
 	require.NoError(t, err)
 	h.picker.SetEndpoints(eps)
 	h.picker.SetReady(true)

@@ -8,12 +8,12 @@ import (
 	"sync/atomic"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
-	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // The protocol's default names, which Envoy's configuration must match.
@@ -94,10 +94,11 @@ func (c *Config) setDefaults() error {
 
 // Options are a Server's optional dependencies; the zero value is valid.
 type Options struct {
-	// Registerer receives the picker's metrics; nil registers nothing.
-	Registerer prometheus.Registerer
-	// Logger receives the picker's logs; nil discards them.
-	Logger *slog.Logger
+	// Set is the observability bundle (registerer, logger, tracer
+	// provider, clock; see package telemetry):
+	//   Registerer receives the picker's metrics; nil registers nothing.
+	//   Logger receives the picker's logs; nil discards them.
+	telemetry.Set
 }
 
 // Server is the ext_proc endpoint picker. It is safe for concurrent use:

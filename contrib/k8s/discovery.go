@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // Defaults of Config.
@@ -68,8 +69,10 @@ type Sink func([]kvroute.Endpoint) error
 
 // Options are a Discovery's dependencies.
 type Options struct {
-	// Logger receives discovery's logs; nil discards them.
-	Logger *slog.Logger
+	// Set is the observability bundle (registerer, logger, tracer
+	// provider, clock; see package telemetry):
+	//   Logger receives discovery's logs; nil discards them.
+	telemetry.Set
 }
 
 // Discovery watches pods (and an InferencePool) and feeds the endpoint set

@@ -25,6 +25,7 @@ import (
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/kvevents"
 	"github.com/kvroute/kvroute/render"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 func main() {
@@ -40,7 +41,7 @@ func main() {
 	cfg := kvroute.DefaultConfig() // 64-token blocks, KV events with replay, the affinity filter's defaults
 	cfg.Model = *model
 	cfg.Events.EventsPort, cfg.Events.ReplayPort = *eventsPort, *replayPort
-	router, err := kvroute.New(ctx, cfg, kvroute.Options{Registerer: prometheus.DefaultRegisterer, Logger: slog.Default()})
+	router, err := kvroute.New(ctx, cfg, kvroute.Options{Set: telemetry.Set{Registerer: prometheus.DefaultRegisterer, Logger: slog.Default()}})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/kvroute/kvroute/internal/zmqx"
 	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/replay"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // Defaults of a Publisher.
@@ -73,11 +74,12 @@ func (c Config) Validate() error {
 
 // Options are a Publisher's injected dependencies; the zero value is valid.
 type Options struct {
-	// Registerer receives the kvroute_publisher_* and replay-server metrics;
-	// nil registers none.
-	Registerer prometheus.Registerer
-	// Logger receives connection events at debug level; nil discards.
-	Logger *slog.Logger
+	// Set is the observability bundle (registerer, logger, tracer
+	// provider, clock; see package telemetry):
+	//   Registerer receives the kvroute_publisher_* and replay-server metrics;
+	//   nil registers none.
+	//   Logger receives connection events at debug level; nil discards.
+	telemetry.Set
 }
 
 // Stats counts what a Publisher did.
@@ -159,7 +161,7 @@ func New(cfg Config, opts Options) (*Publisher, error) {
 		srv, err := replay.NewServer(replay.ServerConfig{
 			Addr: cfg.ReplayAddr, Layout: cfg.ReplayLayout, HandshakeTimeout: cfg.HandshakeTimeout,
 			SendHWM: cfg.ReplaySendHWM,
-		}, p.buf, replay.Options{Registerer: opts.Registerer, Logger: lg})
+		}, p.buf, replay.Options{Set: telemetry.Set{Registerer: opts.Registerer, Logger: lg}})
 		if err != nil {
 			return nil, err
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/internal/zmqx"
 	"github.com/kvroute/kvroute/replay"
+	"github.com/kvroute/kvroute/telemetry"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 )
@@ -138,7 +139,7 @@ func TestPublisherSubscribeCommandsAndCancel(t *testing.T) {
 func TestPublisherBoundsMemoryWithStuckSubscriber(t *testing.T) {
 	defer leakcheck.Check(t)()
 	reg := prometheus.NewRegistry()
-	p := newTestPublisher(t, Config{Topic: "kv@a@m", SendQueue: 16, WriteTimeout: 300 * time.Millisecond}, Options{Registerer: reg})
+	p := newTestPublisher(t, Config{Topic: "kv@a@m", SendQueue: 16, WriteTimeout: 300 * time.Millisecond}, Options{Set: telemetry.Set{Registerer: reg}})
 	defer p.Close()
 	// A subscriber that completes the handshake, subscribes, and never reads.
 	stuck := zmqx.NewSub(context.Background(), zmqx.Options{}, nil)
@@ -254,12 +255,12 @@ func TestConfig(t *testing.T) {
 	require.Error(t, err)
 
 	reg := prometheus.NewRegistry()
-	p := newTestPublisher(t, Config{}, Options{Registerer: reg})
+	p := newTestPublisher(t, Config{}, Options{Set: telemetry.Set{Registerer: reg}})
 	defer p.Close()
 	require.Empty(t, p.Topic(), "vLLM's default topic")
 	require.Empty(t, p.ReplayEndpoint())
 	require.True(t, strings.HasPrefix(p.Endpoint(), "tcp://127.0.0.1:"))
-	_, err = New(Config{Addr: "127.0.0.1:0"}, Options{Registerer: reg})
+	_, err = New(Config{Addr: "127.0.0.1:0"}, Options{Set: telemetry.Set{Registerer: reg}})
 	require.Error(t, err, "duplicate metrics")
 }
 

@@ -2,15 +2,13 @@ package publish
 
 import (
 	"fmt"
-	"log/slog"
 	"sync"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kvroute/kvroute/internal/zmqpub"
 	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/replay"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // Defaults of a Publisher.
@@ -96,12 +94,13 @@ func (c Config) Validate() error {
 // Options are the injected dependencies of a Publisher; the zero value is
 // valid.
 type Options struct {
-	// Registerer receives kvroute_publisher_batches_total,
-	// kvroute_publisher_dropped_total, kvroute_publisher_subscribers and the
-	// replay server's metrics; nil registers none.
-	Registerer prometheus.Registerer
-	// Logger receives connection events at debug level; nil discards.
-	Logger *slog.Logger
+	// Set is the observability bundle (registerer, logger, tracer
+	// provider, clock; see package telemetry):
+	//   Registerer receives kvroute_publisher_batches_total,
+	//   kvroute_publisher_dropped_total, kvroute_publisher_subscribers and the
+	//   replay server's metrics; nil registers none.
+	//   Logger receives connection events at debug level; nil discards.
+	telemetry.Set
 }
 
 // Stats counts what a Publisher did.
@@ -142,7 +141,7 @@ func New(cfg Config, opts Options) (*Publisher, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	core, err := zmqpub.New(cfg.core(), zmqpub.Options{Registerer: opts.Registerer, Logger: opts.Logger})
+	core, err := zmqpub.New(cfg.core(), zmqpub.Options{Set: telemetry.Set{Registerer: opts.Registerer, Logger: opts.Logger}})
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/internal/zmqx"
 	"github.com/kvroute/kvroute/kvevents/wire"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 func newTestPublisher(t testing.TB, cfg Config, opts ...Options) *Publisher {
@@ -89,7 +90,7 @@ func TestConfigValidationJSONAndMetrics(t *testing.T) {
 	require.Contains(t, string(out), `"handshakeTimeout":"1s"`)
 
 	reg := prometheus.NewRegistry()
-	p := newTestPublisher(t, Config{}, Options{Registerer: reg})
+	p := newTestPublisher(t, Config{}, Options{Set: telemetry.Set{Registerer: reg}})
 	defer p.Close()
 	require.Empty(t, p.Topic(), "vLLM's default topic")
 	require.Empty(t, p.ReplayEndpoint())
@@ -101,6 +102,6 @@ func TestConfigValidationJSONAndMetrics(t *testing.T) {
 	n, err := testutil.GatherAndCount(reg, "kvroute_publisher_batches_total", "kvroute_publisher_dropped_total", "kvroute_publisher_subscribers")
 	require.NoError(t, err)
 	require.Equal(t, 3, n)
-	_, err = New(Config{Addr: "127.0.0.1:0"}, Options{Registerer: reg})
+	_, err = New(Config{Addr: "127.0.0.1:0"}, Options{Set: telemetry.Set{Registerer: reg}})
 	require.Error(t, err, "duplicate metrics")
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/kvroute/kvroute/kvevents/publish"
 	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/simengine"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // Defaults of KVEventsConfig, as vLLM's KVEventsConfig.
@@ -146,7 +147,7 @@ func NewEventPublisher(c KVEventsConfig, f wire.Format, opts Options) (*EventPub
 		// and drops the replies a slow client has not taken beyond it.
 		pc.ReplaySendHWM = vllmReplaySendHWM
 	}
-	pub, err := publish.New(pc, publish.Options{Registerer: reg, Logger: lg})
+	pub, err := publish.New(pc, publish.Options{Set: telemetry.Set{Registerer: reg, Logger: lg}})
 	if err != nil {
 		return nil, err
 	}

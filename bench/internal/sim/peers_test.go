@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/kvindex"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // TestDynamoCost checks Dynamo's cost formula term by term with its
@@ -65,7 +66,7 @@ func TestDynamoPredictedOverlap(t *testing.T) {
 	now := time.Unix(1000, 0)
 	clock := func() time.Time { return now }
 	ids := endpointIDs(4)
-	ix, err := kvindex.New(kvindex.Config{BlockSize: 64, SweepInterval: -1}, kvindex.Options{Now: clock})
+	ix, err := kvindex.New(kvindex.Config{BlockSize: 64, SweepInterval: -1}, kvindex.Options{Set: telemetry.Set{Clock: virtualClock{now: clock}}})
 	require.NoError(t, err)
 	d := newDynamo(cfg, ids, ix, clock, 1)
 	defer d.close()

@@ -11,6 +11,7 @@ import (
 	"github.com/kvroute/kvroute/cluster"
 	"github.com/kvroute/kvroute/kvindex"
 	"github.com/kvroute/kvroute/render"
+	"github.com/kvroute/kvroute/telemetry"
 	"github.com/kvroute/kvroute/tokenload"
 )
 
@@ -90,7 +91,7 @@ func newKVRouter(cfg Config, ids []string, now func() time.Time, seed uint64, pr
 	if prefillOnly {
 		rc.OpenRequestTokens = 0
 	}
-	r, err := kvroute.New(context.Background(), rc, kvroute.Options{Now: now, Random: random, NewClusterReplica: join})
+	r, err := kvroute.New(context.Background(), rc, kvroute.Options{Set: telemetry.Set{Clock: virtualClock{now: now}}, Random: random, NewClusterReplica: join})
 	if err != nil {
 		return nil, err
 	}

@@ -87,7 +87,7 @@ func TestSharedStatePropagatesOnVirtualTime(t *testing.T) {
 			ms = append(ms, m)
 			return m.Replica(), nil
 		}
-		r, err := kvroute.New(context.Background(), rc, kvroute.Options{Now: clock, NewClusterReplica: join})
+		r, err := kvroute.New(context.Background(), rc, kvroute.Options{Set: telemetry.Set{Clock: virtualClock{now: clock}}, NewClusterReplica: join})
 		require.NoError(t, err)
 		defer r.Close()
 		require.NoError(t, r.SetEndpoints(eps))

@@ -13,6 +13,7 @@ import (
 	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/kvindex"
 	"github.com/kvroute/kvroute/simengine"
+	"github.com/kvroute/kvroute/telemetry"
 	"github.com/kvroute/kvroute/tokenload"
 )
 
@@ -226,7 +227,7 @@ func (r *run) newPolicy(g int) (router, error) {
 		}
 		return kr, nil
 	case Dynamo, SGLangEvents, LMetric:
-		ix, err := kvindex.New(kvindex.Config{BlockSize: r.cfg.Fleet.BlockSize, SweepInterval: -1}, kvindex.Options{Now: clock})
+		ix, err := kvindex.New(kvindex.Config{BlockSize: r.cfg.Fleet.BlockSize, SweepInterval: -1}, kvindex.Options{Set: telemetry.Set{Clock: virtualClock{now: clock}}})
 		if err != nil {
 			return nil, err
 		}

@@ -59,6 +59,7 @@ import (
 	"github.com/kvroute/kvroute/contrib/k8s"
 	"github.com/kvroute/kvroute/llmd"
 	"github.com/kvroute/kvroute/render"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 func main() {
@@ -171,7 +172,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	ropts := kvroute.Options{Registerer: reg, Logger: log}
+	ropts := kvroute.Options{Set: telemetry.Set{Registerer: reg, Logger: log}}
 	if f.eventSelector != "" {
 		sel, err := labels.Parse(f.eventSelector)
 		if err != nil {
@@ -185,7 +186,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer router.Close()
 	picker, err := extproc.New(extproc.Config{Model: cfg.Model, MaxBodyBytes: f.maxBodyBytes}, router,
-		extproc.Options{Registerer: reg, Logger: log})
+		extproc.Options{Set: telemetry.Set{Registerer: reg, Logger: log}})
 	if err != nil {
 		return err
 	}
@@ -210,7 +211,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			if f.poolGroup == k8s.PoolV1Alpha2.Group {
 				version = "v1alpha2"
 			}
-			d, err := k8s.New(k8s.Config{Namespace: f.poolNamespace, Pool: f.poolName, PoolVersion: version}, kube, dyn, sink, k8s.Options{Logger: log})
+			d, err := k8s.New(k8s.Config{Namespace: f.poolNamespace, Pool: f.poolName, PoolVersion: version}, kube, dyn, sink, k8s.Options{Set: telemetry.Set{Logger: log}})
 			if err != nil {
 				return err
 			}
@@ -225,7 +226,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				return router.SetRenderEndpoints(reps)
 			}
 			d, err := k8s.New(k8s.Config{Namespace: f.poolNamespace, Selector: f.renderSelector, TargetPorts: []int32{int32(f.renderPort)}},
-				kube, dyn, renderSink, k8s.Options{Logger: log})
+				kube, dyn, renderSink, k8s.Options{Set: telemetry.Set{Logger: log}})
 			if err != nil {
 				return err
 			}
