@@ -1,0 +1,93 @@
+package kvroute
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// exportedBudget is the most exported identifiers each package may have:
+// the root holds the routing pipeline and kvevents the applier, pool and
+// stream; anything else belongs in a package of its own.
+var exportedBudget = map[string]int{
+	".":        70,
+	"kvevents": 60,
+}
+
+// exportedCount counts the exported identifiers of the package in dir (its
+// non-test files): package-level types, functions, constants and variables,
+// and the exported methods of exported types. Exported methods of
+// unexported types are not part of the package's API and are not counted.
+func exportedCount(t *testing.T, dir string) int {
+	t.Helper()
+	fset := token.NewFileSet()
+	pkgs, err := parser.ParseDir(fset, dir, func(fi fs.FileInfo) bool {
+		return !strings.HasSuffix(fi.Name(), "_test.go")
+	}, 0)
+	require.NoError(t, err)
+	require.Len(t, pkgs, 1, "one package in %s", dir)
+	n := 0
+	for _, p := range pkgs {
+		for _, f := range p.Files {
+			for _, d := range f.Decls {
+				switch d := d.(type) {
+				case *ast.FuncDecl:
+					if d.Name.IsExported() && (d.Recv == nil || receiverExported(d.Recv)) {
+						n++
+					}
+				case *ast.GenDecl:
+					for _, s := range d.Specs {
+						switch s := s.(type) {
+						case *ast.TypeSpec:
+							if s.Name.IsExported() {
+								n++
+							}
+						case *ast.ValueSpec:
+							for _, id := range s.Names {
+								if id.IsExported() {
+									n++
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	return n
+}
+
+// receiverExported reports whether a method's receiver type is exported.
+func receiverExported(fl *ast.FieldList) bool {
+	t := fl.List[0].Type
+	for {
+		switch x := t.(type) {
+		case *ast.StarExpr:
+			t = x.X
+		case *ast.IndexExpr:
+			t = x.X
+		case *ast.IndexListExpr:
+			t = x.X
+		case *ast.Ident:
+			return x.IsExported()
+		default:
+			return true
+		}
+	}
+}
+
+// TestExportedIdentifierBudget keeps the root package the pipeline and
+// kvevents the event stream: each stays within its budget of exported
+// identifiers (go test -v -run ExportedIdentifierBudget prints the counts).
+func TestExportedIdentifierBudget(t *testing.T) {
+	for dir, budget := range exportedBudget {
+		n := exportedCount(t, dir)
+		t.Logf("%s: %d exported identifiers (budget %d)", dir, n, budget)
+		require.LessOrEqual(t, n, budget, "package %s exports too much; give the new job a package of its own", dir)
+	}
+}
