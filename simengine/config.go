@@ -33,7 +33,12 @@ type Config struct {
 	// MaxNumBatchedTokens is the token budget of one scheduler step; prefills
 	// longer than the remaining budget are chunked (--max-num-batched-tokens).
 	MaxNumBatchedTokens int `json:"maxNumBatchedTokens"`
-	// MaxNumSeqs caps the number of running requests (--max-num-seqs).
+	// MaxNumSeqs caps the number of running requests (--max-num-seqs), as
+	// vLLM's scheduler does: at most MaxNumSeqs requests are in the running
+	// queue (prefilling or decoding); the rest wait in FCFS order, and one
+	// leaves the waiting queue only when a running one finishes, is aborted
+	// or is preempted. Zero means DefaultMaxNumSeqs, 256, vLLM's default for
+	// the OpenAI server on GPUs under 70 GiB (1024 above).
 	MaxNumSeqs int `json:"maxNumSeqs"`
 	// PrefillTokensPerSecond is the compute speed: every token scheduled in a
 	// step (prefill chunk or decode token) costs 1/PrefillTokensPerSecond.

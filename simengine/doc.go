@@ -19,10 +19,17 @@
 //     one batch per scheduler step that produced events.
 //   - Counters (Stats, and vllm:* metrics through Options.Registerer):
 //     prefix_cache_queries counts prompt tokens per admitted request,
-//     prefix_cache_hits the cached tokens, capped at floor((n-1)/bs)*bs.
-//   - Scheduler: FCFS, chunked prefill within MaxNumBatchedTokens per step, one
-//     decode token per running request per step, recompute preemption when
-//     blocks run out. A step lasts (DecodeStep + tokens/PrefillTokensPerSecond) ×
+//     prefix_cache_hits the cached tokens, capped at floor((n-1)/bs)*bs. The
+//     gauges a router reads for saturation mean what vLLM's do:
+//     vllm:num_requests_running and vllm:num_requests_waiting are the lengths
+//     of the two queues (vllm:num_requests_waiting_by_reason splits the
+//     waiting ones, all "capacity" here), vllm:kv_cache_usage_perc is the
+//     fraction of blocks held by running requests.
+//   - Scheduler: FCFS, at most MaxNumSeqs running requests (vLLM's
+//     --max-num-seqs; the others wait in arrival order, and a waiting request
+//     is aborted out of the queue at once), chunked prefill within
+//     MaxNumBatchedTokens per step, one decode token per running request per
+//     step, recompute preemption when blocks run out. A step lasts (DecodeStep + tokens/PrefillTokensPerSecond) ×
 //     TimeScale, so time to first token grows with uncached tokens and queueing.
 //
 // Clocks: New returns an engine on a virtual clock that only moves through

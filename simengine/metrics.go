@@ -5,11 +5,17 @@ import "github.com/prometheus/client_golang/prometheus"
 // collector exports Stats under vLLM's metric names at scrape time, so the
 // scheduler never touches a metric on its hot path and the counters equal
 // exactly what the cache did. Labels follow vLLM v1: model_name and engine.
+// The scheduler gauges mean what vLLM's do: num_requests_running counts the
+// requests in the running queue (at most MaxNumSeqs, prefilling or
+// decoding), num_requests_waiting those in the waiting queue (new, or
+// preempted back to it), and kv_cache_usage_perc is 1 - free/total blocks,
+// where a block held by no running request is free even while it still
+// holds a cached prefix (vLLM's BlockPool.get_usage).
 type collector struct {
 	e                                        *Engine
 	hits, queries, success, prompt, gen, pre *prometheus.Desc
 	running, waiting, usage, rejected        *prometheus.Desc
-	aborted                                  *prometheus.Desc
+	aborted, waitingByReason                 *prometheus.Desc
 }
 
 func newCollector(e *Engine) *collector {
@@ -18,15 +24,18 @@ func newCollector(e *Engine) *collector {
 		return prometheus.NewDesc(name, help, append(extra, l...), nil)
 	}
 	return &collector{
-		e:        e,
-		hits:     d("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens."),
-		queries:  d("vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens."),
-		success:  d("vllm:request_success_total", "Count of successfully processed requests.", "finished_reason"),
-		prompt:   d("vllm:prompt_tokens_total", "Number of prefill tokens processed."),
-		gen:      d("vllm:generation_tokens_total", "Number of generation tokens processed."),
-		pre:      d("vllm:num_preemptions_total", "Cumulative number of preemptions from the engine."),
-		running:  d("vllm:num_requests_running", "Number of requests in model execution batches."),
-		waiting:  d("vllm:num_requests_waiting", "Number of requests waiting to be processed."),
+		e:       e,
+		hits:    d("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens."),
+		queries: d("vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens."),
+		success: d("vllm:request_success_total", "Count of successfully processed requests.", "finished_reason"),
+		prompt:  d("vllm:prompt_tokens_total", "Number of prefill tokens processed."),
+		gen:     d("vllm:generation_tokens_total", "Number of generation tokens processed."),
+		pre:     d("vllm:num_preemptions_total", "Cumulative number of preemptions from the engine."),
+		running: d("vllm:num_requests_running", "Number of requests in model execution batches."),
+		waiting: d("vllm:num_requests_waiting", "Number of requests waiting to be processed."),
+		waitingByReason: d("vllm:num_requests_waiting_by_reason", "Number of waiting requests by reason. "+
+			"Reason labels: 'capacity' = waiting for scheduling capacity; 'deferred' = deferred by transient constraints "+
+			"(LoRA budget, KV transfer, blocked status). Sum of all reasons equals vllm:num_requests_waiting.", "reason"),
 		usage:    d("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage."),
 		aborted:  d("simengine_requests_aborted_total", "Requests aborted by the client or by shutdown (not counted as success)."),
 		rejected: d("simengine_rejected_requests_total", "Requests the simulated engine rejected as invalid (empty, too long, bad max_tokens)."),
@@ -36,7 +45,7 @@ func newCollector(e *Engine) *collector {
 // Describe implements prometheus.Collector.
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.hits, c.queries, c.success, c.prompt, c.gen, c.pre,
-		c.running, c.waiting, c.usage, c.rejected, c.aborted} {
+		c.running, c.waiting, c.waitingByReason, c.usage, c.rejected, c.aborted} {
 		ch <- d
 	}
 }
@@ -60,6 +69,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	emit(c.pre, prometheus.CounterValue, float64(s.Preemptions))
 	emit(c.running, prometheus.GaugeValue, float64(s.Running))
 	emit(c.waiting, prometheus.GaugeValue, float64(s.Waiting))
+	// Every waiting request here waits for capacity (a running slot under
+	// MaxNumSeqs, token budget or KV blocks); the model defers nothing.
+	emit(c.waitingByReason, prometheus.GaugeValue, float64(s.Waiting), "capacity")
+	emit(c.waitingByReason, prometheus.GaugeValue, 0, "deferred")
 	emit(c.usage, prometheus.GaugeValue, 1-float64(s.FreeBlocks)/float64(s.NumBlocks))
 	emit(c.rejected, prometheus.CounterValue, float64(s.RequestRejected))
 }
