@@ -1,0 +1,33 @@
+// Package enginemetrics reads model servers' own saturation signals: a
+// Scraper scrapes each endpoint's Prometheus metrics (vLLM's /metrics) on an
+// interval and keeps, per endpoint, the latest waiting and running request
+// counts and KV-cache usage — vLLM's gauges vllm:num_requests_waiting,
+// vllm:num_requests_running and vllm:kv_cache_usage_perc (read as
+// vllm:gpu_cache_usage_perc from servers older than vLLM 0.9).
+//
+// kvroute's own accounting knows what kvroute sent an engine; the engine
+// knows what it is actually doing, including traffic from other routers and
+// requests kvroute has lost track of. Scraper.Saturation turns the signal
+// into the answer an admission stage needs — saturated when the waiting
+// queue or the KV-cache usage reaches its threshold — and says when it does
+// not know: never scraped, last scrape failed, or older than the staleness
+// limit. A stale signal never counts as idle; the caller falls back to its
+// own accounting. Saturation and Signal read an atomic snapshot, so they
+// cost no lock and no allocation on the request path.
+//
+// Bounds: one scrape per endpoint at a time, at most Config.Concurrency in
+// flight, each cut at Config.Timeout (on the Options' clock, so tests drive
+// the interval, the timeouts and the staleness with telemetry.Manual) and
+// Config.MaxBodyBytes. Only the lines of the gauges above are parsed, with
+// prometheus/common/expfmt's text parser (OpenMetrics 1.0 gauges read the
+// same). Every failure is counted in
+// kvroute_engine_metrics_scrape_failures_total by reason (connection,
+// timeout, http_status, too_large, parse, missing_metric, bad_value); the
+// endpoint label is the endpoint's configured ID, never a value from a
+// response, and an endpoint's series leave with it.
+//
+// A server with data-parallel engines exposes one series per engine (label
+// engine="0", "1", …): an endpoint reads the series of its Rank, or all of
+// them combined (queues summed, the highest KV-cache usage) when no series
+// carries its rank.
+package enginemetrics

@@ -1,0 +1,239 @@
+package enginemetrics
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/telemetry"
+)
+
+// Signal is one engine's state as its last successful scrape reported it.
+type Signal struct {
+	// Waiting is vllm:num_requests_waiting: requests queued in the engine,
+	// not yet running (new, or preempted back to the queue).
+	Waiting int
+	// Running is vllm:num_requests_running: requests in the engine's running
+	// batch (at most its --max-num-seqs).
+	Running int
+	// KVCacheUsage is vllm:kv_cache_usage_perc, 0 to 1: the share of KV
+	// blocks held by running requests.
+	KVCacheUsage float64
+	// Scraped is when the scrape completed, on the Scraper's clock.
+	Scraped time.Time
+}
+
+// Options are a Scraper's injected dependencies; the zero value is valid.
+type Options struct {
+	// Set carries the registerer of the Scraper's metrics, its logger and
+	// the clock its interval, timeouts and staleness run on.
+	telemetry.Set
+	// Client sends the scrapes; nil uses the Scraper's own, whose idle
+	// connections Close closes. Its own Timeout, if any, applies on top of
+	// Config.Timeout.
+	Client *http.Client
+}
+
+// Scraper scrapes the Prometheus metrics of every endpoint it is given, on
+// an interval, and keeps each one's latest Signal. Saturation and Signal
+// read that snapshot without blocking, so they may be called on the request
+// path. Its methods are safe for concurrent use.
+type Scraper struct {
+	cfg    Config
+	set    telemetry.Set
+	clk    telemetry.Clock
+	client *http.Client
+	own    *http.Transport // the Scraper's own transport, nil with Options.Client
+	m      *metrics
+
+	mu      sync.Mutex                         // serializes SetEndpoints
+	targets atomic.Pointer[map[string]*target] // by endpoint ID; replaced, never changed
+
+	sem       chan struct{}
+	wake      chan struct{}
+	stop      chan struct{}
+	ctx       context.Context // cancelled by Close, ends scrapes in flight
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+}
+
+// target is one endpoint being scraped.
+type target struct {
+	ep       kvroute.Endpoint
+	url      string
+	m        targetMetrics
+	last     atomic.Pointer[outcome] // nil until the first scrape completes
+	good     atomic.Pointer[Signal]  // the last successful scrape's signal
+	inflight atomic.Bool
+}
+
+// outcome is a completed scrape: its signal, or its failure.
+type outcome struct {
+	sig    Signal
+	reason string // "" on success
+}
+
+// New returns a Scraper with no endpoints and starts its loop; give it
+// endpoints with SetEndpoints and stop it with Close.
+func New(cfg Config, opts Options) (*Scraper, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	s := &Scraper{
+		cfg: cfg, set: opts.Set, clk: opts.Clk(), client: opts.Client, m: newMetrics(),
+		sem: make(chan struct{}, cfg.Concurrency), wake: make(chan struct{}, 1), stop: make(chan struct{}),
+	}
+	if s.client == nil {
+		s.own = http.DefaultTransport.(*http.Transport).Clone()
+		s.own.MaxIdleConnsPerHost = 2
+		s.client = &http.Client{Transport: s.own}
+	}
+	if err := s.set.Register(s.m.collectors()...); err != nil {
+		return nil, fmt.Errorf("enginemetrics: registering metrics: %w", err)
+	}
+	empty := map[string]*target{}
+	s.targets.Store(&empty)
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.wg.Add(1)
+	go s.run()
+	return s, nil
+}
+
+// SetEndpoints replaces the endpoints scraped: new ones are scraped at once,
+// those that left are dropped with their signal and metric series, and
+// those that stay (same ID and URL) keep their signal. An endpoint whose ID
+// is empty, too long or not UTF-8 is skipped and logged, since its ID is
+// the endpoint label of the Scraper's metrics.
+func (s *Scraper) SetEndpoints(eps []kvroute.Endpoint) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := *s.targets.Load()
+	next := make(map[string]*target, len(eps))
+	added := false
+	for _, ep := range eps {
+		if ep.ID == "" || len(ep.ID) > 512 || !utf8.ValidString(ep.ID) {
+			s.set.Log().Warn("engine metrics: endpoint skipped, its ID is not a valid label value", "id", ep.ID)
+			continue
+		}
+		if _, dup := next[ep.ID]; dup {
+			continue
+		}
+		url := ep.URL() + s.cfg.Path
+		if t, ok := old[ep.ID]; ok && t.url == url && t.ep.Rank == ep.Rank {
+			next[ep.ID] = t
+			continue
+		}
+		next[ep.ID] = &target{ep: ep, url: url, m: s.m.forEndpoint(ep.ID)}
+		added = true
+	}
+	for id := range old {
+		if _, ok := next[id]; !ok {
+			s.m.drop(id)
+		}
+	}
+	s.targets.Store(&next)
+	s.m.endpoints.Set(float64(len(next)))
+	if added {
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Saturation reports whether ep's engine is saturated: its waiting requests
+// reach Config.WaitingThreshold or its KV-cache usage reaches
+// Config.KVCacheThreshold. known is false when there is no fresh signal for
+// ep: it was never scraped, its last scrape failed, or the last one is
+// older than Config.Staleness. A stale signal never counts as idle.
+func (s *Scraper) Saturation(ep kvroute.Endpoint) (saturated, known bool) {
+	sig, ok := s.Signal(ep)
+	if !ok {
+		return false, false
+	}
+	return (s.cfg.WaitingThreshold >= 0 && sig.Waiting >= s.cfg.WaitingThreshold) ||
+		(s.cfg.KVCacheThreshold >= 0 && sig.KVCacheUsage >= s.cfg.KVCacheThreshold), true
+}
+
+// Signal returns ep's last successfully scraped signal, and whether it is
+// fresh by the rule of Saturation (scraped, last scrape successful, not
+// older than Config.Staleness). A stale signal is still returned, with
+// false, so that a status page can show its age.
+func (s *Scraper) Signal(ep kvroute.Endpoint) (Signal, bool) {
+	t := (*s.targets.Load())[ep.ID]
+	if t == nil {
+		return Signal{}, false
+	}
+	var sig Signal
+	if g := t.good.Load(); g != nil {
+		sig = *g
+	}
+	last := t.last.Load()
+	if last == nil || last.reason != "" {
+		return sig, false
+	}
+	return sig, s.clk.Now().Sub(last.sig.Scraped) <= s.cfg.Staleness
+}
+
+// Close stops the loop, cancels the scrapes in flight and waits for them,
+// and unregisters the metrics. It is idempotent.
+func (s *Scraper) Close() {
+	s.closeOnce.Do(func() {
+		close(s.stop)
+		s.cancel()
+		s.wg.Wait()
+		if s.own != nil {
+			s.own.CloseIdleConnections()
+		}
+		s.set.Unregister(s.m.collectors()...)
+	})
+}
+
+// run scrapes every endpoint at start, on every tick of the interval and
+// whenever SetEndpoints adds one.
+func (s *Scraper) run() {
+	defer s.wg.Done()
+	tick := s.clk.NewTicker(s.cfg.Interval)
+	defer tick.Stop()
+	for {
+		if !s.round() {
+			return
+		}
+		select {
+		case <-s.stop:
+			return
+		case <-tick.C():
+		case <-s.wake:
+		}
+	}
+}
+
+// round starts a scrape of every endpoint not already being scraped, at
+// most Config.Concurrency at once. It returns false when Close was called.
+func (s *Scraper) round() bool {
+	for _, t := range *s.targets.Load() {
+		if !t.inflight.CompareAndSwap(false, true) {
+			continue
+		}
+		select {
+		case s.sem <- struct{}{}:
+		case <-s.stop:
+			t.inflight.Store(false)
+			return false
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			defer func() { <-s.sem; t.inflight.Store(false) }()
+			s.scrape(t)
+		}()
+	}
+	return true
+}
