@@ -54,6 +54,9 @@ func TestSaturationFollowsThresholds(t *testing.T) {
 		require.Equal(t, tc.want, sat, tc.page)
 	}
 
+	// The request path reads a snapshot: no allocation.
+	require.Zero(t, testing.AllocsPerRun(100, func() { s.Saturation(ep) }))
+
 	// Negative thresholds ignore their signal.
 	cfg.WaitingThreshold, cfg.KVCacheThreshold = -1, -1
 	s2, _, _ := newScraper(t, cfg)

@@ -42,7 +42,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&o.cfg.Engine.BlockSize, "block-size", simengine.DefaultBlockSize, "tokens per KV block")
 	fs.IntVar(&o.cfg.Engine.NumGPUBlocks, "num-gpu-blocks", simengine.DefaultNumGPUBlocks, "KV-cache capacity in blocks (vLLM --num-gpu-blocks-override)")
 	fs.IntVar(&o.cfg.Engine.MaxNumBatchedTokens, "max-num-batched-tokens", simengine.DefaultMaxNumBatchedTokens, "token budget of one scheduler step (chunked prefill)")
-	fs.IntVar(&o.cfg.Engine.MaxNumSeqs, "max-num-seqs", simengine.DefaultMaxNumSeqs, "maximum running requests")
+	fs.IntVar(&o.cfg.Engine.MaxNumSeqs, "max-num-seqs", simengine.DefaultMaxNumSeqs, "maximum running requests (vLLM --max-num-seqs); the others wait in arrival order")
 	fs.IntVar(&o.cfg.MaxModelLen, "max-model-len", 0, "maximum prompt + output tokens (0 = KV-cache capacity)")
 	fs.StringVar(&o.kvConfig, "kv-events-config", "", `vLLM KVEventsConfig JSON, e.g. '{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:5557","replay_endpoint":"tcp://*:5558"}'`)
 	fs.StringVar(&o.cfg.KVEventsFormat, "kv-events-format", "current", `KV-event wire layout: "current" (map events, vLLM >= v0.26) or "legacy" (array events)`)
