@@ -122,12 +122,21 @@ func TestBrokenEndpointsAreCountedByReason(t *testing.T) {
 		reasonTooLarge: endpointOf(serve(t, page(huge))),
 		"too_large_2":  endpointOf(serve(t, chunked(huge))), // no Content-Length
 	}
-	// A port nothing listens on, taken after the other servers so that none
-	// of them reuses it.
+	// A server that hangs up on every connection before answering (a port
+	// nothing listens on could be taken by another test's server).
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.Close()
+		}
+	}()
 	cases[reasonConnection] = kvroute.Endpoint{ID: l.Addr().String()}
-	require.NoError(t, l.Close())
 	healthy := endpointOf(serve(t, page(metricsPage(9, 1, 0.5))))
 	cfg := manualConfig()
 	cfg.MaxBodyBytes = 1024
