@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/kvevents"
 	"github.com/kvroute/kvroute/kvindex"
 	"github.com/kvroute/kvroute/tokenload"
 )
@@ -18,18 +19,38 @@ type setting struct {
 	set      func(c *kvroute.Config)
 }
 
-// apply translates the blocks onto c. top is the rest of the document,
+// source says where the translated blocks came from, for the paths of
+// errors and findings: each block's path by plugin type constant (pp, af,
+// ...), and the token-load scorer's weight from a scheduling profile.
+type source struct {
+	path       map[string]string
+	loadWeight *float64
+	weightPath string
+}
+
+// at returns the path of plugin type k's parameters block.
+func (s source) at(k string) string {
+	if p, ok := s.path[k]; ok {
+		return p
+	}
+	return k
+}
+
+// apply translates the blocks onto c and returns the findings of their
+// settings kvroute does not translate. top is the rest of the document,
 // decoded, to see which kvroute keys it also set: a setting given both
-// ways, or by two llm-d keys with different values, is an error naming
-// both paths.
-func (ps plugins) apply(c *kvroute.Config, top map[string]any) error {
+// ways, or by two llm-d keys, is an error naming both paths.
+func (ps plugins) apply(c *kvroute.Config, top map[string]any, src source) ([]Finding, error) {
 	p, f, s := ps.PrecisePrefixCacheProducer, ps.PrefixCacheAffinityFilter, ps.TokenLoadScorer
 	var sets []setting
+	var findings []Finding
 	add := func(from, to string, set func(c *kvroute.Config)) { sets = append(sets, setting{from, to, set}) }
 	if p != nil {
+		pp := src.at(pp)
+		findings = append(findings, untranslated(p, pp)...)
 		if t := p.TokenProcessorConfig; t != nil {
 			if t.BlockSizeTokens != 0 && t.BlockSize != 0 && t.BlockSizeTokens != t.BlockSize {
-				return fmt.Errorf("%w: %s.tokenProcessorConfig.blockSizeTokens %d conflicts with its deprecated alias blockSize %d", kvroute.ErrInvalidConfig, pp, t.BlockSizeTokens, t.BlockSize)
+				return nil, fmt.Errorf("%w: %s.tokenProcessorConfig.blockSizeTokens %d conflicts with its deprecated alias blockSize %d", kvroute.ErrInvalidConfig, pp, t.BlockSizeTokens, t.BlockSize)
 			}
 			if n := max(t.BlockSizeTokens, t.BlockSize); n != 0 {
 				from := pp + ".tokenProcessorConfig.blockSizeTokens"
@@ -40,7 +61,7 @@ func (ps plugins) apply(c *kvroute.Config, top map[string]any) error {
 			}
 		}
 		if e := p.KVEventsConfig; e != nil {
-			const k = pp + ".kvEventsConfig."
+			k := pp + ".kvEventsConfig."
 			if e.ZMQEndpoint != "" {
 				add(k+"zmqEndpoint", "events.bindAddress", func(c *kvroute.Config) { c.Events.BindAddress = e.ZMQEndpoint })
 			}
@@ -50,11 +71,14 @@ func (ps plugins) apply(c *kvroute.Config, top map[string]any) error {
 			if e.Concurrency != 0 {
 				add(k+"concurrency", "events.concurrency", func(c *kvroute.Config) { c.Events.Concurrency = e.Concurrency })
 			}
+			if e.EngineType != "" {
+				add(k+"engineType", "events.engine", func(c *kvroute.Config) { c.Events.Engine = kvevents.EngineKind(e.EngineType) })
+			}
 			if e.DiscoverPods != nil && !*e.DiscoverPods && e.ZMQEndpoint == "" {
 				add(k+"discoverPods", "events.enabled", func(c *kvroute.Config) { c.Events.Enabled = false })
 			}
 			if d := e.PodDiscoveryConfig; d != nil {
-				const k = pp + ".kvEventsConfig.podDiscoveryConfig."
+				k := k + "podDiscoveryConfig."
 				if d.PodLabelSelector != "" {
 					add(k+"podLabelSelector", "events.selector", func(c *kvroute.Config) { c.Events.Selector = d.PodLabelSelector })
 				}
@@ -79,10 +103,13 @@ func (ps plugins) apply(c *kvroute.Config, top map[string]any) error {
 		}
 	}
 	if f != nil {
+		af := src.at(af)
+		findings = append(findings, untranslated(f, af)...)
 		switch f.TTFTSource {
 		case "", "prefillThroughput":
 		default:
-			return fmt.Errorf("%w: %s.ttftSource %q: kvroute estimates TTFT from in-flight tokens only (\"prefillThroughput\")", kvroute.ErrInvalidConfig, af, f.TTFTSource)
+			findings = append(findings, Finding{Path: af + ".ttftSource", Kind: NoEquivalent,
+				Note: fmt.Sprintf("kvroute has no %q source; its gate estimates TTFT from prefill throughput (prefillThroughput)", f.TTFTSource)})
 		}
 		if f.AffinityThreshold != nil {
 			add(af+".affinityThreshold", "affinity.affinityThreshold", func(c *kvroute.Config) { c.Affinity.AffinityThreshold = *f.AffinityThreshold })
@@ -94,7 +121,7 @@ func (ps plugins) apply(c *kvroute.Config, top map[string]any) error {
 			ms := *f.MaxTTFTPenaltyMs
 			ns := ms * float64(time.Millisecond)
 			if math.IsNaN(ns) || ns < 0 || ns >= math.MaxInt64 {
-				return fmt.Errorf("%w: %s.maxTTFTPenaltyMs %v is out of range", kvroute.ErrInvalidConfig, af, ms)
+				return nil, fmt.Errorf("%w: %s.maxTTFTPenaltyMs %v is out of range", kvroute.ErrInvalidConfig, af, ms)
 			}
 			add(af+".maxTTFTPenaltyMs", "affinity.maxTTFTPenalty", func(c *kvroute.Config) { c.Affinity.MaxTTFTPenalty = time.Duration(math.Round(ns)) })
 		}
@@ -102,25 +129,62 @@ func (ps plugins) apply(c *kvroute.Config, top map[string]any) error {
 			add(af+".peakPrefillThroughput", "affinity.peakPrefillThroughput", func(c *kvroute.Config) { c.Affinity.PeakPrefillThroughput = *f.PeakPrefillThroughput })
 		}
 	}
-	if s != nil && s.QueueThresholdTokens != nil {
-		q := *s.QueueThresholdTokens
-		if q <= 0 {
-			q = tokenload.DefaultQueueThresholdTokens
+	if s != nil {
+		tl := src.at(tl)
+		findings = append(findings, untranslated(s, tl)...)
+		if s.QueueThresholdTokens != nil {
+			q := *s.QueueThresholdTokens
+			if q <= 0 {
+				q = tokenload.DefaultQueueThresholdTokens
+			}
+			add(tl+".queueThresholdTokens", "queueThresholdTokens", func(c *kvroute.Config) { c.QueueThresholdTokens = q })
 		}
-		add(tl+".queueThresholdTokens", "queueThresholdTokens", func(c *kvroute.Config) { c.QueueThresholdTokens = q })
+	}
+	if w := src.loadWeight; w != nil {
+		add(src.weightPath, "loadWeight", func(c *kvroute.Config) { c.LoadWeight = *w })
+	}
+	if t := ps.TokenProducer; t != nil {
+		tp := src.at(tp)
+		findings = append(findings, untranslated(t, tp)...)
+		if t.ModelName != "" {
+			add(tp+".modelName", "model", func(c *kvroute.Config) { c.Model = t.ModelName })
+		}
+		// As in llm-d, vllm or modelName alone selects rendering on vLLM's
+		// render endpoints, at http://localhost:8000 unless vllm.url is set.
+		v := t.VLLM
+		if v == nil && t.ModelName != "" && !present(t.UDSTokenizerConfig) && !present(t.Estimate) {
+			v = &vllmRender{}
+		}
+		if v != nil {
+			if v.URL != "" {
+				add(tp+".vllm.url", "render.url", func(c *kvroute.Config) { c.Render.URL = v.URL })
+			} else if !has(top, "render.url") {
+				findings = append(findings, Finding{Path: tp + ".vllm.url", Kind: Different,
+					Note: "absent, llm-d renders on http://localhost:8000 (a sidecar); kvroute renders on the routed endpoints themselves unless render.url is set"})
+			}
+			if v.Timeout != nil {
+				add(tp+".vllm.timeout", "render.timeout", func(c *kvroute.Config) { c.Render.Timeout = *v.Timeout })
+			}
+			if v.MMTimeout != nil {
+				add(tp+".vllm.mmTimeout", "render.mmTimeout", func(c *kvroute.Config) { c.Render.MMTimeout = *v.MMTimeout })
+			}
+		}
+	}
+	if l := ps.InFlightLoadProducer; l != nil {
+		findings = append(findings, untranslated(l, src.at(il))...)
 	}
 	setBy := map[string]string{}
 	for _, st := range sets {
 		if has(top, st.to) {
-			return fmt.Errorf("%w: %s and %s set the same setting; keep one", kvroute.ErrInvalidConfig, st.from, st.to)
+			return nil, fmt.Errorf("%w: %s and %s set the same setting; keep one", kvroute.ErrInvalidConfig, st.from, st.to)
 		}
 		if other, ok := setBy[st.to]; ok && other != st.from {
-			return fmt.Errorf("%w: %s and %s set the same setting (%s); keep one", kvroute.ErrInvalidConfig, other, st.from, st.to)
+			return nil, fmt.Errorf("%w: %s and %s set the same setting (%s); keep one", kvroute.ErrInvalidConfig, other, st.from, st.to)
 		}
 		setBy[st.to] = st.from
 		st.set(c)
 	}
-	return nil
+	return findings, nil
 }
 
 // has reports whether the decoded JSON object top holds the dotted key path;

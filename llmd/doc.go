@@ -1,38 +1,45 @@
 // Package llmd carries an llm-d router configuration over to kvroute: it
-// translates the parameters of the llm-d router's precise prefix-cache
-// plugins into a kvroute.Config.
+// reads an llm-d EndpointPickerConfig whole, or a kvroute configuration
+// carrying llm-d plugin parameters, translates every setting kvroute
+// implements into a kvroute.Config and reports every other one, all at
+// once, as a Finding.
 //
-// An operator moving from the llm-d router (its EndpointPickerConfig) to
-// kvroute pastes each plugin's parameters block under a top-level key of
-// that plugin's type name in a kvroute configuration, next to kvroute's own
-// keys:
+// Load is the entry: it reads YAML or JSON (a key given twice is an error in
+// both), and kvroute's binaries (kvroute-epp, the gateway) read their
+// --config file with it, logging each finding on a line of its own at start
+// or, with --strict-config, refusing to start. Translate is Load in strict
+// mode. kvroute.LoadConfig and kvroute.Config's UnmarshalJSON read
+// kvroute's keys only.
+//
+// # Two kinds of document
+//
+// An EndpointPickerConfig (apiVersion llm-d.ai/v1alpha1 or
+// inference.networking.x-k8s.io/v1alpha1, kind EndpointPickerConfig) is
+// read as llm-d's loader reads it: plugins with type, name (default: the
+// type) and parameters; schedulingProfiles with pluginRef and weight (when
+// absent, one profile of every plugin, as in llm-d); featureGates,
+// saturationDetector, dataLayer, flowControl and parser. A kvroute
+// configuration may carry, at its top level, the parameters block of an
+// llm-d plugin kvroute implements under that plugin's type name, next to
+// kvroute's own keys:
 //
 //	model: Qwen/Qwen3-32B
 //	precise-prefix-cache-producer:
 //	  tokenProcessorConfig: {blockSizeTokens: 64}
 //	  kvEventsConfig:
-//	    topicFilter: "kv@"
 //	    podDiscoveryConfig: {socketPort: 5556, replaySocketPort: 5557}
-//	  speculativeTTL: 2s
 //	prefix-cache-affinity-filter:
 //	  maxTTFTPenaltyMs: 18000
-//	token-load-scorer:
-//	  queueThresholdTokens: 4194304
-//
-// Translate reads such a document (as JSON; YAML is turned into JSON first)
-// and is the one entry of this package. kvroute's binaries (kvroute-epp, the
-// gateway) read their --config file with it, so a file with or without llm-d
-// blocks loads there; kvroute.LoadConfig and kvroute.Config's UnmarshalJSON
-// read kvroute's keys only and reject the llm-d blocks as unknown keys.
 //
 // # Mapping
 //
-// Each llm-d setting maps onto one kvroute key:
+// Each llm-d setting kvroute implements maps onto one kvroute key:
 //
-//	precise-prefix-cache-producer.
+//	precise-prefix-cache-producer (and the deprecated precise-prefix-cache-scorer).
 //	  tokenProcessorConfig.blockSizeTokens (alias blockSize) → blockSize
 //	  kvEventsConfig.topicFilter                            → events.topicFilter
 //	  kvEventsConfig.concurrency                            → events.concurrency
+//	  kvEventsConfig.engineType                             → events.engine
 //	  kvEventsConfig.zmqEndpoint                            → events.bindAddress (llm-d's global socket = bind mode)
 //	  kvEventsConfig.discoverPods false, no zmqEndpoint     → events.enabled false
 //	  kvEventsConfig.podDiscoveryConfig.socketPort          → events.eventsPort
@@ -44,13 +51,31 @@
 //	  affinityThreshold, explorationProbability,
 //	  peakPrefillThroughput                                 → affinity.<same key>
 //	  maxTTFTPenaltyMs (milliseconds)                       → affinity.maxTTFTPenalty
-//	  ttftSource                                            → only "prefillThroughput" is accepted
 //	token-load-scorer.
 //	  queueThresholdTokens (<= 0 means 4,194,304)           → queueThresholdTokens
+//	  its weight in the (first) scheduling profile          → loadWeight
+//	token-producer (and the legacy tokenizer).
+//	  modelName                                             → model
+//	  vllm.url, vllm.timeout, vllm.mmTimeout                → render.url, render.timeout, render.mmTimeout
+//	inflight-load-producer                                  → kvroute's own in-flight accounting, always on
 //
-// prefixMatchInfoProducerName and inFlightLoadProducerName, which wire llm-d
-// plugins to each other, are accepted and ignored. Settings kvroute has no
-// equivalent for (indexerConfig, hashSeed, hashAlgorithm, engineType,
-// podNamespace, maxInFlightRequestsDelta, ...) are unknown keys, an error,
-// as is a setting given both by an llm-d key and by its kvroute key.
+// The names that wire llm-d plugins to each other (prefixMatchInfoProducerName,
+// inFlightLoadProducerName) need nothing when they name the precise producer
+// and the in-flight load producer: kvroute's parts always read kvroute's
+// own index and load.
+//
+// # Findings
+//
+// Every other plugin, parameter and key of the document is a Finding with
+// its path and one of three kinds: NoEquivalent (kvroute lacks it: flow
+// control, saturation detection, P/D profile handlers and deciders, session
+// and LoRA affinity are not yet in kvroute), Different (kvroute reaches the
+// same end another way, said in the note: the kv-cache-utilization and
+// queue scorers are its token-load scorer, the UDS tokenizer its render
+// client) or NotNeeded (meaningless for kvroute: max-score-picker, pod
+// discovery plumbing, the block-key hashSeed). A hashSeed never changes
+// kvroute's block keys: they have no seed, and engines' block hashes
+// (seeded in vLLM by PYTHONHASHSEED) are mapped per endpoint, never
+// recomputed, so any seed works. Keys that are neither llm-d's nor
+// kvroute's are errors, as are two keys setting one kvroute setting.
 package llmd

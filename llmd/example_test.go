@@ -32,3 +32,41 @@ func ExampleTranslate() {
 	// Qwen/Qwen3-32B 16 5556 5557 12s
 	// kvroute: invalid config: precise-prefix-cache-producer.tokenProcessorConfig.blockSizeTokens and blockSize set the same setting; keep one
 }
+
+// An llm-d EndpointPickerConfig, whole: the plugins kvroute implements are
+// translated and everything else is reported, each with its path.
+func ExampleLoad() {
+	cfg, findings, err := llmd.Load(strings.NewReader(`
+apiVersion: llm-d.ai/v1alpha1
+kind: EndpointPickerConfig
+plugins:
+  - type: token-producer
+    parameters: {modelName: Qwen/Qwen3-32B}
+  - type: precise-prefix-cache-producer
+    parameters:
+      tokenProcessorConfig: {blockSizeTokens: 64, hashSeed: "42"}
+  - type: prefix-cache-affinity-filter
+  - type: token-load-scorer
+  - type: queue-scorer
+schedulingProfiles:
+  - name: default
+    plugins:
+      - pluginRef: prefix-cache-affinity-filter
+      - pluginRef: token-load-scorer
+        weight: 2
+      - pluginRef: queue-scorer
+`), llmd.Options{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(cfg.Model, cfg.BlockSize, cfg.LoadWeight)
+	for _, f := range findings {
+		fmt.Println(f.Path, "|", f.Kind)
+	}
+	// Output:
+	// Qwen/Qwen3-32B 64 2
+	// plugins[token-producer].parameters.vllm.url | kvroute does this differently
+	// plugins[precise-prefix-cache-producer].parameters.tokenProcessorConfig.hashSeed | ignored: not needed
+	// plugins[queue-scorer] | kvroute does this differently
+}

@@ -3,6 +3,8 @@ package llmd_test
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"reflect"
 	"testing"
 
@@ -10,10 +12,12 @@ import (
 	"github.com/kvroute/kvroute/llmd"
 )
 
-// FuzzTranslate checks that Translate never panics, that whatever it
-// accepts validates, and that an accepted configuration, marshalled (in
-// kvroute's own keys: the llm-d blocks are translated away), reads back the
-// same through kvroute.LoadConfig and through Translate.
+// FuzzTranslate checks that Load never panics; that strict mode fails
+// exactly when the default finds something, and otherwise reads the same;
+// that whatever it accepts validates; and that an accepted configuration,
+// marshalled (in kvroute's own keys: the llm-d settings are translated
+// away), reads back the same through kvroute.LoadConfig and through
+// Translate, with no findings.
 func FuzzTranslate(f *testing.F) {
 	def, _ := json.Marshal(kvroute.DefaultConfig())
 	f.Add(def)
@@ -22,16 +26,35 @@ func FuzzTranslate(f *testing.F) {
 		`{"precise-prefix-cache-producer":{"speculativeTTL":2000}}`, `{"blockSize":64,"precise-prefix-cache-producer":{"tokenProcessorConfig":{"blockSizeTokens":16}}}`,
 		`{"token-load-scorer":{"queueThresholdTokens":0},"token-load-scorer":{}}`, `{"prefix-cache-affinity-filter":null}`,
 		`{"index":{"blockSize":16},"precise-prefix-cache-producer":{"tokenProcessorConfig":{"blockSize":16}}}`, `null`, `[]`,
+		"model: m\nprecise-prefix-cache-producer:\n  tokenProcessorConfig: {hashSeed: \"42\"}\n",
+		epc("[{type: prefix-cache-affinity-filter}, {type: token-load-scorer}]", "[{name: d, plugins: [{pluginRef: token-load-scorer, weight: 3}]}]"),
 	} {
 		f.Add([]byte(s))
 	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		cfg, err := llmd.Translate(bytes.NewReader(data))
+	for _, file := range []string{"testdata/endpointpickerconfig.yaml", "testdata/guide/precise-prefix-cache-routing.values.yaml", "testdata/guide/precise-prefix-cache-aware.values.yaml"} {
+		data, err := os.ReadFile(filepath.FromSlash(file))
 		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, findings, err := llmd.Load(bytes.NewReader(data), llmd.Options{})
+		strict, _, strictErr := llmd.Load(bytes.NewReader(data), llmd.Options{Strict: true})
+		if err != nil {
+			if strictErr == nil {
+				t.Fatalf("strict accepted what the default refused (%v): %q", err, data)
+			}
 			return
 		}
+		if (strictErr != nil) != (len(findings) > 0) {
+			t.Fatalf("strict: %v with %d findings: %q", strictErr, len(findings), data)
+		}
+		if strictErr == nil && !reflect.DeepEqual(cfg, strict) {
+			t.Fatalf("strict read another config from %q", data)
+		}
 		if err := cfg.Validate(); err != nil {
-			t.Fatalf("Translate(%q) accepted an invalid config: %v", data, err)
+			t.Fatalf("Load(%q) accepted an invalid config: %v", data, err)
 		}
 		out, err := json.Marshal(cfg)
 		if err != nil {

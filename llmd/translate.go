@@ -7,65 +7,146 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"strings"
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/internal/jsonconf"
+	"sigs.k8s.io/yaml"
 )
 
-// Translate reads a kvroute configuration document (JSON; kvroute's keys,
-// as kvroute.LoadConfig reads them) that may also carry, at its top level,
-// the parameters blocks of the llm-d router's precise-prefix-cache-producer,
-// prefix-cache-affinity-filter and token-load-scorer plugins under those
-// plugin type names, and returns the kvroute.Config they make together:
-// kvroute.DefaultConfig's values for absent keys, each llm-d setting
-// translated onto its kvroute key (see the package doc), the result
-// validated.
-//
-// The rules are kvroute.LoadConfig's, in both parts: an unknown key — in
-// kvroute's sections or in an llm-d block (llm-d settings kvroute has no
-// equivalent for) — is an error naming its path, durations are Go duration
-// strings, and a key given twice is an error. A setting given both by an
-// llm-d key and by its kvroute key is an error naming both paths, even
-// with equal values. Every error wraps kvroute.ErrInvalidConfig. A document
-// without llm-d blocks yields exactly what kvroute.LoadConfig does.
+// Options tune Load.
+type Options struct {
+	// Strict makes every Finding an error: Load then fails, listing them
+	// all, unless the document is translated whole. The default returns
+	// the findings beside the Config, for the caller to log.
+	Strict bool
+}
+
+// Translate is Load in strict mode, without the findings: it returns the
+// Config of a document that translates whole and an error listing every
+// llm-d setting kvroute does not carry over otherwise.
 func Translate(r io.Reader) (kvroute.Config, error) {
+	cfg, _, err := Load(r, Options{Strict: true})
+	return cfg, err
+}
+
+// Load reads a configuration document, YAML or JSON, and returns the
+// kvroute.Config it makes and the Findings: the llm-d settings of the
+// document kvroute does not carry over, each with its path and how kvroute
+// stands to it, in document order. The document is either
+//
+//   - an llm-d EndpointPickerConfig, whole (apiVersion, kind, plugins,
+//     schedulingProfiles and the rest of its top-level keys): the plugins
+//     kvroute implements and their parameters are translated, the token-load
+//     scorer's weight in the scheduling profile is loadWeight, and every
+//     other plugin, parameter and key is a Finding; or
+//   - a kvroute configuration (kvroute.LoadConfig's keys) that may carry,
+//     at its top level, the parameters blocks of the llm-d plugins kvroute
+//     implements under their plugin type names (see the package doc).
+//
+// Either way absent settings keep kvroute.DefaultConfig's values and the
+// result is validated. Keys that are neither kvroute's nor llm-d's are
+// errors naming their path (as in kvroute.LoadConfig: durations are Go
+// duration strings, a key given twice is an error), as is a setting given
+// by two keys, even with equal values. With Options.Strict, findings are
+// an error too. Every error wraps kvroute.ErrInvalidConfig.
+func Load(r io.Reader, opts Options) (kvroute.Config, []Finding, error) {
 	data, err := io.ReadAll(io.LimitReader(r, jsonconf.MaxBytes+1))
 	if err != nil {
-		return kvroute.Config{}, invalid(err)
+		return kvroute.Config{}, nil, invalid(err)
 	}
 	if len(data) > jsonconf.MaxBytes {
-		return kvroute.Config{}, invalid(&jsonconf.Error{Msg: fmt.Sprintf("configuration larger than %d bytes", jsonconf.MaxBytes)})
+		return kvroute.Config{}, nil, invalid(&jsonconf.Error{Msg: fmt.Sprintf("configuration larger than %d bytes", jsonconf.MaxBytes)})
 	}
+	if !isJSON(data) {
+		// YAML, or broken JSON: a document that starts as JSON and is not
+		// YAML either gets the JSON reader's error.
+		js, err := yaml.YAMLToJSONStrict(data)
+		switch {
+		case err == nil:
+			data = js
+		case !startsAsJSON(data):
+			return kvroute.Config{}, nil, invalid(fmt.Errorf("yaml: %w", err))
+		}
+	}
+	var cfg kvroute.Config
+	var findings []Finding
+	if isPickerConfig(data) {
+		cfg, findings, err = loadPicker(data)
+	} else {
+		cfg, findings, err = loadBlocks(data)
+	}
+	if err != nil {
+		return kvroute.Config{}, nil, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return kvroute.Config{}, nil, err
+	}
+	if opts.Strict && len(findings) > 0 {
+		return kvroute.Config{}, findings, fmt.Errorf("%w: strict: %d llm-d settings are not carried over:%s", kvroute.ErrInvalidConfig, len(findings), list(findings))
+	}
+	return cfg, findings, nil
+}
+
+// isJSON reports whether data is read as JSON rather than YAML: it is
+// valid JSON, or starts with a whole JSON value followed by something else,
+// which jsonconf then reports (YAML would drop the rest silently).
+func isJSON(data []byte) bool {
+	if json.Valid(data) {
+		return true
+	}
+	var v json.RawMessage
+	return json.NewDecoder(bytes.NewReader(data)).Decode(&v) == nil
+}
+
+// startsAsJSON reports whether data's first non-space byte opens a JSON
+// object or list.
+func startsAsJSON(data []byte) bool {
+	t := bytes.TrimLeft(data, " \t\r\n")
+	return len(t) > 0 && (t[0] == '{' || t[0] == '[')
+}
+
+// list formats findings one per line, each indented under the error.
+func list(findings []Finding) string {
+	var b strings.Builder
+	for _, f := range findings {
+		b.WriteString("\n\t" + f.String())
+	}
+	return b.String()
+}
+
+// loadBlocks reads a kvroute configuration document that may carry llm-d
+// plugin parameters blocks at its top level.
+func loadBlocks(data []byte) (kvroute.Config, []Finding, error) {
 	// The whole document first, so that its first error is the one
 	// reported, in document order, whichever part it is in.
 	if err := jsonconf.Check(data, documentType); err != nil {
-		return kvroute.Config{}, invalid(err)
+		return kvroute.Config{}, nil, invalid(err)
 	}
 	blocks, rest, err := split(data)
 	if err != nil {
-		return kvroute.Config{}, invalid(err)
+		return kvroute.Config{}, nil, invalid(err)
 	}
 	cfg := kvroute.DefaultConfig()
 	if err := jsonconf.Unmarshal(rest, &cfg); err != nil {
-		return kvroute.Config{}, invalid(err)
+		return kvroute.Config{}, nil, invalid(err)
 	}
-	if blocks != nil {
-		var ps plugins
-		if err := jsonconf.Unmarshal(blocks, &ps); err != nil {
-			return kvroute.Config{}, invalid(err)
-		}
-		var top map[string]any
-		if err := json.Unmarshal(rest, &top); err != nil {
-			return kvroute.Config{}, invalid(err)
-		}
-		if err := ps.apply(&cfg, top); err != nil {
-			return kvroute.Config{}, err
-		}
+	if blocks == nil {
+		return cfg, nil, nil
 	}
-	if err := cfg.Validate(); err != nil {
-		return kvroute.Config{}, err
+	var ps plugins
+	if err := jsonconf.Unmarshal(blocks, &ps); err != nil {
+		return kvroute.Config{}, nil, invalid(err)
 	}
-	return cfg, nil
+	var top map[string]any
+	if err := json.Unmarshal(rest, &top); err != nil {
+		return kvroute.Config{}, nil, invalid(err)
+	}
+	findings, err := ps.apply(&cfg, top, source{})
+	if err != nil {
+		return kvroute.Config{}, nil, err
+	}
+	return cfg, findings, nil
 }
 
 // invalid wraps err in kvroute.ErrInvalidConfig unless it already is one.
@@ -90,6 +171,9 @@ var documentType = func() reflect.Type {
 	return reflect.StructOf(fields)
 }()
 
+// blockKeys are the top-level keys of plugins.
+var blockKeys = map[string]bool{pp: true, af: true, tl: true, tp: true, il: true}
+
 // split takes the plugin blocks out of a document that jsonconf.Check
 // accepted: it returns them as one JSON object (nil when there are none)
 // and the rest, kvroute's part, with its members in their order. A
@@ -111,7 +195,7 @@ func split(data []byte) (blocks, rest []byte, err error) {
 			return nil, nil, err
 		}
 		out := &r
-		if key == pp || key == af || key == tl {
+		if _, ok := blockKeys[key]; ok {
 			out = &b
 		}
 		if out.Len() > 0 {

@@ -92,10 +92,12 @@ func TestTranslateConflictsAndUnsupportedKeys(t *testing.T) {
 		`{"events":{"topicFilter":"kv@"},"precise-prefix-cache-producer":{"kvEventsConfig":{"topicFilter":"kv@"}}}`: "precise-prefix-cache-producer.kvEventsConfig.topicFilter and events.topicFilter",
 		`{"queueThresholdTokens":5,"token-load-scorer":{"queueThresholdTokens":6}}`:                                 "token-load-scorer.queueThresholdTokens and queueThresholdTokens",
 		`{"precise-prefix-cache-producer":{"tokenProcessorConfig":{"blockSizeTokens":16,"blockSize":64}}}`:          "conflicts with its deprecated alias",
-		`{"precise-prefix-cache-producer":{"indexerConfig":{}}}`:                                                    "precise-prefix-cache-producer.indexerConfig: unknown key",
+		`{"precise-prefix-cache-producer":{"indexerConfg":{}}}`:                                                     "precise-prefix-cache-producer.indexerConfg: unknown key",
+		`{"precise-prefix-cache-producer":{"indexerConfig":{"kvBlockIndexConfig":{}}}}`:                             "strict: 1 llm-d settings are not carried over:\n\tprecise-prefix-cache-producer.indexerConfig.kvBlockIndexConfig: kvroute does this differently (",
 		`{"precise-prefix-cache-producer":{"speculativeTTL":2000}}`:                                                 "precise-prefix-cache-producer.speculativeTTL: bare number",
-		`{"prefix-cache-affinity-filter":{"ttftSource":"latencyPredictor"}}`:                                        "prefix-cache-affinity-filter.ttftSource",
-		`{"prefix-cache-affinity-filter":{"maxInFlightRequestsDelta":2}}`:                                           "prefix-cache-affinity-filter.maxInFlightRequestsDelta: unknown key",
+		`{"prefix-cache-affinity-filter":{"ttftSource":"latencyPredictor"}}`:                                        "prefix-cache-affinity-filter.ttftSource: no equivalent",
+		`{"prefix-cache-affinity-filter":{"maxInFlightRequestsDelta":2}}`:                                           "prefix-cache-affinity-filter.maxInFlightRequestsDelta: kvroute does this differently",
+		`{"token-producer":{"modelName":"a"},"model":"b"}`:                                                          "token-producer.modelName and model set the same setting",
 		`{"prefix-cache-affinity-filter":{"affinityThreshold":2}}`:                                                  "affinityThreshold must be in [0, 1]",
 	} {
 		_, err := llmd.Translate(strings.NewReader(in))
@@ -130,10 +132,10 @@ func TestTranslateWithoutBlocksIsLoadConfig(t *testing.T) {
 // counts before validation, so a block may set what a kvroute key must
 // agree with; and a block given twice is an error.
 func TestTranslateReadsTheDocumentAsOne(t *testing.T) {
-	_, err := llmd.Translate(strings.NewReader(`{"speculative":{"tll":"2s"},"precise-prefix-cache-producer":{"indexerConfig":{}}}`))
+	_, err := llmd.Translate(strings.NewReader(`{"speculative":{"tll":"2s"},"precise-prefix-cache-producer":{"indexerConfg":{}}}`))
 	require.ErrorContains(t, err, "speculative.tll: unknown key")
-	_, err = llmd.Translate(strings.NewReader(`{"precise-prefix-cache-producer":{"indexerConfig":{}},"speculative":{"tll":"2s"}}`))
-	require.ErrorContains(t, err, "precise-prefix-cache-producer.indexerConfig: unknown key")
+	_, err = llmd.Translate(strings.NewReader(`{"precise-prefix-cache-producer":{"indexerConfg":{}},"speculative":{"tll":"2s"}}`))
+	require.ErrorContains(t, err, "precise-prefix-cache-producer.indexerConfg: unknown key")
 
 	cfg, err := llmd.Translate(strings.NewReader(`{"index":{"blockSize":16},"precise-prefix-cache-producer":{"tokenProcessorConfig":{"blockSizeTokens":16}}}`))
 	require.NoError(t, err)

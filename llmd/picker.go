@@ -1,0 +1,294 @@
+package llmd
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/internal/jsonconf"
+)
+
+// pickerConfig is an llm-d EndpointPickerConfig document: the top-level
+// keys of llm-d's config API (apix/config/v1alpha1), as kvroute reads them.
+type pickerConfig struct {
+	APIVersion         string              `json:"apiVersion"`
+	Kind               string              `json:"kind"`
+	FeatureGates       []string            `json:"featureGates"`
+	Plugins            []pluginSpec        `json:"plugins"`
+	SchedulingProfiles []schedulingProfile `json:"schedulingProfiles"`
+	SaturationDetector json.RawMessage     `json:"saturationDetector" finding:"none:not yet in kvroute: admission and flow control under overload"`
+	DataLayer          json.RawMessage     `json:"dataLayer" finding:"unneeded:kvroute gathers its own data: KV events from the endpoints it routes to and load from its own accounting (the source plugins are reported under plugins)"`
+	FlowControl        json.RawMessage     `json:"flowControl" finding:"none:not yet in kvroute: admission and flow control under overload"`
+	Parser             json.RawMessage     `json:"parser" finding:"different:kvroute reads the request body itself, by the request path"`
+}
+
+// pluginSpec is one entry of plugins: a plugin instance.
+type pluginSpec struct {
+	Name       string          `json:"name"`
+	Type       string          `json:"type"`
+	Parameters json.RawMessage `json:"parameters"`
+}
+
+// schedulingProfile is one entry of schedulingProfiles.
+type schedulingProfile struct {
+	Name            string          `json:"name"`
+	Plugins         []profilePlugin `json:"plugins"`
+	FallbackProfile json.RawMessage `json:"fallbackProfile" finding:"none:kvroute falls back to load alone by itself when no endpoint holds a cached prefix"`
+}
+
+// profilePlugin is a plugin reference of a scheduling profile.
+type profilePlugin struct {
+	PluginRef string   `json:"pluginRef"`
+	Weight    *float64 `json:"weight"`
+}
+
+// The EndpointPickerConfig's kind and the API versions llm-d reads it in
+// (the Inference Extension's group, and llm-d's own since llm-d-router).
+const pickerKind = "EndpointPickerConfig"
+
+var pickerAPIVersions = []string{"inference.networking.x-k8s.io/v1alpha1", "llm-d.ai/v1alpha1"}
+
+// isPickerConfig reports whether the JSON document data is an
+// EndpointPickerConfig: an object with one of its identifying keys.
+func isPickerConfig(data []byte) bool {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(data, &top) != nil {
+		return false
+	}
+	for _, k := range []string{"apiVersion", "kind", "plugins", "schedulingProfiles"} {
+		if _, ok := top[k]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// loadPicker translates an EndpointPickerConfig document onto
+// kvroute.DefaultConfig.
+func loadPicker(data []byte) (kvroute.Config, []Finding, error) {
+	var pc pickerConfig
+	if err := jsonconf.Unmarshal(data, &pc); err != nil {
+		return kvroute.Config{}, nil, invalid(err)
+	}
+	bad := func(format string, args ...any) (kvroute.Config, []Finding, error) {
+		return kvroute.Config{}, nil, fmt.Errorf("%w: %s", kvroute.ErrInvalidConfig, fmt.Sprintf(format, args...))
+	}
+	if pc.Kind != pickerKind {
+		return bad("kind %q: kvroute reads an llm-d %s here", pc.Kind, pickerKind)
+	}
+	if !slices.Contains(pickerAPIVersions, pc.APIVersion) {
+		return bad("apiVersion %q: kvroute reads an %s of %s", pc.APIVersion, pickerKind, strings.Join(pickerAPIVersions, " or "))
+	}
+	var (
+		ps       plugins
+		src      = source{path: map[string]string{}}
+		findings []Finding
+		typeOf   = map[string]string{} // plugin name → type
+		kindOf   = map[string]string{} // translated kind (pp, af, ...) → plugin name
+	)
+	for i, p := range pc.Plugins {
+		if p.Type == "" {
+			return bad("plugins[%d].type: missing", i)
+		}
+		name := p.Name
+		if name == "" {
+			name = p.Type
+		}
+		if _, dup := typeOf[name]; dup {
+			return bad("plugins[%d]: a second plugin named %q", i, name)
+		}
+		typeOf[name] = p.Type
+		path := "plugins[" + name + "]"
+		k := translatedKind(p.Type)
+		if k == "" {
+			v, ok := catalog[p.Type]
+			if !ok {
+				v = verdict{NoEquivalent, "kvroute has no plugin of type " + p.Type}
+			}
+			findings = append(findings, Finding{Path: path, Kind: v.kind, Note: v.note})
+			continue
+		}
+		if other, dup := kindOf[k]; dup {
+			return bad("%s and plugins[%s] are both %s plugins: kvroute has one", path, other, k)
+		}
+		kindOf[k] = name
+		src.path[k] = path + ".parameters"
+		if err := decodeParams(&ps, k, p.Parameters, src.path[k]); err != nil {
+			return kvroute.Config{}, nil, err
+		}
+	}
+	findings = append(findings, wiring(ps, src, typeOf)...)
+	if len(pc.SchedulingProfiles) == 0 {
+		// llm-d's default: one profile of every listed plugin.
+		def := schedulingProfile{Name: "default"}
+		for _, p := range pc.Plugins {
+			def.Plugins = append(def.Plugins, profilePlugin{PluginRef: cmp.Or(p.Name, p.Type)})
+		}
+		pc.SchedulingProfiles = []schedulingProfile{def}
+	}
+	for i, prof := range pc.SchedulingProfiles {
+		path := "schedulingProfiles[" + prof.Name + "]"
+		for j, ref := range prof.Plugins {
+			if _, ok := typeOf[ref.PluginRef]; !ok {
+				return bad("%s.plugins[%d].pluginRef %q: no plugin of that name", path, j, ref.PluginRef)
+			}
+		}
+		findings = append(findings, untranslated(&prof, path)...)
+		if i > 0 {
+			findings = append(findings, Finding{Path: path, Kind: NoEquivalent, Note: noteProfiles})
+			continue
+		}
+		findings = append(findings, profileFindings(prof, path, typeOf, &src)...)
+	}
+	for _, g := range pc.FeatureGates {
+		findings = append(findings, Finding{Path: "featureGates[" + g + "]", Kind: Different, Note: noteGates})
+	}
+	findings = append(findings, untranslated(&pc, "")...)
+	cfg := kvroute.DefaultConfig()
+	more, err := ps.apply(&cfg, nil, src)
+	if err != nil {
+		return kvroute.Config{}, nil, err
+	}
+	findings = append(findings, more...)
+	sortFindings(findings, pc.Plugins)
+	return cfg, findings, nil
+}
+
+// translatedKind returns the plugins key of an llm-d plugin type kvroute
+// translates, "" for the others.
+func translatedKind(typ string) string {
+	switch typ {
+	case pp, ppScorer:
+		return pp
+	case tp, tpLegacy:
+		return tp
+	case af, tl, il:
+		return typ
+	}
+	return ""
+}
+
+// decodeParams decodes a plugin's parameters (raw, possibly absent) into
+// its block of ps by jsonconf's rules, errors naming their full path.
+func decodeParams(ps *plugins, k string, raw json.RawMessage, path string) error {
+	var b bytes.Buffer
+	b.WriteString(`{"` + k + `":`)
+	if present(raw) {
+		b.Write(raw)
+	} else {
+		b.WriteString("{}")
+	}
+	b.WriteByte('}')
+	var one plugins
+	if err := jsonconf.Unmarshal(b.Bytes(), &one); err != nil {
+		var je *jsonconf.Error
+		if errors.As(err, &je) {
+			p := strings.TrimPrefix(je.Path, k)
+			return invalid(&jsonconf.Error{Path: path + p, Msg: je.Msg})
+		}
+		return invalid(fmt.Errorf("%s: %w", path, err))
+	}
+	switch k {
+	case pp:
+		ps.PrecisePrefixCacheProducer = one.PrecisePrefixCacheProducer
+	case af:
+		ps.PrefixCacheAffinityFilter = one.PrefixCacheAffinityFilter
+	case tl:
+		ps.TokenLoadScorer = one.TokenLoadScorer
+	case tp:
+		ps.TokenProducer = one.TokenProducer
+	case il:
+		ps.InFlightLoadProducer = one.InFlightLoadProducer
+	}
+	return nil
+}
+
+// wiring checks the names by which llm-d plugins read each other's data:
+// kvroute's filter, scorer and load accounting always read kvroute's own
+// precise index and in-flight load, which is what the names mean when they
+// name the precise producer and the in-flight load producer.
+func wiring(ps plugins, src source, typeOf map[string]string) []Finding {
+	var out []Finding
+	check := func(path, name string, want ...string) {
+		if name == "" || slices.Contains(want, typeOf[name]) {
+			return
+		}
+		what := "names no plugin"
+		if t, ok := typeOf[name]; ok {
+			what = "is a " + t
+		}
+		out = append(out, Finding{Path: path, Kind: Different,
+			Note: fmt.Sprintf("%q %s; kvroute always reads its own precise index and in-flight load", name, what)})
+	}
+	if f := ps.PrefixCacheAffinityFilter; f != nil {
+		check(src.at(af)+".prefixMatchInfoProducerName", f.PrefixMatchInfoProducerName, pp, ppScorer)
+		check(src.at(af)+".inFlightLoadProducerName", f.InFlightLoadProducerName, il)
+	}
+	if s := ps.TokenLoadScorer; s != nil {
+		check(src.at(tl)+".inFlightLoadProducerName", s.InFlightLoadProducerName, il)
+	}
+	if l := ps.InFlightLoadProducer; l != nil {
+		check(src.at(il)+".prefixMatchInfoProducerName", l.PrefixMatchInfoProducerName, pp, ppScorer)
+	}
+	return out
+}
+
+// profileFindings reads the first scheduling profile: the token-load
+// scorer's weight becomes loadWeight (through src), weights kvroute has no
+// counterpart for are findings, and so is the absence of the filter or the
+// scorer kvroute always runs.
+func profileFindings(prof schedulingProfile, path string, typeOf map[string]string, src *source) []Finding {
+	var out []Finding
+	var filter, scorer bool
+	for _, ref := range prof.Plugins {
+		at := path + ".plugins[" + ref.PluginRef + "]"
+		switch typeOf[ref.PluginRef] {
+		case tl:
+			scorer = true
+			if ref.Weight != nil {
+				src.loadWeight, src.weightPath = ref.Weight, at+".weight"
+			}
+		case af:
+			filter = true
+			if ref.Weight != nil {
+				out = append(out, Finding{Path: at + ".weight", Kind: NotNeeded, Note: noteWeightOnly})
+			}
+		case pp, ppScorer:
+			out = append(out, Finding{Path: at, Kind: Different, Note: notePrefixSc})
+		}
+	}
+	if !filter {
+		out = append(out, Finding{Path: path + ".plugins", Kind: Different, Note: noteNoFilter})
+	}
+	if !scorer {
+		out = append(out, Finding{Path: path + ".plugins", Kind: Different, Note: noteNoScorer})
+	}
+	return out
+}
+
+// sortFindings orders findings as the document's parts: plugins in their
+// order, then scheduling profiles, then the other top-level keys (the
+// sort is stable, so each part keeps its own order).
+func sortFindings(fs []Finding, specs []pluginSpec) {
+	rank := func(f Finding) int {
+		for i, p := range specs {
+			name := p.Name
+			if name == "" {
+				name = p.Type
+			}
+			if pre := "plugins[" + name + "]"; f.Path == pre || strings.HasPrefix(f.Path, pre+".") {
+				return i
+			}
+		}
+		if strings.HasPrefix(f.Path, "schedulingProfiles[") {
+			return len(specs)
+		}
+		return len(specs) + 1
+	}
+	slices.SortStableFunc(fs, func(a, b Finding) int { return rank(a) - rank(b) })
+}
