@@ -27,7 +27,8 @@ type options struct {
 	server          gateway.ServerConfig
 	shutdownTimeout time.Duration
 	logLevel        slog.Level
-	snapshotListen  string // internal address serving the index snapshot to peers ("" = off)
+	snapshotListen  string         // internal address serving the index snapshot to peers ("" = off)
+	findings        []llmd.Finding // llm-d settings of --config not carried over, logged at start
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -45,11 +46,13 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		checkpointPath, peers string
 		checkpointInterval    time.Duration
 		peerToken             string
+		strictConfig          bool
 	)
 	fs.StringVar(&listen, "listen", ":8080", "address to serve on")
 	fs.StringVar(&list, "endpoints", "", "comma-separated engine addresses ip:port (the identity in their KV-event topics)")
 	fs.StringVar(&epsFile, "endpoints-file", "", "YAML or JSON file with the endpoints: [{\"id\":\"ip:port\",\"address\":\"http://...\",\"labels\":{...}}]")
-	fs.StringVar(&cfgFile, "config", "", "kvroute router configuration (YAML or JSON), with the gateway's client limits and timeouts under \"gateway\"; flags below override it")
+	fs.StringVar(&cfgFile, "config", "", "router configuration (YAML or JSON): kvroute's keys, with the gateway's client limits and timeouts under \"gateway\", or an llm-d EndpointPickerConfig whole; flags below override it")
+	fs.BoolVar(&strictConfig, "strict-config", false, "refuse to start when the --config file has llm-d settings kvroute does not carry over (default: log each and start)")
 	fs.StringVar(&model, "model", "", "base model name the engines serve")
 	fs.IntVar(&eventsPort, "events-port", kvevents.DefaultEventsPort, "engines' KV-event PUB port (vLLM kv-events-config endpoint)")
 	fs.IntVar(&replay, "replay-port", kvevents.DefaultReplayPort, "engines' KV-event replay port (replay_endpoint); 0 disables replay")
@@ -79,7 +82,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var gw gatewayConfig
 	if cfgFile != "" {
 		var err error
-		if cfg, gw, err = loadConfigFile(cfgFile); err != nil {
+		if cfg, gw, o.findings, err = loadConfigFile(cfgFile, strictConfig); err != nil {
 			return options{}, fmt.Errorf("--config %s: %w", cfgFile, err)
 		}
 	}
@@ -191,6 +194,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, opts Opti
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: o.logLevel}))
+	for _, f := range o.findings {
+		log.Warn("llm-d setting not carried over", "key", f.Path, "finding", f.Kind.String(), "note", f.Note)
+	}
 	if opts.OTLPBinary != "" && otlpRequested(os.Getenv) {
 		log.Warn("OTEL_EXPORTER_OTLP_ENDPOINT is set, but this gateway does not export OTLP; run "+opts.OTLPBinary+" for OTLP export",
 			"otlp_binary", opts.OTLPBinary)
@@ -234,7 +240,8 @@ const maxConfigFile = 16 << 20
 
 // readYAML reads a YAML (or JSON, a subset of YAML) file and returns it as
 // JSON, so that the strict JSON decoding of kvroute applies to it unchanged:
-// unknown keys are still errors and durations are still strings ("2s").
+// unknown keys are still errors, durations are still strings ("2s"), and a
+// key given twice is an error (YAMLToJSONStrict), not the last one winning.
 func readYAML(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -248,7 +255,7 @@ func readYAML(path string) ([]byte, error) {
 	if len(data) > maxConfigFile {
 		return nil, fmt.Errorf("%s: larger than %d bytes", path, maxConfigFile)
 	}
-	out, err := yaml.YAMLToJSON(data)
+	out, err := yaml.YAMLToJSONStrict(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -257,24 +264,25 @@ func readYAML(path string) ([]byte, error) {
 
 // loadConfigFile reads a configuration in YAML or JSON: its "gateway"
 // section with the gateway's client limits, and the rest as a router
-// configuration with kvroute.LoadConfig's rules, llm-d plugin parameters
-// translated (llmd.Translate).
-func loadConfigFile(path string) (kvroute.Config, gatewayConfig, error) {
+// configuration (llmd.Load): kvroute's keys with kvroute.LoadConfig's rules
+// and llm-d plugin parameters, or an llm-d EndpointPickerConfig whole. It
+// returns the llm-d settings not carried over, an error with strict.
+func loadConfigFile(path string, strict bool) (kvroute.Config, gatewayConfig, []llmd.Finding, error) {
 	data, err := readYAML(path)
 	if err != nil {
-		return kvroute.Config{}, gatewayConfig{}, err
+		return kvroute.Config{}, gatewayConfig{}, nil, err
 	}
 	section, router, err := splitGatewaySection(data)
 	if err != nil {
-		return kvroute.Config{}, gatewayConfig{}, err
+		return kvroute.Config{}, gatewayConfig{}, nil, err
 	}
 	gw, err := decodeGatewaySection(section)
 	if err != nil {
-		return kvroute.Config{}, gatewayConfig{}, err
+		return kvroute.Config{}, gatewayConfig{}, nil, err
 	}
-	cfg, err := llmd.Translate(bytes.NewReader(router))
+	cfg, findings, err := llmd.Load(bytes.NewReader(router), llmd.Options{Strict: strict})
 	if err != nil {
-		return kvroute.Config{}, gatewayConfig{}, err
+		return kvroute.Config{}, gatewayConfig{}, nil, err
 	}
-	return cfg, gw, nil
+	return cfg, gw, findings, nil
 }

@@ -45,7 +45,8 @@ func TestConfigFileInYAMLKeepsTheStrictRules(t *testing.T) {
 		"speculative:\n  tll: 2s\n":            "speculative.tll: unknown key",
 		"index:\n  blockSize: 16\n":            "index.blockSize 16 conflicts with blockSize 64",
 		"blockSize: 64\nprecise-prefix-cache-producer:\n  tokenProcessorConfig: {blockSizeTokens: 16}\n": "set the same setting",
-		"model: [unclosed\n": "yaml",
+		"model: [unclosed\n":   "yaml",
+		"model: a\nmodel: b\n": `key "model" already set`,
 	} {
 		_, err := parseFlags([]string{"--config", writeFile(t, "c.yaml", content), "--endpoints-file", eps}, io.Discard)
 		require.ErrorContains(t, err, want, content)
@@ -93,8 +94,9 @@ func TestDefaultConfigRoundTripsThroughYAML(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(out), "ttl: 2s")
 	require.Contains(t, string(out), "maxTTFTPenalty: 18s")
-	back, _, err := loadConfigFile(writeFile(t, "default.yaml", string(out)))
+	back, _, findings, err := loadConfigFile(writeFile(t, "default.yaml", string(out)), true)
 	require.NoError(t, err)
+	require.Empty(t, findings)
 	require.Equal(t, def, back)
 
 	// And straight through sigs.k8s.io/yaml's Unmarshal, which decodes via
