@@ -27,6 +27,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -52,7 +53,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"sigs.k8s.io/yaml"
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/contrib/extproc"
@@ -77,6 +77,7 @@ type flags struct {
 	poolName, poolNamespace           string
 	poolGroup                         string
 	configPath, model                 string
+	strictConfig                      bool
 	endpoints                         string
 	renderSelector                    string
 	renderPort                        int
@@ -99,7 +100,8 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.StringVar(&f.poolName, "pool-name", "", "InferencePool whose Ready pods are the endpoints")
 	fs.StringVar(&f.poolNamespace, "pool-namespace", envOr("POD_NAMESPACE", "default"), "namespace of the pool and its pods")
 	fs.StringVar(&f.poolGroup, "pool-group", "inference.networking.k8s.io", "API group of the InferencePool (inference.networking.k8s.io for v1, inference.networking.x-k8s.io for v1alpha2)")
-	fs.StringVar(&f.configPath, "config", "", "kvroute router configuration file (YAML or JSON)")
+	fs.StringVar(&f.configPath, "config", "", "router configuration file (YAML or JSON): kvroute's keys, or an llm-d EndpointPickerConfig whole")
+	fs.BoolVar(&f.strictConfig, "strict-config", false, "refuse to start when the --config file has llm-d settings kvroute does not carry over (default: log each and start)")
 	fs.StringVar(&f.model, "model", "", "base model the engines serve (overrides the config's model)")
 	fs.StringVar(&f.endpoints, "endpoints", "", "static comma-separated ip:port engines, instead of --pool-name")
 	fs.StringVar(&f.renderSelector, "render-selector", "", "label selector of a separate render pool (pods in --pool-namespace)")
@@ -129,22 +131,23 @@ func envOr(k, def string) string {
 	return def
 }
 
-// loadConfig reads the router configuration: YAML (or JSON, which is YAML)
-// mapped onto kvroute's strict JSON decoding, with llm-d plugin parameters
-// translated (llmd.Translate).
-func loadConfig(path, model string) (kvroute.Config, error) {
+// loadConfig reads the router configuration (YAML or JSON, llmd.Load): a
+// kvroute configuration, possibly with llm-d plugin parameters, or an llm-d
+// EndpointPickerConfig whole. Each llm-d setting it does not carry over is
+// logged, one line each, or with strict an error.
+func loadConfig(path, model string, strict bool, log *slog.Logger) (kvroute.Config, error) {
 	cfg := kvroute.DefaultConfig()
 	if path != "" {
 		raw, err := os.ReadFile(path)
 		if err != nil {
 			return cfg, err
 		}
-		js, err := yaml.YAMLToJSON(raw)
-		if err != nil {
+		var findings []llmd.Finding
+		if cfg, findings, err = llmd.Load(bytes.NewReader(raw), llmd.Options{Strict: strict}); err != nil {
 			return cfg, fmt.Errorf("%s: %w", path, err)
 		}
-		if cfg, err = llmd.Translate(strings.NewReader(string(js))); err != nil {
-			return cfg, fmt.Errorf("%s: %w", path, err)
+		for _, f := range findings {
+			log.Warn("llm-d setting not carried over", "config", path, "key", f.Path, "finding", f.Kind.String(), "note", f.Note)
 		}
 	}
 	if model != "" {
@@ -163,7 +166,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("--log-level: %w", err)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	cfg, err := loadConfig(f.configPath, f.model)
+	cfg, err := loadConfig(f.configPath, f.model, f.strictConfig, log)
 	if err != nil {
 		return err
 	}

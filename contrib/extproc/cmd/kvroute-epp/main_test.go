@@ -2,8 +2,10 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -19,6 +21,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/kvroute/kvroute/contrib/extproc"
 	"github.com/kvroute/kvroute/contrib/extproc/envoysim"
@@ -133,17 +136,17 @@ func TestLoadConfigReadsYAMLStrictly(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.yaml")
 	require.NoError(t, os.WriteFile(good, []byte("model: m\nblockSize: 32\n"), 0o600))
-	cfg, err := loadConfig(good, "")
+	cfg, err := loadConfig(good, "", false, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	require.Equal(t, "m", cfg.Model)
 	require.Equal(t, 32, cfg.BlockSize)
-	cfg, err = loadConfig(good, "override")
+	cfg, err = loadConfig(good, "override", false, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	require.Equal(t, "override", cfg.Model)
 
 	bad := filepath.Join(dir, "bad.yaml")
 	require.NoError(t, os.WriteFile(bad, []byte("model: m\nnoSuchKey: 1\n"), 0o600))
-	_, err = loadConfig(bad, "")
+	_, err = loadConfig(bad, "", false, slog.New(slog.DiscardHandler))
 	require.ErrorContains(t, err, "noSuchKey")
 }
 
@@ -163,7 +166,7 @@ prefix-cache-affinity-filter:
 token-load-scorer:
   queueThresholdTokens: 1048576
 `), 0o600))
-	cfg, err := loadConfig(path, "")
+	cfg, err := loadConfig(path, "", false, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	require.Equal(t, 16, cfg.BlockSize)
 	require.Equal(t, 5557, cfg.Events.ReplayPort)
@@ -172,6 +175,58 @@ token-load-scorer:
 
 	both := filepath.Join(dir, "both.yaml")
 	require.NoError(t, os.WriteFile(both, []byte("blockSize: 64\nprecise-prefix-cache-producer:\n  tokenProcessorConfig: {blockSizeTokens: 16}\n"), 0o600))
-	_, err = loadConfig(both, "")
+	_, err = loadConfig(both, "", false, slog.New(slog.DiscardHandler))
 	require.ErrorContains(t, err, "set the same setting")
+}
+
+// guidePickerConfig writes the EndpointPickerConfig of llm-d's precise
+// prefix-cache routing guide (kept as a fixture of package llmd) to a file,
+// as the guide's chart mounts it for the picker, and returns its path.
+func guidePickerConfig(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile("../../../../llmd/testdata/guide/precise-prefix-cache-routing.values.yaml")
+	require.NoError(t, err)
+	var values struct {
+		Router struct {
+			EPP struct {
+				PluginsConfigFile   string            `json:"pluginsConfigFile"`
+				PluginsCustomConfig map[string]string `json:"pluginsCustomConfig"`
+			} `json:"epp"`
+		} `json:"router"`
+	}
+	require.NoError(t, yaml.Unmarshal(data, &values))
+	epc := values.Router.EPP.PluginsCustomConfig[values.Router.EPP.PluginsConfigFile]
+	require.Contains(t, epc, "kind: EndpointPickerConfig")
+	path := filepath.Join(t.TempDir(), values.Router.EPP.PluginsConfigFile)
+	require.NoError(t, os.WriteFile(path, []byte(epc), 0o600))
+	return path
+}
+
+// The guide's whole EndpointPickerConfig is a --config file: the settings
+// kvroute implements are translated, and each one it does not carry over is
+// logged on a line of its own; --strict-config refuses it, naming them all.
+func TestConfigAcceptsAWholeEndpointPickerConfig(t *testing.T) {
+	path := guidePickerConfig(t)
+	f, err := parseFlags([]string{"--endpoints", "10.0.0.1:8000", "--config", path}, io.Discard)
+	require.NoError(t, err)
+	require.False(t, f.strictConfig)
+	var logs bytes.Buffer
+	cfg, err := loadConfig(f.configPath, f.model, f.strictConfig, slog.New(slog.NewTextHandler(&logs, nil)))
+	require.NoError(t, err)
+	require.Equal(t, "Qwen/Qwen3-32B", cfg.Model)
+	require.Equal(t, "http://precise-prefix-cache-routing-render:8000", cfg.Render.URL)
+	require.Equal(t, 64, cfg.BlockSize)
+	require.Equal(t, 8, cfg.Events.Concurrency)
+	require.Equal(t, 5556, cfg.Events.EventsPort)
+	require.Equal(t, 15926.0, cfg.Affinity.PeakPrefillThroughput)
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	require.Len(t, lines, 3, logs.String())
+	for i, key := range []string{"plugins[endpoint-notification-source]", "plugins[precise-prefix-cache-producer].parameters.indexerConfig.kvBlockIndexConfig", "dataLayer"} {
+		require.Contains(t, lines[i], "level=WARN")
+		require.Contains(t, lines[i], "key="+key+" ")
+	}
+
+	err = run(context.Background(), []string{"--endpoints", "10.0.0.1:8000", "--config", path, "--strict-config"}, io.Discard, io.Discard)
+	require.ErrorContains(t, err, "strict: 3 llm-d settings are not carried over")
+	require.ErrorContains(t, err, "plugins[endpoint-notification-source]: ignored: not needed")
 }
