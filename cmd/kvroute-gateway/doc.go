@@ -41,11 +41,13 @@
 // $KVROUTE_PEER_TOKEN) on both sides.
 //
 // --config is a kvroute router configuration in YAML (as kept in Helm values)
-// or JSON. YAML is turned into JSON (sigs.k8s.io/yaml) and read by
-// llmd.Translate, kvroute.LoadConfig's rules: kvroute.DefaultConfig's
-// values for absent keys, unknown keys rejected with their path, durations
-// as Go duration strings ("2s"; a bare number is an error), and the llm-d
-// plugin blocks accepted (see the README's mapping table):
+// or JSON, or an llm-d EndpointPickerConfig whole. It is read by llmd.Load,
+// with kvroute.LoadConfig's rules: kvroute.DefaultConfig's values for absent
+// keys, unknown keys and keys given twice rejected with their path,
+// durations as Go duration strings ("2s"; a bare number is an error), and
+// llm-d's plugins and parameters translated where kvroute implements them
+// (see the README's mapping table); every other llm-d setting is logged at
+// start, one line each, or with --strict-config refused:
 //
 //	model: Qwen/Qwen3-32B
 //	speculative: {ttl: 2s}
