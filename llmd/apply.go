@@ -46,22 +46,22 @@ func (ps plugins) apply(c *kvroute.Config, top map[string]any, src source) ([]Fi
 	var findings []Finding
 	add := func(from, to string, set func(c *kvroute.Config)) { sets = append(sets, setting{from, to, set}) }
 	if p != nil {
-		pp := src.at(pp)
-		findings = append(findings, untranslated(p, pp)...)
+		at := src.at(pp)
+		findings = append(findings, untranslated(p, at)...)
 		if t := p.TokenProcessorConfig; t != nil {
 			if t.BlockSizeTokens != 0 && t.BlockSize != 0 && t.BlockSizeTokens != t.BlockSize {
-				return nil, fmt.Errorf("%w: %s.tokenProcessorConfig.blockSizeTokens %d conflicts with its deprecated alias blockSize %d", kvroute.ErrInvalidConfig, pp, t.BlockSizeTokens, t.BlockSize)
+				return nil, fmt.Errorf("%w: %s.tokenProcessorConfig.blockSizeTokens %d conflicts with its deprecated alias blockSize %d", kvroute.ErrInvalidConfig, at, t.BlockSizeTokens, t.BlockSize)
 			}
 			if n := max(t.BlockSizeTokens, t.BlockSize); n != 0 {
-				from := pp + ".tokenProcessorConfig.blockSizeTokens"
+				from := at + ".tokenProcessorConfig.blockSizeTokens"
 				if t.BlockSizeTokens == 0 {
-					from = pp + ".tokenProcessorConfig.blockSize"
+					from = at + ".tokenProcessorConfig.blockSize"
 				}
 				add(from, "blockSize", func(c *kvroute.Config) { c.BlockSize = n })
 			}
 		}
 		if e := p.KVEventsConfig; e != nil {
-			k := pp + ".kvEventsConfig."
+			k := at + ".kvEventsConfig."
 			if e.ZMQEndpoint != "" {
 				add(k+"zmqEndpoint", "events.bindAddress", func(c *kvroute.Config) { c.Events.BindAddress = e.ZMQEndpoint })
 			}
@@ -92,62 +92,65 @@ func (ps plugins) apply(c *kvroute.Config, top map[string]any, src source) ([]Fi
 			}
 		}
 		if p.SpeculativeIndexing != nil {
-			add(pp+".speculativeIndexing", "speculative.enabled", func(c *kvroute.Config) { c.Speculative.Enabled = *p.SpeculativeIndexing })
+			add(at+".speculativeIndexing", "speculative.enabled", func(c *kvroute.Config) { c.Speculative.Enabled = *p.SpeculativeIndexing })
 		}
 		if p.SpeculativeTTL != nil {
 			ttl := *p.SpeculativeTTL
 			if ttl <= 0 {
 				ttl = kvindex.DefaultSpeculativeTTL
 			}
-			add(pp+".speculativeTTL", "speculative.ttl", func(c *kvroute.Config) { c.Speculative.TTL = ttl })
+			add(at+".speculativeTTL", "speculative.ttl", func(c *kvroute.Config) { c.Speculative.TTL = ttl })
 		}
 	}
 	if f != nil {
-		af := src.at(af)
-		findings = append(findings, untranslated(f, af)...)
+		at := src.at(af)
+		findings = append(findings, untranslated(f, at)...)
 		switch f.TTFTSource {
 		case "", "prefillThroughput":
 		default:
-			findings = append(findings, Finding{Path: af + ".ttftSource", Kind: NoEquivalent,
+			findings = append(findings, Finding{Path: at + ".ttftSource", Kind: NoEquivalent,
 				Note: fmt.Sprintf("kvroute has no %q source; its gate estimates TTFT from prefill throughput (prefillThroughput)", f.TTFTSource)})
 		}
 		if f.AffinityThreshold != nil {
-			add(af+".affinityThreshold", "affinity.affinityThreshold", func(c *kvroute.Config) { c.Affinity.AffinityThreshold = *f.AffinityThreshold })
+			add(at+".affinityThreshold", "affinity.affinityThreshold", func(c *kvroute.Config) { c.Affinity.AffinityThreshold = *f.AffinityThreshold })
 		}
 		if f.ExplorationProbability != nil {
-			add(af+".explorationProbability", "affinity.explorationProbability", func(c *kvroute.Config) { c.Affinity.ExplorationProbability = *f.ExplorationProbability })
+			add(at+".explorationProbability", "affinity.explorationProbability", func(c *kvroute.Config) { c.Affinity.ExplorationProbability = *f.ExplorationProbability })
 		}
 		if f.MaxTTFTPenaltyMs != nil {
 			ms := *f.MaxTTFTPenaltyMs
 			ns := ms * float64(time.Millisecond)
 			if math.IsNaN(ns) || ns < 0 || ns >= math.MaxInt64 {
-				return nil, fmt.Errorf("%w: %s.maxTTFTPenaltyMs %v is out of range", kvroute.ErrInvalidConfig, af, ms)
+				return nil, fmt.Errorf("%w: %s.maxTTFTPenaltyMs %v is out of range", kvroute.ErrInvalidConfig, at, ms)
 			}
-			add(af+".maxTTFTPenaltyMs", "affinity.maxTTFTPenalty", func(c *kvroute.Config) { c.Affinity.MaxTTFTPenalty = time.Duration(math.Round(ns)) })
+			add(at+".maxTTFTPenaltyMs", "affinity.maxTTFTPenalty", func(c *kvroute.Config) { c.Affinity.MaxTTFTPenalty = time.Duration(math.Round(ns)) })
 		}
 		if f.PeakPrefillThroughput != nil {
-			add(af+".peakPrefillThroughput", "affinity.peakPrefillThroughput", func(c *kvroute.Config) { c.Affinity.PeakPrefillThroughput = *f.PeakPrefillThroughput })
+			add(at+".peakPrefillThroughput", "affinity.peakPrefillThroughput", func(c *kvroute.Config) { c.Affinity.PeakPrefillThroughput = *f.PeakPrefillThroughput })
 		}
 	}
 	if s != nil {
-		tl := src.at(tl)
-		findings = append(findings, untranslated(s, tl)...)
+		at := src.at(tl)
+		findings = append(findings, untranslated(s, at)...)
 		if s.QueueThresholdTokens != nil {
 			q := *s.QueueThresholdTokens
 			if q <= 0 {
 				q = tokenload.DefaultQueueThresholdTokens
 			}
-			add(tl+".queueThresholdTokens", "queueThresholdTokens", func(c *kvroute.Config) { c.QueueThresholdTokens = q })
+			add(at+".queueThresholdTokens", "queueThresholdTokens", func(c *kvroute.Config) { c.QueueThresholdTokens = q })
 		}
 	}
 	if w := src.loadWeight; w != nil {
+		if *w < 0 || math.IsNaN(*w) {
+			return nil, fmt.Errorf("%w: %s %v is negative: it is kvroute's loadWeight", kvroute.ErrInvalidConfig, src.weightPath, *w)
+		}
 		add(src.weightPath, "loadWeight", func(c *kvroute.Config) { c.LoadWeight = *w })
 	}
 	if t := ps.TokenProducer; t != nil {
-		tp := src.at(tp)
-		findings = append(findings, untranslated(t, tp)...)
+		at := src.at(tp)
+		findings = append(findings, untranslated(t, at)...)
 		if t.ModelName != "" {
-			add(tp+".modelName", "model", func(c *kvroute.Config) { c.Model = t.ModelName })
+			add(at+".modelName", "model", func(c *kvroute.Config) { c.Model = t.ModelName })
 		}
 		// As in llm-d, vllm or modelName alone selects rendering on vLLM's
 		// render endpoints, at http://localhost:8000 unless vllm.url is set.
@@ -157,16 +160,16 @@ func (ps plugins) apply(c *kvroute.Config, top map[string]any, src source) ([]Fi
 		}
 		if v != nil {
 			if v.URL != "" {
-				add(tp+".vllm.url", "render.url", func(c *kvroute.Config) { c.Render.URL = v.URL })
+				add(at+".vllm.url", "render.url", func(c *kvroute.Config) { c.Render.URL = v.URL })
 			} else if !has(top, "render.url") {
-				findings = append(findings, Finding{Path: tp + ".vllm.url", Kind: Different,
+				findings = append(findings, Finding{Path: at + ".vllm.url", Kind: Different,
 					Note: "absent, llm-d renders on http://localhost:8000 (a sidecar); kvroute renders on the routed endpoints themselves unless render.url is set"})
 			}
 			if v.Timeout != nil {
-				add(tp+".vllm.timeout", "render.timeout", func(c *kvroute.Config) { c.Render.Timeout = *v.Timeout })
+				add(at+".vllm.timeout", "render.timeout", func(c *kvroute.Config) { c.Render.Timeout = *v.Timeout })
 			}
 			if v.MMTimeout != nil {
-				add(tp+".vllm.mmTimeout", "render.mmTimeout", func(c *kvroute.Config) { c.Render.MMTimeout = *v.MMTimeout })
+				add(at+".vllm.mmTimeout", "render.mmTimeout", func(c *kvroute.Config) { c.Render.MMTimeout = *v.MMTimeout })
 			}
 		}
 	}

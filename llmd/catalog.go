@@ -101,4 +101,5 @@ const (
 	noteNoScorer   = "kvroute's token-load scorer always scores, weighted by loadWeight (default 1)"
 	notePrefixSc   = "kvroute scores no prefix: its prefix-cache affinity filter keeps the cache-warm endpoints and the token-load scorer discounts each endpoint's cached prefix, so this weight has no counterpart"
 	noteWeightOnly = "weights apply to scorers; kvroute's affinity filter has none"
+	noteZeroWeight = "a zero weight mutes the scorer in llm-d; kvroute's token-load scorer always scores, and loadWeight 0 means its default, 1"
 )

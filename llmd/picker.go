@@ -250,7 +250,10 @@ func profileFindings(prof schedulingProfile, path string, typeOf map[string]stri
 		switch typeOf[ref.PluginRef] {
 		case tl:
 			scorer = true
-			if ref.Weight != nil {
+			switch {
+			case ref.Weight != nil && *ref.Weight == 0:
+				out = append(out, Finding{Path: at + ".weight", Kind: Different, Note: noteZeroWeight})
+			case ref.Weight != nil:
 				src.loadWeight, src.weightPath = ref.Weight, at+".weight"
 			}
 		case af:

@@ -249,6 +249,16 @@ func TestPickerConfigFindings(t *testing.T) {
 	require.Empty(t, findings)
 	require.Equal(t, 1.0, cfg.LoadWeight)
 
+	// A zero weight mutes llm-d's scorer; kvroute's scores anyway.
+	cfg, findings = loadBoth(t, epc("[{type: token-load-scorer}]", "[{name: d, plugins: [{pluginRef: token-load-scorer, weight: 0}]}]"))
+	require.Equal(t, 1.0, cfg.LoadWeight)
+	requireFindings(t, findings,
+		want{"schedulingProfiles[d].plugins[token-load-scorer].weight", llmd.Different},
+		want{"schedulingProfiles[d].plugins", llmd.Different},
+	)
+	_, _, err := llmd.Load(strings.NewReader(epc("[{type: token-load-scorer}]", "[{name: d, plugins: [{pluginRef: token-load-scorer, weight: -1}]}]")), llmd.Options{})
+	require.ErrorContains(t, err, "schedulingProfiles[d].plugins[token-load-scorer].weight -1 is negative")
+
 	// Names that wire the filter, scorer and load producer to plugins other
 	// than the precise producer and the in-flight load producer.
 	_, findings = loadBoth(t, epc(`[{type: approx-prefix-cache-producer},
