@@ -33,7 +33,8 @@ func Translate(r io.Reader) (kvroute.Config, error) {
 // Load reads a configuration document, YAML or JSON, and returns the
 // kvroute.Config it makes and the Findings: the llm-d settings of the
 // document kvroute does not carry over, each with its path and how kvroute
-// stands to it, in document order. The document is either
+// stands to it (an EndpointPickerConfig's in the order of its plugins, then
+// its scheduling profiles, then its other keys). The document is either
 //
 //   - an llm-d EndpointPickerConfig, whole (apiVersion, kind, plugins,
 //     schedulingProfiles and the rest of its top-level keys): the plugins
