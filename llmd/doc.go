@@ -59,6 +59,12 @@
 //	  vllm.url, vllm.timeout, vllm.mmTimeout                → render.url, render.timeout, render.mmTimeout
 //	inflight-load-producer                                  → kvroute's own in-flight accounting, always on
 //
+// In an EndpointPickerConfig, the precise producer's settings the document
+// leaves unset take llm-d's defaults where kvroute's differ, since the
+// engines were set up for llm-d's picker: 16-token blocks, events on port
+// 5557, no replay, no speculative indexing. Without a precise producer,
+// kvroute keeps its index with its own defaults (a finding says so).
+//
 // The names that wire llm-d plugins to each other (prefixMatchInfoProducerName,
 // inFlightLoadProducerName) need nothing when they name the precise producer
 // and the in-flight load producer: kvroute's parts always read kvroute's

@@ -149,6 +149,11 @@ func loadPicker(data []byte) (kvroute.Config, []Finding, error) {
 		findings = append(findings, Finding{Path: "featureGates[" + g + "]", Kind: Different, Note: noteGates})
 	}
 	findings = append(findings, untranslated(&pc, "")...)
+	if ps.PrecisePrefixCacheProducer == nil {
+		findings = append(findings, Finding{Path: "plugins", Kind: Different, Note: noteNoProducer})
+	} else {
+		llmdDefaults(ps.PrecisePrefixCacheProducer)
+	}
 	cfg := kvroute.DefaultConfig()
 	more, err := ps.apply(&cfg, nil, src)
 	if err != nil {
@@ -157,6 +162,40 @@ func loadPicker(data []byte) (kvroute.Config, []Finding, error) {
 	findings = append(findings, more...)
 	sortFindings(findings, pc.Plugins)
 	return cfg, findings, nil
+}
+
+// llmd's defaults for the precise producer's settings, where they differ
+// from kvroute's: an EndpointPickerConfig that leaves them unset runs
+// llm-d's picker with these, so its engines are set up for them.
+const (
+	llmdBlockSize  = 16   // kvblock's default, vLLM's --block-size default
+	llmdSocketPort = 5557 // podDiscoveryConfig.socketPort
+)
+
+// llmdDefaults fills in the settings p leaves unset with llm-d's values
+// where kvroute's defaults differ: the block size, the engines' events
+// port (replay stays off without a replaySocketPort, as in llm-d) and
+// speculative indexing, off unless asked for.
+func llmdDefaults(p *precisePrefixCacheProducer) {
+	if p.TokenProcessorConfig == nil {
+		p.TokenProcessorConfig = &tokenProcessorConfig{}
+	}
+	if t := p.TokenProcessorConfig; t.BlockSizeTokens == 0 && t.BlockSize == 0 {
+		t.BlockSizeTokens = llmdBlockSize
+	}
+	if p.KVEventsConfig == nil {
+		p.KVEventsConfig = &kvEventsConfig{}
+	}
+	if p.KVEventsConfig.PodDiscoveryConfig == nil {
+		p.KVEventsConfig.PodDiscoveryConfig = &podDiscoveryConfig{}
+	}
+	if d := p.KVEventsConfig.PodDiscoveryConfig; d.SocketPort == 0 {
+		d.SocketPort = llmdSocketPort
+	}
+	if p.SpeculativeIndexing == nil {
+		off := false
+		p.SpeculativeIndexing = &off
+	}
 }
 
 // translatedKind returns the plugins key of an llm-d plugin type kvroute
@@ -261,7 +300,7 @@ func profileFindings(prof schedulingProfile, path string, typeOf map[string]stri
 			if ref.Weight != nil {
 				out = append(out, Finding{Path: at + ".weight", Kind: NotNeeded, Note: noteWeightOnly})
 			}
-		case pp, ppScorer:
+		case ppScorer:
 			out = append(out, Finding{Path: at, Kind: Different, Note: notePrefixSc})
 		}
 	}

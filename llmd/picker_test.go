@@ -128,6 +128,11 @@ func TestGuidePrecisePrefixCacheAware(t *testing.T) {
 	exp.Events.TopicFilter = "kv@"
 	exp.Events.Concurrency = 4
 	exp.Events.BindAddress = "tcp://*:5557"
+	// llm-d's defaults where the document is silent and kvroute's differ:
+	// no replay and no speculative indexing unless asked for.
+	exp.Events.EventsPort = 5557
+	exp.Events.Replay = false
+	exp.Speculative.Enabled = false
 	require.Equal(t, exp, cfg)
 	const scorer = "plugins[precise-prefix-cache-scorer].parameters."
 	requireFindings(t, findings,
@@ -245,9 +250,23 @@ func TestPickerConfigFindings(t *testing.T) {
 	// llm-d's defaults: without schedulingProfiles, one profile of every
 	// plugin (no finding for the filter and scorer kvroute always runs);
 	// a scorer's weight defaults to 1.
-	cfg, findings := loadBoth(t, epc("[{type: prefix-cache-affinity-filter}, {type: token-load-scorer}]", ""))
+	cfg, findings := loadBoth(t, epc("[{type: precise-prefix-cache-producer}, {type: prefix-cache-affinity-filter}, {type: token-load-scorer}]", ""))
 	require.Empty(t, findings)
 	require.Equal(t, 1.0, cfg.LoadWeight)
+
+	// A precise producer without parameters runs in llm-d with llm-d's
+	// defaults, so its engines are set up for them: 16-token blocks, events
+	// on port 5557, no replay, no speculative indexing.
+	require.Equal(t, 16, cfg.BlockSize)
+	require.Equal(t, 5557, cfg.Events.EventsPort)
+	require.False(t, cfg.Events.Replay)
+	require.False(t, cfg.Speculative.Enabled)
+	require.True(t, cfg.Events.Enabled)
+
+	// Without a precise producer kvroute keeps its index anyway: a finding.
+	cfg, findings = loadBoth(t, epc("[{type: prefix-cache-affinity-filter}, {type: token-load-scorer}]", ""))
+	requireFindings(t, findings, want{"plugins", llmd.Different})
+	require.Equal(t, kvroute.DefaultConfig(), cfg)
 
 	// A zero weight mutes llm-d's scorer; kvroute's scores anyway.
 	cfg, findings = loadBoth(t, epc("[{type: token-load-scorer}]", "[{name: d, plugins: [{pluginRef: token-load-scorer, weight: 0}]}]"))
@@ -255,6 +274,7 @@ func TestPickerConfigFindings(t *testing.T) {
 	requireFindings(t, findings,
 		want{"schedulingProfiles[d].plugins[token-load-scorer].weight", llmd.Different},
 		want{"schedulingProfiles[d].plugins", llmd.Different},
+		want{"plugins", llmd.Different},
 	)
 	_, _, err := llmd.Load(strings.NewReader(epc("[{type: token-load-scorer}]", "[{name: d, plugins: [{pluginRef: token-load-scorer, weight: -1}]}]")), llmd.Options{})
 	require.ErrorContains(t, err, "schedulingProfiles[d].plugins[token-load-scorer].weight -1 is negative")
@@ -278,6 +298,7 @@ func TestPickerConfigFindings(t *testing.T) {
 		want{"schedulingProfiles[decode].plugins[prefix-cache-affinity-filter].weight", llmd.NotNeeded},
 		want{"schedulingProfiles[prefill].fallbackProfile", llmd.NoEquivalent},
 		want{"schedulingProfiles[prefill]", llmd.NoEquivalent},
+		want{"plugins", llmd.Different},
 	)
 	require.Contains(t, findings[1].Note, `"approx-prefix-cache-producer" is a approx-prefix-cache-producer`)
 	require.Contains(t, findings[2].Note, `"ghost" names no plugin`)
@@ -289,6 +310,7 @@ func TestPickerConfigFindings(t *testing.T) {
 	requireFindings(t, findings,
 		want{"plugins[mine]", llmd.NoEquivalent},
 		want{"schedulingProfiles[default].plugins", llmd.Different},
+		want{"plugins", llmd.Different},
 	)
 	require.Contains(t, findings[0].Note, "my-own-scorer")
 }
