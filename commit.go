@@ -42,6 +42,9 @@ func (s *Selection) Commit(i int) (*Decision, error) {
 	if s.scored && (i == s.best || s.kept(i)) {
 		d.Score = st.scores[i]
 	}
+	if d.Fallbacks = s.fallbacks(i); d.Fallbacks != nil {
+		d.moved.load, d.moved.bs = r.load, bs
+	}
 	r.load.DispatchInto(&d.inflight, chosen.ID, d.UncachedTokens)
 	if s.renderErr == nil && s.promptTokens > 0 {
 		d.acc = r.acc // a prediction: the request's end ends it in the accuracy loop

@@ -65,8 +65,19 @@ type Decision struct {
 	// one); FirstChunk and Done release them with this one. Nil for the
 	// default single-role profile.
 	Roles []*Decision
+	// Fallbacks are the next best candidates after Endpoint, best first,
+	// when the Request asked for them (Request.Fallbacks; at most that
+	// many, fewer when the request had fewer other candidates). Those the
+	// filters kept come first, by their total Score, then those only the
+	// affinity filter dropped (Kept false, Score what the scorers give
+	// them). A gateway tries them in order when Endpoint fails and reports
+	// the one that served with Served. Nil when none were asked for or the
+	// Selection was committed without scoring.
+	Fallbacks []Candidate
 
 	inflight tokenload.Inflight
+	moved    movedState              // the fallback that served, after Served
+	first    atomic.Bool             // FirstChunk came
 	table    *tokenload.RequestTable // where the request is filed under id; nil without an ID
 	id       string
 	acc      *accuracy.Loop // the router's closed loop, when the decision carries a prediction
@@ -99,7 +110,11 @@ func (d *Decision) FirstChunk() {
 	if d == nil {
 		return
 	}
+	d.first.Store(true)
 	d.inflight.FirstChunk()
+	if m := d.moved.p.Load(); m != nil {
+		m.inflight.FirstChunk()
+	}
 	for _, o := range d.Roles {
 		o.FirstChunk()
 	}
@@ -126,8 +141,12 @@ func (d *Decision) Done(info DoneInfo) (o accuracy.Observation, ok bool) {
 // end ends the request once; unfile is false when the request table ended
 // it (it has unfiled the entry already, and holds its lock).
 func (d *Decision) end(info DoneInfo, unfile bool) (accuracy.Observation, bool) {
+	first := d.ended.CompareAndSwap(false, true) // before reading moved: see Served
 	d.inflight.Done()
-	if !d.ended.CompareAndSwap(false, true) {
+	if m := d.moved.p.Load(); m != nil {
+		m.inflight.Done()
+	}
+	if !first {
 		return accuracy.Observation{}, false
 	}
 	for _, o := range d.Roles {
@@ -139,7 +158,8 @@ func (d *Decision) end(info DoneInfo, unfile bool) (accuracy.Observation, bool) 
 	if d.acc == nil {
 		return accuracy.Observation{}, false
 	}
-	p := accuracy.Prediction{Endpoint: d.Endpoint.ID, PromptTokens: d.PromptTokens, CachedTokens: d.CachedTokens}
+	ep, cached := d.servedBy()
+	p := accuracy.Prediction{Endpoint: ep, PromptTokens: d.PromptTokens, CachedTokens: cached}
 	return d.acc.End(p, info.CachedTokens, info.HasCachedTokens)
 }
 
@@ -149,7 +169,7 @@ type tableHandle struct{ d *Decision }
 
 func (h tableHandle) FirstChunk()      { h.d.FirstChunk() }
 func (h tableHandle) Done()            { h.d.end(DoneInfo{Err: errDropped}, false) }
-func (h tableHandle) Endpoint() string { return h.d.inflight.Endpoint() }
+func (h tableHandle) Endpoint() string { ep, _ := h.d.servedBy(); return ep }
 
 // Decision returns the request committed with Request.ID reqID and not yet
 // ended, for hosts that keep only the ID between their hooks: they call its

@@ -67,6 +67,11 @@ type affinityFilter struct{ f *affinity.Filter }
 // Filter applies the affinity filter to the kept candidates.
 func (a affinityFilter) Filter(s *Selection, kept []int) []int {
 	st := &s.st
+	if s.req.Fallbacks > 0 {
+		// A dropped candidate still serves when the pick fails: remember
+		// what the affinity filter decided among, for Decision.Fallbacks.
+		st.eligible = append(st.eligible[:0], kept...)
+	}
 	if len(kept) == len(s.eps) { // every candidate: the filter reads them in place
 		kept, s.outcome = a.f.Apply(kept, s.total, st.cands)
 		return kept

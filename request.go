@@ -43,6 +43,12 @@ type Request struct {
 	// that tokenizes by itself fills the same type. When non-empty the
 	// router does not call the render endpoints.
 	Prompts []render.Prompt
+	// Fallbacks is how many fallback endpoints the Decision should name
+	// after its pick (Decision.Fallbacks): the next best candidates, for a
+	// gateway that tries them in order when the pick fails (the Inference
+	// Extension's endpoint-picker protocol lets Envoy retry down such a
+	// list). 0, the default, ranks nothing and costs nothing.
+	Fallbacks int
 }
 
 // Errors for the mistakes that would otherwise route without cache

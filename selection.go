@@ -185,6 +185,8 @@ type pickState struct {
 	sub       []affinity.Candidate // the affinity filter's candidates when earlier filters dropped some
 	subPass   []int                // what it kept of sub
 	kept      []bool               // per candidate: in pass; empty until Selection.Kept needs it
+	eligible  []int                // what the affinity filter decided among, with Request.Fallbacks only
+	ranked    []int                // Decision.Fallbacks' ranking scratch
 	mm        []kvindex.MMItem
 	renderRes render.Result // the render client's answer, its token arrays reused
 }
@@ -219,6 +221,7 @@ func (st *pickState) reset(n int) {
 	st.scores = grow(st.scores, n) // written for the kept candidates before any read
 	st.cands = resize(st.cands, n)
 	st.kept = st.kept[:0] // built on demand by Selection.Kept
+	st.eligible = st.eligible[:0]
 }
 
 // grow returns s with length n, its contents unspecified.

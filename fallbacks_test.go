@@ -1,0 +1,126 @@
+package kvroute
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/accuracy"
+	"github.com/kvroute/kvroute/render"
+)
+
+func pickWithFallbacks(t *testing.T, r *Router, tokens []uint32, eps []Endpoint, n int) *Decision {
+	t.Helper()
+	d, err := r.Pick(context.Background(), &Request{Prompts: []render.Prompt{{TokenIDs: tokens}}, Fallbacks: n}, eps)
+	require.NoError(t, err)
+	return d
+}
+
+func ids(cs []Candidate) []string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = c.Endpoint.ID
+	}
+	return out
+}
+
+// The fallbacks are the next best candidates by score: with the cache on one
+// endpoint and load on another, the pick is the warm endpoint and the
+// fallbacks are the idle endpoints before the loaded one, whom the affinity
+// filter dropped but who may still serve.
+func TestFallbacksAreTheNextBestByScore(t *testing.T) {
+	r := testRouter(t, func(c *Config) { c.Speculative.Enabled = false }, Options{})
+	eps := endpoints(4)
+	p := prompt(1, 1024)
+	engineStores(t, r.Index(), eps[2].ID, p, 1)
+	busy := pickWithFallbacks(t, r, prompt(9, 4096), []Endpoint{eps[0]}, 0) // load on eps[0]
+	defer busy.Done(DoneInfo{})
+
+	d := pickWithFallbacks(t, r, p, eps, 3)
+	defer d.Done(DoneInfo{})
+	require.Equal(t, eps[2].ID, d.Endpoint.ID)
+	require.Len(t, d.Fallbacks, 3)
+	require.ElementsMatch(t, []string{eps[1].ID, eps[3].ID}, ids(d.Fallbacks[:2]), "the idle ones first")
+	require.Equal(t, eps[0].ID, d.Fallbacks[2].Endpoint.ID, "the loaded one last")
+	require.Greater(t, d.Fallbacks[1].Score, d.Fallbacks[2].Score)
+	require.EqualValues(t, 1024, d.Fallbacks[0].UncachedTokens, "a fallback knows its own prefill")
+
+	// Fewer asked: the best of them; none asked: nothing ranked.
+	d2 := pickWithFallbacks(t, r, p, eps, 1)
+	defer d2.Done(DoneInfo{})
+	require.Len(t, d2.Fallbacks, 1)
+	require.NotEqual(t, eps[0].ID, d2.Fallbacks[0].Endpoint.ID)
+	d3 := pickWithFallbacks(t, r, p, eps, 0)
+	defer d3.Done(DoneInfo{})
+	require.Nil(t, d3.Fallbacks)
+	// More asked than there are other candidates: all of them.
+	d4 := pickWithFallbacks(t, r, p, eps[1:3], 5)
+	defer d4.Done(DoneInfo{})
+	require.Equal(t, []string{eps[1].ID}, ids(d4.Fallbacks))
+}
+
+// When a fallback served the request, its load moves there: the pick holds
+// nothing, the fallback holds the fallback's own uncached tokens and the
+// open request, FirstChunk and Done release them there, and the prediction
+// checked at Done is the fallback's.
+func TestServedMovesTheLoadToTheFallback(t *testing.T) {
+	r, _, _ := accRouter(t, func(c *Config) { c.Speculative.Enabled = false })
+	eps := endpoints(2)
+	p := prompt(1, 320) // 5 blocks
+	engineStores(t, r.Index(), eps[0].ID, p, 1)
+	d := pickWithFallbacks(t, r, p, eps, 1)
+	require.Equal(t, eps[0].ID, d.Endpoint.ID)
+	require.Equal(t, []string{eps[1].ID}, ids(d.Fallbacks))
+	load := func(id string) (int64, int64) { tok, req, _ := r.Load().Load(id); return tok, req }
+
+	require.False(t, d.Served(eps[0].ID), "the pick itself: nothing moves")
+	require.False(t, d.Served("10.9.9.9:8000"), "an endpoint never ranked is not trusted")
+	tok, req := load(eps[0].ID)
+	require.EqualValues(t, 0, tok, "the warm pick prefills nothing")
+	require.EqualValues(t, 1, req)
+
+	require.True(t, d.Served(eps[1].ID))
+	require.False(t, d.Served(eps[1].ID), "it moves once")
+	tok, req = load(eps[0].ID)
+	require.Zero(t, tok)
+	require.Zero(t, req, "the pick holds nothing any more")
+	tok, req = load(eps[1].ID)
+	require.EqualValues(t, 320, tok, "the cold fallback prefills the whole prompt")
+	require.EqualValues(t, 1, req)
+
+	d.FirstChunk()
+	tok, req = load(eps[1].ID)
+	require.Zero(t, tok)
+	require.EqualValues(t, 1, req)
+	o, ok := d.Done(cached(0))
+	require.True(t, ok)
+	require.Equal(t, accuracy.Observation{Endpoint: eps[1].ID, Predicted: 0, Actual: 0, Error: 0}, o,
+		"the prediction checked is the fallback's, which held nothing")
+	tok, req = load(eps[1].ID)
+	require.Zero(t, tok)
+	require.Zero(t, req)
+	require.False(t, d.Served(eps[1].ID), "after Done nothing moves")
+}
+
+// Served racing the request's end (the request table, or Done from another
+// goroutine) never leaves load behind.
+func TestServedRacingDoneLeavesNoLoad(t *testing.T) {
+	r := testRouter(t, func(c *Config) { c.Speculative.Enabled = false }, Options{})
+	eps := endpoints(2)
+	for i := range 200 {
+		d := pickWithFallbacks(t, r, prompt(i, 128), eps, 1)
+		other := d.Fallbacks[0].Endpoint.ID
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() { defer wg.Done(); d.Served(other) }()
+		go func() { defer wg.Done(); d.Done(DoneInfo{}) }()
+		wg.Wait()
+	}
+	for _, ep := range eps {
+		tok, req, _ := r.Load().Load(ep.ID)
+		require.Zero(t, tok, ep.ID)
+		require.Zero(t, req, ep.ID)
+	}
+}
