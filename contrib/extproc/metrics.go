@@ -38,6 +38,7 @@ type metrics struct {
 	pick            prometheus.Histogram
 	renderFallbacks prometheus.Counter
 	servedMismatch  prometheus.Counter
+	servedFallback  prometheus.Counter
 	aborted         prometheus.Counter
 	passthroughSeq  atomic.Uint64
 }
@@ -67,6 +68,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "kvroute_extproc_served_mismatch_total",
 			Help: "Responses Envoy reports as served by another endpoint than the one picked (a retry down the list).",
 		}),
+		servedFallback: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvroute_extproc_served_fallback_total",
+			Help: "Responses Envoy reports as served by one of the fallbacks the picker named after its pick; the request's load moved there.",
+		}),
 		aborted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kvroute_extproc_aborted_total",
 			Help: "Routed requests whose stream ended before their response did (client disconnect, reset); their load was released at the stream's end.",
@@ -79,7 +84,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		m.protocolErrors[k] = protoVec.WithLabelValues(k)
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{vec, protoVec, m.pick, m.renderFallbacks, m.servedMismatch, m.aborted} {
+		for _, c := range []prometheus.Collector{vec, protoVec, m.pick, m.renderFallbacks, m.servedMismatch, m.servedFallback, m.aborted} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("extproc: metrics: %w", err)
 			}

@@ -46,6 +46,17 @@ const (
 	RenderFallbackHeader = "x-kvroute-render-fallback"
 )
 
+// The Inference Extension conformance suite's test hooks (Config.ConformanceTestHooks).
+const (
+	// ConformanceSelectionHeader is the request header whose comma-separated
+	// "ip" or "ip:port" entries restrict a request's candidates, in that
+	// order.
+	ConformanceSelectionHeader = "test-epp-endpoint-selection"
+	// ConformanceServedHeader is the response header the picker copies the
+	// endpoint Envoy reports as having served the request into.
+	ConformanceServedHeader = "x-conformance-test-served-endpoint"
+)
+
 // Health service names the picker reports, as the endpoint-picker protocol
 // names them.
 const (
@@ -70,11 +81,30 @@ type Config struct {
 	SubsetNamespace   string `json:"subsetNamespace"`
 	SubsetKey         string `json:"subsetKey"`
 	ServedKey         string `json:"servedKey"`
+	// Fallbacks is how many fallback endpoints the picker names after its
+	// pick (protocol v0.4.0: "ip:port,ip:port,..." in the destination header
+	// and metadata), the next best by kvroute's score, so that Envoy, with a
+	// retry policy, tries them in order when the pick fails. 0, the default,
+	// names the pick alone. At most MaxFallbacks.
+	Fallbacks int `json:"fallbacks"`
+	// ConformanceTestHooks turns on the hooks the Inference Extension's
+	// conformance suite steers a picker with, as its reference picker does:
+	// ConformanceSelectionHeader restricts a request's candidates, and
+	// ConformanceServedHeader reports the endpoint that served it. Off by
+	// default: with it on, any client chooses its own endpoint.
+	ConformanceTestHooks bool `json:"conformanceTestHooks"`
 }
+
+// MaxFallbacks bounds Config.Fallbacks: Envoy tries the list one endpoint
+// per retry, and a longer list only lengthens every response header.
+const MaxFallbacks = 16
 
 func (c *Config) setDefaults() error {
 	if c.MaxBodyBytes < 0 {
 		return fmt.Errorf("extproc: maxBodyBytes %d is negative", c.MaxBodyBytes)
+	}
+	if c.Fallbacks < 0 || c.Fallbacks > MaxFallbacks {
+		return fmt.Errorf("extproc: fallbacks %d is not in [0, %d]", c.Fallbacks, MaxFallbacks)
 	}
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -35,7 +36,8 @@ type streamState struct {
 	trailers bool // the request trailers came
 	picked   bool
 	decision *kvroute.Decision // nil until picked, and for requests routed without one
-	endpoint string
+	endpoint string            // the pick
+	list     []string          // the pick and its fallbacks, as sent to Envoy
 	firstOut bool
 	done     bool
 }
@@ -152,11 +154,14 @@ func (st *streamState) route(body []byte) error {
 	}
 	st.picked = true
 	s := st.srv
-	eps := st.candidates()
+	eps, selected := st.candidates()
 	if len(eps) == 0 {
 		s.met.result(resultNoEndpoint)
 		msg := "the endpoint picker has no ready endpoint"
-		if st.hasHint {
+		switch {
+		case selected:
+			msg = "no endpoint named in the " + ConformanceSelectionHeader + " header is eligible"
+		case st.hasHint:
 			msg = "no endpoint of the subset hint is eligible"
 		}
 		return st.immediate(http.StatusServiceUnavailable, msg)
@@ -165,9 +170,14 @@ func (st *streamState) route(body []byte) error {
 	if body == nil || !inference {
 		// Not an inference request (GET /v1/models, health probes through the
 		// gateway): no prompt to route by, so spread it round robin.
-		ep := eps[int(s.met.passthroughSeq.Add(1)-1)%len(eps)]
+		// The endpoints after it in the rotation are its fallbacks.
+		first := int(s.met.passthroughSeq.Add(1)-1) % len(eps)
+		list := make([]string, 0, min(1+s.cfg.Fallbacks, len(eps)))
+		for k := 0; k < cap(list); k++ {
+			list = append(list, eps[(first+k)%len(eps)].ID)
+		}
 		s.met.result(resultPassthrough)
-		return st.answerRequest(ep.ID, body, false)
+		return st.answerRequest(list, body, false)
 	}
 	var fields struct {
 		Model string `json:"model"`
@@ -176,7 +186,7 @@ func (st *streamState) route(body []byte) error {
 		s.met.result(resultBadRequest)
 		return st.immediate(http.StatusBadRequest, "the request body is not a JSON object: "+err.Error())
 	}
-	req := &kvroute.Request{ID: st.header.Get("X-Request-Id"), API: api, Body: body, Header: st.header}
+	req := &kvroute.Request{ID: st.header.Get("X-Request-Id"), API: api, Body: body, Header: st.header, Fallbacks: s.cfg.Fallbacks}
 	switch {
 	case s.cfg.Model == "":
 		req.Model = fields.Model
@@ -207,34 +217,48 @@ func (st *streamState) route(body []byte) error {
 		s.met.renderFallbacks.Inc()
 	}
 	s.met.result(resultRouted)
-	return st.answerRequest(d.Endpoint.ID, body, d.RenderErr != nil)
+	list := make([]string, 0, 1+len(d.Fallbacks))
+	list = append(list, d.Endpoint.ID)
+	for _, f := range d.Fallbacks {
+		list = append(list, f.Endpoint.ID)
+	}
+	return st.answerRequest(list, body, d.RenderErr != nil)
 }
 
 // candidates returns the endpoints the request may go to: all of them, or
-// those the subset hint names.
-func (st *streamState) candidates() []kvroute.Endpoint {
-	all := *st.srv.endpoints.Load()
-	if !st.hasHint {
-		return all
+// those the subset hint names, narrowed, with the conformance test hooks on,
+// to those the selection header names (in its order; selected is true when
+// it named any).
+func (st *streamState) candidates() (eps []kvroute.Endpoint, selected bool) {
+	eps = *st.srv.endpoints.Load()
+	if st.hasHint {
+		in := make(map[string]struct{}, len(st.subset))
+		for _, id := range st.subset {
+			in[id] = struct{}{}
+		}
+		out := make([]kvroute.Endpoint, 0, len(st.subset))
+		for _, ep := range eps {
+			if _, ok := in[ep.ID]; ok {
+				out = append(out, ep)
+			}
+		}
+		eps = out
 	}
-	in := make(map[string]struct{}, len(st.subset))
-	for _, id := range st.subset {
-		in[id] = struct{}{}
-	}
-	out := make([]kvroute.Endpoint, 0, len(st.subset))
-	for _, ep := range all {
-		if _, ok := in[ep.ID]; ok {
-			out = append(out, ep)
+	if st.srv.cfg.ConformanceTestHooks {
+		if sel, ok := conformanceSelection(st.header.Values(ConformanceSelectionHeader), eps); ok {
+			return sel, true
 		}
 	}
-	return out
+	return eps, false
 }
 
-// answerRequest sends the request-headers response naming the endpoint and,
-// when the request has a body, the body back as one streamed mutation.
-func (st *streamState) answerRequest(endpoint string, body []byte, fallback bool) error {
-	st.endpoint = endpoint
+// answerRequest sends the request-headers response naming the endpoint
+// followed by its fallbacks (list) and, when the request has a body, the
+// body back as one streamed mutation.
+func (st *streamState) answerRequest(list []string, body []byte, fallback bool) error {
+	st.endpoint, st.list = list[0], list
 	c := st.srv.cfg
+	endpoint := strings.Join(list, ",")
 	set := []*corev3.HeaderValueOption{header(c.DestinationHeader, endpoint)}
 	if body != nil {
 		set = append(set, header("content-length", strconv.Itoa(len(body))))
@@ -266,14 +290,28 @@ func (st *streamState) answerRequest(endpoint string, body []byte, fallback bool
 
 func (st *streamState) responseHeaders(req *extprocv3.ProcessingRequest, h *extprocv3.HttpHeaders) error {
 	c := st.srv.cfg
-	if served, ok := servedEndpoint(req.GetMetadataContext(), c.MetadataNamespace, c.ServedKey); ok && st.endpoint != "" && served != st.endpoint {
-		// Envoy fell back to another endpoint than the pick (retry down the
-		// list). The load stays accounted to the pick: a Decision cannot move.
+	served, ok := servedEndpoint(req.GetMetadataContext(), c.MetadataNamespace, c.ServedKey)
+	endpoint := st.endpoint
+	if ok && st.endpoint != "" && served != st.endpoint {
+		// Envoy fell back to another endpoint than the pick (a retry down
+		// the list): the request's load moves to the fallback that served.
 		st.srv.met.servedMismatch.Inc()
+		if st.decision.Served(served) {
+			st.srv.met.servedFallback.Inc()
+		}
+		if slices.Contains(st.list, served) {
+			endpoint = served
+		}
 	}
 	set := []*corev3.HeaderValueOption{}
-	if st.endpoint != "" {
-		set = append(set, header(EndpointHeader, st.endpoint))
+	if endpoint != "" {
+		set = append(set, header(EndpointHeader, endpoint))
+	}
+	if c.ConformanceTestHooks {
+		if !ok {
+			served = servedMissing
+		}
+		set = append(set, header(ConformanceServedHeader, served))
 	}
 	if st.decision != nil && st.decision.RenderErr != nil {
 		set = append(set, header(RenderFallbackHeader, "true"))

@@ -8,13 +8,21 @@
 // (with the served endpoint in the metadata context) and every response body
 // chunk through the picker before writing it to the client.
 //
+// The picker may name several endpoints ("ip:port,ip:port,..."): with
+// Config.Retries the proxy tries them in order, as Envoy's retry policy goes
+// down the list, and reports the one that answered as the served endpoint.
+// With Config.FailOpen it behaves as Envoy's ext_proc filter with
+// failure_mode_allow: when the picker cannot be reached or fails, the
+// request goes to one of the FailOpen endpoints (in turn) without it.
+//
 // It exists because Envoy is not installable where kvroute is built and
 // tested: the extproc package's tests and the demo use it to run the whole
-// path end to end. It is not a production proxy (no retries, no TLS, no
+// path end to end. It is not a production proxy (no TLS, no timeouts, no
 // HTTP/2 upstreams).
 package envoysim
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -22,6 +30,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
@@ -47,6 +56,15 @@ type Config struct {
 	// Subset, when set, returns the subset hint to send for a request (a list
 	// of "ip:port"); nil sends none.
 	Subset func(r *http.Request) []string
+	// Retries is how many more endpoints of the picker's list the proxy
+	// tries after the first fails (its connection fails or it answers 5xx),
+	// as Envoy's retry policy does with the endpoint-picker protocol's
+	// fallbacks. 0 tries the first only.
+	Retries int
+	// FailOpen, when not empty, is the pool's endpoints ("ip:port") a
+	// request goes to, in turn, when the picker is unavailable or fails
+	// (Envoy's failure_mode_allow); empty answers such a request 500.
+	FailOpen []string
 }
 
 // Proxy is the Envoy-behaving reverse proxy. It is an http.Handler.
@@ -54,6 +72,7 @@ type Proxy struct {
 	cfg    Config
 	picker extprocv3.ExternalProcessorClient
 	client *http.Client
+	turn   atomic.Uint64 // the FailOpen rotation
 }
 
 // New returns a Proxy that asks picker for every request's endpoint and
@@ -81,26 +100,69 @@ func New(cfg Config, picker extprocv3.ExternalProcessorClient, client *http.Clie
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel() // a client that goes away resets the ext_proc stream, as Envoy does
-	stream, err := p.picker.Process(ctx)
-	if err != nil {
-		http.Error(w, "ext_proc: "+err.Error(), http.StatusInternalServerError)
-		return
-	}
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		return
 	}
-	dest, fwdBody, handled := p.requestPhase(w, r, stream, body)
-	if handled {
+	stream, err := p.picker.Process(ctx)
+	if err != nil {
+		p.pickerFailed(w, r, body, err)
 		return
 	}
-	p.responsePhase(ctx, w, r, stream, dest, fwdBody)
+	dests, fwdBody, err := p.requestPhase(w, r, stream, body)
+	if err != nil {
+		cancel() // reset the failed stream
+		p.pickerFailed(w, r, body, err)
+		return
+	}
+	if dests == nil {
+		return // answered
+	}
+	p.responsePhase(ctx, w, r, stream, dests, fwdBody)
 }
 
-// requestPhase sends the request to the picker and returns the destination
-// and the (possibly mutated) body; handled is true when the picker answered
-// the client itself or the stream failed.
-func (p *Proxy) requestPhase(w http.ResponseWriter, r *http.Request, stream extprocv3.ExternalProcessor_ProcessClient, body []byte) (string, []byte, bool) {
+// pickerFailed answers a request whose picker could not be reached or
+// failed: forwarded without it to the next FailOpen endpoint, or 500.
+func (p *Proxy) pickerFailed(w http.ResponseWriter, r *http.Request, body []byte, err error) {
+	if len(p.cfg.FailOpen) == 0 {
+		http.Error(w, "ext_proc: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	dest := p.cfg.FailOpen[int(p.turn.Add(1)-1)%len(p.cfg.FailOpen)]
+	resp, err := p.forward(r.Context(), r, dest, body)
+	if err != nil {
+		http.Error(w, "upstream: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	defer resp.Body.Close()
+	for k, vs := range resp.Header {
+		w.Header()[k] = vs
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, resp.Body)
+}
+
+// forward sends the request to dest.
+func (p *Proxy) forward(ctx context.Context, r *http.Request, dest string, body []byte) (*http.Response, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	up, err := http.NewRequestWithContext(ctx, r.Method, "http://"+dest+r.URL.RequestURI(), rd)
+	if err != nil {
+		return nil, err
+	}
+	up.Header = r.Header.Clone()
+	up.Header.Del(p.cfg.DestinationHeader)
+	return p.client.Do(up)
+}
+
+// requestPhase sends the request to the picker and returns the destinations
+// it named (the pick, then its fallbacks) and the (possibly mutated) body.
+// It returns nil destinations when the picker answered the client itself or
+// named no destination (the client is answered), and an error when the
+// stream failed (the picker is unavailable or broke).
+func (p *Proxy) requestPhase(w http.ResponseWriter, r *http.Request, stream extprocv3.ExternalProcessor_ProcessClient, body []byte) ([]string, []byte, error) {
 	first := &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{
 		RequestHeaders: &extprocv3.HttpHeaders{Headers: requestHeaderMap(r), EndOfStream: len(body) == 0},
 	}}
@@ -115,8 +177,7 @@ func (p *Proxy) requestPhase(w http.ResponseWriter, r *http.Request, stream extp
 		}
 	}
 	if err := stream.Send(first); err != nil {
-		http.Error(w, "ext_proc: "+err.Error(), http.StatusInternalServerError)
-		return "", nil, true
+		return nil, nil, err
 	}
 	for off := 0; off < len(body); off += p.cfg.ChunkBytes {
 		end := min(off+p.cfg.ChunkBytes, len(body))
@@ -128,17 +189,15 @@ func (p *Proxy) requestPhase(w http.ResponseWriter, r *http.Request, stream extp
 	}
 	resp, err := stream.Recv()
 	if err != nil {
-		http.Error(w, "ext_proc: "+err.Error(), http.StatusInternalServerError)
-		return "", nil, true
+		return nil, nil, err
 	}
 	if ir := resp.GetImmediateResponse(); ir != nil {
 		writeImmediate(w, ir)
-		return "", nil, true
+		return nil, nil, nil
 	}
 	hr := resp.GetRequestHeaders()
 	if hr == nil {
-		http.Error(w, fmt.Sprintf("ext_proc: unexpected answer %T to request headers", resp.Response), http.StatusInternalServerError)
-		return "", nil, true
+		return nil, nil, fmt.Errorf("unexpected answer %T to request headers", resp.Response)
 	}
 	for _, h := range hr.GetResponse().GetHeaderMutation().GetSetHeaders() {
 		key := strings.ToLower(h.GetHeader().GetKey())
@@ -153,51 +212,68 @@ func (p *Proxy) requestPhase(w http.ResponseWriter, r *http.Request, stream extp
 	dest := ""
 	for _, h := range hr.GetResponse().GetHeaderMutation().GetSetHeaders() {
 		if strings.EqualFold(h.GetHeader().GetKey(), p.cfg.DestinationHeader) {
-			dest, _, _ = strings.Cut(headerValue(h.GetHeader()), ",")
+			dest = headerValue(h.GetHeader())
 		}
 	}
 	if md := resp.GetDynamicMetadata(); dest == "" && md != nil {
 		dest = md.GetFields()[p.cfg.MetadataNamespace].GetStructValue().GetFields()[p.cfg.DestinationHeader].GetStringValue()
 	}
-	if dest == "" {
+	var dests []string
+	for _, d := range strings.Split(dest, ",") {
+		if d = strings.TrimSpace(d); d != "" {
+			dests = append(dests, d)
+		}
+	}
+	if len(dests) == 0 {
 		http.Error(w, "ext_proc: the picker named no destination", http.StatusServiceUnavailable)
-		return "", nil, true
+		return nil, nil, nil
 	}
 	if len(body) == 0 {
-		return dest, nil, false
+		return dests, nil, nil
 	}
 	var out []byte
 	for {
 		resp, err := stream.Recv()
 		if err != nil {
-			http.Error(w, "ext_proc: "+err.Error(), http.StatusInternalServerError)
-			return "", nil, true
+			return nil, nil, err
 		}
 		sr := resp.GetRequestBody().GetResponse().GetBodyMutation().GetStreamedResponse()
 		if sr == nil {
-			http.Error(w, "ext_proc: expected a streamed request body", http.StatusInternalServerError)
-			return "", nil, true
+			return nil, nil, errors.New("expected a streamed request body")
 		}
 		out = append(out, sr.GetBody()...)
 		if sr.GetEndOfStream() {
-			return dest, out, false
+			return dests, out, nil
 		}
 	}
 }
 
-func (p *Proxy) responsePhase(ctx context.Context, w http.ResponseWriter, r *http.Request, stream extprocv3.ExternalProcessor_ProcessClient, dest string, body []byte) {
-	var rd io.Reader
-	if body != nil {
-		rd = strings.NewReader(string(body))
+// upstream sends the request to the first of dests that answers, trying
+// the next after a connection failure or a 5xx answer while Retries allow,
+// and returns the response and the endpoint that served it.
+func (p *Proxy) upstream(ctx context.Context, r *http.Request, dests []string, body []byte) (*http.Response, string, error) {
+	var lastErr error
+	for k, dest := range dests[:min(len(dests), 1+p.cfg.Retries)] {
+		resp, err := p.forward(ctx, r, dest, body)
+		last := k == min(len(dests), 1+p.cfg.Retries)-1
+		switch {
+		case err != nil:
+			lastErr = err
+			if ctx.Err() != nil {
+				return nil, "", err
+			}
+		case resp.StatusCode >= 500 && !last:
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		default:
+			return resp, dest, nil
+		}
 	}
-	up, err := http.NewRequestWithContext(ctx, r.Method, "http://"+dest+r.URL.RequestURI(), rd)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadGateway)
-		return
-	}
-	up.Header = r.Header.Clone()
-	up.Header.Del(p.cfg.DestinationHeader)
-	resp, err := p.client.Do(up)
+	return nil, "", lastErr
+}
+
+func (p *Proxy) responsePhase(ctx context.Context, w http.ResponseWriter, r *http.Request, stream extprocv3.ExternalProcessor_ProcessClient, dests []string, body []byte) {
+	resp, dest, err := p.upstream(ctx, r, dests, body)
 	if err != nil {
 		// Upstream failure: Envoy resets the ext_proc stream (the deferred
 		// cancel) and answers the client itself.
