@@ -143,6 +143,8 @@ type Server struct {
 	health    *health.Server
 	endpoints atomic.Pointer[[]kvroute.Endpoint]
 	ready     atomic.Bool
+	clock     telemetry.Clock
+	recent    recentStreams // the status page's latest streams
 }
 
 // New builds a Server that chooses with picker (a *kvroute.Router in
@@ -155,7 +157,7 @@ func New(cfg Config, picker kvroute.Picker, opts Options) (*Server, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, picker: picker, log: opts.Logger, health: health.NewServer()}
+	s := &Server{cfg: cfg, picker: picker, log: opts.Logger, health: health.NewServer(), clock: opts.Clk()}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -194,9 +196,12 @@ func (s *Server) SetReady(ready bool) {
 	s.health.SetServingStatus("", st)
 }
 
-// Shutdown marks every service not serving, so that health checks fail while
-// the gRPC server drains.
-func (s *Server) Shutdown() { s.health.Shutdown() }
+// Shutdown marks every service not serving, so that health checks (and
+// ReadyPath) fail while the gRPC server drains.
+func (s *Server) Shutdown() {
+	s.ready.Store(false)
+	s.health.Shutdown()
+}
 
 // SetEndpoints replaces the candidate endpoints of every later request. It
 // does not touch the Picker: a kvroute.Router is told separately (its own

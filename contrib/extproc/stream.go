@@ -38,6 +38,9 @@ type streamState struct {
 	decision *kvroute.Decision // nil until picked, and for requests routed without one
 	endpoint string            // the pick
 	list     []string          // the pick and its fallbacks, as sent to Envoy
+	served   string            // the endpoint Envoy reported as having served
+	model    string            // the body's model
+	result   string            // the stream's result, for the status page
 	firstOut bool
 	done     bool
 }
@@ -73,6 +76,30 @@ func (st *streamState) finish() {
 		st.decision.Done(kvroute.DoneInfo{Err: errors.New("extproc: stream ended before the response")})
 		st.srv.met.aborted.Inc()
 	}
+	if st.result != "" {
+		st.record()
+	}
+}
+
+// setResult counts the stream's result and keeps it for the status page.
+func (st *streamState) setResult(r string) {
+	st.result = r
+	st.srv.met.result(r)
+}
+
+// record adds the stream to the status page's latest streams.
+func (st *streamState) record() {
+	rec := streamRecord{
+		Time: st.srv.clock.Now(), Path: st.path, Model: st.model, Endpoints: strings.Join(st.list, ","),
+		Served: st.served, Result: st.result,
+	}
+	if st.header != nil {
+		rec.RequestID = st.header.Get("X-Request-Id")
+	}
+	if d := st.decision; d != nil {
+		rec.PromptTokens, rec.PredictedCached, rec.UsedCache, rec.Outcome = d.PromptTokens, d.CachedTokens, d.UsedCache, string(d.Outcome)
+	}
+	st.srv.recent.add(rec)
 }
 
 func (st *streamState) handle(req *extprocv3.ProcessingRequest) error {
@@ -100,7 +127,7 @@ func (st *streamState) handle(req *extprocv3.ProcessingRequest) error {
 		}
 		chunk := v.RequestBody.GetBody()
 		if int64(len(st.body))+int64(len(chunk)) > st.srv.cfg.MaxBodyBytes {
-			st.srv.met.result(resultBodyTooLarge)
+			st.setResult(resultBodyTooLarge)
 			return st.immediate(http.StatusRequestEntityTooLarge,
 				fmt.Sprintf("request body exceeds the endpoint picker's limit of %d bytes", st.srv.cfg.MaxBodyBytes))
 		}
@@ -156,7 +183,7 @@ func (st *streamState) route(body []byte) error {
 	s := st.srv
 	eps, selected := st.candidates()
 	if len(eps) == 0 {
-		s.met.result(resultNoEndpoint)
+		st.setResult(resultNoEndpoint)
 		msg := "the endpoint picker has no ready endpoint"
 		switch {
 		case selected:
@@ -176,14 +203,16 @@ func (st *streamState) route(body []byte) error {
 		for k := 0; k < cap(list); k++ {
 			list = append(list, eps[(first+k)%len(eps)].ID)
 		}
-		s.met.result(resultPassthrough)
+		st.setResult(resultPassthrough)
 		return st.answerRequest(list, body, false)
 	}
 	var fields struct {
 		Model string `json:"model"`
 	}
-	if err := json.Unmarshal(body, &fields); err != nil {
-		s.met.result(resultBadRequest)
+	err := json.Unmarshal(body, &fields)
+	st.model = fields.Model
+	if err != nil {
+		st.setResult(resultBadRequest)
 		return st.immediate(http.StatusBadRequest, "the request body is not a JSON object: "+err.Error())
 	}
 	req := &kvroute.Request{ID: st.header.Get("X-Request-Id"), API: api, Body: body, Header: st.header, Fallbacks: s.cfg.Fallbacks}
@@ -198,25 +227,25 @@ func (st *streamState) route(body []byte) error {
 	s.met.pick.Observe(time.Since(start).Seconds())
 	if err != nil {
 		if st.stream.Context().Err() != nil {
-			s.met.result(resultClientAbort)
+			st.setResult(resultClientAbort)
 			return errStop
 		}
 		switch {
 		case errors.Is(err, tokenload.ErrDuplicateRequestID):
-			s.met.result(resultBadRequest)
+			st.setResult(resultBadRequest)
 			return st.immediate(http.StatusConflict, "a request with this x-request-id is already in flight")
 		case errors.Is(err, kvroute.ErrModelMismatch), errors.Is(err, kvroute.ErrNoAPI):
-			s.met.result(resultBadRequest)
+			st.setResult(resultBadRequest)
 			return st.immediate(http.StatusBadRequest, err.Error())
 		}
-		s.met.result(resultNoEndpoint)
+		st.setResult(resultNoEndpoint)
 		return st.immediate(http.StatusServiceUnavailable, "no endpoint available: "+err.Error())
 	}
 	st.decision = d
 	if d.RenderErr != nil {
 		s.met.renderFallbacks.Inc()
 	}
-	s.met.result(resultRouted)
+	st.setResult(resultRouted)
 	list := make([]string, 0, 1+len(d.Fallbacks))
 	list = append(list, d.Endpoint.ID)
 	for _, f := range d.Fallbacks {
@@ -291,6 +320,7 @@ func (st *streamState) answerRequest(list []string, body []byte, fallback bool) 
 func (st *streamState) responseHeaders(req *extprocv3.ProcessingRequest, h *extprocv3.HttpHeaders) error {
 	c := st.srv.cfg
 	served, ok := servedEndpoint(req.GetMetadataContext(), c.MetadataNamespace, c.ServedKey)
+	st.served = served
 	endpoint := st.endpoint
 	if ok && st.endpoint != "" && served != st.endpoint {
 		// Envoy fell back to another endpoint than the pick (a retry down

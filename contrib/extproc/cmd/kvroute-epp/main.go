@@ -23,7 +23,16 @@
 // up: every endpoint's KV-event stream is live or has been given up on
 // (readiness.giveUpAfter in --config). It checks every --readiness-interval
 // and follows the router from then on: an endpoint that joins and has not
-// caught up makes it not ready again. Liveness does not wait.
+// caught up makes it not ready again. Liveness does not wait. The metrics
+// port also serves the same readiness over HTTP (/ready: 200, or 503 with
+// the reason) and a status page (/debug/kvroute) with every endpoint's
+// KV-event stream and load and the latest requests.
+//
+// --fallbacks N names the N next best endpoints after the pick (protocol
+// v0.4.0), for an Envoy retry policy to try in order; when Envoy reports that
+// a fallback served, the request's load moves there.
+// --conformance-test-hooks turns on the Inference Extension conformance
+// suite's test hooks (off by default; never on a production cluster).
 package main
 
 import (
@@ -87,6 +96,8 @@ type flags struct {
 	maxBodyBytes                      int64
 	readinessInterval                 time.Duration
 	logLevel                          string
+	fallbacks                         int
+	conformanceTestHooks              bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (flags, error) {
@@ -112,6 +123,10 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.Int64Var(&f.maxBodyBytes, "max-body-bytes", extproc.DefaultMaxBodyBytes, "request body limit (413 above)")
 	fs.DurationVar(&f.readinessInterval, "readiness-interval", extproc.DefaultReadinessInterval, "how often readiness asks the router whether its index has caught up")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.IntVar(&f.fallbacks, "fallbacks", 0, fmt.Sprintf("fallback endpoints named after the pick, the next best by score, for Envoy to retry in order (0 to %d)", extproc.MaxFallbacks))
+	fs.BoolVar(&f.conformanceTestHooks, "conformance-test-hooks", false,
+		"the Inference Extension conformance suite's hooks: the "+extproc.ConformanceSelectionHeader+" request header chooses the candidates and "+
+			extproc.ConformanceServedHeader+" reports the served endpoint (test clusters only: any client could steer its requests)")
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
@@ -188,7 +203,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer router.Close()
-	picker, err := extproc.New(extproc.Config{Model: cfg.Model, MaxBodyBytes: f.maxBodyBytes}, router,
+	picker, err := extproc.New(extproc.Config{Model: cfg.Model, MaxBodyBytes: f.maxBodyBytes, Fallbacks: f.fallbacks,
+		ConformanceTestHooks: f.conformanceTestHooks}, router,
 		extproc.Options{Set: telemetry.Set{Registerer: reg, Logger: log}})
 	if err != nil {
 		return err
@@ -269,6 +285,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	healthpb.RegisterHealthServer(hs, picker.Health())
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	status := picker.StatusHandler(router)
+	mux.Handle(extproc.ReadyPath, status)
+	mux.Handle(extproc.StatusPath, status)
 	ms := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 3)
 	go func() { errc <- gs.Serve(grpcLn) }()
@@ -280,8 +299,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		errc <- nil
 	}()
-	fmt.Fprintf(stdout, "kvroute-epp: ext_proc on %s, health on %s, metrics on http://%s/metrics\n",
-		grpcLn.Addr(), healthLn.Addr(), metricsLn.Addr())
+	fmt.Fprintf(stdout, "kvroute-epp: ext_proc on %s, health on %s, metrics on http://%s/metrics (status page http://%[3]s%[4]s, readiness http://%[3]s%[5]s)\n",
+		grpcLn.Addr(), healthLn.Addr(), metricsLn.Addr(), extproc.StatusPath, extproc.ReadyPath)
 
 	for _, d := range discoveries {
 		if err := d.Start(ctx); err != nil {

@@ -230,3 +230,20 @@ func TestConfigAcceptsAWholeEndpointPickerConfig(t *testing.T) {
 	require.ErrorContains(t, err, "strict: 3 llm-d settings are not carried over")
 	require.ErrorContains(t, err, "plugins[endpoint-notification-source]: ignored: not needed")
 }
+
+// --fallbacks is bounded; --conformance-test-hooks is off unless given.
+func TestFallbacksAndConformanceHooksFlags(t *testing.T) {
+	f, err := parseFlags([]string{"--endpoints", "127.0.0.1:8000"}, io.Discard)
+	require.NoError(t, err)
+	require.Zero(t, f.fallbacks)
+	require.False(t, f.conformanceTestHooks)
+	f, err = parseFlags([]string{"--endpoints", "127.0.0.1:8000", "--fallbacks", "2", "--conformance-test-hooks"}, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, 2, f.fallbacks)
+	require.True(t, f.conformanceTestHooks)
+
+	defer leakcheck.Check(t)()
+	err = run(context.Background(), []string{"--endpoints", "127.0.0.1:8000", "--fallbacks", "17", "--model", model,
+		"--listen-host", "127.0.0.1", "--grpc-port", "0", "--grpc-health-port", "0", "--metrics-port", "0"}, io.Discard, io.Discard)
+	require.ErrorContains(t, err, "fallbacks 17")
+}

@@ -82,12 +82,31 @@ func TestRunIsNotReadyUntilTheIndexHasCaughtUp(t *testing.T) {
 		}
 	}
 
-	// The router subscribed and is still connecting: not ready, alive.
+	base := strings.TrimSuffix(m[3], "/metrics")
+	get := func(path string) (int, string) {
+		resp, err := client.Get(base + path)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(b)
+	}
+
+	// The router subscribed and is still connecting: not ready, alive; the
+	// HTTP readiness and the status page say so and why.
 	require.Eventually(t, stateIs("connecting"), 20*time.Second, 10*time.Millisecond)
 	require.Equal(t, healthpb.HealthCheckResponse_SERVING, check(extproc.LivenessService))
 	for _, svc := range []string{extproc.ReadinessService, extproc.ExtProcService} {
 		require.Equal(t, healthpb.HealthCheckResponse_NOT_SERVING, check(svc), svc)
 	}
+	code, body := get(extproc.ReadyPath)
+	require.Equal(t, http.StatusServiceUnavailable, code, body)
+	require.Contains(t, body, `"ready":false`)
+	require.Contains(t, body, id, "the reason names the endpoint it waits for")
+	code, body = get(extproc.StatusPath)
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, `<b id="ready">false</b>`)
+	require.Contains(t, body, `data-id="`+id+`"`)
 
 	replay := fmt.Sprintf("tcp://127.0.0.1:%d", replayPort)
 	eng, err := server.New(server.Config{Model: model, EnableScaleOut: true,
@@ -105,6 +124,13 @@ func TestRunIsNotReadyUntilTheIndexHasCaughtUp(t *testing.T) {
 	}, 20*time.Second, 10*time.Millisecond, "ready once the engine's stream caught up")
 	require.Equal(t, healthpb.HealthCheckResponse_SERVING, check(extproc.ExtProcService))
 	require.True(t, stateIs("live")(), "ready means the router's index is live")
+	code, body = get(extproc.ReadyPath)
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, `"state":"live"`)
+	code, body = get(extproc.StatusPath)
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, `<b id="ready">true</b>`)
+	require.Contains(t, body, `class="live"`)
 
 	cancel()
 	select {

@@ -1,0 +1,142 @@
+package extproc
+
+import (
+	"encoding/json"
+	"html/template"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/kvroute/kvroute"
+)
+
+// Paths of the picker's HTTP status handler (StatusHandler), the same as
+// the kvroute gateway's.
+const (
+	// StatusPath is the status page: plain HTML, refreshed every 2 s, with
+	// the readiness and its reason, every endpoint's KV-event stream state,
+	// last applied sequence, blocks indexed and in-flight load, and the
+	// latest ext_proc streams with the endpoints named to Envoy (the pick
+	// and its fallbacks), the one Envoy reported as having served, the
+	// prediction and the result.
+	StatusPath = "/debug/kvroute"
+	// ReadyPath answers 200 when the picker is ready (the readiness the
+	// gRPC health service reports, and the router's index has caught up)
+	// and 503 with the reason otherwise, as JSON, for probes and operators
+	// that speak HTTP.
+	ReadyPath = "/ready"
+)
+
+// StatusHandler serves ReadyPath and StatusPath for the picker and router,
+// the *kvroute.Router it routes with (the same as the picker's Picker), for
+// the picker's HTTP (metrics) port.
+func (s *Server) StatusHandler(router *kvroute.Router) http.Handler {
+	m := http.NewServeMux()
+	m.HandleFunc(ReadyPath, func(w http.ResponseWriter, _ *http.Request) { s.serveReady(w, router) })
+	m.HandleFunc(StatusPath, func(w http.ResponseWriter, _ *http.Request) { s.serveStatus(w, router) })
+	return m
+}
+
+// readiness returns whether the picker is ready and, when not, why: it
+// has not been told so (endpoint discovery has not synced, or it shut
+// down), it has no endpoints, or the router's index has not caught up.
+func (s *Server) readiness(router *kvroute.Router) (bool, string) {
+	if reason := s.notReady(router); reason != "" {
+		return false, reason
+	}
+	if !s.ready.Load() {
+		return false, "not ready yet (endpoint discovery has not synced)"
+	}
+	return true, ""
+}
+
+func (s *Server) serveReady(w http.ResponseWriter, router *kvroute.Router) {
+	type endpoint struct {
+		ID      string `json:"id"`
+		State   string `json:"state"`
+		GivenUp bool   `json:"givenUp,omitempty"`
+	}
+	body := struct {
+		Ready     bool       `json:"ready"`
+		Reason    string     `json:"reason,omitempty"`
+		Endpoints []endpoint `json:"endpoints,omitempty"`
+	}{}
+	body.Ready, body.Reason = s.readiness(router)
+	for _, e := range router.Readiness() {
+		body.Endpoints = append(body.Endpoints, endpoint{ID: e.ID, State: string(e.State), GivenUp: e.GivenUp})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	if !body.Ready {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+// statusEndpoint is one row of the status page's endpoint table.
+type statusEndpoint struct {
+	ID, State, AppliedSeq, SinceApplied string
+	Blocks                              int
+	InflightTokens, InflightRequests    int64
+	Inaccurate, GivenUp                 bool
+}
+
+var statusTmpl = template.Must(template.New("status").Parse(`<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="2">
+<title>kvroute endpoint picker</title>
+<style>body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse;margin-bottom:1.5em}
+td,th{border:1px solid #ccc;padding:.25em .6em;text-align:left}th{background:#eee}
+.live{color:#080}.degraded,.bad{color:#b00}.connecting,.replaying{color:#a60}</style></head>
+<body><h1>kvroute endpoint picker</h1>
+<p id="summary">ready: <b id="ready">{{.Ready}}</b>{{if .Reason}} — {{.Reason}}{{end}}; {{len .Endpoints}} endpoint(s); index: {{.IndexBlocks}} blocks; fallbacks named: {{.Fallbacks}}; generated {{.Now}}</p>
+<h2>Endpoints</h2>
+<table id="endpoints"><tr><th>endpoint</th><th>stream state</th><th>last applied seq</th><th>last applied</th><th>blocks indexed</th><th>in-flight tokens</th><th>in-flight requests</th><th>predictions</th></tr>
+{{range .Endpoints}}<tr class="endpoint" data-id="{{.ID}}"><td>{{.ID}}</td><td class="{{.State}}">{{.State}}{{if .GivenUp}} (given up){{end}}</td><td>{{.AppliedSeq}}</td><td>{{.SinceApplied}}</td><td>{{.Blocks}}</td><td>{{.InflightTokens}}</td><td>{{.InflightRequests}}</td><td>{{if .Inaccurate}}<span class="bad">missing persistently</span>{{else}}ok{{end}}</td></tr>
+{{end}}</table>
+<h2>Latest requests</h2>
+<table id="requests"><tr><th>time</th><th>request</th><th>path</th><th>model</th><th>endpoints named</th><th>served by</th><th>prompt tokens</th><th>predicted cached</th><th>used cache</th><th>filter outcome</th><th>result</th></tr>
+{{range .Streams}}<tr class="request"><td>{{.Time.Format "15:04:05.000"}}</td><td>{{.RequestID}}</td><td>{{.Path}}</td><td>{{.Model}}</td><td>{{.Endpoints}}</td><td>{{if .Served}}{{.Served}}{{else}}–{{end}}</td><td>{{.PromptTokens}}</td><td>{{.PredictedCached}}</td><td>{{.UsedCache}}</td><td>{{.Outcome}}</td><td>{{.Result}}</td></tr>
+{{end}}</table>
+</body></html>
+`))
+
+func (s *Server) serveStatus(w http.ResponseWriter, router *kvroute.Router) {
+	now := s.clock.Now()
+	data := struct {
+		Ready       bool
+		Reason      string
+		Now         string
+		IndexBlocks int
+		Fallbacks   int
+		Endpoints   []statusEndpoint
+		Streams     []streamRecord
+	}{Now: now.UTC().Format(time.RFC3339), IndexBlocks: router.Index().Stats().Blocks, Fallbacks: s.cfg.Fallbacks, Streams: s.recent.list()}
+	data.Ready, data.Reason = s.readiness(router)
+	states := map[string]statusEndpoint{}
+	for _, e := range router.Readiness() {
+		se := statusEndpoint{State: string(e.State), GivenUp: e.GivenUp, AppliedSeq: "–", SinceApplied: "never"}
+		if e.Status.HasApplied {
+			se.AppliedSeq = strconv.FormatUint(e.Status.Applied, 10)
+		}
+		if !e.LastApplied.IsZero() {
+			se.SinceApplied = now.Sub(e.LastApplied).Round(time.Millisecond).String() + " ago"
+		}
+		states[e.ID] = se
+	}
+	for _, e := range *s.endpoints.Load() {
+		se, ok := states[e.ID]
+		if !ok {
+			se = statusEndpoint{State: "no events", AppliedSeq: "–", SinceApplied: "never"}
+		}
+		se.ID = e.ID
+		se.Blocks = router.Index().EndpointBlocks(e.ID)
+		se.InflightTokens, se.InflightRequests, _ = router.Load().Load(e.ID)
+		se.Inaccurate = router.EndpointInaccurate(e.ID)
+		data.Endpoints = append(data.Endpoints, se)
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if err := statusTmpl.Execute(w, data); err != nil {
+		s.log.Warn("extproc: status page", "err", err)
+	}
+}

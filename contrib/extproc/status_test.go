@@ -1,0 +1,80 @@
+package extproc
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/internal/leakcheck"
+)
+
+// The picker's status handler over real HTTP: /ready follows the picker's
+// readiness and the router's index (200 once every engine's stream is
+// live, 503 with the reason after Shutdown), and the status page lists the
+// endpoints with their stream state and the latest request with the
+// endpoints named to Envoy and the one that served.
+func TestStatusHandlerServesReadyAndStatusPage(t *testing.T) {
+	defer leakcheck.Check(t)()
+	h := newHarness(t, Config{Fallbacks: 1}, engineOpts{}, engineOpts{})
+	defer h.close()
+	envoy, client, stop := newEnvoy(h)
+	defer stop()
+	status := httptest.NewServer(h.picker.StatusHandler(h.router))
+	defer status.Close()
+
+	get := func(path string) (int, string) {
+		resp, err := client.Get(status.URL + path)
+		require.NoError(t, err)
+		return resp.StatusCode, readAll(t, resp.Body)
+	}
+	type ready struct {
+		Ready     bool   `json:"ready"`
+		Reason    string `json:"reason"`
+		Endpoints []struct {
+			ID    string `json:"id"`
+			State string `json:"state"`
+		} `json:"endpoints"`
+	}
+	require.Eventually(t, func() bool { code, _ := get(ReadyPath); return code == http.StatusOK }, wait, 5*time.Millisecond,
+		"ready once both engines' streams are live")
+	_, body := get(ReadyPath)
+	var r ready
+	require.NoError(t, json.Unmarshal([]byte(body), &r))
+	require.True(t, r.Ready)
+	require.Len(t, r.Endpoints, 2)
+	for _, e := range r.Endpoints {
+		require.Equal(t, "live", e.State, e.ID)
+	}
+
+	resp := postThrough(t, client, envoy.URL, completionsBody(prompt(41, 40, "status"), false))
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	served := resp.Header.Get(EndpointHeader)
+	readAll(t, resp.Body)
+	h.idle()
+
+	code, page := get(StatusPath)
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, page, `<b id="ready">true</b>`)
+	for _, e := range h.engines {
+		require.Contains(t, page, `data-id="`+e.id+`"`)
+	}
+	require.Contains(t, page, `class="live"`)
+	row := page[strings.Index(page, `<tr class="request">`):]
+	require.Contains(t, row, "/v1/completions")
+	require.Contains(t, row, testModel)
+	require.Contains(t, row, "<td>"+served+"</td>", "served by")
+	require.Regexp(t, `<td>127\.0\.0\.1:\d+,127\.0\.0\.1:\d+</td>`, row, "the pick and its fallback are named")
+	require.Contains(t, row, "routed")
+
+	h.picker.Shutdown()
+	code, body = get(ReadyPath)
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.NoError(t, json.Unmarshal([]byte(body), &r))
+	require.False(t, r.Ready)
+	require.NotEmpty(t, r.Reason)
+}
