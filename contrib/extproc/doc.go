@@ -25,13 +25,22 @@
 //     ineligible list is answered 503.
 //   - answers 503 (an ImmediateResponse) when no endpoint is available, 413
 //     when the body exceeds the configured limit, 400 when it is not JSON.
+//   - with Config.Fallbacks (protocol v0.4.0), names the pick followed by
+//     that many fallback endpoints, "ip:port,ip:port,...", in the header and
+//     the metadata alike: the next best candidates by kvroute's score
+//     (kvroute.Decision.Fallbacks), which Envoy, given a retry policy, tries
+//     in order when the pick fails. A request without a prompt names the
+//     next endpoints of its rotation.
 //   - uses the response path for load accounting: the first response body
 //     chunk releases the request's prompt tokens (Decision.FirstChunk); the
 //     end of the response, a reset, or the client going away releases the
 //     request (Decision.Done), exactly once. When Envoy reports the endpoint
 //     that actually served the request (envoy.lb /
 //     x-gateway-destination-endpoint-served in the metadata context) and it
-//     differs from the pick, that is counted.
+//     differs from the pick, that is counted, and when it is one of the
+//     fallbacks the request's load and prediction move there
+//     (Decision.Served), so that a failed pick does not look busy and the
+//     fallback does not look idle; the client's x-kvroute-endpoint names it.
 //   - passes every response body chunk back unchanged (a streamed body
 //     mutation per chunk), so streaming responses stream.
 //   - makes at most one decision per stream. A request-phase message after
@@ -41,6 +50,25 @@
 //     is released, and kvroute_extproc_protocol_errors_total{message} counts
 //     it (message is request_headers, request_body or request_trailers).
 //     Trailers after a body that ended the request are acknowledged once.
+//
+// # Conformance test hooks
+//
+// The Inference Extension's conformance suite steers a picker with two test
+// hooks, which Config.ConformanceTestHooks turns on (off by default: with
+// them any client chooses its own endpoint): the test-epp-endpoint-selection
+// request header restricts the candidates to the endpoints it names, in its
+// order ("ip" names every data-parallel rank on that address, "ip:port" one;
+// none known is answered 503), and the x-conformance-test-served-endpoint
+// response header reports the served endpoint Envoy put in the metadata (or
+// the reference picker's failure text when Envoy reported none). The tests
+// named after the suite's tests (TestGatewayFollowingEPPRouting, ...) replay
+// its picker-facing cases through envoysim.
+//
+// # Status over HTTP
+//
+// StatusHandler serves, on the picker's HTTP port, /ready (the readiness
+// the health service reports, as JSON with the reason) and a status page at
+// /debug/kvroute, the same paths as the kvroute gateway's.
 //
 // A request routed without cache information because its render failed says
 // so to the client in the x-kvroute-render-fallback response header, next to
@@ -58,8 +86,9 @@
 // Envoy is not installable on the machines kvroute is built and tested on, so
 // the package ships envoysim, a small reverse proxy that behaves as Envoy's
 // ext_proc filter does towards the picker (the same message sequence over a
-// real gRPC stream, forwarding to the endpoint named in the header). It is
-// used by this package's tests and the demo, never in production.
+// real gRPC stream, forwarding to the endpoint named in the header, retrying
+// down the list, failing open when configured to). It is used by this
+// package's tests and the demo, never in production.
 //
 // # Dependencies
 //
