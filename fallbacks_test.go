@@ -124,3 +124,44 @@ func TestServedRacingDoneLeavesNoLoad(t *testing.T) {
 		require.Zero(t, req, ep.ID)
 	}
 }
+
+// With a Profile that picks in several roles, each role's Decision names
+// its fallbacks among that role's candidates, and each moves on its own.
+func TestFallbacksPerRole(t *testing.T) {
+	r := testRouter(t, func(c *Config) { c.Speculative.Enabled = false }, Options{Profile: prefillDecode{}})
+	eps := endpoints(6)
+	for i := range eps {
+		role := "decode"
+		if i%2 == 1 {
+			role = "prefill"
+		}
+		eps[i].Labels = map[string]string{"role": role}
+	}
+	d := pickWithFallbacks(t, r, prompt(7, 256), eps, 2)
+	require.Len(t, d.Roles, 1)
+	p := d.Roles[0]
+	role := func(id string) string {
+		for _, e := range eps {
+			if e.ID == id {
+				return e.Labels["role"]
+			}
+		}
+		return ""
+	}
+	require.Len(t, d.Fallbacks, 2)
+	require.Len(t, p.Fallbacks, 2)
+	for _, f := range d.Fallbacks {
+		require.Equal(t, "decode", role(f.Endpoint.ID))
+	}
+	for _, f := range p.Fallbacks {
+		require.Equal(t, "prefill", role(f.Endpoint.ID))
+	}
+	require.True(t, p.Served(p.Fallbacks[0].Endpoint.ID), "the prefill role moves on its own")
+	_, req, _ := r.Load().Load(p.Fallbacks[0].Endpoint.ID)
+	require.EqualValues(t, 1, req)
+	d.Done(DoneInfo{})
+	for _, e := range eps {
+		tok, req, _ := r.Load().Load(e.ID)
+		require.Zero(t, tok+req, e.ID)
+	}
+}
