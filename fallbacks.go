@@ -1,7 +1,6 @@
 package kvroute
 
 import (
-	"cmp"
 	"slices"
 	"sync/atomic"
 
@@ -39,16 +38,19 @@ func (s *Selection) fallbacks(chosen int) []Candidate {
 		}
 		st.ranked = append(st.ranked, i)
 	}
-	slices.SortStableFunc(st.ranked, func(a, b int) int {
-		if ka, kb := s.kept(a), s.kept(b); ka != kb {
-			if ka {
-				return -1
+	// A partial selection sort: n is small (a handful of retries), so n
+	// passes over the candidates beat sorting them all.
+	ranked := st.ranked
+	for k := 0; k < min(n, len(ranked)); k++ {
+		b := k
+		for j := k + 1; j < len(ranked); j++ {
+			if s.ranksBefore(ranked[j], ranked[b]) {
+				b = j
 			}
-			return 1
 		}
-		return cmp.Compare(st.scores[b], st.scores[a])
-	})
-	ranked := st.ranked[:min(n, len(st.ranked))]
+		ranked[k], ranked[b] = ranked[b], ranked[k]
+	}
+	ranked = ranked[:min(n, len(ranked))]
 	if len(ranked) == 0 {
 		return nil
 	}
@@ -58,6 +60,18 @@ func (s *Selection) fallbacks(chosen int) []Candidate {
 		out[k].Score = st.scores[i]
 	}
 	return out
+}
+
+// ranksBefore reports whether candidate a is a better fallback than b: kept
+// before dropped, then the higher score, then the earlier candidate.
+func (s *Selection) ranksBefore(a, b int) bool {
+	if ka, kb := s.kept(a), s.kept(b); ka != kb {
+		return ka
+	}
+	if sa, sb := s.st.scores[a], s.st.scores[b]; sa != sb {
+		return sa > sb
+	}
+	return a < b
 }
 
 // scoreOf is candidate i's total score, as the score stage computes it.
