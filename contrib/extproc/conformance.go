@@ -31,22 +31,26 @@ func conformanceSelection(values []string, eps []kvroute.Endpoint) (out []kvrout
 	if len(entries) == 0 {
 		return nil, false
 	}
+	type hostPort struct{ host, port string }
+	addrs := make([]hostPort, len(eps))
+	for i, ep := range eps {
+		addrs[i].host, addrs[i].port, _ = net.SplitHostPort(ep.ID) // "" for an ID that is no address: never named
+	}
 	taken := make([]bool, len(eps))
 	for _, e := range entries {
+		if len(out) == len(eps) {
+			break // every endpoint named: the rest can add nothing
+		}
 		host, port, err := net.SplitHostPort(e)
 		if err != nil { // no port: "10.0.0.7", "fd00::1" or "[fd00::1]"
 			host, port = strings.TrimSuffix(strings.TrimPrefix(e, "["), "]"), ""
 		}
-		for i, ep := range eps {
-			if taken[i] {
-				continue
-			}
-			eh, ept, err := net.SplitHostPort(ep.ID)
-			if err != nil || !sameHost(host, eh) || (port != "" && port != ept) {
+		for i, a := range addrs {
+			if taken[i] || a.host == "" || !sameHost(host, a.host) || (port != "" && port != a.port) {
 				continue
 			}
 			taken[i] = true
-			out = append(out, ep)
+			out = append(out, eps[i])
 		}
 	}
 	return out, true
