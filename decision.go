@@ -24,7 +24,9 @@ import (
 // request: the first call counts, later ones (and their DoneInfo) change
 // nothing, so a gateway may both call Done where it learns the outcome and
 // defer one as a safety net. Both methods are idempotent, safe to call from
-// any goroutine and on a nil Decision.
+// any goroutine and on a nil Decision. A gateway that retried the request
+// on one of Fallbacks says so first, with Served: the accounting follows
+// the endpoint that served.
 //
 // Ownership: the goroutine that received the Decision owns its fields (read
 // them, do not change them while Done may run); FirstChunk and Done may come
