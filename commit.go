@@ -3,6 +3,7 @@ package kvroute
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 )
@@ -43,7 +44,10 @@ func (s *Selection) Commit(i int) (*Decision, error) {
 		d.Score = st.scores[i]
 	}
 	if d.Fallbacks = s.fallbacks(i); d.Fallbacks != nil {
-		d.moved.load, d.moved.bs = r.load, bs
+		d.moved.r = r
+		if r.cfg.Speculative.Enabled && s.total > 0 { // what Served speculates on the fallback
+			d.moved.keys, d.moved.bounds = slices.Clone(st.keys), slices.Clone(st.bounds)
+		}
 	}
 	r.load.DispatchInto(&d.inflight, chosen.ID, d.UncachedTokens)
 	if s.renderErr == nil && s.promptTokens > 0 {

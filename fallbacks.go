@@ -4,6 +4,7 @@ import (
 	"slices"
 	"sync/atomic"
 
+	"github.com/kvroute/kvroute/kvindex"
 	"github.com/kvroute/kvroute/tokenload"
 )
 
@@ -94,9 +95,10 @@ type moved struct {
 // movedState is the part of a Decision that Served writes and the lifecycle
 // reads, from any goroutine.
 type movedState struct {
-	p    atomic.Pointer[moved]
-	load *tokenload.Tracker // where Served dispatches; nil when the Decision has no fallbacks
-	bs   int                // the router's block size, for the fallback's prediction
+	p      atomic.Pointer[moved]
+	r      *Router       // nil when the Decision has no fallbacks
+	keys   []kvindex.Key // the request's block keys, with speculation on
+	bounds []int         // prompt i's keys are keys[bounds[i]:bounds[i+1]]
 }
 
 // Served records that the request was served by endpoint id instead of
@@ -105,10 +107,11 @@ type movedState struct {
 // served-endpoint metadata. The request's accounting moves there: the load
 // it still holds on Endpoint (its uncached tokens until FirstChunk, and the
 // open request) is released and the same load is dispatched to the
-// fallback, with the fallback's own uncached tokens, and Done checks the
-// index's prediction for the fallback against the engine's report. The
-// speculative index entries stay with Endpoint until they expire (the
-// fallback's KV events index what it really cached).
+// fallback, with the fallback's own uncached tokens, Done checks the
+// index's prediction for the fallback against the engine's report, and,
+// with speculation on, the fallback gets the speculative index entries the
+// pick got (the pick's stay until they expire: the index has no way to take
+// them back, and the engines' KV events say what each really holds).
 //
 // It returns true when the accounting moved, false (changing nothing) when
 // id is Endpoint, names none of Fallbacks (an endpoint the router never
@@ -116,7 +119,7 @@ type movedState struct {
 // ended, or it moved already. Call it before FirstChunk; safe from any
 // goroutine, concurrently with FirstChunk and Done.
 func (d *Decision) Served(id string) bool {
-	if d == nil || d.moved.load == nil || id == d.Endpoint.ID || d.ended.Load() {
+	if d == nil || d.moved.r == nil || id == d.Endpoint.ID || d.ended.Load() {
 		return false
 	}
 	k := slices.IndexFunc(d.Fallbacks, func(c Candidate) bool { return c.Endpoint.ID == id })
@@ -127,12 +130,13 @@ func (d *Decision) Served(id string) bool {
 		return false
 	}
 	c := d.Fallbacks[k]
-	m := &moved{endpoint: id, cached: min(c.Match.Blocks*d.moved.bs, d.PromptTokens)}
+	r := d.moved.r
+	m := &moved{endpoint: id, cached: min(c.Match.Blocks*r.cfg.BlockSize, d.PromptTokens)}
 	uncached := c.UncachedTokens
 	if d.first.Load() {
 		uncached = 0 // the prefill is over wherever it ran
 	}
-	d.moved.load.DispatchInto(&m.inflight, id, uncached)
+	r.load.DispatchInto(&m.inflight, id, uncached)
 	if !d.moved.p.CompareAndSwap(nil, m) {
 		m.inflight.Done()
 		return false
@@ -142,6 +146,14 @@ func (d *Decision) Served(id string) bool {
 	// reads ended: one of the two sees the other, so m is released once.
 	if d.ended.Load() {
 		m.inflight.Done()
+	}
+	if keys := d.moved.keys; len(keys) > 0 {
+		for p := 0; p+1 < len(d.moved.bounds); p++ {
+			if pk := keys[d.moved.bounds[p]:d.moved.bounds[p+1]]; len(pk) > 0 {
+				r.index.Speculate(id, pk, r.cfg.Speculative.TTL)
+			}
+		}
+		r.cluster.Publish(id, keys)
 	}
 	return true
 }

@@ -165,3 +165,30 @@ func TestFallbacksPerRole(t *testing.T) {
 		require.Zero(t, tok+req, e.ID)
 	}
 }
+
+// With speculation on, the fallback that served gets the request's
+// speculative index entries, so the next request with the same prefix finds
+// it warm there.
+func TestServedSpeculatesOnTheFallback(t *testing.T) {
+	r := testRouter(t, nil, Options{})
+	eps := endpoints(2)
+	p := prompt(3, 320) // 5 blocks
+	d := pickWithFallbacks(t, r, p, eps, 1)
+	fallback := d.Fallbacks[0].Endpoint.ID
+	held := func(id string) int {
+		s, err := r.Match(context.Background(), &Request{Prompts: []render.Prompt{{TokenIDs: p}}}, eps)
+		require.NoError(t, err)
+		defer s.Release()
+		for i := range s.Len() {
+			if c := s.Candidate(i); c.Endpoint.ID == id {
+				return c.Match.Blocks
+			}
+		}
+		return -1
+	}
+	require.Equal(t, 5, held(d.Endpoint.ID), "the pick's speculative entries")
+	require.Zero(t, held(fallback))
+	require.True(t, d.Served(fallback))
+	require.Equal(t, 5, held(fallback), "the fallback holds the prefix now")
+	d.Done(DoneInfo{})
+}
