@@ -1,0 +1,211 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/telemetry"
+	"github.com/kvroute/kvroute/tokenload"
+)
+
+// Options are a Controller's injected dependencies; the zero value is valid.
+type Options struct {
+	// Set is the observability bundle: Registerer receives the metrics
+	// (see the package doc; nil registers none), Logger the configuration
+	// at construction (nil discards), Clock times queue deadlines, the
+	// re-check and claims (nil is the wall clock).
+	telemetry.Set
+	// Detectors are the engines' saturation signals (an
+	// enginemetrics.Scraper, for one), consulted in order after kvroute's
+	// own accounting; see Controller.
+	Detectors []Detector
+	// Load is the load tracker of kvroute's own accounting; nil until
+	// SetLoad (a Router's tracker exists only after the Router).
+	Load *tokenload.Tracker
+}
+
+// objective is a resolved Config.Objectives entry.
+type objective struct {
+	band    *band
+	timeout time.Duration
+}
+
+// Controller is the admission stage: a kvroute.Admission that admits a
+// request at once when a candidate endpoint is free and otherwise queues it
+// by priority band, flow and deadline (see the package doc). It is safe for
+// concurrent use; Close ends it.
+type Controller struct {
+	cfg        Config
+	set        telemetry.Set
+	clock      telemetry.Clock
+	own        *TokenDetector
+	engines    []Detector
+	objectives map[string]objective
+	def        objective
+	bands      []*band // highest priority first
+	met        metrics
+
+	queued  atomic.Int64 // requests queued: Admit's fast path reads it
+	nclaims atomic.Int64 // claims held: the fast path defers to them
+
+	mu      sync.Mutex
+	claims  map[string]claim
+	bytes   int64
+	seq     uint64
+	closed  bool
+	timer   telemetry.Timer // the re-check; armed while the queue is not empty
+	armed   bool
+	pending sync.WaitGroup // re-check calls armed or running
+}
+
+// New validates cfg and builds a Controller. Pass it as
+// kvroute.Options.Admission and, once the Router exists, give it the
+// Router's load tracker with SetLoad.
+func New(cfg Config, opts Options) (*Controller, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	c := &Controller{
+		cfg:        cfg,
+		set:        opts.Set,
+		clock:      opts.Clk(),
+		own:        NewTokenDetector(cfg.Saturation, opts.Load),
+		engines:    slices.Clone(opts.Detectors),
+		objectives: make(map[string]objective, len(cfg.Objectives)),
+		met:        newMetrics(),
+		claims:     make(map[string]claim),
+	}
+	bands := map[int]*band{}
+	bandOf := func(p int) *band {
+		if b := bands[p]; b != nil {
+			return b
+		}
+		b := newBand(p, c.met.forBand(p))
+		bands[p] = b
+		c.bands = append(c.bands, b)
+		return b
+	}
+	c.def = objective{band: bandOf(cfg.DefaultPriority), timeout: cfg.QueueTimeout}
+	for _, o := range cfg.Objectives {
+		t := o.QueueTimeout
+		if t == 0 {
+			t = cfg.QueueTimeout
+		}
+		c.objectives[o.Name] = objective{band: bandOf(o.Priority), timeout: t}
+	}
+	slices.SortFunc(c.bands, func(a, b *band) int { return b.priority - a.priority })
+	if err := opts.Register(c.met.collectors()...); err != nil {
+		return nil, fmt.Errorf("admission: metrics: %w", err)
+	}
+	opts.Log().Debug("admission configured", "objectives", len(cfg.Objectives),
+		"defaultPriority", cfg.DefaultPriority, "fairness", cfg.Fairness, "ordering", cfg.Ordering,
+		"maxQueuedRequests", cfg.MaxQueuedRequests, "maxQueuedBytes", cfg.MaxQueuedBytes,
+		"tokenThreshold", c.own.MaxTokens(), "maxOpenRequests", cfg.Saturation.MaxOpenRequests,
+		"engineDetectors", len(c.engines))
+	return c, nil
+}
+
+// Config returns the configuration with its defaults filled in.
+func (c *Controller) Config() Config { return c.cfg }
+
+// SetLoad gives the own accounting its load tracker (a Router's Load()).
+func (c *Controller) SetLoad(load *tokenload.Tracker) { c.own.SetLoad(load) }
+
+// Queued returns the number of requests waiting.
+func (c *Controller) Queued() int { return int(c.queued.Load()) }
+
+// saturated reports whether ep is saturated: by kvroute's own accounting,
+// or by an engine detector with a fresh signal. An engine signal can add
+// saturation, never hide what the own accounting sees; an endpoint without
+// a fresh engine signal is judged by the own accounting alone.
+func (c *Controller) saturated(ep kvroute.Endpoint) bool {
+	if s, _ := c.own.Saturation(ep); s {
+		return true
+	}
+	for _, d := range c.engines {
+		if s, known := d.Saturation(ep); known && s {
+			return true
+		}
+	}
+	return false
+}
+
+// objectiveOf resolves the request's objective; unknown names are counted.
+func (c *Controller) objectiveOf(ctx context.Context) objective {
+	name := objectiveOf(ctx)
+	if name == "" {
+		return c.def
+	}
+	if o, ok := c.objectives[name]; ok {
+		return o
+	}
+	c.met.unknown.Inc()
+	return c.def
+}
+
+// Admit implements kvroute.Admission. With an empty queue, no claims and a
+// candidate that is not saturated it returns nil at once, without
+// allocating. Otherwise a sheddable request is refused with ErrShed when every
+// candidate is saturated, and any other request waits in the queue until it is
+// dispatched (nil), its queue deadline passes (ErrExpired), ctx ends (ctx's
+// error), a full queue pushes it out (ErrShed, sheddable only) or the
+// Controller closes (ErrClosed).
+func (c *Controller) Admit(ctx context.Context, req *kvroute.Request, endpoints []kvroute.Endpoint) error {
+	o := c.objectiveOf(ctx)
+	if c.queued.Load() == 0 && c.nclaims.Load() == 0 {
+		for _, ep := range endpoints {
+			if !c.saturated(ep) {
+				o.band.m.count[oAdmitted].Inc()
+				return nil
+			}
+		}
+	}
+	return c.admitSlow(ctx, req, endpoints, o)
+}
+
+// Notify tells the admission that endpoint's accounting moved (a pick
+// committed to it, its first chunk came, a request on it is done): its claim
+// lapses and the queue is served again at once. endpoint "" just serves the
+// queue. Hosts call it on every release; without it the queue notices
+// releases at the next re-check (Config.Recheck). Cheap when nothing waits.
+func (c *Controller) Notify(endpoint string) {
+	if c.queued.Load() == 0 && c.nclaims.Load() == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if endpoint != "" {
+		c.dropClaimLocked(endpoint)
+	}
+	c.dispatchLocked()
+}
+
+// Close refuses every queued and later request with ErrClosed, stops the
+// re-check and unregisters the metrics.
+func (c *Controller) Close() {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed = true
+	if c.armed && c.timer.Stop() {
+		c.armed = false
+		c.pending.Done()
+	}
+	for _, b := range c.bands {
+		for len(b.ring) > 0 {
+			w := b.ring[0].items.w[0]
+			c.finishLocked(w, oClosed, lOther, ErrClosed)
+		}
+	}
+	c.mu.Unlock()
+	c.pending.Wait()
+	c.set.Unregister(c.met.collectors()...)
+}

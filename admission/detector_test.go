@@ -1,0 +1,116 @@
+package admission
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/tokenload"
+)
+
+func newTracker(t *testing.T) *tokenload.Tracker {
+	t.Helper()
+	tr, err := tokenload.NewTracker(tokenload.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+func TestTokenDetectorComparesInflightPrefillWithTheBacklog(t *testing.T) {
+	tr := newTracker(t)
+	d := NewTokenDetector(Saturation{MaxPrefillBacklog: time.Second, PeakPrefillThroughput: 1000}, tr)
+	ep := kvroute.Endpoint{ID: "a:1"}
+	if s, known := d.Saturation(ep); s || !known {
+		t.Fatalf("unseen endpoint: saturated %v known %v", s, known)
+	}
+	h := tr.Dispatch("a:1", 999)
+	if s, _ := d.Saturation(ep); s {
+		t.Fatal("999 of 1000 tokens saturated")
+	}
+	h2 := tr.Dispatch("a:1", 1)
+	if s, _ := d.Saturation(ep); !s {
+		t.Fatal("1000 of 1000 tokens not saturated")
+	}
+	h.FirstChunk() // prefill done: the tokens are released
+	if s, _ := d.Saturation(ep); s {
+		t.Fatal("saturated after the first chunk")
+	}
+	h.Done()
+	h2.Done()
+}
+
+func TestTokenDetectorConcurrencyThreshold(t *testing.T) {
+	tr := newTracker(t)
+	d := NewTokenDetector(Saturation{MaxPrefillBacklog: -1, MaxOpenRequests: 2}, tr)
+	ep := kvroute.Endpoint{ID: "a:1"}
+	h1, h2 := tr.Dispatch("a:1", 1e9), tr.Dispatch("a:1", 0)
+	if s, _ := d.Saturation(ep); !s {
+		t.Fatal("2 of 2 open requests not saturated")
+	}
+	h1.Done()
+	if s, _ := d.Saturation(ep); s {
+		t.Fatal("1 of 2 open requests saturated (and the token threshold is off)")
+	}
+	h2.Done()
+}
+
+func TestEngineSignalAddsSaturationAndStaleFallsBackToOwnAccounting(t *testing.T) {
+	tr := newTracker(t)
+	eng := newSwitch()
+	c, err := New(Config{Saturation: Saturation{MaxPrefillBacklog: -1, MaxOpenRequests: 1}},
+		Options{Detectors: []Detector{eng}, Load: tr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ep := kvroute.Endpoint{ID: "a:1"}
+	if c.saturated(ep) {
+		t.Fatal("idle endpoint without engine signal saturated")
+	}
+	eng.set("a:1", true)
+	if !c.saturated(ep) {
+		t.Fatal("fresh engine saturation ignored")
+	}
+	eng.forget("a:1") // the scrape went stale
+	if c.saturated(ep) {
+		t.Fatal("stale engine signal used")
+	}
+	h := tr.Dispatch("a:1", 0)
+	eng.set("a:1", false)
+	if !c.saturated(ep) {
+		t.Fatal("an idle engine signal hid the own accounting's saturation")
+	}
+	h.Done()
+}
+
+func TestClaimHoldsBackTheQueueUntilThePickShows(t *testing.T) {
+	tr := newTracker(t)
+	f := newFixture(t, Config{Saturation: Saturation{MaxPrefillBacklog: -1, MaxOpenRequests: 2}})
+	f.c.SetLoad(tr)
+	busy1, busy2 := tr.Dispatch("a:1", 0), tr.Dispatch("a:1", 0)
+	out := make(chan result, 2)
+	f.admit(t, context.Background(), "r1", tokensReq(10), oneEP, out)
+	f.admit(t, context.Background(), "r2", tokensReq(10), oneEP, out)
+	busy1.Done()
+	f.c.Notify("")
+	if r := take(t, out); r.tag != "r1" {
+		t.Fatalf("got %s, want r1", r.tag)
+	}
+	f.c.Notify("") // a:1 has room for one, and r1 claimed it
+	if f.c.Queued() != 1 {
+		t.Fatal("one release let two requests through")
+	}
+	r1 := tr.Dispatch("a:1", 0) // r1's pick commits: a:1 is full again
+	f.c.Notify("")
+	if f.c.Queued() != 1 {
+		t.Fatal("r2 left for a saturated endpoint")
+	}
+	r1.Done()
+	f.c.Notify("a:1")
+	if r := take(t, out); r.tag != "r2" {
+		t.Fatalf("got %s, want r2", r.tag)
+	}
+	busy2.Done()
+}

@@ -1,0 +1,90 @@
+// Package admission is kvroute's admission stage under overload: it decides
+// whether and when a request is routed, not where. A Controller plugs into a
+// Router as kvroute.Options.Admission; without one nothing changes.
+//
+// # Requests: priority, flow, deadline
+//
+// Each request has a priority, a flow and a queue deadline, carried in its
+// context (the host sets them before Pick; kvroute.Request stays as it is
+// for hosts without admission):
+//
+//	ctx = admission.WithObjective(ctx, "chat")      // x-gateway-inference-objective
+//	ctx = admission.WithFairnessID(ctx, "tenant-a") // x-gateway-inference-fairness-id
+//	ctx = admission.WithDeadline(ctx, deadline)     // optional, replaces the objective's queue timeout
+//
+// The objective's name maps to a priority through Config.Objectives, which
+// mirrors the Inference Extension's InferenceObjective (name → integer
+// priority); no objective, or one not in the table (counted in
+// kvroute_admission_unknown_objectives_total), gets Config.DefaultPriority.
+// A negative priority is sheddable. The flow is the fairness ID, or
+// Config.DefaultFlow.
+//
+// # Admit
+//
+// Pick waits in Admit under the caller's context; when Admit returns nil
+// the pick runs as without admission. When nothing waits in the queue and
+// some candidate endpoint is not saturated, Admit returns at once without
+// allocating. Otherwise:
+//
+//   - a sheddable request is refused at once with ErrShed when every
+//     candidate is saturated;
+//   - any other request waits in its priority band. Higher bands always
+//     dispatch first; within a band flows take turns, by round robin (one
+//     request each) or deficit round robin (Config.Quantum prompt tokens
+//     each); within a flow requests go first come first served or earliest
+//     deadline first. A request leaves when one of its own candidates is
+//     free (a flow whose first request cannot go does not hold up other
+//     flows; within a flow, requests leave in order), when its deadline passes (ErrExpired), when its context
+//     ends (the context's error), or when Close runs (ErrClosed). Expiry
+//     and cancellation remove it at once, on their own timer and channel.
+//   - the queue is bounded in requests and in estimated prompt bytes: when
+//     full, the oldest request of the lowest sheddable band is pushed out
+//     (ErrShed); with nothing sheddable to push out, a new request is
+//     refused (ErrQueueFull, or ErrShed if it is sheddable itself).
+//
+// # Saturation
+//
+// An endpoint is free when it is not saturated and not claimed. Saturated
+// means: kvroute's own accounting (TokenDetector: the Router's in-flight
+// prefill tokens at the calibrated prefill throughput, and optionally its
+// open requests, against Config.Saturation) says so, or an engine Detector
+// (the engines' scraped vLLM metrics) has a fresh signal saying so. An
+// engine signal can add saturation but never hide what the own accounting
+// sees, and an endpoint without a fresh engine signal is judged by the own
+// accounting alone: a stale scrape never counts as idle.
+//
+// Claimed means: a queued request was just released to the endpoint and its
+// pick has not yet shown in the endpoint's accounting. Without claims one
+// release would let the whole queue through before the first pick commits.
+// A claim lapses when the endpoint's accounting moves, when Notify names the
+// endpoint, or after Config.Settle.
+//
+// # Wake-ups
+//
+// A queued request leaves when capacity appears, and the Controller learns
+// of that three ways: a new request arrives (the queue is served before it
+// queues); the host calls Notify(endpoint) when a request's accounting moves
+// (its pick committed, its first chunk came, it is done; the gateway does
+// so for every request); and, as the fallback for hosts that do not, a
+// re-check on the injected clock every Config.Recheck while requests wait.
+// Notify costs an atomic load when nothing waits.
+//
+// # Metrics
+//
+// With a Registerer: kvroute_admission_requests_total{priority,outcome}
+// (outcome admitted, queued, dispatched, expired, cancelled, shed,
+// queue_full, closed), kvroute_admission_unknown_objectives_total, and
+// under llm-d's flow-control names
+// llm_d_epp_flow_control_request_queue_duration_seconds{priority,outcome}
+// (Dispatched, EvictedTTL, EvictedContextCancelled, EvictedOther),
+// llm_d_epp_flow_control_queue_size{priority} and
+// llm_d_epp_flow_control_queue_bytes{priority}. llm-d also labels by
+// fairness ID; kvroute does not, since fairness IDs come from clients and
+// would make the label set unbounded.
+//
+// # Replicas
+//
+// With cluster sharing, the Router's load tracker includes the peers'
+// in-flight load, so the own accounting's saturation reflects every
+// replica's dispatches; the queues themselves are per replica.
+package admission

@@ -1,0 +1,189 @@
+package admission
+
+import (
+	"container/heap"
+	"time"
+
+	"github.com/kvroute/kvroute"
+)
+
+// waiter is one queued request.
+type waiter struct {
+	eps      []kvroute.Endpoint // the caller's candidates (valid while Admit blocks)
+	band     *band
+	flow     *flow
+	cost     int64 // prompt tokens (estimated), deficit round robin's cost
+	bytes    int64 // estimated prompt bytes, counted against MaxQueuedBytes
+	seq      uint64
+	enqueued time.Time
+	deadline time.Time
+	idx      int        // index in flow.items; -1 once out of the queue
+	done     chan error // receives the outcome once (buffered)
+}
+
+// flow is one fairness ID's requests within a band, ordered by the
+// configured Ordering.
+type flow struct {
+	key     string
+	items   waiters
+	deficit int64
+}
+
+// waiters is a flow's heap: FCFS by sequence, or earliest deadline first.
+type waiters struct {
+	w   []*waiter
+	edf bool
+}
+
+func (h *waiters) Len() int { return len(h.w) }
+func (h *waiters) Less(i, j int) bool {
+	a, b := h.w[i], h.w[j]
+	if h.edf && !a.deadline.Equal(b.deadline) {
+		return a.deadline.Before(b.deadline)
+	}
+	return a.seq < b.seq
+}
+func (h *waiters) Swap(i, j int) {
+	h.w[i], h.w[j] = h.w[j], h.w[i]
+	h.w[i].idx, h.w[j].idx = i, j
+}
+func (h *waiters) Push(x any) {
+	w := x.(*waiter)
+	w.idx = len(h.w)
+	h.w = append(h.w, w)
+}
+func (h *waiters) Pop() any {
+	n := len(h.w) - 1
+	w := h.w[n]
+	h.w[n] = nil
+	h.w = h.w[:n]
+	w.idx = -1
+	return w
+}
+
+// band is one priority's queue: its flows in a ring, served in turn.
+type band struct {
+	priority int
+	flows    map[string]*flow
+	ring     []*flow
+	cursor   int
+	n        int   // queued requests
+	bytes    int64 // their estimated bytes
+	m        bandMetrics
+}
+
+func newBand(priority int, m bandMetrics) *band {
+	return &band{priority: priority, flows: make(map[string]*flow), m: m}
+}
+
+// push queues w in its flow, creating the flow at the ring's end.
+func (b *band) push(w *waiter, key string, edf bool) {
+	f := b.flows[key]
+	if f == nil {
+		f = &flow{key: key, items: waiters{edf: edf}}
+		b.flows[key] = f
+		b.ring = append(b.ring, f)
+	}
+	w.band, w.flow = b, f
+	heap.Push(&f.items, w)
+	b.n++
+	b.bytes += w.bytes
+	b.m.size.Set(float64(b.n))
+	b.m.bytes.Set(float64(b.bytes))
+}
+
+// remove takes w out of the queue; an emptied flow leaves the ring and
+// loses its deficit.
+func (b *band) remove(w *waiter) {
+	f := w.flow
+	heap.Remove(&f.items, w.idx)
+	w.idx = -1
+	b.n--
+	b.bytes -= w.bytes
+	b.m.size.Set(float64(b.n))
+	b.m.bytes.Set(float64(b.bytes))
+	if f.items.Len() > 0 {
+		return
+	}
+	delete(b.flows, f.key)
+	for i, x := range b.ring {
+		if x == f {
+			b.ring = append(b.ring[:i], b.ring[i+1:]...)
+			if b.cursor > i {
+				b.cursor--
+			}
+			break
+		}
+	}
+	if b.cursor >= len(b.ring) {
+		b.cursor = 0
+	}
+}
+
+// next returns the band's next request to dispatch among the flows whose
+// head request has a free candidate (free returns the index of one, or -1),
+// with that index, or nil. Flows take turns: with drr each gets quantum
+// prompt tokens per round and spends them on its requests' costs; without,
+// each gets one request per turn.
+func (b *band) next(free func(*waiter) int, drr bool, quantum int64) (*waiter, int) {
+	n := len(b.ring)
+	if n == 0 {
+		return nil, -1
+	}
+	if !drr {
+		for i := range n {
+			k := (b.cursor + i) % n
+			w := b.ring[k].items.w[0]
+			if ep := free(w); ep >= 0 {
+				b.cursor = (k + 1) % n
+				return w, ep
+			}
+		}
+		return nil, -1
+	}
+	for {
+		var short int64 = -1 // the fewest tokens a dispatchable flow lacks
+		for i := range n {
+			k := (b.cursor + i) % n
+			f := b.ring[k]
+			w := f.items.w[0]
+			ep := free(w)
+			if ep < 0 {
+				continue
+			}
+			if f.deficit >= w.cost {
+				f.deficit -= w.cost
+				b.cursor = k
+				return w, ep
+			}
+			if lack := w.cost - f.deficit; short < 0 || lack < short {
+				short = lack
+			}
+		}
+		if short < 0 {
+			return nil, -1
+		}
+		// No dispatchable flow can afford its head: give every flow the
+		// rounds of quantum the closest one needs, and move the turn on.
+		rounds := (short + quantum - 1) / quantum
+		for _, f := range b.ring {
+			if free(f.items.w[0]) >= 0 {
+				f.deficit += rounds * quantum
+			}
+		}
+		b.cursor = (b.cursor + 1) % n
+	}
+}
+
+// oldest returns the band's longest-queued request, or nil.
+func (b *band) oldest() *waiter {
+	var o *waiter
+	for _, f := range b.ring {
+		for _, w := range f.items.w {
+			if o == nil || w.seq < o.seq {
+				o = w
+			}
+		}
+	}
+	return o
+}

@@ -1,0 +1,171 @@
+package admission
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/kvroute/kvroute"
+)
+
+func TestHigherBandAlwaysDispatchesFirst(t *testing.T) {
+	f := newFixture(t, Config{Objectives: []Objective{{Name: "hi", Priority: 5}, {Name: "lo", Priority: 1}}})
+	f.det.set("a:1", true)
+	out := make(chan result, 3)
+	f.admit(t, ctxFor("lo", ""), "lo1", tokensReq(10), oneEP, out)
+	f.admit(t, ctxFor("lo", ""), "lo2", tokensReq(10), oneEP, out)
+	f.admit(t, ctxFor("hi", ""), "hi1", tokensReq(10), oneEP, out)
+	f.det.set("a:1", false)
+	for _, want := range []string{"hi1", "lo1", "lo2"} {
+		f.c.Notify("a:1") // one release: one request
+		r := take(t, out)
+		if r.tag != want || r.err != nil {
+			t.Fatalf("got %s (%v), want %s", r.tag, r.err, want)
+		}
+	}
+	if got := f.count("5", outcomeDispatched) + f.count("1", outcomeDispatched); got != 3 {
+		t.Fatalf("dispatched %v, want 3", got)
+	}
+}
+
+func TestRoundRobinAlternatesFlowsOfABand(t *testing.T) {
+	f := newFixture(t, Config{})
+	f.det.set("a:1", true)
+	out := make(chan result, 6)
+	for range 3 {
+		f.admit(t, ctxFor("", "A"), "A", tokensReq(10), oneEP, out)
+	}
+	for range 3 {
+		f.admit(t, ctxFor("", "B"), "B", tokensReq(10), oneEP, out)
+	}
+	f.det.set("a:1", false)
+	var got string
+	for range 6 {
+		f.c.Notify("a:1")
+		got += take(t, out).tag
+	}
+	if got != "ABABAB" {
+		t.Fatalf("order %s, want ABABAB", got)
+	}
+}
+
+func TestDeficitRoundRobinSharesPromptTokens(t *testing.T) {
+	f := newFixture(t, Config{Fairness: DeficitRoundRobin, Quantum: 1000})
+	f.det.set("a:1", true)
+	out := make(chan result, 20)
+	for range 4 {
+		f.admit(t, ctxFor("", "long"), "long", tokensReq(1000), oneEP, out)
+	}
+	for range 16 {
+		f.admit(t, ctxFor("", "short"), "short", tokensReq(250), oneEP, out)
+	}
+	f.det.set("a:1", false)
+	tokens := map[string]int{}
+	for range 10 {
+		f.c.Notify("a:1")
+		r := take(t, out)
+		if r.tag == "long" {
+			tokens[r.tag] += 1000
+		} else {
+			tokens[r.tag] += 250
+		}
+	}
+	// Ten dispatches = two rounds of 1,000 tokens each per flow.
+	if tokens["long"] != 2000 || tokens["short"] != 2000 {
+		t.Fatalf("tokens per flow %v, want 2000 each", tokens)
+	}
+}
+
+func TestEarliestDeadlineFirstWithinAFlow(t *testing.T) {
+	f := newFixture(t, Config{Ordering: EarliestDeadline})
+	f.det.set("a:1", true)
+	out := make(chan result, 3)
+	for _, d := range []struct {
+		tag string
+		in  time.Duration
+	}{{"10s", 10 * time.Second}, {"5s", 5 * time.Second}, {"7s", 7 * time.Second}} {
+		f.admit(t, WithDeadline(context.Background(), t0.Add(d.in)), d.tag, tokensReq(10), oneEP, out)
+	}
+	f.det.set("a:1", false)
+	var got []string
+	for range 3 {
+		f.c.Notify("a:1")
+		got = append(got, take(t, out).tag)
+	}
+	if got[0] != "5s" || got[1] != "7s" || got[2] != "10s" {
+		t.Fatalf("order %v, want [5s 7s 10s]", got)
+	}
+}
+
+func TestRequestForAnIdleEndpointDoesNotWaitBehindABusyOne(t *testing.T) {
+	f := newFixture(t, Config{})
+	f.det.set("a:1", true)
+	out := make(chan result, 2)
+	f.admit(t, ctxFor("", "A"), "busy", tokensReq(10), oneEP, out)
+	f.admit(t, ctxFor("", "B"), "idle", tokensReq(10), []kvroute.Endpoint{{ID: "b:1"}}, out)
+	if r := take(t, out); r.tag != "idle" || r.err != nil {
+		t.Fatalf("got %s (%v), want idle", r.tag, r.err)
+	}
+	if f.c.Queued() != 1 {
+		t.Fatalf("queued %d, want 1", f.c.Queued())
+	}
+}
+
+func TestSheddableIsShedAtOnceWhenSaturated(t *testing.T) {
+	f := newFixture(t, Config{Objectives: []Objective{{Name: "batch", Priority: -1}}})
+	f.det.set("a:1", true)
+	err := f.c.Admit(ctxFor("batch", ""), tokensReq(10), oneEP)
+	if !errors.Is(err, ErrShed) || Reason(err) != "shed" {
+		t.Fatalf("err %v, want ErrShed", err)
+	}
+	if f.count("-1", outcomeShed) != 1 || f.c.Queued() != 0 {
+		t.Fatal("shed request not counted, or queued")
+	}
+}
+
+func TestFullQueuePushesOutTheOldestSheddableFirst(t *testing.T) {
+	f := newFixture(t, Config{
+		MaxQueuedRequests: 2,
+		Objectives:        []Objective{{Name: "chat", Priority: 1}, {Name: "batch", Priority: -1}},
+	})
+	f.det.set("a:1", true)
+	out := make(chan result, 8)
+	f.admit(t, ctxFor("chat", ""), "chat1", tokensReq(10), oneEP, out)
+	f.det.set("a:1", false)
+	f.c.Notify("") // chat1 leaves; a:1 is claimed until its accounting moves
+	if r := take(t, out); r.tag != "chat1" || r.err != nil {
+		t.Fatalf("got %s (%v), want chat1", r.tag, r.err)
+	}
+	f.admit(t, ctxFor("batch", ""), "batch1", tokensReq(10), oneEP, out)
+	f.admit(t, ctxFor("batch", ""), "batch2", tokensReq(10), oneEP, out)
+	f.admit(t, ctxFor("chat", ""), "chat2", tokensReq(10), oneEP, out)
+	if r := take(t, out); r.tag != "batch1" || !errors.Is(r.err, ErrShed) {
+		t.Fatalf("got %s (%v), want batch1 shed", r.tag, r.err)
+	}
+	f.admit(t, ctxFor("chat", ""), "chat3", tokensReq(10), oneEP, out)
+	if r := take(t, out); r.tag != "batch2" || !errors.Is(r.err, ErrShed) {
+		t.Fatalf("got %s (%v), want batch2 shed", r.tag, r.err)
+	}
+	err := f.c.Admit(ctxFor("chat", ""), tokensReq(10), oneEP)
+	if !errors.Is(err, ErrQueueFull) {
+		t.Fatalf("chat4: %v, want ErrQueueFull", err)
+	}
+	if f.count("-1", outcomeShed) != 2 || f.count("1", outcomeQueueFull) != 1 {
+		t.Fatal("outcomes not counted")
+	}
+}
+
+func TestQueueIsBoundedInBytes(t *testing.T) {
+	f := newFixture(t, Config{MaxQueuedBytes: 1000})
+	f.det.set("a:1", true)
+	out := make(chan result, 1)
+	f.admit(t, context.Background(), "fits", tokensReq(200), oneEP, out) // 800 bytes
+	err := f.c.Admit(context.Background(), tokensReq(100), oneEP)        // 400 more
+	if !errors.Is(err, ErrQueueFull) {
+		t.Fatalf("err %v, want ErrQueueFull", err)
+	}
+	if got := f.c.Queued(); got != 1 {
+		t.Fatalf("queued %d, want 1", got)
+	}
+}

@@ -1,0 +1,263 @@
+package admission
+
+import (
+	"context"
+	"time"
+
+	"github.com/kvroute/kvroute"
+)
+
+// admitSlow is Admit when the queue is not empty, a claim is held or every
+// candidate is saturated.
+func (c *Controller) admitSlow(ctx context.Context, req *kvroute.Request, endpoints []kvroute.Endpoint, o objective) error {
+	b := o.band
+	now := c.clock.Now()
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		b.m.count[oClosed].Inc()
+		return ErrClosed
+	}
+	w := &waiter{eps: endpoints, idx: -1}
+	if c.queued.Load() == 0 && c.freeLocked(w, now) >= 0 {
+		c.mu.Unlock()
+		b.m.count[oAdmitted].Inc()
+		return nil
+	}
+	if b.priority < 0 && c.allSaturated(endpoints) {
+		c.mu.Unlock()
+		b.m.count[oShed].Inc()
+		return ErrShed
+	}
+	deadline := now.Add(o.timeout)
+	if t, ok := deadlineOf(ctx); ok {
+		deadline = t
+	}
+	if !deadline.After(now) {
+		c.mu.Unlock()
+		b.m.count[oExpired].Inc()
+		return ErrExpired
+	}
+	w.cost, w.bytes = estimate(req)
+	if err := c.makeRoomLocked(w, b); err != nil {
+		c.mu.Unlock()
+		return err
+	}
+	key := fairnessOf(ctx)
+	if key == "" {
+		key = c.cfg.DefaultFlow
+	}
+	c.seq++
+	w.seq, w.enqueued, w.deadline = c.seq, now, deadline
+	w.done = make(chan error, 1)
+	b.push(w, key, c.cfg.Ordering == EarliestDeadline)
+	c.queued.Add(1)
+	c.bytes += w.bytes
+	b.m.count[oQueued].Inc()
+	c.armLocked()
+	c.dispatchLocked()
+	c.mu.Unlock()
+
+	timer := c.clock.NewTimer(deadline.Sub(now))
+	defer timer.Stop()
+	select {
+	case err := <-w.done:
+		return err
+	case <-ctx.Done():
+		if c.leave(w, oCancelled, lCancelled) {
+			return ctx.Err()
+		}
+	case <-timer.C():
+		if c.leave(w, oExpired, lTTL) {
+			return ErrExpired
+		}
+	}
+	// The outcome was decided before the cancellation or the deadline.
+	err := <-w.done
+	if err == nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+// leave takes a waiter whose caller gave up out of the queue and counts it;
+// false when it had already left (its outcome is in w.done).
+func (c *Controller) leave(w *waiter, outcome, llmd int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if w.idx < 0 {
+		return false
+	}
+	c.finishLocked(w, outcome, llmd, nil)
+	<-w.done // finishLocked's send, not wanted: the caller returns its own error
+	return true
+}
+
+// finishLocked takes w out of the queue, counts its outcome and queue time
+// and sends err to its caller.
+func (c *Controller) finishLocked(w *waiter, outcome, llmd int, err error) {
+	b := w.band
+	b.remove(w)
+	c.queued.Add(-1)
+	c.bytes -= w.bytes
+	b.m.count[outcome].Inc()
+	b.m.queueTime[llmd].Observe(c.clock.Now().Sub(w.enqueued).Seconds())
+	w.done <- err
+}
+
+// makeRoomLocked bounds the queue: while w would overflow it, the oldest
+// request of the lowest sheddable band is pushed out (ErrShed); when nothing
+// sheddable is left, w itself is refused (ErrShed if sheddable, else
+// ErrQueueFull).
+func (c *Controller) makeRoomLocked(w *waiter, b *band) error {
+	refuse := func() error {
+		if b.priority < 0 {
+			b.m.count[oShed].Inc()
+			return ErrShed
+		}
+		b.m.count[oQueueFull].Inc()
+		return ErrQueueFull
+	}
+	if w.bytes > c.cfg.MaxQueuedBytes {
+		return refuse()
+	}
+	for int(c.queued.Load())+1 > c.cfg.MaxQueuedRequests || c.bytes+w.bytes > c.cfg.MaxQueuedBytes {
+		var victim *waiter
+		for i := len(c.bands) - 1; i >= 0 && c.bands[i].priority < 0 && c.bands[i].priority <= b.priority; i-- {
+			if victim = c.bands[i].oldest(); victim != nil {
+				break
+			}
+		}
+		if victim == nil {
+			return refuse()
+		}
+		c.finishLocked(victim, oShed, lOther, ErrShed)
+	}
+	return nil
+}
+
+// dispatchLocked releases queued requests while some has a free candidate:
+// the highest band first; within a band, flows in turn.
+func (c *Controller) dispatchLocked() {
+	now := c.clock.Now()
+	free := func(w *waiter) int { return c.freeLocked(w, now) }
+	drr := c.cfg.Fairness == DeficitRoundRobin
+	for {
+		var w *waiter
+		ep := -1
+		for _, b := range c.bands {
+			if w, ep = b.next(free, drr, c.cfg.Quantum); w != nil {
+				break
+			}
+		}
+		if w == nil {
+			return
+		}
+		c.claimLocked(w.eps[ep].ID, now)
+		c.finishLocked(w, oDispatched, lDispatched, nil)
+	}
+}
+
+// allSaturated reports whether every candidate is saturated (claims aside:
+// they are the Controller's own short-lived bookkeeping, not saturation).
+func (c *Controller) allSaturated(eps []kvroute.Endpoint) bool {
+	for _, ep := range eps {
+		if !c.saturated(ep) {
+			return false
+		}
+	}
+	return true
+}
+
+// freeLocked returns the index of one of w's candidates that is neither
+// saturated nor claimed, or -1.
+func (c *Controller) freeLocked(w *waiter, now time.Time) int {
+	for i, ep := range w.eps {
+		if !c.claimedLocked(ep.ID, now) && !c.saturated(ep) {
+			return i
+		}
+	}
+	return -1
+}
+
+// claimLocked marks ep as just given a request from the queue.
+func (c *Controller) claimLocked(ep string, now time.Time) {
+	tokens, open := c.own.version(ep)
+	if _, ok := c.claims[ep]; !ok {
+		c.nclaims.Add(1)
+	}
+	c.claims[ep] = claim{tokens: tokens, open: open, at: now}
+}
+
+// claimedLocked reports whether ep holds a live claim, dropping a lapsed
+// one: its accounting moved or Settle passed.
+func (c *Controller) claimedLocked(ep string, now time.Time) bool {
+	cl, ok := c.claims[ep]
+	if !ok {
+		return false
+	}
+	tokens, open := c.own.version(ep)
+	if tokens == cl.tokens && open == cl.open && now.Sub(cl.at) < c.cfg.Settle {
+		return true
+	}
+	c.dropClaimLocked(ep)
+	return false
+}
+
+func (c *Controller) dropClaimLocked(ep string) {
+	if _, ok := c.claims[ep]; ok {
+		delete(c.claims, ep)
+		c.nclaims.Add(-1)
+	}
+}
+
+// armLocked arms the re-check if it is not armed.
+func (c *Controller) armLocked() {
+	if c.armed || c.closed {
+		return
+	}
+	c.armed = true
+	c.pending.Add(1)
+	if c.timer == nil {
+		c.timer = c.clock.AfterFunc(c.cfg.Recheck, c.recheck)
+		return
+	}
+	c.timer.Reset(c.cfg.Recheck)
+}
+
+// recheck serves the queue on the clock, for releases nobody notified, and
+// lets lapsed claims go; it re-arms while requests wait or claims are held.
+func (c *Controller) recheck() {
+	defer c.pending.Done()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.armed = false
+	if c.closed {
+		return
+	}
+	now := c.clock.Now()
+	for ep := range c.claims {
+		c.claimedLocked(ep, now)
+	}
+	c.dispatchLocked()
+	if c.queued.Load() > 0 || len(c.claims) > 0 {
+		c.armLocked()
+	}
+}
+
+// estimate returns a request's prompt tokens and bytes: the rendered
+// prompts' tokens when the host gave them, else a quarter of the body's
+// bytes; bytes are the body plus four per prompt token.
+func estimate(req *kvroute.Request) (tokens, bytes int64) {
+	if req == nil {
+		return 1, 0
+	}
+	for _, p := range req.Prompts {
+		tokens += int64(len(p.TokenIDs))
+	}
+	bytes = int64(len(req.Body)) + 4*tokens
+	if tokens == 0 {
+		tokens = int64(len(req.Body)) / 4
+	}
+	return max(tokens, 1), bytes
+}

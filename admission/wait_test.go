@@ -1,0 +1,116 @@
+package admission
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/kvroute/kvroute/internal/leakcheck"
+)
+
+func TestQueueDeadlineExpiresOnTheClock(t *testing.T) {
+	f := newFixture(t, Config{Objectives: []Objective{{Name: "chat", Priority: 1, QueueTimeout: 2 * time.Second}}})
+	f.det.set("a:1", true)
+	out := make(chan result, 1)
+	f.admit(t, ctxFor("chat", ""), "chat", tokensReq(10), oneEP, out)
+	f.clock.WaitForWaiters(2) // the re-check and the request's deadline
+	f.clock.Advance(1999 * time.Millisecond)
+	select {
+	case r := <-out:
+		t.Fatalf("left before its deadline: %v", r.err)
+	default:
+	}
+	f.clock.Advance(time.Millisecond)
+	if r := take(t, out); !errors.Is(r.err, ErrExpired) {
+		t.Fatalf("err %v, want ErrExpired", r.err)
+	}
+	if f.count("1", outcomeExpired) != 1 || f.c.Queued() != 0 {
+		t.Fatal("expiry not counted, or still queued")
+	}
+	if got := testutil.ToFloat64(f.c.met.size.WithLabelValues("1")); got != 0 {
+		t.Fatalf("queue size gauge %v, want 0", got)
+	}
+	if n := testutil.CollectAndCount(f.c.met.queueTime, "llm_d_epp_flow_control_request_queue_duration_seconds"); n == 0 {
+		t.Fatal("queue time not observed")
+	}
+}
+
+func TestRequestDeadlineReplacesTheObjectives(t *testing.T) {
+	f := newFixture(t, Config{QueueTimeout: time.Hour})
+	f.det.set("a:1", true)
+	out := make(chan result, 1)
+	f.admit(t, WithDeadline(context.Background(), t0.Add(time.Second)), "r", tokensReq(10), oneEP, out)
+	f.clock.WaitForWaiters(2)
+	f.clock.Advance(time.Second)
+	if r := take(t, out); !errors.Is(r.err, ErrExpired) {
+		t.Fatalf("err %v, want ErrExpired", r.err)
+	}
+	// A deadline already past expires without queuing.
+	err := f.c.Admit(WithDeadline(context.Background(), t0), tokensReq(10), oneEP)
+	if !errors.Is(err, ErrExpired) {
+		t.Fatalf("past deadline: %v, want ErrExpired", err)
+	}
+}
+
+func TestCancelledCallerLeavesTheQueueAtOnce(t *testing.T) {
+	f := newFixture(t, Config{})
+	f.det.set("a:1", true)
+	ctx, cancel := context.WithCancel(context.Background())
+	out := make(chan result, 1)
+	f.admit(t, ctx, "r", tokensReq(10), oneEP, out)
+	cancel()
+	if r := take(t, out); !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("err %v, want context.Canceled", r.err)
+	}
+	if f.count("0", outcomeCancelled) != 1 || f.c.Queued() != 0 {
+		t.Fatal("cancellation not counted, or still queued")
+	}
+}
+
+func TestRecheckNoticesReleasesNobodyNotified(t *testing.T) {
+	f := newFixture(t, Config{Recheck: 50 * time.Millisecond})
+	f.det.set("a:1", true)
+	out := make(chan result, 1)
+	f.admit(t, context.Background(), "r", tokensReq(10), oneEP, out)
+	f.det.set("a:1", false)
+	f.clock.WaitForWaiters(2)
+	f.clock.Advance(50 * time.Millisecond)
+	if r := take(t, out); r.err != nil {
+		t.Fatalf("err %v, want dispatched", r.err)
+	}
+}
+
+func TestUnknownObjectiveGetsTheDefaultAndIsCounted(t *testing.T) {
+	f := newFixture(t, Config{DefaultPriority: 3, Objectives: []Objective{{Name: "chat", Priority: 1}}})
+	if err := f.c.Admit(ctxFor("nope", ""), tokensReq(10), oneEP); err != nil {
+		t.Fatal(err)
+	}
+	if testutil.ToFloat64(f.c.met.unknown) != 1 || f.count("3", outcomeAdmitted) != 1 {
+		t.Fatal("unknown objective not counted under the default priority")
+	}
+}
+
+func TestCloseRefusesQueuedRequestsAndLeavesNoGoroutine(t *testing.T) {
+	defer leakcheck.Check(t)()
+	f := newFixture(t, Config{})
+	f.det.set("a:1", true)
+	out := make(chan result, 3)
+	for range 3 {
+		f.admit(t, context.Background(), "r", tokensReq(10), oneEP, out)
+	}
+	f.c.Close()
+	for range 3 {
+		if r := take(t, out); !errors.Is(r.err, ErrClosed) {
+			t.Fatalf("err %v, want ErrClosed", r.err)
+		}
+	}
+	if err := f.c.Admit(context.Background(), tokensReq(10), oneEP); !errors.Is(err, ErrClosed) {
+		t.Fatalf("after Close: %v, want ErrClosed", err)
+	}
+	if f.count("0", outcomeClosed) != 4 {
+		t.Fatalf("closed %v, want 4", f.count("0", outcomeClosed))
+	}
+}
