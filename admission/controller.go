@@ -55,6 +55,7 @@ type Controller struct {
 
 	mu      sync.Mutex
 	claims  map[string]claim
+	busy    []string // endpoints found busy in the current dispatch pass
 	bytes   int64
 	seq     uint64
 	closed  bool

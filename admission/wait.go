@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/kvroute/kvroute"
@@ -137,10 +138,13 @@ func (c *Controller) makeRoomLocked(w *waiter, b *band) error {
 }
 
 // dispatchLocked releases queued requests while some has a free candidate:
-// the highest band first; within a band, flows in turn.
+// the highest band first; within a band, flows in turn. Endpoints found
+// busy are remembered for the pass, so that a pass over many flows waiting
+// for the same endpoints checks each endpoint once.
 func (c *Controller) dispatchLocked() {
 	now := c.clock.Now()
-	free := func(w *waiter) int { return c.freeLocked(w, now) }
+	c.busy = c.busy[:0]
+	free := func(w *waiter) int { return c.freeInPassLocked(w, now) }
 	drr := c.cfg.Fairness == DeficitRoundRobin
 	for {
 		var w *waiter
@@ -153,9 +157,26 @@ func (c *Controller) dispatchLocked() {
 		if w == nil {
 			return
 		}
-		c.claimLocked(w.eps[ep].ID, now)
+		id := w.eps[ep].ID
+		c.claimLocked(id, now)
+		c.busy = append(c.busy, id)
 		c.finishLocked(w, oDispatched, lDispatched, nil)
 	}
+}
+
+// freeInPassLocked is freeLocked for one dispatch pass, skipping and
+// recording the endpoints found busy (c.busy).
+func (c *Controller) freeInPassLocked(w *waiter, now time.Time) int {
+	for i, ep := range w.eps {
+		if slices.Contains(c.busy, ep.ID) {
+			continue
+		}
+		if !c.claimedLocked(ep.ID, now) && !c.saturated(ep) {
+			return i
+		}
+		c.busy = append(c.busy, ep.ID)
+	}
+	return -1
 }
 
 // allSaturated reports whether every candidate is saturated (claims aside:
