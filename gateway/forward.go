@@ -128,6 +128,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, d
 			if first {
 				first = false
 				d.FirstChunk()
+				h.notify(d)
 				if am != nil {
 					am.firstChunk.Observe(h.now().Sub(start).Seconds())
 				}

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/admission"
 	"github.com/kvroute/kvroute/render"
 	"github.com/kvroute/kvroute/tokenload"
 )
@@ -114,8 +115,9 @@ type Handler struct {
 	endpoints atomic.Pointer[[]kvroute.Endpoint]
 	models    atomic.Uint64 // round-robin cursor of GET /v1/models
 	recent    recentDecisions
-	tracer    trace.Tracer // nil: no spans
-	budget    byteBudget   // request body bytes in flight
+	tracer    trace.Tracer          // nil: no spans
+	budget    byteBudget            // request body bytes in flight
+	admission *admission.Controller // nil: no admission headers read (admission.go)
 }
 
 // New builds a Handler that routes with picker (required). Give it endpoints
@@ -290,11 +292,30 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api ren
 	}
 	r, end := h.startSpan(r)
 	defer end()
-	d, err := h.picker.Pick(r.Context(), req, eps)
+	ctx := r.Context()
+	if h.admission != nil {
+		if ctx, err = admissionContext(ctx, r, start); err != nil {
+			am.results[ResultBadRequest].Inc()
+			writeError(w, api, http.StatusBadRequest, err.Error())
+			return
+		}
+	}
+	d, err := h.picker.Pick(ctx, req, eps)
 	am.pick.Observe(h.now().Sub(start).Seconds())
 	if err != nil {
 		if r.Context().Err() != nil {
 			am.results[ResultClientAbort].Inc()
+			return
+		}
+		if status, ok := admissionStatus(err); ok {
+			res := ResultNoEndpoint
+			if status == http.StatusTooManyRequests {
+				res = ResultShed
+			}
+			am.results[res].Inc()
+			w.Header().Set(HeaderAdmission, admission.Reason(err))
+			w.Header().Set("Retry-After", retryAfter(h.admission.Config().RetryAfter))
+			writeError(w, api, status, err.Error())
 			return
 		}
 		switch {
@@ -324,8 +345,14 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api ren
 		ferr error
 	)
 	// The request ends once: on success with the engine's cached tokens
-	// (finish, in forward), or here, whatever forward did.
-	defer func() { d.Done(kvroute.DoneInfo{Err: ferr}) }()
+	// (finish, in forward), or here, whatever forward did. The admission
+	// hears of each change of the endpoint's accounting: the pick, the first
+	// chunk (in forward) and the end.
+	h.notify(d)
+	defer func() {
+		d.Done(kvroute.DoneInfo{Err: ferr})
+		h.notify(d)
+	}()
 	rec := DecisionRecord{Time: start, RequestID: req.ID, API: api, Endpoint: d.Endpoint.ID,
 		PromptTokens: d.PromptTokens, PredictedCached: d.CachedTokens, Outcome: d.Outcome.String(),
 		UsedCache: d.UsedCache, ActualCached: -1}
@@ -380,6 +407,8 @@ func openAIType(status int) string {
 		return "BadRequestError"
 	case http.StatusServiceUnavailable:
 		return "ServiceUnavailableError"
+	case http.StatusTooManyRequests:
+		return "RateLimitError"
 	default:
 		return "InternalServerError"
 	}
@@ -395,6 +424,8 @@ func anthropicType(status int) string {
 		return "invalid_request_error"
 	case http.StatusServiceUnavailable:
 		return "overloaded_error"
+	case http.StatusTooManyRequests:
+		return "rate_limit_error"
 	default:
 		return "api_error"
 	}

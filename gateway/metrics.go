@@ -35,12 +35,16 @@ const (
 	// named a model the router does not index (400), or its X-Request-Id
 	// was invalid (400) or already in flight (409).
 	ResultBadRequest Result = "bad_request"
-	// ResultNoEndpoint: no endpoint could be picked (503).
+	// ResultNoEndpoint: no endpoint could be picked (503), including a
+	// request whose admission queue deadline passed.
 	ResultNoEndpoint Result = "no_endpoint"
+	// ResultShed: the admission shed the request or its queue was full
+	// (429 with Retry-After).
+	ResultShed Result = "shed"
 )
 
 var results = []Result{ResultSuccess, ResultUpstreamStatus, ResultUpstreamUnreachable, ResultUpstreamBroken,
-	ResultClientAbort, ResultBodyTooLarge, ResultBodyBudget, ResultBodyTimeout, ResultBadRequest, ResultNoEndpoint}
+	ResultClientAbort, ResultBodyTooLarge, ResultBodyBudget, ResultBodyTimeout, ResultBadRequest, ResultNoEndpoint, ResultShed}
 
 var apis = []render.API{render.APICompletions, render.APIChatCompletions, render.APIMessages, render.APIResponses}
 

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/admission"
 	"github.com/kvroute/kvroute/telemetry"
 )
 
@@ -53,20 +54,32 @@ type ServerConfig struct {
 	// IdleTimeout is how long a keep-alive connection may wait for its next
 	// request before it is closed. 0 means DefaultIdleTimeout.
 	IdleTimeout time.Duration
+	// Admission, when set, puts an admission stage (package admission) in
+	// front of the Router's picks: requests carry their objective, fairness
+	// ID and queue timeout in the headers HeaderObjective (or
+	// HeaderObjectiveLLMD), HeaderFairnessID and HeaderQueueTimeout; shed
+	// requests are answered 429 with Retry-After, those that found no free
+	// endpoint in time 503, both naming the reason in HeaderAdmission. Nil
+	// admits every request at once. PolicyPrecise only.
+	Admission *admission.Config
+	// AdmissionDetectors are the engines' saturation signals the admission
+	// consults besides kvroute's own accounting (see admission.Detector).
+	AdmissionDetectors []admission.Detector
 }
 
 // Server is a running gateway: a Handler on an http.Server with /metrics
 // (the registry of the router, the render client, the index and the gateway,
 // plus Go and process metrics) and /health, built around a kvroute.Router.
 type Server struct {
-	router   *kvroute.Router // nil under PolicyRoundRobin
-	handler  *Handler
-	registry *prometheus.Registry
-	srv      *http.Server
-	ln       net.Listener
-	log      *slog.Logger
-	handlers sync.WaitGroup // requests being served
-	served   chan error     // Serve's result
+	router    *kvroute.Router       // nil under PolicyRoundRobin
+	admission *admission.Controller // nil without ServerConfig.Admission
+	handler   *Handler
+	registry  *prometheus.Registry
+	srv       *http.Server
+	ln        net.Listener
+	log       *slog.Logger
+	handlers  sync.WaitGroup // requests being served
+	served    chan error     // Serve's result
 
 	headerTimeouts *headerTimeouts
 
@@ -114,15 +127,30 @@ func NewServer(ctx context.Context, cfg ServerConfig, opts Options) (*Server, er
 	var picker kvroute.Picker
 	switch cfg.Policy {
 	case "", PolicyPrecise:
-		r, err := kvroute.New(ctx, cfg.Router, kvroute.Options{Set: telemetry.Set{Registerer: s.registry, Logger: logger, TracerProvider: opts.TracerProvider}})
+		ropts := kvroute.Options{Set: telemetry.Set{Registerer: s.registry, Logger: logger, TracerProvider: opts.TracerProvider}}
+		if cfg.Admission != nil {
+			a, err := admission.New(*cfg.Admission, admission.Options{Set: ropts.Set, Detectors: cfg.AdmissionDetectors})
+			if err != nil {
+				return nil, err
+			}
+			s.admission, ropts.Admission = a, a
+		}
+		r, err := kvroute.New(ctx, cfg.Router, ropts)
 		if err != nil {
+			s.closeAdmission()
 			return nil, err
 		}
 		s.router, picker = r, r
+		if s.admission != nil {
+			s.admission.SetLoad(r.Load())
+		}
 		if cfg.Proxy.Model == "" {
 			cfg.Proxy.Model = cfg.Router.Model
 		}
 	case PolicyRoundRobin:
+		if cfg.Admission != nil {
+			return nil, errors.New("gateway: admission needs the precise policy (its accounting is the Router's)")
+		}
 		picker = new(RoundRobin)
 	default:
 		return nil, fmt.Errorf("gateway: unknown policy %q (want %q or %q)", cfg.Policy, PolicyPrecise, PolicyRoundRobin)
@@ -132,12 +160,16 @@ func NewServer(ctx context.Context, cfg ServerConfig, opts Options) (*Server, er
 		if !ok && s.router != nil {
 			s.router.Close()
 		}
+		if !ok {
+			s.closeAdmission()
+		}
 	}()
 	h, err := New(cfg.Proxy, picker, Options{Transport: opts.Transport, Registerer: s.registry, Logger: logger, Now: opts.Now, TracerProvider: opts.TracerProvider})
 	if err != nil {
 		return nil, err
 	}
 	s.handler = h
+	h.admission = s.admission
 	if len(cfg.Endpoints) > 0 {
 		if err := s.SetEndpoints(cfg.Endpoints); err != nil {
 			return nil, err
@@ -229,6 +261,10 @@ func (s *Server) Registry() *prometheus.Registry { return s.registry }
 // first call's result.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.shutdownOnce.Do(func() {
+		// Requests still queued by the admission are answered 503 (closed,
+		// with Retry-After) rather than holding the shutdown for their
+		// queue timeouts.
+		s.closeAdmission()
 		err := s.srv.Shutdown(ctx)
 		if err != nil {
 			err = errors.Join(err, s.srv.Close())
@@ -245,3 +281,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	})
 	return s.shutdownErr
 }
+
+// closeAdmission closes the admission stage, if any.
+func (s *Server) closeAdmission() {
+	if s.admission != nil {
+		s.admission.Close()
+	}
+}
+
+// Admission returns the Server's admission stage, or nil without
+// ServerConfig.Admission.
+func (s *Server) Admission() *admission.Controller { return s.admission }

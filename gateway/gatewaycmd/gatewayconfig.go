@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kvroute/kvroute/admission"
 	"github.com/kvroute/kvroute/gateway"
 	"github.com/kvroute/kvroute/internal/jsonconf"
 )
@@ -31,6 +32,10 @@ type gatewayConfig struct {
 	BodyReadTimeout time.Duration `json:"bodyReadTimeout"`
 	// IdleTimeout is gateway.ServerConfig.IdleTimeout.
 	IdleTimeout time.Duration `json:"idleTimeout"`
+	// Admission is gateway.ServerConfig.Admission: present (even as {})
+	// turns the admission stage on, absent leaves it off. Its keys are
+	// admission.Config's.
+	Admission *admission.Config `json:"admission"`
 }
 
 // validate rejects negative values, which have no meaning.
@@ -50,6 +55,11 @@ func (g gatewayConfig) validate() error {
 			return fmt.Errorf("%s.%s: %s is negative", gatewaySection, f.name, f.s)
 		}
 	}
+	if g.Admission != nil {
+		if err := g.Admission.Validate(); err != nil {
+			return fmt.Errorf("%s.admission: %w", gatewaySection, err)
+		}
+	}
 	return nil
 }
 
@@ -60,6 +70,7 @@ func (g gatewayConfig) apply(s *gateway.ServerConfig) {
 	s.Proxy.BodyReadTimeout = g.BodyReadTimeout
 	s.ReadHeaderTimeout = g.ReadHeaderTimeout
 	s.IdleTimeout = g.IdleTimeout
+	s.Admission = g.Admission
 }
 
 // decodeGatewaySection reads the "gateway" member of a configuration

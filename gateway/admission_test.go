@@ -1,0 +1,289 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/admission"
+	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/simengine"
+	"github.com/kvroute/kvroute/simengine/server"
+)
+
+// admFleet is a gateway with an admission stage in front of one simulated
+// engine that kvroute's own accounting saturates at one open request, so a
+// long streaming "holder" request makes every other request queue.
+type admFleet struct {
+	engine *server.Server
+	hs     *http.Server // the engine's, recording arrivals
+	served chan error
+
+	mu       sync.Mutex
+	arrivals []string // X-Test-Tag of each request the engine received, in order
+	ep       kvroute.Endpoint
+	gw       *Server
+	client   *http.Client
+}
+
+func startAdmFleet(t *testing.T, cfg admission.Config) *admFleet {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv, err := server.New(server.Config{Model: testModel,
+		Engine: simengine.Config{BlockSize: 64, NumGPUBlocks: 512, PrefillTokensPerSecond: 1e7, DecodeStep: 5 * time.Millisecond}},
+		server.Options{})
+	require.NoError(t, err)
+	f := &admFleet{engine: srv, served: make(chan error, 1), ep: kvroute.Endpoint{ID: ln.Addr().String()},
+		client: &http.Client{Transport: &http.Transport{}}}
+	f.hs = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if tag := r.Header.Get("X-Test-Tag"); tag != "" {
+			f.mu.Lock()
+			f.arrivals = append(f.arrivals, tag)
+			f.mu.Unlock()
+		}
+		srv.Handler().ServeHTTP(w, r)
+	})}
+	go func() { f.served <- f.hs.Serve(ln) }()
+	rc := kvroute.DefaultConfig()
+	rc.Model = testModel
+	rc.Events.Enabled = false
+	rc.DisableRender = true
+	cfg.Saturation = admission.Saturation{MaxPrefillBacklog: -1, MaxOpenRequests: 1}
+	f.gw, err = NewServer(t.Context(), ServerConfig{Listen: "127.0.0.1:0", Router: rc, Endpoints: []kvroute.Endpoint{f.ep},
+		Admission: &cfg}, Options{})
+	require.NoError(t, err)
+	return f
+}
+
+func (f *admFleet) close(t *testing.T) {
+	f.client.CloseIdleConnections()
+	require.NoError(t, f.gw.Shutdown(context.Background()))
+	require.NoError(t, f.hs.Close())
+	require.NoError(t, f.engine.Close())
+	<-f.served
+}
+
+// arrived returns the tags of the requests the engine received, in order.
+func (f *admFleet) arrived() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.arrivals)
+}
+
+// open returns the endpoint's open requests in the router's accounting.
+func (f *admFleet) open() int64 {
+	_, n, _ := f.gw.router.Load().Load(f.ep.ID)
+	return n
+}
+
+// hold starts a long streaming request and waits until it occupies the
+// endpoint; cancel releases it.
+func (f *admFleet) hold(t *testing.T) (release func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	body, _ := json.Marshal(map[string]any{"model": testModel, "prompt": "hold", "max_tokens": 20000, "stream": true})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, f.gw.URL()+"/v1/completions", strings.NewReader(string(body)))
+	req.Header.Set("Content-Type", "application/json")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if resp, err := f.client.Do(req); err == nil {
+			if resp.StatusCode != http.StatusOK {
+				b, _ := io.ReadAll(resp.Body)
+				t.Errorf("holder: %d %s", resp.StatusCode, b)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}()
+	require.Eventually(t, func() bool { return f.open() == 1 }, wait, time.Millisecond)
+	return func() { cancel(); <-done }
+}
+
+// reply is one client's answer.
+type reply struct {
+	tag    string
+	status int
+	header http.Header
+	body   string
+}
+
+// send posts a short completion with headers in a goroutine; the reply goes
+// to out.
+func (f *admFleet) send(ctx context.Context, tag string, headers map[string]string, out chan<- reply) {
+	body := completionsBody("request "+tag, false)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, f.gw.URL()+"/v1/completions", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Test-Tag", tag)
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	go func() {
+		resp, err := f.client.Do(req)
+		if err != nil {
+			out <- reply{tag: tag, status: -1, body: err.Error()}
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		out <- reply{tag: tag, status: resp.StatusCode, header: resp.Header, body: string(b)}
+	}()
+}
+
+// queue sends a request and waits until it is queued.
+func (f *admFleet) queue(t *testing.T, tag string, headers map[string]string, out chan<- reply) {
+	t.Helper()
+	n := f.gw.Admission().Queued()
+	f.send(context.Background(), tag, headers, out)
+	require.Eventually(t, func() bool { return f.gw.Admission().Queued() == n+1 }, wait, time.Millisecond)
+}
+
+func objective(name string) map[string]string { return map[string]string{HeaderObjective: name} }
+
+func TestGatewayAdmissionServesHigherPriorityFirstUnderSaturation(t *testing.T) {
+	defer leakcheck.Check(t)()
+	f := startAdmFleet(t, admission.Config{Objectives: []admission.Objective{{Name: "premium", Priority: 5}, {Name: "standard", Priority: 1}}})
+	defer f.close(t)
+	release := f.hold(t)
+	out := make(chan reply, 3)
+	f.queue(t, "standard1", objective("standard"), out)
+	f.queue(t, "standard2", objective("standard"), out)
+	f.queue(t, "premium", map[string]string{HeaderObjectiveLLMD: "premium"}, out) // llm-d's alias
+	release()
+	for range 3 {
+		r := recv(t, out, "a reply")
+		require.Equal(t, http.StatusOK, r.status, r.body)
+	}
+	require.Equal(t, []string{"premium", "standard1", "standard2"}, f.arrived(), "the engine's arrival order")
+}
+
+func TestGatewayAdmissionSharesABandFairlyBetweenTwoFlows(t *testing.T) {
+	defer leakcheck.Check(t)()
+	f := startAdmFleet(t, admission.Config{})
+	defer f.close(t)
+	release := f.hold(t)
+	const each = 20
+	out := make(chan reply, 2*each)
+	// Tenant A sends three times as fast as B: all of A's requests are
+	// queued before B's, the worst case for first come first served.
+	for range each {
+		f.queue(t, "A", map[string]string{HeaderFairnessID: "tenant-a"}, out)
+	}
+	for range each {
+		f.queue(t, "B", map[string]string{HeaderFairnessID: "tenant-b"}, out)
+	}
+	release()
+	for range 2 * each {
+		r := recv(t, out, "a reply")
+		require.Equal(t, http.StatusOK, r.status, r.body)
+	}
+	// Of the first 20 the engine received, each tenant had 10, within 10 %
+	// of the 20.
+	share := map[string]int{}
+	for _, tag := range f.arrived()[:each] {
+		share[tag]++
+	}
+	require.InDelta(t, each/2, share["A"], each/10, "shares %v", share)
+}
+
+func TestGatewayAdmissionStatusCodes(t *testing.T) {
+	defer leakcheck.Check(t)()
+	f := startAdmFleet(t, admission.Config{RetryAfter: 3 * time.Second,
+		Objectives: []admission.Objective{{Name: "batch", Priority: -1}, {Name: "chat", Priority: 1}}})
+	defer f.close(t)
+	release := f.hold(t)
+	out := make(chan reply, 4)
+
+	// Sheddable traffic is shed at once: 429, Retry-After, the reason.
+	f.send(context.Background(), "batch", objective("batch"), out)
+	r := recv(t, out, "a reply")
+	require.Equal(t, http.StatusTooManyRequests, r.status, r.body)
+	require.Equal(t, "3", r.header.Get("Retry-After"))
+	require.Equal(t, "shed", r.header.Get(HeaderAdmission))
+	require.Contains(t, r.body, "RateLimitError")
+
+	// A request whose queue timeout passes: 503 naming expiry.
+	f.send(context.Background(), "late", map[string]string{HeaderObjective: "chat", HeaderQueueTimeout: "50ms"}, out)
+	r = recv(t, out, "a reply")
+	require.Equal(t, http.StatusServiceUnavailable, r.status, r.body)
+	require.Equal(t, "expired", r.header.Get(HeaderAdmission))
+
+	// A malformed queue timeout: 400 naming the header.
+	for _, v := range []string{"soon", "-1s", "0s", "2h"} {
+		f.send(context.Background(), "bad", map[string]string{HeaderQueueTimeout: v}, out)
+		r = recv(t, out, "a reply")
+		require.Equal(t, http.StatusBadRequest, r.status, v)
+		require.Contains(t, r.body, HeaderQueueTimeout, v)
+	}
+	release()
+	require.Equal(t, 1.0, seriesValue(t, f, "kvroute_admission_requests_total", "priority", "-1", "outcome", "shed"))
+	require.Equal(t, 1.0, seriesValue(t, f, "kvroute_admission_requests_total", "priority", "1", "outcome", "expired"))
+	require.Equal(t, 1.0, seriesValue(t, f, "kvroute_gateway_requests_total", "api", "completions", "result", "shed"))
+}
+
+// A client that goes away while queued is removed from the queue at once and
+// counted; nothing of it stays behind: no goroutine, no load.
+func TestGatewayAdmissionForgetsAClientThatLeavesWhileQueued(t *testing.T) {
+	defer leakcheck.Check(t)()
+	f := startAdmFleet(t, admission.Config{})
+	defer f.close(t)
+	release := f.hold(t)
+	out := make(chan reply, 2)
+	ctx, cancel := context.WithCancel(context.Background())
+	f.send(ctx, "gone", nil, out)
+	require.Eventually(t, func() bool { return f.gw.Admission().Queued() == 1 }, wait, time.Millisecond)
+	cancel()
+	require.Equal(t, -1, recv(t, out, "a reply").status)
+	require.Eventually(t, func() bool {
+		return f.gw.Admission().Queued() == 0 &&
+			seriesValue(t, f, "kvroute_admission_requests_total", "priority", "0", "outcome", "cancelled") == 1
+	}, wait, time.Millisecond)
+	release()
+	require.Eventually(t, func() bool { return f.open() == 0 }, wait, time.Millisecond)
+	tokens, _, _ := f.gw.router.Load().Load(f.ep.ID)
+	require.Zero(t, tokens)
+	// The endpoint is free again: the next request passes at once.
+	f.send(context.Background(), "next", nil, out)
+	r := recv(t, out, "a reply")
+	require.Equal(t, http.StatusOK, r.status, r.body)
+}
+
+// seriesValue reads one series of the gateway's registry (0 when absent).
+func seriesValue(t *testing.T, f *admFleet, name string, labels ...string) float64 {
+	t.Helper()
+	mfs, err := f.gw.registry.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range mf.GetMetric() {
+			have := map[string]string{}
+			for _, l := range m.GetLabel() {
+				have[l.GetName()] = l.GetValue()
+			}
+			for i := 0; i+1 < len(labels); i += 2 {
+				if have[labels[i]] != labels[i+1] {
+					continue series
+				}
+			}
+			if m.GetCounter() != nil {
+				return m.GetCounter().GetValue()
+			}
+			return m.GetGauge().GetValue()
+		}
+	}
+	return 0
+}
