@@ -226,10 +226,21 @@ func TestGatewayAdmissionStatusCodes(t *testing.T) {
 		require.Equal(t, http.StatusBadRequest, r.status, v)
 		require.Contains(t, r.body, HeaderQueueTimeout, v)
 	}
+	// Interactive traffic waits while sheddable traffic is shed, and is
+	// served once the endpoint is free.
+	f.queue(t, "chat", objective("chat"), out)
+	f.send(context.Background(), "batch2", objective("batch"), out)
+	r = recv(t, out, "a reply")
+	require.Equal(t, "batch2", r.tag)
+	require.Equal(t, http.StatusTooManyRequests, r.status, r.body)
 	release()
-	require.Equal(t, 1.0, seriesValue(t, f, "kvroute_admission_requests_total", "priority", "-1", "outcome", "shed"))
+	r = recv(t, out, "a reply")
+	require.Equal(t, "chat", r.tag)
+	require.Equal(t, http.StatusOK, r.status, r.body)
+	require.Equal(t, 2.0, seriesValue(t, f, "kvroute_admission_requests_total", "priority", "-1", "outcome", "shed"))
+	require.Equal(t, 1.0, seriesValue(t, f, "kvroute_admission_requests_total", "priority", "1", "outcome", "dispatched"))
 	require.Equal(t, 1.0, seriesValue(t, f, "kvroute_admission_requests_total", "priority", "1", "outcome", "expired"))
-	require.Equal(t, 1.0, seriesValue(t, f, "kvroute_gateway_requests_total", "api", "completions", "result", "shed"))
+	require.Equal(t, 2.0, seriesValue(t, f, "kvroute_gateway_requests_total", "api", "completions", "result", "shed"))
 }
 
 // A client that goes away while queued is removed from the queue at once and

@@ -33,6 +33,16 @@
 // breaks after its header was sent is aborted (http.ErrAbortHandler) so that
 // the client sees a truncated stream rather than a clean end.
 //
+// With ServerConfig.Admission the Router's picks go through an admission
+// stage (package admission): the request's objective (HeaderObjective, or
+// llm-d's HeaderObjectiveLLMD), fairness ID (HeaderFairnessID) and queue
+// timeout (HeaderQueueTimeout; malformed: 400 naming it) decide its priority
+// band, flow and queue deadline. A shed request, or one a full queue
+// refuses, is answered 429 with Retry-After (result "shed"); one that found
+// no free endpoint before its deadline 503 with Retry-After (result
+// "no_endpoint"); HeaderAdmission names the reason. Every pick, first chunk
+// and end wakes the queue (Controller.Notify).
+//
 // Unless Options.Transport is given, the Handler reaches the engines with its
 // own HTTP/1.1 keep-alive client: the request is written and the response
 // read on the handler's goroutine (net/http's Transport passes each through a
