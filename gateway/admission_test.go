@@ -298,3 +298,26 @@ func seriesValue(t *testing.T, f *admFleet, name string, labels ...string) float
 	}
 	return 0
 }
+
+// Shutdown answers the requests still queued at once (503, closed) instead
+// of holding the shutdown for their queue timeouts.
+func TestGatewayShutdownAnswersQueuedRequests(t *testing.T) {
+	defer leakcheck.Check(t)()
+	f := startAdmFleet(t, admission.Config{QueueTimeout: time.Hour})
+	release := f.hold(t)
+	out := make(chan reply, 1)
+	f.queue(t, "queued", nil, out)
+	shut := make(chan error, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { shut <- f.gw.Shutdown(ctx) }()
+	r := recv(t, out, "the queued request's reply")
+	require.Equal(t, http.StatusServiceUnavailable, r.status, r.body)
+	require.Equal(t, "closed", r.header.Get(HeaderAdmission))
+	cancel() // cut the holder's stream
+	<-shut
+	release()
+	f.client.CloseIdleConnections()
+	require.NoError(t, f.hs.Close())
+	require.NoError(t, f.engine.Close())
+	<-f.served
+}
