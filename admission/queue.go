@@ -35,7 +35,11 @@ type waiters struct {
 	edf bool
 }
 
+// Len, Less, Swap, Push and Pop make waiters a container/heap; each
+// waiter keeps its index so that a cancelled one is removed in O(log n).
 func (h *waiters) Len() int { return len(h.w) }
+
+// Less orders by deadline (earliest deadline first) or by arrival.
 func (h *waiters) Less(i, j int) bool {
 	a, b := h.w[i], h.w[j]
 	if h.edf && !a.deadline.Equal(b.deadline) {
@@ -43,15 +47,21 @@ func (h *waiters) Less(i, j int) bool {
 	}
 	return a.seq < b.seq
 }
+
+// Swap swaps two waiters and their indices.
 func (h *waiters) Swap(i, j int) {
 	h.w[i], h.w[j] = h.w[j], h.w[i]
 	h.w[i].idx, h.w[j].idx = i, j
 }
+
+// Push appends a waiter (container/heap's half of heap.Push).
 func (h *waiters) Push(x any) {
 	w := x.(*waiter)
 	w.idx = len(h.w)
 	h.w = append(h.w, w)
 }
+
+// Pop removes the last waiter (container/heap's half of heap.Pop).
 func (h *waiters) Pop() any {
 	n := len(h.w) - 1
 	w := h.w[n]
