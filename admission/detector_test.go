@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/enginemetrics"
 	"github.com/kvroute/kvroute/tokenload"
 )
 
@@ -114,3 +115,6 @@ func TestClaimHoldsBackTheQueueUntilThePickShows(t *testing.T) {
 	}
 	busy2.Done()
 }
+
+// The engines' scraper is a Detector.
+var _ Detector = (*enginemetrics.Scraper)(nil)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/admission"
+	"github.com/kvroute/kvroute/enginemetrics"
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/simengine"
 	"github.com/kvroute/kvroute/simengine/server"
@@ -31,6 +32,7 @@ type admFleet struct {
 
 	mu       sync.Mutex
 	arrivals []string // X-Test-Tag of each request the engine received, in order
+	holders  []func() // releases of the holders, for close after a failure
 	ep       kvroute.Endpoint
 	gw       *Server
 	client   *http.Client
@@ -38,10 +40,19 @@ type admFleet struct {
 
 func startAdmFleet(t *testing.T, cfg admission.Config) *admFleet {
 	t.Helper()
+	return startAdmFleetWith(t, cfg, simengine.Config{}, nil)
+}
+
+// startAdmFleetWith is startAdmFleet with the engine's MaxNumSeqs (when
+// set), the admission's own thresholds (when set; else one open request) and
+// an engine-metrics scraper (when em is set).
+func startAdmFleetWith(t *testing.T, cfg admission.Config, eng simengine.Config, em *enginemetrics.Config) *admFleet {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	srv, err := server.New(server.Config{Model: testModel,
-		Engine: simengine.Config{BlockSize: 64, NumGPUBlocks: 512, PrefillTokensPerSecond: 1e7, DecodeStep: 5 * time.Millisecond}},
+		Engine: simengine.Config{BlockSize: 64, NumGPUBlocks: 512, PrefillTokensPerSecond: 1e7, DecodeStep: 5 * time.Millisecond,
+			MaxNumSeqs: eng.MaxNumSeqs}},
 		server.Options{})
 	require.NoError(t, err)
 	f := &admFleet{engine: srv, served: make(chan error, 1), ep: kvroute.Endpoint{ID: ln.Addr().String()},
@@ -59,14 +70,19 @@ func startAdmFleet(t *testing.T, cfg admission.Config) *admFleet {
 	rc.Model = testModel
 	rc.Events.Enabled = false
 	rc.DisableRender = true
-	cfg.Saturation = admission.Saturation{MaxPrefillBacklog: -1, MaxOpenRequests: 1}
+	if cfg.Saturation == (admission.Saturation{}) {
+		cfg.Saturation = admission.Saturation{MaxPrefillBacklog: -1, MaxOpenRequests: 1}
+	}
 	f.gw, err = NewServer(t.Context(), ServerConfig{Listen: "127.0.0.1:0", Router: rc, Endpoints: []kvroute.Endpoint{f.ep},
-		Admission: &cfg}, Options{})
+		Admission: &cfg, EngineMetrics: em}, Options{})
 	require.NoError(t, err)
 	return f
 }
 
 func (f *admFleet) close(t *testing.T) {
+	for _, release := range f.holders {
+		release() // a failed test may have left one streaming
+	}
 	f.client.CloseIdleConnections()
 	require.NoError(t, f.gw.Shutdown(context.Background()))
 	require.NoError(t, f.hs.Close())
@@ -92,6 +108,7 @@ func (f *admFleet) open() int64 {
 func (f *admFleet) hold(t *testing.T) (release func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
+	n0 := f.open()
 	body, _ := json.Marshal(map[string]any{"model": testModel, "prompt": "hold", "max_tokens": 20000, "stream": true})
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, f.gw.URL()+"/v1/completions", strings.NewReader(string(body)))
 	req.Header.Set("Content-Type", "application/json")
@@ -107,8 +124,10 @@ func (f *admFleet) hold(t *testing.T) (release func()) {
 			resp.Body.Close()
 		}
 	}()
-	require.Eventually(t, func() bool { return f.open() == 1 }, wait, time.Millisecond)
-	return func() { cancel(); <-done }
+	release = func() { cancel(); <-done }
+	f.holders = append(f.holders, release)
+	require.Eventually(t, func() bool { return f.open() == n0+1 }, wait, time.Millisecond)
+	return release
 }
 
 // reply is one client's answer.
@@ -320,4 +339,32 @@ func TestGatewayShutdownAnswersQueuedRequests(t *testing.T) {
 	require.NoError(t, f.hs.Close())
 	require.NoError(t, f.engine.Close())
 	<-f.served
+}
+
+// The engines' own signal saturates an endpoint kvroute's accounting sees as
+// idle: with one sequence running and one waiting in the engine
+// (max-num-seqs 1), sheddable traffic is shed; once the engine's queue
+// drains, it passes again.
+func TestGatewayAdmissionShedsOnTheEnginesOwnSaturation(t *testing.T) {
+	defer leakcheck.Check(t)()
+	f := startAdmFleetWith(t, admission.Config{
+		Objectives: []admission.Objective{{Name: "batch", Priority: -1}},
+		Saturation: admission.Saturation{MaxPrefillBacklog: -1, MaxOpenRequests: 100},
+	}, simengine.Config{MaxNumSeqs: 1},
+		&enginemetrics.Config{Interval: 10 * time.Millisecond, Staleness: 10 * time.Second, WaitingThreshold: 1, KVCacheThreshold: -1})
+	defer f.close(t)
+	saturated := func() bool { s, known := f.gw.scraper.Saturation(f.ep); return s && known }
+	running, waiting := f.hold(t), f.hold(t)
+	require.Eventually(t, saturated, wait, time.Millisecond, "the engine's waiting request is scraped")
+	out := make(chan reply, 1)
+	f.send(context.Background(), "batch", objective("batch"), out)
+	r := recv(t, out, "a reply")
+	require.Equal(t, http.StatusTooManyRequests, r.status, r.body)
+	require.Equal(t, "shed", r.header.Get(HeaderAdmission))
+	waiting()
+	running()
+	require.Eventually(t, func() bool { s, known := f.gw.scraper.Saturation(f.ep); return !s && known }, wait, time.Millisecond)
+	f.send(context.Background(), "batch", objective("batch"), out)
+	r = recv(t, out, "a reply")
+	require.Equal(t, http.StatusOK, r.status, r.body)
 }

@@ -41,7 +41,9 @@
 // refuses, is answered 429 with Retry-After (result "shed"); one that found
 // no free endpoint before its deadline 503 with Retry-After (result
 // "no_endpoint"); HeaderAdmission names the reason. Every pick, first chunk
-// and end wakes the queue (Controller.Notify).
+// and end wakes the queue (Controller.Notify). ServerConfig.EngineMetrics
+// adds the engines' scraped saturation (package enginemetrics) to kvroute's
+// own accounting.
 //
 // Unless Options.Transport is given, the Handler reaches the engines with its
 // own HTTP/1.1 keep-alive client: the request is written and the response

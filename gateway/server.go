@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/admission"
+	"github.com/kvroute/kvroute/enginemetrics"
 	"github.com/kvroute/kvroute/telemetry"
 )
 
@@ -65,14 +67,21 @@ type ServerConfig struct {
 	// AdmissionDetectors are the engines' saturation signals the admission
 	// consults besides kvroute's own accounting (see admission.Detector).
 	AdmissionDetectors []admission.Detector
+	// EngineMetrics, when set with Admission, scrapes every endpoint's
+	// Prometheus metrics (package enginemetrics) and adds the engines'
+	// waiting queues and KV-cache usage to the admission's saturation
+	// signals; an endpoint whose scrape is stale is judged by kvroute's own
+	// accounting.
+	EngineMetrics *enginemetrics.Config
 }
 
 // Server is a running gateway: a Handler on an http.Server with /metrics
 // (the registry of the router, the render client, the index and the gateway,
 // plus Go and process metrics) and /health, built around a kvroute.Router.
 type Server struct {
-	router    *kvroute.Router       // nil under PolicyRoundRobin
-	admission *admission.Controller // nil without ServerConfig.Admission
+	router    *kvroute.Router        // nil under PolicyRoundRobin
+	admission *admission.Controller  // nil without ServerConfig.Admission
+	scraper   *enginemetrics.Scraper // nil without ServerConfig.EngineMetrics
 	handler   *Handler
 	registry  *prometheus.Registry
 	srv       *http.Server
@@ -128,9 +137,22 @@ func NewServer(ctx context.Context, cfg ServerConfig, opts Options) (*Server, er
 	switch cfg.Policy {
 	case "", PolicyPrecise:
 		ropts := kvroute.Options{Set: telemetry.Set{Registerer: s.registry, Logger: logger, TracerProvider: opts.TracerProvider}}
+		if cfg.EngineMetrics != nil && cfg.Admission == nil {
+			return nil, errors.New("gateway: engineMetrics feeds the admission stage; set admission too")
+		}
 		if cfg.Admission != nil {
-			a, err := admission.New(*cfg.Admission, admission.Options{Set: ropts.Set, Detectors: cfg.AdmissionDetectors})
+			detectors := slices.Clone(cfg.AdmissionDetectors)
+			if cfg.EngineMetrics != nil {
+				sc, err := enginemetrics.New(*cfg.EngineMetrics, enginemetrics.Options{Set: ropts.Set})
+				if err != nil {
+					return nil, err
+				}
+				s.scraper = sc
+				detectors = append(detectors, sc)
+			}
+			a, err := admission.New(*cfg.Admission, admission.Options{Set: ropts.Set, Detectors: detectors})
 			if err != nil {
+				s.closeAdmission()
 				return nil, err
 			}
 			s.admission, ropts.Admission = a, a
@@ -236,6 +258,9 @@ func (s *Server) SetEndpoints(eps []kvroute.Endpoint) error {
 		err = s.router.SetEndpoints(eps)
 	}
 	s.handler.SetEndpoints(eps)
+	if s.scraper != nil {
+		s.scraper.SetEndpoints(eps)
+	}
 	return err
 }
 
@@ -282,10 +307,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return s.shutdownErr
 }
 
-// closeAdmission closes the admission stage, if any.
+// closeAdmission closes the admission stage and its engine scraper, if
+// any.
 func (s *Server) closeAdmission() {
 	if s.admission != nil {
 		s.admission.Close()
+	}
+	if s.scraper != nil {
+		s.scraper.Close()
 	}
 }
 

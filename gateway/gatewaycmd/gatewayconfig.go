@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kvroute/kvroute/admission"
+	"github.com/kvroute/kvroute/enginemetrics"
 	"github.com/kvroute/kvroute/gateway"
 	"github.com/kvroute/kvroute/internal/jsonconf"
 )
@@ -36,6 +37,10 @@ type gatewayConfig struct {
 	// turns the admission stage on, absent leaves it off. Its keys are
 	// admission.Config's.
 	Admission *admission.Config `json:"admission"`
+	// EngineMetrics is gateway.ServerConfig.EngineMetrics: present (even
+	// as {}) with admission, the engines' /metrics are scraped for the
+	// admission's saturation signal. Its keys are enginemetrics.Config's.
+	EngineMetrics *enginemetrics.Config `json:"engineMetrics"`
 }
 
 // validate rejects negative values, which have no meaning.
@@ -60,6 +65,9 @@ func (g gatewayConfig) validate() error {
 			return fmt.Errorf("%s.admission: %w", gatewaySection, err)
 		}
 	}
+	if g.EngineMetrics != nil && g.Admission == nil {
+		return fmt.Errorf("%s.engineMetrics: feeds the admission stage; set %s.admission too", gatewaySection, gatewaySection)
+	}
 	return nil
 }
 
@@ -71,6 +79,7 @@ func (g gatewayConfig) apply(s *gateway.ServerConfig) {
 	s.ReadHeaderTimeout = g.ReadHeaderTimeout
 	s.IdleTimeout = g.IdleTimeout
 	s.Admission = g.Admission
+	s.EngineMetrics = g.EngineMetrics
 }
 
 // decodeGatewaySection reads the "gateway" member of a configuration
