@@ -1,0 +1,179 @@
+package deploy
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+)
+
+const (
+	eppMain   = "../contrib/extproc/cmd/kvroute-epp/main.go"
+	eppStatus = "../contrib/extproc/status.go"
+)
+
+// parseGo parses one Go source file of the workspace.
+func parseGo(t *testing.T, path string) *ast.File {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
+	require.NoError(t, err)
+	return f
+}
+
+// stringConst returns the value of the string constant name declared in f.
+func stringConst(t *testing.T, f *ast.File, name string) string {
+	t.Helper()
+	for _, d := range f.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.CONST {
+			continue
+		}
+		for _, s := range g.Specs {
+			vs := s.(*ast.ValueSpec)
+			for i, n := range vs.Names {
+				if n.Name == name && i < len(vs.Values) {
+					lit, ok := vs.Values[i].(*ast.BasicLit)
+					require.True(t, ok && lit.Kind == token.STRING, "%s is not a string literal", name)
+					v, err := strconv.Unquote(lit.Value)
+					require.NoError(t, err)
+					return v
+				}
+			}
+		}
+	}
+	t.Fatalf("no constant %s", name)
+	return ""
+}
+
+// intFlagDefault returns the default of the int flag name as kvroute-epp
+// declares it (fs.IntVar(&v, name, default, usage)).
+func intFlagDefault(t *testing.T, f *ast.File, name string) int {
+	t.Helper()
+	def := -1
+	ast.Inspect(f, func(n ast.Node) bool {
+		call, ok := n.(*ast.CallExpr)
+		if !ok || len(call.Args) != 4 {
+			return true
+		}
+		if sel, ok := call.Fun.(*ast.SelectorExpr); !ok || sel.Sel.Name != "IntVar" {
+			return true
+		}
+		if lit, ok := call.Args[1].(*ast.BasicLit); !ok || lit.Value != strconv.Quote(name) {
+			return true
+		}
+		lit, ok := call.Args[2].(*ast.BasicLit)
+		require.True(t, ok && lit.Kind == token.INT, "--%s's default is not an int literal", name)
+		v, err := strconv.Atoi(lit.Value)
+		require.NoError(t, err)
+		def = v
+		return false
+	})
+	require.NotEqual(t, -1, def, "kvroute-epp declares no int flag --%s", name)
+	return def
+}
+
+// muxPaths returns the first argument of every mux.Handle call in f, as
+// written (a string literal's value, or a selector such as
+// "extproc.ReadyPath").
+func muxPaths(f *ast.File) []string {
+	var paths []string
+	ast.Inspect(f, func(n ast.Node) bool {
+		call, ok := n.(*ast.CallExpr)
+		if !ok || len(call.Args) != 2 {
+			return true
+		}
+		sel, ok := call.Fun.(*ast.SelectorExpr)
+		if !ok || sel.Sel.Name != "Handle" {
+			return true
+		}
+		if x, ok := sel.X.(*ast.Ident); !ok || x.Name != "mux" {
+			return true
+		}
+		switch a := call.Args[0].(type) {
+		case *ast.BasicLit:
+			v, _ := strconv.Unquote(a.Value)
+			paths = append(paths, v)
+		case *ast.SelectorExpr:
+			if p, ok := a.X.(*ast.Ident); ok {
+				paths = append(paths, p.Name+"."+a.Sel.Name)
+			}
+		}
+		return true
+	})
+	return paths
+}
+
+// TestReadinessProbeIsWhatThePickerServes checks that the readiness probe of
+// every kvroute-epp Deployment (the plain manifest, the chart's with its
+// defaults and with another metrics port) asks for the path kvroute-epp
+// serves its readiness on, on the container port that is its --metrics-port
+// (the flag as passed, else its default in kvroute-epp's source).
+func TestReadinessProbeIsWhatThePickerServes(t *testing.T) {
+	mainGo := parseGo(t, eppMain)
+	readyPath := stringConst(t, parseGo(t, eppStatus), "ReadyPath")
+	require.Equal(t, "/ready", readyPath)
+	// /metrics and /ready are served by one mux, the metrics port's.
+	handled := muxPaths(mainGo)
+	require.Contains(t, handled, "/metrics")
+	require.Contains(t, handled, "extproc.ReadyPath")
+	defaultPort := intFlagDefault(t, mainGo, "metrics-port")
+	require.Equal(t, 9090, defaultPort)
+
+	s := loadSchemas(t)
+	docs := map[string][]byte{
+		"chart (defaults)": chartObjects(t, s, minimalValues)["Deployment"][0],
+		"chart (metrics 9191)": chartObjects(t, s, `
+inferenceExtension: {model: Qwen/Qwen3-32B, metricsPort: 9191}
+inferencePool: {modelServers: {matchLabels: {app: vllm}}}
+`)["Deployment"][0],
+	}
+	b, err := os.ReadFile("kvroute-epp/deployment.yaml")
+	require.NoError(t, err)
+	for _, doc := range splitDocs(t, "deployment.yaml", b) {
+		if strings.Contains(string(doc), "kind: Deployment") {
+			docs["kvroute-epp/deployment.yaml"] = doc
+		}
+	}
+	require.Len(t, docs, 3)
+	for name, doc := range docs {
+		var d appsv1.Deployment
+		require.NoError(t, yaml.UnmarshalStrict(doc, &d), name)
+		var c *corev1.Container
+		for i := range d.Spec.Template.Spec.Containers {
+			if d.Spec.Template.Spec.Containers[i].Name == "epp" {
+				c = &d.Spec.Template.Spec.Containers[i]
+			}
+		}
+		require.NotNil(t, c, name)
+		metricsPort := defaultPort
+		for _, a := range c.Args {
+			if v, ok := strings.CutPrefix(a, "--metrics-port="); ok {
+				metricsPort, err = strconv.Atoi(v)
+				require.NoError(t, err, name)
+			}
+		}
+		probe := c.ReadinessProbe
+		require.NotNil(t, probe, name)
+		require.NotNil(t, probe.HTTPGet, "%s: the readiness probe is not an HTTP GET", name)
+		require.Equal(t, readyPath, probe.HTTPGet.Path, name)
+		port := int(probe.HTTPGet.Port.IntVal)
+		if probe.HTTPGet.Port.StrVal != "" {
+			port = -1
+			for _, p := range c.Ports {
+				if p.Name == probe.HTTPGet.Port.StrVal {
+					port = int(p.ContainerPort)
+				}
+			}
+			require.NotEqual(t, -1, port, "%s: no container port named %s", name, probe.HTTPGet.Port.StrVal)
+		}
+		require.Equal(t, metricsPort, port, "%s: the readiness probe's port is not --metrics-port", name)
+	}
+}
