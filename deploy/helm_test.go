@@ -75,6 +75,7 @@ inferenceExtension:
   image: {hub: registry.example.com/kvroute, tag: v0.1.0}
   model: Qwen/Qwen3-32B
   podLabelSelector: llm-d.ai/role=decode
+  strictConfig: true
   flags: {log-level: debug, max-body-bytes: "8388608", readiness-interval: 2s}
   env: [{name: GOMAXPROCS, value: "2"}]
   nodeSelector: {kubernetes.io/os: linux}
@@ -156,7 +157,8 @@ func TestChartRendersValidObjects(t *testing.T) {
 	// The picker's flags.
 	args := eppArgs(t, full["Deployment"][0])
 	for _, want := range []string{"--pool-name=qwen-pool", "--pool-namespace=llm", "--model=Qwen/Qwen3-32B",
-		"--event-selector=llm-d.ai/role=decode", "--log-level=debug", "--readiness-interval=2s"} {
+		"--event-selector=llm-d.ai/role=decode", "--log-level=debug", "--readiness-interval=2s", "--strict-config",
+		"--config=/etc/kvroute/config.yaml"} {
 		require.Contains(t, args, want)
 	}
 }

@@ -34,3 +34,23 @@ app.kubernetes.io/instance: {{ .Release.Name }}
   replacement: {{ include "kvroute-epp.pool" . | quote }}
   action: replace
 {{- end -}}
+
+{{/* The name of the file kvroute-epp reads (--config) in the ConfigMap: the
+llm-d EndpointPickerConfig named by pluginsConfigFile, else config.yaml
+(inferenceExtension.config). */}}
+{{- define "kvroute-epp.configFile" -}}
+{{- $x := .Values.inferenceExtension -}}
+{{- if $x.pluginsConfigFile -}}
+{{- if not (hasKey $x.pluginsCustomConfig $x.pluginsConfigFile) -}}
+{{- fail (printf "inferenceExtension.pluginsConfigFile %q is not a file of inferenceExtension.pluginsCustomConfig" $x.pluginsConfigFile) -}}
+{{- end -}}
+{{- range $name, $content := $x.pluginsCustomConfig -}}
+{{- if not (kindIs "string" $content) -}}
+{{- fail (printf "inferenceExtension.pluginsCustomConfig.%s must be the file's text (a YAML block string, key: |)" $name) -}}
+{{- end -}}
+{{- end -}}
+{{- $x.pluginsConfigFile -}}
+{{- else -}}
+config.yaml
+{{- end -}}
+{{- end -}}
