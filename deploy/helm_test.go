@@ -76,6 +76,8 @@ inferenceExtension:
   model: Qwen/Qwen3-32B
   podLabelSelector: llm-d.ai/role=decode
   strictConfig: true
+  fallbacks: 2
+  conformanceTestHooks: true
   flags: {log-level: debug, max-body-bytes: "8388608", readiness-interval: 2s}
   env: [{name: GOMAXPROCS, value: "2"}]
   nodeSelector: {kubernetes.io/os: linux}
@@ -158,7 +160,7 @@ func TestChartRendersValidObjects(t *testing.T) {
 	args := eppArgs(t, full["Deployment"][0])
 	for _, want := range []string{"--pool-name=qwen-pool", "--pool-namespace=llm", "--model=Qwen/Qwen3-32B",
 		"--event-selector=llm-d.ai/role=decode", "--log-level=debug", "--readiness-interval=2s", "--strict-config",
-		"--config=/etc/kvroute/config.yaml"} {
+		"--config=/etc/kvroute/config.yaml", "--fallbacks=2", "--conformance-test-hooks"} {
 		require.Contains(t, args, want)
 	}
 }
@@ -184,6 +186,7 @@ func TestChartRejectsMissingValues(t *testing.T) {
 		"no engine selector":    {"inferenceExtension: {model: m}\n", "inferencePool.modelServers.matchLabels is required"},
 		"no model":              {"inferencePool: {modelServers: {matchLabels: {app: vllm}}}\n", "inferenceExtension.model is required"},
 		"route without gateway": {minimalValues + "httpRoute: {enable: true}\n", "httpRoute.parentRefs is required"},
+		"too many fallbacks":    {"inferenceExtension: {model: m, fallbacks: 17}\ninferencePool: {modelServers: {matchLabels: {app: vllm}}}\n", "inferenceExtension.fallbacks 17 is not between 0 and 16"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := renderChart(t, tc.values)

@@ -31,6 +31,26 @@ func parseGo(t *testing.T, path string) *ast.File {
 // stringConst returns the value of the string constant name declared in f.
 func stringConst(t *testing.T, f *ast.File, name string) string {
 	t.Helper()
+	lit := constLit(t, f, name)
+	require.Equal(t, token.STRING, lit.Kind, "%s is not a string literal", name)
+	v, err := strconv.Unquote(lit.Value)
+	require.NoError(t, err)
+	return v
+}
+
+// intConst returns the value of the int constant name declared in f.
+func intConst(t *testing.T, f *ast.File, name string) int {
+	t.Helper()
+	lit := constLit(t, f, name)
+	require.Equal(t, token.INT, lit.Kind, "%s is not an int literal", name)
+	v, err := strconv.Atoi(lit.Value)
+	require.NoError(t, err)
+	return v
+}
+
+// constLit returns the literal the constant name declared in f is.
+func constLit(t *testing.T, f *ast.File, name string) *ast.BasicLit {
+	t.Helper()
 	for _, d := range f.Decls {
 		g, ok := d.(*ast.GenDecl)
 		if !ok || g.Tok != token.CONST {
@@ -41,16 +61,14 @@ func stringConst(t *testing.T, f *ast.File, name string) string {
 			for i, n := range vs.Names {
 				if n.Name == name && i < len(vs.Values) {
 					lit, ok := vs.Values[i].(*ast.BasicLit)
-					require.True(t, ok && lit.Kind == token.STRING, "%s is not a string literal", name)
-					v, err := strconv.Unquote(lit.Value)
-					require.NoError(t, err)
-					return v
+					require.True(t, ok, "%s is not a literal", name)
+					return lit
 				}
 			}
 		}
 	}
 	t.Fatalf("no constant %s", name)
-	return ""
+	return nil
 }
 
 // intFlagDefault returns the default of the int flag name as kvroute-epp
@@ -176,4 +194,19 @@ inferencePool: {modelServers: {matchLabels: {app: vllm}}}
 		}
 		require.Equal(t, metricsPort, port, "%s: the readiness probe's port is not --metrics-port", name)
 	}
+}
+
+// TestChartFallbacksBoundIsThePickers checks that the chart accepts
+// inferenceExtension.fallbacks up to kvroute-epp's bound
+// (extproc.MaxFallbacks, read from its source) and refuses one more.
+func TestChartFallbacksBoundIsThePickers(t *testing.T) {
+	maxFallbacks := intConst(t, parseGo(t, "../contrib/extproc/server.go"), "MaxFallbacks")
+	values := func(n int) string {
+		return "inferenceExtension: {model: m, fallbacks: " + strconv.Itoa(n) + "}\ninferencePool: {modelServers: {matchLabels: {app: vllm}}}\n"
+	}
+	require.Contains(t, eppArgs(t, chartObjects(t, loadSchemas(t), values(maxFallbacks))["Deployment"][0]),
+		"--fallbacks="+strconv.Itoa(maxFallbacks))
+	require.NotContains(t, strings.Join(eppArgs(t, chartObjects(t, loadSchemas(t), values(0))["Deployment"][0]), " "), "--fallbacks")
+	_, err := renderChart(t, values(maxFallbacks+1))
+	require.ErrorContains(t, err, "inferenceExtension.fallbacks")
 }
