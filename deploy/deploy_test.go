@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/enginemetrics"
 	"github.com/kvroute/kvroute/gateway"
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/internal/redistest"
@@ -87,10 +88,11 @@ func readYAML(t *testing.T, path string, v any) {
 }
 
 // exportedNames starts a precise router with KV events, rendering and the
-// closed loop, a gateway handler and a simulated vLLM engine, routes a
-// request through them, and returns every metric name the registries
-// describe or expose (series of vectors that have no child yet are not
-// scraped, so names come from the collectors' descriptions too).
+// closed loop, a gateway handler, a simulated vLLM engine and an engine
+// metrics scraper of it, routes a request through them, and returns every
+// metric name the registries describe or expose (series of vectors that
+// have no child yet are not scraped, so names come from the collectors'
+// descriptions too), with the ext_proc picker's metric names.
 func exportedNames(t *testing.T) map[string]bool {
 	t.Helper()
 	names := map[string]bool{}
@@ -132,6 +134,13 @@ func exportedNames(t *testing.T) map[string]bool {
 	go func() { _ = gw.Serve(gl) }()
 	defer func() { require.NoError(t, gw.Shutdown(context.Background())) }()
 	require.Eventually(t, r.Ready, 10*time.Second, 10*time.Millisecond)
+	// The engine-metrics scraper on the simulated engine's /metrics, for the
+	// kvroute_engine_metrics_* metrics.
+	scraper, err := enginemetrics.New(enginemetrics.Config{}, enginemetrics.Options{Set: telemetry.Set{Registerer: rec}})
+	require.NoError(t, err)
+	defer scraper.Close()
+	scraper.SetEndpoints(eps)
+	require.Eventually(t, func() bool { _, ok := scraper.Signal(eps[0]); return ok }, 10*time.Second, 10*time.Millisecond)
 
 	client := &http.Client{Transport: &http.Transport{}}
 	defer client.CloseIdleConnections()
@@ -142,6 +151,9 @@ func exportedNames(t *testing.T) map[string]bool {
 		_, _ = resp.Body.Read(make([]byte, 1<<16))
 		resp.Body.Close()
 		require.Equal(t, http.StatusOK, resp.StatusCode)
+	}
+	for name := range extprocMetricNames(t) {
+		names[name] = true
 	}
 	for _, g := range []prometheus.Gatherer{rec.Registry, eng.Registry()} {
 		mfs, err := g.Gather()
