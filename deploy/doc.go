@@ -6,7 +6,8 @@
 //     an InferencePool (picker Deployment, RBAC, InferencePool, HTTPRoute,
 //     monitoring), the vLLM Deployment patch the engines need, and the
 //     picker's container image recipe (Dockerfile);
-//   - helm/kvroute-epp: the same as a Helm chart;
+//   - helm/kvroute-epp: the same as a Helm chart, which also carries an llm-d
+//     EndpointPickerConfig unchanged (its README);
 //   - prometheus/kvroute-alerts.yaml: alert rules, with promtool unit tests
 //     in kvroute-alerts.test.yaml;
 //   - grafana/kvroute.json: a Grafana dashboard.
@@ -17,6 +18,9 @@
 // against the OpenAPI schemas and CEL rules of the CRDs in testdata/crds
 // (pruning, defaulting and validation from k8s.io/apiextensions-apiserver).
 // The chart is rendered with Helm's own chart loader and template engine.
+// What the manifests say about kvroute-epp (its flags, the readiness path
+// and port, the fallbacks bound, its metric names) is checked against the
+// binary's usage or read from its source in contrib/extproc.
 //
 // # Why a module of its own
 //
