@@ -155,6 +155,7 @@ func TestChartRendersValidObjects(t *testing.T) {
 		require.Contains(t, doc, `replacement: "qwen-pool"`, kind)
 		require.Contains(t, doc, "release: kube-prometheus-stack", kind)
 	}
+	requireEndpointLabelKept(t, full["ServiceMonitor"][0])
 
 	// The picker's flags.
 	args := eppArgs(t, full["Deployment"][0])
@@ -275,4 +276,32 @@ func manifestFlagSources(t *testing.T) []flagSource {
 	require.Len(t, srcs, 2)
 	require.True(t, slices.ContainsFunc(srcs[0].flags, func(f string) bool { return f == "pool-name" }))
 	return srcs
+}
+
+// requireEndpointLabelKept checks that a ServiceMonitor of the picker drops
+// the "endpoint" target label the Prometheus Operator gives every target
+// (the port's name) before the scrape: kvroute's per-endpoint series
+// (kvroute_router_endpoint_inaccurate, kvroute_engine_metrics_*) carry an
+// "endpoint" label of their own, which the alerts and the dashboard group
+// by, and Prometheus would rename it exported_endpoint on the conflict.
+func requireEndpointLabelKept(t *testing.T, doc []byte) {
+	t.Helper()
+	var sm struct {
+		Spec struct {
+			Endpoints []struct {
+				Relabelings []struct{ Action, Regex string }
+			}
+		}
+	}
+	require.NoError(t, yaml.Unmarshal(doc, &sm))
+	require.NotEmpty(t, sm.Spec.Endpoints)
+	for _, ep := range sm.Spec.Endpoints {
+		dropped := false
+		for _, r := range ep.Relabelings {
+			if strings.EqualFold(r.Action, "labeldrop") && r.Regex == "endpoint" {
+				dropped = true
+			}
+		}
+		require.True(t, dropped, "the ServiceMonitor keeps the operator's endpoint target label:\n%s", doc)
+	}
 }

@@ -39,6 +39,13 @@ func TestManifestsMatchTheAPI(t *testing.T) {
 		"RoleBinding", "HTTPRoute", "ServiceMonitor", "PodMonitor"} {
 		require.True(t, seen[kind], "kvroute-epp/ has no %s", kind)
 	}
+	b, err := os.ReadFile("kvroute-epp/monitoring.yaml")
+	require.NoError(t, err)
+	for _, doc := range splitDocs(t, "monitoring.yaml", b) {
+		if strings.Contains(string(doc), "kind: ServiceMonitor") {
+			requireEndpointLabelKept(t, doc)
+		}
+	}
 }
 
 // TestValidatorRejects checks that the validation fails on what the API
