@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/admission"
 	"github.com/kvroute/kvroute/enginemetrics"
 	"github.com/kvroute/kvroute/gateway"
 	"github.com/kvroute/kvroute/internal/leakcheck"
@@ -141,6 +142,11 @@ func exportedNames(t *testing.T) map[string]bool {
 	defer scraper.Close()
 	scraper.SetEndpoints(eps)
 	require.Eventually(t, func() bool { _, ok := scraper.Signal(eps[0]); return ok }, 10*time.Second, 10*time.Millisecond)
+
+	// An admission stage, for the kvroute_admission_* metrics.
+	adm, err := admission.New(admission.Config{}, admission.Options{Set: telemetry.Set{Registerer: rec}})
+	require.NoError(t, err)
+	defer adm.Close()
 
 	client := &http.Client{Transport: &http.Transport{}}
 	defer client.CloseIdleConnections()
