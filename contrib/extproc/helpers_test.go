@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/admission"
 	"github.com/kvroute/kvroute/simengine"
 	"github.com/kvroute/kvroute/simengine/server"
 	"github.com/kvroute/kvroute/telemetry"
@@ -29,7 +30,8 @@ const (
 
 // engineOpts configure one simulated engine of a test.
 type engineOpts struct {
-	noRender bool // without --enable-scale-out: render answers 404
+	noRender   bool          // without --enable-scale-out: render answers 404
+	decodeStep time.Duration // 0: 1ms
 }
 
 // simEngine is one simulated vLLM server with KV events and replay.
@@ -45,6 +47,10 @@ func startEngine(t *testing.T, o engineOpts) *simEngine {
 	require.NoError(t, err)
 	id := ln.Addr().String()
 	replay := "tcp://127.0.0.1:0"
+	step := o.decodeStep
+	if step == 0 {
+		step = time.Millisecond
+	}
 	srv, err := server.New(server.Config{
 		Model:          testModel,
 		EnableScaleOut: !o.noRender,
@@ -52,7 +58,7 @@ func startEngine(t *testing.T, o engineOpts) *simEngine {
 			BlockSize:              16,
 			NumGPUBlocks:           512,
 			PrefillTokensPerSecond: 1_000_000,
-			DecodeStep:             time.Millisecond,
+			DecodeStep:             step,
 		},
 		KVEvents: server.KVEventsConfig{
 			EnableKVCacheEvents: true,
@@ -90,9 +96,16 @@ type harness struct {
 	conn    *grpc.ClientConn
 	client  extprocv3.ExternalProcessorClient
 	stopped chan struct{}
+	adm     *admission.Controller // nil without an admission stage
 }
 
 func newHarness(t *testing.T, cfg Config, engines ...engineOpts) *harness {
+	t.Helper()
+	return newHarnessWith(t, cfg, nil, engines...)
+}
+
+// newHarnessWith is newHarness with an admission stage when acfg is set.
+func newHarnessWith(t *testing.T, cfg Config, acfg *admission.Config, engines ...engineOpts) *harness {
 	t.Helper()
 	h := &harness{t: t, reg: prometheus.NewRegistry(), stopped: make(chan struct{})}
 	eps := []kvroute.Endpoint{}
@@ -105,13 +118,22 @@ func newHarness(t *testing.T, cfg Config, engines ...engineOpts) *harness {
 	rcfg.Model = testModel
 	rcfg.BlockSize = 16
 	var err error
-	h.router, err = kvroute.New(context.Background(), rcfg, kvroute.Options{Set: telemetry.Set{Registerer: h.reg}})
+	ropts := kvroute.Options{Set: telemetry.Set{Registerer: h.reg}}
+	if acfg != nil {
+		h.adm, err = admission.New(*acfg, admission.Options{Set: ropts.Set})
+		require.NoError(t, err)
+		ropts.Admission = h.adm
+	}
+	h.router, err = kvroute.New(context.Background(), rcfg, ropts)
 	require.NoError(t, err)
+	if h.adm != nil {
+		h.adm.SetLoad(h.router.Load())
+	}
 	require.NoError(t, h.router.SetEndpoints(eps))
 	if cfg.Model == "" {
 		cfg.Model = testModel
 	}
-	h.picker, err = New(cfg, h.router, Options{Set: telemetry.Set{Registerer: h.reg}})
+	h.picker, err = New(cfg, h.router, Options{Set: telemetry.Set{Registerer: h.reg}, Admission: h.adm})
 	require.NoError(t, err)
 	h.picker.SetEndpoints(eps)
 	h.picker.SetReady(true)
@@ -131,6 +153,9 @@ func (h *harness) close() {
 	_ = h.conn.Close()
 	h.grpc.Stop()
 	<-h.stopped
+	if h.adm != nil {
+		h.adm.Close()
+	}
 	h.router.Close()
 	for _, e := range h.engines {
 		e.close()

@@ -74,15 +74,16 @@ func streamedBody(body []byte, eos bool) *extprocv3.BodyMutation {
 	}}
 }
 
-// immediateResponse is a local reply in the OpenAI error shape vLLM uses.
-func immediateResponse(code int, msg string) *extprocv3.ProcessingResponse {
+// immediateResponse is a local reply in the OpenAI error shape vLLM uses,
+// with extra headers besides its content type.
+func immediateResponse(code int, msg string, extra ...*corev3.HeaderValueOption) *extprocv3.ProcessingResponse {
 	body, _ := json.Marshal(map[string]any{"error": map[string]any{
 		"message": msg, "type": errorType(code), "param": nil, "code": code,
 	}})
 	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ImmediateResponse{
 		ImmediateResponse: &extprocv3.ImmediateResponse{
 			Status:  &typev3.HttpStatus{Code: typev3.StatusCode(code)},
-			Headers: &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{header("content-type", "application/json")}},
+			Headers: &extprocv3.HeaderMutation{SetHeaders: append([]*corev3.HeaderValueOption{header("content-type", "application/json")}, extra...)},
 			Body:    body,
 			Details: "kvroute_" + strings.ReplaceAll(strings.ToLower(http.StatusText(code)), " ", "_"),
 		},
@@ -95,6 +96,8 @@ func errorType(code int) string {
 		return "BadRequestError"
 	case http.StatusServiceUnavailable:
 		return "ServiceUnavailableError"
+	case http.StatusTooManyRequests:
+		return "RateLimitError"
 	default:
 		return "InternalServerError"
 	}

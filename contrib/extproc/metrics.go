@@ -16,9 +16,10 @@ const (
 	resultBodyTooLarge = "body_too_large"
 	resultBadRequest   = "bad_request"
 	resultClientAbort  = "client_abort"
+	resultShed         = "shed"
 )
 
-var results = []string{resultRouted, resultPassthrough, resultNoEndpoint, resultBodyTooLarge, resultBadRequest, resultClientAbort}
+var results = []string{resultRouted, resultPassthrough, resultNoEndpoint, resultBodyTooLarge, resultBadRequest, resultClientAbort, resultShed}
 
 // Request-phase messages that break the stream's order, the values of the
 // message label of kvroute_extproc_protocol_errors_total: the request
@@ -46,7 +47,7 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	vec := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kvroute_extproc_requests_total",
-		Help: "ext_proc streams by result: routed (chosen by kvroute), passthrough (no prompt: round robin), no_endpoint (503), body_too_large (413), bad_request (400), client_abort.",
+		Help: "ext_proc streams by result: routed (chosen by kvroute), passthrough (no prompt: round robin), no_endpoint (503, admission expired or closed included), body_too_large (413), bad_request (400, a malformed admission header included), client_abort (the stream ended before the pick, while queued included), shed (429 from the admission: shed or queue full).",
 	}, []string{"result"})
 	protoVec := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kvroute_extproc_protocol_errors_total",

@@ -13,6 +13,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/admission"
 	"github.com/kvroute/kvroute/telemetry"
 )
 
@@ -129,6 +130,15 @@ type Options struct {
 	//   Registerer receives the picker's metrics; nil registers nothing.
 	//   Logger receives the picker's logs; nil discards them.
 	telemetry.Set
+	// Admission is the admission stage the Picker's Router was built with
+	// (kvroute.Options.Admission), or nil. With it the picker reads the
+	// admission's request headers (HeaderObjective, HeaderFairnessID,
+	// HeaderQueueTimeout) into the pick's context, tells it of every pick,
+	// first chunk and end (Notify), and answers its refusals: 429 with
+	// Retry-After when shed or the queue is full, 503 when the queue
+	// deadline passed or it closed, both naming the reason in
+	// HeaderAdmission. Nil reads no admission header.
+	Admission *admission.Controller
 }
 
 // Server is the ext_proc endpoint picker. It is safe for concurrent use:
@@ -144,7 +154,8 @@ type Server struct {
 	endpoints atomic.Pointer[[]kvroute.Endpoint]
 	ready     atomic.Bool
 	clock     telemetry.Clock
-	recent    recentStreams // the status page's latest streams
+	recent    recentStreams         // the status page's latest streams
+	admission *admission.Controller // nil without Options.Admission (admission.go)
 }
 
 // New builds a Server that chooses with picker (a *kvroute.Router in
@@ -157,7 +168,8 @@ func New(cfg Config, picker kvroute.Picker, opts Options) (*Server, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, picker: picker, log: opts.Logger, health: health.NewServer(), clock: opts.Clk()}
+	s := &Server{cfg: cfg, picker: picker, log: opts.Logger, health: health.NewServer(), clock: opts.Clk(),
+		admission: opts.Admission}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

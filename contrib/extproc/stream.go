@@ -75,6 +75,7 @@ func (st *streamState) finish() {
 		st.done = true
 		st.decision.Done(kvroute.DoneInfo{Err: errors.New("extproc: stream ended before the response")})
 		st.srv.met.aborted.Inc()
+		st.srv.notify(st.decision.Endpoint.ID)
 	}
 	if st.result != "" {
 		st.record()
@@ -222,13 +223,28 @@ func (st *streamState) route(body []byte) error {
 	case fields.Model != "" && fields.Model != s.cfg.Model:
 		req.LoRA = fields.Model
 	}
+	ctx := st.stream.Context()
+	if s.admission != nil {
+		if ctx, err = admissionContext(ctx, st.header, s.clock.Now()); err != nil {
+			st.setResult(resultBadRequest)
+			return st.immediate(http.StatusBadRequest, err.Error())
+		}
+	}
 	start := time.Now()
-	d, err := s.picker.Pick(st.stream.Context(), req, eps)
+	d, err := s.picker.Pick(ctx, req, eps)
 	s.met.pick.Observe(time.Since(start).Seconds())
 	if err != nil {
 		if st.stream.Context().Err() != nil {
 			st.setResult(resultClientAbort)
 			return errStop
+		}
+		if code, ok := admissionStatus(err); ok && s.admission != nil {
+			res := resultNoEndpoint
+			if code == http.StatusTooManyRequests {
+				res = resultShed
+			}
+			st.setResult(res)
+			return st.immediate(code, err.Error(), admissionHeaders(err, s.admission.Config().RetryAfter)...)
 		}
 		switch {
 		case errors.Is(err, tokenload.ErrDuplicateRequestID):
@@ -242,6 +258,7 @@ func (st *streamState) route(body []byte) error {
 		return st.immediate(http.StatusServiceUnavailable, "no endpoint available: "+err.Error())
 	}
 	st.decision = d
+	s.notify(d.Endpoint.ID)
 	if d.RenderErr != nil {
 		s.met.renderFallbacks.Inc()
 	}
@@ -328,6 +345,8 @@ func (st *streamState) responseHeaders(req *extprocv3.ProcessingRequest, h *extp
 		st.srv.met.servedMismatch.Inc()
 		if st.decision.Served(served) {
 			st.srv.met.servedFallback.Inc()
+			st.srv.notify(st.endpoint)
+			st.srv.notify(served)
 		}
 		if slices.Contains(st.list, served) {
 			endpoint = served
@@ -364,6 +383,7 @@ func (st *streamState) responseBody(b *extprocv3.HttpBody) error {
 		st.firstOut = true
 		if st.decision != nil {
 			st.decision.FirstChunk()
+			st.srv.notify(st.decision.Endpoint.ID)
 		}
 	}
 	if b.GetEndOfStream() {
@@ -381,6 +401,7 @@ func (st *streamState) release() {
 	if st.decision != nil && !st.done {
 		st.done = true
 		st.decision.Done(kvroute.DoneInfo{})
+		st.srv.notify(st.decision.Endpoint.ID)
 	}
 }
 
@@ -396,8 +417,8 @@ func (st *streamState) send(resp *extprocv3.ProcessingResponse) error {
 
 // immediate answers the client directly (Envoy sends the response without
 // contacting an upstream) and ends the stream.
-func (st *streamState) immediate(code int, msg string) error {
-	if err := st.stream.Send(immediateResponse(code, msg)); err != nil && st.stream.Context().Err() == nil {
+func (st *streamState) immediate(code int, msg string, extra ...*corev3.HeaderValueOption) error {
+	if err := st.stream.Send(immediateResponse(code, msg, extra...)); err != nil && st.stream.Context().Err() == nil {
 		return err
 	}
 	return errStop

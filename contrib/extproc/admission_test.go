@@ -1,0 +1,229 @@
+package extproc
+
+import (
+	"bufio"
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/admission"
+	"github.com/kvroute/kvroute/internal/leakcheck"
+)
+
+// admHarness is one simulated engine behind the picker with an admission
+// stage whose own accounting saturates the engine at one open request, and
+// the Envoy-behaving proxy in front: a long streaming "holder" request makes
+// every other request queue (or be shed).
+func admHarness(t *testing.T) (h *harness, envoyURL string, client *http.Client, stop func()) {
+	t.Helper()
+	acfg := admission.Config{
+		Objectives: []admission.Objective{{Name: "batch", Priority: -1}, {Name: "chat", Priority: 1}},
+		Saturation: admission.Saturation{MaxPrefillBacklog: -1, MaxOpenRequests: 1},
+		RetryAfter: 3 * time.Second,
+		// No periodic re-check: a queued request leaves only when the
+		// picker's Notify says the engine's load moved.
+		Recheck: time.Hour,
+	}
+	// 10ms per decoded token: a holder of 8000 tokens streams for 80s, far
+	// longer than any test waits for it.
+	h = newHarnessWith(t, Config{}, &acfg, engineOpts{decodeStep: 10 * time.Millisecond})
+	envoy, client, stopEnvoy := newEnvoy(h)
+	return h, envoy.URL, client, func() { stopEnvoy(); h.close() }
+}
+
+// hold sends a long streaming completion through the proxy and waits until
+// the engine holds it open; the returned function ends it.
+func hold(t *testing.T, h *harness, client *http.Client, url string) (release func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	body := strings.Replace(completionsBody(prompt(40, 20, "hold"), true), `"max_tokens":4`, `"max_tokens":8000`, 1)
+	resp := admPost(t, ctx, client, url, body, nil)
+	if resp.StatusCode != http.StatusOK {
+		defer cancel()
+		t.Fatalf("holder: status %d: %s", resp.StatusCode, readAll(t, resp.Body))
+	}
+	line, err := bufio.NewReader(resp.Body).ReadString('\n')
+	require.NoError(t, err, line)
+	require.Eventually(t, func() bool { _, n := h.load(h.engines[0].id); return n == 1 }, wait, 5*time.Millisecond)
+	return func() { cancel(); resp.Body.Close() }
+}
+
+// admPost sends one completions request through the proxy with headers.
+func admPost(t *testing.T, ctx context.Context, client *http.Client, url, body string, headers map[string]string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/completions", strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := client.Do(req)
+	require.NoError(t, err)
+	return resp
+}
+
+// A sheddable request is answered 429 with Retry-After and the reason when
+// the engine is saturated, and counted as shed.
+func TestAdmissionShedsSheddableWhenSaturated(t *testing.T) {
+	defer leakcheck.Check(t)()
+	h, url, client, stop := admHarness(t)
+	defer stop()
+	release := hold(t, h, client, url)
+	defer release()
+
+	resp := admPost(t, ctxT(t), client, url, completionsBody(prompt(41, 20, "batch"), false),
+		map[string]string{HeaderObjective: "batch"})
+	body := readAll(t, resp.Body)
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, body)
+	require.Equal(t, "shed", resp.Header.Get(HeaderAdmission))
+	require.Equal(t, "3", resp.Header.Get("Retry-After"))
+	require.Contains(t, body, "RateLimitError")
+	require.Equal(t, 1.0, h.counter("kvroute_extproc_requests_total", map[string]string{"result": "shed"}))
+
+	// llm-d's alias names the objective as well.
+	resp = admPost(t, ctxT(t), client, url, completionsBody(prompt(41, 20, "batch2"), false),
+		map[string]string{HeaderObjectiveLLMD: "batch"})
+	readAll(t, resp.Body)
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	release()
+	h.idle()
+}
+
+// A request that queues behind a saturated engine is dispatched, and
+// answered 200, once the load on the engine is released.
+func TestAdmissionQueuedRequestDispatchedOnRelease(t *testing.T) {
+	defer leakcheck.Check(t)()
+	h, url, client, stop := admHarness(t)
+	defer stop()
+	release := hold(t, h, client, url)
+	defer release()
+
+	type answer struct {
+		code int
+		body string
+	}
+	got := make(chan answer, 1)
+	go func() {
+		resp, err := client.Do(mustRequest(t, url, completionsBody(prompt(42, 20, "chat"), false),
+			map[string]string{HeaderObjective: "chat", HeaderFairnessID: "tenant-a"}))
+		if err != nil {
+			got <- answer{body: err.Error()}
+			return
+		}
+		defer resp.Body.Close()
+		var b strings.Builder
+		_, _ = bufio.NewReader(resp.Body).WriteTo(&b)
+		got <- answer{resp.StatusCode, b.String()}
+	}()
+	require.Eventually(t, func() bool { return h.adm.Queued() == 1 }, wait, 5*time.Millisecond)
+	select {
+	case a := <-got:
+		t.Fatalf("answered while the engine was saturated: %d %s", a.code, a.body)
+	default:
+	}
+	release()
+	a := <-got
+	require.Equal(t, http.StatusOK, a.code, a.body)
+	require.Contains(t, a.body, `"choices"`)
+	h.idle()
+	require.Equal(t, 0, h.adm.Queued())
+}
+
+// A queued request whose x-kvroute-queue-timeout passes is answered 503
+// with the reason expired.
+func TestAdmissionQueueTimeoutAnswers503(t *testing.T) {
+	defer leakcheck.Check(t)()
+	h, url, client, stop := admHarness(t)
+	defer stop()
+	release := hold(t, h, client, url)
+	defer release()
+
+	resp := admPost(t, ctxT(t), client, url, completionsBody(prompt(43, 20, "late"), false),
+		map[string]string{HeaderQueueTimeout: "50ms"})
+	body := readAll(t, resp.Body)
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, body)
+	require.Equal(t, "expired", resp.Header.Get(HeaderAdmission))
+	require.NotEmpty(t, resp.Header.Get("Retry-After"))
+	require.Equal(t, 0, h.adm.Queued())
+	require.Equal(t, 1.0, h.counter("kvroute_extproc_requests_total", map[string]string{"result": "no_endpoint"}))
+	release()
+	h.idle()
+}
+
+// A malformed queue timeout is answered 400 naming the header, before any
+// pick.
+func TestAdmissionMalformedHeaderAnswers400(t *testing.T) {
+	defer leakcheck.Check(t)()
+	h, url, client, stop := admHarness(t)
+	defer stop()
+	for _, v := range []string{"soon", "-1s", "0s", "2h"} {
+		resp := admPost(t, ctxT(t), client, url, completionsBody(prompt(44, 20, v), false),
+			map[string]string{HeaderQueueTimeout: v})
+		body := readAll(t, resp.Body)
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, body)
+		require.Contains(t, body, HeaderQueueTimeout, v)
+	}
+	require.Equal(t, 4.0, h.counter("kvroute_extproc_requests_total", map[string]string{"result": "bad_request"}))
+	h.idle()
+}
+
+// The Envoy stream of a queued request goes away (the client disconnects):
+// the request leaves the queue at once, is counted, and leaves no load and
+// no goroutine behind.
+func TestAdmissionStreamGoneWhileQueued(t *testing.T) {
+	defer leakcheck.Check(t)()
+	h, url, client, stop := admHarness(t)
+	defer stop()
+	release := hold(t, h, client, url)
+	defer release()
+
+	ctx, cancel := context.WithCancel(ctxT(t))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		req := mustRequest(t, url, completionsBody(prompt(45, 20, "gone"), false), nil).WithContext(ctx)
+		if resp, err := client.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	require.Eventually(t, func() bool { return h.adm.Queued() == 1 }, wait, 5*time.Millisecond)
+	cancel()
+	<-done
+	require.Eventually(t, func() bool { return h.adm.Queued() == 0 }, wait, 5*time.Millisecond)
+	require.Eventually(t, func() bool {
+		return h.counter("kvroute_extproc_requests_total", map[string]string{"result": "client_abort"}) == 1
+	}, wait, 5*time.Millisecond)
+	_, n := h.load(h.engines[0].id)
+	require.EqualValues(t, 1, n, "only the holder is in flight")
+	release()
+	h.idle()
+}
+
+// Without an admission stage the admission headers are not read: a
+// malformed queue timeout is routed as any request.
+func TestAdmissionHeadersIgnoredWithoutAdmission(t *testing.T) {
+	defer leakcheck.Check(t)()
+	h := newHarness(t, Config{}, engineOpts{})
+	defer h.close()
+	envoy, client, stopEnvoy := newEnvoy(h)
+	defer stopEnvoy()
+	resp := admPost(t, ctxT(t), client, envoy.URL, completionsBody(prompt(46, 20, "x"), false),
+		map[string]string{HeaderQueueTimeout: "soon", HeaderObjective: "batch"})
+	body := readAll(t, resp.Body)
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	h.idle()
+}
+
+func mustRequest(t *testing.T, url, body string, headers map[string]string) *http.Request {
+	req, err := http.NewRequest(http.MethodPost, url+"/v1/completions", strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	return req
+}
