@@ -33,6 +33,18 @@
 // a fallback served, the request's load moves there.
 // --conformance-test-hooks turns on the Inference Extension conformance
 // suite's test hooks (off by default; never on a production cluster).
+//
+// --admission-config FILE (YAML or JSON, package admission's keys: objectives
+// and their priorities, queue bounds and timeouts, saturation thresholds)
+// puts an admission stage in front of every pick; off by default. Requests
+// name their objective and fairness ID in the x-gateway-inference-objective
+// (alias x-llm-d-inference-objective) and x-gateway-inference-fairness-id
+// headers, and may shorten their queue time with x-kvroute-queue-timeout.
+// Refused requests are answered by the picker: 429 with Retry-After (shed,
+// queue full), 503 (queue deadline passed, shutting down), the reason in
+// x-kvroute-admission. --engine-metrics-config FILE (package enginemetrics'
+// keys) adds the engines' own vLLM queue and KV-cache metrics, scraped from
+// each engine's /metrics, to the admission's saturation signal.
 package main
 
 import (
@@ -98,6 +110,8 @@ type flags struct {
 	logLevel                          string
 	fallbacks                         int
 	conformanceTestHooks              bool
+	admissionConfig                   string
+	engineMetricsConfig               string
 }
 
 func parseFlags(args []string, stderr io.Writer) (flags, error) {
@@ -127,11 +141,16 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.BoolVar(&f.conformanceTestHooks, "conformance-test-hooks", false,
 		"the Inference Extension conformance suite's hooks: the "+extproc.ConformanceSelectionHeader+" request header chooses the candidates and "+
 			extproc.ConformanceServedHeader+" reports the served endpoint (test clusters only: any client could steer its requests)")
+	fs.StringVar(&f.admissionConfig, "admission-config", "", "admission stage configuration file (YAML or JSON, package admission's keys): queue, prioritize and shed requests under saturation (default: off, every request is picked at once)")
+	fs.StringVar(&f.engineMetricsConfig, "engine-metrics-config", "", "engine metrics scraper configuration file (YAML or JSON, package enginemetrics' keys): the admission also reads each engine's vLLM queue and KV-cache metrics (needs --admission-config)")
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
 	if f.readinessInterval <= 0 {
 		return f, fmt.Errorf("--readiness-interval %v is not positive", f.readinessInterval)
+	}
+	if f.engineMetricsConfig != "" && f.admissionConfig == "" {
+		return f, errors.New("--engine-metrics-config feeds the admission stage; set --admission-config too")
 	}
 	if (f.poolName == "") == (f.endpoints == "") {
 		return f, errors.New("set exactly one of --pool-name and --endpoints")
@@ -198,20 +217,33 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		ropts.EventSelector = k8s.Matcher(sel)
 	}
-	router, err := kvroute.New(ctx, cfg, ropts)
+	adm, err := newAdmissionStage(f.admissionConfig, f.engineMetricsConfig, ropts.Set)
 	if err != nil {
 		return err
 	}
+	if adm.ctl != nil {
+		ropts.Admission = adm.ctl
+	}
+	router, err := kvroute.New(ctx, cfg, ropts)
+	if err != nil {
+		adm.close()
+		return err
+	}
 	defer router.Close()
+	defer adm.close() // idempotent; runs before the router closes
+	if adm.ctl != nil {
+		adm.ctl.SetLoad(router.Load())
+	}
 	picker, err := extproc.New(extproc.Config{Model: cfg.Model, MaxBodyBytes: f.maxBodyBytes, Fallbacks: f.fallbacks,
 		ConformanceTestHooks: f.conformanceTestHooks}, router,
-		extproc.Options{Set: telemetry.Set{Registerer: reg, Logger: log}})
+		extproc.Options{Set: telemetry.Set{Registerer: reg, Logger: log}, Admission: adm.ctl})
 	if err != nil {
 		return err
 	}
 
 	sink := func(eps []kvroute.Endpoint) error {
 		picker.SetEndpoints(eps)
+		adm.setEndpoints(eps)
 		return router.SetEndpoints(eps)
 	}
 	var discoveries []*k8s.Discovery
@@ -322,6 +354,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	stopFollowing()
 	<-followed
 	picker.Shutdown() // health fails first, so that Envoy stops sending new streams
+	adm.close()       // the queued requests are answered 503 at once, not held until the drain ends
 	stopServers(gs, hs, ms)
 	drain(errc)
 	return serveErr

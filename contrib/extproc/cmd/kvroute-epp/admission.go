@@ -1,0 +1,94 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/admission"
+	"github.com/kvroute/kvroute/enginemetrics"
+	"github.com/kvroute/kvroute/telemetry"
+)
+
+// admissionStage is the picker's admission stage and the engine-metrics
+// scraper feeding it, both optional.
+type admissionStage struct {
+	ctl     *admission.Controller  // nil without --admission-config
+	scraper *enginemetrics.Scraper // nil without --engine-metrics-config
+}
+
+// newAdmissionStage builds the admission stage of --admission-config and the
+// scraper of --engine-metrics-config (YAML or JSON, unknown keys refused),
+// or nothing when neither is set.
+func newAdmissionStage(admissionPath, enginePath string, set telemetry.Set) (*admissionStage, error) {
+	st := &admissionStage{}
+	if admissionPath == "" {
+		if enginePath != "" {
+			return nil, errors.New("--engine-metrics-config feeds the admission stage; set --admission-config too")
+		}
+		return st, nil
+	}
+	raw, err := readYAMLOrJSON(admissionPath)
+	if err != nil {
+		return nil, fmt.Errorf("--admission-config: %w", err)
+	}
+	acfg, err := admission.LoadConfig(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("--admission-config %s: %w", admissionPath, err)
+	}
+	var detectors []admission.Detector
+	if enginePath != "" {
+		raw, err := readYAMLOrJSON(enginePath)
+		if err != nil {
+			return nil, fmt.Errorf("--engine-metrics-config: %w", err)
+		}
+		ecfg, err := enginemetrics.LoadConfig(bytes.NewReader(raw))
+		if err != nil {
+			return nil, fmt.Errorf("--engine-metrics-config %s: %w", enginePath, err)
+		}
+		if st.scraper, err = enginemetrics.New(ecfg, enginemetrics.Options{Set: set}); err != nil {
+			return nil, fmt.Errorf("--engine-metrics-config %s: %w", enginePath, err)
+		}
+		detectors = append(detectors, st.scraper)
+	}
+	if st.ctl, err = admission.New(acfg, admission.Options{Set: set, Detectors: detectors}); err != nil {
+		st.close()
+		return nil, fmt.Errorf("--admission-config %s: %w", admissionPath, err)
+	}
+	return st, nil
+}
+
+// setEndpoints tells the scraper, if any, which engines to scrape.
+func (st *admissionStage) setEndpoints(eps []kvroute.Endpoint) {
+	if st.scraper != nil {
+		st.scraper.SetEndpoints(eps)
+	}
+}
+
+// close refuses the requests still queued (503, closed) and stops the
+// scraper.
+func (st *admissionStage) close() {
+	if st.ctl != nil {
+		st.ctl.Close()
+	}
+	if st.scraper != nil {
+		st.scraper.Close()
+	}
+}
+
+// readYAMLOrJSON reads a YAML or JSON file as JSON.
+func readYAMLOrJSON(path string) ([]byte, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	j, err := yaml.YAMLToJSON(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return j, nil
+}
