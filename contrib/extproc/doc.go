@@ -51,6 +51,33 @@
 //     it (message is request_headers, request_body or request_trailers).
 //     Trailers after a body that ended the request are acknowledged once.
 //
+// # Admission under overload
+//
+// With Options.Admission (an admission.Controller, the one the Router was
+// built with) the picker puts requests through kvroute's admission stage,
+// as the kvroute gateway does. It reads, from the request headers Envoy
+// sends, the objective (x-gateway-inference-objective, or llm-d's alias
+// x-llm-d-inference-objective), the fairness ID
+// (x-gateway-inference-fairness-id) and an optional queue timeout
+// (x-kvroute-queue-timeout, a Go duration in (0, 1h]) into the pick's
+// context. While every candidate is saturated the pick waits in the
+// admission queue, the ext_proc stream open; Envoy resetting the stream
+// (the client went away) removes the request from the queue at once and
+// counts it as client_abort. The picker tells the admission of every pick,
+// first response chunk and end of a request (Notify), so that released
+// capacity dispatches the queue at once. Refusals are ImmediateResponses:
+// 429 with Retry-After when shed or the queue is full, 503 when the queue
+// deadline passed or the admission closed, each with the reason in
+// x-kvroute-admission (shed, queue_full, expired, closed); a malformed
+// queue timeout is answered 400 naming the header, before any pick.
+// kvroute_extproc_requests_total counts 429s as result shed, 503s as
+// no_endpoint and 400s as bad_request. Without Options.Admission none of
+// these headers is read.
+//
+// Envoy's ext_proc filter has a message timeout (message_timeout) for each
+// answer of the picker; a request may wait in the queue up to its queue
+// timeout, so that timeout must be at least the longest queue timeout.
+//
 // # Conformance test hooks
 //
 // The Inference Extension's conformance suite steers a picker with two test
