@@ -227,3 +227,32 @@ func mustRequest(t *testing.T, url, body string, headers map[string]string) *htt
 	}
 	return req
 }
+
+// Closing the admission stage (the picker shutting down) answers the
+// requests still queued at once: 503 with the reason closed.
+func TestAdmissionCloseAnswersQueued503(t *testing.T) {
+	defer leakcheck.Check(t)()
+	h, url, client, stop := admHarness(t)
+	defer stop()
+	release := hold(t, h, client, url)
+	defer release()
+
+	got := make(chan *http.Response, 1)
+	go func() {
+		resp, err := client.Do(mustRequest(t, url, completionsBody(prompt(47, 20, "closing"), false), nil))
+		if err != nil {
+			got <- nil
+			return
+		}
+		got <- resp
+	}()
+	require.Eventually(t, func() bool { return h.adm.Queued() == 1 }, wait, 5*time.Millisecond)
+	h.adm.Close()
+	resp := <-got
+	require.NotNil(t, resp)
+	body := readAll(t, resp.Body)
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, body)
+	require.Equal(t, "closed", resp.Header.Get(HeaderAdmission))
+	release()
+	h.idle()
+}

@@ -58,7 +58,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		protocolErrors: map[string]prometheus.Counter{},
 		pick: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "kvroute_extproc_pick_duration_seconds",
-			Help:    "Time the picker spent choosing an endpoint for a complete request body, render included.",
+			Help:    "Time the picker spent choosing an endpoint for a complete request body, render and the admission queue's wait included.",
 			Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5},
 		}),
 		renderFallbacks: prometheus.NewCounter(prometheus.CounterOpts{
