@@ -12,8 +12,11 @@
 //     the unit of a number (nanoseconds in some, milliseconds in others).
 //   - A value of the wrong JSON kind (a string for a number, an object for a
 //     list) is an error naming its path.
-//   - Keys missing from the input keep the value the target had, so decoding
-//     over a DefaultConfig() yields the defaults for them.
+//   - Keys missing from the input, or given as null, keep the value the target
+//     had (a pointer field too, where encoding/json would set nil), so
+//     decoding over a DefaultConfig() yields the defaults for them; decoding
+//     over the zero value leaves them zero, which every Config's New reads as
+//     its defaults.
 //   - Marshal writes durations back as duration strings, so what Marshal
 //     writes Unmarshal reads.
 //

@@ -254,17 +254,26 @@ func walk(v any, t reflect.Type, path string, convert bool) (any, error) {
 			return nil, kindError(path, v, "an object")
 		}
 		fields := fieldsOf(t)
+		keys := o.keys[:0]
 		for _, k := range o.keys {
 			f, ok := fields.byName[k]
 			if !ok {
 				return nil, &Error{Path: join(path, k), Msg: unknownMsg(k, fields)}
+			}
+			if o.vals[k] == nil {
+				// null leaves the field as it was, pointers included
+				// (encoding/json would set a pointer to nil).
+				delete(o.vals, k)
+				continue
 			}
 			nv, err := walk(o.vals[k], f, join(path, k), convert)
 			if err != nil {
 				return nil, err
 			}
 			o.vals[k] = nv
+			keys = append(keys, k)
 		}
+		o.keys = keys
 		return o, nil
 	case reflect.Map:
 		o, ok := v.(*object)

@@ -106,6 +106,17 @@ func TestAbsentKeysKeepTheirValue(t *testing.T) {
 	require.Equal(t, 8, o.Inner.Count)
 }
 
+// A key given as null keeps the field's value like an absent key, pointer
+// fields included (encoding/json alone would set them to nil): a pointer
+// setting whose nil means "the default" is not reset by a null.
+func TestNullKeysKeepTheirValue(t *testing.T) {
+	o := outer{Ptr: &inner{Count: 3}, Inner: inner{Count: 7}}
+	require.NoError(t, Unmarshal([]byte(`{"ptr":null,"inner":{"count":null}}`), &o))
+	require.NotNil(t, o.Ptr)
+	require.Equal(t, 3, o.Ptr.Count)
+	require.Equal(t, 7, o.Inner.Count)
+}
+
 func TestTrailingDataAndBadJSON(t *testing.T) {
 	var o outer
 	require.ErrorContains(t, Unmarshal([]byte(`{} {}`), &o), "trailing data")
