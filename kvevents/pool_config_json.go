@@ -20,9 +20,10 @@ func (c PoolConfig) MarshalJSON() ([]byte, error) {
 	return jsonconf.Marshal(poolConfigFields(c))
 }
 
-// The default ports of an endpoint's KV-event sockets, exported so that a
-// configuration composed around a PoolConfig (kvroute.DefaultConfig, the
-// example binaries' flags) shows them without declaring them again.
+// The pool defaults that a configuration composed around a PoolConfig
+// (kvroute.DefaultConfig, the example binaries' flags) shows, exported so
+// that it shows them without declaring them again. NewPool applies every
+// default itself: a zero field means the default.
 const (
 	// DefaultEventsPort is PoolConfig.EventsPort's default: vLLM's KV-event
 	// PUB port.
@@ -30,4 +31,10 @@ const (
 	// DefaultReplayPort is PoolConfig.ReplayPort's default: vLLM's replay
 	// ROUTER port.
 	DefaultReplayPort = defaultReplayPort
+	// DefaultConcurrency is PoolConfig.Concurrency's default: the workers
+	// applying events to the index.
+	DefaultConcurrency = defaultConcurrency
+	// DefaultIdleTimeout is PoolConfig.IdleTimeout's default: how long a
+	// subscription without heartbeats may stay silent before it is recreated.
+	DefaultIdleTimeout = defaultIdleTimeout
 )

@@ -7,11 +7,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvroute/kvroute/kvindex"
 )
 
 // Defaults of Config.
 const (
-	DefaultBlockSize              = 64
 	DefaultNumGPUBlocks           = 2048
 	DefaultMaxNumBatchedTokens    = 8192
 	DefaultMaxNumSeqs             = 256
@@ -27,6 +28,7 @@ type Config struct {
 	// Model is the served model name, used as the model_name metric label.
 	Model string `json:"model"`
 	// BlockSize is the number of tokens per KV block (vLLM --block-size).
+	// Default kvindex.DefaultBlockSize, the router's: the two must agree.
 	BlockSize int `json:"blockSize"`
 	// NumGPUBlocks is the KV-cache capacity in blocks (vLLM --num-gpu-blocks-override).
 	NumGPUBlocks int `json:"numGPUBlocks"`
@@ -72,7 +74,7 @@ var ErrBadConfig = errors.New("engine: invalid config")
 // withDefaults fills zero fields and validates the result.
 func (c Config) withDefaults() (Config, error) {
 	if c.BlockSize == 0 {
-		c.BlockSize = DefaultBlockSize
+		c.BlockSize = kvindex.DefaultBlockSize
 	}
 	if c.NumGPUBlocks == 0 {
 		c.NumGPUBlocks = DefaultNumGPUBlocks

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kvroute/kvroute/kvindex"
 	"github.com/kvroute/kvroute/simengine"
 	"github.com/kvroute/kvroute/simengine/server"
 )
@@ -39,7 +40,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.cfg.Model, "model", "sim-model", "served model name")
 	fs.StringVar(&o.host, "host", "127.0.0.1", "HTTP listen host")
 	fs.IntVar(&o.port, "port", 8000, "HTTP listen port (0 picks a free one)")
-	fs.IntVar(&o.cfg.Engine.BlockSize, "block-size", simengine.DefaultBlockSize, "tokens per KV block")
+	fs.IntVar(&o.cfg.Engine.BlockSize, "block-size", kvindex.DefaultBlockSize, "tokens per KV block")
 	fs.IntVar(&o.cfg.Engine.NumGPUBlocks, "num-gpu-blocks", simengine.DefaultNumGPUBlocks, "KV-cache capacity in blocks (vLLM --num-gpu-blocks-override)")
 	fs.IntVar(&o.cfg.Engine.MaxNumBatchedTokens, "max-num-batched-tokens", simengine.DefaultMaxNumBatchedTokens, "token budget of one scheduler step (chunked prefill)")
 	fs.IntVar(&o.cfg.Engine.MaxNumSeqs, "max-num-seqs", simengine.DefaultMaxNumSeqs, "maximum running requests (vLLM --max-num-seqs); the others wait in arrival order")
