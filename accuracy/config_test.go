@@ -1,0 +1,33 @@
+package accuracy
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// A Config decodes strictly wherever it is decoded, even by a lenient
+// encoding/json caller: unknown keys and bare-number durations are errors.
+func TestConfigDecodesStrictly(t *testing.T) {
+	var outer struct {
+		Accuracy Config `json:"accuracy"`
+	}
+	require.ErrorContains(t, json.Unmarshal([]byte(`{"accuracy":{"windw":5}}`), &outer), "windw: unknown key")
+	require.ErrorContains(t, json.Unmarshal([]byte(`{"accuracy":{"resyncInterval":60000}}`), &outer), "bare number")
+	require.NoError(t, json.Unmarshal([]byte(`{"accuracy":{"resyncInterval":"2m","window":5}}`), &outer))
+	require.Equal(t, Config{Window: 5, ResyncInterval: 2 * time.Minute}, outer.Accuracy)
+	data, err := json.Marshal(outer.Accuracy)
+	require.NoError(t, err)
+	require.Contains(t, string(data), `"resyncInterval":"2m0s"`)
+}
+
+// The zero Config means the defaults.
+func TestZeroConfigMeansTheDefaults(t *testing.T) {
+	zero, err := New(Config{}, 64, Options{})
+	require.NoError(t, err)
+	def, err := New(Config{Window: DefaultWindow, MissRatio: DefaultMissRatio, ResyncInterval: DefaultResyncInterval}, 64, Options{})
+	require.NoError(t, err)
+	require.Equal(t, def.cfg, zero.cfg)
+}
