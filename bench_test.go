@@ -25,7 +25,7 @@ func warmRouterWith(b *testing.B, tokens, n int, opts Options) (*Router, []Endpo
 	b.Helper()
 	cfg := DefaultConfig()
 	cfg.Model = testModel
-	cfg.Events.Enabled = false
+	cfg.Events.Enabled = new(false)
 	cfg.DisableRender = true
 	r, err := New(context.Background(), cfg, opts)
 	if err != nil {

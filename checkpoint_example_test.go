@@ -20,7 +20,7 @@ func ExampleNew_checkpoint() {
 	cfg := kvroute.DefaultConfig()
 	cfg.Model = "m"
 	cfg.BlockSize = 4
-	cfg.Events.Enabled = false // this example feeds the index itself
+	cfg.Events.Enabled = new(false) // this example feeds the index itself
 	cfg.DisableRender = true
 	cfg.Checkpoint = checkpoint.Config{Path: filepath.Join(dir, "index.ckpt")}
 

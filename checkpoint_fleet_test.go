@@ -121,7 +121,7 @@ func fleetRouter(t *testing.T, engines []*fleetEngine, mutate func(*Config)) (*R
 	cfg.Model = testModel
 	cfg.BlockSize = fleetBS
 	cfg.DisableRender = true
-	cfg.Speculative.Enabled = false
+	cfg.Speculative.Enabled = new(false)
 	if mutate != nil {
 		mutate(&cfg)
 	}

@@ -50,7 +50,7 @@ func ckptRouter(t *testing.T, path string, reg prometheus.Registerer, mutate fun
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.Model = testModel
-	cfg.Events.Enabled = false
+	cfg.Events.Enabled = new(false)
 	cfg.DisableRender = true
 	cfg.Checkpoint = checkpoint.Config{Path: path, Interval: -1}
 	if mutate != nil {
@@ -226,7 +226,7 @@ func TestNewCancelledDuringBootstrap(t *testing.T) {
 
 	cfg := DefaultConfig()
 	cfg.Model = testModel
-	cfg.Events.Enabled = false
+	cfg.Events.Enabled = new(false)
 	cfg.DisableRender = true
 	cfg.Bootstrap = checkpoint.BootstrapConfig{Peers: []string{silent.URL}, Timeout: 10 * time.Minute, ProgressTimeout: 10 * time.Minute}
 	ctx, cancel := context.WithCancel(context.Background())

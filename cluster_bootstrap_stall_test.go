@@ -65,7 +65,7 @@ func TestClusterBootstrapSkipsStalledPeers(t *testing.T) {
 	base := func(id, snapshotURL string) Config {
 		cfg := DefaultConfig()
 		cfg.Model = testModel
-		cfg.Events.Enabled = false
+		cfg.Events.Enabled = new(false)
 		cfg.DisableRender = true
 		cfg.Cluster = cluster.Config{Addrs: []string{rs.Addr}, Pool: "stall", ReplicaID: id, SnapshotURL: snapshotURL}
 		cfg.Bootstrap.ProgressTimeout = progress

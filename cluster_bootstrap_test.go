@@ -38,7 +38,7 @@ func TestNewReplicaBootstrapsFromALivePeerOfItsPool(t *testing.T) {
 	base := func(id, snapshotURL string) Config {
 		cfg := DefaultConfig()
 		cfg.Model = testModel
-		cfg.Events.Enabled = false
+		cfg.Events.Enabled = new(false)
 		cfg.DisableRender = true
 		cfg.Cluster = cluster.Config{Addrs: []string{rs.Addr}, Pool: "bootstrap", ReplicaID: id, SnapshotURL: snapshotURL}
 		return cfg

@@ -45,7 +45,7 @@ func (s *Selection) Commit(i int) (*Decision, error) {
 	}
 	if d.Fallbacks = s.fallbacks(i); d.Fallbacks != nil {
 		d.moved.r = r
-		if r.cfg.Speculative.Enabled && s.total > 0 { // what Served speculates on the fallback
+		if *r.cfg.Speculative.Enabled && s.total > 0 { // what Served speculates on the fallback
 			d.moved.keys, d.moved.bounds = slices.Clone(st.keys), slices.Clone(st.bounds)
 		}
 	}
@@ -64,7 +64,7 @@ func (s *Selection) Commit(i int) (*Decision, error) {
 	s.committed = true
 	s.traceCommit(d)
 
-	if r.cfg.Speculative.Enabled && s.total > 0 {
+	if *r.cfg.Speculative.Enabled && s.total > 0 {
 		for p := 0; p+1 < len(st.bounds); p++ {
 			if keys := st.keys[st.bounds[p]:st.bounds[p+1]]; len(keys) > 0 {
 				r.index.Speculate(chosen.ID, keys, r.cfg.Speculative.TTL)

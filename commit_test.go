@@ -20,7 +20,7 @@ func TestCacheBlindDecisionsAreCountedAndWarnedOncePerInterval(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	logs := &logBuffer{}
 	clock := newFakeClock()
-	r := testRouter(t, func(c *Config) { c.Speculative.Enabled = false },
+	r := testRouter(t, func(c *Config) { c.Speculative.Enabled = new(false) },
 		Options{Set: telemetry.Set{Registerer: reg, Clock: clock, Logger: slog.New(slog.NewTextHandler(logs, nil))}})
 	require.Equal(t, 1, logs.count("KV events are disabled"), "New warns that events are off")
 	eps := endpoints(2)

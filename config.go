@@ -1,11 +1,9 @@
 package kvroute
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"reflect"
 	"time"
 
 	"github.com/kvroute/kvroute/accuracy"
@@ -20,29 +18,39 @@ import (
 	"github.com/kvroute/kvroute/tokenload"
 )
 
-// Config configures a Router. DefaultConfig matches the llm-d deployment
-// guide for precise prefix-cache routing; a Config decoded with LoadConfig
-// rejects unknown keys at every level, so a misplaced setting is an error
-// rather than silently ignored.
+// Config configures a Router. The zero Config means the defaults, applied by
+// New: every field left at its zero value (or nil) takes its default, and
+// DefaultConfig shows them, following the llm-d deployment guide for precise
+// prefix-cache routing. The settings whose zero is a setting of its own (a
+// switch that is on by default, a number whose 0 turns something off) are
+// pointers, nil meaning the default, as in Kubernetes API types. Only Model
+// has no default.
+//
+// A Config decoded with LoadConfig rejects unknown keys at every level, so a
+// misplaced setting is an error rather than silently ignored. The
+// sub-configurations carry only what the Router does not set itself: the
+// block size (blockSize), the speculative TTL (speculative.ttl) and the model
+// (model) are set once, at the top level, and passed down; the keys
+// index.blockSize, index.speculativeTTL, render.modelName and events.model
+// are errors that name the top-level key.
 type Config struct {
 	// Model is the base model name the engines serve. It roots the block keys
 	// of requests that name no model, is the render client's model for
-	// probes and the events' model for messages that name none. It is the one
-	// place the model is set: render.modelName and events.model must be empty
-	// or equal to it.
+	// probes and the events' model for messages that name none. Required.
 	Model string `json:"model"`
-	// BlockSize is the engines' KV block size in tokens (vLLM --block-size).
-	// It is the one place the block size is set: a non-zero index.blockSize
-	// that differs from it is an error. Default 64.
+	// BlockSize is the engines' KV block size in tokens (vLLM --block-size),
+	// passed down to the index, the events and the accuracy loop. Default
+	// 64 (kvindex.DefaultBlockSize); zero means the default.
 	BlockSize int `json:"blockSize"`
-	// Index configures the KV-block index (tier weights, capacity). Its
-	// blockSize and speculativeTTL are set by the top-level blockSize and
-	// speculative.ttl; setting them here to another value is an error.
+	// Index configures the KV-block index (tier weights, capacity); its
+	// BlockSize and SpeculativeTTL are the Router's (BlockSize,
+	// Speculative.TTL) and must be left zero.
 	Index kvindex.Config `json:"index"`
 	// Events configures the KV-event subscriptions.
 	Events EventsConfig `json:"events"`
-	// Render configures the render client. Render.URL set means a fixed
-	// renderer; empty means render against the routed endpoints themselves.
+	// Render configures the render client; its ModelName is the Router's
+	// Model and must be left empty. Render.URL set means a fixed renderer;
+	// empty means render against the routed endpoints themselves.
 	Render render.Config `json:"render"`
 	// DisableRender skips rendering: requests without Prompts are routed by
 	// load alone. Useful for gateways that tokenize themselves.
@@ -50,16 +58,20 @@ type Config struct {
 	// Affinity configures the prefix-cache affinity filter and its TTFT gate.
 	Affinity affinity.Config `json:"affinity"`
 	// QueueThresholdTokens is the token-load scorer's Q: an endpoint with Q
-	// or more committed plus projected tokens scores 0. Default 4,194,304.
+	// or more committed plus projected tokens scores 0. Default 4,194,304
+	// (tokenload.DefaultQueueThresholdTokens); zero means the default.
 	QueueThresholdTokens int64 `json:"queueThresholdTokens"`
-	// LoadWeight weighs the token-load score. Default 1.
+	// LoadWeight weighs the token-load score. Default 1 (DefaultLoadWeight);
+	// zero means the default.
 	LoadWeight float64 `json:"loadWeight"`
 	// OpenRequestTokens is the load, in tokens, that each request still open
 	// on an endpoint (dispatched by this router and not Done, so also while
 	// it streams its answer) adds to the endpoint's committed tokens in the
 	// token-load score; the affinity filter's gate is unchanged. It tells an
-	// endpoint busy decoding from an idle one. Default 1,024; 0 disables it.
-	OpenRequestTokens int64 `json:"openRequestTokens"`
+	// endpoint busy decoding from an idle one. Default 1,024
+	// (tokenload.DefaultOpenRequestTokens); nil means the default, 0
+	// disables it.
+	OpenRequestTokens *int64 `json:"openRequestTokens"`
 	// Speculative configures speculative index entries for chosen endpoints.
 	Speculative SpeculativeConfig `json:"speculative"`
 	// Requests bounds the table that makes in-flight requests addressable
@@ -87,144 +99,130 @@ type Config struct {
 }
 
 // EventsConfig configures the KV-event subscriber pool: the pool's own
-// configuration (kvevents.PoolConfig, whose keys appear inline in JSON) plus
-// the switch that turns subscriptions on.
+// configuration (kvevents.PoolConfig, whose keys appear inline in JSON, and
+// whose zero fields mean the pool's defaults) plus the switch that turns
+// subscriptions on and the two settings whose default under a Router differs
+// from the pool's. The pool's Model is the Router's Model and must be left
+// empty, and its Replay and TopicFilter are set by the fields of the same
+// name here, which hide them.
 type EventsConfig struct {
-	// Enabled turns the subscriptions on. Default true; a Router without
-	// events still routes (by speculative entries and load).
-	Enabled bool `json:"enabled"`
+	// Enabled turns the subscriptions on. Default true; nil means the
+	// default. A Router without events still routes (by speculative entries
+	// and load).
+	Enabled *bool `json:"enabled"`
 	// Selector is a Kubernetes label selector ("role=decode, zone in
 	// (a,b)"); only endpoints whose labels match are subscribed. Empty
 	// subscribes every endpoint. It accepts exactly what Kubernetes'
 	// labels.Parse accepts, with the same meaning.
 	Selector string `json:"selector"`
+	// Replay enables replay for endpoints without a ReplayAddress, on
+	// ReplayPort (kvevents.PoolConfig.Replay). Default true; nil means the
+	// default.
+	Replay *bool `json:"replay"`
+	// TopicFilter is the ZeroMQ subscription prefix
+	// (kvevents.PoolConfig.TopicFilter). Default "kv@" (DefaultTopicFilter);
+	// nil means the default, "" subscribes to every message.
+	TopicFilter *string `json:"topicFilter"`
 	kvevents.PoolConfig
-}
-
-// eventsFields is EventsConfig without the JSON methods it would otherwise
-// take from the embedded PoolConfig; it is what jsonconf checks and decodes.
-type eventsFields struct {
-	Enabled  bool   `json:"enabled"`
-	Selector string `json:"selector"`
-	kvevents.PoolConfig
-}
-
-// UnmarshalJSON decodes e strictly, with the pool's keys inline: unknown keys
-// are an error naming their path and durations are Go duration strings. Keys
-// not present keep their current value. (Without it, the PoolConfig methods
-// promoted by embedding would drop "enabled".)
-func (e *EventsConfig) UnmarshalJSON(data []byte) error {
-	var own struct {
-		Enabled  *bool   `json:"enabled"`
-		Selector *string `json:"selector"`
-	}
-	if err := jsonconf.Check(data, reflect.TypeFor[eventsFields]()); err != nil {
-		return err
-	}
-	if err := json.Unmarshal(data, &own); err != nil {
-		return err
-	}
-	rest, err := withoutKey(data, "enabled", "selector")
-	if err != nil {
-		return err
-	}
-	if err := e.PoolConfig.UnmarshalJSON(rest); err != nil {
-		return err
-	}
-	if own.Enabled != nil {
-		e.Enabled = *own.Enabled
-	}
-	if own.Selector != nil {
-		e.Selector = *own.Selector
-	}
-	return nil
-}
-
-// MarshalJSON encodes e with the pool's keys inline and durations as Go
-// duration strings.
-func (e EventsConfig) MarshalJSON() ([]byte, error) {
-	pool, err := e.PoolConfig.MarshalJSON()
-	if err != nil {
-		return nil, err
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(pool, &m); err != nil {
-		return nil, err
-	}
-	m["enabled"], _ = json.Marshal(e.Enabled)
-	m["selector"], _ = json.Marshal(e.Selector)
-	return json.Marshal(m)
-}
-
-// withoutKey returns the JSON object data without its keys ks.
-func withoutKey(data []byte, ks ...string) ([]byte, error) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(data, &m); err != nil {
-		return nil, err
-	}
-	if m == nil {
-		return data, nil
-	}
-	for _, k := range ks {
-		delete(m, k)
-	}
-	return json.Marshal(m)
 }
 
 // SpeculativeConfig configures speculative entries: after a decision the
 // chosen endpoint counts as holding the request's blocks until the engine's
 // BlockStored event confirms them or the TTL passes.
 type SpeculativeConfig struct {
-	// Enabled turns speculative entries on. Default true.
-	Enabled bool `json:"enabled"`
-	// TTL is how long an unconfirmed entry lives. Default 2 s.
+	// Enabled turns speculative entries on. Default true; nil means the
+	// default.
+	Enabled *bool `json:"enabled"`
+	// TTL is how long an unconfirmed entry lives, passed down to the index.
+	// Default 2 s (kvindex.DefaultSpeculativeTTL); zero means the default.
 	TTL time.Duration `json:"ttl"`
 }
 
-// kvroute's own defaults, those of llm-d's precise prefix-cache routing
-// guide (see the package doc). The block size and the speculative TTL are
-// kvindex's (kvindex.DefaultBlockSize, kvindex.DefaultSpeculativeTTL) and
-// the events and replay ports kvevents' (kvevents.DefaultEventsPort,
-// kvevents.DefaultReplayPort): declared there, passed down from here.
+// The Router's own defaults, those of llm-d's precise prefix-cache routing
+// guide (see the package doc). Every other default is declared by the
+// package that owns the setting (kvindex's block size and speculative TTL,
+// kvevents' ports and workers, tokenload's Q and open-request load, render's
+// and affinity's settings) and passed down from here.
 const (
-	DefaultTopicFilter    = "kv@"
-	DefaultConcurrency    = 4
-	DefaultAttemptTimeout = 2 * time.Second
-	DefaultIdleTimeout    = 60 * time.Second
+	// DefaultTopicFilter is EventsConfig.TopicFilter's default: the prefix of
+	// the topics llm-d's engines publish under (the pool alone subscribes to
+	// every topic).
+	DefaultTopicFilter = "kv@"
+	// DefaultLoadWeight is Config.LoadWeight's default.
+	DefaultLoadWeight = 1.0
 )
 
 // ErrInvalidConfig is wrapped by every configuration error of this package.
 var ErrInvalidConfig = errors.New("kvroute: invalid config")
 
-// DefaultConfig returns kvroute's defaults, which follow llm-d's precise
-// prefix-cache routing guide (see the package doc): block size 64, events on
-// port 5556 with replay on 5559, topic filter "kv@", 4 event workers, a 60 s
-// idle deadline, a 2 s render attempt timeout, the affinity filter's defaults
-// (threshold 0.80, 18 s TTFT penalty at 15,928 tokens/s), Q = 4,194,304, 1,024
-// tokens of load per open request and speculative entries with a 2 s TTL.
-func DefaultConfig() Config {
-	r := render.DefaultConfig()
-	r.AttemptTimeout = DefaultAttemptTimeout
-	return Config{
-		BlockSize: kvindex.DefaultBlockSize,
-		Events: EventsConfig{
-			Enabled: true,
-			PoolConfig: kvevents.PoolConfig{
-				EventsPort:  kvevents.DefaultEventsPort,
-				Replay:      true,
-				ReplayPort:  kvevents.DefaultReplayPort,
-				TopicFilter: DefaultTopicFilter,
-				Concurrency: DefaultConcurrency,
-				IdleTimeout: DefaultIdleTimeout,
-			},
-		},
-		Render:               r,
-		Affinity:             affinity.DefaultConfig(),
-		QueueThresholdTokens: tokenload.DefaultQueueThresholdTokens,
-		LoadWeight:           1,
-		OpenRequestTokens:    tokenload.DefaultOpenRequestTokens,
-		Speculative:          SpeculativeConfig{Enabled: true, TTL: kvindex.DefaultSpeculativeTTL},
+// DefaultConfig shows the defaults a zero Config stands for (Model aside,
+// which has none): block size 64, events on port 5556 with replay on 5559,
+// topic filter "kv@", 4 event workers, a 60 s idle deadline, render's
+// defaults (a 2 s attempt timeout among them), the affinity filter's
+// defaults (threshold 0.80, 18 s TTFT penalty at 15,928 tokens/s), Q =
+// 4,194,304, 1,024 tokens of load per open request and speculative entries
+// with a 2 s TTL. New(ctx, Config{Model: m}, opts) and New(ctx, c, opts) with
+// c := DefaultConfig(); c.Model = m build the same Router.
+func DefaultConfig() Config { return Config{}.withDefaults() }
+
+// withDefaults returns c with every field the Router reads left at its zero
+// value (or nil) set to its default: the configuration a Router built from c
+// runs with. The pool's and the index's other zero fields are left for
+// kvevents.NewPool and kvindex.New, which apply them; the ones
+// DefaultConfig shows are set here from the constants those packages
+// declare.
+func (c Config) withDefaults() Config {
+	if c.BlockSize == 0 {
+		c.BlockSize = kvindex.DefaultBlockSize
 	}
+	if c.QueueThresholdTokens == 0 {
+		c.QueueThresholdTokens = tokenload.DefaultQueueThresholdTokens
+	}
+	if c.LoadWeight == 0 {
+		c.LoadWeight = DefaultLoadWeight
+	}
+	if c.OpenRequestTokens == nil {
+		c.OpenRequestTokens = new(tokenload.DefaultOpenRequestTokens)
+	}
+	if c.Speculative.Enabled == nil {
+		c.Speculative.Enabled = new(true)
+	}
+	if c.Speculative.TTL == 0 {
+		c.Speculative.TTL = kvindex.DefaultSpeculativeTTL
+	}
+	if c.Readiness.GiveUpAfter == 0 {
+		c.Readiness.GiveUpAfter = DefaultGiveUpAfter
+	}
+	c.Render = c.Render.WithDefaults()
+	c.Affinity = c.Affinity.WithDefaults()
+	c.Events = c.Events.withDefaults()
+	return c
+}
+
+// withDefaults sets the Router's event defaults (see Config.withDefaults).
+func (e EventsConfig) withDefaults() EventsConfig {
+	if e.Enabled == nil {
+		e.Enabled = new(true)
+	}
+	if e.Replay == nil {
+		e.Replay = new(true)
+	}
+	if e.TopicFilter == nil {
+		e.TopicFilter = new(DefaultTopicFilter)
+	}
+	if e.EventsPort == 0 {
+		e.EventsPort = kvevents.DefaultEventsPort
+	}
+	if e.ReplayPort == 0 {
+		e.ReplayPort = kvevents.DefaultReplayPort
+	}
+	if e.Concurrency == 0 {
+		e.Concurrency = kvevents.DefaultConcurrency
+	}
+	if e.IdleTimeout == 0 {
+		e.IdleTimeout = kvevents.DefaultIdleTimeout
+	}
+	return e
 }
 
 // Validate reports the first invalid setting.
@@ -239,20 +237,13 @@ func (c Config) Validate() error {
 		return bad("queueThresholdTokens %d is negative", c.QueueThresholdTokens)
 	case c.LoadWeight < 0:
 		return bad("loadWeight %v is negative", c.LoadWeight)
-	case c.OpenRequestTokens < 0:
-		return bad("openRequestTokens %d is negative", c.OpenRequestTokens)
+	case c.OpenRequestTokens != nil && *c.OpenRequestTokens < 0:
+		return bad("openRequestTokens %d is negative", *c.OpenRequestTokens)
 	case c.Speculative.TTL < 0:
 		return bad("speculative.ttl %v is negative", c.Speculative.TTL)
 	}
-	switch {
-	case c.Index.BlockSize != 0 && c.Index.BlockSize != c.BlockSize:
-		return bad("index.blockSize %d conflicts with blockSize %d: the block size is set once, by the top-level blockSize", c.Index.BlockSize, c.BlockSize)
-	case c.Index.SpeculativeTTL != 0 && c.Index.SpeculativeTTL != c.Speculative.TTL:
-		return bad("index.speculativeTTL %v conflicts with speculative.ttl %v: under a Router the speculative TTL is set by speculative.ttl", c.Index.SpeculativeTTL, c.Speculative.TTL)
-	case c.Render.ModelName != "" && c.Render.ModelName != c.Model:
-		return bad("render.modelName %q conflicts with model %q: the model is set once, by the top-level model", c.Render.ModelName, c.Model)
-	case c.Events.Model != "" && c.Events.Model != c.Model:
-		return bad("events.model %q conflicts with model %q: the model is set once, by the top-level model", c.Events.Model, c.Model)
+	if err := c.validateOwned(); err != nil {
+		return err
 	}
 	if err := c.Accuracy.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
@@ -301,22 +292,4 @@ func LoadConfig(r io.Reader) (Config, error) {
 		return Config{}, err
 	}
 	return cfg, nil
-}
-
-// configFields is Config without its methods, so that decoding it does not
-// recurse into Config.UnmarshalJSON.
-type configFields Config
-
-// UnmarshalJSON decodes c strictly wherever a Config is decoded (LoadConfig,
-// a larger JSON document, sigs.k8s.io/yaml): unknown keys are an error naming
-// their path and durations are Go duration strings. Keys not present keep
-// their current value.
-func (c *Config) UnmarshalJSON(data []byte) error {
-	return jsonconf.Unmarshal(data, (*configFields)(c))
-}
-
-// MarshalJSON encodes c with every duration as a Go duration string, the form
-// LoadConfig reads.
-func (c Config) MarshalJSON() ([]byte, error) {
-	return jsonconf.Marshal(configFields(c))
 }

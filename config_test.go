@@ -48,12 +48,12 @@ func TestLoadConfigDurationStringsEverywhere(t *testing.T) {
 	}`))
 	require.NoError(t, err)
 	require.Equal(t, 2*time.Second, cfg.Speculative.TTL)
-	require.Equal(t, 18*time.Second, cfg.Affinity.MaxTTFTPenalty)
+	require.Equal(t, 18*time.Second, *cfg.Affinity.MaxTTFTPenalty)
 	require.Equal(t, 500*time.Millisecond, cfg.Index.SweepInterval)
-	require.Equal(t, 2*time.Second, cfg.Render.AttemptTimeout)
+	require.Equal(t, 2*time.Second, *cfg.Render.AttemptTimeout)
 	require.Equal(t, time.Minute, cfg.Events.IdleTimeout)
 	require.Equal(t, 2*time.Minute, cfg.Events.ReplayClient.Timeout)
-	require.True(t, cfg.Events.Enabled, "events.enabled keeps its default")
+	require.True(t, *cfg.Events.Enabled, "events.enabled keeps its default")
 	require.Equal(t, kvevents.DefaultEventsPort, cfg.Events.EventsPort)
 }
 
@@ -90,32 +90,80 @@ func TestLoadConfigUnknownKeysNameTheirPath(t *testing.T) {
 	}
 }
 
-func TestLoadConfigRejectsSettingsThatDoNothing(t *testing.T) {
+// The block size, the speculative TTL and the model are set once, at the top
+// level, and passed down: their keys under index, render and events are
+// errors naming the top-level key, and so are the Go fields set.
+func TestLoadConfigRejectsPassedDownKeys(t *testing.T) {
 	for in, want := range map[string]string{
-		`{"index":{"blockSize":16}}`:                "index.blockSize 16 conflicts with blockSize 64",
-		`{"blockSize":16,"index":{"blockSize":64}}`: "index.blockSize 64 conflicts with blockSize 16",
-		`{"index":{"speculativeTTL":"5s"}}`:         "index.speculativeTTL 5s conflicts with speculative.ttl 2s",
-		`{"model":"a","render":{"modelName":"b"}}`:  `render.modelName "b" conflicts with model "a"`,
-		`{"render":{"modelName":"b"}}`:              `render.modelName "b" conflicts with model ""`,
-		`{"model":"a","events":{"model":"b"}}`:      `events.model "b" conflicts with model "a"`,
+		`{"index":{"blockSize":16}}`:                                   `index.blockSize: set once, by the top-level "blockSize"`,
+		`{"blockSize":16,"index":{"blockSize":16}}`:                    `index.blockSize: set once, by the top-level "blockSize"`,
+		`{"index":{"speculativeTTL":"5s"}}`:                            `index.speculativeTTL: set once, by the top-level "speculative.ttl"`,
+		`{"model":"a","render":{"modelName":"a"}}`:                     `render.modelName: set once, by the top-level "model"`,
+		`{"model":"a","events":{"model":"b"}}`:                         `events.model: set once, by the top-level "model"`,
+		`{"speculative":{"ttl":"3s"},"index":{"speculativeTTL":"3s"}}`: `index.speculativeTTL`,
 	} {
 		_, err := LoadConfig(strings.NewReader(in))
 		require.ErrorIs(t, err, ErrInvalidConfig, in)
 		require.ErrorContains(t, err, want, in)
-	}
-	// The same value in both places is harmless and accepted.
-	for _, in := range []string{
-		`{"blockSize":16,"index":{"blockSize":16}}`,
-		`{"speculative":{"ttl":"3s"},"index":{"speculativeTTL":"3s"}}`,
-		`{"model":"m","render":{"modelName":"m"},"events":{"model":"m"}}`,
-	} {
-		_, err := LoadConfig(strings.NewReader(in))
-		require.NoError(t, err, in)
+		var ce *jsonconf.Error
+		require.True(t, errors.As(err, &ce), "%s: %v", in, err)
 	}
 	// Validate holds Go-built configurations to the same rule.
-	cfg := DefaultConfig()
-	cfg.Index.BlockSize = 16
-	require.ErrorContains(t, cfg.Validate(), "index.blockSize")
-	_, err := New(context.Background(), cfg, Options{})
-	require.ErrorIs(t, err, ErrInvalidConfig)
+	for name, set := range map[string]func(*Config){
+		"index.blockSize":      func(c *Config) { c.Index.BlockSize = 16 },
+		"index.speculativeTTL": func(c *Config) { c.Index.SpeculativeTTL = time.Second },
+		"render.modelName":     func(c *Config) { c.Render.ModelName = "m" },
+		"events.model":         func(c *Config) { c.Events.PoolConfig.Model = "m" },
+		"EventsConfig.Replay":  func(c *Config) { c.Events.PoolConfig.Replay = true },
+	} {
+		cfg := Config{Model: "m"}
+		set(&cfg)
+		require.ErrorContains(t, cfg.Validate(), name)
+		_, err := New(context.Background(), cfg, Options{})
+		require.ErrorIs(t, err, ErrInvalidConfig, name)
+	}
+	// What MarshalJSON writes, LoadConfig reads: the passed-down keys are left out.
+	data, err := json.Marshal(DefaultConfig())
+	require.NoError(t, err)
+	for _, k := range []string{`"blockSize":0`, `"speculativeTTL"`, `"modelName"`, `"model":""`} {
+		require.NotContains(t, strings.ReplaceAll(string(data), `"model":"",`, ""), k)
+	}
+}
+
+// The zero Config means the defaults: New(ctx, Config{Model: m}) builds a
+// Router that runs with the configuration DefaultConfig shows, and so does
+// a configuration decoded over the zero Config from a document naming only
+// the model. Explicit zeros and falses keep their own meaning.
+func TestZeroConfigMeansTheDefaults(t *testing.T) {
+	build := func(cfg Config) *Router {
+		r, err := New(context.Background(), cfg, Options{})
+		require.NoError(t, err)
+		t.Cleanup(r.Close)
+		return r
+	}
+	def := DefaultConfig()
+	def.Model = "m"
+	want := build(def).cfg
+	require.Equal(t, def, want, "DefaultConfig is what New runs with")
+	require.Equal(t, want, build(Config{Model: "m"}).cfg)
+	var decoded Config
+	require.NoError(t, json.Unmarshal([]byte(`{"model":"m"}`), &decoded))
+	require.Equal(t, Config{Model: "m"}, decoded, "absent keys stay zero over a zero Config")
+	require.Equal(t, want, build(decoded).cfg)
+
+	cfg, err := LoadConfig(strings.NewReader(`{"model":"m","openRequestTokens":0,
+		"speculative":{"enabled":false},"events":{"enabled":false,"replay":false,"topicFilter":""},
+		"affinity":{"affinityThreshold":0,"maxTTFTPenalty":"0s"},
+		"render":{"omitMMKwargs":false,"attemptTimeout":"0s"}}`))
+	require.NoError(t, err)
+	got := build(cfg).cfg
+	require.Zero(t, *got.OpenRequestTokens, "0 disables the open-request load")
+	require.False(t, *got.Speculative.Enabled)
+	require.False(t, *got.Events.Enabled)
+	require.False(t, *got.Events.Replay)
+	require.Empty(t, *got.Events.TopicFilter, `"" subscribes to every topic`)
+	require.Zero(t, *got.Affinity.AffinityThreshold)
+	require.Zero(t, *got.Affinity.MaxTTFTPenalty)
+	require.False(t, *got.Render.OmitMMKwargs)
+	require.Zero(t, *got.Render.AttemptTimeout)
 }

@@ -22,7 +22,7 @@ func TestLostRequestsStayBoundedAndTheLoopStillObserves(t *testing.T) {
 	const lost = 200_000
 	clock := newFakeClock()
 	reg := prometheus.NewRegistry()
-	r := testRouter(t, func(c *Config) { c.Speculative.Enabled = false }, Options{Set: telemetry.Set{Registerer: reg, Clock: clock}})
+	r := testRouter(t, func(c *Config) { c.Speculative.Enabled = new(false) }, Options{Set: telemetry.Set{Registerer: reg, Clock: clock}})
 	eps := endpoints(2)
 	p := prompt(1, 128)
 	req := &Request{Prompts: []render.Prompt{{TokenIDs: p}}}
@@ -59,7 +59,7 @@ func TestLostRequestsStayBoundedAndTheLoopStillObserves(t *testing.T) {
 // once, by whichever comes first, and nothing stays counted.
 func TestEvictionRacesDone(t *testing.T) {
 	r := testRouter(t, func(c *Config) {
-		c.Speculative.Enabled = false
+		c.Speculative.Enabled = new(false)
 		c.Requests.MaxRequests = 4
 	}, Options{})
 	eps := endpoints(3)

@@ -83,7 +83,7 @@ func TestDoneWithCachedTokensClosesTheLoop(t *testing.T) {
 
 func TestPersistentMissesMarkTheEndpoint(t *testing.T) {
 	r, reg, logs := accRouter(t, func(c *Config) {
-		c.Speculative.Enabled = false
+		c.Speculative.Enabled = new(false)
 		c.Accuracy = accuracy.Config{Window: 4, MissRatio: 0.5}
 	})
 	eps := endpoints(1)

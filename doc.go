@@ -42,6 +42,15 @@
 // that topic works with a Router built from DefaultConfig and the engine's
 // model.
 //
+// The zero Config means these defaults: New applies them to every field left
+// at its zero value, and DefaultConfig only shows them, so Config{Model: m}
+// and DefaultConfig() with Model m build the same Router. The switches that
+// are on by default and the numbers whose 0 turns something off are pointers,
+// nil meaning the default (cfg.Events.Enabled = new(false)). Each default is
+// declared once, by the package that owns the setting, and passed down: the
+// block size, the speculative TTL and the model are set at the top level
+// only, never in the index, render or events sections.
+//
 // # The pipeline
 //
 // A Router routes each request through these steps, in this order; each

@@ -29,8 +29,8 @@ func Example() {
 
 	cfg := kvroute.DefaultConfig()
 	cfg.Model = "my-model"
-	cfg.Events.Enabled = false // this example feeds the index itself
-	cfg.DisableRender = true   // and passes already-rendered prompts
+	cfg.Events.Enabled = new(false) // this example feeds the index itself
+	cfg.DisableRender = true        // and passes already-rendered prompts
 	router, err := kvroute.New(context.Background(), cfg, kvroute.Options{})
 	if err != nil {
 		panic(err)
@@ -83,8 +83,8 @@ func Example() {
 func ExampleRouter_Match() {
 	cfg := kvroute.DefaultConfig()
 	cfg.Model = "my-model"
-	cfg.Events.Enabled = false // this example feeds the index itself
-	cfg.DisableRender = true   // and passes already-rendered prompts
+	cfg.Events.Enabled = new(false) // this example feeds the index itself
+	cfg.DisableRender = true        // and passes already-rendered prompts
 	router, err := kvroute.New(context.Background(), cfg, kvroute.Options{})
 	if err != nil {
 		panic(err)

@@ -31,7 +31,7 @@ func ids(cs []Candidate) []string {
 // fallbacks are the idle endpoints before the loaded one, whom the affinity
 // filter dropped but who may still serve.
 func TestFallbacksAreTheNextBestByScore(t *testing.T) {
-	r := testRouter(t, func(c *Config) { c.Speculative.Enabled = false }, Options{})
+	r := testRouter(t, func(c *Config) { c.Speculative.Enabled = new(false) }, Options{})
 	eps := endpoints(4)
 	p := prompt(1, 1024)
 	engineStores(t, r.Index(), eps[2].ID, p, 1)
@@ -66,7 +66,7 @@ func TestFallbacksAreTheNextBestByScore(t *testing.T) {
 // open request, FirstChunk and Done release them there, and the prediction
 // checked at Done is the fallback's.
 func TestServedMovesTheLoadToTheFallback(t *testing.T) {
-	r, _, _ := accRouter(t, func(c *Config) { c.Speculative.Enabled = false })
+	r, _, _ := accRouter(t, func(c *Config) { c.Speculative.Enabled = new(false) })
 	eps := endpoints(2)
 	p := prompt(1, 320) // 5 blocks
 	engineStores(t, r.Index(), eps[0].ID, p, 1)
@@ -107,7 +107,7 @@ func TestServedMovesTheLoadToTheFallback(t *testing.T) {
 // Served racing the request's end (the request table, or Done from another
 // goroutine) never leaves load behind.
 func TestServedRacingDoneLeavesNoLoad(t *testing.T) {
-	r := testRouter(t, func(c *Config) { c.Speculative.Enabled = false }, Options{})
+	r := testRouter(t, func(c *Config) { c.Speculative.Enabled = new(false) }, Options{})
 	eps := endpoints(2)
 	for i := range 200 {
 		d := pickWithFallbacks(t, r, prompt(i, 128), eps, 1)
@@ -128,7 +128,7 @@ func TestServedRacingDoneLeavesNoLoad(t *testing.T) {
 // With a Profile that picks in several roles, each role's Decision names
 // its fallbacks among that role's candidates, and each moves on its own.
 func TestFallbacksPerRole(t *testing.T) {
-	r := testRouter(t, func(c *Config) { c.Speculative.Enabled = false }, Options{Profile: prefillDecode{}})
+	r := testRouter(t, func(c *Config) { c.Speculative.Enabled = new(false) }, Options{Profile: prefillDecode{}})
 	eps := endpoints(6)
 	for i := range eps {
 		role := "decode"

@@ -30,7 +30,7 @@ func (f dropFilter) Filter(s *Selection, kept []int) []int {
 func TestExtraFiltersRunBeforeTheAffinityFilter(t *testing.T) {
 	eps := endpoints(4)
 	drop := dropFilter{}
-	r := testRouter(t, func(c *Config) { c.Speculative.Enabled = false }, Options{Filters: []Filter{drop}})
+	r := testRouter(t, func(c *Config) { c.Speculative.Enabled = new(false) }, Options{Filters: []Filter{drop}})
 	p := prompt(9, 64*8)
 	engineStores(t, r.Index(), eps[1].ID, p, 1)
 	engineStores(t, r.Index(), eps[3].ID, p, 1000)

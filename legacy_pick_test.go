@@ -77,7 +77,7 @@ func (r *Router) legacyPick(ctx context.Context, req *Request, endpoints []Endpo
 	usedCache := false
 	for i, e := range endpoints {
 		tok, open, _ := r.load.Load(e.ID)
-		st.open[i] = tokenload.OpenRequestLoad(open, r.cfg.OpenRequestTokens)
+		st.open[i] = tokenload.OpenRequestLoad(open, *r.cfg.OpenRequestTokens)
 		st.uncached[i] = tokenload.UncachedTokens(promptTokens, total, st.weighted[i], bs)
 		st.cands[i] = affinity.Candidate{
 			Score:          st.weighted[i],
@@ -124,7 +124,7 @@ func (r *Router) legacyPick(ctx context.Context, req *Request, endpoints []Endpo
 	}
 	chosen := endpoints[best]
 
-	if r.cfg.Speculative.Enabled && total > 0 {
+	if *r.cfg.Speculative.Enabled && total > 0 {
 		for p := 0; p+1 < len(st.bounds); p++ {
 			if keys := st.keys[st.bounds[p]:st.bounds[p+1]]; len(keys) > 0 {
 				r.index.Speculate(chosen.ID, keys, r.cfg.Speculative.TTL)

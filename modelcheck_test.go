@@ -48,8 +48,8 @@ func TestRouterReportsTopicModelMismatchPerEndpoint(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Model = testModel
 	cfg.DisableRender = true
-	cfg.Speculative.Enabled = false
-	cfg.Events.Replay = false
+	cfg.Speculative.Enabled = new(false)
+	cfg.Events.Replay = new(false)
 	r, err := New(context.Background(), cfg, Options{Set: telemetry.Set{Registerer: reg, Logger: slog.New(slog.NewTextHandler(logs, nil))}})
 	require.NoError(t, err)
 	defer r.Close()

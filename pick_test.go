@@ -38,7 +38,7 @@ func TestTieBreakAgreesAcrossRoutersAndSpreads(t *testing.T) {
 // decisions off) rank the endpoints alike while the loads are even, so they
 // land on one endpoint; requests with other new prefixes spread.
 func TestTieBreakKeepsOneNewPrefixTogether(t *testing.T) {
-	r := testRouter(t, func(c *Config) { c.Speculative.Enabled = false }, Options{})
+	r := testRouter(t, func(c *Config) { c.Speculative.Enabled = new(false) }, Options{})
 	eps := endpoints(8)
 	doc := prompt(77, 64*6)
 	var first string
@@ -64,7 +64,7 @@ func TestTieBreakKeepsOneNewPrefixTogether(t *testing.T) {
 // requests that share a prefix cached on every endpoint and then differ rank
 // the endpoints by their own first new block, not by the shared one.
 func TestTieBreakKeysOnTheFirstNewBlock(t *testing.T) {
-	r := testRouter(t, func(c *Config) { c.Speculative.Enabled = false }, Options{})
+	r := testRouter(t, func(c *Config) { c.Speculative.Enabled = new(false) }, Options{})
 	eps := endpoints(8)
 	system := prompt(11, 64*3)
 	for i, e := range eps {
@@ -130,7 +130,7 @@ func BenchmarkTieBreak(b *testing.B) {
 	const n = 64
 	r, err := New(context.Background(), func() Config {
 		c := DefaultConfig()
-		c.Model, c.Events.Enabled, c.DisableRender = testModel, false, true
+		c.Model, c.Events.Enabled, c.DisableRender = testModel, new(false), true
 		return c
 	}(), Options{Random: lockedRand(1)})
 	if err != nil {

@@ -58,7 +58,7 @@ func newPipeline(cfg Config, opts Options, af *affinity.Filter) pipeline {
 	}
 	p.filters = append(append(p.filters, opts.Filters...), affinityFilter{af})
 	p.scorers = append(p.scorers, WeightedScorer{
-		Scorer: tokenLoadScorer{queueThreshold: cfg.QueueThresholdTokens, openRequestTokens: cfg.OpenRequestTokens},
+		Scorer: tokenLoadScorer{queueThreshold: cfg.QueueThresholdTokens, openRequestTokens: *cfg.OpenRequestTokens},
 		Weight: cfg.LoadWeight,
 	})
 	p.scorers = append(p.scorers, opts.Scorers...)

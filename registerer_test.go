@@ -74,7 +74,7 @@ func TestCloseUnregistersClusterMetrics(t *testing.T) {
 	defer func() { _ = rs.Stop() }()
 	cfg := DefaultConfig()
 	cfg.Model = testModel
-	cfg.Events.Enabled = false
+	cfg.Events.Enabled = new(false)
 	cfg.DisableRender = true
 	cfg.Cluster = cluster.Config{Addrs: []string{rs.Addr}, Pool: "unregister", ReplicaID: "a"}
 	reg := prometheus.NewRegistry()

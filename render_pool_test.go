@@ -40,7 +40,7 @@ func TestSetRenderEndpointsRendersThroughItsOwnPool(t *testing.T) {
 
 	cfg := DefaultConfig()
 	cfg.Model = testModel
-	cfg.Events.Enabled = false
+	cfg.Events.Enabled = new(false)
 	r, err := New(context.Background(), cfg, Options{})
 	require.NoError(t, err)
 	defer r.Close()

@@ -122,7 +122,7 @@ func TestPickBeforeSetEndpointsIsAnError(t *testing.T) {
 	defer srv.Close() // before leakcheck runs
 	cfg = DefaultConfig()
 	cfg.Model = testModel
-	cfg.Events.Enabled = false
+	cfg.Events.Enabled = new(false)
 	r, err = New(context.Background(), cfg, Options{})
 	require.NoError(t, err)
 	defer r.Close()

@@ -130,15 +130,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Router, error) {
 	if err := cfg.validateRouting(); err != nil {
 		return nil, err
 	}
-	if cfg.BlockSize == 0 {
-		cfg.BlockSize = kvindex.DefaultBlockSize
-	}
-	if cfg.LoadWeight == 0 {
-		cfg.LoadWeight = 1
-	}
-	if cfg.Speculative.TTL == 0 {
-		cfg.Speculative.TTL = kvindex.DefaultSpeculativeTTL
-	}
+	cfg = cfg.withDefaults()
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -175,9 +167,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Router, error) {
 	r.renderFrom = renderSourceOf(cfg)
 	if r.renderFrom != renderOff {
 		rcfg := cfg.Render
-		if rcfg.ModelName == "" {
-			rcfg.ModelName = cfg.Model
-		}
+		rcfg.ModelName = cfg.Model
 		if r.render, err = render.New(rcfg, render.Options{Set: telemetry.Set{Registerer: wrap(opts.Registerer, cfg.MetricLabels.Render), Logger: log, TracerProvider: opts.TracerProvider}}); err != nil {
 			return nil, fmt.Errorf("kvroute: render: %w", err)
 		}
@@ -199,7 +189,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Router, error) {
 	if r.models, err = newModelCheck(cfg.Model, opts.Registerer, log); err != nil {
 		return nil, err
 	}
-	if cfg.Events.Enabled {
+	if *cfg.Events.Enabled {
 		if r.events, err = newSubscriptions(cfg, r.index, opts.Registerer, log, r.models.observe, opts.EventSelector, opts.TracerProvider, opts.Clock); err != nil {
 			return nil, fmt.Errorf("kvroute: events: %w", err)
 		}
@@ -214,15 +204,12 @@ func New(ctx context.Context, cfg Config, opts Options) (*Router, error) {
 		return nil, err
 	}
 	r.ready = readiness{giveUp: cfg.Readiness.GiveUpAfter}
-	if r.ready.giveUp == 0 {
-		r.ready.giveUp = DefaultGiveUpAfter
-	}
 	if r.events != nil && opts.Registerer != nil {
 		if err := opts.Registerer.Register(kvevents.NewStateCollector(r.events.eventPool(), r.now)); err != nil {
 			return nil, fmt.Errorf("kvroute: events: %w", err)
 		}
 	}
-	r.needsEndpoints = cfg.Events.Enabled || r.renderFrom == renderFromEndpoints
+	r.needsEndpoints = *cfg.Events.Enabled || r.renderFrom == renderFromEndpoints
 	if err = r.startCluster(cfg, opts); err != nil {
 		return nil, err
 	}

@@ -53,7 +53,7 @@ func testRouter(t *testing.T, mutate func(*Config), opts Options) *Router {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.Model = testModel
-	cfg.Events.Enabled = false
+	cfg.Events.Enabled = new(false)
 	cfg.DisableRender = true
 	if mutate != nil {
 		mutate(&cfg)
@@ -104,7 +104,7 @@ func pick(t *testing.T, r *Router, tokens []uint32, eps []Endpoint) *Decision {
 }
 
 func TestPrefixGroupStaysOnWarmEndpointWhileOtherTrafficSpreads(t *testing.T) {
-	r := testRouter(t, func(c *Config) { c.Speculative.Enabled = false }, Options{})
+	r := testRouter(t, func(c *Config) { c.Speculative.Enabled = new(false) }, Options{})
 	eps := endpoints(4)
 	shared := prompt(1, 2048)
 	engineStores(t, r.Index(), eps[2].ID, shared, 1000)
@@ -133,7 +133,7 @@ func TestPrefixGroupStaysOnWarmEndpointWhileOtherTrafficSpreads(t *testing.T) {
 }
 
 func TestTTFTGateMovesTrafficOffOverloadedWarmEndpointExactlyAtPenalty(t *testing.T) {
-	r := testRouter(t, func(c *Config) { c.Speculative.Enabled = false }, Options{})
+	r := testRouter(t, func(c *Config) { c.Speculative.Enabled = new(false) }, Options{})
 	eps := endpoints(2)
 	warm, cold := eps[0], eps[1]
 	shared := prompt(7, 64*20)
@@ -170,7 +170,7 @@ func TestTTFTGateMovesTrafficOffOverloadedWarmEndpointExactlyAtPenalty(t *testin
 func TestExplorationPassesEveryCandidate(t *testing.T) {
 	// 0.01 < 0.5: explore on the first draw; the tie-break draws come after.
 	r := testRouter(t, func(c *Config) {
-		c.Speculative.Enabled = false
+		c.Speculative.Enabled = new(false)
 		c.Affinity.ExplorationProbability = 0.5
 	}, Options{Random: seqRandom(0.01, 0.0, 0.0)})
 	eps := endpoints(2)
@@ -197,7 +197,7 @@ func TestRenderFailureFallsBackToLoadAndIsCounted(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	cfg := DefaultConfig()
 	cfg.Model = testModel
-	cfg.Events.Enabled = false
+	cfg.Events.Enabled = new(false)
 	cfg.Render.URL = srv.URL
 	r, err := New(context.Background(), cfg, Options{Set: telemetry.Set{Registerer: reg}})
 	require.NoError(t, err)
@@ -247,7 +247,7 @@ func TestSpeculativeEntriesKeepBackToBackPrefixTogetherThenExpire(t *testing.T) 
 }
 
 func TestLoadReleasedOnFirstChunkAndDoneExactlyOnce(t *testing.T) {
-	r := testRouter(t, func(c *Config) { c.Speculative.Enabled = false }, Options{})
+	r := testRouter(t, func(c *Config) { c.Speculative.Enabled = new(false) }, Options{})
 	eps := endpoints(1)
 	d := pick(t, r, prompt(1, 1000), eps)
 	tok, req, _ := r.load.Load(eps[0].ID)
@@ -273,7 +273,7 @@ func TestLoadReleasedOnFirstChunkAndDoneExactlyOnce(t *testing.T) {
 }
 
 func TestLoadAccountingConcurrentWithEndpointRemoval(t *testing.T) {
-	r := testRouter(t, func(c *Config) { c.Speculative.Enabled = false }, Options{})
+	r := testRouter(t, func(c *Config) { c.Speculative.Enabled = new(false) }, Options{})
 	eps := endpoints(4)
 	require.NoError(t, r.SetEndpoints(eps))
 	var wg sync.WaitGroup
@@ -328,8 +328,8 @@ func TestConfigValidationAndStrictDecoding(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 6000, cfg.Events.EventsPort)
 	require.Equal(t, kvevents.DefaultReplayPort, cfg.Events.ReplayPort, "absent keys keep their defaults")
-	require.Equal(t, 0.6, cfg.Affinity.AffinityThreshold)
-	require.Equal(t, DefaultAttemptTimeout, cfg.Render.AttemptTimeout)
+	require.Equal(t, 0.6, *cfg.Affinity.AffinityThreshold)
+	require.Equal(t, render.DefaultAttemptTimeout, *cfg.Render.AttemptTimeout)
 
 	for name, doc := range map[string]string{
 		"unknown top-level key":   `{"modle":"m"}`,
@@ -352,7 +352,7 @@ func TestConfigValidationAndStrictDecoding(t *testing.T) {
 
 func TestRouterMetricsPredictedShare(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	r := testRouter(t, func(c *Config) { c.Speculative.Enabled = false }, Options{Set: telemetry.Set{Registerer: reg}})
+	r := testRouter(t, func(c *Config) { c.Speculative.Enabled = new(false) }, Options{Set: telemetry.Set{Registerer: reg}})
 	eps := endpoints(2)
 	shared := prompt(9, 640)
 	engineStores(t, r.Index(), eps[1].ID, shared, 1)
@@ -391,7 +391,7 @@ func (s *preferScorer) Score(sel *Selection, i int) float64 {
 func TestWeightedScorersJoinTheLoadScore(t *testing.T) {
 	eps := endpoints(3)
 	ps := &preferScorer{id: eps[2].ID, blocks: map[string]int{}}
-	r := testRouter(t, func(c *Config) { c.Speculative.Enabled = false },
+	r := testRouter(t, func(c *Config) { c.Speculative.Enabled = new(false) },
 		Options{Scorers: []WeightedScorer{{Scorer: ps, Weight: 0.5}}})
 	engineStores(t, r.Index(), eps[1].ID, prompt(5, 64*3), 1)
 	// The preferred endpoint carries more load than the others; its extra 0.5
@@ -401,7 +401,7 @@ func TestWeightedScorersJoinTheLoadScore(t *testing.T) {
 	defer busy.Done()
 	d := pick(t, r, prompt(99, 640), eps) // unrelated prompt: no cache information
 	require.Equal(t, eps[2].ID, d.Endpoint.ID)
-	require.InDelta(t, 1+0.5-float64(10_000+DefaultConfig().OpenRequestTokens+640)/float64(DefaultConfig().QueueThresholdTokens), d.Score, 1e-9)
+	require.InDelta(t, 1+0.5-float64(10_000+*DefaultConfig().OpenRequestTokens+640)/float64(DefaultConfig().QueueThresholdTokens), d.Score, 1e-9)
 	d.Done(DoneInfo{})
 	require.Equal(t, map[string]int{eps[0].ID: 0, eps[1].ID: 0, eps[2].ID: 0}, ps.blocks)
 

@@ -19,9 +19,9 @@ func TestPickCountsOpenRequests(t *testing.T) {
 		name    string
 		perOpen int64
 		tie     bool
-	}{{"default", DefaultConfig().OpenRequestTokens, false}, {"disabled", 0, true}} {
+	}{{"default", *DefaultConfig().OpenRequestTokens, false}, {"disabled", 0, true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := testRouter(t, func(c *Config) { c.OpenRequestTokens = tc.perOpen }, Options{})
+			r := testRouter(t, func(c *Config) { c.OpenRequestTokens = new(tc.perOpen) }, Options{})
 			eps := endpoints(2)
 			require.NoError(t, r.SetEndpoints(eps))
 			for i := 0; i < 3; i++ { // three requests streaming on eps[0]
@@ -54,7 +54,7 @@ func TestPickCountsOpenRequests(t *testing.T) {
 
 func TestConfigRejectsNegativeOpenRequestTokens(t *testing.T) {
 	cfg := DefaultConfig()
-	cfg.OpenRequestTokens = -1
+	cfg.OpenRequestTokens = new(int64(-1))
 	require.ErrorIs(t, cfg.Validate(), ErrInvalidConfig)
-	require.Equal(t, int64(1024), DefaultConfig().OpenRequestTokens)
+	require.Equal(t, int64(1024), *DefaultConfig().OpenRequestTokens)
 }

@@ -152,7 +152,7 @@ func TestSelectionStagesOneAtATime(t *testing.T) {
 
 // Match then Commit, skipping Filter and Score, is a valid (load-only) use.
 func TestSelectionCommitWithoutFilterOrScore(t *testing.T) {
-	r := testRouter(t, func(c *Config) { c.Speculative.Enabled = false }, Options{})
+	r := testRouter(t, func(c *Config) { c.Speculative.Enabled = new(false) }, Options{})
 	eps := endpoints(2)
 	s, err := r.Match(context.Background(), &Request{Prompts: []render.Prompt{{TokenIDs: prompt(1, 100)}}}, eps)
 	require.NoError(t, err)
@@ -168,7 +168,7 @@ func TestSelectionCommitWithoutFilterOrScore(t *testing.T) {
 
 func TestRequestIDAddressesLoadExactlyOnce(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	r := testRouter(t, func(c *Config) { c.Speculative.Enabled = false }, Options{Set: telemetry.Set{Registerer: reg}})
+	r := testRouter(t, func(c *Config) { c.Speculative.Enabled = new(false) }, Options{Set: telemetry.Set{Registerer: reg}})
 	eps := endpoints(2)
 	load := func(i int) [2]int64 {
 		tok, reqs, _ := r.load.Load(eps[i].ID)
@@ -234,7 +234,7 @@ func TestRequestIDAddressesLoadExactlyOnce(t *testing.T) {
 // Hooks of one request arrive from different goroutines, by ID and through
 // the Decision at once; every counter ends at zero.
 func TestRequestIDConcurrentHooks(t *testing.T) {
-	r := testRouter(t, func(c *Config) { c.Speculative.Enabled = false }, Options{})
+	r := testRouter(t, func(c *Config) { c.Speculative.Enabled = new(false) }, Options{})
 	eps := endpoints(4)
 	var wg sync.WaitGroup
 	for g := 0; g < 4; g++ {

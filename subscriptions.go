@@ -32,9 +32,9 @@ type subscriptions struct {
 // that the readiness states it records begin on the router's clock.
 func newSubscriptions(cfg Config, ix *kvindex.Index, reg prometheus.Registerer, log *slog.Logger, observe kvevents.TopicObserver, match func(map[string]string) bool, tp trace.TracerProvider, clock telemetry.Clock) (*subscriptions, error) {
 	pc := cfg.Events.PoolConfig
-	if pc.Model == "" {
-		pc.Model = cfg.Model
-	}
+	pc.Model = cfg.Model
+	pc.Replay = *cfg.Events.Replay
+	pc.TopicFilter = *cfg.Events.TopicFilter
 	if cfg.Events.Selector != "" {
 		if match != nil {
 			return nil, errors.New("set either Config.Events.Selector or Options.EventSelector, not both")

@@ -49,7 +49,7 @@ func TestRouterFollowsEngineEventsOverZeroMQ(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Model = testModel
 	cfg.DisableRender = true
-	cfg.Speculative.Enabled = false
+	cfg.Speculative.Enabled = new(false)
 	cfg.Events.EventsPort = portOf(t, pub.Endpoint())
 	cfg.Events.ReplayPort = portOf(t, pub.ReplayEndpoint())
 	r, err := New(context.Background(), cfg, Options{Set: telemetry.Set{Logger: testLogger(t)}})
@@ -136,5 +136,5 @@ func TestRouterEventsSelector(t *testing.T) {
 	require.NoError(t, json.Unmarshal(data, &back))
 	require.Equal(t, cfg.Events.Selector, back.Selector)
 	require.Equal(t, cfg.Events.Concurrency, back.Concurrency)
-	require.True(t, back.Enabled)
+	require.True(t, *back.Enabled)
 }

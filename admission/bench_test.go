@@ -20,7 +20,7 @@ func benchRouter(b *testing.B, adm kvroute.Admission, prompt []uint32, n int) (*
 	b.Helper()
 	cfg := kvroute.DefaultConfig()
 	cfg.Model = "bench-model"
-	cfg.Events.Enabled = false
+	cfg.Events.Enabled = new(false)
 	cfg.DisableRender = true
 	r, err := kvroute.New(context.Background(), cfg, kvroute.Options{Admission: adm})
 	if err != nil {

@@ -30,7 +30,7 @@ func Example() {
 
 	cfg := kvroute.DefaultConfig()
 	cfg.Model = "my-model"
-	cfg.Events.Enabled = false
+	cfg.Events.Enabled = new(false)
 	cfg.DisableRender = true
 	router, err := kvroute.New(context.Background(), cfg, kvroute.Options{Admission: ctrl})
 	if err != nil {

@@ -45,34 +45,38 @@ const (
 	Widen MissingSignalPolicy = "widen"
 )
 
-// Config configures a Filter. Start from DefaultConfig; the zero Config is not
-// the default (a zero AffinityThreshold disables the filter and a zero
-// MaxTTFTPenalty disables the gate).
+// Config configures a Filter. The zero Config means the defaults (those of
+// DefaultConfig), applied by New: every field left at its zero value takes
+// its default. The two settings whose zero is a meaningful setting of its
+// own (a threshold of 0 disables the filter, a penalty of 0 disables the
+// gate) are pointers, nil meaning the default, as in Kubernetes API types.
 //
 // JSON keys are the json tags below. Unknown keys are an error. maxTTFTPenalty
 // is a Go duration string ("18s", "1500ms"); a bare number is an error, since
 // the llm-d filter's maxTTFTPenaltyMs counts milliseconds where kvroute's
-// other durations used to count nanoseconds. Keys missing from the JSON keep
-// the value the Config had before decoding, so decode into DefaultConfig() (as
-// LoadConfig does) to get defaults for them.
+// other durations used to count nanoseconds. An absent key keeps the value
+// the Config had before decoding (LoadConfig decodes over DefaultConfig, so
+// that the result shows every default).
 type Config struct {
 	// AffinityThreshold is the tier-weighted matched blocks / total blocks
 	// ratio from which an endpoint is sticky, in [0, 1]; 0 disables the
-	// filter. Default 0.80. A prompt cached entirely in the CPU tier (weight
-	// 0.8 in kvindex) scores exactly 0.8 and is sticky at the default; the
-	// comparison tolerates the float rounding of the weighted sum (a relative
-	// 1e-9), so this holds for every prompt length.
-	AffinityThreshold float64 `json:"affinityThreshold"`
+	// filter. Default 0.80 (DefaultAffinityThreshold); nil means the default.
+	// A prompt cached entirely in the CPU tier (weight 0.8 in kvindex)
+	// scores exactly 0.8 and is sticky at the default; the comparison
+	// tolerates the float rounding of the weighted sum (a relative 1e-9), so
+	// this holds for every prompt length.
+	AffinityThreshold *float64 `json:"affinityThreshold"`
 	// ExplorationProbability is the probability, in [0, 1], that a request
 	// skips the filter and every candidate passes. Default 0.
 	ExplorationProbability float64 `json:"explorationProbability"`
 	// MaxTTFTPenalty is the TTFT gate's tolerance, >= 0; 0 disables the gate
-	// (always stick). Default 18 s.
-	MaxTTFTPenalty time.Duration `json:"maxTTFTPenalty"`
+	// (always stick). Default 18 s (DefaultMaxTTFTPenalty); nil means the
+	// default.
+	MaxTTFTPenalty *time.Duration `json:"maxTTFTPenalty"`
 	// PeakPrefillThroughput is the prefill throughput in tokens per second
-	// used to turn in-flight tokens into an estimated TTFT; finite, >= 0, and
-	// > 0 when MaxTTFTPenalty > 0. Default 15,928. See PeakPrefillThroughput
-	// (the function) and examples/calibrate.
+	// used to turn in-flight tokens into an estimated TTFT; finite and >= 0.
+	// Default 15,928 (DefaultPeakPrefillThroughput); zero means the default.
+	// See PeakPrefillThroughput (the function) and examples/calibrate.
 	PeakPrefillThroughput float64 `json:"peakPrefillThroughput"`
 	// MissingSignalPolicy is KeepSticky (the default; "" means KeepSticky) or
 	// Widen.
@@ -86,19 +90,29 @@ type Config struct {
 	IncludeRequestTokens bool `json:"includeRequestTokens"`
 }
 
-// DefaultConfig returns the defaults of the llm-d router's
-// prefix-cache-affinity-filter plugin: threshold 0.80, no exploration, an
-// 18 s penalty at 15,928 tokens/s, keep sticky on a missing signal,
-// committed load only.
-func DefaultConfig() Config {
-	return Config{
-		AffinityThreshold:      DefaultAffinityThreshold,
-		ExplorationProbability: 0,
-		MaxTTFTPenalty:         DefaultMaxTTFTPenalty,
-		PeakPrefillThroughput:  DefaultPeakPrefillThroughput,
-		MissingSignalPolicy:    KeepSticky,
-		IncludeRequestTokens:   false,
+// DefaultConfig shows the defaults a zero Config stands for, those of the
+// llm-d router's prefix-cache-affinity-filter plugin: threshold 0.80, no
+// exploration, an 18 s penalty at 15,928 tokens/s, keep sticky on a missing
+// signal, committed load only.
+func DefaultConfig() Config { return Config{}.WithDefaults() }
+
+// WithDefaults returns c with every field left at its zero value (or nil)
+// set to its default: the configuration a Filter built from c runs with
+// (Filter.Config).
+func (c Config) WithDefaults() Config {
+	if c.AffinityThreshold == nil {
+		c.AffinityThreshold = new(DefaultAffinityThreshold)
 	}
+	if c.MaxTTFTPenalty == nil {
+		c.MaxTTFTPenalty = new(DefaultMaxTTFTPenalty)
+	}
+	if c.PeakPrefillThroughput == 0 {
+		c.PeakPrefillThroughput = DefaultPeakPrefillThroughput
+	}
+	if c.MissingSignalPolicy == "" {
+		c.MissingSignalPolicy = KeepSticky
+	}
+	return c
 }
 
 // ErrInvalidConfig is wrapped by every error Validate and LoadConfig return
@@ -111,17 +125,15 @@ func invalid(format string, args ...any) error {
 
 // Validate reports the first out-of-range field, naming its JSON key.
 func (c Config) Validate() error {
-	switch {
-	case math.IsNaN(c.AffinityThreshold) || c.AffinityThreshold < 0 || c.AffinityThreshold > 1:
-		return invalid("affinityThreshold must be in [0, 1] (0 disables the filter), got %v", c.AffinityThreshold)
+	switch th := c.AffinityThreshold; {
+	case th != nil && (math.IsNaN(*th) || *th < 0 || *th > 1):
+		return invalid("affinityThreshold must be in [0, 1] (0 disables the filter), got %v", *th)
 	case math.IsNaN(c.ExplorationProbability) || c.ExplorationProbability < 0 || c.ExplorationProbability > 1:
 		return invalid("explorationProbability must be in [0, 1], got %v", c.ExplorationProbability)
-	case c.MaxTTFTPenalty < 0:
-		return invalid("maxTTFTPenalty must be >= 0 (0 disables the TTFT gate), got %v", c.MaxTTFTPenalty)
+	case c.MaxTTFTPenalty != nil && *c.MaxTTFTPenalty < 0:
+		return invalid("maxTTFTPenalty must be >= 0 (0 disables the TTFT gate), got %v", *c.MaxTTFTPenalty)
 	case math.IsNaN(c.PeakPrefillThroughput) || math.IsInf(c.PeakPrefillThroughput, 0) || c.PeakPrefillThroughput < 0:
-		return invalid("peakPrefillThroughput must be a finite number >= 0 tokens/s, got %v", c.PeakPrefillThroughput)
-	case c.MaxTTFTPenalty > 0 && c.PeakPrefillThroughput == 0:
-		return invalid("peakPrefillThroughput must be > 0 when maxTTFTPenalty is > 0 (measure it with examples/calibrate, or set maxTTFTPenalty to 0 to disable the gate)")
+		return invalid("peakPrefillThroughput must be a finite number >= 0 tokens/s (0 means the default %v), got %v", DefaultPeakPrefillThroughput, c.PeakPrefillThroughput)
 	}
 	switch c.MissingSignalPolicy {
 	case "", KeepSticky, Widen:

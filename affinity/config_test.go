@@ -14,9 +14,9 @@ import (
 func TestDefaultConfig(t *testing.T) {
 	cfg := DefaultConfig()
 	require.NoError(t, cfg.Validate())
-	require.Equal(t, 0.80, cfg.AffinityThreshold)
+	require.Equal(t, 0.80, *cfg.AffinityThreshold)
 	require.Zero(t, cfg.ExplorationProbability)
-	require.Equal(t, 18*time.Second, cfg.MaxTTFTPenalty)
+	require.Equal(t, 18*time.Second, *cfg.MaxTTFTPenalty)
 	require.Equal(t, 15928.0, cfg.PeakPrefillThroughput)
 	require.Equal(t, KeepSticky, cfg.MissingSignalPolicy)
 	require.False(t, cfg.IncludeRequestTokens)
@@ -28,18 +28,18 @@ func TestConfigValidate(t *testing.T) {
 		mutate func(*Config)
 		key    string // "" = valid
 	}{
-		{"threshold 0 disables", func(c *Config) { c.AffinityThreshold = 0 }, ""},
-		{"threshold 1", func(c *Config) { c.AffinityThreshold = 1 }, ""},
-		{"threshold negative", func(c *Config) { c.AffinityThreshold = -0.1 }, "affinityThreshold"},
-		{"threshold above 1", func(c *Config) { c.AffinityThreshold = 1.01 }, "affinityThreshold"},
-		{"threshold NaN", func(c *Config) { c.AffinityThreshold = math.NaN() }, "affinityThreshold"},
+		{"threshold 0 disables", func(c *Config) { c.AffinityThreshold = new(float64(0)) }, ""},
+		{"threshold 1", func(c *Config) { c.AffinityThreshold = new(float64(1)) }, ""},
+		{"threshold negative", func(c *Config) { c.AffinityThreshold = new(float64(-0.1)) }, "affinityThreshold"},
+		{"threshold above 1", func(c *Config) { c.AffinityThreshold = new(float64(1.01)) }, "affinityThreshold"},
+		{"threshold NaN", func(c *Config) { c.AffinityThreshold = new(float64(math.NaN())) }, "affinityThreshold"},
 		{"exploration 1", func(c *Config) { c.ExplorationProbability = 1 }, ""},
 		{"exploration negative", func(c *Config) { c.ExplorationProbability = -0.5 }, "explorationProbability"},
 		{"exploration above 1", func(c *Config) { c.ExplorationProbability = 1.5 }, "explorationProbability"},
 		{"exploration NaN", func(c *Config) { c.ExplorationProbability = math.NaN() }, "explorationProbability"},
-		{"penalty negative", func(c *Config) { c.MaxTTFTPenalty = -time.Millisecond }, "maxTTFTPenalty"},
-		{"gate off without throughput", func(c *Config) { c.MaxTTFTPenalty = 0; c.PeakPrefillThroughput = 0 }, ""},
-		{"gate on without throughput", func(c *Config) { c.PeakPrefillThroughput = 0 }, "peakPrefillThroughput"},
+		{"penalty negative", func(c *Config) { c.MaxTTFTPenalty = new(time.Duration(-time.Millisecond)) }, "maxTTFTPenalty"},
+		{"gate off without throughput", func(c *Config) { c.MaxTTFTPenalty = new(time.Duration(0)); c.PeakPrefillThroughput = 0 }, ""},
+		{"throughput 0 means the default", func(c *Config) { c.PeakPrefillThroughput = 0 }, ""},
 		{"throughput negative", func(c *Config) { c.PeakPrefillThroughput = -1 }, "peakPrefillThroughput"},
 		{"throughput infinite", func(c *Config) { c.PeakPrefillThroughput = math.Inf(1) }, "peakPrefillThroughput"},
 		{"throughput NaN", func(c *Config) { c.PeakPrefillThroughput = math.NaN() }, "peakPrefillThroughput"},
@@ -72,9 +72,9 @@ func TestLoadConfig(t *testing.T) {
 	}`))
 	require.NoError(t, err)
 	require.Equal(t, Config{
-		AffinityThreshold:      0.6,
+		AffinityThreshold:      new(0.6),
 		ExplorationProbability: 0.01,
-		MaxTTFTPenalty:         30 * time.Second,
+		MaxTTFTPenalty:         new(30 * time.Second),
 		PeakPrefillThroughput:  39065,
 		MissingSignalPolicy:    Widen,
 		IncludeRequestTokens:   true,
@@ -102,7 +102,7 @@ func TestLoadConfigPenaltyIsADurationString(t *testing.T) {
 	} {
 		cfg, err := LoadConfig(strings.NewReader(`{"maxTTFTPenalty": ` + in + `}`))
 		require.NoError(t, err, in)
-		require.Equal(t, want, cfg.MaxTTFTPenalty, in)
+		require.Equal(t, want, *cfg.MaxTTFTPenalty, in)
 	}
 	// A bare number used to be read as milliseconds; now it is an error that
 	// names the key and says why.
@@ -147,13 +147,13 @@ func TestConfigNestedRejectsUnknownKeys(t *testing.T) {
 
 	require.ErrorContains(t, json.Unmarshal([]byte(`{"affinity": {"maxTTFTPenalty": 5000}}`), &outer), "bare number")
 	require.NoError(t, json.Unmarshal([]byte(`{"affinity": {"maxTTFTPenalty": "5s"}}`), &outer))
-	require.Equal(t, 5*time.Second, outer.Affinity.MaxTTFTPenalty)
-	require.Equal(t, 0.8, outer.Affinity.AffinityThreshold)
+	require.Equal(t, 5*time.Second, *outer.Affinity.MaxTTFTPenalty)
+	require.Equal(t, 0.8, *outer.Affinity.AffinityThreshold)
 }
 
 func TestConfigJSONRoundTrip(t *testing.T) {
 	cfg := DefaultConfig()
-	cfg.MaxTTFTPenalty = 2500 * time.Millisecond
+	cfg.MaxTTFTPenalty = new(time.Duration(2500 * time.Millisecond))
 	cfg.MissingSignalPolicy = Widen
 	data, err := json.Marshal(cfg)
 	require.NoError(t, err)
@@ -168,4 +168,25 @@ func TestConfigJSONRoundTrip(t *testing.T) {
 	back, err := LoadConfig(bytes.NewReader(data))
 	require.NoError(t, err)
 	require.Equal(t, cfg, back)
+}
+
+// The zero Config means the defaults: a Filter built from it runs with the
+// configuration DefaultConfig shows, while an explicit 0 threshold or
+// penalty keeps its own meaning (filter or gate off).
+func TestZeroConfigMeansTheDefaults(t *testing.T) {
+	zero, err := New(Config{}, Options{})
+	require.NoError(t, err)
+	def, err := New(DefaultConfig(), Options{})
+	require.NoError(t, err)
+	require.Equal(t, def.Config(), zero.Config())
+	require.Equal(t, DefaultAffinityThreshold, *zero.Config().AffinityThreshold)
+	require.Equal(t, def.GateTokens(), zero.GateTokens())
+	require.NotZero(t, zero.GateTokens())
+
+	cfg, err := LoadConfig(strings.NewReader(`{"affinityThreshold": 0, "maxTTFTPenalty": "0s"}`))
+	require.NoError(t, err)
+	off, err := New(cfg, Options{})
+	require.NoError(t, err)
+	require.Zero(t, *off.Config().AffinityThreshold, "0 disables the filter")
+	require.Zero(t, off.GateTokens(), "0 disables the gate")
 }

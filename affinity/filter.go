@@ -80,7 +80,8 @@ const stickyTolerance = 1e-9
 // Filter is the prefix-cache affinity filter. It is immutable after New and
 // safe for concurrent use.
 type Filter struct {
-	cfg           Config
+	cfg           Config  // with defaults: its pointers are set
+	threshold     float64 // *cfg.AffinityThreshold
 	penaltyTokens float64 // MaxTTFTPenalty × PeakPrefillThroughput; gate off when 0
 	random        func() float64
 	decisions     [numOutcomes]prometheus.Counter
@@ -106,18 +107,16 @@ func New(cfg Config, opts Options) (*Filter, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.MissingSignalPolicy == "" {
-		cfg.MissingSignalPolicy = KeepSticky
-	}
+	cfg = cfg.WithDefaults()
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	f := &Filter{cfg: cfg, random: rand.Float64}
+	f := &Filter{cfg: cfg, threshold: *cfg.AffinityThreshold, random: rand.Float64}
 	if opts.Random != nil {
 		f.random = opts.Random
 	}
-	if cfg.MaxTTFTPenalty > 0 {
+	if *cfg.MaxTTFTPenalty > 0 {
 		f.penaltyTokens = cfg.MaxTTFTPenalty.Seconds() * cfg.PeakPrefillThroughput
 	}
 	vec, err := decisionCounter(opts.Registerer)
@@ -128,9 +127,9 @@ func New(cfg Config, opts Options) (*Filter, error) {
 		f.decisions[o] = vec.WithLabelValues(o.String())
 	}
 	logger.Debug("affinity filter configured",
-		"affinityThreshold", cfg.AffinityThreshold,
+		"affinityThreshold", f.threshold,
 		"explorationProbability", cfg.ExplorationProbability,
-		"maxTTFTPenalty", cfg.MaxTTFTPenalty,
+		"maxTTFTPenalty", *cfg.MaxTTFTPenalty,
 		"peakPrefillThroughput", cfg.PeakPrefillThroughput,
 		"gateTokens", f.penaltyTokens,
 		"missingSignalPolicy", cfg.MissingSignalPolicy,
@@ -138,7 +137,8 @@ func New(cfg Config, opts Options) (*Filter, error) {
 	return f, nil
 }
 
-// Config returns the validated configuration (MissingSignalPolicy filled in).
+// Config returns the configuration the Filter runs with: the one given to
+// New with its defaults filled in (Config.WithDefaults).
 func (f *Filter) Config() Config { return f.cfg }
 
 // GateTokens returns the in-flight token difference above which the TTFT gate
@@ -173,7 +173,7 @@ func (f *Filter) Apply(dst []int, totalBlocks int, cands []Candidate) ([]int, Ou
 
 // need is the score from which an endpoint is sticky.
 func (f *Filter) need(totalBlocks int) float64 {
-	return f.cfg.AffinityThreshold * float64(totalBlocks) * (1 - stickyTolerance)
+	return f.threshold * float64(totalBlocks) * (1 - stickyTolerance)
 }
 
 func sticky(score, need float64) bool {
@@ -183,7 +183,7 @@ func sticky(score, need float64) bool {
 // decide implements the algorithm of the package documentation and returns
 // the outcome; Apply derives the passing set from it.
 func (f *Filter) decide(totalBlocks int, cands []Candidate) Outcome {
-	if len(cands) <= 1 || totalBlocks <= 0 || f.cfg.AffinityThreshold <= 0 {
+	if len(cands) <= 1 || totalBlocks <= 0 || f.threshold <= 0 {
 		return OutcomeNotApplicable
 	}
 	if p := f.cfg.ExplorationProbability; p > 0 && f.random() < p {

@@ -66,7 +66,7 @@ func TestFilterNotApplicable(t *testing.T) {
 	require.Equal(t, []int{0, 1}, got)
 
 	cfg := DefaultConfig()
-	cfg.AffinityThreshold = 0
+	cfg.AffinityThreshold = new(float64(0))
 	got, o = apply(newFilter(t, cfg), 10, warm(0), cold(0))
 	require.Equal(t, OutcomeNotApplicable, o, "threshold 0 disables the filter")
 	require.Equal(t, []int{0, 1}, got)
@@ -138,7 +138,7 @@ func TestFilterGateComparesLeastLoadedOfEachSide(t *testing.T) {
 
 func TestFilterGateDisabledOrWithoutColdSide(t *testing.T) {
 	cfg := DefaultConfig()
-	cfg.MaxTTFTPenalty = 0
+	cfg.MaxTTFTPenalty = new(time.Duration(0))
 	cfg.PeakPrefillThroughput = 0
 	f := newFilter(t, cfg)
 	require.Zero(t, f.GateTokens())
@@ -210,7 +210,7 @@ func TestFilterMissingSignal(t *testing.T) {
 
 	// The signal is only needed when the gate runs.
 	noGate := DefaultConfig()
-	noGate.MaxTTFTPenalty = 0
+	noGate.MaxTTFTPenalty = new(time.Duration(0))
 	_, o = apply(newFilter(t, noGate), 10, unknownWarm, unknownCold)
 	require.Equal(t, OutcomeSticky, o)
 	_, o = apply(keep, 10, unknownWarm, unknownWarm)
@@ -276,12 +276,12 @@ func TestFilterExplorationRate(t *testing.T) {
 // and per-endpoint TTFT estimate (throughput source, estimates in
 // milliseconds), used as an oracle.
 func reference(cfg Config, total int, cands []Candidate) (all bool, stickySet []int) {
-	if len(cands) <= 1 || total <= 0 || cfg.AffinityThreshold <= 0 {
+	if len(cands) <= 1 || total <= 0 || *cfg.AffinityThreshold <= 0 {
 		return true, nil
 	}
 	var s, n []int
 	for i, c := range cands {
-		if c.Score/float64(total) >= cfg.AffinityThreshold {
+		if c.Score/float64(total) >= *cfg.AffinityThreshold {
 			s = append(s, i)
 		} else {
 			n = append(n, i)
@@ -290,7 +290,7 @@ func reference(cfg Config, total int, cands []Candidate) (all bool, stickySet []
 	if len(s) == 0 {
 		return true, nil
 	}
-	if cfg.MaxTTFTPenalty > 0 && len(n) > 0 {
+	if *cfg.MaxTTFTPenalty > 0 && len(n) > 0 {
 		best := func(set []int) float64 {
 			b := math.MaxFloat64
 			for _, i := range set {
@@ -350,7 +350,7 @@ func TestFilterDecisionMetrics(t *testing.T) {
 	require.NoError(t, err)
 	// A second filter (e.g. a strict one) shares the counter.
 	strictCfg := DefaultConfig()
-	strictCfg.AffinityThreshold = 0.99
+	strictCfg.AffinityThreshold = new(float64(0.99))
 	strict, err := New(strictCfg, Options{Set: telemetry.Set{Registerer: reg}})
 	require.NoError(t, err)
 
@@ -384,7 +384,7 @@ func TestFilterWithoutRegistererRegistersNothing(t *testing.T) {
 
 func TestNewRejectsInvalidConfig(t *testing.T) {
 	cfg := DefaultConfig()
-	cfg.AffinityThreshold = 1.5
+	cfg.AffinityThreshold = new(float64(1.5))
 	_, err := New(cfg, Options{})
 	require.ErrorIs(t, err, ErrInvalidConfig)
 }
@@ -394,7 +394,7 @@ func TestNewFillsDefaultPolicy(t *testing.T) {
 	cfg.MissingSignalPolicy = ""
 	f := newFilter(t, cfg)
 	require.Equal(t, KeepSticky, f.Config().MissingSignalPolicy)
-	require.Equal(t, 18*time.Second, f.Config().MaxTTFTPenalty)
+	require.Equal(t, 18*time.Second, *f.Config().MaxTTFTPenalty)
 }
 
 func TestOutcomeString(t *testing.T) {

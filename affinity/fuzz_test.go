@@ -3,6 +3,7 @@ package affinity
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"testing"
 )
 
@@ -28,7 +29,7 @@ func FuzzLoadConfig(f *testing.F) {
 		if err != nil {
 			t.Fatalf("round trip of %s: %v", enc, err)
 		}
-		if back != cfg {
+		if !reflect.DeepEqual(back, cfg) {
 			t.Fatalf("round trip changed %+v to %+v", cfg, back)
 		}
 	})

@@ -169,7 +169,7 @@ func BenchmarkNewToCompleteIndex(b *testing.B) {
 	}
 	cfg := kvroute.DefaultConfig()
 	cfg.Model = Model
-	cfg.Events.Enabled = false
+	cfg.Events.Enabled = new(false)
 	cfg.DisableRender = true
 	cfg.Checkpoint = checkpoint.Config{Path: path, Interval: -1}
 	b.ReportAllocs()

@@ -50,7 +50,7 @@ func getWarm(b *testing.B) *warmFleet {
 func buildWarm() (*warmFleet, error) {
 	cfg := kvroute.DefaultConfig()
 	cfg.Model = Model
-	cfg.Events.Enabled = false
+	cfg.Events.Enabled = new(false)
 	cfg.DisableRender = true
 	cfg.Index.SweepInterval = -1
 	r, err := kvroute.New(context.Background(), cfg, kvroute.Options{})

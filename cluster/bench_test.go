@@ -64,7 +64,7 @@ func BenchmarkPick(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			cfg := kvroute.DefaultConfig()
 			cfg.Model = testModel
-			cfg.Events.Enabled = false
+			cfg.Events.Enabled = new(false)
 			cfg.DisableRender = true
 			if on {
 				cfg.Cluster = cluster0(srv.Addr, "bench-a")
@@ -140,7 +140,7 @@ func BenchmarkPickInterleaved(b *testing.B) {
 	mk := func(c cluster.Config) *kvroute.Router {
 		cfg := kvroute.DefaultConfig()
 		cfg.Model = testModel
-		cfg.Events.Enabled = false
+		cfg.Events.Enabled = new(false)
 		cfg.DisableRender = true
 		cfg.Cluster = c
 		r, err := kvroute.New(context.Background(), cfg, kvroute.Options{})
@@ -237,7 +237,7 @@ func BenchmarkRedisOpsAt1000RPS(b *testing.B) {
 	mk := func(id string) *kvroute.Router {
 		cfg := kvroute.DefaultConfig()
 		cfg.Model = testModel
-		cfg.Events.Enabled = false
+		cfg.Events.Enabled = new(false)
 		cfg.DisableRender = true
 		cfg.Cluster = cluster0(srv.Addr, id)
 		r, err := kvroute.New(context.Background(), cfg, kvroute.Options{})

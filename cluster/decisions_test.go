@@ -107,7 +107,7 @@ func TestPickAllocationsUnchangedAndRedisFree(t *testing.T) {
 	eps := endpoints(8)
 	cfg := kvroute.DefaultConfig()
 	cfg.Model = testModel
-	cfg.Events.Enabled = false
+	cfg.Events.Enabled = new(false)
 	cfg.DisableRender = true
 	local, err := kvroute.New(context.Background(), cfg, kvroute.Options{})
 	require.NoError(t, err)

@@ -34,7 +34,7 @@ func TestHelperReplicaProcess(t *testing.T) {
 	}
 	cfg := kvroute.DefaultConfig()
 	cfg.Model = testModel
-	cfg.Events.Enabled = false
+	cfg.Events.Enabled = new(false)
 	cfg.DisableRender = true
 	cfg.Cluster = fastCluster(addr, "victim")
 	r, err := kvroute.New(context.Background(), cfg, kvroute.Options{})

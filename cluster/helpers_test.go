@@ -39,7 +39,7 @@ func newRouter(t testing.TB, addr, id string, mutate func(*kvroute.Config), opts
 	t.Helper()
 	cfg := kvroute.DefaultConfig()
 	cfg.Model = testModel
-	cfg.Events.Enabled = false
+	cfg.Events.Enabled = new(false)
 	cfg.DisableRender = true
 	cfg.Cluster = fastCluster(addr, id)
 	if mutate != nil {

@@ -146,7 +146,7 @@ func TestNoClusterWithoutAddrs(t *testing.T) {
 	defer leakcheck.Check(t)()
 	cfg := kvroute.DefaultConfig()
 	cfg.Model = testModel
-	cfg.Events.Enabled = false
+	cfg.Events.Enabled = new(false)
 	cfg.DisableRender = true
 	r, err := kvroute.New(context.Background(), cfg, kvroute.Options{})
 	require.NoError(t, err)

@@ -59,7 +59,7 @@ const (
 func accuracyGateway(ctx context.Context, c *cluster) (*gateway.Server, error) {
 	cfg := c.gwCfg
 	cfg.Router.Checkpoint = checkpoint.Config{}
-	cfg.Router.Speculative.Enabled = false
+	cfg.Router.Speculative.Enabled = new(false)
 	cfg.Router.Accuracy = kvaccuracy.Config{Window: 4, MissRatio: 0.4, Resync: true}
 	cfg.Proxy = gateway.Config{Model: c.model, ObserveCachedTokens: true}
 	cfg.Endpoints = c.endpoints()

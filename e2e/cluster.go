@@ -68,7 +68,7 @@ func startCluster(ctx context.Context, o Options) (c *cluster, err error) {
 	// Every engine runs on 127.0.0.1 with its own event ports, so each
 	// endpoint names its sockets (on separate hosts the router derives them
 	// from the endpoint's IP and the default ports 5556/5559).
-	cfg.Events.Enabled = true
+	cfg.Events.Enabled = new(true)
 	// The index checkpoint of step 4, written when the gateway stops.
 	if c.ckptDir, err = os.MkdirTemp("", "kvroute-demo-"); err != nil {
 		return c, err

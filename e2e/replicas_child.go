@@ -42,7 +42,7 @@ func (g gatewaySpec) serverConfig() gateway.ServerConfig {
 	cfg := kvroute.DefaultConfig()
 	cfg.Model = g.Model
 	cfg.BlockSize = g.BlockSize
-	cfg.Events.Enabled = true
+	cfg.Events.Enabled = new(true)
 	cfg.Cluster = kvcluster.Config{Addrs: []string{g.Redis}, Pool: "demo", ReplicaID: g.ReplicaID,
 		Lease: demoLease, RefreshPeriod: demoRefresh, ReadPeriod: demoRead}
 	return gateway.ServerConfig{Listen: "127.0.0.1:0", Router: cfg, Endpoints: g.Endpoints}

@@ -68,7 +68,7 @@ func startAdmFleetWith(t *testing.T, cfg admission.Config, eng simengine.Config,
 	go func() { f.served <- f.hs.Serve(ln) }()
 	rc := kvroute.DefaultConfig()
 	rc.Model = testModel
-	rc.Events.Enabled = false
+	rc.Events.Enabled = new(false)
 	rc.DisableRender = true
 	if cfg.Saturation == (admission.Saturation{}) {
 		cfg.Saturation = admission.Saturation{MaxPrefillBacklog: -1, MaxOpenRequests: 1}

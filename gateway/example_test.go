@@ -24,7 +24,7 @@ func ExampleHandler() {
 
 	cfg := kvroute.DefaultConfig()
 	cfg.Model = "demo-model"
-	cfg.Events.Enabled = false // no KV events in this example: routing by load alone
+	cfg.Events.Enabled = new(false) // no KV events in this example: routing by load alone
 	cfg.DisableRender = true
 	router, err := kvroute.New(context.Background(), cfg, kvroute.Options{})
 	if err != nil {

@@ -26,7 +26,7 @@ import (
 func TestClosedLoopCatchesSuppressedEvents(t *testing.T) {
 	defer leakcheck.Check(t)()
 	f := startSimFleet(t, 1, func(c *kvroute.Config) {
-		c.Speculative.Enabled = false // only the engine's events tell the index anything
+		c.Speculative.Enabled = new(false) // only the engine's events tell the index anything
 		c.Accuracy = accuracy.Config{Window: 4, MissRatio: 0.4, Resync: true}
 	})
 	defer f.close(t)

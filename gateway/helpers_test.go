@@ -122,7 +122,7 @@ func newHarness(t *testing.T, n int, cfg Config) *harness {
 	}
 	rcfg := kvroute.DefaultConfig()
 	rcfg.Model = testModel
-	rcfg.Events.Enabled = false
+	rcfg.Events.Enabled = new(false)
 	var err error
 	h.router, err = kvroute.New(context.Background(), rcfg, kvroute.Options{Set: telemetry.Set{Registerer: h.reg}})
 	require.NoError(t, err)

@@ -18,7 +18,7 @@ import (
 func testServerConfig(eps ...kvroute.Endpoint) ServerConfig {
 	cfg := kvroute.DefaultConfig()
 	cfg.Model = testModel
-	cfg.Events.Enabled = false
+	cfg.Events.Enabled = new(false)
 	return ServerConfig{Listen: "127.0.0.1:0", Router: cfg, Endpoints: eps}
 }
 

@@ -31,7 +31,7 @@ func TestGatewayPropagatesW3CTraceContext(t *testing.T) {
 	defer u.Close()
 	rcfg := kvroute.DefaultConfig()
 	rcfg.Model = testModel
-	rcfg.Events.Enabled = false
+	rcfg.Events.Enabled = new(false)
 	r, err := kvroute.New(context.Background(), rcfg, kvroute.Options{Set: telemetry.Set{TracerProvider: tp}})
 	require.NoError(t, err)
 	defer r.Close()

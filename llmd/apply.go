@@ -66,7 +66,7 @@ func (ps plugins) apply(c *kvroute.Config, top map[string]any, src source) ([]Fi
 				add(k+"zmqEndpoint", "events.bindAddress", func(c *kvroute.Config) { c.Events.BindAddress = e.ZMQEndpoint })
 			}
 			if e.TopicFilter != nil {
-				add(k+"topicFilter", "events.topicFilter", func(c *kvroute.Config) { c.Events.TopicFilter = *e.TopicFilter })
+				add(k+"topicFilter", "events.topicFilter", func(c *kvroute.Config) { c.Events.TopicFilter = new(*e.TopicFilter) })
 			}
 			if e.Concurrency != 0 {
 				add(k+"concurrency", "events.concurrency", func(c *kvroute.Config) { c.Events.Concurrency = e.Concurrency })
@@ -75,7 +75,7 @@ func (ps plugins) apply(c *kvroute.Config, top map[string]any, src source) ([]Fi
 				add(k+"engineType", "events.engine", func(c *kvroute.Config) { c.Events.Engine = kvevents.EngineKind(e.EngineType) })
 			}
 			if e.DiscoverPods != nil && !*e.DiscoverPods && e.ZMQEndpoint == "" {
-				add(k+"discoverPods", "events.enabled", func(c *kvroute.Config) { c.Events.Enabled = false })
+				add(k+"discoverPods", "events.enabled", func(c *kvroute.Config) { c.Events.Enabled = new(false) })
 			}
 			if d := e.PodDiscoveryConfig; d != nil {
 				k := k + "podDiscoveryConfig."
@@ -85,14 +85,14 @@ func (ps plugins) apply(c *kvroute.Config, top map[string]any, src source) ([]Fi
 				if d.SocketPort != 0 {
 					add(k+"socketPort", "events.eventsPort", func(c *kvroute.Config) { c.Events.EventsPort = d.SocketPort })
 				}
-				add(k+"replaySocketPort", "events.replay", func(c *kvroute.Config) { c.Events.Replay = d.ReplaySocketPort > 0 })
+				add(k+"replaySocketPort", "events.replay", func(c *kvroute.Config) { c.Events.Replay = new(d.ReplaySocketPort > 0) })
 				if d.ReplaySocketPort > 0 {
 					add(k+"replaySocketPort", "events.replayPort", func(c *kvroute.Config) { c.Events.ReplayPort = d.ReplaySocketPort })
 				}
 			}
 		}
 		if p.SpeculativeIndexing != nil {
-			add(at+".speculativeIndexing", "speculative.enabled", func(c *kvroute.Config) { c.Speculative.Enabled = *p.SpeculativeIndexing })
+			add(at+".speculativeIndexing", "speculative.enabled", func(c *kvroute.Config) { c.Speculative.Enabled = new(*p.SpeculativeIndexing) })
 		}
 		if p.SpeculativeTTL != nil {
 			ttl := *p.SpeculativeTTL
@@ -112,7 +112,7 @@ func (ps plugins) apply(c *kvroute.Config, top map[string]any, src source) ([]Fi
 				Note: fmt.Sprintf("kvroute has no %q source; its gate estimates TTFT from prefill throughput (prefillThroughput)", f.TTFTSource)})
 		}
 		if f.AffinityThreshold != nil {
-			add(at+".affinityThreshold", "affinity.affinityThreshold", func(c *kvroute.Config) { c.Affinity.AffinityThreshold = *f.AffinityThreshold })
+			add(at+".affinityThreshold", "affinity.affinityThreshold", func(c *kvroute.Config) { c.Affinity.AffinityThreshold = new(*f.AffinityThreshold) })
 		}
 		if f.ExplorationProbability != nil {
 			add(at+".explorationProbability", "affinity.explorationProbability", func(c *kvroute.Config) { c.Affinity.ExplorationProbability = *f.ExplorationProbability })
@@ -123,7 +123,7 @@ func (ps plugins) apply(c *kvroute.Config, top map[string]any, src source) ([]Fi
 			if math.IsNaN(ns) || ns < 0 || ns >= math.MaxInt64 {
 				return nil, fmt.Errorf("%w: %s.maxTTFTPenaltyMs %v is out of range", kvroute.ErrInvalidConfig, at, ms)
 			}
-			add(at+".maxTTFTPenaltyMs", "affinity.maxTTFTPenalty", func(c *kvroute.Config) { c.Affinity.MaxTTFTPenalty = time.Duration(math.Round(ns)) })
+			add(at+".maxTTFTPenaltyMs", "affinity.maxTTFTPenalty", func(c *kvroute.Config) { c.Affinity.MaxTTFTPenalty = new(time.Duration(math.Round(ns))) })
 		}
 		if f.PeakPrefillThroughput != nil {
 			add(at+".peakPrefillThroughput", "affinity.peakPrefillThroughput", func(c *kvroute.Config) { c.Affinity.PeakPrefillThroughput = *f.PeakPrefillThroughput })

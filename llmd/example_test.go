@@ -22,7 +22,7 @@ func ExampleTranslate() {
 		fmt.Println(err)
 		return
 	}
-	fmt.Println(cfg.Model, cfg.BlockSize, cfg.Events.EventsPort, cfg.Events.ReplayPort, cfg.Affinity.MaxTTFTPenalty)
+	fmt.Println(cfg.Model, cfg.BlockSize, cfg.Events.EventsPort, cfg.Events.ReplayPort, *cfg.Affinity.MaxTTFTPenalty)
 
 	// A setting given both ways is an error naming both keys.
 	_, err = llmd.Translate(strings.NewReader(`{"blockSize": 64,

@@ -93,11 +93,11 @@ func TestGuidePrecisePrefixCacheRouting(t *testing.T) {
 	exp.Model = "Qwen/Qwen3-32B"
 	exp.Render.URL = "http://precise-prefix-cache-routing-render:8000"
 	exp.BlockSize = 64
-	exp.Speculative.Enabled = true
-	exp.Events.TopicFilter = "kv@"
+	exp.Speculative.Enabled = new(true)
+	exp.Events.TopicFilter = new("kv@")
 	exp.Events.Concurrency = 8
 	exp.Events.EventsPort = 5556
-	exp.Events.Replay = false // no replaySocketPort: off, as in llm-d
+	exp.Events.Replay = new(false) // no replaySocketPort: off, as in llm-d
 	exp.Affinity.PeakPrefillThroughput = 15926
 	require.Equal(t, exp, cfg)
 	requireFindings(t, findings,
@@ -125,14 +125,14 @@ func TestGuidePrecisePrefixCacheAware(t *testing.T) {
 	exp := kvroute.DefaultConfig()
 	exp.Model = "Qwen/Qwen3-32B"
 	exp.BlockSize = 64
-	exp.Events.TopicFilter = "kv@"
+	exp.Events.TopicFilter = new("kv@")
 	exp.Events.Concurrency = 4
 	exp.Events.BindAddress = "tcp://*:5557"
 	// llm-d's defaults where the document is silent and kvroute's differ:
 	// no replay and no speculative indexing unless asked for.
 	exp.Events.EventsPort = 5557
-	exp.Events.Replay = false
-	exp.Speculative.Enabled = false
+	exp.Events.Replay = new(false)
+	exp.Speculative.Enabled = new(false)
 	require.Equal(t, exp, cfg)
 	const scorer = "plugins[precise-prefix-cache-scorer].parameters."
 	requireFindings(t, findings,
@@ -165,17 +165,17 @@ func TestCompleteEndpointPickerConfig(t *testing.T) {
 	exp.Render.Timeout = 4 * time.Second
 	exp.Render.MMTimeout = 20 * time.Second
 	exp.BlockSize = 32
-	exp.Events.TopicFilter = "kv@"
+	exp.Events.TopicFilter = new("kv@")
 	exp.Events.Concurrency = 6
 	exp.Events.Engine = kvevents.EngineVLLM
 	exp.Events.Selector = "llm-d.ai/inference-serving=true"
 	exp.Events.EventsPort = 5556
-	exp.Events.Replay = true
+	exp.Events.Replay = new(true)
 	exp.Events.ReplayPort = 5559
-	exp.Speculative = kvroute.SpeculativeConfig{Enabled: true, TTL: 3 * time.Second}
-	exp.Affinity.AffinityThreshold = 0.75
+	exp.Speculative = kvroute.SpeculativeConfig{Enabled: new(true), TTL: 3 * time.Second}
+	exp.Affinity.AffinityThreshold = new(0.75)
 	exp.Affinity.ExplorationProbability = 0.02
-	exp.Affinity.MaxTTFTPenalty = 12 * time.Second
+	exp.Affinity.MaxTTFTPenalty = new(12 * time.Second)
 	exp.Affinity.PeakPrefillThroughput = 20000
 	exp.QueueThresholdTokens = 2097152
 	exp.LoadWeight = 2
@@ -259,9 +259,9 @@ func TestPickerConfigFindings(t *testing.T) {
 	// on port 5557, no replay, no speculative indexing.
 	require.Equal(t, 16, cfg.BlockSize)
 	require.Equal(t, 5557, cfg.Events.EventsPort)
-	require.False(t, cfg.Events.Replay)
-	require.False(t, cfg.Speculative.Enabled)
-	require.True(t, cfg.Events.Enabled)
+	require.False(t, *cfg.Events.Replay)
+	require.False(t, *cfg.Speculative.Enabled)
+	require.True(t, *cfg.Events.Enabled)
 
 	// Without a precise producer kvroute keeps its index anyway: a finding.
 	cfg, findings = loadBoth(t, epc("[{type: prefix-cache-affinity-filter}, {type: token-load-scorer}]", ""))

@@ -42,18 +42,18 @@ func TestTranslateAcceptsLLMDKeyNames(t *testing.T) {
 	cfg, err := llmd.Translate(strings.NewReader(llmdBlocks))
 	require.NoError(t, err)
 	require.Equal(t, 16, cfg.BlockSize)
-	require.Equal(t, "kv@", cfg.Events.TopicFilter)
+	require.Equal(t, "kv@", *cfg.Events.TopicFilter)
 	require.Equal(t, 8, cfg.Events.Concurrency)
-	require.True(t, cfg.Events.Enabled)
+	require.True(t, *cfg.Events.Enabled)
 	require.Equal(t, 5557, cfg.Events.EventsPort)
-	require.True(t, cfg.Events.Replay)
+	require.True(t, *cfg.Events.Replay)
 	require.Equal(t, 5558, cfg.Events.ReplayPort)
 	require.Equal(t, "app=vllm", cfg.Events.Selector)
-	require.True(t, cfg.Speculative.Enabled)
+	require.True(t, *cfg.Speculative.Enabled)
 	require.Equal(t, 3*time.Second, cfg.Speculative.TTL)
-	require.Equal(t, 0.7, cfg.Affinity.AffinityThreshold)
+	require.Equal(t, 0.7, *cfg.Affinity.AffinityThreshold)
 	require.Equal(t, 0.01, cfg.Affinity.ExplorationProbability)
-	require.Equal(t, 12*time.Second, cfg.Affinity.MaxTTFTPenalty)
+	require.Equal(t, 12*time.Second, *cfg.Affinity.MaxTTFTPenalty)
 	require.Equal(t, 20000.0, cfg.Affinity.PeakPrefillThroughput)
 	require.EqualValues(t, 1048576, cfg.QueueThresholdTokens)
 
@@ -72,16 +72,16 @@ func TestTranslateAcceptsLLMDKeyNames(t *testing.T) {
 		"kvEventsConfig": {"zmqEndpoint": "tcp://*:5557", "discoverPods": false, "podDiscoveryConfig": {}}}}`))
 	require.NoError(t, err)
 	require.Equal(t, "tcp://*:5557", cfg.Events.BindAddress)
-	require.True(t, cfg.Events.Enabled)
-	require.False(t, cfg.Events.Replay)
+	require.True(t, *cfg.Events.Enabled)
+	require.False(t, *cfg.Events.Replay)
 	require.Equal(t, 64, cfg.BlockSize)
 
 	cfg, err = llmd.Translate(strings.NewReader(`{"precise-prefix-cache-producer": {"kvEventsConfig": {"discoverPods": false}},
 		"token-load-scorer": {"queueThresholdTokens": 0}, "prefix-cache-affinity-filter": {"maxTTFTPenaltyMs": 0}}`))
 	require.NoError(t, err)
-	require.False(t, cfg.Events.Enabled, "no pods and no zmqEndpoint subscribes to nothing")
+	require.False(t, *cfg.Events.Enabled, "no pods and no zmqEndpoint subscribes to nothing")
 	require.EqualValues(t, 4194304, cfg.QueueThresholdTokens, "<= 0 means the default, as in llm-d")
-	require.Zero(t, cfg.Affinity.MaxTTFTPenalty)
+	require.Zero(t, *cfg.Affinity.MaxTTFTPenalty)
 }
 
 func TestTranslateConflictsAndUnsupportedKeys(t *testing.T) {
@@ -128,18 +128,20 @@ func TestTranslateWithoutBlocksIsLoadConfig(t *testing.T) {
 }
 
 // The first error of a document is reported in document order, whichever
-// part (kvroute's keys or an llm-d block) holds it; a translated setting
-// counts before validation, so a block may set what a kvroute key must
-// agree with; and a block given twice is an error.
+// part (kvroute's keys or an llm-d block) holds it; the block size a block
+// sets is the top-level one, which index.blockSize may not repeat; and a
+// block given twice is an error.
 func TestTranslateReadsTheDocumentAsOne(t *testing.T) {
 	_, err := llmd.Translate(strings.NewReader(`{"speculative":{"tll":"2s"},"precise-prefix-cache-producer":{"indexerConfg":{}}}`))
 	require.ErrorContains(t, err, "speculative.tll: unknown key")
 	_, err = llmd.Translate(strings.NewReader(`{"precise-prefix-cache-producer":{"indexerConfg":{}},"speculative":{"tll":"2s"}}`))
 	require.ErrorContains(t, err, "precise-prefix-cache-producer.indexerConfg: unknown key")
 
-	cfg, err := llmd.Translate(strings.NewReader(`{"index":{"blockSize":16},"precise-prefix-cache-producer":{"tokenProcessorConfig":{"blockSizeTokens":16}}}`))
+	cfg, err := llmd.Translate(strings.NewReader(`{"precise-prefix-cache-producer":{"tokenProcessorConfig":{"blockSizeTokens":16}}}`))
 	require.NoError(t, err)
 	require.Equal(t, 16, cfg.BlockSize)
+	_, err = llmd.Translate(strings.NewReader(`{"index":{"blockSize":16},"precise-prefix-cache-producer":{"tokenProcessorConfig":{"blockSizeTokens":16}}}`))
+	require.ErrorContains(t, err, `index.blockSize: set once, by the top-level "blockSize"`)
 
 	_, err = llmd.Translate(strings.NewReader(`{"token-load-scorer":{},"model":"m","token-load-scorer":{}}`))
 	require.ErrorIs(t, err, kvroute.ErrInvalidConfig)

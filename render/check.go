@@ -73,6 +73,7 @@ func Check(ctx context.Context, endpoints []Endpoint, opts CheckOptions) ([]Chec
 	}
 	cfg := DefaultConfig()
 	cfg.Timeout = opts.Timeout
+	cfg.AttemptTimeout = new(time.Duration(0)) // one endpoint, the whole budget
 	cfg.ModelName = opts.Model
 	c, err := New(cfg, Options{TLSConfig: opts.TLSConfig})
 	if err != nil {

@@ -73,7 +73,7 @@ func New(cfg Config, opts Options) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg = cfg.withDefaults()
+	cfg = cfg.WithDefaults()
 	m, err := newMetrics(opts.Registerer)
 	if err != nil {
 		return nil, fmt.Errorf("render: register metrics: %w", err)
@@ -200,7 +200,7 @@ func (c *Client) render(ctx context.Context, req *Request, res *Result) *Error {
 	defer cancel()
 
 	// The body is checked (and the salt read) before any probe is sent.
-	body, salt, hasSalt, err := prepareWire(req.Body, c.cfg.PrefillOnly, c.cfg.OmitMMKwargs)
+	body, salt, hasSalt, err := prepareWire(req.Body, c.cfg.PrefillOnly, *c.cfg.OmitMMKwargs)
 	if err != nil {
 		return &Error{Reason: ReasonOther, Err: fmt.Errorf("%w: %w", ErrInvalidRequest, err)}
 	}
@@ -214,7 +214,7 @@ func (c *Client) render(ctx context.Context, req *Request, res *Result) *Error {
 			var tr []byte
 			tr, err = c.translate(r, req.Body)
 			if err == nil {
-				body, _, _, err = prepareWire(tr, c.cfg.PrefillOnly, c.cfg.OmitMMKwargs)
+				body, _, _, err = prepareWire(tr, c.cfg.PrefillOnly, *c.cfg.OmitMMKwargs)
 			}
 			if err != nil {
 				return &Error{Reason: ReasonOther, Err: err}
@@ -270,9 +270,9 @@ const initialResponseBuffer = 64 << 10
 // decodes the answer into res.
 func (c *Client) attempt(ctx context.Context, t *target, r route, body *wireBody, auth string, res *Result) *Error {
 	actx := ctx
-	if c.cfg.AttemptTimeout > 0 {
+	if *c.cfg.AttemptTimeout > 0 {
 		var cancel context.CancelFunc
-		actx, cancel = context.WithTimeout(ctx, c.cfg.AttemptTimeout)
+		actx, cancel = context.WithTimeout(ctx, *c.cfg.AttemptTimeout)
 		defer cancel()
 	}
 	// The body goes out as one *bytes.Reader: net/http writes such a body

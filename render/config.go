@@ -31,6 +31,10 @@ const (
 	// redialing connections after every burst (a cap of 16 left ~800
 	// sockets in TIME_WAIT within 15 s at 64 concurrent requests).
 	DefaultMaxIdleConnsPerHost = 1024
+	// DefaultAttemptTimeout caps each attempt, so that a hung first attempt
+	// leaves time for the retry on another endpoint. (kvroute's own default;
+	// the llm-d token producer has no per-attempt cap.)
+	DefaultAttemptTimeout = 2 * time.Second
 )
 
 // Mode says how Anthropic Messages and OpenAI Responses requests are rendered.
@@ -58,14 +62,17 @@ func (m Mode) valid() bool {
 	return false
 }
 
-// Config configures a Client. Start from DefaultConfig. JSON keys are the
-// json tags below (the llm-d token producer's names); unknown keys are an
-// error; durations are Go duration strings ("5s", "250ms"). Keys missing from
-// the JSON keep the value the Config had before decoding, so decode into
-// DefaultConfig() (as LoadConfig does) to get defaults for them.
+// Config configures a Client. The zero Config means the defaults (those
+// DefaultConfig shows), applied by New: every field left at its zero value
+// takes its default. The two settings whose zero is a setting of its own
+// (OmitMMKwargs false, AttemptTimeout 0 = no per-attempt cap) are pointers,
+// nil meaning the default, as in Kubernetes API types.
 //
-// New treats zero durations, a zero MaxResponseBytes and empty modes as their
-// defaults; booleans are taken as given (DefaultConfig sets OmitMMKwargs).
+// JSON keys are the json tags below (the llm-d token producer's names);
+// unknown keys are an error; durations are Go duration strings ("5s",
+// "250ms"). Keys missing from the JSON keep the value the Config had before
+// decoding (LoadConfig decodes over DefaultConfig, so that the result shows
+// every default).
 type Config struct {
 	// URL is a fixed renderer base URL such as "http://localhost:8000". When
 	// empty, the Client renders against the endpoints given to SetEndpoints.
@@ -85,43 +92,35 @@ type Config struct {
 	PrefillOnly bool `json:"prefillOnly"`
 	// OmitMMKwargs splices "return_mm_kwargs": false into the render copy of
 	// the body so that multimodal tensors stay out of the response. Default
-	// true.
-	OmitMMKwargs bool `json:"omitMMKwargs"`
+	// true; nil means the default.
+	OmitMMKwargs *bool `json:"omitMMKwargs"`
 	// Timeout is the budget of a completions render, both attempts included,
-	// and the lower bound of the other budgets. Default 5 s.
+	// and the lower bound of the other budgets. Default 5 s; zero means the
+	// default.
 	Timeout time.Duration `json:"timeout"`
 	// MMTimeout sets the budget of chat, Messages and Responses renders to
-	// max(Timeout, MMTimeout). Default 30 s.
+	// max(Timeout, MMTimeout). Default 30 s; zero means the default.
 	MMTimeout time.Duration `json:"mmTimeout"`
 	// AttemptTimeout caps each attempt at min(AttemptTimeout, remaining
-	// budget); 0 means no cap, so a hung first attempt can use the whole
-	// budget and leave nothing for the retry. kvroute.DefaultConfig sets 2 s.
-	AttemptTimeout time.Duration `json:"attemptTimeout"`
+	// budget). Default 2 s (DefaultAttemptTimeout); nil means the default. 0
+	// means no cap, so a hung first attempt can use the whole budget and
+	// leave nothing for the retry.
+	AttemptTimeout *time.Duration `json:"attemptTimeout"`
 	// MaxResponseBytes caps the size of a render response body; a larger
-	// body is a decode error. Default 64 MiB.
+	// body is a decode error. Default 64 MiB; zero means the default.
 	MaxResponseBytes int64 `json:"maxResponseBytes"`
 	// MaxIdleConnsPerHost caps the idle keep-alive connections kept per
 	// renderer. Size it at or above the router's peak concurrent requests
 	// per renderer; below that, connections are closed after a burst and
-	// redialed in the next one. Default 1,024.
+	// redialed in the next one. Default 1,024; zero means the default.
 	MaxIdleConnsPerHost int `json:"maxIdleConnsPerHost"`
 }
 
-// DefaultConfig returns the llm-d token producer's defaults: no fixed URL,
-// auto modes, omitMMKwargs on, prefillOnly off, 5 s / 30 s budgets, no
-// per-attempt cap, a 64 MiB response cap and up to 1,024 idle connections
-// per renderer.
-func DefaultConfig() Config {
-	return Config{
-		MessagesRenderMode:  ModeAuto,
-		ResponsesRenderMode: ModeAuto,
-		OmitMMKwargs:        true,
-		Timeout:             DefaultTimeout,
-		MMTimeout:           DefaultMMTimeout,
-		MaxResponseBytes:    DefaultMaxResponseBytes,
-		MaxIdleConnsPerHost: DefaultMaxIdleConnsPerHost,
-	}
-}
+// DefaultConfig shows the defaults a zero Config stands for, the llm-d
+// token producer's: no fixed URL, auto modes, omitMMKwargs on, prefillOnly
+// off, 5 s / 30 s budgets, a 64 MiB response cap and up to 1,024 idle
+// connections per renderer; and kvroute's 2 s cap per attempt.
+func DefaultConfig() Config { return Config{}.WithDefaults() }
 
 // ErrInvalidConfig is wrapped by every error Validate and LoadConfig return
 // for an out-of-range configuration value (test with errors.Is).
@@ -147,8 +146,8 @@ func (c Config) Validate() error {
 		return invalidConfig("timeout must be > 0 (0 means the default %v), got %v", DefaultTimeout, c.Timeout)
 	case c.MMTimeout < 0:
 		return invalidConfig("mmTimeout must be > 0 (0 means the default %v), got %v", DefaultMMTimeout, c.MMTimeout)
-	case c.AttemptTimeout < 0:
-		return invalidConfig("attemptTimeout must be >= 0 (0 means no per-attempt cap), got %v", c.AttemptTimeout)
+	case c.AttemptTimeout != nil && *c.AttemptTimeout < 0:
+		return invalidConfig("attemptTimeout must be >= 0 (0 means no per-attempt cap), got %v", *c.AttemptTimeout)
 	case c.MaxResponseBytes < 0:
 		return invalidConfig("maxResponseBytes must be > 0 (0 means the default %d), got %d", DefaultMaxResponseBytes, c.MaxResponseBytes)
 	case c.MaxIdleConnsPerHost < 0:
@@ -157,8 +156,16 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// withDefaults fills zero values with their defaults.
-func (c Config) withDefaults() Config {
+// WithDefaults returns c with every field left at its zero value (or nil)
+// set to its default, and URL without a trailing slash: the configuration a
+// Client built from c runs with (Client.Config).
+func (c Config) WithDefaults() Config {
+	if c.OmitMMKwargs == nil {
+		c.OmitMMKwargs = new(true)
+	}
+	if c.AttemptTimeout == nil {
+		c.AttemptTimeout = new(DefaultAttemptTimeout)
+	}
 	if c.MessagesRenderMode == "" {
 		c.MessagesRenderMode = ModeAuto
 	}

@@ -14,8 +14,8 @@ func TestDefaultConfigMatchesReference(t *testing.T) {
 	require.NoError(t, c.Validate())
 	require.Equal(t, 5*time.Second, c.Timeout)
 	require.Equal(t, 30*time.Second, c.MMTimeout)
-	require.Zero(t, c.AttemptTimeout)
-	require.True(t, c.OmitMMKwargs)
+	require.Equal(t, DefaultAttemptTimeout, *c.AttemptTimeout, "kvroute's per-attempt cap")
+	require.True(t, *c.OmitMMKwargs)
 	require.False(t, c.PrefillOnly)
 	require.Equal(t, ModeAuto, c.MessagesRenderMode)
 	require.Equal(t, ModeAuto, c.ResponsesRenderMode)
@@ -26,11 +26,11 @@ func TestLoadConfig(t *testing.T) {
 	c, err := LoadConfig(strings.NewReader(`{"modelName":"Qwen/Qwen3-8B","attemptTimeout":"2s","timeout":"1500ms","messagesRenderMode":"legacy","prefillOnly":true}`))
 	require.NoError(t, err)
 	require.Equal(t, "Qwen/Qwen3-8B", c.ModelName)
-	require.Equal(t, 2*time.Second, c.AttemptTimeout)
+	require.Equal(t, 2*time.Second, *c.AttemptTimeout)
 	require.Equal(t, 1500*time.Millisecond, c.Timeout)
 	require.Equal(t, 30*time.Second, c.MMTimeout, "missing keys keep their defaults")
 	require.Equal(t, ModeLegacy, c.MessagesRenderMode)
-	require.True(t, c.OmitMMKwargs)
+	require.True(t, *c.OmitMMKwargs)
 	require.True(t, c.PrefillOnly)
 
 	// Round trip.
@@ -86,4 +86,25 @@ func TestNewAppliesDefaultsToZeroConfig(t *testing.T) {
 
 	_, err = New(Config{Timeout: -1}, Options{})
 	require.ErrorIs(t, err, ErrInvalidConfig)
+}
+
+// The zero Config means the defaults: a Client built from it runs with the
+// configuration DefaultConfig shows, while an explicit false omitMMKwargs or
+// 0 attemptTimeout keeps its own meaning.
+func TestZeroConfigMeansTheDefaults(t *testing.T) {
+	zero, err := New(Config{}, Options{})
+	require.NoError(t, err)
+	def, err := New(DefaultConfig(), Options{})
+	require.NoError(t, err)
+	require.Equal(t, def.cfg, zero.cfg)
+	require.Equal(t, DefaultConfig(), zero.cfg)
+	require.True(t, *zero.cfg.OmitMMKwargs)
+	require.Equal(t, DefaultAttemptTimeout, *zero.cfg.AttemptTimeout)
+
+	cfg, err := LoadConfig(strings.NewReader(`{"omitMMKwargs": false, "attemptTimeout": "0s"}`))
+	require.NoError(t, err)
+	off, err := New(cfg, Options{})
+	require.NoError(t, err)
+	require.False(t, *off.cfg.OmitMMKwargs)
+	require.Zero(t, *off.cfg.AttemptTimeout, "0 means no per-attempt cap")
 }

@@ -16,8 +16,9 @@
 //     return at once, and nothing is retried once the caller's context is done.
 //   - Budgets: Timeout (5 s) for completions and max(Timeout, MMTimeout) (30 s)
 //     for chat, Messages and Responses cover both attempts; AttemptTimeout
-//     optionally caps each attempt so that a hung first attempt leaves time for
-//     the retry. An earlier caller deadline wins.
+//     (2 s; 0 turns it off) caps each attempt so that a hung first attempt
+//     leaves time for the retry. An earlier caller deadline wins. A zero
+//     Config means all these defaults (DefaultConfig shows them).
 //   - Modes: Anthropic Messages and OpenAI Responses are rendered natively when
 //     the renderer supports them and otherwise, in legacy mode, translated into
 //     a chat-completions render call. The auto mode probes once and remembers.

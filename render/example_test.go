@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -31,7 +30,6 @@ func Example() {
 
 	cfg := render.DefaultConfig()
 	cfg.ModelName = "Qwen/Qwen3-8B"
-	cfg.AttemptTimeout = 2 * time.Second // as kvroute.DefaultConfig sets it
 	client, err := render.New(cfg, render.Options{Set: telemetry.Set{Registerer: prometheus.NewRegistry()}})
 	if err != nil {
 		panic(err)

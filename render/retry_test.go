@@ -278,7 +278,7 @@ func TestBudgetIsSharedByBothAttempts(t *testing.T) {
 func TestAttemptTimeoutLeavesTimeForRetry(t *testing.T) {
 	hung, good := newFakeVLLM(t, "a"), newFakeVLLM(t, "b")
 	hung.on("/v1/chat/completions/render", hang)
-	c := newTestClient(t, func(c *Config) { c.AttemptTimeout = 100 * time.Millisecond }, hung, good)
+	c := newTestClient(t, func(c *Config) { c.AttemptTimeout = new(100 * time.Millisecond) }, hung, good)
 	start := time.Now()
 	res, err := c.Render(context.Background(), chat("x"))
 	require.NoError(t, err)

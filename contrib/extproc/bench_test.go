@@ -21,7 +21,7 @@ import (
 func BenchmarkProcessRoundTrip(b *testing.B) {
 	cfg := kvroute.DefaultConfig()
 	cfg.Model = testModel
-	cfg.Events.Enabled = false
+	cfg.Events.Enabled = new(false)
 	cfg.DisableRender = true
 	router, err := kvroute.New(context.Background(), cfg, kvroute.Options{})
 	require.NoError(b, err)

@@ -93,7 +93,7 @@ func newSuitePool(t *testing.T, prefix string, ips []string, ranks int) *suitePo
 	}
 	cfg := kvroute.DefaultConfig()
 	cfg.Model = suiteModel
-	cfg.Events.Enabled = false // echo servers publish no KV events and render nothing
+	cfg.Events.Enabled = new(false) // echo servers publish no KV events and render nothing
 	cfg.DisableRender = true
 	var err error
 	p.router, err = kvroute.New(context.Background(), cfg, kvroute.Options{})

@@ -93,7 +93,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		cfg.Events.EventsPort = eventsPort
 	}
 	if set["replay-port"] || cfgFile == "" {
-		cfg.Events.Replay = replay > 0
+		cfg.Events.Replay = new(replay > 0)
 		if replay > 0 {
 			cfg.Events.ReplayPort = replay
 		}

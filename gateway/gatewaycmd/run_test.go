@@ -35,9 +35,9 @@ func TestParseFlagsDefaultsFollowTheDeploymentGuide(t *testing.T) {
 	require.Equal(t, gateway.PolicyPrecise, o.server.Policy)
 	require.Equal(t, "Qwen/Qwen3-32B", o.server.Router.Model)
 	require.Equal(t, "Qwen/Qwen3-32B", o.server.Proxy.Model)
-	require.True(t, o.server.Router.Events.Enabled)
+	require.True(t, *o.server.Router.Events.Enabled)
 	require.Equal(t, 5556, o.server.Router.Events.EventsPort)
-	require.True(t, o.server.Router.Events.Replay)
+	require.True(t, *o.server.Router.Events.Replay)
 	require.Equal(t, 5559, o.server.Router.Events.ReplayPort)
 	require.Equal(t, int64(gateway.DefaultMaxBodyBytes), o.server.Proxy.MaxBodyBytes)
 	require.Equal(t, []kvroute.Endpoint{{ID: "10.0.0.1:8000"}, {ID: "10.0.0.2:8000"}}, o.server.Endpoints)
@@ -59,7 +59,7 @@ func TestParseFlagsOverridesTheConfigFile(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "m", o.server.Router.Model)
 	require.Equal(t, 6000, o.server.Router.Events.EventsPort)
-	require.False(t, o.server.Router.Events.Replay, "--replay-port 0 disables replay")
+	require.False(t, *o.server.Router.Events.Replay, "--replay-port 0 disables replay")
 }
 
 func TestParseFlagsRejectsBadInput(t *testing.T) {

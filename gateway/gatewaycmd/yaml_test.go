@@ -31,7 +31,7 @@ events:
 	require.Equal(t, "Qwen/Qwen3-32B", r.Model)
 	require.Equal(t, 16, r.BlockSize)
 	require.Equal(t, 3*time.Second, r.Speculative.TTL)
-	require.Equal(t, 12*time.Second, r.Affinity.MaxTTFTPenalty)
+	require.Equal(t, 12*time.Second, *r.Affinity.MaxTTFTPenalty)
 	require.Equal(t, 90*time.Second, r.Events.IdleTimeout)
 	require.Equal(t, time.Minute, r.Events.ReplayClient.Timeout)
 	require.Equal(t, map[string]string{"zone": "a"}, o.server.Endpoints[0].Labels)
@@ -43,7 +43,7 @@ func TestConfigFileInYAMLKeepsTheStrictRules(t *testing.T) {
 		"speculative:\n  ttl: 2000\n":          "speculative.ttl: bare number 2000 is not a duration",
 		"affinity:\n  maxTTFTPenalty: 18000\n": "affinity.maxTTFTPenalty: bare number 18000",
 		"speculative:\n  tll: 2s\n":            "speculative.tll: unknown key",
-		"index:\n  blockSize: 16\n":            "index.blockSize 16 conflicts with blockSize 64",
+		"index:\n  blockSize: 16\n":            `index.blockSize: set once, by the top-level "blockSize"`,
 		"blockSize: 64\nprecise-prefix-cache-producer:\n  tokenProcessorConfig: {blockSizeTokens: 16}\n": "set the same setting",
 		"model: [unclosed\n":   "yaml",
 		"model: a\nmodel: b\n": `key "model" already set`,
@@ -83,7 +83,7 @@ token-load-scorer:
 	require.NoError(t, err)
 	r := o.server.Router
 	require.Equal(t, 5557, r.Events.ReplayPort)
-	require.Equal(t, 18*time.Second, r.Affinity.MaxTTFTPenalty)
+	require.Equal(t, 18*time.Second, *r.Affinity.MaxTTFTPenalty)
 	require.Equal(t, 2*time.Second, r.Speculative.TTL)
 	require.Equal(t, 64, r.BlockSize)
 }

@@ -149,8 +149,8 @@ func runGateway(raw []byte) error {
 	}
 	cfg := kvroute.DefaultConfig()
 	cfg.Model = a.Model
-	cfg.Events.Enabled = a.Policy == gateway.PolicyPrecise
-	cfg.Events.Replay = false
+	cfg.Events.Enabled = new(a.Policy == gateway.PolicyPrecise)
+	cfg.Events.Replay = new(false)
 	srv, err := gateway.NewServer(context.Background(), gateway.ServerConfig{
 		Listen: "127.0.0.1:0", Policy: a.Policy, Router: cfg,
 		Proxy: gateway.Config{Model: a.Model}, Endpoints: a.Endpoints,

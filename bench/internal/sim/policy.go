@@ -74,7 +74,7 @@ func newKVRouter(cfg Config, ids []string, now func() time.Time, seed uint64, pr
 	rc := kvroute.DefaultConfig()
 	rc.Model = simModel
 	rc.BlockSize = cfg.Fleet.BlockSize
-	rc.Events.Enabled = false
+	rc.Events.Enabled = new(false)
 	rc.DisableRender = true
 	rc.Index.SweepInterval = -1 // no wall-clock goroutine; expiry is enforced by Match on the virtual clock
 	rc.Affinity.PeakPrefillThroughput = cfg.Fleet.PrefillTokensPerSecond
@@ -89,7 +89,7 @@ func newKVRouter(cfg Config, ids []string, now func() time.Time, seed uint64, pr
 		random = shared
 	}
 	if prefillOnly {
-		rc.OpenRequestTokens = 0
+		rc.OpenRequestTokens = new(int64(0))
 	}
 	r, err := kvroute.New(context.Background(), rc, kvroute.Options{Set: telemetry.Set{Clock: virtualClock{now: now}}, Random: random, NewClusterReplica: join})
 	if err != nil {

@@ -75,7 +75,7 @@ func TestSharedStatePropagatesOnVirtualTime(t *testing.T) {
 	var rts []*kvroute.Router
 	var ms []*cluster.Manual
 	rc := kvroute.DefaultConfig()
-	rc.Model, rc.Events.Enabled, rc.DisableRender = simModel, false, true
+	rc.Model, rc.Events.Enabled, rc.DisableRender = simModel, new(false), true
 	rc.Index.SweepInterval = -1
 	for g := 0; g < 2; g++ {
 		join := func(index *kvindex.Index, load *tokenload.Tracker) (*cluster.Replica, error) {

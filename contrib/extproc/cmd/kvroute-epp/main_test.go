@@ -170,7 +170,7 @@ token-load-scorer:
 	require.NoError(t, err)
 	require.Equal(t, 16, cfg.BlockSize)
 	require.Equal(t, 5557, cfg.Events.ReplayPort)
-	require.Equal(t, 12*time.Second, cfg.Affinity.MaxTTFTPenalty)
+	require.Equal(t, 12*time.Second, *cfg.Affinity.MaxTTFTPenalty)
 	require.EqualValues(t, 1048576, cfg.QueueThresholdTokens)
 
 	both := filepath.Join(dir, "both.yaml")
