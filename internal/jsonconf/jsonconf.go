@@ -72,6 +72,7 @@ func Unmarshal[T any](data []byte, v *T) error {
 	if err != nil {
 		return fmt.Errorf("jsonconf: re-encode: %w", err)
 	}
+	detach(rv.Elem())
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -82,6 +83,40 @@ func Unmarshal[T any](data []byte, v *T) error {
 		return err
 	}
 	return nil
+}
+
+// detach gives every pointer-to-scalar field of the struct v (at any depth
+// of nested, non-pointer structs) a pointee of its own, so that decoding into
+// a copy of a Config (whose pointer settings, nil meaning the default, share
+// their pointees with the original) does not write through into the
+// original: encoding/json decodes into the pointee of a non-nil pointer.
+func detach(v reflect.Value) {
+	if v.Kind() != reflect.Struct {
+		return
+	}
+	for i := range v.NumField() {
+		f := v.Field(i)
+		if !f.CanSet() {
+			continue
+		}
+		switch {
+		case f.Kind() == reflect.Struct:
+			detach(f)
+		case f.Kind() == reflect.Pointer && !f.IsNil() && isScalar(f.Type().Elem().Kind()):
+			c := reflect.New(f.Type().Elem())
+			c.Elem().Set(f.Elem())
+			f.Set(c)
+		}
+	}
+}
+
+func isScalar(k reflect.Kind) bool {
+	switch k {
+	case reflect.Bool, reflect.String, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		return true
+	}
+	return false
 }
 
 // Marshal encodes v as JSON with every time.Duration (at any depth) written

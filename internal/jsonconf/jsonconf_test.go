@@ -174,3 +174,25 @@ func TestStructWithOwnScalarForm(t *testing.T) {
 	require.Equal(t, 2026, v.At.Year())
 	require.Error(t, Unmarshal([]byte(`{"at":"yesterday"}`), &v))
 }
+
+// Decoding into a copy of a value leaves the original's pointer settings
+// alone: the copy's pointers get pointees of their own before encoding/json
+// decodes into them.
+func TestDecodingIntoACopyLeavesTheOriginal(t *testing.T) {
+	type settings struct {
+		On  *bool          `json:"on"`
+		TTL *time.Duration `json:"ttl"`
+	}
+	type doc struct {
+		S    settings `json:"s"`
+		Keep *int     `json:"keep"`
+	}
+	orig := doc{S: settings{On: new(true), TTL: new(time.Second)}, Keep: new(7)}
+	cp := orig
+	require.NoError(t, Unmarshal([]byte(`{"s":{"on":false,"ttl":"2s"}}`), &cp))
+	require.False(t, *cp.S.On)
+	require.Equal(t, 2*time.Second, *cp.S.TTL)
+	require.True(t, *orig.S.On, "the original keeps its setting")
+	require.Equal(t, time.Second, *orig.S.TTL)
+	require.Equal(t, 7, *cp.Keep, "absent keys keep their value")
+}
