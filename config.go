@@ -23,8 +23,9 @@ import (
 // DefaultConfig shows them, following the llm-d deployment guide for precise
 // prefix-cache routing. The settings whose zero is a setting of its own (a
 // switch that is on by default, a number whose 0 turns something off) are
-// pointers, nil meaning the default, as in Kubernetes API types. Only Model
-// has no default.
+// pointers, nil meaning the default, as in Kubernetes API types: set one
+// with new (cfg.Events.Enabled = new(false)) rather than through it, which
+// would change every copy sharing the pointer. Only Model has no default.
 //
 // A Config decoded with LoadConfig rejects unknown keys at every level, so a
 // misplaced setting is an error rather than silently ignored. The
