@@ -105,7 +105,7 @@ func TestEachDefaultIsDeclaredOnce(t *testing.T) {
 		{"events port", regexp.MustCompile(`(?i)^defaulteventsport$`), "kvevents", nil},
 		{"replay port", regexp.MustCompile(`(?i)^defaultreplayport$`), "kvevents", nil},
 		{"event workers", regexp.MustCompile(`(?i)^defaultconcurrency$`), "kvevents",
-			[]string{"replay"}}, // the process-wide replay slots
+			[]string{"replay", "enginemetrics"}}, // the process-wide replay slots, the scrapes in flight
 		{"idle timeout", regexp.MustCompile(`(?i)^defaultidletimeout$`), "kvevents",
 			[]string{"replay", "gateway"}}, // the replay client's and the HTTP server's
 		{"topic filter", regexp.MustCompile(`(?i)^defaulttopicfilter$`), ".", nil},
