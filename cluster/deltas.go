@@ -41,7 +41,15 @@ type deltaQueue struct {
 	n             int
 	seq           uint64 // last number given
 	first         uint64 // number of active[0]
+	// totals is the local load as the changes numbered up to seq sum it
+	// (plus the tracker's load when the replica started observing it): what
+	// a record publishes with seq. Its entries are endpoints with load, so
+	// its size is bounded by the endpoints with open requests.
+	totals map[string]localTotal
 }
+
+// localTotal is one endpoint's entry in deltaQueue.totals.
+type localTotal struct{ tokens, requests int64 }
 
 // observe is the tracker's load observer: it queues a change of the local
 // load. It runs on the request path and only copies under the queue's lock.
@@ -52,6 +60,10 @@ func (r *Replica) observe(endpoint string, tokens, requests int64) {
 	q := &r.q
 	q.mu.Lock()
 	dq := &r.dq
+	t := dq.totals[endpoint] // counted even when not shared: the next record carries it
+	t.tokens += tokens
+	t.requests += requests
+	dq.totals[endpoint] = t
 	if q.closed || dq.n == len(dq.active) {
 		q.mu.Unlock()
 		r.met.deltasDropped[deltaDropQueueFull].Inc()
@@ -70,13 +82,54 @@ func (r *Replica) observe(endpoint string, tokens, requests int64) {
 	}
 }
 
-// loadSeq is the number of the last local load change queued: a record
-// built from the tracker's totals read after it includes every change up to
-// it (a change is queued after the counters move).
-func (r *Replica) loadSeq() uint64 {
+// watchLoad makes the replica the tracker's load observer and starts its
+// totals from the tracker's current load (load dispatched before has no
+// numbered change, but its release will have one). Both happen under the
+// lock that observe takes, so a change is either in the starting totals or
+// observed; only a change whose counters move before the tracker is read
+// and whose observer call comes after it is installed is counted twice,
+// which cannot happen while the replica is built before its router routes.
+func (r *Replica) watchLoad() {
 	r.q.mu.Lock()
 	defer r.q.mu.Unlock()
-	return r.dq.seq
+	r.tracker.SetObserver(r.observe)
+	r.tracker.Range(func(ep string, tokens, requests int64) bool {
+		r.dq.totals[ep] = localTotal{tokens, requests}
+		return true
+	})
+}
+
+// localLoad returns the local load a record publishes (at most
+// MaxEndpoints endpoints) and the number of the last change it includes.
+// With shared changes, the totals are the replica's own sum of the changes,
+// taken under the lock that numbers them, so they include exactly the
+// changes up to seq: a peer keeps those above seq on top of the record and
+// counts each change once. The tracker's counters cannot serve here: they
+// move before a change is numbered, so totals read from them include
+// changes numbered after any seq read before them (which a peer then
+// counted twice until the next record).
+func (r *Replica) localLoad() (uint64, []EndpointLoad) {
+	var loads []EndpointLoad
+	if r.cfg.DisableSharedDecisions { // no changes travel: the tracker's totals are the whole story
+		r.tracker.Range(func(ep string, tokens, requests int64) bool {
+			if tokens > 0 || requests > 0 {
+				loads = append(loads, EndpointLoad{Endpoint: ep, Tokens: tokens, Requests: requests})
+			}
+			return len(loads) < r.cfg.MaxEndpoints
+		})
+		return 0, loads
+	}
+	r.q.mu.Lock()
+	defer r.q.mu.Unlock()
+	for ep, t := range r.dq.totals {
+		switch {
+		case t.tokens == 0 && t.requests == 0:
+			delete(r.dq.totals, ep) // idle: forgotten, so the map holds loaded endpoints only
+		case (t.tokens > 0 || t.requests > 0) && len(loads) < r.cfg.MaxEndpoints:
+			loads = append(loads, EndpointLoad{Endpoint: ep, Tokens: t.tokens, Requests: t.requests})
+		}
+	}
+	return r.dq.seq, loads
 }
 
 // peerView is what this replica holds of one peer's load beyond its last

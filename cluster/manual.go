@@ -42,7 +42,7 @@ func NewManual(cfg Config, index *kvindex.Index, tracker *tokenload.Tracker, sto
 	}
 	r.store, r.manual = store, true
 	if !cfg.DisableSharedDecisions {
-		tracker.SetObserver(r.observe)
+		r.watchLoad()
 	}
 	return &Manual{r: r, selfHeader: string(appendStr([]byte{decisionMagic, wireVersion}, r.cfg.ReplicaID))}, nil
 }

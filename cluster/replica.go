@@ -84,6 +84,8 @@ type Replica struct {
 
 	closeOnce sync.Once
 	cleanup   bool // delete the record on Close (tests turn it off)
+
+	testHookRefresh func() // tests: runs once refresh has taken its record's load and sequence number
 }
 
 // stats are the counters tests and benchmarks read (the metrics carry the same).
@@ -138,7 +140,7 @@ func New(cfg Config, index *kvindex.Index, tracker *tokenload.Tracker, opts Opti
 	}
 	r.store = redisStore{rdb: r.rdb, sharded: cfg.ShardedPubSub, maxMembers: membersRead * cfg.MaxPeers}
 	if !cfg.DisableSharedDecisions {
-		tracker.SetObserver(r.observe)
+		r.watchLoad()
 	}
 	r.refresh()
 	r.read()
@@ -167,6 +169,7 @@ func newReplica(cfg Config, index *kvindex.Index, tracker *tokenload.Tracker, op
 	r.met.staleness.Set(cfg.StalenessBound().Seconds())
 	r.q.init(cfg.DecisionQueue, cfg.MaxKeysPerDecision)
 	r.dq.active, r.dq.spare = make([]delta, cfg.DeltaQueue), make([]delta, cfg.DeltaQueue)
+	r.dq.totals = make(map[string]localTotal)
 	r.dq.seq = uint64(r.now().UnixMicro()) // above any number a previous life of this ID gave
 	r.views = make(map[string]*peerView)
 	r.readNow = make(chan struct{}, 1)
@@ -297,14 +300,10 @@ func (r *Replica) refresh() {
 	if r.Degraded() {
 		return // the read loop probes Redis; the first refresh after recovery re-registers
 	}
-	seq := r.loadSeq() // before the totals: they include every change up to it (and maybe a few after)
-	var loads []EndpointLoad
-	r.tracker.Range(func(ep string, tokens, requests int64) bool {
-		if tokens > 0 || requests > 0 {
-			loads = append(loads, EndpointLoad{Endpoint: ep, Tokens: tokens, Requests: requests})
-		}
-		return len(loads) < r.cfg.MaxEndpoints
-	})
+	seq, loads := r.localLoad()
+	if r.testHookRefresh != nil {
+		r.testHookRefresh()
+	}
 	rec := encodeRecord(nil, r.cfg.SnapshotURL, uint64(r.now().UnixMilli()), seq, loads)
 	ctx, cancel := context.WithTimeout(r.ctx, r.cfg.OpTimeout)
 	defer cancel()
