@@ -72,7 +72,8 @@ type Options struct {
 	// Set is the observability bundle (registerer, logger, tracer
 	// provider, clock; see package telemetry):
 	//   Registerer receives the index metrics; nil registers nothing.
-	//   Clock is the clock of speculative expiry; nil is the wall clock.
+	//   Clock is the clock of speculative expiry and of the sweeper's
+	//   period; nil is the wall clock.
 	//   The routing simulation passes its virtual clock.
 	telemetry.Set
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/puzpuzpuz/xsync/v3"
+
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // idReuseDelay is how many freed endpoint IDs wait before the oldest is
@@ -32,6 +34,7 @@ type Index struct {
 	maxBytes   int64
 	specWeight float64
 	specTTL    time.Duration
+	clock      telemetry.Clock // of expiry and of the sweeper's ticks
 	now        func() time.Time
 	epoch      time.Time
 
@@ -118,6 +121,7 @@ func New(cfg Config, opts Options) (*Index, error) {
 		maxBytes:   cfg.MaxBytes,
 		specWeight: cfg.SpeculativeWeight,
 		specTTL:    cfg.SpeculativeTTL,
+		clock:      opts.Clk(),
 		now:        opts.Clk().Now,
 		blocks:     newBlockMap(rand.Uint64()),
 		eps:        xsync.NewMapOf[string, *endpoint](),
@@ -314,16 +318,17 @@ func (ix *Index) tierID(medium string, create bool) (uint8, bool) {
 	return id, true
 }
 
-// sweeper removes expired speculative entries every interval until Close.
+// sweeper removes expired speculative entries every interval of the
+// index's clock until Close.
 func (ix *Index) sweeper(interval time.Duration) {
 	defer close(ix.done)
-	t := time.NewTicker(interval)
+	t := ix.clock.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ix.stop:
 			return
-		case <-t.C:
+		case <-t.C():
 			ix.Sweep()
 		}
 	}

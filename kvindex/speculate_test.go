@@ -117,3 +117,23 @@ func TestCloseWithoutSweeper(t *testing.T) {
 	ix.Close()
 	ix.Close()
 }
+
+// The background sweeper runs on the index's clock: advancing a manual
+// clock by the sweep interval sweeps the expired entries, with no wall time
+// passing.
+func TestSweeperTicksOnTheIndexClock(t *testing.T) {
+	defer leakcheck.Check(t)()
+	clk := newFakeClock()
+	ix := newTestIndex(t, Config{SweepInterval: time.Minute}, Options{Set: telemetry.Set{Clock: clk}})
+	defer ix.Close()
+	keys := Keys(nil, seq(1, 3*testBS), testBS, &KeyParams{Model: "m"})
+	ix.Speculate("a", keys, time.Second)
+	require.Eventually(t, func() bool { return clk.Waiters() == 1 }, 10*time.Second, time.Millisecond,
+		"the sweeper's ticker is armed on the index clock")
+	clk.Advance(time.Second)
+	require.Equal(t, 3, ix.Stats().Speculative, "expired, but not swept before the sweep interval")
+	clk.Advance(time.Minute - time.Second)
+	require.Eventually(t, func() bool { return ix.Stats().SpeculativeExpiries == 3 }, 10*time.Second, time.Millisecond,
+		"the tick at one sweep interval swept the entries")
+	require.Equal(t, 0, ix.Stats().Speculative)
+}
