@@ -121,15 +121,25 @@ func (r *Replica) publishLoop() {
 			return
 		case <-r.q.wake:
 		}
-		if wait := r.cfg.PublishInterval - time.Since(last); r.cfg.PublishInterval > 0 && wait > 0 {
-			select { // let the decisions of the next few milliseconds join this message
-			case <-r.ctx.Done():
+		if wait := r.cfg.PublishInterval - r.now().Sub(last); r.cfg.PublishInterval > 0 && wait > 0 {
+			if !r.sleep(wait) { // let the decisions of the next few milliseconds join this message
 				return
-			case <-time.After(wait):
 			}
 		}
-		last = time.Now()
+		last = r.now()
 		buf, _ = r.flush(buf)
+	}
+}
+
+// sleep waits d on the replica's clock; false when Close came first.
+func (r *Replica) sleep(d time.Duration) bool {
+	t := r.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-r.ctx.Done():
+		return false
+	case <-t.C():
+		return true
 	}
 }
 
@@ -233,10 +243,8 @@ func (r *Replica) receiveLoop(ps *redis.PubSub) {
 				}
 			}
 			r.result(opSubscribe, err)
-			select {
-			case <-r.ctx.Done():
+			if !r.sleep(backoff) { // retry pacing while Redis is away
 				return
-			case <-time.After(backoff): // retry pacing while Redis is away
 			}
 			backoff = min(2*backoff, max(time.Second, r.cfg.ReadPeriod))
 			continue

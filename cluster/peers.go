@@ -40,7 +40,7 @@ func LivePeers(ctx context.Context, cfg Config) ([]Peer, error) {
 		return nil, err
 	}
 	var peers []Peer
-	now := time.Now()
+	now := time.Now() // LivePeers runs before any replica, and its clock, exists: wall time
 	for i, v := range vals {
 		s, ok := v.(string)
 		if !ok {

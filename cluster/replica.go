@@ -27,7 +27,10 @@ const membersRead = 4
 type Options struct {
 	// Set is the replica's observability: its metrics, its outage and
 	// recovery logs (once per outage), and the clock of its records' and
-	// load changes' timestamps.
+	// load changes' timestamps and of its periodic work (refresh and read
+	// periods, the publish interval, the subscription's retry pacing). The
+	// Redis operations' OpTimeout stays wall time: it becomes the socket
+	// deadlines of the Redis client.
 	telemetry.Set
 	// Client is the Redis client to use instead of one built from
 	// Config.Addrs; the Replica does not close it.
@@ -53,6 +56,7 @@ type Replica struct {
 	rdb     redis.UniversalClient // nil for a manual replica
 	ownRdb  bool
 	store   Store // Redis, or the simulation's virtual-time store (manual.go)
+	clock   telemetry.Clock
 	now     func() time.Time
 	manual  bool // no goroutines: the simulation drives the steps (manual.go)
 	keys    keys
@@ -165,7 +169,7 @@ func newReplica(cfg Config, index *kvindex.Index, tracker *tokenload.Tracker, op
 	}
 	r := &Replica{cfg: cfg, rdb: opts.Client, keys: newKeys(cfg.Pool, cfg.ReplicaID), tracker: tracker, index: index,
 		log: opts.Log().With("replica", cfg.ReplicaID, "pool", cfg.Pool), met: met, cleanup: true,
-		now: opts.Clk().Now}
+		clock: opts.Clk(), now: opts.Clk().Now}
 	r.met.staleness.Set(cfg.StalenessBound().Seconds())
 	r.q.init(cfg.DecisionQueue, cfg.MaxKeysPerDecision)
 	r.dq.active, r.dq.spare = make([]delta, cfg.DeltaQueue), make([]delta, cfg.DeltaQueue)
@@ -271,17 +275,17 @@ func (r *Replica) Close() {
 	})
 }
 
-// loop runs fn every period, and whenever wake (which may be nil) is
-// signalled, until Close.
+// loop runs fn every period of the replica's clock, and whenever wake
+// (which may be nil) is signalled, until Close.
 func (r *Replica) loop(period time.Duration, fn func(), wake <-chan struct{}) {
 	defer r.wg.Done()
-	t := time.NewTicker(period)
+	t := r.clock.NewTicker(period)
 	defer t.Stop()
 	for {
 		select {
 		case <-r.ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 			fn()
 		case <-wake:
 			fn()
