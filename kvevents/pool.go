@@ -114,8 +114,7 @@ func NewPool(cfg PoolConfig, ix *kvindex.Index, opts Options) (*Pool, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Pool{
 		cfg: cfg, match: match, ix: ix, applier: ap, m: m, sm: sm, rm: rm, log: lg, resume: make(map[string]Position),
-		zopts: subOptions(cfg),
-		ctx:   ctx, cancel: cancel, stop: make(chan struct{}),
+		ctx: ctx, cancel: cancel, stop: make(chan struct{}),
 		streams: make(map[string]*stream),
 	}
 	p.etr = newEventTracer(cfg.Tracing, opts.TracerProvider)
@@ -123,6 +122,7 @@ func NewPool(cfg PoolConfig, ix *kvindex.Index, opts Options) (*Pool, error) {
 	if p.clock == nil {
 		p.clock = telemetry.Wall
 	}
+	p.zopts = subOptions(cfg, p.clock)
 	m.PoolCapacity.Add(float64(cfg.Concurrency * cfg.QueueSize))
 	for range cfg.Concurrency {
 		w := newWorker(&cfg, m)
@@ -246,9 +246,10 @@ func (p *Pool) stream(id string) *stream {
 }
 
 // subOptions are the transport options of subscription sockets: heartbeats
-// when enabled, else the idle deadline.
-func subOptions(cfg PoolConfig) zmqx.Options {
+// on the pool's clock when enabled, else the idle deadline.
+func subOptions(cfg PoolConfig, clock telemetry.Clock) zmqx.Options {
 	o := zmqx.Options{
+		Clock:            clock,
 		HandshakeTimeout: cfg.HandshakeTimeout,
 		DialTimeout:      cfg.DialTimeout,
 		MaxFrameSize:     cfg.MaxFrameSize,
@@ -311,7 +312,7 @@ func (p *Pool) replayClient(id string) *replay.Client {
 			next(e)
 		}
 	}
-	c, err := replay.NewClient(cc, replay.Options{Set: telemetry.Set{Logger: p.log}})
+	c, err := replay.NewClient(cc, replay.Options{Set: telemetry.Set{Logger: p.log, Clock: p.clock}})
 	if err != nil {
 		// cfg.ReplayClient was validated by NewPool; keep running without replay.
 		p.log.Error("Replay client unavailable", "endpoint", id, "err", err)

@@ -161,7 +161,7 @@ func New(cfg Config, opts Options) (*Publisher, error) {
 		srv, err := replay.NewServer(replay.ServerConfig{
 			Addr: cfg.ReplayAddr, Layout: cfg.ReplayLayout, HandshakeTimeout: cfg.HandshakeTimeout,
 			SendHWM: cfg.ReplaySendHWM,
-		}, p.buf, replay.Options{Set: telemetry.Set{Registerer: opts.Registerer, Logger: lg}})
+		}, p.buf, replay.Options{Set: telemetry.Set{Registerer: opts.Registerer, Logger: lg, Clock: opts.Clock}})
 		if err != nil {
 			return nil, err
 		}
@@ -171,6 +171,7 @@ func New(cfg Config, opts Options) (*Publisher, error) {
 		HandshakeTimeout: cfg.HandshakeTimeout,
 		WriteTimeout:     cfg.WriteTimeout,
 		MaxFrameSize:     64 << 10, // subscriptions are small
+		Clock:            opts.Clk(),
 	}, lg)
 	if err != nil {
 		if p.rsrv != nil {

@@ -7,7 +7,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/kvroute/kvroute/telemetry"
 )
+
+// acceptRetryPause is how long the accept loop waits after a failed Accept
+// (e.g. out of file descriptors) before it tries again.
+const acceptRetryPause = 50 * time.Millisecond
 
 // acceptor accepts TCP connections and prepares each one (first byte, or a
 // whole ZMTP handshake) in its own goroutine, so that a slow or mute peer never
@@ -20,6 +26,7 @@ type acceptor[T any] struct {
 	prep    func(context.Context, net.Conn) (T, error)
 	discard func(T)
 	onFail  func(net.Addr, error)
+	clock   telemetry.Clock // of the pause after a failed Accept
 
 	ready chan T
 	done  chan struct{}
@@ -34,8 +41,12 @@ type acceptor[T any] struct {
 	failures atomic.Uint64
 }
 
-func newAcceptor[T any](ctx context.Context, l net.Listener, prep func(context.Context, net.Conn) (T, error), discard func(T), onFail func(net.Addr, error)) *acceptor[T] {
+func newAcceptor[T any](ctx context.Context, l net.Listener, clock telemetry.Clock, prep func(context.Context, net.Conn) (T, error), discard func(T), onFail func(net.Addr, error)) *acceptor[T] {
+	if clock == nil {
+		clock = telemetry.Wall
+	}
 	a := &acceptor[T]{
+		clock:   clock,
 		onFail:  onFail, // set before the loop starts: handshakes read it
 		ctx:     ctx,
 		l:       l,
@@ -61,12 +72,12 @@ func (a *acceptor[T]) loop() {
 				return
 			}
 			// Transient (e.g. out of file descriptors): pause, then retry.
-			t := time.NewTimer(50 * time.Millisecond)
+			t := a.clock.NewTimer(acceptRetryPause)
 			select {
 			case <-a.done:
 				t.Stop()
 				return
-			case <-t.C:
+			case <-t.C():
 			}
 			continue
 		}

@@ -55,7 +55,7 @@ func Listen(ctx context.Context, addr string, typ zmq4.SocketType, o Options, lg
 		return nil, fmt.Errorf("zmqx: listen %s: %w", addr, err)
 	}
 	l := &Listener{typ: typ, opts: o}
-	l.acc = newAcceptor(ctx, nl, l.handshake, func(c *Conn) { _ = c.Close() }, func(a net.Addr, err error) {
+	l.acc = newAcceptor(ctx, nl, o.Clock, l.handshake, func(c *Conn) { _ = c.Close() }, func(a net.Addr, err error) {
 		lg.Debug("ZMTP handshake failed", "remote", a.String(), "socket", string(typ), "err", err)
 	})
 	return l, nil

@@ -192,7 +192,7 @@ func (g *guardConn) Read(p []byte) (int, error) {
 		d = g.o.HandshakeTimeout
 	}
 	if d > 0 {
-		_ = g.Conn.SetReadDeadline(time.Now().Add(d))
+		_ = g.Conn.SetReadDeadline(time.Now().Add(d)) // a socket deadline: wall time, as the OS keeps it
 		g.deadlineOn = true
 	} else if g.deadlineOn {
 		_ = g.Conn.SetReadDeadline(time.Time{})
@@ -250,7 +250,7 @@ func (g *guardConn) writeBuffers(bufs *net.Buffers) error {
 
 func (g *guardConn) armWrite() {
 	if g.o.WriteTimeout > 0 {
-		_ = g.Conn.SetWriteDeadline(time.Now().Add(g.o.WriteTimeout))
+		_ = g.Conn.SetWriteDeadline(time.Now().Add(g.o.WriteTimeout)) // a socket deadline: wall time
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"sync/atomic"
 	"time"
+
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // ErrPeerDead is the reason of the *GuardError a connection fails with when
@@ -144,7 +146,7 @@ func (g *guardConn) writeCommandLocked(f []byte) error {
 			d = g.hb.timeout
 		}
 	}
-	_ = g.Conn.SetWriteDeadline(time.Now().Add(d))
+	_ = g.Conn.SetWriteDeadline(time.Now().Add(d)) // a socket deadline: wall time, as the OS keeps it
 	_, err := g.Conn.Write(f)
 	if g.o.WriteTimeout <= 0 {
 		_ = g.Conn.SetWriteDeadline(time.Time{})
@@ -166,14 +168,19 @@ func (g *guardConn) afterWriteLocked(b []byte) {
 // startHeartbeat runs the PING loop of a connection: a PING every interval
 // once both handshakes are done, and ErrPeerDead when nothing at all arrives
 // within timeout of an unanswered PING (libzmq's rule: any received traffic
-// counts as an answer). The goroutine ends when the connection closes.
+// counts as an answer), both on Options.Clock. The goroutine ends when the
+// connection closes.
 func (g *guardConn) startHeartbeat() {
 	hb := g.hb
 	go func() {
 		defer close(hb.exited)
-		tick := time.NewTicker(hb.interval)
+		clk := g.o.Clock
+		if clk == nil {
+			clk = telemetry.Wall
+		}
+		tick := clk.NewTicker(hb.interval)
 		defer tick.Stop()
-		var timer *time.Timer
+		var timer telemetry.Timer
 		var timerC <-chan time.Time
 		var armedAt uint64
 		defer func() {
@@ -192,7 +199,7 @@ func (g *guardConn) startHeartbeat() {
 					_ = g.Close() // the blocked Read returns; it reports ErrPeerDead
 					return
 				}
-			case <-tick.C:
+			case <-tick.C():
 				if !g.handshookA.Load() {
 					continue
 				}
@@ -203,11 +210,11 @@ func (g *guardConn) startHeartbeat() {
 				if timerC == nil {
 					armedAt = hb.readBytes.Load()
 					if timer == nil {
-						timer = time.NewTimer(hb.timeout)
+						timer = clk.NewTimer(hb.timeout)
 					} else {
 						timer.Reset(hb.timeout)
 					}
-					timerC = timer.C
+					timerC = timer.C()
 				}
 			}
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // Defaults applied by Options.withDefaults to zero fields.
@@ -58,6 +60,12 @@ type Options struct {
 	// MaxMessageSize bounds the bodies of all frames of one multipart message,
 	// counting 64 bytes per frame on top (default MaxFrameSize + 1 MiB).
 	MaxMessageSize int64 `json:"maxMessageSize"`
+	// Clock runs the heartbeats (the PING period and the timeout of an
+	// unanswered PING) and the accept loop's pause after a failed Accept;
+	// nil is the wall clock. The handshake, idle, write and dial timeouts
+	// are not on it: they are socket deadlines handed to the OS, which keeps
+	// wall time.
+	Clock telemetry.Clock `json:"-"`
 }
 
 // Validate reports options that cannot be honoured.
@@ -113,6 +121,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxFrameSize <= 0 {
 		o.MaxFrameSize = DefaultMaxFrameSize
+	}
+	if o.Clock == nil {
+		o.Clock = telemetry.Wall
 	}
 	if o.MaxMessageSize <= 0 {
 		o.MaxMessageSize = o.MaxFrameSize + 1<<20

@@ -74,7 +74,7 @@ func (t guardTransport) Listen(ctx context.Context, addr string) (net.Listener, 
 	if err != nil {
 		return nil, err
 	}
-	return newAcceptor(ctx, l, func(ctx context.Context, c net.Conn) (net.Conn, error) {
+	return newAcceptor(ctx, l, o.Clock, func(ctx context.Context, c net.Conn) (net.Conn, error) {
 		b, err := readFirstByte(c, o)
 		if err != nil {
 			return nil, err
@@ -93,7 +93,7 @@ func closeNetConn(c net.Conn) { _ = c.Close() }
 // for the other side, so a peer that sends nothing is mute.
 func readFirstByte(c net.Conn, o Options) ([]byte, error) {
 	if o.HandshakeTimeout > 0 {
-		_ = c.SetReadDeadline(time.Now().Add(o.HandshakeTimeout))
+		_ = c.SetReadDeadline(time.Now().Add(o.HandshakeTimeout)) // a socket deadline: wall time
 	}
 	var b [1]byte
 	if _, err := c.Read(b[:]); err != nil {
