@@ -110,6 +110,8 @@ type Options struct {
 	//   failures with ClientConfig.OnAttemptError.)
 	//   Logger receives a Client's go-zeromq messages and attempt failures, and
 	//   a Server's connection-level events, at debug level; nil discards.
+	//   Clock runs a Client's Timeout and Backoff; the handshake and idle
+	//   timeouts are socket deadlines and stay wall time.
 	telemetry.Set
 }
 
@@ -124,9 +126,10 @@ func (o Options) logger() *slog.Logger {
 // Client replays KV-event batches from publishers' replay sockets. It is safe
 // for concurrent use; each Replay uses its own sockets.
 type Client struct {
-	cfg  ClientConfig
-	log  *slog.Logger
-	opts zmqx.Options
+	cfg   ClientConfig
+	log   *slog.Logger
+	clock telemetry.Clock // of Timeout and Backoff
+	opts  zmqx.Options
 }
 
 // NewClient validates cfg and returns a Client with its injected
@@ -136,7 +139,8 @@ func NewClient(cfg ClientConfig, opts Options) (*Client, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	return &Client{cfg: cfg, log: opts.logger(), opts: zmqx.Options{
+	return &Client{cfg: cfg, log: opts.logger(), clock: opts.Clk(), opts: zmqx.Options{
+		Clock:            opts.Clk(),
 		HandshakeTimeout: cfg.HandshakeTimeout,
 		IdleTimeout:      cfg.IdleTimeout,
 		WriteTimeout:     cfg.IdleTimeout,
@@ -218,7 +222,7 @@ type Batch struct {
 // with its topic frame, so a caller that does not know the endpoint's model
 // can take it from there.
 func (c *Client) ReplayBatches(ctx context.Context, addr string, start uint64, apply func(Batch) error) (Result, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	ctx, cancel := withClockTimeout(ctx, c.clock, c.cfg.Timeout)
 	defer cancel()
 	res := Result{Start: start, Next: start}
 	noProgress := 0
@@ -250,12 +254,12 @@ func (c *Client) ReplayBatches(ctx context.Context, addr string, start uint64, a
 			return res, &Error{Op: OpNoProgress, Addr: addr, Start: res.Next, Attempts: res.Attempts,
 				Err: fmt.Errorf("%d attempts without progress, last: %w", noProgress, err)}
 		}
-		t := time.NewTimer(c.cfg.Backoff)
+		t := c.clock.NewTimer(c.cfg.Backoff)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return res, err
-		case <-t.C:
+		case <-t.C():
 		}
 	}
 }

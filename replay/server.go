@@ -130,6 +130,7 @@ func NewServer(cfg ServerConfig, buf *Buffer, opts Options) (*Server, error) {
 		IdleTimeout:      cfg.IdleTimeout,
 		WriteTimeout:     cfg.WriteTimeout,
 		MaxFrameSize:     64 << 10, // requests are tiny
+		Clock:            opts.Clk(),
 	}, lg)
 	if err != nil {
 		cancel()

@@ -1,0 +1,58 @@
+package replay
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/kvroute/kvroute/telemetry"
+)
+
+// clockTimeout is context.WithTimeout on a telemetry clock: the context
+// ends with context.DeadlineExceeded once clock has moved d forward, or
+// with its parent. (Its Deadline is the parent's: the clock's time need not
+// be the wall time the OS and the standard library compare deadlines with.)
+type clockTimeout struct {
+	parent context.Context
+	done   chan struct{}
+	mu     sync.Mutex
+	err    error
+	timer  telemetry.Timer // set under mu
+	stop   func() bool     // set under mu
+}
+
+// withClockTimeout returns ctx bounded by d on clock, and the function that
+// releases its timer (call it when done, as with context.WithTimeout).
+func withClockTimeout(ctx context.Context, clock telemetry.Clock, d time.Duration) (context.Context, context.CancelFunc) {
+	c := &clockTimeout{parent: ctx, done: make(chan struct{})}
+	c.mu.Lock() // the timer or the hook may fire before both are set
+	defer c.mu.Unlock()
+	c.timer = clock.AfterFunc(d, func() { c.end(context.DeadlineExceeded) })
+	c.stop = context.AfterFunc(ctx, func() { c.end(ctx.Err()) })
+	return c, func() { c.end(context.Canceled) }
+}
+
+// end ends the context with err, once, and releases the timer and hook.
+func (c *clockTimeout) end(err error) {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.err = err
+	close(c.done)
+	timer, stop := c.timer, c.stop
+	c.mu.Unlock()
+	timer.Stop()
+	stop()
+}
+
+func (c *clockTimeout) Deadline() (time.Time, bool) { return c.parent.Deadline() }
+func (c *clockTimeout) Done() <-chan struct{}       { return c.done }
+func (c *clockTimeout) Value(key any) any           { return c.parent.Value(key) }
+
+func (c *clockTimeout) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
