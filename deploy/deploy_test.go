@@ -125,7 +125,7 @@ func exportedNames(t *testing.T) map[string]bool {
 	defer r.Close()
 	eps := []kvroute.Endpoint{{ID: id, EventsAddress: eng.KVEventsEndpoint(), ReplayAddress: eng.ReplayEndpoint()}}
 	require.NoError(t, r.SetEndpoints(eps))
-	h, err := gateway.New(gateway.Config{Model: "m", ObserveCachedTokens: true}, r, gateway.Options{Registerer: rec})
+	h, err := gateway.New(gateway.Config{Model: "m", ObserveCachedTokens: true}, r, gateway.Options{Set: telemetry.Set{Registerer: rec}})
 	require.NoError(t, err)
 	defer h.Close()
 	h.SetEndpoints(eps)

@@ -14,6 +14,7 @@ import (
 	"github.com/kvroute/kvroute/gateway"
 	"github.com/kvroute/kvroute/render"
 	"github.com/kvroute/kvroute/simengine/server"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // AccuracyResult is the accuracy step: the closed loop comparing the
@@ -63,7 +64,7 @@ func accuracyGateway(ctx context.Context, c *cluster) (*gateway.Server, error) {
 	cfg.Router.Accuracy = kvaccuracy.Config{Window: 4, MissRatio: 0.4, Resync: true}
 	cfg.Proxy = gateway.Config{Model: c.model, ObserveCachedTokens: true}
 	cfg.Endpoints = c.endpoints()
-	return gateway.NewServer(ctx, cfg, gateway.Options{Logger: c.log})
+	return gateway.NewServer(ctx, cfg, gateway.Options{Set: telemetry.Set{Logger: c.log}})
 }
 
 // accuracy runs the step; see AccuracyResult.

@@ -18,6 +18,7 @@ import (
 	"github.com/kvroute/kvroute/render"
 	"github.com/kvroute/kvroute/simengine"
 	"github.com/kvroute/kvroute/simengine/server"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // simEngine is one simulated vLLM server of the demo.
@@ -76,12 +77,12 @@ func startCluster(ctx context.Context, o Options) (c *cluster, err error) {
 	cfg.Checkpoint = checkpoint.Config{Path: filepath.Join(c.ckptDir, "index.ckpt"), Interval: -1}
 	c.gwCfg = gateway.ServerConfig{Listen: "127.0.0.1:0", Router: cfg, Endpoints: eps}
 	c.log = o.Logger
-	c.gw, err = gateway.NewServer(ctx, c.gwCfg, gateway.Options{Logger: o.Logger})
+	c.gw, err = gateway.NewServer(ctx, c.gwCfg, gateway.Options{Set: telemetry.Set{Logger: o.Logger}})
 	if err != nil {
 		return c, fmt.Errorf("precise gateway: %w", err)
 	}
 	c.rr, err = gateway.NewServer(ctx, gateway.ServerConfig{Listen: "127.0.0.1:0", Policy: gateway.PolicyRoundRobin,
-		Proxy: gateway.Config{Model: o.Model}, Endpoints: eps}, gateway.Options{Logger: o.Logger})
+		Proxy: gateway.Config{Model: o.Model}, Endpoints: eps}, gateway.Options{Set: telemetry.Set{Logger: o.Logger}})
 
 	if err != nil {
 		return c, fmt.Errorf("round-robin gateway: %w", err)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/gateway"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // ErrNoRedis is returned by RunReplicas when no redis-server is on PATH.
@@ -91,7 +92,7 @@ func RunReplicas(ctx context.Context, o Options, w io.Writer) (*ReplicasReport, 
 	spec := gatewaySpec{Redis: rs.addr, Model: o.Model, BlockSize: o.BlockSize, Endpoints: c.endpoints()}
 
 	spec.ReplicaID = "gw-1"
-	gw1, err := gateway.NewServer(ctx, spec.serverConfig(), gateway.Options{Logger: o.Logger})
+	gw1, err := gateway.NewServer(ctx, spec.serverConfig(), gateway.Options{Set: telemetry.Set{Logger: o.Logger}})
 	if err != nil {
 		return rep, fmt.Errorf("gateway gw-1: %w", err)
 	}

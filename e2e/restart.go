@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kvroute/kvroute/gateway"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // RestartResult is step 4: the gateway restarted on a warm fleet whose
@@ -90,7 +91,7 @@ func restart(ctx context.Context, c *cluster, o Options, w io.Writer) (RestartRe
 		if !run.checkpoint {
 			cfg.Router.Checkpoint.Path = ""
 		}
-		if c.gw, err = gateway.NewServer(ctx, cfg, gateway.Options{Logger: c.log}); err != nil {
+		if c.gw, err = gateway.NewServer(ctx, cfg, gateway.Options{Set: telemetry.Set{Logger: c.log}}); err != nil {
 			return res, fmt.Errorf("gateway restart: %w", err)
 		}
 		c.pool = c.gw.Router().Events()

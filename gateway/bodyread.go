@@ -70,6 +70,7 @@ func (b *byteBudget) inUse() int64 { return b.used.Load() }
 // read deadlines (not net/http's server) reads without one.
 func (h *Handler) readBodyTimed(w http.ResponseWriter, r *http.Request) (body []byte, held int64, err error) {
 	rc := http.NewResponseController(w)
+	// A socket deadline, handed to the OS: wall time, not the handler's clock.
 	if rc.SetReadDeadline(time.Now().Add(h.cfg.BodyReadTimeout)) != nil {
 		return h.readBody(w, r)
 	}

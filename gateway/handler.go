@@ -13,12 +13,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/admission"
 	"github.com/kvroute/kvroute/render"
+	"github.com/kvroute/kvroute/telemetry"
 	"github.com/kvroute/kvroute/tokenload"
 )
 
@@ -80,25 +80,30 @@ type Config struct {
 	ObserveCachedTokens bool `json:"observeCachedTokens"`
 }
 
-// Options are a Handler's dependencies.
+// Options are the injected dependencies of a Handler or a Server; the zero
+// value is valid.
 type Options struct {
+	// Set is the gateway's observability (see package telemetry):
+	//   Registerer receives the gateway's metrics; nil registers nothing
+	//   (NewServer requires nil: it serves its own registry).
+	//   Logger receives the gateway's logs; nil discards them.
+	//   TracerProvider traces each inference request as a server span that
+	//   joins the client's W3C trace context (traceparent) and is propagated
+	//   to the engine; the Router's spans nest under it when the Router has
+	//   the same provider. nil traces nothing (the client's traceparent is
+	//   still passed on unchanged).
+	//   Clock is the clock of the latency metrics (pick and first chunk)
+	//   and, for NewServer, the Router's clock too (speculative expiry, the
+	//   request table's expiry, the event streams' timers); nil is the wall
+	//   clock. The body read timeout and the upstream connections' idle
+	//   limit stay wall time: they are socket deadlines and the engines'
+	//   keep-alive timers.
+	telemetry.Set
 	// Transport carries the upstream requests; nil uses the Handler's own
 	// HTTP/1.1 keep-alive client (plain HTTP to the engines; other schemes
 	// through a dedicated http.Transport), without HTTP/2 and without
 	// transparent compression.
 	Transport http.RoundTripper
-	// Registerer receives the gateway's metrics; nil registers nothing.
-	Registerer prometheus.Registerer
-	// Logger receives the gateway's logs; nil discards them.
-	Logger *slog.Logger
-	// Now is the clock of the latency metrics; nil is time.Now.
-	Now func() time.Time
-	// TracerProvider traces each inference request as a server span that
-	// joins the client's W3C trace context (traceparent) and is propagated
-	// to the engine; the Router's spans nest under it when the Router has
-	// the same provider. nil traces nothing (the client's traceparent is
-	// still passed on unchanged).
-	TracerProvider trace.TracerProvider
 }
 
 // Handler is the reverse proxy: it serves the four inference routes and
@@ -153,16 +158,10 @@ func New(cfg Config, picker kvroute.Picker, opts Options) (*Handler, error) {
 	if cfg.MaxIdleConnsPerHost == 0 {
 		cfg.MaxIdleConnsPerHost = DefaultMaxIdleConnsPerHost
 	}
-	h := &Handler{cfg: cfg, picker: picker, transport: opts.Transport, log: opts.Logger, now: opts.Now}
+	h := &Handler{cfg: cfg, picker: picker, transport: opts.Transport, log: opts.Log(), now: opts.Clk().Now}
 	h.budget.limit = cfg.MaxBodyBytesInFlight
 	if opts.TracerProvider != nil {
 		h.tracer = opts.TracerProvider.Tracer("github.com/kvroute/kvroute/gateway")
-	}
-	if h.log == nil {
-		h.log = slog.New(slog.DiscardHandler)
-	}
-	if h.now == nil {
-		h.now = time.Now
 	}
 	if h.transport == nil {
 		h.ownsTr = newUpstreamTransport(cfg.MaxIdleConnsPerHost)

@@ -18,6 +18,7 @@ import (
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/render"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 const wait = 10 * time.Second
@@ -470,7 +471,7 @@ func (p errPicker) Pick(context.Context, *kvroute.Request, []kvroute.Endpoint) (
 // (400), not a missing endpoint (503).
 func TestGatewayAnswersAModelMismatchWith400(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	h, err := New(Config{}, errPicker{fmt.Errorf("%w: %q", kvroute.ErrModelMismatch, "alias")}, Options{Registerer: reg})
+	h, err := New(Config{}, errPicker{fmt.Errorf("%w: %q", kvroute.ErrModelMismatch, "alias")}, Options{Set: telemetry.Set{Registerer: reg}})
 	require.NoError(t, err)
 	defer h.Close()
 	h.SetEndpoints([]kvroute.Endpoint{{ID: "127.0.0.1:1"}})

@@ -130,7 +130,7 @@ func newHarness(t *testing.T, n int, cfg Config) *harness {
 	if cfg.Model == "" {
 		cfg.Model = testModel
 	}
-	h.handler, err = New(cfg, h.router, Options{Registerer: h.reg})
+	h.handler, err = New(cfg, h.router, Options{Set: telemetry.Set{Registerer: h.reg}})
 	require.NoError(t, err)
 	h.handler.SetEndpoints(h.eps)
 	h.gw = httptest.NewServer(h.handler)

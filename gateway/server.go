@@ -97,10 +97,11 @@ type Server struct {
 }
 
 // NewServer builds the router and the handler, listens on cfg.Listen and
-// starts serving. Stop it with Shutdown. opts.Logger, opts.Transport and
-// opts.Now go to the router and the handler; opts.Registerer must be nil,
-// since the Server registers everything in the registry it serves on
-// /metrics.
+// starts serving. Stop it with Shutdown. opts.Logger, opts.TracerProvider
+// and opts.Clock go to the router, the admission stage and the engine
+// metrics scraper it builds and to the handler, opts.Transport to the
+// handler; opts.Registerer must be nil, since the Server registers
+// everything in the registry it serves on /metrics.
 //
 // ctx bounds the router's start only (kvroute.New: restoring the index from
 // peers, a checkpoint file or other sources), so that a gateway interrupted
@@ -136,7 +137,7 @@ func NewServer(ctx context.Context, cfg ServerConfig, opts Options) (*Server, er
 	var picker kvroute.Picker
 	switch cfg.Policy {
 	case "", PolicyPrecise:
-		ropts := kvroute.Options{Set: telemetry.Set{Registerer: s.registry, Logger: logger, TracerProvider: opts.TracerProvider}}
+		ropts := kvroute.Options{Set: telemetry.Set{Registerer: s.registry, Logger: logger, TracerProvider: opts.TracerProvider, Clock: opts.Clock}}
 		if cfg.EngineMetrics != nil && cfg.Admission == nil {
 			return nil, errors.New("gateway: engineMetrics feeds the admission stage; set admission too")
 		}
@@ -186,7 +187,7 @@ func NewServer(ctx context.Context, cfg ServerConfig, opts Options) (*Server, er
 			s.closeAdmission()
 		}
 	}()
-	h, err := New(cfg.Proxy, picker, Options{Transport: opts.Transport, Registerer: s.registry, Logger: logger, Now: opts.Now, TracerProvider: opts.TracerProvider})
+	h, err := New(cfg.Proxy, picker, Options{Set: telemetry.Set{Registerer: s.registry, Logger: logger, TracerProvider: opts.TracerProvider, Clock: opts.Clock}, Transport: opts.Transport})
 	if err != nil {
 		return nil, err
 	}

@@ -37,7 +37,7 @@ func TestGatewayPropagatesW3CTraceContext(t *testing.T) {
 	defer r.Close()
 	eps := []kvroute.Endpoint{{ID: u.id}}
 	require.NoError(t, r.SetEndpoints(eps))
-	h, err := New(Config{Model: testModel}, r, Options{TracerProvider: tp})
+	h, err := New(Config{Model: testModel}, r, Options{Set: telemetry.Set{TracerProvider: tp}})
 	require.NoError(t, err)
 	defer h.Close()
 	h.SetEndpoints(eps)

@@ -173,7 +173,7 @@ func (t *upstreamTransport) exchange(ctx context.Context, pc *upConn, req *http.
 		if !pc.reused && ctx.Err() == nil {
 			// The engine may have answered (an early 4xx) and stopped
 			// reading: that answer is worth more than the write error.
-			_ = pc.c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+			_ = pc.c.SetReadDeadline(time.Now().Add(100 * time.Millisecond)) // a socket deadline: wall time
 			if resp, _, rerr := t.readResponse(pc, req); rerr == nil {
 				resp.Close = true
 				resp.Body = &upBody{rc: resp.Body, t: t, pc: pc, stop: stop, keep: false}
@@ -266,7 +266,7 @@ func (b *upBody) finish(complete bool) {
 // get returns an idle connection to key that the engine has not closed, or a
 // new one.
 func (t *upstreamTransport) get(ctx context.Context, key string) (*upConn, error) {
-	now := time.Now()
+	now := time.Now() // wall time: the idle limit races the engine's own keep-alive timer
 	for {
 		t.mu.Lock()
 		s := t.idle[key]
@@ -301,7 +301,7 @@ func (t *upstreamTransport) get(ctx context.Context, key string) (*upConn, error
 // full. Connections idle past upstreamIdleTimeout at the bottom of the stack
 // are closed on the way.
 func (t *upstreamTransport) put(pc *upConn) {
-	now := time.Now()
+	now := time.Now() // wall time, as in get
 	pc.idleSince = now
 	var stale []*upConn
 	t.mu.Lock()

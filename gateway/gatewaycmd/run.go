@@ -20,6 +20,7 @@ import (
 	"github.com/kvroute/kvroute/gateway"
 	"github.com/kvroute/kvroute/kvevents"
 	"github.com/kvroute/kvroute/llmd"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // options is the parsed command line.
@@ -201,7 +202,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, opts Opti
 		log.Warn("OTEL_EXPORTER_OTLP_ENDPOINT is set, but this gateway does not export OTLP; run "+opts.OTLPBinary+" for OTLP export",
 			"otlp_binary", opts.OTLPBinary)
 	}
-	srv, err := gateway.NewServer(ctx, o.server, gateway.Options{Logger: log, TracerProvider: opts.TracerProvider})
+	srv, err := gateway.NewServer(ctx, o.server, gateway.Options{Set: telemetry.Set{Logger: log, TracerProvider: opts.TracerProvider}})
 	if err != nil {
 		return err
 	}

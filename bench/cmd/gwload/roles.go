@@ -21,6 +21,7 @@ import (
 	"github.com/kvroute/kvroute/gateway"
 	"github.com/kvroute/kvroute/simengine"
 	"github.com/kvroute/kvroute/simengine/server"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // runRole runs the child role named by roleEnv and reports whether there
@@ -154,7 +155,7 @@ func runGateway(raw []byte) error {
 	srv, err := gateway.NewServer(context.Background(), gateway.ServerConfig{
 		Listen: "127.0.0.1:0", Policy: a.Policy, Router: cfg,
 		Proxy: gateway.Config{Model: a.Model}, Endpoints: a.Endpoints,
-	}, gateway.Options{TracerProvider: renderLabeler{}})
+	}, gateway.Options{Set: telemetry.Set{TracerProvider: renderLabeler{}}})
 	if err != nil {
 		return err
 	}
