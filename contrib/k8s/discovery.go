@@ -72,6 +72,7 @@ type Options struct {
 	// Set is the observability bundle (registerer, logger, tracer
 	// provider, clock; see package telemetry):
 	//   Logger receives discovery's logs; nil discards them.
+	//   Clock times the Debounce; nil is the wall clock.
 	telemetry.Set
 }
 
@@ -83,6 +84,7 @@ type Discovery struct {
 	gvr      schema.GroupVersionResource
 	sink     Sink
 	log      *slog.Logger
+	clock    telemetry.Clock // of the debounce
 
 	pods     informers.SharedInformerFactory
 	podInf   cache.SharedIndexInformer
@@ -109,7 +111,7 @@ func New(cfg Config, kube kubernetes.Interface, dyn dynamic.Interface, sink Sink
 	if sink == nil {
 		return nil, errors.New("k8s: a Sink is required")
 	}
-	d := &Discovery{cfg: cfg, sink: sink, log: opts.Logger, kick: make(chan struct{}, 1),
+	d := &Discovery{cfg: cfg, sink: sink, log: opts.Logger, clock: opts.Clk(), kick: make(chan struct{}, 1),
 		stop: make(chan struct{}), loopDone: make(chan struct{})}
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
@@ -228,22 +230,21 @@ func (d *Discovery) Start(ctx context.Context) error {
 	return nil
 }
 
+// loop recomputes the endpoint set Debounce (on the Options' clock) after
+// the first change of each burst, until Close.
 func (d *Discovery) loop() {
 	defer close(d.loopDone)
-	t := time.NewTimer(time.Hour)
-	t.Stop()
 	for {
 		select {
 		case <-d.stop:
-			t.Stop()
 			return
 		case <-d.kick:
-			t.Reset(d.cfg.Debounce)
+			t := d.clock.NewTimer(d.cfg.Debounce)
 			select {
 			case <-d.stop:
 				t.Stop()
 				return
-			case <-t.C:
+			case <-t.C():
 			}
 			d.recompute()
 		}

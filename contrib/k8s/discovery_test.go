@@ -97,6 +97,12 @@ func newFixture(t *testing.T, cfg Config, pods []*corev1.Pod, pools ...runtime.O
 // newFixtureWithSink is newFixture with the Sink given (nil: a recorder).
 func newFixtureWithSink(t *testing.T, cfg Config, pods []*corev1.Pod, sink Sink, pools ...runtime.Object) *fixture {
 	t.Helper()
+	return newFixtureWithOptions(t, cfg, pods, sink, Options{}, pools...)
+}
+
+// newFixtureWithOptions is newFixtureWithSink with the Discovery's Options.
+func newFixtureWithOptions(t *testing.T, cfg Config, pods []*corev1.Pod, sink Sink, opts Options, pools ...runtime.Object) *fixture {
+	t.Helper()
 	objs := make([]runtime.Object, len(pods))
 	for i, p := range pods {
 		objs[i] = p
@@ -113,7 +119,7 @@ func newFixtureWithSink(t *testing.T, cfg Config, pods []*corev1.Pod, sink Sink,
 	if sink == nil {
 		sink = f.rec.sink
 	}
-	f.d, err = New(cfg, f.kube, f.dyn, sink, Options{})
+	f.d, err = New(cfg, f.kube, f.dyn, sink, opts)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
