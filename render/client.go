@@ -61,6 +61,9 @@ type Options struct {
 	//   TracerProvider traces every HTTP attempt as a "render" span (endpoint,
 	//   route, attempt, retry, status) under the caller's span; nil traces
 	//   nothing.
+	//   Clock times the render latency metric and the failure log's rate
+	//   limit; nil is the wall clock. The request budget and attempt
+	//   timeouts stay wall time: they are deadlines of HTTP calls.
 	telemetry.Set
 	// TLSConfig is used for https renderer URLs; nil means the system roots.
 	// HTTP/2 stays disabled either way.
@@ -82,7 +85,7 @@ func New(cfg Config, opts Options) (*Client, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	c := &Client{cfg: cfg, metrics: m, log: logger, now: time.Now}
+	c := &Client{cfg: cfg, metrics: m, log: logger, now: opts.Clk().Now}
 	if opts.TracerProvider != nil {
 		c.tracer = opts.TracerProvider.Tracer(TracerName)
 	}

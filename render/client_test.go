@@ -173,22 +173,18 @@ func TestFailureLogIsRateLimited(t *testing.T) {
 	s := newFakeVLLM(t, "a")
 	s.on("/v1/completions/render", status(400))
 	var logs logBuffer
-	c, err := New(DefaultConfig(), Options{Set: telemetry.Set{Logger: logs.logger()}})
+	clk := telemetry.NewManual(time.Unix(1000, 0))
+	c, err := New(DefaultConfig(), Options{Set: telemetry.Set{Logger: logs.logger(), Clock: clk}})
 	require.NoError(t, err)
 	defer c.Close()
 	require.NoError(t, c.SetEndpoints([]Endpoint{{ID: "a", URL: s.URL}}))
-	var mu sync.Mutex
-	now := time.Unix(1000, 0)
-	c.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 
 	for range 5 {
 		_, err := c.Render(context.Background(), completions("x"))
 		require.Error(t, err)
 	}
 	require.Equal(t, 1, strings.Count(logs.String(), "render failed"))
-	mu.Lock()
-	now = now.Add(10 * time.Second)
-	mu.Unlock()
+	clk.Advance(10 * time.Second) // the rate limit runs on the client's clock
 	_, err = c.Render(context.Background(), completions("x"))
 	require.Error(t, err)
 	require.Equal(t, 2, strings.Count(logs.String(), "render failed"))
