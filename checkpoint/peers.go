@@ -115,6 +115,8 @@ func racePeers(ctx context.Context, ix *kvindex.Index, peers []PeerSource, timeo
 		}
 		slices.Sort(queue)
 	}
+	// The hedge and the peers' progress watches time HTTP transfers on wall
+	// time: an IndexSource's Load is given no clock.
 	hedge := time.NewTimer(hedgeDelay)
 	defer hedge.Stop()
 	var errs []error

@@ -128,7 +128,7 @@ func (ix *Index) Match(keys []Key, candidates []string, out *MatchResult) {
 	}
 	var start time.Time
 	if ix.met != nil {
-		start = time.Now()
+		start = time.Now() // wall time: a reported duration of CPU work (see package telemetry)
 	}
 	out.Total = len(keys)
 	tt := ix.tiers.Load()

@@ -106,7 +106,7 @@ func (l *Limiter) acquire(ctx context.Context) (time.Duration, error) {
 	l.waiters = append(l.waiters, ch)
 	l.mu.Unlock()
 	l.waiting.Add(1)
-	start := time.Now()
+	start := time.Now() // wall time: the wait is only reported (see package telemetry)
 	defer func() {
 		l.waiting.Add(-1)
 		l.waitNanos.Add(int64(time.Since(start)))

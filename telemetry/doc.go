@@ -29,4 +29,14 @@
 // AfterFunc. Wall is the real clock. Manual is a clock for tests that moves
 // only when told (Advance), firing every timer that falls due in order, so
 // a test of a timeout waits for the event it causes, not for wall time.
+//
+// What runs on a component's Clock: its periodic work and its own timeouts
+// (sweeps, refreshes, debounces, heartbeats, backoffs, a replay's overall
+// timeout) and the timestamps its behaviour depends on (expiry, leases,
+// rate limits). What stays on wall time, and says so where it is set:
+// deadlines handed to the OS or to a network client (net.Conn read and
+// write deadlines, the Redis client's operation timeouts, HTTP request
+// contexts), which the kernel and the peers measure in wall time anyway,
+// and durations measured only to be reported, such as the lookup latency
+// histograms of CPU work.
 package telemetry
