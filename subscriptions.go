@@ -45,7 +45,7 @@ func newSubscriptions(cfg Config, ix *kvindex.Index, reg prometheus.Registerer, 
 		}
 		match = sel.Matches
 	}
-	p, err := kvevents.NewPool(pc, ix, kvevents.Options{Registerer: reg, Logger: log, Matcher: match, TracerProvider: tp, Clock: clock})
+	p, err := kvevents.NewPool(pc, ix, kvevents.Options{Set: telemetry.Set{Registerer: reg, Logger: log, TracerProvider: tp, Clock: clock}, Matcher: match})
 	if err != nil {
 		return nil, err
 	}

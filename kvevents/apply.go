@@ -8,9 +8,7 @@ import (
 	"maps"
 	"sync"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/puzpuzpuz/xsync/v3"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/kvindex"
@@ -40,11 +38,18 @@ type ApplierConfig struct {
 // Options are the injected dependencies of a Pool or an Applier; the zero
 // value is valid.
 type Options struct {
-	// Registerer receives the component's metrics; nil registers none.
-	Registerer prometheus.Registerer
-	// Logger receives state changes and debug logs for dropped events; nil
-	// discards.
-	Logger *slog.Logger
+	// Set is the observability bundle (see package telemetry):
+	//   Registerer receives the component's metrics; nil registers none.
+	//   Logger receives state changes and debug logs for dropped events;
+	//   nil discards.
+	//   TracerProvider, for a Pool, traces a sample of the KV-event
+	//   messages (spans events_receive, events_process, events_decode)
+	//   when PoolConfig.Tracing enables it; nil traces nothing at no cost.
+	//   Clock, for a Pool, is the time source of its streams: when a phase
+	//   or readiness state began (EndpointStatus.Since), and its timers,
+	//   its sockets' heartbeats and its replay client's timeout and
+	//   backoff; nil is the wall clock (telemetry.Wall).
+	telemetry.Set
 	// metrics, for the Pool's own Applier, is the Applier's part of the
 	// Pool's metrics (shared so each family is registered once); it takes
 	// precedence over Registerer.
@@ -54,14 +59,6 @@ type Options struct {
 	// labels.Selector's Matches, for instance, or the matcher a kvroute
 	// Router builds from its events.selector.
 	Matcher func(labels map[string]string) bool
-	// TracerProvider, for a Pool, traces a sample of the KV-event messages
-	// (spans events_receive, events_process, events_decode) when
-	// PoolConfig.Tracing enables it; nil traces nothing at no cost.
-	TracerProvider trace.TracerProvider
-	// Clock, for a Pool, is the time source of its streams: when a phase
-	// or readiness state began (EndpointStatus.Since), and its timers; nil
-	// is the wall clock (telemetry.Wall).
-	Clock telemetry.Clock
 }
 
 // ApplyResult counts what Apply did with one batch. Every event of the batch

@@ -15,6 +15,7 @@ import (
 	"github.com/kvroute/kvroute/kvevents/internal/wiretest"
 	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/kvindex"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 const testEndpoint = "10.0.0.1:8000"
@@ -37,7 +38,7 @@ func newApplyFixture(t *testing.T) *applyFixture {
 	reg := prometheus.NewRegistry()
 	var logBuf bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	a, err := NewApplier(ApplierConfig{Model: "m"}, ix, Options{Registerer: reg, Logger: logger})
+	a, err := NewApplier(ApplierConfig{Model: "m"}, ix, Options{Set: telemetry.Set{Registerer: reg, Logger: logger}})
 	require.NoError(t, err)
 	return &applyFixture{t: t, ix: ix, a: a, reg: reg, d: wire.NewDecoder(wire.Limits{}), log: &logBuf}
 }
@@ -287,7 +288,7 @@ func TestApplySharedMetrics(t *testing.T) {
 	ix, err := kvindex.New(kvindex.Config{BlockSize: 4, SweepInterval: -1}, kvindex.Options{})
 	require.NoError(t, err)
 	defer ix.Close()
-	a, err := NewApplier(ApplierConfig{}, ix, Options{metrics: m.applyMetrics, Registerer: reg})
+	a, err := NewApplier(ApplierConfig{}, ix, Options{Set: telemetry.Set{Registerer: reg}, metrics: m.applyMetrics})
 	require.NoError(t, err)
 	require.Same(t, m.applyMetrics, a.metrics())
 	m.drop(testEndpoint, dropQueueFull, 2)

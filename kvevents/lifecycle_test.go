@@ -13,6 +13,7 @@ import (
 	"github.com/kvroute/kvroute/internal/zmqpub"
 	"github.com/kvroute/kvroute/internal/zmqx"
 	"github.com/kvroute/kvroute/replay"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // The last batches of a burst are lost on the wire (a publisher's HWM) and
@@ -309,7 +310,7 @@ func TestPoolQuietRecycleCountsNothing(t *testing.T) {
 	defer pub.Close()
 	logs := &logBuffer{}
 	p, err := NewPool(PoolConfig{HeartbeatInterval: -1, IdleTimeout: 150 * time.Millisecond, TailProbeDelay: -1},
-		ix, Options{Logger: debugLogger(logs)})
+		ix, Options{Set: telemetry.Set{Logger: debugLogger(logs)}})
 	require.NoError(t, err)
 	defer p.Close()
 	const id = "127.0.0.1:8000"
@@ -350,7 +351,7 @@ func TestSupervisorBackoffNotResetByEmptySessions(t *testing.T) {
 	defer func() { _ = l.Close(); <-done }()
 	ix := newPoolIndex(t)
 	logs := &logBuffer{}
-	p, err := NewPool(PoolConfig{MinBackoff: 5 * time.Millisecond, MaxBackoff: 40 * time.Millisecond}, ix, Options{Logger: debugLogger(logs)})
+	p, err := NewPool(PoolConfig{MinBackoff: 5 * time.Millisecond, MaxBackoff: 40 * time.Millisecond}, ix, Options{Set: telemetry.Set{Logger: debugLogger(logs)}})
 	require.NoError(t, err)
 	defer p.Close()
 	const id = "127.0.0.1:8000"

@@ -103,7 +103,7 @@ func NewPool(cfg PoolConfig, ix *kvindex.Index, opts Options) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	ap, err := NewApplier(ApplierConfig{Model: cfg.Model, LoRANames: cfg.LoRANames}, ix, Options{metrics: m.applyMetrics, Logger: lg})
+	ap, err := NewApplier(ApplierConfig{Model: cfg.Model, LoRANames: cfg.LoRANames}, ix, Options{Set: telemetry.Set{Logger: lg}, metrics: m.applyMetrics})
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/kvroute/kvroute/internal/zmqpub"
 	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/kvindex"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // BenchmarkSubscriberThroughput measures the whole path over loopback: Go
@@ -35,7 +36,7 @@ func benchThroughput(b *testing.B, eps int) {
 		b.Fatal(err)
 	}
 	defer ix.Close()
-	p, err := NewPool(PoolConfig{QueueSize: 4 * window}, ix, Options{Registerer: prometheus.NewRegistry(), Logger: nil})
+	p, err := NewPool(PoolConfig{QueueSize: 4 * window}, ix, Options{Set: telemetry.Set{Registerer: prometheus.NewRegistry(), Logger: nil}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/kvroute/kvroute/internal/zmqpub"
 	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/kvindex"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // newTestPublisher starts the Go engine-side publisher (the one behind
@@ -131,7 +132,7 @@ func (l *logBuffer) logger() *slog.Logger {
 func newTestPool(t testing.TB, cfg PoolConfig, ix *kvindex.Index) (*Pool, *logBuffer) {
 	t.Helper()
 	logs := &logBuffer{}
-	p, err := NewPool(cfg, ix, Options{Registerer: prometheus.NewRegistry(), Logger: logs.logger()})
+	p, err := NewPool(cfg, ix, Options{Set: telemetry.Set{Registerer: prometheus.NewRegistry(), Logger: logs.logger()}})
 	require.NoError(t, err)
 	return p, logs
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/kvroute/kvroute/internal/labelselector"
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/kvindex"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // Options.Matcher decides which endpoints are subscribed; an endpoint relabelled out of it is unsubscribed.
@@ -16,7 +17,7 @@ func TestPoolMatcherDecidesSubscriptions(t *testing.T) {
 	defer leakcheck.Check(t)()
 	ix := newPoolIndex(t)
 	canary := func(l map[string]string) bool { return l["track"] != "canary" }
-	p, err := NewPool(PoolConfig{Replay: false}, ix, Options{Registerer: prometheus.NewRegistry(), Matcher: canary})
+	p, err := NewPool(PoolConfig{Replay: false}, ix, Options{Set: telemetry.Set{Registerer: prometheus.NewRegistry()}, Matcher: canary})
 	require.NoError(t, err)
 	defer p.Close()
 	require.NoError(t, p.Ensure(Endpoint{ID: "127.0.0.1:1", EventsAddress: "tcp://127.0.0.1:1", Labels: map[string]string{"track": "stable"}}))
@@ -34,7 +35,7 @@ func newSelectingPool(t testing.TB, cfg PoolConfig, ix *kvindex.Index, selector 
 	sel, err := labelselector.Parse(selector)
 	require.NoError(t, err)
 	logs := &logBuffer{}
-	p, err := NewPool(cfg, ix, Options{Registerer: prometheus.NewRegistry(), Logger: logs.logger(), Matcher: sel.Matches})
+	p, err := NewPool(cfg, ix, Options{Set: telemetry.Set{Registerer: prometheus.NewRegistry(), Logger: logs.logger()}, Matcher: sel.Matches})
 	require.NoError(t, err)
 	return p, logs
 }

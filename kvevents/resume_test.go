@@ -12,6 +12,7 @@ import (
 	"github.com/kvroute/kvroute/internal/zmqpub"
 	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/kvindex"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 const resumeID = "127.0.0.1:8000"
@@ -61,7 +62,7 @@ func runPool(t *testing.T, cfg PoolConfig, ix *kvindex.Index, pub *zmqpub.Publis
 	t.Helper()
 	logs := &logBuffer{}
 	reg := prometheus.NewRegistry()
-	p, err := NewPool(cfg, ix, Options{Registerer: reg, Logger: logs.logger()})
+	p, err := NewPool(cfg, ix, Options{Set: telemetry.Set{Registerer: reg, Logger: logs.logger()}})
 	require.NoError(t, err)
 	require.NoError(t, p.Ensure(Endpoint{ID: resumeID, Model: poolModel, EventsAddress: pub.Endpoint(), ReplayAddress: pub.ReplayEndpoint()}))
 	waitApplied(t, p, resumeID, last)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/internal/zmqpub"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // One Position and one check: the position the pool reports
@@ -37,7 +38,7 @@ func TestPoolPositionIsTheIndexRecordedOne(t *testing.T) {
 	ix := loaded(t, data)
 	logs := &logBuffer{}
 	reg := prometheus.NewRegistry()
-	p2, err := NewPool(PoolConfig{}, ix, Options{Registerer: reg, Logger: logs.logger()})
+	p2, err := NewPool(PoolConfig{}, ix, Options{Set: telemetry.Set{Registerer: reg, Logger: logs.logger()}})
 	require.NoError(t, err)
 	defer p2.Close()
 	require.NoError(t, p2.EnsureFrom(Endpoint{ID: resumeID, Model: poolModel, EventsAddress: pub.Endpoint(), ReplayAddress: pub.ReplayEndpoint()}, pos))

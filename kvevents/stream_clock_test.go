@@ -30,7 +30,7 @@ func TestStreamCooldownRunsOnPoolClock(t *testing.T) {
 	f.p, err = NewPool(PoolConfig{ReplayCooldown: 30 * time.Second, TailProbeDelay: -1,
 		ReplayClient: replay.ClientConfig{MaxAttemptsWithoutProgress: 1, Backoff: time.Millisecond,
 			Limiter: replay.NewLimiter(8)}},
-		f.ix, Options{Registerer: prometheus.NewRegistry(), Logger: logs.logger(), Clock: clock})
+		f.ix, Options{Set: telemetry.Set{Registerer: prometheus.NewRegistry(), Logger: logs.logger(), Clock: clock}})
 	require.NoError(t, err)
 	f.p.mu.Lock()
 	f.st = f.p.newStreamLocked(seqID, poolModel, addr)

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kvroute/kvroute/kvindex"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // ingestBench is one pool with one stream fed directly on the receiver
@@ -30,7 +31,7 @@ func newIngestBench(b *testing.B, tr EventTracing, tp trace.TracerProvider, payl
 	if err != nil {
 		b.Fatal(err)
 	}
-	p, err := NewPool(PoolConfig{Tracing: tr, QueueSize: 4096}, ix, Options{Registerer: prometheus.NewRegistry(), TracerProvider: tp})
+	p, err := NewPool(PoolConfig{Tracing: tr, QueueSize: 4096}, ix, Options{Set: telemetry.Set{Registerer: prometheus.NewRegistry(), TracerProvider: tp}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // tracedFixture is a pool tracing KV events into an in-memory exporter,
@@ -28,7 +29,7 @@ type tracedFixture struct {
 func newTracedFixture(t *testing.T, tr EventTracing, sampler sdktrace.Sampler) *tracedFixture {
 	f := &tracedFixture{t: t, exp: tracetest.NewInMemoryExporter()}
 	f.tp = sdktrace.NewTracerProvider(sdktrace.WithSyncer(f.exp), sdktrace.WithSampler(sampler))
-	p, err := NewPool(PoolConfig{Tracing: tr}, newPoolIndex(t), Options{Registerer: prometheus.NewRegistry(), TracerProvider: f.tp})
+	p, err := NewPool(PoolConfig{Tracing: tr}, newPoolIndex(t), Options{Set: telemetry.Set{Registerer: prometheus.NewRegistry(), TracerProvider: f.tp}})
 	require.NoError(t, err)
 	f.p = p
 	p.mu.Lock()

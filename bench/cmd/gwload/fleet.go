@@ -17,6 +17,7 @@ import (
 	"github.com/kvroute/kvroute/kvevents/publish"
 	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/kvindex"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // Fleet-run constants: each message stores fleetBlocks new blocks of
@@ -62,7 +63,7 @@ func runPool(raw []byte) error {
 	}
 	defer ix.Close()
 	reg := prometheus.NewRegistry()
-	p, err := kvevents.NewPool(kvevents.PoolConfig{}, ix, kvevents.Options{Registerer: reg})
+	p, err := kvevents.NewPool(kvevents.PoolConfig{}, ix, kvevents.Options{Set: telemetry.Set{Registerer: reg}})
 	if err != nil {
 		return err
 	}
