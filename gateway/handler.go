@@ -120,6 +120,8 @@ type Handler struct {
 	endpoints atomic.Pointer[[]kvroute.Endpoint]
 	models    atomic.Uint64 // round-robin cursor of GET /v1/models
 	recent    recentDecisions
+	history   shareHistory          // predicted vs engine-reported cached share, for the status page
+	ids       *requestIDs           // IDs of requests that come without X-Request-Id
 	tracer    trace.Tracer          // nil: no spans
 	budget    byteBudget            // request body bytes in flight
 	admission *admission.Controller // nil: no admission headers read (admission.go)
@@ -158,7 +160,7 @@ func New(cfg Config, picker kvroute.Picker, opts Options) (*Handler, error) {
 	if cfg.MaxIdleConnsPerHost == 0 {
 		cfg.MaxIdleConnsPerHost = DefaultMaxIdleConnsPerHost
 	}
-	h := &Handler{cfg: cfg, picker: picker, transport: opts.Transport, log: opts.Log(), now: opts.Clk().Now}
+	h := &Handler{cfg: cfg, picker: picker, transport: opts.Transport, log: opts.Log(), now: opts.Clk().Now, ids: newRequestIDs()}
 	h.budget.limit = cfg.MaxBodyBytesInFlight
 	if opts.TracerProvider != nil {
 		h.tracer = opts.TracerProvider.Tracer("github.com/kvroute/kvroute/gateway")
@@ -282,7 +284,7 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api ren
 		writeError(w, api, http.StatusServiceUnavailable, "the gateway has no endpoints")
 		return
 	}
-	req := &kvroute.Request{ID: r.Header.Get("X-Request-Id"), API: api, Body: body, Header: r.Header}
+	req := &kvroute.Request{ID: r.Header.Get(headerRequestID), API: api, Body: body, Header: r.Header}
 	switch {
 	case h.cfg.Model == "":
 		req.Model = model
@@ -352,9 +354,19 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api ren
 		d.Done(kvroute.DoneInfo{Err: ferr})
 		h.notify(d)
 	}()
-	rec := DecisionRecord{Time: start, RequestID: req.ID, API: api, Endpoint: d.Endpoint.ID,
-		PromptTokens: d.PromptTokens, PredictedCached: d.CachedTokens, Outcome: d.Outcome.String(),
-		UsedCache: d.UsedCache, ActualCached: -1}
+	rec := DecisionRecord{Time: start, RequestID: req.ID, API: api, Model: model, LoRA: req.LoRA != "",
+		Endpoint: d.Endpoint.ID, PromptTokens: d.PromptTokens, PredictedCached: d.CachedTokens,
+		Outcome: d.Outcome.String(), UsedCache: d.UsedCache, ActualCached: -1}
+	if rec.Model == "" {
+		rec.Model = h.cfg.Model
+	}
+	if rec.RequestID == "" {
+		// The engine gets the ID too (vLLM names the request by it), so its
+		// logs and the status page agree; the router's request table
+		// stays for the IDs clients give.
+		rec.RequestID = h.ids.next()
+		r.Header[headerRequestID] = []string{rec.RequestID}
+	}
 	res, ferr = h.forward(w, r, body, d, start, am, &rec)
 	am.results[res].Inc()
 	rec.Result = res

@@ -14,9 +14,15 @@ const recentSize = 16
 
 // DecisionRecord is one routed request as the status page shows it.
 type DecisionRecord struct {
-	Time            time.Time
-	RequestID       string
-	API             render.API
+	Time time.Time
+	// RequestID is the client's X-Request-Id, or the ID the gateway gave
+	// the request (and the engine) when it came without one.
+	RequestID string
+	API       render.API
+	// Model is the model the request named (the gateway's model when it
+	// named none); LoRA reports that it was routed as a LoRA adapter.
+	Model           string
+	LoRA            bool
 	Endpoint        string
 	PromptTokens    int
 	PredictedCached int
@@ -72,5 +78,6 @@ func (h *Handler) finish(d *kvroute.Decision, us *usageScanner, rec *DecisionRec
 	}
 	if o, ok := d.Done(kvroute.DoneInfo{CachedTokens: cached, HasCachedTokens: true}); ok {
 		rec.ActualCached, rec.Error = cached, o.Error
+		h.history.add(h.now(), d.PromptTokens, o.Predicted, o.Actual)
 	}
 }

@@ -87,6 +87,7 @@ type Server struct {
 	srv       *http.Server
 	ln        net.Listener
 	log       *slog.Logger
+	cfg       ServerConfig   // as served, defaults applied; the status page shows it
 	handlers  sync.WaitGroup // requests being served
 	served    chan error     // Serve's result
 
@@ -193,6 +194,11 @@ func NewServer(ctx context.Context, cfg ServerConfig, opts Options) (*Server, er
 	}
 	s.handler = h
 	h.admission = s.admission
+	s.cfg = cfg
+	s.cfg.Proxy, s.cfg.Endpoints = h.cfg, nil
+	if s.cfg.Policy == "" {
+		s.cfg.Policy = PolicyPrecise
+	}
 	if len(cfg.Endpoints) > 0 {
 		if err := s.SetEndpoints(cfg.Endpoints); err != nil {
 			return nil, err

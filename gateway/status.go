@@ -1,25 +1,38 @@
 package gateway
 
 import (
+	"fmt"
 	"html/template"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/admission"
+	"github.com/kvroute/kvroute/enginemetrics"
 )
 
-// StatusPath is the gateway's status page: plain HTML (no scripts) with
-// every endpoint's KV-event stream state, last applied sequence, blocks
-// indexed and in-flight load, and the latest routing decisions with their
-// match and filter outcome. It refreshes itself every 2 s.
+// StatusPath is the gateway's status page: plain HTML (no scripts) with the
+// model and the effective configuration (credentials redacted), every
+// endpoint's role, index source, KV-event stream state, last applied
+// sequence, blocks indexed and in-flight load, a chart of the predicted
+// against the engine-reported cached share of prompt tokens over the last
+// 15 minutes, and the latest routing decisions with their request ID,
+// model, match and filter outcome. It refreshes itself every 2 s.
 const StatusPath = "/debug/kvroute"
+
+// RoleLabel is the endpoint label the status page reads an endpoint's role
+// from (prefill, decode or both), as llm-d labels its model-server pods.
+const RoleLabel = "llm-d.ai/role"
 
 // statusEndpoint is one row of the status page's endpoint table.
 type statusEndpoint struct {
-	ID, State, LastApplied, SinceApplied string
-	AppliedSeq                           string
-	Blocks                               int
-	InflightTokens, InflightRequests     int64
-	Inaccurate, GivenUp                  bool
+	ID, Role, Source, State, LastApplied, SinceApplied string
+	AppliedSeq                                         string
+	Blocks                                             int
+	InflightTokens, InflightRequests                   int64
+	Inaccurate, GivenUp                                bool
 }
 
 var statusTmpl = template.Must(template.New("status").Parse(`<!DOCTYPE html>
@@ -27,30 +40,53 @@ var statusTmpl = template.Must(template.New("status").Parse(`<!DOCTYPE html>
 <title>kvroute gateway</title>
 <style>body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse;margin-bottom:1.5em}
 td,th{border:1px solid #ccc;padding:.25em .6em;text-align:left}th{background:#eee}
-.live{color:#080}.degraded,.bad{color:#b00}.connecting,.replaying{color:#a60}</style></head>
+.live{color:#080}.degraded,.bad{color:#b00}.connecting,.replaying{color:#a60}
+.key{display:inline-block;width:1em;height:.3em;vertical-align:middle;margin:0 .3em}
+pre{background:#f6f6f6;padding:.6em;max-height:24em;overflow:auto}</style></head>
 <body><h1>kvroute gateway</h1>
-<p id="summary">ready: <b id="ready">{{.Ready}}</b>{{if .Reason}} — {{.Reason}}{{end}}; {{len .Endpoints}} endpoint(s); index: {{.IndexBlocks}} blocks; generated {{.Now}}</p>
+<p id="summary">ready: <b id="ready">{{.Ready}}</b>{{if .Reason}} — {{.Reason}}{{end}}; model: <b id="model">{{.Model}}</b>; policy: {{.Policy}}; {{len .Endpoints}} endpoint(s); index: {{.IndexBlocks}} blocks; generated {{.Now}}</p>
 <h2>Endpoints</h2>
-<table id="endpoints"><tr><th>endpoint</th><th>stream state</th><th>last applied seq</th><th>last applied</th><th>blocks indexed</th><th>in-flight tokens</th><th>in-flight requests</th><th>predictions</th></tr>
-{{range .Endpoints}}<tr class="endpoint" data-id="{{.ID}}"><td>{{.ID}}</td><td class="{{.State}}">{{.State}}{{if .GivenUp}} (given up){{end}}</td><td>{{.AppliedSeq}}</td><td>{{.SinceApplied}}</td><td>{{.Blocks}}</td><td>{{.InflightTokens}}</td><td>{{.InflightRequests}}</td><td>{{if .Inaccurate}}<span class="bad">missing persistently</span>{{else}}ok{{end}}</td></tr>
+<table id="endpoints"><tr><th>endpoint</th><th>role</th><th>index source</th><th>stream state</th><th>last applied seq</th><th>last applied</th><th>blocks indexed</th><th>in-flight tokens</th><th>in-flight requests</th><th>predictions</th></tr>
+{{range .Endpoints}}<tr class="endpoint" data-id="{{.ID}}"><td>{{.ID}}</td><td class="role">{{.Role}}</td><td class="source">{{.Source}}</td><td class="{{.State}}">{{.State}}{{if .GivenUp}} (given up){{end}}</td><td>{{.AppliedSeq}}</td><td>{{.SinceApplied}}</td><td>{{.Blocks}}</td><td>{{.InflightTokens}}</td><td>{{.InflightRequests}}</td><td>{{if .Inaccurate}}<span class="bad">missing persistently</span>{{else}}ok{{end}}</td></tr>
 {{end}}</table>
+<h2>Cached share of prompt tokens: predicted vs engine-reported</h2>
+<p id="share-summary"><span class="key" style="background:#1f6fd1"></span>predicted <span class="key" style="background:#e07000"></span>engine-reported; per 10 s over the last 15 minutes. {{.ShareSummary}}</p>
+{{.Chart}}
 <h2>Latest decisions</h2>
-<table id="decisions"><tr><th>time</th><th>request</th><th>api</th><th>endpoint</th><th>prompt tokens</th><th>predicted cached</th><th>engine cached</th><th>error</th><th>filter outcome</th><th>used cache</th><th>result</th></tr>
-{{range .Decisions}}<tr class="decision"><td>{{.Time.Format "15:04:05.000"}}</td><td>{{.RequestID}}</td><td>{{.API}}</td><td>{{.Endpoint}}</td><td>{{.PromptTokens}}</td><td>{{.PredictedCached}}</td><td>{{if ge .ActualCached 0}}{{.ActualCached}}{{else}}–{{end}}</td><td>{{if ge .ActualCached 0}}{{.Error}}{{end}}</td><td>{{.Outcome}}</td><td>{{.UsedCache}}</td><td>{{.Result}}</td></tr>
+<table id="decisions"><tr><th>time</th><th>request</th><th>model</th><th>api</th><th>endpoint</th><th>prompt tokens</th><th>predicted cached</th><th>engine cached</th><th>error</th><th>filter outcome</th><th>used cache</th><th>result</th></tr>
+{{range .Decisions}}<tr class="decision"><td>{{.Time.Format "15:04:05.000"}}</td><td class="request-id">{{.RequestID}}</td><td class="model">{{.Model}}{{if .LoRA}} (LoRA){{end}}</td><td>{{.API}}</td><td>{{.Endpoint}}</td><td>{{.PromptTokens}}</td><td>{{.PredictedCached}}</td><td>{{if ge .ActualCached 0}}{{.ActualCached}}{{else}}–{{end}}</td><td>{{if ge .ActualCached 0}}{{.Error}}{{end}}</td><td>{{.Outcome}}</td><td>{{.UsedCache}}</td><td>{{.Result}}</td></tr>
 {{end}}</table>
+<h2>Effective configuration</h2>
+<p>As the gateway runs it; a 0 or empty value takes its package's default. Credentials (passwords, tokens, secrets, the passwords in URLs) are shown as [redacted].</p>
+<pre id="config">{{.Config}}</pre>
 </body></html>
 `))
 
+// statusData is what the status page shows.
+type statusData struct {
+	Ready        bool
+	Reason       string
+	Now          string
+	Model        string
+	Policy       Policy
+	IndexBlocks  int
+	Endpoints    []statusEndpoint
+	Decisions    []DecisionRecord
+	Chart        template.HTML
+	ShareSummary string
+	Config       string
+}
+
 // status renders StatusPath.
 func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
-	data := struct {
-		Ready       bool
-		Reason      string
-		Now         string
-		IndexBlocks int
-		Endpoints   []statusEndpoint
-		Decisions   []DecisionRecord
-	}{Ready: true, Now: time.Now().UTC().Format(time.RFC3339), Decisions: s.handler.Recent()}
+	now := time.Now()
+	samples := s.handler.history.samples()
+	data := statusData{Ready: true, Now: now.UTC().Format(time.RFC3339), Model: s.cfg.Proxy.Model, Policy: s.cfg.Policy,
+		Decisions: s.handler.Recent(), Chart: shareChart(samples, now), ShareSummary: shareSummary(samples),
+		Config: configText(s.shownConfig())}
+	if data.Model == "" {
+		data.Model = "as each request names it"
+	}
 	eps := *s.handler.endpoints.Load()
 	if len(eps) == 0 {
 		data.Ready, data.Reason = false, "no endpoints"
@@ -69,15 +105,20 @@ func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
 			if !e.LastApplied.IsZero() {
 				se.SinceApplied = time.Since(e.LastApplied).Round(time.Millisecond).String() + " ago"
 			}
+			se.Source = eventSource(e, r)
 			states[e.ID] = se
 		}
 	}
 	for _, e := range eps {
 		se, ok := states[e.ID]
 		if !ok {
-			se = statusEndpoint{State: "no events", AppliedSeq: "–", SinceApplied: "never"}
+			se = statusEndpoint{State: "no events", AppliedSeq: "–", SinceApplied: "never", Source: s.noEventsSource()}
 		}
 		se.ID = e.ID
+		se.Role = e.Labels[RoleLabel]
+		if se.Role == "" {
+			se.Role = "–"
+		}
 		if r := s.router; r != nil {
 			se.Blocks = r.Index().EndpointBlocks(e.ID)
 			se.InflightTokens, se.InflightRequests, _ = r.Load().Load(e.ID)
@@ -90,4 +131,67 @@ func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
 	if err := statusTmpl.Execute(w, data); err != nil {
 		s.log.Warn("status page", "err", err)
 	}
+}
+
+// eventSource says where a subscribed endpoint's index entries come from:
+// its KV-event stream (the engine's PUB socket, or the gateway's bound
+// socket the engine connects to), its replay socket, and the speculative
+// entries of the router's own decisions.
+func eventSource(e kvroute.EndpointReadiness, r *kvroute.Router) string {
+	var b strings.Builder
+	b.WriteString("KV events")
+	if addrs := r.Events().BindAddrs(); len(addrs) > 0 {
+		fmt.Fprintf(&b, " (engine connects to %s)", strings.Join(addrs, ", "))
+	}
+	fmt.Fprintf(&b, ", %d messages applied", e.Status.Messages)
+	if e.Status.Replay != "" {
+		b.WriteString("; replay " + e.Status.Replay)
+	} else {
+		b.WriteString("; no replay")
+	}
+	if e.Status.Degraded {
+		b.WriteString("; degraded: may hold stale blocks")
+	}
+	b.WriteString("; + speculative")
+	return b.String()
+}
+
+// noEventsSource says where the index entries of an endpoint without a
+// KV-event stream come from.
+func (s *Server) noEventsSource() string {
+	switch {
+	case s.router == nil:
+		return "none (" + string(s.cfg.Policy) + " routing keeps no index)"
+	case s.router.Events() == nil:
+		return "speculative only (KV events off)"
+	default:
+		return "speculative only (not subscribed: events.selector)"
+	}
+}
+
+// shareSummary is a sentence on the latest bucket of the share history.
+func shareSummary(samples []shareSample) string {
+	if len(samples) == 0 {
+		return "No observed requests yet: the chart needs the gateway's observeCachedTokens and engines that report cached tokens in their usage."
+	}
+	l := samples[len(samples)-1]
+	return fmt.Sprintf("Latest (%s): predicted %.0f%%, engine-reported %.0f%% of %d prompt tokens over %d request(s).",
+		l.Start.UTC().Format("15:04:05"), 100*l.PredictedShare(), 100*l.ActualShare(), l.Prompt, l.Requests)
+}
+
+// shownConfig is the configuration the status page shows: the server's,
+// with the keys the gateway's --config file uses where it has them; the
+// endpoints are in their own table.
+func (s *Server) shownConfig() any {
+	return struct {
+		Listen            string                `json:"listen"`
+		Policy            Policy                `json:"policy"`
+		ReadHeaderTimeout time.Duration         `json:"readHeaderTimeout"`
+		IdleTimeout       time.Duration         `json:"idleTimeout"`
+		Proxy             Config                `json:"proxy"`
+		Admission         *admission.Config     `json:"admission"`
+		EngineMetrics     *enginemetrics.Config `json:"engineMetrics"`
+		Router            kvroute.Config        `json:"router"`
+	}{s.cfg.Listen, s.cfg.Policy, s.cfg.ReadHeaderTimeout, s.cfg.IdleTimeout, s.cfg.Proxy, s.cfg.Admission,
+		s.cfg.EngineMetrics, s.cfg.Router}
 }

@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"image"
+	"image/png"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -148,24 +151,74 @@ func chromium(t *testing.T) string {
 	return path
 }
 
-// dumpDOM loads url in headless Chromium and returns the DOM after load.
+// chromiumArgs are the flags of every headless Chromium run: no network
+// beyond the page, no first-run work, a fresh profile, console messages
+// logged to stderr.
+func chromiumArgs(t *testing.T, extra ...string) []string {
+	return append([]string{"--headless", "--no-sandbox", "--disable-gpu",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run",
+		"--user-data-dir=" + t.TempDir(), "--enable-logging=stderr", "--v=0"}, extra...)
+}
+
+// dumpDOM loads url in headless Chromium and returns the DOM after load,
+// failing the test on any message the page wrote to the console (script
+// errors, invalid SVG attributes, resources that failed to load).
 func dumpDOM(t *testing.T, bin, url string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "--headless", "--no-sandbox", "--disable-gpu",
-		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run",
-		"--user-data-dir="+t.TempDir(), "--dump-dom", url)
+	cmd := exec.CommandContext(ctx, bin, chromiumArgs(t, "--dump-dom", url)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
 	out, err := cmd.Output()
-	require.NoError(t, err, "chromium: %s", errText(err))
+	require.NoError(t, err, "chromium: %s", stderr.String())
+	require.Empty(t, consoleMessages(stderr.String()), "the page wrote to the browser console")
 	return string(out)
 }
 
-func errText(err error) string {
-	if ee, ok := err.(*exec.ExitError); ok {
-		return string(ee.Stderr)
+// consoleMessages returns the page's console lines in Chromium's log.
+func consoleMessages(log string) []string {
+	var out []string
+	for l := range strings.Lines(log) {
+		if strings.Contains(l, ":CONSOLE") {
+			out = append(out, strings.TrimSpace(l))
+		}
 	}
-	return fmt.Sprint(err)
+	return out
+}
+
+// screenshot loads url in headless Chromium and returns the rendered page.
+func screenshot(t *testing.T, bin, url string) image.Image {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	file := filepath.Join(t.TempDir(), "page.png")
+	out, err := exec.CommandContext(ctx, bin, chromiumArgs(t, "--window-size=1400,1600", "--hide-scrollbars",
+		"--screenshot="+file, url)...).CombinedOutput()
+	require.NoError(t, err, "chromium: %s", out)
+	f, err := os.Open(file)
+	require.NoError(t, err)
+	defer f.Close()
+	img, err := png.Decode(f)
+	require.NoError(t, err)
+	return img
+}
+
+// pixels counts the pixels of img in exactly the colour "#rrggbb".
+func pixels(img image.Image, hex string) int {
+	var want [3]uint8
+	_, _ = fmt.Sscanf(hex, "#%02x%02x%02x", &want[0], &want[1], &want[2])
+	n := 0
+	b := img.Bounds()
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			if uint8(r>>8) == want[0] && uint8(g>>8) == want[1] && uint8(bl>>8) == want[2] {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // TestStatusPageInHeadlessChromium loads the status page in a real browser
@@ -194,4 +247,95 @@ func TestStatusPageInHeadlessChromium(t *testing.T) {
 	dom = dumpDOM(t, bin, f.gw.URL()+StatusPath)
 	require.Equal(t, 1, strings.Count(dom, `class="decision"`))
 	require.Contains(t, dom, "<td>"+ep+"</td>")
+}
+
+// The accuracy chart is drawn by a real browser, without a console
+// message: the page with an observed request paints more of the two
+// lines' colours than the page before it (whose only such pixels are the
+// legend's).
+func TestStatusPageChartInHeadlessChromium(t *testing.T) {
+	bin := chromium(t)
+	defer leakcheck.Check(t)()
+	f := startSimFleet(t, 2)
+	defer f.close(t)
+	require.Eventually(t, func() bool { code, _ := f.get(t, "/ready"); return code == http.StatusOK }, wait, 10*time.Millisecond)
+
+	dom := dumpDOM(t, bin, f.gw.URL()+StatusPath)
+	require.Contains(t, dom, `<svg id="share-chart"`)
+	require.Zero(t, strings.Count(dom, `<circle class="predicted"`))
+	before := screenshot(t, bin, f.gw.URL()+StatusPath)
+
+	f.complete(t, strings.Repeat("drift chart ", 50))
+	require.Eventually(t, func() bool { return len(f.gw.Handler().history.samples()) == 1 }, wait, time.Millisecond)
+	dom = dumpDOM(t, bin, f.gw.URL()+StatusPath)
+	require.Equal(t, 1, strings.Count(dom, `<circle class="predicted"`))
+	require.Equal(t, 1, strings.Count(dom, `<circle class="engine"`))
+	after := screenshot(t, bin, f.gw.URL()+StatusPath)
+	for _, c := range []string{predictedColor, engineColor} {
+		require.Greater(t, pixels(after, c), pixels(before, c), "the chart's %s marks are painted", c)
+	}
+}
+
+// The status page names each request (the client's X-Request-Id, or the
+// ID the gateway gave it) and its model, each endpoint's role and index
+// source, the effective configuration without its credentials, and charts
+// the predicted against the engine-reported cached share.
+func TestStatusPageShowsRequestModelRoleConfigAndChart(t *testing.T) {
+	defer leakcheck.Check(t)()
+	const redisPassword, bootstrapToken = "redis-pw-5f1d9c", "bootstrap-tok-8a2e44"
+	f := startSimFleet(t, 2, func(c *kvroute.Config) {
+		c.Cluster.Password = redisPassword
+		c.Bootstrap.Token = bootstrapToken
+	})
+	defer f.close(t)
+	eps := append([]kvroute.Endpoint(nil), f.eps...)
+	eps[0].Labels = map[string]string{RoleLabel: "decode"}
+	require.NoError(t, f.gw.SetEndpoints(eps))
+	require.Eventually(t, func() bool { code, _ := f.get(t, "/ready"); return code == http.StatusOK }, wait, 10*time.Millisecond)
+
+	prompt := strings.Repeat("chart the share ", 40)
+	resp := f.complete(t, prompt)
+	ep := resp.Header.Get(HeaderEndpoint)
+	require.Eventually(t, func() bool { return f.gw.Router().Index().EndpointBlocks(ep) > 0 }, wait, 10*time.Millisecond)
+	req, err := http.NewRequest(http.MethodPost, f.gw.URL()+"/v1/completions", strings.NewReader(completionsBody(prompt, false)))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Request-Id", "client-id-42")
+	resp, err = f.client.Do(req)
+	require.NoError(t, err)
+	readAll(t, resp)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Eventually(t, func() bool { return len(f.gw.Handler().Recent()) == 2 }, wait, time.Millisecond)
+
+	code, page := f.get(t, StatusPath)
+	require.Equal(t, http.StatusOK, code)
+	rec := f.gw.Handler().Recent()
+	require.Equal(t, "client-id-42", rec[0].RequestID)
+	require.True(t, strings.HasPrefix(rec[1].RequestID, "kvr-"), rec[1].RequestID)
+	require.Contains(t, page, `<td class="request-id">client-id-42</td>`)
+	require.Contains(t, page, `<td class="request-id">`+rec[1].RequestID+`</td>`)
+	require.Equal(t, 2, strings.Count(page, `<td class="model">`+testModel+`</td>`))
+	require.Contains(t, page, `<b id="model">`+testModel+`</b>`)
+	require.Contains(t, page, `<td class="role">decode</td>`)
+	require.Contains(t, page, `<td class="source">KV events, `)
+	require.Contains(t, page, "; replay tcp://127.0.0.1:")
+
+	// The configuration is there, its credentials are not.
+	require.Contains(t, page, "router.cluster.password: [redacted]")
+	require.Contains(t, page, "router.bootstrap.token: [redacted]")
+	require.Contains(t, page, "router.model: &#34;"+testModel+"&#34;")
+	require.Contains(t, page, "proxy.observeCachedTokens: true")
+	require.Contains(t, page, "router.queueThresholdTokens: ")
+	for _, secret := range []string{redisPassword, bootstrapToken} {
+		require.NotContains(t, page, secret)
+	}
+
+	// Both requests were observed in this 10 s bucket or two: the chart
+	// has a point per bucket on each line.
+	require.Contains(t, page, `<svg id="share-chart"`)
+	n := len(f.gw.Handler().history.samples())
+	require.GreaterOrEqual(t, n, 1)
+	require.Equal(t, n, strings.Count(page, `<circle class="predicted"`))
+	require.Equal(t, n, strings.Count(page, `<circle class="engine"`))
+	require.Contains(t, page, "Latest (")
 }

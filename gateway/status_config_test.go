@@ -1,0 +1,110 @@
+package gateway
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute"
+)
+
+// Every credential-like value is redacted wherever it sits (a field named
+// like one, a map key named like one, the password of a URL), while counts
+// of tokens and other settings stay readable.
+func TestConfigTextRedactsCredentials(t *testing.T) {
+	cfg := kvroute.DefaultConfig()
+	cfg.Cluster.Password = "redis-secret-1"
+	cfg.Cluster.Username = "kvroute"
+	cfg.Bootstrap.Token = "bootstrap-secret-2"
+	cfg.Bootstrap.Peers = []string{"http://peer:pw-secret-3@10.0.0.1:9090/snap"}
+	cfg.Render.URL = "http://renderer:8000"
+	v := struct {
+		Router  kvroute.Config    `json:"router"`
+		Headers map[string]string `json:"headers"`
+		APIKey  string            `json:"apiKey"`
+		Secrets struct {
+			ClientSecret string `json:"clientSecret"`
+			Empty        string `json:"password"`
+		} `json:"secrets"`
+		Broken string `json:"broken"`
+	}{Router: cfg, Headers: map[string]string{"Authorization": "Bearer secret-4", "X-Trace": "on"}, APIKey: "secret-5",
+		Broken: "redis://:secret-6@[bad"}
+	v.Secrets.ClientSecret = "secret-7"
+	text := configText(v)
+	for _, s := range []string{"redis-secret-1", "bootstrap-secret-2", "pw-secret-3", "secret-4", "secret-5", "secret-6", "secret-7"} {
+		require.NotContains(t, text, s)
+	}
+	for _, want := range []string{
+		"router.cluster.password: [redacted]\n",
+		"router.cluster.username: \"kvroute\"\n",
+		"router.bootstrap.token: [redacted]\n",
+		`router.bootstrap.peers[0]: "http://peer:[redacted]@10.0.0.1:9090/snap"` + "\n",
+		"headers.Authorization: [redacted]\n",
+		"headers.X-Trace: \"on\"\n",
+		"apiKey: [redacted]\n",
+		"secrets.clientSecret: [redacted]\n",
+		"secrets.password: \"\"\n", // unset: nothing to hide, and it shows it is unset
+		"broken: \"redis://[redacted]@[bad\"\n",
+		"router.queueThresholdTokens: 4194304\n",
+		"router.render.url: \"http://renderer:8000\"\n",
+		"router.speculative.ttl: 2s\n",
+	} {
+		require.Contains(t, text, want)
+	}
+}
+
+// The share history is a fixed ring: one sample per 10 s bucket with
+// requests, the oldest dropped beyond 90, and a clock stepping back adds to
+// the latest bucket.
+func TestShareHistoryIsBounded(t *testing.T) {
+	var h shareHistory
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	h.add(t0, 100, 50, 40)
+	h.add(t0.Add(time.Second), 100, 50, 60)
+	h.add(t0.Add(-time.Minute), 100, 0, 0) // stepped back: same bucket
+	h.add(t0, 0, 0, 0)                     // no prompt tokens: no share
+	s := h.samples()
+	require.Len(t, s, 1)
+	require.Equal(t, shareSample{Start: t0, Prompt: 300, Predicted: 100, Actual: 100, Requests: 3}, s[0])
+	for i := 1; i <= 2*historyBuckets; i++ {
+		h.add(t0.Add(time.Duration(i)*historyBucket), 10, 1, 2)
+	}
+	s = h.samples()
+	require.Len(t, s, historyBuckets)
+	require.Equal(t, t0.Add((historyBuckets+1)*historyBucket), s[0].Start)
+	require.Equal(t, t0.Add(2*historyBuckets*historyBucket), s[len(s)-1].Start)
+	chart := string(shareChart(s, s[len(s)-1].Start))
+	require.Equal(t, historyBuckets, strings.Count(chart, `<circle class="predicted"`))
+	require.Contains(t, chart, `cx="590.0"`, "the latest bucket is at the right edge")
+}
+
+// A request that comes without X-Request-Id gets an ID from the gateway,
+// which the engine receives (vLLM names its request by it) and the status
+// page shows; a client's ID is passed on as it came.
+func TestGatewayGivesRequestsWithoutIDOne(t *testing.T) {
+	h := newHarness(t, 1, Config{})
+	defer h.close()
+	resp := h.post("/v1/completions", completionsBody("hello", false))
+	readAll(t, resp)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	req, err := http.NewRequest(http.MethodPost, h.gw.URL+"/v1/completions", strings.NewReader(completionsBody("hello", false)))
+	require.NoError(t, err)
+	req.Header.Set("X-Request-Id", "mine-1")
+	resp, err = h.client.Do(req)
+	require.NoError(t, err)
+	readAll(t, resp)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+
+	require.Eventually(t, func() bool { return len(h.handler.Recent()) == 2 }, wait, time.Millisecond)
+	rec := h.handler.Recent()
+	require.Equal(t, "mine-1", rec[0].RequestID)
+	require.Regexp(t, `^kvr-[0-9a-f]{12}-1$`, rec[1].RequestID)
+	h.ups[0].mu.Lock()
+	defer h.ups[0].mu.Unlock()
+	require.Equal(t, rec[1].RequestID, h.ups[0].headers[0].Get("X-Request-Id"))
+	require.Equal(t, "mine-1", h.ups[0].headers[1].Get("X-Request-Id"))
+	require.Equal(t, testModel, rec[1].Model)
+}
