@@ -2,15 +2,13 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
-	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/kvroute/kvroute/gateway/gatewaycmd"
+	"github.com/kvroute/kvroute/internal/cliflag"
 )
 
 // otlpBinary is the build of this gateway that exports OTLP; this one names
@@ -21,12 +19,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-	case err != nil:
-		fmt.Fprintln(os.Stderr, "gateway:", err)
-		os.Exit(1)
-	}
+	cliflag.Exit("gateway", err)
 }
 
 // run serves the gateway of the command line args until ctx ends.

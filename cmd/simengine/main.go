@@ -12,16 +12,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kvroute/kvroute/internal/cliflag"
 	"github.com/kvroute/kvroute/kvindex"
 	"github.com/kvroute/kvroute/simengine"
 	"github.com/kvroute/kvroute/simengine/server"
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "simengine:", err)
-		os.Exit(1)
-	}
+	cliflag.Exit("simengine", run(os.Args[1:]))
 }
 
 // options are the command-line flags.
@@ -54,7 +52,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.Float64Var(&o.cfg.Engine.TimeScale, "time-scale", 1, "multiplies every step duration (0.1 = ten times faster)")
 	fs.IntVar(&o.cfg.DefaultMaxTokens, "default-max-tokens", server.DefaultMaxTokens, "output tokens when a request sets no limit")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
-	if err := fs.Parse(args); err != nil {
+	if err := cliflag.Parse(fs, args, os.Stdout); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {

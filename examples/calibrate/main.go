@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/kvroute/kvroute/affinity"
+	"github.com/kvroute/kvroute/internal/cliflag"
 )
 
 func main() {
@@ -58,7 +59,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&cfg.timeout, "timeout", 2*time.Minute, "timeout of each request")
 	fs.IntVar(&cfg.minTokenID, "min-token-id", 1000, "smallest random token ID")
 	fs.IntVar(&cfg.maxTokenID, "max-token-id", 30000, "random token IDs are below this; must not exceed the vocabulary size")
-	if err := fs.Parse(args); err != nil {
+	if err := cliflag.Parse(fs, args, os.Stdout); err != nil {
 		return config{}, err
 	}
 	if fs.NArg() > 0 {

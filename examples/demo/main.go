@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/kvroute/kvroute/e2e"
+	"github.com/kvroute/kvroute/internal/cliflag"
 )
 
 func main() {
@@ -21,12 +22,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-	case err != nil:
-		fmt.Fprintln(os.Stderr, "demo:", err)
-		os.Exit(1)
-	}
+	cliflag.Exit("demo", err)
 }
 
 // replicas is the --replicas flag (1: the single-gateway demo, 2: RunReplicas).
@@ -46,7 +42,7 @@ func parseFlags(args []string, stderr io.Writer) (e2e.Options, error) {
 	fs.IntVar(&o.LoadGroups, "load-groups", 0, "distinct shared system prompts in the comparison (default 8)")
 	fs.BoolVar(&o.Hold, "hold", false, "keep the engines and gateways running after the demo until Ctrl-C")
 	fs.BoolVar(&verbose, "verbose", false, "print the components' logs to standard error")
-	if err := fs.Parse(args); err != nil {
+	if err := cliflag.Parse(fs, args, os.Stdout); err != nil {
 		return o, err
 	}
 	if fs.NArg() > 0 {

@@ -18,6 +18,7 @@ import (
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/checkpoint"
 	"github.com/kvroute/kvroute/gateway"
+	"github.com/kvroute/kvroute/internal/cliflag"
 	"github.com/kvroute/kvroute/kvevents"
 	"github.com/kvroute/kvroute/llmd"
 	"github.com/kvroute/kvroute/telemetry"
@@ -67,7 +68,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&peers, "peers", "", "comma-separated snapshot URLs of peer gateways (http://host:port/kvroute/snapshot) to load the index from at start")
 	fs.StringVar(&peerToken, "peer-token", "", "shared bearer token for --peers and --snapshot-listen (default $KVROUTE_PEER_TOKEN)")
 	fs.StringVar(&o.snapshotListen, "snapshot-listen", "", "internal address serving this gateway's index snapshot to peers at /kvroute/snapshot (never the public listener)")
-	if err := fs.Parse(args); err != nil {
+	if err := cliflag.Parse(fs, args, os.Stdout); err != nil {
 		return options{}, err
 	}
 	if fs.NArg() > 0 {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/gateway"
+	"github.com/kvroute/kvroute/internal/cliflag"
 )
 
 func main() {
@@ -112,7 +113,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Float64Var(&o.fleetRate, "fleet-rate", 10, "messages per second each fleet publisher sends")
 	fs.StringVar(&o.baseline, "baseline", "", "a gwload binary built from another revision: each gateway target also runs with its gateway from that binary, in the same run (before/after)")
 	fs.DurationVar(&o.fleetWindow, "fleet-duration", 20*time.Second, "measured window of the fleet run")
-	if err := fs.Parse(args); err != nil {
+	if err := cliflag.Parse(fs, args, os.Stdout); err != nil {
 		return o, err
 	}
 	if fs.NArg() > 0 {

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kvroute/kvroute/internal/cliflag"
 )
 
 // Headline is the -bench pattern of the headline set; Scale adds the
@@ -24,10 +26,7 @@ const (
 )
 
 func main() {
-	if err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "report:", err)
-		os.Exit(1)
-	}
+	cliflag.Exit("report", run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 }
 
 // Env describes the machine a report was produced on.
@@ -55,7 +54,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	from := fs.String("from", "", "parse this saved `go test -bench` output instead of running the benchmarks")
 	note := fs.String("note", "", "a note to print at the top of the report")
 	goBin := fs.String("go", "go", "the go command")
-	if err := fs.Parse(args); err != nil {
+	if err := cliflag.Parse(fs, args, stdout); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

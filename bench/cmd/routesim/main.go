@@ -16,13 +16,11 @@ import (
 	"time"
 
 	"github.com/kvroute/kvroute/bench/internal/sim"
+	"github.com/kvroute/kvroute/internal/cliflag"
 )
 
 func main() {
-	if err := run(context.Background(), os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "routesim:", err)
-		os.Exit(1)
-	}
+	cliflag.Exit("routesim", run(context.Background(), os.Args[1:], os.Stdout))
 }
 
 // options are the command's flags.
@@ -73,7 +71,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	addTraceFlags(fs, &o.trace)
 	fs.StringVar(&o.peerReuse, "peer-stat-reuse", "", "with -peer-stat-seeds: take the runs of -peer-stat-reuse-policies from this earlier routesim-peers.json instead of running them again")
 	fs.StringVar(&o.peerReusePolicies, "peer-stat-reuse-policies", "", "with -peer-stat-reuse: the comma-separated policies whose runs are reused")
-	if err := fs.Parse(args); err != nil {
+	if err := cliflag.Parse(fs, args, os.Stdout); err != nil {
 		return o, err
 	}
 	fs.Visit(func(f *flag.Flag) { o.blocksSet = o.blocksSet || f.Name == "blocks" })

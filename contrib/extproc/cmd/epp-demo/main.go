@@ -16,6 +16,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -32,6 +33,7 @@ import (
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/contrib/extproc"
 	"github.com/kvroute/kvroute/contrib/extproc/envoysim"
+	"github.com/kvroute/kvroute/internal/cliflag"
 	"github.com/kvroute/kvroute/simengine"
 	"github.com/kvroute/kvroute/simengine/server"
 )
@@ -39,10 +41,38 @@ import (
 const model = "sim-model"
 
 func main() {
-	if err := run(context.Background(), os.Stdout, 8); err != nil {
-		fmt.Fprintln(os.Stderr, "epp-demo:", err)
-		os.Exit(1)
+	burst, err := parseFlags(os.Args[1:], os.Stdout)
+	if err == nil {
+		err = run(context.Background(), os.Stdout, burst)
 	}
+	cliflag.Exit("epp-demo", err)
+}
+
+// parseFlags reads the command line: the burst's size.
+func parseFlags(args []string, stdout io.Writer) (burst int, err error) {
+	fs := flag.NewFlagSet("epp-demo", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `Usage: epp-demo [-burst N]
+
+Starts two simulated vLLM engines, kvroute's ext_proc picker and an
+Envoy-behaving proxy on loopback ports, sends a burst of requests that share
+a long system prompt through the proxy, prints the engine that served each,
+and stops everything. It fails unless the burst stays on one engine.
+
+`)
+		fs.PrintDefaults()
+	}
+	fs.IntVar(&burst, "burst", 8, "requests in the burst (at least 2)")
+	if err := cliflag.Parse(fs, args, stdout); err != nil {
+		return 0, err
+	}
+	if fs.NArg() > 0 {
+		return 0, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if burst < 2 {
+		return 0, fmt.Errorf("-burst %d: at least 2 requests make a burst", burst)
+	}
+	return burst, nil
 }
 
 type engineProc struct {

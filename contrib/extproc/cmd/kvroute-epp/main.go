@@ -78,6 +78,7 @@ import (
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/contrib/extproc"
 	"github.com/kvroute/kvroute/contrib/k8s"
+	"github.com/kvroute/kvroute/internal/cliflag"
 	"github.com/kvroute/kvroute/llmd"
 	"github.com/kvroute/kvroute/render"
 	"github.com/kvroute/kvroute/telemetry"
@@ -86,10 +87,9 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "kvroute-epp:", err)
-		os.Exit(1)
-	}
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	cliflag.Exit("kvroute-epp", err)
 }
 
 type flags struct {
@@ -143,7 +143,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 			extproc.ConformanceServedHeader+" reports the served endpoint (test clusters only: any client could steer its requests)")
 	fs.StringVar(&f.admissionConfig, "admission-config", "", "admission stage configuration file (YAML or JSON, package admission's keys): queue, prioritize and shed requests under saturation (default: off, every request is picked at once)")
 	fs.StringVar(&f.engineMetricsConfig, "engine-metrics-config", "", "engine metrics scraper configuration file (YAML or JSON, package enginemetrics' keys): the admission also reads each engine's vLLM queue and KV-cache metrics (needs --admission-config)")
-	if err := fs.Parse(args); err != nil {
+	if err := cliflag.Parse(fs, args, os.Stdout); err != nil {
 		return f, err
 	}
 	if f.readinessInterval <= 0 {

@@ -29,7 +29,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -39,18 +38,14 @@ import (
 
 	"github.com/kvroute/kvroute/contrib/otel/otlpenv"
 	"github.com/kvroute/kvroute/gateway/gatewaycmd"
+	"github.com/kvroute/kvroute/internal/cliflag"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-	case err != nil:
-		fmt.Fprintln(os.Stderr, "kvroute-gateway:", err)
-		os.Exit(1)
-	}
+	cliflag.Exit(gatewaycmd.Name, err) // the same binary as cmd/kvroute-gateway, with OTLP export
 }
 
 // flushTimeout bounds the final export of batched spans at shutdown.
