@@ -101,7 +101,7 @@ var blindReasons = [numBlindReasons]string{
 }
 
 var blindHints = [numBlindReasons]string{
-	blindRenderFailed:   "the request could not be tokenized; check the render endpoints (kvroute_render_* metrics)",
+	blindRenderFailed:   "the request could not be tokenized; check the render endpoints (llm_d_epp_token_producer_render_* metrics)",
 	blindRenderDisabled: "rendering is disabled and the request carried no Prompts",
 	blindEventsDisabled: "KV events are disabled, so no engine's cache is indexed",
 }

@@ -5,6 +5,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -70,4 +73,48 @@ func TestRenderFailureIsCountedCacheBlind(t *testing.T) {
 	d.Done(DoneInfo{})
 	v, _ := gathered(t, reg, "kvroute_router_cache_blind_total", "render_failed")
 	require.Equal(t, 1.0, v)
+}
+
+// namingRegisterer records the names of the metrics registered through it.
+type namingRegisterer struct {
+	prometheus.Registerer
+	names []string
+}
+
+var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
+
+func (n *namingRegisterer) Register(c prometheus.Collector) error {
+	ch := make(chan *prometheus.Desc, 64)
+	go func() { c.Describe(ch); close(ch) }()
+	for d := range ch {
+		if m := fqName.FindStringSubmatch(d.String()); m != nil {
+			n.names = append(n.names, m[1])
+		}
+	}
+	return n.Registerer.Register(c)
+}
+
+func (n *namingRegisterer) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		if err := n.Register(c); err != nil {
+			panic(err)
+		}
+	}
+}
+
+// Every metric family a cache-blind warning points the operator to exists
+// in a router that renders.
+func TestCacheBlindHintsNameMetricsThatExist(t *testing.T) {
+	reg := &namingRegisterer{Registerer: prometheus.NewRegistry()}
+	testRouter(t, func(c *Config) { c.DisableRender = false }, Options{Set: telemetry.Set{Registerer: reg}})
+	named := regexp.MustCompile(`\b([a-z_:]+)_\*`)
+	checked := 0
+	for _, hint := range blindHints {
+		for _, m := range named.FindAllStringSubmatch(hint, -1) {
+			checked++
+			require.True(t, slices.ContainsFunc(reg.names, func(n string) bool { return strings.HasPrefix(n, m[1]+"_") }),
+				"hint %q names %s_*, but the router registers no such metric: %v", hint, m[1], reg.names)
+		}
+	}
+	require.Positive(t, checked)
 }
