@@ -1,6 +1,7 @@
 package kvevents
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -74,6 +75,39 @@ func TestPoolReplaysIdleEngineOnConnect(t *testing.T) {
 	requireHeld(t, ix, id, 0, next)
 	st, _ := p.Status(id)
 	require.Equal(t, next+1, st.Messages, "each batch applied exactly once")
+	require.NoError(t, p.Close())
+	require.NoError(t, pub.Close())
+}
+
+// The replay's log says what was applied: an engine whose only batch is
+// its first (sequence 0) is replayed into the index, and the log line says
+// so with the watermark and the count of batches applied rather than
+// "applied=0".
+func TestPoolReplayLogSaysWhatWasApplied(t *testing.T) {
+	defer leakcheck.Check(t)()
+	ix := newPoolIndex(t)
+	pub := newTestPublisher(t, zmqpub.Config{Endpoint: "127.0.0.1:8000", Model: poolModel, ReplayAddr: "127.0.0.1:0"})
+	defer pub.Close()
+	last := publishN(t, pub, 1)
+	require.Zero(t, last)
+
+	p, logs := newTestPool(t, PoolConfig{}, ix)
+	defer p.Close()
+	const id = "127.0.0.1:8000"
+	require.NoError(t, p.Ensure(Endpoint{ID: id, Model: poolModel, EventsAddress: pub.Endpoint(), ReplayAddress: pub.ReplayEndpoint()}))
+	waitApplied(t, p, id, last)
+	requireHeld(t, ix, id, 0, last)
+	require.Eventually(t, func() bool { return logs.count("Replay complete") == 1 }, poolWait, poolTick)
+	var line string
+	for l := range strings.Lines(logs.String()) {
+		if strings.Contains(l, "Replay complete") {
+			line = strings.TrimSpace(l) + " "
+		}
+	}
+	require.Contains(t, line, " batches=1 ")
+	require.Contains(t, line, " applied_seq=0 ")
+	require.Contains(t, line, " messages_applied=1")
+	require.NotContains(t, line, " applied=")
 	require.NoError(t, p.Close())
 	require.NoError(t, pub.Close())
 }

@@ -33,7 +33,7 @@ func (st *stream) startRebuildLocked() {
 	ctx, cancel := context.WithCancelCause(st.ctx)
 	s.rebuilding, s.cancelReplay = true, func() { cancel(errSuperseded) }
 	st.log.Info("Rebuilding the endpoint from its replay buffer once a replay slot is free",
-		"applied", s.applied, "has", s.has)
+		"applied_seq", s.appliedSeq())
 	st.wg.Add(1)
 	go st.runReplay(ctx, cancel, s.gen, st.planReplayLocked(trigRebuild, 0))
 }

@@ -250,7 +250,7 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 			s.cooldownUntil = st.p.clock.Now().Add(st.p.cfg.ReplayCooldown)
 			st.noteHoleLocked(max(known, res.Highest))
 			st.log.Warn("Replay failed", "reason", reason, "from", from, "batches", delivered,
-				"applied", s.applied, "missing_to", s.holeTo, "holes", res.Holes,
+				"applied_seq", s.appliedSeq(), "missing_to", s.holeTo, "holes", res.Holes,
 				"cooldown", st.p.cfg.ReplayCooldown, "err", err)
 		case !covered:
 			result = replayPartial
@@ -283,7 +283,7 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 			st.p.m.Replays.WithLabelValues(st.id, result).Inc()
 			if result != replayFailed && result != replayCutShort {
 				st.log.Info("Replay complete", "reason", reason, "from", from, "batches", delivered,
-					"result", result, "layout", res.Layout, "applied", s.applied)
+					"result", result, "layout", res.Layout, "applied_seq", s.appliedSeq(), "messages_applied", s.messages)
 			}
 		}
 		if s.rs.pending {

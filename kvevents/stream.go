@@ -203,6 +203,16 @@ type seqState struct {
 	stateSince time.Time
 }
 
+// appliedSeq is the watermark for a log line: the last sequence applied, or
+// "none" before the first. (A replay of the engine's first batch ends at
+// sequence 0, which a log must not read as "nothing applied".)
+func (s *seqState) appliedSeq() any {
+	if !s.has {
+		return "none"
+	}
+	return s.applied
+}
+
 // item is one live message on its way to a worker.
 type item struct {
 	st      *stream

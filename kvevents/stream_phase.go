@@ -119,7 +119,7 @@ func (st *stream) transitionLocked() {
 			st.log.Error("KV-event stream moved outside its transition table", "from", s.phase, "to", ph)
 		}
 		st.log.Debug("KV-event stream phase", "from", s.phase, "to", ph,
-			"in_phase", now.Sub(s.phaseSince), "applied", s.applied, "has", s.has)
+			"in_phase", now.Sub(s.phaseSince), "applied_seq", s.appliedSeq())
 		s.phase, s.phaseSince = ph, now
 	}
 	if ph == phaseClosed {

@@ -88,7 +88,7 @@ func (st *stream) adoptPositionLocked() {
 	s.has, s.applied, s.digest, s.hasDigest, s.needJoin = true, pos.Seq, pos.Digest, true, false
 	s.rs = resumeState{adopted: true, pending: true}
 	st.p.applier.restoreGroups(st.id, groups)
-	st.log.Info("Resuming from recorded stream position", "applied", pos.Seq)
+	st.log.Info("Resuming from recorded stream position", "applied_seq", pos.Seq)
 }
 
 // resumedLocked counts a resumed stream whose digest matched.
@@ -96,7 +96,7 @@ func (st *stream) resumedLocked() {
 	if st.s.rs.pending {
 		st.s.rs.pending = false
 		st.p.rm.count(st.id, ResumeOK)
-		st.log.Info("Resumed from recorded stream position", "applied", st.s.applied)
+		st.log.Info("Resumed from recorded stream position", "applied_seq", st.s.appliedSeq())
 	}
 }
 
