@@ -114,8 +114,11 @@
 // the request rate (BenchmarkRedisOpsAt1000RPS measures it).
 //
 // go-redis reports connection failures through its own process-wide logger
-// (redis.SetLogger); a gateway that wants only this package's one log line
-// per outage silences it there.
+// (redis.SetLogger), several unstructured lines on standard error per Redis
+// start or stop. New routes them into the replica's logger as Debug records
+// ("go-redis", with the line as "detail"), so that at Info level an outage
+// is this package's one line when it starts and one when it ends; a host
+// that wants go-redis's lines elsewhere calls redis.SetLogger after New.
 //
 // # Dependency
 //

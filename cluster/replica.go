@@ -139,6 +139,7 @@ func New(cfg Config, index *kvindex.Index, tracker *tokenload.Tracker, opts Opti
 	if err != nil {
 		return nil, err
 	}
+	routeRedisLogs(r.log)
 	if r.rdb == nil {
 		r.rdb, r.ownRdb = newClient(cfg), true
 	}
@@ -430,10 +431,12 @@ func (r *Replica) result(op int, err error) {
 		r.met.degraded.Set(0)
 		r.log.Info("cluster: Redis answers again; shared state resumed")
 	case err != nil && op == opSubscribe && !r.subDown:
+		// Counted in kvroute_cluster_errors_total{op="subscribe"}; at Debug
+		// so that an outage is the one line above, not one per connection.
 		r.subDown = true
-		r.log.Warn("cluster: decision subscription lost; retrying", "err", err)
+		r.log.Debug("cluster: decision subscription lost; retrying", "err", err)
 	case err == nil && op == opSubscribe && r.subDown:
 		r.subDown = false
-		r.log.Info("cluster: decision subscription restored")
+		r.log.Debug("cluster: decision subscription restored")
 	}
 }
