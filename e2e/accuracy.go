@@ -59,6 +59,7 @@ const (
 // reaches its loop.
 func accuracyGateway(ctx context.Context, c *cluster) (*gateway.Server, error) {
 	cfg := c.gwCfg
+	cfg.Listen = "127.0.0.1:0" // beside the precise gateway, not on its port
 	cfg.Router.Checkpoint = checkpoint.Config{}
 	cfg.Router.Speculative.Enabled = new(false)
 	cfg.Router.Accuracy = kvaccuracy.Config{Window: 4, MissRatio: 0.4, Resync: true}
@@ -78,7 +79,7 @@ func accuracy(ctx context.Context, c *cluster, o Options, w io.Writer) (res Accu
 		defer cancel()
 		err = errors.Join(err, g.Shutdown(sctx))
 	}()
-	fmt.Fprintf(w, "  gateway  %s  (precise, observing the engines' cached_tokens: accuracy window 4, resync on)\n", g.URL())
+	fmt.Fprintf(w, "  gateway  %s  (this step's own: precise, observing the engines' cached_tokens, accuracy window 4, resync on; stopped after it)\n", g.URL())
 	r := g.Router()
 	if err := awaitAccuracy(ctx, 10*time.Second, "the streams to be live", r.Ready); err != nil {
 		return res, err

@@ -81,6 +81,9 @@ func startCluster(ctx context.Context, o Options) (c *cluster, err error) {
 	if err != nil {
 		return c, fmt.Errorf("precise gateway: %w", err)
 	}
+	// Restarts (step 4) listen where it listens, so that the address
+	// printed first stays the gateway's to the end (and with --hold).
+	c.gwCfg.Listen = c.gw.Addr()
 	c.rr, err = gateway.NewServer(ctx, gateway.ServerConfig{Listen: "127.0.0.1:0", Policy: gateway.PolicyRoundRobin,
 		Proxy: gateway.Config{Model: o.Model}, Endpoints: eps}, gateway.Options{Set: telemetry.Set{Logger: o.Logger}})
 
@@ -227,4 +230,13 @@ func (c *cluster) close() error {
 		errs = append(errs, os.RemoveAll(c.ckptDir))
 	}
 	return errors.Join(errs...)
+}
+
+// engineURLs returns the engines' base URLs.
+func (c *cluster) engineURLs() []string {
+	out := make([]string, len(c.engines))
+	for i, e := range c.engines {
+		out[i] = e.url
+	}
+	return out
 }

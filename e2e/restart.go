@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"time"
 
 	"github.com/kvroute/kvroute/gateway"
@@ -91,7 +93,17 @@ func restart(ctx context.Context, c *cluster, o Options, w io.Writer) (RestartRe
 		if !run.checkpoint {
 			cfg.Router.Checkpoint.Path = ""
 		}
-		if c.gw, err = gateway.NewServer(ctx, cfg, gateway.Options{Set: telemetry.Set{Logger: c.log}}); err != nil {
+		c.gw, err = gateway.NewServer(ctx, cfg, gateway.Options{Set: telemetry.Set{Logger: c.log}})
+		if _, taken := errors.AsType[*net.OpError](err); taken {
+			// Something took the gateway's port while it was down: any free
+			// one, and say so, since the address printed first is gone.
+			cfg.Listen = "127.0.0.1:0"
+			if c.gw, err = gateway.NewServer(ctx, cfg, gateway.Options{Set: telemetry.Set{Logger: c.log}}); err == nil {
+				c.gwCfg.Listen = c.gw.Addr()
+				fmt.Fprintf(w, "  (the gateway's port was taken while it was down: it now listens on %s)\n", c.gw.URL())
+			}
+		}
+		if err != nil {
 			return res, fmt.Errorf("gateway restart: %w", err)
 		}
 		c.pool = c.gw.Router().Events()

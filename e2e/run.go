@@ -9,7 +9,7 @@ import (
 )
 
 // Run runs the demo: it starts the engines and the gateways in-process,
-// runs the three steps, prints what it sees to w, and stops everything
+// runs the five steps, prints what it sees to w, and stops everything
 // before returning (after ctx ends when o.Hold is set). It returns what it
 // measured, and an error when a step failed: the verification, or a burst
 // that did not stay on one warm engine.
@@ -71,7 +71,8 @@ func Run(ctx context.Context, o Options, w io.Writer) (*Report, error) {
 	section(w, fmt.Sprintf("Done in %v. Where to look next", time.Since(start).Round(time.Second)))
 	whereNext(w, c)
 	if o.Hold {
-		fmt.Fprintln(w, "\nThe engines and gateways keep running (--hold); press Ctrl-C to stop.")
+		fmt.Fprintf(w, "\nThe engines and gateways keep running (--hold): gateway %s (precise), %s (round-robin), engines %s; press Ctrl-C to stop.\n",
+			c.gw.URL(), c.rr.URL(), strings.Join(c.engineURLs(), ", "))
 		<-ctx.Done()
 	}
 	return rep, nil

@@ -3,7 +3,10 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"net/http"
+	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,8 +23,39 @@ func TestRunFastKeepsTheBurstOnOneWarmEngine(t *testing.T) {
 	defer leakcheck.Check(t)()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var out bytes.Buffer
-	rep, err := Run(ctx, Options{Fast: true, LoadRequests: 24}, &out)
+	// With Hold, every address the demo printed first still answers when it
+	// says it keeps running (the gateway restarted in step 4 is back on its
+	// port); then ending ctx stops it.
+	out := &holdWriter{held: make(chan struct{})}
+	type result struct {
+		rep *Report
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		rep, err := Run(ctx, Options{Fast: true, LoadRequests: 24, Hold: true}, out)
+		done <- result{rep, err}
+	}()
+	select {
+	case <-out.held:
+	case r := <-done:
+		t.Fatalf("Run returned before holding: %v\n%s", r.err, out.String())
+	}
+	header, _, _ := strings.Cut(out.String(), "1. Deployment verification")
+	urls := regexp.MustCompile(`http://127\.0\.0\.1:\d+`).FindAllString(header, -1)
+	require.Len(t, urls, 4, "two engines and two gateways:\n%s", header)
+	client := &http.Client{Transport: &http.Transport{}}
+	for _, u := range urls {
+		resp, err := client.Get(u + "/health")
+		require.NoError(t, err, "%s, printed first, is dead at the end:\n%s", u, out.String())
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode, u)
+		require.Contains(t, out.heldLine(), u, "the --hold message names it")
+	}
+	client.CloseIdleConnections()
+	cancel()
+	r := <-done
+	rep, err := r.rep, r.err
 	require.NoError(t, err, out.String())
 
 	require.Len(t, rep.Engines, 2)
@@ -53,6 +87,41 @@ func TestRunFastKeepsTheBurstOnOneWarmEngine(t *testing.T) {
 	for _, want := range []string{"1. Deployment verification", "render check  ok", "POST /v1/messages", "PASS:", "Where to look next"} {
 		require.Contains(t, out.String(), want)
 	}
+}
+
+// holdWriter is Run's output; held is closed once Run says it holds.
+type holdWriter struct {
+	mu   sync.Mutex
+	b    bytes.Buffer
+	held chan struct{}
+	line string
+}
+
+func (h *holdWriter) Write(p []byte) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n, err := h.b.Write(p)
+	if h.line == "" {
+		for l := range strings.Lines(h.b.String()) {
+			if strings.Contains(l, "keep running (--hold)") {
+				h.line = l
+				close(h.held)
+			}
+		}
+	}
+	return n, err
+}
+
+func (h *holdWriter) String() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.b.String()
+}
+
+func (h *holdWriter) heldLine() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.line
 }
 
 func TestRunRejectsBadOptions(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kvroute/kvroute/internal/cliflag"
+	"github.com/kvroute/kvroute/kvevents"
 	"github.com/kvroute/kvroute/kvindex"
 	"github.com/kvroute/kvroute/simengine"
 	"github.com/kvroute/kvroute/simengine/server"
@@ -43,7 +44,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&o.cfg.Engine.MaxNumBatchedTokens, "max-num-batched-tokens", simengine.DefaultMaxNumBatchedTokens, "token budget of one scheduler step (chunked prefill)")
 	fs.IntVar(&o.cfg.Engine.MaxNumSeqs, "max-num-seqs", simengine.DefaultMaxNumSeqs, "maximum running requests (vLLM --max-num-seqs); the others wait in arrival order")
 	fs.IntVar(&o.cfg.MaxModelLen, "max-model-len", 0, "maximum prompt + output tokens (0 = KV-cache capacity)")
-	fs.StringVar(&o.kvConfig, "kv-events-config", "", `vLLM KVEventsConfig JSON, e.g. '{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:5557","replay_endpoint":"tcp://*:5558"}'`)
+	fs.StringVar(&o.kvConfig, "kv-events-config", "", fmt.Sprintf(`vLLM KVEventsConfig JSON, e.g. '{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:%d","replay_endpoint":"tcp://*:%d"}' (the ports kvroute's gateway subscribes to by default)`,
+		kvevents.DefaultEventsPort, kvevents.DefaultReplayPort))
 	fs.StringVar(&o.cfg.KVEventsFormat, "kv-events-format", "current", `KV-event wire layout: "current" (map events, vLLM >= v0.26) or "legacy" (array events)`)
 	fs.BoolVar(&o.cfg.EnableScaleOut, "enable-scale-out", false, "register the /render routes (vLLM v0.30 --enable-scale-out)")
 	fs.StringVar(&o.loras, "lora-modules", "", "comma-separated LoRA adapter names served on top of --model")

@@ -1,9 +1,16 @@
 package main
 
 import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/kvroute/kvroute/kvevents"
 	"github.com/kvroute/kvroute/simengine/server"
 	"github.com/stretchr/testify/require"
 )
@@ -41,4 +48,35 @@ func TestParseFlags(t *testing.T) {
 	require.ErrorIs(t, err, server.ErrBadKVEventsConfig)
 	_, err = parseFlags([]string{"extra"})
 	require.Error(t, err)
+}
+
+// The --kv-events-config example in the help, the command's doc and the
+// README's simengine commands use the ports the gateway subscribes to by
+// default, so an engine started from them is found without port flags.
+func TestHelpAndDocsUseTheGatewaysDefaultPorts(t *testing.T) {
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	stdout := os.Stdout
+	os.Stdout = w
+	_, perr := parseFlags([]string{"--help"})
+	os.Stdout = stdout
+	require.NoError(t, w.Close())
+	help, err := io.ReadAll(r)
+	require.NoError(t, err)
+	require.ErrorIs(t, perr, flag.ErrHelp)
+
+	doc, err := os.ReadFile("doc.go")
+	require.NoError(t, err)
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	want := fmt.Sprintf(`"endpoint":"tcp://*:%d","replay_endpoint":"tcp://*:%d"`, kvevents.DefaultEventsPort, kvevents.DefaultReplayPort)
+	require.Contains(t, string(help), want)
+	require.Contains(t, string(doc), want)
+	ports := regexp.MustCompile(`"(?:endpoint|replay_endpoint)":"tcp://[^"]*:(\d+)"`)
+	for name, text := range map[string]string{"help": string(help), "doc.go": string(doc), "README.md": string(readme)} {
+		for _, m := range ports.FindAllStringSubmatch(text, -1) {
+			require.Contains(t, []string{strconv.Itoa(kvevents.DefaultEventsPort), strconv.Itoa(kvevents.DefaultReplayPort)}, m[1],
+				"%s: %s", name, m[0])
+		}
+	}
 }
