@@ -37,7 +37,7 @@ func compare(ctx context.Context, c *cluster, o Options, w io.Writer) ([]PolicyR
 		}
 		fmt.Fprintf(w, "  %-11s %d requests, %d clients ... ", run.name, o.LoadRequests, o.LoadConcurrency)
 		start := time.Now()
-		res, err := load(ctx, c, run.gw.URL(), systems, groups, o.LoadConcurrency)
+		res, err := load(ctx, c, run.gw.URL(), systems, groups, o.LoadConcurrency, w)
 		if err != nil {
 			fmt.Fprintln(w)
 			return out, fmt.Errorf("%s load: %w", run.name, err)
@@ -62,7 +62,9 @@ func compare(ctx context.Context, c *cluster, o Options, w io.Writer) ([]PolicyR
 // load sends one chat request per entry of groups (the index of its shared
 // system prompt), from conc concurrent clients, streaming, and measures the
 // engines' hit rate over the run and the client's TTFT.
-func load(ctx context.Context, c *cluster, gw string, systems []string, groups []int, conc int) (PolicyResult, error) {
+// load sends one chat request per group through gw with conc clients and
+// prints how many are done at every quarter to progress.
+func load(ctx context.Context, c *cluster, gw string, systems []string, groups []int, conc int, progress io.Writer) (PolicyResult, error) {
 	res := PolicyResult{Requests: len(groups), Routed: map[string]int{}}
 	before, err := c.scrapeEngines(ctx)
 	if err != nil {
@@ -75,8 +77,10 @@ func load(ctx context.Context, c *cluster, gw string, systems []string, groups [
 		ttfts []time.Duration
 		first error
 		next  int
+		done  int
 		wg    sync.WaitGroup
 	)
+	quarter := max(1, len(groups)/4)
 	for range conc {
 		wg.Add(1)
 		go func() {
@@ -100,6 +104,9 @@ func load(ctx context.Context, c *cluster, gw string, systems []string, groups [
 				} else {
 					ttfts = append(ttfts, r.TTFT)
 					res.Routed[r.Endpoint]++
+					if done++; done%quarter == 0 && done < len(groups) {
+						fmt.Fprintf(progress, "%d ", done)
+					}
 				}
 				mu.Unlock()
 			}

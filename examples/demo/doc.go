@@ -1,5 +1,5 @@
 // Command demo shows kvroute's precise prefix-cache routing on one machine,
-// without GPUs, in about two minutes:
+// without GPUs, in five steps and about 80 s on a 2-core machine:
 //
 //	go run ./examples/demo            # the full demo
 //	go run ./examples/demo --fast     # the same in a few seconds

@@ -34,7 +34,7 @@ func parseFlags(args []string, stderr io.Writer) (e2e.Options, error) {
 	var o e2e.Options
 	var verbose bool
 	fs.IntVar(&replicas, "replicas", 1, "gateway replicas: 2 runs the active-active demo (needs redis-server on PATH; see e2e/replicas.go)")
-	fs.BoolVar(&o.Fast, "fast", false, "short burst interval and load (a few seconds instead of about two minutes)")
+	fs.BoolVar(&o.Fast, "fast", false, "short burst interval and load (seconds instead of about 80 s)")
 	fs.DurationVar(&o.Interval, "interval", 0, "time between the burst's requests (default 3s; 100ms with --fast)")
 	fs.IntVar(&o.LoadRequests, "load-requests", 0, "requests per policy in the comparison (default 240; 48 with --fast)")
 	fs.IntVar(&o.Engines, "engines", 2, "number of simulated engines")

@@ -3,7 +3,11 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"io"
+	"os"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,4 +45,45 @@ func TestParseFlags(t *testing.T) {
 func TestRunReportsBadOptions(t *testing.T) {
 	err := run(context.Background(), []string{"--engine-blocks", "2"}, io.Discard, io.Discard)
 	require.ErrorContains(t, err, "cannot hold")
+}
+
+// The README, the command's doc and its --help describe the demo that runs:
+// as many steps as e2e.Run has numbered sections, and one running time.
+func TestDocsAgreeWithTheDemo(t *testing.T) {
+	run, err := os.ReadFile("../../e2e/run.go")
+	require.NoError(t, err)
+	steps := len(regexp.MustCompile(`section\(w, (?:fmt\.Sprintf\()?"\d\. `).FindAll(run, -1))
+	require.Equal(t, 5, steps, "e2e.Run's numbered steps")
+	word := map[int]string{3: "three", 4: "four", 5: "five", 6: "six"}[steps]
+
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	_, demo, _ := strings.Cut(string(readme), "### The one-command demo")
+	demo, _, _ = strings.Cut(demo, "\n### ")
+	doc, err := os.ReadFile("doc.go")
+	require.NoError(t, err)
+	for name, text := range map[string]string{"README": demo, "doc.go": string(doc)} {
+		require.Contains(t, text, word+" steps", name)
+		for _, w := range []string{"three", "four", "five", "six"} {
+			if w != word {
+				require.NotContains(t, text, w+" steps", name)
+			}
+		}
+	}
+	for i := 1; i <= steps; i++ {
+		require.Contains(t, demo, fmt.Sprintf("\n%d. **", i), "the README lists step %d", i)
+	}
+	require.NotContains(t, demo, fmt.Sprintf("\n%d. **", steps+1))
+
+	const duration = "about 80 s"
+	require.Contains(t, demo, duration)
+	require.Contains(t, string(doc), strings.TrimPrefix(duration, "about "))
+	src, err := os.ReadFile("main.go")
+	require.NoError(t, err)
+	require.Contains(t, string(src), strings.TrimPrefix(duration, "about "), "--fast's help names the full run's time")
+	for _, stale := range []string{"two minutes", "70 s"} {
+		require.NotContains(t, demo, stale)
+		require.NotContains(t, string(doc), stale)
+		require.NotContains(t, string(src), stale)
+	}
 }
