@@ -104,4 +104,37 @@
 // decisions whose cause is known (render_failed, render_disabled,
 // events_disabled), and kvroute_router_endpoint_model_mismatch{endpoint}
 // for an engine whose KV-event topic names another model than the router's.
+//
+// # What Pick takes from the caller
+//
+// Pick's candidates are the endpoints passed to it, whatever SetEndpoints
+// was given: SetEndpoints names the engines the router subscribes to
+// (KV events) and renders on, Pick the ones this request may go to. An
+// endpoint Pick is given that SetEndpoints never named is accepted, picked
+// and its load accounted, but the router has no KV events from it: the
+// index knows its cache only from the router's own speculative entries, so
+// it looks cold. Pass the same list to both (or a subset to Pick) unless
+// that is what you want.
+//
+// The router does not read the request body for the model. The caller
+// parses the body's "model" and sets Request.LoRA when it names a LoRA
+// adapter (Request.Model stays empty for the base model, or names it); a
+// request whose adapter is not set is keyed, and routed, as the base
+// model. Package gateway does this for the OpenAI and Anthropic APIs.
+//
+// # Errors and HTTP status codes
+//
+// A render failure is not an error (the request is routed by load alone).
+// Pick's errors map to these HTTP answers, as package gateway sends them:
+//
+//   - ErrModelMismatch: 400; the client named a model the router does not
+//     index (name the base model, or map the alias in the gateway).
+//   - tokenload.ErrInvalidRequestID: 400; an X-Request-Id that is empty or
+//     longer than tokenload.MaxRequestIDBytes.
+//   - tokenload.ErrDuplicateRequestID: 409; a request with that ID is in
+//     flight.
+//   - ErrNoEndpoints, ErrEndpointsNotSet and anything else: 503 (no
+//     endpoint can be chosen now; ErrEndpointsNotSet and ErrNoAPI are the
+//     host's mistakes, so log them).
+//   - the request's context ended: the client is gone; send nothing.
 package kvroute
