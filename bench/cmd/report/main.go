@@ -99,13 +99,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	} else {
 		env.Command = "go " + quoteArgs(goArgs)
 		env.LoadBefore = loadAvg()
-		fmt.Fprintf(stderr, "report: running %s (this takes a few minutes)\n", env.Command)
+		fmt.Fprintf(stderr, "report: running %s (this takes a few minutes: first the compile, then each benchmark's lines as it finishes)\n", env.Command)
 		cmd := exec.CommandContext(ctx, *goBin, goArgs...)
 		cmd.Dir = root
 		var buf bytes.Buffer
-		cmd.Stdout = io.MultiWriter(&buf, stderr)
-		cmd.Stderr = io.MultiWriter(&buf, stderr)
+		progress := &progressWriter{w: stderr}
+		out := io.MultiWriter(&buf, progress) // one writer for both: the command's output in order
+		cmd.Stdout, cmd.Stderr = out, out
+		stop := progress.heartbeat(heartbeat)
 		runErr := cmd.Run()
+		stop()
 		raw = buf.Bytes()
 		env.LoadAfter = loadAvg()
 		if runErr != nil {

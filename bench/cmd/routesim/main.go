@@ -86,6 +86,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	ctx = sim.WithProgress(ctx, os.Stderr, "routesim") // a default run takes minutes
 	base := sim.DefaultConfig(sim.SharedPrefix, 1)
 	base.Seed, base.Fleet.Engines, base.Fleet.NumGPUBlocks = o.seed, o.engines, o.blocks
 	base.GatewayReplicas, base.EventDelay, base.ApproxTTL = o.replicas, o.eventDelay, o.approxTTL

@@ -20,6 +20,7 @@ type simJob struct {
 // error (named after the job). Results do not depend on parallel: each run
 // is deterministic and each job's done writes only its own slot.
 func runJobs(ctx context.Context, jobs []simJob, parallel int) error {
+	report := batchProgress(ctx, len(jobs))
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(parallel, 1))
 	for _, j := range jobs {
@@ -32,6 +33,7 @@ func runJobs(ctx context.Context, jobs []simJob, parallel int) error {
 				return fmt.Errorf("%s at load %v: %w", j.what, j.cfg.Load, err)
 			}
 			j.done(res)
+			report(fmt.Sprintf("%s at load %v", j.what, j.cfg.Load))
 			return nil
 		})
 	}
