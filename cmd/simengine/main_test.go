@@ -1,15 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/kvroute/kvroute/internal/cliflag"
 	"github.com/kvroute/kvroute/kvevents"
 	"github.com/kvroute/kvroute/simengine/server"
 	"github.com/stretchr/testify/require"
@@ -79,4 +82,15 @@ func TestHelpAndDocsUseTheGatewaysDefaultPorts(t *testing.T) {
 				"%s: %s", name, m[0])
 		}
 	}
+}
+
+// An error that already names the engine is printed with the command's
+// name once ("simengine: invalid --kv-events-config: ..."), not twice.
+func TestErrorsNameTheCommandOnce(t *testing.T) {
+	err := run([]string{"--kv-events-config", "{bad"})
+	require.Error(t, err)
+	var b bytes.Buffer
+	require.Equal(t, 1, cliflag.Report(&b, "simengine", err))
+	require.True(t, strings.HasPrefix(b.String(), "simengine: invalid --kv-events-config"), b.String())
+	require.Equal(t, 1, strings.Count(b.String(), "simengine:"), b.String())
 }
