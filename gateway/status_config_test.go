@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/admission"
+	"github.com/kvroute/kvroute/enginemetrics"
 )
 
 // Every credential-like value is redacted wherever it sits (a field named
@@ -107,4 +109,15 @@ func TestGatewayGivesRequestsWithoutIDOne(t *testing.T) {
 	require.Equal(t, rec[1].RequestID, h.ups[0].headers[0].Get("X-Request-Id"))
 	require.Equal(t, "mine-1", h.ups[0].headers[1].Get("X-Request-Id"))
 	require.Equal(t, testModel, rec[1].Model)
+}
+
+// The status page renders a server configuration with every optional
+// section set.
+func TestConfigTextRendersEveryServerSection(t *testing.T) {
+	s := &Server{cfg: ServerConfig{Listen: ":8080", Policy: PolicyPrecise, Router: kvroute.DefaultConfig(),
+		Admission: &admission.Config{}, EngineMetrics: &enginemetrics.Config{}}}
+	text := configText(s.shownConfig())
+	for _, want := range []string{"listen: \":8080\"\n", "router.blockSize: ", "admission.", "engineMetrics."} {
+		require.Contains(t, text, want)
+	}
 }
