@@ -21,7 +21,7 @@ func TestServerClockReachesTheRouter(t *testing.T) {
 	clk := telemetry.NewManual(time.Unix(1_800_000_000, 0))
 	rcfg := kvroute.DefaultConfig()
 	rcfg.Model = testModel
-	rcfg.Events.Enabled = false
+	rcfg.Events.Enabled = new(false)
 	s, err := NewServer(context.Background(), ServerConfig{Listen: "127.0.0.1:0", Router: rcfg},
 		Options{Set: telemetry.Set{Clock: clk}})
 	require.NoError(t, err)
