@@ -1,0 +1,115 @@
+package admission
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/cluster"
+	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/redistest"
+	"github.com/kvroute/kvroute/telemetry"
+)
+
+// replica is one active-active router replica with its admission.
+type replica struct {
+	router *kvroute.Router
+	ctrl   *Controller
+}
+
+// newReplica builds a Router in pool on rs with an admission that saturates
+// an endpoint at two open requests (the token threshold is off, so the test
+// does not depend on calibration), objectives chat (1) and batch (-1).
+func newReplica(t *testing.T, rs *redistest.Server, pool, id string, sharedDecisions bool, set telemetry.Set) *replica {
+	t.Helper()
+	ctrl, err := New(Config{
+		Objectives: []Objective{{Name: "chat", Priority: 1}, {Name: "batch", Priority: -1}},
+		Saturation: Saturation{MaxPrefillBacklog: -1, MaxOpenRequests: 2},
+	}, Options{Set: set})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := kvroute.DefaultConfig()
+	cfg.Model = "m"
+	cfg.Events.Enabled = false
+	cfg.DisableRender = true
+	cfg.Cluster = cluster.Config{Addrs: []string{rs.Addr}, Pool: pool, ReplicaID: id,
+		DisableSharedDecisions: !sharedDecisions}
+	r, err := kvroute.New(context.Background(), cfg, kvroute.Options{Admission: ctrl})
+	if err != nil {
+		ctrl.Close()
+		t.Fatal(err)
+	}
+	ctrl.SetLoad(r.Load())
+	return &replica{router: r, ctrl: ctrl}
+}
+
+func (r *replica) close() {
+	r.ctrl.Close()
+	r.router.Close()
+}
+
+// Two replicas share one endpoint. Replica a's in-flight requests saturate
+// it; replica b, which has routed nothing, then sheds sheddable traffic and
+// queues the rest for it, because its own accounting reads a's load through
+// the cluster. When a's requests end, b's queued request goes. With shared
+// decisions a's load travels in its load changes (a pub/sub hop); without,
+// in its periodic record (within the cluster's staleness bound).
+func TestReplicaSaturationIncludesPeersLoad(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		sharedDecisions bool
+	}{{"load changes", true}, {"records only", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer leakcheck.Check(t)()
+			rs := redistest.Start(t)
+			defer func() { _ = rs.Stop() }()
+			a := newReplica(t, rs, "adm", "a", tc.sharedDecisions, telemetry.Set{})
+			defer a.close()
+			b := newReplica(t, rs, "adm", "b", tc.sharedDecisions, telemetry.Set{})
+			defer b.close()
+			eps := []kvroute.Endpoint{{ID: "10.0.0.1:8000"}}
+			for _, r := range []*replica{a, b} {
+				if err := r.router.SetEndpoints(eps); err != nil {
+					t.Fatal(err)
+				}
+			}
+			chat, batch := WithObjective(context.Background(), "chat"), WithObjective(context.Background(), "batch")
+
+			var held []*kvroute.Decision
+			for range 2 { // a fills the endpoint up to the threshold
+				d, err := a.router.Pick(chat, tokensReq(256), eps)
+				if err != nil {
+					t.Fatal(err)
+				}
+				held = append(held, d)
+			}
+			waitFor(t, func() bool { // b has no request of its own: only a's load can saturate it
+				sat, _ := b.ctrl.own.Saturation(eps[0])
+				return sat
+			})
+			if _, open, _ := b.router.Load().Load(eps[0].ID); open != 2 {
+				t.Fatalf("b sees %d open requests on the endpoint, want a's 2", open)
+			}
+			if _, err := b.router.Pick(batch, tokensReq(256), eps); !errors.Is(err, ErrShed) {
+				t.Fatalf("b's sheddable request: %v, want ErrShed", err)
+			}
+			got := make(chan error, 1)
+			go func() {
+				d, err := b.router.Pick(chat, tokensReq(256), eps)
+				if err == nil {
+					d.Done(kvroute.DoneInfo{})
+				}
+				got <- err
+			}()
+			waitFor(t, func() bool { return b.ctrl.Queued() == 1 })
+			for _, d := range held { // a's requests end; b learns it through the cluster and its re-check
+				d.Done(kvroute.DoneInfo{})
+			}
+			if err := <-got; err != nil {
+				t.Fatalf("b's queued request: %v, want dispatched", err)
+			}
+		})
+	}
+}
