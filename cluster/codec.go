@@ -13,6 +13,7 @@ import (
 // values:
 //
 //	record   := 'R' version(2) snapshotURL:str sentMs:uvarint seq:uvarint n:uvarint { endpoint:str tokens:uvarint requests:uvarint }×n
+//	            [ q:uvarint { priority:svarint requests:uvarint }×q ]
 //	decision := 'D' version(2) sender:str n:uvarint { endpoint:str k:uvarint key:8 bytes ×k }×n
 //	            [ firstSeq:uvarint m:uvarint { endpoint:str tokens:svarint requests:svarint }×m ]
 //	str      := len:uvarint bytes
@@ -21,8 +22,12 @@ import (
 // key); seq is the last load change (delta) its totals include. A decision
 // message carries one or more routing decisions (the chosen endpoint and the
 // request's leading block keys) and then the sender's load changes since
-// its previous message, numbered firstSeq, firstSeq+1, ... Version 1 (no seq
-// in a record, no load changes in a message) is still decoded.
+// its previous message, numbered firstSeq, firstSeq+1, ... A record's
+// optional last section is the replica's admission queue depth per priority
+// band (queues.go), written only while some band has requests waiting, so
+// a record of a replica with empty queues is what it was before the section
+// existed. Version 1 (no seq in a record, no load changes in a message) is
+// still decoded.
 const (
 	recordMagic   = 'R'
 	decisionMagic = 'D'
@@ -109,6 +114,9 @@ type Record struct {
 	// (0 in a version-1 record).
 	Seq   uint64
 	Loads []EndpointLoad
+	// Queues is the replica's admission queue depth per priority band, the
+	// bands with requests waiting only (see ShareQueues).
+	Queues []QueueDepth
 }
 
 // EndpointLoad is one endpoint's in-flight load in a record.
@@ -118,7 +126,7 @@ type EndpointLoad struct {
 	Requests int64
 }
 
-func encodeRecord(b []byte, snapshotURL string, sentMs, seq uint64, loads []EndpointLoad) []byte {
+func encodeRecord(b []byte, snapshotURL string, sentMs, seq uint64, loads []EndpointLoad, queues []QueueDepth) []byte {
 	b = append(b, recordMagic, wireVersion)
 	b = appendStr(b, snapshotURL)
 	b = binary.AppendUvarint(b, sentMs)
@@ -128,6 +136,13 @@ func encodeRecord(b []byte, snapshotURL string, sentMs, seq uint64, loads []Endp
 		b = appendStr(b, l.Endpoint)
 		b = binary.AppendUvarint(b, uint64(max(l.Tokens, 0)))
 		b = binary.AppendUvarint(b, uint64(max(l.Requests, 0)))
+	}
+	if len(queues) > 0 {
+		b = binary.AppendUvarint(b, uint64(len(queues)))
+		for _, q := range queues {
+			b = binary.AppendVarint(b, int64(q.Priority))
+			b = binary.AppendUvarint(b, uint64(max(q.Requests, 0)))
+		}
 	}
 	return b
 }
@@ -162,6 +177,9 @@ func decodeRecord(data []byte, maxEndpoints int) (Record, error) {
 		if r.err == nil {
 			rec.Loads = append(rec.Loads, EndpointLoad{Endpoint: string(ep), Tokens: int64(tok), Requests: int64(req)})
 		}
+	}
+	if version == wireVersion && r.err == nil && len(r.b) != 0 {
+		rec.Queues = r.queues()
 	}
 	if r.err == nil && len(r.b) != 0 {
 		r.fail("trailing bytes")

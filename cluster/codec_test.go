@@ -10,7 +10,7 @@ import (
 
 func TestRecordRoundTrip(t *testing.T) {
 	loads := []EndpointLoad{{Endpoint: "10.0.0.1:8000", Tokens: 4096, Requests: 3}, {Endpoint: "10.0.0.2:8000", Requests: 1}}
-	b := encodeRecord(nil, "http://10.1.0.5:9090/snapshot", 1_700_000_000_123, 42, loads)
+	b := encodeRecord(nil, "http://10.1.0.5:9090/snapshot", 1_700_000_000_123, 42, loads, nil)
 	rec, err := decodeRecord(b, 16)
 	require.NoError(t, err)
 	require.Equal(t, Record{SnapshotURL: "http://10.1.0.5:9090/snapshot", SentMs: 1_700_000_000_123, Seq: 42, Loads: loads}, rec)
@@ -23,6 +23,33 @@ func TestRecordRoundTrip(t *testing.T) {
 	require.ErrorIs(t, err, errMalformed, "trailing byte")
 	_, err = decodeRecord([]byte{'D', 1}, 16)
 	require.ErrorIs(t, err, errMalformed, "wrong magic")
+}
+
+// A record carries the admission queue depths after the loads; a record
+// without any is what it was before queue depths were shared, and what a
+// decoder accepts is bounded.
+func TestRecordQueuesRoundTripAndBounds(t *testing.T) {
+	loads := []EndpointLoad{{Endpoint: "10.0.0.1:8000", Tokens: 4096, Requests: 3}}
+	queues := []QueueDepth{{Priority: 1, Requests: 7}, {Priority: -1, Requests: 300}}
+	plain := encodeRecord(nil, "", 5, 6, loads, nil)
+	b := encodeRecord(nil, "", 5, 6, loads, queues)
+	require.Equal(t, plain, b[:len(plain)], "the queues are a section after the loads")
+	rec, err := decodeRecord(b, 16)
+	require.NoError(t, err)
+	require.Equal(t, queues, rec.Queues)
+
+	bad := func(qs ...QueueDepth) []byte { return encodeRecord(nil, "", 5, 6, loads, qs) }
+	for name, data := range map[string][]byte{
+		"priority twice":     bad(QueueDepth{Priority: 1, Requests: 1}, QueueDepth{Priority: 1, Requests: 2}),
+		"depth out of range": bad(QueueDepth{Priority: 1, Requests: maxQueueRequests + 1}),
+		"priority too large": bad(QueueDepth{Priority: maxQueuePriority + 1, Requests: 1}),
+		"too many bands":     bad(make([]QueueDepth, maxQueueBands+1)...),
+		"truncated":          b[:len(b)-1],
+		"trailing byte":      append(b[:len(b):len(b)], 0),
+	} {
+		_, err := decodeRecord(data, 16)
+		require.ErrorIs(t, err, errMalformed, name)
+	}
 }
 
 func TestDecisionsRoundTripAndSize(t *testing.T) {
@@ -58,15 +85,16 @@ func TestDecisionsRoundTripAndSize(t *testing.T) {
 }
 
 func FuzzDecodeRecord(f *testing.F) {
-	f.Add(encodeRecord(nil, "http://a/snapshot", 1, 7, []EndpointLoad{{Endpoint: "e:1", Tokens: 5, Requests: 1}}))
-	f.Add(encodeRecord(nil, "", 0, 0, nil))
+	f.Add(encodeRecord(nil, "http://a/snapshot", 1, 7, []EndpointLoad{{Endpoint: "e:1", Tokens: 5, Requests: 1}}, nil))
+	f.Add(encodeRecord(nil, "", 0, 0, nil, nil))
+	f.Add(encodeRecord(nil, "", 3, 9, []EndpointLoad{{Endpoint: "e:1", Requests: 1}}, []QueueDepth{{Priority: 1, Requests: 4}, {Priority: -1, Requests: 2}}))
 	f.Add([]byte{'R', 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		rec, err := decodeRecord(data, 64)
 		if err != nil {
 			return
 		}
-		again, err := decodeRecord(encodeRecord(nil, rec.SnapshotURL, rec.SentMs, rec.Seq, rec.Loads), 64)
+		again, err := decodeRecord(encodeRecord(nil, rec.SnapshotURL, rec.SentMs, rec.Seq, rec.Loads, rec.Queues), 64)
 		require.NoError(t, err)
 		require.Equal(t, rec, again)
 	})
@@ -147,7 +175,7 @@ func TestPublishDoesNotAllocate(t *testing.T) {
 // version-1 records and messages (from replicas not yet upgraded) still
 // decode, without either.
 func TestCodecVersions(t *testing.T) {
-	rec, err := decodeRecord(encodeRecord(nil, "u", 5, 1<<52, []EndpointLoad{{Endpoint: "e:1", Tokens: 9, Requests: 2}}), 8)
+	rec, err := decodeRecord(encodeRecord(nil, "u", 5, 1<<52, []EndpointLoad{{Endpoint: "e:1", Tokens: 9, Requests: 2}}, nil), 8)
 	require.NoError(t, err)
 	require.Equal(t, uint64(1<<52), rec.Seq)
 	v1 := []byte{'R', 1, 1, 'u', 5, 1, 3, 'e', ':', '1', 9, 2}

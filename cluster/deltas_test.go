@@ -118,7 +118,7 @@ func newGhost(t *testing.T, addr string) *ghost {
 
 func (g *ghost) record(seq uint64, lease time.Duration, loads ...EndpointLoad) {
 	ctx := context.Background()
-	require.NoError(g.t, g.rdb.Set(ctx, g.keys.selfKey, encodeRecord(nil, "", uint64(time.Now().UnixMilli()), seq, loads), lease).Err())
+	require.NoError(g.t, g.rdb.Set(ctx, g.keys.selfKey, encodeRecord(nil, "", uint64(time.Now().UnixMilli()), seq, loads, nil), lease).Err())
 	require.NoError(g.t, g.rdb.SAdd(ctx, g.keys.members, "ghost").Err())
 }
 

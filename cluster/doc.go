@@ -37,6 +37,18 @@
 // 3 to 5 bytes on the wire; the sender's queue of changes (DeltaQueue, 1,024)
 // is preallocated, so the request path still does not allocate.
 //
+// # Shared admission queue depth
+//
+// With ShareQueues (package admission's Controller.ShareQueues calls it), a
+// replica's record also carries its admission queue depth per priority
+// band, and every read sums the live peers' depths (PeerQueues), so each
+// replica knows how many requests wait in the whole fleet, with the same
+// staleness as the load records and no Redis command of its own. The depths
+// are an optional last section of the record, written only while requests
+// wait: a replica of an older version, which rejects the section, reads a
+// newer replica's record again as soon as its queues are empty. Only the
+// bands given to ShareQueues are taken from a peer, each bounded.
+//
 // # Shared routing decisions
 //
 // Publish queues a decision (the chosen endpoint and the request's leading

@@ -190,7 +190,7 @@ func TestRecordOlderThanTheLeaseIsNotALivePeer(t *testing.T) {
 	ctx := context.Background()
 	put := func(sent time.Time) {
 		rec := encodeRecord(nil, "http://ghost.example:9090/snapshot", uint64(sent.UnixMilli()), 1,
-			[]EndpointLoad{{Endpoint: known, Tokens: 1 << 62, Requests: 1}})
+			[]EndpointLoad{{Endpoint: known, Tokens: 1 << 62, Requests: 1}}, nil)
 		require.NoError(t, g.rdb.Set(ctx, g.keys.selfKey, rec, 0).Err()) // no TTL
 		require.NoError(t, g.rdb.SAdd(ctx, g.keys.members, "ghost").Err())
 	}

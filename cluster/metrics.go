@@ -33,23 +33,24 @@ const (
 var deltaDropNames = [numDeltaDrops]string{"queue_full", "redis_error", "memory"}
 
 type metrics struct {
-	degraded         prometheus.Gauge
-	outages          prometheus.Counter
-	errors           [numOps]prometheus.Counter
-	commands         prometheus.Counter
-	peers            prometheus.Gauge
-	peersIgnored     prometheus.Counter
-	invalidRecords   prometheus.Counter
-	staleRecords     prometheus.Counter
-	endpointsDropped [numEpDrops]prometheus.Counter
-	staleness        prometheus.Gauge
-	published        prometheus.Counter
-	publishedBytes   prometheus.Counter
-	messages         prometheus.Counter
-	dropped          [numDrops]prometheus.Counter
-	received         prometheus.Counter
-	invalidMsgs      prometheus.Counter
-	truncated        prometheus.Counter
+	degraded          prometheus.Gauge
+	outages           prometheus.Counter
+	errors            [numOps]prometheus.Counter
+	commands          prometheus.Counter
+	peers             prometheus.Gauge
+	peersIgnored      prometheus.Counter
+	invalidRecords    prometheus.Counter
+	staleRecords      prometheus.Counter
+	queueBandsDropped prometheus.Counter
+	endpointsDropped  [numEpDrops]prometheus.Counter
+	staleness         prometheus.Gauge
+	published         prometheus.Counter
+	publishedBytes    prometheus.Counter
+	messages          prometheus.Counter
+	dropped           [numDrops]prometheus.Counter
+	received          prometheus.Counter
+	invalidMsgs       prometheus.Counter
+	truncated         prometheus.Counter
 
 	deltasPublished  prometheus.Counter
 	deltasApplied    prometheus.Counter
@@ -79,6 +80,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		staleRecords: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kvroute_cluster_stale_records_total",
 			Help: "Peer records whose send time is more than a lease from now (older, or ahead): not live peers, whatever the key's TTL.",
+		}),
+		queueBandsDropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvroute_cluster_queue_bands_dropped_total",
+			Help: "Admission queue depths in peers' records for a priority band this replica does not have (ignored); counted at every read.",
 		}),
 		deltasPublished: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kvroute_cluster_load_changes_published_total",
@@ -164,7 +169,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.degraded, m.outages, errs, m.commands, m.peers, m.peersIgnored,
 			m.invalidRecords, m.staleness, m.published, m.publishedBytes, m.messages, drops, m.received, m.invalidMsgs, m.truncated,
-			m.deltasPublished, m.deltasApplied, m.deltasSuperseded, deltaDrops, m.pendingBytes, m.staleRecords, epDrops} {
+			m.deltasPublished, m.deltasApplied, m.deltasSuperseded, deltaDrops, m.pendingBytes, m.staleRecords, epDrops, m.queueBandsDropped} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

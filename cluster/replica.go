@@ -86,6 +86,8 @@ type Replica struct {
 	accepted     atomic.Pointer[endpointSet] // the endpoints taken from Redis (endpoints.go); replaced under viewsMu
 	readNow      chan struct{}               // SetEndpoints asks the read loop for a read at once
 
+	queues queueShare // admission queue depths shared with the peers (queues.go)
+
 	closeOnce sync.Once
 	cleanup   bool // delete the record on Close (tests turn it off)
 
@@ -309,7 +311,7 @@ func (r *Replica) refresh() {
 	if r.testHookRefresh != nil {
 		r.testHookRefresh()
 	}
-	rec := encodeRecord(nil, r.cfg.SnapshotURL, uint64(r.now().UnixMilli()), seq, loads)
+	rec := encodeRecord(nil, r.cfg.SnapshotURL, uint64(r.now().UnixMilli()), seq, loads, r.ownQueues())
 	ctx, cancel := context.WithTimeout(r.ctx, r.cfg.OpTimeout)
 	defer cancel()
 	err := r.store.Refresh(ctx, r.keys.selfKey, rec, r.cfg.Lease, r.keys.members, r.cfg.ReplicaID)
@@ -395,6 +397,7 @@ func (r *Replica) read() {
 		return
 	}
 	r.mergeRecords(live, listed)
+	r.sumQueues(live)
 	r.peersMu.Lock()
 	r.peers = peers
 	r.peersMu.Unlock()
@@ -421,6 +424,7 @@ func (r *Replica) result(op int, err error) {
 		r.met.degraded.Set(1)
 		r.met.outages.Inc()
 		r.clearViews()
+		r.queues.peers.Store(nil)
 		r.peersMu.Lock()
 		r.peers = nil
 		r.peersMu.Unlock()
