@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/telemetry"
 	"github.com/kvroute/kvroute/tokenload"
@@ -49,6 +51,7 @@ type Controller struct {
 	def        objective
 	bands      []*band // highest priority first
 	met        metrics
+	fleet      *fleetGauge // the fleet's queue depth (fleet.go)
 
 	queued  atomic.Int64 // requests queued: Admit's fast path reads it
 	nclaims atomic.Int64 // claims held: the fast path defers to them
@@ -101,7 +104,8 @@ func New(cfg Config, opts Options) (*Controller, error) {
 		c.objectives[o.Name] = objective{band: bandOf(o.Priority), timeout: t}
 	}
 	slices.SortFunc(c.bands, func(a, b *band) int { return b.priority - a.priority })
-	if err := opts.Register(c.met.collectors()...); err != nil {
+	c.fleet = newFleetGauge(c)
+	if err := opts.Register(c.collectors()...); err != nil {
 		return nil, fmt.Errorf("admission: metrics: %w", err)
 	}
 	opts.Log().Debug("admission configured", "objectives", len(cfg.Objectives),
@@ -110,6 +114,11 @@ func New(cfg Config, opts Options) (*Controller, error) {
 		"tokenThreshold", c.own.MaxTokens(), "maxOpenRequests", cfg.Saturation.MaxOpenRequests,
 		"engineDetectors", len(c.engines))
 	return c, nil
+}
+
+// collectors are the Controller's metrics.
+func (c *Controller) collectors() []prometheus.Collector {
+	return append(c.met.collectors(), c.fleet)
 }
 
 // Config returns the configuration with its defaults filled in.
@@ -208,5 +217,6 @@ func (c *Controller) Close() {
 	}
 	c.mu.Unlock()
 	c.pending.Wait()
-	c.set.Unregister(c.met.collectors()...)
+	c.stopSharing()
+	c.set.Unregister(c.collectors()...)
 }

@@ -78,7 +78,8 @@
 // llm_d_epp_flow_control_request_queue_duration_seconds{priority,outcome}
 // (Dispatched, EvictedTTL, EvictedContextCancelled, EvictedOther),
 // llm_d_epp_flow_control_queue_size{priority} and
-// llm_d_epp_flow_control_queue_bytes{priority}. llm-d also labels by
+// llm_d_epp_flow_control_queue_bytes{priority}; with ShareQueues,
+// kvroute_admission_fleet_queue_size{priority}. llm-d also labels by
 // fairness ID; kvroute does not, since fairness IDs come from clients and
 // would make the label set unbounded.
 //
@@ -86,5 +87,16 @@
 //
 // With cluster sharing, the Router's load tracker includes the peers'
 // in-flight load, so the own accounting's saturation reflects every
-// replica's dispatches; the queues themselves are per replica.
+// replica's dispatches: one replica's requests saturate an endpoint for all
+// of them, within the cluster's staleness bound (a pub/sub hop with shared
+// decisions), and no Redis call is made on the request path.
+//
+// The queues themselves are per replica. ShareQueues(router.Cluster())
+// publishes this replica's queue depth per band in its cluster record and
+// sums its live peers' (stale or departed peers drop out, bands this
+// Controller does not have are ignored and counted); the gauge
+// kvroute_admission_fleet_queue_size{priority} reports the fleet's total.
+// Dispatch stays per replica: a peer's queued requests name no endpoints, so
+// holding back a lower band here for a peer's higher band could stall
+// requests that do not compete with it.
 package admission

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/cluster"
 	"github.com/kvroute/kvroute/internal/leakcheck"
@@ -111,5 +114,87 @@ func TestReplicaSaturationIncludesPeersLoad(t *testing.T) {
 				t.Fatalf("b's queued request: %v, want dispatched", err)
 			}
 		})
+	}
+}
+
+// fleetQueued reads kvroute_admission_fleet_queue_size{priority} from reg.
+func fleetQueued(t *testing.T, reg *prometheus.Registry, priority string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "kvroute_admission_fleet_queue_size" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if m.GetLabel()[0].GetValue() == priority {
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	return -1
+}
+
+// Each replica's queue depth reaches the other with its record: the fleet
+// gauge counts a's and b's queued requests on both, and returns to zero
+// when they are dispatched.
+func TestReplicasShareQueueDepth(t *testing.T) {
+	defer leakcheck.Check(t)()
+	rs := redistest.Start(t)
+	defer func() { _ = rs.Stop() }()
+	regA, regB := prometheus.NewRegistry(), prometheus.NewRegistry()
+	a := newReplica(t, rs, "fleet", "a", true, telemetry.Set{Registerer: regA})
+	defer a.close()
+	b := newReplica(t, rs, "fleet", "b", true, telemetry.Set{Registerer: regB})
+	defer b.close()
+	a.ctrl.ShareQueues(a.router.Cluster())
+	b.ctrl.ShareQueues(b.router.Cluster())
+	eps := []kvroute.Endpoint{{ID: "10.0.0.1:8000"}}
+	for _, r := range []*replica{a, b} {
+		if err := r.router.SetEndpoints(eps); err != nil {
+			t.Fatal(err)
+		}
+	}
+	chat := WithObjective(context.Background(), "chat")
+	var held []*kvroute.Decision
+	for range 2 {
+		d, err := a.router.Pick(chat, tokensReq(256), eps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, d)
+	}
+	waitFor(t, func() bool { sat, _ := b.ctrl.own.Saturation(eps[0]); return sat })
+	got := make(chan error, 2)
+	queue := func(r *replica) {
+		go func() {
+			d, err := r.router.Pick(chat, tokensReq(256), eps)
+			if err == nil {
+				d.Done(kvroute.DoneInfo{})
+			}
+			got <- err
+		}()
+		waitFor(t, func() bool { return r.ctrl.Queued() == 1 })
+	}
+	queue(a)
+	waitFor(t, func() bool { return fleetQueued(t, regA, "1") == 1 && fleetQueued(t, regB, "1") == 1 })
+	queue(b)
+	waitFor(t, func() bool { return fleetQueued(t, regA, "1") == 2 && fleetQueued(t, regB, "1") == 2 })
+	if v := testutil.ToFloat64(b.ctrl.met.size.WithLabelValues("1")); v != 1 {
+		t.Fatalf("b's own queue size %v, want 1", v)
+	}
+	for _, d := range held {
+		d.Done(kvroute.DoneInfo{})
+	}
+	for range 2 {
+		if err := <-got; err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, func() bool { return fleetQueued(t, regA, "1") == 0 && fleetQueued(t, regB, "1") == 0 })
+	if v := fleetQueued(t, regB, "-1"); v != 0 {
+		t.Fatalf("fleet queue of band -1: %v, want 0", v)
 	}
 }

@@ -167,6 +167,7 @@ func NewServer(ctx context.Context, cfg ServerConfig, opts Options) (*Server, er
 		s.router, picker = r, r
 		if s.admission != nil {
 			s.admission.SetLoad(r.Load())
+			s.admission.ShareQueues(r.Cluster()) // nil without cluster sharing: nothing to share
 		}
 		if cfg.Proxy.Model == "" {
 			cfg.Proxy.Model = cfg.Router.Model

@@ -1,0 +1,86 @@
+package admission
+
+import (
+	"strconv"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvroute/kvroute/cluster"
+)
+
+// Active-active replicas. Saturation is shared without anything here: with
+// cluster sharing the Router's load tracker holds every replica's in-flight
+// load, and the TokenDetector reads it. Queue depth is shared through the
+// replicas' records: ShareQueues publishes this Controller's depth per band
+// and sums the peers', and kvroute_admission_fleet_queue_size{priority}
+// reports own + peers'. The dispatch decision stays per replica: a peer's
+// queue names no endpoints, so holding back a lower band here for a peer's
+// higher band could stall requests the peer's waiters do not compete with.
+
+// ShareQueues shares the queue depth per priority band with the replica's
+// peers (a Router's Cluster(); nil does nothing): the depths travel in the
+// replica's periodic record, never on the request path, and the fleet's
+// total per band (this Controller's and the live peers') is the gauge
+// kvroute_admission_fleet_queue_size. Peers' bands this Controller does not
+// have are ignored and counted by the replica. Close stops the sharing.
+func (c *Controller) ShareQueues(rep *cluster.Replica) {
+	if rep == nil {
+		return
+	}
+	prios := make([]int, len(c.bands))
+	for i, b := range c.bands {
+		prios[i] = b.priority
+	}
+	c.fleet.rep.Store(rep)
+	rep.ShareQueues(prios, c.depths)
+}
+
+// depths appends the queue depth of every band, highest priority first.
+func (c *Controller) depths(dst []cluster.QueueDepth) []cluster.QueueDepth {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, b := range c.bands {
+		dst = append(dst, cluster.QueueDepth{Priority: b.priority, Requests: int64(b.n)})
+	}
+	return dst
+}
+
+// stopSharing detaches the replica ShareQueues was given, if any.
+func (c *Controller) stopSharing() {
+	if rep := c.fleet.rep.Swap(nil); rep != nil {
+		rep.ShareQueues(nil, nil)
+	}
+}
+
+// fleetGauge is kvroute_admission_fleet_queue_size: per configured band,
+// the requests waiting here plus those the live peers last published.
+type fleetGauge struct {
+	c    *Controller
+	desc *prometheus.Desc
+	rep  atomic.Pointer[cluster.Replica]
+}
+
+func newFleetGauge(c *Controller) *fleetGauge {
+	return &fleetGauge{c: c, desc: prometheus.NewDesc("kvroute_admission_fleet_queue_size",
+		"Requests waiting in the admission queues of every replica (this one and its live peers, as of their last records), by priority band; equals llm_d_epp_flow_control_queue_size without cluster sharing.",
+		[]string{"priority"}, nil)}
+}
+
+// Describe implements prometheus.Collector.
+func (g *fleetGauge) Describe(ch chan<- *prometheus.Desc) { ch <- g.desc }
+
+// Collect implements prometheus.Collector.
+func (g *fleetGauge) Collect(ch chan<- prometheus.Metric) {
+	own := g.c.depths(nil)
+	peers := g.rep.Load().PeerQueues(nil) // nil-safe
+	for _, q := range own {
+		n := q.Requests
+		for _, p := range peers {
+			if p.Priority == q.Priority {
+				n += p.Requests
+			}
+		}
+		ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, float64(n), strconv.Itoa(q.Priority))
+	}
+}
