@@ -17,7 +17,7 @@ import (
 // only the router's own speculative entries.
 func TestPickAcceptsEndpointsNeverGivenToSetEndpoints(t *testing.T) {
 	// A manual clock: the speculative entries cannot expire between picks.
-	r := testRouter(t, func(c *Config) { c.Events.Enabled = true }, Options{Set: telemetry.Set{Clock: newFakeClock()}})
+	r := testRouter(t, func(c *Config) { c.Events.Enabled = new(true) }, Options{Set: telemetry.Set{Clock: newFakeClock()}})
 	known := Endpoint{ID: "10.0.0.1:8000", EventsAddress: "tcp://127.0.0.1:1"}
 	require.NoError(t, r.SetEndpoints([]Endpoint{known}))
 	stranger := Endpoint{ID: "10.0.0.9:8000"}

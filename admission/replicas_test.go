@@ -35,7 +35,7 @@ func newReplica(t *testing.T, rs *redistest.Server, pool, id string, sharedDecis
 	}
 	cfg := kvroute.DefaultConfig()
 	cfg.Model = "m"
-	cfg.Events.Enabled = false
+	cfg.Events.Enabled = new(false)
 	cfg.DisableRender = true
 	cfg.Cluster = cluster.Config{Addrs: []string{rs.Addr}, Pool: pool, ReplicaID: id,
 		DisableSharedDecisions: !sharedDecisions}
