@@ -233,6 +233,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer adm.close() // idempotent; runs before the router closes
 	if adm.ctl != nil {
 		adm.ctl.SetLoad(router.Load())
+		adm.ctl.ShareQueues(router.Cluster()) // nil without cluster sharing: nothing to share
 	}
 	picker, err := extproc.New(extproc.Config{Model: cfg.Model, MaxBodyBytes: f.maxBodyBytes, Fallbacks: f.fallbacks,
 		ConformanceTestHooks: f.conformanceTestHooks}, router,
