@@ -23,6 +23,16 @@
 // again and the error is returned, so a failed constructor leaves the
 // registry as it found it.
 //
+// The policy every component follows: A nil Registerer registers nothing.
+// New registers every collector of the component through Set.Register, all
+// or none (New fails and leaves nothing registered). Close unregisters
+// exactly what New registered, so a closed component can be built again on
+// the same registry. A component that deliberately reuses collectors
+// another instance already registered on the same registry (reusing them on
+// prometheus.AlreadyRegisteredError, so several instances share one
+// registry) unregisters on Close only the collectors it registered itself,
+// never the shared ones it reused.
+//
 // # Clocks
 //
 // Clock is what a component with timers runs on: Now, timers, tickers and
