@@ -174,5 +174,8 @@
 // bytes Config.MaxBytes bounds) and kvroute_kv_index_evictions_total{reason}
 // with reasons "capacity", "speculative_expired", "endpoint_removed" (every
 // membership Clear removes) and "memory" (Config.MaxBytes). Rejected stores are counted by the
-// caller from StoreError.Reason.
+// caller from StoreError.Reason. A nil Registerer registers nothing; New
+// registers every collector through telemetry.Set.Register, all or none (New
+// fails and leaves nothing registered), and Close unregisters exactly what
+// New registered, so a closed index can be built again on the same registry.
 package kvindex

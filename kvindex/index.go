@@ -62,6 +62,7 @@ type Index struct {
 	evMemory                          atomic.Uint64
 	met                               *metrics
 	closeOnce                         sync.Once
+	set                               telemetry.Set // whose Registerer Close unregisters the metrics from
 	stop, done                        chan struct{}
 }
 
@@ -128,12 +129,13 @@ func New(cfg Config, opts Options) (*Index, error) {
 		byID:       xsync.NewMapOf[uint32, *endpoint](),
 		stop:       make(chan struct{}),
 		done:       make(chan struct{}),
+		set:        opts.Set,
 	}
 	ix.epoch = ix.now()
 	ix.pool = newEngPool(&ix.nBytes)
 	ix.tiers.Store(newTierTable(cfg.TierWeights))
 	if opts.Registerer != nil {
-		if ix.met, err = newMetrics(ix, opts.Registerer); err != nil {
+		if ix.met, err = newMetrics(ix, opts.Set); err != nil {
 			return nil, err
 		}
 	}
@@ -145,11 +147,17 @@ func New(cfg Config, opts Options) (*Index, error) {
 	return ix, nil
 }
 
-// Close stops the speculative sweeper and waits for it to exit. It is
-// idempotent. The index stays usable (reads and writes still work; expiry is
-// then enforced only by Match and explicit Sweep calls).
+// Close stops the speculative sweeper, waits for it to exit and unregisters
+// the metrics New registered, so another index can be built on the same
+// registry. It is idempotent. The index stays usable (reads and writes still
+// work; expiry is then enforced only by Match and explicit Sweep calls).
 func (ix *Index) Close() {
-	ix.closeOnce.Do(func() { close(ix.stop) })
+	ix.closeOnce.Do(func() {
+		close(ix.stop)
+		if ix.met != nil {
+			ix.set.Unregister(ix.met.cs...)
+		}
+	})
 	<-ix.done
 }
 

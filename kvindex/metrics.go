@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // metrics exports the index's metrics: llm-d's lookup latency, requests and
@@ -15,9 +17,14 @@ type metrics struct {
 	lookups atomic.Uint64
 	hits    atomic.Uint64
 	latency prometheus.Histogram
+
+	// cs are the collectors New registered, which Close unregisters.
+	cs []prometheus.Collector
 }
 
-func newMetrics(ix *Index, reg prometheus.Registerer) (*metrics, error) {
+// newMetrics builds the index's collectors and registers them through set,
+// all or none.
+func newMetrics(ix *Index, set telemetry.Set) (*metrics, error) {
 	m := &metrics{
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "llm_d_epp_kv_cache_index_lookup_latency_seconds",
@@ -60,14 +67,10 @@ func newMetrics(ix *Index, reg prometheus.Registerer) (*metrics, error) {
 			ConstLabels: prometheus.Labels{"reason": reason},
 		}, func() float64 { return float64(v.Load()) }))
 	}
-	for i, c := range cs {
-		if err := reg.Register(c); err != nil {
-			for _, done := range cs[:i] {
-				reg.Unregister(done)
-			}
-			return nil, err
-		}
+	if err := set.Register(cs...); err != nil {
+		return nil, err
 	}
+	m.cs = cs
 	return m, nil
 }
 
