@@ -45,6 +45,7 @@ type Client struct {
 	log       *slog.Logger
 	modes     [2]modeState // messages, responses
 	closed    atomic.Bool
+	set       telemetry.Set // whose Registerer Close unregisters the owned metrics from
 
 	lastFailureLog atomic.Int64 // unix nanos of the last failure log line
 	now            func() time.Time
@@ -77,7 +78,7 @@ func New(cfg Config, opts Options) (*Client, error) {
 		return nil, err
 	}
 	cfg = cfg.WithDefaults()
-	m, err := newMetrics(opts.Registerer)
+	m, err := newMetrics(opts.Set)
 	if err != nil {
 		return nil, fmt.Errorf("render: register metrics: %w", err)
 	}
@@ -85,7 +86,7 @@ func New(cfg Config, opts Options) (*Client, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	c := &Client{cfg: cfg, metrics: m, log: logger, now: opts.Clk().Now}
+	c := &Client{cfg: cfg, metrics: m, set: opts.Set, log: logger, now: opts.Clk().Now}
 	if opts.TracerProvider != nil {
 		c.tracer = opts.TracerProvider.Tracer(TracerName)
 	}
@@ -124,10 +125,13 @@ func newTransport(tlsConfig *tls.Config, idlePerHost int) *http.Transport {
 	}
 }
 
-// Close rejects further calls and closes idle connections. Calls in flight
-// finish normally. Close is idempotent.
+// Close rejects further calls, closes idle connections and unregisters the
+// metrics this Client registered (not those it reused from another Client).
+// Calls in flight finish normally. Close is idempotent.
 func (c *Client) Close() {
-	c.closed.Store(true)
+	if c.closed.CompareAndSwap(false, true) {
+		c.set.Unregister(c.metrics.owned...)
+	}
 	c.transport.CloseIdleConnections()
 }
 

@@ -40,7 +40,13 @@
 // Metrics (registered on Options.Registerer, given to New): the histogram
 // llm_d_epp_token_producer_render_duration_seconds{result} and the counter
 // llm_d_epp_token_producer_render_failures_total{reason}, with the names and
-// label values of the llm-d router so that dashboards carry over.
+// label values of the llm-d router so that dashboards carry over. A nil
+// Registerer registers nothing; New registers both collectors through
+// telemetry.Set.Register, all or none (New fails and leaves nothing
+// registered), and Close unregisters exactly what New registered, so a
+// closed Client can be built again on the same registry. Several Clients
+// share one registry: a Client that finds the collectors already registered
+// by another reuses them, and its Close leaves those shared ones registered.
 //
 // Check runs a deployment's render check (every endpoint must return token
 // IDs for the model) and reports per endpoint.

@@ -4,6 +4,8 @@ import (
 	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // Metric names, shared with the llm-d router so that dashboards and alerts
@@ -35,9 +37,16 @@ var failureReasons = []Reason{ReasonTimeout, ReasonStatus, ReasonConnection, Rea
 type metrics struct {
 	success, timeout, canceled, error prometheus.Observer
 	failures                          map[Reason]prometheus.Counter
+
+	// owned are the collectors this Client registered itself (not the
+	// ones it reused from another Client), which Close unregisters.
+	owned []prometheus.Collector
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+// newMetrics registers the Client's collectors through set, reusing those
+// another Client already registered on the same registry; all or none: on
+// an error it unregisters what it registered.
+func newMetrics(set telemetry.Set) (*metrics, error) {
 	dur := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    MetricDuration,
 		Help:    "Duration of render (tokenize) calls to vLLM render endpoints, retry included, by result.",
@@ -47,16 +56,17 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Name: MetricFailures,
 		Help: "Failed render calls by reason (timeout, status, connection, decode, no_endpoints, other); caller cancellations are not counted.",
 	}, []string{"reason"})
-	if reg != nil {
-		var err error
-		if dur, err = registerOrReuse(reg, dur); err != nil {
-			return nil, err
-		}
-		if fail, err = registerOrReuse(reg, fail); err != nil {
-			return nil, err
-		}
+	var owned []prometheus.Collector
+	dur, err := registerOrReuse(set, dur, &owned)
+	if err == nil {
+		fail, err = registerOrReuse(set, fail, &owned)
+	}
+	if err != nil {
+		set.Unregister(owned...)
+		return nil, err
 	}
 	m := &metrics{
+		owned:    owned,
 		success:  dur.WithLabelValues(resultSuccess),
 		timeout:  dur.WithLabelValues(resultTimeout),
 		canceled: dur.WithLabelValues(resultCanceled),
@@ -69,11 +79,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	return m, nil
 }
 
-// registerOrReuse registers c, or returns the collector already registered
-// under the same name, so that several Clients can share one registry.
-func registerOrReuse[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	err := reg.Register(c)
+// registerOrReuse registers c and appends it to owned, or returns the
+// collector already registered under the same name (not appended: it stays
+// its registrant's), so that several Clients can share one registry.
+func registerOrReuse[C prometheus.Collector](set telemetry.Set, c C, owned *[]prometheus.Collector) (C, error) {
+	err := set.Register(c)
 	if err == nil {
+		*owned = append(*owned, c)
 		return c, nil
 	}
 	var are prometheus.AlreadyRegisteredError

@@ -1,0 +1,62 @@
+package render
+
+import (
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/telemetry"
+)
+
+// renderFamilies returns how many of the render metric families reg
+// gathers (they appear once a call has been observed or a label child
+// resolved; New resolves every child, so they appear at once).
+func renderFamilies(t *testing.T, reg *prometheus.Registry) int {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	n := 0
+	for _, mf := range mfs {
+		if name := mf.GetName(); name == MetricDuration || name == MetricFailures {
+			n++
+		}
+	}
+	return n
+}
+
+// TestCloseUnregisters checks the registration policy: New registers the
+// Client's metrics, Close unregisters exactly those, a Client built again
+// on the same registry registers without error, and a Client that reused
+// another's collectors leaves them registered when it closes.
+func TestCloseUnregisters(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+	}{
+		{"fixed url", Config{URL: "http://127.0.0.1:1"}},
+		{"endpoints", Config{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			opts := Options{Set: telemetry.Set{Registerer: reg}}
+			for range 2 {
+				c, err := New(tc.cfg, opts)
+				require.NoError(t, err)
+				require.Equal(t, 2, renderFamilies(t, reg), "metrics not registered")
+				c.Close()
+				require.Zero(t, renderFamilies(t, reg), "metrics left after Close")
+				c.Close() // idempotent
+			}
+
+			owner, err := New(tc.cfg, opts)
+			require.NoError(t, err)
+			sharer, err := New(tc.cfg, opts)
+			require.NoError(t, err, "a second Client reuses the registered collectors")
+			sharer.Close()
+			require.Equal(t, 2, renderFamilies(t, reg), "the sharer's Close removed the owner's metrics")
+			owner.Close()
+			require.Zero(t, renderFamilies(t, reg))
+		})
+	}
+}
