@@ -115,9 +115,14 @@ func NewApplier(cfg ApplierConfig, ix *kvindex.Index, opts Options) (*Applier, e
 		return nil, errors.New("kvevents: NewApplier needs an index")
 	}
 	m := opts.metrics
-	if m == nil {
+	if m == nil && opts.Registerer != nil {
+		// Reused when already registered (another Applier or Pool on the
+		// same registry), so an Applier, which has no Close, can be built
+		// again on the same registry.
+		r := &registrar{set: opts.Set}
 		var err error
-		if m, err = newApplyMetrics(opts.Registerer); err != nil {
+		if m, err = newApplyMetrics(r); err != nil {
+			r.unregister()
 			return nil, err
 		}
 	}

@@ -190,14 +190,14 @@ func TestApplyRemoveAndClear(t *testing.T) {
 
 func skipped(t *testing.T, reg *prometheus.Registry, kind string, reason Reason) float64 {
 	t.Helper()
-	m, err := newMetrics(reg) // reuses the registered collectors
+	m, err := newMetrics(&registrar{set: telemetry.Set{Registerer: reg}}) // reuses the registered collectors
 	require.NoError(t, err)
 	return testutil.ToFloat64(m.StoresSkipped.WithLabelValues(kind, string(reason)))
 }
 
 func dropped(t *testing.T, reg *prometheus.Registry, endpoint string, reason Reason) float64 {
 	t.Helper()
-	m, err := newMetrics(reg)
+	m, err := newMetrics(&registrar{set: telemetry.Set{Registerer: reg}})
 	require.NoError(t, err)
 	return testutil.ToFloat64(m.Dropped.WithLabelValues(endpoint, string(reason)))
 }
@@ -283,7 +283,7 @@ func TestApplyWithoutMetrics(t *testing.T) {
 
 func TestApplySharedMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m, err := newMetrics(reg)
+	m, err := newMetrics(&registrar{set: telemetry.Set{Registerer: reg}})
 	require.NoError(t, err)
 	ix, err := kvindex.New(kvindex.Config{BlockSize: 4, SweepInterval: -1}, kvindex.Options{})
 	require.NoError(t, err)

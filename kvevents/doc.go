@@ -43,6 +43,16 @@
 // family is registered once. The reason labels are fixed strings (typed
 // Reason values, declared in reason.go), never taken from the wire.
 //
+// Registration: a nil Registerer registers nothing (a Pool then keeps its
+// metrics on a private registry, for Status). NewPool registers every
+// collector through telemetry.Set.Register, all or none (NewPool fails and
+// leaves nothing registered), and Close unregisters exactly what NewPool
+// registered, so a closed Pool can be built again on the same registry.
+// Several Pools and Appliers share one registry: one that finds a family
+// already registered by another reuses its collector, and its Close leaves
+// that shared collector registered. An Applier has no Close: on its own it
+// registers (or reuses) its two families and leaves them.
+//
 // # Subscribing
 //
 // Pool keeps one supervised ZeroMQ SUB per endpoint (Ensure, Remove; or one

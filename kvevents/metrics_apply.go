@@ -13,12 +13,9 @@ type applyMetrics struct {
 	Dropped *prometheus.CounterVec
 }
 
-// newApplyMetrics creates the Applier's metrics and registers them with reg
-// (a family already registered there is reused). A nil reg returns nil.
-func newApplyMetrics(reg prometheus.Registerer) (*applyMetrics, error) {
-	if reg == nil {
-		return nil, nil
-	}
+// newApplyMetrics creates the Applier's metrics and registers them through
+// r (a family already registered on its registry is reused).
+func newApplyMetrics(r *registrar) (*applyMetrics, error) {
 	m := &applyMetrics{
 		StoresSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "llm_d_epp_kv_cache_events_stores_skipped_total",
@@ -29,11 +26,10 @@ func newApplyMetrics(reg prometheus.Registerer) (*applyMetrics, error) {
 			Help: "KV events dropped, by endpoint and reason (parent_missing, decode_error, queue_full, stale_seq, unknown_event, ...).",
 		}, []string{"pod_identifier", "reason"}),
 	}
-	var err error
-	m.StoresSkipped = register(reg, m.StoresSkipped, &err)
-	m.Dropped = register(reg, m.Dropped, &err)
-	if err != nil {
-		return nil, err
+	m.StoresSkipped = register(r, m.StoresSkipped)
+	m.Dropped = register(r, m.Dropped)
+	if r.err != nil {
+		return nil, r.err
 	}
 	return m, nil
 }

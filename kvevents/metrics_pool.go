@@ -1,8 +1,6 @@
 package kvevents
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -58,15 +56,11 @@ type eventMetrics struct {
 }
 
 // newMetrics creates the Pool's KV-event metrics (the Applier's included)
-// and registers them with reg. A nil reg returns a nil *eventMetrics (no
-// metrics). When a family is already
-// registered with reg (a second newMetrics on the same registry), the
-// existing collector is reused, so counts from both land in one series.
-func newMetrics(reg prometheus.Registerer) (*eventMetrics, error) {
-	if reg == nil {
-		return nil, nil
-	}
-	am, err := newApplyMetrics(reg)
+// and registers them through r. When a family is already registered on r's
+// registry (a second Pool on the same registry), the existing collector is
+// reused, so counts from both land in one series.
+func newMetrics(r *registrar) (*eventMetrics, error) {
+	am, err := newApplyMetrics(r)
 	if err != nil {
 		return nil, err
 	}
@@ -129,43 +123,24 @@ func newMetrics(reg prometheus.Registerer) (*eventMetrics, error) {
 			Help: "Bind-mode KV-event messages refused because their connection does not come from the address of the endpoint their topic names.",
 		}),
 	}
-	m.ActiveSubscribers = register(reg, m.ActiveSubscribers, &err)
-	m.MessagesReceived = register(reg, m.MessagesReceived, &err)
-	m.ZMQErrors = register(reg, m.ZMQErrors, &err)
-	m.Reconnections = register(reg, m.Reconnections, &err)
-	m.PoolQueueDepth = register(reg, m.PoolQueueDepth, &err)
-	m.PoolCapacity = register(reg, m.PoolCapacity, &err)
-	m.SequenceGaps = register(reg, m.SequenceGaps, &err)
-	m.PublisherRestarts = register(reg, m.PublisherRestarts, &err)
-	m.Replays = register(reg, m.Replays, &err)
-	m.PoolQueueBytes = register(reg, m.PoolQueueBytes, &err)
-	m.QueueShedBytes = register(reg, m.QueueShedBytes, &err)
-	m.BindUnknown = register(reg, m.BindUnknown, &err)
-	m.BindForeign = register(reg, m.BindForeign, &err)
-	m.BindSourceMismatch = register(reg, m.BindSourceMismatch, &err)
-	if err != nil {
-		return nil, err
+	m.ActiveSubscribers = register(r, m.ActiveSubscribers)
+	m.MessagesReceived = register(r, m.MessagesReceived)
+	m.ZMQErrors = register(r, m.ZMQErrors)
+	m.Reconnections = register(r, m.Reconnections)
+	m.PoolQueueDepth = register(r, m.PoolQueueDepth)
+	m.PoolCapacity = register(r, m.PoolCapacity)
+	m.SequenceGaps = register(r, m.SequenceGaps)
+	m.PublisherRestarts = register(r, m.PublisherRestarts)
+	m.Replays = register(r, m.Replays)
+	m.PoolQueueBytes = register(r, m.PoolQueueBytes)
+	m.QueueShedBytes = register(r, m.QueueShedBytes)
+	m.BindUnknown = register(r, m.BindUnknown)
+	m.BindForeign = register(r, m.BindForeign)
+	m.BindSourceMismatch = register(r, m.BindSourceMismatch)
+	if r.err != nil {
+		return nil, r.err
 	}
 	return m, nil
-}
-
-// register registers c, or returns the collector already registered under
-// the same descriptor. Any other failure is recorded in *errp.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C, errp *error) C {
-	err := reg.Register(c)
-	if err == nil {
-		return c
-	}
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(C); ok {
-			return existing
-		}
-	}
-	if *errp == nil {
-		*errp = err
-	}
-	return c
 }
 
 // drop counts n events of endpoint dropped for reason.

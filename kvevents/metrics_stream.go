@@ -26,7 +26,9 @@ type streamMetrics struct {
 	Probes *prometheus.CounterVec
 }
 
-func newStreamMetrics(reg prometheus.Registerer) (*streamMetrics, error) {
+// newStreamMetrics creates the streams' metrics and registers them through
+// r (a family already registered on its registry is reused).
+func newStreamMetrics(r *registrar) (*streamMetrics, error) {
 	m := &streamMetrics{
 		ReplayInProgress: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kvroute_kv_events_replay_in_progress",
@@ -42,12 +44,11 @@ func newStreamMetrics(reg prometheus.Registerer) (*streamMetrics, error) {
 			Help: "Replay probes (quiet-tail and reconnect checks) by result: empty, repaired, failed.",
 		}, []string{"pod_identifier", "result"}),
 	}
-	var err error
-	m.ReplayInProgress = register(reg, m.ReplayInProgress, &err)
-	m.ReplaySlotWait = register(reg, m.ReplaySlotWait, &err)
-	m.Probes = register(reg, m.Probes, &err)
-	if err != nil {
-		return nil, err
+	m.ReplayInProgress = register(r, m.ReplayInProgress)
+	m.ReplaySlotWait = register(r, m.ReplaySlotWait)
+	m.Probes = register(r, m.Probes)
+	if r.err != nil {
+		return nil, r.err
 	}
 	return m, nil
 }

@@ -42,6 +42,7 @@ type Pool struct {
 	m       *eventMetrics
 	sm      *streamMetrics
 	rm      *resumeMetrics
+	reg     *registrar // the collectors this Pool registered, which Close unregisters
 	log     *slog.Logger
 	zopts   zmqx.Options
 	etr     *eventTracer // nil: KV-event spans off (see tracing.go)
@@ -95,25 +96,31 @@ func NewPool(cfg PoolConfig, ix *kvindex.Index, opts Options) (*Pool, error) {
 		// Metrics are still kept (Status, tests), just not exported.
 		reg = prometheus.NewRegistry()
 	}
-	m, err := newMetrics(reg)
+	// All or none: a failure unregisters what this Pool registered.
+	r := &registrar{set: telemetry.Set{Registerer: reg}}
+	m, err := newMetrics(r)
 	if err != nil {
+		r.unregister()
 		return nil, err
 	}
-	sm, err := newStreamMetrics(reg)
+	sm, err := newStreamMetrics(r)
 	if err != nil {
+		r.unregister()
+		return nil, err
+	}
+	rm, err := newResumeMetrics(r)
+	if err != nil {
+		r.unregister()
 		return nil, err
 	}
 	ap, err := NewApplier(ApplierConfig{Model: cfg.Model, LoRANames: cfg.LoRANames}, ix, Options{Set: telemetry.Set{Logger: lg}, metrics: m.applyMetrics})
 	if err != nil {
-		return nil, err
-	}
-	rm, err := newResumeMetrics(reg)
-	if err != nil {
+		r.unregister()
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Pool{
-		cfg: cfg, match: match, ix: ix, applier: ap, m: m, sm: sm, rm: rm, log: lg, resume: make(map[string]Position),
+		cfg: cfg, match: match, ix: ix, applier: ap, m: m, sm: sm, rm: rm, reg: r, log: lg, resume: make(map[string]Position),
 		ctx: ctx, cancel: cancel, stop: make(chan struct{}),
 		streams: make(map[string]*stream),
 	}
@@ -207,9 +214,10 @@ func (p *Pool) Remove(id string) {
 	after()
 }
 
-// Close stops every subscription, replay and worker and waits for them. The
-// index keeps its entries (call Remove first to drop an endpoint's). It is
-// idempotent.
+// Close stops every subscription, replay and worker, waits for them and
+// unregisters the metrics this Pool registered (not those it reused from
+// another Pool on the same registry). The index keeps its entries (call
+// Remove first to drop an endpoint's). It is idempotent.
 func (p *Pool) Close() error {
 	p.opMu.Lock()
 	defer p.opMu.Unlock()
@@ -235,6 +243,7 @@ func (p *Pool) Close() error {
 	close(p.stop)
 	p.wwg.Wait()
 	p.m.PoolCapacity.Sub(float64(p.cfg.Concurrency * p.cfg.QueueSize))
+	p.reg.unregister()
 	return nil
 }
 

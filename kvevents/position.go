@@ -155,15 +155,16 @@ type resumeMetrics struct {
 	resumes *prometheus.CounterVec
 }
 
-func newResumeMetrics(reg prometheus.Registerer) (*resumeMetrics, error) {
+// newResumeMetrics creates the resume counter and registers it through r
+// (reused when already registered on its registry).
+func newResumeMetrics(r *registrar) (*resumeMetrics, error) {
 	m := &resumeMetrics{resumes: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kvroute_kv_events_resumes_total",
 		Help: "Endpoints started from a stream position recorded in the index (checkpoint or peer snapshot), by outcome (resumed, resumed_with_gap, gap_cleared, restarted, unverified).",
 	}, []string{"pod_identifier", "result"})}
-	var err error
-	m.resumes = register(reg, m.resumes, &err)
-	if err != nil {
-		return nil, err
+	m.resumes = register(r, m.resumes)
+	if r.err != nil {
+		return nil, r.err
 	}
 	return m, nil
 }
