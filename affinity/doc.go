@@ -44,7 +44,12 @@
 // candidates to a caller-provided slice, allocates nothing and is safe for
 // concurrent use. Every decision is counted in
 // llm_d_epp_prefix_cache_affinity_filter_decisions_total{outcome} when a
-// prometheus.Registerer is given.
+// prometheus.Registerer is given. A nil Registerer registers nothing; New
+// registers the counter through telemetry.Set.Register (New fails and leaves
+// nothing registered), and Close unregisters exactly what New registered, so
+// a closed Filter can be built again on the same registry. Filters sharing
+// one registry share the counter: a Filter that finds it already registered
+// by another reuses it, and its Close leaves that shared counter registered.
 //
 // # Calibration
 //

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"sync"
 
 	"github.com/kvroute/kvroute/telemetry"
 	"github.com/prometheus/client_golang/prometheus"
@@ -85,6 +86,25 @@ type Filter struct {
 	penaltyTokens float64 // MaxTTFTPenalty × PeakPrefillThroughput; gate off when 0
 	random        func() float64
 	decisions     [numOutcomes]prometheus.Counter
+
+	// set and owned are the registry and the decision counter this Filter
+	// registered itself (owned is nil when it registered none or reused
+	// another Filter's); Close unregisters it once.
+	set       telemetry.Set
+	owned     prometheus.Collector
+	closeOnce sync.Once
+}
+
+// Close unregisters the decision counter when this Filter registered it
+// (not when it reused another Filter's), so a Filter can be built again on
+// the same registry. The Filter keeps working; its decisions are then just
+// not exported. Close is idempotent.
+func (f *Filter) Close() {
+	f.closeOnce.Do(func() {
+		if f.owned != nil {
+			f.set.Unregister(f.owned)
+		}
+	})
 }
 
 // Options are a Filter's injected dependencies; the zero value is valid.
@@ -119,9 +139,12 @@ func New(cfg Config, opts Options) (*Filter, error) {
 	if *cfg.MaxTTFTPenalty > 0 {
 		f.penaltyTokens = cfg.MaxTTFTPenalty.Seconds() * cfg.PeakPrefillThroughput
 	}
-	vec, err := decisionCounter(opts.Registerer)
+	vec, owned, err := decisionCounter(opts.Set)
 	if err != nil {
 		return nil, err
+	}
+	if owned {
+		f.set, f.owned = opts.Set, vec
 	}
 	for o := range numOutcomes {
 		f.decisions[o] = vec.WithLabelValues(o.String())
