@@ -54,5 +54,9 @@
 // llm_d_epp_inflight_tokens{endpoint_name} and
 // llm_d_epp_inflight_requests{endpoint_name}, read from the live counters at
 // scrape time, so the request path only does atomic additions; a removed
-// endpoint's series disappear.
+// endpoint's series disappear. A nil Registerer registers nothing;
+// NewTracker and NewRequestTable register every collector through
+// telemetry.Set.Register, all or none (they fail and leave nothing
+// registered), and Close unregisters exactly what they registered, so a
+// closed Tracker or RequestTable can be built again on the same registry.
 package tokenload

@@ -122,6 +122,10 @@ type RequestTable struct {
 	mu   sync.Mutex
 	m    map[string]*tableEntry
 	head tableEntry // sentinel of the insertion-ordered ring (oldest first)
+
+	set       telemetry.Set          // whose Registerer Close unregisters cs from
+	cs        []prometheus.Collector // what NewRequestTable registered
+	closeOnce sync.Once
 }
 
 type tableEntry struct {
@@ -133,7 +137,7 @@ type tableEntry struct {
 
 // NewRequestTable returns an empty table. With opts.Registerer set it
 // registers kvroute_tokenload_request_ids_total{outcome} and the gauge
-// kvroute_tokenload_request_table_entries.
+// kvroute_tokenload_request_table_entries (Close unregisters them).
 func NewRequestTable(cfg RequestTableConfig, opts Options) (*RequestTable, error) {
 	if cfg.MaxRequests < 0 {
 		return nil, fmt.Errorf("tokenload: maxRequests %d is negative", cfg.MaxRequests)
@@ -164,14 +168,19 @@ func NewRequestTable(cfg RequestTableConfig, opts Options) (*RequestTable, error
 		Name: "kvroute_tokenload_request_table_entries",
 		Help: "Requests in flight addressable by ID.",
 	})
-	if opts.Registerer != nil {
-		for _, c := range []prometheus.Collector{vec, t.entries} {
-			if err := opts.Registerer.Register(c); err != nil {
-				return nil, err
-			}
-		}
+	cs := []prometheus.Collector{vec, t.entries}
+	if err := opts.Set.Register(cs...); err != nil {
+		return nil, err
 	}
+	t.set, t.cs = opts.Set, cs
 	return t, nil
+}
+
+// Close unregisters the metrics NewRequestTable registered, so a table can
+// be built again on the same registry. The table keeps working; its counts
+// are then just not exported. Close is idempotent.
+func (t *RequestTable) Close() {
+	t.closeOnce.Do(func() { t.set.Unregister(t.cs...) })
 }
 
 // Register files h, a dispatched request's handle, under id. It fails with

@@ -3,9 +3,13 @@ package tokenload
 import (
 	"io"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/puzpuzpuz/xsync/v3"
+
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // counters is one endpoint's committed load. A Tracker replaces the instance
@@ -37,26 +41,44 @@ type Tracker struct {
 	endpoints *xsync.MapOf[string, *counters]
 	log       *slog.Logger
 	observer  atomic.Pointer[LoadObserver] // nil: no one observes (observer.go)
+
+	set       telemetry.Set        // whose Registerer Close unregisters the collector from
+	cs        prometheus.Collector // what NewTracker registered (nil: nothing)
+	closeOnce sync.Once
 }
 
 // NewTracker returns an empty Tracker with its injected dependencies (a
 // Tracker has no configuration: the queue threshold belongs to Score).
 // opts.Registerer receives the gauges llm_d_epp_inflight_tokens and
 // llm_d_epp_inflight_requests (label endpoint_name); registering two trackers
-// in one registry is an error. opts.Logger receives endpoint removals at debug
-// level; nothing is logged per request. opts.Clock is not used.
+// in one registry is an error (Close unregisters them). opts.Logger receives
+// endpoint removals at debug level; nothing is logged per request.
+// opts.Clock is not used.
 func NewTracker(opts Options) (*Tracker, error) {
-	reg, logger := opts.Registerer, opts.Logger
+	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	t := &Tracker{endpoints: xsync.NewMapOf[string, *counters](), log: logger}
-	if reg != nil {
-		if err := reg.Register(newCollector(t)); err != nil {
+	t := &Tracker{endpoints: xsync.NewMapOf[string, *counters](), log: logger, set: opts.Set}
+	if opts.Registerer != nil {
+		c := newCollector(t)
+		if err := opts.Set.Register(c); err != nil {
 			return nil, err
 		}
+		t.cs = c
 	}
 	return t, nil
+}
+
+// Close unregisters the gauges NewTracker registered, so a Tracker can be
+// built again on the same registry. The Tracker keeps counting; its load is
+// then just not exported. Close is idempotent.
+func (t *Tracker) Close() {
+	t.closeOnce.Do(func() {
+		if t.cs != nil {
+			t.set.Unregister(t.cs)
+		}
+	})
 }
 
 // counters returns the endpoint's current counter instance, creating it on
