@@ -22,4 +22,9 @@
 // (Decision.Done with the cached tokens). The loop holds nothing per
 // request but the count of predictions in flight (Pending), so a request
 // whose end never comes costs it nothing.
+//
+// A nil Registerer registers nothing; New registers every collector through
+// telemetry.Set.Register, all or none (New fails and leaves nothing
+// registered), and Close unregisters exactly what New registered, so a
+// closed Loop can be built again on the same registry.
 package accuracy

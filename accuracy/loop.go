@@ -69,6 +69,9 @@ type Loop struct {
 	resync func(endpoint string) error // nil: no resync
 	met    *metrics
 
+	set       telemetry.Set // whose Registerer Close unregisters met from
+	closeOnce sync.Once
+
 	pending atomic.Int64
 
 	mu  sync.Mutex
@@ -94,11 +97,11 @@ func New(cfg Config, blockSize int, opts Options) (*Loop, error) {
 	if blockSize <= 0 {
 		return nil, errors.New("accuracy: the block size must be positive")
 	}
-	met, err := newMetrics(opts.Registerer)
+	met, err := newMetrics(opts.Set)
 	if err != nil {
 		return nil, err
 	}
-	l := &Loop{cfg: cfg.withDefaults(), bs: blockSize, log: opts.Logger, now: opts.Clk().Now, met: met,
+	l := &Loop{cfg: cfg.withDefaults(), bs: blockSize, log: opts.Logger, now: opts.Clk().Now, met: met, set: opts.Set,
 		eps: map[string]*window{}}
 	if l.log == nil {
 		l.log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -131,6 +134,13 @@ func (l *Loop) End(p Prediction, actual int, reported bool) (o Observation, ok b
 // Pending returns the number of predictions in flight (Begun, not yet
 // Ended).
 func (l *Loop) Pending() int64 { return l.pending.Load() }
+
+// Close unregisters the metrics New registered, so a Loop can be built again
+// on the same registry. The Loop keeps working; its metrics are then just
+// not exported. Close is idempotent.
+func (l *Loop) Close() {
+	l.closeOnce.Do(func() { l.set.Unregister(l.met.collectors()...) })
+}
 
 // observe compares p with the engine's actual cached tokens.
 func (l *Loop) observe(p Prediction, actual int) Observation {

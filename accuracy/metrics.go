@@ -1,6 +1,10 @@
 package accuracy
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvroute/kvroute/telemetry"
+)
 
 // errorBuckets are the prediction error buckets, in tokens, symmetric
 // around 0 (a converged index errs by exactly 0).
@@ -18,7 +22,16 @@ type metrics struct {
 	resyncs    *prometheus.CounterVec
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+// collectors returns every collector of m, the ones New registers and Close
+// unregisters.
+func (m *metrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.errHist, m.stale, m.missing, m.observed, m.predTokens,
+		m.actTokens, m.inaccurate, m.resyncs}
+}
+
+// newMetrics builds the loop's metrics and registers them through set, all
+// or none.
+func newMetrics(set telemetry.Set) (*metrics, error) {
 	ep := []string{"endpoint"}
 	m := &metrics{
 		errHist: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -55,13 +68,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Replays of an endpoint's event stream asked for because its predictions missed persistently, by result (requested, failed).",
 		}, []string{"endpoint", "result"}),
 	}
-	if reg != nil {
-		for _, c := range []prometheus.Collector{m.errHist, m.stale, m.missing, m.observed, m.predTokens,
-			m.actTokens, m.inaccurate, m.resyncs} {
-			if err := reg.Register(c); err != nil {
-				return nil, err
-			}
-		}
+	if err := set.Register(m.collectors()...); err != nil {
+		return nil, err
 	}
 	return m, nil
 }
