@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/kvindex"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 func TestRecordRoundTrip(t *testing.T) {
@@ -149,7 +150,7 @@ func TestDecisionQueueBoundedAndReused(t *testing.T) {
 // never an allocation.
 func TestPublishDoesNotAllocate(t *testing.T) {
 	cfg := Config{Addrs: []string{"127.0.0.1:1"}, DecisionQueue: 4}.WithDefaults()
-	met, err := newMetrics(nil)
+	met, err := newMetrics(telemetry.Set{})
 	require.NoError(t, err)
 	r := &Replica{cfg: cfg, met: met}
 	r.q.init(cfg.DecisionQueue, cfg.MaxKeysPerDecision)

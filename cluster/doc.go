@@ -141,4 +141,12 @@
 // reconnects and resubscribes pub/sub connections by itself. Writing a client
 // of our own would mean re-implementing cluster slot routing and pub/sub
 // reconnection.
+//
+// # Metrics registration
+//
+// A nil Registerer registers nothing. New (and NewManual) registers every
+// collector of the replica through telemetry.Set.Register, all or none (it
+// fails and leaves nothing registered), and Close unregisters exactly what
+// it registered, so a closed replica can be built again on the same
+// registry.
 package cluster

@@ -1,6 +1,10 @@
 package cluster
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvroute/kvroute/telemetry"
+)
 
 // Redis operations, the op label of the error counter.
 const (
@@ -57,9 +61,15 @@ type metrics struct {
 	deltasSuperseded prometheus.Counter
 	deltasDropped    [numDeltaDrops]prometheus.Counter
 	pendingBytes     prometheus.Gauge
+
+	// cs are every collector, the ones newMetrics registered and Close
+	// unregisters.
+	cs []prometheus.Collector
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+// newMetrics builds the replica's metrics and registers them through set,
+// all or none.
+func newMetrics(set telemetry.Set) (*metrics, error) {
 	errs := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kvroute_cluster_redis_errors_total",
 		Help: "Failed or timed-out Redis operations by operation (refresh, read, publish, subscribe).",
@@ -166,14 +176,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for i := range m.deltasDropped {
 		m.deltasDropped[i] = deltaDrops.WithLabelValues(deltaDropNames[i])
 	}
-	if reg != nil {
-		for _, c := range []prometheus.Collector{m.degraded, m.outages, errs, m.commands, m.peers, m.peersIgnored,
-			m.invalidRecords, m.staleness, m.published, m.publishedBytes, m.messages, drops, m.received, m.invalidMsgs, m.truncated,
-			m.deltasPublished, m.deltasApplied, m.deltasSuperseded, deltaDrops, m.pendingBytes, m.staleRecords, epDrops, m.queueBandsDropped} {
-			if err := reg.Register(c); err != nil {
-				return nil, err
-			}
-		}
+	m.cs = []prometheus.Collector{m.degraded, m.outages, errs, m.commands, m.peers, m.peersIgnored,
+		m.invalidRecords, m.staleness, m.published, m.publishedBytes, m.messages, drops, m.received, m.invalidMsgs, m.truncated,
+		m.deltasPublished, m.deltasApplied, m.deltasSuperseded, deltaDrops, m.pendingBytes, m.staleRecords, epDrops, m.queueBandsDropped}
+	if err := set.Register(m.cs...); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

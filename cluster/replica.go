@@ -57,6 +57,7 @@ type Replica struct {
 	ownRdb  bool
 	store   Store // Redis, or the simulation's virtual-time store (manual.go)
 	clock   telemetry.Clock
+	set     telemetry.Set // whose Registerer Close unregisters met from
 	now     func() time.Time
 	manual  bool // no goroutines: the simulation drives the steps (manual.go)
 	keys    keys
@@ -166,12 +167,12 @@ func New(cfg Config, index *kvindex.Index, tracker *tokenload.Tracker, opts Opti
 // newReplica builds a Replica's state without a store and without starting
 // anything (New does both; newManual gives it the simulation's store).
 func newReplica(cfg Config, index *kvindex.Index, tracker *tokenload.Tracker, opts Options) (*Replica, error) {
-	met, err := newMetrics(opts.Registerer)
+	met, err := newMetrics(opts.Set)
 	if err != nil {
 		return nil, err
 	}
 	r := &Replica{cfg: cfg, rdb: opts.Client, keys: newKeys(cfg.Pool, cfg.ReplicaID), tracker: tracker, index: index,
-		log: opts.Log().With("replica", cfg.ReplicaID, "pool", cfg.Pool), met: met, cleanup: true,
+		log: opts.Log().With("replica", cfg.ReplicaID, "pool", cfg.Pool), met: met, set: opts.Set, cleanup: true,
 		clock: opts.Clk(), now: opts.Clk().Now}
 	r.met.staleness.Set(cfg.StalenessBound().Seconds())
 	r.q.init(cfg.DecisionQueue, cfg.MaxKeysPerDecision)
@@ -253,8 +254,9 @@ func (r *Replica) Stats() Stats {
 
 // Close leaves the pool: it stops the background work, deletes the
 // replica's record (so the peers drop its load at their next read rather
-// than at lease expiry) and closes the Redis client it built. Calling it
-// again does nothing.
+// than at lease expiry), closes the Redis client it built and unregisters
+// the metrics New registered, so a replica can be built again on the same
+// registry. Calling it again does nothing.
 func (r *Replica) Close() {
 	if r == nil {
 		return
@@ -275,6 +277,7 @@ func (r *Replica) Close() {
 		if r.ownRdb {
 			_ = r.rdb.Close()
 		}
+		r.set.Unregister(r.met.cs...)
 	})
 }
 
