@@ -34,4 +34,11 @@
 // Buffer is a ring of the last batches a Go publisher sent, and Server answers
 // replay requests from it in either layout (ServerConfig.SendHWM makes it drop
 // replies past a send high-water mark as vLLM's ROUTER does).
+//
+// Metrics: a Client has none; a Server registers its kvroute_replay_server_*
+// metrics (NewServer is its New). A nil Registerer registers nothing. New
+// registers every collector of the component through Set.Register, all or
+// none (New fails and leaves nothing registered). Close unregisters exactly
+// what New registered, so a closed component can be built again on the same
+// registry.
 package replay

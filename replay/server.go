@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-zeromq/zmq4"
 	"github.com/kvroute/kvroute/internal/zmqx"
+	"github.com/kvroute/kvroute/telemetry"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -95,6 +96,9 @@ type Server struct {
 	wg     sync.WaitGroup
 
 	requests, invalid, batches, rejected, dropped atomic.Uint64
+
+	set        telemetry.Set          // of the metrics, unregistered by Close
+	collectors []prometheus.Collector // what NewServer registered
 }
 
 // NewServer binds cfg.Addr and serves buf until Close. opts.Registerer
@@ -121,7 +125,7 @@ func NewServer(cfg ServerConfig, buf *Buffer, opts Options) (*Server, error) {
 	}
 	lg := opts.logger()
 	s := &Server{buf: buf, cfg: cfg, lg: lg, conns: make(map[*zmqx.Conn]struct{})}
-	if err := s.register(opts.Registerer); err != nil {
+	if err := s.register(opts.Set); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -134,6 +138,7 @@ func NewServer(cfg ServerConfig, buf *Buffer, opts Options) (*Server, error) {
 	}, lg)
 	if err != nil {
 		cancel()
+		s.set.Unregister(s.collectors...)
 		return nil, err
 	}
 	s.l, s.cancel = l, cancel
@@ -142,25 +147,27 @@ func NewServer(cfg ServerConfig, buf *Buffer, opts Options) (*Server, error) {
 	return s, nil
 }
 
-func (s *Server) register(reg prometheus.Registerer) error {
-	if reg == nil {
+// register registers the server's metrics through set, all or none, and
+// remembers them for Close.
+func (s *Server) register(set telemetry.Set) error {
+	if set.Registerer == nil {
 		return nil
 	}
 	counter := func(name, help string, v *atomic.Uint64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
 			func() float64 { return float64(v.Load()) })
 	}
-	for _, c := range []prometheus.Collector{
+	cs := []prometheus.Collector{
 		counter("kvroute_replay_server_requests_total", "Replay requests answered.", &s.requests),
 		counter("kvroute_replay_server_invalid_requests_total", "Replay messages ignored because they were not [delimiter, start].", &s.invalid),
 		counter("kvroute_replay_server_batches_total", "Batches sent in replay replies.", &s.batches),
 		counter("kvroute_replay_server_rejected_connections_total", "Replay connections closed because the connection limit was reached.", &s.rejected),
 		counter("kvroute_replay_server_dropped_replies_total", "Replay replies dropped because the client's send queue was full (sendHWM).", &s.dropped),
-	} {
-		if err := reg.Register(c); err != nil {
-			return fmt.Errorf("replay: registering server metrics: %w", err)
-		}
 	}
+	if err := set.Register(cs...); err != nil {
+		return fmt.Errorf("replay: registering server metrics: %w", err)
+	}
+	s.set, s.collectors = set, cs
 	return nil
 }
 
@@ -181,8 +188,9 @@ func (s *Server) Stats() ServerStats {
 	}
 }
 
-// Close stops accepting, closes every client connection and waits for the
-// server's goroutines to end. It is idempotent.
+// Close stops accepting, closes every client connection, waits for the
+// server's goroutines to end and unregisters the metrics NewServer
+// registered. It is idempotent.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -197,6 +205,7 @@ func (s *Server) Close() error {
 	s.cancel()
 	err := s.l.Close()
 	s.wg.Wait()
+	s.set.Unregister(s.collectors...)
 	return err
 }
 
