@@ -8,4 +8,10 @@
 // adds the batch encoding of kvevents) and the tests of kvevents itself,
 // which cannot import a package that imports kvevents, use the same
 // publisher.
+//
+// Metrics (kvroute_publisher_*, and the replay server's when replay is on):
+// A nil Registerer registers nothing. New registers every collector of the
+// component through Set.Register, all or none (New fails and leaves nothing
+// registered). Close unregisters exactly what New registered, so a closed
+// component can be built again on the same registry.
 package zmqpub

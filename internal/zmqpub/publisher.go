@@ -123,6 +123,9 @@ type Publisher struct {
 	wg                         sync.WaitGroup
 	published, queued, dropped atomic.Uint64
 	nsubs                      atomic.Int64
+
+	set        telemetry.Set          // of the metrics, unregistered by Close
+	collectors []prometheus.Collector // what New registered
 }
 
 // New binds the PUB socket (and the replay socket when configured) and
@@ -153,7 +156,7 @@ func New(cfg Config, opts Options) (*Publisher, error) {
 	} else {
 		p.topic = []byte(cfg.Topic)
 	}
-	if err := p.register(opts.Registerer); err != nil {
+	if err := p.register(opts.Set); err != nil {
 		return nil, err
 	}
 	if cfg.ReplayAddr != "" {
@@ -163,6 +166,7 @@ func New(cfg Config, opts Options) (*Publisher, error) {
 			SendHWM: cfg.ReplaySendHWM,
 		}, p.buf, replay.Options{Set: telemetry.Set{Registerer: opts.Registerer, Logger: lg, Clock: opts.Clock}})
 		if err != nil {
+			p.set.Unregister(p.collectors...)
 			return nil, err
 		}
 		p.rsrv = srv
@@ -177,6 +181,7 @@ func New(cfg Config, opts Options) (*Publisher, error) {
 		if p.rsrv != nil {
 			_ = p.rsrv.Close()
 		}
+		p.set.Unregister(p.collectors...)
 		return nil, fmt.Errorf("kvevents: publisher: %w", err)
 	}
 	p.l = l
@@ -185,8 +190,10 @@ func New(cfg Config, opts Options) (*Publisher, error) {
 	return p, nil
 }
 
-func (p *Publisher) register(reg prometheus.Registerer) error {
-	if reg == nil {
+// register registers the publisher's metrics through set, all or none, and
+// remembers them for Close.
+func (p *Publisher) register(set telemetry.Set) error {
+	if set.Registerer == nil {
 		return nil
 	}
 	fn := func(name, help string, f func() float64, gauge bool) prometheus.Collector {
@@ -195,18 +202,18 @@ func (p *Publisher) register(reg prometheus.Registerer) error {
 		}
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, f)
 	}
-	for _, c := range []prometheus.Collector{
+	cs := []prometheus.Collector{
 		fn("kvroute_publisher_batches_total", "KV-event batches published.",
 			func() float64 { return float64(p.published.Load()) }, false),
 		fn("kvroute_publisher_dropped_total", "Messages dropped because a subscriber's queue was full.",
 			func() float64 { return float64(p.dropped.Load()) }, false),
 		fn("kvroute_publisher_subscribers", "Connected subscribers.",
 			func() float64 { return float64(p.nsubs.Load()) }, true),
-	} {
-		if err := reg.Register(c); err != nil {
-			return fmt.Errorf("kvevents: registering publisher metrics: %w", err)
-		}
 	}
+	if err := set.Register(cs...); err != nil {
+		return fmt.Errorf("kvevents: registering publisher metrics: %w", err)
+	}
+	p.set, p.collectors = set, cs
 	return nil
 }
 
@@ -297,7 +304,8 @@ func (p *Publisher) publishLocked(payload []byte) (uint64, error) {
 }
 
 // Close stops accepting, disconnects every subscriber, closes the replay
-// server and waits for all goroutines. Queued messages are discarded.
+// server, waits for all goroutines and unregisters the metrics New
+// registered. Queued messages are discarded.
 func (p *Publisher) Close() error {
 	p.mu.Lock()
 	if p.closed {
@@ -314,6 +322,7 @@ func (p *Publisher) Close() error {
 	if p.rsrv != nil {
 		err = errors.Join(err, p.rsrv.Close())
 	}
+	p.set.Unregister(p.collectors...)
 	return err
 }
 
