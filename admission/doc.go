@@ -83,6 +83,11 @@
 // fairness ID; kvroute does not, since fairness IDs come from clients and
 // would make the label set unbounded.
 //
+// A nil Registerer registers nothing. New registers every collector of the
+// component through Set.Register, all or none (New fails and leaves nothing
+// registered). Close unregisters exactly what New registered, so a closed
+// component can be built again on the same registry.
+//
 // # Replicas
 //
 // With cluster sharing, the Router's load tracker includes the peers'
