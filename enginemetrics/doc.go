@@ -26,6 +26,11 @@
 // endpoint label is the endpoint's configured ID, never a value from a
 // response, and an endpoint's series leave with it.
 //
+// A nil Registerer registers nothing. New registers every collector of the
+// component through Set.Register, all or none (New fails and leaves nothing
+// registered). Close unregisters exactly what New registered, so a closed
+// component can be built again on the same registry.
+//
 // A server with data-parallel engines exposes one series per engine (label
 // engine="0", "1", …): an endpoint reads the series of its Rank, or all of
 // them combined (queues summed, the highest KV-cache usage) when no series
