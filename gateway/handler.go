@@ -170,7 +170,10 @@ func New(cfg Config, picker kvroute.Picker, opts Options) (*Handler, error) {
 		h.transport = h.ownsTr
 	}
 	var err error
-	if h.met, err = newMetrics(opts.Registerer, h.budget.inUse); err != nil {
+	if h.met, err = newMetrics(opts.Set, h.budget.inUse); err != nil {
+		if h.ownsTr != nil {
+			h.ownsTr.CloseIdleConnections()
+		}
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
 	empty := []kvroute.Endpoint{}
@@ -213,11 +216,14 @@ func (h *Handler) SetEndpoints(eps []kvroute.Endpoint) {
 func (h *Handler) Endpoints() []kvroute.Endpoint { return slices.Clone(*h.endpoints.Load()) }
 
 // Close releases the idle upstream connections of a transport the Handler
-// created. Requests in flight are not affected.
+// created and unregisters the metrics New registered (they keep counting
+// for requests still in flight, which Close does not affect). It is
+// idempotent.
 func (h *Handler) Close() {
 	if h.ownsTr != nil {
 		h.ownsTr.CloseIdleConnections()
 	}
+	h.met.unregister()
 }
 
 // ServeHTTP routes one request.

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"github.com/kvroute/kvroute/render"
+	"github.com/kvroute/kvroute/telemetry"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -59,14 +60,18 @@ type apiMetrics struct {
 type metrics struct {
 	byAPI map[render.API]*apiMetrics
 	usage map[string]prometheus.Counter
+
+	set        telemetry.Set          // of the collectors, for unregister
+	collectors []prometheus.Collector // what newMetrics registered
 }
 
 // latencyBuckets span 1 ms to ~65 s.
 var latencyBuckets = prometheus.ExponentialBuckets(0.001, 2, 17)
 
-// newMetrics builds the gateway's metrics and registers them on reg (nil:
-// none); bodyBytes reads the request body bytes in flight.
-func newMetrics(reg prometheus.Registerer, bodyBytes func() int64) (*metrics, error) {
+// newMetrics builds the gateway's metrics and registers them through set,
+// all or none (no Registerer: none); bodyBytes reads the request body bytes
+// in flight.
+func newMetrics(set telemetry.Set, bodyBytes func() int64) (*metrics, error) {
 	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kvroute_gateway_requests_total",
 		Help: "Inference requests handled by the gateway, by API and result (success, upstream_status, upstream_unreachable, upstream_broken, client_abort, body_too_large, body_budget, body_timeout, bad_request, no_endpoint).",
@@ -89,14 +94,12 @@ func newMetrics(reg prometheus.Registerer, bodyBytes func() int64) (*metrics, er
 		Name: "kvroute_gateway_request_body_bytes_in_flight",
 		Help: "Bytes of request body buffers held by requests in flight, bounded by maxBodyBytesInFlight.",
 	}, func() float64 { return float64(bodyBytes()) })
-	if reg != nil {
-		for _, c := range []prometheus.Collector{requests, pick, first, usage, inFlight} {
-			if err := reg.Register(c); err != nil {
-				return nil, err
-			}
-		}
+	cs := []prometheus.Collector{requests, pick, first, usage, inFlight}
+	if err := set.Register(cs...); err != nil {
+		return nil, err
 	}
-	m := &metrics{byAPI: make(map[render.API]*apiMetrics, len(apis)), usage: map[string]prometheus.Counter{}}
+	m := &metrics{byAPI: make(map[render.API]*apiMetrics, len(apis)), usage: map[string]prometheus.Counter{},
+		set: set, collectors: cs}
 	for _, r := range usageResults {
 		m.usage[r] = usage.WithLabelValues(r)
 	}
@@ -113,3 +116,6 @@ func newMetrics(reg prometheus.Registerer, bodyBytes func() int64) (*metrics, er
 	}
 	return m, nil
 }
+
+// unregister unregisters what newMetrics registered.
+func (m *metrics) unregister() { m.set.Unregister(m.collectors...) }
