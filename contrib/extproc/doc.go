@@ -106,7 +106,16 @@
 // FollowReadiness keeps readiness in step with a kvroute.Router: not ready
 // until the picker has endpoints and the router's index has caught up with
 // every endpoint's KV-event stream, so that Envoy does not send traffic to a
-// picker that would route it cold.
+// picker that would route it cold. FollowReadiness asks on the Options'
+// clock, so a test drives it with telemetry.Manual.
+//
+// # Metrics
+//
+// The kvroute_extproc_* metrics go to Options.Registerer. A nil Registerer
+// registers nothing. New registers every collector of the component through
+// Set.Register, all or none (New fails and leaves nothing registered). Close
+// unregisters exactly what New registered, so a closed component can be
+// built again on the same registry.
 //
 // # Testing without Envoy
 //

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
+	"github.com/kvroute/kvroute/telemetry"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -42,9 +43,14 @@ type metrics struct {
 	servedFallback  prometheus.Counter
 	aborted         prometheus.Counter
 	passthroughSeq  atomic.Uint64
+
+	set        telemetry.Set          // of the collectors, for unregister
+	collectors []prometheus.Collector // what newMetrics registered
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+// newMetrics builds the picker's metrics and registers them through set,
+// all or none (no Registerer: none).
+func newMetrics(set telemetry.Set) (*metrics, error) {
 	vec := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kvroute_extproc_requests_total",
 		Help: "ext_proc streams by result: routed (chosen by kvroute), passthrough (no prompt: round robin), no_endpoint (503, admission expired or closed included), body_too_large (413), bad_request (400, a malformed admission header included), client_abort (the stream ended before the pick, while queued included), shed (429 from the admission: shed or queue full).",
@@ -84,14 +90,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, k := range protocolErrorKinds {
 		m.protocolErrors[k] = protoVec.WithLabelValues(k)
 	}
-	if reg != nil {
-		for _, c := range []prometheus.Collector{vec, protoVec, m.pick, m.renderFallbacks, m.servedMismatch, m.servedFallback, m.aborted} {
-			if err := reg.Register(c); err != nil {
-				return nil, fmt.Errorf("extproc: metrics: %w", err)
-			}
-		}
+	cs := []prometheus.Collector{vec, protoVec, m.pick, m.renderFallbacks, m.servedMismatch, m.servedFallback, m.aborted}
+	if err := set.Register(cs...); err != nil {
+		return nil, fmt.Errorf("extproc: metrics: %w", err)
 	}
+	m.set, m.collectors = set, cs
 	return m, nil
 }
+
+// unregister unregisters what newMetrics registered.
+func (m *metrics) unregister() { m.set.Unregister(m.collectors...) }
 
 func (m *metrics) result(r string) { m.requests[r].Inc() }

@@ -24,7 +24,7 @@ const DefaultReadinessInterval = time.Second
 // index has caught up sends every request to the wrong, cold endpoint, so
 // Envoy should not be told to use it until then.
 //
-// It asks at once and then every interval (0 means
+// It asks at once and then every interval on the Options' clock (0 means
 // DefaultReadinessInterval); asking also runs a kvroute.Router's give-up
 // clocks. Each change is logged with its reason. It blocks until ctx is done,
 // so run it on a goroutine of its own; while it runs, do not call SetReady.
@@ -33,7 +33,7 @@ func (s *Server) FollowReadiness(ctx context.Context, src ReadinessSource, inter
 	if interval <= 0 {
 		interval = DefaultReadinessInterval
 	}
-	t := time.NewTicker(interval)
+	t := s.clock.NewTicker(interval) // the Options' clock
 	defer t.Stop()
 	first := true
 	for {
@@ -50,7 +50,7 @@ func (s *Server) FollowReadiness(ctx context.Context, src ReadinessSource, inter
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 	}
 }

@@ -174,7 +174,7 @@ func New(cfg Config, picker kvroute.Picker, opts Options) (*Server, error) {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	var err error
-	if s.met, err = newMetrics(opts.Registerer); err != nil {
+	if s.met, err = newMetrics(opts.Set); err != nil {
 		return nil, err
 	}
 	empty := []kvroute.Endpoint{}
@@ -213,6 +213,15 @@ func (s *Server) SetReady(ready bool) {
 func (s *Server) Shutdown() {
 	s.ready.Store(false)
 	s.health.Shutdown()
+}
+
+// Close shuts the health service down (as Shutdown does) and unregisters
+// the metrics New registered, so that another Server can be built on the
+// same registry; streams still open keep counting in the unregistered
+// metrics. Call it once the gRPC server has stopped. It is idempotent.
+func (s *Server) Close() {
+	s.Shutdown()
+	s.met.unregister()
 }
 
 // SetEndpoints replaces the candidate endpoints of every later request. It
