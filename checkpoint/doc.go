@@ -25,7 +25,10 @@
 // counted in kvroute_index_restore_total by result, and a refused file is
 // kept as <path>.rejected for inspection. A peer that sends nothing for
 // BootstrapConfig.ProgressTimeout is abandoned; ending Restore's context
-// abandons the whole restore.
+// abandons the whole restore. The hedge delay and the progress timeouts run
+// on the Options' clock in Restore (an IndexSource's Load called directly
+// runs them on the wall clock); BootstrapConfig.Timeout, a bound on the
+// HTTP transfer, stays wall time.
 //
 // # Keeper
 //

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kvroute/kvroute/kvindex"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // maxHedgeDelay bounds how long the peer asked may take to begin sending
@@ -22,6 +23,25 @@ const maxHedgeDelay = time.Second
 // errPeerStalled is a peer that sent nothing for its progress timeout; it
 // is counted as result "timeout".
 var errPeerStalled = errors.New("kvroute: peer stalled")
+
+// clockKey is the context key of the clock a peer race runs on.
+type clockKey struct{}
+
+// withClock returns ctx carrying clk, the clock of the peer races run under
+// it: an IndexSource's Load has no other way in, and restore gives the
+// races its Options' clock so that tests drive the hedge and the stall
+// watches with telemetry.Manual.
+func withClock(ctx context.Context, clk telemetry.Clock) context.Context {
+	return context.WithValue(ctx, clockKey{}, clk)
+}
+
+// clockOf returns the clock ctx carries, or the wall clock.
+func clockOf(ctx context.Context) telemetry.Clock {
+	if clk, ok := ctx.Value(clockKey{}).(telemetry.Clock); ok && clk != nil {
+		return clk
+	}
+	return telemetry.Wall
+}
 
 // peerReport receives the outcome of one peer of a race: loaded (err nil)
 // or failed.
@@ -69,7 +89,9 @@ func (ps configuredPeers) loadPeers(ctx context.Context, ix *kvindex.Index, time
 // report (nil: none) is called once for each peer that loaded or failed;
 // peers cancelled because another began first, or because ctx ended, are
 // not reported. When ctx ends, racePeers returns its error promptly,
-// leaving ix empty.
+// leaving ix empty. The hedge and the progress watches run on the clock ctx
+// carries (withClock; the wall clock without); timeout is a wall-clock
+// bound on the HTTP transfer.
 func racePeers(ctx context.Context, ix *kvindex.Index, peers []PeerSource, timeout time.Duration, report peerReport) (kvindex.SnapshotInfo, error) {
 	if len(peers) == 0 {
 		return kvindex.SnapshotInfo{}, fmt.Errorf("%w: no peer", ErrNoSnapshot)
@@ -77,6 +99,7 @@ func racePeers(ctx context.Context, ix *kvindex.Index, peers []PeerSource, timeo
 	if report == nil {
 		report = func(PeerSource, kvindex.SnapshotInfo, error, time.Duration) {}
 	}
+	clk := clockOf(ctx)
 	hedgeDelay := maxHedgeDelay
 	for _, p := range peers {
 		hedgeDelay = min(hedgeDelay, p.progressTimeout()/2)
@@ -88,7 +111,7 @@ func racePeers(ctx context.Context, ix *kvindex.Index, peers []PeerSource, timeo
 	results := make(chan *peerAttempt, len(peers))
 	running := map[*peerAttempt]struct{}{}
 	ask := func() {
-		a := &peerAttempt{peer: queue[0], src: peers[queue[0]], start: time.Now()}
+		a := &peerAttempt{peer: queue[0], src: peers[queue[0]], clk: clk, start: clk.Now()}
 		queue = queue[1:]
 		running[a] = struct{}{}
 		if timeout > 0 {
@@ -115,9 +138,7 @@ func racePeers(ctx context.Context, ix *kvindex.Index, peers []PeerSource, timeo
 		}
 		slices.Sort(queue)
 	}
-	// The hedge and the peers' progress watches time HTTP transfers on wall
-	// time: an IndexSource's Load is given no clock.
-	hedge := time.NewTimer(hedgeDelay)
+	hedge := clk.NewTimer(hedgeDelay)
 	defer hedge.Stop()
 	var errs []error
 	for {
@@ -135,7 +156,7 @@ func racePeers(ctx context.Context, ix *kvindex.Index, peers []PeerSource, timeo
 		case <-ctx.Done():
 			stopAll()
 			return kvindex.SnapshotInfo{}, fmt.Errorf("kvroute: loading from peers: %w", context.Cause(ctx))
-		case <-hedge.C:
+		case <-hedge.C():
 			if len(queue) > 0 {
 				ask()
 			}
@@ -151,7 +172,7 @@ func racePeers(ctx context.Context, ix *kvindex.Index, peers []PeerSource, timeo
 				stopAll()
 				return kvindex.SnapshotInfo{}, fmt.Errorf("kvroute: loading from peers: %w", context.Cause(ctx))
 			}
-			report(a.src, a.info, a.err, time.Since(a.start))
+			report(a.src, a.info, a.err, clk.Now().Sub(a.start))
 			if a.err == nil {
 				return a.info, nil
 			}
@@ -164,6 +185,7 @@ func racePeers(ctx context.Context, ix *kvindex.Index, peers []PeerSource, timeo
 type peerAttempt struct {
 	peer   int // index in the race's peers
 	src    PeerSource
+	clk    telemetry.Clock // of the progress watch
 	start  time.Time
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -178,7 +200,7 @@ type peerAttempt struct {
 // when the peer fails before.
 func (a *peerAttempt) open() {
 	s := a.src
-	a.watch = newProgressWatch(s.progressTimeout(), a.cancel)
+	a.watch = newProgressWatch(a.clk, s.progressTimeout(), a.cancel)
 	req, err := http.NewRequestWithContext(a.ctx, http.MethodGet, s.URL, nil)
 	if err != nil {
 		a.err = fmt.Errorf("kvroute: peer %s: %w", s.URL, err)
@@ -248,15 +270,15 @@ func snapshotStartError(err error) error {
 // large section.
 type progressWatch struct {
 	d       time.Duration
-	timer   *time.Timer
+	timer   telemetry.Timer
 	stalled atomic.Bool
 }
 
-// newProgressWatch returns a watch that is waiting (for the response
+// newProgressWatch returns a watch on clk that is waiting (for the response
 // headers).
-func newProgressWatch(d time.Duration, cancel context.CancelFunc) *progressWatch {
+func newProgressWatch(clk telemetry.Clock, d time.Duration, cancel context.CancelFunc) *progressWatch {
 	w := &progressWatch{d: d}
-	w.timer = time.AfterFunc(d, func() {
+	w.timer = clk.AfterFunc(d, func() {
 		w.stalled.Store(true)
 		cancel()
 	})

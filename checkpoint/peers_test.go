@@ -216,7 +216,7 @@ func TestPeerSourceStallIsTimeout(t *testing.T) {
 func TestProgressWatchCountsOnlyWaits(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	w := newProgressWatch(20*time.Millisecond, cancel)
+	w := newProgressWatch(telemetry.Wall, 20*time.Millisecond, cancel)
 	defer w.stop()
 	w.idle() // the headers arrived
 	body := &watchedBody{r: bytes.NewReader([]byte("abc")), w: w}

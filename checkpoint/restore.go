@@ -35,6 +35,7 @@ func restoreResult(err error) string {
 // loads the index stays empty. It returns the endpoints loaded, or ctx's
 // error as soon as ctx ends.
 func (k *Keeper) restore(ctx context.Context, ix *kvindex.Index, sources []IndexSource, timeout time.Duration) (map[string]struct{}, error) {
+	ctx = withClock(ctx, k.set.Clk()) // the peer races' hedge and stall watches
 	for _, src := range sources {
 		start := time.Now()
 		var info kvindex.SnapshotInfo
