@@ -99,10 +99,16 @@ func TestSweeperRemovesExpiredEntriesAndStops(t *testing.T) {
 	clk := newFakeClock()
 	ix, err := New(Config{BlockSize: testBS, SweepInterval: time.Millisecond}, Options{Set: telemetry.Set{Clock: clk}})
 	require.NoError(t, err)
+	defer ix.Close() // also when an assertion fails: the sweeper must not outlive the test
 	ix.Speculate("a", Keys(nil, seq(1, 2*testBS), testBS, &KeyParams{Model: "m"}), time.Second)
 	require.Equal(t, 2, ix.Stats().Speculative)
+	// The sweeper's ticker is armed on the manual clock by its own
+	// goroutine: advancing before it is armed would start its interval
+	// after the advance, and no tick would ever come.
+	require.Eventually(t, func() bool { return clk.Waiters() == 1 }, 10*time.Second, time.Millisecond,
+		"the sweeper's ticker is armed on the index clock")
 	clk.Advance(time.Second)
-	require.Eventually(t, func() bool { return ix.Stats().SpeculativeExpiries == 2 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return ix.Stats().SpeculativeExpiries == 2 }, 10*time.Second, time.Millisecond)
 	require.Equal(t, 0, ix.Stats().Memberships)
 	ix.Close()
 	ix.Close() // idempotent
