@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kvroute/kvroute/admission"
 )
 
 // FuzzAdmissionHeaders: any objective, fairness ID and queue timeout header
@@ -22,7 +24,7 @@ func FuzzAdmissionHeaders(f *testing.F) {
 		r.Header.Set(HeaderObjective, objective)
 		r.Header.Set(HeaderFairnessID, fairness)
 		r.Header.Set(HeaderQueueTimeout, timeout)
-		_, err := admissionContext(context.Background(), r, time.Unix(0, 0))
+		_, err := admission.FromHeader(context.Background(), r.Header, time.Unix(0, 0))
 		if err != nil && !strings.Contains(err.Error(), HeaderQueueTimeout) {
 			t.Fatalf("error does not name the header: %v", err)
 		}

@@ -301,7 +301,7 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api ren
 	defer end()
 	ctx := r.Context()
 	if h.admission != nil {
-		if ctx, err = admissionContext(ctx, r, start); err != nil {
+		if ctx, err = admission.FromHeader(ctx, r.Header, start); err != nil {
 			am.results[ResultBadRequest].Inc()
 			writeError(w, api, http.StatusBadRequest, err.Error())
 			return
@@ -314,7 +314,7 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api ren
 			am.results[ResultClientAbort].Inc()
 			return
 		}
-		if status, ok := admissionStatus(err); ok {
+		if status, ok := admission.HTTPStatus(err); ok {
 			res := ResultNoEndpoint
 			if status == http.StatusTooManyRequests {
 				res = ResultShed

@@ -1,10 +1,6 @@
 package extproc
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"net/http"
 	"strconv"
 	"time"
 
@@ -34,46 +30,6 @@ const (
 	// queue_full, expired or closed.
 	HeaderAdmission = "x-kvroute-admission"
 )
-
-// maxQueueTimeout bounds HeaderQueueTimeout.
-const maxQueueTimeout = time.Hour
-
-// admissionContext returns ctx carrying the request's objective, fairness ID
-// and queue deadline from its headers, or an error naming the malformed
-// header.
-func admissionContext(ctx context.Context, h http.Header, now time.Time) (context.Context, error) {
-	obj := h.Get(HeaderObjective)
-	if obj == "" {
-		obj = h.Get(HeaderObjectiveLLMD)
-	}
-	if obj != "" {
-		ctx = admission.WithObjective(ctx, obj)
-	}
-	if id := h.Get(HeaderFairnessID); id != "" {
-		ctx = admission.WithFairnessID(ctx, id)
-	}
-	if v := h.Get(HeaderQueueTimeout); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 || d > maxQueueTimeout {
-			return ctx, fmt.Errorf("header %s: %q is not a duration in (0, %v] such as \"500ms\" or \"2s\"", HeaderQueueTimeout, v, maxQueueTimeout)
-		}
-		ctx = admission.WithDeadline(ctx, now.Add(d))
-	}
-	return ctx, nil
-}
-
-// admissionStatus maps an admission refusal to its HTTP answer: 429 for
-// shed traffic and a full queue, 503 when no endpoint became free in time
-// or the admission closed. ok is false for other errors.
-func admissionStatus(err error) (status int, ok bool) {
-	switch {
-	case errors.Is(err, admission.ErrShed), errors.Is(err, admission.ErrQueueFull):
-		return http.StatusTooManyRequests, true
-	case errors.Is(err, admission.ErrExpired), errors.Is(err, admission.ErrClosed):
-		return http.StatusServiceUnavailable, true
-	}
-	return 0, false
-}
 
 // admissionHeaders are the refusal's headers: the reason, and Retry-After
 // in whole seconds (at least 1).

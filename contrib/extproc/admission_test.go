@@ -165,7 +165,7 @@ func TestAdmissionMalformedHeaderAnswers400(t *testing.T) {
 			map[string]string{HeaderQueueTimeout: v})
 		body := readAll(t, resp.Body)
 		require.Equal(t, http.StatusBadRequest, resp.StatusCode, body)
-		require.Contains(t, body, HeaderQueueTimeout, v)
+		require.Contains(t, body, http.CanonicalHeaderKey(HeaderQueueTimeout), v) // named as package admission names it
 	}
 	require.Equal(t, 4.0, h.counter("kvroute_extproc_requests_total", map[string]string{"result": "bad_request"}))
 	h.idle()

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/admission"
 	"github.com/kvroute/kvroute/render"
 	"github.com/kvroute/kvroute/tokenload"
 )
@@ -225,7 +226,7 @@ func (st *streamState) route(body []byte) error {
 	}
 	ctx := st.stream.Context()
 	if s.admission != nil {
-		if ctx, err = admissionContext(ctx, st.header, s.clock.Now()); err != nil {
+		if ctx, err = admission.FromHeader(ctx, st.header, s.clock.Now()); err != nil {
 			st.setResult(resultBadRequest)
 			return st.immediate(http.StatusBadRequest, err.Error())
 		}
@@ -238,7 +239,7 @@ func (st *streamState) route(body []byte) error {
 			st.setResult(resultClientAbort)
 			return errStop
 		}
-		if code, ok := admissionStatus(err); ok && s.admission != nil {
+		if code, ok := admission.HTTPStatus(err); ok && s.admission != nil {
 			res := resultNoEndpoint
 			if code == http.StatusTooManyRequests {
 				res = resultShed

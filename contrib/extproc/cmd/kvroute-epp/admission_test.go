@@ -98,7 +98,7 @@ func TestRunWithAdmission(t *testing.T) {
 	}
 	code, body := post(map[string]string{extproc.HeaderQueueTimeout: "later"})
 	require.Equal(t, http.StatusBadRequest, code, body)
-	require.Contains(t, body, extproc.HeaderQueueTimeout)
+	require.Contains(t, body, http.CanonicalHeaderKey(extproc.HeaderQueueTimeout)) // named as package admission names it
 	code, body = post(map[string]string{extproc.HeaderObjective: "batch", extproc.HeaderFairnessID: "tenant-a"})
 	require.Equal(t, http.StatusOK, code, body)
 
