@@ -30,9 +30,9 @@ type acceptor[T any] struct {
 
 	ready chan T
 	done  chan struct{}
-	stop  func() bool
 
 	mu      sync.Mutex
+	stop    func() bool // context.AfterFunc's stop; nil until newAcceptor has set it
 	closed  bool
 	pending map[net.Conn]struct{}
 	wg      sync.WaitGroup
@@ -59,7 +59,12 @@ func newAcceptor[T any](ctx context.Context, l net.Listener, clock telemetry.Clo
 	a.wg.Add(1)
 	go a.loop()
 	// go-zeromq's accept loop only notices a cancelled socket between Accepts.
-	a.stop = context.AfterFunc(ctx, func() { _ = a.Close() })
+	// When ctx is already done the callback runs at once on its own
+	// goroutine, possibly before stop is stored: Close reads stop under mu.
+	stop := context.AfterFunc(ctx, func() { _ = a.Close() })
+	a.mu.Lock()
+	a.stop = stop
+	a.mu.Unlock()
 	return a
 }
 
@@ -139,8 +144,10 @@ func (a *acceptor[T]) Addr() net.Addr { return a.l.Addr() }
 func (a *acceptor[T]) Close() error {
 	var err error
 	a.once.Do(func() {
-		a.stop()
 		a.mu.Lock()
+		if a.stop != nil {
+			a.stop()
+		}
 		a.closed = true
 		close(a.done)
 		for c := range a.pending {
