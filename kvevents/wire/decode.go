@@ -97,7 +97,8 @@ func (d *Decoder) Decode(payload []byte, b *Batch) error {
 	return nil
 }
 
-// arrayBatch decodes [ts, events] or [ts, events, dp_rank, ...].
+// arrayBatch decodes [ts, events], [ts, events, dp_rank] or vLLM's newest
+// [ts, events, dp_rank, publisher_id, ...].
 func (d *Decoder) arrayBatch(r *reader, b *Batch) {
 	n := r.arrayLen("batch")
 	if n < 0 {
@@ -112,13 +113,17 @@ func (d *Decoder) arrayBatch(r *reader, b *Batch) {
 	if n >= 3 {
 		d.dpRank(r, b)
 	}
-	for i := 3; i < n && r.err == nil; i++ {
+	if n >= 4 {
+		publisherID(r, b)
+	}
+	for i := 4; i < n && r.err == nil; i++ {
 		r.skip("batch")
 	}
 }
 
 // mapBatch decodes the map-shaped outer batch {"ts", "events",
-// "data_parallel_rank"} of one unsettled vLLM revision (golden vector V9).
+// "data_parallel_rank"} of one unsettled vLLM revision (golden vector V9),
+// with "publisher_id" when that revision's struct gains it.
 func (d *Decoder) mapBatch(r *reader, b *Batch) {
 	n := r.mapLen("batch")
 	sawEvents := false
@@ -138,6 +143,8 @@ func (d *Decoder) mapBatch(r *reader, b *Batch) {
 			sawEvents = true
 		case "data_parallel_rank", "attn_dp_rank":
 			d.dpRank(r, b)
+		case "publisher_id":
+			publisherID(r, b)
 		default:
 			r.skip("batch")
 		}

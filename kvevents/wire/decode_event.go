@@ -19,12 +19,19 @@ const (
 	fKind
 	fWindow
 	fMetadata
+	fLocality  // map events only: vLLM's snapshot revision and TensorRT-LLM
+	fOwnership // map events only
+	fSession   // map events only
+	fMMKeys    // TensorRT-LLM's mm_keys, merged into ExtraKeys
 )
 
 // Positional layouts of vLLM's legacy array events, by index; index 0 is the
 // tag. Newer vLLM releases appended fields at the end (medium, LoRA name,
 // extra keys, cache group, attention kind and window), so elements past the
-// end of a table are ignored and missing trailing ones stay nil.
+// end of a table are ignored and missing trailing ones stay nil. The fields
+// added after events became maps (locality, ownership, session_id) have no
+// position: no engine writes them in an array, and other engines append
+// their own trailing fields there (ATOM's token_offset).
 var (
 	storedPositions = [...]field{fSkip, fHashes, fParent, fTokens, fBlockSize, fLoRAID,
 		fMedium, fLoRANameOrMeta, fExtraKeys, fGroup, fKind, fWindow}
@@ -70,6 +77,14 @@ func fieldByName(k []byte) field {
 		return fWindow
 	case "metadata":
 		return fMetadata
+	case "locality":
+		return fLocality
+	case "ownership":
+		return fOwnership
+	case "session_id":
+		return fSession
+	case "mm_keys":
+		return fMMKeys
 	}
 	return fSkip
 }
@@ -195,6 +210,14 @@ func (d *Decoder) field(r *reader, b *Batch, e *Event, f field) {
 		}
 	case fMetadata:
 		d.metadata(r, e)
+	case fLocality:
+		e.Locality = d.lenientString(r, "locality")
+	case fOwnership:
+		e.Ownership = d.lenientString(r, "ownership")
+	case fSession:
+		e.SessionID = d.lenientString(r, "session_id")
+	case fMMKeys:
+		d.mmKeys(r, e)
 	}
 }
 
@@ -208,6 +231,17 @@ func (d *Decoder) optString(r *reader, fieldName string) string {
 		return ""
 	}
 	return d.intern(s)
+}
+
+// lenientString reads a string, or skips any other value ("" for it): the
+// fields the index does not key on (locality, ownership, session_id) never
+// cost the batch when an engine sends them in another form.
+func (d *Decoder) lenientString(r *reader, fieldName string) string {
+	if c, ok := r.peek(fieldName); ok && isStr(c) {
+		return d.intern(r.strBytes(fieldName))
+	}
+	r.skip(fieldName)
+	return ""
 }
 
 // keep copies raw bin bytes into the batch arena, so the event does not

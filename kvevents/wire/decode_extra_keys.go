@@ -35,6 +35,43 @@ func (d *Decoder) extraKeys(r *reader, e *Event) {
 	}
 }
 
+// mmKeys decodes TensorRT-LLM's mm_keys: nil, or one entry per block, each
+// nil or a list of {"type": "mm_key", "hash", "start_offset", "uuid"} maps.
+// Each key joins the block's ExtraKeys (as ExtraKeyMM: the hash and the
+// offset of the segment in the block), after the block's extra_keys when
+// the event carried both, so a multimodal block never matches a text-only
+// one.
+func (d *Decoder) mmKeys(r *reader, e *Event) {
+	if r.nextNil() {
+		return
+	}
+	n := r.arrayLen("mm_keys")
+	if n < 0 {
+		return
+	}
+	if n > d.lim.MaxHashesPerEvent {
+		r.failLimit("mm_keys", limitHashes, n, d.lim.MaxHashesPerEvent)
+		return
+	}
+	for i := 0; i < n && r.err == nil; i++ {
+		if i == len(e.ExtraKeys) {
+			if len(e.ExtraKeys) < cap(e.ExtraKeys) {
+				e.ExtraKeys = e.ExtraKeys[:i+1]
+				e.ExtraKeys[i] = e.ExtraKeys[i][:0]
+			} else {
+				e.ExtraKeys = append(e.ExtraKeys, nil)
+			}
+		}
+		if r.nextNil() {
+			continue
+		}
+		m := r.arrayLen("mm_keys entry")
+		for j := 0; j < m && r.err == nil; j++ {
+			e.ExtraKeys[i] = append(e.ExtraKeys[i], d.extraKey(r))
+		}
+	}
+}
+
 // extraKey decodes one key of a block's extra_keys list.
 func (d *Decoder) extraKey(r *reader) ExtraKey {
 	c, ok := r.peek("extra key")
@@ -104,10 +141,12 @@ func (d *Decoder) mmKey(r *reader) (ExtraKey, bool) {
 //	"cache_salt":    "salt"                              → ExtraKeySalt
 //	"prompt_embeds": "hash" (bytes → ExtraKeyBytes, text → ExtraKeyString)
 //	"legacy":        "value", an untyped key             → that key's meaning
+//	"mm_key":        TensorRT-LLM's mm_keys entry: "hash" and
+//	                 "start_offset"; "uuid" is informative only → ExtraKeyMM
 //
 // Keys may come in any order, unknown keys are ignored, and a few alternate
 // field names seen in drafts are accepted ("lora_name", "identifier",
-// "mm_hash", "offset", "cache_salt", "value"). A map that is none of these,
+// "mm_hash", "offset", "start_offset", "cache_salt", "value"). A map that is none of these,
 // or whose fields have the wrong types, is kept opaque like any unknown
 // form, so it never matches a block without that key.
 func (d *Decoder) typedKey(r *reader) ExtraKey {
@@ -150,7 +189,7 @@ func (d *Decoder) typedKey(r *reader) ExtraKey {
 			} else {
 				str(&hash)
 			}
-		case "block_offset", "offset":
+		case "block_offset", "offset", "start_offset":
 			c, ok := r.peek("extra key")
 			if !ok || !(c <= 0x7f || c >= 0xe0 || (c >= 0xcc && c <= 0xd3)) {
 				bad = true
@@ -180,7 +219,7 @@ func (d *Decoder) typedKey(r *reader) ExtraKey {
 	case "cache_salt":
 		k = ExtraKey{Kind: ExtraKeySalt, Value: d.intern(name)}
 		ok = ok && len(name) > 0
-	case "mm":
+	case "mm", "mm_key": // vLLM's typed key; TensorRT-LLM's mm_keys entry
 		k = ExtraKey{Kind: ExtraKeyMM, Value: d.intern(hash), Offset: offset}
 		if hashBin {
 			k.Value = d.internHex(hash)

@@ -81,12 +81,23 @@ func FuzzDecode(f *testing.F) {
 		if err := d.Decode(wire.AppendBatch(nil, &fresh, wire.FormatSGLang), &sg); err != nil {
 			t.Fatalf("sglang re-encode does not decode: %v", err)
 		}
+		if err := d.Decode(wire.AppendBatch(nil, &fresh, wire.FormatTRTLLM), &sg); err != nil {
+			t.Fatalf("trtllm re-encode does not decode: %v", err)
+		}
+		if h, err := wire.PeekHeader(payload); err != nil || h.HasPublisherID != fresh.HasPublisherID ||
+			h.PublisherID != fresh.PublisherID || h.Events != len(fresh.Events)+fresh.UnknownEvents {
+			t.Fatalf("PeekHeader disagrees with Decode: %+v, %v", h, err)
+		}
 	})
 }
 
 // requireSameBatch compares what a format can carry.
 func requireSameBatch(t *testing.T, want, got *wire.Batch, f wire.Format) {
 	t.Helper()
+	carriesID := f == wire.FormatVLLM || f == wire.FormatVLLMMapBatch
+	if carriesID && (want.HasPublisherID != got.HasPublisherID || want.PublisherID != got.PublisherID) {
+		t.Fatalf("%v: publisher identity changed", f)
+	}
 	if math.Float64bits(want.TS) != math.Float64bits(got.TS) || want.HasDPRank != got.HasDPRank ||
 		(want.HasDPRank && want.DPRank != got.DPRank) || got.UnknownEvents != 0 || len(want.Events) != len(got.Events) {
 		t.Fatalf("%v: batch header or event count changed", f)
@@ -94,9 +105,13 @@ func requireSameBatch(t *testing.T, want, got *wire.Batch, f wire.Format) {
 	for i := range want.Events {
 		w := canon(want.Events[i])
 		w.InvalidTokens, w.CacheSalt = false, "" // not carried by vLLM layouts
+		if f == wire.FormatVLLMLegacy { // the all-array layout predates these
+			w.Locality, w.Ownership, w.SessionID = "", "", ""
+		}
 		if w.Type != wire.EventBlockStored {
 			w = wire.Event{Type: w.Type, BlockHashes: w.BlockHashes, RawHashes: w.RawHashes,
-				SignedHashes: w.SignedHashes, Medium: w.Medium, Group: w.Group, HasGroup: w.HasGroup}
+				SignedHashes: w.SignedHashes, Medium: w.Medium, Group: w.Group, HasGroup: w.HasGroup,
+				Locality: w.Locality, Ownership: w.Ownership}
 			if w.Type == wire.EventAllBlocksCleared {
 				w = wire.Event{Type: w.Type}
 			}

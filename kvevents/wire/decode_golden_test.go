@@ -40,6 +40,8 @@ func requireBatchEqual(t *testing.T, want, got *wire.Batch) {
 	require.Equal(t, want.TS, got.TS, "ts")
 	require.Equal(t, want.HasDPRank, got.HasDPRank, "dp rank set")
 	require.Equal(t, want.DPRank, got.DPRank, "dp rank")
+	require.Equal(t, want.HasPublisherID, got.HasPublisherID, "publisher identity set")
+	require.Equal(t, want.PublisherID, got.PublisherID, "publisher identity")
 	require.Len(t, got.Events, len(want.Events))
 	for i := range want.Events {
 		require.Equal(t, canon(want.Events[i]), canon(got.Events[i]), "event %d", i)

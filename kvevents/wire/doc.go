@@ -40,6 +40,29 @@
 //     batch but writes each event as a map {"type": tag, field: value, …},
 //     in declaration order, leaving out the fields whose default is None and
 //     still writing the ones without a default.
+//   - vLLM's snapshot revision (vllm-project/vllm#57789, as its example
+//     subscriber examples/features/kv_events/kv_events_snapshot_subscriber.py
+//     reads it) appends publisher_id to the array batch: [ts, events,
+//     dp_rank, publisher_id], a 16-byte bin (a UUID drawn when the publisher
+//     starts) that changes only when the publisher restarts. With snapshots
+//     on, an idle publisher sends a batch with no events every second, with
+//     the next sequence number. Its map events gain, after
+//     kv_cache_spec_sliding_window, locality ("LOCAL"/"REMOTE" relative to
+//     the publisher), ownership (the secondary offloading tier that made the
+//     event) and session_id (the session whose request stored the blocks);
+//     BlockRemoved gains locality and ownership after group_idx; a third
+//     medium, "STORAGE", joins "GPU" and "CPU". An earlier draft of the
+//     same work carried the identity in the sequence frame instead (8 + 16
+//     bytes); that frame is the subscriber's business (package kvevents).
+//   - TensorRT-LLM (its PyTorch backend's streaming KV events,
+//     NVIDIA/TensorRT-LLM#16869 and #17023) publishes vLLM's framing,
+//     sequences and replay with the three-element array batch and map
+//     events of its own structs: BlockStored as vLLM's up to
+//     kv_cache_spec_sliding_window, then locality and mm_keys (one list
+//     per block of {"type": "mm_key", "hash", "start_offset", "uuid"}
+//     segments); BlockRemoved with block_hashes, medium, group_idx and
+//     locality. Hashes are integers; token IDs may be strings (multimodal
+//     placeholders), which flag the event like SGLang's bigrams.
 //   - One unsettled vLLM revision wrote the batch itself as the map {"ts",
 //     "events", "data_parallel_rank"}.
 //   - Some vLLM revisions write extra keys as typed maps ({"type": "lora" |
@@ -54,11 +77,15 @@
 // # Decoding
 //
 // Decoder.Decode accepts all of these, in any mix within one batch: array
-// or map batches (extra batch elements ignored, a nil or absent rank
-// fine); array events at every legacy length (missing trailing fields are
+// or map batches (a fourth element is the publisher identity when it is a
+// 16-byte bin and skipped otherwise, later elements ignored, a nil or
+// absent rank fine); array events at every legacy length (missing trailing fields are
 // nil, extra ones ignored) or map events (any key order, unknown keys
 // skipped, missing keys nil, map16/map32 headers accepted); SGLang's 8th
-// element told apart from vLLM's lora_name by its type. Unknown event tags
+// element told apart from vLLM's lora_name by its type. locality,
+// ownership and session_id are strings; in another form they are skipped,
+// never failing the batch (the index does not key on them). mm_keys join
+// the block's extra keys as multimodal keys. Unknown event tags
 // are skipped and counted (Batch.UnknownEvents); the rest of the batch
 // still decodes.
 //
@@ -114,9 +141,17 @@
 //
 // AppendBatch writes a Batch byte for byte as msgspec does for current vLLM
 // (FormatVLLM: map events, omitted None defaults, always-present no-default
-// fields), for the last all-array vLLM layout (FormatVLLMLegacy), for SGLang
-// (FormatSGLang) and for the map-shaped batch (FormatVLLMMapBatch), so a Go
-// publisher or a simulated engine is indistinguishable from the real one on
-// the wire. The golden payloads the tests check both directions against
-// were written by the engines' own encoders.
+// fields, and the snapshot revision's identity and fields when set), for
+// the last all-array vLLM layout (FormatVLLMLegacy), for SGLang
+// (FormatSGLang), for TensorRT-LLM (FormatTRTLLM) and for the map-shaped
+// batch (FormatVLLMMapBatch), so a Go publisher or a simulated engine is
+// indistinguishable from the real one on the wire. The golden payloads the
+// tests check both directions against were written by the engines' own
+// encoders (V1–V9, S1–S2) or, for the snapshot revision (V10) and
+// TensorRT-LLM (T1–T2), built from their struct declarations with msgspec's
+// rules by Debian's python3-msgpack (no msgspec at hand).
+//
+// PeekHeader reads a payload's identity and event count without decoding
+// its events, for a subscriber that sequences messages before decoding
+// them.
 package wire

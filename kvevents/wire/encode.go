@@ -22,6 +22,13 @@ const (
 	// revision ({"ts", "events", "data_parallel_rank"}), with map events. It exists
 	// for tests of defensive decoding.
 	FormatVLLMMapBatch
+	// FormatTRTLLM is TensorRT-LLM's publisher (its PyTorch backend's
+	// streaming KV events): the array batch [ts, events, dp_rank] and map
+	// events like FormatVLLM's, with locality the last field of both event
+	// types and multimodal keys written as its mm_keys ({"type": "mm_key",
+	// "hash", "start_offset"} per segment) instead of extra_keys. Hashes are
+	// always integers and there is no publisher identity.
+	FormatTRTLLM
 )
 
 // String returns a short name of f.
@@ -35,6 +42,8 @@ func (f Format) String() string {
 		return "sglang"
 	case FormatVLLMMapBatch:
 		return "vllm-map-batch"
+	case FormatTRTLLM:
+		return "trtllm"
 	}
 	return "unknown"
 }
@@ -44,7 +53,11 @@ func (f Format) String() string {
 // own encoder (msgspec) writes for the same batch, so a Go publisher or a
 // simulated engine is indistinguishable from the real one on the wire.
 // Events of type EventUnknown are not written. An unknown f writes
-// FormatVLLM. AppendBatch allocates only when dst has to grow.
+// FormatVLLM. A batch with HasPublisherID is written in vLLM's newest
+// layout by FormatVLLM ([ts, events, dp_rank, publisher_id]) and
+// FormatVLLMMapBatch (a "publisher_id" key); the other formats have no
+// identity and leave it out. AppendBatch allocates only when dst has to
+// grow.
 func AppendBatch(dst []byte, b *Batch, f Format) []byte {
 	n := 0
 	for i := range b.Events {
@@ -52,17 +65,25 @@ func AppendBatch(dst []byte, b *Batch, f Format) []byte {
 			n++
 		}
 	}
+	withID := b.HasPublisherID && (f == FormatVLLM || f == FormatVLLMMapBatch)
 	if f == FormatVLLMMapBatch {
 		entries := 2
 		if b.HasDPRank {
-			entries = 3
+			entries++
+		}
+		if withID {
+			entries++
 		}
 		dst = appendMapHeader(dst, entries)
 		dst = appendStr(dst, "ts")
 		dst = appendFloat(dst, b.TS)
 		dst = appendStr(dst, "events")
 	} else {
-		dst = appendArrayHeader(dst, 3)
+		n := 3
+		if withID {
+			n = 4
+		}
+		dst = appendArrayHeader(dst, n)
 		dst = appendFloat(dst, b.TS)
 	}
 	dst = appendArrayHeader(dst, n)
@@ -73,6 +94,8 @@ func AppendBatch(dst []byte, b *Batch, f Format) []byte {
 			dst = appendLegacyEvent(dst, e)
 		case FormatSGLang:
 			dst = appendSGLangEvent(dst, e)
+		case FormatTRTLLM:
+			dst = appendTRTLLMEvent(dst, e)
 		default:
 			dst = appendMapEvent(dst, e)
 		}
@@ -83,10 +106,16 @@ func AppendBatch(dst []byte, b *Batch, f Format) []byte {
 			dst = appendStr(dst, "data_parallel_rank")
 			dst = appendInt(dst, b.DPRank)
 		}
+		if withID {
+			dst = appendStr(dst, "publisher_id")
+		}
 	case b.HasDPRank:
 		dst = appendInt(dst, b.DPRank)
 	default:
 		dst = append(dst, 0xc0)
+	}
+	if withID {
+		dst = appendBin(dst, b.PublisherID[:])
 	}
 	return dst
 }
@@ -96,7 +125,8 @@ func appendMapEvent(dst []byte, e *Event) []byte {
 	switch e.Type {
 	case EventBlockStored:
 		n := 8
-		for _, present := range [...]bool{len(e.ExtraKeys) > 0, e.HasGroup, e.Kind != "", e.HasSlidingWindow} {
+		for _, present := range [...]bool{len(e.ExtraKeys) > 0, e.HasGroup, e.Kind != "", e.HasSlidingWindow,
+			e.Locality != "", e.Ownership != "", e.SessionID != ""} {
 			if present {
 				n++
 			}
@@ -134,10 +164,15 @@ func appendMapEvent(dst []byte, e *Event) []byte {
 			dst = appendStr(dst, "kv_cache_spec_sliding_window")
 			dst = appendInt(dst, e.SlidingWindow)
 		}
+		dst = appendOmittable(dst, "locality", e.Locality)
+		dst = appendOmittable(dst, "ownership", e.Ownership)
+		dst = appendOmittable(dst, "session_id", e.SessionID)
 	case EventBlockRemoved:
 		n := 3
-		if e.HasGroup {
-			n++
+		for _, present := range [...]bool{e.HasGroup, e.Locality != "", e.Ownership != ""} {
+			if present {
+				n++
+			}
 		}
 		dst = appendMapHeader(dst, n)
 		dst = appendStr(dst, "type")
@@ -150,12 +185,23 @@ func appendMapEvent(dst []byte, e *Event) []byte {
 			dst = appendStr(dst, "group_idx")
 			dst = appendInt(dst, int64(e.Group))
 		}
+		dst = appendOmittable(dst, "locality", e.Locality)
+		dst = appendOmittable(dst, "ownership", e.Ownership)
 	case EventAllBlocksCleared:
 		dst = appendMapHeader(dst, 1)
 		dst = appendStr(dst, "type")
 		dst = appendStr(dst, tagAllBlocksCleared)
 	}
 	return dst
+}
+
+// appendOmittable writes key: s unless s is empty (a None default msgspec
+// omits).
+func appendOmittable(dst []byte, key, s string) []byte {
+	if s == "" {
+		return dst
+	}
+	return appendStr(appendStr(dst, key), s)
 }
 
 // appendLegacyEvent writes e as a positional event of the last all-array
@@ -273,32 +319,44 @@ func appendExtraKeys(dst []byte, keys [][]ExtraKey) []byte {
 			dst = append(dst, 0xc0)
 			continue
 		}
-		dst = appendArrayHeader(dst, len(block))
-		for _, k := range block {
-			switch k.Kind {
-			case ExtraKeyMM:
-				dst = appendArrayHeader(dst, 2)
-				dst = appendStr(dst, k.Value)
-				dst = appendInt(dst, k.Offset)
-			case ExtraKeyBytes:
-				dst = appendHexBin(dst, k.Value)
-			case ExtraKeyOpaque:
-				dst = appendHexRaw(dst, k.Value)
-			case ExtraKeyLoRA, ExtraKeySalt:
-				// The typed form ({"type": …, field: value}).
-				tag, field := "lora", "name"
-				if k.Kind == ExtraKeySalt {
-					tag, field = "cache_salt", "salt"
-				}
-				dst = append(dst, 0x82)
-				dst = appendStr(dst, "type")
-				dst = appendStr(dst, tag)
-				dst = appendStr(dst, field)
-				dst = appendStr(dst, k.Value)
-			default:
-				dst = appendStr(dst, k.Value)
-			}
+		dst = appendKeyList(dst, block)
+	}
+	return dst
+}
+
+// appendKeyList writes one block's extra keys as a list.
+func appendKeyList(dst []byte, block []ExtraKey) []byte {
+	dst = appendArrayHeader(dst, len(block))
+	for _, k := range block {
+		dst = appendKey(dst, k)
+	}
+	return dst
+}
+
+// appendKey writes one extra key in the form it came in.
+func appendKey(dst []byte, k ExtraKey) []byte {
+	switch k.Kind {
+	case ExtraKeyMM:
+		dst = appendArrayHeader(dst, 2)
+		dst = appendStr(dst, k.Value)
+		dst = appendInt(dst, k.Offset)
+	case ExtraKeyBytes:
+		dst = appendHexBin(dst, k.Value)
+	case ExtraKeyOpaque:
+		dst = appendHexRaw(dst, k.Value)
+	case ExtraKeyLoRA, ExtraKeySalt:
+		// The typed form ({"type": …, field: value}).
+		tag, field := "lora", "name"
+		if k.Kind == ExtraKeySalt {
+			tag, field = "cache_salt", "salt"
 		}
+		dst = append(dst, 0x82)
+		dst = appendStr(dst, "type")
+		dst = appendStr(dst, tag)
+		dst = appendStr(dst, field)
+		dst = appendStr(dst, k.Value)
+	default:
+		dst = appendStr(dst, k.Value)
 	}
 	return dst
 }

@@ -149,6 +149,17 @@ type Event struct {
 	// CacheSalt is the cache_salt of SGLang's BlockStoredWithMetadata (the
 	// 8th positional element, a map). "" when absent.
 	CacheSalt string
+
+	// Locality is vLLM's locality ("LOCAL" or "REMOTE" relative to the
+	// publisher; "" when nil or absent), on BlockStored and BlockRemoved.
+	Locality string
+	// Ownership names the secondary offloading tier that produced the event
+	// ("" when nil or absent), on BlockStored and BlockRemoved.
+	Ownership string
+	// SessionID is the session whose request triggered the store ("" when
+	// nil or absent; BlockStored only). It names the request context, not
+	// an owner of the block, which sessions share.
+	SessionID string
 }
 
 // reset clears e for reuse, keeping the capacity of its slices.
@@ -174,12 +185,21 @@ type Batch struct {
 	DPRank    int64
 	HasDPRank bool
 
+	// PublisherID is the publisher's identity in vLLM's newest batch layout
+	// (the snapshot work): 16 bytes (a UUID) drawn when the publisher starts
+	// and unchanged until it restarts, so a new value means a new engine
+	// lifetime whatever the sequence says. Valid when HasPublisherID; zero
+	// and false for every older layout and engine.
+	PublisherID    [16]byte
+	HasPublisherID bool
+
 	arena []byte // backing store for RawHashes / RawParent copies
 }
 
 // Reset empties b, keeping its buffers for reuse.
 func (b *Batch) Reset() {
 	b.TS, b.DPRank, b.HasDPRank, b.UnknownEvents = 0, 0, false, 0
+	b.PublisherID, b.HasPublisherID = [16]byte{}, false
 	b.Events = b.Events[:0]
 	b.arena = b.arena[:0]
 }
@@ -197,3 +217,8 @@ func (b *Batch) nextEvent() *Event {
 	e.reset()
 	return e
 }
+
+// IsHeartbeat reports whether b carries no event at all (known or not). A
+// vLLM publisher with snapshots on sends such a batch, with its identity,
+// when it has been idle for a second, so that silence means trouble.
+func (b *Batch) IsHeartbeat() bool { return len(b.Events) == 0 && b.UnknownEvents == 0 }

@@ -36,7 +36,14 @@ type Vector struct {
 }
 
 // Vectors returns every golden payload: V1–V9 of vLLM, current (map
-// events) and legacy (array events) layouts, and S1–S2 of SGLang.
+// events) and legacy (array events) layouts; V10 of vLLM's snapshot
+// revision (vllm-project/vllm#57789: publisher_id after the rank, idle
+// heartbeats, locality, ownership, session_id, medium STORAGE); T1–T2 of
+// TensorRT-LLM's publisher (NVIDIA/TensorRT-LLM#16869 and #17023); and
+// S1–S2 of SGLang. V10 and T1–T2 were built from the engines' struct
+// declarations with msgspec's encoding rules (declaration order, tag
+// first, None defaults omitted) by Debian's python3-msgpack, whose bytes
+// for these types are msgspec's.
 func Vectors() []Vector {
 	return []Vector{
 		{"V1/current", "93cb41d954fc40200000918ba474797065ab426c6f636b53746f726564ac626c6f636b5f68617368657392cf8a3f1c2d4e5b6a79cf1122334455667788b1706172656e745f626c6f636b5f68617368c0a9746f6b656e5f696473980102030405060708aa626c6f636b5f73697a6504a76c6f72615f6964c0a66d656469756da3475055a96c6f72615f6e616d65c0aa65787472615f6b65797392c0c0a967726f75705f69647800b26b765f63616368655f737065635f6b696e64ae66756c6c5f617474656e74696f6e00", 202, wire.FormatVLLM, WantV1},
@@ -58,6 +65,10 @@ func Vectors() []Vector {
 		{"V9/dp0", "83a27473cb41d954fc40200000a66576656e74739181a474797065b0416c6c426c6f636b73436c6561726564b2646174615f706172616c6c656c5f72616e6b00", 64, wire.FormatVLLMMapBatch, WantV4},
 		{"V9/dpNone", "82a27473cb41d954fc40200000a66576656e74739181a474797065b0416c6c426c6f636b73436c6561726564", 44, wire.FormatVLLMMapBatch, WantV9None},
 		{"S1/sglang", "93cb41d954fc402000009497ab426c6f636b53746f72656491d3cf97adeedb59e05bc0940102030404c0a347505597ab426c6f636b53746f72656491cf4ebfa8a1f3c34151d3cf97adeedb59e05b940506070804c0a347505593ac426c6f636b52656d6f76656491cf4ebfa8a1f3c34151a347505591b0416c6c426c6f636b73436c656172656400", 136, wire.FormatSGLang, WantS1},
+		{"V10/heartbeat", "94cb41d954fc402000009000c410a0a1a2a3a4a5a6a7a8a9aaabacadaeaf", 30, wire.FormatVLLM, WantV10Heartbeat},
+		{"V10/full", "94cb41d954fc40200000928ea474797065ab426c6f636b53746f726564ac626c6f636b5f68617368657392cf8a3f1c2d4e5b6a79cf1122334455667788b1706172656e745f626c6f636b5f68617368cedeadbeefa9746f6b656e5f696473980102030405060708aa626c6f636b5f73697a6504a76c6f72615f6964c0a66d656469756da753544f52414745a96c6f72615f6e616d65c0aa65787472615f6b65797392c0c0a967726f75705f69647800b26b765f63616368655f737065635f6b696e64ae66756c6c5f617474656e74696f6ea86c6f63616c697479a652454d4f5445a96f776e657273686970a76c6d6361636865aa73657373696f6e5f6964a6736573732d3186a474797065ac426c6f636b52656d6f766564ac626c6f636b5f68617368657391cf8a3f1c2d4e5b6a79a66d656469756da3435055a967726f75705f69647800a86c6f63616c697479a54c4f43414ca96f776e657273686970a76c6d636163686502c410a0a1a2a3a4a5a6a7a8a9aaabacadaeaf", 377, wire.FormatVLLM, WantV10Full},
+		{"T1/trtllm", "93cb41d954fc402000009388a474797065ab426c6f636b53746f726564ac626c6f636b5f68617368657392cf8a3f1c2d4e5b6a79cf1122334455667788b1706172656e745f626c6f636b5f68617368c0a9746f6b656e5f696473980102030405060708aa626c6f636b5f73697a6504a76c6f72615f6964c0a66d656469756da3475055a96c6f72615f6e616d65c083a474797065ac426c6f636b52656d6f766564ac626c6f636b5f68617368657391cf1122334455667788a66d656469756da347505581a474797065b0416c6c426c6f636b73436c656172656400", 219, wire.FormatTRTLLM, WantT1},
+		{"T2/trtllm-mm", "93cb41d954fc402000009189a474797065ab426c6f636b53746f726564ac626c6f636b5f68617368657392cf8a3f1c2d4e5b6a79cf1122334455667788b1706172656e745f626c6f636b5f68617368c0a9746f6b656e5f696473980102030405060708aa626c6f636b5f73697a6504a76c6f72615f6964c0a66d656469756da3475055a96c6f72615f6e616d65c0a76d6d5f6b657973929183a474797065a66d6d5f6b6579a468617368b039663836643038313838346337643635ac73746172745f6f666673657402c001", 203, wire.FormatTRTLLM, WantT2},
 		{"S2/sglang", "93cb41d954fc402000009198ab426c6f636b53746f72656491d3cf97adeedb59e05bc0940102030404c0a347505581aa63616368655f73616c74a673616c742d4100", 66, wire.FormatSGLang, WantS2},
 	}
 }
@@ -183,6 +194,49 @@ func WantS1() *wire.Batch {
 func WantS2() *wire.Batch {
 	return BatchOf(0, true, wire.Event{Type: wire.EventBlockStored, BlockHashes: []uint64{uint64(SGLangHashA)},
 		TokenIDs: TokensRange(1, 4), BlockSize: 4, Medium: "GPU", SignedHashes: true, CacheSalt: "salt-A"})
+}
+
+// PublisherID is the identity in the V10 vectors.
+var PublisherID = [16]byte{0xa0, 0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7, 0xa8, 0xa9, 0xaa, 0xab, 0xac, 0xad, 0xae, 0xaf}
+
+// WantV10Heartbeat is the idle heartbeat of vLLM's snapshot revision: no
+// events, rank 0, the publisher's identity.
+func WantV10Heartbeat() *wire.Batch {
+	b := BatchOf(0, true)
+	b.PublisherID, b.HasPublisherID = PublisherID, true
+	return b
+}
+
+// WantV10Full is the V10 batch with every new field: a store to the
+// STORAGE medium from a remote, secondary tier for session "sess-1", and a
+// removal from a local one, at rank 2.
+func WantV10Full() *wire.Batch {
+	st := StoredV2()
+	st.Medium, st.Locality, st.Ownership, st.SessionID = "STORAGE", "REMOTE", "lmcache", "sess-1"
+	rm := RemovedH(H1)
+	rm.Medium, rm.Locality, rm.Ownership = "CPU", "LOCAL", "lmcache"
+	b := BatchOf(2, true, st, rm)
+	b.PublisherID, b.HasPublisherID = PublisherID, true
+	return b
+}
+
+// WantT1 is TensorRT-LLM's batch: a store (no extra keys, group or kind),
+// a removal and a clear.
+func WantT1() *wire.Batch {
+	st := StoredV1()
+	st.ExtraKeys, st.Group, st.HasGroup, st.Kind = nil, 0, false, ""
+	rm := RemovedH(H2)
+	rm.HasGroup = false
+	return BatchOf(0, true, st, rm, wire.Event{Type: wire.EventAllBlocksCleared})
+}
+
+// WantT2 is TensorRT-LLM's store with mm_keys: one image segment starting
+// at token 2 of block 0, decoded as a multimodal extra key.
+func WantT2() *wire.Batch {
+	st := StoredV1()
+	st.Group, st.HasGroup, st.Kind = 0, false, ""
+	st.ExtraKeys = [][]wire.ExtraKey{{{Kind: wire.ExtraKeyMM, Value: "9f86d081884c7d65", Offset: 2}}, nil}
+	return BatchOf(1, true, st)
 }
 
 // StoredBatch builds a current-format (map event) BlockStored batch of
