@@ -24,6 +24,8 @@ type streamMetrics struct {
 	// probe after a stream went quiet, and the verification after a
 	// reconnect, by result (empty, repaired, failed).
 	Probes *prometheus.CounterVec
+	// lv: publisher identities and heartbeats (metrics_liveness.go).
+	lv *livenessMetrics
 }
 
 // newStreamMetrics creates the streams' metrics and registers them through
@@ -47,6 +49,7 @@ func newStreamMetrics(r *registrar) (*streamMetrics, error) {
 	m.ReplayInProgress = register(r, m.ReplayInProgress)
 	m.ReplaySlotWait = register(r, m.ReplaySlotWait)
 	m.Probes = register(r, m.Probes)
+	m.lv = newLivenessMetrics(r)
 	if r.err != nil {
 		return nil, r.err
 	}
@@ -58,4 +61,5 @@ func (m *streamMetrics) forget(endpoint string) {
 	l := prometheus.Labels{"pod_identifier": endpoint}
 	m.ReplayInProgress.DeletePartialMatch(l)
 	m.Probes.DeletePartialMatch(l)
+	m.lv.forget(endpoint)
 }

@@ -362,6 +362,18 @@ type EndpointStatus struct {
 	PhaseSince time.Time
 	// LastApplied is when the last batch was applied (zero: never).
 	LastApplied time.Time
+
+	// PublisherID is the identity of the publisher's current lifetime
+	// (vLLM's publisher_id), valid when HasPublisherID.
+	PublisherID    [16]byte
+	HasPublisherID bool
+	// Heartbeats: the publisher sends identities or idle heartbeats, so its
+	// silence is checked (PoolConfig.PublisherSilence). Silent: it fell
+	// silent, and the endpoint is degraded until it is heard again.
+	// LastHeard is when it was last heard (zero: not watched).
+	Heartbeats bool
+	Silent     bool
+	LastHeard  time.Time
 }
 
 // Status returns the state of the endpoint with this ID.

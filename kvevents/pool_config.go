@@ -32,6 +32,9 @@ const (
 	// defaultTailProbeDelay: a stream that goes quiet after traffic is
 	// probed once, this long after its last message.
 	defaultTailProbeDelay = time.Second
+	// defaultPublisherSilence: three missed heartbeats of a publisher that
+	// sends one every second.
+	defaultPublisherSilence = 3 * time.Second
 	// defaultReplayLookahead is how far a replayed sequence may run ahead of
 	// the live stream: the messages that can be in flight between vLLM's PUB
 	// (which sends a batch before buffering it for replay) and the
@@ -221,6 +224,15 @@ type PoolConfig struct {
 	// registered with Ensure with Rank r; it never merges with another
 	// rank's. BindRanks above 1 needs an explicit BindAddress port.
 	BindRanks int `json:"bindRanks"`
+
+	// PublisherSilence (added with publisher identities): a publisher seen
+	// sending vLLM's publisher identity or idle heartbeats (an empty batch
+	// every second when its snapshots are on) that sends nothing for this
+	// long marks its endpoint degraded, even while its socket stays open,
+	// until it is heard again (default "3s"; negative disables). Counted in
+	// kvroute_kv_events_heartbeat_timeouts_total. Publishers without
+	// heartbeats are never judged by their silence.
+	PublisherSilence time.Duration `json:"publisherSilence"`
 }
 
 // LoadPoolConfig reads a JSON PoolConfig over the zero PoolConfig (absent
@@ -317,6 +329,10 @@ func (c PoolConfig) withDefaults() PoolConfig {
 	defD(&c.TailProbeDelay, defaultTailProbeDelay)
 	if c.TailProbeDelay < 0 {
 		c.TailProbeDelay = 0
+	}
+	defD(&c.PublisherSilence, defaultPublisherSilence)
+	if c.PublisherSilence < 0 {
+		c.PublisherSilence = 0
 	}
 	if c.ReplayLookahead == 0 {
 		c.ReplayLookahead = defaultReplayLookahead

@@ -303,7 +303,7 @@ func (b *binder) serve(ctx context.Context, bc *bindConn) {
 		case !b.own(e.st, bc):
 			p.m.BindForeign.Inc()
 		default:
-			e.st.receive(seq, m.Frames[2], e.model)
+			e.st.receiveFrame(seq, m.Frames[1][8:], m.Frames[2], e.model)
 		}
 	}
 }

@@ -231,7 +231,7 @@ func (sub *subscriber) session(onConnect func()) (r sessionResult) {
 			continue
 		}
 		r.delivered++
-		st.receive(seq, m.Frames[2], sub.model(m.Frames[0]))
+		st.receiveFrame(seq, m.Frames[1][8:], m.Frames[2], sub.model(m.Frames[0]))
 	}
 }
 
@@ -251,8 +251,11 @@ func (sub *subscriber) model(topic []byte) string {
 }
 
 // parseLive validates the [topic, seq8, payload] framing of a live message.
+// The sequence frame may also be 24 bytes: an earlier draft of vLLM's
+// snapshot work appended the 16-byte publisher identity to the sequence
+// (frame[1][8:], read by stream.observePublisher).
 func parseLive(frames [][]byte) (seq uint64, ok bool) {
-	if len(frames) != 3 || len(frames[1]) != 8 {
+	if len(frames) != 3 || (len(frames[1]) != 8 && len(frames[1]) != 24) {
 		return 0, false
 	}
 	return binary.BigEndian.Uint64(frames[1]), true

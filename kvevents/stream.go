@@ -151,6 +151,8 @@ type stream struct {
 	lastApply atomic.Int64 // unix nanos of the last applied batch (0: none)
 	synced    atomic.Bool  // a batch was applied or a replay completed: the index caught up once
 
+	lv liveness // publisher identity and heartbeats (stream_liveness.go)
+
 	mu sync.Mutex
 	s  seqState
 	et eventTraceState // see tracing.go
@@ -249,7 +251,14 @@ func newStream(p *Pool, id, model, replayAddr string) *stream {
 
 // receive handles one well-formed live message on the receiver goroutine.
 func (st *stream) receive(seq uint64, payload []byte, model string) {
+	st.receiveFrame(seq, nil, payload, model)
+}
+
+// receiveFrame is receive for a message whose sequence frame carried the
+// publisher identity (frameID; nil when it did not).
+func (st *stream) receiveFrame(seq uint64, frameID, payload []byte, model string) {
 	st.received.Inc()
+	st.observePublisher(frameID, payload)
 	if st.liveReset.Load() && st.liveReset.Swap(false) {
 		st.hasLive = false // a replay found a restart: this is the new lifetime
 	}
@@ -493,6 +502,7 @@ func (st *stream) applyLocked(seq uint64, payload []byte, model string, dec *wir
 		st.p.m.drop(st.id, dropDecodeError, 1)
 		setPosition(st.p.ix.LockPosition(st.id), positionOf(seq, payload))
 	} else {
+		st.p.sm.lv.countUnindexed(st.id, b)
 		r := st.p.applier.applyAt(st.id, model, b, positionOf(seq, payload))
 		tr.applied(r)
 		st.p.storedBlocks.Add(uint64(r.StoredBlocks))
@@ -520,6 +530,7 @@ func (st *stream) close(clear bool) {
 	if st.repairT != nil {
 		st.repairT.Stop()
 	}
+	st.stopLivenessLocked()
 	st.unlock()
 	st.cancel()
 	st.wg.Wait()
@@ -537,7 +548,7 @@ func (st *stream) close(clear bool) {
 func (st *stream) status() EndpointStatus {
 	st.lock()
 	defer st.unlock()
-	return EndpointStatus{
+	es := EndpointStatus{
 		ID:         st.id,
 		Connected:  st.connected.Load(),
 		Received:   st.seen.Load(),
@@ -545,7 +556,7 @@ func (st *stream) status() EndpointStatus {
 		HasApplied: st.s.has,
 		Applied:    st.s.applied,
 		Replaying:  st.s.replaying,
-		Degraded:   st.s.degraded || st.incompleteLocked(),
+		Degraded:   st.s.degraded || st.incompleteLocked() || st.silentLocked(),
 		Messages:   st.s.messages,
 		Replay:     st.replayAddr,
 		Position:   Position{Seq: st.s.applied, Digest: st.s.digest},
@@ -562,4 +573,6 @@ func (st *stream) status() EndpointStatus {
 		PhaseSince:  st.s.phaseSince,
 		LastApplied: st.lastApplied(),
 	}
+	st.publisherStatus(&es)
+	return es
 }

@@ -79,7 +79,7 @@ func (st *stream) stateLocked() StreamState {
 	switch {
 	case s.replaying:
 		return StateReplaying
-	case s.degraded || st.incompleteLocked():
+	case s.degraded || st.incompleteLocked() || st.silentLocked():
 		return StateDegraded
 	case !up && synced:
 		return StateDegraded

@@ -39,6 +39,22 @@ ZmqEventPublisher, in the revisions quoted):
     publishes K batches at once, before any subscriber has re-dialled; the
     new lifetime's batches differ from the old one's).
 
+vLLM's snapshot revision (vllm-project/vllm#57789), with --identity:
+  * payload: the publisher draws a 16-byte identity (uuid4().bytes) when it
+    starts and on every restart, and appends it to the array batch
+    ([ts, events, dp_rank, publisher_id]; "publisher_id" in a map batch), as
+    its example snapshot subscriber reads it;
+  * frame: the earlier draft of that work, which appended the identity to
+    the live sequence frame instead (seq8 + id16; replay replies keep seq8);
+  * either way, when the publisher has sent nothing for --heartbeat-every
+    seconds (vLLM: 1) it publishes an empty batch with the next sequence
+    number, buffered for replay like any other ("heartbeats off" stops them
+    while the sockets stay open: a wedged publisher thread).
+TensorRT-LLM (--format trtllm, NVIDIA/TensorRT-LLM#16869 and #17023): the
+generated BlockStored is the map its StreamingKVCacheEventManager writes
+(no extra_keys, group_idx or kv_cache_spec_kind; medium "GPU"), in the
+array batch [ts, events, dp_rank], with vLLM's framing and replay.
+
 On start it prints one JSON line: {"pub": ..., "replay": ..., "pid": ..., "zmq": ...}.
 It then reads commands from stdin, one per line, and answers each with one JSON
 line ({"ok": true, ...} or {"ok": false, "error": ...}):
@@ -54,13 +70,17 @@ line ({"ok": true, ...} or {"ok": false, "error": ...}):
                        the first K batches and no END
   layout current | legacy
   status               next_seq, buffered, replay_requests, invalid_requests,
-                       subscribers (connections whose handshake completed)
+                       subscribers (connections whose handshake completed),
+                       publisher_id (hex, "" without --identity), heartbeats
+                       (empty batches sent)
   bogus SEQ            buffer one generated batch at sequence SEQ for replay
                        only (a broken or hostile replay socket)
   burst N              publish N batches as fast as possible (with a small
                        --hwm, libzmq drops what the subscriber cannot take)
   restart K            close both sockets, rebind the same ports, start again
-                       at sequence 0 (lifetime + 1) and publish K batches
+                       at sequence 0 (lifetime + 1; a new identity) and
+                       publish K batches
+  heartbeats on | off  with --identity: send idle heartbeats or not
   stop                 close the sockets and exit 0 (also on stdin EOF)
 
 Generated batch for sequence s in lifetime L (0 at start, +1 per restart),
@@ -80,6 +100,7 @@ import json
 import sys
 import threading
 import time
+import uuid
 
 import msgpack
 import zmq
@@ -101,15 +122,22 @@ def token_ids(seq, blocks, block_size, life=0):
     return [(seq * 7919 + life * 104729 + i) % 50000 for i in range(blocks * block_size)]
 
 
-def pack_batch(events, shape):
+def pack_batch(events, shape, pid=None):
+    """pid: the 16-byte publisher identity of vLLM's snapshot revision,
+    written after the rank (array) or under "publisher_id" (map)."""
     if shape == "map":
         # msgspec, omit_defaults: data_parallel_rank is set by publish().
-        return msgpack.packb({"ts": time.time(), "events": events, "data_parallel_rank": 0},
-                             use_bin_type=True)
-    return msgpack.packb([time.time(), events, 0], use_bin_type=True)
+        batch = {"ts": time.time(), "events": events, "data_parallel_rank": 0}
+        if pid is not None:
+            batch["publisher_id"] = pid
+        return msgpack.packb(batch, use_bin_type=True)
+    batch = [time.time(), events, 0]
+    if pid is not None:
+        batch.append(pid)
+    return msgpack.packb(batch, use_bin_type=True)
 
 
-def generated_batch(seq, blocks, block_size, life=0, shape="array"):
+def generated_batch(seq, blocks, block_size, life=0, shape="array", pid=None, fmt="vllm"):
     event = {
         "type": "BlockStored",
         "block_hashes": [block_hash(seq, j, life) for j in range(blocks)],
@@ -119,15 +147,18 @@ def generated_batch(seq, blocks, block_size, life=0, shape="array"):
         "lora_id": None,
         "medium": "GPU",
         "lora_name": None,
-        "extra_keys": [None] * blocks,
-        "group_idx": 0,
-        "kv_cache_spec_kind": "full_attention",
     }
-    return pack_batch([event], shape)
+    if fmt == "vllm":
+        event.update({
+            "extra_keys": [None] * blocks,
+            "group_idx": 0,
+            "kv_cache_spec_kind": "full_attention",
+        })
+    return pack_batch([event], shape, pid)
 
 
-def cleared_batch(shape="array"):
-    return pack_batch([{"type": "AllBlocksCleared"}], shape)
+def cleared_batch(shape="array", pid=None):
+    return pack_batch([{"type": "AllBlocksCleared"}], shape, pid)
 
 
 class Publisher:
@@ -148,6 +179,10 @@ class Publisher:
         self.stopping = threading.Event()
 
         self.restarts = 0
+        self.pid = uuid.uuid4().bytes if args.identity != "none" else None
+        self.last_send = time.monotonic()
+        self.heartbeats_on = args.identity != "none"
+        self.heartbeats = 0
         self.open_sockets(args.pub_port, args.replay_port)
 
     def open_sockets(self, pub_port, replay_port):
@@ -179,6 +214,8 @@ class Publisher:
             self.replay_addr = self.bind(self.router, replay_port)
 
         self.threads = [threading.Thread(target=self.watch, daemon=True)]
+        if self.pid is not None:
+            self.threads.append(threading.Thread(target=self.heartbeat, daemon=True))
         if self.router is not None:
             self.threads.append(threading.Thread(target=self.serve_replay, daemon=True))
         for t in self.threads:
@@ -206,6 +243,8 @@ class Publisher:
                 self.seq, self.buffer, self.subscribers = 0, [], 0
                 self.life += 1
                 self.restarts += 1
+                if self.pid is not None:
+                    self.pid = uuid.uuid4().bytes
             deadline = time.time() + 5
             while True:  # libzmq releases the ports asynchronously
                 try:
@@ -221,7 +260,32 @@ class Publisher:
 
     def batch(self):
         a = self.args
-        return generated_batch(self.seq, a.blocks, a.block_size, self.life, a.batch_shape)
+        return generated_batch(self.seq, a.blocks, a.block_size, self.life, a.batch_shape,
+                               self.payload_pid(), a.format)
+
+    def payload_pid(self):
+        return self.pid if self.args.identity == "payload" else None
+
+    def heartbeat(self):
+        """vLLM's publisher thread with snapshots on: an empty batch, with the
+        next sequence number, after a second without sending."""
+        stopping = self.stopping
+        every = self.args.heartbeat_every
+        while not stopping.wait(min(every / 4, 0.05)):
+            with self.lock:
+                due = self.heartbeats_on and time.monotonic() - self.last_send >= every
+            # Never wait on send_lock: a restart holds it while it joins
+            # this thread.
+            if not due or not self.send_lock.acquire(timeout=0.05):
+                continue
+            try:
+                if stopping.is_set():
+                    return
+                self.publish_locked(pack_batch([], self.args.batch_shape, self.payload_pid()))
+                with self.lock:
+                    self.heartbeats += 1
+            finally:
+                self.send_lock.release()
 
     @staticmethod
     def bind(sock, port):
@@ -259,10 +323,18 @@ class Publisher:
 
     def publish(self, payload, send=True):
         with self.send_lock:
-            seq = self.next_seq()
-            if send:  # like vLLM: sent first, buffered after
-                self.pub.send_multipart([self.topic, seq.to_bytes(8, "big"), payload])
-            self.buffer_add(seq, payload)
+            return self.publish_locked(payload, send)
+
+    def publish_locked(self, payload, send=True):
+        seq = self.next_seq()
+        if send:  # like vLLM: sent first, buffered after
+            seq_frame = seq.to_bytes(8, "big")
+            if self.args.identity == "frame":
+                seq_frame += self.pid
+            self.pub.send_multipart([self.topic, seq_frame, payload])
+            with self.lock:
+                self.last_send = time.monotonic()
+        self.buffer_add(seq, payload)
         return seq
 
     def serve_replay(self):
@@ -313,7 +385,7 @@ class Publisher:
             seq = int(rest[0])
             with self.lock:
                 self.buffer.append((seq, generated_batch(seq % 1000000, a.blocks, a.block_size, self.life,
-                                                         a.batch_shape)))
+                                                         a.batch_shape, self.payload_pid(), a.format)))
             return {"ok": True, "first": seq, "last": seq}
         if cmd == "restart":
             seqs = self.restart(int(rest[0]) if rest else 0)
@@ -323,7 +395,13 @@ class Publisher:
             seqs = [self.publish(binascii.unhexlify(h)) for h in rest]
             return {"ok": True, "first": seqs[0] if seqs else None, "last": seqs[-1] if seqs else None}
         if cmd == "clear":
-            return {"ok": True, "first": self.publish(cleared_batch(a.batch_shape))}
+            return {"ok": True, "first": self.publish(cleared_batch(a.batch_shape, self.payload_pid()))}
+        if cmd == "heartbeats":
+            if not rest or rest[0] not in ("on", "off"):
+                return {"ok": False, "error": "heartbeats must be on or off"}
+            with self.lock:
+                self.heartbeats_on = rest[0] == "on" and self.pid is not None
+            return {"ok": True}
         if cmd == "skip":
             n = int(rest[0]) if rest else 1
             with self.lock:
@@ -347,7 +425,9 @@ class Publisher:
                 return {"ok": True, "next_seq": self.seq, "buffered": len(self.buffer),
                         "replay_requests": self.replay_requests,
                         "invalid_requests": self.invalid_requests,
-                        "subscribers": self.subscribers, "life": self.life}
+                        "subscribers": self.subscribers, "life": self.life,
+                        "publisher_id": self.pid.hex() if self.pid else "",
+                        "heartbeats": self.heartbeats}
         return {"ok": False, "error": "unknown command %r" % cmd}
 
     def close(self):
@@ -386,6 +466,13 @@ def main():
                    help="outer batch encoding: map as on vLLM main, array as earlier revisions")
     p.add_argument("--heartbeat-ivl", type=int, default=0, help="ZMQ_HEARTBEAT_IVL in ms (vLLM sets none)")
     p.add_argument("--linger", type=int, default=1000, help="PUB linger on stop, ms")
+    p.add_argument("--identity", choices=["none", "payload", "frame"], default="none",
+                   help="vLLM's snapshot revision: a publisher identity in the batch (payload) or, as an "
+                        "earlier draft, in the sequence frame (frame), and idle heartbeats")
+    p.add_argument("--heartbeat-every", type=float, default=1.0,
+                   help="with --identity: idle seconds before an empty batch (vLLM: 1)")
+    p.add_argument("--format", choices=["vllm", "trtllm"], default="vllm",
+                   help="generated events: vLLM's, or TensorRT-LLM's (no extra_keys, group or kind)")
     args = p.parse_args()
 
     pub = Publisher(args)

@@ -94,6 +94,17 @@ type Config struct {
 	HWM          int           // PUB high-water mark (default 100,000, vLLM's)
 	BatchShape   string        // "array" (default) or "map" (vLLM main's EventBatch encoding)
 	Linger       time.Duration // PUB linger on stop (default 1 s)
+
+	// Identity is vLLM's snapshot revision: "payload" (a 16-byte publisher
+	// identity after the batch's rank, new on every restart), "frame" (an
+	// earlier draft: appended to the sequence frame) or "" (none). With one,
+	// the publisher also sends an empty batch after HeartbeatEvery idle
+	// (default 1 s, vLLM's); the "heartbeats off" command stops them.
+	Identity       string
+	HeartbeatEvery time.Duration
+	// Format is the generated events' engine: "vllm" (default) or "trtllm"
+	// (TensorRT-LLM's BlockStored: no extra_keys, group or kind).
+	Format string
 }
 
 func (c Config) args() []string {
@@ -149,6 +160,15 @@ func (c Config) args() []string {
 	}
 	if c.Linger != 0 {
 		add("--linger", strconv.FormatInt(c.Linger.Milliseconds(), 10))
+	}
+	if c.Identity != "" {
+		add("--identity", c.Identity)
+	}
+	if c.HeartbeatEvery > 0 {
+		add("--heartbeat-every", strconv.FormatFloat(c.HeartbeatEvery.Seconds(), 'f', -1, 64))
+	}
+	if c.Format != "" {
+		add("--format", c.Format)
 	}
 	return a
 }
@@ -291,6 +311,8 @@ type Answer struct {
 	InvalidRequests int     `json:"invalid_requests"`
 	Subscribers     int     `json:"subscribers"`
 	Life            int     `json:"life"` // engine lifetime: 0, +1 per Restart
+	PublisherID     string  `json:"publisher_id"` // hex of the current identity ("" without Config.Identity)
+	Heartbeats      int     `json:"heartbeats"`   // empty batches sent
 }
 
 // Command sends one command line (see the script's doc) and returns the answer.
@@ -370,6 +392,17 @@ func (p *Publisher) Restart(k int) (first, last uint64, ok bool, err error) {
 		return 0, 0, false, nil
 	}
 	return *a.First, *a.Last, true, nil
+}
+
+// Heartbeats turns the idle heartbeats of a publisher with Config.Identity
+// on or off; off keeps its sockets open (a wedged publisher thread).
+func (p *Publisher) Heartbeats(on bool) error {
+	arg := "off"
+	if on {
+		arg = "on"
+	}
+	_, err := p.Command("heartbeats " + arg)
+	return err
 }
 
 // Status returns the script's counters.

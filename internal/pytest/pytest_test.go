@@ -19,6 +19,8 @@ func TestConfigArgs(t *testing.T) {
 	require.Equal(t, []string{ScriptPath(), "--pub-port", "5556", "--replay", "--layout", "legacy",
 		"--start-seq", "7", "--heartbeat-ivl", "500"}, a)
 	require.Equal(t, "vllm_publisher.py", filepath.Base(ScriptPath()))
+	a = Config{Identity: "payload", HeartbeatEvery: 250 * time.Millisecond, Format: "trtllm"}.args()
+	require.Equal(t, []string{ScriptPath(), "--identity", "payload", "--heartbeat-every", "0.25", "--format", "trtllm"}, a)
 }
 
 func TestPublisherLifecycle(t *testing.T) {

@@ -35,10 +35,11 @@ type Header struct {
 // PeekHeader reads the header of a KV-event payload without decoding its
 // events: the receiver of a stream calls it on every message to see a
 // publisher restart (a new identity) and a heartbeat (no events) before the
-// message is queued. Layouts without an identity cost a few bytes of
-// reading; vLLM's newest layout, whose identity follows the events, costs a
-// walk over them (no allocation). It fails as Decode would on a payload
-// whose outer structure is broken; the events themselves are not checked.
+// message is queued. The array layouts without an identity cost a few
+// bytes of reading; vLLM's newest layout, whose identity follows the
+// events, and the map-shaped batch cost a walk over the events (no
+// allocation). It fails on a payload whose outer structure is broken (as
+// far as it reads); the events themselves are not checked.
 func PeekHeader(payload []byte) (Header, error) {
 	var h Header
 	var b Batch
@@ -55,7 +56,7 @@ func PeekHeader(payload []byte) (Header, error) {
 			break
 		}
 		r.skip("ts")
-		h.Events = peekEvents(&r)
+		h.Events = peekEvents(&r, n >= 4) // only the identity needs the events skipped
 		if n < 4 || r.err != nil {
 			break
 		}
@@ -72,7 +73,7 @@ func PeekHeader(payload []byte) (Header, error) {
 			}
 			switch string(r.strBytes("batch key")) {
 			case "events":
-				h.Events = peekEvents(&r)
+				h.Events = peekEvents(&r, true)
 			case "publisher_id":
 				publisherID(&r, &b)
 			default:
@@ -89,10 +90,11 @@ func PeekHeader(payload []byte) (Header, error) {
 	return h, nil
 }
 
-// peekEvents reads the events array's length and skips its elements.
-func peekEvents(r *reader) int {
+// peekEvents reads the events array's length and, with skip, skips its
+// elements.
+func peekEvents(r *reader, skip bool) int {
 	n := r.arrayLen("events")
-	for i := 0; i < n && r.err == nil; i++ {
+	for i := 0; skip && i < n && r.err == nil; i++ {
 		r.skip("event")
 	}
 	return max(n, 0)

@@ -1,0 +1,199 @@
+package kvevents
+
+import (
+	"encoding/hex"
+	"sync/atomic"
+	"time"
+
+	"github.com/kvroute/kvroute/kvevents/wire"
+	"github.com/kvroute/kvroute/telemetry"
+)
+
+// liveness is what a stream knows of its publisher's identity and
+// heartbeats (vLLM's snapshot revision, vllm-project/vllm#57789).
+//
+// Identity: the publisher sends a 16-byte publisher_id that changes only
+// when it restarts (as the batch's fourth element; an earlier draft
+// appended it to the sequence frame). A new identity is a new engine
+// lifetime, whatever the sequence says: the receiver clears the endpoint
+// and replays from 0 at once, as for a sequence that goes backwards, and
+// so also catches a restart that happened while it was disconnected
+// without waiting for the reconnect replay's digest check (which still
+// runs, and remains the only restart check for engines without an
+// identity).
+//
+// Heartbeats: with snapshots on, an idle publisher sends an empty batch
+// every second. Once a stream has seen an identity or a heartbeat, its
+// publisher is expected to be heard at least that often: silence for
+// PoolConfig.PublisherSilence marks the endpoint degraded (even while its
+// TCP connection and ZMTP heartbeats are fine — a wedged publisher thread),
+// counted in kvroute_kv_events_heartbeat_timeouts_total, until the next
+// message arrives. The check runs on the pool's clock (a timer armed by
+// the receiver), so tests drive it with telemetry.Manual.
+type liveness struct {
+	// Receiver-only.
+	id    [16]byte
+	hasID bool
+
+	watched   atomic.Bool  // the publisher sends identities or heartbeats: its silence is checked
+	armed     atomic.Bool  // the silence timer is pending
+	silent    atomic.Bool  // the publisher fell silent: the endpoint is degraded
+	lastHeard atomic.Int64 // pool-clock unix nanos of the last message of a watched publisher
+	shownID   atomic.Pointer[[16]byte]
+
+	timer telemetry.Timer // guarded by stream.mu
+}
+
+// observePublisher runs on the receiver for every well-formed message,
+// before the sequence checks: frameID is the identity an extended sequence
+// frame carried (nil when none). It reports whether the message starts a
+// new publisher lifetime (the endpoint has been cleared and the receiver's
+// sequence watermark forgotten).
+func (st *stream) observePublisher(frameID, payload []byte) bool {
+	lv := &st.lv
+	var id [16]byte
+	hasID := len(frameID) == len(id)
+	if hasID {
+		copy(id[:], frameID)
+	}
+	h, err := wire.PeekHeader(payload)
+	if err == nil && !hasID && h.HasPublisherID {
+		id, hasID = h.PublisherID, true
+	}
+	heartbeat := err == nil && h.Events == 0
+	if heartbeat {
+		st.p.sm.lv.Heartbeats.WithLabelValues(st.id).Inc()
+	}
+	restarted := false
+	if hasID {
+		if lv.hasID && id != lv.id {
+			prev := lv.id
+			st.p.sm.lv.IdentityChanges.WithLabelValues(st.id).Inc()
+			st.sequenced(func() { st.identityRestartLocked(prev, id) })
+			st.hasLive = false // the sequence restarts with the lifetime
+			restarted = true
+		}
+		if !lv.hasID || restarted {
+			shown := id
+			lv.shownID.Store(&shown)
+		}
+		lv.id, lv.hasID = id, true
+	}
+	if (hasID || heartbeat) && !lv.watched.Load() {
+		lv.watched.Store(true)
+	}
+	if lv.watched.Load() && st.p.cfg.PublisherSilence > 0 {
+		st.heard()
+	}
+	return restarted
+}
+
+// identityRestartLocked starts a new publisher lifetime after a new
+// identity: like a sequence going backwards (restartLocked), with its own
+// log line.
+func (st *stream) identityRestartLocked(prev, id [16]byte) {
+	s := &st.s
+	if s.closed {
+		return
+	}
+	if st.liveReset.Swap(false) {
+		return // a replay found this restart first (see restartLocked)
+	}
+	st.bumpGenLocked()
+	removed := st.clearLocked()
+	s.needJoin, s.restarted = true, true
+	s.cooldownUntil = time.Time{}
+	st.p.m.PublisherRestarts.WithLabelValues(st.id).Inc()
+	st.log.Info("Publisher restarted: new publisher identity; endpoint cleared",
+		"previous_publisher_id", hex.EncodeToString(prev[:]), "publisher_id", hex.EncodeToString(id[:]),
+		"blocks_removed", removed)
+}
+
+// heard records a message of a watched publisher: it ends a silence and
+// keeps the silence timer armed.
+func (st *stream) heard() {
+	lv := &st.lv
+	lv.lastHeard.Store(st.p.clock.Now().UnixNano())
+	if lv.silent.Load() {
+		st.lock()
+		if lv.silent.Swap(false) && !st.s.closed {
+			st.log.Info("Publisher heard again after falling silent")
+		}
+		st.unlock()
+	}
+	if !lv.armed.Load() && lv.armed.CompareAndSwap(false, true) {
+		st.lock()
+		st.armSilenceLocked(st.p.cfg.PublisherSilence)
+		st.unlock()
+	}
+}
+
+// armSilenceLocked (re)starts the silence timer.
+func (st *stream) armSilenceLocked(d time.Duration) {
+	if st.s.closed {
+		st.lv.armed.Store(false)
+		return
+	}
+	if st.lv.timer == nil {
+		st.lv.timer = st.p.clock.AfterFunc(d, st.checkSilence)
+		return
+	}
+	st.lv.timer.Reset(d)
+}
+
+// checkSilence runs when the silence timer fires: a publisher heard within
+// PublisherSilence re-arms it for the rest of the interval; one that was
+// not is marked silent (the endpoint degraded) until heard again.
+func (st *stream) checkSilence() {
+	lv := &st.lv
+	limit := st.p.cfg.PublisherSilence
+	st.lock()
+	defer st.unlock()
+	if st.s.closed {
+		lv.armed.Store(false)
+		return
+	}
+	quiet := st.p.clock.Now().Sub(time.Unix(0, lv.lastHeard.Load()))
+	if quiet < limit {
+		st.armSilenceLocked(limit - quiet)
+		return
+	}
+	lv.armed.Store(false)
+	lv.silent.Store(true)
+	// A message that arrived meanwhile (its heard saw silent false and
+	// armed true) would leave the endpoint degraded until the next one:
+	// look again after publishing silent, as heard does the other way round.
+	if st.p.clock.Now().Sub(time.Unix(0, lv.lastHeard.Load())) < limit {
+		lv.silent.Store(false)
+		if lv.armed.CompareAndSwap(false, true) {
+			st.armSilenceLocked(limit)
+		}
+		return
+	}
+	st.p.sm.lv.HeartbeatTimeouts.WithLabelValues(st.id).Inc()
+	st.log.Warn("Publisher fell silent: no heartbeat or event; endpoint degraded until it is heard again",
+		"silent_for", quiet, "limit", limit)
+}
+
+// stopLivenessLocked stops the silence timer (the stream closes).
+func (st *stream) stopLivenessLocked() {
+	if st.lv.timer != nil {
+		st.lv.timer.Stop()
+	}
+}
+
+// silentLocked reports whether a watched publisher fell silent.
+func (st *stream) silentLocked() bool { return st.lv.silent.Load() }
+
+// publisherStatus fills the identity and heartbeat part of an
+// EndpointStatus.
+func (st *stream) publisherStatus(es *EndpointStatus) {
+	if id := st.lv.shownID.Load(); id != nil {
+		es.PublisherID, es.HasPublisherID = *id, true
+	}
+	es.Heartbeats = st.lv.watched.Load()
+	es.Silent = st.lv.silent.Load()
+	if n := st.lv.lastHeard.Load(); n != 0 {
+		es.LastHeard = time.Unix(0, n)
+	}
+}

@@ -1,0 +1,197 @@
+package kvevents
+
+import (
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/kvevents/wire"
+	"github.com/kvroute/kvroute/replay"
+	"github.com/kvroute/kvroute/telemetry"
+)
+
+var (
+	pidA = [16]byte{0xa0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}
+	pidB = [16]byte{0xb0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}
+)
+
+// idPayload is poolPayload(batch) in vLLM's snapshot revision, published
+// by the publisher with identity id.
+func idPayload(batch uint64, id [16]byte) []byte {
+	b := poolBatch(batch, poolBlocks)
+	b.PublisherID, b.HasPublisherID = id, true
+	return wire.AppendBatch(nil, b, wire.FormatVLLM)
+}
+
+// heartbeatPayload is the empty batch an idle publisher with identity id
+// sends every second.
+func heartbeatPayload(id [16]byte) []byte {
+	return wire.AppendBatch(nil, &wire.Batch{TS: 1, HasDPRank: true, PublisherID: id, HasPublisherID: true}, wire.FormatVLLM)
+}
+
+// newClockFixture is a seqFixture (no replay address) on a Manual clock.
+func newClockFixture(t *testing.T, cfg PoolConfig, clock *telemetry.Manual) *seqFixture {
+	t.Helper()
+	logs := &logBuffer{}
+	f := &seqFixture{t: t, ix: newPoolIndex(t), logs: logs}
+	cfg.TailProbeDelay = -1
+	cfg.ReplayClient.Limiter = replay.NewLimiter(8)
+	var err error
+	f.p, err = NewPool(cfg, f.ix, Options{Set: telemetry.Set{Registerer: prometheus.NewRegistry(), Logger: logs.logger(), Clock: clock}})
+	require.NoError(t, err)
+	f.p.mu.Lock()
+	f.st = f.p.newStreamLocked(seqID, poolModel, "")
+	f.p.streams[seqID] = f.st
+	f.p.mu.Unlock()
+	f.st.setConnected(true)
+	return f
+}
+
+// A publisher identity that changes is an engine restart even when the
+// sequence goes on (the engine restarted while no message was seen, and its
+// new lifetime is already past the old watermark): the endpoint is cleared,
+// counted once, and the new lifetime's batches are its entries. Without
+// identities this was a sequence gap that kept the old lifetime's blocks.
+func TestStreamNewPublisherIdentityIsARestart(t *testing.T) {
+	defer leakcheck.Check(t)()
+	f := newClockFixture(t, PoolConfig{}, telemetry.NewManual(time.Unix(1_700_000_000, 0)))
+	defer f.close()
+
+	for s := uint64(0); s <= 3; s++ {
+		f.st.receive(s, idPayload(s, pidA), poolModel)
+	}
+	f.wait(3)
+	require.True(t, f.held(0))
+	require.Equal(t, pidA, f.status().PublisherID)
+
+	f.st.receive(10, idPayload(10, pidB), poolModel) // a new lifetime, sequence ahead
+	f.wait(10)
+	require.False(t, f.held(0), "the old lifetime's blocks are gone")
+	require.True(t, f.held(10))
+	require.Equal(t, 1.0, f.count("restarts"))
+	require.Equal(t, 1.0, counter(f.p.sm.lv.IdentityChanges, seqID))
+	require.Equal(t, 0.0, f.count("gaps"), "a restart, not a gap")
+	require.Equal(t, pidB, f.status().PublisherID)
+	require.False(t, f.status().Degraded)
+
+	// A restart whose sequence also went backwards counts once.
+	f.st.receive(0, idPayload(20, pidA), poolModel)
+	f.wait(0)
+	require.Equal(t, 2.0, f.count("restarts"))
+	require.Equal(t, 2.0, counter(f.p.sm.lv.IdentityChanges, seqID))
+	require.False(t, f.held(10))
+	require.True(t, f.held(20))
+	require.Equal(t, 2, f.logs.count("new publisher identity"), f.logs.String())
+	require.Equal(t, 0, f.logs.count("sequence went backwards"), f.logs.String())
+}
+
+// The identity an earlier draft of vLLM's snapshot work appended to the
+// sequence frame (8 + 16 bytes) restarts the endpoint the same way.
+func TestStreamFrameIdentityIsARestart(t *testing.T) {
+	defer leakcheck.Check(t)()
+	f := newClockFixture(t, PoolConfig{}, telemetry.NewManual(time.Unix(1_700_000_000, 0)))
+	defer f.close()
+	frame := func(seq uint64, id [16]byte) [][]byte {
+		seqFrame := append(make([]byte, 8, 24), id[:]...)
+		seqFrame[7] = byte(seq)
+		return [][]byte{[]byte("kv@" + seqID + "@" + poolModel), seqFrame, poolPayload(seq)}
+	}
+	for _, fr := range [][][]byte{frame(0, pidA), frame(1, pidA), frame(5, pidB)} {
+		seq, ok := parseLive(fr)
+		require.True(t, ok, "a 24-byte sequence frame is well-formed")
+		f.st.receiveFrame(seq, fr[1][8:], fr[2], poolModel)
+	}
+	f.wait(5)
+	require.False(t, f.held(0))
+	require.True(t, f.held(5))
+	require.Equal(t, 1.0, f.count("restarts"))
+	require.Equal(t, pidB, f.status().PublisherID)
+	_, ok := parseLive([][]byte{nil, make([]byte, 16), nil})
+	require.False(t, ok, "other sequence frame sizes stay malformed")
+}
+
+// A publisher that sends heartbeats and then falls silent, its socket
+// still open, is degraded once PublisherSilence passes on the pool's clock,
+// counted once, and live again at its next message.
+func TestStreamSilentPublisherIsDegraded(t *testing.T) {
+	defer leakcheck.Check(t)()
+	clock := telemetry.NewManual(time.Unix(1_700_000_000, 0))
+	f := newClockFixture(t, PoolConfig{PublisherSilence: 3 * time.Second}, clock)
+	defer f.close()
+
+	f.st.receive(0, idPayload(0, pidA), poolModel)
+	f.wait(0)
+	require.Eventually(t, func() bool { return clock.Waiters() >= 1 }, poolWait, poolTick, "the silence timer is armed")
+	waiters := clock.Waiters()
+	st := f.status()
+	require.True(t, st.Heartbeats)
+	require.Equal(t, StateLive, st.State)
+
+	// Heartbeats every second keep it live well past the limit.
+	for s := uint64(1); s <= 5; s++ {
+		clock.Advance(time.Second)
+		f.st.receive(s, heartbeatPayload(pidA), poolModel)
+	}
+	f.wait(5)
+	require.Equal(t, 5.0, counter(f.p.sm.lv.Heartbeats, seqID))
+	require.Equal(t, StateLive, f.status().State)
+	require.Equal(t, 0.0, counter(f.p.sm.lv.HeartbeatTimeouts, seqID))
+	require.True(t, f.held(0), "heartbeats change nothing in the index")
+
+	// Silence: degraded at the limit, not before.
+	require.Eventually(t, func() bool { return clock.Waiters() >= waiters }, poolWait, poolTick)
+	clock.Advance(2 * time.Second)
+	require.Equal(t, StateLive, f.status().State)
+	clock.Advance(2 * time.Second)
+	require.Eventually(t, func() bool { return f.status().State == StateDegraded }, poolWait, poolTick, f.logs.String())
+	st = f.status()
+	require.True(t, st.Silent)
+	require.True(t, st.Degraded)
+	require.True(t, st.Connected, "the socket is still open")
+	require.Equal(t, 1.0, counter(f.p.sm.lv.HeartbeatTimeouts, seqID))
+
+	clock.Advance(10 * time.Second) // still silent: counted once
+	require.Equal(t, 1.0, counter(f.p.sm.lv.HeartbeatTimeouts, seqID))
+
+	f.st.receive(6, heartbeatPayload(pidA), poolModel)
+	require.Eventually(t, func() bool { return f.status().State == StateLive }, poolWait, poolTick)
+	require.False(t, f.status().Silent)
+	require.Equal(t, 1, f.logs.count("Publisher heard again"), f.logs.String())
+}
+
+// A publisher without identity or heartbeats (every engine before vLLM's
+// snapshot revision) is never judged by its silence: vLLM publishes
+// nothing while idle.
+func TestStreamSilenceOfOlderPublishersIsNormal(t *testing.T) {
+	defer leakcheck.Check(t)()
+	clock := telemetry.NewManual(time.Unix(1_700_000_000, 0))
+	f := newClockFixture(t, PoolConfig{PublisherSilence: time.Second}, clock)
+	defer f.close()
+	before := clock.Waiters()
+	f.st.receive(0, poolPayload(0), poolModel)
+	f.wait(0)
+	require.Equal(t, before, clock.Waiters(), "no silence timer")
+	clock.Advance(time.Hour)
+	st := f.status()
+	require.False(t, st.Heartbeats)
+	require.False(t, st.HasPublisherID)
+	require.Equal(t, StateLive, st.State)
+}
+
+// locality, ownership and session_id are counted per field: the index keys
+// blocks by tier (STORAGE included), group and key only.
+func TestStreamCountsUnindexedFields(t *testing.T) {
+	defer leakcheck.Check(t)()
+	f := newClockFixture(t, PoolConfig{}, telemetry.NewManual(time.Unix(1_700_000_000, 0)))
+	defer f.close()
+	b := poolBatch(0, poolBlocks)
+	b.Events[0].Locality, b.Events[0].SessionID, b.Events[0].Medium = "REMOTE", "s-1", "STORAGE"
+	f.st.receive(0, wire.AppendBatch(nil, b, wire.FormatVLLM), poolModel)
+	f.wait(0)
+	require.Equal(t, 1.0, counter(f.p.sm.lv.UnindexedFields, seqID, fieldLocality))
+	require.Equal(t, 1.0, counter(f.p.sm.lv.UnindexedFields, seqID, fieldSessionID))
+	require.Equal(t, 0.0, counter(f.p.sm.lv.UnindexedFields, seqID, fieldOwnership))
+}
