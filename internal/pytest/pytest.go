@@ -310,7 +310,7 @@ type Answer struct {
 	ReplayRequests  int     `json:"replay_requests"`
 	InvalidRequests int     `json:"invalid_requests"`
 	Subscribers     int     `json:"subscribers"`
-	Life            int     `json:"life"` // engine lifetime: 0, +1 per Restart
+	Life            int     `json:"life"`         // engine lifetime: 0, +1 per Restart
 	PublisherID     string  `json:"publisher_id"` // hex of the current identity ("" without Config.Identity)
 	Heartbeats      int     `json:"heartbeats"`   // empty batches sent
 }
