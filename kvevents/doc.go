@@ -174,9 +174,22 @@
 // if the first live message then names another model the endpoint is
 // cleared (counted, reason "model_mismatch") and replayed under that one.
 //
-// Endpoint.Engine says what publishes: "vllm" (the default), "sglang" or
-// "noreplay". SGLang has no replay socket, so its endpoints never replay and
-// produce no replay errors.
+// Endpoint.Engine says what publishes: "vllm" (the default), "sglang",
+// "trtllm" or "noreplay". SGLang has no replay socket, so its endpoints
+// never replay and produce no replay errors; TensorRT-LLM replays as vLLM
+// does.
+//
+// vLLM's snapshot revision gives each publisher lifetime a 16-byte
+// identity and makes an idle publisher send an empty batch every second
+// (stream_liveness.go): a new identity clears and replays the endpoint at
+// once (kvroute_kv_events_publisher_identity_changes_total, and
+// publisher_restarts_total), and a publisher seen sending either that
+// falls silent for PoolConfig.PublisherSilence is degraded until it is
+// heard again (kvroute_kv_events_heartbeat_timeouts_total), its socket
+// open or not. Engines without an identity keep the sequence and digest
+// checks above. The revision's locality, ownership and session_id are
+// decoded but not keyed on by the index, and counted in
+// kvroute_kv_events_unindexed_fields_total{field}.
 //
 // # Resuming from a checkpoint
 //

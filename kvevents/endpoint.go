@@ -31,18 +31,24 @@ const (
 	EngineSGLang EngineKind = "sglang"
 	// EngineNoReplay: a vLLM-compatible publisher whose replay is off.
 	EngineNoReplay EngineKind = "noreplay"
+	// EngineTRTLLM: TensorRT-LLM's KV-event publisher (its PyTorch
+	// backend's streaming KV events), which speaks vLLM's framing,
+	// sequences and current replay protocol (a ROUTER when replay_endpoint
+	// is set) with its own map events (kvevents/wire, FormatTRTLLM). It has
+	// no render endpoint: prompts are rendered by a vLLM render pool.
+	EngineTRTLLM EngineKind = "trtllm"
 )
 
 func (k EngineKind) validate() error {
 	switch k {
-	case "", EngineVLLM, EngineSGLang, EngineNoReplay:
+	case "", EngineVLLM, EngineSGLang, EngineNoReplay, EngineTRTLLM:
 		return nil
 	}
-	return fmt.Errorf("unknown engine %q (want vllm, sglang or noreplay)", string(k))
+	return fmt.Errorf("unknown engine %q (want vllm, sglang, trtllm or noreplay)", string(k))
 }
 
 // replays reports whether endpoints of this kind may have a replay socket.
-func (k EngineKind) replays() bool { return k == "" || k == EngineVLLM }
+func (k EngineKind) replays() bool { return k == "" || k == EngineVLLM || k == EngineTRTLLM }
 
 // Endpoint is one inference engine (one data-parallel rank) whose KV events
 // the Pool indexes.

@@ -258,10 +258,11 @@ func (st *stream) receive(seq uint64, payload []byte, model string) {
 // publisher identity (frameID; nil when it did not).
 func (st *stream) receiveFrame(seq uint64, frameID, payload []byte, model string) {
 	st.received.Inc()
-	st.observePublisher(frameID, payload)
 	if st.liveReset.Load() && st.liveReset.Swap(false) {
 		st.hasLive = false // a replay found a restart: this is the new lifetime
+		st.lv.hasID = false // whose identity this message tells
 	}
+	st.observePublisher(frameID, payload)
 	if st.hasLive {
 		if seq == st.lastLive {
 			st.p.m.drop(st.id, dropStaleSeq, 1)
@@ -502,7 +503,7 @@ func (st *stream) applyLocked(seq uint64, payload []byte, model string, dec *wir
 		st.p.m.drop(st.id, dropDecodeError, 1)
 		setPosition(st.p.ix.LockPosition(st.id), positionOf(seq, payload))
 	} else {
-		st.p.sm.lv.countUnindexed(st.id, b)
+		st.decodedLocked(b)
 		r := st.p.applier.applyAt(st.id, model, b, positionOf(seq, payload))
 		tr.applied(r)
 		st.p.storedBlocks.Add(uint64(r.StoredBlocks))

@@ -88,6 +88,20 @@ func (st *stream) observePublisher(frameID, payload []byte) bool {
 	return restarted
 }
 
+// decodedLocked notes what a batch about to be applied (live or replayed)
+// tells: its publisher identity, shown in the status (a restart found by a
+// replay is applied from replayed batches before any live message of the
+// new lifetime), and the fields the index does not key on.
+func (st *stream) decodedLocked(b *wire.Batch) {
+	if b.HasPublisherID {
+		if cur := st.lv.shownID.Load(); cur == nil || *cur != b.PublisherID {
+			id := b.PublisherID
+			st.lv.shownID.Store(&id)
+		}
+	}
+	st.p.sm.lv.countUnindexed(st.id, b)
+}
+
 // identityRestartLocked starts a new publisher lifetime after a new
 // identity: like a sequence going backwards (restartLocked), with its own
 // log line.
