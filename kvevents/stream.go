@@ -259,7 +259,7 @@ func (st *stream) receive(seq uint64, payload []byte, model string) {
 func (st *stream) receiveFrame(seq uint64, frameID, payload []byte, model string) {
 	st.received.Inc()
 	if st.liveReset.Load() && st.liveReset.Swap(false) {
-		st.hasLive = false // a replay found a restart: this is the new lifetime
+		st.hasLive = false  // a replay found a restart: this is the new lifetime
 		st.lv.hasID = false // whose identity this message tells
 	}
 	st.observePublisher(frameID, payload)
