@@ -344,6 +344,29 @@ func (r *reader) skip(field string) {
 		}
 		c := b[p]
 		pending--
+		// Fast path: the integer forms msgspec writes for token IDs and
+		// hashes, which make up most of a batch (PeekHeader skips every
+		// event of vLLM's snapshot layout to reach the identity). A
+		// truncation it runs into is caught at the top of the loop.
+		if p+9 <= len(b) {
+			switch {
+			case c <= 0x7f:
+				p++
+				continue
+			case c == 0xce:
+				p += 5
+				continue
+			case c == 0xcd:
+				p += 3
+				continue
+			case c == 0xcf:
+				p += 9
+				continue
+			case c == 0xcc:
+				p += 2
+				continue
+			}
+		}
 		var n int // payload bytes following the header
 		hdr := 1
 		switch {
