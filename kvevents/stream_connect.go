@@ -45,10 +45,12 @@ func (st *stream) onConnectLocked() {
 	st.startReplayLocked(st.planReplayLocked(trigReconnect, 0))
 }
 
-// armProbeLocked notes traffic and (re)starts the tail-probe timer.
+// armProbeLocked notes traffic and (re)starts the tail-probe timer. A
+// publisher that sends heartbeats is never probed: its next heartbeat, a
+// second away, shows a lost tail as a gap (stream_liveness.go).
 func (st *stream) armProbeLocked() {
 	d := st.p.cfg.TailProbeDelay
-	if st.rc == nil || d <= 0 || st.s.closed {
+	if st.rc == nil || d <= 0 || st.s.closed || st.lv.watched.Load() {
 		return
 	}
 	st.s.probeArmed = true

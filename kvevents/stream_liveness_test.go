@@ -195,3 +195,37 @@ func TestStreamCountsUnindexedFields(t *testing.T) {
 	require.Equal(t, 1.0, counter(f.p.sm.lv.UnindexedFields, seqID, fieldSessionID))
 	require.Equal(t, 0.0, counter(f.p.sm.lv.UnindexedFields, seqID, fieldOwnership))
 }
+
+// A publisher that sends heartbeats is not tail-probed: a heartbeat every
+// second would re-arm the probe and, a second later, fire it, asking the
+// replay socket every second for nothing; its next heartbeat shows a lost
+// tail as a gap instead.
+func TestStreamHeartbeatingPublisherIsNotTailProbed(t *testing.T) {
+	defer leakcheck.Check(t)()
+	clock := telemetry.NewManual(time.Unix(1_700_000_000, 0))
+	buf := replay.NewBuffer(16)
+	srv, err := replay.NewServer(replay.ServerConfig{Addr: "127.0.0.1:0"}, buf, replay.Options{})
+	require.NoError(t, err)
+	logs := &logBuffer{}
+	f := &seqFixture{t: t, ix: newPoolIndex(t), logs: logs, buf: buf, srv: srv}
+	f.p, err = NewPool(PoolConfig{TailProbeDelay: time.Second, PublisherSilence: -1,
+		ReplayClient: replay.ClientConfig{Limiter: replay.NewLimiter(8)}},
+		f.ix, Options{Set: telemetry.Set{Registerer: prometheus.NewRegistry(), Logger: logs.logger(), Clock: clock}})
+	require.NoError(t, err)
+	f.p.mu.Lock()
+	f.st = f.p.newStreamLocked(seqID, poolModel, srv.Endpoint())
+	f.p.streams[seqID] = f.st
+	f.p.mu.Unlock()
+	defer f.close()
+
+	for s := uint64(0); s <= 2; s++ {
+		buf.Add(s, nil, idPayload(s, pidA))
+	}
+	f.st.receive(2, idPayload(2, pidA), poolModel) // the connect replay applies 0..2
+	f.wait(2)
+	before := clock.Waiters()
+	clock.Advance(5 * time.Second)
+	require.Equal(t, before, clock.Waiters())
+	require.Zero(t, counter(f.p.sm.Probes, seqID, probeEmpty)+counter(f.p.sm.Probes, seqID, probeRepaired),
+		"no tail probe for a heartbeating publisher\n%s", logs)
+}
