@@ -79,8 +79,16 @@ func (st *stream) observePublisher(frameID, payload []byte) bool {
 		}
 		lv.id, lv.hasID = id, true
 	}
-	if (hasID || heartbeat) && !lv.watched.Load() {
-		lv.watched.Store(true)
+	switch {
+	case hasID || heartbeat:
+		if !lv.watched.Load() {
+			lv.watched.Store(true)
+		}
+	case lv.watched.Load():
+		// A batch without identity: the publisher no longer sends them (an
+		// engine rolled back to a release without snapshots), so its
+		// silence is normal again.
+		st.unwatch()
 	}
 	if lv.watched.Load() && st.p.cfg.PublisherSilence > 0 {
 		st.heard()
@@ -142,6 +150,17 @@ func (st *stream) heard() {
 	}
 }
 
+// unwatch stops judging the publisher by its silence.
+func (st *stream) unwatch() {
+	st.lock()
+	st.lv.watched.Store(false)
+	st.lv.silent.Store(false)
+	if st.lv.timer != nil && st.lv.timer.Stop() {
+		st.lv.armed.Store(false)
+	}
+	st.unlock()
+}
+
 // armSilenceLocked (re)starts the silence timer.
 func (st *stream) armSilenceLocked(d time.Duration) {
 	if st.s.closed {
@@ -163,7 +182,7 @@ func (st *stream) checkSilence() {
 	limit := st.p.cfg.PublisherSilence
 	st.lock()
 	defer st.unlock()
-	if st.s.closed {
+	if st.s.closed || !lv.watched.Load() {
 		lv.armed.Store(false)
 		return
 	}

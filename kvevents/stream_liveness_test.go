@@ -229,3 +229,28 @@ func TestStreamHeartbeatingPublisherIsNotTailProbed(t *testing.T) {
 	require.Zero(t, counter(f.p.sm.Probes, seqID, probeEmpty)+counter(f.p.sm.Probes, seqID, probeRepaired),
 		"no tail probe for a heartbeating publisher\n%s", logs)
 }
+
+// A publisher that stops sending identities (rolled back to a release
+// without snapshots) is no longer judged by its silence, and a silence it
+// was degraded for ends.
+func TestStreamPublisherWithoutIdentityIsUnwatched(t *testing.T) {
+	defer leakcheck.Check(t)()
+	clock := telemetry.NewManual(time.Unix(1_700_000_000, 0))
+	f := newClockFixture(t, PoolConfig{PublisherSilence: time.Second}, clock)
+	defer f.close()
+	f.st.receive(0, idPayload(0, pidA), poolModel)
+	f.wait(0)
+	require.Eventually(t, func() bool { return clock.Waiters() >= 1 }, poolWait, poolTick)
+	clock.Advance(2 * time.Second)
+	require.Eventually(t, func() bool { return f.status().Silent }, poolWait, poolTick)
+
+	f.st.receive(1, poolPayload(1), poolModel) // no identity
+	f.wait(1)
+	st := f.status()
+	require.False(t, st.Heartbeats)
+	require.False(t, st.Silent)
+	require.Equal(t, StateLive, st.State)
+	clock.Advance(time.Hour)
+	require.Equal(t, StateLive, f.status().State)
+	require.Equal(t, 1.0, counter(f.p.sm.lv.HeartbeatTimeouts, seqID))
+}
