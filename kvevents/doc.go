@@ -186,7 +186,8 @@
 // publisher_restarts_total), and a publisher seen sending either that
 // falls silent for PoolConfig.PublisherSilence is degraded until it is
 // heard again (kvroute_kv_events_heartbeat_timeouts_total), its socket
-// open or not. Engines without an identity keep the sequence and digest
+// open or not; such a publisher is not tail-probed, since its next
+// heartbeat shows a lost tail as a gap. Engines without an identity keep the sequence and digest
 // checks above. The revision's locality, ownership and session_id are
 // decoded but not keyed on by the index, and counted in
 // kvroute_kv_events_unindexed_fields_total{field}.
