@@ -44,7 +44,8 @@ type options struct {
 	trace       traceOptions   // trace.go
 	// -peer-stat-reuse and -peer-stat-reuse-policies (peers.go)
 	peerReuse, peerReusePolicies string
-	blocksSet                    bool // -blocks was given
+	blocksSet                    bool            // -blocks was given
+	overload                     overloadOptions // overload.go
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -71,6 +72,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	addTraceFlags(fs, &o.trace)
 	fs.StringVar(&o.peerReuse, "peer-stat-reuse", "", "with -peer-stat-seeds: take the runs of -peer-stat-reuse-policies from this earlier routesim-peers.json instead of running them again")
 	fs.StringVar(&o.peerReusePolicies, "peer-stat-reuse-policies", "", "with -peer-stat-reuse: the comma-separated policies whose runs are reused")
+	fs.BoolVar(&o.overload.on, "overload", false, "run only the admission-under-overload study (writes routesim-overload.md and routesim-overload.json)")
+	fs.IntVar(&o.overload.requests, "overload-requests", sim.DefaultOverloadWorkload().Requests, "with -overload: requests per run")
+	fs.StringVar(&o.overload.loads, "overload-loads", "0.5,1.25,1.5,2", "with -overload: comma-separated loads (multiples of the fleet's measured capacity)")
 	if err := cliflag.Parse(fs, args, os.Stdout); err != nil {
 		return o, err
 	}
@@ -134,6 +138,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			base.Fleet.NumGPUBlocks = sim.DefaultTraceBlocks
 		}
 		return runTrace(ctx, o, base, loads, policies, args, stdout)
+	}
+	if o.overload.on {
+		return runOverload(o, base, args, stdout)
 	}
 	if o.rep.only {
 		return runReplicasOnly(ctx, o, base, loads, args, stdout)

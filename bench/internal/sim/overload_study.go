@@ -1,0 +1,132 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+)
+
+// OverloadLoads are the study's loads, as multiples of the measured
+// capacity: one below it (the reference) and three overload levels.
+var OverloadLoads = []float64{0.5, 1.25, 1.5, 2}
+
+// OverloadStudy is the overload study's grid of runs and its targets.
+type OverloadStudy struct {
+	Config   OverloadConfig   `json:"config"`
+	Loads    []float64        `json:"loads"`
+	Policies []OverloadPolicy `json:"policies"`
+	Results  []OverloadResult `json:"results"`
+	Targets  []TargetCheck    `json:"targets"`
+}
+
+// TargetCheck is one target on one row of the study.
+type TargetCheck struct {
+	Target string `json:"target"`
+	Row    string `json:"row"`
+	Met    bool   `json:"met"`
+	Detail string `json:"detail"`
+}
+
+// RunOverloadStudy measures the capacity if oc.Capacity is 0, runs every
+// policy at every load (parallel at once; results do not depend on it)
+// and checks the targets.
+func RunOverloadStudy(oc OverloadConfig, loads []float64, policies []OverloadPolicy, parallel int) (OverloadStudy, error) {
+	if oc.Capacity == 0 {
+		c, err := MeasureCapacity(oc)
+		if err != nil {
+			return OverloadStudy{}, fmt.Errorf("sim: measuring capacity: %w", err)
+		}
+		oc.Capacity = c
+	}
+	st := OverloadStudy{Config: oc, Loads: loads, Policies: policies, Results: make([]OverloadResult, len(loads)*len(policies))}
+	sem := make(chan struct{}, max(parallel, 1))
+	errs := make([]error, len(st.Results))
+	var wg sync.WaitGroup
+	for li, l := range loads {
+		for pi, p := range policies {
+			wg.Add(1)
+			go func(k int, c OverloadConfig, p OverloadPolicy) {
+				defer wg.Done()
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				st.Results[k], errs[k] = RunOverload(c, p)
+			}(li*len(policies)+pi, withLoad(oc, l), p)
+		}
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return OverloadStudy{}, err
+		}
+	}
+	st.Targets = st.check()
+	return st, nil
+}
+
+func withLoad(oc OverloadConfig, l float64) OverloadConfig {
+	oc.Load = l
+	return oc
+}
+
+// result returns the run of p at load l, if any.
+func (st OverloadStudy) result(p OverloadPolicy, l float64) (OverloadResult, bool) {
+	for _, r := range st.Results {
+		if r.Policy == p && r.Load == l {
+			return r, true
+		}
+	}
+	return OverloadResult{}, false
+}
+
+// ShareTolerance is the fair-share target: under contention each of two
+// backlogged tenants gets half the dispatches, within 10 % of that half.
+const ShareTolerance = 0.10
+
+// check evaluates the four targets on kvroute+admission's rows.
+func (st OverloadStudy) check() []TargetCheck {
+	var out []TargetCheck
+	adm := OverloadAdmission
+	lo, hi := slices.Min(st.Loads), slices.Max(st.Loads)
+	if a, ok := st.result(adm, lo); ok && hi > 1 {
+		if b, ok := st.result(adm, hi); ok {
+			met := a.InteractiveTTFTP90 > 0 && b.InteractiveTTFTP90 >= 0 && b.InteractiveTTFTP90 <= 2*a.InteractiveTTFTP90
+			out = append(out, TargetCheck{Target: "interactive TTFT p90 at the highest load ≤ 2× its p90 at the lowest", Row: fmt.Sprintf("%s %g× vs %g×", adm, hi, lo), Met: met,
+				Detail: fmt.Sprintf("%s vs %s (ratio %.2f)", fmtTTFT(b.InteractiveTTFTP90), fmtTTFT(a.InteractiveTTFTP90), float64(b.InteractiveTTFTP90)/float64(max(a.InteractiveTTFTP90, 1)))})
+		}
+	}
+	for _, l := range st.Loads {
+		r, ok := st.result(adm, l)
+		if !ok {
+			continue
+		}
+		row := fmt.Sprintf("%s %g×", adm, l)
+		out = append(out, TargetCheck{Target: "no interactive request refused while batch requests are queued", Row: row,
+			Met:    r.InteractiveRefusedWhileBatchQueued == 0 && r.PriorityInversions == 0,
+			Detail: fmt.Sprintf("%d interactive refusals with batch queued, %d batch releases ahead of queued interactive requests", r.InteractiveRefusedWhileBatchQueued, r.PriorityInversions)})
+		if l > 1 {
+			met := r.Contended > 0 && math.Abs(r.TenantAShare-0.5) <= 0.5*ShareTolerance
+			out = append(out, TargetCheck{Target: "tenant shares within 10 % of equal under contention", Row: row, Met: met,
+				Detail: fmt.Sprintf("tenant A %s of %d contended releases (offered 75 %%)", fmtShare(r.TenantAShare), r.Contended)})
+			met, worst := true, ""
+			for _, p := range st.Policies {
+				if p == adm {
+					continue
+				}
+				if q, ok := st.result(p, l); ok && q.Goodput > r.Goodput {
+					met, worst = false, fmt.Sprintf("; %s %.1f/s is higher", p, q.Goodput)
+				}
+			}
+			out = append(out, TargetCheck{Target: "goodput at or above every peer's", Row: row, Met: met,
+				Detail: fmt.Sprintf("%.1f/s%s", r.Goodput, worst)})
+		}
+	}
+	return out
+}
+
+func fmtShare(s float64) string {
+	if s < 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.1f %%", 100*s)
+}

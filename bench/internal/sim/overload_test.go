@@ -1,0 +1,101 @@
+package sim
+
+import (
+	"math"
+	"testing"
+)
+
+// smallOverload is a few-second version of the overload study: 4 engines,
+// 800 requests, a fixed capacity.
+func smallOverload(load float64) OverloadConfig {
+	oc := DefaultOverloadConfig(load)
+	oc.Base.Fleet.Engines = 4
+	oc.Workload.Requests = 800
+	oc.Workload.GroupsPerFlow, oc.Workload.UsersPerGroup = 4, 8
+	oc.Capacity = 120
+	return oc
+}
+
+// TestOverloadAdmissionInvariants runs the admission through a small
+// overload run and checks what the Controller promises: higher bands
+// first, no interactive request refused while batch requests wait, fair
+// shares between the two interactive tenants under contention, and the
+// same result on every run.
+func TestOverloadAdmissionInvariants(t *testing.T) {
+	oc := smallOverload(2)
+	r, err := RunOverload(oc, OverloadAdmission)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%+v", r)
+	if r.Interactive.Offered+r.Batch.Offered != oc.Workload.Requests {
+		t.Fatalf("offered %d + %d, want %d", r.Interactive.Offered, r.Batch.Offered, oc.Workload.Requests)
+	}
+	if r.PriorityInversions != 0 {
+		t.Errorf("%d batch releases while interactive requests stayed queued", r.PriorityInversions)
+	}
+	if r.InteractiveRefusedWhileBatchQueued != 0 {
+		t.Errorf("%d interactive refusals while batch requests were queued", r.InteractiveRefusedWhileBatchQueued)
+	}
+	if r.Batch.refused() == 0 {
+		t.Errorf("no batch request shed at 2× capacity: the admission never saw saturation")
+	}
+	if n := r.Interactive.refused(); n != 0 {
+		t.Errorf("%d interactive requests refused", n)
+	}
+	if r.Interactive.Completed != r.Interactive.Offered {
+		t.Errorf("interactive completed %d of %d", r.Interactive.Completed, r.Interactive.Offered)
+	}
+	again, err := RunOverload(oc, OverloadAdmission)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again.Wall = r.Wall
+	if again != r {
+		t.Errorf("not deterministic:\n%+v\n%+v", r, again)
+	}
+}
+
+// TestOverloadFairShare keeps both interactive tenants backlogged (90 %
+// of the traffic interactive at twice the capacity) and checks that round
+// robin between their fairness IDs gives each half of the releases made
+// while both wait, although tenant A offers three times as many.
+func TestOverloadFairShare(t *testing.T) {
+	oc := smallOverload(2)
+	oc.Workload.InteractiveFraction = 0.9
+	r, err := RunOverload(oc, OverloadAdmission)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Contended < 100 || math.Abs(r.TenantAShare-0.5) > 0.5*ShareTolerance {
+		t.Errorf("tenant A has %.3f of %d contended releases, want 0.5 ± %.3f", r.TenantAShare, r.Contended, 0.5*ShareTolerance)
+	}
+	if r.PriorityInversions != 0 || r.InteractiveRefusedWhileBatchQueued != 0 {
+		t.Errorf("%d priority inversions, %d interactive refusals with batch queued", r.PriorityInversions, r.InteractiveRefusedWhileBatchQueued)
+	}
+}
+
+// TestOverloadPeersQueueing checks the other ways of running the study on
+// the same small run: without admission nothing is refused and shares
+// follow the offered 3:1; Dynamo's queue releases interactive before batch
+// and, first come first served within a tier, also gives tenant A its
+// offered share.
+func TestOverloadPeersQueueing(t *testing.T) {
+	oc := smallOverload(2)
+	for _, p := range []OverloadPolicy{OverloadKVRoute, OverloadDynamo} {
+		r, err := RunOverload(oc, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %+v", p, r)
+		if r.Batch.refused()+r.Interactive.refused() != 0 {
+			t.Errorf("%s refused requests", p)
+		}
+		if r.Interactive.Completed+r.Batch.Completed != oc.Workload.Requests {
+			t.Errorf("%s completed %d of %d", p, r.Interactive.Completed+r.Batch.Completed, oc.Workload.Requests)
+		}
+		if math.Abs(r.DispatchedAShare-0.75) > 0.06 {
+			t.Errorf("%s: tenant A has %.3f of dispatched interactive requests, want about the offered 0.75", p, r.DispatchedAShare)
+		}
+	}
+}
