@@ -50,4 +50,13 @@
 // parallelism); WriteMarkdown and WriteSVG render the tables and the TTFT
 // p90 chart that `go run ./bench/cmd/routesim` writes (into out/routesim by
 // default). The model's assumptions are listed in bench/README.md.
+//
+// RunOverloadStudy is the admission-under-overload study (overload*.go):
+// interactive traffic of two tenants and sheddable batch traffic at
+// multiples of the fleet's measured capacity, run through the real
+// admission.Controller (its queue driven deterministically on a stepped
+// virtual clock, overload_admit.go), through kvroute without admission,
+// through Dynamo's router queue as its documentation and scheduler-queue
+// source describe it (DynamoQueueConfig lists what is modelled and what is
+// not), and through the peers' policies, which have no queue.
 package sim
