@@ -47,12 +47,15 @@ func runOverload(o options, base sim.Config, args []string, stdout io.Writer) er
 	}); err != nil {
 		return err
 	}
-	met := 0
+	met, rows := 0, 0
 	for _, t := range st.Targets {
-		if t.Met {
+		if !t.NA {
+			rows++
+		}
+		if t.Met && !t.NA {
 			met++
 		}
 	}
-	fmt.Fprintf(stdout, "overload study: capacity %.1f requests/s, %d/%d targets met; wrote %s\n", st.Config.Capacity, met, len(st.Targets), filepath.Join(o.out, "routesim-overload.md"))
+	fmt.Fprintf(stdout, "overload study: capacity %.1f requests/s, %d/%d target rows met; wrote %s\n", st.Config.Capacity, met, rows, filepath.Join(o.out, "routesim-overload.md"))
 	return nil
 }

@@ -123,6 +123,8 @@ type OverloadConfig struct {
 	// signals (waiting requests, KV-cache usage; engineScrape) beside
 	// kvroute's own accounting, as the gateway's EngineMetrics does.
 	EngineSignals bool `json:"engineSignals"`
+	// EngineThresholds are the engine signals' saturation thresholds.
+	EngineThresholds EngineThresholds `json:"engineThresholds"`
 	// DynamoQueue configures the dynamo+queue policy's router queue.
 	DynamoQueue DynamoQueueConfig `json:"dynamoQueue"`
 }
@@ -150,7 +152,7 @@ func DefaultOverloadConfig(load float64) OverloadConfig {
 	base.GatewayReplicas = 1
 	return OverloadConfig{
 		Base: base, Workload: DefaultOverloadWorkload(), Load: load,
-		TTFTObjective: time.Second, Admission: DefaultOverloadAdmission(base.Fleet), EngineSignals: true, DynamoQueue: DefaultDynamoQueue(),
+		TTFTObjective: time.Second, Admission: DefaultOverloadAdmission(base.Fleet), EngineSignals: true, EngineThresholds: DefaultEngineThresholds(), DynamoQueue: DefaultDynamoQueue(),
 	}
 }
 

@@ -183,10 +183,24 @@ type engineScrape struct {
 	interval time.Duration
 	at       time.Time
 	sat      []bool
+	th       EngineThresholds
 }
 
-func newEngineScrape(clk *stepClock, engines []*simengine.Engine, ids []string) *engineScrape {
-	s := &engineScrape{clk: clk, engines: engines, index: map[string]int{}, interval: enginemetrics.DefaultInterval, sat: make([]bool, len(engines))}
+// EngineThresholds are the engine detector's thresholds, as in
+// enginemetrics.Config: a negative value ignores the signal.
+type EngineThresholds struct {
+	Waiting int     `json:"waiting"`
+	KVCache float64 `json:"kvCache"`
+}
+
+// DefaultEngineThresholds are enginemetrics' defaults (5 waiting requests,
+// 80 % KV-cache usage).
+func DefaultEngineThresholds() EngineThresholds {
+	return EngineThresholds{Waiting: enginemetrics.DefaultWaitingThreshold, KVCache: enginemetrics.DefaultKVCacheThreshold}
+}
+
+func newEngineScrape(clk *stepClock, engines []*simengine.Engine, ids []string, th EngineThresholds) *engineScrape {
+	s := &engineScrape{clk: clk, engines: engines, index: map[string]int{}, interval: enginemetrics.DefaultInterval, sat: make([]bool, len(engines)), th: th}
 	for i, id := range ids {
 		s.index[id] = i
 	}
@@ -206,7 +220,7 @@ func (s *engineScrape) Saturation(ep kvroute.Endpoint) (saturated, known bool) {
 		for j, e := range s.engines {
 			st := e.Stats()
 			usage := 1 - float64(st.FreeBlocks)/float64(max(st.NumBlocks, 1))
-			s.sat[j] = st.Waiting >= enginemetrics.DefaultWaitingThreshold || usage >= enginemetrics.DefaultKVCacheThreshold
+			s.sat[j] = (s.th.Waiting >= 0 && st.Waiting >= s.th.Waiting) || (s.th.KVCache >= 0 && usage >= s.th.KVCache)
 		}
 	}
 	return s.sat[i], true

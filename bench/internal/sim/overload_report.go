@@ -52,7 +52,10 @@ func WriteOverloadMarkdown(w io.Writer, st OverloadStudy, command string) error 
 	p("## Targets\n\n| target | row | met | measured |\n|---|---|---|---|\n")
 	for _, t := range st.Targets {
 		mark := "✗"
-		if t.Met {
+		switch {
+		case t.NA:
+			mark = "n/a"
+		case t.Met:
 			mark = "✓"
 		}
 		p("| %s | %s | %s | %s |\n", t.Target, t.Row, mark, t.Detail)

@@ -56,9 +56,11 @@ type OverloadResult struct {
 	// HitRate is the engines' prefix-cache hit rate; Makespan the virtual
 	// time from the first arrival to the last completion; Wall the host
 	// time of the run.
-	HitRate  float64       `json:"hitRate"`
-	Makespan time.Duration `json:"makespan"`
-	Wall     time.Duration `json:"wall"`
+	HitRate float64 `json:"hitRate"`
+	// Preemptions is the engines' recompute preemptions (KV blocks ran out).
+	Preemptions uint64        `json:"preemptions"`
+	Makespan    time.Duration `json:"makespan"`
+	Wall        time.Duration `json:"wall"`
 }
 
 // ClassOutcome counts one class's requests by outcome.
@@ -159,6 +161,7 @@ func (o *overloadRun) result() OverloadResult {
 	for _, e := range o.engines {
 		st := e.Stats()
 		hits, queries = hits+st.PrefixCacheHits, queries+st.PrefixCacheQueries
+		res.Preemptions += st.Preemptions
 	}
 	if queries > 0 {
 		res.HitRate = float64(hits) / float64(queries)

@@ -73,17 +73,16 @@ func RunOverload(oc OverloadConfig, policy OverloadPolicy) (OverloadResult, erro
 	o := &overloadRun{run: r, oc: oc, policy: policy, arrivals: overloadTrace(oc, r.start), clk: newStepClock(r.start)}
 	switch policy {
 	case OverloadAdmission:
-		kr := r.rts[0].(*kvrouter)
-		eps := slices.Clone(kr.eps)
+		eps := slices.Clone(r.rts[0].(*kvrouter).eps)
 		var dets []admission.Detector
 		if oc.EngineSignals {
-			dets = append(dets, newEngineScrape(o.clk, r.engines, r.ids))
+			dets = append(dets, newEngineScrape(o.clk, r.engines, r.ids, oc.EngineThresholds))
 		}
 		o.adm, err = newAdmitDriver(oc.Admission, o.clk, eps, func(id int) *overloadReq { return o.reqs[id] }, dets...)
 		if err != nil {
 			return OverloadResult{}, err
 		}
-		o.adm.ctl.SetLoad(kr.r.Load())
+		o.adm.ctl.SetLoad(r.rts[0].(*kvrouter).r.Load())
 		defer o.adm.close()
 	case OverloadDynamo:
 		o.dq = newDynamoQueue(oc.DynamoQueue, r.rts[0].(*dynamo), cfg.Fleet.MaxNumBatchedTokens)

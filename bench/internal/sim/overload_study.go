@@ -25,6 +25,8 @@ type TargetCheck struct {
 	Target string `json:"target"`
 	Row    string `json:"row"`
 	Met    bool   `json:"met"`
+	// NA marks a row the target does not apply to (no contention arose).
+	NA     bool   `json:"na,omitempty"`
 	Detail string `json:"detail"`
 }
 
@@ -105,9 +107,13 @@ func (st OverloadStudy) check() []TargetCheck {
 			Met:    r.InteractiveRefusedWhileBatchQueued == 0 && r.PriorityInversions == 0,
 			Detail: fmt.Sprintf("%d interactive refusals with batch queued, %d batch releases ahead of queued interactive requests", r.InteractiveRefusedWhileBatchQueued, r.PriorityInversions)})
 		if l > 1 {
-			met := r.Contended > 0 && math.Abs(r.TenantAShare-0.5) <= 0.5*ShareTolerance
-			out = append(out, TargetCheck{Target: "tenant shares within 10 % of equal under contention", Row: row, Met: met,
-				Detail: fmt.Sprintf("tenant A %s of %d contended releases (offered 75 %%)", fmtShare(r.TenantAShare), r.Contended)})
+			share := TargetCheck{Target: "tenant shares within 10 % of equal under contention", Row: row,
+				Met:    r.Contended > 0 && math.Abs(r.TenantAShare-0.5) <= 0.5*ShareTolerance,
+				Detail: fmt.Sprintf("tenant A %s of %d contended releases (offered 75 %%)", fmtShare(r.TenantAShare), r.Contended)}
+			if r.Contended == 0 {
+				share.NA, share.Detail = true, "no contention: both tenants never waited at once"
+			}
+			out = append(out, share)
 			met, worst := true, ""
 			for _, p := range st.Policies {
 				if p == adm {
