@@ -2,6 +2,7 @@ package admission
 
 import (
 	"container/heap"
+	"slices"
 	"time"
 
 	"github.com/kvroute/kvroute"
@@ -77,6 +78,7 @@ type band struct {
 	flows    map[string]*flow
 	ring     []*flow
 	cursor   int
+	last     *flow // the flow round robin served last, while it is in the ring
 	n        int   // queued requests
 	bytes    int64 // their estimated bytes
 	m        bandMetrics
@@ -86,13 +88,24 @@ func newBand(priority int, m bandMetrics) *band {
 	return &band{priority: priority, flows: make(map[string]*flow), m: m}
 }
 
-// push queues w in its flow, creating the flow at the ring's end.
+// push queues w in its flow. Under round robin a flow that had nothing
+// queued joins the ring right after the flow served last and takes the next
+// turn: joining at the ring's end would let the flow just served go again
+// first whenever the cursor had wrapped (always, with one other flow), so a
+// flow that empties often (the smaller of two tenants) would lose a turn
+// each time it came back. With no flow served yet, or under deficit round
+// robin, it joins at the ring's end.
 func (b *band) push(w *waiter, key string, edf bool) {
 	f := b.flows[key]
 	if f == nil {
 		f = &flow{key: key, items: waiters{edf: edf}}
 		b.flows[key] = f
-		b.ring = append(b.ring, f)
+		if i := slices.Index(b.ring, b.last); b.last != nil && i >= 0 {
+			b.ring = slices.Insert(b.ring, i+1, f)
+			b.cursor = i + 1
+		} else {
+			b.ring = append(b.ring, f)
+		}
 	}
 	w.band, w.flow = b, f
 	heap.Push(&f.items, w)
@@ -116,6 +129,9 @@ func (b *band) remove(w *waiter) {
 		return
 	}
 	delete(b.flows, f.key)
+	if b.last == f {
+		b.last = nil
+	}
 	for i, x := range b.ring {
 		if x == f {
 			b.ring = append(b.ring[:i], b.ring[i+1:]...)
@@ -145,7 +161,7 @@ func (b *band) next(free func(*waiter) int, drr bool, quantum int64) (*waiter, i
 			k := (b.cursor + i) % n
 			w := b.ring[k].items.w[0]
 			if ep := free(w); ep >= 0 {
-				b.cursor = (k + 1) % n
+				b.cursor, b.last = (k+1)%n, b.ring[k]
 				return w, ep
 			}
 		}

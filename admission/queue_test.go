@@ -50,6 +50,29 @@ func TestRoundRobinAlternatesFlowsOfABand(t *testing.T) {
 	}
 }
 
+// A flow that had nothing queued takes the next turn when it comes back:
+// joining behind the flow just served would give that flow a second turn
+// first, and a small tenant that empties often would lose a turn each time.
+func TestRoundRobinReturningFlowTakesTheNextTurn(t *testing.T) {
+	f := newFixture(t, Config{})
+	f.det.set("a:1", true)
+	out := make(chan result, 4)
+	for range 3 {
+		f.admit(t, ctxFor("", "A"), "A", tokensReq(10), oneEP, out)
+	}
+	f.det.set("a:1", false)
+	f.c.Notify("a:1")
+	got := take(t, out).tag
+	f.admit(t, ctxFor("", "B"), "B", tokensReq(10), oneEP, out)
+	for range 3 {
+		f.c.Notify("a:1")
+		got += take(t, out).tag
+	}
+	if got != "ABAA" {
+		t.Fatalf("order %s, want ABAA", got)
+	}
+}
+
 func TestDeficitRoundRobinSharesPromptTokens(t *testing.T) {
 	f := newFixture(t, Config{Fairness: DeficitRoundRobin, Quantum: 1000})
 	f.det.set("a:1", true)
