@@ -54,6 +54,18 @@ type admitReport struct {
 // Requests released together in one pass are routed in priority order,
 // then in arrival order (the Controller's own order within the pass cannot
 // be observed from outside; both orders dispatch the same set).
+//
+// Real: the Controller (admission.New with the study's Config), its queue,
+// bands, round robin, deadlines, shedding, claims, re-check and saturation
+// decision, and its own accounting on the Router's load tracker (SetLoad).
+// Modelled: the clock (stepClock), the engine signals (engineScrape, from
+// the simulated engines' stats instead of an HTTP scrape), and the host:
+// the simulation calls Admit itself and then the Router's Pick, instead of
+// giving the Controller to the Router as kvroute.Options.Admission, because
+// released requests picking in their own goroutines would pick in an order
+// the simulation could not repeat; Pick with Options.Admission runs Admit
+// and then the same pick. Notify follows every pick, first token and end,
+// as the gateway's handler does.
 type admitDriver struct {
 	ctl     *admission.Controller
 	clk     *stepClock
