@@ -49,6 +49,7 @@ type Client struct {
 
 	lastFailureLog atomic.Int64 // unix nanos of the last failure log line
 	now            func() time.Time
+	clk            telemetry.Clock // the queue-wait and hedge timers
 	tracer         trace.Tracer // nil: no tracing
 }
 
@@ -62,9 +63,11 @@ type Options struct {
 	//   TracerProvider traces every HTTP attempt as a "render" span (endpoint,
 	//   route, attempt, retry, status) under the caller's span; nil traces
 	//   nothing.
-	//   Clock times the render latency metric and the failure log's rate
-	//   limit; nil is the wall clock. The request budget and attempt
-	//   timeouts stay wall time: they are deadlines of HTTP calls.
+	//   Clock times the render latency metric, the failure log's rate
+	//   limit, the wait for a render slot (Config.MaxQueueWait), the
+	//   endpoints' recent latency and the hedge timer; nil is the wall
+	//   clock. The request budget and attempt timeouts stay wall time: they
+	//   are deadlines of HTTP calls.
 	telemetry.Set
 	// TLSConfig is used for https renderer URLs; nil means the system roots.
 	// HTTP/2 stays disabled either way.
@@ -78,15 +81,19 @@ func New(cfg Config, opts Options) (*Client, error) {
 		return nil, err
 	}
 	cfg = cfg.WithDefaults()
-	m, err := newMetrics(opts.Set)
-	if err != nil {
-		return nil, fmt.Errorf("render: register metrics: %w", err)
-	}
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	c := &Client{cfg: cfg, metrics: m, set: opts.Set, log: logger, now: opts.Clk().Now}
+	clk := opts.Clk()
+	c := &Client{cfg: cfg, set: opts.Set, log: logger, now: clk.Now, clk: clk}
+	limit := *cfg.MaxConcurrency
+	c.picker.newState = func() *endpointState { return &endpointState{gate: gate{limit: limit}} }
+	m, err := newMetrics(opts.Set, c)
+	if err != nil {
+		return nil, fmt.Errorf("render: register metrics: %w", err)
+	}
+	c.metrics = m
 	if opts.TracerProvider != nil {
 		c.tracer = opts.TracerProvider.Tracer(TracerName)
 	}
@@ -97,7 +104,7 @@ func New(cfg Config, opts Options) (*Client, error) {
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	if cfg.URL != "" {
-		c.picker.fixed = newTarget(cfg.URL, cfg.URL)
+		c.picker.fixed = newTarget(cfg.URL, cfg.URL, c.picker.newState())
 	}
 	for i := range c.modes {
 		c.modes[i].slot = make(chan struct{}, 1)
@@ -234,35 +241,6 @@ func (c *Client) render(ctx context.Context, req *Request, res *Result) *Error {
 	}
 	if hasSalt {
 		res.CacheSalt = salt
-	}
-	return nil
-}
-
-// call sends one render POST with at most one retry on a different endpoint.
-// ctx carries the whole budget.
-// The answer goes into res (nil: discarded).
-func (c *Client) call(ctx context.Context, r route, body *wireBody, auth string, res *Result) *Error {
-	if res == nil {
-		res = new(Result)
-	}
-	t := c.picker.pick()
-	if t == nil {
-		return &Error{Reason: ReasonNoEndpoints, Err: ErrNoEndpoints}
-	}
-	err := c.tracedAttempt(ctx, t, r, body, auth, 1, res)
-	if err == nil {
-		return nil
-	}
-	if !err.Retryable() || ctx.Err() != nil {
-		return err
-	}
-	t2 := c.picker.pickExcluding(t)
-	if t2 == nil {
-		return err
-	}
-	if err = c.tracedAttempt(ctx, t2, r, body, auth, 2, res); err != nil {
-		err.Attempts = 2
-		return err
 	}
 	return nil
 }

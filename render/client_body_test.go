@@ -49,6 +49,7 @@ func TestTricklingLargeResponsesStayBounded(t *testing.T) {
 	c := newTestClient(t, func(cfg *Config) {
 		cfg.URL = srv.URL
 		cfg.Timeout = 2 * time.Second // each call ends at its deadline
+		cfg.MaxConcurrency = new(0)   // all 20 reach the renderer at once
 	})
 	defer c.Close()
 

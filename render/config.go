@@ -35,6 +35,19 @@ const (
 	// leaves time for the retry on another endpoint. (kvroute's own default;
 	// the llm-d token producer has no per-attempt cap.)
 	DefaultAttemptTimeout = 2 * time.Second
+	// DefaultMaxConcurrency caps the renders in flight to one render
+	// endpoint. A vLLM renderer tokenizes on about one core, so renders
+	// beyond a few at once only queue inside it; 8 keeps a 49k-token render
+	// (about 0.1 s of tokenization each) under a second in flight, well
+	// inside the attempt cap, and does not bind for short prompts
+	// (thousands of renders per second per endpoint). (kvroute's own
+	// default; the llm-d token producer has no limit.)
+	DefaultMaxConcurrency = 8
+	// DefaultMaxQueueWait bounds how long a render waits for a free slot
+	// before its request is routed by load: a tenth of the completions
+	// budget (DefaultTimeout), instead of the whole budget a saturated
+	// renderer would otherwise take. (kvroute's own default.)
+	DefaultMaxQueueWait = DefaultTimeout / 10
 )
 
 // Mode says how Anthropic Messages and OpenAI Responses requests are rendered.
@@ -114,12 +127,28 @@ type Config struct {
 	// per renderer; below that, connections are closed after a burst and
 	// redialed in the next one. Default 1,024; zero means the default.
 	MaxIdleConnsPerHost int `json:"maxIdleConnsPerHost"`
+	// MaxConcurrency caps the renders in flight to each render endpoint;
+	// a render beyond it waits for a slot (see MaxQueueWait). Default 8
+	// (DefaultMaxConcurrency); nil means the default; 0 means no limit.
+	MaxConcurrency *int `json:"maxConcurrency"`
+	// MaxQueueWait bounds the wait for a render slot when every slot of
+	// the chosen endpoint is taken and no other endpoint has one free: a
+	// render that cannot start within it fails at once with
+	// ReasonSaturated, and the router routes the request by load. Default
+	// 500 ms (DefaultMaxQueueWait); nil means the default; 0 means no wait.
+	MaxQueueWait *time.Duration `json:"maxQueueWait"`
+	// Hedge sends a second render to another endpoint with a free slot when
+	// the first has run longer than its endpoint's recent 95th-percentile
+	// latency; the first answer wins and the other is canceled. Default
+	// true; nil means the default.
+	Hedge *bool `json:"hedge"`
 }
 
 // DefaultConfig shows the defaults a zero Config stands for, the llm-d
 // token producer's: no fixed URL, auto modes, omitMMKwargs on, prefillOnly
 // off, 5 s / 30 s budgets, a 64 MiB response cap and up to 1,024 idle
-// connections per renderer; and kvroute's 2 s cap per attempt.
+// connections per renderer; and kvroute's 2 s cap per attempt, 8 renders in
+// flight per endpoint, 500 ms queue wait and hedging on.
 func DefaultConfig() Config { return Config{}.WithDefaults() }
 
 // ErrInvalidConfig is wrapped by every error Validate and LoadConfig return
@@ -152,6 +181,10 @@ func (c Config) Validate() error {
 		return invalidConfig("maxResponseBytes must be > 0 (0 means the default %d), got %d", DefaultMaxResponseBytes, c.MaxResponseBytes)
 	case c.MaxIdleConnsPerHost < 0:
 		return invalidConfig("maxIdleConnsPerHost must be > 0 (0 means the default %d), got %d", DefaultMaxIdleConnsPerHost, c.MaxIdleConnsPerHost)
+	case c.MaxConcurrency != nil && *c.MaxConcurrency < 0:
+		return invalidConfig("maxConcurrency must be >= 0 (0 means no limit), got %d", *c.MaxConcurrency)
+	case c.MaxQueueWait != nil && *c.MaxQueueWait < 0:
+		return invalidConfig("maxQueueWait must be >= 0 (0 means no wait for a render slot), got %v", *c.MaxQueueWait)
 	}
 	return nil
 }
@@ -165,6 +198,15 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.AttemptTimeout == nil {
 		c.AttemptTimeout = new(DefaultAttemptTimeout)
+	}
+	if c.MaxConcurrency == nil {
+		c.MaxConcurrency = new(DefaultMaxConcurrency)
+	}
+	if c.MaxQueueWait == nil {
+		c.MaxQueueWait = new(DefaultMaxQueueWait)
+	}
+	if c.Hedge == nil {
+		c.Hedge = new(true)
 	}
 	if c.MessagesRenderMode == "" {
 		c.MessagesRenderMode = ModeAuto

@@ -18,16 +18,18 @@ type Endpoint struct {
 	URL string `json:"url"`
 }
 
-// target is an endpoint with its request URLs precomputed, one per route.
+// target is an endpoint with its request URLs precomputed, one per route,
+// and its render load (kept across endpoint updates by ID).
 type target struct {
 	id   string
 	base string
 	urls [numRoutes]string
+	st   *endpointState
 }
 
-func newTarget(id, base string) *target {
+func newTarget(id, base string, st *endpointState) *target {
 	base = strings.TrimRight(base, "/")
-	t := &target{id: id, base: base}
+	t := &target{id: id, base: base, st: st}
 	for r := range numRoutes {
 		t.urls[r] = base + routePaths[r]
 	}
@@ -36,9 +38,10 @@ func newTarget(id, base string) *target {
 
 // picker hands out targets round-robin over an immutable sorted snapshot.
 type picker struct {
-	fixed  *target // non-nil with a fixed URL
-	snap   atomic.Pointer[[]*target]
-	cursor atomic.Uint64
+	fixed    *target // non-nil with a fixed URL
+	snap     atomic.Pointer[[]*target]
+	cursor   atomic.Uint64
+	newState func() *endpointState // the load of an endpoint new to the snapshot
 }
 
 // set replaces the snapshot. Endpoints with an empty ID or an invalid URL
@@ -58,9 +61,19 @@ func (p *picker) set(eps []Endpoint) error {
 		}
 		byID[ep.ID] = ep
 	}
+	old := map[string]*endpointState{}
+	if s := p.snap.Load(); s != nil {
+		for _, t := range *s {
+			old[t.id] = t.st
+		}
+	}
 	ts := make([]*target, 0, len(byID))
 	for _, ep := range byID {
-		ts = append(ts, newTarget(ep.ID, ep.URL))
+		st := old[ep.ID]
+		if st == nil {
+			st = p.newState()
+		}
+		ts = append(ts, newTarget(ep.ID, ep.URL, st))
 	}
 	slices.SortFunc(ts, func(a, b *target) int { return strings.Compare(a.id, b.id) })
 	p.snap.Store(&ts)
@@ -96,6 +109,49 @@ func (p *picker) pick() *target {
 	}
 	ts := *s
 	return ts[(p.cursor.Add(1)-1)%uint64(len(ts))]
+}
+
+// pickFree returns the first target after the cursor, other than not, on
+// which a render slot is free, and takes that slot; nil when every other
+// target is full (or there is none). Every target looked at advances the
+// cursor, as in pickExcluding.
+func (p *picker) pickFree(not *target) *target {
+	if p.fixed != nil {
+		return nil
+	}
+	s := p.snap.Load()
+	if s == nil {
+		return nil
+	}
+	ts := *s
+	n := uint64(len(ts))
+	for range ts {
+		t := ts[(p.cursor.Add(1)-1)%n]
+		if t.base != not.base && t.st.gate.tryAcquire() {
+			return t
+		}
+	}
+	return nil
+}
+
+// lookup returns the target with the given ID, nil when there is none.
+func (p *picker) lookup(id string) *target {
+	if p.fixed != nil {
+		if p.fixed.id == id {
+			return p.fixed
+		}
+		return nil
+	}
+	s := p.snap.Load()
+	if s == nil {
+		return nil
+	}
+	ts := *s
+	i, ok := slices.BinarySearchFunc(ts, id, func(t *target, id string) int { return strings.Compare(t.id, id) })
+	if !ok {
+		return nil
+	}
+	return ts[i]
 }
 
 // pickExcluding returns the next target whose URL differs from not's, or nil

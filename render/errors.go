@@ -25,6 +25,10 @@ const (
 	ReasonDecode Reason = "decode"
 	// ReasonNoEndpoints: no render endpoint is known.
 	ReasonNoEndpoints Reason = "no_endpoints"
+	// ReasonSaturated: no render slot came free within Config.MaxQueueWait
+	// (every endpoint at Config.MaxConcurrency); no HTTP attempt was made.
+	// kvroute's own reason: the llm-d token producer has no limit.
+	ReasonSaturated Reason = "saturated"
 	// ReasonOther: anything else, such as a body that is not a JSON object or
 	// a legacy translation that is not possible.
 	ReasonOther Reason = "other"
@@ -51,6 +55,9 @@ var (
 	// ErrUntranslatable: legacy mode cannot translate the request into a chat
 	// completions request without losing part of the prompt.
 	ErrUntranslatable = errors.New("request cannot be translated to chat completions")
+	// ErrSaturated: every render slot stayed taken for Config.MaxQueueWait,
+	// so the render was given up at once rather than after the budget.
+	ErrSaturated = errors.New("render endpoints saturated: no render slot free within maxQueueWait")
 	// ErrClosed: the Client was closed.
 	ErrClosed = errors.New("render client closed")
 	// ErrFixedURL: SetEndpoints was called on a Client with a fixed URL.

@@ -30,13 +30,41 @@ const (
 // durationBuckets are the reference buckets: 5 ms to 60 s.
 var durationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60}
 
-var failureReasons = []Reason{ReasonTimeout, ReasonStatus, ReasonConnection, ReasonDecode, ReasonNoEndpoints, ReasonOther}
+var failureReasons = []Reason{ReasonTimeout, ReasonStatus, ReasonConnection, ReasonDecode, ReasonNoEndpoints, ReasonSaturated, ReasonOther}
+
+// queueWaitBuckets are the buckets of the queue wait histogram: 1 ms to 5 s.
+var queueWaitBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}
+
+// Reasons of kvroute_render_queue_rejections_total: why a render found no
+// slot. Each makes its request route by load at once.
+const (
+	rejectQueueTimeout = iota // waited Config.MaxQueueWait
+	rejectNoQueue             // no slot free and Config.MaxQueueWait is 0
+	rejectDeadline            // the render's budget or the caller's deadline ended in the queue
+	numRejectReasons
+)
+
+var rejectReasons = [numRejectReasons]string{"queue_timeout", "no_queue", "deadline"}
+
+// Outcomes of kvroute_render_hedges_total.
+const (
+	hedgeWon     = iota // the hedge answered first; the first render was canceled
+	hedgeLost           // the first render answered first; the hedge was canceled
+	hedgeFailed         // neither answered
+	hedgeSkipped        // the threshold passed but no other endpoint had a free slot
+	numHedgeOutcomes
+)
+
+var hedgeOutcomes = [numHedgeOutcomes]string{"won", "lost", "failed", "skipped"}
 
 // metrics holds the label children resolved once, so that the hot path does
 // no label lookups.
 type metrics struct {
 	success, timeout, canceled, error prometheus.Observer
 	failures                          map[Reason]prometheus.Counter
+	queueWait                         prometheus.Observer
+	rejected                          [numRejectReasons]prometheus.Counter
+	hedges                            [numHedgeOutcomes]prometheus.Counter
 
 	// owned are the collectors this Client registered itself (not the
 	// ones it reused from another Client), which Close unregisters.
@@ -45,8 +73,9 @@ type metrics struct {
 
 // newMetrics registers the Client's collectors through set, reusing those
 // another Client already registered on the same registry; all or none: on
-// an error it unregisters what it registered.
-func newMetrics(set telemetry.Set) (*metrics, error) {
+// an error it unregisters what it registered. c's endpoints are exported by
+// a capacity collector (the first Client's, when several share a registry).
+func newMetrics(set telemetry.Set, c *Client) (*metrics, error) {
 	dur := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    MetricDuration,
 		Help:    "Duration of render (tokenize) calls to vLLM render endpoints, retry included, by result.",
@@ -56,10 +85,35 @@ func newMetrics(set telemetry.Set) (*metrics, error) {
 		Name: MetricFailures,
 		Help: "Failed render calls by reason (timeout, status, connection, decode, no_endpoints, other); caller cancellations are not counted.",
 	}, []string{"reason"})
+	wait := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    metricQueueWait,
+		Help:    "Wait for a render slot (render Config.MaxConcurrency), one observation per render that got one or gave up.",
+		Buckets: queueWaitBuckets,
+	})
+	rej := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: metricQueueRejected,
+		Help: "Renders given up without an attempt because no render slot was free, by reason (queue_timeout, no_queue, deadline); their requests route by load.",
+	}, []string{"reason"})
+	hedges := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: metricHedges,
+		Help: "Renders that ran past their endpoint's recent p95, by outcome: won (the hedge on another endpoint answered first), lost (the first answered first), failed (neither answered), skipped (no other endpoint had a free slot).",
+	}, []string{"outcome"})
 	var owned []prometheus.Collector
 	dur, err := registerOrReuse(set, dur, &owned)
 	if err == nil {
 		fail, err = registerOrReuse(set, fail, &owned)
+	}
+	if err == nil {
+		wait, err = registerOrReuse(set, wait, &owned)
+	}
+	if err == nil {
+		rej, err = registerOrReuse(set, rej, &owned)
+	}
+	if err == nil {
+		hedges, err = registerOrReuse(set, hedges, &owned)
+	}
+	if err == nil {
+		_, err = registerOrReuse(set, prometheus.Collector(newCapacityCollector(c)), &owned)
 	}
 	if err != nil {
 		set.Unregister(owned...)
@@ -72,6 +126,13 @@ func newMetrics(set telemetry.Set) (*metrics, error) {
 		canceled: dur.WithLabelValues(resultCanceled),
 		error:    dur.WithLabelValues(resultError),
 		failures: make(map[Reason]prometheus.Counter, len(failureReasons)),
+		queueWait: wait,
+	}
+	for i, r := range rejectReasons {
+		m.rejected[i] = rej.WithLabelValues(r)
+	}
+	for i, o := range hedgeOutcomes {
+		m.hedges[i] = hedges.WithLabelValues(o)
 	}
 	for _, r := range failureReasons {
 		m.failures[r] = fail.WithLabelValues(string(r))

@@ -88,6 +88,7 @@ func TestRenderKeepsOneConnectionPerConcurrentCall(t *testing.T) {
 	defer s.Close()
 	cfg := DefaultConfig()
 	cfg.URL = s.URL
+	cfg.MaxConcurrency = new(0) // every render of a round reaches the renderer at once
 	c, err := New(cfg, Options{})
 	require.NoError(t, err)
 	defer c.Close()
@@ -105,6 +106,7 @@ func TestRenderMaxIdleConnsPerHostCapsThePool(t *testing.T) {
 	defer s.Close()
 	cfg := DefaultConfig()
 	cfg.URL = s.URL
+	cfg.MaxConcurrency = new(0) // every render of a round reaches the renderer at once
 	cfg.MaxIdleConnsPerHost = idle
 	c, err := New(cfg, Options{})
 	require.NoError(t, err)

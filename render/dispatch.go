@@ -1,0 +1,233 @@
+package render
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// call sends one render POST, bounded by ctx (the whole budget), with at
+// most one more attempt on a different endpoint: a hedge when the first
+// attempt runs past its endpoint's recent p95, or else a retry when it
+// fails retryably. Every attempt holds a slot of its endpoint's gate; a
+// render that finds no slot within Config.MaxQueueWait fails with
+// ReasonSaturated without an attempt. The answer goes into res (nil:
+// discarded).
+func (c *Client) call(ctx context.Context, r route, body *wireBody, auth string, res *Result) *Error {
+	if res == nil {
+		res = new(Result)
+	}
+	t, err := c.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	err, hedged := c.first(ctx, t, r, body, auth, res)
+	if err == nil {
+		return nil
+	}
+	if hedged || !err.Retryable() || ctx.Err() != nil {
+		return err
+	}
+	t2 := c.picker.pickFree(t)
+	if t2 == nil {
+		if t2 = c.picker.pickExcluding(t); t2 == nil {
+			return err
+		}
+		if c.wait(ctx, t2) != nil {
+			return err // the first failure stands; the rejection is counted
+		}
+	}
+	err2 := c.timedAttempt(ctx, t2, r, body, auth, 2, res)
+	t2.st.gate.release()
+	if err2 != nil {
+		err2.Attempts = 2
+		return err2
+	}
+	return nil
+}
+
+// acquire picks the endpoint of a render and takes one of its slots: the
+// round robin's next endpoint when it has one free, else the next endpoint
+// that has one, else it waits for the round robin's endpoint up to
+// Config.MaxQueueWait.
+func (c *Client) acquire(ctx context.Context) (*target, *Error) {
+	t := c.picker.pick()
+	if t == nil {
+		return nil, &Error{Reason: ReasonNoEndpoints, Err: ErrNoEndpoints}
+	}
+	if t.st.gate.tryAcquire() {
+		c.queued(t, 0)
+		return t, nil
+	}
+	if t2 := c.picker.pickFree(t); t2 != nil {
+		c.queued(t2, 0)
+		return t2, nil
+	}
+	if err := c.wait(ctx, t); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// wait waits for a slot of t (Config.MaxQueueWait at most, on the Client's
+// clock) and counts a render that gets none.
+func (c *Client) wait(ctx context.Context, t *target) *Error {
+	start := c.now()
+	out := t.st.gate.acquire(ctx, c.clk, *c.cfg.MaxQueueWait)
+	c.queued(t, c.now().Sub(start))
+	switch out {
+	case queueGranted:
+		return nil
+	case queueTimedOut:
+		c.metrics.rejected[rejectQueueTimeout].Inc()
+	case queueNoWait:
+		c.metrics.rejected[rejectNoQueue].Inc()
+	default:
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			c.metrics.rejected[rejectDeadline].Inc()
+		}
+		return &Error{Reason: ReasonTimeout, Endpoint: t.id, Err: ctx.Err()}
+	}
+	return &Error{Reason: ReasonSaturated, Endpoint: t.id, Err: ErrSaturated}
+}
+
+// queued records a render's wait for a slot of t.
+func (c *Client) queued(t *target, d time.Duration) {
+	t.st.queueWait.observe(d)
+	c.metrics.queueWait.Observe(d.Seconds())
+}
+
+// timedAttempt is tracedAttempt with its latency added to t's tracker.
+func (c *Client) timedAttempt(ctx context.Context, t *target, r route, body *wireBody, auth string, n int, res *Result) *Error {
+	start := c.now()
+	err := c.tracedAttempt(ctx, t, r, body, auth, n, res)
+	observeLatency(ctx, t, c.now().Sub(start), err)
+	return err
+}
+
+// observeLatency adds an attempt's duration to its endpoint's tracker:
+// answers and timeouts are samples; an attempt canceled by the caller ran
+// at least that long; other failures (a refused connection, a 4xx) say
+// nothing of the endpoint's latency.
+func observeLatency(ctx context.Context, t *target, d time.Duration, err *Error) {
+	switch {
+	case err == nil:
+		t.st.latency.observe(d)
+	case err.Reason != ReasonTimeout:
+	case errors.Is(ctx.Err(), context.Canceled):
+		t.st.latency.observeAtLeast(d)
+	default:
+		t.st.latency.observe(d)
+	}
+}
+
+// hedgeDelay returns how long the first attempt on t runs before it is
+// hedged, and false when it is not: hedging is off, there is no other
+// endpoint, or t's tracker has too few samples.
+func (c *Client) hedgeDelay(t *target) (time.Duration, bool) {
+	if !*c.cfg.Hedge || c.picker.fixed != nil {
+		return 0, false
+	}
+	if s := c.picker.snap.Load(); s == nil || len(*s) < 2 {
+		return 0, false
+	}
+	p95, ok := t.st.latency.value()
+	return max(p95, minHedgeDelay), ok
+}
+
+// hedge is the state a first attempt shares with its hedge.
+type hedge struct {
+	mu          sync.Mutex
+	firstDone   bool               // the first attempt has returned: no hedge starts any more
+	done        chan struct{}      // non-nil once a hedge started; closed when it has returned
+	cancel      context.CancelFunc // cancels the hedge
+	cancelFirst context.CancelFunc // cancels the first attempt
+	won         bool               // the hedge answered before the first attempt returned
+	err         *Error             // the hedge's error
+	res         Result             // the hedge's answer
+}
+
+// first makes the first attempt on t, whose slot it holds and releases, and
+// hedges it on another endpoint when it runs past t's recent p95. It
+// reports whether a hedge was sent (then both attempts are spent). A
+// canceled loser has returned before first does.
+func (c *Client) first(ctx context.Context, t *target, r route, body *wireBody, auth string, res *Result) (*Error, bool) {
+	delay, ok := c.hedgeDelay(t)
+	if !ok {
+		err := c.timedAttempt(ctx, t, r, body, auth, 1, res)
+		t.st.gate.release()
+		return err, false
+	}
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	h := &hedge{cancelFirst: cancel}
+	timer := c.clk.AfterFunc(delay, func() { c.runHedge(ctx, h, t, r, body, auth) })
+	start := c.now()
+	err := c.tracedAttempt(actx, t, r, body, auth, 1, res)
+	elapsed := c.now().Sub(start)
+	t.st.gate.release()
+	timer.Stop()
+	h.mu.Lock()
+	h.firstDone = true
+	done := h.done
+	h.mu.Unlock()
+	if done == nil {
+		observeLatency(ctx, t, elapsed, err)
+		return err, false
+	}
+	if err == nil {
+		h.cancel()
+		<-done
+		t.st.latency.observe(elapsed)
+		c.metrics.hedges[hedgeLost].Inc()
+		return nil, true
+	}
+	<-done // the hedge canceled this attempt, or it runs on as the retry would
+	if h.err == nil {
+		t.st.latency.observeAtLeast(elapsed)
+		*res = h.res
+		c.metrics.hedges[hedgeWon].Inc()
+		return nil, true
+	}
+	observeLatency(ctx, t, elapsed, err)
+	c.metrics.hedges[hedgeFailed].Inc()
+	h.err.Attempts = 2
+	return h.err, true
+}
+
+// runHedge runs when the first attempt on t has passed its hedge delay: it
+// sends the same render to another endpoint with a free slot (none: the
+// hedge is skipped) and, when that answers first, cancels the first
+// attempt. It runs in its own goroutine (the clock's AfterFunc) and returns
+// once its attempt has.
+func (c *Client) runHedge(ctx context.Context, h *hedge, t *target, r route, body *wireBody, auth string) {
+	h.mu.Lock()
+	if h.firstDone {
+		h.mu.Unlock()
+		return
+	}
+	t2 := c.picker.pickFree(t)
+	if t2 == nil {
+		h.mu.Unlock()
+		c.metrics.hedges[hedgeSkipped].Inc()
+		return
+	}
+	hctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	h.cancel = cancel
+	h.done = make(chan struct{})
+	h.mu.Unlock()
+	c.queued(t2, 0)
+
+	err := c.timedAttempt(hctx, t2, r, body, auth, 2, &h.res)
+	t2.st.gate.release()
+	h.mu.Lock()
+	h.err = err
+	if err == nil && !h.firstDone {
+		h.won = true
+		h.cancelFirst()
+	}
+	h.mu.Unlock()
+	close(h.done)
+}
