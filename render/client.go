@@ -50,7 +50,7 @@ type Client struct {
 	lastFailureLog atomic.Int64 // unix nanos of the last failure log line
 	now            func() time.Time
 	clk            telemetry.Clock // the queue-wait and hedge timers
-	tracer         trace.Tracer // nil: no tracing
+	tracer         trace.Tracer    // nil: no tracing
 }
 
 // Options are a Client's injected dependencies; the zero value is valid.

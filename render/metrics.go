@@ -120,12 +120,12 @@ func newMetrics(set telemetry.Set, c *Client) (*metrics, error) {
 		return nil, err
 	}
 	m := &metrics{
-		owned:    owned,
-		success:  dur.WithLabelValues(resultSuccess),
-		timeout:  dur.WithLabelValues(resultTimeout),
-		canceled: dur.WithLabelValues(resultCanceled),
-		error:    dur.WithLabelValues(resultError),
-		failures: make(map[Reason]prometheus.Counter, len(failureReasons)),
+		owned:     owned,
+		success:   dur.WithLabelValues(resultSuccess),
+		timeout:   dur.WithLabelValues(resultTimeout),
+		canceled:  dur.WithLabelValues(resultCanceled),
+		error:     dur.WithLabelValues(resultError),
+		failures:  make(map[Reason]prometheus.Counter, len(failureReasons)),
 		queueWait: wait,
 	}
 	for i, r := range rejectReasons {
