@@ -57,13 +57,13 @@ func (q *quantileTracker) observe(d time.Duration) {
 
 // observeAtLeast adds a sample known only to be at least d (a render
 // canceled after running d): it counts as a sample above the estimate when
-// d already exceeds it, and tells nothing otherwise.
+// d already reaches it, and tells nothing otherwise.
 func (q *quantileTracker) observeAtLeast(d time.Duration) {
 	if q.n.Load() == 0 {
 		return
 	}
 	x := float64(d)
-	if x > math.Float64frombits(q.est.Load()) {
+	if x >= math.Float64frombits(q.est.Load()) {
 		q.n.Add(1)
 		q.update(x)
 	}

@@ -1,0 +1,429 @@
+package render
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/telemetry"
+)
+
+// pressureClient builds a Client on a manual clock and a fresh registry
+// over the given servers (IDs "a", "b", ... in order).
+func pressureClient(t *testing.T, mutate func(*Config), servers ...*fakeVLLM) (*Client, *telemetry.Manual, *prometheus.Registry) {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.ModelName = "qwen3-8b"
+	mutate(&cfg)
+	clk := telemetry.NewManual(time.Unix(1_700_000_000, 0))
+	reg := prometheus.NewRegistry()
+	c, err := New(cfg, Options{Set: telemetry.Set{Registerer: reg, Clock: clk}})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	var eps []Endpoint
+	for i, s := range servers {
+		eps = append(eps, Endpoint{ID: string(rune('a' + i)), URL: s.URL})
+	}
+	require.NoError(t, c.SetEndpoints(eps))
+	return c, clk, reg
+}
+
+// held is a render handler that signals each request's arrival on arrived
+// and answers when release is closed; a request whose client goes away is
+// reported on canceled and not answered.
+type held struct {
+	arrived  chan struct{}
+	release  chan struct{}
+	canceled chan struct{}
+	inFlight atomic.Int32
+	peak     atomic.Int32
+}
+
+func newHeld() *held {
+	return &held{arrived: make(chan struct{}, 64), release: make(chan struct{}), canceled: make(chan struct{}, 64)}
+}
+
+func (h *held) serve(w http.ResponseWriter, r *http.Request) {
+	n := h.inFlight.Add(1)
+	defer h.inFlight.Add(-1)
+	for {
+		p := h.peak.Load()
+		if n <= p || h.peak.CompareAndSwap(p, n) {
+			break
+		}
+	}
+	h.arrived <- struct{}{}
+	select {
+	case <-h.release:
+		vllmRender(w, r)
+	case <-r.Context().Done():
+		h.canceled <- struct{}{}
+	}
+}
+
+// renderAsync starts a render and returns where its error will arrive.
+func renderAsync(c *Client, req *Request) (<-chan *Result, <-chan error) {
+	res, errc := make(chan *Result, 1), make(chan error, 1)
+	go func() {
+		r, err := c.Render(context.Background(), req)
+		res <- r
+		errc <- err
+	}()
+	return res, errc
+}
+
+// A render that finds every slot taken waits MaxQueueWait on the clock and
+// then fails at once as saturated, without an HTTP attempt and long before
+// the budget; the rejection is counted by reason and as a failure.
+func TestQueueTimeoutFailsFastAndIsCounted(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t)) // runs last, after the servers and the client close
+	s := newFakeVLLM(t, "a")
+	h := newHeld()
+	s.on("/v1/completions/render", h.serve)
+	c, clk, _ := pressureClient(t, func(cfg *Config) {
+		cfg.MaxConcurrency = new(1)
+		cfg.MaxQueueWait = new(300 * time.Millisecond)
+		cfg.Hedge = new(false)
+	}, s)
+
+	_, firstErr := renderAsync(c, completions("first"))
+	<-h.arrived
+	_, secondErr := renderAsync(c, completions("second"))
+	clk.WaitForWaiters(1) // the second render's queue timer
+	capa, ok := c.Capacity("a")
+	require.True(t, ok)
+	require.Equal(t, Capacity{InFlight: 1, Limit: 1, Queued: 1}, capa)
+	require.True(t, capa.Saturated())
+	clk.Advance(300 * time.Millisecond)
+
+	err := <-secondErr
+	var re *Error
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, ReasonSaturated, re.Reason)
+	require.ErrorIs(t, err, ErrSaturated)
+	require.Zero(t, re.Attempts, "no HTTP attempt")
+	require.Equal(t, 1, s.hits(""), "the saturated render never reached the renderer")
+	require.Equal(t, 1.0, testutil.ToFloat64(c.metrics.rejected[rejectQueueTimeout]))
+	require.Equal(t, 1.0, testutil.ToFloat64(c.metrics.failures[ReasonSaturated]))
+
+	close(h.release)
+	require.NoError(t, <-firstErr)
+	capa, _ = c.Capacity("a")
+	require.Equal(t, 0, capa.InFlight)
+	require.Equal(t, 0, capa.Queued)
+	require.Equal(t, 300*time.Millisecond/8, capa.QueueWait, "moving average of the waits 0 and 300 ms")
+}
+
+// With MaxQueueWait 0 a render that finds no slot fails at once.
+func TestNoQueueFailsAtOnce(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t)) // runs last, after the servers and the client close
+	s := newFakeVLLM(t, "a")
+	h := newHeld()
+	s.on("/v1/completions/render", h.serve)
+	c, _, _ := pressureClient(t, func(cfg *Config) {
+		cfg.MaxConcurrency = new(1)
+		cfg.MaxQueueWait = new(time.Duration(0))
+	}, s)
+	_, firstErr := renderAsync(c, completions("first"))
+	<-h.arrived
+	_, err := c.Render(context.Background(), completions("second"))
+	require.ErrorIs(t, err, ErrSaturated)
+	require.Equal(t, 1.0, testutil.ToFloat64(c.metrics.rejected[rejectNoQueue]))
+	close(h.release)
+	require.NoError(t, <-firstErr)
+}
+
+// However many renders are started at once, no endpoint ever has more than
+// MaxConcurrency of them in flight; the others wait their turn and all
+// succeed once slots come free.
+func TestConcurrencyLimitIsRespected(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t)) // runs last, after the servers and the client close
+	a, b := newFakeVLLM(t, "a"), newFakeVLLM(t, "b")
+	ha, hb := newHeld(), newHeld()
+	a.on("/v1/completions/render", ha.serve)
+	b.on("/v1/completions/render", hb.serve)
+	c, clk, _ := pressureClient(t, func(cfg *Config) {
+		cfg.MaxConcurrency = new(2)
+		cfg.Hedge = new(false)
+	}, a, b)
+	const n = 10
+	errs := make([]<-chan error, n)
+	for i := range n {
+		_, errs[i] = renderAsync(c, completions("x"))
+	}
+	for range 4 { // both endpoints full
+		select {
+		case <-ha.arrived:
+		case <-hb.arrived:
+		}
+	}
+	clk.WaitForWaiters(n - 4) // the others queue
+	ca, _ := c.Capacity("a")
+	cb, _ := c.Capacity("b")
+	require.Equal(t, 2, ca.InFlight)
+	require.Equal(t, 2, cb.InFlight)
+	require.Equal(t, n-4, ca.Queued+cb.Queued)
+	close(ha.release)
+	close(hb.release)
+	for _, e := range errs {
+		require.NoError(t, <-e)
+	}
+	require.LessOrEqual(t, ha.peak.Load(), int32(2))
+	require.LessOrEqual(t, hb.peak.Load(), int32(2))
+	require.Equal(t, n, a.hits("")+b.hits(""))
+}
+
+// warm gives endpoint id's latency tracker enough samples of d for hedging.
+func warm(t *testing.T, c *Client, id string, d time.Duration) {
+	t.Helper()
+	tg := c.picker.lookup(id)
+	require.NotNil(t, tg)
+	for range hedgeWarmup {
+		tg.st.latency.observe(d)
+	}
+}
+
+// A render still running at its endpoint's recent p95 is hedged on the
+// other endpoint; the hedge answers first, wins, and the first render's
+// request is canceled (the renderer sees its client go), all before Render
+// returns, with no goroutine left; the hedge is counted as won.
+func TestHedgeWinsAndTheLoserIsCanceled(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t)) // runs last, after the servers and the client close
+	a, b := newFakeVLLM(t, "a"), newFakeVLLM(t, "b")
+	slow := newHeld()
+	a.on("/v1/completions/render", slow.serve)
+	c, clk, reg := pressureClient(t, func(*Config) {}, a, b)
+	warm(t, c, "a", 50*time.Millisecond)
+
+	res, errc := renderAsync(c, completions("hedged"))
+	<-slow.arrived
+	clk.WaitForWaiters(1) // the hedge timer, due at about 50 ms
+	clk.Advance(time.Second)
+	require.NoError(t, <-errc)
+	r := <-res
+	require.Equal(t, "b", r.Endpoint, "the hedge's answer")
+	require.Equal(t, textTokens("hedged"), r.Prompts[0].TokenIDs)
+	ca, _ := c.Capacity("a")
+	require.Zero(t, ca.InFlight, "the loser's attempt returned (its slot released) before Render did")
+	select { // the renderer sees its client go
+	case <-slow.canceled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the losing render was not canceled")
+	}
+	require.Equal(t, 1.0, testutil.ToFloat64(c.metrics.hedges[hedgeWon]))
+	require.Equal(t, 1, b.hits(""))
+	p95, _ := c.picker.lookup("a").st.latency.value()
+	require.Greater(t, p95, 55*time.Millisecond, "the canceled render counts as slower than the estimate")
+
+	// The capacity metrics show both endpoints.
+	n, err := testutil.GatherAndCount(reg, metricInFlight, metricQueued, metricLimit, metricQueueWaitNow, metricP95)
+	require.NoError(t, err)
+	require.Equal(t, 2*5, n)
+}
+
+// When the first render answers after the hedge was sent, it wins and the
+// hedge is canceled and counted as lost.
+func TestHedgeLosesToTheFirstAndIsCanceled(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t)) // runs last, after the servers and the client close
+	a, b := newFakeVLLM(t, "a"), newFakeVLLM(t, "b")
+	slow, hedgeSide := newHeld(), newHeld()
+	a.on("/v1/completions/render", slow.serve)
+	b.on("/v1/completions/render", hedgeSide.serve)
+	c, clk, _ := pressureClient(t, func(*Config) {}, a, b)
+	warm(t, c, "a", 20*time.Millisecond)
+
+	res, errc := renderAsync(c, completions("first wins"))
+	<-slow.arrived
+	clk.WaitForWaiters(1) // the hedge timer, due at about 20 ms
+	clk.Advance(time.Second)
+	<-hedgeSide.arrived
+	close(slow.release)
+	require.NoError(t, <-errc)
+	require.Equal(t, "a", (<-res).Endpoint)
+	cb, _ := c.Capacity("b")
+	require.Zero(t, cb.InFlight, "the hedge returned (its slot released) before Render did")
+	select {
+	case <-hedgeSide.canceled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the losing hedge was not canceled")
+	}
+	require.Equal(t, 1.0, testutil.ToFloat64(c.metrics.hedges[hedgeLost]))
+}
+
+// No hedge is sent to an endpoint without a free slot: the hedge is
+// skipped (counted) and the first render runs on.
+func TestHedgeSkippedWithoutAFreeSlot(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t)) // runs last, after the servers and the client close
+	a, b := newFakeVLLM(t, "a"), newFakeVLLM(t, "b")
+	ha, hb := newHeld(), newHeld()
+	a.on("/v1/completions/render", ha.serve)
+	b.on("/v1/completions/render", hb.serve)
+	c, clk, _ := pressureClient(t, func(cfg *Config) { cfg.MaxConcurrency = new(1) }, a, b)
+	warm(t, c, "a", 20*time.Millisecond)
+	// b's only slot is taken first (the round robin sends the first render
+	// to a, so take b's slot directly).
+	tb := c.picker.lookup("b")
+	require.True(t, tb.st.gate.tryAcquire())
+
+	_, errc := renderAsync(c, completions("x"))
+	<-ha.arrived
+	clk.WaitForWaiters(1) // the hedge timer, due at about 20 ms
+	clk.Advance(time.Second)
+	require.Eventually(t, func() bool { return testutil.ToFloat64(c.metrics.hedges[hedgeSkipped]) == 1 },
+		10*time.Second, time.Millisecond)
+	close(ha.release)
+	require.NoError(t, <-errc)
+	tb.st.gate.release()
+	require.Zero(t, hb.peak.Load(), "nothing was sent to the full endpoint")
+}
+
+// SetEndpoints keeps an endpoint's load and latency across updates, and an
+// endpoint that leaves the set leaves Capacity.
+func TestEndpointStateSurvivesUpdates(t *testing.T) {
+	a, b := newFakeVLLM(t, "a"), newFakeVLLM(t, "b")
+	c, _, _ := pressureClient(t, func(*Config) {}, a, b)
+	warm(t, c, "a", 30*time.Millisecond)
+	before, ok := c.Capacity("a")
+	require.True(t, ok)
+	require.NotZero(t, before.P95)
+	require.NoError(t, c.SetEndpoints([]Endpoint{{ID: "a", URL: a.URL}}))
+	ca, ok := c.Capacity("a")
+	require.True(t, ok)
+	require.Equal(t, before.P95, ca.P95)
+	require.Equal(t, DefaultMaxConcurrency, ca.Limit)
+	_, ok = c.Capacity("b")
+	require.False(t, ok)
+}
+
+// A gate hands a freed slot to the oldest waiter, and a waiter that gives up
+// leaves the queue without taking one.
+func TestGateIsFirstComeFirstServed(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t)) // runs last, after the servers and the client close
+	g := &gate{limit: 1}
+	clk := telemetry.NewManual(time.Unix(0, 0))
+	require.True(t, g.tryAcquire())
+	order := make(chan int, 3)
+	var wg sync.WaitGroup
+	for i := range 3 {
+		clk.WaitForWaiters(i)
+		wg.Go(func() {
+			if g.acquire(context.Background(), clk, time.Hour) == queueGranted {
+				order <- i
+				g.release()
+			}
+		})
+	}
+	clk.WaitForWaiters(3)
+	g.release()
+	wg.Wait()
+	close(order)
+	var got []int
+	for i := range order {
+		got = append(got, i)
+	}
+	require.Equal(t, []int{0, 1, 2}, got)
+	inFlight, queued := g.load()
+	require.Zero(t, inFlight)
+	require.Zero(t, queued)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	require.True(t, g.tryAcquire())
+	done := make(chan queueOutcome)
+	go func() { done <- g.acquire(ctx, clk, time.Hour) }()
+	require.Eventually(t, func() bool { _, q := g.load(); return q == 1 }, 10*time.Second, time.Millisecond)
+	cancel()
+	require.Equal(t, queueCtxDone, <-done)
+	g.release()
+	inFlight, queued = g.load()
+	require.Zero(t, inFlight, "the canceled waiter took no slot")
+	require.Zero(t, queued)
+}
+
+// The latency tracker settles near the 95th percentile of what it sees and
+// follows a tenfold slowdown within a few dozen samples.
+func TestQuantileTrackerFollowsTheP95(t *testing.T) {
+	var q quantileTracker
+	_, ok := q.value()
+	require.False(t, ok)
+	// 1..100 ms, visited in a fixed scrambled order (37 is coprime to 100).
+	sample := func(i int, scale time.Duration) time.Duration {
+		return time.Duration(1+(i*37)%100) * scale
+	}
+	for i := range 4000 {
+		q.observe(sample(i, time.Millisecond))
+	}
+	p95, ok := q.value()
+	require.True(t, ok)
+	require.InDelta(t, 95, float64(p95)/float64(time.Millisecond), 15, "p95 of 1..100 ms, got %v", p95)
+
+	for i := range 60 {
+		q.observe(sample(i, 10*time.Millisecond))
+	}
+	p95, _ = q.value()
+	require.Greater(t, p95, 500*time.Millisecond, "after 60 samples of the tenfold slowdown, got %v", p95)
+
+	// A censored sample below the estimate says nothing.
+	before, _ := q.value()
+	q.observeAtLeast(before / 2)
+	after, _ := q.value()
+	require.Equal(t, before, after)
+}
+
+func TestPressureConfig(t *testing.T) {
+	def := DefaultConfig()
+	require.Equal(t, DefaultMaxConcurrency, *def.MaxConcurrency)
+	require.Equal(t, DefaultMaxQueueWait, *def.MaxQueueWait)
+	require.Equal(t, 500*time.Millisecond, DefaultMaxQueueWait)
+	require.True(t, *def.Hedge)
+
+	cfg, err := LoadConfig(strings.NewReader(`{"maxConcurrency": 0, "maxQueueWait": "0s", "hedge": false}`))
+	require.NoError(t, err)
+	require.Zero(t, *cfg.MaxConcurrency, "0 means no limit")
+	require.Zero(t, *cfg.MaxQueueWait, "0 means no wait")
+	require.False(t, *cfg.Hedge)
+
+	cfg, err = LoadConfig(strings.NewReader(`{"maxConcurrency": 4, "maxQueueWait": "250ms"}`))
+	require.NoError(t, err)
+	require.Equal(t, 4, *cfg.MaxConcurrency)
+	require.Equal(t, 250*time.Millisecond, *cfg.MaxQueueWait)
+
+	for in, want := range map[string]string{
+		`{"maxConcurrency": -1}`:  "maxConcurrency must be >= 0",
+		`{"maxQueueWait": "-1s"}`: "maxQueueWait must be >= 0",
+		`{"maxQueueWait": 5}`:     "bare number",
+		`{"hedge": "yes"}`:        "hedge",
+	} {
+		_, err := LoadConfig(strings.NewReader(in))
+		require.ErrorContains(t, err, want, in)
+	}
+
+	// A limit of 0 admits every render at once.
+	s := newFakeVLLM(t, "a")
+	h := newHeld()
+	s.on("/v1/completions/render", h.serve)
+	c, _, _ := pressureClient(t, func(cfg *Config) { cfg.MaxConcurrency = new(0) }, s)
+	var errs []<-chan error
+	for range 3 * DefaultMaxConcurrency {
+		_, e := renderAsync(c, completions("x"))
+		errs = append(errs, e)
+	}
+	for range 3 * DefaultMaxConcurrency {
+		<-h.arrived
+	}
+	ca, _ := c.Capacity("a")
+	require.Equal(t, 3*DefaultMaxConcurrency, ca.InFlight)
+	require.False(t, ca.Saturated())
+	close(h.release)
+	for _, e := range errs {
+		require.NoError(t, <-e)
+	}
+}
