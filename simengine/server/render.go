@@ -89,14 +89,19 @@ func (s *Server) handleCompletionsRender(w http.ResponseWriter, r *http.Request)
 	}
 	out := make([]generateRequest, 0, len(prompts))
 	id := s.requestID("cmpl-")
+	tokens := 0
 	for i, p := range prompts {
 		if e = s.checkRenderLength(p); e != nil {
 			break
 		}
+		tokens += len(p)
 		out = append(out, s.generateRequest(id+"-"+strconv.Itoa(i), p, req.MaxTokens, req.Model, req.CacheSalt, req.Stream))
 	}
 	if e != nil {
 		writeAPIError(w, e)
+		return
+	}
+	if !s.saturate(w, r, tokens) {
 		return
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -104,7 +109,7 @@ func (s *Server) handleCompletionsRender(w http.ResponseWriter, r *http.Request)
 
 // renderOne finishes the single-object render routes: it checks the model,
 // then renders the prompt, as vLLM does.
-func (s *Server) renderOne(w http.ResponseWriter, model, prefix string, prompt func() ([]uint32, *apiError), maxTokens *int, salt *string, stream bool) {
+func (s *Server) renderOne(w http.ResponseWriter, r *http.Request, model, prefix string, prompt func() ([]uint32, *apiError), maxTokens *int, salt *string, stream bool) {
 	var tokens []uint32
 	_, _, e := s.resolveModel(model)
 	if e == nil {
@@ -117,6 +122,9 @@ func (s *Server) renderOne(w http.ResponseWriter, model, prefix string, prompt f
 		writeAPIError(w, e)
 		return
 	}
+	if !s.saturate(w, r, len(tokens)) {
+		return
+	}
 	writeJSON(w, http.StatusOK, s.generateRequest(s.requestID(prefix), tokens, maxTokens, model, salt, stream))
 }
 
@@ -127,7 +135,7 @@ func (s *Server) handleChatRender(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, e)
 		return
 	}
-	s.renderOne(w, req.Model, "chatcmpl-", req.prompt, req.maxTokens(s.cfg.DefaultMaxTokens), req.CacheSalt, req.Stream)
+	s.renderOne(w, r, req.Model, "chatcmpl-", req.prompt, req.maxTokens(s.cfg.DefaultMaxTokens), req.CacheSalt, req.Stream)
 }
 
 // handleMessagesRender serves /v1/messages/render: one GenerateRequest.
@@ -137,7 +145,7 @@ func (s *Server) handleMessagesRender(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, e)
 		return
 	}
-	s.renderOne(w, req.Model, "chatcmpl-", req.prompt, req.MaxTokens, req.CacheSalt, req.Stream)
+	s.renderOne(w, r, req.Model, "chatcmpl-", req.prompt, req.MaxTokens, req.CacheSalt, req.Stream)
 }
 
 // handleResponsesRender serves /v1/responses/render: one GenerateRequest;
@@ -148,7 +156,7 @@ func (s *Server) handleResponsesRender(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, e)
 		return
 	}
-	s.renderOne(w, req.Model, "resp_", req.prompt, req.MaxOutputTokens, req.CacheSalt, req.Stream)
+	s.renderOne(w, r, req.Model, "resp_", req.prompt, req.MaxOutputTokens, req.CacheSalt, req.Stream)
 }
 
 // handleModels serves /v1/models: the base model and its LoRA adapters.
