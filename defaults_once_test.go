@@ -110,6 +110,8 @@ func TestEachDefaultIsDeclaredOnce(t *testing.T) {
 			[]string{"replay", "gateway"}}, // the replay client's and the HTTP server's
 		{"topic filter", regexp.MustCompile(`(?i)^defaulttopicfilter$`), ".", nil},
 		{"render attempt timeout", regexp.MustCompile(`(?i)^defaultattempttimeout$`), "render", nil},
+		{"render concurrency limit", regexp.MustCompile(`(?i)^defaultmaxconcurrency$`), "render", nil},
+		{"render queue wait", regexp.MustCompile(`(?i)^defaultmaxqueuewait$`), "render", nil},
 		{"queue threshold", regexp.MustCompile(`(?i)^defaultqueuethresholdtokens$`), "tokenload", nil},
 		{"open request tokens", regexp.MustCompile(`(?i)^defaultopenrequesttokens$`), "tokenload", nil},
 		{"affinity threshold", regexp.MustCompile(`(?i)^defaultaffinitythreshold$`), "affinity", nil},

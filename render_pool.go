@@ -60,3 +60,16 @@ func (r *Router) SetRenderEndpoints(eps []render.Endpoint) error {
 	r.renderFrom = renderFromPool
 	return r.render.SetEndpoints(eps)
 }
+
+// RenderCapacity returns the load of the render endpoint with the given ID
+// (renders in flight against its concurrency limit, renders queued, the
+// recent queue wait and latency; see render.Capacity), false when the
+// router has no such render endpoint or renders nothing. It is a saturation
+// signal for a host or an admission stage: a render that finds no slot
+// within the render config's maxQueueWait makes its request route by load.
+func (r *Router) RenderCapacity(endpointID string) (render.Capacity, bool) {
+	if r.render == nil {
+		return render.Capacity{}, false
+	}
+	return r.render.Capacity(endpointID)
+}
