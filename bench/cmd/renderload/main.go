@@ -1,0 +1,133 @@
+// Command renderload measures how kvroute routes when its renderers
+// saturate: simulated vLLM engines whose render routes tokenize on a fixed
+// number of workers at a fixed cost per prompt token (simengine/server's
+// RenderWorkers and RenderTokenCost) receive requests at a fixed offered
+// rate, as a multiple of what the renderers can render, through a
+// kvroute.Router that renders on them. For the render client as it was (no
+// concurrency limit, no hedging) and with its defaults, it reports the
+// requests routed per second, the share routed with the prompt's tokens
+// (the rest route by load alone, without cache information), the time spent
+// in Pick, and the renders the renderers worked on after their client had
+// gone.
+//
+//	go run ./bench/cmd/renderload                  # writes out/renderload/renderload.md
+//	go run ./bench/cmd/renderload -duration 30s -loads 0.5,1,2,4
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// options are renderload's flags.
+type options struct {
+	duration   time.Duration
+	renderers  int
+	workers    int
+	renderTime time.Duration
+	words      int
+	loads      []float64
+	out        string
+}
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return
+		}
+		fmt.Fprintln(os.Stderr, "renderload:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string, stdout io.Writer) error {
+	var o options
+	fs := flag.NewFlagSet("renderload", flag.ContinueOnError)
+	fs.DurationVar(&o.duration, "duration", 15*time.Second, "how long requests arrive, per scenario and load")
+	fs.IntVar(&o.renderers, "renderers", 2, "simulated engines, each rendering")
+	fs.IntVar(&o.workers, "workers", 1, "render workers per engine")
+	fs.DurationVar(&o.renderTime, "render-time", 100*time.Millisecond, "a worker's time per prompt (a 49k-token prompt on one vLLM renderer core)")
+	fs.IntVar(&o.words, "words", 8192, "words per prompt (about one token each)")
+	loads := fs.String("loads", "0.5,2", "offered loads, as multiples of the renderers' capacity")
+	fs.StringVar(&o.out, "out", "", "output directory (default out/renderload under the module root)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	for _, f := range strings.Split(*loads, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || v <= 0 {
+			return fmt.Errorf("-loads: %q is not a positive number", f)
+		}
+		o.loads = append(o.loads, v)
+	}
+	if o.renderers < 2 || o.workers < 1 || o.renderTime <= 0 || o.words < 1 || o.duration <= 0 {
+		return errors.New("need -renderers >= 2 (hedging needs another endpoint), -workers >= 1 and positive -render-time, -words, -duration")
+	}
+	var results []result
+	for _, load := range o.loads {
+		for _, sc := range scenarios {
+			fmt.Fprintf(os.Stderr, "renderload: %s at %.2g× capacity...\n", sc.name, load)
+			r, err := runScenario(o, sc, load)
+			if err != nil {
+				return err
+			}
+			results = append(results, r)
+		}
+	}
+	report := markdown(o, results)
+	fmt.Fprint(stdout, report)
+	dir := o.out
+	if dir == "" {
+		root, err := moduleRoot()
+		if err != nil {
+			return err
+		}
+		dir = filepath.Join(root, "out", "renderload")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "renderload.md"), []byte(report), 0o644)
+}
+
+// markdown writes the results as a table, with the setup.
+func markdown(o options, rs []result) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Render under pressure: %d simulated engines rendering on %d worker(s) each, %v per prompt of ~%d tokens (capacity %.0f renders/s), requests arriving on a fixed schedule for %v; GOMAXPROCS=%d, %s/%s, %s.\n\n",
+		o.renderers, o.workers, o.renderTime, o.words, float64(o.renderers*o.workers)/o.renderTime.Seconds(), o.duration,
+		runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, time.Now().UTC().Format("2006-01-02 15:04 UTC"))
+	b.WriteString("| render client | offered load | offered req/s | routed req/s | routed with tokens | with tokens req/s | Pick p50 | Pick p99 | renders abandoned by their client | renderer backlog at the end |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range rs {
+		fmt.Fprintf(&b, "| %s | %.2g× | %.1f | %.1f | %.0f %% | %.1f | %v | %v | %.0f | %.0f |\n",
+			r.scenario, r.load, r.offered, r.routedPerSecond(), 100*r.tokenizedShare(), r.tokenizedPerSecond(),
+			r.p50.Round(time.Millisecond), r.p99.Round(time.Millisecond), r.abandoned, r.backlog)
+	}
+	return b.String()
+}
+
+// moduleRoot walks up from the working directory to kvroute's go.mod.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.Contains(string(b), "module github.com/kvroute/kvroute\n") {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("not inside the kvroute module")
+		}
+		dir = parent
+	}
+}
