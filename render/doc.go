@@ -19,6 +19,30 @@
 //     (2 s; 0 turns it off) caps each attempt so that a hung first attempt
 //     leaves time for the retry. An earlier caller deadline wins. A zero
 //     Config means all these defaults (DefaultConfig shows them).
+//   - Pressure: a renderer tokenizes on about one core, so past its
+//     capacity every render waits in its queue, and with the budget above a
+//     saturated renderer makes every request wait the whole budget and
+//     route blind. The Client therefore keeps its own queue, bounded in
+//     time: each endpoint has MaxConcurrency slots (8; 0 = no limit); a
+//     render takes a slot on the round robin's endpoint or, when that one
+//     is full, on the next endpoint with a free slot, and otherwise waits
+//     for one, first come first served, at most MaxQueueWait (500 ms, a
+//     tenth of the completions budget; 0 = no wait). A render that gets no
+//     slot in time fails at once with ReasonSaturated (ErrSaturated),
+//     without an HTTP attempt, and its request routes by load.
+//   - Hedging (Hedge, on by default): each endpoint keeps a streaming
+//     estimate of its recent 95th-percentile attempt latency (constant
+//     time and space, following a change within a few dozen renders). A
+//     render still running at that estimate (10 ms at least; once the
+//     endpoint has 20 samples) is sent again to another endpoint that has
+//     a free slot; the first answer wins, the other attempt's context is
+//     canceled and the call returns only after it has returned. The hedge
+//     is the call's second attempt: a hedged render is not retried. Without
+//     a free slot elsewhere the hedge is skipped, so hedging never queues.
+//   - Capacity: Client.Capacity(endpoint) shows an endpoint's renders in
+//     flight against its limit, those queued, the recent queue wait and the
+//     recent p95, without allocating: a saturation signal for a host or an
+//     admission stage.
 //   - Modes: Anthropic Messages and OpenAI Responses are rendered natively when
 //     the renderer supports them and otherwise, in legacy mode, translated into
 //     a chat-completions render call. The auto mode probes once and remembers.
@@ -47,6 +71,21 @@
 // closed Client can be built again on the same registry. Several Clients
 // share one registry: a Client that finds the collectors already registered
 // by another reuses them, and its Close leaves those shared ones registered.
+//
+// kvroute's own metrics of the render queue (registered the same way): the
+// histogram kvroute_render_queue_wait_seconds (the wait for a slot), the
+// counters kvroute_render_queue_rejections_total{reason} (queue_timeout,
+// no_queue, deadline) and kvroute_render_hedges_total{outcome} (won, lost,
+// failed, skipped), and, read from the endpoints at scrape time so that an
+// endpoint leaves them when it leaves the set, the gauges
+// kvroute_render_in_flight, kvroute_render_queued,
+// kvroute_render_concurrency_limit, kvroute_render_queue_wait_recent_seconds
+// and kvroute_render_latency_p95_seconds, each by endpoint (only the first
+// Client registered on a registry exports these gauges). A saturated render
+// also counts in the failures metric, with reason "saturated".
+//
+// Timers: the wait for a slot, the latency estimates and the hedge timer run
+// on Options.Clock, so tests drive them with telemetry.Manual.
 //
 // Check runs a deployment's render check (every endpoint must return token
 // IDs for the model) and reports per endpoint.

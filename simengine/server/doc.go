@@ -22,6 +22,14 @@
 // engine's KV events through a publish.Publisher, with its replay server, in
 // the current (map events) or legacy (array events) layout.
 //
+// With Config.RenderWorkers the render routes saturate like a vLLM renderer,
+// whose tokenization is bound to about one core: at most RenderWorkers
+// renders are worked on at once, each for RenderTokenCost per prompt token,
+// the others wait first come, first served, and a render whose client has
+// gone is still worked on (simengine_render_workers_busy,
+// simengine_render_queued, simengine_render_abandoned_total). The answers
+// stay the same, only later; without it renders answer at once.
+//
 // Differences from vLLM: the engine never stops early (finish_reason is always
 // "length"), n must be 1, previous_response_id is rejected, the KV-event
 // endpoint is always bound (vLLM connects to an endpoint without "*"), and a
