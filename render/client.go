@@ -50,6 +50,7 @@ type Client struct {
 	lastFailureLog atomic.Int64 // unix nanos of the last failure log line
 	now            func() time.Time
 	clk            telemetry.Clock // the queue-wait and hedge timers
+	hedgeTokens    atomic.Int64    // the hedge budget, in thousandths of a hedge
 	tracer         trace.Tracer    // nil: no tracing
 }
 
@@ -87,6 +88,7 @@ func New(cfg Config, opts Options) (*Client, error) {
 	}
 	clk := opts.Clk()
 	c := &Client{cfg: cfg, set: opts.Set, log: logger, now: clk.Now, clk: clk}
+	c.hedgeTokens.Store(hedgeBurst * hedgeTokenUnit)
 	limit := *cfg.MaxConcurrency
 	c.picker.newState = func() *endpointState { return &endpointState{gate: gate{limit: limit}} }
 	m, err := newMetrics(opts.Set, c)

@@ -3,6 +3,7 @@ package render
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"time"
 )
@@ -29,7 +30,7 @@ func (c *Client) call(ctx context.Context, r route, body *wireBody, auth string,
 	if hedged || !err.Retryable() || ctx.Err() != nil {
 		return err
 	}
-	t2 := c.picker.pickFree(t)
+	t2 := c.picker.pickFree(t, math.MaxInt)
 	if t2 == nil {
 		if t2 = c.picker.pickExcluding(t); t2 == nil {
 			return err
@@ -60,7 +61,7 @@ func (c *Client) acquire(ctx context.Context) (*target, *Error) {
 		c.queued(t, 0)
 		return t, nil
 	}
-	if t2 := c.picker.pickFree(t); t2 != nil {
+	if t2 := c.picker.pickFree(t, math.MaxInt); t2 != nil {
 		c.queued(t2, 0)
 		return t2, nil
 	}
@@ -122,6 +123,47 @@ func observeLatency(ctx context.Context, t *target, d time.Duration, err *Error)
 	}
 }
 
+// Hedge budget: every render that may be hedged earns hedgeShare of a
+// hedge, up to hedgeBurst hedges, and a hedge spends one, so that hedges
+// stay within hedgeShare of the renders (plus the burst) whatever the
+// latencies do. Without it, renderers that each take one render at a time
+// at a fixed cost (where p95 is the median) hedge on every scheduling
+// hiccup, and each hedge delays the next render on the other renderer past
+// the threshold too.
+const (
+	hedgeShare     = 0.05
+	hedgeBurst     = 10
+	hedgeTokenUnit = 1000 // a hedge in the budget's fixed-point units
+)
+
+// earnHedge adds one render's share to the hedge budget.
+func (c *Client) earnHedge() {
+	for {
+		old := c.hedgeTokens.Load()
+		if old >= hedgeBurst*hedgeTokenUnit {
+			return
+		}
+		if c.hedgeTokens.CompareAndSwap(old, min(old+int64(hedgeShare*hedgeTokenUnit), hedgeBurst*hedgeTokenUnit)) {
+			return
+		}
+	}
+}
+
+// takeHedgeToken spends one hedge of the budget, false when there is none.
+func (c *Client) takeHedgeToken() bool {
+	for {
+		old := c.hedgeTokens.Load()
+		if old < hedgeTokenUnit {
+			return false
+		}
+		if c.hedgeTokens.CompareAndSwap(old, old-hedgeTokenUnit) {
+			return true
+		}
+	}
+}
+
+func (c *Client) returnHedgeToken() { c.hedgeTokens.Add(hedgeTokenUnit) }
+
 // hedgeDelay returns how long the first attempt on t runs before it is
 // hedged, and false when it is not: hedging is off, there is no other
 // endpoint, or t's tracker has too few samples.
@@ -133,6 +175,7 @@ func (c *Client) hedgeDelay(t *target) (time.Duration, bool) {
 		return 0, false
 	}
 	p95, ok := t.st.latency.value()
+	c.earnHedge()
 	return max(p95, minHedgeDelay), ok
 }
 
@@ -207,7 +250,16 @@ func (c *Client) runHedge(ctx context.Context, h *hedge, t *target, r route, bod
 		h.mu.Unlock()
 		return
 	}
-	t2 := c.picker.pickFree(t)
+	// Only to an endpoint with fewer renders in flight than t (the first
+	// attempt included): a renderer keeps working on a render whose client
+	// left, so a hedge onto an equally loaded one only adds to the load.
+	inFlight, _ := t.st.gate.load()
+	var t2 *target
+	if c.takeHedgeToken() {
+		if t2 = c.picker.pickFree(t, inFlight); t2 == nil {
+			c.returnHedgeToken()
+		}
+	}
 	if t2 == nil {
 		h.mu.Unlock()
 		c.metrics.hedges[hedgeSkipped].Inc()

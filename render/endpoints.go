@@ -112,10 +112,10 @@ func (p *picker) pick() *target {
 }
 
 // pickFree returns the first target after the cursor, other than not, on
-// which a render slot is free, and takes that slot; nil when every other
-// target is full (or there is none). Every target looked at advances the
-// cursor, as in pickExcluding.
-func (p *picker) pickFree(not *target) *target {
+// which a render slot is free and fewer than below renders are in flight,
+// and takes that slot; nil when there is none. Every target looked at
+// advances the cursor, as in pickExcluding.
+func (p *picker) pickFree(not *target, below int) *target {
 	if p.fixed != nil {
 		return nil
 	}
@@ -127,7 +127,7 @@ func (p *picker) pickFree(not *target) *target {
 	n := uint64(len(ts))
 	for range ts {
 		t := ts[(p.cursor.Add(1)-1)%n]
-		if t.base != not.base && t.st.gate.tryAcquire() {
+		if t.base != not.base && t.st.gate.tryAcquireBelow(below) {
 			return t
 		}
 	}

@@ -2,6 +2,7 @@ package render
 
 import (
 	"context"
+	"math"
 	"sync"
 	"time"
 
@@ -39,10 +40,14 @@ const (
 )
 
 // tryAcquire takes a slot if one is free, without waiting.
-func (g *gate) tryAcquire() bool {
+func (g *gate) tryAcquire() bool { return g.tryAcquireBelow(math.MaxInt) }
+
+// tryAcquireBelow takes a slot if one is free and fewer than below renders
+// are in flight, without waiting.
+func (g *gate) tryAcquireBelow(below int) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.limit > 0 && (g.inFlight >= g.limit || len(g.waiters) > 0) {
+	if g.inFlight >= below || g.limit > 0 && (g.inFlight >= g.limit || len(g.waiters) > 0) {
 		return false
 	}
 	g.inFlight++

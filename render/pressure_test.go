@@ -427,3 +427,47 @@ func TestPressureConfig(t *testing.T) {
 		require.NoError(t, <-e)
 	}
 }
+
+// A hedge goes only to an endpoint with fewer renders in flight than the
+// first one's: onto an equally loaded renderer it would only add work.
+func TestHedgeOnlyToALessLoadedEndpoint(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	a, b := newFakeVLLM(t, "a"), newFakeVLLM(t, "b")
+	ha := newHeld()
+	a.on("/v1/completions/render", ha.serve)
+	c, clk, _ := pressureClient(t, func(*Config) {}, a, b)
+	warm(t, c, "a", 20*time.Millisecond)
+	tb := c.picker.lookup("b")
+	require.True(t, tb.st.gate.tryAcquire()) // b: one render in flight, as many as a will have
+
+	_, errc := renderAsync(c, completions("x"))
+	<-ha.arrived
+	clk.WaitForWaiters(1)
+	clk.Advance(time.Second)
+	require.Eventually(t, func() bool { return testutil.ToFloat64(c.metrics.hedges[hedgeSkipped]) == 1 },
+		10*time.Second, time.Millisecond)
+	close(ha.release)
+	require.NoError(t, <-errc)
+	tb.st.gate.release()
+	require.Zero(t, b.hits(""))
+}
+
+// Hedges stay within 5 % of the renders that may be hedged, plus a burst
+// of 10: an empty budget refills by one hedge every 20 renders.
+func TestHedgeBudget(t *testing.T) {
+	c := newTestClient(t, nil)
+	for range hedgeBurst {
+		require.True(t, c.takeHedgeToken())
+	}
+	require.False(t, c.takeHedgeToken(), "the burst is spent")
+	for range 19 {
+		c.earnHedge()
+	}
+	require.False(t, c.takeHedgeToken())
+	c.earnHedge()
+	require.True(t, c.takeHedgeToken(), "20 renders earn one hedge")
+	for range 10_000 {
+		c.earnHedge()
+	}
+	require.EqualValues(t, hedgeBurst*hedgeTokenUnit, c.hedgeTokens.Load(), "capped at the burst")
+}
