@@ -37,8 +37,13 @@
 //     endpoint has 20 samples) is sent again to another endpoint that has
 //     a free slot; the first answer wins, the other attempt's context is
 //     canceled and the call returns only after it has returned. The hedge
-//     is the call's second attempt: a hedged render is not retried. Without
-//     a free slot elsewhere the hedge is skipped, so hedging never queues.
+//     is the call's second attempt: a hedged render is not retried. A
+//     hedge goes only to an endpoint with a free slot and fewer renders in
+//     flight than the first one's, and hedges stay within 5 % of the
+//     renders (plus a burst of 10); otherwise it is skipped. A renderer
+//     keeps working on a render whose client left, so hedging onto an
+//     equally loaded renderer, or on every hiccup of renderers whose p95 is
+//     their median, would only add load.
 //   - Capacity: Client.Capacity(endpoint) shows an endpoint's renders in
 //     flight against its limit, those queued, the recent queue wait and the
 //     recent p95, without allocating: a saturation signal for a host or an

@@ -51,7 +51,7 @@ const (
 	hedgeWon     = iota // the hedge answered first; the first render was canceled
 	hedgeLost           // the first render answered first; the hedge was canceled
 	hedgeFailed         // neither answered
-	hedgeSkipped        // the threshold passed but no other endpoint had a free slot
+	hedgeSkipped        // the threshold passed but no less loaded endpoint had a free slot, or the budget was spent
 	numHedgeOutcomes
 )
 
@@ -96,7 +96,7 @@ func newMetrics(set telemetry.Set, c *Client) (*metrics, error) {
 	}, []string{"reason"})
 	hedges := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: metricHedges,
-		Help: "Renders that ran past their endpoint's recent p95, by outcome: won (the hedge on another endpoint answered first), lost (the first answered first), failed (neither answered), skipped (no other endpoint had a free slot).",
+		Help: "Renders that ran past their endpoint's recent p95, by outcome: won (the hedge on another endpoint answered first), lost (the first answered first), failed (neither answered), skipped (no less loaded endpoint with a free slot, or the 5 % hedge budget spent).",
 	}, []string{"outcome"})
 	var owned []prometheus.Collector
 	dur, err := registerOrReuse(set, dur, &owned)
