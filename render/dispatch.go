@@ -251,7 +251,7 @@ func (c *Client) runHedge(ctx context.Context, h *hedge, t *target, r route, bod
 		return
 	}
 	// Only to an endpoint with fewer renders in flight than t (the first
-	// attempt included): a renderer keeps working on a render whose client
+	// attempt included): a renderer may keep working on a render whose client
 	// left, so a hedge onto an equally loaded one only adds to the load.
 	inFlight, _ := t.st.gate.load()
 	var t2 *target

@@ -41,7 +41,7 @@
 //     hedge goes only to an endpoint with a free slot and fewer renders in
 //     flight than the first one's, and hedges stay within 5 % of the
 //     renders (plus a burst of 10); otherwise it is skipped. A renderer
-//     keeps working on a render whose client left, so hedging onto an
+//     may keep working on a render whose client left, so hedging onto an
 //     equally loaded renderer, or on every hiccup of renderers whose p95 is
 //     their median, would only add load.
 //   - Capacity: Client.Capacity(endpoint) shows an endpoint's renders in
