@@ -43,6 +43,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 	var prompt []uint32
 	if e == nil {
 		prompt, e = req.prompt()
+		s.tok.add(r.URL.Path, 1)
 	}
 	var job *genJob
 	if e == nil {

@@ -39,6 +39,7 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	var prompts [][]uint32
 	if e == nil {
 		prompts, e = req.prompts()
+		s.tok.add(r.URL.Path, req.texts)
 	}
 	var job *genJob
 	if e == nil {
@@ -122,6 +123,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	var prompt []uint32
 	if e == nil {
 		prompt, e = req.prompt()
+		s.tok.add(r.URL.Path, 1)
 	}
 	var job *genJob
 	if e == nil {

@@ -143,6 +143,8 @@ type completionRequest struct {
 	Stream        bool            `json:"stream"`
 	StreamOptions *streamOptions  `json:"stream_options"`
 	CacheSalt     *string         `json:"cache_salt"`
+
+	texts int // prompts that prompts() tokenized from text
 }
 
 // prompts parses prompt: a string, a list of strings, a list of token IDs or a
@@ -159,11 +161,12 @@ func (r *completionRequest) prompts() ([][]uint32, *apiError) {
 	case isNull(raw):
 		return nil, withParam(badRequest("prompt is required"), "prompt")
 	case json.Unmarshal(raw, &one) == nil:
-		out = [][]uint32{simengine.Tokenize(nil, one)}
+		out, r.texts = [][]uint32{simengine.Tokenize(nil, one)}, 1
 	case json.Unmarshal(raw, &many) == nil && len(many) > 0:
 		for _, p := range many {
 			out = append(out, simengine.Tokenize(nil, p))
 		}
+		r.texts = len(many)
 	case json.Unmarshal(raw, &ids) == nil && len(ids) > 0:
 		out = [][]uint32{ids}
 	case json.Unmarshal(raw, &idLists) == nil && len(idLists) > 0:

@@ -86,6 +86,7 @@ func (s *Server) handleCompletionsRender(w http.ResponseWriter, r *http.Request)
 	var prompts [][]uint32
 	if e == nil {
 		prompts, e = req.prompts()
+		s.tok.add(r.URL.Path, req.texts)
 	}
 	out := make([]generateRequest, 0, len(prompts))
 	id := s.requestID("cmpl-")
@@ -114,6 +115,7 @@ func (s *Server) renderOne(w http.ResponseWriter, r *http.Request, model, prefix
 	_, _, e := s.resolveModel(model)
 	if e == nil {
 		tokens, e = prompt()
+		s.tok.add("render", 1)
 	}
 	if e == nil {
 		e = s.checkRenderLength(tokens)

@@ -60,6 +60,7 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 	var prompt []uint32
 	if e == nil {
 		prompt, e = req.prompt()
+		s.tok.add(r.URL.Path, 1)
 	}
 	var job *genJob
 	if e == nil {

@@ -91,6 +91,8 @@ type Server struct {
 	serveDone chan struct{}
 	closeOnce sync.Once
 	render    *renderPool // nil: renders answer at once
+
+	tok *tokenizations // prompts tokenized from text (tokenin.go)
 }
 
 type route struct {
@@ -146,6 +148,9 @@ func New(cfg Config, opts Options) (*Server, error) {
 	if s.render, err = newRenderPool(cfg, s.reg); err != nil {
 		return nil, fmt.Errorf("simengine: %w", err)
 	}
+	if s.tok, err = newTokenizations(s.reg); err != nil {
+		return nil, fmt.Errorf("simengine: registering metrics: %w", err)
+	}
 	if cfg.KVEvents.Active() {
 		s.pub, err = NewEventPublisher(cfg.KVEvents, format, Options{Registry: s.reg, Logger: s.lg})
 		if err != nil {
@@ -194,6 +199,7 @@ func (s *Server) buildRoutes() map[string]route {
 		r["/v1/chat/completions/render"] = route{http.MethodPost, s.handleChatRender}
 		r["/v1/messages/render"] = route{http.MethodPost, s.handleMessagesRender}
 		r["/v1/responses/render"] = route{http.MethodPost, s.handleResponsesRender}
+		r[GeneratePath] = route{http.MethodPost, s.handleGenerate}
 	}
 	return r
 }

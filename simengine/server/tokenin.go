@@ -1,0 +1,169 @@
+package server
+
+import (
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvroute/kvroute/simengine"
+)
+
+// GeneratePath is vLLM's token-in, token-out route: a prompt given as token
+// IDs (rendered elsewhere) generates token IDs, with no tokenizer on either
+// side. vLLM registers it with --enable-scale-out (and in its tokens-only
+// mode), beside the render routes; so does the simulated engine.
+const GeneratePath = "/inference/v1/generate"
+
+// tokenizations counts the prompts the server turned from text into tokens,
+// by route: every render call, and every generation whose prompt came as
+// text. A prompt given as token IDs (completions' prompt as a list of IDs,
+// GeneratePath) costs none, so a test can tell how often a router's traffic
+// made the engine tokenize each prompt.
+type tokenizations struct {
+	total atomic.Uint64
+	vec   *prometheus.CounterVec
+}
+
+func newTokenizations(reg prometheus.Registerer) (*tokenizations, error) {
+	t := &tokenizations{vec: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "simengine_tokenizations_total",
+		Help: "Prompts the simulated engine tokenized from text (chat template included), by route; prompts given as token IDs are not counted.",
+	}, []string{"route"})}
+	if err := reg.Register(t.vec); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// add counts n prompts tokenized on route.
+func (t *tokenizations) add(route string, n int) {
+	if t == nil || n <= 0 {
+		return
+	}
+	t.total.Add(uint64(n))
+	t.vec.WithLabelValues(route).Add(float64(n))
+}
+
+// Tokenizations returns how many prompts the server has tokenized from text
+// since it started (the sum of simengine_tokenizations_total).
+func (s *Server) Tokenizations() uint64 { return s.tok.total.Load() }
+
+// generateIn is the part of vLLM's GenerateRequest the engine uses.
+type generateIn struct {
+	RequestID      string          `json:"request_id"`
+	TokenIDs       []uint32        `json:"token_ids"`
+	Model          string          `json:"model"`
+	SamplingParams *generateParams `json:"sampling_params"`
+	Stream         bool            `json:"stream"`
+	StreamOptions  *streamOptions  `json:"stream_options"`
+	CacheSalt      *string         `json:"cache_salt"`
+}
+
+// generateParams is the part of vLLM's SamplingParams the engine uses.
+type generateParams struct {
+	N         *int `json:"n"`
+	MaxTokens *int `json:"max_tokens"`
+}
+
+// generateChoice is one choice of vLLM's GenerateResponse (and of its stream
+// chunks): generated token IDs, no text.
+type generateChoice struct {
+	Index        int      `json:"index"`
+	Logprobs     any      `json:"logprobs"`
+	FinishReason *string  `json:"finish_reason"`
+	TokenIDs     []uint32 `json:"token_ids"`
+}
+
+// handleGenerate serves GeneratePath: vLLM's GenerateRequest in, its
+// GenerateResponse out (an SSE stream of GenerateStreamResponse chunks with
+// stream=true). The prompt is used as given; nothing is tokenized.
+func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
+	var req generateIn
+	if e := s.decodeJSON(w, r, &req); e != nil {
+		writeAPIError(w, e)
+		return
+	}
+	if req.SamplingParams == nil {
+		writeAPIError(w, withParam(badRequest("sampling_params is required"), "sampling_params"))
+		return
+	}
+	lora, loraID, e := s.resolveModel(req.Model)
+	if e == nil {
+		e = checkN(req.SamplingParams.N)
+	}
+	if e == nil && len(req.TokenIDs) == 0 {
+		e = withParam(badRequest("token_ids must not be empty"), "token_ids")
+	}
+	var job *genJob
+	if e == nil {
+		job, e = s.submit([][]uint32{req.TokenIDs}, req.SamplingParams.MaxTokens, req.CacheSalt, lora, loraID)
+	}
+	if e != nil {
+		writeAPIError(w, e)
+		return
+	}
+	id := "generate-tokens-" + req.RequestID
+	if req.RequestID == "" {
+		id = s.requestID("generate-tokens-")
+	}
+	if !req.Stream {
+		rs, err := job.results(r.Context())
+		if err != nil {
+			writeAPIError(w, engineError(err))
+			return
+		}
+		u := usageOf(rs)
+		writeJSON(w, http.StatusOK, struct {
+			RequestID        string           `json:"request_id"`
+			Model            string           `json:"model"`
+			Created          int64            `json:"created"`
+			Choices          []generateChoice `json:"choices"`
+			Usage            *usage           `json:"usage"`
+			PromptLogprobs   any              `json:"prompt_logprobs"`
+			KVTransferParams any              `json:"kv_transfer_params"`
+		}{id, s.modelName(req.Model), time.Now().Unix(),
+			[]generateChoice{{FinishReason: finishReason(&rs[0]), TokenIDs: nonNilTokens(rs[0].OutputTokens)}}, &u, nil, nil})
+		return
+	}
+	type chunk struct {
+		RequestID string           `json:"request_id"`
+		Choices   []generateChoice `json:"choices"`
+		Usage     *usage           `json:"usage,omitempty"`
+	}
+	out := newSSE(w)
+	var res simengine.Result
+	for job.remaining > 0 {
+		items, err := job.wait(r.Context())
+		if err != nil {
+			return // client gone: the request is aborted
+		}
+		for _, it := range items {
+			if it.res != nil {
+				res = *it.res
+				if res.Err != nil {
+					writeStreamError(out, res.Err)
+				}
+				continue
+			}
+			c := generateChoice{TokenIDs: []uint32{it.tok.Token}}
+			if it.tok.Index == job.maxTokens-1 {
+				c.FinishReason = strPtr(simengine.FinishLength)
+			}
+			out.send("", chunk{RequestID: id, Choices: []generateChoice{c}})
+		}
+	}
+	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
+		u := usageOf([]simengine.Result{res})
+		out.send("", chunk{RequestID: id, Choices: []generateChoice{}, Usage: &u})
+	}
+	out.done()
+}
+
+func nonNilTokens(t []uint32) []uint32 {
+	if t == nil {
+		return []uint32{}
+	}
+	return t
+}

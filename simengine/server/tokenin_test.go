@@ -1,0 +1,95 @@
+package server
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestTokenizationsCountTextPromptsOnly: text prompts count once per prompt
+// on every route (render included); token-ID prompts and the token-in
+// generate route count nothing.
+func TestTokenizationsCountTextPromptsOnly(t *testing.T) {
+	s, base := startServer(t, Config{EnableScaleOut: true})
+	require.Zero(t, s.Tokenizations())
+
+	code, body := post(t, base+"/v1/completions", map[string]any{"model": "m", "prompt": "hello there", "max_tokens": 1})
+	require.Equal(t, http.StatusOK, code, string(body))
+	require.EqualValues(t, 1, s.Tokenizations())
+
+	code, body = post(t, base+"/v1/completions/render", map[string]any{"model": "m", "prompt": []string{"a b", "c d"}})
+	require.Equal(t, http.StatusOK, code, string(body))
+	rendered := decode[[]generateRequest](t, body)
+	require.Len(t, rendered, 2)
+	require.EqualValues(t, 3, s.Tokenizations())
+
+	code, body = post(t, base+"/v1/completions", map[string]any{"model": "m", "prompt": rendered[0].TokenIDs, "max_tokens": 1})
+	require.Equal(t, http.StatusOK, code, string(body))
+	require.EqualValues(t, 3, s.Tokenizations(), "a token-ID prompt is not tokenized")
+
+	code, body = post(t, base+"/v1/chat/completions", chatBody("hi", 1))
+	require.Equal(t, http.StatusOK, code, string(body))
+	code, body = post(t, base+"/v1/chat/completions/render", chatBody("hi", 1))
+	require.Equal(t, http.StatusOK, code, string(body))
+	require.EqualValues(t, 5, s.Tokenizations())
+
+	code, body = post(t, base+GeneratePath, map[string]any{"model": "m", "token_ids": rendered[1].TokenIDs,
+		"sampling_params": map[string]any{"max_tokens": 3}})
+	require.Equal(t, http.StatusOK, code, string(body))
+	require.EqualValues(t, 5, s.Tokenizations(), "the token-in route tokenizes nothing")
+
+	_, metrics := get(t, base+"/metrics")
+	require.Contains(t, string(metrics), `simengine_tokenizations_total{route="/v1/completions"} 1`)
+	require.Contains(t, string(metrics), `simengine_tokenizations_total{route="render"} 1`)
+}
+
+// TestGenerateAnswersLikeVLLM: the token-in route answers vLLM's
+// GenerateResponse (token IDs out, usage with the prompt's length), streams
+// GenerateStreamResponse chunks, runs LoRA adapters named by model, and
+// rejects what vLLM rejects; it is absent without EnableScaleOut.
+func TestGenerateAnswersLikeVLLM(t *testing.T) {
+	_, base := startServer(t, Config{EnableScaleOut: true, LoRAModules: []string{"ad"}})
+	prompt := []uint32{5, 6, 7, 8, 9}
+	code, body := post(t, base+GeneratePath, map[string]any{"request_id": "r1", "model": "ad", "token_ids": prompt,
+		"sampling_params": map[string]any{"max_tokens": 3}, "cache_salt": "s"})
+	require.Equal(t, http.StatusOK, code, string(body))
+	type resp struct {
+		RequestID string `json:"request_id"`
+		Model     string `json:"model"`
+		Choices   []struct {
+			Index        int      `json:"index"`
+			FinishReason string   `json:"finish_reason"`
+			TokenIDs     []uint32 `json:"token_ids"`
+		} `json:"choices"`
+		Usage usage `json:"usage"`
+	}
+	r := decode[resp](t, body)
+	require.Equal(t, "generate-tokens-r1", r.RequestID)
+	require.Equal(t, "ad", r.Model)
+	require.Len(t, r.Choices, 1)
+	require.Len(t, r.Choices[0].TokenIDs, 3)
+	require.Equal(t, "length", r.Choices[0].FinishReason)
+	require.Equal(t, 5, r.Usage.PromptTokens)
+	require.Equal(t, 3, r.Usage.CompletionTokens)
+
+	evs := readSSE(t, base+GeneratePath, map[string]any{"token_ids": prompt, "stream": true,
+		"stream_options": map[string]any{"include_usage": true}, "sampling_params": map[string]any{"max_tokens": 2}})
+	require.Len(t, evs, 4, "two token chunks, the usage chunk and [DONE]")
+	require.Contains(t, evs[0].data, `"token_ids":[`)
+	require.Contains(t, evs[1].data, `"finish_reason":"length"`)
+	require.Contains(t, evs[2].data, `"prompt_tokens":5`)
+	require.Equal(t, "[DONE]", evs[3].data)
+
+	code, body = post(t, base+GeneratePath, map[string]any{"token_ids": prompt})
+	require.Equal(t, http.StatusBadRequest, code, string(body))
+	code, body = post(t, base+GeneratePath, map[string]any{"token_ids": []uint32{}, "sampling_params": map[string]any{}})
+	require.Equal(t, http.StatusBadRequest, code, string(body))
+	code, body = post(t, base+GeneratePath, map[string]any{"model": "other", "token_ids": prompt, "sampling_params": map[string]any{}})
+	require.Equal(t, http.StatusNotFound, code, string(body))
+
+	_, plain := startServer(t, Config{})
+	code, body = post(t, plain+GeneratePath, map[string]any{"token_ids": prompt, "sampling_params": map[string]any{}})
+	require.Equal(t, http.StatusNotFound, code)
+	require.JSONEq(t, `{"detail":"Not Found"}`, string(body))
+}
