@@ -62,6 +62,7 @@ func (s *Selection) Commit(i int) (*Decision, error) {
 		}
 	}
 	s.committed = true
+	s.keepPrompts(d)
 	s.traceCommit(d)
 
 	if *r.cfg.Speculative.Enabled && s.total > 0 {
@@ -139,4 +140,17 @@ func (r *Router) blind(s *Selection) {
 	}
 	r.log.Warn("kvroute: routed without cache information (counted in kvroute_router_cache_blind_total; this warning repeats at most once a minute)",
 		"reason", blindReasons[reason], "hint", blindHints[reason], "request", s.req.ID, "err", s.renderErr)
+}
+
+// keepPrompts hands the request's prompts to d when Request.KeepPrompts
+// asked for them: rendered ones move out of the pooled scratch (the next
+// request renders into new arrays), given ones are passed on.
+func (s *Selection) keepPrompts(d *Decision) {
+	if !s.req.KeepPrompts || s.renderErr != nil || len(s.prompts) == 0 {
+		return
+	}
+	d.Prompts, d.CacheSalt = s.prompts, s.salt
+	if len(s.req.Prompts) == 0 {
+		s.st.renderRes.Prompts = nil
+	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/kvroute/kvroute/accuracy"
 	"github.com/kvroute/kvroute/affinity"
+	"github.com/kvroute/kvroute/render"
 	"github.com/kvroute/kvroute/tokenload"
 )
 
@@ -76,6 +77,14 @@ type Decision struct {
 	// the one that served with Served. Nil when none were asked for or the
 	// Selection was committed without scoring.
 	Fallbacks []Candidate
+	// Prompts are the request's prompts as the router tokenized them (or
+	// as Request.Prompts gave them), when Request.KeepPrompts asked for
+	// them and the request was tokenized; nil otherwise. The Decision owns
+	// them.
+	Prompts []render.Prompt
+	// CacheSalt is the cache salt the block keys were computed with, set
+	// with Prompts.
+	CacheSalt string
 
 	inflight tokenload.Inflight
 	moved    movedState              // the fallback that served, after Served

@@ -49,6 +49,13 @@ type Request struct {
 	// Extension's endpoint-picker protocol lets Envoy retry down such a
 	// list). 0, the default, ranks nothing and costs nothing.
 	Fallbacks int
+	// KeepPrompts asks for the request's prompts in Decision.Prompts (and
+	// its cache salt in Decision.CacheSalt), so that a gateway can forward
+	// the token IDs the router rendered instead of the text, and the engine
+	// does not tokenize the prompt a second time. Off, the default, the
+	// rendered token arrays stay in the router's scratch for the next
+	// request.
+	KeepPrompts bool
 }
 
 // Errors for the mistakes that would otherwise route without cache
