@@ -182,13 +182,16 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 }
 
 func TestNewRejectsAnInFlightBudgetBelowTheBodyLimit(t *testing.T) {
-	for cfg, want := range map[Config]string{
-		{MaxBodyBytes: 1 << 20, MaxBodyBytesInFlight: 1 << 19}: "below maxBodyBytes",
-		{MaxBodyBytesInFlight: -1}:                             "maxBodyBytesInFlight -1 is negative",
-		{BodyReadTimeout: -time.Second}:                        "bodyReadTimeout -1s is negative",
+	for _, c := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{MaxBodyBytes: 1 << 20, MaxBodyBytesInFlight: 1 << 19}, "below maxBodyBytes"},
+		{Config{MaxBodyBytesInFlight: -1}, "maxBodyBytesInFlight -1 is negative"},
+		{Config{BodyReadTimeout: -time.Second}, "bodyReadTimeout -1s is negative"},
 	} {
-		_, err := New(cfg, new(RoundRobin), Options{})
-		require.ErrorContains(t, err, want)
+		_, err := New(c.cfg, new(RoundRobin), Options{})
+		require.ErrorContains(t, err, c.want)
 	}
 	h, err := New(Config{MaxBodyBytes: 1 << 30}, new(RoundRobin), Options{})
 	require.NoError(t, err)

@@ -78,6 +78,15 @@ type Config struct {
 	// details reads as 0 cached tokens. Streams carry usage only when the
 	// client asked for stream_options.include_usage.
 	ObserveCachedTokens bool `json:"observeCachedTokens"`
+	// TokenizeOnce lists the APIs whose requests are forwarded with the
+	// prompt the router rendered, as token IDs, instead of its text, so that
+	// the engine does not tokenize it again (see tokenin.go). Only
+	// render.APICompletions qualifies: on the other APIs the engine takes no
+	// token-ID prompt with the same response, and New refuses them. A
+	// request that was not rendered, or whose prompt is not text, or that
+	// sets echo, is forwarded as it came. Empty, the default, forwards every
+	// body unchanged.
+	TokenizeOnce []render.API `json:"tokenizeOnce"`
 }
 
 // Options are the injected dependencies of a Handler or a Server; the zero
@@ -125,6 +134,7 @@ type Handler struct {
 	tracer    trace.Tracer          // nil: no spans
 	budget    byteBudget            // request body bytes in flight
 	admission *admission.Controller // nil: no admission headers read (admission.go)
+	tokenIn   map[render.API]bool   // Config.TokenizeOnce (tokenin.go)
 }
 
 // New builds a Handler that routes with picker (required). Give it endpoints
@@ -160,7 +170,11 @@ func New(cfg Config, picker kvroute.Picker, opts Options) (*Handler, error) {
 	if cfg.MaxIdleConnsPerHost == 0 {
 		cfg.MaxIdleConnsPerHost = DefaultMaxIdleConnsPerHost
 	}
-	h := &Handler{cfg: cfg, picker: picker, transport: opts.Transport, log: opts.Log(), now: opts.Clk().Now, ids: newRequestIDs()}
+	tokenIn, err := tokenInAPIs(cfg.TokenizeOnce)
+	if err != nil {
+		return nil, err
+	}
+	h := &Handler{cfg: cfg, picker: picker, transport: opts.Transport, log: opts.Log(), now: opts.Clk().Now, ids: newRequestIDs(), tokenIn: tokenIn}
 	h.budget.limit = cfg.MaxBodyBytesInFlight
 	if opts.TracerProvider != nil {
 		h.tracer = opts.TracerProvider.Tracer("github.com/kvroute/kvroute/gateway")
@@ -169,7 +183,6 @@ func New(cfg Config, picker kvroute.Picker, opts Options) (*Handler, error) {
 		h.ownsTr = newUpstreamTransport(cfg.MaxIdleConnsPerHost)
 		h.transport = h.ownsTr
 	}
-	var err error
 	if h.met, err = newMetrics(opts.Set, h.budget.inUse); err != nil {
 		if h.ownsTr != nil {
 			h.ownsTr.CloseIdleConnections()
@@ -290,7 +303,7 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api ren
 		writeError(w, api, http.StatusServiceUnavailable, "the gateway has no endpoints")
 		return
 	}
-	req := &kvroute.Request{ID: r.Header.Get(headerRequestID), API: api, Body: body, Header: r.Header}
+	req := &kvroute.Request{ID: r.Header.Get(headerRequestID), API: api, Body: body, Header: r.Header, KeepPrompts: h.tokenIn[api]}
 	switch {
 	case h.cfg.Model == "":
 		req.Model = model
@@ -373,7 +386,9 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api ren
 		rec.RequestID = h.ids.next()
 		r.Header[headerRequestID] = []string{rec.RequestID}
 	}
-	res, ferr = h.forward(w, r, body, d, start, am, &rec)
+	fwd, fheld := h.forwardBody(body, d)
+	defer h.budget.release(fheld)
+	res, ferr = h.forward(w, r, fwd, d, start, am, &rec)
 	am.results[res].Inc()
 	rec.Result = res
 	h.recent.add(rec)

@@ -11,6 +11,7 @@ import (
 	"github.com/kvroute/kvroute/enginemetrics"
 	"github.com/kvroute/kvroute/gateway"
 	"github.com/kvroute/kvroute/internal/jsonconf"
+	"github.com/kvroute/kvroute/render"
 )
 
 // gatewaySection is the key of the --config file's gateway settings; every
@@ -41,6 +42,10 @@ type gatewayConfig struct {
 	// as {}) with admission, the engines' /metrics are scraped for the
 	// admission's saturation signal. Its keys are enginemetrics.Config's.
 	EngineMetrics *enginemetrics.Config `json:"engineMetrics"`
+	// TokenizeOnce is gateway.Config.TokenizeOnce: the APIs forwarded
+	// with the rendered token IDs instead of the text (only
+	// "completions" qualifies).
+	TokenizeOnce []render.API `json:"tokenizeOnce"`
 }
 
 // validate rejects negative values, which have no meaning.
@@ -78,6 +83,7 @@ func (g gatewayConfig) apply(s *gateway.ServerConfig) {
 	s.Proxy.BodyReadTimeout = g.BodyReadTimeout
 	s.ReadHeaderTimeout = g.ReadHeaderTimeout
 	s.IdleTimeout = g.IdleTimeout
+	s.Proxy.TokenizeOnce = g.TokenizeOnce
 	s.Admission = g.Admission
 	s.EngineMetrics = g.EngineMetrics
 }

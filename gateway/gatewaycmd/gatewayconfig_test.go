@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/gateway"
+	"github.com/kvroute/kvroute/render"
 	"github.com/kvroute/kvroute/internal/leakcheck"
 )
 
@@ -177,4 +178,17 @@ func FuzzSplitGatewaySection(f *testing.F) {
 			require.Equal(t, string(v), string(got[k]), "member %q", k)
 		}
 	})
+}
+
+func TestTokenizeOnceFromTheConfigFileAndTheFlag(t *testing.T) {
+	cfg := writeFile(t, "gateway.yaml", "model: m\ngateway:\n  tokenizeOnce: [completions]\n")
+	o, err := parseFlags([]string{"--config", cfg, "--endpoints", "10.0.0.1:8000"}, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, []render.API{render.APICompletions}, o.server.Proxy.TokenizeOnce)
+	o, err = parseFlags([]string{"--config", cfg, "--endpoints", "10.0.0.1:8000", "--tokenize-once", ""}, io.Discard)
+	require.NoError(t, err)
+	require.Empty(t, o.server.Proxy.TokenizeOnce, "the flag overrides the file")
+	o, err = parseFlags([]string{"--model", "m", "--endpoints", "10.0.0.1:8000", "--tokenize-once", "completions"}, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, []render.API{render.APICompletions}, o.server.Proxy.TokenizeOnce)
 }

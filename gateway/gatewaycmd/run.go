@@ -21,6 +21,7 @@ import (
 	"github.com/kvroute/kvroute/internal/cliflag"
 	"github.com/kvroute/kvroute/kvevents"
 	"github.com/kvroute/kvroute/llmd"
+	"github.com/kvroute/kvroute/render"
 	"github.com/kvroute/kvroute/telemetry"
 )
 
@@ -44,6 +45,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		eventsPort, replay    int
 		maxBody               int64
 		observeCached         bool
+		tokenizeOnce          string
 		level                 string
 		checkpointPath, peers string
 		checkpointInterval    time.Duration
@@ -61,6 +63,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&policy, "policy", string(gateway.PolicyPrecise), "routing policy: precise or round-robin")
 	fs.Int64Var(&maxBody, "max-body-bytes", gateway.DefaultMaxBodyBytes, "request body limit; larger bodies get 413 (overrides the config's gateway.maxBodyBytes)")
 	fs.BoolVar(&observeCached, "observe-cached-tokens", false, "read the engines' reported cached prompt tokens (vLLM --enable-prompt-tokens-details) from every response and compare them with the router's prediction")
+	fs.StringVar(&tokenizeOnce, "tokenize-once", "", "comma-separated APIs whose requests go to the engines as the rendered token IDs instead of text, so each prompt is tokenized once (only \"completions\" qualifies); overrides the config's gateway.tokenizeOnce")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long requests in flight may finish after SIGINT/SIGTERM")
 	fs.StringVar(&level, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&checkpointPath, "checkpoint", "", "index checkpoint file: loaded at start, rewritten periodically and at shutdown")
@@ -161,6 +164,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	o.server.Proxy.Model = cfg.Model
 	o.server.Proxy.MaxBodyBytes = maxBody
 	o.server.Proxy.ObserveCachedTokens = observeCached
+	if set["tokenize-once"] {
+		o.server.Proxy.TokenizeOnce = nil
+		for a := range strings.SplitSeq(tokenizeOnce, ",") {
+			if a = strings.TrimSpace(a); a != "" {
+				o.server.Proxy.TokenizeOnce = append(o.server.Proxy.TokenizeOnce, render.API(a))
+			}
+		}
+	}
 	if b := o.server.Proxy.MaxBodyBytesInFlight; b > 0 && b < maxBody {
 		return options{}, fmt.Errorf("gateway.maxBodyBytesInFlight %d is below the body limit %d: a body at the limit could never be read", b, maxBody)
 	}

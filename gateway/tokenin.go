@@ -1,0 +1,200 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/internal/jsonscan"
+	"github.com/kvroute/kvroute/render"
+)
+
+// Tokenize once: the router renders (tokenizes) a request to route it, and
+// the engine would tokenize the same text again. For an API whose engine
+// route takes the prompt as token IDs and answers exactly as it would for the
+// text, the gateway forwards the rendered token IDs instead, so the prompt is
+// tokenized once. That holds for OpenAI completions: vLLM's
+// CompletionRequest takes "prompt" as a list of token IDs (or a list of such
+// lists) and builds the same response from them. It does not hold for chat
+// completions, Messages or Responses: their vLLM schemas have no token-ID
+// prompt, and vLLM's only token-in generation route (/inference/v1/generate)
+// answers with token IDs, not text, tool calls or reasoning, in chunks of
+// another shape, so forwarding there would change what the client receives.
+// Those APIs keep forwarding the body.
+
+// tokenInAPIs checks Config.TokenizeOnce and returns the set it names.
+func tokenInAPIs(list []render.API) (map[render.API]bool, error) {
+	set := map[render.API]bool{}
+	for _, a := range list {
+		switch a {
+		case render.APICompletions:
+			set[a] = true
+		case render.APIChatCompletions, render.APIMessages, render.APIResponses:
+			return nil, fmt.Errorf("gateway: tokenizeOnce cannot include %q: the engine takes no token-ID prompt on that API with the same response (only completions qualifies)", a)
+		default:
+			return nil, fmt.Errorf("gateway: tokenizeOnce names unknown API %q (want %q)", a, render.APICompletions)
+		}
+	}
+	return set, nil
+}
+
+// promptKind is what a completions body's "prompt" holds.
+type promptKind uint8
+
+const (
+	promptOther    promptKind = iota // absent, token IDs already, or anything else: left alone
+	promptText                       // one string
+	promptTextList                   // a list of strings
+)
+
+// completionsPrompt finds the top-level "prompt" of a completions body (the
+// last one when repeated, as vLLM's parser keeps), its span [vs, ve), what it
+// holds and, for a list, how many strings. ok is false when the body must be
+// forwarded as it came: "echo" set (vLLM echoes a token-ID prompt as its
+// detokenized text, which need not be the client's text byte for byte),
+// "prompt_embeds" present, or a body the scan does not accept. The body was
+// validated as a JSON object already (bodyModel).
+func completionsPrompt(body []byte) (vs, ve int, kind promptKind, n int, ok bool) {
+	s := jsonscan.Scanner{Buf: body}
+	s.WS()
+	if !s.Consume('{') {
+		return 0, 0, promptOther, 0, false
+	}
+	s.WS()
+	if s.Consume('}') {
+		return 0, 0, promptOther, 0, false
+	}
+	for {
+		s.WS()
+		ks := s.Pos
+		esc, err := s.SkipString()
+		if err != nil {
+			return 0, 0, promptOther, 0, false
+		}
+		key := string(body[ks:s.Pos])
+		if esc {
+			var k string
+			if json.Unmarshal(body[ks:s.Pos], &k) != nil {
+				return 0, 0, promptOther, 0, false
+			}
+			key = strconv.Quote(k)
+		}
+		s.WS()
+		if !s.Consume(':') {
+			return 0, 0, promptOther, 0, false
+		}
+		s.WS()
+		start := s.Pos
+		if err := s.SkipValue(2, maxScanDepth, math.MaxInt); err != nil {
+			return 0, 0, promptOther, 0, false
+		}
+		v := body[start:s.Pos]
+		switch key {
+		case `"prompt"`:
+			vs, ve = start, s.Pos
+			kind, n = classifyPrompt(v)
+		case `"echo"`, `"prompt_embeds"`:
+			if string(v) != "false" && string(v) != "null" {
+				return 0, 0, promptOther, 0, false
+			}
+		}
+		s.WS()
+		if s.Consume(',') {
+			continue
+		}
+		if s.Consume('}') {
+			return vs, ve, kind, n, kind != promptOther
+		}
+		return 0, 0, promptOther, 0, false
+	}
+}
+
+// classifyPrompt tells a prompt value that is text (one string, or a
+// non-empty list of strings, with their count) from anything else.
+func classifyPrompt(v []byte) (promptKind, int) {
+	s := jsonscan.Scanner{Buf: v}
+	if s.Peek() == '"' {
+		return promptText, 1
+	}
+	if !s.Consume('[') {
+		return promptOther, 0
+	}
+	n := 0
+	for {
+		s.WS()
+		if s.Peek() != '"' {
+			return promptOther, 0
+		}
+		if _, err := s.SkipString(); err != nil {
+			return promptOther, 0
+		}
+		n++
+		s.WS()
+		if s.Consume(',') {
+			continue
+		}
+		if s.Consume(']') {
+			return promptTextList, n
+		}
+		return promptOther, 0
+	}
+}
+
+// tokenBody returns body with its text prompt replaced by the rendered token
+// IDs (one list for one prompt, a list of lists for several), every other
+// byte as it came; ok is false, and body should go as it came, when the
+// prompt is not text, the rendered prompts do not match it one for one, or
+// any has multimodal features (completions has none in vLLM; a render that
+// reports some is not one the engine would reproduce from IDs alone).
+func tokenBody(body []byte, prompts []render.Prompt) ([]byte, bool) {
+	vs, ve, kind, n, ok := completionsPrompt(body)
+	if !ok || n != len(prompts) {
+		return nil, false
+	}
+	size := len(body) - (ve - vs) + 2
+	for _, p := range prompts {
+		if len(p.TokenIDs) == 0 || p.Features != nil {
+			return nil, false
+		}
+		size += 3 + 7*len(p.TokenIDs)
+	}
+	out := make([]byte, 0, size)
+	out = append(out, body[:vs]...)
+	if kind == promptTextList {
+		out = append(out, '[')
+	}
+	for i, p := range prompts {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, '[')
+		for j, id := range p.TokenIDs {
+			if j > 0 {
+				out = append(out, ',')
+			}
+			out = strconv.AppendUint(out, uint64(id), 10)
+		}
+		out = append(out, ']')
+	}
+	if kind == promptTextList {
+		out = append(out, ']')
+	}
+	return append(out, body[ve:]...), true
+}
+
+// forwardBody is the body to forward for d: the token-ID body when the
+// request's API forwards tokens (d carries Prompts only then) and the
+// gateway-wide body budget has room for it, else body itself. held is what
+// it took of the budget, released by the caller after the response.
+func (h *Handler) forwardBody(body []byte, d *kvroute.Decision) (fwd []byte, held int64) {
+	if len(d.Prompts) == 0 {
+		return body, 0
+	}
+	tb, ok := tokenBody(body, d.Prompts)
+	if !ok || !h.budget.acquire(int64(cap(tb))) {
+		return body, 0
+	}
+	return tb, int64(cap(tb))
+}

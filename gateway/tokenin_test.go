@@ -1,0 +1,196 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/render"
+	"github.com/kvroute/kvroute/simengine"
+	"github.com/kvroute/kvroute/simengine/server"
+)
+
+// tokenFleet is a gateway Server (precise policy, rendering on the engines,
+// no KV events) in front of simulated engines with the render and token-in
+// routes on.
+type tokenFleet struct {
+	engines []*server.Server
+	served  []chan error
+	gw      *Server
+	client  *http.Client
+}
+
+func startTokenFleet(t *testing.T, n int, proxy Config) *tokenFleet {
+	t.Helper()
+	f := &tokenFleet{client: &http.Client{Transport: &http.Transport{}}}
+	var eps []kvroute.Endpoint
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		srv, err := server.New(server.Config{Model: testModel, EnableScaleOut: true,
+			Engine: simengine.Config{BlockSize: 16, NumGPUBlocks: 512, PrefillTokensPerSecond: 1e7, DecodeStep: time.Millisecond}}, server.Options{})
+		require.NoError(t, err)
+		ch := make(chan error, 1)
+		go func() { ch <- srv.Serve(ln) }()
+		f.engines, f.served = append(f.engines, srv), append(f.served, ch)
+		eps = append(eps, kvroute.Endpoint{ID: ln.Addr().String()})
+	}
+	cfg := kvroute.DefaultConfig()
+	cfg.Model = testModel
+	cfg.BlockSize = 16
+	cfg.Events.Enabled = new(false)
+	var err error
+	f.gw, err = NewServer(t.Context(), ServerConfig{Listen: "127.0.0.1:0", Router: cfg, Endpoints: eps, Proxy: proxy}, Options{})
+	require.NoError(t, err)
+	return f
+}
+
+func (f *tokenFleet) close(t *testing.T) {
+	f.client.CloseIdleConnections()
+	require.NoError(t, f.gw.Shutdown(context.Background()))
+	for i, e := range f.engines {
+		require.NoError(t, e.Close())
+		<-f.served[i]
+	}
+}
+
+func (f *tokenFleet) post(t *testing.T, path string, body any) (*http.Response, string) {
+	t.Helper()
+	b, err := json.Marshal(body)
+	require.NoError(t, err)
+	resp, err := f.client.Post(f.gw.URL()+path, "application/json", strings.NewReader(string(b)))
+	require.NoError(t, err)
+	out := readAll(t, resp)
+	require.Equal(t, http.StatusOK, resp.StatusCode, out)
+	return resp, out
+}
+
+func (f *tokenFleet) tokenizations() (n uint64) {
+	for _, e := range f.engines {
+		n += e.Tokenizations()
+	}
+	return n
+}
+
+// With completions in Config.TokenizeOnce every completions prompt is
+// tokenized exactly once (by the render the router routes with), and twice
+// without it (render, then the engine again). Requests tokenize-once leaves
+// alone still cost two: chat completions and echo; a prompt of token IDs
+// costs none either way.
+func TestTokenizeOnceTokenizesEachCompletionsPromptOnce(t *testing.T) {
+	defer leakcheck.Check(t)()
+	for _, on := range []bool{false, true} {
+		t.Run(fmt.Sprint("on=", on), func(t *testing.T) {
+			var proxy Config
+			if on {
+				proxy.TokenizeOnce = []render.API{render.APICompletions}
+			}
+			f := startTokenFleet(t, 2, proxy)
+			defer f.close(t)
+			const n = 6
+			for i := range n {
+				_, out := f.post(t, "/v1/completions", map[string]any{"model": testModel, "max_tokens": 2,
+					"prompt": fmt.Sprintf("a shared system prompt, then request %d of the test", i)})
+				require.Contains(t, out, `"text_completion"`)
+			}
+			_, out := f.post(t, "/v1/completions", map[string]any{"model": testModel, "max_tokens": 2,
+				"prompt": []string{"first of two prompts", "second of two prompts"}})
+			require.Contains(t, out, `"index":1`)
+			want := uint64(2*n + 4)
+			if on {
+				want = n + 2
+			}
+			require.Equal(t, want, f.tokenizations(), "prompts tokenized by the engines, render included")
+
+			before := f.tokenizations()
+			f.post(t, "/v1/completions", map[string]any{"model": testModel, "max_tokens": 2, "prompt": "echo me", "echo": true})
+			f.post(t, "/v1/chat/completions", map[string]any{"model": testModel, "max_tokens": 2,
+				"messages": []map[string]any{{"role": "user", "content": "hello"}}})
+			require.Equal(t, before+4, f.tokenizations(), "echo and chat are forwarded as text either way")
+			before = f.tokenizations()
+			f.post(t, "/v1/completions", map[string]any{"model": testModel, "max_tokens": 2, "prompt": []int{5, 6, 7, 8}})
+			require.Equal(t, before, f.tokenizations(), "a token-ID prompt is tokenized by no one")
+		})
+	}
+}
+
+var volatileFields = regexp.MustCompile(`"(id|created)":("[^"]*"|[0-9]+)`)
+
+// The client sees the same response with and without tokenize-once, JSON
+// and streamed (ids and timestamps aside, which differ on every request).
+func TestTokenizeOnceLeavesTheResponseUnchanged(t *testing.T) {
+	defer leakcheck.Check(t)()
+	bodies := []map[string]any{
+		{"model": testModel, "max_tokens": 5, "prompt": "tell me something about prefix caches"},
+		{"model": testModel, "max_tokens": 3, "prompt": []string{"one prompt", "and another one"}},
+		{"model": testModel, "max_tokens": 4, "prompt": "stream this", "stream": true,
+			"stream_options": map[string]any{"include_usage": true}},
+	}
+	answers := map[bool][]string{}
+	for _, on := range []bool{false, true} {
+		var proxy Config
+		if on {
+			proxy.TokenizeOnce = []render.API{render.APICompletions}
+		}
+		f := startTokenFleet(t, 1, proxy)
+		for _, b := range bodies {
+			resp, out := f.post(t, "/v1/completions", b)
+			require.NotEmpty(t, resp.Header.Get(HeaderPromptTokens))
+			answers[on] = append(answers[on], volatileFields.ReplaceAllString(out, `"$1":_`))
+		}
+		f.close(t)
+	}
+	require.Equal(t, answers[false], answers[true])
+	require.Contains(t, answers[true][2], "data: [DONE]")
+}
+
+func TestTokenizeOnceRefusesAPIsWhoseResponseWouldChange(t *testing.T) {
+	for _, a := range []render.API{render.APIChatCompletions, render.APIMessages, render.APIResponses, "bogus"} {
+		_, err := New(Config{TokenizeOnce: []render.API{a}}, new(RoundRobin), Options{})
+		require.ErrorContains(t, err, string(a))
+	}
+	h, err := New(Config{TokenizeOnce: []render.API{render.APICompletions}}, new(RoundRobin), Options{})
+	require.NoError(t, err)
+	h.Close()
+}
+
+func TestTokenBodyReplacesOnlyATextPrompt(t *testing.T) {
+	p := func(ids ...uint32) render.Prompt { return render.Prompt{TokenIDs: ids} }
+	for _, c := range []struct {
+		body    string
+		prompts []render.Prompt
+		want    string // "" = left alone
+	}{
+		{`{"model":"m","prompt":"hi there","max_tokens":2}`, []render.Prompt{p(1, 2)}, `{"model":"m","prompt":[1,2],"max_tokens":2}`},
+		{`{"prompt" : [ "a" , "b" ] }`, []render.Prompt{p(1), p(2, 3)}, `{"prompt" : [[1],[2,3]] }`},
+		{`{"pr\u006fmpt":"x","echo":false}`, []render.Prompt{p(4294967295)}, `{"pr\u006fmpt":[4294967295],"echo":false}`},
+		{`{"prompt":"x","prompt":"y"}`, []render.Prompt{p(9)}, `{"prompt":"x","prompt":[9]}`},
+		{`{"prompt":"x","echo":true}`, []render.Prompt{p(1)}, ""},
+		{`{"prompt":"x","prompt_embeds":"AAAA"}`, []render.Prompt{p(1)}, ""},
+		{`{"prompt":[1,2]}`, []render.Prompt{p(1, 2)}, ""},
+		{`{"prompt":["a","b"]}`, []render.Prompt{p(1)}, ""},
+		{`{"prompt":"x"}`, []render.Prompt{{TokenIDs: []uint32{1}, Features: []render.MMFeature{{}}}}, ""},
+		{`{"prompt":"x"}`, []render.Prompt{p()}, ""},
+		{`{"model":"m"}`, []render.Prompt{p(1)}, ""},
+		{`{}`, []render.Prompt{p(1)}, ""},
+	} {
+		got, ok := tokenBody([]byte(c.body), c.prompts)
+		if c.want == "" {
+			require.False(t, ok, c.body)
+			continue
+		}
+		require.True(t, ok, c.body)
+		require.Equal(t, c.want, string(got))
+		require.True(t, json.Valid(got))
+	}
+}
