@@ -16,8 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/gateway"
-	"github.com/kvroute/kvroute/render"
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/render"
 )
 
 func TestConfigFileGatewaySectionSetsClientLimits(t *testing.T) {
