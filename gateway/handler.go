@@ -115,9 +115,9 @@ type Options struct {
 	Transport http.RoundTripper
 }
 
-// Handler is the reverse proxy: it serves the four inference routes and
-// GET /v1/models, and answers 404 to everything else. It is safe for
-// concurrent use.
+// Handler is the reverse proxy: it serves the four inference routes, vLLM's
+// token-in GeneratePath and GET /v1/models, and answers 404 to everything
+// else. It is safe for concurrent use.
 type Handler struct {
 	cfg       Config
 	picker    kvroute.Picker
@@ -241,7 +241,11 @@ func (h *Handler) Close() {
 
 // ServeHTTP routes one request.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if api, ok := render.APIForPath(r.URL.Path); ok {
+	api, ok := render.APIForPath(r.URL.Path)
+	if !ok && r.URL.Path == GeneratePath {
+		api, ok = apiGenerate, true
+	}
+	if ok {
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", http.MethodPost)
 			writeError(w, api, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed; use POST")
@@ -304,6 +308,15 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api ren
 		return
 	}
 	req := &kvroute.Request{ID: r.Header.Get(headerRequestID), API: api, Body: body, Header: r.Header, KeepPrompts: h.tokenIn[api]}
+	if api == apiGenerate {
+		p, salt, err := generatePrompt(body)
+		if err != nil {
+			am.results[ResultBadRequest].Inc()
+			writeError(w, api, http.StatusBadRequest, "the body is not a token-in generate request: "+err.Error())
+			return
+		}
+		req.Prompts, req.CacheSalt = []render.Prompt{p}, salt
+	}
 	switch {
 	case h.cfg.Model == "":
 		req.Model = model

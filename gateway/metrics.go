@@ -47,7 +47,7 @@ const (
 var results = []Result{ResultSuccess, ResultUpstreamStatus, ResultUpstreamUnreachable, ResultUpstreamBroken,
 	ResultClientAbort, ResultBodyTooLarge, ResultBodyBudget, ResultBodyTimeout, ResultBadRequest, ResultNoEndpoint, ResultShed}
 
-var apis = []render.API{render.APICompletions, render.APIChatCompletions, render.APIMessages, render.APIResponses}
+var apis = []render.API{render.APICompletions, render.APIChatCompletions, render.APIMessages, render.APIResponses, apiGenerate}
 
 // apiMetrics are one API's label children, resolved once so that the request
 // path does no label lookups.

@@ -194,3 +194,53 @@ func TestTokenBodyReplacesOnlyATextPrompt(t *testing.T) {
 		require.True(t, json.Valid(got))
 	}
 }
+
+// A token-in request to GeneratePath is routed by its own token IDs (the
+// gateway renders nothing, the engine tokenizes nothing) and reaches the
+// engine unchanged; vLLM's answer, token IDs, comes back as it was sent.
+func TestGenerateIsRoutedByItsTokensWithoutRender(t *testing.T) {
+	defer leakcheck.Check(t)()
+	f := startTokenFleet(t, 2, Config{})
+	defer f.close(t)
+	ids := make([]int, 64)
+	for i := range ids {
+		ids[i] = 100 + i
+	}
+	body := map[string]any{"model": testModel, "token_ids": ids, "sampling_params": map[string]any{"max_tokens": 2}, "cache_salt": "s"}
+	var first string
+	for i := range 4 {
+		resp, out := f.post(t, GeneratePath, body)
+		require.Equal(t, "64", resp.Header.Get(HeaderPromptTokens))
+		require.Contains(t, out, `"token_ids":[`)
+		if i == 0 {
+			first = resp.Header.Get(HeaderEndpoint)
+		}
+	}
+	require.Zero(t, f.tokenizations(), "nothing rendered, nothing tokenized")
+	require.NotEmpty(t, first)
+
+	for _, bad := range []any{
+		map[string]any{"model": testModel, "token_ids": []int{}, "sampling_params": map[string]any{}},
+		map[string]any{"model": testModel, "token_ids": []int{1, 2}, "sampling_params": map[string]any{},
+			"features": map[string]any{"mm_hashes": map[string]any{"image": []string{"h"}}, "mm_placeholders": map[string]any{"image": []any{}}}},
+	} {
+		b, _ := json.Marshal(bad)
+		resp, err := f.client.Post(f.gw.URL()+GeneratePath, "application/json", strings.NewReader(string(b)))
+		require.NoError(t, err)
+		out := readAll(t, resp)
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, out)
+		require.Contains(t, out, "token-in generate request")
+	}
+}
+
+func TestGeneratePromptReadsFeaturesInOrder(t *testing.T) {
+	p, salt, err := generatePrompt([]byte(`{"token_ids":[1,2,3,4,5,6],"cache_salt":"x","features":{
+		"mm_hashes":{"image":["b","a"],"audio":["c"]},
+		"mm_placeholders":{"image":[{"offset":4,"length":2},{"offset":0,"length":1}],"audio":[{"offset":2,"length":1}]}}}`))
+	require.NoError(t, err)
+	require.Equal(t, "x", salt)
+	require.Equal(t, []render.MMFeature{{Modality: "image", Hash: "a", Offset: 0, Length: 1},
+		{Modality: "audio", Hash: "c", Offset: 2, Length: 1}, {Modality: "image", Hash: "b", Offset: 4, Length: 2}}, p.Features)
+	_, _, err = generatePrompt([]byte(`{"token_ids":[1],"features":{"mm_hashes":{"image":["a"]},"mm_placeholders":{"image":[{"offset":0,"length":5}]}}}`))
+	require.ErrorContains(t, err, "outside the prompt")
+}

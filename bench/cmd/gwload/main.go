@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/kvroute/kvroute"
-	"github.com/kvroute/kvroute/gateway"
 	"github.com/kvroute/kvroute/internal/cliflag"
 )
 
@@ -93,6 +92,10 @@ const (
 	targetDirect     = "direct"      // the load generator spreads requests over the engines itself
 	targetPrecise    = "precise"     // through the gateway with precise prefix-cache routing
 	targetRoundRobin = "round-robin" // through the gateway, cache-blind (no render, no routing)
+	// targetPreciseOnce is targetPrecise with tokenize-once on: the gateway
+	// forwards the rendered token IDs, so the engines do not tokenize the
+	// prompt again.
+	targetPreciseOnce = "precise-once"
 )
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -102,7 +105,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var conc, targets string
 	fs.StringVar(&o.out, "out", "", "output directory for gwload.md, fleet.md and the gateway's CPU profile (default <module root>/"+DefaultOut+")")
 	fs.StringVar(&conc, "concurrency", "4,16,64,256", "comma-separated numbers of concurrent closed-loop clients")
-	fs.StringVar(&targets, "targets", "direct,precise,round-robin", "comma-separated targets: direct, precise, round-robin")
+	fs.StringVar(&targets, "targets", "direct,precise,round-robin", "comma-separated targets: direct, precise, precise-once (precise with tokenize-once), round-robin")
 	fs.DurationVar(&o.window, "duration", 5*time.Second, "measured window per cell")
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured load before each window")
 	fs.IntVar(&o.prefixTokens, "prefix-tokens", 2000, "tokens of the prompt prefix every request shares")
@@ -128,7 +131,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	for s := range strings.SplitSeq(targets, ",") {
 		switch s = strings.TrimSpace(s); s {
-		case targetDirect, targetPrecise, targetRoundRobin:
+		case targetDirect, targetPrecise, targetRoundRobin, targetPreciseOnce:
 			o.targets = append(o.targets, s)
 		default:
 			return o, fmt.Errorf("--targets: unknown target %q", s)
@@ -255,7 +258,8 @@ func runCells(o options, log io.Writer) (cells []cell, err error) {
 	for _, rn := range runs {
 		rn.urls = direct
 		if rn.target != targetDirect {
-			rn.gw, err = startChild(rn.exe, "gateway "+rn.label, "gateway", gatewayArgs{Policy: gateway.Policy(rn.target), Model: o.model, Endpoints: eps})
+			rn.gw, err = startChild(rn.exe, "gateway "+rn.label, "gateway", gatewayArgs{Policy: policyOf(rn.target), Model: o.model, Endpoints: eps,
+				TokenizeOnce: rn.target == targetPreciseOnce})
 			if err != nil {
 				return cells, err
 			}

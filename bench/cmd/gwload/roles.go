@@ -19,6 +19,7 @@ import (
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/gateway"
+	"github.com/kvroute/kvroute/render"
 	"github.com/kvroute/kvroute/simengine"
 	"github.com/kvroute/kvroute/simengine/server"
 	"github.com/kvroute/kvroute/telemetry"
@@ -120,6 +121,17 @@ type gatewayArgs struct {
 	Policy    gateway.Policy     `json:"policy"`
 	Model     string             `json:"model"`
 	Endpoints []kvroute.Endpoint `json:"endpoints"`
+	// TokenizeOnce forwards completions as the rendered token IDs
+	// (gateway.Config.TokenizeOnce).
+	TokenizeOnce bool `json:"tokenizeOnce"`
+}
+
+// policyOf is the gateway policy of a target.
+func policyOf(target string) gateway.Policy {
+	if target == targetPreciseOnce {
+		return gateway.PolicyPrecise
+	}
+	return gateway.Policy(target)
 }
 
 // gatewayReady is a gateway child's ready line.
@@ -152,9 +164,13 @@ func runGateway(raw []byte) error {
 	cfg.Model = a.Model
 	cfg.Events.Enabled = new(a.Policy == gateway.PolicyPrecise)
 	cfg.Events.Replay = new(false)
+	proxy := gateway.Config{Model: a.Model}
+	if a.TokenizeOnce {
+		proxy.TokenizeOnce = []render.API{render.APICompletions}
+	}
 	srv, err := gateway.NewServer(context.Background(), gateway.ServerConfig{
 		Listen: "127.0.0.1:0", Policy: a.Policy, Router: cfg,
-		Proxy: gateway.Config{Model: a.Model}, Endpoints: a.Endpoints,
+		Proxy: proxy, Endpoints: a.Endpoints,
 	}, gateway.Options{Set: telemetry.Set{TracerProvider: renderLabeler{}}})
 	if err != nil {
 		return err
