@@ -16,9 +16,12 @@
 //  2. calls Pick with the body, the inbound header and the model the body
 //     names (a model other than Config.Model is taken as a LoRA adapter name,
 //     which roots the block keys as vLLM's lora_name does),
-//  3. forwards the request unchanged to the chosen endpoint and copies the
-//     response back as it arrives, flushing after every read, so that
-//     server-sent events (stream=true) pass through unbuffered,
+//  3. forwards the request unchanged to the chosen endpoint (with
+//     Config.TokenizeOnce, a completions request's text prompt is replaced
+//     by the token IDs the router rendered, so that the engine does not
+//     tokenize it again; see tokenin.go for why only completions qualifies)
+//     and copies the response back as it arrives, flushing after every read,
+//     so that server-sent events (stream=true) pass through unbuffered,
 //  4. calls Decision.FirstChunk when the first response bytes arrive from the
 //     engine (its prefill is over) and Decision.Done exactly once when the
 //     response ends, fails, or the client goes away (the request context is
@@ -53,6 +56,10 @@
 // Config.MaxIdleConnsPerHost idle connections per engine, each checked for a
 // close by the engine before reuse. Engines named by an https Address go
 // through a net/http Transport.
+//
+// POST GeneratePath, vLLM's token-in /inference/v1/generate, is routed by
+// the token IDs, multimodal features and cache salt of its body, without
+// rendering, and forwarded unchanged.
 //
 // GET /v1/models is forwarded to the endpoints in turn without a routing
 // decision. Server bundles a Handler, a Router, a Prometheus registry

@@ -160,6 +160,8 @@ func (r *completionRequest) prompts() ([][]uint32, *apiError) {
 	switch {
 	case isNull(raw):
 		return nil, withParam(badRequest("prompt is required"), "prompt")
+	case parseTokenList(raw, &ids): // the common token-in shape, without reflection (tokenin.go)
+		out = [][]uint32{ids}
 	case json.Unmarshal(raw, &one) == nil:
 		out, r.texts = [][]uint32{simengine.Tokenize(nil, one)}, 1
 	case json.Unmarshal(raw, &many) == nil && len(many) > 0:

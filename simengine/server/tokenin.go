@@ -167,3 +167,55 @@ func nonNilTokens(t []uint32) []uint32 {
 	}
 	return t
 }
+
+// parseTokenList reads a non-empty JSON list of token IDs (decimal integers
+// up to 2³²−1, whitespace allowed) into *ids and reports whether raw was
+// exactly that. encoding/json decodes such a list through reflection after a
+// validation pass, several times slower than the engine's own tokenizer on
+// the same prompt's text, which would make a token-ID prompt cost the
+// simulated engine more than text, the reverse of a real engine.
+func parseTokenList(raw []byte, ids *[]uint32) bool {
+	i, n := 0, len(raw)
+	ws := func() {
+		for i < n && (raw[i] == ' ' || raw[i] == '\t' || raw[i] == '\n' || raw[i] == '\r') {
+			i++
+		}
+	}
+	ws()
+	if i >= n || raw[i] != '[' {
+		return false
+	}
+	i++
+	out := make([]uint32, 0, n/5)
+	for {
+		ws()
+		start := i
+		var v uint64
+		for i < n && raw[i] >= '0' && raw[i] <= '9' {
+			v = v*10 + uint64(raw[i]-'0')
+			if v > 1<<32-1 {
+				return false
+			}
+			i++
+		}
+		if i == start || (raw[start] == '0' && i-start > 1) {
+			return false
+		}
+		out = append(out, uint32(v))
+		ws()
+		if i < n && raw[i] == ',' {
+			i++
+			continue
+		}
+		if i < n && raw[i] == ']' {
+			i++
+			ws()
+			if i != n {
+				return false
+			}
+			*ids = out
+			return true
+		}
+		return false
+	}
+}

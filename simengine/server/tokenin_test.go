@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/json"
 	"net/http"
 	"testing"
 
@@ -92,4 +93,20 @@ func TestGenerateAnswersLikeVLLM(t *testing.T) {
 	code, body = post(t, plain+GeneratePath, map[string]any{"token_ids": prompt, "sampling_params": map[string]any{}})
 	require.Equal(t, http.StatusNotFound, code)
 	require.JSONEq(t, `{"detail":"Not Found"}`, string(body))
+}
+
+func TestParseTokenListAgreesWithEncodingJSON(t *testing.T) {
+	for _, in := range []string{`[1,2,3]`, ` [ 0 , 4294967295 ] `, `[4294967296]`, `[]`, `[1,]`, `[01]`, `[1.5]`, `[-1]`,
+		`["a"]`, `[[1]]`, `[1] x`, `[1e3]`, `"s"`} {
+		var got []uint32
+		ok := parseTokenList([]byte(in), &got)
+		var want []uint32
+		err := json.Unmarshal([]byte(in), &want)
+		if ok {
+			require.NoError(t, err, in)
+			require.Equal(t, want, got, in)
+		} else if err == nil && len(want) > 0 && in != `[1e3]` {
+			t.Errorf("%s: refused a list encoding/json reads as %v", in, want)
+		}
+	}
 }
