@@ -94,7 +94,11 @@ func churnPrompt(n, i int) string {
 // net/http's Transport (the render client's) keeps a connection it dialed
 // for a request that an idle one served first, and the engine's header
 // timeout closes it if it is still unused (logged as "closed " with an
-// empty first line).
+// empty first line). A hedged render whose other answer came first is
+// cancelled, and cancelling an HTTP/1.1 request in flight closes its
+// connection: those closes are by design, so at most one close per hedge
+// decided after warm-up (kvroute_render_hedges_total, won or lost) is
+// allowed.
 func TestEngineConnectionsAreNotChurnedAtSteadyState(t *testing.T) {
 	defer leakcheck.Check(t)()
 	const engines, conc, rounds = 2, 32, 3
@@ -167,7 +171,24 @@ func TestEngineConnectionsAreNotChurnedAtSteadyState(t *testing.T) {
 	for range 2 {
 		round()
 	}
-	warm, warmClosed := accepted(), closed()
+	hedges := func() (n int64) {
+		mfs, err := gw.registry.Gather()
+		require.NoError(t, err)
+		for _, mf := range mfs {
+			if mf.GetName() != "kvroute_render_hedges_total" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "outcome" && (l.GetValue() == "won" || l.GetValue() == "lost") {
+						n += int64(m.GetCounter().GetValue())
+					}
+				}
+			}
+		}
+		return n
+	}
+	warm, warmClosed, warmHedges := accepted(), closed(), hedges()
 	for range rounds {
 		round()
 	}
@@ -176,8 +197,8 @@ func TestEngineConnectionsAreNotChurnedAtSteadyState(t *testing.T) {
 		t.Logf("engine %d: connections by first request line: %v", i, l.first)
 		l.mu.Unlock()
 	}
-	t.Logf("connections after warm-up: %d (%d closed); after %d more rounds: %d (%d closed)", warm, warmClosed, rounds, accepted(), closed())
-	require.Equal(t, warmClosed, closed(), "no engine connection is closed at steady state")
+	t.Logf("connections after warm-up: %d (%d closed, %d hedges); after %d more rounds: %d (%d closed, %d hedges)", warm, warmClosed, warmHedges, rounds, accepted(), closed(), hedges())
+	require.LessOrEqual(t, closed()-warmClosed, hedges()-warmHedges, "no engine connection is closed at steady state but a cancelled hedge's")
 	// Every pool grows at most to the peak of simultaneous requests per
 	// engine: conc for generation, conc for render, per engine.
 	require.LessOrEqual(t, accepted(), int64(engines*2*conc), "the pools stay within the concurrency")
