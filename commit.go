@@ -31,15 +31,14 @@ func (s *Selection) Commit(i int) (*Decision, error) {
 	}
 	r, st, bs := s.r, &s.st, s.r.cfg.BlockSize
 	chosen := s.eps[i]
-	d := &Decision{
-		Endpoint:       chosen,
-		PromptTokens:   s.promptTokens,
-		CachedTokens:   min(st.blocks[i]*bs, s.promptTokens),
-		UncachedTokens: st.uncached[i],
-		UsedCache:      s.usedCache,
-		Outcome:        s.outcome,
-		RenderErr:      s.renderErr,
-	}
+	d := r.newDecision()
+	d.Endpoint = chosen
+	d.PromptTokens = s.promptTokens
+	d.CachedTokens = min(st.blocks[i]*bs, s.promptTokens)
+	d.UncachedTokens = st.uncached[i]
+	d.UsedCache = s.usedCache
+	d.Outcome = s.outcome
+	d.RenderErr = s.renderErr
 	if s.scored && (i == s.best || s.kept(i)) {
 		d.Score = st.scores[i]
 	}
@@ -66,11 +65,7 @@ func (s *Selection) Commit(i int) (*Decision, error) {
 	s.traceCommit(d)
 
 	if *r.cfg.Speculative.Enabled && s.total > 0 {
-		for p := 0; p+1 < len(st.bounds); p++ {
-			if keys := st.keys[st.bounds[p]:st.bounds[p+1]]; len(keys) > 0 {
-				r.index.Speculate(chosen.ID, keys, r.cfg.Speculative.TTL)
-			}
-		}
+		s.speculate(i)
 		r.cluster.Publish(chosen.ID, st.keys) // the other replicas speculate too; nil-safe, never blocks
 	}
 	if s.promptTokens > 0 {
@@ -84,6 +79,31 @@ func (s *Selection) Commit(i int) (*Decision, error) {
 		r.blind(s)
 	}
 	return d, nil
+}
+
+// speculate gives candidate i speculative index entries for the request's
+// blocks. Of the prompt whose match the Selection holds, the blocks the
+// match found the candidate holding, none of them speculatively, are left
+// out: Speculate leaves a confirmed block alone, so looking each up again
+// would change nothing (as the match saw the index: a block the engine
+// evicted since then gets no speculative entry, and its KV events will say
+// when it holds it again). The chosen endpoint of a warm prefix usually
+// holds most of the request, so this is most of the speculative insert's
+// cost.
+func (s *Selection) speculate(i int) {
+	r, st := s.r, &s.st
+	id := s.eps[i].ID
+	for p := 0; p+1 < len(st.bounds); p++ {
+		keys := st.keys[st.bounds[p]:st.bounds[p+1]]
+		if p == st.matched && i < st.match.Len() {
+			if m := st.match.At(i); m.Speculative == 0 {
+				keys = keys[min(m.Blocks, len(keys)):]
+			}
+		}
+		if len(keys) > 0 {
+			r.index.Speculate(id, keys, r.cfg.Speculative.TTL)
+		}
+	}
 }
 
 // Reasons of kvroute_router_cache_blind_total: why a decision was made

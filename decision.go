@@ -93,6 +93,8 @@ type Decision struct {
 	id       string
 	acc      *accuracy.Loop // the router's closed loop, when the decision carries a prediction
 	ended    atomic.Bool
+	r        *Router     // whose pool Release returns it to; nil once released
+	released atomic.Bool // Release came
 }
 
 // DoneInfo is what the gateway knows when a request ends.
@@ -172,6 +174,42 @@ func (d *Decision) end(info DoneInfo, unfile bool) (accuracy.Observation, bool) 
 	ep, cached := d.servedBy()
 	p := accuracy.Prediction{Endpoint: ep, PromptTokens: d.PromptTokens, CachedTokens: cached}
 	return d.acc.End(p, info.CachedTokens, info.HasCachedTokens)
+}
+
+// errReleased is the DoneInfo.Err of a request released without its Done.
+var errReleased = errors.New("kvroute: decision released without its Done")
+
+// Release hands the Decision back to its router for a later Pick to reuse,
+// so that a host releasing every Decision routes without allocating one.
+// Call it at most once, when the host has made its last use of the
+// Decision: after Done (Release ends the request first when Done has not
+// come), with no FirstChunk, Done or Served still to come from any
+// goroutine, and no field read afterwards (Fallbacks and Roles included).
+// A Decision filed under a Request.ID or carrying Roles is only ended, not
+// reused: the request table, or the host through Router.Decision, may
+// still reach it. Releasing is optional: a Decision never released is
+// garbage collected as before. Safe on a nil Decision.
+func (d *Decision) Release() {
+	if d == nil || d.r == nil || !d.released.CompareAndSwap(false, true) {
+		return
+	}
+	d.end(DoneInfo{Err: errReleased}, true) // nothing when Done came
+	if d.table != nil || d.Roles != nil {
+		return
+	}
+	r := d.r
+	*d = Decision{}
+	r.decisions.Put(d)
+}
+
+// newDecision returns a Decision from the router's pool, or a new one.
+func (r *Router) newDecision() *Decision {
+	d, _ := r.decisions.Get().(*Decision)
+	if d == nil {
+		d = new(Decision)
+	}
+	d.r = r
+	return d
 }
 
 // tableHandle is a Decision as the request table holds it: the table's Done

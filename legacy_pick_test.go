@@ -41,6 +41,7 @@ func (r *Router) legacyPick(ctx context.Context, req *Request, endpoints []Endpo
 		r.log.Debug("render failed; routing by load alone", "request", req.ID, "err", renderErr)
 	}
 
+	st.ids = st.ids[:0]
 	for _, e := range endpoints {
 		st.ids = append(st.ids, e.ID)
 	}

@@ -1,6 +1,8 @@
 package kvroute
 
 import (
+	"unsafe"
+
 	"github.com/kvroute/kvroute/affinity"
 	"github.com/kvroute/kvroute/kvindex"
 	"github.com/kvroute/kvroute/tokenload"
@@ -9,10 +11,22 @@ import (
 // lookup is the index-lookup stage: each prompt's longest cached prefix on
 // every candidate, summed over prompts, then each candidate's projected
 // uncached tokens and in-flight load (tokens and open requests).
+//
+// Its per-candidate work is what the index hands back, summed in one pass
+// (MatchResult.AddTo), one read of the candidate's load counters (resolved
+// once per candidate list, not hashed per request: tokenload.LoadView), and
+// the uncached tokens, the request's own terms computed once.
+// This is the one place the candidates' load is read, so load reported by
+// peer routers joins here (local + peers', as Tracker.Load gives it).
 func (s *Selection) lookup() {
 	r, st := s.r, &s.st
-	for _, e := range s.eps {
-		st.ids = append(st.ids, e.ID)
+	st.ids = grow(st.ids, len(s.eps))
+	for i := range s.eps {
+		// Written only when it changed: a host passes the same candidates
+		// request after request.
+		if id := s.eps[i].ID; unsafe.StringData(st.ids[i]) != unsafe.StringData(id) || len(st.ids[i]) != len(id) {
+			st.ids[i] = id
+		}
 	}
 	for p := 0; p+1 < len(st.bounds); p++ {
 		keys := st.keys[st.bounds[p]:st.bounds[p+1]]
@@ -20,19 +34,16 @@ func (s *Selection) lookup() {
 			continue
 		}
 		r.index.Match(keys, st.ids, &st.match)
-		for i := range st.match.Len() {
-			st.blocks[i] += st.match.Blocks(i)
-			st.weighted[i] += st.match.Score(i)
-		}
+		st.match.AddTo(st.blocks, st.weighted)
+		st.matched = p
 	}
+	r.load.LoadAll(&st.loads, st.ids, st.tokens, st.open)
 	bs, promptTokens, total := r.cfg.BlockSize, s.promptTokens, s.total
-	for i, e := range s.eps {
-		tok, open := r.inflightTokens(e.ID)
-		st.open[i] = open
-		st.uncached[i] = tokenload.UncachedTokens(promptTokens, total, st.weighted[i], bs)
+	tokenload.UncachedTokensAll(st.uncached, promptTokens, total, st.weighted, bs)
+	for i := range st.ids {
 		st.cands[i] = affinity.Candidate{
 			Score:          st.weighted[i],
-			InFlightTokens: tok,
+			InFlightTokens: st.tokens[i],
 			LoadKnown:      true, // the tracker sees every request this router dispatched
 			RequestTokens:  st.uncached[i],
 		}
@@ -40,16 +51,6 @@ func (s *Selection) lookup() {
 			s.usedCache = true
 		}
 	}
-}
-
-// inflightTokens is the committed load the router sees on an endpoint: what
-// this router dispatched there and has not seen the first chunk of, and the
-// requests it dispatched there that are still open (not Done). It is the
-// one place the candidates' load is read, so load reported by peer routers
-// joins here (local + peers').
-func (r *Router) inflightTokens(id string) (tokens, open int64) {
-	tokens, open, _ = r.load.Load(id)
-	return tokens, open
 }
 
 // matchOf returns candidate i's match for an extra scorer: Blocks and Score

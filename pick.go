@@ -60,35 +60,52 @@ func tieRank(k kvindex.Key, id string) uint64 {
 }
 
 // bestOf returns the kept candidate with the highest score, ties broken as
-// described above, and its score.
+// described above, and its score. It finds the highest score first and
+// ranks only the candidates tied at it, so a tie between lower scores costs
+// no hashing.
 func (s *Selection) bestOf(kept []int) (best int, score float64) {
 	scores := s.st.scores
 	best, ties := -1, 0
-	var key kvindex.Key
-	hashed, keyed := false, false
-	var bestRank uint64
 	for _, i := range kept {
 		switch sc := scores[i]; {
 		case best < 0 || sc > score:
-			best, score, ties, bestRank = i, sc, 1, 0
+			best, score, ties = i, sc, 1
 		case sc == score:
 			ties++
-			if !keyed {
-				key, hashed = s.tieKey(kept)
-				keyed = true
-			}
-			if !hashed {
-				// reservoir sampling: each tied endpoint wins with probability 1/ties
-				if s.r.random()*float64(ties) < 1 {
-					best = i
-				}
-				continue
-			}
-			if bestRank == 0 {
-				bestRank = tieRank(key, s.eps[best].ID)
-			}
+		}
+	}
+	if ties <= 1 {
+		return best, score
+	}
+	key, hashed := s.tieKey(kept)
+	if !hashed {
+		return s.bestOfRandom(kept)
+	}
+	bestRank := tieRank(key, s.eps[best].ID)
+	for _, i := range kept {
+		if i != best && scores[i] == score {
 			if rk := tieRank(key, s.eps[i].ID); rk > bestRank {
 				best, bestRank = i, rk
+			}
+		}
+	}
+	return best, score
+}
+
+// bestOfRandom is bestOf for a request without block keys: reservoir
+// sampling over the candidates tied at the best score so far, each tied
+// endpoint winning with probability 1/ties, one Options.Random draw per tie.
+func (s *Selection) bestOfRandom(kept []int) (best int, score float64) {
+	scores := s.st.scores
+	best, ties := -1, 0
+	for _, i := range kept {
+		switch sc := scores[i]; {
+		case best < 0 || sc > score:
+			best, score, ties = i, sc, 1
+		case sc == score:
+			ties++
+			if s.r.random()*float64(ties) < 1 {
+				best = i
 			}
 		}
 	}

@@ -93,6 +93,7 @@ type Router struct {
 	random     func() float64
 	met        *routerMetrics
 	selections sync.Pool
+	decisions  sync.Pool // released Decisions (Decision.Release)
 	warn       warnings
 	models     *modelCheck
 	snap       *checkpoint.Keeper // checkpoint, bootstrap and snapshot serving (checkpoint.go)

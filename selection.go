@@ -8,6 +8,7 @@ import (
 	"github.com/kvroute/kvroute/affinity"
 	"github.com/kvroute/kvroute/kvindex"
 	"github.com/kvroute/kvroute/render"
+	"github.com/kvroute/kvroute/tokenload"
 )
 
 // Selection is one request on its way through the router's stages, for hosts
@@ -174,12 +175,15 @@ type pickState struct {
 	tmp       []kvindex.Key // one prompt's keys
 	bounds    []int         // prompt i's keys are keys[bounds[i]:bounds[i+1]]
 	match     kvindex.MatchResult
+	matched   int // the prompt whose match is in match; -1 when none
 	ids       []string
-	blocks    []int     // per candidate: contiguous blocks, summed over prompts
-	weighted  []float64 // per candidate: tier-weighted score, summed over prompts
-	uncached  []int64   // per candidate: this request's projected uncached tokens
-	open      []int64   // per candidate: its open requests
-	scores    []float64 // per candidate: total score (valid for the kept ones once scored)
+	blocks    []int              // per candidate: contiguous blocks, summed over prompts
+	weighted  []float64          // per candidate: tier-weighted score, summed over prompts
+	uncached  []int64            // per candidate: this request's projected uncached tokens
+	open      []int64            // per candidate: its open requests
+	tokens    []int64            // per candidate: its in-flight tokens, as read by lookup
+	loads     tokenload.LoadView // the candidates' load counters, resolved for the next request with the same candidates
+	scores    []float64          // per candidate: total score (valid for the kept ones once scored)
 	cands     []affinity.Candidate
 	pass      []int                // the candidates the filters kept
 	sub       []affinity.Candidate // the affinity filter's candidates when earlier filters dropped some
@@ -212,14 +216,16 @@ func (st *pickState) trimRendered() {
 }
 
 func (st *pickState) reset(n int) {
-	st.keys, st.bounds, st.ids, st.pass = st.keys[:0], st.bounds[:0], st.ids[:0], st.pass[:0]
-	st.match.Reset() // no stale match when nothing is matched
+	st.keys, st.bounds, st.pass = st.keys[:0], st.bounds[:0], st.pass[:0] // ids: lookup rewrites what changed
+	st.match.Reset()                                                      // no stale match when nothing is matched
+	st.matched = -1
 	st.blocks = resize(st.blocks, n)
 	st.weighted = resize(st.weighted, n)
-	st.uncached = resize(st.uncached, n)
-	st.open = resize(st.open, n)
+	st.uncached = grow(st.uncached, n) // lookup writes uncached, open, tokens and cands for every candidate
+	st.open = grow(st.open, n)
+	st.tokens = grow(st.tokens, n)
 	st.scores = grow(st.scores, n) // written for the kept candidates before any read
-	st.cands = resize(st.cands, n)
+	st.cands = grow(st.cands, n)
 	st.kept = st.kept[:0] // built on demand by Selection.Kept
 	st.eligible = st.eligible[:0]
 }

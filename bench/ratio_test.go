@@ -21,6 +21,12 @@ const ratioBatch = 64
 // the timed slices (fixture upkeep). Allocations are op's and the floor's
 // together; the floors allocate nothing.
 func interleave(b *testing.B, op, floor, between func()) {
+	interleaveAs(b, "", "floor-ns/op", op, floor, between)
+}
+
+// interleaveAs is interleave reporting the floor's time per operation as
+// floorUnit and, besides x-floor, the ratio as ratioUnit too (when not empty).
+func interleaveAs(b *testing.B, ratioUnit, floorUnit string, op, floor, between func()) {
 	var tOp, tFloor time.Duration
 	ratios := make([]float64, 0, b.N/ratioBatch+1)
 	b.ReportAllocs()
@@ -45,8 +51,11 @@ func interleave(b *testing.B, op, floor, between func()) {
 	b.StopTimer()
 	slices.Sort(ratios)
 	b.ReportMetric(float64(tOp.Nanoseconds())/float64(b.N), "ns/op")
-	b.ReportMetric(float64(tFloor.Nanoseconds())/float64(b.N), "floor-ns/op")
+	b.ReportMetric(float64(tFloor.Nanoseconds())/float64(b.N), floorUnit)
 	b.ReportMetric(ratios[len(ratios)/2], "x-floor")
+	if ratioUnit != "" {
+		b.ReportMetric(ratios[len(ratios)/2], ratioUnit)
+	}
 }
 
 // BenchmarkRatio measures each headline operation against its floor in
@@ -98,6 +107,7 @@ func BenchmarkRatio(b *testing.B) {
 			b.Fatalf("%d keys, last %x, want 32 ending in %x", len(dst), dst[len(dst)-1], want)
 		}
 	})
+	b.Run("Pick/tokens=2048/endpoints=64", benchPickRatio)
 	b.Run(fmt.Sprintf("Apply/blocks=%d", applyBlocks), func(b *testing.B) {
 		f := getApply(b)
 		for _, ep := range f.targets {

@@ -201,6 +201,16 @@ func TestMatchAgainstReference(t *testing.T) {
 						at.Score = want.Score
 						require.Equal(t, want, at, "candidate %d %s", c, name)
 					}
+					// AddTo adds what the single-field readers give.
+					blocks, scores := make([]int, out.Len()), make([]float64, out.Len())
+					for c := range blocks {
+						blocks[c], scores[c] = c, 0.5
+					}
+					out.AddTo(blocks, scores)
+					for c := range cands {
+						require.Equal(t, c+out.Blocks(c), blocks[c], "candidate %d", c)
+						require.Equal(t, 0.5+out.Score(c), scores[c], "candidate %d", c)
+					}
 				}
 				var out MatchResult
 				for round := 0; round < 2; round++ { // the second uses the cached resolution

@@ -60,6 +60,38 @@ func UncachedTokens(inputTokens, totalBlocks int, matchedBlocks float64, blockSi
 	}
 	matched = min(matched, total)
 	indexed := int64(totalBlocks) * int64(blockSize)
-	uncached := int64(math.Round((total-matched)*float64(blockSize))) + max(input-indexed, 0)
-	return min(uncached, input)
+	return min(roundTokens((total-matched)*float64(blockSize))+max(input-indexed, 0), input)
+}
+
+// UncachedTokensAll writes UncachedTokens(inputTokens, totalBlocks,
+// matched[i], blockSize) into dst[i] (dst at least len(matched) long) for
+// every i: one request's projected uncached tokens on each of its
+// candidates, the request's own terms computed once.
+func UncachedTokensAll(dst []int64, inputTokens, totalBlocks int, matched []float64, blockSize int) {
+	dst = dst[:len(matched)]
+	input := int64(max(inputTokens, 0))
+	if blockSize <= 0 || totalBlocks <= 0 {
+		for i := range dst {
+			dst[i] = input
+		}
+		return
+	}
+	total, bs := float64(totalBlocks), float64(blockSize)
+	tail := max(input-int64(totalBlocks)*int64(blockSize), 0)
+	for i, m := range matched {
+		if !(m >= 0) { // NaN or negative
+			m = 0
+		}
+		dst[i] = min(roundTokens((total-min(m, total))*bs)+tail, input)
+	}
+}
+
+// roundTokens is math.Round for the non-negative token counts of
+// UncachedTokens, which are whole numbers unless a CPU-tier block weighed
+// in: those skip math.Round, which is not an instruction on amd64.
+func roundTokens(x float64) int64 {
+	if n := int64(x); float64(n) == x {
+		return n
+	}
+	return int64(math.Round(x))
 }

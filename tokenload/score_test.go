@@ -63,3 +63,23 @@ func TestUncachedTokens(t *testing.T) {
 		require.Equal(t, tc.want, UncachedTokens(tc.input, tc.total, tc.matched, tc.blockSize), tc.name)
 	}
 }
+
+// TestUncachedTokensAllIsUncachedTokens holds the batch form to the
+// per-candidate one, edge values of the match included.
+func TestUncachedTokensAllIsUncachedTokens(t *testing.T) {
+	matched := []float64{0, math.Copysign(0, -1), 0.5, 1, 1.2, 2.5, 7.999999999, 8, 8.0000001, 31.8, 32, 33, 1e300,
+		-1, -0.3, math.NaN(), math.Inf(1), math.Inf(-1), math.SmallestNonzeroFloat64}
+	dst := make([]int64, len(matched))
+	for _, input := range []int{-5, 0, 1, 100, 2048, 2050, 1 << 40} {
+		for _, total := range []int{-1, 0, 1, 32, 33, 1 << 20} {
+			for _, bs := range []int{-64, 0, 1, 16, 64} {
+				UncachedTokensAll(dst, input, total, matched, bs)
+				for i, m := range matched {
+					if want := UncachedTokens(input, total, m, bs); dst[i] != want {
+						t.Errorf("UncachedTokensAll(%d, %d, %v, %d) = %d, UncachedTokens %d", input, total, m, bs, dst[i], want)
+					}
+				}
+			}
+		}
+	}
+}

@@ -41,6 +41,7 @@ type Tracker struct {
 	endpoints *xsync.MapOf[string, *counters]
 	log       *slog.Logger
 	observer  atomic.Pointer[LoadObserver] // nil: no one observes (observer.go)
+	gen       atomic.Uint64                // bumped when an endpoint's counters are created or removed (loadview.go)
 
 	set       telemetry.Set        // whose Registerer Close unregisters the collector from
 	cs        prometheus.Collector // what NewTracker registered (nil: nothing)
@@ -87,7 +88,10 @@ func (t *Tracker) counters(endpoint string) *counters {
 	if c, ok := t.endpoints.Load(endpoint); ok {
 		return c
 	}
-	c, _ := t.endpoints.LoadOrStore(endpoint, &counters{t: t})
+	c, loaded := t.endpoints.LoadOrStore(endpoint, &counters{t: t})
+	if !loaded {
+		t.gen.Add(1) // before any load is added to c: a LoadView resolved without c re-resolves
+	}
 	return c
 }
 
@@ -140,6 +144,7 @@ func (t *Tracker) Load(endpoint string) (tokens, requests int64, ok bool) {
 func (t *Tracker) Remove(endpoint string) bool {
 	c, ok := t.endpoints.LoadAndDelete(endpoint)
 	if ok {
+		t.gen.Add(1)
 		t.log.Debug("tokenload: endpoint removed", "endpoint", endpoint,
 			"inflightTokens", c.tokens.Load(), "inflightRequests", c.requests.Load())
 	}
