@@ -28,14 +28,20 @@ func (s *Selection) Filter() (kept []int, outcome affinity.Outcome) {
 	if !s.filtered {
 		sp := s.child(spanFilter)
 		st := &s.st
-		kept := st.pass[:0]
-		for i := range s.eps {
-			kept = append(kept, i)
+		if af, only := s.r.pipe.filters[0].(affinityFilter); only && len(s.r.pipe.filters) == 1 && s.req.Fallbacks == 0 {
+			// The affinity filter alone, on every candidate: it writes its
+			// answer without reading the list of all of them.
+			st.pass, s.outcome = af.f.Apply(st.pass, s.total, st.cands)
+		} else {
+			kept := st.pass[:0]
+			for i := range s.eps {
+				kept = append(kept, i)
+			}
+			for _, f := range s.r.pipe.filters {
+				kept = f.Filter(s, kept)
+			}
+			st.pass = kept
 		}
-		for _, f := range s.r.pipe.filters {
-			kept = f.Filter(s, kept)
-		}
-		st.pass = kept
 		s.filtered = true
 		if sp != nil {
 			s.traceFilter(sp)

@@ -2,19 +2,39 @@ package kvindex
 
 // AddTo adds every candidate's Blocks(i) to blocks[i] and Score(i) to
 // scores[i] (both at least Len() long) in one pass, for a caller that sums
-// the matches of a request's prompts: one decode of each candidate's record
-// instead of one per accessor.
+// the matches of a request's prompts: the records are decoded once for
+// all candidates instead of once per accessor call.
 func (r *MatchResult) AddTo(blocks []int, scores []float64) {
-	n := r.s.n
+	s := &r.s
+	n := s.n
 	blocks, scores = blocks[:n], scores[:n]
-	w := r.s.wGPU
-	for i := range n {
-		k, a := r.s.entry(i)
+	w := s.wGPU
+	if s.wide {
+		for i := range n {
+			k, a := s.entry(i)
+			blocks[i] += k
+			if a == nil {
+				scores[i] += float64(k) * w
+			} else {
+				scores[i] += float64(k-int(a.n))*w + a.score
+			}
+		}
+		return
+	}
+	if !s.decoded {
+		s.decode()
+	}
+	for i, b := range s.pos[:n] { // at most 64 candidates here
+		if b < 0 {
+			continue // unknown to the index: nothing held
+		}
+		k := int(s.blk[b&63])
 		blocks[i] += k
-		if a == nil {
-			scores[i] += float64(k) * w
-		} else {
+		if s.excSeen&(1<<uint(b&63)) != 0 {
+			a := &s.acc[b&63]
 			scores[i] += float64(k-int(a.n))*w + a.score
+		} else {
+			scores[i] += float64(k) * w
 		}
 	}
 }
