@@ -85,6 +85,7 @@ func BenchmarkPick(b *testing.B) {
 				d, err := r.Pick(ctx, req, eps)
 				checkWarm(b, d, err, tc.tokens)
 				d.Done(DoneInfo{})
+				d.Release()
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(tc.tokens/r.cfg.BlockSize), "ns/block")
 		})

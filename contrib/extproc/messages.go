@@ -64,8 +64,16 @@ func destinationMetadata(namespace, key, endpoint string) *structpb.Struct {
 	return &structpb.Struct{Fields: map[string]*structpb.Value{namespace: structpb.NewStructValue(inner)}}
 }
 
+// headerOption is a header mutation and its header in one allocation.
+type headerOption struct {
+	opt corev3.HeaderValueOption
+	hv  corev3.HeaderValue
+}
+
 func header(key, value string) *corev3.HeaderValueOption {
-	return &corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: key, RawValue: []byte(value)}}
+	h := &headerOption{hv: corev3.HeaderValue{Key: key, RawValue: []byte(value)}}
+	h.opt.Header = &h.hv
+	return &h.opt
 }
 
 func streamedBody(body []byte, eos bool) *extprocv3.BodyMutation {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/textproto"
 	"slices"
 	"strconv"
 	"strings"
@@ -44,6 +45,9 @@ type streamState struct {
 	result   string            // the stream's result, for the status page
 	firstOut bool
 	done     bool
+
+	req     kvroute.Request // the request picked, kept with the stream instead of allocated apart
+	listBuf [1]string       // list's array when the pick has no fallbacks
 }
 
 // errStop ends a stream after an immediate response was sent.
@@ -81,6 +85,8 @@ func (st *streamState) finish() {
 	if st.result != "" {
 		st.record()
 	}
+	st.decision.Release() // ended above or on the response path; nil-safe
+	st.decision = nil
 }
 
 // setResult counts the stream's result and keeps it for the status page.
@@ -217,7 +223,8 @@ func (st *streamState) route(body []byte) error {
 		st.setResult(resultBadRequest)
 		return st.immediate(http.StatusBadRequest, "the request body is not a JSON object: "+err.Error())
 	}
-	req := &kvroute.Request{ID: st.header.Get("X-Request-Id"), API: api, Body: body, Header: st.header, Fallbacks: s.cfg.Fallbacks}
+	req := &st.req
+	*req = kvroute.Request{ID: st.header.Get("X-Request-Id"), API: api, Body: body, Header: st.header, Fallbacks: s.cfg.Fallbacks}
 	switch {
 	case s.cfg.Model == "":
 		req.Model = fields.Model
@@ -264,8 +271,7 @@ func (st *streamState) route(body []byte) error {
 		s.met.renderFallbacks.Inc()
 	}
 	st.setResult(resultRouted)
-	list := make([]string, 0, 1+len(d.Fallbacks))
-	list = append(list, d.Endpoint.ID)
+	list := append(st.listBuf[:0], d.Endpoint.ID)
 	for _, f := range d.Fallbacks {
 		list = append(list, f.Endpoint.ID)
 	}
@@ -306,7 +312,7 @@ func (st *streamState) answerRequest(list []string, body []byte, fallback bool) 
 	st.endpoint, st.list = list[0], list
 	c := st.srv.cfg
 	endpoint := strings.Join(list, ",")
-	set := []*corev3.HeaderValueOption{header(c.DestinationHeader, endpoint)}
+	set := append(make([]*corev3.HeaderValueOption, 0, 3), header(c.DestinationHeader, endpoint))
 	if body != nil {
 		set = append(set, header("content-length", strconv.Itoa(len(body))))
 	}
@@ -353,7 +359,7 @@ func (st *streamState) responseHeaders(req *extprocv3.ProcessingRequest, h *extp
 			endpoint = served
 		}
 	}
-	set := []*corev3.HeaderValueOption{}
+	set := make([]*corev3.HeaderValueOption, 0, 3)
 	if endpoint != "" {
 		set = append(set, header(EndpointHeader, endpoint))
 	}
@@ -428,9 +434,11 @@ func (st *streamState) immediate(code int, msg string, extra ...*corev3.HeaderVa
 // headersOf converts Envoy's header map into an http.Header, and returns the
 // :path pseudo-header without its query.
 func headersOf(m *corev3.HeaderMap) (http.Header, string) {
-	h := http.Header{}
+	hvs := m.GetHeaders()
+	h := make(http.Header, len(hvs))
+	vals := make([]string, 0, len(hvs)) // every header's first value, in one array
 	path := ""
-	for _, hv := range m.GetHeaders() {
+	for _, hv := range hvs {
 		v := hv.GetValue()
 		if len(hv.GetRawValue()) > 0 {
 			v = string(hv.GetRawValue())
@@ -442,7 +450,13 @@ func headersOf(m *corev3.HeaderMap) (http.Header, string) {
 		if strings.HasPrefix(hv.GetKey(), ":") {
 			continue
 		}
-		h.Add(hv.GetKey(), v)
+		key := textproto.CanonicalMIMEHeaderKey(hv.GetKey())
+		if prev, ok := h[key]; ok {
+			h[key] = append(prev, v) // a repeated header: its own array from here
+			continue
+		}
+		vals = append(vals, v)
+		h[key] = vals[len(vals)-1 : len(vals) : len(vals)]
 	}
 	return h, path
 }

@@ -10,7 +10,7 @@ import (
 
 // domainUnits are the metrics shown in the "domain metric" column, in
 // order of preference.
-var domainUnits = []string{"x-floor", "floor-ns/op", "p50-ns", "p99-ns", "p99.9-ns", "p99/p50", "gc-cpu-%", "gc-pause-ms", "ingest-blocks/s", "ns/block", "blocks/s", "msgs/s", "bytes/membership", "bytes/block", "tokens/s", "ns/endpoint", "memberships", "MB/s"}
+var domainUnits = []string{"x-floor", "floor-ns/op", "lookup-ns/op", "p50-ns", "p99-ns", "p99.9-ns", "p99/p50", "gc-cpu-%", "gc-pause-ms", "ingest-blocks/s", "ns/block", "blocks/s", "msgs/s", "bytes/membership", "bytes/block", "tokens/s", "ns/endpoint", "memberships", "MB/s"}
 
 // Write renders RESULTS.md.
 func Write(w io.Writer, env Env, o *Output, raw []byte) {

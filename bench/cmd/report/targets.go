@@ -122,6 +122,8 @@ var Ratios = []Ratio{
 		Bench: "Ratio/Match/tokens=2048/endpoints=64,holders=4,blocks=1572864,oldest", Limit: 1.3, ZeroAlloc: true},
 	{What: "Keys of 2,048 tokens vs one XXH64 pass over their 8 KiB",
 		Bench: "Ratio/Keys/tokens=2048", Headline: "Keys/tokens=2048", Floor: "FloorHash", Limit: 1.2, ZeroAlloc: true},
+	{What: "full Pick of 2,048 tokens among 64 endpoints, render excluded, Decision released, vs its own Keys + Match of the same prompt and candidates",
+		Bench: "Ratio/Pick/tokens=2048/endpoints=64", Limit: 3, ZeroAlloc: true},
 	{What: "decode + apply of 16 blocks vs per block: 64 msgpack ints decoded, one XXH64 of 256 bytes, one insert into a 1M-entry map",
 		Bench: "Ratio/Apply/blocks=16", Headline: "Apply/blocks=16", Floor: "FloorApply", Limit: 2},
 }
