@@ -33,6 +33,11 @@ type ApplierConfig struct {
 	// (stores_skipped_total{reason="lora_unnamed"}), because keying it under
 	// the base model would make base-model requests match adapter blocks.
 	LoRANames map[int64]string `json:"loraNames,omitempty"`
+	// MaxResizedBlocksPerEndpoint bounds, per endpoint, the engine blocks
+	// the Applier remembers for an engine whose block size is not a
+	// multiple of the index's (their chain state; see apply_resize.go).
+	// 0 means DefaultMaxResizedBlocksPerEndpoint.
+	MaxResizedBlocksPerEndpoint int `json:"maxResizedBlocksPerEndpoint,omitempty"`
 }
 
 // Options are the injected dependencies of a Pool or an Applier; the zero
@@ -94,6 +99,10 @@ type Applier struct {
 	log   *slog.Logger
 	eps   *xsync.MapOf[string, *endpointState]
 	loras map[int64]string // read-only after NewApplier
+
+	bs      int                       // the index's block size
+	maxSide int                       // ApplierConfig.MaxResizedBlocksPerEndpoint
+	sizes   *xsync.MapOf[string, int] // configured engine block sizes (Endpoint.BlockSize)
 }
 
 // endpointState is what the Applier keeps per endpoint: group kinds and
@@ -106,6 +115,12 @@ type endpointState struct {
 	flat   []string
 	ends   []int
 	pos    []byte // encoded position (applyAt)
+
+	// Engines of another block size (apply_resize.go).
+	engBS int        // block size of the last store (0: none yet)
+	side  *sideTable // engine blocks of a size not a multiple of the index's
+	synth []uint64   // scratch: synthetic hashes
+	toks  []uint32   // scratch: a parent's leftover tokens and the store's
 }
 
 // NewApplier returns an Applier writing to ix, with its injected
@@ -113,6 +128,12 @@ type endpointState struct {
 func NewApplier(cfg ApplierConfig, ix *kvindex.Index, opts Options) (*Applier, error) {
 	if ix == nil {
 		return nil, errors.New("kvevents: NewApplier needs an index")
+	}
+	if cfg.MaxResizedBlocksPerEndpoint < 0 {
+		return nil, errors.New("kvevents: ApplierConfig.MaxResizedBlocksPerEndpoint must be >= 0")
+	}
+	if cfg.MaxResizedBlocksPerEndpoint == 0 {
+		cfg.MaxResizedBlocksPerEndpoint = DefaultMaxResizedBlocksPerEndpoint
 	}
 	m := opts.metrics
 	if m == nil && opts.Registerer != nil {
@@ -131,7 +152,8 @@ func NewApplier(cfg ApplierConfig, ix *kvindex.Index, opts Options) (*Applier, e
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	return &Applier{ix: ix, model: cfg.Model, m: m, log: log, eps: xsync.NewMapOf[string, *endpointState](),
-		loras: maps.Clone(cfg.LoRANames)}, nil
+		loras: maps.Clone(cfg.LoRANames), bs: ix.BlockSize(), maxSide: cfg.MaxResizedBlocksPerEndpoint,
+		sizes: xsync.NewMapOf[string, int]()}, nil
 }
 
 // metrics returns the Applier's metric set (nil without metrics), for the
@@ -140,7 +162,10 @@ func (a *Applier) metrics() *applyMetrics { return a.m }
 
 // forget drops what the Applier remembers about endpoint (its group kinds),
 // for an endpoint that left the pool. It does not touch the index.
-func (a *Applier) forget(endpoint string) { a.eps.Delete(endpoint) }
+func (a *Applier) forget(endpoint string) {
+	a.eps.Delete(endpoint)
+	a.sizes.Delete(endpoint)
+}
 
 func (a *Applier) state(endpoint string) *endpointState {
 	if st, ok := a.eps.Load(endpoint); ok {
@@ -182,6 +207,7 @@ func (a *Applier) Apply(endpoint, model string, b *wire.Batch) ApplyResult {
 		case wire.EventBlockRemoved:
 			a.remove(endpoint, st, e, &res)
 		case wire.EventAllBlocksCleared:
+			st.side = nil
 			res.Cleared++
 			res.ClearedBlocks += a.ix.Clear(endpoint)
 		default:
@@ -273,6 +299,14 @@ func (a *Applier) store(endpoint, model string, st *endpointState, e *wire.Event
 		a.skip(res, e.Kind, reason, n)
 		return
 	}
+	if adapter != "" {
+		model = adapter
+	}
+	if e.BlockSize != a.bs {
+		a.storeResized(endpoint, model, st, e, st.extraKeys(e, adapter), group, res)
+		return
+	}
+	st.engBS = e.BlockSize
 	se := &st.se
 	*se = kvindex.StoreEvent{
 		EngineHashes: e.BlockHashes,
@@ -286,9 +320,6 @@ func (a *Applier) store(endpoint, model string, st *endpointState, e *wire.Event
 		Group:        group,
 		Kind:         e.Kind,
 	}
-	if adapter != "" {
-		se.Model = adapter
-	}
 	err := a.ix.Store(endpoint, se)
 	se.EngineHashes, se.Tokens, se.ExtraKeys = nil, nil, nil // do not pin the batch
 	if err == nil {
@@ -296,17 +327,28 @@ func (a *Applier) store(endpoint, model string, st *endpointState, e *wire.Event
 		res.StoredBlocks += n
 		return
 	}
+	a.storeFailed(endpoint, e, err, res)
+}
+
+// parentMissing counts a store dropped because its parent is unknown.
+func (a *Applier) parentMissing(endpoint string, e *wire.Event, res *ApplyResult) {
+	res.ParentMissing++
+	res.Dropped++
+	a.m.drop(endpoint, kvindex.ReasonParentMissing, 1)
+	if a.log.Enabled(context.Background(), slog.LevelDebug) {
+		a.log.Debug("Failed to get request key for parent block",
+			"endpoint", endpoint, "parent_block_hash", e.ParentHash, "blocks", len(e.BlockHashes))
+	}
+}
+
+// storeFailed counts a store of e the index refused with err.
+func (a *Applier) storeFailed(endpoint string, e *wire.Event, err error, res *ApplyResult) {
+	n := len(e.BlockHashes)
 	if errors.Is(err, kvindex.ErrParentMissing) {
-		res.ParentMissing++
-		res.Dropped++
-		a.m.drop(endpoint, kvindex.ReasonParentMissing, 1)
-		if a.log.Enabled(context.Background(), slog.LevelDebug) {
-			a.log.Debug("Failed to get request key for parent block",
-				"endpoint", endpoint, "parent_block_hash", e.ParentHash, "blocks", n)
-		}
+		a.parentMissing(endpoint, e, res)
 		return
 	}
-	reason = skipIndexRejected
+	reason := skipIndexRejected
 	var serr *kvindex.StoreError
 	if errors.As(err, &serr) && serr.Reason != "" {
 		reason = serr.Reason
@@ -407,6 +449,10 @@ func (a *Applier) remove(endpoint string, st *endpointState, e *wire.Event, res 
 	}
 	if len(e.BlockHashes) == 0 {
 		a.skip(res, "", skipNoBlocks, 0)
+		return
+	}
+	if E := a.engineBlockSize(endpoint, st); E != a.bs {
+		a.removeResized(endpoint, st, e, E, group, res)
 		return
 	}
 	res.Removed++

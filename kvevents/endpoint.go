@@ -79,6 +79,11 @@ type Endpoint struct {
 	Rank int `json:"rank,omitempty"`
 	// Labels are matched by Options.Matcher.
 	Labels map[string]string `json:"labels,omitempty"`
+	// BlockSize is the engine's block size in tokens (vLLM --block-size),
+	// when it differs from the index's: the Applier learns it from the
+	// engine's stores, and uses this value for removals before the first
+	// store (a stream resumed from a checkpoint). 0 = learn it only.
+	BlockSize int `json:"blockSize,omitempty"`
 }
 
 // resolve validates ep and fills in its default addresses.
@@ -114,6 +119,9 @@ func (ep Endpoint) resolve(cfg *PoolConfig) (Endpoint, error) {
 			return ep, fmt.Errorf("kvevents: endpoint %s: replay address: %w", ep.ID, err)
 		}
 	}
+	if ep.BlockSize < 0 || ep.BlockSize > 1<<16 {
+		return ep, fmt.Errorf("kvevents: endpoint %s: blockSize %d not in [0, 65536]", ep.ID, ep.BlockSize)
+	}
 	ep.Labels = maps.Clone(ep.Labels)
 	return ep, nil
 }
@@ -122,5 +130,5 @@ func (ep Endpoint) resolve(cfg *PoolConfig) (Endpoint, error) {
 // Ensure can keep the running subscriber (only labels differ).
 func (ep Endpoint) sameStream(o Endpoint) bool {
 	return ep.ID == o.ID && ep.Model == o.Model && ep.EventsAddress == o.EventsAddress &&
-		ep.ReplayAddress == o.ReplayAddress && ep.Engine == o.Engine
+		ep.ReplayAddress == o.ReplayAddress && ep.Engine == o.Engine && ep.BlockSize == o.BlockSize
 }

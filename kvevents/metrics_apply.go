@@ -19,7 +19,7 @@ func newApplyMetrics(r *registrar) (*applyMetrics, error) {
 	m := &applyMetrics{
 		StoresSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "llm_d_epp_kv_cache_events_stores_skipped_total",
-			Help: "KV-cache events left out of the index (non-prefix cache groups, non-dense spans, block-size mismatch, unknown groups).",
+			Help: "KV-cache events left out of the index (non-prefix cache groups, non-dense spans, extra keys or unmapped blocks at another block size, unknown groups).",
 		}, []string{"cache_kind", "reason"}),
 		Dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvroute_kv_events_dropped_total",

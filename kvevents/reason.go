@@ -15,8 +15,9 @@ type Reason = kvindex.Reason
 // finds itself, before the index sees the event. The index adds
 // kvindex.ReasonNonPrefixKind (a cache group that is not prefix-shaped, also
 // for removals), kvindex.ReasonNonDense, kvindex.ReasonMalformed (also a
-// negative group_idx), kvindex.ReasonBlockSizeMismatch and
-// kvindex.ReasonUnknownHash.
+// negative group_idx) and kvindex.ReasonUnknownHash; the events of engines
+// of another block size add skipResizedExtraKeys and skipResizedUnmapped
+// (apply_resize.go).
 const (
 	skipInvalidBlockSize Reason = "invalid_block_size" // block_size <= 0
 	skipInvalidTokens    Reason = "invalid_tokens"     // token_ids held a non-uint32 element

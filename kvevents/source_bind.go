@@ -454,6 +454,7 @@ func (b *binder) stream(id string, rank int) (st *stream, reason Reason, known b
 			return nil, dropNotSelected, known
 		}
 		st := p.newStreamLocked(id, ep.Model, ep.ReplayAddress)
+		p.applier.setBlockSize(id, ep.BlockSize)
 		p.streams[id] = st
 		p.mu.Unlock()
 		st.log.Info("KV-event endpoint seen on the bind socket", "rank", rank, "replay", ep.ReplayAddress)

@@ -91,6 +91,7 @@ func (d *dialer) newSubscriberLocked(ep Endpoint) *subscriber {
 	p := d.p
 	p.m.ActiveSubscribers.Inc()
 	ctx, cancel := context.WithCancel(p.ctx)
+	p.applier.setBlockSize(ep.ID, ep.BlockSize)
 	return &subscriber{p: p, ep: ep, st: p.newStreamLocked(ep.ID, ep.Model, ep.ReplayAddress),
 		ctx: ctx, cancel: cancel, done: make(chan struct{})}
 }

@@ -30,9 +30,12 @@ const (
 // Config configures an Index. The zero Config is valid and means the
 // defaults; it is JSON-taggable so composed configurations can embed it.
 type Config struct {
-	// BlockSize is the number of tokens per block (default 64). It must
-	// equal the engines' block size: events with another block size are
-	// rejected rather than re-chunked (see ErrBlockSizeMismatch).
+	// BlockSize is the number of tokens per block (default 64), the size
+	// of the keys a router computes for a request. Engines may use another
+	// size: kvevents' Applier re-chunks their events at this one (Store
+	// itself takes only events of this size, see ErrBlockSizeMismatch), and
+	// Match rounds their matches down to whole engine blocks
+	// (SetEngineBlockSize).
 	BlockSize int `json:"blockSize"`
 	// TierWeights weighs a matched block by the tier holding it (the
 	// highest weight wins when several tiers hold it). Entries override the

@@ -41,6 +41,7 @@ type Index struct {
 	blocks *blockMap
 	eps    *xsync.MapOf[string, *endpoint]
 	byID   *xsync.MapOf[uint32, *endpoint] // the live endpoints by ID, for sharing engine-hash entries
+	engBS  *xsync.MapOf[string, int]       // engine block sizes other than blockSize (engine_blocks.go)
 	pool   *engPool                        // engine-hash entries shared by endpoints (engpool.go)
 
 	regMu      sync.Mutex // guards nextID, freeIDs and registration
@@ -127,6 +128,7 @@ func New(cfg Config, opts Options) (*Index, error) {
 		blocks:     newBlockMap(rand.Uint64()),
 		eps:        xsync.NewMapOf[string, *endpoint](),
 		byID:       xsync.NewMapOf[uint32, *endpoint](),
+		engBS:      xsync.NewMapOf[string, int](),
 		stop:       make(chan struct{}),
 		done:       make(chan struct{}),
 		set:        opts.Set,

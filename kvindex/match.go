@@ -52,7 +52,13 @@ type matchScratch struct {
 	first []int32  // per candidate: index of the first candidate with its ID
 	slot  []int32  // per endpoint ID: candidate index + 1, 0 when not a candidate
 	wide  bool     // the last Match had more than 64 candidates (matchWide)
-	wGPU  float64  // the GPU tier's weight when the last Match ran
+	// Engines of another block size (engine_blocks.go): per candidate its
+	// engine block size (0 = the index's), whether any has one, and the
+	// scaled accumulator of a candidate whose count was rounded down.
+	ebs    []int32
+	anyEBS bool
+	capped excAcc
+	wGPU   float64 // the GPU tier's weight when the last Match ran
 	// bit holds, per endpoint ID, the candidate's bit within the chunk of
 	// 64 candidates starting at bitBase (0 for other endpoints): the one
 	// load the inner loop makes per membership. alive is the chunk's
@@ -438,6 +444,7 @@ func (s *matchScratch) resolve(ix *Index, cands []string) {
 		s.slot[id] = int32(i) + 1
 	}
 	s.bitBase = -1 // setChunk rebuilds the bit table
+	s.resolveEngineBlocks(ix, cands)
 }
 
 // grow enlarges the per-ID tables to n entries, keeping their contents.

@@ -68,6 +68,15 @@ func (r *MatchResult) Endpoints() []EndpointMatch {
 // those blocks were not confirmed GPU copies, its exception accumulator
 // (nil otherwise). It panics when i is not in [0, n).
 func (s *matchScratch) entry(i int) (int, *excAcc) {
+	n, a := s.entryRaw(i)
+	if s.anyEBS {
+		return s.capEntry(i, n, a)
+	}
+	return n, a
+}
+
+// entryRaw is entry before the engine block cap (engine_blocks.go).
+func (s *matchScratch) entryRaw(i int) (int, *excAcc) {
 	_ = s.cands[:s.n][i]
 	if s.wide {
 		c := int(s.first[i])

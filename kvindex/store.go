@@ -14,8 +14,9 @@ var (
 	// wrong keys.
 	ErrParentMissing = errors.New("kvindex: parent block hash unknown for this endpoint")
 	// ErrBlockSizeMismatch: the event's block size differs from the
-	// index's. The event is not re-chunked, so no tail tokens are ever
-	// attributed to a wrong key.
+	// index's. Store does not re-chunk: kvevents' Applier re-chunks the
+	// events of engines of another block size before they reach it, so a
+	// mismatch here is a caller's error.
 	ErrBlockSizeMismatch = errors.New("kvindex: event block size differs from the index block size")
 	// ErrNotIndexable: the event's cache group is not prefix-shaped
 	// (sliding window, Mamba, …), so its blocks say nothing about prefix
@@ -302,6 +303,7 @@ func (ix *Index) Remove(endpoint string, hashes []uint64, tier string, group int
 // "endpoint_removed" whether the caller clears because the engine reported
 // AllBlocksCleared, restarted, or left the pool.
 func (ix *Index) Clear(endpoint string) (removed int) {
+	ix.SetEngineBlockSize(endpoint, 0)
 	ep, _ := ix.lockEndpoint(endpoint, false)
 	if ep == nil {
 		return 0

@@ -1,0 +1,55 @@
+package kvindex
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestEngineBlockSizeRoundsMatchesDown(t *testing.T) {
+	ix := newTestIndex(t, Config{})
+	toks := seq(1, 10*testBS)
+	require.NoError(t, ix.Store("a", storeEv("m", 100, toks)))
+	require.NoError(t, ix.Store("b", storeEv("m", 100, toks)))
+	require.NoError(t, ix.Store("c", storeEv("m", 100, toks)))
+	require.Equal(t, []int{10, 10, 10}, blocksOf(match(ix, "m", toks, "a", "b", "c")))
+
+	ix.SetEngineBlockSize("a", 3*testBS)   // a multiple: whole triples
+	ix.SetEngineBlockSize("b", testBS*3/2) // neither divides the other
+	ix.SetEngineBlockSize("c", testBS)     // the index's own: no record
+	require.Equal(t, 3*testBS, ix.EngineBlockSize("a"))
+	require.Equal(t, testBS, ix.EngineBlockSize("c"))
+	// a: 10 → 9; b: ⌊10·2/3⌋ = 6 engine blocks = 9 router blocks.
+	r := match(ix, "m", toks, "a", "b", "c")
+	require.Equal(t, []int{9, 9, 10}, blocksOf(r))
+	require.InDelta(t, 9.0, r.Score(0), 1e-9)
+	r = match(ix, "m", toks[:8*testBS], "a", "b", "c")
+	require.Equal(t, []int{6, 7, 8}, blocksOf(r)) // b: ⌊8·2/3⌋ = 5 engine blocks = 7 router blocks
+
+	// More than 64 candidates take the wide path: same rounding.
+	cands := []string{"a", "b", "c"}
+	for i := 0; i < 70; i++ {
+		cands = append(cands, fmt.Sprintf("x%d", i))
+	}
+	require.Equal(t, []int{9, 9, 10}, blocksOf(match(ix, "m", toks, cands...))[:3])
+
+	// Clear forgets the record.
+	ix.Clear("a")
+	require.Equal(t, testBS, ix.EngineBlockSize("a"))
+	require.NoError(t, ix.Store("a", storeEv("m", 100, toks)))
+	require.Equal(t, 10, match(ix, "m", toks, "a").Blocks(0))
+}
+
+func TestEngineBlockSizeScalesExceptions(t *testing.T) {
+	ix := newTestIndex(t, Config{TierWeights: map[string]float64{"cpu": 0.5}})
+	toks := seq(1, 4*testBS)
+	ev := storeEv("m", 100, toks)
+	ev.Tier = "cpu"
+	require.NoError(t, ix.Store("a", ev))
+	ix.SetEngineBlockSize("a", 3*testBS)
+	m := match(ix, "m", toks, "a").At(0)
+	require.Equal(t, 3, m.Blocks)
+	require.Equal(t, 3, m.CPU)
+	require.InDelta(t, 1.5, m.Score, 1e-9)
+}

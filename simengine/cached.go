@@ -1,0 +1,23 @@
+package simengine
+
+// CachedTokens returns how many leading tokens of prompt the engine's
+// prefix cache holds right now (whole blocks, without a cache salt or LoRA
+// adapter): what a request with this prompt would find cached, before
+// vLLM's rule that the last prompt token is always computed. It is the
+// ground truth a router's index is checked against in tests and the
+// routing simulation.
+func (e *Engine) CachedTokens(prompt []uint32) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	bs := e.cfg.BlockSize
+	parent := NoneHash
+	n := 0
+	for i := 0; (i+1)*bs <= len(prompt); i++ {
+		d := e.hasher.hash(parent, prompt[i*bs:(i+1)*bs], nil)
+		if _, ok := e.pool.lookup(d); !ok {
+			break
+		}
+		parent, n = d, n+bs
+	}
+	return n
+}
