@@ -38,6 +38,11 @@ type ApplierConfig struct {
 	// multiple of the index's (their chain state; see apply_resize.go).
 	// 0 means DefaultMaxResizedBlocksPerEndpoint.
 	MaxResizedBlocksPerEndpoint int `json:"maxResizedBlocksPerEndpoint,omitempty"`
+	// SlidingWindow is the sliding window in tokens of the engines'
+	// sliding-window cache groups, for events that do not carry
+	// kv_cache_spec_sliding_window (0: such stores are skipped, reason
+	// "no_sliding_window"). See apply_groups.go.
+	SlidingWindow int `json:"slidingWindow,omitempty"`
 }
 
 // Options are the injected dependencies of a Pool or an Applier; the zero
@@ -102,6 +107,7 @@ type Applier struct {
 
 	bs      int                       // the index's block size
 	maxSide int                       // ApplierConfig.MaxResizedBlocksPerEndpoint
+	window  int                       // ApplierConfig.SlidingWindow
 	sizes   *xsync.MapOf[string, int] // configured engine block sizes (Endpoint.BlockSize)
 }
 
@@ -129,8 +135,8 @@ func NewApplier(cfg ApplierConfig, ix *kvindex.Index, opts Options) (*Applier, e
 	if ix == nil {
 		return nil, errors.New("kvevents: NewApplier needs an index")
 	}
-	if cfg.MaxResizedBlocksPerEndpoint < 0 {
-		return nil, errors.New("kvevents: ApplierConfig.MaxResizedBlocksPerEndpoint must be >= 0")
+	if cfg.MaxResizedBlocksPerEndpoint < 0 || cfg.SlidingWindow < 0 {
+		return nil, errors.New("kvevents: ApplierConfig.MaxResizedBlocksPerEndpoint and SlidingWindow must be >= 0")
 	}
 	if cfg.MaxResizedBlocksPerEndpoint == 0 {
 		cfg.MaxResizedBlocksPerEndpoint = DefaultMaxResizedBlocksPerEndpoint
@@ -152,7 +158,7 @@ func NewApplier(cfg ApplierConfig, ix *kvindex.Index, opts Options) (*Applier, e
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	return &Applier{ix: ix, model: cfg.Model, m: m, log: log, eps: xsync.NewMapOf[string, *endpointState](),
-		loras: maps.Clone(cfg.LoRANames), bs: ix.BlockSize(), maxSide: cfg.MaxResizedBlocksPerEndpoint,
+		loras: maps.Clone(cfg.LoRANames), bs: ix.BlockSize(), maxSide: cfg.MaxResizedBlocksPerEndpoint, window: cfg.SlidingWindow,
 		sizes: xsync.NewMapOf[string, int]()}, nil
 }
 
@@ -280,6 +286,10 @@ func (a *Applier) store(endpoint, model string, st *endpointState, e *wire.Event
 		st.groups[group] = e.Kind
 	}
 	adapter, named := a.adapter(e)
+	if gk, ok := kvindex.GroupKindOf(e.Kind); ok && named && n > 0 {
+		a.storeGroup(endpoint, st, e, gk, group, res)
+		return
+	}
 	var reason Reason
 	switch {
 	case !named:
@@ -444,6 +454,10 @@ func (a *Applier) remove(endpoint string, st *endpointState, e *wire.Event, res 
 		a.skip(res, "unknown", skipUnknownGroup, len(e.BlockHashes))
 		return
 	case seen && !kvindex.IndexableKind(kind):
+		if gk, ok := kvindex.GroupKindOf(kind); ok {
+			a.removeGroup(endpoint, st, e, gk, group, res)
+			return
+		}
 		a.skip(res, kind, kvindex.ReasonNonPrefixKind, len(e.BlockHashes))
 		return
 	}

@@ -215,7 +215,7 @@ func TestApplyParentMissingCountedAndLogged(t *testing.T) {
 func TestApplySkipsCounted(t *testing.T) {
 	f := newApplyFixture(t)
 	swa := wiretest.StoredV1()
-	swa.Group, swa.Kind, swa.HasSlidingWindow, swa.SlidingWindow = 1, "sliding_window", true, 128
+	swa.Group, swa.Kind = 1, "chunked_local_attention" // a kind kvroute neither indexes nor tracks (apply_groups.go)
 	nonDense := wiretest.StoredV1()
 	nonDense.TokenIDs = wiretest.TokensRange(1, 7)
 	wrongSize := wiretest.StoredV1()
@@ -226,12 +226,12 @@ func TestApplySkipsCounted(t *testing.T) {
 	// Another block size is re-chunked at the index's (apply_resize.go):
 	// two blocks of 2 tokens are one router block of 4.
 	require.Equal(t, ApplyResult{Stored: 1, StoredBlocks: 2, Skipped: 3, SkippedBlocks: 6}, res)
-	require.Equal(t, 1.0, skipped(t, f.reg, "sliding_window", kvindex.ReasonNonPrefixKind))
+	require.Equal(t, 1.0, skipped(t, f.reg, "chunked_local_attention", kvindex.ReasonNonPrefixKind))
 	require.Equal(t, 1.0, skipped(t, f.reg, "full_attention", kvindex.ReasonNonDense))
 	require.Equal(t, 0.0, skipped(t, f.reg, "full_attention", kvindex.ReasonBlockSizeMismatch))
 	require.Equal(t, 1.0, skipped(t, f.reg, "full_attention", skipInvalidBlockSize))
 
-	// Removals: group 1 is sliding window (learnt from the skipped store),
+	// Removals: group 1 is chunked local (learnt from the skipped store),
 	// group 7 was never seen, an ungrouped removal is always processed.
 	rmSWA := wiretest.RemovedH(wiretest.H1)
 	rmSWA.Group = 1
@@ -241,7 +241,7 @@ func TestApplySkipsCounted(t *testing.T) {
 	rmUngrouped.HasGroup = false
 	res = f.applyBatch(testEndpoint, wiretest.BatchOf(0, true, rmSWA, rmUnknown, rmUngrouped), wire.FormatVLLM)
 	require.Equal(t, ApplyResult{Skipped: 2, SkippedBlocks: 2, Removed: 1}, res)
-	require.Equal(t, 2.0, skipped(t, f.reg, "sliding_window", kvindex.ReasonNonPrefixKind))
+	require.Equal(t, 2.0, skipped(t, f.reg, "chunked_local_attention", kvindex.ReasonNonPrefixKind))
 	require.Equal(t, 1.0, skipped(t, f.reg, "unknown", skipUnknownGroup))
 }
 

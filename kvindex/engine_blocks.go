@@ -71,7 +71,13 @@ func (s *matchScratch) capEntry(i, n int, a *excAcc) (int, *excAcc) {
 	if e == 0 {
 		return n, a
 	}
-	c := (n * bs / e) * e / bs
+	return s.limitEntry((n*bs/e)*e/bs, n, a)
+}
+
+// limitEntry limits a candidate's contiguous count n to c, scaling its
+// accumulator a to the blocks kept (which of its blocks were the
+// exceptions is not recorded).
+func (s *matchScratch) limitEntry(c, n int, a *excAcc) (int, *excAcc) {
 	if c >= n {
 		return n, a
 	}

@@ -38,11 +38,13 @@ type Index struct {
 	now        func() time.Time
 	epoch      time.Time
 
-	blocks *blockMap
-	eps    *xsync.MapOf[string, *endpoint]
-	byID   *xsync.MapOf[uint32, *endpoint] // the live endpoints by ID, for sharing engine-hash entries
-	engBS  *xsync.MapOf[string, int]       // engine block sizes other than blockSize (engine_blocks.go)
-	pool   *engPool                        // engine-hash entries shared by endpoints (engpool.go)
+	blocks  *blockMap
+	eps     *xsync.MapOf[string, *endpoint]
+	byID    *xsync.MapOf[uint32, *endpoint] // the live endpoints by ID, for sharing engine-hash entries
+	engBS   *xsync.MapOf[string, int]       // engine block sizes other than blockSize (engine_blocks.go)
+	hybrid  *xsync.MapOf[string, *hybridEP] // non-prefix cache groups (groups.go)
+	nHybrid atomic.Int64                    // groups in hybrid
+	pool    *engPool                        // engine-hash entries shared by endpoints (engpool.go)
 
 	regMu      sync.Mutex // guards nextID, freeIDs and registration
 	nextID     uint32
@@ -129,6 +131,7 @@ func New(cfg Config, opts Options) (*Index, error) {
 		eps:        xsync.NewMapOf[string, *endpoint](),
 		byID:       xsync.NewMapOf[uint32, *endpoint](),
 		engBS:      xsync.NewMapOf[string, int](),
+		hybrid:     xsync.NewMapOf[string, *hybridEP](),
 		stop:       make(chan struct{}),
 		done:       make(chan struct{}),
 		set:        opts.Set,

@@ -58,6 +58,13 @@ type matchScratch struct {
 	ebs    []int32
 	anyEBS bool
 	capped excAcc
+	// Endpoints with non-prefix cache groups (groups_match.go): per
+	// candidate its groups (nil for none), whether any has some, and the
+	// longest usable prefix computed after the walk (valid when hyDone).
+	hy     []*hybridEP
+	hyL    []int32
+	anyHy  bool
+	hyDone bool
 	wGPU   float64 // the GPU tier's weight when the last Match ran
 	// bit holds, per endpoint ID, the candidate's bit within the chunk of
 	// 64 candidates starting at bitBase (0 for other endpoints): the one
@@ -142,12 +149,16 @@ func (ix *Index) Match(keys []Key, candidates []string, out *MatchResult) {
 	s.resolve(ix, candidates)
 	s.n, s.wGPU = len(candidates), tt.maxW[1]
 	var best int
+	s.hyDone = false
 	if len(candidates) <= 64 {
 		s.wide = false
 		best = ix.matchChunk(keys, out, tt)
 	} else {
 		s.wide = true
 		best = ix.matchWide(keys, out, tt)
+	}
+	if s.anyHy {
+		s.limitHybrid(keys, ix.blockSize)
 	}
 	if ix.met != nil {
 		ix.met.observeLookup(best, time.Since(start))
@@ -445,6 +456,7 @@ func (s *matchScratch) resolve(ix *Index, cands []string) {
 	}
 	s.bitBase = -1 // setChunk rebuilds the bit table
 	s.resolveEngineBlocks(ix, cands)
+	s.resolveHybrid(ix, cands)
 }
 
 // grow enlarges the per-ID tables to n entries, keeping their contents.

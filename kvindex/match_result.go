@@ -70,7 +70,10 @@ func (r *MatchResult) Endpoints() []EndpointMatch {
 func (s *matchScratch) entry(i int) (int, *excAcc) {
 	n, a := s.entryRaw(i)
 	if s.anyEBS {
-		return s.capEntry(i, n, a)
+		n, a = s.capEntry(i, n, a)
+	}
+	if s.hyDone && s.hy[i] != nil {
+		n, a = s.limitEntry(int(s.hyL[i]), n, a)
 	}
 	return n, a
 }

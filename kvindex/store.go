@@ -304,6 +304,7 @@ func (ix *Index) Remove(endpoint string, hashes []uint64, tier string, group int
 // AllBlocksCleared, restarted, or left the pool.
 func (ix *Index) Clear(endpoint string) (removed int) {
 	ix.SetEngineBlockSize(endpoint, 0)
+	ix.clearGroups(endpoint)
 	ep, _ := ix.lockEndpoint(endpoint, false)
 	if ep == nil {
 		return 0

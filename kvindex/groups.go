@@ -1,0 +1,252 @@
+package kvindex
+
+import (
+	"errors"
+	"sync"
+)
+
+// Hybrid-attention models (sliding-window and Mamba layers beside full
+// attention) cache one KV-cache group per layer kind. The block map indexes
+// the prefix-shaped groups (full attention, MLA); the groups whose blocks
+// say nothing about a prefix on their own are kept beside it, per endpoint,
+// as the set of router keys each group holds:
+//
+//   - a sliding-window group of window W tokens: a prefix of L router
+//     blocks is reusable only if the group still holds the ⌈(W−1)/R⌉ blocks
+//     before L (what the next token attends to; vLLM's sliding-window
+//     manager asks for the same run of blocks);
+//   - a Mamba (state-space) group: only if the group holds the block ending
+//     at L, whose state the engine resumes from.
+//
+// Match returns, for an endpoint with such groups, the longest L no longer
+// than its contiguous full-attention blocks that every group allows (0 is
+// always allowed). An endpoint without them costs Match one check.
+
+// GroupKind is the kind of a KV-cache group the index tracks beside the
+// block map.
+type GroupKind uint8
+
+// Group kinds.
+const (
+	// GroupSlidingWindow: sliding-window attention (vLLM's
+	// "sliding_window" and "sliding_window_mla").
+	GroupSlidingWindow GroupKind = iota + 1
+	// GroupMamba: a state-space group (vLLM's "mamba").
+	GroupMamba
+)
+
+// GroupKindOf maps a kv_cache_spec_kind to the GroupKind the index tracks
+// beside the block map; ok is false for prefix-shaped kinds and kinds it
+// does not understand.
+func GroupKindOf(kind string) (GroupKind, bool) {
+	switch kind {
+	case "sliding_window", "sliding_window_mla":
+		return GroupSlidingWindow, true
+	case "mamba":
+		return GroupMamba, true
+	}
+	return 0, false
+}
+
+// ErrGroupFull is returned by StoreGroup when the endpoint's group already
+// holds Config.MaxBlocksPerEndpoint blocks: the blocks beyond are not
+// recorded (their prefixes are then reported shorter, never longer).
+var ErrGroupFull = errors.New("kvindex: cache group holds its maximum of blocks")
+
+// maxGroupsTracked bounds the non-prefix groups per endpoint.
+const maxGroupsTracked = 8
+
+// groupSet is one non-prefix group of an endpoint.
+type groupSet struct {
+	group  int32
+	kind   GroupKind
+	window int                // sliding window in tokens (GroupSlidingWindow)
+	byHash map[uint64]hashRef // engine hash → its key and stores, to resolve removals
+	held   map[Key]uint32     // key → stores not yet removed
+}
+
+// hashRef is a stored engine hash of a group: its key and how many stores
+// of it are not yet removed.
+type hashRef struct {
+	key Key
+	n   uint32
+}
+
+// hybridEP is an endpoint's non-prefix groups. Writers hold mu; Match reads
+// under RLock.
+type hybridEP struct {
+	mu     sync.RWMutex
+	groups []*groupSet
+}
+
+// GroupStore describes the blocks a non-prefix group stored, as the index
+// needs them: the router keys are resolved from the endpoint's engine
+// hashes (stored by its full-attention group), so the tokens are not needed.
+type GroupStore struct {
+	Group  int
+	Kind   GroupKind
+	Window int      // GroupSlidingWindow: the window in tokens (> 0)
+	Hashes []uint64 // engine hashes, at the index's block size
+}
+
+// StoreGroup records that endpoint's non-prefix group g.Group holds the
+// blocks of g.Hashes. Hashes the endpoint's full-attention blocks do not
+// map (never stored, or already evicted) are skipped and counted in
+// unknown. It returns ErrGroupFull when the group is at its bound, and an
+// error for a malformed store (a sliding-window group without a window, a
+// group of another kind than before).
+func (ix *Index) StoreGroup(endpoint string, g *GroupStore) (unknown int, err error) {
+	if g.Kind == GroupSlidingWindow && g.Window <= 0 || g.Kind != GroupSlidingWindow && g.Kind != GroupMamba {
+		return len(g.Hashes), &StoreError{Reason: ReasonMalformed, Err: ErrMalformed, Skipped: len(g.Hashes)}
+	}
+	ep, _ := ix.lockEndpoint(endpoint, false)
+	if ep == nil {
+		return len(g.Hashes), &StoreError{Reason: ReasonUnknownHash, Err: ErrUnknownHash, Skipped: len(g.Hashes)}
+	}
+	keys := make([]Key, 0, len(g.Hashes))
+	for _, h := range g.Hashes {
+		if k, ok := ep.eng.Get(h); ok {
+			keys = append(keys, k)
+		} else {
+			keys = append(keys, 0)
+			unknown++
+		}
+	}
+	ep.mu.Unlock()
+
+	hy, _ := ix.hybrid.LoadOrCompute(endpoint, func() *hybridEP { return &hybridEP{} })
+	hy.mu.Lock()
+	defer hy.mu.Unlock()
+	gs := hy.find(int32(g.Group))
+	if gs == nil {
+		if len(hy.groups) >= maxGroupsTracked {
+			return len(g.Hashes), &StoreError{Reason: ReasonMalformed, Err: ErrMalformed, Skipped: len(g.Hashes)}
+		}
+		gs = &groupSet{group: int32(g.Group), kind: g.Kind, byHash: map[uint64]hashRef{}, held: map[Key]uint32{}}
+		hy.groups = append(hy.groups, gs)
+		ix.nHybrid.Add(1)
+		ix.gen.Add(1) // Match results re-resolve which candidates have groups
+	}
+	if gs.kind != g.Kind {
+		return len(g.Hashes), &StoreError{Reason: ReasonMalformed, Err: ErrMalformed, Skipped: len(g.Hashes)}
+	}
+	if g.Kind == GroupSlidingWindow {
+		gs.window = g.Window
+	}
+	for i, h := range g.Hashes {
+		k := keys[i]
+		if k == 0 {
+			continue
+		}
+		r, ok := gs.byHash[h]
+		if !ok && len(gs.byHash) >= ix.maxBlocks {
+			err = &StoreError{Reason: ReasonGroupFull, Err: ErrGroupFull, Skipped: len(g.Hashes) - i}
+			break
+		}
+		if ok && r.key != k { // the engine reused the hash for other content
+			ix.dropGroupKey(gs, r.key, r.n)
+			r.n = 0
+		}
+		gs.byHash[h] = hashRef{key: k, n: r.n + 1}
+		gs.held[k]++
+	}
+	if unknown > 0 && err == nil {
+		err = &StoreError{Reason: ReasonUnknownHash, Err: ErrUnknownHash, Skipped: unknown}
+	}
+	return unknown, err
+}
+
+// ReasonGroupFull: ErrGroupFull.
+const ReasonGroupFull Reason = "group_full"
+
+// RemoveGroup applies a removal of endpoint's non-prefix group: each engine
+// hash loses one store. It returns the number of blocks the group no longer
+// holds. Unknown endpoints, groups and hashes are ignored.
+func (ix *Index) RemoveGroup(endpoint string, group int, hashes []uint64) (removed int) {
+	hy, ok := ix.hybrid.Load(endpoint)
+	if !ok {
+		return 0
+	}
+	hy.mu.Lock()
+	defer hy.mu.Unlock()
+	gs := hy.find(int32(group))
+	if gs == nil {
+		return 0
+	}
+	for _, h := range hashes {
+		r, ok := gs.byHash[h]
+		if !ok {
+			continue
+		}
+		if r.n > 1 {
+			gs.byHash[h] = hashRef{key: r.key, n: r.n - 1}
+		} else {
+			delete(gs.byHash, h)
+		}
+		if ix.dropGroupKey(gs, r.key, 1) {
+			removed++
+		}
+	}
+	return removed
+}
+
+// dropGroupKey takes n stores of key away from gs and reports whether the
+// group no longer holds it.
+func (ix *Index) dropGroupKey(gs *groupSet, key Key, n uint32) bool {
+	if c := gs.held[key]; c > n {
+		gs.held[key] = c - n
+		return false
+	}
+	delete(gs.held, key)
+	return true
+}
+
+// clearGroups forgets endpoint's non-prefix groups (Clear).
+func (ix *Index) clearGroups(endpoint string) {
+	if hy, ok := ix.hybrid.LoadAndDelete(endpoint); ok {
+		hy.mu.Lock()
+		ix.nHybrid.Add(-int64(len(hy.groups)))
+		hy.groups = nil
+		hy.mu.Unlock()
+		ix.gen.Add(1)
+	}
+}
+
+func (hy *hybridEP) find(group int32) *groupSet {
+	for _, g := range hy.groups {
+		if g.group == group {
+			return g
+		}
+	}
+	return nil
+}
+
+// usable returns the longest prefix of at most n blocks of keys that every
+// group allows (hy.mu read-locked by the caller).
+func (hy *hybridEP) usable(keys []Key, n, bs int) int {
+	for L := n; L > 0; L-- {
+		if hy.allows(keys, L, bs) {
+			return L
+		}
+	}
+	return 0
+}
+
+func (hy *hybridEP) allows(keys []Key, L, bs int) bool {
+	for _, g := range hy.groups {
+		switch g.kind {
+		case GroupMamba:
+			if g.held[keys[L-1]] == 0 {
+				return false
+			}
+		case GroupSlidingWindow:
+			need := (g.window - 1 + bs - 1) / bs // ⌈(W−1)/R⌉ blocks before L
+			for j := max(0, L-need); j < L; j++ {
+				if g.held[keys[j]] == 0 {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}

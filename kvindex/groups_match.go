@@ -1,0 +1,38 @@
+package kvindex
+
+// resolveHybrid fills s.hy, per candidate, with its endpoint's non-prefix
+// groups (nil for none) and sets s.anyHy when any candidate has some.
+// Called by resolve.
+func (s *matchScratch) resolveHybrid(ix *Index, cands []string) {
+	s.anyHy = false
+	if ix.nHybrid.Load() == 0 {
+		return
+	}
+	if cap(s.hy) < len(cands) {
+		s.hy = make([]*hybridEP, len(cands))
+		s.hyL = make([]int32, len(cands))
+	}
+	s.hy, s.hyL = s.hy[:len(cands)], s.hyL[:len(cands)]
+	for i, name := range cands {
+		s.hy[i] = nil
+		if hy, ok := ix.hybrid.Load(name); ok {
+			s.hy[i], s.anyHy = hy, true
+		}
+	}
+}
+
+// limitHybrid computes, after the walk, each hybrid candidate's longest
+// usable prefix of keys (groups.go), which entry then applies.
+func (s *matchScratch) limitHybrid(keys []Key, bs int) {
+	s.hyDone = false
+	for i, hy := range s.hy {
+		if hy == nil {
+			continue
+		}
+		n, _ := s.entryRaw(i)
+		hy.mu.RLock()
+		s.hyL[i] = int32(hy.usable(keys, n, bs))
+		hy.mu.RUnlock()
+	}
+	s.hyDone = true
+}
