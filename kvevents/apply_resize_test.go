@@ -33,19 +33,28 @@ const resizeModel = "m"
 
 func newResizeRig(t *testing.T, routerBS int, sizes []int, capacityTokens int) *resizeRig {
 	t.Helper()
+	cfgs := make([]simengine.Config, len(sizes))
+	for i, bs := range sizes {
+		cfgs[i] = simengine.Config{BlockSize: bs, NumGPUBlocks: capacityTokens / bs}
+	}
+	return newEngineRig(t, routerBS, cfgs)
+}
+
+// newEngineRig is newResizeRig with the engines' configurations given.
+func newEngineRig(t *testing.T, routerBS int, cfgs []simengine.Config) *resizeRig {
+	t.Helper()
 	ix, err := kvindex.New(kvindex.Config{BlockSize: routerBS, SweepInterval: -1}, kvindex.Options{})
 	require.NoError(t, err)
 	t.Cleanup(ix.Close)
 	reg := prometheus.NewRegistry()
 	a, err := NewApplier(ApplierConfig{Model: resizeModel}, ix, Options{Set: telemetry.Set{Registerer: reg}})
 	require.NoError(t, err)
-	r := &resizeRig{t: t, ix: ix, a: a, reg: reg, dec: wire.NewDecoder(wire.Limits{}), pending: make([][]simengine.EventBatch, len(sizes))}
-	for i, bs := range sizes {
+	r := &resizeRig{t: t, ix: ix, a: a, reg: reg, dec: wire.NewDecoder(wire.Limits{}), pending: make([][]simengine.EventBatch, len(cfgs))}
+	for i, c := range cfgs {
 		i := i
-		e, err := simengine.New(simengine.Config{
-			Model: resizeModel, BlockSize: bs, NumGPUBlocks: capacityTokens / bs,
-			Sink: simengine.EventSinkFunc(func(b simengine.EventBatch) { r.pending[i] = append(r.pending[i], b) }),
-		}, simengine.Options{})
+		c.Model = resizeModel
+		c.Sink = simengine.EventSinkFunc(func(b simengine.EventBatch) { r.pending[i] = append(r.pending[i], b) })
+		e, err := simengine.New(c, simengine.Options{})
 		require.NoError(t, err)
 		t.Cleanup(e.Close)
 		r.engines = append(r.engines, e)
@@ -90,6 +99,9 @@ func simToWire(b *wire.Batch, e *simengine.Event) {
 	w.BlockHashes, w.ParentHash, w.HasParent = e.BlockHashes, e.ParentHash, e.HasParent
 	w.TokenIDs, w.BlockSize, w.Medium = e.TokenIDs, e.BlockSize, e.Medium
 	w.Group, w.HasGroup, w.Kind = e.GroupIdx, true, e.Kind
+	if e.SlidingWindow > 0 {
+		w.SlidingWindow, w.HasSlidingWindow = int64(e.SlidingWindow), true
+	}
 	for _, keys := range e.ExtraKeys {
 		var ks []wire.ExtraKey
 		for _, k := range keys {

@@ -2,8 +2,9 @@ package simengine
 
 // CachedTokens returns how many leading tokens of prompt the engine's
 // prefix cache holds right now (whole blocks, without a cache salt or LoRA
-// adapter): what a request with this prompt would find cached, before
-// vLLM's rule that the last prompt token is always computed. It is the
+// adapter; in hybrid mode, the prefix every cache group can serve): what a
+// request with this prompt would find cached, before vLLM's rule that the
+// last prompt token is always computed. It is the
 // ground truth a router's index is checked against in tests and the
 // routing simulation.
 func (e *Engine) CachedTokens(prompt []uint32) int {
@@ -11,13 +12,16 @@ func (e *Engine) CachedTokens(prompt []uint32) int {
 	defer e.mu.Unlock()
 	bs := e.cfg.BlockSize
 	parent := NoneHash
-	n := 0
+	var hashes []Digest
 	for i := 0; (i+1)*bs <= len(prompt); i++ {
 		d := e.hasher.hash(parent, prompt[i*bs:(i+1)*bs], nil)
 		if _, ok := e.pool.lookup(d); !ok {
 			break
 		}
-		parent, n = d, n+bs
+		parent, hashes = d, append(hashes, d)
 	}
-	return n
+	if e.hy != nil {
+		return e.hy.usable(hashes, len(hashes), bs) * bs
+	}
+	return len(hashes) * bs
 }

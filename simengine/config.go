@@ -58,6 +58,10 @@ type Config struct {
 	// Sink receives KV-event batches; nil disables event generation, like vLLM
 	// without enable_kv_cache_events.
 	Sink EventSink `json:"-"`
+
+	// Hybrid, when set, runs a hybrid-attention model: a sliding-window
+	// group and optionally a Mamba group beside full attention (hybrid.go).
+	Hybrid *HybridConfig `json:"hybrid,omitempty"`
 }
 
 // Options are an Engine's injected dependencies; the zero value is valid.
@@ -96,6 +100,13 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Start.IsZero() {
 		c.Start = DefaultStart
+	}
+	if c.Hybrid != nil {
+		h, err := c.Hybrid.withDefaults(c.NumGPUBlocks)
+		if err != nil {
+			return c, err
+		}
+		c.Hybrid = &h
 	}
 	switch {
 	case c.BlockSize < 1 || c.BlockSize > 1<<16:

@@ -45,6 +45,8 @@ type Engine struct {
 	closeOnce sync.Once
 	unreg     func()
 	log       *slog.Logger
+
+	hy *hybrid // hybrid-attention mode (hybrid.go); nil without Config.Hybrid
 }
 
 // New returns an engine on a virtual clock starting at cfg.Start. Time moves only
@@ -72,6 +74,9 @@ func newEngine(cfg Config, opts Options, realtime bool) (*Engine, error) {
 	}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Hybrid != nil {
+		e.hy = newHybrid(cfg.Hybrid)
 	}
 	if realtime {
 		e.now = time.Now()
@@ -170,6 +175,9 @@ func (e *Engine) ResetPrefixCache() bool {
 	defer e.mu.Unlock()
 	if e.closed || !e.pool.reset() {
 		return false
+	}
+	if e.hy != nil {
+		e.hy.reset()
 	}
 	if e.cfg.Sink != nil {
 		e.batches = append(e.batches, EventBatch{Time: e.clockLocked(), Events: []Event{{Type: AllBlocksCleared}}})

@@ -61,6 +61,9 @@ type Event struct {
 	// (KindFullAttention on stores, "" on removals, as vLLM sets it only on stores).
 	GroupIdx int
 	Kind     string
+	// SlidingWindow is kv_cache_spec_sliding_window, the window in tokens of
+	// a sliding-window group's stores (0 otherwise; hybrid.go).
+	SlidingWindow int
 }
 
 // EventBatch is what one scheduler step (or one reset) produced, like vLLM's

@@ -128,6 +128,9 @@ func (e *Engine) cacheHitLocked(s *seq) []int32 {
 		}
 		hits = append(hits, b)
 	}
+	if e.hy != nil {
+		hits = e.hybridHitLocked(s, hits)
+	}
 	e.hitScratch = hits
 	return hits
 }
@@ -237,6 +240,9 @@ func (e *Engine) cacheFullLocked(s *seq, upTo int) {
 			ev.ExtraKeys = append(ev.ExtraKeys, keys)
 		}
 		e.pending = append(e.pending, ev)
+	}
+	if e.hy != nil {
+		e.hybridStoreLocked(s, s.numCached, full)
 	}
 	s.numCached = full
 }

@@ -229,6 +229,9 @@ func ToKVEventsBatch(dst *wire.Batch, b simengine.EventBatch) {
 				}
 			}
 			e.HasGroup, e.Group, e.Kind = true, src.GroupIdx, src.Kind
+			if src.SlidingWindow > 0 { // hybrid mode's window group
+				e.HasSlidingWindow, e.SlidingWindow = true, int64(src.SlidingWindow)
+			}
 		case simengine.BlockRemoved:
 			e.Type = wire.EventBlockRemoved
 			e.BlockHashes = src.BlockHashes

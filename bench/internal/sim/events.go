@@ -131,6 +131,9 @@ func toWire(b *wire.Batch, e *simengine.Event) {
 		w.LoRAID, w.HasLoRAID = int64(e.LoRAID), true
 	}
 	w.Group, w.HasGroup = e.GroupIdx, true
+	if e.SlidingWindow > 0 { // a hybrid engine's window group
+		w.SlidingWindow, w.HasSlidingWindow = int64(e.SlidingWindow), true
+	}
 	w.Kind = e.Kind
 	for _, keys := range e.ExtraKeys {
 		var ks []wire.ExtraKey

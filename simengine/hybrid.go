@@ -1,0 +1,210 @@
+package simengine
+
+import (
+	"container/list"
+	"fmt"
+	"slices"
+)
+
+// Hybrid-attention mode: besides the full-attention group (group 0, the
+// block pool), the engine keeps a sliding-window group and optionally a
+// Mamba (state-space) group, each a cache of block digests of its own
+// capacity that evicts independently (least recently used first), and
+// publishes each group's stores and removals with its group_idx,
+// kv_cache_spec_kind and, for the window, kv_cache_spec_sliding_window, as
+// vLLM does for hybrid models. A cached prefix of L blocks is reused only
+// when the window group holds the ⌈(W−1)/B⌉ blocks before L and the Mamba
+// group holds the state at the end of block L−1 (vLLM's hybrid cache
+// coordinator asks each group for the same), so a request may recompute
+// blocks the full-attention group still holds.
+//
+// Simplifications: the window and Mamba caches do not pin the blocks of
+// running requests (vLLM frees a sliding-window group's blocks that fall
+// out of the window early, which this approximates with a small capacity),
+// and a Mamba state is kept at every block end (vLLM's "all" cache mode).
+
+// Kinds of the hybrid mode's groups, as vLLM's kv_cache_spec_kind.
+const (
+	KindSlidingWindow = "sliding_window"
+	KindMamba         = "mamba"
+)
+
+// HybridConfig enables the hybrid-attention mode (Config.Hybrid).
+type HybridConfig struct {
+	// SlidingWindow is the sliding window in tokens of group 1. Required
+	// (> 1).
+	SlidingWindow int `json:"slidingWindow"`
+	// WindowBlocks is the window group's capacity in blocks (default
+	// NumGPUBlocks/4).
+	WindowBlocks int `json:"windowBlocks"`
+	// Mamba adds a Mamba group (group 2).
+	Mamba bool `json:"mamba"`
+	// MambaStates is the Mamba group's capacity in states (default
+	// NumGPUBlocks/4).
+	MambaStates int `json:"mambaStates"`
+}
+
+// withDefaults fills zero fields and validates h for an engine of
+// numBlocks blocks.
+func (h HybridConfig) withDefaults(numBlocks int) (HybridConfig, error) {
+	if h.WindowBlocks == 0 {
+		h.WindowBlocks = max(1, numBlocks/4)
+	}
+	if h.MambaStates == 0 {
+		h.MambaStates = max(1, numBlocks/4)
+	}
+	switch {
+	case h.SlidingWindow < 2 || h.SlidingWindow > 1<<24:
+		return h, fmt.Errorf("%w: hybrid.slidingWindow %d not in [2, 16777216]", ErrBadConfig, h.SlidingWindow)
+	case h.WindowBlocks < 1 || h.WindowBlocks > 1<<24:
+		return h, fmt.Errorf("%w: hybrid.windowBlocks %d not in [1, 16777216]", ErrBadConfig, h.WindowBlocks)
+	case h.MambaStates < 1 || h.MambaStates > 1<<24:
+		return h, fmt.Errorf("%w: hybrid.mambaStates %d not in [1, 16777216]", ErrBadConfig, h.MambaStates)
+	}
+	return h, nil
+}
+
+// lruSet is one non-prefix group's cache: digests, least recently used first.
+type lruSet struct {
+	group int
+	kind  string
+	cap   int
+	order *list.List // of Digest
+	at    map[Digest]*list.Element
+}
+
+func newLRUSet(group int, kind string, n int) *lruSet {
+	return &lruSet{group: group, kind: kind, cap: n, order: list.New(), at: make(map[Digest]*list.Element)}
+}
+
+func (l *lruSet) has(d Digest) bool { _, ok := l.at[d]; return ok }
+
+func (l *lruSet) touch(d Digest) {
+	if el, ok := l.at[d]; ok {
+		l.order.MoveToBack(el)
+	}
+}
+
+// add inserts d (reporting false when it was there, then only touched) and
+// appends the digests it evicted to evicted.
+func (l *lruSet) add(d Digest, evicted []Digest) ([]Digest, bool) {
+	if el, ok := l.at[d]; ok {
+		l.order.MoveToBack(el)
+		return evicted, false
+	}
+	for l.order.Len() >= l.cap {
+		old := l.order.Remove(l.order.Front()).(Digest)
+		delete(l.at, old)
+		evicted = append(evicted, old)
+	}
+	l.at[d] = l.order.PushBack(d)
+	return evicted, true
+}
+
+func (l *lruSet) reset() {
+	l.order.Init()
+	clear(l.at)
+}
+
+// hybrid is the engine's hybrid-mode state (nil without Config.Hybrid).
+type hybrid struct {
+	window int
+	swa    *lruSet
+	mamba  *lruSet // nil without a Mamba group
+	ev     []Digest
+	added  []uint64
+}
+
+func newHybrid(h *HybridConfig) *hybrid {
+	hy := &hybrid{window: h.SlidingWindow, swa: newLRUSet(1, KindSlidingWindow, h.WindowBlocks)}
+	if h.Mamba {
+		hy.mamba = newLRUSet(2, KindMamba, h.MambaStates)
+	}
+	return hy
+}
+
+// windowBlocks is how many blocks before a prefix end the window group must
+// hold: ⌈(W−1)/B⌉.
+func (hy *hybrid) windowBlocks(bs int) int { return (hy.window - 1 + bs - 1) / bs }
+
+// allows reports whether a cached prefix of L blocks of hashes is usable.
+func (hy *hybrid) allows(hashes []Digest, L, bs int) bool {
+	if L == 0 {
+		return true
+	}
+	if hy.mamba != nil && !hy.mamba.has(hashes[L-1]) {
+		return false
+	}
+	for j := max(0, L-hy.windowBlocks(bs)); j < L; j++ {
+		if !hy.swa.has(hashes[j]) {
+			return false
+		}
+	}
+	return true
+}
+
+// usable returns the longest usable prefix of at most n blocks.
+func (hy *hybrid) usable(hashes []Digest, n, bs int) int {
+	for L := n; L > 0; L-- {
+		if hy.allows(hashes, L, bs) {
+			return L
+		}
+	}
+	return 0
+}
+
+func (hy *hybrid) reset() {
+	hy.swa.reset()
+	if hy.mamba != nil {
+		hy.mamba.reset()
+	}
+}
+
+// hybridHitLocked limits a request's full-attention hit to the prefix every
+// group can serve and refreshes the groups' entries it reuses.
+func (e *Engine) hybridHitLocked(s *seq, hits []int32) []int32 {
+	hy, bs := e.hy, e.cfg.BlockSize
+	L := hy.usable(s.hashes, len(hits), bs)
+	if L > 0 {
+		for j := max(0, L-hy.windowBlocks(bs)); j < L; j++ {
+			hy.swa.touch(s.hashes[j])
+		}
+		if hy.mamba != nil {
+			hy.mamba.touch(s.hashes[L-1])
+		}
+	}
+	return hits[:L]
+}
+
+// hybridStoreLocked caches blocks from … full-1 of s in the window and Mamba
+// groups and queues their events after the full-attention store.
+func (e *Engine) hybridStoreLocked(s *seq, from, full int) {
+	for _, g := range []*lruSet{e.hy.swa, e.hy.mamba} {
+		if g == nil {
+			continue
+		}
+		hy := e.hy
+		hy.ev, hy.added = hy.ev[:0], hy.added[:0]
+		for i := from; i < full; i++ {
+			var fresh bool
+			if hy.ev, fresh = g.add(s.hashes[i], hy.ev); fresh {
+				hy.added = append(hy.added, s.hashes[i].U64())
+			}
+		}
+		if e.cfg.Sink == nil {
+			continue
+		}
+		for _, d := range hy.ev {
+			e.pending = append(e.pending, Event{Type: BlockRemoved, BlockHashes: []uint64{d.U64()}, Medium: MediumGPU, GroupIdx: g.group})
+		}
+		if len(hy.added) == 0 {
+			continue
+		}
+		st := Event{Type: BlockStored, BlockSize: e.cfg.BlockSize, LoRAID: s.req.LoRAID, LoRAName: s.req.LoRAName,
+			Medium: MediumGPU, GroupIdx: g.group, Kind: g.kind, BlockHashes: slices.Clone(hy.added)}
+		if g == hy.swa {
+			st.SlidingWindow = hy.window
+		}
+		e.pending = append(e.pending, st)
+	}
+}
