@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/kvroute/kvroute/simengine"
 )
 
 // Policy names a routing policy the simulation compares.
@@ -129,6 +131,9 @@ type Fleet struct {
 	PrefillTokensPerSecond float64 `json:"prefillTokensPerSecond"`
 	// DecodeStep is the fixed cost of one engine step.
 	DecodeStep time.Duration `json:"decodeStep"`
+	// Hybrid, when set, makes every engine a hybrid-attention model
+	// (simengine.HybridConfig; hybrid.go).
+	Hybrid *simengine.HybridConfig `json:"hybrid,omitempty"`
 }
 
 // DefaultFleet is 8 engines with the engine model's defaults (64-token
@@ -320,6 +325,10 @@ type Config struct {
 	// hashing, so for it TieSeed changes only exploration and requests
 	// without block keys. 0 is the standard run.
 	TieSeed uint64 `json:"tieSeed,omitempty"`
+	// IgnoreCacheGroups drops the engines' sliding-window and Mamba group
+	// events before they reach the policies' indexes: kvroute before it
+	// tracked those groups (hybrid.go), the "before" of the hybrid report.
+	IgnoreCacheGroups bool `json:"ignoreCacheGroups,omitempty"`
 }
 
 // DefaultConfig returns the default fleet with the default workload of kind

@@ -26,6 +26,7 @@ type eventPath struct {
 	subs         []eventSub           // one per gateway replica
 	totals       kvevents.ApplyResult // of replica 0
 	decodeErrors int
+	ignoreGroups bool // Config.IgnoreCacheGroups
 }
 
 // eventSub is one subscriber of the event path: the applier of its index
@@ -87,6 +88,9 @@ func (p *eventPath) deliver(now time.Time) {
 		if err := p.dec.Decode(d.payload, &p.batch); err != nil {
 			p.decodeErrors++
 			continue
+		}
+		if p.ignoreGroups {
+			dropCacheGroups(&p.batch)
 		}
 		for _, s := range p.subs {
 			if s.onBatch != nil {

@@ -81,6 +81,10 @@ type Result struct {
 	EventsDropped int `json:"eventsDropped"`
 	// Wall is the host time the run took.
 	Wall time.Duration `json:"wall"`
+	// CacheError compares, for the kvroute policy, the cached tokens its
+	// index predicted on the chosen endpoint with those the engine served
+	// (hybrid.go); nil for other policies.
+	CacheError *CacheError `json:"cacheError,omitempty"`
 }
 
 // ErrStalled is returned when a run stops making progress or passes
@@ -112,6 +116,7 @@ type run struct {
 	oracleQueries int64
 	bound         boundTrace
 	keys          []kvindex.Key
+	cacheErr      cacheErrAcc // predicted vs served cached tokens (hybrid.go)
 }
 
 // Run simulates one policy on cfg and returns its result. The same cfg
@@ -140,6 +145,7 @@ func runWith(cfg Config, policy Policy, diag *diagnostics) (Result, error) {
 		return Result{}, err
 	}
 	res := r.result()
+	res.CacheError = r.cacheErr.result()
 	res.Wall = time.Since(wall)
 	return res, nil
 }
@@ -152,7 +158,7 @@ func (r *run) setup() error {
 	}
 	r.audit = audit
 	if r.policy.eventFed() {
-		r.events = &eventPath{delay: r.cfg.EventDelay, ids: r.ids, dec: wire.NewDecoder(wire.Limits{})}
+		r.events = &eventPath{delay: r.cfg.EventDelay, ids: r.ids, dec: wire.NewDecoder(wire.Limits{}), ignoreGroups: r.cfg.IgnoreCacheGroups}
 	}
 	sink := func(i int) simengine.EventSink {
 		return simengine.EventSinkFunc(func(b simengine.EventBatch) {
@@ -183,7 +189,7 @@ func (r *run) setup() error {
 			Model: simModel, BlockSize: f.BlockSize, NumGPUBlocks: f.NumGPUBlocks,
 			MaxNumBatchedTokens: f.MaxNumBatchedTokens, MaxNumSeqs: f.MaxNumSeqs,
 			PrefillTokensPerSecond: f.PrefillTokensPerSecond, DecodeStep: f.DecodeStep,
-			TimeScale: 1 / r.cfg.Workload.speed(i, f.Engines), Start: r.start,
+			TimeScale: 1 / r.cfg.Workload.speed(i, f.Engines), Start: r.start, Hybrid: f.Hybrid,
 		}
 		if f.DecodeStep == 0 {
 			ec.DecodeStep = time.Nanosecond // the engine treats 0 as "default"
@@ -447,6 +453,7 @@ func (r *run) changed(rq *request) {
 // finished records a request's outcome and, for a chat session, schedules
 // its next turn.
 func (r *run) finished(rq *request, res simengine.Result) {
+	r.cacheErr.add(rq, res, r.cfg.Fleet.BlockSize)
 	r.rts[rq.replica].done(rq)
 	r.changed(rq)
 	rq.finished, rq.finish = true, res.Finish
