@@ -11,7 +11,8 @@ import (
 
 // FuzzApplyResized drives the Applier with events of block sizes other than
 // the index's, built from the input: stores chained on earlier hashes (or
-// on unknown ones), tier-only stores, removals, clears and extra keys. It
+// on unknown ones), tier-only stores, removals, clears, extra keys and
+// sliding-window and Mamba groups' stores and removals. It
 // must never panic, keep the remembered blocks within their bound, and
 // keep Match within the keys asked.
 func FuzzApplyResized(f *testing.F) {
@@ -37,7 +38,7 @@ func FuzzApplyResized(f *testing.F) {
 		var hashes []uint64
 		var all []uint32
 		for len(in) > 0 {
-			op, bs := next()%6, sizes[next()%len(sizes)]
+			op, bs := next()%8, sizes[next()%len(sizes)]
 			e := wire.Event{BlockSize: bs, Medium: "GPU", HasGroup: true, Kind: "full_attention"}
 			switch op {
 			case 0, 1, 2: // store of 1..4 blocks, chained on a known hash or none
@@ -75,8 +76,24 @@ func FuzzApplyResized(f *testing.F) {
 				} else {
 					e.BlockHashes = []uint64{9}
 				}
-			default:
+			case 5:
 				e = wire.Event{Type: wire.EventAllBlocksCleared}
+			default: // a sliding-window or Mamba group's store or removal
+				e.Group, e.Kind = 1+next()%2, "sliding_window"
+				if e.Group == 2 {
+					e.Kind = "mamba"
+				} else {
+					e.SlidingWindow, e.HasSlidingWindow = int64(next()%20), true
+				}
+				e.Type = wire.EventBlockStored
+				if op == 7 {
+					e.Type, e.Kind = wire.EventBlockRemoved, ""
+				}
+				if len(hashes) > 0 {
+					e.BlockHashes = []uint64{hashes[next()%len(hashes)]}
+				} else {
+					e.BlockHashes = []uint64{11}
+				}
 			}
 			a.Apply(testEndpoint, "", &wire.Batch{Events: []wire.Event{e}})
 			require.LessOrEqual(t, a.state(testEndpoint).side.len(), maxSide)

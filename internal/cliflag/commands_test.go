@@ -24,6 +24,7 @@ type command struct {
 // added here, so that it is held to the same command line.
 var commands = map[string]command{
 	"github.com/kvroute/kvroute/bench/cmd/gwload":                 {"gwload", "duration"},
+	"github.com/kvroute/kvroute/bench/cmd/hybridsim":              {"hybridsim", ""},
 	"github.com/kvroute/kvroute/bench/cmd/report":                 {"report", ""},
 	"github.com/kvroute/kvroute/bench/cmd/routesim":               {"routesim", "event-delay"},
 	"github.com/kvroute/kvroute/cmd/kvroute-gateway":              {"gateway", "shutdown-timeout"},
