@@ -25,6 +25,7 @@ type command struct {
 var commands = map[string]command{
 	"github.com/kvroute/kvroute/bench/cmd/gwload":                 {"gwload", "duration"},
 	"github.com/kvroute/kvroute/bench/cmd/hybridsim":              {"hybridsim", ""},
+	"github.com/kvroute/kvroute/bench/cmd/renderload":             {"renderload", "duration"},
 	"github.com/kvroute/kvroute/bench/cmd/report":                 {"report", ""},
 	"github.com/kvroute/kvroute/bench/cmd/routesim":               {"routesim", "event-delay"},
 	"github.com/kvroute/kvroute/cmd/kvroute-gateway":              {"gateway", "shutdown-timeout"},

@@ -25,6 +25,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kvroute/kvroute/internal/cliflag"
 )
 
 // options are renderload's flags.
@@ -39,13 +41,7 @@ type options struct {
 }
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return
-		}
-		fmt.Fprintln(os.Stderr, "renderload:", err)
-		os.Exit(1)
-	}
+	cliflag.Exit("renderload", run(os.Args[1:], os.Stdout))
 }
 
 func run(args []string, stdout io.Writer) error {
@@ -58,7 +54,7 @@ func run(args []string, stdout io.Writer) error {
 	fs.IntVar(&o.words, "words", 8192, "words per prompt (about one token each)")
 	loads := fs.String("loads", "0.5,2", "offered loads, as multiples of the renderers' capacity")
 	fs.StringVar(&o.out, "out", "", "output directory (default out/renderload under the module root)")
-	if err := fs.Parse(args); err != nil {
+	if err := cliflag.Parse(fs, args, stdout); err != nil {
 		return err
 	}
 	for _, f := range strings.Split(*loads, ",") {
