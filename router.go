@@ -169,7 +169,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Router, error) {
 	if r.renderFrom != renderOff {
 		rcfg := cfg.Render
 		rcfg.ModelName = cfg.Model
-		if r.render, err = render.New(rcfg, render.Options{Set: telemetry.Set{Registerer: wrap(opts.Registerer, cfg.MetricLabels.Render), Logger: log, TracerProvider: opts.TracerProvider}}); err != nil {
+		if r.render, err = render.New(rcfg, render.Options{Set: telemetry.Set{Registerer: wrap(opts.Registerer, cfg.MetricLabels.Render), Logger: log, TracerProvider: opts.TracerProvider, Clock: opts.Clock}}); err != nil {
 			return nil, fmt.Errorf("kvroute: render: %w", err)
 		}
 	}
