@@ -1,0 +1,13 @@
+// Package snapshot loads an engine's whole KV-cache state from vLLM's
+// snapshot socket, so a router that joins mid-stream, sees its engine
+// restart, or misses more than the replay buffer holds can rebuild the
+// engine's index entries instead of only the replay window.
+//
+// protocol.go is the wire protocol (the one file to change when vLLM's
+// changes); Client fetches a snapshot with per-attempt and overall
+// deadlines, a byte cap enforced before anything is allocated, retries
+// while the engine answers "unavailable", and a process-wide bound on
+// concurrent loads (Limiter). Server answers snapshot requests for
+// kvroute's simulated engine with the same protocol. Applying the chunks
+// to the index is the KV-event stream's job (package kvevents).
+package snapshot

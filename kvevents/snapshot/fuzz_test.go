@@ -1,0 +1,70 @@
+package snapshot
+
+import (
+	"encoding/binary"
+	"testing"
+
+	"github.com/kvroute/kvroute/kvevents/wire"
+)
+
+// splitFrames turns fuzz input into frames: each frame is a 2-byte
+// big-endian length then its bytes (a short tail is one last frame).
+func splitFrames(data []byte) [][]byte {
+	var frames [][]byte
+	for len(data) >= 2 {
+		n := int(binary.BigEndian.Uint16(data))
+		data = data[2:]
+		n = min(n, len(data))
+		frames = append(frames, data[:n])
+		data = data[n:]
+	}
+	if len(data) > 0 {
+		frames = append(frames, data)
+	}
+	return frames
+}
+
+// FuzzParseReply feeds arbitrary replies to the reply decoder and every
+// chunk of an accepted one to the batch decoder the stream uses: neither
+// may panic, and an accepted reply holds the protocol's invariants.
+func FuzzParseReply(f *testing.F) {
+	join := func(frames ...[]byte) []byte {
+		var out []byte
+		for _, fr := range frames {
+			out = binary.BigEndian.AppendUint16(out, uint16(len(fr)))
+			out = append(out, fr...)
+		}
+		return out
+	}
+	var b wire.Batch
+	b.TS, b.HasDPRank = 1.5, true
+	b.Events = []wire.Event{{Type: wire.EventBlockStored, BlockHashes: []uint64{1, 2}, TokenIDs: []uint32{1, 2, 3, 4},
+		BlockSize: 2, Medium: "GPU", HasGroup: true}}
+	chunk := wire.AppendBatch(nil, &b, wire.FormatVLLM)
+	f.Add(join(ReplyFrames(3, testID, [][]byte{chunk})...))
+	f.Add(join(ReplyFrames(SeqUnavailable, testID, nil)...))
+	f.Add(join(ReplyFrames(SeqEmpty, testID, nil)...))
+	f.Add(join([]byte{}, []byte{1, 2}))
+	dec := wire.NewDecoder(wire.Limits{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := ParseReply(splitFrames(data))
+		if err != nil {
+			return
+		}
+		if r.Seq < SeqUnavailable || (r.Unavailable && len(r.Chunks) > 0) {
+			t.Fatalf("accepted an invalid reply: %+v", r)
+		}
+		var sum int64
+		for _, c := range r.Chunks {
+			if len(c) == 0 {
+				t.Fatal("accepted an empty chunk")
+			}
+			sum += int64(len(c))
+			var out wire.Batch
+			_ = dec.Decode(c, &out)
+		}
+		if sum != r.Bytes {
+			t.Fatalf("Bytes %d, chunks hold %d", r.Bytes, sum)
+		}
+	})
+}
