@@ -87,6 +87,7 @@
 //
 //	connecting → resuming     a recorded position is adopted
 //	connecting → replaying    the connect replay starts
+//	connecting → snapshot     the connect (or restart) load of the engine's snapshot starts
 //	connecting → live         a first message is applied as the base
 //	connecting → closed       the endpoint is removed or the pool closes
 //	resuming   → replaying    the digest check of the position starts
@@ -100,12 +101,17 @@
 //	replaying  → connecting   it ended without one (or cleared the endpoint)
 //	replaying  → resuming     the position's check could not be made
 //	replaying  → closed       the endpoint is removed or the pool closes
+//	replaying  → snapshot     the buffer no longer holds the range, or the engine restarted
+//	snapshot   → live         the snapshot was loaded; its sequence is the watermark
+//	snapshot   → connecting   it was empty (or failed without replay): no watermark yet
+//	snapshot   → replaying    a gap behind it is replayed, or it failed and the replay runs
+//	snapshot   → closed       the endpoint is removed or the pool closes
 //
 // Two conditions run across the phases: cooling down (no replay starts:
 // for ReplayCooldown after a failed replay, and while a rebuild waits for
 // a replay slot; gaps then clear the endpoint instead) and degraded (the
 // index may lack batches or hold stale ones). Readiness (StreamState) is
-// their projection: replaying while a replay runs; else degraded when the
+// their projection: replaying while a replay or snapshot load runs; else degraded when the
 // stream is degraded, or was caught up once and lost its connection; else
 // live when connected and caught up (or without replay address); else
 // connecting.

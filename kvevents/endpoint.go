@@ -69,6 +69,12 @@ type Endpoint struct {
 	// enabled, and the endpoint has no replay otherwise (gaps are then
 	// counted and logged, not repaired).
 	ReplayAddress string `json:"replayAddress,omitempty"`
+	// SnapshotAddress is the engine's snapshot ROUTER socket (vLLM's
+	// kv-events-config snapshot_endpoint). When empty it is
+	// tcp://<ID host>:<PoolConfig.Snapshot.Port + Rank> if
+	// PoolConfig.Snapshot.Enabled, and the endpoint loads no snapshots
+	// otherwise.
+	SnapshotAddress string `json:"snapshotAddress,omitempty"`
 	// Engine is the engine kind (default PoolConfig.Engine, itself "vllm").
 	// "sglang" and "noreplay" endpoints never replay: gaps are counted and
 	// logged only, and PoolConfig.Replay gives them no default address.
@@ -122,6 +128,9 @@ func (ep Endpoint) resolve(cfg *PoolConfig) (Endpoint, error) {
 	if ep.BlockSize < 0 || ep.BlockSize > 1<<16 {
 		return ep, fmt.Errorf("kvevents: endpoint %s: blockSize %d not in [0, 65536]", ep.ID, ep.BlockSize)
 	}
+	if err := ep.resolveSnapshot(cfg, host); err != nil {
+		return ep, err
+	}
 	ep.Labels = maps.Clone(ep.Labels)
 	return ep, nil
 }
@@ -130,5 +139,6 @@ func (ep Endpoint) resolve(cfg *PoolConfig) (Endpoint, error) {
 // Ensure can keep the running subscriber (only labels differ).
 func (ep Endpoint) sameStream(o Endpoint) bool {
 	return ep.ID == o.ID && ep.Model == o.Model && ep.EventsAddress == o.EventsAddress &&
-		ep.ReplayAddress == o.ReplayAddress && ep.Engine == o.Engine && ep.BlockSize == o.BlockSize
+		ep.ReplayAddress == o.ReplayAddress && ep.Engine == o.Engine && ep.BlockSize == o.BlockSize &&
+		ep.SnapshotAddress == o.SnapshotAddress
 }

@@ -41,6 +41,7 @@ type Pool struct {
 	applier *Applier
 	m       *eventMetrics
 	sm      *streamMetrics
+	snm     *snapshotMetrics // engine snapshot loads (stream_snapshot.go)
 	rm      *resumeMetrics
 	reg     *registrar // the collectors this Pool registered, which Close unregisters
 	log     *slog.Logger
@@ -113,6 +114,11 @@ func NewPool(cfg PoolConfig, ix *kvindex.Index, opts Options) (*Pool, error) {
 		r.unregister()
 		return nil, err
 	}
+	snm, err := newSnapshotMetrics(r)
+	if err != nil {
+		r.unregister()
+		return nil, err
+	}
 	ap, err := NewApplier(ApplierConfig{Model: cfg.Model, LoRANames: cfg.LoRANames}, ix, Options{Set: telemetry.Set{Logger: lg}, metrics: m.applyMetrics})
 	if err != nil {
 		r.unregister()
@@ -120,7 +126,7 @@ func NewPool(cfg PoolConfig, ix *kvindex.Index, opts Options) (*Pool, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Pool{
-		cfg: cfg, match: match, ix: ix, applier: ap, m: m, sm: sm, rm: rm, reg: r, log: lg, resume: make(map[string]Position),
+		cfg: cfg, match: match, ix: ix, applier: ap, m: m, sm: sm, rm: rm, snm: snm, reg: r, log: lg, resume: make(map[string]Position),
 		ctx: ctx, cancel: cancel, stop: make(chan struct{}),
 		streams: make(map[string]*stream),
 	}
@@ -301,6 +307,7 @@ func (p *Pool) closeStream(st *stream, clearIndex, forget bool) {
 		p.applier.forget(st.id)
 		p.m.forgetEndpoint(st.id)
 		p.sm.forget(st.id)
+		p.snm.forget(st.id)
 		p.mu.Lock()
 		delete(p.resume, st.id)
 		p.mu.Unlock()
@@ -338,10 +345,17 @@ type EndpointStatus struct {
 	LastSeq    uint64 // last sequence received (wire watermark)
 	HasApplied bool   // the index holds a contiguous run of the stream
 	Applied    uint64 // last sequence applied (index watermark)
-	Replaying  bool   // a replay is running
-	Degraded   bool   // a gap without replay address, or one a replay gave up on: the index may hold stale blocks
-	Messages   uint64 // messages applied, live and replayed
-	Replay     string // replay address ("" = none)
+	// Snapshot is the engine's snapshot socket ("" without snapshots).
+	Snapshot string
+	// IndexSource is what the endpoint's entries were last rebuilt from:
+	// "engine_snapshot", "replay" (the replay window), "recorded" (a
+	// checkpoint file or a peer, verified by replay), "live" (the live
+	// stream alone), or "" with nothing applied.
+	IndexSource string
+	Replaying   bool   // a replay is running
+	Degraded    bool   // a gap without replay address, or one a replay gave up on: the index may hold stale blocks
+	Messages    uint64 // messages applied, live and replayed
+	Replay      string // replay address ("" = none)
 	// Position is the watermark and the digest of the batch applied there
 	// (meaningful with HasApplied and HasDigest).
 	Position  Position

@@ -233,6 +233,11 @@ type PoolConfig struct {
 	// kvroute_kv_events_heartbeat_timeouts_total. Publishers without
 	// heartbeats are never judged by their silence.
 	PublisherSilence time.Duration `json:"publisherSilence"`
+
+	// Snapshot loads an engine's whole cache from its vLLM snapshot socket
+	// where a replay cannot rebuild the endpoint (snapshot_config.go); off
+	// by default.
+	Snapshot SnapshotConfig `json:"snapshot"`
 }
 
 // LoadPoolConfig reads a JSON PoolConfig over the zero PoolConfig (absent
@@ -289,6 +294,9 @@ func (c PoolConfig) Validate() error {
 	}
 	if err := c.ReplayClient.Validate(); err != nil {
 		return fmt.Errorf("kvevents: pool config: %w", err)
+	}
+	if err := c.Snapshot.validate(); err != nil {
+		return err
 	}
 	return c.Tracing.validate()
 }
@@ -348,5 +356,6 @@ func (c PoolConfig) withDefaults() PoolConfig {
 	if c.ReplayClient.Limiter == nil {
 		c.ReplayClient.Limiter = replay.DefaultLimiter()
 	}
+	c.Snapshot = c.Snapshot.withDefaults()
 	return c
 }

@@ -39,6 +39,9 @@ type replayPlan struct {
 	// messages, and attaches (clears the endpoint, holds live messages)
 	// when its first batch arrives (replay_rebuild.go).
 	detached bool
+	// noSnapshot: the replay runs even where a snapshot load would
+	// replace it (the fallback of a failed load; stream_snapshot.go).
+	noSnapshot bool
 }
 
 // planReplayLocked plans the replay a trigger asks for; seen is the live

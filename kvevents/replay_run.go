@@ -15,6 +15,7 @@ const (
 	replayPartial  = "partial"   // the buffer no longer held the gap: rebuilt from the replay window
 	replayFailed   = "failed"    // the replay client gave up, or the reply broke the sequence rules
 	replayCutShort = "cut_short" // too slow for the live messages waiting on it: endpoint back to live
+	replaySnapshot = "snapshot"  // the buffer no longer held the range: the engine's snapshot was loaded instead
 )
 
 // opReplayProtocol is the zmq_errors_total operation of a replay reply that
@@ -39,6 +40,10 @@ var (
 // startReplayLocked starts the stream's replay goroutine as planned by
 // planReplayLocked.
 func (st *stream) startReplayLocked(plan replayPlan) {
+	if st.snapshotInsteadLocked(plan) {
+		st.startSnapshotLocked(plan)
+		return
+	}
 	s := &st.s
 	ctx, cancel := context.WithCancelCause(st.ctx)
 	verify, from, known := plan.verify, plan.from, plan.known
@@ -125,6 +130,8 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 					return nil // the same stream: continue after it
 				case seq == from:
 					return errRestarted
+				case st.snapshotReadyLocked():
+					return errUseSnapshot // the position left the buffer: the engine's snapshot is more complete
 				case s.rs.pending:
 					// A resumed stream whose position left the buffer:
 					// keep or clear the loaded entries (resumeWindowLocked).
@@ -138,6 +145,9 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 					st.lostRangeLocked(from, seq-1)
 				}
 			} else if seq != from {
+				if st.snapshotReadyLocked() {
+					return errUseSnapshot
+				}
 				covered = false
 				st.lostRangeLocked(from, seq-1)
 			}
@@ -185,6 +195,9 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 		}
 		s.replaying, s.cancelReplay, s.verifying, s.rebuilding = false, nil, false, false
 		st.inProgress.Set(0)
+		if st.replayToSnapshotLocked(plan, err, verify, delivered, from, known) {
+			return
+		}
 		probe := plan.probe
 		result := replayComplete
 		rebuildNow := false
@@ -263,6 +276,9 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 		}
 		if result != replayFailed && result != replayCutShort {
 			st.synced.Store(true) // caught up, even on an empty buffer
+			if from == 0 && s.source == "" {
+				st.setSourceLocked(sourceReplay)
+			}
 			if reason == trigRebuild {
 				s.lostHistory = false // rebuilt, or the buffer held nothing to rebuild from
 			}

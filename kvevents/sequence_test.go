@@ -24,6 +24,8 @@ type seqFixture struct {
 	st   *stream
 	buf  *replay.Buffer
 	srv  *replay.Server
+	// closers run after the pool closed (a snapshot server, say).
+	closers []func() error
 }
 
 const seqID = "10.0.0.1:8000"
@@ -52,6 +54,9 @@ func (f *seqFixture) close() {
 	require.NoError(f.t, f.p.Close())
 	if f.srv != nil {
 		require.NoError(f.t, f.srv.Close())
+	}
+	for _, c := range f.closers {
+		require.NoError(f.t, c())
 	}
 }
 

@@ -453,7 +453,7 @@ func (b *binder) stream(id string, rank int) (st *stream, reason Reason, known b
 			p.mu.Unlock()
 			return nil, dropNotSelected, known
 		}
-		st := p.newStreamLocked(id, ep.Model, ep.ReplayAddress)
+		st := p.newEndpointStreamLocked(ep)
 		p.applier.setBlockSize(id, ep.BlockSize)
 		p.streams[id] = st
 		p.mu.Unlock()

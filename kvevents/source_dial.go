@@ -92,7 +92,7 @@ func (d *dialer) newSubscriberLocked(ep Endpoint) *subscriber {
 	p.m.ActiveSubscribers.Inc()
 	ctx, cancel := context.WithCancel(p.ctx)
 	p.applier.setBlockSize(ep.ID, ep.BlockSize)
-	return &subscriber{p: p, ep: ep, st: p.newStreamLocked(ep.ID, ep.Model, ep.ReplayAddress),
+	return &subscriber{p: p, ep: ep, st: p.newEndpointStreamLocked(ep),
 		ctx: ctx, cancel: cancel, done: make(chan struct{})}
 }
 

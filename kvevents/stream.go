@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kvroute/kvroute/kvevents/snapshot"
 	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/replay"
 	"github.com/kvroute/kvroute/telemetry"
@@ -120,7 +121,9 @@ type stream struct {
 	id         string
 	cfgModel   string // the endpoint's configured model ("" = from topics)
 	replayAddr string
-	rc         *replay.Client // nil: no replay address
+	rc         *replay.Client   // nil: no replay address
+	snapAddr   string           // the engine's snapshot socket (stream_snapshot.go)
+	sc         *snapshot.Client // nil: no snapshot address
 	w          *worker
 	log        *slog.Logger
 	ctx        context.Context // ends when the stream closes; parent of replays
@@ -197,6 +200,13 @@ type seqState struct {
 	modelWrong   bool   // a live message named another model: clear and replay under it
 
 	rs resumeState // started from a recorded position (stream_resume.go)
+
+	// The snapshot phase (stream_snapshot.go).
+	snapshotting      bool      // the running "replay" is a snapshot load
+	snapCooldownUntil time.Time // no snapshot load replaces a replay before this
+	publisherID       [16]byte  // identity of the publisher the loaded snapshot belongs to
+	hasPublisherID    bool
+	source            string // what the entries were last rebuilt from (EndpointStatus.IndexSource)
 
 	// Recorded by transitionLocked (stream_phase.go).
 	phase      phase
@@ -328,6 +338,7 @@ func (st *stream) bumpGenLocked() {
 		s.cancelReplay = nil
 	}
 	s.replaying, s.catchUp, s.verifying, s.rebuilding = false, false, false, false
+	s.snapshotting = false
 	s.held, s.heldBytes, s.heldMax = nil, 0, 0
 	st.inProgress.Set(0)
 }
@@ -344,6 +355,7 @@ func (st *stream) clearLocked() int {
 	st.s.lostHistory = st.s.lostHistory && st.s.rebuilding // a waiting rebuild still recovers it
 	st.s.modelGuessed, st.s.modelWrong = false, false
 	st.s.sinceClear = 0
+	st.s.source = ""
 	st.s.rs = resumeState{adopted: true}
 	return removed
 }
@@ -404,7 +416,7 @@ func (st *stream) handle(it item, dec *wire.Decoder, b *wire.Batch) {
 	if st.s.replaying {
 		// Covered by the replay already: apply (or count) it now rather
 		// than waiting for the replay to end.
-		if st.s.has && len(st.s.held) == 0 && !st.s.unconfirmed && !st.s.verifying && it.seq <= st.s.applied+1 {
+		if st.s.has && !st.s.snapshotting && len(st.s.held) == 0 && !st.s.unconfirmed && !st.s.verifying && it.seq <= st.s.applied+1 {
 			st.sequenceLocked(it, dec, b)
 			return
 		}
@@ -436,7 +448,7 @@ func (st *stream) sequenceLocked(it item, dec *wire.Decoder, b *wire.Batch) {
 	s.unconfirmed = false
 	switch {
 	case !s.has:
-		if st.rc != nil && s.needJoin && !st.coolingLocked() {
+		if (st.rc != nil || st.snapshotReadyLocked()) && s.needJoin && !st.coolingLocked() {
 			s.needJoin = false
 			trig, msg := trigConnect, "Requesting proactive replay on connect"
 			if s.restarted {
@@ -568,6 +580,8 @@ func (st *stream) status() EndpointStatus {
 			}
 			return time.Time{}
 		}(),
+		Snapshot:    st.snapAddr,
+		IndexSource: st.indexSourceLocked(),
 		State:       st.s.state,
 		Since:       st.s.stateSince,
 		Phase:       string(st.s.phase),

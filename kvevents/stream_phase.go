@@ -25,6 +25,9 @@ const (
 	// phaseReplaying: a replay runs; the live messages it has not covered
 	// are held until it does.
 	phaseReplaying phase = "replaying"
+	// phaseSnapshot: the engine's snapshot is being loaded in place of a
+	// replay (stream_snapshot.go); live messages are held as for a replay.
+	phaseSnapshot phase = "snapshot"
 	// phaseClosed: the stream was removed or the pool closed; nothing is
 	// applied any more.
 	phaseClosed phase = "closed"
@@ -33,10 +36,11 @@ const (
 // transitions is the state machine: the phases each phase may move to. The
 // package doc's diagram lists exactly these (TestPhaseDiagramIsTheTable).
 var transitions = map[phase][]phase{
-	phaseConnecting: {phaseResuming, phaseReplaying, phaseLive, phaseClosed},
+	phaseConnecting: {phaseResuming, phaseReplaying, phaseSnapshot, phaseLive, phaseClosed},
 	phaseResuming:   {phaseReplaying, phaseLive, phaseConnecting, phaseClosed},
 	phaseLive:       {phaseReplaying, phaseConnecting, phaseClosed},
-	phaseReplaying:  {phaseLive, phaseConnecting, phaseResuming, phaseClosed},
+	phaseReplaying:  {phaseLive, phaseConnecting, phaseResuming, phaseSnapshot, phaseClosed},
+	phaseSnapshot:   {phaseLive, phaseConnecting, phaseReplaying, phaseClosed},
 	phaseClosed:     nil,
 }
 
@@ -60,6 +64,8 @@ func (st *stream) phaseLocked() phase {
 	switch {
 	case s.closed:
 		return phaseClosed
+	case s.snapshotting:
+		return phaseSnapshot
 	case s.replaying:
 		return phaseReplaying
 	case !s.has:

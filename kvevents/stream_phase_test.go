@@ -48,10 +48,10 @@ func TestPhaseDiagramIsTheTable(t *testing.T) {
 }
 
 func TestTransitionTableIsClosedUnderPhases(t *testing.T) {
-	for _, ph := range []phase{phaseConnecting, phaseResuming, phaseLive, phaseReplaying, phaseClosed} {
+	for _, ph := range []phase{phaseConnecting, phaseResuming, phaseLive, phaseReplaying, phaseSnapshot, phaseClosed} {
 		require.Contains(t, transitions, ph, "every phase has a row")
 	}
-	require.Len(t, transitions, 5)
+	require.Len(t, transitions, 6)
 	require.Empty(t, transitions[phaseClosed], "closed is final")
 	for from, tos := range transitions {
 		require.NotContains(t, tos, from, "%s → itself is no transition", from)

@@ -96,6 +96,7 @@ func (st *stream) resumedLocked() {
 	if st.s.rs.pending {
 		st.s.rs.pending = false
 		st.p.rm.count(st.id, ResumeOK)
+		st.setSourceLocked(sourceResumed)
 		st.log.Info("Resumed from recorded stream position", "applied_seq", st.s.appliedSeq())
 	}
 }

@@ -1,0 +1,268 @@
+package kvevents
+
+import (
+	"context"
+	"errors"
+
+	"github.com/kvroute/kvroute/kvevents/snapshot"
+	"github.com/kvroute/kvroute/kvevents/wire"
+	"github.com/kvroute/kvroute/telemetry"
+)
+
+// The stream's snapshot phase: an endpoint with a snapshot address
+// (Endpoint.SnapshotAddress, PoolConfig.Snapshot) loads the engine's whole
+// cache from its vLLM snapshot socket where a replay could only rebuild
+// the replay window:
+//
+//   - joining mid-stream (no watermark: the connect replay from 0),
+//   - after a publisher restart (the restart replay from 0),
+//   - when a replay's first batch is later than asked for, or a replay
+//     returns nothing although later sequences exist: the buffer no longer
+//     holds the gap (the replay is abandoned for the snapshot), including
+//     the check of a recorded position (checkpoint, peer) that left the
+//     buffer: the engine's snapshot is more complete than the loaded
+//     entries plus the window.
+//
+// While it loads, the stream is in phase snapshot (replaying, for
+// readiness): live messages are held as for a replay. The reply (sequence
+// S, publisher identity, chunks) is applied chunk by chunk on the stream's
+// worker, each chunk released once applied, after the endpoint is
+// cleared; the watermark becomes S and held messages after S apply on top
+// (a gap behind S is replayed from S+1 as usual). A load that fails (the
+// overall deadline passes while the engine answers "unavailable", the
+// reply is not understood, a chunk does not decode) falls back to the
+// replay the trigger asked for, and no load replaces a replay for
+// ReplayCooldown, so a broken snapshot socket cannot make the stream loop
+// between loads and replays.
+
+// Snapshot load outcomes: the result label of
+// kvroute_kv_events_snapshot_loads_total.
+const (
+	snapLoaded = "loaded" // applied; the watermark is the snapshot's sequence
+	snapFailed = "failed" // the client gave up or the reply was refused: replay instead
+)
+
+// Index sources: what an endpoint's entries were last rebuilt from (the
+// source label of kvroute_kv_events_index_source_total, EndpointStatus.IndexSource).
+const (
+	sourceLive     = "live"            // the live stream alone (no replay, no snapshot)
+	sourceReplay   = "replay"          // the engine's replay buffer, then live
+	sourceSnapshot = "engine_snapshot" // the engine's snapshot, then live
+	sourceResumed  = "recorded"        // a checkpoint file or peer, verified by replay, then live
+)
+
+// resumeSnapshot is the resume outcome (kvroute_kv_events_resumes_total) of
+// a recorded position the replay buffer no longer held, replaced by the
+// engine's snapshot.
+const resumeSnapshot = "engine_snapshot"
+
+// errUseSnapshot abandons a replay whose buffer no longer holds the range:
+// a snapshot load takes over.
+var errUseSnapshot = errors.New("kvevents: replay buffer lost the range; loading the engine's snapshot")
+
+// newEndpointStreamLocked creates ep's stream with its snapshot client.
+func (p *Pool) newEndpointStreamLocked(ep Endpoint) *stream {
+	st := p.newStreamLocked(ep.ID, ep.Model, ep.ReplayAddress)
+	if ep.SnapshotAddress != "" {
+		st.snapAddr, st.sc = ep.SnapshotAddress, p.snapshotClient(ep.ID)
+	}
+	return st
+}
+
+// snapshotClient returns a snapshot client that counts failed attempts of
+// the endpoint by operation.
+func (p *Pool) snapshotClient(id string) *snapshot.Client {
+	cc := p.cfg.Snapshot.Client
+	next := cc.OnAttemptError
+	cc.OnAttemptError = func(e *snapshot.Error) {
+		p.snm.attemptError(id, e)
+		if next != nil {
+			next(e)
+		}
+	}
+	c, err := snapshot.NewClient(cc, snapshot.Options{Set: telemetry.Set{Logger: p.log, Clock: p.clock}})
+	if err != nil {
+		p.log.Error("Snapshot client unavailable", "endpoint", id, "err", err)
+		return nil
+	}
+	return c
+}
+
+// snapshotReadyLocked reports whether a snapshot load may replace a replay
+// now.
+func (st *stream) snapshotReadyLocked() bool {
+	cd := st.s.snapCooldownUntil
+	return st.sc != nil && (cd.IsZero() || !st.p.clock.Now().Before(cd))
+}
+
+// snapshotInsteadLocked reports whether plan's replay is replaced by a
+// snapshot load: a replay from 0 on joining or after a restart.
+func (st *stream) snapshotInsteadLocked(plan replayPlan) bool {
+	return !plan.noSnapshot && plan.from == 0 &&
+		(plan.trigger == trigConnect || plan.trigger == trigRestart) && st.snapshotReadyLocked()
+}
+
+// startSnapshotLocked starts loading the engine's snapshot in place of
+// plan's replay (its fallback).
+func (st *stream) startSnapshotLocked(plan replayPlan) {
+	s := &st.s
+	ctx, cancel := context.WithCancelCause(st.ctx)
+	s.replaying, s.snapshotting, s.catchUp = true, true, false
+	s.cancelReplay = func() { cancel(errSuperseded) }
+	s.verifying = false
+	s.replayStart, s.heldMax = st.p.clock.Now(), 0
+	st.inProgress.Set(1)
+	st.log.Info("Loading the engine's KV-cache snapshot", "reason", plan.trigger, "snapshot", st.snapAddr,
+		"applied_seq", s.appliedSeq())
+	st.wg.Add(1)
+	go st.runSnapshot(ctx, cancel, s.gen, plan)
+}
+
+// runSnapshot fetches the snapshot and hands it, chunk by chunk, and then
+// its outcome to the stream's worker.
+func (st *stream) runSnapshot(ctx context.Context, cancel context.CancelCauseFunc, gen uint64, plan replayPlan) {
+	defer st.wg.Done()
+	defer cancel(nil)
+	r, err := st.sc.Fetch(ctx, st.snapAddr)
+	blocks, chunks := 0, len(r.Chunks)
+	if err == nil {
+		err = st.applySnapshot(ctx, gen, &r, &blocks)
+	}
+	st.onWorker(st.ctx, func(dec *wire.Decoder, b *wire.Batch) {
+		st.lock()
+		defer st.unlock()
+		if st.s.closed || st.s.gen != gen {
+			return // a restart or Remove took over
+		}
+		st.finishSnapshotLocked(plan, r, err, blocks, chunks, dec, b)
+	})
+}
+
+// applySnapshot clears the endpoint and applies r's chunks on the worker,
+// releasing each one; the worker keeps sequencing other endpoints between
+// chunks.
+func (st *stream) applySnapshot(ctx context.Context, gen uint64, r *snapshot.Reply, blocks *int) error {
+	var verdict error
+	step := func(f func(dec *wire.Decoder, b *wire.Batch) error) error {
+		if !st.onWorker(ctx, func(dec *wire.Decoder, b *wire.Batch) {
+			st.lock()
+			defer st.unlock()
+			if st.s.closed || st.s.gen != gen {
+				verdict = errSuperseded
+				return
+			}
+			verdict = f(dec, b)
+		}) {
+			return errSuperseded
+		}
+		return verdict
+	}
+	if err := step(func(*wire.Decoder, *wire.Batch) error {
+		removed := st.clearLocked()
+		st.log.Debug("Endpoint cleared for the engine's snapshot", "blocks_removed", removed)
+		return nil
+	}); err != nil {
+		return err
+	}
+	pos := Position{Seq: uint64(max(r.Seq, 0))}
+	for i := range r.Chunks {
+		err := step(func(dec *wire.Decoder, b *wire.Batch) error {
+			if err := dec.Decode(r.Chunks[i], b); err != nil {
+				st.p.snm.refused(st.id, "chunk_decode")
+				return err
+			}
+			res := st.p.applier.applyAt(st.id, st.s.model, b, pos)
+			*blocks += res.StoredBlocks
+			return nil
+		})
+		r.Chunks[i] = nil // applied: its memory can go
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// finishSnapshotLocked ends the load: on success the watermark is the
+// snapshot's sequence and held messages follow; on failure the replay the
+// trigger asked for runs instead.
+func (st *stream) finishSnapshotLocked(plan replayPlan, r snapshot.Reply, err error, blocks, chunks int, dec *wire.Decoder, b *wire.Batch) {
+	s := &st.s
+	s.replaying, s.snapshotting, s.cancelReplay = false, false, nil
+	st.inProgress.Set(0)
+	took := st.p.clock.Now().Sub(s.replayStart)
+	if err != nil {
+		s.snapCooldownUntil = st.p.clock.Now().Add(st.p.cfg.ReplayCooldown)
+		st.p.snm.load(st.id, snapFailed)
+		st.log.Warn("Engine snapshot not loaded; replaying instead", "reason", plan.trigger, "snapshot", st.snapAddr,
+			"took", took, "err", err)
+		if s.has || st.p.ix.EndpointBlocks(st.id) > 0 {
+			st.clearLocked() // possibly half-applied: rebuild from the replay window
+		}
+		fallback := replayPlan{trigger: plan.trigger, known: max(plan.known, st.lastSeen.Load()), noSnapshot: true}
+		if st.rc == nil {
+			st.drainHeldLocked(dec, b) // no replay either: rebuild from the live stream
+			return
+		}
+		st.startReplayLocked(fallback)
+		return
+	}
+	st.p.snm.load(st.id, snapLoaded)
+	st.p.snm.bytes.Observe(float64(r.Bytes))
+	s.publisherID, s.hasPublisherID = r.PublisherID, true
+	s.needJoin, s.restarted, s.degraded, s.unconfirmed = false, false, false, false
+	s.hasDigest = false // the batch at the snapshot's sequence was never seen
+	if r.Seq >= 0 {
+		s.applied, s.has = uint64(r.Seq), true
+	}
+	st.synced.Store(true)
+	st.lastApply.Store(st.p.clock.Now().UnixNano())
+	st.setSourceLocked(sourceSnapshot)
+	st.log.Info("Engine snapshot loaded", "reason", plan.trigger, "snapshot_seq", r.Seq, "chunks", chunks,
+		"bytes", r.Bytes, "blocks", blocks, "held", len(s.held), "took", took)
+	st.drainHeldLocked(dec, b)
+	if !s.replaying && s.catchUp {
+		s.catchUp = false
+		st.catchUpLocked()
+	}
+}
+
+// setSourceLocked records what the endpoint's entries were rebuilt from
+// and counts the choice.
+func (st *stream) setSourceLocked(src string) {
+	if st.s.source == src {
+		return
+	}
+	st.s.source = src
+	st.p.snm.source(st.id, src)
+}
+
+// replayToSnapshotLocked ends a replay that found its range gone from the
+// engine's buffer by loading the snapshot instead; it reports whether it
+// did. Messages held for the replay stay held for the load.
+func (st *stream) replayToSnapshotLocked(plan replayPlan, err error, verify bool, delivered int, from, known uint64) bool {
+	gone := err == nil && !verify && delivered == 0 && known > from && st.snapshotReadyLocked()
+	if !errors.Is(err, errUseSnapshot) && !gone {
+		return false
+	}
+	if st.s.rs.pending {
+		st.s.rs.pending = false
+		st.p.rm.count(st.id, resumeSnapshot)
+	}
+	st.p.m.Replays.WithLabelValues(st.id, replaySnapshot).Inc()
+	st.log.Info("Replay buffer no longer holds the range; loading the engine's snapshot instead",
+		"reason", plan.trigger, "from", from, "known", known, "batches", delivered)
+	st.startSnapshotLocked(plan)
+	return true
+}
+
+// indexSourceLocked is EndpointStatus.IndexSource.
+func (st *stream) indexSourceLocked() string {
+	switch {
+	case st.s.source != "":
+		return st.s.source
+	case st.s.has:
+		return sourceLive
+	}
+	return ""
+}

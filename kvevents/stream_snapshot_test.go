@@ -1,0 +1,170 @@
+package kvevents
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/kvevents/snapshot"
+)
+
+// fakeEngineState is an engine's cache as its snapshot recorder sees it in
+// the pool tests' layout (each batch stores its own blocks, nothing is
+// evicted): the snapshot at sequence S is the program "store the blocks of
+// batches 0..S", sent as one chunk per batch.
+type fakeEngineState struct {
+	mu          sync.Mutex
+	last        int64 // last sequence published (-1: none)
+	unavailable int   // answer "unavailable" this many more times
+}
+
+func (e *fakeEngineState) published(seq uint64) {
+	e.mu.Lock()
+	e.last = max(e.last, int64(seq))
+	e.mu.Unlock()
+}
+
+func (e *fakeEngineState) Snapshot() (int64, [][]byte, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.unavailable > 0 {
+		e.unavailable--
+		return 0, nil, false
+	}
+	chunks := make([][]byte, 0, e.last+1)
+	for s := int64(0); s <= e.last; s++ {
+		chunks = append(chunks, poolPayload(uint64(s)))
+	}
+	return e.last, chunks, true
+}
+
+// withSnapshot gives the fixture's stream an engine snapshot socket (a real
+// snapshot.Server on loopback) serving eng.
+func (f *seqFixture) withSnapshot(eng *fakeEngineState) *snapshot.Server {
+	srv, err := snapshot.NewServer(snapshot.ServerConfig{Addr: "tcp://127.0.0.1:0", PublisherID: [16]byte{7}}, eng, snapshot.Options{})
+	require.NoError(f.t, err)
+	f.closers = append(f.closers, srv.Close)
+	f.useSnapshotClient(srv.Endpoint(), snapshot.ClientConfig{Backoff: 1})
+	return srv
+}
+
+// useSnapshotClient gives the stream the pool's snapshot client built
+// from cc (its attempt errors counted in the pool's metrics).
+func (f *seqFixture) useSnapshotClient(addr string, cc snapshot.ClientConfig) {
+	cc.Limiter = snapshot.NewLimiter(2)
+	f.p.mu.Lock()
+	f.p.cfg.Snapshot.Client = cc
+	f.st.snapAddr, f.st.sc = addr, f.p.snapshotClient(seqID)
+	f.p.mu.Unlock()
+}
+
+func (f *seqFixture) snapCount(result string) float64 {
+	return counter(f.p.snm.loads, seqID, result)
+}
+
+// A router live on an engine misses more batches than the engine's replay
+// buffer holds (5..99 with a 10-batch buffer). The replay's first batch is
+// 90, not 5: instead of clearing the endpoint and rebuilding it from the
+// 10-batch window (which leaves batches 0..89 out), the stream loads the
+// engine's snapshot at sequence 100 and every batch 0..100 is indexed.
+func TestStreamGapBeyondReplayBufferRestoredBySnapshot(t *testing.T) {
+	defer leakcheck.Check(t)()
+	f := newSeqFixture(t, PoolConfig{}, 10, "")
+	defer f.close()
+	eng := &fakeEngineState{last: -1}
+	srv := f.withSnapshot(eng)
+	pub := func(seq uint64) { eng.published(seq); f.publish(seq, seq) }
+	for s := uint64(0); s < 5; s++ {
+		pub(s)
+	}
+	f.wait(4)
+	require.Equal(t, 1.0, f.snapCount(snapLoaded), "joining loads the snapshot\n%s", f.logs)
+	for s := uint64(5); s < 100; s++ {
+		eng.published(s)
+		f.hide(s, s) // lost on the wire; the 10-batch buffer keeps 90..99
+	}
+	pub(100)
+	f.wait(100)
+	for s := uint64(0); s <= 100; s++ {
+		require.True(t, f.held(s), "batch %d\n%s", s, f.logs)
+	}
+	require.Equal(t, 2.0, f.snapCount(snapLoaded), f.logs.String())
+	require.Equal(t, 1.0, f.count("replays", replaySnapshot), f.logs.String())
+	require.Equal(t, 0.0, f.count("replays", replayPartial))
+	st := f.status()
+	require.Equal(t, sourceSnapshot, st.IndexSource)
+	require.False(t, st.Degraded)
+	require.Equal(t, uint64(2), srv.Stats().Served)
+	require.Equal(t, 1, f.logs.count("Replay buffer no longer holds the range"), f.logs.String())
+}
+
+// The same gap without a snapshot socket: the endpoint is rebuilt from the
+// replay window, and the batches before it are lost (the behaviour the
+// snapshot improves on).
+func TestStreamGapBeyondReplayBufferWithoutSnapshotLosesHistory(t *testing.T) {
+	defer leakcheck.Check(t)()
+	f := newSeqFixture(t, PoolConfig{}, 10, "")
+	defer f.close()
+	for s := uint64(0); s < 5; s++ {
+		f.publish(s, s)
+	}
+	f.wait(4)
+	for s := uint64(5); s < 100; s++ {
+		f.hide(s, s)
+	}
+	f.publish(100, 100)
+	f.wait(100)
+	require.False(t, f.held(0))
+	require.False(t, f.held(90))
+	require.True(t, f.held(91)) // the 10-batch window: 91..100
+	require.Equal(t, 1.0, f.count("replays", replayPartial))
+}
+
+// An engine whose snapshot is "unavailable" for a while is retried until
+// it serves; the stream holds live messages meanwhile and applies them
+// after the snapshot's sequence.
+func TestStreamSnapshotRetriedWhileUnavailable(t *testing.T) {
+	defer leakcheck.Check(t)()
+	f := newSeqFixture(t, PoolConfig{}, 10, "")
+	defer f.close()
+	eng := &fakeEngineState{last: -1, unavailable: 3}
+	srv := f.withSnapshot(eng)
+	for s := uint64(0); s < 50; s++ {
+		eng.published(s) // before the router joined
+	}
+	for s := uint64(50); s < 60; s++ {
+		eng.published(s)
+		f.publish(s, s)
+	}
+	f.wait(59)
+	for s := uint64(0); s < 60; s++ {
+		require.True(t, f.held(s), "batch %d\n%s", s, f.logs)
+	}
+	require.Equal(t, uint64(3), srv.Stats().Unavailable)
+	require.Equal(t, 3.0, counter(f.p.snm.errors, seqID, snapshot.OpUnavailable))
+	require.Equal(t, 1.0, f.snapCount(snapLoaded))
+}
+
+// A snapshot socket that never answers usefully: after the load's overall
+// deadline the stream replays instead (here from the window), so a broken
+// snapshot costs time, never the index.
+func TestStreamSnapshotFailureFallsBackToReplay(t *testing.T) {
+	defer leakcheck.Check(t)()
+	f := newSeqFixture(t, PoolConfig{}, 10, "")
+	defer f.close()
+	eng := &fakeEngineState{last: -1, unavailable: 1 << 30}
+	srv := f.withSnapshot(eng)
+	f.useSnapshotClient(srv.Endpoint(), snapshot.ClientConfig{Backoff: 1, Timeout: 100 * time.Millisecond})
+	for s := uint64(0); s < 20; s++ {
+		f.hide(s, s)
+	}
+	f.publish(20, 20)
+	f.wait(20)
+	require.True(t, f.held(11) && f.held(20), f.logs.String())
+	require.False(t, f.held(9))
+	require.Equal(t, 1.0, f.snapCount(snapFailed), f.logs.String())
+	require.Equal(t, sourceReplay, f.status().IndexSource)
+}
