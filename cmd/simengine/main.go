@@ -54,6 +54,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.Float64Var(&o.cfg.Engine.TimeScale, "time-scale", 1, "multiplies every step duration (0.1 = ten times faster)")
 	fs.IntVar(&o.cfg.DefaultMaxTokens, "default-max-tokens", server.DefaultMaxTokens, "output tokens when a request sets no limit")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.DurationVar(&o.cfg.SnapshotUnavailableFor, "kv-snapshot-unavailable-for", 0, `answer KV-cache snapshot requests (--kv-events-config "snapshot_endpoint") with "unavailable, retry later" for this long after start`)
 	if err := cliflag.Parse(fs, args, os.Stdout); err != nil {
 		return nil, err
 	}
@@ -92,7 +93,8 @@ func run(args []string) error {
 	ec := srv.Engine().Config()
 	lg.Info("simengine serving", "http", "http://"+srv.Addr(), "model", o.cfg.Model,
 		"blockSize", ec.BlockSize, "numGPUBlocks", ec.NumGPUBlocks, "scaleOut", o.cfg.EnableScaleOut,
-		"kvEvents", srv.KVEventsEndpoint(), "replay", srv.ReplayEndpoint(), "format", o.cfg.KVEventsFormat)
+		"kvEvents", srv.KVEventsEndpoint(), "replay", srv.ReplayEndpoint(), "snapshot", srv.SnapshotEndpoint(),
+		"format", o.cfg.KVEventsFormat)
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	<-sig

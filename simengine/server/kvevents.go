@@ -49,6 +49,11 @@ type KVEventsConfig struct {
 	MaxQueueSize int `json:"max_queue_size"`
 	// Topic is frame 0 of every message (default "").
 	Topic string `json:"topic"`
+	// SnapshotEndpoint, when set, serves KV-cache snapshots on a ROUTER
+	// there with vLLM's snapshot protocol (vllm-project/vllm#57789): the
+	// engine's resident blocks, the sequence they are consistent with and
+	// the publisher identity (snapshot_serve.go).
+	SnapshotEndpoint *string `json:"snapshot_endpoint"`
 }
 
 // ErrBadKVEventsConfig is wrapped by every --kv-events-config error.
@@ -108,6 +113,7 @@ type EventPublisher struct {
 	failed     atomic.Uint64
 	suppress   atomic.Bool
 	suppressed atomic.Uint64
+	snap       *snapshotService // nil without snapshot_endpoint
 }
 
 // NewEventPublisher binds the sockets of an active KVEventsConfig, encoding
@@ -151,7 +157,12 @@ func NewEventPublisher(c KVEventsConfig, f wire.Format, opts Options) (*EventPub
 	if err != nil {
 		return nil, err
 	}
-	return &EventPublisher{pub: pub}, nil
+	snap, err := startSnapshots(c, f, Options{Logger: lg})
+	if err != nil {
+		_ = pub.Close()
+		return nil, err
+	}
+	return &EventPublisher{pub: pub, snap: snap}, nil
 }
 
 // PublishKVEvents implements simengine.EventSink. The engine calls it from one
@@ -162,8 +173,11 @@ func (p *EventPublisher) PublishKVEvents(b simengine.EventBatch) {
 		return
 	}
 	ToKVEventsBatch(&p.batch, b)
-	if _, err := p.pub.PublishBatch(&p.batch); err != nil {
+	seq, err := p.pub.PublishBatch(&p.batch)
+	if err != nil {
 		p.failed.Add(1)
+	} else if p.snap != nil {
+		p.snap.rec.record(seq, b)
 	}
 }
 
@@ -194,7 +208,12 @@ func (p *EventPublisher) Stats() publish.Stats { return p.pub.Stats() }
 func (p *EventPublisher) Failed() uint64 { return p.failed.Load() }
 
 // Close closes the sockets.
-func (p *EventPublisher) Close() error { return p.pub.Close() }
+func (p *EventPublisher) Close() error {
+	if p.snap != nil {
+		_ = p.snap.srv.Close()
+	}
+	return p.pub.Close()
+}
 
 // ToKVEventsBatch converts an engine batch into dst (reusing its slices) with
 // exactly the fields vLLM sets: data_parallel_rank 0, lora_id only with a LoRA,

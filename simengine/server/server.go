@@ -58,6 +58,10 @@ type Config struct {
 	// (with RenderWorkers). A vLLM renderer spends about 0.1 s on a
 	// 49k-token prompt, some 2 µs per token.
 	RenderTokenCost time.Duration `json:"renderTokenCost"`
+	// SnapshotUnavailableFor makes the snapshot socket (KVEvents'
+	// snapshot_endpoint) answer "unavailable, retry later" for this long
+	// after start, as a vLLM recorder does while it cannot serve.
+	SnapshotUnavailableFor time.Duration `json:"snapshotUnavailableFor"`
 }
 
 // Options are a Server's injected dependencies; the zero value is valid.
@@ -156,6 +160,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
+		s.pub.snapshotUnavailableFor(cfg.SnapshotUnavailableFor)
 		if cfg.Engine.Sink != nil {
 			cfg.Engine.Sink = multiSink{cfg.Engine.Sink, s.pub}
 		} else {

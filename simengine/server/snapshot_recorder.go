@@ -1,0 +1,181 @@
+package server
+
+import (
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/kvroute/kvroute/kvevents/wire"
+	"github.com/kvroute/kvroute/simengine"
+)
+
+// Chunking of a snapshot reply, as vLLM's recorder chunks it.
+const (
+	snapshotEventsPerChunk = 256
+)
+
+// snapRecord is one block the recorder knows: its hash inputs, whether it
+// is resident, and how many known blocks name it as their parent (a dead
+// block stays while it has children, so they can still be taught).
+type snapRecord struct {
+	parent    uint64
+	hasParent bool
+	tokens    []uint32
+	blockSize int
+	loraID    int
+	loraName  string
+	extra     []string
+	kind      string
+	live      bool
+	children  int
+}
+
+// snapshotRecorder folds the published batches into the engine's resident
+// blocks, like vLLM's KVEventSnapshotRecorder, and exports them as the
+// events that rebuild them: every block stored with its tokens, parents
+// first, then the removal of the blocks taught only as parents. It is fed
+// by the publishing goroutine right after each batch got its sequence, so
+// a snapshot is consistent with the sequence it reports.
+type snapshotRecorder struct {
+	format wire.Format
+	now    func() time.Time
+
+	mu               sync.Mutex
+	seq              int64 // last folded sequence; -1 before the first
+	blocks           map[uint64]*snapRecord
+	unavailableUntil time.Time
+}
+
+func newSnapshotRecorder(f wire.Format) *snapshotRecorder {
+	return &snapshotRecorder{format: f, now: time.Now, seq: -1, blocks: map[uint64]*snapRecord{}}
+}
+
+// unavailableFor makes the recorder answer "unavailable" for d from now
+// (a recorder still starting, or one that stopped and recovers).
+func (r *snapshotRecorder) unavailableFor(d time.Duration) {
+	r.mu.Lock()
+	r.unavailableUntil = r.now().Add(d)
+	r.mu.Unlock()
+}
+
+// record folds batch seq.
+func (r *snapshotRecorder) record(seq uint64, b simengine.EventBatch) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.seq = int64(seq)
+	for i := range b.Events {
+		ev := &b.Events[i]
+		switch ev.Type {
+		case simengine.BlockStored:
+			r.store(ev)
+		case simengine.BlockRemoved:
+			for _, h := range ev.BlockHashes {
+				if rec := r.blocks[h]; rec != nil && rec.live {
+					rec.live = false
+					r.drop(h, rec)
+				}
+			}
+		case simengine.AllBlocksCleared:
+			for h, rec := range r.blocks {
+				rec.live = false
+				r.drop(h, rec)
+			}
+		}
+	}
+}
+
+func (r *snapshotRecorder) store(ev *simengine.Event) {
+	parent, hasParent := ev.ParentHash, ev.HasParent
+	for i, h := range ev.BlockHashes {
+		rec := r.blocks[h]
+		if rec == nil {
+			rec = &snapRecord{parent: parent, hasParent: hasParent, blockSize: ev.BlockSize,
+				tokens: slices.Clone(ev.TokenIDs[i*ev.BlockSize : (i+1)*ev.BlockSize]),
+				loraID: ev.LoRAID, loraName: ev.LoRAName, kind: ev.Kind}
+			if i < len(ev.ExtraKeys) {
+				rec.extra = slices.Clone(ev.ExtraKeys[i])
+			}
+			if p := r.blocks[parent]; hasParent && p != nil {
+				p.children++
+			}
+			r.blocks[h] = rec
+		}
+		rec.live = true
+		parent, hasParent = h, true
+	}
+}
+
+// drop forgets a dead block without children, and then its dead parents
+// that no longer have any.
+func (r *snapshotRecorder) drop(h uint64, rec *snapRecord) {
+	for !rec.live && rec.children == 0 {
+		delete(r.blocks, h)
+		if !rec.hasParent {
+			return
+		}
+		p := r.blocks[rec.parent]
+		if p == nil {
+			return
+		}
+		p.children--
+		h, rec = rec.parent, p
+	}
+}
+
+// Snapshot implements snapshot.Source.
+func (r *snapshotRecorder) Snapshot() (int64, [][]byte, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.now().Before(r.unavailableUntil) {
+		return 0, nil, false
+	}
+	children := map[uint64][]uint64{}
+	var roots []uint64
+	for h, rec := range r.blocks {
+		if p := r.blocks[rec.parent]; rec.hasParent && p != nil {
+			children[rec.parent] = append(children[rec.parent], h)
+		} else {
+			roots = append(roots, h)
+		}
+	}
+	slices.Sort(roots)
+	ts := r.now()
+	var chunks [][]byte
+	var events []simengine.Event
+	var wb wire.Batch
+	flush := func(force bool) {
+		if len(events) == 0 || (!force && len(events) < snapshotEventsPerChunk) {
+			return
+		}
+		ToKVEventsBatch(&wb, simengine.EventBatch{Time: ts, Events: events})
+		chunks = append(chunks, wire.AppendBatch(nil, &wb, r.format))
+		events = events[:0]
+	}
+	var dead []uint64
+	stack := slices.Clone(roots)
+	for len(stack) > 0 {
+		h := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		rec := r.blocks[h]
+		ev := simengine.Event{Type: simengine.BlockStored, BlockHashes: []uint64{h}, ParentHash: rec.parent,
+			HasParent: rec.hasParent && r.blocks[rec.parent] != nil, TokenIDs: rec.tokens, BlockSize: rec.blockSize,
+			LoRAID: rec.loraID, LoRAName: rec.loraName, Medium: simengine.MediumGPU, Kind: rec.kind}
+		if rec.extra != nil {
+			ev.ExtraKeys = [][]string{rec.extra}
+		}
+		events = append(events, ev)
+		flush(false)
+		if !rec.live {
+			dead = append(dead, h)
+		}
+		cs := children[h]
+		slices.Sort(cs)
+		stack = append(stack, cs...)
+	}
+	for _, h := range dead {
+		events = append(events, simengine.Event{Type: simengine.BlockRemoved, BlockHashes: []uint64{h}, Medium: simengine.MediumGPU})
+		flush(false)
+	}
+	flush(true)
+	return r.seq, chunks, true
+}

@@ -1,0 +1,106 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/kvevents"
+	"github.com/kvroute/kvroute/kvevents/snapshot"
+	"github.com/kvroute/kvroute/kvevents/wire"
+	"github.com/kvroute/kvroute/kvindex"
+)
+
+// indexFrom applies payloads, in order, to a fresh index as endpoint "e".
+func indexFrom(t *testing.T, blockSize int, payloads [][]byte) *kvindex.Index {
+	t.Helper()
+	ix, err := kvindex.New(kvindex.Config{BlockSize: blockSize, SweepInterval: -1}, kvindex.Options{})
+	require.NoError(t, err)
+	t.Cleanup(ix.Close)
+	ap, err := kvevents.NewApplier(kvevents.ApplierConfig{Model: "m"}, ix, kvevents.Options{})
+	require.NoError(t, err)
+	dec := wire.NewDecoder(wire.Limits{})
+	for _, p := range payloads {
+		var b wire.Batch
+		require.NoError(t, dec.Decode(p, &b))
+		r := ap.Apply("e", "m", &b)
+		require.Zero(t, r.Dropped, "nothing of the stream or the snapshot is dropped")
+	}
+	return ix
+}
+
+// The simulated engine's snapshot, applied to an empty index, rebuilds
+// exactly what the engine's whole event stream (replayed from 0) builds,
+// through evictions, and it
+// reports the last published sequence and a 16-byte publisher identity.
+func TestSnapshotRebuildsWhatTheStreamBuilds(t *testing.T) {
+	defer leakcheck.Check(t)()
+	kv, err := ParseKVEventsConfig(`{"enable_kv_cache_events":true,"endpoint":"tcp://127.0.0.1:0","replay_endpoint":"tcp://127.0.0.1:0","snapshot_endpoint":"tcp://127.0.0.1:0"}`)
+	require.NoError(t, err)
+	cfg := Config{EnableScaleOut: true, KVEvents: kv, Engine: fastEngine()}
+	cfg.Engine.NumGPUBlocks = 10
+	s, base := startServer(t, cfg)
+	bs := s.Engine().BlockSize()
+	for i := range 16 {
+		prompt := make([]int, 0, 5*bs)
+		for j := range (2 + i%4) * bs {
+			prompt = append(prompt, (i%5)*1000+j+(j/(2*bs))*i+1) // shared and diverging prefixes
+		}
+		code, out := post(t, base+"/v1/completions", map[string]any{"prompt": prompt, "max_tokens": 1})
+		require.Equal(t, http.StatusOK, code, string(out))
+	}
+	published := s.Publisher().Stats().Published
+	require.Positive(t, published)
+
+	c, err := snapshot.NewClient(snapshot.ClientConfig{}, snapshot.Options{})
+	require.NoError(t, err)
+	r, err := c.Fetch(context.Background(), s.SnapshotEndpoint())
+	require.NoError(t, err)
+	require.Equal(t, int64(published-1), r.Seq, "consistent with the last published batch")
+	require.NotEqual(t, [16]byte{}, r.PublisherID)
+
+	var stream [][]byte
+	rc := replayAll(t, s.ReplayEndpoint()) // decoded events, re-encoded one batch each
+	removed := 0
+	for _, e := range rc {
+		if e.Type == wire.EventBlockRemoved {
+			removed++
+		}
+		b := wire.Batch{TS: 1, Events: []wire.Event{e}, HasDPRank: true}
+		stream = append(stream, wire.AppendBatch(nil, &b, wire.FormatVLLM))
+	}
+	require.Positive(t, removed, "the engine evicted blocks")
+	want := indexFrom(t, bs, stream)
+	got := indexFrom(t, bs, r.Chunks)
+	require.Equal(t, want.EndpointBlocks("e"), got.EndpointBlocks("e"))
+	require.Equal(t, want.Stats().Blocks, got.Stats().Blocks)
+	require.Positive(t, got.EndpointBlocks("e"))
+	require.NoError(t, s.Close())
+}
+
+// With SnapshotUnavailableFor the socket answers "unavailable, retry
+// later" until that time has passed, then serves.
+func TestSnapshotUnavailableForAWhile(t *testing.T) {
+	defer leakcheck.Check(t)()
+	kv, err := ParseKVEventsConfig(`{"enable_kv_cache_events":true,"endpoint":"tcp://127.0.0.1:0","snapshot_endpoint":"tcp://127.0.0.1:0"}`)
+	require.NoError(t, err)
+	s, _ := startServer(t, Config{KVEvents: kv, Engine: fastEngine(), SnapshotUnavailableFor: 300 * time.Millisecond})
+	var ops []string
+	c, err := snapshot.NewClient(snapshot.ClientConfig{Backoff: 50 * time.Millisecond,
+		OnAttemptError: func(e *snapshot.Error) { ops = append(ops, e.Op) }}, snapshot.Options{})
+	require.NoError(t, err)
+	r, err := c.Fetch(context.Background(), s.SnapshotEndpoint())
+	require.NoError(t, err)
+	require.Equal(t, snapshot.SeqEmpty, r.Seq, "nothing published yet")
+	require.NotEmpty(t, ops, "answered unavailable first")
+	for _, op := range ops {
+		require.Equal(t, snapshot.OpUnavailable, op)
+	}
+	require.Equal(t, uint64(len(ops)), s.Publisher().SnapshotStats().Unavailable, fmt.Sprint(ops))
+	require.NoError(t, s.Close())
+}
