@@ -23,6 +23,11 @@ type Endpoint struct {
 	// ReplayAddress is the engine's replay ROUTER socket; empty means
 	// tcp://<ID host>:<Config.Events.ReplayPort + Rank> when replay is on.
 	ReplayAddress string `json:"replayAddress,omitempty"`
+	// SnapshotAddress is the engine's KV-cache snapshot ROUTER socket (its
+	// kv-events-config snapshot_endpoint); empty means
+	// tcp://<ID host>:<Config.Events.Snapshot.Port + Rank> when
+	// events.snapshot.enabled, else no snapshots.
+	SnapshotAddress string `json:"snapshotAddress,omitempty"`
 	// Rank is the engine's data-parallel rank: vLLM offsets both event ports
 	// by it.
 	Rank int `json:"rank,omitempty"`

@@ -67,7 +67,7 @@ func (s *subscriptions) setEndpoints(eps []Endpoint) error {
 		// without a model are; it also lets the pool replay an idle engine as
 		// soon as it is subscribed. Without it, the topic's model is used.
 		if err := s.pool.Ensure(kvevents.Endpoint{ID: e.ID, Model: s.model, Labels: e.Labels,
-			EventsAddress: e.EventsAddress, ReplayAddress: e.ReplayAddress, Rank: e.Rank}); err != nil {
+			EventsAddress: e.EventsAddress, ReplayAddress: e.ReplayAddress, SnapshotAddress: e.SnapshotAddress, Rank: e.Rank}); err != nil {
 			errs = append(errs, err)
 		}
 	}

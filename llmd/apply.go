@@ -89,6 +89,11 @@ func (ps plugins) apply(c *kvroute.Config, top map[string]any, src source) ([]Fi
 				if d.ReplaySocketPort > 0 {
 					add(k+"replaySocketPort", "events.replayPort", func(c *kvroute.Config) { c.Events.ReplayPort = d.ReplaySocketPort })
 				}
+				if d.SnapshotSocketPort > 0 {
+					add(k+"snapshotSocketPort", "events.snapshot", func(c *kvroute.Config) {
+						c.Events.Snapshot.Enabled, c.Events.Snapshot.Port = true, d.SnapshotSocketPort
+					})
+				}
 			}
 		}
 		if p.SpeculativeIndexing != nil {

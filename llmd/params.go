@@ -108,6 +108,10 @@ type podDiscoveryConfig struct {
 	// ReplaySocketPort is events.replayPort; as in llm-d, a block without a
 	// positive replaySocketPort turns replay off (events.replay false).
 	ReplaySocketPort int `json:"replaySocketPort,omitempty"`
+	// SnapshotSocketPort is events.snapshot.port; a positive one turns
+	// engine snapshots on (events.snapshot.enabled), as in llm-d's
+	// snapshot recovery (the engine's kv-events-config snapshot_endpoint).
+	SnapshotSocketPort int `json:"snapshotSocketPort,omitempty"`
 	// PodNamespace limits llm-d's own pod watch.
 	PodNamespace json.RawMessage `json:"podNamespace,omitempty" finding:"different:kvroute subscribes to the endpoints it routes to; kvroute-epp's --pool-namespace names their namespace"`
 }
