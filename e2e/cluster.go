@@ -103,7 +103,7 @@ func startEngine(o Options) (*simEngine, error) {
 		return nil, err
 	}
 	id := ln.Addr().String()
-	replay := "tcp://127.0.0.1:0"
+	replay, snap := "tcp://127.0.0.1:0", "tcp://127.0.0.1:0"
 	srv, err := server.New(server.Config{
 		Model:          o.Model,
 		EnableScaleOut: true,
@@ -118,6 +118,7 @@ func startEngine(o Options) (*simEngine, error) {
 			Publisher:           "zmq",
 			Endpoint:            "tcp://127.0.0.1:0",
 			ReplayEndpoint:      &replay,
+			SnapshotEndpoint:    &snap, // vLLM's KV-cache snapshots (step 5)
 			BufferSteps:         o.ReplayBufferSteps,
 			Topic:               "kv@" + id + "@" + o.Model,
 		},
@@ -163,7 +164,8 @@ func (c *cluster) waitSubscribed(ctx context.Context, limit time.Duration) error
 func (c *cluster) endpoints() []kvroute.Endpoint {
 	eps := make([]kvroute.Endpoint, len(c.engines))
 	for i, e := range c.engines {
-		eps[i] = kvroute.Endpoint{ID: e.id, EventsAddress: e.srv.KVEventsEndpoint(), ReplayAddress: e.srv.ReplayEndpoint()}
+		eps[i] = kvroute.Endpoint{ID: e.id, EventsAddress: e.srv.KVEventsEndpoint(), ReplayAddress: e.srv.ReplayEndpoint(),
+			SnapshotAddress: e.srv.SnapshotEndpoint()}
 	}
 	return eps
 }

@@ -134,8 +134,11 @@ type Report struct {
 	// Restart is step 4: the gateway restarted on a warm fleet, without
 	// and with the index checkpoint.
 	Restart RestartResult
-	// Accuracy is step 5: the closed loop on the index's accuracy.
+	// Accuracy is step 6: the closed loop on the index's accuracy.
 	Accuracy AccuracyResult
+	// Snapshot is step 5: a restart with no checkpoint and no peer, from
+	// the replay buffers alone and from the engines' snapshots.
+	Snapshot SnapshotResult
 }
 
 // Burst is the result of the shared-prefix burst.

@@ -89,7 +89,7 @@ func restart(ctx context.Context, c *cluster, o Options, w io.Writer) (RestartRe
 		if err != nil {
 			return res, fmt.Errorf("gateway shutdown: %w", err)
 		}
-		cfg := c.gwCfg
+		cfg := replayOnly(c.gwCfg) // engine snapshots are step 5's
 		if !run.checkpoint {
 			cfg.Router.Checkpoint.Path = ""
 		}

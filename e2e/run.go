@@ -9,7 +9,7 @@ import (
 )
 
 // Run runs the demo: it starts the engines and the gateways in-process,
-// runs the five steps, prints what it sees to w, and stops everything
+// runs the six steps, prints what it sees to w, and stops everything
 // before returning (after ctx ends when o.Hold is set). It returns what it
 // measured, and an error when a step failed: the verification, or a burst
 // that did not stay on one warm engine.
@@ -29,7 +29,7 @@ func Run(ctx context.Context, o Options, w io.Writer) (*Report, error) {
 	rep := &Report{}
 	for _, e := range c.engines {
 		rep.Engines = append(rep.Engines, e.id)
-		fmt.Fprintf(w, "  engine   %s  KV events %s, replay %s\n", e.url, e.srv.KVEventsEndpoint(), e.srv.ReplayEndpoint())
+		fmt.Fprintf(w, "  engine   %s  KV events %s, replay %s, snapshot %s\n", e.url, e.srv.KVEventsEndpoint(), e.srv.ReplayEndpoint(), e.srv.SnapshotEndpoint())
 	}
 	fmt.Fprintf(w, "  gateway  %s  (precise prefix-cache routing)\n", c.gw.URL())
 	fmt.Fprintf(w, "  gateway  %s  (round-robin, for the comparison)\n", c.rr.URL())
@@ -63,7 +63,12 @@ func Run(ctx context.Context, o Options, w io.Writer) (*Report, error) {
 		return rep, fmt.Errorf("restart: %w", err)
 	}
 
-	section(w, "5. The accuracy loop: predicted vs engine-reported cached tokens, with a suppressed event stream")
+	section(w, "5. Every router replica restarted with no checkpoint and no peer: replay alone vs the engines' snapshots")
+	if rep.Snapshot, err = snapshotRestart(ctx, c, o, w); err != nil {
+		return rep, fmt.Errorf("snapshot restart: %w", err)
+	}
+
+	section(w, "6. The accuracy loop: predicted vs engine-reported cached tokens, with a suppressed event stream")
 	if rep.Accuracy, err = accuracy(ctx, c, o, w); err != nil {
 		return rep, fmt.Errorf("accuracy: %w", err)
 	}

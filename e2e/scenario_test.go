@@ -82,6 +82,10 @@ func TestRunFastKeepsTheBurstOnOneWarmEngine(t *testing.T) {
 		"after a restart with the checkpoint the router predicts what the engines hit:\n%s", out.String())
 	require.Less(t, rep.Restart.Cold.PredictedCachedShare, rep.Restart.Checkpoint.PredictedCachedShare-0.2,
 		"without it, it misses the old prompts:\n%s", out.String())
+	require.Less(t, rep.Snapshot.ReplayOnly.Coverage(), 0.9, "replay alone leaves the old prefixes out:\n%s", out.String())
+	require.InDelta(t, 1.0, rep.Snapshot.Snapshot.Coverage(), 0.01, "the engines' snapshots index their whole caches:\n%s", out.String())
+	require.InDelta(t, rep.Snapshot.Snapshot.First.HitRate, rep.Snapshot.Snapshot.First.PredictedCachedShare, 0.05,
+		"after a restart from the snapshots the router predicts what the engines hit:\n%s", out.String())
 	require.Equal(t, "precise", rep.Comparison[0].Policy)
 	require.Equal(t, "round-robin", rep.Comparison[1].Policy)
 	for _, want := range []string{"1. Deployment verification", "render check  ok", "POST /v1/messages", "PASS:", "Where to look next"} {

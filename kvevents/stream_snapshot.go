@@ -165,12 +165,14 @@ func (st *stream) applySnapshot(ctx context.Context, gen uint64, r *snapshot.Rep
 		return err
 	}
 	pos := Position{Seq: uint64(max(r.Seq, 0))}
+	var refs snapshotRefs // the program's reference counts (snapshot_refs.go)
 	for i := range r.Chunks {
 		err := step(func(dec *wire.Decoder, b *wire.Batch) error {
 			if err := dec.Decode(r.Chunks[i], b); err != nil {
 				st.p.snm.refused(st.id, "chunk_decode")
 				return err
 			}
+			refs.filter(b)
 			res := st.p.applier.applyAt(st.id, st.s.model, b, pos)
 			*blocks += res.StoredBlocks
 			return nil

@@ -9,6 +9,7 @@ import (
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/kvevents/snapshot"
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // fakeEngineState is an engine's cache as its snapshot recorder sees it in
@@ -167,4 +168,49 @@ func TestStreamSnapshotFailureFallsBackToReplay(t *testing.T) {
 	require.False(t, f.held(9))
 	require.Equal(t, 1.0, f.snapCount(snapFailed), f.logs.String())
 	require.Equal(t, sourceReplay, f.status().IndexSource)
+}
+
+// vllmExportChunks is a snapshot of batches 0..last in the shape of vLLM's
+// recorder export: the teaching stores, then token-less stores that set
+// each block's residency count, then the removal of the teaching stores
+// (which the consumer must absorb by counting references).
+func vllmExportChunks(last uint64) [][]byte {
+	var teach, resident, untaught wire.Batch
+	for s := uint64(0); s <= last; s++ {
+		b := poolBatch(s, poolBlocks)
+		teach.Events = append(teach.Events, b.Events[0])
+		e := b.Events[0]
+		e.TokenIDs, e.BlockSize, e.Kind = nil, 0, ""
+		resident.Events = append(resident.Events, e)
+		rm := wire.Event{Type: wire.EventBlockRemoved, BlockHashes: e.BlockHashes, Medium: "GPU", HasGroup: true}
+		untaught.Events = append(untaught.Events, rm)
+	}
+	var out [][]byte
+	for _, b := range []*wire.Batch{&teach, &resident, &untaught} {
+		b.TS, b.HasDPRank = 1, true
+		out = append(out, wire.AppendBatch(nil, b, wire.FormatVLLM))
+	}
+	return out
+}
+
+// A snapshot in vLLM's export shape (teach, token-less residency stores,
+// removal of the teaching stores) leaves every resident block indexed:
+// the stream counts the references the token-less stores add, so the
+// final removals do not evict. Applied as plain events, they would.
+func TestStreamSnapshotInVLLMExportShapeKeepsResidentBlocks(t *testing.T) {
+	defer leakcheck.Check(t)()
+	f := newSeqFixture(t, PoolConfig{}, 10, "")
+	defer f.close()
+	const last = 40
+	srv, err := snapshot.NewServer(snapshot.ServerConfig{Addr: "tcp://127.0.0.1:0"},
+		snapshot.SourceFunc(func() (int64, [][]byte, bool) { return last, vllmExportChunks(last), true }), snapshot.Options{})
+	require.NoError(t, err)
+	f.closers = append(f.closers, srv.Close)
+	f.useSnapshotClient(srv.Endpoint(), snapshot.ClientConfig{Backoff: 1})
+	f.publish(last+1, last+1)
+	f.wait(last + 1)
+	for s := uint64(0); s <= last+1; s++ {
+		require.True(t, f.held(s), "batch %d\n%s", s, f.logs)
+	}
+	require.Equal(t, 1.0, f.snapCount(snapLoaded))
 }
