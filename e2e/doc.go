@@ -36,7 +36,13 @@
 //     restarted once without and once with its index checkpoint (written
 //     when it stopped), and the first requests after each restart show the
 //     router's predicted cached share against the engines' hit rate.
-//  5. The accuracy loop (AccuracyResult): a gateway of its own that reads
+//  5. Every router replica restarted with no checkpoint and no peer
+//     (SnapshotResult): the shared prompts are aged beyond the replay
+//     buffers again, then the gateway restarts once from the replay buffers
+//     alone and once from the engines' KV-cache snapshots; the index's
+//     coverage of the engines' cached blocks, the time it took, and the
+//     first requests' predictions against the engines' hits after each.
+//  6. The accuracy loop (AccuracyResult): a gateway of its own that reads
 //     the engines' reported cached_tokens and compares them with its
 //     predictions shows 0 error on the healthy fleet; then one engine's KV
 //     events are suppressed (POST /sim/suppress_kv_events?on=true, no

@@ -149,11 +149,25 @@ func eventSource(e kvroute.EndpointReadiness, r *kvroute.Router) string {
 	} else {
 		b.WriteString("; no replay")
 	}
+	if e.Status.Snapshot != "" {
+		b.WriteString("; engine snapshot " + e.Status.Snapshot)
+	}
+	if src := e.Status.IndexSource; src != "" {
+		b.WriteString("; rebuilt from " + indexSourceNames[src])
+	}
 	if e.Status.Degraded {
 		b.WriteString("; degraded: may hold stale blocks")
 	}
 	b.WriteString("; + speculative")
 	return b.String()
+}
+
+// indexSourceNames spells out kvevents' EndpointStatus.IndexSource values.
+var indexSourceNames = map[string]string{
+	"engine_snapshot": "the engine's snapshot",
+	"replay":          "the replay window",
+	"recorded":        "a checkpoint or peer, verified by replay",
+	"live":            "the live stream",
 }
 
 // noEventsSource says where the index entries of an endpoint without a

@@ -319,6 +319,7 @@ func TestStatusPageShowsRequestModelRoleConfigAndChart(t *testing.T) {
 	require.Contains(t, page, `<td class="role">decode</td>`)
 	require.Contains(t, page, `<td class="source">KV events, `)
 	require.Contains(t, page, "; replay tcp://127.0.0.1:")
+	require.Regexp(t, `; rebuilt from (the replay window|the live stream)`, page, "what the endpoint's entries were rebuilt from")
 
 	// The configuration is there, its credentials are not.
 	require.Contains(t, page, "router.cluster.password: [redacted]")

@@ -1,5 +1,5 @@
 // Command demo shows kvroute's precise prefix-cache routing on one machine,
-// without GPUs, in five steps and about 80 s on a 2-core machine:
+// without GPUs, in six steps and about 80 s on a 2-core machine:
 //
 //	go run ./examples/demo            # the full demo
 //	go run ./examples/demo --fast     # the same in a few seconds
@@ -17,7 +17,11 @@
 // p50/p90), and (4) restarts the gateway on a warm fleet whose shared prompts
 // are older than the engines' replay buffer, without and with the index
 // checkpoint, printing the router's predicted cached share against the
-// engines' hit rate right after each restart, and (5) shows the accuracy
+// engines' hit rate right after each restart, (5) restarts it with no
+// checkpoint and no peer, once from the engines' replay buffers alone and
+// once from their KV-cache snapshots (vLLM's snapshot_endpoint), printing
+// the index's coverage of the engines' caches and the first requests'
+// predictions after each, and (6) shows the accuracy
 // loop: 0 prediction error on the healthy fleet, then one engine's KV events
 // suppressed (POST /sim/suppress_kv_events) and the loop catching it in the
 // gateway's /metrics (missing entries, the endpoint marked inaccurate, a
