@@ -214,3 +214,17 @@ func TestStreamSnapshotInVLLMExportShapeKeepsResidentBlocks(t *testing.T) {
 	}
 	require.Equal(t, 1.0, f.snapCount(snapLoaded))
 }
+
+// Closing the pool while a snapshot load waits on an engine that keeps
+// answering "unavailable" ends the load at once: no goroutine is left.
+func TestStreamSnapshotLoadCancelledOnClose(t *testing.T) {
+	defer leakcheck.Check(t)()
+	f := newSeqFixture(t, PoolConfig{}, 10, "")
+	eng := &fakeEngineState{last: -1, unavailable: 1 << 30}
+	srv := f.withSnapshot(eng)
+	f.useSnapshotClient(srv.Endpoint(), snapshot.ClientConfig{Backoff: time.Hour, Timeout: time.Hour})
+	f.publish(0, 0)
+	require.Eventually(t, func() bool { return srv.Stats().Unavailable > 0 }, poolWait, poolTick)
+	require.Equal(t, "snapshot", f.status().Phase)
+	f.close()
+}
