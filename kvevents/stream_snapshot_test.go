@@ -18,8 +18,9 @@ import (
 // batches 0..S", sent as one chunk per batch.
 type fakeEngineState struct {
 	mu          sync.Mutex
-	last        int64 // last sequence published (-1: none)
-	unavailable int   // answer "unavailable" this many more times
+	last        int64  // last sequence published (-1: none)
+	unavailable int    // answer "unavailable" this many more times
+	base        uint64 // batch layout of sequence s is base+s (a new lifetime: another base)
 }
 
 func (e *fakeEngineState) published(seq uint64) {
@@ -37,7 +38,7 @@ func (e *fakeEngineState) Snapshot() (int64, [][]byte, bool) {
 	}
 	chunks := make([][]byte, 0, e.last+1)
 	for s := int64(0); s <= e.last; s++ {
-		chunks = append(chunks, poolPayload(uint64(s)))
+		chunks = append(chunks, poolPayload(e.base+uint64(s)))
 	}
 	return e.last, chunks, true
 }
@@ -227,4 +228,29 @@ func TestStreamSnapshotLoadCancelledOnClose(t *testing.T) {
 	require.Eventually(t, func() bool { return srv.Stats().Unavailable > 0 }, poolWait, poolTick)
 	require.Equal(t, "snapshot", f.status().Phase)
 	f.close()
+}
+
+// An engine that restarted (its sequence went back to 0 and it already
+// published 0..5 of its new lifetime while the router was away) is rebuilt
+// from its snapshot: the old lifetime's blocks are gone, the new one's are
+// all indexed.
+func TestStreamRestartLoadsTheNewLifetimesSnapshot(t *testing.T) {
+	defer leakcheck.Check(t)()
+	f := newSeqFixture(t, PoolConfig{}, 0, "")
+	defer f.close()
+	eng := &fakeEngineState{last: -1}
+	f.withSnapshot(eng)
+	for s := uint64(0); s < 10; s++ {
+		eng.published(s)
+		f.publish(s, s)
+	}
+	f.wait(9)
+	eng.mu.Lock()
+	eng.base, eng.last = 1000, 5 // restarted; 0..4 published unseen
+	eng.mu.Unlock()
+	f.st.receive(5, poolPayload(1005), poolModel)
+	require.Eventually(t, func() bool { return f.held(1000) && f.held(1005) && !f.held(0) }, poolWait, poolTick, "%s", f.logs)
+	require.Equal(t, 1.0, f.count("restarts"))
+	require.Equal(t, 2.0, f.snapCount(snapLoaded))
+	require.Equal(t, 2, f.logs.count("reason=restart"), f.logs.String()) // loading, loaded
 }
