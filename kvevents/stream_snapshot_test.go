@@ -248,8 +248,9 @@ func TestStreamRestartLoadsTheNewLifetimesSnapshot(t *testing.T) {
 	eng.mu.Lock()
 	eng.base, eng.last = 1000, 5 // restarted; 0..4 published unseen
 	eng.mu.Unlock()
-	f.st.receive(5, poolPayload(1005), poolModel)
-	require.Eventually(t, func() bool { return f.held(1000) && f.held(1005) && !f.held(0) }, poolWait, poolTick, "%s", f.logs)
+	f.st.receive(5, poolPayload(1005), poolModel) // returns once the restart cleared the endpoint
+	f.wait(5)
+	require.True(t, f.held(1000) && f.held(1005) && !f.held(0), f.logs.String())
 	require.Equal(t, 1.0, f.count("restarts"))
 	require.Equal(t, 2.0, f.snapCount(snapLoaded))
 	require.Equal(t, 2, f.logs.count("reason=restart"), f.logs.String()) // loading, loaded
