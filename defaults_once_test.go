@@ -105,11 +105,12 @@ func TestEachDefaultIsDeclaredOnce(t *testing.T) {
 		{"events port", regexp.MustCompile(`(?i)^defaulteventsport$`), "kvevents", nil},
 		{"replay port", regexp.MustCompile(`(?i)^defaultreplayport$`), "kvevents", nil},
 		{"event workers", regexp.MustCompile(`(?i)^defaultconcurrency$`), "kvevents",
-			[]string{"replay", "enginemetrics"}}, // the process-wide replay slots, the scrapes in flight
+			[]string{"replay", "enginemetrics", "kvevents/snapshot"}}, // the process-wide replay slots, the scrapes in flight, the snapshot loads at once
 		{"idle timeout", regexp.MustCompile(`(?i)^defaultidletimeout$`), "kvevents",
 			[]string{"replay", "gateway"}}, // the replay client's and the HTTP server's
 		{"topic filter", regexp.MustCompile(`(?i)^defaulttopicfilter$`), ".", nil},
-		{"render attempt timeout", regexp.MustCompile(`(?i)^defaultattempttimeout$`), "render", nil},
+		{"render attempt timeout", regexp.MustCompile(`(?i)^defaultattempttimeout$`), "render",
+			[]string{"kvevents/snapshot"}}, // one snapshot request's deadline
 		{"render concurrency limit", regexp.MustCompile(`(?i)^defaultmaxconcurrency$`), "render", nil},
 		{"render queue wait", regexp.MustCompile(`(?i)^defaultmaxqueuewait$`), "render", nil},
 		{"queue threshold", regexp.MustCompile(`(?i)^defaultqueuethresholdtokens$`), "tokenload", nil},
