@@ -76,13 +76,17 @@ func TestFetchRetriesWhileUnavailable(t *testing.T) {
 func TestFetchGivesUpAtTheOverallDeadline(t *testing.T) {
 	defer leakcheck.Check(t)()
 	s := newServer(t, SourceFunc(func() (int64, [][]byte, bool) { return 0, nil, false }))
-	c, _ := newClient(t, ClientConfig{Timeout: 200 * time.Millisecond, Backoff: 20 * time.Millisecond})
+	c, ops := newClient(t, ClientConfig{Timeout: time.Second, Backoff: 20 * time.Millisecond})
 	_, err := c.Fetch(context.Background(), s.Endpoint())
 	var e *Error
 	require.ErrorAs(t, err, &e)
-	require.Equal(t, OpUnavailable, e.Op)
-	require.ErrorIs(t, err, ErrUnavailable)
 	require.NoError(t, s.Close())
+	// The deadline may fall in any attempt's step (on a loaded machine even
+	// the first dial's), so the last error's step is not fixed; every
+	// answer the server gave was "unavailable", and was retried.
+	if s.Stats().Unavailable > 0 {
+		require.Contains(t, *ops, OpUnavailable)
+	}
 }
 
 // A reply above MaxBytes fails the attempt in the transport (nothing that
