@@ -50,10 +50,19 @@ const (
 	// uncached prompt tokens × (its in-flight requests + 1), its overlap
 	// from an index fed by the engines' events (lmetric.go).
 	LMetric Policy = "lmetric"
+	// KVRouteLMetric is the real kvroute.Router scoring its candidates the
+	// LMetric way through its Scorer extension point, the affinity filter
+	// off (kvlmetric.go). Not in AllPolicies: an experiment run on request
+	// (-policies), not a default.
+	KVRouteLMetric Policy = "kvroute-lmetric"
 )
 
 // AllPolicies lists every routing policy in report order.
 var AllPolicies = []Policy{KVRoute, Dynamo, SGLang, SGLangEvents, LMetric, KVRoutePrefillOnly, Approximate, LeastLoad, RoundRobin}
+
+// ExperimentPolicies are the policies -policies accepts beyond
+// AllPolicies: variants of kvroute's configuration studied on request.
+var ExperimentPolicies = []Policy{KVRouteLMetric}
 
 // PeerPolicies are the other systems' own routing policies, which the
 // report's targets compare kvroute against.
@@ -62,12 +71,18 @@ var PeerPolicies = []Policy{Dynamo, SGLang, SGLangEvents, LMetric}
 // eventFed reports whether the policy's index is fed by the engines' KV
 // events.
 func (p Policy) eventFed() bool {
-	return p == KVRoute || p == KVRoutePrefillOnly || p == Dynamo || p == SGLangEvents || p == LMetric
+	return p.isKVRoute() || p == Dynamo || p == SGLangEvents || p == LMetric
+}
+
+// isKVRoute reports whether the policy is the real kvroute.Router in one of
+// its configurations.
+func (p Policy) isKVRoute() bool {
+	return p == KVRoute || p == KVRoutePrefillOnly || p == KVRouteLMetric
 }
 
 // ParsePolicy returns the Policy named s.
 func ParsePolicy(s string) (Policy, error) {
-	for _, p := range AllPolicies {
+	for _, p := range append(AllPolicies[:len(AllPolicies):len(AllPolicies)], ExperimentPolicies...) {
 		if string(p) == s {
 			return p, nil
 		}

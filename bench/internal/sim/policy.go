@@ -59,8 +59,9 @@ const simModel = "sim/llama-8b"
 // supplied), the index clock on virtual time, and the affinity filter's
 // peak prefill throughput calibrated to the engine model, as
 // examples/calibrate would measure it on a real deployment. Everything else
-// is kvroute.DefaultConfig, except that prefillOnly sets OpenRequestTokens to
-// 0 (the KVRoutePrefillOnly baseline).
+// is kvroute.DefaultConfig, except that KVRoutePrefillOnly sets
+// OpenRequestTokens to 0 (the baseline before open requests counted as
+// load) and KVRouteLMetric scores the LMetric way (kvlmetric.go).
 type kvrouter struct {
 	r     *kvroute.Router
 	eps   []kvroute.Endpoint
@@ -69,7 +70,7 @@ type kvrouter struct {
 	ctx   context.Context
 }
 
-func newKVRouter(cfg Config, ids []string, now func() time.Time, seed uint64, prefillOnly bool, shared func() float64,
+func newKVRouter(cfg Config, ids []string, now func() time.Time, seed uint64, variant Policy, shared func() float64,
 	join func(*kvindex.Index, *tokenload.Tracker) (*cluster.Replica, error)) (*kvrouter, error) {
 	rc := kvroute.DefaultConfig()
 	rc.Model = simModel
@@ -88,12 +89,20 @@ func newKVRouter(cfg Config, ids []string, now func() time.Time, seed uint64, pr
 	if shared != nil { // tests: every replica draws from one source, as one router would
 		random = shared
 	}
-	if prefillOnly {
+	opts := kvroute.Options{Set: telemetry.Set{Clock: virtualClock{now: now}}, Random: random, NewClusterReplica: join}
+	var lm *lmetricScoring
+	switch variant {
+	case KVRoutePrefillOnly:
 		rc.OpenRequestTokens = new(int64(0))
+	case KVRouteLMetric:
+		lm = newLMetricScoring(cfg, &rc, &opts)
 	}
-	r, err := kvroute.New(context.Background(), rc, kvroute.Options{Set: telemetry.Set{Clock: virtualClock{now: now}}, Random: random, NewClusterReplica: join})
+	r, err := kvroute.New(context.Background(), rc, opts)
 	if err != nil {
 		return nil, err
+	}
+	if lm != nil {
+		lm.ix = r.Index()
 	}
 	k := &kvrouter{r: r, index: map[string]int{}, ctx: context.Background()}
 	for i, id := range ids {

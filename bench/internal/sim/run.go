@@ -218,12 +218,12 @@ func (r *run) newPolicy(g int) (router, error) {
 		return nil
 	}
 	switch r.policy {
-	case KVRoute, KVRoutePrefillOnly:
+	case KVRoute, KVRoutePrefillOnly, KVRouteLMetric:
 		var join func(*kvindex.Index, *tokenload.Tracker) (*cluster.Replica, error)
 		if r.shared != nil {
 			join = r.shared.join(g)
 		}
-		kr, err := newKVRouter(r.cfg, r.ids, clock, seed, r.policy == KVRoutePrefillOnly, r.diag.sharedRandom(), join)
+		kr, err := newKVRouter(r.cfg, r.ids, clock, seed, r.policy, r.diag.sharedRandom(), join)
 		if err != nil {
 			return nil, err
 		}

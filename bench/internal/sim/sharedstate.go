@@ -112,7 +112,7 @@ type sharedPool struct {
 // Config.SharedState is set (nil otherwise); each replica joins it as its
 // Router is built (join), and startShared then starts them.
 func (r *run) newSharedPool() (*sharedPool, error) {
-	if r.cfg.SharedState == nil || (r.policy != KVRoute && r.policy != KVRoutePrefillOnly) {
+	if r.cfg.SharedState == nil || !r.policy.isKVRoute() {
 		return nil, nil
 	}
 	s := r.cfg.SharedState.withDefaults()
