@@ -205,6 +205,10 @@ func (c *Client) first(ctx context.Context, t *target, r route, body *wireBody, 
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	h := &hedge{cancelFirst: cancel}
+	// Join an edited body's parts here, before the hedge can start: both
+	// attempts then only read the joined slice (joining it lazily in each
+	// attempt raced when the hedge fired while the first was joining).
+	body.flat()
 	timer := c.clk.AfterFunc(delay, func() { c.runHedge(ctx, h, t, r, body, auth) })
 	start := c.now()
 	err := c.tracedAttempt(actx, t, r, body, auth, 1, res)
