@@ -172,7 +172,11 @@ func objective(name string) map[string]string { return map[string]string{HeaderO
 
 func TestGatewayAdmissionServesHigherPriorityFirstUnderSaturation(t *testing.T) {
 	defer leakcheck.Check(t)()
-	f := startAdmFleet(t, admission.Config{Objectives: []admission.Objective{{Name: "premium", Priority: 5}, {Name: "standard", Priority: 1}}})
+	// A released request's claim lasts until its pick is accounted (Settle
+	// only bounds it): with the default 250 ms, a loaded machine let the
+	// claim lapse before premium's pick and released standard1 beside it.
+	f := startAdmFleet(t, admission.Config{Settle: time.Hour,
+		Objectives: []admission.Objective{{Name: "premium", Priority: 5}, {Name: "standard", Priority: 1}}})
 	defer f.close(t)
 	release := f.hold(t)
 	out := make(chan reply, 3)
@@ -189,7 +193,7 @@ func TestGatewayAdmissionServesHigherPriorityFirstUnderSaturation(t *testing.T) 
 
 func TestGatewayAdmissionSharesABandFairlyBetweenTwoFlows(t *testing.T) {
 	defer leakcheck.Check(t)()
-	f := startAdmFleet(t, admission.Config{})
+	f := startAdmFleet(t, admission.Config{Settle: time.Hour}) // as above: claims end when picks are accounted
 	defer f.close(t)
 	release := f.hold(t)
 	const each = 20
