@@ -168,29 +168,39 @@ func appendMapEvent(dst []byte, e *Event) []byte {
 		dst = appendOmittable(dst, "ownership", e.Ownership)
 		dst = appendOmittable(dst, "session_id", e.SessionID)
 	case EventBlockRemoved:
-		n := 3
-		for _, present := range [...]bool{e.HasGroup, e.Locality != "", e.Ownership != ""} {
-			if present {
-				n++
-			}
-		}
-		dst = appendMapHeader(dst, n)
-		dst = appendStr(dst, "type")
-		dst = appendStr(dst, tagBlockRemoved)
-		dst = appendStr(dst, "block_hashes")
-		dst = appendHashes(dst, e, e.SignedHashes)
-		dst = appendStr(dst, "medium")
-		dst = appendOptStr(dst, e.Medium)
-		if e.HasGroup {
-			dst = appendStr(dst, "group_idx")
-			dst = appendInt(dst, int64(e.Group))
-		}
-		dst = appendOmittable(dst, "locality", e.Locality)
-		dst = appendOmittable(dst, "ownership", e.Ownership)
+		dst = appendBlockRemoved(dst, e, true)
 	case EventAllBlocksCleared:
 		dst = appendMapHeader(dst, 1)
 		dst = appendStr(dst, "type")
 		dst = appendStr(dst, tagAllBlocksCleared)
+	}
+	return dst
+}
+
+// appendBlockRemoved writes a BlockRemoved event as a map, as vLLM's
+// publisher and (without ownership, which it does not have) TensorRT-LLM's
+// write it: optional fields left out when unset.
+func appendBlockRemoved(dst []byte, e *Event, ownership bool) []byte {
+	n := 3
+	for _, present := range [...]bool{e.HasGroup, e.Locality != "", ownership && e.Ownership != ""} {
+		if present {
+			n++
+		}
+	}
+	dst = appendMapHeader(dst, n)
+	dst = appendStr(dst, "type")
+	dst = appendStr(dst, tagBlockRemoved)
+	dst = appendStr(dst, "block_hashes")
+	dst = appendHashes(dst, e, e.SignedHashes)
+	dst = appendStr(dst, "medium")
+	dst = appendOptStr(dst, e.Medium)
+	if e.HasGroup {
+		dst = appendStr(dst, "group_idx")
+		dst = appendInt(dst, int64(e.Group))
+	}
+	dst = appendOmittable(dst, "locality", e.Locality)
+	if ownership {
+		dst = appendOmittable(dst, "ownership", e.Ownership)
 	}
 	return dst
 }

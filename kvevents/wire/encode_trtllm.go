@@ -57,24 +57,7 @@ func appendTRTLLMEvent(dst []byte, e *Event) []byte {
 			dst = appendKeysWhere(dst, e.ExtraKeys, true)
 		}
 	case EventBlockRemoved:
-		n := 3
-		for _, present := range [...]bool{e.HasGroup, e.Locality != ""} {
-			if present {
-				n++
-			}
-		}
-		dst = appendMapHeader(dst, n)
-		dst = appendStr(dst, "type")
-		dst = appendStr(dst, tagBlockRemoved)
-		dst = appendStr(dst, "block_hashes")
-		dst = appendHashes(dst, e, e.SignedHashes)
-		dst = appendStr(dst, "medium")
-		dst = appendOptStr(dst, e.Medium)
-		if e.HasGroup {
-			dst = appendStr(dst, "group_idx")
-			dst = appendInt(dst, int64(e.Group))
-		}
-		dst = appendOmittable(dst, "locality", e.Locality)
+		dst = appendBlockRemoved(dst, e, false) // TensorRT-LLM's removals have no ownership
 	case EventAllBlocksCleared:
 		dst = appendMapHeader(dst, 1)
 		dst = appendStr(dst, "type")
