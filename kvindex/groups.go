@@ -91,6 +91,12 @@ type GroupStore struct {
 	Kind   GroupKind
 	Window int      // GroupSlidingWindow: the window in tokens (> 0)
 	Hashes []uint64 // engine hashes, at the index's block size
+	// Unknown, when non-nil, receives (appended) the hashes StoreGroup
+	// skipped because the endpoint's full-attention blocks do not map
+	// them, so a caller can retry them once they are stored (an engine
+	// may publish a group's store before the full-attention store of the
+	// same blocks; see kvevents).
+	Unknown []uint64
 }
 
 // StoreGroup records that endpoint's non-prefix group g.Group holds the
@@ -105,6 +111,9 @@ func (ix *Index) StoreGroup(endpoint string, g *GroupStore) (unknown int, err er
 	}
 	ep, _ := ix.lockEndpoint(endpoint, false)
 	if ep == nil {
+		if g.Unknown != nil {
+			g.Unknown = append(g.Unknown, g.Hashes...)
+		}
 		return len(g.Hashes), &StoreError{Reason: ReasonUnknownHash, Err: ErrUnknownHash, Skipped: len(g.Hashes)}
 	}
 	keys := make([]Key, 0, len(g.Hashes))
@@ -114,6 +123,9 @@ func (ix *Index) StoreGroup(endpoint string, g *GroupStore) (unknown int, err er
 		} else {
 			keys = append(keys, 0)
 			unknown++
+			if g.Unknown != nil {
+				g.Unknown = append(g.Unknown, h)
+			}
 		}
 	}
 	ep.mu.Unlock()
