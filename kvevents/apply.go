@@ -127,6 +127,13 @@ type endpointState struct {
 	side  *sideTable // engine blocks of a size not a multiple of the index's
 	synth []uint64   // scratch: synthetic hashes
 	toks  []uint32   // scratch: a parent's leftover tokens and the store's
+
+	// Group stores waiting for their full-attention blocks
+	// (apply_groups_pending.go).
+	pend        []pendingGroup
+	pendN       int // pending hashes over pend
+	pendScratch []uint64
+	batches     uint64 // batches applied
 }
 
 // NewApplier returns an Applier writing to ix, with its injected
@@ -210,10 +217,16 @@ func (a *Applier) Apply(endpoint, model string, b *wire.Batch) ApplyResult {
 		switch e.Type {
 		case wire.EventBlockStored:
 			a.store(endpoint, model, st, e, &res)
+			if st.pendN > 0 {
+				if _, group := kvindex.GroupKindOf(e.Kind); !group {
+					a.resolvePending(endpoint, st)
+				}
+			}
 		case wire.EventBlockRemoved:
 			a.remove(endpoint, st, e, &res)
 		case wire.EventAllBlocksCleared:
 			st.side = nil
+			st.dropPending()
 			res.Cleared++
 			res.ClearedBlocks += a.ix.Clear(endpoint)
 		default:
@@ -222,6 +235,7 @@ func (a *Applier) Apply(endpoint, model string, b *wire.Batch) ApplyResult {
 			a.m.drop(endpoint, dropUnknownEvent, 1)
 		}
 	}
+	a.endBatch(st, &res)
 	return res
 }
 

@@ -15,9 +15,10 @@ import (
 // matches to the prefixes every group can serve. Their blocks are named by
 // the same engine hashes as the full-attention group's, so they are
 // resolved to router keys through the endpoint's full-attention blocks: a
-// group store naming blocks the full-attention group has not stored (yet)
-// is counted (reason "unknown_hash") and its blocks are not recorded, which
-// only makes the endpoint's matches shorter.
+// group store naming blocks the full-attention group has not stored yet is
+// kept pending until it has, within a bound (apply_groups_pending.go);
+// what stays unmapped is counted (reason "unknown_hash") and not recorded,
+// which only makes the endpoint's matches shorter.
 
 // Reasons of stores_skipped_total for non-prefix groups.
 const (
@@ -43,14 +44,15 @@ func (a *Applier) storeGroup(endpoint string, st *endpointState, e *wire.Event, 
 		st.engBS = e.BlockSize
 	}
 	g.Hashes = st.groupHashes(e.BlockHashes, a.engineBlockSize(endpoint, st), a.bs, kind)
-	unknown, err := a.ix.StoreGroup(endpoint, &g)
+	g.Unknown = st.unknownScratch()
+	_, err := a.ix.StoreGroup(endpoint, &g)
+	st.pendScratch = g.Unknown[:0]
 	g.Hashes = nil
 	var serr *kvindex.StoreError
 	switch {
 	case err == nil:
-	case errors.As(err, &serr) && errors.Is(err, kvindex.ErrUnknownHash) && unknown < len(st.synth):
-		a.m.skip(e.Kind, serr.Reason, 1)
-		res.SkippedBlocks += unknown
+	case errors.Is(err, kvindex.ErrUnknownHash):
+		a.pend(st, &g, e.Kind, g.Unknown, res) // their full-attention store may come later
 	case errors.As(err, &serr):
 		a.skip(res, e.Kind, serr.Reason, n)
 		return
@@ -64,7 +66,7 @@ func (a *Applier) storeGroup(endpoint string, st *endpointState, e *wire.Event, 
 
 // removeGroup applies a removal of a sliding-window or Mamba group.
 func (a *Applier) removeGroup(endpoint string, st *endpointState, e *wire.Event, kind kvindex.GroupKind, group int, res *ApplyResult) {
-	hashes := st.groupHashes(e.BlockHashes, a.engineBlockSize(endpoint, st), a.bs, kind)
+	hashes := st.unpend(group, st.groupHashes(e.BlockHashes, a.engineBlockSize(endpoint, st), a.bs, kind))
 	res.Removed++
 	res.RemovedBlocks += a.ix.RemoveGroup(endpoint, group, hashes)
 }

@@ -88,8 +88,12 @@ func TestHybridGroupStoresCounted(t *testing.T) {
 	res := f.applyBatch(testEndpoint, wiretest.BatchOf(0, true, groupStore(1, "sliding_window", 0, 100, 0)), wire.FormatVLLM)
 	require.Equal(t, ApplyResult{Skipped: 1, SkippedBlocks: 1}, res)
 	require.Equal(t, 1.0, skipped(t, f.reg, "sliding_window", skipNoWindow))
-	// Blocks the full-attention group never stored.
+	// Blocks the full-attention group never stored: pending through the
+	// next batch, then given up and counted.
 	res = f.applyBatch(testEndpoint, wiretest.BatchOf(0, true, groupStore(2, "mamba", 0, 100, 0)), wire.FormatVLLM)
-	require.Equal(t, ApplyResult{Skipped: 1, SkippedBlocks: 1}, res)
+	require.Equal(t, ApplyResult{Stored: 1, StoredBlocks: 1}, res)
+	require.Zero(t, skipped(t, f.reg, "mamba", kvindex.ReasonUnknownHash))
+	res = f.applyBatch(testEndpoint, wiretest.BatchOf(0, true), wire.FormatVLLM)
+	require.Equal(t, ApplyResult{SkippedBlocks: 1}, res)
 	require.Equal(t, 1.0, skipped(t, f.reg, "mamba", kvindex.ReasonUnknownHash))
 }

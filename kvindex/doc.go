@@ -93,7 +93,10 @@
 // blocks (an endpoint holding only speculative entries loses those) until
 // the index is 1/1024 of the bound below it, counted as evictions with
 // reason "memory": an engine flooding BlockStored events evicts its own
-// blocks, and never another endpoint's while it is the largest. The bound
+// blocks, and never another endpoint's while it is the largest. The
+// entries of an endpoint's non-prefix cache groups (StoreGroup) are
+// charged to it too, 74 bytes each (groups_mem.go), and go with the
+// full-attention blocks memory eviction takes. The bound
 // can be exceeded by one event's blocks while that Store runs. Freed slots
 // are reused by later stores; the tables shrink only when they are rebuilt.
 // A rejected Store leaves no trace (no endpoint, no tier registered).
@@ -146,8 +149,10 @@
 // SnapshotFormatVersion for the layout): a header with magic, format
 // version, KeySchemeVersion and block size; one section per endpoint with
 // its engine-hash → key chain in first-store order and every confirmed
-// membership with its (tier, group, reference count) pairs, checksummed
-// (XXH64) per section; a trailer with the totals. Speculative entries are
+// membership with its (tier, group, reference count) pairs, and (format
+// version 2) its non-prefix cache groups with their kind, window and
+// entries, checksummed (XXH64) per section; a trailer with the totals.
+// Version-1 snapshots, without groups, still load. Speculative entries are
 // not written. Each section is copied under that endpoint's PositionLock
 // and write lock only, into a buffer written out with no lock held: Match
 // never waits, other endpoints' writers never wait, and memory is one

@@ -3,6 +3,7 @@ package kvindex
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 )
 
 // Hybrid-attention models (sliding-window and Mamba layers beside full
@@ -73,10 +74,13 @@ type hashRef struct {
 }
 
 // hybridEP is an endpoint's non-prefix groups. Writers hold mu; Match reads
-// under RLock.
+// under RLock. bytes is their accounted memory (groups_mem.go), written
+// under mu and read by memory eviction.
 type hybridEP struct {
 	mu     sync.RWMutex
 	groups []*groupSet
+	dead   bool // cleared and forgotten: writers must look the endpoint up again
+	bytes  atomic.Int64
 }
 
 // GroupStore describes the blocks a non-prefix group stored, as the index
@@ -87,6 +91,12 @@ type GroupStore struct {
 	Kind   GroupKind
 	Window int      // GroupSlidingWindow: the window in tokens (> 0)
 	Hashes []uint64 // engine hashes, at the index's block size
+	// Unknown, when non-nil, receives (appended) the hashes StoreGroup
+	// skipped because the endpoint's full-attention blocks do not map
+	// them, so a caller can retry them once they are stored (an engine
+	// may publish a group's store before the full-attention store of the
+	// same blocks; see kvevents).
+	Unknown []uint64
 }
 
 // StoreGroup records that endpoint's non-prefix group g.Group holds the
@@ -101,6 +111,9 @@ func (ix *Index) StoreGroup(endpoint string, g *GroupStore) (unknown int, err er
 	}
 	ep, _ := ix.lockEndpoint(endpoint, false)
 	if ep == nil {
+		if g.Unknown != nil {
+			g.Unknown = append(g.Unknown, g.Hashes...)
+		}
 		return len(g.Hashes), &StoreError{Reason: ReasonUnknownHash, Err: ErrUnknownHash, Skipped: len(g.Hashes)}
 	}
 	keys := make([]Key, 0, len(g.Hashes))
@@ -110,17 +123,33 @@ func (ix *Index) StoreGroup(endpoint string, g *GroupStore) (unknown int, err er
 		} else {
 			keys = append(keys, 0)
 			unknown++
+			if g.Unknown != nil {
+				g.Unknown = append(g.Unknown, h)
+			}
 		}
 	}
 	ep.mu.Unlock()
 
-	hy, _ := ix.hybrid.LoadOrCompute(endpoint, func() *hybridEP { return &hybridEP{} })
-	hy.mu.Lock()
-	defer hy.mu.Unlock()
+	hy := ix.lockHybrid(endpoint)
+	err = ix.storeGroupLocked(hy, g, keys)
+	ix.accountGroups(hy)
+	hy.mu.Unlock()
+	if ix.nBytes.Load() > ix.maxBytes {
+		ix.enforceMemory()
+	}
+	if unknown > 0 && err == nil {
+		err = &StoreError{Reason: ReasonUnknownHash, Err: ErrUnknownHash, Skipped: unknown}
+	}
+	return unknown, err
+}
+
+// storeGroupLocked records g's resolved keys (0: unknown hash, skipped) in
+// hy (hy.mu held).
+func (ix *Index) storeGroupLocked(hy *hybridEP, g *GroupStore, keys []Key) (err error) {
 	gs := hy.find(int32(g.Group))
 	if gs == nil {
 		if len(hy.groups) >= maxGroupsTracked {
-			return len(g.Hashes), &StoreError{Reason: ReasonMalformed, Err: ErrMalformed, Skipped: len(g.Hashes)}
+			return &StoreError{Reason: ReasonMalformed, Err: ErrMalformed, Skipped: len(g.Hashes)}
 		}
 		gs = &groupSet{group: int32(g.Group), kind: g.Kind, byHash: map[uint64]hashRef{}, held: map[Key]uint32{}}
 		hy.groups = append(hy.groups, gs)
@@ -128,7 +157,7 @@ func (ix *Index) StoreGroup(endpoint string, g *GroupStore) (unknown int, err er
 		ix.gen.Add(1) // Match results re-resolve which candidates have groups
 	}
 	if gs.kind != g.Kind {
-		return len(g.Hashes), &StoreError{Reason: ReasonMalformed, Err: ErrMalformed, Skipped: len(g.Hashes)}
+		return &StoreError{Reason: ReasonMalformed, Err: ErrMalformed, Skipped: len(g.Hashes)}
 	}
 	if g.Kind == GroupSlidingWindow {
 		gs.window = g.Window
@@ -140,8 +169,7 @@ func (ix *Index) StoreGroup(endpoint string, g *GroupStore) (unknown int, err er
 		}
 		r, ok := gs.byHash[h]
 		if !ok && len(gs.byHash) >= ix.maxBlocks {
-			err = &StoreError{Reason: ReasonGroupFull, Err: ErrGroupFull, Skipped: len(g.Hashes) - i}
-			break
+			return &StoreError{Reason: ReasonGroupFull, Err: ErrGroupFull, Skipped: len(g.Hashes) - i}
 		}
 		if ok && r.key != k { // the engine reused the hash for other content
 			ix.dropGroupKey(gs, r.key, r.n)
@@ -150,10 +178,7 @@ func (ix *Index) StoreGroup(endpoint string, g *GroupStore) (unknown int, err er
 		gs.byHash[h] = hashRef{key: k, n: r.n + 1}
 		gs.held[k]++
 	}
-	if unknown > 0 && err == nil {
-		err = &StoreError{Reason: ReasonUnknownHash, Err: ErrUnknownHash, Skipped: unknown}
-	}
-	return unknown, err
+	return nil
 }
 
 // ReasonGroupFull: ErrGroupFull.
@@ -187,6 +212,7 @@ func (ix *Index) RemoveGroup(endpoint string, group int, hashes []uint64) (remov
 			removed++
 		}
 	}
+	ix.accountGroups(hy)
 	return removed
 }
 
@@ -206,9 +232,22 @@ func (ix *Index) clearGroups(endpoint string) {
 	if hy, ok := ix.hybrid.LoadAndDelete(endpoint); ok {
 		hy.mu.Lock()
 		ix.nHybrid.Add(-int64(len(hy.groups)))
-		hy.groups = nil
+		hy.groups, hy.dead = nil, true
+		ix.accountGroups(hy)
 		hy.mu.Unlock()
 		ix.gen.Add(1)
+	}
+}
+
+// lockHybrid returns endpoint's groups, created if needed, with mu held.
+func (ix *Index) lockHybrid(endpoint string) *hybridEP {
+	for {
+		hy, _ := ix.hybrid.LoadOrCompute(endpoint, func() *hybridEP { return &hybridEP{} })
+		hy.mu.Lock()
+		if !hy.dead {
+			return hy
+		}
+		hy.mu.Unlock()
 	}
 }
 

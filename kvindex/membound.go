@@ -67,8 +67,8 @@ func (ix *Index) enforceMemory() {
 	for ix.nBytes.Load() > target {
 		var victim *endpoint
 		var top, second int64
-		ix.eps.Range(func(_ string, ep *endpoint) bool {
-			switch b := ep.bytes.Load(); {
+		ix.eps.Range(func(name string, ep *endpoint) bool {
+			switch b := ep.bytes.Load() + ix.groupBytes(name); {
 			case b > top:
 				victim, top, second = ep, b, top
 			case b > second:
@@ -82,42 +82,67 @@ func (ix *Index) enforceMemory() {
 	}
 }
 
-// evictForMemory evicts ep's oldest stored blocks while the index is above
-// target and ep holds at least second bytes (the next largest endpoint's),
-// then, if it has no stored blocks left, its speculative entries. It
-// reports whether anything was evicted.
+// evictForMemory evicts ep's oldest stored blocks (and their entries in
+// ep's non-prefix groups, groups_mem.go) while the index is above target
+// and ep holds at least second bytes (the next largest endpoint's), then,
+// if it has no stored blocks left, its speculative entries and its groups'
+// entries. It reports whether anything was evicted.
 func (ix *Index) evictForMemory(ep *endpoint, target, second int64) (progress bool) {
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
 	if ep.dead {
 		return true // cleared meanwhile: look again
 	}
-	start := ep.bytes.Load()
-	for ix.nBytes.Load() > target && ep.bytes.Load() >= second {
-		if !ix.evictOldest(ep, &ix.evMemory) {
+	var hy *hybridEP
+	if ix.nHybrid.Load() > 0 {
+		hy, _ = ix.hybrid.Load(ep.name)
+	}
+	total := func() int64 {
+		b := ep.bytes.Load()
+		if hy != nil {
+			b += hy.bytes.Load()
+		}
+		return b
+	}
+	start := total()
+	for ix.nBytes.Load() > target && total() >= second {
+		h, ok := ix.evictOldestHash(ep, &ix.evMemory)
+		if !ok {
 			ix.dropSpeculative(ep)
+			if hy != nil {
+				ix.forgetGroupEntries(hy)
+			}
 			break
+		}
+		if hy != nil {
+			ix.forgetGroupHash(hy, h)
 		}
 		ix.account(ep)
 	}
 	ix.account(ep)
-	return ep.bytes.Load() < start
+	return total() < start
 }
 
 // evictOldest evicts ep's oldest stored block (see enforceCapacity),
 // counting it in ev when a membership went away. It reports false when ep
 // has no stored blocks. ep.mu is held.
 func (ix *Index) evictOldest(ep *endpoint, ev *atomic.Uint64) bool {
-	_, key, ok := ep.eng.PopOldest()
+	_, ok := ix.evictOldestHash(ep, ev)
+	return ok
+}
+
+// evictOldestHash is evictOldest, returning the evicted engine hash.
+func (ix *Index) evictOldestHash(ep *endpoint, ev *atomic.Uint64) (uint64, bool) {
+	h, key, ok := ep.eng.PopOldest()
 	if !ok {
-		return false
+		return 0, false
 	}
 	op := memberOp{kind: opDrop}
 	ix.apply(ep, key, &op)
 	if op.before != 0 {
 		ev.Add(1)
 	}
-	return true
+	return h, true
 }
 
 // dropSpeculative removes all of ep's speculative memberships, counted as

@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// Snapshot format, version 1. All integers are little-endian; "uvarint" is
+// Snapshot format, version 2 (version 1 is still read). All integers are little-endian; "uvarint" is
 // Go's encoding/binary unsigned varint. The checksum is XXH64 (seed 0).
 //
 //	header   magic "KVRSNAP\x00" (8 bytes)
@@ -31,13 +31,27 @@ import (
 //	            (0 … maxSnapshotPairs), then per pair: tier u8 (index into
 //	            tiers), uvarint group+1 (0 = ungrouped), uvarint count (≥ 1)
 //
+//	groups      (version 2 only) uvarint count (0 … 8), then per non-prefix
+//	            cache group (groups.go): uvarint group index (0 … 2^31−1),
+//	            kind u8 (1 = sliding window, 2 = Mamba), uvarint window in
+//	            tokens (sliding window ≥ 1; Mamba 0), uvarint entry count
+//	            (0 … the reading index's MaxBlocksPerEndpoint), then per
+//	            engine hash: engine hash u64, router key u64 (≠ 0), uvarint
+//	            store count (1 … 2^31)
+//
 // A key mapped from several engine hashes is listed with its pairs under
 // each of them. Speculative memberships are never written (they describe a
-// routing decision of this router, not the engine's cache).
+// routing decision of this router, not the engine's cache). Version 1 is
+// version 2 without the groups part: a version-1 snapshot (an older
+// router's checkpoint or peer) loads with no groups, as its writer had
+// none; a version-2 snapshot is refused by a version-1 reader
+// (ErrSnapshotVersion), which then rebuilds from the engines instead.
 const (
 	// SnapshotFormatVersion is the version of the snapshot format this
-	// package writes and the only one it reads.
-	SnapshotFormatVersion = 1
+	// package writes. It reads it and version 1.
+	SnapshotFormatVersion = 2
+	// snapFormatV1 is the format without non-prefix groups.
+	snapFormatV1 = 1
 	// MaxSnapshotNameBytes bounds an endpoint name in a snapshot.
 	MaxSnapshotNameBytes = 1024
 	// DefaultMaxSnapshotSectionBytes bounds one endpoint section a reader
@@ -169,6 +183,10 @@ type SnapshotEndpoint struct {
 	HasPosition bool
 	Entries     int // engine-hash entries
 	Memberships int // entries listed with confirmed pairs
+	// Groups and GroupEntries count the endpoint's non-prefix cache groups
+	// and their engine-hash entries (format version 2).
+	Groups       int
+	GroupEntries int
 }
 
 // SnapshotInfo summarises a snapshot written or read.

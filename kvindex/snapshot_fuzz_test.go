@@ -91,7 +91,15 @@ func TestWriteSnapshotFuzzSeeds(t *testing.T) {
 	}()
 	one := forgeSection(bytes.Join([][]byte{uv(3), []byte("a:1"), uv(4), []byte("pos"), uv(1), uv(3), []byte("gpu"),
 		uv(1), u64(7), u64(9), uv(1), {0}, uv(1), uv(1)}, nil), 1, 1)
+	hybrid := func() []byte {
+		ix := newTestIndex(t, Config{})
+		hybridSnapIndex(t, ix)
+		var b bytes.Buffer
+		_, _ = ix.WriteSnapshot(&b)
+		return b.Bytes()
+	}()
 	seeds := map[string][]byte{
+		"hybrid_groups":  hybrid,
 		"warm":           warm,
 		"empty_index":    empty,
 		"one_entry":      one,
@@ -108,20 +116,25 @@ func TestWriteSnapshotFuzzSeeds(t *testing.T) {
 
 // FuzzSnapshotSection fuzzes one section body behind valid checksums, so
 // that the fuzzer reaches the section parser and loader (random bytes
-// rarely pass a checksum). Whatever happens, a refused snapshot leaves the
-// index empty.
+// rarely pass a checksum), in format version 1 or 2 (with the groups
+// part). Whatever happens, a refused snapshot leaves the index empty.
 func FuzzSnapshotSection(f *testing.F) {
 	f.Add(bytes.Join([][]byte{uv(3), []byte("a:1"), uv(4), []byte("pos"), uv(1), uv(3), []byte("gpu"),
-		uv(1), u64(7), u64(9), uv(1), {0}, uv(1), uv(1)}, nil), uint8(1), uint8(1))
+		uv(1), u64(7), u64(9), uv(1), {0}, uv(1), uv(1)}, nil), uint8(1), uint8(1), uint8(1))
 	f.Add(bytes.Join([][]byte{uv(3), []byte("a:1"), uv(0), uv(2), uv(3), []byte("gpu"), uv(3), []byte("cpu"),
-		uv(2), u64(7), u64(9), uv(2), {0}, uv(1), uv(2), {1}, uv(4), uv(1), u64(8), u64(9), uv(0)}, nil), uint8(2), uint8(1))
-	f.Fuzz(func(t *testing.T, body []byte, entries, members uint8) {
+		uv(2), u64(7), u64(9), uv(2), {0}, uv(1), uv(2), {1}, uv(4), uv(1), u64(8), u64(9), uv(0)}, nil), uint8(2), uint8(1), uint8(1))
+	// Version 2: a sliding-window and a Mamba group.
+	f.Add(bytes.Join([][]byte{uv(3), []byte("a:1"), uv(0), uv(1), uv(3), []byte("gpu"),
+		uv(2), u64(7), u64(9), uv(1), {0}, uv(1), uv(1), u64(8), u64(10), uv(1), {0}, uv(1), uv(1),
+		uv(2), uv(1), {1}, uv(9), uv(1), u64(8), u64(10), uv(1), uv(2), {2}, uv(0), uv(2), u64(7), u64(9), uv(2), u64(8), u64(10), uv(1)}, nil),
+		uint8(2), uint8(2), uint8(2))
+	f.Fuzz(func(t *testing.T, body []byte, entries, members, version uint8) {
 		ix, err := New(Config{BlockSize: testBS, SweepInterval: -1, MaxBlocksPerEndpoint: 1 << 12}, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer ix.Close()
-		data := forgeSection(body, uint64(entries), uint64(members))
+		data := forgeSectionV(body, uint64(entries), uint64(members), uint16(version))
 		_, err = ix.ReadSnapshot(bytes.NewReader(data), SnapshotReadOptions{})
 		// The same bytes in pieces of 1 to 7 bytes read to the same result.
 		pieces, _ := New(Config{BlockSize: testBS, SweepInterval: -1, MaxBlocksPerEndpoint: 1 << 12}, Options{})

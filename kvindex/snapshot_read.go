@@ -87,8 +87,9 @@ func (ix *Index) ReadSnapshot(r io.Reader, opts SnapshotReadOptions) (info Snaps
 	info.KeySchemeVersion = int(binary.LittleEndian.Uint16(hdr[10:]))
 	info.BlockSize = int(binary.LittleEndian.Uint32(hdr[12:]))
 	switch flags := binary.LittleEndian.Uint32(hdr[16:]); {
-	case info.FormatVersion != SnapshotFormatVersion:
-		return info, fail(ErrSnapshotVersion, "format version %d, this reader reads %d", info.FormatVersion, SnapshotFormatVersion)
+	case info.FormatVersion != SnapshotFormatVersion && info.FormatVersion != snapFormatV1:
+		return info, fail(ErrSnapshotVersion, "format version %d, this reader reads %d and %d",
+			info.FormatVersion, snapFormatV1, SnapshotFormatVersion)
 	case flags != 0:
 		return info, fail(ErrSnapshotVersion, "unknown flags %#x", flags)
 	case info.KeySchemeVersion != KeySchemeVersion:
@@ -99,6 +100,7 @@ func (ix *Index) ReadSnapshot(r io.Reader, opts SnapshotReadOptions) (info Snaps
 
 	var body sectionBuf
 	body.max = opts.pieceMax
+	body.version = info.FormatVersion
 	var frame [5]byte
 	var sum [8]byte
 	for {
@@ -207,6 +209,9 @@ func (ix *Index) rollback(names []string) {
 type sectionVisitor struct {
 	header func(name string, pos []byte, hasPos bool, tiers []string)
 	entry  func(hash uint64, key Key, pairs []pair)
+	// group and groupEntry receive the non-prefix groups (version 2).
+	group      func(index int32, kind GroupKind, window int)
+	groupEntry func(hash uint64, key Key, count uint32)
 }
 
 // parseSection parses and bounds-checks a section body, calling v (when
@@ -282,6 +287,9 @@ func (ix *Index) parseSection(b *sectionBuf, v *sectionVisitor) (se SnapshotEndp
 			v.entry(h, key, pairs)
 		}
 	}
+	if c.err == nil && b.version != snapFormatV1 {
+		ix.parseGroups(c, v, &se)
+	}
 	if c.err == nil && c.left != 0 {
 		c.failf("%d bytes after the entries", c.left)
 	}
@@ -301,6 +309,7 @@ func (ix *Index) loadSection(b *sectionBuf) {
 	var ep *endpoint
 	var tierMap [maxTiers]uint8
 	var mapped []pair
+	var gl groupLoader
 	_, _ = ix.parseSection(b, &sectionVisitor{
 		header: func(name string, pos []byte, hasPos bool, tiers []string) {
 			pl = ix.LockPosition(name)
@@ -322,7 +331,14 @@ func (ix *Index) loadSection(b *sectionBuf) {
 			}
 			ix.snapRestoreEntry(ep, h, key, mapped)
 		},
+		group: func(index int32, kind GroupKind, window int) {
+			if ep != nil {
+				gl.group(ix, ep.name, index, kind, window)
+			}
+		},
+		groupEntry: gl.entry,
 	})
+	gl.finish(ix)
 	if ep != nil {
 		ix.account(ep)
 		ep.mu.Unlock()

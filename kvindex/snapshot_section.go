@@ -26,6 +26,9 @@ type sectionBuf struct {
 	pieces [][]byte // allocated pieces, each at its full size
 	body   [][]byte // the current body: a prefix of each of the first pieces
 	max    int      // largest piece (0: snapPieceMax); tests set tiny pieces
+	// version is the snapshot's format version: whether sections end
+	// with the groups part.
+	version int
 }
 
 // pieceSize returns the size of piece i.

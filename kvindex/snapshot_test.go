@@ -48,11 +48,39 @@ func dumpIndex(ix *Index) map[string][]dumpEntry {
 			})
 			ep.mu.Unlock()
 		}
+		d = append(d, dumpGroups(ix, name)...)
 		if len(d) > 0 {
 			out[name] = d
 		}
 	}
 	return out
+}
+
+// dumpGroups describes endpoint's non-prefix groups exactly: one entry per
+// group (its kind and window) and one per engine hash it holds.
+func dumpGroups(ix *Index, name string) []dumpEntry {
+	hy, ok := ix.hybrid.Load(name)
+	if !ok {
+		return nil
+	}
+	hy.mu.RLock()
+	defer hy.mu.RUnlock()
+	groups := slices.Clone(hy.groups)
+	slices.SortFunc(groups, func(a, b *groupSet) int { return int(a.group) - int(b.group) })
+	var d []dumpEntry
+	for _, g := range groups {
+		d = append(d, dumpEntry{Pairs: fmt.Sprintf("group %d kind %d window %d holds %d keys", g.group, g.kind, g.window, len(g.held))})
+		hs := make([]uint64, 0, len(g.byHash))
+		for h := range g.byHash {
+			hs = append(hs, h)
+		}
+		slices.Sort(hs)
+		for _, h := range hs {
+			r := g.byHash[h]
+			d = append(d, dumpEntry{Hash: h, Key: r.key, Pairs: fmt.Sprintf("group %d ×%d", g.group, r.n)})
+		}
+	}
+	return d
 }
 
 // warmSnapIndex fills an index with the cases a snapshot must carry: shared and
@@ -264,7 +292,8 @@ func TestSnapshotHeaderMismatches(t *testing.T) {
 		return b
 	}
 	requireRefused(t, []byte("not a snapshot at all, just text here"), ErrSnapshotMagic)
-	requireRefused(t, edit(func(b []byte) { binary.LittleEndian.PutUint16(b[8:], 2) }), ErrSnapshotVersion)
+	requireRefused(t, edit(func(b []byte) { binary.LittleEndian.PutUint16(b[8:], SnapshotFormatVersion+1) }), ErrSnapshotVersion)
+	requireRefused(t, edit(func(b []byte) { binary.LittleEndian.PutUint16(b[8:], 0) }), ErrSnapshotVersion)
 	requireRefused(t, edit(func(b []byte) { binary.LittleEndian.PutUint32(b[16:], 1) }), ErrSnapshotVersion)
 	requireRefused(t, edit(func(b []byte) { binary.LittleEndian.PutUint16(b[10:], KeySchemeVersion+1) }), ErrSnapshotKeyScheme)
 	requireRefused(t, edit(func(b []byte) { binary.LittleEndian.PutUint32(b[12:], 64) }), ErrSnapshotBlockSize)
@@ -283,10 +312,16 @@ func TestSnapshotHeaderMismatches(t *testing.T) {
 // forgeSection builds a snapshot whose one section is body, with valid
 // checksums, so that only the section's contents can be refused.
 func forgeSection(body []byte, entries, members uint64) []byte {
+	return forgeSectionV(body, entries, members, snapFormatV1)
+}
+
+// forgeSectionV is forgeSection in format version v (2: the body ends with
+// the groups part).
+func forgeSectionV(body []byte, entries, members uint64, v uint16) []byte {
 	var b []byte
 	hdr := make([]byte, snapHeaderLen)
 	copy(hdr, snapMagic)
-	binary.LittleEndian.PutUint16(hdr[8:], SnapshotFormatVersion)
+	binary.LittleEndian.PutUint16(hdr[8:], v)
 	binary.LittleEndian.PutUint16(hdr[10:], KeySchemeVersion)
 	binary.LittleEndian.PutUint32(hdr[12:], testBS)
 	resum(hdr)

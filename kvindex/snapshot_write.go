@@ -122,6 +122,7 @@ func (ix *Index) encodeSection(buf []byte, name string) (_ []byte, se SnapshotEn
 			}
 		})
 	}
+	buf = ix.encodeGroups(buf, name, ep != nil, &se)
 	n := len(buf) - start
 	if uint64(n) > 1<<32-1 {
 		panic(fmt.Sprintf("kvindex: snapshot section of %d bytes", n)) // bounded by MaxBlocksPerEndpoint in practice

@@ -20,7 +20,11 @@
 // exactly the tokens the engine hashes into its prefix cache. With an active
 // KVEventsConfig (vLLM's --kv-events-config keys) the server publishes the
 // engine's KV events through a publish.Publisher, with its replay server, in
-// the current (map events) or legacy (array events) layout.
+// the current (map events) or legacy (array events) layout. With a
+// snapshot_endpoint it also serves KV-cache snapshots and publishes like
+// vLLM's snapshot revision: every batch carries the publisher identity
+// drawn at start, and an idle publisher sends an empty batch each second
+// (kvevents_liveness.go; the timer runs on Options.Clock).
 //
 // With Config.RenderWorkers the render routes saturate like a vLLM renderer,
 // whose tokenization is bound to about one core: at most RenderWorkers

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -107,18 +108,30 @@ func ParseEventFormat(s string) (wire.Format, error) {
 
 // EventPublisher is a simengine.EventSink that publishes every batch through a
 // publish.Publisher (ZeroMQ PUB plus the replay server), encoded like vLLM.
+// With a snapshot_endpoint it is vLLM's snapshot revision of the publisher:
+// every batch carries the publisher identity and an idle publisher sends
+// heartbeats (kvevents_liveness.go).
+//
+// mu serialises the engine's goroutine (PublishKVEvents) and the heartbeat
+// goroutine: a batch takes its sequence number, is recorded for snapshots
+// and marks the publisher busy in one step, so the recorder sees the
+// sequences in order.
 type EventPublisher struct {
 	pub        *publish.Publisher
-	batch      wire.Batch
 	failed     atomic.Uint64
 	suppress   atomic.Bool
 	suppressed atomic.Uint64
 	snap       *snapshotService // nil without snapshot_endpoint
+	live       *liveness        // nil without snapshot_endpoint
+
+	mu    sync.Mutex
+	batch wire.Batch // guarded by mu
 }
 
 // NewEventPublisher binds the sockets of an active KVEventsConfig, encoding
 // batches in format f. opts.Registry (nil: none) receives the publisher's
-// metrics and opts.Logger its connection events.
+// metrics, opts.Logger its connection events, and opts.Clock (nil: the wall
+// clock) times the idle heartbeats.
 func NewEventPublisher(c KVEventsConfig, f wire.Format, opts Options) (*EventPublisher, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
@@ -162,22 +175,41 @@ func NewEventPublisher(c KVEventsConfig, f wire.Format, opts Options) (*EventPub
 		_ = pub.Close()
 		return nil, err
 	}
-	return &EventPublisher{pub: pub, snap: snap}, nil
+	p := &EventPublisher{pub: pub, snap: snap}
+	if snap != nil {
+		p.live = startLiveness(p, snap.id, opts.Clock)
+	}
+	return p, nil
 }
 
-// PublishKVEvents implements simengine.EventSink. The engine calls it from one
-// goroutine at a time, so the reused batch needs no lock.
+// PublishKVEvents implements simengine.EventSink.
 func (p *EventPublisher) PublishKVEvents(b simengine.EventBatch) {
 	if p.suppress.Load() {
 		p.suppressed.Add(1)
 		return
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	ToKVEventsBatch(&p.batch, b)
-	seq, err := p.pub.PublishBatch(&p.batch)
+	p.publishLocked(&p.batch, b)
+}
+
+// publishLocked publishes dst (the wire form of b), stamped with the
+// publisher identity, and records it for snapshots. p.mu is held.
+func (p *EventPublisher) publishLocked(dst *wire.Batch, b simengine.EventBatch) {
+	if p.live != nil {
+		dst.PublisherID, dst.HasPublisherID = p.live.id, true
+	}
+	seq, err := p.pub.PublishBatch(dst)
 	if err != nil {
 		p.failed.Add(1)
-	} else if p.snap != nil {
+		return
+	}
+	if p.snap != nil {
 		p.snap.rec.record(seq, b)
+	}
+	if p.live != nil {
+		p.live.sent()
 	}
 }
 
@@ -207,8 +239,11 @@ func (p *EventPublisher) Stats() publish.Stats { return p.pub.Stats() }
 // Failed counts batches the publisher refused (only after Close).
 func (p *EventPublisher) Failed() uint64 { return p.failed.Load() }
 
-// Close closes the sockets.
+// Close stops the heartbeats and closes the sockets.
 func (p *EventPublisher) Close() error {
+	if p.live != nil {
+		p.live.close()
+	}
 	if p.snap != nil {
 		_ = p.snap.srv.Close()
 	}

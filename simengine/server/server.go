@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kvroute/kvroute/simengine"
+	"github.com/kvroute/kvroute/telemetry"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -71,6 +72,10 @@ type Options struct {
 	Registry *prometheus.Registry
 	// Logger receives lifecycle logs; nil discards.
 	Logger *slog.Logger
+	// Clock times the KV-event publisher's idle heartbeats (with a
+	// snapshot_endpoint); nil is the wall clock. The engine itself runs on
+	// the wall clock.
+	Clock telemetry.Clock
 }
 
 // Server is a simulated vLLM OpenAI-compatible server: the HTTP routes over a
@@ -156,7 +161,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("simengine: registering metrics: %w", err)
 	}
 	if cfg.KVEvents.Active() {
-		s.pub, err = NewEventPublisher(cfg.KVEvents, format, Options{Registry: s.reg, Logger: s.lg})
+		s.pub, err = NewEventPublisher(cfg.KVEvents, format, Options{Registry: s.reg, Logger: s.lg, Clock: opts.Clock})
 		if err != nil {
 			return nil, err
 		}

@@ -1,0 +1,118 @@
+package kvindex
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// hybridSnapIndex fills ix with a hybrid endpoint (a full-attention chain,
+// a sliding-window group holding only its last blocks, a Mamba group with
+// a block stored twice) beside a plain one, and returns the prompt.
+func hybridSnapIndex(t *testing.T, ix *Index) []uint32 {
+	t.Helper()
+	prompt := seq(1, 12*testBS)
+	require.NoError(t, ix.Store("hy:1", storeEv("m", 100, prompt)))
+	require.NoError(t, ix.Store("plain:1", storeEv("m", 500, prompt)))
+	_, err := ix.StoreGroup("hy:1", &GroupStore{Group: 1, Kind: GroupSlidingWindow, Window: 2*testBS + 1, Hashes: groupHashes(106, 4)})
+	require.NoError(t, err)
+	_, err = ix.StoreGroup("hy:1", &GroupStore{Group: 2, Kind: GroupMamba, Hashes: []uint64{104, 108, 108}})
+	require.NoError(t, err)
+	pl := LockPositionForTest(ix, "hy:1")
+	pl.Set([]byte("at 7"))
+	pl.Unlock()
+	return prompt
+}
+
+// Groups survive a snapshot (a checkpoint file, a peer's bootstrap): the
+// restored index has the same groups, kinds, windows, entries and store
+// counts, answers Match with the same usable prefixes, and accounts the
+// same bytes.
+func TestSnapshotRoundTripsGroups(t *testing.T) {
+	src := newTestIndex(t, Config{})
+	prompt := hybridSnapIndex(t, src)
+	var buf bytes.Buffer
+	info, err := src.WriteSnapshot(&buf)
+	require.NoError(t, err)
+	require.Equal(t, SnapshotFormatVersion, info.FormatVersion)
+	require.Equal(t, 2, info.Endpoints[0].Groups)
+	require.Equal(t, 4+2, info.Endpoints[0].GroupEntries)
+
+	dst := newTestIndex(t, Config{})
+	rinfo, err := dst.ReadSnapshot(bytes.NewReader(buf.Bytes()), SnapshotReadOptions{})
+	require.NoError(t, err)
+	require.Equal(t, info.Endpoints, rinfo.Endpoints)
+	require.Equal(t, dumpIndex(src), dumpIndex(dst))
+	require.NotEmpty(t, dumpGroups(dst, "hy:1"))
+	for n := 1; n <= 12; n++ {
+		toks := prompt[:n*testBS]
+		require.Equal(t, blocksOf(match(src, "m", toks, "hy:1", "plain:1")), blocksOf(match(dst, "m", toks, "hy:1", "plain:1")), "%d blocks", n)
+	}
+	require.Equal(t, []int{9, 12}, blocksOf(match(dst, "m", prompt, "hy:1", "plain:1")), "the groups limit the hybrid endpoint")
+	require.Equal(t, src.Stats().Bytes, dst.Stats().Bytes)
+	require.Equal(t, recountBytes(dst)+recountGroupBytes(dst), dst.Stats().Bytes)
+
+	// Written again, the restored index gives the same bytes.
+	var again bytes.Buffer
+	_, err = dst.WriteSnapshot(&again)
+	require.NoError(t, err)
+	require.Equal(t, buf.Bytes(), again.Bytes())
+
+	// Group removals after the restore resolve against the restored hashes.
+	require.Equal(t, 1, dst.RemoveGroup("hy:1", 2, []uint64{104}))
+	require.Equal(t, 0, dst.RemoveGroup("hy:1", 2, []uint64{108}), "stored twice: one removal leaves it held")
+	require.Equal(t, 1, dst.RemoveGroup("hy:1", 2, []uint64{108}))
+}
+
+// A version-1 snapshot (an older router's checkpoint, without the groups
+// part) still loads.
+func TestSnapshotReadsVersion1(t *testing.T) {
+	v1 := forgeSectionV(body(uv(3), []byte("a:1"), uv(4), []byte("pos"), uv(1), uv(3), []byte("gpu"),
+		uv(1), u64(7), u64(9), uv(1), []byte{0}, uv(1), uv(1)), 1, 1, snapFormatV1)
+	ix := newTestIndex(t, Config{})
+	info, err := ix.ReadSnapshot(bytes.NewReader(v1), SnapshotReadOptions{})
+	require.NoError(t, err)
+	require.Equal(t, 1, info.FormatVersion)
+	require.Equal(t, int64(1), info.Entries)
+	require.Zero(t, info.Endpoints[0].Groups)
+	// The same body read as version 2 lacks its groups part.
+	requireRefused(t, forgeSectionV(body(uv(3), []byte("a:1"), uv(4), []byte("pos"), uv(1), uv(3), []byte("gpu"),
+		uv(1), u64(7), u64(9), uv(1), []byte{0}, uv(1), uv(1)), 1, 1, SnapshotFormatVersion), ErrSnapshotMalformed)
+}
+
+// Malformed groups parts are refused whole, leaving nothing behind.
+func TestSnapshotRefusesBadGroups(t *testing.T) {
+	head := body(uv(3), []byte("a:1"), uv(0), uv(1), uv(3), []byte("gpu"),
+		uv(1), u64(7), u64(9), uv(1), []byte{0}, uv(1), uv(1))
+	group := func(index uint64, kind byte, window uint64, entries ...[]byte) []byte {
+		return body(append([][]byte{uv(index), {kind}, uv(window), uv(uint64(len(entries)))}, entries...)...)
+	}
+	ent := func(h, key, n uint64) []byte { return body(u64(h), u64(key), uv(n)) }
+	ok := body(head, uv(2), group(1, 1, 9, ent(7, 9, 1)), group(2, 2, 0, ent(7, 9, 2)))
+	ix := newTestIndex(t, Config{})
+	_, err := ix.ReadSnapshot(bytes.NewReader(forgeSectionV(ok, 1, 1, SnapshotFormatVersion)), SnapshotReadOptions{})
+	require.NoError(t, err)
+	require.Len(t, dumpGroups(ix, "a:1"), 4)
+
+	for name, b := range map[string][]byte{
+		"unknown kind":         body(head, uv(1), group(1, 3, 0)),
+		"window zero":          body(head, uv(1), group(1, 1, 0)),
+		"mamba with window":    body(head, uv(1), group(1, 2, 4)),
+		"group twice":          body(head, uv(2), group(1, 2, 0), group(1, 2, 0)),
+		"zero key":             body(head, uv(1), group(1, 2, 0, ent(7, 0, 1))),
+		"zero count":           body(head, uv(1), group(1, 2, 0, ent(7, 9, 0))),
+		"too many groups":      body(head, uv(maxGroupsTracked+1)),
+		"entries beyond input": body(head, uv(1), body(uv(1), []byte{2}, uv(0), uv(50))),
+		"missing groups part":  head,
+		"bytes after groups":   body(ok, []byte{0}),
+	} {
+		t.Run(name, func(t *testing.T) {
+			requireRefused(t, forgeSectionV(b, 1, 1, SnapshotFormatVersion), ErrSnapshotMalformed)
+		})
+	}
+	big := newTestIndex(t, Config{MaxBlocksPerEndpoint: 1})
+	_, err = big.ReadSnapshot(bytes.NewReader(forgeSectionV(body(head, uv(1), group(1, 2, 0, ent(7, 9, 1), ent(8, 9, 1))), 1, 1,
+		SnapshotFormatVersion)), SnapshotReadOptions{})
+	require.ErrorIs(t, err, ErrSnapshotTooLarge)
+}
