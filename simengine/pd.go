@@ -1,0 +1,50 @@
+package simengine
+
+// This file holds the engine side of prefill/decode disaggregation: a
+// decode engine admits a request whose prompt KV arrived by transfer
+// (Request.RemoteKVTokens), and a prefill engine answers which leading
+// blocks of a request it still holds (CachedBlocks), which is what a decoder
+// reads. The HTTP protocol around it (kv_transfer_params, the read route,
+// failures) is simengine/server's pd.go.
+//
+// What vLLM does, and the model follows: a decode instance given
+// kv_transfer_params with do_remote_prefill allocates the request's blocks,
+// keeps the request in WAITING_FOR_REMOTE_KVS while its KV connector reads
+// the prefiller's blocks, then caches the received blocks with the same
+// cache_blocks call as locally computed ones (so, with KV events on, the
+// decoder publishes BlockStored for them, medium GPU, like any other
+// block) and schedules the request with those tokens computed; when all
+// prompt tokens arrived it still recomputes the last one to sample. A
+// failed read (kv_load_failure_policy "recompute", the default) truncates
+// the computed tokens to the first missing block and computes the rest
+// locally; policy "fail" fails the request.
+
+// remoteStartLocked returns where computation of s starts at admission: the
+// local prefix-cache hit, or further if a KV transfer delivered more of the
+// prompt (first admission only: a preempted request recomputes, finding
+// the transferred blocks in its prefix cache if they are still there).
+func (e *Engine) remoteStartLocked(s *seq, hit int) int {
+	if s.counted || s.req.RemoteKVTokens <= hit {
+		return hit
+	}
+	return max(hit, min(s.req.RemoteKVTokens, s.promptLen-1))
+}
+
+// CachedBlocks returns the hashes (Digest.U64, what KV events carry) of the
+// leading full blocks of r's prompt that the prefix cache holds right now,
+// keyed as r would key them (cache salt and LoRA name included): the
+// blocks a prefill engine can hand to a decoder for r.
+func (e *Engine) CachedBlocks(r Request) []uint64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := &seq{req: r, tokens: r.Prompt}
+	var out []uint64
+	for i := 0; (i+1)*e.cfg.BlockSize <= len(r.Prompt); i++ {
+		e.ensureHashesLocked(s, i+1)
+		if _, ok := e.pool.lookup(s.hashes[i]); !ok {
+			break
+		}
+		out = append(out, s.hashes[i].U64())
+	}
+	return out
+}
