@@ -84,7 +84,7 @@ func TestSidecarFallsBackToLocalPrefillByReason(t *testing.T) {
 	t.Cleanup(func() { once.Do(func() { close(release) }) })
 	slow := fakePrefiller(t, func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body) // so the server notices the client hanging up
-		select { // answers only after the sidecar gave up (or the test ended)
+		select {                           // answers only after the sidecar gave up (or the test ended)
 		case <-r.Context().Done():
 		case <-release:
 		}
