@@ -32,7 +32,7 @@
 //
 // llm-d's sidecar answers the prefiller's error status to the client. This
 // one instead falls back to a local prefill: if the header is not a
-// host:port, the prefiller is unreachable, does not answer within
+// host:port, Options.AllowTarget refuses it, the prefiller is unreachable, does not answer within
 // Config.PrefillTimeout, answers a non-2xx status, or answers without
 // usable kv_transfer_params, the original request goes to the decoder
 // unchanged and the decoder prefills it itself. Each fallback is counted by

@@ -51,10 +51,14 @@ const (
 	// ReasonBadResponse: the answer was too large, not JSON, or carried no
 	// usable kv_transfer_params.
 	ReasonBadResponse = "bad_response"
+	// ReasonNotAllowed: Options.AllowTarget refused the address (the
+	// server-side request forgery guard llm-d's sidecar has as an
+	// allowlist of the pool's pods).
+	ReasonNotAllowed = "not_allowed"
 )
 
 // Reasons lists every fallback reason, the label values' fixed set.
-var Reasons = []string{ReasonBadTarget, ReasonUnreachable, ReasonTimeout, ReasonStatus, ReasonBadResponse}
+var Reasons = []string{ReasonBadTarget, ReasonUnreachable, ReasonTimeout, ReasonStatus, ReasonBadResponse, ReasonNotAllowed}
 
 // Config configures an Exchange (and a Handler). The zero value works: every
 // zero field takes its default.
@@ -108,6 +112,11 @@ type Options struct {
 	// decoder's transport); nil uses a private client with its own
 	// transport, closed by Close.
 	Client *http.Client
+	// AllowTarget, when set, vets every prefiller address (a valid
+	// host:port) before it is contacted; a refused one falls back to a local
+	// prefill (ReasonNotAllowed). It must be safe for concurrent use. Nil
+	// allows every address: the header then must come from a trusted router.
+	AllowTarget func(hostPort string) bool
 }
 
 // Result is the outcome of Exchange.Prefill.
@@ -141,6 +150,7 @@ type Exchange struct {
 	client  *http.Client
 	own     bool
 	lg      *slog.Logger
+	allow   func(string) bool
 	m       *metrics
 	timeNow func() time.Time
 }
@@ -151,7 +161,7 @@ func NewExchange(cfg Config, opts Options) (*Exchange, error) {
 	if err != nil {
 		return nil, err
 	}
-	x := &Exchange{cfg: cfg, client: opts.Client, lg: opts.Logger, timeNow: time.Now}
+	x := &Exchange{cfg: cfg, client: opts.Client, lg: opts.Logger, allow: opts.AllowTarget, timeNow: time.Now}
 	if x.lg == nil {
 		x.lg = slog.New(slog.DiscardHandler)
 	}
@@ -214,6 +224,9 @@ func (x *Exchange) Prefill(ctx context.Context, hostPort, path string, hdr http.
 	}
 	if !ValidTarget(hostPort) {
 		return x.fallback(res, body, ReasonBadTarget, fmt.Errorf("invalid %s %q", PrefillerHeader, truncate(hostPort))), nil
+	}
+	if x.allow != nil && !x.allow(hostPort) {
+		return x.fallback(res, body, ReasonNotAllowed, fmt.Errorf("prefiller %q not allowed", hostPort)), nil
 	}
 	if path == "" || path[0] != '/' {
 		path = "/" + path

@@ -56,3 +56,20 @@ func TestValidTarget(t *testing.T) {
 		require.False(t, ValidTarget(bad), bad)
 	}
 }
+
+// AllowTarget guards which prefillers may be contacted: a refused one is a
+// counted local-prefill fallback, and nothing reaches it.
+func TestExchangeAllowTarget(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	pre := startEngine(t, server.RolePrefill)
+	x, err := NewExchange(Config{}, Options{AllowTarget: func(hp string) bool { return hp != pre.Addr() }})
+	require.NoError(t, err)
+	t.Cleanup(x.Close)
+	body := []byte(`{"model":"m","prompt":"p","max_tokens":2}`)
+	res, err := x.Prefill(context.Background(), pre.Addr(), "/v1/completions", nil, body)
+	require.NoError(t, err)
+	require.False(t, res.Split)
+	require.Equal(t, ReasonNotAllowed, res.Fallback)
+	require.Equal(t, body, res.DecodeBody)
+	require.Equal(t, uint64(0), pre.Engine().Stats().RequestSuccess)
+}

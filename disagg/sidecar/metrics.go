@@ -32,7 +32,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"outcome"}),
 		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvroute_sidecar_prefill_fallbacks_total",
-			Help: "Prefill steps given up for a local prefill on the decoder, by reason (bad_target, unreachable, timeout, status, bad_response).",
+			Help: "Prefill steps given up for a local prefill on the decoder, by reason (bad_target, unreachable, timeout, status, bad_response, not_allowed).",
 		}, []string{"reason"}),
 		prefillSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "kvroute_sidecar_prefill_duration_seconds",
