@@ -1,5 +1,7 @@
 package simengine
 
+import "sync"
+
 // This file holds the engine side of prefill/decode disaggregation: a
 // decode engine admits a request whose prompt KV arrived by transfer
 // (Request.RemoteKVTokens), and a prefill engine answers which leading
@@ -47,4 +49,23 @@ func (e *Engine) CachedBlocks(r Request) []uint64 {
 		out = append(out, s.hashes[i].U64())
 	}
 	return out
+}
+
+// Defer counts one request waiting for its KV transfer before it is
+// submitted (vLLM keeps such a request in its waiting queue as
+// WAITING_FOR_REMOTE_KVS): it shows in Stats.Deferred and in
+// vllm:num_requests_waiting until the returned function is called (once;
+// later calls do nothing).
+func (e *Engine) Defer() (done func()) {
+	e.mu.Lock()
+	e.stats.Deferred++
+	e.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			e.mu.Lock()
+			e.stats.Deferred--
+			e.mu.Unlock()
+		})
+	}
 }

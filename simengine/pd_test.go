@@ -62,3 +62,17 @@ func TestRemoteKVTokensAfterLocalHitAndSaltedBlocks(t *testing.T) {
 	require.Empty(t, e.CachedBlocks(Request{Prompt: other}), "unsalted lookup misses salted blocks")
 	require.Equal(t, u64s(chain(other, bs, "s")), e.CachedBlocks(Request{Prompt: other, CacheSalt: "s"}))
 }
+
+// A request waiting for its KV transfer counts as waiting ("deferred")
+// until released, once.
+func TestDeferCountsWaitingForTransfer(t *testing.T) {
+	e, err := New(Config{}, Options{})
+	require.NoError(t, err)
+	d1, d2 := e.Defer(), e.Defer()
+	require.Equal(t, 2, e.Stats().Deferred)
+	d1()
+	d1()
+	require.Equal(t, 1, e.Stats().Deferred)
+	d2()
+	require.Equal(t, 0, e.Stats().Deferred)
+}

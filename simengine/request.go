@@ -106,7 +106,11 @@ type Stats struct {
 	Steps              uint64 // scheduler steps run
 	KVTransferTokens   uint64 // prompt tokens taken from a KV transfer instead of computed
 	Running, Waiting   int
-	NumBlocks          int // KV-cache capacity in blocks
-	FreeBlocks         int // blocks not referenced by a running request (may still hold a hash)
-	CachedBlocks       int // blocks holding a hash (hittable)
+	// Deferred counts requests waiting outside the scheduler for their KV
+	// transfer (a decode engine's WAITING_FOR_REMOTE_KVS; Engine.Defer).
+	// vllm:num_requests_waiting includes them, under reason "deferred".
+	Deferred     int
+	NumBlocks    int // KV-cache capacity in blocks
+	FreeBlocks   int // blocks not referenced by a running request (may still hold a hash)
+	CachedBlocks int // blocks holding a hash (hittable)
 }

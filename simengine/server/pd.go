@@ -168,6 +168,11 @@ func (s *Server) pdBegin(ctx context.Context, raw json.RawMessage, prompts [][]u
 
 // pdRead reads the blocks a prefiller holds for p and waits the transfer time.
 func (s *Server) pdRead(ctx context.Context, p kvTransferParams, promptLen int) (*pdRequest, *apiError) {
+	// Until it is submitted the request waits for its KV, counted among
+	// the engine's waiting requests as vLLM counts WAITING_FOR_REMOTE_KVS.
+	// The engine request is submitted right after this returns.
+	done := s.eng.Defer()
+	defer done()
 	tokens, reason, err := s.pdFetch(ctx, p)
 	if err != nil || tokens < promptLen {
 		if reason == "" {

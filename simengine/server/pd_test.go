@@ -2,7 +2,11 @@ package server
 
 import (
 	"encoding/json"
+	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -204,4 +208,44 @@ func TestPDBothRoleIgnoresParamsAndBadParamsAre400(t *testing.T) {
 	require.ErrorContains(t, err, "role")
 	_, err = New(Config{Model: "m", PD: PDConfig{Role: RoleDecode, KVLoadFailurePolicy: "retry"}}, Options{})
 	require.ErrorContains(t, err, "kvLoadFailurePolicy")
+}
+
+// While a decoder reads its KV the request is counted as waiting, reason
+// "deferred", as vLLM counts WAITING_FOR_REMOTE_KVS; then it runs.
+func TestPDReadInFlightCountsAsDeferredWaiting(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		close(entered)
+		<-release
+		writeJSON(w, http.StatusOK, readResponse{Tokens: 0})
+	}))
+	defer fake.Close()
+	dec, decURL := startServer(t, Config{PD: PDConfig{Role: RoleDecode}})
+	host, port, err := net.SplitHostPort(strings.TrimPrefix(fake.URL, "http://"))
+	require.NoError(t, err)
+	p, err := strconv.Atoi(port)
+	require.NoError(t, err)
+	kv := &kvTransferParams{DoRemotePrefill: true, RemoteHost: host, RemotePort: p, RemoteRequestID: "r1"}
+
+	body, err := json.Marshal(decodeBody("waiting for blocks", kv))
+	require.NoError(t, err)
+	done := make(chan int, 1)
+	go func() { // no require here: not the test's goroutine
+		resp, err := testClient.Post(decURL+"/v1/chat/completions", "application/json", strings.NewReader(string(body)))
+		if err != nil {
+			done <- 0
+			return
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	<-entered
+	require.Equal(t, 1, dec.Engine().Stats().Deferred)
+	_, metrics := get(t, decURL+"/metrics")
+	require.Contains(t, string(metrics), `vllm:num_requests_waiting_by_reason{engine="0",model_name="m",reason="deferred"} 1`)
+	close(release)
+	require.Equal(t, http.StatusOK, <-done)
+	require.Equal(t, 0, dec.Engine().Stats().Deferred)
 }
