@@ -29,12 +29,15 @@ const RequestIDHeader = "X-Request-Id"
 
 // Defaults of Config.
 const (
-	DefaultPrefillTimeout       = 30 * time.Second
-	DefaultMaxBodyBytes         = 32 << 20
-	DefaultMaxPrefillRespBytes  = 1 << 20
-	DefaultPrefillerScheme      = "http"
-	DefaultMaxPrefillerHostPort = 255
+	DefaultPrefillTimeout      = 30 * time.Second
+	DefaultMaxBodyBytes        = 32 << 20
+	DefaultMaxPrefillRespBytes = 1 << 20
+	DefaultPrefillerScheme     = "http"
 )
+
+// maxTargetLen bounds a prefiller address (a DNS name is at most 253
+// bytes, plus the port).
+const maxTargetLen = 261
 
 // Fallback reasons: why a request with a prefiller ran its prefill on the
 // decoder instead. They are the reason label values of
@@ -188,7 +191,7 @@ func (x *Exchange) Close() {
 // ValidTarget reports whether hostPort is a usable prefiller address: a
 // host (name or IP) and a numeric port, no scheme, path or user info.
 func ValidTarget(hostPort string) bool {
-	if len(hostPort) == 0 || len(hostPort) > DefaultMaxPrefillerHostPort {
+	if len(hostPort) == 0 || len(hostPort) > maxTargetLen {
 		return false
 	}
 	host, port, err := net.SplitHostPort(hostPort)
