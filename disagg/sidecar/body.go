@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // JSON field names of the OpenAI request and of vLLM's KV-transfer
@@ -61,6 +62,16 @@ func PrefillBody(orig []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return prefillBody(m)
+}
+
+// prefillBody builds the prefill body from the parsed client body, which it
+// leaves unchanged.
+func prefillBody(orig map[string]json.RawMessage) ([]byte, error) {
+	m := make(map[string]json.RawMessage, len(orig)+2)
+	for k, v := range orig {
+		m[k] = v
+	}
 	m[fieldMaxTokens] = json.RawMessage(`1`)
 	if _, ok := m[fieldMaxCompletion]; ok {
 		m[fieldMaxCompletion] = json.RawMessage(`1`)
@@ -68,7 +79,7 @@ func PrefillBody(orig []byte) ([]byte, error) {
 	m[fieldStream] = json.RawMessage(`false`)
 	delete(m, fieldStreamOptions)
 	m[fieldKVTransferParams] = prefillRequestParams
-	return json.Marshal(m)
+	return encodeObject(m)
 }
 
 // DecodeBody returns the body sent to the decoder: the client request orig,
@@ -79,8 +90,47 @@ func DecodeBody(orig []byte, params json.RawMessage) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return decodeBody(m, params)
+}
+
+// decodeBody sets kv_transfer_params on the parsed client body and encodes it.
+func decodeBody(m map[string]json.RawMessage, params json.RawMessage) ([]byte, error) {
 	m[fieldKVTransferParams] = params
-	return json.Marshal(m)
+	return encodeObject(m)
+}
+
+// encodeObject writes m as a JSON object with its keys sorted. The values
+// are written as they are: each came from a successful decode (or is one
+// of this package's constants, or TransferParams' compacted output), so
+// json.Marshal's validation and compaction of every raw value, a second
+// scan of the whole body, is skipped.
+func encodeObject(m map[string]json.RawMessage) ([]byte, error) {
+	keys := make([]string, 0, len(m))
+	size := 2
+	for k, v := range m {
+		keys = append(keys, k)
+		size += len(k) + len(v) + 4
+	}
+	slices.Sort(keys)
+	out := make([]byte, 0, size+size/16)
+	out = append(out, '{')
+	for i, k := range keys {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		kb, err := json.Marshal(k)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, kb...)
+		out = append(out, ':')
+		v := m[k]
+		if len(v) == 0 {
+			v = json.RawMessage("null")
+		}
+		out = append(out, v...)
+	}
+	return append(out, '}'), nil
 }
 
 // TransferParams extracts kv_transfer_params from a prefiller's

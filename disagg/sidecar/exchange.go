@@ -221,7 +221,11 @@ func (x *Exchange) Prefill(ctx context.Context, hostPort, path string, hdr http.
 	if int64(len(body)) > x.cfg.MaxBodyBytes {
 		return res, fmt.Errorf("%w: %w: %d bytes, limit %d", ErrBadRequest, ErrTooLarge, len(body), x.cfg.MaxBodyBytes)
 	}
-	pbody, err := PrefillBody(body)
+	parsed, err := parseObject(body)
+	if err != nil {
+		return res, err
+	}
+	pbody, err := prefillBody(parsed)
 	if err != nil {
 		return res, err
 	}
@@ -246,8 +250,8 @@ func (x *Exchange) Prefill(ctx context.Context, hostPort, path string, hdr http.
 		}
 		return x.fallback(res, body, reason, err), nil
 	}
-	dbody, err := DecodeBody(body, params)
-	if err != nil { // cannot happen: body parsed above
+	dbody, err := decodeBody(parsed, params)
+	if err != nil {
 		return res, err
 	}
 	res.DecodeBody, res.Split, res.Params = dbody, true, params
