@@ -38,8 +38,10 @@
 // BlockStored (medium GPU) as vLLM's decoder reports blocks its KV
 // connector received, only the rest of the prompt (at least its last
 // token) is computed, and Stats.KVTransferTokens counts them apart from
-// prefix-cache hits. CachedBlocks lists what a prefill engine still holds
-// for a request. The HTTP protocol (kv_transfer_params, the read, the
+// prefix-cache hits. A prefill engine's request with HoldKV keeps its
+// blocks in use after it finishes until ReleaseKV (vLLM's delayed free
+// while a decoder reads them); CachedBlocks lists which of a request's
+// blocks an engine holds; Defer counts a request waiting for its transfer. The HTTP protocol (kv_transfer_params, the read, the
 // failure policy) is simengine/server's.
 //
 // Clocks: New returns an engine on a virtual clock that only moves through

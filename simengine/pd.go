@@ -1,6 +1,9 @@
 package simengine
 
-import "sync"
+import (
+	"slices"
+	"sync"
+)
 
 // This file holds the engine side of prefill/decode disaggregation: a
 // decode engine admits a request whose prompt KV arrived by transfer
@@ -68,4 +71,47 @@ func (e *Engine) Defer() (done func()) {
 			e.mu.Unlock()
 		})
 	}
+}
+
+// holdLocked keeps the blocks of a finished request s referenced for a
+// decoder's read (Request.HoldKV).
+func (e *Engine) holdLocked(s *seq) {
+	if e.held == nil {
+		e.held = make(map[ReqID][]int32)
+	}
+	e.held[s.id] = slices.Clone(s.blocks)
+	e.stats.HeldRequests++
+	e.stats.HeldBlocks += len(s.blocks)
+	s.blocks = s.blocks[:0]
+}
+
+// ReleaseKV frees the blocks a finished request with HoldKV still holds
+// (the decoder has read them, or the prefiller gave up waiting), tail
+// first as vLLM frees a request's blocks; they stay cached until reused.
+// It reports whether id held any.
+func (e *Engine) ReleaseKV(id ReqID) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	blocks, ok := e.held[id]
+	if !ok {
+		return false
+	}
+	delete(e.held, id)
+	for i := len(blocks) - 1; i >= 0; i-- {
+		e.pool.release(blocks[i])
+	}
+	e.stats.HeldRequests--
+	e.stats.HeldBlocks -= len(blocks)
+	e.signal() // waiting requests may fit now
+	return true
+}
+
+// noteStallLocked is called when a step scheduled nothing: if requests
+// wait while nothing runs and blocks are held for KV transfers, the head
+// waits for a ReleaseKV, and the engine idles (nextLocked) instead of
+// spinning until something changes (signal clears the mark). Without held
+// blocks an engine with nothing running always has room for its head
+// (Submit rejects what could never fit).
+func (e *Engine) noteStallLocked() {
+	e.stalled = len(e.held) > 0 && len(e.waiting) > 0 && len(e.running) == 0
 }

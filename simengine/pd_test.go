@@ -76,3 +76,31 @@ func TestDeferCountsWaitingForTransfer(t *testing.T) {
 	d2()
 	require.Equal(t, 0, e.Stats().Deferred)
 }
+
+// A finished request with HoldKV keeps its blocks in use (not evictable,
+// not free) until ReleaseKV; then they are free and still cached.
+func TestHoldKVKeepsBlocksUntilReleased(t *testing.T) {
+	const bs = 4
+	e, err := New(Config{BlockSize: bs, NumGPUBlocks: 8}, Options{})
+	require.NoError(t, err)
+	prompt := seqTokens(1, 6*bs)
+	r := run(t, e, Request{Prompt: prompt, MaxTokens: 1, HoldKV: true})
+	st := e.Stats()
+	require.Equal(t, 1, st.HeldRequests)
+	require.Equal(t, 6, st.HeldBlocks, "the six prompt blocks")
+	require.Equal(t, 2, st.FreeBlocks)
+	require.False(t, e.ResetPrefixCache(), "held blocks are in use")
+
+	// A request needing more than the two free blocks waits for the release.
+	var done *Result
+	_, err = e.Submit(Request{Prompt: seqTokens(900, 3*bs), MaxTokens: 1, OnDone: func(x Result) { done = &x }})
+	require.NoError(t, err)
+	e.RunUntilIdle()
+	require.Nil(t, done, "no blocks until the held ones are released")
+	require.True(t, e.ReleaseKV(r.ID))
+	require.False(t, e.ReleaseKV(r.ID))
+	e.RunUntilIdle()
+	require.NotNil(t, done)
+	require.Equal(t, 0, e.Stats().HeldBlocks)
+	require.NotEmpty(t, e.CachedBlocks(Request{Prompt: prompt}), "released blocks stay cached until reused")
+}

@@ -29,6 +29,12 @@ type Request struct {
 	// prompt token, so at most len(Prompt)-1 are taken. Zero for an ordinary
 	// request.
 	RemoteKVTokens int
+	// HoldKV keeps the request's KV blocks referenced after it finishes
+	// successfully, until ReleaseKV(id): a prefill engine's blocks waiting
+	// for a decoder's read, as vLLM's connector delays freeing them
+	// (request_finished returning delay_free_blocks). They stay in use
+	// (kv_cache_usage_perc) and cannot be evicted meanwhile.
+	HoldKV bool
 
 	// OnToken, if set, is called for every generated token; OnDone, if set, once
 	// at the end (also for aborts and Close). Both are called from the goroutine
@@ -109,8 +115,11 @@ type Stats struct {
 	// Deferred counts requests waiting outside the scheduler for their KV
 	// transfer (a decode engine's WAITING_FOR_REMOTE_KVS; Engine.Defer).
 	// vllm:num_requests_waiting includes them, under reason "deferred".
-	Deferred     int
-	NumBlocks    int // KV-cache capacity in blocks
-	FreeBlocks   int // blocks not referenced by a running request (may still hold a hash)
-	CachedBlocks int // blocks holding a hash (hittable)
+	Deferred int
+	// HeldRequests and HeldBlocks count finished requests whose blocks are
+	// held for a KV transfer (Request.HoldKV) and those blocks.
+	HeldRequests, HeldBlocks int
+	NumBlocks                int // KV-cache capacity in blocks
+	FreeBlocks               int // blocks not referenced by a running request (may still hold a hash)
+	CachedBlocks             int // blocks holding a hash (hittable)
 }

@@ -64,6 +64,7 @@ func (e *Engine) beginStepLocked(start time.Time) bool {
 	}
 	e.preemptedThisStep = false
 	if len(e.sched) == 0 {
+		e.noteStallLocked() // pd.go
 		e.flushEventsLocked(start)
 		return false
 	}
@@ -301,7 +302,11 @@ func (e *Engine) finishLocked(s *seq, t time.Time, reason string, err error) {
 	delete(e.byID, s.id)
 	if s.running {
 		e.running = slices.DeleteFunc(e.running, func(x *seq) bool { return x == s })
-		e.releaseLocked(s)
+		if reason == FinishLength && s.req.HoldKV {
+			e.holdLocked(s) // pd.go
+		} else {
+			e.releaseLocked(s)
+		}
 		s.running = false
 	} else {
 		e.waiting = slices.DeleteFunc(e.waiting, func(x *seq) bool { return x == s })

@@ -34,8 +34,10 @@
 // NIXL connector. A client (llm-d's routing sidecar, kvroute's
 // disagg/sidecar) sends a prefill-role server the request with max_tokens 1,
 // stream false and kv_transfer_params {"do_remote_decode": true}; it
-// computes the prompt, keeps the request readable for PDConfig.LeaseTTL,
-// and answers its one token with kv_transfer_params {"do_remote_prefill":
+// computes the prompt, holds the request's blocks in use (as vLLM's
+// connector delays freeing them) until a decoder reads them or
+// PDConfig.LeaseTTL passes (expiry is checked on each prefill request and
+// read, no timer), and answers its one token with kv_transfer_params {"do_remote_prefill":
 // true, "do_remote_decode": false, "remote_engine_id", "remote_block_ids",
 // "remote_request_id", "remote_host", "remote_port", "tp_size": 1}. The
 // client then sends the original request with those parameters to a
@@ -54,10 +56,11 @@
 // ignores kv_transfer_params, as today. Differences from vLLM: remote_host
 // and remote_port are the prefiller's HTTP address (vLLM's name the NIXL
 // side channel), remote_block_ids are the blocks' 64-bit hashes (vLLM's are
-// physical block numbers), the prefiller does not pin the blocks until the
-// read (they stay in its prefix cache, evictable like any other), and the
-// decoder reads before the request enters the engine, so a request in
-// transfer does not show in vllm:num_requests_waiting.
+// physical block numbers), the read is one HTTP call answered at once (the
+// decoder then waits the transfer time), and the decoder reads before the
+// request enters the engine (it is counted meanwhile in
+// vllm:num_requests_waiting, reason "deferred", as vLLM counts
+// WAITING_FOR_REMOTE_KVS).
 //
 // Differences from vLLM: the engine never stops early (finish_reason is always
 // "length"), n must be 1, previous_response_id is rejected, the KV-event

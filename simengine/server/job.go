@@ -125,7 +125,7 @@ func (s *Server) submitPD(prompts [][]uint32, maxTokens *int, salt *string, lora
 			req.CacheSalt = *salt
 		}
 		if pd != nil {
-			req.RemoteKVTokens = pd.remote
+			req.RemoteKVTokens, req.HoldKV = pd.remote, pd.produce
 		}
 		id, err := s.eng.Submit(req)
 		if err != nil {

@@ -79,7 +79,7 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		}
 		b := body{ID: id, Object: "text_completion", Created: created, Model: model}
 		if pd.produce {
-			b.KVTransferParams = s.pdFinish(pd, id, s.pdEngineRequest(prompts[0], req.CacheSalt, lora))
+			b.KVTransferParams = s.pdFinish(pd, id, job.ids[0], s.pdEngineRequest(prompts[0], req.CacheSalt, lora))
 		}
 		for i := range rs {
 			b.Choices = append(b.Choices, choice{Index: i, Text: rs[i].Text, FinishReason: finishReason(&rs[i])})
@@ -179,7 +179,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		b := body{ID: id, Object: "chat.completion", Created: created, Model: model, Usage: &u,
 			Choices: []choice{{Message: &message{Role: "assistant", Content: rs[0].Text}, FinishReason: finishReason(&rs[0])}}}
 		if pd.produce {
-			b.KVTransferParams = s.pdFinish(pd, id, s.pdEngineRequest(prompt, req.CacheSalt, lora))
+			b.KVTransferParams = s.pdFinish(pd, id, job.ids[0], s.pdEngineRequest(prompt, req.CacheSalt, lora))
 		}
 		writeJSON(w, http.StatusOK, b)
 		return

@@ -52,9 +52,10 @@ const (
 type PDConfig struct {
 	// Role is "" or "both" (no KV connector: kv_transfer_params are
 	// ignored), "prefill" (a request with do_remote_decode is answered with
-	// kv_transfer_params pointing at this engine, which keeps the blocks
-	// readable for LeaseTTL) or "decode" (a request with do_remote_prefill
-	// reads the named prefiller's blocks first).
+	// kv_transfer_params pointing at this engine, which holds its blocks,
+	// in use, until a decoder reads them or LeaseTTL passes) or "decode" (a
+	// request with do_remote_prefill reads the named prefiller's blocks
+	// first).
 	Role string `json:"role"`
 	// EngineID is the remote_engine_id a prefiller reports (default: random).
 	EngineID string `json:"engineID"`
@@ -153,6 +154,9 @@ func (s *Server) pdBegin(ctx context.Context, raw json.RawMessage, prompts [][]u
 	}
 	switch {
 	case s.pd.cfg.Role == RolePrefill && p.DoRemoteDecode:
+		// Free the blocks of leases past their TTL before this request
+		// needs room (expiry is lazy: no timer goroutine).
+		s.pd.leases.sweep()
 		if len(prompts) != 1 {
 			return nil, withParam(badRequest("kv_transfer_params needs exactly one prompt"), "kv_transfer_params")
 		}
@@ -273,12 +277,12 @@ type readResponse struct {
 // pdFinish is called on a prefiller after a do_remote_decode request
 // finished: it registers the lease and returns the kv_transfer_params to
 // answer (nil when the request does not produce).
-func (s *Server) pdFinish(pd *pdRequest, id string, req simengine.Request) *kvTransferParams {
+func (s *Server) pdFinish(pd *pdRequest, id string, engID simengine.ReqID, req simengine.Request) *kvTransferParams {
 	if pd == nil || !pd.produce {
 		return nil
 	}
 	blocks := s.eng.CachedBlocks(req)
-	s.pd.leases.add(id, lease{req: req, blocks: blocks})
+	s.pd.leases.add(id, lease{req: req, engID: engID, blocks: blocks})
 	host, port := s.pdAdvertise()
 	return &kvTransferParams{DoRemotePrefill: true, RemoteEngineID: s.pd.cfg.EngineID, RemoteBlockIDs: blocks,
 		RemoteRequestID: id, RemoteHost: host, RemotePort: port, TPSize: 1}
@@ -311,6 +315,7 @@ func (s *Server) handleKVRead(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	held := s.eng.CachedBlocks(l.req)
+	s.eng.ReleaseKV(l.engID) // read: the prefiller frees them (they stay cached)
 	n := 0
 	for n < len(held) && n < len(l.blocks) && held[n] == l.blocks[n] {
 		n++

@@ -11,6 +11,7 @@ import (
 // lease is a finished prefill whose blocks a decoder may read.
 type lease struct {
 	req     simengine.Request
+	engID   simengine.ReqID // the engine request holding the blocks (HoldKV)
 	blocks  []uint64
 	expires time.Time
 }
@@ -26,6 +27,9 @@ type leaseTable struct {
 	order   []string // insertion order; may hold ids already taken
 	held    prometheus.Gauge
 	dropped *prometheus.CounterVec
+	// release frees a lease's held blocks (Engine.ReleaseKV) when it is
+	// taken or dropped; called with mu held (the engine never calls back).
+	release func(lease)
 }
 
 func (t *leaseTable) add(id string, l lease) {
@@ -36,8 +40,9 @@ func (t *leaseTable) add(id string, l lease) {
 	for len(t.byID) >= t.max && len(t.order) > 0 {
 		old := t.order[0]
 		t.order = t.order[1:]
-		if _, ok := t.byID[old]; ok {
+		if l, ok := t.byID[old]; ok {
 			delete(t.byID, old)
+			t.release(l)
 			t.dropped.WithLabelValues("capacity").Inc()
 		}
 	}
@@ -56,6 +61,14 @@ func (t *leaseTable) add(id string, l lease) {
 	t.held.Set(float64(len(t.byID)))
 }
 
+// sweep drops expired leases (and frees their blocks) now.
+func (t *leaseTable) sweep() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.expireLocked(t.now())
+}
+
+// take removes and returns a lease; the caller releases its blocks.
 func (t *leaseTable) take(id string) (lease, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -78,6 +91,7 @@ func (t *leaseTable) expireLocked(now time.Time) {
 		}
 		if ok {
 			delete(t.byID, t.order[0])
+			t.release(l)
 			t.dropped.WithLabelValues("expired").Inc()
 		}
 		t.order = t.order[1:]

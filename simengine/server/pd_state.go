@@ -49,6 +49,7 @@ func newPDState(cfg PDConfig, reg prometheus.Registerer) (*pdState, error) {
 			Help: "Prompt tokens whose KV a decoder read from a prefiller.",
 		}),
 	}
+	p.leases.release = func(lease) {} // set by the server once its engine exists
 	for _, r := range []string{failUnreachable, failExpired, failEvicted, failBadParams} {
 		p.failures.WithLabelValues(r)
 	}

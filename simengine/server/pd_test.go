@@ -106,23 +106,37 @@ func TestPDPrefillThenDecodeOverHTTP(t *testing.T) {
 
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 
-// Failed reads: the prefiller gone (unreachable), its blocks evicted (a
-// prefix-cache reset), parameters without an address. Under "recompute" the
-// request completes with the prompt computed locally; under "fail" it is a
-// 500. Each is counted by reason.
+// shortReader is a fake prefiller whose read route returns only tokens
+// prompt tokens (the rest of its blocks lost), and its params for a request.
+func shortReader(t *testing.T, tokens int) *kvTransferParams {
+	t.Helper()
+	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		writeJSON(w, http.StatusOK, readResponse{Tokens: tokens, Blocks: tokens / 4})
+	}))
+	t.Cleanup(fake.Close)
+	host, port, err := net.SplitHostPort(strings.TrimPrefix(fake.URL, "http://"))
+	require.NoError(t, err)
+	p, err := strconv.Atoi(port)
+	require.NoError(t, err)
+	return &kvTransferParams{DoRemotePrefill: true, RemoteHost: host, RemotePort: p, RemoteRequestID: "r"}
+}
+
+// Failed reads: blocks lost on the prefiller (a short read), the prefiller
+// gone (unreachable), parameters without an address. Under "recompute"
+// the request completes with the missing tokens computed locally; under
+// "fail" it is a 500. Each is counted by reason.
 func TestPDTransferFailuresRecomputeOrFail(t *testing.T) {
 	pre, preURL := startServer(t, Config{PD: PDConfig{Role: RolePrefill}})
 	dec, decURL := startServer(t, Config{PD: PDConfig{Role: RoleDecode}})
 	strict, strictURL := startServer(t, Config{PD: PDConfig{Role: RoleDecode, KVLoadFailurePolicy: PolicyFail}})
 
-	// Evicted: the prefiller's cache was reset between prefill and read.
-	kv := doPrefill(t, preURL, longText)
-	code, _ := post(t, preURL+"/reset_prefix_cache", map[string]any{})
-	require.Equal(t, http.StatusOK, code)
-	code, b := post(t, decURL+"/v1/chat/completions", decodeBody(longText, kv))
+	// Evicted: only the first 8 tokens' blocks came back; the rest is
+	// computed here.
+	code, b := post(t, decURL+"/v1/chat/completions", decodeBody(longText, shortReader(t, 8)))
 	require.Equal(t, http.StatusOK, code, string(b))
 	a := decode[pdAnswer](t, b)
-	require.Equal(t, 0, a.Usage.Details.Cached, "nothing arrived: all computed here")
+	require.Equal(t, 8, a.Usage.Details.Cached, "what arrived counts; the rest was computed")
 	require.Equal(t, 1.0, testutil.ToFloat64(dec.pd.failures.WithLabelValues(failEvicted)))
 
 	// Bad parameters: no address.
@@ -131,21 +145,39 @@ func TestPDTransferFailuresRecomputeOrFail(t *testing.T) {
 	require.Equal(t, 1.0, testutil.ToFloat64(dec.pd.failures.WithLabelValues(failBadParams)))
 
 	// Policy fail: a 500, counted.
-	kv = doPrefill(t, preURL, "a third prompt for the strict decoder")
-	code, _ = post(t, preURL+"/reset_prefix_cache", map[string]any{})
-	require.Equal(t, http.StatusOK, code)
-	code, b = post(t, strictURL+"/v1/chat/completions", decodeBody("a third prompt for the strict decoder", kv))
+	code, b = post(t, strictURL+"/v1/chat/completions", decodeBody("a third prompt for the strict decoder", shortReader(t, 0)))
 	require.Equal(t, http.StatusInternalServerError, code, string(b))
 	require.Contains(t, string(b), "kv_load_failure_policy")
 	require.Equal(t, 1.0, testutil.ToFloat64(strict.pd.transfers.WithLabelValues("fail")))
 
 	// Unreachable: the prefiller is gone.
-	kv = doPrefill(t, preURL, "a fourth prompt")
+	kv := doPrefill(t, preURL, "a fourth prompt")
 	require.NoError(t, pre.Close())
 	code, b = post(t, decURL+"/v1/chat/completions", decodeBody("a fourth prompt", kv))
 	require.Equal(t, http.StatusOK, code, string(b))
 	require.Equal(t, 1.0, testutil.ToFloat64(dec.pd.failures.WithLabelValues(failUnreachable)))
 	require.Equal(t, 3.0, testutil.ToFloat64(dec.pd.transfers.WithLabelValues("recompute")))
+}
+
+// A prefiller holds a produced request's blocks in use until the decoder
+// reads them (then they are free and still cached), or until the lease is
+// dropped; a prefix-cache reset fails meanwhile, as on vLLM.
+func TestPDPrefillerHoldsBlocksUntilRead(t *testing.T) {
+	pre, preURL := startServer(t, Config{PD: PDConfig{Role: RolePrefill}})
+	_, decURL := startServer(t, Config{PD: PDConfig{Role: RoleDecode}})
+	kv := doPrefill(t, preURL, longText)
+	st := pre.Engine().Stats()
+	require.Equal(t, 1, st.HeldRequests)
+	require.GreaterOrEqual(t, st.HeldBlocks, len(kv.RemoteBlockIDs))
+	code, _ := post(t, preURL+"/reset_prefix_cache", map[string]any{})
+	require.NotEqual(t, http.StatusOK, code, "held blocks are in use")
+
+	code, b := post(t, decURL+"/v1/chat/completions", decodeBody(longText, kv))
+	require.Equal(t, http.StatusOK, code, string(b))
+	st = pre.Engine().Stats()
+	require.Equal(t, 0, st.HeldRequests)
+	require.Equal(t, st.NumBlocks, st.FreeBlocks)
+	require.GreaterOrEqual(t, st.CachedBlocks, len(kv.RemoteBlockIDs), "freed, still cached")
 }
 
 // A prefiller's leases expire after LeaseTTL and are bounded by MaxLeases;
@@ -162,6 +194,7 @@ func TestPDLeasesExpireAndAreBounded(t *testing.T) {
 	doPrefill(t, preURL, "two")
 	doPrefill(t, preURL, "three") // drops "one"
 	require.Equal(t, 1.0, testutil.ToFloat64(pre.pd.leases.dropped.WithLabelValues("capacity")))
+	require.Equal(t, 2, pre.Engine().Stats().HeldRequests, "a dropped lease frees its blocks")
 	code, _ := post(t, preURL+KVTransferReadPath, readRequest{RequestID: k1.RemoteRequestID})
 	require.Equal(t, http.StatusNotFound, code)
 
@@ -170,11 +203,13 @@ func TestPDLeasesExpireAndAreBounded(t *testing.T) {
 	mu.Unlock()
 	k4 := doPrefill(t, preURL, "four") // expires "two" and "three"
 	require.Equal(t, 2.0, testutil.ToFloat64(pre.pd.leases.dropped.WithLabelValues("expired")))
+	require.Equal(t, 1, pre.Engine().Stats().HeldRequests)
 	code, b := post(t, preURL+KVTransferReadPath, readRequest{RequestID: k4.RemoteRequestID, EngineID: k4.RemoteEngineID})
 	require.Equal(t, http.StatusOK, code, string(b))
 	rr := decode[readResponse](t, b)
 	require.Equal(t, len(k4.RemoteBlockIDs), rr.Blocks)
 	require.Equal(t, 0.0, testutil.ToFloat64(pre.pd.leases.held))
+	require.Equal(t, 0, pre.Engine().Stats().HeldRequests)
 }
 
 // A "both" engine has no KV connector: it ignores kv_transfer_params,

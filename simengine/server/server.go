@@ -182,6 +182,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		}
 		return nil, err
 	}
+	s.pd.leases.release = func(l lease) { s.eng.ReleaseKV(l.engID) }
 	ec := s.eng.Config()
 	if s.cfg.MaxModelLen == 0 {
 		s.cfg.MaxModelLen = ec.NumGPUBlocks * ec.BlockSize
