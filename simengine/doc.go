@@ -32,6 +32,18 @@
 //     step, recompute preemption when blocks run out. A step lasts (DecodeStep + tokens/PrefillTokensPerSecond) ×
 //     TimeScale, so time to first token grows with uncached tokens and queueing.
 //
+// Prefill/decode disaggregation: a request whose prompt KV arrived from a
+// prefill engine (Request.RemoteKVTokens) is admitted with those tokens
+// computed; its received full blocks are cached and reported in a
+// BlockStored (medium GPU) as vLLM's decoder reports blocks its KV
+// connector received, only the rest of the prompt (at least its last
+// token) is computed, and Stats.KVTransferTokens counts them apart from
+// prefix-cache hits. A prefill engine's request with HoldKV keeps its
+// blocks in use after it finishes until ReleaseKV (vLLM's delayed free
+// while a decoder reads them); CachedBlocks lists which of a request's
+// blocks an engine holds; Defer counts a request waiting for its transfer. The HTTP protocol (kv_transfer_params, the read, the
+// failure policy) is simengine/server's.
+//
 // Clocks: New returns an engine on a virtual clock that only moves through
 // AdvanceTo, which makes large simulations fast and reproducible (drive many
 // engines by repeatedly advancing the one with the smallest NextEventTime).

@@ -47,6 +47,9 @@ type Engine struct {
 	log       *slog.Logger
 
 	hy *hybrid // hybrid-attention mode (hybrid.go); nil without Config.Hybrid
+
+	held    map[ReqID][]int32 // blocks of finished requests held for a KV transfer (pd.go)
+	stalled bool              // the waiting head needs held blocks; idle until signal (pd.go)
 }
 
 // New returns an engine on a virtual clock starting at cfg.Start. Time moves only
@@ -213,7 +216,9 @@ func (e *Engine) nextLocked() (time.Time, bool) {
 		return time.Time{}, false
 	case e.inflight:
 		return e.stepEnd, true
-	case len(e.notes) > 0 || len(e.batches) > 0 || len(e.running) > 0 || len(e.waiting) > 0:
+	case len(e.notes) > 0 || len(e.batches) > 0 || len(e.running) > 0:
+		return e.now, true
+	case len(e.waiting) > 0 && !e.stalled:
 		return e.now, true
 	}
 	return time.Time{}, false
@@ -279,6 +284,7 @@ func (e *Engine) clockLocked() time.Time {
 }
 
 func (e *Engine) signal() {
+	e.stalled = false // called with e.mu held, on every change that may unblock
 	if e.realtime {
 		select {
 		case e.wake <- struct{}{}:

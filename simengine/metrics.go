@@ -68,11 +68,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	emit(c.gen, prometheus.CounterValue, float64(s.GenerationTokens))
 	emit(c.pre, prometheus.CounterValue, float64(s.Preemptions))
 	emit(c.running, prometheus.GaugeValue, float64(s.Running))
-	emit(c.waiting, prometheus.GaugeValue, float64(s.Waiting))
-	// Every waiting request here waits for capacity (a running slot under
-	// MaxNumSeqs, token budget or KV blocks); the model defers nothing.
+	emit(c.waiting, prometheus.GaugeValue, float64(s.Waiting+s.Deferred))
+	// A request in the scheduler's waiting queue waits for capacity (a
+	// running slot under MaxNumSeqs, token budget or KV blocks); the only
+	// deferred ones are those waiting for their KV transfer (pd.go).
 	emit(c.waitingByReason, prometheus.GaugeValue, float64(s.Waiting), "capacity")
-	emit(c.waitingByReason, prometheus.GaugeValue, 0, "deferred")
+	emit(c.waitingByReason, prometheus.GaugeValue, float64(s.Deferred), "deferred")
 	emit(c.usage, prometheus.GaugeValue, 1-float64(s.FreeBlocks)/float64(s.NumBlocks))
 	emit(c.rejected, prometheus.CounterValue, float64(s.RequestRejected))
 }

@@ -21,6 +21,20 @@ type Request struct {
 	// events as lora_id.
 	LoRAName string
 	LoRAID   int
+	// RemoteKVTokens is how many leading prompt tokens' KV arrived by a KV
+	// transfer from a prefill engine (P/D disaggregation, pd.go): at first
+	// admission they count as computed beyond the local prefix-cache hit,
+	// their full blocks are cached and reported (BlockStored, GPU), and
+	// only the rest of the prompt is computed. vLLM always computes the last
+	// prompt token, so at most len(Prompt)-1 are taken. Zero for an ordinary
+	// request.
+	RemoteKVTokens int
+	// HoldKV keeps the request's KV blocks referenced after it finishes
+	// successfully, until ReleaseKV(id): a prefill engine's blocks waiting
+	// for a decoder's read, as vLLM's connector delays freeing them
+	// (request_finished returning delay_free_blocks). They stay in use
+	// (kv_cache_usage_perc) and cannot be evicted meanwhile.
+	HoldKV bool
 
 	// OnToken, if set, is called for every generated token; OnDone, if set, once
 	// at the end (also for aborts and Close). Both are called from the goroutine
@@ -53,12 +67,15 @@ type Result struct {
 	// CachedTokens is the prefix-cache hit at admission (what the request added
 	// to prefix_cache_hits), capped at floor((PromptTokens-1)/BlockSize)*BlockSize.
 	CachedTokens int
-	OutputTokens []uint32
-	Text         string
-	Arrival      time.Time
-	FirstToken   time.Time // zero if no token was generated
-	Finish       time.Time
-	FinishReason string // FinishLength or FinishAbort
+	// RemoteKVTokens is how many prompt tokens beyond CachedTokens came by KV
+	// transfer (Request.RemoteKVTokens, as taken at admission).
+	RemoteKVTokens int
+	OutputTokens   []uint32
+	Text           string
+	Arrival        time.Time
+	FirstToken     time.Time // zero if no token was generated
+	Finish         time.Time
+	FinishReason   string // FinishLength or FinishAbort
 	// Err is nil on success, ErrAborted after Abort, ErrClosed after Close.
 	Err error
 }
@@ -93,8 +110,16 @@ type Stats struct {
 	GenerationTokens   uint64 // tokens generated
 	Preemptions        uint64 // running requests preempted for lack of blocks
 	Steps              uint64 // scheduler steps run
+	KVTransferTokens   uint64 // prompt tokens taken from a KV transfer instead of computed
 	Running, Waiting   int
-	NumBlocks          int // KV-cache capacity in blocks
-	FreeBlocks         int // blocks not referenced by a running request (may still hold a hash)
-	CachedBlocks       int // blocks holding a hash (hittable)
+	// Deferred counts requests waiting outside the scheduler for their KV
+	// transfer (a decode engine's WAITING_FOR_REMOTE_KVS; Engine.Defer).
+	// vllm:num_requests_waiting includes them, under reason "deferred".
+	Deferred int
+	// HeldRequests and HeldBlocks count finished requests whose blocks are
+	// held for a KV transfer (Request.HoldKV) and those blocks.
+	HeldRequests, HeldBlocks int
+	NumBlocks                int // KV-cache capacity in blocks
+	FreeBlocks               int // blocks not referenced by a running request (may still hold a hash)
+	CachedBlocks             int // blocks holding a hash (hittable)
 }

@@ -20,6 +20,7 @@ type seq struct {
 	arrival   time.Time
 	first     time.Time
 	cached    int  // prefix-cache hit at first admission, in tokens
+	remote    int  // tokens beyond cached taken from a KV transfer at first admission
 	counted   bool // prefix-cache lookup already counted
 	running   bool
 	done      bool
@@ -63,6 +64,7 @@ func (e *Engine) beginStepLocked(start time.Time) bool {
 	}
 	e.preemptedThisStep = false
 	if len(e.sched) == 0 {
+		e.noteStallLocked() // pd.go
 		e.flushEventsLocked(start)
 		return false
 	}
@@ -81,8 +83,9 @@ func (e *Engine) admitLocked(budget int) int {
 		s := e.waiting[0]
 		hits := e.cacheHitLocked(s)
 		hitTokens := len(hits) * bs
-		n := min(len(s.tokens)-hitTokens, budget)
-		newBlocks := (hitTokens+n+bs-1)/bs - len(hits)
+		start := e.remoteStartLocked(s, hitTokens) // pd.go
+		n := min(len(s.tokens)-start, budget)
+		newBlocks := (start+n+bs-1)/bs - len(hits)
 		evictable := 0
 		for _, b := range hits {
 			if e.pool.ref[b] == 0 {
@@ -96,15 +99,16 @@ func (e *Engine) admitLocked(budget int) int {
 			e.pool.touch(b)
 		}
 		s.blocks = append(s.blocks[:0], hits...)
-		s.computed, s.numCached = hitTokens, len(hits)
+		s.computed, s.numCached = start, len(hits)
 		e.allocBlocksLocked(s, newBlocks)
 		if !s.counted {
-			s.counted, s.cached = true, hitTokens
+			s.counted, s.cached, s.remote = true, hitTokens, start-hitTokens
 			e.stats.PrefixCacheQueries += uint64(len(s.tokens))
 			e.stats.PrefixCacheHits += uint64(hitTokens)
 			e.stats.PromptTokens += uint64(s.promptLen)
+			e.stats.KVTransferTokens += uint64(start - hitTokens)
 		}
-		e.cacheFullLocked(s, hitTokens+n)
+		e.cacheFullLocked(s, start+n)
 		e.waiting = e.waiting[1:]
 		s.running = true
 		e.running = append(e.running, s)
@@ -298,7 +302,11 @@ func (e *Engine) finishLocked(s *seq, t time.Time, reason string, err error) {
 	delete(e.byID, s.id)
 	if s.running {
 		e.running = slices.DeleteFunc(e.running, func(x *seq) bool { return x == s })
-		e.releaseLocked(s)
+		if reason == FinishLength && s.req.HoldKV {
+			e.holdLocked(s) // pd.go
+		} else {
+			e.releaseLocked(s)
+		}
 		s.running = false
 	} else {
 		e.waiting = slices.DeleteFunc(e.waiting, func(x *seq) bool { return x == s })
@@ -313,7 +321,7 @@ func (e *Engine) finishLocked(s *seq, t time.Time, reason string, err error) {
 	}
 	out := slices.Clone(s.tokens[s.promptLen:])
 	e.notes = append(e.notes, note{done: true, onDone: s.req.OnDone, res: Result{
-		ID: s.id, PromptTokens: s.promptLen, CachedTokens: s.cached, OutputTokens: out, Text: Detokenize(out),
+		ID: s.id, PromptTokens: s.promptLen, CachedTokens: s.cached, RemoteKVTokens: s.remote, OutputTokens: out, Text: Detokenize(out),
 		Arrival: s.arrival, FirstToken: s.first, Finish: t, FinishReason: reason, Err: err,
 	}})
 }

@@ -55,6 +55,13 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&o.cfg.DefaultMaxTokens, "default-max-tokens", server.DefaultMaxTokens, "output tokens when a request sets no limit")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.DurationVar(&o.cfg.SnapshotUnavailableFor, "kv-snapshot-unavailable-for", 0, `answer KV-cache snapshot requests (--kv-events-config "snapshot_endpoint") with "unavailable, retry later" for this long after start`)
+	fs.StringVar(&o.cfg.PD.Role, "pd-role", server.RoleBoth, `role in prefill/decode disaggregation: "both" (ignores kv_transfer_params), "prefill" (answers do_remote_decode with kv_transfer_params naming itself) or "decode" (reads the named prefiller's blocks for do_remote_prefill)`)
+	fs.StringVar(&o.cfg.PD.EngineID, "pd-engine-id", "", "remote_engine_id a prefiller reports (default: random)")
+	fs.StringVar(&o.cfg.PD.AdvertiseHost, "pd-advertise-host", "", "remote_host a prefiller reports (default: the listen host)")
+	fs.DurationVar(&o.cfg.PD.TransferTimePerToken, "kv-transfer-time-per-token", server.DefaultTransferTimePerToken, "simulated KV read time per prompt token on a decoder (scaled by --time-scale)")
+	fs.DurationVar(&o.cfg.PD.TransferTimeout, "kv-transfer-timeout", server.DefaultTransferTimeout, "bound on a decoder's read from a prefiller")
+	fs.DurationVar(&o.cfg.PD.LeaseTTL, "kv-lease-ttl", server.DefaultLeaseTTL, "how long a prefiller keeps a finished request's blocks readable (vLLM VLLM_NIXL_ABORT_REQUEST_TIMEOUT)")
+	fs.StringVar(&o.cfg.PD.KVLoadFailurePolicy, "kv-load-failure-policy", server.PolicyRecompute, `decoder on a failed read: "recompute" the missing tokens or "fail" the request (vLLM kv_load_failure_policy)`)
 	if err := cliflag.Parse(fs, args, os.Stdout); err != nil {
 		return nil, err
 	}
@@ -94,7 +101,7 @@ func run(args []string) error {
 	lg.Info("simengine serving", "http", "http://"+srv.Addr(), "model", o.cfg.Model,
 		"blockSize", ec.BlockSize, "numGPUBlocks", ec.NumGPUBlocks, "scaleOut", o.cfg.EnableScaleOut,
 		"kvEvents", srv.KVEventsEndpoint(), "replay", srv.ReplayEndpoint(), "snapshot", srv.SnapshotEndpoint(),
-		"format", o.cfg.KVEventsFormat)
+		"format", o.cfg.KVEventsFormat, "pdRole", o.cfg.PD.Role)
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	<-sig

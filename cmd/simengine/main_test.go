@@ -40,12 +40,19 @@ func TestParseFlags(t *testing.T) {
 	require.Equal(t, 0.5, o.cfg.Engine.TimeScale)
 	require.Equal(t, []string{"a", "b"}, o.cfg.LoRAModules)
 
+	o, err = parseFlags([]string{"--pd-role", "prefill", "--pd-engine-id", "p0", "--kv-transfer-time-per-token", "2us",
+		"--kv-lease-ttl", "1m", "--kv-load-failure-policy", "fail", "--kv-transfer-timeout", "3s", "--pd-advertise-host", "10.0.0.2"})
+	require.NoError(t, err)
+	require.Equal(t, server.PDConfig{Role: "prefill", EngineID: "p0", AdvertiseHost: "10.0.0.2", TransferTimePerToken: 2 * time.Microsecond,
+		TransferTimeout: 3 * time.Second, LeaseTTL: time.Minute, KVLoadFailurePolicy: "fail"}, o.cfg.PD)
+
 	o, err = parseFlags(nil)
 	require.NoError(t, err)
 	require.Equal(t, 64, o.cfg.Engine.BlockSize)
 	require.Equal(t, 8000, o.port)
 	require.False(t, o.cfg.KVEvents.Active())
 	require.False(t, o.cfg.EnableScaleOut)
+	require.Equal(t, server.RoleBoth, o.cfg.PD.Role)
 
 	_, err = parseFlags([]string{"--kv-events-config", `{"enable_kv_cache_events":true,"bogus":1}`})
 	require.ErrorIs(t, err, server.ErrBadKVEventsConfig)

@@ -29,6 +29,7 @@ var commands = map[string]command{
 	"github.com/kvroute/kvroute/bench/cmd/report":                 {"report", ""},
 	"github.com/kvroute/kvroute/bench/cmd/routesim":               {"routesim", "event-delay"},
 	"github.com/kvroute/kvroute/cmd/kvroute-gateway":              {"gateway", "shutdown-timeout"},
+	"github.com/kvroute/kvroute/cmd/kvroute-sidecar":              {"kvroute-sidecar", "prefill-timeout"},
 	"github.com/kvroute/kvroute/cmd/simengine":                    {"simengine", "decode-step"},
 	"github.com/kvroute/kvroute/contrib/extproc/cmd/epp-demo":     {"epp-demo", ""},
 	"github.com/kvroute/kvroute/contrib/extproc/cmd/kvroute-epp":  {"kvroute-epp", "readiness-interval"},

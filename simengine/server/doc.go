@@ -34,6 +34,38 @@
 // simengine_render_queued, simengine_render_abandoned_total). The answers
 // stay the same, only later; without it renders answer at once.
 //
+// Prefill/decode disaggregation (Config.PD, pd.go) follows vLLM with the
+// NIXL connector. A client (llm-d's routing sidecar, kvroute's
+// disagg/sidecar) sends a prefill-role server the request with max_tokens 1,
+// stream false and kv_transfer_params {"do_remote_decode": true}; it
+// computes the prompt, holds the request's blocks in use (as vLLM's
+// connector delays freeing them) until a decoder reads them or
+// PDConfig.LeaseTTL passes (expiry is checked on each prefill request and
+// read, no timer), and answers its one token with kv_transfer_params {"do_remote_prefill":
+// true, "do_remote_decode": false, "remote_engine_id", "remote_block_ids",
+// "remote_request_id", "remote_host", "remote_port", "tp_size": 1}. The
+// client then sends the original request with those parameters to a
+// decode-role server, which reads the blocks with a real HTTP call to the
+// prefiller's KVTransferReadPath, waits PDConfig.TransferTimePerToken per
+// token read, admits the request with those tokens computed
+// (simengine.Request.RemoteKVTokens), publishes BlockStored (medium GPU) for
+// the received blocks as vLLM's decoder does when it caches them, reports
+// them in usage.prompt_tokens_details.cached_tokens (all but the last prompt
+// token, which vLLM recomputes), and decodes. A read that fails or comes
+// back short (prefiller gone, request unknown or expired, blocks evicted,
+// parameters unusable) is counted in simengine_kv_transfer_failures_total
+// by reason; under kv_load_failure_policy "recompute" (vLLM's default) the
+// missing tokens are computed locally and the request completes, under
+// "fail" it is answered 500. A "both" server has no KV connector and
+// ignores kv_transfer_params, as today. Differences from vLLM: remote_host
+// and remote_port are the prefiller's HTTP address (vLLM's name the NIXL
+// side channel), remote_block_ids are the blocks' 64-bit hashes (vLLM's are
+// physical block numbers), the read is one HTTP call answered at once (the
+// decoder then waits the transfer time), and the decoder reads before the
+// request enters the engine (it is counted meanwhile in
+// vllm:num_requests_waiting, reason "deferred", as vLLM counts
+// WAITING_FOR_REMOTE_KVS).
+//
 // Differences from vLLM: the engine never stops early (finish_reason is always
 // "length"), n must be 1, previous_response_id is rejected, the KV-event
 // endpoint is always bound (vLLM connects to an endpoint without "*"), and a

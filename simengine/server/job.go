@@ -96,6 +96,12 @@ func (j *genJob) results(ctx context.Context) ([]simengine.Result, error) {
 
 // submit validates lengths like vLLM and submits one engine request per prompt.
 func (s *Server) submit(prompts [][]uint32, maxTokens *int, salt *string, lora string, loraID int) (*genJob, *apiError) {
+	return s.submitPD(prompts, maxTokens, salt, lora, loraID, nil)
+}
+
+// submitPD is submit with the P/D layer's decision (pd.go; nil = none): the
+// prompt tokens a KV transfer delivered.
+func (s *Server) submitPD(prompts [][]uint32, maxTokens *int, salt *string, lora string, loraID int, pd *pdRequest) (*genJob, *apiError) {
 	if maxTokens == nil {
 		d := s.cfg.DefaultMaxTokens
 		maxTokens = &d
@@ -117,6 +123,9 @@ func (s *Server) submit(prompts [][]uint32, maxTokens *int, salt *string, lora s
 		}
 		if salt != nil {
 			req.CacheSalt = *salt
+		}
+		if pd != nil {
+			req.RemoteKVTokens, req.HoldKV = pd.remote, pd.produce
 		}
 		id, err := s.eng.Submit(req)
 		if err != nil {
@@ -159,7 +168,9 @@ func usageOf(rs []simengine.Result) usage {
 	for _, r := range rs {
 		u.PromptTokens += r.PromptTokens
 		u.CompletionTokens += len(r.OutputTokens)
-		u.PromptTokensDetails.CachedTokens += r.CachedTokens
+		// vLLM's cached_tokens counts the tokens computed before the first
+		// step: local prefix-cache hits and KV received from a prefiller.
+		u.PromptTokensDetails.CachedTokens += r.CachedTokens + r.RemoteKVTokens
 	}
 	u.TotalTokens = u.PromptTokens + u.CompletionTokens
 	return u

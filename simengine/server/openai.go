@@ -41,9 +41,13 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		prompts, e = req.prompts()
 		s.tok.add(r.URL.Path, req.texts)
 	}
+	var pd *pdRequest
+	if e == nil {
+		pd, e = s.pdBegin(r.Context(), req.KVTransferParams, prompts)
+	}
 	var job *genJob
 	if e == nil {
-		job, e = s.submit(prompts, req.MaxTokens, req.CacheSalt, lora, loraID)
+		job, e = s.submitPD(prompts, req.MaxTokens, req.CacheSalt, lora, loraID, pd)
 	}
 	if e != nil {
 		writeAPIError(w, e)
@@ -64,6 +68,8 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		Model   string   `json:"model"`
 		Choices []choice `json:"choices"`
 		Usage   *usage   `json:"usage,omitempty"`
+		// KVTransferParams is set on a prefiller's answer (pd.go).
+		KVTransferParams *kvTransferParams `json:"kv_transfer_params,omitempty"`
 	}
 	if !req.Stream {
 		rs, err := job.results(r.Context())
@@ -72,6 +78,9 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		b := body{ID: id, Object: "text_completion", Created: created, Model: model}
+		if pd.produce {
+			b.KVTransferParams = s.pdFinish(pd, id, job.ids[0], s.pdEngineRequest(prompts[0], req.CacheSalt, lora))
+		}
 		for i := range rs {
 			b.Choices = append(b.Choices, choice{Index: i, Text: rs[i].Text, FinishReason: finishReason(&rs[i])})
 		}
@@ -125,9 +134,13 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		prompt, e = req.prompt()
 		s.tok.add(r.URL.Path, 1)
 	}
+	var pd *pdRequest
+	if e == nil {
+		pd, e = s.pdBegin(r.Context(), req.KVTransferParams, [][]uint32{prompt})
+	}
 	var job *genJob
 	if e == nil {
-		job, e = s.submit([][]uint32{prompt}, req.maxTokens(s.cfg.DefaultMaxTokens), req.CacheSalt, lora, loraID)
+		job, e = s.submitPD([][]uint32{prompt}, req.maxTokens(s.cfg.DefaultMaxTokens), req.CacheSalt, lora, loraID, pd)
 	}
 	if e != nil {
 		writeAPIError(w, e)
@@ -153,6 +166,8 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		Model   string   `json:"model"`
 		Choices []choice `json:"choices"`
 		Usage   *usage   `json:"usage,omitempty"`
+		// KVTransferParams is set on a prefiller's answer (pd.go).
+		KVTransferParams *kvTransferParams `json:"kv_transfer_params,omitempty"`
 	}
 	if !req.Stream {
 		rs, err := job.results(r.Context())
@@ -161,8 +176,12 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		u := usageOf(rs)
-		writeJSON(w, http.StatusOK, body{ID: id, Object: "chat.completion", Created: created, Model: model, Usage: &u,
-			Choices: []choice{{Message: &message{Role: "assistant", Content: rs[0].Text}, FinishReason: finishReason(&rs[0])}}})
+		b := body{ID: id, Object: "chat.completion", Created: created, Model: model, Usage: &u,
+			Choices: []choice{{Message: &message{Role: "assistant", Content: rs[0].Text}, FinishReason: finishReason(&rs[0])}}}
+		if pd.produce {
+			b.KVTransferParams = s.pdFinish(pd, id, job.ids[0], s.pdEngineRequest(prompt, req.CacheSalt, lora))
+		}
+		writeJSON(w, http.StatusOK, b)
 		return
 	}
 	out := newSSE(w)

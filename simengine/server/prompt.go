@@ -94,6 +94,7 @@ type chatRequest struct {
 	StreamOptions       *streamOptions  `json:"stream_options"`
 	CacheSalt           *string         `json:"cache_salt"`
 	AddGenerationPrompt *bool           `json:"add_generation_prompt"`
+	KVTransferParams    json.RawMessage `json:"kv_transfer_params"`
 }
 
 type chatMessage struct {
@@ -143,6 +144,8 @@ type completionRequest struct {
 	Stream        bool            `json:"stream"`
 	StreamOptions *streamOptions  `json:"stream_options"`
 	CacheSalt     *string         `json:"cache_salt"`
+	// KVTransferParams are vLLM's P/D fields (pd.go).
+	KVTransferParams json.RawMessage `json:"kv_transfer_params"`
 
 	texts int // prompts that prompts() tokenized from text
 }

@@ -63,6 +63,9 @@ type Config struct {
 	// snapshot_endpoint) answer "unavailable, retry later" for this long
 	// after start, as a vLLM recorder does while it cannot serve.
 	SnapshotUnavailableFor time.Duration `json:"snapshotUnavailableFor"`
+	// PD is the engine's role in prefill/decode disaggregation and its KV
+	// transfer (pd.go); the zero value is an ordinary engine.
+	PD PDConfig `json:"pd"`
 }
 
 // Options are a Server's injected dependencies; the zero value is valid.
@@ -102,6 +105,7 @@ type Server struct {
 	render    *renderPool // nil: renders answer at once
 
 	tok *tokenizations // prompts tokenized from text (tokenin.go)
+	pd  *pdState       // P/D role and KV transfer (pd.go)
 }
 
 type route struct {
@@ -160,6 +164,9 @@ func New(cfg Config, opts Options) (*Server, error) {
 	if s.tok, err = newTokenizations(s.reg); err != nil {
 		return nil, fmt.Errorf("simengine: registering metrics: %w", err)
 	}
+	if s.pd, err = newPDState(cfg.PD, s.reg); err != nil {
+		return nil, err
+	}
 	if cfg.KVEvents.Active() {
 		s.pub, err = NewEventPublisher(cfg.KVEvents, format, Options{Registry: s.reg, Logger: s.lg, Clock: opts.Clock})
 		if err != nil {
@@ -180,6 +187,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		}
 		return nil, err
 	}
+	s.pd.leases.release = func(l lease) { s.eng.ReleaseKV(l.engID) }
 	ec := s.eng.Config()
 	if s.cfg.MaxModelLen == 0 {
 		s.cfg.MaxModelLen = ec.NumGPUBlocks * ec.BlockSize
@@ -203,6 +211,9 @@ func (s *Server) buildRoutes() map[string]route {
 	}
 	if s.pub != nil {
 		r[SuppressKVEventsPath] = route{http.MethodPost, s.handleSuppress}
+	}
+	if s.pd.cfg.Role == RolePrefill {
+		r[KVTransferReadPath] = route{http.MethodPost, s.handleKVRead}
 	}
 	if s.cfg.EnableScaleOut {
 		r["/v1/completions/render"] = route{http.MethodPost, s.handleCompletionsRender}
@@ -319,6 +330,7 @@ func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.render.close()
 		s.eng.Close()
+		s.pd.close()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if e := s.srv.Shutdown(ctx); e != nil {

@@ -1,0 +1,21 @@
+// Command kvroute-sidecar is the routing sidecar of a decode pod in
+// prefill/decode disaggregated serving (package disagg/sidecar): it listens
+// in front of the pod's decode engine, and for a request whose
+// x-prefiller-host-port header names a prefill endpoint it first sends the
+// request to that prefiller (max_tokens 1, stream false, kv_transfer_params
+// with do_remote_decode), then to the local decoder with the
+// kv_transfer_params the prefiller returned. Without the header, or when
+// the prefill step fails (unreachable, slower than --prefill-timeout, an
+// error status, no transfer parameters), the request goes to the decoder
+// as it came and the decoder prefills it; fallbacks are counted by reason
+// on /metrics of --metrics-port.
+//
+//	go run ./cmd/simengine --port 8001 --pd-role decode &
+//	go run ./cmd/simengine --port 8002 --pd-role prefill &
+//	go run ./cmd/kvroute-sidecar --port 8000 --decoder http://127.0.0.1:8001
+//	curl -H 'x-prefiller-host-port: 127.0.0.1:8002' -H 'Content-Type: application/json' \
+//	  -d '{"model":"sim-model","prompt":"hello","max_tokens":8}' http://127.0.0.1:8000/v1/completions
+//
+// The flags play the part of llm-d's routing sidecar's --port and
+// --vllm-port (here a URL). See -help.
+package main

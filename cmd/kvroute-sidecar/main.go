@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/kvroute/kvroute/disagg/sidecar"
+	"github.com/kvroute/kvroute/internal/cliflag"
+)
+
+func main() {
+	cliflag.Exit("kvroute-sidecar", run(os.Args[1:]))
+}
+
+// options are the command-line flags.
+type options struct {
+	cfg             sidecar.Config
+	host            string
+	port            int
+	metricsPort     int
+	logLevel        string
+	shutdownTimeout time.Duration
+}
+
+func parseFlags(args []string) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("kvroute-sidecar", flag.ContinueOnError)
+	fs.StringVar(&o.host, "host", "0.0.0.0", "listen host")
+	fs.IntVar(&o.port, "port", 8000, "listen port for client requests (0 picks a free one)")
+	fs.IntVar(&o.metricsPort, "metrics-port", 9090, "port of /metrics, kept apart from the decoder's own /metrics (0 picks a free one, -1 disables)")
+	fs.StringVar(&o.cfg.DecoderURL, "decoder", "http://127.0.0.1:8001", "URL of the local decode engine")
+	fs.DurationVar(&o.cfg.PrefillTimeout, "prefill-timeout", sidecar.DefaultPrefillTimeout, "deadline of the prefill step; past it the decoder prefills locally")
+	fs.Int64Var(&o.cfg.MaxBodyBytes, "max-body-bytes", sidecar.DefaultMaxBodyBytes, "largest client request body")
+	fs.Int64Var(&o.cfg.MaxPrefillResponseBytes, "max-prefill-response-bytes", sidecar.DefaultMaxPrefillRespBytes, "largest prefiller answer")
+	fs.StringVar(&o.cfg.PrefillerScheme, "prefiller-scheme", sidecar.DefaultPrefillerScheme, "scheme used to reach the prefiller's host:port (http or https)")
+	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight requests may finish on SIGTERM")
+	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	if err := cliflag.Parse(fs, args, os.Stdout); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	return o, nil
+}
+
+func run(args []string) error {
+	o, err := parseFlags(args)
+	if err != nil {
+		return err
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	lg := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return serve(ctx, o, lg, nil)
+}
+
+// serve runs the sidecar until ctx ends; ready, if set, receives the bound
+// addresses (client, metrics) once listening.
+func serve(ctx context.Context, o *options, lg *slog.Logger, ready func(addr, metrics string)) error {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	h, err := sidecar.NewHandler(o.cfg, sidecar.Options{Registerer: reg, Logger: lg})
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	l, err := net.Listen("tcp", net.JoinHostPort(o.host, strconv.Itoa(o.port)))
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	servers := []*http.Server{srv}
+	listeners := []net.Listener{l}
+	metricsAddr := ""
+	if o.metricsPort >= 0 {
+		ml, err := net.Listen("tcp", net.JoinHostPort(o.host, strconv.Itoa(o.metricsPort)))
+		if err != nil {
+			_ = l.Close()
+			return err
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		servers = append(servers, &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second})
+		listeners = append(listeners, ml)
+		metricsAddr = ml.Addr().String()
+	}
+	errc := make(chan error, len(servers))
+	for i, s := range servers {
+		go func() {
+			if err := s.Serve(listeners[i]); !errors.Is(err, http.ErrServerClosed) {
+				errc <- err
+				return
+			}
+			errc <- nil
+		}()
+	}
+	lg.Info("kvroute-sidecar serving", "addr", l.Addr().String(), "metrics", metricsAddr, "decoder", o.cfg.DecoderURL,
+		"prefillTimeout", h.Exchange().Config().PrefillTimeout)
+	if ready != nil {
+		ready(l.Addr().String(), metricsAddr)
+	}
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-errc:
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
+	defer cancel()
+	for _, s := range servers {
+		if err := s.Shutdown(sctx); err != nil {
+			_ = s.Close()
+		}
+	}
+	for range len(servers) - boolInt(serveErr != nil) {
+		if err := <-errc; err != nil && serveErr == nil {
+			serveErr = err
+		}
+	}
+	lg.Info("kvroute-sidecar stopped")
+	return serveErr
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

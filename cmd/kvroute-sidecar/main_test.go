@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/simengine"
+	"github.com/kvroute/kvroute/simengine/server"
+)
+
+func TestParseFlags(t *testing.T) {
+	o, err := parseFlags([]string{"--port", "0", "--decoder", "http://10.0.0.1:8001", "--prefill-timeout", "2s",
+		"--max-body-bytes", "100", "--metrics-port", "0"})
+	require.NoError(t, err)
+	require.Equal(t, 0, o.port)
+	require.Equal(t, "http://10.0.0.1:8001", o.cfg.DecoderURL)
+	require.Equal(t, 2*time.Second, o.cfg.PrefillTimeout)
+	require.Equal(t, int64(100), o.cfg.MaxBodyBytes)
+	_, err = parseFlags([]string{"--prefill-timeout", "30"})
+	require.ErrorContains(t, err, "prefill-timeout")
+	_, err = parseFlags([]string{"--help"})
+	require.ErrorIs(t, err, flag.ErrHelp)
+	_, err = parseFlags([]string{"x"})
+	require.Error(t, err)
+}
+
+// The binary's serve loop in front of simulated engines: a split request
+// answers, /metrics counts it, and cancelling the context stops everything.
+func TestServeSplitsAndStops(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	eng := simengine.Config{BlockSize: 4, DecodeStep: time.Millisecond, PrefillTokensPerSecond: 1e6}
+	start := func(role string) *server.Server {
+		s, err := server.New(server.Config{Model: "m", Engine: eng, PD: server.PDConfig{Role: role}}, server.Options{})
+		require.NoError(t, err)
+		require.NoError(t, s.Start("127.0.0.1:0"))
+		t.Cleanup(func() { require.NoError(t, s.Close()) })
+		return s
+	}
+	dec, pre := start(server.RoleDecode), start(server.RolePrefill)
+	o, err := parseFlags([]string{"--host", "127.0.0.1", "--port", "0", "--metrics-port", "0", "--decoder", "http://" + dec.Addr()})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	addrs := make(chan [2]string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- serve(ctx, o, slog.New(slog.DiscardHandler), func(a, m string) { addrs <- [2]string{a, m} })
+	}()
+	a := <-addrs
+
+	req, err := http.NewRequest(http.MethodPost, "http://"+a[0]+"/v1/completions",
+		strings.NewReader(`{"model":"m","prompt":"hello there from the sidecar binary","max_tokens":4}`))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("x-prefiller-host-port", pre.Addr())
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
+
+	resp, err = http.Get("http://" + a[1] + "/metrics")
+	require.NoError(t, err)
+	b, err = io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Contains(t, string(b), `kvroute_sidecar_requests_total{outcome="split"} 1`)
+
+	cancel()
+	require.NoError(t, <-done)
+	http.DefaultClient.CloseIdleConnections()
+}

@@ -1,0 +1,164 @@
+package sidecar
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// JSON field names of the OpenAI request and of vLLM's KV-transfer
+// parameters that the exchange reads or writes.
+const (
+	fieldKVTransferParams = "kv_transfer_params"
+	fieldStream           = "stream"
+	fieldStreamOptions    = "stream_options"
+	fieldMaxTokens        = "max_tokens"
+	fieldMaxCompletion    = "max_completion_tokens"
+	fieldDoRemoteDecode   = "do_remote_decode"
+	fieldDoRemotePrefill  = "do_remote_prefill"
+)
+
+// ErrBadRequest is wrapped by every error about the client's request body
+// (not a JSON object, too large): the exchange cannot run and the request
+// should be answered 400 (413 for ErrTooLarge).
+var ErrBadRequest = errors.New("sidecar: bad request body")
+
+// ErrTooLarge is wrapped when a body exceeds its configured bound.
+var ErrTooLarge = errors.New("sidecar: body too large")
+
+// prefillRequestParams are the kv_transfer_params a prefiller gets: compute
+// the prompt and keep the blocks for a remote decoder. The remote_* fields are
+// null, as vLLM's proxies send them.
+var prefillRequestParams = json.RawMessage(`{"do_remote_decode":true,"do_remote_prefill":false,"remote_engine_id":null,"remote_block_ids":null,"remote_host":null,"remote_port":null}`)
+
+// parseObject decodes a request body that must be one JSON object, keeping
+// every field's raw value.
+func parseObject(body []byte) (map[string]json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadRequest, err)
+	}
+	if m == nil {
+		return nil, fmt.Errorf("%w: the body is null, not a JSON object", ErrBadRequest)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("%w: trailing data after the JSON object", ErrBadRequest)
+	}
+	if _, err := dec.Token(); err == nil {
+		return nil, fmt.Errorf("%w: trailing data after the JSON object", ErrBadRequest)
+	}
+	return m, nil
+}
+
+// PrefillBody returns the body sent to the prefiller for the client request
+// body orig: the same request with max_tokens 1 (max_completion_tokens too
+// when the client set it), stream false, no stream_options, and
+// kv_transfer_params asking for a remote decode. Every other field is kept.
+func PrefillBody(orig []byte) ([]byte, error) {
+	m, err := parseObject(orig)
+	if err != nil {
+		return nil, err
+	}
+	return prefillBody(m)
+}
+
+// prefillBody builds the prefill body from the parsed client body, which it
+// leaves unchanged.
+func prefillBody(orig map[string]json.RawMessage) ([]byte, error) {
+	m := make(map[string]json.RawMessage, len(orig)+2)
+	for k, v := range orig {
+		m[k] = v
+	}
+	m[fieldMaxTokens] = json.RawMessage(`1`)
+	if _, ok := m[fieldMaxCompletion]; ok {
+		m[fieldMaxCompletion] = json.RawMessage(`1`)
+	}
+	m[fieldStream] = json.RawMessage(`false`)
+	delete(m, fieldStreamOptions)
+	m[fieldKVTransferParams] = prefillRequestParams
+	return encodeObject(m)
+}
+
+// DecodeBody returns the body sent to the decoder: the client request orig,
+// unchanged but for kv_transfer_params, set to params (the object the
+// prefiller returned).
+func DecodeBody(orig []byte, params json.RawMessage) ([]byte, error) {
+	m, err := parseObject(orig)
+	if err != nil {
+		return nil, err
+	}
+	return decodeBody(m, params)
+}
+
+// decodeBody sets kv_transfer_params on the parsed client body and encodes it.
+func decodeBody(m map[string]json.RawMessage, params json.RawMessage) ([]byte, error) {
+	m[fieldKVTransferParams] = params
+	return encodeObject(m)
+}
+
+// encodeObject writes m as a JSON object with its keys sorted. The values
+// are written as they are: each came from a successful decode (or is one
+// of this package's constants, or TransferParams' compacted output), so
+// json.Marshal's validation and compaction of every raw value, a second
+// scan of the whole body, is skipped.
+func encodeObject(m map[string]json.RawMessage) ([]byte, error) {
+	keys := make([]string, 0, len(m))
+	size := 2
+	for k, v := range m {
+		keys = append(keys, k)
+		size += len(k) + len(v) + 4
+	}
+	slices.Sort(keys)
+	out := make([]byte, 0, size+size/16)
+	out = append(out, '{')
+	for i, k := range keys {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		kb, err := json.Marshal(k)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, kb...)
+		out = append(out, ':')
+		v := m[k]
+		if len(v) == 0 {
+			v = json.RawMessage("null")
+		}
+		out = append(out, v...)
+	}
+	return append(out, '}'), nil
+}
+
+// TransferParams extracts kv_transfer_params from a prefiller's
+// non-streaming response: it must be a JSON object whose do_remote_prefill
+// is true (what a vLLM prefiller with a KV connector answers). The object is
+// returned compacted, with every field the prefiller set, so connectors'
+// fields the sidecar does not know travel to the decoder untouched.
+func TransferParams(resp []byte) (json.RawMessage, error) {
+	var r struct {
+		Params json.RawMessage `json:"kv_transfer_params"`
+	}
+	if err := json.Unmarshal(resp, &r); err != nil {
+		return nil, fmt.Errorf("prefiller response is not a JSON object: %w", err)
+	}
+	if len(r.Params) == 0 || string(r.Params) == "null" {
+		return nil, errors.New("prefiller response has no kv_transfer_params (is its KV connector configured?)")
+	}
+	var p map[string]json.RawMessage
+	if err := json.Unmarshal(r.Params, &p); err != nil || p == nil {
+		return nil, errors.New("prefiller kv_transfer_params is not a JSON object")
+	}
+	var remote bool
+	if raw, ok := p[fieldDoRemotePrefill]; !ok || json.Unmarshal(raw, &remote) != nil || !remote {
+		return nil, errors.New("prefiller kv_transfer_params lacks do_remote_prefill: true")
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, r.Params); err != nil {
+		return nil, fmt.Errorf("prefiller kv_transfer_params: %w", err)
+	}
+	return b.Bytes(), nil
+}

@@ -1,0 +1,62 @@
+// Package sidecar is the routing sidecar of a decode pod in
+// prefill/decode (P/D) disaggregated serving, and the two-step exchange it
+// runs, exported so that kvroute's gateway can run it itself.
+//
+// # The protocol
+//
+// The router picks a decode endpoint and, when it decides to split, a
+// prefill endpoint whose "host:port" it sends in the x-prefiller-host-port
+// header (PrefillerHeader) to the decode pod, as llm-d's router does. The
+// sidecar in front of the decoder then:
+//
+//  1. sends the client's request to the prefiller with max_tokens 1,
+//     stream false, no stream_options, and kv_transfer_params
+//     {"do_remote_decode": true, "do_remote_prefill": false, remote_* null}
+//     (PrefillBody). A vLLM prefiller with a KV connector (NIXL) computes the
+//     prompt, keeps the request's blocks for the decoder to read, and answers
+//     with kv_transfer_params {"do_remote_prefill": true,
+//     "do_remote_decode": false, "remote_engine_id", "remote_block_ids",
+//     "remote_host", "remote_port", "tp_size", …} describing where the
+//     blocks are (remote_host/remote_port are the connector's side channel,
+//     not the HTTP port);
+//  2. sends the original request (its own stream, max_tokens and
+//     stream_options) to the local decoder with those kv_transfer_params
+//     (DecodeBody), copied as an opaque object so fields of other
+//     connectors pass untouched. The decoder pulls the blocks, caches them,
+//     computes only the last prompt token, and generates. Its response,
+//     streamed or not, is the client's response.
+//
+// Both halves carry the same X-Request-Id (the client's, or a fresh one).
+//
+// # Failures
+//
+// llm-d's sidecar answers the prefiller's error status to the client. This
+// one instead falls back to a local prefill: if the header is not a
+// host:port, Options.AllowTarget refuses it, the prefiller is unreachable, does not answer within
+// Config.PrefillTimeout, answers a non-2xx status, or answers without
+// usable kv_transfer_params, the original request goes to the decoder
+// unchanged and the decoder prefills it itself. Each fallback is counted by
+// reason (Reasons) in kvroute_sidecar_prefill_fallbacks_total. A failure of
+// the transfer itself (blocks gone from the prefiller) is the decoder's to
+// handle: vLLM's kv_load_failure_policy "recompute" (the default)
+// recomputes the missing blocks locally, "fail" fails the request.
+//
+// # Metrics
+//
+// kvroute_sidecar_requests_total{outcome="split|fallback|plain"},
+// kvroute_sidecar_prefill_fallbacks_total{reason}, and
+// kvroute_sidecar_prefill_duration_seconds, registered on
+// Options.Registerer (nil registers none).
+//
+// # Use from a gateway
+//
+// A gateway that wants to run the exchange itself (instead of a sidecar on
+// each decode pod) builds one Exchange and, for a split decision, calls
+// Prefill with the prefill endpoint, the client's path, headers and body;
+// it then sends Result.DecodeBody to the decode endpoint with
+// Result.RequestID in X-Request-Id, exactly as it would forward an
+// ordinary request. Result.Split and Result.Fallback say what happened.
+//
+// The binary cmd/kvroute-sidecar serves a Handler. The package adds no
+// module dependency.
+package sidecar

@@ -1,0 +1,352 @@
+package sidecar
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// PrefillerHeader carries the prefill endpoint ("host:port") to the decode
+// pod, as llm-d's router sets it.
+const PrefillerHeader = "x-prefiller-host-port"
+
+// RequestIDHeader is the request ID vLLM adopts as its own; both halves of a
+// split request carry the same one.
+const RequestIDHeader = "X-Request-Id"
+
+// Defaults of Config.
+const (
+	DefaultPrefillTimeout      = 30 * time.Second
+	DefaultMaxBodyBytes        = 32 << 20
+	DefaultMaxPrefillRespBytes = 1 << 20
+	DefaultPrefillerScheme     = "http"
+)
+
+// maxTargetLen bounds a prefiller address (a DNS name is at most 253
+// bytes, plus the port).
+const maxTargetLen = 261
+
+// Fallback reasons: why a request with a prefiller ran its prefill on the
+// decoder instead. They are the reason label values of
+// kvroute_sidecar_prefill_fallbacks_total.
+const (
+	// ReasonBadTarget: the header is not a valid host:port.
+	ReasonBadTarget = "bad_target"
+	// ReasonUnreachable: the prefiller refused or dropped the connection.
+	ReasonUnreachable = "unreachable"
+	// ReasonTimeout: no answer within Config.PrefillTimeout.
+	ReasonTimeout = "timeout"
+	// ReasonStatus: the prefiller answered a non-2xx status.
+	ReasonStatus = "status"
+	// ReasonBadResponse: the answer was too large, not JSON, or carried no
+	// usable kv_transfer_params.
+	ReasonBadResponse = "bad_response"
+	// ReasonNotAllowed: Options.AllowTarget refused the address (the
+	// server-side request forgery guard llm-d's sidecar has as an
+	// allowlist of the pool's pods).
+	ReasonNotAllowed = "not_allowed"
+)
+
+// Reasons lists every fallback reason, the label values' fixed set.
+var Reasons = []string{ReasonBadTarget, ReasonUnreachable, ReasonTimeout, ReasonStatus, ReasonBadResponse, ReasonNotAllowed}
+
+// Config configures an Exchange (and a Handler). The zero value works: every
+// zero field takes its default.
+type Config struct {
+	// DecoderURL is the local decode engine ("http://127.0.0.1:8001"); only
+	// the Handler uses it.
+	DecoderURL string `json:"decoderURL"`
+	// PrefillTimeout bounds the prefill step (connect to last byte); past it
+	// the request falls back to a local prefill. Default 30s.
+	PrefillTimeout time.Duration `json:"prefillTimeout"`
+	// MaxBodyBytes bounds the client request body. Default 32 MiB.
+	MaxBodyBytes int64 `json:"maxBodyBytes"`
+	// MaxPrefillResponseBytes bounds the prefiller's answer (one token and
+	// the transfer parameters). Default 1 MiB.
+	MaxPrefillResponseBytes int64 `json:"maxPrefillResponseBytes"`
+	// PrefillerScheme is the scheme used to reach host:port. Default "http".
+	PrefillerScheme string `json:"prefillerScheme"`
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.PrefillTimeout == 0 {
+		c.PrefillTimeout = DefaultPrefillTimeout
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.MaxPrefillResponseBytes == 0 {
+		c.MaxPrefillResponseBytes = DefaultMaxPrefillRespBytes
+	}
+	if c.PrefillerScheme == "" {
+		c.PrefillerScheme = DefaultPrefillerScheme
+	}
+	switch {
+	case c.PrefillTimeout < 0:
+		return c, fmt.Errorf("sidecar: prefillTimeout %v < 0", c.PrefillTimeout)
+	case c.MaxBodyBytes < 0 || c.MaxPrefillResponseBytes < 0:
+		return c, errors.New("sidecar: maxBodyBytes and maxPrefillResponseBytes must be positive")
+	case c.PrefillerScheme != "http" && c.PrefillerScheme != "https":
+		return c, fmt.Errorf("sidecar: prefillerScheme %q is not http or https", c.PrefillerScheme)
+	}
+	return c, nil
+}
+
+// Options are an Exchange's injected dependencies; the zero value is valid.
+type Options struct {
+	// Registerer receives the kvroute_sidecar_* metrics; nil registers none.
+	Registerer prometheus.Registerer
+	// Logger receives fallbacks and errors; nil discards.
+	Logger *slog.Logger
+	// Client sends the prefill requests (and, in a Handler, carries the
+	// decoder's transport); nil uses a private client with its own
+	// transport, closed by Close.
+	Client *http.Client
+	// AllowTarget, when set, vets every prefiller address (a valid
+	// host:port) before it is contacted; a refused one falls back to a local
+	// prefill (ReasonNotAllowed). It must be safe for concurrent use. Nil
+	// allows every address: the header then must come from a trusted router.
+	AllowTarget func(hostPort string) bool
+}
+
+// Result is the outcome of Exchange.Prefill.
+type Result struct {
+	// DecodeBody is what to send to the decoder: the client body with the
+	// prefiller's kv_transfer_params when Split, else the client body as is
+	// (the decoder prefills locally).
+	DecodeBody []byte
+	// Split reports that the prefiller computed the prompt and the decoder
+	// will pull its KV blocks.
+	Split bool
+	// Fallback is the reason (one of Reasons) the prefill step was given
+	// up, "" when Split.
+	Fallback string
+	// Params is the prefiller's kv_transfer_params (nil unless Split).
+	Params json.RawMessage
+	// RequestID is the X-Request-Id both halves carry: the client's, or a
+	// fresh one. Send it on the decode request.
+	RequestID string
+	// PrefillDuration is how long the prefill step took.
+	PrefillDuration time.Duration
+}
+
+// Exchange runs the prefill half of a disaggregated request: the step a
+// decode pod's sidecar (or a gateway configured to do it itself) takes
+// before sending the request to the decoder. It is safe for concurrent use
+// and owns no goroutine; Close releases idle connections of its private
+// client.
+type Exchange struct {
+	cfg     Config
+	client  *http.Client
+	own     bool
+	lg      *slog.Logger
+	allow   func(string) bool
+	m       *metrics
+	timeNow func() time.Time
+}
+
+// NewExchange validates cfg and builds an Exchange.
+func NewExchange(cfg Config, opts Options) (*Exchange, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	x := &Exchange{cfg: cfg, client: opts.Client, lg: opts.Logger, allow: opts.AllowTarget, timeNow: time.Now}
+	if x.lg == nil {
+		x.lg = slog.New(slog.DiscardHandler)
+	}
+	if x.client == nil {
+		x.client = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+		x.own = true
+	}
+	if x.m, err = newMetrics(opts.Registerer); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// Config returns the configuration with defaults filled in.
+func (x *Exchange) Config() Config { return x.cfg }
+
+// Close releases the idle connections of the Exchange's private client.
+func (x *Exchange) Close() {
+	if x.own {
+		x.client.CloseIdleConnections()
+	}
+}
+
+// ValidTarget reports whether hostPort is a usable prefiller address: a
+// host (name or IP) and a numeric port, no scheme, path or user info.
+func ValidTarget(hostPort string) bool {
+	if len(hostPort) == 0 || len(hostPort) > maxTargetLen {
+		return false
+	}
+	host, port, err := net.SplitHostPort(hostPort)
+	if err != nil || host == "" || strings.ContainsAny(host, "/@?#% ") {
+		return false
+	}
+	p, err := strconv.Atoi(port)
+	return err == nil && p > 0 && p < 65536
+}
+
+// Prefill sends the client request body to the prefiller at hostPort on
+// path (the client's path, e.g. "/v1/chat/completions") with max_tokens 1,
+// stream false and kv_transfer_params asking for a remote decode, and
+// returns the body for the decoder. hdr (may be nil) is copied onto the
+// prefill request except hop-by-hop headers, Content-Length and
+// PrefillerHeader.
+//
+// Any failure of the prefill step (bad address, connection refused, the
+// PrefillTimeout deadline, a non-2xx status, an answer without usable
+// kv_transfer_params) is not an error: the Result then has Split false, the
+// reason in Fallback and the client body unchanged in DecodeBody, so the
+// decoder prefills locally; it is counted by reason. The error is non-nil
+// only when the client body itself is unusable (ErrBadRequest) or ctx ended
+// (the client went away).
+func (x *Exchange) Prefill(ctx context.Context, hostPort, path string, hdr http.Header, body []byte) (Result, error) {
+	res := Result{RequestID: requestID(hdr)}
+	if int64(len(body)) > x.cfg.MaxBodyBytes {
+		return res, fmt.Errorf("%w: %w: %d bytes, limit %d", ErrBadRequest, ErrTooLarge, len(body), x.cfg.MaxBodyBytes)
+	}
+	parsed, err := parseObject(body)
+	if err != nil {
+		return res, err
+	}
+	pbody, err := prefillBody(parsed)
+	if err != nil {
+		return res, err
+	}
+	if !ValidTarget(hostPort) {
+		return x.fallback(res, body, ReasonBadTarget, fmt.Errorf("invalid %s %q", PrefillerHeader, truncate(hostPort))), nil
+	}
+	if x.allow != nil && !x.allow(hostPort) {
+		return x.fallback(res, body, ReasonNotAllowed, fmt.Errorf("prefiller %q not allowed", hostPort)), nil
+	}
+	if path == "" || path[0] != '/' {
+		path = "/" + path
+	}
+	start := x.timeNow()
+	pctx, cancel := context.WithTimeout(ctx, x.cfg.PrefillTimeout)
+	defer cancel()
+	params, reason, err := x.prefill(pctx, x.cfg.PrefillerScheme+"://"+hostPort+path, hdr, res.RequestID, pbody)
+	res.PrefillDuration = x.timeNow().Sub(start)
+	x.m.prefillSeconds.Observe(res.PrefillDuration.Seconds())
+	if err != nil {
+		if ctx.Err() != nil {
+			return res, fmt.Errorf("sidecar: client gone during prefill: %w", ctx.Err())
+		}
+		return x.fallback(res, body, reason, err), nil
+	}
+	dbody, err := decodeBody(parsed, params)
+	if err != nil {
+		return res, err
+	}
+	res.DecodeBody, res.Split, res.Params = dbody, true, params
+	x.m.requests.WithLabelValues(OutcomeSplit).Inc()
+	return res, nil
+}
+
+func (x *Exchange) fallback(res Result, body []byte, reason string, err error) Result {
+	res.DecodeBody, res.Fallback = body, reason
+	x.m.fallbacks.WithLabelValues(reason).Inc()
+	x.m.requests.WithLabelValues(OutcomeFallback).Inc()
+	x.lg.Warn("prefill failed, decoding with a local prefill", "reason", reason, "err", err, "request_id", res.RequestID)
+	return res
+}
+
+// prefill does the HTTP round trip and returns the transfer parameters, or
+// the fallback reason and the cause.
+func (x *Exchange) prefill(ctx context.Context, url string, hdr http.Header, id string, pbody []byte) (json.RawMessage, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(pbody))
+	if err != nil {
+		return nil, ReasonBadTarget, err
+	}
+	copyHeaders(req.Header, hdr)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(RequestIDHeader, id)
+	resp, err := x.client.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ReasonTimeout, err
+		}
+		return nil, ReasonUnreachable, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, x.cfg.MaxPrefillResponseBytes+1))
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ReasonTimeout, err
+		}
+		return nil, ReasonUnreachable, err
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, ReasonStatus, fmt.Errorf("prefiller answered %d: %s", resp.StatusCode, truncate(string(b)))
+	}
+	if int64(len(b)) > x.cfg.MaxPrefillResponseBytes {
+		return nil, ReasonBadResponse, fmt.Errorf("%w: prefiller answer over %d bytes", ErrTooLarge, x.cfg.MaxPrefillResponseBytes)
+	}
+	params, err := TransferParams(b)
+	if err != nil {
+		return nil, ReasonBadResponse, err
+	}
+	return params, "", nil
+}
+
+// hopHeaders are not forwarded (RFC 9110 §7.6.1), nor the ones the
+// exchange sets itself.
+var hopHeaders = map[string]bool{
+	"Connection": true, "Proxy-Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true,
+	"Proxy-Authorization": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
+	"Content-Length": true, "Accept-Encoding": true, http.CanonicalHeaderKey(PrefillerHeader): true,
+}
+
+func copyHeaders(dst, src http.Header) {
+	for k, vs := range src {
+		if hopHeaders[http.CanonicalHeaderKey(k)] {
+			continue
+		}
+		for _, v := range vs {
+			dst.Add(k, v)
+		}
+	}
+}
+
+// requestID returns the client's X-Request-Id when it is short and
+// printable, else a fresh random one.
+func requestID(hdr http.Header) string {
+	if id := hdr.Get(RequestIDHeader); id != "" && len(id) <= 128 && printable(id) {
+		return id
+	}
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return "pd-" + hex.EncodeToString(b[:])
+}
+
+func printable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+func truncate(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "…"
+	}
+	return s
+}

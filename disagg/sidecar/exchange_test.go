@@ -1,0 +1,75 @@
+package sidecar
+
+import (
+	"context"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/simengine/server"
+)
+
+// The exchange as a gateway calls it, against simulated engines: a split
+// returns the decode body with the prefiller's parameters; a client that
+// went away is an error, not a fallback; a bad body is ErrBadRequest.
+func TestExchangePrefillForAGateway(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	pre := startEngine(t, server.RolePrefill)
+	x, err := NewExchange(Config{}, Options{})
+	require.NoError(t, err)
+	t.Cleanup(x.Close)
+
+	body := []byte(`{"model":"m","prompt":"` + longPrompt + `","max_tokens":20}`)
+	res, err := x.Prefill(context.Background(), pre.Addr(), "v1/completions", nil, body)
+	require.NoError(t, err)
+	require.True(t, res.Split)
+	require.Empty(t, res.Fallback)
+	require.Contains(t, string(res.Params), `"do_remote_prefill":true`)
+	require.Contains(t, string(res.DecodeBody), `"max_tokens":20`)
+	require.NotEmpty(t, res.RequestID)
+	require.Positive(t, res.PrefillDuration)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = x.Prefill(ctx, pre.Addr(), "/v1/completions", nil, body)
+	require.ErrorIs(t, err, context.Canceled)
+
+	_, err = x.Prefill(context.Background(), pre.Addr(), "/v1/completions", nil, []byte(`[]`))
+	require.ErrorIs(t, err, ErrBadRequest)
+	small, err := NewExchange(Config{MaxBodyBytes: 10}, Options{})
+	require.NoError(t, err)
+	_, err = small.Prefill(context.Background(), pre.Addr(), "/v1/completions", nil, body)
+	require.ErrorIs(t, err, ErrTooLarge)
+
+	// A client request id is kept when printable, replaced otherwise.
+	require.Equal(t, "abc-1", requestID(http.Header{"X-Request-Id": {"abc-1"}}))
+	require.NotEqual(t, "a b", requestID(http.Header{"X-Request-Id": {"a b"}}))
+}
+
+func TestValidTarget(t *testing.T) {
+	for _, ok := range []string{"127.0.0.1:8000", "prefill-0.svc:80", "[::1]:9000"} {
+		require.True(t, ValidTarget(ok), ok)
+	}
+	for _, bad := range []string{"", "host", "host:0", "host:70000", "host:x", ":80", "http://h:80", "u@h:80", "h/p:80", "h:80/x"} {
+		require.False(t, ValidTarget(bad), bad)
+	}
+}
+
+// AllowTarget guards which prefillers may be contacted: a refused one is a
+// counted local-prefill fallback, and nothing reaches it.
+func TestExchangeAllowTarget(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	pre := startEngine(t, server.RolePrefill)
+	x, err := NewExchange(Config{}, Options{AllowTarget: func(hp string) bool { return hp != pre.Addr() }})
+	require.NoError(t, err)
+	t.Cleanup(x.Close)
+	body := []byte(`{"model":"m","prompt":"p","max_tokens":2}`)
+	res, err := x.Prefill(context.Background(), pre.Addr(), "/v1/completions", nil, body)
+	require.NoError(t, err)
+	require.False(t, res.Split)
+	require.Equal(t, ReasonNotAllowed, res.Fallback)
+	require.Equal(t, body, res.DecodeBody)
+	require.Equal(t, uint64(0), pre.Engine().Stats().RequestSuccess)
+}

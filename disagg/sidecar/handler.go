@@ -1,0 +1,130 @@
+package sidecar
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+)
+
+// Handler is a decode pod's routing sidecar: an http.Handler in front of the
+// local decode engine (Config.DecoderURL). A POST to /v1/completions or
+// /v1/chat/completions that names a prefiller in PrefillerHeader runs the
+// two-step exchange (Exchange.Prefill, then the decoder with the transfer
+// parameters); every other request, and one whose prefill step failed after
+// the fallback, goes to the decoder as it came (the header removed).
+// Responses, streamed or not, pass through unchanged.
+//
+// The Handler owns no goroutine beyond the ones net/http runs per request;
+// Close releases idle connections.
+type Handler struct {
+	x       *Exchange
+	decoder *url.URL
+	proxy   *httputil.ReverseProxy
+}
+
+// NewHandler builds the sidecar handler; cfg.DecoderURL is required.
+func NewHandler(cfg Config, opts Options) (*Handler, error) {
+	if cfg.DecoderURL == "" {
+		return nil, errors.New("sidecar: decoderURL is required")
+	}
+	u, err := url.Parse(cfg.DecoderURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("sidecar: decoderURL %q is not an http(s) URL", cfg.DecoderURL)
+	}
+	x, err := NewExchange(cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	h := &Handler{x: x, decoder: u}
+	h.proxy = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(u)
+			pr.Out.Host = pr.In.Host
+			pr.Out.Header.Del(PrefillerHeader)
+		},
+		Transport:     x.client.Transport,
+		FlushInterval: -1, // stream every chunk at once (SSE)
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			x.lg.Warn("decoder unreachable", "err", err, "path", r.URL.Path)
+			if r.Context().Err() != nil {
+				return // client gone
+			}
+			writeError(w, http.StatusBadGateway, "decoder unreachable: "+err.Error())
+		},
+	}
+	if h.proxy.Transport == nil {
+		h.proxy.Transport = http.DefaultTransport
+	}
+	return h, nil
+}
+
+// Exchange returns the handler's Exchange (its metrics, its config).
+func (h *Handler) Exchange() *Exchange { return h.x }
+
+// Close releases idle connections.
+func (h *Handler) Close() { h.x.Close() }
+
+// pdPaths are the routes llm-d's sidecar splits; the rest are proxied.
+var pdPaths = map[string]bool{"/v1/completions": true, "/v1/chat/completions": true}
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	target := r.Header.Get(PrefillerHeader)
+	if target == "" || r.Method != http.MethodPost || !pdPaths[r.URL.Path] {
+		h.x.m.requests.WithLabelValues(OutcomePlain).Inc()
+		h.proxy.ServeHTTP(w, r)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.x.cfg.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", h.x.cfg.MaxBodyBytes))
+			return
+		}
+		writeError(w, http.StatusBadRequest, "reading the request body: "+err.Error())
+		return
+	}
+	res, err := h.x.Prefill(r.Context(), target, r.URL.Path, r.Header, body)
+	switch {
+	case errors.Is(err, ErrTooLarge):
+		writeError(w, http.StatusRequestEntityTooLarge, err.Error())
+		return
+	case errors.Is(err, ErrBadRequest):
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	case err != nil:
+		return // the client is gone; nothing to answer
+	}
+	out := r.Clone(r.Context())
+	out.Body = io.NopCloser(bytes.NewReader(res.DecodeBody))
+	out.ContentLength = int64(len(res.DecodeBody))
+	out.Header.Set("Content-Length", strconv.Itoa(len(res.DecodeBody)))
+	out.Header.Set(RequestIDHeader, res.RequestID)
+	h.proxy.ServeHTTP(w, out)
+}
+
+// writeError answers an OpenAI-style error object.
+func writeError(w http.ResponseWriter, status int, msg string) {
+	var b struct {
+		Error struct {
+			Message string `json:"message"`
+			Type    string `json:"type"`
+			Code    int    `json:"code"`
+		} `json:"error"`
+	}
+	b.Error.Message, b.Error.Code = msg, status
+	b.Error.Type = "BadRequestError"
+	if status >= 500 {
+		b.Error.Type = "BadGatewayError"
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(b)
+}

@@ -1,0 +1,62 @@
+package sidecar
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Outcomes of a request through a sidecar: the outcome label values of
+// kvroute_sidecar_requests_total.
+const (
+	// OutcomeSplit: prefilled remotely, decoded here with the transfer.
+	OutcomeSplit = "split"
+	// OutcomeFallback: a prefiller was named but the prefill ran locally.
+	OutcomeFallback = "fallback"
+	// OutcomePlain: no prefiller named; proxied as is.
+	OutcomePlain = "plain"
+)
+
+// metrics are the sidecar's Prometheus metrics.
+type metrics struct {
+	requests       *prometheus.CounterVec
+	fallbacks      *prometheus.CounterVec
+	prefillSeconds prometheus.Histogram
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kvroute_sidecar_requests_total",
+			Help: "Requests through the P/D sidecar by outcome: split (remote prefill), fallback (local prefill after a failed prefill step), plain (no prefiller named).",
+		}, []string{"outcome"}),
+		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kvroute_sidecar_prefill_fallbacks_total",
+			Help: "Prefill steps given up for a local prefill on the decoder, by reason (bad_target, unreachable, timeout, status, bad_response, not_allowed).",
+		}, []string{"reason"}),
+		prefillSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "kvroute_sidecar_prefill_duration_seconds",
+			Help:    "Duration of the prefill step (request to the prefiller until its answer), successful or not.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
+		}),
+	}
+	for _, o := range []string{OutcomeSplit, OutcomeFallback, OutcomePlain} {
+		m.requests.WithLabelValues(o)
+	}
+	for _, r := range Reasons {
+		m.fallbacks.WithLabelValues(r)
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.requests, m.fallbacks, m.prefillSeconds} {
+		if err := reg.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if errors.As(err, &are) {
+				return nil, errors.New("sidecar: metrics already registered on this registerer (one Exchange per registry)")
+			}
+			return nil, err
+		}
+	}
+	return m, nil
+}
