@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/kvevents"
 	"github.com/kvroute/kvroute/render"
 	"github.com/kvroute/kvroute/telemetry"
 )
@@ -196,4 +197,20 @@ func promptTokens(ps []render.Prompt) int64 {
 		n += int64(len(ps[i].TokenIDs))
 	}
 	return n
+}
+
+// RouterEventsLive returns the Options.EventsLive of r: an endpoint's
+// KV-event stream counts as live when r's event pool has it in
+// kvevents.StateLive or StateReplaying (catching up on what it published);
+// not subscribed, still connecting, or degraded (the index may be stale),
+// it does not. With events off none does.
+func RouterEventsLive(r *kvroute.Router) func(endpointID string) bool {
+	return func(id string) bool {
+		ev := r.Events()
+		if ev == nil {
+			return false // events off: the index knows only the router's own speculation
+		}
+		st, ok := ev.Status(id)
+		return ok && (st.State == kvevents.StateLive || st.State == kvevents.StateReplaying)
+	}
 }

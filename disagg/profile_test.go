@@ -322,3 +322,14 @@ type foreign struct{}
 func (foreign) Pick(context.Context, *kvroute.Request, []kvroute.Endpoint) (*kvroute.Decision, error) {
 	return nil, nil
 }
+
+// RouterEventsLive: with events off no stream is live.
+func TestRouterEventsLiveWithoutEvents(t *testing.T) {
+	f := newFleet(t, Config{}, Options{})
+	live := RouterEventsLive(f.r)
+	require.False(t, live(f.eps[0].ID))
+	f.p.SetEventsLive(live)
+	d := f.pick(t, "", prompt(60, 100))
+	d.Done(kvroute.DoneInfo{})
+	require.Equal(t, 1.0, testutil.ToFloat64(f.p.met.withoutEvents))
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/disagg"
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/kvevents"
 	"github.com/kvroute/kvroute/render"
 	"github.com/kvroute/kvroute/simengine"
 	"github.com/kvroute/kvroute/simengine/server"
@@ -119,10 +120,10 @@ func TestDisaggThroughGateway(t *testing.T) {
 		require.NoError(t, gw.Shutdown(context.Background()))
 	}()
 	r := gw.Router()
-	waitFor(t, "every engine's KV events subscribed", func() bool {
+	waitFor(t, "every engine's KV-event stream live", func() bool {
 		for _, e := range engines {
 			st, ok := r.Events().Status(e.id)
-			if !ok || !st.Connected || e.srv.Publisher().Stats().Subscribed == 0 {
+			if !ok || st.State != kvevents.StateLive || e.srv.Publisher().Stats().Subscribed == 0 {
 				return false
 			}
 		}
@@ -183,19 +184,24 @@ func TestDisaggThroughGateway(t *testing.T) {
 	d3 := resp.Header.Get(HeaderEndpoint)
 	require.Equal(t, []string{holder.ID}, byID[d3].takePrefillers())
 
-	// Every decision released once: nothing stays accounted or filed.
-	for _, e := range eps {
-		tok, n, _ := r.Load().Load(e.ID)
-		require.Zero(t, tok, e.ID)
-		require.Zero(t, n, e.ID)
-	}
-	require.Zero(t, r.Requests().Len())
+	// Every decision released once: nothing stays accounted or filed once
+	// the handlers have ended their requests (after the response's last
+	// byte).
+	waitFor(t, "every request ended", func() bool {
+		for _, e := range eps {
+			if tok, n, _ := r.Load().Load(e.ID); tok != 0 || n != 0 {
+				return false
+			}
+		}
+		return r.Requests().Len() == 0
+	})
 
 	// Metrics by outcome and role.
 	require.Equal(t, 2.0, pdCounter(t, gw, "kvroute_disagg_decisions_total", "outcome", "split", "reason", "uncached"))
 	require.Equal(t, 1.0, pdCounter(t, gw, "kvroute_disagg_decisions_total", "outcome", "local", "reason", "cached"))
 	require.Equal(t, 3.0, pdCounter(t, gw, "kvroute_disagg_picks_total", "role", disagg.RoleDecode))
 	require.Equal(t, 2.0, pdCounter(t, gw, "kvroute_disagg_picks_total", "role", disagg.RolePrefill))
+	require.Zero(t, pdCounter(t, gw, "kvroute_disagg_decode_without_events_total"), "every decode engine's events are live")
 }
 
 // waitFor polls cond until it holds; the bound only ends a test that would

@@ -19,7 +19,6 @@ import (
 	"github.com/kvroute/kvroute/admission"
 	"github.com/kvroute/kvroute/disagg"
 	"github.com/kvroute/kvroute/enginemetrics"
-	"github.com/kvroute/kvroute/kvevents"
 	"github.com/kvroute/kvroute/telemetry"
 )
 
@@ -184,7 +183,7 @@ func NewServer(ctx context.Context, cfg ServerConfig, opts Options) (*Server, er
 		}
 		s.router, picker = r, r
 		if s.disagg != nil {
-			s.disagg.SetEventsLive(eventsLive(r))
+			s.disagg.SetEventsLive(disagg.RouterEventsLive(r))
 		}
 		if s.admission != nil {
 			s.admission.SetLoad(r.Load())
@@ -350,20 +349,6 @@ func (s *Server) closeAdmission() {
 	}
 	if s.disagg != nil {
 		s.disagg.Close()
-	}
-}
-
-// eventsLive reports whether an endpoint's KV-event stream is live, for
-// the disagg Profile's count of decisions made without a decode
-// endpoint's events.
-func eventsLive(r *kvroute.Router) func(string) bool {
-	return func(id string) bool {
-		p := r.Events()
-		if p == nil {
-			return false // events off: the index knows only the router's own speculation
-		}
-		st, ok := p.Status(id)
-		return ok && st.State == kvevents.StateLive
 	}
 }
 
