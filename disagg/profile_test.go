@@ -282,21 +282,30 @@ func TestDecodeWithoutEvents(t *testing.T) {
 // Done, releases both picks once; Release after Done changes nothing.
 func TestSplitReleasedOnceByID(t *testing.T) {
 	f := newFleet(t, Config{}, Options{})
+	// Other requests' load on every endpoint: a second release would take
+	// from it (the counters clamp at zero, so an idle fleet would hide it).
+	for _, e := range f.eps {
+		h := f.r.Load().Dispatch(e.ID, 1_000_000)
+		defer h.Done()
+	}
 	d := f.pick(t, "x1", prompt(40, 4096))
 	require.Len(t, d.Roles, 1)
 	f.r.Decision("x1").Done(kvroute.DoneInfo{})
-	f.requireIdle(t)
 	d.FirstChunk()
 	d.Done(kvroute.DoneInfo{})
 	d.Release()
-	f.requireIdle(t)
+	for _, e := range f.eps {
+		require.Equal(t, [2]int64{1_000_000, 1}, f.load(t, e.ID), e.ID)
+	}
 
 	_, err := f.r.Pick(context.Background(), &kvroute.Request{ID: "x2", Prompts: []render.Prompt{{TokenIDs: prompt(41, 4096)}}}, f.eps)
 	require.NoError(t, err)
 	_, err = f.r.Pick(context.Background(), &kvroute.Request{ID: "x2", Prompts: []render.Prompt{{TokenIDs: prompt(42, 4096)}}}, f.eps)
 	require.Error(t, err, "the ID is in flight")
 	f.r.Decision("x2").Release()
-	f.requireIdle(t)
+	for _, e := range f.eps {
+		require.Equal(t, [2]int64{1_000_000, 1}, f.load(t, e.ID), e.ID)
+	}
 }
 
 // A cancelled caller gets its error and nothing stays accounted.
