@@ -36,6 +36,10 @@ func (s *Selection) Commit(i int) (*Decision, error) {
 	d.PromptTokens = s.promptTokens
 	d.CachedTokens = min(st.blocks[i]*bs, s.promptTokens)
 	d.UncachedTokens = st.uncached[i]
+	if s.req.RemotePrefill {
+		d.UncachedTokens = 0 // another endpoint computes the prompt
+	}
+	d.prefillOnly = s.req.PrefillOnly
 	d.UsedCache = s.usedCache
 	d.Outcome = s.outcome
 	d.RenderErr = s.renderErr

@@ -95,6 +95,9 @@ type Decision struct {
 	ended    atomic.Bool
 	r        *Router     // whose pool Release returns it to; nil once released
 	released atomic.Bool // Release came
+	// prefillOnly: the endpoint only prefills (Request.PrefillOnly), so the
+	// first chunk ends its part whole.
+	prefillOnly bool
 }
 
 // DoneInfo is what the gateway knows when a request ends.
@@ -125,6 +128,9 @@ func (d *Decision) FirstChunk() {
 	}
 	d.first.Store(true)
 	d.inflight.FirstChunk()
+	if d.prefillOnly {
+		d.inflight.Done() // its one token came back: the prefiller is done
+	}
 	if m := d.moved.p.Load(); m != nil {
 		m.inflight.FirstChunk()
 	}

@@ -31,6 +31,12 @@ type Endpoint struct {
 	// Rank is the engine's data-parallel rank: vLLM offsets both event ports
 	// by it.
 	Rank int `json:"rank,omitempty"`
+	// Role is the endpoint's part in a prefill/decode-disaggregated
+	// deployment: "prefill", "decode", or "" / "both" for an endpoint that
+	// serves whole requests (package disagg names them and picks by them).
+	// The router indexes every endpoint's KV events whatever its role; only
+	// a Profile reads the role.
+	Role string `json:"role,omitempty"`
 }
 
 // URL returns the endpoint's base URL: Address, or "http://" + ID.

@@ -1,6 +1,10 @@
 package kvroute
 
-import "context"
+import (
+	"context"
+
+	"github.com/kvroute/kvroute/render"
+)
 
 // Profile is the profile step: it picks a request in each of the roles it
 // is served in, such as a decode endpoint and, in a disaggregated
@@ -17,6 +21,21 @@ import "context"
 // of the request without ID: Router.Decision finds the first role's
 // Decision by the ID, and ending it (or the request table dropping it) ends
 // the others.
+//
+// The stages a Router passes also have the method
+//
+//	Match(ctx context.Context, req *Request, endpoints []Endpoint) (*Selection, error)
+//
+// (the Router's Match without a second admission), for a profile that
+// reads each role's candidates before it commits (package disagg decides
+// from the decode candidate's cached prefix whether to pick a prefill
+// endpoint at all), and
+//
+//	Prompts(s *Selection) (prompts []render.Prompt, cacheSalt string)
+//
+// which hands the prompts s rendered (valid until s is released) to the
+// next role's Request.Prompts, so that the request is rendered once. A
+// profile reaches them through an interface of its own.
 type Profile interface {
 	Pick(ctx context.Context, req *Request, endpoints []Endpoint, stages Picker) (*Decision, error)
 }
@@ -32,6 +51,22 @@ func (singleRole) Pick(ctx context.Context, req *Request, endpoints []Endpoint, 
 // stages is the Picker a Profile runs: the pipeline after the admission, for
 // one role.
 type stages struct{ r *Router }
+
+// Match is Router.Match without the admission (Pick has admitted the
+// request): render → keys → lookup over one role's candidates.
+func (p stages) Match(ctx context.Context, req *Request, endpoints []Endpoint) (*Selection, error) {
+	return p.r.match(ctx, req, endpoints)
+}
+
+// Prompts returns the prompts s rendered (or was given) and their cache
+// salt; nil when the request could not be rendered. They stay valid until s
+// is released.
+func (p stages) Prompts(s *Selection) ([]render.Prompt, string) {
+	if s.renderErr != nil {
+		return nil, ""
+	}
+	return s.prompts, s.salt
+}
 
 // Pick runs match, filter, score, pick and commit for one role.
 func (p stages) Pick(ctx context.Context, req *Request, endpoints []Endpoint) (*Decision, error) {

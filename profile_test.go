@@ -81,3 +81,39 @@ func TestProfilePicksInTwoRoles(t *testing.T) {
 		require.Zero(t, tok+reqs, e.ID)
 	}
 }
+
+// A decode pick with RemotePrefill is charged an open request and no
+// prompt tokens; a prefill pick with PrefillOnly ends whole at the first
+// chunk; both take speculative entries.
+func TestRemotePrefillAndPrefillOnlyAccounting(t *testing.T) {
+	r := testRouter(t, nil, Options{})
+	eps := endpoints(2)
+	p := prompt(7, 64*4)
+	d, err := r.Pick(context.Background(), &Request{Prompts: []render.Prompt{{TokenIDs: p}}, RemotePrefill: true}, eps[:1])
+	require.NoError(t, err)
+	require.Zero(t, d.UncachedTokens)
+	tok, reqs, _ := r.load.Load(eps[0].ID)
+	require.Equal(t, [2]int64{0, 1}, [2]int64{tok, reqs})
+	pd, err := r.Pick(context.Background(), &Request{Prompts: []render.Prompt{{TokenIDs: p}}, PrefillOnly: true}, eps[1:])
+	require.NoError(t, err)
+	tok, reqs, _ = r.load.Load(eps[1].ID)
+	require.Equal(t, [2]int64{256, 1}, [2]int64{tok, reqs})
+	pd.FirstChunk()
+	tok, reqs, _ = r.load.Load(eps[1].ID)
+	require.Equal(t, [2]int64{0, 0}, [2]int64{tok, reqs}, "the prefill part ends at its one token")
+	pd.Done(DoneInfo{})
+	d.FirstChunk()
+	tok, reqs, _ = r.load.Load(eps[0].ID)
+	require.Equal(t, [2]int64{0, 1}, [2]int64{tok, reqs}, "the decode part stays open")
+	d.Done(DoneInfo{})
+	for _, e := range eps {
+		tok, reqs, _ = r.load.Load(e.ID)
+		require.Zero(t, tok+reqs)
+	}
+	// Both hold the prompt speculatively: a third pick sees them warm.
+	s, err := r.Match(context.Background(), &Request{Prompts: []render.Prompt{{TokenIDs: p}}}, eps)
+	require.NoError(t, err)
+	defer s.Release()
+	require.Equal(t, 4, s.Candidate(0).Match.Blocks)
+	require.Equal(t, 4, s.Candidate(1).Match.Blocks)
+}

@@ -56,6 +56,19 @@ type Request struct {
 	// rendered token arrays stay in the router's scratch for the next
 	// request.
 	KeepPrompts bool
+	// RemotePrefill says that another endpoint prefills the request and its
+	// KV cache is transferred to the chosen one, which only decodes (the
+	// decode pick of a disaggregated request, vLLM's do_remote_prefill):
+	// Commit charges the chosen endpoint an open request and none of the
+	// prompt's tokens. Its speculative index entries are written as usual:
+	// the transferred blocks land there.
+	RemotePrefill bool
+	// PrefillOnly says that the chosen endpoint only prefills the request
+	// and answers one token (the prefill pick of a disaggregated request,
+	// vLLM's do_remote_decode): the Decision's FirstChunk ends its part
+	// whole, its open request included, as llm-d releases a prefill pick at
+	// the first response chunk.
+	PrefillOnly bool
 }
 
 // Errors for the mistakes that would otherwise route without cache

@@ -48,6 +48,13 @@
 // adds the engines' scraped saturation (package enginemetrics) to kvroute's
 // own accounting.
 //
+// With ServerConfig.Disagg the Router's profile step is package disagg's
+// prefill/decode Profile: each request goes to a decode endpoint and, when
+// the decider splits it, the request names its prefill endpoint in
+// x-prefiller-host-port (disagg.HeaderPrefiller) for the decode pod's
+// routing sidecar, and the response in HeaderPrefillEndpoint; a client's
+// own x-prefiller-host-port is never forwarded.
+//
 // Unless Options.Transport is given, the Handler reaches the engines with its
 // own HTTP/1.1 keep-alive client: the request is written and the response
 // read on the handler's goroutine (net/http's Transport passes each through a

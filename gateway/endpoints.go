@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/disagg"
 )
 
 // ErrInvalidEndpoints is wrapped by every error of ParseEndpoints and
@@ -39,8 +40,8 @@ func ParseEndpoints(list string) ([]kvroute.Endpoint, error) {
 
 // LoadEndpoints decodes an endpoints file: a JSON array of objects with
 // "id" (ip:port, required), "address" (base URL, default "http://"+id) and
-// "labels" (string map, matched by the events selector). Unknown keys are an
-// error.
+// "labels" (string map, matched by the events selector), and "role"
+// (prefill, decode or both; see package disagg). Unknown keys are an error.
 //
 //	[{"id": "10.0.0.7:8000", "labels": {"zone": "a"}},
 //	 {"id": "10.0.0.8:8000", "address": "http://10.0.0.8:8000"}]
@@ -84,6 +85,9 @@ func validateEndpoints(eps []kvroute.Endpoint) error {
 			return fmt.Errorf("%w: duplicate id %q", ErrInvalidEndpoints, e.ID)
 		}
 		seen[e.ID] = true
+		if err := disagg.ValidRole(e.Role); err != nil {
+			return fmt.Errorf("%w: endpoint %s: %w", ErrInvalidEndpoints, e.ID, err)
+		}
 		if e.Address != "" {
 			u, err := url.Parse(e.Address)
 			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/disagg"
 	"github.com/kvroute/kvroute/render"
 )
 
@@ -30,7 +31,14 @@ const (
 	// HeaderCachedTokens carries the prompt tokens the router predicted
 	// cached on the chosen endpoint.
 	HeaderCachedTokens = "X-Kvroute-Cached-Tokens"
+	// HeaderPrefillEndpoint carries the prefill endpoint's ID of a
+	// disaggregated request (ServerConfig.Disagg); absent when the decode
+	// endpoint prefilled locally.
+	HeaderPrefillEndpoint = "X-Kvroute-Prefill-Endpoint"
 )
+
+// headerPrefiller is disagg.HeaderPrefiller in canonical form.
+var headerPrefiller = http.CanonicalHeaderKey(disagg.HeaderPrefiller)
 
 // hopHeaders are the hop-by-hop headers of RFC 9110 §7.6.1, which a proxy
 // must not forward.
@@ -82,6 +90,12 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, d
 		return ResultUpstreamUnreachable, err
 	}
 	out.Header = outboundHeader(r)
+	// The prefill endpoint is the router's to name: a client's value would
+	// send the decode pod's sidecar wherever the client likes.
+	delete(out.Header, headerPrefiller)
+	if len(d.Roles) > 0 {
+		out.Header[headerPrefiller] = []string{d.Roles[0].Endpoint.ID}
+	}
 	propagator.Inject(r.Context(), propagation.HeaderCarrier(out.Header)) // this hop's span, or the client's context as it came
 	out.ContentLength = int64(len(body))
 
@@ -108,6 +122,9 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, d
 	hdr[HeaderEndpoint] = vals[0:1:1]
 	hdr[HeaderPromptTokens] = vals[1:2:2]
 	hdr[HeaderCachedTokens] = vals[2:3:3]
+	if len(d.Roles) > 0 {
+		hdr[HeaderPrefillEndpoint] = []string{d.Roles[0].Endpoint.ID}
+	}
 	w.WriteHeader(resp.StatusCode)
 	rc := http.NewResponseController(w)
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/admission"
+	"github.com/kvroute/kvroute/disagg"
 	"github.com/kvroute/kvroute/enginemetrics"
 	"github.com/kvroute/kvroute/telemetry"
 )
@@ -73,6 +74,13 @@ type ServerConfig struct {
 	// signals; an endpoint whose scrape is stale is judged by kvroute's own
 	// accounting.
 	EngineMetrics *enginemetrics.Config
+	// Disagg, when set, makes the Router's profile step package disagg's
+	// prefill/decode Profile: each request goes to a decode endpoint
+	// (Endpoint.Role decode, both or none) and, when the decider splits
+	// it, names its prefill endpoint in the x-prefiller-host-port header
+	// for the decode pod's routing sidecar. Nil picks in one role among
+	// every endpoint. PolicyPrecise only.
+	Disagg *disagg.Config
 }
 
 // Server is a running gateway: a Handler on an http.Server with /metrics
@@ -82,6 +90,7 @@ type Server struct {
 	router    *kvroute.Router        // nil under PolicyRoundRobin
 	admission *admission.Controller  // nil without ServerConfig.Admission
 	scraper   *enginemetrics.Scraper // nil without ServerConfig.EngineMetrics
+	disagg    *disagg.Profile        // nil without ServerConfig.Disagg
 	handler   *Handler
 	registry  *prometheus.Registry
 	srv       *http.Server
@@ -159,12 +168,23 @@ func NewServer(ctx context.Context, cfg ServerConfig, opts Options) (*Server, er
 			}
 			s.admission, ropts.Admission = a, a
 		}
+		if cfg.Disagg != nil {
+			p, err := disagg.New(*cfg.Disagg, disagg.Options{Set: ropts.Set})
+			if err != nil {
+				s.closeAdmission()
+				return nil, err
+			}
+			s.disagg, ropts.Profile = p, p
+		}
 		r, err := kvroute.New(ctx, cfg.Router, ropts)
 		if err != nil {
 			s.closeAdmission()
 			return nil, err
 		}
 		s.router, picker = r, r
+		if s.disagg != nil {
+			s.disagg.SetEventsLive(disagg.RouterEventsLive(r))
+		}
 		if s.admission != nil {
 			s.admission.SetLoad(r.Load())
 			s.admission.ShareQueues(r.Cluster()) // nil without cluster sharing: nothing to share
@@ -175,6 +195,9 @@ func NewServer(ctx context.Context, cfg ServerConfig, opts Options) (*Server, er
 	case PolicyRoundRobin:
 		if cfg.Admission != nil {
 			return nil, errors.New("gateway: admission needs the precise policy (its accounting is the Router's)")
+		}
+		if cfg.Disagg != nil {
+			return nil, errors.New("gateway: disagg needs the precise policy (its profile step is the Router's)")
 		}
 		picker = new(RoundRobin)
 	default:
@@ -323,6 +346,9 @@ func (s *Server) closeAdmission() {
 	}
 	if s.scraper != nil {
 		s.scraper.Close()
+	}
+	if s.disagg != nil {
+		s.disagg.Close()
 	}
 }
 

@@ -32,6 +32,7 @@ const (
 type engineOpts struct {
 	noRender   bool          // without --enable-scale-out: render answers 404
 	decodeStep time.Duration // 0: 1ms
+	role       string        // its endpoint's Role
 }
 
 // simEngine is one simulated vLLM server with KV events and replay.
@@ -107,18 +108,27 @@ func newHarness(t *testing.T, cfg Config, engines ...engineOpts) *harness {
 // newHarnessWith is newHarness with an admission stage when acfg is set.
 func newHarnessWith(t *testing.T, cfg Config, acfg *admission.Config, engines ...engineOpts) *harness {
 	t.Helper()
+	return newHarnessProfile(t, cfg, acfg, nil, engines...)
+}
+
+// newHarnessProfile is newHarnessWith with the Router's profile step prof
+// (nil: the default), the engines' endpoints taking their engineOpts' roles.
+func newHarnessProfile(t *testing.T, cfg Config, acfg *admission.Config, prof kvroute.Profile, engines ...engineOpts) *harness {
+	t.Helper()
 	h := &harness{t: t, reg: prometheus.NewRegistry(), stopped: make(chan struct{})}
 	eps := []kvroute.Endpoint{}
 	for _, o := range engines {
 		e := startEngine(t, o)
 		h.engines = append(h.engines, e)
-		eps = append(eps, e.endpoint())
+		ep := e.endpoint()
+		ep.Role = o.role
+		eps = append(eps, ep)
 	}
 	rcfg := kvroute.DefaultConfig()
 	rcfg.Model = testModel
 	rcfg.BlockSize = 16
 	var err error
-	ropts := kvroute.Options{Set: telemetry.Set{Registerer: h.reg}}
+	ropts := kvroute.Options{Set: telemetry.Set{Registerer: h.reg}, Profile: prof}
 	if acfg != nil {
 		h.adm, err = admission.New(*acfg, admission.Options{Set: ropts.Set})
 		require.NoError(t, err)

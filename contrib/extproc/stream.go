@@ -19,6 +19,7 @@ import (
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/admission"
+	"github.com/kvroute/kvroute/disagg"
 	"github.com/kvroute/kvroute/render"
 	"github.com/kvroute/kvroute/tokenload"
 )
@@ -212,7 +213,7 @@ func (st *streamState) route(body []byte) error {
 			list = append(list, eps[(first+k)%len(eps)].ID)
 		}
 		st.setResult(resultPassthrough)
-		return st.answerRequest(list, body, false)
+		return st.answerRequest(list, "", body, false)
 	}
 	var fields struct {
 		Model string `json:"model"`
@@ -275,7 +276,11 @@ func (st *streamState) route(body []byte) error {
 	for _, f := range d.Fallbacks {
 		list = append(list, f.Endpoint.ID)
 	}
-	return st.answerRequest(list, body, d.RenderErr != nil)
+	prefill := ""
+	if len(d.Roles) > 0 {
+		prefill = d.Roles[0].Endpoint.ID // a split request: its decode endpoint's sidecar prefills there
+	}
+	return st.answerRequest(list, prefill, body, d.RenderErr != nil)
 }
 
 // candidates returns the endpoints the request may go to: all of them, or
@@ -307,8 +312,11 @@ func (st *streamState) candidates() (eps []kvroute.Endpoint, selected bool) {
 
 // answerRequest sends the request-headers response naming the endpoint
 // followed by its fallbacks (list) and, when the request has a body, the
-// body back as one streamed mutation.
-func (st *streamState) answerRequest(list []string, body []byte, fallback bool) error {
+// body back as one streamed mutation. A prefill endpoint (a disaggregated
+// request) is named in disagg.HeaderPrefiller, as llm-d's endpoint picker
+// sets it for the decode pod's sidecar; without one a client's own value
+// of that header is removed.
+func (st *streamState) answerRequest(list []string, prefill string, body []byte, fallback bool) error {
 	st.endpoint, st.list = list[0], list
 	c := st.srv.cfg
 	endpoint := strings.Join(list, ",")
@@ -319,11 +327,20 @@ func (st *streamState) answerRequest(list []string, body []byte, fallback bool) 
 	if fallback {
 		set = append(set, header(RenderFallbackHeader, "true"))
 	}
+	mut := &extprocv3.HeaderMutation{SetHeaders: set}
+	switch {
+	case prefill != "":
+		h := header(disagg.HeaderPrefiller, prefill)
+		h.AppendAction = corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD // never beside a client's value
+		mut.SetHeaders = append(mut.SetHeaders, h)
+	case len(st.header.Values(disagg.HeaderPrefiller)) > 0:
+		mut.RemoveHeaders = []string{disagg.HeaderPrefiller}
+	}
 	resp := &extprocv3.ProcessingResponse{
 		Response: &extprocv3.ProcessingResponse_RequestHeaders{RequestHeaders: &extprocv3.HeadersResponse{
 			Response: &extprocv3.CommonResponse{
 				ClearRouteCache: true,
-				HeaderMutation:  &extprocv3.HeaderMutation{SetHeaders: set},
+				HeaderMutation:  mut,
 			},
 		}},
 		DynamicMetadata: destinationMetadata(c.MetadataNamespace, c.DestinationHeader, endpoint),

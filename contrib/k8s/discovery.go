@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/disagg"
 	"github.com/kvroute/kvroute/telemetry"
 )
 
@@ -60,6 +61,13 @@ type Config struct {
 	// MaxEndpoints bounds the endpoint set; pods beyond it are left out and
 	// logged. Default 10,000.
 	MaxEndpoints int `json:"maxEndpoints"`
+	// RoleLabel is the pod label that gives an endpoint's prefill/decode
+	// role (kvroute.Endpoint.Role: prefill, decode or both; see package
+	// disagg). Empty means disagg.DefaultRoleLabel, llm-d's llm-d.ai/role.
+	// A pod without it serves both roles; an unknown value is logged and
+	// taken as both. A pod relabelled at run time changes role at the next
+	// endpoint set.
+	RoleLabel string `json:"roleLabel"`
 }
 
 // Sink receives every new endpoint set, sorted by ID. Router.SetEndpoints
@@ -124,6 +132,9 @@ func New(cfg Config, kube kubernetes.Interface, dyn dynamic.Interface, sink Sink
 	}
 	if d.cfg.MaxEndpoints == 0 {
 		d.cfg.MaxEndpoints = DefaultMaxEndpoints
+	}
+	if d.cfg.RoleLabel == "" {
+		d.cfg.RoleLabel = disagg.DefaultRoleLabel
 	}
 	if d.cfg.EventsPortAnnotation == "" {
 		d.cfg.EventsPortAnnotation = DefaultEventsPortAnnotation

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/disagg"
 )
 
 // podReady reports whether a pod may receive traffic: running, with an IP,
@@ -30,12 +31,18 @@ func podReady(p *corev1.Pod) bool {
 func podEndpoints(p *corev1.Pod, ports []int32, cfg Config, log *slog.Logger) []kvroute.Endpoint {
 	events, evOK := annotationPort(p, cfg.EventsPortAnnotation, log)
 	replay, rpOK := annotationPort(p, cfg.ReplayPortAnnotation, log)
+	role, ok := disagg.RoleFromLabels(p.Labels, cfg.RoleLabel)
+	if !ok {
+		log.Warn("k8s: unknown role label value, serving both roles", "pod", p.Namespace+"/"+p.Name,
+			"label", cfg.RoleLabel, "want", []string{disagg.RolePrefill, disagg.RoleDecode, disagg.RoleBoth})
+	}
 	out := make([]kvroute.Endpoint, 0, len(ports))
 	for rank, port := range ports {
 		ep := kvroute.Endpoint{
 			ID:     net.JoinHostPort(p.Status.PodIP, strconv.Itoa(int(port))),
 			Labels: maps.Clone(p.Labels),
 			Rank:   rank,
+			Role:   role,
 		}
 		if evOK {
 			ep.EventsAddress = "tcp://" + net.JoinHostPort(p.Status.PodIP, strconv.Itoa(events+rank))
@@ -65,7 +72,8 @@ func annotationPort(p *corev1.Pod, key string, log *slog.Logger) (int, bool) {
 
 func endpointEqual(a, b kvroute.Endpoint) bool {
 	return a.ID == b.ID && a.Rank == b.Rank && a.Address == b.Address &&
-		a.EventsAddress == b.EventsAddress && a.ReplayAddress == b.ReplayAddress && maps.Equal(a.Labels, b.Labels)
+		a.EventsAddress == b.EventsAddress && a.ReplayAddress == b.ReplayAddress && a.Role == b.Role &&
+		maps.Equal(a.Labels, b.Labels)
 }
 
 // Matcher turns a Kubernetes label selector into the label matcher kvroute's

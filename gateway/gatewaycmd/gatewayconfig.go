@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kvroute/kvroute/admission"
+	"github.com/kvroute/kvroute/disagg"
 	"github.com/kvroute/kvroute/enginemetrics"
 	"github.com/kvroute/kvroute/gateway"
 	"github.com/kvroute/kvroute/internal/jsonconf"
@@ -46,6 +47,11 @@ type gatewayConfig struct {
 	// with the rendered token IDs instead of the text (only
 	// "completions" qualifies).
 	TokenizeOnce []render.API `json:"tokenizeOnce"`
+	// Disagg is gateway.ServerConfig.Disagg: present (even as {}) turns
+	// prefill/decode disaggregation on (package disagg's profile; the
+	// prefill endpoint travels in x-prefiller-host-port), absent leaves it
+	// off. Its keys are disagg.Config's.
+	Disagg *disagg.Config `json:"disagg"`
 }
 
 // validate rejects negative values, which have no meaning.
@@ -70,6 +76,11 @@ func (g gatewayConfig) validate() error {
 			return fmt.Errorf("%s.admission: %w", gatewaySection, err)
 		}
 	}
+	if g.Disagg != nil {
+		if err := g.Disagg.Validate(); err != nil {
+			return fmt.Errorf("%s.disagg: %w", gatewaySection, err)
+		}
+	}
 	if g.EngineMetrics != nil && g.Admission == nil {
 		return fmt.Errorf("%s.engineMetrics: feeds the admission stage; set %s.admission too", gatewaySection, gatewaySection)
 	}
@@ -86,6 +97,7 @@ func (g gatewayConfig) apply(s *gateway.ServerConfig) {
 	s.Proxy.TokenizeOnce = g.TokenizeOnce
 	s.Admission = g.Admission
 	s.EngineMetrics = g.EngineMetrics
+	s.Disagg = g.Disagg
 }
 
 // decodeGatewaySection reads the "gateway" member of a configuration

@@ -45,6 +45,13 @@
 // x-kvroute-admission. --engine-metrics-config FILE (package enginemetrics'
 // keys) adds the engines' own vLLM queue and KV-cache metrics, scraped from
 // each engine's /metrics, to the admission's saturation signal.
+//
+// --disagg-config FILE (YAML or JSON, package disagg's keys: nonCachedTokens,
+// maxPrefillQueueTokens, ...) turns prefill/decode disaggregation on: each
+// request's destination is a decode endpoint and, when the decider splits
+// it, x-prefiller-host-port names its prefill endpoint for the decode pod's
+// routing sidecar. Endpoints take their role from the pod label
+// --role-label (default llm-d.ai/role: prefill, decode, or both).
 package main
 
 import (
@@ -78,6 +85,7 @@ import (
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/contrib/extproc"
 	"github.com/kvroute/kvroute/contrib/k8s"
+	"github.com/kvroute/kvroute/disagg"
 	"github.com/kvroute/kvroute/internal/cliflag"
 	"github.com/kvroute/kvroute/llmd"
 	"github.com/kvroute/kvroute/render"
@@ -112,6 +120,7 @@ type flags struct {
 	conformanceTestHooks              bool
 	admissionConfig                   string
 	engineMetricsConfig               string
+	disaggConfig, roleLabel           string
 }
 
 func parseFlags(args []string, stderr io.Writer) (flags, error) {
@@ -142,6 +151,8 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 		"the Inference Extension conformance suite's hooks: the "+extproc.ConformanceSelectionHeader+" request header chooses the candidates and "+
 			extproc.ConformanceServedHeader+" reports the served endpoint (test clusters only: any client could steer its requests)")
 	fs.StringVar(&f.admissionConfig, "admission-config", "", "admission stage configuration file (YAML or JSON, package admission's keys): queue, prioritize and shed requests under saturation (default: off, every request is picked at once)")
+	fs.StringVar(&f.disaggConfig, "disagg-config", "", "prefill/decode disaggregation configuration file (YAML or JSON, package disagg's keys; {} for the defaults): pick a decode endpoint and, when its uncached prompt tokens reach the threshold, a prefill endpoint named in x-prefiller-host-port (default: off, one role)")
+	fs.StringVar(&f.roleLabel, "role-label", disagg.DefaultRoleLabel, "pod label giving an endpoint's prefill/decode role (prefill, decode or both; absent: both)")
 	fs.StringVar(&f.engineMetricsConfig, "engine-metrics-config", "", "engine metrics scraper configuration file (YAML or JSON, package enginemetrics' keys): the admission also reads each engine's vLLM queue and KV-cache metrics (needs --admission-config)")
 	if err := cliflag.Parse(fs, args, os.Stdout); err != nil {
 		return f, err
@@ -224,10 +235,28 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if adm.ctl != nil {
 		ropts.Admission = adm.ctl
 	}
+	if f.disaggConfig != "" {
+		raw, err := readYAMLOrJSON(f.disaggConfig)
+		if err != nil {
+			adm.close()
+			return fmt.Errorf("--disagg-config: %w", err)
+		}
+		dcfg, err := disagg.LoadConfig(bytes.NewReader(raw))
+		if err == nil {
+			ropts.Profile, err = disagg.New(dcfg, disagg.Options{Set: ropts.Set})
+		}
+		if err != nil {
+			adm.close()
+			return fmt.Errorf("--disagg-config %s: %w", f.disaggConfig, err)
+		}
+	}
 	router, err := kvroute.New(ctx, cfg, ropts)
 	if err != nil {
 		adm.close()
 		return err
+	}
+	if p, ok := ropts.Profile.(*disagg.Profile); ok {
+		p.SetEventsLive(disagg.RouterEventsLive(router))
 	}
 	defer router.Close()
 	defer adm.close() // idempotent; runs before the router closes
@@ -263,7 +292,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			if f.poolGroup == k8s.PoolV1Alpha2.Group {
 				version = "v1alpha2"
 			}
-			d, err := k8s.New(k8s.Config{Namespace: f.poolNamespace, Pool: f.poolName, PoolVersion: version}, kube, dyn, sink, k8s.Options{Set: telemetry.Set{Logger: log}})
+			d, err := k8s.New(k8s.Config{Namespace: f.poolNamespace, Pool: f.poolName, PoolVersion: version, RoleLabel: f.roleLabel}, kube, dyn, sink, k8s.Options{Set: telemetry.Set{Logger: log}})
 			if err != nil {
 				return err
 			}

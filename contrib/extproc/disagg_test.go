@@ -1,0 +1,80 @@
+package extproc
+
+import (
+	"testing"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/disagg"
+	"github.com/kvroute/kvroute/internal/leakcheck"
+)
+
+// With the disagg profile, a split request's header answer names the
+// decode endpoint in the destination header and the prefill endpoint in
+// x-prefiller-host-port (overwriting any value the client sent), as llm-d's
+// endpoint picker does; a request kept local carries no prefill endpoint
+// and a client's own value is removed. Each stream's decision (both picks)
+// is released when the stream ends.
+func TestDisaggPrefillerHeader(t *testing.T) {
+	defer leakcheck.Check(t)()
+	prof, err := disagg.New(disagg.Config{NonCachedTokens: 200}, disagg.Options{})
+	require.NoError(t, err)
+	h := newHarnessProfile(t, Config{}, nil, prof, engineOpts{role: disagg.RolePrefill}, engineOpts{role: disagg.RoleDecode})
+	defer h.close()
+	pre, dec := h.engines[0].id, h.engines[1].id
+
+	withClientValue := func(m *extprocv3.ProcessingRequest) *extprocv3.ProcessingRequest {
+		hs := m.GetRequestHeaders().GetHeaders()
+		hs.Headers = append(hs.Headers, &corev3.HeaderValue{Key: disagg.HeaderPrefiller, RawValue: []byte("203.0.113.9:1")})
+		return m
+	}
+	group := 300
+	for _, tc := range []struct {
+		name   string
+		words  int
+		client bool
+		split  bool
+	}{
+		{"long prompt", 400, false, true},
+		{"long prompt, client value", 400, true, true},
+		{"short prompt", 20, false, false},
+		{"short prompt, client value", 20, true, false},
+	} {
+		group++
+		st, err := h.client.Process(ctxT(t))
+		require.NoError(t, err)
+		hdrs := envoyHeaders("/v1/completions", false, nil)
+		if tc.client {
+			hdrs = withClientValue(hdrs)
+		}
+		require.NoError(t, st.Send(hdrs))
+		require.NoError(t, st.Send(bodyChunk(completionsBody(prompt(group, tc.words, tc.name), false), true)))
+		hr, err := st.Recv()
+		require.NoError(t, err)
+		mut := hr.GetRequestHeaders().GetResponse().GetHeaderMutation()
+		require.Equal(t, dec, setHeader(mut, DefaultDestinationHeader), tc.name)
+		if tc.split {
+			require.Equal(t, pre, setHeader(mut, disagg.HeaderPrefiller), tc.name)
+			for _, o := range mut.GetSetHeaders() {
+				if o.GetHeader().GetKey() == disagg.HeaderPrefiller {
+					require.Equal(t, corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD, o.GetAppendAction(), tc.name)
+				}
+			}
+			_, reqs := h.load(pre)
+			require.EqualValues(t, 1, reqs, "%s: the prefill pick is accounted", tc.name)
+		} else {
+			require.Empty(t, setHeader(mut, disagg.HeaderPrefiller), tc.name)
+			if tc.client {
+				require.Equal(t, []string{disagg.HeaderPrefiller}, mut.GetRemoveHeaders(), tc.name)
+			} else {
+				require.Empty(t, mut.GetRemoveHeaders(), tc.name)
+			}
+		}
+		_, err = st.Recv() // the body's answer
+		require.NoError(t, err)
+		drain(t, st)
+		h.idle()
+	}
+}

@@ -1,0 +1,69 @@
+package disagg
+
+import (
+	"fmt"
+
+	"github.com/kvroute/kvroute"
+)
+
+// The roles of kvroute.Endpoint.Role. An endpoint without a role ("")
+// serves whole requests, as RoleBoth.
+const (
+	// RolePrefill is an endpoint that only prefills: it computes a
+	// request's prompt, answers one token and holds the KV blocks for a
+	// decode endpoint to pull (vLLM with a KV connector as producer).
+	RolePrefill = "prefill"
+	// RoleDecode is an endpoint that decodes: it is the request's
+	// destination, pulls the prompt's KV blocks from the prefill endpoint
+	// named in HeaderPrefiller, or prefills locally when none is named.
+	RoleDecode = "decode"
+	// RoleBoth is an endpoint that serves whole requests and may take
+	// either part of a disaggregated one.
+	RoleBoth = "both"
+)
+
+// DefaultRoleLabel is the pod label Kubernetes discovery and the ext_proc
+// picker read an endpoint's role from, as llm-d's deployments label their
+// prefill and decode pods.
+const DefaultRoleLabel = "llm-d.ai/role"
+
+// HeaderPrefiller is the request header that names the prefill endpoint
+// ("host:port") to the decode endpoint's routing sidecar, as llm-d's
+// router sets it; absent, the decode endpoint prefills locally.
+const HeaderPrefiller = "x-prefiller-host-port"
+
+// ValidRole reports whether role is one of "", RolePrefill, RoleDecode and
+// RoleBoth, and says which it is not otherwise.
+func ValidRole(role string) error {
+	switch role {
+	case "", RolePrefill, RoleDecode, RoleBoth:
+		return nil
+	}
+	return fmt.Errorf("disagg: role %q is not one of %q, %q, %q", role, RolePrefill, RoleDecode, RoleBoth)
+}
+
+// RoleFromLabels returns the role an endpoint's labels give under key
+// (DefaultRoleLabel when key is empty): the label's value when it is a
+// known role, "" (both) when the label is absent or unknown; ok is false
+// for an unknown value, which a caller counts or logs.
+func RoleFromLabels(labels map[string]string, key string) (role string, ok bool) {
+	if key == "" {
+		key = DefaultRoleLabel
+	}
+	v, has := labels[key]
+	if !has {
+		return "", true
+	}
+	if ValidRole(v) != nil {
+		return "", false
+	}
+	return v, true
+}
+
+// Decodes reports whether e may be a request's decode endpoint: its role
+// is RoleDecode, RoleBoth or none.
+func Decodes(e kvroute.Endpoint) bool { return e.Role != RolePrefill }
+
+// Prefills reports whether e may prefill another endpoint's request: its
+// role is RolePrefill, RoleBoth or none.
+func Prefills(e kvroute.Endpoint) bool { return e.Role != RoleDecode }
