@@ -17,7 +17,8 @@ type pdOptions struct {
 	requests        int
 	loads           string
 	prefill, decode int
-	threshold       int
+	threshold       int64
+	maxQueue        int64
 	dynamoThreshold int
 	dynamoRatio     float64
 }
@@ -29,7 +30,8 @@ func addPDFlags(fs *flag.FlagSet, o *pdOptions) {
 	fs.StringVar(&o.loads, "pd-loads", "0.5,0.75,1,1.25", "with -pd: comma-separated loads (multiples of the aggregated fleet's measured capacity)")
 	fs.IntVar(&o.prefill, "pd-prefill", def.Prefill, "with -pd: prefill engines (aggregated runs prefill + decode engines of role both)")
 	fs.IntVar(&o.decode, "pd-decode", def.Decode, "with -pd: decode engines")
-	fs.IntVar(&o.threshold, "pd-threshold", def.Decider.Threshold, "with -pd: the kvroute decider's threshold in uncached prompt tokens")
+	fs.Int64Var(&o.threshold, "pd-threshold", def.Decider.NonCachedTokens, "with -pd: the kvroute decider's nonCachedTokens (split at this many uncached prompt tokens on the decode endpoint; negative: always)")
+	fs.Int64Var(&o.maxQueue, "pd-max-prefill-queue", def.Decider.MaxPrefillQueueTokens, "with -pd: the kvroute decider's maxPrefillQueueTokens (0: no prefill-load rule)")
 	fs.IntVar(&o.dynamoThreshold, "pd-dynamo-isl", def.Dynamo.EffISLThreshold, "with -pd: Dynamo's conditional-disagg eff_isl_threshold")
 	fs.Float64Var(&o.dynamoRatio, "pd-dynamo-ratio", def.Dynamo.EffISLRatio, "with -pd: Dynamo's conditional-disagg eff_isl_ratio_threshold")
 }
@@ -49,7 +51,7 @@ func runPD(o options, base sim.Config, args []string, stdout io.Writer) error {
 	}
 	c.Workload.Requests = o.pd.requests
 	c.Prefill, c.Decode = o.pd.prefill, o.pd.decode
-	c.Decider.Threshold = o.pd.threshold
+	c.Decider.NonCachedTokens, c.Decider.MaxPrefillQueueTokens = o.pd.threshold, o.pd.maxQueue
 	c.Dynamo.EffISLThreshold, c.Dynamo.EffISLRatio = o.pd.dynamoThreshold, o.pd.dynamoRatio
 	st, err := sim.RunPDStudy(c, loads, sim.AllPDPolicies, o.parallel)
 	if err != nil {

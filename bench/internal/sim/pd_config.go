@@ -93,11 +93,16 @@ func DefaultPDWorkload() PDWorkload {
 		Turns: 4, ThinkTime: 2 * time.Second, DocumentTokens: 8192, OutputTokens: 256}
 }
 
-// PDDeciderConfig configures the kvroute-decider policy.
+// PDDeciderConfig configures the kvroute-decider policy: package
+// disagg's decider knobs.
 type PDDeciderConfig struct {
-	// Threshold splits a request when the prompt tokens the picked decode
-	// endpoint does not hold exceed it (llm-d's nonCachedTokens).
-	Threshold int `json:"threshold"`
+	// NonCachedTokens splits a request when the prompt tokens the picked
+	// decode endpoint does not hold reach it (llm-d's nonCachedTokens).
+	NonCachedTokens int64 `json:"nonCachedTokens"`
+	// MaxPrefillQueueTokens, when > 0, keeps a request local when the
+	// chosen prefill endpoint already has this many prompt tokens in
+	// flight (the optional prefill-load rule).
+	MaxPrefillQueueTokens int64 `json:"maxPrefillQueueTokens"`
 }
 
 // DynamoDisaggConfig is Dynamo's conditional disaggregation as the study
@@ -151,14 +156,14 @@ type PDConfig struct {
 // with 8,192 KV blocks of 64 tokens (524,288 tokens: 64 GiB at
 // 128 KiB per token, what an 80 GB GPU has left beside an 8B model's
 // weights), the rest of the default fleet's shape, the default workload,
-// KV transfer and Dynamo rule, and the decider's threshold at 2,048
-// uncached tokens.
+// KV transfer and Dynamo rule, and package disagg's decider defaults
+// (split at 1,000 uncached tokens, no prefill-load rule).
 func DefaultPDConfig(load float64) PDConfig {
 	base := DefaultConfig(MultiTurn, 1)
 	base.GatewayReplicas = 1
 	base.Fleet.NumGPUBlocks = 8192
 	return PDConfig{Base: base, Prefill: 5, Decode: 3, Transfer: DefaultKVTransfer(), Workload: DefaultPDWorkload(),
-		Decider: PDDeciderConfig{Threshold: 2048}, Dynamo: DefaultDynamoDisagg(), Load: load}
+		Decider: PDDeciderConfig{NonCachedTokens: 1000}, Dynamo: DefaultDynamoDisagg(), Load: load}
 }
 
 func (c PDConfig) validate() error {

@@ -32,13 +32,19 @@ type pdSplitter interface {
 }
 
 // pdProfile picks the decode endpoint among the decode pool, then splits
-// when the prompt tokens the index does not place on it exceed threshold
-// (always when threshold < 0), picking the prefill endpoint among the
-// prefill pool by the same pipeline (prefix cache and load). A failed
-// prefill pick leaves the request local.
+// when the prompt tokens the index does not place on it reach threshold
+// (every request when threshold < 0), picking the prefill endpoint among
+// the prefill pool by the same pipeline (prefix cache and load); with
+// maxQueue > 0 a request whose chosen prefill endpoint already has
+// maxQueue prompt tokens in flight stays local (the prefill-load rule).
+// A failed prefill pick leaves the request local. These are package
+// disagg's decider semantics (NonCachedTokens, MaxPrefillQueueTokens);
+// its decode pick scores differently (cached share and open requests).
 type pdProfile struct {
 	role      map[string]PDRole
-	threshold int
+	threshold int64
+	maxQueue  int64
+	load      func(id string) int64 // the Router's committed in-flight tokens
 }
 
 // Pick implements kvroute.Profile.
@@ -58,11 +64,15 @@ func (p *pdProfile) Pick(ctx context.Context, req *kvroute.Request, eps []kvrout
 	if err != nil {
 		return nil, err
 	}
-	if p.threshold >= 0 && d.PromptTokens-d.CachedTokens <= p.threshold {
+	if p.threshold >= 0 && int64(d.PromptTokens-d.CachedTokens) < p.threshold {
 		return d, nil
 	}
 	pf, err := stages.Pick(ctx, req, pre)
 	if err != nil {
+		return d, nil
+	}
+	if p.maxQueue > 0 && p.load != nil && p.load(pf.Endpoint.ID)-pf.UncachedTokens >= p.maxQueue {
+		pf.Done(kvroute.DoneInfo{})
 		return d, nil
 	}
 	d.Roles = append(d.Roles, pf)

@@ -27,7 +27,11 @@ func WritePDMarkdown(w io.Writer, st PDStudy, command string) error {
 	p("Policies:\n\n")
 	p("- **aggregated**: kvroute's default Router (prefix cache and load) over all engines, role both.\n")
 	p("- **always-disaggregated**: kvroute picks a decode engine among the decode pool and a prefill engine among the prefill pool, every request.\n")
-	p("- **kvroute-decider**: kvroute's P/D Profile: the decode pick, then a split only when the prompt tokens the index does not place on that decode engine exceed **%d**, then the prefill pick.\n", c.Decider.Threshold)
+	rule := "no prefill-load rule"
+	if c.Decider.MaxPrefillQueueTokens > 0 {
+		rule = fmt.Sprintf("local when the chosen prefill engine already has ≥ %d prompt tokens in flight", c.Decider.MaxPrefillQueueTokens)
+	}
+	p("- **kvroute-decider**: kvroute's P/D Profile: the decode pick, then a split only when the prompt tokens the index does not place on that decode engine reach **%d** (nonCachedTokens), then the prefill pick; %s.\n", c.Decider.NonCachedTokens, rule)
 	p("- **dynamo-conditional**: Dynamo's conditional disaggregation, policy isl_or_load: local prefill on the decode worker when eff_isl (prompt − its cached prefix) < %d and eff_isl / prompt < %.2f, or when the prefill worker Dynamo's cost model would pick has more than %.1f × max_num_batched_tokens of active prefill tokens; both workers picked by Dynamo's KV-router cost model over their pool.\n\n",
 		c.Dynamo.EffISLThreshold, c.Dynamo.EffISLRatio, c.Dynamo.QueueThreshold)
 	p("## Results\n\n")

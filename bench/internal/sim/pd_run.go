@@ -129,6 +129,12 @@ func (r *pdRun) setup() error {
 		if err != nil {
 			return err
 		}
+		if pp, ok := profile.(*pdProfile); ok {
+			pp.load = func(id string) int64 {
+				t, _, _ := k.r.Load().Load(id)
+				return t
+			}
+		}
 		r.rt = k
 		return subscribe(k.r.Index())
 	case PDDynamo:
@@ -148,7 +154,7 @@ func (r *pdRun) splitter(role map[string]PDRole) pdSplitter {
 	if r.policy == PDAlways {
 		return &pdProfile{role: role, threshold: -1}
 	}
-	return &pdProfile{role: role, threshold: r.cfg.Decider.Threshold}
+	return &pdProfile{role: role, threshold: r.cfg.Decider.NonCachedTokens, maxQueue: r.cfg.Decider.MaxPrefillQueueTokens}
 }
 
 func (r *pdRun) teardown() {
