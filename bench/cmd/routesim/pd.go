@@ -14,6 +14,7 @@ import (
 // pdOptions are the flags of the P/D study (-pd).
 type pdOptions struct {
 	on              bool
+	sweep           bool
 	requests        int
 	loads           string
 	prefill, decode int
@@ -26,6 +27,7 @@ type pdOptions struct {
 func addPDFlags(fs *flag.FlagSet, o *pdOptions) {
 	def := sim.DefaultPDConfig(1)
 	fs.BoolVar(&o.on, "pd", false, "run only the prefill/decode disaggregation study (writes routesim-pd.md and routesim-pd.json)")
+	fs.BoolVar(&o.sweep, "pd-sweep", true, "with -pd: also run the sensitivity sweep (pool sizes, the decider's knobs) and append it to the report")
 	fs.IntVar(&o.requests, "pd-requests", def.Workload.Requests, "with -pd: requests per run")
 	fs.StringVar(&o.loads, "pd-loads", "0.5,0.75,1,1.25", "with -pd: comma-separated loads (multiples of the aggregated fleet's measured capacity)")
 	fs.IntVar(&o.prefill, "pd-prefill", def.Prefill, "with -pd: prefill engines (aggregated runs prefill + decode engines of role both)")
@@ -57,16 +59,28 @@ func runPD(o options, base sim.Config, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var sweep []sim.PDSweepRow
+	if o.pd.sweep {
+		if sweep, err = sim.RunPDSweep(st.Config, loads, sim.DefaultPDVariants(st.Config), o.parallel); err != nil {
+			return err
+		}
+	}
 	command := strings.TrimSpace("go run ./bench/cmd/routesim " + strings.Join(args, " "))
 	if err := writeFile(filepath.Join(o.out, "routesim-pd.md"), func(f io.Writer) error {
-		return sim.WritePDMarkdown(f, st, command)
+		if err := sim.WritePDMarkdown(f, st, command); err != nil {
+			return err
+		}
+		if sweep == nil {
+			return nil
+		}
+		return sim.WritePDSweepMarkdown(f, loads, sweep)
 	}); err != nil {
 		return err
 	}
 	if err := writeFile(filepath.Join(o.out, "routesim-pd.json"), func(f io.Writer) error {
 		enc := json.NewEncoder(f)
 		enc.SetIndent("", "  ")
-		return enc.Encode(map[string]any{"command": command, "study": st})
+		return enc.Encode(map[string]any{"command": command, "study": st, "sweep": sweep})
 	}); err != nil {
 		return err
 	}

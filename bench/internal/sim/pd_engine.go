@@ -234,7 +234,6 @@ func (e *pdEngine) beginStep() bool {
 			continue // its transfer is in flight
 		}
 		n := min(s.promptLen-s.computed, budget)
-		e.stats.computed += int64(n)
 		e.cacheFull(s, s.computed+n)
 		s.schedN = n
 		e.running = append(e.running, s)
@@ -406,6 +405,9 @@ func (e *pdEngine) endStep() {
 	at := e.stepEnd
 	var finished []*pdSeq
 	for _, s := range e.sched {
+		if s.computed < s.promptLen {
+			e.stats.computed += int64(min(s.computed+s.schedN, s.promptLen) - s.computed)
+		}
 		s.computed += s.schedN
 		s.schedN = 0
 		if s.computed < s.promptLen+s.outputs {

@@ -22,7 +22,7 @@ func WritePDMarkdown(w io.Writer, st PDStudy, command string) error {
 		x.BytesPerToken, x.BandwidthGBps, x.Latency, float64(x.BytesPerToken)/(x.BandwidthGBps*1e9)*1e6)
 	p("- Traffic: %d requests, Poisson arrivals; %.0f %% one-off %d-token documents, the rest %d-turn chat sessions on %d shared %d-token system prompts, %d-token user messages, each turn resending the conversation so far; the next turn %v (mean, exponential) after the answer ends. Answers are %d tokens.\n",
 		wl.Requests, 100*wl.DocumentFraction, wl.DocumentTokens, wl.Turns, wl.SystemPrompts, wl.SystemTokens, wl.UserTokens, wl.ThinkTime, wl.OutputTokens)
-	p("- Capacity: **%.1f requests/s**, measured: the completion rate of the aggregated fleet under kvroute kept backlogged (arrivals at %d× its no-hit prefill capacity). Loads are multiples of it, the same offered rate for every policy.\n", c.Capacity, pdCapacityProbeLoad)
+	p("- Capacity: **%.1f requests/s**, measured: the completion rate of the aggregated fleet under kvroute kept backlogged (arrivals at %d× its no-hit prefill capacity); the sessions' last turns trickle in after the backlog drains, so the rate errs low. Loads are multiples of it, the same offered rate for every policy.\n", c.Capacity, pdCapacityProbeLoad)
 	p("- TTFT is from arrival at the gateway to the decode engine's first token (a split request's prefill, queueing and KV transfer included). ITL is each request's mean time per token after the first. Output throughput is answer tokens per second from the first arrival to the last completion.\n\n")
 	p("Policies:\n\n")
 	p("- **aggregated**: kvroute's default Router (prefix cache and load) over all engines, role both.\n")

@@ -33,8 +33,14 @@ type PDResult struct {
 	// over those looked up (a split request is looked up on both engines;
 	// a pulled token counts as looked up and not hit on its decoder).
 	HitRate float64 `json:"hitRate"`
-	// ComputedPromptTokens and PulledTokens sum over the engines: the
-	// prompt tokens prefilled, and those pulled by decoders.
+	// PromptTokens sums the requests' prompts. LookedUpTokens sums the
+	// prompts over the engines that admitted them (a split request's on
+	// both), each looked-up token either CachedTokens (a prefix-cache
+	// hit), ComputedPromptTokens (prefilled there) or PulledTokens (pulled
+	// by a decoder from its prefiller).
+	PromptTokens         int64 `json:"promptTokens"`
+	LookedUpTokens       int64 `json:"lookedUpTokens"`
+	CachedTokens         int64 `json:"cachedTokens"`
 	ComputedPromptTokens int64 `json:"computedPromptTokens"`
 	PulledTokens         int64 `json:"pulledTokens"`
 	// PrefillComputeShare is the prompt tokens computed on prefill-role
@@ -51,6 +57,7 @@ func (r *pdRun) result() PDResult {
 	var out int64
 	split := 0
 	for _, rq := range r.reqs {
+		res.PromptTokens += int64(len(rq.prompt))
 		if rq.prefill >= 0 {
 			split++
 		}
@@ -81,17 +88,18 @@ func (r *pdRun) result() PDResult {
 	if res.Makespan > 0 {
 		res.OutputThroughput = float64(out) / res.Makespan.Seconds()
 	}
-	var q, h, pre int64
+	var pre int64
 	for i, e := range r.engines {
-		q, h = q+e.stats.queries, h+e.stats.hits
+		res.LookedUpTokens += e.stats.queries
+		res.CachedTokens += e.stats.hits
 		res.ComputedPromptTokens += e.stats.computed
 		res.PulledTokens += e.stats.pulled
 		if r.roles[i] == RolePrefill {
 			pre += e.stats.computed
 		}
 	}
-	if q > 0 {
-		res.HitRate = float64(h) / float64(q)
+	if res.LookedUpTokens > 0 {
+		res.HitRate = float64(res.CachedTokens) / float64(res.LookedUpTokens)
 	}
 	if res.ComputedPromptTokens > 0 {
 		res.PrefillComputeShare = float64(pre) / float64(res.ComputedPromptTokens)

@@ -64,23 +64,32 @@ type pdRun struct {
 
 // RunPD simulates one policy on one P/D configuration.
 func RunPD(c PDConfig, policy PDPolicy) (PDResult, error) {
-	if err := c.validate(); err != nil {
-		return PDResult{}, err
-	}
 	wall := time.Now()
-	r := &pdRun{cfg: c, policy: policy, start: simengine.DefaultStart}
-	r.now = r.start
-	r.tr = newPDTrace(c, r.start)
-	defer r.teardown()
-	if err := r.setup(); err != nil {
-		return PDResult{}, err
-	}
-	if err := r.loop(); err != nil {
+	r, err := runPD(c, policy)
+	if err != nil {
 		return PDResult{}, err
 	}
 	res := r.result()
 	res.Wall = time.Since(wall)
 	return res, nil
+}
+
+// runPD runs one policy to the end and returns the finished run.
+func runPD(c PDConfig, policy PDPolicy) (*pdRun, error) {
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	r := &pdRun{cfg: c, policy: policy, start: simengine.DefaultStart}
+	r.now = r.start
+	r.tr = newPDTrace(c, r.start)
+	defer r.teardown()
+	if err := r.setup(); err != nil {
+		return nil, err
+	}
+	if err := r.loop(); err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // setup builds the engines of the policy's fleet, the event path and the

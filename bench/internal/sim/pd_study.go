@@ -109,9 +109,13 @@ const pdCapacityProbeLoad = 10
 // MeasurePDCapacity returns the aggregated fleet's capacity on c's
 // workload in requests per second: the completion rate of the aggregated
 // policy (kvroute's default Router over Prefill + Decode both-role
-// engines) with the fleet kept backlogged, as MeasureCapacity does for the
-// overload study. Every policy's loads are multiples of this one rate:
-// the same GPUs and the same offered traffic.
+// engines) with the fleet kept backlogged, completions over the time from
+// the first arrival to the last completion, as MeasureCapacity does for
+// the overload study. The sessions' last turns follow their previous ones
+// one by one after the backlog has drained, so this rate errs low: at
+// load 1 the aggregated fleet is busy but not yet swamped. Every policy's
+// loads are multiples of this one rate: the same GPUs, the same offered
+// traffic.
 func MeasurePDCapacity(c PDConfig) (float64, error) {
 	w := c.Workload
 	f := c.Base.Fleet
