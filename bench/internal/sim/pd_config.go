@@ -152,17 +152,21 @@ type PDConfig struct {
 	Load     float64 `json:"load"`
 }
 
-// DefaultPDConfig is 5 prefill + 3 decode engines (8 aggregated), each
-// with 8,192 KV blocks of 64 tokens (524,288 tokens: 64 GiB at
-// 128 KiB per token, what an 80 GB GPU has left beside an 8B model's
-// weights), the rest of the default fleet's shape, the default workload,
-// KV transfer and Dynamo rule, and package disagg's decider defaults
-// (split at 1,000 uncached tokens, no prefill-load rule).
+// DefaultPDConfig is 6 prefill + 2 decode engines (8 aggregated), each
+// with 8,192 KV blocks of 64 tokens (524,288 tokens: 64 GiB at 128 KiB
+// per token, what an 80 GB GPU has left beside an 8B model's weights), the
+// rest of the default fleet's shape, the default workload, KV transfer and
+// Dynamo rule, and package disagg's decider defaults (split at 1,000
+// uncached tokens, no prefill-load rule). The pools are sized to the
+// traffic: prompt tokens are about 90 % of the tokens the aggregated fleet
+// computes on it (4.6M prompt against 0.5M answer tokens a run), so the
+// prefill pool has 6 of the 8 GPUs, and 2 decoders hold the answers' KV.
+// The sensitivity sweep (DefaultPDVariants) runs the other splits.
 func DefaultPDConfig(load float64) PDConfig {
 	base := DefaultConfig(MultiTurn, 1)
 	base.GatewayReplicas = 1
 	base.Fleet.NumGPUBlocks = 8192
-	return PDConfig{Base: base, Prefill: 5, Decode: 3, Transfer: DefaultKVTransfer(), Workload: DefaultPDWorkload(),
+	return PDConfig{Base: base, Prefill: 6, Decode: 2, Transfer: DefaultKVTransfer(), Workload: DefaultPDWorkload(),
 		Decider: PDDeciderConfig{NonCachedTokens: 1000}, Dynamo: DefaultDynamoDisagg(), Load: load}
 }
 

@@ -23,6 +23,10 @@ type pdRouter interface {
 	close()
 }
 
+// pdDeciderImpl says in the report which decider the kvroute-decider and
+// always-disaggregated rows ran.
+const pdDeciderImpl = "this study's stand-in for package disagg's Profile (pd_policy.go's pdProfile: the same split rule and prefill-load rule; its decode pick is kvroute's default pipeline over the decode pool, where package disagg scores the cached share and open requests), until that package is on main"
+
 // pdSplitter is the decider the kvroute policies run as their Profile:
 // what package disagg provides (its Profile: decode pick, decide, prefill
 // pick). pdProfile is this study's stand-in with the same shape until that

@@ -32,6 +32,7 @@ func WritePDMarkdown(w io.Writer, st PDStudy, command string) error {
 		rule = fmt.Sprintf("local when the chosen prefill engine already has ≥ %d prompt tokens in flight", c.Decider.MaxPrefillQueueTokens)
 	}
 	p("- **kvroute-decider**: kvroute's P/D Profile: the decode pick, then a split only when the prompt tokens the index does not place on that decode engine reach **%d** (nonCachedTokens), then the prefill pick; %s.\n", c.Decider.NonCachedTokens, rule)
+	p("- The decider that ran: %s.\n", pdDeciderImpl)
 	p("- **dynamo-conditional**: Dynamo's conditional disaggregation, policy isl_or_load: local prefill on the decode worker when eff_isl (prompt − its cached prefix) < %d and eff_isl / prompt < %.2f, or when the prefill worker Dynamo's cost model would pick has more than %.1f × max_num_batched_tokens of active prefill tokens; both workers picked by Dynamo's KV-router cost model over their pool.\n\n",
 		c.Dynamo.EffISLThreshold, c.Dynamo.EffISLRatio, c.Dynamo.QueueThreshold)
 	p("## Results\n\n")
