@@ -15,6 +15,7 @@ import (
 type pdOptions struct {
 	on              bool
 	sweep           bool
+	seeds           int
 	requests        int
 	loads           string
 	prefill, decode int
@@ -28,6 +29,7 @@ func addPDFlags(fs *flag.FlagSet, o *pdOptions) {
 	def := sim.DefaultPDConfig(1)
 	fs.BoolVar(&o.on, "pd", false, "run only the prefill/decode disaggregation study (writes routesim-pd.md and routesim-pd.json)")
 	fs.BoolVar(&o.sweep, "pd-sweep", true, "with -pd: also run the sensitivity sweep (pool sizes, the decider's knobs) and append it to the report")
+	fs.IntVar(&o.seeds, "pd-seeds", 0, "with -pd: also run the study on traffic seeds 1..N and append each target row's tally over them (0: off)")
 	fs.IntVar(&o.requests, "pd-requests", def.Workload.Requests, "with -pd: requests per run")
 	fs.StringVar(&o.loads, "pd-loads", "0.5,0.75,1,1.25", "with -pd: comma-separated loads (multiples of the aggregated fleet's measured capacity)")
 	fs.IntVar(&o.prefill, "pd-prefill", def.Prefill, "with -pd: prefill engines (aggregated runs prefill + decode engines of role both)")
@@ -65,10 +67,25 @@ func runPD(o options, base sim.Config, args []string, stdout io.Writer) error {
 			return err
 		}
 	}
+	var seeds []uint64
+	var seedRows []sim.PDSeedRow
+	for s := 1; s <= o.pd.seeds; s++ {
+		seeds = append(seeds, uint64(s))
+	}
+	if len(seeds) > 0 {
+		if seedRows, err = sim.RunPDSeeds(st.Config, seeds, loads, o.parallel, &st); err != nil {
+			return err
+		}
+	}
 	command := strings.TrimSpace("go run ./bench/cmd/routesim " + strings.Join(args, " "))
 	if err := writeFile(filepath.Join(o.out, "routesim-pd.md"), func(f io.Writer) error {
 		if err := sim.WritePDMarkdown(f, st, command); err != nil {
 			return err
+		}
+		if seedRows != nil {
+			if err := sim.WritePDSeedsMarkdown(f, seeds, seedRows); err != nil {
+				return err
+			}
 		}
 		if sweep == nil {
 			return nil
@@ -80,7 +97,7 @@ func runPD(o options, base sim.Config, args []string, stdout io.Writer) error {
 	if err := writeFile(filepath.Join(o.out, "routesim-pd.json"), func(f io.Writer) error {
 		enc := json.NewEncoder(f)
 		enc.SetIndent("", "  ")
-		return enc.Encode(map[string]any{"command": command, "study": st, "sweep": sweep})
+		return enc.Encode(map[string]any{"command": command, "study": st, "seeds": seedRows, "sweep": sweep})
 	}); err != nil {
 		return err
 	}
