@@ -60,7 +60,7 @@ func WritePDMarkdown(w io.Writer, st PDStudy, command string) error {
 		}
 		p("| %s | %s | %s | %s |\n", t.Row, t.Target, mark, t.Detail)
 	}
-	p("\n%d of %d rows met.\n", met, len(st.Targets))
+	p("\n%d of %d rows met.\n\n", met, len(st.Targets))
 	_, err := io.WriteString(w, b.String())
 	return err
 }
