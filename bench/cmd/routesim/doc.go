@@ -63,6 +63,20 @@
 // writes <out>/routesim-trace.md, .json and .svg, or with -peer-stat-seeds
 // <out>/routesim-trace-peers.md and .json.
 //
+// -pd runs only the prefill/decode disaggregation study into
+// <out>/routesim-pd.md and .json: a prefill and a decode pool (-pd-prefill,
+// -pd-decode; aggregated runs the same number of engines of role both),
+// chat sessions on long shared system prompts plus one-off long documents
+// (-pd-requests), at multiples of the aggregated fleet's measured capacity
+// (-pd-loads), for aggregated, always-disaggregated, kvroute's decider
+// (-pd-threshold, -pd-max-prefill-queue) and Dynamo's conditional
+// disaggregation (-pd-dynamo-isl, -pd-dynamo-ratio): TTFT p50/p90, ITL,
+// output tokens/s, the split rate and the target row by row, then a
+// sensitivity sweep over pool sizes and the decider's knobs (-pd-sweep).
+// The committed bench/results/routesim-pd.md is
+//
+//	go run ./bench/cmd/routesim -pd -out bench/results
+//
 // It writes <out>/routesim.md (tables per workload and load, target
 // evaluation), <out>/routesim-<workload>.svg (TTFT p90 against load per
 // policy) and <out>/routesim.json (every result). <out> defaults to

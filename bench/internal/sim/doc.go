@@ -59,4 +59,16 @@
 // through Dynamo's router queue as its documentation and scheduler-queue
 // source describe it (DynamoQueueConfig lists what is modelled and what is
 // not), and through the peers' policies, which have no queue.
+//
+// RunPDStudy is the prefill/decode disaggregation study (pd*.go): chat
+// sessions on long shared system prompts mixed with one-off long
+// documents, served by a prefill pool and a decode pool (or the same GPUs
+// aggregated) of engines modelled as the rest of the simulation models
+// vLLM plus the KV-transfer states (pd_engine.go: a prefiller holds its
+// blocks until the decoder has pulled them; a decoder pulls what it lacks
+// at a stated bandwidth, then publishes the blocks as vLLM does), through
+// the real kvroute.Router as aggregated, always-disaggregated and with
+// the P/D decider as its Profile, and through Dynamo's conditional
+// disaggregation (pd_dynamo.go lists what is modelled). RunPDSweep varies
+// the pools' sizes and the decider's knobs.
 package sim

@@ -1,0 +1,186 @@
+package sim
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+)
+
+// PDVariant is one setting of the P/D study's sensitivity sweep: the
+// pools' sizes and the decider's knobs.
+type PDVariant struct {
+	Prefill               int   `json:"prefill"`
+	Decode                int   `json:"decode"`
+	NonCachedTokens       int64 `json:"nonCachedTokens"`
+	MaxPrefillQueueTokens int64 `json:"maxPrefillQueueTokens"`
+}
+
+func (v PDVariant) String() string {
+	s := fmt.Sprintf("%dP+%dD, nonCachedTokens %d", v.Prefill, v.Decode, v.NonCachedTokens)
+	if v.MaxPrefillQueueTokens > 0 {
+		s += fmt.Sprintf(", maxPrefillQueueTokens %d", v.MaxPrefillQueueTokens)
+	}
+	return s
+}
+
+// PDSweepRow is the decider's outcome under one variant: its TTFT p90 per
+// load, the target rows met (against aggregated on the same GPUs, and
+// against always-disaggregated and Dynamo's rule on the variant's pools)
+// and the rows missed.
+type PDSweepRow struct {
+	Variant    PDVariant       `json:"variant"`
+	DeciderP90 []time.Duration `json:"deciderP90"`
+	Met        int             `json:"met"`
+	Rows       int             `json:"rows"`
+	Missed     []string        `json:"missed"`
+}
+
+// RunPDSweep runs the decider under every variant at every load against
+// the fixed policies on the variant's pools (aggregated on the same total
+// of engines), with c's capacity, and tallies the target per variant. The
+// runs of a policy that do not depend on the decider's knobs are shared
+// between variants.
+func RunPDSweep(c PDConfig, loads []float64, variants []PDVariant, parallel int) ([]PDSweepRow, error) {
+	type key struct {
+		p    PDPolicy
+		v    PDVariant // the knobs zeroed for the fixed policies, the pools too for aggregated
+		load float64
+	}
+	keyOf := func(p PDPolicy, v PDVariant, l float64) key {
+		switch p {
+		case PDAggregated:
+			v = PDVariant{Prefill: v.Prefill + v.Decode}
+		case PDAlways, PDDynamo:
+			v.NonCachedTokens, v.MaxPrefillQueueTokens = 0, 0
+		}
+		return key{p, v, l}
+	}
+	var keys []key
+	seen := map[key]bool{}
+	for _, v := range variants {
+		for _, l := range loads {
+			for _, p := range AllPDPolicies {
+				if k := keyOf(p, v, l); !seen[k] {
+					seen[k] = true
+					keys = append(keys, k)
+				}
+			}
+		}
+	}
+	res := make(map[key]PDResult, len(keys))
+	var mu sync.Mutex
+	sem := make(chan struct{}, max(parallel, 1))
+	errs := make([]error, len(keys))
+	var wg sync.WaitGroup
+	for i, k := range keys {
+		cc := c
+		cc.Load = k.load
+		cc.Prefill, cc.Decode = k.v.Prefill, k.v.Decode
+		if k.p == PDAggregated {
+			cc.Prefill, cc.Decode = k.v.Prefill-1, 1 // the pools do not matter: every engine is both
+		}
+		cc.Decider = PDDeciderConfig{NonCachedTokens: k.v.NonCachedTokens, MaxPrefillQueueTokens: k.v.MaxPrefillQueueTokens}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			r, err := RunPD(cc, k.p)
+			mu.Lock()
+			res[k], errs[i] = r, err
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	var rows []PDSweepRow
+	for _, v := range variants {
+		row := PDSweepRow{Variant: v}
+		for _, l := range loads {
+			d := res[keyOf(PDDecider, v, l)]
+			row.DeciderP90 = append(row.DeciderP90, d.TTFTP90)
+			if l < PDTargetMinLoad {
+				continue
+			}
+			for _, p := range []PDPolicy{PDAggregated, PDAlways, PDDynamo} {
+				o := res[keyOf(p, v, l)]
+				row.Rows++
+				if d.TTFTP90 <= o.TTFTP90 {
+					row.Met++
+				} else {
+					row.Missed = append(row.Missed, fmt.Sprintf("%g× vs %s %+.0f %%", l, p, 100*(float64(d.TTFTP90)/float64(max(o.TTFTP90, 1))-1)))
+				}
+			}
+		}
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+// WritePDSweepMarkdown appends the sweep's table to a P/D report.
+func WritePDSweepMarkdown(w io.Writer, loads []float64, rows []PDSweepRow) error {
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	p("## Sensitivity: pool sizes and the decider's knobs\n\n")
+	p("The decider's TTFT p90 per load and the target's rows under each setting: aggregated on the same number of GPUs, always-disaggregated and Dynamo's rule on the setting's pools, the same traffic and capacity.\n\n")
+	p("| setting |")
+	for _, l := range loads {
+		p(" p90 at %g× |", l)
+	}
+	p(" rows met | missed |\n|---|")
+	for range loads {
+		p("---|")
+	}
+	p("---|---|\n")
+	for _, r := range rows {
+		p("| %s |", r.Variant)
+		for _, d := range r.DeciderP90 {
+			p(" %s |", fmtTTFT(d))
+		}
+		missed := strings.Join(r.Missed, "; ")
+		if missed == "" {
+			missed = "none"
+		}
+		p(" %d / %d | %s |\n", r.Met, r.Rows, missed)
+	}
+	p("\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// DefaultPDVariants is the sweep the committed report carries: the
+// default knobs on four splits of the same GPUs, then, on c's pools, the
+// split threshold raised past a chat turn's new tokens (4,096) and past
+// every prompt (never split), and the prefill-load rule at Dynamo's busy
+// line (4 × max_num_batched_tokens) and at twice it.
+func DefaultPDVariants(c PDConfig) []PDVariant {
+	n := c.Prefill + c.Decode
+	d := c.Decider
+	var out []PDVariant
+	seen := map[int]bool{}
+	for _, p := range []int{n / 2, n/2 + 1, n/2 + 2, n - 1} {
+		if p >= 1 && p < n && !seen[p] {
+			seen[p] = true
+			out = append(out, PDVariant{Prefill: p, Decode: n - p, NonCachedTokens: d.NonCachedTokens, MaxPrefillQueueTokens: d.MaxPrefillQueueTokens})
+		}
+	}
+	busy := 4 * int64(c.Base.Fleet.MaxNumBatchedTokens)
+	base := PDVariant{Prefill: c.Prefill, Decode: c.Decode, NonCachedTokens: d.NonCachedTokens, MaxPrefillQueueTokens: d.MaxPrefillQueueTokens}
+	for _, m := range []func(*PDVariant){
+		func(v *PDVariant) { v.NonCachedTokens = 4096 },
+		func(v *PDVariant) { v.NonCachedTokens = 1 << 20 },
+		func(v *PDVariant) { v.MaxPrefillQueueTokens = busy },
+		func(v *PDVariant) { v.MaxPrefillQueueTokens = 2 * busy },
+	} {
+		v := base
+		m(&v)
+		out = append(out, v)
+	}
+	return out
+}
