@@ -93,6 +93,8 @@ type Stats struct {
 	GenerationTokens   uint64 // tokens generated
 	Preemptions        uint64 // running requests preempted for lack of blocks
 	Steps              uint64 // scheduler steps run
+	LoRALoads          uint64 // adapters loaded into a slot (Config.LoRA)
+	LoRAEvictions      uint64 // adapters evicted from a slot to load another
 	Running, Waiting   int
 	NumBlocks          int // KV-cache capacity in blocks
 	FreeBlocks         int // blocks not referenced by a running request (may still hold a hash)
