@@ -48,7 +48,7 @@ type Engine struct {
 	unreg     func()
 	log       *slog.Logger
 
-	hy *hybrid // hybrid-attention mode (hybrid.go); nil without Config.Hybrid
+	hy *hybrid    // hybrid-attention mode (hybrid.go); nil without Config.Hybrid
 	lo *loraState // LoRA adapter slots (lora.go); nil without Config.LoRA
 }
 
