@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 
+	"github.com/kvroute/kvroute/enginemetrics"
 	"github.com/kvroute/kvroute/internal/jsonconf"
 )
 
@@ -57,12 +58,22 @@ type Config struct {
 	// ScoreLoad (default 0.3, at most ScoreLoad; negative means 0, no
 	// penalty).
 	CapPenalty float64 `json:"capPenalty"`
+	// MaxWaiting: an endpoint whose engine reports at least this many
+	// waiting requests (vllm:num_requests_waiting) loses its bonus for
+	// running or queueing the adapter and scores as one that would load
+	// it, so that a hot adapter spills onto a second engine instead of
+	// queueing behind one (default enginemetrics.DefaultWaitingThreshold,
+	// 5, the saturation threshold; negative: never).
+	MaxWaiting int `json:"maxWaiting"`
 }
 
 // withDefaults fills zero fields and validates the result.
 func (c Config) withDefaults() (Config, error) {
 	if c.Weight == 0 {
 		c.Weight = DefaultWeight
+	}
+	if c.MaxWaiting == 0 {
+		c.MaxWaiting = enginemetrics.DefaultWaitingThreshold
 	}
 	switch {
 	case c.CapPenalty == 0:

@@ -13,9 +13,9 @@ import (
 // fixed is a Source standing in for an enginemetrics.Scraper.
 type fixed map[string]enginemetrics.LoRAInfo
 
-func (f fixed) LoRA(ep kvroute.Endpoint) (enginemetrics.LoRAInfo, bool) {
+func (f fixed) Signal(ep kvroute.Endpoint) (enginemetrics.Signal, bool) {
 	info, ok := f[ep.ID]
-	return info, ok
+	return enginemetrics.Signal{LoRA: info}, ok
 }
 
 // A request for adapter "sql" goes to the engine running it.

@@ -13,13 +13,14 @@ import (
 
 // staticSource is a Source with fixed states, set by tests.
 type staticSource struct {
-	mu    sync.RWMutex
-	state map[string]enginemetrics.LoRAInfo
-	fresh map[string]bool
+	mu      sync.RWMutex
+	state   map[string]enginemetrics.LoRAInfo
+	fresh   map[string]bool
+	waiting map[string]int
 }
 
 func newStatic() *staticSource {
-	return &staticSource{state: map[string]enginemetrics.LoRAInfo{}, fresh: map[string]bool{}}
+	return &staticSource{state: map[string]enginemetrics.LoRAInfo{}, fresh: map[string]bool{}, waiting: map[string]int{}}
 }
 
 func (s *staticSource) set(id string, info enginemetrics.LoRAInfo, fresh bool) {
@@ -28,10 +29,16 @@ func (s *staticSource) set(id string, info enginemetrics.LoRAInfo, fresh bool) {
 	s.state[id], s.fresh[id] = info, fresh
 }
 
-func (s *staticSource) LoRA(ep kvroute.Endpoint) (enginemetrics.LoRAInfo, bool) {
+func (s *staticSource) Signal(ep kvroute.Endpoint) (enginemetrics.Signal, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return s.state[ep.ID], s.fresh[ep.ID]
+	return enginemetrics.Signal{LoRA: s.state[ep.ID], Waiting: s.waiting[ep.ID]}, s.fresh[ep.ID]
+}
+
+func (s *staticSource) setWaiting(id string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.waiting[id] = n
 }
 
 // testRouter builds a Router without events or render (prompts are given)

@@ -10,12 +10,13 @@ import (
 	"github.com/kvroute/kvroute/telemetry"
 )
 
-// Source gives an endpoint's LoRA adapter state and whether it is fresh.
-// *enginemetrics.Scraper is one; it must be safe for concurrent use and
-// should not allocate, since the scorer calls it for every candidate of
-// every request that names an adapter.
+// Source gives an endpoint's last scraped signal (its waiting queue and
+// LoRA adapter state) and whether it is fresh. *enginemetrics.Scraper is
+// one; it must be safe for concurrent use and should not allocate, since
+// the scorer calls it for every candidate of every request that names an
+// adapter.
 type Source interface {
-	LoRA(ep kvroute.Endpoint) (enginemetrics.LoRAInfo, bool)
+	Signal(ep kvroute.Endpoint) (enginemetrics.Signal, bool)
 }
 
 // Options are a Scorer's injected dependencies.
@@ -49,10 +50,11 @@ const (
 	stLoad
 	stLoadAtCap
 	stUnknown
+	stSaturated
 	numStates
 )
 
-var stateNames = [numStates]string{"running", "waiting", "load", "load_at_cap", "unknown"}
+var stateNames = [numStates]string{"running", "waiting", "load", "load_at_cap", "unknown", "saturated"}
 
 // New returns a Scorer reading adapter state from src.
 func New(cfg Config, src Source, opts Options) (*Scorer, error) {
@@ -67,7 +69,8 @@ func New(cfg Config, src Source, opts Options) (*Scorer, error) {
 		Name: "kvroute_lora_candidates_total",
 		Help: "Candidates the LoRA adapter-affinity scorer rated, by their engine's state for the request's adapter: " +
 			"running, waiting, load (would load it into a free slot), load_at_cap (would load it with its max_lora slots full), " +
-			"unknown (no fresh adapter metrics: scored neutral, as load).",
+			"unknown (no fresh adapter metrics: scored neutral, as load), " +
+			"saturated (runs or queues the adapter but its waiting queue reached maxWaiting: scored as load, so traffic spills).",
 	}, []string{"state"})}
 	for i, n := range stateNames {
 		s.state[i] = s.vec.WithLabelValues(n)
@@ -101,11 +104,14 @@ func (s *Scorer) Score(sel *kvroute.Selection, i int) float64 {
 
 // rate is Score's rule for one adapter and endpoint.
 func (s *Scorer) rate(adapter string, ep kvroute.Endpoint) (float64, int) {
-	info, fresh := s.src.LoRA(ep)
+	sig, fresh := s.src.Signal(ep)
+	info := &sig.LoRA
 	spread := HashSpread * rendezvous(adapter, ep.ID)
 	switch {
 	case !fresh:
 		return ScoreLoad + spread, stUnknown
+	case s.cfg.MaxWaiting > 0 && sig.Waiting >= s.cfg.MaxWaiting && (info.IsRunning(adapter) || info.IsWaiting(adapter)):
+		return ScoreLoad + spread, stSaturated
 	case info.IsRunning(adapter):
 		return ScoreRunning, stRunning
 	case info.IsWaiting(adapter):

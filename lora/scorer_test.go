@@ -81,6 +81,28 @@ func TestRunningBeatsWaitingBeatsLoad(t *testing.T) {
 	busy.Done()
 }
 
+// TestSaturatedSpills: an engine running the adapter whose queue reached
+// MaxWaiting scores as one that would load it, so the load scorer spreads
+// a hot adapter.
+func TestSaturatedSpills(t *testing.T) {
+	src := newStatic()
+	s, err := New(Config{MaxWaiting: 3}, src, Options{})
+	require.NoError(t, err)
+	ep := kvroute.Endpoint{ID: "10.0.0.1:8000"}
+	src.set(ep.ID, enginemetrics.LoRAInfo{Reported: true, Running: []string{"a"}, MaxLoRA: 2}, true)
+	src.setWaiting(ep.ID, 3)
+	v, st := s.rate("a", ep)
+	require.Equal(t, stSaturated, st)
+	require.InDelta(t, ScoreLoad+HashSpread*rendezvous("a", ep.ID), v, 1e-12)
+	v, st = s.rate("b", ep)
+	require.Equal(t, stLoad, st, "an adapter it does not run: a plain load, no penalty for the queue")
+	require.Less(t, v, ScoreLoad+HashSpread)
+	s2, err := New(Config{MaxWaiting: -1}, src, Options{})
+	require.NoError(t, err)
+	_, st = s2.rate("a", ep)
+	require.Equal(t, stRunning, st, "maxWaiting negative: never spills")
+}
+
 func TestNoAdapterScoresZero(t *testing.T) {
 	src := newStatic()
 	s, err := New(Config{}, src, Options{})
@@ -90,7 +112,7 @@ func TestNoAdapterScoresZero(t *testing.T) {
 	d, err := r.Pick(context.Background(), request("", 64), eps)
 	require.NoError(t, err)
 	defer d.Done(kvroute.DoneInfo{})
-	for i := range 5 {
+	for i := range numStates {
 		require.Zero(t, testutil.ToFloat64(s.state[i]), "no candidate counted for a request without an adapter")
 	}
 }
@@ -144,7 +166,7 @@ func TestConfig(t *testing.T) {
 	require.Error(t, err)
 	d, err := New(Config{CapPenalty: -1}, newStatic(), Options{})
 	require.NoError(t, err)
-	require.Equal(t, Config{Weight: DefaultWeight, CapPenalty: 0}, d.Config())
+	require.Equal(t, Config{Weight: DefaultWeight, CapPenalty: 0, MaxWaiting: enginemetrics.DefaultWaitingThreshold}, d.Config())
 }
 
 func TestRegistration(t *testing.T) {

@@ -46,6 +46,7 @@ type options struct {
 	peerReuse, peerReusePolicies string
 	blocksSet                    bool            // -blocks was given
 	overload                     overloadOptions // overload.go
+	lora                         loraOptions     // lora.go
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -75,6 +76,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.overload.on, "overload", false, "run only the admission-under-overload study (writes routesim-overload.md and routesim-overload.json)")
 	fs.IntVar(&o.overload.requests, "overload-requests", sim.DefaultOverloadWorkload().Requests, "with -overload: requests per run")
 	fs.StringVar(&o.overload.loads, "overload-loads", "0.5,1.25,1.5,2", "with -overload: comma-separated loads (multiples of the fleet's measured capacity)")
+	addLoRAFlags(fs, &o.lora)
 	if err := cliflag.Parse(fs, args, os.Stdout); err != nil {
 		return o, err
 	}
@@ -141,6 +143,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	if o.overload.on {
 		return runOverload(o, base, args, stdout)
+	}
+	if o.lora.on {
+		return runLoRA(o, args, stdout)
 	}
 	if o.rep.only {
 		return runReplicasOnly(ctx, o, base, loads, args, stdout)
