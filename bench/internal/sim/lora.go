@@ -30,11 +30,11 @@ import (
 type LoRAConfig struct {
 	Engines, Adapters, MaxLoRAs int
 	// MaxNumSeqs is each engine's --max-num-seqs (0: simengine's default).
-	MaxNumSeqs int
-	LoadTime                    time.Duration
-	Requests                    int
-	Rate                        float64 // requests per second, the whole fleet
-	PromptTokens, OutputTokens  int
+	MaxNumSeqs                 int
+	LoadTime                   time.Duration
+	Requests                   int
+	Rate                       float64 // requests per second, the whole fleet
+	PromptTokens, OutputTokens int
 	// Zipf, when above 1, draws adapters with that Zipf exponent; 0 draws
 	// them uniformly.
 	Zipf float64
