@@ -31,6 +31,24 @@
 // registered). Close unregisters exactly what New registered, so a closed
 // component can be built again on the same registry.
 //
+// LoRA adapters: an engine started with --enable-lora also exposes
+// vllm:lora_requests_info, a gauge whose labels list the adapters of its
+// running batch (running_lora_adapters) and waiting queue
+// (waiting_lora_adapters), comma-separated, and its adapter slots
+// (max_lora, vLLM --max-loras); vLLM sets it to the wall-clock time at
+// every iteration and never removes an old label combination, so the
+// current state is the series with the largest value (an idle series
+// naming no adapter is passed over when one names adapters, as the Gateway
+// API Inference Extension does). Scraper.LoRA returns that state, fresh or
+// not by the same rule as Signal, without allocating. Label values come
+// from the engine: adapter names that are empty, longer than
+// MaxLoRANameBytes, not UTF-8 or hold control characters, names beyond
+// MaxLoRAAdapters per list, and a max_lora that is not a small integer are
+// dropped and counted in kvroute_engine_metrics_lora_dropped_total by
+// reason (invalid_name, too_many, bad_max_lora). An engine without the
+// gauge reports no adapters (LoRAInfo.Reported false); that is not a
+// failure.
+//
 // A server with data-parallel engines exposes one series per engine (label
 // engine="0", "1", …): an endpoint reads the series of its Rank, or all of
 // them combined (queues summed, the highest KV-cache usage) when no series

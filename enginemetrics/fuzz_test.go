@@ -2,6 +2,7 @@ package enginemetrics
 
 import (
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -11,8 +12,9 @@ import (
 func FuzzParseSignal(f *testing.F) {
 	f.Add([]byte(vllmSample), 0)
 	f.Add([]byte(dpSample), 1)
+	f.Add([]byte(loraSample), 0)
 	f.Fuzz(func(t *testing.T, body []byte, rank int) {
-		sig, err := parseSignal(body, rank)
+		sig, _, err := parse(body, rank)
 		if err != nil {
 			if err.reason == "" {
 				t.Fatalf("failure without a reason: %v", err)
@@ -24,6 +26,15 @@ func FuzzParseSignal(f *testing.F) {
 		}
 		if math.IsNaN(sig.KVCacheUsage) || math.IsInf(sig.KVCacheUsage, 0) || sig.KVCacheUsage < 0 {
 			t.Fatalf("KV-cache usage out of range: %+v", sig)
+		}
+		l := sig.LoRA
+		if len(l.Running) > MaxLoRAAdapters || len(l.Waiting) > MaxLoRAAdapters || l.MaxLoRA < 0 || l.MaxLoRA > maxMaxLoRA {
+			t.Fatalf("LoRA state out of bounds: %+v", l)
+		}
+		for _, n := range append(slices.Clone(l.Running), l.Waiting...) {
+			if !validAdapterName(n) {
+				t.Fatalf("invalid adapter name kept: %q", n)
+			}
 		}
 	})
 }

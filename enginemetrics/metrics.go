@@ -9,6 +9,7 @@ type metrics struct {
 	scrapes   *prometheus.CounterVec
 	failures  *prometheus.CounterVec
 	endpoints prometheus.Gauge
+	loraDrops *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -26,18 +27,24 @@ func newMetrics() *metrics {
 			Name: "kvroute_engine_metrics_endpoints",
 			Help: "Endpoints whose model-server metrics are scraped.",
 		}),
+		loraDrops: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kvroute_engine_metrics_lora_dropped_total",
+			Help: "Adapter names (or max_lora labels) of vllm:lora_requests_info dropped by endpoint and reason " +
+				"(invalid_name, too_many, bad_max_lora); the rest of the scrape is kept.",
+		}, []string{"endpoint", "reason"}),
 	}
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.scrapes, m.failures, m.endpoints}
+	return []prometheus.Collector{m.scrapes, m.failures, m.endpoints, m.loraDrops}
 }
 
 // targetMetrics are one endpoint's series, resolved once so a scrape does
 // not look them up.
 type targetMetrics struct {
-	scrapes  prometheus.Counter
-	failures map[string]prometheus.Counter
+	scrapes   prometheus.Counter
+	failures  map[string]prometheus.Counter
+	loraDrops [len(loraDrops{})]prometheus.Counter // by loraDropReasons' order
 }
 
 func (m *metrics) forEndpoint(id string) targetMetrics {
@@ -45,10 +52,14 @@ func (m *metrics) forEndpoint(id string) targetMetrics {
 	for _, r := range reasons {
 		tm.failures[r] = m.failures.WithLabelValues(id, r)
 	}
+	for i, r := range loraDropReasons {
+		tm.loraDrops[i] = m.loraDrops.WithLabelValues(id, r)
+	}
 	return tm
 }
 
 func (m *metrics) drop(id string) {
 	m.scrapes.DeleteLabelValues(id)
 	m.failures.DeletePartialMatch(prometheus.Labels{"endpoint": id})
+	m.loraDrops.DeletePartialMatch(prometheus.Labels{"endpoint": id})
 }

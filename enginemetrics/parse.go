@@ -56,7 +56,7 @@ func failure(reason string, format string, args ...any) *scrapeError {
 // wanted reports whether name is one of the metric names the scraper reads.
 func wanted(name []byte) bool {
 	switch string(name) {
-	case metricWaiting, metricRunning, metricKVUsage, metricGPUUsage:
+	case metricWaiting, metricRunning, metricKVUsage, metricGPUUsage, metricLoRA:
 		return true
 	}
 	return false
@@ -105,8 +105,15 @@ func filterLines(body []byte) []byte {
 // the exposition holds one series per engine (vLLM's data-parallel ranks),
 // the series whose engine label is rank are read; when none carries that
 // label value, the series are combined: queue lengths summed, KV-cache usage
-// the highest.
+// the highest. The LoRA gauge, when present, is read too (parseLoRA).
 func parseSignal(body []byte, rank int) (Signal, *scrapeError) {
+	sig, _, err := parse(body, rank)
+	return sig, err
+}
+
+// parse is parseSignal that also returns what the LoRA gauge's parse
+// dropped.
+func parse(body []byte, rank int) (Signal, loraDrops, *scrapeError) {
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	mfs, err := p.TextToMetricFamilies(bytes.NewReader(filterLines(body)))
 	if err != nil {
@@ -114,7 +121,7 @@ func parseSignal(body []byte, rank int) (Signal, *scrapeError) {
 		if len(msg) > parseErrorLimit {
 			msg = msg[:parseErrorLimit]
 		}
-		return Signal{}, failure(reasonParse, "%s", msg)
+		return Signal{}, loraDrops{}, failure(reasonParse, "%s", msg)
 	}
 	engine := strconv.Itoa(rank)
 	var sig Signal
@@ -128,14 +135,16 @@ func parseSignal(body []byte, rank int) (Signal, *scrapeError) {
 	if e := errors.Join(err1, err2, err3); e != nil {
 		var se *scrapeError
 		if errors.As(e, &se) {
-			return Signal{}, se
+			return Signal{}, loraDrops{}, se
 		}
-		return Signal{}, failure(reasonParse, "%v", e)
+		return Signal{}, loraDrops{}, failure(reasonParse, "%v", e)
 	}
 	sig.Waiting = int(math.Min(waiting, maxQueueLength))
 	sig.Running = int(math.Min(running, maxQueueLength))
 	sig.KVCacheUsage = kv
-	return sig, nil
+	var drops loraDrops
+	sig.LoRA, drops = parseLoRA(mfs)
+	return sig, drops, nil
 }
 
 // gauge returns a family's value for one engine (see parseSignal): the sum

@@ -22,7 +22,7 @@ func (s *Scraper) scrape(t *target) {
 	defer cancel(nil)
 	timer := s.clk.AfterFunc(s.cfg.Timeout, func() { cancel(errScrapeTimeout) })
 	defer timer.Stop()
-	sig, ferr := s.fetch(ctx, t)
+	sig, drops, ferr := s.fetch(ctx, t)
 	if s.ctx.Err() != nil {
 		return // closing
 	}
@@ -40,39 +40,53 @@ func (s *Scraper) scrape(t *target) {
 	if prev := t.last.Load(); prev != nil && prev.reason != "" {
 		s.set.Log().Info("engine metrics: scrapes succeed again", "endpoint", t.ep.ID)
 	}
+	for i, n := range drops {
+		if n > 0 {
+			t.m.loraDrops[i].Add(float64(n))
+		}
+	}
 	sig.Scraped = now
 	t.good.Store(&sig)
 	t.last.Store(&outcome{sig: sig})
 }
 
-// fetch sends the request, reads at most Config.MaxBodyBytes of the body
-// and parses it.
-func (s *Scraper) fetch(ctx context.Context, t *target) (Signal, *scrapeError) {
+// fetch fetches the body (fetchBody) and parses it.
+func (s *Scraper) fetch(ctx context.Context, t *target) (Signal, loraDrops, *scrapeError) {
+	body, err := s.fetchBody(ctx, t)
+	if err != nil {
+		return Signal{}, loraDrops{}, err
+	}
+	return parse(body, t.ep.Rank)
+}
+
+// fetchBody sends the request and reads at most Config.MaxBodyBytes of the
+// body.
+func (s *Scraper) fetchBody(ctx context.Context, t *target) ([]byte, *scrapeError) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.url, nil)
 	if err != nil {
-		return Signal{}, failure(reasonConnection, "%v", err)
+		return nil, failure(reasonConnection, "%v", err)
 	}
 	req.Header.Set("Accept", acceptHeader)
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return Signal{}, transportFailure(ctx, err)
+		return nil, transportFailure(ctx, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return Signal{}, failure(reasonStatus, "status %d", resp.StatusCode)
+		return nil, failure(reasonStatus, "status %d", resp.StatusCode)
 	}
 	limit := s.cfg.MaxBodyBytes
 	if resp.ContentLength > limit {
-		return Signal{}, failure(reasonTooLarge, "body of %d bytes exceeds %d", resp.ContentLength, limit)
+		return nil, failure(reasonTooLarge, "body of %d bytes exceeds %d", resp.ContentLength, limit)
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil {
-		return Signal{}, transportFailure(ctx, err)
+		return nil, transportFailure(ctx, err)
 	}
 	if int64(len(body)) > limit {
-		return Signal{}, failure(reasonTooLarge, "body exceeds %d bytes", limit)
+		return nil, failure(reasonTooLarge, "body exceeds %d bytes", limit)
 	}
-	return parseSignal(body, t.ep.Rank)
+	return body, nil
 }
 
 // transportFailure classifies a failed request or body read: the scrape's

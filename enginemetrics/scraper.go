@@ -24,6 +24,9 @@ type Signal struct {
 	// KVCacheUsage is vllm:kv_cache_usage_perc, 0 to 1: the share of KV
 	// blocks held by running requests.
 	KVCacheUsage float64
+	// LoRA is the engine's LoRA adapter state (vllm:lora_requests_info);
+	// zero when the engine does not expose it.
+	LoRA LoRAInfo
 	// Scraped is when the scrape completed, on the Scraper's clock.
 	Scraped time.Time
 }
@@ -180,6 +183,26 @@ func (s *Scraper) Signal(ep kvroute.Endpoint) (Signal, bool) {
 		return sig, false
 	}
 	return sig, s.clk.Now().Sub(last.sig.Scraped) <= s.cfg.Staleness
+}
+
+// LoRA returns ep's LoRA adapter state from its last successful scrape,
+// and whether it is fresh by the rule of Saturation. It allocates nothing,
+// so a scorer may call it for every candidate of every request; a stale
+// state is still returned, with false.
+func (s *Scraper) LoRA(ep kvroute.Endpoint) (LoRAInfo, bool) {
+	t := (*s.targets.Load())[ep.ID]
+	if t == nil {
+		return LoRAInfo{}, false
+	}
+	g := t.good.Load()
+	last := t.last.Load()
+	if g == nil || last == nil || last.reason != "" {
+		if g != nil {
+			return g.LoRA, false
+		}
+		return LoRAInfo{}, false
+	}
+	return g.LoRA, s.clk.Now().Sub(last.sig.Scraped) <= s.cfg.Staleness
 }
 
 // Close stops the loop, cancels the scrapes in flight and waits for them,

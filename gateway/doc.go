@@ -54,6 +54,14 @@
 // x-prefiller-host-port (disagg.HeaderPrefiller) for the decode pod's
 // routing sidecar, and the response in HeaderPrefillEndpoint; a client's
 // own x-prefiller-host-port is never forwarded.
+// ServerConfig.LoRA adds package lora's adapter-affinity scorer to the
+// Router: a request whose model names an adapter goes preferably to an
+// engine running it (its vllm:lora_requests_info, scraped by the same
+// enginemetrics Scraper, with ServerConfig.EngineMetrics' settings or the
+// defaults). An engine whose metrics cannot be scraped is scored neutral
+// (kvroute_lora_candidates_total{state="unknown"}) and still routed to by
+// load; an adapter no engine serves is forwarded and the engine's 404 goes
+// back to the client.
 //
 // Unless Options.Transport is given, the Handler reaches the engines with its
 // own HTTP/1.1 keep-alive client: the request is written and the response

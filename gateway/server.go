@@ -19,6 +19,7 @@ import (
 	"github.com/kvroute/kvroute/admission"
 	"github.com/kvroute/kvroute/disagg"
 	"github.com/kvroute/kvroute/enginemetrics"
+	"github.com/kvroute/kvroute/lora"
 	"github.com/kvroute/kvroute/telemetry"
 )
 
@@ -81,6 +82,16 @@ type ServerConfig struct {
 	// for the decode pod's routing sidecar. Nil picks in one role among
 	// every endpoint. PolicyPrecise only.
 	Disagg *disagg.Config
+	// LoRA, when set, adds the LoRA adapter-affinity scorer (package lora)
+	// to the Router's scorers: a request whose model names an adapter goes
+	// preferably to an engine running it, as the engines' own
+	// vllm:lora_requests_info says. It reads the engine-metrics scraper,
+	// built with EngineMetrics (or its defaults when EngineMetrics is nil,
+	// in which case the scraper feeds only this scorer). An endpoint whose
+	// metrics cannot be scraped is scored neutral and counted in
+	// kvroute_lora_candidates_total{state="unknown"}; the request is still
+	// routed by load. PolicyPrecise only.
+	LoRA *lora.Config
 }
 
 // Server is a running gateway: a Handler on an http.Server with /metrics
@@ -89,8 +100,9 @@ type ServerConfig struct {
 type Server struct {
 	router    *kvroute.Router        // nil under PolicyRoundRobin
 	admission *admission.Controller  // nil without ServerConfig.Admission
-	scraper   *enginemetrics.Scraper // nil without ServerConfig.EngineMetrics
 	disagg    *disagg.Profile        // nil without ServerConfig.Disagg
+	scraper   *enginemetrics.Scraper // nil without ServerConfig.EngineMetrics and ServerConfig.LoRA
+	lora      *lora.Scorer           // nil without ServerConfig.LoRA
 	handler   *Handler
 	registry  *prometheus.Registry
 	srv       *http.Server
@@ -148,18 +160,33 @@ func NewServer(ctx context.Context, cfg ServerConfig, opts Options) (*Server, er
 	switch cfg.Policy {
 	case "", PolicyPrecise:
 		ropts := kvroute.Options{Set: telemetry.Set{Registerer: s.registry, Logger: logger, TracerProvider: opts.TracerProvider, Clock: opts.Clock}}
-		if cfg.EngineMetrics != nil && cfg.Admission == nil {
-			return nil, errors.New("gateway: engineMetrics feeds the admission stage; set admission too")
+		if cfg.EngineMetrics != nil && cfg.Admission == nil && cfg.LoRA == nil {
+			return nil, errors.New("gateway: engineMetrics feeds the admission stage and the lora scorer; set admission or lora too")
+		}
+		if cfg.EngineMetrics != nil || cfg.LoRA != nil {
+			var emc enginemetrics.Config
+			if cfg.EngineMetrics != nil {
+				emc = *cfg.EngineMetrics
+			}
+			sc, err := enginemetrics.New(emc, enginemetrics.Options{Set: ropts.Set})
+			if err != nil {
+				return nil, err
+			}
+			s.scraper = sc
+		}
+		if cfg.LoRA != nil {
+			ls, err := lora.New(*cfg.LoRA, s.scraper, lora.Options{Set: ropts.Set})
+			if err != nil {
+				s.closeAdmission()
+				return nil, err
+			}
+			s.lora = ls
+			ropts.Scorers = append(ropts.Scorers, ls.Weighted())
 		}
 		if cfg.Admission != nil {
 			detectors := slices.Clone(cfg.AdmissionDetectors)
 			if cfg.EngineMetrics != nil {
-				sc, err := enginemetrics.New(*cfg.EngineMetrics, enginemetrics.Options{Set: ropts.Set})
-				if err != nil {
-					return nil, err
-				}
-				s.scraper = sc
-				detectors = append(detectors, sc)
+				detectors = append(detectors, s.scraper)
 			}
 			a, err := admission.New(*cfg.Admission, admission.Options{Set: ropts.Set, Detectors: detectors})
 			if err != nil {
@@ -198,6 +225,9 @@ func NewServer(ctx context.Context, cfg ServerConfig, opts Options) (*Server, er
 		}
 		if cfg.Disagg != nil {
 			return nil, errors.New("gateway: disagg needs the precise policy (its profile step is the Router's)")
+		}
+		if cfg.LoRA != nil {
+			return nil, errors.New("gateway: the lora scorer needs the precise policy (it is one of the Router's scorers)")
 		}
 		picker = new(RoundRobin)
 	default:
@@ -338,11 +368,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return s.shutdownErr
 }
 
-// closeAdmission closes the admission stage and its engine scraper, if
-// any.
+// closeAdmission closes the admission stage, the lora scorer and the
+// engine scraper, those that exist.
 func (s *Server) closeAdmission() {
 	if s.admission != nil {
 		s.admission.Close()
+	}
+	if s.lora != nil {
+		s.lora.Close()
 	}
 	if s.scraper != nil {
 		s.scraper.Close()

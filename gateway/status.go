@@ -11,6 +11,7 @@ import (
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/admission"
 	"github.com/kvroute/kvroute/enginemetrics"
+	"github.com/kvroute/kvroute/lora"
 )
 
 // StatusPath is the gateway's status page: plain HTML (no scripts) with the
@@ -205,7 +206,8 @@ func (s *Server) shownConfig() any {
 		Proxy             Config                `json:"proxy"`
 		Admission         *admission.Config     `json:"admission"`
 		EngineMetrics     *enginemetrics.Config `json:"engineMetrics"`
+		LoRA              *lora.Config          `json:"lora"`
 		Router            kvroute.Config        `json:"router"`
 	}{s.cfg.Listen, s.cfg.Policy, s.cfg.ReadHeaderTimeout, s.cfg.IdleTimeout, s.cfg.Proxy, s.cfg.Admission,
-		s.cfg.EngineMetrics, s.cfg.Router}
+		s.cfg.EngineMetrics, s.cfg.LoRA, s.cfg.Router}
 }

@@ -62,6 +62,10 @@ type Config struct {
 	// Hybrid, when set, runs a hybrid-attention model: a sliding-window
 	// group and optionally a Mamba group beside full attention (hybrid.go).
 	Hybrid *HybridConfig `json:"hybrid,omitempty"`
+
+	// LoRA, when set, models vLLM's LoRA adapter slots: a cap
+	// (--max-loras), a load time and LRU eviction (lora.go).
+	LoRA *LoRAConfig `json:"lora,omitempty"`
 }
 
 // Options are an Engine's injected dependencies; the zero value is valid.
@@ -107,6 +111,13 @@ func (c Config) withDefaults() (Config, error) {
 			return c, err
 		}
 		c.Hybrid = &h
+	}
+	if c.LoRA != nil {
+		l, err := c.LoRA.withDefaults()
+		if err != nil {
+			return c, err
+		}
+		c.LoRA = &l
 	}
 	switch {
 	case c.BlockSize < 1 || c.BlockSize > 1<<16:

@@ -55,6 +55,15 @@
 // its prompt tokens and k, and is a word whose text re-tokenizes to the same ID,
 // so multi-turn conversations that send the answer back hit its decode blocks.
 //
+// LoRA adapters (Config.LoRA, lora.go): like vLLM with --enable-lora and
+// --max-loras, a batch uses at most MaxLoRAs adapters and a waiting request
+// whose adapter finds no slot is skipped; admitting a request whose
+// adapter is in no slot loads it, evicting the least recently used adapter
+// no running request uses, and the step pays LoadTime per adapter loaded.
+// The engine exposes vllm:lora_requests_info as vLLM does (a series per
+// combination of running and waiting adapters and max_lora, valued at the
+// time it was last set; the newest maxLoRASeries are kept).
+//
 // Differences from vLLM that matter little to a router: the engine never emits
 // EOS (every request generates exactly MaxTokens tokens), it has one KV-cache
 // group, no multimodal inputs, and it counts a request's prefix-cache lookup

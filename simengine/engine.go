@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Engine is a simulated vLLM engine: a step scheduler over a paged KV cache with
@@ -46,10 +48,10 @@ type Engine struct {
 	unreg     func()
 	log       *slog.Logger
 
-	hy *hybrid // hybrid-attention mode (hybrid.go); nil without Config.Hybrid
-
 	held    map[ReqID][]int32 // blocks of finished requests held for a KV transfer (pd.go)
 	stalled bool              // the waiting head needs held blocks; idle until signal (pd.go)
+	hy      *hybrid           // hybrid-attention mode (hybrid.go); nil without Config.Hybrid
+	lo      *loraState        // LoRA adapter slots (lora.go); nil without Config.LoRA
 }
 
 // New returns an engine on a virtual clock starting at cfg.Start. Time moves only
@@ -81,12 +83,18 @@ func newEngine(cfg Config, opts Options, realtime bool) (*Engine, error) {
 	if cfg.Hybrid != nil {
 		e.hy = newHybrid(cfg.Hybrid)
 	}
+	if cfg.LoRA != nil {
+		e.lo = newLoRAState(*cfg.LoRA)
+	}
 	if realtime {
 		e.now = time.Now()
 	}
 	e.stats.NumBlocks = cfg.NumGPUBlocks
 	if reg := opts.Registerer; reg != nil {
-		c := newCollector(e)
+		var c prometheus.Collector = newCollector(e)
+		if e.lo != nil {
+			c = loraCollectors{c, newLoRACollector(e)}
+		}
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("engine: registering metrics: %w", err)
 		}

@@ -111,6 +111,8 @@ type Stats struct {
 	Preemptions        uint64 // running requests preempted for lack of blocks
 	Steps              uint64 // scheduler steps run
 	KVTransferTokens   uint64 // prompt tokens taken from a KV transfer instead of computed
+	LoRALoads          uint64 // adapters loaded into a slot (Config.LoRA)
+	LoRAEvictions      uint64 // adapters evicted from a slot to load another
 	Running, Waiting   int
 	// Deferred counts requests waiting outside the scheduler for their KV
 	// transfer (a decode engine's WAITING_FOR_REMOTE_KVS; Engine.Defer).

@@ -59,6 +59,9 @@ func (e *Engine) beginStepLocked(start time.Time) bool {
 	}
 	// Like vLLM, nobody is admitted in a step that preempted; an empty step would
 	// stall the engine, so then admission runs anyway.
+	if e.lo != nil {
+		e.lo.beginStep(e.sched)
+	}
 	if !e.preemptedThisStep || len(e.sched) == 0 {
 		budget = e.admitLocked(budget)
 	}
@@ -71,6 +74,10 @@ func (e *Engine) beginStepLocked(start time.Time) bool {
 	tokens := e.cfg.MaxNumBatchedTokens - budget
 	e.inflight = true
 	e.stepEnd = start.Add(e.cfg.stepDuration(tokens))
+	if e.lo != nil {
+		e.stepEnd = e.stepEnd.Add(e.lo.stepCost(e.cfg.TimeScale))
+		e.lo.record(e.running, e.waiting, start)
+	}
 	e.stats.Steps++
 	return true
 }
@@ -79,8 +86,12 @@ func (e *Engine) beginStepLocked(start time.Time) bool {
 // budget, the sequence limit and free blocks allow, and returns the budget left.
 func (e *Engine) admitLocked(budget int) int {
 	bs := e.cfg.BlockSize
-	for len(e.waiting) > 0 && budget > 0 && len(e.running) < e.cfg.MaxNumSeqs {
-		s := e.waiting[0]
+	for i := 0; i < len(e.waiting) && budget > 0 && len(e.running) < e.cfg.MaxNumSeqs; {
+		s := e.waiting[i]
+		if e.lo != nil && !e.lo.fits(s.req.LoRAName) {
+			i++ // its adapter finds no slot in this batch: skipped, as vLLM does
+			continue
+		}
 		hits := e.cacheHitLocked(s)
 		hitTokens := len(hits) * bs
 		start := e.remoteStartLocked(s, hitTokens) // pd.go
@@ -109,7 +120,19 @@ func (e *Engine) admitLocked(budget int) int {
 			e.stats.KVTransferTokens += uint64(start - hitTokens)
 		}
 		e.cacheFullLocked(s, start+n)
-		e.waiting = e.waiting[1:]
+		if i == 0 {
+			e.waiting = e.waiting[1:]
+		} else {
+			e.waiting = slices.Delete(e.waiting, i, i+1)
+		}
+		if e.lo != nil {
+			if loaded, evicted := e.lo.use(s.req.LoRAName); loaded {
+				e.stats.LoRALoads++
+				if evicted != "" {
+					e.stats.LoRAEvictions++
+				}
+			}
+		}
 		s.running = true
 		e.running = append(e.running, s)
 		s.schedN = n

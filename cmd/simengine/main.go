@@ -25,12 +25,14 @@ func main() {
 
 // options are the command-line flags.
 type options struct {
-	cfg      server.Config
-	host     string
-	port     int
-	kvConfig string
-	logLevel string
-	loras    string
+	cfg          server.Config
+	host         string
+	port         int
+	kvConfig     string
+	logLevel     string
+	loras        string
+	maxLoRAs     int
+	loraLoadTime time.Duration
 }
 
 func parseFlags(args []string) (*options, error) {
@@ -49,6 +51,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.cfg.KVEventsFormat, "kv-events-format", "current", `KV-event wire layout: "current" (map events, vLLM >= v0.26) or "legacy" (array events)`)
 	fs.BoolVar(&o.cfg.EnableScaleOut, "enable-scale-out", false, "register the /render routes (vLLM v0.30 --enable-scale-out)")
 	fs.StringVar(&o.loras, "lora-modules", "", "comma-separated LoRA adapter names served on top of --model")
+	fs.IntVar(&o.maxLoRAs, "max-loras", 0, "LoRA adapter slots (vLLM --max-loras): a batch uses at most this many adapters, loading one evicts the least recently used; 0 = adapters always loaded, no slots modelled")
+	fs.DurationVar(&o.loraLoadTime, "lora-load-time", simengine.DefaultLoRALoadTime, "time a step stalls to load an adapter into a slot (with --max-loras)")
 	fs.Float64Var(&o.cfg.Engine.PrefillTokensPerSecond, "prefill-tokens-per-second", simengine.DefaultPrefillTokensPerSecond, "compute speed: cost of each scheduled token")
 	fs.DurationVar(&o.cfg.Engine.DecodeStep, "decode-step", simengine.DefaultDecodeStep, "fixed duration of one scheduler step")
 	fs.Float64Var(&o.cfg.Engine.TimeScale, "time-scale", 1, "multiplies every step duration (0.1 = ten times faster)")
@@ -75,6 +79,9 @@ func parseFlags(args []string) (*options, error) {
 	o.cfg.KVEvents = kv
 	if o.loras != "" {
 		o.cfg.LoRAModules = strings.Split(o.loras, ",")
+	}
+	if o.maxLoRAs != 0 {
+		o.cfg.Engine.LoRA = &simengine.LoRAConfig{MaxLoRAs: o.maxLoRAs, LoadTime: o.loraLoadTime}
 	}
 	return o, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/kvroute/kvroute/enginemetrics"
 	"github.com/kvroute/kvroute/gateway"
 	"github.com/kvroute/kvroute/internal/jsonconf"
+	"github.com/kvroute/kvroute/lora"
 	"github.com/kvroute/kvroute/render"
 )
 
@@ -43,6 +44,11 @@ type gatewayConfig struct {
 	// as {}) with admission, the engines' /metrics are scraped for the
 	// admission's saturation signal. Its keys are enginemetrics.Config's.
 	EngineMetrics *enginemetrics.Config `json:"engineMetrics"`
+	// LoRA is gateway.ServerConfig.LoRA: present (even as {}) adds the
+	// LoRA adapter-affinity scorer, fed by the engines' /metrics (scraped
+	// with engineMetrics' settings, or its defaults). Its keys are
+	// lora.Config's.
+	LoRA *lora.Config `json:"lora"`
 	// TokenizeOnce is gateway.Config.TokenizeOnce: the APIs forwarded
 	// with the rendered token IDs instead of the text (only
 	// "completions" qualifies).
@@ -81,8 +87,13 @@ func (g gatewayConfig) validate() error {
 			return fmt.Errorf("%s.disagg: %w", gatewaySection, err)
 		}
 	}
-	if g.EngineMetrics != nil && g.Admission == nil {
-		return fmt.Errorf("%s.engineMetrics: feeds the admission stage; set %s.admission too", gatewaySection, gatewaySection)
+	if g.LoRA != nil {
+		if err := g.LoRA.Validate(); err != nil {
+			return fmt.Errorf("%s.lora: %w", gatewaySection, err)
+		}
+	}
+	if g.EngineMetrics != nil && g.Admission == nil && g.LoRA == nil {
+		return fmt.Errorf("%s.engineMetrics: feeds the admission stage and the lora scorer; set %s.admission or %s.lora too", gatewaySection, gatewaySection, gatewaySection)
 	}
 	return nil
 }
@@ -98,6 +109,7 @@ func (g gatewayConfig) apply(s *gateway.ServerConfig) {
 	s.Admission = g.Admission
 	s.EngineMetrics = g.EngineMetrics
 	s.Disagg = g.Disagg
+	s.LoRA = g.LoRA
 }
 
 // decodeGatewaySection reads the "gateway" member of a configuration

@@ -47,6 +47,7 @@ type options struct {
 	blocksSet                    bool            // -blocks was given
 	overload                     overloadOptions // overload.go
 	pd                           pdOptions       // pd.go
+	lora                         loraOptions     // lora.go
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -77,6 +78,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.overload.requests, "overload-requests", sim.DefaultOverloadWorkload().Requests, "with -overload: requests per run")
 	fs.StringVar(&o.overload.loads, "overload-loads", "0.5,1.25,1.5,2", "with -overload: comma-separated loads (multiples of the fleet's measured capacity)")
 	addPDFlags(fs, &o.pd)
+	addLoRAFlags(fs, &o.lora)
 	if err := cliflag.Parse(fs, args, os.Stdout); err != nil {
 		return o, err
 	}
@@ -146,6 +148,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	if o.pd.on {
 		return runPD(o, base, args, stdout)
+	}
+	if o.lora.on {
+		return runLoRA(o, args, stdout)
 	}
 	if o.rep.only {
 		return runReplicasOnly(ctx, o, base, loads, args, stdout)

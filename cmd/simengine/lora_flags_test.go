@@ -1,0 +1,19 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestLoRAFlags(t *testing.T) {
+	o, err := parseFlags([]string{"--lora-modules", "a,b", "--max-loras", "2", "--lora-load-time", "20ms"})
+	require.NoError(t, err)
+	require.NotNil(t, o.cfg.Engine.LoRA)
+	require.Equal(t, 2, o.cfg.Engine.LoRA.MaxLoRAs)
+	require.Equal(t, 20*time.Millisecond, o.cfg.Engine.LoRA.LoadTime)
+	o, err = parseFlags([]string{"--lora-modules", "a"})
+	require.NoError(t, err)
+	require.Nil(t, o.cfg.Engine.LoRA, "without --max-loras adapters are always loaded")
+}

@@ -1,0 +1,175 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/enginemetrics"
+	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/lora"
+	"github.com/kvroute/kvroute/simengine"
+	"github.com/kvroute/kvroute/simengine/server"
+)
+
+// loraFleet is a gateway with the LoRA adapter-affinity scorer in front of
+// three simulated engines serving adapters sql, chat and code with one
+// adapter slot each; the third engine's /metrics is broken (503).
+type loraFleet struct {
+	engines []*server.Server
+	broken  *http.Server
+	served  chan error
+	eps     []kvroute.Endpoint
+	gw      *Server
+	client  *http.Client
+}
+
+func startLoRAFleet(t *testing.T) *loraFleet {
+	t.Helper()
+	f := &loraFleet{served: make(chan error, 1), client: &http.Client{Transport: &http.Transport{}}}
+	for i := range 3 {
+		srv, err := server.New(server.Config{Model: testModel, LoRAModules: []string{"sql", "chat", "code"},
+			Engine: simengine.Config{BlockSize: 64, NumGPUBlocks: 512, PrefillTokensPerSecond: 1e7, DecodeStep: time.Millisecond,
+				LoRA: &simengine.LoRAConfig{MaxLoRAs: 1, LoadTime: time.Millisecond}}}, server.Options{})
+		require.NoError(t, err)
+		f.engines = append(f.engines, srv)
+		if i < 2 {
+			require.NoError(t, srv.Start("127.0.0.1:0"))
+			f.eps = append(f.eps, kvroute.Endpoint{ID: srv.Addr()})
+			continue
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		f.broken = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/metrics" {
+				http.Error(w, "metrics exporter down", http.StatusServiceUnavailable)
+				return
+			}
+			srv.Handler().ServeHTTP(w, r)
+		})}
+		go func() { f.served <- f.broken.Serve(ln) }()
+		f.eps = append(f.eps, kvroute.Endpoint{ID: ln.Addr().String()})
+	}
+	rc := kvroute.DefaultConfig()
+	rc.Model = testModel
+	rc.Events.Enabled = new(false)
+	rc.DisableRender = true
+	var err error
+	f.gw, err = NewServer(t.Context(), ServerConfig{Listen: "127.0.0.1:0", Router: rc, Endpoints: f.eps,
+		EngineMetrics: &enginemetrics.Config{Interval: 10 * time.Millisecond, Staleness: time.Hour},
+		LoRA:          &lora.Config{}}, Options{})
+	require.NoError(t, err)
+	return f
+}
+
+func (f *loraFleet) close(t *testing.T) {
+	f.client.CloseIdleConnections()
+	require.NoError(t, f.gw.Shutdown(context.Background()))
+	require.NoError(t, f.broken.Close())
+	<-f.served
+	for _, e := range f.engines {
+		require.NoError(t, e.Close())
+	}
+}
+
+// complete sends a completion for model to url and returns the status, the
+// endpoint the gateway chose (if any) and the body.
+func (f *loraFleet) complete(t *testing.T, url, model string) (int, string, string) {
+	t.Helper()
+	body := fmt.Sprintf(`{"model":%q,"prompt":"tell me about adapters","max_tokens":2}`, model)
+	resp, err := f.client.Post(url+"/v1/completions", "application/json", strings.NewReader(body))
+	require.NoError(t, err)
+	b := readAll(t, resp)
+	return resp.StatusCode, resp.Header.Get(HeaderEndpoint), b
+}
+
+// Requests for an adapter go to the engine running it; an engine whose
+// metrics endpoint is down is scored neutral and counted, and still
+// serves; an adapter no engine serves is answered by the engine's 404.
+func TestGatewayLoRAAffinity(t *testing.T) {
+	defer leakcheck.Check(t)()
+	f := startLoRAFleet(t)
+	defer f.close(t)
+	// Warm: engine 1 runs sql, engine 0 runs chat (sent to them directly).
+	code, _, body := f.complete(t, "http://"+f.eps[1].ID, "sql")
+	require.Equal(t, http.StatusOK, code, body)
+	code, _, body = f.complete(t, "http://"+f.eps[0].ID, "chat")
+	require.Equal(t, http.StatusOK, code, body)
+	// Wait for the scraper to see both (its interval is 10ms; bounded by
+	// the observation itself).
+	require.Eventually(t, func() bool {
+		l1, ok1 := f.gw.scraper.LoRA(f.eps[1])
+		l0, ok0 := f.gw.scraper.LoRA(f.eps[0])
+		return ok1 && ok0 && l1.IsRunning("sql") && l0.IsRunning("chat")
+	}, 20*time.Second, 5*time.Millisecond)
+
+	gw := "http://" + f.gw.Addr()
+	for range 5 {
+		code, ep, body := f.complete(t, gw, "sql")
+		require.Equal(t, http.StatusOK, code, body)
+		require.Equal(t, f.eps[1].ID, ep, "sql runs on engine 1")
+		code, ep, body = f.complete(t, gw, "chat")
+		require.Equal(t, http.StatusOK, code, body)
+		require.Equal(t, f.eps[0].ID, ep, "chat runs on engine 0")
+	}
+	require.Equal(t, uint64(1), f.engines[1].Engine().Stats().LoRALoads, "engine 1 loaded sql once, for the warm-up")
+	require.Equal(t, uint64(1), f.engines[0].Engine().Stats().LoRALoads)
+
+	// The broken engine: every pick rated it unknown, its failures counted.
+	require.GreaterOrEqual(t, seriesOf(t, f.gw, "kvroute_lora_candidates_total", "state", "unknown"), 10.0)
+	require.Positive(t, seriesOf(t, f.gw, "kvroute_engine_metrics_scrape_failures_total", "endpoint", f.eps[2].ID, "reason", "http_status"))
+	require.Equal(t, 10.0, seriesOf(t, f.gw, "kvroute_lora_candidates_total", "state", "running"))
+
+	// An adapter nobody serves: routed by load, answered by the engine.
+	code, _, body = f.complete(t, gw, "no-such-adapter")
+	require.Equal(t, http.StatusNotFound, code)
+	require.Contains(t, body, "The model `no-such-adapter` does not exist.")
+}
+
+// seriesOf is the value of the gateway's series name with the labels given
+// (name, value pairs), 0 when absent.
+func seriesOf(t *testing.T, s *Server, name string, labels ...string) float64 {
+	t.Helper()
+	mfs, err := s.registry.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range mf.GetMetric() {
+			have := map[string]string{}
+			for _, l := range m.GetLabel() {
+				have[l.GetName()] = l.GetValue()
+			}
+			for i := 0; i+1 < len(labels); i += 2 {
+				if have[labels[i]] != labels[i+1] {
+					continue series
+				}
+			}
+			if m.GetCounter() != nil {
+				return m.GetCounter().GetValue()
+			}
+			return m.GetGauge().GetValue()
+		}
+	}
+	return 0
+}
+
+func TestGatewayLoRANeedsPrecise(t *testing.T) {
+	_, err := NewServer(t.Context(), ServerConfig{Listen: "127.0.0.1:0", Policy: PolicyRoundRobin, LoRA: &lora.Config{}}, Options{})
+	require.ErrorContains(t, err, "lora")
+	rc := kvroute.DefaultConfig()
+	rc.Model = testModel
+	rc.Events.Enabled = new(false)
+	rc.DisableRender = true
+	_, err = NewServer(t.Context(), ServerConfig{Listen: "127.0.0.1:0", Router: rc, LoRA: &lora.Config{Weight: -1}}, Options{})
+	require.ErrorContains(t, err, "weight")
+}
