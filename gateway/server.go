@@ -18,6 +18,7 @@ import (
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/admission"
 	"github.com/kvroute/kvroute/enginemetrics"
+	"github.com/kvroute/kvroute/session"
 	"github.com/kvroute/kvroute/telemetry"
 )
 
@@ -73,6 +74,15 @@ type ServerConfig struct {
 	// signals; an endpoint whose scrape is stale is judged by kvroute's own
 	// accounting.
 	EngineMetrics *enginemetrics.Config
+	// Session, when set, turns session affinity on (package session): a
+	// request's session key (headers x-session-id, x-dynamo-session-id,
+	// x-smg-routing-key, the llm-d-session cookie, or derived from the
+	// body when configured) makes the Router prefer the endpoint that
+	// served the session's last turn, weighed against its load; with
+	// Router.Cluster the sessions are shared with the other replicas. A
+	// malformed key is skipped and counted, or answered 400 with
+	// Session.Strict. PolicyPrecise only.
+	Session *session.Config
 }
 
 // Server is a running gateway: a Handler on an http.Server with /metrics
@@ -82,6 +92,7 @@ type Server struct {
 	router    *kvroute.Router        // nil under PolicyRoundRobin
 	admission *admission.Controller  // nil without ServerConfig.Admission
 	scraper   *enginemetrics.Scraper // nil without ServerConfig.EngineMetrics
+	session   *session.Affinity      // nil without ServerConfig.Session
 	handler   *Handler
 	registry  *prometheus.Registry
 	srv       *http.Server
@@ -159,12 +170,23 @@ func NewServer(ctx context.Context, cfg ServerConfig, opts Options) (*Server, er
 			}
 			s.admission, ropts.Admission = a, a
 		}
+		if cfg.Session != nil {
+			aff, err := session.New(*cfg.Session, session.Options{Set: ropts.Set})
+			if err != nil {
+				s.closeAdmission()
+				return nil, err
+			}
+			s.session = aff
+			ropts.Scorers = append(ropts.Scorers, aff.Scorer())
+			ropts.Profile = aff.Profile(ropts.Profile)
+		}
 		r, err := kvroute.New(ctx, cfg.Router, ropts)
 		if err != nil {
 			s.closeAdmission()
 			return nil, err
 		}
 		s.router, picker = r, r
+		s.session.Share(r.Cluster()) // nil-safe: no cluster, nothing shared
 		if s.admission != nil {
 			s.admission.SetLoad(r.Load())
 			s.admission.ShareQueues(r.Cluster()) // nil without cluster sharing: nothing to share
@@ -173,6 +195,9 @@ func NewServer(ctx context.Context, cfg ServerConfig, opts Options) (*Server, er
 			cfg.Proxy.Model = cfg.Router.Model
 		}
 	case PolicyRoundRobin:
+		if cfg.Session != nil {
+			return nil, errors.New("gateway: session affinity needs the precise policy (it is one of the Router's scorers)")
+		}
 		if cfg.Admission != nil {
 			return nil, errors.New("gateway: admission needs the precise policy (its accounting is the Router's)")
 		}
@@ -325,6 +350,10 @@ func (s *Server) closeAdmission() {
 		s.scraper.Close()
 	}
 }
+
+// Session returns the Server's session affinity, or nil without
+// ServerConfig.Session.
+func (s *Server) Session() *session.Affinity { return s.session }
 
 // Admission returns the Server's admission stage, or nil without
 // ServerConfig.Admission.

@@ -115,9 +115,9 @@ func (a *Affinity) put(h uint64, endpoint string, now int64) {
 // publisher (no Redis call on the request path) and each peer's record
 // arrives through r's subscription, is checked (an endpoint not among r's
 // endpoints is dropped and counted by the replica) and stored as of its
-// age. A nil r (no cluster configured) does nothing.
+// age. A nil r (no cluster configured), or a nil Affinity, does nothing.
 func (a *Affinity) Share(r *cluster.Replica) {
-	if r == nil {
+	if a == nil || r == nil {
 		return
 	}
 	a.share = r

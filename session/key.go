@@ -43,12 +43,17 @@ func (a *Affinity) Key(req *kvroute.Request) (string, error) {
 	if req.Session != "" {
 		return req.Session, nil
 	}
-	k, src, err := a.key(req)
+	k, src, skipped, err := a.key(req)
 	a.met.keys[src].Inc()
+	if skipped && src != srcInvalid {
+		a.met.keys[srcInvalid].Inc() // a malformed value was skipped before this source
+	}
 	return k, err
 }
 
-func (a *Affinity) key(req *kvroute.Request) (string, int, error) {
+// key returns the key and its source, and whether a malformed value was
+// skipped on the way.
+func (a *Affinity) key(req *kvroute.Request) (string, int, bool, error) {
 	invalid := false
 	for _, h := range a.cfg.Headers {
 		vs := req.Header[h]
@@ -56,33 +61,33 @@ func (a *Affinity) key(req *kvroute.Request) (string, int, error) {
 			continue
 		}
 		if a.wellFormed(vs[0]) {
-			return vs[0], srcHeader, nil
+			return vs[0], srcHeader, invalid, nil
 		}
 		if a.cfg.Strict {
-			return "", srcInvalid, fmt.Errorf("%w: header %s: %s", ErrInvalidKey, h, a.why(vs[0]))
+			return "", srcInvalid, true, fmt.Errorf("%w: header %s: %s", ErrInvalidKey, h, a.why(vs[0]))
 		}
 		invalid = true
 	}
 	if a.cfg.Cookie != "-" {
 		if v, ok := cookieValue(req.Header, a.cfg.Cookie); ok {
 			if a.wellFormed(v) {
-				return v, srcCookie, nil
+				return v, srcCookie, invalid, nil
 			}
 			if a.cfg.Strict {
-				return "", srcInvalid, fmt.Errorf("%w: cookie %s: %s", ErrInvalidKey, a.cfg.Cookie, a.why(v))
+				return "", srcInvalid, true, fmt.Errorf("%w: cookie %s: %s", ErrInvalidKey, a.cfg.Cookie, a.why(v))
 			}
 			invalid = true
 		}
 	}
 	if a.cfg.Derive {
 		if k := derive(req.Body); k != "" {
-			return k, srcDerived, nil
+			return k, srcDerived, invalid, nil
 		}
 	}
 	if invalid {
-		return "", srcInvalid, nil
+		return "", srcInvalid, true, nil
 	}
-	return "", srcNone, nil
+	return "", srcNone, false, nil
 }
 
 // wellFormed reports whether v may be a session key: 1 to MaxKeyBytes

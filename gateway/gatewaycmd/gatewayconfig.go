@@ -12,6 +12,7 @@ import (
 	"github.com/kvroute/kvroute/gateway"
 	"github.com/kvroute/kvroute/internal/jsonconf"
 	"github.com/kvroute/kvroute/render"
+	"github.com/kvroute/kvroute/session"
 )
 
 // gatewaySection is the key of the --config file's gateway settings; every
@@ -46,6 +47,10 @@ type gatewayConfig struct {
 	// with the rendered token IDs instead of the text (only
 	// "completions" qualifies).
 	TokenizeOnce []render.API `json:"tokenizeOnce"`
+	// Session is gateway.ServerConfig.Session: present (even as {}) turns
+	// session affinity on, absent leaves it off. Its keys are
+	// session.Config's.
+	Session *session.Config `json:"session"`
 }
 
 // validate rejects negative values, which have no meaning.
@@ -70,6 +75,11 @@ func (g gatewayConfig) validate() error {
 			return fmt.Errorf("%s.admission: %w", gatewaySection, err)
 		}
 	}
+	if g.Session != nil {
+		if err := g.Session.Validate(); err != nil {
+			return fmt.Errorf("%s.session: %w", gatewaySection, err)
+		}
+	}
 	if g.EngineMetrics != nil && g.Admission == nil {
 		return fmt.Errorf("%s.engineMetrics: feeds the admission stage; set %s.admission too", gatewaySection, gatewaySection)
 	}
@@ -86,6 +96,7 @@ func (g gatewayConfig) apply(s *gateway.ServerConfig) {
 	s.Proxy.TokenizeOnce = g.TokenizeOnce
 	s.Admission = g.Admission
 	s.EngineMetrics = g.EngineMetrics
+	s.Session = g.Session
 }
 
 // decodeGatewaySection reads the "gateway" member of a configuration
