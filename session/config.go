@@ -10,6 +10,7 @@ import (
 
 	"github.com/kvroute/kvroute/affinity"
 	"github.com/kvroute/kvroute/internal/jsonconf"
+	"github.com/kvroute/kvroute/tokenload"
 )
 
 // Defaults applied by New to zero Config fields.
@@ -92,6 +93,13 @@ type Config struct {
 	// the endpoint's headroom below it, 1 − load/SaturationTokens. 0 means
 	// DefaultMaxPrefillBacklog at affinity.DefaultPeakPrefillThroughput.
 	SaturationTokens int64 `json:"saturationTokens"`
+	// OpenRequestTokens is the load, in tokens, each request still open on
+	// the session's endpoint adds to that load: a streaming request keeps
+	// its KV blocks and a decode slot although its prompt tokens left the
+	// committed load at its first chunk, so an endpoint full of decoding
+	// sessions is saturated too. 0 means tokenload.DefaultOpenRequestTokens
+	// (the router's default); negative counts open requests as nothing.
+	OpenRequestTokens int64 `json:"openRequestTokens"`
 }
 
 // ErrInvalidConfig is wrapped by every configuration error.
@@ -159,6 +167,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SaturationTokens == 0 {
 		c.SaturationTokens = int64(DefaultMaxPrefillBacklog.Seconds() * affinity.DefaultPeakPrefillThroughput)
+	}
+	if c.OpenRequestTokens == 0 {
+		c.OpenRequestTokens = tokenload.DefaultOpenRequestTokens
 	}
 	return c
 }

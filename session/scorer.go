@@ -1,6 +1,8 @@
 package session
 
 import (
+	"math"
+
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/tokenload"
 )
@@ -8,8 +10,9 @@ import (
 // scorer is the session-affinity scorer. For a request with a session key
 // (Request.Session) whose last turn the store remembers, it gives the
 // candidate that served that turn its headroom below
-// Config.SaturationTokens: 1 − (committed tokens + this request's uncached
-// tokens) / SaturationTokens, 0 at or above it; every other candidate, and
+// Config.SaturationTokens: 1 − (committed tokens + open requests ×
+// Config.OpenRequestTokens + this request's uncached tokens) /
+// SaturationTokens, 0 at or above it; every other candidate, and
 // every candidate of a request without a session, gets 0.
 //
 // Weighed against the token-load scorer (the router's, weight
@@ -35,5 +38,7 @@ func (sc scorer) Score(s *kvroute.Selection, i int) float64 {
 	if c.Endpoint.ID != ep {
 		return 0
 	}
-	return tokenload.Score(c.InFlightTokens, c.UncachedTokens, a.cfg.SaturationTokens)
+	load := max(c.InFlightTokens, 0)
+	load += min(tokenload.OpenRequestLoad(c.OpenRequests, a.cfg.OpenRequestTokens), math.MaxInt64-load)
+	return tokenload.Score(load, c.UncachedTokens, a.cfg.SaturationTokens)
 }

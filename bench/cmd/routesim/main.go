@@ -46,6 +46,7 @@ type options struct {
 	peerReuse, peerReusePolicies string
 	blocksSet                    bool            // -blocks was given
 	overload                     overloadOptions // overload.go
+	session                      sessionOptions  // session.go
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -75,6 +76,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.overload.on, "overload", false, "run only the admission-under-overload study (writes routesim-overload.md and routesim-overload.json)")
 	fs.IntVar(&o.overload.requests, "overload-requests", sim.DefaultOverloadWorkload().Requests, "with -overload: requests per run")
 	fs.StringVar(&o.overload.loads, "overload-loads", "0.5,1.25,1.5,2", "with -overload: comma-separated loads (multiples of the fleet's measured capacity)")
+	fs.BoolVar(&o.session.on, "session", false, "run only the session-affinity study: kvroute with and without session affinity and under Dynamo's session TTL rule, on multi-turn and agent traffic (writes routesim-session.md and routesim-session.json)")
+	fs.IntVar(&o.session.requests, "session-requests", 2000, "with -session: requests per run")
+	fs.StringVar(&o.session.loads, "session-loads", "0.5,0.9,1.2", "with -session: comma-separated loads")
 	if err := cliflag.Parse(fs, args, os.Stdout); err != nil {
 		return o, err
 	}
@@ -141,6 +145,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	if o.overload.on {
 		return runOverload(o, base, args, stdout)
+	}
+	if o.session.on {
+		return runSession(o, base, args, stdout)
 	}
 	if o.rep.only {
 		return runReplicasOnly(ctx, o, base, loads, args, stdout)
