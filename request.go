@@ -69,6 +69,13 @@ type Request struct {
 	// whole, its open request included, as llm-d releases a prefill pick at
 	// the first response chunk.
 	PrefillOnly bool
+	// Session is the request's session key: requests that carry the same
+	// key are turns of one conversation or agent loop. The router does not
+	// interpret it; a session-affinity scorer (package session) reads it
+	// to prefer the endpoint that served the session's last turn, and
+	// session.Profile sets it from the request's headers when empty.
+	// Empty means no session.
+	Session string
 }
 
 // Errors for the mistakes that would otherwise route without cache

@@ -168,6 +168,7 @@ func (r *Replica) flush(buf []byte) ([]byte, int) {
 		}
 		r.send(buf, n, m)
 	}
+	buf = r.flushSessions(buf) // sessions.go
 	if cap(buf) > 4*flushBytes {
 		buf = nil // release a burst's memory
 	}
@@ -265,6 +266,10 @@ func (r *Replica) receiveLoop(ps *redis.PubSub) {
 // apply decodes one decision message and speculates its decisions, skipping
 // this replica's own.
 func (r *Replica) apply(payload []byte, scratch []kvindex.Key) []kvindex.Key {
+	if len(payload) > 0 && payload[0] == sessionMagic { // session affinity records (sessions.go)
+		r.applySessions(payload)
+		return scratch
+	}
 	self := r.cfg.ReplicaID
 	// Peers may be configured with a larger MaxKeysPerDecision: accept up to
 	// what a message can hold.

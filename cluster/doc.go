@@ -64,6 +64,15 @@
 // with the defaults); a full queue, a failed publish or a degraded replica
 // drops decisions and counts them.
 //
+// # Shared session affinity
+//
+// With ShareSessions (package session's Affinity.Share calls it), each
+// session record PublishSession queues (a session key's 64-bit hash and the
+// endpoint of its latest turn) is sent with the decisions, as a session
+// message on the same channel, and every other replica hands the records to
+// its session store, dated by their age; sessions.go gives the format and
+// its checks. Nothing of it runs on the request path but the queueing.
+//
 // # Membership
 //
 // A record also names the replica's snapshot URL; the pool's member set lists

@@ -62,6 +62,8 @@ type metrics struct {
 	deltasDropped    [numDeltaDrops]prometheus.Counter
 	pendingBytes     prometheus.Gauge
 
+	sessions sessionMetrics // sessions.go
+
 	// cs are every collector, the ones newMetrics registered and Close
 	// unregisters.
 	cs []prometheus.Collector
@@ -179,6 +181,7 @@ func newMetrics(set telemetry.Set) (*metrics, error) {
 	m.cs = []prometheus.Collector{m.degraded, m.outages, errs, m.commands, m.peers, m.peersIgnored,
 		m.invalidRecords, m.staleness, m.published, m.publishedBytes, m.messages, drops, m.received, m.invalidMsgs, m.truncated,
 		m.deltasPublished, m.deltasApplied, m.deltasSuperseded, deltaDrops, m.pendingBytes, m.staleRecords, epDrops, m.queueBandsDropped}
+	m.cs = append(m.cs, m.sessions.init()...)
 	if err := set.Register(m.cs...); err != nil {
 		return nil, err
 	}

@@ -89,6 +89,8 @@ type Replica struct {
 
 	queues queueShare // admission queue depths shared with the peers (queues.go)
 
+	sessions sessionShare // session affinity shared with the peers (sessions.go)
+
 	closeOnce sync.Once
 	cleanup   bool // delete the record on Close (tests turn it off)
 

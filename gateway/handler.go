@@ -18,6 +18,7 @@ import (
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/admission"
 	"github.com/kvroute/kvroute/render"
+	"github.com/kvroute/kvroute/session"
 	"github.com/kvroute/kvroute/telemetry"
 	"github.com/kvroute/kvroute/tokenload"
 )
@@ -361,6 +362,11 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api ren
 		case errors.Is(err, tokenload.ErrInvalidRequestID):
 			am.results[ResultBadRequest].Inc()
 			writeError(w, api, http.StatusBadRequest, "X-Request-Id: "+err.Error())
+			return
+		case errors.Is(err, session.ErrInvalidKey):
+			// Session.Strict: a malformed session header or cookie.
+			am.results[ResultBadRequest].Inc()
+			writeError(w, api, http.StatusBadRequest, err.Error())
 			return
 		case errors.Is(err, kvroute.ErrModelMismatch):
 			// The body names a model the router does not index; the client

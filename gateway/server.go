@@ -20,6 +20,7 @@ import (
 	"github.com/kvroute/kvroute/disagg"
 	"github.com/kvroute/kvroute/enginemetrics"
 	"github.com/kvroute/kvroute/lora"
+	"github.com/kvroute/kvroute/session"
 	"github.com/kvroute/kvroute/telemetry"
 )
 
@@ -92,6 +93,15 @@ type ServerConfig struct {
 	// kvroute_lora_candidates_total{state="unknown"}; the request is still
 	// routed by load. PolicyPrecise only.
 	LoRA *lora.Config
+	// Session, when set, turns session affinity on (package session): a
+	// request's session key (headers x-session-id, x-dynamo-session-id,
+	// x-smg-routing-key, the llm-d-session cookie, or derived from the
+	// body when configured) makes the Router prefer the endpoint that
+	// served the session's last turn, weighed against its load; with
+	// Router.Cluster the sessions are shared with the other replicas. A
+	// malformed key is skipped and counted, or answered 400 with
+	// Session.Strict. PolicyPrecise only.
+	Session *session.Config
 }
 
 // Server is a running gateway: a Handler on an http.Server with /metrics
@@ -103,6 +113,7 @@ type Server struct {
 	disagg    *disagg.Profile        // nil without ServerConfig.Disagg
 	scraper   *enginemetrics.Scraper // nil without ServerConfig.EngineMetrics and ServerConfig.LoRA
 	lora      *lora.Scorer           // nil without ServerConfig.LoRA
+	session   *session.Affinity      // nil without ServerConfig.Session
 	handler   *Handler
 	registry  *prometheus.Registry
 	srv       *http.Server
@@ -203,6 +214,16 @@ func NewServer(ctx context.Context, cfg ServerConfig, opts Options) (*Server, er
 			}
 			s.disagg, ropts.Profile = p, p
 		}
+		if cfg.Session != nil {
+			aff, err := session.New(*cfg.Session, session.Options{Set: ropts.Set})
+			if err != nil {
+				s.closeAdmission()
+				return nil, err
+			}
+			s.session = aff
+			ropts.Scorers = append(ropts.Scorers, aff.Scorer())
+			ropts.Profile = aff.Profile(ropts.Profile)
+		}
 		r, err := kvroute.New(ctx, cfg.Router, ropts)
 		if err != nil {
 			s.closeAdmission()
@@ -212,6 +233,7 @@ func NewServer(ctx context.Context, cfg ServerConfig, opts Options) (*Server, er
 		if s.disagg != nil {
 			s.disagg.SetEventsLive(disagg.RouterEventsLive(r))
 		}
+		s.session.Share(r.Cluster()) // nil-safe: no cluster, nothing shared
 		if s.admission != nil {
 			s.admission.SetLoad(r.Load())
 			s.admission.ShareQueues(r.Cluster()) // nil without cluster sharing: nothing to share
@@ -220,6 +242,9 @@ func NewServer(ctx context.Context, cfg ServerConfig, opts Options) (*Server, er
 			cfg.Proxy.Model = cfg.Router.Model
 		}
 	case PolicyRoundRobin:
+		if cfg.Session != nil {
+			return nil, errors.New("gateway: session affinity needs the precise policy (it is one of the Router's scorers)")
+		}
 		if cfg.Admission != nil {
 			return nil, errors.New("gateway: admission needs the precise policy (its accounting is the Router's)")
 		}
@@ -384,6 +409,10 @@ func (s *Server) closeAdmission() {
 		s.disagg.Close()
 	}
 }
+
+// Session returns the Server's session affinity, or nil without
+// ServerConfig.Session.
+func (s *Server) Session() *session.Affinity { return s.session }
 
 // Admission returns the Server's admission stage, or nil without
 // ServerConfig.Admission.

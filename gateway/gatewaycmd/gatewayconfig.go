@@ -14,6 +14,7 @@ import (
 	"github.com/kvroute/kvroute/internal/jsonconf"
 	"github.com/kvroute/kvroute/lora"
 	"github.com/kvroute/kvroute/render"
+	"github.com/kvroute/kvroute/session"
 )
 
 // gatewaySection is the key of the --config file's gateway settings; every
@@ -58,6 +59,10 @@ type gatewayConfig struct {
 	// prefill endpoint travels in x-prefiller-host-port), absent leaves it
 	// off. Its keys are disagg.Config's.
 	Disagg *disagg.Config `json:"disagg"`
+	// Session is gateway.ServerConfig.Session: present (even as {}) turns
+	// session affinity on, absent leaves it off. Its keys are
+	// session.Config's.
+	Session *session.Config `json:"session"`
 }
 
 // validate rejects negative values, which have no meaning.
@@ -95,6 +100,11 @@ func (g gatewayConfig) validate() error {
 	if g.EngineMetrics != nil && g.Admission == nil && g.LoRA == nil {
 		return fmt.Errorf("%s.engineMetrics: feeds the admission stage and the lora scorer; set %s.admission or %s.lora too", gatewaySection, gatewaySection, gatewaySection)
 	}
+	if g.Session != nil {
+		if err := g.Session.Validate(); err != nil {
+			return fmt.Errorf("%s.session: %w", gatewaySection, err)
+		}
+	}
 	return nil
 }
 
@@ -110,6 +120,7 @@ func (g gatewayConfig) apply(s *gateway.ServerConfig) {
 	s.EngineMetrics = g.EngineMetrics
 	s.Disagg = g.Disagg
 	s.LoRA = g.LoRA
+	s.Session = g.Session
 }
 
 // decodeGatewaySection reads the "gateway" member of a configuration

@@ -48,6 +48,7 @@ type options struct {
 	overload                     overloadOptions // overload.go
 	pd                           pdOptions       // pd.go
 	lora                         loraOptions     // lora.go
+	session                      sessionOptions  // session.go
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -79,6 +80,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.overload.loads, "overload-loads", "0.5,1.25,1.5,2", "with -overload: comma-separated loads (multiples of the fleet's measured capacity)")
 	addPDFlags(fs, &o.pd)
 	addLoRAFlags(fs, &o.lora)
+	fs.BoolVar(&o.session.on, "session", false, "run only the session-affinity study: kvroute with and without session affinity and under Dynamo's session TTL rule, on multi-turn and agent traffic (writes routesim-session.md and routesim-session.json)")
+	fs.IntVar(&o.session.requests, "session-requests", 2000, "with -session: requests per run")
+	fs.StringVar(&o.session.loads, "session-loads", "0.5,0.9,1.2", "with -session: comma-separated loads")
 	if err := cliflag.Parse(fs, args, os.Stdout); err != nil {
 		return o, err
 	}
@@ -151,6 +155,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	if o.lora.on {
 		return runLoRA(o, args, stdout)
+	}
+	if o.session.on {
+		return runSession(o, base, args, stdout)
 	}
 	if o.rep.only {
 		return runReplicasOnly(ctx, o, base, loads, args, stdout)

@@ -71,7 +71,7 @@ var PeerPolicies = []Policy{Dynamo, SGLang, SGLangEvents, LMetric}
 // eventFed reports whether the policy's index is fed by the engines' KV
 // events.
 func (p Policy) eventFed() bool {
-	return p.isKVRoute() || p == Dynamo || p == SGLangEvents || p == LMetric
+	return p.isKVRoute() || p == Dynamo || p == SGLangEvents || p == LMetric || p.isSessionPolicy()
 }
 
 // isKVRoute reports whether the policy is the real kvroute.Router in one of

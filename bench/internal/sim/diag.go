@@ -17,6 +17,8 @@ type diagnostics struct {
 	// publisher would never send (the cluster's publisher wakes on every
 	// queued change, so this must stay 0).
 	unscheduled int
+	// reqs are the run's requests once it ended.
+	reqs []*request
 }
 
 // pickTrace is one kvroute pick as the diagnostics saw it.

@@ -145,6 +145,9 @@ func runWith(cfg Config, policy Policy, diag *diagnostics) (Result, error) {
 		return Result{}, err
 	}
 	res := r.result()
+	if diag != nil {
+		diag.reqs = r.reqs // the session study's stickiness (session_study.go)
+	}
 	res.CacheError = r.cacheErr.result()
 	res.Wall = time.Since(wall)
 	return res, nil
@@ -216,6 +219,9 @@ func (r *run) newPolicy(g int) (router, error) {
 		}
 		r.events.subs = append(r.events.subs, eventSub{applier: a, onBatch: onBatch})
 		return nil
+	}
+	if r.policy.isSessionPolicy() { // session.go
+		return r.newSessionPolicy(seed, clock, func(ix *kvindex.Index) error { return subscribe(ix, nil) })
 	}
 	switch r.policy {
 	case KVRoute, KVRoutePrefillOnly, KVRouteLMetric:

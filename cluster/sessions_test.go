@@ -1,0 +1,157 @@
+package cluster
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/redistest"
+	"github.com/kvroute/kvroute/kvindex"
+	"github.com/kvroute/kvroute/telemetry"
+	"github.com/kvroute/kvroute/tokenload"
+)
+
+// appendSessions encodes a session message as flushSessions does, for
+// tests that write one by hand.
+func appendSessions(b []byte, sender string, recs ...sessionRecord) []byte {
+	b = append(b, sessionMagic, sessionWireVersion)
+	b = appendStr(b, sender)
+	b = binary.AppendUvarint(b, uint64(len(recs)))
+	for _, r := range recs {
+		b = binary.LittleEndian.AppendUint64(b, r.key)
+		b = appendStr(b, r.endpoint)
+		var age uint64 // the tests put the age in at; zero is 0
+		if !r.at.IsZero() {
+			age = uint64(r.at.UnixMilli())
+		}
+		b = binary.AppendUvarint(b, age)
+	}
+	return b
+}
+
+type sessionSink struct {
+	mu   sync.Mutex
+	recs []sessionRecord
+}
+
+func (s *sessionSink) apply(key uint64, ep []byte, age time.Duration) {
+	s.mu.Lock()
+	s.recs = append(s.recs, sessionRecord{key: key, endpoint: string(ep), at: time.UnixMilli(age.Milliseconds())})
+	s.mu.Unlock()
+}
+
+func (s *sessionSink) len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.recs)
+}
+
+// Session records written into the real redis-server by anyone are
+// checked: a record naming an endpoint that is not the replica's is
+// dropped and counted, a malformed message (truncated, an age over a day,
+// trailing bytes) is counted and nothing of it applied, and the replica's
+// own records are not applied to itself.
+func TestHostileSessionRecords(t *testing.T) {
+	defer leakcheck.Check(t)()
+	srv := redistest.Start(t)
+	defer srv.Stop()
+	g := newGhost(t, srv.Addr)
+	g.record(1, time.Hour)
+	x := newHostileTarget(t, srv.Addr)
+	var sink sessionSink
+	x.r.ShareSessions(sink.apply)
+	ctx := context.Background()
+	pub := func(msg []byte) { require.NoError(t, g.rdb.Publish(ctx, g.keys.channel, msg).Err()) }
+
+	var recs []sessionRecord
+	for i := range 500 {
+		recs = append(recs, sessionRecord{key: uint64(i), endpoint: fmt.Sprintf("junk-%d.example:8000", i)})
+	}
+	recs = append(recs, sessionRecord{key: 7, endpoint: known, at: time.UnixMilli(1500)})
+	pub(appendSessions(nil, "ghost", recs...))
+	require.Eventually(t, func() bool { return sink.len() >= 1 }, deltaWait, time.Millisecond)
+	require.Equal(t, []sessionRecord{{key: 7, endpoint: known, at: time.UnixMilli(1500)}}, sink.recs)
+	require.EqualValues(t, 500, counter(t, x.reg, "kvroute_cluster_endpoints_dropped_total", map[string]string{"reason": "unknown_endpoint"}))
+
+	good := appendSessions(nil, "ghost", sessionRecord{key: 8, endpoint: known})
+	invalid := counter(t, x.reg, "kvroute_cluster_invalid_messages_total", nil)
+	pub(good[:len(good)-3])                                                                                                                 // truncated
+	pub(appendSessions(nil, "ghost", sessionRecord{key: 9, endpoint: known, at: time.UnixMilli(int64(48 * time.Hour / time.Millisecond))})) // too old
+	pub(append(appendSessions(nil, "ghost", sessionRecord{key: 10, endpoint: known}), 0))                                                   // trailing byte
+	pub(appendSessions(nil, "a", sessionRecord{key: 11, endpoint: known}))                                                                  // its own
+	pub(good)                                                                                                                               // the marker
+	require.Eventually(t, func() bool { return sink.len() >= 2 }, deltaWait, time.Millisecond)
+	require.Equal(t, uint64(8), sink.recs[1].key, "nothing of the malformed messages nor of its own was applied")
+	require.Equal(t, invalid+3, counter(t, x.reg, "kvroute_cluster_invalid_messages_total", nil))
+	x.r.Close()
+}
+
+// Records published on one replica reach another's sink: dated by their
+// age, within a publish interval and a round trip.
+func TestSessionRecordsReachPeers(t *testing.T) {
+	defer leakcheck.Check(t)()
+	srv := redistest.Start(t)
+	defer srv.Stop()
+	x := newHostileTarget(t, srv.Addr) // replica "a"
+	y := newHostileTarget2(t, srv.Addr, "b")
+	var sink sessionSink
+	y.r.ShareSessions(sink.apply)
+	x.r.ShareSessions(func(uint64, []byte, time.Duration) {})
+	for i := range 100 {
+		x.r.PublishSession(uint64(1000+i), known)
+	}
+	require.Eventually(t, func() bool { return sink.len() == 100 }, deltaWait, time.Millisecond)
+	require.Equal(t, uint64(1000), sink.recs[0].key)
+	require.Less(t, time.Duration(sink.recs[0].at.UnixMilli())*time.Millisecond, deltaWait, "the age is the time queued")
+	// The publisher counts after PUBLISH returns, which may be after the
+	// subscriber already applied the message.
+	require.Eventually(t, func() bool { return counter(t, x.reg, "kvroute_cluster_sessions_published_total", nil) == 100 }, deltaWait, time.Millisecond)
+	require.EqualValues(t, 100, counter(t, y.reg, "kvroute_cluster_sessions_applied_total", nil))
+	x.r.Close()
+	y.r.Close()
+}
+
+// FuzzDecodeSessions: the session message decoder never panics and never
+// reports more records than the message can hold.
+func FuzzDecodeSessions(f *testing.F) {
+	f.Add(appendSessions(nil, "ghost", sessionRecord{key: 1, endpoint: known}))
+	f.Add(appendSessions(nil, "", sessionRecord{key: 1, endpoint: ""}, sessionRecord{key: 2, endpoint: "x"}))
+	f.Add([]byte{sessionMagic, sessionWireVersion, 0, 255, 255, 255, 255, 15})
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		n := 0
+		err := decodeSessions(msg, func(_, ep []byte, _ uint64, age time.Duration) {
+			n++
+			if age > maxSessionAge || len(ep) > maxNameBytes {
+				t.Fatalf("record out of bounds: age %v, endpoint %d bytes", age, len(ep))
+			}
+		})
+		if err == nil && n*10 > len(msg) {
+			t.Fatalf("%d records from %d bytes", n, len(msg))
+		}
+	})
+}
+
+// newHostileTarget2 is newHostileTarget with replica ID id.
+func newHostileTarget2(t *testing.T, addr, id string) hostileTarget {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	ix, err := kvindex.New(kvindex.Config{SweepInterval: -1}, kvindex.Options{})
+	require.NoError(t, err)
+	t.Cleanup(ix.Close)
+	tr, err := tokenload.NewTracker(tokenload.Options{Set: telemetry.Set{Registerer: reg}})
+	require.NoError(t, err)
+	cfg := Config{Addrs: []string{addr}, Pool: "d", ReplicaID: id, Lease: 3 * time.Hour,
+		RefreshPeriod: time.Hour, ReadPeriod: time.Hour, OpTimeout: 2 * time.Second}
+	r, err := New(cfg, ix, tr, Options{Set: telemetry.Set{Registerer: reg}})
+	require.NoError(t, err)
+	t.Cleanup(r.Close)
+	acceptTestEndpoints(t, r)
+	return hostileTarget{r: r, tr: tr, ix: ix, reg: reg}
+}

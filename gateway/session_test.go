@@ -1,0 +1,140 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/session"
+	"github.com/kvroute/kvroute/simengine"
+	"github.com/kvroute/kvroute/simengine/server"
+)
+
+// startSessionFleet is a gateway with session affinity in front of n
+// simulated engines that render the requests; KV events and speculative
+// entries are off, so nothing but the session tells the router where a
+// conversation's turns went (as before an engine's first events arrive).
+func startSessionFleet(t *testing.T, n int, sc session.Config) *tokenFleet {
+	t.Helper()
+	f := &tokenFleet{client: &http.Client{Transport: &http.Transport{}}}
+	var eps []kvroute.Endpoint
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		srv, err := server.New(server.Config{Model: testModel, EnableScaleOut: true,
+			Engine: simengine.Config{BlockSize: 16, NumGPUBlocks: 512, PrefillTokensPerSecond: 1e7, DecodeStep: time.Millisecond}}, server.Options{})
+		require.NoError(t, err)
+		ch := make(chan error, 1)
+		go func() { ch <- srv.Serve(ln) }()
+		f.engines, f.served = append(f.engines, srv), append(f.served, ch)
+		eps = append(eps, kvroute.Endpoint{ID: ln.Addr().String()})
+	}
+	cfg := kvroute.DefaultConfig()
+	cfg.Model = testModel
+	cfg.BlockSize = 16
+	cfg.Events.Enabled = new(false)
+	cfg.Speculative.Enabled = new(false)
+	var err error
+	f.gw, err = NewServer(t.Context(), ServerConfig{Listen: "127.0.0.1:0", Router: cfg, Endpoints: eps, Session: &sc}, Options{})
+	require.NoError(t, err)
+	return f
+}
+
+// chatTurn posts turn k of a conversation (its messages so far) and
+// returns the endpoint that served it.
+func chatTurn(t *testing.T, f *tokenFleet, hdr http.Header, conv string, k int) (string, int) {
+	t.Helper()
+	var msgs []string
+	msgs = append(msgs, `{"role":"system","content":"You are a coding agent. Use the tools."}`)
+	for i := 0; i <= k; i++ {
+		msgs = append(msgs, fmt.Sprintf(`{"role":"user","content":"%s step %d: run the tests and read the output of tool call %d"}`, conv, i, i))
+		if i < k {
+			msgs = append(msgs, fmt.Sprintf(`{"role":"assistant","content":"calling tool %d for %s"}`, i, conv))
+		}
+	}
+	body := `{"model":"` + testModel + `","max_tokens":2,"messages":[` + strings.Join(msgs, ",") + `]}`
+	req, err := http.NewRequest(http.MethodPost, f.gw.URL()+"/v1/chat/completions", strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header = hdr.Clone()
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := f.client.Do(req)
+	require.NoError(t, err)
+	out := readAll(t, resp)
+	return resp.Header.Get(HeaderEndpoint), resp.StatusCode + 0*len(out)
+}
+
+// Through the gateway, with simulated engines and no cache signal: each
+// conversation's turns stick to one endpoint when they carry a session
+// header (or, with derive, none at all), spread without one, and leave an
+// endpoint that is saturated.
+func TestGatewaySessionAffinity(t *testing.T) {
+	defer leakcheck.Check(t)()
+	f := startSessionFleet(t, 4, session.Config{Derive: true, SaturationTokens: 20_000})
+	defer f.close(t)
+
+	for c := range 4 {
+		conv := fmt.Sprintf("conv-%d", c)
+		hdr := http.Header{"X-Session-Id": {conv}}
+		home, code := chatTurn(t, f, hdr, conv, 0)
+		require.Equal(t, http.StatusOK, code)
+		for k := 1; k < 8; k++ {
+			ep, code := chatTurn(t, f, hdr, conv, k)
+			require.Equal(t, http.StatusOK, code)
+			require.Equal(t, home, ep, "%s turn %d", conv, k)
+		}
+	}
+	// No header: the key derived from the conversation's opening sticks too.
+	home, _ := chatTurn(t, f, http.Header{}, "derived", 0)
+	for k := 1; k < 6; k++ {
+		ep, _ := chatTurn(t, f, http.Header{}, "derived", k)
+		require.Equal(t, home, ep, "derived turn %d", k)
+	}
+
+	// A saturated endpoint is left: other clients' prompts in flight there.
+	hdr := http.Header{"X-Session-Id": {"busy"}}
+	home, _ = chatTurn(t, f, hdr, "busy", 0)
+	other := f.gw.Router().Load().Dispatch(home, 19_990)
+	ep, _ := chatTurn(t, f, hdr, "busy", 1)
+	require.NotEqual(t, home, ep, "the saturated endpoint keeps no session")
+	other.Done()
+	ep2, _ := chatTurn(t, f, hdr, "busy", 2)
+	require.Equal(t, ep, ep2, "the session stays where it moved")
+
+	// A malformed header: routed without a session, counted.
+	_, code := chatTurn(t, f, http.Header{"X-Session-Id": {strings.Repeat("x", 1000)}}, "long", 0)
+	require.Equal(t, http.StatusOK, code)
+	body := metricsText(t, f)
+	t.Log(regexp.MustCompile(`(?m)^kvroute_session.*$`).FindAllString(body, -1))
+	require.Contains(t, body, `kvroute_session_keys_total{source="invalid"} 1`)
+	require.Contains(t, body, `kvroute_session_lookups_total{outcome="moved"} 1`)
+	require.Regexp(t, `kvroute_session_lookups_total\{outcome="hit"\} (3[3-9]|[4-9]\d)`, body)
+}
+
+// With Strict, a malformed session header is answered 400.
+func TestGatewaySessionStrictRefusesMalformedKey(t *testing.T) {
+	defer leakcheck.Check(t)()
+	f := startSessionFleet(t, 2, session.Config{Strict: true})
+	defer f.close(t)
+	_, code := chatTurn(t, f, http.Header{"X-Session-Id": {"two words"}}, "c", 0)
+	require.Equal(t, http.StatusBadRequest, code)
+	_, code = chatTurn(t, f, http.Header{"X-Session-Id": {"fine"}}, "c", 0)
+	require.Equal(t, http.StatusOK, code)
+}
+
+func metricsText(t *testing.T, f *tokenFleet) string {
+	t.Helper()
+	resp, err := f.client.Get(f.gw.URL() + "/metrics")
+	require.NoError(t, err)
+	return readAll(t, resp)
+}
+
+var _ = context.Background

@@ -1,0 +1,195 @@
+package session
+
+import (
+	"context"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/cluster"
+	"github.com/kvroute/kvroute/telemetry"
+)
+
+// Options are an Affinity's injected dependencies; the zero value is valid.
+type Options struct {
+	// Set is the Affinity's observability: its metrics' registerer (nil
+	// registers none) and the clock of the store's TTL (nil is the wall
+	// clock).
+	telemetry.Set
+}
+
+// Affinity is session affinity for one router: the session store, the
+// scorer that reads it (Scorer) and the profile that keys each request and
+// records where its session went (Profile). It starts no goroutine; the
+// store is bounded (Config.MaxEntries) and safe for concurrent use.
+type Affinity struct {
+	cfg   Config
+	now   func() time.Time
+	set   telemetry.Set
+	store *store
+	met   *metrics
+	share *cluster.Replica // the replicas the sessions are shared with; nil: none
+}
+
+// New builds an Affinity from cfg (zero fields take their defaults) and
+// registers its metrics with opts.Registerer.
+func New(cfg Config, opts Options) (*Affinity, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	a := &Affinity{cfg: cfg, now: opts.Clk().Now, set: opts.Set, store: newStore(cfg.MaxEntries, int64(cfg.TTL))}
+	a.met = newMetrics(a.store.len)
+	if err := opts.Register(a.met.collectors()...); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// Close unregisters the metrics New registered; the Affinity must not be
+// used afterwards. It stops sharing with the replica given to Share.
+func (a *Affinity) Close() {
+	if a.share != nil {
+		a.share.ShareSessions(nil)
+	}
+	a.set.Unregister(a.met.collectors()...)
+}
+
+// Config returns the configuration with defaults applied.
+func (a *Affinity) Config() Config { return a.cfg }
+
+// Scorer returns the session-affinity scorer with its configured weight,
+// for kvroute.Options.Scorers.
+func (a *Affinity) Scorer() kvroute.WeightedScorer {
+	return kvroute.WeightedScorer{Scorer: scorer{a}, Weight: a.cfg.Weight}
+}
+
+// Profile returns a kvroute.Profile that keys each request (Key, setting
+// Request.Session), picks it with next (nil: one role among every
+// candidate, the router's default) and records the chosen endpoint as the
+// session's (Record). Pass it as kvroute.Options.Profile. A host that runs
+// the Selection stages itself calls Key before Match and Record after
+// Commit instead.
+func (a *Affinity) Profile(next kvroute.Profile) kvroute.Profile {
+	return profile{a: a, next: next}
+}
+
+// Hash is the store's key of a session key: its XXH64. Replicas share
+// sessions by hash, so a session key never leaves the replica.
+func Hash(key string) uint64 { return xxhash.Sum64String(key) }
+
+// Endpoint returns the endpoint that served session key's last turn, if it
+// is remembered and not expired. It changes nothing and counts nothing.
+func (a *Affinity) Endpoint(key string) (string, bool) {
+	if key == "" {
+		return "", false
+	}
+	return a.store.peek(Hash(key), a.now().UnixNano())
+}
+
+// Record remembers endpoint as the one that served session key's latest
+// turn, and shares it with the replicas given to Share. It is called when
+// a decision commits (Profile does it); an empty key does nothing.
+func (a *Affinity) Record(key, endpoint string) {
+	if key == "" || endpoint == "" {
+		return
+	}
+	h := Hash(key)
+	a.put(h, endpoint, a.now().UnixNano())
+	a.share.PublishSession(h, endpoint) // nil-safe, never blocks
+}
+
+func (a *Affinity) put(h uint64, endpoint string, now int64) {
+	exp, ev := a.store.record(h, endpoint, now)
+	if exp > 0 {
+		a.met.expired.Add(float64(exp))
+	}
+	if ev > 0 {
+		a.met.evicted.Add(float64(ev))
+	}
+}
+
+// Share makes the sessions recorded here known to the other replicas of
+// r's pool, and theirs known here: each record is queued for r's
+// publisher (no Redis call on the request path) and each peer's record
+// arrives through r's subscription, is checked (an endpoint not among r's
+// endpoints is dropped and counted by the replica) and stored as of its
+// age. A nil r (no cluster configured), or a nil Affinity, does nothing.
+func (a *Affinity) Share(r *cluster.Replica) {
+	if a == nil || r == nil {
+		return
+	}
+	a.share = r
+	r.ShareSessions(a.learn)
+}
+
+// learn stores a peer's record: the session hash key was routed to
+// endpoint age ago.
+func (a *Affinity) learn(key uint64, endpoint []byte, age time.Duration) {
+	now := a.now().UnixNano()
+	a.put(key, a.store.intern(endpoint), now-int64(age))
+	a.met.learned.Inc()
+}
+
+// Len returns the number of sessions stored (expired ones not yet removed
+// included).
+func (a *Affinity) Len() int { return a.store.len() }
+
+// Outcomes of kvroute_session_lookups_total: what a request with a session
+// key found, once its decision committed.
+const (
+	outHit     = iota // the session's last endpoint was chosen again
+	outMoved          // it was remembered, but another endpoint was chosen (load)
+	outMiss           // no endpoint remembered: a new session, or one forgotten
+	outExpired        // remembered, but longer ago than the TTL
+	numOutcomes
+)
+
+var outcomeNames = [numOutcomes]string{"hit", "moved", "miss", "expired"}
+
+// profile is Affinity.Profile.
+type profile struct {
+	a    *Affinity
+	next kvroute.Profile
+}
+
+// Pick keys the request, picks it and records the session's endpoint.
+func (p profile) Pick(ctx context.Context, req *kvroute.Request, endpoints []kvroute.Endpoint, stages kvroute.Picker) (*kvroute.Decision, error) {
+	a := p.a
+	key, err := a.Key(req)
+	if err != nil {
+		return nil, err
+	}
+	if key == "" {
+		return p.pick(ctx, req, endpoints, stages)
+	}
+	req.Session = key
+	h := Hash(key)
+	prev, state := a.store.lookup(h, a.now().UnixNano())
+	d, err := p.pick(ctx, req, endpoints, stages)
+	if err != nil {
+		return d, err
+	}
+	ep := d.Endpoint.ID
+	switch {
+	case state == expired:
+		a.met.lookups[outExpired].Inc()
+	case state == absent:
+		a.met.lookups[outMiss].Inc()
+	case prev == ep:
+		a.met.lookups[outHit].Inc()
+	default:
+		a.met.lookups[outMoved].Inc()
+	}
+	a.put(h, ep, a.now().UnixNano())
+	a.share.PublishSession(h, ep)
+	return d, nil
+}
+
+func (p profile) pick(ctx context.Context, req *kvroute.Request, endpoints []kvroute.Endpoint, stages kvroute.Picker) (*kvroute.Decision, error) {
+	if p.next != nil {
+		return p.next.Pick(ctx, req, endpoints, stages)
+	}
+	return stages.Pick(ctx, req, endpoints)
+}

@@ -1,0 +1,64 @@
+// Package session is session affinity for kvroute routers: the turns of one
+// conversation or agent loop prefer the endpoint that served the session's
+// last turn, even before the engine's KV events say it holds the
+// conversation, and when a turn's new tokens outweigh its cached prefix.
+//
+// # Session key
+//
+// A request's session key is, in order: Request.Session when the host set
+// it; the first well-formed value of Config.Headers (default x-session-id,
+// Dynamo's x-dynamo-session-id and SGLang's gateway's x-smg-routing-key);
+// the value of Config.Cookie (default llm-d-session, the cookie llm-d's
+// session-affinity scorer sets; its value, which names llm-d's endpoint, is
+// taken here as an opaque key); and, with Config.Derive (opt-in), a key
+// derived from the body: the hash of the model, the system prompt and the
+// messages up to and including the first user message, which every later
+// turn of a chat repeats. A header or cookie value longer than
+// Config.MaxKeyBytes (256) or holding a byte outside visible ASCII is
+// malformed: it is skipped and counted
+// (kvroute_session_keys_total{source="invalid"}) and the request routed
+// without it, or, with Config.Strict, the request is refused with
+// ErrInvalidKey (the gateway answers 400).
+//
+// # Scorer and store
+//
+// The store maps the key's 64-bit hash to the endpoint chosen for the
+// session's last turn, with the time it was chosen: an entry expires TTL
+// (10 minutes) after its last turn, and at most MaxEntries (262,144, about
+// EntryBytes = 64 bytes each) are held, the least recently routed session
+// forgotten first (counted). Time is the injected clock's (telemetry.Set).
+// There is no background goroutine: expired entries go when looked up or
+// when a new session needs room.
+//
+// The scorer (Affinity.Scorer, for kvroute.Options.Scorers) gives the
+// session's endpoint its headroom below Config.SaturationTokens, 1 −
+// load/SaturationTokens, and every other candidate 0. Added to the
+// router's token-load score, the session stays while its endpoint is not
+// much busier than the others and is left when the endpoint saturates
+// (its session score is then 0). It is a preference, not a filter: llm-d's
+// scorer gives its endpoint a flat 1 and Dynamo pins a session to its
+// worker while its TTL lasts; kvroute weighs the session against load.
+//
+// The profile (Affinity.Profile, for kvroute.Options.Profile, wrapping any
+// other profile) keys each request, sets Request.Session, and records the
+// committed decision's endpoint as the session's; hosts that run the
+// Selection stages themselves call Key and Record. Without a session key
+// nothing is looked up and nothing allocates.
+//
+// # Replicas
+//
+// Share(replica) shares the store with the other replicas of a cluster
+// pool the way routing decisions are: each record is queued (no Redis call
+// on the request path) and published with the decisions; peers' records
+// are checked (their endpoint must be one of the replica's own) and stored
+// as of their age. Only the key's hash travels.
+//
+// # Metrics
+//
+//	kvroute_session_lookups_total{outcome}   hit, moved, miss, expired
+//	kvroute_session_keys_total{source}       header, cookie, derived, none, invalid
+//	kvroute_session_expired_total            entries removed past their TTL
+//	kvroute_session_evicted_total            entries forgotten for room
+//	kvroute_session_peer_records_total       records learned from peers
+//	kvroute_session_entries                  entries held
+package session

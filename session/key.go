@@ -1,0 +1,186 @@
+package session
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/kvroute/kvroute"
+)
+
+// ErrInvalidKey is returned, with Config.Strict, for a request whose
+// session header or cookie is malformed: longer than Config.MaxKeyBytes, or
+// holding a byte outside visible ASCII (0x21–0x7E). A gateway answers it
+// with 400. Without Strict such a value is skipped and counted
+// (kvroute_session_keys_total{source="invalid"}) and the request is routed
+// without it.
+var ErrInvalidKey = errors.New("session: malformed session key")
+
+// Sources of a session key, the source label of
+// kvroute_session_keys_total.
+const (
+	srcHeader = iota
+	srcCookie
+	srcDerived
+	srcNone
+	srcInvalid
+	numSources
+)
+
+var sourceNames = [numSources]string{"header", "cookie", "derived", "none", "invalid"}
+
+// Key returns req's session key: Request.Session when set, else the first
+// well-formed value of Config.Headers, then of the cookie, then (with
+// Config.Derive) a key derived from the body; "" when none. A malformed
+// header or cookie value is skipped and counted, or, with Config.Strict,
+// refused with ErrInvalidKey. It allocates only to derive a key.
+func (a *Affinity) Key(req *kvroute.Request) (string, error) {
+	if req.Session != "" {
+		return req.Session, nil
+	}
+	k, src, skipped, err := a.key(req)
+	a.met.keys[src].Inc()
+	if skipped && src != srcInvalid {
+		a.met.keys[srcInvalid].Inc() // a malformed value was skipped before this source
+	}
+	return k, err
+}
+
+// key returns the key and its source, and whether a malformed value was
+// skipped on the way.
+func (a *Affinity) key(req *kvroute.Request) (string, int, bool, error) {
+	invalid := false
+	for _, h := range a.cfg.Headers {
+		vs := req.Header[h]
+		if len(vs) == 0 {
+			continue
+		}
+		if a.wellFormed(vs[0]) {
+			return vs[0], srcHeader, invalid, nil
+		}
+		if a.cfg.Strict {
+			return "", srcInvalid, true, fmt.Errorf("%w: header %s: %s", ErrInvalidKey, h, a.why(vs[0]))
+		}
+		invalid = true
+	}
+	if a.cfg.Cookie != "-" {
+		if v, ok := cookieValue(req.Header, a.cfg.Cookie); ok {
+			if a.wellFormed(v) {
+				return v, srcCookie, invalid, nil
+			}
+			if a.cfg.Strict {
+				return "", srcInvalid, true, fmt.Errorf("%w: cookie %s: %s", ErrInvalidKey, a.cfg.Cookie, a.why(v))
+			}
+			invalid = true
+		}
+	}
+	if a.cfg.Derive {
+		if k := derive(req.Body); k != "" {
+			return k, srcDerived, invalid, nil
+		}
+	}
+	if invalid {
+		return "", srcInvalid, true, nil
+	}
+	return "", srcNone, false, nil
+}
+
+// wellFormed reports whether v may be a session key: 1 to MaxKeyBytes
+// bytes of visible ASCII.
+func (a *Affinity) wellFormed(v string) bool {
+	if v == "" || len(v) > a.cfg.MaxKeyBytes {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] < 0x21 || v[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+func (a *Affinity) why(v string) string {
+	switch {
+	case v == "":
+		return "empty"
+	case len(v) > a.cfg.MaxKeyBytes:
+		return "longer than " + strconv.Itoa(a.cfg.MaxKeyBytes) + " bytes"
+	default:
+		return "holds a byte outside visible ASCII"
+	}
+}
+
+// cookieValue returns the value of the named cookie in h's Cookie
+// headers, without allocating (RFC 6265: "name=value" pairs separated by
+// "; ", a value optionally in double quotes).
+func cookieValue(h http.Header, name string) (string, bool) {
+	for _, line := range h["Cookie"] {
+		for line != "" {
+			var part string
+			part, line, _ = strings.Cut(line, ";")
+			part = strings.TrimSpace(part)
+			k, v, ok := strings.Cut(part, "=")
+			if !ok || k != name {
+				continue
+			}
+			if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+				v = v[1 : len(v)-1]
+			}
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// opening is the part of a request body that every turn of its
+// conversation repeats: the messages up to and including the first user
+// message (chat completions and Anthropic messages: "messages"; responses:
+// "input" as a list), with the system prompt (Anthropic's "system",
+// responses' "instructions").
+type opening struct {
+	Messages     []message       `json:"messages"`
+	Input        json.RawMessage `json:"input"`
+	System       json.RawMessage `json:"system"`
+	Instructions json.RawMessage `json:"instructions"`
+	Model        string          `json:"model"`
+}
+
+type message struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// derive returns the derived session key of a request body: "d:" and the
+// hex XXH64 of its model, system prompt and messages up to the first user
+// message; "" when the body is not JSON or has no user message (a plain
+// completions prompt has no turns to tell apart).
+func derive(body []byte) string {
+	var o opening
+	if len(body) == 0 || json.Unmarshal(body, &o) != nil {
+		return ""
+	}
+	msgs := o.Messages
+	if len(msgs) == 0 && len(o.Input) > 0 && o.Input[0] == '[' {
+		_ = json.Unmarshal(o.Input, &msgs)
+	}
+	d := xxhash.New()
+	_, _ = d.WriteString(o.Model)
+	_, _ = d.Write([]byte{0})
+	_, _ = d.Write(o.System)
+	_, _ = d.Write(o.Instructions)
+	for _, m := range msgs {
+		_, _ = d.Write([]byte{0})
+		_, _ = d.WriteString(m.Role)
+		_, _ = d.Write([]byte{0})
+		_, _ = d.Write(m.Content)
+		if m.Role == "user" {
+			return "d:" + strconv.FormatUint(d.Sum64(), 16)
+		}
+	}
+	return ""
+}

@@ -1,0 +1,59 @@
+package session
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are an Affinity's collectors. Their labels take values from
+// fixed sets only (outcome, source), never from the wire: neither session
+// keys nor endpoints are labels.
+type metrics struct {
+	lookups [numOutcomes]prometheus.Counter
+	keys    [numSources]prometheus.Counter
+	expired prometheus.Counter
+	evicted prometheus.Counter
+	learned prometheus.Counter
+	entries prometheus.GaugeFunc
+
+	lookupVec, keyVec *prometheus.CounterVec
+}
+
+func newMetrics(entries func() int) *metrics {
+	m := &metrics{
+		lookupVec: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kvroute_session_lookups_total",
+			Help: "Requests with a session key, by what the session store held once the decision committed: hit (the session's last endpoint chosen again), moved (another endpoint chosen, e.g. the last one was saturated), miss (nothing remembered), expired (remembered longer ago than the TTL).",
+		}, []string{"outcome"}),
+		keyVec: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kvroute_session_keys_total",
+			Help: "Requests keyed, by where the session key came from: header, cookie, derived (from the conversation's opening), none, or invalid (a malformed header or cookie value, skipped; the request was routed without a session).",
+		}, []string{"source"}),
+		expired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvroute_session_expired_total",
+			Help: "Sessions removed from the store because their last turn was longer ago than the TTL.",
+		}),
+		evicted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvroute_session_evicted_total",
+			Help: "Sessions forgotten before their TTL because the store was full (the least recently routed go first).",
+		}),
+		learned: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvroute_session_peer_records_total",
+			Help: "Sessions' endpoints learned from other router replicas (cluster sharing).",
+		}),
+		entries: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "kvroute_session_entries",
+			Help: "Sessions in the store, expired ones not yet removed included.",
+		}, func() float64 { return float64(entries()) }),
+	}
+	for i, n := range outcomeNames {
+		m.lookups[i] = m.lookupVec.WithLabelValues(n)
+	}
+	for i, n := range sourceNames {
+		m.keys[i] = m.keyVec.WithLabelValues(n)
+	}
+	return m
+}
+
+func (m *metrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.lookupVec, m.keyVec, m.expired, m.evicted, m.learned, m.entries}
+}

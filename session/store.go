@@ -1,0 +1,209 @@
+package session
+
+import (
+	"sync"
+)
+
+// storeShards spreads the store's lock; a power of two.
+const storeShards = 16
+
+// maxInterned bounds the endpoint names the store interns for sessions
+// learned from peers (a replica accepts only its own endpoints' names, so
+// this is far above any fleet).
+const maxInterned = 1 << 14
+
+// entry is one session: the endpoint that served its last turn and when.
+// prev and next link the shard's entries from the most recently recorded
+// (head) to the least (tail), the eviction order.
+type entry struct {
+	key        uint64
+	endpoint   string
+	at         int64 // Unix nanoseconds of the last record
+	prev, next int32
+}
+
+// shard is one part of the store: a map from key to slot in a slab of
+// entries, with a free list and the recency list. Its mutex guards all of
+// it; readers take it shared.
+type shard struct {
+	mu         sync.RWMutex
+	idx        map[uint64]int32
+	ents       []entry
+	free       int32 // head of the free list (linked through next), -1 when empty
+	head, tail int32 // most and least recently recorded, -1 when empty
+	cap        int
+}
+
+// store is the bounded TTL map from session key (a hash) to endpoint. It
+// starts no goroutine: expired entries leave when looked up, or from the
+// tail when a record needs room. Safe for concurrent use.
+type store struct {
+	shards [storeShards]shard
+	ttl    int64 // nanoseconds
+
+	internMu sync.RWMutex
+	interned map[string]string
+}
+
+// lookupState is what a lookup found.
+type lookupState uint8
+
+const (
+	found lookupState = iota
+	absent
+	expired
+)
+
+func newStore(maxEntries int, ttlNanos int64) *store {
+	s := &store{ttl: ttlNanos, interned: make(map[string]string)}
+	per := max(1, maxEntries/storeShards)
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.idx, sh.cap, sh.free, sh.head, sh.tail = make(map[uint64]int32), per, -1, -1, -1
+	}
+	return s
+}
+
+func (s *store) shard(key uint64) *shard { return &s.shards[key&(storeShards-1)] } // keys are hashes
+
+// peek returns the endpoint recorded for key, if any and not expired at
+// now, without changing anything: the scorer's read. It does not allocate.
+func (s *store) peek(key uint64, now int64) (string, bool) {
+	sh := s.shard(key)
+	sh.mu.RLock()
+	i, ok := sh.idx[key]
+	var ep string
+	if ok {
+		e := &sh.ents[i]
+		ok = now-e.at <= s.ttl
+		ep = e.endpoint
+	}
+	sh.mu.RUnlock()
+	return ep, ok
+}
+
+// lookup is peek that also removes an expired entry and says whether it
+// found one, found none or found an expired one.
+func (s *store) lookup(key uint64, now int64) (string, lookupState) {
+	if ep, ok := s.peek(key, now); ok {
+		return ep, found
+	}
+	sh := s.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	i, ok := sh.idx[key]
+	if !ok {
+		return "", absent
+	}
+	if e := &sh.ents[i]; now-e.at <= s.ttl { // recorded meanwhile
+		return e.endpoint, found
+	}
+	sh.remove(i)
+	return "", expired
+}
+
+// record sets key's endpoint as of now (a later record than the one
+// stored; an older one, such as a peer's delayed message, is ignored) and
+// reports how many entries it expired and evicted to make room.
+func (s *store) record(key uint64, endpoint string, now int64) (expiredN, evictedN int) {
+	sh := s.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if i, ok := sh.idx[key]; ok {
+		e := &sh.ents[i]
+		if now < e.at {
+			return 0, 0
+		}
+		e.endpoint, e.at = endpoint, now
+		sh.unlink(i)
+		sh.pushHead(i)
+		return 0, 0
+	}
+	for sh.tail >= 0 && now-sh.ents[sh.tail].at > s.ttl { // expired sessions go first
+		sh.remove(sh.tail)
+		expiredN++
+	}
+	if len(sh.idx) >= sh.cap {
+		sh.remove(sh.tail)
+		evictedN++
+	}
+	var i int32
+	if sh.free >= 0 {
+		i = sh.free
+		sh.free = sh.ents[i].next
+	} else {
+		sh.ents = append(sh.ents, entry{})
+		i = int32(len(sh.ents) - 1)
+	}
+	sh.ents[i] = entry{key: key, endpoint: endpoint, at: now}
+	sh.idx[key] = i
+	sh.pushHead(i)
+	return expiredN, evictedN
+}
+
+// len returns the number of stored sessions, expired ones not yet removed
+// included.
+func (s *store) len() int {
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.RLock()
+		n += len(sh.idx)
+		sh.mu.RUnlock()
+	}
+	return n
+}
+
+// intern returns a string equal to b, the same one for every call with the
+// same bytes, so that sessions learned from peers share their endpoint's
+// name. It allocates only for a name not seen before.
+func (s *store) intern(b []byte) string {
+	s.internMu.RLock()
+	v, ok := s.interned[string(b)]
+	s.internMu.RUnlock()
+	if ok {
+		return v
+	}
+	v = string(b)
+	s.internMu.Lock()
+	if len(s.interned) < maxInterned {
+		s.interned[v] = v
+	}
+	s.internMu.Unlock()
+	return v
+}
+
+func (sh *shard) pushHead(i int32) {
+	e := &sh.ents[i]
+	e.prev, e.next = -1, sh.head
+	if sh.head >= 0 {
+		sh.ents[sh.head].prev = i
+	}
+	sh.head = i
+	if sh.tail < 0 {
+		sh.tail = i
+	}
+}
+
+func (sh *shard) unlink(i int32) {
+	e := &sh.ents[i]
+	if e.prev >= 0 {
+		sh.ents[e.prev].next = e.next
+	} else {
+		sh.head = e.next
+	}
+	if e.next >= 0 {
+		sh.ents[e.next].prev = e.prev
+	} else {
+		sh.tail = e.prev
+	}
+}
+
+// remove drops slot i: out of the map and the list, onto the free list.
+func (sh *shard) remove(i int32) {
+	sh.unlink(i)
+	e := &sh.ents[i]
+	delete(sh.idx, e.key)
+	*e = entry{next: sh.free}
+	sh.free = i
+}
