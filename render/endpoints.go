@@ -27,8 +27,8 @@ type target struct {
 	id     string
 	base   string
 	models []string // Endpoint.Models; empty serves any model
-	urls [numRoutes]string
-	st   *endpointState
+	urls   [numRoutes]string
+	st     *endpointState
 }
 
 func newTarget(id, base string, st *endpointState) *target {
