@@ -11,6 +11,7 @@ import (
 	"github.com/kvroute/kvroute/enginemetrics"
 	"github.com/kvroute/kvroute/gateway"
 	"github.com/kvroute/kvroute/internal/jsonconf"
+	"github.com/kvroute/kvroute/models"
 	"github.com/kvroute/kvroute/render"
 )
 
@@ -46,6 +47,12 @@ type gatewayConfig struct {
 	// with the rendered token IDs instead of the text (only
 	// "completions" qualifies).
 	TokenizeOnce []render.API `json:"tokenizeOnce"`
+	// Models is gateway.ServerConfig.Models: present (even as {}) serves
+	// several models behind the one router (each endpoint's served models
+	// from models.served, the endpoint label models.label, or the engines'
+	// /v1/models with models.poll; the rewrite table models.rewrites). Its
+	// keys are models.Config's.
+	Models *models.Config `json:"models"`
 }
 
 // validate rejects negative values, which have no meaning.
@@ -70,6 +77,11 @@ func (g gatewayConfig) validate() error {
 			return fmt.Errorf("%s.admission: %w", gatewaySection, err)
 		}
 	}
+	if g.Models != nil {
+		if err := g.Models.Validate(); err != nil {
+			return fmt.Errorf("%s.models: %w", gatewaySection, err)
+		}
+	}
 	if g.EngineMetrics != nil && g.Admission == nil {
 		return fmt.Errorf("%s.engineMetrics: feeds the admission stage; set %s.admission too", gatewaySection, gatewaySection)
 	}
@@ -86,6 +98,7 @@ func (g gatewayConfig) apply(s *gateway.ServerConfig) {
 	s.Proxy.TokenizeOnce = g.TokenizeOnce
 	s.Admission = g.Admission
 	s.EngineMetrics = g.EngineMetrics
+	s.Models = g.Models
 }
 
 // decodeGatewaySection reads the "gateway" member of a configuration
