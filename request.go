@@ -110,21 +110,26 @@ func (r *Router) checkRequest(req *Request) error {
 // pass over the list and allocates nothing.
 func (r *Router) forModel(req *Request, endpoints []Endpoint) ([]Endpoint, error) {
 	base := r.cfg.Model
-	listed, n := false, 0
+	listed := false
 	for i := range endpoints {
 		if len(endpoints[i].Models) > 0 {
 			listed = true
+			break
 		}
+	}
+	if !listed {
+		if r.events != nil && req.Model != "" && req.Model != base {
+			return nil, fmt.Errorf("%w: %q, router model %q", ErrModelMismatch, req.Model, base)
+		}
+		return endpoints, nil
+	}
+	n := 0
+	for i := range endpoints {
 		if endpoints[i].serves(req.Model, base) {
 			n++
 		}
 	}
 	switch {
-	case !listed:
-		if r.events != nil && req.Model != "" && req.Model != base {
-			return nil, fmt.Errorf("%w: %q, router model %q", ErrModelMismatch, req.Model, base)
-		}
-		return endpoints, nil
 	case n == len(endpoints):
 		return endpoints, nil
 	case n == 0:
