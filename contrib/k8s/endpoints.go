@@ -4,12 +4,14 @@ import (
 	"log/slog"
 	"maps"
 	"net"
+	"slices"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/models"
 )
 
 // podReady reports whether a pod may receive traffic: running, with an IP,
@@ -30,12 +32,17 @@ func podReady(p *corev1.Pod) bool {
 func podEndpoints(p *corev1.Pod, ports []int32, cfg Config, log *slog.Logger) []kvroute.Endpoint {
 	events, evOK := annotationPort(p, cfg.EventsPortAnnotation, log)
 	replay, rpOK := annotationPort(p, cfg.ReplayPortAnnotation, log)
+	var served []string
+	if v, ok := p.Annotations[cfg.ModelsAnnotation]; ok {
+		served = models.ParseList(v, 0)
+	}
 	out := make([]kvroute.Endpoint, 0, len(ports))
 	for rank, port := range ports {
 		ep := kvroute.Endpoint{
 			ID:     net.JoinHostPort(p.Status.PodIP, strconv.Itoa(int(port))),
 			Labels: maps.Clone(p.Labels),
 			Rank:   rank,
+			Models: slices.Clone(served),
 		}
 		if evOK {
 			ep.EventsAddress = "tcp://" + net.JoinHostPort(p.Status.PodIP, strconv.Itoa(events+rank))
@@ -65,7 +72,8 @@ func annotationPort(p *corev1.Pod, key string, log *slog.Logger) (int, bool) {
 
 func endpointEqual(a, b kvroute.Endpoint) bool {
 	return a.ID == b.ID && a.Rank == b.Rank && a.Address == b.Address &&
-		a.EventsAddress == b.EventsAddress && a.ReplayAddress == b.ReplayAddress && maps.Equal(a.Labels, b.Labels)
+		a.EventsAddress == b.EventsAddress && a.ReplayAddress == b.ReplayAddress && maps.Equal(a.Labels, b.Labels) &&
+		slices.Equal(a.Models, b.Models)
 }
 
 // Matcher turns a Kubernetes label selector into the label matcher kvroute's
