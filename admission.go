@@ -8,7 +8,8 @@ import "context"
 // ctx does, with ctx's error), and returns an error to refuse it: Pick and
 // Match fail with that error and nothing of the request is accounted. It
 // runs after the request's own checks (ErrNoEndpoints, ErrEndpointsNotSet,
-// ErrNoAPI, ErrModelMismatch) and before anything is rendered. It must be
+// ErrNoAPI, ErrModelMismatch), among the candidates serving the request's
+// model (Endpoint.Models), and before anything is rendered. It must be
 // safe for concurrent use. The default admits every request at once.
 type Admission interface {
 	Admit(ctx context.Context, req *Request, endpoints []Endpoint) error
@@ -20,12 +21,18 @@ type admitAll struct{}
 // Admit admits req.
 func (admitAll) Admit(context.Context, *Request, []Endpoint) error { return nil }
 
-// admit runs the request's checks, then the admission.
-func (r *Router) admit(ctx context.Context, req *Request, endpoints []Endpoint) error {
+// admit runs the request's checks, narrows the candidates to the endpoints
+// serving its model (forModel), then runs the admission over them; it
+// returns the narrowed candidates.
+func (r *Router) admit(ctx context.Context, req *Request, endpoints []Endpoint) ([]Endpoint, error) {
 	if err := r.check(ctx, req, endpoints); err != nil {
-		return err
+		return nil, err
 	}
-	return r.pipe.admission.Admit(ctx, req, endpoints)
+	endpoints, err := r.forModel(req, endpoints)
+	if err != nil {
+		return nil, err
+	}
+	return endpoints, r.pipe.admission.Admit(ctx, req, endpoints)
 }
 
 // check rejects what cannot be routed at all: no candidates, a caller

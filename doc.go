@@ -127,8 +127,9 @@
 // A render failure is not an error (the request is routed by load alone).
 // Pick's errors map to these HTTP answers, as package gateway sends them:
 //
-//   - ErrModelMismatch: 400; the client named a model the router does not
-//     index (name the base model, or map the alias in the gateway).
+//   - ErrModelMismatch: 404, as vLLM answers a model it does not serve; the
+//     client named a model no candidate endpoint serves (see Endpoint.Models;
+//     name a served model, or map the alias in the gateway's rewrite table).
 //   - tokenload.ErrInvalidRequestID: 400; an X-Request-Id that is empty or
 //     longer than tokenload.MaxRequestIDBytes.
 //   - tokenload.ErrDuplicateRequestID: 409; a request with that ID is in

@@ -37,6 +37,41 @@ type Endpoint struct {
 	// The router indexes every endpoint's KV events whatever its role; only
 	// a Profile reads the role.
 	Role string `json:"role,omitempty"`
+	// Models are the model names the endpoint serves (vLLM's
+	// --served-model-name, or what its /v1/models lists); empty means
+	// Config.Model only. A request is routed only among the endpoints that
+	// serve its model (Request.Model, else Config.Model), and the KV events
+	// of an endpoint are indexed under its topic's model when the topic
+	// (kv@<ip:port>@<model>) names one of these, so that an endpoint
+	// serving two models keeps both in the index. Package models fills it
+	// from configuration, discovery labels or the engines' /v1/models.
+	Models []string `json:"models,omitempty"`
+}
+
+// serves reports whether e serves model (empty: base) on a router whose
+// Config.Model is base.
+func (e *Endpoint) serves(model, base string) bool {
+	if model == "" {
+		model = base
+	}
+	if len(e.Models) == 0 {
+		return model == base
+	}
+	for _, m := range e.Models {
+		if m == model {
+			return true
+		}
+	}
+	return false
+}
+
+// eventModel is the model e's KV events are indexed under when their topic
+// names none of its models: base when e serves it, else its first model.
+func (e *Endpoint) eventModel(base string) string {
+	if len(e.Models) == 0 || e.serves(base, base) {
+		return base
+	}
+	return e.Models[0]
 }
 
 // URL returns the endpoint's base URL: Address, or "http://" + ID.

@@ -12,8 +12,8 @@ import (
 // the wire).
 const maxTopicModelBytes = 256
 
-// modelMismatch is an endpoint whose KV events name another model than the
-// router's Config.Model.
+// modelMismatch is an endpoint whose KV events name a model it does not
+// serve: not the router's Config.Model, nor one of its Endpoint.Models.
 type modelMismatch struct {
 	Endpoint   string // the endpoint's ID
 	TopicModel string // the model its event topic names (kv@<ip:port>@<model>), at most 256 bytes
@@ -59,10 +59,11 @@ func (m *modelCheck) observe(endpoint, topicModel string) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, ok := m.known[endpoint]; !ok {
+	ep, ok := m.known[endpoint]
+	if !ok {
 		return // bind mode: a topic naming an endpoint the router was not given
 	}
-	if topicModel == m.model {
+	if ep.serves(topicModel, m.model) {
 		delete(m.topics, endpoint)
 		m.gauge.WithLabelValues(endpoint).Set(0)
 		return

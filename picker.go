@@ -31,7 +31,8 @@ var ErrNoEndpoints = errors.New("kvroute: no candidate endpoints")
 // failure does not fail Pick: the request is routed by load alone, the
 // failure is counted and Decision.RenderErr says so.
 func (r *Router) Pick(ctx context.Context, req *Request, endpoints []Endpoint) (*Decision, error) {
-	if err := r.admit(ctx, req, endpoints); err != nil {
+	endpoints, err := r.admit(ctx, req, endpoints)
+	if err != nil {
 		return nil, err
 	}
 	return r.pipe.profile.Pick(ctx, req, endpoints, stages{r})

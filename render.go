@@ -44,7 +44,11 @@ func (r *Router) prompts(ctx context.Context, req *Request, st *pickState) ([]re
 	// The scratch's render result is reused, so that its token arrays are:
 	// a 2,000-token prompt then costs no 8 KB array per request.
 	res := &st.renderRes
-	if err := r.render.RenderInto(ctx, &render.Request{API: req.API, Body: req.Body, Authorization: auth}, res); err != nil {
+	model := req.Model
+	if model == "" {
+		model = r.cfg.Model
+	}
+	if err := r.render.RenderInto(ctx, &render.Request{API: req.API, Body: req.Body, Authorization: auth, Model: model}, res); err != nil {
 		return nil, "", err
 	}
 	salt := res.CacheSalt

@@ -26,10 +26,12 @@ type Request struct {
 	// Header is the inbound request header; Authorization is forwarded to the
 	// render endpoints.
 	Header http.Header
-	// Model is the base model name the engines serve (it roots the block
-	// keys); empty means Config.Model. With KV events on, any other value
-	// than Config.Model is an error (ErrModelMismatch): every event is
-	// indexed under Config.Model, so the request could never match.
+	// Model is the model name the request targets (it roots the block
+	// keys, is rendered as, and selects the candidates: only the endpoints
+	// serving it, see Endpoint.Models); empty means Config.Model. A model
+	// no candidate serves is an error (ErrModelMismatch) when any candidate
+	// lists its Models or KV events are on, so that such a request is never
+	// routed cache-blind.
 	Model string
 	// LoRA is the adapter name when the request targets a LoRA adapter; it
 	// replaces Model at the root of the block keys, as vLLM's lora_name does.
@@ -90,11 +92,13 @@ var (
 	// render.APIForPath.
 	ErrNoAPI = errors.New("kvroute: the request names no inference API (set Request.API, e.g. from render.APIForPath)")
 	// ErrModelMismatch is returned by Pick and Match for a request whose
-	// Model is not the router's Config.Model while KV events are on: the
-	// router indexes every engine's events under Config.Model, so such a
-	// request could never match. Leave Model empty for the base model, or
-	// set LoRA for an adapter.
-	ErrModelMismatch = errors.New("kvroute: request model is not the router's model")
+	// model no candidate endpoint serves: with Endpoint.Models listed by
+	// any candidate, a model none of them lists; without, a Model other
+	// than the router's Config.Model while KV events are on (every event
+	// is then indexed under Config.Model, so the request could never
+	// match). A gateway answers it as OpenAI's 404 model_not_found. Leave
+	// Model empty for the base model, or set LoRA for an adapter.
+	ErrModelMismatch = errors.New("kvroute: no endpoint serves the request's model")
 )
 
 func knownAPI(a render.API) bool {
@@ -105,8 +109,8 @@ func knownAPI(a render.API) bool {
 	return false
 }
 
-// checkRequest reports the request-side mistakes of ErrEndpointsNotSet,
-// ErrNoAPI and ErrModelMismatch.
+// checkRequest reports the request-side mistakes of ErrEndpointsNotSet and
+// ErrNoAPI (forModel reports ErrModelMismatch).
 func (r *Router) checkRequest(req *Request) error {
 	if r.needsEndpoints && !r.endpointsSet.Load() {
 		return ErrEndpointsNotSet
@@ -117,8 +121,49 @@ func (r *Router) checkRequest(req *Request) error {
 		}
 		return fmt.Errorf("%w: %q is not one of completions, chat_completions, messages, responses", ErrNoAPI, req.API)
 	}
-	if r.events != nil && req.Model != "" && req.Model != r.cfg.Model {
-		return fmt.Errorf("%w: %q, router model %q", ErrModelMismatch, req.Model, r.cfg.Model)
-	}
 	return nil
+}
+
+// forModel narrows endpoints to those serving the request's model (see
+// Endpoint.Models). When no endpoint lists Models and the model is
+// Config.Model, it returns endpoints itself: a one-model router pays one
+// pass over the list and allocates nothing.
+func (r *Router) forModel(req *Request, endpoints []Endpoint) ([]Endpoint, error) {
+	base := r.cfg.Model
+	listed := false
+	for i := range endpoints {
+		if len(endpoints[i].Models) > 0 {
+			listed = true
+			break
+		}
+	}
+	if !listed {
+		if r.events != nil && req.Model != "" && req.Model != base {
+			return nil, fmt.Errorf("%w: %q, router model %q", ErrModelMismatch, req.Model, base)
+		}
+		return endpoints, nil
+	}
+	n := 0
+	for i := range endpoints {
+		if endpoints[i].serves(req.Model, base) {
+			n++
+		}
+	}
+	switch {
+	case n == len(endpoints):
+		return endpoints, nil
+	case n == 0:
+		model := req.Model
+		if model == "" {
+			model = base
+		}
+		return nil, fmt.Errorf("%w: %q is served by none of the %d candidate endpoints", ErrModelMismatch, model, len(endpoints))
+	}
+	out := make([]Endpoint, 0, n)
+	for i := range endpoints {
+		if endpoints[i].serves(req.Model, base) {
+			out = append(out, endpoints[i])
+		}
+	}
+	return out, nil
 }

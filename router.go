@@ -270,7 +270,7 @@ func (r *Router) SetEndpoints(eps []Endpoint) error {
 	if r.renderFrom == renderFromEndpoints {
 		reps := make([]render.Endpoint, 0, len(eps))
 		for _, e := range eps {
-			reps = append(reps, render.Endpoint{ID: e.ID, URL: e.URL()})
+			reps = append(reps, render.Endpoint{ID: e.ID, URL: e.URL(), Models: e.Models})
 		}
 		if err := r.render.SetEndpoints(reps); err != nil {
 			errs = append(errs, err)

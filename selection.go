@@ -66,7 +66,8 @@ type Selection struct {
 // refusal. A render failure is not an error (see Decision.RenderErr). The
 // caller must Release the Selection.
 func (r *Router) Match(ctx context.Context, req *Request, endpoints []Endpoint) (*Selection, error) {
-	if err := r.admit(ctx, req, endpoints); err != nil {
+	endpoints, err := r.admit(ctx, req, endpoints)
+	if err != nil {
 		return nil, err
 	}
 	return r.match(ctx, req, endpoints)
@@ -119,7 +120,8 @@ func (s *Selection) Release() {
 	r.selections.Put(s)
 }
 
-// Len returns the number of candidates (the endpoints passed to Match).
+// Len returns the number of candidates (the endpoints passed to Match that
+// serve the request's model).
 func (s *Selection) Len() int { return len(s.eps) }
 
 // Request returns the request being routed.

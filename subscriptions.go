@@ -65,8 +65,9 @@ func (s *subscriptions) setEndpoints(eps []Endpoint) error {
 		next[e.ID] = struct{}{}
 		// With Config.Model set, events are keyed by it, exactly as requests
 		// without a model are; it also lets the pool replay an idle engine as
-		// soon as it is subscribed. Without it, the topic's model is used.
-		if err := s.pool.Ensure(kvevents.Endpoint{ID: e.ID, Model: s.model, Labels: e.Labels,
+		// soon as it is subscribed. An endpoint listing other Models keys
+		// them under its topic's model when the topic names one of them.
+		if err := s.pool.Ensure(kvevents.Endpoint{ID: e.ID, Model: e.eventModel(s.model), Models: e.Models, Labels: e.Labels,
 			EventsAddress: e.EventsAddress, ReplayAddress: e.ReplayAddress, SnapshotAddress: e.SnapshotAddress, Rank: e.Rank}); err != nil {
 			errs = append(errs, err)
 		}

@@ -17,7 +17,7 @@ import (
 // README list.
 func TestPickErrorsMapToTheDocumentedStatuses(t *testing.T) {
 	for err, want := range map[error]int{
-		kvroute.ErrModelMismatch:                             http.StatusBadRequest,
+		kvroute.ErrModelMismatch:                             http.StatusNotFound,
 		tokenload.ErrInvalidRequestID:                        http.StatusBadRequest,
 		fmt.Errorf("%w: x", tokenload.ErrDuplicateRequestID): http.StatusConflict,
 		kvroute.ErrNoEndpoints:                               http.StatusServiceUnavailable,

@@ -17,6 +17,7 @@ import (
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/admission"
+	"github.com/kvroute/kvroute/models"
 	"github.com/kvroute/kvroute/render"
 	"github.com/kvroute/kvroute/session"
 	"github.com/kvroute/kvroute/telemetry"
@@ -135,6 +136,7 @@ type Handler struct {
 	tracer    trace.Tracer          // nil: no spans
 	budget    byteBudget            // request body bytes in flight
 	admission *admission.Controller // nil: no admission headers read (admission.go)
+	served    *models.Registry      // nil: one model (ServerConfig.Models; models.go)
 	tokenIn   map[render.API]bool   // Config.TokenizeOnce (tokenin.go)
 }
 
@@ -319,6 +321,11 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api ren
 		req.Prompts, req.CacheSalt = []render.Prompt{p}, salt
 	}
 	switch {
+	case h.served != nil:
+		var routed bool
+		if body, routed = h.routeModel(w, api, am, req, body, model, eps); !routed {
+			return
+		}
 	case h.cfg.Model == "":
 		req.Model = model
 	case model != "" && model != h.cfg.Model:
@@ -369,10 +376,12 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api ren
 			writeError(w, api, http.StatusBadRequest, err.Error())
 			return
 		case errors.Is(err, kvroute.ErrModelMismatch):
-			// The body names a model the router does not index; the client
-			// should name the base model (or the gateway map its alias).
+			// The body names a model no endpoint serves (or the router
+			// does not index): vLLM's answer to a model it does not
+			// serve, 404. The client should name a served model (or the
+			// gateway map its alias, ServerConfig.Models).
 			am.results[ResultBadRequest].Inc()
-			writeError(w, api, http.StatusBadRequest, err.Error())
+			writeError(w, api, http.StatusNotFound, err.Error())
 			return
 		}
 		am.results[ResultNoEndpoint].Inc()
@@ -420,6 +429,10 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api ren
 
 // serveModels forwards GET /v1/models to the endpoints in turn.
 func (h *Handler) serveModels(w http.ResponseWriter, r *http.Request) {
+	if h.served != nil {
+		h.serveServedModels(w)
+		return
+	}
 	eps := *h.endpoints.Load()
 	if len(eps) == 0 {
 		writeError(w, render.APICompletions, http.StatusServiceUnavailable, "the gateway has no endpoints")

@@ -467,9 +467,10 @@ func (p errPicker) Pick(context.Context, *kvroute.Request, []kvroute.Endpoint) (
 	return nil, p.err
 }
 
-// A request whose model the router does not index is the client's mistake
-// (400), not a missing endpoint (503).
-func TestGatewayAnswersAModelMismatchWith400(t *testing.T) {
+// A request whose model no endpoint serves is the client's mistake, answered
+// 404 as vLLM answers a model it does not serve, not a missing endpoint
+// (503).
+func TestGatewayAnswersAModelMismatchWith404(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	h, err := New(Config{}, errPicker{fmt.Errorf("%w: %q", kvroute.ErrModelMismatch, "alias")}, Options{Set: telemetry.Set{Registerer: reg}})
 	require.NoError(t, err)
@@ -477,7 +478,8 @@ func TestGatewayAnswersAModelMismatchWith400(t *testing.T) {
 	h.SetEndpoints([]kvroute.Endpoint{{ID: "127.0.0.1:1"}})
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/completions", strings.NewReader(`{"model":"alias","prompt":"x"}`)))
-	require.Equal(t, http.StatusBadRequest, rec.Code, rec.Body.String())
-	require.Contains(t, rec.Body.String(), "request model is not the router's model")
+	require.Equal(t, http.StatusNotFound, rec.Code, rec.Body.String())
+	require.Contains(t, rec.Body.String(), "no endpoint serves the request's model")
+	require.Contains(t, rec.Body.String(), `"type":"NotFoundError"`)
 	require.Equal(t, 1.0, counter(t, reg, "completions", ResultBadRequest))
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/kvroute/kvroute/disagg"
 	"github.com/kvroute/kvroute/enginemetrics"
 	"github.com/kvroute/kvroute/lora"
+	"github.com/kvroute/kvroute/models"
 	"github.com/kvroute/kvroute/session"
 	"github.com/kvroute/kvroute/telemetry"
 )
@@ -102,6 +103,14 @@ type ServerConfig struct {
 	// malformed key is skipped and counted, or answered 400 with
 	// Session.Strict. PolicyPrecise only.
 	Session *session.Config
+	// Models, when set, serves several models behind one Router (package
+	// models): each endpoint's served models come from Models.Served, its
+	// Models.Label, the engines' /v1/models (Models.Poll) or its own
+	// Endpoint.Models; a request is routed only among the endpoints
+	// serving its model (after Models.Rewrites), a model none serves is
+	// answered 404, and GET /v1/models lists the served models. Nil: one
+	// model, Router.Model. PolicyPrecise only.
+	Models *models.Config
 }
 
 // Server is a running gateway: a Handler on an http.Server with /metrics
@@ -114,6 +123,7 @@ type Server struct {
 	scraper   *enginemetrics.Scraper // nil without ServerConfig.EngineMetrics and ServerConfig.LoRA
 	lora      *lora.Scorer           // nil without ServerConfig.LoRA
 	session   *session.Affinity      // nil without ServerConfig.Session
+	models    *models.Registry       // nil without ServerConfig.Models
 	handler   *Handler
 	registry  *prometheus.Registry
 	srv       *http.Server
@@ -124,6 +134,9 @@ type Server struct {
 	served    chan error     // Serve's result
 
 	headerTimeouts *headerTimeouts
+
+	epMu  sync.Mutex         // serializes SetEndpoints (the models poller calls it too)
+	rawEp []kvroute.Endpoint // the endpoints as last given, before Models are annotated
 
 	shutdownOnce sync.Once
 	shutdownErr  error
@@ -245,6 +258,9 @@ func NewServer(ctx context.Context, cfg ServerConfig, opts Options) (*Server, er
 		if cfg.Session != nil {
 			return nil, errors.New("gateway: session affinity needs the precise policy (it is one of the Router's scorers)")
 		}
+		if cfg.Models != nil {
+			return nil, errors.New("gateway: models needs the precise policy (the Router chooses each model's endpoints)")
+		}
 		if cfg.Admission != nil {
 			return nil, errors.New("gateway: admission needs the precise policy (its accounting is the Router's)")
 		}
@@ -273,6 +289,22 @@ func NewServer(ctx context.Context, cfg ServerConfig, opts Options) (*Server, er
 	}
 	s.handler = h
 	h.admission = s.admission
+	if cfg.Models != nil {
+		reg, err := models.New(*cfg.Models, models.Options{
+			Set:      telemetry.Set{Registerer: s.registry, Logger: logger, Clock: opts.Clock},
+			OnChange: s.reannotate,
+		})
+		if err != nil {
+			h.Close()
+			return nil, fmt.Errorf("gateway: models: %w", err)
+		}
+		s.models, h.served = reg, reg
+	}
+	defer func() {
+		if !ok && s.models != nil {
+			s.models.Close()
+		}
+	}()
 	s.cfg = cfg
 	s.cfg.Proxy, s.cfg.Endpoints = h.cfg, nil
 	if s.cfg.Policy == "" {
@@ -339,6 +371,13 @@ func (s *Server) health(w http.ResponseWriter, _ *http.Request) {
 // the handler a new endpoint set. The handler takes it even when the router
 // reports an error (which names what it could not set up).
 func (s *Server) SetEndpoints(eps []kvroute.Endpoint) error {
+	s.epMu.Lock()
+	defer s.epMu.Unlock()
+	if s.models != nil {
+		s.rawEp = slices.Clone(eps)
+		s.models.SetEndpoints(eps)
+		eps = s.models.Annotate(eps)
+	}
 	var err error
 	if s.router != nil {
 		err = s.router.SetEndpoints(eps)
@@ -348,6 +387,17 @@ func (s *Server) SetEndpoints(eps []kvroute.Endpoint) error {
 		s.scraper.SetEndpoints(eps)
 	}
 	return err
+}
+
+// reannotate hands the endpoints to the router and the handler again after
+// the models poller saw an endpoint's models change.
+func (s *Server) reannotate() {
+	s.epMu.Lock()
+	eps := s.rawEp
+	s.epMu.Unlock()
+	if err := s.SetEndpoints(eps); err != nil {
+		s.log.Warn("gateway: endpoints after a change of served models", "err", err)
+	}
 }
 
 // Addr returns the address the server listens on.
@@ -376,6 +426,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		// with Retry-After) rather than holding the shutdown for their
 		// queue timeouts.
 		s.closeAdmission()
+		if s.models != nil {
+			s.models.Close() // its poller calls SetEndpoints: stopped before the router closes
+		}
 		err := s.srv.Shutdown(ctx)
 		if err != nil {
 			err = errors.Join(err, s.srv.Close())

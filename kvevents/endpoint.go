@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"slices"
 	"strconv"
 
 	"github.com/kvroute/kvroute/internal/zmqx"
@@ -61,6 +62,14 @@ type Endpoint struct {
 	// takes the model from the message topic (kv@<ip:port>@<model>), then
 	// PoolConfig.Model.
 	Model string `json:"model,omitempty"`
+	// Models are further models the endpoint serves (an engine serving
+	// several, or a served-model alias with its own topic). A message whose
+	// topic names one of them is indexed under that model instead of Model,
+	// so an endpoint serving two models keeps both in the index; a topic
+	// naming a model outside Model and Models is indexed under Model and
+	// counted in kvroute_kv_events_topic_model_unknown_total. Used only
+	// with Model set.
+	Models []string `json:"models,omitempty"`
 	// EventsAddress is the engine's PUB socket ("tcp://host:port"); default
 	// tcp://<ID host>:<PoolConfig.EventsPort + Rank>.
 	EventsAddress string `json:"eventsAddress,omitempty"`
@@ -132,13 +141,14 @@ func (ep Endpoint) resolve(cfg *PoolConfig) (Endpoint, error) {
 		return ep, err
 	}
 	ep.Labels = maps.Clone(ep.Labels)
+	ep.Models = slices.Clone(ep.Models)
 	return ep, nil
 }
 
 // sameStream reports whether a and b feed the index identically, so that
 // Ensure can keep the running subscriber (only labels differ).
 func (ep Endpoint) sameStream(o Endpoint) bool {
-	return ep.ID == o.ID && ep.Model == o.Model && ep.EventsAddress == o.EventsAddress &&
+	return ep.ID == o.ID && ep.Model == o.Model && slices.Equal(ep.Models, o.Models) && ep.EventsAddress == o.EventsAddress &&
 		ep.ReplayAddress == o.ReplayAddress && ep.Engine == o.Engine && ep.BlockSize == o.BlockSize &&
 		ep.SnapshotAddress == o.SnapshotAddress
 }

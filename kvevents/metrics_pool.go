@@ -53,6 +53,10 @@ type eventMetrics struct {
 	// the endpoint their topic names (PoolConfig.BindAnySource). One
 	// unlabelled series: the topic and the address come from the wire.
 	BindSourceMismatch prometheus.Counter
+	// kvroute_kv_events_topic_model_unknown_total{pod_identifier}: messages
+	// of an endpoint listing Endpoint.Models whose topic names a model it
+	// does not serve; indexed under Endpoint.Model.
+	TopicModelUnknown *prometheus.CounterVec
 }
 
 // newMetrics creates the Pool's KV-event metrics (the Applier's included)
@@ -122,6 +126,10 @@ func newMetrics(r *registrar) (*eventMetrics, error) {
 			Name: "kvroute_kv_events_bind_source_mismatch_total",
 			Help: "Bind-mode KV-event messages refused because their connection does not come from the address of the endpoint their topic names.",
 		}),
+		TopicModelUnknown: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kvroute_kv_events_topic_model_unknown_total",
+			Help: "KV-event messages whose topic names a model the endpoint does not list among its served models; indexed under its configured model.",
+		}, []string{"pod_identifier"}),
 	}
 	m.ActiveSubscribers = register(r, m.ActiveSubscribers)
 	m.MessagesReceived = register(r, m.MessagesReceived)
@@ -137,6 +145,7 @@ func newMetrics(r *registrar) (*eventMetrics, error) {
 	m.BindUnknown = register(r, m.BindUnknown)
 	m.BindForeign = register(r, m.BindForeign)
 	m.BindSourceMismatch = register(r, m.BindSourceMismatch)
+	m.TopicModelUnknown = register(r, m.TopicModelUnknown)
 	if r.err != nil {
 		return nil, r.err
 	}
@@ -158,7 +167,7 @@ func (m *eventMetrics) forgetEndpoint(endpoint string) {
 	}
 	l := prometheus.Labels{"pod_identifier": endpoint}
 	for _, v := range []*prometheus.CounterVec{m.MessagesReceived, m.ZMQErrors, m.Reconnections,
-		m.Dropped, m.SequenceGaps, m.PublisherRestarts, m.Replays} {
+		m.Dropped, m.SequenceGaps, m.PublisherRestarts, m.Replays, m.TopicModelUnknown} {
 		v.DeletePartialMatch(l)
 	}
 }

@@ -1,6 +1,10 @@
 package kvevents
 
-import "github.com/kvroute/kvroute/kvevents/wire"
+import (
+	"slices"
+
+	"github.com/kvroute/kvroute/kvevents/wire"
+)
 
 // The model of a replayed batch. Blocks are keyed under the endpoint's base
 // model, which comes from the endpoint's configuration, else from the topic
@@ -29,6 +33,14 @@ import "github.com/kvroute/kvroute/kvevents/wire"
 // whether it is the guess of rule 4.
 func (st *stream) replayModelLocked(topic []byte) (model string, guessed bool) {
 	s := &st.s
+	if topic != nil && len(st.cfgModels) > 0 {
+		// An endpoint serving several models: its reply's topic names the
+		// batch's model (modelFor's rule, as for a live message).
+		_, tm, _ := wire.ParseTopic(topic)
+		if m, _ := st.modelFor(tm); m != "" {
+			return m, false
+		}
+	}
 	if s.model != "" {
 		return s.model, false
 	}
@@ -87,4 +99,21 @@ func (st *stream) rekeyLocked() bool {
 	st.log.Warn("Replayed batches were keyed under the pool's default model, but the topic names another: endpoint cleared and replayed under it",
 		"default_model", st.p.cfg.Model, "topic_model", s.model, "batches", n, "blocks_removed", removed)
 	return true
+}
+
+// modelFor returns the model a message whose topic names topicModel is
+// indexed under: the endpoint's configured model, or topicModel when the
+// endpoint has none or lists it among its further served models
+// (Endpoint.Models). unknown reports a topic naming a model outside both,
+// while the endpoint lists Models (counted by the caller).
+func (st *stream) modelFor(topicModel string) (model string, unknown bool) {
+	switch {
+	case st.cfgModel == "":
+		return topicModel, false
+	case topicModel == "" || topicModel == st.cfgModel:
+		return st.cfgModel, false
+	case slices.Contains(st.cfgModels, topicModel):
+		return topicModel, false
+	}
+	return st.cfgModel, len(st.cfgModels) > 0
 }

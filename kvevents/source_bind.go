@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -89,11 +90,12 @@ type bindConn struct {
 // "" when the topic names no known endpoint). refused: the connection does
 // not come from the endpoint's address.
 type bindEntry struct {
-	st      *stream
-	model   string
-	id      string
-	reason  Reason
-	refused bool
+	st           *stream
+	model        string
+	unknownModel bool // the topic names a model the endpoint does not serve (counted per message)
+	id           string
+	reason       Reason
+	refused      bool
 }
 
 func newBinder(p *Pool) *binder {
@@ -112,7 +114,7 @@ func (b *binder) ensureLocked(ep Endpoint, match bool, pos *Position) func() {
 		p.resume[ep.ID] = *pos // consumed by the endpoint's next new stream
 	}
 	b.known[ep.ID] = ep
-	replace := old != nil && (!match || old.cfgModel != ep.Model || old.replayAddr != ep.ReplayAddress)
+	replace := old != nil && (!match || old.cfgModel != ep.Model || !slices.Equal(old.cfgModels, ep.Models) || old.replayAddr != ep.ReplayAddress)
 	return func() {
 		b.gen.Add(1)
 		if replace {
@@ -303,6 +305,9 @@ func (b *binder) serve(ctx context.Context, bc *bindConn) {
 		case !b.own(e.st, bc):
 			p.m.BindForeign.Inc()
 		default:
+			if e.unknownModel {
+				p.m.TopicModelUnknown.WithLabelValues(e.st.id).Inc()
+			}
 			e.st.receiveFrame(seq, m.Frames[1][8:], m.Frames[2], e.model)
 		}
 	}
@@ -396,8 +401,8 @@ func (b *binder) resolve(bc *bindConn, topic []byte) bindEntry {
 			e.id = id
 		}
 		e.model = model
-		if e.st != nil && e.st.cfgModel != "" {
-			e.model = e.st.cfgModel
+		if e.st != nil {
+			e.model, e.unknownModel = e.st.modelFor(model)
 		}
 	}
 	bc.cache[string(topic)] = e

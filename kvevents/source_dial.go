@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-zeromq/zmq4"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kvroute/kvroute/internal/zmqx"
 	"github.com/kvroute/kvroute/kvevents/wire"
@@ -133,8 +134,10 @@ type subscriber struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	topic      []byte // last topic seen, and its parsed model
+	topic      []byte // last topic seen, its parsed model, and the model its messages are indexed under
 	topicModel string
+	indexModel string
+	unknown    prometheus.Counter // counts the messages of a topic naming an unserved model; nil otherwise
 }
 
 // failLogInterval rate-limits the subscriber's failure logs.
@@ -236,19 +239,25 @@ func (sub *subscriber) session(onConnect func()) (r sessionResult) {
 	}
 }
 
-// model returns the model of a message: the endpoint's, else the topic's
-// (parsed only when the topic changes, which is also when the pool's
-// TopicObserver hears of it).
+// model returns the model of a message (stream.modelFor of its topic's
+// model; parsed only when the topic changes, which is also when the pool's
+// TopicObserver hears of it), and counts a topic naming an unserved model.
 func (sub *subscriber) model(topic []byte) string {
 	if sub.topic == nil || !bytes.Equal(topic, sub.topic) {
 		_, sub.topicModel, _ = wire.ParseTopic(topic)
 		sub.topic = append(sub.topic[:0:0], topic...)
 		sub.p.topicSeen(sub.ep.ID, sub.topicModel)
+		var unknown bool
+		sub.indexModel, unknown = sub.st.modelFor(sub.topicModel)
+		sub.unknown = nil
+		if unknown && sub.p.m != nil {
+			sub.unknown = sub.p.m.TopicModelUnknown.WithLabelValues(sub.ep.ID)
+		}
 	}
-	if sub.ep.Model != "" {
-		return sub.ep.Model
+	if sub.unknown != nil {
+		sub.unknown.Inc()
 	}
-	return sub.topicModel
+	return sub.indexModel
 }
 
 // parseLive validates the [topic, seq8, payload] framing of a live message.

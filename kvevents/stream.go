@@ -119,7 +119,8 @@ import (
 type stream struct {
 	p          *Pool
 	id         string
-	cfgModel   string // the endpoint's configured model ("" = from topics)
+	cfgModel   string   // the endpoint's configured model ("" = from topics)
+	cfgModels  []string // further served models its topics may name (Endpoint.Models); set at creation, then read-only
 	replayAddr string
 	rc         *replay.Client   // nil: no replay address
 	snapAddr   string           // the engine's snapshot socket (stream_snapshot.go)

@@ -63,6 +63,7 @@ var errUseSnapshot = errors.New("kvevents: replay buffer lost the range; loading
 // newEndpointStreamLocked creates ep's stream with its snapshot client.
 func (p *Pool) newEndpointStreamLocked(ep Endpoint) *stream {
 	st := p.newStreamLocked(ep.ID, ep.Model, ep.ReplayAddress)
+	st.cfgModels = ep.Models
 	if ep.SnapshotAddress != "" {
 		st.snapAddr, st.sc = ep.SnapshotAddress, p.snapshotClient(ep.ID)
 	}

@@ -221,14 +221,14 @@ func (c *Client) render(ctx context.Context, req *Request, res *Result) *Error {
 		return &Error{Reason: ReasonOther, Err: fmt.Errorf("%w: %w", ErrInvalidRequest, err)}
 	}
 	if r == routeMessages || r == routeResponses {
-		mode, merr := c.modeFor(bctx, r, req.Authorization)
+		mode, merr := c.modeFor(bctx, r, req.Authorization, req.Model)
 		if merr != nil {
 			return merr
 		}
 		if mode == ModeLegacy {
 			// The translation is what is sent, with the same edits.
 			var tr []byte
-			tr, err = c.translate(r, req.Body)
+			tr, err = c.translate(r, req.Body, req.Model)
 			if err == nil {
 				body, _, _, err = prepareWire(tr, c.cfg.PrefillOnly, *c.cfg.OmitMMKwargs)
 			}
@@ -238,6 +238,7 @@ func (c *Client) render(ctx context.Context, req *Request, res *Result) *Error {
 			r = routeChat
 		}
 	}
+	body.model = req.Model
 	if e := c.call(bctx, r, &body, req.Authorization, res); e != nil {
 		return e
 	}

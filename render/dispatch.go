@@ -19,7 +19,7 @@ func (c *Client) call(ctx context.Context, r route, body *wireBody, auth string,
 	if res == nil {
 		res = new(Result)
 	}
-	t, err := c.acquire(ctx)
+	t, err := c.acquire(ctx, body.model)
 	if err != nil {
 		return err
 	}
@@ -30,9 +30,9 @@ func (c *Client) call(ctx context.Context, r route, body *wireBody, auth string,
 	if hedged || !err.Retryable() || ctx.Err() != nil {
 		return err
 	}
-	t2 := c.picker.pickFree(t, math.MaxInt)
+	t2 := c.picker.pickFree(t, math.MaxInt, body.model)
 	if t2 == nil {
-		if t2 = c.picker.pickExcluding(t); t2 == nil {
+		if t2 = c.picker.pickExcluding(t, body.model); t2 == nil {
 			return err
 		}
 		if c.wait(ctx, t2) != nil {
@@ -52,8 +52,8 @@ func (c *Client) call(ctx context.Context, r route, body *wireBody, auth string,
 // round robin's next endpoint when it has one free, else the next endpoint
 // that has one, else it waits for the round robin's endpoint up to
 // Config.MaxQueueWait.
-func (c *Client) acquire(ctx context.Context) (*target, *Error) {
-	t := c.picker.pick()
+func (c *Client) acquire(ctx context.Context, model string) (*target, *Error) {
+	t := c.picker.pick(model)
 	if t == nil {
 		return nil, &Error{Reason: ReasonNoEndpoints, Err: ErrNoEndpoints}
 	}
@@ -61,7 +61,7 @@ func (c *Client) acquire(ctx context.Context) (*target, *Error) {
 		c.queued(t, 0)
 		return t, nil
 	}
-	if t2 := c.picker.pickFree(t, math.MaxInt); t2 != nil {
+	if t2 := c.picker.pickFree(t, math.MaxInt, model); t2 != nil {
 		c.queued(t2, 0)
 		return t2, nil
 	}
@@ -260,7 +260,7 @@ func (c *Client) runHedge(ctx context.Context, h *hedge, t *target, r route, bod
 	inFlight, _ := t.st.gate.load()
 	var t2 *target
 	if c.takeHedgeToken() {
-		if t2 = c.picker.pickFree(t, inFlight); t2 == nil {
+		if t2 = c.picker.pickFree(t, inFlight, body.model); t2 == nil {
 			c.returnHedgeToken()
 		}
 	}

@@ -16,15 +16,19 @@ type Endpoint struct {
 	// URL is the base URL, such as "http://10.0.0.7:8000"; the render paths
 	// are appended to it.
 	URL string `json:"url"`
+	// Models are the models the endpoint serves; a Request naming another
+	// Model is not rendered there. Empty renders any model.
+	Models []string `json:"models,omitempty"`
 }
 
 // target is an endpoint with its request URLs precomputed, one per route,
 // and its render load (kept across endpoint updates by ID).
 type target struct {
-	id   string
-	base string
-	urls [numRoutes]string
-	st   *endpointState
+	id     string
+	base   string
+	models []string // Endpoint.Models; empty serves any model
+	urls   [numRoutes]string
+	st     *endpointState
 }
 
 func newTarget(id, base string, st *endpointState) *target {
@@ -73,7 +77,9 @@ func (p *picker) set(eps []Endpoint) error {
 		if st == nil {
 			st = p.newState()
 		}
-		ts = append(ts, newTarget(ep.ID, ep.URL, st))
+		t := newTarget(ep.ID, ep.URL, st)
+		t.models = slices.Clone(ep.Models)
+		ts = append(ts, t)
 	}
 	slices.SortFunc(ts, func(a, b *target) int { return strings.Compare(a.id, b.id) })
 	p.snap.Store(&ts)
@@ -93,13 +99,19 @@ func (p *picker) endpoints() []Endpoint {
 	}
 	out := make([]Endpoint, len(*s))
 	for i, t := range *s {
-		out[i] = Endpoint{ID: t.id, URL: t.base}
+		out[i] = Endpoint{ID: t.id, URL: t.base, Models: slices.Clone(t.models)}
 	}
 	return out
 }
 
-// pick returns the next target, or nil when there is none.
-func (p *picker) pick() *target {
+// serves reports whether t renders model ("" or no Models: any).
+func (t *target) serves(model string) bool {
+	return model == "" || len(t.models) == 0 || slices.Contains(t.models, model)
+}
+
+// pick returns the next target serving model, or nil when there is none.
+// Every target looked at advances the cursor.
+func (p *picker) pick(model string) *target {
 	if p.fixed != nil {
 		return p.fixed
 	}
@@ -108,14 +120,19 @@ func (p *picker) pick() *target {
 		return nil
 	}
 	ts := *s
-	return ts[(p.cursor.Add(1)-1)%uint64(len(ts))]
+	for range ts {
+		if t := ts[(p.cursor.Add(1)-1)%uint64(len(ts))]; t.serves(model) {
+			return t
+		}
+	}
+	return nil
 }
 
 // pickFree returns the first target after the cursor, other than not, on
 // which a render slot is free and fewer than below renders are in flight,
 // and takes that slot; nil when there is none. Every target looked at
 // advances the cursor, as in pickExcluding.
-func (p *picker) pickFree(not *target, below int) *target {
+func (p *picker) pickFree(not *target, below int, model string) *target {
 	if p.fixed != nil {
 		return nil
 	}
@@ -127,7 +144,7 @@ func (p *picker) pickFree(not *target, below int) *target {
 	n := uint64(len(ts))
 	for range ts {
 		t := ts[(p.cursor.Add(1)-1)%n]
-		if t.base != not.base && t.st.gate.tryAcquireBelow(below) {
+		if t.base != not.base && t.serves(model) && t.st.gate.tryAcquireBelow(below) {
 			return t
 		}
 	}
@@ -157,7 +174,7 @@ func (p *picker) lookup(id string) *target {
 // pickExcluding returns the next target whose URL differs from not's, or nil
 // when there is none (a fixed URL, or a snapshot without another URL). Every
 // target looked at advances the cursor.
-func (p *picker) pickExcluding(not *target) *target {
+func (p *picker) pickExcluding(not *target, model string) *target {
 	if p.fixed != nil {
 		return nil
 	}
@@ -169,7 +186,7 @@ func (p *picker) pickExcluding(not *target) *target {
 	n := uint64(len(ts))
 	for range ts {
 		t := ts[(p.cursor.Add(1)-1)%n]
-		if t.base != not.base {
+		if t.base != not.base && t.serves(model) {
 			return t
 		}
 	}

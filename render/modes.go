@@ -32,7 +32,7 @@ func (c *Client) configuredMode(r route) Mode {
 // it runs discovery when the mode is still unresolved (serialized; a waiting
 // request gives up when ctx ends). A request that finds the mode unresolved
 // after discovery is sent natively; its own result never changes the mode.
-func (c *Client) modeFor(ctx context.Context, r route, auth string) (Mode, *Error) {
+func (c *Client) modeFor(ctx context.Context, r route, auth, model string) (Mode, *Error) {
 	mode := c.configuredMode(r)
 	if mode != ModeAuto {
 		c.noteLegacy(r, mode)
@@ -45,7 +45,7 @@ func (c *Client) modeFor(ctx context.Context, r route, auth string) (Mode, *Erro
 	}
 	// An unresolved outcome is logged by discover and retried by the next
 	// request; this one goes to the native route.
-	if m, _ := c.discover(ctx, r, auth); m != ModeAuto {
+	if m, _ := c.discover(ctx, r, auth, model); m != ModeAuto {
 		c.noteLegacy(r, m)
 		return m, nil
 	}
@@ -87,7 +87,7 @@ func (c *Client) Discover(ctx context.Context, api API, authorization string) (M
 	}
 	bctx, cancel := context.WithTimeout(ctx, c.budget(r))
 	defer cancel()
-	m, err := c.discover(bctx, r, authorization)
+	m, err := c.discover(bctx, r, authorization, "")
 	if err != nil {
 		return m, err
 	}
@@ -96,7 +96,7 @@ func (c *Client) Discover(ctx context.Context, api API, authorization string) (M
 
 // discover runs the probe protocol once under the API's slot. It returns
 // ModeAuto and the error that left the mode unresolved, or the resolved mode.
-func (c *Client) discover(ctx context.Context, r route, auth string) (Mode, *Error) {
+func (c *Client) discover(ctx context.Context, r route, auth, model string) (Mode, *Error) {
 	st := &c.modes[modeIndex(r)]
 	select {
 	case st.slot <- struct{}{}:
@@ -110,7 +110,7 @@ func (c *Client) discover(ctx context.Context, r route, auth string) (Mode, *Err
 	if c.closed.Load() {
 		return ModeAuto, &Error{Reason: ReasonOther, Err: ErrClosed}
 	}
-	mode, err := c.probe(ctx, r, auth)
+	mode, err := c.probe(ctx, r, auth, model)
 	if mode == ModeAuto {
 		c.log.Info("render: mode discovery unresolved; will probe again on the next request",
 			"path", routePaths[r], "error", err.Error())
@@ -123,8 +123,11 @@ func (c *Client) discover(ctx context.Context, r route, auth string) (Mode, *Err
 
 // probe sends the native probe and, when the native route is missing, the
 // chat-completions probe.
-func (c *Client) probe(ctx context.Context, r route, auth string) (Mode, *Error) {
-	model, _ := json.Marshal(c.cfg.ModelName)
+func (c *Client) probe(ctx context.Context, r route, auth, name string) (Mode, *Error) {
+	if name == "" {
+		name = c.cfg.ModelName
+	}
+	model, _ := json.Marshal(name)
 	var native string
 	if r == routeMessages {
 		native = `{"model":` + string(model) + `,"max_tokens":1,"messages":[{"role":"user","content":"warmup"}]}`
@@ -132,6 +135,7 @@ func (c *Client) probe(ctx context.Context, r route, auth string) (Mode, *Error)
 		native = `{"model":` + string(model) + `,"max_output_tokens":1,"input":"warmup"}`
 	}
 	nb := wholeBody([]byte(native))
+	nb.model = name // to an endpoint serving the model probed
 	err := c.call(ctx, r, &nb, auth, nil)
 	if err == nil {
 		return ModeNative, nil
@@ -143,6 +147,7 @@ func (c *Client) probe(ctx context.Context, r route, auth string) (Mode, *Error)
 	}
 	chat := `{"model":` + string(model) + `,"max_tokens":1,"messages":[{"role":"user","content":"warmup"}]}`
 	cb := wholeBody([]byte(chat))
+	cb.model = name
 	if cerr := c.call(ctx, routeChat, &cb, auth, nil); cerr != nil {
 		return ModeAuto, cerr
 	}
@@ -151,9 +156,12 @@ func (c *Client) probe(ctx context.Context, r route, auth string) (Mode, *Error)
 
 // translate converts a Messages or Responses body into a chat-completions
 // body for legacy mode.
-func (c *Client) translate(r route, body []byte) ([]byte, error) {
-	if r == routeResponses {
-		return translateResponses(body, c.cfg.ModelName)
+func (c *Client) translate(r route, body []byte, model string) ([]byte, error) {
+	if model == "" {
+		model = c.cfg.ModelName
 	}
-	return translateMessages(body, c.cfg.ModelName)
+	if r == routeResponses {
+		return translateResponses(body, model)
+	}
+	return translateMessages(body, model)
 }

@@ -78,6 +78,12 @@ type Request struct {
 	// Authorization is the inbound Authorization header, forwarded verbatim
 	// ("" sends none).
 	Authorization string
+	// Model is the model the request targets, for a Client whose endpoints
+	// serve different models: it is rendered only by endpoints listing it
+	// in Endpoint.Models (or listing none), and a Messages or Responses
+	// body translated for an engine without the native route names it.
+	// "" renders on any endpoint as Config.ModelName.
+	Model string
 }
 
 // span is a byte range [start, end) of a body.

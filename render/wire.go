@@ -15,6 +15,7 @@ type wireBody struct {
 	n      int      // parts in inline
 	size   int64
 	joined []byte // flat's result, once asked for
+	model  string // the request's model: only endpoints serving it render it ("" = any)
 }
 
 // wholeBody is b unedited.

@@ -21,6 +21,7 @@ import (
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/disagg"
+	"github.com/kvroute/kvroute/models"
 	"github.com/kvroute/kvroute/telemetry"
 )
 
@@ -55,6 +56,12 @@ type Config struct {
 	// router's configured ports.
 	EventsPortAnnotation string `json:"eventsPortAnnotation"`
 	ReplayPortAnnotation string `json:"replayPortAnnotation"`
+	// ModelsAnnotation names the pod annotation listing the models the
+	// pod's engine serves, comma-separated (kvroute.Endpoint.Models; an
+	// annotation because label values cannot hold the "/" of most model
+	// names). Empty means models.DefaultLabel; a pod without it serves the
+	// router's model (or what the gateway's models block finds).
+	ModelsAnnotation string `json:"modelsAnnotation"`
 	// Debounce is how long changes are gathered before the endpoint set is
 	// recomputed (a duration string). Default 250ms.
 	Debounce time.Duration `json:"debounce"`
@@ -141,6 +148,9 @@ func New(cfg Config, kube kubernetes.Interface, dyn dynamic.Interface, sink Sink
 	}
 	if d.cfg.ReplayPortAnnotation == "" {
 		d.cfg.ReplayPortAnnotation = DefaultReplayPortAnnotation
+	}
+	if d.cfg.ModelsAnnotation == "" {
+		d.cfg.ModelsAnnotation = models.DefaultLabel
 	}
 	switch {
 	case cfg.Pool != "":

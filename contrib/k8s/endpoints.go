@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"maps"
 	"net"
+	"slices"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/disagg"
+	"github.com/kvroute/kvroute/models"
 )
 
 // podReady reports whether a pod may receive traffic: running, with an IP,
@@ -36,6 +38,10 @@ func podEndpoints(p *corev1.Pod, ports []int32, cfg Config, log *slog.Logger) []
 		log.Warn("k8s: unknown role label value, serving both roles", "pod", p.Namespace+"/"+p.Name,
 			"label", cfg.RoleLabel, "want", []string{disagg.RolePrefill, disagg.RoleDecode, disagg.RoleBoth})
 	}
+	var served []string
+	if v, ok := p.Annotations[cfg.ModelsAnnotation]; ok {
+		served = models.ParseList(v, 0)
+	}
 	out := make([]kvroute.Endpoint, 0, len(ports))
 	for rank, port := range ports {
 		ep := kvroute.Endpoint{
@@ -43,6 +49,7 @@ func podEndpoints(p *corev1.Pod, ports []int32, cfg Config, log *slog.Logger) []
 			Labels: maps.Clone(p.Labels),
 			Rank:   rank,
 			Role:   role,
+			Models: slices.Clone(served),
 		}
 		if evOK {
 			ep.EventsAddress = "tcp://" + net.JoinHostPort(p.Status.PodIP, strconv.Itoa(events+rank))
@@ -73,7 +80,7 @@ func annotationPort(p *corev1.Pod, key string, log *slog.Logger) (int, bool) {
 func endpointEqual(a, b kvroute.Endpoint) bool {
 	return a.ID == b.ID && a.Rank == b.Rank && a.Address == b.Address &&
 		a.EventsAddress == b.EventsAddress && a.ReplayAddress == b.ReplayAddress && a.Role == b.Role &&
-		maps.Equal(a.Labels, b.Labels)
+		maps.Equal(a.Labels, b.Labels) && slices.Equal(a.Models, b.Models)
 }
 
 // Matcher turns a Kubernetes label selector into the label matcher kvroute's

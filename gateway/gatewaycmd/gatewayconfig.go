@@ -13,6 +13,7 @@ import (
 	"github.com/kvroute/kvroute/gateway"
 	"github.com/kvroute/kvroute/internal/jsonconf"
 	"github.com/kvroute/kvroute/lora"
+	"github.com/kvroute/kvroute/models"
 	"github.com/kvroute/kvroute/render"
 	"github.com/kvroute/kvroute/session"
 )
@@ -63,6 +64,12 @@ type gatewayConfig struct {
 	// session affinity on, absent leaves it off. Its keys are
 	// session.Config's.
 	Session *session.Config `json:"session"`
+	// Models is gateway.ServerConfig.Models: present (even as {}) serves
+	// several models behind the one router (each endpoint's served models
+	// from models.served, the endpoint label models.label, or the engines'
+	// /v1/models with models.poll; the rewrite table models.rewrites). Its
+	// keys are models.Config's.
+	Models *models.Config `json:"models"`
 }
 
 // validate rejects negative values, which have no meaning.
@@ -105,6 +112,11 @@ func (g gatewayConfig) validate() error {
 			return fmt.Errorf("%s.session: %w", gatewaySection, err)
 		}
 	}
+	if g.Models != nil {
+		if err := g.Models.Validate(); err != nil {
+			return fmt.Errorf("%s.models: %w", gatewaySection, err)
+		}
+	}
 	return nil
 }
 
@@ -121,6 +133,7 @@ func (g gatewayConfig) apply(s *gateway.ServerConfig) {
 	s.Disagg = g.Disagg
 	s.LoRA = g.LoRA
 	s.Session = g.Session
+	s.Models = g.Models
 }
 
 // decodeGatewaySection reads the "gateway" member of a configuration

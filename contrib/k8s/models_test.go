@@ -1,0 +1,30 @@
+package k8s
+
+import (
+	"log/slog"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/models"
+)
+
+// A pod's models annotation becomes its endpoints' Models (every rank);
+// invalid and repeated names are left out; a change of the list is a change
+// of the endpoint.
+func TestPodModelsAnnotationFillsEndpointModels(t *testing.T) {
+	p := pod("a", "10.0.0.1", map[string]string{"app": "vllm"}, true)
+	p.Annotations = map[string]string{models.DefaultLabel: "meta-llama/Llama-3.1-8B, qwen/Qwen3-8B,,meta-llama/Llama-3.1-8B"}
+	cfg := Config{ModelsAnnotation: models.DefaultLabel}
+	eps := podEndpoints(p, []int32{8000, 8001}, cfg, slog.New(slog.DiscardHandler))
+	require.Len(t, eps, 2)
+	for _, e := range eps {
+		require.Equal(t, []string{"meta-llama/Llama-3.1-8B", "qwen/Qwen3-8B"}, e.Models)
+	}
+	other := eps[0]
+	other.Models = []string{"meta-llama/Llama-3.1-8B"}
+	require.False(t, endpointEqual(eps[0], other))
+	none := podEndpoints(pod("b", "10.0.0.2", nil, true), []int32{8000}, cfg, slog.New(slog.DiscardHandler))
+	require.Equal(t, []kvroute.Endpoint{{ID: "10.0.0.2:8000", Labels: nil}}, none, "no annotation: the router's model")
+}

@@ -1,0 +1,106 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+
+	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/models"
+	"github.com/kvroute/kvroute/render"
+)
+
+// Several models behind one gateway (ServerConfig.Models): each request's
+// model is resolved through the rewrite table, checked against the models
+// the endpoints serve (a model none serves is answered 404 NotFoundError,
+// as vLLM answers a model it does not serve, before anything is routed),
+// written into the body when the table rewrote it, and handed to the
+// Router as Request.Model, which routes it among the endpoints serving it
+// and matches it against its own cache. GET /v1/models lists the served
+// models and the rewrite table's names.
+
+// routeModel sets req's model in multi-model mode. It returns the body to
+// forward (rewritten when the table changed the model) and false when it
+// has answered the request itself.
+func (h *Handler) routeModel(w http.ResponseWriter, api render.API, am *apiMetrics, req *kvroute.Request, body []byte, model string, eps []kvroute.Endpoint) ([]byte, bool) {
+	name := model
+	if name == "" {
+		name = h.cfg.Model
+	}
+	target, rewritten := h.served.Resolve(name)
+	if !models.Serves(eps, target, h.cfg.Model) {
+		am.results[ResultBadRequest].Inc()
+		writeModelNotFound(w, api, name)
+		return nil, false
+	}
+	if rewritten && target != model {
+		nb, err := setBodyModel(body, target)
+		if err != nil {
+			am.results[ResultBadRequest].Inc()
+			writeError(w, api, http.StatusBadRequest, "rewriting the request's model: "+err.Error())
+			return nil, false
+		}
+		body = nb
+		req.Body = nb
+	}
+	req.Model = target
+	return body, true
+}
+
+// writeModelNotFound answers a model no endpoint serves: vLLM's 404
+// NotFoundError with param "model".
+func writeModelNotFound(w http.ResponseWriter, api render.API, model string) {
+	writeError(w, api, http.StatusNotFound, fmt.Sprintf("The model `%s` does not exist.", model))
+}
+
+// setBodyModel returns body with its top-level "model" set to model. Only
+// rewritten requests (an alias or a canary) pay for it.
+func setBodyModel(body []byte, model string) ([]byte, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(body, &m); err != nil {
+		return nil, err
+	}
+	v, err := json.Marshal(model)
+	if err != nil {
+		return nil, err
+	}
+	m["model"] = v
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(m); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
+// serveServedModels answers GET /v1/models in multi-model mode: the models
+// the endpoints serve and the names the rewrite table accepts, as an
+// OpenAI model list.
+func (h *Handler) serveServedModels(w http.ResponseWriter) {
+	names := models.Served(*h.endpoints.Load(), h.cfg.Model)
+	for _, n := range h.served.Table().Names() {
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	type model struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Created int64  `json:"created"`
+		OwnedBy string `json:"owned_by"`
+	}
+	data := make([]model, 0, len(names))
+	for _, n := range names {
+		data = append(data, model{ID: n, Object: "model", OwnedBy: "kvroute"})
+	}
+	var buf bytes.Buffer
+	_ = json.NewEncoder(&buf).Encode(map[string]any{"object": "list", "data": data})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", fmt.Sprint(buf.Len()))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(buf.Bytes())
+}

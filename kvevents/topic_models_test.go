@@ -1,0 +1,65 @@
+package kvevents
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/kvevents/wire"
+	"github.com/kvroute/kvroute/kvindex"
+)
+
+// heldUnder is heldBlocks under model.
+func heldUnder(ix *kvindex.Index, endpoint, model string, seq uint64) int {
+	keys := kvindex.Keys(nil, poolTokens(seq, poolBlocks), poolBlockSize, &kvindex.KeyParams{Model: model})
+	var res kvindex.MatchResult
+	ix.Match(keys, []string{endpoint}, &res)
+	return res.Endpoints()[0].Blocks
+}
+
+// An endpoint serving two models (Endpoint.Models) keeps both in the index:
+// each message is keyed under its topic's model when the endpoint serves
+// it; a topic naming a model it does not serve is keyed under its
+// configured model and counted.
+func TestStreamIndexesUnderTheTopicsServedModel(t *testing.T) {
+	defer leakcheck.Check(t)()
+	f := newSeqFixture(t, PoolConfig{TailProbeDelay: -1}, 0, "")
+	defer f.close()
+	f.st.cfgModels = []string{poolModel, "beta"}
+	sub := &subscriber{p: f.p, ep: Endpoint{ID: seqID, Model: poolModel}, st: f.st}
+	topic := func(model string) []byte { return wire.AppendTopic(nil, seqID, model) }
+
+	f.st.receive(0, poolPayload(0), sub.model(topic(poolModel)))
+	f.st.receive(1, poolPayload(1), sub.model(topic("beta")))
+	f.st.receive(2, poolPayload(2), sub.model(topic("gamma")))
+	f.st.receive(3, poolPayload(3), sub.model(topic("gamma")))
+	f.st.receive(4, poolPayload(4), sub.model([]byte(""))) // vLLM's default empty topic
+	waitApplied(t, f.p, seqID, 4)
+
+	require.Equal(t, poolBlocks, heldUnder(f.ix, seqID, poolModel, 0))
+	require.Zero(t, heldUnder(f.ix, seqID, "beta", 0))
+	require.Equal(t, poolBlocks, heldUnder(f.ix, seqID, "beta", 1), "the second model's blocks")
+	require.Zero(t, heldUnder(f.ix, seqID, poolModel, 1))
+	for _, s := range []uint64{2, 3, 4} {
+		require.Equal(t, poolBlocks, heldUnder(f.ix, seqID, poolModel, s), "batch %d under the configured model", s)
+	}
+	require.InDelta(t, 2, counter(f.p.metrics().TopicModelUnknown, seqID), 0, "both gamma messages counted")
+}
+
+func TestStreamModelFor(t *testing.T) {
+	st := &stream{cfgModel: "a", cfgModels: []string{"a", "b"}}
+	for topic, want := range map[string]struct {
+		model   string
+		unknown bool
+	}{"": {"a", false}, "a": {"a", false}, "b": {"b", false}, "c": {"a", true}} {
+		m, u := st.modelFor(topic)
+		require.Equal(t, want.model, m, topic)
+		require.Equal(t, want.unknown, u, topic)
+	}
+	m, u := (&stream{cfgModel: "a"}).modelFor("c")
+	require.Equal(t, "a", m, "one model configured: as before")
+	require.False(t, u, "no Models listed: not counted")
+	m, _ = (&stream{}).modelFor("c")
+	require.Equal(t, "c", m, "no model configured: the topic's")
+}

@@ -1,0 +1,179 @@
+package models
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/kvroute/kvroute/internal/jsonconf"
+)
+
+// Defaults of Config, declared once.
+const (
+	// DefaultLabel is the endpoint label (or Kubernetes annotation) whose
+	// value lists an endpoint's served models, comma-separated.
+	DefaultLabel = "kvroute.io/models"
+	// DefaultPollInterval is how often the engines' /v1/models are read.
+	DefaultPollInterval = 30 * time.Second
+	// DefaultPollTimeout bounds one /v1/models call.
+	DefaultPollTimeout = 2 * time.Second
+	// DefaultMaxModels bounds the models kept per endpoint (a longer list
+	// is cut and counted).
+	DefaultMaxModels = 64
+)
+
+// Bounds on names from configuration, labels and the engines' answers.
+const (
+	// MaxNameBytes bounds a model name; longer names are refused
+	// (configuration) or dropped and counted (labels, /v1/models).
+	MaxNameBytes = 256
+	// maxPollBodyBytes bounds the /v1/models answer read from an engine.
+	maxPollBodyBytes = 1 << 20
+)
+
+// Config is the models block of a gateway's configuration: where each
+// endpoint's served models come from, and the rewrite table. The zero value
+// is valid: endpoints serve the router's model only, nothing is polled,
+// nothing is rewritten.
+type Config struct {
+	// Served lists the models of endpoints by ID ("ip:port"), for a static
+	// fleet; it wins over Label and Poll for the endpoints it names.
+	Served map[string][]string `json:"served,omitempty"`
+	// Label is the endpoint label whose value lists the endpoint's served
+	// models, comma-separated (Kubernetes discovery reads the pod
+	// annotation of that name: label values cannot hold "/"). Default
+	// DefaultLabel.
+	Label string `json:"label,omitempty"`
+	// Poll reads each engine's /v1/models.
+	Poll PollConfig `json:"poll"`
+	// Rewrites map a model name clients send to weighted target models
+	// (aliases and canaries), as the Inference Extension's
+	// InferenceModelRewrite does; see Table.
+	Rewrites []Rule `json:"rewrites,omitempty"`
+}
+
+// PollConfig configures the /v1/models poller.
+type PollConfig struct {
+	// Enabled turns the poller on: the endpoints that neither Served nor
+	// Label names get the models their /v1/models lists.
+	Enabled bool `json:"enabled,omitempty"`
+	// Interval between two polls of the fleet; default DefaultPollInterval.
+	Interval time.Duration `json:"interval,omitempty"`
+	// Timeout of one endpoint's call; default DefaultPollTimeout.
+	Timeout time.Duration `json:"timeout,omitempty"`
+	// MaxModels bounds the models kept per endpoint; default
+	// DefaultMaxModels.
+	MaxModels int `json:"maxModels,omitempty"`
+}
+
+// Rule maps one model name to its targets.
+type Rule struct {
+	// Model is the name clients send.
+	Model string `json:"model"`
+	// Targets are the models the request is sent as, one drawn per request
+	// with probability weight/sum(weights).
+	Targets []Target `json:"targets"`
+}
+
+// Target is one weighted target of a Rule.
+type Target struct {
+	// Model is the target model name, as the engines serve it.
+	Model string `json:"model"`
+	// Weight is the target's share; 0 counts as 1, so targets without
+	// weights split evenly.
+	Weight int `json:"weight,omitempty"`
+}
+
+type configFields Config
+
+// UnmarshalJSON decodes c with kvroute's configuration rules (unknown keys
+// rejected, duration strings).
+func (c *Config) UnmarshalJSON(data []byte) error {
+	return jsonconf.Unmarshal(data, (*configFields)(c))
+}
+
+// MarshalJSON encodes c with durations as duration strings.
+func (c Config) MarshalJSON() ([]byte, error) {
+	return jsonconf.Marshal(configFields(c))
+}
+
+// withDefaults returns c with its zero fields set to the defaults.
+func (c Config) withDefaults() Config {
+	if c.Label == "" {
+		c.Label = DefaultLabel
+	}
+	if c.Poll.Interval == 0 {
+		c.Poll.Interval = DefaultPollInterval
+	}
+	if c.Poll.Timeout == 0 {
+		c.Poll.Timeout = DefaultPollTimeout
+	}
+	if c.Poll.MaxModels == 0 {
+		c.Poll.MaxModels = DefaultMaxModels
+	}
+	return c
+}
+
+// ErrInvalidConfig wraps every configuration error of the package.
+var ErrInvalidConfig = errors.New("models: invalid configuration")
+
+// Validate reports the first mistake of c.
+func (c Config) Validate() error {
+	for id, ms := range c.Served {
+		if id == "" {
+			return fmt.Errorf("%w: served: an empty endpoint ID", ErrInvalidConfig)
+		}
+		for _, m := range ms {
+			if err := checkName(m); err != nil {
+				return fmt.Errorf("%w: served[%s]: %w", ErrInvalidConfig, id, err)
+			}
+		}
+	}
+	if c.Poll.Interval < 0 || c.Poll.Timeout < 0 || c.Poll.MaxModels < 0 {
+		return fmt.Errorf("%w: poll: negative interval, timeout or maxModels", ErrInvalidConfig)
+	}
+	return validateRules(c.Rewrites)
+}
+
+// validateRules checks a rewrite table: names valid, each model once,
+// weights non-negative, at least one target.
+func validateRules(rules []Rule) error {
+	seen := map[string]bool{}
+	for i, r := range rules {
+		if err := checkName(r.Model); err != nil {
+			return fmt.Errorf("%w: rewrites[%d].model: %w", ErrInvalidConfig, i, err)
+		}
+		if seen[r.Model] {
+			return fmt.Errorf("%w: rewrites: model %q given twice", ErrInvalidConfig, r.Model)
+		}
+		seen[r.Model] = true
+		if len(r.Targets) == 0 {
+			return fmt.Errorf("%w: rewrites[%d] (%s): no targets", ErrInvalidConfig, i, r.Model)
+		}
+		for j, t := range r.Targets {
+			if err := checkName(t.Model); err != nil {
+				return fmt.Errorf("%w: rewrites[%d].targets[%d].model: %w", ErrInvalidConfig, i, j, err)
+			}
+			if t.Weight < 0 || t.Weight > 1_000_000 {
+				return fmt.Errorf("%w: rewrites[%d].targets[%d].weight %d not in [0, 1000000]", ErrInvalidConfig, i, j, t.Weight)
+			}
+		}
+	}
+	return nil
+}
+
+// checkName rejects an empty, overlong or non-printable model name.
+func checkName(m string) error {
+	switch {
+	case m == "":
+		return errors.New("empty model name")
+	case len(m) > MaxNameBytes:
+		return fmt.Errorf("model name of %d bytes (at most %d)", len(m), MaxNameBytes)
+	}
+	for i := 0; i < len(m); i++ {
+		if m[i] < 0x20 || m[i] == 0x7f || m[i] == ',' {
+			return fmt.Errorf("model name %q holds a control character or a comma", m)
+		}
+	}
+	return nil
+}

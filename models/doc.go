@@ -1,0 +1,43 @@
+// Package models lets one kvroute Router serve several models: it says
+// which models each endpoint serves and rewrites the model names clients
+// send.
+//
+// # Served models
+//
+// kvroute.Endpoint.Models lists the models an endpoint serves (empty: the
+// Router's Config.Model only). The Router routes each request only among
+// the endpoints serving its model (Request.Model), roots its block keys
+// with that model, renders it as that model, and refuses a model no
+// candidate serves with kvroute.ErrModelMismatch (a gateway answers 404
+// model_not_found) instead of routing it cache-blind. The KV events of an
+// endpoint are indexed under the model their topic names
+// (kv@<ip:port>@<model>, the topic llm-d configures on vLLM's
+// kv-events-config) when it is one of the endpoint's models, so that an
+// endpoint serving two models keeps both in the index.
+//
+// A Registry fills Endpoint.Models (Registry.Annotate) from, in order:
+// Config.Served (by endpoint ID), the endpoint label Config.Label (a
+// comma-separated list; Kubernetes discovery reads the pod annotation of
+// that name), and the engines' own GET /v1/models, read by a Poller
+// (bounded calls, failures counted, the last good answer kept).
+//
+// # Rewrites
+//
+// A Table maps a model name to weighted targets, like the Inference
+// Extension's InferenceModelRewrite: an alias has one target, a canary
+// several ("llama" → 90 "llama-v1", 10 "llama-v2"). The draw uses
+// Options.Random, so a seeded source gives a reproducible split, and every
+// resolution is counted by target in kvroute_models_rewrites_total.
+//
+// # Metrics
+//
+//   - kvroute_models_rewrites_total{model,target}
+//   - kvroute_models_polls_total{endpoint}
+//   - kvroute_models_poll_failures_total{endpoint,reason}: reason is
+//     connect, status or decode
+//   - kvroute_models_names_dropped_total{endpoint}
+//   - kvroute_models_served{endpoint}
+//
+// Labels take configured names and endpoint IDs only, never a name from the
+// wire. The package adds no module dependency.
+package models

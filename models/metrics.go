@@ -1,0 +1,101 @@
+package models
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// rewriteMetrics are the Table's counters.
+type rewriteMetrics struct {
+	rewrites *prometheus.CounterVec // kvroute_models_rewrites_total{model,target}
+}
+
+func newRewriteMetrics(reg prometheus.Registerer) (*rewriteMetrics, error) {
+	m := &rewriteMetrics{rewrites: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kvroute_models_rewrites_total",
+		Help: "Requests whose model was rewritten by the model-rewrite table, by the model sent and the target drawn (configured names only).",
+	}, []string{"model", "target"})}
+	var err error
+	m.rewrites, err = register(reg, m.rewrites)
+	return m, err
+}
+
+// Poll failure reasons (the reason label of
+// kvroute_models_poll_failures_total), a fixed set.
+const (
+	failConnect = "connect" // the call failed or timed out
+	failStatus  = "status"  // the answer's status was not 200
+	failDecode  = "decode"  // the body is not an OpenAI model list, or too large
+)
+
+// pollMetrics are the Poller's metrics; the endpoint label takes IDs the
+// Poller was given, never names from the wire.
+type pollMetrics struct {
+	polls    *prometheus.CounterVec // kvroute_models_polls_total{endpoint}
+	failures *prometheus.CounterVec // kvroute_models_poll_failures_total{endpoint,reason}
+	dropped  *prometheus.CounterVec // kvroute_models_names_dropped_total{endpoint}
+	served   *prometheus.GaugeVec   // kvroute_models_served{endpoint}
+}
+
+func newPollMetrics(reg prometheus.Registerer) (*pollMetrics, error) {
+	m := &pollMetrics{
+		polls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kvroute_models_polls_total",
+			Help: "Successful reads of an endpoint's /v1/models.",
+		}, []string{"endpoint"}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kvroute_models_poll_failures_total",
+			Help: "Failed reads of an endpoint's /v1/models by reason (connect, status, decode); the endpoint keeps the models of its last good answer.",
+		}, []string{"endpoint", "reason"}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kvroute_models_names_dropped_total",
+			Help: "Model names an endpoint reported that were not kept: invalid, overlong, or beyond the per-endpoint bound.",
+		}, []string{"endpoint"}),
+		served: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kvroute_models_served",
+			Help: "Models an endpoint serves, as last read from its /v1/models.",
+		}, []string{"endpoint"}),
+	}
+	var err error
+	if m.polls, err = register(reg, m.polls); err != nil {
+		return nil, err
+	}
+	if m.failures, err = register(reg, m.failures); err != nil {
+		return nil, err
+	}
+	if m.dropped, err = register(reg, m.dropped); err != nil {
+		return nil, err
+	}
+	if m.served, err = register(reg, m.served); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// forget deletes an endpoint's series.
+func (m *pollMetrics) forget(id string) {
+	l := prometheus.Labels{"endpoint": id}
+	m.polls.DeletePartialMatch(l)
+	m.failures.DeletePartialMatch(l)
+	m.dropped.DeletePartialMatch(l)
+	m.served.DeletePartialMatch(l)
+}
+
+// register registers c on reg (nil: not at all), reusing an identical
+// collector already registered.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	if reg == nil {
+		return c, nil
+	}
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if ex, ok := are.ExistingCollector.(C); ok {
+				return ex, nil
+			}
+		}
+		return c, err
+	}
+	return c, nil
+}

@@ -1,0 +1,241 @@
+package models
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"sync"
+
+	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/telemetry"
+)
+
+// Poller reads each endpoint's served models from its OpenAI-compatible
+// GET /v1/models (vLLM lists its served model names and loaded LoRA
+// adapters there) every PollConfig.Interval, one endpoint at a time, each
+// call bounded by PollConfig.Timeout and its answer by 1 MiB. An endpoint
+// keeps the models of its last good answer; a failed call is counted in
+// kvroute_models_poll_failures_total{endpoint,reason} (connect, status,
+// decode), names that are invalid, over MaxNameBytes or beyond MaxModels in
+// kvroute_models_names_dropped_total. An endpoint never answered has no
+// models yet (Models reports false) and so serves the router's model only.
+//
+// One goroutine, started by NewPoller and ended by Close, runs the polls;
+// it owns nothing but reads and writes the endpoint table under mu.
+type Poller struct {
+	cfg      PollConfig
+	client   *http.Client
+	owned    *http.Transport // the client's transport when the Poller made it; its idle connections are closed by Close
+	clock    telemetry.Clock
+	log      *slog.Logger
+	met      *pollMetrics
+	onChange func()
+
+	mu     sync.Mutex
+	urls   map[string]string   // endpoint ID → base URL, as last given
+	models map[string][]string // endpoint ID → its last good answer
+
+	kick   chan struct{} // a new endpoint: poll now
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// NewPoller starts a poller over no endpoints; give it some with
+// SetEndpoints.
+func NewPoller(cfg PollConfig, opts Options) (*Poller, error) {
+	c := Config{Poll: cfg}.withDefaults()
+	cfg = c.Poll
+	if cfg.Interval < 0 || cfg.Timeout < 0 || cfg.MaxModels < 0 {
+		return nil, errors.New("models: poll: negative interval, timeout or maxModels")
+	}
+	m, err := newPollMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	client, owned := opts.Client, (*http.Transport)(nil)
+	if client == nil {
+		owned = &http.Transport{MaxIdleConnsPerHost: 1, IdleConnTimeout: 2 * cfg.Interval}
+		client = &http.Client{Transport: owned, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	}
+	p := &Poller{cfg: cfg, client: client, owned: owned, clock: opts.Clk(), log: opts.Log(), met: m, onChange: opts.OnChange,
+		urls: map[string]string{}, models: map[string][]string{}, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	go p.run()
+	return p, nil
+}
+
+// SetEndpoints replaces the endpoints polled; a new one is polled at once,
+// a removed one forgotten with its series.
+func (p *Poller) SetEndpoints(eps []kvroute.Endpoint) {
+	p.mu.Lock()
+	next := make(map[string]string, len(eps))
+	added := false
+	for _, e := range eps {
+		next[e.ID] = e.URL()
+		if _, ok := p.urls[e.ID]; !ok {
+			added = true
+		}
+	}
+	for id := range p.urls {
+		if _, ok := next[id]; !ok {
+			delete(p.models, id)
+			p.met.forget(id)
+		}
+	}
+	p.urls = next
+	p.mu.Unlock()
+	if added {
+		select {
+		case p.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Models returns the models endpoint id listed in its last good answer, and
+// false when it has not answered yet.
+func (p *Poller) Models(id string) ([]string, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ms, ok := p.models[id]
+	return slices.Clone(ms), ok
+}
+
+// Close stops the poller and waits for its goroutine. It is idempotent.
+func (p *Poller) Close() {
+	p.cancel()
+	<-p.done
+	if p.owned != nil {
+		p.owned.CloseIdleConnections()
+	}
+}
+
+func (p *Poller) run() {
+	defer close(p.done)
+	t := p.clock.NewTicker(p.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.ctx.Done():
+			return
+		case <-t.C():
+		case <-p.kick:
+		}
+		if p.PollOnce(p.ctx) && p.onChange != nil {
+			p.onChange()
+		}
+	}
+}
+
+// PollOnce reads every endpoint's /v1/models once, in ID order, and
+// reports whether some endpoint's models changed. The poller's goroutine
+// calls it every interval; tests and tools may call it directly.
+func (p *Poller) PollOnce(ctx context.Context) bool {
+	p.mu.Lock()
+	ids := make([]string, 0, len(p.urls))
+	for id := range p.urls {
+		ids = append(ids, id)
+	}
+	urls := make(map[string]string, len(p.urls))
+	for id, u := range p.urls {
+		urls[id] = u
+	}
+	p.mu.Unlock()
+	slices.Sort(ids)
+	changed := false
+	for _, id := range ids {
+		if ctx.Err() != nil {
+			return changed
+		}
+		ms, reason := p.fetch(ctx, urls[id])
+		p.mu.Lock()
+		if _, still := p.urls[id]; !still {
+			p.mu.Unlock()
+			continue // removed while polled: no series recreated
+		}
+		if reason != "" {
+			p.mu.Unlock()
+			if ctx.Err() == nil {
+				p.met.failures.WithLabelValues(id, reason).Inc()
+				p.log.Debug("models: /v1/models poll failed; keeping the last answer", "endpoint", id, "reason", reason)
+			}
+			continue
+		}
+		ms, dropped := p.clean(ms)
+		old, had := p.models[id]
+		if !had || !slices.Equal(old, ms) {
+			p.models[id] = ms
+			changed = true
+		}
+		p.mu.Unlock()
+		p.met.polls.WithLabelValues(id).Inc()
+		p.met.served.WithLabelValues(id).Set(float64(len(ms)))
+		if dropped > 0 {
+			p.met.dropped.WithLabelValues(id).Add(float64(dropped))
+		}
+	}
+	return changed
+}
+
+// modelList is the part of an OpenAI model list the poller reads.
+type modelList struct {
+	Data []struct {
+		ID string `json:"id"`
+	} `json:"data"`
+}
+
+// fetch calls base/v1/models; reason is "" on success, else the failure's.
+func (p *Poller) fetch(ctx context.Context, base string) ([]string, string) {
+	cctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(cctx, http.MethodGet, base+"/v1/models", nil)
+	if err != nil {
+		return nil, failConnect
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return nil, failConnect
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxPollBodyBytes))
+		return nil, failStatus
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxPollBodyBytes+1))
+	if err != nil {
+		return nil, failConnect
+	}
+	if len(body) > maxPollBodyBytes {
+		return nil, failDecode
+	}
+	var l modelList
+	if err := json.Unmarshal(body, &l); err != nil || l.Data == nil {
+		return nil, failDecode
+	}
+	out := make([]string, 0, len(l.Data))
+	for _, d := range l.Data {
+		out = append(out, d.ID)
+	}
+	return out, ""
+}
+
+// clean keeps the valid, distinct names up to MaxModels, in the engine's
+// order (vLLM lists its base model first: Endpoint.Models' first name is
+// the model its events default to), and returns how many it left out.
+func (p *Poller) clean(ms []string) ([]string, int) {
+	out := make([]string, 0, len(ms))
+	dropped := 0
+	for _, m := range ms {
+		if checkName(m) != nil || slices.Contains(out, m) || len(out) == p.cfg.MaxModels {
+			dropped++
+			continue
+		}
+		out = append(out, m)
+	}
+	return out, dropped
+}

@@ -1,0 +1,204 @@
+package models
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/telemetry"
+)
+
+// engine is a /v1/models server whose answer a test changes.
+type engine struct {
+	mu     sync.Mutex
+	status int
+	body   string
+	srv    *httptest.Server
+}
+
+func newEngine(t *testing.T, ids ...string) *engine {
+	e := &engine{status: http.StatusOK}
+	e.set(ids...)
+	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if r.URL.Path != "/v1/models" {
+			http.NotFound(w, r)
+			return
+		}
+		w.WriteHeader(e.status)
+		_, _ = w.Write([]byte(e.body))
+	}))
+	return e
+}
+
+func (e *engine) set(ids ...string) {
+	var parts []string
+	for _, id := range ids {
+		b, _ := json.Marshal(id)
+		parts = append(parts, fmt.Sprintf(`{"id":%s,"object":"model"}`, b))
+	}
+	e.mu.Lock()
+	e.body = `{"object":"list","data":[` + strings.Join(parts, ",") + `]}`
+	e.mu.Unlock()
+}
+
+func (e *engine) answer(status int, body string) {
+	e.mu.Lock()
+	e.status, e.body = status, body
+	e.mu.Unlock()
+}
+
+func (e *engine) endpoint() kvroute.Endpoint {
+	return kvroute.Endpoint{ID: strings.TrimPrefix(e.srv.URL, "http://")}
+}
+
+// newTestPoller is a poller on a manual clock with an hour's interval: only
+// the kick of a new endpoint and the test's PollOnce poll.
+func newTestPoller(t *testing.T, reg prometheus.Registerer, onChange func()) *Poller {
+	t.Helper()
+	clock := telemetry.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	p, err := NewPoller(PollConfig{Enabled: true, Interval: time.Hour, MaxModels: 3},
+		Options{Set: telemetry.Set{Registerer: reg, Clock: clock}, OnChange: onChange})
+	require.NoError(t, err)
+	return p
+}
+
+func TestPollerReadsModelsAndKeepsTheLastGoodAnswer(t *testing.T) {
+	defer leakcheck.Check(t)()
+	reg := prometheus.NewRegistry()
+	p := newTestPoller(t, reg, nil)
+	defer p.Close()
+	e := newEngine(t, "llama", "llama-lora")
+	defer e.srv.Close()
+	id := e.endpoint().ID
+	p.mu.Lock()
+	p.urls[id] = e.srv.URL // no kick: the test polls
+	p.mu.Unlock()
+	_, ok := p.Models(id)
+	require.False(t, ok, "never answered")
+
+	require.True(t, p.PollOnce(context.Background()))
+	ms, ok := p.Models(id)
+	require.True(t, ok)
+	require.Equal(t, []string{"llama", "llama-lora"}, ms, "the engine's order: its base model first")
+	require.False(t, p.PollOnce(context.Background()), "same answer: no change")
+
+	m, err := newPollMetrics(reg)
+	require.NoError(t, err)
+	for _, c := range []struct {
+		status int
+		body   string
+		reason string
+	}{
+		{http.StatusInternalServerError, "", failStatus},
+		{http.StatusOK, "not json", failDecode},
+		{http.StatusOK, `{"object":"list"}`, failDecode},
+		{http.StatusOK, strings.Repeat(" ", maxPollBodyBytes+1), failDecode},
+	} {
+		e.answer(c.status, c.body)
+		require.False(t, p.PollOnce(context.Background()))
+		require.InDelta(t, 1, testutil.ToFloat64(m.failures.WithLabelValues(id, c.reason)), 0, c.reason)
+		m.failures.WithLabelValues(id, c.reason).Add(0)
+		ms, _ = p.Models(id)
+		require.Equal(t, []string{"llama", "llama-lora"}, ms, "kept after %s", c.reason)
+		m.failures.DeleteLabelValues(id, c.reason)
+	}
+	e.srv.Close()
+	require.False(t, p.PollOnce(context.Background()))
+	require.InDelta(t, 1, testutil.ToFloat64(m.failures.WithLabelValues(id, failConnect)), 0)
+
+	// Bounded: invalid and repeated names and those beyond MaxModels (3)
+	// are dropped and counted.
+	e2 := newEngine(t, "a", "", "a", "b\x01", strings.Repeat("x", MaxNameBytes+1), "b", "c", "d")
+	defer e2.srv.Close()
+	id2 := e2.endpoint().ID
+	p.mu.Lock()
+	p.urls = map[string]string{id2: e2.srv.URL} // no kick: the test polls
+	p.mu.Unlock()
+	p.PollOnce(context.Background())
+	ms, _ = p.Models(id2)
+	require.Equal(t, []string{"a", "b", "c"}, ms)
+	require.InDelta(t, 5, testutil.ToFloat64(m.dropped.WithLabelValues(id2)), 0)
+	p.SetEndpoints(nil) // nothing new: no kick
+	_, ok = p.Models(id2)
+	require.False(t, ok, "a removed endpoint is forgotten")
+}
+
+func TestPollerKicksOnNewEndpointsAndReportsChanges(t *testing.T) {
+	defer leakcheck.Check(t)()
+	var changes atomic.Int32
+	changed := make(chan struct{}, 4)
+	p := newTestPoller(t, nil, func() { changes.Add(1); changed <- struct{}{} })
+	defer p.Close()
+	e := newEngine(t, "alpha", "beta")
+	defer e.srv.Close()
+	p.SetEndpoints([]kvroute.Endpoint{e.endpoint()})
+	select {
+	case <-changed:
+	case <-time.After(time.Minute): // a bound only: the kick polls at once
+		t.Fatal("the new endpoint was not polled")
+	}
+	ms, ok := p.Models(e.endpoint().ID)
+	require.True(t, ok)
+	require.Equal(t, []string{"alpha", "beta"}, ms)
+	require.EqualValues(t, 1, changes.Load())
+}
+
+func TestRegistryAnnotatesFromServedLabelThenPoll(t *testing.T) {
+	defer leakcheck.Check(t)()
+	e := newEngine(t, "polled")
+	defer e.srv.Close()
+	r, err := New(Config{
+		Served: map[string][]string{"10.0.0.1:8000": {"static"}},
+		Poll:   PollConfig{Enabled: true, Interval: time.Hour},
+	}, Options{Set: telemetry.Set{Clock: telemetry.NewManual(time.Unix(0, 0))}})
+	require.NoError(t, err)
+	defer r.Close()
+	eps := []kvroute.Endpoint{
+		{ID: "10.0.0.1:8000", Labels: map[string]string{DefaultLabel: "ignored"}},
+		{ID: "10.0.0.2:8000", Labels: map[string]string{DefaultLabel: " a, b ,,a,bad\x01"}},
+		e.endpoint(),
+		{ID: "10.0.0.4:8000", Models: []string{"given"}},
+	}
+	r.poller.mu.Lock()
+	r.poller.urls[e.endpoint().ID] = e.srv.URL
+	r.poller.mu.Unlock()
+	r.poller.PollOnce(context.Background())
+	got := r.Annotate(eps)
+	require.Equal(t, []string{"static"}, got[0].Models)
+	require.Equal(t, []string{"a", "b"}, got[1].Models)
+	require.Equal(t, []string{"polled"}, got[2].Models)
+	require.Equal(t, []string{"given"}, got[3].Models)
+	require.Nil(t, eps[0].Models, "the input is not modified")
+	require.Equal(t, []string{"a", "b", "given", "polled", "static"}, Served(got, "base"))
+	require.True(t, Serves(got, "polled", "base"))
+	require.False(t, Serves(got, "base", "base"), "every endpoint lists models, none the base")
+	require.True(t, Serves([]kvroute.Endpoint{{ID: "x:1"}}, "base", "base"))
+}
+
+func TestConfigJSON(t *testing.T) {
+	var c Config
+	require.NoError(t, c.UnmarshalJSON([]byte(`{"label":"x","poll":{"enabled":true,"interval":"5s"},"rewrites":[{"model":"m","targets":[{"model":"t","weight":3}]}]}`)))
+	require.Equal(t, 5*time.Second, c.Poll.Interval)
+	require.NoError(t, c.Validate())
+	require.Error(t, c.UnmarshalJSON([]byte(`{"poll":{"interval":5}}`)), "a bare number is no duration")
+	require.Error(t, c.UnmarshalJSON([]byte(`{"labelx":"x"}`)), "unknown key")
+	require.ErrorIs(t, Config{Served: map[string][]string{"a:1": {""}}}.Validate(), ErrInvalidConfig)
+	d := Config{}.withDefaults()
+	require.Equal(t, DefaultLabel, d.Label)
+	require.Equal(t, DefaultPollInterval, d.Poll.Interval)
+}

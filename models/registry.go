@@ -1,0 +1,150 @@
+package models
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/kvroute/kvroute"
+)
+
+// Registry is what a gateway holds for several models: the source of each
+// endpoint's served models (configuration, an endpoint label, the engines'
+// /v1/models) and the rewrite table. Annotate fills Endpoint.Models, which
+// the Router reads to choose each request's candidates; Resolve applies the
+// rewrite table. It is safe for concurrent use; Close stops its poller.
+type Registry struct {
+	cfg    Config
+	table  *Table
+	poller *Poller // nil unless Config.Poll.Enabled
+}
+
+// New builds a Registry from cfg, starting its poller when
+// cfg.Poll.Enabled.
+func New(cfg Config, opts Options) (*Registry, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	t, err := NewTable(cfg.Rewrites, opts)
+	if err != nil {
+		return nil, err
+	}
+	r := &Registry{cfg: cfg, table: t}
+	if cfg.Poll.Enabled {
+		if r.poller, err = NewPoller(cfg.Poll, opts); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// Table returns the rewrite table.
+func (r *Registry) Table() *Table { return r.table }
+
+// Poller returns the /v1/models poller; nil unless Config.Poll.Enabled.
+func (r *Registry) Poller() *Poller { return r.poller }
+
+// Resolve is Table.Resolve.
+func (r *Registry) Resolve(model string) (string, bool) { return r.table.Resolve(model) }
+
+// SetEndpoints gives the poller the endpoints to read (nil-safe without
+// one).
+func (r *Registry) SetEndpoints(eps []kvroute.Endpoint) {
+	if r.poller != nil {
+		r.poller.SetEndpoints(eps)
+	}
+}
+
+// Annotate returns a copy of eps with each endpoint's Models filled, from
+// the first source that names it: Config.Served, the endpoint's Label
+// (comma-separated; invalid names are left out), the poller's last good
+// answer, else the Models it already had. An endpoint no source names
+// keeps empty Models: the router's model only.
+func (r *Registry) Annotate(eps []kvroute.Endpoint) []kvroute.Endpoint {
+	out := slices.Clone(eps)
+	for i := range out {
+		e := &out[i]
+		if ms, ok := r.cfg.Served[e.ID]; ok {
+			e.Models = slices.Clone(ms)
+			continue
+		}
+		if v, ok := e.Labels[r.cfg.Label]; ok {
+			if ms := ParseList(v, r.cfg.Poll.MaxModels); len(ms) > 0 {
+				e.Models = ms
+				continue
+			}
+		}
+		if r.poller != nil {
+			if ms, ok := r.poller.Models(e.ID); ok {
+				e.Models = ms
+				continue
+			}
+		}
+		e.Models = slices.Clone(e.Models)
+	}
+	return out
+}
+
+// Close stops the poller.
+func (r *Registry) Close() {
+	if r.poller != nil {
+		r.poller.Close()
+	}
+}
+
+// ParseList parses a comma-separated list of model names (a label or
+// annotation value), trimming spaces and leaving out empty, invalid and
+// repeated names and those beyond max (0: DefaultMaxModels).
+func ParseList(v string, max int) []string {
+	if max <= 0 {
+		max = DefaultMaxModels
+	}
+	var out []string
+	for part := range strings.SplitSeq(v, ",") {
+		part = strings.TrimSpace(part)
+		if checkName(part) != nil || slices.Contains(out, part) {
+			continue
+		}
+		if len(out) == max {
+			break
+		}
+		out = append(out, part)
+	}
+	return out
+}
+
+// Served returns the sorted union of the models eps serve, an endpoint
+// without Models serving base: what a gateway's /v1/models lists.
+func Served(eps []kvroute.Endpoint, base string) []string {
+	var out []string
+	for _, e := range eps {
+		ms := e.Models
+		if len(ms) == 0 && base != "" {
+			ms = []string{base}
+		}
+		for _, m := range ms {
+			if !slices.Contains(out, m) {
+				out = append(out, m)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Serves reports whether some endpoint of eps serves model, an endpoint
+// without Models serving base (the Router's rule).
+func Serves(eps []kvroute.Endpoint, model, base string) bool {
+	for _, e := range eps {
+		if len(e.Models) == 0 {
+			if model == base {
+				return true
+			}
+			continue
+		}
+		if slices.Contains(e.Models, model) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,93 @@
+package models
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+)
+
+func canary() []Rule {
+	return []Rule{
+		{Model: "llama", Targets: []Target{{Model: "llama-v1", Weight: 90}, {Model: "llama-v2", Weight: 10}}},
+		{Model: "chat", Targets: []Target{{Model: "llama-v1"}}},
+		{Model: "even", Targets: []Target{{Model: "a"}, {Model: "b"}}},
+	}
+}
+
+func TestTableSplitsByWeightDeterministically(t *testing.T) {
+	run := func() map[string]int {
+		rnd := rand.New(rand.NewPCG(7, 7))
+		tb, err := NewTable(canary(), Options{Random: rnd.Float64})
+		require.NoError(t, err)
+		n := map[string]int{}
+		for range 10_000 {
+			m, ok := tb.Resolve("llama")
+			require.True(t, ok)
+			n[m]++
+		}
+		return n
+	}
+	a, b := run(), run()
+	require.Equal(t, a, b, "the same seed gives the same split")
+	require.Equal(t, 10_000, a["llama-v1"]+a["llama-v2"])
+	require.InDelta(t, 9_000, a["llama-v1"], 300, "90 %% of 10,000 draws, within 3 standard deviations")
+}
+
+func TestTableBoundaries(t *testing.T) {
+	x := 0.0
+	tb, err := NewTable(canary(), Options{Random: func() float64 { return x }})
+	require.NoError(t, err)
+	for _, c := range []struct {
+		x    float64
+		want string
+	}{{0, "llama-v1"}, {0.8999, "llama-v1"}, {0.9, "llama-v2"}, {0.99999, "llama-v2"}} {
+		x = c.x
+		m, _ := tb.Resolve("llama")
+		require.Equal(t, c.want, m, "draw %v", c.x)
+	}
+	x = 0.5
+	m, _ := tb.Resolve("even")
+	require.Equal(t, "b", m, "weights omitted split evenly")
+	m, ok := tb.Resolve("chat")
+	require.True(t, ok)
+	require.Equal(t, "llama-v1", m, "an alias")
+	m, ok = tb.Resolve("unknown")
+	require.False(t, ok)
+	require.Equal(t, "unknown", m)
+	var nilTable *Table
+	m, ok = nilTable.Resolve("x")
+	require.Equal(t, "x", m)
+	require.False(t, ok)
+}
+
+func TestTableCountsByTarget(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	x := 0.95
+	tb, err := NewTable(canary(), Options{Random: func() float64 { return x }, Set: setWith(reg)})
+	require.NoError(t, err)
+	tb.Resolve("llama")
+	tb.Resolve("llama")
+	x = 0.1
+	tb.Resolve("llama")
+	tb.Resolve("nope")
+	require.InDelta(t, 2, testutil.ToFloat64(mustVec(t, reg).WithLabelValues("llama", "llama-v2")), 0)
+	require.InDelta(t, 1, testutil.ToFloat64(mustVec(t, reg).WithLabelValues("llama", "llama-v1")), 0)
+	require.Equal(t, 5, testutil.CollectAndCount(mustVec(t, reg)), "one series per configured target, none for unknown names")
+}
+
+func TestTableRejectsBadRules(t *testing.T) {
+	for name, rules := range map[string][]Rule{
+		"empty model":     {{Model: "", Targets: []Target{{Model: "a"}}}},
+		"no targets":      {{Model: "a"}},
+		"twice":           {{Model: "a", Targets: []Target{{Model: "b"}}}, {Model: "a", Targets: []Target{{Model: "c"}}}},
+		"negative weight": {{Model: "a", Targets: []Target{{Model: "b", Weight: -1}}}},
+		"comma in name":   {{Model: "a,b", Targets: []Target{{Model: "b"}}}},
+		"control char":    {{Model: "a", Targets: []Target{{Model: "b\n"}}}},
+	} {
+		_, err := NewTable(rules, Options{})
+		require.ErrorIs(t, err, ErrInvalidConfig, name)
+	}
+}
