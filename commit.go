@@ -62,6 +62,7 @@ func (s *Selection) Commit(i int) (*Decision, error) {
 	}
 	s.committed = true
 	s.keepPrompts(d)
+	s.commitMode(d) // precise, approximate or blind (approx.go)
 	s.traceCommit(d)
 
 	if *r.cfg.Speculative.Enabled && s.total > 0 {

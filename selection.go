@@ -6,6 +6,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kvroute/kvroute/affinity"
+	"github.com/kvroute/kvroute/approx"
 	"github.com/kvroute/kvroute/kvindex"
 	"github.com/kvroute/kvroute/render"
 	"github.com/kvroute/kvroute/tokenload"
@@ -46,6 +47,7 @@ type Selection struct {
 	promptTokens int
 	total        int
 	usedCache    bool
+	view         *approx.View // the endpoints' modes for this request (lookup)
 
 	filtered, scored, committed bool
 	outcome                     affinity.Outcome
