@@ -10,6 +10,7 @@ import (
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/admission"
+	"github.com/kvroute/kvroute/approx"
 	"github.com/kvroute/kvroute/enginemetrics"
 )
 
@@ -29,6 +30,8 @@ const RoleLabel = "llm-d.ai/role"
 // statusEndpoint is one row of the status page's endpoint table.
 type statusEndpoint struct {
 	ID, Role, Source, State, LastApplied, SinceApplied string
+	Mode                                               string // precise, approximate or blind (package approx)
+	ApproxEntries                                      int
 	AppliedSeq                                         string
 	Blocks                                             int
 	InflightTokens, InflightRequests                   int64
@@ -40,14 +43,15 @@ var statusTmpl = template.Must(template.New("status").Parse(`<!DOCTYPE html>
 <title>kvroute gateway</title>
 <style>body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse;margin-bottom:1.5em}
 td,th{border:1px solid #ccc;padding:.25em .6em;text-align:left}th{background:#eee}
-.live{color:#080}.degraded,.bad{color:#b00}.connecting,.replaying{color:#a60}
+.live,.precise{color:#080}.degraded,.bad,.blind{color:#b00}.approximate{color:#a60}.warn{background:#fff3cd;padding:.4em}.connecting,.replaying{color:#a60}
 .key{display:inline-block;width:1em;height:.3em;vertical-align:middle;margin:0 .3em}
 pre{background:#f6f6f6;padding:.6em;max-height:24em;overflow:auto}</style></head>
 <body><h1>kvroute gateway</h1>
-<p id="summary">ready: <b id="ready">{{.Ready}}</b>{{if .Reason}} — {{.Reason}}{{end}}; model: <b id="model">{{.Model}}</b>; policy: {{.Policy}}; {{len .Endpoints}} endpoint(s); index: {{.IndexBlocks}} blocks; generated {{.Now}}</p>
+<p id="summary">ready: <b id="ready">{{.Ready}}</b>{{if .Reason}} — {{.Reason}}{{end}}; model: <b id="model">{{.Model}}</b>; policy: {{.Policy}}; cache modes: <b id="modes">{{.Modes}}</b>; {{len .Endpoints}} endpoint(s); index: {{.IndexBlocks}} blocks; generated {{.Now}}</p>
+{{if .ModeWarning}}<p id="mode-warning" class="warn">{{.ModeWarning}}</p>{{end}}
 <h2>Endpoints</h2>
-<table id="endpoints"><tr><th>endpoint</th><th>role</th><th>index source</th><th>stream state</th><th>last applied seq</th><th>last applied</th><th>blocks indexed</th><th>in-flight tokens</th><th>in-flight requests</th><th>predictions</th></tr>
-{{range .Endpoints}}<tr class="endpoint" data-id="{{.ID}}"><td>{{.ID}}</td><td class="role">{{.Role}}</td><td class="source">{{.Source}}</td><td class="{{.State}}">{{.State}}{{if .GivenUp}} (given up){{end}}</td><td>{{.AppliedSeq}}</td><td>{{.SinceApplied}}</td><td>{{.Blocks}}</td><td>{{.InflightTokens}}</td><td>{{.InflightRequests}}</td><td>{{if .Inaccurate}}<span class="bad">missing persistently</span>{{else}}ok{{end}}</td></tr>
+<table id="endpoints"><tr><th>endpoint</th><th>role</th><th>cache mode</th><th>index source</th><th>stream state</th><th>last applied seq</th><th>last applied</th><th>blocks indexed</th><th>in-flight tokens</th><th>in-flight requests</th><th>predictions</th></tr>
+{{range .Endpoints}}<tr class="endpoint" data-id="{{.ID}}"><td>{{.ID}}</td><td class="role">{{.Role}}</td><td class="mode {{.Mode}}">{{.Mode}}{{if eq .Mode "approximate"}} ({{.ApproxEntries}} entries){{end}}</td><td class="source">{{.Source}}</td><td class="{{.State}}">{{.State}}{{if .GivenUp}} (given up){{end}}</td><td>{{.AppliedSeq}}</td><td>{{.SinceApplied}}</td><td>{{.Blocks}}</td><td>{{.InflightTokens}}</td><td>{{.InflightRequests}}</td><td>{{if .Inaccurate}}<span class="bad">missing persistently</span>{{else}}ok{{end}}</td></tr>
 {{end}}</table>
 <h2>Cached share of prompt tokens: predicted vs engine-reported</h2>
 <p id="share-summary"><span class="key" style="background:#1f6fd1"></span>predicted <span class="key" style="background:#e07000"></span>engine-reported; per 10 s over the last 15 minutes. {{.ShareSummary}}</p>
@@ -75,6 +79,8 @@ type statusData struct {
 	Chart        template.HTML
 	ShareSummary string
 	Config       string
+	Modes        string // "2 precise, 1 approximate, 0 blind"
+	ModeWarning  string // set when an endpoint is not precise
 }
 
 // status renders StatusPath.
@@ -109,6 +115,8 @@ func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
 			states[e.ID] = se
 		}
 	}
+	modes := s.endpointModes()
+	data.Modes, data.ModeWarning = modeSummary(modes)
 	for _, e := range eps {
 		se, ok := states[e.ID]
 		if !ok {
@@ -118,6 +126,10 @@ func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
 		se.Role = e.Labels[RoleLabel]
 		if se.Role == "" {
 			se.Role = "–"
+		}
+		if s.approx != nil {
+			se.Mode = modes[e.ID].Mode.String()
+			se.ApproxEntries = modes[e.ID].Entries
 		}
 		if r := s.router; r != nil {
 			se.Blocks = r.Index().EndpointBlocks(e.ID)
@@ -208,4 +220,33 @@ func (s *Server) shownConfig() any {
 		Router            kvroute.Config        `json:"router"`
 	}{s.cfg.Listen, s.cfg.Policy, s.cfg.ReadHeaderTimeout, s.cfg.IdleTimeout, s.cfg.Proxy, s.cfg.Admission,
 		s.cfg.EngineMetrics, s.cfg.Router}
+}
+
+// endpointModes returns every endpoint's cache mode by ID (empty under
+// PolicyRoundRobin).
+func (s *Server) endpointModes() map[string]approx.EndpointState {
+	out := map[string]approx.EndpointState{}
+	if s.approx == nil {
+		return out
+	}
+	for _, e := range s.approx.Endpoints() {
+		out[e.ID] = e
+	}
+	return out
+}
+
+// modeSummary counts the endpoints by mode and, when any is not precise,
+// says so: a benchmark of precise routing must not run on approximate or
+// blind endpoints unnoticed.
+func modeSummary(modes map[string]approx.EndpointState) (summary, warning string) {
+	var n [3]int
+	for _, e := range modes {
+		n[e.Mode]++
+	}
+	summary = fmt.Sprintf("%d precise, %d approximate, %d blind", n[approx.ModePrecise], n[approx.ModeApproximate], n[approx.ModeBlind])
+	if len(modes) > 0 && n[approx.ModePrecise] < len(modes) {
+		warning = fmt.Sprintf("Not every endpoint is routed precisely: %d approximate (KV events not live; cache state guessed from this router's own decisions), %d blind (KV events not live, no approximate index). Results measured now are not precise prefix-cache routing.",
+			n[approx.ModeApproximate], n[approx.ModeBlind])
+	}
+	return summary, warning
 }

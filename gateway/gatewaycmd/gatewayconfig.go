@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kvroute/kvroute/admission"
+	"github.com/kvroute/kvroute/approx"
 	"github.com/kvroute/kvroute/enginemetrics"
 	"github.com/kvroute/kvroute/gateway"
 	"github.com/kvroute/kvroute/internal/jsonconf"
@@ -46,6 +47,10 @@ type gatewayConfig struct {
 	// with the rendered token IDs instead of the text (only
 	// "completions" qualifies).
 	TokenizeOnce []render.API `json:"tokenizeOnce"`
+	// Approximate is gateway.ServerConfig.Approximate: the approximate
+	// prefix index of endpoints whose KV events are not live. Its keys are
+	// approx.Config's ({"enabled": true} turns it on).
+	Approximate *approx.Config `json:"approximate"`
 }
 
 // validate rejects negative values, which have no meaning.
@@ -86,6 +91,7 @@ func (g gatewayConfig) apply(s *gateway.ServerConfig) {
 	s.Proxy.TokenizeOnce = g.TokenizeOnce
 	s.Admission = g.Admission
 	s.EngineMetrics = g.EngineMetrics
+	s.Approximate = g.Approximate
 }
 
 // decodeGatewaySection reads the "gateway" member of a configuration
