@@ -57,8 +57,8 @@ pre{background:#f6f6f6;padding:.6em;max-height:24em;overflow:auto}</style></head
 <p id="share-summary"><span class="key" style="background:#1f6fd1"></span>predicted <span class="key" style="background:#e07000"></span>engine-reported; per 10 s over the last 15 minutes. {{.ShareSummary}}</p>
 {{.Chart}}
 <h2>Latest decisions</h2>
-<table id="decisions"><tr><th>time</th><th>request</th><th>model</th><th>api</th><th>endpoint</th><th>prompt tokens</th><th>predicted cached</th><th>engine cached</th><th>error</th><th>filter outcome</th><th>used cache</th><th>result</th></tr>
-{{range .Decisions}}<tr class="decision"><td>{{.Time.Format "15:04:05.000"}}</td><td class="request-id">{{.RequestID}}</td><td class="model">{{.Model}}{{if .LoRA}} (LoRA){{end}}</td><td>{{.API}}</td><td>{{.Endpoint}}</td><td>{{.PromptTokens}}</td><td>{{.PredictedCached}}</td><td>{{if ge .ActualCached 0}}{{.ActualCached}}{{else}}–{{end}}</td><td>{{if ge .ActualCached 0}}{{.Error}}{{end}}</td><td>{{.Outcome}}</td><td>{{.UsedCache}}</td><td>{{.Result}}</td></tr>
+<table id="decisions"><tr><th>time</th><th>request</th><th>model</th><th>api</th><th>endpoint</th><th>prompt tokens</th><th>predicted cached</th><th>engine cached</th><th>error</th><th>filter outcome</th><th>used cache</th><th>cache mode</th><th>result</th></tr>
+{{range .Decisions}}<tr class="decision"><td>{{.Time.Format "15:04:05.000"}}</td><td class="request-id">{{.RequestID}}</td><td class="model">{{.Model}}{{if .LoRA}} (LoRA){{end}}</td><td>{{.API}}</td><td>{{.Endpoint}}</td><td>{{.PromptTokens}}</td><td>{{.PredictedCached}}</td><td>{{if ge .ActualCached 0}}{{.ActualCached}}{{else}}–{{end}}</td><td>{{if ge .ActualCached 0}}{{.Error}}{{end}}</td><td>{{.Outcome}}</td><td>{{.UsedCache}}</td><td class="mode {{.CacheMode}}">{{.CacheMode}}</td><td>{{.Result}}</td></tr>
 {{end}}</table>
 <h2>Effective configuration</h2>
 <p>As the gateway runs it; a 0 or empty value takes its package's default. Credentials (passwords, tokens, secrets, the passwords in URLs) are shown as [redacted].</p>
