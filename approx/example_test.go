@@ -22,7 +22,7 @@ func Example() {
 	ix.SetEndpoints([]string{"vllm-0", "vllm-1"})
 
 	prompt := []kvindex.Key{11, 12, 13, 14} // a prompt's chained block keys
-	ix.Record("vllm-0", prompt)              // the router sent it to vllm-0
+	ix.Record("vllm-0", prompt)             // the router sent it to vllm-0
 
 	next := []kvindex.Key{11, 12, 99} // same first two blocks
 	fmt.Println("vllm-0 holds", ix.Match("vllm-0", next), "blocks")

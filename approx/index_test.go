@@ -70,7 +70,7 @@ func TestTTLExpiresFromLastRouting(t *testing.T) {
 // serves from CPU memory.
 func TestCapacityCountsCPUOffload(t *testing.T) {
 	const bs = 64
-	gpuOnly := Capacity{GPUBlocks: 64, BlockSize: 16}                  // 1,024 tokens: 16 router blocks
+	gpuOnly := Capacity{GPUBlocks: 64, BlockSize: 16}                 // 1,024 tokens: 16 router blocks
 	offload := Capacity{GPUBlocks: 64, CPUBlocks: 192, BlockSize: 16} // 4,096 tokens: 64 router blocks
 	require.Equal(t, 16, gpuOnly.Blocks(bs))
 	require.Equal(t, 64, offload.Blocks(bs))

@@ -82,7 +82,7 @@ func (f *simFleet) last(t *testing.T, n int) DecisionRecord {
 }
 
 func (f *simFleet) ready(t *testing.T) (body struct {
-	Endpoints                []struct{ ID, State, Mode string }
+	Endpoints               []struct{ ID, State, Mode string }
 	CacheModes, ModeWarning string
 }) {
 	t.Helper()
