@@ -38,12 +38,14 @@ func (r *Router) startApprox(opts Options) error {
 // approximate index believes they hold of one prompt beyond what the index
 // matched: the longer of the two prefixes counts.
 func (s *Selection) approxMatch(keys []kvindex.Key) {
-	st, ix := &s.st, s.r.approx
-	for i, id := range st.ids {
-		if s.view.Mode(id) != approx.ModeApproximate {
+	st := &s.st
+	st.approx = grow(st.approx, len(st.ids))
+	s.r.approx.MatchCandidates(keys, st.ids, s.view, st.approx)
+	for i, a := range st.approx {
+		if a == 0 {
 			continue
 		}
-		a, m := ix.Match(id, keys), 0
+		m := 0
 		if i < st.match.Len() {
 			m = st.match.At(i).Blocks
 		}

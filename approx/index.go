@@ -294,6 +294,35 @@ func (x *Index) Match(endpoint string, keys []kvindex.Key) int {
 	return n
 }
 
+// MatchCandidates is Match for every endpoint of endpoints that view says
+// is approximate, into out (one entry per endpoint: its matched blocks, 0
+// for the others); one clock read and one look-up of the endpoints for the
+// whole list. out must be at least as long as endpoints.
+func (x *Index) MatchCandidates(keys []kvindex.Key, endpoints []string, view *View, out []int) {
+	out = out[:len(endpoints)]
+	clear(out)
+	if !x.cfg.Enabled || len(keys) == 0 {
+		return
+	}
+	cutoff := x.clock.Now().UnixNano() - x.ttl
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if len(x.eps) == 0 {
+		return
+	}
+	for i, id := range endpoints {
+		l := x.eps[id] // most candidates of a mixed fleet have none: checked first
+		if l == nil || view.Mode(id) != ModeApproximate {
+			continue
+		}
+		l.mu.RLock()
+		if l.pos != nil {
+			out[i] = l.match(keys, cutoff)
+		}
+		l.mu.RUnlock()
+	}
+}
+
 // Drop removes every approximate entry of endpoint and returns how many
 // there were (counted as reason "dropped").
 func (x *Index) Drop(endpoint string) int { return x.drop(endpoint, reasonDropped) }

@@ -171,14 +171,25 @@ func (l *lru) compact() {
 	l.nodes, l.pos, l.free = nodes, pos, none
 }
 
-// match is the number of leading keys held and routed after cutoff. Block
-// keys chain their parents, so the first miss ends the prefix.
+// match is the number of leading keys held and routed after cutoff.
+//
+// An endpoint's entries are prefix-closed: a block key names its whole
+// prefix (keys chain their parents), so every Record that routed a block
+// routed its prefix too, touching the prefix's blocks after it (Record
+// walks a prompt backwards); the prefix is therefore at least as recent,
+// and capacity, memory and TTL evictions, which all take the least
+// recently routed first, never remove a block before a deeper one of the
+// same prefix. So the held prefix is found by binary search: about log2
+// of the prompt's blocks map lookups instead of one per block.
 func (l *lru) match(keys []kvindex.Key, cutoff int64) int {
-	for n, k := range keys {
-		i, ok := l.pos[k]
-		if !ok || l.nodes[i].at <= cutoff {
-			return n
+	lo, hi := 0, len(keys) // keys[:lo] held; keys[hi:] not
+	for lo < hi {
+		mid := int(uint(lo+hi+1) >> 1)
+		if i, ok := l.pos[keys[mid-1]]; ok && l.nodes[i].at > cutoff {
+			lo = mid
+		} else {
+			hi = mid - 1
 		}
 	}
-	return len(keys)
+	return lo
 }

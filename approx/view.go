@@ -1,12 +1,11 @@
 package approx
 
-import "slices"
-
 // View is the endpoints' modes as of one refresh; it never changes.
 type View struct {
 	at      int64 // index clock, unix ns
 	ids     []string
-	modes   []Mode // by ids
+	modes   []Mode          // by ids
+	byID    map[string]Mode // the same, for the pick path
 	allLive bool
 	enabled bool
 }
@@ -16,8 +15,8 @@ type View struct {
 // is not. An endpoint the index does not know (not in SetEndpoints) counts
 // as not live.
 func (v *View) Mode(endpoint string) Mode {
-	if i, ok := slices.BinarySearch(v.ids, endpoint); ok {
-		return v.modes[i]
+	if m, ok := v.byID[endpoint]; ok {
+		return m
 	}
 	if v.enabled {
 		return ModeApproximate
@@ -51,7 +50,8 @@ func (x *Index) refresh(now int64) {
 	x.mu.RLock()
 	ids, live := x.known, x.live
 	x.mu.RUnlock()
-	v := &View{at: now, ids: ids, modes: make([]Mode, len(ids)), enabled: x.cfg.Enabled, allLive: live != nil && len(ids) > 0}
+	v := &View{at: now, ids: ids, modes: make([]Mode, len(ids)), byID: make(map[string]Mode, len(ids)),
+		enabled: x.cfg.Enabled, allLive: live != nil && len(ids) > 0}
 	var nowLive []string
 	for i, id := range ids {
 		switch {
@@ -65,6 +65,9 @@ func (x *Index) refresh(now int64) {
 			v.modes[i] = ModeBlind
 			v.allLive = false
 		}
+	}
+	for i, id := range ids {
+		v.byID[id] = v.modes[i]
 	}
 	x.view.Store(v)
 	for _, id := range nowLive {
