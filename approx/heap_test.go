@@ -25,8 +25,8 @@ func TestAccountedBytesCoverHeap(t *testing.T) {
 	for _, n := range []int{900, 1800, 7200, 28700, 29000, 115000, 230000, 460000} {
 		ix, err := New(Config{Enabled: true, MaxBytes: 1 << 30, Capacity: Capacity{GPUBlocks: 1 << 24, BlockSize: 64}}, Options{})
 		require.NoError(t, err)
-		before := heapInUse() // the index's fixed cost is not per entry
 		keys := make([]kvindex.Key, 1000)
+		before := heapInUse() // the index's fixed cost is not per entry
 		for done := 0; done < n; done += len(keys) {
 			for i := range keys {
 				keys[i] = kvindex.Key(done + i + 1)
@@ -39,5 +39,6 @@ func TestAccountedBytesCoverHeap(t *testing.T) {
 		require.Equal(t, n, st.Entries)
 		require.LessOrEqual(t, int64(used), st.Bytes, "%d entries", n)
 		runtime.KeepAlive(ix)
+		runtime.KeepAlive(keys)
 	}
 }

@@ -69,6 +69,7 @@ type Index struct {
 	blockSize int
 
 	bound      atomic.Bool
+	static     atomic.Bool // bound, not enabled and no liveness: the modes change only with SetEndpoints
 	view       atomic.Pointer[View]
 	refreshing atomic.Bool
 	slots      atomic.Int64 // over all endpoints
@@ -130,6 +131,7 @@ func (x *Index) Bind(b Binding) error {
 	}
 	x.mu.Unlock()
 	x.refresh(x.clock.Now().UnixNano())
+	x.static.Store(!x.cfg.Enabled && b.Live == nil)
 	return nil
 }
 
