@@ -146,6 +146,13 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
+// Validate reports the first invalid field of c (New returns the same
+// error).
+func (c Config) Validate() error {
+	_, err := c.withDefaults()
+	return err
+}
+
 // LoadConfig decodes a JSON Config (absent keys mean the defaults; unknown
 // keys are an error naming their path; durations are Go duration strings).
 func LoadConfig(r io.Reader) (Config, error) {

@@ -75,6 +75,11 @@ func (g gatewayConfig) validate() error {
 			return fmt.Errorf("%s.admission: %w", gatewaySection, err)
 		}
 	}
+	if g.Approximate != nil {
+		if err := g.Approximate.Validate(); err != nil {
+			return fmt.Errorf("%s.approximate: %w", gatewaySection, err)
+		}
+	}
 	if g.EngineMetrics != nil && g.Admission == nil {
 		return fmt.Errorf("%s.engineMetrics: feeds the admission stage; set %s.admission too", gatewaySection, gatewaySection)
 	}
