@@ -95,3 +95,23 @@ func TestApproximateEntriesExpire(t *testing.T) {
 	require.Zero(t, d3.CachedTokens)
 	d3.Done(DoneInfo{})
 }
+
+// A request a gateway retried on a fallback is recorded approximately where
+// it was served.
+func TestApproximateFollowsServedFallback(t *testing.T) {
+	ix := approxIndex(t, approx.Config{Enabled: true}, telemetry.Set{})
+	r := testRouter(t, func(c *Config) { c.Speculative.Enabled = new(false) }, Options{Approximate: ix})
+	eps := endpoints(3)
+	require.NoError(t, r.SetEndpoints(eps))
+	p := prompt(1, 512)
+	d, err := r.Pick(context.Background(), &Request{Prompts: []render.Prompt{{TokenIDs: p}}, Fallbacks: 1}, eps)
+	require.NoError(t, err)
+	require.Len(t, d.Fallbacks, 1)
+	fb := d.Fallbacks[0].Endpoint.ID
+	require.True(t, d.Served(fb))
+	d.Done(DoneInfo{})
+	require.Equal(t, 512/64, ix.Entries(fb))
+	d2 := pick(t, r, p, eps)
+	require.Equal(t, 512, d2.CachedTokens)
+	d2.Done(DoneInfo{})
+}

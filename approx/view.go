@@ -73,7 +73,15 @@ func (x *Index) refresh(now int64) {
 		v.byID[id] = v.modes[i]
 	}
 	x.view.Store(v)
+	x.mu.RLock()
+	held := nowLive[:0]
 	for _, id := range nowLive {
+		if x.eps[id] != nil {
+			held = append(held, id)
+		}
+	}
+	x.mu.RUnlock()
+	for _, id := range held { // events flow: precise from now on
 		x.drop(id, reasonLive)
 	}
 	x.expireAll(now)
