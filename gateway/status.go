@@ -16,11 +16,12 @@ import (
 
 // StatusPath is the gateway's status page: plain HTML (no scripts) with the
 // model and the effective configuration (credentials redacted), every
-// endpoint's role, index source, KV-event stream state, last applied
+// endpoint's role, cache mode (precise, approximate or blind, with a
+// warning while any is not precise), index source, KV-event stream state, last applied
 // sequence, blocks indexed and in-flight load, a chart of the predicted
 // against the engine-reported cached share of prompt tokens over the last
 // 15 minutes, and the latest routing decisions with their request ID,
-// model, match and filter outcome. It refreshes itself every 2 s.
+// model, match, filter outcome and cache mode. It refreshes itself every 2 s.
 const StatusPath = "/debug/kvroute"
 
 // RoleLabel is the endpoint label the status page reads an endpoint's role
