@@ -26,6 +26,8 @@ const (
 	DefaultEngineBlockSize = 16
 	// DefaultMaxBytes bounds the whole index's memory.
 	DefaultMaxBytes int64 = 64 << 20
+	// minMaxBytes is the smallest MaxBytes: a few slots.
+	minMaxBytes = 16 * slotBytes
 	// DefaultRefresh is how often the endpoints' KV-event stream states are
 	// read again to decide each one's mode.
 	DefaultRefresh = time.Second
@@ -112,8 +114,8 @@ func (c Config) withDefaults() (Config, error) {
 	switch {
 	case c.TTL < 0:
 		return c, fmt.Errorf("approx: ttl must be >= 0, got %v", c.TTL)
-	case c.MaxBytes < 0:
-		return c, fmt.Errorf("approx: maxBytes must be >= 0, got %d", c.MaxBytes)
+	case c.MaxBytes < 0 || (c.MaxBytes > 0 && c.MaxBytes < minMaxBytes):
+		return c, fmt.Errorf("approx: maxBytes must be 0 (the default) or at least %d, got %d", minMaxBytes, c.MaxBytes)
 	case c.Refresh < 0:
 		return c, fmt.Errorf("approx: refresh must be >= 0, got %v", c.Refresh)
 	}

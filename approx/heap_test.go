@@ -22,7 +22,7 @@ func heapInUse() uint64 {
 // The accounted bytes cover what the Go heap holds for the entries, at
 // sizes that fall just after and just before the map's growth steps.
 func TestAccountedBytesCoverHeap(t *testing.T) {
-	for _, n := range []int{900, 1800, 7200, 28700, 29000, 115000, 230000, 460000} {
+	for _, n := range []int{1800, 3600, 7200, 28700, 29000, 115000, 230000, 460000} {
 		ix, err := New(Config{Enabled: true, MaxBytes: 1 << 30, Capacity: Capacity{GPUBlocks: 1 << 24, BlockSize: 64}}, Options{})
 		require.NoError(t, err)
 		keys := make([]kvindex.Key, 1000)

@@ -183,6 +183,7 @@ func TestConfig(t *testing.T) {
 		{`{"enabled":true,"bogus":1}`, "bogus"},
 		{`{"ttl":"-1s"}`, "ttl must be"},
 		{`{"maxBytes":-1}`, "maxBytes"},
+		{`{"maxBytes":100}`, "at least 1024"},
 		{`{"capacity":{"cpuBlocks":5}}`, "cpuBlocks without gpuBlocks"},
 		{`{"endpoints":{"a":{"cpuBlocks":0}}}`, "gpuBlocks is required"},
 		{`{"endpoints":{"a":{"gpuBlocks":-1}}}`, ">= 0"},
