@@ -90,7 +90,10 @@ type Decision struct {
 	// precise (its KV-event stream is live), approximate (the router's own
 	// earlier decisions, Options.Approximate) or blind (neither, or the
 	// request had no block keys). Counted in
-	// kvroute_router_decision_mode_total{mode}.
+	// kvroute_router_decision_mode_total{mode}. Live means the Router's own
+	// KV-event subscription is live: with Config.Events disabled no
+	// endpoint is, so an embedder that stores events into Index itself sees
+	// blind (or approximate) here even when UsedCache is true.
 	CacheMode approx.Mode
 
 	inflight tokenload.Inflight
