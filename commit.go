@@ -48,7 +48,7 @@ func (s *Selection) Commit(i int) (*Decision, error) {
 	}
 	if d.Fallbacks = s.fallbacks(i); d.Fallbacks != nil {
 		d.moved.r = r
-		if *r.cfg.Speculative.Enabled && s.total > 0 { // what Served speculates on the fallback
+		if (*r.cfg.Speculative.Enabled || r.approx.Enabled()) && s.total > 0 { // what Served speculates (or records approximately) on the fallback
 			d.moved.keys, d.moved.bounds = slices.Clone(st.keys), slices.Clone(st.bounds)
 		}
 	}
@@ -66,6 +66,7 @@ func (s *Selection) Commit(i int) (*Decision, error) {
 	}
 	s.committed = true
 	s.keepPrompts(d)
+	s.commitMode(d) // precise, approximate or blind (approx.go)
 	s.traceCommit(d)
 
 	if *r.cfg.Speculative.Enabled && s.total > 0 {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/kvroute/kvroute/accuracy"
 	"github.com/kvroute/kvroute/affinity"
+	"github.com/kvroute/kvroute/approx"
 	"github.com/kvroute/kvroute/render"
 	"github.com/kvroute/kvroute/tokenload"
 )
@@ -85,6 +86,15 @@ type Decision struct {
 	// CacheSalt is the cache salt the block keys were computed with, set
 	// with Prompts.
 	CacheSalt string
+	// CacheMode is where the cache information about Endpoint came from:
+	// precise (its KV-event stream is live), approximate (the router's own
+	// earlier decisions, Options.Approximate) or blind (neither, or the
+	// request had no block keys). Counted in
+	// kvroute_router_decision_mode_total{mode}. Live means the Router's own
+	// KV-event subscription is live: with Config.Events disabled no
+	// endpoint is, so an embedder that stores events into Index itself sees
+	// blind (or approximate) here even when UsedCache is true.
+	CacheMode approx.Mode
 
 	inflight tokenload.Inflight
 	moved    movedState              // the fallback that served, after Served

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"sync/atomic"
 
+	"github.com/kvroute/kvroute/approx"
 	"github.com/kvroute/kvroute/kvindex"
 	"github.com/kvroute/kvroute/tokenload"
 )
@@ -148,12 +149,19 @@ func (d *Decision) Served(id string) bool {
 		m.inflight.Done()
 	}
 	if keys := d.moved.keys; len(keys) > 0 {
+		approximate := r.approx.Enabled() && r.approx.Current().Mode(id) == approx.ModeApproximate
 		for p := 0; p+1 < len(d.moved.bounds); p++ {
-			if pk := keys[d.moved.bounds[p]:d.moved.bounds[p+1]]; len(pk) > 0 {
+			pk := keys[d.moved.bounds[p]:d.moved.bounds[p+1]]
+			if len(pk) > 0 && *r.cfg.Speculative.Enabled {
 				r.index.Speculate(id, pk, r.cfg.Speculative.TTL)
 			}
+			if approximate {
+				r.approx.Record(id, pk) // the fallback's engine computes the prompt now
+			}
 		}
-		r.cluster.Publish(id, keys)
+		if *r.cfg.Speculative.Enabled {
+			r.cluster.Publish(id, keys)
+		}
 	}
 	return true
 }

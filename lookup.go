@@ -28,6 +28,8 @@ func (s *Selection) lookup() {
 			st.ids[i] = id
 		}
 	}
+	s.view = r.approx.Current()
+	approximate := r.approx.Enabled() && !s.view.AllLive()
 	for p := 0; p+1 < len(st.bounds); p++ {
 		keys := st.keys[st.bounds[p]:st.bounds[p+1]]
 		if len(keys) == 0 {
@@ -35,6 +37,9 @@ func (s *Selection) lookup() {
 		}
 		r.index.Match(keys, st.ids, &st.match)
 		st.match.AddTo(st.blocks, st.weighted)
+		if approximate {
+			s.approxMatch(keys) // endpoints whose events are not live (approx.go)
+		}
 		st.matched = p
 	}
 	r.load.LoadAll(&st.loads, st.ids, st.tokens, st.open)

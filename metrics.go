@@ -2,6 +2,8 @@ package kvroute
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvroute/kvroute/approx"
 )
 
 const (
@@ -18,6 +20,7 @@ type routerMetrics struct {
 	renderFallbacks prometheus.Counter
 	decisions       [numDecisionKinds]prometheus.Counter
 	blind           [numBlindReasons]prometheus.Counter
+	modes           [3]prometheus.Counter // by approx.Mode
 }
 
 // tokenBuckets are token-count buckets from 16 to ~1M tokens.
@@ -48,13 +51,17 @@ func newRouterMetrics(reg, predReg prometheus.Registerer) (*routerMetrics, error
 		Name: "kvroute_router_cache_blind_total",
 		Help: "Load-only routing decisions with a cause: render_failed, render_disabled (no prompts and rendering off) or events_disabled.",
 	}, []string{"reason"})
+	modes := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kvroute_router_decision_mode_total",
+		Help: "Routing decisions by where the chosen endpoint's cache information came from: precise (its KV events are live), approximate (the router's own earlier decisions) or blind (neither, or the request had no block keys).",
+	}, []string{"mode"})
 	if reg != nil {
 		for _, c := range []prometheus.Collector{predicted, prompt} {
 			if err := predReg.Register(c); err != nil {
 				return nil, err
 			}
 		}
-		for _, c := range []prometheus.Collector{fallbacks, decisions, blind} {
+		for _, c := range []prometheus.Collector{fallbacks, decisions, blind, modes} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
@@ -67,6 +74,9 @@ func newRouterMetrics(reg, predReg prometheus.Registerer) (*routerMetrics, error
 	}
 	m.decisions[decisionPrecise] = decisions.WithLabelValues("precise")
 	m.decisions[decisionLoadOnly] = decisions.WithLabelValues("load_only")
+	for _, mode := range approx.Modes() {
+		m.modes[mode] = modes.WithLabelValues(mode.String())
+	}
 	for i, name := range blindReasons {
 		m.blind[i] = blind.WithLabelValues(name)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/kvroute/kvroute/accuracy"
 	"github.com/kvroute/kvroute/affinity"
+	"github.com/kvroute/kvroute/approx"
 	"github.com/kvroute/kvroute/checkpoint"
 	"github.com/kvroute/kvroute/cluster"
 	"github.com/kvroute/kvroute/kvevents"
@@ -72,6 +73,14 @@ type Options struct {
 	// passes one that builds a cluster.NewManual replica over its
 	// virtual-time store and keeps the Manual to drive it.
 	NewClusterReplica func(index *kvindex.Index, load *tokenload.Tracker) (*cluster.Replica, error)
+	// Approximate, when set, is the approximate prefix index of the
+	// endpoints whose KV-event stream is not live (see package approx):
+	// their cache information then comes from the router's own decisions,
+	// and their decisions are labelled approximate. Nil keeps no
+	// approximate entries: such endpoints are routed blind. Either way each
+	// decision's mode is in Decision.CacheMode and
+	// kvroute_router_decision_mode_total. An Index serves one Router.
+	Approximate *approx.Index
 }
 
 // Router is the default Picker: it routes each request through the
@@ -101,6 +110,7 @@ type Router struct {
 	tracer     trace.Tracer       // nil: no tracing
 	acc        *accuracy.Loop
 	ready      readiness
+	approx     *approx.Index // Options.Approximate, or a disabled one keeping the modes (approx.go)
 
 	// needsEndpoints is set when routing depends on SetEndpoints (KV-event
 	// subscriptions, or rendering on the routed endpoints); endpointsSet
@@ -210,6 +220,9 @@ func New(ctx context.Context, cfg Config, opts Options) (*Router, error) {
 			return nil, fmt.Errorf("kvroute: events: %w", err)
 		}
 	}
+	if err = r.startApprox(opts); err != nil {
+		return nil, fmt.Errorf("kvroute: approximate: %w", err)
+	}
 	r.needsEndpoints = *cfg.Events.Enabled || r.renderFrom == renderFromEndpoints
 	if err = r.startCluster(cfg, opts); err != nil {
 		return nil, err
@@ -276,6 +289,7 @@ func (r *Router) SetEndpoints(eps []Endpoint) error {
 			errs = append(errs, err)
 		}
 	}
+	r.approx.SetEndpoints(endpointIDs(next))  // modes of the new set; entries of removed endpoints dropped
 	r.cluster.SetEndpoints(endpointIDs(next)) // nil-safe; before the removals below, so no peer load recreates a removed endpoint
 	for id := range r.endpoints {
 		if _, ok := next[id]; !ok {

@@ -6,6 +6,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kvroute/kvroute/affinity"
+	"github.com/kvroute/kvroute/approx"
 	"github.com/kvroute/kvroute/kvindex"
 	"github.com/kvroute/kvroute/render"
 	"github.com/kvroute/kvroute/tokenload"
@@ -46,6 +47,7 @@ type Selection struct {
 	promptTokens int
 	total        int
 	usedCache    bool
+	view         *approx.View // the endpoints' modes for this request (lookup)
 
 	filtered, scored, committed bool
 	outcome                     affinity.Outcome
@@ -194,6 +196,7 @@ type pickState struct {
 	eligible  []int                // what the affinity filter decided among, with Request.Fallbacks only
 	ranked    []int                // Decision.Fallbacks' ranking scratch
 	mm        []kvindex.MMItem
+	approx    []int         // per candidate: blocks the approximate index matched (approx.go)
 	renderRes render.Result // the render client's answer, its token arrays reused
 }
 

@@ -37,6 +37,7 @@ const (
 	attrCachedTokens   = attribute.Key("kvroute.predicted_cached_tokens")
 	attrUncachedTokens = attribute.Key("kvroute.uncached_tokens")
 	attrUsedCache      = attribute.Key("kvroute.used_cache")
+	attrCacheMode      = attribute.Key("kvroute.cache_mode")
 )
 
 // startPick opens the request's "pick" span when the router traces, and
@@ -122,5 +123,5 @@ func (s *Selection) traceCommit(d *Decision) {
 	}
 	s.span.SetAttributes(attrEndpoint.String(d.Endpoint.ID), attrOutcome.String(d.Outcome.String()),
 		attrPromptTokens.Int(d.PromptTokens), attrCachedTokens.Int(d.CachedTokens),
-		attrUncachedTokens.Int64(d.UncachedTokens), attrUsedCache.Bool(d.UsedCache))
+		attrUncachedTokens.Int64(d.UncachedTokens), attrUsedCache.Bool(d.UsedCache), attrCacheMode.String(d.CacheMode.String()))
 }

@@ -67,6 +67,7 @@ func TestPickSpansAreChildrenOfPickWithTheirAttributes(t *testing.T) {
 	require.EqualValues(t, 256, pa[attrCachedTokens].AsInt64())
 	require.EqualValues(t, 256, pa[attrPromptTokens].AsInt64())
 	require.EqualValues(t, 256, attrs(byName[spanKeys])[attrPromptTokens].AsInt64())
+	require.Equal(t, "blind", pa[attrCacheMode].AsString(), "KV events are off and no approximate index: the index was fed by hand")
 }
 
 func TestPickSpanJoinsTheCallersTrace(t *testing.T) {

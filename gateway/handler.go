@@ -403,7 +403,7 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api ren
 	}()
 	rec := DecisionRecord{Time: start, RequestID: req.ID, API: api, Model: model, LoRA: req.LoRA != "",
 		Endpoint: d.Endpoint.ID, PromptTokens: d.PromptTokens, PredictedCached: d.CachedTokens,
-		Outcome: d.Outcome.String(), UsedCache: d.UsedCache, ActualCached: -1}
+		Outcome: d.Outcome.String(), UsedCache: d.UsedCache, CacheMode: d.CacheMode.String(), ActualCached: -1}
 	if rec.Model == "" {
 		rec.Model = h.cfg.Model
 	}

@@ -15,19 +15,34 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 		ID      string `json:"id"`
 		State   string `json:"state"`
 		GivenUp bool   `json:"givenUp,omitempty"`
+		Mode    string `json:"mode,omitempty"` // precise, approximate or blind
 	}
 	body := struct {
 		Ready     bool       `json:"ready"`
 		Reason    string     `json:"reason,omitempty"`
 		Endpoints []endpoint `json:"endpoints,omitempty"`
+		// CacheModes counts the endpoints by cache mode and ModeWarning
+		// says when one is not precise (readiness does not wait for it: an
+		// engine without events is routed approximately or blind for good).
+		CacheModes  string `json:"cacheModes,omitempty"`
+		ModeWarning string `json:"modeWarning,omitempty"`
 	}{Ready: true}
 	switch {
 	case len(*s.handler.endpoints.Load()) == 0:
 		body.Ready, body.Reason = false, "no endpoints"
 	case s.router != nil:
+		modes := s.endpointModes()
+		seen := map[string]bool{}
 		for _, e := range s.router.Readiness() {
-			body.Endpoints = append(body.Endpoints, endpoint{ID: e.ID, State: string(e.State), GivenUp: e.GivenUp})
+			body.Endpoints = append(body.Endpoints, endpoint{ID: e.ID, State: string(e.State), GivenUp: e.GivenUp, Mode: modes[e.ID].Mode.String()})
+			seen[e.ID] = true
 		}
+		for _, e := range *s.handler.endpoints.Load() {
+			if !seen[e.ID] {
+				body.Endpoints = append(body.Endpoints, endpoint{ID: e.ID, State: "no events", Mode: modes[e.ID].Mode.String()})
+			}
+		}
+		body.CacheModes, body.ModeWarning = modeSummary(modes)
 		if reason := s.router.NotReady(); reason != "" {
 			body.Ready, body.Reason = false, reason
 		}

@@ -34,6 +34,9 @@ type DecisionRecord struct {
 	Error     int
 	Outcome   string
 	UsedCache bool
+	// CacheMode is where the prediction came from: precise, approximate
+	// or blind (kvroute.Decision.CacheMode).
+	CacheMode string
 	Result    Result
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/admission"
+	"github.com/kvroute/kvroute/approx"
 	"github.com/kvroute/kvroute/disagg"
 	"github.com/kvroute/kvroute/enginemetrics"
 	"github.com/kvroute/kvroute/lora"
@@ -111,6 +112,13 @@ type ServerConfig struct {
 	// answered 404, and GET /v1/models lists the served models. Nil: one
 	// model, Router.Model. PolicyPrecise only.
 	Models *models.Config
+	// Approximate configures the approximate prefix index of the endpoints
+	// whose KV-event stream is not live (package approx; approx.Config.Enabled
+	// turns it on). Nil is approx.Config{}: none kept, such endpoints are
+	// routed blind. Either way the status page, /ready and
+	// kvroute_router_decision_mode_total show each endpoint's and each
+	// decision's mode. PolicyPrecise only.
+	Approximate *approx.Config
 }
 
 // Server is a running gateway: a Handler on an http.Server with /metrics
@@ -118,6 +126,7 @@ type ServerConfig struct {
 // plus Go and process metrics) and /health, built around a kvroute.Router.
 type Server struct {
 	router    *kvroute.Router        // nil under PolicyRoundRobin
+	approx    *approx.Index          // the router's approximate index and mode table; nil under PolicyRoundRobin
 	admission *admission.Controller  // nil without ServerConfig.Admission
 	disagg    *disagg.Profile        // nil without ServerConfig.Disagg
 	scraper   *enginemetrics.Scraper // nil without ServerConfig.EngineMetrics and ServerConfig.LoRA
@@ -184,6 +193,15 @@ func NewServer(ctx context.Context, cfg ServerConfig, opts Options) (*Server, er
 	switch cfg.Policy {
 	case "", PolicyPrecise:
 		ropts := kvroute.Options{Set: telemetry.Set{Registerer: s.registry, Logger: logger, TracerProvider: opts.TracerProvider, Clock: opts.Clock}}
+		var acfg approx.Config
+		if cfg.Approximate != nil {
+			acfg = *cfg.Approximate
+		}
+		ix, err := approx.New(acfg, approx.Options{Set: telemetry.Set{Registerer: s.registry, Clock: opts.Clock}})
+		if err != nil {
+			return nil, fmt.Errorf("gateway: approximate: %w", err)
+		}
+		s.approx, ropts.Approximate = ix, ix
 		if cfg.EngineMetrics != nil && cfg.Admission == nil && cfg.LoRA == nil {
 			return nil, errors.New("gateway: engineMetrics feeds the admission stage and the lora scorer; set admission or lora too")
 		}
@@ -260,6 +278,9 @@ func NewServer(ctx context.Context, cfg ServerConfig, opts Options) (*Server, er
 		}
 		if cfg.Models != nil {
 			return nil, errors.New("gateway: models needs the precise policy (the Router chooses each model's endpoints)")
+		}
+		if cfg.Approximate != nil {
+			return nil, errors.New("gateway: approximate needs the precise policy (it is the Router's index)")
 		}
 		if cfg.Admission != nil {
 			return nil, errors.New("gateway: admission needs the precise policy (its accounting is the Router's)")

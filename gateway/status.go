@@ -10,17 +10,19 @@ import (
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/admission"
+	"github.com/kvroute/kvroute/approx"
 	"github.com/kvroute/kvroute/enginemetrics"
 	"github.com/kvroute/kvroute/lora"
 )
 
 // StatusPath is the gateway's status page: plain HTML (no scripts) with the
 // model and the effective configuration (credentials redacted), every
-// endpoint's role, index source, KV-event stream state, last applied
+// endpoint's role, cache mode (precise, approximate or blind, with a
+// warning while any is not precise), index source, KV-event stream state, last applied
 // sequence, blocks indexed and in-flight load, a chart of the predicted
 // against the engine-reported cached share of prompt tokens over the last
 // 15 minutes, and the latest routing decisions with their request ID,
-// model, match and filter outcome. It refreshes itself every 2 s.
+// model, match, filter outcome and cache mode. It refreshes itself every 2 s.
 const StatusPath = "/debug/kvroute"
 
 // RoleLabel is the endpoint label the status page reads an endpoint's role
@@ -30,6 +32,8 @@ const RoleLabel = "llm-d.ai/role"
 // statusEndpoint is one row of the status page's endpoint table.
 type statusEndpoint struct {
 	ID, Role, Source, State, LastApplied, SinceApplied string
+	Mode                                               string // precise, approximate or blind (package approx)
+	ApproxEntries                                      int
 	AppliedSeq                                         string
 	Blocks                                             int
 	InflightTokens, InflightRequests                   int64
@@ -41,21 +45,22 @@ var statusTmpl = template.Must(template.New("status").Parse(`<!DOCTYPE html>
 <title>kvroute gateway</title>
 <style>body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse;margin-bottom:1.5em}
 td,th{border:1px solid #ccc;padding:.25em .6em;text-align:left}th{background:#eee}
-.live{color:#080}.degraded,.bad{color:#b00}.connecting,.replaying{color:#a60}
+.live,.precise{color:#080}.degraded,.bad,.blind{color:#b00}.approximate{color:#a60}.warn{background:#fff3cd;padding:.4em}.connecting,.replaying{color:#a60}
 .key{display:inline-block;width:1em;height:.3em;vertical-align:middle;margin:0 .3em}
 pre{background:#f6f6f6;padding:.6em;max-height:24em;overflow:auto}</style></head>
 <body><h1>kvroute gateway</h1>
-<p id="summary">ready: <b id="ready">{{.Ready}}</b>{{if .Reason}} — {{.Reason}}{{end}}; model: <b id="model">{{.Model}}</b>; policy: {{.Policy}}; {{len .Endpoints}} endpoint(s); index: {{.IndexBlocks}} blocks; generated {{.Now}}</p>
+<p id="summary">ready: <b id="ready">{{.Ready}}</b>{{if .Reason}} — {{.Reason}}{{end}}; model: <b id="model">{{.Model}}</b>; policy: {{.Policy}}; cache modes: <b id="modes">{{.Modes}}</b>; {{len .Endpoints}} endpoint(s); index: {{.IndexBlocks}} blocks; generated {{.Now}}</p>
+{{if .ModeWarning}}<p id="mode-warning" class="warn">{{.ModeWarning}}</p>{{end}}
 <h2>Endpoints</h2>
-<table id="endpoints"><tr><th>endpoint</th><th>role</th><th>index source</th><th>stream state</th><th>last applied seq</th><th>last applied</th><th>blocks indexed</th><th>in-flight tokens</th><th>in-flight requests</th><th>predictions</th></tr>
-{{range .Endpoints}}<tr class="endpoint" data-id="{{.ID}}"><td>{{.ID}}</td><td class="role">{{.Role}}</td><td class="source">{{.Source}}</td><td class="{{.State}}">{{.State}}{{if .GivenUp}} (given up){{end}}</td><td>{{.AppliedSeq}}</td><td>{{.SinceApplied}}</td><td>{{.Blocks}}</td><td>{{.InflightTokens}}</td><td>{{.InflightRequests}}</td><td>{{if .Inaccurate}}<span class="bad">missing persistently</span>{{else}}ok{{end}}</td></tr>
+<table id="endpoints"><tr><th>endpoint</th><th>role</th><th>cache mode</th><th>index source</th><th>stream state</th><th>last applied seq</th><th>last applied</th><th>blocks indexed</th><th>in-flight tokens</th><th>in-flight requests</th><th>predictions</th></tr>
+{{range .Endpoints}}<tr class="endpoint" data-id="{{.ID}}"><td>{{.ID}}</td><td class="role">{{.Role}}</td><td class="mode {{.Mode}}">{{.Mode}}{{if eq .Mode "approximate"}} ({{.ApproxEntries}} entries){{end}}</td><td class="source">{{.Source}}</td><td class="{{.State}}">{{.State}}{{if .GivenUp}} (given up){{end}}</td><td>{{.AppliedSeq}}</td><td>{{.SinceApplied}}</td><td>{{.Blocks}}</td><td>{{.InflightTokens}}</td><td>{{.InflightRequests}}</td><td>{{if .Inaccurate}}<span class="bad">missing persistently</span>{{else}}ok{{end}}</td></tr>
 {{end}}</table>
 <h2>Cached share of prompt tokens: predicted vs engine-reported</h2>
 <p id="share-summary"><span class="key" style="background:#1f6fd1"></span>predicted <span class="key" style="background:#e07000"></span>engine-reported; per 10 s over the last 15 minutes. {{.ShareSummary}}</p>
 {{.Chart}}
 <h2>Latest decisions</h2>
-<table id="decisions"><tr><th>time</th><th>request</th><th>model</th><th>api</th><th>endpoint</th><th>prompt tokens</th><th>predicted cached</th><th>engine cached</th><th>error</th><th>filter outcome</th><th>used cache</th><th>result</th></tr>
-{{range .Decisions}}<tr class="decision"><td>{{.Time.Format "15:04:05.000"}}</td><td class="request-id">{{.RequestID}}</td><td class="model">{{.Model}}{{if .LoRA}} (LoRA){{end}}</td><td>{{.API}}</td><td>{{.Endpoint}}</td><td>{{.PromptTokens}}</td><td>{{.PredictedCached}}</td><td>{{if ge .ActualCached 0}}{{.ActualCached}}{{else}}–{{end}}</td><td>{{if ge .ActualCached 0}}{{.Error}}{{end}}</td><td>{{.Outcome}}</td><td>{{.UsedCache}}</td><td>{{.Result}}</td></tr>
+<table id="decisions"><tr><th>time</th><th>request</th><th>model</th><th>api</th><th>endpoint</th><th>prompt tokens</th><th>predicted cached</th><th>engine cached</th><th>error</th><th>filter outcome</th><th>used cache</th><th>cache mode</th><th>result</th></tr>
+{{range .Decisions}}<tr class="decision"><td>{{.Time.Format "15:04:05.000"}}</td><td class="request-id">{{.RequestID}}</td><td class="model">{{.Model}}{{if .LoRA}} (LoRA){{end}}</td><td>{{.API}}</td><td>{{.Endpoint}}</td><td>{{.PromptTokens}}</td><td>{{.PredictedCached}}</td><td>{{if ge .ActualCached 0}}{{.ActualCached}}{{else}}–{{end}}</td><td>{{if ge .ActualCached 0}}{{.Error}}{{end}}</td><td>{{.Outcome}}</td><td>{{.UsedCache}}</td><td class="mode {{.CacheMode}}">{{.CacheMode}}</td><td>{{.Result}}</td></tr>
 {{end}}</table>
 <h2>Effective configuration</h2>
 <p>As the gateway runs it; a 0 or empty value takes its package's default. Credentials (passwords, tokens, secrets, the passwords in URLs) are shown as [redacted].</p>
@@ -76,6 +81,8 @@ type statusData struct {
 	Chart        template.HTML
 	ShareSummary string
 	Config       string
+	Modes        string // "2 precise, 1 approximate, 0 blind"
+	ModeWarning  string // set when an endpoint is not precise
 }
 
 // status renders StatusPath.
@@ -110,6 +117,8 @@ func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
 			states[e.ID] = se
 		}
 	}
+	modes := s.endpointModes()
+	data.Modes, data.ModeWarning = modeSummary(modes)
 	for _, e := range eps {
 		se, ok := states[e.ID]
 		if !ok {
@@ -119,6 +128,10 @@ func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
 		se.Role = e.Labels[RoleLabel]
 		if se.Role == "" {
 			se.Role = "–"
+		}
+		if s.approx != nil {
+			se.Mode = modes[e.ID].Mode.String()
+			se.ApproxEntries = modes[e.ID].Entries
 		}
 		if r := s.router; r != nil {
 			se.Blocks = r.Index().EndpointBlocks(e.ID)
@@ -210,4 +223,33 @@ func (s *Server) shownConfig() any {
 		Router            kvroute.Config        `json:"router"`
 	}{s.cfg.Listen, s.cfg.Policy, s.cfg.ReadHeaderTimeout, s.cfg.IdleTimeout, s.cfg.Proxy, s.cfg.Admission,
 		s.cfg.EngineMetrics, s.cfg.LoRA, s.cfg.Router}
+}
+
+// endpointModes returns every endpoint's cache mode by ID (empty under
+// PolicyRoundRobin).
+func (s *Server) endpointModes() map[string]approx.EndpointState {
+	out := map[string]approx.EndpointState{}
+	if s.approx == nil {
+		return out
+	}
+	for _, e := range s.approx.Endpoints() {
+		out[e.ID] = e
+	}
+	return out
+}
+
+// modeSummary counts the endpoints by mode and, when any is not precise,
+// says so: a benchmark of precise routing must not run on approximate or
+// blind endpoints unnoticed.
+func modeSummary(modes map[string]approx.EndpointState) (summary, warning string) {
+	var n [3]int
+	for _, e := range modes {
+		n[e.Mode]++
+	}
+	summary = fmt.Sprintf("%d precise, %d approximate, %d blind", n[approx.ModePrecise], n[approx.ModeApproximate], n[approx.ModeBlind])
+	if len(modes) > 0 && n[approx.ModePrecise] < len(modes) {
+		warning = fmt.Sprintf("Not every endpoint is routed precisely: %d approximate (KV events not live; cache state guessed from this router's own decisions), %d blind (KV events not live, no approximate index). Results measured now are not precise prefix-cache routing.",
+			n[approx.ModeApproximate], n[approx.ModeBlind])
+	}
+	return summary, warning
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/admission"
+	"github.com/kvroute/kvroute/approx"
 	"github.com/kvroute/kvroute/simengine"
 	"github.com/kvroute/kvroute/simengine/server"
 	"github.com/kvroute/kvroute/telemetry"
@@ -129,6 +130,8 @@ func newHarnessProfile(t *testing.T, cfg Config, acfg *admission.Config, prof kv
 	rcfg.BlockSize = 16
 	var err error
 	ropts := kvroute.Options{Set: telemetry.Set{Registerer: h.reg}, Profile: prof}
+	ropts.Approximate, err = approx.New(approx.Config{}, approx.Options{Set: ropts.Set}) // the endpoints' cache modes
+	require.NoError(t, err)
 	if acfg != nil {
 		h.adm, err = admission.New(*acfg, admission.Options{Set: ropts.Set})
 		require.NoError(t, err)
@@ -143,7 +146,7 @@ func newHarnessProfile(t *testing.T, cfg Config, acfg *admission.Config, prof kv
 	if cfg.Model == "" {
 		cfg.Model = testModel
 	}
-	h.picker, err = New(cfg, h.router, Options{Set: telemetry.Set{Registerer: h.reg}, Admission: h.adm})
+	h.picker, err = New(cfg, h.router, Options{Set: telemetry.Set{Registerer: h.reg}, Admission: h.adm, Approximate: ropts.Approximate})
 	require.NoError(t, err)
 	h.picker.SetEndpoints(eps)
 	h.picker.SetReady(true)

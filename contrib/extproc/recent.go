@@ -19,6 +19,7 @@ type streamRecord struct {
 	PromptTokens    int
 	PredictedCached int
 	UsedCache       bool
+	CacheMode       string // precise, approximate or blind
 	Outcome         string
 	Result          string
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/admission"
+	"github.com/kvroute/kvroute/approx"
 	"github.com/kvroute/kvroute/telemetry"
 )
 
@@ -139,6 +140,11 @@ type Options struct {
 	// deadline passed or it closed, both naming the reason in
 	// HeaderAdmission. Nil reads no admission header.
 	Admission *admission.Controller
+	// Approximate is the approximate index the Picker's Router was built
+	// with (kvroute.Options.Approximate), or nil. With it the status page
+	// and ReadyPath show each endpoint's cache mode (precise, approximate
+	// or blind); each request's mode is shown either way.
+	Approximate *approx.Index
 }
 
 // Server is the ext_proc endpoint picker. It is safe for concurrent use:
@@ -155,6 +161,7 @@ type Server struct {
 	ready     atomic.Bool
 	clock     telemetry.Clock
 	recent    recentStreams         // the status page's latest streams
+	approx    *approx.Index         // Options.Approximate; nil: no per-endpoint modes
 	admission *admission.Controller // nil without Options.Admission (admission.go)
 }
 
@@ -169,7 +176,7 @@ func New(cfg Config, picker kvroute.Picker, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, picker: picker, log: opts.Logger, health: health.NewServer(), clock: opts.Clk(),
-		admission: opts.Admission}
+		admission: opts.Admission, approx: opts.Approximate}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

@@ -38,7 +38,10 @@ func TestStatusHandlerServesReadyAndStatusPage(t *testing.T) {
 		Endpoints []struct {
 			ID    string `json:"id"`
 			State string `json:"state"`
+			Mode  string `json:"mode"`
 		} `json:"endpoints"`
+		CacheModes  string `json:"cacheModes"`
+		ModeWarning string `json:"modeWarning"`
 	}
 	require.Eventually(t, func() bool { code, _ := get(ReadyPath); return code == http.StatusOK }, wait, 5*time.Millisecond,
 		"ready once both engines' streams are live")
@@ -49,6 +52,16 @@ func TestStatusHandlerServesReadyAndStatusPage(t *testing.T) {
 	require.Len(t, r.Endpoints, 2)
 	for _, e := range r.Endpoints {
 		require.Equal(t, "live", e.State, e.ID)
+	}
+	require.Eventually(t, func() bool { // the modes are read again every second
+		_, body := get(ReadyPath)
+		r = ready{}
+		require.NoError(t, json.Unmarshal([]byte(body), &r))
+		return r.CacheModes == "2 precise, 0 approximate, 0 blind"
+	}, wait, 5*time.Millisecond)
+	require.Empty(t, r.ModeWarning)
+	for _, e := range r.Endpoints {
+		require.Equal(t, "precise", e.Mode, e.ID)
 	}
 
 	resp := postThrough(t, client, envoy.URL, completionsBody(prompt(41, 40, "status"), false))
@@ -64,12 +77,15 @@ func TestStatusHandlerServesReadyAndStatusPage(t *testing.T) {
 		require.Contains(t, page, `data-id="`+e.id+`"`)
 	}
 	require.Contains(t, page, `class="live"`)
+	require.Contains(t, page, `<b id="modes">2 precise, 0 approximate, 0 blind</b>`)
+	require.NotContains(t, page, `id="mode-warning"`)
 	row := page[strings.Index(page, `<tr class="request">`):]
 	require.Contains(t, row, "/v1/completions")
 	require.Contains(t, row, testModel)
 	require.Contains(t, row, "<td>"+served+"</td>", "served by")
 	require.Regexp(t, `<td>127\.0\.0\.1:\d+,127\.0\.0\.1:\d+</td>`, row, "the pick and its fallback are named")
 	require.Contains(t, row, "routed")
+	require.Contains(t, row, `<td class="mode precise">precise</td>`, "the request's cache mode")
 	require.Regexp(t, `<td>(sticky|no_match|load_override|[a-z_]+)</td><td>routed</td>`, row, "the filter outcome by name")
 
 	h.picker.Shutdown()

@@ -107,6 +107,7 @@ func (st *streamState) record() {
 	}
 	if d := st.decision; d != nil {
 		rec.PromptTokens, rec.PredictedCached, rec.UsedCache, rec.Outcome = d.PromptTokens, d.CachedTokens, d.UsedCache, d.Outcome.String()
+		rec.CacheMode = d.CacheMode.String()
 	}
 	st.srv.recent.add(rec)
 }

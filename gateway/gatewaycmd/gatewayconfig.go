@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kvroute/kvroute/admission"
+	"github.com/kvroute/kvroute/approx"
 	"github.com/kvroute/kvroute/disagg"
 	"github.com/kvroute/kvroute/enginemetrics"
 	"github.com/kvroute/kvroute/gateway"
@@ -70,6 +71,10 @@ type gatewayConfig struct {
 	// /v1/models with models.poll; the rewrite table models.rewrites). Its
 	// keys are models.Config's.
 	Models *models.Config `json:"models"`
+	// Approximate is gateway.ServerConfig.Approximate: the approximate
+	// prefix index of endpoints whose KV events are not live. Its keys are
+	// approx.Config's ({"enabled": true} turns it on).
+	Approximate *approx.Config `json:"approximate"`
 }
 
 // validate rejects negative values, which have no meaning.
@@ -117,6 +122,11 @@ func (g gatewayConfig) validate() error {
 			return fmt.Errorf("%s.models: %w", gatewaySection, err)
 		}
 	}
+	if g.Approximate != nil {
+		if err := g.Approximate.Validate(); err != nil {
+			return fmt.Errorf("%s.approximate: %w", gatewaySection, err)
+		}
+	}
 	return nil
 }
 
@@ -134,6 +144,7 @@ func (g gatewayConfig) apply(s *gateway.ServerConfig) {
 	s.LoRA = g.LoRA
 	s.Session = g.Session
 	s.Models = g.Models
+	s.Approximate = g.Approximate
 }
 
 // decodeGatewaySection reads the "gateway" member of a configuration

@@ -34,6 +34,11 @@
 // --conformance-test-hooks turns on the Inference Extension conformance
 // suite's test hooks (off by default; never on a production cluster).
 //
+// --approximate-config FILE (YAML or JSON, package approx's keys) keeps an
+// approximate prefix index for endpoints whose KV events are not live; the
+// status page and /ready show every endpoint's cache mode (precise,
+// approximate or blind) either way.
+//
 // --admission-config FILE (YAML or JSON, package admission's keys: objectives
 // and their priorities, queue bounds and timeouts, saturation thresholds)
 // puts an admission stage in front of every pick; off by default. Requests
@@ -119,6 +124,7 @@ type flags struct {
 	fallbacks                         int
 	conformanceTestHooks              bool
 	admissionConfig                   string
+	approximateConfig                 string
 	engineMetricsConfig               string
 	disaggConfig, roleLabel           string
 }
@@ -153,6 +159,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.StringVar(&f.admissionConfig, "admission-config", "", "admission stage configuration file (YAML or JSON, package admission's keys): queue, prioritize and shed requests under saturation (default: off, every request is picked at once)")
 	fs.StringVar(&f.disaggConfig, "disagg-config", "", "prefill/decode disaggregation configuration file (YAML or JSON, package disagg's keys; {} for the defaults): pick a decode endpoint and, when its uncached prompt tokens reach the threshold, a prefill endpoint named in x-prefiller-host-port (default: off, one role)")
 	fs.StringVar(&f.roleLabel, "role-label", disagg.DefaultRoleLabel, "pod label giving an endpoint's prefill/decode role (prefill, decode or both; absent: both)")
+	fs.StringVar(&f.approximateConfig, "approximate-config", "", "approximate prefix index configuration file (YAML or JSON, package approx's keys; {\"enabled\": true} turns it on): endpoints whose KV events are not live are routed from the router's own decisions, labelled approximate (default: off, they are routed blind)")
 	fs.StringVar(&f.engineMetricsConfig, "engine-metrics-config", "", "engine metrics scraper configuration file (YAML or JSON, package enginemetrics' keys): the admission also reads each engine's vLLM queue and KV-cache metrics (needs --admission-config)")
 	if err := cliflag.Parse(fs, args, os.Stdout); err != nil {
 		return f, err
@@ -250,6 +257,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("--disagg-config %s: %w", f.disaggConfig, err)
 		}
 	}
+	if ropts.Approximate, err = newApproximate(f.approximateConfig, ropts.Set); err != nil {
+		adm.close()
+		return err
+	}
 	router, err := kvroute.New(ctx, cfg, ropts)
 	if err != nil {
 		adm.close()
@@ -266,7 +277,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	picker, err := extproc.New(extproc.Config{Model: cfg.Model, MaxBodyBytes: f.maxBodyBytes, Fallbacks: f.fallbacks,
 		ConformanceTestHooks: f.conformanceTestHooks}, router,
-		extproc.Options{Set: telemetry.Set{Registerer: reg, Logger: log}, Admission: adm.ctl})
+		extproc.Options{Set: telemetry.Set{Registerer: reg, Logger: log}, Admission: adm.ctl, Approximate: ropts.Approximate})
 	if err != nil {
 		return err
 	}
