@@ -97,7 +97,11 @@ func startCluster(ctx context.Context, o Options) (c *cluster, err error) {
 
 // startEngine starts one simulated vLLM: --enable-scale-out, KV events with
 // the topic kv@<ip:port>@<model> on a free port and replay on another.
-func startEngine(o Options) (*simEngine, error) {
+func startEngine(o Options) (*simEngine, error) { return startEngineRole(o, server.PDConfig{}) }
+
+// startEngineRole is startEngine with a part in prefill/decode
+// disaggregation (the zero PDConfig: role both).
+func startEngineRole(o Options, pd server.PDConfig) (*simEngine, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -122,6 +126,7 @@ func startEngine(o Options) (*simEngine, error) {
 			BufferSteps:         o.ReplayBufferSteps,
 			Topic:               "kv@" + id + "@" + o.Model,
 		},
+		PD: pd,
 	}, server.Options{Logger: o.Logger})
 	if err != nil {
 		ln.Close()

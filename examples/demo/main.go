@@ -28,12 +28,16 @@ func main() {
 // replicas is the --replicas flag (1: the single-gateway demo, 2: RunReplicas).
 var replicas int
 
+// pd is the --pd flag: the prefill/decode step (e2e.RunPD) instead.
+var pd bool
+
 func parseFlags(args []string, stderr io.Writer) (e2e.Options, error) {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o e2e.Options
 	var verbose bool
 	fs.IntVar(&replicas, "replicas", 1, "gateway replicas: 2 runs the active-active demo (needs redis-server on PATH; see e2e/replicas.go)")
+	fs.BoolVar(&pd, "pd", false, "the prefill/decode step instead: aggregated serving, always-split and the decider on 2 prefill + 2 decode engines (see e2e/pd.go)")
 	fs.BoolVar(&o.Fast, "fast", false, "short burst interval and load (seconds instead of about 80 s)")
 	fs.DurationVar(&o.Interval, "interval", 0, "time between the burst's requests (default 3s; 100ms with --fast)")
 	fs.IntVar(&o.LoadRequests, "load-requests", 0, "requests per policy in the comparison (default 240; 48 with --fast)")
@@ -54,6 +58,9 @@ func parseFlags(args []string, stderr io.Writer) (e2e.Options, error) {
 	if replicas != 1 && replicas != 2 {
 		return o, errors.New("--replicas must be 1 or 2")
 	}
+	if pd && (replicas != 1 || o.Hold) {
+		return o, errors.New("--pd runs alone: not with --replicas 2 or --hold (it stops each policy's engines before the next starts)")
+	}
 	if verbose {
 		o.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
@@ -67,6 +74,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if replicas == 2 {
 		_, err = e2e.RunReplicas(ctx, o, stdout)
+		return err
+	}
+	if pd {
+		_, err = e2e.RunPD(ctx, o, stdout)
 		return err
 	}
 	_, err = e2e.Run(ctx, o, stdout)
