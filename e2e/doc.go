@@ -52,6 +52,18 @@
 //     the loop asks for a resync; once events flow again (?on=false), new
 //     prompts are predicted exactly and the endpoint is accurate again.
 //
+// RunPD is the demo's prefill/decode step (go run ./examples/demo --pd): a
+// workload of multi-turn chats sharing long system prompts and one-off long
+// documents, streamed, through aggregated serving (four engines of role
+// both), always-split (two prefill and two decode engines, a
+// disagg/sidecar Handler in front of each decode engine, the gateway's
+// disagg profile with nonCachedTokens -1, naming the prefiller in
+// x-prefiller-host-port) and the decider (the same fleet, disagg's
+// defaults), each on a fresh fleet. PDReport holds each policy's split
+// rate, split by kind of request, the client's TTFT and inter-token time,
+// and the sidecars' and decoders' counters; PDReport.Check is what must
+// hold on any machine.
+//
 // The engines share one host, so each publishes its KV events on ports of
 // its own; the demo's endpoints name those sockets (kvroute.Endpoint
 // EventsAddress and ReplayAddress) and the router subscribes to them itself,

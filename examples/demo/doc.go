@@ -38,6 +38,7 @@
 //	--hold             keep everything running after the demo until Ctrl-C
 //	--verbose          print the components' logs to standard error
 //	--replicas 2       the active-active demo instead (needs redis-server on PATH)
+//	--pd               the prefill/decode step instead (with --fast: about 10 s)
 //
 // With --replicas 2 (e2e.RunReplicas) it starts its own redis-server on
 // a free loopback port, the engines, and two gateways sharing load and
@@ -49,6 +50,20 @@
 // replica's load when its lease expires and routing on. It stops every
 // process it started; without redis-server it exits with status 1 and says
 // what to install.
+//
+// With --pd (e2e.RunPD) it runs the prefill/decode disaggregation step
+// instead: the same workload (multi-turn chats sharing long system prompts,
+// and one-off long documents, streamed) under three policies, each on a
+// fresh fleet of four simulated engines and a gateway: aggregated serving
+// (four engines of role both, precise routing), always-split (two prefill
+// and two decode engines, a routing sidecar, package disagg/sidecar's
+// handler, in front of each decode engine, and the gateway's disagg
+// profile with nonCachedTokens -1) and the decider (the same fleet,
+// disagg's defaults). It prints a table of each policy's split rate, the
+// client's time to first token (p50, p90) and inter-token time (mean,
+// p99), and exits with status 1 unless every request succeeded, aggregated
+// serving split none, always-split all and the decider some but not all.
+// It stops each policy's engines, sidecars and gateway before the next.
 //
 // The logic lives in kvroute's end-to-end suite, the importable package
 // github.com/kvroute/kvroute/e2e, whose tests run the same scenarios.
