@@ -112,7 +112,7 @@ func startPDSidecar(decoderURL string, o Options) (*pdSidecar, error) {
 	return sc, nil
 }
 
-// counter sums the sidecars' counter name over the series whose label
+// sidecarCounter sums the sidecars' counter name over the series whose label
 // equals value.
 func (f *pdFleet) sidecarCounter(name, label, value string) (float64, error) {
 	var sum float64
