@@ -59,9 +59,26 @@ var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b 
 // response's usage is read on the way and its cached tokens handed to
 // d.Observe and rec.
 func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, d *kvroute.Decision, start time.Time, am *apiMetrics, rec *DecisionRecord) (Result, error) {
-	api := render.APICompletions
-	if a, ok := render.APIForPath(r.URL.Path); ok {
-		api = a
+	api := apiOf(r)
+	hdr := outboundHeader(r)
+	// The prefill endpoint is the router's to name: a client's value would
+	// send the decode pod's sidecar wherever the client likes.
+	delete(hdr, headerPrefiller)
+	propagator.Inject(r.Context(), propagation.HeaderCarrier(hdr)) // this hop's span, or the client's context as it came
+	var fallback string // exchange mode: why the prefill step was given up
+	split := len(d.Roles) > 0
+	switch {
+	case split && h.exchanger != nil && body != nil:
+		var (
+			res Result
+			err error
+		)
+		if body, fallback, res, err = h.exchange(w, r, hdr, body, d); err != nil {
+			return res, err
+		}
+		split = fallback == "" && exchangePaths[r.URL.Path]
+	case split:
+		hdr[headerPrefiller] = []string{d.Roles[0].Endpoint.ID}
 	}
 	var rd io.Reader = http.NoBody
 	if body != nil {
@@ -89,14 +106,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, d
 		writeError(w, api, http.StatusBadGateway, "endpoint "+d.Endpoint.ID+": "+err.Error())
 		return ResultUpstreamUnreachable, err
 	}
-	out.Header = outboundHeader(r)
-	// The prefill endpoint is the router's to name: a client's value would
-	// send the decode pod's sidecar wherever the client likes.
-	delete(out.Header, headerPrefiller)
-	if len(d.Roles) > 0 {
-		out.Header[headerPrefiller] = []string{d.Roles[0].Endpoint.ID}
-	}
-	propagator.Inject(r.Context(), propagation.HeaderCarrier(out.Header)) // this hop's span, or the client's context as it came
+	out.Header = hdr
 	out.ContentLength = int64(len(body))
 
 	resp, err := h.transport.RoundTrip(out)
@@ -110,7 +120,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, d
 	}
 	defer resp.Body.Close()
 
-	hdr := w.Header()
+	hdr = w.Header()
 	for k, vs := range resp.Header {
 		hdr[k] = vs
 	}
@@ -122,8 +132,11 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, d
 	hdr[HeaderEndpoint] = vals[0:1:1]
 	hdr[HeaderPromptTokens] = vals[1:2:2]
 	hdr[HeaderCachedTokens] = vals[2:3:3]
-	if len(d.Roles) > 0 {
+	if split {
 		hdr[HeaderPrefillEndpoint] = []string{d.Roles[0].Endpoint.ID}
+	}
+	if fallback != "" {
+		hdr[HeaderPrefillFallback] = []string{fallback}
 	}
 	w.WriteHeader(resp.StatusCode)
 	rc := http.NewResponseController(w)
@@ -212,6 +225,14 @@ func outboundHeader(r *http.Request) http.Header {
 		h["X-Forwarded-Proto"] = vals[len(vals)-1 : len(vals) : len(vals)]
 	}
 	return h
+}
+
+// apiOf is the API of r's path (completions for paths of none).
+func apiOf(r *http.Request) render.API {
+	if a, ok := render.APIForPath(r.URL.Path); ok {
+		return a
+	}
+	return render.APICompletions
 }
 
 // removeHopHeaders deletes the hop-by-hop headers and those the Connection

@@ -17,6 +17,7 @@ import (
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/admission"
+	"github.com/kvroute/kvroute/disagg/sidecar"
 	"github.com/kvroute/kvroute/models"
 	"github.com/kvroute/kvroute/render"
 	"github.com/kvroute/kvroute/session"
@@ -136,6 +137,7 @@ type Handler struct {
 	tracer    trace.Tracer          // nil: no spans
 	budget    byteBudget            // request body bytes in flight
 	admission *admission.Controller // nil: no admission headers read (admission.go)
+	exchanger *sidecar.Exchange     // nil: split requests go out with x-prefiller-host-port (exchange.go)
 	served    *models.Registry      // nil: one model (ServerConfig.Models; models.go)
 	tokenIn   map[render.API]bool   // Config.TokenizeOnce (tokenin.go)
 }
