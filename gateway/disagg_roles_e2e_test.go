@@ -109,7 +109,7 @@ func startPDFleet(t *testing.T, mode string, timeout time.Duration, eps []kvrout
 	cfg.BlockSize = 16
 	cfg.Events.Enabled = new(true)
 	gw, err := NewServer(t.Context(), ServerConfig{Listen: "127.0.0.1:0", Router: cfg, Endpoints: eps,
-		Disagg: &disagg.Config{NonCachedTokens: 256},
+		Disagg:     &disagg.Config{NonCachedTokens: 256},
 		DisaggHost: DisaggHostConfig{Mode: mode, Exchange: sidecar.Config{PrefillTimeout: timeout}}}, Options{})
 	require.NoError(t, err)
 	f := &pdFleet{gw: gw, client: &http.Client{}, engines: map[string]*roleEngine{}}
@@ -401,4 +401,31 @@ func TestDisaggFailuresThroughGateway(t *testing.T) {
 			require.Equal(t, 3.0, pdCounter(t, f.gw, "kvroute_disagg_decisions_total", "outcome", "split", "reason", "uncached"))
 		})
 	}
+}
+
+// A decode engine under kv_load_failure_policy "fail" answers 500 when its
+// KV transfer fails; in exchange mode the gateway sends the request to it
+// once more without the transfer parameters, the engine prefills locally,
+// and the client gets its completion. The retry is counted and named in
+// the response; the decision is released once.
+func TestDisaggDecodeFailureRetriedInExchangeMode(t *testing.T) {
+	defer leakcheck.Check(t)()
+	dec := startRoleEngine(t, server.RoleDecode, server.PDConfig{KVLoadFailurePolicy: server.PolicyFail}, false, 0)
+	expiring := startRoleEngine(t, server.RolePrefill, server.PDConfig{LeaseTTL: time.Nanosecond}, false, 0)
+	defer dec.close(t)
+	defer expiring.close(t)
+	eps := []kvroute.Endpoint{dec.endpoint(disagg.RoleDecode), expiring.endpoint(disagg.RolePrefill)}
+	f := startPDFleet(t, DisaggModeExchange, 0, eps, dec, expiring)
+	defer f.close(t)
+
+	a := f.post(t, f.gw.URL(), words(20, 600))
+	require.Equal(t, eps[0].ID, a.decode)
+	require.Equal(t, eps[1].ID, a.prefill, "the prefill step ran")
+	require.Equal(t, FallbackDecodeFailed, a.fallback)
+	require.Less(t, a.cached, a.prompt/2, "the decoder computed the prompt itself")
+	f.requireIdle(t, eps)
+	require.Equal(t, 1.0, pdCounter(t, f.gw, "kvroute_gateway_disagg_decode_retries_total"))
+	require.Equal(t, 1.0, regCounter(t, dec.srv.Registry(), "simengine_kv_transfers_total", "outcome", "fail"))
+	require.Equal(t, 1.0, regCounter(t, dec.srv.Registry(), "simengine_kv_transfer_failures_total", "reason", "expired"))
+	require.Equal(t, 1.0, pdCounter(t, f.gw, "kvroute_gateway_requests_total", "api", "completions", "result", "success"))
 }

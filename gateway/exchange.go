@@ -1,12 +1,17 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/disagg/sidecar"
@@ -28,8 +33,42 @@ const (
 
 // HeaderPrefillFallback is set on the response of a split request whose
 // prefill step failed in exchange mode: its value is the reason (one of
-// sidecar.Reasons), and the decode endpoint prefilled locally.
+// sidecar.Reasons, or FallbackDecodeFailed), and the decode endpoint
+// prefilled locally.
 const HeaderPrefillFallback = "X-Kvroute-Prefill-Fallback"
+
+// FallbackDecodeFailed is HeaderPrefillFallback's value when the decode
+// endpoint failed the request after the prefill step (a vLLM decoder whose
+// KV transfer failed under kv_load_failure_policy "fail" answers 500) and
+// the gateway sent it again without the transfer parameters, for a local
+// prefill (exchange mode; counted in
+// kvroute_gateway_disagg_decode_retries_total).
+const FallbackDecodeFailed = "decode_failed"
+
+// exchangeState is the exchange mode's part of a Handler.
+type exchangeState struct {
+	x       *sidecar.Exchange
+	retries prometheus.Counter // kvroute_gateway_disagg_decode_retries_total
+}
+
+// newExchangeState builds the exchange over transport (the gateway's own
+// upstream connections) with its metrics and the gateway's on reg.
+func newExchangeState(cfg sidecar.Config, reg prometheus.Registerer, lg *slog.Logger, transport http.RoundTripper) (*exchangeState, error) {
+	x, err := sidecar.NewExchange(cfg, sidecar.Options{Registerer: reg, Logger: lg, Client: &http.Client{Transport: transport}})
+	if err != nil {
+		return nil, err
+	}
+	retries := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "kvroute_gateway_disagg_decode_retries_total",
+		Help: "Split requests (exchange mode) whose decode endpoint answered a 5xx after the prefill step, such as a vLLM decoder whose KV transfer failed under kv_load_failure_policy fail, sent to it once more without the transfer parameters to prefill locally.",
+	})
+	if reg != nil {
+		if err := reg.Register(retries); err != nil {
+			return nil, err
+		}
+	}
+	return &exchangeState{x: x, retries: retries}, nil
+}
 
 // DisaggHostConfig is how the gateway carries out the disagg profile's
 // split decisions (the "mode" and "exchange" keys of the gateway's
@@ -89,7 +128,7 @@ func (h *Handler) exchange(w http.ResponseWriter, r *http.Request, hdr http.Head
 		h.notify(d)
 		return body, "", "", nil
 	}
-	xr, err := h.exchanger.Prefill(r.Context(), endpointHostPort(pre.Endpoint), r.URL.Path, hdr, body)
+	xr, err := h.exchanger.x.Prefill(r.Context(), endpointHostPort(pre.Endpoint), r.URL.Path, hdr, body)
 	if err != nil {
 		pre.Done(kvroute.DoneInfo{Err: err})
 		h.notify(d)
@@ -132,4 +171,20 @@ func endpointHostPort(e kvroute.Endpoint) string {
 		return net.JoinHostPort(u.Hostname(), port)
 	}
 	return u.Host
+}
+
+// retryLocal sends out once more to the decode endpoint with body, the
+// client's body without transfer parameters, after the decode endpoint
+// failed the split request with a 5xx (failed, whose body is drained and
+// closed): the decode endpoint prefills locally. It returns the new
+// response or the transport's error.
+func (h *Handler) retryLocal(out *http.Request, failed *http.Response, body []byte) (*http.Response, error) {
+	h.exchanger.retries.Inc()
+	h.log.Warn("decode endpoint failed a split request, retrying it with a local prefill", "endpoint", out.URL.Host, "status", failed.StatusCode)
+	_, _ = io.Copy(io.Discard, io.LimitReader(failed.Body, 64<<10))
+	_ = failed.Body.Close()
+	again := out.Clone(out.Context())
+	again.Body = io.NopCloser(bytes.NewReader(body))
+	again.ContentLength = int64(len(body))
+	return h.transport.RoundTrip(again)
 }

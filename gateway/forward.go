@@ -65,8 +65,11 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, d
 	// send the decode pod's sidecar wherever the client likes.
 	delete(hdr, headerPrefiller)
 	propagator.Inject(r.Context(), propagation.HeaderCarrier(hdr)) // this hop's span, or the client's context as it came
-	var fallback string // exchange mode: why the prefill step was given up
+	// In exchange mode, fallback is why the prefill step was given up.
+	var fallback string
 	split := len(d.Roles) > 0
+	orig := body       // the client's body, for a retry without transfer parameters
+	exchanged := false // body carries the prefiller's transfer parameters
 	switch {
 	case split && h.exchanger != nil && body != nil:
 		var (
@@ -76,7 +79,8 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, d
 		if body, fallback, res, err = h.exchange(w, r, hdr, body, d); err != nil {
 			return res, err
 		}
-		split = fallback == "" && exchangePaths[r.URL.Path]
+		split = fallback == "" && exchangePaths[r.URL.Path] && r.Method == http.MethodPost
+		exchanged = split
 	case split:
 		hdr[headerPrefiller] = []string{d.Roles[0].Endpoint.ID}
 	}
@@ -110,6 +114,10 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, d
 	out.ContentLength = int64(len(body))
 
 	resp, err := h.transport.RoundTrip(out)
+	if err == nil && exchanged && resp.StatusCode/100 == 5 {
+		resp, err = h.retryLocal(out, resp, orig)
+		fallback = FallbackDecodeFailed
+	}
 	if err != nil {
 		if r.Context().Err() != nil {
 			return ResultClientAbort, context.Cause(r.Context())

@@ -19,7 +19,6 @@ import (
 	"github.com/kvroute/kvroute/admission"
 	"github.com/kvroute/kvroute/approx"
 	"github.com/kvroute/kvroute/disagg"
-	"github.com/kvroute/kvroute/disagg/sidecar"
 	"github.com/kvroute/kvroute/enginemetrics"
 	"github.com/kvroute/kvroute/lora"
 	"github.com/kvroute/kvroute/models"
@@ -328,8 +327,7 @@ func NewServer(ctx context.Context, cfg ServerConfig, opts Options) (*Server, er
 	if cfg.Disagg != nil && cfg.DisaggHost.Mode == DisaggModeExchange {
 		// The prefill requests go over the gateway's own upstream
 		// connections; the metrics are served with the gateway's.
-		x, err := sidecar.NewExchange(cfg.DisaggHost.Exchange, sidecar.Options{Registerer: s.registry, Logger: logger,
-			Client: &http.Client{Transport: h.transport}})
+		x, err := newExchangeState(cfg.DisaggHost.Exchange, s.registry, logger, h.transport)
 		if err != nil {
 			h.Close()
 			return nil, fmt.Errorf("gateway: disagg exchange: %w", err)
