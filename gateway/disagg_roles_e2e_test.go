@@ -109,6 +109,7 @@ func startPDFleet(t *testing.T, mode string, timeout time.Duration, eps []kvrout
 	cfg.BlockSize = 16
 	cfg.Events.Enabled = new(true)
 	gw, err := NewServer(t.Context(), ServerConfig{Listen: "127.0.0.1:0", Router: cfg, Endpoints: eps,
+		Proxy:      Config{ObserveCachedTokens: true},
 		Disagg:     &disagg.Config{NonCachedTokens: 256},
 		DisaggHost: DisaggHostConfig{Mode: mode, Exchange: sidecar.Config{PrefillTimeout: timeout}}}, Options{})
 	require.NoError(t, err)
@@ -306,6 +307,8 @@ func TestDisaggRolesThroughGateway(t *testing.T) {
 			require.Equal(t, 3.0, pdCounter(t, f.gw, "kvroute_disagg_picks_total", "role", disagg.RoleDecode))
 			require.Equal(t, 2.0, pdCounter(t, f.gw, "kvroute_disagg_picks_total", "role", disagg.RolePrefill))
 			require.Zero(t, pdCounter(t, f.gw, "kvroute_disagg_decode_without_events_total"))
+			require.Equal(t, 1.0, pdCounter(t, f.gw, "kvroute_gateway_usage_total", "result", "observed"),
+				"only the local turn's cached tokens feed the accuracy loop: a split one's count the transfer")
 			require.Equal(t, 2.0, f.sidecarCounter(t, "kvroute_sidecar_requests_total", "outcome", sidecar.OutcomeSplit))
 			require.Zero(t, f.sidecarCounter(t, "kvroute_sidecar_requests_total", "outcome", sidecar.OutcomeFallback))
 			if header {

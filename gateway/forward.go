@@ -153,7 +153,10 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, d
 	}
 
 	var us *usageScanner
-	if h.cfg.ObserveCachedTokens && rec != nil && resp.StatusCode/100 == 2 {
+	// A split request's decoder reports the transferred prompt as cached:
+	// no measure of what the index predicted for it, so it does not feed
+	// the accuracy loop.
+	if h.cfg.ObserveCachedTokens && rec != nil && resp.StatusCode/100 == 2 && !split {
 		us = &usageScanner{sse: strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")}
 	}
 	bp := copyBufs.Get().(*[]byte)
