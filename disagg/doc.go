@@ -58,7 +58,10 @@
 // sidecar sends the request to the prefiller first (one token, KV-transfer
 // parameters asking for remote decode) and then to its local engine with
 // the parameters the prefiller returned. The gateway (its "disagg" config
-// block) and the ext_proc picker both do this.
+// block) and the ext_proc picker both do this; the gateway can instead run
+// that two-step exchange itself (its exchange mode, with package
+// disagg/sidecar's Exchange), ending the prefill pick's part at the
+// prefiller's answer, so decode pods need no sidecar.
 //
 // # Metrics
 //

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/disagg/sidecar"
 )
 
 // The roles of kvroute.Endpoint.Role. An endpoint without a role ("")
@@ -29,8 +30,9 @@ const DefaultRoleLabel = "llm-d.ai/role"
 
 // HeaderPrefiller is the request header that names the prefill endpoint
 // ("host:port") to the decode endpoint's routing sidecar, as llm-d's
-// router sets it; absent, the decode endpoint prefills locally.
-const HeaderPrefiller = "x-prefiller-host-port"
+// router sets it; absent, the decode endpoint prefills locally. It is
+// sidecar.PrefillerHeader, the name the sidecar reads: one name for both.
+const HeaderPrefiller = sidecar.PrefillerHeader
 
 // ValidRole reports whether role is one of "", RolePrefill, RoleDecode and
 // RoleBoth, and says which it is not otherwise.

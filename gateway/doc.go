@@ -53,7 +53,18 @@
 // the decider splits it, the request names its prefill endpoint in
 // x-prefiller-host-port (disagg.HeaderPrefiller) for the decode pod's
 // routing sidecar, and the response in HeaderPrefillEndpoint; a client's
-// own x-prefiller-host-port is never forwarded.
+// own x-prefiller-host-port is never forwarded. With ServerConfig.DisaggHost
+// in DisaggModeExchange the gateway runs the two-step exchange itself
+// (package disagg/sidecar's Exchange): it asks the prefill endpoint for one
+// token with kv_transfer_params for a remote decode, ends the prefill
+// role's accounting at that answer, and forwards the request to the decode
+// endpoint with the transfer parameters the prefiller returned. A prefill
+// step that fails (unreachable, past Exchange.PrefillTimeout, a bad answer)
+// sends the request as it came, for a local prefill, counted by reason and
+// named in HeaderPrefillFallback; a decode endpoint that answers a 5xx
+// after the prefill step (a failed KV transfer under vLLM's
+// kv_load_failure_policy "fail") gets the request once more without the
+// transfer parameters (FallbackDecodeFailed).
 // ServerConfig.LoRA adds package lora's adapter-affinity scorer to the
 // Router: a request whose model names an adapter goes preferably to an
 // engine running it (its vllm:lora_requests_info, scraped by the same

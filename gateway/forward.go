@@ -59,9 +59,30 @@ var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b 
 // response's usage is read on the way and its cached tokens handed to
 // d.Observe and rec.
 func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, d *kvroute.Decision, start time.Time, am *apiMetrics, rec *DecisionRecord) (Result, error) {
-	api := render.APICompletions
-	if a, ok := render.APIForPath(r.URL.Path); ok {
-		api = a
+	api := apiOf(r)
+	hdr := outboundHeader(r)
+	// The prefill endpoint is the router's to name: a client's value would
+	// send the decode pod's sidecar wherever the client likes.
+	delete(hdr, headerPrefiller)
+	propagator.Inject(r.Context(), propagation.HeaderCarrier(hdr)) // this hop's span, or the client's context as it came
+	// In exchange mode, fallback is why the prefill step was given up.
+	var fallback string
+	split := len(d.Roles) > 0
+	orig := body       // the client's body, for a retry without transfer parameters
+	exchanged := false // body carries the prefiller's transfer parameters
+	switch {
+	case split && h.exchanger != nil && body != nil:
+		var (
+			res Result
+			err error
+		)
+		if body, fallback, res, err = h.exchange(w, r, hdr, body, d); err != nil {
+			return res, err
+		}
+		split = fallback == "" && exchangePaths[r.URL.Path] && r.Method == http.MethodPost
+		exchanged = split
+	case split:
+		hdr[headerPrefiller] = []string{d.Roles[0].Endpoint.ID}
 	}
 	var rd io.Reader = http.NoBody
 	if body != nil {
@@ -89,17 +110,14 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, d
 		writeError(w, api, http.StatusBadGateway, "endpoint "+d.Endpoint.ID+": "+err.Error())
 		return ResultUpstreamUnreachable, err
 	}
-	out.Header = outboundHeader(r)
-	// The prefill endpoint is the router's to name: a client's value would
-	// send the decode pod's sidecar wherever the client likes.
-	delete(out.Header, headerPrefiller)
-	if len(d.Roles) > 0 {
-		out.Header[headerPrefiller] = []string{d.Roles[0].Endpoint.ID}
-	}
-	propagator.Inject(r.Context(), propagation.HeaderCarrier(out.Header)) // this hop's span, or the client's context as it came
+	out.Header = hdr
 	out.ContentLength = int64(len(body))
 
 	resp, err := h.transport.RoundTrip(out)
+	if err == nil && exchanged && resp.StatusCode/100 == 5 {
+		resp, err = h.retryLocal(out, resp, orig)
+		fallback = FallbackDecodeFailed
+	}
 	if err != nil {
 		if r.Context().Err() != nil {
 			return ResultClientAbort, context.Cause(r.Context())
@@ -110,7 +128,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, d
 	}
 	defer resp.Body.Close()
 
-	hdr := w.Header()
+	hdr = w.Header()
 	for k, vs := range resp.Header {
 		hdr[k] = vs
 	}
@@ -122,8 +140,11 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, d
 	hdr[HeaderEndpoint] = vals[0:1:1]
 	hdr[HeaderPromptTokens] = vals[1:2:2]
 	hdr[HeaderCachedTokens] = vals[2:3:3]
-	if len(d.Roles) > 0 {
+	if split {
 		hdr[HeaderPrefillEndpoint] = []string{d.Roles[0].Endpoint.ID}
+	}
+	if fallback != "" {
+		hdr[HeaderPrefillFallback] = []string{fallback}
 	}
 	w.WriteHeader(resp.StatusCode)
 	rc := http.NewResponseController(w)
@@ -132,7 +153,10 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, d
 	}
 
 	var us *usageScanner
-	if h.cfg.ObserveCachedTokens && rec != nil && resp.StatusCode/100 == 2 {
+	// A split request's decoder reports the transferred prompt as cached:
+	// no measure of what the index predicted for it, so it does not feed
+	// the accuracy loop.
+	if h.cfg.ObserveCachedTokens && rec != nil && resp.StatusCode/100 == 2 && !split {
 		us = &usageScanner{sse: strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")}
 	}
 	bp := copyBufs.Get().(*[]byte)
@@ -212,6 +236,14 @@ func outboundHeader(r *http.Request) http.Header {
 		h["X-Forwarded-Proto"] = vals[len(vals)-1 : len(vals) : len(vals)]
 	}
 	return h
+}
+
+// apiOf is the API of r's path (completions for paths of none).
+func apiOf(r *http.Request) render.API {
+	if a, ok := render.APIForPath(r.URL.Path); ok {
+		return a
+	}
+	return render.APICompletions
 }
 
 // removeHopHeaders deletes the hop-by-hop headers and those the Connection

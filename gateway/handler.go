@@ -136,6 +136,7 @@ type Handler struct {
 	tracer    trace.Tracer          // nil: no spans
 	budget    byteBudget            // request body bytes in flight
 	admission *admission.Controller // nil: no admission headers read (admission.go)
+	exchanger *exchangeState        // nil: split requests go out with x-prefiller-host-port (exchange.go)
 	served    *models.Registry      // nil: one model (ServerConfig.Models; models.go)
 	tokenIn   map[render.API]bool   // Config.TokenizeOnce (tokenin.go)
 }

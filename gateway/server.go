@@ -85,6 +85,12 @@ type ServerConfig struct {
 	// for the decode pod's routing sidecar. Nil picks in one role among
 	// every endpoint. PolicyPrecise only.
 	Disagg *disagg.Config
+	// DisaggHost is how the gateway carries out Disagg's split decisions:
+	// in header mode (the default) it names the prefill endpoint in
+	// x-prefiller-host-port for the decode pod's sidecar; in exchange mode
+	// it runs the two-step exchange itself (sidecar.Exchange, whose
+	// kvroute_sidecar_* metrics it then serves). Set only with Disagg.
+	DisaggHost DisaggHostConfig
 	// LoRA, when set, adds the LoRA adapter-affinity scorer (package lora)
 	// to the Router's scorers: a request whose model names an adapter goes
 	// preferably to an engine running it, as the engines' own
@@ -237,6 +243,14 @@ func NewServer(ctx context.Context, cfg ServerConfig, opts Options) (*Server, er
 			}
 			s.admission, ropts.Admission = a, a
 		}
+		if err := cfg.DisaggHost.Validate(); err != nil {
+			s.closeAdmission()
+			return nil, err
+		}
+		if cfg.Disagg == nil && cfg.DisaggHost != (DisaggHostConfig{}) {
+			s.closeAdmission()
+			return nil, errors.New("gateway: disaggHost is set without disagg")
+		}
 		if cfg.Disagg != nil {
 			p, err := disagg.New(*cfg.Disagg, disagg.Options{Set: ropts.Set})
 			if err != nil {
@@ -310,6 +324,16 @@ func NewServer(ctx context.Context, cfg ServerConfig, opts Options) (*Server, er
 	}
 	s.handler = h
 	h.admission = s.admission
+	if cfg.Disagg != nil && cfg.DisaggHost.Mode == DisaggModeExchange {
+		// The prefill requests go over the gateway's own upstream
+		// connections; the metrics are served with the gateway's.
+		x, err := newExchangeState(cfg.DisaggHost.Exchange, s.registry, logger, h.transport)
+		if err != nil {
+			h.Close()
+			return nil, fmt.Errorf("gateway: disagg exchange: %w", err)
+		}
+		h.exchanger = x
+	}
 	if cfg.Models != nil {
 		reg, err := models.New(*cfg.Models, models.Options{
 			Set:      telemetry.Set{Registerer: s.registry, Logger: logger, Clock: opts.Clock},

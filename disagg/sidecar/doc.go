@@ -56,6 +56,8 @@
 // it then sends Result.DecodeBody to the decode endpoint with
 // Result.RequestID in X-Request-Id, exactly as it would forward an
 // ordinary request. Result.Split and Result.Fallback say what happened.
+// kvroute's gateway does exactly this in its exchange mode (the "mode" key
+// of its "disagg" block), with its metrics on the gateway's registry.
 //
 // The binary cmd/kvroute-sidecar serves a Handler. The package adds no
 // module dependency.

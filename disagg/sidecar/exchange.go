@@ -20,7 +20,8 @@ import (
 )
 
 // PrefillerHeader carries the prefill endpoint ("host:port") to the decode
-// pod, as llm-d's router sets it.
+// pod, as llm-d's router sets it. Package disagg's HeaderPrefiller, the
+// name kvroute's router sets, is this constant.
 const PrefillerHeader = "x-prefiller-host-port"
 
 // RequestIDHeader is the request ID vLLM adopts as its own; both halves of a

@@ -3,10 +3,13 @@ package gatewaycmd
 import (
 	"io"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/disagg"
+	"github.com/kvroute/kvroute/disagg/sidecar"
+	"github.com/kvroute/kvroute/gateway"
 )
 
 func TestConfigFileDisaggSection(t *testing.T) {
@@ -35,4 +38,30 @@ gateway:
 	}
 	_, err = parseFlags([]string{"--model", "m", "--endpoints-file", writeFile(t, "bad.json", `[{"id": "10.0.0.1:8000", "role": "prefil"}]`)}, io.Discard)
 	require.ErrorContains(t, err, `role "prefil"`)
+}
+
+// The disagg block's mode and exchange keys set
+// gateway.ServerConfig.DisaggHost beside the decider's keys.
+func TestConfigFileDisaggExchangeMode(t *testing.T) {
+	cfg := writeFile(t, "gateway.yaml", `
+model: m
+gateway:
+  disagg: {nonCachedTokens: 512, mode: exchange, exchange: {prefillTimeout: 2s, maxPrefillResponseBytes: 4096}}
+`)
+	o, err := parseFlags([]string{"--config", cfg, "--endpoints", "10.0.0.1:8000"}, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, &disagg.Config{NonCachedTokens: 512}, o.server.Disagg)
+	require.Equal(t, gateway.DisaggHostConfig{Mode: gateway.DisaggModeExchange,
+		Exchange: sidecar.Config{PrefillTimeout: 2 * time.Second, MaxPrefillResponseBytes: 4096}}, o.server.DisaggHost)
+
+	for content, want := range map[string]string{
+		"gateway:\n  disagg: {mode: sidecar}\n":                        `mode "sidecar"`,
+		"gateway:\n  disagg: {exchange: {prefillTimeout: 5}}\n":        "duration",
+		"gateway:\n  disagg: {exchange: {timeout: 1s}}\n":              "unknown key",
+		"gateway:\n  disagg: {exchange: {decoderURL: 'http://x:1'}}\n": "decoderURL",
+		"gateway:\n  disagg: {mode: exchange, nonCached: 1}\n":         "unknown key",
+	} {
+		_, err := parseFlags([]string{"--config", writeFile(t, "c.yaml", content), "--endpoints", "10.0.0.1:8000", "--model", "m"}, io.Discard)
+		require.ErrorContains(t, err, want, content)
+	}
 }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/kvroute/kvroute/admission"
 	"github.com/kvroute/kvroute/approx"
-	"github.com/kvroute/kvroute/disagg"
 	"github.com/kvroute/kvroute/enginemetrics"
 	"github.com/kvroute/kvroute/gateway"
 	"github.com/kvroute/kvroute/internal/jsonconf"
@@ -59,8 +58,11 @@ type gatewayConfig struct {
 	// Disagg is gateway.ServerConfig.Disagg: present (even as {}) turns
 	// prefill/decode disaggregation on (package disagg's profile; the
 	// prefill endpoint travels in x-prefiller-host-port), absent leaves it
-	// off. Its keys are disagg.Config's.
-	Disagg *disagg.Config `json:"disagg"`
+	// off. Its keys are disagg.Config's, plus "mode" ("header", the
+	// default, or "exchange": the gateway runs the two-step exchange
+	// itself) and "exchange" (its prefill step's settings:
+	// gateway.ServerConfig.DisaggHost).
+	Disagg *disaggSection `json:"disagg"`
 	// Session is gateway.ServerConfig.Session: present (even as {}) turns
 	// session affinity on, absent leaves it off. Its keys are
 	// session.Config's.
@@ -100,7 +102,7 @@ func (g gatewayConfig) validate() error {
 		}
 	}
 	if g.Disagg != nil {
-		if err := g.Disagg.Validate(); err != nil {
+		if err := g.Disagg.validate(); err != nil {
 			return fmt.Errorf("%s.disagg: %w", gatewaySection, err)
 		}
 	}
@@ -140,7 +142,9 @@ func (g gatewayConfig) apply(s *gateway.ServerConfig) {
 	s.Proxy.TokenizeOnce = g.TokenizeOnce
 	s.Admission = g.Admission
 	s.EngineMetrics = g.EngineMetrics
-	s.Disagg = g.Disagg
+	if g.Disagg != nil {
+		s.Disagg, s.DisaggHost = &g.Disagg.Config, g.Disagg.host()
+	}
 	s.LoRA = g.LoRA
 	s.Session = g.Session
 	s.Models = g.Models

@@ -1,0 +1,190 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/disagg/sidecar"
+)
+
+// How the gateway carries out a split decision (DisaggHostConfig.Mode).
+const (
+	// DisaggModeHeader forwards a split request to its decode endpoint with
+	// the prefill endpoint named in x-prefiller-host-port, for the decode
+	// pod's routing sidecar (llm-d's, or cmd/kvroute-sidecar) to run the
+	// two-step exchange. The default.
+	DisaggModeHeader = "header"
+	// DisaggModeExchange runs the two-step exchange in the gateway itself
+	// (sidecar.Exchange): the prefill request to the prefill endpoint, then
+	// the decode request, with the transfer parameters the prefiller
+	// returned, to the decode endpoint. Decode pods need no sidecar.
+	DisaggModeExchange = "exchange"
+)
+
+// HeaderPrefillFallback is set on the response of a split request whose
+// prefill step failed in exchange mode: its value is the reason (one of
+// sidecar.Reasons, or FallbackDecodeFailed), and the decode endpoint
+// prefilled locally.
+const HeaderPrefillFallback = "X-Kvroute-Prefill-Fallback"
+
+// FallbackDecodeFailed is HeaderPrefillFallback's value when the decode
+// endpoint failed the request after the prefill step (a vLLM decoder whose
+// KV transfer failed under kv_load_failure_policy "fail" answers 500) and
+// the gateway sent it again without the transfer parameters, for a local
+// prefill (exchange mode; counted in
+// kvroute_gateway_disagg_decode_retries_total).
+const FallbackDecodeFailed = "decode_failed"
+
+// exchangeState is the exchange mode's part of a Handler.
+type exchangeState struct {
+	x       *sidecar.Exchange
+	retries prometheus.Counter // kvroute_gateway_disagg_decode_retries_total
+}
+
+// newExchangeState builds the exchange over transport (the gateway's own
+// upstream connections) with its metrics and the gateway's on reg.
+func newExchangeState(cfg sidecar.Config, reg prometheus.Registerer, lg *slog.Logger, transport http.RoundTripper) (*exchangeState, error) {
+	x, err := sidecar.NewExchange(cfg, sidecar.Options{Registerer: reg, Logger: lg, Client: &http.Client{Transport: transport}})
+	if err != nil {
+		return nil, err
+	}
+	retries := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "kvroute_gateway_disagg_decode_retries_total",
+		Help: "Split requests (exchange mode) whose decode endpoint answered a 5xx after the prefill step, such as a vLLM decoder whose KV transfer failed under kv_load_failure_policy fail, sent to it once more without the transfer parameters to prefill locally.",
+	})
+	if reg != nil {
+		if err := reg.Register(retries); err != nil {
+			return nil, err
+		}
+	}
+	return &exchangeState{x: x, retries: retries}, nil
+}
+
+// DisaggHostConfig is how the gateway carries out the disagg profile's
+// split decisions (the "mode" and "exchange" keys of the gateway's
+// "disagg" block). The zero value is header mode.
+type DisaggHostConfig struct {
+	// Mode is DisaggModeHeader ("" means it) or DisaggModeExchange.
+	Mode string `json:"mode"`
+	// Exchange configures the exchange mode's prefill step: its
+	// PrefillTimeout is the deadline past which the decode endpoint
+	// prefills locally (counted in
+	// kvroute_sidecar_prefill_fallbacks_total{reason="timeout"}), and
+	// MaxBodyBytes, MaxPrefillResponseBytes and PrefillerScheme bound and
+	// address the prefill request. DecoderURL must be empty: the decode
+	// endpoint is the decision's. Zero fields take sidecar's defaults.
+	Exchange sidecar.Config `json:"exchange"`
+}
+
+// Validate reports an unknown mode, a DecoderURL, or an invalid exchange
+// configuration.
+func (c DisaggHostConfig) Validate() error {
+	switch c.Mode {
+	case "", DisaggModeHeader, DisaggModeExchange:
+	default:
+		return fmt.Errorf("gateway: disagg mode %q is not %q or %q", c.Mode, DisaggModeHeader, DisaggModeExchange)
+	}
+	if c.Exchange.DecoderURL != "" {
+		return errors.New("gateway: disagg exchange.decoderURL is the sidecar's: in the gateway the decode endpoint is the decision's")
+	}
+	if _, err := sidecar.NewExchange(c.Exchange, sidecar.Options{}); err != nil {
+		return fmt.Errorf("gateway: disagg exchange: %w", err)
+	}
+	return nil
+}
+
+// errPrefillFallback ends the prefill role of a split request whose prefill
+// step failed: the decode endpoint prefills it.
+var errPrefillFallback = errors.New("gateway: prefill step failed, the decode endpoint prefills locally")
+
+// exchangePaths are the routes whose bodies carry vLLM's
+// kv_transfer_params, the ones the exchange runs on.
+var exchangePaths = map[string]bool{"/v1/completions": true, "/v1/chat/completions": true}
+
+// exchange runs the prefill half of split decision d in exchange mode and
+// returns the body to send to the decode endpoint, with hdr's X-Request-Id
+// set to the one both halves carry. It ends the prefill role of d at the
+// prefiller's answer (its one token: nothing more is asked of it) or at a
+// fallback (d.Endpoint prefills locally); d itself is the caller's to end.
+// A non-nil error means the request cannot go on (client gone, body
+// refused): res is its result, answered on w when the client is there.
+func (h *Handler) exchange(w http.ResponseWriter, r *http.Request, hdr http.Header, body []byte, d *kvroute.Decision) (out []byte, fallback string, res Result, err error) {
+	pre := d.Roles[0]
+	if !exchangePaths[r.URL.Path] || r.Method != http.MethodPost {
+		// vLLM reads kv_transfer_params on these routes only: the decode
+		// endpoint prefills any other request itself.
+		h.log.Debug("split decision on a route without KV transfer: prefilled locally", "path", r.URL.Path)
+		pre.Done(kvroute.DoneInfo{Err: errPrefillFallback})
+		h.notify(d)
+		return body, "", "", nil
+	}
+	xr, err := h.exchanger.x.Prefill(r.Context(), endpointHostPort(pre.Endpoint), r.URL.Path, hdr, body)
+	if err != nil {
+		pre.Done(kvroute.DoneInfo{Err: err})
+		h.notify(d)
+		if r.Context().Err() != nil {
+			return nil, "", ResultClientAbort, context.Cause(r.Context())
+		}
+		api := apiOf(r)
+		if errors.Is(err, sidecar.ErrTooLarge) {
+			writeError(w, api, http.StatusRequestEntityTooLarge, err.Error())
+			return nil, "", ResultBodyTooLarge, err
+		}
+		writeError(w, api, http.StatusBadRequest, err.Error())
+		return nil, "", ResultBadRequest, err
+	}
+	if xr.Split {
+		pre.FirstChunk() // its one token came back: a prefill-only pick ends its part whole
+	} else {
+		pre.Done(kvroute.DoneInfo{Err: errPrefillFallback})
+	}
+	h.notify(d)
+	hdr[headerRequestID] = []string{xr.RequestID}
+	return xr.DecodeBody, xr.Fallback, "", nil
+}
+
+// endpointHostPort is the host:port the prefill request goes to: the
+// endpoint's ID, or the host of its Address when it has one.
+func endpointHostPort(e kvroute.Endpoint) string {
+	if e.Address == "" {
+		return e.ID
+	}
+	u, err := url.Parse(e.Address)
+	if err != nil || u.Host == "" {
+		return e.ID
+	}
+	if u.Port() == "" {
+		port := "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
+		return net.JoinHostPort(u.Hostname(), port)
+	}
+	return u.Host
+}
+
+// retryLocal sends out once more to the decode endpoint with body, the
+// client's body without transfer parameters, after the decode endpoint
+// failed the split request with a 5xx (failed, whose body is drained and
+// closed): the decode endpoint prefills locally. It returns the new
+// response or the transport's error.
+func (h *Handler) retryLocal(out *http.Request, failed *http.Response, body []byte) (*http.Response, error) {
+	h.exchanger.retries.Inc()
+	h.log.Warn("decode endpoint failed a split request, retrying it with a local prefill", "endpoint", out.URL.Host, "status", failed.StatusCode)
+	_, _ = io.Copy(io.Discard, io.LimitReader(failed.Body, 64<<10))
+	_ = failed.Body.Close()
+	again := out.Clone(out.Context())
+	again.Body = io.NopCloser(bytes.NewReader(body))
+	again.ContentLength = int64(len(body))
+	return h.transport.RoundTrip(again)
+}

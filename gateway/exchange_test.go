@@ -1,0 +1,42 @@
+package gateway
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/disagg/sidecar"
+)
+
+// DisaggHostConfig accepts the two modes (and none), refuses an unknown
+// mode, a decoderURL and an invalid exchange; NewServer refuses it
+// without Disagg.
+func TestDisaggHostConfigValidate(t *testing.T) {
+	for _, c := range []DisaggHostConfig{{}, {Mode: DisaggModeHeader}, {Mode: DisaggModeExchange, Exchange: sidecar.Config{PrefillTimeout: time.Second}}} {
+		require.NoError(t, c.Validate(), c)
+	}
+	for c, want := range map[*DisaggHostConfig]string{
+		{Mode: "sidecar"}: `mode "sidecar"`,
+		{Exchange: sidecar.Config{DecoderURL: "http://127.0.0.1:1"}}: "decoderURL",
+		{Exchange: sidecar.Config{PrefillTimeout: -time.Second}}:     "prefillTimeout",
+		{Exchange: sidecar.Config{PrefillerScheme: "ftp"}}:           "prefillerScheme",
+	} {
+		require.ErrorContains(t, c.Validate(), want)
+	}
+	cfg := kvroute.DefaultConfig()
+	cfg.Model = testModel
+	cfg.Events.Enabled = new(false)
+	_, err := NewServer(t.Context(), ServerConfig{Listen: "127.0.0.1:0", Router: cfg,
+		DisaggHost: DisaggHostConfig{Mode: DisaggModeExchange}}, Options{})
+	require.ErrorContains(t, err, "without disagg")
+}
+
+// endpointHostPort is the endpoint's ID, or its Address's host:port.
+func TestEndpointHostPort(t *testing.T) {
+	require.Equal(t, "10.0.0.1:8000", endpointHostPort(kvroute.Endpoint{ID: "10.0.0.1:8000"}))
+	require.Equal(t, "pod-a:9000", endpointHostPort(kvroute.Endpoint{ID: "a", Address: "http://pod-a:9000/"}))
+	require.Equal(t, "pod-a:443", endpointHostPort(kvroute.Endpoint{ID: "a", Address: "https://pod-a"}))
+	require.Equal(t, "pod-a:80", endpointHostPort(kvroute.Endpoint{ID: "a", Address: "http://pod-a"}))
+}
