@@ -10,7 +10,8 @@ import (
 // scorer is the session-affinity scorer. For a request with a session key
 // (Request.Session) whose last turn the store remembers, it gives the
 // candidate that served that turn its headroom below
-// Config.SaturationTokens: 1 − (committed tokens + open requests ×
+// Config.SaturationTokens (so does the candidate a session cookie names,
+// CookieValue): 1 − (committed tokens + open requests ×
 // Config.OpenRequestTokens + this request's uncached tokens) /
 // SaturationTokens, 0 at or above it; every other candidate, and
 // every candidate of a request without a session, gets 0.
@@ -30,13 +31,12 @@ func (sc scorer) Score(s *kvroute.Selection, i int) float64 {
 		return 0
 	}
 	a := sc.a
-	ep, ok := a.store.peek(Hash(key), a.now().UnixNano())
-	if !ok {
-		return 0
-	}
 	c := s.Candidate(i)
-	if c.Endpoint.ID != ep {
-		return 0
+	if !names(key, c.Endpoint.ID) { // a cookie naming the candidate points at it
+		ep, ok := a.store.peek(Hash(key), a.now().UnixNano())
+		if !ok || c.Endpoint.ID != ep {
+			return 0
+		}
 	}
 	load := max(c.InFlightTokens, 0)
 	load += min(tokenload.OpenRequestLoad(c.OpenRequests, a.cfg.OpenRequestTokens), math.MaxInt64-load)
