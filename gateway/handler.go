@@ -137,6 +137,7 @@ type Handler struct {
 	budget    byteBudget            // request body bytes in flight
 	admission *admission.Controller // nil: no admission headers read (admission.go)
 	served    *models.Registry      // nil: one model (ServerConfig.Models; models.go)
+	session   *session.Affinity     // nil: no session cookie set (ServerConfig.Session)
 	tokenIn   map[render.API]bool   // Config.TokenizeOnce (tokenin.go)
 }
 
@@ -416,7 +417,7 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api ren
 	}
 	fwd, fheld := h.forwardBody(body, d)
 	defer h.budget.release(fheld)
-	res, ferr = h.forward(w, r, fwd, d, start, am, &rec)
+	res, ferr = h.forward(w, r, fwd, d, start, am, &rec, req)
 	am.results[res].Inc()
 	rec.Result = res
 	h.recent.add(rec)
@@ -439,7 +440,7 @@ func (h *Handler) serveModels(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ep := eps[(h.models.Add(1)-1)%uint64(len(eps))]
-	res, _ := h.forward(w, r, nil, &kvroute.Decision{Endpoint: ep}, h.now(), nil, nil)
+	res, _ := h.forward(w, r, nil, &kvroute.Decision{Endpoint: ep}, h.now(), nil, nil, nil)
 	if res == ResultUpstreamBroken {
 		panic(http.ErrAbortHandler)
 	}
