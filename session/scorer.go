@@ -31,12 +31,13 @@ func (sc scorer) Score(s *kvroute.Selection, i int) float64 {
 		return 0
 	}
 	a := sc.a
+	ep, ok := a.store.peek(Hash(key), a.now().UnixNano())
+	if !ok && len(key)%4 != 0 {
+		return 0 // not remembered, and no base64 value: it names no candidate
+	}
 	c := s.Candidate(i)
-	if !names(key, c.Endpoint.ID) { // a cookie naming the candidate points at it
-		ep, ok := a.store.peek(Hash(key), a.now().UnixNano())
-		if !ok || c.Endpoint.ID != ep {
-			return 0
-		}
+	if (!ok || c.Endpoint.ID != ep) && !names(key, c.Endpoint.ID) { // a cookie naming the candidate points at it
+		return 0
 	}
 	load := max(c.InFlightTokens, 0)
 	load += min(tokenload.OpenRequestLoad(c.OpenRequests, a.cfg.OpenRequestTokens), math.MaxInt64-load)
