@@ -74,6 +74,13 @@
 // load; an adapter no engine serves is forwarded and the engine's 404 goes
 // back to the client.
 //
+// With ServerConfig.Session (package session) a request's session header,
+// llm-d's llm-d-session cookie or, opt-in, its conversation's opening keys
+// it to the endpoint of the session's last turn, weighed against load; the
+// response to a request without a key carries llm-d's Set-Cookie naming the
+// endpoint that answered (beside the engine's cookies), and a malformed key
+// is skipped and counted, or answered 400 under strict.
+//
 // Unless Options.Transport is given, the Handler reaches the engines with its
 // own HTTP/1.1 keep-alive client: the request is written and the response
 // read on the handler's goroutine (net/http's Transport passes each through a

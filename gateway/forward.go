@@ -58,7 +58,7 @@ var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b 
 // With Config.ObserveCachedTokens and a record (inference requests), the
 // response's usage is read on the way and its cached tokens handed to
 // d.Observe and rec.
-func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, d *kvroute.Decision, start time.Time, am *apiMetrics, rec *DecisionRecord) (Result, error) {
+func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, d *kvroute.Decision, start time.Time, am *apiMetrics, rec *DecisionRecord, routed *kvroute.Request) (Result, error) {
 	api := apiOf(r)
 	hdr := outboundHeader(r)
 	// The prefill endpoint is the router's to name: a client's value would
@@ -145,6 +145,14 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, d
 	}
 	if fallback != "" {
 		hdr[HeaderPrefillFallback] = []string{fallback}
+	}
+	if routed != nil {
+		// Session affinity: a request without a session key (or whose
+		// cookie names another endpoint) gets llm-d's session cookie naming
+		// the endpoint that answered, beside any cookie the engine set.
+		if c, ok := h.session.ResponseCookie(routed, d.Endpoint.ID); ok { // nil-safe
+			hdr["Set-Cookie"] = append(hdr["Set-Cookie"], c)
+		}
 	}
 	w.WriteHeader(resp.StatusCode)
 	rc := http.NewResponseController(w)

@@ -138,6 +138,7 @@ type Handler struct {
 	admission *admission.Controller // nil: no admission headers read (admission.go)
 	exchanger *exchangeState        // nil: split requests go out with x-prefiller-host-port (exchange.go)
 	served    *models.Registry      // nil: one model (ServerConfig.Models; models.go)
+	session   *session.Affinity     // nil: no session cookie set (ServerConfig.Session)
 	tokenIn   map[render.API]bool   // Config.TokenizeOnce (tokenin.go)
 }
 
@@ -417,7 +418,7 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api ren
 	}
 	fwd, fheld := h.forwardBody(body, d)
 	defer h.budget.release(fheld)
-	res, ferr = h.forward(w, r, fwd, d, start, am, &rec)
+	res, ferr = h.forward(w, r, fwd, d, start, am, &rec, req)
 	am.results[res].Inc()
 	rec.Result = res
 	h.recent.add(rec)
@@ -440,7 +441,7 @@ func (h *Handler) serveModels(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ep := eps[(h.models.Add(1)-1)%uint64(len(eps))]
-	res, _ := h.forward(w, r, nil, &kvroute.Decision{Endpoint: ep}, h.now(), nil, nil)
+	res, _ := h.forward(w, r, nil, &kvroute.Decision{Endpoint: ep}, h.now(), nil, nil, nil)
 	if res == ResultUpstreamBroken {
 		panic(http.ErrAbortHandler)
 	}

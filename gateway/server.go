@@ -107,8 +107,11 @@ type ServerConfig struct {
 	// body when configured) makes the Router prefer the endpoint that
 	// served the session's last turn, weighed against its load; with
 	// Router.Cluster the sessions are shared with the other replicas. A
-	// malformed key is skipped and counted, or answered 400 with
-	// Session.Strict. PolicyPrecise only.
+	// response to a request without a key sets llm-d's session cookie
+	// (llm-d-session=<base64 of the endpoint's ID>; Path=/; HttpOnly;
+	// SameSite=Lax) unless Session.SetCookie is false, so a client that
+	// keeps cookies sticks. A malformed key is skipped and counted, or
+	// answered 400 with Session.Strict. PolicyPrecise only.
 	Session *session.Config
 	// Models, when set, serves several models behind one Router (package
 	// models): each endpoint's served models come from Models.Served, its
@@ -334,6 +337,7 @@ func NewServer(ctx context.Context, cfg ServerConfig, opts Options) (*Server, er
 		}
 		h.exchanger = x
 	}
+	h.session = s.session
 	if cfg.Models != nil {
 		reg, err := models.New(*cfg.Models, models.Options{
 			Set:      telemetry.Set{Registerer: s.registry, Logger: logger, Clock: opts.Clock},

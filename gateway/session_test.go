@@ -2,9 +2,11 @@ package gateway
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
 	"regexp"
 	"strings"
 	"testing"
@@ -128,6 +130,85 @@ func TestGatewaySessionStrictRefusesMalformedKey(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, code)
 	_, code = chatTurn(t, f, http.Header{"X-Session-Id": {"fine"}}, "c", 0)
 	require.Equal(t, http.StatusOK, code)
+}
+
+// A client that keeps cookies and sends no session header sticks: the
+// gateway's first response sets llm-d's session cookie naming the endpoint
+// (base64 of its ID), the client's cookie jar sends it back, its turns stay
+// there although every turn opens differently (nothing to derive from), no
+// response sets it again until the session moves, and a client that sends
+// a header gets none. A malformed cookie is counted and ignored (a new
+// cookie replaces it).
+func TestGatewaySetsSessionCookie(t *testing.T) {
+	defer leakcheck.Check(t)()
+	f := startSessionFleet(t, 4, session.Config{SaturationTokens: 20_000})
+	defer f.close(t)
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	client := &http.Client{Transport: f.client.Transport, Jar: jar}
+	post := func(c *http.Client, hdr http.Header, text string) *http.Response {
+		t.Helper()
+		body := `{"model":"` + testModel + `","max_tokens":2,"messages":[{"role":"user","content":"` + text + `"}]}`
+		req, err := http.NewRequest(http.MethodPost, f.gw.URL()+"/v1/chat/completions", strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header = hdr
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := c.Do(req)
+		require.NoError(t, err)
+		out := readAll(t, resp)
+		require.Equal(t, http.StatusOK, resp.StatusCode, out)
+		return resp
+	}
+	resp := post(client, http.Header{}, "first question of a cookie client")
+	home := resp.Header.Get(HeaderEndpoint)
+	cs := resp.Cookies()
+	require.Len(t, cs, 1)
+	require.Equal(t, "llm-d-session", cs[0].Name)
+	require.Equal(t, base64.StdEncoding.EncodeToString([]byte(home)), cs[0].Value)
+	require.Equal(t, "/", cs[0].Path)
+	require.True(t, cs[0].HttpOnly)
+	require.Equal(t, http.SameSiteLaxMode, cs[0].SameSite)
+	for k := range 6 {
+		resp := post(client, http.Header{}, fmt.Sprintf("unrelated question %d", k))
+		require.Equal(t, home, resp.Header.Get(HeaderEndpoint), "turn %d", k)
+		require.Empty(t, resp.Header.Values("Set-Cookie"), "turn %d: the cookie names the endpoint already", k)
+	}
+	// Saturated: the session moves and the response names the new endpoint.
+	busy := f.gw.Router().Load().Dispatch(home, 19_990)
+	resp = post(client, http.Header{}, "while busy")
+	moved := resp.Header.Get(HeaderEndpoint)
+	require.NotEqual(t, home, moved)
+	require.Len(t, resp.Cookies(), 1)
+	require.Equal(t, session.CookieValue(moved), resp.Cookies()[0].Value)
+	busy.Done()
+	resp = post(client, http.Header{}, "after the move")
+	require.Equal(t, moved, resp.Header.Get(HeaderEndpoint), "the jar carries the new cookie")
+
+	// A header key: no cookie set.
+	resp = post(f.client, http.Header{"X-Session-Id": {"conv"}}, "header client")
+	require.Empty(t, resp.Header.Values("Set-Cookie"))
+	// A malformed cookie: counted, routed without it, replaced.
+	resp = post(f.client, http.Header{"Cookie": {"llm-d-session=" + strings.Repeat("x", 300)}}, "bad cookie")
+	require.Len(t, resp.Cookies(), 1)
+
+	body := metricsText(t, f)
+	require.Contains(t, body, `kvroute_session_cookies_set_total 3`)
+	require.Contains(t, body, `kvroute_session_keys_total{source="cookie"} 8`)
+	require.Contains(t, body, `kvroute_session_keys_total{source="invalid"} 1`)
+	require.Contains(t, body, `kvroute_session_lookups_total{outcome="hit"} 7`)
+	require.Contains(t, body, `kvroute_session_lookups_total{outcome="moved"} 1`)
+}
+
+// With Strict, a malformed session cookie is answered 400 too, in the
+// API's error shape.
+func TestGatewaySessionStrictRefusesMalformedCookie(t *testing.T) {
+	defer leakcheck.Check(t)()
+	f := startSessionFleet(t, 2, session.Config{Strict: true})
+	defer f.close(t)
+	_, code := chatTurn(t, f, http.Header{"Cookie": {"llm-d-session=" + strings.Repeat("y", 300)}}, "c", 0)
+	require.Equal(t, http.StatusBadRequest, code)
+	body := metricsText(t, f)
+	require.Contains(t, body, `kvroute_session_keys_total{source="invalid"} 1`)
 }
 
 func metricsText(t *testing.T, f *tokenFleet) string {

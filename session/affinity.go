@@ -30,6 +30,9 @@ type Affinity struct {
 	store *store
 	met   *metrics
 	share *cluster.Replica // the replicas the sessions are shared with; nil: none
+	memo  *store           // Config.Derive: the opening's text hash → its derived key; nil without
+	// setCookie: responses to requests without a key set the session cookie.
+	setCookie bool
 }
 
 // New builds an Affinity from cfg (zero fields take their defaults) and
@@ -40,6 +43,10 @@ func New(cfg Config, opts Options) (*Affinity, error) {
 	}
 	cfg = cfg.withDefaults()
 	a := &Affinity{cfg: cfg, now: opts.Clk().Now, set: opts.Set, store: newStore(cfg.MaxEntries, int64(cfg.TTL))}
+	a.setCookie = cfg.Cookie != "-" && (cfg.SetCookie == nil || *cfg.SetCookie)
+	if cfg.Derive {
+		a.memo = newStore(cfg.MaxEntries, int64(cfg.TTL))
+	}
 	a.met = newMetrics(a.store.len)
 	if err := opts.Register(a.met.collectors()...); err != nil {
 		return nil, err
@@ -154,10 +161,12 @@ type profile struct {
 	next kvroute.Profile
 }
 
-// Pick keys the request, picks it and records the session's endpoint.
+// Pick keys the request, picks it and records the session's endpoint. A
+// key that names one of the candidates (the session cookie, CookieValue)
+// points at it: nothing is stored for it.
 func (p profile) Pick(ctx context.Context, req *kvroute.Request, endpoints []kvroute.Endpoint, stages kvroute.Picker) (*kvroute.Decision, error) {
 	a := p.a
-	key, err := a.Key(req)
+	key, err := a.keyWith(req, func(r *kvroute.Request) string { return a.deriveKey(ctx, r, endpoints, stages) })
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +175,11 @@ func (p profile) Pick(ctx context.Context, req *kvroute.Request, endpoints []kvr
 	}
 	req.Session = key
 	h := Hash(key)
-	prev, state := a.store.lookup(h, a.now().UnixNano())
+	prev, state := named(key, endpoints), found
+	pointer := prev != ""
+	if !pointer {
+		prev, state = a.store.lookup(h, a.now().UnixNano())
+	}
 	d, err := p.pick(ctx, req, endpoints, stages)
 	if err != nil {
 		return d, err
@@ -181,6 +194,9 @@ func (p profile) Pick(ctx context.Context, req *kvroute.Request, endpoints []kvr
 		a.met.lookups[outHit].Inc()
 	default:
 		a.met.lookups[outMoved].Inc()
+	}
+	if pointer {
+		return d, nil // the response's cookie names ep (ResponseCookie)
 	}
 	a.put(h, ep, a.now().UnixNano())
 	a.share.PublishSession(h, ep)

@@ -62,12 +62,22 @@ type Config struct {
 	// Cookie is the cookie read after the headers; "" means DefaultCookie,
 	// "-" reads no cookie.
 	Cookie string `json:"cookie"`
+	// SetCookie, on by default (nil) whenever a cookie is read, makes the
+	// host answer a request that carried no session key with the session
+	// cookie naming the endpoint that served it, in llm-d's format
+	// (ResponseCookie, CookieValue): a client that keeps cookies then sticks
+	// without sending a header. false sets none.
+	SetCookie *bool `json:"setCookie"`
+	// CookieMaxAge is the cookie's Max-Age, whole seconds; 0, the default,
+	// makes it a session cookie (no Max-Age), as llm-d's default.
+	CookieMaxAge time.Duration `json:"cookieMaxAge"`
 	// Derive derives a key from the request body when no header or cookie
-	// carries one (opt-in): the hash of the conversation's opening, every
-	// message up to and including the first user message, which every
-	// later turn of the conversation repeats. Clients that send no session
-	// header then still stick; two conversations that open identically
-	// share a key (and only a preference).
+	// carries one (opt-in): the block key of the conversation's opening,
+	// every message up to and including the first user message, which
+	// every later turn repeats, as the Router computes block keys (see the
+	// package documentation). Clients that send no session header then
+	// still stick; two conversations that open identically share a key
+	// (and only a preference).
 	Derive bool `json:"derive"`
 	// Strict refuses a request whose session header or cookie is malformed
 	// (ErrInvalidKey: the gateway answers 400) instead of routing it
@@ -125,6 +135,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.Cookie != "" && c.Cookie != "-" && !validToken(c.Cookie):
 		return invalid("cookie %q is not a cookie name", c.Cookie)
+	case c.CookieMaxAge < 0:
+		return invalid("cookieMaxAge must be >= 0, got %v", c.CookieMaxAge)
 	case c.MaxKeyBytes < 0 || c.MaxKeyBytes > 4096:
 		return invalid("maxKeyBytes must be in [0, 4096], got %d", c.MaxKeyBytes)
 	case c.TTL < 0:

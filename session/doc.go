@@ -9,16 +9,29 @@
 // it; the first well-formed value of Config.Headers (default x-session-id,
 // Dynamo's x-dynamo-session-id and SGLang's gateway's x-smg-routing-key);
 // the value of Config.Cookie (default llm-d-session, the cookie llm-d's
-// session-affinity scorer sets; its value, which names llm-d's endpoint, is
-// taken here as an opaque key); and, with Config.Derive (opt-in), a key
-// derived from the body: the hash of the model, the system prompt and the
-// messages up to and including the first user message, which every later
-// turn of a chat repeats. A header or cookie value longer than
+// session-affinity scorer sets); and, with Config.Derive (opt-in), a key
+// derived from the body: the block key of the conversation's opening (the
+// system prompt and the messages up to and including the first user
+// message, which every later turn repeats), as the Router computes block
+// keys, the opening rendered once per conversation through the Router's
+// own stages (derive.go). A header or cookie value longer than
 // Config.MaxKeyBytes (256) or holding a byte outside visible ASCII is
 // malformed: it is skipped and counted
 // (kvroute_session_keys_total{source="invalid"}) and the request routed
 // without it, or, with Config.Strict, the request is refused with
-// ErrInvalidKey (the gateway answers 400).
+// ErrInvalidKey (the gateway and the ext_proc picker answer 400).
+//
+// # Session cookie
+//
+// With Config.SetCookie (on by default when a cookie is read) the host
+// answers a request that carried no session key with llm-d's cookie,
+// llm-d-session=<standard base64 of the endpoint's ID>; Path=/; HttpOnly;
+// SameSite=Lax (ResponseCookie), so that a client that keeps cookies
+// sticks with no header. A cookie that names one of the candidates is a
+// pointer to it: no store entry, valid on every replica and after a
+// restart; when the session moves (its endpoint saturated) the response
+// sets the cookie again, naming the new endpoint, as llm-d does. Any other
+// cookie value (llm-d's names a pod, namespace/name) is an opaque key.
 //
 // # Scorer and store
 //
@@ -60,5 +73,6 @@
 //	kvroute_session_expired_total            entries removed past their TTL
 //	kvroute_session_evicted_total            entries forgotten for room
 //	kvroute_session_peer_records_total       records learned from peers
+//	kvroute_session_cookies_set_total        responses that set the session cookie
 //	kvroute_session_entries                  entries held
 package session

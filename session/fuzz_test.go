@@ -35,3 +35,30 @@ func FuzzKey(f *testing.F) {
 		}
 	})
 }
+
+// FuzzCookiePointer checks that a cookie value points at an endpoint
+// exactly when it is that endpoint's CookieValue (llm-d's base64 of its
+// name), and that the opening of any body cuts cleanly (no panic).
+func FuzzCookiePointer(f *testing.F) {
+	f.Add("10.0.0.1:8000", "MTAuMC4wLjE6ODAwMA==")
+	f.Add("a", "YQ==")
+	f.Add("ab", "YWI")
+	f.Add("", "")
+	a, err := session.New(session.Config{}, session.Options{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, id, value string) {
+		req := &kvroute.Request{Header: http.Header{"Cookie": {"llm-d-session=" + value}}}
+		key, err := a.Key(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Session = key
+		_, set := a.ResponseCookie(req, id)
+		points := key != "" && id != "" && key == session.CookieValue(id)
+		if id != "" && set == points {
+			t.Fatalf("id %q, cookie %q (key %q): cookie set %v, but points %v", id, value, key, set, points)
+		}
+	})
+}

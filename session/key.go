@@ -1,14 +1,11 @@
 package session
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
-
-	"github.com/cespare/xxhash/v2"
 
 	"github.com/kvroute/kvroute"
 )
@@ -39,11 +36,26 @@ var sourceNames = [numSources]string{"header", "cookie", "derived", "none", "inv
 // Config.Derive) a key derived from the body; "" when none. A malformed
 // header or cookie value is skipped and counted, or, with Config.Strict,
 // refused with ErrInvalidKey. It allocates only to derive a key.
+//
+// Key has no Router to render with: its derived key is the hash of the
+// opening's text ("d:" and hex), not the block key the Profile derives.
+// A host that runs the Selection stages itself and derives keys gets the
+// same stickiness, not the same key.
 func (a *Affinity) Key(req *kvroute.Request) (string, error) {
+	return a.keyWith(req, func(r *kvroute.Request) string { return textKey(r.Body) })
+}
+
+// keyWith is Key with derive deriving the key from the body.
+func (a *Affinity) keyWith(req *kvroute.Request, derive func(*kvroute.Request) string) (string, error) {
 	if req.Session != "" {
 		return req.Session, nil
 	}
 	k, src, skipped, err := a.key(req)
+	if k == "" && err == nil && a.cfg.Derive {
+		if k = derive(req); k != "" {
+			src = srcDerived
+		}
+	}
 	a.met.keys[src].Inc()
 	if skipped && src != srcInvalid {
 		a.met.keys[srcInvalid].Inc() // a malformed value was skipped before this source
@@ -51,8 +63,8 @@ func (a *Affinity) Key(req *kvroute.Request) (string, error) {
 	return k, err
 }
 
-// key returns the key and its source, and whether a malformed value was
-// skipped on the way.
+// key returns the header's or cookie's key and its source, and whether a
+// malformed value was skipped on the way.
 func (a *Affinity) key(req *kvroute.Request) (string, int, bool, error) {
 	invalid := false
 	for _, h := range a.cfg.Headers {
@@ -77,11 +89,6 @@ func (a *Affinity) key(req *kvroute.Request) (string, int, bool, error) {
 				return "", srcInvalid, true, fmt.Errorf("%w: cookie %s: %s", ErrInvalidKey, a.cfg.Cookie, a.why(v))
 			}
 			invalid = true
-		}
-	}
-	if a.cfg.Derive {
-		if k := derive(req.Body); k != "" {
-			return k, srcDerived, invalid, nil
 		}
 	}
 	if invalid {
@@ -135,52 +142,4 @@ func cookieValue(h http.Header, name string) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-// opening is the part of a request body that every turn of its
-// conversation repeats: the messages up to and including the first user
-// message (chat completions and Anthropic messages: "messages"; responses:
-// "input" as a list), with the system prompt (Anthropic's "system",
-// responses' "instructions").
-type opening struct {
-	Messages     []message       `json:"messages"`
-	Input        json.RawMessage `json:"input"`
-	System       json.RawMessage `json:"system"`
-	Instructions json.RawMessage `json:"instructions"`
-	Model        string          `json:"model"`
-}
-
-type message struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
-}
-
-// derive returns the derived session key of a request body: "d:" and the
-// hex XXH64 of its model, system prompt and messages up to the first user
-// message; "" when the body is not JSON or has no user message (a plain
-// completions prompt has no turns to tell apart).
-func derive(body []byte) string {
-	var o opening
-	if len(body) == 0 || json.Unmarshal(body, &o) != nil {
-		return ""
-	}
-	msgs := o.Messages
-	if len(msgs) == 0 && len(o.Input) > 0 && o.Input[0] == '[' {
-		_ = json.Unmarshal(o.Input, &msgs)
-	}
-	d := xxhash.New()
-	_, _ = d.WriteString(o.Model)
-	_, _ = d.Write([]byte{0})
-	_, _ = d.Write(o.System)
-	_, _ = d.Write(o.Instructions)
-	for _, m := range msgs {
-		_, _ = d.Write([]byte{0})
-		_, _ = d.WriteString(m.Role)
-		_, _ = d.Write([]byte{0})
-		_, _ = d.Write(m.Content)
-		if m.Role == "user" {
-			return "d:" + strconv.FormatUint(d.Sum64(), 16)
-		}
-	}
-	return ""
 }

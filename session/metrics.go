@@ -13,6 +13,7 @@ type metrics struct {
 	expired prometheus.Counter
 	evicted prometheus.Counter
 	learned prometheus.Counter
+	cookies prometheus.Counter
 	entries prometheus.GaugeFunc
 
 	lookupVec, keyVec *prometheus.CounterVec
@@ -40,6 +41,10 @@ func newMetrics(entries func() int) *metrics {
 			Name: "kvroute_session_peer_records_total",
 			Help: "Sessions' endpoints learned from other router replicas (cluster sharing).",
 		}),
+		cookies: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvroute_session_cookies_set_total",
+			Help: "Responses that set the session cookie: the request carried no session key, or its cookie named another endpoint than the one that served it.",
+		}),
 		entries: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "kvroute_session_entries",
 			Help: "Sessions in the store, expired ones not yet removed included.",
@@ -55,5 +60,5 @@ func newMetrics(entries func() int) *metrics {
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.lookupVec, m.keyVec, m.expired, m.evicted, m.learned, m.entries}
+	return []prometheus.Collector{m.lookupVec, m.keyVec, m.expired, m.evicted, m.learned, m.cookies, m.entries}
 }

@@ -10,7 +10,8 @@ import (
 // scorer is the session-affinity scorer. For a request with a session key
 // (Request.Session) whose last turn the store remembers, it gives the
 // candidate that served that turn its headroom below
-// Config.SaturationTokens: 1 − (committed tokens + open requests ×
+// Config.SaturationTokens (so does the candidate a session cookie names,
+// CookieValue): 1 − (committed tokens + open requests ×
 // Config.OpenRequestTokens + this request's uncached tokens) /
 // SaturationTokens, 0 at or above it; every other candidate, and
 // every candidate of a request without a session, gets 0.
@@ -31,11 +32,11 @@ func (sc scorer) Score(s *kvroute.Selection, i int) float64 {
 	}
 	a := sc.a
 	ep, ok := a.store.peek(Hash(key), a.now().UnixNano())
-	if !ok {
-		return 0
+	if !ok && len(key)%4 != 0 {
+		return 0 // not remembered, and no base64 value: it names no candidate
 	}
 	c := s.Candidate(i)
-	if c.Endpoint.ID != ep {
+	if (!ok || c.Endpoint.ID != ep) && !names(key, c.Endpoint.ID) { // a cookie naming the candidate points at it
 		return 0
 	}
 	load := max(c.InFlightTokens, 0)

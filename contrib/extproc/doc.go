@@ -28,7 +28,16 @@
 //     of "ip:port"), only those endpoints are candidates; an empty or
 //     ineligible list is answered 503.
 //   - answers 503 (an ImmediateResponse) when no endpoint is available, 413
-//     when the body exceeds the configured limit, 400 when it is not JSON.
+//     when the body exceeds the configured limit, 400 when it is not JSON,
+//     404 NotFoundError (vLLM's and the gateway's body) when no endpoint
+//     serves the body's model.
+//   - with Options.Session (package session; kvroute-epp --session-config),
+//     the Router's session profile keys each request by its session header
+//     or llm-d's llm-d-session cookie and prefers the endpoint of the
+//     session's last turn; the picker records the endpoint Envoy reports as
+//     having served, answers a response to a request without a key with
+//     llm-d's Set-Cookie naming that endpoint (appended beside the
+//     engine's), and a malformed key under strict with 400.
 //   - with Config.Fallbacks (protocol v0.4.0), names the pick followed by
 //     that many fallback endpoints, "ip:port,ip:port,...", in the header and
 //     the metadata alike: the next best candidates by kvroute's score

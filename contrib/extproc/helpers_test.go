@@ -19,6 +19,7 @@ import (
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/admission"
 	"github.com/kvroute/kvroute/approx"
+	"github.com/kvroute/kvroute/session"
 	"github.com/kvroute/kvroute/simengine"
 	"github.com/kvroute/kvroute/simengine/server"
 	"github.com/kvroute/kvroute/telemetry"
@@ -99,6 +100,7 @@ type harness struct {
 	client  extprocv3.ExternalProcessorClient
 	stopped chan struct{}
 	adm     *admission.Controller // nil without an admission stage
+	session *session.Affinity     // nil without session affinity
 }
 
 func newHarness(t *testing.T, cfg Config, engines ...engineOpts) *harness {
@@ -116,6 +118,20 @@ func newHarnessWith(t *testing.T, cfg Config, acfg *admission.Config, engines ..
 // (nil: the default), the engines' endpoints taking their engineOpts' roles.
 func newHarnessProfile(t *testing.T, cfg Config, acfg *admission.Config, prof kvroute.Profile, engines ...engineOpts) *harness {
 	t.Helper()
+	return newHarnessOpts(t, cfg, harnessOpts{acfg: acfg, prof: prof}, engines...)
+}
+
+// harnessOpts are a harness's optional stages.
+type harnessOpts struct {
+	acfg    *admission.Config // an admission stage
+	prof    kvroute.Profile   // the Router's profile step (nil: the default)
+	session *session.Config   // session affinity: its scorer, its profile around prof, Options.Session
+}
+
+// newHarnessOpts is newHarness with the stages o names.
+func newHarnessOpts(t *testing.T, cfg Config, o harnessOpts, engines ...engineOpts) *harness {
+	t.Helper()
+	acfg, prof := o.acfg, o.prof
 	h := &harness{t: t, reg: prometheus.NewRegistry(), stopped: make(chan struct{})}
 	eps := []kvroute.Endpoint{}
 	for _, o := range engines {
@@ -137,6 +153,12 @@ func newHarnessProfile(t *testing.T, cfg Config, acfg *admission.Config, prof kv
 		require.NoError(t, err)
 		ropts.Admission = h.adm
 	}
+	if o.session != nil {
+		h.session, err = session.New(*o.session, session.Options{Set: ropts.Set})
+		require.NoError(t, err)
+		ropts.Scorers = append(ropts.Scorers, h.session.Scorer())
+		ropts.Profile = h.session.Profile(ropts.Profile)
+	}
 	h.router, err = kvroute.New(context.Background(), rcfg, ropts)
 	require.NoError(t, err)
 	if h.adm != nil {
@@ -146,7 +168,8 @@ func newHarnessProfile(t *testing.T, cfg Config, acfg *admission.Config, prof kv
 	if cfg.Model == "" {
 		cfg.Model = testModel
 	}
-	h.picker, err = New(cfg, h.router, Options{Set: telemetry.Set{Registerer: h.reg}, Admission: h.adm, Approximate: ropts.Approximate})
+	h.picker, err = New(cfg, h.router, Options{Set: telemetry.Set{Registerer: h.reg}, Admission: h.adm, Approximate: ropts.Approximate,
+		Session: h.session})
 	require.NoError(t, err)
 	h.picker.SetEndpoints(eps)
 	h.picker.SetReady(true)
@@ -170,6 +193,9 @@ func (h *harness) close() {
 		h.adm.Close()
 	}
 	h.router.Close()
+	if h.session != nil {
+		h.session.Close()
+	}
 	for _, e := range h.engines {
 		e.close()
 	}

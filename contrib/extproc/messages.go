@@ -100,6 +100,8 @@ func immediateResponse(code int, msg string, extra ...*corev3.HeaderValueOption)
 
 func errorType(code int) string {
 	switch code {
+	case http.StatusNotFound:
+		return "NotFoundError"
 	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusConflict:
 		return "BadRequestError"
 	case http.StatusServiceUnavailable:

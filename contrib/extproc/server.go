@@ -15,6 +15,7 @@ import (
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/admission"
 	"github.com/kvroute/kvroute/approx"
+	"github.com/kvroute/kvroute/session"
 	"github.com/kvroute/kvroute/telemetry"
 )
 
@@ -145,6 +146,15 @@ type Options struct {
 	// and ReadyPath show each endpoint's cache mode (precise, approximate
 	// or blind); each request's mode is shown either way.
 	Approximate *approx.Index
+	// Session is the session affinity the Picker's Router was built with
+	// (its Scorer in kvroute.Options.Scorers, its Profile as
+	// kvroute.Options.Profile), or nil. The Router's profile reads each
+	// request's session key from its headers (or llm-d's cookie) and
+	// records the pick; with it the picker also records the endpoint that
+	// served when Envoy fell back to another (Served), sets llm-d's session
+	// cookie on the response of a request without a key (ResponseCookie),
+	// and answers a malformed key under Strict with 400.
+	Session *session.Affinity
 }
 
 // Server is the ext_proc endpoint picker. It is safe for concurrent use:
@@ -163,6 +173,7 @@ type Server struct {
 	recent    recentStreams         // the status page's latest streams
 	approx    *approx.Index         // Options.Approximate; nil: no per-endpoint modes
 	admission *admission.Controller // nil without Options.Admission (admission.go)
+	session   *session.Affinity     // nil without Options.Session
 }
 
 // New builds a Server that chooses with picker (a *kvroute.Router in
@@ -176,7 +187,7 @@ func New(cfg Config, picker kvroute.Picker, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, picker: picker, log: opts.Logger, health: health.NewServer(), clock: opts.Clk(),
-		admission: opts.Admission, approx: opts.Approximate}
+		admission: opts.Admission, approx: opts.Approximate, session: opts.Session}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

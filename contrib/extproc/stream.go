@@ -21,6 +21,7 @@ import (
 	"github.com/kvroute/kvroute/admission"
 	"github.com/kvroute/kvroute/disagg"
 	"github.com/kvroute/kvroute/render"
+	"github.com/kvroute/kvroute/session"
 	"github.com/kvroute/kvroute/tokenload"
 )
 
@@ -260,7 +261,14 @@ func (st *streamState) route(body []byte) error {
 		case errors.Is(err, tokenload.ErrDuplicateRequestID):
 			st.setResult(resultBadRequest)
 			return st.immediate(http.StatusConflict, "a request with this x-request-id is already in flight")
-		case errors.Is(err, kvroute.ErrModelMismatch), errors.Is(err, kvroute.ErrNoAPI):
+		case errors.Is(err, kvroute.ErrModelMismatch):
+			// A model no endpoint serves: vLLM's answer (and the
+			// gateway's), 404 NotFoundError.
+			st.setResult(resultBadRequest)
+			return st.immediate(http.StatusNotFound, err.Error())
+		case errors.Is(err, kvroute.ErrNoAPI), errors.Is(err, session.ErrInvalidKey):
+			// ErrInvalidKey: a malformed session header or cookie under
+			// the session configuration's strict.
 			st.setResult(resultBadRequest)
 			return st.immediate(http.StatusBadRequest, err.Error())
 		}
@@ -389,6 +397,16 @@ func (st *streamState) responseHeaders(req *extprocv3.ProcessingRequest, h *extp
 	}
 	if st.decision != nil && st.decision.RenderErr != nil {
 		set = append(set, header(RenderFallbackHeader, "true"))
+	}
+	if a := st.srv.session; a != nil && st.decision != nil && endpoint != "" {
+		if endpoint != st.endpoint {
+			a.Served(&st.req, endpoint) // the session's next turn goes where its blocks are
+		}
+		if c, ok := a.ResponseCookie(&st.req, endpoint); ok {
+			h := header("set-cookie", c)
+			h.AppendAction = corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD // beside the engine's cookies
+			set = append(set, h)
+		}
 	}
 	if err := st.send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseHeaders{
 		ResponseHeaders: &extprocv3.HeadersResponse{Response: &extprocv3.CommonResponse{

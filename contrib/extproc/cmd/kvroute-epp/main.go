@@ -57,6 +57,16 @@
 // it, x-prefiller-host-port names its prefill endpoint for the decode pod's
 // routing sidecar. Endpoints take their role from the pod label
 // --role-label (default llm-d.ai/role: prefill, decode, or both).
+//
+// --session-config FILE (YAML or JSON, package session's keys: headers,
+// cookie, setCookie, derive, strict, ttl, ...; {} for the defaults) turns
+// session affinity on: a request's session key (x-session-id,
+// x-dynamo-session-id, x-smg-routing-key, llm-d's llm-d-session cookie, or
+// derived from the conversation's opening) makes the pick prefer the
+// endpoint that served the session's last turn, weighed against its load;
+// the endpoint Envoy reports as having served is recorded, a response to a
+// request without a key sets llm-d's session cookie, and a malformed key is
+// skipped and counted (400 under strict).
 package main
 
 import (
@@ -127,6 +137,7 @@ type flags struct {
 	approximateConfig                 string
 	engineMetricsConfig               string
 	disaggConfig, roleLabel           string
+	sessionConfig                     string
 }
 
 func parseFlags(args []string, stderr io.Writer) (flags, error) {
@@ -159,6 +170,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.StringVar(&f.admissionConfig, "admission-config", "", "admission stage configuration file (YAML or JSON, package admission's keys): queue, prioritize and shed requests under saturation (default: off, every request is picked at once)")
 	fs.StringVar(&f.disaggConfig, "disagg-config", "", "prefill/decode disaggregation configuration file (YAML or JSON, package disagg's keys; {} for the defaults): pick a decode endpoint and, when its uncached prompt tokens reach the threshold, a prefill endpoint named in x-prefiller-host-port (default: off, one role)")
 	fs.StringVar(&f.roleLabel, "role-label", disagg.DefaultRoleLabel, "pod label giving an endpoint's prefill/decode role (prefill, decode or both; absent: both)")
+	fs.StringVar(&f.sessionConfig, "session-config", "", "session affinity configuration file (YAML or JSON, package session's keys; {} for the defaults): a request's session key (x-session-id, x-dynamo-session-id, x-smg-routing-key, the llm-d-session cookie) prefers the endpoint of the session's last turn, weighed against its load; responses to requests without a key set the llm-d-session cookie (default: off)")
 	fs.StringVar(&f.approximateConfig, "approximate-config", "", "approximate prefix index configuration file (YAML or JSON, package approx's keys; {\"enabled\": true} turns it on): endpoints whose KV events are not live are routed from the router's own decisions, labelled approximate (default: off, they are routed blind)")
 	fs.StringVar(&f.engineMetricsConfig, "engine-metrics-config", "", "engine metrics scraper configuration file (YAML or JSON, package enginemetrics' keys): the admission also reads each engine's vLLM queue and KV-cache metrics (needs --admission-config)")
 	if err := cliflag.Parse(fs, args, os.Stdout); err != nil {
@@ -242,6 +254,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if adm.ctl != nil {
 		ropts.Admission = adm.ctl
 	}
+	var dprof *disagg.Profile // nil without --disagg-config
 	if f.disaggConfig != "" {
 		raw, err := readYAMLOrJSON(f.disaggConfig)
 		if err != nil {
@@ -250,12 +263,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		dcfg, err := disagg.LoadConfig(bytes.NewReader(raw))
 		if err == nil {
-			ropts.Profile, err = disagg.New(dcfg, disagg.Options{Set: ropts.Set})
+			dprof, err = disagg.New(dcfg, disagg.Options{Set: ropts.Set})
+			ropts.Profile = dprof
 		}
 		if err != nil {
 			adm.close()
 			return fmt.Errorf("--disagg-config %s: %w", f.disaggConfig, err)
 		}
+	}
+	aff, err := newSession(f.sessionConfig, ropts.Set)
+	if err != nil {
+		adm.close()
+		return err
+	}
+	if aff != nil {
+		defer aff.Close() // after the router and the picker are done
+		ropts.Scorers = append(ropts.Scorers, aff.Scorer())
+		ropts.Profile = aff.Profile(ropts.Profile) // around disagg's, when set
 	}
 	if ropts.Approximate, err = newApproximate(f.approximateConfig, ropts.Set); err != nil {
 		adm.close()
@@ -266,8 +290,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		adm.close()
 		return err
 	}
-	if p, ok := ropts.Profile.(*disagg.Profile); ok {
-		p.SetEventsLive(disagg.RouterEventsLive(router))
+	aff.Share(router.Cluster()) // nil-safe: no session affinity, or no cluster
+	if dprof != nil {
+		dprof.SetEventsLive(disagg.RouterEventsLive(router))
 	}
 	defer router.Close()
 	defer adm.close() // idempotent; runs before the router closes
@@ -277,7 +302,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	picker, err := extproc.New(extproc.Config{Model: cfg.Model, MaxBodyBytes: f.maxBodyBytes, Fallbacks: f.fallbacks,
 		ConformanceTestHooks: f.conformanceTestHooks}, router,
-		extproc.Options{Set: telemetry.Set{Registerer: reg, Logger: log}, Admission: adm.ctl, Approximate: ropts.Approximate})
+		extproc.Options{Set: telemetry.Set{Registerer: reg, Logger: log}, Admission: adm.ctl, Approximate: ropts.Approximate,
+			Session: aff})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,29 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/kvroute/kvroute/session"
+	"github.com/kvroute/kvroute/telemetry"
+)
+
+// newSession builds session affinity from --session-config (YAML or JSON,
+// package session's keys, checked strictly); nil without the flag.
+func newSession(path string, set telemetry.Set) (*session.Affinity, error) {
+	if path == "" {
+		return nil, nil
+	}
+	raw, err := readYAMLOrJSON(path)
+	if err != nil {
+		return nil, fmt.Errorf("--session-config: %w", err)
+	}
+	cfg, err := session.LoadConfig(bytes.NewReader(raw))
+	if err == nil {
+		var a *session.Affinity
+		if a, err = session.New(cfg, session.Options{Set: set}); err == nil {
+			return a, nil
+		}
+	}
+	return nil, fmt.Errorf("--session-config %s: %w", path, err)
+}

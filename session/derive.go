@@ -1,0 +1,149 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/render"
+)
+
+// A derived session key (Config.Derive) is the block key of the
+// conversation's opening: the Profile renders the opening (the request
+// with its messages cut after the first user message) through the
+// Router's own stages (kvroute.Selection: the render endpoints, then the
+// block keys with the model or LoRA at the root, the cache salt and the
+// multimodal items) and takes the key of its last full block, "b:" and
+// its hex. Every later turn repeats the opening, so it renders to the
+// same tokens and the same key, which is also the key the index holds the
+// opening's blocks by. The render costs one call to a render endpoint per
+// conversation: the key is remembered by the opening's text hash for the
+// TTL (at most MaxEntries openings, the least recent forgotten first).
+//
+// When there is no block key to take, the key is the hash of the opening's
+// text, "d:" and its hex: an opening shorter than one block, a render
+// that failed (retried on the next turn), or stages that cannot render
+// alone (not a Router's). A body with no user message has no key.
+
+// opening is the part of a request body that every turn of its
+// conversation repeats: the messages up to and including the first user
+// message (chat completions and Anthropic messages: "messages"; responses:
+// "input" as a list), with the system prompt (Anthropic's "system",
+// responses' "instructions").
+type opening struct {
+	Messages     []message       `json:"messages"`
+	Input        json.RawMessage `json:"input"`
+	System       json.RawMessage `json:"system"`
+	Instructions json.RawMessage `json:"instructions"`
+	Model        string          `json:"model"`
+}
+
+type message struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// parseOpening returns the hash of a body's opening (its model, system
+// prompt and messages up to the first user message), the messages' field
+// and how many messages the opening holds; ok is false when the body is not
+// JSON or has no user message (a plain completions prompt has no turns to
+// tell apart).
+func parseOpening(body []byte) (hash uint64, field string, n int, ok bool) {
+	var o opening
+	if len(body) == 0 || json.Unmarshal(body, &o) != nil {
+		return 0, "", 0, false
+	}
+	msgs, field := o.Messages, "messages"
+	if len(msgs) == 0 && len(o.Input) > 0 && o.Input[0] == '[' {
+		_ = json.Unmarshal(o.Input, &msgs)
+		field = "input"
+	}
+	d := xxhash.New()
+	_, _ = d.WriteString(o.Model)
+	_, _ = d.Write([]byte{0})
+	_, _ = d.Write(o.System)
+	_, _ = d.Write(o.Instructions)
+	for i, m := range msgs {
+		_, _ = d.Write([]byte{0})
+		_, _ = d.WriteString(m.Role)
+		_, _ = d.Write([]byte{0})
+		_, _ = d.Write(m.Content)
+		if m.Role == "user" {
+			return d.Sum64(), field, i + 1, true
+		}
+	}
+	return 0, "", 0, false
+}
+
+// textKey is the derived key of a body without rendering: "d:" and the
+// hex of its opening's hash; "" without an opening.
+func textKey(body []byte) string {
+	h, _, _, ok := parseOpening(body)
+	if !ok {
+		return ""
+	}
+	return "d:" + strconv.FormatUint(h, 16)
+}
+
+// openingBody is body with its messages field cut to its first n
+// messages; every other field (tools, chat template options) stays, since
+// it may render into the prompt.
+func openingBody(body []byte, field string, n int) ([]byte, bool) {
+	var obj map[string]json.RawMessage
+	var msgs []json.RawMessage
+	if json.Unmarshal(body, &obj) != nil || json.Unmarshal(obj[field], &msgs) != nil || len(msgs) < n {
+		return nil, false
+	}
+	cut, err := json.Marshal(msgs[:n])
+	if err != nil {
+		return nil, false
+	}
+	obj[field] = cut
+	out, err := json.Marshal(obj)
+	return out, err == nil
+}
+
+// renderStages are the stages a Router passes its Profile, which render a
+// request alone (see kvroute.Profile).
+type renderStages interface {
+	Match(ctx context.Context, req *kvroute.Request, endpoints []kvroute.Endpoint) (*kvroute.Selection, error)
+	Prompts(s *kvroute.Selection) ([]render.Prompt, string)
+}
+
+// deriveKey is the Profile's derived key of req (see above).
+func (a *Affinity) deriveKey(ctx context.Context, req *kvroute.Request, endpoints []kvroute.Endpoint, stages kvroute.Picker) string {
+	h, field, n, ok := parseOpening(req.Body)
+	if !ok {
+		return ""
+	}
+	text := "d:" + strconv.FormatUint(h, 16)
+	st, ok := stages.(renderStages)
+	if !ok || len(req.Prompts) > 0 {
+		return text
+	}
+	if k, ok := a.memo.peek(h, a.now().UnixNano()); ok {
+		return k
+	}
+	body, ok := openingBody(req.Body, field, n)
+	if !ok {
+		return text
+	}
+	s, err := st.Match(ctx, &kvroute.Request{API: req.API, Body: body, Header: req.Header, Model: req.Model, LoRA: req.LoRA,
+		CacheSalt: req.CacheSalt}, endpoints)
+	if err != nil {
+		return text // the pick that follows meets the same error
+	}
+	defer s.Release()
+	if prompts, _ := st.Prompts(s); prompts == nil {
+		return text // not rendered: try again on the next turn
+	}
+	k := text
+	if keys := s.Keys(); len(keys) > 0 {
+		k = "b:" + strconv.FormatUint(uint64(keys[len(keys)-1]), 16)
+	}
+	a.memo.record(h, k, a.now().UnixNano())
+	return k
+}

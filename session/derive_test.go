@@ -1,0 +1,126 @@
+package session_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/render"
+	"github.com/kvroute/kvroute/session"
+	"github.com/kvroute/kvroute/simengine"
+	"github.com/kvroute/kvroute/simengine/server"
+	"github.com/kvroute/kvroute/telemetry"
+)
+
+// chatBody is turn k of conversation conv: a system prompt, then k+1 user
+// messages with the assistant's answers between them.
+func chatBody(conv string, k int) string {
+	msgs := []string{`{"role":"system","content":"You are a coding agent. Use the tools you are given."}`}
+	for i := 0; i <= k; i++ {
+		msgs = append(msgs, fmt.Sprintf(`{"role":"user","content":"%s step %d: run the tests and read the output of tool call %d"}`, conv, i, i))
+		if i < k {
+			msgs = append(msgs, fmt.Sprintf(`{"role":"assistant","content":"calling tool %d for %s"}`, i, conv))
+		}
+	}
+	return `{"model":"` + testModel + `","max_tokens":2,"messages":[` + strings.Join(msgs, ",") + `]}`
+}
+
+// With Derive, a request without a session header or cookie is keyed by
+// its opening's block key, rendered by a real simulated vLLM engine: the
+// key is the last full block key the Router computes for the conversation's
+// system prompt and first user message, every turn of the conversation
+// gets it (and holds that block among its own keys), another conversation
+// gets another, and the opening is rendered once per conversation.
+func TestDerivedKeyIsTheOpeningsBlockKey(t *testing.T) {
+	defer leakcheck.Check(t)()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	eng, err := server.New(server.Config{Model: testModel, EnableScaleOut: true,
+		Engine: simengine.Config{BlockSize: 16, NumGPUBlocks: 256, PrefillTokensPerSecond: 1e7, DecodeStep: time.Millisecond}}, server.Options{})
+	require.NoError(t, err)
+	served := make(chan error, 1)
+	go func() { served <- eng.Serve(ln) }()
+	defer func() { require.NoError(t, eng.Close()); <-served }()
+
+	reg := prometheus.NewRegistry()
+	a, err := session.New(session.Config{Derive: true}, session.Options{Set: telemetry.Set{Registerer: reg}})
+	require.NoError(t, err)
+	defer a.Close()
+	rc := kvroute.DefaultConfig()
+	rc.Model, rc.BlockSize = testModel, 16
+	rc.Events.Enabled = new(false)
+	ctx := context.Background()
+	r, err := kvroute.New(ctx, rc, kvroute.Options{Set: telemetry.Set{Registerer: reg},
+		Scorers: []kvroute.WeightedScorer{a.Scorer()}, Profile: a.Profile(nil)})
+	require.NoError(t, err)
+	defer r.Close()
+	eps := []kvroute.Endpoint{{ID: ln.Addr().String()}}
+	require.NoError(t, r.SetEndpoints(eps))
+
+	// The Router's own keys of the opening alone (system + first user).
+	s, err := r.Match(ctx, &kvroute.Request{API: render.APIChatCompletions, Body: []byte(chatBody("conv-a", 0))}, eps)
+	require.NoError(t, err)
+	keys := s.Keys()
+	require.NotEmpty(t, keys, "the opening fills at least one block")
+	want := "b:" + strconv.FormatUint(uint64(keys[len(keys)-1]), 16)
+	s.Release()
+
+	for k := range 4 {
+		before := eng.Tokenizations()
+		req := &kvroute.Request{API: render.APIChatCompletions, Body: []byte(chatBody("conv-a", k))}
+		d, err := r.Pick(ctx, req, eps)
+		require.NoError(t, err)
+		require.Equal(t, want, req.Session, "turn %d", k)
+		d.Done(kvroute.DoneInfo{})
+		// The pick's own render, and the opening's on the first turn only.
+		renders := uint64(1)
+		if k == 0 {
+			renders = 2
+		}
+		require.Equal(t, renders, eng.Tokenizations()-before, "turn %d", k)
+
+		s, err := r.Match(ctx, &kvroute.Request{API: render.APIChatCompletions, Body: []byte(chatBody("conv-a", k))}, eps)
+		require.NoError(t, err)
+		require.Contains(t, hexKeys(s.Keys()), want, "turn %d holds the opening's block", k)
+		s.Release()
+	}
+	require.Equal(t, 4.0, counterOf(t, reg, "kvroute_session_keys_total", "source", "derived"))
+
+	req := &kvroute.Request{API: render.APIChatCompletions, Body: []byte(chatBody("conv-b", 2))}
+	d, err := r.Pick(ctx, req, eps)
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(req.Session, "b:"))
+	require.NotEqual(t, want, req.Session, "another opening, another key")
+	d.Done(kvroute.DoneInfo{})
+
+	// An opening shorter than a block: the text hash.
+	short := `{"model":"` + testModel + `","messages":[{"role":"user","content":"hi"}]}`
+	req = &kvroute.Request{API: render.APIChatCompletions, Body: []byte(short)}
+	d, err = r.Pick(ctx, req, eps)
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(req.Session, "d:"), req.Session)
+	d.Done(kvroute.DoneInfo{})
+}
+
+func hexKeys[K ~uint64](ks []K) []string {
+	out := make([]string, len(ks))
+	for i, k := range ks {
+		out[i] = "b:" + strconv.FormatUint(uint64(k), 16)
+	}
+	return out
+}
+
+func counterOf(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
+	t.Helper()
+	f := &fixture{reg: reg}
+	return f.counter(t, name, label, value)
+}
