@@ -138,6 +138,10 @@ type Handler struct {
 	admission *admission.Controller // nil: no admission headers read (admission.go)
 	served    *models.Registry      // nil: one model (ServerConfig.Models; models.go)
 	tokenIn   map[render.API]bool   // Config.TokenizeOnce (tokenin.go)
+	// release hands a request's Decision back to its picker once the
+	// handler has made its last use of it: (*kvroute.Decision).Release,
+	// which lets a Router reuse it for a later pick; tests count it.
+	release func(*kvroute.Decision)
 }
 
 // New builds a Handler that routes with picker (required). Give it endpoints
@@ -177,7 +181,8 @@ func New(cfg Config, picker kvroute.Picker, opts Options) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Handler{cfg: cfg, picker: picker, transport: opts.Transport, log: opts.Log(), now: opts.Clk().Now, ids: newRequestIDs(), tokenIn: tokenIn}
+	h := &Handler{cfg: cfg, picker: picker, transport: opts.Transport, log: opts.Log(), now: opts.Clk().Now, ids: newRequestIDs(), tokenIn: tokenIn,
+		release: (*kvroute.Decision).Release}
 	h.budget.limit = cfg.MaxBodyBytesInFlight
 	if opts.TracerProvider != nil {
 		h.tracer = opts.TracerProvider.Tracer("github.com/kvroute/kvroute/gateway")
@@ -395,11 +400,15 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api ren
 	// The request ends once: on success with the engine's cached tokens
 	// (finish, in forward), or here, whatever forward did. The admission
 	// hears of each change of the endpoint's accounting: the pick, the first
-	// chunk (in forward) and the end.
+	// chunk (in forward) and the end. Then the Decision goes back to the
+	// Router for a later pick, once, on every path (a broken stream's
+	// panic included): nothing reads it after this deferred call, and the
+	// response copy in forward, the only other user, has returned.
 	h.notify(d)
 	defer func() {
 		d.Done(kvroute.DoneInfo{Err: ferr})
 		h.notify(d)
+		h.release(d)
 	}()
 	rec := DecisionRecord{Time: start, RequestID: req.ID, API: api, Model: model, LoRA: req.LoRA != "",
 		Endpoint: d.Endpoint.ID, PromptTokens: d.PromptTokens, PredictedCached: d.CachedTokens,
