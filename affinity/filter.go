@@ -176,18 +176,12 @@ func (f *Filter) GateTokens() float64 { return f.penaltyTokens }
 // non-empty cands, allocates nothing when dst has capacity len(cands), and
 // never panics.
 func (f *Filter) Apply(dst []int, totalBlocks int, cands []Candidate) ([]int, Outcome) {
-	dst = dst[:0]
-	o := f.decide(totalBlocks, cands)
+	o, stickies := f.decide(dst[:0], totalBlocks, cands)
 	f.decisions[o].Inc()
 	if o == OutcomeSticky || (o == OutcomeMissingSignal && f.cfg.MissingSignalPolicy == KeepSticky) {
-		need := f.need(totalBlocks)
-		for i := range cands {
-			if sticky(cands[i].Score, need) {
-				dst = append(dst, i)
-			}
-		}
-		return dst, o
+		return stickies, o // listed by decide's one pass over the candidates
 	}
+	dst = stickies[:0]
 	for i := range cands {
 		dst = append(dst, i)
 	}
@@ -204,13 +198,15 @@ func sticky(score, need float64) bool {
 }
 
 // decide implements the algorithm of the package documentation and returns
-// the outcome; Apply derives the passing set from it.
-func (f *Filter) decide(totalBlocks int, cands []Candidate) Outcome {
+// the outcome and, appended to dst in the same pass, the sticky candidates'
+// indices (none when it returns before reading the candidates); Apply
+// derives the passing set from them.
+func (f *Filter) decide(dst []int, totalBlocks int, cands []Candidate) (Outcome, []int) {
 	if len(cands) <= 1 || totalBlocks <= 0 || f.threshold <= 0 {
-		return OutcomeNotApplicable
+		return OutcomeNotApplicable, dst
 	}
 	if p := f.cfg.ExplorationProbability; p > 0 && f.random() < p {
-		return OutcomeExploration
+		return OutcomeExploration, dst
 	}
 	need := f.need(totalBlocks)
 	const none = math.MaxFloat64
@@ -221,6 +217,7 @@ func (f *Filter) decide(totalBlocks int, cands []Candidate) Outcome {
 		isSticky := sticky(c.Score, need)
 		if isSticky {
 			nSticky++
+			dst = append(dst, i)
 		} else {
 			nCold++
 		}
@@ -239,16 +236,16 @@ func (f *Filter) decide(totalBlocks int, cands []Candidate) Outcome {
 	}
 	switch {
 	case nSticky == 0:
-		return OutcomeNoMatch
+		return OutcomeNoMatch, dst
 	case nCold == 0 || f.penaltyTokens <= 0:
-		return OutcomeSticky
+		return OutcomeSticky, dst
 	case bestSticky == none || bestCold == none:
-		return OutcomeMissingSignal
+		return OutcomeMissingSignal, dst
 	case bestSticky-bestCold > f.penaltyTokens:
 		if f.cfg.IncludeRequestTokens {
-			return OutcomeRequestLoadOverride
+			return OutcomeRequestLoadOverride, dst
 		}
-		return OutcomeLoadOverride
+		return OutcomeLoadOverride, dst
 	}
-	return OutcomeSticky
+	return OutcomeSticky, dst
 }

@@ -26,7 +26,9 @@
 //     engine (its prefill is over) and Decision.Done exactly once when the
 //     response ends, fails, or the client goes away (the request context is
 //     cancelled, which also cancels the upstream request so that the engine
-//     aborts it).
+//     aborts it), then Decision.Release once, on every path, so that a
+//     Router reuses the Decision for a later pick (a gateway request
+//     allocates none).
 //
 // Every proxied response carries the debugging headers X-Kvroute-Endpoint
 // (the chosen endpoint's ID), X-Kvroute-Prompt-Tokens and

@@ -69,7 +69,12 @@ type Config struct {
 	// Handler's own transport keeps per engine (unused with
 	// Options.Transport). Size it at or above the peak concurrent requests
 	// per engine; below that, connections are closed after a burst and
-	// redialed in the next one. 0 means DefaultMaxIdleConnsPerHost.
+	// redialed in the next one. It also caps the transport's warm-ahead:
+	// an engine whose last idle connection is taken is dialed up to the
+	// gateway's peak of requests in flight, so that a request does not
+	// wait for a dial at a concurrency the gateway has seen (unless the
+	// engine closes idle connections itself). 0 means
+	// DefaultMaxIdleConnsPerHost.
 	MaxIdleConnsPerHost int `json:"maxIdleConnsPerHost"`
 	// ObserveCachedTokens reads the cached prompt tokens the engine reports
 	// in each response's usage (vLLM started with
@@ -140,6 +145,14 @@ type Handler struct {
 	served    *models.Registry      // nil: one model (ServerConfig.Models; models.go)
 	session   *session.Affinity     // nil: no session cookie set (ServerConfig.Session)
 	tokenIn   map[render.API]bool   // Config.TokenizeOnce (tokenin.go)
+	// release hands a request's Decision back to its picker once the
+	// handler has made its last use of it: (*kvroute.Decision).Release,
+	// which lets a Router reuse it for a later pick; tests count it.
+	release func(*kvroute.Decision)
+	// inflight counts the inference requests being served: their peak is
+	// the most requests one engine can get at once, which sizes the
+	// warm-ahead of the Handler's own transport (upstream.go).
+	inflight atomic.Int64
 }
 
 // New builds a Handler that routes with picker (required). Give it endpoints
@@ -179,7 +192,8 @@ func New(cfg Config, picker kvroute.Picker, opts Options) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Handler{cfg: cfg, picker: picker, transport: opts.Transport, log: opts.Log(), now: opts.Clk().Now, ids: newRequestIDs(), tokenIn: tokenIn}
+	h := &Handler{cfg: cfg, picker: picker, transport: opts.Transport, log: opts.Log(), now: opts.Clk().Now, ids: newRequestIDs(), tokenIn: tokenIn,
+		release: (*kvroute.Decision).Release}
 	h.budget.limit = cfg.MaxBodyBytesInFlight
 	if opts.TracerProvider != nil {
 		h.tracer = opts.TracerProvider.Tracer("github.com/kvroute/kvroute/gateway")
@@ -190,7 +204,7 @@ func New(cfg Config, picker kvroute.Picker, opts Options) (*Handler, error) {
 	}
 	if h.met, err = newMetrics(opts.Set, h.budget.inUse); err != nil {
 		if h.ownsTr != nil {
-			h.ownsTr.CloseIdleConnections()
+			h.ownsTr.close()
 		}
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
@@ -233,13 +247,14 @@ func (h *Handler) SetEndpoints(eps []kvroute.Endpoint) {
 // Endpoints returns the current candidate endpoints (a copy).
 func (h *Handler) Endpoints() []kvroute.Endpoint { return slices.Clone(*h.endpoints.Load()) }
 
-// Close releases the idle upstream connections of a transport the Handler
-// created and unregisters the metrics New registered (they keep counting
+// Close stops the warm-ahead dials of a transport the Handler created (see
+// Config.MaxIdleConnsPerHost), releases its idle upstream connections and
+// unregisters the metrics New registered (they keep counting
 // for requests still in flight, which Close does not affect). It is
 // idempotent.
 func (h *Handler) Close() {
 	if h.ownsTr != nil {
-		h.ownsTr.CloseIdleConnections()
+		h.ownsTr.close()
 	}
 	h.met.unregister()
 }
@@ -268,6 +283,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api render.API) {
 	start := h.now()
+	n := h.inflight.Add(1)
+	defer h.inflight.Add(-1)
+	if h.ownsTr != nil {
+		h.ownsTr.raisePeak(n)
+	}
 	am := h.met.byAPI[api]
 	body, held, err := h.readBodyTimed(w, r)
 	defer h.budget.release(held) // after the response: forward holds the body until then
@@ -397,11 +417,15 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api ren
 	// The request ends once: on success with the engine's cached tokens
 	// (finish, in forward), or here, whatever forward did. The admission
 	// hears of each change of the endpoint's accounting: the pick, the first
-	// chunk (in forward) and the end.
+	// chunk (in forward) and the end. Then the Decision goes back to the
+	// Router for a later pick, once, on every path (a broken stream's
+	// panic included): nothing reads it after this deferred call, and the
+	// response copy in forward, the only other user, has returned.
 	h.notify(d)
 	defer func() {
 		d.Done(kvroute.DoneInfo{Err: ferr})
 		h.notify(d)
+		h.release(d)
 	}()
 	rec := DecisionRecord{Time: start, RequestID: req.ID, API: api, Model: model, LoRA: req.LoRA != "",
 		Endpoint: d.Endpoint.ID, PromptTokens: d.PromptTokens, PredictedCached: d.CachedTokens,

@@ -119,3 +119,31 @@ func TestGatewayMaxIdleConnsPerHostCapsThePool(t *testing.T) {
 	proxyRounds(t, h, n, rounds)
 	require.Equal(t, int64(n+(rounds-1)*(n-idle)), e.accepted.Load())
 }
+
+// An engine's pool is warmed to the gateway's peak of requests in flight
+// when a request finds it empty: after 8 concurrent requests to engine A,
+// one request to engine B dials B once itself and has B's warmer dial 7
+// more, so that 8 concurrent requests to B then find 8 idle connections
+// and B accepts no more.
+func TestGatewayWarmsAnEnginePoolToThePeakInFlight(t *testing.T) {
+	defer leakcheck.Check(t)()
+	const n = 8
+	a, b := newBarrierEngine(n), newBarrierEngine(1)
+	defer a.Close()
+	defer b.Close()
+	h := newPoolHandler(t, Config{}, a)
+	defer h.Close()
+
+	proxyRounds(t, h, n, 1)
+	require.Equal(t, int64(n), a.accepted.Load())
+	h.SetEndpoints([]kvroute.Endpoint{{ID: strings.TrimPrefix(b.URL, "http://")}})
+	proxyRounds(t, h, 1, 1)
+	h.ownsTr.warmers.Wait() // no request in flight: no warmer starts meanwhile
+	require.Equal(t, n, h.ownsTr.idleConns(strings.TrimPrefix(b.URL, "http://")), "B's pool is warmed to the peak")
+	b.mu.Lock()
+	b.n = n
+	b.mu.Unlock()
+	proxyRounds(t, h, n, 2)
+	require.Equal(t, int64(n), b.accepted.Load(), "B accepted its warmed connections and no more")
+	require.Equal(t, int64(n), h.ownsTr.dials.Load()-int64(n), "the gateway dialed B n times")
+}

@@ -46,24 +46,61 @@ var aLongTimeAgo = time.Unix(1, 0)
 // engine that read the request and then died without a byte of answer is
 // sent it again, which costs one duplicate inference and nothing else.
 // Other schemes (https) go to a net/http Transport.
+//
+// Warm-ahead: a pool only grows when a request finds it empty and dials, so
+// without more the pools follow the highest number of simultaneous requests
+// each engine has seen, and every new high costs requests a dial. When a
+// request to an engine finds it with fewer open connections (idle or in
+// use) than the gateway's peak of inference requests in flight (the
+// Handler's, which raises peak: all engines' together, the most one engine
+// can get), a warmer goroutine dials the difference in the background,
+// within idlePerHost. Once that peak has been seen, a request at that
+// concurrency finds an idle connection. An engine that closes idle connections itself (a keep-alive
+// timeout shorter than the gateway's; uvicorn's default is 5 s) is not
+// warmed for upstreamIdleTimeout after it last did: its warmed connections
+// would only be closed and dialed again.
+//
+// Ownership: idle, open, warming and peerClosedAt belong to mu; busy and
+// peak are atomics; a warmer goroutine owns the connections it dials until it
+// puts them in the pool; close stops the warmers and waits for them.
 type upstreamTransport struct {
 	dialer      net.Dialer
 	idlePerHost int
 	maxHeader   int64 // bytes of a response header (1xx included)
 
-	mu   sync.Mutex
-	idle map[string][]*upConn // by host:port, most recently used last
+	mu           sync.Mutex
+	idle         map[string][]*upConn // by host:port, most recently used last
+	open         map[string]int       // connections per host:port, idle or in use
+	warming      map[string]bool      // a warmer runs for host:port
+	warmDial     map[string]*warmDial // the warmer's dial in progress for host:port
+	peerClosedAt map[string]time.Time // when the engine last closed an idle connection
+	stopped      bool                 // close came: no more warmers
+
+	busy, peak atomic.Int64 // requests in flight (RoundTrip to body end); their peak, or the Handler's
+	dials      atomic.Int64 // connections dialed, warmed ones included
+	waited     atomic.Int64 // of which dialed by a request, which waited for it
+
+	warmCtx  context.Context // cancelled by close: stops the warmers' dials
+	warmStop context.CancelFunc
+	warmers  sync.WaitGroup
 
 	fallbackOnce sync.Once
 	fallback     atomic.Pointer[http.Transport]
 }
 
 func newUpstreamTransport(idlePerHost int) *upstreamTransport {
+	ctx, stop := context.WithCancel(context.Background())
 	return &upstreamTransport{
-		dialer:      net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second},
-		idlePerHost: idlePerHost,
-		maxHeader:   maxUpstreamHeaderBytes,
-		idle:        map[string][]*upConn{},
+		dialer:       net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second},
+		idlePerHost:  idlePerHost,
+		maxHeader:    maxUpstreamHeaderBytes,
+		idle:         map[string][]*upConn{},
+		open:         map[string]int{},
+		warming:      map[string]bool{},
+		warmDial:     map[string]*warmDial{},
+		peerClosedAt: map[string]time.Time{},
+		warmCtx:      ctx,
+		warmStop:     stop,
 	}
 }
 
@@ -77,6 +114,7 @@ type upConn struct {
 	peek      *peeker
 	reused    bool
 	idleSince time.Time
+	dropped   atomic.Bool // closed and no longer counted in open
 }
 
 // limitedConn reads from a connection, at most n bytes while n >= 0 (the
@@ -112,21 +150,27 @@ func (t *upstreamTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		key = net.JoinHostPort(req.URL.Hostname(), "80")
 	}
 	ctx := req.Context()
+	if b := t.busy.Add(1); b > t.peak.Load() {
+		t.raisePeak(b)
+	}
 	for attempt := 0; ; attempt++ {
 		if err := ctx.Err(); err != nil {
+			t.busy.Add(-1)
 			closeBody(req)
 			return nil, context.Cause(ctx)
 		}
 		pc, err := t.get(ctx, key)
 		if err != nil {
+			t.busy.Add(-1)
 			closeBody(req)
 			return nil, err
 		}
 		resp, retry, err := t.exchange(ctx, pc, req)
 		if err == nil {
-			return resp, nil
+			return resp, nil // the body's end leaves busy
 		}
 		if !retry || attempt > 0 || req.GetBody == nil || ctx.Err() != nil {
+			t.busy.Add(-1)
 			closeBody(req)
 			return nil, err
 		}
@@ -135,6 +179,7 @@ func (t *upstreamTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		// only connections the engine closed too).
 		body, gerr := req.GetBody()
 		if gerr != nil {
+			t.busy.Add(-1)
 			return nil, err
 		}
 		req = req.Clone(ctx)
@@ -159,7 +204,7 @@ func (t *upstreamTransport) exchange(ctx context.Context, pc *upConn, req *http.
 	}
 	fail := func(err error, retry bool) (*http.Response, bool, error) {
 		stop()
-		_ = pc.c.Close()
+		t.drop(pc)
 		if ctx.Err() != nil {
 			return nil, false, context.Cause(ctx)
 		}
@@ -256,38 +301,101 @@ func (b *upBody) finish(complete bool) {
 		return
 	}
 	ran := !b.stop()
+	b.t.busy.Add(-1)
 	if complete && b.keep && !ran && b.pc.br.Buffered() == 0 {
 		b.t.put(b.pc)
 		return
 	}
-	_ = b.pc.c.Close()
+	b.t.drop(b.pc)
+}
+
+// raisePeak records b requests in flight (the transport's, or the
+// Handler's inference requests) as the peak when it is one.
+func (t *upstreamTransport) raisePeak(b int64) {
+	for {
+		p := t.peak.Load()
+		if b <= p || t.peak.CompareAndSwap(p, b) {
+			return
+		}
+	}
+}
+
+// drop closes pc, which leaves the count of its engine's open connections.
+func (t *upstreamTransport) drop(pc *upConn) {
+	if pc.dropped.Swap(true) {
+		return
+	}
+	_ = pc.c.Close()
+	t.mu.Lock()
+	if t.open[pc.key]--; t.open[pc.key] <= 0 {
+		delete(t.open, pc.key)
+	}
+	t.mu.Unlock()
 }
 
 // get returns an idle connection to key that the engine has not closed, or a
-// new one.
+// new one; when the engine has fewer open connections than the peak of
+// requests in flight, it starts the engine's warmer (see upstreamTransport). A request that finds none while the
+// warmer is dialing, and no other request waits for that dial, waits for it
+// instead of dialing one more.
 func (t *upstreamTransport) get(ctx context.Context, key string) (*upConn, error) {
 	now := time.Now() // wall time: the idle limit races the engine's own keep-alive timer
 	for {
 		t.mu.Lock()
 		s := t.idle[key]
 		if len(s) == 0 {
+			wd := t.warmDial[key]
+			if wd == nil || wd.claimed {
+				break // t.mu held
+			}
+			wd.claimed = true
 			t.mu.Unlock()
-			break
+			select {
+			case <-wd.done:
+				continue
+			case <-ctx.Done():
+				return nil, context.Cause(ctx)
+			}
 		}
 		pc := s[len(s)-1]
 		s[len(s)-1] = nil
 		t.idle[key] = s[:len(s)-1]
+		t.warmLocked(key, now) // below the peak: the next requests would dial
 		t.mu.Unlock()
-		if now.Sub(pc.idleSince) < upstreamIdleTimeout && !pc.peek.peerClosed() {
-			pc.reused = true
-			return pc, nil
+		if now.Sub(pc.idleSince) < upstreamIdleTimeout {
+			if !pc.peek.peerClosed() {
+				pc.reused = true
+				return pc, nil
+			}
+			t.mu.Lock()
+			t.peerClosedAt[key] = now
+			t.mu.Unlock()
 		}
-		_ = pc.c.Close()
+		t.drop(pc)
 	}
+	t.open[key]++ // counted before the dial, so that a warmer does not dial it too
+	t.warmLocked(key, now)
+	t.mu.Unlock()
+	t.waited.Add(1)
+	pc, err := t.dial(ctx, key)
+	if err != nil {
+		t.mu.Lock()
+		if t.open[key]--; t.open[key] <= 0 {
+			delete(t.open, key)
+		}
+		t.mu.Unlock()
+		return nil, err
+	}
+	return pc, nil
+}
+
+// dial opens a connection to key, not yet counted in open by dial itself.
+func (t *upstreamTransport) dial(ctx context.Context, key string) (*upConn, error) {
 	c, err := t.dialer.DialContext(ctx, "tcp", key)
 	if err != nil {
 		return nil, err
 	}
+	t.dials.Add(1)
 	pc := &upConn{key: key, c: c, peek: newPeeker(c)}
 	pc.lim = limitedConn{c: c, n: -1}
 	pc.br = bufio.NewReaderSize(&pc.lim, 4<<10)
@@ -295,6 +403,68 @@ func (t *upstreamTransport) get(ctx context.Context, key string) (*upConn, error
 	// instead of 4 KiB chunks (one syscall each).
 	pc.bw = bufio.NewWriterSize(c, 32<<10)
 	return pc, nil
+}
+
+// warmLocked starts key's warmer when the engine has fewer open connections
+// than the peak of requests in flight, none runs, the transport is open and
+// the engine has not closed an idle connection lately. t.mu is held.
+func (t *upstreamTransport) warmLocked(key string, now time.Time) {
+	if t.warming[key] || t.stopped || t.open[key] >= t.warmTarget() {
+		return
+	}
+	if at, ok := t.peerClosedAt[key]; ok && now.Sub(at) < upstreamIdleTimeout {
+		return
+	}
+	t.warming[key] = true
+	t.warmers.Add(1)
+	go t.warm(key)
+}
+
+// warmDial is a warmer's dial in progress: one request whose pool is empty
+// may claim it and wait for it (done closes once the connection is pooled,
+// or the dial failed) instead of dialing a connection of its own. t.mu
+// guards claimed.
+type warmDial struct {
+	done    chan struct{}
+	claimed bool
+}
+
+// warmTarget is the open connections a warmer brings an engine to.
+func (t *upstreamTransport) warmTarget() int { return min(int(t.peak.Load()), t.idlePerHost) }
+
+// warm dials connections to key one at a time and puts each in its pool,
+// until the engine has warmTarget open, a dial fails or close comes.
+func (t *upstreamTransport) warm(key string) {
+	defer t.warmers.Done()
+	for {
+		t.mu.Lock()
+		if t.stopped || t.open[key] >= t.warmTarget() {
+			delete(t.warming, key)
+			t.mu.Unlock()
+			return
+		}
+		t.open[key]++ // counted before the dial, as get does
+		wd := &warmDial{done: make(chan struct{})}
+		t.warmDial[key] = wd
+		t.mu.Unlock()
+		pc, err := t.dial(t.warmCtx, key)
+		if err == nil {
+			t.put(pc)
+		}
+		t.mu.Lock()
+		delete(t.warmDial, key)
+		if err != nil {
+			if t.open[key]--; t.open[key] <= 0 {
+				delete(t.open, key)
+			}
+			delete(t.warming, key)
+		}
+		t.mu.Unlock()
+		close(wd.done) // the request waiting for this dial looks again
+		if err != nil {
+			return
+		}
+	}
 }
 
 // put returns pc to the pool, or closes it when the pool of its engine is
@@ -321,10 +491,10 @@ func (t *upstreamTransport) put(pc *upConn) {
 	t.idle[pc.key] = s
 	t.mu.Unlock()
 	for _, c := range stale {
-		_ = c.c.Close()
+		t.drop(c)
 	}
 	if full {
-		_ = pc.c.Close()
+		t.drop(pc)
 	}
 }
 
@@ -336,12 +506,24 @@ func (t *upstreamTransport) CloseIdleConnections() {
 	t.mu.Unlock()
 	for _, s := range idle {
 		for _, pc := range s {
-			_ = pc.c.Close()
+			t.drop(pc)
 		}
 	}
 	if f := t.fallback.Load(); f != nil {
 		f.CloseIdleConnections()
 	}
+}
+
+// close stops the warmers, waits for them and closes every idle
+// connection. Requests in flight finish; their connections are pooled as
+// before, and CloseIdleConnections closes them.
+func (t *upstreamTransport) close() {
+	t.mu.Lock()
+	t.stopped = true
+	t.mu.Unlock()
+	t.warmStop()
+	t.warmers.Wait()
+	t.CloseIdleConnections()
 }
 
 // idleConns returns the number of idle connections to key.
