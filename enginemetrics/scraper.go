@@ -27,6 +27,9 @@ type Signal struct {
 	// LoRA is the engine's LoRA adapter state (vllm:lora_requests_info);
 	// zero when the engine does not expose it.
 	LoRA LoRAInfo
+	// Cache is the engine's KV-cache capacity (vllm:cache_config_info);
+	// zero when the engine does not expose it.
+	Cache CacheInfo
 	// Scraped is when the scrape completed, on the Scraper's clock.
 	Scraped time.Time
 }
