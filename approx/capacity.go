@@ -64,6 +64,14 @@ type EngineCapacity struct {
 	// Offloading: the engine offloads KV blocks to CPU memory. With
 	// Capacity.CPUBlocks 0 it did not say how many.
 	Offloading bool
+	// Pending: the source has not finished reading the engine's metrics
+	// yet (it was just added). Config.Capacity applies meanwhile, not
+	// counted as a fallback.
+	Pending bool
+	// Failure is why the last read failed (the scraper's reason:
+	// connection, timeout, http_status, ...), empty when it succeeded;
+	// shown with a fallback.
+	Failure string
 }
 
 // CapacitySource reads engines' capacities from the engines themselves
@@ -79,6 +87,7 @@ type resolvedCapacity struct {
 	c        Capacity
 	source   string
 	fallback string // "" when none
+	failure  string // EngineCapacity.Failure
 }
 
 // resolveCapacity decides an endpoint's capacity at now: an explicit one
@@ -99,7 +108,10 @@ func (x *Index) resolveCapacity(id string, now time.Time) resolvedCapacity {
 		return def
 	}
 	ec := x.src.EngineCapacity(id)
+	def.failure = ec.Failure
 	switch {
+	case ec.Pending && ec.Read.IsZero():
+		return def
 	case ec.Read.IsZero() || now.Sub(ec.Read) > x.cfg.TTL:
 		def.fallback = FallbackMetricsUnavailable
 		return def
@@ -110,7 +122,7 @@ func (x *Index) resolveCapacity(id string, now time.Time) resolvedCapacity {
 		def.fallback = FallbackUnreported
 		return def
 	}
-	r := resolvedCapacity{c: ec.Capacity, source: CapacityEngine}
+	r := resolvedCapacity{c: ec.Capacity, source: CapacityEngine, failure: ec.Failure}
 	if r.c.BlockSize <= 0 {
 		r.c.BlockSize = DefaultEngineBlockSize
 	}
@@ -152,6 +164,6 @@ func (x *Index) refreshCapacities(ids []string, now time.Time) {
 		}
 		x.met.fallbacks[r.fallback].Inc()
 		x.log.Warn("approximate index: endpoint capacity falls back", "endpoint", id, "reason", r.fallback,
-			"source", r.source, "gpuBlocks", r.c.GPUBlocks, "cpuBlocks", r.c.CPUBlocks, "blockSize", r.c.BlockSize)
+			"source", r.source, "failure", r.failure, "gpuBlocks", r.c.GPUBlocks, "cpuBlocks", r.c.CPUBlocks, "blockSize", r.c.BlockSize)
 	}
 }

@@ -151,6 +151,25 @@ func TestCapacityFromEngine(t *testing.T) {
 	require.True(t, found)
 }
 
+// An engine not read yet gets the configured capacity without a fallback
+// counted; once its read fails, the fallback is counted with the failure.
+func TestCapacityPendingThenFailed(t *testing.T) {
+	ix, clk, src, _ := newCapacityTest(t, Config{})
+	src.set("a", EngineCapacity{Pending: true})
+	ix.SetEndpoints([]string{"a"})
+	e := stateOf(t, ix, "a")
+	require.Equal(t, CapacityDefault, e.CapacitySource)
+	require.Empty(t, e.CapacityFallback)
+	require.Zero(t, testutil.ToFloat64(ix.met.fallbacks[FallbackMetricsUnavailable]))
+	src.set("a", EngineCapacity{Failure: "connection"})
+	clk.Advance(time.Second)
+	ix.Current()
+	e = stateOf(t, ix, "a")
+	require.Equal(t, FallbackMetricsUnavailable, e.CapacityFallback)
+	require.Equal(t, "connection", e.MetricsFailure)
+	require.Equal(t, 1.0, testutil.ToFloat64(ix.met.fallbacks[FallbackMetricsUnavailable]))
+}
+
 // An engine that offloads without reporting the tier's size takes the
 // configured cpuBlocks, converted to its block size.
 func TestCapacityConfiguredCPUTier(t *testing.T) {

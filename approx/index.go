@@ -104,6 +104,10 @@ type EndpointState struct {
 	EngineCapacity   Capacity
 	CapacitySource   string
 	CapacityFallback string
+	// MetricsFailure is why the last read of the engine's metrics failed
+	// (connection, timeout, http_status, ...; the capacity source's
+	// reason), empty when it succeeded or was not attempted.
+	MetricsFailure string
 }
 
 // Stats is the index's size.
@@ -408,7 +412,7 @@ func (x *Index) Endpoints() []EndpointState {
 	for _, id := range ids {
 		r := x.resolvedLocked(id)
 		out = append(out, EndpointState{ID: id, Mode: v.Mode(id), Capacity: r.c.Blocks(x.blockSize),
-			EngineCapacity: r.c, CapacitySource: r.source, CapacityFallback: r.fallback})
+			EngineCapacity: r.c, CapacitySource: r.source, CapacityFallback: r.fallback, MetricsFailure: r.failure})
 	}
 	x.mu.RUnlock()
 	for i := range out {

@@ -208,6 +208,23 @@ func (s *Scraper) LoRA(ep kvroute.Endpoint) (LoRAInfo, bool) {
 	return g.LoRA, s.clk.Now().Sub(last.sig.Scraped) <= s.cfg.Staleness
 }
 
+// LastScrape reports how ep's last completed scrape ended: completed is
+// false when none has completed yet (ep was just added, or is unknown),
+// and failure is the reason the last one failed (a reason label of
+// kvroute_engine_metrics_scrape_failures_total: connection, timeout,
+// http_status, ...), empty when it succeeded. It allocates nothing.
+func (s *Scraper) LastScrape(ep kvroute.Endpoint) (failure string, completed bool) {
+	t := (*s.targets.Load())[ep.ID]
+	if t == nil {
+		return "", false
+	}
+	last := t.last.Load()
+	if last == nil {
+		return "", false
+	}
+	return last.reason, true
+}
+
 // Close stops the loop, cancels the scrapes in flight and waits for them,
 // and unregisters the metrics. It is idempotent.
 func (s *Scraper) Close() {
