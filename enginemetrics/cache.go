@@ -1,7 +1,6 @@
 package enginemetrics
 
 import (
-	"math"
 	"strconv"
 	"strings"
 
@@ -43,6 +42,8 @@ const (
 	maxCacheBlocks = 1 << 31
 	// maxBlockSize bounds block_size.
 	maxBlockSize = 1 << 20
+	// maxOffloadGiB bounds kv_offloading_size (an exabyte of host memory).
+	maxOffloadGiB = 1 << 30
 	// maxBackendBytes bounds the backend name kept.
 	maxBackendBytes = 32
 )
@@ -100,7 +101,7 @@ func parseCache(mfs map[string]*dto.MetricFamily, engine string) CacheInfo {
 		info.BlockSize = bs
 		info.GPUBlocks = min(info.GPUBlocks+gpu, maxCacheBlocks)
 		if v := labelValue(m, labelOffloadingSize); v != "" && v != "None" {
-			if gib, err := strconv.ParseFloat(v, 64); err == nil && gib > 0 && !math.IsInf(gib, 0) {
+			if gib, err := strconv.ParseFloat(v, 64); err == nil && gib > 0 && gib <= maxOffloadGiB {
 				info.Offloading = true
 				info.OffloadingGiB += gib
 				if b := labelValue(m, labelOffloadBackend); isWord(b) {
