@@ -28,6 +28,10 @@ const (
 	DefaultMaxBytes int64 = 64 << 20
 	// minMaxBytes is the smallest MaxBytes: a few slots.
 	minMaxBytes = 16 * slotBytes
+	// CapacityFromEngine and CapacityFromConfig are the values of
+	// Config.CapacityFrom.
+	CapacityFromEngine = "engine"
+	CapacityFromConfig = "config"
 	// DefaultRefresh is how often the endpoints' KV-event stream states are
 	// read again to decide each one's mode.
 	DefaultRefresh = time.Second
@@ -104,6 +108,13 @@ type Config struct {
 	// the endpoints holding entries; above it its least recently routed
 	// blocks are evicted (reason "memory").
 	MaxBytes int64 `json:"maxBytes"`
+	// CapacityFrom is where the capacity of an endpoint without an entry in
+	// Endpoints comes from: CapacityFromEngine ("engine", the default) reads
+	// it from the engine's own metrics when the index is given a source
+	// (Options.Capacities: the gateway scrapes vLLM's
+	// vllm:cache_config_info), falling back to Capacity when the engine's
+	// is unknown; CapacityFromConfig ("config") never asks the engine.
+	CapacityFrom string `json:"capacityFrom"`
 	// Refresh is how often the endpoints' stream states are read again
 	// (default DefaultRefresh); an endpoint whose events start flowing is
 	// routed precisely, and its approximate entries dropped, within it.
@@ -118,6 +129,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("approx: maxBytes must be 0 (the default) or at least %d, got %d", minMaxBytes, c.MaxBytes)
 	case c.Refresh < 0:
 		return c, fmt.Errorf("approx: refresh must be >= 0, got %v", c.Refresh)
+	case c.CapacityFrom != "" && c.CapacityFrom != CapacityFromEngine && c.CapacityFrom != CapacityFromConfig:
+		return c, fmt.Errorf("approx: capacityFrom must be %q or %q, got %q", CapacityFromEngine, CapacityFromConfig, c.CapacityFrom)
 	}
 	if err := c.Capacity.validate("capacity"); err != nil {
 		return c, err
@@ -144,6 +157,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Refresh == 0 {
 		c.Refresh = DefaultRefresh
+	}
+	if c.CapacityFrom == "" {
+		c.CapacityFrom = CapacityFromEngine
 	}
 	return c, nil
 }

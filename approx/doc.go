@@ -11,7 +11,26 @@
 // sized to the engine's capacity, its GPU blocks plus the blocks it offloads
 // to CPU memory when it does (Capacity; an index sized to GPU memory alone
 // forgets prefixes an offloading engine still serves, the bug of
-// llm-d/llm-d-router#1650). Entries expire Config.TTL after the last
+// llm-d/llm-d-router#1650).
+//
+// The capacity is read from the engine itself when the index is given a
+// CapacitySource (Options.Capacities; the gateway adapts package
+// enginemetrics' scrape of vLLM's vllm:cache_config_info): its GPU blocks
+// (num_gpu_blocks, or the group-aware kv_cache_size_tokens) plus its CPU
+// offload tier when the engine reports that tier's size. vLLM reports
+// only that it offloads (kv_offloading_size, in GiB), not how many blocks
+// that holds, so for such an engine Config.Capacity.CPUBlocks supplies the
+// CPU tier (source "engine+config_cpu"); with none configured the index is
+// sized to GPU blocks, and says so (fallback "offload_unsized").
+// Config.Endpoints override the engine; an engine whose metrics cannot be
+// read (never, or not within Config.TTL), that exports no cache
+// configuration, or an invalid one, gets Config.Capacity. Every fallback
+// is counted (kvroute_approx_capacity_fallbacks_total{reason}, once per
+// endpoint and episode), logged, and shown per endpoint
+// (EndpointState.CapacitySource and CapacityFallback,
+// kvroute_approx_endpoint_capacity_blocks{endpoint, source}).
+//
+// Entries expire Config.TTL after the last
 // decision that routed them (traffic the router does not see evicts too),
 // and the whole index is bounded by Config.MaxBytes of accounted memory,
 // shared evenly among the endpoints holding entries.

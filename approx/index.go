@@ -2,6 +2,7 @@ package approx
 
 import (
 	"errors"
+	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -17,8 +18,16 @@ var ErrBound = errors.New("approx: index already bound to a router")
 type Options struct {
 	// Set: Registerer receives the index's metrics (nil registers none);
 	// Clock is the clock of the entries' TTL and of the mode refresh (nil
-	// is the wall clock). Logger and TracerProvider are not used.
+	// is the wall clock); Logger receives a warning when an endpoint's
+	// capacity falls back. TracerProvider is not used.
 	telemetry.Set
+	// Capacities, when set, reads each endpoint's capacity from its
+	// engine (vLLM's vllm:cache_config_info, scraped by package
+	// enginemetrics) at every mode refresh; Config.Endpoints still
+	// override it, and Config.Capacity applies when the engine's is not
+	// known (kvroute_approx_capacity_fallbacks_total). Nil: the configured
+	// capacities only.
+	Capacities CapacitySource
 }
 
 // Binding is what the router an Index serves tells it (Index.Bind).
@@ -56,6 +65,8 @@ type Binding struct {
 type Index struct {
 	cfg      Config
 	clock    telemetry.Clock
+	log      *slog.Logger
+	src      CapacitySource
 	ttl      int64
 	slotCap  int64 // MaxBytes / slotBytes
 	refreshD int64
@@ -63,8 +74,9 @@ type Index struct {
 
 	mu        sync.RWMutex
 	eps       map[string]*lru
-	caps      map[string]Capacity
-	known     []string // sorted; SetEndpoints
+	caps      map[string]Capacity         // explicit: Config.Endpoints, SetCapacity
+	resolved  map[string]resolvedCapacity // by the last refresh (refreshCapacities)
+	known     []string                    // sorted; SetEndpoints
 	live      func(string) bool
 	blockSize int
 
@@ -83,6 +95,19 @@ type EndpointState struct {
 	// Entries are the approximate entries held for the endpoint, Capacity
 	// its capacity in the router's blocks.
 	Entries, Capacity int
+	// EngineCapacity is that capacity in the engine's terms (GPU and CPU
+	// offload blocks, block size), CapacitySource where it came from
+	// (CapacityConfig, CapacityEngine, CapacityEngineConfigCPU or
+	// CapacityDefault) and CapacityFallback why it is not the engine's own
+	// when it should be (a Fallback constant; empty when it is, or when no
+	// capacity source is configured).
+	EngineCapacity   Capacity
+	CapacitySource   string
+	CapacityFallback string
+	// MetricsFailure is why the last read of the engine's metrics failed
+	// (connection, timeout, http_status, ...; the capacity source's
+	// reason), empty when it succeeded or was not attempted.
+	MetricsFailure string
 }
 
 // Stats is the index's size.
@@ -99,7 +124,7 @@ func New(cfg Config, opts Options) (*Index, error) {
 	if err != nil {
 		return nil, err
 	}
-	x := &Index{cfg: cfg, clock: opts.Clk(), ttl: int64(cfg.TTL), slotCap: max(1, cfg.MaxBytes/slotBytes),
+	x := &Index{cfg: cfg, clock: opts.Clk(), log: opts.Log(), src: opts.Capacities, ttl: int64(cfg.TTL), slotCap: max(1, cfg.MaxBytes/slotBytes),
 		refreshD: int64(cfg.Refresh), eps: map[string]*lru{}, caps: map[string]Capacity{}, blockSize: kvindex.DefaultBlockSize}
 	for id, c := range cfg.Endpoints {
 		x.caps[id] = c
@@ -175,11 +200,19 @@ func (x *Index) SetCapacity(endpoint string, c Capacity) error {
 
 // capacityLocked is an endpoint's capacity in router blocks; x.mu held.
 func (x *Index) capacityLocked(endpoint string) int {
-	c, ok := x.caps[endpoint]
-	if !ok {
-		c = x.cfg.Capacity
+	return x.resolvedLocked(endpoint).c.Blocks(x.blockSize)
+}
+
+// resolvedLocked is an endpoint's capacity: explicit, else as the last
+// refresh resolved it, else Config.Capacity; x.mu held.
+func (x *Index) resolvedLocked(endpoint string) resolvedCapacity {
+	if c, ok := x.caps[endpoint]; ok {
+		return resolvedCapacity{c: c, source: CapacityConfig}
 	}
-	return c.Blocks(x.blockSize)
+	if r, ok := x.resolved[endpoint]; ok {
+		return r
+	}
+	return resolvedCapacity{c: x.cfg.Capacity, source: CapacityDefault}
 }
 
 // shard returns the endpoint's entries (created when absent), its limit of
@@ -377,7 +410,9 @@ func (x *Index) Endpoints() []EndpointState {
 	ids := x.known
 	out := make([]EndpointState, 0, len(ids))
 	for _, id := range ids {
-		out = append(out, EndpointState{ID: id, Mode: v.Mode(id), Capacity: x.capacityLocked(id)})
+		r := x.resolvedLocked(id)
+		out = append(out, EndpointState{ID: id, Mode: v.Mode(id), Capacity: r.c.Blocks(x.blockSize),
+			EngineCapacity: r.c, CapacitySource: r.source, CapacityFallback: r.fallback, MetricsFailure: r.failure})
 	}
 	x.mu.RUnlock()
 	for i := range out {

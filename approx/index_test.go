@@ -127,7 +127,10 @@ func TestModesFollowLiveness(t *testing.T) {
 	require.True(t, v.AllLive())
 	require.Equal(t, 0, ix.Entries("a"), "its approximate entries are dropped")
 	require.Equal(t, 0, ix.Match("a", keys(1, 4)))
-	require.Equal(t, []EndpointState{{ID: "a", Mode: ModePrecise, Capacity: 7812}, {ID: "b", Mode: ModePrecise, Capacity: 7812}}, ix.Endpoints())
+	def := Capacity{GPUBlocks: DefaultGPUBlocks, BlockSize: DefaultEngineBlockSize}
+	require.Equal(t, []EndpointState{
+		{ID: "a", Mode: ModePrecise, Capacity: 7812, EngineCapacity: def, CapacitySource: CapacityDefault},
+		{ID: "b", Mode: ModePrecise, Capacity: 7812, EngineCapacity: def, CapacitySource: CapacityDefault}}, ix.Endpoints())
 }
 
 func TestSetEndpointsDropsRemoved(t *testing.T) {
@@ -187,6 +190,8 @@ func TestConfig(t *testing.T) {
 		{`{"capacity":{"cpuBlocks":5}}`, "cpuBlocks without gpuBlocks"},
 		{`{"endpoints":{"a":{"cpuBlocks":0}}}`, "gpuBlocks is required"},
 		{`{"endpoints":{"a":{"gpuBlocks":-1}}}`, ">= 0"},
+		{`{"capacityFrom":"config"}`, ""},
+		{`{"capacityFrom":"prometheus"}`, "capacityFrom must be"},
 	} {
 		cfg, err := LoadConfig(strings.NewReader(tc.json))
 		if tc.err == "" {
@@ -199,7 +204,7 @@ func TestConfig(t *testing.T) {
 	}
 	cfg, err := Config{}.withDefaults()
 	require.NoError(t, err)
-	require.Equal(t, Config{TTL: DefaultTTL, Capacity: Capacity{GPUBlocks: DefaultGPUBlocks, BlockSize: DefaultEngineBlockSize}, MaxBytes: DefaultMaxBytes, Refresh: DefaultRefresh}, cfg)
+	require.Equal(t, Config{TTL: DefaultTTL, Capacity: Capacity{GPUBlocks: DefaultGPUBlocks, BlockSize: DefaultEngineBlockSize}, MaxBytes: DefaultMaxBytes, Refresh: DefaultRefresh, CapacityFrom: CapacityFromEngine}, cfg)
 	ix, _ := newTest(t, Config{}, nil)
 	require.Error(t, ix.SetCapacity("a", Capacity{CPUBlocks: 3}))
 	require.NoError(t, ix.SetCapacity("a", Capacity{GPUBlocks: 128, BlockSize: 64}))

@@ -20,8 +20,9 @@ var reasonNames = [numReasons]string{
 
 // metrics are the index's metrics.
 type metrics struct {
-	recorded prometheus.Counter
-	evicted  [numReasons]prometheus.Counter
+	recorded  prometheus.Counter
+	evicted   [numReasons]prometheus.Counter
+	fallbacks map[string]prometheus.Counter // by Fallback constant
 }
 
 func newMetrics(x *Index, reg prometheus.Registerer) (*metrics, error) {
@@ -41,12 +42,19 @@ func newMetrics(x *Index, reg prometheus.Registerer) (*metrics, error) {
 		Name: "kvroute_approx_bytes",
 		Help: "Accounted memory of the approximate index (bounded by its maxBytes).",
 	}, func() float64 { return float64(x.slots.Load() * slotBytes) })
-	m := &metrics{recorded: recorded}
+	fallbacks := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kvroute_approx_capacity_fallbacks_total",
+		Help: "Times an endpoint's approximate-index capacity fell back from its engine's own (counted once per endpoint and episode), by reason: metrics_unavailable (the engine's metrics not read within the TTL: its configured or default capacity applies), unreported (no vllm:cache_config_info), invalid (its block counts are not numbers), offload_unsized (the engine offloads to CPU without reporting the tier's size and no capacity.cpuBlocks is configured: sized to GPU blocks only).",
+	}, []string{"reason"})
+	m := &metrics{recorded: recorded, fallbacks: map[string]prometheus.Counter{}}
+	for _, r := range fallbackNames {
+		m.fallbacks[r] = fallbacks.WithLabelValues(r)
+	}
 	for i, n := range reasonNames {
 		m.evicted[i] = evicted.WithLabelValues(n)
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{recorded, evicted, entries, bytes, &modeCollector{x: x}} {
+		for _, c := range []prometheus.Collector{recorded, evicted, fallbacks, entries, bytes, &modeCollector{x: x}} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
@@ -56,14 +64,19 @@ func newMetrics(x *Index, reg prometheus.Registerer) (*metrics, error) {
 }
 
 // modeCollector exports kvroute_approx_endpoint_mode{endpoint, mode}: 1 for
-// each known endpoint's current mode, 0 for the others.
+// each known endpoint's current mode, 0 for the others; and, when the index
+// is enabled, kvroute_approx_endpoint_capacity_blocks{endpoint, source}.
 type modeCollector struct{ x *Index }
 
 var modeDesc = prometheus.NewDesc("kvroute_approx_endpoint_mode",
 	"Each endpoint's cache mode (1 for the current one): precise (KV events live), approximate (the router's own decisions), blind (no cache information).",
 	[]string{"endpoint", "mode"}, nil)
 
-func (c *modeCollector) Describe(ch chan<- *prometheus.Desc) { ch <- modeDesc }
+var capacityDesc = prometheus.NewDesc("kvroute_approx_endpoint_capacity_blocks",
+	"Each endpoint's approximate-index capacity in the router's blocks (its engine's GPU plus CPU-offload tokens over the router's block size), by source: engine (the engine's vllm:cache_config_info), engine+config_cpu (the engine's GPU blocks and the configured cpuBlocks), config (configured for the endpoint), default (the configured or built-in capacity for all endpoints).",
+	[]string{"endpoint", "source"}, nil)
+
+func (c *modeCollector) Describe(ch chan<- *prometheus.Desc) { ch <- modeDesc; ch <- capacityDesc }
 
 func (c *modeCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, e := range c.x.Endpoints() {
@@ -73,6 +86,9 @@ func (c *modeCollector) Collect(ch chan<- prometheus.Metric) {
 				v = 1
 			}
 			ch <- prometheus.MustNewConstMetric(modeDesc, prometheus.GaugeValue, v, e.ID, m.String())
+		}
+		if c.x.cfg.Enabled {
+			ch <- prometheus.MustNewConstMetric(capacityDesc, prometheus.GaugeValue, float64(e.Capacity), e.ID, e.CapacitySource)
 		}
 	}
 }

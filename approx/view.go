@@ -1,5 +1,7 @@
 package approx
 
+import "time"
+
 // View is the endpoints' modes as of one refresh; it never changes.
 type View struct {
 	at      int64 // index clock, unix ns
@@ -84,5 +86,6 @@ func (x *Index) refresh(now int64) {
 	for _, id := range held { // events flow: precise from now on
 		x.drop(id, reasonLive)
 	}
+	x.refreshCapacities(ids, time.Unix(0, now))
 	x.expireAll(now)
 }

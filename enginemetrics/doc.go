@@ -49,6 +49,19 @@
 // gauge reports no adapters (LoRAInfo.Reported false); that is not a
 // failure.
 //
+// KV-cache capacity: vLLM exports its cache configuration as
+// vllm:cache_config_info, an info gauge whose labels include block_size,
+// num_gpu_blocks, kv_cache_size_tokens (the group-aware capacity of newer
+// releases) and the CPU offloading settings kv_offloading_size (GiB) and
+// kv_offloading_backend. Signal.Cache carries them (CacheInfo); a label
+// that is not an integer in range makes CacheInfo.Invalid, a missing gauge
+// leaves it unreported, neither fails the scrape. vLLM reports no size of
+// its CPU offload tier in blocks: CacheInfo.Offloading says the engine
+// offloads, and CPUBlocks is filled only from the proposed
+// vllm:kv_offload_config_info gauge (cpu_num_chunks × cpu_blocks_per_chunk)
+// when an engine exports it. Package approx sizes its approximate index
+// from it.
+//
 // A server with data-parallel engines exposes one series per engine (label
 // engine="0", "1", …): an endpoint reads the series of its Rank, or all of
 // them combined (queues summed, the highest KV-cache usage) when no series

@@ -56,7 +56,7 @@ func failure(reason string, format string, args ...any) *scrapeError {
 // wanted reports whether name is one of the metric names the scraper reads.
 func wanted(name []byte) bool {
 	switch string(name) {
-	case metricWaiting, metricRunning, metricKVUsage, metricGPUUsage, metricLoRA:
+	case metricWaiting, metricRunning, metricKVUsage, metricGPUUsage, metricLoRA, metricCacheConfig, metricOffloadConfig:
 		return true
 	}
 	return false
@@ -105,7 +105,8 @@ func filterLines(body []byte) []byte {
 // the exposition holds one series per engine (vLLM's data-parallel ranks),
 // the series whose engine label is rank are read; when none carries that
 // label value, the series are combined: queue lengths summed, KV-cache usage
-// the highest. The LoRA gauge, when present, is read too (parseLoRA).
+// the highest. The LoRA gauge and the cache configuration, when present,
+// are read too (parseLoRA, parseCache).
 func parseSignal(body []byte, rank int) (Signal, *scrapeError) {
 	sig, _, err := parse(body, rank)
 	return sig, err
@@ -144,6 +145,7 @@ func parse(body []byte, rank int) (Signal, loraDrops, *scrapeError) {
 	sig.KVCacheUsage = kv
 	var drops loraDrops
 	sig.LoRA, drops = parseLoRA(mfs)
+	sig.Cache = parseCache(mfs, engine)
 	return sig, drops, nil
 }
 

@@ -27,6 +27,9 @@ type Signal struct {
 	// LoRA is the engine's LoRA adapter state (vllm:lora_requests_info);
 	// zero when the engine does not expose it.
 	LoRA LoRAInfo
+	// Cache is the engine's KV-cache capacity (vllm:cache_config_info);
+	// zero when the engine does not expose it.
+	Cache CacheInfo
 	// Scraped is when the scrape completed, on the Scraper's clock.
 	Scraped time.Time
 }
@@ -203,6 +206,23 @@ func (s *Scraper) LoRA(ep kvroute.Endpoint) (LoRAInfo, bool) {
 		return LoRAInfo{}, false
 	}
 	return g.LoRA, s.clk.Now().Sub(last.sig.Scraped) <= s.cfg.Staleness
+}
+
+// LastScrape reports how ep's last completed scrape ended: completed is
+// false when none has completed yet (ep was just added, or is unknown),
+// and failure is the reason the last one failed (a reason label of
+// kvroute_engine_metrics_scrape_failures_total: connection, timeout,
+// http_status, ...), empty when it succeeded. It allocates nothing.
+func (s *Scraper) LastScrape(ep kvroute.Endpoint) (failure string, completed bool) {
+	t := (*s.targets.Load())[ep.ID]
+	if t == nil {
+		return "", false
+	}
+	last := t.last.Load()
+	if last == nil {
+		return "", false
+	}
+	return last.reason, true
 }
 
 // Close stops the loop, cancels the scrapes in flight and waits for them,

@@ -16,7 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The Scraper reads the simulated engine's real /metrics: idle, then with
+// The Scraper reads the simulated engine's real /metrics: idle (with its
+// KV-cache capacity from vllm:cache_config_info), then with
 // --max-num-seqs 1 and four long requests, 1 running and 3 waiting, which
 // is saturated at a waiting threshold of 2.
 func TestScrapesTheSimulatedEngine(t *testing.T) {
@@ -33,7 +34,7 @@ func TestScrapesTheSimulatedEngine(t *testing.T) {
 	waitScrapes(t, s, ep, 1)
 	sig, ok := s.Signal(ep)
 	require.True(t, ok)
-	require.Equal(t, Signal{Scraped: t0}, sig)
+	require.Equal(t, Signal{Scraped: t0, Cache: CacheInfo{Reported: true, BlockSize: 4, GPUBlocks: 8192}}, sig)
 	sat, known := s.Saturation(ep)
 	require.True(t, known)
 	require.False(t, sat)

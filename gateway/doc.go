@@ -75,6 +75,14 @@
 // (kvroute_lora_candidates_total{state="unknown"}) and still routed to by
 // load; an adapter no engine serves is forwarded and the engine's 404 goes
 // back to the client.
+// ServerConfig.Approximate, enabled, keeps package approx's approximate
+// prefix index for the endpoints whose KV events are not live, each sized
+// to its engine's own capacity: the same Scraper reads vLLM's
+// vllm:cache_config_info (every CapacityScrapeInterval when nothing else
+// reads the scrapes). An engine whose metrics cannot be read is sized to
+// the configured capacity, counted in
+// kvroute_approx_capacity_fallbacks_total and named on StatusPath and
+// /ready.
 //
 // With ServerConfig.Session (package session) a request's session header,
 // llm-d's llm-d-session cookie or, opt-in, its conversation's opening keys

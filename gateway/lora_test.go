@@ -173,3 +173,65 @@ func TestGatewayLoRANeedsPrecise(t *testing.T) {
 	_, err = NewServer(t.Context(), ServerConfig{Listen: "127.0.0.1:0", Router: rc, LoRA: &lora.Config{Weight: -1}}, Options{})
 	require.ErrorContains(t, err, "weight")
 }
+
+// When no engine's metrics can be read (here the scrape path answers 404
+// on every engine), adapter requests are still served: every candidate is
+// scored neutral and counted unknown, each failed scrape is counted by
+// reason, and the rendezvous spread sends one adapter to one engine rather
+// than loading it everywhere. An adapter no engine serves still gets the
+// engine's clear 404.
+func TestGatewayLoRAEveryEngineMetricsDown(t *testing.T) {
+	defer leakcheck.Check(t)()
+	var engines []*server.Server
+	var eps []kvroute.Endpoint
+	for range 2 {
+		srv, err := server.New(server.Config{Model: testModel, LoRAModules: []string{"sql", "chat"},
+			Engine: simengine.Config{BlockSize: 64, NumGPUBlocks: 512, PrefillTokensPerSecond: 1e7, DecodeStep: time.Millisecond,
+				LoRA: &simengine.LoRAConfig{MaxLoRAs: 1, LoadTime: time.Millisecond}}}, server.Options{})
+		require.NoError(t, err)
+		require.NoError(t, srv.Start("127.0.0.1:0"))
+		engines = append(engines, srv)
+		eps = append(eps, kvroute.Endpoint{ID: srv.Addr()})
+	}
+	rc := kvroute.DefaultConfig()
+	rc.Model = testModel
+	rc.Events.Enabled = new(false)
+	rc.DisableRender = true
+	gw, err := NewServer(t.Context(), ServerConfig{Listen: "127.0.0.1:0", Router: rc, Endpoints: eps,
+		EngineMetrics: &enginemetrics.Config{Interval: 10 * time.Millisecond, Path: "/metrics-exporter-down"},
+		LoRA:          &lora.Config{}}, Options{})
+	require.NoError(t, err)
+	f := &loraFleet{gw: gw, client: &http.Client{Transport: &http.Transport{}}}
+	defer func() {
+		f.client.CloseIdleConnections()
+		require.NoError(t, gw.Shutdown(context.Background()))
+		for _, e := range engines {
+			require.NoError(t, e.Close())
+		}
+	}()
+	// Both engines' scrapes have failed before the requests.
+	require.Eventually(t, func() bool {
+		for _, ep := range eps {
+			if failure, done := gw.scraper.LastScrape(ep); !done || failure != "http_status" {
+				return false
+			}
+		}
+		return true
+	}, wait, 5*time.Millisecond)
+
+	url := "http://" + gw.Addr()
+	chosen := map[string]bool{}
+	for range 6 {
+		code, ep, body := f.complete(t, url, "sql")
+		require.Equal(t, http.StatusOK, code, body)
+		chosen[ep] = true
+	}
+	require.Len(t, chosen, 1, "the rendezvous spread keeps one adapter on one engine")
+	require.Equal(t, 12.0, seriesOf(t, gw, "kvroute_lora_candidates_total", "state", "unknown"), "2 candidates × 6 picks")
+	for _, ep := range eps {
+		require.Positive(t, seriesOf(t, gw, "kvroute_engine_metrics_scrape_failures_total", "endpoint", ep.ID, "reason", "http_status"))
+	}
+	code, _, body := f.complete(t, url, "no-such-adapter")
+	require.Equal(t, http.StatusNotFound, code)
+	require.Contains(t, body, "The model `no-such-adapter` does not exist.")
+}

@@ -3,6 +3,8 @@ package gateway
 import (
 	"encoding/json"
 	"net/http"
+
+	"github.com/kvroute/kvroute/approx"
 )
 
 // readyz answers /ready: 200 when the gateway has endpoints and its router's
@@ -16,6 +18,21 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 		State   string `json:"state"`
 		GivenUp bool   `json:"givenUp,omitempty"`
 		Mode    string `json:"mode,omitempty"` // precise, approximate or blind
+		// Capacity is the approximate index's capacity in the router's
+		// blocks, CapacitySource where it came from (engine, config,
+		// default, ...) and CapacityFallback why it is not the engine's
+		// own; set only while the index is enabled.
+		Capacity         int    `json:"capacity,omitempty"`
+		CapacitySource   string `json:"capacitySource,omitempty"`
+		CapacityFallback string `json:"capacityFallback,omitempty"`
+	}
+	enabled := s.approx != nil && s.approx.Enabled()
+	withCapacity := func(e endpoint, m approx.EndpointState) endpoint {
+		e.Mode = m.Mode.String()
+		if enabled {
+			e.Capacity, e.CapacitySource, e.CapacityFallback = m.Capacity, m.CapacitySource, fallbackText(m)
+		}
+		return e
 	}
 	body := struct {
 		Ready     bool       `json:"ready"`
@@ -26,6 +43,10 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 		// engine without events is routed approximately or blind for good).
 		CacheModes  string `json:"cacheModes,omitempty"`
 		ModeWarning string `json:"modeWarning,omitempty"`
+		// CapacityWarning names the endpoints whose approximate index is
+		// not sized to their engine's own capacity (readiness does not
+		// wait for it either).
+		CapacityWarning string `json:"capacityWarning,omitempty"`
 	}{Ready: true}
 	switch {
 	case len(*s.handler.endpoints.Load()) == 0:
@@ -34,15 +55,16 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 		modes := s.endpointModes()
 		seen := map[string]bool{}
 		for _, e := range s.router.Readiness() {
-			body.Endpoints = append(body.Endpoints, endpoint{ID: e.ID, State: string(e.State), GivenUp: e.GivenUp, Mode: modes[e.ID].Mode.String()})
+			body.Endpoints = append(body.Endpoints, withCapacity(endpoint{ID: e.ID, State: string(e.State), GivenUp: e.GivenUp}, modes[e.ID]))
 			seen[e.ID] = true
 		}
 		for _, e := range *s.handler.endpoints.Load() {
 			if !seen[e.ID] {
-				body.Endpoints = append(body.Endpoints, endpoint{ID: e.ID, State: "no events", Mode: modes[e.ID].Mode.String()})
+				body.Endpoints = append(body.Endpoints, withCapacity(endpoint{ID: e.ID, State: "no events"}, modes[e.ID]))
 			}
 		}
 		body.CacheModes, body.ModeWarning = modeSummary(modes)
+		body.CapacityWarning = capacityWarning(modes)
 		if reason := s.router.NotReady(); reason != "" {
 			body.Ready, body.Reason = false, reason
 		}

@@ -124,7 +124,13 @@ type ServerConfig struct {
 	// Approximate configures the approximate prefix index of the endpoints
 	// whose KV-event stream is not live (package approx; approx.Config.Enabled
 	// turns it on). Nil is approx.Config{}: none kept, such endpoints are
-	// routed blind. Either way the status page, /ready and
+	// routed blind. When enabled (and its capacityFrom is not "config"),
+	// each endpoint's index is sized to its engine's own capacity, read
+	// from vLLM's vllm:cache_config_info by the engine-metrics scraper
+	// (built with EngineMetrics' settings, or, when nothing else reads it,
+	// every CapacityScrapeInterval); an engine whose metrics cannot be
+	// read gets the configured capacity, counted in
+	// kvroute_approx_capacity_fallbacks_total and shown on the status page. Either way the status page, /ready and
 	// kvroute_router_decision_mode_total show each endpoint's and each
 	// decision's mode. PolicyPrecise only.
 	Approximate *approx.Config
@@ -138,7 +144,7 @@ type Server struct {
 	approx    *approx.Index          // the router's approximate index and mode table; nil under PolicyRoundRobin
 	admission *admission.Controller  // nil without ServerConfig.Admission
 	disagg    *disagg.Profile        // nil without ServerConfig.Disagg
-	scraper   *enginemetrics.Scraper // nil without ServerConfig.EngineMetrics and ServerConfig.LoRA
+	scraper   *enginemetrics.Scraper // nil without ServerConfig.EngineMetrics, ServerConfig.LoRA and an enabled ServerConfig.Approximate
 	lora      *lora.Scorer           // nil without ServerConfig.LoRA
 	session   *session.Affinity      // nil without ServerConfig.Session
 	models    *models.Registry       // nil without ServerConfig.Models
@@ -206,18 +212,22 @@ func NewServer(ctx context.Context, cfg ServerConfig, opts Options) (*Server, er
 		if cfg.Approximate != nil {
 			acfg = *cfg.Approximate
 		}
-		ix, err := approx.New(acfg, approx.Options{Set: telemetry.Set{Registerer: s.registry, Clock: opts.Clock}})
-		if err != nil {
+		if err := acfg.Validate(); err != nil {
 			return nil, fmt.Errorf("gateway: approximate: %w", err)
 		}
-		s.approx, ropts.Approximate = ix, ix
-		if cfg.EngineMetrics != nil && cfg.Admission == nil && cfg.LoRA == nil {
-			return nil, errors.New("gateway: engineMetrics feeds the admission stage and the lora scorer; set admission or lora too")
+		capacities := acfg.Enabled && acfg.CapacityFrom != approx.CapacityFromConfig
+		if cfg.EngineMetrics != nil && cfg.Admission == nil && cfg.LoRA == nil && !capacities {
+			return nil, errors.New("gateway: engineMetrics feeds the admission stage, the lora scorer and the approximate index's capacities; set admission, lora or approximate.enabled too")
 		}
-		if cfg.EngineMetrics != nil || cfg.LoRA != nil {
+		if cfg.EngineMetrics != nil || cfg.LoRA != nil || capacities {
 			var emc enginemetrics.Config
-			if cfg.EngineMetrics != nil {
+			switch {
+			case cfg.EngineMetrics != nil:
 				emc = *cfg.EngineMetrics
+			case cfg.LoRA == nil && cfg.Admission == nil:
+				// Only the capacities read it, and they change when an
+				// engine restarts: no need to scrape every 50ms.
+				emc = enginemetrics.Config{Interval: CapacityScrapeInterval, Staleness: 3 * CapacityScrapeInterval}
 			}
 			sc, err := enginemetrics.New(emc, enginemetrics.Options{Set: ropts.Set})
 			if err != nil {
@@ -225,6 +235,16 @@ func NewServer(ctx context.Context, cfg ServerConfig, opts Options) (*Server, er
 			}
 			s.scraper = sc
 		}
+		aopts := approx.Options{Set: telemetry.Set{Registerer: s.registry, Logger: logger, Clock: opts.Clock}}
+		if capacities {
+			aopts.Capacities = scraperCapacities{s.scraper}
+		}
+		ix, err := approx.New(acfg, aopts)
+		if err != nil {
+			s.closeAdmission()
+			return nil, fmt.Errorf("gateway: approximate: %w", err)
+		}
+		s.approx, ropts.Approximate = ix, ix
 		if cfg.LoRA != nil {
 			ls, err := lora.New(*cfg.LoRA, s.scraper, lora.Options{Set: ropts.Set})
 			if err != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -34,6 +35,8 @@ type statusEndpoint struct {
 	ID, Role, Source, State, LastApplied, SinceApplied string
 	Mode                                               string // precise, approximate or blind (package approx)
 	ApproxEntries                                      int
+	Capacity                                           string // the approximate index's capacity and its source; "–" when not kept
+	CapacityFallback                                   string // why it is not the engine's own, with the scrape failure
 	AppliedSeq                                         string
 	Blocks                                             int
 	InflightTokens, InflightRequests                   int64
@@ -51,9 +54,10 @@ pre{background:#f6f6f6;padding:.6em;max-height:24em;overflow:auto}</style></head
 <body><h1>kvroute gateway</h1>
 <p id="summary">ready: <b id="ready">{{.Ready}}</b>{{if .Reason}} — {{.Reason}}{{end}}; model: <b id="model">{{.Model}}</b>; policy: {{.Policy}}; cache modes: <b id="modes">{{.Modes}}</b>; {{len .Endpoints}} endpoint(s); index: {{.IndexBlocks}} blocks; generated {{.Now}}</p>
 {{if .ModeWarning}}<p id="mode-warning" class="warn">{{.ModeWarning}}</p>{{end}}
+{{if .CapacityWarning}}<p id="capacity-warning" class="warn">{{.CapacityWarning}}</p>{{end}}
 <h2>Endpoints</h2>
-<table id="endpoints"><tr><th>endpoint</th><th>role</th><th>cache mode</th><th>index source</th><th>stream state</th><th>last applied seq</th><th>last applied</th><th>blocks indexed</th><th>in-flight tokens</th><th>in-flight requests</th><th>predictions</th></tr>
-{{range .Endpoints}}<tr class="endpoint" data-id="{{.ID}}"><td>{{.ID}}</td><td class="role">{{.Role}}</td><td class="mode {{.Mode}}">{{.Mode}}{{if eq .Mode "approximate"}} ({{.ApproxEntries}} entries){{end}}</td><td class="source">{{.Source}}</td><td class="{{.State}}">{{.State}}{{if .GivenUp}} (given up){{end}}</td><td>{{.AppliedSeq}}</td><td>{{.SinceApplied}}</td><td>{{.Blocks}}</td><td>{{.InflightTokens}}</td><td>{{.InflightRequests}}</td><td>{{if .Inaccurate}}<span class="bad">missing persistently</span>{{else}}ok{{end}}</td></tr>
+<table id="endpoints"><tr><th>endpoint</th><th>role</th><th>cache mode</th><th>approximate capacity</th><th>index source</th><th>stream state</th><th>last applied seq</th><th>last applied</th><th>blocks indexed</th><th>in-flight tokens</th><th>in-flight requests</th><th>predictions</th></tr>
+{{range .Endpoints}}<tr class="endpoint" data-id="{{.ID}}"><td>{{.ID}}</td><td class="role">{{.Role}}</td><td class="mode {{.Mode}}">{{.Mode}}{{if eq .Mode "approximate"}} ({{.ApproxEntries}} entries){{end}}</td><td class="capacity">{{.Capacity}}{{if .CapacityFallback}} <span class="bad capacity-fallback">fallback: {{.CapacityFallback}}</span>{{end}}</td><td class="source">{{.Source}}</td><td class="{{.State}}">{{.State}}{{if .GivenUp}} (given up){{end}}</td><td>{{.AppliedSeq}}</td><td>{{.SinceApplied}}</td><td>{{.Blocks}}</td><td>{{.InflightTokens}}</td><td>{{.InflightRequests}}</td><td>{{if .Inaccurate}}<span class="bad">missing persistently</span>{{else}}ok{{end}}</td></tr>
 {{end}}</table>
 <h2>Cached share of prompt tokens: predicted vs engine-reported</h2>
 <p id="share-summary"><span class="key" style="background:#1f6fd1"></span>predicted <span class="key" style="background:#e07000"></span>engine-reported; per 10 s over the last 15 minutes. {{.ShareSummary}}</p>
@@ -83,6 +87,9 @@ type statusData struct {
 	Config       string
 	Modes        string // "2 precise, 1 approximate, 0 blind"
 	ModeWarning  string // set when an endpoint is not precise
+	// CapacityWarning is set when an endpoint's approximate index is not
+	// sized to its engine's own capacity.
+	CapacityWarning string
 }
 
 // status renders StatusPath.
@@ -119,6 +126,7 @@ func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
 	}
 	modes := s.endpointModes()
 	data.Modes, data.ModeWarning = modeSummary(modes)
+	data.CapacityWarning = capacityWarning(modes)
 	for _, e := range eps {
 		se, ok := states[e.ID]
 		if !ok {
@@ -129,9 +137,15 @@ func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
 		if se.Role == "" {
 			se.Role = "–"
 		}
+		se.Capacity = "–"
 		if s.approx != nil {
-			se.Mode = modes[e.ID].Mode.String()
-			se.ApproxEntries = modes[e.ID].Entries
+			m := modes[e.ID]
+			se.Mode = m.Mode.String()
+			se.ApproxEntries = m.Entries
+			if s.approx.Enabled() {
+				se.Capacity = capacityText(m)
+				se.CapacityFallback = fallbackText(m)
+			}
 		}
 		if r := s.router; r != nil {
 			se.Blocks = r.Index().EndpointBlocks(e.ID)
@@ -220,9 +234,10 @@ func (s *Server) shownConfig() any {
 		Admission         *admission.Config     `json:"admission"`
 		EngineMetrics     *enginemetrics.Config `json:"engineMetrics"`
 		LoRA              *lora.Config          `json:"lora"`
+		Approximate       *approx.Config        `json:"approximate"`
 		Router            kvroute.Config        `json:"router"`
 	}{s.cfg.Listen, s.cfg.Policy, s.cfg.ReadHeaderTimeout, s.cfg.IdleTimeout, s.cfg.Proxy, s.cfg.Admission,
-		s.cfg.EngineMetrics, s.cfg.LoRA, s.cfg.Router}
+		s.cfg.EngineMetrics, s.cfg.LoRA, s.cfg.Approximate, s.cfg.Router}
 }
 
 // endpointModes returns every endpoint's cache mode by ID (empty under
@@ -252,4 +267,45 @@ func modeSummary(modes map[string]approx.EndpointState) (summary, warning string
 			n[approx.ModeApproximate], n[approx.ModeBlind])
 	}
 	return summary, warning
+}
+
+// capacityText is an endpoint's approximate-index capacity as the status
+// page shows it: "2000 blocks (engine: 8000 GPU, 0 CPU-offload blocks of
+// 16 tokens)".
+func capacityText(e approx.EndpointState) string {
+	c := e.EngineCapacity
+	bs := c.BlockSize
+	if bs <= 0 {
+		bs = approx.DefaultEngineBlockSize
+	}
+	return fmt.Sprintf("%d blocks (%s: %d GPU, %d CPU-offload blocks of %d tokens)", e.Capacity, e.CapacitySource, c.GPUBlocks, c.CPUBlocks, bs)
+}
+
+// fallbackText says why an endpoint's capacity is not its engine's own,
+// with the scrape's failure when there is one; empty when it is.
+func fallbackText(e approx.EndpointState) string {
+	if e.CapacityFallback == "" {
+		return ""
+	}
+	if e.MetricsFailure != "" {
+		return e.CapacityFallback + " (last scrape: " + e.MetricsFailure + ")"
+	}
+	return e.CapacityFallback
+}
+
+// capacityWarning names the endpoints whose approximate index is not sized
+// to their engine's own capacity, or "" when there are none.
+func capacityWarning(modes map[string]approx.EndpointState) string {
+	var ids []string
+	for id, e := range modes {
+		if e.CapacityFallback != "" {
+			ids = append(ids, id+": "+fallbackText(e))
+		}
+	}
+	if len(ids) == 0 {
+		return ""
+	}
+	slices.Sort(ids)
+	return fmt.Sprintf("%d endpoint(s) have an approximate index not sized to their engine's own capacity (kvroute_approx_capacity_fallbacks_total): %s. Their configured or default capacity applies.",
+		len(ids), strings.Join(ids, "; "))
 }

@@ -1,6 +1,10 @@
 package simengine
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // collector exports Stats under vLLM's metric names at scrape time, so the
 // scheduler never touches a metric on its hot path and the counters equal
@@ -16,6 +20,7 @@ type collector struct {
 	hits, queries, success, prompt, gen, pre *prometheus.Desc
 	running, waiting, usage, rejected        *prometheus.Desc
 	aborted, waitingByReason                 *prometheus.Desc
+	cacheConfig                              *prometheus.Desc
 }
 
 func newCollector(e *Engine) *collector {
@@ -39,13 +44,35 @@ func newCollector(e *Engine) *collector {
 		usage:    d("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage."),
 		aborted:  d("simengine_requests_aborted_total", "Requests aborted by the client or by shutdown (not counted as success)."),
 		rejected: d("simengine_rejected_requests_total", "Requests the simulated engine rejected as invalid (empty, too long, bad max_tokens)."),
+		cacheConfig: prometheus.NewDesc("vllm:cache_config_info", "Information of the LLMEngine CacheConfig",
+			cacheConfigLabels, nil),
 	}
+}
+
+// cacheConfigLabels are the labels of vllm:cache_config_info the engine
+// exports. vLLM makes one label of every CacheConfig field (its value
+// rendered by Python's str, so an unset field reads "None" and a flag
+// "True") plus engine; these are the fields a router reads — the block
+// size, the GPU blocks, the group-aware capacity in tokens and the CPU
+// offloading settings — and a few that identify the cache. num_cpu_blocks
+// is 0 as in vLLM v1 (it was v0's swap space, never a prefix-cache tier);
+// the simulated engine does not offload to CPU, so kv_offloading_size is
+// "None".
+var cacheConfigLabels = []string{"block_size", "cache_dtype", "enable_prefix_caching", "gpu_memory_utilization",
+	"num_gpu_blocks", "num_gpu_blocks_override", "num_cpu_blocks", "kv_cache_size_tokens",
+	"kv_offloading_size", "kv_offloading_backend", "engine"}
+
+// cacheConfigValues are the engine's values of cacheConfigLabels.
+func (e *Engine) cacheConfigValues() []string {
+	blocks := strconv.Itoa(e.cfg.NumGPUBlocks)
+	return []string{strconv.Itoa(e.cfg.BlockSize), "auto", "True", "0.9", blocks, blocks, "0",
+		strconv.Itoa(e.cfg.NumGPUBlocks * e.cfg.BlockSize), "None", "native", "0"}
 }
 
 // Describe implements prometheus.Collector.
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.hits, c.queries, c.success, c.prompt, c.gen, c.pre,
-		c.running, c.waiting, c.waitingByReason, c.usage, c.rejected, c.aborted} {
+		c.running, c.waiting, c.waitingByReason, c.usage, c.rejected, c.aborted, c.cacheConfig} {
 		ch <- d
 	}
 }
@@ -76,4 +103,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	emit(c.waitingByReason, prometheus.GaugeValue, float64(s.Deferred), "deferred")
 	emit(c.usage, prometheus.GaugeValue, 1-float64(s.FreeBlocks)/float64(s.NumBlocks))
 	emit(c.rejected, prometheus.CounterValue, float64(s.RequestRejected))
+	// An info gauge, set to 1 once the cache is sized, as vLLM's is.
+	if m, err := prometheus.NewConstMetric(c.cacheConfig, prometheus.GaugeValue, 1, c.e.cacheConfigValues()...); err == nil {
+		ch <- m
+	}
 }
