@@ -18,7 +18,24 @@ type OverloadStudy struct {
 	Policies []OverloadPolicy `json:"policies"`
 	Results  []OverloadResult `json:"results"`
 	Targets  []TargetCheck    `json:"targets"`
+	// Headroom is kvroute+admission at the highest load with the dispatch
+	// gate off and at several KV-cache headrooms: what the gate's
+	// threshold trades (interactive TTFT against batch shed).
+	Headroom []HeadroomRow `json:"headroom"`
 }
+
+// HeadroomRow is one run of the headroom sweep.
+type HeadroomRow struct {
+	// Gate is false for the run without the dispatch gate; MaxKVCache is
+	// the gate's admission.Headroom.MaxKVCache otherwise.
+	Gate       bool           `json:"gate"`
+	MaxKVCache float64        `json:"maxKVCache"`
+	Result     OverloadResult `json:"result"`
+}
+
+// HeadroomSweep are the KV-cache headrooms the study sweeps at its highest
+// load, besides the gate turned off.
+var HeadroomSweep = []float64{0.9, 0.8, 0.7, 0.6, 0.5}
 
 // TargetCheck is one target on one row of the study.
 type TargetCheck struct {
@@ -54,6 +71,29 @@ func RunOverloadStudy(oc OverloadConfig, loads []float64, policies []OverloadPol
 				defer func() { <-sem }()
 				st.Results[k], errs[k] = RunOverload(c, p)
 			}(li*len(policies)+pi, withLoad(oc, l), p)
+		}
+	}
+	if slices.Contains(policies, OverloadAdmission) && len(loads) > 0 {
+		hi := slices.Max(loads)
+		st.Headroom = make([]HeadroomRow, 1+len(HeadroomSweep))
+		errs = append(errs, make([]error, len(st.Headroom))...)
+		for i := range st.Headroom {
+			c := withLoad(oc, hi)
+			row := HeadroomRow{Gate: i > 0}
+			if i == 0 {
+				c.Gate = false
+			} else {
+				c.Gate, row.MaxKVCache = true, HeadroomSweep[i-1]
+				c.Admission.Headroom.MaxKVCache = row.MaxKVCache
+			}
+			st.Headroom[i] = row
+			wg.Add(1)
+			go func(i, k int, c OverloadConfig) {
+				defer wg.Done()
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				st.Headroom[i].Result, errs[k] = RunOverload(c, OverloadAdmission)
+			}(i, len(st.Results)+i, c)
 		}
 	}
 	wg.Wait()
