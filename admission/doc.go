@@ -71,8 +71,8 @@
 // picked endpoint's engine has headroom (Config.Headroom: fewer waiting
 // requests than MaxWaiting, counting those the gate sent since the last
 // scrape, and KV-cache usage below MaxKVCache, read from Options.Signals,
-// an enginemetrics.Scraper; without a fresh signal, kvroute's own
-// accounting decides) and no higher band's request is queued in Admit.
+// an enginemetrics.Scraper; with the endpoint's signal stale, kvroute's own
+// accounting decides; without Options.Signals the gate is off) and no higher band's request is queued in Admit.
 // Otherwise it waits at the endpoint's gate (at most MaxHeld per endpoint;
 // a further one is shed at once with ErrShed) until headroom appears, its
 // queue deadline passes (ErrExpired) or its context ends. The engines' own

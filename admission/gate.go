@@ -113,9 +113,13 @@ func (c *Controller) Held() int { return int(c.nheld.Load()) }
 // Hold is the dispatch gate: the host calls it after the pick, before
 // sending the request to ep (the Decision's endpoint), with the context
 // given to Pick. A request whose band has priority >= 0 returns nil at once,
-// without allocating. A sheddable request returns nil when ep's engine has
-// headroom (Config.Headroom, judged on the EngineSignals; without a fresh
-// signal, on kvroute's own accounting) and nothing else waits at ep's gate;
+// without allocating, and so does every request when the Controller has no
+// EngineSignals (Options.Signals) or Config.Headroom.Disabled is set: the
+// gate reads the engines' queues, which kvroute's own accounting (already
+// consulted by Admit, and holding this request's own load) does not see. A
+// sheddable request returns nil when ep's engine has headroom
+// (Config.Headroom, judged on its fresh signal; with the signal stale, on
+// kvroute's own accounting) and nothing else waits at ep's gate;
 // otherwise it waits, in band then arrival order, until ep has headroom and
 // no request of a higher band waits in the admission queue (nil), its queue
 // deadline passes (ErrExpired), ctx ends (ctx's error) or Close runs
@@ -124,7 +128,7 @@ func (c *Controller) Held() int { return int(c.nheld.Load()) }
 // end its Decision (Done), as for a request that failed.
 func (c *Controller) Hold(ctx context.Context, ep kvroute.Endpoint) error {
 	o := c.objectiveOf(ctx)
-	if o.band.priority >= 0 || c.cfg.Headroom.Disabled {
+	if o.band.priority >= 0 || c.cfg.Headroom.Disabled || c.signals == nil {
 		return nil
 	}
 	now := c.clock.Now()
@@ -256,10 +260,6 @@ func (c *Controller) higherQueuedLocked(b *band) bool {
 // sheddable request: by its fresh engine signal, counting the requests the
 // gate sent since that scrape; without one, by kvroute's own accounting.
 func (c *Controller) headroomLocked(ep kvroute.Endpoint, g *gateEndpoint) bool {
-	if c.signals == nil {
-		s, _ := c.own.Saturation(ep)
-		return !s
-	}
 	sig, fresh := c.signals.Signal(ep)
 	if !fresh {
 		s, _ := c.own.Saturation(ep)

@@ -116,6 +116,13 @@ func newHarnessWith(t *testing.T, cfg Config, acfg *admission.Config, engines ..
 // (nil: the default), the engines' endpoints taking their engineOpts' roles.
 func newHarnessProfile(t *testing.T, cfg Config, acfg *admission.Config, prof kvroute.Profile, engines ...engineOpts) *harness {
 	t.Helper()
+	return newHarnessSignals(t, cfg, acfg, prof, nil, engines...)
+}
+
+// newHarnessSignals is newHarnessProfile with the admission's engine
+// signals (its dispatch gate's; nil: none).
+func newHarnessSignals(t *testing.T, cfg Config, acfg *admission.Config, prof kvroute.Profile, signals admission.EngineSignals, engines ...engineOpts) *harness {
+	t.Helper()
 	h := &harness{t: t, reg: prometheus.NewRegistry(), stopped: make(chan struct{})}
 	eps := []kvroute.Endpoint{}
 	for _, o := range engines {
@@ -133,7 +140,7 @@ func newHarnessProfile(t *testing.T, cfg Config, acfg *admission.Config, prof kv
 	ropts.Approximate, err = approx.New(approx.Config{}, approx.Options{Set: ropts.Set}) // the endpoints' cache modes
 	require.NoError(t, err)
 	if acfg != nil {
-		h.adm, err = admission.New(*acfg, admission.Options{Set: ropts.Set})
+		h.adm, err = admission.New(*acfg, admission.Options{Set: ropts.Set, Signals: signals})
 		require.NoError(t, err)
 		ropts.Admission = h.adm
 	}
