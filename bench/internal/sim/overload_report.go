@@ -67,6 +67,11 @@ func WriteOverloadMarkdown(w io.Writer, st OverloadStudy, command string) error 
 		}
 		p("\n")
 	}
+	if r := st.Contention; r != nil {
+		p("## Tenant shares under contention\n\n")
+		p("With the dispatch gate, the study's interactive requests do not wait in the admission queue at any load, so the two tenants never contend there. This run repeats the highest load (%g×) with %.0f %% of the traffic interactive (tenant A still offering 3 : 1): interactive TTFT p90 %s, goodput %.1f/s, tenant A %s of %d releases made while both tenants waited.\n\n",
+			r.Load, 100*ContentionInteractiveFraction, fmtTTFT(r.InteractiveTTFTP90), r.Goodput, fmtShare(r.TenantAShare), r.Contended)
+	}
 	p("## Targets\n\n| target | row | met | measured |\n|---|---|---|---|\n")
 	for _, t := range st.Targets {
 		mark := "✗"
