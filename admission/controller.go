@@ -72,9 +72,8 @@ type Controller struct {
 	closed  bool
 	timer   telemetry.Timer // the re-check; armed while the queue is not empty
 	armed   bool
-	pending sync.WaitGroup              // re-check calls armed or running
-	gates   map[string]*gateEndpoint    // the dispatch gate, by endpoint ID (gate.go)
-	gateEps map[string]kvroute.Endpoint // the endpoints of gates
+	pending sync.WaitGroup           // re-check calls armed or running
+	gates   map[string]*gateEndpoint // the dispatch gate, by endpoint ID (gate.go)
 }
 
 // New validates cfg and builds a Controller. Pass it as
@@ -97,7 +96,6 @@ func New(cfg Config, opts Options) (*Controller, error) {
 		signals:    opts.Signals,
 		gateMet:    newGateMetric(),
 		gates:      make(map[string]*gateEndpoint),
-		gateEps:    make(map[string]kvroute.Endpoint),
 	}
 	bands := map[int]*band{}
 	bandOf := func(p int) *band {

@@ -73,6 +73,7 @@ type EngineSignals interface {
 
 // gateEndpoint is one endpoint's side of the gate, owned by Controller.mu.
 type gateEndpoint struct {
+	ep      kvroute.Endpoint
 	held    []*heldReq // waiting, in release order (band priority, then arrival)
 	scraped time.Time  // the scrape sent counts from
 	sent    int        // sheddable requests let through since that scrape
@@ -138,7 +139,7 @@ func (c *Controller) Hold(ctx context.Context, ep kvroute.Endpoint) error {
 		c.gateCount(o.band, gClosed)
 		return ErrClosed
 	}
-	g := c.gateLocked(ep.ID)
+	g := c.gateLocked(ep)
 	if len(g.held) == 0 && !c.higherQueuedLocked(o.band) && c.headroomLocked(ep, g) {
 		g.sent++
 		c.mu.Unlock()
@@ -171,7 +172,6 @@ func (c *Controller) Hold(ctx context.Context, ep kvroute.Endpoint) error {
 	g.held[i] = h
 	c.nheld.Add(1)
 	c.gateCount(o.band, gHeld)
-	c.gateEps[ep.ID] = ep
 	c.armLocked()
 	c.mu.Unlock()
 
@@ -200,11 +200,11 @@ func (c *Controller) Hold(ctx context.Context, ep kvroute.Endpoint) error {
 func (c *Controller) gateCount(b *band, outcome int) { b.m.gate[outcome].Inc() }
 
 // gateLocked returns ep's gate state, creating it.
-func (c *Controller) gateLocked(ep string) *gateEndpoint {
-	g := c.gates[ep]
+func (c *Controller) gateLocked(ep kvroute.Endpoint) *gateEndpoint {
+	g := c.gates[ep.ID]
 	if g == nil {
-		g = &gateEndpoint{}
-		c.gates[ep] = g
+		g = &gateEndpoint{ep: ep}
+		c.gates[ep.ID] = g
 	}
 	return g
 }
@@ -214,7 +214,22 @@ func (c *Controller) gateLocked(ep string) *gateEndpoint {
 func (c *Controller) dropIdleLocked(ep string, g *gateEndpoint) {
 	if len(g.held) == 0 && g.sent == 0 {
 		delete(c.gates, ep)
-		delete(c.gateEps, ep)
+	}
+}
+
+// pruneGatesLocked forgets the state of every endpoint where nothing waits
+// and whose sent count no longer matters: a newer scrape came (the count
+// would restart from it) or the signal went stale (the own accounting
+// decides). The re-check runs it, so the gates of endpoints that are gone
+// do not stay.
+func (c *Controller) pruneGatesLocked() {
+	for id, g := range c.gates {
+		if len(g.held) > 0 {
+			continue
+		}
+		if sig, fresh := c.signals.Signal(g.ep); !fresh || !sig.Scraped.Equal(g.scraped) {
+			delete(c.gates, id)
+		}
 	}
 }
 
@@ -281,11 +296,10 @@ func (c *Controller) serveGatesLocked() {
 	if c.nheld.Load() == 0 {
 		return
 	}
-	for id, g := range c.gates {
-		ep := c.gateEps[id]
+	for _, g := range c.gates {
 		for len(g.held) > 0 {
 			h := g.held[0]
-			if c.higherQueuedLocked(h.band) || !c.headroomLocked(ep, g) {
+			if c.higherQueuedLocked(h.band) || !c.headroomLocked(g.ep, g) {
 				break
 			}
 			g.held = g.held[1:]
@@ -308,6 +322,5 @@ func (c *Controller) closeGatesLocked() {
 			h.done <- ErrClosed
 		}
 		delete(c.gates, id)
-		delete(c.gateEps, id)
 	}
 }

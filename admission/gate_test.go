@@ -281,3 +281,31 @@ func TestHeadroomConfigValidation(t *testing.T) {
 		t.Fatalf("defaults %+v", c)
 	}
 }
+
+func TestGateForgetsIdleEndpointsOnceTheirCountIsStale(t *testing.T) {
+	g := newGateFixture(t, Config{})
+	g.sig.set("a:1", 0, 0.1, t0)
+	if err := g.c.Hold(ctxFor("batch", ""), epA); err != nil {
+		t.Fatal(err)
+	}
+	g.sig.set("b:1", 9, 0.1, t0) // keeps a request held, and the re-check armed
+	out := make(chan result, 1)
+	g.hold(t, ctxFor("batch", ""), "b", kvroute.Endpoint{ID: "b:1"}, out)
+	g.clock.WaitForWaiters(2)
+	g.clock.Advance(DefaultRecheck)
+	g.c.mu.Lock()
+	_, kept := g.c.gates["a:1"]
+	g.c.mu.Unlock()
+	if !kept {
+		t.Fatal("a:1's sent count dropped before a newer scrape")
+	}
+	g.sig.set("a:1", 0, 0.1, t0.Add(time.Millisecond)) // a newer scrape
+	g.clock.WaitForWaiters(2)
+	g.clock.Advance(DefaultRecheck)
+	waitFor(t, func() bool {
+		g.c.mu.Lock()
+		defer g.c.mu.Unlock()
+		_, kept := g.c.gates["a:1"]
+		return !kept && len(g.c.gates) == 1
+	})
+}

@@ -262,6 +262,9 @@ func (c *Controller) recheck() {
 		c.claimedLocked(ep, now)
 	}
 	c.dispatchLocked()
+	if c.signals != nil {
+		c.pruneGatesLocked()
+	}
 	if c.queued.Load() > 0 || len(c.claims) > 0 || c.nheld.Load() > 0 {
 		c.armLocked()
 	}
