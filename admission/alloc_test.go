@@ -25,3 +25,16 @@ func TestIdleAdmitDoesNotAllocate(t *testing.T) {
 		t.Fatalf("idle Admit+Notify allocates %v times, want 0", n)
 	}
 }
+
+func TestHoldOfHigherBandDoesNotAllocate(t *testing.T) {
+	f := newFixture(t, Config{Objectives: []Objective{{Name: "chat", Priority: 1}}})
+	ctx := ctxFor("chat", "tenant")
+	ep := kvroute.Endpoint{ID: "a:1"}
+	if n := testing.AllocsPerRun(1000, func() {
+		if err := f.c.Hold(ctx, ep); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Fatalf("Hold of a priority >= 0 request allocates %v times, want 0", n)
+	}
+}

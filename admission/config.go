@@ -135,6 +135,8 @@ type Config struct {
 	RetryAfter time.Duration `json:"retryAfter"`
 	// Saturation configures kvroute's own saturation accounting.
 	Saturation Saturation `json:"saturation"`
+	// Headroom configures the per-endpoint dispatch gate (Controller.Hold).
+	Headroom Headroom `json:"headroom"`
 }
 
 // ErrInvalidConfig is wrapped by every configuration error.
@@ -183,6 +185,10 @@ func (c Config) Validate() error {
 		return invalid("retryAfter must be >= 0, got %v", c.RetryAfter)
 	case math.IsNaN(c.Saturation.PeakPrefillThroughput) || math.IsInf(c.Saturation.PeakPrefillThroughput, 0) || c.Saturation.PeakPrefillThroughput < 0:
 		return invalid("saturation.peakPrefillThroughput must be a finite number >= 0, got %v", c.Saturation.PeakPrefillThroughput)
+	case math.IsNaN(c.Headroom.MaxKVCache) || c.Headroom.MaxKVCache > 1:
+		return invalid("headroom.maxKVCache must be a number <= 1, got %v", c.Headroom.MaxKVCache)
+	case c.Headroom.MaxHeld < 0:
+		return invalid("headroom.maxHeld must be >= 0, got %d", c.Headroom.MaxHeld)
 	case c.Saturation.MaxOpenRequests < 0:
 		return invalid("saturation.maxOpenRequests must be >= 0, got %d", c.Saturation.MaxOpenRequests)
 	}
@@ -220,6 +226,15 @@ func (c Config) withDefaults() Config {
 	}
 	if c.RetryAfter == 0 {
 		c.RetryAfter = DefaultRetryAfter
+	}
+	if c.Headroom.MaxWaiting == 0 {
+		c.Headroom.MaxWaiting = DefaultHeadroomWaiting
+	}
+	if c.Headroom.MaxKVCache == 0 {
+		c.Headroom.MaxKVCache = DefaultHeadroomKVCache
+	}
+	if c.Headroom.MaxHeld == 0 {
+		c.Headroom.MaxHeld = DefaultMaxHeld
 	}
 	if c.Saturation.MaxPrefillBacklog == 0 {
 		c.Saturation.MaxPrefillBacklog = DefaultMaxPrefillBacklog

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +30,10 @@ type Options struct {
 	// Load is the load tracker of kvroute's own accounting; nil until
 	// SetLoad (a Router's tracker exists only after the Router).
 	Load *tokenload.Tracker
+	// Signals are the engines' scraped states the dispatch gate (Hold)
+	// reads (an enginemetrics.Scraper); nil judges every endpoint by
+	// kvroute's own accounting.
+	Signals EngineSignals
 }
 
 // objective is a resolved Config.Objectives entry.
@@ -52,9 +57,12 @@ type Controller struct {
 	bands      []*band // highest priority first
 	met        metrics
 	fleet      *fleetGauge // the fleet's queue depth (fleet.go)
+	signals    EngineSignals
+	gateMet    *prometheus.CounterVec
 
 	queued  atomic.Int64 // requests queued: Admit's fast path reads it
 	nclaims atomic.Int64 // claims held: the fast path defers to them
+	nheld   atomic.Int64 // requests waiting at the dispatch gate (gate.go)
 
 	mu      sync.Mutex
 	claims  map[string]claim
@@ -64,7 +72,8 @@ type Controller struct {
 	closed  bool
 	timer   telemetry.Timer // the re-check; armed while the queue is not empty
 	armed   bool
-	pending sync.WaitGroup // re-check calls armed or running
+	pending sync.WaitGroup           // re-check calls armed or running
+	gates   map[string]*gateEndpoint // the dispatch gate, by endpoint ID (gate.go)
 }
 
 // New validates cfg and builds a Controller. Pass it as
@@ -84,13 +93,20 @@ func New(cfg Config, opts Options) (*Controller, error) {
 		objectives: make(map[string]objective, len(cfg.Objectives)),
 		met:        newMetrics(),
 		claims:     make(map[string]claim),
+		signals:    opts.Signals,
+		gateMet:    newGateMetric(),
+		gates:      make(map[string]*gateEndpoint),
 	}
 	bands := map[int]*band{}
 	bandOf := func(p int) *band {
 		if b := bands[p]; b != nil {
 			return b
 		}
-		b := newBand(p, c.met.forBand(p))
+		m := c.met.forBand(p)
+		for i, o := range gateOutcomes {
+			m.gate[i] = c.gateMet.WithLabelValues(strconv.Itoa(p), o)
+		}
+		b := newBand(p, m)
 		bands[p] = b
 		c.bands = append(c.bands, b)
 		return b
@@ -118,7 +134,7 @@ func New(cfg Config, opts Options) (*Controller, error) {
 
 // collectors are the Controller's metrics.
 func (c *Controller) collectors() []prometheus.Collector {
-	return append(c.met.collectors(), c.fleet)
+	return append(c.met.collectors(), c.fleet, c.gateMet)
 }
 
 // Config returns the configuration with its defaults filled in.
@@ -185,7 +201,7 @@ func (c *Controller) Admit(ctx context.Context, req *kvroute.Request, endpoints 
 // queue. Hosts call it on every release; without it the queue notices
 // releases at the next re-check (Config.Recheck). Cheap when nothing waits.
 func (c *Controller) Notify(endpoint string) {
-	if c.queued.Load() == 0 && c.nclaims.Load() == 0 {
+	if c.queued.Load() == 0 && c.nclaims.Load() == 0 && c.nheld.Load() == 0 {
 		return
 	}
 	c.mu.Lock()
@@ -215,6 +231,7 @@ func (c *Controller) Close() {
 			c.finishLocked(w, oClosed, lOther, ErrClosed)
 		}
 	}
+	c.closeGatesLocked()
 	c.mu.Unlock()
 	c.pending.Wait()
 	c.stopSharing()

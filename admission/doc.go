@@ -59,6 +59,29 @@
 // A claim lapses when the endpoint's accounting moves, when Notify names the
 // endpoint, or after Config.Settle.
 //
+// # Dispatch gate
+//
+// Admit is fleet-wide: a request passes when some candidate is free, and
+// the pick then sends it to its cache-warm endpoint, which may be a
+// backlogged one, where an engine's first-come-first-served queue makes an
+// interactive request wait behind the sheddable work queued there. Hold is
+// the per-endpoint half, called by the host after the pick and before the
+// send (the gateway does): a request of a band with priority >= 0 returns
+// at once without allocating; a sheddable one is sent only while the
+// picked endpoint's engine has headroom (Config.Headroom: fewer waiting
+// requests than MaxWaiting, counting those the gate sent since the last
+// scrape, and KV-cache usage below MaxKVCache, read from Options.Signals,
+// an enginemetrics.Scraper; with the endpoint's signal stale, kvroute's own
+// accounting decides; without Options.Signals the gate is off) and no higher band's request is queued in Admit.
+// Otherwise it waits at the endpoint's gate (at most MaxHeld per endpoint;
+// a further one is shed at once with ErrShed) until headroom appears, its
+// queue deadline passes (ErrExpired) or its context ends. The engines' own
+// queues stay short, so higher bands are not stuck behind sheddable work,
+// and the pick is unchanged: requests still go where their prefix is
+// cached. On an error the host ends the Decision without sending. Outcomes
+// are counted in kvroute_admission_gate_requests_total{priority,outcome}
+// (passed, held, sent, shed, expired, cancelled, closed).
+//
 // # Wake-ups
 //
 // A queued request leaves when capacity appears, and the Controller learns

@@ -88,6 +88,7 @@ func (m metrics) collectors() []prometheus.Collector {
 // never builds label values.
 type bandMetrics struct {
 	count     [len(outcomes)]prometheus.Counter
+	gate      [len(gateOutcomes)]prometheus.Counter // the dispatch gate's (gate.go)
 	queueTime [len(llmdOutcomes)]prometheus.Observer
 	size      prometheus.Gauge
 	bytes     prometheus.Gauge

@@ -155,6 +155,7 @@ func (c *Controller) dispatchLocked() {
 			}
 		}
 		if w == nil {
+			c.serveGatesLocked()
 			return
 		}
 		id := w.eps[ep].ID
@@ -261,7 +262,10 @@ func (c *Controller) recheck() {
 		c.claimedLocked(ep, now)
 	}
 	c.dispatchLocked()
-	if c.queued.Load() > 0 || len(c.claims) > 0 {
+	if c.signals != nil {
+		c.pruneGatesLocked()
+	}
+	if c.queued.Load() > 0 || len(c.claims) > 0 || c.nheld.Load() > 0 {
 		c.armLocked()
 	}
 }

@@ -1,11 +1,13 @@
 package gateway
 
 import (
+	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/admission"
+	"github.com/kvroute/kvroute/render"
 )
 
 // The request headers the admission reads, and the response header that
@@ -34,4 +36,24 @@ func (h *Handler) notify(d *kvroute.Decision) {
 	if h.admission != nil {
 		h.admission.Notify(d.Endpoint.ID)
 	}
+}
+
+// refuse answers an admission refusal (of Admit or of the dispatch gate):
+// 429 with Retry-After for shed and queue_full, 503 for expired and closed,
+// HeaderAdmission naming the reason. It reports false, writing nothing,
+// when err is not the admission's.
+func (h *Handler) refuse(w http.ResponseWriter, api render.API, am *apiMetrics, err error) bool {
+	status, ok := admission.HTTPStatus(err)
+	if !ok {
+		return false
+	}
+	res := ResultNoEndpoint
+	if status == http.StatusTooManyRequests {
+		res = ResultShed
+	}
+	am.results[res].Inc()
+	w.Header().Set(HeaderAdmission, admission.Reason(err))
+	w.Header().Set("Retry-After", retryAfter(h.admission.Config().RetryAfter))
+	writeError(w, api, status, err.Error())
+	return true
 }

@@ -372,3 +372,50 @@ func TestGatewayAdmissionShedsOnTheEnginesOwnSaturation(t *testing.T) {
 	r = recv(t, out, "a reply")
 	require.Equal(t, http.StatusOK, r.status, r.body)
 }
+
+// TestGatewayDispatchGateHoldsSheddableOutOfTheEnginesQueue checks the
+// admission's dispatch gate over real HTTP: with a request waiting in the
+// engine (scraped as vllm:num_requests_waiting), a batch request picked
+// onto it waits at the gateway instead of in the engine's queue, an
+// interactive request goes straight to the engine ahead of it, a batch
+// request beyond the gate's bound is shed with 429, and the held one is
+// sent once the engine's queue is empty.
+func TestGatewayDispatchGateHoldsSheddableOutOfTheEnginesQueue(t *testing.T) {
+	defer leakcheck.Check(t)()
+	f := startAdmFleetWith(t, admission.Config{
+		Objectives: []admission.Objective{{Name: "chat", Priority: 1}, {Name: "batch", Priority: -1}},
+		Saturation: admission.Saturation{MaxPrefillBacklog: -1, MaxOpenRequests: 100},
+		Headroom:   admission.Headroom{MaxHeld: 1},
+	}, simengine.Config{MaxNumSeqs: 1},
+		// The fleet-wide saturation never fires: only the gate holds.
+		&enginemetrics.Config{Interval: 10 * time.Millisecond, Staleness: 10 * time.Second, WaitingThreshold: 100, KVCacheThreshold: -1})
+	defer f.close(t)
+	waiting := func(n int) func() bool {
+		return func() bool { sig, fresh := f.gw.scraper.Signal(f.ep); return fresh && sig.Waiting == n }
+	}
+	running, queued := f.hold(t), f.hold(t)
+	require.Eventually(t, waiting(1), wait, time.Millisecond, "the engine's waiting request is scraped")
+	held := make(chan reply, 1)
+	f.send(context.Background(), "batch", objective("batch"), held)
+	require.Eventually(t, func() bool { return f.gw.Admission().Held() == 1 }, wait, time.Millisecond)
+
+	out := make(chan reply, 2)
+	f.send(context.Background(), "shed", objective("batch"), out)
+	r := recv(t, out, "the shed reply")
+	require.Equal(t, http.StatusTooManyRequests, r.status, r.body)
+	require.Equal(t, "shed", r.header.Get(HeaderAdmission))
+	require.NotEmpty(t, r.header.Get("Retry-After"))
+
+	f.send(context.Background(), "chat", objective("chat"), out)
+	require.Eventually(t, func() bool { return slices.Contains(f.arrived(), "chat") }, wait, time.Millisecond,
+		"the interactive request is not held")
+	require.NotContains(t, f.arrived(), "batch")
+	queued()
+	running()
+	r = recv(t, out, "the interactive reply")
+	require.Equal(t, http.StatusOK, r.status, r.body)
+	r = recv(t, held, "the held batch reply")
+	require.Equal(t, http.StatusOK, r.status, r.body)
+	require.Equal(t, []string{"chat", "batch"}, f.arrived())
+	require.Zero(t, f.gw.Admission().Held())
+}

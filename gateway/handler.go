@@ -370,15 +370,7 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api ren
 			am.results[ResultClientAbort].Inc()
 			return
 		}
-		if status, ok := admission.HTTPStatus(err); ok {
-			res := ResultNoEndpoint
-			if status == http.StatusTooManyRequests {
-				res = ResultShed
-			}
-			am.results[res].Inc()
-			w.Header().Set(HeaderAdmission, admission.Reason(err))
-			w.Header().Set("Retry-After", retryAfter(h.admission.Config().RetryAfter))
-			writeError(w, api, status, err.Error())
+		if h.refuse(w, api, am, err) {
 			return
 		}
 		switch {
@@ -427,6 +419,21 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api ren
 		h.notify(d)
 		h.release(d)
 	}()
+	if h.admission != nil {
+		// The dispatch gate: a sheddable request waits here, not in the
+		// picked engine's queue, until that engine has headroom.
+		if ferr = h.admission.Hold(ctx, d.Endpoint); ferr != nil {
+			if r.Context().Err() != nil {
+				am.results[ResultClientAbort].Inc()
+				return
+			}
+			if !h.refuse(w, api, am, ferr) {
+				am.results[ResultNoEndpoint].Inc()
+				writeError(w, api, http.StatusServiceUnavailable, "no endpoint available: "+ferr.Error())
+			}
+			return
+		}
+	}
 	rec := DecisionRecord{Time: start, RequestID: req.ID, API: api, Model: model, LoRA: req.LoRA != "",
 		Endpoint: d.Endpoint.ID, PromptTokens: d.PromptTokens, PredictedCached: d.CachedTokens,
 		Outcome: d.Outcome.String(), UsedCache: d.UsedCache, CacheMode: d.CacheMode.String(), ActualCached: -1}

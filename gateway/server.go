@@ -259,7 +259,11 @@ func NewServer(ctx context.Context, cfg ServerConfig, opts Options) (*Server, er
 			if cfg.EngineMetrics != nil {
 				detectors = append(detectors, s.scraper)
 			}
-			a, err := admission.New(*cfg.Admission, admission.Options{Set: ropts.Set, Detectors: detectors})
+			aopts := admission.Options{Set: ropts.Set, Detectors: detectors}
+			if cfg.EngineMetrics != nil {
+				aopts.Signals = s.scraper // the dispatch gate's headroom
+			}
+			a, err := admission.New(*cfg.Admission, aopts)
 			if err != nil {
 				s.closeAdmission()
 				return nil, err

@@ -5,12 +5,15 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/admission"
+	"github.com/kvroute/kvroute/enginemetrics"
 	"github.com/kvroute/kvroute/internal/leakcheck"
 )
 
@@ -254,5 +257,61 @@ func TestAdmissionCloseAnswersQueued503(t *testing.T) {
 	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, body)
 	require.Equal(t, "closed", resp.Header.Get(HeaderAdmission))
 	release()
+	h.idle()
+}
+
+// gateSignals reports every engine with a full waiting queue, or empty.
+type gateSignals struct{ waiting atomic.Int64 }
+
+func (g *gateSignals) Signal(kvroute.Endpoint) (enginemetrics.Signal, bool) {
+	return enginemetrics.Signal{Waiting: int(g.waiting.Load()), Scraped: time.Unix(g.waiting.Load(), 0)}, true
+}
+
+// The admission's dispatch gate in the picker: with the picked engine's
+// queue full, a sheddable request waits before the routing answer goes
+// back to Envoy, one more is answered 429 (the gate holds one per
+// endpoint), and the held one is routed, and served, once the engine's
+// queue is empty; an interactive request is never held.
+func TestAdmissionDispatchGateHoldsSheddable(t *testing.T) {
+	defer leakcheck.Check(t)()
+	sig := &gateSignals{}
+	sig.waiting.Store(5)
+	acfg := admission.Config{
+		Objectives: []admission.Objective{{Name: "batch", Priority: -1}, {Name: "chat", Priority: 1}},
+		Headroom:   admission.Headroom{MaxHeld: 1},
+		Recheck:    10 * time.Millisecond,
+	}
+	h := newHarnessSignals(t, Config{}, &acfg, nil, sig, engineOpts{})
+	envoy, client, stopEnvoy := newEnvoy(h)
+	defer func() { stopEnvoy(); h.close() }()
+
+	held := make(chan *http.Response, 1)
+	go func() {
+		held <- admPost(t, context.Background(), client, envoy.URL, completionsBody(prompt(41, 20, "held"), false),
+			map[string]string{HeaderObjective: "batch"})
+	}()
+	require.Eventually(t, func() bool { return h.adm.Held() == 1 }, wait, time.Millisecond)
+
+	resp := admPost(t, ctxT(t), client, envoy.URL, completionsBody(prompt(42, 20, "shed"), false),
+		map[string]string{HeaderObjective: "batch"})
+	body := readAll(t, resp.Body)
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, body)
+	require.Equal(t, "shed", resp.Header.Get(HeaderAdmission))
+
+	resp = admPost(t, ctxT(t), client, envoy.URL, completionsBody(prompt(43, 20, "chat"), false),
+		map[string]string{HeaderObjective: "chat"})
+	body = readAll(t, resp.Body)
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	require.Equal(t, 1, h.adm.Held())
+
+	sig.waiting.Store(0) // a new scrape: the engine's queue is empty
+	var r *http.Response
+	select {
+	case r = <-held:
+	case <-time.After(wait):
+		t.Fatal("the held request was not routed")
+	}
+	body = readAll(t, r.Body)
+	require.Equal(t, http.StatusOK, r.StatusCode, body)
 	h.idle()
 }

@@ -121,17 +121,25 @@ func newHarnessProfile(t *testing.T, cfg Config, acfg *admission.Config, prof kv
 	return newHarnessOpts(t, cfg, harnessOpts{acfg: acfg, prof: prof}, engines...)
 }
 
+// newHarnessSignals is newHarnessProfile with the admission's engine
+// signals (its dispatch gate's; nil: none).
+func newHarnessSignals(t *testing.T, cfg Config, acfg *admission.Config, prof kvroute.Profile, signals admission.EngineSignals, engines ...engineOpts) *harness {
+	t.Helper()
+	return newHarnessOpts(t, cfg, harnessOpts{acfg: acfg, prof: prof, signals: signals}, engines...)
+}
+
 // harnessOpts are a harness's optional stages.
 type harnessOpts struct {
-	acfg    *admission.Config // an admission stage
-	prof    kvroute.Profile   // the Router's profile step (nil: the default)
-	session *session.Config   // session affinity: its scorer, its profile around prof, Options.Session
+	acfg    *admission.Config       // an admission stage
+	prof    kvroute.Profile         // the Router's profile step (nil: the default)
+	session *session.Config         // session affinity: its scorer, its profile around prof, Options.Session
+	signals admission.EngineSignals // the admission's dispatch gate's engine signals (nil: none)
 }
 
 // newHarnessOpts is newHarness with the stages o names.
 func newHarnessOpts(t *testing.T, cfg Config, o harnessOpts, engines ...engineOpts) *harness {
 	t.Helper()
-	acfg, prof := o.acfg, o.prof
+	acfg, prof, signals := o.acfg, o.prof, o.signals
 	h := &harness{t: t, reg: prometheus.NewRegistry(), stopped: make(chan struct{})}
 	eps := []kvroute.Endpoint{}
 	for _, o := range engines {
@@ -149,7 +157,7 @@ func newHarnessOpts(t *testing.T, cfg Config, o harnessOpts, engines ...engineOp
 	ropts.Approximate, err = approx.New(approx.Config{}, approx.Options{Set: ropts.Set}) // the endpoints' cache modes
 	require.NoError(t, err)
 	if acfg != nil {
-		h.adm, err = admission.New(*acfg, admission.Options{Set: ropts.Set})
+		h.adm, err = admission.New(*acfg, admission.Options{Set: ropts.Set, Signals: signals})
 		require.NoError(t, err)
 		ropts.Admission = h.adm
 	}

@@ -277,6 +277,30 @@ func (st *streamState) route(body []byte) error {
 	}
 	st.decision = d
 	s.notify(d.Endpoint.ID)
+	if s.admission != nil {
+		// The dispatch gate: a sheddable request waits here, not in the
+		// picked engine's queue, until that engine has headroom.
+		if err := s.admission.Hold(ctx, d.Endpoint); err != nil {
+			st.done = true
+			d.Done(kvroute.DoneInfo{Err: err})
+			s.notify(d.Endpoint.ID)
+			if st.stream.Context().Err() != nil {
+				st.setResult(resultClientAbort)
+				return errStop
+			}
+			code, ok := admission.HTTPStatus(err)
+			if !ok {
+				st.setResult(resultNoEndpoint)
+				return st.immediate(http.StatusServiceUnavailable, "no endpoint available: "+err.Error())
+			}
+			res := resultNoEndpoint
+			if code == http.StatusTooManyRequests {
+				res = resultShed
+			}
+			st.setResult(res)
+			return st.immediate(code, err.Error(), admissionHeaders(err, s.admission.Config().RetryAfter)...)
+		}
+	}
 	if d.RenderErr != nil {
 		s.met.renderFallbacks.Inc()
 	}

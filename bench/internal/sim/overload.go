@@ -17,7 +17,8 @@ const (
 	// OverloadAdmission is kvroute.Router behind the real admission
 	// Controller (package admission): priority bands, round robin between
 	// fairness IDs, queue deadlines, shedding, and its saturation decision
-	// on the Router's own load tracker.
+	// on the Router's own load tracker, then, between the pick and the send,
+	// its per-endpoint dispatch gate (Controller.Hold).
 	OverloadAdmission OverloadPolicy = "kvroute+admission"
 	// OverloadKVRoute is kvroute.Router without admission: every request
 	// is picked and dispatched when it arrives (kvroute's behaviour without
@@ -125,6 +126,10 @@ type OverloadConfig struct {
 	EngineSignals bool `json:"engineSignals"`
 	// EngineThresholds are the engine signals' saturation thresholds.
 	EngineThresholds EngineThresholds `json:"engineThresholds"`
+	// Gate runs the admission's per-endpoint dispatch gate
+	// (Controller.Hold) between each pick and its send, on the engine
+	// signals (EngineSignals).
+	Gate bool `json:"gate"`
 	// DynamoQueue configures the dynamo+queue policy's router queue.
 	DynamoQueue DynamoQueueConfig `json:"dynamoQueue"`
 }
@@ -152,7 +157,7 @@ func DefaultOverloadConfig(load float64) OverloadConfig {
 	base.GatewayReplicas = 1
 	return OverloadConfig{
 		Base: base, Workload: DefaultOverloadWorkload(), Load: load,
-		TTFTObjective: time.Second, Admission: DefaultOverloadAdmission(base.Fleet), EngineSignals: true, EngineThresholds: DefaultEngineThresholds(), DynamoQueue: DefaultDynamoQueue(),
+		TTFTObjective: time.Second, Admission: DefaultOverloadAdmission(base.Fleet), EngineSignals: true, Gate: true, EngineThresholds: DefaultEngineThresholds(), DynamoQueue: DefaultDynamoQueue(),
 	}
 }
 

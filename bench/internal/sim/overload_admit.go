@@ -57,7 +57,9 @@ type admitReport struct {
 //
 // Real: the Controller (admission.New with the study's Config), its queue,
 // bands, round robin, deadlines, shedding, claims, re-check and saturation
-// decision, and its own accounting on the Router's load tracker (SetLoad).
+// decision, its own accounting on the Router's load tracker (SetLoad), and
+// its dispatch gate (Controller.Hold, run between each pick and its send
+// like Admit: in a goroutine of its own, parked when it waits at the gate).
 // Modelled: the clock (stepClock), the engine signals (engineScrape, from
 // the simulated engines' stats instead of an HTTP scrape), and the host:
 // the simulation calls Admit itself and then the Router's Pick, instead of
@@ -75,8 +77,8 @@ type admitDriver struct {
 	byID    func(int) *overloadReq
 }
 
-func newAdmitDriver(cfg admission.Config, clk *stepClock, eps []kvroute.Endpoint, byID func(int) *overloadReq, detectors ...admission.Detector) (*admitDriver, error) {
-	ctl, err := admission.New(cfg, admission.Options{Set: telemetry.Set{Clock: clk}, Detectors: detectors})
+func newAdmitDriver(cfg admission.Config, clk *stepClock, eps []kvroute.Endpoint, byID func(int) *overloadReq, signals admission.EngineSignals, detectors ...admission.Detector) (*admitDriver, error) {
+	ctl, err := admission.New(cfg, admission.Options{Set: telemetry.Set{Clock: clk}, Detectors: detectors, Signals: signals})
 	if err != nil {
 		return nil, err
 	}
@@ -109,6 +111,26 @@ func (d *admitDriver) admit(rq *overloadReq) []admitReport {
 	return d.settle(got)
 }
 
+// hold runs the dispatch gate (Controller.Hold) for a picked request, as
+// the gateway does between the pick and the send, and returns every outcome
+// the action decided: its own unless it waits at the gate.
+func (d *admitDriver) hold(rq *overloadReq, ep kvroute.Endpoint) []admitReport {
+	ctx := admission.WithFairnessID(admission.WithObjective(context.Background(), rq.class), rq.tenant)
+	go func(id int) {
+		err := d.ctl.Hold(ctx, ep)
+		d.results <- admitReport{id: id, err: err}
+	}(rq.id)
+	select {
+	case t := <-d.clk.created:
+		t.owner = rq.id
+		d.parked[rq.id] = rq
+		rq.held = true
+		return d.settle(nil)
+	case r := <-d.results:
+		return d.settle([]admitReport{r})
+	}
+}
+
 // notify is Controller.Notify(endpoint) and its outcomes.
 func (d *admitDriver) notify(endpoint string) []admitReport {
 	d.ctl.Notify(endpoint)
@@ -137,7 +159,7 @@ func (d *admitDriver) fire(t *stepTimer, now time.Time) []admitReport {
 // settle waits for the reports of every parked request that left the queue
 // in the action just taken; got holds those already received.
 func (d *admitDriver) settle(got []admitReport) []admitReport {
-	need := len(d.parked) - d.ctl.Queued()
+	need := len(d.parked) - d.ctl.Queued() - d.ctl.Held()
 	for _, r := range got {
 		if d.parked[r.id] != nil {
 			delete(d.parked, r.id)
@@ -195,6 +217,7 @@ type engineScrape struct {
 	interval time.Duration
 	at       time.Time
 	sat      []bool
+	sig      []enginemetrics.Signal
 	th       EngineThresholds
 }
 
@@ -212,11 +235,24 @@ func DefaultEngineThresholds() EngineThresholds {
 }
 
 func newEngineScrape(clk *stepClock, engines []*simengine.Engine, ids []string, th EngineThresholds) *engineScrape {
-	s := &engineScrape{clk: clk, engines: engines, index: map[string]int{}, interval: enginemetrics.DefaultInterval, sat: make([]bool, len(engines)), th: th}
+	s := &engineScrape{clk: clk, engines: engines, index: map[string]int{}, interval: enginemetrics.DefaultInterval, sat: make([]bool, len(engines)), sig: make([]enginemetrics.Signal, len(engines)), th: th}
 	for i, id := range ids {
 		s.index[id] = i
 	}
 	return s
+}
+
+// refreshLocked re-reads the engines when a scrape interval has passed.
+func (s *engineScrape) refreshLocked() {
+	if now := s.clk.Now(); s.at.IsZero() || now.Sub(s.at) >= s.interval {
+		s.at = now
+		for j, e := range s.engines {
+			st := e.Stats()
+			usage := 1 - float64(st.FreeBlocks)/float64(max(st.NumBlocks, 1))
+			s.sig[j] = enginemetrics.Signal{Waiting: st.Waiting, Running: st.Running, KVCacheUsage: usage, Scraped: now}
+			s.sat[j] = (s.th.Waiting >= 0 && st.Waiting >= s.th.Waiting) || (s.th.KVCache >= 0 && usage >= s.th.KVCache)
+		}
+	}
 }
 
 // Saturation implements admission.Detector; the signal is always fresh.
@@ -227,13 +263,20 @@ func (s *engineScrape) Saturation(ep kvroute.Endpoint) (saturated, known bool) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if now := s.clk.Now(); s.at.IsZero() || now.Sub(s.at) >= s.interval {
-		s.at = now
-		for j, e := range s.engines {
-			st := e.Stats()
-			usage := 1 - float64(st.FreeBlocks)/float64(max(st.NumBlocks, 1))
-			s.sat[j] = (s.th.Waiting >= 0 && st.Waiting >= s.th.Waiting) || (s.th.KVCache >= 0 && usage >= s.th.KVCache)
-		}
-	}
+	s.refreshLocked()
 	return s.sat[i], true
+}
+
+// Signal implements admission.EngineSignals, as enginemetrics.Scraper
+// does: the engine's waiting and running requests and KV-cache usage at
+// the last scrape; always fresh.
+func (s *engineScrape) Signal(ep kvroute.Endpoint) (enginemetrics.Signal, bool) {
+	i, ok := s.index[ep.ID]
+	if !ok {
+		return enginemetrics.Signal{}, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refreshLocked()
+	return s.sig[i], true
 }

@@ -5,6 +5,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/kvroute/kvroute/admission"
 )
 
 // WriteOverloadMarkdown renders the overload study: the command that
@@ -25,8 +27,8 @@ func WriteOverloadMarkdown(w io.Writer, st OverloadStudy, command string) error 
 	p("- TTFT is from arrival at the gateway, admission queueing included; a request refused or never served counts as infinitely late (a percentile shown as ∞ fell on one). Interactive TTFT objective: **%v**; goodput is interactive requests meeting it per second of the arrival window.\n", oc.TTFTObjective)
 	p("- Tenant shares: tenant A's share of the interactive requests released from a gateway queue while both tenants still had requests waiting (fair share: 50 %%, target 45–55 %%); policies without a gateway queue show its share of all dispatched interactive requests instead, which is the offered 75 %%.\n\n")
 	p("Policies:\n\n")
-	p("- **kvroute+admission**: the real admission.Controller decides when each request is routed (priority bands, round robin between fairness IDs, FCFS within one, the %v default queue deadline, shedding of priority -1 when every endpoint is saturated, its claims and re-check, on the simulation's virtual clock); saturation is kvroute's own accounting (the Router's in-flight uncached prefill tokens against %v at %.0f tokens/s) plus the engines' waiting requests and KV-cache usage at enginemetrics' default thresholds (5 waiting, 80 %%), refreshed every 50 ms. Released requests are then picked by the real kvroute.Router, and every pick, first token and end notifies the Controller, as the gateway does.\n",
-		orDefault(oc.Admission.QueueTimeout, 30*time.Second), orDefault(oc.Admission.Saturation.MaxPrefillBacklog, 2*time.Second), oc.Admission.Saturation.PeakPrefillThroughput)
+	p("- **kvroute+admission**: the real admission.Controller decides when each request is routed (priority bands, round robin between fairness IDs, FCFS within one, the %v default queue deadline, shedding of priority -1 when every endpoint is saturated, its claims and re-check, on the simulation's virtual clock); saturation is kvroute's own accounting (the Router's in-flight uncached prefill tokens against %v at %.0f tokens/s) plus the engines' waiting requests and KV-cache usage at enginemetrics' default thresholds (5 waiting, 80 %%), refreshed every 50 ms. Released requests are then picked by the real kvroute.Router, and every pick, first token and end notifies the Controller, as the gateway does. %s\n",
+		orDefault(oc.Admission.QueueTimeout, 30*time.Second), orDefault(oc.Admission.Saturation.MaxPrefillBacklog, 2*time.Second), oc.Admission.Saturation.PeakPrefillThroughput, gateText(oc))
 	p("- **kvroute**: the same Router with no admission: every request is dispatched on arrival and waits, if it must, in the engine.\n")
 	p("- **dynamo+queue**: Dynamo's KV-router cost model behind its router queue as its documentation and scheduler-queue source describe it: held while every worker's active prefill tokens exceed --router-queue-threshold (%.1f) × max_num_batched_tokens, released in strict-priority tiers (interactive above batch), FCFS within a tier, drained when a prefill completes or a request ends; busy-threshold rejection (HTTP 529) is off by default, so nothing is shed.\n", oc.DynamoQueue.Threshold)
 	p("- **sglang-events**, **lmetric**: SGLang's cache_aware policy (fed by KV events) and LMetric, which have no router queue.\n\n")
@@ -48,6 +50,27 @@ func WriteOverloadMarkdown(w io.Writer, st OverloadStudy, command string) error 
 				r.Goodput, r.Interactive.MetObjective, r.Interactive.Offered, 100*r.BatchShedRate, fmtTTFT(r.BatchTTFTP50), share, 100*r.HitRate)
 		}
 		p("\n")
+	}
+	if len(st.Headroom) > 0 {
+		hi := st.Headroom[0].Result.Load
+		p("## Dispatch gate: KV-cache headroom at %g× capacity\n\n", hi)
+		p("kvroute+admission at the highest load without the dispatch gate and with the gate at several `headroom.maxKVCache` thresholds (the package default is %.2f; every other setting as above). The interactive TTFT p90 target is ≤ 2× the p90 at the lowest load.\n\n", admission.DefaultHeadroomKVCache)
+		p("| dispatch gate | interactive TTFT p50 | p90 | p90 at gateway / in engine | goodput (/s) | batch shed | hit rate |\n|---|---|---|---|---|---|---|\n")
+		for _, h := range st.Headroom {
+			name := "off"
+			if h.Gate {
+				name = fmt.Sprintf("maxKVCache %.2f", h.MaxKVCache)
+			}
+			r := h.Result
+			p("| %s | %s | %s | %s / %s | %.1f | %.1f %% | %.1f %% |\n", name, fmtTTFT(r.InteractiveTTFTP50), fmtTTFT(r.InteractiveTTFTP90),
+				fmtTTFT(r.QueueP90), fmtTTFT(r.EngineP90), r.Goodput, 100*r.BatchShedRate, 100*r.HitRate)
+		}
+		p("\n")
+	}
+	if r := st.Contention; r != nil {
+		p("## Tenant shares under contention\n\n")
+		p("With the dispatch gate, the study's interactive requests do not wait in the admission queue at any load, so the two tenants never contend there. This run repeats the highest load (%g×) with %.0f %% of the traffic interactive (tenant A still offering 3 : 1): interactive TTFT p90 %s, goodput %.1f/s, tenant A %s of %d releases made while both tenants waited.\n\n",
+			r.Load, 100*ContentionInteractiveFraction, fmtTTFT(r.InteractiveTTFTP90), r.Goodput, fmtShare(r.TenantAShare), r.Contended)
 	}
 	p("## Targets\n\n| target | row | met | measured |\n|---|---|---|---|\n")
 	for _, t := range st.Targets {
@@ -74,6 +97,25 @@ func fmtTTFT(d time.Duration) string {
 		return fmt.Sprintf("%d ms", d.Milliseconds())
 	}
 	return fmt.Sprintf("%.2f s", d.Seconds())
+}
+
+// gateText describes the kvroute+admission policy's dispatch gate.
+func gateText(oc OverloadConfig) string {
+	if !oc.Gate || oc.Admission.Headroom.Disabled {
+		return "The dispatch gate (Controller.Hold) is off."
+	}
+	h := oc.Admission.Headroom
+	w, kv, held := h.MaxWaiting, h.MaxKVCache, h.MaxHeld
+	if w == 0 {
+		w = admission.DefaultHeadroomWaiting
+	}
+	if kv == 0 {
+		kv = admission.DefaultHeadroomKVCache
+	}
+	if held == 0 {
+		held = admission.DefaultMaxHeld
+	}
+	return fmt.Sprintf("Between each pick and its send the real dispatch gate (Controller.Hold) runs, as the gateway does: a batch request is sent to its picked engine only while that engine reports fewer than %d waiting requests (counting the batch requests the gate sent since the scrape) and KV-cache usage below %.0f %% and no interactive request is queued; otherwise it waits at that engine's gate (at most %d per engine, a further one is shed at once) until the engine has headroom or its deadline passes. Interactive requests are never held. The gate reads the same engine signals (the simulated engines' waiting requests and KV blocks held by running requests, as vllm:num_requests_waiting and vllm:kv_cache_usage_perc report them).", w, 100*kv, held)
 }
 
 func orDefault(d, def time.Duration) time.Duration {

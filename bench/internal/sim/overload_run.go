@@ -22,6 +22,8 @@ type overloadReq struct {
 	first      time.Time // first token; zero until it comes
 	refused    string    // the admission's reason ("shed", "queue_full", "expired", …); "" if not refused
 	contended  bool      // released from a gateway queue while both tenants still had requests waiting
+	picked     bool      // picked, not yet sent (waiting at the admission's dispatch gate)
+	held       bool      // waited at the dispatch gate
 }
 
 // overloadNote is an engine callback waiting to be handled: a request's
@@ -48,6 +50,8 @@ type overloadRun struct {
 	dq       *dynamoQueue // dynamo+queue
 	notes    []overloadNote
 	work     []*overloadReq // released by the admission, to be routed
+	sends    []*overloadReq // let through by the dispatch gate, to be sent
+	unsent   []int          // engines whose picks ended unsent: the queue is woken for them
 
 	inversions    int // batch released while interactive requests stayed queued
 	interShedBusy int // interactive refusals while batch requests were queued
@@ -75,10 +79,15 @@ func RunOverload(oc OverloadConfig, policy OverloadPolicy) (OverloadResult, erro
 	case OverloadAdmission:
 		eps := slices.Clone(r.rts[0].(*kvrouter).eps)
 		var dets []admission.Detector
+		var signals admission.EngineSignals
 		if oc.EngineSignals {
-			dets = append(dets, newEngineScrape(o.clk, r.engines, r.ids, oc.EngineThresholds))
+			es := newEngineScrape(o.clk, r.engines, r.ids, oc.EngineThresholds)
+			dets, signals = append(dets, es), es
 		}
-		o.adm, err = newAdmitDriver(oc.Admission, o.clk, eps, func(id int) *overloadReq { return o.reqs[id] }, dets...)
+		if !oc.Gate {
+			oc.Admission.Headroom.Disabled = true
+		}
+		o.adm, err = newAdmitDriver(oc.Admission, o.clk, eps, func(id int) *overloadReq { return o.reqs[id] }, signals, dets...)
 		if err != nil {
 			return OverloadResult{}, err
 		}
@@ -190,8 +199,27 @@ func (o *overloadRun) handle(reports []admitReport) {
 	}
 	a, b, batch := o.adm.waiting()
 	var released []*overloadReq
+	var sends []*overloadReq
 	for _, r := range reports {
 		rq := o.reqs[r.id]
+		if rq.picked {
+			// The dispatch gate's outcome: send, or end the pick unsent.
+			rq.picked = false
+			if r.err != nil {
+				rq.refused = admission.Reason(r.err)
+				if rq.refused == "" {
+					rq.refused = r.err.Error()
+				}
+				o.rts[0].done(&rq.request)
+				o.unsent = append(o.unsent, rq.engine)
+				continue
+			}
+			if rq.class == ClassBatch && a+b > 0 {
+				o.inversions++
+			}
+			sends = append(sends, rq)
+			continue
+		}
 		if r.err != nil {
 			rq.refused = admission.Reason(r.err)
 			if rq.refused == "" {
@@ -217,6 +245,8 @@ func (o *overloadRun) handle(reports []admitReport) {
 		rq.contended = rq.class == ClassInteractive && a > 0 && b > 0
 	}
 	o.work = append(o.work, released...)
+	slices.SortFunc(sends, func(x, y *overloadReq) int { return x.id - y.id })
+	o.sends = append(o.sends, sends...)
 }
 
 // priority is the request's class priority.
@@ -230,7 +260,23 @@ func (rq *overloadReq) priority() int {
 // pending routes released requests and handles engine callbacks until
 // neither is left.
 func (o *overloadRun) pending() error {
-	for len(o.work) > 0 || len(o.notes) > 0 {
+	for len(o.work) > 0 || len(o.notes) > 0 || len(o.sends) > 0 || len(o.unsent) > 0 {
+		if len(o.sends) > 0 {
+			rq := o.sends[0]
+			o.sends = o.sends[1:]
+			if err := o.send(rq); err != nil {
+				return err
+			}
+			continue
+		}
+		if len(o.unsent) > 0 {
+			i := o.unsent[0]
+			o.unsent = o.unsent[1:]
+			if err := o.wake(i); err != nil {
+				return err
+			}
+			continue
+		}
 		if len(o.work) > 0 {
 			rq := o.work[0]
 			o.work = o.work[1:]
@@ -296,10 +342,23 @@ func (o *overloadRun) route(rq *overloadReq) error {
 	if err != nil {
 		return fmt.Errorf("sim: %s pick: %w", o.policy, err)
 	}
-	rq.engine, rq.dispatched, rq.sent = i, true, o.now
+	rq.engine = i
+	if o.adm != nil && o.oc.Gate {
+		rq.picked = true
+		o.handle(o.adm.hold(rq, o.adm.eps[i]))
+		return nil
+	}
+	return o.send(rq)
+}
+
+// send submits a picked request to its engine; with admission the
+// Controller is then notified, as the gateway does.
+func (o *overloadRun) send(rq *overloadReq) error {
+	i := rq.engine
+	rq.dispatched, rq.sent = true, o.now
 	e := o.engines[i]
 	e.AdvanceTo(o.now)
-	_, err = e.Submit(simengine.Request{
+	_, err := e.Submit(simengine.Request{
 		Prompt: rq.prompt, MaxTokens: o.oc.Workload.OutputTokens,
 		OnToken: func(t simengine.TokenEvent) {
 			if t.Index == 0 {

@@ -18,7 +18,34 @@ type OverloadStudy struct {
 	Policies []OverloadPolicy `json:"policies"`
 	Results  []OverloadResult `json:"results"`
 	Targets  []TargetCheck    `json:"targets"`
+	// Headroom is kvroute+admission at the highest load with the dispatch
+	// gate off and at several KV-cache headrooms: what the gate's
+	// threshold trades (interactive TTFT against batch shed).
+	Headroom []HeadroomRow `json:"headroom"`
+	// Contention is kvroute+admission at the highest load with
+	// ContentionInteractiveFraction of the traffic interactive: enough for
+	// both tenants to wait in the admission queue at once, which the
+	// study's own mix (the gate keeps interactive requests from queuing)
+	// does not produce. The tenant-share target is checked on it.
+	Contention *OverloadResult `json:"contention,omitempty"`
 }
+
+// ContentionInteractiveFraction is the interactive share of the contention
+// run's traffic.
+const ContentionInteractiveFraction = 0.9
+
+// HeadroomRow is one run of the headroom sweep.
+type HeadroomRow struct {
+	// Gate is false for the run without the dispatch gate; MaxKVCache is
+	// the gate's admission.Headroom.MaxKVCache otherwise.
+	Gate       bool           `json:"gate"`
+	MaxKVCache float64        `json:"maxKVCache"`
+	Result     OverloadResult `json:"result"`
+}
+
+// HeadroomSweep are the KV-cache headrooms the study sweeps at its highest
+// load, besides the gate turned off.
+var HeadroomSweep = []float64{0.9, 0.8, 0.7, 0.6, 0.5}
 
 // TargetCheck is one target on one row of the study.
 type TargetCheck struct {
@@ -55,6 +82,43 @@ func RunOverloadStudy(oc OverloadConfig, loads []float64, policies []OverloadPol
 				st.Results[k], errs[k] = RunOverload(c, p)
 			}(li*len(policies)+pi, withLoad(oc, l), p)
 		}
+	}
+	if slices.Contains(policies, OverloadAdmission) && len(loads) > 0 {
+		hi := slices.Max(loads)
+		st.Headroom = make([]HeadroomRow, 1+len(HeadroomSweep))
+		errs = append(errs, make([]error, len(st.Headroom))...)
+		for i := range st.Headroom {
+			c := withLoad(oc, hi)
+			row := HeadroomRow{Gate: i > 0}
+			if i == 0 {
+				c.Gate = false
+			} else {
+				c.Gate, row.MaxKVCache = true, HeadroomSweep[i-1]
+				c.Admission.Headroom.MaxKVCache = row.MaxKVCache
+			}
+			st.Headroom[i] = row
+			wg.Add(1)
+			go func(i, k int, c OverloadConfig) {
+				defer wg.Done()
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				st.Headroom[i].Result, errs[k] = RunOverload(c, OverloadAdmission)
+			}(i, len(st.Results)+i, c)
+		}
+	}
+	if slices.Contains(policies, OverloadAdmission) && len(loads) > 0 {
+		c := withLoad(oc, slices.Max(loads))
+		c.Workload.InteractiveFraction = ContentionInteractiveFraction
+		st.Contention = &OverloadResult{}
+		k := len(errs)
+		errs = append(errs, nil)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			*st.Contention, errs[k] = RunOverload(c, OverloadAdmission)
+		}()
 	}
 	wg.Wait()
 	for _, err := range errs {
@@ -126,6 +190,16 @@ func (st OverloadStudy) check() []TargetCheck {
 			out = append(out, TargetCheck{Target: "goodput at or above every peer's", Row: row, Met: met,
 				Detail: fmt.Sprintf("%.1f/s%s", r.Goodput, worst)})
 		}
+	}
+	if r := st.Contention; r != nil {
+		share := TargetCheck{Target: "tenant shares within 10 % of equal under contention",
+			Row:    fmt.Sprintf("%s %g× with %.0f %% interactive traffic", adm, r.Load, 100*ContentionInteractiveFraction),
+			Met:    r.Contended > 0 && math.Abs(r.TenantAShare-0.5) <= 0.5*ShareTolerance,
+			Detail: fmt.Sprintf("tenant A %s of %d contended releases (offered 75 %%)", fmtShare(r.TenantAShare), r.Contended)}
+		if r.Contended == 0 {
+			share.NA, share.Detail = true, "no contention: both tenants never waited at once"
+		}
+		out = append(out, share)
 	}
 	return out
 }

@@ -55,7 +55,11 @@ func newAdmissionStage(admissionPath, enginePath string, set telemetry.Set) (*ad
 		}
 		detectors = append(detectors, st.scraper)
 	}
-	if st.ctl, err = admission.New(acfg, admission.Options{Set: set, Detectors: detectors}); err != nil {
+	aopts := admission.Options{Set: set, Detectors: detectors}
+	if st.scraper != nil {
+		aopts.Signals = st.scraper // the dispatch gate's headroom
+	}
+	if st.ctl, err = admission.New(acfg, aopts); err != nil {
 		st.close()
 		return nil, fmt.Errorf("--admission-config %s: %w", admissionPath, err)
 	}

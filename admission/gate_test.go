@@ -1,0 +1,311 @@
+package admission
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/enginemetrics"
+	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/telemetry"
+)
+
+// fakeSignals are engine signals the test sets per endpoint.
+type fakeSignals struct {
+	mu    sync.Mutex
+	sig   map[string]enginemetrics.Signal
+	stale map[string]bool
+}
+
+func (s *fakeSignals) set(ep string, waiting int, kv float64, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sig[ep] = enginemetrics.Signal{Waiting: waiting, KVCacheUsage: kv, Scraped: at}
+	delete(s.stale, ep)
+}
+
+func (s *fakeSignals) Signal(ep kvroute.Endpoint) (enginemetrics.Signal, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sig, ok := s.sig[ep.ID]
+	return sig, ok && !s.stale[ep.ID]
+}
+
+var gateObjectives = []Objective{{Name: "chat", Priority: 1}, {Name: "batch", Priority: -1}}
+
+// gateFixture is a Controller with engine signals for its dispatch gate.
+type gateFixture struct {
+	*fixture
+	sig *fakeSignals
+}
+
+func newGateFixture(t *testing.T, cfg Config) *gateFixture {
+	t.Helper()
+	if cfg.Objectives == nil {
+		cfg.Objectives = gateObjectives
+	}
+	g := &gateFixture{fixture: &fixture{det: newSwitch(), clock: telemetry.NewManual(t0), reg: prometheus.NewRegistry()},
+		sig: &fakeSignals{sig: map[string]enginemetrics.Signal{}, stale: map[string]bool{}}}
+	c, err := New(cfg, Options{Set: telemetry.Set{Registerer: g.reg, Clock: g.clock}, Detectors: []Detector{g.det}, Signals: g.sig})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.c = c
+	t.Cleanup(c.Close)
+	return g
+}
+
+// hold runs Hold in a goroutine and waits until it returned or waits at
+// the gate; the outcome goes to out.
+func (g *gateFixture) hold(t *testing.T, ctx context.Context, tag string, ep kvroute.Endpoint, out chan<- result) {
+	t.Helper()
+	before := g.enqueued()
+	returned := make(chan struct{})
+	go func() {
+		err := g.c.Hold(ctx, ep)
+		close(returned)
+		out <- result{tag, err}
+	}()
+	waitFor(t, func() bool {
+		select {
+		case <-returned:
+			return true
+		default:
+			return g.enqueued() > before
+		}
+	})
+}
+
+func (g *gateFixture) gateCount(priority, outcome string) float64 {
+	return testutil.ToFloat64(g.c.gateMet.WithLabelValues(priority, outcome))
+}
+
+// pending reports whether out holds no outcome yet.
+func pending(out <-chan result) bool {
+	select {
+	case <-out:
+		return false
+	default:
+		return true
+	}
+}
+
+var epA = kvroute.Endpoint{ID: "a:1"}
+
+func TestGateNeverHoldsHigherBands(t *testing.T) {
+	g := newGateFixture(t, Config{})
+	g.sig.set("a:1", 50, 1, t0) // a full engine
+	for _, obj := range []string{"chat", ""} {
+		if err := g.c.Hold(ctxFor(obj, "t"), epA); err != nil {
+			t.Fatalf("objective %q: %v, want nil", obj, err)
+		}
+	}
+	if g.c.Held() != 0 || len(g.c.gates) != 0 {
+		t.Fatal("a request of priority >= 0 touched the gate")
+	}
+}
+
+func TestGateHoldsSheddableUntilTheEngineHasHeadroom(t *testing.T) {
+	g := newGateFixture(t, Config{})
+	g.sig.set("a:1", 0, 0.95, t0) // KV cache above the default 0.9
+	out := make(chan result, 1)
+	g.hold(t, ctxFor("batch", ""), "b", epA, out)
+	if g.c.Held() != 1 || !pending(out) {
+		t.Fatal("sheddable request sent to an engine without KV headroom")
+	}
+	g.sig.set("a:1", 2, 0.5, t0.Add(time.Millisecond)) // KV freed, but 2 waiting
+	g.c.Notify("a:1")
+	if !pending(out) {
+		t.Fatal("sent while 2 requests wait in the engine")
+	}
+	g.sig.set("a:1", 0, 0.5, t0.Add(2*time.Millisecond))
+	g.c.Notify("a:1")
+	if r := take(t, out); r.err != nil {
+		t.Fatalf("err %v, want sent", r.err)
+	}
+	if g.gateCount("-1", "held") != 1 || g.gateCount("-1", "sent") != 1 || g.c.Held() != 0 {
+		t.Fatal("held/sent not counted")
+	}
+}
+
+func TestGateCountsWhatItSentSinceTheScrape(t *testing.T) {
+	g := newGateFixture(t, Config{Headroom: Headroom{MaxWaiting: 2}})
+	g.sig.set("a:1", 0, 0.1, t0)
+	for range 2 {
+		if err := g.c.Hold(ctxFor("batch", ""), epA); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := make(chan result, 1)
+	g.hold(t, ctxFor("batch", ""), "third", epA, out)
+	if !pending(out) {
+		t.Fatal("a third request went out on a scrape that had room for two")
+	}
+	// The recheck alone releases it once a new scrape shows room.
+	g.sig.set("a:1", 1, 0.1, t0.Add(time.Millisecond))
+	g.clock.WaitForWaiters(2) // the recheck and the held request's deadline
+	g.clock.Advance(DefaultRecheck)
+	if r := take(t, out); r.err != nil {
+		t.Fatalf("err %v, want sent", r.err)
+	}
+	if g.gateCount("-1", "passed") != 2 {
+		t.Fatalf("passed %v, want 2", g.gateCount("-1", "passed"))
+	}
+}
+
+func TestGateShedsBeyondMaxHeld(t *testing.T) {
+	g := newGateFixture(t, Config{Headroom: Headroom{MaxHeld: 2}})
+	g.sig.set("a:1", 9, 0.1, t0)
+	out := make(chan result, 3)
+	g.hold(t, ctxFor("batch", ""), "1", epA, out)
+	g.hold(t, ctxFor("batch", ""), "2", epA, out)
+	if err := g.c.Hold(ctxFor("batch", ""), epA); !errors.Is(err, ErrShed) {
+		t.Fatalf("third: %v, want ErrShed", err)
+	}
+	// Another endpoint has its own gate.
+	g.sig.set("b:1", 0, 0.1, t0)
+	if err := g.c.Hold(ctxFor("batch", ""), kvroute.Endpoint{ID: "b:1"}); err != nil {
+		t.Fatalf("other endpoint: %v", err)
+	}
+	if g.gateCount("-1", outcomeShed) != 1 || g.c.Held() != 2 {
+		t.Fatal("shed not counted, or held count wrong")
+	}
+}
+
+func TestGateDeadlineAndCancellation(t *testing.T) {
+	g := newGateFixture(t, Config{Objectives: []Objective{{Name: "batch", Priority: -1, QueueTimeout: time.Second}}})
+	g.sig.set("a:1", 9, 0.1, t0)
+	out := make(chan result, 2)
+	g.hold(t, ctxFor("batch", ""), "expires", epA, out)
+	ctx, cancel := context.WithCancel(ctxFor("batch", ""))
+	g.hold(t, ctx, "cancelled", epA, out)
+	cancel()
+	if r := take(t, out); r.tag != "cancelled" || !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("%s: %v, want the cancelled one with context.Canceled", r.tag, r.err)
+	}
+	g.clock.WaitForWaiters(2) // the recheck and the deadline
+	g.clock.Advance(time.Second)
+	if r := take(t, out); !errors.Is(r.err, ErrExpired) {
+		t.Fatalf("err %v, want ErrExpired", r.err)
+	}
+	if g.gateCount("-1", outcomeExpired) != 1 || g.gateCount("-1", outcomeCancelled) != 1 || g.c.Held() != 0 || len(g.c.gates) != 0 {
+		t.Fatal("expiry/cancellation not counted, or the gate state kept")
+	}
+}
+
+func TestGateWaitsWhileAHigherBandIsQueued(t *testing.T) {
+	g := newGateFixture(t, Config{})
+	g.sig.set("a:1", 0, 0.1, t0)
+	g.det.set("b:1", true) // the interactive request's only candidate is saturated
+	qout := make(chan result, 1)
+	g.admit(t, ctxFor("chat", "t"), "chat", tokensReq(10), []kvroute.Endpoint{{ID: "b:1"}}, qout)
+	out := make(chan result, 1)
+	g.hold(t, ctxFor("batch", ""), "batch", epA, out)
+	if !pending(out) {
+		t.Fatal("sheddable request sent while an interactive one is queued")
+	}
+	g.det.set("b:1", false)
+	g.c.Notify("b:1")
+	if r := take(t, qout); r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r := take(t, out); r.err != nil {
+		t.Fatalf("err %v, want sent once the queue emptied", r.err)
+	}
+}
+
+func TestGateStaleSignalFallsBackToOwnAccounting(t *testing.T) {
+	g := newGateFixture(t, Config{Saturation: Saturation{MaxPrefillBacklog: time.Second, PeakPrefillThroughput: 100}})
+	tr := newTracker(t)
+	g.c.SetLoad(tr)
+	g.sig.set("a:1", 0, 0.1, t0)
+	g.sig.mu.Lock()
+	g.sig.stale["a:1"] = true // an idle-looking signal, but stale
+	g.sig.mu.Unlock()
+	h := tr.Dispatch("a:1", 100) // the own accounting: saturated
+	out := make(chan result, 1)
+	g.hold(t, ctxFor("batch", ""), "b", epA, out)
+	if !pending(out) {
+		t.Fatal("a stale idle signal counted as headroom")
+	}
+	h.FirstChunk()
+	g.c.Notify("a:1")
+	if r := take(t, out); r.err != nil {
+		t.Fatalf("err %v, want sent", r.err)
+	}
+	h.Done()
+}
+
+func TestGateDisabledAndCloseLeaveNoGoroutine(t *testing.T) {
+	defer leakcheck.Check(t)()
+	off := newGateFixture(t, Config{Headroom: Headroom{Disabled: true}})
+	off.sig.set("a:1", 99, 1, t0)
+	if err := off.c.Hold(ctxFor("batch", ""), epA); err != nil {
+		t.Fatalf("disabled gate: %v", err)
+	}
+	off.c.Close()
+
+	g := newGateFixture(t, Config{})
+	g.sig.set("a:1", 99, 1, t0)
+	out := make(chan result, 2)
+	g.hold(t, ctxFor("batch", ""), "1", epA, out)
+	g.hold(t, ctxFor("batch", ""), "2", epA, out)
+	g.c.Close()
+	for range 2 {
+		if r := take(t, out); !errors.Is(r.err, ErrClosed) {
+			t.Fatalf("err %v, want ErrClosed", r.err)
+		}
+	}
+	if err := g.c.Hold(ctxFor("batch", ""), epA); !errors.Is(err, ErrClosed) {
+		t.Fatalf("after Close: %v", err)
+	}
+	if g.c.Held() != 0 || g.gateCount("-1", outcomeClosed) != 3 {
+		t.Fatalf("held %d, closed %v", g.c.Held(), g.gateCount("-1", outcomeClosed))
+	}
+}
+
+func TestHeadroomConfigValidation(t *testing.T) {
+	for _, cfg := range []Config{{Headroom: Headroom{MaxKVCache: 1.5}}, {Headroom: Headroom{MaxHeld: -1}}} {
+		if err := cfg.Validate(); !errors.Is(err, ErrInvalidConfig) {
+			t.Fatalf("%+v: %v, want ErrInvalidConfig", cfg.Headroom, err)
+		}
+	}
+	c := Config{}.withDefaults().Headroom
+	if c.MaxWaiting != DefaultHeadroomWaiting || c.MaxKVCache != DefaultHeadroomKVCache || c.MaxHeld != DefaultMaxHeld {
+		t.Fatalf("defaults %+v", c)
+	}
+}
+
+func TestGateForgetsIdleEndpointsOnceTheirCountIsStale(t *testing.T) {
+	g := newGateFixture(t, Config{})
+	g.sig.set("a:1", 0, 0.1, t0)
+	if err := g.c.Hold(ctxFor("batch", ""), epA); err != nil {
+		t.Fatal(err)
+	}
+	g.sig.set("b:1", 9, 0.1, t0) // keeps a request held, and the re-check armed
+	out := make(chan result, 1)
+	g.hold(t, ctxFor("batch", ""), "b", kvroute.Endpoint{ID: "b:1"}, out)
+	g.clock.WaitForWaiters(2)
+	g.clock.Advance(DefaultRecheck)
+	g.c.mu.Lock()
+	_, kept := g.c.gates["a:1"]
+	g.c.mu.Unlock()
+	if !kept {
+		t.Fatal("a:1's sent count dropped before a newer scrape")
+	}
+	g.sig.set("a:1", 0, 0.1, t0.Add(time.Millisecond)) // a newer scrape
+	g.clock.WaitForWaiters(2)
+	g.clock.Advance(DefaultRecheck)
+	waitFor(t, func() bool {
+		g.c.mu.Lock()
+		defer g.c.mu.Unlock()
+		_, kept := g.c.gates["a:1"]
+		return !kept && len(g.c.gates) == 1
+	})
+}
