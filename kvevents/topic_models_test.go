@@ -63,3 +63,46 @@ func TestStreamModelFor(t *testing.T) {
 	m, _ = (&stream{}).modelFor("c")
 	require.Equal(t, "c", m, "no model configured: the topic's")
 }
+
+// The engines behind an endpoint serving two models hash identical tokens
+// identically (two vLLM processes with sha256_cbor and one seed): both
+// models' copies of a prompt stay in the index, and a removal on one
+// model's topic removes that model's block only.
+func TestStreamKeepsBothModelsOfACollidingEngineHash(t *testing.T) {
+	defer leakcheck.Check(t)()
+	f := newSeqFixture(t, PoolConfig{TailProbeDelay: -1}, 0, "")
+	defer f.close()
+	f.st.cfgModels = []string{poolModel, "beta"}
+	sub := &subscriber{p: f.p, ep: Endpoint{ID: seqID, Model: poolModel}, st: f.st}
+	topic := func(model string) []byte { return wire.AppendTopic(nil, seqID, model) }
+	removal := func(hashes ...uint64) []byte {
+		return wire.AppendBatch(nil, &wire.Batch{Events: []wire.Event{{Type: wire.EventBlockRemoved,
+			BlockHashes: hashes, Medium: "GPU", HasGroup: true}}, HasDPRank: true}, wire.FormatVLLM)
+	}
+
+	f.st.receive(0, poolPayload(0), sub.model(topic(poolModel)))
+	f.st.receive(1, poolPayload(0), sub.model(topic("beta"))) // the same tokens and engine hashes
+	waitApplied(t, f.p, seqID, 1)
+	require.Equal(t, poolBlocks, heldUnder(f.ix, seqID, poolModel, 0), "the base model's copy survives the other's store")
+	require.Equal(t, poolBlocks, heldUnder(f.ix, seqID, "beta", 0))
+
+	last := uint64(1000 + poolBlocks - 1) // poolBatch(0)'s last engine hash
+	f.st.receive(2, removal(last), sub.model(topic("beta")))
+	waitApplied(t, f.p, seqID, 2)
+	require.Equal(t, poolBlocks-1, heldUnder(f.ix, seqID, "beta", 0), "beta's last block removed")
+	require.Equal(t, poolBlocks, heldUnder(f.ix, seqID, poolModel, 0), "the base model's untouched")
+	f.st.receive(3, removal(last), sub.model(topic(poolModel)))
+	waitApplied(t, f.p, seqID, 3)
+	require.Equal(t, poolBlocks-1, heldUnder(f.ix, seqID, poolModel, 0))
+
+	// A further block of beta chained on its parent's (salted) hash.
+	next := poolBatch(0, poolBlocks)
+	f.st.receive(4, wire.AppendBatch(nil, &wire.Batch{Events: []wire.Event{{Type: wire.EventBlockStored,
+		BlockHashes: []uint64{last}, HasParent: true, ParentHash: last - 1, TokenIDs: next.Events[0].TokenIDs[(poolBlocks-1)*poolBlockSize:],
+		BlockSize: poolBlockSize, Medium: "GPU", HasGroup: true, Kind: "full_attention"}}, HasDPRank: true}, wire.FormatVLLM),
+		sub.model(topic("beta")))
+	waitApplied(t, f.p, seqID, 4)
+	require.Equal(t, poolBlocks, heldUnder(f.ix, seqID, "beta", 0), "beta's parent found under its salted hash")
+	require.Equal(t, poolBlocks-1, heldUnder(f.ix, seqID, poolModel, 0))
+	require.Zero(t, counter(f.p.metrics().TopicModelUnknown, seqID))
+}
