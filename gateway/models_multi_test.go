@@ -195,3 +195,49 @@ func TestGatewayIndexesBothModelsOfOneEndpoint(t *testing.T) {
 		require.NotEqual(t, "kvroute_kv_events_topic_model_unknown_total", mf.GetName(), "a topic counted as naming an unserved model")
 	}
 }
+
+// A router joining a two-model engine after its events were published
+// rebuilds both models' blocks from the engine's snapshot socket: the
+// reply carries each extra model's chunks after its topic frame, and the
+// router indexes them under that model.
+func TestGatewayLoadsATwoModelEngineSnapshot(t *testing.T) {
+	defer leakcheck.Check(t)()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	id := ln.Addr().String()
+	snap := "tcp://127.0.0.1:0"
+	srv, err := server.New(server.Config{Model: "alpha", ExtraModels: []string{"beta"}, EnableScaleOut: true,
+		Engine: simengine.Config{BlockSize: 64, NumGPUBlocks: 512, PrefillTokensPerSecond: 1e7, DecodeStep: time.Millisecond},
+		KVEvents: server.KVEventsConfig{EnableKVCacheEvents: true, Publisher: "zmq", Endpoint: "tcp://127.0.0.1:0",
+			SnapshotEndpoint: &snap, Topic: "kv@" + id + "@alpha"}}, server.Options{})
+	require.NoError(t, err)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	f := &modelFleet{client: &http.Client{Transport: &http.Transport{}}, engines: []*server.Server{srv},
+		served: []chan error{served}, model: map[string]string{id: "multi"}}
+
+	// Published before any router subscribed: only the snapshot has them.
+	shared, betaOnly := longPrompt("shared"), longPrompt("beta-only")
+	require.Zero(t, f.direct(t, id, "alpha", shared))
+	require.Zero(t, f.direct(t, id, "beta", shared))
+	require.Zero(t, f.direct(t, id, "beta", betaOnly))
+
+	cfg := kvroute.DefaultConfig()
+	cfg.Model = "alpha"
+	cfg.Speculative.Enabled = new(false)
+	f.eps = []kvroute.Endpoint{{ID: id, Models: []string{"alpha", "beta"}, EventsAddress: srv.KVEventsEndpoint(), SnapshotAddress: srv.SnapshotEndpoint()}}
+	f.gw, err = NewServer(t.Context(), ServerConfig{Listen: "127.0.0.1:0", Router: cfg, Endpoints: f.eps}, Options{})
+	require.NoError(t, err)
+	defer f.close(t)
+
+	var a, b, ob int
+	require.Eventually(t, func() bool {
+		a, b, ob = f.held(t, "alpha", shared)[id], f.held(t, "beta", shared)[id], f.held(t, "beta", betaOnly)[id]
+		return a > 0 && b == a && ob > 0
+	}, time.Minute, 10*time.Millisecond, "both models' blocks rebuilt from the snapshot")
+	require.Zero(t, f.held(t, "alpha", betaOnly)[id], "beta's blocks not under alpha")
+	code, ep, cached, body := f.complete(t, "beta", betaOnly)
+	require.Equal(t, http.StatusOK, code, body)
+	require.Equal(t, id, ep)
+	require.Equal(t, ob*64, cached)
+}

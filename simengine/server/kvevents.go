@@ -177,6 +177,9 @@ func NewEventPublisher(c KVEventsConfig, f wire.Format, opts Options) (*EventPub
 	}
 	p := &EventPublisher{pub: pub, snap: snap}
 	if snap != nil {
+		snap.lock = &p.mu
+	}
+	if snap != nil {
 		p.live = startLiveness(p, snap.id, opts.Clock)
 	}
 	return p, nil
@@ -230,7 +233,7 @@ func (p *EventPublisher) publishToLocked(topic []byte, dst *wire.Batch, b simeng
 		return
 	}
 	if p.snap != nil {
-		p.snap.rec.record(seq, b)
+		p.snap.recorder(topic).record(seq, b)
 	}
 	if p.live != nil {
 		p.live.sent()

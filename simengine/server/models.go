@@ -25,10 +25,12 @@ import (
 // hashes), and one KV-event publisher carries every engine's batches, each
 // on its own model's topic kv@<ip:port>@<model>, under one sequence, so a
 // subscriber sees one stream with messages of several topics. The replay
-// buffer keeps each batch's topic. Only the first engine registers the
-// vllm:* metrics (its model's load; the extra engines' are not exported),
-// and a snapshot_endpoint (vLLM's snapshot protocol has no model field) or
-// a prefill/decode role is refused with extra models.
+// buffer keeps each batch's topic, and a snapshot_endpoint answers with
+// each model's blocks after its topic frame (kvroute's extension of vLLM's
+// snapshot protocol, whose chunks carry no model; package
+// kvevents/snapshot). Only the first engine registers the vllm:* metrics
+// (its model's load; the extra engines' are not exported), and a
+// prefill/decode role is refused with extra models.
 
 // modelSel is what a request's model name selects: the engine serving it
 // and, on the base model's engine, a LoRA adapter.
@@ -51,8 +53,6 @@ func checkExtraModels(cfg *Config) error {
 	switch {
 	case cfg.PD.Role != "" && cfg.PD.Role != RoleBoth:
 		return errors.New("simengine: extra models are not simulated with a prefill/decode role")
-	case cfg.KVEvents.SnapshotEndpoint != nil:
-		return errors.New("simengine: extra models with a snapshot_endpoint: vLLM's snapshot protocol carries no model, so a snapshot cannot say which engine a block belongs to")
 	case cfg.KVEvents.Active():
 		if _, model, ok := wire.ParseTopic([]byte(cfg.KVEvents.Topic)); !ok || model != cfg.Model {
 			return fmt.Errorf("simengine: extra models need the topic kv@<ip:port>@%s to derive theirs (got %q)", cfg.Model, cfg.KVEvents.Topic)
@@ -63,7 +63,7 @@ func checkExtraModels(cfg *Config) error {
 
 // startExtraEngines starts one engine per extra model, publishing on its
 // model's topic through the server's publisher.
-func (s *Server) startExtraEngines(ec simengine.Config) error {
+func (s *Server) startExtraEngines(ec simengine.Config, format wire.Format) error {
 	if len(s.cfg.ExtraModels) == 0 {
 		return nil
 	}
@@ -76,7 +76,9 @@ func (s *Server) startExtraEngines(ec simengine.Config) error {
 		c := ec
 		c.Model, c.Sink = m, nil
 		if s.pub != nil {
-			c.Sink = topicSink{p: s.pub, topic: wire.AppendTopic(nil, id, m)}
+			topic := wire.AppendTopic(nil, id, m)
+			s.pub.addSnapshotTopic(topic, format)
+			c.Sink = topicSink{p: s.pub, topic: topic}
 		}
 		eng, err := simengine.NewRealTime(c, simengine.Options{Logger: s.lg})
 		if err != nil {

@@ -77,7 +77,6 @@ func TestExtraModelServedByItsOwnEngineAndTopic(t *testing.T) {
 }
 
 func TestExtraModelsRefusedWhereNotModelled(t *testing.T) {
-	snap := "tcp://127.0.0.1:0"
 	for name, cfg := range map[string]Config{
 		"repeated": {Model: "a", ExtraModels: []string{"b", "b"}},
 		"base":     {Model: "a", ExtraModels: []string{"a"}},
@@ -85,7 +84,6 @@ func TestExtraModelsRefusedWhereNotModelled(t *testing.T) {
 		"empty":    {Model: "a", ExtraModels: []string{""}},
 		"pd":       {Model: "a", ExtraModels: []string{"b"}, PD: PDConfig{Role: RolePrefill}},
 		"topic":    {Model: "a", ExtraModels: []string{"b"}, KVEvents: KVEventsConfig{EnableKVCacheEvents: true, Publisher: "zmq", Endpoint: "tcp://127.0.0.1:0", Topic: "kvtopic"}},
-		"snapshot": {Model: "a", ExtraModels: []string{"b"}, KVEvents: KVEventsConfig{EnableKVCacheEvents: true, Publisher: "zmq", Endpoint: "tcp://127.0.0.1:0", Topic: "kv@h:1@a", SnapshotEndpoint: &snap}},
 	} {
 		cfg.Engine = fastEngine()
 		_, err := New(cfg, Options{})

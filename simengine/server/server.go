@@ -196,7 +196,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		}
 		return nil, err
 	}
-	if err := s.startExtraEngines(cfg.Engine); err != nil {
+	if err := s.startExtraEngines(cfg.Engine, format); err != nil {
 		s.eng.Close()
 		if s.pub != nil {
 			_ = s.pub.Close()
