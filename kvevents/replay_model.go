@@ -3,6 +3,8 @@ package kvevents
 import (
 	"slices"
 
+	"github.com/cespare/xxhash/v2"
+
 	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
@@ -116,4 +118,55 @@ func (st *stream) modelFor(topicModel string) (model string, unknown bool) {
 		return topicModel, false
 	}
 	return st.cfgModel, len(st.cfgModels) > 0
+}
+
+// Engine hashes of an endpoint serving several models. The index maps each
+// endpoint's engine hashes to router keys in one table per endpoint, but
+// the engines behind an address serving two models hash blocks alike (two
+// vLLM processes with sha256_cbor and the same seed give identical tokens
+// identical hashes): model B's store of a prompt model A also holds would
+// take over A's engine hash, dropping A's block from the index, and a
+// removal on one model's topic would remove the other's. So the hashes of a
+// further model's batches (a topic naming one of Endpoint.Models other
+// than Endpoint.Model) are XORed with a salt drawn from the model's name
+// before they are applied: a bijection per model, so its stores, parents
+// and removals stay consistent with each other, and distinct from the base
+// model's and every other model's hashes but with probability 2^-64. The
+// base model's hashes are applied as they come, so an endpoint's entries,
+// checkpoints and positions are those of a one-model endpoint whatever
+// Models it lists, and an index snapshot (checkpoint, peer bootstrap)
+// keeps each model's blocks under its own model: router keys carry the
+// model, and the salted engine hashes are what the restored stream's
+// batches map to again.
+
+// hashSalt returns the salt of model's engine hashes on this endpoint: 0
+// for its configured model (or an endpoint listing no further models).
+func (st *stream) hashSalt(model string) uint64 {
+	if len(st.cfgModels) == 0 || model == st.cfgModel || model == "" {
+		return 0
+	}
+	return modelHashSalt(model)
+}
+
+// modelHashSalt is the value a further model's engine hashes are XORed
+// with on an endpoint serving several models (never 0).
+func modelHashSalt(model string) uint64 {
+	return xxhash.Sum64String("kvroute/model-hash-salt\x00"+model) | 1
+}
+
+// saltHashes XORs every engine hash of b (stores, removals and parents)
+// with salt; 0 leaves b as it is.
+func saltHashes(b *wire.Batch, salt uint64) {
+	if salt == 0 {
+		return
+	}
+	for i := range b.Events {
+		e := &b.Events[i]
+		for j := range e.BlockHashes {
+			e.BlockHashes[j] ^= salt
+		}
+		if e.HasParent {
+			e.ParentHash ^= salt
+		}
+	}
 }

@@ -517,6 +517,7 @@ func (st *stream) applyLocked(seq uint64, payload []byte, model string, dec *wir
 		setPosition(st.p.ix.LockPosition(st.id), positionOf(seq, payload))
 	} else {
 		st.decodedLocked(b)
+		saltHashes(b, st.hashSalt(model))
 		r := st.p.applier.applyAt(st.id, model, b, positionOf(seq, payload))
 		tr.applied(r)
 		st.p.storedBlocks.Add(uint64(r.StoredBlocks))

@@ -173,8 +173,10 @@ func (st *stream) applySnapshot(ctx context.Context, gen uint64, r *snapshot.Rep
 				st.p.snm.refused(st.id, "chunk_decode")
 				return err
 			}
+			model := st.snapshotChunkModelLocked(r.ChunkTopics, i)
+			saltHashes(b, st.hashSalt(model)) // before the reference counts: each model's hashes apart
 			refs.filter(b)
-			res := st.p.applier.applyAt(st.id, st.s.model, b, pos)
+			res := st.p.applier.applyAt(st.id, model, b, pos)
 			*blocks += res.StoredBlocks
 			return nil
 		})
@@ -268,4 +270,24 @@ func (st *stream) indexSourceLocked() string {
 		return sourceLive
 	}
 	return ""
+}
+
+// snapshotChunkModelLocked is the model chunk i of a snapshot reply is
+// applied under: the stream's model, or with kvroute's several-models
+// extension the model its topic frame names (modelFor's rule, as for a
+// live message of that topic; a model the endpoint does not serve is
+// counted in kvroute_kv_events_topic_model_unknown_total).
+func (st *stream) snapshotChunkModelLocked(topics [][]byte, i int) string {
+	if i >= len(topics) || topics[i] == nil {
+		return st.s.model
+	}
+	_, tm, _ := wire.ParseTopic(topics[i])
+	m, unknown := st.modelFor(tm)
+	if unknown && st.p.m != nil {
+		st.p.m.TopicModelUnknown.WithLabelValues(st.id).Inc()
+	}
+	if m == "" {
+		return st.s.model
+	}
+	return m
 }

@@ -3,11 +3,14 @@ package kvevents
 import (
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/zmqpub"
 	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/kvindex"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // heldUnder is heldBlocks under model.
@@ -62,4 +65,101 @@ func TestStreamModelFor(t *testing.T) {
 	require.False(t, u, "no Models listed: not counted")
 	m, _ = (&stream{}).modelFor("c")
 	require.Equal(t, "c", m, "no model configured: the topic's")
+}
+
+// The engines behind an endpoint serving two models hash identical tokens
+// identically (two vLLM processes with sha256_cbor and one seed): both
+// models' copies of a prompt stay in the index, and a removal on one
+// model's topic removes that model's block only.
+func TestStreamKeepsBothModelsOfACollidingEngineHash(t *testing.T) {
+	defer leakcheck.Check(t)()
+	f := newSeqFixture(t, PoolConfig{TailProbeDelay: -1}, 0, "")
+	defer f.close()
+	f.st.cfgModels = []string{poolModel, "beta"}
+	sub := &subscriber{p: f.p, ep: Endpoint{ID: seqID, Model: poolModel}, st: f.st}
+	topic := func(model string) []byte { return wire.AppendTopic(nil, seqID, model) }
+	removal := func(hashes ...uint64) []byte {
+		return wire.AppendBatch(nil, &wire.Batch{Events: []wire.Event{{Type: wire.EventBlockRemoved,
+			BlockHashes: hashes, Medium: "GPU", HasGroup: true}}, HasDPRank: true}, wire.FormatVLLM)
+	}
+
+	f.st.receive(0, poolPayload(0), sub.model(topic(poolModel)))
+	f.st.receive(1, poolPayload(0), sub.model(topic("beta"))) // the same tokens and engine hashes
+	waitApplied(t, f.p, seqID, 1)
+	require.Equal(t, poolBlocks, heldUnder(f.ix, seqID, poolModel, 0), "the base model's copy survives the other's store")
+	require.Equal(t, poolBlocks, heldUnder(f.ix, seqID, "beta", 0))
+
+	last := uint64(1000 + poolBlocks - 1) // poolBatch(0)'s last engine hash
+	f.st.receive(2, removal(last), sub.model(topic("beta")))
+	waitApplied(t, f.p, seqID, 2)
+	require.Equal(t, poolBlocks-1, heldUnder(f.ix, seqID, "beta", 0), "beta's last block removed")
+	require.Equal(t, poolBlocks, heldUnder(f.ix, seqID, poolModel, 0), "the base model's untouched")
+	f.st.receive(3, removal(last), sub.model(topic(poolModel)))
+	waitApplied(t, f.p, seqID, 3)
+	require.Equal(t, poolBlocks-1, heldUnder(f.ix, seqID, poolModel, 0))
+
+	// A further block of beta chained on its parent's (salted) hash.
+	next := poolBatch(0, poolBlocks)
+	f.st.receive(4, wire.AppendBatch(nil, &wire.Batch{Events: []wire.Event{{Type: wire.EventBlockStored,
+		BlockHashes: []uint64{last}, HasParent: true, ParentHash: last - 1, TokenIDs: next.Events[0].TokenIDs[(poolBlocks-1)*poolBlockSize:],
+		BlockSize: poolBlockSize, Medium: "GPU", HasGroup: true, Kind: "full_attention"}}, HasDPRank: true}, wire.FormatVLLM),
+		sub.model(topic("beta")))
+	waitApplied(t, f.p, seqID, 4)
+	require.Equal(t, poolBlocks, heldUnder(f.ix, seqID, "beta", 0), "beta's parent found under its salted hash")
+	require.Equal(t, poolBlocks-1, heldUnder(f.ix, seqID, poolModel, 0))
+	require.Zero(t, counter(f.p.metrics().TopicModelUnknown, seqID))
+}
+
+// An index snapshot (checkpoint, peer bootstrap) of an endpoint serving two
+// models keeps each model's blocks under its model, and a router started
+// from it resumes the stream: the other model's removals and stores
+// published meanwhile find its blocks under their (salted) engine hashes,
+// and the base model's are untouched.
+func TestPoolResumesATwoModelEndpointFromSnapshot(t *testing.T) {
+	defer leakcheck.Check(t)()
+	pub := newTestPublisher(t, zmqpub.Config{Endpoint: resumeID, Model: poolModel, ReplayAddr: "127.0.0.1:0", BufferSize: 100})
+	defer pub.Close()
+	beta := wire.AppendTopic(nil, resumeID, "beta")
+	send := func(topic []byte, payload []byte) {
+		t.Helper()
+		var err error
+		if topic == nil {
+			_, err = pub.Publish(payload)
+		} else {
+			_, err = pub.PublishTopic(topic, payload)
+		}
+		require.NoError(t, err)
+	}
+	ep := Endpoint{ID: resumeID, Model: poolModel, Models: []string{poolModel, "beta"}, EventsAddress: pub.Endpoint(), ReplayAddress: pub.ReplayEndpoint()}
+	start := func(ix *kvindex.Index, last uint64) (*Pool, *prometheus.Registry) {
+		t.Helper()
+		reg := prometheus.NewRegistry()
+		p, err := NewPool(PoolConfig{}, ix, Options{Set: telemetry.Set{Registerer: reg}})
+		require.NoError(t, err)
+		require.NoError(t, p.Ensure(ep))
+		waitApplied(t, p, resumeID, last)
+		return p, reg
+	}
+
+	send(nil, poolPayload(0))  // alpha
+	send(beta, poolPayload(0)) // beta: the same tokens and engine hashes
+	first := newPoolIndex(t)
+	p1, _ := start(first, 1)
+	require.NoError(t, p1.Close())
+	data := snap(t, first)
+
+	ix := loaded(t, data)
+	require.Equal(t, poolBlocks, heldUnder(ix, resumeID, poolModel, 0), "the base model's blocks in the snapshot")
+	require.Equal(t, poolBlocks, heldUnder(ix, resumeID, "beta", 0), "the other model's blocks in the snapshot, under it")
+
+	last := uint64(1000 + poolBlocks - 1) // poolBatch(0)'s last engine hash
+	send(beta, wire.AppendBatch(nil, &wire.Batch{Events: []wire.Event{{Type: wire.EventBlockRemoved,
+		BlockHashes: []uint64{last}, Medium: "GPU", HasGroup: true}}, HasDPRank: true}, wire.FormatVLLM)) // while the router is down
+	send(nil, poolPayload(1))
+	p2, reg := start(ix, 3)
+	defer p2.Close()
+	require.Equal(t, 1.0, resumes(t, reg, ResumeOK))
+	require.Equal(t, poolBlocks-1, heldUnder(ix, resumeID, "beta", 0), "beta's removal found its restored block")
+	require.Equal(t, poolBlocks, heldUnder(ix, resumeID, poolModel, 0))
+	require.Equal(t, poolBlocks, heldUnder(ix, resumeID, poolModel, 1))
 }

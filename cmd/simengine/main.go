@@ -31,6 +31,7 @@ type options struct {
 	kvConfig     string
 	logLevel     string
 	loras        string
+	extraModels  string
 	maxLoRAs     int
 	loraLoadTime time.Duration
 }
@@ -51,6 +52,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.cfg.KVEventsFormat, "kv-events-format", "current", `KV-event wire layout: "current" (map events, vLLM >= v0.26) or "legacy" (array events)`)
 	fs.BoolVar(&o.cfg.EnableScaleOut, "enable-scale-out", false, "register the /render routes (vLLM v0.30 --enable-scale-out)")
 	fs.StringVar(&o.loras, "lora-modules", "", "comma-separated LoRA adapter names served on top of --model")
+	fs.StringVar(&o.extraModels, "extra-models", "", "comma-separated further models this address serves, each by an engine of its own publishing on kv@<ip:port>@<model> (the --kv-events-config topic must be kv@<ip:port>@<--model>)")
 	fs.IntVar(&o.maxLoRAs, "max-loras", 0, "LoRA adapter slots (vLLM --max-loras): a batch uses at most this many adapters, loading one evicts the least recently used; 0 = adapters always loaded, no slots modelled")
 	fs.DurationVar(&o.loraLoadTime, "lora-load-time", simengine.DefaultLoRALoadTime, "time a step stalls to load an adapter into a slot (with --max-loras)")
 	fs.Float64Var(&o.cfg.Engine.PrefillTokensPerSecond, "prefill-tokens-per-second", simengine.DefaultPrefillTokensPerSecond, "compute speed: cost of each scheduled token")
@@ -79,6 +81,9 @@ func parseFlags(args []string) (*options, error) {
 	o.cfg.KVEvents = kv
 	if o.loras != "" {
 		o.cfg.LoRAModules = strings.Split(o.loras, ",")
+	}
+	if o.extraModels != "" {
+		o.cfg.ExtraModels = strings.Split(o.extraModels, ",")
 	}
 	if o.maxLoRAs != 0 {
 		o.cfg.Engine.LoRA = &simengine.LoRAConfig{MaxLoRAs: o.maxLoRAs, LoadTime: o.loraLoadTime}

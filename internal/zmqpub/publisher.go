@@ -274,10 +274,24 @@ func (p *Publisher) Publish(payload []byte) (uint64, error) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.publishLocked(append([]byte(nil), payload...))
+	return p.publishLocked(p.topic, append([]byte(nil), payload...))
 }
 
-func (p *Publisher) publishLocked(payload []byte) (uint64, error) {
+// PublishTopic is Publish with topic as frame 0 instead of the configured
+// topic: one publisher, one sequence, messages under several topics — an
+// endpoint serving several models publishes each model's batches on its
+// own kv@<ip:port>@<model> topic. The replay buffer keeps each message's
+// topic, so replies in the current layout carry it too.
+func (p *Publisher) PublishTopic(topic, payload []byte) (uint64, error) {
+	if len(payload) == 0 {
+		return 0, ErrEmptyPayload
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.publishLocked(append([]byte(nil), topic...), append([]byte(nil), payload...))
+}
+
+func (p *Publisher) publishLocked(topic, payload []byte) (uint64, error) {
 	if p.closed {
 		return 0, ErrClosed
 	}
@@ -285,12 +299,12 @@ func (p *Publisher) publishLocked(payload []byte) (uint64, error) {
 	p.next++
 	p.published.Add(1)
 	if p.buf != nil {
-		p.buf.Add(seq, p.topic, payload)
+		p.buf.Add(seq, topic, payload)
 	}
-	m := &pubMessage{payload: payload}
+	m := &pubMessage{topic: topic, payload: payload}
 	binary.BigEndian.PutUint64(m.seq[:], seq)
 	for s := range p.subs {
-		if !s.matches(p.topic) {
+		if !s.matches(topic) {
 			continue
 		}
 		select {

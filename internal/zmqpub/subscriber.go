@@ -10,6 +10,7 @@ import (
 
 // pubMessage is one published batch, shared (read-only) by every queue.
 type pubMessage struct {
+	topic   []byte // frame 0: the publisher's topic, or PublishTopic's
 	seq     [8]byte
 	payload []byte
 }
@@ -109,7 +110,7 @@ func (p *Publisher) writeLoop(s *pubSubscriber) {
 		case <-s.done:
 			return
 		case m := <-s.q:
-			if err := s.c.WriteMsg(p.topic, m.seq[:], m.payload); err != nil {
+			if err := s.c.WriteMsg(m.topic, m.seq[:], m.payload); err != nil {
 				p.lg.Debug("subscriber write failed", "remote", s.c.RemoteAddr().String(), "err", err)
 				return
 			}

@@ -175,6 +175,18 @@ func (p *Publisher) PublishBatch(b *wire.Batch) (uint64, error) {
 	return p.core.Publish(p.scratch)
 }
 
+// PublishBatchTopic is PublishBatch with topic as frame 0 instead of the
+// configured topic, under the same sequence: an engine serving several
+// models publishes each model's batches on its own kv@<ip:port>@<model>
+// topic through one socket. Replay replies in the current layout carry
+// each batch's own topic.
+func (p *Publisher) PublishBatchTopic(topic []byte, b *wire.Batch) (uint64, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.scratch = wire.AppendBatch(p.scratch[:0], b, p.format)
+	return p.core.PublishTopic(topic, p.scratch)
+}
+
 // Close stops accepting, disconnects every subscriber, closes the replay
 // server and waits for all goroutines. Queued messages are discarded. It is
 // idempotent.

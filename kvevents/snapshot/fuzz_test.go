@@ -45,6 +45,7 @@ func FuzzParseReply(f *testing.F) {
 	f.Add(join(ReplyFrames(SeqUnavailable, testID, nil)...))
 	f.Add(join(ReplyFrames(SeqEmpty, testID, nil)...))
 	f.Add(join([]byte{}, []byte{1, 2}))
+	f.Add(join(ReplyFrames(5, testID, [][]byte{chunk, []byte("kv@10.0.0.1:8000@beta"), chunk, chunk})...)) // several models
 	dec := wire.NewDecoder(wire.Limits{})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r, err := ParseReply(splitFrames(data))
@@ -62,6 +63,14 @@ func FuzzParseReply(f *testing.F) {
 			sum += int64(len(c))
 			var out wire.Batch
 			_ = dec.Decode(c, &out)
+		}
+		if r.ChunkTopics != nil && len(r.ChunkTopics) != len(r.Chunks) {
+			t.Fatalf("%d chunk topics for %d chunks", len(r.ChunkTopics), len(r.Chunks))
+		}
+		for _, c := range r.Chunks {
+			if isTopicFrame(c) {
+				t.Fatal("a topic frame kept as a chunk")
+			}
 		}
 		if sum != r.Bytes {
 			t.Fatalf("Bytes %d, chunks hold %d", r.Bytes, sum)

@@ -32,6 +32,19 @@
 //     rebuild the engine's resident blocks: stores with tokens (parents
 //     first), removals of blocks taught only as parents, then token-less
 //     stores and removals that set each block's residency count.
+//
+// kvroute's extension for an engine serving several models (its
+// simulated engine with extra models): one publisher sends each model's
+// batches on its own topic kv@<ip:port>@<model>, and vLLM's chunks carry no
+// model. Such an engine's reply therefore interleaves topic frames with the
+// chunks: a frame starting with "kv@" (TopicFramePrefix; a chunk is a
+// msgpack array and never starts with 'k') names the topic of the chunks
+// that follow it, up to the next topic frame; chunks before the first one
+// are the publisher's configured topic's, as in vLLM's reply. A vLLM engine
+// never sends one, so its replies parse exactly as before; a client that
+// does not know the extension fails to decode the topic frame as a batch
+// and falls back to its replay, never indexing a block under the wrong
+// model.
 package snapshot
 
 import (
@@ -99,7 +112,15 @@ type Reply struct {
 	Chunks [][]byte
 	// Bytes is the total size of the chunks.
 	Bytes int64
+	// ChunkTopics, with kvroute's several-models extension, is the topic
+	// frame each chunk follows (nil for the chunks before the first one):
+	// parallel to Chunks, nil when the reply has no topic frame.
+	ChunkTopics [][]byte
 }
+
+// TopicFramePrefix starts a topic frame of kvroute's several-models
+// extension (see the package's protocol description).
+const TopicFramePrefix = "kv@"
 
 // RequestFrames are the frames a DEALER sends to ask for a snapshot: the
 // delimiter a REQ socket would add, then the request.
@@ -142,13 +163,34 @@ func ParseReply(frames [][]byte) (Reply, error) {
 		return r, nil
 	}
 	r.Chunks = frames[2:]
+	var topic []byte
+	n := 0 // chunks kept, topic frames taken out
 	for i, c := range r.Chunks {
-		if len(c) == 0 {
+		switch {
+		case len(c) == 0:
 			return bad(ReasonEmptyChunk, "chunk %d is empty", i)
+		case isTopicFrame(c):
+			if r.ChunkTopics == nil {
+				r.ChunkTopics = make([][]byte, n, len(r.Chunks))
+			}
+			topic = c
+			continue
 		}
+		r.Chunks[n] = c
+		if r.ChunkTopics != nil {
+			r.ChunkTopics = append(r.ChunkTopics, topic)
+		}
+		n++
 		r.Bytes += int64(len(c))
 	}
+	r.Chunks = r.Chunks[:n]
 	return r, nil
+}
+
+// isTopicFrame reports whether a chunk frame is a topic frame of the
+// several-models extension.
+func isTopicFrame(c []byte) bool {
+	return len(c) >= len(TopicFramePrefix) && string(c[:len(TopicFramePrefix)]) == TopicFramePrefix
 }
 
 // ReplyFrames encodes a reply as a ROUTER sends it to one DEALER or REQ

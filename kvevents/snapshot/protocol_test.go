@@ -47,3 +47,24 @@ func TestReplyFramesRoundTrip(t *testing.T) {
 	require.True(t, IsRequest(RequestFrames()))
 	require.False(t, IsRequest([][]byte{{}, []byte("snapshots")}))
 }
+
+// kvroute's several-models extension: a topic frame names the topic of the
+// chunks after it; a vLLM reply (no topic frame) parses as before.
+func TestParseReplyTopicFrames(t *testing.T) {
+	a, b, c := []byte{0x93, 1}, []byte{0x93, 2}, []byte{0x93, 3}
+	beta, gamma := []byte("kv@10.0.0.1:8000@beta"), []byte("kv@10.0.0.1:8000@gamma")
+	r, err := ParseReply(ReplyFrames(7, testID, [][]byte{a, beta, b, gamma, c}))
+	require.NoError(t, err)
+	require.Equal(t, [][]byte{a, b, c}, r.Chunks)
+	require.Equal(t, [][]byte{nil, beta, gamma}, r.ChunkTopics)
+	require.EqualValues(t, 6, r.Bytes, "topic frames are not chunk bytes")
+
+	r, err = ParseReply(ReplyFrames(7, testID, [][]byte{beta}))
+	require.NoError(t, err)
+	require.Empty(t, r.Chunks, "a topic frame without chunks")
+
+	r, err = ParseReply(ReplyFrames(7, testID, [][]byte{a, b}))
+	require.NoError(t, err)
+	require.Equal(t, [][]byte{a, b}, r.Chunks)
+	require.Nil(t, r.ChunkTopics, "vLLM's reply")
+}

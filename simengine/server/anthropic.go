@@ -36,7 +36,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, e)
 		return
 	}
-	lora, loraID, e := s.resolveModel(req.Model)
+	sel, e := s.resolveModel(req.Model)
 	if e == nil && req.MaxTokens == nil {
 		e = withParam(badRequest("max_tokens is required"), "max_tokens")
 	}
@@ -47,7 +47,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 	}
 	var job *genJob
 	if e == nil {
-		job, e = s.submit([][]uint32{prompt}, req.MaxTokens, req.CacheSalt, lora, loraID)
+		job, e = s.submit([][]uint32{prompt}, req.MaxTokens, req.CacheSalt, sel)
 	}
 	if e != nil {
 		writeAPIError(w, e)

@@ -26,6 +26,14 @@
 // drawn at start, and an idle publisher sends an empty batch each second
 // (kvevents_liveness.go; the timer runs on Options.Clock).
 //
+// With Config.ExtraModels one address serves several models, as a pod
+// fronting one engine process per model would (models.go): an engine per
+// model, chosen by the request's model field, each publishing on its
+// model's topic kv@<ip:port>@<model> through the one publisher under one
+// sequence; /v1/models lists them, and a snapshot reply carries each extra
+// model's chunks after its topic frame (kvroute's extension of vLLM's
+// snapshot protocol).
+//
 // With Config.RenderWorkers the render routes saturate like a vLLM renderer,
 // whose tokenization is bound to about one core: at most RenderWorkers
 // renders are worked on at once, each for RenderTokenCost per prompt token,

@@ -93,15 +93,19 @@ func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any) *apiE
 	return nil
 }
 
-// resolveModel maps a request's model name to the LoRA it selects. An empty
-// name means the base model, as in vLLM; an unknown one is a 404 NotFoundError.
-func (s *Server) resolveModel(name string) (lora string, loraID int, e *apiError) {
+// resolveModel maps a request's model name to the engine and LoRA it
+// selects. An empty name means the base model, as in vLLM; an unknown one is
+// a 404 NotFoundError.
+func (s *Server) resolveModel(name string) (modelSel, *apiError) {
 	if name == "" || name == s.cfg.Model {
-		return "", 0, nil
+		return modelSel{eng: s.eng}, nil
 	}
 	if id, ok := s.loras[name]; ok {
-		return name, id, nil
+		return modelSel{eng: s.eng, lora: name, loraID: id}, nil
 	}
-	return "", 0, withParam(&apiError{status: http.StatusNotFound, typ: typeNotFound,
+	if eng, ok := s.extra[name]; ok {
+		return modelSel{eng: eng}, nil
+	}
+	return modelSel{}, withParam(&apiError{status: http.StatusNotFound, typ: typeNotFound,
 		message: fmt.Sprintf("The model `%s` does not exist.", name)}, "model")
 }

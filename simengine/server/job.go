@@ -21,6 +21,7 @@ type genItem struct {
 // an unbounded queue, so engine callbacks never block.
 type genJob struct {
 	s         *Server
+	eng       *simengine.Engine // the engine of the request's model
 	ids       []simengine.ReqID
 	prompts   [][]uint32
 	maxTokens int
@@ -68,7 +69,7 @@ func (j *genJob) wait(ctx context.Context) ([]genItem, error) {
 
 func (j *genJob) abort() {
 	for _, id := range j.ids {
-		j.s.eng.Abort(id)
+		j.eng.Abort(id)
 	}
 }
 
@@ -95,13 +96,13 @@ func (j *genJob) results(ctx context.Context) ([]simengine.Result, error) {
 }
 
 // submit validates lengths like vLLM and submits one engine request per prompt.
-func (s *Server) submit(prompts [][]uint32, maxTokens *int, salt *string, lora string, loraID int) (*genJob, *apiError) {
-	return s.submitPD(prompts, maxTokens, salt, lora, loraID, nil)
+func (s *Server) submit(prompts [][]uint32, maxTokens *int, salt *string, sel modelSel) (*genJob, *apiError) {
+	return s.submitPD(prompts, maxTokens, salt, sel, nil)
 }
 
 // submitPD is submit with the P/D layer's decision (pd.go; nil = none): the
 // prompt tokens a KV transfer delivered.
-func (s *Server) submitPD(prompts [][]uint32, maxTokens *int, salt *string, lora string, loraID int, pd *pdRequest) (*genJob, *apiError) {
+func (s *Server) submitPD(prompts [][]uint32, maxTokens *int, salt *string, sel modelSel, pd *pdRequest) (*genJob, *apiError) {
 	if maxTokens == nil {
 		d := s.cfg.DefaultMaxTokens
 		maxTokens = &d
@@ -115,9 +116,12 @@ func (s *Server) submitPD(prompts [][]uint32, maxTokens *int, salt *string, lora
 				s.cfg.MaxModelLen, len(p)+*maxTokens, len(p), *maxTokens)
 		}
 	}
-	j := &genJob{s: s, prompts: prompts, maxTokens: *maxTokens, remaining: len(prompts), notify: make(chan struct{}, 1)}
+	if sel.eng == nil {
+		sel.eng = s.eng
+	}
+	j := &genJob{s: s, eng: sel.eng, prompts: prompts, maxTokens: *maxTokens, remaining: len(prompts), notify: make(chan struct{}, 1)}
 	for i, p := range prompts {
-		req := simengine.Request{Prompt: p, MaxTokens: *maxTokens, LoRAName: lora, LoRAID: loraID,
+		req := simengine.Request{Prompt: p, MaxTokens: *maxTokens, LoRAName: sel.lora, LoRAID: sel.loraID,
 			OnToken: func(ev simengine.TokenEvent) { j.push(genItem{idx: i, tok: &ev}) },
 			OnDone:  func(r simengine.Result) { j.push(genItem{idx: i, res: &r}) },
 		}
@@ -127,7 +131,7 @@ func (s *Server) submitPD(prompts [][]uint32, maxTokens *int, salt *string, lora
 		if pd != nil {
 			req.RemoteKVTokens, req.HoldKV = pd.remote, pd.produce
 		}
-		id, err := s.eng.Submit(req)
+		id, err := sel.eng.Submit(req)
 		if err != nil {
 			j.abort()
 			return nil, engineError(err)

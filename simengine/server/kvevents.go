@@ -177,6 +177,9 @@ func NewEventPublisher(c KVEventsConfig, f wire.Format, opts Options) (*EventPub
 	}
 	p := &EventPublisher{pub: pub, snap: snap}
 	if snap != nil {
+		snap.lock = &p.mu
+	}
+	if snap != nil {
 		p.live = startLiveness(p, snap.id, opts.Clock)
 	}
 	return p, nil
@@ -194,19 +197,43 @@ func (p *EventPublisher) PublishKVEvents(b simengine.EventBatch) {
 	p.publishLocked(&p.batch, b)
 }
 
+// publishTopic is PublishKVEvents on topic instead of the configured one,
+// under the same sequence (an extra model's engine; models.go).
+func (p *EventPublisher) publishTopic(topic []byte, b simengine.EventBatch) {
+	if p.suppress.Load() {
+		p.suppressed.Add(1)
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ToKVEventsBatch(&p.batch, b)
+	p.publishToLocked(topic, &p.batch, b)
+}
+
 // publishLocked publishes dst (the wire form of b), stamped with the
 // publisher identity, and records it for snapshots. p.mu is held.
 func (p *EventPublisher) publishLocked(dst *wire.Batch, b simengine.EventBatch) {
+	p.publishToLocked(nil, dst, b)
+}
+
+// publishToLocked is publishLocked on topic (nil: the configured one).
+func (p *EventPublisher) publishToLocked(topic []byte, dst *wire.Batch, b simengine.EventBatch) {
 	if p.live != nil {
 		dst.PublisherID, dst.HasPublisherID = p.live.id, true
 	}
-	seq, err := p.pub.PublishBatch(dst)
+	var seq uint64
+	var err error
+	if topic == nil {
+		seq, err = p.pub.PublishBatch(dst)
+	} else {
+		seq, err = p.pub.PublishBatchTopic(topic, dst)
+	}
 	if err != nil {
 		p.failed.Add(1)
 		return
 	}
 	if p.snap != nil {
-		p.snap.rec.record(seq, b)
+		p.snap.recorder(topic).record(seq, b)
 	}
 	if p.live != nil {
 		p.live.sent()

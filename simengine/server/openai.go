@@ -32,7 +32,7 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, e)
 		return
 	}
-	lora, loraID, e := s.resolveModel(req.Model)
+	sel, e := s.resolveModel(req.Model)
 	if e == nil {
 		e = checkN(req.N)
 	}
@@ -47,7 +47,7 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	var job *genJob
 	if e == nil {
-		job, e = s.submitPD(prompts, req.MaxTokens, req.CacheSalt, lora, loraID, pd)
+		job, e = s.submitPD(prompts, req.MaxTokens, req.CacheSalt, sel, pd)
 	}
 	if e != nil {
 		writeAPIError(w, e)
@@ -79,7 +79,7 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		}
 		b := body{ID: id, Object: "text_completion", Created: created, Model: model}
 		if pd.produce {
-			b.KVTransferParams = s.pdFinish(pd, id, job.ids[0], s.pdEngineRequest(prompts[0], req.CacheSalt, lora))
+			b.KVTransferParams = s.pdFinish(pd, id, job.ids[0], s.pdEngineRequest(prompts[0], req.CacheSalt, sel.lora))
 		}
 		for i := range rs {
 			b.Choices = append(b.Choices, choice{Index: i, Text: rs[i].Text, FinishReason: finishReason(&rs[i])})
@@ -125,7 +125,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, e)
 		return
 	}
-	lora, loraID, e := s.resolveModel(req.Model)
+	sel, e := s.resolveModel(req.Model)
 	if e == nil {
 		e = checkN(req.N)
 	}
@@ -140,7 +140,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	}
 	var job *genJob
 	if e == nil {
-		job, e = s.submitPD([][]uint32{prompt}, req.maxTokens(s.cfg.DefaultMaxTokens), req.CacheSalt, lora, loraID, pd)
+		job, e = s.submitPD([][]uint32{prompt}, req.maxTokens(s.cfg.DefaultMaxTokens), req.CacheSalt, sel, pd)
 	}
 	if e != nil {
 		writeAPIError(w, e)
@@ -179,7 +179,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		b := body{ID: id, Object: "chat.completion", Created: created, Model: model, Usage: &u,
 			Choices: []choice{{Message: &message{Role: "assistant", Content: rs[0].Text}, FinishReason: finishReason(&rs[0])}}}
 		if pd.produce {
-			b.KVTransferParams = s.pdFinish(pd, id, job.ids[0], s.pdEngineRequest(prompt, req.CacheSalt, lora))
+			b.KVTransferParams = s.pdFinish(pd, id, job.ids[0], s.pdEngineRequest(prompt, req.CacheSalt, sel.lora))
 		}
 		writeJSON(w, http.StatusOK, b)
 		return

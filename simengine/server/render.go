@@ -82,7 +82,7 @@ func (s *Server) handleCompletionsRender(w http.ResponseWriter, r *http.Request)
 		writeAPIError(w, e)
 		return
 	}
-	_, _, e := s.resolveModel(req.Model)
+	_, e := s.resolveModel(req.Model)
 	var prompts [][]uint32
 	if e == nil {
 		prompts, e = req.prompts()
@@ -112,7 +112,7 @@ func (s *Server) handleCompletionsRender(w http.ResponseWriter, r *http.Request)
 // then renders the prompt, as vLLM does.
 func (s *Server) renderOne(w http.ResponseWriter, r *http.Request, model, prefix string, prompt func() ([]uint32, *apiError), maxTokens *int, salt *string, stream bool) {
 	var tokens []uint32
-	_, _, e := s.resolveModel(model)
+	_, e := s.resolveModel(model)
 	if e == nil {
 		tokens, e = prompt()
 		s.tok.add("render", 1)
@@ -179,14 +179,22 @@ func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request) {
 		data = append(data, model{ID: l, Object: "model", Created: s.created, OwnedBy: "vllm", Root: l,
 			Parent: &s.cfg.Model, MaxModelLen: s.cfg.MaxModelLen, Permission: []any{}})
 	}
+	for _, m := range s.cfg.ExtraModels { // another engine's base model (models.go)
+		data = append(data, model{ID: m, Object: "model", Created: s.created, OwnedBy: "vllm", Root: m,
+			MaxModelLen: s.cfg.MaxModelLen, Permission: []any{}})
+	}
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
 }
 
 // handleReset serves POST /reset_prefix_cache: 200 when the reset succeeded
-// (an AllBlocksCleared event follows), 409 while requests hold blocks (vLLM
-// only logs the failure).
+// (an AllBlocksCleared event follows, from every model's engine), 409 while
+// requests hold blocks (vLLM only logs the failure).
 func (s *Server) handleReset(w http.ResponseWriter, _ *http.Request) {
-	if !s.eng.ResetPrefixCache() {
+	ok := true
+	for _, e := range s.engines() {
+		ok = e.ResetPrefixCache() && ok
+	}
+	if !ok {
 		writeAPIError(w, &apiError{status: http.StatusConflict, typ: typeConflict,
 			message: "prefix cache reset failed: running requests hold KV blocks"})
 		return

@@ -56,7 +56,7 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, e)
 		return
 	}
-	lora, loraID, e := s.resolveModel(req.Model)
+	sel, e := s.resolveModel(req.Model)
 	var prompt []uint32
 	if e == nil {
 		prompt, e = req.prompt()
@@ -64,7 +64,7 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 	}
 	var job *genJob
 	if e == nil {
-		job, e = s.submit([][]uint32{prompt}, req.MaxOutputTokens, req.CacheSalt, lora, loraID)
+		job, e = s.submit([][]uint32{prompt}, req.MaxOutputTokens, req.CacheSalt, sel)
 	}
 	if e != nil {
 		writeAPIError(w, e)

@@ -66,6 +66,11 @@ type Config struct {
 	// PD is the engine's role in prefill/decode disaggregation and its KV
 	// transfer (pd.go); the zero value is an ordinary engine.
 	PD PDConfig `json:"pd"`
+	// ExtraModels are further models this address serves, each by an
+	// engine of its own configured like Engine, publishing its KV events on
+	// kv@<ip:port>@<model> through the server's one publisher (models.go
+	// says what this models). A request's model field selects the engine.
+	ExtraModels []string `json:"extraModels"`
 }
 
 // Options are a Server's injected dependencies; the zero value is valid.
@@ -86,6 +91,7 @@ type Options struct {
 type Server struct {
 	cfg     Config
 	eng     *simengine.Engine
+	extra   map[string]*simengine.Engine // ExtraModels' engines (models.go); read-only after New
 	pub     *EventPublisher
 	reg     *prometheus.Registry
 	lg      *slog.Logger
@@ -127,6 +133,9 @@ func New(cfg Config, opts Options) (*Server, error) {
 	}
 	if cfg.DefaultMaxTokens < 1 || cfg.MaxBodyBytes < 1 || cfg.MaxModelLen < 0 {
 		return nil, errors.New("simengine: defaultMaxTokens, maxBodyBytes and maxModelLen must be positive")
+	}
+	if err := checkExtraModels(&cfg); err != nil {
+		return nil, err
 	}
 	format, err := ParseEventFormat(cfg.KVEventsFormat)
 	if err != nil {
@@ -182,6 +191,13 @@ func New(cfg Config, opts Options) (*Server, error) {
 	cfg.Engine.Model = cfg.Model
 	s.eng, err = simengine.NewRealTime(cfg.Engine, simengine.Options{Registerer: s.reg, Logger: s.lg})
 	if err != nil {
+		if s.pub != nil {
+			_ = s.pub.Close()
+		}
+		return nil, err
+	}
+	if err := s.startExtraEngines(cfg.Engine, format); err != nil {
+		s.eng.Close()
 		if s.pub != nil {
 			_ = s.pub.Close()
 		}
@@ -330,6 +346,7 @@ func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.render.close()
 		s.eng.Close()
+		s.closeExtraEngines()
 		s.pd.close()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

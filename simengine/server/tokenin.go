@@ -89,7 +89,7 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, withParam(badRequest("sampling_params is required"), "sampling_params"))
 		return
 	}
-	lora, loraID, e := s.resolveModel(req.Model)
+	sel, e := s.resolveModel(req.Model)
 	if e == nil {
 		e = checkN(req.SamplingParams.N)
 	}
@@ -98,7 +98,7 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	}
 	var job *genJob
 	if e == nil {
-		job, e = s.submit([][]uint32{req.TokenIDs}, req.SamplingParams.MaxTokens, req.CacheSalt, lora, loraID)
+		job, e = s.submit([][]uint32{req.TokenIDs}, req.SamplingParams.MaxTokens, req.CacheSalt, sel)
 	}
 	if e != nil {
 		writeAPIError(w, e)
