@@ -109,7 +109,8 @@ type Config struct {
 	// DefaultTransferTokensPerSecond.
 	TransferTokensPerSecond float64 `json:"transferTokensPerSecond"`
 	// TransferLatency is each transfer's fixed cost; 0 means
-	// DefaultTransferLatency, negative none.
+	// DefaultTransferLatency, negative none (WithDefaults keeps it
+	// negative, the estimates count 0).
 	TransferLatency time.Duration `json:"transferLatency"`
 	// DecodeStallWeight prices the stall a local prefill puts on the decode
 	// endpoint's running requests: the local estimate gains DecodeStallWeight
@@ -175,17 +176,13 @@ func (c Config) WithDefaults() Config {
 	if c.TransferTokensPerSecond == 0 {
 		c.TransferTokensPerSecond = DefaultTransferTokensPerSecond
 	}
-	switch {
-	case c.DecodeStallWeight == 0:
+	// Negative DecodeStallWeight and TransferLatency stay negative (none):
+	// WithDefaults is idempotent, and the estimates read them as 0.
+	if c.DecodeStallWeight == 0 {
 		c.DecodeStallWeight = DefaultDecodeStallWeight
-	case c.DecodeStallWeight < 0:
-		c.DecodeStallWeight = 0
 	}
-	switch {
-	case c.TransferLatency == 0:
+	if c.TransferLatency == 0 {
 		c.TransferLatency = DefaultTransferLatency
-	case c.TransferLatency < 0:
-		c.TransferLatency = 0
 	}
 	return c
 }

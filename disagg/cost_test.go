@@ -191,9 +191,14 @@ func TestCostConfig(t *testing.T) {
 	require.EqualValues(t, DefaultOutputTokens, d.DefaultOutputTokens)
 	require.EqualValues(t, DefaultDecodeQueueOutputTokens, d.DecodeQueueOutputTokens)
 	require.False(t, d.CostRule, "off unless configured")
-	require.Zero(t, Config{TransferLatency: -1}.WithDefaults().TransferLatency)
 	require.Equal(t, DefaultDecodeStallWeight, d.DecodeStallWeight)
-	require.Zero(t, Config{DecodeStallWeight: -1}.WithDefaults().DecodeStallWeight, "negative: no stall priced")
+	// Negative means none, and stays so however often the defaults are applied.
+	none := Config{TransferLatency: -1, DecodeStallWeight: -1, PrefillTokensPerSecond: 10_000, TransferTokensPerSecond: 100_000}
+	twice := none.WithDefaults().WithDefaults()
+	require.Equal(t, none.WithDefaults(), twice)
+	e := Estimate{DecodeUncached: 10_000, DecodeOpen: 50, PrefillUncached: 10_000}
+	require.Equal(t, time.Second, twice.LocalTTFT(e), "no stall priced")
+	require.Equal(t, 1100*time.Millisecond, twice.SplitTTFT(e), "no transfer latency")
 
 	c, err := LoadConfig(strings.NewReader(`{"costRule":true,"transferLatency":"2ms","prefillTokensPerSecond":12000,"decodeStallWeight":0.01,"defaultOutputTokens":256}`))
 	require.NoError(t, err)

@@ -86,7 +86,7 @@ type Estimate struct {
 func (c Config) SplitTTFT(e Estimate) time.Duration {
 	c = c.WithDefaults()
 	return seconds(float64(max(e.PrefillQueued, 0)+max(e.PrefillUncached, 0))/c.PrefillTokensPerSecond+
-		float64(max(e.DecodeUncached, 0))/c.TransferTokensPerSecond) + c.TransferLatency
+		float64(max(e.DecodeUncached, 0))/c.TransferTokensPerSecond) + max(c.TransferLatency, 0)
 }
 
 // LocalTTFT is the estimated time to first token of prefilling on the
@@ -98,7 +98,7 @@ func (c Config) LocalTTFT(e Estimate) time.Duration {
 	c = c.WithDefaults()
 	own := float64(max(e.DecodeUncached, 0)) / c.PrefillTokensPerSecond
 	return seconds(float64(max(e.DecodeQueued, 0))/c.PrefillTokensPerSecond + own +
-		c.DecodeStallWeight*float64(max(e.DecodeOpen, 0))*own)
+		max(c.DecodeStallWeight, 0)*float64(max(e.DecodeOpen, 0))*own)
 }
 
 // SplitCheaper is the cost rule: splitting is estimated faster than
