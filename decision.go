@@ -108,6 +108,7 @@ type Decision struct {
 	// prefillOnly: the endpoint only prefills (Request.PrefillOnly), so the
 	// first chunk ends its part whole.
 	prefillOnly bool
+	atEnd       atomic.Pointer[func()] // AtEnd's function, taken by whichever of end and AtEnd runs it
 }
 
 // DoneInfo is what the gateway knows when a request ends.
@@ -178,6 +179,7 @@ func (d *Decision) end(info DoneInfo, unfile bool) (accuracy.Observation, bool) 
 	if !first {
 		return accuracy.Observation{}, false
 	}
+	d.runAtEnd()
 	for _, o := range d.Roles {
 		o.Done(DoneInfo{Err: info.Err}) // the engine's cached tokens are this endpoint's
 	}
@@ -190,6 +192,31 @@ func (d *Decision) end(info DoneInfo, unfile bool) (accuracy.Observation, bool) 
 	ep, cached := d.servedBy()
 	p := accuracy.Prediction{Endpoint: ep, PromptTokens: d.PromptTokens, CachedTokens: cached}
 	return d.acc.End(p, info.CachedTokens, info.HasCachedTokens)
+}
+
+// AtEnd registers fn to run once when the request ends: at its first
+// Done, when the request table drops it, or at Release without a Done; at
+// once when it has ended already. It is how a Profile that keeps its own
+// per-endpoint accounting (package disagg's in-flight output tokens)
+// releases it with the request, whatever path ends it. Call it at most
+// once, before the Decision is handed to the host; a later call replaces
+// a function that has not run yet. fn runs on the goroutine that ends the
+// request and must not block. Nil-safe.
+func (d *Decision) AtEnd(fn func()) {
+	if d == nil || fn == nil {
+		return
+	}
+	d.atEnd.Store(&fn)
+	if d.ended.Load() {
+		d.runAtEnd() // ended before the function was set: run it here, once
+	}
+}
+
+// runAtEnd runs AtEnd's function if no one has yet.
+func (d *Decision) runAtEnd() {
+	if fn := d.atEnd.Swap(nil); fn != nil {
+		(*fn)()
+	}
 }
 
 // errReleased is the DoneInfo.Err of a request released without its Done.

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"time"
 
+	"github.com/kvroute/kvroute/affinity"
 	"github.com/kvroute/kvroute/internal/jsonconf"
 )
 
@@ -28,6 +30,29 @@ const (
 	// DefaultDecodeLoadWeight is the decode pick's weight of the free share of
 	// its decode capacity.
 	DefaultDecodeLoadWeight = 1.0
+	// DefaultOutputTokens is the output tokens a request is expected to
+	// generate when its body names no max_tokens (max_completion_tokens,
+	// max_output_tokens): what its decode endpoint is charged until it ends.
+	DefaultOutputTokens = 512
+	// DefaultDecodeQueueOutputTokens is the in-flight output tokens at which
+	// a decode endpoint's load score reaches 0: DefaultDecodeQueueRequests
+	// requests of DefaultOutputTokens.
+	DefaultDecodeQueueOutputTokens = DefaultDecodeQueueRequests * DefaultOutputTokens
+	// DefaultPrefillTokensPerSecond is the cost rule's prefill throughput of
+	// one endpoint: the router's calibrated default
+	// (affinity.DefaultPeakPrefillThroughput).
+	DefaultPrefillTokensPerSecond = affinity.DefaultPeakPrefillThroughput
+	// DefaultTransferTokensPerSecond is the cost rule's KV-transfer rate:
+	// Llama-3.1-8B in bf16 (131,072 bytes of KV per token) over NIXL on
+	// RDMA at 25 GB/s effective, 190,735 tokens/s (5.2 µs per token).
+	DefaultTransferTokensPerSecond = 25e9 / 131072
+	// DefaultTransferLatency is the cost rule's fixed cost of one transfer
+	// (the decode engine's read request and its completion notification).
+	DefaultTransferLatency = time.Millisecond
+	// DefaultDecodeStallWeight prices a second of stall of each running
+	// request on the decode endpoint as a second of the request's own time
+	// to first token: the rule then minimises the latency all of them add.
+	DefaultDecodeStallWeight = 1.0
 )
 
 // Config configures the Profile (the gateway's "disagg" block).
@@ -55,6 +80,46 @@ type Config struct {
 	// DecodeLoadWeight weighs a decode candidate's load score; 0 means
 	// DefaultDecodeLoadWeight.
 	DecodeLoadWeight float64 `json:"decodeLoadWeight"`
+	// DecodeQueueOutputTokens is the decode pick's load scale in output
+	// tokens: the load score is 1 − the larger of min(in-flight output
+	// tokens, DecodeQueueOutputTokens) / DecodeQueueOutputTokens and the
+	// open-request share (DecodeQueueRequests), the resource a decode
+	// endpoint runs out of first. 0 means DefaultDecodeQueueOutputTokens.
+	DecodeQueueOutputTokens int64 `json:"decodeQueueOutputTokens"`
+	// DefaultOutputTokens is the output tokens charged to the decode
+	// endpoint of a request whose body names no positive max_tokens
+	// (render.MaxTokens); 0 means DefaultOutputTokens.
+	DefaultOutputTokens int64 `json:"defaultOutputTokens"`
+
+	// CostRule turns the cost rule on (see the package documentation): a
+	// request whose uncached tokens reach NonCachedTokens is split only
+	// when its estimated time to first token through the prefill endpoint
+	// (that endpoint's queued prompt tokens and its own uncached tokens at
+	// PrefillTokensPerSecond, then the transfer) beats prefilling it on the
+	// decode endpoint (that endpoint's queued prompt tokens and the
+	// request's, plus the stall DecodeStallWeight prices). Off, the
+	// default, every request at or above NonCachedTokens is split, as
+	// llm-d's prefix-based decider does. The fields below are its knobs.
+	CostRule bool `json:"costRule"`
+	// PrefillTokensPerSecond is one endpoint's prefill throughput in the
+	// estimates; 0 means DefaultPrefillTokensPerSecond.
+	PrefillTokensPerSecond float64 `json:"prefillTokensPerSecond"`
+	// TransferTokensPerSecond is the KV transfer's rate in prompt tokens
+	// per second (link bandwidth / KV bytes per token); 0 means
+	// DefaultTransferTokensPerSecond.
+	TransferTokensPerSecond float64 `json:"transferTokensPerSecond"`
+	// TransferLatency is each transfer's fixed cost; 0 means
+	// DefaultTransferLatency, negative none (WithDefaults keeps it
+	// negative, the estimates count 0).
+	TransferLatency time.Duration `json:"transferLatency"`
+	// DecodeStallWeight prices the stall a local prefill puts on the decode
+	// endpoint's running requests: the local estimate gains DecodeStallWeight
+	// × open requests × the prefill's own time (each running request waits
+	// that long for its next token). 0 means DefaultDecodeStallWeight;
+	// negative counts no stall, and the rule then minimises the request's
+	// own time to first token (which, on a decode endpoint busy decoding,
+	// queues the requests that must prefill there behind long prompts).
+	DecodeStallWeight float64 `json:"decodeStallWeight"`
 }
 
 // ErrInvalidConfig wraps every configuration error.
@@ -71,6 +136,16 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: decodeCacheWeight %v is not a finite non-negative number", ErrInvalidConfig, c.DecodeCacheWeight)
 	case c.DecodeLoadWeight < 0 || math.IsNaN(c.DecodeLoadWeight) || math.IsInf(c.DecodeLoadWeight, 0):
 		return fmt.Errorf("%w: decodeLoadWeight %v is not a finite non-negative number", ErrInvalidConfig, c.DecodeLoadWeight)
+	case c.DecodeQueueOutputTokens < 0:
+		return fmt.Errorf("%w: decodeQueueOutputTokens %d is negative", ErrInvalidConfig, c.DecodeQueueOutputTokens)
+	case c.DefaultOutputTokens < 0:
+		return fmt.Errorf("%w: defaultOutputTokens %d is negative", ErrInvalidConfig, c.DefaultOutputTokens)
+	case !finiteNonNegative(c.PrefillTokensPerSecond):
+		return fmt.Errorf("%w: prefillTokensPerSecond %v is not a finite non-negative number", ErrInvalidConfig, c.PrefillTokensPerSecond)
+	case !finiteNonNegative(c.TransferTokensPerSecond):
+		return fmt.Errorf("%w: transferTokensPerSecond %v is not a finite non-negative number", ErrInvalidConfig, c.TransferTokensPerSecond)
+	case math.IsNaN(c.DecodeStallWeight) || math.IsInf(c.DecodeStallWeight, 0):
+		return fmt.Errorf("%w: decodeStallWeight %v is not a finite number", ErrInvalidConfig, c.DecodeStallWeight)
 	}
 	return nil
 }
@@ -89,8 +164,30 @@ func (c Config) WithDefaults() Config {
 	if c.DecodeLoadWeight == 0 {
 		c.DecodeLoadWeight = DefaultDecodeLoadWeight
 	}
+	if c.DecodeQueueOutputTokens == 0 {
+		c.DecodeQueueOutputTokens = DefaultDecodeQueueOutputTokens
+	}
+	if c.DefaultOutputTokens == 0 {
+		c.DefaultOutputTokens = DefaultOutputTokens
+	}
+	if c.PrefillTokensPerSecond == 0 {
+		c.PrefillTokensPerSecond = DefaultPrefillTokensPerSecond
+	}
+	if c.TransferTokensPerSecond == 0 {
+		c.TransferTokensPerSecond = DefaultTransferTokensPerSecond
+	}
+	// Negative DecodeStallWeight and TransferLatency stay negative (none):
+	// WithDefaults is idempotent, and the estimates read them as 0.
+	if c.DecodeStallWeight == 0 {
+		c.DecodeStallWeight = DefaultDecodeStallWeight
+	}
+	if c.TransferLatency == 0 {
+		c.TransferLatency = DefaultTransferLatency
+	}
 	return c
 }
+
+func finiteNonNegative(x float64) bool { return x >= 0 && !math.IsInf(x, 0) }
 
 // LoadConfig reads a Config from JSON (unknown keys are rejected) and
 // validates it.

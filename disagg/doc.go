@@ -12,22 +12,56 @@
 //     request is rendered once, its block keys looked up for every decode
 //     candidate, the router's filters run (the affinity filter among them),
 //     and the kept candidate with the best decode score wins: the cached
-//     share of the prompt plus the free share of its decode capacity (open
-//     requests against Config.DecodeQueueRequests). Prompt tokens do not
-//     count as decode load: a split request's decode endpoint computes
-//     none;
+//     share of the prompt plus the free share of its decode capacity. A
+//     decode endpoint's load is what it generates: its in-flight output
+//     tokens (each request the Profile sent there charged its body's
+//     max_tokens, else Config.DefaultOutputTokens, from the pick until the
+//     request ends; Profile.DecodeLoad) against
+//     Config.DecodeQueueOutputTokens, and its open requests against
+//     Config.DecodeQueueRequests, whichever share is larger. Prompt tokens
+//     do not count as decode load: a split request's decode endpoint
+//     computes none;
 //  2. decides, from that endpoint's cached prefix as the index knows it,
-//     whether to disaggregate: when the uncached prompt tokens it would
-//     compute reach Config.NonCachedTokens (llm-d's prefix-based P/D
-//     decider compares the same number), the request is split; below it
-//     the decode endpoint prefills locally. With Config.MaxPrefillQueueTokens
-//     the prefill load is checked too, as Dynamo's conditional
-//     disaggregation does: when even the chosen prefill endpoint already
-//     has that many prompt tokens in flight, the request stays local;
+//     whether to disaggregate: below Config.NonCachedTokens uncached prompt
+//     tokens (llm-d's prefix-based P/D decider compares the same number)
+//     the decode endpoint prefills locally. At or above it the request is
+//     split, unless a rule keeps it local: with
+//     Config.MaxPrefillQueueTokens, when even the chosen prefill endpoint
+//     already has that many prompt tokens in flight (Dynamo's conditional
+//     disaggregation checks the prefill load the same way); with
+//     Config.CostRule, when splitting is not estimated faster (below);
 //  3. when split, picks the prefill endpoint among the other candidates
 //     that may prefill (RolePrefill, RoleBoth, none) by the router's
 //     filters and scorers: prefix cache and prefill load (in-flight
 //     prompt tokens), with the prompts the decode pick rendered.
+//
+// # The cost rule
+//
+// With Config.CostRule a request at or above the threshold is split only
+// when its estimated time to first token through the prefill endpoint is
+// shorter than on its decode endpoint (Config.SplitTTFT, LocalTTFT; T is
+// Config.PrefillTokensPerSecond, X Config.TransferTokensPerSecond):
+//
+//	split = (prefill endpoint's in-flight prompt tokens + its uncached tokens) / T
+//	        + TransferLatency + decode endpoint's uncached tokens / X
+//	local = decode endpoint's in-flight prompt tokens / T
+//	        + its uncached tokens / T × (1 + DecodeStallWeight × its open requests)
+//
+// The in-flight prompt tokens are the router's load accounting (the
+// prompts each endpoint has yet to compute); the uncached tokens the index
+// match. The last factor prices the interference of a local prefill on the
+// decode endpoint's running requests: each of them waits as long as the
+// prefill for its next token. At the default weight, 1, a second of their
+// stall counts as a second of this request's wait (the rule minimises the
+// latency all of them add): a long prompt stays local only on a decode
+// endpoint with little running, or when the prefill endpoint's queue is
+// longer than the stall. With no stall priced (a negative weight) the rule
+// minimises the request's own time to first token, and a decode endpoint
+// with no prompt queued prefills every long prompt itself (no transfer to
+// pay) — which, in the routing simulation, queues the short follow-up turns
+// that must prefill there behind documents and raises TTFT at every load.
+// The threshold stays a floor: below NonCachedTokens nothing is split.
+// Decisions the rule keeps local are counted with reason local_faster.
 //
 // One Decision carries both picks: the decode endpoint's, with the
 // prefill endpoint's in Decision.Roles. Its FirstChunk and Done release
@@ -41,7 +75,10 @@
 // whole then, as llm-d releases its prefill pick), and its decode endpoint
 // one open request and no prompt tokens until the request ends
 // (kvroute.Request.RemotePrefill). A local request charges its decode
-// endpoint as an ordinary pick does. Speculative index entries go where
+// endpoint as an ordinary pick does. Either way the decode endpoint is
+// charged the request's expected output tokens in the Profile's own
+// decode-load tracker until the request ends (kvroute.Decision.AtEnd: its
+// Done, the request table's drop, or Release, once). Speculative index entries go where
 // the blocks land: the prefill endpoint, which computes them, and the
 // decode endpoint, which holds them once transferred.
 //
@@ -67,7 +104,7 @@
 //
 // kvroute_disagg_decisions_total{outcome,reason}: outcome split (reason
 // uncached) or local (reasons cached, no_tokens, no_prefill_endpoint,
-// prefill_busy); kvroute_disagg_picks_total{role}: role decode (every
+// prefill_busy, local_faster); kvroute_disagg_picks_total{role}: role decode (every
 // request) and prefill (split requests); and
 // kvroute_disagg_decode_without_events_total. Label values come from these
 // fixed sets only.

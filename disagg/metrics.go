@@ -16,6 +16,7 @@ const (
 	reasonNoTokens           // local: the request was not tokenized (nothing to decide on)
 	reasonNoPrefill          // local: no prefill endpoint is available
 	reasonPrefillBusy        // local: the prefill-load rule (MaxPrefillQueueTokens)
+	reasonLocalFaster        // local: the cost rule estimated local prefill faster
 	numReasons
 )
 
@@ -25,6 +26,7 @@ var reasons = [numReasons]struct{ outcome, reason string }{
 	reasonNoTokens:    {outcomeLocal, "no_tokens"},
 	reasonNoPrefill:   {outcomeLocal, "no_prefill_endpoint"},
 	reasonPrefillBusy: {outcomeLocal, "prefill_busy"},
+	reasonLocalFaster: {outcomeLocal, "local_faster"},
 }
 
 // metrics are the Profile's collectors; every label value comes from the
@@ -42,7 +44,7 @@ func newMetrics() *metrics {
 	m := &metrics{
 		decisionsVec: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvroute_disagg_decisions_total",
-			Help: "Prefill/decode decisions by outcome (split: a prefill endpoint computes the prompt; local: the decode endpoint prefills) and reason (uncached, cached, no_tokens, no_prefill_endpoint, prefill_busy).",
+			Help: "Prefill/decode decisions by outcome (split: a prefill endpoint computes the prompt; local: the decode endpoint prefills) and reason (uncached, cached, no_tokens, no_prefill_endpoint, prefill_busy, local_faster).",
 		}, []string{"outcome", "reason"}),
 		picksVec: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvroute_disagg_picks_total",

@@ -10,6 +10,7 @@ import (
 	"github.com/kvroute/kvroute/kvevents"
 	"github.com/kvroute/kvroute/render"
 	"github.com/kvroute/kvroute/telemetry"
+	"github.com/kvroute/kvroute/tokenload"
 )
 
 // Options are the Profile's dependencies.
@@ -38,6 +39,10 @@ type Profile struct {
 	met  *metrics
 	live sync.Map // "fn" → func(string) bool; read on every pick
 	bufs sync.Pool
+	// out is the decode endpoints' in-flight output tokens and requests,
+	// charged at the pick and released when the request ends.
+	out     *tokenload.Tracker
+	pruneMu sync.Mutex // one prune at a time
 }
 
 // stager is what the Profile needs of the stages a Router passes it (see
@@ -59,7 +64,7 @@ func New(cfg Config, opts Options) (*Profile, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	p := &Profile{cfg: cfg.WithDefaults(), set: opts.Set, met: newMetrics()}
+	p := &Profile{cfg: cfg.WithDefaults(), set: opts.Set, met: newMetrics(), out: newOutputTracker()}
 	p.bufs.New = func() any { return new(roleBufs) }
 	if opts.EventsLive != nil {
 		p.SetEventsLive(opts.EventsLive)
@@ -113,6 +118,8 @@ func (p *Profile) Pick(ctx context.Context, req *kvroute.Request, endpoints []kv
 	if len(b.dec) == 0 {
 		return nil, ErrNoDecodeEndpoint
 	}
+	p.pruneOutput(endpoints)
+	out := p.outputTokens(req)
 
 	dreq := *req
 	ds, err := st.Match(ctx, &dreq, b.dec)
@@ -131,7 +138,7 @@ func (p *Profile) Pick(ctx context.Context, req *kvroute.Request, endpoints []kv
 	prompts, salt := st.Prompts(ds)
 	reason := p.decide(dc.UncachedTokens, promptTokens(prompts))
 	if reason != reasonUncached {
-		return p.local(ds, di, reason)
+		return p.local(ds, di, reason, out)
 	}
 	for _, e := range endpoints {
 		if Prefills(e) && e.ID != dc.Endpoint.ID {
@@ -139,7 +146,7 @@ func (p *Profile) Pick(ctx context.Context, req *kvroute.Request, endpoints []kv
 		}
 	}
 	if len(b.pre) == 0 {
-		return p.local(ds, di, reasonNoPrefill)
+		return p.local(ds, di, reasonNoPrefill, out)
 	}
 	preq := kvroute.Request{API: req.API, Header: req.Header, Model: req.Model, LoRA: req.LoRA,
 		CacheSalt: salt, Prompts: prompts, PrefillOnly: true}
@@ -150,10 +157,17 @@ func (p *Profile) Pick(ctx context.Context, req *kvroute.Request, endpoints []kv
 	defer ps.Release()
 	pi, _ := ps.Score() // prefix cache and prefill load: the router's own filters and scorers
 	if pi < 0 {
-		return p.local(ds, di, reasonNoPrefill)
+		return p.local(ds, di, reasonNoPrefill, out)
 	}
-	if max := p.cfg.MaxPrefillQueueTokens; max > 0 && ps.Candidate(pi).InFlightTokens >= max {
-		return p.local(ds, di, reasonPrefillBusy)
+	pc := ps.Candidate(pi)
+	if max := p.cfg.MaxPrefillQueueTokens; max > 0 && pc.InFlightTokens >= max {
+		return p.local(ds, di, reasonPrefillBusy, out)
+	}
+	if p.cfg.CostRule && !p.cfg.SplitCheaper(Estimate{
+		DecodeQueued: dc.InFlightTokens, DecodeUncached: dc.UncachedTokens, DecodeOpen: dc.OpenRequests,
+		PrefillQueued: pc.InFlightTokens, PrefillUncached: pc.UncachedTokens,
+	}) {
+		return p.local(ds, di, reasonLocalFaster, out)
 	}
 	dreq.RemotePrefill = true // read by Commit: the decode endpoint computes none of the prompt
 	d, err := ds.Commit(di)
@@ -166,18 +180,21 @@ func (p *Profile) Pick(ctx context.Context, req *kvroute.Request, endpoints []kv
 		return nil, err
 	}
 	d.Roles = append(d.Roles, pd)
+	p.chargeOutput(d, out)
 	p.met.decisions[reasonUncached].Inc()
 	p.met.pickDecode.Inc()
 	p.met.pickPrefill.Inc()
 	return d, nil
 }
 
-// local commits the decode pick alone: the decode endpoint prefills.
-func (p *Profile) local(ds *kvroute.Selection, di, reason int) (*kvroute.Decision, error) {
+// local commits the decode pick alone: the decode endpoint prefills, and
+// generates out output tokens.
+func (p *Profile) local(ds *kvroute.Selection, di, reason int, out int64) (*kvroute.Decision, error) {
 	d, err := ds.Commit(di)
 	if err != nil {
 		return nil, err
 	}
+	p.chargeOutput(d, out)
 	p.met.decisions[reason].Inc()
 	p.met.pickDecode.Inc()
 	return d, nil

@@ -95,6 +95,7 @@ type topFields struct {
 	members             int    // number of top-level members
 	maxTokens           []span // every occurrence (duplicates are possible)
 	maxCompletionTokens []span
+	maxOutputTokens     []span // the Responses API's output cap
 	minTokens           []span
 	truncateSet         bool // truncate_prompt_tokens present and not null
 	salt                string
@@ -137,6 +138,8 @@ func scanTop(body []byte) (topFields, error) {
 			f.maxTokens = append(f.maxTokens, v)
 		case "max_completion_tokens":
 			f.maxCompletionTokens = append(f.maxCompletionTokens, v)
+		case "max_output_tokens":
+			f.maxOutputTokens = append(f.maxOutputTokens, v)
 		case "min_tokens":
 			f.minTokens = append(f.minTokens, v)
 		case "truncate_prompt_tokens":

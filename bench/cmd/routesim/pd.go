@@ -21,6 +21,8 @@ type pdOptions struct {
 	prefill, decode int
 	threshold       int64
 	maxQueue        int64
+	costRule        bool
+	stallWeight     float64
 	dynamoThreshold int
 	dynamoRatio     float64
 }
@@ -36,6 +38,8 @@ func addPDFlags(fs *flag.FlagSet, o *pdOptions) {
 	fs.IntVar(&o.decode, "pd-decode", def.Decode, "with -pd: decode engines")
 	fs.Int64Var(&o.threshold, "pd-threshold", def.Decider.NonCachedTokens, "with -pd: the kvroute decider's nonCachedTokens (split at this many uncached prompt tokens on the decode endpoint; negative: always)")
 	fs.Int64Var(&o.maxQueue, "pd-max-prefill-queue", def.Decider.MaxPrefillQueueTokens, "with -pd: the kvroute decider's maxPrefillQueueTokens (0: no prefill-load rule)")
+	fs.BoolVar(&o.costRule, "pd-cost-rule", def.Decider.CostRule, "with -pd: the kvroute decider's cost rule (split only when estimated faster than prefilling on the decode engine)")
+	fs.Float64Var(&o.stallWeight, "pd-stall-weight", def.Decider.DecodeStallWeight, "with -pd: the cost rule's decodeStallWeight (0: disagg's default; negative: no stall priced)")
 	fs.IntVar(&o.dynamoThreshold, "pd-dynamo-isl", def.Dynamo.EffISLThreshold, "with -pd: Dynamo's conditional-disagg eff_isl_threshold")
 	fs.Float64Var(&o.dynamoRatio, "pd-dynamo-ratio", def.Dynamo.EffISLRatio, "with -pd: Dynamo's conditional-disagg eff_isl_ratio_threshold")
 }
@@ -56,6 +60,7 @@ func runPD(o options, base sim.Config, args []string, stdout io.Writer) error {
 	c.Workload.Requests = o.pd.requests
 	c.Prefill, c.Decode = o.pd.prefill, o.pd.decode
 	c.Decider.NonCachedTokens, c.Decider.MaxPrefillQueueTokens = o.pd.threshold, o.pd.maxQueue
+	c.Decider.CostRule, c.Decider.DecodeStallWeight = o.pd.costRule, o.pd.stallWeight
 	c.Dynamo.EffISLThreshold, c.Dynamo.EffISLRatio = o.pd.dynamoThreshold, o.pd.dynamoRatio
 	st, err := sim.RunPDStudy(c, loads, sim.AllPDPolicies, o.parallel)
 	if err != nil {

@@ -3,6 +3,8 @@ package sim
 import (
 	"fmt"
 	"time"
+
+	"github.com/kvroute/kvroute/disagg"
 )
 
 // PDPolicy names one way of serving the P/D study's traffic.
@@ -93,16 +95,27 @@ func DefaultPDWorkload() PDWorkload {
 		Turns: 4, ThinkTime: 2 * time.Second, DocumentTokens: 8192, OutputTokens: 256}
 }
 
-// PDDeciderConfig configures the kvroute-decider policy: package
-// disagg's decider knobs.
-type PDDeciderConfig struct {
-	// NonCachedTokens splits a request when the prompt tokens the picked
-	// decode endpoint does not hold reach it (llm-d's nonCachedTokens).
-	NonCachedTokens int64 `json:"nonCachedTokens"`
-	// MaxPrefillQueueTokens, when > 0, keeps a request local when the
-	// chosen prefill endpoint already has this many prompt tokens in
-	// flight (the optional prefill-load rule).
-	MaxPrefillQueueTokens int64 `json:"maxPrefillQueueTokens"`
+// PDDecider returns package disagg's configuration for the
+// kvroute-decider policy on c's fleet: the split threshold
+// (nonCachedTokens) and prefill-load rule of c.Decider, the cost rule on,
+// its throughputs the deployment's own — an engine's prefill compute
+// (Fleet.PrefillTokensPerSecond) and the KV link (Transfer) — as an
+// operator configures them.
+func (c PDConfig) PDDecider() disagg.Config {
+	d := c.Decider
+	if d.PrefillTokensPerSecond == 0 {
+		d.PrefillTokensPerSecond = c.Base.Fleet.PrefillTokensPerSecond
+	}
+	if d.TransferTokensPerSecond == 0 && c.Transfer.BytesPerToken > 0 {
+		d.TransferTokensPerSecond = c.Transfer.BandwidthGBps * 1e9 / float64(c.Transfer.BytesPerToken)
+	}
+	if d.TransferLatency == 0 {
+		d.TransferLatency = c.Transfer.Latency
+		if d.TransferLatency == 0 {
+			d.TransferLatency = -1 // none
+		}
+	}
+	return d
 }
 
 // DynamoDisaggConfig is Dynamo's conditional disaggregation as the study
@@ -139,12 +152,14 @@ type PDConfig struct {
 	Base Config `json:"base"`
 	// Prefill and Decode are the pools' sizes; the aggregated policy runs
 	// Prefill + Decode engines of role both.
-	Prefill  int                `json:"prefill"`
-	Decode   int                `json:"decode"`
-	Transfer KVTransfer         `json:"transfer"`
-	Workload PDWorkload         `json:"workload"`
-	Decider  PDDeciderConfig    `json:"decider"`
-	Dynamo   DynamoDisaggConfig `json:"dynamo"`
+	Prefill  int        `json:"prefill"`
+	Decode   int        `json:"decode"`
+	Transfer KVTransfer `json:"transfer"`
+	Workload PDWorkload `json:"workload"`
+	// Decider is package disagg's configuration of the kvroute-decider
+	// policy; PDDecider fills its throughputs from the fleet.
+	Decider disagg.Config      `json:"decider"`
+	Dynamo  DynamoDisaggConfig `json:"dynamo"`
 	// Capacity is the aggregated fleet's capacity in requests per second
 	// on this workload (MeasurePDCapacity); Load multiplies it into the
 	// offered rate.
@@ -156,8 +171,9 @@ type PDConfig struct {
 // with 8,192 KV blocks of 64 tokens (524,288 tokens: 64 GiB at 128 KiB
 // per token, what an 80 GB GPU has left beside an 8B model's weights), the
 // rest of the default fleet's shape, the default workload, KV transfer and
-// Dynamo rule, and package disagg's decider defaults (split at 1,000
-// uncached tokens, no prefill-load rule). The pools are sized to the
+// Dynamo rule, and package disagg's decider at its default threshold
+// (1,000 uncached tokens) with its cost rule on and no prefill-load rule.
+// The pools are sized to the
 // traffic: prompt tokens are about 90 % of the tokens the aggregated fleet
 // computes on it (4.6M prompt against 0.5M answer tokens a run), so the
 // prefill pool has 6 of the 8 GPUs, and 2 decoders hold the answers' KV.
@@ -167,7 +183,7 @@ func DefaultPDConfig(load float64) PDConfig {
 	base.GatewayReplicas = 1
 	base.Fleet.NumGPUBlocks = 8192
 	return PDConfig{Base: base, Prefill: 6, Decode: 2, Transfer: DefaultKVTransfer(), Workload: DefaultPDWorkload(),
-		Decider: PDDeciderConfig{NonCachedTokens: 1000}, Dynamo: DefaultDynamoDisagg(), Load: load}
+		Decider: disagg.Config{NonCachedTokens: 1000, CostRule: true}, Dynamo: DefaultDynamoDisagg(), Load: load}
 }
 
 func (c PDConfig) validate() error {

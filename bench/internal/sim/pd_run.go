@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/disagg"
 	"github.com/kvroute/kvroute/kvevents"
 	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/kvindex"
@@ -126,23 +127,24 @@ func (r *pdRun) setup() error {
 	}
 	switch r.policy {
 	case PDAggregated, PDAlways, PDDecider:
-		var profile kvroute.Profile
+		var profile *disagg.Profile
 		if r.policy != PDAggregated {
-			role := map[string]PDRole{}
-			for i, id := range r.ids {
-				role[id] = r.roles[i]
+			cfg := disagg.Config{NonCachedTokens: -1} // always: every request with a prompt splits
+			if r.policy == PDDecider {
+				cfg = c.PDDecider()
 			}
-			profile = r.splitter(role)
+			p, err := disagg.New(cfg, disagg.Options{})
+			if err != nil {
+				return err
+			}
+			profile = p
 		}
-		k, err := newPDKVRoute(c.Base, r.ids, clock, c.Base.Seed, profile)
+		k, err := newPDKVRoute(c.Base, r.ids, r.roles, clock, c.Base.Seed, profile, c.Workload.OutputTokens)
 		if err != nil {
-			return err
-		}
-		if pp, ok := profile.(*pdProfile); ok {
-			pp.load = func(id string) int64 {
-				t, _, _ := k.r.Load().Load(id)
-				return t
+			if profile != nil {
+				profile.Close()
 			}
+			return err
 		}
 		r.rt = k
 		return subscribe(k.r.Index())
@@ -155,15 +157,6 @@ func (r *pdRun) setup() error {
 		return subscribe(ix)
 	}
 	return fmt.Errorf("%w: unknown P/D policy %q", ErrInvalidConfig, r.policy)
-}
-
-// splitter returns the split policies' Profile: always split, or the
-// decider at its threshold.
-func (r *pdRun) splitter(role map[string]PDRole) pdSplitter {
-	if r.policy == PDAlways {
-		return &pdProfile{role: role, threshold: -1}
-	}
-	return &pdProfile{role: role, threshold: r.cfg.Decider.NonCachedTokens, maxQueue: r.cfg.Decider.MaxPrefillQueueTokens}
 }
 
 func (r *pdRun) teardown() {

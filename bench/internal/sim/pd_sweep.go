@@ -15,12 +15,25 @@ type PDVariant struct {
 	Decode                int   `json:"decode"`
 	NonCachedTokens       int64 `json:"nonCachedTokens"`
 	MaxPrefillQueueTokens int64 `json:"maxPrefillQueueTokens"`
+	// NoCostRule runs the decider without its cost rule: every request at
+	// or above NonCachedTokens splits (llm-d's prefix-based decider).
+	NoCostRule bool `json:"noCostRule,omitempty"`
+	// DecodeStallWeight is the cost rule's decodeStallWeight (0: disagg's
+	// default; negative: no stall priced).
+	DecodeStallWeight float64 `json:"decodeStallWeight,omitempty"`
 }
 
 func (v PDVariant) String() string {
 	s := fmt.Sprintf("%dP+%dD, nonCachedTokens %d", v.Prefill, v.Decode, v.NonCachedTokens)
 	if v.MaxPrefillQueueTokens > 0 {
 		s += fmt.Sprintf(", maxPrefillQueueTokens %d", v.MaxPrefillQueueTokens)
+	}
+	if v.NoCostRule {
+		s += ", cost rule off"
+	} else if v.DecodeStallWeight < 0 {
+		s += ", cost rule without the stall term"
+	} else if v.DecodeStallWeight > 0 {
+		s += fmt.Sprintf(", decodeStallWeight %g", v.DecodeStallWeight)
 	}
 	return s
 }
@@ -53,7 +66,7 @@ func RunPDSweep(c PDConfig, loads []float64, variants []PDVariant, parallel int)
 		case PDAggregated:
 			v = PDVariant{Prefill: v.Prefill + v.Decode}
 		case PDAlways, PDDynamo:
-			v.NonCachedTokens, v.MaxPrefillQueueTokens = 0, 0
+			v.NonCachedTokens, v.MaxPrefillQueueTokens, v.NoCostRule, v.DecodeStallWeight = 0, 0, false, 0
 		}
 		return key{p, v, l}
 	}
@@ -81,7 +94,8 @@ func RunPDSweep(c PDConfig, loads []float64, variants []PDVariant, parallel int)
 		if k.p == PDAggregated {
 			cc.Prefill, cc.Decode = k.v.Prefill-1, 1 // the pools do not matter: every engine is both
 		}
-		cc.Decider = PDDeciderConfig{NonCachedTokens: k.v.NonCachedTokens, MaxPrefillQueueTokens: k.v.MaxPrefillQueueTokens}
+		cc.Decider.NonCachedTokens, cc.Decider.MaxPrefillQueueTokens, cc.Decider.CostRule = k.v.NonCachedTokens, k.v.MaxPrefillQueueTokens, !k.v.NoCostRule
+		cc.Decider.DecodeStallWeight = k.v.DecodeStallWeight
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -156,9 +170,11 @@ func WritePDSweepMarkdown(w io.Writer, loads []float64, rows []PDSweepRow) error
 
 // DefaultPDVariants is the sweep the committed report carries: the
 // default knobs on four splits of the same GPUs, then, on c's pools, the
-// split threshold raised past a chat turn's new tokens (4,096) and past
-// every prompt (never split), and the prefill-load rule at Dynamo's busy
-// line (4 × max_num_batched_tokens) and at twice it.
+// cost rule off (the threshold alone, llm-d's decider) or on without its
+// stall term (the request's own TTFT alone), the split
+// threshold raised past a chat turn's new tokens (4,096) and past every
+// prompt (never split), and the prefill-load rule at Dynamo's busy line
+// (4 × max_num_batched_tokens) and at twice it.
 func DefaultPDVariants(c PDConfig) []PDVariant {
 	n := c.Prefill + c.Decode
 	d := c.Decider
@@ -167,12 +183,14 @@ func DefaultPDVariants(c PDConfig) []PDVariant {
 	for _, p := range []int{n / 2, n/2 + 1, n/2 + 2, n - 1} {
 		if p >= 1 && p < n && !seen[p] {
 			seen[p] = true
-			out = append(out, PDVariant{Prefill: p, Decode: n - p, NonCachedTokens: d.NonCachedTokens, MaxPrefillQueueTokens: d.MaxPrefillQueueTokens})
+			out = append(out, PDVariant{Prefill: p, Decode: n - p, NonCachedTokens: d.NonCachedTokens, MaxPrefillQueueTokens: d.MaxPrefillQueueTokens, NoCostRule: !d.CostRule, DecodeStallWeight: d.DecodeStallWeight})
 		}
 	}
 	busy := 4 * int64(c.Base.Fleet.MaxNumBatchedTokens)
-	base := PDVariant{Prefill: c.Prefill, Decode: c.Decode, NonCachedTokens: d.NonCachedTokens, MaxPrefillQueueTokens: d.MaxPrefillQueueTokens}
+	base := PDVariant{Prefill: c.Prefill, Decode: c.Decode, NonCachedTokens: d.NonCachedTokens, MaxPrefillQueueTokens: d.MaxPrefillQueueTokens, NoCostRule: !d.CostRule, DecodeStallWeight: d.DecodeStallWeight}
 	for _, m := range []func(*PDVariant){
+		func(v *PDVariant) { v.NoCostRule = !v.NoCostRule },
+		func(v *PDVariant) { v.NoCostRule, v.DecodeStallWeight = false, -1 },
 		func(v *PDVariant) { v.NonCachedTokens = 4096 },
 		func(v *PDVariant) { v.NonCachedTokens = 1 << 20 },
 		func(v *PDVariant) { v.MaxPrefillQueueTokens = busy },

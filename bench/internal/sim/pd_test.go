@@ -81,11 +81,16 @@ func TestPDDeciderKnobs(t *testing.T) {
 	if r, err := RunPD(c, PDDecider); err != nil || r.SplitRate != 0 {
 		t.Errorf("threshold above every prompt: split %v, %v", r.SplitRate, err)
 	}
-	c.Decider.NonCachedTokens = -1
+	c.Decider.NonCachedTokens, c.Decider.CostRule = -1, false
 	if r, err := RunPD(c, PDDecider); err != nil || r.SplitRate != 1 {
-		t.Errorf("negative threshold: split %v, %v", r.SplitRate, err)
+		t.Errorf("negative threshold without the cost rule: split %v, %v", r.SplitRate, err)
+	}
+	c.Decider.CostRule = true
+	if r, err := RunPD(c, PDDecider); err != nil || !(r.SplitRate > 0 && r.SplitRate < 1) {
+		t.Errorf("negative threshold with the cost rule: split %v, want some local, %v", r.SplitRate, err)
 	}
 	c = smallPD(1.5)
+	c.Decider.CostRule = false
 	base, err := RunPD(c, PDDecider)
 	if err != nil {
 		t.Fatal(err)
@@ -205,7 +210,26 @@ func TestPDSweep(t *testing.T) {
 			t.Errorf("%s: %d met + %d missed of %d rows", r.Variant, r.Met, len(r.Missed), r.Rows)
 		}
 	}
-	if got := len(DefaultPDVariants(DefaultPDConfig(1))); got != 8 {
-		t.Errorf("%d default variants, want 8", got)
+	if got := len(DefaultPDVariants(DefaultPDConfig(1))); got != 10 {
+		t.Errorf("%d default variants, want 10", got)
+	}
+}
+
+// TestPDDeciderConfig: the decider the study runs is package disagg's with
+// the fleet's own throughputs: an engine's prefill compute and the KV
+// link's tokens per second and latency.
+func TestPDDeciderConfig(t *testing.T) {
+	c := DefaultPDConfig(1)
+	d := c.PDDecider()
+	if !d.CostRule || d.NonCachedTokens != 1000 || d.PrefillTokensPerSecond != c.Base.Fleet.PrefillTokensPerSecond ||
+		d.TransferLatency != c.Transfer.Latency || d.TransferTokensPerSecond != 25e9/131072 {
+		t.Errorf("decider %+v", d)
+	}
+	if err := d.Validate(); err != nil {
+		t.Error(err)
+	}
+	c.Transfer.Latency = 0
+	if got := c.PDDecider().TransferLatency; got >= 0 {
+		t.Errorf("no transfer latency: %v, want negative (none)", got)
 	}
 }

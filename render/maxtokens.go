@@ -1,0 +1,31 @@
+package render
+
+import "strconv"
+
+// MaxTokens returns the output-token cap a request body asks for: its
+// top-level max_completion_tokens (the Chat Completions API's current
+// name), else max_tokens (Completions, Chat Completions, Anthropic
+// Messages), else max_output_tokens (Responses); of duplicate keys the
+// last, as a JSON decoder keeps it. ok is false when the body is not a
+// JSON object or carries none of them as a positive integer (null, absent,
+// a float, a string): the engine then caps the answer at the context's
+// rest, and a caller uses its own estimate. The body is scanned, not
+// decoded: nested values are skipped.
+func MaxTokens(body []byte) (n int64, ok bool) {
+	f, err := scanTop(body)
+	if err != nil {
+		return 0, false
+	}
+	for _, spans := range [][]span{f.maxCompletionTokens, f.maxTokens, f.maxOutputTokens} {
+		if len(spans) == 0 {
+			continue
+		}
+		v := spans[len(spans)-1]
+		x, err := strconv.ParseInt(string(body[v.start:v.end]), 10, 64)
+		if err != nil || x <= 0 {
+			return 0, false
+		}
+		return x, true
+	}
+	return 0, false
+}
