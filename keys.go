@@ -27,11 +27,13 @@ func (s *Selection) keys() {
 	s.total = len(st.keys)
 }
 
-// Keys returns the block keys Match computed for the request: every
+// Keys returns the block keys Match computed for s's request: every
 // prompt's keys, in order, concatenated; empty when it could not be
 // rendered or no prompt fills a block. They are the keys the index is
 // looked up and written by (model or LoRA at the root, cache salt,
 // multimodal items), for a profile that keys something else by them
 // (package session derives a session key from the opening of a
 // conversation). The slice is valid until the Selection is released.
-func (s *Selection) Keys() []kvindex.Key { return s.st.keys[:s.total] }
+// A method of the profile stages (beside Prompts), not of Selection: the
+// root package's exported surface stays within its budget.
+func (p stages) Keys(s *Selection) []kvindex.Key { return s.st.keys[:s.total] }

@@ -8,6 +8,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/kvindex"
 	"github.com/kvroute/kvroute/render"
 )
 
@@ -111,6 +112,7 @@ func openingBody(body []byte, field string, n int) ([]byte, bool) {
 type renderStages interface {
 	Match(ctx context.Context, req *kvroute.Request, endpoints []kvroute.Endpoint) (*kvroute.Selection, error)
 	Prompts(s *kvroute.Selection) ([]render.Prompt, string)
+	Keys(s *kvroute.Selection) []kvindex.Key
 }
 
 // deriveKey is the Profile's derived key of req (see above).
@@ -141,7 +143,7 @@ func (a *Affinity) deriveKey(ctx context.Context, req *kvroute.Request, endpoint
 		return text // not rendered: try again on the next turn
 	}
 	k := text
-	if keys := s.Keys(); len(keys) > 0 {
+	if keys := st.Keys(s); len(keys) > 0 {
 		k = "b:" + strconv.FormatUint(uint64(keys[len(keys)-1]), 16)
 	}
 	a.memo.record(h, k, a.now().UnixNano())

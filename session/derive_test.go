@@ -14,6 +14,7 @@ import (
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/kvindex"
 	"github.com/kvroute/kvroute/render"
 	"github.com/kvroute/kvroute/session"
 	"github.com/kvroute/kvroute/simengine"
@@ -52,45 +53,61 @@ func TestDerivedKeyIsTheOpeningsBlockKey(t *testing.T) {
 	defer func() { require.NoError(t, eng.Close()); <-served }()
 
 	reg := prometheus.NewRegistry()
+	cp := &capture{}
 	a, err := session.New(session.Config{Derive: true}, session.Options{Set: telemetry.Set{Registerer: reg}})
 	require.NoError(t, err)
 	defer a.Close()
+	cp.next = a.Profile(nil)
 	rc := kvroute.DefaultConfig()
 	rc.Model, rc.BlockSize = testModel, 16
 	rc.Events.Enabled = new(false)
 	ctx := context.Background()
 	r, err := kvroute.New(ctx, rc, kvroute.Options{Set: telemetry.Set{Registerer: reg},
-		Scorers: []kvroute.WeightedScorer{a.Scorer()}, Profile: a.Profile(nil)})
+		Scorers: []kvroute.WeightedScorer{a.Scorer()}, Profile: cp})
 	require.NoError(t, err)
 	defer r.Close()
 	eps := []kvroute.Endpoint{{ID: ln.Addr().String()}}
 	require.NoError(t, r.SetEndpoints(eps))
 
-	// The Router's own keys of the opening alone (system + first user).
-	s, err := r.Match(ctx, &kvroute.Request{API: render.APIChatCompletions, Body: []byte(chatBody("conv-a", 0))}, eps)
-	require.NoError(t, err)
-	keys := s.Keys()
-	require.NotEmpty(t, keys, "the opening fills at least one block")
-	want := "b:" + strconv.FormatUint(uint64(keys[len(keys)-1]), 16)
-	s.Release()
+	// The Router's own keys of the opening alone (system + first user),
+	// read through the stages the Router hands its profile (captured by
+	// the first pick below).
+	var want string
+	openingKey := func() string {
+		st := cp.stages.(interface {
+			Keys(*kvroute.Selection) []kvindex.Key
+		})
+		s, err := r.Match(ctx, &kvroute.Request{API: render.APIChatCompletions, Body: []byte(chatBody("conv-a", 0))}, eps)
+		require.NoError(t, err)
+		defer s.Release()
+		keys := st.Keys(s)
+		require.NotEmpty(t, keys, "the opening fills at least one block")
+		return "b:" + strconv.FormatUint(uint64(keys[len(keys)-1]), 16)
+	}
 
 	for k := range 4 {
 		before := eng.Tokenizations()
 		req := &kvroute.Request{API: render.APIChatCompletions, Body: []byte(chatBody("conv-a", k))}
 		d, err := r.Pick(ctx, req, eps)
 		require.NoError(t, err)
-		require.Equal(t, want, req.Session, "turn %d", k)
-		d.Done(kvroute.DoneInfo{})
 		// The pick's own render, and the opening's on the first turn only.
 		renders := uint64(1)
 		if k == 0 {
 			renders = 2
 		}
 		require.Equal(t, renders, eng.Tokenizations()-before, "turn %d", k)
+		if k == 0 {
+			want = openingKey()
+		}
+		require.Equal(t, want, req.Session, "turn %d", k)
+		d.Done(kvroute.DoneInfo{})
 
+		st := cp.stages.(interface {
+			Keys(*kvroute.Selection) []kvindex.Key
+		})
 		s, err := r.Match(ctx, &kvroute.Request{API: render.APIChatCompletions, Body: []byte(chatBody("conv-a", k))}, eps)
 		require.NoError(t, err)
-		require.Contains(t, hexKeys(s.Keys()), want, "turn %d holds the opening's block", k)
+		require.Contains(t, hexKeys(st.Keys(s)), want, "turn %d holds the opening's block", k)
 		s.Release()
 	}
 	require.Equal(t, 4.0, counterOf(t, reg, "kvroute_session_keys_total", "source", "derived"))
@@ -123,4 +140,17 @@ func counterOf(t *testing.T, reg *prometheus.Registry, name, label, value string
 	t.Helper()
 	f := &fixture{reg: reg}
 	return f.counter(t, name, label, value)
+}
+
+// capture is a Profile that remembers the stages the Router hands it (their
+// Keys method reads a Selection's block keys) and defers to next.
+type capture struct {
+	next   kvroute.Profile
+	stages kvroute.Picker
+}
+
+// Pick records stages and runs next.
+func (c *capture) Pick(ctx context.Context, req *kvroute.Request, endpoints []kvroute.Endpoint, stages kvroute.Picker) (*kvroute.Decision, error) {
+	c.stages = stages
+	return c.next.Pick(ctx, req, endpoints, stages)
 }
