@@ -203,6 +203,7 @@ func TestHedgeWinsAndTheLoserIsCanceled(t *testing.T) {
 	a.on("/v1/completions/render", slow.serve)
 	c, clk, reg := pressureClient(t, func(*Config) {}, a, b)
 	warm(t, c, "a", 50*time.Millisecond)
+	before, _ := c.picker.lookup("a").st.latency.value()
 
 	res, errc := renderAsync(c, completions("hedged"))
 	<-slow.arrived
@@ -222,7 +223,9 @@ func TestHedgeWinsAndTheLoserIsCanceled(t *testing.T) {
 	require.Equal(t, 1.0, testutil.ToFloat64(c.metrics.hedges[hedgeWon]))
 	require.Equal(t, 1, b.hits(""))
 	p95, _ := c.picker.lookup("a").st.latency.value()
-	require.Greater(t, p95, 55*time.Millisecond, "the canceled render counts as slower than the estimate")
+	// One sample above the estimate moves it up by one quantile step: the
+	// comparison is with the estimate before the render, not a fixed figure.
+	require.Greater(t, p95, before, "the canceled render counts as slower than the estimate")
 
 	// The capacity metrics show both endpoints.
 	n, err := testutil.GatherAndCount(reg, metricInFlight, metricQueued, metricLimit, metricQueueWaitNow, metricP95)

@@ -290,8 +290,20 @@ class Publisher:
     @staticmethod
     def bind(sock, port):
         if port:
-            sock.bind("tcp://127.0.0.1:%d" % port)
-            return "tcp://127.0.0.1:%d" % port
+            # A restarted publisher binds its predecessor's port. A subscriber
+            # redialling that port while nothing listens can land on it
+            # itself (a TCP self-connect: the kernel picks the port as the
+            # dial's own source port), holding it until its handshake fails
+            # and it closes; so an address in use is retried for a while.
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    sock.bind("tcp://127.0.0.1:%d" % port)
+                    return "tcp://127.0.0.1:%d" % port
+                except zmq.ZMQError as e:
+                    if e.errno != zmq.EADDRINUSE or time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.05)
         port = sock.bind_to_random_port("tcp://127.0.0.1")
         return "tcp://127.0.0.1:%d" % port
 
