@@ -65,6 +65,13 @@ func waitScrapes(t *testing.T, s *Scraper, ep kvroute.Endpoint, n float64) {
 // ep that the tick starts.
 func scrapeAgain(t *testing.T, s *Scraper, clk *telemetry.Manual, ep kvroute.Endpoint) {
 	t.Helper()
+	// A tick that finds ep's last scrape still in flight (counted, not yet
+	// marked done) skips it, and no further tick would come: wait until
+	// that scrape has ended before moving the clock.
+	tg := (*s.targets.Load())[ep.ID]
+	require.NotNil(t, tg, "endpoint %s is not a target", ep.ID)
+	require.Eventually(t, func() bool { return !tg.inflight.Load() }, 20*time.Second, time.Millisecond,
+		"endpoint %s: the last scrape never ended", ep.ID)
 	n := scrapes(s, ep)
 	clk.Advance(s.cfg.Interval)
 	waitScrapes(t, s, ep, n+1)
