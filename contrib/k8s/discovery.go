@@ -105,6 +105,7 @@ type Discovery struct {
 	podInf   cache.SharedIndexInformer
 	dyn      dynamicinformer.DynamicSharedInformerFactory
 	poolInf  cache.SharedIndexInformer
+	handled  []cache.InformerSynced // each handler has seen its informer's initial list
 	kick     chan struct{}
 	stop     chan struct{}
 	loopDone chan struct{}
@@ -188,15 +189,19 @@ func New(cfg Config, kube kubernetes.Interface, dyn dynamic.Interface, sink Sink
 	}
 	d.pods = informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithNamespace(cfg.Namespace))
 	d.podInf = d.pods.Core().V1().Pods().Informer()
-	if _, err := d.podInf.AddEventHandler(d.handler()); err != nil {
+	reg, err := d.podInf.AddEventHandler(d.handler())
+	if err != nil {
 		return nil, err
 	}
+	d.handled = append(d.handled, reg.HasSynced)
 	if d.gvr.Resource != "" {
 		d.dyn = dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, cfg.Namespace, nil)
 		d.poolInf = d.dyn.ForResource(d.gvr).Informer()
-		if _, err := d.poolInf.AddEventHandler(d.handler()); err != nil {
+		reg, err := d.poolInf.AddEventHandler(d.handler())
+		if err != nil {
 			return nil, err
 		}
+		d.handled = append(d.handled, reg.HasSynced)
 	}
 	return d, nil
 }
@@ -226,7 +231,11 @@ func (d *Discovery) Start(ctx context.Context) error {
 	if d.dyn != nil {
 		d.dyn.Start(d.stop)
 	}
-	syncs := []cache.InformerSynced{d.podInf.HasSynced}
+	// Waiting on the handler registrations (not only the informers) means
+	// every poke from the initial lists has been delivered; the first
+	// recompute below covers them, so they are drained rather than left to
+	// arm a debounce that would race with the first real change.
+	syncs := append([]cache.InformerSynced{d.podInf.HasSynced}, d.handled...)
 	if d.poolInf != nil {
 		syncs = append(syncs, d.poolInf.HasSynced)
 	}
@@ -242,6 +251,10 @@ func (d *Discovery) Start(ctx context.Context) error {
 	if !ok {
 		d.Close()
 		return fmt.Errorf("k8s: informer caches did not sync: %w", context.Cause(ctx))
+	}
+	select {
+	case <-d.kick:
+	default:
 	}
 	d.recompute()
 	d.mu.Lock()
