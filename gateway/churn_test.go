@@ -99,11 +99,13 @@ func churnPrompt(n, i int) string {
 // are exact when the clients have their answers (closes, which the engine
 // sees some time after the gateway's, are only logged).
 //
-// A hedged render whose other answer came first is cancelled, and
-// cancelling an HTTP/1.1 request in flight closes its connection, which the
-// render pool opens again later: with hedging on (the default), at most one
-// new connection per hedge decided after warm-up (kvroute_render_hedges_total,
-// won or lost) is allowed; with hedging off, none.
+// A hedged render whose other answer came first is left to finish in the
+// background when its request was written whole (its connection survives);
+// only one not yet written whole is cancelled, which closes its HTTP/1.1
+// connection, and the render pool opens one again later: with hedging on
+// (the default), at most one new connection per cancelled loser
+// (kvroute_render_hedge_losers_total{end="canceled"}) is allowed; with
+// hedging off, none.
 func TestEngineConnectionsAreNotChurnedAtSteadyState(t *testing.T) {
 	for _, hedge := range []bool{false, true} {
 		t.Run(fmt.Sprintf("hedge=%v", hedge), func(t *testing.T) { testChurn(t, hedge) })
@@ -210,12 +212,12 @@ func testChurn(t *testing.T, hedge bool) {
 		mfs, err := gw.registry.Gather()
 		require.NoError(t, err)
 		for _, mf := range mfs {
-			if mf.GetName() != "kvroute_render_hedges_total" {
+			if mf.GetName() != "kvroute_render_hedge_losers_total" {
 				continue
 			}
 			for _, m := range mf.GetMetric() {
 				for _, l := range m.GetLabel() {
-					if l.GetName() == "outcome" && (l.GetValue() == "won" || l.GetValue() == "lost") {
+					if l.GetName() == "end" && l.GetValue() == "canceled" {
 						n += int64(m.GetCounter().GetValue())
 					}
 				}
@@ -234,7 +236,7 @@ func testChurn(t *testing.T, hedge bool) {
 	tr.mu.Lock()
 	t.Logf("engine pool: peak %d requests in flight, open connections %v", tr.peak.Load(), tr.open)
 	tr.mu.Unlock()
-	t.Logf("after %d more rounds: %d dialed, %d render, %d hedges, by first request line %v", rounds, dials(), renders(), hedges(), lines())
+	t.Logf("after %d more rounds: %d dialed, %d render, %d cancelled losers, by first request line %v", rounds, dials(), renders(), hedges(), lines())
 	require.Zero(t, tr.waited.Load()-warmWaited, "no request waits for a new engine connection at steady state")
 	// The warmer dials only for a new peak of requests in flight: the 32
 	// clients are all inside the gateway at once only now and then, so
@@ -242,15 +244,15 @@ func testChurn(t *testing.T, hedge bool) {
 	// few runs).
 	require.LessOrEqual(t, dials()-warmDials, int64(engines)*(tr.peak.Load()-warmPeak), "no new engine connection at steady state but warmed ones for a new peak")
 	if hedge {
-		// A hedge decided during warm-up may be replaced after it.
-		require.LessOrEqual(t, renders()-warmRenders, hedges(), "no new render connection at steady state but one per cancelled hedge")
+		// A loser cancelled during warm-up may be replaced after it.
+		require.LessOrEqual(t, renders()-warmRenders, hedges(), "no new render connection at steady state but one per cancelled loser")
 	} else {
 		require.Zero(t, renders()-warmRenders, "no new render connection at steady state")
 		require.Zero(t, hedges())
 	}
 	// The render pool stays within its endpoints' concurrency limit (8
 	// each, twice: net/http's Transport keeps a connection it dialed for
-	// a render that an idle one served first) and its cancelled hedges;
+	// a render that an idle one served first) and its cancelled losers;
 	// the engine pool within the peak of requests in flight (conc), plus
 	// the requests that dialed while the warmer was dialing.
 	require.LessOrEqual(t, renders(), int64(engines*8*2)+hedges(), "the render pool stays within its concurrency")

@@ -68,6 +68,7 @@ const (
 	metricQueueWait     = "kvroute_render_queue_wait_seconds"
 	metricQueueRejected = "kvroute_render_queue_rejections_total"
 	metricHedges        = "kvroute_render_hedges_total"
+	metricHedgeLosers   = "kvroute_render_hedge_losers_total"
 )
 
 // capacityCollector exports every current endpoint's Capacity at scrape

@@ -107,7 +107,7 @@ func Check(ctx context.Context, endpoints []Endpoint, opts CheckOptions) ([]Chec
 			defer cancel()
 			start := time.Now()
 			res := new(Result)
-			e := c.attempt(actx, newTarget(ep.ID, ep.URL, nil), routeCompletions, &wire, opts.Authorization, res)
+			e := c.attempt(actx, newTarget(ep.ID, ep.URL, nil), routeCompletions, &wire, opts.Authorization, res, nil)
 			results[i].Duration = time.Since(start)
 			if e != nil {
 				results[i].Err = e

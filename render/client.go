@@ -52,6 +52,11 @@ type Client struct {
 	clk            telemetry.Clock // the queue-wait and hedge timers
 	hedgeTokens    atomic.Int64    // the hedge budget, in thousandths of a hedge
 	tracer         trace.Tracer    // nil: no tracing
+
+	wroteHook func()          // tests only: called when an exchange's request was written whole
+	life      context.Context // canceled by Close: ends the exchanges of abandoned hedges
+	endLife   context.CancelFunc
+	backgroundGroup
 }
 
 // Options are a Client's injected dependencies; the zero value is valid.
@@ -88,6 +93,7 @@ func New(cfg Config, opts Options) (*Client, error) {
 	}
 	clk := opts.Clk()
 	c := &Client{cfg: cfg, set: opts.Set, log: logger, now: clk.Now, clk: clk}
+	c.life, c.endLife = context.WithCancel(context.Background())
 	c.hedgeTokens.Store(hedgeBurst * hedgeTokenUnit)
 	limit := *cfg.MaxConcurrency
 	c.picker.newState = func() *endpointState { return &endpointState{gate: gate{limit: limit}} }
@@ -136,11 +142,15 @@ func newTransport(tlsConfig *tls.Config, idlePerHost int) *http.Transport {
 
 // Close rejects further calls, closes idle connections and unregisters the
 // metrics this Client registered (not those it reused from another Client).
-// Calls in flight finish normally. Close is idempotent.
+// Calls in flight finish normally; the losing attempts of hedged renders
+// still reading their answers in the background are canceled and waited
+// for. Close is idempotent.
 func (c *Client) Close() {
 	if c.closed.CompareAndSwap(false, true) {
 		c.set.Unregister(c.metrics.owned...)
 	}
+	c.endLife()
+	c.closeBackground()
 	c.transport.CloseIdleConnections()
 }
 
@@ -256,7 +266,9 @@ const initialResponseBuffer = 64 << 10
 
 // attempt makes one HTTP attempt against t, capped by AttemptTimeout, and
 // decodes the answer into res.
-func (c *Client) attempt(ctx context.Context, t *target, r route, body *wireBody, auth string, res *Result) *Error {
+// ex is the exchange the attempt runs in (nil: the caller waits for it):
+// its answer is decoded into res only when the exchange claims it.
+func (c *Client) attempt(ctx context.Context, t *target, r route, body *wireBody, auth string, res *Result, ex *exchange) *Error {
 	actx := ctx
 	if *c.cfg.AttemptTimeout > 0 {
 		var cancel context.CancelFunc
@@ -317,6 +329,9 @@ func (c *Client) attempt(ctx context.Context, t *target, r route, body *wireBody
 	if int64(buf.Len()) > limit {
 		return &Error{Reason: ReasonDecode, Status: resp.StatusCode, Endpoint: t.id, Attempts: 1,
 			Err: fmt.Errorf("%w: body exceeds the %d-byte cap", errDecode, limit)}
+	}
+	if ex != nil && !ex.claim() {
+		return errAbandoned // the caller left: the answer was read, and is discarded
 	}
 	res.Endpoint = t.id
 	if err := decodeResponse(buf.Bytes(), r == routeCompletions, res); err != nil {

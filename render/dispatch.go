@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"math"
-	"sync"
 	"time"
 )
 
@@ -102,7 +101,7 @@ func (c *Client) queued(t *target, d time.Duration) {
 // timedAttempt is tracedAttempt with its latency added to t's tracker.
 func (c *Client) timedAttempt(ctx context.Context, t *target, r route, body *wireBody, auth string, n int, res *Result) *Error {
 	start := c.now()
-	err := c.tracedAttempt(ctx, t, r, body, auth, n, res)
+	err := c.tracedAttempt(ctx, t, r, body, auth, n, res, nil)
 	observeLatency(ctx, t, c.now().Sub(start), err)
 	return err
 }
@@ -179,22 +178,12 @@ func (c *Client) hedgeDelay(t *target) (time.Duration, bool) {
 	return max(p95, minHedgeDelay), ok
 }
 
-// hedge is the state a first attempt shares with its hedge.
-type hedge struct {
-	mu          sync.Mutex
-	firstDone   bool               // the first attempt has returned: no hedge starts any more
-	done        chan struct{}      // non-nil once a hedge started; closed when it has returned
-	cancel      context.CancelFunc // cancels the hedge
-	cancelFirst context.CancelFunc // cancels the first attempt
-	won         bool               // the hedge answered before the first attempt returned
-	err         *Error             // the hedge's error
-	res         Result             // the hedge's answer
-}
-
-// first makes the first attempt on t, whose slot it holds and releases, and
-// hedges it on another endpoint when it runs past t's recent p95. It
-// reports whether a hedge was sent (then both attempts are spent). A
-// canceled loser has returned before first does.
+// first makes the first attempt on t, whose slot it holds, and hedges it on
+// another endpoint when it runs past t's recent p95. It reports whether a
+// hedge was sent (then both attempts are spent). The first answer wins; the
+// loser is abandoned (see exchange): canceled when its request was not yet
+// written whole, else left to finish in the background so that its
+// connection survives.
 func (c *Client) first(ctx context.Context, t *target, r route, body *wireBody, auth string, res *Result) (*Error, bool) {
 	delay, ok := c.hedgeDelay(t)
 	if !ok {
@@ -202,88 +191,71 @@ func (c *Client) first(ctx context.Context, t *target, r route, body *wireBody, 
 		t.st.gate.release()
 		return err, false
 	}
-	actx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	h := &hedge{cancelFirst: cancel}
 	// Join an edited body's parts here, before the hedge can start: both
-	// attempts then only read the joined slice (joining it lazily in each
-	// attempt raced when the hedge fired while the first was joining).
+	// attempts then only read the joined slice.
 	body.flat()
-	timer := c.clk.AfterFunc(delay, func() { c.runHedge(ctx, h, t, r, body, auth) })
-	start := c.now()
-	err := c.tracedAttempt(actx, t, r, body, auth, 1, res)
-	elapsed := c.now().Sub(start)
-	t.st.gate.release()
-	timer.Stop()
-	h.mu.Lock()
-	h.firstDone = true
-	done := h.done
-	h.mu.Unlock()
-	if done == nil {
-		observeLatency(ctx, t, elapsed, err)
-		return err, false
+	a := c.launch(ctx, t, r, body, auth, 1, res)
+	timer := c.clk.NewTimer(delay)
+	select {
+	case <-a.done:
+		timer.Stop()
+		return a.err, false
+	case <-timer.C():
 	}
-	if err == nil {
-		h.cancel()
-		<-done
-		t.st.latency.observe(elapsed)
+	t2 := c.hedgeTarget(t, body.model)
+	if t2 == nil {
+		c.metrics.hedges[hedgeSkipped].Inc()
+		<-a.done
+		return a.err, false
+	}
+	c.queued(t2, 0)
+	hres := new(Result)
+	b := c.launch(ctx, t2, r, body, auth, 2, hres)
+	select {
+	case <-a.done:
+		if a.err == nil {
+			b.abandon()
+			c.metrics.hedges[hedgeLost].Inc()
+			return nil, true
+		}
+		<-b.done // the first failed: the hedge runs on as the retry would
+	case <-b.done:
+		if b.err == nil {
+			a.abandon()
+			*res = *hres
+			c.metrics.hedges[hedgeWon].Inc()
+			return nil, true
+		}
+		<-a.done
+	}
+	switch {
+	case a.err == nil:
 		c.metrics.hedges[hedgeLost].Inc()
 		return nil, true
-	}
-	<-done // the hedge canceled this attempt, or it runs on as the retry would
-	if h.err == nil {
-		t.st.latency.observeAtLeast(elapsed)
-		*res = h.res
+	case b.err == nil:
+		*res = *hres
 		c.metrics.hedges[hedgeWon].Inc()
 		return nil, true
 	}
-	observeLatency(ctx, t, elapsed, err)
 	c.metrics.hedges[hedgeFailed].Inc()
-	h.err.Attempts = 2
-	return h.err, true
+	b.err.Attempts = 2
+	return b.err, true
 }
 
-// runHedge runs when the first attempt on t has passed its hedge delay: it
-// sends the same render to another endpoint with a free slot (none: the
-// hedge is skipped) and, when that answers first, cancels the first
-// attempt. It runs in its own goroutine (the clock's AfterFunc) and returns
-// once its attempt has.
-func (c *Client) runHedge(ctx context.Context, h *hedge, t *target, r route, body *wireBody, auth string) {
-	h.mu.Lock()
-	if h.firstDone {
-		h.mu.Unlock()
-		return
+// hedgeTarget returns the endpoint a hedge of a render running on t goes
+// to, its slot taken, or nil when there is none (the hedge is skipped): an
+// endpoint with a free slot and fewer renders in flight than t (the first
+// attempt included), within the hedge budget. A renderer keeps working on a
+// render whose client left, so a hedge onto an equally loaded one only adds
+// to the load.
+func (c *Client) hedgeTarget(t *target, model string) *target {
+	if !c.takeHedgeToken() {
+		return nil
 	}
-	// Only to an endpoint with fewer renders in flight than t (the first
-	// attempt included): a renderer may keep working on a render whose client
-	// left, so a hedge onto an equally loaded one only adds to the load.
 	inFlight, _ := t.st.gate.load()
-	var t2 *target
-	if c.takeHedgeToken() {
-		if t2 = c.picker.pickFree(t, inFlight, body.model); t2 == nil {
-			c.returnHedgeToken()
-		}
-	}
+	t2 := c.picker.pickFree(t, inFlight, model)
 	if t2 == nil {
-		h.mu.Unlock()
-		c.metrics.hedges[hedgeSkipped].Inc()
-		return
+		c.returnHedgeToken()
 	}
-	hctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	h.cancel = cancel
-	h.done = make(chan struct{})
-	h.mu.Unlock()
-	c.queued(t2, 0)
-
-	err := c.timedAttempt(hctx, t2, r, body, auth, 2, &h.res)
-	t2.st.gate.release()
-	h.mu.Lock()
-	h.err = err
-	if err == nil && !h.firstDone {
-		h.won = true
-		h.cancelFirst()
-	}
-	h.mu.Unlock()
-	close(h.done)
+	return t2
 }

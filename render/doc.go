@@ -35,8 +35,14 @@
 //     time and space, following a change within a few dozen renders). A
 //     render still running at that estimate (10 ms at least; once the
 //     endpoint has 20 samples) is sent again to another endpoint that has
-//     a free slot; the first answer wins, the other attempt's context is
-//     canceled and the call returns only after it has returned. The hedge
+//     a free slot; the first answer wins and the call returns at once. The
+//     loser, when its request was written whole, is left to finish in the
+//     background: its answer is read and discarded, its slot held until
+//     then and its latency sampled, so that its HTTP/1.1 connection is
+//     kept (cancelling a request in flight closes it, and the renderer
+//     tokenizes a request it has whole anyway); a loser not yet written
+//     whole is canceled before the call returns. Close cancels the ones
+//     still in the background. The hedge
 //     is the call's second attempt: a hedged render is not retried. A
 //     hedge goes only to an endpoint with a free slot and fewer renders in
 //     flight than the first one's, and hedges stay within 5 % of the
@@ -80,7 +86,8 @@
 // kvroute's own metrics of the render queue (registered the same way): the
 // histogram kvroute_render_queue_wait_seconds (the wait for a slot), the
 // counters kvroute_render_queue_rejections_total{reason} (queue_timeout,
-// no_queue, deadline) and kvroute_render_hedges_total{outcome} (won, lost,
+// no_queue, deadline) and kvroute_render_hedge_losers_total{end}
+// (drained, canceled), kvroute_render_hedges_total{outcome} (won, lost,
 // failed, skipped), and, read from the endpoints at scrape time so that an
 // endpoint leaves them when it leaves the set, the gauges
 // kvroute_render_in_flight, kvroute_render_queued,

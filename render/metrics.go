@@ -65,6 +65,7 @@ type metrics struct {
 	queueWait                         prometheus.Observer
 	rejected                          [numRejectReasons]prometheus.Counter
 	hedges                            [numHedgeOutcomes]prometheus.Counter
+	loserDrained, loserCanceled       prometheus.Counter // kvroute_render_hedge_losers_total{end}
 
 	// owned are the collectors this Client registered itself (not the
 	// ones it reused from another Client), which Close unregisters.
@@ -98,6 +99,10 @@ func newMetrics(set telemetry.Set, c *Client) (*metrics, error) {
 		Name: metricHedges,
 		Help: "Renders that ran past their endpoint's recent p95, by outcome: won (the hedge on another endpoint answered first), lost (the first answered first), failed (neither answered), skipped (no less loaded endpoint with a free slot, or the 5 % hedge budget spent).",
 	}, []string{"outcome"})
+	losers := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: metricHedgeLosers,
+		Help: "Losing attempts of hedged renders, by how they ended: drained (the request was written whole; its answer was read and discarded in the background, keeping the connection) or canceled (not yet written whole; its connection was closed).",
+	}, []string{"end"})
 	var owned []prometheus.Collector
 	dur, err := registerOrReuse(set, dur, &owned)
 	if err == nil {
@@ -111,6 +116,9 @@ func newMetrics(set telemetry.Set, c *Client) (*metrics, error) {
 	}
 	if err == nil {
 		hedges, err = registerOrReuse(set, hedges, &owned)
+	}
+	if err == nil {
+		losers, err = registerOrReuse(set, losers, &owned)
 	}
 	if err == nil {
 		_, err = registerOrReuse(set, prometheus.Collector(newCapacityCollector(c)), &owned)
@@ -131,6 +139,7 @@ func newMetrics(set telemetry.Set, c *Client) (*metrics, error) {
 	for i, r := range rejectReasons {
 		m.rejected[i] = rej.WithLabelValues(r)
 	}
+	m.loserDrained, m.loserCanceled = losers.WithLabelValues("drained"), losers.WithLabelValues("canceled")
 	for i, o := range hedgeOutcomes {
 		m.hedges[i] = hedges.WithLabelValues(o)
 	}

@@ -2,10 +2,15 @@ package render
 
 import (
 	"context"
+	"errors"
+	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -42,6 +47,7 @@ func pressureClient(t *testing.T, mutate func(*Config), servers ...*fakeVLLM) (*
 // reported on canceled and not answered.
 type held struct {
 	arrived  chan struct{}
+	remotes  chan string // each request's client address (its connection)
 	release  chan struct{}
 	canceled chan struct{}
 	inFlight atomic.Int32
@@ -49,7 +55,7 @@ type held struct {
 }
 
 func newHeld() *held {
-	return &held{arrived: make(chan struct{}, 64), release: make(chan struct{}), canceled: make(chan struct{}, 64)}
+	return &held{arrived: make(chan struct{}, 64), remotes: make(chan string, 64), release: make(chan struct{}), canceled: make(chan struct{}, 64)}
 }
 
 func (h *held) serve(w http.ResponseWriter, r *http.Request) {
@@ -61,6 +67,7 @@ func (h *held) serve(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 	}
+	h.remotes <- r.RemoteAddr
 	h.arrived <- struct{}{}
 	select {
 	case <-h.release:
@@ -193,39 +200,53 @@ func warm(t *testing.T, c *Client, id string, d time.Duration) {
 }
 
 // A render still running at its endpoint's recent p95 is hedged on the
-// other endpoint; the hedge answers first, wins, and the first render's
-// request is canceled (the renderer sees its client go), all before Render
-// returns, with no goroutine left; the hedge is counted as won.
-func TestHedgeWinsAndTheLoserIsCanceled(t *testing.T) {
+// other endpoint; the hedge answers first and wins, and Render returns at
+// once. The first render's request was written whole, so it is not
+// canceled, which would close its HTTP/1.1 connection for nothing (the
+// renderer tokenizes it anyway): its answer is read and discarded in the
+// background, its slot stays taken until then, its latency is a real
+// sample, and its connection serves the next render on that endpoint.
+func TestHedgeWinsAndTheLoserIsDrained(t *testing.T) {
 	t.Cleanup(leakcheck.Check(t)) // runs last, after the servers and the client close
 	a, b := newFakeVLLM(t, "a"), newFakeVLLM(t, "b")
 	slow := newHeld()
 	a.on("/v1/completions/render", slow.serve)
 	c, clk, reg := pressureClient(t, func(*Config) {}, a, b)
+	wrote := watchWrites(c)
 	warm(t, c, "a", 50*time.Millisecond)
 	before, _ := c.picker.lookup("a").st.latency.value()
 
 	res, errc := renderAsync(c, completions("hedged"))
 	<-slow.arrived
+	<-wrote // the first request is written whole
+	firstConn := <-slow.remotes
 	clk.WaitForWaiters(1) // the hedge timer, due at about 50 ms
 	clk.Advance(time.Second)
 	require.NoError(t, <-errc)
 	r := <-res
 	require.Equal(t, "b", r.Endpoint, "the hedge's answer")
 	require.Equal(t, textTokens("hedged"), r.Prompts[0].TokenIDs)
-	ca, _ := c.Capacity("a")
-	require.Zero(t, ca.InFlight, "the loser's attempt returned (its slot released) before Render did")
-	select { // the renderer sees its client go
-	case <-slow.canceled:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the losing render was not canceled")
-	}
 	require.Equal(t, 1.0, testutil.ToFloat64(c.metrics.hedges[hedgeWon]))
+	require.Equal(t, 1.0, testutil.ToFloat64(c.metrics.loserDrained))
 	require.Equal(t, 1, b.hits(""))
+	ca, _ := c.Capacity("a")
+	require.Equal(t, 1, ca.InFlight, "the renderer still works on the loser: its slot stays taken")
+
+	close(slow.release) // the renderer answers the abandoned render
+	require.Eventually(t, func() bool { ca, _ := c.Capacity("a"); return ca.InFlight == 0 },
+		10*time.Second, time.Millisecond, "the loser's answer was read and its slot released")
+	require.Empty(t, slow.canceled, "the loser was not canceled")
 	p95, _ := c.picker.lookup("a").st.latency.value()
 	// One sample above the estimate moves it up by one quantile step: the
 	// comparison is with the estimate before the render, not a fixed figure.
-	require.Greater(t, p95, before, "the canceled render counts as slower than the estimate")
+	require.Greater(t, p95, before, "the loser's real latency (over a second) is a sample")
+
+	// The next renders on a use the loser's connection.
+	for len(slow.arrived) == 0 {
+		_, err := c.Render(context.Background(), completions("next"))
+		require.NoError(t, err)
+	}
+	require.Equal(t, firstConn, <-slow.remotes, "the loser's connection was kept")
 
 	// The capacity metrics show both endpoints.
 	n, err := testutil.GatherAndCount(reg, metricInFlight, metricQueued, metricLimit, metricQueueWaitNow, metricP95)
@@ -234,14 +255,16 @@ func TestHedgeWinsAndTheLoserIsCanceled(t *testing.T) {
 }
 
 // When the first render answers after the hedge was sent, it wins and the
-// hedge is canceled and counted as lost.
-func TestHedgeLosesToTheFirstAndIsCanceled(t *testing.T) {
+// hedge, its request written whole, is drained in the background and
+// counted as lost.
+func TestHedgeLosesToTheFirstAndIsDrained(t *testing.T) {
 	t.Cleanup(leakcheck.Check(t)) // runs last, after the servers and the client close
 	a, b := newFakeVLLM(t, "a"), newFakeVLLM(t, "b")
 	slow, hedgeSide := newHeld(), newHeld()
 	a.on("/v1/completions/render", slow.serve)
 	b.on("/v1/completions/render", hedgeSide.serve)
 	c, clk, _ := pressureClient(t, func(*Config) {}, a, b)
+	wrote := watchWrites(c)
 	warm(t, c, "a", 20*time.Millisecond)
 
 	res, errc := renderAsync(c, completions("first wins"))
@@ -249,17 +272,79 @@ func TestHedgeLosesToTheFirstAndIsCanceled(t *testing.T) {
 	clk.WaitForWaiters(1) // the hedge timer, due at about 20 ms
 	clk.Advance(time.Second)
 	<-hedgeSide.arrived
+	<-wrote
+	<-wrote // both requests are written whole (the renderer's handler runs once it has the headers)
 	close(slow.release)
 	require.NoError(t, <-errc)
 	require.Equal(t, "a", (<-res).Endpoint)
-	cb, _ := c.Capacity("b")
-	require.Zero(t, cb.InFlight, "the hedge returned (its slot released) before Render did")
-	select {
-	case <-hedgeSide.canceled:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the losing hedge was not canceled")
-	}
 	require.Equal(t, 1.0, testutil.ToFloat64(c.metrics.hedges[hedgeLost]))
+	require.Equal(t, 1.0, testutil.ToFloat64(c.metrics.loserDrained))
+	close(hedgeSide.release)
+	require.Eventually(t, func() bool { cb, _ := c.Capacity("b"); return cb.InFlight == 0 },
+		10*time.Second, time.Millisecond, "the hedge's answer was read and its slot released")
+	require.Empty(t, hedgeSide.canceled, "the losing hedge was not canceled")
+}
+
+// watchWrites reports each request c's exchanges write whole; set before
+// any render.
+func watchWrites(c *Client) <-chan struct{} {
+	ch := make(chan struct{}, 64)
+	c.wroteHook = func() { ch <- struct{}{} }
+	return ch
+}
+
+// A loser whose request is not yet written whole (here a renderer that
+// accepts the connection and never reads a 32 MiB body) cannot be left to
+// finish: it is canceled, its connection closed, before Render returns, and
+// counted as canceled.
+func TestHedgeLoserNotYetWrittenIsCanceled(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t)) // runs last, after the servers and the client close
+	// A 4 KiB receive buffer, inherited by accepted connections, keeps the
+	// kernel from taking the body in for the renderer that never reads.
+	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		err := rc.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+		return errors.Join(err, serr)
+	}}
+	ln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	accepted := make(chan net.Conn, 4)
+	go func() {
+		defer close(accepted)
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- conn // never read
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		for conn := range accepted {
+			conn.Close()
+		}
+	})
+	b := newFakeVLLM(t, "b")
+	// b reads the body without parsing it and answers a fixed prompt.
+	b.on("/v1/completions/render", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, "["+generateRequest(textTokens("fixed"), "", "")+"]")
+	})
+	c, clk, _ := pressureClient(t, func(cfg *Config) { cfg.Timeout, cfg.AttemptTimeout = time.Minute, new(time.Minute) }, &fakeVLLM{Server: &httptest.Server{URL: "http://" + ln.Addr().String()}}, b)
+	warm(t, c, "a", 20*time.Millisecond)
+
+	res, errc := renderAsync(c, completions(strings.Repeat("x", 16<<20)))
+	clk.WaitForWaiters(1) // the hedge timer, due at about 20 ms
+	clk.Advance(time.Second)
+	require.NoError(t, <-errc)
+	require.Equal(t, "b", (<-res).Endpoint)
+	require.Equal(t, 1.0, testutil.ToFloat64(c.metrics.hedges[hedgeWon]))
+	require.Equal(t, 1.0, testutil.ToFloat64(c.metrics.loserCanceled))
+	require.Zero(t, testutil.ToFloat64(c.metrics.loserDrained))
+	ca, _ := c.Capacity("a")
+	require.Zero(t, ca.InFlight, "the canceled loser returned (its slot released) before Render did")
 }
 
 // No hedge is sent to an endpoint without a free slot: the hedge is

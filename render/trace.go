@@ -26,14 +26,14 @@ const (
 )
 
 // tracedAttempt is attempt inside a "render" span when the client traces.
-func (c *Client) tracedAttempt(ctx context.Context, t *target, r route, body *wireBody, auth string, n int, res *Result) *Error {
+func (c *Client) tracedAttempt(ctx context.Context, t *target, r route, body *wireBody, auth string, n int, res *Result, ex *exchange) *Error {
 	if c.tracer == nil {
-		return c.attempt(ctx, t, r, body, auth, res)
+		return c.attempt(ctx, t, r, body, auth, res, ex)
 	}
 	ctx, sp := c.tracer.Start(ctx, SpanRender, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
 		AttrEndpoint.String(t.id), AttrRoute.String(t.urls[r]), AttrAttempt.Int(n), AttrRetry.Bool(n > 1)))
 	defer sp.End()
-	err := c.attempt(ctx, t, r, body, auth, res)
+	err := c.attempt(ctx, t, r, body, auth, res, ex)
 	if err != nil {
 		if err.Status != 0 {
 			sp.SetAttributes(AttrStatus.Int(err.Status))
