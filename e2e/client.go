@@ -28,17 +28,7 @@ type reply struct {
 // send POSTs body as JSON to url and reads the whole response, timing the
 // first streamed event as the client's time to first token.
 func send(ctx context.Context, client *http.Client, url string, body any) (reply, error) {
-	b, err := json.Marshal(body)
-	if err != nil {
-		return reply{}, err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
-	if err != nil {
-		return reply{}, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	start := time.Now()
-	resp, err := client.Do(req)
+	resp, start, err := postJSON(ctx, client, url, body)
 	if err != nil {
 		return reply{}, err
 	}
@@ -79,6 +69,24 @@ func send(ctx context.Context, client *http.Client, url string, body any) (reply
 		return r, fmt.Errorf("POST %s: %d %s", url, r.Status, strings.TrimSpace(string(r.Body)))
 	}
 	return r, nil
+}
+
+// postJSON POSTs body as JSON to url and returns the response (the caller
+// closes its body) and when the request was sent, the start of the
+// client's latencies.
+func postJSON(ctx context.Context, client *http.Client, url string, body any) (*http.Response, time.Time, error) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	start := time.Now()
+	resp, err := client.Do(req)
+	return resp, start, err
 }
 
 // post sends an empty POST (e.g. /reset_prefix_cache) and checks for 200.

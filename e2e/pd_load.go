@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -181,17 +180,7 @@ type pdChunk struct {
 // pdSend POSTs a streaming chat request and times every token chunk (a
 // chunk with a choice that is not the role-only first delta).
 func pdSend(ctx context.Context, client *http.Client, url string, body any) (pdReply, error) {
-	b, err := json.Marshal(body)
-	if err != nil {
-		return pdReply{}, err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
-	if err != nil {
-		return pdReply{}, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	start := time.Now()
-	resp, err := client.Do(req)
+	resp, start, err := postJSON(ctx, client, url, body)
 	if err != nil {
 		return pdReply{}, err
 	}

@@ -107,13 +107,14 @@ func TestRunMeasuresEveryTarget(t *testing.T) {
 func TestLabelShareSplitsAProfileByLabel(t *testing.T) {
 	var buf bytes.Buffer
 	require.NoError(t, pprof.StartCPUProfile(&buf))
-	// burn spends its time in arithmetic, reading the clock only between
-	// rounds: a sample taken inside the clock's vDSO call may come without a
-	// usable stack, and a loop of nothing but clock reads made a third of the
-	// labelled samples stackless on a loaded machine.
+	// burn spends a fixed amount of CPU work (about 150 ms on an idle
+	// core), not a span of wall time: on a loaded machine a timed burn may
+	// get no CPU, and so no samples, at all. It never reads the clock: a
+	// sample taken inside the clock's vDSO call may come without a usable
+	// stack.
 	var sink uint64
-	burn := func(d time.Duration) {
-		for end := time.Now().Add(d); time.Now().Before(end); {
+	burn := func() {
+		for range 7500 {
 			x := sink
 			for i := range 20000 {
 				x = x*6364136223846793005 + uint64(i)
@@ -121,15 +122,15 @@ func TestLabelShareSplitsAProfileByLabel(t *testing.T) {
 			sink = x
 		}
 	}
-	burn(150 * time.Millisecond)
+	burn()
 	ctx, span := renderLabeler{}.Tracer(render.TracerName).Start(context.Background(), render.SpanRender)
-	burn(150 * time.Millisecond)
+	burn()
 	done := make(chan struct{})
-	go func() { burn(150 * time.Millisecond); close(done) }() // inherits the label
+	go func() { burn(); close(done) }() // inherits the label
 	<-done
 	span.End()
 	_ = ctx
-	burn(150 * time.Millisecond)
+	burn()
 	pprof.StopCPUProfile()
 	total, lab, err := profileShare(bytes.NewReader(buf.Bytes()), stageLabel, stageRender, "")
 	require.NoError(t, err)
