@@ -165,7 +165,7 @@ func chromiumArgs(t *testing.T, extra ...string) []string {
 // errors, invalid SVG attributes, resources that failed to load).
 func dumpDOM(t *testing.T, bin, url string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a loaded machine starts Chromium slowly
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, chromiumArgs(t, "--dump-dom", url)...)
 	var stderr strings.Builder
@@ -190,7 +190,7 @@ func consoleMessages(log string) []string {
 // screenshot loads url in headless Chromium and returns the rendered page.
 func screenshot(t *testing.T, bin, url string) image.Image {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a loaded machine starts Chromium slowly
 	defer cancel()
 	file := filepath.Join(t.TempDir(), "page.png")
 	out, err := exec.CommandContext(ctx, bin, chromiumArgs(t, "--window-size=1400,1600", "--hide-scrollbars",

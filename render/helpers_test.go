@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -203,8 +204,7 @@ func hang(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }
 // newTestClient builds a Client over the given servers (IDs "a", "b", ...
 // in order) with a fresh registry.
 func newTestClient(t testing.TB, mutate func(*Config), servers ...*fakeVLLM) *Client {
-	cfg := DefaultConfig()
-	cfg.ModelName = "qwen3-8b"
+	cfg := testConfig()
 	if mutate != nil {
 		mutate(&cfg)
 	}
@@ -219,6 +219,16 @@ func newTestClient(t testing.TB, mutate func(*Config), servers ...*fakeVLLM) *Cl
 		require.NoError(t, c.SetEndpoints(eps))
 	}
 	return c
+}
+
+// testConfig is DefaultConfig with budgets far past any render the tests
+// make, so that a loaded machine does not turn an answer into a timeout;
+// the tests of timeouts set their own.
+func testConfig() Config {
+	cfg := DefaultConfig()
+	cfg.ModelName = "qwen3-8b"
+	cfg.Timeout, cfg.AttemptTimeout = time.Minute, new(time.Minute)
+	return cfg
 }
 
 func completions(prompt string) *Request {

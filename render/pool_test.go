@@ -86,7 +86,7 @@ func TestRenderKeepsOneConnectionPerConcurrentCall(t *testing.T) {
 	const n, rounds = 64, 5
 	s := newBarrierRenderer(n)
 	defer s.Close()
-	cfg := DefaultConfig()
+	cfg := testConfig()
 	cfg.URL = s.URL
 	cfg.MaxConcurrency = new(0) // every render of a round reaches the renderer at once
 	c, err := New(cfg, Options{})
@@ -104,7 +104,7 @@ func TestRenderMaxIdleConnsPerHostCapsThePool(t *testing.T) {
 	const n, rounds, idle = 8, 3, 2
 	s := newBarrierRenderer(n)
 	defer s.Close()
-	cfg := DefaultConfig()
+	cfg := testConfig()
 	cfg.URL = s.URL
 	cfg.MaxConcurrency = new(0) // every render of a round reaches the renderer at once
 	cfg.MaxIdleConnsPerHost = idle

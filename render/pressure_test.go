@@ -26,8 +26,7 @@ import (
 // over the given servers (IDs "a", "b", ... in order).
 func pressureClient(t *testing.T, mutate func(*Config), servers ...*fakeVLLM) (*Client, *telemetry.Manual, *prometheus.Registry) {
 	t.Helper()
-	cfg := DefaultConfig()
-	cfg.ModelName = "qwen3-8b"
+	cfg := testConfig()
 	mutate(&cfg)
 	clk := telemetry.NewManual(time.Unix(1_700_000_000, 0))
 	reg := prometheus.NewRegistry()

@@ -303,7 +303,7 @@ func TestBudgetIsMaxOfTimeoutAndMMTimeoutForChat(t *testing.T) {
 	c := newTestClient(t, func(c *Config) { c.Timeout = 7 * time.Second; c.MMTimeout = 3 * time.Second })
 	require.Equal(t, 7*time.Second, c.budget(routeChat))
 	require.Equal(t, 7*time.Second, c.budget(routeCompletions))
-	d := newTestClient(t, nil)
+	d := newTestClient(t, func(c *Config) { c.Timeout = DefaultTimeout })
 	require.Equal(t, 30*time.Second, d.budget(routeMessages))
 	require.Equal(t, 5*time.Second, d.budget(routeCompletions))
 }
