@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/internal/jsonids"
 	"github.com/kvroute/kvroute/internal/jsonscan"
 	"github.com/kvroute/kvroute/render"
 )
@@ -158,7 +159,7 @@ func tokenBody(body []byte, prompts []render.Prompt) ([]byte, bool) {
 		if len(p.TokenIDs) == 0 || p.Features != nil {
 			return nil, false
 		}
-		size += 3 + 7*len(p.TokenIDs)
+		size += 1 + jsonids.Len(p.TokenIDs)
 	}
 	out := make([]byte, 0, size)
 	out = append(out, body[:vs]...)
@@ -169,14 +170,7 @@ func tokenBody(body []byte, prompts []render.Prompt) ([]byte, bool) {
 		if i > 0 {
 			out = append(out, ',')
 		}
-		out = append(out, '[')
-		for j, id := range p.TokenIDs {
-			if j > 0 {
-				out = append(out, ',')
-			}
-			out = strconv.AppendUint(out, uint64(id), 10)
-		}
-		out = append(out, ']')
+		out = jsonids.Append(out, p.TokenIDs)
 	}
 	if kind == promptTextList {
 		out = append(out, ']')

@@ -73,11 +73,25 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // application/json), bounds the body and decodes it into v. Unknown fields are
 // accepted, as vLLM's OpenAI models accept (and ignore) extra fields.
 func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any) *apiError {
+	if e := checkJSONType(r); e != nil {
+		return e
+	}
+	return s.decodeFrom(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes), v)
+}
+
+// checkJSONType is vLLM's validate_json_request: the body must be
+// application/json.
+func checkJSONType(r *http.Request) *apiError {
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != "application/json" {
 		return badRequest("Unsupported Media Type: Only 'application/json' is allowed")
 	}
-	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+	return nil
+}
+
+// decodeFrom decodes one JSON value from body (bounded by the caller) into
+// v, rejecting trailing data.
+func (s *Server) decodeFrom(body io.Reader, v any) *apiError {
 	dec := json.NewDecoder(body)
 	if err := dec.Decode(v); err != nil {
 		var mbe *http.MaxBytesError

@@ -28,7 +28,7 @@ func finishReason(r *simengine.Result) *string {
 // handleCompletions serves /v1/completions (JSON or SSE).
 func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	var req completionRequest
-	if e := s.decodeJSON(w, r, &req); e != nil {
+	if e := s.decodeCompletion(w, r, &req); e != nil {
 		writeAPIError(w, e)
 		return
 	}

@@ -148,6 +148,9 @@ type completionRequest struct {
 	KVTransferParams json.RawMessage `json:"kv_transfer_params"`
 
 	texts int // prompts that prompts() tokenized from text
+	// ids is the prompt's token IDs when decodeCompletion parsed them
+	// already (Prompt then holds their JSON).
+	ids []uint32
 }
 
 // prompts parses prompt: a string, a list of strings, a list of token IDs or a
@@ -163,6 +166,8 @@ func (r *completionRequest) prompts() ([][]uint32, *apiError) {
 	switch {
 	case isNull(raw):
 		return nil, withParam(badRequest("prompt is required"), "prompt")
+	case r.ids != nil:
+		out = [][]uint32{r.ids}
 	case parseTokenList(raw, &ids): // the common token-in shape, without reflection (tokenin.go)
 		out = [][]uint32{ids}
 	case json.Unmarshal(raw, &one) == nil:

@@ -105,7 +105,7 @@ func (s *Server) handleCompletionsRender(w http.ResponseWriter, r *http.Request)
 	if !s.saturate(w, r, tokens) {
 		return
 	}
-	writeJSON(w, http.StatusOK, out)
+	writeRender(w, out, true)
 }
 
 // renderOne finishes the single-object render routes: it checks the model,
@@ -127,7 +127,7 @@ func (s *Server) renderOne(w http.ResponseWriter, r *http.Request, model, prefix
 	if !s.saturate(w, r, len(tokens)) {
 		return
 	}
-	writeJSON(w, http.StatusOK, s.generateRequest(s.requestID(prefix), tokens, maxTokens, model, salt, stream))
+	writeRender(w, []generateRequest{s.generateRequest(s.requestID(prefix), tokens, maxTokens, model, salt, stream)}, false)
 }
 
 // handleChatRender serves /v1/chat/completions/render: one GenerateRequest.

@@ -10,6 +10,8 @@
 //	go run ./bench/cmd/gwload [-concurrency 4,16,64,256] [-duration 5s] [-out dir]
 //	go run ./bench/cmd/gwload -baseline /tmp/gwload-old -rounds 3   # before/after, interleaved
 //	go run ./bench/cmd/gwload -fleet 1000                 # event pool at fleet scale
+//	go run ./bench/cmd/gwload -targets direct,precise,precise-once -concurrency 64,256 -rounds 3 -duration 8s -engine-profile
+//	                                                      # throughput ceiling against direct, engine 0 profiled
 //
 // The engines, the gateway and the load generator each run in their own
 // process (gwload re-executes itself with GWLOAD_ROLE set), so that the CPU
@@ -38,6 +40,14 @@
 // (target, concurrency) cell N times, alternating the order, so that before
 // and after interleave on the same engines; the report then adds a
 // before/after table of the medians.
+//
+// The report's table of each gateway target against direct gives, per
+// round, its requests/s over direct's from the same round and their median,
+// the ratio CPU alone predicts (direct's CPU per request over the target's,
+// all processes), which a machine shared with other work does not bias the
+// way it biases rates, and how the target's CPU per request splits between
+// the engines, the gateway and the load generator. -engine-profile also
+// CPU-profiles the first engine in every window.
 //
 // With -fleet N it instead measures one kvevents.Pool in a child process
 // subscribed over loopback to N publish.Publishers: memory idle, then CPU,

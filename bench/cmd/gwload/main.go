@@ -80,6 +80,7 @@ type options struct {
 	prefixTokens int
 	model        string
 	attribute    bool
+	engineProf   bool
 	rounds       int
 	fleet        int
 	fleetRate    float64
@@ -111,6 +112,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.prefixTokens, "prefix-tokens", 2000, "tokens of the prompt prefix every request shares")
 	fs.StringVar(&o.model, "model", "sim-model", "model the engines serve")
 	fs.BoolVar(&o.attribute, "attribute", true, "profile every gateway window (CPU, and allocations before and after it), attribute its CPU to render by pprof label, and keep the profiles in -out")
+	fs.BoolVar(&o.engineProf, "engine-profile", false, "also CPU-profile the first engine in every window (engine0-<target>-c<N>[-r<round>].pprof in -out), to see where the engines' CPU per request goes")
 	fs.IntVar(&o.rounds, "rounds", 1, "rounds per concurrency; each round runs every target once, alternating the order (with -baseline: old and new interleaved)")
 	fs.IntVar(&o.fleet, "fleet", 0, "instead of the HTTP load, measure an event pool subscribed to this many KV-event publishers")
 	fs.Float64Var(&o.fleetRate, "fleet-rate", 10, "messages per second each fleet publisher sends")
@@ -319,6 +321,7 @@ func measure(o options, rn *gatewayRun, conc, round int, engines []*child, ports
 	}
 	pfile, a0, a1 := base+".pprof", base+".allocs0.pb.gz", base+".allocs1.pb.gz"
 	profile := gw != nil && o.attribute
+	efile := filepath.Join(o.out, "engine0-"+strings.TrimPrefix(filepath.Base(base), "gateway-")+".pprof")
 	sample := func() (gwc, enc, self time.Duration) {
 		if gw != nil {
 			gwc, _ = gw.cpu()
@@ -339,6 +342,9 @@ func measure(o options, rn *gatewayRun, conc, round int, engines []*child, ports
 			if profile {
 				callErr = errors.Join(callErr, gw.call("allocs "+a0, nil), gw.call("profile "+pfile, nil))
 			}
+			if o.engineProf {
+				callErr = errors.Join(callErr, engines[0].call("profile "+efile, nil))
+			}
 			gw0, en0, self0 = sample()
 			tw0 = timeWaitTo(ports)
 			acc0 = accepted()
@@ -348,6 +354,9 @@ func measure(o options, rn *gatewayRun, conc, round int, engines []*child, ports
 		c.GatewayCPU, c.EnginesCPU, c.LoadGenCPU = gw1-gw0, en1-en0, self1-self0
 		c.TimeWaitNew = timeWaitTo(ports) - tw0
 		c.NewConns = accepted() - acc0
+		if o.engineProf {
+			callErr = errors.Join(callErr, engines[0].call("unprofile", nil))
+		}
 		if profile {
 			callErr = errors.Join(callErr, gw.call("unprofile", nil), gw.call("allocs "+a1, nil))
 		}

@@ -111,32 +111,7 @@ func renderReport(o options, e *runEnv, cells []cell) string {
 	if o.baseline != "" {
 		beforeAfter(&b, o, cells)
 	}
-	// Through-the-gateway against direct, per concurrency.
-	byKey := map[string]cell{}
-	for _, c := range cells {
-		if c.Round == 1 {
-			byKey[fmt.Sprint(c.Target, c.Conc)] = c
-		}
-	}
-	var rows []string
-	for _, conc := range o.conc {
-		d, ok := byKey[fmt.Sprint(targetDirect, conc)]
-		if !ok {
-			continue
-		}
-		for _, t := range []string{targetPrecise, targetPrecise + " (baseline)", targetPreciseOnce, targetPreciseOnce + " (baseline)", targetRoundRobin, targetRoundRobin + " (baseline)"} {
-			g, ok := byKey[fmt.Sprint(t, conc)]
-			if !ok || d.Res.RPS() == 0 {
-				continue
-			}
-			rows = append(rows, fmt.Sprintf("| %s | %d | %.2f | %+.2f ms | %+.2f ms |", t, conc, g.Res.RPS()/d.Res.RPS(),
-				ms(g.Res.P50-d.Res.P50), ms(g.Res.P99-d.Res.P99)))
-		}
-	}
-	if len(rows) > 0 {
-		b.WriteString("\nThrough the gateway against direct, same run (round 1):\n\n| target | concurrency | requests/s ÷ direct | added p50 | added p99 |\n|---|---:|---:|---:|---:|\n")
-		b.WriteString(strings.Join(rows, "\n") + "\n")
-	}
+	againstDirect(&b, o, cells)
 	if o.baseline != "" {
 		b.WriteString("\n`(baseline)` rows ran their gateway from `" + o.baseline + "`, a gwload binary built from an earlier revision, against the same engines and load generator in this run.\n")
 	}
@@ -203,4 +178,66 @@ func beforeAfter(b *strings.Builder, o options, cells []cell) {
 				median(before, p99), median(after, p99), median(before, tot), median(after, tot), ob, oa, oa/ob)
 		}
 	}
+}
+
+// againstDirect writes, per gateway target and concurrency, its requests/s
+// over direct's in the same round (every round, then the median), the same
+// ratio computed from CPU alone (direct's total CPU per request, engines and
+// load generator, over the target's, gateway included: the rate ratio the
+// processes would reach if they always got the same CPU, which a shared
+// machine does not give them), and how the target's CPU per request splits
+// between the engines, the gateway and the load generator.
+func againstDirect(b *strings.Builder, o options, cells []cell) {
+	type key struct {
+		target      string
+		conc, round int
+	}
+	byKey := map[key]cell{}
+	for _, c := range cells {
+		byKey[key{c.Target, c.Conc, c.Round}] = c
+	}
+	total := func(c cell) float64 {
+		return perReq(c.EnginesCPU+c.GatewayCPU+c.LoadGenCPU, c.Res.Requests)
+	}
+	var rows []string
+	for _, conc := range o.conc {
+		for _, t := range []string{targetPrecise, targetPrecise + " (baseline)", targetPreciseOnce, targetPreciseOnce + " (baseline)", targetRoundRobin, targetRoundRobin + " (baseline)"} {
+			var rates, cpus, rounds []string
+			var rv []float64
+			var eng, gw, gen float64
+			for round := 1; round <= o.rounds; round++ {
+				d, okd := byKey[key{targetDirect, conc, round}]
+				g, okg := byKey[key{t, conc, round}]
+				if !okd || !okg || d.Res.RPS() == 0 || total(g) == 0 {
+					continue
+				}
+				r := g.Res.RPS() / d.Res.RPS()
+				rv = append(rv, r)
+				rates = append(rates, fmt.Sprintf("%.2f", r))
+				cpus = append(cpus, fmt.Sprintf("%.2f", total(d)/total(g)))
+				rounds = append(rounds, fmt.Sprintf("%.0f / %.0f", g.Res.RPS(), d.Res.RPS()))
+				eng += perReq(g.EnginesCPU, g.Res.Requests) / total(g)
+				gw += perReq(g.GatewayCPU, g.Res.Requests) / total(g)
+				gen += perReq(g.LoadGenCPU, g.Res.Requests) / total(g)
+			}
+			if len(rv) == 0 {
+				continue
+			}
+			slices.Sort(rv)
+			med := rv[len(rv)/2]
+			if len(rv)%2 == 0 {
+				med = (rv[len(rv)/2-1] + rv[len(rv)/2]) / 2
+			}
+			n := float64(len(rv))
+			rows = append(rows, fmt.Sprintf("| %s | %d | %s | %s | **%.2f** | %s | %.0f / %.0f / %.0f %% |", t, conc, strings.Join(rounds, ", "),
+				strings.Join(rates, ", "), med, strings.Join(cpus, ", "), 100*eng/n, 100*gw/n, 100*gen/n))
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	b.WriteString("\nThrough the gateway against direct, same run, per round (each round runs every target once, the order alternating):\n\n" +
+		"| target | concurrency | requests/s target / direct, per round | requests/s ÷ direct, per round | median | CPU ratio per round (direct's CPU/req ÷ target's, all processes) | target's CPU/req: engines / gateway / load generator |\n" +
+		"|---|---:|---|---|---:|---|---:|\n")
+	b.WriteString(strings.Join(rows, "\n") + "\n")
 }
