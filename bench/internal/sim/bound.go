@@ -11,15 +11,42 @@ import (
 // the capacity bound: each prompt's blocks when it arrives (the first
 // ⌊(n−1)/block size⌋ of them can be hits, as in the engine) and, when a
 // request finishes, the blocks its answer completed (insertions only).
+//
+// req names, for each reference, the request it belongs to (numbered in
+// arrival order) and answer whether it is an answer's block, for the
+// LRU-residency bound (bound_lru.go).
 type boundTrace struct {
 	refs    []kvindex.Key
 	counted []bool
+	req     []int32
+	answer  []bool
+	n       int32 // requests numbered so far
 }
 
-func (t *boundTrace) add(keys []kvindex.Key, countable int) {
+// request numbers the next request.
+func (t *boundTrace) request() int32 {
+	t.n++
+	return t.n - 1
+}
+
+// add appends request req's prompt blocks, the first countable of which
+// can be hits.
+func (t *boundTrace) add(keys []kvindex.Key, countable int, req int32) {
 	for i, k := range keys {
 		t.refs = append(t.refs, k)
 		t.counted = append(t.counted, i < countable)
+		t.req = append(t.req, req)
+		t.answer = append(t.answer, false)
+	}
+}
+
+// addAnswer appends the blocks request req's answer completed.
+func (t *boundTrace) addAnswer(keys []kvindex.Key, req int32) {
+	for _, k := range keys {
+		t.refs = append(t.refs, k)
+		t.counted = append(t.counted, false)
+		t.req = append(t.req, req)
+		t.answer = append(t.answer, true)
 	}
 }
 
