@@ -15,7 +15,11 @@ import (
 // Belady's replacement never keeps it. An engine cannot drop it: vLLM
 // evicts the least recently freed block, a request frees all its blocks at
 // once when it ends (its tail first), and a running request pins its
-// blocks. So at any time an engine holds, besides the blocks of the running
+// blocks (the proof assumes a running request holds its whole prompt: true
+// once its prefill is done, not during a chunked prefill nor after a
+// preemption in the middle of one, which it does not bound; on the
+// simulated engine the tests measure the bound instead of relying on it).
+// So at any time an engine holds, besides the blocks of the running
 // requests, every block of the requests that ended most recently, except
 // at most one request cut at the boundary. Counting requests by class
 // (requests with the same idle prompt blocks), an engine whose cache is
