@@ -2,7 +2,6 @@ package sim
 
 import (
 	"container/heap"
-	"container/list"
 
 	"github.com/kvroute/kvroute/kvindex"
 )
@@ -137,26 +136,12 @@ func (h *farthest) Pop() any {
 // a bound: it shows what perfect routing would get from engines with the
 // replacement they actually have, answers' blocks included.
 func pooledLRUHits(refs []kvindex.Key, counted []bool, capacity int) int {
-	if capacity <= 0 {
-		return 0
-	}
-	order := list.New()
-	at := make(map[kvindex.Key]*list.Element, capacity)
+	c := newLRUCache(capacity)
 	hits := 0
 	for i, k := range refs {
-		if e, ok := at[k]; ok {
-			if counted[i] {
-				hits++
-			}
-			order.MoveToFront(e)
-			continue
+		if c.ref(k) && counted[i] {
+			hits++
 		}
-		if order.Len() >= capacity {
-			old := order.Back()
-			order.Remove(old)
-			delete(at, old.Value.(kvindex.Key))
-		}
-		at[k] = order.PushFront(k)
 	}
 	return hits
 }
