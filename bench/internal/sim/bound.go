@@ -2,7 +2,6 @@ package sim
 
 import (
 	"container/heap"
-	"container/list"
 
 	"github.com/kvroute/kvroute/kvindex"
 )
@@ -11,15 +10,42 @@ import (
 // the capacity bound: each prompt's blocks when it arrives (the first
 // ⌊(n−1)/block size⌋ of them can be hits, as in the engine) and, when a
 // request finishes, the blocks its answer completed (insertions only).
+//
+// req names, for each reference, the request it belongs to (numbered in
+// arrival order) and answer whether it is an answer's block, for the
+// LRU-residency bound (bound_lru.go).
 type boundTrace struct {
 	refs    []kvindex.Key
 	counted []bool
+	req     []int32
+	answer  []bool
+	n       int32 // requests numbered so far
 }
 
-func (t *boundTrace) add(keys []kvindex.Key, countable int) {
+// request numbers the next request.
+func (t *boundTrace) request() int32 {
+	t.n++
+	return t.n - 1
+}
+
+// add appends request req's prompt blocks, the first countable of which
+// can be hits.
+func (t *boundTrace) add(keys []kvindex.Key, countable int, req int32) {
 	for i, k := range keys {
 		t.refs = append(t.refs, k)
 		t.counted = append(t.counted, i < countable)
+		t.req = append(t.req, req)
+		t.answer = append(t.answer, false)
+	}
+}
+
+// addAnswer appends the blocks request req's answer completed.
+func (t *boundTrace) addAnswer(keys []kvindex.Key, req int32) {
+	for _, k := range keys {
+		t.refs = append(t.refs, k)
+		t.counted = append(t.counted, false)
+		t.req = append(t.req, req)
+		t.answer = append(t.answer, true)
 	}
 }
 
@@ -110,26 +136,12 @@ func (h *farthest) Pop() any {
 // a bound: it shows what perfect routing would get from engines with the
 // replacement they actually have, answers' blocks included.
 func pooledLRUHits(refs []kvindex.Key, counted []bool, capacity int) int {
-	if capacity <= 0 {
-		return 0
-	}
-	order := list.New()
-	at := make(map[kvindex.Key]*list.Element, capacity)
+	c := newLRUCache(capacity)
 	hits := 0
 	for i, k := range refs {
-		if e, ok := at[k]; ok {
-			if counted[i] {
-				hits++
-			}
-			order.MoveToFront(e)
-			continue
+		if c.ref(k) && counted[i] {
+			hits++
 		}
-		if order.Len() >= capacity {
-			old := order.Back()
-			order.Remove(old)
-			delete(at, old.Value.(kvindex.Key))
-		}
-		at[k] = order.PushFront(k)
 	}
 	return hits
 }

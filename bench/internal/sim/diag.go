@@ -19,6 +19,10 @@ type diagnostics struct {
 	unscheduled int
 	// reqs are the run's requests once it ended.
 	reqs []*request
+	// bound and queries are the run's reference string for the bounds and
+	// its prompt tokens, once it ended.
+	bound   *boundTrace
+	queries int64
 }
 
 // pickTrace is one kvroute pick as the diagnostics saw it.

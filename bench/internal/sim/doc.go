@@ -22,12 +22,15 @@
 //
 // Every run also computes a capacity bound on its own trace: Belady's
 // optimal replacement over one pooled cache the size of the fleet's total
-// KV cache, which no routing can out-reuse, next to the infinite-cache
-// ceiling and a pooled-LRU reference; Sweep adds a one-engine reference
-// (OneEngine: the fleet merged into one engine, so with the engines' own
-// replacement) and every Result carries Misses, the decomposition of the
-// gap to the bound into replacement, placement, routing and in-flight
-// shares, observed from the engines' caches at each arrival. The workloads are shared-prefix,
+// KV cache, which no routing can out-reuse, and the LRU-residency bound
+// (LRUBoundHitRate: the same less the blocks no request will hit that
+// engines with vLLM's LRU must hold anyway), next to the infinite-cache
+// ceiling and a pooled-LRU reference (not a bound: partitions of a stream
+// over LRU caches can beat one pooled LRU cache); Sweep adds a one-engine
+// reference (OneEngine: the fleet merged into one engine, so with the
+// engines' own replacement) and every Result carries Misses, the
+// decomposition of the gap to the bound into LRU residency, replacement,
+// placement, routing and in-flight shares, observed from the engines' caches at each arrival. The workloads are shared-prefix,
 // multi-turn chat, no-reuse, zipf-drift (skewed group popularity whose
 // ranking moves mid-run) and heterogeneous (two engine speeds); Trace
 // replays a window of a Mooncake trace (ReadMooncakeTrace, TraceWorkload).

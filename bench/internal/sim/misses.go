@@ -12,7 +12,7 @@ import (
 // rate, every term a fraction of the run's prompt tokens (hit-rate points),
 // so that
 //
-//	HitRate = BoundHitRate − Replacement − Placement − Routing − InFlight
+//	HitRate = BoundHitRate − Residency − Replacement − Placement − Routing − InFlight
 //
 // and 1 − BoundHitRate = Compulsory + BeladyCapacity. The fleet's caches are
 // observed exactly when each request arrives: every engine step's KV
@@ -25,12 +25,19 @@ type Misses struct {
 	// BeladyCapacity is what even Belady's replacement over the pooled
 	// cache misses for lack of capacity (infinite ceiling − bound).
 	BeladyCapacity float64 `json:"beladyCapacity"`
-	// Replacement is what the engines' own cache policy loses against
-	// Belady with the whole fleet's cache in one engine (bound − the
-	// one-engine reference): LRU keeps answers and one-off blocks that
-	// Belady would not, evicts tails first, and hits only prefixes. No
-	// routing over such engines recovers it short of out-guessing LRU.
-	// Zero until Sweep knows the one-engine reference.
+	// Residency is what the blocks no request will ever hit, which the
+	// engines' LRU must hold anyway, cost whatever the routing (bound −
+	// the LRU-residency bound, Result.LRUBoundHitRate): proven, no routing
+	// recovers it.
+	Residency float64 `json:"residency"`
+	// Replacement is the rest of what the engines' own cache policy loses
+	// against Belady with the whole fleet's cache in one engine (the
+	// LRU-residency bound − the one-engine reference): LRU evicts by
+	// recency, not by next use, and hits only prefixes. It is measured,
+	// not proven to be out of routing's reach: a routing that knew the
+	// future could partition the stream over the engines' LRU caches
+	// better than one cache does (bench/README.md). Zero until Sweep knows
+	// the one-engine reference.
 	Replacement float64 `json:"replacement"`
 	// Placement is what the fleet's caches, as the policy filled them,
 	// hold less than the one engine did: the one-engine reference − the
@@ -71,10 +78,11 @@ type Misses struct {
 	EventsDropped int `json:"eventsDropped,omitempty"`
 }
 
-// split fills Replacement and Placement once the one-engine reference is
-// known.
-func (m *Misses) split(bound, oneEngine float64) {
-	m.Replacement = bound - oneEngine
+// split fills Residency, Replacement and Placement once the one-engine
+// reference is known.
+func (m *Misses) split(bound, lruBound, oneEngine float64) {
+	m.Residency = bound - lruBound
+	m.Replacement = lruBound - oneEngine
 	m.Placement = oneEngine - m.Anywhere
 }
 

@@ -22,8 +22,8 @@ func WriteMissesTable(w io.Writer, title, note string, results []Result) error {
 	return err
 }
 
-const missHeader = "| workload | load | kvroute hit rate | capacity bound | one engine | ÷ one engine | bound misses | replacement | placement | routing (gate / below threshold / not indexed / other) | in flight | duplication |\n" +
-	"|:---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+const missHeader = "| workload | load | kvroute hit rate | capacity bound | LRU-residency bound | ÷ LRU-residency bound | one engine | ÷ one engine | bound misses | LRU residency | replacement | placement | routing (gate / below threshold / not indexed / other) | in flight | duplication |\n" +
+	"|:---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
 
 // writeMisses writes where kvroute's misses go on every workload and load:
 // the Misses decomposition of each kvroute result, in hit-rate points.
@@ -51,13 +51,16 @@ func missRows(results []Result) []string {
 				continue
 			}
 			m := r.Misses
-			ratio := "—"
+			ratio, lru := "—", "—"
 			if r.OneEngineHitRate > 0 {
 				ratio = fmt.Sprintf("%.1f %%", r.HitRate/r.OneEngineHitRate*100)
 			}
-			rows = append(rows, fmt.Sprintf("| %s | %.2f | %s | %s | %s | %s | %s | %s | %s | %s (%s / %s / %s / %s) | %s | %s |",
-				kind, l, pct(r.HitRate), pct(r.BoundHitRate), pct(r.OneEngineHitRate), ratio,
-				pts(m.Compulsory+m.BeladyCapacity), pts(m.Replacement), pts(m.Placement),
+			if r.LRUBoundHitRate > 0 {
+				lru = fmt.Sprintf("%.1f %%", r.HitRate/r.LRUBoundHitRate*100)
+			}
+			rows = append(rows, fmt.Sprintf("| %s | %.2f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s (%s / %s / %s / %s) | %s | %s |",
+				kind, l, pct(r.HitRate), pct(r.BoundHitRate), pct(r.LRUBoundHitRate), lru, pct(r.OneEngineHitRate), ratio,
+				pts(m.Compulsory+m.BeladyCapacity), pts(m.Residency), pts(m.Replacement), pts(m.Placement),
 				pts(m.Routing), pts(m.RoutingGate), pts(m.RoutingBelowThreshold), pts(m.RoutingUnknown), pts(m.RoutingWarmer),
 				pts(m.InFlight), pct(m.Duplication)))
 		}
@@ -65,11 +68,13 @@ func missRows(results []Result) []string {
 	return rows
 }
 
-const missNote = "The gap between the capacity bound and kvroute's hit rate, in hit-rate points (bound − replacement − placement − routing − in flight = hit rate). " +
+const missNote = "The gap between the capacity bound and kvroute's hit rate, in hit-rate points (bound − LRU residency − replacement − placement − routing − in flight = hit rate). " +
 	"The fleet's caches are observed exactly at each arrival (every engine step's KV events applied at once to an index no policy reads). " +
 	"**One engine** is a reference, not a bound: the same workload at the same load on one simulated engine holding the whole fleet's KV cache, step budget, sequences and compute — the fleet as if routing could pool its caches, with the engines' own replacement (LRU, tail blocks evicted first, prefix-only hits). " +
 	"**Bound misses**: misses of the bound itself (first touches, plus capacity misses even Belady cannot avoid). " +
-	"**Replacement**: bound − one engine, what the engines' LRU loses against Belady with the same cache; routing cannot recover it. " +
+	"**LRU-residency bound**: a bound on any routing over engines with vLLM's LRU (proven in bench/README.md): Belady over the pooled cache less the blocks no request will hit (a prompt's last block, answers) that every engine must still hold for its last requests. " +
+	"**LRU residency**: bound − LRU-residency bound, what those blocks cost whatever the routing. " +
+	"**Replacement**: LRU-residency bound − one engine, the rest of what the engines' LRU loses against Belady with the same cache (it evicts by recency, not next use); measured, not proven out of routing's reach. " +
 	"**Placement**: one engine − the longest prefix any engine held at arrival; duplicated prefixes and uneven cache pressure across engines (negative: the split caches did better). " +
 	"**Routing**: the longest prefix any engine held − the chosen engine's, split by the affinity filter's outcome: TTFT gate / below the affinity threshold (the warmest engine held less than 80 % of the prompt) / not in the router's index yet / other (a less warm kept endpoint won on load). " +
 	"**In flight**: held by the chosen engine at arrival but not hit at admission (negative: requests in flight computed it meanwhile). " +

@@ -110,7 +110,7 @@ func policyNotes(m Meta) []string {
 		"**lmetric:** LMetric (Dynamo's `lmetric` worker-selection formula, SGLang gateway's `lmetric` policy): lowest (prompt tokens − cached blocks × block size) × (in-flight requests + 1), ties to the engine with the fewest cached blocks; cached blocks from an index fed by the same events, or from its own decisions of the last " + m.Base.Peers.Dynamo.PredictedTTL.String() + " if larger, as Dynamo's.",
 		fmt.Sprintf("**approximate:** learns only from its own decisions (TTL %v); score = %g × prefix ratio + %g × queue score + %g × free KV, engine metrics scraped every %v. **least-load:** fewest committed in-flight prompt tokens. **round-robin.**",
 			m.Base.ApproxTTL, m.Base.ApproxPrefixWeight, m.Base.ApproxQueueWeight, m.Base.ApproxKVWeight, m.Base.ScrapeInterval),
-		fmt.Sprintf("**capacity bound:** Belady's optimal replacement over one pooled cache of the fleet's %s blocks, on each run's own trace; no routing can reuse more. **infinite-cache ceiling:** every request reuses the longest prefix any earlier request left behind. **pooled LRU** (a reference, not a bound): the same pooled cache keeping every block it sees, least recently used evicted first, any block of a prompt a hit. **one engine** (a reference, not a bound): the same workload and load on one simulated engine with the fleet's whole cache, step budget, sequences and compute, so with the engines' own replacement and prefix-only hits; \"÷ one engine\" is kvroute's hit rate as a fraction of it.",
+		fmt.Sprintf("**capacity bound:** Belady's optimal replacement over one pooled cache of the fleet's %s blocks, on each run's own trace; no routing can reuse more. **LRU-residency bound:** the same with the pooled cache shrunk by the blocks no request will hit that engines with vLLM's LRU must hold anyway (each engine keeps its last requests whole); no routing over such engines can reuse more (proof in bench/README.md). **infinite-cache ceiling:** every request reuses the longest prefix any earlier request left behind. **pooled LRU** (a reference, not a bound: a routing can partition the stream over LRU caches better than one cache does): the same pooled cache keeping every block it sees, least recently used evicted first, any block of a prompt a hit. **one engine** (a reference, not a bound): the same workload and load on one simulated engine with the fleet's whole cache, step budget, sequences and compute, so with the engines' own replacement and prefix-only hits; \"÷ one engine\" is kvroute's hit rate as a fraction of it.",
 			thousands(m.Base.CacheBlocks())),
 	}
 }
@@ -174,7 +174,7 @@ func WriteMarkdown(w io.Writer, m Meta, results []Result) error {
 		b.WriteString("| load | offered QPS | policy | hit rate | ÷ bound | TTFT p50 | TTFT p90 | TTFT p99 | throughput (req/s) | imbalance | preemptions | events applied / dropped |\n")
 		b.WriteString("|---:|---:|:---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, l := range loadsOf(results, wl.Kind) {
-			var bound, inf, lru, one float64
+			var bound, inf, lru, one, lruBound float64
 			qps := 0.0
 			for _, r := range results {
 				if r.Workload != wl.Kind || r.Load != l {
@@ -182,7 +182,7 @@ func WriteMarkdown(w io.Writer, m Meta, results []Result) error {
 				}
 				qps = r.OfferedQPS
 				if bound == 0 || r.Policy == KVRoute {
-					bound, inf, lru, one = r.BoundHitRate, r.InfiniteHitRate, r.PooledLRUHitRate, r.OneEngineHitRate
+					bound, inf, lru, one, lruBound = r.BoundHitRate, r.InfiniteHitRate, r.PooledLRUHitRate, r.OneEngineHitRate, r.LRUBoundHitRate
 				}
 				ev := "—"
 				if r.Policy.eventFed() {
@@ -195,7 +195,7 @@ func WriteMarkdown(w io.Writer, m Meta, results []Result) error {
 				fmt.Fprintf(&b, "| %.2f | %.1f | %s | %s | %s | %s | %s | %s | %.1f | %.2f | %d | %s |\n", l, r.OfferedQPS, r.Policy,
 					pct(r.HitRate), ratio, dur(r.TTFTP50), dur(r.TTFTP90), dur(r.TTFTP99), r.Throughput, r.Imbalance, r.Preemptions, ev)
 			}
-			fmt.Fprintf(&b, "| %.2f | %.1f | *capacity bound* (infinite-cache ceiling %s; pooled LRU %s; one engine %s) | %s | — | — | — | — | — | — | — | — |\n", l, qps, pct(inf), pct(lru), pct(one), pct(bound))
+			fmt.Fprintf(&b, "| %.2f | %.1f | *capacity bound* (infinite-cache ceiling %s; LRU-residency bound %s; pooled LRU %s; one engine %s) | %s | — | — | — | — | — | — | — | — |\n", l, qps, pct(inf), pct(lruBound), pct(lru), pct(one), pct(bound))
 		}
 		b.WriteString("\n")
 	}

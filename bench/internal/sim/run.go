@@ -38,6 +38,15 @@ type Result struct {
 	// recomputed) a hit if the pooled cache holds it. No routing over the
 	// fleet can reuse more.
 	BoundHitRate float64 `json:"boundHitRate"`
+	// LRUBoundHitRate is the LRU-residency bound on HitRate for this run's
+	// trace (bound_lru.go): the capacity bound with the pooled cache
+	// shrunk by the blocks no future request reuses that the engines' LRU
+	// must still hold (each engine keeps its last requests whole, answers
+	// included). At most BoundHitRate; equal when every request's blocks
+	// are all reused (LRUShape.MinDead = 0).
+	LRUBoundHitRate float64 `json:"lruBoundHitRate"`
+	// LRUShape is what the LRU-residency bound measured on the trace.
+	LRUShape LRUShape `json:"lruShape"`
 	// InfiniteHitRate is the reuse ceiling without capacity: every request
 	// reuses the longest prefix any earlier request left behind (infinite
 	// caches, perfect routing). It exceeds BoundHitRate when the working
@@ -115,6 +124,7 @@ type run struct {
 	oracleHits    int64
 	oracleQueries int64
 	bound         boundTrace
+	boundReq      map[*request]int32 // request → its number in bound, until it finishes
 	keys          []kvindex.Key
 	cacheErr      cacheErrAcc // predicted vs served cached tokens (hybrid.go)
 }
@@ -129,7 +139,7 @@ func runWith(cfg Config, policy Policy, diag *diagnostics) (Result, error) {
 		return Result{}, err
 	}
 	wall := time.Now()
-	r := &run{cfg: cfg, policy: policy, start: simengine.DefaultStart, oracleSeen: map[kvindex.Key]struct{}{}, diag: diag}
+	r := &run{cfg: cfg, policy: policy, start: simengine.DefaultStart, oracleSeen: map[kvindex.Key]struct{}{}, boundReq: map[*request]int32{}, diag: diag}
 	r.now = r.start
 	r.ids = endpointIDs(cfg.Fleet.Engines)
 	r.gateway = rand.New(rand.NewPCG(cfg.Seed, 0x6a))
@@ -147,6 +157,7 @@ func runWith(cfg Config, policy Policy, diag *diagnostics) (Result, error) {
 	res := r.result()
 	if diag != nil {
 		diag.reqs = r.reqs // the session study's stickiness (session_study.go)
+		diag.bound, diag.queries = &r.bound, r.oracleQueries
 	}
 	res.CacheError = r.cacheErr.result()
 	res.Wall = time.Since(wall)
@@ -406,7 +417,7 @@ func (r *run) arrive(a arrival) error {
 	} else {
 		rq.replica = r.gateway.IntN(len(r.rts))
 	}
-	r.oracle(a.prompt)
+	r.boundReq[rq] = r.oracle(a.prompt)
 	rq.note = r.audit.arrive(a.prompt)
 	rt := r.rts[rq.replica]
 	r.shared.beforePick(r, rq.replica)
@@ -463,6 +474,8 @@ func (r *run) finished(rq *request, res simengine.Result) {
 	r.rts[rq.replica].done(rq)
 	r.changed(rq)
 	rq.finished, rq.finish = true, res.Finish
+	id := r.boundReq[rq]
+	delete(r.boundReq, rq)
 	if res.Err != nil {
 		rq.failed = true
 		return
@@ -476,7 +489,7 @@ func (r *run) finished(rq *request, res simengine.Result) {
 			r.oracleSeen[k] = struct{}{}
 		}
 		if p := len(rq.prompt) / r.cfg.Fleet.BlockSize; p < len(r.keys) {
-			r.bound.add(r.keys[p:], 0)
+			r.bound.addAnswer(r.keys[p:], id)
 		}
 	}
 	if rq.session >= 0 {
@@ -491,8 +504,9 @@ func (r *run) finished(rq *request, res simengine.Result) {
 
 // oracle adds a prompt to the infinite-cache ceiling (its longest prefix
 // that an earlier request left reusable, capped like the engine's hit) and
-// its blocks to the capacity bound's reference string.
-func (r *run) oracle(prompt []uint32) {
+// its blocks to the capacity bound's reference string, and returns the
+// request's number there.
+func (r *run) oracle(prompt []uint32) int32 {
 	bs := r.cfg.Fleet.BlockSize
 	r.keys = keysOf(r.keys, prompt, bs)
 	limit := (len(prompt) - 1) / bs
@@ -505,10 +519,12 @@ func (r *run) oracle(prompt []uint32) {
 	}
 	r.oracleHits += int64(hit * bs)
 	r.oracleQueries += int64(len(prompt))
-	r.bound.add(r.keys, limit)
+	id := r.bound.request()
+	r.bound.add(r.keys, limit, id)
 	for _, k := range r.keys {
 		r.oracleSeen[k] = struct{}{}
 	}
+	return id
 }
 
 // arrivalQueue orders pending arrivals by time, then by push order.

@@ -49,6 +49,9 @@ func (r *run) result() Result {
 		res.InfiniteHitRate = float64(r.oracleHits) / float64(r.oracleQueries)
 		hits := beladyHits(r.bound.refs, r.bound.counted, r.cfg.CacheBlocks())
 		res.BoundHitRate = float64(int64(hits)*int64(r.cfg.Fleet.BlockSize)) / float64(r.oracleQueries)
+		lhits, shape := lruBoundHits(&r.bound, len(r.engines), r.cfg.Fleet.NumGPUBlocks)
+		res.LRUBoundHitRate = float64(int64(lhits)*int64(r.cfg.Fleet.BlockSize)) / float64(r.oracleQueries)
+		res.LRUShape = shape.export(r.cfg.Fleet.NumGPUBlocks, len(r.engines))
 		lru := pooledLRUHits(r.bound.refs, r.bound.counted, r.cfg.CacheBlocks())
 		res.PooledLRUHitRate = float64(int64(lru)*int64(r.cfg.Fleet.BlockSize)) / float64(r.oracleQueries)
 	}

@@ -52,7 +52,7 @@ func Sweep(ctx context.Context, base Config, workloads []Workload, loads []float
 		r := &out[j.slot]
 		r.OneEngineHitRate = one[j.ref].HitRate
 		if r.Misses != nil {
-			r.Misses.split(r.BoundHitRate, r.OneEngineHitRate)
+			r.Misses.split(r.BoundHitRate, r.LRUBoundHitRate, r.OneEngineHitRate)
 		}
 	}
 	return out, nil
