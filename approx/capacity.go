@@ -144,11 +144,16 @@ func (x *Index) resolveCapacity(id string, now time.Time) resolvedCapacity {
 
 // refreshCapacities resolves every known endpoint's capacity; a capacity
 // that newly falls back (or falls back for another reason) is counted and
-// logged once, not at every refresh.
+// logged once, not at every refresh. Two refreshes (a pick's and the
+// periodic one) run one after the other: a slower one that resolved before
+// the other must not swap its older result in after it, which made the next
+// refresh count the same fallback again.
 func (x *Index) refreshCapacities(ids []string, now time.Time) {
 	if !x.cfg.Enabled {
 		return
 	}
+	x.refreshMu.Lock()
+	defer x.refreshMu.Unlock()
 	next := make(map[string]resolvedCapacity, len(ids))
 	for _, id := range ids {
 		next[id] = x.resolveCapacity(id, now)

@@ -72,6 +72,8 @@ type Index struct {
 	refreshD int64
 	met      *metrics
 
+	refreshMu sync.Mutex // serializes refreshCapacities: its resolve and its swap are one step
+
 	mu        sync.RWMutex
 	eps       map[string]*lru
 	caps      map[string]Capacity         // explicit: Config.Endpoints, SetCapacity
