@@ -210,30 +210,32 @@ func (f *Filter) decide(dst []int, totalBlocks int, cands []Candidate) (Outcome,
 	}
 	need := f.need(totalBlocks)
 	const none = math.MaxFloat64
-	nSticky, nCold := 0, 0
 	bestSticky, bestCold := none, none // least estimated load per side, in tokens
+	withRequest, start := f.cfg.IncludeRequestTokens, len(dst)
 	for i := range cands {
 		c := &cands[i]
 		isSticky := sticky(c.Score, need)
 		if isSticky {
-			nSticky++
 			dst = append(dst, i)
-		} else {
-			nCold++
 		}
 		if !c.LoadKnown {
 			continue
 		}
 		load := float64(max(c.InFlightTokens, 0))
-		if f.cfg.IncludeRequestTokens {
+		if withRequest {
 			load += float64(max(c.RequestTokens, 0))
 		}
+		// load is a whole number, never NaN: < is min.
 		if isSticky {
-			bestSticky = min(bestSticky, load)
-		} else {
-			bestCold = min(bestCold, load)
+			if load < bestSticky {
+				bestSticky = load
+			}
+		} else if load < bestCold {
+			bestCold = load
 		}
 	}
+	nSticky := len(dst) - start
+	nCold := len(cands) - nSticky
 	switch {
 	case nSticky == 0:
 		return OutcomeNoMatch, dst

@@ -111,8 +111,12 @@ func (t *Tracker) Dispatch(endpoint string, uncachedTokens int64) *Inflight {
 // If h still holds load from an earlier dispatch, that load is released first.
 // DispatchInto must not run concurrently with other methods on the same h.
 func (t *Tracker) DispatchInto(h *Inflight, endpoint string, uncachedTokens int64) {
+	t.dispatch(h, t.counters(endpoint), endpoint, uncachedTokens)
+}
+
+// dispatch is DispatchInto with the endpoint's current counters c.
+func (t *Tracker) dispatch(h *Inflight, c *counters, endpoint string, uncachedTokens int64) {
 	h.Done()
-	c := t.counters(endpoint)
 	n := max(uncachedTokens, 0)
 	h.c, h.endpoint = c, endpoint
 	h.tokens.Store(n)
