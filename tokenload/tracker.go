@@ -196,6 +196,9 @@ func (h *Inflight) FirstChunk() {
 	if h == nil || h.c == nil {
 		return
 	}
+	if h.tokens.Load() == 0 {
+		return // nothing held: no swap (a locked instruction) needed
+	}
 	if n := h.tokens.Swap(0); n > 0 {
 		subClamped(&h.c.tokens, n)
 		h.c.t.observe(h.endpoint, -n, 0)
@@ -209,11 +212,15 @@ func (h *Inflight) Done() {
 	if h == nil || h.c == nil {
 		return
 	}
+	// Each field is read before it is swapped: what is already released
+	// costs no locked instruction (the swap still decides who releases).
 	var n, req int64
-	if n = h.tokens.Swap(0); n > 0 {
-		subClamped(&h.c.tokens, n)
+	if h.tokens.Load() != 0 {
+		if n = h.tokens.Swap(0); n > 0 {
+			subClamped(&h.c.tokens, n)
+		}
 	}
-	if h.open.Swap(false) {
+	if h.open.Load() && h.open.Swap(false) {
 		subClamped(&h.c.requests, 1)
 		req = 1
 	}
