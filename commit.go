@@ -35,7 +35,7 @@ func (s *Selection) Commit(i int) (*Decision, error) {
 	d.Endpoint = chosen
 	d.PromptTokens = s.promptTokens
 	d.CachedTokens = min(st.blocks[i]*bs, s.promptTokens)
-	d.UncachedTokens = st.uncached[i]
+	d.UncachedTokens = s.uncached(i)
 	if s.req.RemotePrefill {
 		d.UncachedTokens = 0 // another endpoint computes the prompt
 	}
@@ -52,7 +52,7 @@ func (s *Selection) Commit(i int) (*Decision, error) {
 			d.moved.keys, d.moved.bounds = slices.Clone(st.keys), slices.Clone(st.bounds)
 		}
 	}
-	r.load.DispatchInto(&d.inflight, chosen.ID, d.UncachedTokens)
+	r.load.DispatchAt(&d.inflight, &st.loads, i, chosen.ID, d.UncachedTokens) // the counters lookup read
 	if s.renderErr == nil && s.promptTokens > 0 {
 		d.acc = r.acc // a prediction: the request's end ends it in the accuracy loop
 		r.acc.Begin()

@@ -214,6 +214,9 @@ func (d *Decision) AtEnd(fn func()) {
 
 // runAtEnd runs AtEnd's function if no one has yet.
 func (d *Decision) runAtEnd() {
+	if d.atEnd.Load() == nil {
+		return // none set (AtEnd's Store is seen here or runs it itself)
+	}
 	if fn := d.atEnd.Swap(nil); fn != nil {
 		(*fn)()
 	}

@@ -15,8 +15,10 @@ var legacyScratch = sync.Pool{New: func() any { return new(pickState) }}
 // legacyPick is Pick as it was before the stages (one function), kept as
 // the reference of the differential test and the benchmark: verbatim but
 // for the extra scorers, which it does not run (the stages' Scorer reads a
-// Selection), and the open-request load, which it keeps in the scratch's
-// open slice as it did.
+// Selection), the open-request load, which it keeps in the scratch's
+// open slice as it did, and the uncached tokens, which it reads back from
+// the candidates' RequestTokens (the scratch has no slice of its own for
+// them any more).
 func (r *Router) legacyPick(ctx context.Context, req *Request, endpoints []Endpoint) (*Decision, error) {
 	if len(r.pipe.scorers) > 1 {
 		panic("legacyPick runs no extra scorers")
@@ -79,12 +81,11 @@ func (r *Router) legacyPick(ctx context.Context, req *Request, endpoints []Endpo
 	for i, e := range endpoints {
 		tok, open, _ := r.load.Load(e.ID)
 		st.open[i] = tokenload.OpenRequestLoad(open, *r.cfg.OpenRequestTokens)
-		st.uncached[i] = tokenload.UncachedTokens(promptTokens, total, st.weighted[i], bs)
 		st.cands[i] = affinity.Candidate{
 			Score:          st.weighted[i],
 			InFlightTokens: tok,
 			LoadKnown:      true, // the tracker sees every request this router dispatched
-			RequestTokens:  st.uncached[i],
+			RequestTokens:  tokenload.UncachedTokens(promptTokens, total, st.weighted[i], bs),
 		}
 		if st.blocks[i] > 0 {
 			usedCache = true
@@ -98,7 +99,7 @@ func (r *Router) legacyPick(ctx context.Context, req *Request, endpoints []Endpo
 	for _, i := range pass {
 		tok := max(st.cands[i].InFlightTokens, 0)
 		committed := tok + min(st.open[i], math.MaxInt64-tok)
-		s := r.cfg.LoadWeight * tokenload.Score(committed, st.uncached[i], r.cfg.QueueThresholdTokens)
+		s := r.cfg.LoadWeight * tokenload.Score(committed, st.cands[i].RequestTokens, r.cfg.QueueThresholdTokens)
 		switch {
 		case best < 0 || s > bestScore:
 			best, bestScore, ties, tied = i, s, 1, append(tied[:0], i)
@@ -137,7 +138,7 @@ func (r *Router) legacyPick(ctx context.Context, req *Request, endpoints []Endpo
 		Endpoint:       chosen,
 		PromptTokens:   promptTokens,
 		CachedTokens:   min(st.blocks[best]*bs, promptTokens),
-		UncachedTokens: st.uncached[best],
+		UncachedTokens: st.cands[best].RequestTokens,
 		UsedCache:      usedCache,
 		Outcome:        outcome,
 		RenderErr:      renderErr,

@@ -13,19 +13,23 @@ import (
 // uncached tokens and in-flight load (tokens and open requests).
 //
 // Its per-candidate work is what the index hands back, summed in one pass
-// (MatchResult.AddTo), one read of the candidate's load counters (resolved
-// once per candidate list, not hashed per request: tokenload.LoadView), and
-// the uncached tokens, the request's own terms computed once.
+// (MatchResult.AddTo), then one pass for the rest: a read of the
+// candidate's load counters (resolved once per candidate list, not hashed
+// per request: tokenload.LoadView; the list compared once, here); the
+// uncached tokens, the request's own terms computed once
+// (tokenload.Uncached), are projected on the candidates that need them.
 // This is the one place the candidates' load is read, so load reported by
 // peer routers joins here (local + peers', as Tracker.Load gives it).
 func (s *Selection) lookup() {
 	r, st := s.r, &s.st
 	st.ids = grow(st.ids, len(s.eps))
+	same := true // st.ids is the list the load view last read
 	for i := range s.eps {
 		// Written only when it changed: a host passes the same candidates
 		// request after request.
 		if id := s.eps[i].ID; unsafe.StringData(st.ids[i]) != unsafe.StringData(id) || len(st.ids[i]) != len(id) {
 			st.ids[i] = id
+			same = false
 		}
 	}
 	s.view = r.approx.Current()
@@ -42,21 +46,37 @@ func (s *Selection) lookup() {
 		}
 		st.matched = p
 	}
-	r.load.LoadAll(&st.loads, st.ids, st.tokens, st.open)
-	bs, promptTokens, total := r.cfg.BlockSize, s.promptTokens, s.total
-	tokenload.UncachedTokensAll(st.uncached, promptTokens, total, st.weighted, bs)
+	// One pass over the candidates: the load counters (resolved once per
+	// candidate list, the list compared once, above) beside the match,
+	// written where the filter reads them. The uncached tokens (the
+	// request's own terms computed once) are projected here only when the
+	// affinity filter weighs them; otherwise only for the candidates that
+	// need them (s.uncached: the scored ones and the chosen one).
+	r.load.View(&st.loads, st.ids, same)
+	s.unc = tokenload.NewUncached(s.promptTokens, s.total, r.cfg.BlockSize)
+	withRequest, used := r.cfg.Affinity.IncludeRequestTokens, false
 	for i := range st.ids {
-		st.cands[i] = affinity.Candidate{
-			Score:          st.weighted[i],
-			InFlightTokens: st.tokens[i],
+		w := st.weighted[i]
+		tokens, open := st.loads.Load(i)
+		c := affinity.Candidate{
+			Score:          w,
+			InFlightTokens: tokens,
 			LoadKnown:      true, // the tracker sees every request this router dispatched
-			RequestTokens:  st.uncached[i],
 		}
-		if st.blocks[i] > 0 {
-			s.usedCache = true
+		if withRequest {
+			c.RequestTokens = s.unc.Of(w)
 		}
+		st.cands[i] = c
+		st.open[i] = open
+		used = used || st.blocks[i] > 0
 	}
+	s.usedCache = used
 }
+
+// uncached returns the prompt tokens candidate i would have to prefill:
+// the load the request would add there (tokenload.UncachedTokens of its
+// tier-weighted match).
+func (s *Selection) uncached(i int) int64 { return s.unc.Of(s.st.weighted[i]) }
 
 // matchOf returns candidate i's match for an extra scorer: Blocks and Score
 // are summed over the request's prompts, the per-tier counts are those of its

@@ -35,17 +35,26 @@ func (s *Selection) Score() (best int, score float64) {
 	kept, _ := s.Filter()
 	sp := s.child(spanScore)
 	scorers, st := s.r.pipe.scorers, &s.st
-	for _, i := range kept {
-		var sc float64
-		for k, ws := range scorers {
-			v := ws.Weight * clamp01(ws.Scorer.Score(s, i))
-			if k == 0 {
-				sc = v
-			} else {
-				sc += v
-			}
+	if tl, only := scorers[0].Scorer.(tokenLoadScorer); only && len(scorers) == 1 {
+		// The token-load scorer alone (no Options.Scorers): called
+		// directly, without an interface call per candidate.
+		w := scorers[0].Weight
+		for _, i := range kept {
+			st.scores[i] = w * clamp01(tl.Score(s, i))
 		}
-		st.scores[i] = sc
+	} else {
+		for _, i := range kept {
+			var sc float64
+			for k, ws := range scorers {
+				v := ws.Weight * clamp01(ws.Scorer.Score(s, i))
+				if k == 0 {
+					sc = v
+				} else {
+					sc += v
+				}
+			}
+			st.scores[i] = sc
+		}
 	}
 	best, score = s.bestOf(kept)
 	s.best, s.bestScore, s.scored = best, score, true
@@ -70,7 +79,7 @@ func (t tokenLoadScorer) Score(s *Selection, i int) float64 {
 	st := &s.st
 	tok := max(st.cands[i].InFlightTokens, 0)
 	open := tokenload.OpenRequestLoad(st.open[i], t.openRequestTokens)
-	return tokenload.Score(tok+min(open, math.MaxInt64-tok), st.uncached[i], t.queueThreshold)
+	return tokenload.Score(tok+min(open, math.MaxInt64-tok), s.uncached(i), t.queueThreshold)
 }
 
 func clamp01(v float64) float64 {

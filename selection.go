@@ -47,7 +47,8 @@ type Selection struct {
 	promptTokens int
 	total        int
 	usedCache    bool
-	view         *approx.View // the endpoints' modes for this request (lookup)
+	view         *approx.View       // the endpoints' modes for this request (lookup)
+	unc          tokenload.Uncached // the request's terms of its uncached tokens (lookup)
 
 	filtered, scored, committed bool
 	outcome                     affinity.Outcome
@@ -161,7 +162,7 @@ func (s *Selection) Candidate(i int) Candidate {
 	c := Candidate{
 		Endpoint:       s.eps[i],
 		Match:          s.matchOf(i),
-		UncachedTokens: st.uncached[i],
+		UncachedTokens: s.uncached(i),
 		InFlightTokens: st.cands[i].InFlightTokens,
 		OpenRequests:   st.open[i],
 		Kept:           s.kept(i),
@@ -181,14 +182,12 @@ type pickState struct {
 	match     kvindex.MatchResult
 	matched   int // the prompt whose match is in match; -1 when none
 	ids       []string
-	blocks    []int              // per candidate: contiguous blocks, summed over prompts
-	weighted  []float64          // per candidate: tier-weighted score, summed over prompts
-	uncached  []int64            // per candidate: this request's projected uncached tokens
-	open      []int64            // per candidate: its open requests
-	tokens    []int64            // per candidate: its in-flight tokens, as read by lookup
-	loads     tokenload.LoadView // the candidates' load counters, resolved for the next request with the same candidates
-	scores    []float64          // per candidate: total score (valid for the kept ones once scored)
-	cands     []affinity.Candidate
+	blocks    []int                // per candidate: contiguous blocks, summed over prompts
+	weighted  []float64            // per candidate: tier-weighted score, summed over prompts
+	open      []int64              // per candidate: its open requests
+	loads     tokenload.LoadView   // the candidates' load counters, resolved for the next request with the same candidates
+	scores    []float64            // per candidate: total score (valid for the kept ones once scored)
+	cands     []affinity.Candidate // per candidate: what the affinity filter reads (RequestTokens only when it weighs them)
 	pass      []int                // the candidates the filters kept
 	sub       []affinity.Candidate // the affinity filter's candidates when earlier filters dropped some
 	subPass   []int                // what it kept of sub
@@ -226,9 +225,7 @@ func (st *pickState) reset(n int) {
 	st.matched = -1
 	st.blocks = resize(st.blocks, n)
 	st.weighted = resize(st.weighted, n)
-	st.uncached = grow(st.uncached, n) // lookup writes uncached, open, tokens and cands for every candidate
-	st.open = grow(st.open, n)
-	st.tokens = grow(st.tokens, n)
+	st.open = grow(st.open, n)     // lookup writes open and cands for every candidate
 	st.scores = grow(st.scores, n) // written for the kept candidates before any read
 	st.cands = grow(st.cands, n)
 	st.kept = st.kept[:0] // built on demand by Selection.Kept

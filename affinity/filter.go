@@ -210,30 +210,58 @@ func (f *Filter) decide(dst []int, totalBlocks int, cands []Candidate) (Outcome,
 	}
 	need := f.need(totalBlocks)
 	const none = math.MaxFloat64
-	nSticky, nCold := 0, 0
 	bestSticky, bestCold := none, none // least estimated load per side, in tokens
-	for i := range cands {
-		c := &cands[i]
-		isSticky := sticky(c.Score, need)
-		if isSticky {
-			nSticky++
-			dst = append(dst, i)
-		} else {
-			nCold++
+	start := len(dst)
+	if f.cfg.IncludeRequestTokens {
+		for i := range cands {
+			c := &cands[i]
+			isSticky := sticky(c.Score, need)
+			if isSticky {
+				dst = append(dst, i)
+			}
+			if !c.LoadKnown {
+				continue
+			}
+			// A whole number, never NaN: < is min.
+			load := float64(max(c.InFlightTokens, 0)) + float64(max(c.RequestTokens, 0))
+			if isSticky {
+				if load < bestSticky {
+					bestSticky = load
+				}
+			} else if load < bestCold {
+				bestCold = load
+			}
 		}
-		if !c.LoadKnown {
-			continue
+	} else {
+		// Committed load only: the least of each side found among the
+		// integers and converted once (the conversion keeps their order).
+		sticky0, cold0 := int64(math.MaxInt64), int64(math.MaxInt64)
+		stickyKnown, coldKnown := false, false
+		for i := range cands {
+			c := &cands[i]
+			isSticky := sticky(c.Score, need)
+			if isSticky {
+				dst = append(dst, i)
+			}
+			if !c.LoadKnown {
+				continue
+			}
+			load := max(c.InFlightTokens, 0)
+			if isSticky {
+				stickyKnown, sticky0 = true, min(sticky0, load)
+			} else {
+				coldKnown, cold0 = true, min(cold0, load)
+			}
 		}
-		load := float64(max(c.InFlightTokens, 0))
-		if f.cfg.IncludeRequestTokens {
-			load += float64(max(c.RequestTokens, 0))
+		if stickyKnown {
+			bestSticky = float64(sticky0)
 		}
-		if isSticky {
-			bestSticky = min(bestSticky, load)
-		} else {
-			bestCold = min(bestCold, load)
+		if coldKnown {
+			bestCold = float64(cold0)
 		}
 	}
+	nSticky := len(dst) - start
+	nCold := len(cands) - nSticky
 	switch {
 	case nSticky == 0:
 		return OutcomeNoMatch, dst

@@ -23,17 +23,39 @@ type LoadView struct {
 // counters directly. It does not allocate once v has grown to len(ids).
 func (t *Tracker) LoadAll(v *LoadView, ids []string, tokens, requests []int64) {
 	tokens, requests = tokens[:len(ids)], requests[:len(ids)]
-	if !v.valid(t, ids) {
+	t.View(v, ids, false)
+	for i := range ids {
+		tokens[i], requests[i] = v.Load(i)
+	}
+}
+
+// View makes v resolve ids in t, as LoadAll does, without reading their
+// load: the caller reads each endpoint's with v.Load(i) in a pass of its
+// own. same reports that the caller already compared its list with the one
+// it passed before through v (a router compares its candidate list once
+// per request and shares the answer): ids holds, element for element, the
+// same strings, so only the tracker's changes are checked, not every ID
+// again. A list of another length is resolved again whatever same says.
+func (t *Tracker) View(v *LoadView, ids []string, same bool) {
+	if same {
+		same = v.t == t && len(v.ids) == len(ids) && v.gen == t.gen.Load()
+	} else {
+		same = v.valid(t, ids)
+	}
+	if !same {
 		v.resolve(t, ids)
 	}
-	for i, c := range v.cs[:len(ids)] {
-		if c == nil {
-			tokens[i], requests[i] = 0, 0
-			continue
-		}
-		tokens[i] = c.tokens.Load() + max(c.peer.tokens.Load(), 0)
-		requests[i] = c.requests.Load() + max(c.peer.requests.Load(), 0)
+}
+
+// Load returns the committed load of endpoint i of the list v was last
+// resolved for (Tracker.View, Tracker.LoadAll), as Tracker.Load gives it:
+// zero for an endpoint without counters.
+func (v *LoadView) Load(i int) (tokens, requests int64) {
+	c := v.cs[i]
+	if c == nil {
+		return 0, 0
 	}
+	return c.tokens.Load() + max(c.peer.tokens.Load(), 0), c.requests.Load() + max(c.peer.requests.Load(), 0)
 }
 
 // valid reports whether v resolves exactly ids in t as t is now.
@@ -62,4 +84,22 @@ func (v *LoadView) resolve(t *Tracker, ids []string) {
 		c, _ := t.endpoints.Load(id)
 		v.cs = append(v.cs, c)
 	}
+}
+
+// DispatchAt is DispatchInto for the endpoint at index i of the list v
+// last read (LoadAll), named endpoint: it takes the counters v resolved for
+// it instead of looking the endpoint up, unless the view does not hold
+// that endpoint at i or an endpoint's counters were created or removed
+// since (then it looks it up, as DispatchInto does). A router dispatches to
+// one of the candidates whose load it has just read.
+func (t *Tracker) DispatchAt(h *Inflight, v *LoadView, i int, endpoint string, uncachedTokens int64) {
+	var c *counters
+	if v.t == t && i >= 0 && i < len(v.cs) && v.gen == t.gen.Load() && v.ids[i] == endpoint {
+		c = v.cs[i]
+	}
+	if c == nil {
+		t.DispatchInto(h, endpoint, uncachedTokens)
+		return
+	}
+	t.dispatch(h, c, endpoint, uncachedTokens)
 }

@@ -68,30 +68,55 @@ func UncachedTokens(inputTokens, totalBlocks int, matchedBlocks float64, blockSi
 // every i: one request's projected uncached tokens on each of its
 // candidates, the request's own terms computed once.
 func UncachedTokensAll(dst []int64, inputTokens, totalBlocks int, matched []float64, blockSize int) {
+	u := NewUncached(inputTokens, totalBlocks, blockSize)
 	dst = dst[:len(matched)]
-	input := int64(max(inputTokens, 0))
-	if blockSize <= 0 || totalBlocks <= 0 {
-		for i := range dst {
-			dst[i] = input
-		}
-		return
-	}
-	total, bs := float64(totalBlocks), float64(blockSize)
-	tail := max(input-int64(totalBlocks)*int64(blockSize), 0)
 	for i, m := range matched {
-		if !(m >= 0) { // NaN or negative
-			m = 0
-		}
-		dst[i] = min(roundTokens((total-min(m, total))*bs)+tail, input)
+		dst[i] = u.Of(m)
 	}
 }
 
-// roundTokens is math.Round for the non-negative token counts of
-// UncachedTokens, which are whole numbers unless a CPU-tier block weighed
-// in: those skip math.Round, which is not an instruction on amd64.
-func roundTokens(x float64) int64 {
-	if n := int64(x); float64(n) == x {
-		return n
+// Uncached holds one request's terms of UncachedTokens, computed once
+// (NewUncached) for a caller that projects them on each candidate in a
+// pass of its own.
+type Uncached struct {
+	input, tail int64   // the prompt's tokens; those beyond its indexed blocks
+	total, bs   float64 // its full blocks and the block size; 0 when it has none
+}
+
+// NewUncached returns the terms of UncachedTokens(inputTokens, totalBlocks,
+// ·, blockSize).
+func NewUncached(inputTokens, totalBlocks, blockSize int) Uncached {
+	input := int64(max(inputTokens, 0))
+	if blockSize <= 0 || totalBlocks <= 0 {
+		return Uncached{input: input, tail: input} // Of gives input
 	}
-	return int64(math.Round(x))
+	return Uncached{
+		input: input,
+		tail:  max(input-int64(totalBlocks)*int64(blockSize), 0),
+		total: float64(totalBlocks),
+		bs:    float64(blockSize),
+	}
+}
+
+// Of returns UncachedTokens(inputTokens, totalBlocks, matchedBlocks,
+// blockSize) for u's terms.
+func (u Uncached) Of(matchedBlocks float64) int64 {
+	m := matchedBlocks
+	if !(m >= 0) { // NaN or negative
+		m = 0
+	}
+	return min(roundTokens((u.total-min(m, u.total))*u.bs)+u.tail, u.input)
+}
+
+// roundTokens is math.Round for the non-negative token counts of
+// UncachedTokens (below 2⁶³), without its call: the truncation plus one
+// when the fraction, exact below 2⁵³ and zero above, is at least a half
+// (halves round away from zero, as math.Round's do). The counts are whole
+// numbers unless a CPU-tier block weighed in.
+func roundTokens(x float64) int64 {
+	n := int64(x)
+	if x-float64(n) >= 0.5 {
+		n++
+	}
+	return n
 }

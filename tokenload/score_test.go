@@ -2,6 +2,7 @@ package tokenload
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -80,6 +81,25 @@ func TestUncachedTokensAllIsUncachedTokens(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// TestRoundTokensIsMathRound holds the call-free rounding of the uncached
+// tokens to math.Round over the values it can be given (non-negative,
+// below 2⁶³): halves, the largest double below a half, whole numbers near
+// 2⁵³ where the fraction stops being representable, and random ones.
+func TestRoundTokensIsMathRound(t *testing.T) {
+	xs := []float64{0, 0.5, 1.5, 2.5, 0.49999999999999994, math.Nextafter(0.5, 1), 1.4999999999999998,
+		7.999999999999999, 127.99999999999999, 1 << 52, 1<<52 + 0.5, 1<<52 - 0.5, 1 << 53, 1<<53 + 2, 1 << 62,
+		math.Nextafter(1<<63, 0), math.SmallestNonzeroFloat64}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 100_000 {
+		xs = append(xs, r.Float64()*float64(int64(1)<<r.IntN(63)))
+	}
+	for _, x := range xs {
+		if got, want := roundTokens(x), int64(math.Round(x)); got != want {
+			t.Fatalf("roundTokens(%v) = %d, math.Round %d", x, got, want)
 		}
 	}
 }

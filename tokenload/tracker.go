@@ -111,8 +111,12 @@ func (t *Tracker) Dispatch(endpoint string, uncachedTokens int64) *Inflight {
 // If h still holds load from an earlier dispatch, that load is released first.
 // DispatchInto must not run concurrently with other methods on the same h.
 func (t *Tracker) DispatchInto(h *Inflight, endpoint string, uncachedTokens int64) {
+	t.dispatch(h, t.counters(endpoint), endpoint, uncachedTokens)
+}
+
+// dispatch is DispatchInto with the endpoint's current counters c.
+func (t *Tracker) dispatch(h *Inflight, c *counters, endpoint string, uncachedTokens int64) {
 	h.Done()
-	c := t.counters(endpoint)
 	n := max(uncachedTokens, 0)
 	h.c, h.endpoint = c, endpoint
 	h.tokens.Store(n)
@@ -192,6 +196,9 @@ func (h *Inflight) FirstChunk() {
 	if h == nil || h.c == nil {
 		return
 	}
+	if h.tokens.Load() == 0 {
+		return // nothing held: no swap (a locked instruction) needed
+	}
 	if n := h.tokens.Swap(0); n > 0 {
 		subClamped(&h.c.tokens, n)
 		h.c.t.observe(h.endpoint, -n, 0)
@@ -205,11 +212,15 @@ func (h *Inflight) Done() {
 	if h == nil || h.c == nil {
 		return
 	}
+	// Each field is read before it is swapped: what is already released
+	// costs no locked instruction (the swap still decides who releases).
 	var n, req int64
-	if n = h.tokens.Swap(0); n > 0 {
-		subClamped(&h.c.tokens, n)
+	if h.tokens.Load() != 0 {
+		if n = h.tokens.Swap(0); n > 0 {
+			subClamped(&h.c.tokens, n)
+		}
 	}
-	if h.open.Swap(false) {
+	if h.open.Load() && h.open.Swap(false) {
 		subClamped(&h.c.requests, 1)
 		req = 1
 	}

@@ -1,0 +1,101 @@
+package affinity
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// decideRef is the filter's decision as it was written before its pass was
+// tuned (floats and math's min throughout), kept as the reference the tuned
+// pass must agree with.
+func decideRef(f *Filter, totalBlocks int, cands []Candidate) (Outcome, []int) {
+	var dst []int
+	if len(cands) <= 1 || totalBlocks <= 0 || f.threshold <= 0 {
+		return OutcomeNotApplicable, dst
+	}
+	need := f.need(totalBlocks)
+	const none = math.MaxFloat64
+	nSticky, nCold := 0, 0
+	bestSticky, bestCold := none, none
+	for i := range cands {
+		c := &cands[i]
+		isSticky := sticky(c.Score, need)
+		if isSticky {
+			nSticky++
+			dst = append(dst, i)
+		} else {
+			nCold++
+		}
+		if !c.LoadKnown {
+			continue
+		}
+		load := float64(max(c.InFlightTokens, 0))
+		if f.cfg.IncludeRequestTokens {
+			load += float64(max(c.RequestTokens, 0))
+		}
+		if isSticky {
+			bestSticky = min(bestSticky, load)
+		} else {
+			bestCold = min(bestCold, load)
+		}
+	}
+	switch {
+	case nSticky == 0:
+		return OutcomeNoMatch, dst
+	case nCold == 0 || f.penaltyTokens <= 0:
+		return OutcomeSticky, dst
+	case bestSticky == none || bestCold == none:
+		return OutcomeMissingSignal, dst
+	case bestSticky-bestCold > f.penaltyTokens:
+		if f.cfg.IncludeRequestTokens {
+			return OutcomeRequestLoadOverride, dst
+		}
+		return OutcomeLoadOverride, dst
+	}
+	return OutcomeSticky, dst
+}
+
+// TestDecideIsReference holds the filter's decision to decideRef on random
+// candidate sets: scores around the threshold (NaN and infinities among
+// them), loads around the gate (negative, unknown and huge ones among
+// them), with and without the request's tokens.
+func TestDecideIsReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, withRequest := range []bool{false, true} {
+		f := newFilter(t, Config{IncludeRequestTokens: withRequest})
+		gate := int64(f.GateTokens())
+		for range 20_000 {
+			total := 1 + r.IntN(64)
+			cands := make([]Candidate, r.IntN(20))
+			for i := range cands {
+				c := &cands[i]
+				switch r.IntN(12) {
+				case 0:
+					c.Score = math.NaN()
+				case 1:
+					c.Score = math.Inf(1 - 2*r.IntN(2))
+				default:
+					c.Score = float64(r.IntN(total+2)) * []float64{1, 0.8, 0.999999999}[r.IntN(3)]
+				}
+				load := func() int64 {
+					switch r.IntN(10) {
+					case 0:
+						return -r.Int64N(1000)
+					case 1:
+						return math.MaxInt64 - r.Int64N(1000)
+					default:
+						return r.Int64N(2 * gate)
+					}
+				}
+				c.InFlightTokens, c.RequestTokens, c.LoadKnown = load(), load(), r.IntN(8) != 0
+			}
+			wantO, want := decideRef(f, total, cands)
+			gotO, got := f.decide(nil, total, cands)
+			if gotO != wantO || !slices.Equal(got, want) {
+				t.Fatalf("withRequest %v, total %d, %+v: decide %v %v, reference %v %v", withRequest, total, cands, gotO, got, wantO, want)
+			}
+		}
+	}
+}
