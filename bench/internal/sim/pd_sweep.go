@@ -184,8 +184,9 @@ func WritePDSweepMarkdown(w io.Writer, loads []float64, rows []PDSweepRow) error
 // with nothing split below the threshold (belowThresholdStallWeight
 // negative: the threshold alone decides the short prompts), the split
 // threshold raised past a chat turn's new tokens (4,096) and past every
-// prompt (never split), and the prefill-load rule at Dynamo's busy line
-// (4 × max_num_batched_tokens) and at twice it.
+// prompt (nothing split by the threshold; the rule below it still
+// splits), and the prefill-load rule at Dynamo's busy line (4 ×
+// max_num_batched_tokens) and at twice it.
 func DefaultPDVariants(c PDConfig) []PDVariant {
 	n := c.Prefill + c.Decode
 	d := c.Decider
