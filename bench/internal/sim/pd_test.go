@@ -216,8 +216,8 @@ func TestPDSweep(t *testing.T) {
 			t.Errorf("%s: %d met + %d missed of %d rows", r.Variant, r.Met, len(r.Missed), r.Rows)
 		}
 	}
-	if got := len(DefaultPDVariants(DefaultPDConfig(1))); got != 10 {
-		t.Errorf("%d default variants, want 10", got)
+	if got := len(DefaultPDVariants(DefaultPDConfig(1))); got != 11 {
+		t.Errorf("%d default variants, want 11", got)
 	}
 }
 
