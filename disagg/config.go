@@ -53,6 +53,15 @@ const (
 	// request on the decode endpoint as a second of the request's own time
 	// to first token: the rule then minimises the latency all of them add.
 	DefaultDecodeStallWeight = 1.0
+	// DefaultBelowThresholdStallWeight prices, for a request below
+	// NonCachedTokens, a second of stall of each running request on the
+	// decode endpoint as 1/20 of a second of the request's own time to
+	// first token: enough for a decode endpoint with tens of running
+	// requests to hand a short prompt to an idle prefill endpoint, which
+	// keeps the decode steps short, and too little to send it to a prefill
+	// endpoint with a long prompt queued. The routing simulation's P/D
+	// study runs at this default (bench/results/routesim-pd.md).
+	DefaultBelowThresholdStallWeight = 0.05
 )
 
 // Config configures the Profile (the gateway's "disagg" block).
@@ -120,6 +129,18 @@ type Config struct {
 	// own time to first token (which, on a decode endpoint busy decoding,
 	// queues the requests that must prefill there behind long prompts).
 	DecodeStallWeight float64 `json:"decodeStallWeight"`
+	// BelowThresholdStallWeight extends the cost rule below the threshold:
+	// a request whose uncached tokens are below NonCachedTokens (which the
+	// threshold alone keeps local) is split when the cost rule, with the
+	// stall priced at BelowThresholdStallWeight instead of
+	// DecodeStallWeight, estimates splitting faster: its decode endpoint's
+	// queued prompt tokens, or the stall its own prefill puts on the
+	// running requests there, cost more than the prefill endpoint's queue
+	// and the transfer. Such splits are counted with reason decode_busy.
+	// Only with CostRule. 0 means DefaultBelowThresholdStallWeight;
+	// negative turns the extension off (below the threshold nothing is
+	// split, as without the cost rule).
+	BelowThresholdStallWeight float64 `json:"belowThresholdStallWeight"`
 }
 
 // ErrInvalidConfig wraps every configuration error.
@@ -146,6 +167,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: transferTokensPerSecond %v is not a finite non-negative number", ErrInvalidConfig, c.TransferTokensPerSecond)
 	case math.IsNaN(c.DecodeStallWeight) || math.IsInf(c.DecodeStallWeight, 0):
 		return fmt.Errorf("%w: decodeStallWeight %v is not a finite number", ErrInvalidConfig, c.DecodeStallWeight)
+	case math.IsNaN(c.BelowThresholdStallWeight) || math.IsInf(c.BelowThresholdStallWeight, 0):
+		return fmt.Errorf("%w: belowThresholdStallWeight %v is not a finite number", ErrInvalidConfig, c.BelowThresholdStallWeight)
 	}
 	return nil
 }
@@ -176,13 +199,17 @@ func (c Config) WithDefaults() Config {
 	if c.TransferTokensPerSecond == 0 {
 		c.TransferTokensPerSecond = DefaultTransferTokensPerSecond
 	}
-	// Negative DecodeStallWeight and TransferLatency stay negative (none):
+	// Negative DecodeStallWeight, TransferLatency and
+	// BelowThresholdStallWeight stay negative (none, off):
 	// WithDefaults is idempotent, and the estimates read them as 0.
 	if c.DecodeStallWeight == 0 {
 		c.DecodeStallWeight = DefaultDecodeStallWeight
 	}
 	if c.TransferLatency == 0 {
 		c.TransferLatency = DefaultTransferLatency
+	}
+	if c.BelowThresholdStallWeight == 0 {
+		c.BelowThresholdStallWeight = DefaultBelowThresholdStallWeight
 	}
 	return c
 }

@@ -93,7 +93,7 @@ func TestCostRuleThroughRouter(t *testing.T) {
 	require.Equal(t, 1.0, f.decisions(outcomeSplit, "uncached"))
 
 	d3 := f.pick(t, "c3", prompt(72, 999))
-	require.Empty(t, d3.Roles, "below nonCachedTokens: local whatever the queues")
+	require.Empty(t, d3.Roles, "below nonCachedTokens, both endpoints with 8,192 tokens queued: local")
 	require.Equal(t, 1.0, f.decisions(outcomeLocal, "cached"))
 
 	for _, d := range []*kvroute.Decision{d1, d2, d3} {
@@ -101,6 +101,87 @@ func TestCostRuleThroughRouter(t *testing.T) {
 		d.Done(kvroute.DoneInfo{})
 	}
 	f.requireIdle(t)
+}
+
+// Below the threshold the cost rule decides too, its stall priced at
+// BelowThresholdStallWeight: a short prompt on an idle decoder stays
+// local; one on a decoder with many running requests goes to an idle
+// prefiller (the prefill would stall them all), but not to a prefiller
+// with a long prompt queued; one on a decoder with a prompt queued goes
+// to an idle prefiller; a negative weight turns the extension off.
+func TestCostRuleBelowThreshold(t *testing.T) {
+	c := costConfig() // belowThresholdStallWeight 0: the default, 0.05
+	idle := Estimate{DecodeUncached: 512, PrefillUncached: 512}
+	// split: 51.2 ms + 1 ms + 5.12 ms against local 51.2 ms
+	require.False(t, c.SplitCheaperBelowThreshold(idle), "idle decoder: the transfer is the difference")
+
+	running := idle
+	running.DecodeOpen = 40 // local: 51.2 ms × (1 + 0.05 × 40) = 153.6 ms
+	l := c
+	l.DecodeStallWeight = DefaultBelowThresholdStallWeight
+	require.InDelta(t, float64(153600*time.Microsecond), float64(l.LocalTTFT(running)), float64(time.Microsecond))
+	require.True(t, c.SplitCheaperBelowThreshold(running), "40 running requests stall 51 ms each")
+	require.False(t, c.SplitCheaper(running), "at or above the threshold no stall is priced in costConfig")
+
+	busyPrefill := running
+	busyPrefill.PrefillQueued = 8192
+	require.False(t, c.SplitCheaperBelowThreshold(busyPrefill), "the prefiller's queue is longer than the stall")
+
+	queued := idle
+	queued.DecodeQueued = 8192
+	require.True(t, c.SplitCheaperBelowThreshold(queued), "the decoder's queue is longer than the transfer")
+
+	c.BelowThresholdStallWeight = 1
+	require.True(t, c.SplitCheaperBelowThreshold(Estimate{DecodeUncached: 512, PrefillUncached: 512, DecodeOpen: 1}))
+	c.BelowThresholdStallWeight = -1
+	require.False(t, c.SplitCheaperBelowThreshold(queued), "off")
+}
+
+// Through a real Router: a short prompt on a decoder with a long prompt
+// queued is split to the idle prefiller (counted decode_busy, released
+// once); with belowThresholdStallWeight negative, or the cost rule off, it
+// stays local whatever the queues (reason cached).
+func TestBelowThresholdThroughRouter(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		cfg   func(*Config)
+		split bool
+	}{
+		{"default", func(*Config) {}, true},
+		{"off", func(c *Config) { c.BelowThresholdStallWeight = -1 }, false},
+		{"no cost rule", func(c *Config) { c.CostRule = false }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := costConfig()
+			cfg.NonCachedTokens = 1 << 20 // every prompt below the threshold
+			tc.cfg(&cfg)
+			f := newFleet(t, cfg, Options{}, RolePrefill, RoleDecode)
+			d1 := f.pick(t, "q1", prompt(80, 8192))
+			require.Empty(t, d1.Roles)
+			require.Equal(t, [2]int64{8192, 1}, f.load(t, f.eps[1].ID))
+
+			d2 := f.pick(t, "q2", prompt(81, 512))
+			require.Equal(t, f.eps[1].ID, d2.Endpoint.ID)
+			if tc.split {
+				require.Len(t, d2.Roles, 1, "the decoder has 8,192 prompt tokens queued, the prefiller none")
+				require.Equal(t, f.eps[0].ID, d2.Roles[0].Endpoint.ID)
+				require.Equal(t, 1.0, f.decisions(outcomeSplit, "decode_busy"))
+				require.Equal(t, 1.0, f.picks("prefill"))
+				require.Equal(t, [2]int64{512, 1}, f.load(t, f.eps[0].ID))
+				require.Equal(t, [2]int64{8192, 2}, f.load(t, f.eps[1].ID), "no prompt tokens charged to the decoder")
+			} else {
+				require.Empty(t, d2.Roles)
+				require.Zero(t, f.decisions(outcomeSplit, "decode_busy"))
+			}
+			require.Equal(t, 2.0, f.decisions(outcomeLocal, "cached")+f.decisions(outcomeSplit, "decode_busy"))
+			for _, d := range []*kvroute.Decision{d1, d2} {
+				d.FirstChunk()
+				d.Done(kvroute.DoneInfo{})
+				d.Done(kvroute.DoneInfo{})
+			}
+			f.requireIdle(t)
+		})
+	}
 }
 
 // The decode pick weighs in-flight output tokens: of two decoders with one
@@ -181,6 +262,7 @@ func TestCostConfig(t *testing.T) {
 	for _, bad := range []Config{
 		{PrefillTokensPerSecond: -1}, {TransferTokensPerSecond: -1}, {DecodeStallWeight: math.NaN()},
 		{DefaultOutputTokens: -1}, {DecodeQueueOutputTokens: -1},
+		{BelowThresholdStallWeight: math.NaN()}, {BelowThresholdStallWeight: math.Inf(-1)},
 	} {
 		require.ErrorIs(t, bad.Validate(), ErrInvalidConfig, "%+v", bad)
 	}
@@ -192,6 +274,8 @@ func TestCostConfig(t *testing.T) {
 	require.EqualValues(t, DefaultDecodeQueueOutputTokens, d.DecodeQueueOutputTokens)
 	require.False(t, d.CostRule, "off unless configured")
 	require.Equal(t, DefaultDecodeStallWeight, d.DecodeStallWeight)
+	require.Equal(t, DefaultBelowThresholdStallWeight, d.BelowThresholdStallWeight)
+	require.Equal(t, -1.0, Config{BelowThresholdStallWeight: -1}.WithDefaults().WithDefaults().BelowThresholdStallWeight, "off stays off")
 	// Negative means none, and stays so however often the defaults are applied.
 	none := Config{TransferLatency: -1, DecodeStallWeight: -1, PrefillTokensPerSecond: 10_000, TransferTokensPerSecond: 100_000}
 	twice := none.WithDefaults().WithDefaults()
@@ -200,9 +284,11 @@ func TestCostConfig(t *testing.T) {
 	require.Equal(t, time.Second, twice.LocalTTFT(e), "no stall priced")
 	require.Equal(t, 1100*time.Millisecond, twice.SplitTTFT(e), "no transfer latency")
 
-	c, err := LoadConfig(strings.NewReader(`{"costRule":true,"transferLatency":"2ms","prefillTokensPerSecond":12000,"decodeStallWeight":0.01,"defaultOutputTokens":256}`))
+	c, err := LoadConfig(strings.NewReader(`{"costRule":true,"transferLatency":"2ms","prefillTokensPerSecond":12000,"decodeStallWeight":0.01,"defaultOutputTokens":256,"belowThresholdStallWeight":0.1}`))
 	require.NoError(t, err)
-	require.Equal(t, Config{CostRule: true, TransferLatency: 2 * time.Millisecond, PrefillTokensPerSecond: 12000, DecodeStallWeight: 0.01, DefaultOutputTokens: 256}, c)
+	require.Equal(t, Config{CostRule: true, TransferLatency: 2 * time.Millisecond, PrefillTokensPerSecond: 12000, DecodeStallWeight: 0.01, DefaultOutputTokens: 256, BelowThresholdStallWeight: 0.1}, c)
+	_, err = LoadConfig(strings.NewReader(`{"belowThresholdStallWeight":"0.1"}`))
+	require.ErrorIs(t, err, ErrInvalidConfig)
 	_, err = LoadConfig(strings.NewReader(`{"costrule":true}`))
 	require.ErrorIs(t, err, ErrInvalidConfig)
 }

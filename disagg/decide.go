@@ -105,4 +105,17 @@ func (c Config) LocalTTFT(e Estimate) time.Duration {
 // prefilling locally (a tie stays local: no transfer for nothing).
 func (c Config) SplitCheaper(e Estimate) bool { return c.SplitTTFT(e) < c.LocalTTFT(e) }
 
+// SplitCheaperBelowThreshold is the cost rule for a request below
+// NonCachedTokens: SplitCheaper with the stall priced at
+// BelowThresholdStallWeight; false when that is negative (the extension
+// is off).
+func (c Config) SplitCheaperBelowThreshold(e Estimate) bool {
+	c = c.WithDefaults()
+	if c.BelowThresholdStallWeight < 0 {
+		return false
+	}
+	c.DecodeStallWeight = c.BelowThresholdStallWeight
+	return c.SplitCheaper(e)
+}
+
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

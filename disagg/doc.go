@@ -60,8 +60,23 @@
 // with no prompt queued prefills every long prompt itself (no transfer to
 // pay) — which, in the routing simulation, queues the short follow-up turns
 // that must prefill there behind documents and raises TTFT at every load.
-// The threshold stays a floor: below NonCachedTokens nothing is split.
 // Decisions the rule keeps local are counted with reason local_faster.
+//
+// Below the threshold the rule decides too, with the stall priced at
+// Config.BelowThresholdStallWeight (default 0.05) instead: a short prompt
+// the threshold would keep local is split when its decode endpoint has
+// prompt tokens queued, or enough running requests that its own prefill's
+// stall on them costs more than the transfer, and the chosen prefill
+// endpoint's queue is shorter (Config.SplitCheaperBelowThreshold). Such
+// splits are counted with reason decode_busy. This keeps a busy decode
+// endpoint's steps short (each step waits for every prompt chunk in it,
+// the first tokens of split requests included) while the prefill pool
+// has room, and leaves short prompts local once it has none. The weight is
+// separate from DecodeStallWeight because it moves the other way: a small
+// price lets short prompts leave a busy decoder, while long prompts, whose
+// prefill stalls a decoder for its whole length, keep the full price and
+// stay off the decoders. A negative weight turns this off: below
+// NonCachedTokens nothing is split.
 //
 // One Decision carries both picks: the decode endpoint's, with the
 // prefill endpoint's in Decision.Roles. Its FirstChunk and Done release
@@ -102,8 +117,8 @@
 //
 // # Metrics
 //
-// kvroute_disagg_decisions_total{outcome,reason}: outcome split (reason
-// uncached) or local (reasons cached, no_tokens, no_prefill_endpoint,
+// kvroute_disagg_decisions_total{outcome,reason}: outcome split (reasons
+// uncached, decode_busy) or local (reasons cached, no_tokens, no_prefill_endpoint,
 // prefill_busy, local_faster); kvroute_disagg_picks_total{role}: role decode (every
 // request) and prefill (split requests); and
 // kvroute_disagg_decode_without_events_total. Label values come from these

@@ -17,6 +17,7 @@ const (
 	reasonNoPrefill          // local: no prefill endpoint is available
 	reasonPrefillBusy        // local: the prefill-load rule (MaxPrefillQueueTokens)
 	reasonLocalFaster        // local: the cost rule estimated local prefill faster
+	reasonDecodeBusy         // split: below the threshold, the cost rule estimated splitting faster
 	numReasons
 )
 
@@ -27,6 +28,7 @@ var reasons = [numReasons]struct{ outcome, reason string }{
 	reasonNoPrefill:   {outcomeLocal, "no_prefill_endpoint"},
 	reasonPrefillBusy: {outcomeLocal, "prefill_busy"},
 	reasonLocalFaster: {outcomeLocal, "local_faster"},
+	reasonDecodeBusy:  {outcomeSplit, "decode_busy"},
 }
 
 // metrics are the Profile's collectors; every label value comes from the
@@ -44,7 +46,7 @@ func newMetrics() *metrics {
 	m := &metrics{
 		decisionsVec: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvroute_disagg_decisions_total",
-			Help: "Prefill/decode decisions by outcome (split: a prefill endpoint computes the prompt; local: the decode endpoint prefills) and reason (uncached, cached, no_tokens, no_prefill_endpoint, prefill_busy, local_faster).",
+			Help: "Prefill/decode decisions by outcome (split: a prefill endpoint computes the prompt; local: the decode endpoint prefills) and reason (uncached, decode_busy, cached, no_tokens, no_prefill_endpoint, prefill_busy, local_faster).",
 		}, []string{"outcome", "reason"}),
 		picksVec: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvroute_disagg_picks_total",

@@ -137,8 +137,15 @@ func (p *Profile) Pick(ctx context.Context, req *kvroute.Request, endpoints []kv
 	}
 	prompts, salt := st.Prompts(ds)
 	reason := p.decide(dc.UncachedTokens, promptTokens(prompts))
-	if reason != reasonUncached {
+	// below: the threshold keeps it local unless the cost rule's extension
+	// below the threshold (BelowThresholdStallWeight) finds splitting faster.
+	below := reason == reasonCached && p.cfg.CostRule && p.cfg.BelowThresholdStallWeight >= 0
+	if reason != reasonUncached && !below {
 		return p.local(ds, di, reason, out)
+	}
+	noPrefill := reasonNoPrefill
+	if below {
+		noPrefill = reasonCached // nothing to split to: it stays local as the threshold says
 	}
 	for _, e := range endpoints {
 		if Prefills(e) && e.ID != dc.Endpoint.ID {
@@ -146,7 +153,7 @@ func (p *Profile) Pick(ctx context.Context, req *kvroute.Request, endpoints []kv
 		}
 	}
 	if len(b.pre) == 0 {
-		return p.local(ds, di, reasonNoPrefill, out)
+		return p.local(ds, di, noPrefill, out)
 	}
 	preq := kvroute.Request{API: req.API, Header: req.Header, Model: req.Model, LoRA: req.LoRA,
 		CacheSalt: salt, Prompts: prompts, PrefillOnly: true}
@@ -157,16 +164,22 @@ func (p *Profile) Pick(ctx context.Context, req *kvroute.Request, endpoints []kv
 	defer ps.Release()
 	pi, _ := ps.Score() // prefix cache and prefill load: the router's own filters and scorers
 	if pi < 0 {
-		return p.local(ds, di, reasonNoPrefill, out)
+		return p.local(ds, di, noPrefill, out)
 	}
 	pc := ps.Candidate(pi)
 	if max := p.cfg.MaxPrefillQueueTokens; max > 0 && pc.InFlightTokens >= max {
 		return p.local(ds, di, reasonPrefillBusy, out)
 	}
-	if p.cfg.CostRule && !p.cfg.SplitCheaper(Estimate{
+	est := Estimate{
 		DecodeQueued: dc.InFlightTokens, DecodeUncached: dc.UncachedTokens, DecodeOpen: dc.OpenRequests,
 		PrefillQueued: pc.InFlightTokens, PrefillUncached: pc.UncachedTokens,
-	}) {
+	}
+	switch {
+	case below && !p.cfg.SplitCheaperBelowThreshold(est):
+		return p.local(ds, di, reasonCached, out)
+	case below:
+		reason = reasonDecodeBusy
+	case p.cfg.CostRule && !p.cfg.SplitCheaper(est):
 		return p.local(ds, di, reasonLocalFaster, out)
 	}
 	dreq.RemotePrefill = true // read by Commit: the decode endpoint computes none of the prompt
@@ -181,7 +194,7 @@ func (p *Profile) Pick(ctx context.Context, req *kvroute.Request, endpoints []kv
 	}
 	d.Roles = append(d.Roles, pd)
 	p.chargeOutput(d, out)
-	p.met.decisions[reasonUncached].Inc()
+	p.met.decisions[reason].Inc()
 	p.met.pickDecode.Inc()
 	p.met.pickPrefill.Inc()
 	return d, nil

@@ -23,6 +23,7 @@ type pdOptions struct {
 	maxQueue        int64
 	costRule        bool
 	stallWeight     float64
+	belowWeight     float64
 	dynamoThreshold int
 	dynamoRatio     float64
 }
@@ -40,6 +41,7 @@ func addPDFlags(fs *flag.FlagSet, o *pdOptions) {
 	fs.Int64Var(&o.maxQueue, "pd-max-prefill-queue", def.Decider.MaxPrefillQueueTokens, "with -pd: the kvroute decider's maxPrefillQueueTokens (0: no prefill-load rule)")
 	fs.BoolVar(&o.costRule, "pd-cost-rule", def.Decider.CostRule, "with -pd: the kvroute decider's cost rule (split only when estimated faster than prefilling on the decode engine)")
 	fs.Float64Var(&o.stallWeight, "pd-stall-weight", def.Decider.DecodeStallWeight, "with -pd: the cost rule's decodeStallWeight (0: disagg's default; negative: no stall priced)")
+	fs.Float64Var(&o.belowWeight, "pd-below-stall-weight", def.Decider.BelowThresholdStallWeight, "with -pd: the cost rule's belowThresholdStallWeight (0: disagg's default; negative: nothing below the threshold splits)")
 	fs.IntVar(&o.dynamoThreshold, "pd-dynamo-isl", def.Dynamo.EffISLThreshold, "with -pd: Dynamo's conditional-disagg eff_isl_threshold")
 	fs.Float64Var(&o.dynamoRatio, "pd-dynamo-ratio", def.Dynamo.EffISLRatio, "with -pd: Dynamo's conditional-disagg eff_isl_ratio_threshold")
 }
@@ -61,6 +63,7 @@ func runPD(o options, base sim.Config, args []string, stdout io.Writer) error {
 	c.Prefill, c.Decode = o.pd.prefill, o.pd.decode
 	c.Decider.NonCachedTokens, c.Decider.MaxPrefillQueueTokens = o.pd.threshold, o.pd.maxQueue
 	c.Decider.CostRule, c.Decider.DecodeStallWeight = o.pd.costRule, o.pd.stallWeight
+	c.Decider.BelowThresholdStallWeight = o.pd.belowWeight
 	c.Dynamo.EffISLThreshold, c.Dynamo.EffISLRatio = o.pd.dynamoThreshold, o.pd.dynamoRatio
 	st, err := sim.RunPDStudy(c, loads, sim.AllPDPolicies, o.parallel)
 	if err != nil {

@@ -36,8 +36,13 @@ func WritePDMarkdown(w io.Writer, st PDStudy, command string) error {
 		d = d.WithDefaults()
 		cost = fmt.Sprintf("cost rule on: split only when (the prefill engine's queued prompt tokens + its uncached tokens) / %.0f tokens/s + %v + the decode engine's uncached tokens / %.0f tokens/s is below the decode engine's queued prompt tokens / %.0f tokens/s + its uncached tokens / %.0f tokens/s × (1 + %g × its open requests)",
 			d.PrefillTokensPerSecond, max(d.TransferLatency, 0), d.TransferTokensPerSecond, d.PrefillTokensPerSecond, d.PrefillTokensPerSecond, max(d.DecodeStallWeight, 0))
+		if d.BelowThresholdStallWeight >= 0 {
+			cost += fmt.Sprintf("; below the threshold, split when the same comparison with the stall priced at **%g** × its open requests (belowThresholdStallWeight) finds splitting faster", d.BelowThresholdStallWeight)
+		} else {
+			cost += "; below the threshold nothing splits (belowThresholdStallWeight negative)"
+		}
 	}
-	p("- **kvroute-decider**: kvroute's P/D Profile: the decode pick, then a split only when the prompt tokens the index does not place on that decode engine reach **%d** (nonCachedTokens), then the prefill pick; %s; %s.\n", c.Decider.NonCachedTokens, rule, cost)
+	p("- **kvroute-decider**: kvroute's P/D Profile: the decode pick, then a split when the prompt tokens the index does not place on that decode engine reach **%d** (nonCachedTokens), then the prefill pick; %s; %s.\n", c.Decider.NonCachedTokens, rule, cost)
 	p("- The decider that ran: %s.\n", pdDeciderImpl)
 	p("- **dynamo-conditional**: Dynamo's conditional disaggregation, policy isl_or_load: local prefill on the decode worker when eff_isl (prompt − its cached prefix) < %d and eff_isl / prompt < %.2f, or when the prefill worker Dynamo's cost model would pick has more than %.1f × max_num_batched_tokens of active prefill tokens; both workers picked by Dynamo's KV-router cost model over their pool.\n\n",
 		c.Dynamo.EffISLThreshold, c.Dynamo.EffISLRatio, c.Dynamo.QueueThreshold)

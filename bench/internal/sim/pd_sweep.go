@@ -21,6 +21,10 @@ type PDVariant struct {
 	// DecodeStallWeight is the cost rule's decodeStallWeight (0: disagg's
 	// default; negative: no stall priced).
 	DecodeStallWeight float64 `json:"decodeStallWeight,omitempty"`
+	// BelowThresholdStallWeight is the cost rule's
+	// belowThresholdStallWeight (0: disagg's default; negative: nothing
+	// below the threshold splits).
+	BelowThresholdStallWeight float64 `json:"belowThresholdStallWeight,omitempty"`
 }
 
 func (v PDVariant) String() string {
@@ -31,9 +35,14 @@ func (v PDVariant) String() string {
 	if v.NoCostRule {
 		s += ", cost rule off"
 	} else if v.DecodeStallWeight < 0 {
-		s += ", cost rule without the stall term"
+		s += ", cost rule without the stall term at or above the threshold"
 	} else if v.DecodeStallWeight > 0 {
 		s += fmt.Sprintf(", decodeStallWeight %g", v.DecodeStallWeight)
+	}
+	if !v.NoCostRule && v.BelowThresholdStallWeight < 0 {
+		s += ", nothing split below the threshold"
+	} else if !v.NoCostRule && v.BelowThresholdStallWeight > 0 {
+		s += fmt.Sprintf(", belowThresholdStallWeight %g", v.BelowThresholdStallWeight)
 	}
 	return s
 }
@@ -66,7 +75,7 @@ func RunPDSweep(c PDConfig, loads []float64, variants []PDVariant, parallel int)
 		case PDAggregated:
 			v = PDVariant{Prefill: v.Prefill + v.Decode}
 		case PDAlways, PDDynamo:
-			v.NonCachedTokens, v.MaxPrefillQueueTokens, v.NoCostRule, v.DecodeStallWeight = 0, 0, false, 0
+			v.NonCachedTokens, v.MaxPrefillQueueTokens, v.NoCostRule, v.DecodeStallWeight, v.BelowThresholdStallWeight = 0, 0, false, 0, 0
 		}
 		return key{p, v, l}
 	}
@@ -95,7 +104,7 @@ func RunPDSweep(c PDConfig, loads []float64, variants []PDVariant, parallel int)
 			cc.Prefill, cc.Decode = k.v.Prefill-1, 1 // the pools do not matter: every engine is both
 		}
 		cc.Decider.NonCachedTokens, cc.Decider.MaxPrefillQueueTokens, cc.Decider.CostRule = k.v.NonCachedTokens, k.v.MaxPrefillQueueTokens, !k.v.NoCostRule
-		cc.Decider.DecodeStallWeight = k.v.DecodeStallWeight
+		cc.Decider.DecodeStallWeight, cc.Decider.BelowThresholdStallWeight = k.v.DecodeStallWeight, k.v.BelowThresholdStallWeight
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -171,10 +180,13 @@ func WritePDSweepMarkdown(w io.Writer, loads []float64, rows []PDSweepRow) error
 // DefaultPDVariants is the sweep the committed report carries: the
 // default knobs on four splits of the same GPUs, then, on c's pools, the
 // cost rule off (the threshold alone, llm-d's decider) or on without its
-// stall term (the request's own TTFT alone), the split
+// stall term at or above the threshold (the request's own TTFT alone) or
+// with nothing split below the threshold (belowThresholdStallWeight
+// negative: the threshold alone decides the short prompts), the split
 // threshold raised past a chat turn's new tokens (4,096) and past every
-// prompt (never split), and the prefill-load rule at Dynamo's busy line
-// (4 × max_num_batched_tokens) and at twice it.
+// prompt (nothing split by the threshold; the rule below it still
+// splits), and the prefill-load rule at Dynamo's busy line (4 ×
+// max_num_batched_tokens) and at twice it.
 func DefaultPDVariants(c PDConfig) []PDVariant {
 	n := c.Prefill + c.Decode
 	d := c.Decider
@@ -183,14 +195,15 @@ func DefaultPDVariants(c PDConfig) []PDVariant {
 	for _, p := range []int{n / 2, n/2 + 1, n/2 + 2, n - 1} {
 		if p >= 1 && p < n && !seen[p] {
 			seen[p] = true
-			out = append(out, PDVariant{Prefill: p, Decode: n - p, NonCachedTokens: d.NonCachedTokens, MaxPrefillQueueTokens: d.MaxPrefillQueueTokens, NoCostRule: !d.CostRule, DecodeStallWeight: d.DecodeStallWeight})
+			out = append(out, PDVariant{Prefill: p, Decode: n - p, NonCachedTokens: d.NonCachedTokens, MaxPrefillQueueTokens: d.MaxPrefillQueueTokens, NoCostRule: !d.CostRule, DecodeStallWeight: d.DecodeStallWeight, BelowThresholdStallWeight: d.BelowThresholdStallWeight})
 		}
 	}
 	busy := 4 * int64(c.Base.Fleet.MaxNumBatchedTokens)
-	base := PDVariant{Prefill: c.Prefill, Decode: c.Decode, NonCachedTokens: d.NonCachedTokens, MaxPrefillQueueTokens: d.MaxPrefillQueueTokens, NoCostRule: !d.CostRule, DecodeStallWeight: d.DecodeStallWeight}
+	base := PDVariant{Prefill: c.Prefill, Decode: c.Decode, NonCachedTokens: d.NonCachedTokens, MaxPrefillQueueTokens: d.MaxPrefillQueueTokens, NoCostRule: !d.CostRule, DecodeStallWeight: d.DecodeStallWeight, BelowThresholdStallWeight: d.BelowThresholdStallWeight}
 	for _, m := range []func(*PDVariant){
 		func(v *PDVariant) { v.NoCostRule = !v.NoCostRule },
 		func(v *PDVariant) { v.NoCostRule, v.DecodeStallWeight = false, -1 },
+		func(v *PDVariant) { v.NoCostRule, v.BelowThresholdStallWeight = false, -1 },
 		func(v *PDVariant) { v.NonCachedTokens = 4096 },
 		func(v *PDVariant) { v.NonCachedTokens = 1 << 20 },
 		func(v *PDVariant) { v.MaxPrefillQueueTokens = busy },

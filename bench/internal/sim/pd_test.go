@@ -73,13 +73,19 @@ func TestPDRunInvariants(t *testing.T) {
 }
 
 // TestPDDeciderKnobs checks the decider's knobs move its split rate the
-// way they say: no request splits above the longest prompt, every one
-// below 0 (always), and the prefill-load rule keeps requests local.
+// way they say: no request splits above the longest prompt with the rule
+// below the threshold off, some do with it on (the decoders, prefilling
+// everything, hand short prompts to idle prefillers), every one below 0
+// (always), and the prefill-load rule keeps requests local.
 func TestPDDeciderKnobs(t *testing.T) {
 	c := smallPD(1)
-	c.Decider.NonCachedTokens = 1 << 20
+	c.Decider.NonCachedTokens, c.Decider.BelowThresholdStallWeight = 1<<20, -1
 	if r, err := RunPD(c, PDDecider); err != nil || r.SplitRate != 0 {
-		t.Errorf("threshold above every prompt: split %v, %v", r.SplitRate, err)
+		t.Errorf("threshold above every prompt, nothing split below it: split %v, %v", r.SplitRate, err)
+	}
+	c.Decider.BelowThresholdStallWeight = 0 // the default
+	if r, err := RunPD(c, PDDecider); err != nil || !(r.SplitRate > 0 && r.SplitRate < 1) {
+		t.Errorf("threshold above every prompt, the rule below it at its default: split %v, want some, %v", r.SplitRate, err)
 	}
 	c.Decider.NonCachedTokens, c.Decider.CostRule = -1, false
 	if r, err := RunPD(c, PDDecider); err != nil || r.SplitRate != 1 {
@@ -210,8 +216,8 @@ func TestPDSweep(t *testing.T) {
 			t.Errorf("%s: %d met + %d missed of %d rows", r.Variant, r.Met, len(r.Missed), r.Rows)
 		}
 	}
-	if got := len(DefaultPDVariants(DefaultPDConfig(1))); got != 10 {
-		t.Errorf("%d default variants, want 10", got)
+	if got := len(DefaultPDVariants(DefaultPDConfig(1))); got != 11 {
+		t.Errorf("%d default variants, want 11", got)
 	}
 }
 
