@@ -51,6 +51,7 @@ func (s *Selection) lookup() {
 			InFlightTokens: st.tokens[i],
 			LoadKnown:      true, // the tracker sees every request this router dispatched
 			RequestTokens:  st.uncached[i],
+			OpenRequests:   st.open[i],
 		}
 		if st.blocks[i] > 0 {
 			s.usedCache = true

@@ -36,12 +36,17 @@ const (
 	// with a known load signal; the result follows Config.MissingSignalPolicy
 	// (sticky ones only, or all).
 	OutcomeMissingSignal
+	// OutcomeCrowded: the sticky candidates were crowded with open requests
+	// (Config.CrowdingRatio); only the non-sticky candidates of least
+	// crowding cost pass.
+	OutcomeCrowded
 
 	numOutcomes
 )
 
 var outcomeNames = [numOutcomes]string{
 	"not_applicable", "exploration", "no_match", "sticky", "load_override", "request_load_override", "missing_signal",
+	"crowded",
 }
 
 // String returns the metric label of o.
@@ -69,8 +74,21 @@ type Candidate struct {
 	LoadKnown bool
 	// RequestTokens is this request's projected uncached tokens on the
 	// endpoint (tokenload UncachedTokens). Used only with
-	// Config.IncludeRequestTokens. Negative values count as 0.
+	// Config.IncludeRequestTokens and by the crowding rule
+	// (Config.CrowdingRatio). Negative values count as 0.
 	RequestTokens int64
+	// OpenRequests is the number of requests open on the endpoint:
+	// dispatched and not finished, so also those streaming their answers,
+	// whose growing KV use evicts the endpoint's cached prefixes. Used by the
+	// crowding rule (Config.CrowdingRatio) when LoadKnown. Negative values
+	// count as 0.
+	OpenRequests int64
+}
+
+// crowdingCost is a candidate's cost in the crowding rule: (uncached tokens
+// of this request + 1) × (open requests + 1).
+func crowdingCost(c *Candidate) float64 {
+	return float64(max(c.RequestTokens, 0)+1) * float64(max(c.OpenRequests, 0)+1)
 }
 
 // stickyTolerance is the relative slack of the sticky comparison, so that a
@@ -84,6 +102,7 @@ type Filter struct {
 	cfg           Config  // with defaults: its pointers are set
 	threshold     float64 // *cfg.AffinityThreshold
 	penaltyTokens float64 // MaxTTFTPenalty × PeakPrefillThroughput; gate off when 0
+	crowding      float64 // *cfg.CrowdingRatio; the crowding rule is off when 0
 	random        func() float64
 	decisions     [numOutcomes]prometheus.Counter
 
@@ -132,7 +151,7 @@ func New(cfg Config, opts Options) (*Filter, error) {
 	if logger == nil {
 		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	f := &Filter{cfg: cfg, threshold: *cfg.AffinityThreshold, random: rand.Float64}
+	f := &Filter{cfg: cfg, threshold: *cfg.AffinityThreshold, crowding: *cfg.CrowdingRatio, random: rand.Float64}
 	if opts.Random != nil {
 		f.random = opts.Random
 	}
@@ -156,7 +175,8 @@ func New(cfg Config, opts Options) (*Filter, error) {
 		"peakPrefillThroughput", cfg.PeakPrefillThroughput,
 		"gateTokens", f.penaltyTokens,
 		"missingSignalPolicy", cfg.MissingSignalPolicy,
-		"includeRequestTokens", cfg.IncludeRequestTokens)
+		"includeRequestTokens", cfg.IncludeRequestTokens,
+		"crowdingRatio", f.crowding)
 	return f, nil
 }
 
@@ -182,6 +202,9 @@ func (f *Filter) Apply(dst []int, totalBlocks int, cands []Candidate) ([]int, Ou
 		return stickies, o // listed by decide's one pass over the candidates
 	}
 	dst = stickies[:0]
+	if o == OutcomeCrowded {
+		return f.leastCrowded(dst, totalBlocks, cands), o
+	}
 	for i := range cands {
 		dst = append(dst, i)
 	}
@@ -211,7 +234,9 @@ func (f *Filter) decide(dst []int, totalBlocks int, cands []Candidate) (Outcome,
 	need := f.need(totalBlocks)
 	const none = math.MaxFloat64
 	nSticky, nCold := 0, 0
-	bestSticky, bestCold := none, none // least estimated load per side, in tokens
+	bestSticky, bestCold := none, none                                 // least estimated load per side, in tokens
+	crowdSticky, crowdCold := none, none                               // least crowding cost per side
+	openSticky, openCold := int64(math.MaxInt64), int64(math.MaxInt64) // fewest open requests per side
 	for i := range cands {
 		c := &cands[i]
 		isSticky := sticky(c.Score, need)
@@ -223,6 +248,13 @@ func (f *Filter) decide(dst []int, totalBlocks int, cands []Candidate) (Outcome,
 		}
 		if !c.LoadKnown {
 			continue
+		}
+		if isSticky {
+			crowdSticky = min(crowdSticky, crowdingCost(c))
+			openSticky = min(openSticky, max(c.OpenRequests, 0))
+		} else {
+			crowdCold = min(crowdCold, crowdingCost(c))
+			openCold = min(openCold, max(c.OpenRequests, 0))
 		}
 		load := float64(max(c.InFlightTokens, 0))
 		if f.cfg.IncludeRequestTokens {
@@ -246,6 +278,27 @@ func (f *Filter) decide(dst []int, totalBlocks int, cands []Candidate) (Outcome,
 			return OutcomeRequestLoadOverride, dst
 		}
 		return OutcomeLoadOverride, dst
+	case f.crowding > 0 && openSticky > openCold && crowdCold < f.crowding*crowdSticky:
+		return OutcomeCrowded, dst
 	}
 	return OutcomeSticky, dst
+}
+
+// leastCrowded appends to dst the indices of the non-sticky candidates with
+// a known load whose crowding cost is the least (ties all pass, for the
+// scorers to separate).
+func (f *Filter) leastCrowded(dst []int, totalBlocks int, cands []Candidate) []int {
+	need := f.need(totalBlocks)
+	least := math.MaxFloat64
+	for i := range cands {
+		if c := &cands[i]; c.LoadKnown && !sticky(c.Score, need) {
+			least = min(least, crowdingCost(c))
+		}
+	}
+	for i := range cands {
+		if c := &cands[i]; c.LoadKnown && !sticky(c.Score, need) && crowdingCost(c) == least {
+			dst = append(dst, i)
+		}
+	}
+	return dst
 }
