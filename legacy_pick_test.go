@@ -86,6 +86,7 @@ func (r *Router) legacyPick(ctx context.Context, req *Request, endpoints []Endpo
 			InFlightTokens: tok,
 			LoadKnown:      true, // the tracker sees every request this router dispatched
 			RequestTokens:  tokenload.UncachedTokens(promptTokens, total, st.weighted[i], bs),
+			OpenRequests:   open, // the affinity filter's crowding rule counts requests
 		}
 		if st.blocks[i] > 0 {
 			usedCache = true

@@ -50,11 +50,12 @@ func (s *Selection) lookup() {
 	// candidate list, the list compared once, above) beside the match,
 	// written where the filter reads them. The uncached tokens (the
 	// request's own terms computed once) are projected here only when the
-	// affinity filter weighs them; otherwise only for the candidates that
+	// affinity filter reads them (its request-tokens term or its crowding
+	// rule); otherwise only for the candidates that
 	// need them (s.uncached: the scored ones and the chosen one).
 	r.load.View(&st.loads, st.ids, same)
 	s.unc = tokenload.NewUncached(s.promptTokens, s.total, r.cfg.BlockSize)
-	withRequest, used := r.cfg.Affinity.IncludeRequestTokens, false
+	withRequest, used := r.filter.ReadsRequestTokens(), false
 	for i := range st.ids {
 		w := st.weighted[i]
 		tokens, open := st.loads.Load(i)
@@ -62,6 +63,7 @@ func (s *Selection) lookup() {
 			Score:          w,
 			InFlightTokens: tokens,
 			LoadKnown:      true, // the tracker sees every request this router dispatched
+			OpenRequests:   open, // the crowding rule counts requests
 		}
 		if withRequest {
 			c.RequestTokens = s.unc.Of(w)

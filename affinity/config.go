@@ -24,6 +24,8 @@ const (
 	// Qwen3-32B on two H100s (vLLM, chunk 8192), in tokens per second.
 	// Calibrate your own deployment with examples/calibrate.
 	DefaultPeakPrefillThroughput = 15928.0
+	// DefaultCrowdingRatio is the crowding rule's ratio (Config.CrowdingRatio).
+	DefaultCrowdingRatio = 1.5
 )
 
 // MissingSignalPolicy says what the TTFT gate does when one side of its
@@ -88,6 +90,18 @@ type Config struct {
 	// the opt-in makes stickiness harder to break: the cold endpoint must also
 	// pay for this request's full prefill. Default false.
 	IncludeRequestTokens bool `json:"includeRequestTokens"`
+	// CrowdingRatio is the crowding rule's ratio, finite and >= 0; 0
+	// disables the rule. A candidate's crowding cost is (this request's
+	// uncached tokens on it + 1) × (its open requests + 1). When the least
+	// cost among the non-sticky candidates is below CrowdingRatio times the
+	// least among the sticky ones, the sticky endpoints are crowded with
+	// open requests, whose growing KV use evicts the prefixes they hold, and
+	// only the non-sticky candidates of least cost pass (OutcomeCrowded). A
+	// conversation then leaves an engine crowded with streaming requests
+	// while its history is still short to re-prefill, and the fleet's cache
+	// room stays even. Only candidates with a known load count. Default 1.5
+	// (DefaultCrowdingRatio); nil means the default.
+	CrowdingRatio *float64 `json:"crowdingRatio"`
 }
 
 // DefaultConfig shows the defaults a zero Config stands for, those of the
@@ -112,6 +126,9 @@ func (c Config) WithDefaults() Config {
 	if c.MissingSignalPolicy == "" {
 		c.MissingSignalPolicy = KeepSticky
 	}
+	if c.CrowdingRatio == nil {
+		c.CrowdingRatio = new(DefaultCrowdingRatio)
+	}
 	return c
 }
 
@@ -134,6 +151,8 @@ func (c Config) Validate() error {
 		return invalid("maxTTFTPenalty must be >= 0 (0 disables the TTFT gate), got %v", *c.MaxTTFTPenalty)
 	case math.IsNaN(c.PeakPrefillThroughput) || math.IsInf(c.PeakPrefillThroughput, 0) || c.PeakPrefillThroughput < 0:
 		return invalid("peakPrefillThroughput must be a finite number >= 0 tokens/s (0 means the default %v), got %v", DefaultPeakPrefillThroughput, c.PeakPrefillThroughput)
+	case c.CrowdingRatio != nil && (math.IsNaN(*c.CrowdingRatio) || math.IsInf(*c.CrowdingRatio, 0) || *c.CrowdingRatio < 0):
+		return invalid("crowdingRatio must be a finite number >= 0 (0 disables the crowding rule), got %v", *c.CrowdingRatio)
 	}
 	switch c.MissingSignalPolicy {
 	case "", KeepSticky, Widen:

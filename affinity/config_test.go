@@ -20,6 +20,7 @@ func TestDefaultConfig(t *testing.T) {
 	require.Equal(t, 15928.0, cfg.PeakPrefillThroughput)
 	require.Equal(t, KeepSticky, cfg.MissingSignalPolicy)
 	require.False(t, cfg.IncludeRequestTokens)
+	require.Equal(t, DefaultCrowdingRatio, *cfg.CrowdingRatio)
 }
 
 func TestConfigValidate(t *testing.T) {
@@ -46,6 +47,10 @@ func TestConfigValidate(t *testing.T) {
 		{"policy widen", func(c *Config) { c.MissingSignalPolicy = Widen }, ""},
 		{"policy empty means keep_sticky", func(c *Config) { c.MissingSignalPolicy = "" }, ""},
 		{"policy unknown", func(c *Config) { c.MissingSignalPolicy = "zero" }, "missingSignalPolicy"},
+		{"crowding 0 disables", func(c *Config) { c.CrowdingRatio = new(0.0) }, ""},
+		{"crowding negative", func(c *Config) { c.CrowdingRatio = new(-1.0) }, "crowdingRatio"},
+		{"crowding infinite", func(c *Config) { c.CrowdingRatio = new(math.Inf(1)) }, "crowdingRatio"},
+		{"crowding NaN", func(c *Config) { c.CrowdingRatio = new(math.NaN()) }, "crowdingRatio"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := DefaultConfig()
@@ -68,7 +73,8 @@ func TestLoadConfig(t *testing.T) {
 		"maxTTFTPenalty": "30s",
 		"peakPrefillThroughput": 39065,
 		"missingSignalPolicy": "widen",
-		"includeRequestTokens": true
+		"includeRequestTokens": true,
+		"crowdingRatio": 2
 	}`))
 	require.NoError(t, err)
 	require.Equal(t, Config{
@@ -78,6 +84,7 @@ func TestLoadConfig(t *testing.T) {
 		PeakPrefillThroughput:  39065,
 		MissingSignalPolicy:    Widen,
 		IncludeRequestTokens:   true,
+		CrowdingRatio:          new(2.0),
 	}, cfg)
 }
 
@@ -163,7 +170,8 @@ func TestConfigJSONRoundTrip(t *testing.T) {
 		"maxTTFTPenalty": "2.5s",
 		"peakPrefillThroughput": 15928,
 		"missingSignalPolicy": "widen",
-		"includeRequestTokens": false
+		"includeRequestTokens": false,
+		"crowdingRatio": 1.5
 	}`, string(data))
 	back, err := LoadConfig(bytes.NewReader(data))
 	require.NoError(t, err)

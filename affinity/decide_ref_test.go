@@ -8,8 +8,8 @@ import (
 )
 
 // decideRef is the filter's decision as it was written before its pass was
-// tuned (floats and math's min throughout), kept as the reference the tuned
-// pass must agree with.
+// tuned (floats and math's min throughout; the crowding rule as first
+// written), kept as the reference the tuned pass must agree with.
 func decideRef(f *Filter, totalBlocks int, cands []Candidate) (Outcome, []int) {
 	var dst []int
 	if len(cands) <= 1 || totalBlocks <= 0 || f.threshold <= 0 {
@@ -19,6 +19,8 @@ func decideRef(f *Filter, totalBlocks int, cands []Candidate) (Outcome, []int) {
 	const none = math.MaxFloat64
 	nSticky, nCold := 0, 0
 	bestSticky, bestCold := none, none
+	crowdSticky, crowdCold := none, none
+	openSticky, openCold := int64(math.MaxInt64), int64(math.MaxInt64)
 	for i := range cands {
 		c := &cands[i]
 		isSticky := sticky(c.Score, need)
@@ -30,6 +32,13 @@ func decideRef(f *Filter, totalBlocks int, cands []Candidate) (Outcome, []int) {
 		}
 		if !c.LoadKnown {
 			continue
+		}
+		if isSticky {
+			crowdSticky = min(crowdSticky, crowdingCost(c))
+			openSticky = min(openSticky, max(c.OpenRequests, 0))
+		} else {
+			crowdCold = min(crowdCold, crowdingCost(c))
+			openCold = min(openCold, max(c.OpenRequests, 0))
 		}
 		load := float64(max(c.InFlightTokens, 0))
 		if f.cfg.IncludeRequestTokens {
@@ -53,6 +62,8 @@ func decideRef(f *Filter, totalBlocks int, cands []Candidate) (Outcome, []int) {
 			return OutcomeRequestLoadOverride, dst
 		}
 		return OutcomeLoadOverride, dst
+	case f.crowding > 0 && openSticky > openCold && crowdCold < f.crowding*crowdSticky:
+		return OutcomeCrowded, dst
 	}
 	return OutcomeSticky, dst
 }
@@ -60,11 +71,16 @@ func decideRef(f *Filter, totalBlocks int, cands []Candidate) (Outcome, []int) {
 // TestDecideIsReference holds the filter's decision to decideRef on random
 // candidate sets: scores around the threshold (NaN and infinities among
 // them), loads around the gate (negative, unknown and huge ones among
-// them), with and without the request's tokens.
+// them), with and without the request's tokens, with and without the
+// crowding rule.
 func TestDecideIsReference(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
-	for _, withRequest := range []bool{false, true} {
-		f := newFilter(t, Config{IncludeRequestTokens: withRequest})
+	for _, mode := range []struct {
+		withRequest bool
+		crowding    float64
+	}{{false, DefaultCrowdingRatio}, {true, DefaultCrowdingRatio}, {false, 0}, {true, 0}} {
+		withRequest := mode.withRequest
+		f := newFilter(t, Config{IncludeRequestTokens: withRequest, CrowdingRatio: new(mode.crowding)})
 		gate := int64(f.GateTokens())
 		for range 20_000 {
 			total := 1 + r.IntN(64)
@@ -90,6 +106,7 @@ func TestDecideIsReference(t *testing.T) {
 					}
 				}
 				c.InFlightTokens, c.RequestTokens, c.LoadKnown = load(), load(), r.IntN(8) != 0
+				c.OpenRequests = r.Int64N(8) - 1
 			}
 			wantO, want := decideRef(f, total, cands)
 			gotO, got := f.decide(nil, total, cands)

@@ -28,7 +28,23 @@
 //     comparison is relative: when every endpoint is busy the filter stays
 //     sticky. With the defaults (15,928 tokens/s, 18 s) the gate fires when the
 //     difference exceeds 286,704 tokens, and not at equality.
-//  5. Otherwise only the sticky endpoints pass (OutcomeSticky).
+//  5. The crowding rule (only when CrowdingRatio > 0 and some candidate is not
+//     sticky): a candidate's crowding cost is (this request's uncached
+//     tokens on it + 1) × (its open requests + 1), open requests being those
+//     dispatched and not finished, streaming answers included. When the
+//     non-sticky side has fewer open requests at its least than the sticky
+//     side and its least cost is below CrowdingRatio times the sticky side's
+//     least, the warm endpoints are crowded: only the non-sticky candidates
+//     of least cost pass (OutcomeCrowded). Requests streaming their answers
+//     grow their engine's KV use and evict the prefixes it holds; the rule
+//     moves a conversation off such an engine while its history is still
+//     cheap to prefill elsewhere, which keeps the fleet's cache room even.
+//     The cost is LMetric's (arXiv 2603.15202: a prefix-cache term times a
+//     load term); the
+//     rule applies it only to break stickiness, so prefix groups still stay
+//     where their blocks are. With the default ratio 1.5 the move may cost
+//     up to half as much again as staying.
+//  6. Otherwise only the sticky endpoints pass (OutcomeSticky).
 //
 // These are the semantics of the llm-d router's prefix-cache-affinity-filter
 // (throughput TTFT source) with two deliberate differences, both documented

@@ -36,12 +36,17 @@ const (
 	// with a known load signal; the result follows Config.MissingSignalPolicy
 	// (sticky ones only, or all).
 	OutcomeMissingSignal
+	// OutcomeCrowded: the sticky candidates were crowded with open requests
+	// (Config.CrowdingRatio); only the non-sticky candidates of least
+	// crowding cost pass.
+	OutcomeCrowded
 
 	numOutcomes
 )
 
 var outcomeNames = [numOutcomes]string{
 	"not_applicable", "exploration", "no_match", "sticky", "load_override", "request_load_override", "missing_signal",
+	"crowded",
 }
 
 // String returns the metric label of o.
@@ -69,8 +74,21 @@ type Candidate struct {
 	LoadKnown bool
 	// RequestTokens is this request's projected uncached tokens on the
 	// endpoint (tokenload UncachedTokens). Used only with
-	// Config.IncludeRequestTokens. Negative values count as 0.
+	// Config.IncludeRequestTokens and by the crowding rule
+	// (Config.CrowdingRatio). Negative values count as 0.
 	RequestTokens int64
+	// OpenRequests is the number of requests open on the endpoint:
+	// dispatched and not finished, so also those streaming their answers,
+	// whose growing KV use evicts the endpoint's cached prefixes. Used by the
+	// crowding rule (Config.CrowdingRatio) when LoadKnown. Negative values
+	// count as 0.
+	OpenRequests int64
+}
+
+// crowdingCost is a candidate's cost in the crowding rule: (uncached tokens
+// of this request + 1) × (open requests + 1).
+func crowdingCost(c *Candidate) float64 {
+	return float64(max(c.RequestTokens, 0)+1) * float64(max(c.OpenRequests, 0)+1)
 }
 
 // stickyTolerance is the relative slack of the sticky comparison, so that a
@@ -84,6 +102,7 @@ type Filter struct {
 	cfg           Config  // with defaults: its pointers are set
 	threshold     float64 // *cfg.AffinityThreshold
 	penaltyTokens float64 // MaxTTFTPenalty × PeakPrefillThroughput; gate off when 0
+	crowding      float64 // *cfg.CrowdingRatio; the crowding rule is off when 0
 	random        func() float64
 	decisions     [numOutcomes]prometheus.Counter
 
@@ -132,7 +151,7 @@ func New(cfg Config, opts Options) (*Filter, error) {
 	if logger == nil {
 		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	f := &Filter{cfg: cfg, threshold: *cfg.AffinityThreshold, random: rand.Float64}
+	f := &Filter{cfg: cfg, threshold: *cfg.AffinityThreshold, crowding: *cfg.CrowdingRatio, random: rand.Float64}
 	if opts.Random != nil {
 		f.random = opts.Random
 	}
@@ -156,7 +175,8 @@ func New(cfg Config, opts Options) (*Filter, error) {
 		"peakPrefillThroughput", cfg.PeakPrefillThroughput,
 		"gateTokens", f.penaltyTokens,
 		"missingSignalPolicy", cfg.MissingSignalPolicy,
-		"includeRequestTokens", cfg.IncludeRequestTokens)
+		"includeRequestTokens", cfg.IncludeRequestTokens,
+		"crowdingRatio", f.crowding)
 	return f, nil
 }
 
@@ -182,6 +202,9 @@ func (f *Filter) Apply(dst []int, totalBlocks int, cands []Candidate) ([]int, Ou
 		return stickies, o // listed by decide's one pass over the candidates
 	}
 	dst = stickies[:0]
+	if o == OutcomeCrowded {
+		return f.leastCrowded(dst, totalBlocks, cands), o
+	}
 	for i := range cands {
 		dst = append(dst, i)
 	}
@@ -210,54 +233,62 @@ func (f *Filter) decide(dst []int, totalBlocks int, cands []Candidate) (Outcome,
 	}
 	need := f.need(totalBlocks)
 	const none = math.MaxFloat64
-	bestSticky, bestCold := none, none // least estimated load per side, in tokens
+	// The least estimated load per side (in tokens) is found among the
+	// integers and converted once (the conversion keeps their order); the
+	// crowding rule's terms (least cost, fewest open requests per side)
+	// only when it is on.
 	start := len(dst)
-	if f.cfg.IncludeRequestTokens {
-		for i := range cands {
-			c := &cands[i]
-			isSticky := sticky(c.Score, need)
-			if isSticky {
-				dst = append(dst, i)
-			}
-			if !c.LoadKnown {
-				continue
-			}
-			// A whole number, never NaN: < is min.
+	withRequest, crowding := f.cfg.IncludeRequestTokens, f.crowding > 0
+	sticky0, cold0 := int64(math.MaxInt64), int64(math.MaxInt64)
+	stickyF, coldF := none, none // the same with the request's tokens (withRequest)
+	stickyKnown, coldKnown := false, false
+	crowdSticky, crowdCold := none, none
+	openSticky, openCold := int64(math.MaxInt64), int64(math.MaxInt64)
+	for i := range cands {
+		c := &cands[i]
+		isSticky := sticky(c.Score, need)
+		if isSticky {
+			dst = append(dst, i)
+		}
+		if !c.LoadKnown {
+			continue
+		}
+		if withRequest {
+			// A float sum, as the gate compares: two int64 terms may
+			// overflow; a whole number, never NaN, so < is min.
 			load := float64(max(c.InFlightTokens, 0)) + float64(max(c.RequestTokens, 0))
 			if isSticky {
-				if load < bestSticky {
-					bestSticky = load
+				stickyKnown = true
+				if load < stickyF {
+					stickyF = load
 				}
-			} else if load < bestCold {
-				bestCold = load
+			} else {
+				coldKnown = true
+				if load < coldF {
+					coldF = load
+				}
 			}
-		}
-	} else {
-		// Committed load only: the least of each side found among the
-		// integers and converted once (the conversion keeps their order).
-		sticky0, cold0 := int64(math.MaxInt64), int64(math.MaxInt64)
-		stickyKnown, coldKnown := false, false
-		for i := range cands {
-			c := &cands[i]
-			isSticky := sticky(c.Score, need)
-			if isSticky {
-				dst = append(dst, i)
-			}
-			if !c.LoadKnown {
-				continue
-			}
+		} else {
 			load := max(c.InFlightTokens, 0)
 			if isSticky {
-				stickyKnown, sticky0 = true, min(sticky0, load)
+				stickyKnown = true
+				if load < sticky0 {
+					sticky0 = load
+				}
 			} else {
-				coldKnown, cold0 = true, min(cold0, load)
+				coldKnown = true
+				if load < cold0 {
+					cold0 = load
+				}
 			}
 		}
-		if stickyKnown {
-			bestSticky = float64(sticky0)
-		}
-		if coldKnown {
-			bestCold = float64(cold0)
+		if crowding {
+			cost, open := crowdingCost(c), max(c.OpenRequests, 0)
+			if isSticky {
+				crowdSticky, openSticky = min(crowdSticky, cost), min(openSticky, open)
+			} else {
+				crowdCold, openCold = min(crowdCold, cost), min(openCold, open)
+			}
 		}
 	}
 	nSticky := len(dst) - start
@@ -267,13 +298,35 @@ func (f *Filter) decide(dst []int, totalBlocks int, cands []Candidate) (Outcome,
 		return OutcomeNoMatch, dst
 	case nCold == 0 || f.penaltyTokens <= 0:
 		return OutcomeSticky, dst
-	case bestSticky == none || bestCold == none:
+	case !stickyKnown || !coldKnown:
 		return OutcomeMissingSignal, dst
-	case bestSticky-bestCold > f.penaltyTokens:
-		if f.cfg.IncludeRequestTokens {
+	case !withRequest && float64(sticky0)-float64(cold0) > f.penaltyTokens,
+		withRequest && stickyF-coldF > f.penaltyTokens:
+		if withRequest {
 			return OutcomeRequestLoadOverride, dst
 		}
 		return OutcomeLoadOverride, dst
+	case crowding && openSticky > openCold && crowdCold < f.crowding*crowdSticky:
+		return OutcomeCrowded, dst
 	}
 	return OutcomeSticky, dst
+}
+
+// leastCrowded appends to dst the indices of the non-sticky candidates with
+// a known load whose crowding cost is the least (ties all pass, for the
+// scorers to separate).
+func (f *Filter) leastCrowded(dst []int, totalBlocks int, cands []Candidate) []int {
+	need := f.need(totalBlocks)
+	least := math.MaxFloat64
+	for i := range cands {
+		if c := &cands[i]; c.LoadKnown && !sticky(c.Score, need) {
+			least = min(least, crowdingCost(c))
+		}
+	}
+	for i := range cands {
+		if c := &cands[i]; c.LoadKnown && !sticky(c.Score, need) && crowdingCost(c) == least {
+			dst = append(dst, i)
+		}
+	}
+	return dst
 }

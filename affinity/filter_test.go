@@ -363,8 +363,9 @@ func TestFilterDecisionMetrics(t *testing.T) {
 	apply(strict, 10, Candidate{Score: 9.5, LoadKnown: true}, cold(0)) // no_match at 0.99
 
 	want := `
-# HELP llm_d_epp_prefix_cache_affinity_filter_decisions_total Prefix-cache affinity filter decisions by outcome (sticky, no_match, load_override, request_load_override, exploration, not_applicable, missing_signal).
+# HELP llm_d_epp_prefix_cache_affinity_filter_decisions_total Prefix-cache affinity filter decisions by outcome (sticky, no_match, load_override, request_load_override, exploration, not_applicable, missing_signal, crowded).
 # TYPE llm_d_epp_prefix_cache_affinity_filter_decisions_total counter
+llm_d_epp_prefix_cache_affinity_filter_decisions_total{outcome="crowded"} 0
 llm_d_epp_prefix_cache_affinity_filter_decisions_total{outcome="exploration"} 0
 llm_d_epp_prefix_cache_affinity_filter_decisions_total{outcome="load_override"} 1
 llm_d_epp_prefix_cache_affinity_filter_decisions_total{outcome="missing_signal"} 1
@@ -400,4 +401,50 @@ func TestNewFillsDefaultPolicy(t *testing.T) {
 func TestOutcomeString(t *testing.T) {
 	require.Equal(t, "request_load_override", OutcomeRequestLoadOverride.String())
 	require.Equal(t, "unknown", Outcome(200).String())
+}
+
+// crowd builds a candidate of a 10-block request with this request's
+// uncached tokens and the endpoint's open requests.
+func crowd(score float64, uncached, open int64) Candidate {
+	return Candidate{Score: score, LoadKnown: true, RequestTokens: uncached, OpenRequests: open}
+}
+
+func TestFilterCrowdingMovesOffCrowdedWarmEndpoint(t *testing.T) {
+	f := newFilter(t, DefaultConfig())
+	// Warm: (128+1) × (20+1) = 2,709; the colder: (589+1) × (2+1) = 1,770
+	// and (589+1) × (4+1) = 2,950. 1,770 < 1.5 × 2,709: crowded, and only
+	// the cold candidate of least cost passes.
+	got, o := apply(f, 10, crowd(10, 128, 20), crowd(6, 589, 2), crowd(6, 589, 4))
+	require.Equal(t, OutcomeCrowded, o)
+	require.Equal(t, []int{1}, got)
+
+	// Ties on the least cost all pass, for the scorers to separate.
+	got, o = apply(f, 10, crowd(10, 128, 20), crowd(6, 589, 2), crowd(6, 589, 2))
+	require.Equal(t, OutcomeCrowded, o)
+	require.Equal(t, []int{1, 2}, got)
+}
+
+func TestFilterCrowdingStaysWhenMovingCostsMore(t *testing.T) {
+	f := newFilter(t, DefaultConfig())
+	// (3,355+1) × (2+1) = 10,068 is not below 1.5 × (128+1) × (20+1) = 4,063.5.
+	got, o := apply(f, 10, crowd(10, 128, 20), crowd(3, 3355, 2))
+	require.Equal(t, OutcomeSticky, o)
+	require.Equal(t, []int{0}, got)
+
+	// A cold endpoint with as many open requests is not less crowded, however
+	// little it costs: nearly as warm, it is not where the crowd is not.
+	got, o = apply(f, 10, crowd(10, 100, 5), crowd(7.9, 110, 5))
+	require.Equal(t, OutcomeSticky, o)
+	require.Equal(t, []int{0}, got)
+
+	// Unknown loads do not count; a ratio of 0 disables the rule.
+	unknown := crowd(6, 589, 0)
+	unknown.LoadKnown = false
+	_, o = apply(f, 10, crowd(10, 128, 20), unknown, crowd(6, 589, 30))
+	require.Equal(t, OutcomeSticky, o)
+	cfg := DefaultConfig()
+	cfg.CrowdingRatio = new(0.0)
+	_, o = apply(newFilter(t, cfg), 10, crowd(10, 128, 20), crowd(6, 589, 2))
+	require.Equal(t, OutcomeSticky, o)
+	require.Equal(t, "crowded", OutcomeCrowded.String())
 }

@@ -21,7 +21,7 @@ const DecisionsMetric = "llm_d_epp_prefix_cache_affinity_filter_decisions_total"
 func decisionCounter(set telemetry.Set) (vec *prometheus.CounterVec, owned bool, err error) {
 	vec = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: DecisionsMetric,
-		Help: "Prefix-cache affinity filter decisions by outcome (sticky, no_match, load_override, request_load_override, exploration, not_applicable, missing_signal).",
+		Help: "Prefix-cache affinity filter decisions by outcome (sticky, no_match, load_override, request_load_override, exploration, not_applicable, missing_signal, crowded).",
 	}, []string{"outcome"})
 	if err := set.Register(vec); err != nil {
 		var are prometheus.AlreadyRegisteredError
