@@ -99,3 +99,33 @@ func TestPublishIntervalOnTheReplicaClock(t *testing.T) {
 		"one interval later, one message")
 	require.Equal(t, int64(3), r.Stats().Published, "with both decisions made meanwhile")
 }
+
+// A load change does not wait out PublishInterval: a dispatch made while
+// the publisher waits for the interval wakes it, and the change goes out at
+// once, with the decisions queued meanwhile, before the replica's clock
+// moves; a decision alone still waits the interval.
+func TestLoadChangeCutsThePublishIntervalShort(t *testing.T) {
+	defer leakcheck.Check(t)()
+	srv := redistest.Start(t)
+	defer srv.Stop()
+	clk := telemetry.NewManual(time.Unix(1_800_000_000, 0))
+	r, tr := clockedReplica(t, srv.Addr, clk, func(c *Config) { c.PublishInterval = time.Minute })
+	defer r.Close()
+	armed(t, clk, 2, "the refresh and read tickers")
+	keys := []kvindex.Key{1, 2, 3}
+
+	r.Publish("10.0.0.1:8000", keys)
+	require.Eventually(t, func() bool { return r.Stats().Messages == 1 }, deltaWait, time.Millisecond,
+		"the first decision goes out at once")
+	r.Publish("10.0.0.2:8000", keys)
+	armed(t, clk, 3, "the publisher waits out the interval for a decision")
+	require.Equal(t, int64(1), r.Stats().Messages)
+
+	h := tr.Dispatch("10.0.0.2:8000", 700)
+	defer h.Done()
+	require.Eventually(t, func() bool { return r.Stats().Messages == 2 }, deltaWait, time.Millisecond,
+		"the dispatch's load change goes out without the clock moving")
+	st := r.Stats()
+	require.Equal(t, int64(2), st.Published, "with the decision that waited")
+	require.Equal(t, int64(1), st.Deltas)
+}

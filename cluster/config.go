@@ -60,11 +60,14 @@ type Config struct {
 	// the decisions then travel only within the pool's shard instead of
 	// being broadcast to every node.
 	ShardedPubSub bool `json:"shardedPubSub"`
-	// PublishInterval is the least time between two decision messages: the
-	// decisions queued meanwhile travel in one PUBLISH. It trades a few
-	// milliseconds of propagation for far fewer Redis commands (at 1,000
-	// requests/s, 5ms means at most 200 PUBLISH/s instead of ~1,000).
-	// Default 5ms; negative publishes every decision as soon as it is queued.
+	// PublishInterval is the least time between two messages that carry
+	// decisions alone: the decisions queued meanwhile travel in one
+	// PUBLISH. It trades a few milliseconds of a decision's propagation for
+	// fewer Redis commands. A load change (dispatch, first chunk, end) does
+	// not wait for it: it is sent at once, with the decisions queued so
+	// far, since a peer's stale view of the load sends its new requests
+	// where this replica's just went. Default 5ms; negative publishes every
+	// decision as soon as it is queued.
 	PublishInterval time.Duration `json:"publishInterval"`
 	// DecisionQueue is the number of decisions waiting to be published;
 	// when it is full a decision is dropped (counted), never waited for.

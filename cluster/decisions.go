@@ -109,8 +109,14 @@ func (r *Replica) Publish(endpoint string, keys []kvindex.Key) {
 	}
 }
 
-// publishLoop sends the queued decisions, batching those queued meanwhile
-// into one message.
+// publishLoop sends the queued decisions and load changes. A load change
+// is sent at once (flushAt): a peer that has not heard of a dispatch sees
+// its endpoint as idler than it is and sends its own new requests there
+// too, so every millisecond of its delay is a window in which the replicas
+// herd onto one endpoint. Decisions alone wait out PublishInterval since
+// the previous message, batching those queued meanwhile into one message.
+// While a message is in flight the changes queued meanwhile wait for it, so
+// a busy replica still sends at most one message per round trip.
 func (r *Replica) publishLoop() {
 	defer r.wg.Done()
 	var buf []byte
@@ -121,13 +127,54 @@ func (r *Replica) publishLoop() {
 			return
 		case <-r.q.wake:
 		}
-		if wait := r.cfg.PublishInterval - r.now().Sub(last); r.cfg.PublishInterval > 0 && wait > 0 {
-			if !r.sleep(wait) { // let the decisions of the next few milliseconds join this message
+		for {
+			wait := r.flushAt(last).Sub(r.now())
+			if wait <= 0 {
+				break
+			}
+			woken, alive := r.sleepOrWake(wait) // let the decisions of the next few milliseconds join this message
+			if !alive {
 				return
 			}
+			if !woken {
+				break
+			}
+			// Woken by another queued decision, session or load change: a
+			// load change cuts the wait short.
 		}
 		last = r.now()
 		buf, _ = r.flush(buf)
+	}
+}
+
+// flushAt is when the publisher sends what is queued, given the time of its
+// previous message (zero: none yet): at once when a load change is queued,
+// PublishInterval is not positive or nothing was sent yet, else
+// PublishInterval after the previous message. The simulation's manual
+// replicas schedule their flushes by it (Manual.FlushAt), so they publish
+// as this loop does.
+func (r *Replica) flushAt(last time.Time) time.Time {
+	r.q.mu.Lock()
+	changes := r.dq.n
+	r.q.mu.Unlock()
+	if changes > 0 || r.cfg.PublishInterval <= 0 || last.IsZero() {
+		return r.now()
+	}
+	return last.Add(r.cfg.PublishInterval)
+}
+
+// sleepOrWake waits up to d on the replica's clock or until the queue is
+// woken: woken reports the latter, alive is false when Close came first.
+func (r *Replica) sleepOrWake(d time.Duration) (woken, alive bool) {
+	t := r.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-r.ctx.Done():
+		return false, false
+	case <-r.q.wake:
+		return true, true
+	case <-t.C():
+		return false, true
 	}
 }
 

@@ -23,9 +23,16 @@
 // Between records, every change of a replica's own load (a dispatch adds its
 // uncached tokens and one request, a first chunk releases the tokens, the
 // end of a request releases what is left) is numbered with the replica's
-// load sequence and sent in the next decision message, so the peers apply it
-// within a pub/sub hop (PublishInterval + one round trip, ~6 ms) rather than
-// StalenessBound. Each record carries the sequence number up to which its
+// load sequence and sent at once, in a decision message that does not wait
+// out PublishInterval (the decisions queued meanwhile ride along), so the
+// peers apply it within one round trip through Redis rather than
+// StalenessBound. Not batching them matters: a peer that has not heard of a
+// dispatch sees the endpoint idler than it is and sends its own new
+// requests there too, so the replicas herd onto one endpoint for as long as
+// the change travels (the routing simulation's replica report measures it:
+// bench/results/routesim-replicas.md). While one message is in flight the
+// changes queued meanwhile wait for it, so a busy replica sends at most one
+// message per round trip. Each record carries the sequence number up to which its
 // totals include the changes; a peer discards the changes at or below it and
 // keeps the later ones on top, so a lost message is healed by the next
 // record and a dead replica's load, changes included, still goes with its
@@ -130,9 +137,12 @@
 // Per replica: 2 commands per refresh (SET with PX, SADD, pipelined), 1-3 per
 // read (SSCAN of the member set, which returns a pool's small set whole as
 // SMEMBERS would but stops at 4 × MaxPeers IDs; MGET; SREM of expired
-// members), and one PUBLISH per PublishInterval with decisions. With the
-// defaults that is about 16 commands/s plus at most 200 PUBLISH/s, whatever
-// the request rate (BenchmarkRedisOpsAt1000RPS measures it).
+// members), and one PUBLISH per PublishInterval with decisions alone, or
+// one per load change (a dispatch, a first chunk, an end), at most one per
+// round trip while they come faster. With the defaults that is about 16
+// commands/s plus, at 1,000 requests/s, up to about 3,000 PUBLISH/s, bounded
+// by the publisher's round trip to Redis (BenchmarkRedisOpsAt1000RPS
+// measures it).
 //
 // go-redis reports connection failures through its own process-wide logger
 // (redis.SetLogger), several unstructured lines on standard error per Redis

@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/kvroute/kvroute/kvindex"
 	"github.com/kvroute/kvroute/tokenload"
@@ -63,6 +64,18 @@ func (m *Manual) Queued() int {
 	m.r.q.mu.Lock()
 	defer m.r.q.mu.Unlock()
 	return m.r.q.n + m.r.dq.n
+}
+
+// FlushAt is when the replica's publisher would send what is queued, given
+// the time of its previous message (zero: none yet), on the replica's
+// clock: at once when a load change is queued, else PublishInterval after
+// the previous message; false when nothing is queued. A caller that drives
+// the steps calls Flush then, as the simulation does.
+func (m *Manual) FlushAt(last time.Time) (time.Time, bool) {
+	if m.Queued() == 0 {
+		return time.Time{}, false
+	}
+	return m.r.flushAt(last), true
 }
 
 // Flush publishes the queued decisions (as the publishing goroutine does,

@@ -25,17 +25,25 @@ const (
 	// PartExactAll: decisions and load changes reach the peers at once
 	// (SharedExact.All); nothing remains.
 	PartExactAll ReplicaPart = "exact-all"
+	// PartLoopbackRedis: the modelled pool with a round trip to Redis of
+	// LoopbackRTT instead of SharedState.RedisRTT, as a Redis on the
+	// replicas' host or rack answers: how much of what remains is that
+	// round trip.
+	PartLoopbackRedis ReplicaPart = "loopback-redis"
 	// PartControl: one router whose KV events arrive ControlShift later,
 	// against one router: how far a perturbation far smaller than any
 	// propagation delay moves one router's own p90.
 	PartControl ReplicaPart = "control"
 )
 
+// LoopbackRTT is PartLoopbackRedis's round trip to Redis.
+const LoopbackRTT = 100 * time.Microsecond
+
 // ControlShift is the control's perturbation of Config.EventDelay.
 const ControlShift = time.Microsecond
 
 // AllReplicaParts lists the parts in report order.
-var AllReplicaParts = []ReplicaPart{PartPublishAtOnce, PartExactLoad, PartExactAll, PartControl}
+var AllReplicaParts = []ReplicaPart{PartPublishAtOnce, PartLoopbackRedis, PartExactLoad, PartExactAll, PartControl}
 
 // ParseReplicaPart returns the part named s.
 func ParseReplicaPart(s string) (ReplicaPart, error) {
@@ -52,6 +60,8 @@ func (p ReplicaPart) describe() string {
 	switch p {
 	case PartPublishAtOnce:
 		return "published at once (no publish interval): only the Redis round trip left"
+	case PartLoopbackRedis:
+		return fmt.Sprintf("Redis round trip %v (a Redis beside the replicas) instead of the modelled one", LoopbackRTT)
 	case PartExactLoad:
 		return "load exact at every pick: only the decisions' delay left"
 	case PartExactAll:
@@ -84,6 +94,8 @@ func DecomposeReplicas(ctx context.Context, base Config, modelled SeedRow, share
 		switch p {
 		case PartPublishAtOnce:
 			s.PublishInterval = -1
+		case PartLoopbackRedis:
+			s.RedisRTT = LoopbackRTT
 		case PartExactLoad:
 			s.Exact.Load = true
 		case PartExactAll:
@@ -116,11 +128,11 @@ func WriteReplicaParts(w io.Writer, shared SharedState, rows []ReplicaPartRow) {
 	m := rows[0]
 	pf := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
 	pf("\n## What R = %d replicas lose against one router, part by part (load %.2f, seeds %s)\n\n", m.Replicas, m.Load, seedRange(m.Seeds))
-	pf("Each line runs the same seeds again with one part of the shared state's propagation switched off (the simulation's SharedExact and PublishInterval; a deployment cannot switch them off) and compares with one router seed by seed, as the table over seeds does. ")
+	pf("Each line runs the same seeds again with one part of the shared state's propagation switched off or shortened (the simulation's SharedExact, PublishInterval and RedisRTT; a deployment cannot switch them off) and compares with one router seed by seed, as the table over seeds does. ")
 	pf("The control runs one router whose KV events arrive %v later than the reference's: a perturbation far below any propagation delay.\n\n", ControlShift)
 	pf("| variant | within %.0f %% | identical p90 | ratio | 95 %% interval |\n|---|---:|---:|---:|---:|\n", ReplicaTolerance*100)
 	for _, r := range rows {
-		name := fmt.Sprintf("modelled pool (decision and load change ≤ %v, records ≤ %v)", shared.DecisionDelay(), shared.LoadStaleness())
+		name := fmt.Sprintf("modelled pool (decision ≤ %v, load change ≤ %v, records ≤ %v)", shared.DecisionDelay(), shared.LoadChangeDelay(), shared.LoadStaleness())
 		if r.Part != "" {
 			name = r.Part.describe()
 		}

@@ -4,6 +4,7 @@ import (
 	"os"
 	"strconv"
 	"testing"
+	"time"
 )
 
 // TestFirstDivergenceFromOneRouter is a diagnostic, run on demand
@@ -21,6 +22,14 @@ func TestFirstDivergenceFromOneRouter(t *testing.T) {
 	for seed := uint64(1); seed <= uint64(n); seed++ {
 		trace := func(r int) *diagnostics {
 			cfg := exactConfig(r, SharedExact{})
+			if cfg.SharedState != nil {
+				if d, err := time.ParseDuration(os.Getenv("KVROUTE_SIM_DIVERGE_PUBLISH")); err == nil {
+					cfg.SharedState.PublishInterval = d
+				}
+				if d, err := time.ParseDuration(os.Getenv("KVROUTE_SIM_DIVERGE_RTT")); err == nil {
+					cfg.SharedState.RedisRTT = d
+				}
+			}
 			cfg.Workload.Requests, cfg.Seed = DefaultWorkload(SharedPrefix).Requests, seed
 			d := &diagnostics{}
 			_, err := runWith(cfg, KVRoute, d)
@@ -36,15 +45,17 @@ func TestFirstDivergenceFromOneRouter(t *testing.T) {
 				continue
 			}
 			diff := make([]int64, len(b.tokens))
+			rdiff := make([]int64, len(b.tokens))
 			for e := range diff {
 				diff[e] = b.tokens[e] - b.exact[e]
+				rdiff[e] = b.requests[e] - a.requests[e]
 			}
 			var gap any = "-"
 			if i > 0 {
 				gap = a.at - one.picks[i-1].at
 			}
-			t.Logf("seed %d: pick %d at %v (%v after the previous): one router -> engine %d (%s), replica %d -> engine %d (%s); seen - exact tokens per engine %v",
-				seed, i, a.at, gap, a.engine, a.outcome, b.replica, b.engine, b.outcome, diff)
+			t.Logf("seed %d: pick %d at %v (%v after the previous): one router -> engine %d (%s), replica %d -> engine %d (%s); seen - exact tokens per engine %v; requests seen - one router's %v; one router's tokens %v",
+				seed, i, a.at, gap, a.engine, a.outcome, b.replica, b.engine, b.outcome, diff, rdiff, a.tokens)
 			break
 		}
 	}

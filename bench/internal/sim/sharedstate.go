@@ -35,11 +35,11 @@ import (
 //     by every other replica RedisRTT after publishing (one hop to Redis,
 //     one to the subscriber);
 //   - load changes (a dispatch, a first chunk, the end of a request) travel
-//     in the same messages as the decisions, so a peer's Pick sees them
-//     within DecisionDelay; a change wakes the publisher as a decision does
-//     (a first chunk or an end on a replica that routes nothing more is
-//     sent all the same); the records above remain what supersedes them
-//     (and what a lost change falls back to);
+//     in the same messages as the decisions, but a queued change is sent at
+//     once, without waiting out PublishInterval (the cluster's own rule,
+//     Manual.FlushAt), so a peer's Pick sees it within LoadChangeDelay (one
+//     RedisRTT); the records above remain what supersedes them (and what a
+//     lost change falls back to);
 //   - membership: each replica registers (its first record) and reads its
 //     peers once when it joins, before it routes, as cluster.New does; its
 //     periodic ticks then start at spread phases.
@@ -81,11 +81,17 @@ func (s SharedState) LoadStaleness() time.Duration {
 }
 
 // DecisionDelay is the longest a decision takes to become a speculative
-// entry on the other replicas, and a load change to reach their load:
-// PublishInterval + RedisRTT.
+// entry on the other replicas: PublishInterval + RedisRTT.
 func (s SharedState) DecisionDelay() time.Duration {
 	s = s.withDefaults()
 	return max(s.PublishInterval, 0) + s.RedisRTT
+}
+
+// LoadChangeDelay is the longest a load change (a dispatch, a first chunk,
+// the end of a request) takes to reach the other replicas' load: the
+// cluster's publisher sends a load change at once, so one RedisRTT.
+func (s SharedState) LoadChangeDelay() time.Duration {
+	return s.withDefaults().RedisRTT
 }
 
 func (s SharedState) validate() error {
@@ -189,19 +195,21 @@ func (virtualClock) AfterFunc(d time.Duration, f func()) telemetry.Timer {
 
 // queued notes that replica g may have queued a decision or a load change
 // (a Pick, a first chunk, the end of a request): its publisher wakes, as
-// the cluster's publisher wakes on either, waiting out PublishInterval
-// since its previous message.
+// the cluster's publisher wakes on either, and sends when the cluster's own
+// rule says (Manual.FlushAt: a load change at once, decisions alone once
+// PublishInterval has passed since the previous message); a load change
+// queued while decisions wait brings the flush forward.
 func (p *sharedPool) queued(g int, now time.Time) {
-	if !p.flush[g].IsZero() || p.reps[g].Queued() == 0 {
+	at, ok := p.reps[g].FlushAt(p.flushed[g])
+	if !ok {
 		return
 	}
-	at := now
-	if p.cfg.PublishInterval > 0 && !p.flushed[g].IsZero() {
-		if t := p.flushed[g].Add(p.cfg.PublishInterval); t.After(at) {
-			at = t
-		}
+	if at.Before(now) {
+		at = now
 	}
-	p.flush[g] = at
+	if p.flush[g].IsZero() || at.Before(p.flush[g]) {
+		p.flush[g] = at
+	}
 }
 
 // next is the earliest pending step; the refresh and read ticks never end,
