@@ -54,6 +54,15 @@
 //
 //	go run ./bench/cmd/routesim -peer-stat-seeds 8 -out bench/results
 //
+// -tie-seed N varies only the policies' own random draws (tie-breaks,
+// exploration; config TieSeed) on the same traffic. Where two policies
+// differ by less than a policy's own spread over tie seeds, as on no-reuse
+// at and above 0.75 (Dynamo's mean p90 over seeds 1–8 at 0.75 moves by
+// +0.09 % to +0.33 % between tie seeds 0 and 1–3), the comparison over
+// traffic seeds alone does not separate them:
+//
+//	go run ./bench/cmd/routesim -peer-stat-seeds 8 -workloads no-reuse -loads 0.75 -tie-seed 1 -out <dir>
+//
 // -trace FILE replays a Mooncake trace (the FAST'25 JSONL format; the public
 // traces are in the kvcache-ai/Mooncake repository under
 // FAST25-release/traces/) instead of the synthetic workloads: prompts built

@@ -26,6 +26,7 @@ func main() {
 // options are the command's flags.
 type options struct {
 	seed        uint64
+	tieSeed     uint64
 	requests    int
 	engines     int
 	blocks      int
@@ -57,6 +58,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("routesim", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Uint64Var(&o.seed, "seed", def.Seed, "random seed (same seed, same results)")
+	fs.Uint64Var(&o.tieSeed, "tie-seed", 0, "seed of the policies' own random draws (tie-breaks, exploration) only: the same traffic, routed with other draws; do not combine with -peer-stat-reuse of a file made with another tie seed")
 	fs.IntVar(&o.requests, "requests", def.Workload.Requests, "requests per run")
 	fs.IntVar(&o.engines, "engines", def.Fleet.Engines, "simulated engines")
 	fs.IntVar(&o.blocks, "blocks", def.Fleet.NumGPUBlocks, "KV-cache blocks per engine")
@@ -100,7 +102,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	ctx = sim.WithProgress(ctx, os.Stderr, "routesim") // a default run takes minutes
 	base := sim.DefaultConfig(sim.SharedPrefix, 1)
-	base.Seed, base.Fleet.Engines, base.Fleet.NumGPUBlocks = o.seed, o.engines, o.blocks
+	base.Seed, base.TieSeed, base.Fleet.Engines, base.Fleet.NumGPUBlocks = o.seed, o.tieSeed, o.engines, o.blocks
 	base.GatewayReplicas, base.EventDelay, base.ApproxTTL = o.replicas, o.eventDelay, o.approxTTL
 	loads, err := parseLoads(o.loads)
 	if err != nil {
