@@ -330,3 +330,10 @@ func (f *Filter) leastCrowded(dst []int, totalBlocks int, cands []Candidate) []i
 	}
 	return dst
 }
+
+// ReadsRequestTokens reports whether the filter reads Candidate.RequestTokens
+// (its request-tokens term, Config.IncludeRequestTokens, or its crowding
+// rule), so that a caller computes them only when they are read.
+func (f *Filter) ReadsRequestTokens() bool {
+	return f.cfg.IncludeRequestTokens || f.crowding > 0
+}
