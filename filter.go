@@ -31,7 +31,7 @@ func (s *Selection) Filter() (kept []int, outcome affinity.Outcome) {
 		if af, only := s.r.pipe.filters[0].(affinityFilter); only && len(s.r.pipe.filters) == 1 && s.req.Fallbacks == 0 {
 			// The affinity filter alone, on every candidate: it writes its
 			// answer without reading the list of all of them.
-			st.pass, s.outcome = af.f.Apply(st.pass, s.total, st.cands)
+			st.pass, s.outcome = af.f.ApplyProjected(st.pass, s.total, st.cands, &s.unc)
 		} else {
 			kept := st.pass[:0]
 			for i := range s.eps {
@@ -79,7 +79,7 @@ func (a affinityFilter) Filter(s *Selection, kept []int) []int {
 		st.eligible = append(st.eligible[:0], kept...)
 	}
 	if len(kept) == len(s.eps) { // every candidate: the filter reads them in place
-		kept, s.outcome = a.f.Apply(kept, s.total, st.cands)
+		kept, s.outcome = a.f.ApplyProjected(kept, s.total, st.cands, &s.unc)
 		return kept
 	}
 	// The earlier filters dropped some: the affinity filter decides among
@@ -89,7 +89,7 @@ func (a affinityFilter) Filter(s *Selection, kept []int) []int {
 		st.sub = append(st.sub, st.cands[i])
 	}
 	var pass []int
-	pass, s.outcome = a.f.Apply(st.subPass, s.total, st.sub)
+	pass, s.outcome = a.f.ApplyProjected(st.subPass, s.total, st.sub, &s.unc)
 	st.subPass = pass
 	for j, p := range pass { // ascending, p >= j: kept[p] is read before it is overwritten
 		kept[j] = kept[p]

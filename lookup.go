@@ -3,7 +3,6 @@ package kvroute
 import (
 	"unsafe"
 
-	"github.com/kvroute/kvroute/affinity"
 	"github.com/kvroute/kvroute/kvindex"
 	"github.com/kvroute/kvroute/tokenload"
 )
@@ -50,25 +49,25 @@ func (s *Selection) lookup() {
 	// candidate list, the list compared once, above) beside the match,
 	// written where the filter reads them. The uncached tokens (the
 	// request's own terms computed once) are projected here only when the
-	// affinity filter reads them (its request-tokens term or its crowding
-	// rule); otherwise only for the candidates that
+	// affinity filter weighs them (its crowding rule projects its own, and
+	// only when it needs them: affinity.Filter.ApplyProjected); otherwise only for the candidates that
 	// need them (s.uncached: the scored ones and the chosen one).
 	r.load.View(&st.loads, st.ids, same)
 	s.unc = tokenload.NewUncached(s.promptTokens, s.total, r.cfg.BlockSize)
-	withRequest, used := r.filter.ReadsRequestTokens(), false
-	for i := range st.ids {
+	withRequest, used := r.cfg.Affinity.IncludeRequestTokens, false
+	cands := st.cands[:len(st.ids)]
+	for i := range cands {
 		w := st.weighted[i]
 		tokens, open := st.loads.Load(i)
-		c := affinity.Candidate{
-			Score:          w,
-			InFlightTokens: tokens,
-			LoadKnown:      true, // the tracker sees every request this router dispatched
-			OpenRequests:   open, // the crowding rule counts requests
-		}
+		// Written field by field in place: a Candidate built aside and
+		// copied in cost several times the fields' own stores.
+		c := &cands[i]
+		c.Score, c.InFlightTokens, c.OpenRequests = w, tokens, open // the crowding rule counts requests
+		c.LoadKnown = true                                          // the tracker sees every request this router dispatched
+		c.RequestTokens = 0
 		if withRequest {
 			c.RequestTokens = s.unc.Of(w)
 		}
-		st.cands[i] = c
 		st.open[i] = open
 		used = used || st.blocks[i] > 0
 	}

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/kvroute/kvroute/tokenload"
 )
 
 // decideRef is the filter's decision as it was written before its pass was
@@ -34,10 +36,10 @@ func decideRef(f *Filter, totalBlocks int, cands []Candidate) (Outcome, []int) {
 			continue
 		}
 		if isSticky {
-			crowdSticky = min(crowdSticky, crowdingCost(c))
+			crowdSticky = min(crowdSticky, crowdingCost(c, nil))
 			openSticky = min(openSticky, max(c.OpenRequests, 0))
 		} else {
-			crowdCold = min(crowdCold, crowdingCost(c))
+			crowdCold = min(crowdCold, crowdingCost(c, nil))
 			openCold = min(openCold, max(c.OpenRequests, 0))
 		}
 		load := float64(max(c.InFlightTokens, 0))
@@ -109,10 +111,34 @@ func TestDecideIsReference(t *testing.T) {
 				c.OpenRequests = r.Int64N(8) - 1
 			}
 			wantO, want := decideRef(f, total, cands)
-			gotO, got := f.decide(nil, total, cands)
+			gotO, got := f.decide(nil, total, cands, nil)
 			if gotO != wantO || !slices.Equal(got, want) {
 				t.Fatalf("withRequest %v, total %d, %+v: decide %v %v, reference %v %v", withRequest, total, cands, gotO, got, wantO, want)
 			}
+		}
+	}
+}
+
+// ApplyProjected with RequestTokens left unset decides as Apply does with
+// each candidate's RequestTokens set to the projection of its Score.
+func TestApplyProjectedIsApply(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	f := newFilter(t, Config{})
+	for range 5_000 {
+		total := 1 + r.IntN(64)
+		unc := tokenload.NewUncached(total*16-r.IntN(16), total, 16)
+		bare := make([]Candidate, 2+r.IntN(16))
+		for i := range bare {
+			bare[i] = Candidate{Score: float64(r.IntN(total + 1)), InFlightTokens: r.Int64N(4096), LoadKnown: r.IntN(8) != 0, OpenRequests: r.Int64N(6)}
+		}
+		full := slices.Clone(bare)
+		for i := range full {
+			full[i].RequestTokens = unc.Of(full[i].Score)
+		}
+		want, wantO := f.Apply(nil, total, full)
+		got, gotO := f.ApplyProjected(nil, total, bare, &unc)
+		if gotO != wantO || !slices.Equal(got, want) {
+			t.Fatalf("total %d, %+v: projected %v %v, given %v %v", total, bare, gotO, got, wantO, want)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/kvroute/kvroute/telemetry"
+	"github.com/kvroute/kvroute/tokenload"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -86,9 +87,15 @@ type Candidate struct {
 }
 
 // crowdingCost is a candidate's cost in the crowding rule: (uncached tokens
-// of this request + 1) × (open requests + 1).
-func crowdingCost(c *Candidate) float64 {
-	return float64(max(c.RequestTokens, 0)+1) * float64(max(c.OpenRequests, 0)+1)
+// of this request + 1) × (open requests + 1). The uncached tokens are
+// c.RequestTokens, or projected from c.Score through unc when given
+// (ApplyProjected).
+func crowdingCost(c *Candidate, unc *tokenload.Uncached) float64 {
+	req := c.RequestTokens
+	if unc != nil {
+		req = unc.Of(c.Score)
+	}
+	return float64(max(req, 0)+1) * float64(max(c.OpenRequests, 0)+1)
 }
 
 // stickyTolerance is the relative slack of the sticky comparison, so that a
@@ -196,14 +203,28 @@ func (f *Filter) GateTokens() float64 { return f.penaltyTokens }
 // non-empty cands, allocates nothing when dst has capacity len(cands), and
 // never panics.
 func (f *Filter) Apply(dst []int, totalBlocks int, cands []Candidate) ([]int, Outcome) {
-	o, stickies := f.decide(dst[:0], totalBlocks, cands)
+	return f.apply(dst, totalBlocks, cands, nil)
+}
+
+// ApplyProjected is Apply for candidates whose RequestTokens need not be
+// set unless Config.IncludeRequestTokens: the crowding rule, their only
+// other reader, projects each candidate's from its Score (the tier-weighted
+// match) through unc, the request's tokenload.Uncached, and only when its
+// other conditions hold. A caller with many candidates thus computes no
+// uncached tokens for most requests.
+func (f *Filter) ApplyProjected(dst []int, totalBlocks int, cands []Candidate, unc *tokenload.Uncached) ([]int, Outcome) {
+	return f.apply(dst, totalBlocks, cands, unc)
+}
+
+func (f *Filter) apply(dst []int, totalBlocks int, cands []Candidate, unc *tokenload.Uncached) ([]int, Outcome) {
+	o, stickies := f.decide(dst[:0], totalBlocks, cands, unc)
 	f.decisions[o].Inc()
 	if o == OutcomeSticky || (o == OutcomeMissingSignal && f.cfg.MissingSignalPolicy == KeepSticky) {
 		return stickies, o // listed by decide's one pass over the candidates
 	}
 	dst = stickies[:0]
 	if o == OutcomeCrowded {
-		return f.leastCrowded(dst, totalBlocks, cands), o
+		return f.leastCrowded(dst, totalBlocks, cands, unc), o
 	}
 	for i := range cands {
 		dst = append(dst, i)
@@ -224,7 +245,7 @@ func sticky(score, need float64) bool {
 // the outcome and, appended to dst in the same pass, the sticky candidates'
 // indices (none when it returns before reading the candidates); Apply
 // derives the passing set from them.
-func (f *Filter) decide(dst []int, totalBlocks int, cands []Candidate) (Outcome, []int) {
+func (f *Filter) decide(dst []int, totalBlocks int, cands []Candidate, unc *tokenload.Uncached) (Outcome, []int) {
 	if len(cands) <= 1 || totalBlocks <= 0 || f.threshold <= 0 {
 		return OutcomeNotApplicable, dst
 	}
@@ -234,60 +255,73 @@ func (f *Filter) decide(dst []int, totalBlocks int, cands []Candidate) (Outcome,
 	need := f.need(totalBlocks)
 	const none = math.MaxFloat64
 	// The least estimated load per side (in tokens) is found among the
-	// integers and converted once (the conversion keeps their order); the
-	// crowding rule's terms (least cost, fewest open requests per side)
-	// only when it is on.
+	// The crowding rule's costs are computed in a second pass, only when
+	// its other conditions hold.
 	start := len(dst)
 	withRequest, crowding := f.cfg.IncludeRequestTokens, f.crowding > 0
-	sticky0, cold0 := int64(math.MaxInt64), int64(math.MaxInt64)
-	stickyF, coldF := none, none // the same with the request's tokens (withRequest)
+	stickyF, coldF := none, none // least load per side
 	stickyKnown, coldKnown := false, false
-	crowdSticky, crowdCold := none, none
 	openSticky, openCold := int64(math.MaxInt64), int64(math.MaxInt64)
-	for i := range cands {
-		c := &cands[i]
-		isSticky := sticky(c.Score, need)
-		if isSticky {
-			dst = append(dst, i)
-		}
-		if !c.LoadKnown {
-			continue
-		}
-		if withRequest {
-			// A float sum, as the gate compares: two int64 terms may
-			// overflow; a whole number, never NaN, so < is min.
-			load := float64(max(c.InFlightTokens, 0)) + float64(max(c.RequestTokens, 0))
+	maxCold := math.Inf(-1) // the best match among the known-load non-sticky candidates
+	if !withRequest {
+		// Committed load only: the least of each side found among the
+		// integers and converted once (the conversion keeps their order),
+		// with the fewest open requests (a min of integers, cheaper than a
+		// branch on whether the crowding rule is on).
+		sticky0, cold0 := int64(math.MaxInt64), int64(math.MaxInt64)
+		for i := range cands {
+			c := &cands[i]
+			isSticky := sticky(c.Score, need)
 			if isSticky {
-				stickyKnown = true
-				if load < stickyF {
-					stickyF = load
-				}
-			} else {
-				coldKnown = true
-				if load < coldF {
-					coldF = load
-				}
+				dst = append(dst, i)
 			}
-		} else {
-			load := max(c.InFlightTokens, 0)
+			if !c.LoadKnown {
+				continue
+			}
+			load, open := max(c.InFlightTokens, 0), max(c.OpenRequests, 0)
 			if isSticky {
 				stickyKnown = true
 				if load < sticky0 {
 					sticky0 = load
+				}
+				if open < openSticky {
+					openSticky = open
 				}
 			} else {
 				coldKnown = true
 				if load < cold0 {
 					cold0 = load
 				}
+				if open < openCold {
+					openCold = open
+				}
+				if c.Score > maxCold {
+					maxCold = c.Score
+				}
 			}
 		}
-		if crowding {
-			cost, open := crowdingCost(c), max(c.OpenRequests, 0)
+		stickyF, coldF = float64(sticky0), float64(cold0)
+	} else {
+		for i := range cands {
+			c := &cands[i]
+			isSticky := sticky(c.Score, need)
 			if isSticky {
-				crowdSticky, openSticky = min(crowdSticky, cost), min(openSticky, open)
+				dst = append(dst, i)
+			}
+			if !c.LoadKnown {
+				continue
+			}
+			// A float sum, as the gate compares: two int64 terms may
+			// overflow; a whole number, never NaN, so < is min.
+			load := float64(max(c.InFlightTokens, 0)) + float64(max(c.RequestTokens, 0))
+			open := max(c.OpenRequests, 0)
+			if isSticky {
+				stickyKnown, stickyF, openSticky = true, min(stickyF, load), min(openSticky, open)
 			} else {
-				crowdCold, openCold = min(crowdCold, cost), min(openCold, open)
+				coldKnown, coldF, openCold = true, min(coldF, load), min(openCold, open)
+				if c.Score > maxCold {
+					maxCold = c.Score
+				}
 			}
 		}
 	}
@@ -300,40 +334,60 @@ func (f *Filter) decide(dst []int, totalBlocks int, cands []Candidate) (Outcome,
 		return OutcomeSticky, dst
 	case !stickyKnown || !coldKnown:
 		return OutcomeMissingSignal, dst
-	case !withRequest && float64(sticky0)-float64(cold0) > f.penaltyTokens,
-		withRequest && stickyF-coldF > f.penaltyTokens:
+	case stickyF-coldF > f.penaltyTokens:
 		if withRequest {
 			return OutcomeRequestLoadOverride, dst
 		}
 		return OutcomeLoadOverride, dst
-	case crowding && openSticky > openCold && crowdCold < f.crowding*crowdSticky:
+	case crowding && openSticky > openCold && f.crowded(need, cands, dst[start:], unc, openCold, maxCold):
 		return OutcomeCrowded, dst
 	}
 	return OutcomeSticky, dst
 }
 
+// crowded reports whether the cheapest non-sticky candidate with a known
+// load costs less than the crowding ratio times the cheapest sticky one.
+// stickies are the sticky candidates' indices. With a projection (unc), the
+// cold side is first bounded without reading it: no non-sticky candidate
+// has a better match than maxCold nor fewer open requests than openCold, and
+// the projected uncached tokens never grow with the match, so none costs
+// less than that pair would; when even that is not cheap enough, the answer
+// is no.
+func (f *Filter) crowded(need float64, cands []Candidate, stickies []int, unc *tokenload.Uncached, openCold int64, maxCold float64) bool {
+	const none = math.MaxFloat64
+	crowdSticky := none
+	for _, i := range stickies {
+		if c := &cands[i]; c.LoadKnown {
+			crowdSticky = min(crowdSticky, crowdingCost(c, unc))
+		}
+	}
+	bound := f.crowding * crowdSticky
+	if unc != nil && float64(max(unc.Of(maxCold), 0)+1)*float64(openCold+1) >= bound {
+		return false
+	}
+	for i := range cands {
+		if c := &cands[i]; c.LoadKnown && !sticky(c.Score, need) && crowdingCost(c, unc) < bound {
+			return true
+		}
+	}
+	return false
+}
+
 // leastCrowded appends to dst the indices of the non-sticky candidates with
 // a known load whose crowding cost is the least (ties all pass, for the
 // scorers to separate).
-func (f *Filter) leastCrowded(dst []int, totalBlocks int, cands []Candidate) []int {
+func (f *Filter) leastCrowded(dst []int, totalBlocks int, cands []Candidate, unc *tokenload.Uncached) []int {
 	need := f.need(totalBlocks)
 	least := math.MaxFloat64
 	for i := range cands {
 		if c := &cands[i]; c.LoadKnown && !sticky(c.Score, need) {
-			least = min(least, crowdingCost(c))
+			least = min(least, crowdingCost(c, unc))
 		}
 	}
 	for i := range cands {
-		if c := &cands[i]; c.LoadKnown && !sticky(c.Score, need) && crowdingCost(c) == least {
+		if c := &cands[i]; c.LoadKnown && !sticky(c.Score, need) && crowdingCost(c, unc) == least {
 			dst = append(dst, i)
 		}
 	}
 	return dst
-}
-
-// ReadsRequestTokens reports whether the filter reads Candidate.RequestTokens
-// (its request-tokens term, Config.IncludeRequestTokens, or its crowding
-// rule), so that a caller computes them only when they are read.
-func (f *Filter) ReadsRequestTokens() bool {
-	return f.cfg.IncludeRequestTokens || f.crowding > 0
 }
