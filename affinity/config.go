@@ -24,8 +24,15 @@ const (
 	// Qwen3-32B on two H100s (vLLM, chunk 8192), in tokens per second.
 	// Calibrate your own deployment with examples/calibrate.
 	DefaultPeakPrefillThroughput = 15928.0
-	// DefaultCrowdingRatio is the crowding rule's ratio (Config.CrowdingRatio).
-	DefaultCrowdingRatio = 1.5
+	// DefaultCrowdingRatio is the crowding rule's ratio by default
+	// (Config.CrowdingRatio): 0, the rule off. kvroute's routing study
+	// found the rule a win on chat traffic and a loss under overload with
+	// mixed interactive and batch traffic, so it is opt-in.
+	DefaultCrowdingRatio = 0.0
+	// ChatCrowdingRatio is the crowding ratio kvroute's routing study
+	// measured on multi-turn chat, where it keeps conversations' histories
+	// cached (set Config.CrowdingRatio to it to turn the rule on).
+	ChatCrowdingRatio = 1.5
 )
 
 // MissingSignalPolicy says what the TTFT gate does when one side of its
@@ -99,8 +106,11 @@ type Config struct {
 	// only the non-sticky candidates of least cost pass (OutcomeCrowded). A
 	// conversation then leaves an engine crowded with streaming requests
 	// while its history is still short to re-prefill, and the fleet's cache
-	// room stays even. Only candidates with a known load count. Default 1.5
-	// (DefaultCrowdingRatio); nil means the default.
+	// room stays even. Only candidates with a known load count. Default 0,
+	// off (DefaultCrowdingRatio; nil means the default): with mixed
+	// interactive and batch traffic under overload, moving conversations to
+	// cold engines costs prefill the fleet lacks. ChatCrowdingRatio (1.5) is
+	// what the routing study measured on chat.
 	CrowdingRatio *float64 `json:"crowdingRatio"`
 }
 

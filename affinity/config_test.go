@@ -171,7 +171,7 @@ func TestConfigJSONRoundTrip(t *testing.T) {
 		"peakPrefillThroughput": 15928,
 		"missingSignalPolicy": "widen",
 		"includeRequestTokens": false,
-		"crowdingRatio": 1.5
+		"crowdingRatio": 0
 	}`, string(data))
 	back, err := LoadConfig(bytes.NewReader(data))
 	require.NoError(t, err)

@@ -80,7 +80,7 @@ func TestDecideIsReference(t *testing.T) {
 	for _, mode := range []struct {
 		withRequest bool
 		crowding    float64
-	}{{false, DefaultCrowdingRatio}, {true, DefaultCrowdingRatio}, {false, 0}, {true, 0}} {
+	}{{false, ChatCrowdingRatio}, {true, ChatCrowdingRatio}, {false, 0}, {true, 0}} {
 		withRequest := mode.withRequest
 		f := newFilter(t, Config{IncludeRequestTokens: withRequest, CrowdingRatio: new(mode.crowding)})
 		gate := int64(f.GateTokens())
@@ -123,7 +123,7 @@ func TestDecideIsReference(t *testing.T) {
 // each candidate's RequestTokens set to the projection of its Score.
 func TestApplyProjectedIsApply(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
-	f := newFilter(t, Config{})
+	f := newFilter(t, Config{CrowdingRatio: new(ChatCrowdingRatio)})
 	for range 5_000 {
 		total := 1 + r.IntN(64)
 		unc := tokenload.NewUncached(total*16-r.IntN(16), total, 16)

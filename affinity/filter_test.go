@@ -410,7 +410,9 @@ func crowd(score float64, uncached, open int64) Candidate {
 }
 
 func TestFilterCrowdingMovesOffCrowdedWarmEndpoint(t *testing.T) {
-	f := newFilter(t, DefaultConfig())
+	cfg := DefaultConfig()
+	cfg.CrowdingRatio = new(ChatCrowdingRatio) // the rule is opt-in
+	f := newFilter(t, cfg)
 	// Warm: (128+1) × (20+1) = 2,709; the colder: (589+1) × (2+1) = 1,770
 	// and (589+1) × (4+1) = 2,950. 1,770 < 1.5 × 2,709: crowded, and only
 	// the cold candidate of least cost passes.
@@ -425,7 +427,9 @@ func TestFilterCrowdingMovesOffCrowdedWarmEndpoint(t *testing.T) {
 }
 
 func TestFilterCrowdingStaysWhenMovingCostsMore(t *testing.T) {
-	f := newFilter(t, DefaultConfig())
+	cfg := DefaultConfig()
+	cfg.CrowdingRatio = new(ChatCrowdingRatio) // the rule is opt-in
+	f := newFilter(t, cfg)
 	// (3,355+1) × (2+1) = 10,068 is not below 1.5 × (128+1) × (20+1) = 4,063.5.
 	got, o := apply(f, 10, crowd(10, 128, 20), crowd(3, 3355, 2))
 	require.Equal(t, OutcomeSticky, o)
@@ -442,7 +446,7 @@ func TestFilterCrowdingStaysWhenMovingCostsMore(t *testing.T) {
 	unknown.LoadKnown = false
 	_, o = apply(f, 10, crowd(10, 128, 20), unknown, crowd(6, 589, 30))
 	require.Equal(t, OutcomeSticky, o)
-	cfg := DefaultConfig()
+	cfg = DefaultConfig()
 	cfg.CrowdingRatio = new(0.0)
 	_, o = apply(newFilter(t, cfg), 10, crowd(10, 128, 20), crowd(6, 589, 2))
 	require.Equal(t, OutcomeSticky, o)

@@ -77,6 +77,7 @@ type target struct {
 	last     atomic.Pointer[outcome] // nil until the first scrape completes
 	good     atomic.Pointer[Signal]  // the last successful scrape's signal
 	inflight atomic.Bool
+	started  atomic.Bool // a scrape of it has been started (a wake skips it)
 }
 
 // outcome is a completed scrape: its signal, or its failure.
@@ -245,26 +246,35 @@ func (s *Scraper) run() {
 	defer s.wg.Done()
 	tick := s.clk.NewTicker(s.cfg.Interval)
 	defer tick.Stop()
+	onlyNew := false
 	for {
-		if !s.round() {
+		if !s.round(onlyNew) {
 			return
 		}
 		select {
 		case <-s.stop:
 			return
 		case <-tick.C():
+			onlyNew = false
 		case <-s.wake:
+			onlyNew = true
 		}
 	}
 }
 
-// round starts a scrape of every endpoint not already being scraped, at
-// most Config.Concurrency at once. It returns false when Close was called.
-func (s *Scraper) round() bool {
+// round starts a scrape of every endpoint not already being scraped (with
+// onlyNew, of those never scraped: SetEndpoints' wake is for the endpoints
+// it added, which an earlier round may already have started), at most
+// Config.Concurrency at once. It returns false when Close was called.
+func (s *Scraper) round(onlyNew bool) bool {
 	for _, t := range *s.targets.Load() {
+		if onlyNew && t.started.Load() {
+			continue
+		}
 		if !t.inflight.CompareAndSwap(false, true) {
 			continue
 		}
+		t.started.Store(true)
 		select {
 		case s.sem <- struct{}{}:
 		case <-s.stop:

@@ -55,6 +55,10 @@ const (
 	// off (kvlmetric.go). Not in AllPolicies: an experiment run on request
 	// (-policies), not a default.
 	KVRouteLMetric Policy = "kvroute-lmetric"
+	// KVRouteCrowding is the real kvroute.Router with the affinity
+	// filter's crowding rule on at affinity.ChatCrowdingRatio (off by
+	// default). Not in AllPolicies: run on request (-policies).
+	KVRouteCrowding Policy = "kvroute-crowding"
 )
 
 // AllPolicies lists every routing policy in report order.
@@ -62,7 +66,7 @@ var AllPolicies = []Policy{KVRoute, Dynamo, SGLang, SGLangEvents, LMetric, KVRou
 
 // ExperimentPolicies are the policies -policies accepts beyond
 // AllPolicies: variants of kvroute's configuration studied on request.
-var ExperimentPolicies = []Policy{KVRouteLMetric}
+var ExperimentPolicies = []Policy{KVRouteLMetric, KVRouteCrowding}
 
 // PeerPolicies are the other systems' own routing policies, which the
 // report's targets compare kvroute against.
@@ -77,7 +81,7 @@ func (p Policy) eventFed() bool {
 // isKVRoute reports whether the policy is the real kvroute.Router in one of
 // its configurations.
 func (p Policy) isKVRoute() bool {
-	return p == KVRoute || p == KVRoutePrefillOnly || p == KVRouteLMetric
+	return p == KVRoute || p == KVRoutePrefillOnly || p == KVRouteLMetric || p == KVRouteCrowding
 }
 
 // ParsePolicy returns the Policy named s.

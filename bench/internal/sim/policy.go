@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/affinity"
 	"github.com/kvroute/kvroute/cluster"
 	"github.com/kvroute/kvroute/kvindex"
 	"github.com/kvroute/kvroute/render"
@@ -61,7 +62,8 @@ const simModel = "sim/llama-8b"
 // examples/calibrate would measure it on a real deployment. Everything else
 // is kvroute.DefaultConfig, except that KVRoutePrefillOnly sets
 // OpenRequestTokens to 0 (the baseline before open requests counted as
-// load) and KVRouteLMetric scores the LMetric way (kvlmetric.go).
+// load) KVRouteLMetric scores the LMetric way (kvlmetric.go) and
+// KVRouteCrowding turns the affinity filter's crowding rule on.
 type kvrouter struct {
 	r     *kvroute.Router
 	eps   []kvroute.Endpoint
@@ -96,6 +98,8 @@ func newKVRouter(cfg Config, ids []string, now func() time.Time, seed uint64, va
 		rc.OpenRequestTokens = new(int64(0))
 	case KVRouteLMetric:
 		lm = newLMetricScoring(cfg, &rc, &opts)
+	case KVRouteCrowding:
+		rc.Affinity.CrowdingRatio = new(affinity.ChatCrowdingRatio)
 	}
 	r, err := kvroute.New(context.Background(), rc, opts)
 	if err != nil {
