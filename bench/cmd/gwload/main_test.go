@@ -75,13 +75,21 @@ func TestRunMeasuresEveryTarget(t *testing.T) {
 		require.Len(t, f, 19, row)
 		require.Equal(t, " 0 ", f[7], "errors in %s", row)
 		require.NotEqual(t, " 0 ", f[4], "no requests/s in %s", row)
-		// New connections may still open while the pools grow; none close.
-		// The TIME_WAIT count is machine-wide: an earlier socket on a reused
-		// port number expiring in the window makes it negative, so only a
-		// positive change means a connection closed.
+		// New connections may still open while the pools grow, 100 ms after
+		// the start; no connection that was there before the window closes.
+		// A pool still growing can close a connection it dialed in the
+		// window: net/http dials for a request that waits, an idle
+		// connection may serve it first, and the new one is surplus. So at
+		// most as many close as opened; the steady state itself (none open,
+		// none close) is the gateway's TestEngineConnectionsAreNotChurned
+		// AtSteadyState. The TIME_WAIT count is machine-wide: an earlier
+		// socket on a reused port number expiring in the window makes it
+		// negative, so only a positive change means a connection closed.
 		tw, err := strconv.Atoi(strings.TrimSpace(f[17]))
 		require.NoError(t, err, row)
-		require.LessOrEqual(t, tw, 0, "connections to the engines closed in %s", row)
+		opened, err := strconv.Atoi(strings.TrimSpace(f[16]))
+		require.NoError(t, err, row)
+		require.LessOrEqual(t, tw, opened, "connections to the engines closed that the window did not open, in %s", row)
 		switch target {
 		case targetPrecise:
 			// The render share is computed. Whether a 300 ms window's ~20
