@@ -254,9 +254,12 @@ func (f *Filter) decide(dst []int, totalBlocks int, cands []Candidate, unc *toke
 	}
 	need := f.need(totalBlocks)
 	const none = math.MaxFloat64
-	// The least estimated load per side (in tokens) is found among the
-	// The crowding rule's costs are computed in a second pass, only when
-	// its other conditions hold.
+	// One pass finds the sticky candidates and, per side, the least load
+	// and the fewest open requests; the crowding rule's costs are computed
+	// in a second pass, only when its other conditions hold. The pass is
+	// written twice, for committed load alone (integers) and with the
+	// request's tokens (floats), so that Pick's common case pays no branch
+	// per candidate on the mode.
 	start := len(dst)
 	withRequest, crowding := f.cfg.IncludeRequestTokens, f.crowding > 0
 	stickyF, coldF := none, none // least load per side

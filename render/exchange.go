@@ -30,10 +30,9 @@ import (
 // abandon the exchange.
 type exchange struct {
 	c      *Client
-	t      *target
 	cancel context.CancelFunc
 	wrote  atomic.Bool  // the request was written whole: abandoning it leaves its connection open
-	state  atomic.Int32 // exchRunning, exchClaimed or exchAbandoned
+	state  atomic.Int32 // exchRunning, then exchClaimed, exchAbandoned or exchFinished
 	done   chan struct{}
 	err    *Error // the attempt's outcome, once done is closed
 }
@@ -42,6 +41,7 @@ const (
 	exchRunning   int32 = iota
 	exchClaimed         // the attempt is writing its answer into the caller's Result
 	exchAbandoned       // the caller left; the answer is read and discarded
+	exchFinished        // the attempt ended unclaimed and unabandoned (it failed)
 )
 
 // errAbandoned is what an abandoned attempt returns once it has read (and
@@ -54,7 +54,7 @@ var errAbandoned = &Error{Reason: ReasonCanceled, Err: context.Canceled}
 // caller's going away cancels it (through an AfterFunc) unless it was
 // abandoned, and Close cancels it once abandoned.
 func (c *Client) launch(ctx context.Context, t *target, r route, body *wireBody, auth string, n int, res *Result) *exchange {
-	e := &exchange{c: c, t: t, done: make(chan struct{})}
+	e := &exchange{c: c, done: make(chan struct{})}
 	ectx := context.WithoutCancel(ctx)
 	if dl, ok := ctx.Deadline(); ok {
 		ectx, e.cancel = context.WithDeadline(ectx, dl)
@@ -88,14 +88,19 @@ func (c *Client) launch(ctx context.Context, t *target, r route, body *wireBody,
 		t.st.gate.release()
 		stopCaller()
 		stopLife()
-		e.cancel()
+		// Observed before the exchange's own cancel, which would make every
+		// ending look like a cancellation.
 		if err == errAbandoned {
 			t.st.latency.observe(d) // the renderer answered: a real sample
 		} else {
 			observeLatency(ectx, t, d, err)
 		}
+		e.cancel()
 		e.err = err
-		abandoned := e.state.Load() == exchAbandoned
+		// The end and an abandonment race on state: exactly one of the
+		// two moves it from running, so a background count added by
+		// abandon is always matched here.
+		abandoned := !e.state.CompareAndSwap(exchRunning, exchFinished) && e.state.Load() == exchAbandoned
 		close(e.done)
 		if abandoned {
 			c.background.Done()
@@ -118,16 +123,20 @@ func (e *exchange) claim() bool {
 func (e *exchange) abandon() {
 	c := e.c
 	c.backgroundMu.Lock()
-	if e.wrote.Load() && !c.backgroundClosed {
+	drain := e.wrote.Load() && !c.backgroundClosed
+	if drain {
 		c.background.Add(1)
-		c.backgroundMu.Unlock()
+	}
+	c.backgroundMu.Unlock()
+	if drain {
 		if e.state.CompareAndSwap(exchRunning, exchAbandoned) {
 			c.metrics.loserDrained.Inc()
 			return
 		}
 		c.background.Done()
-	} else {
-		c.backgroundMu.Unlock()
+	}
+	if e.state.Load() == exchFinished {
+		return // it failed on its own before the winner answered
 	}
 	e.cancel()
 	<-e.done
