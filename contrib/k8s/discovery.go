@@ -231,14 +231,11 @@ func (d *Discovery) Start(ctx context.Context) error {
 	if d.dyn != nil {
 		d.dyn.Start(d.stop)
 	}
-	// Waiting on the handler registrations (not only the informers) means
-	// every poke from the initial lists has been delivered; the first
-	// recompute below covers them, so they are drained rather than left to
-	// arm a debounce that would race with the first real change.
-	syncs := append([]cache.InformerSynced{d.podInf.HasSynced}, d.handled...)
-	if d.poolInf != nil {
-		syncs = append(syncs, d.poolInf.HasSynced)
-	}
+	// A handler registration has synced once its informer has and every
+	// poke from the initial list has been delivered; the first recompute
+	// below covers those, so they are drained rather than left to arm a
+	// debounce that would race with the first real change.
+	syncs := d.handled
 	ctxStop := make(chan struct{})
 	go func() {
 		select {
