@@ -49,9 +49,10 @@ func (s *Selection) lookup() {
 	// candidate list, the list compared once, above) beside the match,
 	// written where the filter reads them. The uncached tokens (the
 	// request's own terms computed once) are projected here only when the
-	// affinity filter weighs them (its crowding rule projects its own, and
-	// only when it needs them: affinity.Filter.ApplyProjected); otherwise only for the candidates that
-	// need them (s.uncached: the scored ones and the chosen one).
+	// affinity filter weighs them; otherwise only for the candidates that
+	// need them (s.uncached: the scored ones and the chosen one; the
+	// crowding rule projects its own when it needs them,
+	// affinity.Filter.ApplyProjected).
 	r.load.View(&st.loads, st.ids, same)
 	s.unc = tokenload.NewUncached(s.promptTokens, s.total, r.cfg.BlockSize)
 	withRequest, used := r.cfg.Affinity.IncludeRequestTokens, false
