@@ -60,6 +60,18 @@ func startMultiModelFleet(t *testing.T) (*modelFleet, map[string]string) {
 	return f, ids
 }
 
+// engineOf returns the simulated engine server behind endpoint id.
+func (f *modelFleet) engineOf(t *testing.T, id string) *server.Server {
+	t.Helper()
+	for i, ep := range f.eps {
+		if ep.ID == id {
+			return f.engines[i]
+		}
+	}
+	t.Fatalf("no engine %s", id)
+	return nil
+}
+
 // held returns the leading blocks of prompt (as model) each endpoint holds
 // in the router's index.
 func (f *modelFleet) held(t *testing.T, model, prompt string) map[string]int {
@@ -120,16 +132,17 @@ func TestGatewayIndexesBothModelsOfOneEndpoint(t *testing.T) {
 		want := map[string][]string{"multi": {"alpha", "beta"}, "alpha": {"alpha"}, "beta": {"beta"}}[f.model[e.ID]]
 		require.ElementsMatch(t, want, e.Models, e.ID)
 	}
-	// warm waits for endpoint ep to hold prompt (as model) in the index and
-	// returns its blocks there.
+	// warm waits for the index to hold on endpoint ep every block of prompt
+	// that ep's engine for model holds (a long prompt is prefilled in chunks,
+	// each published as its own event, so a first positive count may be only
+	// the first chunk's) and returns that count.
 	warm := func(model, prompt, ep string) int {
 		t.Helper()
-		var n int
-		require.Eventually(t, func() bool {
-			n = f.held(t, model, prompt)[ep]
-			return n > 0
-		}, time.Minute, 10*time.Millisecond, "%s's blocks never indexed on %s", model, ep)
-		return n
+		want := f.engineOf(t, ep).ModelEngine(model).CachedTokens(simengine.Tokenize(nil, prompt)) / 64
+		require.Positive(t, want, "%s's engine on %s holds none of the prompt", model, ep)
+		require.Eventually(t, func() bool { return f.held(t, model, prompt)[ep] == want },
+			time.Minute, 10*time.Millisecond, "%s's %d blocks never all indexed on %s", model, want, ep)
+		return want
 	}
 	cold := func(model, prompt string, eps ...string) {
 		t.Helper()
