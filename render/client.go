@@ -105,7 +105,7 @@ func New(cfg Config, opts Options) (*Client, error) {
 	if opts.TracerProvider != nil {
 		c.tracer = opts.TracerProvider.Tracer(TracerName)
 	}
-	c.transport = newTransport(opts.TLSConfig, cfg.MaxIdleConnsPerHost)
+	c.transport = newTransport(opts.TLSConfig, cfg.MaxIdleConnsPerHost, limit)
 	c.http = &http.Client{
 		Transport: c.transport,
 		// Render routes do not redirect; a 3xx is reported as a status.
@@ -123,7 +123,16 @@ func New(cfg Config, opts Options) (*Client, error) {
 // newTransport builds the HTTP/1.1-only transport: up to idlePerHost idle
 // connections per host, no global cap, 90 s idle timeout, 32 KiB buffers,
 // no proxy (renderers are in-cluster).
-func newTransport(tlsConfig *tls.Config, idlePerHost int) *http.Transport {
+//
+// perHost (the render concurrency limit per endpoint; 0 for none) also caps
+// the connections per host. The gate already holds the renders in flight to
+// an endpoint at that limit, but net/http returns a connection to its idle
+// pool on its read goroutine, after the caller has read the answer and
+// released its slot: a render started in that moment finds no idle
+// connection and, without the cap, dials one more, which the pool then
+// keeps. With the cap it waits for the connection being returned instead,
+// so a steady load settles at the limit's connections and opens no more.
+func newTransport(tlsConfig *tls.Config, idlePerHost, perHost int) *http.Transport {
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
 	d := &net.Dialer{KeepAlive: 30 * time.Second}
@@ -134,6 +143,7 @@ func newTransport(tlsConfig *tls.Config, idlePerHost int) *http.Transport {
 		TLSHandshakeTimeout: 10 * time.Second,
 		MaxIdleConns:        0,
 		MaxIdleConnsPerHost: idlePerHost,
+		MaxConnsPerHost:     perHost,
 		IdleConnTimeout:     idleConnTimeout,
 		WriteBufferSize:     connBufferSize,
 		ReadBufferSize:      connBufferSize,

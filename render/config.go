@@ -128,8 +128,11 @@ type Config struct {
 	// redialed in the next one. Default 1,024; zero means the default.
 	MaxIdleConnsPerHost int `json:"maxIdleConnsPerHost"`
 	// MaxConcurrency caps the renders in flight to each render endpoint;
-	// a render beyond it waits for a slot (see MaxQueueWait). Default 8
-	// (DefaultMaxConcurrency); nil means the default; 0 means no limit.
+	// a render beyond it waits for a slot (see MaxQueueWait). It also caps
+	// the connections kept to each renderer's host:port, so a steady load
+	// opens no connection beyond it (endpoints listed with one host:port
+	// share that cap). Default 8 (DefaultMaxConcurrency); nil means the
+	// default; 0 means no limit.
 	MaxConcurrency *int `json:"maxConcurrency"`
 	// MaxQueueWait bounds the wait for a render slot when every slot of
 	// the chosen endpoint is taken and no other endpoint has one free: a

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -95,6 +96,51 @@ func TestRenderKeepsOneConnectionPerConcurrentCall(t *testing.T) {
 
 	renderRounds(t, c, n, rounds)
 	require.Equal(t, int64(n), s.accepted.Load(), "connections accepted over %d rounds of %d concurrent renders", rounds, n)
+}
+
+// The concurrency limit also caps the connections to a renderer: many
+// callers rendering back to back, always more of them than the limit, never
+// make the client hold more connections than renders it lets in flight
+// (net/http returns a connection to its idle pool only after the caller has
+// read the answer and released its slot; without the cap a render started
+// in that moment dialed one more, and the pool kept it).
+func TestRenderConnectionsStayWithinTheConcurrencyLimit(t *testing.T) {
+	defer leakcheck.Check(t)()
+	const limit, callers, each = 3, 12, 40
+	var accepted atomic.Int64
+	s := httptest.NewUnstartedServer(http.HandlerFunc(vllmRender))
+	s.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			accepted.Add(1)
+		}
+	}
+	s.Start()
+	defer s.Close()
+	cfg := testConfig()
+	cfg.URL = s.URL
+	cfg.MaxConcurrency = new(limit)
+	cfg.MaxQueueWait = new(time.Minute) // every render waits for its slot
+	c, err := New(cfg, Options{})
+	require.NoError(t, err)
+	defer c.Close()
+
+	var wg sync.WaitGroup
+	errs := make(chan error, callers*each)
+	for range callers {
+		wg.Go(func() {
+			for range each {
+				if _, err := c.Render(context.Background(), completions("hello")); err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.LessOrEqual(t, accepted.Load(), int64(limit), "connections accepted over %d renders by %d callers", callers*each, callers)
 }
 
 // A smaller MaxIdleConnsPerHost is honoured: connections beyond it are
