@@ -242,8 +242,14 @@ func testChurn(t *testing.T, hedge bool) {
 	}
 	warmDials, warmRenders, warmLines, warmWaited, warmPeak := dials(), renders(), lines(), tr.waited.Load(), tr.peak.Load()
 	// The render pool may still grow up to its cap (8 connections per
-	// renderer) if the warm-up never had 8 renders in flight to each.
-	renderRoom := max(0, int64(engines*8)-(warmRenders-closedRenders()))
+	// renderer) if the warm-up never had 8 renders in flight to each, and
+	// replaces what its client closes: a cancelled hedge loser, and a
+	// connection net/http's Transport retires because its writer goroutine
+	// reported the request written more than 50 ms after the answer came
+	// (a machine busy with other tests). The gateway's own engine pool
+	// writes on the request's goroutine and has no such rule.
+	warmClosed, warmHedges := closedRenders(), hedges()
+	renderRoom := max(0, int64(engines*8)-(warmRenders-warmClosed))
 	for range rounds {
 		round()
 	}
@@ -258,11 +264,12 @@ func testChurn(t *testing.T, hedge bool) {
 	// the peak may still rise after the warm-up (by one request in a
 	// few runs).
 	require.LessOrEqual(t, dials()-warmDials, int64(engines)*(tr.peak.Load()-warmPeak), "no new engine connection at steady state but warmed ones for a new peak")
-	if hedge {
-		// A loser cancelled during warm-up may be replaced after it.
-		require.LessOrEqual(t, renders()-warmRenders, renderRoom+hedges(), "no new render connection at steady state but one per cancelled loser (and up to the cap)")
-	} else {
-		require.LessOrEqual(t, renders()-warmRenders, renderRoom, "no new render connection at steady state (but up to the cap)")
+	// A loser cancelled during warm-up may be replaced after it; the
+	// renderers see a close some time after the client made it.
+	require.Eventually(t, func() bool {
+		return renders()-warmRenders <= renderRoom+closedRenders()-warmClosed+warmHedges
+	}, time.Minute, time.Millisecond, "no new render connection at steady state but up to the cap and one per connection the client closed")
+	if !hedge {
 		require.Zero(t, hedges())
 	}
 	// The render pool stays within its endpoints' concurrency limit (8

@@ -103,15 +103,22 @@ func TestRenderKeepsOneConnectionPerConcurrentCall(t *testing.T) {
 // make the client hold more connections than renders it lets in flight
 // (net/http returns a connection to its idle pool only after the caller has
 // read the answer and released its slot; without the cap a render started
-// in that moment dialed one more, and the pool kept it).
+// in that moment dialed one more, and the pool kept it). A connection the
+// client closed may be replaced: net/http closes one whose request write it
+// has not seen finish within 50 ms of the answer (its writer goroutine not
+// yet scheduled, on a busy machine), so the bound is the limit plus the
+// connections closed meanwhile.
 func TestRenderConnectionsStayWithinTheConcurrencyLimit(t *testing.T) {
 	defer leakcheck.Check(t)()
 	const limit, callers, each = 3, 12, 40
-	var accepted atomic.Int64
+	var accepted, closed atomic.Int64
 	s := httptest.NewUnstartedServer(http.HandlerFunc(vllmRender))
 	s.Config.ConnState = func(_ net.Conn, st http.ConnState) {
-		if st == http.StateNew {
+		switch st {
+		case http.StateNew:
 			accepted.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			closed.Add(1)
 		}
 	}
 	s.Start()
@@ -140,7 +147,9 @@ func TestRenderConnectionsStayWithinTheConcurrencyLimit(t *testing.T) {
 	for err := range errs {
 		require.NoError(t, err)
 	}
-	require.LessOrEqual(t, accepted.Load(), int64(limit), "connections accepted over %d renders by %d callers", callers*each, callers)
+	// The renderer sees a close some time after the client made it.
+	require.Eventually(t, func() bool { return accepted.Load() <= limit+closed.Load() }, time.Minute, time.Millisecond,
+		"connections accepted over %d renders by %d callers: %d, closed %d", callers*each, callers, accepted.Load(), closed.Load())
 }
 
 // A smaller MaxIdleConnsPerHost is honoured: connections beyond it are
