@@ -20,6 +20,18 @@ import (
 // the fallback, goes to the decoder as it came (the header removed).
 // Responses, streamed or not, pass through unchanged.
 //
+// Every request body is read whole, within Config.MaxBodyBytes (a larger
+// one is answered 413), before anything goes to the decoder, which gets a
+// copy the Handler owns. Handing the client's body itself to the decoder's
+// transport breaks streams: net/http's server consumes and closes a
+// request body once the response header goes out, and net/http's
+// Transport may read the body once more after the decoder has answered
+// (past the declared length, to check for extra bytes); that read then
+// fails, the Transport closes the decoder connection, and the response
+// being streamed breaks off. The copy also lets the Transport resend a
+// request on a new connection when a reused one turns out closed by the
+// decoder before anything was written (Request.GetBody).
+//
 // The Handler owns no goroutine beyond the ones net/http runs per request;
 // Close releases idle connections.
 type Handler struct {
@@ -76,19 +88,29 @@ var pdPaths = map[string]bool{"/v1/completions": true, "/v1/chat/completions": t
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	target := r.Header.Get(PrefillerHeader)
-	if target == "" || r.Method != http.MethodPost || !pdPaths[r.URL.Path] {
+	split := target != "" && r.Method == http.MethodPost && pdPaths[r.URL.Path]
+	if !split {
 		h.x.m.requests.WithLabelValues(OutcomePlain).Inc()
-		h.proxy.ServeHTTP(w, r)
-		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.x.cfg.MaxBodyBytes))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", h.x.cfg.MaxBodyBytes))
+	var body []byte
+	if r.ContentLength != 0 { // a body, of known length or chunked
+		var err error
+		if body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, h.x.cfg.MaxBodyBytes)); err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", h.x.cfg.MaxBodyBytes))
+				return
+			}
+			writeError(w, http.StatusBadRequest, "reading the request body: "+err.Error())
 			return
 		}
-		writeError(w, http.StatusBadRequest, "reading the request body: "+err.Error())
+	}
+	if !split {
+		if r.ContentLength == 0 {
+			h.proxy.ServeHTTP(w, r) // no body to hand over
+			return
+		}
+		h.forward(w, r, body, "")
 		return
 	}
 	res, err := h.x.Prefill(r.Context(), target, r.URL.Path, r.Header, body)
@@ -102,11 +124,22 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		return // the client is gone; nothing to answer
 	}
+	h.forward(w, r, res.DecodeBody, res.RequestID)
+}
+
+// forward proxies r to the decoder with body, which the Handler owns, in
+// place of r's own body (see Handler), and X-Request-Id set to requestID
+// unless it is "".
+func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, requestID string) {
 	out := r.Clone(r.Context())
-	out.Body = io.NopCloser(bytes.NewReader(res.DecodeBody))
-	out.ContentLength = int64(len(res.DecodeBody))
-	out.Header.Set("Content-Length", strconv.Itoa(len(res.DecodeBody)))
-	out.Header.Set(RequestIDHeader, res.RequestID)
+	out.Body = io.NopCloser(bytes.NewReader(body))
+	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	out.ContentLength = int64(len(body))
+	out.TransferEncoding = nil // the length is known now
+	out.Header.Set("Content-Length", strconv.Itoa(len(body)))
+	if requestID != "" {
+		out.Header.Set(RequestIDHeader, requestID)
+	}
 	h.proxy.ServeHTTP(w, out)
 }
 

@@ -185,8 +185,9 @@ func TestSidecarBodiesAndHeaders(t *testing.T) {
 }
 
 // A client body that is not a JSON object is a 400 before anything is
-// sent; one over MaxBodyBytes a 413; other paths and methods are proxied
-// even with the header.
+// sent; one over MaxBodyBytes a 413, with a prefiller named or not (every
+// body is read whole before it goes on); other paths and methods are
+// proxied even with the header.
 func TestSidecarBadBodiesAndOtherRoutes(t *testing.T) {
 	t.Cleanup(leakcheck.Check(t)) // runs after every other cleanup
 	dec := startEngine(t, server.RoleDecode)
@@ -201,6 +202,9 @@ func TestSidecarBadBodiesAndOtherRoutes(t *testing.T) {
 	code, _, b := send(t, url+"/v1/chat/completions", pre.Addr(), chat(strings.Repeat("x ", 4096), 1, false))
 	require.Equal(t, http.StatusRequestEntityTooLarge, code, string(b))
 	require.Equal(t, uint64(0), pre.Engine().Stats().RequestSuccess+pre.Engine().Stats().RequestRejected)
+	code, _, b = send(t, url+"/v1/chat/completions", "", chat(strings.Repeat("x ", 4096), 1, false))
+	require.Equal(t, http.StatusRequestEntityTooLarge, code, string(b))
+	require.Equal(t, uint64(0), dec.Engine().Stats().RequestSuccess+dec.Engine().Stats().RequestRejected, "the decoder got neither")
 
 	req, err := http.NewRequest(http.MethodGet, url+"/v1/models", nil)
 	require.NoError(t, err)
@@ -209,7 +213,7 @@ func TestSidecarBadBodiesAndOtherRoutes(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, resp.Body.Close())
 	require.Equal(t, http.StatusOK, resp.StatusCode)
-	require.Equal(t, 1.0, counter(t, reg, "kvroute_sidecar_requests_total", "outcome", OutcomePlain))
+	require.Equal(t, 2.0, counter(t, reg, "kvroute_sidecar_requests_total", "outcome", OutcomePlain))
 
 	_, err = NewHandler(Config{}, Options{})
 	require.ErrorContains(t, err, "decoderURL")

@@ -122,7 +122,7 @@ type EventPublisher struct {
 	suppress   atomic.Bool
 	suppressed atomic.Uint64
 	snap       *snapshotService // nil without snapshot_endpoint
-	live       *liveness        // nil without snapshot_endpoint
+	live       *liveness        // nil without snapshot_endpoint; set under mu (its goroutine reads it under mu), fixed once NewEventPublisher returns
 
 	mu    sync.Mutex
 	batch wire.Batch // guarded by mu
@@ -180,7 +180,12 @@ func NewEventPublisher(c KVEventsConfig, f wire.Format, opts Options) (*EventPub
 		snap.lock = &p.mu
 	}
 	if snap != nil {
+		// Under p.mu, which the heartbeat goroutine takes before it reads
+		// p.live: a heartbeat due at once (a loaded machine) must not race
+		// the assignment.
+		p.mu.Lock()
 		p.live = startLiveness(p, snap.id, opts.Clock)
+		p.mu.Unlock()
 	}
 	return p, nil
 }

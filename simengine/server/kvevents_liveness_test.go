@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -246,3 +247,63 @@ func replayRaw(t *testing.T, addr string) [][]byte {
 type tlog struct{ t *testing.T }
 
 func (w tlog) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
+
+// firstTimerFired is a clock whose Now moves a heartbeat interval at each
+// call and whose first timer has fired before NewTimer returns; its other
+// timers are the Manual clock's (never moved). The heartbeat goroutine it
+// drives publishes at once, synchronized with nothing its creator did
+// after starting it, as a wall-clock heartbeat on a loaded machine can.
+type firstTimerFired struct {
+	*telemetry.Manual
+	mu    sync.Mutex
+	now   time.Time
+	fired bool
+}
+
+func (c *firstTimerFired) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(HeartbeatEvery)
+	return c.now
+}
+
+func (c *firstTimerFired) NewTimer(d time.Duration) telemetry.Timer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fired {
+		return c.Manual.NewTimer(d)
+	}
+	c.fired = true
+	return &firedTimer{ch: make(chan time.Time, 1), first: c.now}
+}
+
+// firedTimer has fired once; Reset and Stop do nothing more.
+type firedTimer struct {
+	ch    chan time.Time
+	first time.Time
+	once  sync.Once
+}
+
+func (t *firedTimer) C() <-chan time.Time {
+	t.once.Do(func() { t.ch <- t.first })
+	return t.ch
+}
+func (t *firedTimer) Stop() bool                 { return false }
+func (t *firedTimer) Reset(d time.Duration) bool { return false }
+
+// The heartbeat goroutine reads the publisher's liveness state; a
+// heartbeat that fires before NewEventPublisher has returned (a loaded
+// machine, the wall clock) must find it set up, not race its assignment
+// (go test -race reports the race whatever the order).
+func TestHeartbeatAtOnceDoesNotRaceThePublishersSetUp(t *testing.T) {
+	defer leakcheck.Check(t)()
+	clock := &firstTimerFired{Manual: telemetry.NewManual(time.Unix(1_800_000_000, 0)), now: time.Unix(1_800_000_000, 0)}
+	kv := snapshotKV(t, "tcp://127.0.0.1:0", "tcp://127.0.0.1:0", "tcp://127.0.0.1:0")
+	p, err := NewEventPublisher(kv, wire.FormatVLLM, Options{Clock: clock})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, p.Close()) }()
+	require.Eventually(t, func() bool { return p.Heartbeats() == 1 }, liveWait, liveTick)
+	id, ok := p.PublisherID()
+	require.True(t, ok)
+	require.NotEqual(t, [16]byte{}, id)
+}
