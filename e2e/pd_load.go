@@ -230,5 +230,11 @@ func pdSend(ctx context.Context, client *http.Client, url string, body any) (pdR
 	if !done || r.tokens == 0 {
 		return r, fmt.Errorf("POST %s: the stream ended after %d tokens without [DONE]", url, r.tokens)
 	}
+	// Read the stream to its end (the chunked body's last chunk follows
+	// [DONE]): closing it before would count as the client's abort at the
+	// gateway and cost the connection.
+	if _, err := io.Copy(io.Discard, br); err != nil {
+		return r, fmt.Errorf("POST %s: after [DONE]: %w", url, err)
+	}
 	return r, nil
 }
