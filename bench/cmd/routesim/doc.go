@@ -80,11 +80,13 @@
 // (-pd-loads), for aggregated, always-disaggregated, kvroute's decider
 // (-pd-threshold, -pd-max-prefill-queue) and Dynamo's conditional
 // disaggregation (-pd-dynamo-isl, -pd-dynamo-ratio): TTFT p50/p90, ITL,
-// output tokens/s, the split rate and the target row by row, then a
-// sensitivity sweep over pool sizes and the decider's knobs (-pd-sweep).
-// The committed bench/results/routesim-pd.md is
+// output tokens/s, the split rate and the target row by row, with
+// -pd-seeds N each row over seeds 1..N and the reachability bound of the
+// rows no split document can meet, then a sensitivity sweep over pool
+// sizes and the decider's knobs (-pd-sweep). The committed
+// bench/results/routesim-pd.md is
 //
-//	go run ./bench/cmd/routesim -pd -out bench/results
+//	go run ./bench/cmd/routesim -pd -pd-seeds 4 -pd-sweep=false -out bench/results
 //
 // It writes <out>/routesim.md (tables per workload and load, target
 // evaluation), <out>/routesim-<workload>.svg (TTFT p90 against load per

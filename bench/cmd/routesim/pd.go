@@ -77,6 +77,7 @@ func runPD(o options, base sim.Config, args []string, stdout io.Writer) error {
 	}
 	var seeds []uint64
 	var seedRows []sim.PDSeedRow
+	var reach []sim.PDReach
 	for s := 1; s <= o.pd.seeds; s++ {
 		seeds = append(seeds, uint64(s))
 	}
@@ -84,6 +85,7 @@ func runPD(o options, base sim.Config, args []string, stdout io.Writer) error {
 		if seedRows, err = sim.RunPDSeeds(st.Config, seeds, loads, o.parallel, &st); err != nil {
 			return err
 		}
+		reach = sim.PDReachability(st.Config, seedRows)
 	}
 	command := strings.TrimSpace("go run ./bench/cmd/routesim " + strings.Join(args, " "))
 	if err := writeFile(filepath.Join(o.out, "routesim-pd.md"), func(f io.Writer) error {
@@ -92,6 +94,9 @@ func runPD(o options, base sim.Config, args []string, stdout io.Writer) error {
 		}
 		if seedRows != nil {
 			if err := sim.WritePDSeedsMarkdown(f, seeds, seedRows); err != nil {
+				return err
+			}
+			if err := sim.WritePDReachMarkdown(f, st.Config, reach); err != nil {
 				return err
 			}
 		}
@@ -105,7 +110,7 @@ func runPD(o options, base sim.Config, args []string, stdout io.Writer) error {
 	if err := writeFile(filepath.Join(o.out, "routesim-pd.json"), func(f io.Writer) error {
 		enc := json.NewEncoder(f)
 		enc.SetIndent("", "  ")
-		return enc.Encode(map[string]any{"command": command, "study": st, "seeds": seedRows, "sweep": sweep})
+		return enc.Encode(map[string]any{"command": command, "study": st, "seeds": seedRows, "reach": reach, "sweep": sweep})
 	}); err != nil {
 		return err
 	}
