@@ -7,7 +7,6 @@ import (
 	"strconv"
 
 	"github.com/kvroute/kvroute"
-	"github.com/kvroute/kvroute/internal/jsonids"
 	"github.com/kvroute/kvroute/internal/jsonscan"
 	"github.com/kvroute/kvroute/render"
 )
@@ -155,22 +154,24 @@ func tokenBody(body []byte, prompts []render.Prompt) ([]byte, bool) {
 		return nil, false
 	}
 	size := len(body) - (ve - vs) + 2
-	for _, p := range prompts {
-		if len(p.TokenIDs) == 0 || p.Features != nil {
+	for i := range prompts {
+		if len(prompts[i].TokenIDs) == 0 || prompts[i].Features != nil {
 			return nil, false
 		}
-		size += 1 + jsonids.Len(p.TokenIDs)
+		size += 1 + prompts[i].TokenJSONLen()
 	}
 	out := make([]byte, 0, size)
 	out = append(out, body[:vs]...)
 	if kind == promptTextList {
 		out = append(out, '[')
 	}
-	for i, p := range prompts {
+	for i := range prompts {
 		if i > 0 {
 			out = append(out, ',')
 		}
-		out = jsonids.Append(out, p.TokenIDs)
+		// The renderer's own bytes when it wrote the IDs compact, as
+		// jsonids would: a copy instead of formatting them again.
+		out = prompts[i].AppendTokenJSON(out)
 	}
 	if kind == promptTextList {
 		out = append(out, ']')

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -243,4 +245,40 @@ func TestGeneratePromptReadsFeaturesInOrder(t *testing.T) {
 		{Modality: "audio", Hash: "c", Offset: 2, Length: 1}, {Modality: "image", Hash: "b", Offset: 4, Length: 2}}, p.Features)
 	_, _, err = generatePrompt([]byte(`{"token_ids":[1],"features":{"mm_hashes":{"image":["a"]},"mm_placeholders":{"image":[{"offset":0,"length":5}]}}}`))
 	require.ErrorContains(t, err, "outside the prompt")
+}
+
+// The tokenize-once body is byte for byte the same whether its token IDs are
+// the renderer's bytes copied (the render client keeps them when the
+// renderer wrote them compact) or written afresh from the IDs (a renderer
+// that spaces them, or prompts built by hand): what the engine receives does
+// not depend on how the renderer formats its answer.
+func TestTokenBodyIsTheSameFromTheRenderersBytes(t *testing.T) {
+	defer leakcheck.Check(t)()
+	ids := [][]uint32{{0, 7, 10, 99, 100, 65535, 151643, 4294967295}, {3, 1, 2}}
+	answers := []string{
+		`[{"request_id":"a","token_ids":[0,7,10,99,100,65535,151643,4294967295]},{"token_ids":[3,1,2]}]`,
+		`[{"request_id":"a","token_ids":[0, 7, 10, 99, 100, 65535, 151643, 4294967295]},{"token_ids":[ 3,1,2 ]}]`,
+	}
+	var answer atomic.Int64
+	renderer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(answers[answer.Load()]))
+	}))
+	defer renderer.Close()
+	c, err := render.New(render.Config{URL: renderer.URL}, render.Options{})
+	require.NoError(t, err)
+	defer c.Close()
+	body := []byte(`{"model":"m","prompt":["first","second"],"max_tokens":2}`)
+	want, ok := tokenBody(body, []render.Prompt{{TokenIDs: ids[0]}, {TokenIDs: ids[1]}})
+	require.True(t, ok)
+	require.Equal(t, `{"model":"m","prompt":[[0,7,10,99,100,65535,151643,4294967295],[3,1,2]],"max_tokens":2}`, string(want))
+	var res render.Result
+	for i := range answers {
+		answer.Store(int64(i))
+		require.NoError(t, c.RenderInto(context.Background(), &render.Request{API: render.APICompletions, Body: body, Model: "m"}, &res))
+		require.Equal(t, ids[0], res.Prompts[0].TokenIDs)
+		got, ok := tokenBody(body, res.Prompts)
+		require.True(t, ok)
+		require.Equal(t, string(want), string(got), answers[i])
+	}
 }
