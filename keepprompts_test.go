@@ -32,15 +32,8 @@ func TestKeepPromptsHandsTheRenderedTokensToTheDecision(t *testing.T) {
 		_, _ = w.Write([]byte(`[{"request_id":"r","token_ids":[9,9,9,9,9,9]}]`))
 	}))
 	defer renderer.Close()
-	cfg := DefaultConfig()
-	cfg.Model = testModel
-	cfg.Events.Enabled = new(false)
-	cfg.Render.URL = renderer.URL
-	r, err := New(context.Background(), cfg, Options{})
-	require.NoError(t, err)
+	r, eps := renderedRouter(t, renderer.URL)
 	defer r.Close()
-	eps := []Endpoint{{ID: strings.TrimPrefix(renderer.URL, "http://")}}
-	require.NoError(t, r.SetEndpoints(eps))
 	body := []byte(`{"model":"test-model","prompt":"hi"}`)
 
 	d, err := r.Pick(context.Background(), &Request{API: render.APICompletions, Body: body, KeepPrompts: true}, eps)
@@ -84,15 +77,8 @@ func TestReleasedDecisionHandsItsRenderedArraysBack(t *testing.T) {
 		_, _ = fmt.Fprintf(w, `[{"request_id":"r","token_ids":[%d,2,3,4,5]}]`, i)
 	}))
 	defer renderer.Close()
-	cfg := DefaultConfig()
-	cfg.Model = testModel
-	cfg.Events.Enabled = new(false)
-	cfg.Render.URL = renderer.URL
-	r, err := New(context.Background(), cfg, Options{})
-	require.NoError(t, err)
+	r, eps := renderedRouter(t, renderer.URL)
 	defer r.Close()
-	eps := []Endpoint{{ID: strings.TrimPrefix(renderer.URL, "http://")}}
-	require.NoError(t, r.SetEndpoints(eps))
 	body := []byte(`{"model":"test-model","prompt":"hi"}`)
 	keep := func() *Decision {
 		d, err := r.Pick(context.Background(), &Request{API: render.APICompletions, Body: body, KeepPrompts: true}, eps)
@@ -128,4 +114,19 @@ func TestReleasedDecisionHandsItsRenderedArraysBack(t *testing.T) {
 		d.Release()
 	}
 	require.Equal(t, []uint32{7, 8}, given[0].TokenIDs)
+}
+
+// renderedRouter is a Router of testModel rendering on url, without KV
+// events, with that one endpoint set.
+func renderedRouter(t *testing.T, url string) (*Router, []Endpoint) {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.Model = testModel
+	cfg.Events.Enabled = new(false)
+	cfg.Render.URL = url
+	r, err := New(context.Background(), cfg, Options{})
+	require.NoError(t, err)
+	eps := []Endpoint{{ID: strings.TrimPrefix(url, "http://")}}
+	require.NoError(t, r.SetEndpoints(eps))
+	return r, eps
 }

@@ -282,3 +282,33 @@ func TestTokenBodyIsTheSameFromTheRenderersBytes(t *testing.T) {
 		require.Equal(t, string(want), string(got), answers[i])
 	}
 }
+
+// A recycled array written into again holds exactly the new body: a shorter
+// body after a longer one leaves none of the longer one's bytes, and an
+// array too small is replaced.
+func TestAppendTokenBodyIntoARecycledArray(t *testing.T) {
+	long := []byte(`{"model":"m","prompt":"a much longer prompt than the next","max_tokens":2}`)
+	short := []byte(`{"prompt":"x"}`)
+	lp := []render.Prompt{{TokenIDs: []uint32{1, 22, 333, 4444, 55555, 666666, 7777777}}}
+	sp := []render.Prompt{{TokenIDs: []uint32{9}}}
+	want := func(body []byte, ps []render.Prompt) string {
+		b, ok := tokenBody(body, ps)
+		require.True(t, ok)
+		return string(b)
+	}
+	dirty := []byte(strings.Repeat("#", 200))[:0]
+	got, ok := appendTokenBody(dirty, long, lp)
+	require.True(t, ok)
+	require.Equal(t, want(long, lp), string(got))
+	require.Same(t, &dirty[:1][0], &got[0], "written into the recycled array")
+	got, ok = appendTokenBody(got[:0], short, sp)
+	require.True(t, ok)
+	require.Equal(t, `{"prompt":[9]}`, string(got))
+	small := make([]byte, 0, 4)
+	got, ok = appendTokenBody(small, long, lp)
+	require.True(t, ok)
+	require.Equal(t, want(long, lp), string(got))
+	require.NotSame(t, &small[:1][0], &got[0])
+	_, ok = appendTokenBody(dirty, []byte(`{"prompt":[1]}`), sp)
+	require.False(t, ok)
+}
