@@ -32,23 +32,24 @@ type Prompt struct {
 	// a text-only prompt.
 	Features []MMFeature
 
-	// tokenJSON is the renderer's token_ids array as it came, kept when it
-	// was written exactly as jsonids writes TokenIDs (no whitespace; the
-	// decoder rejects every other difference), so that a caller forwarding
-	// the IDs as JSON copies these bytes instead of formatting 2,000
-	// numbers again (see AppendTokenJSON); nil otherwise. decoded is
-	// TokenIDs as the decoder returned it: the bytes are used only while
-	// TokenIDs is still that slice.
+	// tokenJSON is the renderer's token_ids array as it came, kept (with
+	// Request.KeepTokenJSON) when it was written exactly as jsonids writes
+	// TokenIDs (no whitespace; the decoder rejects every other difference),
+	// so that a caller forwarding the IDs as JSON copies these bytes
+	// instead of formatting 2,000 numbers again (see AppendTokenJSON); nil
+	// otherwise. decoded is TokenIDs as the decoder returned it: the bytes
+	// are used only while TokenIDs is still that slice.
 	tokenJSON []byte
 	decoded   []uint32
 }
 
 // AppendTokenJSON appends p.TokenIDs to dst as a JSON array of integers,
 // byte for byte as encoding/json writes a non-empty []uint32 ("[1,2,3]"),
-// and returns the extended slice. For a prompt the Client rendered, whose
-// renderer sent the array in that form, it copies the renderer's bytes
-// rather than formatting the IDs again; that holds while TokenIDs is the
-// slice the Client returned and its elements are not modified.
+// and returns the extended slice. For a prompt the Client rendered with
+// Request.KeepTokenJSON, whose renderer sent the array in that form, it
+// copies the renderer's bytes rather than formatting the IDs again; that
+// holds while TokenIDs is the slice the Client returned and its elements are
+// not modified.
 func (p *Prompt) AppendTokenJSON(dst []byte) []byte {
 	if b := p.rawTokens(); b != nil {
 		return append(dst, b...)
@@ -101,8 +102,9 @@ const maxOffset = math.MaxInt32
 // features.mm_placeholders and cache_salt, and skips everything else.
 //
 // res is overwritten; the token arrays of the prompts it held are reused
-// when large enough.
-func decodeResponse(body []byte, array bool, res *Result) error {
+// when large enough. keepJSON keeps each prompt's token_ids bytes when they
+// are compact (Request.KeepTokenJSON).
+func decodeResponse(body []byte, array, keepJSON bool, res *Result) error {
 	prev := res.Prompts[:cap(res.Prompts)]
 	res.Prompts, res.CacheSalt = res.Prompts[:0], ""
 	reuse := func(k int) *Prompt {
@@ -123,7 +125,7 @@ func decodeResponse(body []byte, array bool, res *Result) error {
 		}
 		for {
 			s.ws()
-			p, sa, err := decodeGenerate(&s, reuse(len(res.Prompts)))
+			p, sa, err := decodeGenerate(&s, reuse(len(res.Prompts)), keepJSON)
 			if err != nil {
 				return err
 			}
@@ -141,7 +143,7 @@ func decodeResponse(body []byte, array bool, res *Result) error {
 			return fmt.Errorf("%w: %w", errDecode, s.errorf("expected ',' or ']'"))
 		}
 	case s.peek() == '{':
-		p, sa, err := decodeGenerate(&s, reuse(0))
+		p, sa, err := decodeGenerate(&s, reuse(0), keepJSON)
 		if err != nil {
 			return err
 		}
@@ -159,9 +161,10 @@ func decodeResponse(body []byte, array bool, res *Result) error {
 	return nil
 }
 
-// decodeGenerate decodes one GenerateRequest object; its token IDs (and
-// their JSON bytes) go into prev's arrays when they are large enough.
-func decodeGenerate(s *scanner, prev *Prompt) (p Prompt, salt string, err error) {
+// decodeGenerate decodes one GenerateRequest object; its token IDs (and,
+// with keepJSON, their JSON bytes) go into prev's arrays when they are large
+// enough.
+func decodeGenerate(s *scanner, prev *Prompt, keepJSON bool) (p Prompt, salt string, err error) {
 	var toks []uint32
 	var raw []byte
 	if prev != nil {
@@ -198,7 +201,7 @@ func decodeGenerate(s *scanner, prev *Prompt) (p Prompt, salt string, err error)
 				p.TokenIDs, compact, err = decodeTokens(s, toks)
 				haveTokens = p.TokenIDs != nil
 				p.tokenJSON, p.decoded = nil, nil
-				if compact && len(p.TokenIDs) > 0 {
+				if keepJSON && compact && len(p.TokenIDs) > 0 {
 					p.tokenJSON, p.decoded = append(raw[:0], s.b[start:s.i]...), p.TokenIDs
 				}
 			case "features":

@@ -13,7 +13,7 @@ import (
 func decode(t *testing.T, body string, array bool) (*Result, error) {
 	t.Helper()
 	res := &Result{}
-	err := decodeResponse([]byte(body), array, res)
+	err := decodeResponse([]byte(body), array, false, res)
 	return res, err
 }
 
@@ -120,7 +120,7 @@ func FuzzDecodeResponse(f *testing.F) {
 	f.Add([]byte(`[{"token_ids":[0,10, 99,4294967295]},{"token_ids":[7,8]}]`), true)
 	f.Fuzz(func(t *testing.T, body []byte, array bool) {
 		res := &Result{}
-		if err := decodeResponse(body, array, res); err != nil {
+		if err := decodeResponse(body, array, true, res); err != nil {
 			if !errors.Is(err, errDecode) {
 				t.Fatalf("error %v does not wrap errDecode", err)
 			}
