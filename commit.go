@@ -168,14 +168,18 @@ func (r *Router) blind(s *Selection) {
 }
 
 // keepPrompts hands the request's prompts to d when Request.KeepPrompts
-// asked for them: rendered ones move out of the pooled scratch (the next
-// request renders into new arrays), given ones are passed on.
+// asked for them: rendered ones move out of the pooled scratch, which takes
+// in exchange the arrays of an earlier Decision's prompts that d carries
+// when it came from the router's pool (Release; the next request renders
+// into those, so a host that releases its Decisions renders without
+// allocating token arrays); given ones are passed on.
 func (s *Selection) keepPrompts(d *Decision) {
 	if !s.req.KeepPrompts || s.renderErr != nil || len(s.prompts) == 0 {
 		return
 	}
 	d.Prompts, d.CacheSalt = s.prompts, s.salt
 	if len(s.req.Prompts) == 0 {
-		s.st.renderRes.Prompts = nil
+		s.st.renderRes.Prompts, d.spare = d.spare, nil
+		d.ownsPrompts = true
 	}
 }

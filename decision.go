@@ -81,7 +81,7 @@ type Decision struct {
 	// Prompts are the request's prompts as the router tokenized them (or
 	// as Request.Prompts gave them), when Request.KeepPrompts asked for
 	// them and the request was tokenized; nil otherwise. The Decision owns
-	// them.
+	// them until Release, which hands rendered ones back to the router.
 	Prompts []render.Prompt
 	// CacheSalt is the cache salt the block keys were computed with, set
 	// with Prompts.
@@ -108,7 +108,14 @@ type Decision struct {
 	// prefillOnly: the endpoint only prefills (Request.PrefillOnly), so the
 	// first chunk ends its part whole.
 	prefillOnly bool
-	atEnd       atomic.Pointer[func()] // AtEnd's function, taken by whichever of end and AtEnd runs it
+	// ownsPrompts: Prompts were rendered by the router (not given), so
+	// Release may hand their arrays on.
+	ownsPrompts bool
+	// spare is a released Decision's rendered prompts, kept with it in the
+	// router's pool for the next Pick that keeps prompts to render into
+	// (Selection.keepPrompts); nil when there are none.
+	spare []render.Prompt
+	atEnd atomic.Pointer[func()] // AtEnd's function, taken by whichever of end and AtEnd runs it
 }
 
 // DoneInfo is what the gateway knows when a request ends.
@@ -230,7 +237,8 @@ var errReleased = errors.New("kvroute: decision released without its Done")
 // Call it at most once, when the host has made its last use of the
 // Decision: after Done (Release ends the request first when Done has not
 // come), with no FirstChunk, Done or Served still to come from any
-// goroutine, and no field read afterwards (Fallbacks and Roles included).
+// goroutine, and no field read afterwards (Fallbacks, Roles and Prompts
+// included: a later Pick renders into the arrays of Prompts it rendered).
 // A Decision filed under a Request.ID or carrying Roles is only ended, not
 // reused: the request table, or the host through Router.Decision, may
 // still reach it. Releasing is optional: a Decision never released is
@@ -244,7 +252,11 @@ func (d *Decision) Release() {
 		return
 	}
 	r := d.r
-	*d = Decision{}
+	spare := d.spare
+	if d.ownsPrompts {
+		spare = trimPrompts(d.Prompts)
+	}
+	*d = Decision{spare: spare}
 	r.decisions.Put(d)
 }
 

@@ -2,8 +2,10 @@ package kvroute
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -30,15 +32,8 @@ func TestKeepPromptsHandsTheRenderedTokensToTheDecision(t *testing.T) {
 		_, _ = w.Write([]byte(`[{"request_id":"r","token_ids":[9,9,9,9,9,9]}]`))
 	}))
 	defer renderer.Close()
-	cfg := DefaultConfig()
-	cfg.Model = testModel
-	cfg.Events.Enabled = new(false)
-	cfg.Render.URL = renderer.URL
-	r, err := New(context.Background(), cfg, Options{})
-	require.NoError(t, err)
+	r, eps := renderedRouter(t, renderer.URL)
 	defer r.Close()
-	eps := []Endpoint{{ID: strings.TrimPrefix(renderer.URL, "http://")}}
-	require.NoError(t, r.SetEndpoints(eps))
 	body := []byte(`{"model":"test-model","prompt":"hi"}`)
 
 	d, err := r.Pick(context.Background(), &Request{API: render.APICompletions, Body: body, KeepPrompts: true}, eps)
@@ -62,4 +57,76 @@ func TestKeepPromptsHandsTheRenderedTokensToTheDecision(t *testing.T) {
 	defer d3.Done(DoneInfo{})
 	require.Equal(t, given, d3.Prompts)
 	require.Equal(t, "g", d3.CacheSalt)
+}
+
+// A released Decision hands the token arrays of the prompts it kept back to
+// the router: the pick after next renders into them (the next one took the
+// scratch's arrays), and a given prompt is never handed on.
+func TestReleasedDecisionHandsItsRenderedArraysBack(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector's sync.Pool drops items at random")
+	}
+	defer leakcheck.Check(t)()
+	// One P: the pools are per P, and the render's network wait may resume
+	// the test on another.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	var n atomic.Int64
+	renderer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		i := n.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = fmt.Fprintf(w, `[{"request_id":"r","token_ids":[%d,2,3,4,5]}]`, i)
+	}))
+	defer renderer.Close()
+	r, eps := renderedRouter(t, renderer.URL)
+	defer r.Close()
+	body := []byte(`{"model":"test-model","prompt":"hi"}`)
+	keep := func() *Decision {
+		d, err := r.Pick(context.Background(), &Request{API: render.APICompletions, Body: body, KeepPrompts: true}, eps)
+		require.NoError(t, err)
+		require.Len(t, d.Prompts, 1)
+		return d
+	}
+
+	d1 := keep()
+	first := &d1.Prompts[0].TokenIDs[0]
+	require.Equal(t, []uint32{1, 2, 3, 4, 5}, d1.Prompts[0].TokenIDs)
+	d1.Done(DoneInfo{})
+	d1.Release()
+	d2 := keep()
+	require.Same(t, d1, d2, "the released Decision came back")
+	require.NotSame(t, first, &d2.Prompts[0].TokenIDs[0])
+	d3 := keep()
+	require.Same(t, first, &d3.Prompts[0].TokenIDs[0], "rendered into the released Decision's array")
+	require.Equal(t, []uint32{3, 2, 3, 4, 5}, d3.Prompts[0].TokenIDs)
+	require.Equal(t, []uint32{2, 2, 3, 4, 5}, d2.Prompts[0].TokenIDs, "a kept Decision's tokens are left alone")
+	d2.Done(DoneInfo{})
+	d3.Done(DoneInfo{})
+
+	given := []render.Prompt{{TokenIDs: []uint32{7, 8}}}
+	d4, err := r.Pick(context.Background(), &Request{Prompts: given, KeepPrompts: true}, eps)
+	require.NoError(t, err)
+	d4.Done(DoneInfo{})
+	d4.Release()
+	for range 3 {
+		d := keep()
+		require.NotSame(t, &given[0].TokenIDs[0], &d.Prompts[0].TokenIDs[0])
+		d.Done(DoneInfo{})
+		d.Release()
+	}
+	require.Equal(t, []uint32{7, 8}, given[0].TokenIDs)
+}
+
+// renderedRouter is a Router of testModel rendering on url, without KV
+// events, with that one endpoint set.
+func renderedRouter(t *testing.T, url string) (*Router, []Endpoint) {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.Model = testModel
+	cfg.Events.Enabled = new(false)
+	cfg.Render.URL = url
+	r, err := New(context.Background(), cfg, Options{})
+	require.NoError(t, err)
+	eps := []Endpoint{{ID: strings.TrimPrefix(url, "http://")}}
+	require.NoError(t, r.SetEndpoints(eps))
+	return r, eps
 }

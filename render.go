@@ -48,7 +48,8 @@ func (r *Router) prompts(ctx context.Context, req *Request, st *pickState) ([]re
 	if model == "" {
 		model = r.cfg.Model
 	}
-	if err := r.render.RenderInto(ctx, &render.Request{API: req.API, Body: req.Body, Authorization: auth, Model: model}, res); err != nil {
+	if err := r.render.RenderInto(ctx, &render.Request{API: req.API, Body: req.Body, Authorization: auth, Model: model,
+		KeepTokenJSON: req.KeepPrompts}, res); err != nil {
 		return nil, "", err
 	}
 	salt := res.CacheSalt

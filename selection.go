@@ -204,19 +204,29 @@ type pickState struct {
 const maxKeptTokens = 1 << 16
 
 // trimRendered drops the rendered prompts' multimodal items (references to
-// the request) and any token array above maxKeptTokens.
+// the request) and any prompt whose token array is above maxKeptTokens.
 func (st *pickState) trimRendered() {
-	ps := st.renderRes.Prompts[:cap(st.renderRes.Prompts)]
+	st.renderRes.Prompts = trimPrompts(st.renderRes.Prompts)
+	st.renderRes.CacheSalt, st.renderRes.Endpoint = "", ""
+}
+
+// trimPrompts readies rendered prompts for a later render to reuse: it drops
+// their multimodal items and every prompt whose token array is above
+// maxKeptTokens (with the renderer's bytes of it, which render keeps beside
+// the array and which are at most a few times its size), and all of them
+// when there are more than 16.
+func trimPrompts(prompts []render.Prompt) []render.Prompt {
+	ps := prompts[:cap(prompts)]
 	for i := range ps {
 		ps[i].Features = nil
 		if cap(ps[i].TokenIDs) > maxKeptTokens {
-			ps[i].TokenIDs = nil
+			ps[i] = render.Prompt{}
 		}
 	}
 	if len(ps) > 16 {
-		st.renderRes.Prompts = nil
+		return nil
 	}
-	st.renderRes.CacheSalt, st.renderRes.Endpoint = "", ""
+	return prompts
 }
 
 func (st *pickState) reset(n int) {

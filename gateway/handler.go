@@ -447,8 +447,9 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api ren
 		rec.RequestID = h.ids.next()
 		r.Header[headerRequestID] = []string{rec.RequestID}
 	}
-	fwd, fheld := h.forwardBody(body, d)
+	fwd, fheld, pooled := h.forwardBody(body, d)
 	defer h.budget.release(fheld)
+	defer recycleTokenBody(pooled) // forward has returned: its transport is done with fwd
 	res, ferr = h.forward(w, r, fwd, d, start, am, &rec, req)
 	am.results[res].Inc()
 	rec.Result = res

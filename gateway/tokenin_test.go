@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -243,4 +245,70 @@ func TestGeneratePromptReadsFeaturesInOrder(t *testing.T) {
 		{Modality: "audio", Hash: "c", Offset: 2, Length: 1}, {Modality: "image", Hash: "b", Offset: 4, Length: 2}}, p.Features)
 	_, _, err = generatePrompt([]byte(`{"token_ids":[1],"features":{"mm_hashes":{"image":["a"]},"mm_placeholders":{"image":[{"offset":0,"length":5}]}}}`))
 	require.ErrorContains(t, err, "outside the prompt")
+}
+
+// The tokenize-once body is byte for byte the same whether its token IDs are
+// the renderer's bytes copied (the render client keeps them when the
+// renderer wrote them compact) or written afresh from the IDs (a renderer
+// that spaces them, or prompts built by hand): what the engine receives does
+// not depend on how the renderer formats its answer.
+func TestTokenBodyIsTheSameFromTheRenderersBytes(t *testing.T) {
+	defer leakcheck.Check(t)()
+	ids := [][]uint32{{0, 7, 10, 99, 100, 65535, 151643, 4294967295}, {3, 1, 2}}
+	answers := []string{
+		`[{"request_id":"a","token_ids":[0,7,10,99,100,65535,151643,4294967295]},{"token_ids":[3,1,2]}]`,
+		`[{"request_id":"a","token_ids":[0, 7, 10, 99, 100, 65535, 151643, 4294967295]},{"token_ids":[ 3,1,2 ]}]`,
+	}
+	var answer atomic.Int64
+	renderer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(answers[answer.Load()]))
+	}))
+	defer renderer.Close()
+	c, err := render.New(render.Config{URL: renderer.URL}, render.Options{})
+	require.NoError(t, err)
+	defer c.Close()
+	body := []byte(`{"model":"m","prompt":["first","second"],"max_tokens":2}`)
+	want, ok := tokenBody(body, []render.Prompt{{TokenIDs: ids[0]}, {TokenIDs: ids[1]}})
+	require.True(t, ok)
+	require.Equal(t, `{"model":"m","prompt":[[0,7,10,99,100,65535,151643,4294967295],[3,1,2]],"max_tokens":2}`, string(want))
+	var res render.Result
+	for i := range answers {
+		answer.Store(int64(i))
+		require.NoError(t, c.RenderInto(context.Background(), &render.Request{API: render.APICompletions, Body: body, Model: "m", KeepTokenJSON: true}, &res))
+		require.Equal(t, ids[0], res.Prompts[0].TokenIDs)
+		got, ok := tokenBody(body, res.Prompts)
+		require.True(t, ok)
+		require.Equal(t, string(want), string(got), answers[i])
+	}
+}
+
+// A recycled array written into again holds exactly the new body: a shorter
+// body after a longer one leaves none of the longer one's bytes, and an
+// array too small is replaced.
+func TestAppendTokenBodyIntoARecycledArray(t *testing.T) {
+	long := []byte(`{"model":"m","prompt":"a much longer prompt than the next","max_tokens":2}`)
+	short := []byte(`{"prompt":"x"}`)
+	lp := []render.Prompt{{TokenIDs: []uint32{1, 22, 333, 4444, 55555, 666666, 7777777}}}
+	sp := []render.Prompt{{TokenIDs: []uint32{9}}}
+	want := func(body []byte, ps []render.Prompt) string {
+		b, ok := tokenBody(body, ps)
+		require.True(t, ok)
+		return string(b)
+	}
+	dirty := []byte(strings.Repeat("#", 200))[:0]
+	got, ok := appendTokenBody(dirty, long, lp)
+	require.True(t, ok)
+	require.Equal(t, want(long, lp), string(got))
+	require.Same(t, &dirty[:1][0], &got[0], "written into the recycled array")
+	got, ok = appendTokenBody(got[:0], short, sp)
+	require.True(t, ok)
+	require.Equal(t, `{"prompt":[9]}`, string(got))
+	small := make([]byte, 0, 4)
+	got, ok = appendTokenBody(small, long, lp)
+	require.True(t, ok)
+	require.Equal(t, want(long, lp), string(got))
+	require.NotSame(t, &small[:1][0], &got[0])
+	_, ok = appendTokenBody(dirty, []byte(`{"prompt":[1]}`), sp)
+	require.False(t, ok)
 }

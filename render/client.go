@@ -258,7 +258,7 @@ func (c *Client) render(ctx context.Context, req *Request, res *Result) *Error {
 			r = routeChat
 		}
 	}
-	body.model = req.Model
+	body.model, body.keepJSON = req.Model, req.KeepTokenJSON
 	if e := c.call(bctx, r, &body, req.Authorization, res); e != nil {
 		return e
 	}
@@ -344,7 +344,7 @@ func (c *Client) attempt(ctx context.Context, t *target, r route, body *wireBody
 		return errAbandoned // the caller left: the answer was read, and is discarded
 	}
 	res.Endpoint = t.id
-	if err := decodeResponse(buf.Bytes(), r == routeCompletions, res); err != nil {
+	if err := decodeResponse(buf.Bytes(), r == routeCompletions, body.keepJSON, res); err != nil {
 		return &Error{Reason: ReasonDecode, Status: resp.StatusCode, Endpoint: t.id, Attempts: 1, Err: err}
 	}
 	return nil

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"unsafe"
+
+	"github.com/kvroute/kvroute/internal/jsonids"
 )
 
 // Result is the outcome of one render call.
@@ -28,6 +31,48 @@ type Prompt struct {
 	// Features are the prompt's multimodal items, sorted by Offset; nil for
 	// a text-only prompt.
 	Features []MMFeature
+
+	// tokenJSON is the renderer's token_ids array as it came, kept (with
+	// Request.KeepTokenJSON) when it was written exactly as jsonids writes
+	// TokenIDs (no whitespace; the decoder rejects every other difference),
+	// so that a caller forwarding the IDs as JSON copies these bytes
+	// instead of formatting 2,000 numbers again (see AppendTokenJSON); nil
+	// otherwise. decoded is TokenIDs as the decoder returned it: the bytes
+	// are used only while TokenIDs is still that slice.
+	tokenJSON []byte
+	decoded   []uint32
+}
+
+// AppendTokenJSON appends p.TokenIDs to dst as a JSON array of integers,
+// byte for byte as encoding/json writes a non-empty []uint32 ("[1,2,3]"),
+// and returns the extended slice. For a prompt the Client rendered with
+// Request.KeepTokenJSON, whose renderer sent the array in that form, it
+// copies the renderer's bytes rather than formatting the IDs again; that
+// holds while TokenIDs is the slice the Client returned and its elements are
+// not modified.
+func (p *Prompt) AppendTokenJSON(dst []byte) []byte {
+	if b := p.rawTokens(); b != nil {
+		return append(dst, b...)
+	}
+	return jsonids.Append(dst, p.TokenIDs)
+}
+
+// TokenJSONLen returns the length of what AppendTokenJSON appends.
+func (p *Prompt) TokenJSONLen() int {
+	if b := p.rawTokens(); b != nil {
+		return len(b)
+	}
+	return jsonids.Len(p.TokenIDs)
+}
+
+// rawTokens returns the renderer's bytes of TokenIDs when they still
+// describe it: TokenIDs is the slice the decoder returned.
+func (p *Prompt) rawTokens() []byte {
+	if p.tokenJSON == nil || len(p.TokenIDs) != len(p.decoded) || len(p.TokenIDs) == 0 ||
+		unsafe.SliceData(p.TokenIDs) != unsafe.SliceData(p.decoded) {
+		return nil
+	}
+	return p.tokenJSON
 }
 
 // MMFeature is one multimodal item of a prompt: its content hash and the
@@ -57,13 +102,14 @@ const maxOffset = math.MaxInt32
 // features.mm_placeholders and cache_salt, and skips everything else.
 //
 // res is overwritten; the token arrays of the prompts it held are reused
-// when large enough.
-func decodeResponse(body []byte, array bool, res *Result) error {
+// when large enough. keepJSON keeps each prompt's token_ids bytes when they
+// are compact (Request.KeepTokenJSON).
+func decodeResponse(body []byte, array, keepJSON bool, res *Result) error {
 	prev := res.Prompts[:cap(res.Prompts)]
 	res.Prompts, res.CacheSalt = res.Prompts[:0], ""
-	reuse := func(k int) []uint32 {
+	reuse := func(k int) *Prompt {
 		if k < len(prev) {
-			return prev[k].TokenIDs
+			return &prev[k]
 		}
 		return nil
 	}
@@ -79,7 +125,7 @@ func decodeResponse(body []byte, array bool, res *Result) error {
 		}
 		for {
 			s.ws()
-			p, sa, err := decodeGenerate(&s, reuse(len(res.Prompts)))
+			p, sa, err := decodeGenerate(&s, reuse(len(res.Prompts)), keepJSON)
 			if err != nil {
 				return err
 			}
@@ -97,7 +143,7 @@ func decodeResponse(body []byte, array bool, res *Result) error {
 			return fmt.Errorf("%w: %w", errDecode, s.errorf("expected ',' or ']'"))
 		}
 	case s.peek() == '{':
-		p, sa, err := decodeGenerate(&s, reuse(0))
+		p, sa, err := decodeGenerate(&s, reuse(0), keepJSON)
 		if err != nil {
 			return err
 		}
@@ -115,9 +161,15 @@ func decodeResponse(body []byte, array bool, res *Result) error {
 	return nil
 }
 
-// decodeGenerate decodes one GenerateRequest object; its token IDs go into
-// toks's array when it is large enough.
-func decodeGenerate(s *scanner, toks []uint32) (p Prompt, salt string, err error) {
+// decodeGenerate decodes one GenerateRequest object; its token IDs (and,
+// with keepJSON, their JSON bytes) go into prev's arrays when they are large
+// enough.
+func decodeGenerate(s *scanner, prev *Prompt, keepJSON bool) (p Prompt, salt string, err error) {
+	var toks []uint32
+	var raw []byte
+	if prev != nil {
+		toks, raw = prev.TokenIDs, prev.tokenJSON
+	}
 	var hashes, places []mmList
 	haveTokens := false
 	fail := func(err error) (Prompt, string, error) {
@@ -144,8 +196,14 @@ func decodeGenerate(s *scanner, toks []uint32) (p Prompt, salt string, err error
 			s.ws()
 			switch string(k) {
 			case "token_ids":
-				p.TokenIDs, err = decodeTokens(s, toks)
+				start := s.i
+				var compact bool
+				p.TokenIDs, compact, err = decodeTokens(s, toks)
 				haveTokens = p.TokenIDs != nil
+				p.tokenJSON, p.decoded = nil, nil
+				if keepJSON && compact && len(p.TokenIDs) > 0 {
+					p.tokenJSON, p.decoded = append(raw[:0], s.b[start:s.i]...), p.TokenIDs
+				}
 			case "features":
 				hashes, places, err = decodeFeatures(s)
 			case "cache_salt":
@@ -182,33 +240,37 @@ func decodeGenerate(s *scanner, toks []uint32) (p Prompt, salt string, err error
 // decodeTokens reads token_ids: null or an array of integers in uint32 range.
 // The array is sized exactly (one allocation, none when reuse is large
 // enough) by counting its commas first, and parsed by a tight loop over
-// local variables.
-func decodeTokens(s *scanner, reuse []uint32) ([]uint32, error) {
+// local variables. compact reports an array without whitespace, which is
+// then byte for byte what jsonids.Append writes for the IDs (the loop
+// rejects signs, fractions, exponents and leading zeros).
+func decodeTokens(s *scanner, reuse []uint32) (toks []uint32, compact bool, err error) {
 	if s.literal("null") {
-		return nil, nil
+		return nil, false, nil
 	}
 	if !s.consume('[') {
-		return nil, s.errorf("token_ids: expected an array")
+		return nil, false, s.errorf("token_ids: expected an array")
 	}
 	// A token array holds only digits, commas and whitespace, so its end is
 	// the next ']'; anything else inside is rejected below.
 	end := bytes.IndexByte(s.b[s.i:], ']')
 	if end < 0 {
-		return nil, s.errorf("token_ids: unterminated array")
+		return nil, false, s.errorf("token_ids: unterminated array")
 	}
 	end += s.i
 	b := s.b[:end] // the loop never reads past the ']'
-	toks := reuse[:0]
+	toks = reuse[:0]
 	if n := bytes.Count(b[s.i:], []byte{','}) + 1; cap(toks) < n {
 		toks = make([]uint32, 0, n)
 	}
 	i := s.i
+	first := i
+	digits := 0 // of every ID: with the commas and brackets, the compact length
 	for i < len(b) && isSpace(b[i]) {
 		i++
 	}
 	if i == len(b) {
 		s.i = end + 1
-		return toks, nil
+		return toks, false, nil
 	}
 	for {
 		// One integer: 1 to 10 digits, no sign, no leading zero, no fraction.
@@ -229,19 +291,20 @@ func decodeTokens(s *scanner, reuse []uint32) ([]uint32, error) {
 		switch {
 		case n == 0 || n > 10 || v > math.MaxUint32 || (n > 1 && b[start] == '0'):
 			s.i = start
-			return nil, s.errorf("token_ids[%d]: not an integer in uint32 range", len(toks))
+			return nil, false, s.errorf("token_ids[%d]: not an integer in uint32 range", len(toks))
 		}
+		digits += n
 		toks = append(toks, uint32(v))
 		for i < len(b) && isSpace(b[i]) {
 			i++
 		}
 		if i == len(b) {
 			s.i = end + 1
-			return toks, nil
+			return toks, end-first == digits+len(toks)-1, nil
 		}
 		if b[i] != ',' {
 			s.i = i
-			return nil, s.errorf("token_ids[%d]: not an integer in uint32 range", len(toks)-1)
+			return nil, false, s.errorf("token_ids[%d]: not an integer in uint32 range", len(toks)-1)
 		}
 		i++
 		for i < len(b) && isSpace(b[i]) {

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
@@ -12,7 +13,7 @@ import (
 func decode(t *testing.T, body string, array bool) (*Result, error) {
 	t.Helper()
 	res := &Result{}
-	err := decodeResponse([]byte(body), array, res)
+	err := decodeResponse([]byte(body), array, false, res)
 	return res, err
 }
 
@@ -111,13 +112,15 @@ func TestDecodeToleratesEscapedKeysAndWhitespace(t *testing.T) {
 }
 
 // FuzzDecodeResponse checks that the decoder never panics and that whatever it
-// accepts is a usable render result.
+// accepts is a usable render result, whose token IDs as JSON (the
+// renderer's bytes or written afresh) are what encoding/json writes.
 func FuzzDecodeResponse(f *testing.F) {
 	f.Add([]byte(generateRequest([]uint32{1, 2, 3}, "", "")), false)
 	f.Add([]byte("["+generateRequest([]uint32{1}, "", "s")+"]"), true)
+	f.Add([]byte(`[{"token_ids":[0,10, 99,4294967295]},{"token_ids":[7,8]}]`), true)
 	f.Fuzz(func(t *testing.T, body []byte, array bool) {
 		res := &Result{}
-		if err := decodeResponse(body, array, res); err != nil {
+		if err := decodeResponse(body, array, true, res); err != nil {
 			if !errors.Is(err, errDecode) {
 				t.Fatalf("error %v does not wrap errDecode", err)
 			}
@@ -129,6 +132,10 @@ func FuzzDecodeResponse(f *testing.F) {
 		for _, p := range res.Prompts {
 			if len(p.TokenIDs) == 0 {
 				t.Fatal("accepted an empty prompt")
+			}
+			// The renderer's bytes, when kept, are what encoding/json writes.
+			if want, _ := json.Marshal(p.TokenIDs); string(p.AppendTokenJSON(nil)) != string(want) || p.TokenJSONLen() != len(want) {
+				t.Fatalf("token JSON %s (length %d), want %s", p.AppendTokenJSON(nil), p.TokenJSONLen(), want)
 			}
 			if !slices.IsSortedFunc(p.Features, func(a, b MMFeature) int { return a.Offset - b.Offset }) {
 				t.Fatal("features not sorted by offset")

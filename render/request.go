@@ -84,6 +84,12 @@ type Request struct {
 	// body translated for an engine without the native route names it.
 	// "" renders on any endpoint as Config.ModelName.
 	Model string
+	// KeepTokenJSON asks to keep, beside each prompt's token IDs, the
+	// renderer's own bytes of them when they are exactly what
+	// Prompt.AppendTokenJSON writes, so that a caller forwarding the IDs as
+	// JSON (tokenize-once) copies them instead of formatting them again. It
+	// changes no result; off, AppendTokenJSON writes the IDs.
+	KeepTokenJSON bool
 }
 
 // span is a byte range [start, end) of a body.

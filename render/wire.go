@@ -16,6 +16,9 @@ type wireBody struct {
 	size   int64
 	joined []byte // flat's result, once asked for
 	model  string // the request's model: only endpoints serving it render it ("" = any)
+	// keepJSON: the answer's prompts keep the renderer's token_ids bytes
+	// (Request.KeepTokenJSON).
+	keepJSON bool
 }
 
 // wholeBody is b unedited.

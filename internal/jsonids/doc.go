@@ -2,9 +2,12 @@
 // encoding/json writes a non-empty []uint32 ("[1,2,3]"), without reflection.
 //
 // A prompt of 2,000 tokens becomes about 12 KB of digits and commas, and on
-// the tokenize-once path it is written twice per request: by the engine's
-// render route (its response's token_ids) and by the gateway (the forwarded
-// completions body's prompt). encoding/json spends most of that time in its
-// reflective slice encoder and strconv spends it dividing by ten; this
-// package sizes the output exactly (Len) and writes two digits per division.
+// the tokenize-once path it is written by the engine's render route (its
+// response's token_ids) and forwarded by the gateway in the completions
+// body's prompt: the gateway copies the renderer's bytes when they are
+// exactly what this package writes (render.Prompt.AppendTokenJSON), and
+// writes the IDs with this package otherwise. encoding/json spends most of
+// that time in its reflective slice encoder and strconv spends it dividing
+// by ten; this package sizes the output exactly (Len) and writes two digits
+// per division.
 package jsonids
