@@ -21,13 +21,15 @@ import (
 // peer routers joins here (local + peers', as Tracker.Load gives it).
 func (s *Selection) lookup() {
 	r, st := s.r, &s.st
-	st.ids = grow(st.ids, len(s.eps))
-	same := true // st.ids is the list the load view last read
-	for i := range s.eps {
+	eps := s.eps
+	st.ids = grow(st.ids, len(eps))
+	ids := st.ids[:len(eps)] // read once: a store to it would otherwise reload both lists
+	same := true             // st.ids is the list the load view last read
+	for i := range eps {
 		// Written only when it changed: a host passes the same candidates
 		// request after request.
-		if id := s.eps[i].ID; unsafe.StringData(st.ids[i]) != unsafe.StringData(id) || len(st.ids[i]) != len(id) {
-			st.ids[i] = id
+		if id := eps[i].ID; unsafe.StringData(ids[i]) != unsafe.StringData(id) || len(ids[i]) != len(id) {
+			ids[i] = id
 			same = false
 		}
 	}
@@ -39,11 +41,19 @@ func (s *Selection) lookup() {
 			continue
 		}
 		r.index.Match(keys, st.ids, &st.match)
-		st.match.AddTo(st.blocks, st.weighted)
+		if st.matched < 0 {
+			st.match.CopyTo(st.blocks, st.weighted) // the first: the sums need no clearing
+		} else {
+			st.match.AddTo(st.blocks, st.weighted)
+		}
 		if approximate {
 			s.approxMatch(keys) // endpoints whose events are not live (approx.go)
 		}
 		st.matched = p
+	}
+	if st.matched < 0 { // no prompt was looked up: nothing held
+		clear(st.blocks)
+		clear(st.weighted)
 	}
 	// One pass over the candidates: the load counters (resolved once per
 	// candidate list, the list compared once, above) beside the match,

@@ -79,12 +79,17 @@ func (t tokenLoadScorer) Score(s *Selection, i int) float64 {
 
 // scoreKept writes w times each kept candidate's clamped Score to
 // st.scores: the score stage's loop when the token-load scorer is the only
-// one, with the Selection's slices read once and the score inlined.
+// one, with the Selection's slices read once and score written out in the
+// loop (a call per candidate would keep the loop's state on the stack;
+// TestScoreKeptIsScore holds the two to one answer).
 func (t tokenLoadScorer) scoreKept(s *Selection, kept []int, w float64) {
 	st := &s.st
 	cands, open, weighted, scores, unc := st.cands, st.open, st.weighted, st.scores, s.unc
+	q, per := t.queueThreshold, t.openRequestTokens
 	for _, i := range kept {
-		scores[i] = w * clamp01(t.score(cands[i].InFlightTokens, open[i], unc.Of(weighted[i])))
+		tok := max(cands[i].InFlightTokens, 0)
+		o := tokenload.OpenRequestLoad(open[i], per)
+		scores[i] = w * clamp01(tokenload.Score(tok+min(o, math.MaxInt64-tok), unc.Of(weighted[i]), q))
 	}
 }
 
