@@ -33,8 +33,6 @@ func (r *Router) legacyPick(ctx context.Context, req *Request, endpoints []Endpo
 	defer legacyScratch.Put(st)
 	n := len(endpoints)
 	st.reset(n)
-	clear(st.blocks) // the sums start at zero (the staged lookup writes its first prompt's match over them)
-	clear(st.weighted)
 
 	prompts, salt, renderErr := r.prompts(ctx, req, st)
 	if renderErr != nil {

@@ -41,19 +41,11 @@ func (s *Selection) lookup() {
 			continue
 		}
 		r.index.Match(keys, st.ids, &st.match)
-		if st.matched < 0 {
-			st.match.CopyTo(st.blocks, st.weighted) // the first: the sums need no clearing
-		} else {
-			st.match.AddTo(st.blocks, st.weighted)
-		}
+		st.match.AddTo(st.blocks, st.weighted)
 		if approximate {
 			s.approxMatch(keys) // endpoints whose events are not live (approx.go)
 		}
 		st.matched = p
-	}
-	if st.matched < 0 { // no prompt was looked up: nothing held
-		clear(st.blocks)
-		clear(st.weighted)
 	}
 	// One pass over the candidates: the load counters (resolved once per
 	// candidate list, the list compared once, above) beside the match,

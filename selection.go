@@ -223,10 +223,10 @@ func (st *pickState) reset(n int) {
 	st.keys, st.bounds, st.pass = st.keys[:0], st.bounds[:0], st.pass[:0] // ids: lookup rewrites what changed
 	st.match.Reset()                                                      // no stale match when nothing is matched
 	st.matched = -1
-	st.blocks = grow(st.blocks, n)     // lookup writes blocks and weighted for every candidate
-	st.weighted = grow(st.weighted, n) // (the first prompt's match, or zeros)
-	st.open = grow(st.open, n)         // lookup writes open and cands for every candidate
-	st.scores = grow(st.scores, n)     // written for the kept candidates before any read
+	st.blocks = resize(st.blocks, n)
+	st.weighted = resize(st.weighted, n)
+	st.open = grow(st.open, n)     // lookup writes open and cands for every candidate
+	st.scores = grow(st.scores, n) // written for the kept candidates before any read
 	st.cands = grow(st.cands, n)
 	st.kept = st.kept[:0] // built on demand by Selection.Kept
 	st.eligible = st.eligible[:0]
