@@ -100,10 +100,8 @@ func (s *Selection) speculate(i int) {
 	id := s.eps[i].ID
 	for p := 0; p+1 < len(st.bounds); p++ {
 		keys := st.keys[st.bounds[p]:st.bounds[p+1]]
-		if p == st.matched && i < st.match.Len() {
-			if m := st.match.At(i); m.Speculative == 0 {
-				keys = keys[min(m.Blocks, len(keys)):]
-			}
+		if p == st.matched && i < st.match.Len() && st.match.Speculative(i) == 0 {
+			keys = keys[min(st.match.Blocks(i), len(keys)):]
 		}
 		if len(keys) > 0 {
 			r.index.Speculate(id, keys, r.cfg.Speculative.TTL)

@@ -178,7 +178,10 @@ func (d *Decision) Done(info DoneInfo) (o accuracy.Observation, ok bool) {
 // end ends the request once; unfile is false when the request table ended
 // it (it has unfiled the entry already, and holds its lock).
 func (d *Decision) end(info DoneInfo, unfile bool) (accuracy.Observation, bool) {
-	first := d.ended.CompareAndSwap(false, true) // before reading moved: see Served
+	// Before reading moved: see Served. A decision already ended (Release
+	// after Done) is seen with a load: the swap would fail, at a locked
+	// instruction's cost.
+	first := !d.ended.Load() && d.ended.CompareAndSwap(false, true)
 	d.inflight.Done()
 	if m := d.moved.p.Load(); m != nil {
 		m.inflight.Done()

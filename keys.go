@@ -19,8 +19,12 @@ func (s *Selection) keys() {
 			st.mm = append(st.mm, kvindex.MMItem{Hash: m.Hash, Offset: m.Offset, Length: m.Length})
 		}
 		params := kvindex.KeyParams{Model: model, LoRA: s.req.LoRA, CacheSalt: s.salt, MM: st.mm}
-		st.tmp = kvindex.Keys(st.tmp, p.TokenIDs, bs, &params)
-		st.keys = append(st.keys, st.tmp...)
+		if len(st.keys) == 0 { // the first keys: written in place (Keys writes over dst[:0])
+			st.keys = kvindex.Keys(st.keys, p.TokenIDs, bs, &params)
+		} else {
+			st.tmp = kvindex.Keys(st.tmp, p.TokenIDs, bs, &params)
+			st.keys = append(st.keys, st.tmp...)
+		}
 		s.promptTokens += len(p.TokenIDs)
 		st.bounds = append(st.bounds, len(st.keys))
 	}

@@ -21,13 +21,15 @@ import (
 // peer routers joins here (local + peers', as Tracker.Load gives it).
 func (s *Selection) lookup() {
 	r, st := s.r, &s.st
-	st.ids = grow(st.ids, len(s.eps))
-	same := true // st.ids is the list the load view last read
-	for i := range s.eps {
+	eps := s.eps
+	st.ids = grow(st.ids, len(eps))
+	ids := st.ids[:len(eps)] // read once: a store to it would otherwise reload both lists
+	same := true             // st.ids is the list the load view last read
+	for i := range eps {
 		// Written only when it changed: a host passes the same candidates
 		// request after request.
-		if id := s.eps[i].ID; unsafe.StringData(st.ids[i]) != unsafe.StringData(id) || len(st.ids[i]) != len(id) {
-			st.ids[i] = id
+		if id := eps[i].ID; unsafe.StringData(ids[i]) != unsafe.StringData(id) || len(ids[i]) != len(id) {
+			ids[i] = id
 			same = false
 		}
 	}
@@ -55,24 +57,27 @@ func (s *Selection) lookup() {
 	// affinity.Filter.ApplyProjected).
 	r.load.View(&st.loads, st.ids, same)
 	s.unc = tokenload.NewUncached(s.promptTokens, s.total, r.cfg.BlockSize)
-	withRequest, used := r.cfg.Affinity.IncludeRequestTokens, false
-	cands := st.cands[:len(st.ids)]
+	withRequest, held := r.cfg.Affinity.IncludeRequestTokens, 0
+	// The slices read once (a store to a candidate would otherwise reload
+	// them), all of the candidates' length.
+	n := len(st.ids)
+	cands, weighted, blocks, open, loads := st.cands[:n], st.weighted[:n], st.blocks[:n], st.open[:n], &st.loads
 	for i := range cands {
-		w := st.weighted[i]
-		tokens, open := st.loads.Load(i)
+		w := weighted[i]
+		tokens, requests := loads.Load(i)
 		// Written field by field in place: a Candidate built aside and
 		// copied in cost several times the fields' own stores.
 		c := &cands[i]
-		c.Score, c.InFlightTokens, c.OpenRequests = w, tokens, open // the crowding rule counts requests
-		c.LoadKnown = true                                          // the tracker sees every request this router dispatched
+		c.Score, c.InFlightTokens, c.OpenRequests = w, tokens, requests // the crowding rule counts requests
+		c.LoadKnown = true                                              // the tracker sees every request this router dispatched
 		c.RequestTokens = 0
 		if withRequest {
 			c.RequestTokens = s.unc.Of(w)
 		}
-		st.open[i] = open
-		used = used || st.blocks[i] > 0
+		open[i] = requests
+		held |= blocks[i] // block counts are never negative: nonzero when one holds a block
 	}
-	s.usedCache = used
+	s.usedCache = held != 0
 }
 
 // uncached returns the prompt tokens candidate i would have to prefill:

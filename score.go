@@ -38,10 +38,7 @@ func (s *Selection) Score() (best int, score float64) {
 	if tl, only := scorers[0].Scorer.(tokenLoadScorer); only && len(scorers) == 1 {
 		// The token-load scorer alone (no Options.Scorers): called
 		// directly, without an interface call per candidate.
-		w := scorers[0].Weight
-		for _, i := range kept {
-			st.scores[i] = w * clamp01(tl.Score(s, i))
-		}
+		tl.scoreKept(s, kept, scorers[0].Weight)
 	} else {
 		for _, i := range kept {
 			var sc float64
@@ -77,9 +74,31 @@ type tokenLoadScorer struct {
 // Score rates candidate i by its load.
 func (t tokenLoadScorer) Score(s *Selection, i int) float64 {
 	st := &s.st
-	tok := max(st.cands[i].InFlightTokens, 0)
-	open := tokenload.OpenRequestLoad(st.open[i], t.openRequestTokens)
-	return tokenload.Score(tok+min(open, math.MaxInt64-tok), s.uncached(i), t.queueThreshold)
+	return t.score(st.cands[i].InFlightTokens, st.open[i], s.uncached(i))
+}
+
+// scoreKept writes w times each kept candidate's clamped Score to
+// st.scores: the score stage's loop when the token-load scorer is the only
+// one, with the Selection's slices read once and score written out in the
+// loop (a call per candidate would keep the loop's state on the stack;
+// TestScoreKeptIsScore holds the two to one answer).
+func (t tokenLoadScorer) scoreKept(s *Selection, kept []int, w float64) {
+	st := &s.st
+	cands, open, weighted, scores, unc := st.cands, st.open, st.weighted, st.scores, s.unc
+	q, per := t.queueThreshold, t.openRequestTokens
+	for _, i := range kept {
+		tok := max(cands[i].InFlightTokens, 0)
+		o := tokenload.OpenRequestLoad(open[i], per)
+		scores[i] = w * clamp01(tokenload.Score(tok+min(o, math.MaxInt64-tok), unc.Of(weighted[i]), q))
+	}
+}
+
+// score is the token-load score of a candidate with inflight committed
+// tokens and open requests, for a request that would add uncached tokens.
+func (t tokenLoadScorer) score(inflight, open, uncached int64) float64 {
+	tok := max(inflight, 0)
+	o := tokenload.OpenRequestLoad(open, t.openRequestTokens)
+	return tokenload.Score(tok+min(o, math.MaxInt64-tok), uncached, t.queueThreshold)
 }
 
 func clamp01(v float64) float64 {

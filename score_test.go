@@ -2,12 +2,15 @@ package kvroute
 
 import (
 	"context"
+	"math"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/affinity"
 	"github.com/kvroute/kvroute/render"
+	"github.com/kvroute/kvroute/tokenload"
 )
 
 // TestPickCountsOpenRequests: two endpoints with no committed prefill
@@ -57,4 +60,38 @@ func TestConfigRejectsNegativeOpenRequestTokens(t *testing.T) {
 	cfg.OpenRequestTokens = new(int64(-1))
 	require.ErrorIs(t, cfg.Validate(), ErrInvalidConfig)
 	require.Equal(t, int64(1024), *DefaultConfig().OpenRequestTokens)
+}
+
+// TestScoreKeptIsScore holds the score stage's loop for the token-load
+// scorer alone (scoreKept, the score written out) to the scorer's Score of
+// each kept candidate, on random loads, open requests and matches
+// (negative, huge and NaN ones among them), threshold and weights.
+func TestScoreKeptIsScore(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for range 2_000 {
+		n := 1 + r.IntN(64)
+		total := r.IntN(40)
+		s := &Selection{}
+		s.unc = tokenload.NewUncached(total*16+r.IntN(32), total, 16)
+		s.st.cands = make([]affinity.Candidate, n)
+		s.st.open, s.st.weighted, s.st.scores = make([]int64, n), make([]float64, n), make([]float64, n)
+		for i := range n {
+			s.st.cands[i].InFlightTokens = []int64{0, r.Int64N(1 << 20), -r.Int64N(100), math.MaxInt64 - r.Int64N(100)}[r.IntN(4)]
+			s.st.open[i] = []int64{0, r.Int64N(8), -1, math.MaxInt64}[r.IntN(4)]
+			s.st.weighted[i] = []float64{float64(r.IntN(total + 1)), r.Float64() * float64(total), -1, math.NaN()}[r.IntN(4)]
+		}
+		tl := tokenLoadScorer{queueThreshold: []int64{0, 1 << 16, 1 << 22}[r.IntN(3)], openRequestTokens: []int64{0, 256, math.MaxInt64 / 2}[r.IntN(3)]}
+		w := []float64{0, 1, 0.3}[r.IntN(3)]
+		var kept []int
+		for i := range n {
+			if r.IntN(3) != 0 {
+				kept = append(kept, i)
+			}
+		}
+		tl.scoreKept(s, kept, w)
+		for _, i := range kept {
+			want := w * clamp01(tl.Score(s, i))
+			require.Equal(t, math.Float64bits(want), math.Float64bits(s.st.scores[i]), "candidate %d: %+v open %d weighted %v", i, s.st.cands[i], s.st.open[i], s.st.weighted[i])
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 
 	"github.com/kvroute/kvroute/telemetry"
@@ -253,80 +254,28 @@ func (f *Filter) decide(dst []int, totalBlocks int, cands []Candidate, unc *toke
 		return OutcomeExploration, dst
 	}
 	need := f.need(totalBlocks)
-	const none = math.MaxFloat64
 	// One pass finds the sticky candidates and, per side, the least load
 	// and the fewest open requests; the crowding rule's costs are computed
 	// in a second pass, only when its other conditions hold. The pass is
 	// written twice, for committed load alone (integers) and with the
 	// request's tokens (floats), so that Pick's common case pays no branch
-	// per candidate on the mode.
+	// per candidate on the mode; each is a function of its own, small
+	// enough for its state to stay in registers.
 	start := len(dst)
 	withRequest, crowding := f.cfg.IncludeRequestTokens, f.crowding > 0
-	stickyF, coldF := none, none // least load per side
-	stickyKnown, coldKnown := false, false
-	openSticky, openCold := int64(math.MaxInt64), int64(math.MaxInt64)
-	maxCold := math.Inf(-1) // the best match among the known-load non-sticky candidates
+	var sd sides
 	if !withRequest {
-		// Committed load only: the least of each side found among the
-		// integers and converted once (the conversion keeps their order),
-		// with the fewest open requests (a min of integers, cheaper than a
-		// branch on whether the crowding rule is on).
-		sticky0, cold0 := int64(math.MaxInt64), int64(math.MaxInt64)
-		for i := range cands {
-			c := &cands[i]
-			isSticky := sticky(c.Score, need)
-			if isSticky {
-				dst = append(dst, i)
-			}
-			if !c.LoadKnown {
-				continue
-			}
-			load, open := max(c.InFlightTokens, 0), max(c.OpenRequests, 0)
-			if isSticky {
-				stickyKnown = true
-				if load < sticky0 {
-					sticky0 = load
-				}
-				if open < openSticky {
-					openSticky = open
-				}
-			} else {
-				coldKnown = true
-				if load < cold0 {
-					cold0 = load
-				}
-				if open < openCold {
-					openCold = open
-				}
-				if c.Score > maxCold {
-					maxCold = c.Score
-				}
-			}
+		var out []int
+		dst, out = growFor(dst, len(cands))
+		n, sticky0, cold0, openSticky, openCold, maxCold, known := passCommitted(out, cands, need)
+		dst = dst[:len(dst)+n]
+		sd = sides{
+			stickyLoad: float64(sticky0), coldLoad: float64(cold0),
+			openSticky: openSticky, openCold: openCold, maxCold: maxCold,
+			stickyKnown: known&2 != 0, coldKnown: known&1 != 0,
 		}
-		stickyF, coldF = float64(sticky0), float64(cold0)
 	} else {
-		for i := range cands {
-			c := &cands[i]
-			isSticky := sticky(c.Score, need)
-			if isSticky {
-				dst = append(dst, i)
-			}
-			if !c.LoadKnown {
-				continue
-			}
-			// A float sum, as the gate compares: two int64 terms may
-			// overflow; a whole number, never NaN, so < is min.
-			load := float64(max(c.InFlightTokens, 0)) + float64(max(c.RequestTokens, 0))
-			open := max(c.OpenRequests, 0)
-			if isSticky {
-				stickyKnown, stickyF, openSticky = true, min(stickyF, load), min(openSticky, open)
-			} else {
-				coldKnown, coldF, openCold = true, min(coldF, load), min(openCold, open)
-				if c.Score > maxCold {
-					maxCold = c.Score
-				}
-			}
-		}
+		dst, sd = passWithRequest(dst, cands, need)
 	}
 	nSticky := len(dst) - start
 	nCold := len(cands) - nSticky
@@ -335,17 +284,110 @@ func (f *Filter) decide(dst []int, totalBlocks int, cands []Candidate, unc *toke
 		return OutcomeNoMatch, dst
 	case nCold == 0 || f.penaltyTokens <= 0:
 		return OutcomeSticky, dst
-	case !stickyKnown || !coldKnown:
+	case !sd.stickyKnown || !sd.coldKnown:
 		return OutcomeMissingSignal, dst
-	case stickyF-coldF > f.penaltyTokens:
+	case sd.stickyLoad-sd.coldLoad > f.penaltyTokens:
 		if withRequest {
 			return OutcomeRequestLoadOverride, dst
 		}
 		return OutcomeLoadOverride, dst
-	case crowding && openSticky > openCold && f.crowded(need, cands, dst[start:], unc, openCold, maxCold):
+	case crowding && sd.openSticky > sd.openCold && f.crowded(need, cands, dst[start:], unc, sd.openCold, sd.maxCold):
 		return OutcomeCrowded, dst
 	}
 	return OutcomeSticky, dst
+}
+
+// sides is what decide's pass over the candidates gathers: per side of the
+// sticky line, the least load and the fewest open requests among the
+// candidates with a known load (math.MaxFloat64 and math.MaxInt64 when
+// none), whether there is one, and the best match among the known-load
+// non-sticky candidates (-Inf when none).
+type sides struct {
+	stickyLoad, coldLoad   float64
+	openSticky, openCold   int64
+	maxCold                float64
+	stickyKnown, coldKnown bool
+}
+
+// growFor returns dst with room for n more elements and, as out, the n
+// elements past its end to be written by index: decide's passes list the
+// sticky candidates without an append (whose call would keep their state
+// on the stack).
+func growFor(dst []int, n int) (grown, out []int) {
+	dst = slices.Grow(dst, n)
+	return dst, dst[len(dst) : len(dst)+n]
+}
+
+// passCommitted is decide's pass on committed load alone: it writes the
+// sticky candidates' indices to out[:n] (out at least len(cands) long) and
+// returns, per side of the sticky line, the least load and the fewest open
+// requests among the candidates with a known load (math.MaxInt64 when none:
+// the least of each side is found among the integers and converted once by
+// the caller, the conversion keeping their order; the fewest open requests
+// are a min of integers, cheaper than a branch on whether the crowding rule
+// is on), the best match among the known-load non-sticky candidates (-Inf
+// when none), and known: bit 0 when a non-sticky candidate has a known
+// load, bit 1 when a sticky one has. Its results are separate values, not
+// a sides: a struct of more than four fields lives in memory, and the
+// loop's state would with it.
+func passCommitted(out []int, cands []Candidate, need float64) (n int, sticky0, cold0, openSticky, openCold int64, maxCold float64, known int) {
+	sticky0, cold0 = math.MaxInt64, math.MaxInt64
+	openSticky, openCold = math.MaxInt64, math.MaxInt64
+	maxCold = math.Inf(-1)
+	out = out[:len(cands)]
+	for i := range cands {
+		c := &cands[i]
+		if !sticky(c.Score, need) {
+			if c.LoadKnown {
+				known |= 1
+				cold0, openCold = min(cold0, max(c.InFlightTokens, 0)), min(openCold, max(c.OpenRequests, 0))
+				if c.Score > maxCold {
+					maxCold = c.Score
+				}
+			}
+			continue
+		}
+		out[n] = i // n <= i
+		n++
+		if c.LoadKnown {
+			known |= 2
+			sticky0, openSticky = min(sticky0, max(c.InFlightTokens, 0)), min(openSticky, max(c.OpenRequests, 0))
+		}
+	}
+	return n, sticky0, cold0, openSticky, openCold, maxCold, known
+}
+
+// passWithRequest is decide's pass on committed load plus the request's
+// tokens, summed as floats as the gate compares them: two int64 terms may
+// overflow; a whole number, never NaN, so < is min. It appends the sticky
+// candidates' indices to dst.
+func passWithRequest(dst []int, cands []Candidate, need float64) ([]int, sides) {
+	const none = math.MaxFloat64
+	dst, out := growFor(dst, len(cands))
+	n := 0
+	sd := sides{stickyLoad: none, coldLoad: none, openSticky: math.MaxInt64, openCold: math.MaxInt64, maxCold: math.Inf(-1)}
+	for i := range cands {
+		c := &cands[i]
+		isSticky := sticky(c.Score, need)
+		if isSticky {
+			out[n] = i
+			n++
+		}
+		if !c.LoadKnown {
+			continue
+		}
+		load := float64(max(c.InFlightTokens, 0)) + float64(max(c.RequestTokens, 0))
+		open := max(c.OpenRequests, 0)
+		if isSticky {
+			sd.stickyKnown, sd.stickyLoad, sd.openSticky = true, min(sd.stickyLoad, load), min(sd.openSticky, open)
+		} else {
+			sd.coldKnown, sd.coldLoad, sd.openCold = true, min(sd.coldLoad, load), min(sd.openCold, open)
+			if c.Score > sd.maxCold {
+				sd.maxCold = c.Score
+			}
+		}
+	}
+	return dst[:len(dst)+n], sd
 }
 
 // crowded reports whether the cheapest non-sticky candidate with a known

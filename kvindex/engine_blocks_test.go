@@ -24,6 +24,11 @@ func TestEngineBlockSizeRoundsMatchesDown(t *testing.T) {
 	r := match(ix, "m", toks, "a", "b", "c")
 	require.Equal(t, []int{9, 9, 10}, blocksOf(r))
 	require.InDelta(t, 9.0, r.Score(0), 1e-9)
+	// AddTo (the router's sum over a request's prompts) rounds alike.
+	blocks, scores := make([]int, 3), make([]float64, 3)
+	r.AddTo(blocks, scores)
+	require.Equal(t, []int{9, 9, 10}, blocks)
+	require.InDeltaSlice(t, []float64{9, 9, 10}, scores, 1e-9)
 	r = match(ix, "m", toks[:8*testBS], "a", "b", "c")
 	require.Equal(t, []int{6, 7, 8}, blocksOf(r)) // b: ⌊8·2/3⌋ = 5 engine blocks = 7 router blocks
 

@@ -197,6 +197,7 @@ func TestMatchAgainstReference(t *testing.T) {
 						require.Equal(t, name, out.Endpoint(c))
 						require.Equal(t, want.Blocks, out.Blocks(c), "candidate %d %s", c, name)
 						require.InDelta(t, want.Score, out.Score(c), 1e-9, "candidate %d %s", c, name)
+						require.Equal(t, want.Speculative, out.Speculative(c), "candidate %d %s", c, name)
 						at := out.At(c)
 						at.Score = want.Score
 						require.Equal(t, want, at, "candidate %d %s", c, name)

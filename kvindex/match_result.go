@@ -32,6 +32,16 @@ func (r *MatchResult) Score(i int) float64 {
 	return float64(n-int(a.n))*r.s.wGPU + a.score
 }
 
+// Speculative returns how many of candidate i's contiguous blocks it holds
+// only speculatively (EndpointMatch.Speculative), without decoding the
+// rest of its record.
+func (r *MatchResult) Speculative(i int) int {
+	if _, a := r.s.entry(i); a != nil {
+		return int(a.spec)
+	}
+	return 0
+}
+
 // At returns candidate i's full match record. It panics when i is not in
 // [0, Len()).
 func (r *MatchResult) At(i int) EndpointMatch {

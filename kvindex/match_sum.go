@@ -9,7 +9,10 @@ func (r *MatchResult) AddTo(blocks []int, scores []float64) {
 	n := s.n
 	blocks, scores = blocks[:n], scores[:n]
 	w := s.wGPU
-	if s.wide {
+	// More than 64 candidates, or counts an engine's block size or an
+	// endpoint's non-prefix cache groups cap: each record through entry,
+	// which applies the caps the raw masks below do not.
+	if s.wide || s.anyEBS || s.hyDone {
 		for i := range n {
 			k, a := s.entry(i)
 			blocks[i] += k
