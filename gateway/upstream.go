@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"sync"
@@ -72,7 +73,7 @@ var aLongTimeAgo = time.Unix(1, 0)
 // peak, dropped and dialed again by a request that waits for it, and would
 // stop the engine's warming for upstreamIdleTimeout.
 //
-// Ownership: idle, fresh, open, warming and peerClosedAt belong to mu; busy and
+// Ownership: idle, fresh, open, warming, peerClosedAt and dialed belong to mu; busy and
 // peak are atomics; a warmer goroutine owns the connections it dials until it
 // puts them in the pool; close stops the warmers and waits for them.
 type upstreamTransport struct {
@@ -87,6 +88,7 @@ type upstreamTransport struct {
 	warming      map[string]bool      // a warmer runs for host:port
 	warmDial     map[string]*warmDial // the warmer's dial in progress for host:port
 	peerClosedAt map[string]time.Time // when the engine last closed an idle connection
+	dialed       map[string]dialCount // connections dialed per host:port since it last had none open
 	stopped      bool                 // close came: no more warmers
 
 	busy, peak atomic.Int64 // requests in flight (RoundTrip to body end); their peak, or the Handler's
@@ -113,10 +115,15 @@ func newUpstreamTransport(idlePerHost int) *upstreamTransport {
 		warming:      map[string]bool{},
 		warmDial:     map[string]*warmDial{},
 		peerClosedAt: map[string]time.Time{},
+		dialed:       map[string]dialCount{},
 		warmCtx:      ctx,
 		warmStop:     stop,
 	}
 }
+
+// dialCount counts the connections dialed to one engine: all of them, and
+// those a request dialed (and waited for).
+type dialCount struct{ dials, waited int64 }
 
 // upConn is one keep-alive connection to an engine.
 type upConn struct {
@@ -341,10 +348,18 @@ func (t *upstreamTransport) drop(pc *upConn) {
 	}
 	_ = pc.c.Close()
 	t.mu.Lock()
-	if t.open[pc.key]--; t.open[pc.key] <= 0 {
-		delete(t.open, pc.key)
-	}
+	t.closedLocked(pc.key)
 	t.mu.Unlock()
+}
+
+// closedLocked counts one connection to key less (closed, or a dial that
+// failed); the engine's entries go once it has none, so that engines gone
+// from the fleet leave nothing behind. t.mu is held.
+func (t *upstreamTransport) closedLocked(key string) {
+	if t.open[key]--; t.open[key] <= 0 {
+		delete(t.open, key)
+		delete(t.dialed, key)
+	}
 }
 
 // get returns an idle connection to key that the engine has not closed (a
@@ -389,14 +404,17 @@ func (t *upstreamTransport) get(ctx context.Context, key string) (*upConn, error
 	t.mu.Unlock()
 	t.waited.Add(1)
 	pc, err := t.dial(ctx, key)
+	t.mu.Lock()
 	if err != nil {
-		t.mu.Lock()
-		if t.open[key]--; t.open[key] <= 0 {
-			delete(t.open, key)
-		}
+		t.closedLocked(key)
 		t.mu.Unlock()
 		return nil, err
 	}
+	n := t.dialed[key]
+	n.dials++
+	n.waited++
+	t.dialed[key] = n
+	t.mu.Unlock()
 	return pc, nil
 }
 
@@ -488,10 +506,13 @@ func (t *upstreamTransport) warm(key string) {
 		}
 		t.mu.Lock()
 		delete(t.warmDial, key)
+		if err == nil {
+			n := t.dialed[key]
+			n.dials++
+			t.dialed[key] = n
+		}
 		if err != nil {
-			if t.open[key]--; t.open[key] <= 0 {
-				delete(t.open, key)
-			}
+			t.closedLocked(key)
 			delete(t.warming, key)
 		}
 		t.mu.Unlock()
@@ -579,6 +600,14 @@ func (t *upstreamTransport) close() {
 	t.warmStop()
 	t.warmers.Wait()
 	t.CloseIdleConnections()
+}
+
+// dialedTo returns the connections dialed to each engine (by its
+// host:port) since it last had none open.
+func (t *upstreamTransport) dialedTo() map[string]dialCount {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return maps.Clone(t.dialed)
 }
 
 // idleConns returns the number of idle connections to key, warmed ones

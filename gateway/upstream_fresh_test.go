@@ -129,6 +129,7 @@ func TestUpstreamTransportUsesAWarmedConnectionFirst(t *testing.T) {
 	require.ElementsMatch(t, []string{first, second}, []string{upServedBy(t, r3), upServedBy(t, r4)})
 	require.Equal(t, int64(2), tr.dials.Load(), "the first request's dial and the warmer's")
 	require.Equal(t, int64(1), tr.waited.Load(), "only the first request waited for a dial")
+	require.Equal(t, map[string]dialCount{key: {dials: 2, waited: 1}}, tr.dialedTo(), "the same, by engine")
 	tr.mu.Lock()
 	require.Empty(t, tr.peerClosedAt, "the engine closed no idle connection: warming goes on")
 	tr.mu.Unlock()
