@@ -73,9 +73,10 @@ var aLongTimeAgo = time.Unix(1, 0)
 // peak, dropped and dialed again by a request that waits for it, and would
 // stop the engine's warming for upstreamIdleTimeout.
 //
-// Ownership: idle, fresh, open, warming, peerClosedAt and dialed belong to mu; busy and
-// peak are atomics; a warmer goroutine owns the connections it dials until it
-// puts them in the pool; close stops the warmers and waits for them.
+// Ownership: idle, fresh, open, warming, peerClosedAt and dialed belong to
+// mu; busy and peak are atomics; a warmer goroutine owns the connections it
+// dials until it puts them in the pool; close stops the warmers and waits
+// for them.
 type upstreamTransport struct {
 	dialer      net.Dialer
 	idlePerHost int
@@ -363,10 +364,11 @@ func (t *upstreamTransport) closedLocked(key string) {
 }
 
 // get returns an idle connection to key that the engine has not closed (a
-// warmed one first, see upstreamTransport), or a new one; when the engine has fewer open connections than the peak of
-// requests in flight, it starts the engine's warmer (see upstreamTransport). A request that finds none while the
-// warmer is dialing, and no other request waits for that dial, waits for it
-// instead of dialing one more.
+// warmed one first, see upstreamTransport), or a new one; when the engine
+// has fewer open connections than the peak of requests in flight, it starts
+// the engine's warmer (see upstreamTransport). A request that finds none
+// while the warmer is dialing, and no other request waits for that dial,
+// waits for it instead of dialing one more.
 func (t *upstreamTransport) get(ctx context.Context, key string) (*upConn, error) {
 	now := time.Now() // wall time: the idle limit races the engine's own keep-alive timer
 	for {
