@@ -240,7 +240,9 @@ func testChurn(t *testing.T, hedge bool) {
 	for range 2 {
 		round()
 	}
-	warmDials, warmRenders, warmLines, warmWaited, warmPeak := dials(), renders(), lines(), tr.waited.Load(), tr.peak.Load()
+	warmDials, warmRenders, warmLines, warmPeak := dials(), renders(), lines(), tr.peak.Load()
+	warmBy := tr.dialedTo()
+	require.NotEmpty(t, warmBy, "the warm-up dialed an engine")
 	// The render pool may still grow up to its cap (8 connections per
 	// renderer) if the warm-up never had 8 renders in flight to each, and
 	// replaces what its client closes: a cancelled hedge loser, and a
@@ -257,13 +259,28 @@ func testChurn(t *testing.T, hedge bool) {
 	tr.mu.Lock()
 	t.Logf("engine pool: peak %d requests in flight, open connections %v", tr.peak.Load(), tr.open)
 	tr.mu.Unlock()
-	t.Logf("after %d more rounds: %d dialed, %d render, %d cancelled losers, by first request line %v", rounds, dials(), renders(), hedges(), lines())
-	require.Zero(t, tr.waited.Load()-warmWaited, "no request waits for a new engine connection at steady state")
-	// The warmer dials only for a new peak of requests in flight: the 32
-	// clients are all inside the gateway at once only now and then, so
-	// the peak may still rise after the warm-up (by one request in a
-	// few runs).
-	require.LessOrEqual(t, dials()-warmDials, int64(engines)*(tr.peak.Load()-warmPeak), "no new engine connection at steady state but warmed ones for a new peak")
+	by := tr.dialedTo()
+	t.Logf("after %d more rounds: %d dialed (by engine: %v, after warm-up %v), %d render, %d cancelled losers, by first request line %v",
+		rounds, dials(), by, warmBy, renders(), hedges(), lines())
+	for key, n := range by {
+		w, ok := warmBy[key]
+		if !ok {
+			// The router chose this engine for the first time after the
+			// warm-up (by load: on a machine slowed by other work, the
+			// engine holding the shared prefix looks busy): its pool
+			// starts now, from nothing, and its first requests dial. That
+			// is not churn; the steady state under test is that of the
+			// engines the warm-up brought to the peak.
+			t.Logf("engine %s first used after the warm-up: %d dialed, %d by a request", key, n.dials, n.waited)
+			continue
+		}
+		require.Zero(t, n.waited-w.waited, "no request waits for a new connection to engine %s at steady state", key)
+		// The warmer dials only for a new peak of requests in flight: the
+		// 32 clients are all inside the gateway at once only now and
+		// then, so the peak may still rise after the warm-up (by one
+		// request in a few runs).
+		require.LessOrEqual(t, n.dials-w.dials, tr.peak.Load()-warmPeak, "no new connection to engine %s at steady state but warmed ones for a new peak", key)
+	}
 	// A loser cancelled during warm-up may be replaced after it; the
 	// renderers see a close some time after the client made it.
 	require.Eventually(t, func() bool {

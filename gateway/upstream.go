@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"sync"
@@ -60,9 +61,22 @@ var aLongTimeAgo = time.Unix(1, 0)
 // warmed for upstreamIdleTimeout after it last did: its warmed connections
 // would only be closed and dialed again.
 //
-// Ownership: idle, open, warming and peerClosedAt belong to mu; busy and
-// peak are atomics; a warmer goroutine owns the connections it dials until it
-// puts them in the pool; close stops the warmers and waits for them.
+// A warmed connection waits apart from the stack, in fresh, and the next
+// request to its engine takes it before any connection on the stack. On
+// the stack it would sink under the connections that requests in flight
+// give back after it was pooled, and wait unused for as long as the
+// engine's concurrency stays below its depth; but an engine may close a
+// connection that has carried no request after a timeout of its own, which
+// runs from the accept, while it keeps one that has carried a request: a
+// Go net/http server's ReadHeaderTimeout (the simulated engine's is 10 s)
+// does. A warmed connection that sank would be found closed at the next
+// peak, dropped and dialed again by a request that waits for it, and would
+// stop the engine's warming for upstreamIdleTimeout.
+//
+// Ownership: idle, fresh, open, warming, peerClosedAt and dialed belong to
+// mu; busy and peak are atomics; a warmer goroutine owns the connections it
+// dials until it puts them in the pool; close stops the warmers and waits
+// for them.
 type upstreamTransport struct {
 	dialer      net.Dialer
 	idlePerHost int
@@ -70,10 +84,12 @@ type upstreamTransport struct {
 
 	mu           sync.Mutex
 	idle         map[string][]*upConn // by host:port, most recently used last
+	fresh        map[string][]*upConn // by host:port, warmed and yet unused, oldest first
 	open         map[string]int       // connections per host:port, idle or in use
 	warming      map[string]bool      // a warmer runs for host:port
 	warmDial     map[string]*warmDial // the warmer's dial in progress for host:port
 	peerClosedAt map[string]time.Time // when the engine last closed an idle connection
+	dialed       map[string]dialCount // connections dialed per host:port since it last had none open
 	stopped      bool                 // close came: no more warmers
 
 	busy, peak atomic.Int64 // requests in flight (RoundTrip to body end); their peak, or the Handler's
@@ -95,14 +111,20 @@ func newUpstreamTransport(idlePerHost int) *upstreamTransport {
 		idlePerHost:  idlePerHost,
 		maxHeader:    maxUpstreamHeaderBytes,
 		idle:         map[string][]*upConn{},
+		fresh:        map[string][]*upConn{},
 		open:         map[string]int{},
 		warming:      map[string]bool{},
 		warmDial:     map[string]*warmDial{},
 		peerClosedAt: map[string]time.Time{},
+		dialed:       map[string]dialCount{},
 		warmCtx:      ctx,
 		warmStop:     stop,
 	}
 }
+
+// dialCount counts the connections dialed to one engine: all of them, and
+// those a request dialed (and waited for).
+type dialCount struct{ dials, waited int64 }
 
 // upConn is one keep-alive connection to an engine.
 type upConn struct {
@@ -303,7 +325,7 @@ func (b *upBody) finish(complete bool) {
 	ran := !b.stop()
 	b.t.busy.Add(-1)
 	if complete && b.keep && !ran && b.pc.br.Buffered() == 0 {
-		b.t.put(b.pc)
+		b.t.put(b.pc, false)
 		return
 	}
 	b.t.drop(b.pc)
@@ -327,23 +349,32 @@ func (t *upstreamTransport) drop(pc *upConn) {
 	}
 	_ = pc.c.Close()
 	t.mu.Lock()
-	if t.open[pc.key]--; t.open[pc.key] <= 0 {
-		delete(t.open, pc.key)
-	}
+	t.closedLocked(pc.key)
 	t.mu.Unlock()
 }
 
-// get returns an idle connection to key that the engine has not closed, or a
-// new one; when the engine has fewer open connections than the peak of
-// requests in flight, it starts the engine's warmer (see upstreamTransport). A request that finds none while the
-// warmer is dialing, and no other request waits for that dial, waits for it
-// instead of dialing one more.
+// closedLocked counts one connection to key less (closed, or a dial that
+// failed); the engine's entries go once it has none, so that engines gone
+// from the fleet leave nothing behind. t.mu is held.
+func (t *upstreamTransport) closedLocked(key string) {
+	if t.open[key]--; t.open[key] <= 0 {
+		delete(t.open, key)
+		delete(t.dialed, key)
+	}
+}
+
+// get returns an idle connection to key that the engine has not closed (a
+// warmed one first, see upstreamTransport), or a new one; when the engine
+// has fewer open connections than the peak of requests in flight, it starts
+// the engine's warmer (see upstreamTransport). A request that finds none
+// while the warmer is dialing, and no other request waits for that dial,
+// waits for it instead of dialing one more.
 func (t *upstreamTransport) get(ctx context.Context, key string) (*upConn, error) {
 	now := time.Now() // wall time: the idle limit races the engine's own keep-alive timer
 	for {
 		t.mu.Lock()
-		s := t.idle[key]
-		if len(s) == 0 {
+		pc := t.takeLocked(key)
+		if pc == nil {
 			wd := t.warmDial[key]
 			if wd == nil || wd.claimed {
 				break // t.mu held
@@ -357,9 +388,6 @@ func (t *upstreamTransport) get(ctx context.Context, key string) (*upConn, error
 				return nil, context.Cause(ctx)
 			}
 		}
-		pc := s[len(s)-1]
-		s[len(s)-1] = nil
-		t.idle[key] = s[:len(s)-1]
 		t.warmLocked(key, now) // below the peak: the next requests would dial
 		t.mu.Unlock()
 		if now.Sub(pc.idleSince) < upstreamIdleTimeout {
@@ -378,15 +406,42 @@ func (t *upstreamTransport) get(ctx context.Context, key string) (*upConn, error
 	t.mu.Unlock()
 	t.waited.Add(1)
 	pc, err := t.dial(ctx, key)
+	t.mu.Lock()
 	if err != nil {
-		t.mu.Lock()
-		if t.open[key]--; t.open[key] <= 0 {
-			delete(t.open, key)
-		}
+		t.closedLocked(key)
 		t.mu.Unlock()
 		return nil, err
 	}
+	n := t.dialed[key]
+	n.dials++
+	n.waited++
+	t.dialed[key] = n
+	t.mu.Unlock()
 	return pc, nil
+}
+
+// takeLocked takes key's oldest warmed connection that has carried no
+// request yet, else its most recently used idle one, else returns nil. t.mu
+// is held.
+func (t *upstreamTransport) takeLocked(key string) *upConn {
+	if f := t.fresh[key]; len(f) > 0 {
+		pc := f[0]
+		f[0] = nil
+		if len(f) == 1 {
+			delete(t.fresh, key) // the next warmed one starts a new slice
+		} else {
+			t.fresh[key] = f[1:]
+		}
+		return pc
+	}
+	s := t.idle[key]
+	if len(s) == 0 {
+		return nil
+	}
+	pc := s[len(s)-1]
+	s[len(s)-1] = nil
+	t.idle[key] = s[:len(s)-1]
+	return pc
 }
 
 // dial opens a connection to key, not yet counted in open by dial itself.
@@ -449,14 +504,17 @@ func (t *upstreamTransport) warm(key string) {
 		t.mu.Unlock()
 		pc, err := t.dial(t.warmCtx, key)
 		if err == nil {
-			t.put(pc)
+			t.put(pc, true)
 		}
 		t.mu.Lock()
 		delete(t.warmDial, key)
+		if err == nil {
+			n := t.dialed[key]
+			n.dials++
+			t.dialed[key] = n
+		}
 		if err != nil {
-			if t.open[key]--; t.open[key] <= 0 {
-				delete(t.open, key)
-			}
+			t.closedLocked(key)
 			delete(t.warming, key)
 		}
 		t.mu.Unlock()
@@ -467,28 +525,30 @@ func (t *upstreamTransport) warm(key string) {
 	}
 }
 
-// put returns pc to the pool, or closes it when the pool of its engine is
-// full. Connections idle past upstreamIdleTimeout at the bottom of the stack
-// are closed on the way.
-func (t *upstreamTransport) put(pc *upConn) {
+// put returns pc to the pool (to fresh when warmed is true: a warmer dialed
+// it and it has carried no request), or closes it when the pool of its
+// engine is full. Connections idle past upstreamIdleTimeout at the bottom of
+// the stack or the head of fresh are closed on the way.
+func (t *upstreamTransport) put(pc *upConn, warmed bool) {
 	now := time.Now() // wall time, as in get
 	pc.idleSince = now
 	var stale []*upConn
 	t.mu.Lock()
-	s := t.idle[pc.key]
-	i := 0
-	for i < len(s) && now.Sub(s[i].idleSince) >= upstreamIdleTimeout {
-		i++
-	}
-	if i > 0 {
-		stale = append(stale, s[:i]...)
-		s = append(s[:0], s[i:]...)
-	}
-	full := len(s) >= t.idlePerHost
-	if !full {
+	s, f := t.idle[pc.key], t.fresh[pc.key]
+	s, stale = pruneStale(s, now, stale)
+	f, stale = pruneStale(f, now, stale)
+	full := len(s)+len(f) >= t.idlePerHost
+	if !full && warmed {
+		f = append(f, pc)
+	} else if !full {
 		s = append(s, pc)
 	}
 	t.idle[pc.key] = s
+	if len(f) > 0 {
+		t.fresh[pc.key] = f
+	} else {
+		delete(t.fresh, pc.key)
+	}
 	t.mu.Unlock()
 	for _, c := range stale {
 		t.drop(c)
@@ -498,15 +558,33 @@ func (t *upstreamTransport) put(pc *upConn) {
 	}
 }
 
+// pruneStale moves the connections at the head of s (oldest first) that have
+// been idle for upstreamIdleTimeout to stale.
+func pruneStale(s []*upConn, now time.Time, stale []*upConn) ([]*upConn, []*upConn) {
+	i := 0
+	for i < len(s) && now.Sub(s[i].idleSince) >= upstreamIdleTimeout {
+		i++
+	}
+	if i == 0 {
+		return s, stale
+	}
+	stale = append(stale, s[:i]...)
+	n := copy(s, s[i:])
+	clear(s[n:])
+	return s[:n], stale
+}
+
 // CloseIdleConnections closes every idle connection (the pool stays usable).
 func (t *upstreamTransport) CloseIdleConnections() {
 	t.mu.Lock()
-	idle := t.idle
-	t.idle = map[string][]*upConn{}
+	idle, fresh := t.idle, t.fresh
+	t.idle, t.fresh = map[string][]*upConn{}, map[string][]*upConn{}
 	t.mu.Unlock()
-	for _, s := range idle {
-		for _, pc := range s {
-			t.drop(pc)
+	for _, m := range []map[string][]*upConn{idle, fresh} {
+		for _, s := range m {
+			for _, pc := range s {
+				t.drop(pc)
+			}
 		}
 	}
 	if f := t.fallback.Load(); f != nil {
@@ -526,11 +604,20 @@ func (t *upstreamTransport) close() {
 	t.CloseIdleConnections()
 }
 
-// idleConns returns the number of idle connections to key.
+// dialedTo returns the connections dialed to each engine (by its
+// host:port) since it last had none open.
+func (t *upstreamTransport) dialedTo() map[string]dialCount {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return maps.Clone(t.dialed)
+}
+
+// idleConns returns the number of idle connections to key, warmed ones
+// included.
 func (t *upstreamTransport) idleConns(key string) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return len(t.idle[key])
+	return len(t.idle[key]) + len(t.fresh[key])
 }
 
 func (t *upstreamTransport) fallbackTransport() *http.Transport {

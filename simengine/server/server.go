@@ -210,7 +210,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 	}
 	s.metrics = promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})
 	s.routes = s.buildRoutes()
-	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: headerTimeout}
 	return s, nil
 }
 
@@ -302,7 +302,9 @@ func (s *Server) Serve(l net.Listener) error {
 		s.addr = l.Addr()
 	}
 	s.mu.Unlock()
-	if err := s.srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+	// A connection's first header timeout starts at its first byte, as
+	// vLLM's does (see firstByteConn).
+	if err := s.srv.Serve(firstByteListener{Listener: l, timeout: headerTimeout}); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil

@@ -1,0 +1,136 @@
+package gateway
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/internal/leakcheck"
+)
+
+// firstRequestEngine is a real httptest engine that answers every request
+// with the client's address of its connection and can close, as a Go
+// engine's ReadHeaderTimeout does some seconds after the accept, every
+// connection that has carried no request yet.
+type firstRequestEngine struct {
+	*httptest.Server
+	mu      sync.Mutex
+	conns   map[string]net.Conn // by client address, accepted and not closed
+	carried map[string]bool     // client addresses whose connection carried a request
+}
+
+func newFirstRequestEngine() *firstRequestEngine {
+	e := &firstRequestEngine{conns: map[string]net.Conn{}, carried: map[string]bool{}}
+	e.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		e.mu.Lock()
+		e.carried[r.RemoteAddr] = true
+		e.mu.Unlock()
+		_, _ = io.WriteString(w, r.RemoteAddr)
+	}))
+	e.Config.ConnState = func(c net.Conn, s http.ConnState) {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		switch s {
+		case http.StateNew:
+			e.conns[c.RemoteAddr().String()] = c
+		case http.StateClosed, http.StateHijacked:
+			delete(e.conns, c.RemoteAddr().String())
+		}
+	}
+	e.Start()
+	return e
+}
+
+// closeUnused closes the connections that have carried no request and
+// returns how many it closed.
+func (e *firstRequestEngine) closeUnused() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for addr, c := range e.conns {
+		if !e.carried[addr] {
+			_ = c.Close()
+			n++
+		}
+	}
+	return n
+}
+
+func (e *firstRequestEngine) hostPort() string { return strings.TrimPrefix(e.URL, "http://") }
+
+// upSend sends one request and returns its response, body unread: its
+// connection stays in use until the body is read.
+func upSend(t *testing.T, tr http.RoundTripper, hostPort string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, "http://"+hostPort+"/v1/completions", strings.NewReader("{}"))
+	require.NoError(t, err)
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	return resp
+}
+
+// upServedBy reads resp to its end (its connection goes back to the pool)
+// and returns the client address of the connection that served it.
+func upServedBy(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	return string(b)
+}
+
+// A warmed connection serves the next request to its engine, before the
+// connections that requests in flight gave back after it was pooled. On
+// the LIFO stack it sank under them and waited unused while the engine's
+// concurrency stayed below its depth; an engine that closes a connection
+// with no request after a timeout from the accept (a Go engine's
+// ReadHeaderTimeout: 10 s in the simulated engine), and keeps one that
+// carried a request, closed it, and the next peak found it closed: the
+// gateway dropped it, a request waited for a new dial, and the engine's
+// warming stopped for upstreamIdleTimeout. That is how
+// TestEngineConnectionsAreNotChurnedAtSteadyState saw an engine's warmed
+// connections redialed when a loaded machine stretched it past 10 s.
+func TestUpstreamTransportUsesAWarmedConnectionFirst(t *testing.T) {
+	defer leakcheck.Check(t)()
+	e := newFirstRequestEngine()
+	defer e.Close()
+	tr := newUpstreamTransport(8)
+	defer tr.close()
+	tr.raisePeak(2) // the Handler's peak: two requests in flight
+	key := e.hostPort()
+
+	// The first request finds the pool empty: it dials, and its engine's
+	// warmer dials a second connection, which it pools while the first
+	// request still holds its own.
+	r1 := upSend(t, tr, key)
+	tr.warmers.Wait()
+	require.Equal(t, 1, tr.idleConns(key), "the warmed connection is pooled")
+	first := upServedBy(t, r1) // its connection goes back after the warmed one
+	require.Equal(t, 2, tr.idleConns(key))
+
+	// The next request takes the warmed connection, not the one given back
+	// last.
+	second := upServedBy(t, upSend(t, tr, key))
+	require.NotEqual(t, first, second, "the warmed connection serves the next request")
+
+	// Every connection has carried a request: a timeout on connections
+	// without one closes none, and two requests at once (the peak) find two
+	// open connections.
+	require.Zero(t, e.closeUnused(), "connections that carried no request")
+	r3, r4 := upSend(t, tr, key), upSend(t, tr, key)
+	require.ElementsMatch(t, []string{first, second}, []string{upServedBy(t, r3), upServedBy(t, r4)})
+	require.Equal(t, int64(2), tr.dials.Load(), "the first request's dial and the warmer's")
+	require.Equal(t, int64(1), tr.waited.Load(), "only the first request waited for a dial")
+	require.Equal(t, map[string]dialCount{key: {dials: 2, waited: 1}}, tr.dialedTo(), "the same, by engine")
+	tr.mu.Lock()
+	require.Empty(t, tr.peerClosedAt, "the engine closed no idle connection: warming goes on")
+	tr.mu.Unlock()
+}
