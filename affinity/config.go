@@ -33,6 +33,13 @@ const (
 	// measured on multi-turn chat, where it keeps conversations' histories
 	// cached (set Config.CrowdingRatio to it to turn the rule on).
 	ChatCrowdingRatio = 1.5
+	// DefaultCrowdingMaxExtraPrefill is Config.CrowdingMaxExtraPrefill by
+	// default: 0, no bound.
+	DefaultCrowdingMaxExtraPrefill time.Duration = 0
+	// ChatCrowdingMaxExtraPrefill is the bound on the crowding rule's extra
+	// prefill that kvroute's routing study measured with ChatCrowdingRatio
+	// (Config.CrowdingMaxExtraPrefill): 150 ms of prefill.
+	ChatCrowdingMaxExtraPrefill = 150 * time.Millisecond
 )
 
 // MissingSignalPolicy says what the TTFT gate does when one side of its
@@ -112,6 +119,12 @@ type Config struct {
 	// cold engines costs prefill the fleet lacks. ChatCrowdingRatio (1.5) is
 	// what the routing study measured on chat.
 	CrowdingRatio *float64 `json:"crowdingRatio"`
+	// CrowdingMaxExtraPrefill bounds what the crowding rule may add to the
+	// moved request's own prefill: a non-sticky candidate is a destination
+	// only when its uncached tokens exceed the warmest sticky candidate's by
+	// at most CrowdingMaxExtraPrefill × PeakPrefillThroughput. 0 means no
+	// bound. Must be >= 0.
+	CrowdingMaxExtraPrefill *time.Duration `json:"crowdingMaxExtraPrefill"`
 }
 
 // DefaultConfig shows the defaults a zero Config stands for, those of the
@@ -139,6 +152,9 @@ func (c Config) WithDefaults() Config {
 	if c.CrowdingRatio == nil {
 		c.CrowdingRatio = new(DefaultCrowdingRatio)
 	}
+	if c.CrowdingMaxExtraPrefill == nil {
+		c.CrowdingMaxExtraPrefill = new(DefaultCrowdingMaxExtraPrefill)
+	}
 	return c
 }
 
@@ -161,6 +177,8 @@ func (c Config) Validate() error {
 		return invalid("maxTTFTPenalty must be >= 0 (0 disables the TTFT gate), got %v", *c.MaxTTFTPenalty)
 	case math.IsNaN(c.PeakPrefillThroughput) || math.IsInf(c.PeakPrefillThroughput, 0) || c.PeakPrefillThroughput < 0:
 		return invalid("peakPrefillThroughput must be a finite number >= 0 tokens/s (0 means the default %v), got %v", DefaultPeakPrefillThroughput, c.PeakPrefillThroughput)
+	case c.CrowdingMaxExtraPrefill != nil && *c.CrowdingMaxExtraPrefill < 0:
+		return invalid("crowdingMaxExtraPrefill must be >= 0 (0: no bound), got %v", *c.CrowdingMaxExtraPrefill)
 	case c.CrowdingRatio != nil && (math.IsNaN(*c.CrowdingRatio) || math.IsInf(*c.CrowdingRatio, 0) || *c.CrowdingRatio < 0):
 		return invalid("crowdingRatio must be a finite number >= 0 (0 disables the crowding rule), got %v", *c.CrowdingRatio)
 	}

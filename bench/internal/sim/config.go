@@ -59,6 +59,13 @@ const (
 	// filter's crowding rule on at affinity.ChatCrowdingRatio (off by
 	// default). Not in AllPolicies: run on request (-policies).
 	KVRouteCrowding Policy = "kvroute-crowding"
+	// KVRouteCrowdingBounded is KVRouteCrowding with the rule's bound on
+	// the extra prefill a move may cost at affinity.ChatCrowdingMaxExtraPrefill
+	// (affinity.Config.CrowdingMaxExtraPrefill): a crowded request moves
+	// only to an engine whose uncached tokens exceed the warmest sticky
+	// engine's by at most that much prefill. Not in AllPolicies: run on
+	// request (-policies).
+	KVRouteCrowdingBounded Policy = "kvroute-crowding-bounded"
 )
 
 // AllPolicies lists every routing policy in report order.
@@ -66,7 +73,7 @@ var AllPolicies = []Policy{KVRoute, Dynamo, SGLang, SGLangEvents, LMetric, KVRou
 
 // ExperimentPolicies are the policies -policies accepts beyond
 // AllPolicies: variants of kvroute's configuration studied on request.
-var ExperimentPolicies = []Policy{KVRouteLMetric, KVRouteCrowding}
+var ExperimentPolicies = []Policy{KVRouteLMetric, KVRouteCrowding, KVRouteCrowdingBounded}
 
 // PeerPolicies are the other systems' own routing policies, which the
 // report's targets compare kvroute against.
@@ -81,7 +88,7 @@ func (p Policy) eventFed() bool {
 // isKVRoute reports whether the policy is the real kvroute.Router in one of
 // its configurations.
 func (p Policy) isKVRoute() bool {
-	return p == KVRoute || p == KVRoutePrefillOnly || p == KVRouteLMetric || p == KVRouteCrowding
+	return p == KVRoute || p == KVRoutePrefillOnly || p == KVRouteLMetric || p == KVRouteCrowding || p == KVRouteCrowdingBounded
 }
 
 // ParsePolicy returns the Policy named s.
