@@ -176,8 +176,8 @@ func TestConfigJSONRoundTrip(t *testing.T) {
 		"peakPrefillThroughput": 15928,
 		"missingSignalPolicy": "widen",
 		"includeRequestTokens": false,
-		"crowdingRatio": 0,
-		"crowdingMaxExtraPrefill": "0s"
+		"crowdingRatio": 1.5,
+		"crowdingMaxExtraPrefill": "150ms"
 	}`, string(data))
 	back, err := LoadConfig(bytes.NewReader(data))
 	require.NoError(t, err)

@@ -113,7 +113,7 @@ func TestDecideIsReference(t *testing.T) {
 	} {
 		withRequest := mode.withRequest
 		f := newFilter(t, Config{IncludeRequestTokens: withRequest, CrowdingRatio: new(mode.crowding), CrowdingMaxExtraPrefill: new(mode.extra)})
-		unbounded := newFilter(t, Config{IncludeRequestTokens: withRequest, CrowdingRatio: new(mode.crowding)})
+		unbounded := newFilter(t, Config{IncludeRequestTokens: withRequest, CrowdingRatio: new(mode.crowding), CrowdingMaxExtraPrefill: new(time.Duration(0))})
 		gate := int64(f.GateTokens())
 		bit, crowded := 0, 0 // decisions the bound changed; crowded ones
 		for range 20_000 {
@@ -170,7 +170,7 @@ func TestApplyProjectedIsApply(t *testing.T) {
 	// The second filter's bound on the extra prefill is 150 tokens
 	// (150 ms at 1,000 tokens/s), within these prompts' lengths.
 	for _, f := range []*Filter{
-		newFilter(t, Config{CrowdingRatio: new(ChatCrowdingRatio)}),
+		newFilter(t, Config{CrowdingRatio: new(ChatCrowdingRatio), CrowdingMaxExtraPrefill: new(time.Duration(0))}),
 		newFilter(t, Config{CrowdingRatio: new(ChatCrowdingRatio), CrowdingMaxExtraPrefill: new(ChatCrowdingMaxExtraPrefill), PeakPrefillThroughput: 1000}),
 	} {
 		for range 5_000 {

@@ -91,11 +91,7 @@ type Candidate struct {
 // c.RequestTokens, or projected from c.Score through unc when given
 // (ApplyProjected).
 func crowdingCost(c *Candidate, unc *tokenload.Uncached) float64 {
-	req := c.RequestTokens
-	if unc != nil {
-		req = unc.Of(c.Score)
-	}
-	return float64(max(req, 0)+1) * float64(max(c.OpenRequests, 0)+1)
+	return float64(uncachedOf(c, unc)+1) * float64(max(c.OpenRequests, 0)+1)
 }
 
 // uncachedOf is a candidate's uncached tokens for this request: its

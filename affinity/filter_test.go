@@ -410,9 +410,7 @@ func crowd(score float64, uncached, open int64) Candidate {
 }
 
 func TestFilterCrowdingMovesOffCrowdedWarmEndpoint(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.CrowdingRatio = new(ChatCrowdingRatio) // the rule is opt-in
-	f := newFilter(t, cfg)
+	f := newFilter(t, DefaultConfig()) // the rule is on by default
 	// Warm: (128+1) × (20+1) = 2,709; the colder: (589+1) × (2+1) = 1,770
 	// and (589+1) × (4+1) = 2,950. 1,770 < 1.5 × 2,709: crowded, and only
 	// the cold candidate of least cost passes.
@@ -427,9 +425,7 @@ func TestFilterCrowdingMovesOffCrowdedWarmEndpoint(t *testing.T) {
 }
 
 func TestFilterCrowdingStaysWhenMovingCostsMore(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.CrowdingRatio = new(ChatCrowdingRatio) // the rule is opt-in
-	f := newFilter(t, cfg)
+	f := newFilter(t, DefaultConfig()) // the rule is on by default
 	// (3,355+1) × (2+1) = 10,068 is not below 1.5 × (128+1) × (20+1) = 4,063.5.
 	got, o := apply(f, 10, crowd(10, 128, 20), crowd(3, 3355, 2))
 	require.Equal(t, OutcomeSticky, o)
@@ -446,7 +442,7 @@ func TestFilterCrowdingStaysWhenMovingCostsMore(t *testing.T) {
 	unknown.LoadKnown = false
 	_, o = apply(f, 10, crowd(10, 128, 20), unknown, crowd(6, 589, 30))
 	require.Equal(t, OutcomeSticky, o)
-	cfg = DefaultConfig()
+	cfg := DefaultConfig()
 	cfg.CrowdingRatio = new(0.0)
 	_, o = apply(newFilter(t, cfg), 10, crowd(10, 128, 20), crowd(6, 589, 2))
 	require.Equal(t, OutcomeSticky, o)
@@ -458,12 +454,11 @@ func TestFilterCrowdingStaysWhenMovingCostsMore(t *testing.T) {
 // cached on the warm endpoint) where it is, and still lets a conversation
 // move whose history is short to re-prefill (multi-turn's first turns).
 func TestFilterCrowdingBoundsExtraPrefill(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.CrowdingRatio = new(ChatCrowdingRatio)
+	cfg := DefaultConfig()             // the rule on, bounded at 150 ms
 	cfg.PeakPrefillThroughput = 10_000 // 150 ms: 1,500 tokens
-	unbounded := newFilter(t, cfg)
-	cfg.CrowdingMaxExtraPrefill = new(ChatCrowdingMaxExtraPrefill)
 	bounded := newFilter(t, cfg)
+	cfg.CrowdingMaxExtraPrefill = new(time.Duration(0))
+	unbounded := newFilter(t, cfg)
 
 	// (2,432+1) × (0+1) = 2,433 < 1.5 × (384+1) × (8+1) = 5,197.5: crowded
 	// without the bound; the move adds 2,048 tokens, above 1,500.

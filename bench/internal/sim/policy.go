@@ -63,8 +63,8 @@ const simModel = "sim/llama-8b"
 // is kvroute.DefaultConfig, except that KVRoutePrefillOnly sets
 // OpenRequestTokens to 0 (the baseline before open requests counted as
 // load) KVRouteLMetric scores the LMetric way (kvlmetric.go),
-// KVRouteCrowding turns the affinity filter's crowding rule on and
-// KVRouteCrowdingBounded turns it on with its bound on the extra prefill.
+// KVRouteCrowding runs the affinity filter's crowding rule without its
+// bound on the extra prefill and KVRouteNoCrowding turns the rule off.
 type kvrouter struct {
 	r     *kvroute.Router
 	eps   []kvroute.Endpoint
@@ -101,9 +101,9 @@ func newKVRouter(cfg Config, ids []string, now func() time.Time, seed uint64, va
 		lm = newLMetricScoring(cfg, &rc, &opts)
 	case KVRouteCrowding:
 		rc.Affinity.CrowdingRatio = new(affinity.ChatCrowdingRatio)
-	case KVRouteCrowdingBounded:
-		rc.Affinity.CrowdingRatio = new(affinity.ChatCrowdingRatio)
-		rc.Affinity.CrowdingMaxExtraPrefill = new(affinity.ChatCrowdingMaxExtraPrefill)
+		rc.Affinity.CrowdingMaxExtraPrefill = new(time.Duration(0))
+	case KVRouteNoCrowding:
+		rc.Affinity.CrowdingRatio = new(0.0)
 	}
 	r, err := kvroute.New(context.Background(), rc, opts)
 	if err != nil {
