@@ -24,15 +24,23 @@ const (
 	// Qwen3-32B on two H100s (vLLM, chunk 8192), in tokens per second.
 	// Calibrate your own deployment with examples/calibrate.
 	DefaultPeakPrefillThroughput = 15928.0
-	// DefaultCrowdingRatio is the crowding rule's ratio by default
-	// (Config.CrowdingRatio): 0, the rule off. kvroute's routing study
-	// found the rule a win on chat traffic and a loss under overload with
-	// mixed interactive and batch traffic, so it is opt-in.
-	DefaultCrowdingRatio = 0.0
 	// ChatCrowdingRatio is the crowding ratio kvroute's routing study
 	// measured on multi-turn chat, where it keeps conversations' histories
-	// cached (set Config.CrowdingRatio to it to turn the rule on).
+	// cached.
 	ChatCrowdingRatio = 1.5
+	// DefaultCrowdingRatio is the crowding rule's ratio by default
+	// (Config.CrowdingRatio): ChatCrowdingRatio, the rule on, bounded by
+	// DefaultCrowdingMaxExtraPrefill.
+	DefaultCrowdingRatio = ChatCrowdingRatio
+	// ChatCrowdingMaxExtraPrefill is the bound on the crowding rule's extra
+	// prefill that kvroute's routing study measured with ChatCrowdingRatio
+	// (Config.CrowdingMaxExtraPrefill): 150 ms of prefill. It keeps the
+	// rule's moves of conversations whose histories are short to
+	// re-prefill and stops those that re-prefill a long shared context.
+	ChatCrowdingMaxExtraPrefill = 150 * time.Millisecond
+	// DefaultCrowdingMaxExtraPrefill is Config.CrowdingMaxExtraPrefill by
+	// default: ChatCrowdingMaxExtraPrefill.
+	DefaultCrowdingMaxExtraPrefill = ChatCrowdingMaxExtraPrefill
 )
 
 // MissingSignalPolicy says what the TTFT gate does when one side of its
@@ -100,18 +108,26 @@ type Config struct {
 	// CrowdingRatio is the crowding rule's ratio, finite and >= 0; 0
 	// disables the rule. A candidate's crowding cost is (this request's
 	// uncached tokens on it + 1) × (its open requests + 1). When the least
-	// cost among the non-sticky candidates is below CrowdingRatio times the
-	// least among the sticky ones, the sticky endpoints are crowded with
-	// open requests, whose growing KV use evicts the prefixes they hold, and
-	// only the non-sticky candidates of least cost pass (OutcomeCrowded). A
-	// conversation then leaves an engine crowded with streaming requests
-	// while its history is still short to re-prefill, and the fleet's cache
-	// room stays even. Only candidates with a known load count. Default 0,
-	// off (DefaultCrowdingRatio; nil means the default): with mixed
-	// interactive and batch traffic under overload, moving conversations to
-	// cold engines costs prefill the fleet lacks. ChatCrowdingRatio (1.5) is
-	// what the routing study measured on chat.
+	// cost among the non-sticky candidates (within CrowdingMaxExtraPrefill)
+	// is below CrowdingRatio times the least among the sticky ones, the
+	// sticky endpoints are crowded with open requests, whose growing KV use
+	// evicts the prefixes they hold, and only the non-sticky candidates of
+	// least cost pass (OutcomeCrowded). A conversation then leaves an
+	// engine crowded with streaming requests while its history is still
+	// short to re-prefill, and the fleet's cache room stays even. Only
+	// candidates with a known load count. Default DefaultCrowdingRatio (1.5;
+	// nil means the default).
 	CrowdingRatio *float64 `json:"crowdingRatio"`
+	// CrowdingMaxExtraPrefill bounds what the crowding rule may add to the
+	// moved request's own prefill: a non-sticky candidate is a destination
+	// only when its uncached tokens exceed the warmest sticky candidate's by
+	// at most CrowdingMaxExtraPrefill × PeakPrefillThroughput. 0 means no
+	// bound; must be >= 0. Default DefaultCrowdingMaxExtraPrefill (150 ms;
+	// nil means the default): without it, a request whose warm endpoint
+	// holds a long shared context (a prefix group) is sometimes moved at low
+	// load, where an idle engine's product is smaller, and re-prefills that
+	// context at the cost of its own first token.
+	CrowdingMaxExtraPrefill *time.Duration `json:"crowdingMaxExtraPrefill"`
 }
 
 // DefaultConfig shows the defaults a zero Config stands for, those of the
@@ -139,6 +155,9 @@ func (c Config) WithDefaults() Config {
 	if c.CrowdingRatio == nil {
 		c.CrowdingRatio = new(DefaultCrowdingRatio)
 	}
+	if c.CrowdingMaxExtraPrefill == nil {
+		c.CrowdingMaxExtraPrefill = new(DefaultCrowdingMaxExtraPrefill)
+	}
 	return c
 }
 
@@ -161,6 +180,8 @@ func (c Config) Validate() error {
 		return invalid("maxTTFTPenalty must be >= 0 (0 disables the TTFT gate), got %v", *c.MaxTTFTPenalty)
 	case math.IsNaN(c.PeakPrefillThroughput) || math.IsInf(c.PeakPrefillThroughput, 0) || c.PeakPrefillThroughput < 0:
 		return invalid("peakPrefillThroughput must be a finite number >= 0 tokens/s (0 means the default %v), got %v", DefaultPeakPrefillThroughput, c.PeakPrefillThroughput)
+	case c.CrowdingMaxExtraPrefill != nil && *c.CrowdingMaxExtraPrefill < 0:
+		return invalid("crowdingMaxExtraPrefill must be >= 0 (0: no bound), got %v", *c.CrowdingMaxExtraPrefill)
 	case c.CrowdingRatio != nil && (math.IsNaN(*c.CrowdingRatio) || math.IsInf(*c.CrowdingRatio, 0) || *c.CrowdingRatio < 0):
 		return invalid("crowdingRatio must be a finite number >= 0 (0 disables the crowding rule), got %v", *c.CrowdingRatio)
 	}

@@ -21,6 +21,7 @@ func TestDefaultConfig(t *testing.T) {
 	require.Equal(t, KeepSticky, cfg.MissingSignalPolicy)
 	require.False(t, cfg.IncludeRequestTokens)
 	require.Equal(t, DefaultCrowdingRatio, *cfg.CrowdingRatio)
+	require.Equal(t, DefaultCrowdingMaxExtraPrefill, *cfg.CrowdingMaxExtraPrefill)
 }
 
 func TestConfigValidate(t *testing.T) {
@@ -51,6 +52,8 @@ func TestConfigValidate(t *testing.T) {
 		{"crowding negative", func(c *Config) { c.CrowdingRatio = new(-1.0) }, "crowdingRatio"},
 		{"crowding infinite", func(c *Config) { c.CrowdingRatio = new(math.Inf(1)) }, "crowdingRatio"},
 		{"crowding NaN", func(c *Config) { c.CrowdingRatio = new(math.NaN()) }, "crowdingRatio"},
+		{"crowding extra prefill 0: no bound", func(c *Config) { c.CrowdingMaxExtraPrefill = new(time.Duration(0)) }, ""},
+		{"crowding extra prefill negative", func(c *Config) { c.CrowdingMaxExtraPrefill = new(-time.Millisecond) }, "crowdingMaxExtraPrefill"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := DefaultConfig()
@@ -74,17 +77,19 @@ func TestLoadConfig(t *testing.T) {
 		"peakPrefillThroughput": 39065,
 		"missingSignalPolicy": "widen",
 		"includeRequestTokens": true,
-		"crowdingRatio": 2
+		"crowdingRatio": 2,
+		"crowdingMaxExtraPrefill": "150ms"
 	}`))
 	require.NoError(t, err)
 	require.Equal(t, Config{
-		AffinityThreshold:      new(0.6),
-		ExplorationProbability: 0.01,
-		MaxTTFTPenalty:         new(30 * time.Second),
-		PeakPrefillThroughput:  39065,
-		MissingSignalPolicy:    Widen,
-		IncludeRequestTokens:   true,
-		CrowdingRatio:          new(2.0),
+		AffinityThreshold:       new(0.6),
+		ExplorationProbability:  0.01,
+		MaxTTFTPenalty:          new(30 * time.Second),
+		PeakPrefillThroughput:   39065,
+		MissingSignalPolicy:     Widen,
+		IncludeRequestTokens:    true,
+		CrowdingRatio:           new(2.0),
+		CrowdingMaxExtraPrefill: new(150 * time.Millisecond),
 	}, cfg)
 }
 
@@ -171,7 +176,8 @@ func TestConfigJSONRoundTrip(t *testing.T) {
 		"peakPrefillThroughput": 15928,
 		"missingSignalPolicy": "widen",
 		"includeRequestTokens": false,
-		"crowdingRatio": 0
+		"crowdingRatio": 1.5,
+		"crowdingMaxExtraPrefill": "150ms"
 	}`, string(data))
 	back, err := LoadConfig(bytes.NewReader(data))
 	require.NoError(t, err)

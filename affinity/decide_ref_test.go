@@ -5,13 +5,15 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/kvroute/kvroute/tokenload"
 )
 
 // decideRef is the filter's decision as it was written before its pass was
 // tuned (floats and math's min throughout; the crowding rule as first
-// written), kept as the reference the tuned pass must agree with.
+// written, with its extra-prefill bound as a second pass), kept as the
+// reference the tuned pass must agree with.
 func decideRef(f *Filter, totalBlocks int, cands []Candidate) (Outcome, []int) {
 	var dst []int
 	if len(cands) <= 1 || totalBlocks <= 0 || f.threshold <= 0 {
@@ -64,10 +66,34 @@ func decideRef(f *Filter, totalBlocks int, cands []Candidate) (Outcome, []int) {
 			return OutcomeRequestLoadOverride, dst
 		}
 		return OutcomeLoadOverride, dst
-	case f.crowding > 0 && openSticky > openCold && crowdCold < f.crowding*crowdSticky:
+	case f.crowding > 0 && openSticky > openCold && crowdCold < f.crowding*crowdSticky && boundedCold(f, need, cands) < f.crowding*crowdSticky:
 		return OutcomeCrowded, dst
 	}
 	return OutcomeSticky, dst
+}
+
+// boundedCold is the least crowding cost among the non-sticky candidates
+// with a known load whose uncached tokens exceed the least of the sticky
+// ones' by at most the extra-prefill bound (all of them when there is none).
+func boundedCold(f *Filter, need float64, cands []Candidate) float64 {
+	warm := math.Inf(1)
+	for i := range cands {
+		if c := &cands[i]; c.LoadKnown && sticky(c.Score, need) {
+			warm = min(warm, float64(max(c.RequestTokens, 0)))
+		}
+	}
+	least := math.MaxFloat64
+	for i := range cands {
+		c := &cands[i]
+		if !c.LoadKnown || sticky(c.Score, need) {
+			continue
+		}
+		if f.extraTokens > 0 && float64(max(c.RequestTokens, 0)) > warm+f.extraTokens {
+			continue
+		}
+		least = min(least, crowdingCost(c, nil))
+	}
+	return least
 }
 
 // TestDecideIsReference holds the filter's decision to decideRef on random
@@ -80,10 +106,16 @@ func TestDecideIsReference(t *testing.T) {
 	for _, mode := range []struct {
 		withRequest bool
 		crowding    float64
-	}{{false, ChatCrowdingRatio}, {true, ChatCrowdingRatio}, {false, 0}, {true, 0}} {
+		extra       time.Duration
+	}{
+		{false, ChatCrowdingRatio, 0}, {true, ChatCrowdingRatio, 0}, {false, 0, 0}, {true, 0, 0},
+		{false, ChatCrowdingRatio, ChatCrowdingMaxExtraPrefill}, {true, ChatCrowdingRatio, ChatCrowdingMaxExtraPrefill},
+	} {
 		withRequest := mode.withRequest
-		f := newFilter(t, Config{IncludeRequestTokens: withRequest, CrowdingRatio: new(mode.crowding)})
+		f := newFilter(t, Config{IncludeRequestTokens: withRequest, CrowdingRatio: new(mode.crowding), CrowdingMaxExtraPrefill: new(mode.extra)})
+		unbounded := newFilter(t, Config{IncludeRequestTokens: withRequest, CrowdingRatio: new(mode.crowding), CrowdingMaxExtraPrefill: new(time.Duration(0))})
 		gate := int64(f.GateTokens())
+		bit, crowded := 0, 0 // decisions the bound changed; crowded ones
 		for range 20_000 {
 			total := 1 + r.IntN(64)
 			cands := make([]Candidate, r.IntN(20))
@@ -108,6 +140,9 @@ func TestDecideIsReference(t *testing.T) {
 					}
 				}
 				c.InFlightTokens, c.RequestTokens, c.LoadKnown = load(), load(), r.IntN(8) != 0
+				if mode.extra > 0 && r.IntN(2) == 0 { // around the bound (2,389 tokens at the default throughput)
+					c.RequestTokens = r.Int64N(8192)
+				}
 				c.OpenRequests = r.Int64N(8) - 1
 			}
 			wantO, want := decideRef(f, total, cands)
@@ -115,6 +150,15 @@ func TestDecideIsReference(t *testing.T) {
 			if gotO != wantO || !slices.Equal(got, want) {
 				t.Fatalf("withRequest %v, total %d, %+v: decide %v %v, reference %v %v", withRequest, total, cands, gotO, got, wantO, want)
 			}
+			if o, _ := decideRef(unbounded, total, cands); o != wantO {
+				bit++
+			}
+			if wantO == OutcomeCrowded {
+				crowded++
+			}
+		}
+		if mode.extra > 0 && (bit == 0 || crowded == 0) {
+			t.Fatalf("withRequest %v: the random sets never exercised the bound (%d decisions changed by it, %d crowded)", withRequest, bit, crowded)
 		}
 	}
 }
@@ -123,22 +167,28 @@ func TestDecideIsReference(t *testing.T) {
 // each candidate's RequestTokens set to the projection of its Score.
 func TestApplyProjectedIsApply(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
-	f := newFilter(t, Config{CrowdingRatio: new(ChatCrowdingRatio)})
-	for range 5_000 {
-		total := 1 + r.IntN(64)
-		unc := tokenload.NewUncached(total*16-r.IntN(16), total, 16)
-		bare := make([]Candidate, 2+r.IntN(16))
-		for i := range bare {
-			bare[i] = Candidate{Score: float64(r.IntN(total + 1)), InFlightTokens: r.Int64N(4096), LoadKnown: r.IntN(8) != 0, OpenRequests: r.Int64N(6)}
-		}
-		full := slices.Clone(bare)
-		for i := range full {
-			full[i].RequestTokens = unc.Of(full[i].Score)
-		}
-		want, wantO := f.Apply(nil, total, full)
-		got, gotO := f.ApplyProjected(nil, total, bare, &unc)
-		if gotO != wantO || !slices.Equal(got, want) {
-			t.Fatalf("total %d, %+v: projected %v %v, given %v %v", total, bare, gotO, got, wantO, want)
+	// The second filter's bound on the extra prefill is 150 tokens
+	// (150 ms at 1,000 tokens/s), within these prompts' lengths.
+	for _, f := range []*Filter{
+		newFilter(t, Config{CrowdingRatio: new(ChatCrowdingRatio), CrowdingMaxExtraPrefill: new(time.Duration(0))}),
+		newFilter(t, Config{CrowdingRatio: new(ChatCrowdingRatio), CrowdingMaxExtraPrefill: new(ChatCrowdingMaxExtraPrefill), PeakPrefillThroughput: 1000}),
+	} {
+		for range 5_000 {
+			total := 1 + r.IntN(64)
+			unc := tokenload.NewUncached(total*16-r.IntN(16), total, 16)
+			bare := make([]Candidate, 2+r.IntN(16))
+			for i := range bare {
+				bare[i] = Candidate{Score: float64(r.IntN(total + 1)), InFlightTokens: r.Int64N(4096), LoadKnown: r.IntN(8) != 0, OpenRequests: r.Int64N(6)}
+			}
+			full := slices.Clone(bare)
+			for i := range full {
+				full[i].RequestTokens = unc.Of(full[i].Score)
+			}
+			want, wantO := f.Apply(nil, total, full)
+			got, gotO := f.ApplyProjected(nil, total, bare, &unc)
+			if gotO != wantO || !slices.Equal(got, want) {
+				t.Fatalf("total %d, %+v: projected %v %v, given %v %v", total, bare, gotO, got, wantO, want)
+			}
 		}
 	}
 }

@@ -42,8 +42,12 @@
 //     The cost is LMetric's (arXiv 2603.15202: a prefix-cache term times a
 //     load term); the
 //     rule applies it only to break stickiness, so prefix groups still stay
-//     where their blocks are. With the default ratio 1.5 the move may cost
-//     up to half as much again as staying.
+//     where their blocks are. With the ratio 1.5 the move may cost up to
+//     half as much again as staying. With CrowdingMaxExtraPrefill > 0 a
+//     candidate is a destination only when its uncached tokens exceed the
+//     warmest sticky candidate's by at most CrowdingMaxExtraPrefill ×
+//     PeakPrefillThroughput: a move never re-prefills more than that, so a
+//     request whose warm endpoint holds a long shared context stays.
 //  6. Otherwise only the sticky endpoints pass (OutcomeSticky).
 //
 // These are the semantics of the llm-d router's prefix-cache-affinity-filter

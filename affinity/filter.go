@@ -92,11 +92,32 @@ type Candidate struct {
 // c.RequestTokens, or projected from c.Score through unc when given
 // (ApplyProjected).
 func crowdingCost(c *Candidate, unc *tokenload.Uncached) float64 {
-	req := c.RequestTokens
+	return float64(uncachedOf(c, unc)+1) * float64(max(c.OpenRequests, 0)+1)
+}
+
+// uncachedOf is a candidate's uncached tokens for this request: its
+// RequestTokens, or projected from its Score through unc when given.
+func uncachedOf(c *Candidate, unc *tokenload.Uncached) int64 {
 	if unc != nil {
-		req = unc.Of(c.Score)
+		return max(unc.Of(c.Score), 0)
 	}
-	return float64(max(req, 0)+1) * float64(max(c.OpenRequests, 0)+1)
+	return max(c.RequestTokens, 0)
+}
+
+// moveLimit is the most uncached tokens a crowded request may have on its
+// destination: the warmest sticky candidate's plus the extra prefill the
+// rule may add (Config.CrowdingMaxExtraPrefill), or +Inf when unbounded.
+func (f *Filter) moveLimit(need float64, cands []Candidate, unc *tokenload.Uncached) float64 {
+	if f.extraTokens <= 0 {
+		return math.Inf(1)
+	}
+	least := math.Inf(1)
+	for i := range cands {
+		if c := &cands[i]; c.LoadKnown && sticky(c.Score, need) {
+			least = min(least, float64(uncachedOf(c, unc)))
+		}
+	}
+	return least + f.extraTokens
 }
 
 // stickyTolerance is the relative slack of the sticky comparison, so that a
@@ -111,6 +132,7 @@ type Filter struct {
 	threshold     float64 // *cfg.AffinityThreshold
 	penaltyTokens float64 // MaxTTFTPenalty × PeakPrefillThroughput; gate off when 0
 	crowding      float64 // *cfg.CrowdingRatio; the crowding rule is off when 0
+	extraTokens   float64 // CrowdingMaxExtraPrefill × PeakPrefillThroughput; no bound when 0
 	random        func() float64
 	decisions     [numOutcomes]prometheus.Counter
 
@@ -163,6 +185,7 @@ func New(cfg Config, opts Options) (*Filter, error) {
 	if opts.Random != nil {
 		f.random = opts.Random
 	}
+	f.extraTokens = cfg.CrowdingMaxExtraPrefill.Seconds() * cfg.PeakPrefillThroughput
 	if *cfg.MaxTTFTPenalty > 0 {
 		f.penaltyTokens = cfg.MaxTTFTPenalty.Seconds() * cfg.PeakPrefillThroughput
 	}
@@ -410,8 +433,9 @@ func (f *Filter) crowded(need float64, cands []Candidate, stickies []int, unc *t
 	if unc != nil && float64(max(unc.Of(maxCold), 0)+1)*float64(openCold+1) >= bound {
 		return false
 	}
+	limit := f.moveLimit(need, cands, unc)
 	for i := range cands {
-		if c := &cands[i]; c.LoadKnown && !sticky(c.Score, need) && crowdingCost(c, unc) < bound {
+		if c := &cands[i]; c.LoadKnown && !sticky(c.Score, need) && crowdingCost(c, unc) < bound && float64(uncachedOf(c, unc)) <= limit {
 			return true
 		}
 	}
@@ -423,14 +447,15 @@ func (f *Filter) crowded(need float64, cands []Candidate, stickies []int, unc *t
 // scorers to separate).
 func (f *Filter) leastCrowded(dst []int, totalBlocks int, cands []Candidate, unc *tokenload.Uncached) []int {
 	need := f.need(totalBlocks)
+	limit := f.moveLimit(need, cands, unc)
 	least := math.MaxFloat64
 	for i := range cands {
-		if c := &cands[i]; c.LoadKnown && !sticky(c.Score, need) {
+		if c := &cands[i]; c.LoadKnown && !sticky(c.Score, need) && float64(uncachedOf(c, unc)) <= limit {
 			least = min(least, crowdingCost(c, unc))
 		}
 	}
 	for i := range cands {
-		if c := &cands[i]; c.LoadKnown && !sticky(c.Score, need) && crowdingCost(c, unc) == least {
+		if c := &cands[i]; c.LoadKnown && !sticky(c.Score, need) && float64(uncachedOf(c, unc)) <= limit && crowdingCost(c, unc) == least {
 			dst = append(dst, i)
 		}
 	}

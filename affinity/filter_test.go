@@ -410,9 +410,7 @@ func crowd(score float64, uncached, open int64) Candidate {
 }
 
 func TestFilterCrowdingMovesOffCrowdedWarmEndpoint(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.CrowdingRatio = new(ChatCrowdingRatio) // the rule is opt-in
-	f := newFilter(t, cfg)
+	f := newFilter(t, DefaultConfig()) // the rule is on by default
 	// Warm: (128+1) × (20+1) = 2,709; the colder: (589+1) × (2+1) = 1,770
 	// and (589+1) × (4+1) = 2,950. 1,770 < 1.5 × 2,709: crowded, and only
 	// the cold candidate of least cost passes.
@@ -427,9 +425,7 @@ func TestFilterCrowdingMovesOffCrowdedWarmEndpoint(t *testing.T) {
 }
 
 func TestFilterCrowdingStaysWhenMovingCostsMore(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.CrowdingRatio = new(ChatCrowdingRatio) // the rule is opt-in
-	f := newFilter(t, cfg)
+	f := newFilter(t, DefaultConfig()) // the rule is on by default
 	// (3,355+1) × (2+1) = 10,068 is not below 1.5 × (128+1) × (20+1) = 4,063.5.
 	got, o := apply(f, 10, crowd(10, 128, 20), crowd(3, 3355, 2))
 	require.Equal(t, OutcomeSticky, o)
@@ -446,9 +442,47 @@ func TestFilterCrowdingStaysWhenMovingCostsMore(t *testing.T) {
 	unknown.LoadKnown = false
 	_, o = apply(f, 10, crowd(10, 128, 20), unknown, crowd(6, 589, 30))
 	require.Equal(t, OutcomeSticky, o)
-	cfg = DefaultConfig()
+	cfg := DefaultConfig()
 	cfg.CrowdingRatio = new(0.0)
 	_, o = apply(newFilter(t, cfg), 10, crowd(10, 128, 20), crowd(6, 589, 2))
 	require.Equal(t, OutcomeSticky, o)
 	require.Equal(t, "crowded", OutcomeCrowded.String())
+}
+
+// The bound on the extra prefill keeps a request whose move would re-prefill
+// a long shared context (the overload study's shape: 2,048 context tokens
+// cached on the warm endpoint) where it is, and still lets a conversation
+// move whose history is short to re-prefill (multi-turn's first turns).
+func TestFilterCrowdingBoundsExtraPrefill(t *testing.T) {
+	cfg := DefaultConfig()             // the rule on, bounded at 150 ms
+	cfg.PeakPrefillThroughput = 10_000 // 150 ms: 1,500 tokens
+	bounded := newFilter(t, cfg)
+	cfg.CrowdingMaxExtraPrefill = new(time.Duration(0))
+	unbounded := newFilter(t, cfg)
+
+	// (2,432+1) × (0+1) = 2,433 < 1.5 × (384+1) × (8+1) = 5,197.5: crowded
+	// without the bound; the move adds 2,048 tokens, above 1,500.
+	_, o := apply(unbounded, 38, crowd(32, 384, 8), crowd(0, 2432, 0))
+	require.Equal(t, OutcomeCrowded, o)
+	got, o := apply(bounded, 38, crowd(32, 384, 8), crowd(0, 2432, 0))
+	require.Equal(t, OutcomeSticky, o)
+	require.Equal(t, []int{0}, got)
+
+	// The move adds 1,024 tokens: within the bound.
+	got, o = apply(bounded, 18, crowd(16, 128, 5), crowd(0, 1152, 0))
+	require.Equal(t, OutcomeCrowded, o)
+	require.Equal(t, []int{1}, got)
+
+	// Only the destinations within the bound pass, the least crowded of
+	// them; the bound is measured from the warmest sticky endpoint (64
+	// uncached tokens). Sticky least cost (64+1) × (40+1) = 2,665; the cold
+	// (2,000+1) × 1 = 2,001 is the cheaper but 1,936 tokens above the
+	// warmest; (1,500+1) × 2 = 3,002 < 3,997.5 is 1,436 above: it passes.
+	pair := []Candidate{crowd(17, 64, 40), crowd(16, 128, 30), crowd(0, 2000, 0), crowd(8, 1500, 1)}
+	got, o = apply(unbounded, 18, pair...)
+	require.Equal(t, OutcomeCrowded, o)
+	require.Equal(t, []int{2}, got)
+	got, o = apply(bounded, 18, pair...)
+	require.Equal(t, OutcomeCrowded, o)
+	require.Equal(t, []int{3}, got)
 }

@@ -72,6 +72,18 @@
 // writes <out>/routesim-trace.md, .json and .svg, or with -peer-stat-seeds
 // <out>/routesim-trace-peers.md and .json.
 //
+// -overload runs only the admission-under-overload study into
+// <out>/routesim-overload.md and .json. -overload-kvroute <policy> runs its
+// kvroute rows with a kvroute experiment policy (kvroute-crowding: the
+// crowding rule without its bound; kvroute-no-crowding: the rule off),
+// -overload-policies limits the policies run and -overload-capacity R
+// fixes the capacity the loads multiply instead of measuring it (the
+// measurement runs kvroute's configuration on a backlogged fleet, so it
+// moves with the policy: 119.0 requests/s with the default, 133.8 with
+// kvroute-crowding). Comparing policies at the same offered rates:
+//
+//	go run ./bench/cmd/routesim -overload -overload-kvroute kvroute-crowding -overload-policies kvroute+admission,kvroute -overload-capacity 119.0405333015892 -out <dir>
+//
 // -pd runs only the prefill/decode disaggregation study into
 // <out>/routesim-pd.md and .json: a prefill and a decode pool (-pd-prefill,
 // -pd-decode; aggregated runs the same number of engines of role both),

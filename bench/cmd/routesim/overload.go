@@ -15,6 +15,9 @@ type overloadOptions struct {
 	on       bool
 	requests int
 	loads    string
+	kvroute  string  // the kvroute rows' routing policy ("" = kvroute's default)
+	policies string  // comma-separated overload policies ("" = all)
+	capacity float64 // requests/s; 0 = measured
 }
 
 // runOverload is -overload: the admission-under-overload study, written as
@@ -30,7 +33,24 @@ func runOverload(o options, base sim.Config, args []string, stdout io.Writer) er
 	oc.Base.Seed, oc.Base.Fleet, oc.Base.EventDelay = base.Seed, base.Fleet, base.EventDelay
 	oc.Admission = sim.DefaultOverloadAdmission(base.Fleet)
 	oc.Workload.Requests = o.overload.requests
-	st, err := sim.RunOverloadStudy(oc, loads, sim.AllOverloadPolicies, o.parallel)
+	oc.Capacity = o.overload.capacity
+	if o.overload.kvroute != "" {
+		if oc.KVRoute, err = sim.ParsePolicy(o.overload.kvroute); err != nil {
+			return err
+		}
+	}
+	policies := sim.AllOverloadPolicies
+	if o.overload.policies != "" {
+		policies = nil
+		for _, s := range strings.Split(o.overload.policies, ",") {
+			p, err := sim.ParseOverloadPolicy(strings.TrimSpace(s))
+			if err != nil {
+				return err
+			}
+			policies = append(policies, p)
+		}
+	}
+	st, err := sim.RunOverloadStudy(oc, loads, policies, o.parallel)
 	if err != nil {
 		return err
 	}

@@ -56,9 +56,16 @@ const (
 	// (-policies), not a default.
 	KVRouteLMetric Policy = "kvroute-lmetric"
 	// KVRouteCrowding is the real kvroute.Router with the affinity
-	// filter's crowding rule on at affinity.ChatCrowdingRatio (off by
-	// default). Not in AllPolicies: run on request (-policies).
+	// filter's crowding rule at affinity.ChatCrowdingRatio without its
+	// bound on the extra prefill (affinity.Config.CrowdingMaxExtraPrefill
+	// 0): the rule as first written. Not in AllPolicies: run on request
+	// (-policies).
 	KVRouteCrowding Policy = "kvroute-crowding"
+	// KVRouteNoCrowding is the real kvroute.Router with the crowding rule
+	// off (affinity.Config.CrowdingRatio 0), kvroute's default before the
+	// bounded rule became it. Not in AllPolicies: run on request
+	// (-policies).
+	KVRouteNoCrowding Policy = "kvroute-no-crowding"
 )
 
 // AllPolicies lists every routing policy in report order.
@@ -66,7 +73,7 @@ var AllPolicies = []Policy{KVRoute, Dynamo, SGLang, SGLangEvents, LMetric, KVRou
 
 // ExperimentPolicies are the policies -policies accepts beyond
 // AllPolicies: variants of kvroute's configuration studied on request.
-var ExperimentPolicies = []Policy{KVRouteLMetric, KVRouteCrowding}
+var ExperimentPolicies = []Policy{KVRouteLMetric, KVRouteCrowding, KVRouteNoCrowding}
 
 // PeerPolicies are the other systems' own routing policies, which the
 // report's targets compare kvroute against.
@@ -81,7 +88,7 @@ func (p Policy) eventFed() bool {
 // isKVRoute reports whether the policy is the real kvroute.Router in one of
 // its configurations.
 func (p Policy) isKVRoute() bool {
-	return p == KVRoute || p == KVRoutePrefillOnly || p == KVRouteLMetric || p == KVRouteCrowding
+	return p == KVRoute || p == KVRoutePrefillOnly || p == KVRouteLMetric || p == KVRouteCrowding || p == KVRouteNoCrowding
 }
 
 // ParsePolicy returns the Policy named s.

@@ -41,7 +41,7 @@ var AllOverloadPolicies = []OverloadPolicy{OverloadAdmission, OverloadKVRoute, O
 
 // routing returns the routing policy that places the study policy's
 // requests.
-func (p OverloadPolicy) routing() Policy {
+func (p OverloadPolicy) routing(kv Policy) Policy {
 	switch p {
 	case OverloadDynamo:
 		return Dynamo
@@ -49,6 +49,9 @@ func (p OverloadPolicy) routing() Policy {
 		return SGLangEvents
 	case OverloadLMetric:
 		return LMetric
+	}
+	if kv != "" {
+		return kv
 	}
 	return KVRoute
 }
@@ -132,6 +135,11 @@ type OverloadConfig struct {
 	Gate bool `json:"gate"`
 	// DynamoQueue configures the dynamo+queue policy's router queue.
 	DynamoQueue DynamoQueueConfig `json:"dynamoQueue"`
+	// KVRoute is the routing policy of the kvroute and kvroute+admission
+	// rows: "" means KVRoute, kvroute's default; a kvroute experiment
+	// policy (ExperimentPolicies, e.g. KVRouteCrowding) studies that
+	// configuration under overload. The capacity is measured with it too.
+	KVRoute Policy `json:"kvroute,omitempty"`
 }
 
 // DefaultOverloadWorkload is 4,000 requests, 30 % interactive (tenant A 3 :
@@ -179,6 +187,8 @@ func (c OverloadConfig) validate() (Config, error) {
 		return Config{}, bad("capacity %v and load %v must be positive", c.Capacity, c.Load)
 	case c.TTFTObjective <= 0:
 		return Config{}, bad("ttftObjective %v must be positive", c.TTFTObjective)
+	case c.KVRoute != "" && !c.KVRoute.isKVRoute():
+		return Config{}, bad("kvroute policy %q is not a configuration of kvroute", c.KVRoute)
 	}
 	cfg := c.Base
 	cfg.Workload = Workload{Kind: SharedPrefix, Requests: w.Requests, OutputTokens: w.OutputTokens,

@@ -59,20 +59,27 @@ type overloadRun struct {
 
 // RunOverload simulates one policy on one overload configuration.
 func RunOverload(oc OverloadConfig, policy OverloadPolicy) (OverloadResult, error) {
+	res, _, err := runOverload(oc, policy)
+	return res, err
+}
+
+// runOverload is RunOverload that also returns the run's requests, for the
+// tests' analyses.
+func runOverload(oc OverloadConfig, policy OverloadPolicy) (OverloadResult, []*overloadReq, error) {
 	cfg, err := oc.validate()
 	if err != nil {
-		return OverloadResult{}, err
+		return OverloadResult{}, nil, err
 	}
 	if err := oc.DynamoQueue.validate(); err != nil {
-		return OverloadResult{}, err
+		return OverloadResult{}, nil, err
 	}
 	wall := time.Now()
-	r := &run{cfg: cfg, policy: policy.routing(), start: simengine.DefaultStart, oracleSeen: map[kvindex.Key]struct{}{}}
+	r := &run{cfg: cfg, policy: policy.routing(oc.KVRoute), start: simengine.DefaultStart, oracleSeen: map[kvindex.Key]struct{}{}}
 	r.now = r.start
 	r.ids = endpointIDs(cfg.Fleet.Engines)
 	defer r.teardown()
 	if err := r.setup(); err != nil {
-		return OverloadResult{}, err
+		return OverloadResult{}, nil, err
 	}
 	o := &overloadRun{run: r, oc: oc, policy: policy, arrivals: overloadTrace(oc, r.start), clk: newStepClock(r.start)}
 	switch policy {
@@ -89,7 +96,7 @@ func RunOverload(oc OverloadConfig, policy OverloadPolicy) (OverloadResult, erro
 		}
 		o.adm, err = newAdmitDriver(oc.Admission, o.clk, eps, func(id int) *overloadReq { return o.reqs[id] }, signals, dets...)
 		if err != nil {
-			return OverloadResult{}, err
+			return OverloadResult{}, nil, err
 		}
 		o.adm.ctl.SetLoad(r.rts[0].(*kvrouter).r.Load())
 		defer o.adm.close()
@@ -97,11 +104,11 @@ func RunOverload(oc OverloadConfig, policy OverloadPolicy) (OverloadResult, erro
 		o.dq = newDynamoQueue(oc.DynamoQueue, r.rts[0].(*dynamo), cfg.Fleet.MaxNumBatchedTokens)
 	}
 	if err := o.loop(); err != nil {
-		return OverloadResult{}, err
+		return OverloadResult{}, nil, err
 	}
 	res := o.result()
 	res.Wall = time.Since(wall)
-	return res, nil
+	return res, o.reqs, nil
 }
 
 // loop advances the virtual clock from event to event: KV-event

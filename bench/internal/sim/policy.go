@@ -62,8 +62,9 @@ const simModel = "sim/llama-8b"
 // examples/calibrate would measure it on a real deployment. Everything else
 // is kvroute.DefaultConfig, except that KVRoutePrefillOnly sets
 // OpenRequestTokens to 0 (the baseline before open requests counted as
-// load) KVRouteLMetric scores the LMetric way (kvlmetric.go) and
-// KVRouteCrowding turns the affinity filter's crowding rule on.
+// load) KVRouteLMetric scores the LMetric way (kvlmetric.go),
+// KVRouteCrowding runs the affinity filter's crowding rule without its
+// bound on the extra prefill and KVRouteNoCrowding turns the rule off.
 type kvrouter struct {
 	r     *kvroute.Router
 	eps   []kvroute.Endpoint
@@ -100,6 +101,9 @@ func newKVRouter(cfg Config, ids []string, now func() time.Time, seed uint64, va
 		lm = newLMetricScoring(cfg, &rc, &opts)
 	case KVRouteCrowding:
 		rc.Affinity.CrowdingRatio = new(affinity.ChatCrowdingRatio)
+		rc.Affinity.CrowdingMaxExtraPrefill = new(time.Duration(0))
+	case KVRouteNoCrowding:
+		rc.Affinity.CrowdingRatio = new(0.0)
 	}
 	r, err := kvroute.New(context.Background(), rc, opts)
 	if err != nil {
