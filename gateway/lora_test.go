@@ -62,8 +62,14 @@ func startLoRAFleet(t *testing.T) *loraFleet {
 	rc.Events.Enabled = new(false)
 	rc.DisableRender = true
 	var err error
+	// A signal is fresh only while the endpoint's last scrape succeeded,
+	// so a healthy engine must never fail one here: a loaded machine
+	// stretches a scrape past the default 200ms timeout, and the engine
+	// would be scored unknown (and the adapter routed elsewhere) until the
+	// next scrape. Neither the timeout nor the staleness may depend on how
+	// busy the machine is; Close ends the scrapes in flight.
 	f.gw, err = NewServer(t.Context(), ServerConfig{Listen: "127.0.0.1:0", Router: rc, Endpoints: f.eps,
-		EngineMetrics: &enginemetrics.Config{Interval: 10 * time.Millisecond, Staleness: time.Hour},
+		EngineMetrics: &enginemetrics.Config{Interval: 10 * time.Millisecond, Staleness: time.Hour, Timeout: time.Hour},
 		LoRA:          &lora.Config{}}, Options{})
 	require.NoError(t, err)
 	return f
@@ -102,12 +108,14 @@ func TestGatewayLoRAAffinity(t *testing.T) {
 	require.Equal(t, http.StatusOK, code, body)
 	code, _, body = f.complete(t, "http://"+f.eps[0].ID, "chat")
 	require.Equal(t, http.StatusOK, code, body)
-	// Wait for the scraper to see both (its interval is 10ms; bounded by
-	// the observation itself).
+	// Wait for the scraper to see both, and for the broken engine's scrape
+	// to have failed (its interval is 10ms; bounded by the observation
+	// itself).
 	require.Eventually(t, func() bool {
 		l1, ok1 := f.gw.scraper.LoRA(f.eps[1])
 		l0, ok0 := f.gw.scraper.LoRA(f.eps[0])
-		return ok1 && ok0 && l1.IsRunning("sql") && l0.IsRunning("chat")
+		failure, done := f.gw.scraper.LastScrape(f.eps[2])
+		return ok1 && ok0 && l1.IsRunning("sql") && l0.IsRunning("chat") && done && failure == "http_status"
 	}, 20*time.Second, 5*time.Millisecond)
 
 	gw := "http://" + f.gw.Addr()

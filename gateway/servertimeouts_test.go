@@ -22,11 +22,22 @@ func TestServerCutsSlowHeadersAndCountsThem(t *testing.T) {
 	defer u.Close()
 	cfg := testServerConfig(kvroute.Endpoint{ID: u.id})
 	cfg.ReadHeaderTimeout = 300 * time.Millisecond
-	cfg.IdleTimeout = 300 * time.Millisecond
 	cfg.Proxy.BodyReadTimeout = 300 * time.Millisecond
+	// The keep-alive case below must begin its second header before the
+	// connection's idle timeout: with a short one, a loaded machine that
+	// deschedules the test between the first response and that first byte
+	// lets the gateway close the connection as idle, and no late header
+	// is ever seen. So this server never closes an idle connection during
+	// the test; the idle case has a server of its own.
+	cfg.IdleTimeout = time.Hour
 	srv, err := NewServer(t.Context(), cfg, Options{})
 	require.NoError(t, err)
 	defer srv.Shutdown(context.Background())
+	idleCfg := cfg
+	idleCfg.IdleTimeout = 300 * time.Millisecond
+	idle, err := NewServer(t.Context(), idleCfg, Options{})
+	require.NoError(t, err)
+	defer idle.Shutdown(context.Background())
 	const request = "POST /v1/completions HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
 
 	// A first header trickled one byte per 20 ms, for as long as the
@@ -63,7 +74,7 @@ func TestServerCutsSlowHeadersAndCountsThem(t *testing.T) {
 
 	// Neither an idle keep-alive connection closed by IdleTimeout nor a
 	// body trickled past the body read timeout counts as a late header.
-	c3 := dialGateway(t, srv.URL())
+	c3 := dialGateway(t, idle.URL())
 	defer c3.Close()
 	br3 := bufio.NewReader(c3)
 	_, err = io.WriteString(c3, request)
@@ -71,7 +82,9 @@ func TestServerCutsSlowHeadersAndCountsThem(t *testing.T) {
 	resp, err = http.ReadResponse(br3, nil)
 	require.NoError(t, err)
 	readAll(t, resp)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
 	requireClosedByServer(t, br3)
+	require.Zero(t, metricValue(t, idle.Registry(), headerTimeoutsMetric), "an idle connection closed is no late header")
 
 	c4 := dialGateway(t, srv.URL())
 	defer c4.Close()
