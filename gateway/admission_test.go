@@ -355,7 +355,7 @@ func TestGatewayAdmissionShedsOnTheEnginesOwnSaturation(t *testing.T) {
 		Objectives: []admission.Objective{{Name: "batch", Priority: -1}},
 		Saturation: admission.Saturation{MaxPrefillBacklog: -1, MaxOpenRequests: 100},
 	}, simengine.Config{MaxNumSeqs: 1},
-		&enginemetrics.Config{Interval: 10 * time.Millisecond, Staleness: 10 * time.Second, WaitingThreshold: 1, KVCacheThreshold: -1})
+		&enginemetrics.Config{Interval: 10 * time.Millisecond, Staleness: 10 * time.Second, Timeout: time.Minute, WaitingThreshold: 1, KVCacheThreshold: -1})
 	defer f.close(t)
 	saturated := func() bool { s, known := f.gw.scraper.Saturation(f.ep); return s && known }
 	running, waiting := f.hold(t), f.hold(t)
@@ -388,7 +388,7 @@ func TestGatewayDispatchGateHoldsSheddableOutOfTheEnginesQueue(t *testing.T) {
 		Headroom:   admission.Headroom{MaxHeld: 1},
 	}, simengine.Config{MaxNumSeqs: 1},
 		// The fleet-wide saturation never fires: only the gate holds.
-		&enginemetrics.Config{Interval: 10 * time.Millisecond, Staleness: 10 * time.Second, WaitingThreshold: 100, KVCacheThreshold: -1})
+		&enginemetrics.Config{Interval: 10 * time.Millisecond, Staleness: 10 * time.Second, Timeout: time.Minute, WaitingThreshold: 100, KVCacheThreshold: -1})
 	defer f.close(t)
 	waiting := func(n int) func() bool {
 		return func() bool { sig, fresh := f.gw.scraper.Signal(f.ep); return fresh && sig.Waiting == n }

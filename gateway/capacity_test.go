@@ -59,7 +59,7 @@ func startCapacityFleet(t *testing.T, gpuBlocks []int, broken []bool, ac approx.
 	rc.Speculative.Enabled = new(false) // only the approximate index brings a prefix back
 	var err error
 	f.gw, err = NewServer(t.Context(), ServerConfig{Listen: "127.0.0.1:0", Router: rc, Endpoints: f.eps,
-		EngineMetrics: &enginemetrics.Config{Interval: 10 * time.Millisecond, Staleness: time.Hour},
+		EngineMetrics: &enginemetrics.Config{Interval: 10 * time.Millisecond, Staleness: time.Hour, Timeout: time.Hour}, // a slow scrape on a busy machine never fails
 		Approximate:   &ac}, Options{})
 	require.NoError(t, err)
 	return f
