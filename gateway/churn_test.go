@@ -185,11 +185,13 @@ func testChurn(t *testing.T, hedge bool) {
 		tr.warmers.Wait() // no request in flight: no warmer starts meanwhile
 		return tr.dials.Load()
 	}
-	renders := func() (n int64) {
+	// counted sums the engines' connections whose first request line (or,
+	// for closed ones, "closed " and it) starts with prefix.
+	counted := func(prefix string) (n int64) {
 		for _, l := range lns {
 			l.mu.Lock()
 			for line, k := range l.first {
-				if strings.HasPrefix(line, "POST /v1/completions/render ") {
+				if strings.HasPrefix(line, prefix) {
 					n += int64(k)
 				}
 			}
@@ -197,18 +199,8 @@ func testChurn(t *testing.T, hedge bool) {
 		}
 		return n
 	}
-	closedRenders := func() (n int64) {
-		for _, l := range lns {
-			l.mu.Lock()
-			for line, k := range l.first {
-				if strings.HasPrefix(line, "closed POST /v1/completions/render ") {
-					n += int64(k)
-				}
-			}
-			l.mu.Unlock()
-		}
-		return n
-	}
+	renders := func() int64 { return counted("POST /v1/completions/render ") }
+	closedRenders := func() int64 { return counted("closed POST /v1/completions/render ") }
 	lines := func() map[string]int {
 		m := map[string]int{}
 		for _, l := range lns {
