@@ -26,15 +26,18 @@ func (s *Scraper) scrape(t *target) {
 	if s.ctx.Err() != nil {
 		return // closing
 	}
-	t.m.scrapes.Inc()
+	// The scrape is counted once its outcome is visible: whoever sees the
+	// count reads the signal it produced (a count ahead of it let a reader
+	// find the previous, by then stale, signal).
 	now := s.clk.Now()
 	if ferr != nil {
-		t.m.failures[ferr.reason].Inc()
 		if prev := t.last.Load(); prev == nil || prev.reason != ferr.reason {
 			s.set.Log().Warn("engine metrics: scrape failed; the endpoint's signal is unknown until one succeeds",
 				"endpoint", t.ep.ID, "url", t.url, "reason", ferr.reason, "err", ferr.err)
 		}
 		t.last.Store(&outcome{sig: Signal{Scraped: now}, reason: ferr.reason})
+		t.m.failures[ferr.reason].Inc()
+		t.m.scrapes.Inc()
 		return
 	}
 	if prev := t.last.Load(); prev != nil && prev.reason != "" {
@@ -48,6 +51,7 @@ func (s *Scraper) scrape(t *target) {
 	sig.Scraped = now
 	t.good.Store(&sig)
 	t.last.Store(&outcome{sig: sig})
+	t.m.scrapes.Inc()
 }
 
 // fetch fetches the body (fetchBody) and parses it.
