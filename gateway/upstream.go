@@ -412,12 +412,20 @@ func (t *upstreamTransport) get(ctx context.Context, key string) (*upConn, error
 		t.mu.Unlock()
 		return nil, err
 	}
-	n := t.dialed[key]
-	n.dials++
-	n.waited++
-	t.dialed[key] = n
+	t.countDialLocked(key, true)
 	t.mu.Unlock()
 	return pc, nil
+}
+
+// countDialLocked counts a connection dialed to key (by a request that
+// waited for it when waited). t.mu is held.
+func (t *upstreamTransport) countDialLocked(key string, waited bool) {
+	n := t.dialed[key]
+	n.dials++
+	if waited {
+		n.waited++
+	}
+	t.dialed[key] = n
 }
 
 // takeLocked takes key's oldest warmed connection that has carried no
@@ -509,9 +517,7 @@ func (t *upstreamTransport) warm(key string) {
 		t.mu.Lock()
 		delete(t.warmDial, key)
 		if err == nil {
-			n := t.dialed[key]
-			n.dials++
-			t.dialed[key] = n
+			t.countDialLocked(key, false)
 		}
 		if err != nil {
 			t.closedLocked(key)
