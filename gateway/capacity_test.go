@@ -57,6 +57,10 @@ func startCapacityFleet(t *testing.T, gpuBlocks []int, broken []bool, ac approx.
 	rc.Model = testModel
 	rc.Events.Enabled = new(false)
 	rc.Speculative.Enabled = new(false) // only the approximate index brings a prefix back
+	// A render that gives up on a busy machine routes blind (no prediction,
+	// nothing recorded): the test is about renders that answer.
+	long := time.Minute
+	rc.Render.Timeout, rc.Render.AttemptTimeout, rc.Render.MaxQueueWait = long, &long, &long
 	var err error
 	f.gw, err = NewServer(t.Context(), ServerConfig{Listen: "127.0.0.1:0", Router: rc, Endpoints: f.eps,
 		EngineMetrics: &enginemetrics.Config{Interval: 10 * time.Millisecond, Staleness: time.Hour, Timeout: time.Hour}, // a slow scrape on a busy machine never fails
