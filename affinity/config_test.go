@@ -22,6 +22,7 @@ func TestDefaultConfig(t *testing.T) {
 	require.False(t, cfg.IncludeRequestTokens)
 	require.Equal(t, DefaultCrowdingRatio, *cfg.CrowdingRatio)
 	require.Equal(t, DefaultCrowdingMaxExtraPrefill, *cfg.CrowdingMaxExtraPrefill)
+	require.Equal(t, DefaultCrowdingUnboundRatio, *cfg.CrowdingUnboundRatio)
 }
 
 func TestConfigValidate(t *testing.T) {
@@ -54,6 +55,10 @@ func TestConfigValidate(t *testing.T) {
 		{"crowding NaN", func(c *Config) { c.CrowdingRatio = new(math.NaN()) }, "crowdingRatio"},
 		{"crowding extra prefill 0: no bound", func(c *Config) { c.CrowdingMaxExtraPrefill = new(time.Duration(0)) }, ""},
 		{"crowding extra prefill negative", func(c *Config) { c.CrowdingMaxExtraPrefill = new(-time.Millisecond) }, "crowdingMaxExtraPrefill"},
+		{"crowding unbound 0: never", func(c *Config) { c.CrowdingUnboundRatio = new(0.0) }, ""},
+		{"crowding unbound negative", func(c *Config) { c.CrowdingUnboundRatio = new(-1.0) }, "crowdingUnboundRatio"},
+		{"crowding unbound infinite", func(c *Config) { c.CrowdingUnboundRatio = new(math.Inf(1)) }, "crowdingUnboundRatio"},
+		{"crowding unbound NaN", func(c *Config) { c.CrowdingUnboundRatio = new(math.NaN()) }, "crowdingUnboundRatio"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := DefaultConfig()
@@ -78,7 +83,8 @@ func TestLoadConfig(t *testing.T) {
 		"missingSignalPolicy": "widen",
 		"includeRequestTokens": true,
 		"crowdingRatio": 2,
-		"crowdingMaxExtraPrefill": "150ms"
+		"crowdingMaxExtraPrefill": "150ms",
+		"crowdingUnboundRatio": 10
 	}`))
 	require.NoError(t, err)
 	require.Equal(t, Config{
@@ -90,6 +96,7 @@ func TestLoadConfig(t *testing.T) {
 		IncludeRequestTokens:    true,
 		CrowdingRatio:           new(2.0),
 		CrowdingMaxExtraPrefill: new(150 * time.Millisecond),
+		CrowdingUnboundRatio:    new(10.0),
 	}, cfg)
 }
 
@@ -177,7 +184,8 @@ func TestConfigJSONRoundTrip(t *testing.T) {
 		"missingSignalPolicy": "widen",
 		"includeRequestTokens": false,
 		"crowdingRatio": 1.5,
-		"crowdingMaxExtraPrefill": "150ms"
+		"crowdingMaxExtraPrefill": "150ms",
+		"crowdingUnboundRatio": 16
 	}`, string(data))
 	back, err := LoadConfig(bytes.NewReader(data))
 	require.NoError(t, err)

@@ -74,13 +74,25 @@ func decideRef(f *Filter, totalBlocks int, cands []Candidate) (Outcome, []int) {
 
 // boundedCold is the least crowding cost among the non-sticky candidates
 // with a known load whose uncached tokens exceed the least of the sticky
-// ones' by at most the extra-prefill bound (all of them when there is none).
+// ones' by at most the extra-prefill bound (all of them when there is none,
+// or when the crowding is severe: Config.CrowdingUnboundRatio).
 func boundedCold(f *Filter, need float64, cands []Candidate) float64 {
 	warm := math.Inf(1)
+	openSticky, openCold := math.Inf(1), math.Inf(1)
 	for i := range cands {
-		if c := &cands[i]; c.LoadKnown && sticky(c.Score, need) {
-			warm = min(warm, float64(max(c.RequestTokens, 0)))
+		c := &cands[i]
+		if !c.LoadKnown {
+			continue
 		}
+		if sticky(c.Score, need) {
+			warm = min(warm, float64(max(c.RequestTokens, 0)))
+			openSticky = min(openSticky, float64(max(c.OpenRequests, 0)))
+		} else {
+			openCold = min(openCold, float64(max(c.OpenRequests, 0)))
+		}
+	}
+	if f.unbound > 0 && !math.IsInf(openSticky, 1) && !math.IsInf(openCold, 1) && openSticky+1 >= f.unbound*(openCold+1) {
+		warm = math.Inf(1) // severe crowding lifts the bound
 	}
 	least := math.MaxFloat64
 	for i := range cands {
@@ -107,12 +119,14 @@ func TestDecideIsReference(t *testing.T) {
 		withRequest bool
 		crowding    float64
 		extra       time.Duration
+		unbound     float64
 	}{
-		{false, ChatCrowdingRatio, 0}, {true, ChatCrowdingRatio, 0}, {false, 0, 0}, {true, 0, 0},
-		{false, ChatCrowdingRatio, ChatCrowdingMaxExtraPrefill}, {true, ChatCrowdingRatio, ChatCrowdingMaxExtraPrefill},
+		{false, ChatCrowdingRatio, 0, 0}, {true, ChatCrowdingRatio, 0, 0}, {false, 0, 0, 0}, {true, 0, 0, 0},
+		{false, ChatCrowdingRatio, ChatCrowdingMaxExtraPrefill, 0}, {true, ChatCrowdingRatio, ChatCrowdingMaxExtraPrefill, 0},
+		{false, ChatCrowdingRatio, ChatCrowdingMaxExtraPrefill, 2}, {true, ChatCrowdingRatio, ChatCrowdingMaxExtraPrefill, 2},
 	} {
 		withRequest := mode.withRequest
-		f := newFilter(t, Config{IncludeRequestTokens: withRequest, CrowdingRatio: new(mode.crowding), CrowdingMaxExtraPrefill: new(mode.extra)})
+		f := newFilter(t, Config{IncludeRequestTokens: withRequest, CrowdingRatio: new(mode.crowding), CrowdingMaxExtraPrefill: new(mode.extra), CrowdingUnboundRatio: new(mode.unbound)})
 		unbounded := newFilter(t, Config{IncludeRequestTokens: withRequest, CrowdingRatio: new(mode.crowding), CrowdingMaxExtraPrefill: new(time.Duration(0))})
 		gate := int64(f.GateTokens())
 		bit, crowded := 0, 0 // decisions the bound changed; crowded ones
@@ -172,6 +186,7 @@ func TestApplyProjectedIsApply(t *testing.T) {
 	for _, f := range []*Filter{
 		newFilter(t, Config{CrowdingRatio: new(ChatCrowdingRatio), CrowdingMaxExtraPrefill: new(time.Duration(0))}),
 		newFilter(t, Config{CrowdingRatio: new(ChatCrowdingRatio), CrowdingMaxExtraPrefill: new(ChatCrowdingMaxExtraPrefill), PeakPrefillThroughput: 1000}),
+		newFilter(t, Config{CrowdingRatio: new(ChatCrowdingRatio), CrowdingMaxExtraPrefill: new(ChatCrowdingMaxExtraPrefill), PeakPrefillThroughput: 1000, CrowdingUnboundRatio: new(2.0)}),
 	} {
 		for range 5_000 {
 			total := 1 + r.IntN(64)

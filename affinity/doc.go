@@ -47,7 +47,13 @@
 //     candidate is a destination only when its uncached tokens exceed the
 //     warmest sticky candidate's by at most CrowdingMaxExtraPrefill ×
 //     PeakPrefillThroughput: a move never re-prefills more than that, so a
-//     request whose warm endpoint holds a long shared context stays.
+//     request whose warm endpoint holds a long shared context stays —
+//     unless the crowding is severe: when the sticky side's fewest open
+//     requests + 1 reach CrowdingUnboundRatio (default 16) times the
+//     non-sticky side's fewest + 1, the bound is lifted. So many requests
+//     streaming on one engine exhaust its KV blocks and get preempted (the
+//     TTFT gate sees only in-flight prefill, near zero when the prompts are
+//     cached), and re-prefilling the shared context elsewhere costs less.
 //  6. Otherwise only the sticky endpoints pass (OutcomeSticky).
 //
 // These are the semantics of the llm-d router's prefix-cache-affinity-filter

@@ -106,18 +106,41 @@ func uncachedOf(c *Candidate, unc *tokenload.Uncached) int64 {
 
 // moveLimit is the most uncached tokens a crowded request may have on its
 // destination: the warmest sticky candidate's plus the extra prefill the
-// rule may add (Config.CrowdingMaxExtraPrefill), or +Inf when unbounded.
+// rule may add (Config.CrowdingMaxExtraPrefill), or +Inf when unbounded or
+// when the crowding is severe (Config.CrowdingUnboundRatio).
 func (f *Filter) moveLimit(need float64, cands []Candidate, unc *tokenload.Uncached) float64 {
 	if f.extraTokens <= 0 {
 		return math.Inf(1)
 	}
 	least := math.Inf(1)
+	openSticky, openCold := int64(math.MaxInt64), int64(math.MaxInt64)
 	for i := range cands {
-		if c := &cands[i]; c.LoadKnown && sticky(c.Score, need) {
+		c := &cands[i]
+		if !c.LoadKnown {
+			continue
+		}
+		if sticky(c.Score, need) {
 			least = min(least, float64(uncachedOf(c, unc)))
+			openSticky = min(openSticky, max(c.OpenRequests, 0))
+		} else {
+			openCold = min(openCold, max(c.OpenRequests, 0))
 		}
 	}
+	if f.severe(openSticky, openCold) {
+		return math.Inf(1)
+	}
 	return least + f.extraTokens
+}
+
+// severe reports whether the crowding is severe enough to lift the bound on
+// the extra prefill (Config.CrowdingUnboundRatio): the sticky side's fewest
+// open requests + 1 reach the ratio times the non-sticky side's fewest + 1.
+// Either side without a known load (math.MaxInt64) is never severe.
+func (f *Filter) severe(openSticky, openCold int64) bool {
+	if f.unbound <= 0 || openSticky == math.MaxInt64 || openCold == math.MaxInt64 {
+		return false
+	}
+	return float64(openSticky)+1 >= f.unbound*(float64(openCold)+1)
 }
 
 // stickyTolerance is the relative slack of the sticky comparison, so that a
@@ -133,6 +156,7 @@ type Filter struct {
 	penaltyTokens float64 // MaxTTFTPenalty × PeakPrefillThroughput; gate off when 0
 	crowding      float64 // *cfg.CrowdingRatio; the crowding rule is off when 0
 	extraTokens   float64 // CrowdingMaxExtraPrefill × PeakPrefillThroughput; no bound when 0
+	unbound       float64 // *cfg.CrowdingUnboundRatio; the bound always holds when 0
 	random        func() float64
 	decisions     [numOutcomes]prometheus.Counter
 
@@ -181,7 +205,7 @@ func New(cfg Config, opts Options) (*Filter, error) {
 	if logger == nil {
 		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	f := &Filter{cfg: cfg, threshold: *cfg.AffinityThreshold, crowding: *cfg.CrowdingRatio, random: rand.Float64}
+	f := &Filter{cfg: cfg, threshold: *cfg.AffinityThreshold, crowding: *cfg.CrowdingRatio, unbound: *cfg.CrowdingUnboundRatio, random: rand.Float64}
 	if opts.Random != nil {
 		f.random = opts.Random
 	}
@@ -207,7 +231,9 @@ func New(cfg Config, opts Options) (*Filter, error) {
 		"gateTokens", f.penaltyTokens,
 		"missingSignalPolicy", cfg.MissingSignalPolicy,
 		"includeRequestTokens", cfg.IncludeRequestTokens,
-		"crowdingRatio", f.crowding)
+		"crowdingRatio", f.crowding,
+		"crowdingMaxExtraPrefill", *cfg.CrowdingMaxExtraPrefill,
+		"crowdingUnboundRatio", f.unbound)
 	return f, nil
 }
 

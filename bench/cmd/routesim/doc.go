@@ -75,7 +75,8 @@
 // -overload runs only the admission-under-overload study into
 // <out>/routesim-overload.md and .json. -overload-kvroute <policy> runs its
 // kvroute rows with a kvroute experiment policy (kvroute-crowding: the
-// crowding rule without its bound; kvroute-no-crowding: the rule off),
+// crowding rule without its bound; kvroute-bounded: its bound never
+// lifted on severe crowding; kvroute-no-crowding: the rule off),
 // -overload-policies limits the policies run and -overload-capacity R
 // fixes the capacity the loads multiply instead of measuring it (the
 // measurement runs kvroute's configuration on a backlogged fleet, so it

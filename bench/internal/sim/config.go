@@ -66,6 +66,12 @@ const (
 	// bounded rule became it. Not in AllPolicies: run on request
 	// (-policies).
 	KVRouteNoCrowding Policy = "kvroute-no-crowding"
+	// KVRouteBounded is the real kvroute.Router whose crowding rule keeps
+	// its bound on the extra prefill however severe the crowding
+	// (affinity.Config.CrowdingUnboundRatio 0), kvroute's default before
+	// the bound was lifted on severe crowding. Not in AllPolicies: run on
+	// request (-policies).
+	KVRouteBounded Policy = "kvroute-bounded"
 )
 
 // AllPolicies lists every routing policy in report order.
@@ -73,7 +79,7 @@ var AllPolicies = []Policy{KVRoute, Dynamo, SGLang, SGLangEvents, LMetric, KVRou
 
 // ExperimentPolicies are the policies -policies accepts beyond
 // AllPolicies: variants of kvroute's configuration studied on request.
-var ExperimentPolicies = []Policy{KVRouteLMetric, KVRouteCrowding, KVRouteNoCrowding}
+var ExperimentPolicies = []Policy{KVRouteLMetric, KVRouteCrowding, KVRouteNoCrowding, KVRouteBounded}
 
 // PeerPolicies are the other systems' own routing policies, which the
 // report's targets compare kvroute against.
@@ -88,7 +94,7 @@ func (p Policy) eventFed() bool {
 // isKVRoute reports whether the policy is the real kvroute.Router in one of
 // its configurations.
 func (p Policy) isKVRoute() bool {
-	return p == KVRoute || p == KVRoutePrefillOnly || p == KVRouteLMetric || p == KVRouteCrowding || p == KVRouteNoCrowding
+	return p == KVRoute || p == KVRoutePrefillOnly || p == KVRouteLMetric || p == KVRouteCrowding || p == KVRouteNoCrowding || p == KVRouteBounded
 }
 
 // ParsePolicy returns the Policy named s.

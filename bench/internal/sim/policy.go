@@ -64,7 +64,8 @@ const simModel = "sim/llama-8b"
 // OpenRequestTokens to 0 (the baseline before open requests counted as
 // load) KVRouteLMetric scores the LMetric way (kvlmetric.go),
 // KVRouteCrowding runs the affinity filter's crowding rule without its
-// bound on the extra prefill and KVRouteNoCrowding turns the rule off.
+// bound on the extra prefill, KVRouteBounded keeps the bound however
+// severe the crowding and KVRouteNoCrowding turns the rule off.
 type kvrouter struct {
 	r     *kvroute.Router
 	eps   []kvroute.Endpoint
@@ -99,11 +100,8 @@ func newKVRouter(cfg Config, ids []string, now func() time.Time, seed uint64, va
 		rc.OpenRequestTokens = new(int64(0))
 	case KVRouteLMetric:
 		lm = newLMetricScoring(cfg, &rc, &opts)
-	case KVRouteCrowding:
-		rc.Affinity.CrowdingRatio = new(affinity.ChatCrowdingRatio)
-		rc.Affinity.CrowdingMaxExtraPrefill = new(time.Duration(0))
-	case KVRouteNoCrowding:
-		rc.Affinity.CrowdingRatio = new(0.0)
+	default:
+		crowdingVariant(&rc.Affinity, variant)
 	}
 	r, err := kvroute.New(context.Background(), rc, opts)
 	if err != nil {
@@ -123,6 +121,22 @@ func newKVRouter(cfg Config, ids []string, now func() time.Time, seed uint64, va
 	}
 	k.req.Prompts = make([]render.Prompt, 1)
 	return k, nil
+}
+
+// crowdingVariant sets the affinity filter's crowding rule of a kvroute
+// experiment policy: KVRouteCrowding without its bound on the extra
+// prefill, KVRouteBounded with the bound never lifted, KVRouteNoCrowding
+// off. Other policies keep the defaults.
+func crowdingVariant(a *affinity.Config, variant Policy) {
+	switch variant {
+	case KVRouteCrowding:
+		a.CrowdingRatio = new(affinity.ChatCrowdingRatio)
+		a.CrowdingMaxExtraPrefill = new(time.Duration(0))
+	case KVRouteNoCrowding:
+		a.CrowdingRatio = new(0.0)
+	case KVRouteBounded:
+		a.CrowdingUnboundRatio = new(0.0)
+	}
 }
 
 func (k *kvrouter) pick(rq *request) (int, error) {

@@ -235,7 +235,7 @@ func (r *run) newPolicy(g int) (router, error) {
 		return r.newSessionPolicy(seed, clock, func(ix *kvindex.Index) error { return subscribe(ix, nil) })
 	}
 	switch r.policy {
-	case KVRoute, KVRoutePrefillOnly, KVRouteLMetric, KVRouteCrowding, KVRouteNoCrowding:
+	case KVRoute, KVRoutePrefillOnly, KVRouteLMetric, KVRouteCrowding, KVRouteNoCrowding, KVRouteBounded:
 		var join func(*kvindex.Index, *tokenload.Tracker) (*cluster.Replica, error)
 		if r.shared != nil {
 			join = r.shared.join(g)
