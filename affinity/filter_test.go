@@ -496,50 +496,40 @@ func TestFilterCrowdingUnboundWhenSevere(t *testing.T) {
 	cfg := DefaultConfig()             // the rule on, bounded at 150 ms, lifted at 16
 	cfg.PeakPrefillThroughput = 10_000 // 150 ms: 1,500 tokens
 	require.Equal(t, 16.0, *cfg.CrowdingUnboundRatio)
+	def := newFilter(t, cfg)
 	cfg.CrowdingUnboundRatio = new(0.0)
 	bounded := newFilter(t, cfg)
 	cfg.CrowdingUnboundRatio = new(10.0)
 	severe := newFilter(t, cfg)
-
-	// Warm: (64+1) × (40+1) = 2,665; cold: (2,432+1) × (1+1) = 4,866 <
-	// 1.5 × 2,665 = 3,997.5? No: 4,866 is not below it, so the rule does
-	// not fire, bound or not.
-	_, o := apply(severe, 38, crowd(38, 64, 40), crowd(0, 2432, 1))
-	require.Equal(t, OutcomeSticky, o)
-
-	// Warm: (64+1) × (99+1) = 6,500; cold (2,432+1) × (1+1) = 4,866 <
-	// 9,750: crowded, but the move adds 2,368 tokens, above 1,500. 99+1 =
-	// 100 >= 10 × (1+1): severe, so the bound is lifted.
-	cands := []Candidate{crowd(38, 64, 99), crowd(0, 2432, 1), crowd(0, 2432, 3)}
-	got, o := apply(bounded, 38, cands...)
-	require.Equal(t, OutcomeSticky, o)
-	require.Equal(t, []int{0}, got)
-	got, o = apply(severe, 38, cands...)
-	require.Equal(t, OutcomeCrowded, o)
-	require.Equal(t, []int{1}, got)
-	// So does the default ratio, 16: 100 >= 16 × 2.
-	def := DefaultConfig()
-	def.PeakPrefillThroughput = 10_000
-	got, o = apply(newFilter(t, def), 38, cands...)
-	require.Equal(t, OutcomeCrowded, o)
-	require.Equal(t, []int{1}, got)
-
-	// The ratio's edge: warm (400+1) × (18+1) = 7,619 and (400+1) × (19+1)
-	// = 8,020, cold (2,432+1) × (1+1) = 4,866, below 1.5 times either; the
-	// move adds 2,032 tokens. Just below the ratio (18+1 < 10 × 2) the
-	// bound holds; at it (19+1 = 10 × 2) it is lifted.
-	got, o = apply(severe, 38, crowd(38, 400, 18), crowd(0, 2432, 1))
-	require.Equal(t, OutcomeSticky, o)
-	require.Equal(t, []int{0}, got)
-	got, o = apply(severe, 38, crowd(38, 400, 19), crowd(0, 2432, 1))
-	require.Equal(t, OutcomeCrowded, o)
-	require.Equal(t, []int{1}, got)
-
-	// Unknown loads do not count towards the ratio: the only cold endpoint
-	// with a known load has as many open requests as needed to stay bounded.
 	unknown := crowd(0, 2432, 0)
 	unknown.LoadKnown = false
-	got, o = apply(severe, 38, crowd(38, 64, 99), unknown, crowd(0, 2432, 10))
-	require.Equal(t, OutcomeSticky, o)
-	require.Equal(t, []int{0}, got)
+	// Warm (64+1) × (99+1) = 6,500; cold (2,432+1) × (1+1) = 4,866 < 9,750:
+	// crowded, but the move adds 2,368 tokens, above 1,500.
+	hot := []Candidate{crowd(38, 64, 99), crowd(0, 2432, 1), crowd(0, 2432, 3)}
+	for _, tc := range []struct {
+		name  string
+		f     *Filter
+		cands []Candidate
+		o     Outcome
+		want  []int
+	}{
+		{"never lifted at 0", bounded, hot, OutcomeSticky, []int{0}},
+		{"99+1 >= 10 x (1+1): lifted", severe, hot, OutcomeCrowded, []int{1}},
+		{"the default 16: 100 >= 16 x 2", def, hot, OutcomeCrowded, []int{1}},
+		// Warm (64+1) × (40+1) = 2,665; 4,866 is not below 1.5 times it: the
+		// rule does not fire, bound or not.
+		{"not crowded", severe, []Candidate{crowd(38, 64, 40), crowd(0, 2432, 1)}, OutcomeSticky, []int{0}},
+		// The ratio's edge: warm (400+1) × (18+1) = 7,619 and × (19+1) =
+		// 8,020, both above 4,866 / 1.5; the move adds 2,032 tokens.
+		{"just below the ratio: 18+1 < 10 x 2", severe, []Candidate{crowd(38, 400, 18), crowd(0, 2432, 1)}, OutcomeSticky, []int{0}},
+		{"at the ratio: 19+1 = 10 x 2", severe, []Candidate{crowd(38, 400, 19), crowd(0, 2432, 1)}, OutcomeCrowded, []int{1}},
+		// Unknown loads do not count towards the ratio: the only cold
+		// endpoint with a known load has enough open requests (99+1 < 10 ×
+		// 11) for the bound to hold.
+		{"unknown loads left out", severe, []Candidate{crowd(38, 64, 99), unknown, crowd(0, 2432, 10)}, OutcomeSticky, []int{0}},
+	} {
+		got, o := apply(tc.f, 38, tc.cands...)
+		require.Equal(t, tc.o, o, tc.name)
+		require.Equal(t, tc.want, got, tc.name)
+	}
 }
