@@ -64,7 +64,8 @@ const simModel = "sim/llama-8b"
 // OpenRequestTokens to 0 (the baseline before open requests counted as
 // load) KVRouteLMetric scores the LMetric way (kvlmetric.go),
 // KVRouteCrowding runs the affinity filter's crowding rule without its
-// bound on the extra prefill and KVRouteNoCrowding turns the rule off.
+// bound on the extra prefill and KVRouteNoCrowding turns the rule off;
+// Config.LoadTieTolerance is passed down to every one of them.
 type kvrouter struct {
 	r     *kvroute.Router
 	eps   []kvroute.Endpoint
@@ -82,6 +83,7 @@ func newKVRouter(cfg Config, ids []string, now func() time.Time, seed uint64, va
 	rc.DisableRender = true
 	rc.Index.SweepInterval = -1 // no wall-clock goroutine; expiry is enforced by Match on the virtual clock
 	rc.Affinity.PeakPrefillThroughput = cfg.Fleet.PrefillTokensPerSecond
+	rc.LoadTieTolerance = cfg.LoadTieTolerance
 	var mu sync.Mutex
 	rng := rand.New(rand.NewPCG(seed, 0x4b))
 	random := func() float64 {
