@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"time"
 
 	"github.com/kvroute/kvroute/accuracy"
@@ -65,6 +66,23 @@ type Config struct {
 	// LoadWeight weighs the token-load score. Default 1 (DefaultLoadWeight);
 	// zero means the default.
 	LoadWeight float64 `json:"loadWeight"`
+	// LoadTieTolerance widens the pick stage's ties for picks decided by
+	// load: a kept candidate whose total score is below the best by at most
+	// the token-load score of LoadTieTolerance × the best candidate's
+	// uncached tokens for this request (that many tokens of load, at
+	// LoadWeight / QueueThresholdTokens per token) counts as tied with it,
+	// and the tie goes to the rendezvous hash of the request's first new
+	// block, as exact ties do (see Router). Router replicas sharing their
+	// load (Config.Cluster) see a peer's dispatch one round trip late;
+	// without a tolerance, a new prefix goes to the least-loaded endpoint,
+	// which is the one a peer may have just loaded, so one missed dispatch
+	// sends the prefix elsewhere than one router would. With a tolerance of
+	// a few prompts the replicas agree unless the loads are that far apart.
+	// It costs balance: a new prefix may land on an endpoint that much
+	// busier than the least-loaded. 0 (the default) ties only equal scores;
+	// finite and >= 0. An experiment: see bench/README.md ("Router
+	// replicas").
+	LoadTieTolerance float64 `json:"loadTieTolerance"`
 	// OpenRequestTokens is the load, in tokens, that each request still open
 	// on an endpoint (dispatched by this router and not Done, so also while
 	// it streams its answer) adds to the endpoint's committed tokens in the
@@ -238,6 +256,8 @@ func (c Config) Validate() error {
 		return bad("queueThresholdTokens %d is negative", c.QueueThresholdTokens)
 	case c.LoadWeight < 0:
 		return bad("loadWeight %v is negative", c.LoadWeight)
+	case math.IsNaN(c.LoadTieTolerance) || math.IsInf(c.LoadTieTolerance, 0) || c.LoadTieTolerance < 0:
+		return bad("loadTieTolerance %v must be a finite number >= 0", c.LoadTieTolerance)
 	case c.OpenRequestTokens != nil && *c.OpenRequestTokens < 0:
 		return bad("openRequestTokens %d is negative", *c.OpenRequestTokens)
 	case c.Speculative.TTL < 0:

@@ -76,7 +76,8 @@
 //     (Scorer, WeightedScorer).
 //   - pick (pick.go): the highest total, ties broken by a hash of the
 //     request's first new block and the endpoint's ID, the same on every
-//     router replica.
+//     router replica (Config.LoadTieTolerance, off by default, widens the
+//     ties to scores within a load tolerance).
 //   - commit (commit.go): load accounting, speculative index entries, the
 //     prediction and cache-blind metrics, and the Decision.
 //

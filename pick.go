@@ -26,8 +26,16 @@ import (
 //   - requests with different new blocks rank the endpoints independently,
 //     so ties spread uniformly over the fleet, as random ones would.
 //
+// With Config.LoadTieTolerance, every kept candidate whose score is within
+// the tolerance of the highest counts as tied with it, and the same ranking
+// chooses among them: a pick decided by load then changes only when the
+// loads that one router and a replica with a slightly older view see differ
+// by more than the tolerance near the winner, not whenever the least-loaded
+// endpoint differs.
+//
 // A request without block keys (its render failed, or its prompt is shorter
-// than one block) has no tie key; its ties are broken with Options.Random.
+// than one block) has no tie key; its ties are broken with Options.Random,
+// exact ties only.
 
 // tieKey returns the tie key of the request among the kept candidates, and
 // false when it has no block keys. For a request of several prompts the
@@ -61,8 +69,8 @@ func tieRank(k kvindex.Key, id string) uint64 {
 
 // bestOf returns the kept candidate with the highest score, ties broken as
 // described above, and its score. It finds the highest score first and
-// ranks only the candidates tied at it, so a tie between lower scores costs
-// no hashing.
+// ranks only the candidates tied with it (at it, or within the tolerance
+// below it), so a tie between lower scores costs no hashing.
 func (s *Selection) bestOf(kept []int) (best int, score float64) {
 	scores := s.st.scores
 	best, ties := -1, 0
@@ -74,22 +82,29 @@ func (s *Selection) bestOf(kept []int) (best int, score float64) {
 			ties++
 		}
 	}
-	if ties <= 1 {
+	floor := score
+	if per := s.r.pipe.tiePerToken; per > 0 && best >= 0 {
+		floor = score - per*float64(max(s.uncached(best), 0))
+	}
+	if ties <= 1 && floor == score {
 		return best, score
 	}
 	key, hashed := s.tieKey(kept)
 	if !hashed {
+		if ties <= 1 {
+			return best, score
+		}
 		return s.bestOfRandom(kept)
 	}
 	bestRank := tieRank(key, s.eps[best].ID)
 	for _, i := range kept {
-		if i != best && scores[i] == score {
+		if i != best && scores[i] >= floor {
 			if rk := tieRank(key, s.eps[i].ID); rk > bestRank {
 				best, bestRank = i, rk
 			}
 		}
 	}
-	return best, score
+	return best, scores[best]
 }
 
 // bestOfRandom is bestOf for a request without block keys: reservoir

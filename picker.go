@@ -45,6 +45,10 @@ type pipeline struct {
 	profile   Profile
 	filters   []Filter         // Options.Filters, then the affinity filter
 	scorers   []WeightedScorer // the token-load scorer, then Options.Scorers
+	// tiePerToken is the tied score difference per uncached token of the
+	// best candidate: Config.LoadTieTolerance × LoadWeight /
+	// QueueThresholdTokens; 0 ties only equal scores (pick.go).
+	tiePerToken float64
 }
 
 // newPipeline assembles the pipeline from cfg (with New's defaults applied),
@@ -63,5 +67,6 @@ func newPipeline(cfg Config, opts Options, af *affinity.Filter) pipeline {
 		Weight: cfg.LoadWeight,
 	})
 	p.scorers = append(p.scorers, opts.Scorers...)
+	p.tiePerToken = cfg.LoadTieTolerance * cfg.LoadWeight / float64(cfg.QueueThresholdTokens)
 	return p
 }

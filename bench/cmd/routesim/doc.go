@@ -63,6 +63,14 @@
 //
 //	go run ./bench/cmd/routesim -peer-stat-seeds 8 -workloads no-reuse -loads 0.75 -tie-seed 1 -out <dir>
 //
+// -load-tie-tolerance F runs every kvroute configuration with
+// Config.LoadTieTolerance F (an experiment, off by default: picks decided
+// by load tie within F times the best candidate's uncached tokens, broken
+// by the request's prefix hash). bench/README.md ("Router replicas") gives
+// its figures:
+//
+//	go run ./bench/cmd/routesim -replica-sweep-only -loads 1.5 -replica-counts 1,4 -replica-seeds 1 -replica-stat-seeds 100 -load-tie-tolerance 2 -out <dir>
+//
 // -trace FILE replays a Mooncake trace (the FAST'25 JSONL format; the public
 // traces are in the kvcache-ai/Mooncake repository under
 // FAST25-release/traces/) instead of the synthetic workloads: prompts built

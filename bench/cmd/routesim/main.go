@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -27,6 +28,7 @@ func main() {
 type options struct {
 	seed        uint64
 	tieSeed     uint64
+	loadTies    float64
 	requests    int
 	engines     int
 	blocks      int
@@ -59,6 +61,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.SetOutput(stderr)
 	fs.Uint64Var(&o.seed, "seed", def.Seed, "random seed (same seed, same results)")
 	fs.Uint64Var(&o.tieSeed, "tie-seed", 0, "seed of the policies' own random draws (tie-breaks, exploration) only: the same traffic, routed with other draws; do not combine with -peer-stat-reuse of a file made with another tie seed")
+	fs.Float64Var(&o.loadTies, "load-tie-tolerance", 0, "kvroute's Config.LoadTieTolerance in every kvroute run: picks decided by load tie within this many times the best candidate's uncached tokens, broken by the request's prefix hash (an experiment; 0: kvroute's default)")
 	fs.IntVar(&o.requests, "requests", def.Workload.Requests, "requests per run")
 	fs.IntVar(&o.engines, "engines", def.Fleet.Engines, "simulated engines")
 	fs.IntVar(&o.blocks, "blocks", def.Fleet.NumGPUBlocks, "KV-cache blocks per engine")
@@ -95,6 +98,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
+	if !(o.loadTies >= 0) || math.IsInf(o.loadTies, 0) {
+		return o, fmt.Errorf("-load-tie-tolerance %v: must be a finite number >= 0", o.loadTies)
+	}
 	return o, nil
 }
 
@@ -107,6 +113,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	base := sim.DefaultConfig(sim.SharedPrefix, 1)
 	base.Seed, base.TieSeed, base.Fleet.Engines, base.Fleet.NumGPUBlocks = o.seed, o.tieSeed, o.engines, o.blocks
 	base.GatewayReplicas, base.EventDelay, base.ApproxTTL = o.replicas, o.eventDelay, o.approxTTL
+	base.LoadTieTolerance = o.loadTies
 	loads, err := parseLoads(o.loads)
 	if err != nil {
 		return err

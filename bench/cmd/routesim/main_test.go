@@ -69,7 +69,7 @@ func TestDefaultOutputIsIgnored(t *testing.T) {
 
 func TestRoutesimRejectsBadFlags(t *testing.T) {
 	for _, args := range [][]string{
-		{"-loads", "0"}, {"-loads", "x"}, {"-policies", "random"}, {"-workloads", "bursty"}, {"stray"}, {"-requests", "0"},
+		{"-loads", "0"}, {"-loads", "x"}, {"-policies", "random"}, {"-workloads", "bursty"}, {"stray"}, {"-requests", "0"}, {"-load-tie-tolerance", "-1"},
 	} {
 		err := run(context.Background(), append(args, "-out", t.TempDir()), &bytes.Buffer{})
 		require.Error(t, err, "%v", args)

@@ -361,6 +361,10 @@ type Config struct {
 	// events before they reach the policies' indexes: kvroute before it
 	// tracked those groups (hybrid.go), the "before" of the hybrid report.
 	IgnoreCacheGroups bool `json:"ignoreCacheGroups,omitempty"`
+	// LoadTieTolerance is kvroute.Config.LoadTieTolerance in every run of
+	// a kvroute policy (kvrouter): picks decided by load tie within that
+	// many of the best candidate's uncached tokens. 0 is kvroute's default.
+	LoadTieTolerance float64 `json:"loadTieTolerance,omitempty"`
 }
 
 // DefaultConfig returns the default fleet with the default workload of kind

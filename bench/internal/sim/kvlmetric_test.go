@@ -46,3 +46,33 @@ func TestKVRouteLMetricPick(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadTieTolerancePassedToKVRoute: Config.LoadTieTolerance reaches the
+// kvroute Router of every kvroute policy. A new prompt with half a prompt
+// of load on one of two endpoints goes to the other without a tolerance,
+// and to the same endpoint (its prefix hash's), whichever holds the load,
+// with a tolerance of two prompts (the load is 512 tokens plus the open
+// request's 1,024).
+func TestLoadTieTolerancePassedToKVRoute(t *testing.T) {
+	cfg := DefaultConfig(SharedPrefix, 1)
+	ids := endpointIDs(2)
+	now := func() time.Time { return simengine.DefaultStart }
+	prompt := randTokens(rand.New(rand.NewPCG(3, 4)), 1024)
+	for _, tol := range []float64{0, 2} {
+		cfg.LoadTieTolerance = tol
+		var got [2]int
+		for loaded := range got {
+			k, err := newKVRouter(cfg, ids, now, 1, KVRoute, nil, nil)
+			require.NoError(t, err)
+			k.r.Load().Dispatch(ids[loaded], 512)
+			got[loaded], err = k.pick(&request{arrival: arrival{prompt: prompt}})
+			k.close()
+			require.NoError(t, err)
+		}
+		if tol == 0 {
+			require.Equal(t, [2]int{1, 0}, got, "the least-loaded endpoint")
+		} else {
+			require.Equal(t, got[0], got[1], "the prefix hash's endpoint, within the tolerance")
+		}
+	}
+}

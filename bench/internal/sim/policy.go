@@ -65,7 +65,8 @@ const simModel = "sim/llama-8b"
 // load) KVRouteLMetric scores the LMetric way (kvlmetric.go),
 // KVRouteCrowding runs the affinity filter's crowding rule without its
 // bound on the extra prefill, KVRouteBounded keeps the bound however
-// severe the crowding and KVRouteNoCrowding turns the rule off.
+// severe the crowding and KVRouteNoCrowding turns the rule off;
+// Config.LoadTieTolerance is passed down to every one of them.
 type kvrouter struct {
 	r     *kvroute.Router
 	eps   []kvroute.Endpoint
@@ -83,6 +84,7 @@ func newKVRouter(cfg Config, ids []string, now func() time.Time, seed uint64, va
 	rc.DisableRender = true
 	rc.Index.SweepInterval = -1 // no wall-clock goroutine; expiry is enforced by Match on the virtual clock
 	rc.Affinity.PeakPrefillThroughput = cfg.Fleet.PrefillTokensPerSecond
+	rc.LoadTieTolerance = cfg.LoadTieTolerance
 	var mu sync.Mutex
 	rng := rand.New(rand.NewPCG(seed, 0x4b))
 	random := func() float64 {
