@@ -1,10 +1,6 @@
 package gateway
 
-import (
-	"net/http"
-
-	"github.com/kvroute/kvroute/internal/h1pool"
-)
+import "github.com/kvroute/kvroute/internal/h1pool"
 
 // newUpstreamTransport returns the Handler's own HTTP/1.1 client for the
 // engines (internal/h1pool, shared with the render client): the request is
@@ -30,11 +26,5 @@ import (
 // so that once a peak has been seen a request at that concurrency finds an
 // idle connection (see internal/h1pool's warm.go).
 func newUpstreamTransport(idlePerHost int) *h1pool.Transport {
-	return newUpstreamTransportWith(idlePerHost, newTransport(idlePerHost))
-}
-
-// newUpstreamTransportWith is newUpstreamTransport with its https fallback
-// given.
-func newUpstreamTransportWith(idlePerHost int, fallback http.RoundTripper) *h1pool.Transport {
-	return h1pool.New(h1pool.Config{MaxIdlePerHost: idlePerHost, Fallback: fallback, WarmAhead: true})
+	return h1pool.New(h1pool.Config{MaxIdlePerHost: idlePerHost, Fallback: newTransport(idlePerHost), WarmAhead: true})
 }
