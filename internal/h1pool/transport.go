@@ -275,9 +275,9 @@ func (t *Transport) exchange(ctx context.Context, pc *conn, req *http.Request) (
 // answers other than 101), within Config.MaxHeaderBytes; got is how many
 // bytes came from the connection (a pooled connection has none buffered).
 func (t *Transport) readResponse(pc *conn, req *http.Request) (resp *http.Response, got int64, err error) {
-	max := t.cfg.MaxHeaderBytes
-	pc.lim.n = max
-	defer func() { got, pc.lim.n = max-pc.lim.n, -1 }()
+	limit := t.cfg.MaxHeaderBytes
+	pc.lim.n = limit
+	defer func() { got, pc.lim.n = limit-pc.lim.n, -1 }()
 	for range 8 {
 		resp, err := http.ReadResponse(pc.br, req)
 		if err != nil {
