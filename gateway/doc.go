@@ -91,14 +91,17 @@
 // endpoint that answered (beside the engine's cookies), and a malformed key
 // is skipped and counted, or answered 400 under strict.
 //
-// Unless Options.Transport is given, the Handler reaches the engines with its
-// own HTTP/1.1 keep-alive client: the request is written and the response
-// read on the handler's goroutine (net/http's Transport passes each through a
+// Unless Options.Transport is given, the Handler reaches the engines with
+// kvroute's own HTTP/1.1 keep-alive client (internal/h1pool, which the
+// render client uses too): the request is written and the response read on
+// the handler's goroutine (net/http's Transport passes each through a
 // reader and a writer goroutine per connection, which at hundreds of
-// concurrent requests costs the gateway more CPU than its own work), up to
-// Config.MaxIdleConnsPerHost idle connections per engine, each checked for a
-// close by the engine before reuse. Engines named by an https Address go
-// through a net/http Transport.
+// concurrent requests costs the gateway more CPU than its own work, and
+// closes a connection whose writer goroutine reports late on a CPU-starved
+// machine), up to Config.MaxIdleConnsPerHost idle connections per engine,
+// each checked for a close by the engine before reuse, warmed ahead to the
+// gateway's peak of requests in flight. Engines named by an https Address
+// go through a net/http Transport.
 //
 // POST GeneratePath, vLLM's token-in /inference/v1/generate, is routed by
 // the token IDs, multimodal features and cache salt of its body, without

@@ -17,6 +17,7 @@ import (
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/admission"
+	"github.com/kvroute/kvroute/internal/h1pool"
 	"github.com/kvroute/kvroute/models"
 	"github.com/kvroute/kvroute/render"
 	"github.com/kvroute/kvroute/session"
@@ -129,7 +130,7 @@ type Handler struct {
 	cfg       Config
 	picker    kvroute.Picker
 	transport http.RoundTripper
-	ownsTr    *upstreamTransport // closed by Close when the Handler made it
+	ownsTr    *h1pool.Transport // closed by Close when the Handler made it
 	log       *slog.Logger
 	met       *metrics
 	now       func() time.Time
@@ -151,7 +152,7 @@ type Handler struct {
 	release func(*kvroute.Decision)
 	// inflight counts the inference requests being served: their peak is
 	// the most requests one engine can get at once, which sizes the
-	// warm-ahead of the Handler's own transport (upstream.go).
+	// warm-ahead of the Handler's own transport (upstream.go, internal/h1pool).
 	inflight atomic.Int64
 }
 
@@ -204,7 +205,7 @@ func New(cfg Config, picker kvroute.Picker, opts Options) (*Handler, error) {
 	}
 	if h.met, err = newMetrics(opts.Set, h.budget.inUse); err != nil {
 		if h.ownsTr != nil {
-			h.ownsTr.close()
+			h.ownsTr.Close()
 		}
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
@@ -254,7 +255,7 @@ func (h *Handler) Endpoints() []kvroute.Endpoint { return slices.Clone(*h.endpoi
 // idempotent.
 func (h *Handler) Close() {
 	if h.ownsTr != nil {
-		h.ownsTr.close()
+		h.ownsTr.Close()
 	}
 	h.met.unregister()
 }
@@ -286,7 +287,7 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api ren
 	n := h.inflight.Add(1)
 	defer h.inflight.Add(-1)
 	if h.ownsTr != nil {
-		h.ownsTr.raisePeak(n)
+		h.ownsTr.RaisePeak(n)
 	}
 	am := h.met.byAPI[api]
 	body, held, err := h.readBodyTimed(w, r)

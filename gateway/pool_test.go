@@ -138,12 +138,12 @@ func TestGatewayWarmsAnEnginePoolToThePeakInFlight(t *testing.T) {
 	require.Equal(t, int64(n), a.accepted.Load())
 	h.SetEndpoints([]kvroute.Endpoint{{ID: strings.TrimPrefix(b.URL, "http://")}})
 	proxyRounds(t, h, 1, 1)
-	h.ownsTr.warmers.Wait() // no request in flight: no warmer starts meanwhile
-	require.Equal(t, n, h.ownsTr.idleConns(strings.TrimPrefix(b.URL, "http://")), "B's pool is warmed to the peak")
+	h.ownsTr.WaitWarmers() // no request in flight: no warmer starts meanwhile
+	require.Equal(t, n, h.ownsTr.IdleConns(strings.TrimPrefix(b.URL, "http://")), "B's pool is warmed to the peak")
 	b.mu.Lock()
 	b.n = n
 	b.mu.Unlock()
 	proxyRounds(t, h, n, 2)
 	require.Equal(t, int64(n), b.accepted.Load(), "B accepted its warmed connections and no more")
-	require.Equal(t, int64(n), h.ownsTr.dials.Load()-int64(n), "the gateway dialed B n times")
+	require.Equal(t, int64(n), h.ownsTr.Stats().Dials-int64(n), "the gateway dialed B n times")
 }

@@ -65,7 +65,7 @@ func BenchmarkRender(b *testing.B) {
 
 	// Baseline: the same bytes over a bare client with the same transport.
 	wire, _, _, _ := prepareBody(req.Body, false, true)
-	raw := &http.Client{Transport: newTransport(nil, DefaultMaxIdleConnsPerHost, 0)}
+	raw := &http.Client{Transport: newTransport(nil, DefaultMaxIdleConnsPerHost, 0, nil)}
 	defer raw.CloseIdleConnections()
 	rawCall := func() {
 		hreq, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, srv.URL+"/v1/chat/completions/render", bytes.NewReader(wire))

@@ -69,6 +69,8 @@ const (
 	metricQueueRejected = "kvroute_render_queue_rejections_total"
 	metricHedges        = "kvroute_render_hedges_total"
 	metricHedgeLosers   = "kvroute_render_hedge_losers_total"
+	metricConnsDialed   = "kvroute_render_connections_dialed_total"
+	metricConnsClosed   = "kvroute_render_connections_closed_total"
 )
 
 // capacityCollector exports every current endpoint's Capacity at scrape

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kvroute/kvroute/internal/h1pool"
 	"github.com/kvroute/kvroute/telemetry"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -38,7 +39,7 @@ const (
 // concurrent use. Create it with New and Close it when done.
 type Client struct {
 	cfg       Config
-	transport *http.Transport
+	transport *h1pool.Transport
 	http      *http.Client
 	picker    picker
 	metrics   *metrics
@@ -105,7 +106,7 @@ func New(cfg Config, opts Options) (*Client, error) {
 	if opts.TracerProvider != nil {
 		c.tracer = opts.TracerProvider.Tracer(TracerName)
 	}
-	c.transport = newTransport(opts.TLSConfig, cfg.MaxIdleConnsPerHost, limit)
+	c.transport = newTransport(opts.TLSConfig, cfg.MaxIdleConnsPerHost, limit, m)
 	c.http = &http.Client{
 		Transport: c.transport,
 		// Render routes do not redirect; a 3xx is reported as a status.
@@ -120,19 +121,48 @@ func New(cfg Config, opts Options) (*Client, error) {
 	return c, nil
 }
 
-// newTransport builds the HTTP/1.1-only transport: up to idlePerHost idle
-// connections per host, no global cap, 90 s idle timeout, 32 KiB buffers,
-// no proxy (renderers are in-cluster).
+// newTransport builds the render client's HTTP/1.1 keep-alive transport
+// (internal/h1pool, shared with the gateway's engine pool): up to
+// idlePerHost idle connections per host, no global cap, 90 s idle timeout,
+// 32 KiB buffers, no proxy (renderers are in-cluster). The request is
+// written and the answer read on the render's own goroutine, and reading
+// the answer to its end gives the connection back to the pool before the
+// render releases its slot. net/http's Transport, which the client used
+// before, gives a connection back from a reader goroutine of its own, and
+// only if its writer goroutine has reported the request written within
+// 50 ms of the answer's end: on a CPU-starved machine it closed connections
+// that way and the next render dialed a new one (connection churn at steady
+// state). https renderers go to a net/http Transport (newTLSTransport).
 //
 // perHost (the render concurrency limit per endpoint; 0 for none) also caps
-// the connections per host. The gate already holds the renders in flight to
-// an endpoint at that limit, but net/http returns a connection to its idle
-// pool on its read goroutine, after the caller has read the answer and
-// released its slot: a render started in that moment finds no idle
-// connection and, without the cap, dials one more, which the pool then
-// keeps. With the cap it waits for the connection being returned instead,
-// so a steady load settles at the limit's connections and opens no more.
-func newTransport(tlsConfig *tls.Config, idlePerHost, perHost int) *http.Transport {
+// the connections per host: a render past it waits for a connection given
+// back or closed. The gate already holds the renders in flight to an
+// endpoint at that limit, and a connection is back in the pool before its
+// slot is released, so the cap only makes the bound explicit (and holds it
+// for the https fallback, whose connections net/http gives back late).
+//
+// m, when set, counts the dials and the closes by reason
+// (kvroute_render_connections_*).
+func newTransport(tlsConfig *tls.Config, idlePerHost, perHost int, m *metrics) *h1pool.Transport {
+	cfg := h1pool.Config{
+		MaxIdlePerHost:  idlePerHost,
+		MaxConnsPerHost: perHost,
+		IdleTimeout:     idleConnTimeout,
+		ReadBufferSize:  connBufferSize,
+		WriteBufferSize: connBufferSize,
+		Dialer:          &net.Dialer{KeepAlive: 30 * time.Second},
+		Fallback:        newTLSTransport(tlsConfig, idlePerHost, perHost),
+	}
+	if m != nil {
+		cfg.OnDial = m.connDialed.Inc
+		cfg.OnClose = func(r h1pool.CloseReason) { m.connClosed[r].Inc() }
+	}
+	return h1pool.New(cfg)
+}
+
+// newTLSTransport builds the net/http transport of https renderers:
+// HTTP/1.1 only, with newTransport's limits.
+func newTLSTransport(tlsConfig *tls.Config, idlePerHost, perHost int) *http.Transport {
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
 	d := &net.Dialer{KeepAlive: 30 * time.Second}
@@ -161,7 +191,7 @@ func (c *Client) Close() {
 	}
 	c.endLife()
 	c.closeBackground()
-	c.transport.CloseIdleConnections()
+	c.transport.Close()
 }
 
 // SetEndpoints replaces the set of render endpoints (typically the ready

@@ -96,15 +96,34 @@
 // Client registered on a registry exports these gauges). A saturated render
 // also counts in the failures metric, with reason "saturated".
 //
+// Connections: renders go over kvroute's own HTTP/1.1 keep-alive transport
+// (internal/h1pool, shared with the gateway's engine pool), which writes the
+// request and reads the answer on the render's goroutine and gives the
+// connection back to its pool when the answer has been read, before the
+// render's slot is released. Connections per endpoint are capped at
+// MaxConcurrency, so a steady load settles at that many connections and
+// opens no more. A render attempt cancelled with its request in flight (a
+// hedge loser not yet written whole, a timeout, the caller gone) closes its
+// connection (HTTP/1.1 has no other way to abort it); it is never pooled
+// half-read. net/http's Transport, used before, also closed a connection
+// whose writer goroutine reported the request written more than 50 ms after
+// the answer (a CPU-starved machine), and the next render dialed again.
+// The counters kvroute_render_connections_dialed_total and
+// kvroute_render_connections_closed_total{reason} (canceled, broken, asked,
+// idle) show the churn; https renderers go through a net/http Transport
+// (Options.TLSConfig) and are not counted there.
+//
 // Timers: the wait for a slot, the latency estimates and the hedge timer run
 // on Options.Clock, so tests drive them with telemetry.Manual.
 //
 // Check runs a deployment's render check (every endpoint must return token
 // IDs for the model) and reports per endpoint.
 //
-// The package imports nothing else from kvroute but internal/jsonscan (the
-// lexical JSON scanner it shares with the gateway package, built on
-// internal/jsonstr) and internal/jsonconf (kvroute's configuration decoder);
+// The package imports nothing else from kvroute but telemetry (the injected
+// dependencies), internal/jsonscan (the lexical JSON scanner it shares with
+// the gateway package, built on internal/jsonstr), internal/jsonids (token
+// IDs written as JSON), internal/h1pool (the HTTP/1.1 transport it shares
+// with the gateway) and internal/jsonconf (kvroute's configuration decoder);
 // it speaks in its own small types (strings for endpoint IDs, []uint32 for
 // tokens).
 package render

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kvroute/kvroute/internal/h1pool"
 	"github.com/kvroute/kvroute/telemetry"
 )
 
@@ -65,7 +66,9 @@ type metrics struct {
 	queueWait                         prometheus.Observer
 	rejected                          [numRejectReasons]prometheus.Counter
 	hedges                            [numHedgeOutcomes]prometheus.Counter
-	loserDrained, loserCanceled       prometheus.Counter // kvroute_render_hedge_losers_total{end}
+	loserDrained, loserCanceled       prometheus.Counter   // kvroute_render_hedge_losers_total{end}
+	connDialed                        prometheus.Counter   // kvroute_render_connections_dialed_total
+	connClosed                        []prometheus.Counter // kvroute_render_connections_closed_total{reason}, by h1pool.CloseReason
 
 	// owned are the collectors this Client registered itself (not the
 	// ones it reused from another Client), which Close unregisters.
@@ -103,6 +106,14 @@ func newMetrics(set telemetry.Set, c *Client) (*metrics, error) {
 		Name: metricHedgeLosers,
 		Help: "Losing attempts of hedged renders, by how they ended: drained (the request was written whole; its answer was read and discarded in the background, keeping the connection) or canceled (not yet written whole; its connection was closed).",
 	}, []string{"end"})
+	dialed := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: metricConnsDialed,
+		Help: "Connections the render client dialed to plain-HTTP renderers. At a steady load this stays flat, but for connections that replace closed ones (kvroute_render_connections_closed_total).",
+	})
+	closed := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: metricConnsClosed,
+		Help: "Connections to plain-HTTP renderers the render client closed, by reason: canceled (a render's attempt ended while its request was in flight: a timeout, a canceled hedge loser, the caller gone), broken (a failed exchange or an answer left unread), asked (the renderer closed it or asked to), idle (idle timeout, idle pool full, Close).",
+	}, []string{"reason"})
 	var owned []prometheus.Collector
 	dur, err := registerOrReuse(set, dur, &owned)
 	if err == nil {
@@ -119,6 +130,12 @@ func newMetrics(set telemetry.Set, c *Client) (*metrics, error) {
 	}
 	if err == nil {
 		losers, err = registerOrReuse(set, losers, &owned)
+	}
+	if err == nil {
+		dialed, err = registerOrReuse(set, dialed, &owned)
+	}
+	if err == nil {
+		closed, err = registerOrReuse(set, closed, &owned)
 	}
 	if err == nil {
 		_, err = registerOrReuse(set, prometheus.Collector(newCapacityCollector(c)), &owned)
@@ -140,6 +157,10 @@ func newMetrics(set telemetry.Set, c *Client) (*metrics, error) {
 		m.rejected[i] = rej.WithLabelValues(r)
 	}
 	m.loserDrained, m.loserCanceled = losers.WithLabelValues("drained"), losers.WithLabelValues("canceled")
+	m.connDialed = dialed
+	for _, r := range h1pool.CloseReasons() {
+		m.connClosed = append(m.connClosed, closed.WithLabelValues(r.String()))
+	}
 	for i, o := range hedgeOutcomes {
 		m.hedges[i] = hedges.WithLabelValues(o)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kvroute/kvroute/internal/h1pool"
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/telemetry"
 )
@@ -344,6 +345,9 @@ func TestHedgeLoserNotYetWrittenIsCanceled(t *testing.T) {
 	require.Zero(t, testutil.ToFloat64(c.metrics.loserDrained))
 	ca, _ := c.Capacity("a")
 	require.Zero(t, ca.InFlight, "the canceled loser returned (its slot released) before Render did")
+	require.Equal(t, 1.0, testutil.ToFloat64(c.metrics.connClosed[h1pool.CloseCanceled]),
+		"the canceled loser closed its connection (never pooled half-written)")
+	require.Zero(t, testutil.ToFloat64(c.metrics.connClosed[h1pool.CloseBroken]))
 }
 
 // No hedge is sent to an endpoint without a free slot: the hedge is

@@ -1,4 +1,4 @@
-package gateway
+package h1pool
 
 import (
 	"io"
@@ -14,19 +14,19 @@ import (
 	"github.com/kvroute/kvroute/internal/leakcheck"
 )
 
-// firstRequestEngine is a real httptest engine that answers every request
+// firstRequestServer is a real httptest server (an engine) that answers every request
 // with the client's address of its connection and can close, as a Go
 // engine's ReadHeaderTimeout does some seconds after the accept, every
 // connection that has carried no request yet.
-type firstRequestEngine struct {
+type firstRequestServer struct {
 	*httptest.Server
 	mu      sync.Mutex
 	conns   map[string]net.Conn // by client address, accepted and not closed
 	carried map[string]bool     // client addresses whose connection carried a request
 }
 
-func newFirstRequestEngine() *firstRequestEngine {
-	e := &firstRequestEngine{conns: map[string]net.Conn{}, carried: map[string]bool{}}
+func newFirstRequestServer() *firstRequestServer {
+	e := &firstRequestServer{conns: map[string]net.Conn{}, carried: map[string]bool{}}
 	e.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		e.mu.Lock()
@@ -50,7 +50,7 @@ func newFirstRequestEngine() *firstRequestEngine {
 
 // closeUnused closes the connections that have carried no request and
 // returns how many it closed.
-func (e *firstRequestEngine) closeUnused() int {
+func (e *firstRequestServer) closeUnused() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	n := 0
@@ -63,13 +63,13 @@ func (e *firstRequestEngine) closeUnused() int {
 	return n
 }
 
-func (e *firstRequestEngine) hostPort() string { return strings.TrimPrefix(e.URL, "http://") }
+func (e *firstRequestServer) hostPort() string { return strings.TrimPrefix(e.URL, "http://") }
 
 // upSend sends one request and returns its response, body unread: its
 // connection stays in use until the body is read.
 func upSend(t *testing.T, tr http.RoundTripper, hostPort string) *http.Response {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, "http://"+hostPort+"/v1/completions", strings.NewReader("{}"))
+	req, err := http.NewRequest(http.MethodPost, "http://"+hostPort+"/v1/x", strings.NewReader("{}"))
 	require.NoError(t, err)
 	resp, err := tr.RoundTrip(req)
 	require.NoError(t, err)
@@ -95,16 +95,16 @@ func upServedBy(t *testing.T, resp *http.Response) string {
 // ReadHeaderTimeout: 10 s in the simulated engine), and keeps one that
 // carried a request, closed it, and the next peak found it closed: the
 // gateway dropped it, a request waited for a new dial, and the engine's
-// warming stopped for upstreamIdleTimeout. That is how
+// warming stopped for Config.IdleTimeout. That is how
 // TestEngineConnectionsAreNotChurnedAtSteadyState saw an engine's warmed
 // connections redialed when a loaded machine stretched it past 10 s.
-func TestUpstreamTransportUsesAWarmedConnectionFirst(t *testing.T) {
+func TestTransportUsesAWarmedConnectionFirst(t *testing.T) {
 	defer leakcheck.Check(t)()
-	e := newFirstRequestEngine()
+	e := newFirstRequestServer()
 	defer e.Close()
-	tr := newUpstreamTransport(8)
-	defer tr.close()
-	tr.raisePeak(2) // the Handler's peak: two requests in flight
+	tr := New(Config{MaxIdlePerHost: 8, WarmAhead: true})
+	defer tr.Close()
+	tr.RaisePeak(2) // a gateway's peak: two requests in flight
 	key := e.hostPort()
 
 	// The first request finds the pool empty: it dials, and its engine's
@@ -112,9 +112,9 @@ func TestUpstreamTransportUsesAWarmedConnectionFirst(t *testing.T) {
 	// request still holds its own.
 	r1 := upSend(t, tr, key)
 	tr.warmers.Wait()
-	require.Equal(t, 1, tr.idleConns(key), "the warmed connection is pooled")
+	require.Equal(t, 1, tr.IdleConns(key), "the warmed connection is pooled")
 	first := upServedBy(t, r1) // its connection goes back after the warmed one
-	require.Equal(t, 2, tr.idleConns(key))
+	require.Equal(t, 2, tr.IdleConns(key))
 
 	// The next request takes the warmed connection, not the one given back
 	// last.
@@ -129,8 +129,6 @@ func TestUpstreamTransportUsesAWarmedConnectionFirst(t *testing.T) {
 	require.ElementsMatch(t, []string{first, second}, []string{upServedBy(t, r3), upServedBy(t, r4)})
 	require.Equal(t, int64(2), tr.dials.Load(), "the first request's dial and the warmer's")
 	require.Equal(t, int64(1), tr.waited.Load(), "only the first request waited for a dial")
-	require.Equal(t, map[string]dialCount{key: {dials: 2, waited: 1}}, tr.dialedTo(), "the same, by engine")
-	tr.mu.Lock()
-	require.Empty(t, tr.peerClosedAt, "the engine closed no idle connection: warming goes on")
-	tr.mu.Unlock()
+	require.Equal(t, map[string]DialCount{key: {Dials: 2, Waited: 1}}, tr.DialedTo(), "the same, by host")
+	require.False(t, tr.PeerClosedIdle(key), "the server closed no idle connection: warming goes on")
 }

@@ -1,14 +1,14 @@
 //go:build linux || darwin || freebsd || netbsd || openbsd || dragonfly
 
-package gateway
+package h1pool
 
 import (
 	"net"
 	"syscall"
 )
 
-// peeker checks an idle connection for a close by the engine with one
-// non-blocking peek at its socket, so that a connection the engine closed
+// peeker checks an idle connection for a close by the server with one
+// non-blocking peek at its socket, so that a connection the server closed
 // while idle is not used for a request. It is made once per connection:
 // the check allocates nothing.
 type peeker struct {
@@ -32,12 +32,12 @@ func (p *peeker) peek(fd uintptr) bool {
 	var b [1]byte
 	_, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 	// EAGAIN: nothing to read, the connection is open. Anything else is an
-	// error, the engine's FIN (0 bytes) or bytes nobody asked for.
+	// error, the server's FIN (0 bytes) or bytes nobody asked for.
 	p.closed = err != syscall.EAGAIN && err != syscall.EWOULDBLOCK && err != syscall.EINTR
 	return true // never wait for readability
 }
 
-// peerClosed reports whether the engine has closed (or written unasked to)
+// peerClosed reports whether the server has closed (or written unasked to)
 // the idle connection.
 func (p *peeker) peerClosed() bool {
 	if p.rc == nil {

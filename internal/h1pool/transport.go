@@ -1,0 +1,324 @@
+package h1pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Defaults of the Config fields left zero.
+const (
+	// DefaultMaxIdlePerHost is the idle connections kept per host.
+	DefaultMaxIdlePerHost = 1024
+	// DefaultIdleTimeout is how long an idle connection is kept.
+	DefaultIdleTimeout = 90 * time.Second
+	// DefaultMaxHeaderBytes bounds a response header (net/http's default).
+	DefaultMaxHeaderBytes = 10 << 20
+	// DefaultReadBufferSize is the read buffer per connection.
+	DefaultReadBufferSize = 4 << 10
+	// DefaultWriteBufferSize is the write buffer per connection: a request
+	// of thousands of tokens goes out with its header in one write instead
+	// of 4 KiB chunks (one system call each).
+	DefaultWriteBufferSize = 32 << 10
+)
+
+// ErrHeaderTooLarge is returned for a response header above
+// Config.MaxHeaderBytes.
+var ErrHeaderTooLarge = errors.New("h1pool: the server's response header is too large")
+
+// errNoFallback is returned for a request whose scheme is not http when
+// Config.Fallback is nil.
+var errNoFallback = errors.New("h1pool: only http URLs are served (no fallback transport for other schemes)")
+
+// aLongTimeAgo is a deadline in the past: setting it unblocks a pending read
+// or write at once.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// Config sets up a Transport; zero fields take the defaults above.
+type Config struct {
+	// MaxIdlePerHost caps the idle connections kept per host:port; a
+	// connection given back to a full pool is closed (CloseIdle).
+	MaxIdlePerHost int
+	// MaxConnsPerHost caps the connections per host:port, idle or in use
+	// (0: no cap). A request that finds the host at the cap with no idle
+	// connection waits, first come first served, for one to be given back
+	// or closed, or for its context to end.
+	MaxConnsPerHost int
+	// IdleTimeout is how long an idle connection is kept (wall time: it
+	// races the server's own keep-alive timer).
+	IdleTimeout time.Duration
+	// MaxHeaderBytes bounds a response header, informational answers
+	// included.
+	MaxHeaderBytes int64
+	// ReadBufferSize and WriteBufferSize are the buffers per connection.
+	ReadBufferSize, WriteBufferSize int
+	// Dialer dials the connections; nil is a dialer with a 5 s timeout and
+	// 30 s TCP keep-alive. A request's context also bounds its dial.
+	Dialer *net.Dialer
+	// Fallback serves requests whose scheme is not http (https: TLS is
+	// left to net/http); nil fails them. CloseIdleConnections reaches it
+	// when it has that method.
+	Fallback http.RoundTripper
+	// WarmAhead dials ahead, in the background, to the peak of requests in
+	// flight (see warm.go); off, a pool grows only by the requests that
+	// find it empty.
+	WarmAhead bool
+	// OnDial, when set, is called after each connection dialed (warmed ones
+	// included), and OnClose after each connection closed, with why; both
+	// on the goroutine that dialed or closed it, so they must be quick (a
+	// counter's increment).
+	OnDial  func()
+	OnClose func(CloseReason)
+}
+
+// Transport is an HTTP/1.1 keep-alive client transport that writes each
+// request and reads its response on the calling goroutine. See the package
+// documentation for what it does and why.
+//
+// Ownership: idle, fresh, open, waiting, warming, warmDial, peerClosedAt,
+// dialed and stopped belong to mu; busy, peak and the counters are atomics;
+// a connection belongs to the request that took it from the pool (or
+// dialed it) until its response body ends, and to a warmer goroutine from
+// its dial until the warmer pools it; Close stops the warmers and waits for
+// them.
+type Transport struct {
+	cfg    Config
+	dialer *net.Dialer
+
+	mu           sync.Mutex
+	idle         map[string][]*conn      // by host:port, most recently used last
+	fresh        map[string][]*conn      // by host:port, warmed and yet unused, oldest first
+	open         map[string]int          // connections per host:port, idle, in use or being dialed
+	waiting      map[string][]chan *conn // requests waiting at MaxConnsPerHost, first come first
+	warming      map[string]bool         // a warmer runs for host:port
+	warmDial     map[string]*warmDial    // the warmer's dial in progress for host:port
+	peerClosedAt map[string]time.Time    // when the server last closed an idle connection
+	dialed       map[string]DialCount    // connections dialed per host:port since it last had none open
+	stopped      bool                    // Close came: no more warmers
+
+	busy, peak atomic.Int64 // requests in flight (RoundTrip to body end); their peak (RaisePeak raises it too)
+	dials      atomic.Int64 // connections dialed, warmed ones included
+	waited     atomic.Int64 // of which dialed by a request, which waited for it
+	closes     [numCloseReasons]atomic.Int64
+
+	warmCtx  context.Context // cancelled by Close: stops the warmers' dials
+	warmStop context.CancelFunc
+	warmers  sync.WaitGroup
+}
+
+// New returns a Transport configured by cfg.
+func New(cfg Config) *Transport {
+	if cfg.MaxIdlePerHost <= 0 {
+		cfg.MaxIdlePerHost = DefaultMaxIdlePerHost
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.MaxHeaderBytes <= 0 {
+		cfg.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	if cfg.ReadBufferSize <= 0 {
+		cfg.ReadBufferSize = DefaultReadBufferSize
+	}
+	if cfg.WriteBufferSize <= 0 {
+		cfg.WriteBufferSize = DefaultWriteBufferSize
+	}
+	d := cfg.Dialer
+	if d == nil {
+		d = &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	return &Transport{
+		cfg:          cfg,
+		dialer:       d,
+		idle:         map[string][]*conn{},
+		fresh:        map[string][]*conn{},
+		open:         map[string]int{},
+		waiting:      map[string][]chan *conn{},
+		warming:      map[string]bool{},
+		warmDial:     map[string]*warmDial{},
+		peerClosedAt: map[string]time.Time{},
+		dialed:       map[string]DialCount{},
+		warmCtx:      ctx,
+		warmStop:     stop,
+	}
+}
+
+// RoundTrip sends req and returns the server's response. The request body
+// is written and closed before RoundTrip returns. A reused connection that
+// the server closed before any byte of answer is retried once on a new
+// connection (when req.GetBody is set), whatever the method: the caller
+// has received nothing yet, and the usual cause is a server closing an idle
+// keep-alive connection as the request went out. Of the request's
+// httptrace.ClientTrace only WroteRequest is called, by http.Request.Write
+// on the caller's goroutine once the request is in the connection's write
+// buffer, just before its last flush (as with net/http's Transport).
+//
+// The response body must be read to its end or closed: reading it to its
+// end gives the connection back to the pool on the reading goroutine,
+// before the last Read returns; closing it earlier, a read error or the
+// request's context ending closes the connection.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Scheme != "http" {
+		if t.cfg.Fallback == nil {
+			closeBody(req)
+			return nil, errNoFallback
+		}
+		return t.cfg.Fallback.RoundTrip(req)
+	}
+	key := req.URL.Host
+	if _, _, err := net.SplitHostPort(key); err != nil {
+		key = net.JoinHostPort(req.URL.Hostname(), "80")
+	}
+	ctx := req.Context()
+	if b := t.busy.Add(1); b > t.peak.Load() {
+		t.RaisePeak(b)
+	}
+	for attempt := 0; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			t.busy.Add(-1)
+			closeBody(req)
+			return nil, context.Cause(ctx)
+		}
+		pc, err := t.get(ctx, key)
+		if err != nil {
+			t.busy.Add(-1)
+			closeBody(req)
+			return nil, err
+		}
+		resp, retry, err := t.exchange(ctx, pc, req)
+		if err == nil {
+			return resp, nil // the body's end leaves busy
+		}
+		if !retry || attempt > 0 || req.GetBody == nil || ctx.Err() != nil {
+			t.busy.Add(-1)
+			closeBody(req)
+			return nil, err
+		}
+		// The server closed the reused connection before answering: send
+		// the request again, on a new connection (get dials when the pool
+		// holds only connections the server closed too).
+		body, gerr := req.GetBody()
+		if gerr != nil {
+			t.busy.Add(-1)
+			return nil, err
+		}
+		req = req.Clone(ctx)
+		req.Body = body
+	}
+}
+
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		_ = req.Body.Close()
+	}
+}
+
+// exchange writes req on pc and reads the response header. retry reports an
+// error that happened on a reused connection before any response byte: the
+// server closed it while idle.
+func (t *Transport) exchange(ctx context.Context, pc *conn, req *http.Request) (resp *http.Response, retry bool, err error) {
+	stop := func() bool { return true }
+	if ctx.Done() != nil {
+		c := pc.c
+		stop = context.AfterFunc(ctx, func() { _ = c.SetDeadline(aLongTimeAgo) })
+	}
+	fail := func(err error, closed bool) (*http.Response, bool, error) {
+		stop()
+		switch {
+		case ctx.Err() != nil:
+			t.drop(pc, CloseCanceled)
+			return nil, false, context.Cause(ctx)
+		case closed && pc.reused:
+			t.drop(pc, CloseAsked)
+			return nil, true, err
+		}
+		t.drop(pc, CloseBroken)
+		return nil, false, err
+	}
+	werr := req.Write(pc.bw)
+	if werr == nil {
+		werr = pc.bw.Flush()
+	}
+	if werr != nil {
+		if !pc.reused && ctx.Err() == nil {
+			// The server may have answered (an early 4xx) and stopped
+			// reading: that answer is worth more than the write error.
+			_ = pc.c.SetReadDeadline(time.Now().Add(100 * time.Millisecond)) // a socket deadline: wall time
+			if resp, _, rerr := t.readResponse(pc, req); rerr == nil {
+				resp.Close = true
+				resp.Body = &body{rc: resp.Body, t: t, pc: pc, stop: stop, keep: false}
+				return resp, false, nil
+			}
+		}
+		return fail(fmt.Errorf("writing the request: %w", werr), true)
+	}
+	resp, got, rerr := t.readResponse(pc, req)
+	if rerr != nil {
+		// Nothing came back: the server closed the connection (a FIN reads
+		// as an unexpected EOF of the status line, an RST as a reset).
+		closed := errors.Is(rerr, io.ErrUnexpectedEOF) || errors.Is(rerr, io.EOF) || errors.Is(rerr, syscall.ECONNRESET)
+		return fail(rerr, got == 0 && closed)
+	}
+	resp.Body = &body{rc: resp.Body, t: t, pc: pc, stop: stop, keep: !resp.Close && !req.Close}
+	return resp, false, nil
+}
+
+// readResponse reads the response header of req (skipping informational 1xx
+// answers other than 101), within Config.MaxHeaderBytes; got is how many
+// bytes came from the connection (a pooled connection has none buffered).
+func (t *Transport) readResponse(pc *conn, req *http.Request) (resp *http.Response, got int64, err error) {
+	limit := t.cfg.MaxHeaderBytes
+	pc.lim.n = limit
+	defer func() { got, pc.lim.n = limit-pc.lim.n, -1 }()
+	for range 8 {
+		resp, err := http.ReadResponse(pc.br, req)
+		if err != nil {
+			return nil, 0, err
+		}
+		if resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
+			continue
+		}
+		return resp, 0, nil
+	}
+	return nil, 0, errors.New("h1pool: the server sent more than 8 informational responses")
+}
+
+// CloseIdleConnections closes every idle connection (the Transport stays
+// usable), and the fallback's.
+func (t *Transport) CloseIdleConnections() {
+	t.mu.Lock()
+	idle, fresh := t.idle, t.fresh
+	t.idle, t.fresh = map[string][]*conn{}, map[string][]*conn{}
+	t.mu.Unlock()
+	for _, m := range []map[string][]*conn{idle, fresh} {
+		for _, s := range m {
+			for _, pc := range s {
+				t.drop(pc, CloseIdle)
+			}
+		}
+	}
+	if f, ok := t.cfg.Fallback.(interface{ CloseIdleConnections() }); ok {
+		f.CloseIdleConnections()
+	}
+}
+
+// Close stops the warmers, waits for them and closes every idle
+// connection. Requests in flight finish; their connections are closed when
+// given back (and a request that comes later still works, on a connection
+// of its own). It is idempotent.
+func (t *Transport) Close() {
+	t.mu.Lock()
+	t.stopped = true
+	t.mu.Unlock()
+	t.warmStop()
+	t.warmers.Wait()
+	t.CloseIdleConnections()
+}

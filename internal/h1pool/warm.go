@@ -1,0 +1,114 @@
+package h1pool
+
+import "time"
+
+// Warm-ahead (Config.WarmAhead): a pool only grows when a request finds it
+// empty and dials, so without more the pools follow the highest number of
+// simultaneous requests each host has seen, and every new high costs
+// requests a dial. When a request to a host finds it with fewer open
+// connections (idle or in use) than the peak of requests in flight (the
+// Transport's own, or a higher one given to RaisePeak: a gateway's
+// requests in flight, all hosts' together, the most one host can get), a
+// warmer goroutine dials the difference in the background, within
+// Config.MaxIdlePerHost (and Config.MaxConnsPerHost). Once that peak has
+// been seen, a request at that concurrency finds an idle connection. A
+// server that closes idle connections itself (a keep-alive timeout shorter
+// than the Transport's; uvicorn's default is 5 s) is not warmed for
+// Config.IdleTimeout after it last did: its warmed connections would only
+// be closed and dialed again.
+//
+// A warmed connection waits apart from the stack, in fresh, and the next
+// request to its host takes it before any connection on the stack. On the
+// stack it would sink under the connections that requests in flight give
+// back after it was pooled, and wait unused for as long as the host's
+// concurrency stays below its depth; but a server may close a connection
+// that has carried no request after a timeout of its own, which runs from
+// the accept, while it keeps one that has carried a request: a Go net/http
+// server's ReadHeaderTimeout does. A warmed connection that sank would be
+// found closed at the next peak, dropped and dialed again by a request that
+// waits for it, and would stop the host's warming for Config.IdleTimeout.
+
+// RaisePeak records n requests in flight (the Transport's, or its user's:
+// a gateway's inference requests) as the peak when it is one; the warmers
+// bring each host to it.
+func (t *Transport) RaisePeak(n int64) {
+	for {
+		p := t.peak.Load()
+		if n <= p || t.peak.CompareAndSwap(p, n) {
+			return
+		}
+	}
+}
+
+// warmDial is a warmer's dial in progress: one request whose pool is empty
+// may claim it and wait for it (done closes once the connection is pooled,
+// or the dial failed) instead of dialing a connection of its own. t.mu
+// guards claimed.
+type warmDial struct {
+	done    chan struct{}
+	claimed bool
+}
+
+// warmTarget is the open connections a warmer brings a host to.
+func (t *Transport) warmTarget() int {
+	n := min(int(t.peak.Load()), t.cfg.MaxIdlePerHost)
+	if c := t.cfg.MaxConnsPerHost; c > 0 {
+		n = min(n, c)
+	}
+	return n
+}
+
+// warmLocked starts key's warmer when warming is on, the host has fewer
+// open connections than the peak of requests in flight, none runs, the
+// Transport is open and the server has not closed an idle connection
+// lately. t.mu is held.
+func (t *Transport) warmLocked(key string, now time.Time) {
+	if !t.cfg.WarmAhead || t.warming[key] || t.stopped || t.open[key] >= t.warmTarget() {
+		return
+	}
+	if at, ok := t.peerClosedAt[key]; ok && now.Sub(at) < t.cfg.IdleTimeout {
+		return
+	}
+	t.warming[key] = true
+	t.warmers.Add(1)
+	go t.warm(key)
+}
+
+// warm dials connections to key one at a time and puts each in its pool,
+// until the host has warmTarget open, a dial fails or Close comes.
+func (t *Transport) warm(key string) {
+	defer t.warmers.Done()
+	for {
+		t.mu.Lock()
+		if t.stopped || t.open[key] >= t.warmTarget() {
+			delete(t.warming, key)
+			t.mu.Unlock()
+			return
+		}
+		t.open[key]++ // counted before the dial, as get does
+		wd := &warmDial{done: make(chan struct{})}
+		t.warmDial[key] = wd
+		t.mu.Unlock()
+		pc, err := t.dial(t.warmCtx, key)
+		if err == nil {
+			t.put(pc, true)
+		}
+		t.mu.Lock()
+		delete(t.warmDial, key)
+		if err == nil {
+			t.countDialLocked(key, false)
+		} else {
+			t.closedLocked(key)
+			delete(t.warming, key)
+		}
+		t.mu.Unlock()
+		close(wd.done) // the request waiting for this dial looks again
+		if err != nil {
+			return
+		}
+	}
+}
+
+// WaitWarmers waits for the warmers running now to finish. With no request
+// in flight none starts meanwhile: a test's way to read settled counts.
+func (t *Transport) WaitWarmers() { t.warmers.Wait() }
