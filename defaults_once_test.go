@@ -107,7 +107,7 @@ func TestEachDefaultIsDeclaredOnce(t *testing.T) {
 		{"event workers", regexp.MustCompile(`(?i)^defaultconcurrency$`), "kvevents",
 			[]string{"replay", "enginemetrics", "kvevents/snapshot"}}, // the process-wide replay slots, the scrapes in flight, the snapshot loads at once
 		{"idle timeout", regexp.MustCompile(`(?i)^defaultidletimeout$`), "kvevents",
-			[]string{"replay", "gateway"}}, // the replay client's and the HTTP server's
+			[]string{"replay", "gateway", "internal/h1pool"}}, // the replay client's, the HTTP server's and the HTTP client's idle connections
 		{"topic filter", regexp.MustCompile(`(?i)^defaulttopicfilter$`), ".", nil},
 		{"render attempt timeout", regexp.MustCompile(`(?i)^defaultattempttimeout$`), "render",
 			[]string{"kvevents/snapshot"}}, // one snapshot request's deadline
