@@ -100,7 +100,8 @@
 // closes a connection whose writer goroutine reports late on a CPU-starved
 // machine), up to Config.MaxIdleConnsPerHost idle connections per engine,
 // each checked for a close by the engine before reuse, warmed ahead to the
-// gateway's peak of requests in flight. Engines named by an https Address
+// gateway's peak of requests in flight and kept at that peak however long
+// they are idle (closing them only had them dialed again). Engines named by an https Address
 // go through a net/http Transport.
 //
 // POST GeneratePath, vLLM's token-in /inference/v1/generate, is routed by

@@ -10,7 +10,8 @@ import "github.com/kvroute/kvroute/internal/h1pool"
 // more CPU than its own work (and, on a CPU-starved machine, retires
 // connections whose writer goroutine reported late). Connections are kept
 // per engine in a LIFO stack (up to idlePerHost), peeked at for the
-// engine's close before reuse, and dropped after 90 s idle. A request that
+// engine's close before reuse, and dropped after 90 s idle unless the
+// warm-ahead keeps them (below). A request that
 // finds its reused connection closed by the engine before any response byte
 // is sent once more on a new connection: net/http's Transport resends only
 // idempotent requests there; the gateway resends its POSTs too, because the
@@ -24,7 +25,11 @@ import "github.com/kvroute/kvroute/internal/h1pool"
 // inference requests in flight in the Handler (which raises the
 // transport's peak: all engines' together, the most one engine can get),
 // so that once a peak has been seen a request at that concurrency finds an
-// idle connection (see internal/h1pool's warm.go).
+// idle connection (see internal/h1pool's warm.go). The pool keeps those
+// connections however long they are idle: an engine that gets fewer
+// requests at once than that peak leaves some of them unused, and closing
+// them after 90 s only had the warmer dial them again (connection churn at
+// a steady load).
 func newUpstreamTransport(idlePerHost int) *h1pool.Transport {
 	return h1pool.New(h1pool.Config{MaxIdlePerHost: idlePerHost, Fallback: newTransport(idlePerHost), WarmAhead: true})
 }

@@ -21,7 +21,8 @@
 //     timer and no other goroutine decide.
 //
 // Connections are kept per host:port in a LIFO stack (Config.MaxIdlePerHost,
-// dropped after Config.IdleTimeout idle), peeked at for a close by the
+// dropped after Config.IdleTimeout idle unless the warm-ahead keeps them),
+// peeked at for a close by the
 // server before reuse (one non-blocking MSG_PEEK, where the platform has
 // it), and optionally capped per host (Config.MaxConnsPerHost: requests past
 // it wait, first come first served, for a connection given back or closed).

@@ -18,6 +18,7 @@ func (t *Transport) get(ctx context.Context, key string) (*conn, error) {
 	for {
 		t.mu.Lock()
 		pc := t.takeLocked(key)
+		expired := pc != nil && t.expiredLocked(pc, now)
 		if pc == nil {
 			if wd := t.warmDial[key]; wd != nil && !wd.claimed {
 				wd.claimed = true
@@ -49,7 +50,7 @@ func (t *Transport) get(ctx context.Context, key string) (*conn, error) {
 			t.warmLocked(key, now) // below the peak: the next requests would dial
 			t.mu.Unlock()
 		}
-		if now.Sub(pc.idleSince) < t.cfg.IdleTimeout {
+		if !expired {
 			if !pc.peek.peerClosed() {
 				pc.reused = true
 				return pc, nil
@@ -159,7 +160,8 @@ func (t *Transport) takeLocked(key string) *conn {
 // carried no request), or closes it when the host's pool is full or the
 // Transport is closed.
 // Connections idle past Config.IdleTimeout at the bottom of the stack or
-// the head of fresh are closed on the way.
+// the head of fresh are closed on the way, but for those the host's warmer
+// keeps (see keepLocked).
 func (t *Transport) put(pc *conn, warmed bool) {
 	now := time.Now() // wall time, as in get
 	pc.idleSince = now
@@ -171,8 +173,9 @@ func (t *Transport) put(pc *conn, warmed bool) {
 		return
 	}
 	s, f := t.idle[pc.key], t.fresh[pc.key]
-	s, stale = t.pruneStale(s, now, stale)
-	f, stale = t.pruneStale(f, now, stale)
+	excess := t.open[pc.key] - t.keepLocked(pc.key, now) // how many the idle timeout may close
+	s, stale = t.pruneStale(s, now, stale, &excess)
+	f, stale = t.pruneStale(f, now, stale, &excess)
 	full := len(s)+len(f) >= t.cfg.MaxIdlePerHost || t.stopped // after Close, nothing is kept
 	if !full && warmed {
 		f = append(f, pc)
@@ -195,12 +198,14 @@ func (t *Transport) put(pc *conn, warmed bool) {
 }
 
 // pruneStale moves the connections at the head of s (oldest first) that have
-// been idle for Config.IdleTimeout to stale.
-func (t *Transport) pruneStale(s []*conn, now time.Time, stale []*conn) ([]*conn, []*conn) {
+// been idle for Config.IdleTimeout to stale, at most *excess of them (which
+// it lowers by as many).
+func (t *Transport) pruneStale(s []*conn, now time.Time, stale []*conn, excess *int) ([]*conn, []*conn) {
 	i := 0
-	for i < len(s) && now.Sub(s[i].idleSince) >= t.cfg.IdleTimeout {
+	for i < len(s) && i < *excess && now.Sub(s[i].idleSince) >= t.cfg.IdleTimeout {
 		i++
 	}
+	*excess -= i
 	if i == 0 {
 		return s, stale
 	}
@@ -208,6 +213,13 @@ func (t *Transport) pruneStale(s []*conn, now time.Time, stale []*conn) ([]*conn
 	n := copy(s, s[i:])
 	clear(s[n:])
 	return s[:n], stale
+}
+
+// expiredLocked reports whether pc, just taken from the pool, is to be
+// closed for idleness: idle for Config.IdleTimeout, and its host has more
+// connections open than the warmer keeps. t.mu is held.
+func (t *Transport) expiredLocked(pc *conn, now time.Time) bool {
+	return now.Sub(pc.idleSince) >= t.cfg.IdleTimeout && t.open[pc.key] > t.keepLocked(pc.key, now)
 }
 
 // drop closes pc, which leaves the count of its host's open connections.

@@ -52,7 +52,8 @@ type Config struct {
 	// or closed, or for its context to end.
 	MaxConnsPerHost int
 	// IdleTimeout is how long an idle connection is kept (wall time: it
-	// races the server's own keep-alive timer).
+	// races the server's own keep-alive timer), but for the connections
+	// that WarmAhead keeps, which stay however long they are idle.
 	IdleTimeout time.Duration
 	// MaxHeaderBytes bounds a response header, informational answers
 	// included.
@@ -67,8 +68,9 @@ type Config struct {
 	// when it has that method.
 	Fallback http.RoundTripper
 	// WarmAhead dials ahead, in the background, to the peak of requests in
-	// flight (see warm.go); off, a pool grows only by the requests that
-	// find it empty.
+	// flight, and keeps that many connections per host past IdleTimeout
+	// (see warm.go); off, a pool grows only by the requests that find it
+	// empty.
 	WarmAhead bool
 	// OnDial, when set, is called after each connection dialed (warmed ones
 	// included), and OnClose after each connection closed, with why; both

@@ -17,6 +17,16 @@ import "time"
 // Config.IdleTimeout after it last did: its warmed connections would only
 // be closed and dialed again.
 //
+// The connections a warmer brings a host to are kept however long they are
+// idle (keepLocked); Config.IdleTimeout closes only those beyond. The peak
+// is the gateway's requests in flight to all hosts together, so a host
+// that gets fewer at once leaves the bottom of its stack unused; closed
+// after IdleTimeout, those connections were dialed again by the warmer at
+// the host's next request, and a pool at a steady load closed and redialed
+// them every IdleTimeout (TestTransportKeepsIdleConnectionsTheWarmerWouldRedial).
+// A server that closes them itself is found out by the peek before reuse,
+// and then warming, and with it the keeping, stops for IdleTimeout.
+//
 // A warmed connection waits apart from the stack, in fresh, and the next
 // request to its host takes it before any connection on the stack. On the
 // stack it would sink under the connections that requests in flight give
@@ -58,15 +68,27 @@ func (t *Transport) warmTarget() int {
 	return n
 }
 
+// keepLocked is how many of key's connections the warmer brings it to now:
+// warmTarget when warming is on, the Transport open and the server has not
+// closed an idle connection lately, else 0. The pool keeps that many
+// however long they are idle: closed after Config.IdleTimeout, they would
+// be dialed again at the next request. t.mu is held.
+func (t *Transport) keepLocked(key string, now time.Time) int {
+	if !t.cfg.WarmAhead || t.stopped {
+		return 0
+	}
+	if at, ok := t.peerClosedAt[key]; ok && now.Sub(at) < t.cfg.IdleTimeout {
+		return 0
+	}
+	return t.warmTarget()
+}
+
 // warmLocked starts key's warmer when warming is on, the host has fewer
 // open connections than the peak of requests in flight, none runs, the
 // Transport is open and the server has not closed an idle connection
 // lately. t.mu is held.
 func (t *Transport) warmLocked(key string, now time.Time) {
-	if !t.cfg.WarmAhead || t.warming[key] || t.stopped || t.open[key] >= t.warmTarget() {
-		return
-	}
-	if at, ok := t.peerClosedAt[key]; ok && now.Sub(at) < t.cfg.IdleTimeout {
+	if t.warming[key] || t.open[key] >= t.keepLocked(key, now) {
 		return
 	}
 	t.warming[key] = true

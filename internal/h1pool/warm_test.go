@@ -5,9 +5,11 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -131,4 +133,73 @@ func TestTransportUsesAWarmedConnectionFirst(t *testing.T) {
 	require.Equal(t, int64(1), tr.waited.Load(), "only the first request waited for a dial")
 	require.Equal(t, map[string]DialCount{key: {Dials: 2, Waited: 1}}, tr.DialedTo(), "the same, by host")
 	require.False(t, tr.PeerClosedIdle(key), "the server closed no idle connection: warming goes on")
+}
+
+// ageIdle makes every idle connection to key look idle for d longer than it
+// has been: a test's way past Config.IdleTimeout without waiting for it.
+func ageIdle(tr *Transport, key string, d time.Duration) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	for _, pc := range append(slices.Clone(tr.idle[key]), tr.fresh[key]...) {
+		pc.idleSince = pc.idleSince.Add(-d)
+	}
+}
+
+// A host's pool is warmed to the peak of requests in flight, which a
+// gateway raises with its requests to all engines together, so an engine
+// that gets fewer at once than that peak leaves the bottom of its stack
+// unused. The idle timeout closed those connections (CloseIdle) and the
+// warmer dialed them again at the next request: with two engines at 256
+// concurrent requests each engine kept 256 connections and used about 128,
+// and every 90 s (Config.IdleTimeout) the gateway closed and redialed the
+// rest, 72–80 per window in bench/cmd/gwload's first windows at 256 after
+// 64. A connection the warmer would dial again is kept however long it is
+// idle.
+func TestTransportKeepsIdleConnectionsTheWarmerWouldRedial(t *testing.T) {
+	defer leakcheck.Check(t)()
+	e := newFirstRequestServer()
+	defer e.Close()
+	tr := New(Config{MaxIdlePerHost: 8, WarmAhead: true})
+	defer tr.Close()
+	tr.RaisePeak(4) // the gateway's peak; this engine gets one request at a time
+	key := e.hostPort()
+	for range 8 { // the first dials, the warmer dials three more, the next three take them
+		upServedBy(t, upSend(t, tr, key))
+		tr.WaitWarmers()
+	}
+	require.Equal(t, map[string]int{key: 4}, tr.OpenConns())
+	require.Equal(t, 4, tr.IdleConns(key))
+	dials := tr.Stats().Dials
+	require.Equal(t, int64(4), dials)
+
+	ageIdle(tr, key, tr.cfg.IdleTimeout) // the three at the bottom went unused that long
+	upServedBy(t, upSend(t, tr, key))
+	tr.WaitWarmers()
+	st := tr.Stats()
+	require.Zero(t, st.Closes[CloseIdle], "connections the warmer keeps are not closed for idleness")
+	require.Equal(t, dials, st.Dials, "and not dialed again")
+	require.Equal(t, map[string]int{key: 4}, tr.OpenConns())
+	require.Equal(t, 4, tr.IdleConns(key))
+}
+
+// Without warm-ahead nothing redials an idle connection closed after
+// Config.IdleTimeout, and the pool closes it.
+func TestTransportClosesIdleConnectionsNoWarmerKeeps(t *testing.T) {
+	defer leakcheck.Check(t)()
+	e := newFirstRequestServer()
+	defer e.Close()
+	tr := New(Config{MaxIdlePerHost: 8})
+	defer tr.Close()
+	key := e.hostPort()
+	r1, r2 := upSend(t, tr, key), upSend(t, tr, key)
+	upServedBy(t, r1)
+	upServedBy(t, r2)
+	require.Equal(t, 2, tr.IdleConns(key))
+
+	ageIdle(tr, key, tr.cfg.IdleTimeout)
+	upServedBy(t, upSend(t, tr, key))
+	st := tr.Stats()
+	require.Equal(t, int64(2), st.Closes[CloseIdle], "both idle past the timeout")
+	require.Equal(t, int64(3), st.Dials, "the request dialed a new one")
+	require.Equal(t, map[string]int{key: 1}, tr.OpenConns())
 }

@@ -22,8 +22,10 @@
 // precise (the gateway with a kvroute.Router: render on the engines,
 // KV-event index, affinity and load scoring) and round-robin (the gateway
 // without render or routing). Each cell also reports how many TCP sockets
-// to the engines' ports entered TIME_WAIT during its window: closed and
-// redialed connections, which a pool sized below the concurrency causes.
+// to the engines' ports entered TIME_WAIT during its window (machine-wide)
+// and, exactly, how many of the engines' connections closed in it and which
+// side closed them first (the client: a gateway's pool, the load
+// generator; or the engine): closed and redialed connections, churn.
 //
 // It writes <out>/gwload.md (default out/gwload under the module root,
 // which git ignores). With -attribute (the default) every gateway window is

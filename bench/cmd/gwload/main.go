@@ -193,6 +193,9 @@ type cell struct {
 	LoadGenCPU  time.Duration // this process
 	TimeWaitNew int           // TIME_WAIT sockets to the engines' addresses, end minus start
 	NewConns    int64         // connections the engines accepted over the window
+	// ClosedByClient and ClosedByEngine are the engines' connections
+	// closed over the window, by the side that closed first.
+	ClosedByClient, ClosedByEngine int64
 	// RenderShare is the share of the gateway's profiled CPU that went to
 	// render (the render client's HTTP attempts and its connections'
 	// goroutines, by pprof label); -1 when not profiled.
@@ -273,11 +276,13 @@ func runCells(o options, log io.Writer) (cells []cell, err error) {
 		}
 		rn.gen = newLoadGen(o.model, o.prefixTokens, maxConc)
 	}
-	accepted := func() (n int64) {
+	accepted := func() (n engineStats) {
 		for _, e := range engines {
 			var st engineStats
 			if e.call("stats", &st) == nil {
-				n += st.Accepted
+				n.Accepted += st.Accepted
+				n.ClosedByClient += st.ClosedByClient
+				n.ClosedByEngine += st.ClosedByEngine
 			}
 		}
 		return n
@@ -308,11 +313,11 @@ func runCells(o options, log io.Writer) (cells []cell, err error) {
 
 // measure runs one cell: warmup, then a window sampled for CPU, churn and
 // (for gateways) allocation counters and a CPU profile.
-func measure(o options, rn *gatewayRun, conc, round int, engines []*child, ports map[string]bool, accepted func() int64) (cell, error) {
+func measure(o options, rn *gatewayRun, conc, round int, engines []*child, ports map[string]bool, accepted func() engineStats) (cell, error) {
 	c := cell{Target: rn.label, Conc: conc, Round: round, RenderShare: -1}
 	var gw0, en0, self0 time.Duration
 	var tw0 int
-	var acc0 int64
+	var acc0 engineStats
 	var mem0 memStats
 	gw := rn.gw
 	base := filepath.Join(o.out, fmt.Sprintf("gateway-%s-c%d", slug(rn.label), conc))
@@ -353,7 +358,9 @@ func measure(o options, rn *gatewayRun, conc, round int, engines []*child, ports
 		gw1, en1, self1 := sample()
 		c.GatewayCPU, c.EnginesCPU, c.LoadGenCPU = gw1-gw0, en1-en0, self1-self0
 		c.TimeWaitNew = timeWaitTo(ports) - tw0
-		c.NewConns = accepted() - acc0
+		acc1 := accepted()
+		c.NewConns = acc1.Accepted - acc0.Accepted
+		c.ClosedByClient, c.ClosedByEngine = acc1.ClosedByClient-acc0.ClosedByClient, acc1.ClosedByEngine-acc0.ClosedByEngine
 		if o.engineProf {
 			callErr = errors.Join(callErr, engines[0].call("unprofile", nil))
 		}

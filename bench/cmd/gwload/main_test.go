@@ -72,7 +72,7 @@ func TestRunMeasuresEveryTarget(t *testing.T) {
 		}
 		require.NotEmpty(t, row, "no %s row in\n%s", target, md)
 		f := strings.Split(row, "|")
-		require.Len(t, f, 19, row)
+		require.Len(t, f, 20, row)
 		require.Equal(t, " 0 ", f[7], "errors in %s", row)
 		require.NotEqual(t, " 0 ", f[4], "no requests/s in %s", row)
 		// New connections may still open while the pools grow, 100 ms after
@@ -90,6 +90,14 @@ func TestRunMeasuresEveryTarget(t *testing.T) {
 		opened, err := strconv.Atoi(strings.TrimSpace(f[16]))
 		require.NoError(t, err, row)
 		require.LessOrEqual(t, tw, opened, "connections to the engines closed that the window did not open, in %s", row)
+		// The engines' own count of the connections closed, by side, is
+		// exact: no more close than opened, and the engines close none.
+		byClient, byEngine, ok := strings.Cut(strings.TrimSpace(f[18]), " / ")
+		require.True(t, ok, row)
+		nc, err := strconv.Atoi(byClient)
+		require.NoError(t, err, row)
+		require.LessOrEqual(t, nc, opened, "connections closed that the window did not open, in %s", row)
+		require.Equal(t, "0", byEngine, "connections the engines closed, in %s", row)
 		switch target {
 		case targetPrecise:
 			// The render share is computed. Whether a 300 ms window's ~20

@@ -78,7 +78,7 @@ func renderReport(o options, e *runEnv, cells []cell) string {
 		"`direct` spreads requests over the engines in turn; `precise` goes through the gateway with precise prefix-cache routing "+
 		"(render on the engines, KV-event index); `precise-once` is `precise` with tokenize-once (the engines get the rendered token IDs, not the text); `round-robin` goes through the gateway without render or routing. "+
 		"%v of load before each %v window; CPU is each process's user + system time over the window (/proc/<pid>/stat), divided by the requests completed in it. "+
-		"New conns counts the TCP connections the engines accepted during the window: a pool growing toward a new peak of concurrent requests per engine, or churn; churn is what TIME_WAIT shows:  the change in sockets to the engines' ports in TIME_WAIT over the window, i.e. connections closed (machine-wide, so expiries of earlier ones can make it negative).\n\n",
+		"New conns counts the TCP connections the engines accepted during the window: a pool growing toward a new peak of concurrent requests per engine, or churn; churn is what TIME_WAIT shows:  the change in sockets to the engines' ports in TIME_WAIT over the window, i.e. connections closed (machine-wide, so expiries of earlier ones can make it negative). Closed by client / engine counts the engines' connections closed in the window, exactly, by the side that closed first (client: the engine read the end of the connection before closing it).\n\n",
 		o.prefixTokens, o.warmup, o.window)
 	if o.attribute {
 		b.WriteString("Gateway CPU excl. render is the gateway's CPU/req times the share of its CPU profile (of the same window) that is not render's. " +
@@ -87,8 +87,8 @@ func renderReport(o options, e *runEnv, cells []cell) string {
 			"GC work done by the background mark workers is neither, so it counts as the gateway's own, even the part render's allocations cause. " +
 			"Alloc/req, objects/req and GC CPU/req are the gateway's runtime/metrics counters over the window.\n\n")
 	}
-	b.WriteString("| target | concurrency | round | requests/s | p50 | p99 | errors | gateway CPU/req | render share | gateway CPU/req excl. render | alloc/req | objects/req | GC CPU/req | engines CPU/req | load-gen CPU/req | new conns | TIME_WAIT Δ |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| target | concurrency | round | requests/s | p50 | p99 | errors | gateway CPU/req | render share | gateway CPU/req excl. render | alloc/req | objects/req | GC CPU/req | engines CPU/req | load-gen CPU/req | new conns | TIME_WAIT Δ | closed by client / engine |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, c := range cells {
 		gw, share, own, alloc, objs, gc := "—", "—", "—", "—", "—", "—"
 		if c.Target != targetDirect {
@@ -104,9 +104,9 @@ func renderReport(o options, e *runEnv, cells []cell) string {
 			share = fmt.Sprintf("%.0f %%", 100*c.RenderShare)
 			own = fmt.Sprintf("%.3f ms", perReq(c.GatewayCPU, c.Res.Requests)*(1-c.RenderShare))
 		}
-		fmt.Fprintf(&b, "| %s | %d | %d | %.0f | %.2f ms | %.2f ms | %d | %s | %s | %s | %s | %s | %s | %.3f ms | %.3f ms | %d | %d |\n",
+		fmt.Fprintf(&b, "| %s | %d | %d | %.0f | %.2f ms | %.2f ms | %d | %s | %s | %s | %s | %s | %s | %.3f ms | %.3f ms | %d | %d | %d / %d |\n",
 			c.Target, c.Conc, c.Round, c.Res.RPS(), ms(c.Res.P50), ms(c.Res.P99), c.Res.Errors, gw, share, own, alloc, objs, gc,
-			perReq(c.EnginesCPU, c.Res.Requests), perReq(c.LoadGenCPU, c.Res.Requests), c.NewConns, c.TimeWaitNew)
+			perReq(c.EnginesCPU, c.Res.Requests), perReq(c.LoadGenCPU, c.Res.Requests), c.NewConns, c.TimeWaitNew, c.ClosedByClient, c.ClosedByEngine)
 	}
 	if o.baseline != "" {
 		beforeAfter(&b, o, cells)

@@ -87,7 +87,9 @@ func runEngine(raw []byte) error {
 	if err := printJSON(engineReady{ID: id, Events: srv.KVEventsEndpoint()}); err != nil {
 		return err
 	}
-	commandLoop(func(string) any { return engineStats{Accepted: cl.accepted.Load()} })
+	commandLoop(func(string) any {
+		return engineStats{Accepted: cl.accepted.Load(), ClosedByClient: cl.byClient.Load(), ClosedByEngine: cl.byEngine.Load()}
+	})
 	err = srv.Close()
 	if serr := <-served; serr != nil && !errors.Is(serr, net.ErrClosed) && !strings.Contains(serr.Error(), "closed") {
 		err = errors.Join(err, serr)
@@ -100,20 +102,76 @@ type engineStats struct {
 	// Accepted counts the TCP connections the engine has accepted: new
 	// connections from the gateway or the load generator.
 	Accepted int64 `json:"accepted"`
+	// ClosedByClient and ClosedByEngine count the connections closed,
+	// by the side that closed first: the client when the engine's read
+	// had ended (EOF or reset) before the engine closed it, else the
+	// engine (its header timeout, or its shutdown).
+	ClosedByClient int64 `json:"closedByClient"`
+	ClosedByEngine int64 `json:"closedByEngine"`
 }
 
-// countingListener counts accepted connections.
+// countingListener counts accepted connections and, as they close, which
+// side closed them.
 type countingListener struct {
 	net.Listener
-	accepted atomic.Int64
+	accepted, byClient, byEngine atomic.Int64
 }
 
 func (l *countingListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
-	if err == nil {
-		l.accepted.Add(1)
+	if err != nil {
+		return nil, err
 	}
-	return c, err
+	l.accepted.Add(1)
+	return &sideConn{Conn: c, l: l}, nil
+}
+
+// sideConn tells, when the engine closes it, whether the client had closed
+// it first: a read or a write that failed with an error other than a
+// deadline (EOF, a reset, a broken pipe) before the engine's Close.
+type sideConn struct {
+	net.Conn
+	l              *countingListener
+	peerGone, done atomic.Bool
+}
+
+func (c *sideConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.failed(err)
+	return n, err
+}
+
+func (c *sideConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.failed(err)
+	return n, err
+}
+
+// failed records an I/O error that means the client has gone.
+func (c *sideConn) failed(err error) {
+	if err != nil && !c.done.Load() && !errors.Is(err, os.ErrDeadlineExceeded) {
+		c.peerGone.Store(true)
+	}
+}
+
+func (c *sideConn) Close() error {
+	if !c.done.Swap(true) {
+		if c.peerGone.Load() {
+			c.l.byClient.Add(1)
+		} else {
+			c.l.byEngine.Add(1)
+		}
+	}
+	return c.Conn.Close()
+}
+
+// CloseWrite half-closes the connection (net/http's server does before
+// closing a connection whose request it did not read whole).
+func (c *sideConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
 }
 
 // gatewayArgs configure a gateway child.
