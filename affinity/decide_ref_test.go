@@ -160,7 +160,7 @@ func TestDecideIsReference(t *testing.T) {
 				c.OpenRequests = r.Int64N(8) - 1
 			}
 			wantO, want := decideRef(f, total, cands)
-			gotO, got := f.decide(nil, total, cands, nil)
+			gotO, got, _ := f.decide(nil, total, cands, nil)
 			if gotO != wantO || !slices.Equal(got, want) {
 				t.Fatalf("withRequest %v, total %d, %+v: decide %v %v, reference %v %v", withRequest, total, cands, gotO, got, wantO, want)
 			}

@@ -107,27 +107,17 @@ func uncachedOf(c *Candidate, unc *tokenload.Uncached) int64 {
 // moveLimit is the most uncached tokens a crowded request may have on its
 // destination: the warmest sticky candidate's plus the extra prefill the
 // rule may add (Config.CrowdingMaxExtraPrefill), or +Inf when unbounded or
-// when the crowding is severe (Config.CrowdingUnboundRatio).
-func (f *Filter) moveLimit(need float64, cands []Candidate, unc *tokenload.Uncached) float64 {
-	if f.extraTokens <= 0 {
+// when the crowding is severe (Config.CrowdingUnboundRatio, from the fewest
+// open requests per side that decide's pass gathered in sd).
+func (f *Filter) moveLimit(need float64, cands []Candidate, unc *tokenload.Uncached, sd *sides) float64 {
+	if f.extraTokens <= 0 || f.severe(sd.openSticky, sd.openCold) {
 		return math.Inf(1)
 	}
 	least := math.Inf(1)
-	openSticky, openCold := int64(math.MaxInt64), int64(math.MaxInt64)
 	for i := range cands {
-		c := &cands[i]
-		if !c.LoadKnown {
-			continue
-		}
-		if sticky(c.Score, need) {
+		if c := &cands[i]; c.LoadKnown && sticky(c.Score, need) {
 			least = min(least, float64(uncachedOf(c, unc)))
-			openSticky = min(openSticky, max(c.OpenRequests, 0))
-		} else {
-			openCold = min(openCold, max(c.OpenRequests, 0))
 		}
-	}
-	if f.severe(openSticky, openCold) {
-		return math.Inf(1)
 	}
 	return least + f.extraTokens
 }
@@ -267,14 +257,14 @@ func (f *Filter) ApplyProjected(dst []int, totalBlocks int, cands []Candidate, u
 }
 
 func (f *Filter) apply(dst []int, totalBlocks int, cands []Candidate, unc *tokenload.Uncached) ([]int, Outcome) {
-	o, stickies := f.decide(dst[:0], totalBlocks, cands, unc)
+	o, stickies, limit := f.decide(dst[:0], totalBlocks, cands, unc)
 	f.decisions[o].Inc()
 	if o == OutcomeSticky || (o == OutcomeMissingSignal && f.cfg.MissingSignalPolicy == KeepSticky) {
 		return stickies, o // listed by decide's one pass over the candidates
 	}
 	dst = stickies[:0]
 	if o == OutcomeCrowded {
-		return f.leastCrowded(dst, totalBlocks, cands, unc), o
+		return f.leastCrowded(dst, totalBlocks, cands, unc, limit), o
 	}
 	for i := range cands {
 		dst = append(dst, i)
@@ -294,13 +284,15 @@ func sticky(score, need float64) bool {
 // decide implements the algorithm of the package documentation and returns
 // the outcome and, appended to dst in the same pass, the sticky candidates'
 // indices (none when it returns before reading the candidates); Apply
-// derives the passing set from them.
-func (f *Filter) decide(dst []int, totalBlocks int, cands []Candidate, unc *tokenload.Uncached) (Outcome, []int) {
+// derives the passing set from them. With OutcomeCrowded it also returns
+// the crowding rule's move limit (moveLimit), which Apply's leastCrowded
+// applies; 0 otherwise.
+func (f *Filter) decide(dst []int, totalBlocks int, cands []Candidate, unc *tokenload.Uncached) (Outcome, []int, float64) {
 	if len(cands) <= 1 || totalBlocks <= 0 || f.threshold <= 0 {
-		return OutcomeNotApplicable, dst
+		return OutcomeNotApplicable, dst, 0
 	}
 	if p := f.cfg.ExplorationProbability; p > 0 && f.random() < p {
-		return OutcomeExploration, dst
+		return OutcomeExploration, dst, 0
 	}
 	need := f.need(totalBlocks)
 	// One pass finds the sticky candidates and, per side, the least load
@@ -330,20 +322,22 @@ func (f *Filter) decide(dst []int, totalBlocks int, cands []Candidate, unc *toke
 	nCold := len(cands) - nSticky
 	switch {
 	case nSticky == 0:
-		return OutcomeNoMatch, dst
+		return OutcomeNoMatch, dst, 0
 	case nCold == 0 || f.penaltyTokens <= 0:
-		return OutcomeSticky, dst
+		return OutcomeSticky, dst, 0
 	case !sd.stickyKnown || !sd.coldKnown:
-		return OutcomeMissingSignal, dst
+		return OutcomeMissingSignal, dst, 0
 	case sd.stickyLoad-sd.coldLoad > f.penaltyTokens:
 		if withRequest {
-			return OutcomeRequestLoadOverride, dst
+			return OutcomeRequestLoadOverride, dst, 0
 		}
-		return OutcomeLoadOverride, dst
-	case crowding && sd.openSticky > sd.openCold && f.crowded(need, cands, dst[start:], unc, sd.openCold, sd.maxCold):
-		return OutcomeCrowded, dst
+		return OutcomeLoadOverride, dst, 0
+	case crowding && sd.openSticky > sd.openCold:
+		if limit, ok := f.crowded(need, cands, dst[start:], unc, sd); ok {
+			return OutcomeCrowded, dst, limit
+		}
 	}
-	return OutcomeSticky, dst
+	return OutcomeSticky, dst, 0
 }
 
 // sides is what decide's pass over the candidates gathers: per side of the
@@ -440,15 +434,18 @@ func passWithRequest(dst []int, cands []Candidate, need float64) ([]int, sides) 
 }
 
 // crowded reports whether the cheapest non-sticky candidate with a known
-// load costs less than the crowding ratio times the cheapest sticky one.
-// stickies are the sticky candidates' indices. With a projection (unc), the
+// load, within the move limit (moveLimit, which it returns for
+// leastCrowded), costs less than the crowding ratio times the cheapest
+// sticky one. stickies are the sticky candidates' indices and sd what
+// decide's pass gathered. With a projection (unc), the
 // cold side is first bounded without reading it: no non-sticky candidate
 // has a better match than maxCold nor fewer open requests than openCold, and
 // the projected uncached tokens never grow with the match, so none costs
 // less than that pair would; when even that is not cheap enough, the answer
 // is no.
-func (f *Filter) crowded(need float64, cands []Candidate, stickies []int, unc *tokenload.Uncached, openCold int64, maxCold float64) bool {
+func (f *Filter) crowded(need float64, cands []Candidate, stickies []int, unc *tokenload.Uncached, sd sides) (limit float64, ok bool) {
 	const none = math.MaxFloat64
+	openCold, maxCold := sd.openCold, sd.maxCold
 	crowdSticky := none
 	for _, i := range stickies {
 		if c := &cands[i]; c.LoadKnown {
@@ -457,23 +454,22 @@ func (f *Filter) crowded(need float64, cands []Candidate, stickies []int, unc *t
 	}
 	bound := f.crowding * crowdSticky
 	if unc != nil && float64(max(unc.Of(maxCold), 0)+1)*float64(openCold+1) >= bound {
-		return false
+		return 0, false
 	}
-	limit := f.moveLimit(need, cands, unc)
+	limit = f.moveLimit(need, cands, unc, &sd)
 	for i := range cands {
 		if c := &cands[i]; c.LoadKnown && !sticky(c.Score, need) && crowdingCost(c, unc) < bound && float64(uncachedOf(c, unc)) <= limit {
-			return true
+			return limit, true
 		}
 	}
-	return false
+	return 0, false
 }
 
 // leastCrowded appends to dst the indices of the non-sticky candidates with
-// a known load whose crowding cost is the least (ties all pass, for the
-// scorers to separate).
-func (f *Filter) leastCrowded(dst []int, totalBlocks int, cands []Candidate, unc *tokenload.Uncached) []int {
+// a known load, within crowded's move limit, whose crowding cost is the
+// least (ties all pass, for the scorers to separate).
+func (f *Filter) leastCrowded(dst []int, totalBlocks int, cands []Candidate, unc *tokenload.Uncached, limit float64) []int {
 	need := f.need(totalBlocks)
-	limit := f.moveLimit(need, cands, unc)
 	least := math.MaxFloat64
 	for i := range cands {
 		if c := &cands[i]; c.LoadKnown && !sticky(c.Score, need) && float64(uncachedOf(c, unc)) <= limit {
