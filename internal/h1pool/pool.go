@@ -14,9 +14,10 @@ import (
 // warmer is dialing, and no other request waits for that dial, waits for it
 // instead of dialing one more.
 func (t *Transport) get(ctx context.Context, key string) (*conn, error) {
-	now := time.Now() // wall time: the idle limit races the server's own keep-alive timer
+	now := t.clk.Now()
 	for {
 		t.mu.Lock()
+		t.lastUse[key] = now // keeps the host warm (keepLocked)
 		pc := t.takeLocked(key)
 		expired := pc != nil && t.expiredLocked(pc, now)
 		if pc == nil {
@@ -163,7 +164,7 @@ func (t *Transport) takeLocked(key string) *conn {
 // the head of fresh are closed on the way, but for those the host's warmer
 // keeps (see keepLocked).
 func (t *Transport) put(pc *conn, warmed bool) {
-	now := time.Now() // wall time, as in get
+	now := t.clk.Now()
 	pc.idleSince = now
 	var stale []*conn
 	t.mu.Lock()
@@ -188,6 +189,7 @@ func (t *Transport) put(pc *conn, warmed bool) {
 	} else {
 		delete(t.fresh, pc.key)
 	}
+	t.armSweepLocked()
 	t.mu.Unlock()
 	for _, c := range stale {
 		t.drop(c, CloseIdle)
@@ -228,13 +230,13 @@ func (t *Transport) drop(pc *conn, why CloseReason) {
 		return
 	}
 	_ = pc.c.Close()
-	t.closes[why].Add(1)
-	if f := t.cfg.OnClose; f != nil {
-		f(why)
-	}
 	t.mu.Lock()
 	t.closedLocked(pc.key)
 	t.mu.Unlock()
+	t.closes[why].Add(1) // after the open count: a caller told of the close sees it gone
+	if f := t.cfg.OnClose; f != nil {
+		f(why)
+	}
 }
 
 // closedLocked counts one connection to key less (closed, or a dial that
@@ -249,5 +251,6 @@ func (t *Transport) closedLocked(key string) {
 	if t.open[key]--; t.open[key] <= 0 {
 		delete(t.open, key)
 		delete(t.dialed, key)
+		delete(t.lastUse, key)
 	}
 }

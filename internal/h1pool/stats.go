@@ -47,13 +47,14 @@ type Stats struct {
 	Waited int64
 	// Closes is the connections closed, by CloseReason.
 	Closes [numCloseReasons]int64
-	// Peak is the peak of requests in flight (RaisePeak included).
+	// Peak is the peak of requests in flight (RaisePeak included) over
+	// the current window and the one before (Config.PeakWindow).
 	Peak int64
 }
 
 // Stats returns the Transport's counts.
 func (t *Transport) Stats() Stats {
-	s := Stats{Dials: t.dials.Load(), Waited: t.waited.Load(), Peak: t.peak.Load()}
+	s := Stats{Dials: t.dials.Load(), Waited: t.waited.Load(), Peak: max(t.peak.Load(), t.peakPrev.Load())}
 	for i := range s.Closes {
 		s.Closes[i] = t.closes[i].Load()
 	}

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // Defaults of the Config fields left zero.
@@ -19,6 +21,11 @@ const (
 	DefaultMaxIdlePerHost = 1024
 	// DefaultIdleTimeout is how long an idle connection is kept.
 	DefaultIdleTimeout = 90 * time.Second
+	// DefaultPeakWindow is the window of the warm-ahead's peak: a peak of
+	// requests in flight is forgotten one to two windows after it was last
+	// reached, and a host that got no request for a window is no longer
+	// kept warm.
+	DefaultPeakWindow = 5 * time.Minute
 	// DefaultMaxHeaderBytes bounds a response header (net/http's default).
 	DefaultMaxHeaderBytes = 10 << 20
 	// DefaultReadBufferSize is the read buffer per connection.
@@ -51,10 +58,25 @@ type Config struct {
 	// connection waits, first come first served, for one to be given back
 	// or closed, or for its context to end.
 	MaxConnsPerHost int
-	// IdleTimeout is how long an idle connection is kept (wall time: it
-	// races the server's own keep-alive timer), but for the connections
-	// that WarmAhead keeps, which stay however long they are idle.
+	// IdleTimeout is how long an idle connection is kept, but for the
+	// connections that WarmAhead keeps, which stay however long they are
+	// idle. A sweep closes the others within about 1.5 × IdleTimeout (at
+	// least a second) even when no request comes to their host: an engine
+	// removed from the pool does not keep its connections (see sweep.go).
 	IdleTimeout time.Duration
+	// PeakWindow is how long WarmAhead remembers a peak of requests in
+	// flight: the warmers bring each host to the highest number of requests
+	// in flight seen in the current window or the one before, and keep the
+	// connections of a host only while it got a request within the last
+	// window. So after a burst the pools shrink back, one to two windows
+	// later, to what the traffic since needs, instead of holding the
+	// burst's connections (buffers on both sides) until the engines close
+	// them. Zero is DefaultPeakWindow; negative keeps every peak forever.
+	PeakWindow time.Duration
+	// Clock times the idle timeout, the sweep and the peak's window; nil is
+	// the wall clock (which the idle timeout races: the server's own
+	// keep-alive timer runs on it).
+	Clock telemetry.Clock
 	// MaxHeaderBytes bounds a response header, informational answers
 	// included.
 	MaxHeaderBytes int64
@@ -85,7 +107,8 @@ type Config struct {
 // documentation for what it does and why.
 //
 // Ownership: idle, fresh, open, waiting, warming, warmDial, peerClosedAt,
-// dialed and stopped belong to mu; busy, peak and the counters are atomics;
+// dialed, lastUse, winStart, sweepTimer and stopped belong to mu; busy,
+// peak, peakPrev and the counters are atomics;
 // a connection belongs to the request that took it from the pool (or
 // dialed it) until its response body ends, and to a warmer goroutine from
 // its dial until the warmer pools it; Close stops the warmers and waits for
@@ -103,9 +126,15 @@ type Transport struct {
 	warmDial     map[string]*warmDial    // the warmer's dial in progress for host:port
 	peerClosedAt map[string]time.Time    // when the server last closed an idle connection
 	dialed       map[string]DialCount    // connections dialed per host:port since it last had none open
-	stopped      bool                    // Close came: no more warmers
+	lastUse      map[string]time.Time    // a request's last get per host:port, while it has connections open
+	winStart     time.Time               // when the peak's current window began
+	sweepTimer   telemetry.Timer         // the pending sweep, if any
+	stopped      bool                    // Close came: no more warmers nor sweeps
 
-	busy, peak atomic.Int64 // requests in flight (RoundTrip to body end); their peak (RaisePeak raises it too)
+	clk        telemetry.Clock
+	busy, peak atomic.Int64 // requests in flight (RoundTrip to body end); their peak in the current window (RaisePeak raises it too)
+	peakPrev   atomic.Int64 // the peak of the window before
+	sweeps     sync.WaitGroup
 	dials      atomic.Int64 // connections dialed, warmed ones included
 	waited     atomic.Int64 // of which dialed by a request, which waited for it
 	closes     [numCloseReasons]atomic.Int64
@@ -122,6 +151,13 @@ func New(cfg Config) *Transport {
 	}
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.PeakWindow == 0 {
+		cfg.PeakWindow = DefaultPeakWindow
+	}
+	clk := cfg.Clock
+	if clk == nil {
+		clk = telemetry.Wall
 	}
 	if cfg.MaxHeaderBytes <= 0 {
 		cfg.MaxHeaderBytes = DefaultMaxHeaderBytes
@@ -148,6 +184,9 @@ func New(cfg Config) *Transport {
 		warmDial:     map[string]*warmDial{},
 		peerClosedAt: map[string]time.Time{},
 		dialed:       map[string]DialCount{},
+		lastUse:      map[string]time.Time{},
+		winStart:     clk.Now(),
+		clk:          clk,
 		warmCtx:      ctx,
 		warmStop:     stop,
 	}
@@ -312,15 +351,17 @@ func (t *Transport) CloseIdleConnections() {
 	}
 }
 
-// Close stops the warmers, waits for them and closes every idle
+// Close stops the warmers and the sweep, waits for them and closes every idle
 // connection. Requests in flight finish; their connections are closed when
 // given back (and a request that comes later still works, on a connection
 // of its own). It is idempotent.
 func (t *Transport) Close() {
 	t.mu.Lock()
 	t.stopped = true
+	t.stopSweepLocked()
 	t.mu.Unlock()
 	t.warmStop()
 	t.warmers.Wait()
+	t.sweeps.Wait()
 	t.CloseIdleConnections()
 }

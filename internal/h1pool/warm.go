@@ -27,6 +27,16 @@ import "time"
 // A server that closes them itself is found out by the peek before reuse,
 // and then warming, and with it the keeping, stops for IdleTimeout.
 //
+// The peak is not kept forever (Config.PeakWindow): it is the highest
+// number of requests in flight over the current window and the one before,
+// and a host that got no request within a window is not kept warm at all.
+// A burst of 256 concurrent requests once would otherwise have every engine
+// hold 256 connections (36 KiB of buffers each on the gateway's side, and
+// the engine's) until the engine closed them, and an engine removed from
+// the pool would keep its connections for good. After a window or two of
+// lower traffic the connections beyond its peak are closed like any others
+// idle past IdleTimeout, by the next request to their host or by the sweep.
+//
 // A warmed connection waits apart from the stack, in fresh, and the next
 // request to its host takes it before any connection on the stack. On the
 // stack it would sink under the connections that requests in flight give
@@ -39,8 +49,8 @@ import "time"
 // waits for it, and would stop the host's warming for Config.IdleTimeout.
 
 // RaisePeak records n requests in flight (the Transport's, or its user's:
-// a gateway's inference requests) as the peak when it is one; the warmers
-// bring each host to it.
+// a gateway's inference requests) as the current window's peak when it is
+// one; the warmers bring each host to it (see Config.PeakWindow).
 func (t *Transport) RaisePeak(n int64) {
 	for {
 		p := t.peak.Load()
@@ -59,20 +69,40 @@ type warmDial struct {
 	claimed bool
 }
 
-// warmTarget is the open connections a warmer brings a host to.
-func (t *Transport) warmTarget() int {
-	n := min(int(t.peak.Load()), t.cfg.MaxIdlePerHost)
+// warmTarget is the open connections a warmer brings a host to: the peak of
+// requests in flight over the current window and the one before
+// (Config.PeakWindow), within MaxIdlePerHost and MaxConnsPerHost. t.mu is
+// held.
+func (t *Transport) warmTarget(now time.Time) int {
+	n := min(int(t.peakLocked(now)), t.cfg.MaxIdlePerHost)
 	if c := t.cfg.MaxConnsPerHost; c > 0 {
 		n = min(n, c)
 	}
 	return n
 }
 
+// peakLocked returns the peak of requests in flight over the current
+// window and the one before, starting a new window when the current one
+// is over: its peak becomes the one before, and the new window's starts at
+// the requests in flight now (RaisePeak and RoundTrip raise it from
+// there). A window is only started here, when a request, a warmer or a
+// sweep looks, so a peak may be remembered somewhat longer than two
+// windows, never shorter than one. With a negative Config.PeakWindow the
+// window never ends. t.mu is held.
+func (t *Transport) peakLocked(now time.Time) int64 {
+	if w := t.cfg.PeakWindow; w > 0 && now.Sub(t.winStart) >= w {
+		t.winStart = now
+		t.peakPrev.Store(t.peak.Swap(t.busy.Load()))
+	}
+	return max(t.peak.Load(), t.peakPrev.Load())
+}
+
 // keepLocked is how many of key's connections the warmer brings it to now:
-// warmTarget when warming is on, the Transport open and the server has not
-// closed an idle connection lately, else 0. The pool keeps that many
-// however long they are idle: closed after Config.IdleTimeout, they would
-// be dialed again at the next request. t.mu is held.
+// warmTarget when warming is on, the Transport open, the host got a
+// request within the last Config.PeakWindow and the server has not closed
+// an idle connection lately, else 0. The pool keeps that many however long
+// they are idle: closed after Config.IdleTimeout, they would be dialed
+// again at the next request. t.mu is held.
 func (t *Transport) keepLocked(key string, now time.Time) int {
 	if !t.cfg.WarmAhead || t.stopped {
 		return 0
@@ -80,7 +110,10 @@ func (t *Transport) keepLocked(key string, now time.Time) int {
 	if at, ok := t.peerClosedAt[key]; ok && now.Sub(at) < t.cfg.IdleTimeout {
 		return 0
 	}
-	return t.warmTarget()
+	if w := t.cfg.PeakWindow; w > 0 && now.Sub(t.lastUse[key]) >= w {
+		return 0 // no request for a window: an engine gone from the pool, or one the traffic left
+	}
+	return t.warmTarget(now)
 }
 
 // warmLocked starts key's warmer when warming is on, the host has fewer
@@ -102,7 +135,7 @@ func (t *Transport) warm(key string) {
 	defer t.warmers.Done()
 	for {
 		t.mu.Lock()
-		if t.stopped || t.open[key] >= t.warmTarget() {
+		if t.stopped || t.open[key] >= t.keepLocked(key, t.clk.Now()) {
 			delete(t.warming, key)
 			t.mu.Unlock()
 			return

@@ -1,0 +1,85 @@
+package h1pool
+
+import "time"
+
+// The sweep: without it, an idle connection past Config.IdleTimeout is
+// closed only when a request to its host takes or gives back a connection,
+// so the connections to a host no request comes to any more (an engine
+// removed from the pool, a renderer scaled away) stayed open until the
+// server closed them, and a peak's connections (see Config.PeakWindow)
+// were never trimmed on a host whose traffic stopped. While the pool holds
+// idle connections, a timer on Config.Clock looks every half IdleTimeout
+// (at least every second) and closes, host by host, those idle past
+// IdleTimeout beyond what the warmer keeps (keepLocked), oldest first, as
+// put does on the way. No timer runs while the pool holds none.
+
+// sweepEvery is the interval between sweeps.
+func (t *Transport) sweepEvery() time.Duration {
+	return max(t.cfg.IdleTimeout/2, time.Second)
+}
+
+// armSweepLocked schedules a sweep when none is pending, the pool holds an
+// idle connection and the Transport is open. t.mu is held.
+func (t *Transport) armSweepLocked() {
+	if t.sweepTimer != nil || t.stopped || (len(t.idle) == 0 && len(t.fresh) == 0) {
+		return
+	}
+	t.sweeps.Add(1)
+	t.sweepTimer = t.clk.AfterFunc(t.sweepEvery(), t.sweep)
+}
+
+// stopSweepLocked cancels the pending sweep, if any (a sweep already
+// running finishes and arms no other: t.stopped is set). t.mu is held.
+func (t *Transport) stopSweepLocked() {
+	if t.sweepTimer != nil && t.sweepTimer.Stop() {
+		t.sweeps.Done()
+	}
+	t.sweepTimer = nil
+}
+
+// sweep closes the idle connections past Config.IdleTimeout that the warmer
+// does not keep, on every host, and arms the next sweep while idle
+// connections remain.
+func (t *Transport) sweep() {
+	defer t.sweeps.Done()
+	now := t.clk.Now()
+	var stale []*conn
+	t.mu.Lock()
+	t.sweepTimer = nil
+	keys := make([]string, 0, len(t.idle)+len(t.fresh))
+	for key := range t.idle {
+		keys = append(keys, key)
+	}
+	for key := range t.fresh {
+		if _, both := t.idle[key]; !both {
+			keys = append(keys, key)
+		}
+	}
+	for _, key := range keys {
+		excess := t.open[key] - t.keepLocked(key, now) // how many the idle timeout may close
+		s, f := t.idle[key], t.fresh[key]
+		s, stale = t.pruneStale(s, now, stale, &excess)
+		f, stale = t.pruneStale(f, now, stale, &excess)
+		t.setIdleLocked(key, s, f)
+	}
+	t.armSweepLocked()
+	t.mu.Unlock()
+	for _, c := range stale {
+		t.drop(c, CloseIdle)
+	}
+}
+
+// setIdleLocked stores key's idle stack and fresh queue, deleting the
+// entries that are empty. t.mu is held.
+func (t *Transport) setIdleLocked(key string, s, f []*conn) {
+	if len(s) > 0 {
+		t.idle[key] = s
+	} else {
+		delete(t.idle, key)
+	}
+	if len(f) > 0 {
+		t.fresh[key] = f
+	} else {
+		delete(t.fresh, key)
+	}
+}

@@ -1,0 +1,203 @@
+package h1pool
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/telemetry"
+)
+
+// closeWatch counts the Transport's closes on a channel, so that a test
+// waits for the closes a sweep makes (on the sweep's goroutine) instead of
+// polling.
+func closeWatch(cfg *Config) <-chan CloseReason {
+	ch := make(chan CloseReason, 64)
+	cfg.OnClose = func(r CloseReason) { ch <- r }
+	return ch
+}
+
+// awaitCloses waits for n closes, each for idleness.
+func awaitCloses(t *testing.T, ch <-chan CloseReason, n int) {
+	t.Helper()
+	for range n {
+		require.Equal(t, CloseIdle, <-ch)
+	}
+}
+
+// warmTo sends requests one at a time to key until the warmer has brought it
+// to want open connections, all idle.
+func warmTo(t *testing.T, tr *Transport, key string, want int) {
+	t.Helper()
+	for range 2 * want {
+		upServedBy(t, upSend(t, tr, key))
+		tr.WaitWarmers()
+	}
+	require.Equal(t, want, tr.OpenConns()[key])
+	require.Equal(t, want, tr.IdleConns(key))
+}
+
+// A burst's peak is not kept forever: once two windows have passed with one
+// request at a time, the warmer keeps one connection and the three the
+// burst left, idle past the timeout, are closed (before, every engine kept
+// the gateway's highest peak ever until the engine closed them).
+func TestTransportForgetsAPeakAfterItsWindow(t *testing.T) {
+	defer leakcheck.Check(t)()
+	e := newFirstRequestServer()
+	defer e.Close()
+	start := time.Unix(1_000_000, 0)
+	clk := telemetry.NewManual(start)
+	cfg := Config{MaxIdlePerHost: 8, WarmAhead: true, Clock: clk, IdleTimeout: 10 * time.Second, PeakWindow: time.Minute}
+	closes := closeWatch(&cfg)
+	tr := New(cfg)
+	defer tr.Close()
+	tr.RaisePeak(4) // the gateway's burst
+	key := e.hostPort()
+	warmTo(t, tr, key, 4)
+
+	// One request every 5 s (the sweep's interval), each step after the
+	// sweep due in it has run. Within the burst's window and the next one
+	// the four are kept, however long three of them have been idle.
+	step := func() {
+		require.Equal(t, 1, clk.WaitForWaiters(1))
+		clk.Advance(5 * time.Second)
+		upServedBy(t, upSend(t, tr, key))
+		tr.WaitWarmers()
+	}
+	for clk.Now().Before(start.Add(115 * time.Second)) {
+		step()
+	}
+	require.Zero(t, tr.Stats().Closes[CloseIdle])
+	require.Equal(t, int64(4), tr.Stats().Peak)
+	require.Equal(t, map[string]int{key: 4}, tr.OpenConns())
+
+	// Past two windows the peak is the one request in flight of the window
+	// before: the three are closed, by the sweep or by a request on the way.
+	for clk.Now().Before(start.Add(130 * time.Second)) {
+		step()
+	}
+	awaitCloses(t, closes, 3)
+	require.Equal(t, int64(1), tr.Stats().Peak)
+	require.Equal(t, map[string]int{key: 1}, tr.OpenConns())
+	require.Equal(t, int64(4), tr.Stats().Dials, "nothing dialed again")
+}
+
+// A negative PeakWindow keeps the peak, and with it the connections, for
+// good (the behaviour before windows).
+func TestTransportKeepsThePeakWithANegativeWindow(t *testing.T) {
+	defer leakcheck.Check(t)()
+	e := newFirstRequestServer()
+	defer e.Close()
+	clk := telemetry.NewManual(time.Unix(1_000_000, 0))
+	tr := New(Config{MaxIdlePerHost: 8, WarmAhead: true, Clock: clk, IdleTimeout: 10 * time.Second, PeakWindow: -1})
+	defer tr.Close()
+	tr.RaisePeak(4)
+	key := e.hostPort()
+	warmTo(t, tr, key, 4)
+	for range 3 {
+		clk.Set(clk.Now().Add(time.Hour)) // sweeps run and close nothing
+		upServedBy(t, upSend(t, tr, key))
+		tr.WaitWarmers()
+	}
+	require.Equal(t, int64(4), tr.Stats().Peak)
+	require.Zero(t, tr.Stats().Closes[CloseIdle])
+	require.Equal(t, map[string]int{key: 4}, tr.OpenConns())
+}
+
+// Idle connections to a host no request comes to any more (an engine or a
+// renderer removed from the pool) are closed by the sweep once idle past
+// the timeout; before, they stayed open until a request to that host.
+func TestTransportSweepClosesIdleConnectionsOfAHostLeftAlone(t *testing.T) {
+	defer leakcheck.Check(t)()
+	e := newFirstRequestServer()
+	defer e.Close()
+	clk := telemetry.NewManual(time.Unix(1_000_000, 0))
+	cfg := Config{MaxIdlePerHost: 8, Clock: clk, IdleTimeout: 10 * time.Second}
+	closes := closeWatch(&cfg)
+	tr := New(cfg)
+	defer tr.Close()
+	key := e.hostPort()
+	r1, r2 := upSend(t, tr, key), upSend(t, tr, key)
+	upServedBy(t, r1)
+	upServedBy(t, r2)
+	require.Equal(t, 2, tr.IdleConns(key))
+	require.Equal(t, 1, clk.WaitForWaiters(1), "one sweep armed while connections are idle")
+
+	// Half the timeout on, a sweep finds them not yet idle long enough and
+	// arms the next.
+	clk.Advance(5 * time.Second)
+	require.Equal(t, 1, clk.WaitForWaiters(1))
+	require.Equal(t, 2, tr.IdleConns(key))
+
+	// At the timeout the next sweep closes both, and arms none: the pool is
+	// empty.
+	clk.Advance(5 * time.Second)
+	awaitCloses(t, closes, 2)
+	require.Empty(t, tr.OpenConns())
+	require.Zero(t, tr.IdleConns(key))
+	tr.mu.Lock()
+	require.Nil(t, tr.sweepTimer, "no sweep armed for an empty pool")
+	require.Empty(t, tr.lastUse, "the host left nothing behind")
+	tr.mu.Unlock()
+}
+
+// The connections a warmer keeps stay past the timeout while their host
+// gets requests; once it has had none for a window (an engine removed from
+// the pool, whose warmed connections a gateway would otherwise hold until
+// the engine closed them), the sweep closes them, while another engine that
+// still gets requests keeps its own.
+func TestTransportSweepClosesAWarmHostsConnectionsAfterAWindowWithoutRequests(t *testing.T) {
+	defer leakcheck.Check(t)()
+	gone, stays := newFirstRequestServer(), newFirstRequestServer()
+	defer gone.Close()
+	defer stays.Close()
+	start := time.Unix(1_000_000, 0)
+	clk := telemetry.NewManual(start)
+	cfg := Config{MaxIdlePerHost: 8, WarmAhead: true, Clock: clk, IdleTimeout: 10 * time.Second, PeakWindow: time.Minute}
+	closes := closeWatch(&cfg)
+	tr := New(cfg)
+	defer tr.Close()
+	tr.RaisePeak(2)
+	warmTo(t, tr, stays.hostPort(), 2)
+	warmTo(t, tr, gone.hostPort(), 2) // its last request, at start
+	open := func() map[string]int { return tr.OpenConns() }
+	require.Equal(t, map[string]int{gone.hostPort(): 2, stays.hostPort(): 2}, open())
+
+	// Every 5 s (the sweep's interval) a request to the engine that stays,
+	// each step after the sweep due in it has run.
+	step := func() {
+		require.Equal(t, 1, clk.WaitForWaiters(1))
+		clk.Advance(5 * time.Second)
+		upServedBy(t, upSend(t, tr, stays.hostPort()))
+		tr.WaitWarmers()
+	}
+	for clk.Now().Before(start.Add(55 * time.Second)) {
+		step()
+	}
+	require.Zero(t, tr.Stats().Closes[CloseIdle], "within the window both keep theirs, idle past the timeout")
+	require.Equal(t, 2, tr.IdleConns(gone.hostPort()))
+
+	for clk.Now().Before(start.Add(70 * time.Second)) {
+		step()
+	}
+	awaitCloses(t, closes, 2)
+	require.Equal(t, map[string]int{stays.hostPort(): 2}, open())
+}
+
+// Close cancels a pending sweep and waits for a running one: no goroutine
+// is left (leakcheck), and connections given back later are closed.
+func TestTransportCloseStopsTheSweep(t *testing.T) {
+	defer leakcheck.Check(t)()
+	e := newFirstRequestServer()
+	defer e.Close()
+	clk := telemetry.NewManual(time.Unix(1_000_000, 0))
+	tr := New(Config{MaxIdlePerHost: 8, Clock: clk, IdleTimeout: 10 * time.Second})
+	upServedBy(t, upSend(t, tr, e.hostPort()))
+	require.Equal(t, 1, clk.WaitForWaiters(1))
+	tr.Close()
+	require.Zero(t, clk.Waiters(), "the pending sweep is cancelled")
+	require.Empty(t, tr.OpenConns())
+	clk.Advance(time.Hour)
+}
