@@ -21,7 +21,9 @@
 //     timer and no other goroutine decide.
 //
 // Connections are kept per host:port in a LIFO stack (Config.MaxIdlePerHost,
-// dropped after Config.IdleTimeout idle unless the warm-ahead keeps them),
+// dropped after Config.IdleTimeout idle unless the warm-ahead keeps them; a
+// sweep on Config.Clock drops them even on a host no request comes to any
+// more, see sweep.go),
 // peeked at for a close by the
 // server before reuse (one non-blocking MSG_PEEK, where the platform has
 // it), and optionally capped per host (Config.MaxConnsPerHost: requests past
@@ -32,7 +34,7 @@
 // way to abort an HTTP/1.1 request in flight), never pools it half-read.
 // Other schemes (https) go to Config.Fallback, typically a net/http
 // Transport. Config.WarmAhead dials ahead to the peak of requests in flight
-// (see warm.go). Stats, Config.OnDial and Config.OnClose count dials and
+// over the last Config.PeakWindow or two (see warm.go). Stats, Config.OnDial and Config.OnClose count dials and
 // closes by CloseReason, so that a caller can tell churn from growth.
 //
 // Only what kvroute's clients use is supported: no proxies, no HTTP/2, no
