@@ -236,13 +236,31 @@ func newTransport(idlePerHost int) *http.Transport {
 
 // SetEndpoints replaces the candidate endpoints of every later request. It
 // does not touch the Picker: a Router is told about endpoints separately
-// (Server.SetEndpoints does both).
+// (Server.SetEndpoints does both). The connections of a transport the
+// Handler created to an endpoint no longer in the set are closed: the idle
+// ones at once, those in use when their request ends.
 func (h *Handler) SetEndpoints(eps []kvroute.Endpoint) {
 	c := slices.Clone(eps)
 	if c == nil {
 		c = []kvroute.Endpoint{}
 	}
-	h.endpoints.Store(&c)
+	old := h.endpoints.Swap(&c)
+	if h.ownsTr == nil || old == nil {
+		return
+	}
+	kept := make(map[string]bool, len(c))
+	for _, e := range c {
+		kept[endpointHostPort(e)] = true
+	}
+	var gone []string
+	for _, e := range *old {
+		if hp := endpointHostPort(e); !kept[hp] {
+			gone = append(gone, hp)
+		}
+	}
+	if len(gone) > 0 {
+		h.ownsTr.Forget(gone...)
+	}
 }
 
 // Endpoints returns the current candidate endpoints (a copy).

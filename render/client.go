@@ -199,11 +199,19 @@ func (c *Client) Close() {
 // Endpoints with an empty ID or an invalid URL are left out and reported in
 // the returned error; the others are used. With a fixed Config.URL it returns
 // ErrFixedURL and changes nothing.
+//
+// The connections to a renderer no longer in the set are closed: the idle
+// ones at once, those in use when their render ends.
 func (c *Client) SetEndpoints(eps []Endpoint) error {
 	if c.picker.fixed != nil {
 		return ErrFixedURL
 	}
-	return c.picker.set(eps)
+	before := c.picker.endpoints()
+	err := c.picker.set(eps)
+	if gone := goneHosts(before, c.picker.endpoints()); len(gone) > 0 {
+		c.transport.Forget(gone...)
+	}
+	return err
 }
 
 // Endpoints returns the current endpoints, sorted by ID (the fixed URL, with

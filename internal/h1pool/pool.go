@@ -18,6 +18,7 @@ func (t *Transport) get(ctx context.Context, key string) (*conn, error) {
 	for {
 		t.mu.Lock()
 		t.lastUse[key] = now // keeps the host warm (keepLocked)
+		delete(t.forgotten, key)
 		pc := t.takeLocked(key)
 		expired := pc != nil && t.expiredLocked(pc, now)
 		if pc == nil {
@@ -177,7 +178,9 @@ func (t *Transport) put(pc *conn, warmed bool) {
 	excess := t.open[pc.key] - t.keepLocked(pc.key, now) // how many the idle timeout may close
 	s, stale = t.pruneStale(s, now, stale, &excess)
 	f, stale = t.pruneStale(f, now, stale, &excess)
-	full := len(s)+len(f) >= t.cfg.MaxIdlePerHost || t.stopped // after Close, nothing is kept
+	// After Close nothing is kept, nor a connection to a host Forget was
+	// told of.
+	full := len(s)+len(f) >= t.cfg.MaxIdlePerHost || t.stopped || t.forgotten[pc.key]
 	if !full && warmed {
 		f = append(f, pc)
 	} else if !full {
@@ -252,5 +255,6 @@ func (t *Transport) closedLocked(key string) {
 		delete(t.open, key)
 		delete(t.dialed, key)
 		delete(t.lastUse, key)
+		delete(t.forgotten, key)
 	}
 }

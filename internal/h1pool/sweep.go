@@ -83,3 +83,31 @@ func (t *Transport) setIdleLocked(key string, s, f []*conn) {
 		delete(t.fresh, key)
 	}
 }
+
+// Forget is for a caller whose set of hosts lost some (an engine removed
+// from the pool, a renderer scaled away): it closes the idle connections
+// to each host:port given, marks the host so that its connections in use
+// are closed as they are given back, and stops keeping it warm. The sweep
+// would close them too, but only once idle past Config.IdleTimeout (and,
+// for warmed ones, a PeakWindow after the host's last request); a removed
+// engine's connections and buffers go at once. A later request to such a
+// host is served as to a new one, and ends the mark.
+func (t *Transport) Forget(hostPorts ...string) {
+	var gone []*conn
+	t.mu.Lock()
+	for _, key := range hostPorts {
+		if t.open[key] == 0 {
+			continue // nothing open: nothing to close, and no mark to leave behind
+		}
+		gone = append(gone, t.idle[key]...)
+		gone = append(gone, t.fresh[key]...)
+		delete(t.idle, key)
+		delete(t.fresh, key)
+		delete(t.lastUse, key)
+		t.forgotten[key] = true
+	}
+	t.mu.Unlock()
+	for _, c := range gone {
+		t.drop(c, CloseIdle)
+	}
+}

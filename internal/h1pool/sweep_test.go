@@ -201,3 +201,38 @@ func TestTransportCloseStopsTheSweep(t *testing.T) {
 	require.Empty(t, tr.OpenConns())
 	clk.Advance(time.Hour)
 }
+
+// Forget closes a removed host's idle connections at once, its connection
+// in use when given back, and leaves the other hosts alone; a later request
+// to the host is served as to a new one.
+func TestTransportForgetClosesARemovedHostsConnections(t *testing.T) {
+	defer leakcheck.Check(t)()
+	gone, stays := newFirstRequestServer(), newFirstRequestServer()
+	defer gone.Close()
+	defer stays.Close()
+	cfg := Config{MaxIdlePerHost: 8, WarmAhead: true, PeakWindow: -1} // kept warm for good but for Forget
+	closes := closeWatch(&cfg)
+	tr := New(cfg)
+	defer tr.Close()
+	tr.RaisePeak(3)
+	warmTo(t, tr, stays.hostPort(), 3)
+	warmTo(t, tr, gone.hostPort(), 3)
+
+	inFlight := upSend(t, tr, gone.hostPort()) // holds one of the three
+	tr.Forget(gone.hostPort(), "127.0.0.1:1")  // a host with nothing open is a no-op
+	awaitCloses(t, closes, 2)
+	require.Zero(t, tr.IdleConns(gone.hostPort()))
+	upServedBy(t, inFlight) // given back after Forget: closed, not pooled
+	awaitCloses(t, closes, 1)
+	require.Equal(t, map[string]int{stays.hostPort(): 3}, tr.OpenConns())
+	tr.mu.Lock()
+	require.Empty(t, tr.forgotten, "the host left nothing behind once it had nothing open")
+	tr.mu.Unlock()
+
+	// A request later: a new connection, pooled as usual (and warmed
+	// again: the host is in use).
+	upServedBy(t, upSend(t, tr, gone.hostPort()))
+	tr.WaitWarmers()
+	require.Equal(t, 3, tr.IdleConns(gone.hostPort()))
+	require.Equal(t, 3, tr.IdleConns(stays.hostPort()))
+}

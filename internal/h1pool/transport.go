@@ -107,7 +107,7 @@ type Config struct {
 // documentation for what it does and why.
 //
 // Ownership: idle, fresh, open, waiting, warming, warmDial, peerClosedAt,
-// dialed, lastUse, winStart, sweepTimer and stopped belong to mu; busy,
+// dialed, lastUse, forgotten, winStart, sweepTimer and stopped belong to mu; busy,
 // peak, peakPrev and the counters are atomics;
 // a connection belongs to the request that took it from the pool (or
 // dialed it) until its response body ends, and to a warmer goroutine from
@@ -127,6 +127,7 @@ type Transport struct {
 	peerClosedAt map[string]time.Time    // when the server last closed an idle connection
 	dialed       map[string]DialCount    // connections dialed per host:port since it last had none open
 	lastUse      map[string]time.Time    // a request's last get per host:port, while it has connections open
+	forgotten    map[string]bool         // hosts Forget was told of, until a request comes to them or none is open
 	winStart     time.Time               // when the peak's current window began
 	sweepTimer   telemetry.Timer         // the pending sweep, if any
 	stopped      bool                    // Close came: no more warmers nor sweeps
@@ -185,6 +186,7 @@ func New(cfg Config) *Transport {
 		peerClosedAt: map[string]time.Time{},
 		dialed:       map[string]DialCount{},
 		lastUse:      map[string]time.Time{},
+		forgotten:    map[string]bool{},
 		winStart:     clk.Now(),
 		clk:          clk,
 		warmCtx:      ctx,
