@@ -26,6 +26,12 @@
 // endpoint label is the endpoint's configured ID, never a value from a
 // response, and an endpoint's series leave with it.
 //
+// PeerLoads turns the scraped queues into an estimate of the load other
+// routers carry on each engine (the engine's waiting and running requests
+// less this router's own open ones), for gateway replicas that share no
+// state; the gateway's peerLoadFromMetrics feeds it to the Router's load
+// tracker on every scrape interval.
+//
 // A nil Registerer registers nothing. New registers every collector of the
 // component through Set.Register, all or none (New fails and leaves nothing
 // registered). Close unregisters exactly what New registered, so a closed

@@ -50,3 +50,14 @@ vllm:kv_cache_usage_perc{engine="0",model_name="Qwen/Qwen3-0.6B"} 0.62
 	// waiting 7 running 256 KV cache 0.62
 	// saturated true known true
 }
+
+// PeerLoads estimates what other gateway replicas hold on each engine: the
+// engine reports 6 requests, this replica has 2 open there (one of them
+// still prefilling 2,048 tokens), so 4 are the others', each charged this
+// replica's 1,024 tokens per open request.
+func ExamplePeerLoads() {
+	sigs := map[string]enginemetrics.Signal{"10.0.0.7:8000": {Waiting: 2, Running: 4}}
+	own := func(string) (tokens, requests int64) { return 2048, 2 }
+	fmt.Println(enginemetrics.PeerLoads(sigs, own))
+	// Output: map[10.0.0.7:8000:{4096 4}]
+}

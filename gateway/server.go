@@ -134,6 +134,18 @@ type ServerConfig struct {
 	// kvroute_router_decision_mode_total show each endpoint's and each
 	// decision's mode. PolicyPrecise only.
 	Approximate *approx.Config
+	// PeerLoadFromMetrics gives the Router an estimate of the load the
+	// other gateway replicas (and any client that reaches the engines
+	// directly) carry on each endpoint: every scrape interval, each
+	// engine's scraped waiting and running requests less the ones this
+	// gateway has open there (enginemetrics.PeerLoads, into the Router's
+	// tokenload.Tracker as its peers' share). For active-active replicas
+	// that share no state: each otherwise sees only its own requests, and
+	// a request sends no KV event before its prefill starts. The scraper is
+	// built with EngineMetrics' settings (or its defaults). It cannot be
+	// combined with Router.Cluster, which shares the peers' load itself.
+	// PolicyPrecise only.
+	PeerLoadFromMetrics bool
 }
 
 // Server is a running gateway: a Handler on an http.Server with /metrics
@@ -144,7 +156,8 @@ type Server struct {
 	approx    *approx.Index          // the router's approximate index and mode table; nil under PolicyRoundRobin
 	admission *admission.Controller  // nil without ServerConfig.Admission
 	disagg    *disagg.Profile        // nil without ServerConfig.Disagg
-	scraper   *enginemetrics.Scraper // nil without ServerConfig.EngineMetrics, ServerConfig.LoRA and an enabled ServerConfig.Approximate
+	scraper   *enginemetrics.Scraper // nil without ServerConfig.EngineMetrics, ServerConfig.LoRA, ServerConfig.PeerLoadFromMetrics and an enabled ServerConfig.Approximate
+	peers     *peerFeed              // nil without ServerConfig.PeerLoadFromMetrics
 	lora      *lora.Scorer           // nil without ServerConfig.LoRA
 	session   *session.Affinity      // nil without ServerConfig.Session
 	models    *models.Registry       // nil without ServerConfig.Models
@@ -205,6 +218,7 @@ func NewServer(ctx context.Context, cfg ServerConfig, opts Options) (*Server, er
 		return nil, err
 	}
 	var picker kvroute.Picker
+	var peerEvery time.Duration // the scraper's interval, for PeerLoadFromMetrics
 	switch cfg.Policy {
 	case "", PolicyPrecise:
 		ropts := kvroute.Options{Set: telemetry.Set{Registerer: s.registry, Logger: logger, TracerProvider: opts.TracerProvider, Clock: opts.Clock}}
@@ -216,15 +230,18 @@ func NewServer(ctx context.Context, cfg ServerConfig, opts Options) (*Server, er
 			return nil, fmt.Errorf("gateway: approximate: %w", err)
 		}
 		capacities := acfg.Enabled && acfg.CapacityFrom != approx.CapacityFromConfig
-		if cfg.EngineMetrics != nil && cfg.Admission == nil && cfg.LoRA == nil && !capacities {
-			return nil, errors.New("gateway: engineMetrics feeds the admission stage, the lora scorer and the approximate index's capacities; set admission, lora or approximate.enabled too")
+		if cfg.EngineMetrics != nil && cfg.Admission == nil && cfg.LoRA == nil && !capacities && !cfg.PeerLoadFromMetrics {
+			return nil, errors.New("gateway: engineMetrics feeds the admission stage, the lora scorer, the approximate index's capacities and peerLoadFromMetrics; set admission, lora, approximate.enabled or peerLoadFromMetrics too")
 		}
-		if cfg.EngineMetrics != nil || cfg.LoRA != nil || capacities {
+		if cfg.PeerLoadFromMetrics && cfg.Router.Cluster.Enabled() {
+			return nil, errors.New("gateway: peerLoadFromMetrics estimates what a cluster shares exactly; set one or the other")
+		}
+		if cfg.EngineMetrics != nil || cfg.LoRA != nil || capacities || cfg.PeerLoadFromMetrics {
 			var emc enginemetrics.Config
 			switch {
 			case cfg.EngineMetrics != nil:
 				emc = *cfg.EngineMetrics
-			case cfg.LoRA == nil && cfg.Admission == nil:
+			case cfg.LoRA == nil && cfg.Admission == nil && !cfg.PeerLoadFromMetrics:
 				// Only the capacities read it, and they change when an
 				// engine restarts: no need to scrape every 50ms.
 				emc = enginemetrics.Config{Interval: CapacityScrapeInterval, Staleness: 3 * CapacityScrapeInterval}
@@ -234,6 +251,10 @@ func NewServer(ctx context.Context, cfg ServerConfig, opts Options) (*Server, er
 				return nil, err
 			}
 			s.scraper = sc
+			peerEvery = emc.Interval
+			if peerEvery <= 0 {
+				peerEvery = enginemetrics.DefaultInterval
+			}
 		}
 		aopts := approx.Options{Set: telemetry.Set{Registerer: s.registry, Logger: logger, Clock: opts.Clock}}
 		if capacities {
@@ -332,6 +353,9 @@ func NewServer(ctx context.Context, cfg ServerConfig, opts Options) (*Server, er
 		if cfg.LoRA != nil {
 			return nil, errors.New("gateway: the lora scorer needs the precise policy (it is one of the Router's scorers)")
 		}
+		if cfg.PeerLoadFromMetrics {
+			return nil, errors.New("gateway: peerLoadFromMetrics needs the precise policy (it feeds the Router's load)")
+		}
 		picker = new(RoundRobin)
 	default:
 		return nil, fmt.Errorf("gateway: unknown policy %q (want %q or %q)", cfg.Policy, PolicyPrecise, PolicyRoundRobin)
@@ -403,6 +427,9 @@ func NewServer(ctx context.Context, cfg ServerConfig, opts Options) (*Server, er
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
 		ConnState:         s.headerTimeouts.connState,
 		ConnContext:       s.headerTimeouts.connContext,
+	}
+	if cfg.PeerLoadFromMetrics {
+		s.peers = startPeerFeed(s.scraper, s.router, h.Endpoints, opts.Clk(), peerEvery)
 	}
 	go func() { s.served <- s.srv.Serve(s.headerTimeouts.listener(ln)) }()
 	ok = true
@@ -522,6 +549,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // closeAdmission closes the admission stage, the lora scorer and the
 // engine scraper, those that exist.
 func (s *Server) closeAdmission() {
+	s.peers.close() // reads the scraper: stopped first
 	if s.admission != nil {
 		s.admission.Close()
 	}

@@ -77,6 +77,10 @@ type gatewayConfig struct {
 	// prefix index of endpoints whose KV events are not live. Its keys are
 	// approx.Config's ({"enabled": true} turns it on).
 	Approximate *approx.Config `json:"approximate"`
+	// PeerLoadFromMetrics is gateway.ServerConfig.PeerLoadFromMetrics:
+	// true estimates the other gateway replicas' load on each engine from
+	// its scraped queue (with engineMetrics' settings, or its defaults).
+	PeerLoadFromMetrics bool `json:"peerLoadFromMetrics"`
 }
 
 // validate rejects negative values, which have no meaning.
@@ -111,8 +115,8 @@ func (g gatewayConfig) validate() error {
 			return fmt.Errorf("%s.lora: %w", gatewaySection, err)
 		}
 	}
-	if g.EngineMetrics != nil && g.Admission == nil && g.LoRA == nil {
-		return fmt.Errorf("%s.engineMetrics: feeds the admission stage and the lora scorer; set %s.admission or %s.lora too", gatewaySection, gatewaySection, gatewaySection)
+	if g.EngineMetrics != nil && g.Admission == nil && g.LoRA == nil && !g.PeerLoadFromMetrics {
+		return fmt.Errorf("%s.engineMetrics: feeds the admission stage, the lora scorer and peerLoadFromMetrics; set %s.admission, %s.lora or %s.peerLoadFromMetrics too", gatewaySection, gatewaySection, gatewaySection, gatewaySection)
 	}
 	if g.Session != nil {
 		if err := g.Session.Validate(); err != nil {
@@ -149,6 +153,7 @@ func (g gatewayConfig) apply(s *gateway.ServerConfig) {
 	s.Session = g.Session
 	s.Models = g.Models
 	s.Approximate = g.Approximate
+	s.PeerLoadFromMetrics = g.PeerLoadFromMetrics
 }
 
 // decodeGatewaySection reads the "gateway" member of a configuration

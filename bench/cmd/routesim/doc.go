@@ -71,6 +71,15 @@
 //
 //	go run ./bench/cmd/routesim -replica-sweep-only -loads 1.5 -replica-counts 1,4 -replica-seeds 1 -replica-stat-seeds 100 -load-tie-tolerance 2 -out <dir>
 //
+// -kvroute-peer-load-from-metrics gives every kvroute router an estimate of
+// the other gateway replicas' load on each engine from its waiting and
+// running requests, scraped every 50 ms of virtual time
+// (enginemetrics.PeerLoads, the gateway's peerLoadFromMetrics; an
+// experiment, off by default). Its comparison with the peers is committed
+// in bench/results/peer-load-from-metrics:
+//
+//	go run ./bench/cmd/routesim -peer-stat-seeds 8 -workloads multi-turn,shared-prefix,zipf-drift,heterogeneous,no-reuse -kvroute-peer-load-from-metrics -peer-stat-reuse bench/results/routesim-peers.json -peer-stat-reuse-policies dynamo,sglang,sglang-events,lmetric -out bench/results/peer-load-from-metrics
+//
 // -trace FILE replays a Mooncake trace (the FAST'25 JSONL format; the public
 // traces are in the kvcache-ai/Mooncake repository under
 // FAST25-release/traces/) instead of the synthetic workloads: prompts built

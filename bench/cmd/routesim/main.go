@@ -26,25 +26,26 @@ func main() {
 
 // options are the command's flags.
 type options struct {
-	seed        uint64
-	tieSeed     uint64
-	loadTies    float64
-	requests    int
-	engines     int
-	blocks      int
-	replicas    int
-	loads       string
-	workloads   string
-	policies    string
-	eventDelay  time.Duration
-	approxTTL   time.Duration
-	parallel    int
-	out         string
-	sensitivity bool
-	cpuProfile  string
-	rep         replicaOptions // replicas.go
-	peerSeeds   int            // peers.go
-	trace       traceOptions   // trace.go
+	seed            uint64
+	tieSeed         uint64
+	loadTies        float64
+	peerFromMetrics bool
+	requests        int
+	engines         int
+	blocks          int
+	replicas        int
+	loads           string
+	workloads       string
+	policies        string
+	eventDelay      time.Duration
+	approxTTL       time.Duration
+	parallel        int
+	out             string
+	sensitivity     bool
+	cpuProfile      string
+	rep             replicaOptions // replicas.go
+	peerSeeds       int            // peers.go
+	trace           traceOptions   // trace.go
 	// -peer-stat-reuse and -peer-stat-reuse-policies (peers.go)
 	peerReuse, peerReusePolicies string
 	blocksSet                    bool            // -blocks was given
@@ -62,6 +63,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Uint64Var(&o.seed, "seed", def.Seed, "random seed (same seed, same results)")
 	fs.Uint64Var(&o.tieSeed, "tie-seed", 0, "seed of the policies' own random draws (tie-breaks, exploration) only: the same traffic, routed with other draws; do not combine with -peer-stat-reuse of a file made with another tie seed")
 	fs.Float64Var(&o.loadTies, "load-tie-tolerance", 0, "kvroute's Config.LoadTieTolerance in every kvroute run: picks decided by load tie within this many times the best candidate's uncached tokens, broken by the request's prefix hash (an experiment; 0: kvroute's default)")
+	fs.BoolVar(&o.peerFromMetrics, "kvroute-peer-load-from-metrics", false, "every kvroute router estimates the other gateway replicas' load on each engine from its scraped waiting and running requests (enginemetrics.PeerLoads; an experiment, off by default)")
 	fs.IntVar(&o.requests, "requests", def.Workload.Requests, "requests per run")
 	fs.IntVar(&o.engines, "engines", def.Fleet.Engines, "simulated engines")
 	fs.IntVar(&o.blocks, "blocks", def.Fleet.NumGPUBlocks, "KV-cache blocks per engine")
@@ -114,6 +116,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	base.Seed, base.TieSeed, base.Fleet.Engines, base.Fleet.NumGPUBlocks = o.seed, o.tieSeed, o.engines, o.blocks
 	base.GatewayReplicas, base.EventDelay, base.ApproxTTL = o.replicas, o.eventDelay, o.approxTTL
 	base.LoadTieTolerance = o.loadTies
+	base.KVRoutePeerLoadFromMetrics = o.peerFromMetrics
 	loads, err := parseLoads(o.loads)
 	if err != nil {
 		return err

@@ -365,6 +365,12 @@ type Config struct {
 	// a kvroute policy (kvrouter): picks decided by load tie within that
 	// many of the best candidate's uncached tokens. 0 is kvroute's default.
 	LoadTieTolerance float64 `json:"loadTieTolerance,omitempty"`
+	// KVRoutePeerLoadFromMetrics gives every kvroute router an estimate of
+	// the other gateway replicas' load on each engine, from the engines'
+	// waiting and running requests scraped every ScrapeInterval
+	// (enginemetrics.PeerLoads into the Router's tokenload.Tracker): an
+	// experiment, off by default.
+	KVRoutePeerLoadFromMetrics bool `json:"kvroutePeerLoadFromMetrics,omitempty"`
 }
 
 // DefaultConfig returns the default fleet with the default workload of kind

@@ -76,3 +76,45 @@ func TestLoadTieTolerancePassedToKVRoute(t *testing.T) {
 		}
 	}
 }
+
+// TestPeerLoadFromMetricsSteersKVRoute: with
+// Config.KVRoutePeerLoadFromMetrics a kvroute router's pick sees another
+// replica's requests in the engines' scraped queues, at most a scrape
+// interval old: a new prompt goes away from the engine the router alone,
+// which has sent nothing, would take, once its queue holds another
+// replica's requests.
+func TestPeerLoadFromMetricsSteersKVRoute(t *testing.T) {
+	cfg := DefaultConfig(NoReuse, 1)
+	ids := endpointIDs(2)
+	clock := simengine.DefaultStart
+	now := func() time.Time { return clock }
+	prompt := randTokens(rand.New(rand.NewPCG(5, 6)), 1024)
+	var queues [2][2]int // waiting, running per engine
+	queue := func(i int) (int, int) { return queues[i][0], queues[i][1] }
+	newRouter := func() *kvrouter {
+		k, err := newKVRouter(cfg, ids, now, 1, KVRoute, nil, nil)
+		require.NoError(t, err)
+		return k
+	}
+	pickOf := func(k *kvrouter) int {
+		got, err := k.pick(&request{arrival: arrival{prompt: prompt}})
+		require.NoError(t, err)
+		return got
+	}
+	alone := newRouter()
+	first := pickOf(alone)
+	alone.close()
+
+	queues[first] = [2]int{3, 1} // three waiting and one running there, none this router's
+	k := newRouter()
+	defer k.close()
+	k.scrapePeers(queue, now, cfg.ScrapeInterval)
+	require.Equal(t, 1-first, pickOf(k), "the engine no other replica loads")
+	require.Equal(t, int64(4), k.r.Load().PeerLoadOf(ids[first]).Requests)
+	queues[first] = [2]int{0, 0} // the other replica's requests end
+	pickOf(k)
+	require.Equal(t, int64(4), k.r.Load().PeerLoadOf(ids[first]).Requests, "the estimate holds until the next scrape")
+	clock = clock.Add(cfg.ScrapeInterval)
+	pickOf(k)
+	require.Zero(t, k.r.Load().PeerLoadOf(ids[first]).Requests)
+}

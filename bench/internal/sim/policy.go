@@ -10,6 +10,7 @@ import (
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/affinity"
 	"github.com/kvroute/kvroute/cluster"
+	"github.com/kvroute/kvroute/enginemetrics"
 	"github.com/kvroute/kvroute/kvindex"
 	"github.com/kvroute/kvroute/render"
 	"github.com/kvroute/kvroute/telemetry"
@@ -73,6 +74,40 @@ type kvrouter struct {
 	index map[string]int
 	req   kvroute.Request
 	ctx   context.Context
+	peers *peerScrape // nil unless Config.KVRoutePeerLoadFromMetrics
+}
+
+// peerScrape is a kvrouter's scrape of the engines' queues for
+// Config.KVRoutePeerLoadFromMetrics, at most every interval of virtual
+// time, before a pick.
+type peerScrape struct {
+	queue    func(i int) (waiting, running int)
+	now      func() time.Time
+	interval time.Duration
+	last     time.Time
+	sigs     map[string]enginemetrics.Signal
+}
+
+// scrapePeers turns Config.KVRoutePeerLoadFromMetrics on for k.
+func (k *kvrouter) scrapePeers(queue func(i int) (waiting, running int), now func() time.Time, interval time.Duration) {
+	k.peers = &peerScrape{queue: queue, now: now, interval: interval, sigs: map[string]enginemetrics.Signal{}}
+}
+
+// refreshPeers scrapes the queues when the interval has passed and gives
+// the Router's tracker the other replicas' estimated load.
+func (k *kvrouter) refreshPeers() {
+	p := k.peers
+	now := p.now()
+	if !p.last.IsZero() && now.Sub(p.last) < p.interval {
+		return
+	}
+	p.last = now
+	for i, ep := range k.eps {
+		w, r := p.queue(i)
+		p.sigs[ep.ID] = enginemetrics.Signal{Waiting: w, Running: r}
+	}
+	t := k.r.Load()
+	t.SetPeerLoads(enginemetrics.PeerLoads(p.sigs, t.LocalLoad))
 }
 
 func newKVRouter(cfg Config, ids []string, now func() time.Time, seed uint64, variant Policy, shared func() float64,
@@ -142,6 +177,9 @@ func crowdingVariant(a *affinity.Config, variant Policy) {
 }
 
 func (k *kvrouter) pick(rq *request) (int, error) {
+	if k.peers != nil {
+		k.refreshPeers()
+	}
 	k.req.Prompts[0].TokenIDs = rq.prompt
 	d, err := k.r.Pick(k.ctx, &k.req, k.eps)
 	if err != nil {

@@ -244,6 +244,9 @@ func (r *run) newPolicy(g int) (router, error) {
 		if err != nil {
 			return nil, err
 		}
+		if r.cfg.KVRoutePeerLoadFromMetrics {
+			kr.scrapePeers(r.queue, clock, r.cfg.ScrapeInterval)
+		}
 		if err := subscribe(kr.r.Index(), nil); err != nil {
 			kr.close()
 			return nil, err
@@ -307,6 +310,13 @@ func cachedHook(delta func(i, blocks int, reset bool)) func(int, *wire.Batch) {
 func (r *run) scrape(i int) (waiting int, usage float64) {
 	st := r.engines[i].Stats()
 	return st.Waiting, 1 - float64(st.FreeBlocks)/float64(max(st.NumBlocks, 1))
+}
+
+// queue returns engine i's waiting and running requests, as vLLM's
+// num_requests_waiting and num_requests_running report them.
+func (r *run) queue(i int) (waiting, running int) {
+	st := r.engines[i].Stats()
+	return st.Waiting + st.Deferred, st.Running
 }
 
 func (r *run) teardown() {

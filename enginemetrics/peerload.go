@@ -1,0 +1,47 @@
+package enginemetrics
+
+import (
+	"math"
+
+	"github.com/kvroute/kvroute/tokenload"
+)
+
+// PeerLoads estimates, per endpoint, the load that other routers carry
+// there: the engine's waiting and running requests as last scraped, less
+// the requests this router has open on it (own; tokenload.Tracker's
+// LocalLoad), each charged as many uncached prompt tokens as this router's
+// own open requests carry on average, over all the endpoints given.
+//
+// It is for gateway replicas that share no state (no cluster): each sees
+// only the requests it sent, and a request sends no KV event before its
+// prefill starts, so nothing else a replica receives shows the queue the
+// other replicas built on an engine. The engine's own count does, one
+// scrape late; clients that reach the engines without the gateway count
+// too, as they should. The result goes to tokenload.Tracker.SetPeerLoads.
+//
+// It is an estimate: requests this router sent that have not reached the
+// engine yet, or that ended at the engine before this router saw their
+// answer, make the difference smaller (never below zero), and other
+// routers' requests are assumed to carry this router's mix of prompt work.
+func PeerLoads(sigs map[string]Signal, own func(endpoint string) (tokens, requests int64)) map[string]tokenload.PeerLoad {
+	var ownTok, ownReq int64
+	for ep := range sigs {
+		t, r := own(ep)
+		ownTok += t
+		ownReq += r
+	}
+	perReq := 0.0
+	if ownReq > 0 {
+		perReq = float64(ownTok) / float64(ownReq)
+	}
+	out := make(map[string]tokenload.PeerLoad, len(sigs))
+	for ep, s := range sigs {
+		_, r := own(ep)
+		peers := int64(max(s.Waiting, 0)) + int64(max(s.Running, 0)) - r
+		if peers <= 0 {
+			continue
+		}
+		out[ep] = tokenload.PeerLoad{Tokens: int64(math.Round(perReq * float64(peers))), Requests: peers}
+	}
+	return out
+}
