@@ -7,14 +7,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/url"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/disagg/sidecar"
+	"github.com/kvroute/kvroute/internal/h1pool"
 )
 
 // How the gateway carries out a split decision (DisaggHostConfig.Mode).
@@ -153,24 +152,17 @@ func (h *Handler) exchange(w http.ResponseWriter, r *http.Request, hdr http.Head
 	return xr.DecodeBody, xr.Fallback, "", nil
 }
 
-// endpointHostPort is the host:port the prefill request goes to: the
-// endpoint's ID, or the host of its Address when it has one.
+// endpointHostPort is the host:port requests to e go to (and the
+// gateway's transport pools their connections under): the endpoint's ID, or
+// the host of its Address when it has one.
 func endpointHostPort(e kvroute.Endpoint) string {
 	if e.Address == "" {
 		return e.ID
 	}
-	u, err := url.Parse(e.Address)
-	if err != nil || u.Host == "" {
-		return e.ID
+	if hp := h1pool.HostPort(e.Address); hp != "" {
+		return hp
 	}
-	if u.Port() == "" {
-		port := "80"
-		if u.Scheme == "https" {
-			port = "443"
-		}
-		return net.JoinHostPort(u.Hostname(), port)
-	}
-	return u.Host
+	return e.ID
 }
 
 // retryLocal sends out once more to the decode endpoint with body, the

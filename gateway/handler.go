@@ -244,22 +244,13 @@ func (h *Handler) SetEndpoints(eps []kvroute.Endpoint) {
 	if c == nil {
 		c = []kvroute.Endpoint{}
 	}
-	old := h.endpoints.Swap(&c)
-	if h.ownsTr == nil || old == nil {
-		return
-	}
-	kept := make(map[string]bool, len(c))
-	for _, e := range c {
-		kept[endpointHostPort(e)] = true
-	}
-	var gone []string
-	for _, e := range *old {
-		if hp := endpointHostPort(e); !kept[hp] {
-			gone = append(gone, hp)
+	h.endpoints.Store(&c)
+	if h.ownsTr != nil {
+		hosts := make([]string, len(c))
+		for i, e := range c {
+			hosts[i] = endpointHostPort(e)
 		}
-	}
-	if len(gone) > 0 {
-		h.ownsTr.Forget(gone...)
+		h.ownsTr.Retain(hosts)
 	}
 }
 

@@ -206,11 +206,13 @@ func (c *Client) SetEndpoints(eps []Endpoint) error {
 	if c.picker.fixed != nil {
 		return ErrFixedURL
 	}
-	before := c.picker.endpoints()
 	err := c.picker.set(eps)
-	if gone := goneHosts(before, c.picker.endpoints()); len(gone) > 0 {
-		c.transport.Forget(gone...)
+	now := c.picker.endpoints()
+	hosts := make([]string, len(now))
+	for i, e := range now {
+		hosts[i] = h1pool.HostPort(e.URL)
 	}
+	c.transport.Retain(hosts)
 	return err
 }
 

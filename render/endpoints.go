@@ -3,8 +3,6 @@ package render
 import (
 	"errors"
 	"fmt"
-	"net"
-	"net/url"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -193,38 +191,4 @@ func (p *picker) pickExcluding(not *target, model string) *target {
 		}
 	}
 	return nil
-}
-
-// goneHosts returns the host:port (as the client's transport keys its
-// connections) of every endpoint of before whose host no endpoint of after
-// has.
-func goneHosts(before, after []Endpoint) []string {
-	kept := make(map[string]bool, len(after))
-	for _, e := range after {
-		kept[hostPortOf(e.URL)] = true
-	}
-	var gone []string
-	for _, e := range before {
-		if hp := hostPortOf(e.URL); hp != "" && !kept[hp] {
-			gone = append(gone, hp)
-		}
-	}
-	return gone
-}
-
-// hostPortOf returns base's host:port, the port defaulting to the scheme's
-// (80 for http), or "" for a URL that does not parse.
-func hostPortOf(base string) string {
-	u, err := url.Parse(base)
-	if err != nil || u.Host == "" {
-		return ""
-	}
-	if u.Port() != "" {
-		return u.Host
-	}
-	port := "80"
-	if u.Scheme == "https" {
-		port = "443"
-	}
-	return net.JoinHostPort(u.Hostname(), port)
 }

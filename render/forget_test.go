@@ -31,10 +31,3 @@ func TestSetEndpointsClosesARemovedRenderersConnections(t *testing.T) {
 	_, err = c.Render(context.Background(), completions("x"))
 	require.NoError(t, err, "the renderer left still renders")
 }
-
-func TestGoneHosts(t *testing.T) {
-	before := []Endpoint{{ID: "a", URL: "http://10.0.0.1:8000"}, {ID: "b", URL: "http://10.0.0.2"}, {ID: "c", URL: "https://r.example"}, {ID: "d", URL: "http://10.0.0.4:8000/"}}
-	after := []Endpoint{{ID: "a2", URL: "http://10.0.0.1:8000/"}, {ID: "d", URL: "http://10.0.0.4:8000"}}
-	require.Equal(t, []string{"10.0.0.2:80", "r.example:443"}, goneHosts(before, after))
-	require.Empty(t, goneHosts(after, before))
-}

@@ -178,8 +178,8 @@ func (t *Transport) put(pc *conn, warmed bool) {
 	excess := t.open[pc.key] - t.keepLocked(pc.key, now) // how many the idle timeout may close
 	s, stale = t.pruneStale(s, now, stale, &excess)
 	f, stale = t.pruneStale(f, now, stale, &excess)
-	// After Close nothing is kept, nor a connection to a host Forget was
-	// told of.
+	// After Close nothing is kept, nor a connection to a host Retain left
+	// out.
 	full := len(s)+len(f) >= t.cfg.MaxIdlePerHost || t.stopped || t.forgotten[pc.key]
 	if !full && warmed {
 		f = append(f, pc)

@@ -1,6 +1,10 @@
 package h1pool
 
-import "time"
+import (
+	"net"
+	"net/url"
+	"time"
+)
 
 // The sweep: without it, an idle connection past Config.IdleTimeout is
 // closed only when a request to its host takes or gives back a connection,
@@ -84,20 +88,25 @@ func (t *Transport) setIdleLocked(key string, s, f []*conn) {
 	}
 }
 
-// Forget is for a caller whose set of hosts lost some (an engine removed
-// from the pool, a renderer scaled away): it closes the idle connections
-// to each host:port given, marks the host so that its connections in use
-// are closed as they are given back, and stops keeping it warm. The sweep
-// would close them too, but only once idle past Config.IdleTimeout (and,
-// for warmed ones, a PeakWindow after the host's last request); a removed
-// engine's connections and buffers go at once. A later request to such a
-// host is served as to a new one, and ends the mark.
-func (t *Transport) Forget(hostPorts ...string) {
+// Retain is for a caller whose set of hosts changed (an engine removed
+// from the pool, a renderer scaled away): every host with connections open
+// that is not among hostPorts (named as HostPort names them) is forgotten:
+// its idle connections are closed at once, those in use as they are given
+// back, and it is no longer kept warm. The sweep would close them too, but
+// only once idle past Config.IdleTimeout (and, for warmed ones, a
+// PeakWindow after the host's last request); a removed engine's
+// connections and buffers go at once. A later request to a forgotten host
+// is served as to a new one, and ends its mark.
+func (t *Transport) Retain(hostPorts []string) {
+	keep := make(map[string]bool, len(hostPorts))
+	for _, hp := range hostPorts {
+		keep[hp] = true
+	}
 	var gone []*conn
 	t.mu.Lock()
-	for _, key := range hostPorts {
-		if t.open[key] == 0 {
-			continue // nothing open: nothing to close, and no mark to leave behind
+	for key := range t.open { // hosts with nothing open leave no mark behind
+		if keep[key] {
+			continue
 		}
 		gone = append(gone, t.idle[key]...)
 		gone = append(gone, t.fresh[key]...)
@@ -110,4 +119,28 @@ func (t *Transport) Forget(hostPorts ...string) {
 	for _, c := range gone {
 		t.drop(c, CloseIdle)
 	}
+}
+
+// HostPort returns the host:port under which a Transport pools the
+// connections of rawURL: its host when it names a port, else with the
+// scheme's default (80, or 443 for https); "" when rawURL does not parse or
+// has no host.
+func HostPort(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Host == "" {
+		return ""
+	}
+	return hostKey(u)
+}
+
+// hostKey is HostPort of a parsed URL, RoundTrip's pool key.
+func hostKey(u *url.URL) string {
+	if u.Port() != "" {
+		return u.Host
+	}
+	port := "80"
+	if u.Scheme == "https" {
+		port = "443"
+	}
+	return net.JoinHostPort(u.Hostname(), port)
 }

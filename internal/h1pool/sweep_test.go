@@ -202,15 +202,15 @@ func TestTransportCloseStopsTheSweep(t *testing.T) {
 	clk.Advance(time.Hour)
 }
 
-// Forget closes a removed host's idle connections at once, its connection
-// in use when given back, and leaves the other hosts alone; a later request
-// to the host is served as to a new one.
-func TestTransportForgetClosesARemovedHostsConnections(t *testing.T) {
+// Retain closes the idle connections of a host left out at once, its
+// connection in use when given back, and leaves the hosts kept alone; a
+// later request to the host is served as to a new one.
+func TestTransportRetainClosesARemovedHostsConnections(t *testing.T) {
 	defer leakcheck.Check(t)()
 	gone, stays := newFirstRequestServer(), newFirstRequestServer()
 	defer gone.Close()
 	defer stays.Close()
-	cfg := Config{MaxIdlePerHost: 8, WarmAhead: true, PeakWindow: -1} // kept warm for good but for Forget
+	cfg := Config{MaxIdlePerHost: 8, WarmAhead: true, PeakWindow: -1} // kept warm for good but for Retain
 	closes := closeWatch(&cfg)
 	tr := New(cfg)
 	defer tr.Close()
@@ -218,11 +218,11 @@ func TestTransportForgetClosesARemovedHostsConnections(t *testing.T) {
 	warmTo(t, tr, stays.hostPort(), 3)
 	warmTo(t, tr, gone.hostPort(), 3)
 
-	inFlight := upSend(t, tr, gone.hostPort()) // holds one of the three
-	tr.Forget(gone.hostPort(), "127.0.0.1:1")  // a host with nothing open is a no-op
+	inFlight := upSend(t, tr, gone.hostPort())           // holds one of the three
+	tr.Retain([]string{stays.hostPort(), "127.0.0.1:1"}) // a host kept with nothing open changes nothing
 	awaitCloses(t, closes, 2)
 	require.Zero(t, tr.IdleConns(gone.hostPort()))
-	upServedBy(t, inFlight) // given back after Forget: closed, not pooled
+	upServedBy(t, inFlight) // given back after Retain: closed, not pooled
 	awaitCloses(t, closes, 1)
 	require.Equal(t, map[string]int{stays.hostPort(): 3}, tr.OpenConns())
 	tr.mu.Lock()
@@ -235,4 +235,19 @@ func TestTransportForgetClosesARemovedHostsConnections(t *testing.T) {
 	tr.WaitWarmers()
 	require.Equal(t, 3, tr.IdleConns(gone.hostPort()))
 	require.Equal(t, 3, tr.IdleConns(stays.hostPort()))
+}
+
+func TestHostPort(t *testing.T) {
+	for raw, want := range map[string]string{
+		"http://10.0.0.1:8000":   "10.0.0.1:8000",
+		"http://10.0.0.1:8000/":  "10.0.0.1:8000",
+		"http://10.0.0.2":        "10.0.0.2:80",
+		"https://r.example":      "r.example:443",
+		"http://[::1]/v1":        "[::1]:80",
+		"http://[::1]:9000/v1":   "[::1]:9000",
+		"10.0.0.1:8000":          "", // no scheme: no host
+		"http://bad host:1/x%zz": "",
+	} {
+		require.Equal(t, want, HostPort(raw), raw)
+	}
 }

@@ -127,7 +127,7 @@ type Transport struct {
 	peerClosedAt map[string]time.Time    // when the server last closed an idle connection
 	dialed       map[string]DialCount    // connections dialed per host:port since it last had none open
 	lastUse      map[string]time.Time    // a request's last get per host:port, while it has connections open
-	forgotten    map[string]bool         // hosts Forget was told of, until a request comes to them or none is open
+	forgotten    map[string]bool         // hosts Retain left out, until a request comes to them or none is open
 	winStart     time.Time               // when the peak's current window began
 	sweepTimer   telemetry.Timer         // the pending sweep, if any
 	stopped      bool                    // Close came: no more warmers nor sweeps
@@ -216,10 +216,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return t.cfg.Fallback.RoundTrip(req)
 	}
-	key := req.URL.Host
-	if _, _, err := net.SplitHostPort(key); err != nil {
-		key = net.JoinHostPort(req.URL.Hostname(), "80")
-	}
+	key := hostKey(req.URL)
 	ctx := req.Context()
 	if b := t.busy.Add(1); b > t.peak.Load() {
 		t.RaisePeak(b)

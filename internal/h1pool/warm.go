@@ -99,7 +99,7 @@ func (t *Transport) peakLocked(now time.Time) int64 {
 
 // keepLocked is how many of key's connections the warmer brings it to now:
 // warmTarget when warming is on, the Transport open, the host not
-// forgotten (Forget), got a request within the last Config.PeakWindow and
+// forgotten (Retain), got a request within the last Config.PeakWindow and
 // its server has not closed an idle connection lately, else 0. The pool keeps that many however long
 // they are idle: closed after Config.IdleTimeout, they would be dialed
 // again at the next request. t.mu is held.
