@@ -101,8 +101,10 @@
 // machine), up to Config.MaxIdleConnsPerHost idle connections per engine,
 // each checked for a close by the engine before reuse, warmed ahead to the
 // gateway's peak of requests in flight and kept at that peak however long
-// they are idle (closing them only had them dialed again). Engines named by an https Address
-// go through a net/http Transport.
+// they are idle (closing them only had them dialed again); the peak decays
+// after a quiet spell, and an engine removed from the endpoints loses its
+// connections at once. Engines named by an https Address go through a
+// net/http Transport.
 //
 // POST GeneratePath, vLLM's token-in /inference/v1/generate, is routed by
 // the token IDs, multimodal features and cache salt of its body, without

@@ -11,10 +11,10 @@ import "github.com/kvroute/kvroute/internal/h1pool"
 // connections whose writer goroutine reported late). Connections are kept
 // per engine in a LIFO stack (up to idlePerHost), peeked at for the
 // engine's close before reuse, and dropped after 90 s idle unless the
-// warm-ahead keeps them (below). A request that
-// finds its reused connection closed by the engine before any response byte
-// is sent once more on a new connection: net/http's Transport resends only
-// idempotent requests there; the gateway resends its POSTs too, because the
+// warm-ahead keeps them (below). A request that finds its reused
+// connection closed by the engine before any response byte is sent once
+// more on a new connection: net/http's Transport resends only idempotent
+// requests there; the gateway resends its POSTs too, because the
 // client has received nothing yet and the usual cause is an engine closing
 // an idle keep-alive connection as the request went out. An engine that
 // read the request and then died without a byte of answer is sent it

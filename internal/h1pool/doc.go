@@ -23,8 +23,7 @@
 // Connections are kept per host:port in a LIFO stack (Config.MaxIdlePerHost,
 // dropped after Config.IdleTimeout idle unless the warm-ahead keeps them; a
 // sweep on Config.Clock drops them even on a host no request comes to any
-// more, see sweep.go),
-// peeked at for a close by the
+// more, and Retain at once, see sweep.go), peeked at for a close by the
 // server before reuse (one non-blocking MSG_PEEK, where the platform has
 // it), and optionally capped per host (Config.MaxConnsPerHost: requests past
 // it wait, first come first served, for a connection given back or closed).
@@ -34,8 +33,9 @@
 // way to abort an HTTP/1.1 request in flight), never pools it half-read.
 // Other schemes (https) go to Config.Fallback, typically a net/http
 // Transport. Config.WarmAhead dials ahead to the peak of requests in flight
-// over the last Config.PeakWindow or two (see warm.go). Stats, Config.OnDial and Config.OnClose count dials and
-// closes by CloseReason, so that a caller can tell churn from growth.
+// over the last Config.PeakWindow or two (see warm.go). Stats,
+// Config.OnDial and Config.OnClose count dials and closes by CloseReason,
+// so that a caller can tell churn from growth.
 //
 // Only what kvroute's clients use is supported: no proxies, no HTTP/2, no
 // transparent compression, no 100-continue, of httptrace only WroteRequest.

@@ -18,7 +18,9 @@ func (t *Transport) get(ctx context.Context, key string) (*conn, error) {
 	for {
 		t.mu.Lock()
 		t.lastUse[key] = now // keeps the host warm (keepLocked)
-		delete(t.forgotten, key)
+		if len(t.forgotten) > 0 {
+			delete(t.forgotten, key) // a request ends Retain's mark
+		}
 		pc := t.takeLocked(key)
 		expired := pc != nil && t.expiredLocked(pc, now)
 		if pc == nil {
@@ -175,9 +177,11 @@ func (t *Transport) put(pc *conn, warmed bool) {
 		return
 	}
 	s, f := t.idle[pc.key], t.fresh[pc.key]
-	excess := t.open[pc.key] - t.keepLocked(pc.key, now) // how many the idle timeout may close
-	s, stale = t.pruneStale(s, now, stale, &excess)
-	f, stale = t.pruneStale(f, now, stale, &excess)
+	if t.staleHead(s, now) || t.staleHead(f, now) {
+		excess := t.open[pc.key] - t.keepLocked(pc.key, now) // how many the idle timeout may close
+		s, stale = t.pruneStale(s, now, stale, &excess)
+		f, stale = t.pruneStale(f, now, stale, &excess)
+	}
 	// After Close nothing is kept, nor a connection to a host Retain left
 	// out.
 	full := len(s)+len(f) >= t.cfg.MaxIdlePerHost || t.stopped || t.forgotten[pc.key]
@@ -200,6 +204,13 @@ func (t *Transport) put(pc *conn, warmed bool) {
 	if full {
 		t.drop(pc, CloseIdle)
 	}
+}
+
+// staleHead reports whether the oldest connection of s has been idle for
+// Config.IdleTimeout: put looks no further (nor at what the warmer keeps)
+// otherwise.
+func (t *Transport) staleHead(s []*conn, now time.Time) bool {
+	return len(s) > 0 && now.Sub(s[0].idleSince) >= t.cfg.IdleTimeout
 }
 
 // pruneStale moves the connections at the head of s (oldest first) that have

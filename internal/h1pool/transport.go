@@ -107,12 +107,12 @@ type Config struct {
 // documentation for what it does and why.
 //
 // Ownership: idle, fresh, open, waiting, warming, warmDial, peerClosedAt,
-// dialed, lastUse, forgotten, winStart, sweepTimer and stopped belong to mu; busy,
-// peak, peakPrev and the counters are atomics;
-// a connection belongs to the request that took it from the pool (or
-// dialed it) until its response body ends, and to a warmer goroutine from
-// its dial until the warmer pools it; Close stops the warmers and waits for
-// them.
+// dialed, lastUse, forgotten, winStart, sweepTimer and stopped belong to
+// mu; busy, peak, peakPrev and the counters are atomics; a connection
+// belongs to the request that took it from the pool (or dialed it) until
+// its response body ends, and to a warmer goroutine from its dial until the
+// warmer pools it; the sweep runs on a Clock timer's goroutine under mu.
+// Close stops the warmers and the sweep and waits for them.
 type Transport struct {
 	cfg    Config
 	dialer *net.Dialer

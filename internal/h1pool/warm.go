@@ -100,9 +100,10 @@ func (t *Transport) peakLocked(now time.Time) int64 {
 // keepLocked is how many of key's connections the warmer brings it to now:
 // warmTarget when warming is on, the Transport open, the host not
 // forgotten (Retain), got a request within the last Config.PeakWindow and
-// its server has not closed an idle connection lately, else 0. The pool keeps that many however long
-// they are idle: closed after Config.IdleTimeout, they would be dialed
-// again at the next request. t.mu is held.
+// its server has not closed an idle connection lately, else 0. The pool
+// keeps that many however long they are idle: closed after
+// Config.IdleTimeout, they would be dialed again at the next request. t.mu
+// is held.
 func (t *Transport) keepLocked(key string, now time.Time) int {
 	if !t.cfg.WarmAhead || t.stopped || t.forgotten[key] {
 		return 0
