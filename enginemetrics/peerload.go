@@ -24,24 +24,27 @@ import (
 // answer, make the difference smaller (never below zero), and other
 // routers' requests are assumed to carry this router's mix of prompt work.
 func PeerLoads(sigs map[string]Signal, own func(endpoint string) (tokens, requests int64)) map[string]tokenload.PeerLoad {
+	type excess struct {
+		ep    string
+		peers int64
+	}
 	var ownTok, ownReq int64
-	for ep := range sigs {
+	var over []excess // endpoints where the engine reports more requests than this router has open
+	for ep, s := range sigs {
 		t, r := own(ep)
 		ownTok += t
 		ownReq += r
+		if peers := int64(max(s.Waiting, 0)) + int64(max(s.Running, 0)) - r; peers > 0 {
+			over = append(over, excess{ep, peers})
+		}
 	}
 	perReq := 0.0
 	if ownReq > 0 {
 		perReq = float64(ownTok) / float64(ownReq)
 	}
-	out := make(map[string]tokenload.PeerLoad, len(sigs))
-	for ep, s := range sigs {
-		_, r := own(ep)
-		peers := int64(max(s.Waiting, 0)) + int64(max(s.Running, 0)) - r
-		if peers <= 0 {
-			continue
-		}
-		out[ep] = tokenload.PeerLoad{Tokens: int64(math.Round(perReq * float64(peers))), Requests: peers}
+	out := make(map[string]tokenload.PeerLoad, len(over))
+	for _, e := range over {
+		out[e.ep] = tokenload.PeerLoad{Tokens: int64(math.Round(perReq * float64(e.peers))), Requests: e.peers}
 	}
 	return out
 }

@@ -2,6 +2,7 @@ package enginemetrics
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -46,4 +47,15 @@ func TestPeerLoadsFeedATracker(t *testing.T) {
 	defer in.Done()
 	tr.SetPeerLoads(PeerLoads(map[string]Signal{"a": {Waiting: 3}}, tr.LocalLoad))
 	require.Equal(t, tokenload.PeerLoad{Tokens: 2 * 2048, Requests: 2}, tr.PeerLoadOf("a"))
+}
+
+// A reader of the signals (the gateway's peer-load feed) runs at the
+// Scraper's interval, defaults applied.
+func TestScraperInterval(t *testing.T) {
+	for cfg, want := range map[Config]time.Duration{{}: DefaultInterval, {Interval: time.Second}: time.Second} {
+		s, err := New(cfg, Options{})
+		require.NoError(t, err)
+		require.Equal(t, want, s.Interval())
+		s.Close()
+	}
 }

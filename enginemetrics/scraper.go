@@ -189,6 +189,11 @@ func (s *Scraper) Signal(ep kvroute.Endpoint) (Signal, bool) {
 	return sig, s.clk.Now().Sub(last.sig.Scraped) <= s.cfg.Staleness
 }
 
+// Interval is the time between two scrapes of one endpoint
+// (Config.Interval, defaults applied): how often a reader of the signals
+// has something new to read.
+func (s *Scraper) Interval() time.Duration { return s.cfg.Interval }
+
 // LoRA returns ep's LoRA adapter state from its last successful scrape,
 // and whether it is fresh by the rule of Saturation. It allocates nothing,
 // so a scorer may call it for every candidate of every request; a stale

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"sync"
-	"time"
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/enginemetrics"
@@ -29,10 +28,10 @@ type peerFeed struct {
 }
 
 // startPeerFeed starts the feed's goroutine; close stops it.
-func startPeerFeed(sc *enginemetrics.Scraper, r *kvroute.Router, endpoints func() []kvroute.Endpoint, clk telemetry.Clock, every time.Duration) *peerFeed {
+func startPeerFeed(sc *enginemetrics.Scraper, r *kvroute.Router, endpoints func() []kvroute.Endpoint, clk telemetry.Clock) *peerFeed {
 	f := &peerFeed{sc: sc, r: r, endpoints: endpoints, sigs: map[string]enginemetrics.Signal{},
 		stop: make(chan struct{}), done: make(chan struct{})}
-	tick := clk.NewTicker(every)
+	tick := clk.NewTicker(sc.Interval())
 	go func() {
 		defer close(f.done)
 		defer tick.Stop()

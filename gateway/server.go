@@ -218,7 +218,6 @@ func NewServer(ctx context.Context, cfg ServerConfig, opts Options) (*Server, er
 		return nil, err
 	}
 	var picker kvroute.Picker
-	var peerEvery time.Duration // the scraper's interval, for PeerLoadFromMetrics
 	switch cfg.Policy {
 	case "", PolicyPrecise:
 		ropts := kvroute.Options{Set: telemetry.Set{Registerer: s.registry, Logger: logger, TracerProvider: opts.TracerProvider, Clock: opts.Clock}}
@@ -251,10 +250,6 @@ func NewServer(ctx context.Context, cfg ServerConfig, opts Options) (*Server, er
 				return nil, err
 			}
 			s.scraper = sc
-			peerEvery = emc.Interval
-			if peerEvery <= 0 {
-				peerEvery = enginemetrics.DefaultInterval
-			}
 		}
 		aopts := approx.Options{Set: telemetry.Set{Registerer: s.registry, Logger: logger, Clock: opts.Clock}}
 		if capacities {
@@ -429,7 +424,7 @@ func NewServer(ctx context.Context, cfg ServerConfig, opts Options) (*Server, er
 		ConnContext:       s.headerTimeouts.connContext,
 	}
 	if cfg.PeerLoadFromMetrics {
-		s.peers = startPeerFeed(s.scraper, s.router, h.Endpoints, opts.Clk(), peerEvery)
+		s.peers = startPeerFeed(s.scraper, s.router, h.Endpoints, opts.Clk())
 	}
 	go func() { s.served <- s.srv.Serve(s.headerTimeouts.listener(ln)) }()
 	ok = true
