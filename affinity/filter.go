@@ -107,10 +107,9 @@ func uncachedOf(c *Candidate, unc *tokenload.Uncached) int64 {
 // moveLimit is the most uncached tokens a crowded request may have on its
 // destination: the warmest sticky candidate's plus the extra prefill the
 // rule may add (Config.CrowdingMaxExtraPrefill), or +Inf when unbounded or
-// when the crowding is severe (Config.CrowdingUnboundRatio, from the fewest
-// open requests per side that decide's pass gathered in sd).
-func (f *Filter) moveLimit(need float64, cands []Candidate, unc *tokenload.Uncached, sd *sides) float64 {
-	if f.extraTokens <= 0 || f.severe(sd.openSticky, sd.openCold) {
+// when the crowding is severe (Config.CrowdingUnboundRatio: lift).
+func (f *Filter) moveLimit(need float64, cands []Candidate, unc *tokenload.Uncached, lift bool) float64 {
+	if f.extraTokens <= 0 || lift {
 		return math.Inf(1)
 	}
 	least := math.Inf(1)
@@ -456,7 +455,7 @@ func (f *Filter) crowded(need float64, cands []Candidate, stickies []int, unc *t
 	if unc != nil && float64(max(unc.Of(maxCold), 0)+1)*float64(openCold+1) >= bound {
 		return 0, false
 	}
-	limit = f.moveLimit(need, cands, unc, &sd)
+	limit = f.moveLimit(need, cands, unc, f.severe(sd.openSticky, openCold))
 	for i := range cands {
 		if c := &cands[i]; c.LoadKnown && !sticky(c.Score, need) && crowdingCost(c, unc) < bound && float64(uncachedOf(c, unc)) <= limit {
 			return limit, true

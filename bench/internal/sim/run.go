@@ -234,8 +234,7 @@ func (r *run) newPolicy(g int) (router, error) {
 	if r.policy.isSessionPolicy() { // session.go
 		return r.newSessionPolicy(seed, clock, func(ix *kvindex.Index) error { return subscribe(ix, nil) })
 	}
-	switch r.policy {
-	case KVRoute, KVRoutePrefillOnly, KVRouteLMetric, KVRouteCrowding, KVRouteNoCrowding, KVRouteBounded:
+	if r.policy.isKVRoute() {
 		var join func(*kvindex.Index, *tokenload.Tracker) (*cluster.Replica, error)
 		if r.shared != nil {
 			join = r.shared.join(g)
@@ -252,6 +251,8 @@ func (r *run) newPolicy(g int) (router, error) {
 			return nil, err
 		}
 		return kr, nil
+	}
+	switch r.policy {
 	case Dynamo, SGLangEvents, LMetric:
 		ix, err := kvindex.New(kvindex.Config{BlockSize: r.cfg.Fleet.BlockSize, SweepInterval: -1}, kvindex.Options{Set: telemetry.Set{Clock: virtualClock{now: clock}}})
 		if err != nil {
