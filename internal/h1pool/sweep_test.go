@@ -27,6 +27,38 @@ func awaitCloses(t *testing.T, ch <-chan CloseReason, n int) {
 	}
 }
 
+// manualStart is the Manual clock's start in these tests.
+var manualStart = time.Unix(1_000_000, 0)
+
+// manualPool is a Transport with cfg on a Manual clock: idle timeout 10 s
+// (a sweep every 5 s), 8 idle connections per host, closes counted on a
+// channel.
+type manualPool struct {
+	*Transport
+	clk    *telemetry.Manual
+	closes <-chan CloseReason
+}
+
+func newManualPool(cfg Config) manualPool {
+	clk := telemetry.NewManual(manualStart)
+	cfg.Clock, cfg.IdleTimeout, cfg.MaxIdlePerHost = clk, 10*time.Second, 8
+	closes := closeWatch(&cfg)
+	return manualPool{Transport: New(cfg), clk: clk, closes: closes}
+}
+
+// stepUntil moves the clock one sweep interval at a time, each step after
+// the sweep due in the last one has run (and armed the next), and sends one
+// request to key after each, until the clock reaches at.
+func (p manualPool) stepUntil(t *testing.T, key string, at time.Duration) {
+	t.Helper()
+	for p.clk.Now().Before(manualStart.Add(at)) {
+		require.Equal(t, 1, p.clk.WaitForWaiters(1))
+		p.clk.Advance(5 * time.Second)
+		upServedBy(t, upSend(t, p, key))
+		p.WaitWarmers()
+	}
+}
+
 // warmTo sends requests one at a time to key until the warmer has brought it
 // to want open connections, all idle.
 func warmTo(t *testing.T, tr *Transport, key string, want int) {
@@ -47,38 +79,24 @@ func TestTransportForgetsAPeakAfterItsWindow(t *testing.T) {
 	defer leakcheck.Check(t)()
 	e := newFirstRequestServer()
 	defer e.Close()
-	start := time.Unix(1_000_000, 0)
-	clk := telemetry.NewManual(start)
-	cfg := Config{MaxIdlePerHost: 8, WarmAhead: true, Clock: clk, IdleTimeout: 10 * time.Second, PeakWindow: time.Minute}
-	closes := closeWatch(&cfg)
-	tr := New(cfg)
+	tr := newManualPool(Config{WarmAhead: true, PeakWindow: time.Minute})
 	defer tr.Close()
 	tr.RaisePeak(4) // the gateway's burst
 	key := e.hostPort()
-	warmTo(t, tr, key, 4)
+	warmTo(t, tr.Transport, key, 4)
 
-	// One request every 5 s (the sweep's interval), each step after the
-	// sweep due in it has run. Within the burst's window and the next one
-	// the four are kept, however long three of them have been idle.
-	step := func() {
-		require.Equal(t, 1, clk.WaitForWaiters(1))
-		clk.Advance(5 * time.Second)
-		upServedBy(t, upSend(t, tr, key))
-		tr.WaitWarmers()
-	}
-	for clk.Now().Before(start.Add(115 * time.Second)) {
-		step()
-	}
+	// One request every 5 s (the sweep's interval). Within the burst's
+	// window and the next one the four are kept, however long three of them
+	// have been idle.
+	tr.stepUntil(t, key, 115*time.Second)
 	require.Zero(t, tr.Stats().Closes[CloseIdle])
 	require.Equal(t, int64(4), tr.Stats().Peak)
 	require.Equal(t, map[string]int{key: 4}, tr.OpenConns())
 
 	// Past two windows the peak is the one request in flight of the window
 	// before: the three are closed, by the sweep or by a request on the way.
-	for clk.Now().Before(start.Add(130 * time.Second)) {
-		step()
-	}
-	awaitCloses(t, closes, 3)
+	tr.stepUntil(t, key, 130*time.Second)
+	awaitCloses(t, tr.closes, 3)
 	require.Equal(t, int64(1), tr.Stats().Peak)
 	require.Equal(t, map[string]int{key: 1}, tr.OpenConns())
 	require.Equal(t, int64(4), tr.Stats().Dials, "nothing dialed again")
@@ -90,14 +108,13 @@ func TestTransportKeepsThePeakWithANegativeWindow(t *testing.T) {
 	defer leakcheck.Check(t)()
 	e := newFirstRequestServer()
 	defer e.Close()
-	clk := telemetry.NewManual(time.Unix(1_000_000, 0))
-	tr := New(Config{MaxIdlePerHost: 8, WarmAhead: true, Clock: clk, IdleTimeout: 10 * time.Second, PeakWindow: -1})
+	tr := newManualPool(Config{WarmAhead: true, PeakWindow: -1})
 	defer tr.Close()
 	tr.RaisePeak(4)
 	key := e.hostPort()
-	warmTo(t, tr, key, 4)
+	warmTo(t, tr.Transport, key, 4)
 	for range 3 {
-		clk.Set(clk.Now().Add(time.Hour)) // sweeps run and close nothing
+		tr.clk.Advance(time.Hour) // sweeps run and close nothing
 		upServedBy(t, upSend(t, tr, key))
 		tr.WaitWarmers()
 	}
@@ -113,12 +130,9 @@ func TestTransportSweepClosesIdleConnectionsOfAHostLeftAlone(t *testing.T) {
 	defer leakcheck.Check(t)()
 	e := newFirstRequestServer()
 	defer e.Close()
-	clk := telemetry.NewManual(time.Unix(1_000_000, 0))
-	cfg := Config{MaxIdlePerHost: 8, Clock: clk, IdleTimeout: 10 * time.Second}
-	closes := closeWatch(&cfg)
-	tr := New(cfg)
+	tr := newManualPool(Config{})
 	defer tr.Close()
-	key := e.hostPort()
+	clk, key := tr.clk, e.hostPort()
 	r1, r2 := upSend(t, tr, key), upSend(t, tr, key)
 	upServedBy(t, r1)
 	upServedBy(t, r2)
@@ -134,7 +148,7 @@ func TestTransportSweepClosesIdleConnectionsOfAHostLeftAlone(t *testing.T) {
 	// At the timeout the next sweep closes both, and arms none: the pool is
 	// empty.
 	clk.Advance(5 * time.Second)
-	awaitCloses(t, closes, 2)
+	awaitCloses(t, tr.closes, 2)
 	require.Empty(t, tr.OpenConns())
 	require.Zero(t, tr.IdleConns(key))
 	tr.mu.Lock()
@@ -153,36 +167,21 @@ func TestTransportSweepClosesAWarmHostsConnectionsAfterAWindowWithoutRequests(t 
 	gone, stays := newFirstRequestServer(), newFirstRequestServer()
 	defer gone.Close()
 	defer stays.Close()
-	start := time.Unix(1_000_000, 0)
-	clk := telemetry.NewManual(start)
-	cfg := Config{MaxIdlePerHost: 8, WarmAhead: true, Clock: clk, IdleTimeout: 10 * time.Second, PeakWindow: time.Minute}
-	closes := closeWatch(&cfg)
-	tr := New(cfg)
+	tr := newManualPool(Config{WarmAhead: true, PeakWindow: time.Minute})
 	defer tr.Close()
 	tr.RaisePeak(2)
-	warmTo(t, tr, stays.hostPort(), 2)
-	warmTo(t, tr, gone.hostPort(), 2) // its last request, at start
+	warmTo(t, tr.Transport, stays.hostPort(), 2)
+	warmTo(t, tr.Transport, gone.hostPort(), 2) // its last request, at the start
 	open := func() map[string]int { return tr.OpenConns() }
 	require.Equal(t, map[string]int{gone.hostPort(): 2, stays.hostPort(): 2}, open())
 
-	// Every 5 s (the sweep's interval) a request to the engine that stays,
-	// each step after the sweep due in it has run.
-	step := func() {
-		require.Equal(t, 1, clk.WaitForWaiters(1))
-		clk.Advance(5 * time.Second)
-		upServedBy(t, upSend(t, tr, stays.hostPort()))
-		tr.WaitWarmers()
-	}
-	for clk.Now().Before(start.Add(55 * time.Second)) {
-		step()
-	}
+	// Every 5 s (the sweep's interval) a request to the engine that stays.
+	tr.stepUntil(t, stays.hostPort(), 55*time.Second)
 	require.Zero(t, tr.Stats().Closes[CloseIdle], "within the window both keep theirs, idle past the timeout")
 	require.Equal(t, 2, tr.IdleConns(gone.hostPort()))
 
-	for clk.Now().Before(start.Add(70 * time.Second)) {
-		step()
-	}
-	awaitCloses(t, closes, 2)
+	tr.stepUntil(t, stays.hostPort(), 70*time.Second)
+	awaitCloses(t, tr.closes, 2)
 	require.Equal(t, map[string]int{stays.hostPort(): 2}, open())
 }
 
@@ -192,8 +191,8 @@ func TestTransportCloseStopsTheSweep(t *testing.T) {
 	defer leakcheck.Check(t)()
 	e := newFirstRequestServer()
 	defer e.Close()
-	clk := telemetry.NewManual(time.Unix(1_000_000, 0))
-	tr := New(Config{MaxIdlePerHost: 8, Clock: clk, IdleTimeout: 10 * time.Second})
+	tr := newManualPool(Config{})
+	clk := tr.clk
 	upServedBy(t, upSend(t, tr, e.hostPort()))
 	require.Equal(t, 1, clk.WaitForWaiters(1))
 	tr.Close()
