@@ -302,15 +302,10 @@ func (c Config) Validate() error {
 // a bare number is an error), and the result is validated. A document that
 // also carries llm-d plugin parameters is read by llmd.Translate.
 func LoadConfig(r io.Reader) (Config, error) {
-	cfg := DefaultConfig()
-	if err := jsonconf.Decode(r, &cfg); err != nil {
-		if errors.Is(err, ErrInvalidConfig) {
-			return Config{}, err
+	return jsonconf.Load(r, DefaultConfig(), func(err error) error {
+		if errors.Is(err, ErrInvalidConfig) { // a section's own UnmarshalJSON named it
+			return err
 		}
-		return Config{}, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-	}
-	if err := cfg.Validate(); err != nil {
-		return Config{}, err
-	}
-	return cfg, nil
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}, Config.Validate)
 }

@@ -249,14 +249,7 @@ func (c Config) withDefaults() Config {
 // as durations are errors naming their path) and validates it. Absent keys
 // stay zero, which New reads as the defaults.
 func LoadConfig(r io.Reader) (Config, error) {
-	var cfg Config
-	if err := jsonconf.Decode(r, &cfg); err != nil {
-		return Config{}, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-	}
-	if err := cfg.Validate(); err != nil {
-		return Config{}, err
-	}
-	return cfg, nil
+	return jsonconf.Load(r, Config{}, jsonconf.Under(ErrInvalidConfig), Config.Validate)
 }
 
 // configFields is Config without its methods, so that decoding it does not

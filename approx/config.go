@@ -174,14 +174,7 @@ func (c Config) Validate() error {
 // LoadConfig decodes a JSON Config (absent keys mean the defaults; unknown
 // keys are an error naming their path; durations are Go duration strings).
 func LoadConfig(r io.Reader) (Config, error) {
-	var cfg Config
-	if err := jsonconf.Decode(r, &cfg); err != nil {
-		return Config{}, fmt.Errorf("approx: config: %w", err)
-	}
-	if _, err := cfg.withDefaults(); err != nil {
-		return Config{}, err
-	}
-	return cfg, nil
+	return jsonconf.Load(r, Config{}, jsonconf.Prefixed("approx: config"), Config.Validate)
 }
 
 type configFields Config

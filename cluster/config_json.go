@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"fmt"
 	"io"
 
 	"github.com/kvroute/kvroute/internal/jsonconf"
@@ -9,13 +8,12 @@ import (
 
 // LoadConfig decodes a JSON Config over the zero Config (absent keys mean
 // the defaults New applies): unknown keys are an error naming their path and
-// durations are Go duration strings ("250ms"; a bare number is an error).
+// durations are Go duration strings ("250ms"; a bare number is an error);
+// the result, with its defaults, is validated.
 func LoadConfig(r io.Reader) (Config, error) {
-	var cfg Config
-	if err := jsonconf.Decode(r, &cfg); err != nil {
-		return Config{}, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-	}
-	return cfg, nil
+	return jsonconf.Load(r, Config{}, jsonconf.Under(ErrInvalidConfig), func(c Config) error {
+		return c.WithDefaults().Validate()
+	})
 }
 
 // configFields is Config without its methods, so that decoding it does not

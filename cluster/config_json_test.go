@@ -28,6 +28,9 @@ func TestConfigDecodesStrictly(t *testing.T) {
 
 	_, err := cluster.LoadConfig(strings.NewReader(`{"lease":3000}`))
 	require.ErrorContains(t, err, "lease: bare number 3000")
+	_, err = cluster.LoadConfig(strings.NewReader(`{"addrs":["127.0.0.1"]}`)) // LoadConfig validates
+	require.ErrorIs(t, err, cluster.ErrInvalidConfig)
+	require.ErrorContains(t, err, `addr "127.0.0.1" is not host:port`)
 
 	out, err := json.Marshal(c)
 	require.NoError(t, err)

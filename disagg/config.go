@@ -219,11 +219,7 @@ func finiteNonNegative(x float64) bool { return x >= 0 && !math.IsInf(x, 0) }
 // LoadConfig reads a Config from JSON (unknown keys are rejected) and
 // validates it.
 func LoadConfig(r io.Reader) (Config, error) {
-	var c Config
-	if err := jsonconf.Decode(r, &c); err != nil {
-		return Config{}, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-	}
-	return c, c.Validate()
+	return jsonconf.Load(r, Config{}, jsonconf.Under(ErrInvalidConfig), Config.Validate)
 }
 
 type configFields Config

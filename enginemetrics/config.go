@@ -116,13 +116,12 @@ func (c Config) withDefaults() (Config, error) {
 
 // LoadConfig decodes a JSON Config over the zero value (absent keys mean the
 // defaults): unknown keys are an error naming their path and durations are
-// Go duration strings (a bare number is an error).
+// Go duration strings (a bare number is an error); the result is validated.
 func LoadConfig(r io.Reader) (Config, error) {
-	var c Config
-	if err := jsonconf.Decode(r, &c); err != nil {
-		return Config{}, fmt.Errorf("enginemetrics: config: %w", err)
-	}
-	return c, nil
+	return jsonconf.Load(r, Config{}, jsonconf.Prefixed("enginemetrics: config"), func(c Config) error {
+		_, err := c.withDefaults()
+		return err
+	})
 }
 
 // configFields is Config without its methods, so that decoding it does not

@@ -290,6 +290,8 @@ func TestConfig(t *testing.T) {
 	require.ErrorContains(t, err, "interval")
 	_, err = LoadConfig(strings.NewReader(`{"intervall":"1s"}`))
 	require.ErrorContains(t, err, "intervall: unknown key")
+	_, err = LoadConfig(strings.NewReader(`{"interval":"-1s"}`)) // LoadConfig validates
+	require.ErrorContains(t, err, "interval -1s is negative")
 
 	d, err := Config{}.withDefaults()
 	require.NoError(t, err)

@@ -245,14 +245,7 @@ type PoolConfig struct {
 // their path, durations are Go duration strings ("60s") and a bare number for
 // one is an error.
 func LoadPoolConfig(r io.Reader) (PoolConfig, error) {
-	var cfg PoolConfig
-	if err := jsonconf.Decode(r, &cfg); err != nil {
-		return PoolConfig{}, fmt.Errorf("kvevents: pool config: %w", err)
-	}
-	if err := cfg.Validate(); err != nil {
-		return PoolConfig{}, err
-	}
-	return cfg, nil
+	return jsonconf.Load(r, PoolConfig{}, jsonconf.Prefixed("kvevents: pool config"), PoolConfig.Validate)
 }
 
 // Validate reports the first invalid setting.

@@ -1,7 +1,6 @@
 package kvindex
 
 import (
-	"fmt"
 	"io"
 
 	"github.com/kvroute/kvroute/internal/jsonconf"
@@ -11,14 +10,10 @@ import (
 // the defaults New applies): unknown keys are an error naming their path and
 // durations are Go duration strings.
 func LoadConfig(r io.Reader) (Config, error) {
-	var cfg Config
-	if err := jsonconf.Decode(r, &cfg); err != nil {
-		return Config{}, fmt.Errorf("kvindex: config: %w", err)
-	}
-	if _, err := cfg.withDefaults(); err != nil {
-		return Config{}, err
-	}
-	return cfg, nil
+	return jsonconf.Load(r, Config{}, jsonconf.Prefixed("kvindex: config"), func(c Config) error {
+		_, err := c.withDefaults()
+		return err
+	})
 }
 
 // configFields is Config without its methods, so that decoding it does not

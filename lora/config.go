@@ -96,14 +96,10 @@ func (c Config) Validate() error {
 	return err
 }
 
-// LoadConfig decodes a JSON Config over the zero value: unknown keys are an
-// error naming their path.
+// LoadConfig decodes a JSON Config over the zero value (unknown keys are an
+// error naming their path) and validates it.
 func LoadConfig(r io.Reader) (Config, error) {
-	var c Config
-	if err := jsonconf.Decode(r, &c); err != nil {
-		return Config{}, fmt.Errorf("lora: config: %w", err)
-	}
-	return c, nil
+	return jsonconf.Load(r, Config{}, jsonconf.Prefixed("lora: config"), Config.Validate)
 }
 
 // configFields is Config without its methods, so that decoding it does not

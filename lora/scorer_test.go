@@ -160,6 +160,8 @@ func TestConfig(t *testing.T) {
 	require.Equal(t, Config{Weight: 2, CapPenalty: 0.1}, c)
 	_, err = LoadConfig(strings.NewReader(`{"wieght": 2}`))
 	require.ErrorContains(t, err, "wieght")
+	_, err = LoadConfig(strings.NewReader(`{"weight": -1}`)) // LoadConfig validates
+	require.ErrorContains(t, err, "weight")
 	require.ErrorContains(t, Config{Weight: -1}.Validate(), "weight")
 	require.ErrorContains(t, Config{CapPenalty: 0.5}.Validate(), "capPenalty")
 	_, err = New(Config{}, nil, Options{})

@@ -256,14 +256,7 @@ func validateBaseURL(s string) error {
 // keep their defaults), rejects unknown keys (naming their path), bare
 // numbers as durations and trailing data, and validates the result.
 func LoadConfig(r io.Reader) (Config, error) {
-	cfg := DefaultConfig()
-	if err := jsonconf.Decode(r, &cfg); err != nil {
-		return Config{}, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-	}
-	if err := cfg.Validate(); err != nil {
-		return Config{}, err
-	}
-	return cfg, nil
+	return jsonconf.Load(r, DefaultConfig(), jsonconf.Under(ErrInvalidConfig), Config.Validate)
 }
 
 // configFields is Config without its methods, so that decoding it does not

@@ -1,7 +1,6 @@
 package tokenload
 
 import (
-	"fmt"
 	"io"
 
 	"github.com/kvroute/kvroute/internal/jsonconf"
@@ -10,13 +9,9 @@ import (
 // LoadRequestTableConfig decodes a JSON RequestTableConfig over the zero
 // value (absent keys mean the defaults NewRequestTable applies): unknown
 // keys are an error naming their path and the TTL is a Go duration string
-// ("30m"; a bare number is an error).
+// ("30m"; a bare number is an error); the result is validated.
 func LoadRequestTableConfig(r io.Reader) (RequestTableConfig, error) {
-	var cfg RequestTableConfig
-	if err := jsonconf.Decode(r, &cfg); err != nil {
-		return RequestTableConfig{}, fmt.Errorf("tokenload: config: %w", err)
-	}
-	return cfg, nil
+	return jsonconf.Load(r, RequestTableConfig{}, jsonconf.Prefixed("tokenload: config"), RequestTableConfig.validate)
 }
 
 // requestTableFields is RequestTableConfig without its methods, so that

@@ -28,6 +28,8 @@ func TestRequestTableConfigDecodesStrictly(t *testing.T) {
 	got, err := tokenload.LoadRequestTableConfig(strings.NewReader(`{"ttl":"30m"}`))
 	require.NoError(t, err)
 	require.Equal(t, 30*time.Minute, got.TTL)
+	_, err = tokenload.LoadRequestTableConfig(strings.NewReader(`{"maxRequests":-1}`)) // LoadRequestTableConfig validates
+	require.ErrorContains(t, err, "maxRequests -1 is negative")
 
 	out, err := json.Marshal(c)
 	require.NoError(t, err)

@@ -137,13 +137,23 @@ type tableEntry struct {
 
 // NewRequestTable returns an empty table. With opts.Registerer set it
 // registers kvroute_tokenload_request_ids_total{outcome} and the gauge
+
+// validate reports the first invalid setting of c (NewRequestTable and
+// LoadRequestTableConfig refuse it).
+func (c RequestTableConfig) validate() error {
+	switch {
+	case c.MaxRequests < 0:
+		return fmt.Errorf("tokenload: maxRequests %d is negative", c.MaxRequests)
+	case c.TTL < 0:
+		return fmt.Errorf("tokenload: ttl %v is negative", c.TTL)
+	}
+	return nil
+}
+
 // kvroute_tokenload_request_table_entries (Close unregisters them).
 func NewRequestTable(cfg RequestTableConfig, opts Options) (*RequestTable, error) {
-	if cfg.MaxRequests < 0 {
-		return nil, fmt.Errorf("tokenload: maxRequests %d is negative", cfg.MaxRequests)
-	}
-	if cfg.TTL < 0 {
-		return nil, fmt.Errorf("tokenload: ttl %v is negative", cfg.TTL)
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
 	if cfg.MaxRequests == 0 {
 		cfg.MaxRequests = DefaultMaxTrackedRequests

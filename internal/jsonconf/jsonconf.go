@@ -36,9 +36,8 @@ var durationType = reflect.TypeFor[time.Duration]()
 const MaxBytes = 16 << 20
 
 // Decode reads one JSON value from r into *v by the package rules; anything
-// but white space after the value is an error. It is the loader every
-// package's LoadConfig uses: decode over the zero value (or over
-// DefaultConfig, to show the defaults) and keys that are absent keep it.
+// but white space after the value is an error. Load, every package's
+// LoadConfig, decodes with it.
 func Decode[T any](r io.Reader, v *T) error {
 	data, err := io.ReadAll(io.LimitReader(r, MaxBytes+1))
 	if err != nil {
@@ -48,6 +47,38 @@ func Decode[T any](r io.Reader, v *T) error {
 		return &Error{Msg: fmt.Sprintf("configuration larger than %d bytes", MaxBytes)}
 	}
 	return Unmarshal(data, v)
+}
+
+// Load is every package's LoadConfig: it decodes one JSON value from r
+// over start (the zero value, or DefaultConfig where absent keys keep the
+// defaults) by the package rules, then checks the result with check (nil:
+// none), so that a configuration read from a file is validated where it is
+// read, not first where it is used. A decoding error is returned through
+// wrap, which gives it the package's name or sentinel error; check's error
+// is returned as it is, since each package's Validate already names itself.
+func Load[T any](r io.Reader, start T, wrap func(error) error, check func(T) error) (T, error) {
+	var zero T
+	if err := Decode(r, &start); err != nil {
+		return zero, wrap(err)
+	}
+	if check != nil {
+		if err := check(start); err != nil {
+			return zero, err
+		}
+	}
+	return start, nil
+}
+
+// Under is Load's wrap for a package with a sentinel error: the decoding
+// error follows the sentinel, and errors.Is finds both.
+func Under(sentinel error) func(error) error {
+	return func(err error) error { return fmt.Errorf("%w: %w", sentinel, err) }
+}
+
+// Prefixed is Load's wrap for a package without one: the decoding error
+// after the prefix ("lora: config").
+func Prefixed(prefix string) func(error) error {
+	return func(err error) error { return fmt.Errorf("%s: %w", prefix, err) }
 }
 
 // Unmarshal decodes data into *v by the package rules. It is what every

@@ -196,3 +196,37 @@ func TestDecodingIntoACopyLeavesTheOriginal(t *testing.T) {
 	require.Equal(t, time.Second, *orig.S.TTL)
 	require.Equal(t, 7, *cp.Keep, "absent keys keep their value")
 }
+
+// Load decodes over the value it is given, wraps a decoding error as the
+// package asks (errors.Is finds the sentinel and the key's Error), returns
+// the check's error unwrapped, and returns the zero value on any error.
+func TestLoadDecodesOverStartAndChecks(t *testing.T) {
+	errBad := errors.New("pkg: invalid config")
+	positive := func(o outer) error {
+		if o.Weight < 0 {
+			return errors.New("pkg: weight is negative")
+		}
+		return nil
+	}
+	start := outer{Enabled: true, Weight: 1}
+	got, err := Load(strings.NewReader(`{"inner":{"ttl":"2s"}}`), start, Under(errBad), positive)
+	require.NoError(t, err)
+	require.True(t, got.Enabled)
+	require.Equal(t, 2*time.Second, got.Inner.TTL)
+
+	got, err = Load(strings.NewReader(`{"inner":{"ttl":2}}`), start, Under(errBad), positive)
+	require.ErrorIs(t, err, errBad)
+	var keyErr *Error
+	require.ErrorAs(t, err, &keyErr)
+	require.Equal(t, "inner.ttl", keyErr.Path)
+	require.Zero(t, got.Weight)
+
+	_, err = Load(strings.NewReader(`{"weight":-1}`), start, Under(errBad), positive)
+	require.EqualError(t, err, "pkg: weight is negative")
+
+	_, err = Load(strings.NewReader(`{"wieght":1}`), start, Prefixed("pkg: config"), nil)
+	require.ErrorContains(t, err, "pkg: config: wieght: unknown key")
+	got, err = Load(strings.NewReader(`{"weight":-1}`), start, Prefixed("pkg: config"), nil) // no check
+	require.NoError(t, err)
+	require.Equal(t, -1.0, got.Weight)
+}
