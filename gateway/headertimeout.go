@@ -52,6 +52,7 @@ func (ht *headerTimeouts) listener(ln net.Listener) net.Listener {
 // StateIdle waits for its next request, not yet for a header.
 func (ht *headerTimeouts) connState(c net.Conn, s http.ConnState) {
 	if wc, ok := c.(*watchedConn); ok && s == http.StateIdle {
+		wc.idleDeadlines.Store(0)
 		wc.phase.Store(phaseIdle)
 	}
 }
@@ -89,12 +90,28 @@ func (l *watchedListener) Accept() (net.Conn, error) {
 }
 
 // watchedConn is a client connection that counts a read timeout while a
-// request header is due, once.
+// request header is due, once. Its phase is written by the connection's
+// net/http goroutine (reads, deadlines, the ConnState hook, the handler's
+// start) and read by whichever of them times out.
 type watchedConn struct {
 	net.Conn
-	ht      *headerTimeouts
-	phase   atomic.Int32
-	counted atomic.Bool
+	ht            *headerTimeouts
+	phase         atomic.Int32
+	idleDeadlines atomic.Int32 // read deadlines set since the connection went idle
+	counted       atomic.Bool
+}
+
+// SetReadDeadline sets the connection's read deadline. After a request,
+// net/http sets the idle timeout, waits for the next request's first
+// bytes and then sets the header timeout: the second deadline since the
+// connection went idle starts a header even when no read came between
+// them, as when the next request's first bytes arrived with the previous
+// request (pipelined) and were already buffered.
+func (c *watchedConn) SetReadDeadline(t time.Time) error {
+	if c.phase.Load() == phaseIdle && c.idleDeadlines.Add(1) > 1 {
+		c.phase.CompareAndSwap(phaseIdle, phaseHeader)
+	}
+	return c.Conn.SetReadDeadline(t)
 }
 
 // Read reads from the connection; the first byte after an idle wait starts

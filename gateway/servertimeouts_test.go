@@ -72,6 +72,21 @@ func TestServerCutsSlowHeadersAndCountsThem(t *testing.T) {
 	<-dripped2
 	require.Eventually(t, func() bool { return metricValue(t, srv.Registry(), headerTimeoutsMetric) == 2 }, wait, time.Millisecond)
 
+	// A second request whose first bytes came with the first (pipelined),
+	// so that net/http reads none of its header after the connection goes
+	// idle before its header timeout cuts it.
+	c5 := dialGateway(t, srv.URL())
+	defer c5.Close()
+	br5 := bufio.NewReader(c5)
+	_, err = io.WriteString(c5, request+"POST /v1/completions HTTP/1.1\r\nHost: gw\r\n")
+	require.NoError(t, err)
+	resp, err = http.ReadResponse(br5, nil)
+	require.NoError(t, err)
+	readAll(t, resp)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	requireClosedByServer(t, br5)
+	require.Eventually(t, func() bool { return metricValue(t, srv.Registry(), headerTimeoutsMetric) == 3 }, wait, time.Millisecond)
+
 	// Neither an idle keep-alive connection closed by IdleTimeout nor a
 	// body trickled past the body read timeout counts as a late header.
 	c3 := dialGateway(t, idle.URL())
@@ -103,7 +118,7 @@ func TestServerCutsSlowHeadersAndCountsThem(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return counter(t, srv.Registry(), "completions", ResultBodyTimeout) == 1
 	}, wait, time.Millisecond)
-	require.Equal(t, 2.0, metricValue(t, srv.Registry(), headerTimeoutsMetric))
+	require.Equal(t, 3.0, metricValue(t, srv.Registry(), headerTimeoutsMetric))
 }
 
 func TestNewServerRejectsNegativeTimeouts(t *testing.T) {
