@@ -150,21 +150,14 @@ func NewServer(cfg ServerConfig, buf *Buffer, opts Options) (*Server, error) {
 // register registers the server's metrics through set, all or none, and
 // remembers them for Close.
 func (s *Server) register(set telemetry.Set) error {
-	if set.Registerer == nil {
-		return nil
-	}
-	counter := func(name, help string, v *atomic.Uint64) prometheus.Collector {
-		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
-			func() float64 { return float64(v.Load()) })
-	}
-	cs := []prometheus.Collector{
-		counter("kvroute_replay_server_requests_total", "Replay requests answered.", &s.requests),
-		counter("kvroute_replay_server_invalid_requests_total", "Replay messages ignored because they were not [delimiter, start].", &s.invalid),
-		counter("kvroute_replay_server_batches_total", "Batches sent in replay replies.", &s.batches),
-		counter("kvroute_replay_server_rejected_connections_total", "Replay connections closed because the connection limit was reached.", &s.rejected),
-		counter("kvroute_replay_server_dropped_replies_total", "Replay replies dropped because the client's send queue was full (sendHWM).", &s.dropped),
-	}
-	if err := set.Register(cs...); err != nil {
+	cs, err := set.RegisterCounters(
+		telemetry.Counter{Name: "kvroute_replay_server_requests_total", Help: "Replay requests answered.", Value: &s.requests},
+		telemetry.Counter{Name: "kvroute_replay_server_invalid_requests_total", Help: "Replay messages ignored because they were not [delimiter, start].", Value: &s.invalid},
+		telemetry.Counter{Name: "kvroute_replay_server_batches_total", Help: "Batches sent in replay replies.", Value: &s.batches},
+		telemetry.Counter{Name: "kvroute_replay_server_rejected_connections_total", Help: "Replay connections closed because the connection limit was reached.", Value: &s.rejected},
+		telemetry.Counter{Name: "kvroute_replay_server_dropped_replies_total", Help: "Replay replies dropped because the client's send queue was full (sendHWM).", Value: &s.dropped},
+	)
+	if err != nil {
 		return fmt.Errorf("replay: registering server metrics: %w", err)
 	}
 	s.set, s.collectors = set, cs

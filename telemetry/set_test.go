@@ -1,6 +1,8 @@
 package telemetry
 
 import (
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -41,4 +43,29 @@ func TestWithLabelsEveryMetric(t *testing.T) {
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
 	require.Equal(t, "pool", mfs[0].GetMetric()[0].GetLabel()[0].GetName())
+}
+
+// RegisterCounters exports each atomic as a counter read at scrape time,
+// registers all or none, and without a registerer registers nothing.
+func TestRegisterCounters(t *testing.T) {
+	var a, b atomic.Uint64
+	reg := prometheus.NewRegistry()
+	set := Set{Registerer: reg}
+	cs, err := set.RegisterCounters(Counter{Name: "t_a_total", Help: "a", Value: &a}, Counter{Name: "t_b_total", Help: "b", Value: &b})
+	require.NoError(t, err)
+	require.Len(t, cs, 2)
+	a.Add(3)
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader("# HELP t_a_total a\n# TYPE t_a_total counter\nt_a_total 3\n"), "t_a_total"))
+
+	// t_b_total is taken: nothing of this call stays registered.
+	_, err = set.RegisterCounters(Counter{Name: "t_c_total", Help: "c", Value: &a}, Counter{Name: "t_b_total", Help: "b", Value: &b})
+	require.Error(t, err)
+	n, err := testutil.GatherAndCount(reg, "t_c_total")
+	require.NoError(t, err)
+	require.Zero(t, n)
+
+	require.True(t, set.Unregister(cs...))
+	none, err := Set{}.RegisterCounters(Counter{Name: "t_a_total", Help: "a", Value: &a})
+	require.NoError(t, err)
+	require.Nil(t, none)
 }

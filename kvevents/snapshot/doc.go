@@ -8,6 +8,8 @@
 // deadlines, a byte cap enforced before anything is allocated, retries
 // while the engine answers "unavailable", and a process-wide bound on
 // concurrent loads (Limiter). Server answers snapshot requests for
-// kvroute's simulated engine with the same protocol. Applying the chunks
+// kvroute's simulated engine with the same protocol, counting what it
+// answered, ignored and refused (Stats, and kvroute_snapshot_server_*
+// metrics with a Registerer). Applying the chunks
 // to the index is the KV-event stream's job (package kvevents).
 package snapshot

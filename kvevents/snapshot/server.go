@@ -3,13 +3,17 @@ package snapshot
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-zeromq/zmq4"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kvroute/kvroute/internal/zmqx"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // Source supplies what a Server answers: the sequence the snapshot is
@@ -43,6 +47,7 @@ type ServerStats struct {
 	Served      uint64 // snapshots sent
 	Unavailable uint64 // "unavailable" answers sent
 	Invalid     uint64 // messages ignored because they were not a snapshot request
+	Rejected    uint64 // connections closed at once because MaxConns were open
 }
 
 // Server answers vLLM snapshot requests on a ROUTER socket, as vLLM's
@@ -50,6 +55,7 @@ type ServerStats struct {
 type Server struct {
 	cfg    ServerConfig
 	src    Source
+	lg     *slog.Logger
 	l      *zmqx.Listener
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -58,10 +64,15 @@ type Server struct {
 	conns  map[*zmqx.Conn]struct{}
 	closed bool
 
-	served, unavailable, invalid atomic.Uint64
+	served, unavailable, invalid, rejected atomic.Uint64
+
+	set        telemetry.Set // where the metrics went, for Close
+	collectors []prometheus.Collector
 }
 
-// NewServer binds cfg.Addr and serves snapshots from src until Close.
+// NewServer binds cfg.Addr and serves snapshots from src until Close. With
+// a Registerer in opts, its counters are also Prometheus metrics
+// (kvroute_snapshot_server_*_total), unregistered by Close.
 func NewServer(cfg ServerConfig, src Source, opts Options) (*Server, error) {
 	if src == nil {
 		return nil, errors.New("snapshot: NewServer needs a Source")
@@ -82,10 +93,31 @@ func NewServer(cfg ServerConfig, src Source, opts Options) (*Server, error) {
 		cancel()
 		return nil, err
 	}
-	s := &Server{cfg: cfg, src: src, l: l, cancel: cancel, conns: map[*zmqx.Conn]struct{}{}}
+	s := &Server{cfg: cfg, src: src, lg: opts.Log(), l: l, cancel: cancel, conns: map[*zmqx.Conn]struct{}{}}
+	if err := s.register(opts.Set); err != nil {
+		cancel()
+		_ = l.Close()
+		return nil, err
+	}
 	s.wg.Add(1)
 	go s.acceptLoop()
 	return s, nil
+}
+
+// register registers the server's counters through set, all or none, and
+// remembers them for Close.
+func (s *Server) register(set telemetry.Set) error {
+	cs, err := set.RegisterCounters(
+		telemetry.Counter{Name: "kvroute_snapshot_server_served_total", Help: "Snapshots sent.", Value: &s.served},
+		telemetry.Counter{Name: "kvroute_snapshot_server_unavailable_total", Help: "Snapshot requests answered \"unavailable\".", Value: &s.unavailable},
+		telemetry.Counter{Name: "kvroute_snapshot_server_invalid_requests_total", Help: "Messages ignored because they were not a snapshot request.", Value: &s.invalid},
+		telemetry.Counter{Name: "kvroute_snapshot_server_rejected_connections_total", Help: "Snapshot connections closed because the connection limit was reached.", Value: &s.rejected},
+	)
+	if err != nil {
+		return fmt.Errorf("snapshot: registering server metrics: %w", err)
+	}
+	s.set, s.collectors = set, cs
+	return nil
 }
 
 // Endpoint is the bound address ("tcp://host:port").
@@ -93,7 +125,7 @@ func (s *Server) Endpoint() string { return s.l.Endpoint() }
 
 // Stats returns the counters.
 func (s *Server) Stats() ServerStats {
-	return ServerStats{Served: s.served.Load(), Unavailable: s.unavailable.Load(), Invalid: s.invalid.Load()}
+	return ServerStats{Served: s.served.Load(), Unavailable: s.unavailable.Load(), Invalid: s.invalid.Load(), Rejected: s.rejected.Load()}
 }
 
 // Close stops the server and waits for its goroutines.
@@ -111,6 +143,7 @@ func (s *Server) Close() error {
 	s.cancel()
 	err := s.l.Close()
 	s.wg.Wait()
+	s.set.Unregister(s.collectors...)
 	return err
 }
 
@@ -122,8 +155,15 @@ func (s *Server) acceptLoop() {
 			return
 		}
 		s.mu.Lock()
-		if s.closed || len(s.conns) >= s.cfg.MaxConns {
+		if s.closed {
 			s.mu.Unlock()
+			_ = c.Close()
+			return
+		}
+		if len(s.conns) >= s.cfg.MaxConns {
+			s.mu.Unlock()
+			s.rejected.Add(1)
+			s.lg.Debug("snapshot connection rejected: limit reached", "remote", c.RemoteAddr().String(), "limit", s.cfg.MaxConns)
 			_ = c.Close()
 			continue
 		}
