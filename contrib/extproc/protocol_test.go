@@ -215,3 +215,38 @@ func TestProcessCancelledStreamReleasesItsDecision(t *testing.T) {
 	}
 	require.Equal(t, picked, h.counter("kvroute_extproc_requests_total", map[string]string{"result": "routed"}))
 }
+
+// A stream that ends before the pick, after its request headers and part
+// of its body (the client left: Envoy half-closes or cancels the stream),
+// is counted as client_abort and leaves no load behind; a stream that
+// ends before any request message counts nothing.
+func TestStreamEndedBeforeThePickIsAClientAbort(t *testing.T) {
+	defer leakcheck.Check(t)()
+	h := newHarness(t, Config{}, engineOpts{})
+	defer h.close()
+	abort := map[string]string{"result": resultClientAbort}
+
+	st, err := h.client.Process(ctxT(t))
+	require.NoError(t, err)
+	require.NoError(t, st.Send(envoyHeaders("/v1/completions", false, nil)))
+	require.NoError(t, st.Send(bodyChunk(`{"model":"m","prompt":"hal`, false)))
+	_, s := drain(t, st)
+	require.Equal(t, codes.OK, s.Code())
+	require.Eventually(t, func() bool { return h.counter("kvroute_extproc_requests_total", abort) == 1 }, wait, time.Millisecond)
+
+	ctx, cancel := context.WithCancel(ctxT(t))
+	st, err = h.client.Process(ctx)
+	require.NoError(t, err)
+	require.NoError(t, st.Send(envoyHeaders("/v1/completions", false, nil)))
+	cancel()
+	require.Eventually(t, func() bool { return h.counter("kvroute_extproc_requests_total", abort) == 2 }, wait, time.Millisecond)
+
+	st, err = h.client.Process(ctxT(t))
+	require.NoError(t, err)
+	_, s = drain(t, st)
+	require.Equal(t, codes.OK, s.Code())
+	h.idle()
+	require.Equal(t, 2.0, h.counter("kvroute_extproc_requests_total", abort), "a stream without a request is no abort")
+	_, n := h.load(h.engines[0].id)
+	require.Zero(t, n)
+}

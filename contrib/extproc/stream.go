@@ -59,6 +59,11 @@ func (st *streamState) run() error {
 	for {
 		req, err := st.stream.Recv()
 		if err != nil {
+			if st.headers && !st.picked && st.result == "" {
+				// A request began and its stream ended before the pick:
+				// the client left, or Envoy reset the stream.
+				st.setResult(resultClientAbort)
+			}
 			if err == io.EOF || status.Code(err) == codes.Canceled || st.stream.Context().Err() != nil {
 				return nil
 			}
