@@ -261,3 +261,29 @@ func TestBindRanksNeedExplicitPort(t *testing.T) {
 	require.Error(t, PoolConfig{BindAddress: "127.0.0.1:65535", BindRanks: 2}.Validate())
 	require.NoError(t, PoolConfig{BindAddress: "127.0.0.1:5557", BindRanks: 4}.Validate())
 }
+
+// A peer that connects to the bind socket but never completes a ZMTP
+// handshake as a PUB (here: a greeting of garbage) is dropped and counted
+// in zmq_errors_total{operation="handshake"} of the bind address; an
+// engine connecting afterwards is served as before.
+func TestBindFailedHandshakeCounted(t *testing.T) {
+	defer leakcheck.Check(t)()
+	ix := newPoolIndex(t)
+	p, _ := newTestPool(t, PoolConfig{BindAddress: "127.0.0.1:0"}, ix)
+	defer p.Close()
+	require.Eventually(t, func() bool { return p.bindAddr() != "" }, poolWait, poolTick)
+	m := p.metrics()
+	c, err := net.Dial("tcp", strings.TrimPrefix(p.bindAddr(), "tcp://"))
+	require.NoError(t, err)
+	_, err = c.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n" + strings.Repeat("x", 64)))
+	require.NoError(t, err)
+	handshakes := m.ZMQErrors.WithLabelValues("127.0.0.1:0", "handshake")
+	require.Eventually(t, func() bool { return testutil.ToFloat64(handshakes) == 1 }, poolWait, poolTick)
+	_ = c.Close()
+
+	e := dialEngine(t, p.bindAddr(), "kv@127.0.0.1:7000@"+poolModel)
+	defer e.close()
+	e.publishUntil(func() bool { return testutil.ToFloat64(m.BindUnknown) >= 1 })
+	require.Equal(t, 1.0, testutil.ToFloat64(handshakes))
+	require.NoError(t, p.Close())
+}

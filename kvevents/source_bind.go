@@ -217,7 +217,13 @@ func (b *binder) session(rank int, addr string, onBound func()) (op string, err 
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	l, err := zmqx.Listen(sctx, addr, zmq4.Sub, p.zopts, p.log)
+	zo := p.zopts
+	zo.OnHandshakeFailure = func(net.Addr, error) {
+		// A connection that never became a ZMTP PUB (a mute or
+		// misconfigured peer, a port scan): nothing it sent is read.
+		p.m.ZMQErrors.WithLabelValues(p.cfg.BindAddress, "handshake").Inc()
+	}
+	l, err := zmqx.Listen(sctx, addr, zmq4.Sub, zo, p.log)
 	if err != nil {
 		return "bind", err
 	}

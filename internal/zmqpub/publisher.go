@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -87,6 +88,8 @@ type Stats struct {
 	Published   uint64 // batches published (sequence numbers used)
 	Queued      uint64 // messages queued to subscribers (one per matching subscriber)
 	Dropped     uint64 // messages dropped on a full subscriber queue
+	Rejected    uint64 // subscriber connections closed at once because MaxSubscribers were connected
+	Handshakes  uint64 // connections dropped because their ZMTP handshake failed
 	Subscribers int    // connected subscribers
 	// Subscribed counts the connected subscribers whose subscription
 	// matches this publisher's topic: the ones a Publish reaches now. A
@@ -120,9 +123,9 @@ type Publisher struct {
 	subs   map[*pubSubscriber]struct{}
 	closed bool
 
-	wg                         sync.WaitGroup
-	published, queued, dropped atomic.Uint64
-	nsubs                      atomic.Int64
+	wg                                               sync.WaitGroup
+	published, queued, dropped, rejected, handshakes atomic.Uint64
+	nsubs                                            atomic.Int64
 
 	set        telemetry.Set          // of the metrics, unregistered by Close
 	collectors []prometheus.Collector // what New registered
@@ -172,10 +175,11 @@ func New(cfg Config, opts Options) (*Publisher, error) {
 		p.rsrv = srv
 	}
 	l, err := zmqx.Listen(context.Background(), cfg.Addr, zmq4.Pub, zmqx.Options{
-		HandshakeTimeout: cfg.HandshakeTimeout,
-		WriteTimeout:     cfg.WriteTimeout,
-		MaxFrameSize:     64 << 10, // subscriptions are small
-		Clock:            opts.Clk(),
+		HandshakeTimeout:   cfg.HandshakeTimeout,
+		WriteTimeout:       cfg.WriteTimeout,
+		MaxFrameSize:       64 << 10, // subscriptions are small
+		Clock:              opts.Clk(),
+		OnHandshakeFailure: func(net.Addr, error) { p.handshakes.Add(1) },
 	}, lg)
 	if err != nil {
 		if p.rsrv != nil {
@@ -207,6 +211,10 @@ func (p *Publisher) register(set telemetry.Set) error {
 			func() float64 { return float64(p.published.Load()) }, false),
 		fn("kvroute_publisher_dropped_total", "Messages dropped because a subscriber's queue was full.",
 			func() float64 { return float64(p.dropped.Load()) }, false),
+		fn("kvroute_publisher_rejected_subscribers_total", "Subscriber connections closed at once because the subscriber limit was reached.",
+			func() float64 { return float64(p.rejected.Load()) }, false),
+		fn("kvroute_publisher_handshake_failures_total", "Connections dropped because their ZMTP handshake failed (not a SUB, a bad greeting, a mute peer).",
+			func() float64 { return float64(p.handshakes.Load()) }, false),
 		fn("kvroute_publisher_subscribers", "Connected subscribers.",
 			func() float64 { return float64(p.nsubs.Load()) }, true),
 	}
@@ -237,6 +245,8 @@ func (p *Publisher) Stats() Stats {
 		Published:   p.published.Load(),
 		Queued:      p.queued.Load(),
 		Dropped:     p.dropped.Load(),
+		Rejected:    p.rejected.Load(),
+		Handshakes:  p.handshakes.Load(),
 		Subscribers: int(p.nsubs.Load()),
 		Subscribed:  p.subscribed(),
 	}
@@ -355,6 +365,7 @@ func (p *Publisher) acceptLoop() {
 			if closed {
 				return
 			}
+			p.rejected.Add(1)
 			p.lg.Debug("subscriber rejected: limit reached", "remote", c.RemoteAddr().String())
 			continue
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/kvroute/kvroute/telemetry"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
+	"k8s.io/component-base/metrics/testutil"
 )
 
 func newTestPublisher(t testing.TB, cfg Config, opts ...Options) *Publisher {
@@ -280,4 +281,35 @@ func TestPublisherStatsSubscribed(t *testing.T) {
 	st = p.Stats()
 	require.Equal(t, 2, st.Subscribers)
 	require.Equal(t, 1, st.Subscribed)
+}
+
+// A subscriber beyond MaxSubscribers is closed at once and a connection
+// whose ZMTP handshake fails is dropped; both are counted, in Stats and
+// as metrics.
+func TestPublisherCountsRejectedSubscribersAndFailedHandshakes(t *testing.T) {
+	defer leakcheck.Check(t)()
+	reg := prometheus.NewRegistry()
+	p := newTestPublisher(t, Config{Topic: "t", MaxSubscribers: 1}, Options{Set: telemetry.Set{Registerer: reg}})
+	first := subscribe(t, p, "")
+	second := zmqx.NewSub(context.Background(), zmqx.Options{IdleTimeout: 10 * time.Second}, nil)
+	require.NoError(t, zmqx.Dial(second, p.Endpoint()))
+	require.Eventually(t, func() bool { return p.Stats().Rejected == 1 }, time.Minute, time.Millisecond)
+
+	bad, err := net.Dial("tcp", p.l.Addr().String())
+	require.NoError(t, err)
+	_, err = bad.Write([]byte("GET / HTTP/1.1\r\n\r\n" + strings.Repeat("x", 64)))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return p.Stats().Handshakes == 1 }, time.Minute, time.Millisecond)
+	_ = bad.Close()
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP kvroute_publisher_handshake_failures_total Connections dropped because their ZMTP handshake failed (not a SUB, a bad greeting, a mute peer).
+# TYPE kvroute_publisher_handshake_failures_total counter
+kvroute_publisher_handshake_failures_total 1
+# HELP kvroute_publisher_rejected_subscribers_total Subscriber connections closed at once because the subscriber limit was reached.
+# TYPE kvroute_publisher_rejected_subscribers_total counter
+kvroute_publisher_rejected_subscribers_total 1
+`), "kvroute_publisher_handshake_failures_total", "kvroute_publisher_rejected_subscribers_total"))
+	require.NoError(t, p.Close())
+	require.NoError(t, zmqx.CloseDrain(first))
+	require.NoError(t, zmqx.CloseDrain(second))
 }

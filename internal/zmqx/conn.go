@@ -29,7 +29,8 @@ type Listener struct {
 
 // Listen binds addr ("host:port", "tcp://host:port" or "tcpx://host:port";
 // host "*" means all interfaces, port 0 picks a free port) for sockets of type typ. Handshakes that fail are
-// logged at debug level on lg (nil = discard) and counted (HandshakeFailures).
+// logged at debug level on lg (nil = discard), counted (HandshakeFailures) and
+// reported to o.OnHandshakeFailure.
 // ctx bounds the listener's life: when it ends the listener is closed.
 func Listen(ctx context.Context, addr string, typ zmq4.SocketType, o Options, lg *slog.Logger) (*Listener, error) {
 	if err := o.Validate(); err != nil {
@@ -57,6 +58,9 @@ func Listen(ctx context.Context, addr string, typ zmq4.SocketType, o Options, lg
 	l := &Listener{typ: typ, opts: o}
 	l.acc = newAcceptor(ctx, nl, o.Clock, l.handshake, func(c *Conn) { _ = c.Close() }, func(a net.Addr, err error) {
 		lg.Debug("ZMTP handshake failed", "remote", a.String(), "socket", string(typ), "err", err)
+		if o.OnHandshakeFailure != nil {
+			o.OnHandshakeFailure(a, err)
+		}
 	})
 	return l, nil
 }

@@ -3,6 +3,7 @@ package zmqx
 import (
 	"context"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/kvroute/kvroute/telemetry"
@@ -66,6 +67,11 @@ type Options struct {
 	// are not on it: they are socket deadlines handed to the OS, which keeps
 	// wall time.
 	Clock telemetry.Clock `json:"-"`
+	// OnHandshakeFailure, when set, is called from the handshake's own
+	// goroutine for every connection a Listener dropped before Accept
+	// returned it (besides the debug log and HandshakeFailures), so that
+	// its owner counts them in a metric of its own.
+	OnHandshakeFailure func(remote net.Addr, err error) `json:"-"`
 }
 
 // Validate reports options that cannot be honoured.

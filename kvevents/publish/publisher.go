@@ -108,6 +108,8 @@ type Stats struct {
 	Published   uint64 // batches published (sequence numbers used)
 	Queued      uint64 // messages queued to subscribers (one per matching subscriber)
 	Dropped     uint64 // messages dropped on a full subscriber queue
+	Rejected    uint64 // subscriber connections closed at once because MaxSubscribers were connected
+	Handshakes  uint64 // connections dropped because their ZMTP handshake failed
 	Subscribers int    // connected subscribers
 	// Subscribed counts the connected subscribers whose subscription
 	// matches this publisher's topic: the ones a Publish reaches now. A
