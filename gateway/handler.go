@@ -277,6 +277,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if ok {
 		if r.Method != http.MethodPost {
+			h.met.byAPI[api].results[ResultBadRequest].Inc()
 			w.Header().Set("Allow", http.MethodPost)
 			writeError(w, api, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed; use POST")
 			return
@@ -288,6 +289,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.serveModels(w, r)
 		return
 	}
+	h.met.unrouted.Inc()
 	writeError(w, render.APICompletions, http.StatusNotFound, "no route for "+r.Method+" "+r.URL.Path)
 }
 

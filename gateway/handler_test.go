@@ -338,6 +338,8 @@ func TestGatewayRejectsBadRequests(t *testing.T) {
 	}
 	require.Equal(t, 1.0, counter(t, h.reg, "completions", ResultBadRequest))
 	require.Equal(t, 1.0, counter(t, h.reg, "responses", ResultBadRequest))
+	require.Equal(t, 1.0, counter(t, h.reg, "chat_completions", ResultBadRequest), "a method other than POST")
+	require.Equal(t, 1.0, metricValue(t, h.reg, "kvroute_gateway_unrouted_requests_total"))
 	bodies, _ := h.ups[0].received()
 	require.Empty(t, bodies)
 

@@ -58,8 +58,9 @@ type apiMetrics struct {
 }
 
 type metrics struct {
-	byAPI map[render.API]*apiMetrics
-	usage map[string]prometheus.Counter
+	byAPI    map[render.API]*apiMetrics
+	usage    map[string]prometheus.Counter
+	unrouted prometheus.Counter // requests for a path the gateway serves nothing on
 
 	set        telemetry.Set          // of the collectors, for unregister
 	collectors []prometheus.Collector // what newMetrics registered
@@ -94,12 +95,16 @@ func newMetrics(set telemetry.Set, bodyBytes func() int64) (*metrics, error) {
 		Name: "kvroute_gateway_request_body_bytes_in_flight",
 		Help: "Bytes of request body buffers held by requests in flight, bounded by maxBodyBytesInFlight.",
 	}, func() float64 { return float64(bodyBytes()) })
-	cs := []prometheus.Collector{requests, pick, first, usage, inFlight}
+	unrouted := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "kvroute_gateway_unrouted_requests_total",
+		Help: "Requests for a path the gateway serves nothing on, answered 404 (one series: the path comes from the client).",
+	})
+	cs := []prometheus.Collector{requests, pick, first, usage, inFlight, unrouted}
 	if err := set.Register(cs...); err != nil {
 		return nil, err
 	}
 	m := &metrics{byAPI: make(map[render.API]*apiMetrics, len(apis)), usage: map[string]prometheus.Counter{},
-		set: set, collectors: cs}
+		unrouted: unrouted, set: set, collectors: cs}
 	for _, r := range usageResults {
 		m.usage[r] = usage.WithLabelValues(r)
 	}
