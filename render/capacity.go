@@ -71,6 +71,7 @@ const (
 	metricHedgeLosers   = "kvroute_render_hedge_losers_total"
 	metricConnsDialed   = "kvroute_render_connections_dialed_total"
 	metricConnsClosed   = "kvroute_render_connections_closed_total"
+	metricAttemptFails  = "kvroute_render_attempt_failures_total"
 )
 
 // capacityCollector exports every current endpoint's Capacity at scrape

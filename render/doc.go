@@ -113,6 +113,11 @@
 // idle) show the churn; https renderers go through a net/http Transport
 // (Options.TLSConfig) and are not counted there.
 //
+// Every failed attempt is counted in kvroute_render_attempt_failures_total
+// {reason}, also when a retry or a hedge made up for it and the render
+// succeeded, so that a renderer failing behind a healthy one shows; a
+// cancelled attempt (a hedge loser abandoned, the caller gone) is not.
+//
 // Timers: the wait for a slot, the latency estimates and the hedge timer run
 // on Options.Clock, so tests drive them with telemetry.Manual.
 //

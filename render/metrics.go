@@ -31,6 +31,10 @@ const (
 // durationBuckets are the reference buckets: 5 ms to 60 s.
 var durationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60}
 
+// attemptFailureReasons label kvroute_render_attempt_failures_total: the
+// reasons one HTTP attempt can fail for.
+var attemptFailureReasons = []Reason{ReasonTimeout, ReasonStatus, ReasonConnection, ReasonDecode, ReasonOther}
+
 var failureReasons = []Reason{ReasonTimeout, ReasonStatus, ReasonConnection, ReasonDecode, ReasonNoEndpoints, ReasonSaturated, ReasonOther}
 
 // queueWaitBuckets are the buckets of the queue wait histogram: 1 ms to 5 s.
@@ -63,6 +67,7 @@ var hedgeOutcomes = [numHedgeOutcomes]string{"won", "lost", "failed", "skipped"}
 type metrics struct {
 	success, timeout, canceled, error prometheus.Observer
 	failures                          map[Reason]prometheus.Counter
+	attemptFailures                   map[Reason]prometheus.Counter // kvroute_render_attempt_failures_total{reason}
 	queueWait                         prometheus.Observer
 	rejected                          [numRejectReasons]prometheus.Counter
 	hedges                            [numHedgeOutcomes]prometheus.Counter
@@ -114,6 +119,10 @@ func newMetrics(set telemetry.Set, c *Client) (*metrics, error) {
 		Name: metricConnsClosed,
 		Help: "Connections to plain-HTTP renderers the render client closed, by reason: canceled (a render's attempt ended while its request was in flight: a timeout, a canceled hedge loser, the caller gone), broken (a failed exchange or an answer left unread), asked (the renderer closed it or asked to), idle (idle timeout, idle pool full, Close).",
 	}, []string{"reason"})
+	attempts := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: metricAttemptFails,
+		Help: "Failed render attempts by reason (timeout, status, connection, decode, other), those a retry or a hedge made up for included; hedge losers abandoned and caller cancellations are not counted.",
+	}, []string{"reason"})
 	var owned []prometheus.Collector
 	dur, err := registerOrReuse(set, dur, &owned)
 	if err == nil {
@@ -138,6 +147,9 @@ func newMetrics(set telemetry.Set, c *Client) (*metrics, error) {
 		closed, err = registerOrReuse(set, closed, &owned)
 	}
 	if err == nil {
+		attempts, err = registerOrReuse(set, attempts, &owned)
+	}
+	if err == nil {
 		_, err = registerOrReuse(set, prometheus.Collector(newCapacityCollector(c)), &owned)
 	}
 	if err != nil {
@@ -152,6 +164,11 @@ func newMetrics(set telemetry.Set, c *Client) (*metrics, error) {
 		error:     dur.WithLabelValues(resultError),
 		failures:  make(map[Reason]prometheus.Counter, len(failureReasons)),
 		queueWait: wait,
+
+		attemptFailures: make(map[Reason]prometheus.Counter, len(attemptFailureReasons)),
+	}
+	for _, r := range attemptFailureReasons {
+		m.attemptFailures[r] = attempts.WithLabelValues(string(r))
 	}
 	for i, r := range rejectReasons {
 		m.rejected[i] = rej.WithLabelValues(r)

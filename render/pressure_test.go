@@ -345,6 +345,9 @@ func TestHedgeLoserNotYetWrittenIsCanceled(t *testing.T) {
 	require.Zero(t, testutil.ToFloat64(c.metrics.loserDrained))
 	ca, _ := c.Capacity("a")
 	require.Zero(t, ca.InFlight, "the canceled loser returned (its slot released) before Render did")
+	for r, f := range c.metrics.attemptFailures {
+		require.Zero(t, testutil.ToFloat64(f), "a canceled loser is no failed attempt (%s)", r)
+	}
 	require.Equal(t, 1.0, testutil.ToFloat64(c.metrics.connClosed[h1pool.CloseCanceled]),
 		"the canceled loser closed its connection (never pooled half-written)")
 	require.Zero(t, testutil.ToFloat64(c.metrics.connClosed[h1pool.CloseBroken]))

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -347,4 +348,30 @@ func TestCallerCancellationIsNotAFailure(t *testing.T) {
 	for _, r := range failureReasons {
 		require.Zero(t, failures(t, reg, string(r)), r)
 	}
+}
+
+// An attempt that fails is counted in kvroute_render_attempt_failures_total
+// by reason even when the retry on the other endpoint answers and the
+// render succeeds (render_failures_total counts failed renders only).
+func TestFailedAttemptsCountedWhenTheRetryAnswers(t *testing.T) {
+	bad, good := newFakeVLLM(t, "a"), newFakeVLLM(t, "b")
+	bad.on("/v1/completions/render", status(503))
+	reg := prometheus.NewRegistry()
+	c, err := New(testConfig(), Options{Set: telemetry.Set{Registerer: reg}})
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.SetEndpoints([]Endpoint{{ID: "a", URL: bad.URL}, {ID: "b", URL: good.URL}}))
+	res, err := c.Render(context.Background(), completions("hello"))
+	require.NoError(t, err)
+	require.Equal(t, "b", res.Endpoint)
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP kvroute_render_attempt_failures_total Failed render attempts by reason (timeout, status, connection, decode, other), those a retry or a hedge made up for included; hedge losers abandoned and caller cancellations are not counted.
+# TYPE kvroute_render_attempt_failures_total counter
+kvroute_render_attempt_failures_total{reason="connection"} 0
+kvroute_render_attempt_failures_total{reason="decode"} 0
+kvroute_render_attempt_failures_total{reason="other"} 0
+kvroute_render_attempt_failures_total{reason="status"} 1
+kvroute_render_attempt_failures_total{reason="timeout"} 0
+`), "kvroute_render_attempt_failures_total"))
+	require.Zero(t, testutil.ToFloat64(c.metrics.failures[ReasonStatus]), "the render succeeded")
 }

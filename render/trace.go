@@ -2,6 +2,7 @@ package render
 
 import (
 	"context"
+	"errors"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -28,12 +29,12 @@ const (
 // tracedAttempt is attempt inside a "render" span when the client traces.
 func (c *Client) tracedAttempt(ctx context.Context, t *target, r route, body *wireBody, auth string, n int, res *Result, ex *exchange) *Error {
 	if c.tracer == nil {
-		return c.attempt(ctx, t, r, body, auth, res, ex)
+		return c.countAttempt(c.attempt(ctx, t, r, body, auth, res, ex))
 	}
 	ctx, sp := c.tracer.Start(ctx, SpanRender, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
 		AttrEndpoint.String(t.id), AttrRoute.String(t.urls[r]), AttrAttempt.Int(n), AttrRetry.Bool(n > 1)))
 	defer sp.End()
-	err := c.attempt(ctx, t, r, body, auth, res, ex)
+	err := c.countAttempt(c.attempt(ctx, t, r, body, auth, res, ex))
 	if err != nil {
 		if err.Status != 0 {
 			sp.SetAttributes(AttrStatus.Int(err.Status))
@@ -49,4 +50,16 @@ func (c *Client) tracedAttempt(ctx context.Context, t *target, r route, body *wi
 	sp.SetAttributes(AttrTokens.Int(tokens))
 	sp.SetStatus(codes.Ok, "")
 	return nil
+}
+
+// countAttempt counts a failed attempt in kvroute_render_attempt_failures_total
+// and returns err. A cancelled attempt (a hedge loser abandoned, the caller
+// gone) is no failure of the renderer; an attempt past its deadline is.
+func (c *Client) countAttempt(err *Error) *Error {
+	if err != nil && !errors.Is(err.Err, context.Canceled) {
+		if f := c.metrics.attemptFailures[err.Reason]; f != nil {
+			f.Inc()
+		}
+	}
+	return err
 }
