@@ -51,9 +51,10 @@
 // MaxLoRANameBytes, not UTF-8 or hold control characters, names beyond
 // MaxLoRAAdapters per list, and a max_lora that is not a small integer are
 // dropped and counted in kvroute_engine_metrics_lora_dropped_total by
-// reason (invalid_name, too_many, bad_max_lora). An engine without the
-// gauge reports no adapters (LoRAInfo.Reported false); that is not a
-// failure.
+// reason (invalid_name, too_many, bad_max_lora); a gauge of another type,
+// or whose series all hold NaN or an infinity, is read as no adapters and
+// counted as bad_gauge. An engine without the gauge reports no adapters
+// (LoRAInfo.Reported false); that is not a failure.
 //
 // KV-cache capacity: vLLM exports its cache configuration as
 // vllm:cache_config_info, an info gauge whose labels include block_size,

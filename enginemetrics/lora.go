@@ -41,15 +41,16 @@ const (
 	loraDropInvalid = "invalid_name" // empty, not UTF-8, control characters, or longer than MaxLoRANameBytes
 	loraDropTooMany = "too_many"     // beyond MaxLoRAAdapters in one list
 	loraDropMaxLoRA = "bad_max_lora" // max_lora is not an integer in [0, 65536]
+	loraDropGauge   = "bad_gauge"    // the gauge is not a gauge, or none of its series has a finite value: read as no adapters
 )
 
 // loraDropReasons lists every drop reason, so that their series exist at
 // zero.
-var loraDropReasons = []string{loraDropInvalid, loraDropTooMany, loraDropMaxLoRA}
+var loraDropReasons = []string{loraDropInvalid, loraDropTooMany, loraDropMaxLoRA, loraDropGauge}
 
 // loraDrops counts what one parse dropped, by reason (loraDropReasons'
 // order).
-type loraDrops [3]int
+type loraDrops [4]int
 
 // LoRAInfo is an engine's LoRA adapter state as vLLM's
 // vllm:lora_requests_info gauge last reported it: the adapters of the
@@ -121,6 +122,7 @@ func parseLoRA(mfs map[string]*dto.MetricFamily) (LoRAInfo, loraDrops) {
 		return LoRAInfo{}, drops
 	}
 	if t := mf.GetType(); t != dto.MetricType_GAUGE && t != dto.MetricType_UNTYPED {
+		drops[3]++
 		return LoRAInfo{}, drops
 	}
 	var best *dto.Metric
@@ -137,6 +139,7 @@ func parseLoRA(mfs map[string]*dto.MetricFamily) (LoRAInfo, loraDrops) {
 		}
 	}
 	if best == nil {
+		drops[3]++
 		return LoRAInfo{}, drops
 	}
 	info := LoRAInfo{Reported: true, Timestamp: bestTS}

@@ -2,6 +2,7 @@ package enginemetrics
 
 import (
 	"fmt"
+	"math"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -58,6 +59,14 @@ func TestParseLoRA(t *testing.T) {
 		{name: "NaN series ignored",
 			body: gauges + series("a", "", "2", 1) + "vllm:lora_requests_info{max_lora=\"2\",running_lora_adapters=\"z\"} NaN\n",
 			want: LoRAInfo{Reported: true, Running: []string{"a"}, MaxLoRA: 2, Timestamp: 1}},
+		{name: "no finite series: no adapters, counted",
+			body:  gauges + "vllm:lora_requests_info{max_lora=\"2\",running_lora_adapters=\"z\"} NaN\n" + series("y", "", "2", math.Inf(1)),
+			want:  LoRAInfo{},
+			drops: loraDrops{0, 0, 0, 1}},
+		{name: "not a gauge: no adapters, counted",
+			body:  gauges + "# TYPE vllm:lora_requests_info counter\n" + series("a", "", "2", 1),
+			want:  LoRAInfo{},
+			drops: loraDrops{0, 0, 0, 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sig, drops, err := parse([]byte(tc.body), 0)

@@ -30,7 +30,7 @@ func newMetrics() *metrics {
 		loraDrops: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvroute_engine_metrics_lora_dropped_total",
 			Help: "Adapter names (or max_lora labels) of vllm:lora_requests_info dropped by endpoint and reason " +
-				"(invalid_name, too_many, bad_max_lora); the rest of the scrape is kept.",
+				"(invalid_name, too_many, bad_max_lora), or the whole gauge (bad_gauge: not a gauge, or no finite series; read as no adapters); the rest of the scrape is kept.",
 		}, []string{"endpoint", "reason"}),
 	}
 }
