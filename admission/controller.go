@@ -46,6 +46,20 @@ type objective struct {
 // request at once when a candidate endpoint is free and otherwise queues it
 // by priority band, flow and deadline (see the package doc). It is safe for
 // concurrent use; Close ends it.
+//
+// Ownership: the Controller starts no goroutine of its own. mu guards
+// claims, busy, bytes, seq, closed, timer, armed and gates, the bands'
+// queues and the gates' state. The goroutines that take it: Admit's slow
+// path and Hold, on their callers' goroutines (each then waits for its
+// outcome on its own channel, without mu), Notify, Close, and depths,
+// which the cluster replica's refresh goroutine and the fleet gauge's
+// Collect call. The re-check (recheck) runs on the clock's AfterFunc timer
+// goroutine under mu: it is armed when a request is queued or held at the
+// gate, and re-arms itself while requests wait, claims are held or
+// requests are held; pending counts it while armed or running, so that
+// Close, having stopped it or let it run, waits for it. queued, nclaims and
+// nheld change under mu and are atomics so that the fast paths read them
+// without it. The fields above them are set by New and not written after.
 type Controller struct {
 	cfg        Config
 	set        telemetry.Set

@@ -33,6 +33,17 @@ type Options struct {
 // first source that delivers a valid snapshot, Start rewrites the
 // checkpoint file periodically, Close writes the last one, and Handler
 // serves the index to peers that bootstrap from it.
+//
+// Ownership: Start starts the periodic writer goroutine (when a path is set
+// and the interval is not negative), which calls Write on every tick of the
+// Options' clock until Close closes stop, and then closes done; Close waits
+// for it. mu serialises Write, whoever calls it (the writer, Close, the
+// host), and guards restored, which Restore sets before the Keeper is
+// returned and DropUnlisted takes. live, stop and done are written by Start
+// and Close only, without a lock, so those two must not run concurrently;
+// the writer reads stop and done, set before it starts, and Close clears
+// stop only once the writer has ended. The fields above mu are set by
+// Restore and not written after.
 type Keeper struct {
 	ix    *kvindex.Index
 	set   telemetry.Set

@@ -92,6 +92,14 @@ func (ps configuredPeers) loadPeers(ctx context.Context, ix *kvindex.Index, time
 // leaving ix empty. The hedge and the progress watches run on the clock ctx
 // carries (withClock; the wall clock without); timeout is a wall-clock
 // bound on the HTTP transfer.
+//
+// Ownership: the calling goroutine owns queue, running, errs and the hedge
+// timer, and starts one goroutine per peer asked (ask), which runs the
+// attempt's open and ends by sending the attempt on results, buffered for
+// every peer so that the send never blocks. racePeers receives every
+// attempt it started before it returns (stopAll cancels and collects those
+// still running); it loads the one that began first, closes each and
+// calls report on the calling goroutine.
 func racePeers(ctx context.Context, ix *kvindex.Index, peers []PeerSource, timeout time.Duration, report peerReport) (kvindex.SnapshotInfo, error) {
 	if len(peers) == 0 {
 		return kvindex.SnapshotInfo{}, fmt.Errorf("%w: no peer", ErrNoSnapshot)
@@ -182,6 +190,13 @@ func racePeers(ctx context.Context, ix *kvindex.Index, peers []PeerSource, timeo
 }
 
 // peerAttempt is one request to a peer, watched for progress.
+//
+// Ownership: racePeers sets peer, src, clk, start, ctx and cancel before
+// it starts the attempt's goroutine, and they are not written after. That
+// goroutine (open) owns watch, body, snap and err until it sends the
+// attempt on the race's results; from then on the race's goroutine owns
+// the whole attempt (load sets info and err, close releases it). cancel
+// may be called meanwhile, by the race and by the progress watch's timer.
 type peerAttempt struct {
 	peer   int // index in the race's peers
 	src    PeerSource

@@ -51,6 +51,22 @@ type Peer struct {
 // its lease with its local load, read the peers' loads into the tracker,
 // publish its routing decisions and apply the peers'. Nothing it does runs on
 // the request path except Publish, which only copies into a bounded queue.
+//
+// Ownership: New runs one refresh and one read on its caller's goroutine,
+// then starts the refresh loop and the read loop and, unless shared
+// decisions are off, the publish loop and the receive loop; Close cancels
+// ctx (the receive loop's subscription is closed to interrupt it), closes
+// q and waits for them on wg. A manual replica (manual.go) starts none:
+// its caller runs each step. cfg through met, ctx, cancel and readNow are
+// set before the loops start and not written after. healthMu guards
+// degraded, written through result by refresh and read, and subDown,
+// written by the receive loop; entering degraded also clears views, the
+// peers' queue sums and peers, with healthMu held. peersMu guards peers,
+// replaced by the read loop. viewsMu guards views and pendingBytes, written
+// by the receive loop (applyDelta), the read loop (mergeRecords), entering
+// degraded (clearViews) and SetEndpoints on its caller's goroutine, which
+// also replaces accepted under it. q's mutex guards q and dq (see
+// decisions.go and deltas.go); stats are atomics.
 type Replica struct {
 	cfg     Config
 	rdb     redis.UniversalClient // nil for a manual replica

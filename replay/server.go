@@ -83,6 +83,19 @@ type ServerStats struct {
 // Server answers replay requests from a Buffer on a ROUTER-compatible socket:
 // every client connection is served in its own goroutine, and each valid
 // request gets the buffered batches from its start sequence, then END.
+//
+// Ownership: NewServer starts the accept loop, which starts one goroutine
+// (serve) per accepted connection; serve alone reads its connection. Its
+// replies go through its sender (server_sender.go): written by serve
+// itself, or with SendHWM queued to the sender's own drain goroutine,
+// which then alone writes the connection and which serve waits for before
+// it ends. The accept loop ends when Accept fails (Close closes the
+// listener) or it finds closed set; serve ends when a read or a reply
+// fails (Close closes every connection). The accept loop and every serve
+// count in wg, which Close waits for. mu guards conns (added to by the
+// accept loop, removed by serve as it ends) and closed (set once by Close,
+// which closes conns under mu). The counters are atomics; the other fields
+// are set by NewServer and not written after.
 type Server struct {
 	buf    *Buffer
 	cfg    ServerConfig

@@ -14,6 +14,19 @@ import (
 // by AdvanceTo (New), or on the wall clock with its own goroutine (NewRealTime).
 // All methods are safe for concurrent use; in virtual mode a single goroutine
 // should drive AdvanceTo.
+//
+// Ownership: in real time, NewRealTime starts the run goroutine, which
+// advances the engine to time.Now at each step's end or as soon as work is
+// pending (signal pokes wake to cut its sleep short), until Close closes
+// stop; it then closes done, which Close waits for (in virtual mode done is
+// closed at once and the callers of AdvanceTo advance). mu guards the
+// fields from now to stats but spareNotes, held, stalled and the state
+// behind hy and lo; the methods take it and the *Locked helpers run with it
+// held. deliverMu is taken with mu held and kept after mu is released,
+// while the sink and the requests' callbacks run on the goroutine that
+// advanced (or on Close's); it serialises deliveries and guards
+// spareNotes. cfg, realtime, wake, stop, done, unreg, log and the hy and lo
+// pointers are set by the constructor and not written after.
 type Engine struct {
 	cfg      Config
 	realtime bool

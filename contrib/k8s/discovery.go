@@ -93,6 +93,19 @@ type Options struct {
 
 // Discovery watches pods (and an InferencePool) and feeds the endpoint set
 // to a Sink. Start it once; Close stops its informers and its loop.
+//
+// Ownership: everything above mu is set by New and not written after.
+// The informers' goroutines (started by Start, stopped by Close through
+// stop) only poke kick, a one-slot channel whose pokes coalesce. Start
+// runs a goroutine that closes its ctxStop once ctx ends or stop is closed,
+// so that the cache sync can be abandoned; it starts the loop goroutine
+// after the first recompute, and the loop ends when stop is closed,
+// closing loopDone. recompute runs on Start's goroutine once, then only on
+// the loop, never on both at once; it calls the Sink without holding mu.
+// mu guards current, synced, poolErr, sinkCalls and closed: recompute
+// writes current, poolErr and sinkCalls, Start sets synced, Close sets
+// closed (so stop is closed once), and the accessors read them. Close
+// waits for loopDone only when synced, that is once the loop was started.
 type Discovery struct {
 	cfg      Config
 	selector labels.Selector // when following a plain selector

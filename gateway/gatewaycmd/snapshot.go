@@ -17,6 +17,13 @@ const snapshotPath = "/kvroute/snapshot"
 // snapshotServer serves the router's index snapshot on an internal address
 // (--snapshot-listen), apart from the public listener: the snapshot tells
 // which prefixes every engine caches, and peers are the only clients.
+//
+// Ownership: serveSnapshot starts one goroutine, which only runs srv.Serve
+// (logging its failure) and closes done when Serve returns; shutdown ends
+// it (srv.Shutdown, then srv.Close should that fail, as when ctx ends
+// first) and waits for done. srv serves each connection on a goroutine of
+// its own, which touches no field here. addr, srv and done are set by
+// serveSnapshot and not written after.
 type snapshotServer struct {
 	addr string
 	srv  *http.Server

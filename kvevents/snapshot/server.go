@@ -52,6 +52,17 @@ type ServerStats struct {
 
 // Server answers vLLM snapshot requests on a ROUTER socket, as vLLM's
 // recorder does: one reply per request, a malformed request ignored.
+//
+// Ownership: NewServer starts the accept loop, which starts one goroutine
+// per accepted connection; that goroutine alone reads and writes its
+// connection and calls the Source. The accept loop ends when Accept fails
+// (Close closes the listener) or it finds closed set; a connection's
+// goroutine ends when a read or write fails (Close closes every
+// connection). Both count in wg, which Close waits for. mu guards conns
+// (added to by the accept loop, removed by each connection's goroutine as
+// it ends) and closed (set once by Close, which closes conns under mu).
+// The counters are atomics; the other fields are set by NewServer and not
+// written after.
 type Server struct {
 	cfg    ServerConfig
 	src    Source

@@ -88,6 +88,16 @@ type Options struct {
 
 // Server is a simulated vLLM OpenAI-compatible server: the HTTP routes over a
 // real-time simengine.Engine, and optionally its KV-event publisher.
+//
+// Ownership: Start starts one goroutine that runs Serve until Close shuts
+// srv down, and then closes serveDone, which Close waits for (a Serve the
+// host calls itself runs on the host's goroutine and is not waited for).
+// srv serves each connection on a goroutine of its own, which runs
+// ServeHTTP. mu guards addr, set by Start or the first Serve and read by
+// Addr, and serveDone, set by Start and read by Close. nextID is an atomic
+// and closeOnce runs Close's work once; the other fields are set by New and
+// not written after (render, tok, pd and the engines synchronise their own
+// state).
 type Server struct {
 	cfg     Config
 	eng     *simengine.Engine

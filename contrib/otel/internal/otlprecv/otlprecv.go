@@ -31,6 +31,13 @@ type Span struct {
 }
 
 // Receiver keeps the spans of every export request it accepted.
+//
+// Ownership: NewGRPC starts a goroutine that runs the gRPC server until
+// Close stops it; NewHTTP's httptest server runs its own until Close. The
+// export handlers run on the servers' goroutines, possibly concurrently,
+// and write spans and requests (and, over HTTP, rejected) under mu, which
+// the accessors take to read them. Endpoint and closeFn are set by the
+// constructor and not written after.
 type Receiver struct {
 	// Endpoint is what OTEL_EXPORTER_OTLP_ENDPOINT should name:
 	// http://127.0.0.1:port for either protocol.
