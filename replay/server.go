@@ -78,6 +78,9 @@ type ServerStats struct {
 	Batches  uint64 // batches sent (counted as each is sent)
 	Rejected uint64 // connections closed because MaxConns was reached
 	Dropped  uint64 // replies (batches and END) dropped by a full send queue (SendHWM)
+	// Handshakes counts connections dropped because their ZMTP handshake
+	// failed (not a DEALER/REQ, a bad greeting, a mute peer).
+	Handshakes uint64
 }
 
 // Server answers replay requests from a Buffer on a ROUTER-compatible socket:
@@ -108,7 +111,7 @@ type Server struct {
 	closed bool
 	wg     sync.WaitGroup
 
-	requests, invalid, batches, rejected, dropped atomic.Uint64
+	requests, invalid, batches, rejected, dropped, handshakes atomic.Uint64
 
 	set        telemetry.Set          // of the metrics, unregistered by Close
 	collectors []prometheus.Collector // what NewServer registered
@@ -143,11 +146,12 @@ func NewServer(cfg ServerConfig, buf *Buffer, opts Options) (*Server, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	l, err := zmqx.Listen(ctx, cfg.Addr, zmq4.Router, zmqx.Options{
-		HandshakeTimeout: cfg.HandshakeTimeout,
-		IdleTimeout:      cfg.IdleTimeout,
-		WriteTimeout:     cfg.WriteTimeout,
-		MaxFrameSize:     64 << 10, // requests are tiny
-		Clock:            opts.Clk(),
+		HandshakeTimeout:   cfg.HandshakeTimeout,
+		IdleTimeout:        cfg.IdleTimeout,
+		WriteTimeout:       cfg.WriteTimeout,
+		MaxFrameSize:       64 << 10, // requests are tiny
+		Clock:              opts.Clk(),
+		OnHandshakeFailure: func(net.Addr, error) { s.handshakes.Add(1) },
 	}, lg)
 	if err != nil {
 		cancel()
@@ -169,6 +173,7 @@ func (s *Server) register(set telemetry.Set) error {
 		telemetry.Counter{Name: "kvroute_replay_server_batches_total", Help: "Batches sent in replay replies.", Value: &s.batches},
 		telemetry.Counter{Name: "kvroute_replay_server_rejected_connections_total", Help: "Replay connections closed because the connection limit was reached.", Value: &s.rejected},
 		telemetry.Counter{Name: "kvroute_replay_server_dropped_replies_total", Help: "Replay replies dropped because the client's send queue was full (sendHWM).", Value: &s.dropped},
+		telemetry.Counter{Name: "kvroute_replay_server_handshake_failures_total", Help: "Replay connections dropped because their ZMTP handshake failed.", Value: &s.handshakes},
 	)
 	if err != nil {
 		return fmt.Errorf("replay: registering server metrics: %w", err)
@@ -186,11 +191,12 @@ func (s *Server) Endpoint() string { return s.l.Endpoint() }
 // Stats returns the counters.
 func (s *Server) Stats() ServerStats {
 	return ServerStats{
-		Requests: s.requests.Load(),
-		Invalid:  s.invalid.Load(),
-		Batches:  s.batches.Load(),
-		Rejected: s.rejected.Load(),
-		Dropped:  s.dropped.Load(),
+		Requests:   s.requests.Load(),
+		Invalid:    s.invalid.Load(),
+		Batches:    s.batches.Load(),
+		Rejected:   s.rejected.Load(),
+		Handshakes: s.handshakes.Load(),
+		Dropped:    s.dropped.Load(),
 	}
 }
 

@@ -3,6 +3,7 @@ package replay
 import (
 	"context"
 	"encoding/hex"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -187,4 +188,26 @@ func TestBuffer(t *testing.T) {
 	require.Equal(t, []uint64{0}, seqs(b.From(0, nil)))
 	b.Reset()
 	require.Zero(t, b.Len())
+}
+
+// A peer that never completes a ZMTP handshake (here it writes an HTTP
+// request) is dropped and counted in Stats and in
+// kvroute_replay_server_handshake_failures_total.
+func TestServerCountsFailedHandshakes(t *testing.T) {
+	defer leakcheck.Check(t)()
+	reg := prometheus.NewRegistry()
+	srv, err := NewServer(ServerConfig{Addr: "127.0.0.1:0"}, NewBuffer(1), Options{Set: telemetry.Set{Registerer: reg}})
+	require.NoError(t, err)
+	c, err := net.Dial("tcp", srv.Addr().String())
+	require.NoError(t, err)
+	_, err = c.Write([]byte("GET / HTTP/1.1\r\n\r\n" + strings.Repeat("x", 64)))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return srv.Stats().Handshakes == 1 }, time.Minute, time.Millisecond)
+	_ = c.Close()
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP kvroute_replay_server_handshake_failures_total Replay connections dropped because their ZMTP handshake failed.
+# TYPE kvroute_replay_server_handshake_failures_total counter
+kvroute_replay_server_handshake_failures_total 1
+`), "kvroute_replay_server_handshake_failures_total"))
+	require.NoError(t, srv.Close())
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,6 +49,7 @@ type ServerStats struct {
 	Unavailable uint64 // "unavailable" answers sent
 	Invalid     uint64 // messages ignored because they were not a snapshot request
 	Rejected    uint64 // connections closed at once because MaxConns were open
+	Handshakes  uint64 // connections dropped because their ZMTP handshake failed
 }
 
 // Server answers vLLM snapshot requests on a ROUTER socket, as vLLM's
@@ -75,7 +77,7 @@ type Server struct {
 	conns  map[*zmqx.Conn]struct{}
 	closed bool
 
-	served, unavailable, invalid, rejected atomic.Uint64
+	served, unavailable, invalid, rejected, handshakes atomic.Uint64
 
 	set        telemetry.Set // where the metrics went, for Close
 	collectors []prometheus.Collector
@@ -94,22 +96,23 @@ func NewServer(cfg ServerConfig, src Source, opts Options) (*Server, error) {
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = 30 * time.Second
 	}
+	s := &Server{cfg: cfg, src: src, lg: opts.Log(), conns: map[*zmqx.Conn]struct{}{}}
+	if err := s.register(opts.Set); err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	l, err := zmqx.Listen(ctx, cfg.Addr, zmq4.Router, zmqx.Options{
-		WriteTimeout: cfg.WriteTimeout,
-		MaxFrameSize: 64 << 10, // requests are tiny
-		Clock:        opts.Clk(),
+		WriteTimeout:       cfg.WriteTimeout,
+		MaxFrameSize:       64 << 10, // requests are tiny
+		Clock:              opts.Clk(),
+		OnHandshakeFailure: func(net.Addr, error) { s.handshakes.Add(1) },
 	}, opts.Log())
 	if err != nil {
 		cancel()
+		s.set.Unregister(s.collectors...)
 		return nil, err
 	}
-	s := &Server{cfg: cfg, src: src, lg: opts.Log(), l: l, cancel: cancel, conns: map[*zmqx.Conn]struct{}{}}
-	if err := s.register(opts.Set); err != nil {
-		cancel()
-		_ = l.Close()
-		return nil, err
-	}
+	s.l, s.cancel = l, cancel
 	s.wg.Add(1)
 	go s.acceptLoop()
 	return s, nil
@@ -123,6 +126,7 @@ func (s *Server) register(set telemetry.Set) error {
 		telemetry.Counter{Name: "kvroute_snapshot_server_unavailable_total", Help: "Snapshot requests answered \"unavailable\".", Value: &s.unavailable},
 		telemetry.Counter{Name: "kvroute_snapshot_server_invalid_requests_total", Help: "Messages ignored because they were not a snapshot request.", Value: &s.invalid},
 		telemetry.Counter{Name: "kvroute_snapshot_server_rejected_connections_total", Help: "Snapshot connections closed because the connection limit was reached.", Value: &s.rejected},
+		telemetry.Counter{Name: "kvroute_snapshot_server_handshake_failures_total", Help: "Snapshot connections dropped because their ZMTP handshake failed.", Value: &s.handshakes},
 	)
 	if err != nil {
 		return fmt.Errorf("snapshot: registering server metrics: %w", err)
@@ -136,7 +140,8 @@ func (s *Server) Endpoint() string { return s.l.Endpoint() }
 
 // Stats returns the counters.
 func (s *Server) Stats() ServerStats {
-	return ServerStats{Served: s.served.Load(), Unavailable: s.unavailable.Load(), Invalid: s.invalid.Load(), Rejected: s.rejected.Load()}
+	return ServerStats{Served: s.served.Load(), Unavailable: s.unavailable.Load(), Invalid: s.invalid.Load(), Rejected: s.rejected.Load(),
+		Handshakes: s.handshakes.Load()}
 }
 
 // Close stops the server and waits for its goroutines.

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"context"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +18,7 @@ import (
 )
 
 // A connection beyond MaxConns is closed at once and counted, in Stats
-// and as a metric; the counters are registered through the Options' Set,
+// and as a metric, and so is one whose handshake fails; the counters are registered through the Options' Set,
 // a second server on the same registry is a constructor error, and Close
 // unregisters them.
 func TestServerCountsRejectedConnections(t *testing.T) {
@@ -44,6 +45,16 @@ func TestServerCountsRejectedConnections(t *testing.T) {
 # TYPE kvroute_snapshot_server_rejected_connections_total counter
 kvroute_snapshot_server_rejected_connections_total 1
 `), "kvroute_snapshot_server_rejected_connections_total"))
+
+	// A peer that is no ZMTP client at all fails its handshake: dropped
+	// and counted.
+	bad, err := net.Dial("tcp", strings.TrimPrefix(s.Endpoint(), "tcp://"))
+	require.NoError(t, err)
+	_, err = bad.Write([]byte("GET / HTTP/1.1\r\n\r\n" + strings.Repeat("x", 64)))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return s.Stats().Handshakes == 1 }, time.Minute, time.Millisecond)
+	_ = bad.Close()
+	require.Equal(t, 1.0, testutil.ToFloat64(s.collectors[4]))
 
 	for _, d := range socks {
 		require.NoError(t, d.Close())
