@@ -86,6 +86,9 @@ type Sink func([]kvroute.Endpoint) error
 type Options struct {
 	// Set is the observability bundle (registerer, logger, tracer
 	// provider, clock; see package telemetry):
+	//   Registerer receives discovery's metrics (kvroute_k8s_discovery_*;
+	//   nil registers none); two Discoveries on one registry need
+	//   constant labels apart (Set.With).
 	//   Logger receives discovery's logs; nil discards them.
 	//   Clock times the Debounce; nil is the wall clock.
 	telemetry.Set
@@ -113,6 +116,7 @@ type Discovery struct {
 	sink     Sink
 	log      *slog.Logger
 	clock    telemetry.Clock // of the debounce
+	met      *metrics        // written by recompute only
 
 	pods     informers.SharedInformerFactory
 	podInf   cache.SharedIndexInformer
@@ -216,6 +220,9 @@ func New(cfg Config, kube kubernetes.Interface, dyn dynamic.Interface, sink Sink
 		}
 		d.handled = append(d.handled, reg.HasSynced)
 	}
+	if d.met, err = newMetrics(opts.Set); err != nil {
+		return nil, fmt.Errorf("k8s: registering discovery metrics: %w", err)
+	}
 	return d, nil
 }
 
@@ -314,6 +321,7 @@ func (d *Discovery) Close() {
 	if synced {
 		<-d.loopDone
 	}
+	d.met.unregister()
 }
 
 // Synced reports whether the informers have synced and the first endpoint
@@ -352,19 +360,35 @@ func (d *Discovery) PoolError() error {
 func (d *Discovery) recompute() {
 	sel, ports, poolErr := d.target()
 	var eps []kvroute.Endpoint
+	var problems [numProblems]int
 	if poolErr == nil {
 		for _, obj := range d.podInf.GetStore().List() {
 			pod, ok := obj.(*corev1.Pod)
 			if !ok || !sel.Matches(labels.Set(pod.Labels)) || !podReady(pod) {
 				continue
 			}
-			eps = append(eps, podEndpoints(pod, ports, d.cfg, d.log)...)
+			var probs podProblems
+			eps = append(eps, podEndpoints(pod, ports, d.cfg, d.log, &probs)...)
+			for i, p := range probs {
+				if p {
+					problems[i]++
+				}
+			}
 		}
 	}
 	slices.SortFunc(eps, func(a, b kvroute.Endpoint) int { return cmpString(a.ID, b.ID) })
-	if len(eps) > d.cfg.MaxEndpoints {
+	leftOut := max(len(eps)-d.cfg.MaxEndpoints, 0)
+	if leftOut > 0 {
 		d.log.Warn("k8s: endpoint set over its bound; the rest is left out", "endpoints", len(eps), "max", d.cfg.MaxEndpoints)
 		eps = eps[:d.cfg.MaxEndpoints]
+	}
+	for i, n := range problems {
+		d.met.problems[i].Set(float64(n))
+	}
+	d.met.leftOut.Set(float64(leftOut))
+	d.met.poolUnusable.Set(0)
+	if poolErr != nil {
+		d.met.poolUnusable.Set(1)
 	}
 	d.mu.Lock()
 	if poolErr != nil && (d.poolErr == nil || d.poolErr.Error() != poolErr.Error()) {
@@ -377,9 +401,11 @@ func (d *Discovery) recompute() {
 	}
 	d.mu.Unlock()
 	if err := d.sink(slices.Clone(eps)); err != nil {
+		d.met.sinkErrors.Inc()
 		d.log.Warn("k8s: the endpoint sink failed; retrying at the next change", "err", err)
 		return
 	}
+	d.met.endpoints.Set(float64(len(eps)))
 	d.mu.Lock()
 	d.current = eps
 	d.sinkCalls++

@@ -34,6 +34,19 @@
 // v1alpha2 API (inference.networking.x-k8s.io: spec.selector as a plain map,
 // spec.targetPortNumber) are understood.
 //
+// # Metrics
+//
+// With a Registerer in Options, discovery exports the size of the set it
+// last computed (kvroute_k8s_discovery_endpoints), the endpoints left out
+// over MaxEndpoints, whether the followed InferencePool is unusable, the
+// Ready pods whose labels or annotations it works around
+// (kvroute_k8s_discovery_pod_problems{reason}: a malformed port annotation,
+// an unknown role label, model names left out) and the sets the Sink
+// refused. The gauges are set at every recompute, so they show the present
+// state, not a count of recomputes. Two Discoveries on one registry (the
+// picker's pool and its renderers) need constant labels apart
+// (telemetry.Set.With).
+//
 // # Dependencies
 //
 // This is a module of its own so that kvroute's core module does not depend

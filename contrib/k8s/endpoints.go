@@ -6,6 +6,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -29,18 +30,25 @@ func podReady(p *corev1.Pod) bool {
 	return false
 }
 
-// podEndpoints returns one endpoint per target port of a Ready pod.
-func podEndpoints(p *corev1.Pod, ports []int32, cfg Config, log *slog.Logger) []kvroute.Endpoint {
-	events, evOK := annotationPort(p, cfg.EventsPortAnnotation, log)
-	replay, rpOK := annotationPort(p, cfg.ReplayPortAnnotation, log)
+// podEndpoints returns one endpoint per target port of a Ready pod, and
+// records in probs what it had to work around.
+func podEndpoints(p *corev1.Pod, ports []int32, cfg Config, log *slog.Logger, probs *podProblems) []kvroute.Endpoint {
+	events, evOK := annotationPort(p, cfg.EventsPortAnnotation, log, probs)
+	replay, rpOK := annotationPort(p, cfg.ReplayPortAnnotation, log, probs)
 	role, ok := disagg.RoleFromLabels(p.Labels, cfg.RoleLabel)
 	if !ok {
+		probs[problemRole] = true
 		log.Warn("k8s: unknown role label value, serving both roles", "pod", p.Namespace+"/"+p.Name,
 			"label", cfg.RoleLabel, "want", []string{disagg.RolePrefill, disagg.RoleDecode, disagg.RoleBoth})
 	}
 	var served []string
 	if v, ok := p.Annotations[cfg.ModelsAnnotation]; ok {
 		served = models.ParseList(v, 0)
+		if len(served) < distinctNames(v) {
+			probs[problemModelsAnnotation] = true
+			log.Warn("k8s: model names left out of a models annotation (invalid, or beyond the bound)",
+				"pod", p.Namespace+"/"+p.Name, "annotation", cfg.ModelsAnnotation, "kept", served)
+		}
 	}
 	out := make([]kvroute.Endpoint, 0, len(ports))
 	for rank, port := range ports {
@@ -62,15 +70,29 @@ func podEndpoints(p *corev1.Pod, ports []int32, cfg Config, log *slog.Logger) []
 	return out
 }
 
-// annotationPort reads a port annotation; a malformed one is logged and
-// ignored (the router's configured port applies).
-func annotationPort(p *corev1.Pod, key string, log *slog.Logger) (int, bool) {
+// distinctNames counts the distinct non-empty names of a comma-separated
+// list, spaces trimmed: what models.ParseList keeps when every one is valid
+// and within its bound.
+func distinctNames(v string) int {
+	var seen []string
+	for part := range strings.SplitSeq(v, ",") {
+		if part = strings.TrimSpace(part); part != "" && !slices.Contains(seen, part) {
+			seen = append(seen, part)
+		}
+	}
+	return len(seen)
+}
+
+// annotationPort reads a port annotation; a malformed one is logged, marked
+// in probs and ignored (the router's configured port applies).
+func annotationPort(p *corev1.Pod, key string, log *slog.Logger, probs *podProblems) (int, bool) {
 	v, ok := p.Annotations[key]
 	if !ok {
 		return 0, false
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 || n > 65535 {
+		probs[problemPortAnnotation] = true
 		log.Warn("k8s: ignoring a malformed port annotation", "pod", p.Namespace+"/"+p.Name, "annotation", key)
 		return 0, false
 	}

@@ -329,7 +329,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			if f.poolGroup == k8s.PoolV1Alpha2.Group {
 				version = "v1alpha2"
 			}
-			d, err := k8s.New(k8s.Config{Namespace: f.poolNamespace, Pool: f.poolName, PoolVersion: version, RoleLabel: f.roleLabel}, kube, dyn, sink, k8s.Options{Set: telemetry.Set{Logger: log}})
+			d, err := k8s.New(k8s.Config{Namespace: f.poolNamespace, Pool: f.poolName, PoolVersion: version, RoleLabel: f.roleLabel}, kube, dyn, sink,
+				k8s.Options{Set: ropts.Set.With(prometheus.Labels{"discovery": "pool"})})
 			if err != nil {
 				return err
 			}
@@ -344,7 +345,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				return router.SetRenderEndpoints(reps)
 			}
 			d, err := k8s.New(k8s.Config{Namespace: f.poolNamespace, Selector: f.renderSelector, TargetPorts: []int32{int32(f.renderPort)}},
-				kube, dyn, renderSink, k8s.Options{Set: telemetry.Set{Logger: log}})
+				kube, dyn, renderSink, k8s.Options{Set: ropts.Set.With(prometheus.Labels{"discovery": "render"})})
 			if err != nil {
 				return err
 			}
