@@ -127,7 +127,10 @@
 // kvroute_gateway_first_chunk_seconds{api} (request received to first
 // upstream response bytes: render, routing and the engine's time to first
 // token) and kvroute_gateway_request_body_bytes_in_flight; a Server adds
-// kvroute_gateway_header_timeouts_total. A nil Registerer registers
+// kvroute_gateway_header_timeouts_total and
+// kvroute_gateway_refused_requests_total (requests net/http refused before
+// any handler: a malformed request line or header, a header over the size
+// limit). A nil Registerer registers
 // nothing. New registers every collector of the component through
 // Set.Register, all or none (New fails and leaves nothing registered). Close
 // unregisters exactly what New registered, so a closed component can be

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net"
@@ -32,15 +33,33 @@ const (
 // a request header did not arrive within ServerConfig.ReadHeaderTimeout.
 // net/http closes them silently, so it watches the connections itself: a
 // read that times out while a header is due is one.
+//
+// It also counts the requests net/http refuses itself before any handler
+// sees them (a malformed request line or header, a header over the size
+// limit, an unsupported HTTP version): net/http answers those with a 4xx
+// or 5xx written on the connection while a header is due, and logs
+// nothing.
 type headerTimeouts struct {
-	count prometheus.Counter
+	count   prometheus.Counter
+	refused prometheus.Counter
 }
 
 func newHeaderTimeouts() *headerTimeouts {
-	return &headerTimeouts{count: prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "kvroute_gateway_header_timeouts_total",
-		Help: "Client connections closed because a request header did not arrive within the gateway's readHeaderTimeout.",
-	})}
+	return &headerTimeouts{
+		count: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvroute_gateway_header_timeouts_total",
+			Help: "Client connections closed because a request header did not arrive within the gateway's readHeaderTimeout.",
+		}),
+		refused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvroute_gateway_refused_requests_total",
+			Help: "Requests the gateway's HTTP server refused before routing them: a malformed request line or header, a header over the size limit, an unsupported HTTP version.",
+		}),
+	}
+}
+
+// collectors are the counters, for the Server's registry.
+func (ht *headerTimeouts) collectors() []prometheus.Collector {
+	return []prometheus.Collector{ht.count, ht.refused}
 }
 
 // listener wraps ln so that its connections are watched.
@@ -99,6 +118,16 @@ type watchedConn struct {
 	phase         atomic.Int32
 	idleDeadlines atomic.Int32 // read deadlines set since the connection went idle
 	counted       atomic.Bool
+}
+
+// Write writes to the connection. net/http writes a response while a
+// header is due only to refuse a request it could not read (its handlers
+// write in phaseHandler): that one is counted.
+func (c *watchedConn) Write(p []byte) (int, error) {
+	if c.phase.Load() == phaseHeader && bytes.HasPrefix(p, []byte("HTTP/1.")) {
+		c.ht.refused.Inc()
+	}
+	return c.Conn.Write(p)
 }
 
 // SetReadDeadline sets the connection's read deadline. After a request,

@@ -407,8 +407,10 @@ func NewServer(ctx context.Context, cfg ServerConfig, opts Options) (*Server, er
 			return nil, err
 		}
 	}
-	if err := s.registry.Register(s.headerTimeouts.count); err != nil {
-		return nil, err
+	for _, c := range s.headerTimeouts.collectors() {
+		if err := s.registry.Register(c); err != nil {
+			return nil, err
+		}
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -131,4 +132,42 @@ func TestNewServerRejectsNegativeTimeouts(t *testing.T) {
 	cfg.IdleTimeout = -time.Second
 	_, err = NewServer(t.Context(), cfg, Options{})
 	require.ErrorContains(t, err, "idleTimeout -1s is negative")
+}
+
+// Requests net/http refuses before the gateway's handler sees them (a
+// malformed request line, a header over the size limit) are counted in
+// kvroute_gateway_refused_requests_total; answered requests, and the
+// gateway's own error answers, are not.
+func TestServerCountsRequestsNetHTTPRefuses(t *testing.T) {
+	defer leakcheck.Check(t)()
+	u := newUpstream(t)
+	defer u.Close()
+	srv, err := NewServer(t.Context(), testServerConfig(kvroute.Endpoint{ID: u.id}), Options{})
+	require.NoError(t, err)
+	defer srv.Shutdown(context.Background())
+	const refused = "kvroute_gateway_refused_requests_total"
+	status := func(raw string) int {
+		t.Helper()
+		c := dialGateway(t, srv.URL())
+		defer c.Close()
+		_, err := io.WriteString(c, raw)
+		require.NoError(t, err)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		require.NoError(t, err)
+		readAll(t, resp)
+		return resp.StatusCode
+	}
+	require.Equal(t, http.StatusOK, status("POST /v1/completions HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"))
+	require.Equal(t, http.StatusNotFound, status("GET /nowhere HTTP/1.1\r\nHost: gw\r\n\r\n"))
+	require.Zero(t, metricValue(t, srv.Registry(), refused))
+
+	require.Equal(t, http.StatusBadRequest, status("NOT A REQUEST LINE\r\n\r\n"))
+	require.Equal(t, 1.0, metricValue(t, srv.Registry(), refused))
+	// A header over the limit: net/http answers 431 and closes the
+	// connection with the rest unread, so the client may see a reset
+	// instead of the answer; the count is what matters.
+	c := dialGateway(t, srv.URL())
+	defer c.Close()
+	_, _ = io.WriteString(c, "GET /health HTTP/1.1\r\nHost: gw\r\nX-Big: "+strings.Repeat("b", http.DefaultMaxHeaderBytes+8192)+"\r\n\r\n")
+	require.Eventually(t, func() bool { return metricValue(t, srv.Registry(), refused) == 2 }, wait, time.Millisecond)
 }
