@@ -147,6 +147,7 @@ type peerView struct {
 // includes it.
 func (r *Replica) applyDelta(sender, endpoint []byte, seq uint64, tokens, requests int64) {
 	if r.Degraded() {
+		r.met.deltasDropped[deltaDropDegraded].Inc()
 		return // routing on local load only until Redis answers again
 	}
 	r.viewsMu.Lock()

@@ -31,10 +31,11 @@ const (
 	deltaDropQueueFull = iota
 	deltaDropRedis
 	deltaDropMemory
+	deltaDropDegraded
 	numDeltaDrops
 )
 
-var deltaDropNames = [numDeltaDrops]string{"queue_full", "redis_error", "memory"}
+var deltaDropNames = [numDeltaDrops]string{"queue_full", "redis_error", "memory", "degraded"}
 
 type metrics struct {
 	degraded          prometheus.Gauge
@@ -82,7 +83,7 @@ func newMetrics(set telemetry.Set) (*metrics, error) {
 	}, []string{"reason"})
 	deltaDrops := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kvroute_cluster_load_changes_dropped_total",
-		Help: "Load changes (dispatches, releases) not shared or not applied, by reason (queue_full: this replica's publish queue was full; redis_error: the publish failed; memory: over maxPendingDeltaBytes or maxPeers here). The peers then go by the next record.",
+		Help: "Load changes (dispatches, releases) not shared or not applied, by reason (queue_full: this replica's publish queue was full; redis_error: the publish failed; memory: over maxPendingDeltaBytes or maxPeers here; degraded: received while this replica routes on local load, Redis unreachable). The peers then go by the next record.",
 	}, []string{"reason"})
 	epDrops := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kvroute_cluster_endpoints_dropped_total",

@@ -60,8 +60,8 @@ type sessionShare struct {
 }
 
 type sessionMetrics struct {
-	published, applied prometheus.Counter
-	dropped            [numDrops]prometheus.Counter
+	published, applied, ignored prometheus.Counter
+	dropped                     [numDrops]prometheus.Counter
 }
 
 func (m *sessionMetrics) init() []prometheus.Collector {
@@ -73,6 +73,10 @@ func (m *sessionMetrics) init() []prometheus.Collector {
 		Name: "kvroute_cluster_sessions_applied_total",
 		Help: "Session affinity records received from other replicas and given to the session store.",
 	})
+	m.ignored = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "kvroute_cluster_sessions_ignored_total",
+		Help: "Session messages from other replicas ignored because this replica does not share sessions (its peers do: their configurations differ).",
+	})
 	drops := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kvroute_cluster_sessions_dropped_total",
 		Help: "Session affinity records not shared, by reason (queue_full, redis_error).",
@@ -80,7 +84,7 @@ func (m *sessionMetrics) init() []prometheus.Collector {
 	for i := range m.dropped {
 		m.dropped[i] = drops.WithLabelValues(dropNames[i])
 	}
-	return []prometheus.Collector{m.published, m.applied, drops}
+	return []prometheus.Collector{m.published, m.applied, m.ignored, drops}
 }
 
 // ShareSessions makes the replica publish the session records given to
@@ -194,6 +198,7 @@ func (r *Replica) applySessions(payload []byte) {
 	apply := r.sessions.apply
 	r.sessions.mu.Unlock()
 	if apply == nil {
+		r.met.sessions.ignored.Inc()
 		return
 	}
 	if err := decodeSessions(payload, nil); err != nil { // check the whole message first

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -154,4 +155,29 @@ func newHostileTarget2(t *testing.T, addr, id string) hostileTarget {
 	t.Cleanup(r.Close)
 	acceptTestEndpoints(t, r)
 	return hostileTarget{r: r, tr: tr, ix: ix, reg: reg}
+}
+
+// A session message reaching a replica that does not share sessions (its
+// peers do: their configurations differ) is counted as ignored; a load
+// change reaching a replica that routes on local load (degraded) is
+// counted as dropped.
+func TestMessagesAReplicaCannotUseAreCounted(t *testing.T) {
+	defer leakcheck.Check(t)()
+	srv := redistest.Start(t)
+	defer srv.Stop()
+	g := newGhost(t, srv.Addr)
+	g.record(1, time.Hour)
+	x := newHostileTarget(t, srv.Addr) // no ShareSessions
+	require.NoError(t, g.rdb.Publish(context.Background(), g.keys.channel,
+		appendSessions(nil, "ghost", sessionRecord{key: 7, endpoint: known})).Err())
+	require.Eventually(t, func() bool {
+		return counter(t, x.reg, "kvroute_cluster_sessions_ignored_total", nil) == 1
+	}, deltaWait, time.Millisecond)
+
+	x.r.result(opRead, errors.New("redis slow")) // degraded
+	require.True(t, x.r.Degraded())
+	x.r.applyDelta([]byte("ghost"), []byte(known), 2, 100, 1)
+	require.EqualValues(t, 1, counter(t, x.reg, "kvroute_cluster_load_changes_dropped_total", map[string]string{"reason": "degraded"}))
+	require.Equal(t, [2]int64{}, peerLoad(x.tr, known))
+	x.r.Close()
 }
