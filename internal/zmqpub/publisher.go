@@ -90,6 +90,7 @@ type Stats struct {
 	Dropped     uint64 // messages dropped on a full subscriber queue
 	Rejected    uint64 // subscriber connections closed at once because MaxSubscribers were connected
 	Handshakes  uint64 // connections dropped because their ZMTP handshake failed
+	Invalid     uint64 // messages from subscribers ignored because they were no subscription
 	Subscribers int    // connected subscribers
 	// Subscribed counts the connected subscribers whose subscription
 	// matches this publisher's topic: the ones a Publish reaches now. A
@@ -123,9 +124,9 @@ type Publisher struct {
 	subs   map[*pubSubscriber]struct{}
 	closed bool
 
-	wg                                               sync.WaitGroup
-	published, queued, dropped, rejected, handshakes atomic.Uint64
-	nsubs                                            atomic.Int64
+	wg                                                        sync.WaitGroup
+	published, queued, dropped, rejected, handshakes, invalid atomic.Uint64
+	nsubs                                                     atomic.Int64
 
 	set        telemetry.Set          // of the metrics, unregistered by Close
 	collectors []prometheus.Collector // what New registered
@@ -215,6 +216,8 @@ func (p *Publisher) register(set telemetry.Set) error {
 			func() float64 { return float64(p.rejected.Load()) }, false),
 		fn("kvroute_publisher_handshake_failures_total", "Connections dropped because their ZMTP handshake failed (not a SUB, a bad greeting, a mute peer).",
 			func() float64 { return float64(p.handshakes.Load()) }, false),
+		fn("kvroute_publisher_invalid_messages_total", "Messages from subscribers ignored because they were no subscription (several frames, or a first byte other than 0 or 1).",
+			func() float64 { return float64(p.invalid.Load()) }, false),
 		fn("kvroute_publisher_subscribers", "Connected subscribers.",
 			func() float64 { return float64(p.nsubs.Load()) }, true),
 	}
@@ -247,6 +250,7 @@ func (p *Publisher) Stats() Stats {
 		Dropped:     p.dropped.Load(),
 		Rejected:    p.rejected.Load(),
 		Handshakes:  p.handshakes.Load(),
+		Invalid:     p.invalid.Load(),
 		Subscribers: int(p.nsubs.Load()),
 		Subscribed:  p.subscribed(),
 	}

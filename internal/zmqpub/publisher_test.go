@@ -135,6 +135,15 @@ func TestPublisherSubscribeCommandsAndCancel(t *testing.T) {
 		_, _ = p.Publish([]byte("probe"))
 		return p.Stats().Queued == q
 	}, 5*time.Second, 5*time.Millisecond)
+
+	// A message that is no subscription (a first byte other than 0 or 1;
+	// two frames) is ignored and counted; the connection stays.
+	_, err = c.Write([]byte{0x00, 3, 'x', 'y', 'z'})
+	require.NoError(t, err)
+	_, err = c.Write([]byte{0x01, 1, 1, 0x00, 1, 1})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return p.Stats().Invalid == 2 }, 5*time.Second, time.Millisecond)
+	require.Equal(t, 1, p.Stats().Subscribers)
 }
 
 func TestPublisherBoundsMemoryWithStuckSubscriber(t *testing.T) {

@@ -73,7 +73,9 @@ func (s *pubSubscriber) subscribe(topic []byte, on bool) {
 
 // readLoop applies subscription messages until the connection ends. SUB
 // sockets send "\x01topic" / "\x00topic" messages (ZMTP 3.0) or SUBSCRIBE /
-// CANCEL commands (ZMTP 3.1); anything else is ignored.
+// CANCEL commands (ZMTP 3.1); other commands are ignored (ZMTP lets a peer
+// send commands it does not know), and any other message is ignored and
+// counted (Stats.Invalid).
 func (p *Publisher) readLoop(s *pubSubscriber) {
 	defer p.wg.Done()
 	defer p.drop(s)
@@ -83,6 +85,7 @@ func (p *Publisher) readLoop(s *pubSubscriber) {
 			return
 		}
 		if len(m.Frames) != 1 {
+			p.invalid.Add(1)
 			continue
 		}
 		f := m.Frames[0]
@@ -97,6 +100,8 @@ func (p *Publisher) readLoop(s *pubSubscriber) {
 		}
 		if len(f) > 0 && (f[0] == 0 || f[0] == 1) {
 			s.subscribe(f[1:], f[0] == 1)
+		} else {
+			p.invalid.Add(1)
 		}
 	}
 }

@@ -110,6 +110,7 @@ type Stats struct {
 	Dropped     uint64 // messages dropped on a full subscriber queue
 	Rejected    uint64 // subscriber connections closed at once because MaxSubscribers were connected
 	Handshakes  uint64 // connections dropped because their ZMTP handshake failed
+	Invalid     uint64 // messages from subscribers ignored because they were no subscription
 	Subscribers int    // connected subscribers
 	// Subscribed counts the connected subscribers whose subscription
 	// matches this publisher's topic: the ones a Publish reaches now. A
