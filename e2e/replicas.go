@@ -323,9 +323,27 @@ type redisServer struct {
 	done chan struct{}
 }
 
+// errRedisExited is a redis-server that exited before it answered: most
+// often another process took the free port between our probe and its bind.
+var errRedisExited = errors.New("redis-server exited at start (port taken?)")
+
 // startRedis runs redis-server on a free loopback port (never 6379), with
-// no persistence, and waits until it answers PING.
+// no persistence, and waits until it answers PING. The port is free when it
+// is chosen, not when redis-server binds it, so a server that exits at start
+// is tried again on another port, a few times.
 func startRedis(ctx context.Context, bin string) (*redisServer, error) {
+	var err error
+	for range 5 {
+		var s *redisServer
+		if s, err = startRedisOnce(ctx, bin); !errors.Is(err, errRedisExited) {
+			return s, err
+		}
+	}
+	return nil, err
+}
+
+// startRedisOnce is one attempt of startRedis.
+func startRedisOnce(ctx context.Context, bin string) (*redisServer, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -358,7 +376,7 @@ func startRedis(ctx context.Context, bin string) (*redisServer, error) {
 	})
 	select {
 	case <-s.done:
-		err = errors.New("redis-server exited at start (port taken?)")
+		err = errRedisExited
 	default:
 	}
 	if err != nil {
