@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,15 +25,23 @@ import (
 	"github.com/kvroute/kvroute/simengine/server"
 )
 
-// freePort returns a loopback port nothing listens on: the port the kernel
-// just handed out and took back.
+// freePort returns a loopback port nothing listens on, for a listener this
+// test starts later. It is drawn below Linux's ephemeral range (32768 and
+// up): a port the kernel just handed out is the one it hands out to the
+// next process that asks, and tests run in parallel processes, so such a
+// port could be taken before the listener binds it.
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := ln.Addr().(*net.TCPAddr).Port
-	require.NoError(t, ln.Close())
-	return port
+	for range 1000 {
+		port := 20000 + rand.IntN(12000)
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err == nil {
+			require.NoError(t, ln.Close())
+			return port
+		}
+	}
+	t.Fatal("no free loopback port in 20000-31999")
+	return 0
 }
 
 // The binary is not ready while its engine's KV-event stream has not caught
