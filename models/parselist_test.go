@@ -11,21 +11,28 @@ import (
 // ParseList keeps a label's model names in order, trimmed, without empty,
 // invalid or repeated ones, and at most max of them.
 func TestParseList(t *testing.T) {
-	require.Equal(t, []string{"llama", "qwen 2", "mistral"}, ParseList(" llama, qwen 2 ,,llama,mistral ", 0))
-	require.Equal(t, []string{"a", "b"}, ParseList("a,b,c", 2))
-	require.Equal(t, []string{"a", "c"}, ParseList("a,\x01b,c", 0), "a control character leaves the name out")
-	require.Nil(t, ParseList(" , ,", 0))
-	long := strings.Repeat("m", MaxNameBytes+1)
-	require.Equal(t, []string{"ok"}, ParseList(long+",ok", 0))
+	check := func(v string, max int, want []string, dropped int, msg ...any) {
+		t.Helper()
+		got, n := ParseList(v, max)
+		require.Equal(t, want, got, msg...)
+		require.Equal(t, dropped, n, msg...)
+	}
+	check(" llama, qwen 2 ,,llama,mistral ", 0, []string{"llama", "qwen 2", "mistral"}, 0, "blanks and repeats are no drop")
+	check("a,b,c", 2, []string{"a", "b"}, 1)
+	check("a,\x01b,c", 0, []string{"a", "c"}, 1, "a control character leaves the name out")
+	check(" , ,", 0, nil, 0)
+	check(strings.Repeat("m", MaxNameBytes+1)+",ok", 0, []string{"ok"}, 1)
 	var many []string
 	for i := range DefaultMaxModels + 5 {
 		many = append(many, strings.Repeat("x", i+1))
 	}
-	require.Len(t, ParseList(strings.Join(many, ","), 0), DefaultMaxModels)
+	got, n := ParseList(strings.Join(many, ","), 0)
+	require.Len(t, got, DefaultMaxModels)
+	require.Equal(t, 5, n)
 }
 
 // FuzzParseList: whatever a label or annotation holds, ParseList returns at
-// most max names, each valid, trimmed and distinct, each one of the
+// most max names and counts no part twice, each valid, trimmed and distinct, each one of the
 // input's comma-separated parts (seed corpus in testdata/fuzz).
 func FuzzParseList(f *testing.F) {
 	for _, s := range []string{"", "llama", "a,b,c", " a , a ,b", ",,,", "a,\x00,b", "é,\xff,\x7f", strings.Repeat("m,", 40)} {
@@ -33,12 +40,14 @@ func FuzzParseList(f *testing.F) {
 		f.Add(s, 2)
 	}
 	f.Fuzz(func(t *testing.T, v string, max int) {
-		got := ParseList(v, max)
+		got, dropped := ParseList(v, max)
 		limit := max
 		if limit <= 0 {
 			limit = DefaultMaxModels
 		}
 		require.LessOrEqual(t, len(got), limit)
+		require.GreaterOrEqual(t, dropped, 0)
+		require.LessOrEqual(t, len(got)+dropped, len(strings.Split(v, ",")), "each part kept, dropped or neither")
 		parts := strings.Split(v, ",")
 		for i, m := range got {
 			require.NoError(t, checkName(m))

@@ -69,7 +69,7 @@ func (r *Registry) Annotate(eps []kvroute.Endpoint) []kvroute.Endpoint {
 			continue
 		}
 		if v, ok := e.Labels[r.cfg.Label]; ok {
-			if ms := ParseList(v, r.cfg.Poll.MaxModels); len(ms) > 0 {
+			if ms, _ := ParseList(v, r.cfg.Poll.MaxModels); len(ms) > 0 {
 				e.Models = ms
 				continue
 			}
@@ -94,23 +94,24 @@ func (r *Registry) Close() {
 
 // ParseList parses a comma-separated list of model names (a label or
 // annotation value), trimming spaces and leaving out empty, invalid and
-// repeated names and those beyond max (0: DefaultMaxModels).
-func ParseList(v string, max int) []string {
+// repeated names and those beyond max (0: DefaultMaxModels). dropped counts
+// the names left out that were neither empty nor repeats: invalid ones and
+// those beyond max, which a caller reports as a problem of the list.
+func ParseList(v string, max int) (names []string, dropped int) {
 	if max <= 0 {
 		max = DefaultMaxModels
 	}
-	var out []string
 	for part := range strings.SplitSeq(v, ",") {
 		part = strings.TrimSpace(part)
-		if checkName(part) != nil || slices.Contains(out, part) {
-			continue
+		switch {
+		case part == "" || slices.Contains(names, part):
+		case checkName(part) != nil || len(names) == max:
+			dropped++
+		default:
+			names = append(names, part)
 		}
-		if len(out) == max {
-			break
-		}
-		out = append(out, part)
 	}
-	return out
+	return names, dropped
 }
 
 // Served returns the sorted union of the models eps serve, an endpoint

@@ -6,7 +6,6 @@ import (
 	"net"
 	"slices"
 	"strconv"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -43,8 +42,8 @@ func podEndpoints(p *corev1.Pod, ports []int32, cfg Config, log *slog.Logger, pr
 	}
 	var served []string
 	if v, ok := p.Annotations[cfg.ModelsAnnotation]; ok {
-		served = models.ParseList(v, 0)
-		if len(served) < distinctNames(v) {
+		var dropped int
+		if served, dropped = models.ParseList(v, 0); dropped > 0 {
 			probs[problemModelsAnnotation] = true
 			log.Warn("k8s: model names left out of a models annotation (invalid, or beyond the bound)",
 				"pod", p.Namespace+"/"+p.Name, "annotation", cfg.ModelsAnnotation, "kept", served)
@@ -68,19 +67,6 @@ func podEndpoints(p *corev1.Pod, ports []int32, cfg Config, log *slog.Logger, pr
 		out = append(out, ep)
 	}
 	return out
-}
-
-// distinctNames counts the distinct non-empty names of a comma-separated
-// list, spaces trimmed: what models.ParseList keeps when every one is valid
-// and within its bound.
-func distinctNames(v string) int {
-	var seen []string
-	for part := range strings.SplitSeq(v, ",") {
-		if part = strings.TrimSpace(part); part != "" && !slices.Contains(seen, part) {
-			seen = append(seen, part)
-		}
-	}
-	return len(seen)
 }
 
 // annotationPort reads a port annotation; a malformed one is logged, marked
