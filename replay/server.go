@@ -87,34 +87,28 @@ type ServerStats struct {
 // every client connection is served in its own goroutine, and each valid
 // request gets the buffered batches from its start sequence, then END.
 //
-// Ownership: NewServer starts the accept loop, which starts one goroutine
-// (serve) per accepted connection; serve alone reads its connection. Its
-// replies go through its sender (server_sender.go): written by serve
-// itself, or with SendHWM queued to the sender's own drain goroutine,
-// which then alone writes the connection and which serve waits for before
-// it ends. The accept loop ends when Accept fails (Close closes the
-// listener) or it finds closed set; serve ends when a read or a reply
-// fails (Close closes every connection). The accept loop and every serve
-// count in wg, which Close waits for. mu guards conns (added to by the
-// accept loop, removed by serve as it ends) and closed (set once by Close,
-// which closes conns under mu). The counters are atomics; the other fields
-// are set by NewServer and not written after.
+// Ownership: NewServer starts the accept loop (zmqx.Serve), which runs
+// serve in one goroutine per accepted connection; serve alone reads its
+// connection. Its replies go through its sender (server_sender.go):
+// written by serve itself, or with SendHWM queued to the sender's own
+// drain goroutine, which then alone writes the connection and which serve
+// waits for before it ends. Close closes the listener and every
+// connection, which ends serve at its next read or reply, and waits for
+// those goroutines (zmqx.Served). The counters are atomics; the other
+// fields are set by NewServer and not written after.
 type Server struct {
 	buf    *Buffer
 	cfg    ServerConfig
 	lg     *slog.Logger
 	l      *zmqx.Listener
 	cancel context.CancelFunc
-
-	mu     sync.Mutex
-	conns  map[*zmqx.Conn]struct{}
-	closed bool
-	wg     sync.WaitGroup
+	conns  *zmqx.Served
 
 	requests, invalid, batches, rejected, dropped, handshakes atomic.Uint64
 
 	set        telemetry.Set          // of the metrics, unregistered by Close
 	collectors []prometheus.Collector // what NewServer registered
+	unregister sync.Once              // Close unregisters them once
 }
 
 // NewServer binds cfg.Addr and serves buf until Close. opts.Registerer
@@ -140,7 +134,7 @@ func NewServer(cfg ServerConfig, buf *Buffer, opts Options) (*Server, error) {
 		cfg.WriteTimeout = DefaultWriteTimeout
 	}
 	lg := opts.logger()
-	s := &Server{buf: buf, cfg: cfg, lg: lg, conns: make(map[*zmqx.Conn]struct{})}
+	s := &Server{buf: buf, cfg: cfg, lg: lg}
 	if err := s.register(opts.Set); err != nil {
 		return nil, err
 	}
@@ -159,8 +153,7 @@ func NewServer(cfg ServerConfig, buf *Buffer, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.l, s.cancel = l, cancel
-	s.wg.Add(1)
-	go s.acceptLoop()
+	s.conns = zmqx.Serve(l, cfg.MaxConns, s.serve, s.reject)
 	return s, nil
 }
 
@@ -204,58 +197,21 @@ func (s *Server) Stats() ServerStats {
 // server's goroutines to end and unregisters the metrics NewServer
 // registered. It is idempotent.
 func (s *Server) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil
-	}
-	s.closed = true
-	for c := range s.conns {
-		_ = c.Close()
-	}
-	s.mu.Unlock()
 	s.cancel()
-	err := s.l.Close()
-	s.wg.Wait()
-	s.set.Unregister(s.collectors...)
+	err := s.conns.Close()
+	s.unregister.Do(func() { s.set.Unregister(s.collectors...) })
 	return err
 }
 
-func (s *Server) acceptLoop() {
-	defer s.wg.Done()
-	for {
-		c, err := s.l.Accept()
-		if err != nil {
-			return
-		}
-		s.mu.Lock()
-		switch {
-		case s.closed:
-			s.mu.Unlock()
-			_ = c.Close()
-			return
-		case len(s.conns) >= s.cfg.MaxConns:
-			s.mu.Unlock()
-			s.rejected.Add(1)
-			s.lg.Debug("replay connection rejected: limit reached", "remote", c.RemoteAddr().String(), "limit", s.cfg.MaxConns)
-			_ = c.Close()
-			continue
-		}
-		s.conns[c] = struct{}{}
-		s.wg.Add(1)
-		s.mu.Unlock()
-		go s.serve(c)
-	}
+// reject counts and logs a connection refused at MaxConns.
+func (s *Server) reject(c *zmqx.Conn) {
+	s.rejected.Add(1)
+	s.lg.Debug("replay connection rejected: limit reached", "remote", c.RemoteAddr().String(), "limit", s.cfg.MaxConns)
 }
 
+// serve answers one connection's replay requests until a read or a reply
+// fails.
 func (s *Server) serve(c *zmqx.Conn) {
-	defer s.wg.Done()
-	defer func() {
-		s.mu.Lock()
-		delete(s.conns, c)
-		s.mu.Unlock()
-		_ = c.Close()
-	}()
 	var ents []Entry
 	out := s.newSender(c)
 	defer out.close()

@@ -41,5 +41,8 @@
 // Close never stops. A Conn answers its peer's PINGs in ReadMsg and, with
 // Options.HeartbeatInterval, sends its own and fails with ErrPeerDead when
 // the peer stays silent past HeartbeatTimeout: kvroute's bind mode, where
-// engines connect to a Listener, detects a frozen engine this way.
+// engines connect to a Listener, detects a frozen engine this way. Serve
+// runs a Listener's connections for the request/reply servers (replay and
+// snapshot): one goroutine per connection, a connection limit, and a Close
+// that ends and waits for them all.
 package zmqx

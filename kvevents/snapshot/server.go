@@ -55,32 +55,25 @@ type ServerStats struct {
 // Server answers vLLM snapshot requests on a ROUTER socket, as vLLM's
 // recorder does: one reply per request, a malformed request ignored.
 //
-// Ownership: NewServer starts the accept loop, which starts one goroutine
-// per accepted connection; that goroutine alone reads and writes its
-// connection and calls the Source. The accept loop ends when Accept fails
-// (Close closes the listener) or it finds closed set; a connection's
-// goroutine ends when a read or write fails (Close closes every
-// connection). Both count in wg, which Close waits for. mu guards conns
-// (added to by the accept loop, removed by each connection's goroutine as
-// it ends) and closed (set once by Close, which closes conns under mu).
-// The counters are atomics; the other fields are set by NewServer and not
-// written after.
+// Ownership: NewServer starts the accept loop (zmqx.Serve), which runs
+// serve in one goroutine per accepted connection; that goroutine alone
+// reads and writes its connection and calls the Source. Close closes the
+// listener and every connection and waits for those goroutines
+// (zmqx.Served). The counters are atomics; the other fields are set by
+// NewServer and not written after.
 type Server struct {
 	cfg    ServerConfig
 	src    Source
 	lg     *slog.Logger
 	l      *zmqx.Listener
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
-
-	mu     sync.Mutex
-	conns  map[*zmqx.Conn]struct{}
-	closed bool
+	conns  *zmqx.Served
 
 	served, unavailable, invalid, rejected, handshakes atomic.Uint64
 
 	set        telemetry.Set // where the metrics went, for Close
 	collectors []prometheus.Collector
+	unregister sync.Once // Close unregisters them once
 }
 
 // NewServer binds cfg.Addr and serves snapshots from src until Close. With
@@ -96,7 +89,7 @@ func NewServer(cfg ServerConfig, src Source, opts Options) (*Server, error) {
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = 30 * time.Second
 	}
-	s := &Server{cfg: cfg, src: src, lg: opts.Log(), conns: map[*zmqx.Conn]struct{}{}}
+	s := &Server{cfg: cfg, src: src, lg: opts.Log()}
 	if err := s.register(opts.Set); err != nil {
 		return nil, err
 	}
@@ -113,8 +106,7 @@ func NewServer(cfg ServerConfig, src Source, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.l, s.cancel = l, cancel
-	s.wg.Add(1)
-	go s.acceptLoop()
+	s.conns = zmqx.Serve(l, cfg.MaxConns, s.serve, s.reject)
 	return s, nil
 }
 
@@ -144,60 +136,22 @@ func (s *Server) Stats() ServerStats {
 		Handshakes: s.handshakes.Load()}
 }
 
-// Close stops the server and waits for its goroutines.
+// Close stops the server and waits for its goroutines. It is idempotent.
 func (s *Server) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil
-	}
-	s.closed = true
-	for c := range s.conns {
-		_ = c.Close()
-	}
-	s.mu.Unlock()
 	s.cancel()
-	err := s.l.Close()
-	s.wg.Wait()
-	s.set.Unregister(s.collectors...)
+	err := s.conns.Close()
+	s.unregister.Do(func() { s.set.Unregister(s.collectors...) })
 	return err
 }
 
-func (s *Server) acceptLoop() {
-	defer s.wg.Done()
-	for {
-		c, err := s.l.Accept()
-		if err != nil {
-			return
-		}
-		s.mu.Lock()
-		if s.closed {
-			s.mu.Unlock()
-			_ = c.Close()
-			return
-		}
-		if len(s.conns) >= s.cfg.MaxConns {
-			s.mu.Unlock()
-			s.rejected.Add(1)
-			s.lg.Debug("snapshot connection rejected: limit reached", "remote", c.RemoteAddr().String(), "limit", s.cfg.MaxConns)
-			_ = c.Close()
-			continue
-		}
-		s.conns[c] = struct{}{}
-		s.wg.Add(1)
-		s.mu.Unlock()
-		go s.serve(c)
-	}
+// reject counts and logs a connection refused at MaxConns.
+func (s *Server) reject(c *zmqx.Conn) {
+	s.rejected.Add(1)
+	s.lg.Debug("snapshot connection rejected: limit reached", "remote", c.RemoteAddr().String(), "limit", s.cfg.MaxConns)
 }
 
+// serve answers one connection's requests until a read or write fails.
 func (s *Server) serve(c *zmqx.Conn) {
-	defer s.wg.Done()
-	defer func() {
-		s.mu.Lock()
-		delete(s.conns, c)
-		s.mu.Unlock()
-		_ = c.Close()
-	}()
 	for {
 		m, err := c.ReadMsg()
 		if err != nil {
