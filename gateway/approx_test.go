@@ -15,6 +15,7 @@ import (
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/approx"
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/recent"
 	"github.com/kvroute/kvroute/kvevents"
 	"github.com/kvroute/kvroute/simengine"
 	"github.com/kvroute/kvroute/simengine/server"
@@ -77,7 +78,7 @@ func startModeFleet(t *testing.T, events []bool, ac *approx.Config) (f *simFleet
 // last returns the gateway's latest decision once n have been recorded.
 func (f *simFleet) last(t *testing.T, n int) DecisionRecord {
 	t.Helper()
-	require.Eventually(t, func() bool { return len(f.gw.Handler().Recent()) >= min(n, recentSize) }, wait, time.Millisecond)
+	require.Eventually(t, func() bool { return len(f.gw.Handler().Recent()) >= min(n, recent.Size) }, wait, time.Millisecond)
 	return f.gw.Handler().Recent()[0]
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/admission"
 	"github.com/kvroute/kvroute/internal/h1pool"
+	"github.com/kvroute/kvroute/internal/recent"
 	"github.com/kvroute/kvroute/models"
 	"github.com/kvroute/kvroute/render"
 	"github.com/kvroute/kvroute/session"
@@ -136,7 +137,7 @@ type Handler struct {
 	now       func() time.Time
 	endpoints atomic.Pointer[[]kvroute.Endpoint]
 	models    atomic.Uint64 // round-robin cursor of GET /v1/models
-	recent    recentDecisions
+	recent    recent.Ring[DecisionRecord]
 	history   shareHistory          // predicted vs engine-reported cached share, for the status page
 	ids       *requestIDs           // IDs of requests that come without X-Request-Id
 	tracer    trace.Tracer          // nil: no spans
@@ -465,7 +466,7 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api ren
 	res, ferr = h.forward(w, r, fwd, d, start, am, &rec, req)
 	am.results[res].Inc()
 	rec.Result = res
-	h.recent.add(rec)
+	h.recent.Add(rec)
 	if res == ResultUpstreamBroken {
 		// The header is out: abort the connection so that the client does not
 		// mistake the truncated body for a complete one.

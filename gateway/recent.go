@@ -1,16 +1,11 @@
 package gateway
 
 import (
-	"sync"
 	"time"
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/render"
 )
-
-// recentSize is how many decisions the handler remembers for the status
-// page.
-const recentSize = 16
 
 // DecisionRecord is one routed request as the status page shows it.
 type DecisionRecord struct {
@@ -40,35 +35,9 @@ type DecisionRecord struct {
 	Result    Result
 }
 
-// recentDecisions is a ring of the latest DecisionRecords.
-type recentDecisions struct {
-	mu   sync.Mutex
-	ring [recentSize]DecisionRecord
-	n    int // records ever added
-}
-
-func (r *recentDecisions) add(d DecisionRecord) {
-	r.mu.Lock()
-	r.ring[r.n%recentSize] = d
-	r.n++
-	r.mu.Unlock()
-}
-
-// list returns the records, newest first.
-func (r *recentDecisions) list() []DecisionRecord {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	k := min(r.n, recentSize)
-	out := make([]DecisionRecord, 0, k)
-	for i := 1; i <= k; i++ {
-		out = append(out, r.ring[(r.n-i)%recentSize])
-	}
-	return out
-}
-
 // Recent returns the handler's latest routed requests (up to 16), newest
 // first.
-func (h *Handler) Recent() []DecisionRecord { return h.recent.list() }
+func (h *Handler) Recent() []DecisionRecord { return h.recent.List() }
 
 // finish ends a successful request with the cached tokens the engine
 // reported in the response's usage, which closes the router's accuracy

@@ -15,6 +15,7 @@ import (
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/admission"
 	"github.com/kvroute/kvroute/approx"
+	"github.com/kvroute/kvroute/internal/recent"
 	"github.com/kvroute/kvroute/session"
 	"github.com/kvroute/kvroute/telemetry"
 )
@@ -170,10 +171,10 @@ type Server struct {
 	endpoints atomic.Pointer[[]kvroute.Endpoint]
 	ready     atomic.Bool
 	clock     telemetry.Clock
-	recent    recentStreams         // the status page's latest streams
-	approx    *approx.Index         // Options.Approximate; nil: no per-endpoint modes
-	admission *admission.Controller // nil without Options.Admission (admission.go)
-	session   *session.Affinity     // nil without Options.Session
+	recent    recent.Ring[streamRecord] // the status page's latest streams
+	approx    *approx.Index             // Options.Approximate; nil: no per-endpoint modes
+	admission *admission.Controller     // nil without Options.Admission (admission.go)
+	session   *session.Affinity         // nil without Options.Session
 }
 
 // New builds a Server that chooses with picker (a *kvroute.Router in

@@ -123,7 +123,7 @@ func (s *Server) serveStatus(w http.ResponseWriter, router *kvroute.Router) {
 		Streams     []streamRecord
 		Modes       string
 		ModeWarning string
-	}{Now: now.UTC().Format(time.RFC3339), IndexBlocks: router.Index().Stats().Blocks, Fallbacks: s.cfg.Fallbacks, Streams: s.recent.list()}
+	}{Now: now.UTC().Format(time.RFC3339), IndexBlocks: router.Index().Stats().Blocks, Fallbacks: s.cfg.Fallbacks, Streams: s.recent.List()}
 	data.Ready, data.Reason = s.readiness(router)
 	states := map[string]statusEndpoint{}
 	for _, e := range router.Readiness() {

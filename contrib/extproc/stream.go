@@ -115,7 +115,7 @@ func (st *streamState) record() {
 		rec.PromptTokens, rec.PredictedCached, rec.UsedCache, rec.Outcome = d.PromptTokens, d.CachedTokens, d.UsedCache, d.Outcome.String()
 		rec.CacheMode = d.CacheMode.String()
 	}
-	st.srv.recent.add(rec)
+	st.srv.recent.Add(rec)
 }
 
 func (st *streamState) handle(req *extprocv3.ProcessingRequest) error {

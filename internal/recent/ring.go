@@ -1,0 +1,35 @@
+package recent
+
+import "sync"
+
+// Size is how many records a Ring keeps: what one status page lists.
+const Size = 16
+
+// Ring holds the latest Size records added to it. The zero value is an
+// empty ring ready to use; Add and List may be called from any goroutine
+// (mu guards ring and n).
+type Ring[T any] struct {
+	mu   sync.Mutex
+	ring [Size]T
+	n    int // records ever added
+}
+
+// Add records v, replacing the oldest record once Size are held.
+func (r *Ring[T]) Add(v T) {
+	r.mu.Lock()
+	r.ring[r.n%Size] = v
+	r.n++
+	r.mu.Unlock()
+}
+
+// List returns a copy of the records held, newest first.
+func (r *Ring[T]) List() []T {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := min(r.n, Size)
+	out := make([]T, 0, k)
+	for i := 1; i <= k; i++ {
+		out = append(out, r.ring[(r.n-i)%Size])
+	}
+	return out
+}

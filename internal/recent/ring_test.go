@@ -1,0 +1,38 @@
+package recent
+
+import (
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestRingListsNewestFirst(t *testing.T) {
+	var r Ring[string]
+	require.Empty(t, r.List())
+	r.Add("a")
+	r.Add("b")
+	require.Equal(t, []string{"b", "a"}, r.List())
+	for i := range Size {
+		r.Add(string(rune('c' + i)))
+	}
+	l := r.List()
+	require.Len(t, l, Size)
+	require.Equal(t, string(rune('c'+Size-1)), l[0])
+	require.Equal(t, "c", l[Size-1], "the two oldest are forgotten")
+}
+
+func TestRingConcurrentUse(t *testing.T) {
+	var r Ring[int]
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 100 {
+				r.Add(g*100 + i)
+				_ = r.List()
+			}
+		})
+	}
+	wg.Wait()
+	require.Len(t, r.List(), Size)
+}
