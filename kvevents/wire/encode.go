@@ -120,6 +120,30 @@ func AppendBatch(dst []byte, b *Batch, f Format) []byte {
 	return dst
 }
 
+// appendStoredFields writes the eight fields every map BlockStored event
+// begins with, in vLLM's and TensorRT-LLM's order: the type tag,
+// block_hashes, parent_block_hash, token_ids, block_size, lora_id, medium
+// and lora_name (the last three written even when unset, as None).
+func appendStoredFields(dst []byte, e *Event) []byte {
+	dst = appendStr(dst, "type")
+	dst = appendStr(dst, tagBlockStored)
+	dst = appendStr(dst, "block_hashes")
+	dst = appendHashes(dst, e, e.SignedHashes)
+	dst = appendStr(dst, "parent_block_hash")
+	dst = appendParent(dst, e, e.SignedHashes)
+	dst = appendStr(dst, "token_ids")
+	dst = appendTokens(dst, e.TokenIDs)
+	dst = appendStr(dst, "block_size")
+	dst = appendInt(dst, int64(e.BlockSize))
+	dst = appendStr(dst, "lora_id")
+	dst = appendOptInt(dst, e.LoRAID, e.HasLoRAID)
+	dst = appendStr(dst, "medium")
+	dst = appendOptStr(dst, e.Medium)
+	dst = appendStr(dst, "lora_name")
+	dst = appendOptStr(dst, e.LoRAName)
+	return dst
+}
+
 // appendMapEvent writes e as a current-vLLM map event.
 func appendMapEvent(dst []byte, e *Event) []byte {
 	switch e.Type {
@@ -132,22 +156,7 @@ func appendMapEvent(dst []byte, e *Event) []byte {
 			}
 		}
 		dst = appendMapHeader(dst, n)
-		dst = appendStr(dst, "type")
-		dst = appendStr(dst, tagBlockStored)
-		dst = appendStr(dst, "block_hashes")
-		dst = appendHashes(dst, e, e.SignedHashes)
-		dst = appendStr(dst, "parent_block_hash")
-		dst = appendParent(dst, e, e.SignedHashes)
-		dst = appendStr(dst, "token_ids")
-		dst = appendTokens(dst, e.TokenIDs)
-		dst = appendStr(dst, "block_size")
-		dst = appendInt(dst, int64(e.BlockSize))
-		dst = appendStr(dst, "lora_id")
-		dst = appendOptInt(dst, e.LoRAID, e.HasLoRAID)
-		dst = appendStr(dst, "medium")
-		dst = appendOptStr(dst, e.Medium)
-		dst = appendStr(dst, "lora_name")
-		dst = appendOptStr(dst, e.LoRAName)
+		dst = appendStoredFields(dst, e)
 		if len(e.ExtraKeys) > 0 {
 			dst = appendStr(dst, "extra_keys")
 			dst = appendExtraKeys(dst, e.ExtraKeys)

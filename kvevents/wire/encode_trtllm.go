@@ -19,22 +19,7 @@ func appendTRTLLMEvent(dst []byte, e *Event) []byte {
 			}
 		}
 		dst = appendMapHeader(dst, n)
-		dst = appendStr(dst, "type")
-		dst = appendStr(dst, tagBlockStored)
-		dst = appendStr(dst, "block_hashes")
-		dst = appendHashes(dst, e, e.SignedHashes)
-		dst = appendStr(dst, "parent_block_hash")
-		dst = appendParent(dst, e, e.SignedHashes)
-		dst = appendStr(dst, "token_ids")
-		dst = appendTokens(dst, e.TokenIDs)
-		dst = appendStr(dst, "block_size")
-		dst = appendInt(dst, int64(e.BlockSize))
-		dst = appendStr(dst, "lora_id")
-		dst = appendOptInt(dst, e.LoRAID, e.HasLoRAID)
-		dst = appendStr(dst, "medium")
-		dst = appendOptStr(dst, e.Medium)
-		dst = appendStr(dst, "lora_name")
-		dst = appendOptStr(dst, e.LoRAName)
+		dst = appendStoredFields(dst, e)
 		if extra {
 			dst = appendStr(dst, "extra_keys")
 			dst = appendKeysWhere(dst, e.ExtraKeys, false)
