@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/bench/internal/outdir"
 	"github.com/kvroute/kvroute/internal/cliflag"
 )
 
@@ -37,38 +38,6 @@ func main() {
 // DefaultOut is the output directory under the module root when -out is
 // not given; git ignores out/.
 const DefaultOut = "out/gwload"
-
-// outputDir resolves the -out flag: the flag itself when set, else
-// DefaultOut under the module root.
-func outputDir(flagValue string) (string, error) {
-	if flagValue != "" {
-		return flagValue, nil
-	}
-	root, err := moduleRoot()
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(root, filepath.FromSlash(DefaultOut)), nil
-}
-
-// moduleRoot walks up from the working directory to kvroute's go.mod.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil && strings.Contains(string(data), "module github.com/kvroute/kvroute\n") {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("not inside the kvroute module; pass -out")
-		}
-		dir = parent
-	}
-}
 
 // options are the command's flags.
 type options struct {
@@ -157,7 +126,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if o.out, err = outputDir(o.out); err != nil {
+	if o.out, err = outdir.Resolve(o.out, DefaultOut); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(o.out, 0o755); err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kvroute/kvroute/bench/internal/outdir"
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/render"
 )
@@ -42,7 +43,7 @@ func TestParseFlagsRejectsBadInput(t *testing.T) {
 	require.Equal(t, []int{4, 16, 64, 256}, o.conc)
 	require.Equal(t, []string{targetDirect, targetPrecise, targetRoundRobin}, o.targets)
 	require.Equal(t, "", o.out, "the module root's out/gwload")
-	dir, err := outputDir("")
+	dir, err := outdir.Resolve("", DefaultOut)
 	require.NoError(t, err)
 	require.Equal(t, filepath.Join("out", "gwload"), filepath.Join(filepath.Base(filepath.Dir(dir)), filepath.Base(dir)))
 }

@@ -26,6 +26,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kvroute/kvroute/bench/internal/outdir"
 	"github.com/kvroute/kvroute/internal/cliflag"
 )
 
@@ -80,13 +81,9 @@ func run(args []string, stdout io.Writer) error {
 	}
 	report := markdown(o, results)
 	fmt.Fprint(stdout, report)
-	dir := o.out
-	if dir == "" {
-		root, err := moduleRoot()
-		if err != nil {
-			return err
-		}
-		dir = filepath.Join(root, "out", "renderload")
+	dir, err := outdir.Resolve(o.out, "out/renderload")
+	if err != nil {
+		return err
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -108,22 +105,4 @@ func markdown(o options, rs []result) string {
 			r.p50.Round(time.Millisecond), r.p99.Round(time.Millisecond), r.abandoned, r.backlog)
 	}
 	return b.String()
-}
-
-// moduleRoot walks up from the working directory to kvroute's go.mod.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.Contains(string(b), "module github.com/kvroute/kvroute\n") {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("not inside the kvroute module")
-		}
-		dir = parent
-	}
 }

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kvroute/kvroute/bench/internal/outdir"
 	"github.com/kvroute/kvroute/internal/cliflag"
 )
 
@@ -63,7 +64,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *count < 1 {
 		return errors.New("-count must be at least 1")
 	}
-	root, err := moduleRoot()
+	root, err := outdir.ModuleRoot()
 	if err != nil {
 		return err
 	}
@@ -203,23 +204,4 @@ func cpuModel() string {
 		}
 	}
 	return "unknown"
-}
-
-// moduleRoot walks up from the working directory to kvroute's go.mod.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil && strings.Contains(string(data), "module github.com/kvroute/kvroute\n") {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("not inside the kvroute module")
-		}
-		dir = parent
-	}
 }

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kvroute/kvroute/bench/internal/outdir"
 	"github.com/kvroute/kvroute/bench/internal/sim"
 	"github.com/kvroute/kvroute/internal/cliflag"
 )
@@ -138,7 +139,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(workloads) == 0 || len(policies) == 0 {
 		return errors.New("need at least one workload and one policy")
 	}
-	if o.out, err = outputDir(o.out); err != nil {
+	if o.out, err = outdir.Resolve(o.out, DefaultOut); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
@@ -326,35 +327,3 @@ func writeFile(path string, fill func(io.Writer) error) error {
 // given; the repository's .gitignore ignores /out/, so a run never dirties
 // the checkout.
 const DefaultOut = "out/routesim"
-
-// outputDir resolves the -out flag: the flag itself when set, else
-// DefaultOut under the module root.
-func outputDir(flagValue string) (string, error) {
-	if flagValue != "" {
-		return flagValue, nil
-	}
-	root, err := moduleRoot()
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(root, filepath.FromSlash(DefaultOut)), nil
-}
-
-// moduleRoot walks up from the working directory to kvroute's go.mod.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil && strings.Contains(string(data), "module github.com/kvroute/kvroute\n") {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("not inside the kvroute module; pass -out")
-		}
-		dir = parent
-	}
-}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kvroute/kvroute/bench/internal/outdir"
 	"github.com/kvroute/kvroute/bench/internal/sim"
 )
 
@@ -54,15 +55,15 @@ func TestRoutesimWritesReport(t *testing.T) {
 // TestDefaultOutputIsIgnored: without -out the command writes under the
 // module root's out/ directory, which .gitignore ignores.
 func TestDefaultOutputIsIgnored(t *testing.T) {
-	dir, err := outputDir("")
+	dir, err := outdir.Resolve("", DefaultOut)
 	require.NoError(t, err)
-	root, err := moduleRoot()
+	root, err := outdir.ModuleRoot()
 	require.NoError(t, err)
 	require.Equal(t, filepath.Join(root, "out", "routesim"), dir)
 	ignore, err := os.ReadFile(filepath.Join(root, ".gitignore"))
 	require.NoError(t, err)
 	require.Contains(t, strings.Split(string(ignore), "\n"), "/out/")
-	dir, err = outputDir("x/y")
+	dir, err = outdir.Resolve("x/y", DefaultOut)
 	require.NoError(t, err)
 	require.Equal(t, "x/y", dir)
 }
