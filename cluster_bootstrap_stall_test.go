@@ -99,7 +99,7 @@ func TestClusterBootstrapSkipsStalledPeers(t *testing.T) {
 	}
 	bcfg := base("d-new", "")
 	require.Eventually(t, func() bool { // the records are written by the replicas' refresh loops
-		peers, err := cluster.LivePeers(context.Background(), bcfg.Cluster)
+		peers, _, err := cluster.LivePeers(context.Background(), bcfg.Cluster)
 		return err == nil && len(peers) == 3
 	}, 20*time.Second, 10*time.Millisecond)
 

@@ -58,7 +58,7 @@ func TestNewReplicaBootstrapsFromALivePeerOfItsPool(t *testing.T) {
 
 	bcfg := base("b", "")
 	require.Eventually(t, func() bool { // a's lease record is written by its refresh loop
-		peers, err := cluster.LivePeers(context.Background(), bcfg.Cluster)
+		peers, _, err := cluster.LivePeers(context.Background(), bcfg.Cluster)
 		return err == nil && len(peers) == 1 && peers[0].ID == "a"
 	}, 20*time.Second, 10*time.Millisecond)
 

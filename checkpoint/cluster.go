@@ -43,7 +43,7 @@ func (s ClusterPeerSource) Load(ctx context.Context, ix *kvindex.Index) (kvindex
 }
 
 func (s ClusterPeerSource) loadPeers(ctx context.Context, ix *kvindex.Index, timeout time.Duration, report peerReport) (kvindex.SnapshotInfo, error) {
-	peers, err := cluster.LivePeers(ctx, s.Cluster)
+	peers, skipped, err := cluster.LivePeers(ctx, s.Cluster)
 	if err != nil {
 		if ctx.Err() != nil {
 			return kvindex.SnapshotInfo{}, fmt.Errorf("kvroute: listing the pool's replicas: %w", context.Cause(ctx))
@@ -51,7 +51,7 @@ func (s ClusterPeerSource) loadPeers(ctx context.Context, ix *kvindex.Index, tim
 		return kvindex.SnapshotInfo{}, fmt.Errorf("%w: listing the pool's replicas: %v", ErrNoSnapshot, err)
 	}
 	if len(peers) == 0 {
-		return kvindex.SnapshotInfo{}, fmt.Errorf("%w: no live replica of the pool advertises a snapshot", ErrNoSnapshot)
+		return kvindex.SnapshotInfo{}, fmt.Errorf("%w: no live replica of the pool advertises a snapshot (members passed over: %v)", ErrNoSnapshot, skipped)
 	}
 	srcs := make([]PeerSource, len(peers))
 	for i, p := range peers {

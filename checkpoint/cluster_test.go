@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -40,7 +41,7 @@ func TestRestoreFromALiveReplicaOfThePool(t *testing.T) {
 	require.NoError(t, err)
 	defer rep.Close()
 	require.Eventually(t, func() bool { // a's record is written by its refresh loop
-		peers, err := cluster.LivePeers(context.Background(), pool("b", ""))
+		peers, _, err := cluster.LivePeers(context.Background(), pool("b", ""))
 		return err == nil && len(peers) == 1 && peers[0].SnapshotURL == srv.URL
 	}, 20*time.Second, 10*time.Millisecond)
 	var want bytes.Buffer
@@ -67,4 +68,34 @@ func TestRestoreFromALiveReplicaOfThePool(t *testing.T) {
 	defer k2.Close()
 	require.Equal(t, 1.0, restores(t, reg, "peer", "refused"))
 	require.Zero(t, restores(t, reg, "cluster_peer", "loaded"))
+}
+
+// A pool whose live replicas advertise no snapshot is no snapshot to
+// offer, and the error says which members were passed over and why, for the
+// operator of a replica that started empty.
+func TestRestoreFromAPoolWithoutSnapshotsSaysWhy(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	rs := redistest.Start(t)
+	defer func() { _ = rs.Stop() }()
+	pool := func(id string) cluster.Config {
+		return cluster.Config{Addrs: []string{rs.Addr}, Pool: "ckpt", ReplicaID: id}
+	}
+	tracker, err := tokenload.NewTracker(tokenload.Options{})
+	require.NoError(t, err)
+	rep, err := cluster.New(pool("a"), newIndex(t, testBlockSize), tracker, cluster.Options{})
+	require.NoError(t, err)
+	defer rep.Close()
+
+	_, err = ClusterPeerSource{Cluster: pool("b")}.Load(context.Background(), newIndex(t, testBlockSize))
+	require.ErrorIs(t, err, ErrNoSnapshot)
+	require.Equal(t, "missing", restoreResult(err))
+	require.ErrorContains(t, err, "0 unreadable, 0 stale, 1 without a snapshot URL, 0 expired")
+
+	// Restore logs the reason.
+	var logs bytes.Buffer
+	k, err := Restore(context.Background(), newIndex(t, testBlockSize), Config{}, BootstrapConfig{},
+		Options{Set: telemetry.Set{Logger: slog.New(slog.NewTextHandler(&logs, nil))}, Cluster: pool("b")})
+	require.NoError(t, err)
+	k.Close()
+	require.Contains(t, logs.String(), "1 without a snapshot URL")
 }

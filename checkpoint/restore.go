@@ -81,7 +81,7 @@ func (k *Keeper) outcome(kind, from string, info kvindex.SnapshotInfo, err error
 			"elapsed", elapsed)
 		k.met.restoredMemberships.Set(float64(info.Memberships))
 	case errors.Is(err, ErrNoSnapshot):
-		k.log.Info("No index snapshot to restore", "source", kind, "from", from)
+		k.log.Info("No index snapshot to restore", "source", kind, "from", from, "reason", err.Error())
 	default:
 		k.log.Error("Index snapshot refused; not loaded", "source", kind, "from", from,
 			"result", result, "elapsed", elapsed, "err", err)

@@ -201,7 +201,7 @@ func TestRecordOlderThanTheLeaseIsNotALivePeer(t *testing.T) {
 		tok, _, _ := x.tr.Load(known)
 		require.Zero(t, tok, "the phantom load is ignored (sent %v)", sent)
 		require.Empty(t, x.r.Peers())
-		peers, err := LivePeers(ctx, Config{Addrs: []string{srv.Addr}, Pool: "d", ReplicaID: "a", Lease: lease, RefreshPeriod: time.Hour})
+		peers, _, err := LivePeers(ctx, Config{Addrs: []string{srv.Addr}, Pool: "d", ReplicaID: "a", Lease: lease, RefreshPeriod: time.Hour})
 		require.NoError(t, err)
 		require.Empty(t, peers, "not a peer to bootstrap from")
 	}

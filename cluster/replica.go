@@ -389,23 +389,20 @@ func (r *Replica) read() {
 	var peers []Peer
 	now := r.now()
 	for i, v := range vals {
-		if !v.OK { // the lease expired (or the peer left)
+		rec, state := readRecord(v, now, r.cfg)
+		switch state {
+		case recordExpired:
 			gone = append(gone, others[i])
 			continue
-		}
-		rec, err := decodeRecord(v.Data, r.cfg.MaxEndpoints)
-		if err != nil {
+		case recordUnreadable:
 			r.met.invalidRecords.Inc()
 			continue
-		}
-		if !recordFresh(rec.SentMs, now, r.cfg.Lease) { // older than a lease: not live, whatever its TTL
+		case recordStale:
 			r.met.staleRecords.Inc()
 			gone = append(gone, others[i])
 			continue
-		}
-		if rec.SnapshotURL != "" && !validSnapshotURL(rec.SnapshotURL) {
+		case recordBadURL: // listed as a peer, but nothing to bootstrap from
 			r.met.invalidRecords.Inc()
-			rec.SnapshotURL = "" // listed as a peer, but nothing to bootstrap from
 		}
 		peers = append(peers, Peer{ID: others[i], SnapshotURL: rec.SnapshotURL})
 		live[others[i]] = rec
