@@ -117,6 +117,7 @@ type Discovery struct {
 	log      *slog.Logger
 	clock    telemetry.Clock // of the debounce
 	met      *metrics        // written by recompute only
+	warn     *podWarnings    // used by recompute only
 
 	pods     informers.SharedInformerFactory
 	podInf   cache.SharedIndexInformer
@@ -149,6 +150,7 @@ func New(cfg Config, kube kubernetes.Interface, dyn dynamic.Interface, sink Sink
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
 	}
+	d.warn = newPodWarnings(d.log)
 	if d.cfg.Debounce == 0 {
 		d.cfg.Debounce = DefaultDebounce
 	}
@@ -368,7 +370,7 @@ func (d *Discovery) recompute() {
 				continue
 			}
 			var probs podProblems
-			eps = append(eps, podEndpoints(pod, ports, d.cfg, d.log, &probs)...)
+			eps = append(eps, podEndpoints(pod, ports, d.cfg, d.warn, &probs)...)
 			for i, p := range probs {
 				if p {
 					problems[i]++
@@ -376,6 +378,7 @@ func (d *Discovery) recompute() {
 			}
 		}
 	}
+	d.warn.done()
 	slices.SortFunc(eps, func(a, b kvroute.Endpoint) int { return cmpString(a.ID, b.ID) })
 	leftOut := max(len(eps)-d.cfg.MaxEndpoints, 0)
 	if leftOut > 0 {

@@ -43,7 +43,9 @@
 // (kvroute_k8s_discovery_pod_problems{reason}: a malformed port annotation,
 // an unknown role label, model names left out) and the sets the Sink
 // refused. The gauges are set at every recompute, so they show the present
-// state, not a count of recomputes. Two Discoveries on one registry (the
+// state, not a count of recomputes; the warning logged for a pod's problem
+// is logged once per value (when the pod first shows it, or the value
+// changes), not at every recompute. Two Discoveries on one registry (the
 // picker's pool and its renderers) need constant labels apart
 // (telemetry.Set.With).
 //

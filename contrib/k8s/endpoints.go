@@ -1,7 +1,7 @@
 package k8s
 
 import (
-	"log/slog"
+	"cmp"
 	"maps"
 	"net"
 	"slices"
@@ -29,24 +29,26 @@ func podReady(p *corev1.Pod) bool {
 	return false
 }
 
-// podEndpoints returns one endpoint per target port of a Ready pod, and
-// records in probs what it had to work around.
-func podEndpoints(p *corev1.Pod, ports []int32, cfg Config, log *slog.Logger, probs *podProblems) []kvroute.Endpoint {
-	events, evOK := annotationPort(p, cfg.EventsPortAnnotation, log, probs)
-	replay, rpOK := annotationPort(p, cfg.ReplayPortAnnotation, log, probs)
+// podEndpoints returns one endpoint per target port of a Ready pod,
+// records in probs what it had to work around and warns of it (once per
+// value, see podWarnings).
+func podEndpoints(p *corev1.Pod, ports []int32, cfg Config, warn *podWarnings, probs *podProblems) []kvroute.Endpoint {
+	events, evOK := annotationPort(p, cfg.EventsPortAnnotation, warn, probs)
+	replay, rpOK := annotationPort(p, cfg.ReplayPortAnnotation, warn, probs)
 	role, ok := disagg.RoleFromLabels(p.Labels, cfg.RoleLabel)
 	if !ok {
 		probs[problemRole] = true
-		log.Warn("k8s: unknown role label value, serving both roles", "pod", p.Namespace+"/"+p.Name,
-			"label", cfg.RoleLabel, "want", []string{disagg.RolePrefill, disagg.RoleDecode, disagg.RoleBoth})
+		label := cmp.Or(cfg.RoleLabel, disagg.DefaultRoleLabel)
+		warn.warn(p, "label "+label, p.Labels[label], "k8s: unknown role label value, serving both roles",
+			"label", label, "value", p.Labels[label], "want", []string{disagg.RolePrefill, disagg.RoleDecode, disagg.RoleBoth})
 	}
 	var served []string
 	if v, ok := p.Annotations[cfg.ModelsAnnotation]; ok {
 		var dropped int
 		if served, dropped = models.ParseList(v, 0); dropped > 0 {
 			probs[problemModelsAnnotation] = true
-			log.Warn("k8s: model names left out of a models annotation (invalid, or beyond the bound)",
-				"pod", p.Namespace+"/"+p.Name, "annotation", cfg.ModelsAnnotation, "kept", served)
+			warn.warn(p, "annotation "+cfg.ModelsAnnotation, v, "k8s: model names left out of a models annotation (invalid, or beyond the bound)",
+				"annotation", cfg.ModelsAnnotation, "kept", served)
 		}
 	}
 	out := make([]kvroute.Endpoint, 0, len(ports))
@@ -69,9 +71,9 @@ func podEndpoints(p *corev1.Pod, ports []int32, cfg Config, log *slog.Logger, pr
 	return out
 }
 
-// annotationPort reads a port annotation; a malformed one is logged, marked
-// in probs and ignored (the router's configured port applies).
-func annotationPort(p *corev1.Pod, key string, log *slog.Logger, probs *podProblems) (int, bool) {
+// annotationPort reads a port annotation; a malformed one is warned of,
+// marked in probs and ignored (the router's configured port applies).
+func annotationPort(p *corev1.Pod, key string, warn *podWarnings, probs *podProblems) (int, bool) {
 	v, ok := p.Annotations[key]
 	if !ok {
 		return 0, false
@@ -79,7 +81,7 @@ func annotationPort(p *corev1.Pod, key string, log *slog.Logger, probs *podProbl
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 || n > 65535 {
 		probs[problemPortAnnotation] = true
-		log.Warn("k8s: ignoring a malformed port annotation", "pod", p.Namespace+"/"+p.Name, "annotation", key)
+		warn.warn(p, "annotation "+key, v, "k8s: ignoring a malformed port annotation", "annotation", key)
 		return 0, false
 	}
 	return n, true

@@ -18,7 +18,7 @@ func TestPodModelsAnnotationFillsEndpointModels(t *testing.T) {
 	p.Annotations = map[string]string{models.DefaultLabel: "meta-llama/Llama-3.1-8B, qwen/Qwen3-8B,,meta-llama/Llama-3.1-8B"}
 	cfg := Config{ModelsAnnotation: models.DefaultLabel}
 	var probs podProblems
-	eps := podEndpoints(p, []int32{8000, 8001}, cfg, slog.New(slog.DiscardHandler), &probs)
+	eps := podEndpoints(p, []int32{8000, 8001}, cfg, newPodWarnings(slog.New(slog.DiscardHandler)), &probs)
 	require.Len(t, eps, 2)
 	require.Equal(t, podProblems{}, probs, "blanks and repeats are no problem")
 	for _, e := range eps {
@@ -27,12 +27,12 @@ func TestPodModelsAnnotationFillsEndpointModels(t *testing.T) {
 	other := eps[0]
 	other.Models = []string{"meta-llama/Llama-3.1-8B"}
 	require.False(t, endpointEqual(eps[0], other))
-	none := podEndpoints(pod("b", "10.0.0.2", nil, true), []int32{8000}, cfg, slog.New(slog.DiscardHandler), &probs)
+	none := podEndpoints(pod("b", "10.0.0.2", nil, true), []int32{8000}, cfg, newPodWarnings(slog.New(slog.DiscardHandler)), &probs)
 	require.Equal(t, []kvroute.Endpoint{{ID: "10.0.0.2:8000", Labels: nil}}, none, "no annotation: the router's model")
 
 	bad := pod("c", "10.0.0.3", nil, true)
 	bad.Annotations = map[string]string{models.DefaultLabel: "ok,bad\x01name"}
-	eps = podEndpoints(bad, []int32{8000}, cfg, slog.New(slog.DiscardHandler), &probs)
+	eps = podEndpoints(bad, []int32{8000}, cfg, newPodWarnings(slog.New(slog.DiscardHandler)), &probs)
 	require.Equal(t, []string{"ok"}, eps[0].Models)
 	require.Equal(t, podProblems{problemModelsAnnotation: true}, probs, "an invalid name left out is a problem")
 }
