@@ -13,6 +13,8 @@ import (
 
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -33,8 +35,9 @@ type Span struct {
 // Receiver keeps the spans of every export request it accepted.
 //
 // Ownership: NewGRPC starts a goroutine that runs the gRPC server until
-// Close stops it; NewHTTP's httptest server runs its own until Close. The
-// export handlers run on the servers' goroutines, possibly concurrently,
+// Close stops it and waits for its handlers (see handlers); NewHTTP's
+// httptest server runs its own until Close, which waits for its requests.
+// The export handlers run on the servers' goroutines, possibly concurrently,
 // and write spans and requests (and, over HTTP, rejected) under mu, which
 // the accessors take to read them. Endpoint and closeFn are set by the
 // constructor and not written after.
@@ -104,29 +107,70 @@ func (r *Receiver) Requests() (accepted, rejected int) {
 	return r.requests, r.rejected
 }
 
-// Close stops the server and waits for its goroutines.
+// Close stops the server and waits for its goroutines, export handlers
+// included: no span is added once it has returned.
 func (r *Receiver) Close() { r.closeFn() }
 
 // traceService is the collector's gRPC TraceService.
 type traceService struct {
 	coltracepb.UnimplementedTraceServiceServer
-	r *Receiver
+	r    *Receiver
+	hook func(context.Context) // tests: runs at the start of every export
 }
 
-func (s traceService) Export(_ context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
+func (s traceService) Export(ctx context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
+	if s.hook != nil {
+		s.hook(ctx)
+	}
 	s.r.add(req)
 	return &coltracepb.ExportTraceServiceResponse{}, nil
 }
 
+// handlers tracks the gRPC handlers running, so that Close can wait for
+// them: grpc.Server.Stop closes the connections and cancels the handlers'
+// contexts but returns without waiting for the handlers to return. Once
+// closed, a handler that had not started yet is refused.
+type handlers struct {
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// intercept is the server's unary interceptor: it counts the handler in
+// while it runs.
+func (h *handlers) intercept(ctx context.Context, req any, _ *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil, status.Error(codes.Unavailable, "otlprecv: the receiver is closed")
+	}
+	h.wg.Add(1)
+	h.mu.Unlock()
+	defer h.wg.Done()
+	return next(ctx, req)
+}
+
+// wait refuses further handlers and waits for the running ones to return.
+func (h *handlers) wait() {
+	h.mu.Lock()
+	h.closed = true
+	h.mu.Unlock()
+	h.wg.Wait()
+}
+
 // NewGRPC starts a gRPC OTLP receiver on a free loopback port.
-func NewGRPC() (*Receiver, error) {
+func NewGRPC() (*Receiver, error) { return newGRPC(nil) }
+
+// newGRPC is NewGRPC with a hook run at the start of every export.
+func newGRPC(hook func(context.Context)) (*Receiver, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
 	r := &Receiver{Endpoint: "http://" + ln.Addr().String()}
-	gs := grpc.NewServer()
-	coltracepb.RegisterTraceServiceServer(gs, traceService{r: r})
+	var hs handlers
+	gs := grpc.NewServer(grpc.UnaryInterceptor(hs.intercept))
+	coltracepb.RegisterTraceServiceServer(gs, traceService{r: r, hook: hook})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -135,6 +179,7 @@ func NewGRPC() (*Receiver, error) {
 	r.closeFn = func() {
 		gs.Stop()
 		<-done
+		hs.wait()
 	}
 	return r, nil
 }
