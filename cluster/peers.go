@@ -26,13 +26,19 @@ type Skipped struct {
 	// Expired counts members whose record is gone: their lease expired or
 	// they left the pool.
 	Expired int
+	// BeyondMax counts members whose record was not read because MaxPeers
+	// others came before them in ID order, as the steady-state reader
+	// counts them in kvroute_cluster_peers_ignored_total. (The member list
+	// itself is read up to 4 × MaxPeers IDs, so that garbage in the set
+	// cannot grow a read's memory; members beyond it are not seen at all.)
+	BeyondMax int
 }
 
 // String describes the counts for a log line or an error, such as
 // "1 unreadable, 2 stale, 0 without a snapshot URL, 0 expired".
 func (s Skipped) String() string {
-	return fmt.Sprintf("%d unreadable, %d stale, %d without a snapshot URL, %d expired",
-		s.Unreadable, s.Stale, s.NoSnapshot, s.Expired)
+	return fmt.Sprintf("%d unreadable, %d stale, %d without a snapshot URL, %d expired, %d beyond maxPeers",
+		s.Unreadable, s.Stale, s.NoSnapshot, s.Expired, s.BeyondMax)
 }
 
 // LivePeers lists, in one short Redis exchange, the live replicas of cfg's
@@ -63,9 +69,12 @@ func LivePeers(ctx context.Context, cfg Config) ([]Peer, Skipped, error) {
 		switch {
 		case !validName(id, 200):
 			skipped.Unreadable++
-		case id != cfg.ReplicaID && len(others) < cfg.MaxPeers:
+		case id == cfg.ReplicaID:
+		case len(others) < cfg.MaxPeers:
 			others = append(others, id)
 			names = append(names, k.replica(id))
+		default:
+			skipped.BeyondMax++
 		}
 	}
 	if len(names) == 0 {

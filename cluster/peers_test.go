@@ -53,5 +53,15 @@ func TestLivePeersCountsTheMembersPassedOver(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []Peer{{ID: "good", SnapshotURL: "http://good.example:9090/snapshot"}}, peers)
 	require.Equal(t, Skipped{Unreadable: 2, Stale: 2, NoSnapshot: 2, Expired: 1}, skipped)
-	require.Equal(t, "2 unreadable, 2 stale, 2 without a snapshot URL, 1 expired", skipped.String())
+	require.Equal(t, "2 unreadable, 2 stale, 2 without a snapshot URL, 1 expired, 0 beyond maxPeers", skipped.String())
+
+	// With room for three others, the members after the first three valid
+	// IDs in ID order ("ahead", "badurl", "garbage") are not read, and
+	// counted. (Every member is listed: the list is read up to
+	// membersRead × MaxPeers IDs.)
+	cfg.MaxPeers = 3
+	peers, skipped, err = LivePeers(ctx, cfg)
+	require.NoError(t, err)
+	require.Empty(t, peers)
+	require.Equal(t, Skipped{Unreadable: 2, Stale: 1, NoSnapshot: 1, BeyondMax: 4}, skipped)
 }
