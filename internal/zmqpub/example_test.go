@@ -27,7 +27,7 @@ func ExamplePublisher() {
 	// kv@10.0.0.1:8000@m
 	// seq 0
 	// seq 1
-	// {Published:2 Queued:0 Dropped:0 Rejected:0 Handshakes:0 Invalid:0 Subscribers:0 Subscribed:0}
+	// {Published:2 Queued:0 Dropped:0 Rejected:0 Handshakes:0 Invalid:0 Refused:0 Subscribers:0 Subscribed:0}
 	// <nil>
 	// kvevents: publisher closed
 }

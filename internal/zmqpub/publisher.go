@@ -91,6 +91,7 @@ type Stats struct {
 	Rejected    uint64 // subscriber connections closed at once because MaxSubscribers were connected
 	Handshakes  uint64 // connections dropped because their ZMTP handshake failed
 	Invalid     uint64 // messages from subscribers ignored because they were no subscription
+	Refused     uint64 // subscriptions refused because their subscriber held too many prefixes or prefix bytes
 	Subscribers int    // connected subscribers
 	// Subscribed counts the connected subscribers whose subscription
 	// matches this publisher's topic: the ones a Publish reaches now. A
@@ -110,7 +111,9 @@ type Stats struct {
 // gets a bounded queue and a writer goroutine instead, so memory is bounded by
 // MaxSubscribers × SendQueue messages plus the replay buffer, and Close stops
 // every goroutine. Subscriptions are honoured (prefix match on the topic, in
-// both the ZMTP 3.0 message form and the 3.1 SUBSCRIBE/CANCEL commands).
+// both the ZMTP 3.0 message form and the 3.1 SUBSCRIBE/CANCEL commands), up
+// to 256 distinct prefixes and 64 KiB of them per subscriber; further ones are
+// refused and counted (Stats.Refused).
 type Publisher struct {
 	cfg   Config
 	topic []byte
@@ -124,9 +127,9 @@ type Publisher struct {
 	subs   map[*pubSubscriber]struct{}
 	closed bool
 
-	wg                                                        sync.WaitGroup
-	published, queued, dropped, rejected, handshakes, invalid atomic.Uint64
-	nsubs                                                     atomic.Int64
+	wg                                                                 sync.WaitGroup
+	published, queued, dropped, rejected, handshakes, invalid, refused atomic.Uint64
+	nsubs                                                              atomic.Int64
 
 	set        telemetry.Set          // of the metrics, unregistered by Close
 	collectors []prometheus.Collector // what New registered
@@ -218,6 +221,8 @@ func (p *Publisher) register(set telemetry.Set) error {
 			func() float64 { return float64(p.handshakes.Load()) }, false),
 		fn("kvroute_publisher_invalid_messages_total", "Messages from subscribers ignored because they were no subscription (several frames, or a first byte other than 0 or 1).",
 			func() float64 { return float64(p.invalid.Load()) }, false),
+		fn("kvroute_publisher_refused_subscriptions_total", "Subscriptions refused because their subscriber already held 256 distinct prefixes or 64 KiB of them.",
+			func() float64 { return float64(p.refused.Load()) }, false),
 		fn("kvroute_publisher_subscribers", "Connected subscribers.",
 			func() float64 { return float64(p.nsubs.Load()) }, true),
 	}
@@ -251,6 +256,7 @@ func (p *Publisher) Stats() Stats {
 		Rejected:    p.rejected.Load(),
 		Handshakes:  p.handshakes.Load(),
 		Invalid:     p.invalid.Load(),
+		Refused:     p.refused.Load(),
 		Subscribers: int(p.nsubs.Load()),
 		Subscribed:  p.subscribed(),
 	}

@@ -8,6 +8,18 @@ import (
 	"github.com/kvroute/kvroute/internal/zmqx"
 )
 
+// A subscriber's distinct subscription prefixes are bounded in number and
+// in bytes: each one costs memory for the life of the connection and a
+// prefix comparison on every Publish, and a peer could otherwise send
+// distinct prefixes until the publisher runs out of memory. A SUB of
+// kvroute or vLLM holds one or two; a new prefix beyond either bound is
+// refused and counted (Stats.Refused), while repeats and cancellations of
+// held prefixes are always applied.
+const (
+	maxSubscriptions     = 256
+	maxSubscriptionBytes = 64 << 10
+)
+
 // pubMessage is one published batch, shared (read-only) by every queue.
 type pubMessage struct {
 	topic   []byte // frame 0: the publisher's topic, or PublishTopic's
@@ -25,6 +37,7 @@ type pubSubscriber struct {
 
 	mu     sync.Mutex
 	counts map[string]int           // subscription prefix → count (libzmq counts duplicates)
+	bytes  int                      // the bytes of counts' keys, at most maxSubscriptionBytes
 	topics atomic.Pointer[[]string] // snapshot of counts' keys for Publish
 }
 
@@ -52,30 +65,46 @@ func (s *pubSubscriber) matches(topic []byte) bool {
 	return false
 }
 
-func (s *pubSubscriber) subscribe(topic []byte, on bool) {
+// subscribe applies one subscription (on) or cancellation. It reports
+// false, changing nothing, for a new prefix beyond maxSubscriptions or
+// maxSubscriptionBytes.
+func (s *pubSubscriber) subscribe(topic []byte, on bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	k := string(topic)
-	if on {
-		s.counts[k]++
-	} else if s.counts[k] > 0 {
-		s.counts[k]--
-		if s.counts[k] == 0 {
-			delete(s.counts, k)
+	n, held := s.counts[string(topic)]
+	switch {
+	case on && held:
+		s.counts[string(topic)] = n + 1
+		return true
+	case on:
+		if len(s.counts) >= maxSubscriptions || s.bytes+len(topic) > maxSubscriptionBytes {
+			return false
 		}
+		s.counts[string(topic)] = 1
+		s.bytes += len(topic)
+	case !held:
+		return true // cancelling what is not held changes nothing
+	case n > 1:
+		s.counts[string(topic)] = n - 1
+		return true
+	default:
+		delete(s.counts, string(topic))
+		s.bytes -= len(topic)
 	}
 	snap := make([]string, 0, len(s.counts))
 	for t := range s.counts {
 		snap = append(snap, t)
 	}
 	s.topics.Store(&snap)
+	return true
 }
 
 // readLoop applies subscription messages until the connection ends. SUB
 // sockets send "\x01topic" / "\x00topic" messages (ZMTP 3.0) or SUBSCRIBE /
 // CANCEL commands (ZMTP 3.1); other commands are ignored (ZMTP lets a peer
 // send commands it does not know), and any other message is ignored and
-// counted (Stats.Invalid).
+// counted (Stats.Invalid), as is a subscription beyond the bounds
+// (Stats.Refused).
 func (p *Publisher) readLoop(s *pubSubscriber) {
 	defer p.wg.Done()
 	defer p.drop(s)
@@ -92,17 +121,26 @@ func (p *Publisher) readLoop(s *pubSubscriber) {
 		if m.Command {
 			switch name, body := commandParts(f); name {
 			case zmq4.CmdSubscribe:
-				s.subscribe(body, true)
+				p.subscribe(s, body, true)
 			case zmq4.CmdCancel:
-				s.subscribe(body, false)
+				p.subscribe(s, body, false)
 			}
 			continue
 		}
 		if len(f) > 0 && (f[0] == 0 || f[0] == 1) {
-			s.subscribe(f[1:], f[0] == 1)
+			p.subscribe(s, f[1:], f[0] == 1)
 		} else {
 			p.invalid.Add(1)
 		}
+	}
+}
+
+// subscribe applies a subscription message of s, counting a refused one.
+func (p *Publisher) subscribe(s *pubSubscriber, topic []byte, on bool) {
+	if !s.subscribe(topic, on) {
+		p.refused.Add(1)
+		p.lg.Debug("subscription refused: the subscriber holds too many", "remote", s.c.RemoteAddr().String(),
+			"subscriptions", maxSubscriptions, "bytes", maxSubscriptionBytes)
 	}
 }
 

@@ -111,6 +111,7 @@ type Stats struct {
 	Rejected    uint64 // subscriber connections closed at once because MaxSubscribers were connected
 	Handshakes  uint64 // connections dropped because their ZMTP handshake failed
 	Invalid     uint64 // messages from subscribers ignored because they were no subscription
+	Refused     uint64 // subscriptions refused because their subscriber held too many prefixes or prefix bytes
 	Subscribers int    // connected subscribers
 	// Subscribed counts the connected subscribers whose subscription
 	// matches this publisher's topic: the ones a Publish reaches now. A
@@ -129,7 +130,8 @@ type Stats struct {
 // memory is bounded by MaxSubscribers × SendQueue messages plus the replay
 // buffer, and Close stops every goroutine. Subscriptions are honoured (prefix
 // match on the topic, in both the ZMTP 3.0 message form and the 3.1
-// SUBSCRIBE/CANCEL commands).
+// SUBSCRIBE/CANCEL commands), up to 256 distinct prefixes and 64 KiB of them
+// per subscriber; further ones are refused and counted (Stats.Refused).
 type Publisher struct {
 	core   *zmqpub.Publisher
 	format wire.Format
