@@ -126,7 +126,9 @@
 // any other path), kvroute_gateway_pick_duration_seconds{api},
 // kvroute_gateway_first_chunk_seconds{api} (request received to first
 // upstream response bytes: render, routing and the engine's time to first
-// token) and kvroute_gateway_request_body_bytes_in_flight; a Server adds
+// token), kvroute_gateway_request_body_bytes_in_flight and
+// kvroute_gateway_status_truncated_total (latest-request records whose
+// client request ID or model was cut to 256 bytes); a Server adds
 // kvroute_gateway_header_timeouts_total and
 // kvroute_gateway_refused_requests_total (requests net/http refused before
 // any handler: a malformed request line or header, a header over the size

@@ -466,7 +466,11 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api ren
 	res, ferr = h.forward(w, r, fwd, d, start, am, &rec, req)
 	am.results[res].Inc()
 	rec.Result = res
-	h.recent.Add(rec)
+	kept := rec // the status page's copy, its client texts bounded
+	if clipRecord(&kept) {
+		h.met.recordCut.Inc()
+	}
+	h.recent.Add(kept)
 	if res == ResultUpstreamBroken {
 		// The header is out: abort the connection so that the client does not
 		// mistake the truncated body for a complete one.

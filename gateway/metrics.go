@@ -58,9 +58,10 @@ type apiMetrics struct {
 }
 
 type metrics struct {
-	byAPI    map[render.API]*apiMetrics
-	usage    map[string]prometheus.Counter
-	unrouted prometheus.Counter // requests for a path the gateway serves nothing on
+	byAPI     map[render.API]*apiMetrics
+	usage     map[string]prometheus.Counter
+	unrouted  prometheus.Counter // requests for a path the gateway serves nothing on
+	recordCut prometheus.Counter // status-page records whose client texts were cut
 
 	set        telemetry.Set          // of the collectors, for unregister
 	collectors []prometheus.Collector // what newMetrics registered
@@ -99,12 +100,16 @@ func newMetrics(set telemetry.Set, bodyBytes func() int64) (*metrics, error) {
 		Name: "kvroute_gateway_unrouted_requests_total",
 		Help: "Requests for a path the gateway serves nothing on, answered 404 (one series: the path comes from the client).",
 	})
-	cs := []prometheus.Collector{requests, pick, first, usage, inFlight, unrouted}
+	recordCut := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "kvroute_gateway_status_truncated_total",
+		Help: "Routed requests whose request ID or model name, as the client sent them, was cut to 256 bytes in the status page's latest requests.",
+	})
+	cs := []prometheus.Collector{requests, pick, first, usage, inFlight, unrouted, recordCut}
 	if err := set.Register(cs...); err != nil {
 		return nil, err
 	}
 	m := &metrics{byAPI: make(map[render.API]*apiMetrics, len(apis)), usage: map[string]prometheus.Counter{},
-		unrouted: unrouted, set: set, collectors: cs}
+		unrouted: unrouted, recordCut: recordCut, set: set, collectors: cs}
 	for _, r := range usageResults {
 		m.usage[r] = usage.WithLabelValues(r)
 	}

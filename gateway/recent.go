@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/internal/recent"
 	"github.com/kvroute/kvroute/render"
 )
 
@@ -11,11 +12,13 @@ import (
 type DecisionRecord struct {
 	Time time.Time
 	// RequestID is the client's X-Request-Id, or the ID the gateway gave
-	// the request (and the engine) when it came without one.
+	// the request (and the engine) when it came without one; cut to 256
+	// bytes (kvroute_gateway_status_truncated_total counts the records cut).
 	RequestID string
 	API       render.API
 	// Model is the model the request named (the gateway's model when it
-	// named none); LoRA reports that it was routed as a LoRA adapter.
+	// named none), cut to 256 bytes like RequestID; LoRA reports that it
+	// was routed as a LoRA adapter.
 	Model           string
 	LoRA            bool
 	Endpoint        string
@@ -33,6 +36,16 @@ type DecisionRecord struct {
 	// or blind (kvroute.Decision.CacheMode).
 	CacheMode string
 	Result    Result
+}
+
+// clipRecord cuts d's texts from the client (request ID, model) to
+// recent.MaxText bytes before the status page keeps it; it reports whether
+// it cut any.
+func clipRecord(d *DecisionRecord) bool {
+	var c1, c2 bool
+	d.RequestID, c1 = recent.Clip(d.RequestID)
+	d.Model, c2 = recent.Clip(d.Model)
+	return c1 || c2
 }
 
 // Recent returns the handler's latest routed requests (up to 16), newest

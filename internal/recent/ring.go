@@ -1,6 +1,10 @@
 package recent
 
-import "sync"
+import (
+	"strings"
+	"sync"
+	"unicode/utf8"
+)
 
 // Size is how many records a Ring keeps: what one status page lists.
 const Size = 16
@@ -32,4 +36,24 @@ func (r *Ring[T]) List() []T {
 		out = append(out, r.ring[(r.n-i)%Size])
 	}
 	return out
+}
+
+// MaxText bounds each text a record keeps from a client or a peer (a
+// request ID, a model name, a path): records stay until newer ones replace
+// them, and a model name may be as long as a request body, so without the
+// bound Size records could hold Size bodies' worth of memory.
+const MaxText = 256
+
+// Clip returns s cut to MaxText bytes at a UTF-8 boundary, as a copy that
+// keeps none of s's memory, and whether it was cut. A caller counts the
+// cuts in its own metric.
+func Clip(s string) (string, bool) {
+	if len(s) <= MaxText {
+		return s, false
+	}
+	n := MaxText
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return strings.Clone(s[:n]), true
 }

@@ -1,8 +1,10 @@
 package recent
 
 import (
+	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 )
@@ -35,4 +37,19 @@ func TestRingConcurrentUse(t *testing.T) {
 	}
 	wg.Wait()
 	require.Len(t, r.List(), Size)
+}
+
+func TestClip(t *testing.T) {
+	s, cut := Clip("short")
+	require.Equal(t, "short", s)
+	require.False(t, cut)
+	s, cut = Clip(strings.Repeat("r", MaxText))
+	require.Len(t, s, MaxText)
+	require.False(t, cut)
+	long := "a" + strings.Repeat("é", 4<<10) // 2-byte runes from an odd offset
+	s, cut = Clip(long)
+	require.True(t, cut)
+	require.True(t, utf8.ValidString(s))
+	require.True(t, strings.HasPrefix(long, s))
+	require.Len(t, s, MaxText-1, "cut before the rune the bound splits")
 }
