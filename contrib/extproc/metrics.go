@@ -42,6 +42,7 @@ type metrics struct {
 	servedMismatch  prometheus.Counter
 	servedFallback  prometheus.Counter
 	aborted         prometheus.Counter
+	recordCut       prometheus.Counter // status-page records whose texts were cut
 	passthroughSeq  atomic.Uint64
 
 	set        telemetry.Set          // of the collectors, for unregister
@@ -83,6 +84,10 @@ func newMetrics(set telemetry.Set) (*metrics, error) {
 			Name: "kvroute_extproc_aborted_total",
 			Help: "Routed requests whose stream ended before their response did (client disconnect, reset); their load was released at the stream's end.",
 		}),
+		recordCut: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvroute_extproc_status_truncated_total",
+			Help: "Streams whose request ID, path, model name or served endpoint, as the client or Envoy sent them, was cut to 256 bytes in the status page's latest streams.",
+		}),
 	}
 	for _, r := range results {
 		m.requests[r] = vec.WithLabelValues(r)
@@ -90,7 +95,7 @@ func newMetrics(set telemetry.Set) (*metrics, error) {
 	for _, k := range protocolErrorKinds {
 		m.protocolErrors[k] = protoVec.WithLabelValues(k)
 	}
-	cs := []prometheus.Collector{vec, protoVec, m.pick, m.renderFallbacks, m.servedMismatch, m.servedFallback, m.aborted}
+	cs := []prometheus.Collector{vec, protoVec, m.pick, m.renderFallbacks, m.servedMismatch, m.servedFallback, m.aborted, m.recordCut}
 	if err := set.Register(cs...); err != nil {
 		return nil, fmt.Errorf("extproc: metrics: %w", err)
 	}

@@ -1,7 +1,10 @@
 package extproc
 
 import (
+	"strings"
 	"time"
+
+	"github.com/kvroute/kvroute/internal/recent"
 )
 
 // streamRecord is one ext_proc stream as the status page lists it.
@@ -18,4 +21,22 @@ type streamRecord struct {
 	CacheMode       string // precise, approximate or blind
 	Outcome         string
 	Result          string
+}
+
+// clipRecord bounds rec's texts from the request and from Envoy (request
+// ID, path, model, served endpoint) to recent.MaxText bytes before the
+// status page keeps it; it reports whether it cut any. The path and the
+// served endpoint are parts of a longer header or metadata value, so they
+// are copied even when short, keeping none of that value's memory.
+func clipRecord(rec *streamRecord) bool {
+	var c [4]bool
+	rec.RequestID, c[0] = recent.Clip(rec.RequestID)
+	rec.Model, c[1] = recent.Clip(rec.Model)
+	if rec.Path, c[2] = recent.Clip(rec.Path); !c[2] {
+		rec.Path = strings.Clone(rec.Path)
+	}
+	if rec.Served, c[3] = recent.Clip(rec.Served); !c[3] {
+		rec.Served = strings.Clone(rec.Served)
+	}
+	return c != [4]bool{}
 }

@@ -115,6 +115,9 @@ func (st *streamState) record() {
 		rec.PromptTokens, rec.PredictedCached, rec.UsedCache, rec.Outcome = d.PromptTokens, d.CachedTokens, d.UsedCache, d.Outcome.String()
 		rec.CacheMode = d.CacheMode.String()
 	}
+	if clipRecord(&rec) {
+		st.srv.met.recordCut.Inc()
+	}
 	st.srv.recent.Add(rec)
 }
 
