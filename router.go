@@ -257,6 +257,9 @@ func (r *Router) Requests() *tokenload.RequestTable { return r.requests }
 // subscriptions (new endpoints are subscribed, removed ones unsubscribed and
 // cleared from the index), the render client's endpoints (when no fixed
 // render URL is configured) and drops the load counters of removed endpoints.
+// The accuracy loop then observes only requests that end on an endpoint of
+// the set: one ending after its endpoint was removed recreates none of that
+// endpoint's series.
 func (r *Router) SetEndpoints(eps []Endpoint) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -291,11 +294,11 @@ func (r *Router) SetEndpoints(eps []Endpoint) error {
 	}
 	r.approx.SetEndpoints(endpointIDs(next))  // modes of the new set; entries of removed endpoints dropped
 	r.cluster.SetEndpoints(endpointIDs(next)) // nil-safe; before the removals below, so no peer load recreates a removed endpoint
+	r.acc.SetEndpoints(endpointIDs(next))     // a request ending on a removed endpoint recreates none of its series
 	for id := range r.endpoints {
 		if _, ok := next[id]; !ok {
 			r.load.Remove(id)
 			r.models.remove(id)
-			r.acc.Remove(id)
 		}
 	}
 	r.endpoints = next

@@ -21,7 +21,10 @@
 // hands it back with the engine's answer when the request ends
 // (Decision.Done with the cached tokens). The loop holds nothing per
 // request but the count of predictions in flight (Pending), so a request
-// whose end never comes costs it nothing.
+// whose end never comes costs it nothing. The Router gives it its endpoint
+// set (Loop.SetEndpoints): a request ending after its endpoint left is only
+// counted (kvroute_router_prediction_late_total), so endpoints that come and
+// go leave no window or series behind.
 //
 // A nil Registerer registers nothing; New registers every collector through
 // telemetry.Set.Register, all or none (New fails and leaves nothing

@@ -74,8 +74,12 @@ type Loop struct {
 
 	pending atomic.Int64
 
-	mu  sync.Mutex
-	eps map[string]*window
+	// mu guards eps and live, and orders every change to an endpoint's
+	// series with its removal, so that a request ending as its endpoint
+	// leaves cannot recreate what the removal deleted.
+	mu   sync.Mutex
+	eps  map[string]*window
+	live map[string]struct{} // the endpoints observed (SetEndpoints); nil: all
 }
 
 // window is one endpoint's latest outcomes, a ring of Window misses.
@@ -128,7 +132,30 @@ func (l *Loop) End(p Prediction, actual int, reported bool) (o Observation, ok b
 	if !reported {
 		return Observation{}, false
 	}
-	return l.observe(p, actual), true
+	return l.observe(p, actual)
+}
+
+// SetEndpoints replaces the endpoints whose requests are observed: the
+// windows and series of endpoints not in ids are dropped, and a request
+// that ends after its endpoint left (it was in flight when the endpoint was
+// removed) is not observed, only counted
+// (kvroute_router_prediction_late_total), so that endpoints that come and go
+// (pods replaced in a rollout) leave no window or series behind. Until it
+// is first called every endpoint is observed.
+func (l *Loop) SetEndpoints(ids []string) {
+	live := make(map[string]struct{}, len(ids))
+	for _, id := range ids {
+		live[id] = struct{}{}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.live = live
+	for id := range l.eps {
+		if _, ok := live[id]; !ok {
+			delete(l.eps, id)
+			l.met.remove(id)
+		}
+	}
 }
 
 // Pending returns the number of predictions in flight (Begun, not yet
@@ -142,8 +169,9 @@ func (l *Loop) Close() {
 	l.closeOnce.Do(func() { l.set.Unregister(l.met.collectors()...) })
 }
 
-// observe compares p with the engine's actual cached tokens.
-func (l *Loop) observe(p Prediction, actual int) Observation {
+// observe compares p with the engine's actual cached tokens; false when
+// p's endpoint is no longer observed (SetEndpoints, Remove).
+func (l *Loop) observe(p Prediction, actual int) (Observation, bool) {
 	id := p.Endpoint
 	pred := p.CachedTokens
 	if p.PromptTokens > 0 {
@@ -151,6 +179,12 @@ func (l *Loop) observe(p Prediction, actual int) Observation {
 	}
 	actual = max(actual, 0)
 	o := Observation{Endpoint: id, Predicted: pred, Actual: actual, Error: pred - actual}
+	l.mu.Lock()
+	if !l.liveLocked(id) {
+		l.mu.Unlock()
+		l.met.late.Inc()
+		return Observation{}, false
+	}
 	l.met.errHist.WithLabelValues(id).Observe(float64(o.Error))
 	l.met.observed.WithLabelValues(id).Inc()
 	l.met.predTokens.WithLabelValues(id).Add(float64(pred))
@@ -162,14 +196,23 @@ func (l *Loop) observe(p Prediction, actual int) Observation {
 	case -o.Error > l.cfg.ToleranceTokens:
 		l.met.missing.WithLabelValues(id).Inc()
 	}
-	l.record(id, miss, o)
-	return o
+	l.record(id, miss, o) // unlocks mu
+	return o, true
+}
+
+// liveLocked reports whether id is observed.
+func (l *Loop) liveLocked(id string) bool {
+	if l.live == nil {
+		return true
+	}
+	_, ok := l.live[id]
+	return ok
 }
 
 // record adds one outcome to id's window and raises or clears the
-// endpoint's persistent-miss state.
+// endpoint's persistent-miss state. It is called with mu held and unlocks
+// it.
 func (l *Loop) record(id string, miss bool, o Observation) {
-	l.mu.Lock()
 	w := l.eps[id]
 	if w == nil {
 		w = &window{ring: make([]bool, l.cfg.Window)}
@@ -202,24 +245,33 @@ func (l *Loop) record(id string, miss bool, o Observation) {
 		w.inaccurate = false
 	}
 	misses, n := w.misses, w.n
+	switch {
+	case raise:
+		l.met.inaccurate.WithLabelValues(id).Set(1)
+	case clear:
+		l.met.inaccurate.WithLabelValues(id).Set(0)
+	}
 	l.mu.Unlock()
 
 	switch {
 	case raise:
-		l.met.inaccurate.WithLabelValues(id).Set(1)
 		l.log.Warn("kvroute: the index's predictions for this endpoint miss persistently: its KV events may be lost or delayed",
 			"endpoint", id, "misses", misses, "window", n, "last_predicted", o.Predicted, "last_actual", o.Actual,
 			"resync", doResync)
 		if doResync {
-			if err := l.resync(id); err != nil {
-				l.met.resyncs.WithLabelValues(id, "failed").Inc()
+			err := l.resync(id)
+			result := "requested"
+			if err != nil {
+				result = "failed"
 				l.log.Warn("kvroute: resync of the endpoint's event stream failed", "endpoint", id, "err", err)
-			} else {
-				l.met.resyncs.WithLabelValues(id, "requested").Inc()
 			}
+			l.mu.Lock()
+			if l.liveLocked(id) { // the endpoint may have left during the resync
+				l.met.resyncs.WithLabelValues(id, result).Inc()
+			}
+			l.mu.Unlock()
 		}
 	case clear:
-		l.met.inaccurate.WithLabelValues(id).Set(0)
 		l.log.Info("kvroute: the index's predictions for this endpoint are accurate again", "endpoint", id)
 	}
 }
@@ -236,7 +288,10 @@ func (l *Loop) Inaccurate(endpoint string) bool {
 // Remove drops a removed endpoint's window and metric series.
 func (l *Loop) Remove(endpoint string) {
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	delete(l.eps, endpoint)
-	l.mu.Unlock()
+	if l.live != nil {
+		delete(l.live, endpoint)
+	}
 	l.met.remove(endpoint)
 }

@@ -20,13 +20,14 @@ type metrics struct {
 	actTokens  *prometheus.CounterVec
 	inaccurate *prometheus.GaugeVec
 	resyncs    *prometheus.CounterVec
+	late       prometheus.Counter
 }
 
 // collectors returns every collector of m, the ones New registers and Close
 // unregisters.
 func (m *metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.errHist, m.stale, m.missing, m.observed, m.predTokens,
-		m.actTokens, m.inaccurate, m.resyncs}
+		m.actTokens, m.inaccurate, m.resyncs, m.late}
 }
 
 // newMetrics builds the loop's metrics and registers them through set, all
@@ -67,6 +68,10 @@ func newMetrics(set telemetry.Set) (*metrics, error) {
 			Name: "kvroute_router_accuracy_resyncs_total",
 			Help: "Replays of an endpoint's event stream asked for because its predictions missed persistently, by result (requested, failed).",
 		}, []string{"endpoint", "result"}),
+		late: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvroute_router_prediction_late_total",
+			Help: "Requests with the engine's cached tokens that ended after their endpoint left the router's endpoint set: not observed, so that the endpoint leaves no series behind.",
+		}),
 	}
 	if err := set.Register(m.collectors()...); err != nil {
 		return nil, err

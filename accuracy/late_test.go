@@ -1,0 +1,58 @@
+package accuracy
+
+import (
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+)
+
+// A request in flight when its endpoint leaves the set ends afterwards: it
+// is counted as late and recreates neither the endpoint's window nor its
+// series, while the endpoints still in the set are observed as before.
+func TestLateEndOnRemovedEndpointLeavesNothing(t *testing.T) {
+	const other = "10.0.0.2:8000"
+	l, reg, _ := newLoop(t, Config{Window: 1}, nil)
+	l.SetEndpoints([]string{ep, other})
+	p := Prediction{Endpoint: ep, PromptTokens: 128, CachedTokens: 64}
+	observe(l, p, 0)
+	require.True(t, l.Inaccurate(ep))
+
+	l.Begin() // in flight on ep when it leaves
+	l.SetEndpoints([]string{other})
+	require.False(t, l.Inaccurate(ep))
+	_, present := series(t, reg, "kvroute_router_prediction_observed_total", ep)
+	require.False(t, present, "the removed endpoint's series are deleted")
+	_, ok := l.End(p, 0, true)
+	require.False(t, ok, "a late end is not observed")
+	require.Zero(t, l.Pending())
+	for _, name := range []string{"kvroute_router_prediction_observed_total", "kvroute_router_endpoint_inaccurate",
+		"kvroute_router_prediction_stale_total"} {
+		_, present = series(t, reg, name, ep)
+		require.False(t, present, "%s: a late end recreates no series", name)
+	}
+	require.False(t, l.Inaccurate(ep))
+	l.mu.Lock()
+	require.Empty(t, l.eps, "a late end recreates no window")
+	l.mu.Unlock()
+	require.Equal(t, 1.0, testutil.ToFloat64(l.met.late))
+
+	observe(l, Prediction{Endpoint: other, PromptTokens: 128, CachedTokens: 0}, 0)
+	require.Equal(t, 1.0, value(t, reg, "kvroute_router_prediction_observed_total", other))
+	require.Equal(t, 1.0, testutil.ToFloat64(l.met.late))
+}
+
+// An endpoint that leaves while its resync is being asked for gets no
+// resync series afterwards.
+func TestResyncOfEndpointLeavingMeanwhileLeavesNoSeries(t *testing.T) {
+	var l *Loop
+	l, reg, _ := newLoop(t, Config{Window: 1, Resync: true}, func(string) error {
+		l.SetEndpoints(nil)
+		return nil
+	})
+	l.SetEndpoints([]string{ep})
+	observe(l, Prediction{Endpoint: ep, PromptTokens: 128, CachedTokens: 64}, 0)
+	require.Zero(t, testutil.CollectAndCount(reg, "kvroute_router_accuracy_resyncs_total"))
+	_, present := series(t, reg, "kvroute_router_endpoint_inaccurate", ep)
+	require.False(t, present)
+}
