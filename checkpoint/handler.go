@@ -13,6 +13,12 @@ import (
 // SnapshotContentType is the media type of a served index snapshot.
 const SnapshotContentType = "application/vnd.kvroute.index-snapshot"
 
+// maxConcurrentServes bounds the snapshots served at once: each holds a
+// 256 KiB write buffer and a copy of the endpoint section being written,
+// and costs a pass over the index, so peers asking together (a fleet
+// restarting) must not grow the replica's memory with their number.
+const maxConcurrentServes = 4
+
 // Handler serves the index's snapshot (the kvindex snapshot format, the
 // same bytes as a checkpoint file) to peer replicas that bootstrap from it
 // (BootstrapConfig.Peers). It answers GET only and streams: each
@@ -25,7 +31,9 @@ const SnapshotContentType = "application/vnd.kvroute.index-snapshot"
 // "Authorization: Bearer <token>". Mount the handler on an internal port
 // only (not a gateway's public listener): the snapshot reveals which
 // prefixes every engine caches, and serving one costs a pass over the
-// index.
+// index. At most 4 snapshots are served at once; a request beyond that is
+// answered 503 with Retry-After and counted (result "busy"), and a
+// bootstrapping peer tries another replica.
 func (k *Keeper) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if req.Method != http.MethodGet {
@@ -42,6 +50,15 @@ func (k *Keeper) Handler() http.Handler {
 				http.Error(w, "unauthorized", http.StatusUnauthorized)
 				return
 			}
+		}
+		select {
+		case k.serving <- struct{}{}:
+			defer func() { <-k.serving }()
+		default:
+			k.met.serves.WithLabelValues("busy").Inc()
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "serving other peers' snapshots; try again", http.StatusServiceUnavailable)
+			return
 		}
 		h := w.Header()
 		h.Set("Content-Type", SnapshotContentType)

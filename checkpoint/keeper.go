@@ -52,6 +52,8 @@ type Keeper struct {
 	cfg   Config
 	token string
 
+	serving chan struct{} // a slot per snapshot being served (Handler)
+
 	mu       sync.Mutex // serialises checkpoint writes; guards restored
 	restored map[string]struct{}
 
@@ -75,7 +77,8 @@ func Restore(ctx context.Context, ix *kvindex.Index, cfg Config, boot BootstrapC
 	if err := opts.Register(met.collectors()...); err != nil {
 		return nil, err
 	}
-	k := &Keeper{ix: ix, set: opts.Set, log: opts.Log(), met: met, cfg: cfg, token: boot.Token}
+	k := &Keeper{ix: ix, set: opts.Set, log: opts.Log(), met: met, cfg: cfg, token: boot.Token,
+		serving: make(chan struct{}, maxConcurrentServes)}
 	var sources []IndexSource
 	if opts.Cluster.Enabled() && len(boot.Peers) == 0 {
 		sources = append(sources, ClusterPeerSource{Cluster: opts.Cluster, Token: boot.Token,

@@ -36,7 +36,7 @@ func newMetrics() *metrics {
 		}),
 		serves: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvroute_snapshot_serves_total",
-			Help: "Snapshots served to peers by result (ok, unauthorized, method_not_allowed, error).",
+			Help: "Snapshots served to peers by result (ok, unauthorized, method_not_allowed, error, busy: 4 were being served already).",
 		}, []string{"result"}),
 	}
 	for _, r := range []string{"ok", "error"} {
