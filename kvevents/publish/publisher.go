@@ -96,9 +96,12 @@ func (c Config) Validate() error {
 type Options struct {
 	// Set is the observability bundle (registerer, logger, tracer
 	// provider, clock; see package telemetry):
-	//   Registerer receives kvroute_publisher_batches_total,
-	//   kvroute_publisher_dropped_total, kvroute_publisher_subscribers and the
-	//   replay server's metrics; nil registers none.
+	//   Registerer receives the publisher's metrics (batches published,
+	//   messages dropped at a full subscriber queue, subscribers rejected at
+	//   the limit, failed handshakes, invalid subscriber messages, refused
+	//   subscriptions, all kvroute_publisher_*_total, and the
+	//   kvroute_publisher_subscribers gauge) and the replay server's; nil
+	//   registers none.
 	//   Logger receives connection events at debug level; nil discards.
 	telemetry.Set
 }
