@@ -1,10 +1,12 @@
 package gateway
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/kvroute/kvroute/render"
 )
@@ -39,7 +41,8 @@ type generateRequest struct {
 }
 
 // generatePrompt reads the prompt of a GenerateRequest body: its token IDs,
-// multimodal items (sorted by offset, as render answers are) and cache salt.
+// multimodal items (sorted by offset then modality, as render answers are)
+// and cache salt.
 // A body without token IDs, or whose features do not pair each hash with a
 // placeholder inside the prompt, is an error (the engine would refuse it too).
 func generatePrompt(body []byte) (render.Prompt, string, error) {
@@ -58,13 +61,24 @@ func generatePrompt(body []byte) (render.Prompt, string, error) {
 				return render.Prompt{}, "", fmt.Errorf("features: %d %s hashes but %d placeholders", len(hashes), mod, len(ph))
 			}
 			for i, h := range hashes {
-				if ph[i].Offset < 0 || ph[i].Length <= 0 || ph[i].Offset+ph[i].Length > len(g.TokenIDs) {
+				// Offset+Length is not computed: a client's lengths near the
+				// int range would wrap it below the prompt's end.
+				if ph[i].Offset < 0 || ph[i].Length <= 0 || ph[i].Offset > len(g.TokenIDs) || ph[i].Length > len(g.TokenIDs)-ph[i].Offset {
 					return render.Prompt{}, "", fmt.Errorf("features: %s placeholder %d lies outside the prompt", mod, i)
 				}
 				p.Features = append(p.Features, render.MMFeature{Modality: mod, Hash: h, Offset: ph[i].Offset, Length: ph[i].Length})
 			}
 		}
-		slices.SortFunc(p.Features, func(a, b render.MMFeature) int { return a.Offset - b.Offset })
+		// Render's order: by offset, then modality, each modality's items in
+		// their list order. The modalities come from a map, so without the
+		// modality tie-break identical requests could hash their items in
+		// different orders and get different block keys.
+		slices.SortStableFunc(p.Features, func(a, b render.MMFeature) int {
+			if a.Offset != b.Offset {
+				return cmp.Compare(a.Offset, b.Offset)
+			}
+			return strings.Compare(a.Modality, b.Modality)
+		})
 	}
 	salt := ""
 	if g.CacheSalt != nil {
