@@ -1,0 +1,84 @@
+package gateway
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/render"
+)
+
+// encodeGenerate writes p and salt back as a GenerateRequest body: the
+// features grouped by modality, each modality's items in p's order.
+func encodeGenerate(t *testing.T, p render.Prompt, salt string) []byte {
+	type place struct {
+		Offset int `json:"offset"`
+		Length int `json:"length"`
+	}
+	type features struct {
+		MMHashes       map[string][]string `json:"mm_hashes"`
+		MMPlaceholders map[string][]place  `json:"mm_placeholders"`
+	}
+	req := struct {
+		TokenIDs  []uint32  `json:"token_ids"`
+		CacheSalt string    `json:"cache_salt"`
+		Features  *features `json:"features,omitempty"`
+	}{TokenIDs: p.TokenIDs, CacheSalt: salt}
+	if p.Features != nil {
+		req.Features = &features{MMHashes: map[string][]string{}, MMPlaceholders: map[string][]place{}}
+		for _, m := range p.Features {
+			req.Features.MMHashes[m.Modality] = append(req.Features.MMHashes[m.Modality], m.Hash)
+			req.Features.MMPlaceholders[m.Modality] = append(req.Features.MMPlaceholders[m.Modality], place{m.Offset, m.Length})
+		}
+	}
+	b, err := json.Marshal(req)
+	require.NoError(t, err)
+	return b
+}
+
+// FuzzGeneratePrompt feeds arbitrary client bodies to the token-in route's
+// prompt reader (seed corpus in testdata/fuzz/FuzzGeneratePrompt): it never
+// panics; a prompt it accepts has token IDs and features that each lie
+// inside the prompt, ordered as render orders them (offset, then modality),
+// so that the block keys of a request do not depend on how it was written;
+// and the prompt written back as a body reads back identically.
+func FuzzGeneratePrompt(f *testing.F) {
+	for _, s := range []string{
+		`{"token_ids":[1,2,3,4,5,6],"cache_salt":"x","features":{"mm_hashes":{"image":["b","a"],"audio":["c"]},` +
+			`"mm_placeholders":{"image":[{"offset":4,"length":2},{"offset":0,"length":1}],"audio":[{"offset":2,"length":1}]}}}`,
+		`{"token_ids":[1,2,3],"features":{"mm_hashes":{"image":["a"]},"mm_placeholders":{"image":[{"offset":2,"length":9223372036854775807}]}}}`,
+		`{"token_ids":[1,2],"features":{"mm_hashes":{"video":["v"],"audio":["a"],"image":["i"]},` +
+			`"mm_placeholders":{"video":[{"offset":0,"length":1}],"audio":[{"offset":0,"length":2}],"image":[{"offset":0,"length":1}]}}}`,
+		`{"token_ids":[],"cache_salt":null}`,
+		`{"token_ids":[4294967295],"features":null,"cache_salt":"\ud800"}`,
+		`{"token_ids":[1],"features":{"mm_hashes":{"image":["a"]},"mm_placeholders":{}}}`,
+		`[1,2]`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		p, salt, err := generatePrompt(body)
+		if err != nil {
+			return
+		}
+		n := len(p.TokenIDs)
+		require.NotZero(t, n, "accepted a prompt without token IDs")
+		for i, m := range p.Features {
+			if m.Offset < 0 || m.Length <= 0 || m.Offset > n || m.Length > n-m.Offset {
+				t.Fatalf("feature %+v lies outside the %d-token prompt", m, n)
+			}
+			if i > 0 {
+				prev := p.Features[i-1]
+				if prev.Offset > m.Offset || (prev.Offset == m.Offset && strings.Compare(prev.Modality, m.Modality) > 0) {
+					t.Fatalf("features out of order: %+v before %+v", prev, m)
+				}
+			}
+		}
+		again, salt2, err := generatePrompt(encodeGenerate(t, p, salt))
+		require.NoError(t, err)
+		require.Equal(t, p, again)
+		require.Equal(t, salt, salt2)
+	})
+}
