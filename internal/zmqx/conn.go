@@ -161,7 +161,9 @@ type Message struct {
 // HeartbeatTimeout of one fails ReadMsg with a *GuardError wrapping
 // ErrPeerDead: a frozen or vanished engine that keeps its TCP connection
 // open is dropped instead of holding it forever. libzmq answers PINGs by
-// itself, so a quiet engine keeps its connection.
+// itself, so a quiet engine keeps its connection. A peer that closes the
+// connection between messages ends ReadMsg with io.EOF; one that closes it
+// inside a message, with io.ErrUnexpectedEOF.
 func (c *Conn) ReadMsg() (Message, error) {
 	for {
 		m, err := c.readOne()
@@ -188,6 +190,9 @@ func (c *Conn) readOne() (Message, error) {
 	for {
 		flags, err := c.r.ReadByte()
 		if err != nil {
+			if len(m.Frames) > 0 { // the peer left after a frame with MORE
+				err = noEOF(err)
+			}
 			return m, err
 		}
 		var size uint64
