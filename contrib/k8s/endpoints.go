@@ -33,8 +33,8 @@ func podReady(p *corev1.Pod) bool {
 // records in probs what it had to work around and warns of it (once per
 // value, see podWarnings).
 func podEndpoints(p *corev1.Pod, ports []int32, cfg Config, warn *podWarnings, probs *podProblems) []kvroute.Endpoint {
-	events, evOK := annotationPort(p, cfg.EventsPortAnnotation, warn, probs)
-	replay, rpOK := annotationPort(p, cfg.ReplayPortAnnotation, warn, probs)
+	events, evOK := annotationPort(p, cfg.EventsPortAnnotation, len(ports), warn, probs)
+	replay, rpOK := annotationPort(p, cfg.ReplayPortAnnotation, len(ports), warn, probs)
 	role, ok := disagg.RoleFromLabels(p.Labels, cfg.RoleLabel)
 	if !ok {
 		probs[problemRole] = true
@@ -71,17 +71,20 @@ func podEndpoints(p *corev1.Pod, ports []int32, cfg Config, warn *podWarnings, p
 	return out
 }
 
-// annotationPort reads a port annotation; a malformed one is warned of,
-// marked in probs and ignored (the router's configured port applies).
-func annotationPort(p *corev1.Pod, key string, warn *podWarnings, probs *podProblems) (int, bool) {
+// annotationPort reads a port annotation, the port of rank 0 of a pod with
+// ranks ranks (rank r uses the port plus r); a malformed one, or one whose
+// last rank's port would pass 65535, is warned of, marked in probs and
+// ignored (the router's configured port applies).
+func annotationPort(p *corev1.Pod, key string, ranks int, warn *podWarnings, probs *podProblems) (int, bool) {
 	v, ok := p.Annotations[key]
 	if !ok {
 		return 0, false
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 || n > 65535 {
+	if err != nil || n < 1 || n > 65535-max(ranks-1, 0) {
 		probs[problemPortAnnotation] = true
-		warn.warn(p, "annotation "+key, v, "k8s: ignoring a malformed port annotation", "annotation", key)
+		warn.warn(p, "annotation "+key, v, "k8s: ignoring a malformed port annotation (not a port, or its last rank's port would pass 65535)",
+			"annotation", key, "ranks", ranks)
 		return 0, false
 	}
 	return n, true
