@@ -49,7 +49,7 @@ var statusTmpl = template.Must(template.New("status").Parse(`<!DOCTYPE html>
 <style>body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse;margin-bottom:1.5em}
 td,th{border:1px solid #ccc;padding:.25em .6em;text-align:left}th{background:#eee}
 .live,.precise{color:#080}.degraded,.bad,.blind{color:#b00}.approximate{color:#a60}.warn{background:#fff3cd;padding:.4em}.connecting,.replaying{color:#a60}
-.key{display:inline-block;width:1em;height:.3em;vertical-align:middle;margin:0 .3em}
+.key{display:inline-block;width:16px;height:5px;vertical-align:middle;margin:0 .3em}
 pre{background:#f6f6f6;padding:.6em;max-height:24em;overflow:auto}</style></head>
 <body><h1>kvroute gateway</h1>
 <p id="summary">ready: <b id="ready">{{.Ready}}</b>{{if .Reason}} — {{.Reason}}{{end}}; model: <b id="model">{{.Model}}</b>; policy: {{.Policy}}; cache modes: <b id="modes">{{.Modes}}</b>; {{len .Endpoints}} endpoint(s); index: {{.IndexBlocks}} blocks; generated {{.Now}}</p>
