@@ -47,4 +47,11 @@ func TestPoolConfigValidationAndJSON(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "tcp://[fd00::1]:5556", ep.EventsAddress)
 	require.Empty(t, ep.ReplayAddress, "no replay unless enabled or given")
+
+	// A rank that carries a port past 65535 is a configuration error, not
+	// an address every dial would fail on.
+	_, err = Endpoint{ID: "10.0.0.7:8000", Rank: 2}.resolve(&PoolConfig{EventsPort: 65534})
+	require.ErrorContains(t, err, "events address")
+	_, err = Endpoint{ID: "10.0.0.7:8000", Rank: 1}.resolve(&PoolConfig{EventsPort: 5556, ReplayPort: 65535, Replay: true})
+	require.ErrorContains(t, err, "replay address")
 }

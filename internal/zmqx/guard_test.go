@@ -140,7 +140,8 @@ func TestEndpoint(t *testing.T) {
 		require.NoError(t, err, in)
 		require.Equal(t, want, got)
 	}
-	for _, in := range []string{"ipc:///tmp/x", "inproc://a", "10.0.0.1", "tcp://", "udp://1.2.3.4:5"} {
+	for _, in := range []string{"ipc:///tmp/x", "inproc://a", "10.0.0.1", "tcp://", "udp://1.2.3.4:5",
+		"tcp://10.0.0.1:65536", "tcp://10.0.0.1:-1", "tcp://10.0.0.1:http", "tcp://10.0.0.1:"} {
 		_, err := Endpoint(in)
 		require.Error(t, err, in)
 	}

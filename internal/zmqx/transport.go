@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -37,8 +38,15 @@ func Endpoint(addr string) (string, error) {
 			return "", fmt.Errorf("zmqx: unsupported scheme %q in %q (tcp only)", scheme, addr)
 		}
 	}
-	if _, _, err := net.SplitHostPort(hostport); err != nil {
+	_, port, err := net.SplitHostPort(hostport)
+	if err != nil {
 		return "", fmt.Errorf("zmqx: bad address %q: %w", addr, err)
+	}
+	// ZeroMQ's tcp addresses take a numeric port; one past 65535 (a
+	// configured port plus a data-parallel rank, say) would otherwise fail
+	// only at every dial.
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return "", fmt.Errorf("zmqx: bad address %q: port %q is not a number in [0, 65535]", addr, port)
 	}
 	return Scheme + "://" + hostport, nil
 }
