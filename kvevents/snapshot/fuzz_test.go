@@ -1,7 +1,9 @@
 package snapshot
 
 import (
+	"bytes"
 	"encoding/binary"
+	"slices"
 	"testing"
 
 	"github.com/kvroute/kvroute/kvevents/wire"
@@ -75,5 +77,44 @@ func FuzzParseReply(f *testing.F) {
 		if sum != r.Bytes {
 			t.Fatalf("Bytes %d, chunks hold %d", r.Bytes, sum)
 		}
+		// Written again as a replica's server writes it (ReplyFrames, a
+		// topic frame before each chunk whose topic differs from the one
+		// before), an accepted reply reads back as itself.
+		again, err := ParseReply(ReplyFrames(r.Seq, r.PublisherID, reencodeChunks(r)))
+		if err != nil {
+			t.Fatalf("a re-encoded reply is refused: %v", err)
+		}
+		if again.Seq != r.Seq || again.PublisherID != r.PublisherID || again.Unavailable != r.Unavailable ||
+			again.Bytes != r.Bytes || !slices.EqualFunc(again.Chunks, r.Chunks, bytes.Equal) ||
+			!slices.EqualFunc(topicsOf(again), topicsOf(r), bytes.Equal) {
+			t.Fatalf("re-encoded reply %+v reads back as %+v", r, again)
+		}
 	})
+}
+
+// reencodeChunks returns r's chunks with a topic frame before each chunk
+// whose topic differs from the chunk's before it, copied (ParseReply
+// aliases and rearranges the frames it is given).
+func reencodeChunks(r Reply) [][]byte {
+	var out [][]byte
+	var last []byte
+	for i, c := range r.Chunks {
+		if r.ChunkTopics != nil && r.ChunkTopics[i] != nil && (last == nil || !bytes.Equal(last, r.ChunkTopics[i])) {
+			last = r.ChunkTopics[i]
+			out = append(out, bytes.Clone(last))
+		}
+		out = append(out, bytes.Clone(c))
+	}
+	return out
+}
+
+// topicsOf is r.ChunkTopics, nil when no chunk follows a topic frame (a
+// reply whose topic frames all come last names no chunk's topic).
+func topicsOf(r Reply) [][]byte {
+	for _, t := range r.ChunkTopics {
+		if t != nil {
+			return r.ChunkTopics
+		}
+	}
+	return nil
 }
