@@ -196,7 +196,9 @@ func (l *Loop) observe(p Prediction, actual int) (Observation, bool) {
 	case -o.Error > l.cfg.ToleranceTokens:
 		l.met.missing.WithLabelValues(id).Inc()
 	}
-	l.record(id, miss, o) // unlocks mu
+	t := l.recordLocked(id, miss)
+	l.mu.Unlock()
+	l.report(id, t, o)
 	return o, true
 }
 
@@ -209,10 +211,17 @@ func (l *Loop) liveLocked(id string) bool {
 	return ok
 }
 
-// record adds one outcome to id's window and raises or clears the
-// endpoint's persistent-miss state. It is called with mu held and unlocks
-// it.
-func (l *Loop) record(id string, miss bool, o Observation) {
+// transition is what one outcome changed in an endpoint's persistent-miss
+// state, for report to log (and resync) outside the loop's lock.
+type transition struct {
+	raise, clear, resync bool
+	misses, n            int // the window's misses and outcomes after it
+}
+
+// recordLocked adds one outcome to id's window, raises or clears the
+// endpoint's persistent-miss state and its gauge, and returns what changed.
+// mu must be held.
+func (l *Loop) recordLocked(id string, miss bool) transition {
 	w := l.eps[id]
 	if w == nil {
 		w = &window{ring: make([]bool, l.cfg.Window)}
@@ -231,34 +240,36 @@ func (l *Loop) record(id string, miss bool, o Observation) {
 	}
 	w.next = (w.next + 1) % len(w.ring)
 	share := float64(w.misses) / float64(len(w.ring))
-	raise := !w.inaccurate && w.n == len(w.ring) && share > l.cfg.MissRatio
-	clear := w.inaccurate && share <= l.cfg.MissRatio/2
-	doResync := false
-	if raise {
+	t := transition{
+		raise:  !w.inaccurate && w.n == len(w.ring) && share > l.cfg.MissRatio,
+		clear:  w.inaccurate && share <= l.cfg.MissRatio/2,
+		misses: w.misses, n: w.n,
+	}
+	switch {
+	case t.raise:
 		w.inaccurate = true
 		now := l.now()
 		if l.resync != nil && (w.lastResync.IsZero() || now.Sub(w.lastResync) >= l.cfg.ResyncInterval) {
-			w.lastResync, doResync = now, true
+			w.lastResync, t.resync = now, true
 		}
-	}
-	if clear {
-		w.inaccurate = false
-	}
-	misses, n := w.misses, w.n
-	switch {
-	case raise:
 		l.met.inaccurate.WithLabelValues(id).Set(1)
-	case clear:
+	case t.clear:
+		w.inaccurate = false
 		l.met.inaccurate.WithLabelValues(id).Set(0)
 	}
-	l.mu.Unlock()
+	return t
+}
 
+// report logs a raised or cleared persistent-miss state and asks for the
+// resync recordLocked decided on; it runs without mu, since the resync
+// reaches the event pool.
+func (l *Loop) report(id string, t transition, o Observation) {
 	switch {
-	case raise:
+	case t.raise:
 		l.log.Warn("kvroute: the index's predictions for this endpoint miss persistently: its KV events may be lost or delayed",
-			"endpoint", id, "misses", misses, "window", n, "last_predicted", o.Predicted, "last_actual", o.Actual,
-			"resync", doResync)
-		if doResync {
+			"endpoint", id, "misses", t.misses, "window", t.n, "last_predicted", o.Predicted, "last_actual", o.Actual,
+			"resync", t.resync)
+		if t.resync {
 			err := l.resync(id)
 			result := "requested"
 			if err != nil {
@@ -271,7 +282,7 @@ func (l *Loop) record(id string, miss bool, o Observation) {
 			}
 			l.mu.Unlock()
 		}
-	case clear:
+	case t.clear:
 		l.log.Info("kvroute: the index's predictions for this endpoint are accurate again", "endpoint", id)
 	}
 }
