@@ -292,9 +292,10 @@ func (r *Router) SetEndpoints(eps []Endpoint) error {
 			errs = append(errs, err)
 		}
 	}
-	r.approx.SetEndpoints(endpointIDs(next))  // modes of the new set; entries of removed endpoints dropped
-	r.cluster.SetEndpoints(endpointIDs(next)) // nil-safe; before the removals below, so no peer load recreates a removed endpoint
-	r.acc.SetEndpoints(endpointIDs(next))     // a request ending on a removed endpoint recreates none of its series
+	ids := endpointIDs(next)    // read, not kept, by each of these
+	r.approx.SetEndpoints(ids)  // modes of the new set; entries of removed endpoints dropped
+	r.cluster.SetEndpoints(ids) // nil-safe; before the removals below, so no peer load recreates a removed endpoint
+	r.acc.SetEndpoints(ids)     // a request ending on a removed endpoint recreates none of its series
 	for id := range r.endpoints {
 		if _, ok := next[id]; !ok {
 			r.load.Remove(id)

@@ -35,7 +35,8 @@ type Skipped struct {
 }
 
 // String describes the counts for a log line or an error, such as
-// "1 unreadable, 2 stale, 0 without a snapshot URL, 0 expired".
+// "1 unreadable, 2 stale, 0 without a snapshot URL, 0 expired, 0 beyond
+// maxPeers".
 func (s Skipped) String() string {
 	return fmt.Sprintf("%d unreadable, %d stale, %d without a snapshot URL, %d expired, %d beyond maxPeers",
 		s.Unreadable, s.Stale, s.NoSnapshot, s.Expired, s.BeyondMax)
