@@ -104,25 +104,14 @@ func TestPublisherSubscribeCommandsAndCancel(t *testing.T) {
 	p := newTestPublisher(t, Config{Topic: "kv@a@m"})
 	defer p.Close()
 	// A ZMTP 3.1 peer subscribes with SUBSCRIBE/CANCEL commands.
-	c, err := net.Dial("tcp", p.l.Addr().String())
-	require.NoError(t, err)
+	c := dialRawSub(t, p, 1)
 	defer c.Close()
-	greet := make([]byte, 64)
-	greet[0], greet[9], greet[10], greet[11] = 0xff, 0x7f, 3, 1
-	copy(greet[12:], "NULL")
-	ready := append([]byte{5}, "READY"...)
-	ready = append(ready, 11)
-	ready = append(ready, "Socket-Type"...)
-	ready = append(ready, 0, 0, 0, 3)
-	ready = append(ready, "SUB"...)
 	cmd := func(name, body string) []byte {
 		b := append([]byte{byte(len(name))}, name...)
 		b = append(b, body...)
 		return append([]byte{0x04, byte(len(b))}, b...)
 	}
-	_, err = c.Write(append(append(greet, 0x04, byte(len(ready))), ready...))
-	require.NoError(t, err)
-	_, err = c.Write(cmd("SUBSCRIBE", "kv@"))
+	_, err := c.Write(cmd("SUBSCRIBE", "kv@"))
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		_, _ = p.Publish([]byte("probe"))
@@ -321,4 +310,24 @@ kvroute_publisher_rejected_subscribers_total 1
 	require.NoError(t, p.Close())
 	require.NoError(t, zmqx.CloseDrain(first))
 	require.NoError(t, zmqx.CloseDrain(second))
+}
+
+// dialRawSub connects to p as a raw ZMTP 3.minor SUB peer (greeting and
+// READY written by hand, the publisher's READY left unread), so that a test
+// can write subscription messages or commands byte for byte.
+func dialRawSub(t *testing.T, p *Publisher, minor byte) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", p.l.Addr().String())
+	require.NoError(t, err)
+	greet := make([]byte, 64)
+	greet[0], greet[9], greet[10], greet[11] = 0xff, 0x7f, 3, minor
+	copy(greet[12:], "NULL")
+	ready := append([]byte{5}, "READY"...)
+	ready = append(ready, 11)
+	ready = append(ready, "Socket-Type"...)
+	ready = append(ready, 0, 0, 0, 3)
+	ready = append(ready, "SUB"...)
+	_, err = c.Write(append(append(greet, 0x04, byte(len(ready))), ready...))
+	require.NoError(t, err)
+	return c
 }

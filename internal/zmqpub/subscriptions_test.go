@@ -2,7 +2,6 @@ package zmqpub
 
 import (
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -51,19 +50,8 @@ func TestPublisherCountsRefusedSubscriptions(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	p := newTestPublisher(t, Config{Topic: "kv@a@m"}, Options{Set: telemetry.Set{Registerer: reg}})
 	defer p.Close()
-	c, err := net.Dial("tcp", p.l.Addr().String())
-	require.NoError(t, err)
+	c := dialRawSub(t, p, 0)
 	defer c.Close()
-	greet := make([]byte, 64)
-	greet[0], greet[9], greet[10], greet[11] = 0xff, 0x7f, 3, 0
-	copy(greet[12:], "NULL")
-	ready := append([]byte{5}, "READY"...)
-	ready = append(ready, 11)
-	ready = append(ready, "Socket-Type"...)
-	ready = append(ready, 0, 0, 0, 3)
-	ready = append(ready, "SUB"...)
-	_, err = c.Write(append(append(greet, 0x04, byte(len(ready))), ready...))
-	require.NoError(t, err)
 	msg := func(flag byte, topic string) []byte { // a one-frame ZMTP message
 		return append([]byte{0x00, byte(1 + len(topic)), flag}, topic...)
 	}
@@ -73,7 +61,7 @@ func TestPublisherCountsRefusedSubscriptions(t *testing.T) {
 		b = append(b, msg(1, fmt.Sprintf("t%04d", i))...)
 	}
 	b = append(b, msg(1, "kv@")...) // beyond the bound too
-	_, err = c.Write(b)
+	_, err := c.Write(b)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return p.Stats().Refused == extra+1 }, 5*time.Second, time.Millisecond)
 	require.Equal(t, 1, p.Stats().Subscribers)
