@@ -16,13 +16,24 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// skipDocWalk reports whether the module walk leaves out the directory:
-// hidden and underscore directories, test data, vendored code and build
-// output.
-func skipDocWalk(path string, d fs.DirEntry) bool {
-	name := d.Name()
-	return path != "." && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") ||
-		name == "testdata" || name == "vendor" || name == "out")
+// walkModuleFiles calls fn with the path of every file of the module tree
+// (the contrib modules and the examples included), leaving out hidden and
+// underscore directories, test data, vendored code and build output.
+func walkModuleFiles(fn func(path string) error) error {
+	return filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			return fn(path)
+		}
+		name := d.Name()
+		if path != "." && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") ||
+			name == "testdata" || name == "vendor" || name == "out") {
+			return filepath.SkipDir
+		}
+		return nil
+	})
 }
 
 // codeStrings returns every string literal of the non-test Go files of the
@@ -31,16 +42,7 @@ func skipDocWalk(path string, d fs.DirEntry) bool {
 func codeStrings(t *testing.T) map[string]map[string]bool {
 	t.Helper()
 	lits := map[string]map[string]bool{}
-	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if skipDocWalk(path, d) {
-				return filepath.SkipDir
-			}
-			return nil
-		}
+	err := walkModuleFiles(func(path string) error {
 		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
 			return nil
 		}
@@ -70,17 +72,8 @@ func codeStrings(t *testing.T) map[string]map[string]bool {
 func userDocs(t *testing.T) []string {
 	t.Helper()
 	var docs []string
-	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if skipDocWalk(path, d) {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if d.Name() == "README.md" || d.Name() == "doc.go" {
+	err := walkModuleFiles(func(path string) error {
+		if name := filepath.Base(path); name == "README.md" || name == "doc.go" {
 			docs = append(docs, path)
 		}
 		return nil

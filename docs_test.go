@@ -3,9 +3,7 @@ package kvroute
 import (
 	"go/parser"
 	"go/token"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -29,18 +27,7 @@ var unshippedReference = regexp.MustCompile(
 func TestCommentsStandAlone(t *testing.T) {
 	var bad []string
 	files := 0
-	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			name := d.Name()
-			if path != "." && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") ||
-				name == "testdata" || name == "vendor" || name == "out") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
+	err := walkModuleFiles(func(path string) error {
 		if !strings.HasSuffix(path, ".go") {
 			return nil
 		}
