@@ -121,7 +121,8 @@
 //
 // Metrics (on Options.Registerer): kvroute_gateway_requests_total{api,result}
 // (the results body_budget and body_timeout count the bodies refused for the
-// budget and the timeout; bad_request also counts a method other than POST
+// budget and the timeout, client_stalled the responses cut because their
+// client read nothing for Config.ResponseWriteTimeout; bad_request also counts a method other than POST
 // on an inference route), kvroute_gateway_unrouted_requests_total (a 404 for
 // any other path), kvroute_gateway_pick_duration_seconds{api},
 // kvroute_gateway_first_chunk_seconds{api} (request received to first

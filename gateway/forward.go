@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -154,8 +155,17 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, d
 			hdr["Set-Cookie"] = append(hdr["Set-Cookie"], c)
 		}
 	}
-	w.WriteHeader(resp.StatusCode)
 	rc := http.NewResponseController(w)
+	// Every write may wait ResponseWriteTimeout for the client to take it
+	// (see Config.ResponseWriteTimeout); a socket deadline, so wall time.
+	// A ResponseWriter without write deadlines writes without one.
+	stall := rc.SetWriteDeadline(time.Now().Add(h.cfg.ResponseWriteTimeout)) == nil
+	if stall {
+		// Cleared once the response is over: the next request on a
+		// keep-alive connection starts without it.
+		defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
+	}
+	w.WriteHeader(resp.StatusCode)
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		_ = rc.Flush() // the client sees the stream open at once
 	}
@@ -185,11 +195,14 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, d
 			if us != nil {
 				us.write(buf[:n])
 			}
+			if stall {
+				_ = rc.SetWriteDeadline(time.Now().Add(h.cfg.ResponseWriteTimeout))
+			}
 			if _, werr := w.Write(buf[:n]); werr != nil {
-				return ResultClientAbort, werr
+				return writeResult(werr), werr
 			}
 			if ferr := rc.Flush(); ferr != nil && !errors.Is(ferr, http.ErrNotSupported) {
-				return ResultClientAbort, ferr
+				return writeResult(ferr), ferr
 			}
 		}
 		switch {
@@ -209,6 +222,15 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, d
 			return ResultUpstreamBroken, rerr
 		}
 	}
+}
+
+// writeResult is the result of a response whose write to the client
+// failed: the client stalled past Config.ResponseWriteTimeout, or went away.
+func writeResult(err error) Result {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return ResultClientStalled
+	}
+	return ResultClientAbort
 }
 
 // outboundHeader copies the inbound header without hop-by-hop fields and adds

@@ -34,6 +34,9 @@ const DefaultMaxBodyBytes = 32 << 20
 // DefaultBodyReadTimeout is the default of Config.BodyReadTimeout.
 const DefaultBodyReadTimeout = 30 * time.Second
 
+// DefaultResponseWriteTimeout is the default of Config.ResponseWriteTimeout.
+const DefaultResponseWriteTimeout = time.Minute
+
 // DefaultMaxIdleConnsPerHost is the default idle-connection cap per engine
 // of the Handler's own transport. The pool only ever holds as many
 // connections as were in flight to an engine at once, so a cap above the
@@ -67,6 +70,17 @@ type Config struct {
 	// connection and its buffer. The default allows DefaultMaxBodyBytes at
 	// about 1.1 MB/s. 0 means DefaultBodyReadTimeout.
 	BodyReadTimeout time.Duration `json:"bodyReadTimeout"`
+	// ResponseWriteTimeout is the time each write of a proxied response
+	// may wait for the client to take it. A client that stops reading (a
+	// stalled connection, a stream it never drains) would otherwise keep
+	// its request open for as long as it keeps the connection: its body's
+	// share of MaxBodyBytesInFlight, which other clients' bodies then find
+	// full, its engine request and its routing load. Past the timeout the
+	// response is cut, the engine request cancelled, and the request
+	// counted as result "client_stalled". The deadline restarts at every
+	// write, so a slow stream that the client keeps reading is never cut.
+	// 0 means DefaultResponseWriteTimeout.
+	ResponseWriteTimeout time.Duration `json:"responseWriteTimeout"`
 	// MaxIdleConnsPerHost caps the idle keep-alive connections the
 	// Handler's own transport keeps per engine (unused with
 	// Options.Transport). Size it at or above the peak concurrent requests
@@ -183,6 +197,12 @@ func New(cfg Config, picker kvroute.Picker, opts Options) (*Handler, error) {
 	}
 	if cfg.BodyReadTimeout == 0 {
 		cfg.BodyReadTimeout = DefaultBodyReadTimeout
+	}
+	if cfg.ResponseWriteTimeout < 0 {
+		return nil, fmt.Errorf("gateway: responseWriteTimeout %v is negative", cfg.ResponseWriteTimeout)
+	}
+	if cfg.ResponseWriteTimeout == 0 {
+		cfg.ResponseWriteTimeout = DefaultResponseWriteTimeout
 	}
 	if cfg.MaxIdleConnsPerHost < 0 {
 		return nil, fmt.Errorf("gateway: maxIdleConnsPerHost %d is negative", cfg.MaxIdleConnsPerHost)
@@ -471,7 +491,7 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api ren
 		h.met.recordCut.Inc()
 	}
 	h.recent.Add(kept)
-	if res == ResultUpstreamBroken {
+	if res == ResultUpstreamBroken || res == ResultClientStalled {
 		// The header is out: abort the connection so that the client does not
 		// mistake the truncated body for a complete one.
 		panic(http.ErrAbortHandler)

@@ -24,6 +24,9 @@ const (
 	ResultUpstreamBroken Result = "upstream_broken"
 	// ResultClientAbort: the client went away before the response ended.
 	ResultClientAbort Result = "client_abort"
+	// ResultClientStalled: the client stopped reading the response for
+	// Config.ResponseWriteTimeout; the response was cut.
+	ResultClientStalled Result = "client_stalled"
 	// ResultBodyTooLarge: the request body exceeded Config.MaxBodyBytes (413).
 	ResultBodyTooLarge Result = "body_too_large"
 	// ResultBodyBudget: the body found no room in Config.MaxBodyBytesInFlight
@@ -45,7 +48,7 @@ const (
 )
 
 var results = []Result{ResultSuccess, ResultUpstreamStatus, ResultUpstreamUnreachable, ResultUpstreamBroken,
-	ResultClientAbort, ResultBodyTooLarge, ResultBodyBudget, ResultBodyTimeout, ResultBadRequest, ResultNoEndpoint, ResultShed}
+	ResultClientAbort, ResultClientStalled, ResultBodyTooLarge, ResultBodyBudget, ResultBodyTimeout, ResultBadRequest, ResultNoEndpoint, ResultShed}
 
 var apis = []render.API{render.APICompletions, render.APIChatCompletions, render.APIMessages, render.APIResponses, apiGenerate}
 
@@ -76,7 +79,7 @@ var latencyBuckets = prometheus.ExponentialBuckets(0.001, 2, 17)
 func newMetrics(set telemetry.Set, bodyBytes func() int64) (*metrics, error) {
 	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kvroute_gateway_requests_total",
-		Help: "Inference requests handled by the gateway, by API and result (success, upstream_status, upstream_unreachable, upstream_broken, client_abort, body_too_large, body_budget, body_timeout, bad_request, no_endpoint).",
+		Help: "Inference requests handled by the gateway, by API and result (success, upstream_status, upstream_unreachable, upstream_broken, client_abort, client_stalled, body_too_large, body_budget, body_timeout, bad_request, no_endpoint).",
 	}, []string{"api", "result"})
 	pick := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "kvroute_gateway_pick_duration_seconds",

@@ -64,13 +64,15 @@
 //	  maxBodyBytesInFlight: 536870912 # bytes all bodies in flight may hold; past it 503 + Retry-After
 //	  readHeaderTimeout: 10s          # a request header must arrive within it, or the connection closes
 //	  bodyReadTimeout: 30s            # the whole body must arrive within it after the header, or 408
+//	  responseWriteTimeout: 1m        # a client that reads none of its response for this long is cut off
 //	  idleTimeout: 2m                 # a keep-alive connection may wait this long for its next request
 //
 // Bodies are buffered as their bytes arrive, so maxBodyBytesInFlight bounds
 // what clients have sent, not what their Content-Length announces; a body is
 // charged until its response ends. A body refused for the budget or the
 // timeout is counted in kvroute_gateway_requests_total with the result
-// body_budget or body_timeout, a connection closed for a late header in
+// body_budget or body_timeout (a response cut for a stalled client with
+// client_stalled), a connection closed for a late header in
 // kvroute_gateway_header_timeouts_total, and
 // kvroute_gateway_request_body_bytes_in_flight shows the budget in use.
 //

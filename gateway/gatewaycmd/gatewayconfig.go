@@ -36,6 +36,8 @@ type gatewayConfig struct {
 	ReadHeaderTimeout time.Duration `json:"readHeaderTimeout"`
 	// BodyReadTimeout is gateway.Config.BodyReadTimeout.
 	BodyReadTimeout time.Duration `json:"bodyReadTimeout"`
+	// ResponseWriteTimeout is gateway.Config.ResponseWriteTimeout.
+	ResponseWriteTimeout time.Duration `json:"responseWriteTimeout"`
 	// IdleTimeout is gateway.ServerConfig.IdleTimeout.
 	IdleTimeout time.Duration `json:"idleTimeout"`
 	// Admission is gateway.ServerConfig.Admission: present (even as {})
@@ -94,6 +96,7 @@ func (g gatewayConfig) validate() error {
 		{"maxBodyBytesInFlight", g.MaxBodyBytesInFlight, fmt.Sprint(g.MaxBodyBytesInFlight)},
 		{"readHeaderTimeout", int64(g.ReadHeaderTimeout), g.ReadHeaderTimeout.String()},
 		{"bodyReadTimeout", int64(g.BodyReadTimeout), g.BodyReadTimeout.String()},
+		{"responseWriteTimeout", int64(g.ResponseWriteTimeout), g.ResponseWriteTimeout.String()},
 		{"idleTimeout", int64(g.IdleTimeout), g.IdleTimeout.String()},
 	} {
 		if f.v < 0 {
@@ -141,6 +144,7 @@ func (g gatewayConfig) apply(s *gateway.ServerConfig) {
 	s.Proxy.MaxBodyBytes = g.MaxBodyBytes
 	s.Proxy.MaxBodyBytesInFlight = g.MaxBodyBytesInFlight
 	s.Proxy.BodyReadTimeout = g.BodyReadTimeout
+	s.Proxy.ResponseWriteTimeout = g.ResponseWriteTimeout
 	s.ReadHeaderTimeout = g.ReadHeaderTimeout
 	s.IdleTimeout = g.IdleTimeout
 	s.Proxy.TokenizeOnce = g.TokenizeOnce
