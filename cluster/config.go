@@ -81,7 +81,11 @@ type Config struct {
 	// MaxPendingDeltaBytes bounds the memory of the peers' load changes held
 	// here until a record of theirs includes them; a change over it is
 	// dropped (counted) and that peer's changes are ignored until its next
-	// record. Default 4 MiB.
+	// record. When it is full, a peer within its fair share of it (the
+	// bound divided among the peers) still gets its change in: the peer
+	// holding the most, over its share, loses its pending changes instead
+	// (counted), so one peer's flood cannot shut the others out.
+	// Default 4 MiB.
 	MaxPendingDeltaBytes int `json:"maxPendingDeltaBytes"`
 	// MaxKeysPerDecision caps the block keys a decision carries (the
 	// prompt's leading blocks; the rest are not shared). Default 512

@@ -140,6 +140,7 @@ type peerView struct {
 	recorded bool      // a read has found this peer's record at least once
 	created  time.Time // when the first change of this peer arrived
 	pending  []delta
+	bytes    int // what pending counts against MaxPendingDeltaBytes
 }
 
 // applyDelta applies one peer's load change received on the channel: at
@@ -169,6 +170,9 @@ func (r *Replica) applyDelta(sender, endpoint []byte, seq uint64, tokens, reques
 		return
 	}
 	size := deltaBytes(string(endpoint))
+	if !v.overflow && r.pendingBytes+size > r.cfg.MaxPendingDeltaBytes {
+		r.evictOverShareLocked(v, size)
+	}
 	if v.overflow || r.pendingBytes+size > r.cfg.MaxPendingDeltaBytes {
 		v.overflow = true
 		r.met.deltasDropped[deltaDropMemory].Inc()
@@ -176,10 +180,42 @@ func (r *Replica) applyDelta(sender, endpoint []byte, seq uint64, tokens, reques
 	}
 	ep := string(endpoint)
 	v.pending = append(v.pending, delta{endpoint: ep, seq: seq, tokens: tokens, requests: requests})
+	v.bytes += size
 	r.pendingBytes += size
 	r.met.pendingBytes.Set(float64(r.pendingBytes))
 	r.tracker.AddPeerLoad(ep, tokens, requests)
 	r.met.deltasApplied.Inc()
+}
+
+// evictOverShareLocked makes room for a change of size bytes from v when
+// the pending changes fill MaxPendingDeltaBytes: if v holds no more than its
+// fair share (the bound divided among the peers with a view) once the change
+// is added, the peer holding the most pending bytes, when that is over its
+// share, loses all its pending changes (counted as dropped for memory; its
+// load is its record's until its next record, as for any overflow). So a
+// peer that floods changes its records never include (a broken or hostile
+// replica) fills only its share, and the others' changes still apply.
+func (r *Replica) evictOverShareLocked(v *peerView, size int) {
+	share := r.cfg.MaxPendingDeltaBytes / max(len(r.views), 1)
+	if v.bytes+size > share {
+		return // v is the one over its share: its change is dropped
+	}
+	var hog *peerView
+	for _, o := range r.views {
+		if o != v && (hog == nil || o.bytes > hog.bytes) {
+			hog = o
+		}
+	}
+	if hog == nil || hog.bytes <= share {
+		return
+	}
+	for _, d := range hog.pending {
+		r.tracker.AddPeerLoad(d.endpoint, -d.tokens, -d.requests)
+	}
+	r.met.deltasDropped[deltaDropMemory].Add(float64(len(hog.pending)))
+	r.pendingBytes -= hog.bytes
+	clear(hog.pending)
+	hog.pending, hog.bytes, hog.overflow = nil, 0, true
 }
 
 // mergeRecords replaces the peers' load with their records plus the
@@ -228,6 +264,7 @@ func (r *Replica) mergeRecords(live map[string]Record, listed map[string]struct{
 				kept = append(kept, d)
 			} else {
 				r.pendingBytes -= deltaBytes(d.endpoint)
+				v.bytes -= deltaBytes(d.endpoint)
 			}
 		}
 		clear(v.pending[len(kept):])

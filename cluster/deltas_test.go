@@ -106,24 +106,28 @@ func TestPeersSeeLoadChangesWithinAHop(t *testing.T) {
 // change is lost and which record includes what.
 type ghost struct {
 	t    *testing.T
+	id   string
 	rdb  *redis.Client
 	keys keys
 }
 
-func newGhost(t *testing.T, addr string) *ghost {
+func newGhost(t *testing.T, addr string) *ghost { return newNamedGhost(t, addr, "ghost") }
+
+// newNamedGhost is a ghost with replica ID id.
+func newNamedGhost(t *testing.T, addr, id string) *ghost {
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	t.Cleanup(func() { _ = rdb.Close() })
-	return &ghost{t: t, rdb: rdb, keys: newKeys("d", "ghost")}
+	return &ghost{t: t, id: id, rdb: rdb, keys: newKeys("d", id)}
 }
 
 func (g *ghost) record(seq uint64, lease time.Duration, loads ...EndpointLoad) {
 	ctx := context.Background()
 	require.NoError(g.t, g.rdb.Set(ctx, g.keys.selfKey, encodeRecord(nil, "", uint64(time.Now().UnixMilli()), seq, loads, nil), lease).Err())
-	require.NoError(g.t, g.rdb.SAdd(ctx, g.keys.members, "ghost").Err())
+	require.NoError(g.t, g.rdb.SAdd(ctx, g.keys.members, g.id).Err())
 }
 
 func (g *ghost) publish(first uint64, deltas ...delta) {
-	msg := appendDeltas(appendDecisionHeader(nil, "ghost", 0), first, deltas)
+	msg := appendDeltas(appendDecisionHeader(nil, g.id, 0), first, deltas)
 	require.NoError(g.t, g.rdb.Publish(context.Background(), g.keys.channel, msg).Err())
 }
 
@@ -204,5 +208,54 @@ func TestPendingLoadChangesBoundedInBytes(t *testing.T) {
 	g.publish(15, delta{endpoint: ep, tokens: 1, requests: 1})
 	require.Eventually(t, func() bool { return peerLoad(tr, ep) == [2]int64{5, 5} }, deltaWait, time.Millisecond,
 		"changes apply again after the record")
+	a.Close()
+}
+
+// One peer floods load changes that its record never includes (a broken or
+// hostile replica) and fills the pending bound. Before, every other peer's
+// changes were then dropped for as long as the flood's stayed pending, that
+// is for good: the others were seen by their records alone. Now a peer
+// within its fair share of the bound evicts the flooder's pending changes
+// (counted), and the flooder's later changes are ignored until its next
+// record.
+func TestLoadChangesOfAFloodingPeerDoNotShutOutTheOthers(t *testing.T) {
+	defer leakcheck.Check(t)()
+	srv := redistest.Start(t)
+	defer srv.Stop()
+	const floodEP, honestEP = "10.0.0.9:8000", "10.0.0.10:8000"
+	db := deltaBytes(floodEP)
+	flood, honest := newNamedGhost(t, srv.Addr, "flood"), newNamedGhost(t, srv.Addr, "honest")
+	flood.record(10, time.Hour)
+	honest.record(10, time.Hour)
+	a, tr := quietReplica(t, srv.Addr, "a", func(c *Config) { c.MaxPendingDeltaBytes = 8 * db })
+	defer a.Close()
+	require.Len(t, a.Peers(), 2)
+
+	one := delta{endpoint: floodEP, tokens: 1, requests: 1}
+	flood.publish(11, one, one, one, one, one, one, one, one, one) // the ninth is over the bound
+	require.Eventually(t, func() bool { return testutil.ToFloat64(a.met.deltasDropped[deltaDropMemory]) == 1 }, deltaWait, time.Millisecond)
+	require.Equal(t, 8*db, a.PendingDeltaBytes())
+	require.Equal(t, [2]int64{8, 8}, peerLoad(tr, floodEP))
+
+	honest.publish(11, delta{endpoint: honestEP, tokens: 5, requests: 1})
+	require.Eventually(t, func() bool { return peerLoad(tr, honestEP) == [2]int64{5, 1} }, deltaWait, time.Millisecond,
+		"the honest peer's change applies")
+	require.Equal(t, [2]int64{0, 0}, peerLoad(tr, floodEP), "the flood's pending changes were evicted")
+	require.Equal(t, 1+8.0, testutil.ToFloat64(a.met.deltasDropped[deltaDropMemory]))
+	require.Equal(t, deltaBytes(honestEP), a.PendingDeltaBytes())
+
+	// The honest peer fills its share; the flooder is ignored until its next record.
+	flood.publish(20, one)
+	honest.publish(12, delta{endpoint: honestEP, tokens: 5, requests: 1}, delta{endpoint: honestEP, tokens: 5, requests: 1},
+		delta{endpoint: honestEP, tokens: 5, requests: 1})
+	require.Eventually(t, func() bool { return peerLoad(tr, honestEP) == [2]int64{20, 4} }, deltaWait, time.Millisecond)
+	require.Equal(t, [2]int64{0, 0}, peerLoad(tr, floodEP))
+	require.Equal(t, 1+8+1.0, testutil.ToFloat64(a.met.deltasDropped[deltaDropMemory]))
+	require.Equal(t, 4*deltaBytes(honestEP), a.PendingDeltaBytes())
+
+	flood.record(20, time.Hour, EndpointLoad{Endpoint: floodEP, Tokens: 10, Requests: 10})
+	a.read()
+	require.Equal(t, [2]int64{10, 10}, peerLoad(tr, floodEP), "the flooder's record is its load")
+	require.Equal(t, [2]int64{20, 4}, peerLoad(tr, honestEP))
 	a.Close()
 }

@@ -40,7 +40,9 @@
 // a restarted replica's changes and records supersede its previous life's.
 // The peers' pending changes are bounded by MaxPendingDeltaBytes (4 MiB):
 // beyond it a change is dropped, counted, and that peer is seen by its
-// records alone until the next one. A change costs its endpoint's length +
+// records alone until the next one; a peer within its fair share of the
+// bound evicts (and counts) the changes of the peer most over its share
+// instead, so that one replica's flood does not shut out the others'. A change costs its endpoint's length +
 // 3 to 5 bytes on the wire; the sender's queue of changes (DeltaQueue, 1,024)
 // is preallocated, so the request path still does not allocate.
 //
