@@ -190,3 +190,46 @@ func TestSourceMatches(t *testing.T) {
 	require.Equal(t, ip("fe80::5"), remoteIP(&net.TCPAddr{IP: net.ParseIP("fe80::5"), Zone: "eth0"}))
 	require.False(t, remoteIP(&net.UnixAddr{}).IsValid())
 }
+
+// One peer (127.0.0.9) opens as many connections to the bind socket as it
+// serves, completes each handshake and then says nothing. Before, those
+// connections held every slot and an engine connecting afterwards was
+// closed at once, for as long as the peer kept them. Now one source address
+// holds at most a quarter of the slots (the rest are refused and counted
+// as accept errors), and the engine is served.
+func TestBindOnePeerCannotTakeEveryConnectionSlot(t *testing.T) {
+	defer leakcheck.Check(t)()
+	ix := newPoolIndex(t)
+	p, _ := newTestPool(t, PoolConfig{BindAddress: "127.0.0.1:0", BindMaxStreams: 1, HeartbeatInterval: -1, IdleTimeout: -1}, ix)
+	defer p.Close()
+	require.Eventually(t, func() bool { return p.bindAddr() != "" }, poolWait, poolTick)
+	b := p.src.(*binder)
+	served := func() int {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.conns
+	}
+	accepts := p.metrics().ZMQErrors.WithLabelValues("127.0.0.1:0", "accept")
+
+	const id = "127.0.0.1:7000"
+	require.NoError(t, p.Ensure(Endpoint{ID: id}))
+	hog := make([]*enginePub, b.maxConns())
+	for i := range hog {
+		hog[i] = dialEngineFrom(t, p.bindAddr(), "kv@127.0.0.9:7000@"+poolModel, "127.0.0.9")
+		defer hog[i].close()
+	}
+	require.Eventually(t, func() bool { return served()+int(testutil.ToFloat64(accepts)) == len(hog) }, poolWait, poolTick,
+		"every connection of the peer was served or refused")
+
+	engine := dialEngineFrom(t, p.bindAddr(), "kv@"+id+"@"+poolModel, "127.0.0.1")
+	defer engine.close()
+	engine.publishUntil(received(p, id))
+	require.Equal(t, b.maxConnsPerSource()+1, served())
+	require.Equal(t, float64(len(hog)-b.maxConnsPerSource()), testutil.ToFloat64(accepts))
+
+	for _, h := range hog {
+		h.close()
+	}
+	require.Eventually(t, func() bool { return served() == 1 }, poolWait, poolTick, "the peer's slots are released")
+	require.NoError(t, p.Close())
+}

@@ -26,6 +26,10 @@ const maxConnTopics = 64
 // connection is read by its own goroutine, so one engine's connection
 // ending, or a peer misbehaving, affects nobody else; the listener is
 // recreated (with backoff) only when it cannot bind or stops accepting.
+// Connections are bounded in number, and so are those of one source address
+// (unless BindAnySource), so that one peer holding connections open cannot
+// shut the engines out (see admitConn); a refused connection counts as an
+// accept error of the bind address.
 //
 // A message's endpoint comes from its topic, kv@<host:port>@<model>, and
 // the rank of the listener it arrived on: rank 0 is the topic's endpoint,
@@ -72,6 +76,7 @@ type binder struct {
 	mu     sync.Mutex
 	owners map[*stream]*bindConn
 	conns  int
+	perSrc map[netip.Addr]int // connections served per source address (see admitConn)
 }
 
 // bindConn is one accepted engine connection.
@@ -101,7 +106,7 @@ type bindEntry struct {
 func newBinder(p *Pool) *binder {
 	return &binder{p: p, done: make(chan struct{}), bound: make([]atomic.Pointer[string], p.cfg.BindRanks),
 		known: make(map[string]Endpoint), closing: make(map[string]chan struct{}),
-		owners: make(map[*stream]*bindConn)}
+		owners: make(map[*stream]*bindConn), perSrc: make(map[netip.Addr]int)}
 }
 
 // ensureLocked records the endpoint's settings; its stream is created by
@@ -170,9 +175,6 @@ func (b *binder) addrs() []string {
 	return out
 }
 
-// maxConns bounds the connections bind mode serves at once.
-func (b *binder) maxConns() int { return 4*b.p.cfg.BindMaxStreams + 64 }
-
 func (b *binder) run() {
 	defer close(b.done)
 	p := b.p
@@ -237,7 +239,8 @@ func (b *binder) session(rank int, addr string, onBound func()) (op string, err 
 		if err != nil {
 			return "recv", err
 		}
-		if !b.admitConn() {
+		from := remoteIP(c.RemoteAddr())
+		if !b.admitConn(from) {
 			_ = c.Close()
 			p.m.ZMQErrors.WithLabelValues(p.cfg.BindAddress, "accept").Inc()
 			continue
@@ -245,27 +248,10 @@ func (b *binder) session(rank int, addr string, onBound func()) (op string, err 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer b.releaseConn()
-			b.serve(sctx, &bindConn{c: c, rank: rank, from: remoteIP(c.RemoteAddr()),
-				cache: make(map[string]bindEntry)})
+			defer b.releaseConn(from)
+			b.serve(sctx, &bindConn{c: c, rank: rank, from: from, cache: make(map[string]bindEntry)})
 		}()
 	}
-}
-
-func (b *binder) admitConn() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.conns >= b.maxConns() {
-		return false
-	}
-	b.conns++
-	return true
-}
-
-func (b *binder) releaseConn() {
-	b.mu.Lock()
-	b.conns--
-	b.mu.Unlock()
 }
 
 // serve reads one engine connection until it ends.

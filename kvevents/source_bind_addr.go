@@ -71,3 +71,49 @@ func remoteIP(a net.Addr) netip.Addr {
 	}
 	return ip.Unmap()
 }
+
+// maxConns bounds the connections bind mode serves at once.
+func (b *binder) maxConns() int { return 4*b.p.cfg.BindMaxStreams + 64 }
+
+// maxConnsPerSource bounds the connections one source address holds at
+// once: a quarter of maxConns, room for every stream bind mode creates plus
+// reconnections, far above the one connection per rank an engine makes.
+func (b *binder) maxConnsPerSource() int { return b.maxConns() / 4 }
+
+// admitConn takes a connection slot for a connection from the address
+// from, or reports that the connection must be refused. Connections that
+// complete the ZMTP handshake and then say nothing, or answer heartbeats
+// only, cost a peer nothing to keep open; without a bound per address one
+// peer opening maxConns of them shut every engine out of the bind socket.
+// With PoolConfig.BindAnySource the engines may all come through one
+// address (NAT, a proxy), so only the total is bounded.
+func (b *binder) admitConn(from netip.Addr) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.conns >= b.maxConns() {
+		return false
+	}
+	if !b.p.cfg.BindAnySource {
+		if b.perSrc[from] >= b.maxConnsPerSource() {
+			return false
+		}
+		b.perSrc[from]++
+	}
+	b.conns++
+	return true
+}
+
+// releaseConn returns the slot admitConn took for a connection from from.
+func (b *binder) releaseConn(from netip.Addr) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.conns--
+	if b.p.cfg.BindAnySource {
+		return
+	}
+	if n := b.perSrc[from] - 1; n > 0 {
+		b.perSrc[from] = n
+	} else {
+		delete(b.perSrc, from)
+	}
+}
