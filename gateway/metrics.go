@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"strings"
+
 	"github.com/kvroute/kvroute/render"
 	"github.com/kvroute/kvroute/telemetry"
 	"github.com/prometheus/client_golang/prometheus"
@@ -73,13 +75,23 @@ type metrics struct {
 // latencyBuckets span 1 ms to ~65 s.
 var latencyBuckets = prometheus.ExponentialBuckets(0.001, 2, 17)
 
+// resultList names every Result, comma-separated, for the requests
+// counter's help: written from results, it cannot leave one out.
+func resultList() string {
+	names := make([]string, len(results))
+	for i, r := range results {
+		names[i] = string(r)
+	}
+	return strings.Join(names, ", ")
+}
+
 // newMetrics builds the gateway's metrics and registers them through set,
 // all or none (no Registerer: none); bodyBytes reads the request body bytes
 // in flight.
 func newMetrics(set telemetry.Set, bodyBytes func() int64) (*metrics, error) {
 	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kvroute_gateway_requests_total",
-		Help: "Inference requests handled by the gateway, by API and result (success, upstream_status, upstream_unreachable, upstream_broken, client_abort, client_stalled, body_too_large, body_budget, body_timeout, bad_request, no_endpoint).",
+		Help: "Inference requests handled by the gateway, by API and result (" + resultList() + ").",
 	}, []string{"api", "result"})
 	pick := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "kvroute_gateway_pick_duration_seconds",
