@@ -212,11 +212,15 @@ func TestPeerSourceStallIsTimeout(t *testing.T) {
 // The progress timeout counts only the time spent waiting for the peer:
 // a reader busy elsewhere between reads (the index loading a large
 // section) for longer than the timeout does not abandon a healthy peer,
-// while a read that waits that long does.
+// while a read that waits that long does. The watch runs on a Manual
+// clock, so a reader descheduled inside a read of bytes already there
+// does not look like a wait.
 func TestProgressWatchCountsOnlyWaits(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	w := newProgressWatch(telemetry.Wall, 20*time.Millisecond, cancel)
+	clk := telemetry.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	const d = 20 * time.Millisecond
+	w := newProgressWatch(clk, d, cancel)
 	defer w.stop()
 	w.idle() // the headers arrived
 	body := &watchedBody{r: bytes.NewReader([]byte("abc")), w: w}
@@ -225,7 +229,7 @@ func TestProgressWatchCountsOnlyWaits(t *testing.T) {
 		n, err := body.Read(one[:])
 		require.NoError(t, err)
 		require.Equal(t, 1, n)
-		time.Sleep(60 * time.Millisecond) // busy applying what arrived: not waiting for the peer
+		clk.Advance(3 * d) // busy applying what arrived: not waiting for the peer
 	}
 	require.False(t, w.stalled.Load())
 	require.NoError(t, ctx.Err(), "a peer that answered every read at once is not cancelled")
@@ -234,7 +238,20 @@ func TestProgressWatchCountsOnlyWaits(t *testing.T) {
 	defer pw.Close()
 	stop := context.AfterFunc(ctx, func() { _ = pw.CloseWithError(ctx.Err()) })
 	defer stop()
-	_, err := (&watchedBody{r: pr, w: w}).Read(one[:])
-	require.ErrorIs(t, err, errPeerStalled)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := (&watchedBody{r: pr, w: w}).Read(one[:])
+		errc <- err
+	}()
+	clk.WaitForWaiters(1) // the read is waiting for the peer
+	clk.Advance(d - time.Millisecond)
+	require.False(t, w.stalled.Load(), "abandoned before the progress timeout")
+	clk.Advance(time.Millisecond)
+	select {
+	case err := <-errc:
+		require.ErrorIs(t, err, errPeerStalled)
+	case <-time.After(30 * time.Second): // a hang guard only
+		t.Fatal("a read waiting past the progress timeout was not abandoned")
+	}
 	require.True(t, w.stalled.Load())
 }
