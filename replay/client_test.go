@@ -257,8 +257,13 @@ func TestReplayCapacityWaitsWithinDeadline(t *testing.T) {
 
 func TestReplayLimitHoldsUnderFanOut(t *testing.T) {
 	defer leakcheck.Check(t)()
-	// 20 replays against 4 slow publishers share one Limiter of 8.
+	// 20 replays against 4 slow publishers share one Limiter of 8. The
+	// publishers hold every request until 8 are in flight together, so the
+	// fan-out reaches the limit however the replays are scheduled, and then
+	// stay slow, so a replay beyond the limit would overlap them.
 	var inFlight, maxInFlight atomic.Int64
+	full := make(chan struct{})
+	var fullOnce sync.Once
 	slow := func(c *zmqx.Conn, start uint64, _ int) {
 		n := inFlight.Add(1)
 		for {
@@ -266,6 +271,13 @@ func TestReplayLimitHoldsUnderFanOut(t *testing.T) {
 			if n <= m || maxInFlight.CompareAndSwap(m, n) {
 				break
 			}
+		}
+		if n >= 8 {
+			fullOnce.Do(func() { close(full) })
+		}
+		select {
+		case <-full:
+		case <-time.After(30 * time.Second): // a hang guard only: the assertion below reports it
 		}
 		time.Sleep(100 * time.Millisecond) // a slow publisher thread
 		_ = sendBatch(c, start)
@@ -282,7 +294,8 @@ func TestReplayLimitHoldsUnderFanOut(t *testing.T) {
 		}
 	}()
 	lim := NewLimiter(8)
-	cl := newClient(t, ClientConfig{Limiter: lim})
+	// The publishers' hold is not a silent publisher: no idle deadline ends it.
+	cl := newClient(t, ClientConfig{Limiter: lim, IdleTimeout: time.Minute})
 	var wg sync.WaitGroup
 	errs := make(chan error, 20)
 	for i := range 20 {
