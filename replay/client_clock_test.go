@@ -85,3 +85,62 @@ func TestReplayTimeoutOnTheClientClock(t *testing.T) {
 		t.Fatal("the replay outlived its timeout")
 	}
 }
+
+// Timeout bounds the whole replay even while it makes progress: a trickle
+// that always sends another batch and never END is given up when the
+// client's clock passes the timeout, with what arrived applied. The
+// timeout is on a Manual clock, so it cannot fire before the first batch
+// on a machine slow to connect.
+func TestReplayOverallDeadline(t *testing.T) {
+	defer leakcheck.Check(t)()
+	var r *fakeRouter
+	r = startFakeRouter(t, func(c *zmqx.Conn, start uint64, _ int) {
+		for s := start; ; s++ {
+			if sendBatch(c, s) != nil {
+				return
+			}
+			select {
+			case <-r.done:
+				return
+			case <-time.After(20 * time.Millisecond): // pacing the trickle
+			}
+		}
+	})
+	defer r.Close()
+	clk := telemetry.NewManual(time.Unix(1_800_000_000, 0))
+	const timeout = 300 * time.Millisecond
+	cl, err := NewClient(ClientConfig{Limiter: NewLimiter(0), Timeout: timeout}, Options{Set: telemetry.Set{Clock: clk}})
+	require.NoError(t, err)
+	var col collector
+	type result struct {
+		res Result
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := cl.Replay(context.Background(), r.Endpoint(), 0, col.apply)
+		done <- result{res, err}
+	}()
+	require.Eventually(t, func() bool {
+		col.mu.Lock()
+		defer col.mu.Unlock()
+		return len(col.seqs) >= 2
+	}, clockWait, time.Millisecond, "the trickle is applied")
+	clk.Advance(timeout - time.Millisecond)
+	select {
+	case got := <-done:
+		t.Fatalf("ended before the timeout: %v", got.err)
+	default:
+	}
+	clk.Advance(time.Millisecond)
+	select {
+	case got := <-done:
+		var re *Error
+		require.ErrorAs(t, got.err, &re)
+		require.Equal(t, OpIncomplete, re.Op)
+		require.ErrorIs(t, got.err, context.DeadlineExceeded)
+		require.GreaterOrEqual(t, got.res.Batches, 2)
+	case <-time.After(clockWait):
+		t.Fatal("the trickle outlived the replay's timeout")
+	}
+}

@@ -168,34 +168,6 @@ func TestReplayPartialReplyWithoutEndFails(t *testing.T) {
 	require.Less(t, time.Since(start), 3*time.Second)
 }
 
-func TestReplayOverallDeadline(t *testing.T) {
-	defer leakcheck.Check(t)()
-	// A trickle that always makes progress but never ends.
-	var r *fakeRouter
-	r = startFakeRouter(t, func(c *zmqx.Conn, start uint64, _ int) {
-		for s := start; ; s++ {
-			if sendBatch(c, s) != nil {
-				return
-			}
-			select {
-			case <-r.done:
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
-		}
-	})
-	defer r.Close()
-	cl := newClient(t, ClientConfig{Timeout: 300 * time.Millisecond})
-	start := time.Now()
-	res, err := cl.Replay(context.Background(), r.Endpoint(), 0, (&collector{}).apply)
-	var re *Error
-	require.ErrorAs(t, err, &re)
-	require.Equal(t, OpIncomplete, re.Op)
-	require.ErrorIs(t, err, context.DeadlineExceeded)
-	require.Positive(t, res.Batches)
-	require.Less(t, time.Since(start), 2*time.Second)
-}
-
 func TestReplayConnectFailures(t *testing.T) {
 	defer leakcheck.Check(t)()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
