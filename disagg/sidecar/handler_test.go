@@ -97,19 +97,24 @@ func TestSidecarFallsBackToLocalPrefillByReason(t *testing.T) {
 		_, _ = w.Write([]byte(`{"id":"x","choices":[{"text":"a"}],"kv_transfer_params":null}`))
 	})
 	plainEngine := startEngine(t, server.RoleBoth) // no KV connector: no params
-	_, reg, url := startSidecar(t, Config{DecoderURL: "http://" + dec.Addr(), PrefillTimeout: 200 * time.Millisecond})
+	// Only the hung prefiller is to reach the prefill timeout. The others
+	// answer at once, but through a sidecar with a 200 ms timeout a loaded
+	// machine could still make one of them late and count it as "timeout",
+	// so they go through a sidecar whose timeout nothing here reaches.
+	_, reg, url := startSidecar(t, Config{DecoderURL: "http://" + dec.Addr(), PrefillTimeout: time.Minute})
+	_, slowReg, slowURL := startSidecar(t, Config{DecoderURL: "http://" + dec.Addr(), PrefillTimeout: 200 * time.Millisecond})
 
-	cases := []struct{ target, reason string }{
-		{freeAddr(t), ReasonUnreachable},
-		{slow, ReasonTimeout},
-		{failing, ReasonStatus},
-		{noParams, ReasonBadResponse},
-		{plainEngine.Addr(), ReasonBadResponse},
-		{"http://127.0.0.1:1/path", ReasonBadTarget},
-		{"no-port", ReasonBadTarget},
+	cases := []struct{ target, reason, url string }{
+		{freeAddr(t), ReasonUnreachable, url},
+		{slow, ReasonTimeout, slowURL},
+		{failing, ReasonStatus, url},
+		{noParams, ReasonBadResponse, url},
+		{plainEngine.Addr(), ReasonBadResponse, url},
+		{"http://127.0.0.1:1/path", ReasonBadTarget, url},
+		{"no-port", ReasonBadTarget, url},
 	}
 	for i, c := range cases {
-		code, _, b := send(t, url+"/v1/chat/completions", c.target, chat(strings.Repeat("w", i+1)+" "+longPrompt, 3, false))
+		code, _, b := send(t, c.url+"/v1/chat/completions", c.target, chat(strings.Repeat("w", i+1)+" "+longPrompt, 3, false))
 		require.Equal(t, http.StatusOK, code, "%s: %s", c.target, b)
 		var a answer
 		require.NoError(t, json.Unmarshal(b, &a))
@@ -118,10 +123,14 @@ func TestSidecarFallsBackToLocalPrefillByReason(t *testing.T) {
 	once.Do(func() { close(release) })
 	require.Equal(t, uint64(0), dec.Engine().Stats().KVTransferTokens)
 	want := map[string]float64{ReasonUnreachable: 1, ReasonTimeout: 1, ReasonStatus: 1, ReasonBadResponse: 2, ReasonBadTarget: 2}
-	for _, r := range Reasons {
-		require.Equal(t, want[r], counter(t, reg, "kvroute_sidecar_prefill_fallbacks_total", "reason", r), r)
+	both := func(name, label, value string) float64 {
+		return counter(t, reg, name, label, value) + counter(t, slowReg, name, label, value)
 	}
-	require.Equal(t, float64(len(cases)), counter(t, reg, "kvroute_sidecar_requests_total", "outcome", OutcomeFallback))
+	for _, r := range Reasons {
+		require.Equal(t, want[r], both("kvroute_sidecar_prefill_fallbacks_total", "reason", r), r)
+	}
+	require.Equal(t, 1.0, counter(t, slowReg, "kvroute_sidecar_prefill_fallbacks_total", "reason", ReasonTimeout))
+	require.Equal(t, float64(len(cases)), both("kvroute_sidecar_requests_total", "outcome", OutcomeFallback))
 }
 
 // What each side receives: the prefiller gets max_tokens 1, stream false,
