@@ -143,7 +143,10 @@ func TestReplaySilentRouterFailsBounded(t *testing.T) {
 func TestReplayPartialReplyWithoutEndFails(t *testing.T) {
 	defer leakcheck.Check(t)()
 	// Two batches, then silence, on every connection: the first attempt makes
-	// progress, the next three do not.
+	// progress, the next three do not. The idle deadline (1 s) must not
+	// expire before the first attempt's batches arrive, however late the
+	// router's handler runs on a loaded machine; the bound on the whole
+	// replay stays far below its 2 min Timeout.
 	var r *fakeRouter
 	r = startFakeRouter(t, func(c *zmqx.Conn, start uint64, _ int) {
 		for s := start; s < 2; s++ {
@@ -153,7 +156,7 @@ func TestReplayPartialReplyWithoutEndFails(t *testing.T) {
 	})
 	defer r.Close()
 	var col collector
-	cl := newClient(t, ClientConfig{IdleTimeout: 150 * time.Millisecond, Backoff: 10 * time.Millisecond})
+	cl := newClient(t, ClientConfig{IdleTimeout: time.Second, Backoff: 10 * time.Millisecond})
 	start := time.Now()
 	res, err := cl.Replay(context.Background(), r.Endpoint(), 0, col.apply)
 	var re *Error
@@ -165,7 +168,7 @@ func TestReplayPartialReplyWithoutEndFails(t *testing.T) {
 	require.Equal(t, uint64(2), res.Next)
 	require.Equal(t, 4, res.Attempts)
 	require.Equal(t, []uint64{0, 2, 2, 2}, r.Starts())
-	require.Less(t, time.Since(start), 3*time.Second)
+	require.Less(t, time.Since(start), 30*time.Second)
 }
 
 func TestReplayConnectFailures(t *testing.T) {
