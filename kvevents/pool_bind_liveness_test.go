@@ -56,8 +56,11 @@ func waitPeerClosed(t *testing.T, c net.Conn) {
 func TestBindHeartbeatDropsFrozenEngine(t *testing.T) {
 	defer leakcheck.Check(t)()
 	ix := newPoolIndex(t)
+	// The engine answers no PING even while it publishes, so the timeout
+	// (2 s) must outlast any pause of the test between the engine's last
+	// batch and the checks that it is still connected.
 	p, logs := newTestPool(t, PoolConfig{BindAddress: "127.0.0.1:0",
-		HeartbeatInterval: 50 * time.Millisecond, HeartbeatTimeout: 250 * time.Millisecond}, ix)
+		HeartbeatInterval: 50 * time.Millisecond, HeartbeatTimeout: 2 * time.Second}, ix)
 	defer p.Close()
 	require.Eventually(t, func() bool { return p.bindAddr() != "" }, poolWait, poolTick)
 	const id = "127.0.0.1:8200"
