@@ -215,12 +215,14 @@ func TestStreamFailedReplayCoolsDownAndClearsOnGaps(t *testing.T) {
 func TestStreamHoldIsBoundedDuringReplay(t *testing.T) {
 	defer leakcheck.Check(t)()
 	// A replay socket that accepts TCP and never speaks keeps the replay
-	// running for its handshake deadline.
+	// running for its handshake deadline, long enough (2 s) for the four
+	// batches below to arrive while it runs, however the test is paused;
+	// the grace keeps the replay from being cut short as too slow first.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer l.Close()
-	f := newSeqFixture(t, PoolConfig{HoldSize: 2, ReplayCooldown: time.Hour, ReplayClient: replay.ClientConfig{
-		MaxAttemptsWithoutProgress: 1, HandshakeTimeout: 300 * time.Millisecond}}, 0, "tcp://"+l.Addr().String())
+	f := newSeqFixture(t, PoolConfig{HoldSize: 2, ReplayCooldown: time.Hour, ReplayGrace: time.Hour, ReplayClient: replay.ClientConfig{
+		MaxAttemptsWithoutProgress: 1, HandshakeTimeout: 2 * time.Second}}, 0, "tcp://"+l.Addr().String())
 	defer f.close()
 	f.publish(0, 0) // starts the replay; held
 	require.Eventually(t, func() bool { return f.status().Replaying }, poolWait, poolTick)
