@@ -77,7 +77,10 @@ func TestListenerHeartbeatDropsSilentClient(t *testing.T) {
 // message, and the PINGs never split a message the Listener writes.
 func TestListenerHeartbeatKeepsAnsweringClient(t *testing.T) {
 	defer leakcheck.Check(t)()
-	o := Options{HeartbeatInterval: 20 * time.Millisecond, HeartbeatTimeout: 200 * time.Millisecond}
+	// The timeout (1 s) is what a late PONG may take: the client's
+	// goroutine and the Listener's reader can each be descheduled for a
+	// while on a loaded machine.
+	o := Options{HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: time.Second}
 	l, err := Listen(context.Background(), "127.0.0.1:0", zmq4.Sub, o, nil)
 	require.NoError(t, err)
 	defer l.Close()
@@ -89,7 +92,7 @@ func TestListenerHeartbeatKeepsAnsweringClient(t *testing.T) {
 	defer c.Close()
 	errc := readMsgAsync(c)
 
-	// The client answers 30 PINGs (at least 3 heartbeat timeouts); after
+	// The client answers 35 PINGs (more than 3 heartbeat timeouts); after
 	// each one the Listener writes a few messages, concurrently with its
 	// next PINGs, and every frame the client reads is whole.
 	more := make(chan struct{}, 64)
@@ -115,7 +118,7 @@ func TestListenerHeartbeatKeepsAnsweringClient(t *testing.T) {
 	}()
 	pings, msgs := 0, 0
 	require.NoError(t, raw.SetReadDeadline(time.Now().Add(30*time.Second))) // fail, never hang
-	for pings < 30 {
+	for pings < 35 {
 		fl, body, err := readFrame(raw)
 		require.NoError(t, err)
 		if fl&flagCommand == 0 {
