@@ -19,10 +19,12 @@ import (
 // The last batches of a burst are lost on the wire (a publisher's HWM) and
 // the engine goes idle: the tail probe asks the replay socket once the
 // stream is quiet, and the tail is applied without any later live message.
-// Before the probe nothing noticed until the idle deadline.
+// Before the probe nothing noticed until the idle deadline. The probe delay
+// (1 s) is longer than any pause of the test between the batches it
+// publishes, so the three lost batches are one tail, repaired by one probe.
 func TestStreamLostTailRepairedByProbe(t *testing.T) {
 	defer leakcheck.Check(t)()
-	f := newSeqFixture(t, PoolConfig{TailProbeDelay: 100 * time.Millisecond}, 100, "")
+	f := newSeqFixture(t, PoolConfig{TailProbeDelay: time.Second}, 100, "")
 	defer f.close()
 	for s := range uint64(5) {
 		f.publish(s, s)
@@ -33,7 +35,7 @@ func TestStreamLostTailRepairedByProbe(t *testing.T) {
 		f.hide(s, s) // dropped by the PUB's HWM; the engine then idles
 	}
 	waitAppliedLogs(t, f.p, seqID, 7, f.logs)
-	t.Logf("lost tail repaired %v after it was published (probe delay 100ms)", time.Since(lost))
+	t.Logf("lost tail repaired %v after it was published (probe delay 1s)", time.Since(lost))
 	requireHeld(t, f.ix, seqID, 0, 7)
 	require.Equal(t, 1.0, counter(f.p.sm.Probes, seqID, probeRepaired))
 	// Quiet again: one more probe finds nothing, and counts no replay.
