@@ -68,7 +68,11 @@ func TestInteropReplaySilentAndPartialRouter(t *testing.T) {
 	defer p.Stop()
 	_, _, err := p.Hide(6)
 	require.NoError(t, err)
-	cl := newClient(t, ClientConfig{IdleTimeout: 150 * time.Millisecond, Backoff: 10 * time.Millisecond})
+	// The idle deadline (1 s) must not expire before the Python router's
+	// batches arrive, however late that process is scheduled on a loaded
+	// machine; the bound on the silent replay stays far below its 2 min
+	// Timeout.
+	cl := newClient(t, ClientConfig{IdleTimeout: time.Second, Backoff: 10 * time.Millisecond})
 
 	_, err = p.Command("replay-mode silent")
 	require.NoError(t, err)
@@ -78,7 +82,7 @@ func TestInteropReplaySilentAndPartialRouter(t *testing.T) {
 	require.ErrorAs(t, err, &re)
 	require.Equal(t, OpNoProgress, re.Op)
 	require.Zero(t, res.Batches)
-	require.Less(t, time.Since(start), 3*time.Second)
+	require.Less(t, time.Since(start), 30*time.Second)
 
 	// Every answer stops after 2 batches without END: the client resumes
 	// until nothing new arrives, then gives up.
