@@ -135,7 +135,9 @@ type PoolConfig struct {
 	// traffic, its replay socket is asked once, this long after the last
 	// message (default "1s"; negative disables), for anything after the
 	// watermark. A publisher's HWM can drop the last batches of a burst, and
-	// nothing else would notice before the engine's next batch.
+	// nothing else would notice before the engine's next batch. A probe that
+	// falls due while a replay runs or the stream cools down after a failed
+	// one is tried again this long later (or when the cooldown ends).
 	TailProbeDelay time.Duration `json:"tailProbeDelay"`
 	// ReplayLookahead bounds the sequences a replay may deliver: at most this
 	// many beyond the highest sequence the live stream (on the current

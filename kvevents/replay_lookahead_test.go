@@ -15,7 +15,8 @@ import (
 
 // startGatedRouter is a replay socket answering every request with batches
 // start..end-1 (pool payloads, current layout) and END, pausing after the
-// first `first` of them until gate is closed.
+// first `first` of them until gate is closed (before END when those are all
+// of them).
 func startGatedRouter(t *testing.T, end, first uint64, gate <-chan struct{}) (addr string, stop func()) {
 	l, err := zmqx.Listen(context.Background(), "127.0.0.1:0", zmq4.Router, zmqx.Options{}, nil)
 	require.NoError(t, err)
@@ -56,6 +57,13 @@ func startGatedRouter(t *testing.T, end, first uint64, gate <-chan struct{}) (ad
 							}
 						}
 						if c.WriteMsg([]byte{}, topic, binary.BigEndian.AppendUint64(nil, s), poolPayload(s)) != nil {
+							return
+						}
+					}
+					if start+first >= end {
+						select {
+						case <-gate:
+						case <-quit:
 							return
 						}
 					}

@@ -69,7 +69,21 @@ func (st *stream) tailProbe() { st.sequenced(st.tailProbeLocked) }
 
 func (st *stream) tailProbeLocked() {
 	s := &st.s
-	if s.closed || !s.probeArmed || s.replaying || !s.has || st.coolingLocked() {
+	if s.closed || !s.probeArmed || !s.has {
+		return
+	}
+	if s.replaying || st.coolingLocked() {
+		// Not now, but not dropped: a replay still running may end before
+		// the tail it was not asked for was published, and a cooldown
+		// ends on its own. Nothing else would arm the probe again while
+		// the engine idles, so the tail would stay lost until its next
+		// message. Try again a probe delay (or the rest of the cooldown)
+		// from now.
+		d := st.p.cfg.TailProbeDelay
+		if left := s.cooldownUntil.Sub(st.p.clock.Now()); left > d {
+			d = left
+		}
+		st.probeT.Reset(d)
 		return
 	}
 	s.probeArmed = false
