@@ -31,6 +31,12 @@
 //     when the body exceeds the configured limit, 400 when it is not JSON,
 //     404 NotFoundError (vLLM's and the gateway's body) when no endpoint
 //     serves the body's model.
+//   - buffers every body within a picker-wide budget of body bytes in flight
+//     (Config.MaxBodyBytesInFlight), charged as the chunks arrive and
+//     returned when the upstream answers or the stream ends: a stream whose
+//     body finds no room is answered 503 with Retry-After, so that streams
+//     that send a large body slowly, or never finish it, cannot hold more
+//     memory than the budget.
 //   - with Options.Session (package session; kvroute-epp --session-config),
 //     the Router's session profile keys each request by its session header
 //     or llm-d's llm-d-session cookie and prefers the endpoint of the

@@ -18,9 +18,10 @@ const (
 	resultBadRequest   = "bad_request"
 	resultClientAbort  = "client_abort"
 	resultShed         = "shed"
+	resultBodyBudget   = "body_budget"
 )
 
-var results = []string{resultRouted, resultPassthrough, resultNoEndpoint, resultBodyTooLarge, resultBadRequest, resultClientAbort, resultShed}
+var results = []string{resultRouted, resultPassthrough, resultNoEndpoint, resultBodyTooLarge, resultBadRequest, resultClientAbort, resultShed, resultBodyBudget}
 
 // Request-phase messages that break the stream's order, the values of the
 // message label of kvroute_extproc_protocol_errors_total: the request
@@ -50,11 +51,12 @@ type metrics struct {
 }
 
 // newMetrics builds the picker's metrics and registers them through set,
-// all or none (no Registerer: none).
-func newMetrics(set telemetry.Set) (*metrics, error) {
+// all or none (no Registerer: none). bodyBytes reports the request body
+// bytes the streams hold.
+func newMetrics(set telemetry.Set, bodyBytes func() int64) (*metrics, error) {
 	vec := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kvroute_extproc_requests_total",
-		Help: "ext_proc streams by result: routed (chosen by kvroute), passthrough (no prompt: round robin), no_endpoint (503, admission expired or closed included), body_too_large (413), bad_request (400, a malformed admission header included), client_abort (the stream ended before the pick, while queued included), shed (429 from the admission: shed or queue full).",
+		Help: "ext_proc streams by result: routed (chosen by kvroute), passthrough (no prompt: round robin), no_endpoint (503, admission expired or closed included), body_too_large (413), bad_request (400, a malformed admission header included), client_abort (the stream ended before the pick, while queued included), shed (429 from the admission: shed or queue full), body_budget (503: the body found no room in maxBodyBytesInFlight).",
 	}, []string{"result"})
 	protoVec := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kvroute_extproc_protocol_errors_total",
@@ -89,13 +91,17 @@ func newMetrics(set telemetry.Set) (*metrics, error) {
 			Help: "Streams whose request ID, path, model name or served endpoint, as the client or Envoy sent them, was cut to 256 bytes in the status page's latest streams.",
 		}),
 	}
+	bodies := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "kvroute_extproc_request_body_bytes_in_flight",
+		Help: "Bytes of request body buffers held by ext_proc streams, bounded by maxBodyBytesInFlight.",
+	}, func() float64 { return float64(bodyBytes()) })
 	for _, r := range results {
 		m.requests[r] = vec.WithLabelValues(r)
 	}
 	for _, k := range protocolErrorKinds {
 		m.protocolErrors[k] = protoVec.WithLabelValues(k)
 	}
-	cs := []prometheus.Collector{vec, protoVec, m.pick, m.renderFallbacks, m.servedMismatch, m.servedFallback, m.aborted, m.recordCut}
+	cs := []prometheus.Collector{vec, protoVec, m.pick, m.renderFallbacks, m.servedMismatch, m.servedFallback, m.aborted, m.recordCut, bodies}
 	if err := set.Register(cs...); err != nil {
 		return nil, fmt.Errorf("extproc: metrics: %w", err)
 	}

@@ -78,6 +78,17 @@ type Config struct {
 	// MaxBodyBytes bounds the buffered request body; a larger one is
 	// answered 413. 0 means DefaultMaxBodyBytes.
 	MaxBodyBytes int64 `json:"maxBodyBytes"`
+	// MaxBodyBytesInFlight bounds the bytes that the request bodies of all
+	// streams hold together, as the kvroute gateway's key of that name does:
+	// from a body's first chunk until Envoy has taken it back (the upstream
+	// answered) or the stream ends. Bodies are buffered as their chunks
+	// arrive, so a body that is sent slowly, or never finished, holds what
+	// it has sent (at most twice that). A stream whose body finds no room is
+	// answered 503 with Retry-After (an ImmediateResponse) and counted as
+	// result "body_budget". 0 means DefaultMaxBodyBytesInFlight (or
+	// MaxBodyBytes when that is larger); a value below MaxBodyBytes is an
+	// error, since a body at the limit could never pass.
+	MaxBodyBytesInFlight int64 `json:"maxBodyBytesInFlight"`
 	// DestinationHeader, MetadataNamespace, SubsetNamespace, SubsetKey and
 	// ServedKey override the protocol's names; empty means the defaults.
 	DestinationHeader string `json:"destinationHeader"`
@@ -112,6 +123,15 @@ func (c *Config) setDefaults() error {
 	}
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	switch {
+	case c.MaxBodyBytesInFlight < 0:
+		return fmt.Errorf("extproc: maxBodyBytesInFlight %d is negative", c.MaxBodyBytesInFlight)
+	case c.MaxBodyBytesInFlight == 0:
+		c.MaxBodyBytesInFlight = max(DefaultMaxBodyBytesInFlight, c.MaxBodyBytes)
+	case c.MaxBodyBytesInFlight < c.MaxBodyBytes:
+		return fmt.Errorf("extproc: maxBodyBytesInFlight %d is below maxBodyBytes %d: a body at the limit could never be buffered",
+			c.MaxBodyBytesInFlight, c.MaxBodyBytes)
 	}
 	def := func(s *string, v string) {
 		if *s == "" {
@@ -175,6 +195,7 @@ type Server struct {
 	approx    *approx.Index             // Options.Approximate; nil: no per-endpoint modes
 	admission *admission.Controller     // nil without Options.Admission (admission.go)
 	session   *session.Affinity         // nil without Options.Session
+	bodies    byteBudget                // the request bodies' bytes, bounded by Config.MaxBodyBytesInFlight
 }
 
 // New builds a Server that chooses with picker (a *kvroute.Router in
@@ -192,8 +213,9 @@ func New(cfg Config, picker kvroute.Picker, opts Options) (*Server, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	s.bodies.limit = cfg.MaxBodyBytesInFlight
 	var err error
-	if s.met, err = newMetrics(opts.Set); err != nil {
+	if s.met, err = newMetrics(opts.Set, s.bodies.inUse); err != nil {
 		return nil, err
 	}
 	empty := []kvroute.Endpoint{}

@@ -35,9 +35,10 @@ type streamState struct {
 	subset   []string // the subset hint; nil when absent
 	hasHint  bool
 	body     []byte
-	headers  bool // the request headers came
-	ended    bool // the request's end of stream came (headers, body or trailers)
-	trailers bool // the request trailers came
+	held     int64 // the bytes of Server.bodies the body's buffer holds
+	headers  bool  // the request headers came
+	ended    bool  // the request's end of stream came (headers, body or trailers)
+	trailers bool  // the request trailers came
 	picked   bool
 	decision *kvroute.Decision // nil until picked, and for requests routed without one
 	endpoint string            // the pick
@@ -80,9 +81,10 @@ func (st *streamState) run() error {
 
 // finish releases whatever the request still holds: a stream that ends
 // before the response did (client gone, Envoy reset, upstream failure) must
-// not leave load behind. Decision.Done is idempotent, so this is the only
+// not leave load, nor its body's share of the body budget, behind. Decision.Done is idempotent, so this is the only
 // release that counts when the response path already released it.
 func (st *streamState) finish() {
+	st.dropBody()
 	if st.decision != nil && !st.done {
 		st.done = true
 		st.decision.Done(kvroute.DoneInfo{Err: errors.New("extproc: stream ended before the response")})
@@ -122,6 +124,12 @@ func (st *streamState) record() {
 }
 
 func (st *streamState) handle(req *extprocv3.ProcessingRequest) error {
+	if st.picked && st.held != 0 {
+		switch req.Request.(type) {
+		case *extprocv3.ProcessingRequest_ResponseHeaders, *extprocv3.ProcessingRequest_ResponseBody, *extprocv3.ProcessingRequest_ResponseTrailers:
+			st.dropBody() // the upstream answered: Envoy took the body it was sent back
+		}
+	}
 	if md := req.GetMetadataContext(); md != nil && !st.hasHint {
 		st.subset, st.hasHint = subsetHint(md, st.srv.cfg.SubsetNamespace, st.srv.cfg.SubsetKey)
 	}
@@ -150,7 +158,12 @@ func (st *streamState) handle(req *extprocv3.ProcessingRequest) error {
 			return st.immediate(http.StatusRequestEntityTooLarge,
 				fmt.Sprintf("request body exceeds the endpoint picker's limit of %d bytes", st.srv.cfg.MaxBodyBytes))
 		}
-		st.body = append(st.body, chunk...)
+		if !st.appendBody(chunk) {
+			st.setResult(resultBodyBudget)
+			return st.immediate(http.StatusServiceUnavailable, fmt.Sprintf(
+				"the endpoint picker is holding its limit of %d bytes of request bodies in flight; retry later",
+				st.srv.cfg.MaxBodyBytesInFlight), header("retry-after", "1"))
+		}
 		if v.RequestBody.GetEndOfStream() {
 			st.ended = true
 			return st.route(st.body)

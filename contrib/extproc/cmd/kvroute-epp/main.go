@@ -129,6 +129,7 @@ type flags struct {
 	checkpoint                        string
 	eventSelector                     string
 	maxBodyBytes                      int64
+	maxBodyBytesInFlight              int64
 	readinessInterval                 time.Duration
 	logLevel                          string
 	fallbacks                         int
@@ -161,6 +162,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.StringVar(&f.eventSelector, "event-selector", "", "Kubernetes label selector of the pods whose KV events are subscribed (default: all endpoints)")
 	fs.StringVar(&f.checkpoint, "checkpoint", "", "index checkpoint file: loaded at start, written periodically and on shutdown (overrides the config's checkpoint.path)")
 	fs.Int64Var(&f.maxBodyBytes, "max-body-bytes", extproc.DefaultMaxBodyBytes, "request body limit (413 above)")
+	fs.Int64Var(&f.maxBodyBytesInFlight, "max-body-bytes-in-flight", 0, fmt.Sprintf("bytes the request bodies of all streams may hold together (503 with Retry-After past it; 0: %d, or --max-body-bytes when larger)", extproc.DefaultMaxBodyBytesInFlight))
 	fs.DurationVar(&f.readinessInterval, "readiness-interval", extproc.DefaultReadinessInterval, "how often readiness asks the router whether its index has caught up")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.IntVar(&f.fallbacks, "fallbacks", 0, fmt.Sprintf("fallback endpoints named after the pick, the next best by score, for Envoy to retry in order (0 to %d)", extproc.MaxFallbacks))
@@ -300,7 +302,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		adm.ctl.SetLoad(router.Load())
 		adm.ctl.ShareQueues(router.Cluster()) // nil without cluster sharing: nothing to share
 	}
-	picker, err := extproc.New(extproc.Config{Model: cfg.Model, MaxBodyBytes: f.maxBodyBytes, Fallbacks: f.fallbacks,
+	picker, err := extproc.New(extproc.Config{Model: cfg.Model, MaxBodyBytes: f.maxBodyBytes, MaxBodyBytesInFlight: f.maxBodyBytesInFlight, Fallbacks: f.fallbacks,
 		ConformanceTestHooks: f.conformanceTestHooks}, router,
 		extproc.Options{Set: telemetry.Set{Registerer: reg, Logger: log}, Admission: adm.ctl, Approximate: ropts.Approximate,
 			Session: aff})

@@ -247,3 +247,28 @@ func TestFallbacksAndConformanceHooksFlags(t *testing.T) {
 		"--listen-host", "127.0.0.1", "--grpc-port", "0", "--grpc-health-port", "0", "--metrics-port", "0"}, io.Discard, io.Discard)
 	require.ErrorContains(t, err, "fallbacks 17")
 }
+
+// --max-body-bytes-in-flight reaches the picker's Config: 0 (its default)
+// is the picker's default, a negative value or one below --max-body-bytes
+// is refused.
+func TestMaxBodyBytesInFlightFlag(t *testing.T) {
+	f, err := parseFlags([]string{"--endpoints", "127.0.0.1:8000"}, io.Discard)
+	require.NoError(t, err)
+	require.Zero(t, f.maxBodyBytesInFlight)
+	f, err = parseFlags([]string{"--endpoints", "127.0.0.1:8000", "--max-body-bytes-in-flight", "1048576"}, io.Discard)
+	require.NoError(t, err)
+	require.EqualValues(t, 1<<20, f.maxBodyBytesInFlight)
+
+	defer leakcheck.Check(t)()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--max-body-bytes-in-flight", "-1"}, "maxBodyBytesInFlight -1 is negative"},
+		{[]string{"--max-body-bytes", "2048", "--max-body-bytes-in-flight", "1024"}, "maxBodyBytesInFlight 1024 is below maxBodyBytes 2048"},
+	} {
+		err = run(context.Background(), append([]string{"--endpoints", "127.0.0.1:8000", "--model", model,
+			"--listen-host", "127.0.0.1", "--grpc-port", "0", "--grpc-health-port", "0", "--metrics-port", "0"}, c.args...), io.Discard, io.Discard)
+		require.ErrorContains(t, err, c.want)
+	}
+}
