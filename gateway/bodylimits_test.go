@@ -84,7 +84,7 @@ func TestGatewayCutsABodyTrickledPastItsReadTimeout(t *testing.T) {
 	require.Contains(t, got, "body read timeout of 300ms")
 	requireClosedByServer(t, br)
 	require.Eventually(t, func() bool { return counter(t, h.reg, "completions", ResultBodyTimeout) == 1 }, wait, time.Millisecond)
-	require.Eventually(t, func() bool { return h.handler.budget.inUse() == 0 }, wait, time.Millisecond)
+	require.Eventually(t, func() bool { return h.handler.budget.InUse() == 0 }, wait, time.Millisecond)
 
 	resp = h.post("/v1/completions", completionsBody("hello", false))
 	readAll(t, resp)
@@ -123,7 +123,7 @@ func TestGatewayRefusesBodiesPastItsInFlightBudgetAndReleasesIt(t *testing.T) {
 			size, bodies[i][:sent])
 		require.NoError(t, err)
 	}
-	require.Eventually(t, func() bool { return h.handler.budget.inUse() == holders*size }, wait, time.Millisecond)
+	require.Eventually(t, func() bool { return h.handler.budget.InUse() == holders*size }, wait, time.Millisecond)
 
 	// A third request finds no room for even its first buffer.
 	resp := h.post("/v1/chat/completions", `{"model":"test-model","messages":[]}`)
@@ -154,13 +154,13 @@ func TestGatewayRefusesBodiesPastItsInFlightBudgetAndReleasesIt(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	require.Eventually(t, func() bool { return h.handler.budget.inUse() == 0 }, wait, time.Millisecond)
+	require.Eventually(t, func() bool { return h.handler.budget.InUse() == 0 }, wait, time.Millisecond)
 	require.Equal(t, 2.0, counter(t, h.reg, "completions", ResultSuccess))
 
 	resp = h.post("/v1/chat/completions", `{"model":"test-model","messages":[]}`)
 	readAll(t, resp)
 	require.Equal(t, http.StatusOK, resp.StatusCode, "room again once the bodies are done")
-	require.Eventually(t, func() bool { return h.handler.budget.inUse() == 0 }, wait, time.Millisecond)
+	require.Eventually(t, func() bool { return h.handler.budget.InUse() == 0 }, wait, time.Millisecond)
 }
 
 // metricValue reads an unlabelled counter or gauge from reg.

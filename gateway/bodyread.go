@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"sync/atomic"
 	"time"
 )
 
@@ -28,37 +27,6 @@ const bodyBufStartUnknown = 8 << 10
 // errBodyBudget is returned by readBody when the gateway-wide budget of
 // Config.MaxBodyBytesInFlight has no room for the body's next buffer.
 var errBodyBudget = errors.New("gateway: the gateway's budget of request body bytes in flight is exhausted")
-
-// byteBudget bounds the bytes that all request bodies in flight hold
-// together. It is a counter, not a queue: a request that finds no room is
-// refused at once rather than made to wait while holding its connection.
-type byteBudget struct {
-	limit int64
-	used  atomic.Int64
-}
-
-// acquire takes n bytes of the budget and reports whether they were free.
-func (b *byteBudget) acquire(n int64) bool {
-	for {
-		u := b.used.Load()
-		if u+n > b.limit {
-			return false
-		}
-		if b.used.CompareAndSwap(u, u+n) {
-			return true
-		}
-	}
-}
-
-// release returns n bytes taken by acquire.
-func (b *byteBudget) release(n int64) {
-	if n != 0 {
-		b.used.Add(-n)
-	}
-}
-
-// inUse returns the bytes currently taken.
-func (b *byteBudget) inUse() int64 { return b.used.Load() }
 
 // readBodyTimed is readBody under a read deadline of Config.BodyReadTimeout
 // on the client's connection. A body read then fails with an error matching
@@ -124,7 +92,7 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) (body []byte,
 				continue
 			}
 			next := min(max(2*int64(cap(buf)), start), want)
-			if !h.budget.acquire(next - int64(cap(buf))) {
+			if !h.budget.Acquire(next - int64(cap(buf))) {
 				return nil, held, errBodyBudget
 			}
 			held += next - int64(cap(buf))

@@ -41,7 +41,7 @@ func BenchmarkReadBody(b *testing.B) {
 				buf := make([]byte, r2.ContentLength)
 				_, ferr := io.ReadFull(http.MaxBytesReader(w, r2.Body, h.cfg.MaxBodyBytes), buf)
 				t2 := time.Now()
-				h.budget.release(held)
+				h.budget.Release(held)
 				if err != nil || ferr != nil || len(got) != size {
 					b.Fatal(err, ferr, len(got))
 				}

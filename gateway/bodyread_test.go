@@ -45,7 +45,7 @@ func TestGatewayReadsBodiesUpToTheLimitWithAndWithoutLength(t *testing.T) {
 		require.NoError(t, err, c.name)
 		got := readAll(t, resp)
 		require.Equal(t, c.status, resp.StatusCode, "%s: %s", c.name, got)
-		require.Eventually(t, func() bool { return h.handler.budget.inUse() == 0 }, wait, time.Millisecond, c.name)
+		require.Eventually(t, func() bool { return h.handler.budget.InUse() == 0 }, wait, time.Millisecond, c.name)
 	}
 	bodies, _ := h.ups[0].received()
 	require.Len(t, bodies, 3)
@@ -82,7 +82,7 @@ func TestReadBodyChargesItsBuffers(t *testing.T) {
 		require.Equal(t, body, string(got))
 		require.Equal(t, c.held, held, "size %d, length %d", c.size, c.length)
 		require.Equal(t, int64(cap(got)), held)
-		h.budget.release(held)
+		h.budget.Release(held)
 	}
 	got, held, err := read("x", 2<<20)
 	var tooLarge *http.MaxBytesError
@@ -91,6 +91,6 @@ func TestReadBodyChargesItsBuffers(t *testing.T) {
 	require.Zero(t, held, "a body announced past the limit is not buffered")
 	_, held, err = read(strings.Repeat("x", 1<<20+1), -1)
 	require.True(t, errors.As(err, &tooLarge), "%v", err)
-	h.budget.release(held)
-	require.Zero(t, h.budget.inUse())
+	h.budget.Release(held)
+	require.Zero(t, h.budget.InUse())
 }

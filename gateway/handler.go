@@ -17,6 +17,7 @@ import (
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/admission"
+	"github.com/kvroute/kvroute/internal/bytebudget"
 	"github.com/kvroute/kvroute/internal/h1pool"
 	"github.com/kvroute/kvroute/internal/recent"
 	"github.com/kvroute/kvroute/models"
@@ -155,7 +156,7 @@ type Handler struct {
 	history   shareHistory          // predicted vs engine-reported cached share, for the status page
 	ids       *requestIDs           // IDs of requests that come without X-Request-Id
 	tracer    trace.Tracer          // nil: no spans
-	budget    byteBudget            // request body bytes in flight
+	budget    bytebudget.Budget     // request body bytes in flight
 	admission *admission.Controller // nil: no admission headers read (admission.go)
 	exchanger *exchangeState        // nil: split requests go out with x-prefiller-host-port (exchange.go)
 	served    *models.Registry      // nil: one model (ServerConfig.Models; models.go)
@@ -216,7 +217,7 @@ func New(cfg Config, picker kvroute.Picker, opts Options) (*Handler, error) {
 	}
 	h := &Handler{cfg: cfg, picker: picker, transport: opts.Transport, log: opts.Log(), now: opts.Clk().Now, ids: newRequestIDs(), tokenIn: tokenIn,
 		release: (*kvroute.Decision).Release}
-	h.budget.limit = cfg.MaxBodyBytesInFlight
+	h.budget.Limit = cfg.MaxBodyBytesInFlight
 	if opts.TracerProvider != nil {
 		h.tracer = opts.TracerProvider.Tracer("github.com/kvroute/kvroute/gateway")
 	}
@@ -224,7 +225,7 @@ func New(cfg Config, picker kvroute.Picker, opts Options) (*Handler, error) {
 		h.ownsTr = newUpstreamTransport(cfg.MaxIdleConnsPerHost)
 		h.transport = h.ownsTr
 	}
-	if h.met, err = newMetrics(opts.Set, h.budget.inUse); err != nil {
+	if h.met, err = newMetrics(opts.Set, h.budget.InUse); err != nil {
 		if h.ownsTr != nil {
 			h.ownsTr.Close()
 		}
@@ -323,7 +324,7 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api ren
 	}
 	am := h.met.byAPI[api]
 	body, held, err := h.readBodyTimed(w, r)
-	defer h.budget.release(held) // after the response: forward holds the body until then
+	defer h.budget.Release(held) // after the response: forward holds the body until then
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		switch {
@@ -481,7 +482,7 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api ren
 		r.Header[headerRequestID] = []string{rec.RequestID}
 	}
 	fwd, fheld, pooled := h.forwardBody(body, d)
-	defer h.budget.release(fheld)
+	defer h.budget.Release(fheld)
 	defer recycleTokenBody(pooled) // forward has returned: its transport is done with fwd
 	res, ferr = h.forward(w, r, fwd, d, start, am, &rec, req)
 	am.results[res].Inc()

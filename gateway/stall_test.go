@@ -65,7 +65,7 @@ func TestGatewayCutsAClientThatStopsReadingItsResponse(t *testing.T) {
 		t.Fatal("the stalled client's engine request was never cancelled")
 	}
 	require.Eventually(t, func() bool { return counter(t, h.reg, "completions", ResultClientStalled) == 1 }, wait, time.Millisecond)
-	require.Eventually(t, func() bool { return h.handler.budget.inUse() == 0 }, wait, time.Millisecond)
+	require.Eventually(t, func() bool { return h.handler.budget.InUse() == 0 }, wait, time.Millisecond)
 	require.Zero(t, counter(t, h.reg, "completions", ResultClientAbort))
 
 	// The budget is the other clients' again.

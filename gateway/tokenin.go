@@ -208,7 +208,7 @@ func (h *Handler) forwardBody(body []byte, d *kvroute.Decision) (fwd []byte, hel
 		dst = *pooled
 	}
 	tb, ok := appendTokenBody(dst, body, d.Prompts)
-	if !ok || !h.budget.acquire(int64(cap(tb))) {
+	if !ok || !h.budget.Acquire(int64(cap(tb))) {
 		if pooled != nil {
 			tokenBodies.Put(pooled)
 		}

@@ -1,45 +1,10 @@
 package extproc
 
-import (
-	"sync/atomic"
-)
-
 // DefaultMaxBodyBytesInFlight is the default of Config.MaxBodyBytesInFlight,
 // the kvroute gateway's: 512 MiB of request bodies buffered at once, sixteen
 // bodies at DefaultMaxBodyBytes or thousands of ordinary prompts (a
 // long-context prompt is a few hundred KiB of JSON).
 const DefaultMaxBodyBytesInFlight = 512 << 20
-
-// byteBudget bounds the bytes that the request bodies of all streams hold
-// together. It is a counter, not a queue: a stream that finds no room is
-// refused at once rather than made to wait while Envoy holds its request.
-type byteBudget struct {
-	limit int64
-	used  atomic.Int64
-}
-
-// acquire takes n bytes of the budget and reports whether they were free.
-func (b *byteBudget) acquire(n int64) bool {
-	for {
-		u := b.used.Load()
-		if u+n > b.limit {
-			return false
-		}
-		if b.used.CompareAndSwap(u, u+n) {
-			return true
-		}
-	}
-}
-
-// release returns n bytes taken by acquire.
-func (b *byteBudget) release(n int64) {
-	if n != 0 {
-		b.used.Add(-n)
-	}
-}
-
-// inUse returns the bytes currently taken.
-func (b *byteBudget) inUse() int64 { return b.used.Load() }
 
 // appendBody adds chunk to the stream's buffered body, growing the buffer by
 // doubling (never past Config.MaxBodyBytes, which the caller has checked
@@ -51,7 +16,7 @@ func (st *streamState) appendBody(chunk []byte) bool {
 	if need > cap(st.body) {
 		next := min(max(2*cap(st.body), need), int(max(st.srv.cfg.MaxBodyBytes, int64(need))))
 		grow := int64(next - cap(st.body))
-		if !st.srv.bodies.acquire(grow) {
+		if !st.srv.bodies.Acquire(grow) {
 			return false
 		}
 		st.held += grow
@@ -70,6 +35,6 @@ func (st *streamState) appendBody(chunk []byte) bool {
 // ended it.
 func (st *streamState) dropBody() {
 	st.body, st.req.Body = nil, nil
-	st.srv.bodies.release(st.held)
+	st.srv.bodies.Release(st.held)
 	st.held = 0
 }

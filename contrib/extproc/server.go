@@ -15,6 +15,7 @@ import (
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/admission"
 	"github.com/kvroute/kvroute/approx"
+	"github.com/kvroute/kvroute/internal/bytebudget"
 	"github.com/kvroute/kvroute/internal/recent"
 	"github.com/kvroute/kvroute/session"
 	"github.com/kvroute/kvroute/telemetry"
@@ -195,7 +196,7 @@ type Server struct {
 	approx    *approx.Index             // Options.Approximate; nil: no per-endpoint modes
 	admission *admission.Controller     // nil without Options.Admission (admission.go)
 	session   *session.Affinity         // nil without Options.Session
-	bodies    byteBudget                // the request bodies' bytes, bounded by Config.MaxBodyBytesInFlight
+	bodies    bytebudget.Budget         // the request bodies' bytes, bounded by Config.MaxBodyBytesInFlight
 }
 
 // New builds a Server that chooses with picker (a *kvroute.Router in
@@ -213,9 +214,9 @@ func New(cfg Config, picker kvroute.Picker, opts Options) (*Server, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	s.bodies.limit = cfg.MaxBodyBytesInFlight
+	s.bodies.Limit = cfg.MaxBodyBytesInFlight
 	var err error
-	if s.met, err = newMetrics(opts.Set, s.bodies.inUse); err != nil {
+	if s.met, err = newMetrics(opts.Set, s.bodies.InUse); err != nil {
 		return nil, err
 	}
 	empty := []kvroute.Endpoint{}
