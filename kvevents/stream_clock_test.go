@@ -18,24 +18,12 @@ import (
 // clock passes ReplayCooldown, however long the test takes on the wall.
 func TestStreamCooldownRunsOnPoolClock(t *testing.T) {
 	defer leakcheck.Check(t)()
-	l, err := net.Listen("tcp", "127.0.0.1:0") // the replay address refuses connections
-	require.NoError(t, err)
-	addr := "tcp://" + l.Addr().String()
-	require.NoError(t, l.Close())
-
 	start := time.Unix(1_700_000_000, 0)
 	clock := telemetry.NewManual(start)
-	logs := &logBuffer{}
-	f := &seqFixture{t: t, ix: newPoolIndex(t), logs: logs}
-	f.p, err = NewPool(PoolConfig{ReplayCooldown: 30 * time.Second, TailProbeDelay: -1,
-		ReplayClient: replay.ClientConfig{MaxAttemptsWithoutProgress: 1, Backoff: time.Millisecond,
-			Limiter: replay.NewLimiter(8)}},
-		f.ix, Options{Set: telemetry.Set{Registerer: prometheus.NewRegistry(), Logger: logs.logger(), Clock: clock}})
-	require.NoError(t, err)
-	f.p.mu.Lock()
-	f.st = f.p.newStreamLocked(seqID, poolModel, addr)
-	f.p.streams[seqID] = f.st
-	f.p.mu.Unlock()
+	f := newClockSeqFixture(t, PoolConfig{ReplayCooldown: 30 * time.Second, TailProbeDelay: -1,
+		ReplayClient: replay.ClientConfig{MaxAttemptsWithoutProgress: 1, Backoff: time.Millisecond}},
+		refusingAddr(t), clock)
+	logs := f.logs
 	defer f.close()
 
 	f.publish(0, 0) // the connect replay fails: cooling down, 0 is the base
@@ -52,4 +40,32 @@ func TestStreamCooldownRunsOnPoolClock(t *testing.T) {
 	require.Equal(t, 2.0, f.count("replays", replayFailed), logs.String())
 	require.Equal(t, start.Add(30*time.Second), f.status().PhaseSince)
 	require.Equal(t, string(phaseLive), f.status().Phase)
+}
+
+// newClockSeqFixture is newSeqFixture on the pool clock clock, its stream's
+// replay socket at addr (no buffer of its own): for tests that time the
+// stream's cooldowns and probes.
+func newClockSeqFixture(t *testing.T, cfg PoolConfig, addr string, clock telemetry.Clock) *seqFixture {
+	logs := &logBuffer{}
+	f := &seqFixture{t: t, ix: newPoolIndex(t), logs: logs}
+	if cfg.ReplayClient.Limiter == nil {
+		cfg.ReplayClient.Limiter = replay.NewLimiter(8)
+	}
+	var err error
+	f.p, err = NewPool(cfg, f.ix, Options{Set: telemetry.Set{Registerer: prometheus.NewRegistry(), Logger: logs.logger(), Clock: clock}})
+	require.NoError(t, err)
+	f.p.mu.Lock()
+	f.st = f.p.newStreamLocked(seqID, poolModel, addr)
+	f.p.streams[seqID] = f.st
+	f.p.mu.Unlock()
+	return f
+}
+
+// refusingAddr is a replay address that refuses connections.
+func refusingAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := "tcp://" + l.Addr().String()
+	require.NoError(t, l.Close())
+	return addr
 }

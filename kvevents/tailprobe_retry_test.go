@@ -1,11 +1,9 @@
 package kvevents
 
 import (
-	"net"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
@@ -24,17 +22,8 @@ func TestTailProbeDueDuringReplayIsRetried(t *testing.T) {
 	defer stop()
 
 	clock := telemetry.NewManual(time.Unix(1_700_000_000, 0))
-	logs := &logBuffer{}
-	f := &seqFixture{t: t, ix: newPoolIndex(t), logs: logs}
-	var err error
-	f.p, err = NewPool(PoolConfig{TailProbeDelay: time.Second,
-		ReplayClient: replay.ClientConfig{Limiter: replay.NewLimiter(8)}},
-		f.ix, Options{Set: telemetry.Set{Registerer: prometheus.NewRegistry(), Logger: logs.logger(), Clock: clock}})
-	require.NoError(t, err)
-	f.p.mu.Lock()
-	f.st = f.p.newStreamLocked(seqID, poolModel, addr)
-	f.p.streams[seqID] = f.st
-	f.p.mu.Unlock()
+	f := newClockSeqFixture(t, PoolConfig{TailProbeDelay: time.Second}, addr, clock)
+	logs := f.logs
 	defer f.close()
 
 	f.publish(0, 0) // the connect replay ends at the live message
@@ -43,7 +32,7 @@ func TestTailProbeDueDuringReplayIsRetried(t *testing.T) {
 	clock.Advance(time.Second) // the first tail probe applies 1..5, then waits for END
 	require.Eventually(t, func() bool { return f.held(5) }, poolWait, poolTick, "batch 5 not applied\n%s", logs.String())
 	require.True(t, f.status().Replaying)
-	armed := clock.Waiters() // the tail probe's timer among them
+	armed := clock.Waiters()   // the tail probe's timer among them
 	clock.Advance(time.Second) // the probe falls due during the replay
 	require.Eventually(t, func() bool { return clock.Waiters() >= armed }, poolWait, poolTick,
 		"the probe that fell due during the replay was not armed again")
@@ -60,30 +49,18 @@ func TestTailProbeDueDuringReplayIsRetried(t *testing.T) {
 // until the engine's next message.
 func TestTailProbeDueDuringCooldownIsRetried(t *testing.T) {
 	defer leakcheck.Check(t)()
-	l, err := net.Listen("tcp", "127.0.0.1:0") // the replay address refuses connections
-	require.NoError(t, err)
-	addr := "tcp://" + l.Addr().String()
-	require.NoError(t, l.Close())
-
 	clock := telemetry.NewManual(time.Unix(1_700_000_000, 0))
-	logs := &logBuffer{}
-	f := &seqFixture{t: t, ix: newPoolIndex(t), logs: logs}
-	f.p, err = NewPool(PoolConfig{ReplayCooldown: 30 * time.Second, TailProbeDelay: time.Second,
-		ReplayClient: replay.ClientConfig{MaxAttemptsWithoutProgress: 1, Backoff: time.Millisecond,
-			Limiter: replay.NewLimiter(8)}},
-		f.ix, Options{Set: telemetry.Set{Registerer: prometheus.NewRegistry(), Logger: logs.logger(), Clock: clock}})
-	require.NoError(t, err)
-	f.p.mu.Lock()
-	f.st = f.p.newStreamLocked(seqID, poolModel, addr)
-	f.p.streams[seqID] = f.st
-	f.p.mu.Unlock()
+	f := newClockSeqFixture(t, PoolConfig{ReplayCooldown: 30 * time.Second, TailProbeDelay: time.Second,
+		ReplayClient: replay.ClientConfig{MaxAttemptsWithoutProgress: 1, Backoff: time.Millisecond}},
+		refusingAddr(t), clock)
+	logs := f.logs
 	defer f.close()
 
 	f.publish(0, 0) // the connect replay fails: cooling down for 30 s
 	f.wait(0)
 	require.Eventually(t, func() bool { return f.count("replays", replayFailed) == 1 && !f.status().Replaying },
 		poolWait, poolTick, logs.String())
-	armed := clock.Waiters() // the tail probe's timer among them
+	armed := clock.Waiters()   // the tail probe's timer among them
 	clock.Advance(time.Second) // the probe falls due while cooling down
 	require.Eventually(t, func() bool { return clock.Waiters() >= armed }, poolWait, poolTick,
 		"the probe that fell due during the cooldown was not armed again")
