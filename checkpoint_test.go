@@ -175,13 +175,14 @@ func TestCheckpointConfigDurations(t *testing.T) {
 	require.Equal(t, cfg.Bootstrap, back.Bootstrap)
 }
 
-// bootstrap.progressTimeout and bootstrap.maxSectionBytes are read by the
+// bootstrap.progressTimeout, maxSectionBytes and serveWriteTimeout are read by the
 // strict decoder (a duration string, a byte count), zero means the
 // defaults, and negative values are refused.
 func TestBootstrapLimitKeys(t *testing.T) {
-	got, err := LoadConfig(strings.NewReader(`{"bootstrap":{"progressTimeout":"750ms","maxSectionBytes":1048576}}`))
+	got, err := LoadConfig(strings.NewReader(`{"bootstrap":{"progressTimeout":"750ms","maxSectionBytes":1048576,"serveWriteTimeout":"20s"}}`))
 	require.NoError(t, err)
 	require.Equal(t, 750*time.Millisecond, got.Bootstrap.ProgressTimeout)
+	require.Equal(t, 20*time.Second, got.Bootstrap.ServeWriteTimeout)
 	require.EqualValues(t, 1<<20, got.Bootstrap.MaxSectionBytes)
 	data, err := json.Marshal(got)
 	require.NoError(t, err)
@@ -191,10 +192,12 @@ func TestBootstrapLimitKeys(t *testing.T) {
 	def := DefaultConfig()
 	require.Zero(t, def.Bootstrap.ProgressTimeout, "zero: checkpoint.DefaultBootstrapProgressTimeout")
 	require.Zero(t, def.Bootstrap.MaxSectionBytes, "zero: checkpoint.DefaultMaxSectionBytes")
+	require.Zero(t, def.Bootstrap.ServeWriteTimeout, "zero: checkpoint.DefaultServeWriteTimeout")
 
 	for in, want := range map[string]string{
 		`{"bootstrap":{"progressTimeout":5}}`:         "bootstrap.progressTimeout",
 		`{"bootstrap":{"progressTimeout":"-1s"}}`:     "bootstrap.progressTimeout",
+		`{"bootstrap":{"serveWriteTimeout":"-1s"}}`:   "bootstrap.serveWriteTimeout",
 		`{"bootstrap":{"maxSectionBytes":-1}}`:        "bootstrap.maxSectionBytes",
 		`{"bootstrap":{"maxSectionBytes":"1MiB"}}`:    "bootstrap.maxSectionBytes",
 		`{"bootstrap":{"max_section_bytes":1048576}}`: "bootstrap.max_section_bytes",

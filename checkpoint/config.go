@@ -27,6 +27,10 @@ const (
 	// file or a peer's snapshot: the memory a restore holds at once is
 	// about one section.
 	DefaultMaxSectionBytes = kvindex.DefaultMaxSnapshotSectionBytes
+	// DefaultServeWriteTimeout is how long each write of a snapshot served
+	// to a peer may wait for the peer to take it: far beyond the time a
+	// bootstrapping peer spends applying one section between reads.
+	DefaultServeWriteTimeout = time.Minute
 )
 
 // Config configures the index checkpoint: a file rewritten periodically
@@ -74,6 +78,15 @@ type BootstrapConfig struct {
 	// restore holds about one section in memory at once. Default 1 GiB
 	// (DefaultMaxSectionBytes).
 	MaxSectionBytes int64 `json:"maxSectionBytes"`
+	// ServeWriteTimeout is the time each write of a snapshot this router's
+	// Handler serves may wait for the peer to take it. A peer that asks
+	// for a snapshot and stops reading would otherwise hold one of the 4
+	// serving slots for as long as its connection lives, and 4 such peers
+	// would turn every bootstrapping replica away. Past it the transfer is
+	// cut and counted in kvroute_snapshot_serves_total as result
+	// "stalled". The deadline restarts at every write, so a slow peer that
+	// keeps reading is never cut. A duration string (default "1m").
+	ServeWriteTimeout time.Duration `json:"serveWriteTimeout"`
 }
 
 // Validate reports a Path whose directory does not exist, naming the key
@@ -104,6 +117,8 @@ func (c BootstrapConfig) Validate() error {
 		return fmt.Errorf("progressTimeout %v is negative", c.ProgressTimeout)
 	case c.MaxSectionBytes < 0:
 		return fmt.Errorf("maxSectionBytes %d is negative", c.MaxSectionBytes)
+	case c.ServeWriteTimeout < 0:
+		return fmt.Errorf("serveWriteTimeout %v is negative", c.ServeWriteTimeout)
 	}
 	return nil
 }

@@ -41,6 +41,7 @@ func TestConfigValidate(t *testing.T) {
 		{Peers: []string{"10.0.0.1:9091"}}: `peers: "10.0.0.1:9091" is not an http(s) URL`,
 		{Timeout: -1}:                      "timeout -1ns is negative",
 		{ProgressTimeout: -1}:              "progressTimeout -1ns is negative",
+		{ServeWriteTimeout: -1}:            "serveWriteTimeout -1ns is negative",
 		{MaxSectionBytes: -1}:              "maxSectionBytes -1 is negative",
 	} {
 		require.EqualError(t, b.Validate(), want)

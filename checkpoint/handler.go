@@ -3,9 +3,13 @@ package checkpoint
 import (
 	"bufio"
 	"crypto/subtle"
+	"errors"
+	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/kvroute/kvroute/kvindex"
 )
@@ -33,7 +37,9 @@ const maxConcurrentServes = 4
 // prefixes every engine caches, and serving one costs a pass over the
 // index. At most 4 snapshots are served at once; a request beyond that is
 // answered 503 with Retry-After and counted (result "busy"), and a
-// bootstrapping peer tries another replica.
+// bootstrapping peer tries another replica. A peer that stops reading for
+// BootstrapConfig.ServeWriteTimeout is cut off, giving its slot back, and
+// counted (result "stalled").
 func (k *Keeper) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if req.Method != http.MethodGet {
@@ -65,10 +71,26 @@ func (k *Keeper) Handler() http.Handler {
 		h.Set("Cache-Control", "no-store")
 		h.Set("X-Kvroute-Snapshot-Format", strconv.Itoa(kvindex.SnapshotFormatVersion))
 		h.Set("X-Kvroute-Block-Size", strconv.Itoa(k.ix.BlockSize()))
-		bw := bufio.NewWriterSize(w, 256<<10)
+		// Every write may wait k.stall for the peer to take it (see
+		// BootstrapConfig.ServeWriteTimeout); a socket deadline, so wall
+		// time. A ResponseWriter without write deadlines writes without one.
+		var out io.Writer = w
+		rc := http.NewResponseController(w)
+		if rc.SetWriteDeadline(time.Now().Add(k.stall)) == nil {
+			// Cleared once the snapshot is written: the next request on a
+			// keep-alive connection starts without it.
+			defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
+			out = deadlineWriter{w: w, rc: rc, d: k.stall}
+		}
+		bw := bufio.NewWriterSize(out, 256<<10)
 		info, err := k.ix.WriteSnapshot(bw)
 		if err == nil {
 			err = bw.Flush()
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			k.met.serves.WithLabelValues("stalled").Inc()
+			k.log.Warn("Serving the index snapshot cut: the peer stopped reading", "peer", req.RemoteAddr, "writeTimeout", k.stall)
+			return
 		}
 		if err != nil {
 			k.met.serves.WithLabelValues("error").Inc()
@@ -79,4 +101,18 @@ func (k *Keeper) Handler() http.Handler {
 		k.log.Info("Index snapshot served", "peer", req.RemoteAddr, "endpoints", len(info.Endpoints),
 			"memberships", info.Memberships, "bytes", info.Bytes)
 	})
+}
+
+// deadlineWriter restarts the response's write deadline before each write,
+// so that the deadline bounds how long one write waits for the peer, not
+// the whole transfer.
+type deadlineWriter struct {
+	w  io.Writer
+	rc *http.ResponseController
+	d  time.Duration
+}
+
+func (dw deadlineWriter) Write(p []byte) (int, error) {
+	_ = dw.rc.SetWriteDeadline(time.Now().Add(dw.d))
+	return dw.w.Write(p)
 }

@@ -51,6 +51,9 @@ type Keeper struct {
 	met   *metrics
 	cfg   Config
 	token string
+	// stall is the time each write of a served snapshot may wait for the
+	// peer (BootstrapConfig.ServeWriteTimeout).
+	stall time.Duration
 
 	serving chan struct{} // a slot per snapshot being served (Handler)
 
@@ -78,7 +81,10 @@ func Restore(ctx context.Context, ix *kvindex.Index, cfg Config, boot BootstrapC
 		return nil, err
 	}
 	k := &Keeper{ix: ix, set: opts.Set, log: opts.Log(), met: met, cfg: cfg, token: boot.Token,
-		serving: make(chan struct{}, maxConcurrentServes)}
+		stall: boot.ServeWriteTimeout, serving: make(chan struct{}, maxConcurrentServes)}
+	if k.stall <= 0 {
+		k.stall = DefaultServeWriteTimeout
+	}
 	var sources []IndexSource
 	if opts.Cluster.Enabled() && len(boot.Peers) == 0 {
 		sources = append(sources, ClusterPeerSource{Cluster: opts.Cluster, Token: boot.Token,
