@@ -22,6 +22,11 @@ const (
 	DefaultServerAddr   = "tcp://*:5559"
 	DefaultMaxConns     = 64
 	DefaultWriteTimeout = 10 * time.Second
+	// DefaultServerIdleTimeout is ServerConfig.IdleTimeout's default. A
+	// replay client (Client, as llm-d's subscriber) dials a connection for
+	// one request and sends it at once, so a connection silent for a
+	// minute is no client waiting for its turn.
+	DefaultServerIdleTimeout = time.Minute
 )
 
 // ServerConfig configures a Server. The zero value serves the current layout
@@ -34,8 +39,13 @@ type ServerConfig struct {
 	// MaxConns bounds concurrent client connections; extra ones are closed
 	// at once (default 64).
 	MaxConns int `json:"maxConns"`
-	// IdleTimeout closes a client connection that sends no request for this
-	// long (0 = never, like vLLM).
+	// IdleTimeout closes a client connection that sends nothing for this
+	// long after its handshake or its last request (default
+	// DefaultServerIdleTimeout; vLLM has none); counted in
+	// ServerStats.Idle. Without it, MaxConns clients that connect and stay
+	// silent would shut every other client out for as long as they keep
+	// their connections. Replies queued for the connection (SendHWM) are
+	// still written before it is closed.
 	IdleTimeout time.Duration `json:"idleTimeout"`
 	// WriteTimeout closes a client that does not read its replies
 	// (default 10 s).
@@ -81,6 +91,9 @@ type ServerStats struct {
 	// Handshakes counts connections dropped because their ZMTP handshake
 	// failed (not a DEALER/REQ, a bad greeting, a mute peer).
 	Handshakes uint64
+	// Idle counts connections closed because they sent nothing for
+	// IdleTimeout.
+	Idle uint64
 }
 
 // Server answers replay requests from a Buffer on a ROUTER-compatible socket:
@@ -104,7 +117,7 @@ type Server struct {
 	cancel context.CancelFunc
 	conns  *zmqx.Served
 
-	requests, invalid, batches, rejected, dropped, handshakes atomic.Uint64
+	requests, invalid, batches, rejected, dropped, handshakes, idle atomic.Uint64
 
 	set        telemetry.Set          // of the metrics, unregistered by Close
 	collectors []prometheus.Collector // what NewServer registered
@@ -132,6 +145,9 @@ func NewServer(cfg ServerConfig, buf *Buffer, opts Options) (*Server, error) {
 	}
 	if cfg.WriteTimeout == 0 {
 		cfg.WriteTimeout = DefaultWriteTimeout
+	}
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = DefaultServerIdleTimeout
 	}
 	lg := opts.logger()
 	s := &Server{buf: buf, cfg: cfg, lg: lg}
@@ -167,6 +183,7 @@ func (s *Server) register(set telemetry.Set) error {
 		telemetry.Counter{Name: "kvroute_replay_server_rejected_connections_total", Help: "Replay connections closed because the connection limit was reached.", Value: &s.rejected},
 		telemetry.Counter{Name: "kvroute_replay_server_dropped_replies_total", Help: "Replay replies dropped because the client's send queue was full (sendHWM).", Value: &s.dropped},
 		telemetry.Counter{Name: "kvroute_replay_server_handshake_failures_total", Help: "Replay connections dropped because their ZMTP handshake failed.", Value: &s.handshakes},
+		telemetry.Counter{Name: "kvroute_replay_server_idle_closed_total", Help: "Replay connections closed because they sent nothing for the idle timeout.", Value: &s.idle},
 	)
 	if err != nil {
 		return fmt.Errorf("replay: registering server metrics: %w", err)
@@ -190,6 +207,7 @@ func (s *Server) Stats() ServerStats {
 		Rejected:   s.rejected.Load(),
 		Handshakes: s.handshakes.Load(),
 		Dropped:    s.dropped.Load(),
+		Idle:       s.idle.Load(),
 	}
 }
 
@@ -218,6 +236,10 @@ func (s *Server) serve(c *zmqx.Conn) {
 	for {
 		m, err := c.ReadMsg()
 		if err != nil {
+			if zmqx.IsIdle(err) {
+				s.idle.Add(1)
+				s.lg.Debug("replay connection closed: idle", "remote", c.RemoteAddr().String(), "idleTimeout", s.cfg.IdleTimeout)
+			}
 			return
 		}
 		if m.Command {

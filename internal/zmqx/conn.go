@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"sync"
 
 	"github.com/go-zeromq/zmq4"
@@ -183,6 +184,14 @@ func (c *Conn) ReadMsg() (Message, error) {
 		}
 		return m, nil
 	}
+}
+
+// IsIdle reports whether err, returned by ReadMsg, is the read deadline of
+// Options.IdleTimeout: the peer sent nothing for that long. A server counts
+// these closes apart from peers that left or broke the protocol.
+func IsIdle(err error) bool {
+	var oe *net.OpError
+	return errors.As(err, &oe) && oe.Op == "read" && errors.Is(err, os.ErrDeadlineExceeded)
 }
 
 func (c *Conn) readOne() (Message, error) {

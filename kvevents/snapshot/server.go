@@ -30,6 +30,12 @@ type SourceFunc func() (int64, [][]byte, bool)
 // Snapshot calls f.
 func (f SourceFunc) Snapshot() (int64, [][]byte, bool) { return f() }
 
+// DefaultServerIdleTimeout is ServerConfig.IdleTimeout's default. A
+// snapshot client (Client, as vLLM's subscribers) dials a connection for
+// one request and sends it at once, so a connection silent for a minute
+// is no client waiting for its turn.
+const DefaultServerIdleTimeout = time.Minute
+
 // ServerConfig configures a Server.
 type ServerConfig struct {
 	// Addr is the ROUTER address to bind ("tcp://host:port"; port 0 picks one).
@@ -41,6 +47,12 @@ type ServerConfig struct {
 	// WriteTimeout bounds each reply write (default 30 s): a client that
 	// stopped reading cannot hold its connection goroutine.
 	WriteTimeout time.Duration
+	// IdleTimeout closes a client connection that sends nothing for this
+	// long after its handshake or its last request (default
+	// DefaultServerIdleTimeout); counted in ServerStats.Idle. Without it,
+	// MaxConns clients that connect and stay silent would shut every other
+	// client out for as long as they keep their connections.
+	IdleTimeout time.Duration
 }
 
 // ServerStats counts what a Server did.
@@ -50,6 +62,7 @@ type ServerStats struct {
 	Invalid     uint64 // messages ignored because they were not a snapshot request
 	Rejected    uint64 // connections closed at once because MaxConns were open
 	Handshakes  uint64 // connections dropped because their ZMTP handshake failed
+	Idle        uint64 // connections closed because they sent nothing for IdleTimeout
 }
 
 // Server answers vLLM snapshot requests on a ROUTER socket, as vLLM's
@@ -69,7 +82,7 @@ type Server struct {
 	cancel context.CancelFunc
 	conns  *zmqx.Served
 
-	served, unavailable, invalid, rejected, handshakes atomic.Uint64
+	served, unavailable, invalid, rejected, handshakes, idle atomic.Uint64
 
 	set        telemetry.Set // where the metrics went, for Close
 	collectors []prometheus.Collector
@@ -89,12 +102,16 @@ func NewServer(cfg ServerConfig, src Source, opts Options) (*Server, error) {
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = 30 * time.Second
 	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = DefaultServerIdleTimeout
+	}
 	s := &Server{cfg: cfg, src: src, lg: opts.Log()}
 	if err := s.register(opts.Set); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	l, err := zmqx.Listen(ctx, cfg.Addr, zmq4.Router, zmqx.Options{
+		IdleTimeout:        cfg.IdleTimeout,
 		WriteTimeout:       cfg.WriteTimeout,
 		MaxFrameSize:       64 << 10, // requests are tiny
 		Clock:              opts.Clk(),
@@ -119,6 +136,7 @@ func (s *Server) register(set telemetry.Set) error {
 		telemetry.Counter{Name: "kvroute_snapshot_server_invalid_requests_total", Help: "Messages ignored because they were not a snapshot request.", Value: &s.invalid},
 		telemetry.Counter{Name: "kvroute_snapshot_server_rejected_connections_total", Help: "Snapshot connections closed because the connection limit was reached.", Value: &s.rejected},
 		telemetry.Counter{Name: "kvroute_snapshot_server_handshake_failures_total", Help: "Snapshot connections dropped because their ZMTP handshake failed.", Value: &s.handshakes},
+		telemetry.Counter{Name: "kvroute_snapshot_server_idle_closed_total", Help: "Snapshot connections closed because they sent nothing for the idle timeout.", Value: &s.idle},
 	)
 	if err != nil {
 		return fmt.Errorf("snapshot: registering server metrics: %w", err)
@@ -133,7 +151,7 @@ func (s *Server) Endpoint() string { return s.l.Endpoint() }
 // Stats returns the counters.
 func (s *Server) Stats() ServerStats {
 	return ServerStats{Served: s.served.Load(), Unavailable: s.unavailable.Load(), Invalid: s.invalid.Load(), Rejected: s.rejected.Load(),
-		Handshakes: s.handshakes.Load()}
+		Handshakes: s.handshakes.Load(), Idle: s.idle.Load()}
 }
 
 // Close stops the server and waits for its goroutines. It is idempotent.
@@ -155,6 +173,10 @@ func (s *Server) serve(c *zmqx.Conn) {
 	for {
 		m, err := c.ReadMsg()
 		if err != nil {
+			if zmqx.IsIdle(err) {
+				s.idle.Add(1)
+				s.lg.Debug("snapshot connection closed: idle", "remote", c.RemoteAddr().String(), "idleTimeout", s.cfg.IdleTimeout)
+			}
 			return
 		}
 		if m.Command {
