@@ -57,7 +57,11 @@ type PoolConfig struct {
 	// QueueSize bounds each worker's queue, in messages (default 16384). A
 	// message that finds its queue full is dropped, counted
 	// (kvroute_kv_events_dropped_total{reason="queue_full"}) and its
-	// endpoint catches up by replay.
+	// endpoint catches up by replay. The messages are shared like the
+	// bytes: an endpoint may always queue its share (QueueSize / endpoints
+	// on the worker) and beyond it only what the others' shares leave free,
+	// so a flood of tiny payloads drops its own messages, not a quiet
+	// endpoint's.
 	QueueSize int `json:"queueSize"`
 	// QueueBytes bounds the payload bytes queued on each worker (default
 	// 32 MiB), and EndpointQueueBytes those of one endpoint (default 8 MiB;

@@ -25,6 +25,13 @@ import (
 // bytes are thus at most 1.25 × QueueBytes per worker, or one message when
 // the worker's queue is empty (a single payload is bounded by
 // Limits.MaxPayloadBytes).
+//
+// The message bound is shared the same way, so that a flood of tiny
+// payloads cannot fill the queue by count either: each endpoint on the
+// worker may always queue up to its share (QueueSize / endpoints on the
+// worker), and beyond it only into what is free, that is what the other
+// endpoints' unused shares leave. The queue thus always keeps room for
+// every endpoint's share.
 type worker struct {
 	q       chan item
 	ctl     chan func(*wire.Decoder, *wire.Batch) // replayed batches and outcomes (stream.onWorker)
@@ -34,61 +41,99 @@ type worker struct {
 	lim     wire.Limits
 	maxB    int64 // per worker
 	maxEpB  int64 // per endpoint
+	maxN    int   // messages per worker: the queue's capacity
 	streams int   // endpoints assigned; guarded by Pool.mu
 
-	mu    sync.Mutex
+	mu      sync.Mutex
+	bytes   int64
+	msgs    int
+	inShare int                // the sum over endpoints of min(queued messages, share)
+	perEp   map[*stream]queued // what each endpoint with something queued has queued
+	n       int                // streams, mirrored under mu for the fair share
+}
+
+// queued is what one endpoint has queued on its worker.
+type queued struct {
 	bytes int64
-	perEp map[*stream]int64 // queued bytes of each endpoint with something queued
-	n     int               // streams, mirrored under mu for the fair share
+	msgs  int
 }
 
 func newWorker(cfg *PoolConfig, m *eventMetrics) *worker {
 	return &worker{
 		q: make(chan item, cfg.QueueSize), ctl: make(chan func(*wire.Decoder, *wire.Batch)), depth: m.PoolQueueDepth, qbytes: m.PoolQueueBytes,
 		shed: m.QueueShedBytes, lim: cfg.Limits,
-		maxB: int64(cfg.QueueBytes), maxEpB: int64(cfg.EndpointQueueBytes),
-		perEp: make(map[*stream]int64),
+		maxB: int64(cfg.QueueBytes), maxEpB: int64(cfg.EndpointQueueBytes), maxN: cfg.QueueSize,
+		perEp: make(map[*stream]queued),
 	}
 }
 
 // setStreams records the number of endpoints assigned (for the fair share).
 func (w *worker) setStreams(n int) {
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	w.n = n
-	w.mu.Unlock()
+	share := w.share()
+	w.inShare = 0
+	for _, q := range w.perEp {
+		w.inShare += min(q.msgs, share)
+	}
 }
 
-// admit reserves n payload bytes for st, or reports that the message must
-// be dropped.
+// share is each endpoint's share of the queue's messages. w.mu is held.
+func (w *worker) share() int { return w.maxN / max(w.n, 1) }
+
+// admit reserves a message of n payload bytes for st, or reports that the
+// message must be dropped.
 func (w *worker) admit(st *stream, n int64) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	ep := w.perEp[st]
 	switch {
-	case ep > 0 && ep+n > w.maxEpB:
+	case ep.bytes > 0 && ep.bytes+n > w.maxEpB:
 		return false // over its own bound: the offender is shed
 	case w.bytes == 0, w.bytes+n <= w.maxB:
-	case ep+n <= w.maxB/int64(max(w.n, 1)) && w.bytes+n <= w.maxB+w.maxB/4:
+	case ep.bytes+n <= w.maxB/int64(max(w.n, 1)) && w.bytes+n <= w.maxB+w.maxB/4:
 		// A light endpoint next to a flood: within its fair share, it
 		// uses the reserve.
 	default:
 		return false
 	}
+	share := w.share()
+	if w.msgs >= w.maxN {
+		return false
+	}
+	if ep.msgs >= share {
+		// Beyond its share, an endpoint queues only into what the other
+		// endpoints' unused shares leave free.
+		unused := max(w.n*share-w.inShare, 0)
+		if w.msgs+1+unused > w.maxN {
+			return false
+		}
+	} else {
+		w.inShare++
+	}
 	w.bytes += n
-	w.perEp[st] = ep + n
+	w.msgs++
+	w.perEp[st] = queued{bytes: ep.bytes + n, msgs: ep.msgs + 1}
 	return true
 }
 
-// release returns the bytes of a dequeued (or rejected) message.
+// release returns the bytes and the message slot of a dequeued (or
+// rejected) message.
 func (w *worker) release(st *stream, n int64) {
 	w.mu.Lock()
+	defer w.mu.Unlock()
+	ep := w.perEp[st]
+	if ep.msgs <= w.share() {
+		w.inShare--
+	}
 	w.bytes -= n
-	if ep := w.perEp[st] - n; ep > 0 {
-		w.perEp[st] = ep
+	w.msgs--
+	if ep.msgs > 1 {
+		w.perEp[st] = queued{bytes: ep.bytes - n, msgs: ep.msgs - 1}
 	} else {
 		delete(w.perEp, st)
 	}
-	w.mu.Unlock()
 }
 
 // queuedBytes returns the payload bytes queued on w.
@@ -99,7 +144,8 @@ func (w *worker) queuedBytes() int64 {
 }
 
 // enqueue offers it to the worker; false means the queue was full (in
-// messages or bytes) and the message was not queued.
+// messages or bytes, or the endpoint's share of them) and the message was
+// not queued.
 func (w *worker) enqueue(it item) bool {
 	n := int64(len(it.payload))
 	if !w.admit(it.st, n) {
