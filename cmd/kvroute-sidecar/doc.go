@@ -8,7 +8,9 @@
 // the prefill step fails (unreachable, slower than --prefill-timeout, an
 // error status, no transfer parameters), the request goes to the decoder
 // as it came and the decoder prefills it; fallbacks are counted by reason
-// on /metrics of --metrics-port.
+// on /metrics of --metrics-port. Both listeners close a keep-alive
+// connection that waits longer than --idle-timeout (default 2m) for its
+// next request.
 //
 //	go run ./cmd/simengine --port 8001 --pd-role decode &
 //	go run ./cmd/simengine --port 8002 --pd-role prefill &

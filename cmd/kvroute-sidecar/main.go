@@ -26,6 +26,11 @@ func main() {
 	cliflag.Exit("kvroute-sidecar", run(os.Args[1:]))
 }
 
+// defaultIdleTimeout is --idle-timeout's default, the kvroute gateway's: a
+// keep-alive connection idle this long is closed, so connections a client
+// opened and left cannot pile up until the process runs out of descriptors.
+const defaultIdleTimeout = 2 * time.Minute
+
 // options are the command-line flags.
 type options struct {
 	cfg             sidecar.Config
@@ -34,6 +39,7 @@ type options struct {
 	metricsPort     int
 	logLevel        string
 	shutdownTimeout time.Duration
+	idleTimeout     time.Duration
 }
 
 func parseFlags(args []string) (*options, error) {
@@ -48,12 +54,16 @@ func parseFlags(args []string) (*options, error) {
 	fs.Int64Var(&o.cfg.MaxPrefillResponseBytes, "max-prefill-response-bytes", sidecar.DefaultMaxPrefillRespBytes, "largest prefiller answer")
 	fs.StringVar(&o.cfg.PrefillerScheme, "prefiller-scheme", sidecar.DefaultPrefillerScheme, "scheme used to reach the prefiller's host:port (http or https)")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight requests may finish on SIGTERM")
+	fs.DurationVar(&o.idleTimeout, "idle-timeout", defaultIdleTimeout, "how long a keep-alive connection may wait for its next request before it is closed (both listeners)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	if err := cliflag.Parse(fs, args, os.Stdout); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if o.idleTimeout <= 0 {
+		return nil, fmt.Errorf("--idle-timeout must be positive, got %v", o.idleTimeout)
 	}
 	return o, nil
 }
@@ -87,7 +97,7 @@ func serve(ctx context.Context, o *options, lg *slog.Logger, ready func(addr, me
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: o.idleTimeout}
 	servers := []*http.Server{srv}
 	listeners := []net.Listener{l}
 	metricsAddr := ""
@@ -99,7 +109,7 @@ func serve(ctx context.Context, o *options, lg *slog.Logger, ready func(addr, me
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		servers = append(servers, &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second})
+		servers = append(servers, &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: o.idleTimeout})
 		listeners = append(listeners, ml)
 		metricsAddr = ml.Addr().String()
 	}

@@ -31,6 +31,9 @@ func TestParseFlags(t *testing.T) {
 	require.ErrorIs(t, err, flag.ErrHelp)
 	_, err = parseFlags([]string{"x"})
 	require.Error(t, err)
+	require.Equal(t, defaultIdleTimeout, o.idleTimeout)
+	_, err = parseFlags([]string{"--idle-timeout", "0s"})
+	require.ErrorContains(t, err, "idle-timeout")
 }
 
 // The binary's serve loop in front of simulated engines: a split request
