@@ -220,7 +220,11 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, opts Opti
 	}
 	fmt.Fprintf(stdout, "gateway: serving on %s (policy %s, %d endpoints, model %q); metrics at %s/metrics\n",
 		srv.URL(), o.server.Policy, len(o.server.Endpoints), o.server.Router.Model, srv.URL())
-	snap, err := serveSnapshot(o.snapshotListen, srv.Router(), log)
+	idle := o.server.IdleTimeout
+	if idle == 0 {
+		idle = gateway.DefaultIdleTimeout
+	}
+	snap, err := serveSnapshot(o.snapshotListen, srv.Router(), idle, log)
 	if err != nil {
 		sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
 		defer cancel()

@@ -31,8 +31,10 @@ type snapshotServer struct {
 }
 
 // serveSnapshot starts the internal snapshot listener; nil when addr is
-// empty or the gateway has no router (round-robin policy).
-func serveSnapshot(addr string, r *kvroute.Router, log *slog.Logger) (*snapshotServer, error) {
+// empty or the gateway has no router (round-robin policy). A keep-alive
+// connection idle for idle (the public listener's gateway.idleTimeout) is
+// closed, so peers' connections cannot pile up.
+func serveSnapshot(addr string, r *kvroute.Router, idle time.Duration, log *slog.Logger) (*snapshotServer, error) {
 	if addr == "" || r == nil {
 		return nil, nil
 	}
@@ -43,7 +45,7 @@ func serveSnapshot(addr string, r *kvroute.Router, log *slog.Logger) (*snapshotS
 	mux := http.NewServeMux()
 	mux.Handle(snapshotPath, r.SnapshotHandler())
 	s := &snapshotServer{addr: ln.Addr().String(), done: make(chan struct{}),
-		srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
+		srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: idle}}
 	go func() {
 		defer close(s.done)
 		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -1,8 +1,10 @@
 package gatewaycmd
 
 import (
+	"bufio"
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -89,4 +91,53 @@ func TestRunServesSnapshotAndWritesCheckpoint(t *testing.T) {
 	}
 	_, err = os.Stat(ckpt)
 	require.NoError(t, err, "the checkpoint is written at shutdown")
+}
+
+// The internal snapshot listener closes a keep-alive connection idle for
+// the gateway's idleTimeout, as the public listener does; before, it kept
+// every connection a peer opened and left.
+func TestSnapshotListenerClosesIdleConnections(t *testing.T) {
+	defer leakcheck.Check(t)()
+	cfg := writeFile(t, "router.yaml", "events: {enabled: false}\ndisableRender: true\ngateway:\n  idleTimeout: 300ms\n")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, []string{"--listen", "127.0.0.1:0", "--endpoints", "127.0.0.1:1", "--model", "m", "--config", cfg,
+			"--snapshot-listen", "127.0.0.1:0", "--peer-token", "tok"}, &stdout, io.Discard, Options{})
+	}()
+	re := regexp.MustCompile(`snapshot for peers at http://([0-9.:]+)/kvroute/snapshot`)
+	var addr string
+	require.Eventually(t, func() bool {
+		if m := re.FindStringSubmatch(stdout.String()); m != nil {
+			addr = m[1]
+		}
+		return addr != ""
+	}, 10*time.Second, 5*time.Millisecond)
+
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = io.WriteString(c, "GET /kvroute/snapshot HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok\r\n\r\n")
+	require.NoError(t, err)
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	require.NoError(t, err)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.False(t, resp.Close, "the listener ended a keep-alive connection after one request")
+	// Idle now: closed after 300 ms; the deadline only guards against a hang.
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(30*time.Second)))
+	_, err = br.ReadByte()
+	require.ErrorIs(t, err, io.EOF, "the idle connection was not closed")
+
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("run did not return after cancellation")
+	}
 }
