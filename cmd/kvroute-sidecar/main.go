@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/kvroute/kvroute/disagg/sidecar"
+	"github.com/kvroute/kvroute/gateway"
 	"github.com/kvroute/kvroute/internal/cliflag"
 )
 
@@ -26,10 +27,11 @@ func main() {
 	cliflag.Exit("kvroute-sidecar", run(os.Args[1:]))
 }
 
-// defaultIdleTimeout is --idle-timeout's default, the kvroute gateway's: a
-// keep-alive connection idle this long is closed, so connections a client
-// opened and left cannot pile up until the process runs out of descriptors.
-const defaultIdleTimeout = 2 * time.Minute
+// defaultIdleTimeout is --idle-timeout's default, the kvroute gateway's
+// HTTP server's: a keep-alive connection idle this long is closed, so
+// connections a client opened and left cannot pile up until the process
+// runs out of descriptors.
+const defaultIdleTimeout = gateway.DefaultIdleTimeout
 
 // options are the command-line flags.
 type options struct {
