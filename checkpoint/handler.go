@@ -3,14 +3,11 @@ package checkpoint
 import (
 	"bufio"
 	"crypto/subtle"
-	"errors"
-	"io"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
-	"time"
 
+	"github.com/kvroute/kvroute/internal/stallwrite"
 	"github.com/kvroute/kvroute/kvindex"
 )
 
@@ -72,22 +69,15 @@ func (k *Keeper) Handler() http.Handler {
 		h.Set("X-Kvroute-Snapshot-Format", strconv.Itoa(kvindex.SnapshotFormatVersion))
 		h.Set("X-Kvroute-Block-Size", strconv.Itoa(k.ix.BlockSize()))
 		// Every write may wait k.stall for the peer to take it (see
-		// BootstrapConfig.ServeWriteTimeout); a socket deadline, so wall
-		// time. A ResponseWriter without write deadlines writes without one.
-		var out io.Writer = w
-		rc := http.NewResponseController(w)
-		if rc.SetWriteDeadline(time.Now().Add(k.stall)) == nil {
-			// Cleared once the snapshot is written: the next request on a
-			// keep-alive connection starts without it.
-			defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
-			out = deadlineWriter{w: w, rc: rc, d: k.stall}
-		}
-		bw := bufio.NewWriterSize(out, 256<<10)
+		// BootstrapConfig.ServeWriteTimeout).
+		sw := stallwrite.Start(w, k.stall)
+		defer sw.Stop()
+		bw := bufio.NewWriterSize(sw, 256<<10)
 		info, err := k.ix.WriteSnapshot(bw)
 		if err == nil {
 			err = bw.Flush()
 		}
-		if errors.Is(err, os.ErrDeadlineExceeded) {
+		if stallwrite.Stalled(err) {
 			k.met.serves.WithLabelValues("stalled").Inc()
 			k.log.Warn("Serving the index snapshot cut: the peer stopped reading", "peer", req.RemoteAddr, "writeTimeout", k.stall)
 			return
@@ -101,18 +91,4 @@ func (k *Keeper) Handler() http.Handler {
 		k.log.Info("Index snapshot served", "peer", req.RemoteAddr, "endpoints", len(info.Endpoints),
 			"memberships", info.Memberships, "bytes", info.Bytes)
 	})
-}
-
-// deadlineWriter restarts the response's write deadline before each write,
-// so that the deadline bounds how long one write waits for the peer, not
-// the whole transfer.
-type deadlineWriter struct {
-	w  io.Writer
-	rc *http.ResponseController
-	d  time.Duration
-}
-
-func (dw deadlineWriter) Write(p []byte) (int, error) {
-	_ = dw.rc.SetWriteDeadline(time.Now().Add(dw.d))
-	return dw.w.Write(p)
 }

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/disagg"
+	"github.com/kvroute/kvroute/internal/stallwrite"
 	"github.com/kvroute/kvroute/render"
 )
 
@@ -155,19 +155,13 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, d
 			hdr["Set-Cookie"] = append(hdr["Set-Cookie"], c)
 		}
 	}
-	rc := http.NewResponseController(w)
 	// Every write may wait ResponseWriteTimeout for the client to take it
-	// (see Config.ResponseWriteTimeout); a socket deadline, so wall time.
-	// A ResponseWriter without write deadlines writes without one.
-	stall := rc.SetWriteDeadline(time.Now().Add(h.cfg.ResponseWriteTimeout)) == nil
-	if stall {
-		// Cleared once the response is over: the next request on a
-		// keep-alive connection starts without it.
-		defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
-	}
+	// (see Config.ResponseWriteTimeout).
+	sw := stallwrite.Start(w, h.cfg.ResponseWriteTimeout)
+	defer sw.Stop()
 	w.WriteHeader(resp.StatusCode)
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		_ = rc.Flush() // the client sees the stream open at once
+		_ = sw.Flush() // the client sees the stream open at once
 	}
 
 	var us *usageScanner
@@ -195,13 +189,10 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, d
 			if us != nil {
 				us.write(buf[:n])
 			}
-			if stall {
-				_ = rc.SetWriteDeadline(time.Now().Add(h.cfg.ResponseWriteTimeout))
-			}
-			if _, werr := w.Write(buf[:n]); werr != nil {
+			if _, werr := sw.Write(buf[:n]); werr != nil {
 				return writeResult(werr), werr
 			}
-			if ferr := rc.Flush(); ferr != nil && !errors.Is(ferr, http.ErrNotSupported) {
+			if ferr := sw.Flush(); ferr != nil && !errors.Is(ferr, http.ErrNotSupported) {
 				return writeResult(ferr), ferr
 			}
 		}
@@ -227,7 +218,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, d
 // writeResult is the result of a response whose write to the client
 // failed: the client stalled past Config.ResponseWriteTimeout, or went away.
 func writeResult(err error) Result {
-	if errors.Is(err, os.ErrDeadlineExceeded) {
+	if stallwrite.Stalled(err) {
 		return ResultClientStalled
 	}
 	return ResultClientAbort
