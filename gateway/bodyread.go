@@ -5,13 +5,15 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/kvroute/kvroute/internal/bytebudget"
 )
 
 // DefaultMaxBodyBytesInFlight is the default of Config.MaxBodyBytesInFlight:
 // 512 MiB of request bodies held at once, sixteen bodies at
 // DefaultMaxBodyBytes or thousands of ordinary prompts (a long-context prompt
 // is a few hundred KiB of JSON).
-const DefaultMaxBodyBytesInFlight = 512 << 20
+const DefaultMaxBodyBytesInFlight = bytebudget.DefaultBodyBytesInFlight
 
 // bodyBufStart is the most a body's first buffer takes, whatever its
 // Content-Length announces: a client that announces 32 MiB and sends a few
@@ -92,13 +94,11 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) (body []byte,
 				continue
 			}
 			next := min(max(2*int64(cap(buf)), start), want)
-			if !h.budget.Acquire(next - int64(cap(buf))) {
+			grown, taken, ok := h.budget.Grow(buf, int(next))
+			if !ok {
 				return nil, held, errBodyBudget
 			}
-			held += next - int64(cap(buf))
-			grown := make([]byte, len(buf), next)
-			copy(grown, buf)
-			buf = grown
+			buf, held = grown, held+taken
 		}
 		n, err := rd.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]

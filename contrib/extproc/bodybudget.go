@@ -1,10 +1,12 @@
 package extproc
 
+import "github.com/kvroute/kvroute/internal/bytebudget"
+
 // DefaultMaxBodyBytesInFlight is the default of Config.MaxBodyBytesInFlight,
 // the kvroute gateway's: 512 MiB of request bodies buffered at once, sixteen
 // bodies at DefaultMaxBodyBytes or thousands of ordinary prompts (a
 // long-context prompt is a few hundred KiB of JSON).
-const DefaultMaxBodyBytesInFlight = 512 << 20
+const DefaultMaxBodyBytesInFlight = bytebudget.DefaultBodyBytesInFlight
 
 // appendBody adds chunk to the stream's buffered body, growing the buffer by
 // doubling (never past Config.MaxBodyBytes, which the caller has checked
@@ -15,14 +17,11 @@ func (st *streamState) appendBody(chunk []byte) bool {
 	need := len(st.body) + len(chunk)
 	if need > cap(st.body) {
 		next := min(max(2*cap(st.body), need), int(max(st.srv.cfg.MaxBodyBytes, int64(need))))
-		grow := int64(next - cap(st.body))
-		if !st.srv.bodies.Acquire(grow) {
+		buf, taken, ok := st.srv.bodies.Grow(st.body, next)
+		if !ok {
 			return false
 		}
-		st.held += grow
-		buf := make([]byte, len(st.body), next)
-		copy(buf, st.body)
-		st.body = buf
+		st.body, st.held = buf, st.held+taken
 	}
 	st.body = append(st.body, chunk...)
 	return true

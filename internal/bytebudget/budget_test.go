@@ -32,3 +32,18 @@ func TestBudgetNeverExceedsItsLimit(t *testing.T) {
 		t.Fatalf("%d bytes still taken", b.InUse())
 	}
 }
+
+// Grow takes exactly the growth from the budget, keeps the buffer's bytes,
+// and takes nothing when there is no room.
+func TestGrowTakesTheGrowthOrNothing(t *testing.T) {
+	b := Budget{Limit: 100}
+	buf := append(make([]byte, 0, 10), "abc"...)
+	grown, taken, ok := b.Grow(buf, 60)
+	if !ok || taken != 50 || cap(grown) != 60 || string(grown) != "abc" || b.InUse() != 50 {
+		t.Fatalf("Grow(10→60) = cap %d %q, taken %d, ok %v; in use %d", cap(grown), grown, taken, ok, b.InUse())
+	}
+	again, taken, ok := b.Grow(grown, 120)
+	if ok || taken != 0 || cap(again) != 60 || b.InUse() != 50 {
+		t.Fatalf("Grow(60→120) over the limit = cap %d, taken %d, ok %v; in use %d", cap(again), taken, ok, b.InUse())
+	}
+}
