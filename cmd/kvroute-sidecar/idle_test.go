@@ -2,9 +2,7 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"testing"
@@ -25,17 +23,8 @@ func TestServeClosesIdleKeepAliveConnections(t *testing.T) {
 	o, err := parseFlags([]string{"--host", "127.0.0.1", "--port", "0", "--metrics-port", "0",
 		"--decoder", "http://127.0.0.1:1", "--idle-timeout", "300ms"})
 	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	addrs := make(chan [2]string, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- serve(ctx, o, slog.New(slog.DiscardHandler), func(a, m string) { addrs <- [2]string{a, m} })
-	}()
-	a := <-addrs
-	defer func() {
-		cancel()
-		require.NoError(t, <-done)
-	}()
+	a, stop := startServe(t, o)
+	defer stop()
 
 	for _, addr := range a {
 		c, err := net.Dial("tcp", addr)

@@ -51,13 +51,7 @@ func TestServeSplitsAndStops(t *testing.T) {
 	dec, pre := start(server.RoleDecode), start(server.RolePrefill)
 	o, err := parseFlags([]string{"--host", "127.0.0.1", "--port", "0", "--metrics-port", "0", "--decoder", "http://" + dec.Addr()})
 	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	addrs := make(chan [2]string, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- serve(ctx, o, slog.New(slog.DiscardHandler), func(a, m string) { addrs <- [2]string{a, m} })
-	}()
-	a := <-addrs
+	a, stop := startServe(t, o)
 
 	req, err := http.NewRequest(http.MethodPost, "http://"+a[0]+"/v1/completions",
 		strings.NewReader(`{"model":"m","prompt":"hello there from the sidecar binary","max_tokens":4}`))
@@ -78,7 +72,22 @@ func TestServeSplitsAndStops(t *testing.T) {
 	require.NoError(t, resp.Body.Close())
 	require.Contains(t, string(b), `kvroute_sidecar_requests_total{outcome="split"} 1`)
 
-	cancel()
-	require.NoError(t, <-done)
+	stop()
 	http.DefaultClient.CloseIdleConnections()
+}
+
+// startServe runs the binary's serve loop with o and returns the client and
+// metrics listeners' addresses, and stop, which cancels it and checks that
+// it ended cleanly.
+func startServe(t *testing.T, o *options) (addrs [2]string, stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan [2]string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- serve(ctx, o, slog.New(slog.DiscardHandler), func(a, m string) { ready <- [2]string{a, m} })
+	}()
+	return <-ready, func() {
+		cancel()
+		require.NoError(t, <-done)
+	}
 }
