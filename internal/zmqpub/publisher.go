@@ -52,6 +52,9 @@ type Config struct {
 	MaxSubscribers   int           // connected subscribers (default 256)
 	WriteTimeout     time.Duration // a subscriber accepting nothing this long is dropped (default 5 s)
 	HandshakeTimeout time.Duration // bounds each ZMTP handshake (default 1 s)
+	// ReplayIdleTimeout closes a replay client connection that sends
+	// nothing this long (0: replay.DefaultServerIdleTimeout).
+	ReplayIdleTimeout time.Duration
 }
 
 // Validate reports invalid settings.
@@ -69,6 +72,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("kvevents: publisher handshakeTimeout must not be negative, got %v", c.HandshakeTimeout)
 	case c.ReplaySendHWM < 0:
 		return fmt.Errorf("kvevents: publisher replaySendHWM must not be negative, got %d", c.ReplaySendHWM)
+	case c.ReplayIdleTimeout < 0:
+		return fmt.Errorf("kvevents: publisher replayIdleTimeout must not be negative, got %v", c.ReplayIdleTimeout)
 	}
 	return c.ReplayLayout.Validate()
 }
@@ -170,7 +175,7 @@ func New(cfg Config, opts Options) (*Publisher, error) {
 		p.buf = replay.NewBuffer(cfg.BufferSize)
 		srv, err := replay.NewServer(replay.ServerConfig{
 			Addr: cfg.ReplayAddr, Layout: cfg.ReplayLayout, HandshakeTimeout: cfg.HandshakeTimeout,
-			SendHWM: cfg.ReplaySendHWM,
+			SendHWM: cfg.ReplaySendHWM, IdleTimeout: cfg.ReplayIdleTimeout,
 		}, p.buf, replay.Options{Set: telemetry.Set{Registerer: opts.Registerer, Logger: lg, Clock: opts.Clock}})
 		if err != nil {
 			p.set.Unregister(p.collectors...)

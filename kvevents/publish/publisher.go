@@ -59,6 +59,12 @@ type Config struct {
 	// queued for a client, as vLLM's ROUTER does past libzmq's send
 	// high-water mark (1,000); 0 never drops (see replay.ServerConfig).
 	ReplaySendHWM int `json:"replaySendHWM"`
+	// ReplayIdleTimeout closes a replay client's connection once it has
+	// sent nothing for this long, so that silent clients cannot keep the
+	// replay server's connection slots from the routers that need a replay
+	// (default "1m", replay.DefaultServerIdleTimeout; counted in
+	// kvroute_replay_server_idle_closed_total).
+	ReplayIdleTimeout time.Duration `json:"replayIdleTimeout"`
 
 	// SendQueue is each subscriber's queue, in messages (default 1000).
 	// Publish never blocks: a message for a full queue is dropped and
@@ -80,6 +86,7 @@ func (c Config) core() zmqpub.Config {
 		ReplayAddr: c.ReplayAddr, ReplayLayout: c.ReplayLayout, BufferSize: c.BufferSize, ReplaySendHWM: c.ReplaySendHWM,
 		SendQueue: c.SendQueue, MaxSubscribers: c.MaxSubscribers,
 		WriteTimeout: c.WriteTimeout, HandshakeTimeout: c.HandshakeTimeout,
+		ReplayIdleTimeout: c.ReplayIdleTimeout,
 	}
 }
 

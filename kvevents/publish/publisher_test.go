@@ -73,7 +73,7 @@ func TestConfigValidationJSONAndMetrics(t *testing.T) {
 	defer leakcheck.Check(t)()
 	for _, c := range []Config{
 		{BufferSize: -1}, {SendQueue: -1}, {MaxSubscribers: -1}, {WriteTimeout: -1},
-		{HandshakeTimeout: -1}, {Format: 99}, {ReplayLayout: "v9"},
+		{HandshakeTimeout: -1}, {Format: 99}, {ReplayLayout: "v9"}, {ReplayIdleTimeout: -1},
 	} {
 		require.Error(t, c.Validate(), "%+v", c)
 		_, err := New(c, Options{})
