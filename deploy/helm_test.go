@@ -78,7 +78,9 @@ inferenceExtension:
   strictConfig: true
   fallbacks: 2
   conformanceTestHooks: true
-  flags: {log-level: debug, max-body-bytes: "8388608", readiness-interval: 2s}
+  maxBodyBytes: 8388608
+  maxBodyBytesInFlight: 268435456
+  flags: {log-level: debug, readiness-interval: 2s}
   env: [{name: GOMAXPROCS, value: "2"}]
   nodeSelector: {kubernetes.io/os: linux}
   tolerations: [{key: dedicated, operator: Equal, value: router, effect: NoSchedule}]
@@ -161,8 +163,13 @@ func TestChartRendersValidObjects(t *testing.T) {
 	args := eppArgs(t, full["Deployment"][0])
 	for _, want := range []string{"--pool-name=qwen-pool", "--pool-namespace=llm", "--model=Qwen/Qwen3-32B",
 		"--event-selector=llm-d.ai/role=decode", "--log-level=debug", "--readiness-interval=2s", "--strict-config",
-		"--config=/etc/kvroute/config.yaml", "--fallbacks=2", "--conformance-test-hooks"} {
+		"--config=/etc/kvroute/config.yaml", "--fallbacks=2", "--conformance-test-hooks",
+		"--max-body-bytes=8388608", "--max-body-bytes-in-flight=268435456"} {
 		require.Contains(t, args, want)
+	}
+	// Without them, the picker's own defaults: no flag.
+	for _, a := range eppArgs(t, minimal["Deployment"][0]) {
+		require.NotContains(t, a, "--max-body-bytes")
 	}
 }
 
@@ -187,6 +194,7 @@ func TestChartRejectsMissingValues(t *testing.T) {
 		"no engine selector":    {"inferenceExtension: {model: m}\n", "inferencePool.modelServers.matchLabels is required"},
 		"no model":              {"inferencePool: {modelServers: {matchLabels: {app: vllm}}}\n", "inferenceExtension.model is required"},
 		"route without gateway": {minimalValues + "httpRoute: {enable: true}\n", "httpRoute.parentRefs is required"},
+		"negative body budget":  {"inferenceExtension: {model: m, maxBodyBytesInFlight: -1}\ninferencePool: {modelServers: {matchLabels: {app: vllm}}}\n", "maxBodyBytesInFlight (-1) must not be negative"},
 		"too many fallbacks":    {"inferenceExtension: {model: m, fallbacks: 17}\ninferencePool: {modelServers: {matchLabels: {app: vllm}}}\n", "inferenceExtension.fallbacks 17 is not between 0 and 16"},
 	} {
 		t.Run(name, func(t *testing.T) {
