@@ -108,7 +108,10 @@
 //
 // POST GeneratePath, vLLM's token-in /inference/v1/generate, is routed by
 // the token IDs, multimodal features and cache salt of its body, without
-// rendering, and forwarded unchanged.
+// rendering, and forwarded unchanged. A body whose features vLLM refuses
+// (modalities or counts of mm_hashes and mm_placeholders that do not match,
+// placeholders that are empty, overlap or end past the prompt) is answered
+// 400 and counted as bad_request.
 //
 // GET /v1/models is forwarded to the endpoints in turn without a routing
 // decision. Server bundles a Handler, a Router, a Prometheus registry

@@ -1,13 +1,10 @@
 package gateway
 
 import (
-	"cmp"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"slices"
-	"strings"
 
+	"github.com/kvroute/kvroute/internal/mmfeatures"
 	"github.com/kvroute/kvroute/render"
 )
 
@@ -29,22 +26,20 @@ const apiGenerate render.API = "generate"
 
 // generateRequest is the part of vLLM's GenerateRequest the router needs.
 type generateRequest struct {
-	TokenIDs  []uint32 `json:"token_ids"`
-	CacheSalt *string  `json:"cache_salt"`
-	Features  *struct {
-		MMHashes       map[string][]string `json:"mm_hashes"`
-		MMPlaceholders map[string][]struct {
-			Offset int `json:"offset"`
-			Length int `json:"length"`
-		} `json:"mm_placeholders"`
-	} `json:"features"`
+	TokenIDs  []uint32             `json:"token_ids"`
+	CacheSalt *string              `json:"cache_salt"`
+	Features  *mmfeatures.Features `json:"features"`
 }
 
 // generatePrompt reads the prompt of a GenerateRequest body: its token IDs,
-// multimodal items (sorted by offset then modality, as render answers are)
-// and cache salt.
-// A body without token IDs, or whose features do not pair each hash with a
-// placeholder inside the prompt, is an error (the engine would refuse it too).
+// multimodal items (sorted by offset, the order vLLM's engine keys blocks
+// in) and cache salt.
+// A body without token IDs, or with features vLLM refuses, is an error:
+// features whose modalities, hash and placeholder counts, or kwargs_data
+// and mm_metadata lists do not match, placeholders that are empty,
+// overlapping or past the prompt's end (package mmfeatures states vLLM's
+// rules). Routing such a request by keys the engine never produces would
+// only send it to an arbitrary engine to be refused there.
 func generatePrompt(body []byte) (render.Prompt, string, error) {
 	var g generateRequest
 	if err := json.Unmarshal(body, &g); err != nil {
@@ -55,30 +50,16 @@ func generatePrompt(body []byte) (render.Prompt, string, error) {
 	}
 	p := render.Prompt{TokenIDs: g.TokenIDs}
 	if g.Features != nil {
-		for mod, hashes := range g.Features.MMHashes {
-			ph := g.Features.MMPlaceholders[mod]
-			if len(ph) != len(hashes) {
-				return render.Prompt{}, "", fmt.Errorf("features: %d %s hashes but %d placeholders", len(hashes), mod, len(ph))
-			}
-			for i, h := range hashes {
-				// Offset+Length is not computed: a client's lengths near the
-				// int range would wrap it below the prompt's end.
-				if ph[i].Offset < 0 || ph[i].Length <= 0 || ph[i].Offset > len(g.TokenIDs) || ph[i].Length > len(g.TokenIDs)-ph[i].Offset {
-					return render.Prompt{}, "", fmt.Errorf("features: %s placeholder %d lies outside the prompt", mod, i)
-				}
-				p.Features = append(p.Features, render.MMFeature{Modality: mod, Hash: h, Offset: ph[i].Offset, Length: ph[i].Length})
+		items, err := g.Features.Items(len(g.TokenIDs))
+		if err != nil {
+			return render.Prompt{}, "", err
+		}
+		if items != nil {
+			p.Features = make([]render.MMFeature, len(items))
+			for i, it := range items {
+				p.Features[i] = render.MMFeature(it)
 			}
 		}
-		// Render's order: by offset, then modality, each modality's items in
-		// their list order. The modalities come from a map, so without the
-		// modality tie-break identical requests could hash their items in
-		// different orders and get different block keys.
-		slices.SortStableFunc(p.Features, func(a, b render.MMFeature) int {
-			if a.Offset != b.Offset {
-				return cmp.Compare(a.Offset, b.Offset)
-			}
-			return strings.Compare(a.Modality, b.Modality)
-		})
 	}
 	salt := ""
 	if g.CacheSalt != nil {

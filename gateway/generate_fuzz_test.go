@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"encoding/json"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -41,9 +40,9 @@ func encodeGenerate(t *testing.T, p render.Prompt, salt string) []byte {
 // FuzzGeneratePrompt feeds arbitrary client bodies to the token-in route's
 // prompt reader (seed corpus in testdata/fuzz/FuzzGeneratePrompt): it never
 // panics; a prompt it accepts has token IDs and features that each lie
-// inside the prompt, ordered as render orders them (offset, then modality),
-// so that the block keys of a request do not depend on how it was written;
-// and the prompt written back as a body reads back identically.
+// inside the prompt, sorted by offset and not overlapping (what vLLM
+// admits), so that the block keys of a request do not depend on how it was
+// written; and the prompt written back as a body reads back identically.
 func FuzzGeneratePrompt(f *testing.F) {
 	for _, s := range []string{
 		`{"token_ids":[1,2,3,4,5,6],"cache_salt":"x","features":{"mm_hashes":{"image":["b","a"],"audio":["c"]},` +
@@ -55,6 +54,9 @@ func FuzzGeneratePrompt(f *testing.F) {
 		`{"token_ids":[4294967295],"features":null,"cache_salt":"\ud800"}`,
 		`{"token_ids":[1],"features":{"mm_hashes":{"image":["a"]},"mm_placeholders":{}}}`,
 		`[1,2]`,
+		`{"token_ids":[1,2,3],"features":{"mm_hashes":{"image":["a"]},"mm_placeholders":{"image":[{"offset":0,"length":1}],"audio":[{"offset":1,"length":1}]}}}`,
+		`{"token_ids":[1,2,3,4],"features":{"mm_hashes":{"image":["a"],"audio":["b"]},"mm_placeholders":{"image":[{"offset":0,"length":4}],"audio":[{"offset":1,"length":1}]}}}`,
+		`{"token_ids":[1,2,3],"features":{"mm_hashes":{"image":["a","b"]},"mm_placeholders":{"image":[{"offset":2,"length":1},{"offset":0,"length":2}]},"kwargs_data":{"image":[null,"x"]}}}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -70,11 +72,30 @@ func FuzzGeneratePrompt(f *testing.F) {
 				t.Fatalf("feature %+v lies outside the %d-token prompt", m, n)
 			}
 			if i > 0 {
-				prev := p.Features[i-1]
-				if prev.Offset > m.Offset || (prev.Offset == m.Offset && strings.Compare(prev.Modality, m.Modality) > 0) {
-					t.Fatalf("features out of order: %+v before %+v", prev, m)
+				if prev := p.Features[i-1]; m.Offset < prev.Offset+prev.Length {
+					t.Fatalf("features out of order or overlapping: %+v before %+v", prev, m)
 				}
 			}
+		}
+		// Every hash and every placeholder of the body is one of the items:
+		// vLLM pairs them all, so none may be dropped.
+		var raw struct {
+			Features *struct {
+				Hashes map[string][]json.RawMessage `json:"mm_hashes"`
+				Places map[string][]json.RawMessage `json:"mm_placeholders"`
+			} `json:"features"`
+		}
+		require.NoError(t, json.Unmarshal(body, &raw))
+		if raw.Features != nil {
+			nh, np := 0, 0
+			for _, l := range raw.Features.Hashes {
+				nh += len(l)
+			}
+			for _, l := range raw.Features.Places {
+				np += len(l)
+			}
+			require.Len(t, p.Features, nh, "hashes")
+			require.Len(t, p.Features, np, "placeholders")
 		}
 		again, salt2, err := generatePrompt(encodeGenerate(t, p, salt))
 		require.NoError(t, err)

@@ -244,24 +244,28 @@ func TestGeneratePromptReadsFeaturesInOrder(t *testing.T) {
 	require.Equal(t, []render.MMFeature{{Modality: "image", Hash: "a", Offset: 0, Length: 1},
 		{Modality: "audio", Hash: "c", Offset: 2, Length: 1}, {Modality: "image", Hash: "b", Offset: 4, Length: 2}}, p.Features)
 	_, _, err = generatePrompt([]byte(`{"token_ids":[1],"features":{"mm_hashes":{"image":["a"]},"mm_placeholders":{"image":[{"offset":0,"length":5}]}}}`))
-	require.ErrorContains(t, err, "outside the prompt")
+	require.ErrorContains(t, err, "does not end within")
 	_, _, err = generatePrompt([]byte(`{"token_ids":[1,2,3],"features":{"mm_hashes":{"image":["a"]},"mm_placeholders":{"image":[{"offset":2,"length":9223372036854775807}]}}}`))
-	require.ErrorContains(t, err, "outside the prompt", "a length that wraps offset+length")
+	require.ErrorContains(t, err, "does not end within", "a length that wraps offset+length")
 }
 
-// Items at one offset are ordered by modality, as render orders them, however
-// the body's maps happen to be iterated: identical requests hash their items
-// in one order and get the same block keys.
-func TestGeneratePromptOrdersEqualOffsetsByModality(t *testing.T) {
-	body := []byte(`{"token_ids":[1,2],"features":{"mm_hashes":{"video":["v"],"audio":["a"],"image":["i","j"]},` +
-		`"mm_placeholders":{"video":[{"offset":0,"length":1}],"audio":[{"offset":0,"length":2}],"image":[{"offset":0,"length":1},{"offset":0,"length":2}]}}}`)
-	want := []render.MMFeature{{Modality: "audio", Hash: "a", Offset: 0, Length: 2}, {Modality: "image", Hash: "i", Offset: 0, Length: 1},
-		{Modality: "image", Hash: "j", Offset: 0, Length: 2}, {Modality: "video", Hash: "v", Offset: 0, Length: 1}}
+// Items are ordered by offset however the body's maps happen to be iterated:
+// identical requests hash their items in one order and get the same block
+// keys. Items cannot share an offset: their placeholders would overlap,
+// which vLLM refuses.
+func TestGeneratePromptOrderDoesNotDependOnMaps(t *testing.T) {
+	body := []byte(`{"token_ids":[1,2,3,4,5,6],"features":{"mm_hashes":{"video":["v"],"audio":["a"],"image":["i","j"]},` +
+		`"mm_placeholders":{"video":[{"offset":5,"length":1}],"audio":[{"offset":1,"length":2}],"image":[{"offset":3,"length":2},{"offset":0,"length":1}]}}}`)
+	want := []render.MMFeature{{Modality: "image", Hash: "j", Offset: 0, Length: 1}, {Modality: "audio", Hash: "a", Offset: 1, Length: 2},
+		{Modality: "image", Hash: "i", Offset: 3, Length: 2}, {Modality: "video", Hash: "v", Offset: 5, Length: 1}}
 	for range 20 { // the maps' iteration order varies from call to call
 		p, _, err := generatePrompt(body)
 		require.NoError(t, err)
 		require.Equal(t, want, p.Features)
 	}
+	_, _, err := generatePrompt([]byte(`{"token_ids":[1,2],"features":{"mm_hashes":{"audio":["a"],"image":["i"]},` +
+		`"mm_placeholders":{"audio":[{"offset":0,"length":2}],"image":[{"offset":0,"length":1}]}}}`))
+	require.ErrorContains(t, err, "placeholders overlap")
 }
 
 // The tokenize-once body is byte for byte the same whether its token IDs are
