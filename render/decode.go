@@ -28,8 +28,8 @@ type Prompt struct {
 	// TokenIDs are the prompt's token IDs after chat templating and
 	// multimodal placeholder expansion, exactly as the engine sees them.
 	TokenIDs []uint32
-	// Features are the prompt's multimodal items, sorted by Offset; nil for
-	// a text-only prompt.
+	// Features are the prompt's multimodal items, sorted by Offset, none
+	// empty and no two overlapping; nil for a text-only prompt.
 	Features []MMFeature
 
 	// tokenJSON is the renderer's token_ids array as it came, kept (with

@@ -65,34 +65,45 @@ func TestDecodeTextOnlyHasNoFeatures(t *testing.T) {
 
 func TestDecodeHostileResponses(t *testing.T) {
 	cases := map[string]string{
-		"negative token":          `{"token_ids":[1,-2,3]}`,
-		"fractional token":        `{"token_ids":[1,2.5]}`,
-		"integral float token":    `{"token_ids":[1.0]}`,
-		"exponent token":          `{"token_ids":[1e3]}`,
-		"token above uint32":      `{"token_ids":[4294967296]}`,
-		"huge token":              `{"token_ids":[99999999999999999999999999]}`,
-		"leading zero":            `{"token_ids":[01]}`,
-		"string token":            `{"token_ids":["1"]}`,
-		"nested array":            `{"token_ids":[[1]]}`,
-		"missing token_ids":       `{"request_id":"x"}`,
-		"null token_ids":          `{"token_ids":null}`,
-		"empty token_ids":         `{"token_ids":[]}`,
-		"trailing comma":          `{"token_ids":[1,]}`,
-		"unterminated":            `{"token_ids":[1,2`,
-		"not JSON":                `<html>502 Bad Gateway</html>`,
-		"empty body":              ``,
-		"trailing data":           `{"token_ids":[1]} {}`,
-		"deep nesting":            `{"x":` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `,"token_ids":[1]}`,
-		"placeholder outside":     `{"token_ids":[1,2],"features":{"mm_hashes":{"image":["h"]},"mm_placeholders":{"image":[{"offset":1,"length":5}]}}}`,
-		"hash count mismatch":     `{"token_ids":[1,2],"features":{"mm_hashes":{"image":["h","i"]},"mm_placeholders":{"image":[{"offset":0,"length":1}]}}}`,
-		"hashes without places":   `{"token_ids":[1,2],"features":{"mm_hashes":{"image":["h"]},"mm_placeholders":{}}}`,
-		"negative offset":         `{"token_ids":[1,2],"features":{"mm_hashes":{"image":["h"]},"mm_placeholders":{"image":[{"offset":-1,"length":1}]}}}`,
-		"placeholder no length":   `{"token_ids":[1,2],"features":{"mm_hashes":{"image":["h"]},"mm_placeholders":{"image":[{"offset":0}]}}}`,
-		"non-string hash":         `{"token_ids":[1,2],"features":{"mm_hashes":{"image":[5]},"mm_placeholders":{"image":[{"offset":0,"length":1}]}}}`,
-		"salt not a string":       `{"token_ids":[1],"cache_salt":5}`,
-		"empty array":             `[]`,
-		"array of non-objects":    `[1,2]`,
-		"unterminated string key": `{"token_ids`,
+		"negative token":        `{"token_ids":[1,-2,3]}`,
+		"fractional token":      `{"token_ids":[1,2.5]}`,
+		"integral float token":  `{"token_ids":[1.0]}`,
+		"exponent token":        `{"token_ids":[1e3]}`,
+		"token above uint32":    `{"token_ids":[4294967296]}`,
+		"huge token":            `{"token_ids":[99999999999999999999999999]}`,
+		"leading zero":          `{"token_ids":[01]}`,
+		"string token":          `{"token_ids":["1"]}`,
+		"nested array":          `{"token_ids":[[1]]}`,
+		"missing token_ids":     `{"request_id":"x"}`,
+		"null token_ids":        `{"token_ids":null}`,
+		"empty token_ids":       `{"token_ids":[]}`,
+		"trailing comma":        `{"token_ids":[1,]}`,
+		"unterminated":          `{"token_ids":[1,2`,
+		"not JSON":              `<html>502 Bad Gateway</html>`,
+		"empty body":            ``,
+		"trailing data":         `{"token_ids":[1]} {}`,
+		"deep nesting":          `{"x":` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `,"token_ids":[1]}`,
+		"placeholder outside":   `{"token_ids":[1,2],"features":{"mm_hashes":{"image":["h"]},"mm_placeholders":{"image":[{"offset":1,"length":5}]}}}`,
+		"hash count mismatch":   `{"token_ids":[1,2],"features":{"mm_hashes":{"image":["h","i"]},"mm_placeholders":{"image":[{"offset":0,"length":1}]}}}`,
+		"hashes without places": `{"token_ids":[1,2],"features":{"mm_hashes":{"image":["h"]},"mm_placeholders":{}}}`,
+		"negative offset":       `{"token_ids":[1,2],"features":{"mm_hashes":{"image":["h"]},"mm_placeholders":{"image":[{"offset":-1,"length":1}]}}}`,
+		"placeholder no length": `{"token_ids":[1,2],"features":{"mm_hashes":{"image":["h"]},"mm_placeholders":{"image":[{"offset":0}]}}}`,
+		"non-string hash":       `{"token_ids":[1,2],"features":{"mm_hashes":{"image":[5]},"mm_placeholders":{"image":[{"offset":0,"length":1}]}}}`,
+		// What vLLM's request model refuses in features is malformed in an
+		// answer too: the two objects name the same modalities, lists are
+		// lists, placeholders are neither empty nor overlapping.
+		"places without hashes":       `{"token_ids":[1,2],"features":{"mm_hashes":{"image":["h"]},"mm_placeholders":{"image":[{"offset":0,"length":1}],"audio":[{"offset":1,"length":1}]}}}`,
+		"empty places without hashes": `{"token_ids":[1,2],"features":{"mm_hashes":{},"mm_placeholders":{"image":[]}}}`,
+		"empty hashes without places": `{"token_ids":[1,2],"features":{"mm_hashes":{"image":[]},"mm_placeholders":{}}}`,
+		"null modality list":          `{"token_ids":[1,2],"features":{"mm_hashes":{"image":null},"mm_placeholders":{"image":null}}}`,
+		"empty placeholder":           `{"token_ids":[1,2],"features":{"mm_hashes":{"image":["h"]},"mm_placeholders":{"image":[{"offset":1,"length":0}]}}}`,
+		"overlap in a modality":       `{"token_ids":[1,2,3],"features":{"mm_hashes":{"image":["h","i"]},"mm_placeholders":{"image":[{"offset":0,"length":2},{"offset":1,"length":2}]}}}`,
+		"nested across modalities":    `{"token_ids":[1,2,3],"features":{"mm_hashes":{"image":["h"],"audio":["a"]},"mm_placeholders":{"image":[{"offset":0,"length":3}],"audio":[{"offset":1,"length":1}]}}}`,
+		"same offset":                 `{"token_ids":[1,2,3],"features":{"mm_hashes":{"image":["h"],"audio":["a"]},"mm_placeholders":{"image":[{"offset":1,"length":1}],"audio":[{"offset":1,"length":1}]}}}`,
+		"salt not a string":           `{"token_ids":[1],"cache_salt":5}`,
+		"empty array":                 `[]`,
+		"array of non-objects":        `[1,2]`,
+		"unterminated string key":     `{"token_ids`,
 	}
 	for name, body := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -140,9 +151,12 @@ func FuzzDecodeResponse(f *testing.F) {
 			if !slices.IsSortedFunc(p.Features, func(a, b MMFeature) int { return a.Offset - b.Offset }) {
 				t.Fatal("features not sorted by offset")
 			}
-			for _, m := range p.Features {
-				if m.Offset < 0 || m.Length < 0 || m.Offset+m.Length > len(p.TokenIDs) {
-					t.Fatalf("feature %+v outside the %d-token prompt", m, len(p.TokenIDs))
+			for i, m := range p.Features {
+				if m.Offset < 0 || m.Length <= 0 || m.Offset+m.Length > len(p.TokenIDs) {
+					t.Fatalf("feature %+v empty or outside the %d-token prompt", m, len(p.TokenIDs))
+				}
+				if i > 0 && m.Offset < p.Features[i-1].Offset+p.Features[i-1].Length {
+					t.Fatalf("features %+v and %+v overlap", p.Features[i-1], m)
 				}
 			}
 		}

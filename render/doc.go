@@ -68,7 +68,10 @@
 // the render copy only (Config.PrefillOnly and Config.OmitMMKwargs), and the
 // inbound Authorization header is forwarded verbatim. Responses are read with a
 // size cap and decoded by a small scanner that reads only token_ids,
-// features.mm_hashes, features.mm_placeholders and cache_salt. RenderInto
+// features.mm_hashes, features.mm_placeholders and cache_salt; features vLLM's
+// own request model would refuse (mm_hashes and mm_placeholders naming
+// different modalities or counts, empty or overlapping placeholders) make a
+// malformed answer, failed with reason decode. RenderInto
 // decodes into a caller's Result and reuses its token arrays, so that a
 // router rendering request after request allocates none.
 //

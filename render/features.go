@@ -1,9 +1,9 @@
 package render
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
-	"strings"
 )
 
 // mmList is one modality's entry of mm_hashes or mm_placeholders.
@@ -72,7 +72,8 @@ func decodePlaceholder(s *scanner, l *mmList) error {
 	return nil
 }
 
-// decodeModalityMap reads null or {modality: null | [item, ...]}.
+// decodeModalityMap reads null or {modality: [item, ...]}. A null list is
+// malformed: vLLM's request model types each one as a list.
 func decodeModalityMap(s *scanner, what string, item func(*scanner, *mmList) error) ([]mmList, error) {
 	if s.literal("null") {
 		return nil, nil
@@ -80,26 +81,24 @@ func decodeModalityMap(s *scanner, what string, item func(*scanner, *mmList) err
 	var out []mmList
 	err := eachMember(s, what, func(k []byte) error {
 		l := mmList{modality: string(k)}
-		if !s.literal("null") {
-			if !s.consume('[') {
-				return s.errorf("%s[%q]: expected an array", what, k)
-			}
-			s.ws()
-			if !s.consume(']') {
-				for {
-					s.ws()
-					if err := item(s, &l); err != nil {
-						return err
-					}
-					s.ws()
-					if s.consume(',') {
-						continue
-					}
-					if s.consume(']') {
-						break
-					}
-					return s.errorf("%s: expected ',' or ']'", what)
+		if !s.consume('[') {
+			return s.errorf("%s[%q]: expected an array", what, k)
+		}
+		s.ws()
+		if !s.consume(']') {
+			for {
+				s.ws()
+				if err := item(s, &l); err != nil {
+					return err
 				}
+				s.ws()
+				if s.consume(',') {
+					continue
+				}
+				if s.consume(']') {
+					break
+				}
+				return s.errorf("%s: expected ',' or ']'", what)
 			}
 		}
 		// A repeated modality replaces the earlier one, as in Python.
@@ -150,28 +149,36 @@ func eachMember(s *scanner, what string, fn func(k []byte) error) error {
 	}
 }
 
-// joinFeatures pairs each modality's placeholders with its hashes, checks
-// that every item lies inside the prompt, and sorts the items by offset.
+// joinFeatures pairs each modality's placeholders with its hashes and checks
+// the answer by the rules vLLM's request model holds features to (its
+// MultiModalFeatures validation, which builds every render answer): the two
+// objects name the same modalities, each with as many hashes as
+// placeholders; no placeholder is empty, overlaps another or ends past the
+// prompt. It returns the items sorted by offset, the order vLLM's engine
+// keys blocks in (offsets are distinct once nothing overlaps). Anything else
+// is a malformed answer: keys computed from it could not match the
+// engine's.
 func joinFeatures(hashes, places []mmList, ntok int) ([]MMFeature, error) {
 	n := 0
 	for _, p := range places {
 		n += len(p.places)
 	}
 	for _, h := range hashes {
-		if len(h.hashes) > 0 && !slices.ContainsFunc(places, func(p mmList) bool { return p.modality == h.modality }) {
+		if !slices.ContainsFunc(places, func(p mmList) bool { return p.modality == h.modality }) {
 			return nil, fmt.Errorf("mm_hashes[%q] has no placeholders", h.modality)
 		}
-	}
-	if n == 0 {
-		return nil, nil
 	}
 	out := make([]MMFeature, 0, n)
 	for _, p := range places {
 		var hs []string
+		found := false
 		for _, h := range hashes {
 			if h.modality == p.modality {
-				hs = h.hashes
+				hs, found = h.hashes, true
 			}
+		}
+		if !found {
+			return nil, fmt.Errorf("mm_placeholders[%q] has no hashes", p.modality)
 		}
 		if len(hs) != len(p.places) {
 			return nil, fmt.Errorf("modality %q: %d placeholders but %d hashes", p.modality, len(p.places), len(hs))
@@ -180,14 +187,21 @@ func joinFeatures(hashes, places []mmList, ntok int) ([]MMFeature, error) {
 			if sp.end > ntok {
 				return nil, fmt.Errorf("modality %q item %d: placeholder [%d, %d) outside the %d-token prompt", p.modality, i, sp.start, sp.end, ntok)
 			}
+			if sp.end == sp.start {
+				return nil, fmt.Errorf("modality %q item %d: empty placeholder at %d", p.modality, i, sp.start)
+			}
 			out = append(out, MMFeature{Modality: p.modality, Hash: hs[i], Offset: sp.start, Length: sp.end - sp.start})
 		}
 	}
-	slices.SortStableFunc(out, func(a, b MMFeature) int {
-		if a.Offset != b.Offset {
-			return a.Offset - b.Offset
+	if len(out) == 0 {
+		return nil, nil
+	}
+	slices.SortFunc(out, func(a, b MMFeature) int { return cmp.Compare(a.Offset, b.Offset) })
+	for i := 1; i < len(out); i++ {
+		if prev := out[i-1]; out[i].Offset < prev.Offset+prev.Length {
+			return nil, fmt.Errorf("placeholders overlap: %s at [%d, %d) and %s at [%d, %d)",
+				prev.Modality, prev.Offset, prev.Offset+prev.Length, out[i].Modality, out[i].Offset, out[i].Offset+out[i].Length)
 		}
-		return strings.Compare(a.Modality, b.Modality)
-	})
+	}
 	return out, nil
 }
