@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kvroute/kvroute/internal/mmfeatures"
 	"github.com/kvroute/kvroute/simengine"
 )
 
@@ -59,6 +60,10 @@ type generateIn struct {
 	Stream         bool            `json:"stream"`
 	StreamOptions  *streamOptions  `json:"stream_options"`
 	CacheSalt      *string         `json:"cache_salt"`
+	// Features are the prompt's multimodal items. The simulated engine has
+	// no multimodal inputs: it admits them by vLLM's rules and serves the
+	// prompt as its token IDs alone.
+	Features *mmfeatures.Features `json:"features"`
 }
 
 // generateParams is the part of vLLM's SamplingParams the engine uses.
@@ -78,7 +83,11 @@ type generateChoice struct {
 
 // handleGenerate serves GeneratePath: vLLM's GenerateRequest in, its
 // GenerateResponse out (an SSE stream of GenerateStreamResponse chunks with
-// stream=true). The prompt is used as given; nothing is tokenized.
+// stream=true). The prompt is used as given; nothing is tokenized. Features
+// vLLM refuses (package mmfeatures states its rules: mm_hashes and
+// mm_placeholders naming the same modalities with as many entries, no
+// empty, overlapping or out-of-prompt placeholder) are answered 400, as
+// vLLM answers them.
 func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	var req generateIn
 	if e := s.decodeJSON(w, r, &req); e != nil {
@@ -88,6 +97,12 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	if req.SamplingParams == nil {
 		writeAPIError(w, withParam(badRequest("sampling_params is required"), "sampling_params"))
 		return
+	}
+	if req.Features != nil && len(req.TokenIDs) > 0 {
+		if _, err := req.Features.Items(len(req.TokenIDs)); err != nil {
+			writeAPIError(w, withParam(badRequest("%s", err.Error()), "features"))
+			return
+		}
 	}
 	sel, e := s.resolveModel(req.Model)
 	if e == nil {

@@ -89,6 +89,27 @@ func TestGenerateAnswersLikeVLLM(t *testing.T) {
 	code, body = post(t, base+GeneratePath, map[string]any{"model": "other", "token_ids": prompt, "sampling_params": map[string]any{}})
 	require.Equal(t, http.StatusNotFound, code, string(body))
 
+	// Features are admitted by vLLM's rules; the simulated engine has no
+	// multimodal inputs and serves what vLLM admits as its tokens.
+	place := func(off, n int) map[string]any { return map[string]any{"offset": off, "length": n} }
+	for _, c := range []struct {
+		features map[string]any
+		status   int
+	}{
+		{map[string]any{"mm_hashes": map[string]any{"image": []string{"a", "b"}}, "mm_placeholders": map[string]any{"image": []any{place(3, 2), place(0, 3)}}}, http.StatusOK},
+		{map[string]any{"mm_hashes": map[string]any{"image": []string{"a"}}, "mm_placeholders": map[string]any{"image": []any{place(0, 1)}, "audio": []any{place(2, 1)}}}, http.StatusBadRequest},
+		{map[string]any{"mm_hashes": map[string]any{"image": []string{"a"}, "audio": []string{"b"}}, "mm_placeholders": map[string]any{"image": []any{place(0, 1)}}}, http.StatusBadRequest},
+		{map[string]any{"mm_hashes": map[string]any{"image": []string{"a", "b"}}, "mm_placeholders": map[string]any{"image": []any{place(0, 1)}}}, http.StatusBadRequest},
+		{map[string]any{"mm_hashes": map[string]any{"image": []string{"a", "b"}}, "mm_placeholders": map[string]any{"image": []any{place(0, 3), place(2, 1)}}}, http.StatusBadRequest},
+		{map[string]any{"mm_hashes": map[string]any{"image": []string{"a"}}, "mm_placeholders": map[string]any{"image": []any{place(4, 2)}}}, http.StatusBadRequest},
+	} {
+		code, body = post(t, base+GeneratePath, map[string]any{"token_ids": prompt, "sampling_params": map[string]any{"max_tokens": 1}, "features": c.features})
+		require.Equal(t, c.status, code, "%v: %s", c.features, body)
+		if c.status == http.StatusBadRequest {
+			require.Contains(t, string(body), `"param":"features"`)
+		}
+	}
+
 	_, plain := startServer(t, Config{})
 	code, body = post(t, plain+GeneratePath, map[string]any{"token_ids": prompt, "sampling_params": map[string]any{}})
 	require.Equal(t, http.StatusNotFound, code)
