@@ -15,7 +15,6 @@ import (
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/approx"
 	"github.com/kvroute/kvroute/internal/leakcheck"
-	"github.com/kvroute/kvroute/internal/recent"
 	"github.com/kvroute/kvroute/kvevents"
 	"github.com/kvroute/kvroute/simengine"
 	"github.com/kvroute/kvroute/simengine/server"
@@ -75,10 +74,13 @@ func startModeFleet(t *testing.T, events []bool, ac *approx.Config) (f *simFleet
 	return f, realEps
 }
 
-// last returns the gateway's latest decision once n have been recorded.
+// last returns the gateway's latest decision once n have been recorded. The
+// record is added after the response is written, so a client can hold the
+// whole response before its record exists: wait on the count of records
+// ever added, which, unlike the ring's length, keeps growing past its size.
 func (f *simFleet) last(t *testing.T, n int) DecisionRecord {
 	t.Helper()
-	require.Eventually(t, func() bool { return len(f.gw.Handler().Recent()) >= min(n, recent.Size) }, wait, time.Millisecond)
+	require.Eventually(t, func() bool { return f.gw.Handler().recent.Added() >= n }, wait, time.Millisecond)
 	return f.gw.Handler().Recent()[0]
 }
 

@@ -38,6 +38,15 @@ func (r *Ring[T]) List() []T {
 	return out
 }
 
+// Added returns how many records were ever added: unlike len(List()), it
+// keeps counting once the ring is full, so that a caller can wait for a
+// particular record to be added.
+func (r *Ring[T]) Added() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.n
+}
+
 // MaxText bounds each text a record keeps from a client or a peer (a
 // request ID, a model name, a path): records stay until newer ones replace
 // them, and a model name may be as long as a request body, so without the

@@ -22,6 +22,7 @@ func TestRingListsNewestFirst(t *testing.T) {
 	require.Len(t, l, Size)
 	require.Equal(t, string(rune('c'+Size-1)), l[0])
 	require.Equal(t, "c", l[Size-1], "the two oldest are forgotten")
+	require.Equal(t, Size+2, r.Added(), "the count goes on past the ring's size")
 }
 
 func TestRingConcurrentUse(t *testing.T) {
@@ -37,6 +38,7 @@ func TestRingConcurrentUse(t *testing.T) {
 	}
 	wg.Wait()
 	require.Len(t, r.List(), Size)
+	require.Equal(t, 400, r.Added())
 }
 
 func TestClip(t *testing.T) {
