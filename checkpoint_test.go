@@ -175,29 +175,35 @@ func TestCheckpointConfigDurations(t *testing.T) {
 	require.Equal(t, cfg.Bootstrap, back.Bootstrap)
 }
 
-// bootstrap.progressTimeout, maxSectionBytes and serveWriteTimeout are read by the
-// strict decoder (a duration string, a byte count), zero means the
-// defaults, and negative values are refused.
+// bootstrap.progressTimeout, maxSectionBytes, serveWriteTimeout and
+// serveMinRate are read by the strict decoder (a duration string, a byte
+// count, bytes per second), zero means the defaults, and negative values
+// are refused.
 func TestBootstrapLimitKeys(t *testing.T) {
-	got, err := LoadConfig(strings.NewReader(`{"bootstrap":{"progressTimeout":"750ms","maxSectionBytes":1048576,"serveWriteTimeout":"20s"}}`))
+	got, err := LoadConfig(strings.NewReader(`{"bootstrap":{"progressTimeout":"750ms","maxSectionBytes":1048576,"serveWriteTimeout":"20s","serveMinRate":65536}}`))
 	require.NoError(t, err)
 	require.Equal(t, 750*time.Millisecond, got.Bootstrap.ProgressTimeout)
 	require.Equal(t, 20*time.Second, got.Bootstrap.ServeWriteTimeout)
+	require.EqualValues(t, 65536, got.Bootstrap.ServeMinRate)
 	require.EqualValues(t, 1<<20, got.Bootstrap.MaxSectionBytes)
 	data, err := json.Marshal(got)
 	require.NoError(t, err)
 	require.Contains(t, string(data), `"progressTimeout":"750ms"`)
 	require.Contains(t, string(data), `"maxSectionBytes":1048576`)
+	require.Contains(t, string(data), `"serveMinRate":65536`)
 
 	def := DefaultConfig()
 	require.Zero(t, def.Bootstrap.ProgressTimeout, "zero: checkpoint.DefaultBootstrapProgressTimeout")
 	require.Zero(t, def.Bootstrap.MaxSectionBytes, "zero: checkpoint.DefaultMaxSectionBytes")
 	require.Zero(t, def.Bootstrap.ServeWriteTimeout, "zero: checkpoint.DefaultServeWriteTimeout")
+	require.Zero(t, def.Bootstrap.ServeMinRate, "zero: checkpoint.DefaultServeMinRate")
 
 	for in, want := range map[string]string{
 		`{"bootstrap":{"progressTimeout":5}}`:         "bootstrap.progressTimeout",
 		`{"bootstrap":{"progressTimeout":"-1s"}}`:     "bootstrap.progressTimeout",
 		`{"bootstrap":{"serveWriteTimeout":"-1s"}}`:   "bootstrap.serveWriteTimeout",
+		`{"bootstrap":{"serveMinRate":-1}}`:           "bootstrap.serveMinRate",
+		`{"bootstrap":{"serveMinRate":"1MiB"}}`:       "bootstrap.serveMinRate",
 		`{"bootstrap":{"maxSectionBytes":-1}}`:        "bootstrap.maxSectionBytes",
 		`{"bootstrap":{"maxSectionBytes":"1MiB"}}`:    "bootstrap.maxSectionBytes",
 		`{"bootstrap":{"max_section_bytes":1048576}}`: "bootstrap.max_section_bytes",

@@ -31,6 +31,14 @@ const (
 	// to a peer may wait for the peer to take it: far beyond the time a
 	// bootstrapping peer spends applying one section between reads.
 	DefaultServeWriteTimeout = time.Minute
+	// DefaultServeMinRate is the bytes per second a peer must take a
+	// served snapshot at, on average, after its grace
+	// (BootstrapConfig.ServeMinRate), 1 MiB/s: over a hundred times below
+	// a 1 Gbit/s link between the replicas of one pool, and far below
+	// what a peer with the default bootstrap timeout (2m) needs to load a
+	// large snapshot at all (over 8 MiB/s for 1 GiB), so only a peer that
+	// would not finish anyway, or does not mean to, is cut.
+	DefaultServeMinRate = 1 << 20
 )
 
 // Config configures the index checkpoint: a file rewritten periodically
@@ -85,8 +93,22 @@ type BootstrapConfig struct {
 	// would turn every bootstrapping replica away. Past it the transfer is
 	// cut and counted in kvroute_snapshot_serves_total as result
 	// "stalled". The deadline restarts at every write, so a slow peer that
-	// keeps reading is never cut. A duration string (default "1m").
+	// keeps reading is not cut by it (ServeMinRate bounds such a peer). A
+	// duration string (default "1m").
 	ServeWriteTimeout time.Duration `json:"serveWriteTimeout"`
+	// ServeMinRate is the bytes per second a peer must take a snapshot
+	// this router's Handler serves at, on average: the writes of a
+	// serve's first n bytes may wait for the peer at most
+	// ServeWriteTimeout plus n at this rate in all (the time the router
+	// takes to produce the bytes does not count), so a peer holds its
+	// serving slot at most twice ServeWriteTimeout plus the snapshot's
+	// size at this rate. A peer that reads a few bytes within every write
+	// timeout would otherwise restart it forever and hold its slot as long
+	// as it likes. Past it the transfer is cut and counted in
+	// kvroute_snapshot_serves_total as result "too_slow". Bytes per second
+	// (default 1 MiB/s, DefaultServeMinRate; see there why it spares an
+	// honest peer on a slow link).
+	ServeMinRate int64 `json:"serveMinRate"`
 }
 
 // Validate reports a Path whose directory does not exist, naming the key
@@ -119,6 +141,8 @@ func (c BootstrapConfig) Validate() error {
 		return fmt.Errorf("maxSectionBytes %d is negative", c.MaxSectionBytes)
 	case c.ServeWriteTimeout < 0:
 		return fmt.Errorf("serveWriteTimeout %v is negative", c.ServeWriteTimeout)
+	case c.ServeMinRate < 0:
+		return fmt.Errorf("serveMinRate %d is negative", c.ServeMinRate)
 	}
 	return nil
 }

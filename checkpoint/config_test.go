@@ -42,6 +42,7 @@ func TestConfigValidate(t *testing.T) {
 		{Timeout: -1}:                      "timeout -1ns is negative",
 		{ProgressTimeout: -1}:              "progressTimeout -1ns is negative",
 		{ServeWriteTimeout: -1}:            "serveWriteTimeout -1ns is negative",
+		{ServeMinRate: -1}:                 "serveMinRate -1 is negative",
 		{MaxSectionBytes: -1}:              "maxSectionBytes -1 is negative",
 	} {
 		require.EqualError(t, b.Validate(), want)

@@ -36,7 +36,12 @@
 // Config.Interval; the file is replaced atomically), Close writes the last
 // checkpoint, Write writes one now, DropUnlisted clears restored endpoints
 // that the first endpoint list does not name, and Handler serves the index
-// to peers (GET, bearer token from BootstrapConfig.Token).
+// to peers (GET, bearer token from BootstrapConfig.Token). A serve holds
+// one of 4 slots, so it is bounded: each write waits at most
+// BootstrapConfig.ServeWriteTimeout for the peer, and the writes together
+// at most that grace plus their bytes at BootstrapConfig.ServeMinRate,
+// measured on the Options' clock (the per-write deadlines are socket
+// deadlines, wall time).
 //
 // kvroute.New builds its Keeper from the "checkpoint" and "bootstrap"
 // sections of its configuration (Config and BootstrapConfig here) and its

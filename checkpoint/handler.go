@@ -36,7 +36,9 @@ const maxConcurrentServes = 4
 // answered 503 with Retry-After and counted (result "busy"), and a
 // bootstrapping peer tries another replica. A peer that stops reading for
 // BootstrapConfig.ServeWriteTimeout is cut off, giving its slot back, and
-// counted (result "stalled").
+// counted (result "stalled"); so is a peer that keeps reading but takes
+// the snapshot slower than BootstrapConfig.ServeMinRate after that grace
+// (result "too_slow").
 func (k *Keeper) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if req.Method != http.MethodGet {
@@ -68,14 +70,21 @@ func (k *Keeper) Handler() http.Handler {
 		h.Set("Cache-Control", "no-store")
 		h.Set("X-Kvroute-Snapshot-Format", strconv.Itoa(kvindex.SnapshotFormatVersion))
 		h.Set("X-Kvroute-Block-Size", strconv.Itoa(k.ix.BlockSize()))
-		// Every write may wait k.stall for the peer to take it (see
-		// BootstrapConfig.ServeWriteTimeout).
-		sw := stallwrite.Start(w, k.stall)
+		// Every write may wait k.stall for the peer to take it, and the
+		// writes may wait k.stall plus their bytes at k.minRate in all (see
+		// BootstrapConfig.ServeWriteTimeout and ServeMinRate).
+		sw := stallwrite.StartFloor(w, k.stall, stallwrite.Floor{Rate: k.minRate, Grace: k.stall, Clock: k.set.Clk()})
 		defer sw.Stop()
 		bw := bufio.NewWriterSize(sw, 256<<10)
 		info, err := k.ix.WriteSnapshot(bw)
 		if err == nil {
 			err = bw.Flush()
+		}
+		if stallwrite.TooSlow(err) {
+			k.met.serves.WithLabelValues("too_slow").Inc()
+			k.log.Warn("Serving the index snapshot cut: the peer read slower than the floor rate", "peer", req.RemoteAddr,
+				"minBytesPerSecond", k.minRate, "err", err)
+			return
 		}
 		if stallwrite.Stalled(err) {
 			k.met.serves.WithLabelValues("stalled").Inc()

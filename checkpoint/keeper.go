@@ -54,6 +54,9 @@ type Keeper struct {
 	// stall is the time each write of a served snapshot may wait for the
 	// peer (BootstrapConfig.ServeWriteTimeout).
 	stall time.Duration
+	// minRate is the bytes per second a served snapshot must average
+	// after stall (BootstrapConfig.ServeMinRate).
+	minRate int64
 
 	serving chan struct{} // a slot per snapshot being served (Handler)
 
@@ -81,9 +84,12 @@ func Restore(ctx context.Context, ix *kvindex.Index, cfg Config, boot BootstrapC
 		return nil, err
 	}
 	k := &Keeper{ix: ix, set: opts.Set, log: opts.Log(), met: met, cfg: cfg, token: boot.Token,
-		stall: boot.ServeWriteTimeout, serving: make(chan struct{}, maxConcurrentServes)}
+		stall: boot.ServeWriteTimeout, minRate: boot.ServeMinRate, serving: make(chan struct{}, maxConcurrentServes)}
 	if k.stall <= 0 {
 		k.stall = DefaultServeWriteTimeout
+	}
+	if k.minRate <= 0 {
+		k.minRate = DefaultServeMinRate
 	}
 	var sources []IndexSource
 	if opts.Cluster.Enabled() && len(boot.Peers) == 0 {
