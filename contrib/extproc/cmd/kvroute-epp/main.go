@@ -26,7 +26,10 @@
 // caught up makes it not ready again. Liveness does not wait. The metrics
 // port also serves the same readiness over HTTP (/ready: 200, or 503 with
 // the reason) and a status page (/debug/kvroute) with every endpoint's
-// KV-event stream and load and the latest requests.
+// KV-event stream and load and the latest requests. Like the kvroute
+// gateway's listener, it closes a connection whose request header has not
+// arrived within gateway.DefaultReadHeaderTimeout (10 s) and a keep-alive
+// connection idle for gateway.DefaultIdleTimeout (2 min).
 //
 // --fallbacks N names the N next best endpoints after the pick (protocol
 // v0.4.0), for an Envoy retry policy to try in order; when Envoy reports that
@@ -390,7 +393,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	status := picker.StatusHandler(router)
 	mux.Handle(extproc.ReadyPath, status)
 	mux.Handle(extproc.StatusPath, status)
-	ms := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	ms := newMetricsServer(mux)
 	errc := make(chan error, 3)
 	go func() { errc <- gs.Serve(grpcLn) }()
 	go func() { errc <- hs.Serve(healthLn) }()
