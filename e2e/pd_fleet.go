@@ -107,7 +107,7 @@ func startPDSidecar(decoderURL string, o Options) (*pdSidecar, error) {
 		return nil, err
 	}
 	sc := &pdSidecar{h: h, reg: reg, url: "http://" + ln.Addr().String(), done: make(chan error, 1),
-		hs: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}}
+		hs: &http.Server{Handler: h, ReadHeaderTimeout: gateway.DefaultReadHeaderTimeout, IdleTimeout: gateway.DefaultIdleTimeout}}
 	go func() { sc.done <- sc.hs.Serve(ln) }()
 	return sc, nil
 }

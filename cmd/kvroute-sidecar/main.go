@@ -99,7 +99,7 @@ func serve(ctx context.Context, o *options, lg *slog.Logger, ready func(addr, me
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: o.idleTimeout}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: gateway.DefaultReadHeaderTimeout, IdleTimeout: o.idleTimeout}
 	servers := []*http.Server{srv}
 	listeners := []net.Listener{l}
 	metricsAddr := ""
@@ -111,7 +111,7 @@ func serve(ctx context.Context, o *options, lg *slog.Logger, ready func(addr, me
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		servers = append(servers, &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: o.idleTimeout})
+		servers = append(servers, &http.Server{Handler: mux, ReadHeaderTimeout: gateway.DefaultReadHeaderTimeout, IdleTimeout: o.idleTimeout})
 		listeners = append(listeners, ml)
 		metricsAddr = ml.Addr().String()
 	}

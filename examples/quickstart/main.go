@@ -18,6 +18,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -87,7 +88,10 @@ func main() {
 		proxy.ServeHTTP(w, r)
 	})
 
-	srv := &http.Server{Addr: *listen, Handler: mux}
+	// A client that never finishes its header, or leaves a keep-alive
+	// connection idle, would otherwise hold a socket and a goroutine for as
+	// long as it likes. No write timeout: a streamed answer may take minutes.
+	srv := &http.Server{Addr: *listen, Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	go func() { <-ctx.Done(); srv.Shutdown(context.Background()) }()
 	log.Printf("quickstart gateway on http://%s, model %q, endpoints %s", *listen, *model, *list)
 	if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/gateway"
 )
 
 // snapshotPath is where the internal listener serves the index snapshot.
@@ -45,7 +46,7 @@ func serveSnapshot(addr string, r *kvroute.Router, idle time.Duration, log *slog
 	mux := http.NewServeMux()
 	mux.Handle(snapshotPath, r.SnapshotHandler())
 	s := &snapshotServer{addr: ln.Addr().String(), done: make(chan struct{}),
-		srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: idle}}
+		srv: &http.Server{Handler: mux, ReadHeaderTimeout: gateway.DefaultReadHeaderTimeout, IdleTimeout: idle}}
 	go func() {
 		defer close(s.done)
 		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
