@@ -12,6 +12,15 @@
 // connection that waits longer than --idle-timeout (default 2m) for its
 // next request.
 //
+// The sidecar posts request bodies to whatever prefiller the header names,
+// so by default only a trusted router may reach its port. With
+// --allowed-prefiller-networks (the pod network's CIDRs) and optionally
+// --allowed-prefiller-ports, a prefiller outside them, or one named by a
+// host name, is never contacted: the decoder prefills locally and the
+// fallback is counted as not_allowed. It plays the part of llm-d's routing
+// sidecar's SSRF protection, from static networks instead of the pool's
+// pods.
+//
 //	go run ./cmd/simengine --port 8001 --pd-role decode &
 //	go run ./cmd/simengine --port 8002 --pd-role prefill &
 //	go run ./cmd/kvroute-sidecar --port 8000 --decoder http://127.0.0.1:8001

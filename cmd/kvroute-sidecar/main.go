@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
 	"strconv"
@@ -42,6 +43,10 @@ type options struct {
 	logLevel        string
 	shutdownTimeout time.Duration
 	idleTimeout     time.Duration
+	// allowNets and allowPorts, when allowNets is set, restrict the
+	// prefillers the sidecar contacts (sidecar.AllowNetworks).
+	allowNets  []netip.Prefix
+	allowPorts []int
 }
 
 func parseFlags(args []string) (*options, error) {
@@ -58,8 +63,21 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight requests may finish on SIGTERM")
 	fs.DurationVar(&o.idleTimeout, "idle-timeout", defaultIdleTimeout, "how long a keep-alive connection may wait for its next request before it is closed (both listeners)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.Func("allowed-prefiller-networks", "comma-separated CIDRs or IPs (the pod network's): a prefiller outside them, or named by host name, is refused and the decoder prefills locally (default: any address, so only a trusted router may reach this port)", func(v string) error {
+		nets, err := parseNetworks(v)
+		o.allowNets = append(o.allowNets, nets...)
+		return err
+	})
+	fs.Func("allowed-prefiller-ports", "comma-separated ports a prefiller may have (default: any; needs --allowed-prefiller-networks)", func(v string) error {
+		ports, err := parsePorts(v)
+		o.allowPorts = append(o.allowPorts, ports...)
+		return err
+	})
 	if err := cliflag.Parse(fs, args, os.Stdout); err != nil {
 		return nil, err
+	}
+	if len(o.allowPorts) > 0 && len(o.allowNets) == 0 {
+		return nil, errors.New("--allowed-prefiller-ports needs --allowed-prefiller-networks")
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
@@ -90,7 +108,13 @@ func run(args []string) error {
 func serve(ctx context.Context, o *options, lg *slog.Logger, ready func(addr, metrics string)) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	h, err := sidecar.NewHandler(o.cfg, sidecar.Options{Registerer: reg, Logger: lg})
+	sopts := sidecar.Options{Registerer: reg, Logger: lg}
+	if len(o.allowNets) > 0 {
+		sopts.AllowTarget = sidecar.AllowNetworks(o.allowNets, o.allowPorts)
+	} else {
+		lg.Warn("kvroute-sidecar contacts any prefiller the x-prefiller-host-port header names: only a trusted router may reach its port; --allowed-prefiller-networks restricts it")
+	}
+	h, err := sidecar.NewHandler(o.cfg, sopts)
 	if err != nil {
 		return err
 	}
