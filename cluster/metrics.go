@@ -56,6 +56,7 @@ type metrics struct {
 	received          prometheus.Counter
 	invalidMsgs       prometheus.Counter
 	truncated         prometheus.Counter
+	refused           [numRefusals]prometheus.Counter
 
 	deltasPublished  prometheus.Counter
 	deltasApplied    prometheus.Counter
@@ -88,6 +89,10 @@ func newMetrics(set telemetry.Set) (*metrics, error) {
 	epDrops := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kvroute_cluster_endpoints_dropped_total",
 		Help: "Endpoint names read from Redis (in peers' records, load changes and decisions) and ignored, by reason (unknown_endpoint: not one of this replica's endpoints; invalid_name: empty, over 1,024 bytes or not UTF-8). A record's endpoints count at every read.",
+	}, []string{"reason"})
+	refused := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kvroute_cluster_redis_replies_refused_total",
+		Help: "Parts of Redis replies refused before go-redis read them into memory, by reason (string_too_long: a string over a record's or decision message's size, read as the empty string and counted again as an invalid record or message; line_too_long, too_many_elements, nested_too_deep, reply_too_large, malformed: the connection is dropped and the command fails).",
 	}, []string{"reason"})
 	m := &metrics{
 		staleRecords: prometheus.NewCounter(prometheus.CounterOpts{
@@ -176,15 +181,22 @@ func newMetrics(set telemetry.Set) (*metrics, error) {
 	for i := range m.endpointsDropped {
 		m.endpointsDropped[i] = epDrops.WithLabelValues(epDropNames[i])
 	}
+	for i := range m.refused {
+		m.refused[i] = refused.WithLabelValues(refuseNames[i])
+	}
 	for i := range m.deltasDropped {
 		m.deltasDropped[i] = deltaDrops.WithLabelValues(deltaDropNames[i])
 	}
 	m.cs = []prometheus.Collector{m.degraded, m.outages, errs, m.commands, m.peers, m.peersIgnored,
 		m.invalidRecords, m.staleness, m.published, m.publishedBytes, m.messages, drops, m.received, m.invalidMsgs, m.truncated,
-		m.deltasPublished, m.deltasApplied, m.deltasSuperseded, deltaDrops, m.pendingBytes, m.staleRecords, epDrops, m.queueBandsDropped}
+		m.deltasPublished, m.deltasApplied, m.deltasSuperseded, deltaDrops, m.pendingBytes, m.staleRecords, epDrops, m.queueBandsDropped, refused}
 	m.cs = append(m.cs, m.sessions.init()...)
 	if err := set.Register(m.cs...); err != nil {
 		return nil, err
 	}
 	return m, nil
 }
+
+// refusal counts a part of a Redis reply refused for reason (respbound.go);
+// it runs on go-redis's goroutines.
+func (m *metrics) refusal(reason int) { m.refused[reason].Inc() }

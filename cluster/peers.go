@@ -56,7 +56,7 @@ func LivePeers(ctx context.Context, cfg Config) ([]Peer, Skipped, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, skipped, err
 	}
-	rdb := newClient(cfg)
+	rdb := newClient(cfg, limitsFor(cfg), nil) // a record over the bound reads as empty: Unreadable
 	defer rdb.Close()
 	store := redisStore{rdb: rdb, maxMembers: membersRead * cfg.MaxPeers}
 	k := newKeys(cfg.Pool, cfg.ReplicaID)

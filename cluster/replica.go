@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/kvroute/kvroute/kvindex"
 	"github.com/kvroute/kvroute/telemetry"
@@ -161,8 +160,11 @@ func New(cfg Config, index *kvindex.Index, tracker *tokenload.Tracker, opts Opti
 		return nil, err
 	}
 	routeRedisLogs(r.log)
-	if r.rdb == nil {
-		r.rdb, r.ownRdb = newClient(cfg), true
+	lim := limitsFor(cfg)
+	if opts.Client == nil {
+		r.rdb, r.ownRdb = newClient(cfg, lim, r.met.refusal), true
+	} else if r.rdb, r.ownRdb = clientFrom(opts.Client, lim, r.met.refusal); !r.ownRdb {
+		r.log.Warn("cluster: Options.Client is no go-redis client kvroute can copy; the replies it reads are not bounded", "type", fmt.Sprintf("%T", opts.Client))
 	}
 	r.store = redisStore{rdb: r.rdb, sharded: cfg.ShardedPubSub, maxMembers: membersRead * cfg.MaxPeers}
 	if !cfg.DisableSharedDecisions {
@@ -189,7 +191,7 @@ func newReplica(cfg Config, index *kvindex.Index, tracker *tokenload.Tracker, op
 	if err != nil {
 		return nil, err
 	}
-	r := &Replica{cfg: cfg, rdb: opts.Client, keys: newKeys(cfg.Pool, cfg.ReplicaID), tracker: tracker, index: index,
+	r := &Replica{cfg: cfg, keys: newKeys(cfg.Pool, cfg.ReplicaID), tracker: tracker, index: index,
 		log: opts.Log().With("replica", cfg.ReplicaID, "pool", cfg.Pool), met: met, set: opts.Set, cleanup: true,
 		clock: opts.Clk(), now: opts.Clk().Now}
 	r.met.staleness.Set(cfg.StalenessBound().Seconds())
@@ -201,27 +203,6 @@ func newReplica(cfg Config, index *kvindex.Index, tracker *tokenload.Tracker, op
 	r.readNow = make(chan struct{}, 1)
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	return r, nil
-}
-
-func newClient(cfg Config) redis.UniversalClient {
-	return redis.NewUniversalClient(&redis.UniversalOptions{
-		Addrs:                    cfg.Addrs,
-		IsClusterMode:            cfg.ClusterMode,
-		Username:                 cfg.Username,
-		Password:                 cfg.Password,
-		DB:                       cfg.DB,
-		ClientName:               "kvroute-" + cfg.ReplicaID,
-		DialTimeout:              cfg.OpTimeout,
-		ReadTimeout:              cfg.OpTimeout,
-		WriteTimeout:             cfg.OpTimeout,
-		PoolTimeout:              cfg.OpTimeout,
-		ContextTimeoutEnabled:    true,
-		MaxRetries:               -1, // the loops retry on their next tick; a retry would only delay the outage signal
-		DialerRetries:            1,  // likewise for dials: one attempt per operation
-		PoolSize:                 4,
-		DisableIdentity:          true,
-		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
-	})
 }
 
 // ID returns the replica's ID.
