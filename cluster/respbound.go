@@ -16,7 +16,7 @@ import (
 // only then does this package see it.
 //
 //   - A bulk string ($) longer than maxString reaches go-redis as the empty
-//     string, its bytes discarded as they arrive: a peer's record or
+//     string once its bytes have been discarded as they arrived: a peer's record or
 //     decision message that large is refused as an undecodable one is, and
 //     the rest of the reply (the other peers' records) and the connection
 //     are kept.
@@ -69,7 +69,7 @@ const (
 	stLine           // inside a line, passed through up to its '\n'
 	stHeader         // inside a length header, held back up to its '\n'
 	stPayload        // inside a string's payload and its CRLF, passed through
-	stSkip           // inside a refused bulk string's payload, discarded
+	stSkip           // inside a refused bulk string's payload, discarded; "" at its end
 )
 
 type respFrame struct {
@@ -179,12 +179,22 @@ func (b *respBound) feed(in, out []byte) (nin, nout int, err error) {
 				b.valueDone()
 			}
 		case stSkip:
-			k := min(int64(len(in)-nin), b.remain)
+			k := min(int64(len(in)-nin), b.remain-1)
 			nin += int(k)
 			b.remain -= k
-			if b.remain == 0 {
-				b.st = stType
+			if b.remain > 1 || nin == len(in) {
+				continue
 			}
+			if len(out)-nout < maxHeader {
+				return nin, nout, nil // the empty string goes out whole or not at all
+			}
+			// The string's last byte: only now does go-redis get the empty
+			// string, so that it never takes the reply for complete (and the
+			// connection for idle) with the string's bytes still to come.
+			nin++
+			nout += copy(out[nout:], "$0\r\n\r\n")
+			b.st, b.remain = stType, 0
+			b.valueDone()
 		}
 	}
 	return nin, nout, b.err
@@ -230,9 +240,8 @@ func (b *respBound) header(out []byte) int {
 				b.refuse(refuseString)
 			}
 			b.st, b.remain = stSkip, n+2
-			b.reply += 6
-			b.valueDone()
-			return copy(out, "$0\r\n\r\n")
+			b.reply += 6 // the empty string that replaces it, at its end
+			return 0
 		case n > b.lim.maxString:
 			b.fail(refuseLong, "string of %d bytes over %d", n, b.lim.maxString)
 			return 0

@@ -104,11 +104,11 @@ func (p *refBound) value(d int) bool {
 				return p.refuse(refuseReply)
 			}
 			p.strings++
-			p.emit([]byte("$0\r\n\r\n"))
 			if int64(len(p.in)-p.pos) < n+2 {
 				p.pos = len(p.in)
 				return false
 			}
+			p.emit([]byte("$0\r\n\r\n"))
 			p.pos += int(n + 2)
 			return true
 		case n > p.lim.maxString:
@@ -253,7 +253,7 @@ func TestRespBoundRefusals(t *testing.T) {
 	}{
 		"string at the bound": {"$20\r\n01234567890123456789\r\n:1\r\n", "$20\r\n01234567890123456789\r\n:1\r\n", -1},
 		"string over it":      {"*2\r\n$21\r\n012345678901234567890\r\n:1\r\n", "*2\r\n$0\r\n\r\n:1\r\n", -1},
-		"huge string":         {"$536870912\r\nabc", "$0\r\n\r\n", -1},
+		"huge string":         {"$536870912\r\nabc", "", -1},
 		"blob error over":     {"!21\r\n", "", refuseLong},
 		"verbatim over":       {"=21\r\n", "", refuseLong},
 		"line over":           {"+0123456789012345678901\r\n", "+0123456789012345678", refuseLong},
