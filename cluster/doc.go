@@ -110,6 +110,25 @@
 // stays bounded per replica: MaxPeers records of at most 1 MiB per read,
 // MaxPendingDeltaBytes of pending load changes, MaxPeers senders.
 //
+// The Redis client reads a reply whole, whatever size the server announces
+// (Redis takes values up to 512 MiB), before any of these checks, so the
+// replica's connections read through a bounder that follows the RESP
+// stream as it arrives and refuses what exceeds what kvroute writes before
+// the client allocates it, counting each refusal in
+// kvroute_cluster_redis_replies_refused_total by reason. A string over
+// 1 MiB + 64 KiB (a record or a decision message is at most 1 MiB) is
+// discarded as its bytes arrive and read as the empty string
+// (string_too_long): it is then an invalid record or message like any
+// other, and the rest of the read, the other peers' records, goes on, as
+// does the subscription. Anything else over its bound (line_too_long;
+// too_many_elements: an aggregate over 65,536 elements, or 8 × MaxPeers
+// if more; nested_too_deep: over 16 levels; reply_too_large: a reply over
+// an MGET of MaxPeers such records plus 8 MiB; malformed) drops the
+// connection: the command fails (a read puts the replica in degraded
+// mode) and the next one dials again. With Options.Client, the bounded
+// client is the replica's own, built from the given client's options (see
+// Options).
+//
 // # Faults
 //
 // A failed or timed-out refresh or read (OpTimeout bounds each) puts the

@@ -31,8 +31,15 @@ type Options struct {
 	// Redis operations' OpTimeout stays wall time: it becomes the socket
 	// deadlines of the Redis client.
 	telemetry.Set
-	// Client is the Redis client to use instead of one built from
-	// Config.Addrs; the Replica does not close it.
+	// Client, when set, replaces Config.Addrs and its credentials: a
+	// *redis.Client (NewFailoverClient's too), *redis.ClusterClient or
+	// *redis.Ring lends its options (servers, credentials, TLS, timeouts,
+	// pool size) to a client of the Replica's own, whose connections read
+	// bounded replies (see the package doc) and which Close closes; hooks
+	// added to Client are not carried over. Client itself is left as it
+	// is, so its other users' commands read values of any size, and the
+	// Replica does not close it. Any other UniversalClient is used as is,
+	// its replies unbounded, and New logs a warning.
 	Client redis.UniversalClient
 }
 
