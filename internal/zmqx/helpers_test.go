@@ -122,3 +122,34 @@ func isGuardErr(err, reason error) bool {
 	var ge *GuardError
 	return errors.Is(err, reason) && errors.As(err, &ne) && !ne.Timeout() && errors.As(err, &ge)
 }
+
+// deadlineLog records, for every read deadline armed on a deadlineConn, how
+// far ahead of the moment it was armed it lay. The guard computes a deadline
+// just before arming it, so each entry is at most the timeout it applied,
+// however long the arming goroutine was descheduled.
+type deadlineLog struct {
+	mu    sync.Mutex
+	ahead []time.Duration
+}
+
+func (l *deadlineLog) read() []time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]time.Duration(nil), l.ahead...)
+}
+
+// deadlineConn is a dialed connection whose read deadlines are logged.
+type deadlineConn struct {
+	net.Conn
+	log *deadlineLog
+}
+
+func (c *deadlineConn) SetReadDeadline(d time.Time) error {
+	if !d.IsZero() {
+		ahead := time.Until(d)
+		c.log.mu.Lock()
+		c.log.ahead = append(c.log.ahead, ahead)
+		c.log.mu.Unlock()
+	}
+	return c.Conn.SetReadDeadline(d)
+}

@@ -56,6 +56,13 @@ type guardTransport struct {
 	inner transport.Transport
 }
 
+// dialHookKey carries, in a socket's context, a function that
+// guardTransport.Dial calls with the outcome of every TCP dial attempt and
+// whose result it goes on with, so that a test can count go-zeromq's attempts
+// (a refused port has no listener to count them) and watch the deadlines the
+// guard sets on the connection. Nothing outside this package's tests sets it.
+type dialHookKey struct{}
+
 // Dial connects over TCP within Options.DialTimeout and wraps the connection.
 func (t guardTransport) Dial(ctx context.Context, d transport.Dialer, addr string) (net.Conn, error) {
 	o := OptionsFrom(ctx)
@@ -66,6 +73,9 @@ func (t guardTransport) Dial(ctx context.Context, d transport.Dialer, addr strin
 		defer cancel()
 	}
 	c, err := t.inner.Dial(dctx, d, addr)
+	if hook, ok := ctx.Value(dialHookKey{}).(func(net.Conn, error) (net.Conn, error)); ok {
+		c, err = hook(c, err)
+	}
 	if err != nil {
 		return nil, err
 	}
