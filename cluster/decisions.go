@@ -127,20 +127,8 @@ func (r *Replica) publishLoop() {
 			return
 		case <-r.q.wake:
 		}
-		for {
-			wait := r.flushAt(last).Sub(r.now())
-			if wait <= 0 {
-				break
-			}
-			woken, alive := r.sleepOrWake(wait) // let the decisions of the next few milliseconds join this message
-			if !alive {
-				return
-			}
-			if !woken {
-				break
-			}
-			// Woken by another queued decision, session or load change: a
-			// load change cuts the wait short.
+		if !r.waitFlush(last) { // let the decisions of the next few milliseconds join this message
+			return
 		}
 		last = r.now()
 		buf, _ = r.flush(buf)
@@ -163,18 +151,30 @@ func (r *Replica) flushAt(last time.Time) time.Time {
 	return last.Add(r.cfg.PublishInterval)
 }
 
-// sleepOrWake waits up to d on the replica's clock or until the queue is
-// woken: woken reports the latter, alive is false when Close came first.
-func (r *Replica) sleepOrWake(d time.Duration) (woken, alive bool) {
-	t := r.clock.NewTimer(d)
+// waitFlush waits on the replica's clock until flushAt(last); false when
+// Close came first. One timer covers the whole wait: a wake by another
+// queued decision or session leaves it armed, and one by a load change ends
+// the wait at once. Re-arming it after every wake would let the clock pass
+// the flush time between reading the clock and arming (a manual clock
+// advanced just then), and the message would wait one interval more.
+func (r *Replica) waitFlush(last time.Time) bool {
+	wait := r.flushAt(last).Sub(r.now())
+	if wait <= 0 {
+		return true
+	}
+	t := r.clock.NewTimer(wait)
 	defer t.Stop()
-	select {
-	case <-r.ctx.Done():
-		return false, false
-	case <-r.q.wake:
-		return true, true
-	case <-t.C():
-		return false, true
+	for {
+		select {
+		case <-r.ctx.Done():
+			return false
+		case <-t.C():
+			return true
+		case <-r.q.wake:
+			if !r.flushAt(last).After(r.now()) {
+				return true
+			}
+		}
 	}
 }
 
