@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"net"
+	"os"
 	"testing"
 	"time"
 
@@ -117,11 +118,16 @@ func TestReadAfterGuardErrorIsSticky(t *testing.T) {
 func TestHandshakeTimeoutClosesConn(t *testing.T) {
 	a, b := net.Pipe()
 	defer b.Close()
-	g := newGuardConn(context.Background(), a, Options{HandshakeTimeout: 100 * time.Millisecond, IdleTimeout: time.Hour}.withDefaults(), nil)
-	start := time.Now()
+	// The handshake's deadline, not the idle one, bounds the read: the one
+	// armed lies at most 100 ms ahead, and the read ends on it.
+	var armed deadlineLog
+	g := newGuardConn(context.Background(), &deadlineConn{Conn: a, log: &armed},
+		Options{HandshakeTimeout: 100 * time.Millisecond, IdleTimeout: time.Hour}.withDefaults(), nil)
 	_, err := g.Read(make([]byte, 64))
-	require.Error(t, err)
-	require.Less(t, time.Since(start), 2*time.Second)
+	require.ErrorIs(t, err, os.ErrDeadlineExceeded)
+	ahead := armed.read()
+	require.Len(t, ahead, 1)
+	require.LessOrEqual(t, ahead[0], 100*time.Millisecond)
 	// A handshake failure closes the connection: go-zeromq would not.
 	_, err = b.Write([]byte{1})
 	require.Error(t, err)

@@ -26,9 +26,11 @@ func dialRaw(t testing.TB, addr string) net.Conn {
 
 func TestListenSocketMuteClientDoesNotBlockPublishers(t *testing.T) {
 	defer leakcheck.Check(t)()
-	// Bind mode: kvroute's SUB binds, engines' PUBs connect. A long handshake
-	// deadline makes head-of-line blocking obvious if it happened.
-	s := NewSub(context.Background(), Options{HandshakeTimeout: 10 * time.Second}, nil)
+	// Bind mode: kvroute's SUB binds, engines' PUBs connect. The mute
+	// client's handshake deadline is far beyond the wait for the publisher's
+	// message, so head-of-line blocking behind it fails the test however
+	// fast or slow the machine is.
+	s := NewSub(context.Background(), Options{HandshakeTimeout: time.Hour}, nil)
 	require.NoError(t, s.SetOption(zmq4.OptionSubscribe, ""))
 	require.NoError(t, ListenSocket(s, "127.0.0.1:0"))
 	addr := s.Addr().String()
@@ -38,14 +40,12 @@ func TestListenSocketMuteClientDoesNotBlockPublishers(t *testing.T) {
 
 	pub := dialRaw(t, addr)
 	defer pub.Close()
-	start := time.Now()
 	require.NoError(t, handshakeAs(pub, "PUB", false))
 	_, err := pub.Write(zmtpMessage([]byte("kv@p@m"), []byte{0, 0, 0, 0, 0, 0, 0, 3}, []byte("x")))
 	require.NoError(t, err)
-	m, err := recvTimeout(t, s, 5*time.Second)
+	m, err := recvTimeout(t, s, 30*time.Second)
 	require.NoError(t, err)
 	require.Equal(t, "kv@p@m", string(m.Frames[0]))
-	require.Less(t, time.Since(start), 3*time.Second)
 	require.NoError(t, CloseDrain(s))
 }
 
