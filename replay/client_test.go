@@ -125,6 +125,11 @@ func TestReplaySilentRouterFailsBounded(t *testing.T) {
 	var mu sync.Mutex
 	cl := newClient(t, ClientConfig{IdleTimeout: 200 * time.Millisecond, Backoff: 10 * time.Millisecond,
 		OnAttemptError: func(e *Error) { mu.Lock(); attemptOps = append(attemptOps, e.Op); mu.Unlock() }})
+	// The configured 200 ms reaches the sockets' transport, and each attempt
+	// ends on that socket deadline (not on the replay's 2 min Timeout, which
+	// would end the replay with the attempt's error rather than
+	// OpNoProgress), no earlier than it.
+	require.Equal(t, 200*time.Millisecond, cl.opts.IdleTimeout)
 	start := time.Now()
 	res, err := cl.Replay(context.Background(), r.Endpoint(), 0, (&collector{}).apply)
 	elapsed := time.Since(start)
@@ -133,7 +138,6 @@ func TestReplaySilentRouterFailsBounded(t *testing.T) {
 	require.Equal(t, OpNoProgress, re.Op)
 	require.ErrorIs(t, err, os.ErrDeadlineExceeded, "the idle deadline ended each attempt")
 	require.Equal(t, 3, res.Attempts)
-	require.Less(t, elapsed, 3*time.Second)
 	require.GreaterOrEqual(t, elapsed, 3*200*time.Millisecond)
 	mu.Lock()
 	require.Equal(t, []string{OpIncomplete, OpIncomplete, OpIncomplete}, attemptOps)
@@ -145,8 +149,9 @@ func TestReplayPartialReplyWithoutEndFails(t *testing.T) {
 	// Two batches, then silence, on every connection: the first attempt makes
 	// progress, the next three do not. The idle deadline (1 s) must not
 	// expire before the first attempt's batches arrive, however late the
-	// router's handler runs on a loaded machine; the bound on the whole
-	// replay stays far below its 2 min Timeout.
+	// router's handler runs on a loaded machine. The replay ends on
+	// OpNoProgress, not on its 2 min Timeout (which would end it with the
+	// attempt's own error).
 	var r *fakeRouter
 	r = startFakeRouter(t, func(c *zmqx.Conn, start uint64, _ int) {
 		for s := start; s < 2; s++ {
@@ -157,7 +162,6 @@ func TestReplayPartialReplyWithoutEndFails(t *testing.T) {
 	defer r.Close()
 	var col collector
 	cl := newClient(t, ClientConfig{IdleTimeout: time.Second, Backoff: 10 * time.Millisecond})
-	start := time.Now()
 	res, err := cl.Replay(context.Background(), r.Endpoint(), 0, col.apply)
 	var re *Error
 	require.ErrorAs(t, err, &re)
@@ -168,7 +172,6 @@ func TestReplayPartialReplyWithoutEndFails(t *testing.T) {
 	require.Equal(t, uint64(2), res.Next)
 	require.Equal(t, 4, res.Attempts)
 	require.Equal(t, []uint64{0, 2, 2, 2}, r.Starts())
-	require.Less(t, time.Since(start), 30*time.Second)
 }
 
 func TestReplayConnectFailures(t *testing.T) {

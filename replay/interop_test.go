@@ -70,19 +70,17 @@ func TestInteropReplaySilentAndPartialRouter(t *testing.T) {
 	require.NoError(t, err)
 	// The idle deadline (1 s) must not expire before the Python router's
 	// batches arrive, however late that process is scheduled on a loaded
-	// machine; the bound on the silent replay stays far below its 2 min
-	// Timeout.
+	// machine. The silent replay ends on OpNoProgress, not on its 2 min
+	// Timeout (which would end it with the attempt's own error).
 	cl := newClient(t, ClientConfig{IdleTimeout: time.Second, Backoff: 10 * time.Millisecond})
 
 	_, err = p.Command("replay-mode silent")
 	require.NoError(t, err)
-	start := time.Now()
 	res, err := cl.Replay(context.Background(), p.ReplayAddr, 0, (&collector{}).apply)
 	var re *Error
 	require.ErrorAs(t, err, &re)
 	require.Equal(t, OpNoProgress, re.Op)
 	require.Zero(t, res.Batches)
-	require.Less(t, time.Since(start), 30*time.Second)
 
 	// Every answer stops after 2 batches without END: the client resumes
 	// until nothing new arrives, then gives up.
