@@ -2,6 +2,7 @@ package render
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -261,4 +262,25 @@ func (l *logBuffer) String() string {
 
 func (l *logBuffer) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// renderOrHang returns the error of c.Render(ctx, req), failing the test if
+// it has not returned within 30 s. Tests give the client a budget of a
+// minute and ctx a deadline of milliseconds, so only ctx can end the render
+// that soon: a render that ignores ctx is caught, and a slow machine does
+// not fail the test.
+func renderOrHang(t *testing.T, c *Client, ctx context.Context, req *Request) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Render(ctx, req)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(30 * time.Second):
+		t.Fatal("the render outlived its caller's deadline")
+		return nil
+	}
 }

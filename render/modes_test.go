@@ -234,7 +234,9 @@ func TestDiscoveryWaitIsCancellable(t *testing.T) {
 		notFound(w)
 	})
 	reg := prometheus.NewRegistry()
-	c, err := New(DefaultConfig(), Options{Set: telemetry.Set{Registerer: reg}})
+	cfg := DefaultConfig()
+	cfg.Timeout = time.Minute // the budget; only the caller's deadline can end the wait sooner
+	c, err := New(cfg, Options{Set: telemetry.Set{Registerer: reg}})
 	require.NoError(t, err)
 	defer c.Close()
 	require.NoError(t, c.SetEndpoints([]Endpoint{{ID: "a", URL: s.URL}}))
@@ -248,10 +250,8 @@ func TestDiscoveryWaitIsCancellable(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	start := time.Now()
-	_, err = c.Render(ctx, messagesReq())
+	err = renderOrHang(t, c, ctx, messagesReq())
 	require.Equal(t, ReasonTimeout, asError(t, err).Reason)
-	require.Less(t, time.Since(start), 3*time.Second)
 
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	cancel2()

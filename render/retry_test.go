@@ -270,8 +270,10 @@ func TestBudgetIsSharedByBothAttempts(t *testing.T) {
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.Equal(t, 1, e.Attempts)
 	require.Equal(t, 0, good.hits(""), "no budget left for a retry")
+	// The configured 200 ms, not the 5 s default, is the budget, and the
+	// render ended on it, no earlier.
+	require.Equal(t, 200*time.Millisecond, c.budget(routeCompletions))
 	require.GreaterOrEqual(t, elapsed, 200*time.Millisecond)
-	require.Less(t, elapsed, 3*time.Second)
 	require.Equal(t, 1.0, failures(t, reg, "timeout"))
 	require.Equal(t, 1, histCount(t, reg, "timeout"))
 }
@@ -279,8 +281,9 @@ func TestBudgetIsSharedByBothAttempts(t *testing.T) {
 // With AttemptTimeout, a hung first attempt is cut short and the retry on the
 // other endpoint succeeds within the budget. The cap bounds the retry too,
 // so it is long enough (1 s) for a loaded machine to complete a healthy
-// render in it; the upper bounds stay far below the 30 s chat budget that
-// an uncapped hung attempt would use up.
+// render in it. An uncapped hung attempt would use up the 30 s chat budget:
+// no retry would succeed, and two hung endpoints would get one attempt, not
+// two.
 func TestAttemptTimeoutLeavesTimeForRetry(t *testing.T) {
 	const attempt = time.Second
 	hung, good := newFakeVLLM(t, "a"), newFakeVLLM(t, "b")
@@ -291,7 +294,6 @@ func TestAttemptTimeoutLeavesTimeForRetry(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "b", res.Endpoint)
 	require.GreaterOrEqual(t, time.Since(start), attempt)
-	require.Less(t, time.Since(start), 15*time.Second)
 
 	// Both hung: two capped attempts, then a timeout well inside the budget.
 	good.on("/v1/chat/completions/render", hang)
@@ -301,7 +303,6 @@ func TestAttemptTimeoutLeavesTimeForRetry(t *testing.T) {
 	require.Equal(t, ReasonTimeout, e.Reason)
 	require.Equal(t, 2, e.Attempts)
 	require.GreaterOrEqual(t, time.Since(start), 2*attempt)
-	require.Less(t, time.Since(start), 15*time.Second)
 }
 
 func TestBudgetIsMaxOfTimeoutAndMMTimeoutForChat(t *testing.T) {
@@ -316,15 +317,13 @@ func TestBudgetIsMaxOfTimeoutAndMMTimeoutForChat(t *testing.T) {
 func TestCallerDeadlineWinsAndStopsRetry(t *testing.T) {
 	hung, good := newFakeVLLM(t, "a"), newFakeVLLM(t, "b")
 	hung.on("/v1/completions/render", hang)
-	c := newTestClient(t, nil, hung, good)
+	c := newTestClient(t, nil, hung, good) // a 1 min budget
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	start := time.Now()
-	_, err := c.Render(ctx, completions("x"))
+	err := renderOrHang(t, c, ctx, completions("x"))
 	e := asError(t, err)
 	require.Equal(t, ReasonTimeout, e.Reason)
 	require.Equal(t, 1, e.Attempts)
-	require.Less(t, time.Since(start), 3*time.Second, "the 5 s budget did not apply")
 	require.Equal(t, 0, good.hits(""))
 }
 
