@@ -19,8 +19,9 @@ import (
 // release, returns long before the pause ends. A synchronous Redis call
 // anywhere on that path (publishing the decision, the load change) would
 // wait out the pause, since the operation timeout here is longer than it.
-// This asserts that nothing blocks, not a speed: the bound is a fifth of
-// the pause.
+// This asserts that nothing blocks, not a speed: the Picks are timed only
+// for the log, and what fails the test is Redis having resumed by the time
+// they are done.
 func TestPickNeverWaitsForRedis(t *testing.T) {
 	defer leakcheck.Check(t)()
 	srv := redistest.Start(t)
@@ -43,12 +44,11 @@ func TestPickNeverWaitsForRedis(t *testing.T) {
 		start := time.Now()
 		d := pick(t, r, prompt(i, 1024), eps)
 		d.Done(kvroute.DoneInfo{})
-		took := time.Since(start)
-		slowest = max(slowest, took)
-		require.Less(t, took, pause/5, "Pick %d waited for the paused Redis", i)
+		slowest = max(slowest, time.Since(start))
 	}
 	// The Picks ran while Redis answered nothing: a PING still times out.
-	require.Error(t, probe.Ping(ctx).Err(), "the pause was over before the Picks ended: the test proved nothing")
+	// A Pick that waited for Redis would have returned only after the pause.
+	require.Error(t, probe.Ping(ctx).Err(), "Redis answered again before the Picks were done: a Pick waited for it")
 	t.Logf("slowest Pick with Redis paused: %v (pause %v)", slowest, pause)
 	require.NoError(t, admin.Do(ctx, "CLIENT", "UNPAUSE").Err())
 	r.Close()
