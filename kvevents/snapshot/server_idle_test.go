@@ -36,7 +36,7 @@ func TestServerClosesIdleConnections(t *testing.T) {
 	r, err := c.Fetch(ctx, s.Endpoint())
 	require.NoError(t, err, "the silent connections kept every slot")
 	require.EqualValues(t, 7, r.Seq)
-	require.Eventually(t, func() bool { return s.Stats().Idle == maxConns }, time.Minute, time.Millisecond)
+	require.Eventually(t, func() bool { return s.Stats().Idle >= maxConns }, time.Minute, time.Millisecond)
 }
 
 // The idle timeout defaults to DefaultServerIdleTimeout.
