@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -69,6 +70,12 @@ func TestRedisOutageIsOneInfoLineAndGoRedisLogsAreRouted(t *testing.T) {
 
 	require.NoError(t, srv.Stop())
 	require.Eventually(t, r.Degraded, 20*time.Second, 5*time.Millisecond)
+	// The loops keep dialling while Redis is down, and go-redis logs a failed
+	// dial: wait for one before the restart, since a short outage may see no
+	// dial at all.
+	require.Eventually(t, func() bool {
+		return slices.ContainsFunc(logs.all(), func(l string) bool { return strings.HasPrefix(l, "DEBUG go-redis ") })
+	}, 20*time.Second, 5*time.Millisecond, "go-redis's lines about the outage reach kvroute's logger")
 	require.NoError(t, srv.Restart())
 	require.Eventually(t, func() bool { return !r.Degraded() }, 20*time.Second, 5*time.Millisecond)
 	reads := r.Stats().Reads
