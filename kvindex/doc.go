@@ -29,10 +29,16 @@
 // same parent, never share a key).
 //
 // Extra keys of block i (vLLM's rule and order: multimodal keys, then the
-// cache salt): the identifier (mm_hash) of every multimodal item whose
-// placeholder range [Offset, Offset+Length) overlaps the block's token range,
-// in item order, followed on block 0 only by the request's cache_salt when it
-// is non-empty. On the event side, the extra keys of block i are the event's
+// cache salt): the identifier of every multimodal item whose placeholder
+// range [Offset, Offset+Length) overlaps the block's token range, in item
+// order, followed on block 0 only by the request's cache_salt when it is
+// non-empty. The identifier is the item's mm_hash, except that a vLLM
+// engine started with --enable-tower-connector-lora identifies the items
+// of a request for a LoRA adapter by the mm_hash behind a per-adapter
+// prefix ("lora_name:" ‖ mm_hash, or "lora_name:" ‖ a fingerprint of the
+// adapter's path ‖ ":" ‖ mm_hash in later versions), because the adapter
+// changes the item's embedding: KeyParams.MMPrefix is that prefix, which
+// the router builds when configured to match such engines. On the event side, the extra keys of block i are the event's
 // extra_keys[i] as strings (multimodal entries reduced to their identifier,
 // LoRA names removed), and the root is RootKey of the event's LoRA name or
 // the endpoint's model. Fixed vector (model "meta-llama/Llama-3.1-8B-Instruct",

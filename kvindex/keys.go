@@ -53,6 +53,12 @@ type KeyParams struct {
 	LoRA      string   // adapter name; when non-empty it replaces Model at the root
 	CacheSalt string   // extra key of block 0 only
 	MM        []MMItem // extra keys of every block they overlap, sorted by Offset
+	// MMPrefix, when non-empty, is written before every MM item's Hash:
+	// the item's extra key is MMPrefix ‖ Hash. vLLM keys a multimodal
+	// item by an identifier that, for some engine settings, is its
+	// mm_hash behind a per-adapter prefix (see the package doc); the
+	// prefix is given apart so that the caller builds no string per item.
+	MMPrefix []byte
 }
 
 // RootKey returns the chain root for a model or LoRA adapter name:
@@ -115,8 +121,8 @@ func Chain(parent Key, block uint64) Key {
 // Keys appends to dst[:0] the keys of every full block of tokens and returns
 // the extended slice. A trailing partial block is not keyed. The chain root is
 // RootKey(p.LoRA) when p.LoRA is set and RootKey(p.Model) otherwise; the extra
-// keys of block i are the Hash of every p.MM item whose placeholder range
-// overlaps the block (in slice order), followed on block 0 by p.CacheSalt when
+// keys of block i are p.MMPrefix ‖ Hash of every p.MM item whose placeholder
+// range overlaps the block (in slice order), followed on block 0 by p.CacheSalt when
 // it is non-empty — the order in which vLLM builds its extra keys. With a dst
 // of sufficient capacity Keys allocates nothing. p may be nil (no model name,
 // no extra keys); blockSize <= 0 yields no keys.
@@ -178,7 +184,7 @@ func Keys(dst []Key, tokens []uint32, blockSize int, p *KeyParams) []Key {
 		if !hasMM && salt == "" {
 			k = h.key(parent, tokens[start:end], nil, "", "")
 		} else {
-			k = h.keyMM(parent, tokens[start:end], mm, start, end, salt)
+			k = h.keyMM(parent, tokens[start:end], mm, params.MMPrefix, start, end, salt)
 		}
 		dst = append(dst, k)
 		parent = k
@@ -225,8 +231,9 @@ func (h *blockHasher) hash(tokens []uint32, extra []string, extra1, extra2 strin
 }
 
 // keyMM returns the key of a block whose extra keys are the MM items of mm
-// overlapping [start, end) followed by salt (when non-empty).
-func (h *blockHasher) keyMM(parent Key, tokens []uint32, mm []MMItem, start, end int, salt string) Key {
+// overlapping [start, end), each behind prefix, followed by salt (when
+// non-empty).
+func (h *blockHasher) keyMM(parent Key, tokens []uint32, mm []MMItem, prefix []byte, start, end int, salt string) Key {
 	h.d.Reset()
 	h.writeTokens(tokens)
 	for j := range mm {
@@ -234,7 +241,7 @@ func (h *blockHasher) keyMM(parent Key, tokens []uint32, mm []MMItem, start, end
 			break
 		}
 		if mm[j].Offset+mm[j].Length > start && mm[j].Length > 0 {
-			h.writeExtra(mm[j].Hash)
+			h.writeExtraPrefixed(prefix, mm[j].Hash)
 		}
 	}
 	if salt != "" {
@@ -263,5 +270,15 @@ func (h *blockHasher) writeExtra(s string) {
 	var l [8]byte
 	binary.LittleEndian.PutUint64(l[:], uint64(len(s)))
 	_, _ = h.d.Write(l[:])
+	_, _ = h.d.WriteString(s)
+}
+
+// writeExtraPrefixed writes the extra key prefix ‖ s, as writeExtra does:
+// the length of both as 8 bytes little-endian, then their bytes.
+func (h *blockHasher) writeExtraPrefixed(prefix []byte, s string) {
+	var l [8]byte
+	binary.LittleEndian.PutUint64(l[:], uint64(len(prefix)+len(s)))
+	_, _ = h.d.Write(l[:])
+	_, _ = h.d.Write(prefix)
 	_, _ = h.d.WriteString(s)
 }

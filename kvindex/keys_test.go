@@ -162,6 +162,31 @@ func TestMultimodalItemsTaintOverlappingBlocks(t *testing.T) {
 	require.Equal(t, []Key{Key(k0), Key(k1), Key(k2), Key(k3)}, got)
 }
 
+// MMPrefix is part of each multimodal item's extra key: the keys are those
+// of items whose identifier is the prefix followed by the hash, on every
+// block an item overlaps, and the cache salt stays unprefixed.
+func TestMMPrefixIsPartOfEachItemsExtraKey(t *testing.T) {
+	toks := benchTokens(4, 4*8)
+	items := []MMItem{{Hash: "img-a", Offset: 6, Length: 4}, {Hash: "img-b", Offset: 24, Length: 8}}
+	got := Keys(nil, toks, 8, &KeyParams{Model: "m", LoRA: "ad", CacheSalt: "s", MM: items, MMPrefix: []byte("ad:")})
+	k0 := refKey(refRoot("ad"), toks[0:8], "ad:img-a", "s")
+	k1 := refKey(k0, toks[8:16], "ad:img-a")
+	k2 := refKey(k1, toks[16:24])
+	k3 := refKey(k2, toks[24:32], "ad:img-b")
+	require.Equal(t, []Key{Key(k0), Key(k1), Key(k2), Key(k3)}, got)
+
+	// The same keys as items whose Hash carries the prefix itself (an
+	// event's extra keys), and other keys than the bare hashes.
+	whole := []MMItem{{Hash: "ad:img-a", Offset: 6, Length: 4}, {Hash: "ad:img-b", Offset: 24, Length: 8}}
+	require.Equal(t, got, Keys(nil, toks, 8, &KeyParams{Model: "m", LoRA: "ad", CacheSalt: "s", MM: whole}))
+	bare := Keys(nil, toks, 8, &KeyParams{Model: "m", LoRA: "ad", CacheSalt: "s", MM: items})
+	for _, i := range []int{0, 1, 3} {
+		require.NotEqual(t, got[i], bare[i], "block %d", i)
+	}
+	require.Equal(t, Keys(nil, toks[:8*3], 8, &KeyParams{Model: "m", MMPrefix: []byte("ad:")}),
+		Keys(nil, toks[:8*3], 8, &KeyParams{Model: "m"}), "without items the prefix keys nothing")
+}
+
 func TestKeysEdgeCases(t *testing.T) {
 	require.Empty(t, Keys(nil, benchTokens(1, 63), 64, nil))
 	require.Empty(t, Keys(nil, benchTokens(1, 64), 0, nil))
@@ -179,5 +204,8 @@ func TestKeysDoNotAllocate(t *testing.T) {
 	dst := make([]Key, 0, 32)
 	p := &KeyParams{Model: "m", CacheSalt: "salt", MM: []MMItem{{Hash: "img", Offset: 100, Length: 300}}}
 	allocs := testing.AllocsPerRun(100, func() { dst = Keys(dst, toks, 64, p) })
+	require.Zero(t, allocs)
+	p.MMPrefix = []byte("adapter:")
+	allocs = testing.AllocsPerRun(100, func() { dst = Keys(dst, toks, 64, p) })
 	require.Zero(t, allocs)
 }
