@@ -44,6 +44,26 @@ type Config struct {
 	// passed down to the index, the events and the accuracy loop. Default
 	// 64 (kvindex.DefaultBlockSize); zero means the default.
 	BlockSize int `json:"blockSize"`
+	// EnableTowerConnectorLoRA keys the multimodal items of a request for a
+	// LoRA adapter as vLLM does when started with --enable-lora and
+	// --enable-tower-connector-lora (LoRAConfig.enable_tower_connector_lora):
+	// the adapter then changes an item's embedding, so vLLM identifies the
+	// item, in its blocks' extra keys, by "lora_name:mm_hash" rather than
+	// by the mm_hash that render answers and token-in requests carry. Set
+	// it to match engines started so; off (the default), items are keyed by
+	// their mm_hash, and a LoRA request's items never match such an
+	// engine's blocks. Requests without an adapter are keyed the same
+	// either way.
+	EnableTowerConnectorLoRA bool `json:"enableTowerConnectorLoRA"`
+	// TowerConnectorLoRAPaths maps each adapter name (lora_name) to the
+	// path the engines load it from (--lora-modules name=path), for vLLM
+	// versions whose identifier also carries a fingerprint of that path:
+	// "lora_name:" ‖ hex(SHA-256(CBOR text string of the path)) ‖ ":" ‖
+	// mm_hash. Non-empty, every adapter it names is keyed so and any other
+	// adapter as without a fingerprint (which such an engine never
+	// matches); empty, every adapter is keyed without one. It requires
+	// EnableTowerConnectorLoRA; names and paths must be non-empty.
+	TowerConnectorLoRAPaths map[string]string `json:"towerConnectorLoRAPaths"`
 	// Index configures the KV-block index (tier weights, capacity); its
 	// BlockSize and SpeculativeTTL are the Router's (BlockSize,
 	// Speculative.TTL) and must be left zero.
@@ -262,6 +282,13 @@ func (c Config) Validate() error {
 		return bad("openRequestTokens %d is negative", *c.OpenRequestTokens)
 	case c.Speculative.TTL < 0:
 		return bad("speculative.ttl %v is negative", c.Speculative.TTL)
+	case len(c.TowerConnectorLoRAPaths) > 0 && !c.EnableTowerConnectorLoRA:
+		return bad("towerConnectorLoRAPaths is set without enableTowerConnectorLoRA, and would key nothing")
+	}
+	for name, path := range c.TowerConnectorLoRAPaths {
+		if name == "" || path == "" {
+			return bad("towerConnectorLoRAPaths: adapter %q has path %q: names and paths must be non-empty", name, path)
+		}
 	}
 	if err := c.validateOwned(); err != nil {
 		return err

@@ -13,12 +13,16 @@ func (s *Selection) keys() {
 		model = s.r.cfg.Model
 	}
 	st.bounds = append(st.bounds, 0)
+	var prefix []byte
 	for _, p := range s.prompts {
+		if len(p.Features) > 0 && prefix == nil {
+			prefix = s.mmPrefix()
+		}
 		st.mm = st.mm[:0]
 		for _, m := range p.Features {
 			st.mm = append(st.mm, kvindex.MMItem{Hash: m.Hash, Offset: m.Offset, Length: m.Length})
 		}
-		params := kvindex.KeyParams{Model: model, LoRA: s.req.LoRA, CacheSalt: s.salt, MM: st.mm}
+		params := kvindex.KeyParams{Model: model, LoRA: s.req.LoRA, CacheSalt: s.salt, MM: st.mm, MMPrefix: prefix}
 		if len(st.keys) == 0 { // the first keys: written in place (Keys writes over dst[:0])
 			st.keys = kvindex.Keys(st.keys, p.TokenIDs, bs, &params)
 		} else {

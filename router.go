@@ -112,6 +112,10 @@ type Router struct {
 	ready      readiness
 	approx     *approx.Index // Options.Approximate, or a disabled one keeping the modes (approx.go)
 
+	// loraFingerprints is each adapter of Config.TowerConnectorLoRAPaths'
+	// path fingerprint (keys_lora.go), computed once by New; nil for none.
+	loraFingerprints map[string]string
+
 	// needsEndpoints is set when routing depends on SetEndpoints (KV-event
 	// subscriptions, or rendering on the routed endpoints); endpointsSet
 	// once SetEndpoints has been called.
@@ -147,6 +151,8 @@ func New(ctx context.Context, cfg Config, opts Options) (*Router, error) {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	r := &Router{cfg: cfg, log: log, now: opts.Clk().Now, random: opts.Random, endpoints: map[string]Endpoint{}}
+	r.loraFingerprints = loraFingerprints(cfg.TowerConnectorLoRAPaths)
+	r.cfg.TowerConnectorLoRAPaths = nil // read once, here: a caller's later change to its map reaches nothing
 	if opts.Registerer != nil {
 		r.reg = &ownedRegisterer{reg: opts.Registerer}
 		opts.Registerer = r.reg // every part registers through it, so that Close unregisters them all

@@ -195,6 +195,7 @@ type pickState struct {
 	eligible  []int                // what the affinity filter decided among, with Request.Fallbacks only
 	ranked    []int                // Decision.Fallbacks' ranking scratch
 	mm        []kvindex.MMItem
+	mmPrefix  []byte        // the multimodal identifiers' prefix (keys_lora.go)
 	approx    []int         // per candidate: blocks the approximate index matched (approx.go)
 	renderRes render.Result // the render client's answer, its token arrays reused
 }
