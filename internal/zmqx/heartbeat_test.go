@@ -96,10 +96,10 @@ func TestHeartbeatKeepsQuietPeerAlive(t *testing.T) {
 	defer leakcheck.Check(t)()
 	peer := startPingPeer(t, true)
 	defer peer.srv.Stop()
-	// The timeout (1 s) is what a late PONG may take: the peer's goroutine
+	// The timeout (3 s) is what a late PONG may take: the peer's goroutine
 	// and the SUB's reader can each be descheduled for a while on a loaded
-	// machine.
-	o := Options{HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: time.Second}
+	// machine (1 s was seen to pass under a full race-enabled suite).
+	o := Options{HeartbeatInterval: 100 * time.Millisecond, HeartbeatTimeout: 3 * time.Second}
 	s := NewSub(context.Background(), o, nil)
 	defer CloseDrain(s)
 	require.NoError(t, Dial(s, peer.srv.Addr()))
@@ -108,8 +108,9 @@ func TestHeartbeatKeepsQuietPeerAlive(t *testing.T) {
 		_, _, err := Recv(s) // only commands (PONGs) arrive; Recv skips them
 		errc <- err
 	}()
-	// 35 answered PINGs span more than 3 heartbeat timeouts.
-	for range 35 {
+	// 40 answered PINGs span more than one heartbeat timeout: the timer the
+	// first PING armed fires, finds PONGs read, and the next PING re-arms it.
+	for range 40 {
 		select {
 		case <-peer.got:
 		case err := <-errc:
