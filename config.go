@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/kvroute/kvroute/accuracy"
@@ -64,6 +65,29 @@ type Config struct {
 	// matches); empty, every adapter is keyed without one. It requires
 	// EnableTowerConnectorLoRA; names and paths must be non-empty.
 	TowerConnectorLoRAPaths map[string]string `json:"towerConnectorLoRAPaths"`
+	// DefaultMMLoRAs is the engines' --default-mm-loras (LoRAConfig.
+	// default_mm_loras), as they take it: each modality ("image", "audio",
+	// "video") to the adapter path vLLM loads under the modality's name.
+	// vLLM's OpenAI server then runs a chat-completions request (and an
+	// Anthropic Messages one, which it translates into one) whose model
+	// names no adapter as the adapter named by the one modality its
+	// content parts name ("image_url" parts name "image"; "input_audio"
+	// names "input", no modality), and only when exactly one adapter
+	// matches; the adapter's name roots the request's block keys.
+	// kvroute applies the same rule: such a request's Request.LoRA is set
+	// to the modality by Match, so that its keys, and the LoRA affinity
+	// of package lora, are those of the adapter. Completions, Responses
+	// and token-in requests never get one, in vLLM either. Empty, the
+	// default, requests are keyed as they name themselves, and a request
+	// vLLM gives a default adapter never matches its blocks. An adapter
+	// the engines load under such a name otherwise (--lora-modules,
+	// /v1/load_lora_adapter) takes part in vLLM's match as well: list it
+	// too. Modalities must be non-empty without "_" (vLLM compares them
+	// to a part's type up to its first "_", so such a one never
+	// matches), paths non-empty, at most 64 entries. With
+	// EnableTowerConnectorLoRA on engines that fingerprint the path, list
+	// the modality's path in TowerConnectorLoRAPaths too.
+	DefaultMMLoRAs map[string]string `json:"defaultMMLoRAs"`
 	// Index configures the KV-block index (tier weights, capacity); its
 	// BlockSize and SpeculativeTTL are the Router's (BlockSize,
 	// Speculative.TTL) and must be left zero.
@@ -288,6 +312,17 @@ func (c Config) Validate() error {
 	for name, path := range c.TowerConnectorLoRAPaths {
 		if name == "" || path == "" {
 			return bad("towerConnectorLoRAPaths: adapter %q has path %q: names and paths must be non-empty", name, path)
+		}
+	}
+	if len(c.DefaultMMLoRAs) > maxDefaultMMLoRAs {
+		return bad("defaultMMLoRAs has %d entries, more than %d", len(c.DefaultMMLoRAs), maxDefaultMMLoRAs)
+	}
+	for mod, path := range c.DefaultMMLoRAs {
+		switch {
+		case mod == "" || path == "":
+			return bad("defaultMMLoRAs: modality %q has path %q: modalities and paths must be non-empty", mod, path)
+		case strings.Contains(mod, "_"):
+			return bad("defaultMMLoRAs: modality %q contains \"_\": vLLM matches it against a content part's type up to its first \"_\", so it never applies", mod)
 		}
 	}
 	if err := c.validateOwned(); err != nil {

@@ -35,6 +35,8 @@ type Request struct {
 	Model string
 	// LoRA is the adapter name when the request targets a LoRA adapter; it
 	// replaces Model at the root of the block keys, as vLLM's lora_name does.
+	// When empty, Match sets it to the default multimodal adapter vLLM
+	// would attach to the request (Config.DefaultMMLoRAs), if any.
 	LoRA string
 	// CacheSalt is the request's cache_salt; when the request is rendered,
 	// the render result's salt is used instead.

@@ -115,6 +115,9 @@ type Router struct {
 	// loraFingerprints is each adapter of Config.TowerConnectorLoRAPaths'
 	// path fingerprint (keys_lora.go), computed once by New; nil for none.
 	loraFingerprints map[string]string
+	// mmLoRAs is Config.DefaultMMLoRAs' modalities, sorted, read once by
+	// New (keys_mmlora.go); nil for none.
+	mmLoRAs []string
 
 	// needsEndpoints is set when routing depends on SetEndpoints (KV-event
 	// subscriptions, or rendering on the routed endpoints); endpointsSet
@@ -153,6 +156,8 @@ func New(ctx context.Context, cfg Config, opts Options) (*Router, error) {
 	r := &Router{cfg: cfg, log: log, now: opts.Clk().Now, random: opts.Random, endpoints: map[string]Endpoint{}}
 	r.loraFingerprints = loraFingerprints(cfg.TowerConnectorLoRAPaths)
 	r.cfg.TowerConnectorLoRAPaths = nil // read once, here: a caller's later change to its map reaches nothing
+	r.mmLoRAs = defaultMMLoRAModalities(cfg.DefaultMMLoRAs)
+	r.cfg.DefaultMMLoRAs = nil
 	if opts.Registerer != nil {
 		r.reg = &ownedRegisterer{reg: opts.Registerer}
 		opts.Registerer = r.reg // every part registers through it, so that Close unregisters them all

@@ -81,6 +81,7 @@ func (r *Router) match(ctx context.Context, req *Request, endpoints []Endpoint) 
 	if err := r.check(ctx, req, endpoints); err != nil {
 		return nil, err
 	}
+	r.applyDefaultMMLoRA(req)
 	s := r.selections.Get().(*Selection)
 	s.r, s.req, s.eps = r, req, endpoints
 	s.promptTokens, s.total, s.usedCache = 0, 0, false
