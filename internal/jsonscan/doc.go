@@ -13,6 +13,13 @@
 // and uses this package for the lexical work, so that both accept exactly
 // what encoding/json accepts and fixes land in one place.
 //
+// Members reads an object's members the way vLLM and SGLang read them
+// (Python's json.loads, then a pydantic model): by exact name, the last of
+// a repeated name winning. A reader that decodes a client body or an
+// engine's answer with encoding/json struct tags would match names
+// case-insensitively and merge repeated objects; such a reader finds its
+// members with Members and decodes each value alone.
+//
 // The Scanner's fields are exported so that a caller's grammar can read
 // spans of Buf and move Pos directly (a token list, for instance, is
 // faster to parse by hand than through method calls); the small methods
