@@ -42,7 +42,9 @@ func encodeGenerate(t *testing.T, p render.Prompt, salt string) []byte {
 // panics; a prompt it accepts has token IDs and features that each lie
 // inside the prompt, sorted by offset and not overlapping (what vLLM
 // admits), so that the block keys of a request do not depend on how it was
-// written; and the prompt written back as a body reads back identically.
+// written; it reads the members vLLM reads (exact names, the last of a
+// repeated one); and the prompt written back as a body reads back
+// identically.
 func FuzzGeneratePrompt(f *testing.F) {
 	for _, s := range []string{
 		`{"token_ids":[1,2,3,4,5,6],"cache_salt":"x","features":{"mm_hashes":{"image":["b","a"],"audio":["c"]},` +
@@ -78,25 +80,43 @@ func FuzzGeneratePrompt(f *testing.F) {
 			}
 		}
 		// Every hash and every placeholder of the body is one of the items:
-		// vLLM pairs them all, so none may be dropped.
-		var raw struct {
-			Features *struct {
-				Hashes map[string][]json.RawMessage `json:"mm_hashes"`
-				Places map[string][]json.RawMessage `json:"mm_placeholders"`
-			} `json:"features"`
-		}
-		require.NoError(t, json.Unmarshal(body, &raw))
-		if raw.Features != nil {
+		// vLLM pairs them all, so none may be dropped. Maps read members
+		// as vLLM does, by exact name with the last of a repeated one.
+		var top, feats map[string]json.RawMessage
+		require.NoError(t, json.Unmarshal(body, &top))
+		if f := top["features"]; f != nil && string(f) != "null" {
+			require.NoError(t, json.Unmarshal(f, &feats))
+			var hashes, places map[string][]json.RawMessage
+			require.NoError(t, json.Unmarshal(feats["mm_hashes"], &hashes))
+			require.NoError(t, json.Unmarshal(feats["mm_placeholders"], &places))
 			nh, np := 0, 0
-			for _, l := range raw.Features.Hashes {
+			for _, l := range hashes {
 				nh += len(l)
 			}
-			for _, l := range raw.Features.Places {
+			for _, l := range places {
 				np += len(l)
 			}
 			require.Len(t, p.Features, nh, "hashes")
 			require.Len(t, p.Features, np, "placeholders")
+		} else {
+			require.Nil(t, p.Features)
 		}
+		var ids []*uint32
+		require.NoError(t, json.Unmarshal(top["token_ids"], &ids))
+		require.Len(t, p.TokenIDs, len(ids))
+		for i, id := range ids {
+			require.NotNil(t, id, "accepted a null token ID")
+			require.Equal(t, *id, p.TokenIDs[i])
+		}
+		wantSalt := ""
+		if raw, ok := top["cache_salt"]; ok {
+			var s *string
+			require.NoError(t, json.Unmarshal(raw, &s))
+			if s != nil {
+				wantSalt = *s
+			}
+		}
+		require.Equal(t, wantSalt, salt)
 		again, salt2, err := generatePrompt(encodeGenerate(t, p, salt))
 		require.NoError(t, err)
 		require.Equal(t, p, again)

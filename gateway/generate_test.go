@@ -110,3 +110,60 @@ func TestGenerateRefusedFeaturesAreCountedBadRequests(t *testing.T) {
 	bodies, _ := h.ups[0].received()
 	require.Empty(t, bodies)
 }
+
+// The token-in route reads a body's members as vLLM's GenerateRequest
+// model does: by their exact names (a case variant is an unknown member,
+// ignored), the last of a repeated name winning outright. encoding/json
+// would read "TOKEN_IDS" as token_ids and merge a repeated features object
+// into the first, routing by keys the engine never computes.
+func TestGeneratePromptReadsMembersAsVLLM(t *testing.T) {
+	const image = `{"mm_hashes":{"image":["a"]},"mm_placeholders":{"image":[{"offset":0,"length":2}]}}`
+	imageAt := func(off int) []render.MMFeature {
+		return []render.MMFeature{{Modality: "image", Hash: "a", Offset: off, Length: 2}}
+	}
+	for _, c := range []struct {
+		name, body string
+		ids        []uint32
+		salt       string
+		features   []render.MMFeature
+		err        string
+	}{
+		{name: "case variant of token_ids ignored", body: `{"token_ids":[1,2,3,4],"TOKEN_IDS":[9]}`, ids: []uint32{1, 2, 3, 4}},
+		{name: "case variant alone is no token_ids", body: `{"Token_Ids":[1,2]}`, err: "token_ids must be a non-empty list"},
+		{name: "escaped name is the name", body: `{"token\u005fids":[5]}`, ids: []uint32{5}},
+		{name: "case variant of cache_salt ignored", body: `{"token_ids":[1],"cache_salt":"a","CACHE_SALT":"b"}`, ids: []uint32{1}, salt: "a"},
+		{name: "case variant of cache_salt alone", body: `{"token_ids":[1],"Cache_Salt":"b"}`, ids: []uint32{1}},
+		{name: "case variant of features ignored", body: `{"token_ids":[1,2,3,4],"Features":` + image + `}`, ids: []uint32{1, 2, 3, 4}},
+		{name: "case variant of mm_hashes", body: `{"token_ids":[1,2,3,4],"features":{"MM_Hashes":{"image":["a"]},"mm_placeholders":{"image":[{"offset":0,"length":2}]}}}`,
+			err: "mm_hashes is required"},
+		{name: "case variant of offset", body: `{"token_ids":[1,2,3,4],"features":{"mm_hashes":{"image":["a"]},"mm_placeholders":{"image":[{"offset":1,"Offset":0,"length":2}]}}}`,
+			ids: []uint32{1, 2, 3, 4}, features: imageAt(1)},
+		{name: "case variant alone is no offset", body: `{"token_ids":[1,2,3,4],"features":{"mm_hashes":{"image":["a"]},"mm_placeholders":{"image":[{"OFFSET":0,"length":2}]}}}`,
+			err: "needs an integer offset and length"},
+		{name: "case variant of is_embed", body: `{"token_ids":[1,2,3,4],"features":{"mm_hashes":{"image":["a"]},"mm_placeholders":{"image":[{"offset":0,"length":2,"is_embed":[true],"IS_EMBED":[true,true]}]}}}`,
+			err: "is_embed has 1 entries for a length of 2"},
+		{name: "repeated token_ids: the last", body: `{"token_ids":[9,9,9],"token_ids":[1,2]}`, ids: []uint32{1, 2}},
+		{name: "repeated cache_salt: the last, even null", body: `{"token_ids":[1],"cache_salt":"a","cache_salt":null}`, ids: []uint32{1}},
+		{name: "repeated features: the last, not merged", body: `{"token_ids":[1,2,3,4],"features":` + image +
+			`,"features":{"mm_hashes":{"audio":["b"]},"mm_placeholders":{"audio":[{"offset":3,"length":1}]}}}`,
+			ids: []uint32{1, 2, 3, 4}, features: []render.MMFeature{{Modality: "audio", Hash: "b", Offset: 3, Length: 1}}},
+		{name: "repeated mm_hashes: the last, not merged", body: `{"token_ids":[1,2,3,4],"features":{"mm_hashes":{"image":["x"],"audio":["y"]},` +
+			`"mm_placeholders":{"image":[{"offset":0,"length":2}]},"mm_hashes":{"image":["a"]}}}`,
+			ids: []uint32{1, 2, 3, 4}, features: imageAt(0)},
+		{name: "repeated placeholder member: the last", body: `{"token_ids":[1,2,3,4],"features":{"mm_hashes":{"image":["a"]},"mm_placeholders":{"image":[{"offset":0,"length":2,"offset":2}]}}}`,
+			ids: []uint32{1, 2, 3, 4}, features: imageAt(2)},
+		{name: "null token ID refused", body: `{"token_ids":[1,null,3]}`, err: "token_ids: token ID 1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p, salt, err := generatePrompt([]byte(c.body))
+			if c.err != "" {
+				require.ErrorContains(t, err, c.err)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, c.ids, p.TokenIDs)
+			require.Equal(t, c.salt, salt)
+			require.Equal(t, c.features, p.Features)
+		})
+	}
+}

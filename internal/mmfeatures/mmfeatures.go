@@ -9,9 +9,9 @@ import (
 )
 
 // Features is the "features" member of a GenerateRequest, decoded by
-// encoding/json. Every member vLLM requires or types strictly is a pointer
-// or a map, so that a missing or null value is told apart from a present
-// one; Items applies the rules.
+// encoding/json through its UnmarshalJSON. Every member vLLM requires or
+// types strictly is a pointer or a map, so that a missing or null value is
+// told apart from a present one; Items applies the rules.
 type Features struct {
 	MMHashes       map[string][]*string      `json:"mm_hashes"`
 	MMPlaceholders map[string][]*Placeholder `json:"mm_placeholders"`
@@ -21,7 +21,8 @@ type Features struct {
 	MMMetadata map[string][]Opaque `json:"mm_metadata"`
 }
 
-// Placeholder is one item's span of placeholder tokens in token_ids.
+// Placeholder is one item's span of placeholder tokens in token_ids,
+// decoded by encoding/json through its UnmarshalJSON.
 type Placeholder struct {
 	Offset  *int     `json:"offset"`
 	Length  *int     `json:"length"`
