@@ -1,7 +1,6 @@
 package extproc
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -238,11 +237,8 @@ func (st *streamState) route(body []byte) error {
 		st.setResult(resultPassthrough)
 		return st.answerRequest(list, "", body, false)
 	}
-	var fields struct {
-		Model string `json:"model"`
-	}
-	err := json.Unmarshal(body, &fields)
-	st.model = fields.Model
+	model, err := requestModel(body)
+	st.model = model
 	if err != nil {
 		st.setResult(resultBadRequest)
 		return st.immediate(http.StatusBadRequest, "the request body is not a JSON object: "+err.Error())
@@ -251,9 +247,9 @@ func (st *streamState) route(body []byte) error {
 	*req = kvroute.Request{ID: st.header.Get("X-Request-Id"), API: api, Body: body, Header: st.header, Fallbacks: s.cfg.Fallbacks}
 	switch {
 	case s.cfg.Model == "":
-		req.Model = fields.Model
-	case fields.Model != "" && fields.Model != s.cfg.Model:
-		req.LoRA = fields.Model
+		req.Model = model
+	case model != "" && model != s.cfg.Model:
+		req.LoRA = model
 	}
 	ctx := st.stream.Context()
 	if s.admission != nil {
