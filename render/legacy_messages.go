@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/kvroute/kvroute/internal/jsonexact"
 )
 
 // Chat-completions shapes written by the legacy translations. Field order is
@@ -57,7 +59,10 @@ type (
 )
 
 // Anthropic Messages request shapes read by the translation; other fields are
-// ignored (they do not change the prompt).
+// ignored (they do not change the prompt). They are decoded with jsonexact,
+// by exact member names and the last of a repeated one, as vLLM's request
+// models read them: a "System" or "Text" vLLM ignores must not reach the
+// rendered prompt.
 type (
 	amRequest struct {
 		System   json.RawMessage `json:"system"`
@@ -110,7 +115,7 @@ func untranslatable(format string, args ...any) error {
 // chat-completions request.
 func translateMessages(body []byte, model string) ([]byte, error) {
 	var req amRequest
-	if err := json.Unmarshal(body, &req); err != nil {
+	if err := jsonexact.Unmarshal(body, &req); err != nil {
 		return nil, fmt.Errorf("%w: messages request: %v", ErrInvalidRequest, err)
 	}
 	out := chatRequest{Model: model, Messages: []chatMessage{}}
@@ -182,7 +187,7 @@ func translateSystem(raw json.RawMessage) (any, error) {
 		return s, nil
 	}
 	var blocks []amBlock
-	if err := json.Unmarshal(raw, &blocks); err != nil {
+	if err := jsonexact.Unmarshal(raw, &blocks); err != nil {
 		return nil, untranslatable("system: must be a string or an array of text blocks")
 	}
 	var parts []any
@@ -239,7 +244,7 @@ func translateAMMessage(m amMessage) ([]chatMessage, error) {
 		return []chatMessage{{Role: m.Role, Content: s}}, nil
 	}
 	var blocks []amBlock
-	if err := json.Unmarshal(m.Content, &blocks); err != nil {
+	if err := jsonexact.Unmarshal(m.Content, &blocks); err != nil {
 		return nil, untranslatable("content must be a string or an array of blocks")
 	}
 	var (
@@ -337,7 +342,7 @@ func toolResultContent(raw json.RawMessage) (texts, images []any, err error) {
 		return []any{chatTextPart{Type: "text", Text: s}}, nil, nil
 	}
 	var blocks []amBlock
-	if err := json.Unmarshal(raw, &blocks); err != nil {
+	if err := jsonexact.Unmarshal(raw, &blocks); err != nil {
 		return nil, nil, untranslatable("tool_result content must be a string or an array of blocks")
 	}
 	for i, b := range blocks {

@@ -3,10 +3,14 @@ package render
 import (
 	"encoding/json"
 	"fmt"
+
+	"github.com/kvroute/kvroute/internal/jsonexact"
 )
 
 // OpenAI Responses request shapes read by the translation; other fields are
-// ignored (they do not change the prompt).
+// ignored (they do not change the prompt). They are decoded with jsonexact,
+// by exact member names and the last of a repeated one, as vLLM's request
+// models read them.
 type (
 	rsRequest struct {
 		Instructions json.RawMessage `json:"instructions"`
@@ -47,7 +51,7 @@ type (
 // prompt.
 func translateResponses(body []byte, model string) ([]byte, error) {
 	var req rsRequest
-	if err := json.Unmarshal(body, &req); err != nil {
+	if err := jsonexact.Unmarshal(body, &req); err != nil {
 		return nil, fmt.Errorf("%w: responses request: %v", ErrInvalidRequest, err)
 	}
 	out := chatRequest{Model: model, Messages: []chatMessage{}}
@@ -66,7 +70,7 @@ func translateResponses(body []byte, model string) ([]byte, error) {
 		out.Messages = append(out.Messages, chatMessage{Role: "user", Content: s})
 	default:
 		var items []rsItem
-		if err := json.Unmarshal(req.Input, &items); err != nil {
+		if err := jsonexact.Unmarshal(req.Input, &items); err != nil {
 			return nil, untranslatable("input must be a string or an array of messages")
 		}
 		for i, it := range items {
@@ -109,7 +113,7 @@ func translateRSItem(it rsItem) (chatMessage, error) {
 		return chatMessage{Role: it.Role, Content: s}, nil
 	}
 	var parts []rsPart
-	if err := json.Unmarshal(it.Content, &parts); err != nil {
+	if err := jsonexact.Unmarshal(it.Content, &parts); err != nil {
 		return chatMessage{}, untranslatable("content must be a string or an array of parts")
 	}
 	var out []any

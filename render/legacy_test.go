@@ -105,3 +105,46 @@ func TestLegacyTranslationRejectsWhatItCannotTranslate(t *testing.T) {
 	_, err := translateMessages([]byte(`[`), "m")
 	require.ErrorIs(t, err, ErrInvalidRequest)
 }
+
+// The translations read a body's members as vLLM's request models do: a
+// case variant is an unknown member (ignored), and of a repeated name the
+// last wins outright. Each body translates as its plain equivalent does.
+func TestLegacyTranslationReadsMembersAsVLLM(t *testing.T) {
+	messages := []struct{ name, body, plain string }{
+		{"case variant of system", `{"System":"be brief","messages":[{"role":"user","content":"hi"}]}`,
+			`{"messages":[{"role":"user","content":"hi"}]}`},
+		{"case variant of messages", `{"messages":[{"role":"user","content":"hi"}],"Messages":[{"role":"user","content":"other"}]}`,
+			`{"messages":[{"role":"user","content":"hi"}]}`},
+		{"case variant of text", `{"messages":[{"role":"user","content":[{"type":"text","text":"hi","Text":"other"}]}]}`,
+			`{"messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}]}`},
+		{"case variant of tools", `{"messages":[{"role":"user","content":"hi"}],"TOOLS":[{"name":"f","input_schema":{"type":"object"}}]}`,
+			`{"messages":[{"role":"user","content":"hi"}]}`},
+		{"repeated messages: no element reused", `{"messages":[{"role":"user","content":"a"}],"messages":[{"content":"hi"}]}`,
+			`{"messages":[{"content":"hi"}]}`},
+		{"repeated tools: no element reused", `{"messages":[],"tools":[{"name":"f","description":"d","input_schema":{"type":"object"}}],"tools":[{"name":"g"}]}`,
+			`{"messages":[],"tools":[{"name":"g"}]}`},
+	}
+	for _, c := range messages {
+		t.Run("messages/"+c.name, func(t *testing.T) {
+			want, werr := translateMessages([]byte(c.plain), "m")
+			got, err := translateMessages([]byte(c.body), "m")
+			require.Equal(t, werr, err)
+			require.Equal(t, string(want), string(got))
+		})
+	}
+	responses := []struct{ name, body, plain string }{
+		{"case variant of instructions", `{"Instructions":"be brief","input":"hi"}`, `{"input":"hi"}`},
+		{"case variant of input", `{"input":"hi","INPUT":"other"}`, `{"input":"hi"}`},
+		{"case variant of role", `{"input":[{"role":"user","Role":"system","content":"hi"}]}`, `{"input":[{"role":"user","content":"hi"}]}`},
+		{"repeated tools: no element reused", `{"input":"hi","tools":[{"type":"function","name":"f","description":"d"}],"tools":[{"type":"function","name":"g"}]}`,
+			`{"input":"hi","tools":[{"type":"function","name":"g"}]}`},
+	}
+	for _, c := range responses {
+		t.Run("responses/"+c.name, func(t *testing.T) {
+			want, werr := translateResponses([]byte(c.plain), "m")
+			got, err := translateResponses([]byte(c.body), "m")
+			require.Equal(t, werr, err)
+			require.Equal(t, string(want), string(got))
+		})
+	}
+}
