@@ -3,11 +3,14 @@ package session
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"math"
 	"strconv"
 
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/internal/jsonscan"
 	"github.com/kvroute/kvroute/kvindex"
 	"github.com/kvroute/kvroute/render"
 )
@@ -29,54 +32,131 @@ import (
 // that failed (retried on the next turn), or stages that cannot render
 // alone (not a Router's). A body with no user message has no key.
 
-// opening is the part of a request body that every turn of its
-// conversation repeats: the messages up to and including the first user
-// message (chat completions and Anthropic messages: "messages"; responses:
-// "input" as a list), with the system prompt (Anthropic's "system",
-// responses' "instructions").
-type opening struct {
-	Messages     []message       `json:"messages"`
-	Input        json.RawMessage `json:"input"`
-	System       json.RawMessage `json:"system"`
-	Instructions json.RawMessage `json:"instructions"`
-	Model        string          `json:"model"`
-}
+// openingMembers are the members of a request body its opening is made
+// of: the messages up to and including the first user message (chat
+// completions and Anthropic messages: "messages"; responses: "input" as a
+// list), with the system prompt (Anthropic's "system", responses'
+// "instructions") and the model.
+var openingMembers = []string{"messages", "input", "system", "instructions", "model"}
 
+// messageMembers are the members of a message the opening is made of.
+var messageMembers = []string{"role", "content"}
+
+// message is one message of an opening: its role and its content's JSON
+// text as the body holds it.
 type message struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
+	role    string
+	content []byte
 }
 
 // parseOpening returns the hash of a body's opening (its model, system
 // prompt and messages up to the first user message), the messages' field
 // and how many messages the opening holds; ok is false when the body is not
 // JSON or has no user message (a plain completions prompt has no turns to
-// tell apart).
+// tell apart). Members are read as the engine reads them
+// (jsonscan.Members): by their exact names, the last of a repeated one, so
+// that a "Messages" or "ROLE" the engine ignores is no part of the opening.
 func parseOpening(body []byte) (hash uint64, field string, n int, ok bool) {
-	var o opening
-	if len(body) == 0 || json.Unmarshal(body, &o) != nil {
+	var v [5][]byte
+	if len(body) == 0 || jsonscan.Members(body, openingMembers, v[:]) != nil {
 		return 0, "", 0, false
 	}
-	msgs, field := o.Messages, "messages"
-	if len(msgs) == 0 && len(o.Input) > 0 && o.Input[0] == '[' {
-		_ = json.Unmarshal(o.Input, &msgs)
+	model, ok := nullableString(v[4])
+	if !ok {
+		return 0, "", 0, false
+	}
+	msgs, err := parseMessages(v[0])
+	if err != nil {
+		return 0, "", 0, false
+	}
+	field = "messages"
+	if len(msgs) == 0 && len(v[1]) > 0 && v[1][0] == '[' {
+		if msgs, err = parseMessages(v[1]); err != nil {
+			return 0, "", 0, false
+		}
 		field = "input"
 	}
 	d := xxhash.New()
-	_, _ = d.WriteString(o.Model)
+	_, _ = d.WriteString(model)
 	_, _ = d.Write([]byte{0})
-	_, _ = d.Write(o.System)
-	_, _ = d.Write(o.Instructions)
+	_, _ = d.Write(v[2])
+	_, _ = d.Write(v[3])
 	for i, m := range msgs {
 		_, _ = d.Write([]byte{0})
-		_, _ = d.WriteString(m.Role)
+		_, _ = d.WriteString(m.role)
 		_, _ = d.Write([]byte{0})
-		_, _ = d.Write(m.Content)
-		if m.Role == "user" {
+		_, _ = d.Write(m.content)
+		if m.role == "user" {
 			return d.Sum64(), field, i + 1, true
 		}
 	}
 	return 0, "", 0, false
+}
+
+// parseMessages reads a list of messages (nil for an absent or null
+// list); a null message is one without role or content. A message's role
+// must be a string or null.
+func parseMessages(raw []byte) ([]message, error) {
+	if raw == nil || string(raw) == "null" {
+		return nil, nil
+	}
+	s := jsonscan.Scanner{Buf: raw}
+	if !s.Consume('[') {
+		return nil, errNotList
+	}
+	var msgs []message
+	s.WS()
+	if s.Consume(']') {
+		return msgs, nil
+	}
+	for {
+		s.WS()
+		start := s.Pos
+		if err := s.SkipValue(1, maxMessageDepth, math.MaxInt); err != nil {
+			return nil, err
+		}
+		var m message
+		if elem := raw[start:s.Pos]; string(elem) != "null" {
+			var v [2][]byte
+			if err := jsonscan.Members(elem, messageMembers, v[:]); err != nil {
+				return nil, err
+			}
+			role, ok := nullableString(v[0])
+			if !ok {
+				return nil, errNotList
+			}
+			m = message{role: role, content: v[1]}
+		}
+		msgs = append(msgs, m)
+		s.WS()
+		if s.Consume(',') {
+			continue
+		}
+		if s.Consume(']') {
+			return msgs, nil
+		}
+		return nil, errNotList
+	}
+}
+
+// maxMessageDepth bounds the nesting of a message, encoding/json's own
+// bound.
+const maxMessageDepth = 10000
+
+// errNotList is parseMessages' error for anything but a list of messages.
+var errNotList = errors.New("not a list of messages")
+
+// nullableString decodes raw, a JSON string or null ("" then, and for an
+// absent member); ok is false for any other value.
+func nullableString(raw []byte) (string, bool) {
+	if raw == nil || string(raw) == "null" {
+		return "", true
+	}
+	if raw[0] != '"' {
+		return "", false
+	}
+	s, err := jsonscan.Unquote(raw)
+	return s, err == nil
 }
 
 // textKey is the derived key of a body without rendering: "d:" and the
