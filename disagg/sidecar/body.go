@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/kvroute/kvroute/internal/jsonscan"
 )
 
 // JSON field names of the OpenAI request and of vLLM's KV-transfer
@@ -133,23 +135,29 @@ func encodeObject(m map[string]json.RawMessage) ([]byte, error) {
 	return append(out, '}'), nil
 }
 
+// transferParamsMember is the member of a prefiller's answer TransferParams
+// reads.
+var transferParamsMember = []string{fieldKVTransferParams}
+
 // TransferParams extracts kv_transfer_params from a prefiller's
 // non-streaming response: it must be a JSON object whose do_remote_prefill
 // is true (what a vLLM prefiller with a KV connector answers). The object is
 // returned compacted, with every field the prefiller set, so connectors'
 // fields the sidecar does not know travel to the decoder untouched.
 func TransferParams(resp []byte) (json.RawMessage, error) {
-	var r struct {
-		Params json.RawMessage `json:"kv_transfer_params"`
-	}
-	if err := json.Unmarshal(resp, &r); err != nil {
+	// Found by its exact name, the last one when repeated, as vLLM's
+	// proxies read the answer (a dict lookup), not case-insensitively as
+	// encoding/json would match a struct field.
+	var r [1][]byte
+	if err := jsonscan.Members(resp, transferParamsMember, r[:]); err != nil {
 		return nil, fmt.Errorf("prefiller response is not a JSON object: %w", err)
 	}
-	if len(r.Params) == 0 || string(r.Params) == "null" {
+	params := r[0]
+	if len(params) == 0 || string(params) == "null" {
 		return nil, errors.New("prefiller response has no kv_transfer_params (is its KV connector configured?)")
 	}
 	var p map[string]json.RawMessage
-	if err := json.Unmarshal(r.Params, &p); err != nil || p == nil {
+	if err := json.Unmarshal(params, &p); err != nil || p == nil {
 		return nil, errors.New("prefiller kv_transfer_params is not a JSON object")
 	}
 	var remote bool
@@ -157,7 +165,7 @@ func TransferParams(resp []byte) (json.RawMessage, error) {
 		return nil, errors.New("prefiller kv_transfer_params lacks do_remote_prefill: true")
 	}
 	var b bytes.Buffer
-	if err := json.Compact(&b, r.Params); err != nil {
+	if err := json.Compact(&b, params); err != nil {
 		return nil, fmt.Errorf("prefiller kv_transfer_params: %w", err)
 	}
 	return b.Bytes(), nil

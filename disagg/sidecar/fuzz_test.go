@@ -46,10 +46,8 @@ func FuzzBodies(f *testing.F) {
 		if perr != nil {
 			return
 		}
-		var p struct {
-			P bool `json:"do_remote_prefill"`
-		}
-		if json.Unmarshal(params, &p) != nil || !p.P {
+		var p map[string]json.RawMessage // exact names, as vLLM reads them
+		if json.Unmarshal(params, &p) != nil || string(p["do_remote_prefill"]) != "true" {
 			t.Fatalf("TransferParams(%q) = %q without do_remote_prefill true", resp, params)
 		}
 		db, derr := DecodeBody(body, params)
