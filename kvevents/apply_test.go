@@ -141,6 +141,16 @@ func TestApplyCacheSaltOnBlockZero(t *testing.T) {
 	f.applyHex("sglang:1", vector(t, "S2/sglang"))
 	require.Equal(t, 1, f.match("sglang:1", wiretest.TokensRange(1, 4), kvindex.KeyParams{CacheSalt: "salt-A"}).Blocks)
 	require.Zero(t, f.match("sglang:1", wiretest.TokensRange(1, 4), kvindex.KeyParams{}).Blocks)
+
+	// SGLang's map events: cache_salt is a field of BlockStored itself. The
+	// salted root block and its child chain under the salt (S3's two
+	// stores, without its removal and clear); an unsalted request matches
+	// neither.
+	require.NoError(t, f.d.Decode(wiretest.MustHex(t, wiretest.S3Hex), &f.b))
+	f.b.Events = f.b.Events[:2]
+	require.Equal(t, 2, f.a.Apply("sglang:2", "", &f.b).Stored)
+	require.Equal(t, 2, f.match("sglang:2", wiretest.TokensRange(1, 8), kvindex.KeyParams{CacheSalt: "salt-A"}).Blocks)
+	require.Zero(t, f.match("sglang:2", wiretest.TokensRange(1, 8), kvindex.KeyParams{}).Blocks)
 }
 
 func TestApplyMultimodalExtraKeys(t *testing.T) {

@@ -23,6 +23,7 @@ const (
 	fOwnership // map events only
 	fSession   // map events only
 	fMMKeys    // TensorRT-LLM's mm_keys, merged into ExtraKeys
+	fCacheSalt // SGLang's map events: cache_salt of BlockStored itself
 )
 
 // Positional layouts of vLLM's legacy array events, by index; index 0 is the
@@ -85,6 +86,8 @@ func fieldByName(k []byte) field {
 		return fSession
 	case "mm_keys":
 		return fMMKeys
+	case "cache_salt":
+		return fCacheSalt
 	}
 	return fSkip
 }
@@ -218,6 +221,8 @@ func (d *Decoder) field(r *reader, b *Batch, e *Event, f field) {
 		e.SessionID = d.lenientString(r, "session_id")
 	case fMMKeys:
 		d.mmKeys(r, e)
+	case fCacheSalt:
+		e.CacheSalt = d.optString(r, "cache_salt")
 	}
 }
 

@@ -68,11 +68,17 @@
 //   - Some vLLM revisions write extra keys as typed maps ({"type": "lora" |
 //     "mm" | "cache_salt" | "prompt_embeds" | "legacy", …}) instead of bare
 //     strings and [identifier, offset] pairs.
-//   - SGLang writes positional events: BlockStored with 7 elements (no
+//   - SGLang wrote positional events: BlockStored with 7 elements (no
 //     lora_name, extra keys or groups), or 8 when its 8th is the map
 //     {"cache_salt": …} of BlockStoredWithMetadata; BlockRemoved with 3. Its
-//     block hashes are signed int64, its media include "CPU_PINNED" and
-//     "DISK", and its rank field is attn_dp_rank.
+//     block hashes are signed int64, its media include "CPU_PINNED", "DISK"
+//     and "EXTERNAL", and its rank field is attn_dp_rank.
+//   - Current SGLang (sgl-project/sglang#37482 and later) keeps the array
+//     batch [ts, events, attn_dp_rank] but writes each event as a msgspec
+//     tagged map, None defaults omitted: BlockStored with block_hashes,
+//     parent_block_hash, token_ids, block_size, lora_id, then medium,
+//     cache_salt and session_id when set; BlockRemoved with block_hashes
+//     and medium. Its cache_salt keys the block like the metadata map's.
 //
 // # Decoding
 //
@@ -82,7 +88,8 @@
 // absent rank fine); array events at every legacy length (missing trailing fields are
 // nil, extra ones ignored) or map events (any key order, unknown keys
 // skipped, missing keys nil, map16/map32 headers accepted); SGLang's 8th
-// element told apart from vLLM's lora_name by its type. locality,
+// element told apart from vLLM's lora_name by its type, and a map event's
+// cache_salt read as SGLang's salt. locality,
 // ownership and session_id are strings; in another form they are skipped,
 // never failing the batch (the index does not key on them). mm_keys join
 // the block's extra keys as multimodal keys. Unknown event tags

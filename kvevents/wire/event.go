@@ -146,8 +146,10 @@ type Event struct {
 	// HasSlidingWindow.
 	SlidingWindow int64
 
-	// CacheSalt is the cache_salt of SGLang's BlockStoredWithMetadata (the
-	// 8th positional element, a map). "" when absent.
+	// CacheSalt is SGLang's cache_salt: the "cache_salt" field of its map
+	// events, or the metadata map of its positional BlockStoredWithMetadata
+	// (the 8th element). "" when nil or absent. vLLM sends its salt among
+	// the extra keys instead.
 	CacheSalt string
 
 	// Locality is vLLM's locality ("LOCAL" or "REMOTE" relative to the

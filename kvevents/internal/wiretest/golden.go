@@ -196,6 +196,22 @@ func WantS2() *wire.Batch {
 		TokenIDs: TokensRange(1, 4), BlockSize: 4, Medium: "GPU", SignedHashes: true, CacheSalt: "salt-A"})
 }
 
+// S3Hex is SGLang's payload since sgl-project/sglang#37482, which made its
+// events msgspec tagged maps (omit_defaults) with cache_salt and session_id
+// fields of BlockStored itself; the batch stays [ts, events, attn_dp_rank].
+// It holds S1's events, the first store salted ("salt-A") for session
+// "sess-1". Built from SGLang's struct declarations with msgspec's rules by
+// Debian's python3-msgpack (TestSGLangMapPayloadMatchesPythonMsgpack).
+const S3Hex = "93cb41d954fc402000009489a474797065ab426c6f636b53746f726564ac626c6f636b5f68617368657391d3cf97adeedb59e05bb1706172656e745f626c6f636b5f68617368c0a9746f6b656e5f6964739401020304aa626c6f636b5f73697a6504a76c6f72615f6964c0a66d656469756da3475055aa63616368655f73616c74a673616c742d41aa73657373696f6e5f6964a6736573732d3187a474797065ab426c6f636b53746f726564ac626c6f636b5f68617368657391cf4ebfa8a1f3c34151b1706172656e745f626c6f636b5f68617368d3cf97adeedb59e05ba9746f6b656e5f6964739405060708aa626c6f636b5f73697a6504a76c6f72615f6964c0a66d656469756da347505583a474797065ac426c6f636b52656d6f766564ac626c6f636b5f68617368657391cf4ebfa8a1f3c34151a66d656469756da347505581a474797065b0416c6c426c6f636b73436c656172656400"
+
+// WantS3 is the batch S3Hex decodes to: S1's, with the salt and session of
+// the first store.
+func WantS3() *wire.Batch {
+	b := WantS1()
+	b.Events[0].CacheSalt, b.Events[0].SessionID = "salt-A", "sess-1"
+	return b
+}
+
 // PublisherID is the identity in the V10 vectors.
 var PublisherID = [16]byte{0xa0, 0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7, 0xa8, 0xa9, 0xaa, 0xab, 0xac, 0xad, 0xae, 0xaf}
 
