@@ -8,12 +8,12 @@ import (
 )
 
 // FuzzNewFields builds batches carrying the fields of vLLM's snapshot
-// revision and TensorRT-LLM (publisher identity, locality, ownership,
-// session_id, a multimodal key as TensorRT-LLM's mm_keys) from arbitrary
-// values, and checks that every format that carries a field gives it back
-// unchanged, that PeekHeader agrees with Decode, and that the formats
-// without it still decode. The seed corpus is in
-// testdata/fuzz/FuzzNewFields.
+// revision, TensorRT-LLM and SGLang's map events (publisher identity,
+// locality, ownership, session_id, a multimodal key as TensorRT-LLM's
+// mm_keys) from arbitrary values, and checks that every format that
+// carries a field gives it back unchanged, that PeekHeader agrees with
+// Decode, and that the formats without it still decode. The seed corpus is
+// in testdata/fuzz/FuzzNewFields.
 func FuzzNewFields(f *testing.F) {
 	f.Add([]byte{0xa0, 0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7, 0xa8, 0xa9, 0xaa, 0xab, 0xac, 0xad, 0xae, 0xaf},
 		"REMOTE", "lmcache", "sess-1", "STORAGE", "9f86d081884c7d65", int64(2), true)
@@ -36,7 +36,7 @@ func FuzzNewFields(f *testing.F) {
 			in.Events = nil
 		}
 		for _, fm := range []wire.Format{wire.FormatVLLM, wire.FormatVLLMMapBatch, wire.FormatTRTLLM,
-			wire.FormatVLLMLegacy, wire.FormatSGLang} {
+			wire.FormatVLLMLegacy, wire.FormatSGLang, wire.FormatSGLangMap} {
 			payload := wire.AppendBatch(nil, in, fm)
 			var out wire.Batch
 			if err := d.Decode(payload, &out); err != nil {
@@ -69,12 +69,16 @@ func FuzzNewFields(f *testing.F) {
 					gr.Locality != locality || gr.Ownership != ownership {
 					t.Fatalf("%v: fields %q %q %q / %q %q", fm, gs.Locality, gs.Ownership, gs.SessionID, gr.Locality, gr.Ownership)
 				}
+			case wire.FormatSGLangMap: // SGLang's structs carry session_id only
+				if gs.SessionID != session || gs.Locality != "" || gs.Ownership != "" || gr.Locality != "" {
+					t.Fatalf("%v: fields %q %q %q / %q", fm, gs.Locality, gs.Ownership, gs.SessionID, gr.Locality)
+				}
 			case wire.FormatTRTLLM: // TensorRT-LLM's structs carry locality only
 				if gs.Locality != locality || gr.Locality != locality || gs.Ownership != "" || gs.SessionID != "" {
 					t.Fatalf("%v: fields %q %q %q / %q", fm, gs.Locality, gs.Ownership, gs.SessionID, gr.Locality)
 				}
 			}
-			if mmHash != "" && fm != wire.FormatSGLang {
+			if mmHash != "" && fm != wire.FormatSGLang && fm != wire.FormatSGLangMap {
 				if len(gs.ExtraKeys) == 0 || len(gs.ExtraKeys[0]) != 1 ||
 					gs.ExtraKeys[0][0] != (wire.ExtraKey{Kind: wire.ExtraKeyMM, Value: mmHash, Offset: offset}) {
 					t.Fatalf("%v: multimodal key %+v", fm, gs.ExtraKeys)

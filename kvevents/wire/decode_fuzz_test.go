@@ -84,6 +84,9 @@ func FuzzDecode(f *testing.F) {
 		if err := d.Decode(wire.AppendBatch(nil, &fresh, wire.FormatTRTLLM), &sg); err != nil {
 			t.Fatalf("trtllm re-encode does not decode: %v", err)
 		}
+		if err := d.Decode(wire.AppendBatch(nil, &fresh, wire.FormatSGLangMap), &sg); err != nil {
+			t.Fatalf("sglang-map re-encode does not decode: %v", err)
+		}
 		if h, err := wire.PeekHeader(payload); err != nil || h.HasPublisherID != fresh.HasPublisherID ||
 			h.PublisherID != fresh.PublisherID || h.Events != len(fresh.Events)+fresh.UnknownEvents {
 			t.Fatalf("PeekHeader disagrees with Decode: %+v, %v", h, err)

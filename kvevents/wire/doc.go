@@ -149,14 +149,16 @@
 // AppendBatch writes a Batch byte for byte as msgspec does for current vLLM
 // (FormatVLLM: map events, omitted None defaults, always-present no-default
 // fields, and the snapshot revision's identity and fields when set), for
-// the last all-array vLLM layout (FormatVLLMLegacy), for SGLang
-// (FormatSGLang), for TensorRT-LLM (FormatTRTLLM) and for the map-shaped
-// batch (FormatVLLMMapBatch), so a Go publisher or a simulated engine is
+// the last all-array vLLM layout (FormatVLLMLegacy), for SGLang's
+// positional events (FormatSGLang) and its map events (FormatSGLangMap),
+// for TensorRT-LLM (FormatTRTLLM) and for the map-shaped batch
+// (FormatVLLMMapBatch), so a Go publisher or a simulated engine is
 // indistinguishable from the real one on the wire. The golden payloads the
 // tests check both directions against were written by the engines' own
-// encoders (V1–V9, S1–S2) or, for the snapshot revision (V10) and
-// TensorRT-LLM (T1–T2), built from their struct declarations with msgspec's
-// rules by Debian's python3-msgpack (no msgspec at hand).
+// encoders (V1–V9, S1–S2) or, for the snapshot revision (V10),
+// TensorRT-LLM (T1–T2) and SGLang's map events (S3), built from their
+// struct declarations with msgspec's rules by Debian's python3-msgpack (no
+// msgspec at hand).
 //
 // PeekHeader reads a payload's identity and event count without decoding
 // its events, for a subscriber that sequences messages before decoding

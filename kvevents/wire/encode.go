@@ -29,6 +29,13 @@ const (
 	// "hash", "start_offset"} per segment) instead of extra_keys. Hashes are
 	// always integers and there is no publisher identity.
 	FormatTRTLLM
+	// FormatSGLangMap is current SGLang (sgl-project/sglang#37482 and
+	// later): the array batch [ts, events, attn_dp_rank] and msgspec tagged
+	// map events with None defaults omitted; BlockStored carries block_hashes,
+	// parent_block_hash, token_ids, block_size and lora_id, then medium,
+	// cache_salt and session_id when set, BlockRemoved block_hashes and
+	// medium when set. Hashes are written as signed int64.
+	FormatSGLangMap
 )
 
 // String returns a short name of f.
@@ -44,6 +51,8 @@ func (f Format) String() string {
 		return "vllm-map-batch"
 	case FormatTRTLLM:
 		return "trtllm"
+	case FormatSGLangMap:
+		return "sglang-map"
 	}
 	return "unknown"
 }
@@ -96,6 +105,8 @@ func AppendBatch(dst []byte, b *Batch, f Format) []byte {
 			dst = appendSGLangEvent(dst, e)
 		case FormatTRTLLM:
 			dst = appendTRTLLMEvent(dst, e)
+		case FormatSGLangMap:
+			dst = appendSGLangMapEvent(dst, e)
 		default:
 			dst = appendMapEvent(dst, e)
 		}

@@ -40,10 +40,11 @@ type Vector struct {
 // revision (vllm-project/vllm#57789: publisher_id after the rank, idle
 // heartbeats, locality, ownership, session_id, medium STORAGE); T1–T2 of
 // TensorRT-LLM's publisher (NVIDIA/TensorRT-LLM#16869 and #17023); and
-// S1–S2 of SGLang. V10 and T1–T2 were built from the engines' struct
-// declarations with msgspec's encoding rules (declaration order, tag
-// first, None defaults omitted) by Debian's python3-msgpack, whose bytes
-// for these types are msgspec's.
+// S1–S2 of SGLang's positional events and S3 of its map events
+// (sgl-project/sglang#37482). V10, T1–T2 and S3 were built from the
+// engines' struct declarations with msgspec's encoding rules (declaration
+// order, tag first, None defaults omitted) by Debian's python3-msgpack,
+// whose bytes for these types are msgspec's.
 func Vectors() []Vector {
 	return []Vector{
 		{"V1/current", "93cb41d954fc40200000918ba474797065ab426c6f636b53746f726564ac626c6f636b5f68617368657392cf8a3f1c2d4e5b6a79cf1122334455667788b1706172656e745f626c6f636b5f68617368c0a9746f6b656e5f696473980102030405060708aa626c6f636b5f73697a6504a76c6f72615f6964c0a66d656469756da3475055a96c6f72615f6e616d65c0aa65787472615f6b65797392c0c0a967726f75705f69647800b26b765f63616368655f737065635f6b696e64ae66756c6c5f617474656e74696f6e00", 202, wire.FormatVLLM, WantV1},
@@ -70,6 +71,7 @@ func Vectors() []Vector {
 		{"T1/trtllm", "93cb41d954fc402000009388a474797065ab426c6f636b53746f726564ac626c6f636b5f68617368657392cf8a3f1c2d4e5b6a79cf1122334455667788b1706172656e745f626c6f636b5f68617368c0a9746f6b656e5f696473980102030405060708aa626c6f636b5f73697a6504a76c6f72615f6964c0a66d656469756da3475055a96c6f72615f6e616d65c083a474797065ac426c6f636b52656d6f766564ac626c6f636b5f68617368657391cf1122334455667788a66d656469756da347505581a474797065b0416c6c426c6f636b73436c656172656400", 219, wire.FormatTRTLLM, WantT1},
 		{"T2/trtllm-mm", "93cb41d954fc402000009189a474797065ab426c6f636b53746f726564ac626c6f636b5f68617368657392cf8a3f1c2d4e5b6a79cf1122334455667788b1706172656e745f626c6f636b5f68617368c0a9746f6b656e5f696473980102030405060708aa626c6f636b5f73697a6504a76c6f72615f6964c0a66d656469756da3475055a96c6f72615f6e616d65c0a76d6d5f6b657973929183a474797065a66d6d5f6b6579a468617368b039663836643038313838346337643635ac73746172745f6f666673657402c001", 203, wire.FormatTRTLLM, WantT2},
 		{"S2/sglang", "93cb41d954fc402000009198ab426c6f636b53746f72656491d3cf97adeedb59e05bc0940102030404c0a347505581aa63616368655f73616c74a673616c742d4100", 66, wire.FormatSGLang, WantS2},
+		{"S3/sglang-map", S3Hex, 346, wire.FormatSGLangMap, WantS3},
 	}
 }
 
