@@ -279,6 +279,34 @@ func TestApplyTierOnlyOffload(t *testing.T) {
 	require.Equal(t, 1, m.CPU)
 }
 
+// TestApplyShippedMediumNames: engines have shipped other names for the
+// same tiers, vLLM v0.26's FS and OBJ secondary tiers (STORAGE since) and
+// SGLang's CPU_TIER1 host and CPU_TIER2 storage tiers (CPU_PINNED and DISK
+// since). Each lands in the tier it names, weighed as that tier, never in a
+// tier of its own that scores like the GPU.
+func TestApplyShippedMediumNames(t *testing.T) {
+	for _, tc := range []struct {
+		medium     string
+		cpu, store int
+	}{
+		{"FS", 0, 1}, {"OBJ", 0, 1}, {"CPU_TIER1", 1, 0}, {"CPU_TIER2", 0, 1},
+	} {
+		t.Run(tc.medium, func(t *testing.T) {
+			f := newApplyFixture(t)
+			f.applyHex(testEndpoint, vector(t, "V1/current"))
+			offload := wiretest.StoredV1()
+			offload.Medium, offload.TokenIDs, offload.BlockHashes = tc.medium, nil, []uint64{wiretest.H1}
+			require.Equal(t, 1, f.applyBatch(testEndpoint, wiretest.BatchOf(0, true, offload), wire.FormatVLLM).Stored)
+			require.Equal(t, 1, f.a.Apply(testEndpoint, "", wiretest.BatchOf(0, true, wiretest.RemovedH(wiretest.H2))).Removed)
+			m := f.match(testEndpoint, wiretest.TokensRange(1, 8), kvindex.KeyParams{})
+			require.Equal(t, 1, m.GPU)
+			require.Equal(t, tc.cpu, m.CPU)
+			require.Equal(t, tc.store, m.Storage)
+			require.Zero(t, m.Other)
+		})
+	}
+}
+
 func TestApplyWithoutMetrics(t *testing.T) {
 	ix, err := kvindex.New(kvindex.Config{BlockSize: 4, SweepInterval: -1}, kvindex.Options{})
 	require.NoError(t, err)

@@ -128,7 +128,7 @@ type Event struct {
 	LoRAID int64
 	// Medium is the raw medium string ("" when nil or absent). The Applier
 	// maps it to the index tier ("gpu", "cpu", "storage"; SGLang's
-	// CPU_PINNED and DISK included).
+	// CPU_PINNED and DISK and the names engines shipped earlier included).
 	Medium string
 	// LoRAName is the adapter name ("" when nil or absent). When set it
 	// replaces the model as the root of the block-key chain.
