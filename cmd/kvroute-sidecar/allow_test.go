@@ -1,18 +1,13 @@
 package main
 
 import (
-	"io"
 	"net/http"
 	"net/netip"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
-	"github.com/kvroute/kvroute/simengine"
-	"github.com/kvroute/kvroute/simengine/server"
 )
 
 func TestParseAllowedPrefillers(t *testing.T) {
@@ -41,15 +36,7 @@ func TestParseAllowedPrefillers(t *testing.T) {
 // counted as not_allowed; one inside them gets the prefill step.
 func TestServeAllowedPrefillers(t *testing.T) {
 	t.Cleanup(leakcheck.Check(t))
-	eng := simengine.Config{BlockSize: 4, DecodeStep: time.Millisecond, PrefillTokensPerSecond: 1e6}
-	start := func(role string) *server.Server {
-		s, err := server.New(server.Config{Model: "m", Engine: eng, PD: server.PDConfig{Role: role}}, server.Options{})
-		require.NoError(t, err)
-		require.NoError(t, s.Start("127.0.0.1:0"))
-		t.Cleanup(func() { require.NoError(t, s.Close()) })
-		return s
-	}
-	dec, pre := start(server.RoleDecode), start(server.RolePrefill)
+	dec, pre := startPDEngines(t)
 	for _, tc := range []struct{ nets, want string }{
 		{"10.0.0.0/8", `kvroute_sidecar_prefill_fallbacks_total{reason="not_allowed"} 1`},
 		{"127.0.0.0/8", `kvroute_sidecar_requests_total{outcome="split"} 1`},
@@ -59,24 +46,8 @@ func TestServeAllowedPrefillers(t *testing.T) {
 		require.NoError(t, err)
 		a, stop := startServe(t, o)
 		before := pre.Engine().Stats().RequestSuccess
-		req, err := http.NewRequest(http.MethodPost, "http://"+a[0]+"/v1/completions",
-			strings.NewReader(`{"model":"m","prompt":"hello there from the sidecar binary","max_tokens":4}`))
-		require.NoError(t, err)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("x-prefiller-host-port", pre.Addr())
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		b, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		require.NoError(t, resp.Body.Close())
-		require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
-
-		resp, err = http.Get("http://" + a[1] + "/metrics")
-		require.NoError(t, err)
-		b, err = io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		require.NoError(t, resp.Body.Close())
-		require.Contains(t, string(b), tc.want, tc.nets)
+		postSplit(t, a[0], pre.Addr())
+		require.Contains(t, getBody(t, "http://"+a[1]+"/metrics"), tc.want, tc.nets)
 		if tc.nets == "10.0.0.0/8" {
 			require.Equal(t, before, pre.Engine().Stats().RequestSuccess, "the refused prefiller was contacted")
 		}

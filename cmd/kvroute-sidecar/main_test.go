@@ -40,6 +40,20 @@ func TestParseFlags(t *testing.T) {
 // answers, /metrics counts it, and cancelling the context stops everything.
 func TestServeSplitsAndStops(t *testing.T) {
 	t.Cleanup(leakcheck.Check(t))
+	dec, pre := startPDEngines(t)
+	o, err := parseFlags([]string{"--host", "127.0.0.1", "--port", "0", "--metrics-port", "0", "--decoder", "http://" + dec.Addr()})
+	require.NoError(t, err)
+	a, stop := startServe(t, o)
+	postSplit(t, a[0], pre.Addr())
+	require.Contains(t, getBody(t, "http://"+a[1]+"/metrics"), `kvroute_sidecar_requests_total{outcome="split"} 1`)
+	stop()
+	http.DefaultClient.CloseIdleConnections()
+}
+
+// startPDEngines starts a decode and a prefill simulated engine, closed
+// when the test ends.
+func startPDEngines(t *testing.T) (dec, pre *server.Server) {
+	t.Helper()
 	eng := simengine.Config{BlockSize: 4, DecodeStep: time.Millisecond, PrefillTokensPerSecond: 1e6}
 	start := func(role string) *server.Server {
 		s, err := server.New(server.Config{Model: "m", Engine: eng, PD: server.PDConfig{Role: role}}, server.Options{})
@@ -48,32 +62,35 @@ func TestServeSplitsAndStops(t *testing.T) {
 		t.Cleanup(func() { require.NoError(t, s.Close()) })
 		return s
 	}
-	dec, pre := start(server.RoleDecode), start(server.RolePrefill)
-	o, err := parseFlags([]string{"--host", "127.0.0.1", "--port", "0", "--metrics-port", "0", "--decoder", "http://" + dec.Addr()})
-	require.NoError(t, err)
-	a, stop := startServe(t, o)
+	return start(server.RoleDecode), start(server.RolePrefill)
+}
 
-	req, err := http.NewRequest(http.MethodPost, "http://"+a[0]+"/v1/completions",
+// postSplit sends a completion through the sidecar at addr with the
+// prefiller header naming prefiller, and checks it is answered 200.
+func postSplit(t *testing.T, addr, prefiller string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/completions",
 		strings.NewReader(`{"model":"m","prompt":"hello there from the sidecar binary","max_tokens":4}`))
 	require.NoError(t, err)
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("x-prefiller-host-port", pre.Addr())
+	req.Header.Set("x-prefiller-host-port", prefiller)
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	require.NoError(t, resp.Body.Close())
 	require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
+}
 
-	resp, err = http.Get("http://" + a[1] + "/metrics")
+// getBody GETs url and returns its body.
+func getBody(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
 	require.NoError(t, err)
-	b, err = io.ReadAll(resp.Body)
+	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	require.NoError(t, resp.Body.Close())
-	require.Contains(t, string(b), `kvroute_sidecar_requests_total{outcome="split"} 1`)
-
-	stop()
-	http.DefaultClient.CloseIdleConnections()
+	return string(b)
 }
 
 // startServe runs the binary's serve loop with o and returns the client and
