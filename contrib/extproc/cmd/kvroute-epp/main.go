@@ -76,7 +76,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -95,17 +94,12 @@ import (
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/contrib/extproc"
 	"github.com/kvroute/kvroute/contrib/k8s"
 	"github.com/kvroute/kvroute/disagg"
 	"github.com/kvroute/kvroute/internal/cliflag"
-	"github.com/kvroute/kvroute/llmd"
 	"github.com/kvroute/kvroute/render"
 	"github.com/kvroute/kvroute/telemetry"
 )
@@ -116,113 +110,6 @@ func main() {
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	cliflag.Exit("kvroute-epp", err)
-}
-
-type flags struct {
-	grpcPort, healthPort, metricsPort int
-	listenHost                        string
-	poolName, poolNamespace           string
-	poolGroup                         string
-	configPath, model                 string
-	strictConfig                      bool
-	endpoints                         string
-	renderSelector                    string
-	renderPort                        int
-	kubeconfig                        string
-	checkpoint                        string
-	eventSelector                     string
-	maxBodyBytes                      int64
-	maxBodyBytesInFlight              int64
-	readinessInterval                 time.Duration
-	logLevel                          string
-	fallbacks                         int
-	conformanceTestHooks              bool
-	admissionConfig                   string
-	approximateConfig                 string
-	engineMetricsConfig               string
-	disaggConfig, roleLabel           string
-	sessionConfig                     string
-}
-
-func parseFlags(args []string, stderr io.Writer) (flags, error) {
-	var f flags
-	fs := flag.NewFlagSet("kvroute-epp", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.IntVar(&f.grpcPort, "grpc-port", 9002, "ext_proc gRPC port Envoy calls")
-	fs.IntVar(&f.healthPort, "grpc-health-port", 9003, "gRPC health service port (liveness, readiness)")
-	fs.IntVar(&f.metricsPort, "metrics-port", 9090, "Prometheus /metrics port")
-	fs.StringVar(&f.listenHost, "listen-host", "", "address to listen on (empty: all interfaces)")
-	fs.StringVar(&f.poolName, "pool-name", "", "InferencePool whose Ready pods are the endpoints")
-	fs.StringVar(&f.poolNamespace, "pool-namespace", envOr("POD_NAMESPACE", "default"), "namespace of the pool and its pods")
-	fs.StringVar(&f.poolGroup, "pool-group", "inference.networking.k8s.io", "API group of the InferencePool (inference.networking.k8s.io for v1, inference.networking.x-k8s.io for v1alpha2)")
-	fs.StringVar(&f.configPath, "config", "", "router configuration file (YAML or JSON): kvroute's keys, or an llm-d EndpointPickerConfig whole")
-	fs.BoolVar(&f.strictConfig, "strict-config", false, "refuse to start when the --config file has llm-d settings kvroute does not carry over (default: log each and start)")
-	fs.StringVar(&f.model, "model", "", "base model the engines serve (overrides the config's model)")
-	fs.StringVar(&f.endpoints, "endpoints", "", "static comma-separated ip:port engines, instead of --pool-name")
-	fs.StringVar(&f.renderSelector, "render-selector", "", "label selector of a separate render pool (pods in --pool-namespace)")
-	fs.IntVar(&f.renderPort, "render-port", 8000, "port of the render pool's pods")
-	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (empty: in-cluster)")
-	fs.StringVar(&f.eventSelector, "event-selector", "", "Kubernetes label selector of the pods whose KV events are subscribed (default: all endpoints)")
-	fs.StringVar(&f.checkpoint, "checkpoint", "", "index checkpoint file: loaded at start, written periodically and on shutdown (overrides the config's checkpoint.path)")
-	fs.Int64Var(&f.maxBodyBytes, "max-body-bytes", extproc.DefaultMaxBodyBytes, "request body limit (413 above)")
-	fs.Int64Var(&f.maxBodyBytesInFlight, "max-body-bytes-in-flight", 0, fmt.Sprintf("bytes the request bodies of all streams may hold together (503 with Retry-After past it; 0: %d, or --max-body-bytes when larger)", extproc.DefaultMaxBodyBytesInFlight))
-	fs.DurationVar(&f.readinessInterval, "readiness-interval", extproc.DefaultReadinessInterval, "how often readiness asks the router whether its index has caught up")
-	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
-	fs.IntVar(&f.fallbacks, "fallbacks", 0, fmt.Sprintf("fallback endpoints named after the pick, the next best by score, for Envoy to retry in order (0 to %d)", extproc.MaxFallbacks))
-	fs.BoolVar(&f.conformanceTestHooks, "conformance-test-hooks", false,
-		"the Inference Extension conformance suite's hooks: the "+extproc.ConformanceSelectionHeader+" request header chooses the candidates and "+
-			extproc.ConformanceServedHeader+" reports the served endpoint (test clusters only: any client could steer its requests)")
-	fs.StringVar(&f.admissionConfig, "admission-config", "", "admission stage configuration file (YAML or JSON, package admission's keys): queue, prioritize and shed requests under saturation (default: off, every request is picked at once)")
-	fs.StringVar(&f.disaggConfig, "disagg-config", "", "prefill/decode disaggregation configuration file (YAML or JSON, package disagg's keys; {} for the defaults): pick a decode endpoint and, when its uncached prompt tokens reach the threshold, a prefill endpoint named in x-prefiller-host-port (default: off, one role)")
-	fs.StringVar(&f.roleLabel, "role-label", disagg.DefaultRoleLabel, "pod label giving an endpoint's prefill/decode role (prefill, decode or both; absent: both)")
-	fs.StringVar(&f.sessionConfig, "session-config", "", "session affinity configuration file (YAML or JSON, package session's keys; {} for the defaults): a request's session key (x-session-id, x-dynamo-session-id, x-smg-routing-key, the llm-d-session cookie) prefers the endpoint of the session's last turn, weighed against its load; responses to requests without a key set the llm-d-session cookie (default: off)")
-	fs.StringVar(&f.approximateConfig, "approximate-config", "", "approximate prefix index configuration file (YAML or JSON, package approx's keys; {\"enabled\": true} turns it on): endpoints whose KV events are not live are routed from the router's own decisions, labelled approximate (default: off, they are routed blind)")
-	fs.StringVar(&f.engineMetricsConfig, "engine-metrics-config", "", "engine metrics scraper configuration file (YAML or JSON, package enginemetrics' keys): the admission also reads each engine's vLLM queue and KV-cache metrics (needs --admission-config)")
-	if err := cliflag.Parse(fs, args, os.Stdout); err != nil {
-		return f, err
-	}
-	if f.readinessInterval <= 0 {
-		return f, fmt.Errorf("--readiness-interval %v is not positive", f.readinessInterval)
-	}
-	if f.engineMetricsConfig != "" && f.admissionConfig == "" {
-		return f, errors.New("--engine-metrics-config feeds the admission stage; set --admission-config too")
-	}
-	if (f.poolName == "") == (f.endpoints == "") {
-		return f, errors.New("set exactly one of --pool-name and --endpoints")
-	}
-	return f, nil
-}
-
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
-}
-
-// loadConfig reads the router configuration (YAML or JSON, llmd.Load): a
-// kvroute configuration, possibly with llm-d plugin parameters, or an llm-d
-// EndpointPickerConfig whole. Each llm-d setting it does not carry over is
-// logged, one line each, or with strict an error.
-func loadConfig(path, model string, strict bool, log *slog.Logger) (kvroute.Config, error) {
-	cfg := kvroute.DefaultConfig()
-	if path != "" {
-		raw, err := os.ReadFile(path)
-		if err != nil {
-			return cfg, err
-		}
-		var findings []llmd.Finding
-		if cfg, findings, err = llmd.Load(bytes.NewReader(raw), llmd.Options{Strict: strict}); err != nil {
-			return cfg, fmt.Errorf("%s: %w", path, err)
-		}
-		for _, f := range findings {
-			log.Warn("llm-d setting not carried over", "config", path, "key", f.Path, "finding", f.Kind.String(), "note", f.Note)
-		}
-	}
-	if model != "" {
-		cfg.Model = model
-	}
-	return cfg, nil
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -453,28 +340,4 @@ func drain(errc chan error) {
 	for range 3 {
 		<-errc
 	}
-}
-
-func kubeClients(kubeconfig string) (kubernetes.Interface, dynamic.Interface, error) {
-	var (
-		rc  *rest.Config
-		err error
-	)
-	if kubeconfig != "" {
-		rc, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
-	} else {
-		rc, err = rest.InClusterConfig()
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("kubernetes client: %w", err)
-	}
-	kube, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return nil, nil, err
-	}
-	dyn, err := dynamic.NewForConfig(rc)
-	if err != nil {
-		return nil, nil, err
-	}
-	return kube, dyn, nil
 }
