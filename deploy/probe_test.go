@@ -5,6 +5,7 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,9 +17,27 @@ import (
 )
 
 const (
-	eppMain   = "../contrib/extproc/cmd/kvroute-epp/main.go"
+	eppCmd    = "../contrib/extproc/cmd/kvroute-epp"
 	eppStatus = "../contrib/extproc/status.go"
 )
+
+// parseGoDir parses the non-test Go files of one package directory of the
+// workspace into one file holding all their declarations, so that a check
+// does not depend on which file of the package declares what.
+func parseGoDir(t *testing.T, dir string) *ast.File {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	require.NoError(t, err)
+	merged := &ast.File{Name: ast.NewIdent("main")}
+	for _, p := range paths {
+		if strings.HasSuffix(p, "_test.go") {
+			continue
+		}
+		merged.Decls = append(merged.Decls, parseGo(t, p).Decls...)
+	}
+	require.NotEmpty(t, merged.Decls, "no Go source in %s", dir)
+	return merged
+}
 
 // parseGo parses one Go source file of the workspace.
 func parseGo(t *testing.T, path string) *ast.File {
@@ -135,7 +154,7 @@ func muxPaths(f *ast.File) []string {
 // serves its readiness on, on the container port that is its --metrics-port
 // (the flag as passed, else its default in kvroute-epp's source).
 func TestReadinessProbeIsWhatThePickerServes(t *testing.T) {
-	mainGo := parseGo(t, eppMain)
+	mainGo := parseGoDir(t, eppCmd)
 	readyPath := stringConst(t, parseGo(t, eppStatus), "ReadyPath")
 	require.Equal(t, "/ready", readyPath)
 	// /metrics and /ready are served by one mux, the metrics port's.
