@@ -89,67 +89,13 @@ type bodyScan struct {
 // the value.
 func (b *bodyScan) members(member func(key []byte) error) error {
 	b.WS()
-	if !b.Consume('{') {
-		return b.Errorf("expected an object")
-	}
-	b.WS()
-	if b.Consume('}') {
-		return nil
-	}
-	for {
-		b.WS()
-		ks := b.Pos
-		esc, err := b.SkipString()
+	return b.Object(func(ks, ke int, esc bool) error {
+		key, err := b.unquote(ks, ke, esc)
 		if err != nil {
 			return err
 		}
-		key, err := b.unquote(ks, esc)
-		if err != nil {
-			return err
-		}
-		b.WS()
-		if !b.Consume(':') {
-			return b.Errorf("expected ':'")
-		}
-		b.WS()
-		if err := member(key); err != nil {
-			return err
-		}
-		b.WS()
-		if b.Consume(',') {
-			continue
-		}
-		if b.Consume('}') {
-			return nil
-		}
-		return b.Errorf("expected ',' or '}'")
-	}
-}
-
-// elements calls elem for each element of the array at Pos, with Pos at
-// the element; elem must move past it.
-func (b *bodyScan) elements(elem func() error) error {
-	if !b.Consume('[') {
-		return b.Errorf("expected an array")
-	}
-	b.WS()
-	if b.Consume(']') {
-		return nil
-	}
-	for {
-		b.WS()
-		if err := elem(); err != nil {
-			return err
-		}
-		b.WS()
-		if b.Consume(',') {
-			continue
-		}
-		if b.Consume(']') {
-			return nil
-		}
-		return b.Errorf("expected ',' or ']'")
-	}
+		return member(key)
+	})
 }
 
 func (b *bodyScan) skip(depth int) error { return b.SkipValue(depth, maxMMScanDepth, math.MaxInt) }
@@ -165,16 +111,16 @@ func (b *bodyScan) str(depth int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return b.unquote(vs, esc)
+	return b.unquote(vs, b.Pos, esc)
 }
 
-// unquote returns the string from start to Pos, without its quotes: a span
+// unquote returns the string from start to end, without its quotes: a span
 // of the body, or, when it holds escapes, its decoded bytes.
-func (b *bodyScan) unquote(start int, esc bool) ([]byte, error) {
+func (b *bodyScan) unquote(start, end int, esc bool) ([]byte, error) {
 	if !esc {
-		return b.Buf[start+1 : b.Pos-1], nil
+		return b.Buf[start+1 : end-1], nil
 	}
-	s, err := jsonscan.Unquote(b.Buf[start:b.Pos])
+	s, err := jsonscan.Unquote(b.Buf[start:end])
 	return []byte(s), err
 }
 
@@ -207,7 +153,7 @@ func chatPartModalities(body []byte, mods []string) uint64 {
 	b := &bodyScan{Scanner: jsonscan.Scanner{Buf: body}, mods: mods}
 	return b.topMessages(func() (uint64, error) {
 		var mask uint64
-		err := b.elements(func() error {
+		err := b.Array(func() error {
 			if b.Peek() != '{' {
 				return b.skip(3)
 			}
@@ -220,7 +166,7 @@ func chatPartModalities(body []byte, mods []string) uint64 {
 				if b.Peek() != '[' {
 					return b.skip(4)
 				}
-				return b.elements(func() error {
+				return b.Array(func() error {
 					if b.Peek() != '{' {
 						return b.skip(5)
 					}
@@ -262,7 +208,7 @@ func messagesPartModalities(body []byte, mods []string) uint64 {
 	b := &bodyScan{Scanner: jsonscan.Scanner{Buf: body}, mods: mods}
 	return b.topMessages(func() (uint64, error) {
 		var mask uint64
-		err := b.elements(func() error {
+		err := b.Array(func() error {
 			if b.Peek() != '{' {
 				return b.skip(3)
 			}
@@ -279,7 +225,7 @@ func messagesPartModalities(body []byte, mods []string) uint64 {
 					if b.Peek() != '[' {
 						return b.skip(4)
 					}
-					return b.elements(func() error {
+					return b.Array(func() error {
 						if b.Peek() != '{' {
 							return b.skip(5)
 						}
@@ -326,7 +272,7 @@ func (b *bodyScan) anthropicBlock(depth int) (image, toolImage bool, err error) 
 			if b.Peek() != '[' {
 				return b.skip(depth + 1)
 			}
-			return b.elements(func() error {
+			return b.Array(func() error {
 				if b.Peek() != '{' {
 					return b.skip(depth + 2)
 				}

@@ -28,49 +28,31 @@ func Members(buf []byte, names []string, vals [][]byte) error {
 	clear(vals)
 	s := Scanner{Buf: buf}
 	s.WS()
-	if !s.Consume('{') {
+	if s.Peek() != '{' {
 		return s.Errorf("expected a JSON object")
 	}
-	s.WS()
-	if !s.Consume('}') {
-		for {
-			s.WS()
-			ks := s.Pos
-			esc, err := s.SkipString()
+	err := s.Object(func(ks, ke int, esc bool) error {
+		key := buf[ks+1 : ke-1]
+		if esc {
+			k, err := Unquote(buf[ks:ke])
 			if err != nil {
-				return err
+				return &SyntaxError{Offset: ks, Msg: "invalid string escape"}
 			}
-			key := buf[ks+1 : s.Pos-1]
-			if esc {
-				k, err := Unquote(buf[ks:s.Pos])
-				if err != nil {
-					return &SyntaxError{Offset: ks, Msg: "invalid string escape"}
-				}
-				key = []byte(k)
-			}
-			s.WS()
-			if !s.Consume(':') {
-				return s.Errorf("expected ':'")
-			}
-			s.WS()
-			vs := s.Pos
-			if err := s.SkipValue(2, maxMembersDepth, math.MaxInt); err != nil {
-				return err
-			}
-			for i, name := range names {
-				if string(key) == name {
-					vals[i] = buf[vs:s.Pos]
-				}
-			}
-			s.WS()
-			if s.Consume(',') {
-				continue
-			}
-			if s.Consume('}') {
-				break
-			}
-			return s.Errorf("expected ',' or '}'")
+			key = []byte(k)
 		}
+		vs := s.Pos
+		if err := s.SkipValue(2, maxMembersDepth, math.MaxInt); err != nil {
+			return err
+		}
+		for i, name := range names {
+			if string(key) == name {
+				vals[i] = buf[vs:s.Pos]
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	s.WS()
 	if s.Pos != len(buf) {
