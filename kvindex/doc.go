@@ -95,11 +95,13 @@
 // (TestAccountedBytesTrackHeap). Keeping it current costs a Store one
 // recount of the endpoint's entries and one atomic add; Match does nothing
 // for it. When a Store or Speculate leaves the index above the bound, the
-// endpoint holding the most accounted bytes evicts its oldest stored
-// blocks (an endpoint holding only speculative entries loses those) until
-// the index is 1/1024 of the bound below it, counted as evictions with
-// reason "memory": an engine flooding BlockStored events evicts its own
-// blocks, and never another endpoint's while it is the largest. The
+// endpoint holding the most accounted bytes drops its speculative entries,
+// then evicts its oldest stored blocks, until the index is 1/1024 of the
+// bound below it, counted as evictions with reason "memory": an engine
+// flooding BlockStored events evicts its own blocks, and never another
+// endpoint's while it is the largest, and a flood of speculation naming an
+// endpoint (a broken peer replica's decisions) loses those guesses before
+// any block the endpoint's engine confirmed. The
 // entries of an endpoint's non-prefix cache groups (StoreGroup) are
 // charged to it too, 74 bytes each (groups_mem.go), and go with the
 // full-attention blocks memory eviction takes. The bound

@@ -54,8 +54,9 @@ func (ix *Index) account(ep *endpoint) {
 // enforceMemory evicts while the index holds more than its byte bound,
 // down to a little below it (1/1024 of the bound, so that a flood pays the
 // scan for the largest endpoint once per many stores, not on every one).
-// Each round takes the endpoint holding the most accounted bytes and
-// evicts its oldest stored blocks until it is no longer the largest. It
+// Each round takes the endpoint holding the most accounted bytes, drops its
+// speculative entries and evicts its oldest stored blocks until it is no
+// longer the largest. It
 // holds no endpoint's lock on entry and at most one at a time.
 func (ix *Index) enforceMemory() {
 	if ix.nBytes.Load() <= ix.maxBytes {
@@ -82,11 +83,12 @@ func (ix *Index) enforceMemory() {
 	}
 }
 
-// evictForMemory evicts ep's oldest stored blocks (and their entries in
-// ep's non-prefix groups, groups_mem.go) while the index is above target
-// and ep holds at least second bytes (the next largest endpoint's), then,
-// if it has no stored blocks left, its speculative entries and its groups'
-// entries. It reports whether anything was evicted.
+// evictForMemory drops ep's speculative entries, then evicts its oldest
+// stored blocks (and their entries in ep's non-prefix groups,
+// groups_mem.go) while the index is above target and ep holds at least
+// second bytes (the next largest endpoint's), then, if it has no stored
+// blocks left, its groups' entries. It reports whether anything was
+// evicted.
 func (ix *Index) evictForMemory(ep *endpoint, target, second int64) (progress bool) {
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
@@ -105,6 +107,13 @@ func (ix *Index) evictForMemory(ep *endpoint, target, second int64) (progress bo
 		return b
 	}
 	start := total()
+	if len(ep.spec) > 0 {
+		// Guesses go before what the engine confirmed: a flood of
+		// speculative entries (a broken peer replica's decisions naming
+		// this endpoint) must not push out the blocks its engine reported.
+		ix.dropSpeculative(ep)
+		ix.account(ep)
+	}
 	for ix.nBytes.Load() > target && total() >= second {
 		h, ok := ix.evictOldestHash(ep, &ix.evMemory)
 		if !ok {

@@ -289,3 +289,25 @@ func TestSnapshotRestoreIsAccounted(t *testing.T) {
 	require.NotZero(t, st.MemoryEvictions)
 	require.Equal(t, []int{8}, blocksOf(match(small, "m", prompt, "a"))) // b, the largest, was cut
 }
+
+// Speculation goes before confirmed blocks: a flood of speculative entries
+// naming an endpoint (a broken peer replica's decisions, through package
+// cluster) takes the index over its bound, and the endpoint loses those
+// guesses, not the blocks its engine reported.
+func TestMemoryEvictionDropsSpeculationBeforeConfirmedBlocks(t *testing.T) {
+	ix := newTestIndex(t, Config{MaxBytes: 40 * perBlock})
+	confirmed := seq(1, 30*testBS)
+	require.NoError(t, ix.Store("a", storeEv("m", 1, confirmed)))
+	require.NoError(t, ix.Store("b", storeEv("m", 2, seq(900_000, 2*testBS))))
+	keys := Keys(nil, seq(5000, 100*testBS), testBS, &KeyParams{Model: "m"})
+	for i := 0; i < len(keys); i += 5 {
+		ix.Speculate("a", keys[i:i+5], time.Minute)
+		require.LessOrEqual(t, ix.Stats().Bytes, int64(40*perBlock), "after %d entries", i+5)
+		require.Equal(t, []int{30}, blocksOf(match(ix, "m", confirmed, "a")), "after %d speculative entries", i+5)
+	}
+	require.Equal(t, 30, ix.EndpointBlocks("a"))
+	require.Equal(t, []int{2}, blocksOf(match(ix, "m", seq(900_000, 2*testBS), "b")))
+	st := ix.Stats()
+	require.Equal(t, recountBytes(ix), st.Bytes)
+	require.NotZero(t, st.MemoryEvictions)
+}
