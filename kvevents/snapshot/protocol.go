@@ -45,6 +45,7 @@
 // does not know the extension fails to decode the topic frame as a batch
 // and falls back to its replay, never indexing a block under the wrong
 // model.
+
 package snapshot
 
 import (
