@@ -1,0 +1,73 @@
+// Command kvroute-epp is kvroute as the endpoint picker of a Gateway API
+// Inference Extension InferencePool: an Envoy ext_proc server that routes each
+// request to the cache-warm vLLM pod by kvroute's precise prefix-cache index,
+// with the pool's pods discovered from the Kubernetes API.
+//
+// Flags follow the Inference Extension's reference picker where they mean the
+// same (--grpc-port 9002, --grpc-health-port 9003, --metrics-port 9090,
+// --pool-name, --pool-namespace, --pool-group). kvroute's router is configured
+// with --config (YAML or JSON; durations are strings such as "2s"; the
+// parameters of the llm-d router's precise-prefix-cache-producer,
+// prefix-cache-affinity-filter and token-load-scorer plugins may be pasted
+// under their plugin type names, see package llmd) and --model. Without --pool-name, --endpoints gives a static list of
+// "ip:port" engines (no Kubernetes needed). --render-selector discovers a
+// separate render pool (vLLM renderers in front of an SGLang fleet).
+// --checkpoint keeps the index across restarts: the picker starts with the
+// index it had, and resumes each engine's event stream where it left off.
+//
+//	kvroute-epp --pool-name vllm-pool --pool-namespace llm --model meta-llama/Llama-3.1-8B-Instruct
+//
+// The picker reports readiness (gRPC health services "readiness",
+// envoy.service.ext_proc.v3.ExternalProcessor and "") once endpoint discovery
+// has synced, it has at least one endpoint, and the router's index has caught
+// up: every endpoint's KV-event stream is live or has been given up on
+// (readiness.giveUpAfter in --config). It checks every --readiness-interval
+// and follows the router from then on: an endpoint that joins and has not
+// caught up makes it not ready again. Liveness does not wait. The metrics
+// port also serves the same readiness over HTTP (/ready: 200, or 503 with
+// the reason) and a status page (/debug/kvroute) with every endpoint's
+// KV-event stream and load and the latest requests. Like the kvroute
+// gateway's listener, it closes a connection whose request header has not
+// arrived within gateway.DefaultReadHeaderTimeout (10 s) and a keep-alive
+// connection idle for gateway.DefaultIdleTimeout (2 min).
+//
+// --fallbacks N names the N next best endpoints after the pick (protocol
+// v0.4.0), for an Envoy retry policy to try in order; when Envoy reports that
+// a fallback served, the request's load moves there.
+// --conformance-test-hooks turns on the Inference Extension conformance
+// suite's test hooks (off by default; never on a production cluster).
+//
+// --approximate-config FILE (YAML or JSON, package approx's keys) keeps an
+// approximate prefix index for endpoints whose KV events are not live; the
+// status page and /ready show every endpoint's cache mode (precise,
+// approximate or blind) either way.
+//
+// --admission-config FILE (YAML or JSON, package admission's keys: objectives
+// and their priorities, queue bounds and timeouts, saturation thresholds)
+// puts an admission stage in front of every pick; off by default. Requests
+// name their objective and fairness ID in the x-gateway-inference-objective
+// (alias x-llm-d-inference-objective) and x-gateway-inference-fairness-id
+// headers, and may shorten their queue time with x-kvroute-queue-timeout.
+// Refused requests are answered by the picker: 429 with Retry-After (shed,
+// queue full), 503 (queue deadline passed, shutting down), the reason in
+// x-kvroute-admission. --engine-metrics-config FILE (package enginemetrics'
+// keys) adds the engines' own vLLM queue and KV-cache metrics, scraped from
+// each engine's /metrics, to the admission's saturation signal.
+//
+// --disagg-config FILE (YAML or JSON, package disagg's keys: nonCachedTokens,
+// maxPrefillQueueTokens, ...) turns prefill/decode disaggregation on: each
+// request's destination is a decode endpoint and, when the decider splits
+// it, x-prefiller-host-port names its prefill endpoint for the decode pod's
+// routing sidecar. Endpoints take their role from the pod label
+// --role-label (default llm-d.ai/role: prefill, decode, or both).
+//
+// --session-config FILE (YAML or JSON, package session's keys: headers,
+// cookie, setCookie, derive, strict, ttl, ...; {} for the defaults) turns
+// session affinity on: a request's session key (x-session-id,
+// x-dynamo-session-id, x-smg-routing-key, llm-d's llm-d-session cookie, or
+// derived from the conversation's opening) makes the pick prefer the
+// endpoint that served the session's last turn, weighed against its load;
+// the endpoint Envoy reports as having served is recorded, a response to a
+// request without a key sets llm-d's session cookie, and a malformed key is
+// skipped and counted (400 under strict).
+package main
