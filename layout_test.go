@@ -17,10 +17,14 @@ import (
 // copies, which nothing else may depend on.
 const examplesPath = "github.com/kvroute/kvroute/examples"
 
-// listedPackage is the part of `go list -json` the layout check reads.
+// listedPackage is the part of `go list -json` the layout checks read.
 type listedPackage struct {
 	ImportPath   string
 	Name         string
+	Dir          string
+	GoFiles      []string
+	TestGoFiles  []string
+	XTestGoFiles []string
 	Imports      []string
 	TestImports  []string
 	XTestImports []string
@@ -60,7 +64,7 @@ func layoutViolations(pkgs []listedPackage) []string {
 // goList runs `go list -e -json` on every package of the module in dir.
 func goList(t *testing.T, goBin, dir string) []listedPackage {
 	t.Helper()
-	cmd := exec.Command(goBin, "list", "-e", "-json=ImportPath,Name,Imports,TestImports,XTestImports", "./...")
+	cmd := exec.Command(goBin, "list", "-e", "-json=ImportPath,Name,Dir,GoFiles,TestGoFiles,XTestGoFiles,Imports,TestImports,XTestImports", "./...")
 	cmd.Dir = dir
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -79,20 +83,27 @@ func goList(t *testing.T, goBin, dir string) []listedPackage {
 	return pkgs
 }
 
-// TestNothingImportsExamples walks every package of every module of the
-// workspace (the root module alone when there is no go.work) with go list:
-// the simulated engine, the gateway and the end-to-end suite are packages
-// of their own, and no library, command or test outside examples/ may
-// depend on the example programs.
-func TestNothingImportsExamples(t *testing.T) {
+// workspacePackages lists every package of every module of the workspace
+// (the root module alone when there is no go.work) with go list.
+func workspacePackages(t *testing.T) []listedPackage {
+	t.Helper()
 	goBin, err := exec.LookPath("go")
-	require.NoError(t, err, "the layout check lists packages with the go command")
+	require.NoError(t, err, "the layout checks list packages with the go command")
 	out, err := exec.Command(goBin, "list", "-m", "-f", "{{.Dir}}").Output()
 	require.NoError(t, err)
 	var pkgs []listedPackage
 	for _, dir := range strings.Fields(string(out)) {
 		pkgs = append(pkgs, goList(t, goBin, dir)...)
 	}
+	return pkgs
+}
+
+// TestNothingImportsExamples walks every package of every module of the
+// workspace: the simulated engine, the gateway and the end-to-end suite are
+// packages of their own, and no library, command or test outside examples/
+// may depend on the example programs.
+func TestNothingImportsExamples(t *testing.T) {
+	pkgs := workspacePackages(t)
 	seen := map[string]bool{}
 	for _, p := range pkgs {
 		seen[p.ImportPath] = true
