@@ -10,6 +10,8 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Handler is a decode pod's routing sidecar: an http.Handler in front of the
@@ -18,7 +20,9 @@ import (
 // two-step exchange (Exchange.Prefill, then the decoder with the transfer
 // parameters); every other request, and one whose prefill step failed after
 // the fallback, goes to the decoder as it came (the header removed).
-// Responses, streamed or not, pass through unchanged.
+// Responses, streamed or not, pass through unchanged. A request it answers
+// with an error of its own (or whose client goes away first) is counted by
+// reason in kvroute_sidecar_refused_requests_total.
 //
 // Every request body is read whole, within Config.MaxBodyBytes (a larger
 // one is answered 413), before anything goes to the decoder, which gets a
@@ -38,6 +42,7 @@ type Handler struct {
 	x       *Exchange
 	decoder *url.URL
 	proxy   *httputil.ReverseProxy
+	refused *prometheus.CounterVec // kvroute_sidecar_refused_requests_total{reason}
 }
 
 // NewHandler builds the sidecar handler; cfg.DecoderURL is required.
@@ -49,11 +54,18 @@ func NewHandler(cfg Config, opts Options) (*Handler, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("sidecar: decoderURL %q is not an http(s) URL", cfg.DecoderURL)
 	}
-	x, err := NewExchange(cfg, opts)
+	refused, err := newRefused(opts.Registerer)
 	if err != nil {
 		return nil, err
 	}
-	h := &Handler{x: x, decoder: u}
+	x, err := NewExchange(cfg, opts)
+	if err != nil {
+		if opts.Registerer != nil {
+			opts.Registerer.Unregister(refused)
+		}
+		return nil, err
+	}
+	h := &Handler{x: x, decoder: u, refused: refused}
 	h.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(u)
@@ -65,8 +77,10 @@ func NewHandler(cfg Config, opts Options) (*Handler, error) {
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			x.lg.Warn("decoder unreachable", "err", err, "path", r.URL.Path)
 			if r.Context().Err() != nil {
-				return // client gone
+				h.refused.WithLabelValues(refusedClientGone).Inc()
+				return
 			}
+			h.refused.WithLabelValues(refusedDecoderUnreachable).Inc()
 			writeError(w, http.StatusBadGateway, "decoder unreachable: "+err.Error())
 		},
 	}
@@ -89,23 +103,26 @@ var pdPaths = map[string]bool{"/v1/completions": true, "/v1/chat/completions": t
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	target := r.Header.Get(PrefillerHeader)
 	split := target != "" && r.Method == http.MethodPost && pdPaths[r.URL.Path]
-	if !split {
-		h.x.m.requests.WithLabelValues(OutcomePlain).Inc()
-	}
 	var body []byte
 	if r.ContentLength != 0 { // a body, of known length or chunked
 		var err error
 		if body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, h.x.cfg.MaxBodyBytes)); err != nil {
 			var mbe *http.MaxBytesError
-			if errors.As(err, &mbe) {
+			switch {
+			case errors.As(err, &mbe):
+				h.refused.WithLabelValues(refusedTooLarge).Inc()
 				writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", h.x.cfg.MaxBodyBytes))
-				return
+			case r.Context().Err() != nil:
+				h.refused.WithLabelValues(refusedClientGone).Inc()
+			default:
+				h.refused.WithLabelValues(refusedBadBody).Inc()
+				writeError(w, http.StatusBadRequest, "reading the request body: "+err.Error())
 			}
-			writeError(w, http.StatusBadRequest, "reading the request body: "+err.Error())
 			return
 		}
 	}
 	if !split {
+		h.x.m.requests.WithLabelValues(OutcomePlain).Inc()
 		if r.ContentLength == 0 {
 			h.proxy.ServeHTTP(w, r) // no body to hand over
 			return
@@ -116,13 +133,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	res, err := h.x.Prefill(r.Context(), target, r.URL.Path, r.Header, body)
 	switch {
 	case errors.Is(err, ErrTooLarge):
+		h.refused.WithLabelValues(refusedTooLarge).Inc()
 		writeError(w, http.StatusRequestEntityTooLarge, err.Error())
 		return
 	case errors.Is(err, ErrBadRequest):
+		h.refused.WithLabelValues(refusedBadBody).Inc()
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	case err != nil:
-		return // the client is gone; nothing to answer
+		h.refused.WithLabelValues(refusedClientGone).Inc()
+		return // nothing to answer
 	}
 	h.forward(w, r, res.DecodeBody, res.RequestID)
 }

@@ -1,0 +1,48 @@
+package sidecar
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Why a Handler answered a request with an error of its own, or dropped it,
+// instead of passing it on: the reason label values of
+// kvroute_sidecar_refused_requests_total, a fixed set.
+const (
+	// refusedTooLarge: the body is over Config.MaxBodyBytes (413).
+	refusedTooLarge = "body_too_large"
+	// refusedBadBody: the body could not be read, or a request to split is
+	// not one JSON object (400).
+	refusedBadBody = "bad_body"
+	// refusedClientGone: the client went away before it was answered.
+	refusedClientGone = "client_gone"
+	// refusedDecoderUnreachable: the local decoder could not be reached (502).
+	refusedDecoderUnreachable = "decoder_unreachable"
+)
+
+// refusedReasons lists every reason, each exported at zero from the start.
+var refusedReasons = []string{refusedTooLarge, refusedBadBody, refusedClientGone, refusedDecoderUnreachable}
+
+// newRefused builds kvroute_sidecar_refused_requests_total and registers it
+// on reg (nil registers nothing).
+func newRefused(reg prometheus.Registerer) (*prometheus.CounterVec, error) {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kvroute_sidecar_refused_requests_total",
+		Help: "Requests the P/D sidecar answered with an error of its own or dropped, by reason: body_too_large (413), bad_body (400), client_gone, decoder_unreachable (502).",
+	}, []string{"reason"})
+	for _, r := range refusedReasons {
+		c.WithLabelValues(r)
+	}
+	if reg == nil {
+		return c, nil
+	}
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			return nil, errors.New("sidecar: metrics already registered on this registerer (one Handler per registry)")
+		}
+		return nil, err
+	}
+	return c, nil
+}
