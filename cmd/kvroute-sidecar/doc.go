@@ -10,7 +10,11 @@
 // as it came and the decoder prefills it; fallbacks are counted by reason
 // on /metrics of --metrics-port. Both listeners close a keep-alive
 // connection that waits longer than --idle-timeout (default 2m) for its
-// next request.
+// next request. A request body must arrive within --body-read-timeout
+// (default 30s; 408 past it), be at most --max-body-bytes (413), and find
+// room in --max-body-bytes-in-flight, the bytes all clients' bodies may
+// hold together (503 with Retry-After); each refusal is counted by reason
+// in kvroute_sidecar_refused_requests_total.
 //
 // The sidecar posts request bodies to whatever prefiller the header names,
 // so by default only a trusted router may reach its port. With

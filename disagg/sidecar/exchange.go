@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvroute/kvroute/internal/bytebudget"
 )
 
 // PrefillerHeader carries the prefill endpoint ("host:port") to the decode
@@ -34,6 +36,13 @@ const (
 	DefaultMaxBodyBytes        = 32 << 20
 	DefaultMaxPrefillRespBytes = 1 << 20
 	DefaultPrefillerScheme     = "http"
+	// DefaultBodyReadTimeout is the default of Config.BodyReadTimeout, the
+	// kvroute gateway's.
+	DefaultBodyReadTimeout = 30 * time.Second
+	// DefaultMaxBodyBytesInFlight is the default of
+	// Config.MaxBodyBytesInFlight, the kvroute gateway's: 512 MiB, sixteen
+	// bodies at DefaultMaxBodyBytes or thousands of ordinary prompts.
+	DefaultMaxBodyBytesInFlight = bytebudget.DefaultBodyBytesInFlight
 )
 
 // maxTargetLen bounds a prefiller address (a DNS name is at most 253
@@ -82,6 +91,21 @@ type Config struct {
 	MaxPrefillResponseBytes int64 `json:"maxPrefillResponseBytes"`
 	// PrefillerScheme is the scheme used to reach host:port. Default "http".
 	PrefillerScheme string `json:"prefillerScheme"`
+	// BodyReadTimeout bounds, in a Handler, the reading of a request's
+	// body from the end of its header: a client that has not sent it
+	// whole by then is answered 408 and its connection closed, so that a
+	// slow or stalled client cannot hold a connection and its buffer for as
+	// long as it likes. Default 30s. Only a Handler reads bodies, so the
+	// field is not part of Config's JSON (a gateway's exchange block).
+	BodyReadTimeout time.Duration `json:"-"`
+	// MaxBodyBytesInFlight bounds the request body bytes a Handler holds
+	// at once, over all requests: a body that finds no room is answered
+	// 503 at once (Retry-After), so that many concurrent clients, each
+	// within MaxBodyBytes, cannot together grow the sidecar's memory
+	// without bound. It may not be below MaxBodyBytes. Default 512 MiB, or
+	// MaxBodyBytes when larger. A Handler's only, like
+	// BodyReadTimeout.
+	MaxBodyBytesInFlight int64 `json:"-"`
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -97,11 +121,21 @@ func (c Config) withDefaults() (Config, error) {
 	if c.PrefillerScheme == "" {
 		c.PrefillerScheme = DefaultPrefillerScheme
 	}
+	if c.BodyReadTimeout == 0 {
+		c.BodyReadTimeout = DefaultBodyReadTimeout
+	}
+	if c.MaxBodyBytesInFlight == 0 {
+		c.MaxBodyBytesInFlight = max(DefaultMaxBodyBytesInFlight, c.MaxBodyBytes)
+	}
 	switch {
 	case c.PrefillTimeout < 0:
 		return c, fmt.Errorf("sidecar: prefillTimeout %v < 0", c.PrefillTimeout)
-	case c.MaxBodyBytes < 0 || c.MaxPrefillResponseBytes < 0:
-		return c, errors.New("sidecar: maxBodyBytes and maxPrefillResponseBytes must be positive")
+	case c.BodyReadTimeout < 0:
+		return c, fmt.Errorf("sidecar: bodyReadTimeout %v < 0", c.BodyReadTimeout)
+	case c.MaxBodyBytes < 0 || c.MaxPrefillResponseBytes < 0 || c.MaxBodyBytesInFlight < 0:
+		return c, errors.New("sidecar: maxBodyBytes, maxPrefillResponseBytes and maxBodyBytesInFlight must be positive")
+	case c.MaxBodyBytesInFlight < c.MaxBodyBytes:
+		return c, fmt.Errorf("sidecar: maxBodyBytesInFlight %d is below maxBodyBytes %d: a body at the limit could never be served", c.MaxBodyBytesInFlight, c.MaxBodyBytes)
 	case c.PrefillerScheme != "http" && c.PrefillerScheme != "https":
 		return c, fmt.Errorf("sidecar: prefillerScheme %q is not http or https", c.PrefillerScheme)
 	}

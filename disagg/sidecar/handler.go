@@ -12,6 +12,8 @@ import (
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvroute/kvroute/internal/bytebudget"
 )
 
 // Handler is a decode pod's routing sidecar: an http.Handler in front of the
@@ -25,7 +27,9 @@ import (
 // reason in kvroute_sidecar_refused_requests_total.
 //
 // Every request body is read whole, within Config.MaxBodyBytes (a larger
-// one is answered 413), before anything goes to the decoder, which gets a
+// one is answered 413), Config.BodyReadTimeout (408) and the Handler's
+// budget of Config.MaxBodyBytesInFlight (503), before anything goes to the
+// decoder, which gets a
 // copy the Handler owns. Handing the client's body itself to the decoder's
 // transport breaks streams: net/http's server consumes and closes a
 // request body once the response header goes out, and net/http's
@@ -43,6 +47,7 @@ type Handler struct {
 	decoder *url.URL
 	proxy   *httputil.ReverseProxy
 	refused *prometheus.CounterVec // kvroute_sidecar_refused_requests_total{reason}
+	budget  bytebudget.Budget      // request body bytes in flight, bounded by Config.MaxBodyBytesInFlight
 }
 
 // NewHandler builds the sidecar handler; cfg.DecoderURL is required.
@@ -66,6 +71,7 @@ func NewHandler(cfg Config, opts Options) (*Handler, error) {
 		return nil, err
 	}
 	h := &Handler{x: x, decoder: u, refused: refused}
+	h.budget.Limit = x.cfg.MaxBodyBytesInFlight
 	h.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(u)
@@ -105,19 +111,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	split := target != "" && r.Method == http.MethodPost && pdPaths[r.URL.Path]
 	var body []byte
 	if r.ContentLength != 0 { // a body, of known length or chunked
+		var held int64
 		var err error
-		if body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, h.x.cfg.MaxBodyBytes)); err != nil {
-			var mbe *http.MaxBytesError
-			switch {
-			case errors.As(err, &mbe):
-				h.refused.WithLabelValues(refusedTooLarge).Inc()
-				writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", h.x.cfg.MaxBodyBytes))
-			case r.Context().Err() != nil:
-				h.refused.WithLabelValues(refusedClientGone).Inc()
-			default:
-				h.refused.WithLabelValues(refusedBadBody).Inc()
-				writeError(w, http.StatusBadRequest, "reading the request body: "+err.Error())
-			}
+		body, held, err = h.readBody(w, r)
+		defer h.budget.Release(held) // after the response: the decoder's request holds the body until then
+		if err != nil {
+			h.refuseBody(w, r, err)
 			return
 		}
 	}

@@ -15,6 +15,12 @@ const (
 	// refusedBadBody: the body could not be read, or a request to split is
 	// not one JSON object (400).
 	refusedBadBody = "bad_body"
+	// refusedBodyTimeout: the body did not arrive within
+	// Config.BodyReadTimeout (408).
+	refusedBodyTimeout = "body_timeout"
+	// refusedBodyBudget: the Handler held its Config.MaxBodyBytesInFlight
+	// of bodies already (503).
+	refusedBodyBudget = "body_budget"
 	// refusedClientGone: the client went away before it was answered.
 	refusedClientGone = "client_gone"
 	// refusedDecoderUnreachable: the local decoder could not be reached (502).
@@ -22,14 +28,14 @@ const (
 )
 
 // refusedReasons lists every reason, each exported at zero from the start.
-var refusedReasons = []string{refusedTooLarge, refusedBadBody, refusedClientGone, refusedDecoderUnreachable}
+var refusedReasons = []string{refusedTooLarge, refusedBadBody, refusedBodyTimeout, refusedBodyBudget, refusedClientGone, refusedDecoderUnreachable}
 
 // newRefused builds kvroute_sidecar_refused_requests_total and registers it
 // on reg (nil registers nothing).
 func newRefused(reg prometheus.Registerer) (*prometheus.CounterVec, error) {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kvroute_sidecar_refused_requests_total",
-		Help: "Requests the P/D sidecar answered with an error of its own or dropped, by reason: body_too_large (413), bad_body (400), client_gone, decoder_unreachable (502).",
+		Help: "Requests the P/D sidecar answered with an error of its own or dropped, by reason: body_too_large (413), bad_body (400), body_timeout (408, the body did not arrive in time), body_budget (503, the sidecar held its limit of body bytes in flight), client_gone, decoder_unreachable (502).",
 	}, []string{"reason"})
 	for _, r := range refusedReasons {
 		c.WithLabelValues(r)
