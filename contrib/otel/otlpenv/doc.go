@@ -10,7 +10,9 @@
 // themselves read the rest of the OTEL_EXPORTER_OTLP_* variables (headers,
 // timeout, compression, certificates, insecure), the SDK reads
 // OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG (default: parent-based,
-// always on) and OTEL_BSP_* for the batch processor, and the resource takes
+// always on; an unknown sampler, or a ratio that is not a number from 0 to
+// 1, is refused here, where the SDK would only log it and sample every
+// trace) and OTEL_BSP_* for the batch processor, and the resource takes
 // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES.
 //
 // Dependencies: the official OTLP trace exporters

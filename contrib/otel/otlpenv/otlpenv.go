@@ -59,7 +59,9 @@ type Settings struct {
 
 // Resolve reads the environment through getenv (nil is os.Getenv). An
 // unknown protocol or exporter name is an error, so that a typo does not
-// silently turn tracing off.
+// silently turn tracing off; so is, when export is on, an unknown
+// OTEL_TRACES_SAMPLER or an OTEL_TRACES_SAMPLER_ARG that is not a ratio
+// from 0 to 1, which the SDK would replace with sampling every trace.
 func Resolve(getenv func(string) string) (Settings, error) {
 	if getenv == nil {
 		getenv = os.Getenv
@@ -86,6 +88,9 @@ func Resolve(getenv func(string) string) (Settings, error) {
 	case ProtocolGRPC, ProtocolHTTPProtobuf:
 	default:
 		return Settings{}, fmt.Errorf("otlpenv: OTLP protocol %q is not supported: use %q or %q", s.Protocol, ProtocolGRPC, ProtocolHTTPProtobuf)
+	}
+	if err := checkSampler(getenv); err != nil {
+		return Settings{}, err
 	}
 	s.Enabled = true
 	return s, nil

@@ -31,6 +31,14 @@ func TestResolveFollowsTheSDKVariables(t *testing.T) {
 		"exporter otlp":    {env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_TRACES_EXPORTER": "otlp"}, want: Settings{Enabled: true, Protocol: ProtocolHTTPProtobuf, Endpoint: "http://c:4318"}},
 		"exporter console": {env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_TRACES_EXPORTER": "console"}, err: "OTEL_TRACES_EXPORTER"},
 		"http/json":        {env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}, err: "http/json"},
+		// The SDK would log these and sample every trace instead.
+		"sampler typo":        {env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_TRACES_SAMPLER": "traceidratio_parentbased"}, err: "OTEL_TRACES_SAMPLER="},
+		"sampler arg percent": {env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "10%"}, err: "OTEL_TRACES_SAMPLER_ARG"},
+		"sampler arg above 1": {env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "10"}, err: "OTEL_TRACES_SAMPLER_ARG"},
+		"sampler arg NaN":     {env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "NaN"}, err: "OTEL_TRACES_SAMPLER_ARG"},
+		"sampler ratio":       {env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_TRACES_SAMPLER": " ParentBased_TraceIDRatio ", "OTEL_TRACES_SAMPLER_ARG": "0.1"}, want: Settings{Enabled: true, Protocol: ProtocolHTTPProtobuf, Endpoint: "http://c:4318"}},
+		"sampler arg unused":  {env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_TRACES_SAMPLER": "always_on", "OTEL_TRACES_SAMPLER_ARG": "x"}, want: Settings{Enabled: true, Protocol: ProtocolHTTPProtobuf, Endpoint: "http://c:4318"}},
+		"sampler export off":  {env: map[string]string{"OTEL_TRACES_SAMPLER": "bogus"}, want: Settings{}},
 	} {
 		got, err := Resolve(env(c.env))
 		if c.err != "" {
