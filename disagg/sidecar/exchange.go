@@ -150,7 +150,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Client sends the prefill requests (and, in a Handler, carries the
 	// decoder's transport); nil uses a private client with its own
-	// transport, closed by Close.
+	// transport, closed by Close, which reaches every address directly
+	// (no proxy from the environment).
 	Client *http.Client
 	// AllowTarget, when set, vets every prefiller address (a valid
 	// host:port) before it is contacted; a refused one falls back to a local
@@ -206,7 +207,13 @@ func NewExchange(cfg Config, opts Options) (*Exchange, error) {
 		x.lg = slog.New(slog.DiscardHandler)
 	}
 	if x.client == nil {
-		x.client = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		// Prefillers and the decoder are pods of the cluster, reached
+		// directly: an HTTP_PROXY or HTTPS_PROXY meant for the process's
+		// other traffic must not carry request bodies to a proxy, nor
+		// past the address AllowTarget vetted.
+		tr.Proxy = nil
+		x.client = &http.Client{Transport: tr}
 		x.own = true
 	}
 	if x.m, err = newMetrics(opts.Registerer); err != nil {

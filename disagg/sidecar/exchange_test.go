@@ -73,3 +73,16 @@ func TestExchangeAllowTarget(t *testing.T) {
 	require.Equal(t, body, res.DecodeBody)
 	require.Equal(t, uint64(0), pre.Engine().Stats().RequestSuccess)
 }
+
+// The private client reaches prefillers and the decoder directly: a proxy
+// named by HTTP_PROXY or HTTPS_PROXY (net/http's default transport follows
+// them) would receive every request body, at an address AllowTarget never
+// vetted.
+func TestExchangeClientIgnoresProxyEnvironment(t *testing.T) {
+	x, err := NewExchange(Config{}, Options{})
+	require.NoError(t, err)
+	defer x.Close()
+	tr, ok := x.client.Transport.(*http.Transport)
+	require.True(t, ok)
+	require.Nil(t, tr.Proxy)
+}
