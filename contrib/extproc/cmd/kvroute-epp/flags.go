@@ -84,6 +84,11 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	if err := cliflag.Parse(fs, args, os.Stdout); err != nil {
 		return f, err
 	}
+	if fs.NArg() > 0 {
+		// Parsing stops at the first argument that is not a flag: every
+		// flag after it would be ignored.
+		return f, fmt.Errorf("unexpected arguments %q (the flags after the first of them would be ignored)", fs.Args())
+	}
 	if f.readinessInterval <= 0 {
 		return f, fmt.Errorf("--readiness-interval %v is not positive", f.readinessInterval)
 	}

@@ -132,6 +132,13 @@ func TestFlagsNeedExactlyOneEndpointSource(t *testing.T) {
 	require.Equal(t, 9090, f.metricsPort)
 }
 
+// A stray argument is refused: flag parsing stops at it, so the flags after
+// it (here --fallbacks) were silently ignored.
+func TestFlagsRefuseStrayArguments(t *testing.T) {
+	_, err := parseFlags([]string{"--endpoints", "127.0.0.1:8000", "stray", "--fallbacks", "2"}, io.Discard)
+	require.ErrorContains(t, err, `unexpected arguments ["stray" "--fallbacks" "2"]`)
+}
+
 func TestLoadConfigReadsYAMLStrictly(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.yaml")
