@@ -2,6 +2,8 @@ package sidecar
 
 import (
 	"bufio"
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -79,10 +81,20 @@ func TestSidecarBoundsBodyBytesInFlight(t *testing.T) {
 	// 90 KiB: its buffers are 64 KiB, then 90 KiB; it fits alone, not
 	// beside another body of 64 KiB or more.
 	body := chat(strings.Repeat("x", 90<<10), 1, false)
-	first := make(chan int, 1)
-	go func() {
-		code, _, _ := send(t, url+"/v1/chat/completions", pre, body)
-		first <- code
+	raw, err := json.Marshal(body)
+	require.NoError(t, err)
+	first := make(chan int, 1) // the first request's status, 0 when it failed
+	go func() {                // no require off the test's goroutine
+		req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", bytes.NewReader(raw))
+		req.Header.Set(PrefillerHeader, pre)
+		resp, err := client.Do(req)
+		if err != nil {
+			first <- 0
+			return
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		first <- resp.StatusCode
 	}()
 	<-arrived // the first body is held until its prefill step ends
 	require.Greater(t, h.budget.InUse(), int64(64<<10))
