@@ -15,17 +15,6 @@ import (
 // is a few hundred KiB of JSON).
 const DefaultMaxBodyBytesInFlight = bytebudget.DefaultBodyBytesInFlight
 
-// bodyBufStart is the most a body's first buffer takes, whatever its
-// Content-Length announces: a client that announces 32 MiB and sends a few
-// bytes gets this much and no more. Buffers grow by doubling as bytes
-// arrive, so an honest large body costs at most twice its size in
-// allocations. 64 KiB holds most prompts in one buffer.
-const bodyBufStart = 64 << 10
-
-// bodyBufStartUnknown is the first buffer of a body without a
-// Content-Length (chunked).
-const bodyBufStartUnknown = 8 << 10
-
 // errBodyBudget is returned by readBody when the gateway-wide budget of
 // Config.MaxBodyBytesInFlight has no room for the body's next buffer.
 var errBodyBudget = errors.New("gateway: the gateway's budget of request body bytes in flight is exhausted")
@@ -52,8 +41,10 @@ func (h *Handler) readBodyTimed(w http.ResponseWriter, r *http.Request) (body []
 }
 
 // readBody reads r's body up to h.cfg.MaxBodyBytes (a larger body is an
-// *http.MaxBytesError) into a buffer that grows as bytes arrive, never
-// sized from the announced Content-Length beyond bodyBufStart. Every
+// *http.MaxBytesError) with bytebudget's ReadAll: into a buffer that grows
+// by doubling as bytes arrive, never sized from the announced
+// Content-Length beyond 64 KiB (so a client that announces 32 MiB and sends
+// a few bytes gets no more), 8 KiB first when none is announced. Every
 // buffer is charged to h.budget first; held is what the body holds of the
 // budget when readBody returns (also on error), which the caller releases
 // once it is done with the body. errBodyBudget means the budget had no room.
@@ -71,51 +62,12 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) (body []byte,
 		}
 		return nil, 0, err
 	}
-	want, start := limit, int64(bodyBufStartUnknown) // the most the body may need, the first buffer
-	if cl >= 0 {
-		want, start = cl, bodyBufStart
+	body, held, err = h.budget.ReadAll(rd, cl, limit)
+	switch {
+	case errors.Is(err, bytebudget.ErrNoRoom):
+		err = errBodyBudget
+	case errors.Is(err, bytebudget.ErrTooLong):
+		err = &http.MaxBytesError{Limit: limit} // more than Content-Length: net/http prevents it
 	}
-	var buf []byte
-	for {
-		if len(buf) == cap(buf) {
-			if int64(cap(buf)) >= want {
-				// The buffer holds all the body may have: only its end (or
-				// MaxBytesReader's error beyond the limit) can follow.
-				var probe [1]byte
-				n, err := rd.Read(probe[:])
-				switch {
-				case n > 0:
-					return nil, held, &http.MaxBytesError{Limit: limit} // more than Content-Length: net/http prevents it
-				case err == io.EOF:
-					return nonNil(buf), held, nil
-				case err != nil:
-					return nil, held, err
-				}
-				continue
-			}
-			next := min(max(2*int64(cap(buf)), start), want)
-			grown, taken, ok := h.budget.Grow(buf, int(next))
-			if !ok {
-				return nil, held, errBodyBudget
-			}
-			buf, held = grown, held+taken
-		}
-		n, err := rd.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		switch {
-		case err == io.EOF:
-			return nonNil(buf), held, nil
-		case err != nil:
-			return nil, held, err
-		}
-	}
-}
-
-// nonNil returns b, or an empty slice for nil: a nil body means "no body"
-// to forward.
-func nonNil(b []byte) []byte {
-	if b == nil {
-		return []byte{}
-	}
-	return b
+	return body, held, err
 }

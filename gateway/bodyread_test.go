@@ -70,7 +70,7 @@ func TestReadBodyChargesItsBuffers(t *testing.T) {
 	}{
 		{0, 0, 0},
 		{10, 10, 10},
-		{10, -1, bodyBufStartUnknown},
+		{10, -1, 8 << 10},
 		{200 << 10, 200 << 10, 200 << 10}, // 64 KiB, 128 KiB, then the length
 		{200 << 10, -1, 256 << 10},
 		{1 << 20, -1, 1 << 20},
