@@ -20,6 +20,7 @@ import (
 	"github.com/kvroute/kvroute/approx"
 	"github.com/kvroute/kvroute/disagg"
 	"github.com/kvroute/kvroute/enginemetrics"
+	"github.com/kvroute/kvroute/internal/connwatch"
 	"github.com/kvroute/kvroute/lora"
 	"github.com/kvroute/kvroute/models"
 	"github.com/kvroute/kvroute/session"
@@ -170,7 +171,7 @@ type Server struct {
 	handlers  sync.WaitGroup // requests being served
 	served    chan error     // Serve's result
 
-	headerTimeouts *headerTimeouts
+	headerTimeouts *connwatch.Watcher
 
 	epMu  sync.Mutex         // serializes SetEndpoints (the models poller calls it too)
 	rawEp []kvroute.Endpoint // the endpoints as last given, before Models are annotated
@@ -407,7 +408,7 @@ func NewServer(ctx context.Context, cfg ServerConfig, opts Options) (*Server, er
 			return nil, err
 		}
 	}
-	for _, c := range s.headerTimeouts.collectors() {
+	for _, c := range []prometheus.Collector{s.headerTimeouts.HeaderTimeouts, s.headerTimeouts.Refused} {
 		if err := s.registry.Register(c); err != nil {
 			return nil, err
 		}
@@ -422,13 +423,12 @@ func NewServer(ctx context.Context, cfg ServerConfig, opts Options) (*Server, er
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
-		ConnState:         s.headerTimeouts.connState,
-		ConnContext:       s.headerTimeouts.connContext,
 	}
+	wl := s.headerTimeouts.Install(s.srv, ln)
 	if cfg.PeerLoadFromMetrics {
 		s.peers = startPeerFeed(s.scraper, s.router, h.Endpoints, opts.Clk())
 	}
-	go func() { s.served <- s.srv.Serve(s.headerTimeouts.listener(ln)) }()
+	go func() { s.served <- s.srv.Serve(wl) }()
 	ok = true
 	return s, nil
 }
@@ -447,7 +447,6 @@ func (s *Server) mux() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.handlers.Add(1)
 		defer s.handlers.Done()
-		handlerStarted(r)
 		m.ServeHTTP(w, r)
 	})
 }

@@ -14,7 +14,12 @@
 // (default 30s; 408 past it), be at most --max-body-bytes (413), and find
 // room in --max-body-bytes-in-flight, the bytes all clients' bodies may
 // hold together (503 with Retry-After); each refusal is counted by reason
-// in kvroute_sidecar_refused_requests_total.
+// in kvroute_sidecar_refused_requests_total. What the HTTP server does
+// before the handler sees a request is counted too, as the gateway counts
+// it: a connection closed because its request header did not arrive
+// within 10s in kvroute_sidecar_header_timeouts_total, a request refused
+// unread (a malformed request line or header, a header over the size
+// limit) in kvroute_sidecar_server_refused_requests_total.
 //
 // The sidecar posts request bodies to whatever prefiller the header names,
 // so by default only a trusted router may reach its port. With

@@ -126,8 +126,10 @@ func serve(ctx context.Context, o *options, lg *slog.Logger, ready func(addr, me
 		return err
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: gateway.DefaultReadHeaderTimeout, IdleTimeout: o.idleTimeout}
+	watch := newConnWatcher()
+	reg.MustRegister(watch.HeaderTimeouts, watch.Refused)
 	servers := []*http.Server{srv}
-	listeners := []net.Listener{l}
+	listeners := []net.Listener{watch.Install(srv, l)}
 	metricsAddr := ""
 	if o.metricsPort >= 0 {
 		ml, err := net.Listen("tcp", net.JoinHostPort(o.host, strconv.Itoa(o.metricsPort)))

@@ -1,0 +1,141 @@
+package connwatch
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// The phases of a client connection that a Watcher tells apart.
+const (
+	phaseHeader  int32 = iota // a request header is due (the first, or the next after its first bytes)
+	phaseHandler              // a handler has the request (its body reads have their own timeout)
+	phaseIdle                 // between requests, no byte of the next one yet
+)
+
+// Watcher counts, on a server whose hooks it is given (Install), the
+// connections closed because a request header came too late and the
+// requests refused before any handler saw them. Its counters are the
+// caller's, so that each server names its own metrics.
+type Watcher struct {
+	// HeaderTimeouts counts connections closed because a request header
+	// did not arrive within the server's ReadHeaderTimeout, once each.
+	HeaderTimeouts prometheus.Counter
+	// Refused counts the requests net/http answered itself before any
+	// handler saw them.
+	Refused prometheus.Counter
+}
+
+// Install sets srv's ConnState and ConnContext hooks and wraps its Handler
+// (so that a handler's start is known), and returns ln wrapped, for
+// srv.Serve: connections accepted through it are watched. Call it before
+// Serve, once per server.
+func (w *Watcher) Install(srv *http.Server, ln net.Listener) net.Listener {
+	srv.ConnState = w.connState
+	srv.ConnContext = w.connContext
+	h := srv.Handler
+	if h == nil {
+		h = http.DefaultServeMux
+	}
+	srv.Handler = http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		HandlerStarted(r)
+		h.ServeHTTP(rw, r)
+	})
+	return &watchedListener{Listener: ln, w: w}
+}
+
+// connState is the http.Server's ConnState hook: a connection back in
+// StateIdle waits for its next request, not yet for a header.
+func (w *Watcher) connState(c net.Conn, s http.ConnState) {
+	if wc, ok := c.(*watchedConn); ok && s == http.StateIdle {
+		wc.idleDeadlines.Store(0)
+		wc.phase.Store(phaseIdle)
+	}
+}
+
+// connContext is the http.Server's ConnContext hook: it makes the watched
+// connection reachable from its requests (see HandlerStarted).
+func (w *Watcher) connContext(ctx context.Context, c net.Conn) context.Context {
+	if wc, ok := c.(*watchedConn); ok {
+		return context.WithValue(ctx, watchedConnKey{}, wc)
+	}
+	return ctx
+}
+
+// HandlerStarted records that r's header has arrived and a handler has it;
+// Install's handler calls it first. A request not on a watched connection
+// is left alone.
+func HandlerStarted(r *http.Request) {
+	if wc, ok := r.Context().Value(watchedConnKey{}).(*watchedConn); ok {
+		wc.phase.Store(phaseHandler)
+	}
+}
+
+type watchedConnKey struct{}
+
+type watchedListener struct {
+	net.Listener
+	w *Watcher
+}
+
+// Accept returns the next connection, watched.
+func (l *watchedListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &watchedConn{Conn: c, w: l.w}, nil
+}
+
+// watchedConn is a client connection that counts a read timeout while a
+// request header is due, once, and a response written while one is due.
+type watchedConn struct {
+	net.Conn
+	w             *Watcher
+	phase         atomic.Int32
+	idleDeadlines atomic.Int32 // read deadlines set since the connection went idle
+	counted       atomic.Bool
+}
+
+// Write writes to the connection. net/http writes a response while a
+// header is due only to refuse a request it could not read (its handlers
+// write in phaseHandler): that one is counted.
+func (c *watchedConn) Write(p []byte) (int, error) {
+	if c.phase.Load() == phaseHeader && bytes.HasPrefix(p, []byte("HTTP/1.")) {
+		c.w.Refused.Inc()
+	}
+	return c.Conn.Write(p)
+}
+
+// SetReadDeadline sets the connection's read deadline. After a request,
+// net/http sets the idle timeout, waits for the next request's first
+// bytes and then sets the header timeout: the second deadline since the
+// connection went idle starts a header even when no read came between
+// them, as when the next request's first bytes arrived with the previous
+// request (pipelined) and were already buffered.
+func (c *watchedConn) SetReadDeadline(t time.Time) error {
+	if c.phase.Load() == phaseIdle && c.idleDeadlines.Add(1) > 1 {
+		c.phase.CompareAndSwap(phaseIdle, phaseHeader)
+	}
+	return c.Conn.SetReadDeadline(t)
+}
+
+// Read reads from the connection; the first byte after an idle wait starts
+// a header, and a timeout while one is due is counted.
+func (c *watchedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.phase.CompareAndSwap(phaseIdle, phaseHeader)
+	}
+	if err != nil && c.phase.Load() == phaseHeader && errors.Is(err, os.ErrDeadlineExceeded) && c.counted.CompareAndSwap(false, true) {
+		c.w.HeaderTimeouts.Inc()
+	}
+	return n, err
+}
