@@ -1,8 +1,6 @@
 package gateway
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/disagg"
+	"github.com/kvroute/kvroute/internal/jsonconf"
 )
 
 // ErrInvalidEndpoints is wrapped by every error of ParseEndpoints and
@@ -41,23 +40,18 @@ func ParseEndpoints(list string) ([]kvroute.Endpoint, error) {
 // LoadEndpoints decodes an endpoints file: a JSON array of objects with
 // "id" (ip:port, required), "address" (base URL, default "http://"+id) and
 // "labels" (string map, matched by the events selector), and "role"
-// (prefill, decode or both; see package disagg). Unknown keys are an error.
+// (prefill, decode or both; see package disagg). It reads the file as
+// kvroute reads every configuration: a key must be exactly one of these (an
+// unknown key, another case of a known one, or a key given twice in one
+// object is an error naming its path, such as "[1].ID"), and anything after
+// the array is an error.
 //
 //	[{"id": "10.0.0.7:8000", "labels": {"zone": "a"}},
 //	 {"id": "10.0.0.8:8000", "address": "http://10.0.0.8:8000"}]
 func LoadEndpoints(r io.Reader) ([]kvroute.Endpoint, error) {
-	data, err := io.ReadAll(r)
-	if err != nil {
-		return nil, err
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
 	var eps []kvroute.Endpoint
-	if err := dec.Decode(&eps); err != nil {
+	if err := jsonconf.Decode(r, &eps); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidEndpoints, err)
-	}
-	if dec.More() {
-		return nil, fmt.Errorf("%w: trailing data after the endpoint array", ErrInvalidEndpoints)
 	}
 	if err := validateEndpoints(eps); err != nil {
 		return nil, err

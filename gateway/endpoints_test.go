@@ -46,3 +46,19 @@ func TestLoadEndpoints(t *testing.T) {
 		require.ErrorIs(t, err, ErrInvalidEndpoints, name)
 	}
 }
+
+// TestLoadEndpointsExactKeys: the file's keys are matched exactly, as in
+// every kvroute configuration: encoding/json would take "ID" or "Labels" for
+// "id" and "labels", and a key given twice would keep its last value.
+func TestLoadEndpointsExactKeys(t *testing.T) {
+	for name, tc := range map[string]struct{ doc, key string }{
+		"upper-case id":     {`[{"id":"h:1"},{"ID":"h:2"}]`, "[1].ID"},
+		"capitalised label": {`[{"id":"h:1","Labels":{"zone":"a"}}]`, "[0].Labels"},
+		"mixed-case role":   {`[{"id":"h:1","rOLE":"decode"}]`, "[0].rOLE"},
+		"id given twice":    {`[{"id":"h:1","id":"h:2"}]`, "[0].id"},
+	} {
+		_, err := LoadEndpoints(strings.NewReader(tc.doc))
+		require.ErrorIs(t, err, ErrInvalidEndpoints, name)
+		require.ErrorContains(t, err, tc.key, name)
+	}
+}
