@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"sigs.k8s.io/yaml"
@@ -84,13 +85,37 @@ func (st *admissionStage) close() {
 	}
 }
 
-// readYAMLOrJSON reads a YAML or JSON file as JSON.
-func readYAMLOrJSON(path string) ([]byte, error) {
-	raw, err := os.ReadFile(path)
+// maxConfigFile bounds a configuration file; real ones are a few KiB.
+const maxConfigFile = 16 << 20
+
+// readConfigFile reads a configuration file of at most maxConfigFile bytes,
+// without reading a larger one whole.
+func readConfigFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	j, err := yaml.YAMLToJSON(raw)
+	defer f.Close()
+	raw, err := io.ReadAll(io.LimitReader(f, maxConfigFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(raw) > maxConfigFile {
+		return nil, fmt.Errorf("%s: larger than %d bytes", path, maxConfigFile)
+	}
+	return raw, nil
+}
+
+// readYAMLOrJSON reads a YAML or JSON configuration file as JSON. A key
+// given twice in one mapping is an error (YAMLToJSONStrict), as in every
+// kvroute configuration, rather than the last one silently winning before
+// the package's decoder could see the repetition.
+func readYAMLOrJSON(path string) ([]byte, error) {
+	raw, err := readConfigFile(path)
+	if err != nil {
+		return nil, err
+	}
+	j, err := yaml.YAMLToJSONStrict(raw)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

@@ -116,7 +116,7 @@ func envOr(k, def string) string {
 func loadConfig(path, model string, strict bool, log *slog.Logger) (kvroute.Config, error) {
 	cfg := kvroute.DefaultConfig()
 	if path != "" {
-		raw, err := os.ReadFile(path)
+		raw, err := readConfigFile(path)
 		if err != nil {
 			return cfg, err
 		}
