@@ -97,7 +97,7 @@ func startPDFleet(ctx context.Context, o Options, roles []string, dis *disagg.Co
 // decoderURL on a free loopback port.
 func startPDSidecar(decoderURL string, o Options) (*pdSidecar, error) {
 	reg := prometheus.NewRegistry()
-	h, err := sidecar.NewHandler(sidecar.Config{DecoderURL: decoderURL}, sidecar.Options{Registerer: reg, Logger: o.Logger})
+	h, err := sidecar.NewHandler(sidecar.Config{DecoderURL: decoderURL}, sidecar.Options{Set: telemetry.Set{Registerer: reg, Logger: o.Logger}})
 	if err != nil {
 		return nil, fmt.Errorf("sidecar: %w", err)
 	}

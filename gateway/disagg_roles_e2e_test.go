@@ -22,6 +22,7 @@ import (
 	"github.com/kvroute/kvroute/render"
 	"github.com/kvroute/kvroute/simengine"
 	"github.com/kvroute/kvroute/simengine/server"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // roleEngine is a simulated vLLM with a P/D role (real KV connector
@@ -70,7 +71,7 @@ func startRoleEngine(t *testing.T, role string, pd server.PDConfig, withSidecar 
 	if withSidecar {
 		e.sreg = prometheus.NewRegistry()
 		e.sidecar, err = sidecar.NewHandler(sidecar.Config{DecoderURL: "http://" + ln.Addr().String(), PrefillTimeout: timeout},
-			sidecar.Options{Registerer: e.sreg})
+			sidecar.Options{Set: telemetry.Set{Registerer: e.sreg}})
 		require.NoError(t, err)
 		e.shs = &http.Server{Handler: e.sidecar}
 		e.sdone = make(chan error, 1)

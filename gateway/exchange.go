@@ -14,6 +14,7 @@ import (
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/disagg/sidecar"
 	"github.com/kvroute/kvroute/internal/h1pool"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // How the gateway carries out a split decision (DisaggHostConfig.Mode).
@@ -53,7 +54,7 @@ type exchangeState struct {
 // newExchangeState builds the exchange over transport (the gateway's own
 // upstream connections) with its metrics and the gateway's on reg.
 func newExchangeState(cfg sidecar.Config, reg prometheus.Registerer, lg *slog.Logger, transport http.RoundTripper) (*exchangeState, error) {
-	x, err := sidecar.NewExchange(cfg, sidecar.Options{Registerer: reg, Logger: lg, Client: &http.Client{Transport: transport}})
+	x, err := sidecar.NewExchange(cfg, sidecar.Options{Set: telemetry.Set{Registerer: reg, Logger: lg}, Client: &http.Client{Transport: transport}})
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package simengine
 import (
 	"testing"
 
+	"github.com/kvroute/kvroute/telemetry"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 )
@@ -11,7 +12,7 @@ import (
 // to 1, its labels the cache's configuration rendered as Python strings.
 func TestCacheConfigInfo(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	e, err := New(Config{Model: "m", BlockSize: 16, NumGPUBlocks: 1000}, Options{Registerer: reg})
+	e, err := New(Config{Model: "m", BlockSize: 16, NumGPUBlocks: 1000}, Options{Set: telemetry.Set{Registerer: reg}})
 	require.NoError(t, err)
 	defer e.Close()
 	mfs, err := reg.Gather()

@@ -3,12 +3,10 @@ package simengine
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/kvroute/kvroute/kvindex"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // Defaults of Config.
@@ -70,10 +68,13 @@ type Config struct {
 
 // Options are an Engine's injected dependencies; the zero value is valid.
 type Options struct {
-	// Registerer receives the engine's vllm:* metrics; nil registers nothing.
-	Registerer prometheus.Registerer
-	// Logger receives lifecycle logs; nil discards.
-	Logger *slog.Logger
+	// Set is the engine's observability, as every kvroute component takes
+	// it: Registerer receives the engine's vllm:* metrics (nil registers
+	// nothing; Close unregisters them), Logger the lifecycle logs (nil
+	// discards). The engine has no spans, and runs on its own clock (the
+	// virtual one of New, the wall clock of NewRealTime): TracerProvider
+	// and Clock are not read.
+	telemetry.Set
 }
 
 // ErrBadConfig is wrapped by every Config validation error.

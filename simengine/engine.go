@@ -86,12 +86,9 @@ func newEngine(cfg Config, opts Options, realtime bool) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{
-		cfg: cfg, realtime: realtime, now: cfg.Start, log: opts.Logger,
+		cfg: cfg, realtime: realtime, now: cfg.Start, log: opts.Log(),
 		pool: newBlockPool(cfg.NumGPUBlocks), byID: make(map[ReqID]*seq),
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
-	}
-	if e.log == nil {
-		e.log = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Hybrid != nil {
 		e.hy = newHybrid(cfg.Hybrid)
@@ -103,15 +100,15 @@ func newEngine(cfg Config, opts Options, realtime bool) (*Engine, error) {
 		e.now = time.Now()
 	}
 	e.stats.NumBlocks = cfg.NumGPUBlocks
-	if reg := opts.Registerer; reg != nil {
+	if opts.Registerer != nil {
 		var c prometheus.Collector = newCollector(e)
 		if e.lo != nil {
 			c = loraCollectors{c, newLoRACollector(e)}
 		}
-		if err := reg.Register(c); err != nil {
+		if err := opts.Register(c); err != nil {
 			return nil, fmt.Errorf("engine: registering metrics: %w", err)
 		}
-		e.unreg = func() { reg.Unregister(c) }
+		e.unreg = func() { opts.Unregister(c) }
 	}
 	if realtime {
 		go e.run()

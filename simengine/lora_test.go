@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvroute/kvroute/telemetry"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 )
@@ -12,7 +13,7 @@ import (
 func loraEngine(t *testing.T, maxLoRAs int, reg prometheus.Registerer) *Engine {
 	t.Helper()
 	e, err := New(Config{Model: "m", BlockSize: 4, PrefillTokensPerSecond: 1e9, DecodeStep: 10 * time.Millisecond,
-		LoRA: &LoRAConfig{MaxLoRAs: maxLoRAs, LoadTime: 100 * time.Millisecond}}, Options{Registerer: reg})
+		LoRA: &LoRAConfig{MaxLoRAs: maxLoRAs, LoadTime: 100 * time.Millisecond}}, Options{Set: telemetry.Set{Registerer: reg}})
 	require.NoError(t, err)
 	t.Cleanup(e.Close)
 	return e

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvroute/kvroute/telemetry"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 )
@@ -13,7 +14,7 @@ import (
 // running request finishes, as in vLLM's scheduler.
 func TestMaxNumSeqsRunsAtMostNAndQueuesFCFS(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	e, err := New(Config{Model: "m", BlockSize: 4, MaxNumSeqs: 2}, Options{Registerer: reg})
+	e, err := New(Config{Model: "m", BlockSize: 4, MaxNumSeqs: 2}, Options{Set: telemetry.Set{Registerer: reg}})
 	require.NoError(t, err)
 	defer e.Close()
 	res := make([]Result, 5)

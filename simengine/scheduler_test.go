@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/telemetry"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
@@ -134,7 +135,7 @@ func TestPreemptionKeepsOutputs(t *testing.T) {
 
 func TestMetricsCountWhatTheCacheDid(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	e, err := New(Config{Model: "m", BlockSize: 4}, Options{Registerer: reg})
+	e, err := New(Config{Model: "m", BlockSize: 4}, Options{Set: telemetry.Set{Registerer: reg}})
 	require.NoError(t, err)
 	p := seqTokens(1, 10)
 	for range 3 {

@@ -22,6 +22,7 @@ import (
 	"github.com/kvroute/kvroute/disagg/sidecar"
 	"github.com/kvroute/kvroute/gateway"
 	"github.com/kvroute/kvroute/internal/cliflag"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 func main() {
@@ -110,7 +111,7 @@ func run(args []string) error {
 func serve(ctx context.Context, o *options, lg *slog.Logger, ready func(addr, metrics string)) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	sopts := sidecar.Options{Registerer: reg, Logger: lg}
+	sopts := sidecar.Options{Set: telemetry.Set{Registerer: reg, Logger: lg}}
 	if len(o.allowNets) > 0 {
 		sopts.AllowTarget = sidecar.AllowNetworks(o.allowNets, o.allowPorts)
 	} else {

@@ -16,9 +16,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/kvroute/kvroute/internal/bytebudget"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // PrefillerHeader carries the prefill endpoint ("host:port") to the decode
@@ -144,10 +143,14 @@ func (c Config) withDefaults() (Config, error) {
 
 // Options are an Exchange's injected dependencies; the zero value is valid.
 type Options struct {
-	// Registerer receives the kvroute_sidecar_* metrics; nil registers none.
-	Registerer prometheus.Registerer
-	// Logger receives fallbacks and errors; nil discards.
-	Logger *slog.Logger
+	// Set is the exchange's observability, as every kvroute component
+	// takes it: Registerer receives the kvroute_sidecar_* metrics (nil
+	// registers none; all or none, see package telemetry), Logger the
+	// fallbacks and errors (nil discards). The exchange has no spans and no
+	// timers of its own: TracerProvider and Clock are not read
+	// (Result.PrefillDuration is measured on the wall clock, to be
+	// reported).
+	telemetry.Set
 	// Client sends the prefill requests (and, in a Handler, carries the
 	// decoder's transport); nil uses a private client with its own
 	// transport, closed by Close, which reaches every address directly
@@ -202,10 +205,7 @@ func NewExchange(cfg Config, opts Options) (*Exchange, error) {
 	if err != nil {
 		return nil, err
 	}
-	x := &Exchange{cfg: cfg, client: opts.Client, lg: opts.Logger, allow: opts.AllowTarget, timeNow: time.Now}
-	if x.lg == nil {
-		x.lg = slog.New(slog.DiscardHandler)
-	}
+	x := &Exchange{cfg: cfg, client: opts.Client, lg: opts.Log(), allow: opts.AllowTarget, timeNow: time.Now}
 	if x.client == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		// Prefillers and the decoder are pods of the cluster, reached
@@ -216,7 +216,7 @@ func NewExchange(cfg Config, opts Options) (*Exchange, error) {
 		x.client = &http.Client{Transport: tr}
 		x.own = true
 	}
-	if x.m, err = newMetrics(opts.Registerer); err != nil {
+	if x.m, err = newMetrics(opts.Set); err != nil {
 		return nil, err
 	}
 	return x, nil

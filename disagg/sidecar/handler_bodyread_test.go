@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // A client that sends a request header and then only part of its body is
@@ -66,7 +67,7 @@ func TestSidecarBoundsBodyBytesInFlight(t *testing.T) {
 	})
 	reg := prometheus.NewRegistry()
 	h, err := NewHandler(Config{DecoderURL: "http://" + dec, MaxBodyBytes: 100 << 10, MaxBodyBytesInFlight: 100 << 10},
-		Options{Registerer: reg})
+		Options{Set: telemetry.Set{Registerer: reg}})
 	require.NoError(t, err)
 	served := make(chan struct{}, 3) // one per request, once the Handler has returned
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/simengine/server"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // Two prefillers and one decoder, all simulated engines over loopback HTTP,
@@ -230,6 +231,6 @@ func TestSidecarBadBodiesAndOtherRoutes(t *testing.T) {
 	require.ErrorContains(t, err, "http")
 	_, err = NewExchange(Config{PrefillTimeout: -1}, Options{})
 	require.Error(t, err)
-	_, err = NewExchange(Config{}, Options{Registerer: reg})
+	_, err = NewExchange(Config{}, Options{Set: telemetry.Set{Registerer: reg}})
 	require.ErrorContains(t, err, "already registered")
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/kvroute/kvroute/simengine"
 	"github.com/kvroute/kvroute/simengine/server"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // startEngine starts a simulated vLLM server with a P/D role on loopback.
@@ -34,7 +35,7 @@ func startEngine(t *testing.T, role string) *server.Server {
 func startSidecar(t *testing.T, cfg Config) (*Handler, *prometheus.Registry, string) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	h, err := NewHandler(cfg, Options{Registerer: reg})
+	h, err := NewHandler(cfg, Options{Set: telemetry.Set{Registerer: reg}})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	t.Cleanup(func() { srv.Close(); h.Close() })

@@ -4,6 +4,8 @@ import (
 	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // Outcomes of a request through a sidecar: the outcome label values of
@@ -24,7 +26,7 @@ type metrics struct {
 	prefillSeconds prometheus.Histogram
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+func newMetrics(set telemetry.Set) (*metrics, error) {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvroute_sidecar_requests_total",
@@ -46,17 +48,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, r := range Reasons {
 		m.fallbacks.WithLabelValues(r)
 	}
-	if reg == nil {
-		return m, nil
-	}
-	for _, c := range []prometheus.Collector{m.requests, m.fallbacks, m.prefillSeconds} {
-		if err := reg.Register(c); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if errors.As(err, &are) {
-				return nil, errors.New("sidecar: metrics already registered on this registerer (one Exchange per registry)")
-			}
-			return nil, err
+	if err := set.Register(m.requests, m.fallbacks, m.prefillSeconds); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			return nil, errors.New("sidecar: metrics already registered on this registerer (one Exchange per registry)")
 		}
+		return nil, err
 	}
 	return m, nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/simengine"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // Several models behind one simulated server (Config.ExtraModels).
@@ -80,7 +81,7 @@ func (s *Server) startExtraEngines(ec simengine.Config, format wire.Format) erro
 			s.pub.addSnapshotTopic(topic, format)
 			c.Sink = topicSink{p: s.pub, topic: topic}
 		}
-		eng, err := simengine.NewRealTime(c, simengine.Options{Logger: s.lg})
+		eng, err := simengine.NewRealTime(c, simengine.Options{Set: telemetry.Set{Logger: s.lg}})
 		if err != nil {
 			s.closeExtraEngines()
 			return fmt.Errorf("simengine: engine of model %q: %w", m, err)

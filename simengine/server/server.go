@@ -199,7 +199,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		}
 	}
 	cfg.Engine.Model = cfg.Model
-	s.eng, err = simengine.NewRealTime(cfg.Engine, simengine.Options{Registerer: s.reg, Logger: s.lg})
+	s.eng, err = simengine.NewRealTime(cfg.Engine, simengine.Options{Set: telemetry.Set{Registerer: s.reg, Logger: s.lg}})
 	if err != nil {
 		if s.pub != nil {
 			_ = s.pub.Close()
