@@ -412,8 +412,13 @@ func (a *Applier) adapter(e *wire.Event) (name string, named bool) {
 
 // extraKeys converts the event's extra keys to the index's per-block string
 // form (nil when no block has any): the adapter's name and typed LoRA keys
-// are removed (the adapter is the key root instead), a multimodal [identifier, offset] pair becomes its
-// identifier, bytes and opaque keys their hex. SGLang's cache_salt becomes
+// are removed (the adapter is the key root instead), a multimodal
+// [identifier, offset] pair becomes its identifier, bytes and opaque keys
+// their hex. vLLM writes the adapter's name as the first extra key of every
+// block of a LoRA request (then the multimodal items, the cache salt on
+// block 0 and prompt-embedding hashes), so only a leading key equal to the
+// adapter is its name: a later key that spells the same string, such as a
+// salt chosen equal to the adapter's name, is kept as the key it is. SGLang's cache_salt becomes
 // the last extra key of block 0 when the event starts at block 0 (no
 // parent), which is where the request side puts the salt; later blocks
 // inherit it through the parent chain.
@@ -426,8 +431,8 @@ func (st *endpointState) extraKeys(e *wire.Event, adapter string) [][]string {
 	st.flat, st.ends = st.flat[:0], st.ends[:0]
 	for i := 0; i < n; i++ {
 		if i < len(e.ExtraKeys) {
-			for _, k := range e.ExtraKeys[i] {
-				if k.Kind == wire.ExtraKeyLoRA || k.Kind == wire.ExtraKeyString && adapter != "" && k.Value == adapter {
+			for j, k := range e.ExtraKeys[i] {
+				if k.Kind == wire.ExtraKeyLoRA || j == 0 && k.Kind == wire.ExtraKeyString && adapter != "" && k.Value == adapter {
 					continue
 				}
 				st.flat = append(st.flat, k.Value)

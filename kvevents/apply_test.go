@@ -385,3 +385,24 @@ func TestApplyNegativeGroupSkipped(t *testing.T) {
 	require.Equal(t, 1.0, skipped(t, f.reg, "full_attention", kvindex.ReasonMalformed))
 	require.Equal(t, 1.0, skipped(t, f.reg, "none", kvindex.ReasonMalformed))
 }
+
+// TestApplyLoRAAndSaltSameName: vLLM's extra keys of a LoRA request's block
+// are the adapter name first, then the multimodal items, then (block 0
+// only) the cache salt, then prompt-embedding hashes. Only that leading
+// name is the key root; a salt (or any later key) that happens to spell
+// the adapter's name is still a key of the block. A request that salts
+// with its own adapter's name therefore matches its blocks, and the same
+// adapter's unsalted request, whose engine blocks have no salt, does not.
+func TestApplyLoRAAndSaltSameName(t *testing.T) {
+	f := newApplyFixture(t)
+	e := wiretest.WantV7().Events[0]
+	e.BlockHashes = []uint64{1, 2}
+	e.TokenIDs = wiretest.TokensRange(1, 8)
+	e.LoRAName = "tenant-a"
+	lora := wire.ExtraKey{Kind: wire.ExtraKeyString, Value: "tenant-a"}
+	e.ExtraKeys = [][]wire.ExtraKey{{lora, {Kind: wire.ExtraKeyString, Value: "tenant-a"}}, {lora}}
+	require.Equal(t, ApplyResult{Stored: 1, StoredBlocks: 2}, f.applyBatch(testEndpoint, wiretest.BatchOf(0, true, e), wire.FormatVLLM))
+	require.Equal(t, 2, f.match(testEndpoint, wiretest.TokensRange(1, 8), kvindex.KeyParams{LoRA: "tenant-a", CacheSalt: "tenant-a"}).Blocks)
+	require.Zero(t, f.match(testEndpoint, wiretest.TokensRange(1, 8), kvindex.KeyParams{LoRA: "tenant-a"}).Blocks,
+		"the engine's blocks are salted: an unsalted request of the adapter never hits them")
+}

@@ -14,8 +14,10 @@
 // Index.Store (the LoRA name, when present, replaces the model as the key
 // root; tier from the medium; group and kind from the event), BlockRemoved →
 // Index.Remove, AllBlocksCleared → Index.Clear. Before a store reaches the
-// index the LoRA name is removed from its extra keys (it is the root
-// already) and multimodal pairs become their identifier, matching what
+// index the LoRA name, which vLLM writes as each block's first extra key,
+// is removed from its extra keys (it is the root already; a later key of
+// the same spelling, such as a salt, stays) and multimodal pairs become
+// their identifier, matching what
 // kvindex.Keys computes on the request side. An adapter's store (lora_id
 // set) is never keyed under the base model: without lora_name, a typed LoRA
 // key or a configured lora_id → name (ApplierConfig.LoRANames) it is
