@@ -406,3 +406,16 @@ func TestApplyLoRAAndSaltSameName(t *testing.T) {
 	require.Zero(t, f.match(testEndpoint, wiretest.TokensRange(1, 8), kvindex.KeyParams{LoRA: "tenant-a"}).Blocks,
 		"the engine's blocks are salted: an unsalted request of the adapter never hits them")
 }
+
+// TestApplySGLangAlignedSalt: SGLang's vLLM-aligned layout salts every
+// store of a salted chain (metadata map and a mirrored extra key). The
+// chain is keyed as the request side keys it, the salt on block 0 only,
+// so a salted request matches both blocks and an unsalted one neither.
+func TestApplySGLangAlignedSalt(t *testing.T) {
+	f := newApplyFixture(t)
+	require.NoError(t, f.d.Decode(wiretest.MustHex(t, wiretest.S4Hex), &f.b))
+	f.b.Events = f.b.Events[:2]
+	require.Equal(t, ApplyResult{Stored: 2, StoredBlocks: 2}, f.a.Apply("sglang:1", "", &f.b))
+	require.Equal(t, 2, f.match("sglang:1", wiretest.TokensRange(1, 8), kvindex.KeyParams{CacheSalt: "salt-A"}).Blocks)
+	require.Zero(t, f.match("sglang:1", wiretest.TokensRange(1, 8), kvindex.KeyParams{}).Blocks)
+}

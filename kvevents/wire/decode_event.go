@@ -31,8 +31,10 @@ const (
 // extra keys, cache group, attention kind and window), so elements past the
 // end of a table are ignored and missing trailing ones stay nil. The fields
 // added after events became maps (locality, ownership, session_id) have no
-// position: no engine writes them in an array, and other engines append
-// their own trailing fields there (ATOM's token_offset).
+// position: vLLM writes them only in maps, SGLang's vLLM-aligned layout
+// writes locality and ownership as nils, and other engines append their own
+// trailing fields there (ATOM's token_offset). One trailing element is
+// read: a map past a BlockStored's positions is SGLang's metadata.
 var (
 	storedPositions = [...]field{fSkip, fHashes, fParent, fTokens, fBlockSize, fLoRAID,
 		fMedium, fLoRANameOrMeta, fExtraKeys, fGroup, fKind, fWindow}
@@ -109,6 +111,35 @@ func (d *Decoder) event(r *reader, b *Batch) {
 	if e.Type == EventUnknown {
 		b.Events = b.Events[:len(b.Events)-1]
 		b.UnknownEvents++
+		return
+	}
+	if e.CacheSalt != "" {
+		dropSaltMirror(e)
+	}
+}
+
+// sglangSaltPrefix is the prefix of the extra key into which SGLang's
+// vLLM-aligned layout mirrors a store's cache_salt (Dynamo's
+// DYNAMO_CACHE_SALT_PREFIX, which its router strips).
+const sglangSaltPrefix = "dynamo-cache-salt:"
+
+// dropSaltMirror removes from e's extra keys the string key
+// "dynamo-cache-salt:<salt>" that SGLang writes beside its metadata salt:
+// the salt is Event.CacheSalt already, keyed on the chain's first block
+// only, where a mirror left in extra_keys would key every salted store
+// (a child's too) with a prefixed salt no request carries.
+func dropSaltMirror(e *Event) {
+	for i, keys := range e.ExtraKeys {
+		kept := keys[:0]
+		for _, k := range keys {
+			v := k.Value
+			if k.Kind == ExtraKeyString && len(v) == len(sglangSaltPrefix)+len(e.CacheSalt) &&
+				v[:len(sglangSaltPrefix)] == sglangSaltPrefix && v[len(sglangSaltPrefix):] == e.CacheSalt {
+				continue
+			}
+			kept = append(kept, k)
+		}
+		e.ExtraKeys[i] = kept
 	}
 }
 
@@ -132,8 +163,17 @@ func (d *Decoder) arrayEvent(r *reader, b *Batch, e *Event) {
 	}
 	for i := 1; i < n && r.err == nil; i++ {
 		f := fSkip
-		if i < len(positions) {
+		switch {
+		case i < len(positions):
 			f = positions[i]
+		case e.Type == EventBlockStored && i >= len(storedPositions):
+			// SGLang's vLLM-aligned layout parks its metadata map
+			// {"cache_salt": …} past every vLLM position (after its
+			// locality and ownership); a trailing map is that metadata,
+			// any other trailing element is skipped.
+			if c, ok := r.peek("event"); ok && isMap(c) {
+				f = fMetadata
+			}
 		}
 		d.field(r, b, e, f)
 	}

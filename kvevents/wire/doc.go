@@ -73,6 +73,15 @@
 //     {"cache_salt": …} of BlockStoredWithMetadata; BlockRemoved with 3. Its
 //     block hashes are signed int64, its media include "CPU_PINNED", "DISK"
 //     and "EXTERNAL", and its rank field is attn_dp_rank.
+//   - A later SGLang revision aligned its positional events with vLLM's
+//     (its test_kv_events.py, TestBlockStoredWireFormat): BlockStored with
+//     14 elements (vLLM's 12, then locality and ownership, all nil but
+//     medium), BlockRemoved with 8 (vLLM's 4, kind, window, locality,
+//     ownership) and AllBlocksCleared as [tag, ownership]. A salted store
+//     appends the metadata map {"cache_salt": …} as a 15th element and
+//     mirrors the salt into extra_keys as the one key
+//     "dynamo-cache-salt:<salt>" (the prefix Dynamo's router strips), so
+//     routers that read only extra_keys see it too.
 //   - Current SGLang (sgl-project/sglang#37482 and later) keeps the array
 //     batch [ts, events, attn_dp_rank] but writes each event as a msgspec
 //     tagged map, None defaults omitted: BlockStored with block_hashes,
@@ -86,7 +95,7 @@
 // or map batches (a fourth element is the publisher identity when it is a
 // 16-byte bin and skipped otherwise, later elements ignored, a nil or
 // absent rank fine); array events at every legacy length (missing trailing fields are
-// nil, extra ones ignored) or map events (any key order, unknown keys
+// nil, extra ones ignored but for a BlockStored's trailing metadata map) or map events (any key order, unknown keys
 // skipped, missing keys nil, map16/map32 headers accepted); SGLang's 8th
 // element told apart from vLLM's lora_name by its type, and a map event's
 // cache_salt read as SGLang's salt. locality,

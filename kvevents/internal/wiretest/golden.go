@@ -214,6 +214,28 @@ func WantS3() *wire.Batch {
 	return b
 }
 
+// S4Hex is SGLang's payload in its vLLM-aligned positional layout: S1's
+// events with both stores salted ("salt-A"), as its event recorder writes
+// every page of a salted radix node. A salted BlockStored has 15 elements
+// (vLLM's 12 with lora_name nil and extra_keys holding the one mirror key
+// "dynamo-cache-salt:salt-A", then nil locality and ownership, then the
+// metadata map), BlockRemoved 8 and AllBlocksCleared 2. Built from SGLang's
+// struct declarations with msgspec's array_like rules by Debian's
+// python3-msgpack (TestSGLangAlignedPayloadMatchesPythonMsgpack). It is
+// not in Vectors: no encoder format writes this layout.
+const S4Hex = "93cb41d954fc40200000949fab426c6f636b53746f72656491d3cf97adeedb59e05bc0940102030404c0a3475055c09191b864796e616d6f2d63616368652d73616c743a73616c742d41c0c0c0c0c081aa63616368655f73616c74a673616c742d419fab426c6f636b53746f72656491cf4ebfa8a1f3c34151d3cf97adeedb59e05b940506070804c0a3475055c09191b864796e616d6f2d63616368652d73616c743a73616c742d41c0c0c0c0c081aa63616368655f73616c74a673616c742d4198ac426c6f636b52656d6f76656491cf4ebfa8a1f3c34151a3475055c0c0c0c0c092b0416c6c426c6f636b73436c6561726564c000"
+
+// WantS4 is the batch S4Hex decodes to: S1's, both stores with the salt
+// and one (emptied) extra-keys entry, the mirror key being the salt.
+func WantS4() *wire.Batch {
+	b := WantS1()
+	for i := range 2 {
+		b.Events[i].CacheSalt = "salt-A"
+		b.Events[i].ExtraKeys = [][]wire.ExtraKey{{}}
+	}
+	return b
+}
+
 // PublisherID is the identity in the V10 vectors.
 var PublisherID = [16]byte{0xa0, 0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7, 0xa8, 0xa9, 0xaa, 0xab, 0xac, 0xad, 0xae, 0xaf}
 
