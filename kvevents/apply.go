@@ -296,6 +296,24 @@ func (a *Applier) store(endpoint, model string, st *endpointState, e *wire.Event
 		a.skip(res, e.Kind, kvindex.ReasonMalformed, n)
 		return
 	}
+	if len(e.TokenIDs) == 0 && e.BlockSize == 0 {
+		// vLLM's offloading connector announces a block it holds no
+		// request metadata for as a placeholder: hashes only, block_size
+		// 0 and no kv_cache_spec_kind. It is a tier-only store at the
+		// endpoint's block size, in the kind its group's stores taught;
+		// in a sliding-window or Mamba group, whose sets hold no tiers,
+		// it is skipped.
+		ph := *e
+		ph.BlockSize = a.engineBlockSize(endpoint, st)
+		if k, ok := st.groups[group]; ok && ph.Kind == "" {
+			ph.Kind = k
+		}
+		if !kvindex.IndexableKind(ph.Kind) {
+			a.skip(res, ph.Kind, kvindex.ReasonNonPrefixKind, n)
+			return
+		}
+		e = &ph
+	}
 	if k, ok := st.groups[group]; ok && k != e.Kind || !ok && len(st.groups) < maxGroupsPerEndpoint {
 		st.groups[group] = e.Kind
 	}

@@ -419,3 +419,46 @@ func TestApplySGLangAlignedSalt(t *testing.T) {
 	require.Equal(t, 2, f.match("sglang:1", wiretest.TokensRange(1, 8), kvindex.KeyParams{CacheSalt: "salt-A"}).Blocks)
 	require.Zero(t, f.match("sglang:1", wiretest.TokensRange(1, 8), kvindex.KeyParams{}).Blocks)
 }
+
+// TestApplyOffloadPlaceholder: vLLM's offloading connector announces an
+// offloaded block it has no request metadata for as a placeholder store
+// (vllm/distributed/kv_transfer/kv_connector/v1/offloading/events.py,
+// _placeholder_stored): the block's hash, no parent, no tokens, block_size
+// 0, the medium, group_idx and no kv_cache_spec_kind. It is a tier-only
+// store at the endpoint's block size: the known block gains the tier, and
+// the group keeps the kind its stores taught.
+func TestApplyOffloadPlaceholder(t *testing.T) {
+	f := newApplyFixture(t)
+	f.applyHex(testEndpoint, vector(t, "V1/current"))
+	ph := wire.Event{Type: wire.EventBlockStored, BlockHashes: []uint64{wiretest.H1}, Medium: "CPU",
+		HasGroup: true, Locality: "LOCAL"}
+	res := f.applyBatch(testEndpoint, wiretest.BatchOf(0, true, ph), wire.FormatVLLM)
+	require.Equal(t, ApplyResult{Stored: 1, StoredBlocks: 1}, res)
+	m := f.match(testEndpoint, wiretest.TokensRange(1, 8), kvindex.KeyParams{})
+	require.Equal(t, 2, m.GPU)
+	require.Equal(t, 1, m.CPU)
+	require.Equal(t, 0.0, skipped(t, f.reg, "", skipInvalidBlockSize))
+
+	rm := wiretest.RemovedH(wiretest.H1)
+	rm.Medium = "CPU"
+	require.Equal(t, 1, f.applyBatch(testEndpoint, wiretest.BatchOf(0, true, rm), wire.FormatVLLM).RemovedBlocks)
+	m = f.match(testEndpoint, wiretest.TokensRange(1, 8), kvindex.KeyParams{})
+	require.Equal(t, 2, m.GPU)
+	require.Zero(t, m.CPU)
+}
+
+// TestApplyOffloadPlaceholderNonPrefixGroup: vLLM sends placeholders for
+// sliding-window groups too. The group keeps the kind its stores taught
+// (a placeholder names none) and the placeholder is skipped as a store of
+// that kind, so the group's later removals are still the group's.
+func TestApplyOffloadPlaceholderNonPrefixGroup(t *testing.T) {
+	f := newApplyFixture(t)
+	f.applyHex(testEndpoint, vector(t, "V1/current"))
+	swa := wiretest.StoredV1()
+	swa.Group, swa.Kind, swa.SlidingWindow, swa.HasSlidingWindow = 1, "sliding_window", 8, true
+	require.Equal(t, 1, f.applyBatch(testEndpoint, wiretest.BatchOf(0, true, swa), wire.FormatVLLM).Stored)
+	ph := wire.Event{Type: wire.EventBlockStored, BlockHashes: []uint64{wiretest.H1}, Medium: "CPU", Group: 1, HasGroup: true}
+	require.Equal(t, ApplyResult{Skipped: 1, SkippedBlocks: 1}, f.applyBatch(testEndpoint, wiretest.BatchOf(0, true, ph), wire.FormatVLLM))
+	require.Equal(t, 1.0, skipped(t, f.reg, "sliding_window", kvindex.ReasonNonPrefixKind))
+	require.Equal(t, "sliding_window", f.a.state(testEndpoint).groups[1], "the placeholder did not unlearn the group's kind")
+}

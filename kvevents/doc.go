@@ -22,7 +22,11 @@
 // set) is never keyed under the base model: without lora_name, a typed LoRA
 // key or a configured lora_id → name (ApplierConfig.LoRANames) it is
 // skipped (reason "lora_unnamed"). An absent group_idx is group 0, as
-// vLLM's own consumers read it, for stores and removals alike.
+// vLLM's own consumers read it, for stores and removals alike. A store
+// without tokens is tier-only: the blocks it names gain its medium's tier.
+// vLLM's offloading connector sends it as a placeholder with block_size 0
+// and no kv_cache_spec_kind, read at the endpoint's block size and in the
+// kind its group's stores taught.
 //
 // SGLang's cache_salt is not part of SGLang's block hashes, but kvroute keys
 // blocks with its own hash of the event's tokens, not with the engine's. The
