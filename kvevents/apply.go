@@ -491,10 +491,13 @@ func (a *Applier) remove(endpoint string, st *endpointState, e *wire.Event, res 
 		a.skip(res, "unknown", skipUnknownGroup, len(e.BlockHashes))
 		return
 	case seen && !kvindex.IndexableKind(kind):
-		if gk, ok := kvindex.GroupKindOf(kind); ok {
+		if gk, ok := kvindex.GroupKindOf(kind); ok && normalizeMedium(e.Medium) == tierGPU {
 			a.removeGroup(endpoint, st, e, gk, group, res)
 			return
 		}
+		// A group set holds the blocks the device holds: a secondary
+		// tier's eviction (vLLM's offloading connector reports one with
+		// the group's group_idx) leaves it alone.
 		a.skip(res, kind, kvindex.ReasonNonPrefixKind, len(e.BlockHashes))
 		return
 	}

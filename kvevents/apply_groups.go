@@ -18,7 +18,10 @@ import (
 // group store naming blocks the full-attention group has not stored yet is
 // kept pending until it has, within a bound (apply_groups_pending.go);
 // what stays unmapped is counted (reason "unknown_hash") and not recorded,
-// which only makes the endpoint's matches shorter.
+// which only makes the endpoint's matches shorter. A group's set holds what
+// the device holds: a removal from a secondary tier (medium CPU or
+// STORAGE, as vLLM's offloading connector reports its evictions) and an
+// offloading placeholder store are skipped as stores of the group's kind.
 
 // Reasons of stores_skipped_total for non-prefix groups.
 const (

@@ -97,3 +97,33 @@ func TestHybridGroupStoresCounted(t *testing.T) {
 	require.Equal(t, ApplyResult{SkippedBlocks: 1}, res)
 	require.Equal(t, 1.0, skipped(t, f.reg, "mamba", kvindex.ReasonUnknownHash))
 }
+
+// TestHybridGroupOffloadRemovalKeepsDevice: vLLM's offloading connector
+// reports the eviction of a sliding-window group's block from its CPU tier
+// as a BlockRemoved with medium "CPU" and the group's group_idx
+// (vllm/distributed/kv_transfer/kv_connector/v1/offloading/events.py). The
+// group's set holds the blocks the device holds, so such a removal leaves
+// it alone (counted as a skip of that kind); a GPU removal still applies.
+func TestHybridGroupOffloadRemovalKeepsDevice(t *testing.T) {
+	f := newApplyFixture(t)
+	toks := wiretest.TokensRange(1, 24)
+	res := f.applyBatch(testEndpoint, wiretest.BatchOf(0, true, storedE(4, 100, 0, toks),
+		groupStore(1, "sliding_window", 9, 100, 0, 1, 2, 3, 4, 5)), wire.FormatVLLM)
+	require.Equal(t, 2, res.Stored)
+	blocks := func() int {
+		var out kvindex.MatchResult
+		f.ix.Match(kvindex.Keys(nil, toks, 4, &kvindex.KeyParams{Model: "m"}), []string{testEndpoint}, &out)
+		return out.Blocks(0)
+	}
+	require.Equal(t, 6, blocks())
+
+	offloaded := groupRemove(1, 100, 4)
+	offloaded.Medium = "CPU"
+	require.Equal(t, ApplyResult{Skipped: 1, SkippedBlocks: 1},
+		f.applyBatch(testEndpoint, wiretest.BatchOf(0, true, offloaded), wire.FormatVLLM))
+	require.Equal(t, 1.0, skipped(t, f.reg, "sliding_window", kvindex.ReasonNonPrefixKind))
+	require.Equal(t, 6, blocks(), "the device still holds the window's block 4")
+
+	f.applyBatch(testEndpoint, wiretest.BatchOf(0, true, groupRemove(1, 100, 4)), wire.FormatVLLM)
+	require.Equal(t, 4, blocks())
+}
