@@ -115,6 +115,7 @@ const (
 	blindRenderFailed = iota
 	blindRenderDisabled
 	blindEventsDisabled
+	blindPromptEmbeds
 	numBlindReasons
 )
 
@@ -122,12 +123,14 @@ var blindReasons = [numBlindReasons]string{
 	blindRenderFailed:   "render_failed",
 	blindRenderDisabled: "render_disabled",
 	blindEventsDisabled: "events_disabled",
+	blindPromptEmbeds:   "prompt_embeds",
 }
 
 var blindHints = [numBlindReasons]string{
 	blindRenderFailed:   "the request could not be tokenized; check the render endpoints (llm_d_epp_token_producer_render_* metrics)",
 	blindRenderDisabled: "rendering is disabled and the request carried no Prompts",
 	blindEventsDisabled: "KV events are disabled, so no engine's cache is indexed",
+	blindPromptEmbeds:   "the request carries prompt_embeds: the engine keys its blocks by hashes of the embeddings, which the router cannot compute",
 }
 
 // blindWarnInterval spaces the warnings about cache-blind decisions.
@@ -147,6 +150,8 @@ func (r *Router) blind(s *Selection) {
 	switch {
 	case errors.Is(s.renderErr, errRenderDisabled):
 		reason = blindRenderDisabled
+	case errors.Is(s.renderErr, errPromptEmbeds):
+		reason = blindPromptEmbeds
 	case s.renderErr != nil:
 		reason = blindRenderFailed
 	case r.events == nil:

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -117,4 +118,53 @@ func TestCacheBlindHintsNameMetricsThatExist(t *testing.T) {
 		}
 	}
 	require.Positive(t, checked)
+}
+
+// A completions request carrying prompt_embeds is routed by load without a
+// render call and counted under prompt_embeds: vLLM keys each block of such
+// a prompt with the SHA-256 of its embeddings (vllm/v1/core/
+// kv_cache_utils.py, _gen_prompt_embeds_extra_hash_keys), so keys of its
+// token IDs would be keys the engine never produces. A null or empty
+// prompt_embeds, or one nested in another member, is no prompt embedding.
+func TestPromptEmbedsRouteBlindWithoutRender(t *testing.T) {
+	var renders atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		renders.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`[{"token_ids":[1,2,3,4],"sampling_params":{}}]`))
+	}))
+	defer srv.Close()
+	reg := prometheus.NewRegistry()
+	r := testRouter(t, func(c *Config) { c.DisableRender = false; c.Render.URL = srv.URL }, Options{Set: telemetry.Set{Registerer: reg}})
+	blind := func(reason string) float64 {
+		v, _ := gathered(t, reg, "kvroute_router_cache_blind_total", reason)
+		return v
+	}
+	for _, body := range []string{
+		`{"model":"m","prompt_embeds":"UEsDBAAACAgAAAAAAAAAAAAAAAAAAAAAAAAA"}`,
+		`{"model":"m","prompt":"x","prompt_embeds":["UEsDBA=="]}`,
+		`{"prompt_embeds":null,"prompt_embeds":"UEsDBA=="}`,
+	} {
+		d, err := r.Pick(context.Background(), &Request{API: render.APICompletions, Body: []byte(body)}, endpoints(2))
+		require.NoError(t, err)
+		require.ErrorIs(t, d.RenderErr, errPromptEmbeds, body)
+		d.Done(DoneInfo{})
+	}
+	require.Equal(t, 3.0, blind("prompt_embeds"))
+	require.Zero(t, blind("render_failed"))
+	require.Zero(t, renders.Load(), "the renderer is not asked")
+
+	for _, body := range []string{
+		`{"prompt":"x","prompt_embeds":null}`,
+		`{"prompt":"x","prompt_embeds":[ ]}`,
+		`{"prompt":"x","prompt_embeds":"UEsDBA==","prompt_embeds":null}`,
+		`{"prompt":"x","vllm_xargs":{"prompt_embeds":"UEsDBA=="}}`,
+	} {
+		d, err := r.Pick(context.Background(), &Request{API: render.APICompletions, Body: []byte(body)}, endpoints(2))
+		require.NoError(t, err)
+		require.NoError(t, d.RenderErr, body)
+		d.Done(DoneInfo{})
+	}
+	require.Equal(t, 3.0, blind("prompt_embeds"))
+	require.Equal(t, int64(4), renders.Load())
 }

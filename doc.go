@@ -103,7 +103,9 @@
 // (ErrModelMismatch). What cannot be refused is counted and logged at most
 // once a minute: kvroute_router_cache_blind_total{reason} for load-only
 // decisions whose cause is known (render_failed, render_disabled,
-// events_disabled), and kvroute_router_endpoint_model_mismatch{endpoint}
+// events_disabled, prompt_embeds: a completions request with prompt
+// embeddings, whose blocks vLLM keys by hashes of the embeddings and which
+// is therefore not rendered), and kvroute_router_endpoint_model_mismatch{endpoint}
 // for an engine whose KV-event topic names another model than the router's.
 //
 // # What Pick takes from the caller

@@ -1,15 +1,52 @@
 package kvroute
 
 import (
+	"bytes"
 	"context"
 	"errors"
 
+	"github.com/kvroute/kvroute/internal/jsonscan"
 	"github.com/kvroute/kvroute/render"
 )
 
 // errRenderDisabled is the render error of a request without prompts when
 // rendering is disabled.
 var errRenderDisabled = errors.New("kvroute: rendering disabled and the request carries no prompts")
+
+// errPromptEmbeds is the render error of a completions request carrying
+// prompt_embeds. vLLM keys every block of such a prompt with the SHA-256
+// of the block's embeddings among its extra keys (and, without token IDs,
+// zeros as its tokens), which the router cannot compute from the body, and
+// its render endpoint answers no token IDs for it; the request is routed by
+// load without asking the renderer.
+var errPromptEmbeds = errors.New("kvroute: the request carries prompt_embeds, whose blocks the engine keys by hashes of the embeddings")
+
+// promptEmbedsMember is the completions member hasPromptEmbeds looks for.
+var promptEmbedsMember = []string{"prompt_embeds"}
+
+// hasPromptEmbeds reports whether a completions body has a top-level
+// "prompt_embeds" (the last one when repeated, by its exact name, as vLLM's
+// CompletionRequest reads it) that is neither null nor an empty list. A
+// body that does not hold the name skips the scan; a malformed body is left
+// to the renderer to refuse.
+func hasPromptEmbeds(api render.API, body []byte) bool {
+	if api != render.APICompletions || !bytes.Contains(body, []byte(promptEmbedsMember[0])) {
+		return false
+	}
+	var v [1][]byte
+	if jsonscan.Members(body, promptEmbedsMember, v[:]) != nil || v[0] == nil {
+		return false
+	}
+	s := jsonscan.Scanner{Buf: v[0]}
+	if s.Literal("null") {
+		return false
+	}
+	if s.Consume('[') {
+		s.WS()
+		return !s.Consume(']')
+	}
+	return true
+}
 
 // render is the render stage: the request's prompts (given, or the render
 // client's answer), its cache salt and the render failure, if any. A
@@ -36,6 +73,9 @@ func (r *Router) prompts(ctx context.Context, req *Request, st *pickState) ([]re
 	}
 	if r.render == nil {
 		return nil, "", errRenderDisabled
+	}
+	if hasPromptEmbeds(req.API, req.Body) {
+		return nil, "", errPromptEmbeds
 	}
 	auth := ""
 	if req.Header != nil {
