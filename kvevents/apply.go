@@ -362,6 +362,9 @@ func (a *Applier) store(endpoint, model string, st *endpointState, e *wire.Event
 		Group:        group,
 		Kind:         e.Kind,
 	}
+	// vLLM's offloading connector repeats an offloaded chunk's tokens
+	// without its extra keys: blocks the endpoint knows keep their key.
+	se.KeepKnown = se.Tier != tierGPU && len(e.ExtraKeys) == 0
 	err := a.ix.Store(endpoint, se)
 	se.EngineHashes, se.Tokens, se.ExtraKeys = nil, nil, nil // do not pin the batch
 	if err == nil {

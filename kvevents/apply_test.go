@@ -462,3 +462,28 @@ func TestApplyOffloadPlaceholderNonPrefixGroup(t *testing.T) {
 	require.Equal(t, 1.0, skipped(t, f.reg, "sliding_window", kvindex.ReasonNonPrefixKind))
 	require.Equal(t, "sliding_window", f.a.state(testEndpoint).groups[1], "the placeholder did not unlearn the group's kind")
 }
+
+// TestApplySelfDescribingOffloadKeepsKeys: vLLM's self-describing
+// offloading events repeat a chunk's hashes, parent, tokens and LoRA name
+// but no extra keys (vllm/distributed/kv_transfer/kv_connector/v1/
+// offloading/events.py, _build_event_metadata: extra_keys=None). Keyed
+// anew from their tokens, a salted block's CPU copy would replace the
+// block's salted key with the unsalted one: the salted request would lose
+// its match and an unsalted one would match content it never had. Hashes
+// the endpoint already maps keep their key and gain the tier.
+func TestApplySelfDescribingOffloadKeepsKeys(t *testing.T) {
+	f := newApplyFixture(t)
+	f.applyHex(testEndpoint, vector(t, "V8/current")) // salt-A in block 0's extra keys
+	salted := kvindex.KeyParams{CacheSalt: "salt-A"}
+	require.Equal(t, 2, f.match(testEndpoint, wiretest.TokensRange(1, 8), salted).Blocks)
+
+	e := wiretest.WantV8().Events[0]
+	e.Medium, e.ExtraKeys, e.Ownership = "CPU", nil, "lmcache"
+	res := f.applyBatch(testEndpoint, wiretest.BatchOf(0, true, e), wire.FormatVLLM)
+	require.Equal(t, ApplyResult{Stored: 1, StoredBlocks: 2}, res)
+	m := f.match(testEndpoint, wiretest.TokensRange(1, 8), salted)
+	require.Equal(t, 2, m.GPU)
+	require.Equal(t, 2, m.CPU)
+	require.Zero(t, f.match(testEndpoint, wiretest.TokensRange(1, 8), kvindex.KeyParams{}).Blocks,
+		"an unsalted request never held these blocks")
+}

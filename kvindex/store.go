@@ -99,6 +99,11 @@ type StoreEvent struct {
 	Tier         string     // medium, case-insensitive; "" means "gpu"; at most 8 distinct tiers are told apart
 	Group        int        // cache group index; -1 = ungrouped
 	Kind         string     // kv_cache_spec_kind; "" = not reported (indexed)
+	// KeepKnown marks a store whose extra keys may be missing (vLLM's
+	// offloading connector repeats a chunk's tokens without them): a hash
+	// the endpoint already maps keeps its key, and the chain goes on from
+	// it, instead of being keyed anew from the tokens alone.
+	KeepKnown bool
 }
 
 // IndexableKind reports whether blocks of a cache group kind can be indexed
@@ -123,6 +128,10 @@ func IndexableKind(kind string) bool {
 // (endpoint, tier, group, block), so a block announced twice — two GPU copies
 // cached by vLLM in one step, or an offloading connector's overlapping
 // chunks — needs two removals.
+//
+// With KeepKnown, a hash the endpoint already maps keeps its key (the chain
+// goes on from it) rather than being keyed anew from tokens whose extra
+// keys the event left out.
 //
 // Without tokens (an offload to another tier), the hashes are resolved
 // through the endpoint's map and gain the tier; unknown hashes are skipped
@@ -190,7 +199,13 @@ func (ix *Index) store(endpoint string, ev *StoreEvent) error {
 		if len(ev.ExtraKeys) > 0 {
 			extra = ev.ExtraKeys[i]
 		}
-		key := h.key(parent, ev.Tokens[i*bs:(i+1)*bs], extra, "", "")
+		key, kept := Key(0), false
+		if ev.KeepKnown {
+			key, kept = ep.eng.Get(eh)
+		}
+		if !kept {
+			key = h.key(parent, ev.Tokens[i*bs:(i+1)*bs], extra, "", "")
+		}
 		old, known := ep.eng.Put(eh, key)
 		if known && old != key {
 			// The engine reuses a hash for other content (e.g. another
