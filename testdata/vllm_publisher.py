@@ -234,7 +234,10 @@ class Publisher:
     def restart(self, k):
         """An engine restart on the same ports: new sequence from 0, empty
         buffer, different batches; K of them published before anyone can
-        have re-dialled."""
+        have re-dialled: they are made while the sockets are closed, so
+        they are in the replay buffer (PUB would have dropped them, with no
+        subscriber yet) whenever a subscriber dials in, however slowly the
+        ports come back."""
         pub_port = 0 if self.args.connect else int(self.pub_addr.rsplit(":", 1)[1])
         replay_port = int(self.replay_addr.rsplit(":", 1)[1]) if self.replay_addr else 0
         with self.send_lock:
@@ -245,6 +248,7 @@ class Publisher:
                 self.restarts += 1
                 if self.pid is not None:
                     self.pid = uuid.uuid4().bytes
+            seqs = [self.publish_locked(self.batch(), send=False) for _ in range(k)]
             deadline = time.time() + 5
             while True:  # libzmq releases the ports asynchronously
                 try:
@@ -254,8 +258,6 @@ class Publisher:
                     if time.time() > deadline:
                         raise
                     time.sleep(0.01)
-        a = self.args
-        seqs = [self.publish(self.batch()) for _ in range(k)]
         return seqs
 
     def batch(self):
