@@ -8,7 +8,8 @@ import (
 )
 
 // FuzzLoadConfig checks that decoding arbitrary bytes never panics, that
-// whatever decodes is valid, and that it survives an encode/decode round trip.
+// whatever decodes is valid, and that it survives an encode/decode round trip
+// (seed corpus in testdata/fuzz/FuzzLoadConfig).
 func FuzzLoadConfig(f *testing.F) {
 	f.Add([]byte(`{"affinityThreshold":0.8,"maxTTFTPenalty":"18s","peakPrefillThroughput":15928}`))
 	f.Add([]byte(`{"maxTTFTPenalty":18000,"missingSignalPolicy":"widen","includeRequestTokens":true}`))
