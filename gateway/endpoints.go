@@ -40,11 +40,12 @@ func ParseEndpoints(list string) ([]kvroute.Endpoint, error) {
 // LoadEndpoints decodes an endpoints file: a JSON array of objects with
 // "id" (ip:port, required), "address" (base URL, default "http://"+id) and
 // "labels" (string map, matched by the events selector), and "role"
-// (prefill, decode or both; see package disagg). It reads the file as
-// kvroute reads every configuration: a key must be exactly one of these (an
-// unknown key, another case of a known one, or a key given twice in one
-// object is an error naming its path, such as "[1].ID"), and anything after
-// the array is an error.
+// (prefill, decode or both; see package disagg). The file is read by the
+// rules of every kvroute configuration, so that a mistyped file fails
+// instead of routing to a different fleet: a key must be exactly a field's
+// JSON name ("ID" is an unknown key, not "id"), an unknown or repeated key is
+// an error naming its path, such as [1].labels, nothing may follow the
+// array, and a file over 16 MiB is refused.
 //
 //	[{"id": "10.0.0.7:8000", "labels": {"zone": "a"}},
 //	 {"id": "10.0.0.8:8000", "address": "http://10.0.0.8:8000"}]

@@ -41,10 +41,18 @@ func TestLoadEndpoints(t *testing.T) {
 		"duplicate id":    `[{"id":"h:1"},{"id":"h:1"}]`,
 		"truncated":       `[{"id":`,
 		"labels not strs": `[{"id":"h:1","labels":{"a":1}}]`,
+		// encoding/json alone would take these: a closing bracket after
+		// the array, a case variant of a key, a repeated key merged.
+		"trailing bracket": `[{"id":"10.0.0.7:8000"}]]`,
+		"trailing brace":   `[{"id":"10.0.0.7:8000"}]}`,
+		"case variant key": `[{"ID":"10.0.0.7:8000"}]`,
+		"repeated labels":  `[{"id":"10.0.0.7:8000","labels":{"zone":"a"},"labels":{"rack":"b"}}]`,
 	} {
 		_, err := LoadEndpoints(strings.NewReader(bad))
 		require.ErrorIs(t, err, ErrInvalidEndpoints, name)
 	}
+	_, err = LoadEndpoints(strings.NewReader(`[{"id":"10.0.0.7:8000"},{"ID":"10.0.0.8:8000"}]`))
+	require.ErrorContains(t, err, `[1].ID: unknown key`, "the error names the entry and the key")
 }
 
 // TestLoadEndpointsExactKeys: the file's keys are matched exactly, as in
