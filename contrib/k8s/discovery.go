@@ -199,9 +199,12 @@ func New(cfg Config, kube kubernetes.Interface, dyn dynamic.Interface, sink Sink
 		if len(cfg.TargetPorts) == 0 {
 			return nil, errors.New("k8s: targetPorts are required with a selector")
 		}
-		for _, p := range cfg.TargetPorts {
+		for i, p := range cfg.TargetPorts {
 			if p < 1 || p > 65535 {
 				return nil, fmt.Errorf("k8s: target port %d out of range", p)
+			}
+			if slices.Contains(cfg.TargetPorts[:i], p) {
+				return nil, fmt.Errorf("k8s: target port %d given twice", p)
 			}
 		}
 		d.selector = sel

@@ -248,6 +248,10 @@ func TestDecodeInferencePoolRejectsUnusablePools(t *testing.T) {
 		"no selector": {"targetPorts": []any{map[string]any{"number": int64(8000)}}},
 		"no port":     {"selector": map[string]any{"matchLabels": map[string]any{"app": "x"}}},
 		"bad port":    {"selector": map[string]any{"matchLabels": map[string]any{"app": "x"}}, "targetPorts": []any{map[string]any{"number": int64(70000)}}},
+		"port twice": {"selector": map[string]any{"matchLabels": map[string]any{"app": "x"}},
+			"targetPorts": []any{map[string]any{"number": int64(8000)}, map[string]any{"number": int64(8000)}}},
+		"invalid label name":  {"selector": map[string]any{"matchLabels": map[string]any{"a b": "x"}}, "targetPortNumber": int64(8000)},
+		"invalid label value": {"selector": map[string]any{"app": "-x-"}, "targetPortNumber": int64(8000)},
 	} {
 		_, err := DecodeInferencePool(poolObj(PoolV1, "p", spec))
 		require.Error(t, err, name)
@@ -262,6 +266,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		"empty selector": {Namespace: ns, TargetPorts: []int32{1}},
 		"no ports":       {Namespace: ns, Selector: "a=b"},
 		"bad selector":   {Namespace: ns, Selector: "a in (", TargetPorts: []int32{1}},
+		"port twice":     {Namespace: ns, Selector: "a=b", TargetPorts: []int32{8000, 8001, 8000}},
 		"both":           {Namespace: ns, Pool: "p", Selector: "a=b"},
 		"bad version":    {Namespace: ns, Pool: "p", PoolVersion: "v9"},
 	} {

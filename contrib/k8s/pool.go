@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -46,8 +47,9 @@ type poolJSON struct {
 }
 
 // DecodeInferencePool reads an InferencePool from its unstructured form, in
-// either API version. A pool without a selector or without a valid port is
-// an error: it would select every pod, or none usefully.
+// either API version. A pool without a valid selector, without a valid
+// port or with a port given twice is an error: it would select every pod,
+// none usefully, or give two endpoints one ID.
 func DecodeInferencePool(u *unstructured.Unstructured) (InferencePool, error) {
 	raw, err := u.MarshalJSON()
 	if err != nil {
@@ -75,6 +77,9 @@ func DecodeInferencePool(u *unstructured.Unstructured) (InferencePool, error) {
 	if len(p.Selector) == 0 {
 		return InferencePool{}, fmt.Errorf("k8s: InferencePool %s/%s has an empty selector", p.Namespace, p.Name)
 	}
+	if _, err := labels.ValidatedSelectorFromSet(p.Selector); err != nil {
+		return InferencePool{}, fmt.Errorf("k8s: InferencePool %s/%s: spec.selector: %w", p.Namespace, p.Name, err)
+	}
 	for _, tp := range pj.Spec.TargetPorts {
 		p.TargetPorts = append(p.TargetPorts, tp.Number)
 	}
@@ -84,10 +89,17 @@ func DecodeInferencePool(u *unstructured.Unstructured) (InferencePool, error) {
 	if len(p.TargetPorts) == 0 {
 		return InferencePool{}, fmt.Errorf("k8s: InferencePool %s/%s has no target port", p.Namespace, p.Name)
 	}
+	seen := make(map[int32]bool, len(p.TargetPorts))
 	for _, port := range p.TargetPorts {
 		if port < 1 || port > 65535 {
 			return InferencePool{}, fmt.Errorf("k8s: InferencePool %s/%s: target port %d out of range", p.Namespace, p.Name, port)
 		}
+		// A port given twice would give each pod two endpoints of one ID,
+		// the later rank's taking the ID's event ports.
+		if seen[port] {
+			return InferencePool{}, fmt.Errorf("k8s: InferencePool %s/%s: target port %d given twice", p.Namespace, p.Name, port)
+		}
+		seen[port] = true
 	}
 	return p, nil
 }
