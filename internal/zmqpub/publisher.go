@@ -119,6 +119,20 @@ type Stats struct {
 // both the ZMTP 3.0 message form and the 3.1 SUBSCRIBE/CANCEL commands), up
 // to 256 distinct prefixes and 64 KiB of them per subscriber; further ones are
 // refused and counted (Stats.Refused).
+//
+// Ownership: New starts the accept loop, which admits at most
+// MaxSubscribers connections and starts two goroutines for each: the
+// reader alone reads the connection and maintains the subscriber's
+// prefixes (under the subscriber's own mu, published to Publish as an
+// atomic snapshot), and the writer alone writes it, draining the
+// subscriber's queue. Publish fills the queues under mu, which also guards
+// next, subs and closed; when either goroutine of a subscriber ends it
+// stops the subscriber (closing its connection, which ends the other) and
+// removes it from subs. Close sets closed, stops every subscriber, closes
+// the listener (ending the accept loop) and waits for all these goroutines
+// through wg before it closes the replay server, whose goroutines are its
+// own. The counters are atomics; the other fields are set by New and not
+// written after.
 type Publisher struct {
 	cfg   Config
 	topic []byte
