@@ -28,6 +28,13 @@ const idReuseDelay = 1024
 // atomic loads and never waits for writers. Writers for one endpoint
 // serialise on that endpoint's mutex; writers for different endpoints only
 // meet in the block map's per-shard locks.
+//
+// Ownership: the one goroutine an Index starts is the speculative sweeper
+// (New starts it unless Config.SweepInterval is negative). It owns its
+// ticker and nothing else: every tick it calls Sweep, a writer like any
+// other, which takes each endpoint's mutex in turn. Close closes stop once
+// (closeOnce) and waits for the sweeper to close done; without a sweeper
+// New closes done itself.
 type Index struct {
 	blockSize  int
 	maxBlocks  int
