@@ -32,6 +32,10 @@ import (
 	"github.com/kvroute/kvroute/telemetry"
 )
 
+// listen opens the picker's ext_proc, health and metrics listeners, in
+// that order: net.Listen, which tests replace to make a listener fail.
+var listen = net.Listen
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -40,6 +44,12 @@ func main() {
 	cliflag.Exit("kvroute-epp", err)
 }
 
+// run serves the picker until ctx ends or a server fails. It owns every
+// goroutine it starts and waits for each before it returns: the ext_proc,
+// health and metrics servers' Serve loops (each sends its one result on
+// errc, which drain reads), the readiness follower (followed), and the
+// discoveries', router's and admission's goroutines, which their Close
+// stops on the way out.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f, err := parseFlags(args, stderr)
 	if err != nil {
@@ -184,16 +194,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 
-	grpcLn, err := net.Listen("tcp", net.JoinHostPort(f.listenHost, strconv.Itoa(f.grpcPort)))
+	grpcLn, err := listen("tcp", net.JoinHostPort(f.listenHost, strconv.Itoa(f.grpcPort)))
 	if err != nil {
 		return err
 	}
-	healthLn, err := net.Listen("tcp", net.JoinHostPort(f.listenHost, strconv.Itoa(f.healthPort)))
+	healthLn, err := listen("tcp", net.JoinHostPort(f.listenHost, strconv.Itoa(f.healthPort)))
 	if err != nil {
 		grpcLn.Close()
 		return err
 	}
-	metricsLn, err := net.Listen("tcp", net.JoinHostPort(f.listenHost, strconv.Itoa(f.metricsPort)))
+	metricsLn, err := listen("tcp", net.JoinHostPort(f.listenHost, strconv.Itoa(f.metricsPort)))
 	if err != nil {
 		grpcLn.Close()
 		healthLn.Close()
@@ -225,7 +235,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	for _, d := range discoveries {
 		if err := d.Start(ctx); err != nil {
 			stopServers(gs, hs, ms)
-			drain(errc)
+			drain(errc, 3)
 			return err
 		}
 	}
@@ -235,16 +245,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	go func() { defer close(followed); picker.FollowReadiness(followCtx, router, f.readinessInterval) }()
 
 	var serveErr error
+	pending := 3 // serve results still to come on errc
 	select {
 	case <-ctx.Done():
-	case serveErr = <-errc:
+	case serveErr = <-errc: // a server failed on its own
+		pending--
 	}
 	stopFollowing()
 	<-followed
 	picker.Shutdown() // health fails first, so that Envoy stops sending new streams
 	adm.close()       // the queued requests are answered 503 at once, not held until the drain ends
 	stopServers(gs, hs, ms)
-	drain(errc)
+	drain(errc, pending)
 	return serveErr
 }
 
@@ -263,9 +275,10 @@ func stopServers(gs, hs *grpc.Server, ms *http.Server) {
 	_ = ms.Shutdown(ctx)
 }
 
-// drain waits for the three serve goroutines to return.
-func drain(errc chan error) {
-	for range 3 {
+// drain waits for the n serve goroutines that have not yet given their
+// result on errc to return.
+func drain(errc chan error, n int) {
+	for range n {
 		<-errc
 	}
 }
