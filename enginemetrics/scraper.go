@@ -49,6 +49,16 @@ type Options struct {
 // an interval, and keeps each one's latest Signal. Saturation and Signal
 // read that snapshot without blocking, so they may be called on the request
 // path. Its methods are safe for concurrent use.
+//
+// Ownership: New starts the loop goroutine (run), which starts one scrape
+// goroutine per endpoint and round, at most Config.Concurrency at a time
+// (sem) and never two for one endpoint (target.inflight). A scrape
+// goroutine alone writes its target's last and good; readers load them
+// atomically. mu serialises SetEndpoints, which replaces the targets map
+// as a whole and pokes wake for the loop. Close closes stop (ending the
+// loop, also while it waits for a scrape slot), cancels ctx (ending the
+// scrapes in flight) and waits for the loop and every scrape through wg.
+// The other fields are set by New and not written after.
 type Scraper struct {
 	cfg    Config
 	set    telemetry.Set
