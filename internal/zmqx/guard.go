@@ -116,7 +116,7 @@ type guardConn struct {
 // the connection is closed, which releases connections go-zeromq abandons
 // after a failed handshake. With Options.HeartbeatInterval the heartbeat
 // state is created here, before Close can run, and started by
-// startConnHeartbeat once the handshake is done.
+// the Listener's handshake once it is done.
 func newGuardConn(ctx context.Context, c net.Conn, o Options, pre []byte) *guardConn {
 	g := &guardConn{Conn: c, o: o, pre: pre, greeting: greetingLen, wholeMsgs: true}
 	if o.HeartbeatInterval > 0 {

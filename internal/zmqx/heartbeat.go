@@ -112,6 +112,16 @@ func be64(b []byte) uint64 {
 // heartbeat is the per-connection state of ZMTP heartbeats on a connection
 // owned by a go-zeromq socket (dialled or accepted through the transport),
 // or on a Conn accepted by a Listener.
+//
+// Ownership: startHeartbeat runs one goroutine per connection, which owns
+// its ticker and timer, writes PINGs through injectCommand (under the
+// connection's wmu, like every other write) and sets dead. The reader
+// adds to readBytes and reads dead. The connection's Close closes done,
+// once, and the goroutine returns at its next select and closes exited (a
+// PING it is writing meanwhile fails on the closed connection). Close does
+// not wait for it, since the goroutine itself calls Close when the peer is
+// dead. interval and timeout are set before it starts and not written
+// after.
 type heartbeat struct {
 	interval, timeout time.Duration
 	readBytes         atomic.Uint64 // bytes received, the liveness evidence
