@@ -152,6 +152,19 @@ type ServerConfig struct {
 // Server is a running gateway: a Handler on an http.Server with /metrics
 // (the registry of the router, the render client, the index and the gateway,
 // plus Go and process metrics) and /health, built around a kvroute.Router.
+//
+// Ownership: NewServer starts the goroutine that runs srv.Serve and sends
+// its result on served (buffered: it never blocks) and, with
+// ServerConfig.PeerLoadFromMetrics, the peer feed's (peerFeed). Requests
+// run on net/http's connection goroutines and count in handlers. The
+// components NewServer builds (router, scraper, admission, lora, disagg,
+// models) run their own goroutines, which their Close stops. Shutdown, once
+// (shutdownOnce, which also guards shutdownErr), stops the feed and the
+// components the handlers wait on, then the models poller (it calls
+// SetEndpoints), then srv, receives Serve's result, waits for handlers and
+// closes the handler and the router last. epMu serialises SetEndpoints and
+// guards rawEp; the other fields are set by NewServer and not written
+// after.
 type Server struct {
 	router    *kvroute.Router        // nil under PolicyRoundRobin
 	approx    *approx.Index          // the router's approximate index and mode table; nil under PolicyRoundRobin
