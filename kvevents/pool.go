@@ -34,6 +34,22 @@ var errPoolClosed = errors.New("kvevents: pool closed")
 // Messages are applied by Concurrency workers; each endpoint is pinned to
 // one worker, so its messages apply in order, and queues are bounded.
 // Methods are safe for concurrent use.
+//
+// Ownership: NewPool starts the workers (counted in wwg, ended by closing
+// stop) and, in bind mode, the binder's loop, which runs one goroutine per
+// rank and one per admitted engine connection (bounded, see admitConn)
+// and closes the binder's done once they have all ended. In per-endpoint
+// mode Ensure starts each endpoint's subscriber goroutine, which Remove,
+// a replacing Ensure and Close cancel and wait for (subscriber.done).
+// Each stream's replay and snapshot goroutines are its own (see stream),
+// ended by closing the stream. What a stream has applied changes only on
+// its worker's goroutine; mu guards closed, streams and resume, and the
+// binder's known and closing maps; opMu serialises Ensure, Remove and
+// Close, so no subscriber starts after Close. Close cancels ctx (ending
+// every subscriber and bind connection), waits for the source, closes every
+// stream (waiting for its replays), then closes stop and waits for the
+// workers. applied, storedBlocks and topicObs are atomics; the other
+// fields are set by NewPool and not written after.
 type Pool struct {
 	cfg     PoolConfig
 	match   func(labels map[string]string) bool // Options.Matcher, or every endpoint
