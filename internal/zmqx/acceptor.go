@@ -15,9 +15,22 @@ import (
 // (e.g. out of file descriptors) before it tries again.
 const acceptRetryPause = 50 * time.Millisecond
 
+// maxPreparing bounds the connections an acceptor prepares at once, each on
+// a goroutine of its own, from the accept until Accept hands it out: the
+// handshake deadline bounds each read, not the number of peers that keep a
+// handshake going (a byte at a time) or the prepared connections waiting
+// for Accept. A connection beyond it is closed at once and counted as a
+// failed preparation (errTooManyPreparing). Tests lower it.
+var maxPreparing = 1024
+
+// errTooManyPreparing is the failure of a connection refused because
+// maxPreparing others were being prepared.
+var errTooManyPreparing = errors.New("zmqx: too many connections in handshake")
+
 // acceptor accepts TCP connections and prepares each one (first byte, or a
 // whole ZMTP handshake) in its own goroutine, so that a slow or mute peer never
-// delays the others. Prepared values are handed out by Accept in the order
+// delays the others; at most maxPreparing at once, so that peers holding
+// handshakes open cannot make it start goroutines without bound. Prepared values are handed out by Accept in the order
 // they become ready. Close stops the accept loop, closes connections still
 // being prepared and waits for every goroutine it started.
 type acceptor[T any] struct {
@@ -31,12 +44,13 @@ type acceptor[T any] struct {
 	ready chan T
 	done  chan struct{}
 
-	mu      sync.Mutex
-	stop    func() bool // context.AfterFunc's stop; nil until newAcceptor has set it
-	closed  bool
-	pending map[net.Conn]struct{}
-	wg      sync.WaitGroup
-	once    sync.Once
+	mu        sync.Mutex
+	stop      func() bool // context.AfterFunc's stop; nil until newAcceptor has set it
+	closed    bool
+	pending   map[net.Conn]struct{}
+	preparing int // prepare goroutines running, at most maxPreparing
+	wg        sync.WaitGroup
+	once      sync.Once
 
 	failures atomic.Uint64
 }
@@ -92,7 +106,13 @@ func (a *acceptor[T]) loop() {
 			_ = c.Close()
 			return
 		}
+		if a.preparing >= maxPreparing {
+			a.mu.Unlock()
+			a.fail(c, errTooManyPreparing)
+			continue
+		}
 		a.pending[c] = struct{}{}
+		a.preparing++
 		a.wg.Add(1)
 		a.mu.Unlock()
 		go a.prepare(c)
@@ -101,22 +121,32 @@ func (a *acceptor[T]) loop() {
 
 func (a *acceptor[T]) prepare(c net.Conn) {
 	defer a.wg.Done()
+	defer func() {
+		a.mu.Lock()
+		a.preparing--
+		a.mu.Unlock()
+	}()
 	v, err := a.prep(a.ctx, c)
 	a.mu.Lock()
 	delete(a.pending, c)
 	a.mu.Unlock()
 	if err != nil {
-		_ = c.Close()
-		a.failures.Add(1)
-		if a.onFail != nil {
-			a.onFail(c.RemoteAddr(), err)
-		}
+		a.fail(c, err)
 		return
 	}
 	select {
 	case a.ready <- v:
 	case <-a.done:
 		a.discard(v)
+	}
+}
+
+// fail closes c, which was not prepared, and counts and reports why.
+func (a *acceptor[T]) fail(c net.Conn, err error) {
+	_ = c.Close()
+	a.failures.Add(1)
+	if a.onFail != nil {
+		a.onFail(c.RemoteAddr(), err)
 	}
 }
 

@@ -19,8 +19,9 @@ import (
 // Listener accepts ZMTP connections for kvroute's own server sockets (the Go
 // publisher's PUB side and the replay ROUTER). Unlike go-zeromq's sockets it
 // runs every handshake in its own goroutine under the handshake deadline, so a
-// mute or slow client delays nobody, and it starts no goroutine that Close
-// does not stop. go-zeromq is used for the ZMTP handshake only (zmq4.Open);
+// mute or slow client delays nobody, at most maxPreparing at once (a
+// connection beyond them is closed and reported to OnHandshakeFailure), and
+// it starts no goroutine that Close does not stop. go-zeromq is used for the ZMTP handshake only (zmq4.Open);
 // frames are then read and written by Conn directly.
 type Listener struct {
 	acc  *acceptor[*Conn]
