@@ -89,11 +89,13 @@ func main() {
 	// connection idle, would otherwise hold a socket and a goroutine for as
 	// long as it likes. No write timeout: a streamed answer may take minutes.
 	srv := &http.Server{Addr: *listen, Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
-	go func() { <-ctx.Done(); srv.Shutdown(context.Background()) }()
+	drained := make(chan struct{})
+	go func() { <-ctx.Done(); srv.Shutdown(context.Background()); close(drained) }()
 	log.Printf("quickstart gateway on http://%s, model %q, endpoints %s", *listen, *model, *list)
 	if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
 		log.Fatal(err)
 	}
+	<-drained // Shutdown returns once the requests in flight have ended
 }
 
 // firstChunk calls Decision.FirstChunk when the first response bytes arrive:

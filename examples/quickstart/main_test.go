@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"net"
@@ -165,7 +166,22 @@ func TestQuickstartRoutesALongPromptToTheWarmEngine(t *testing.T) {
 	require.Equal(t, first, again)
 	require.Greater(t, cached, 0)
 
+	// Ctrl-C while an answer streams: the quickstart stops taking
+	// connections but finishes the answer (300 tokens of 10 ms steps) before
+	// it exits; it used to exit at once and cut the stream.
+	resp, err := client.Post("http://"+listen+"/v1/completions", "application/json",
+		strings.NewReader(`{"model":"sim-model","prompt":"Hi","max_tokens":300,"stream":true}`))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	stream := bufio.NewReader(resp.Body)
+	line, err := stream.ReadString('\n')
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(line, "data: "), line)
 	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+	rest, err := io.ReadAll(stream)
+	require.NoError(t, err, "the stream was cut: %s", logs.String())
+	require.True(t, strings.HasSuffix(strings.TrimSpace(string(rest)), "data: [DONE]"), "the stream did not end: %q", rest)
 	select {
 	case err := <-exited:
 		require.NoError(t, err, "Ctrl-C stops the quickstart cleanly: %s", logs.String())
