@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/kvroute/kvroute/internal/jsonconf"
 )
 
 // Defaults of Config, declared once.
@@ -82,19 +80,6 @@ type Target struct {
 	// Weight is the target's share; 0 counts as 1, so targets without
 	// weights split evenly.
 	Weight int `json:"weight,omitempty"`
-}
-
-type configFields Config
-
-// UnmarshalJSON decodes c with kvroute's configuration rules (unknown keys
-// rejected, duration strings).
-func (c *Config) UnmarshalJSON(data []byte) error {
-	return jsonconf.Unmarshal(data, (*configFields)(c))
-}
-
-// MarshalJSON encodes c with durations as duration strings.
-func (c Config) MarshalJSON() ([]byte, error) {
-	return jsonconf.Marshal(configFields(c))
 }
 
 // withDefaults returns c with its zero fields set to the defaults.
