@@ -1,0 +1,24 @@
+package snapshot
+
+import "github.com/kvroute/kvroute/internal/jsonconf"
+
+// clientConfigFields is ClientConfig without its methods, so that decoding
+// it does not recurse into ClientConfig.UnmarshalJSON.
+type clientConfigFields ClientConfig
+
+// UnmarshalJSON decodes c by the rules of every kvroute configuration,
+// wherever a ClientConfig is decoded, not only inside a kvevents
+// PoolConfig: durations are Go duration strings ("30s"; a bare number is an
+// error, not nanoseconds), and an unknown key, another case of a known one
+// or a key given twice is an error naming its path. Keys not present, or
+// null, keep their value (Limiter and OnAttemptError are never read);
+// zero values mean the defaults.
+func (c *ClientConfig) UnmarshalJSON(data []byte) error {
+	return jsonconf.Unmarshal(data, (*clientConfigFields)(c))
+}
+
+// MarshalJSON encodes c with every duration as a Go duration string, the
+// form UnmarshalJSON reads.
+func (c ClientConfig) MarshalJSON() ([]byte, error) {
+	return jsonconf.Marshal(clientConfigFields(c))
+}
