@@ -38,3 +38,46 @@ func TestConfigDecodesStrictly(t *testing.T) {
 	require.NoError(t, json.Unmarshal(out, &back))
 	require.Equal(t, c, back)
 }
+
+// A PDConfig decodes by kvroute's configuration rules on its own, not only
+// inside a Config: a key in another case, a key given twice and an unknown
+// key are errors naming the key, a duration is a duration string, keys not
+// present keep the value they had, and what Marshal writes decodes back.
+func TestPDConfigDecodesStrictly(t *testing.T) {
+	defaults := PDConfig{Role: RolePrefill, TransferTimePerToken: DefaultTransferTimePerToken,
+		TransferTimeout: DefaultTransferTimeout, LeaseTTL: DefaultLeaseTTL, MaxLeases: DefaultMaxLeases}
+	for _, tc := range []struct {
+		name, doc, err string
+		want           func(*PDConfig)
+	}{
+		{name: "case variant", doc: `{"engineId":"e"}`, err: `engineId: unknown key (did you mean "engineID"?`},
+		{name: "repeated key", doc: `{"role":"prefill","role":"decode"}`, err: "role: key given twice"},
+		{name: "unknown key", doc: `{"leaseTtl2":"1s"}`, err: "leaseTtl2: unknown key"},
+		{name: "bare number", doc: `{"transferTimeout":250}`, err: "transferTimeout: bare number 250 is not a duration"},
+		{name: "duration string", doc: `{"transferTimeout":"250ms"}`, want: func(c *PDConfig) { c.TransferTimeout = 250 * time.Millisecond }},
+		{name: "absent keys keep defaults", doc: `{"engineID":"e1"}`, want: func(c *PDConfig) { c.EngineID = "e1" }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := defaults
+			err := json.Unmarshal([]byte(tc.doc), &c)
+			if tc.err != "" {
+				require.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			want := defaults
+			tc.want(&want)
+			require.Equal(t, want, c)
+		})
+	}
+
+	in := PDConfig{Role: RoleDecode, EngineID: "e", AdvertiseHost: "10.0.0.1", TransferTimePerToken: 5 * time.Microsecond,
+		TransferTimeout: 3 * time.Second, LeaseTTL: 8 * time.Minute, MaxLeases: 10, KVLoadFailurePolicy: PolicyFail}
+	out, err := json.Marshal(in)
+	require.NoError(t, err)
+	require.Contains(t, string(out), `"transferTimePerToken":"5µs"`)
+	require.Contains(t, string(out), `"leaseTTL":"8m0s"`)
+	var back PDConfig
+	require.NoError(t, json.Unmarshal(out, &back))
+	require.Equal(t, in, back)
+}
