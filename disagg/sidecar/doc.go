@@ -47,7 +47,7 @@
 // kvroute_sidecar_prefill_fallbacks_total{reason}, and
 // kvroute_sidecar_prefill_duration_seconds, registered on
 // Options.Registerer (nil registers none; a failed NewExchange leaves
-// none registered). A Handler also counts the
+// none registered; Close unregisters them). A Handler also counts the
 // requests it answers with an error of its own or drops, by reason, in
 // kvroute_sidecar_refused_requests_total{reason="body_too_large|bad_body|body_timeout|body_budget|client_gone|decoder_unreachable"};
 // those are not counted in kvroute_sidecar_requests_total.

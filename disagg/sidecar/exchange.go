@@ -188,7 +188,7 @@ type Result struct {
 // decode pod's sidecar (or a gateway configured to do it itself) takes
 // before sending the request to the decoder. It is safe for concurrent use
 // and owns no goroutine; Close releases idle connections of its private
-// client.
+// client and unregisters its metrics.
 type Exchange struct {
 	cfg     Config
 	client  *http.Client
@@ -225,11 +225,14 @@ func NewExchange(cfg Config, opts Options) (*Exchange, error) {
 // Config returns the configuration with defaults filled in.
 func (x *Exchange) Config() Config { return x.cfg }
 
-// Close releases the idle connections of the Exchange's private client.
+// Close releases the idle connections of the Exchange's private client and
+// unregisters the metrics NewExchange registered, so that another Exchange
+// can be built on the same registry. The Exchange must not be used after.
 func (x *Exchange) Close() {
 	if x.own {
 		x.client.CloseIdleConnections()
 	}
+	x.m.unregister()
 }
 
 // ValidTarget reports whether hostPort is a usable prefiller address: a

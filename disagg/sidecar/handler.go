@@ -41,12 +41,13 @@ import (
 // decoder before anything was written (Request.GetBody).
 //
 // The Handler owns no goroutine beyond the ones net/http runs per request;
-// Close releases idle connections.
+// Close releases idle connections and unregisters its metrics.
 type Handler struct {
 	x       *Exchange
 	decoder *url.URL
 	proxy   *httputil.ReverseProxy
 	refused *prometheus.CounterVec // kvroute_sidecar_refused_requests_total{reason}
+	reg     prometheus.Registerer  // where refused is registered (nil: nowhere)
 	budget  bytebudget.Budget      // request body bytes in flight, bounded by Config.MaxBodyBytesInFlight
 }
 
@@ -70,7 +71,7 @@ func NewHandler(cfg Config, opts Options) (*Handler, error) {
 		}
 		return nil, err
 	}
-	h := &Handler{x: x, decoder: u, refused: refused}
+	h := &Handler{x: x, decoder: u, refused: refused, reg: opts.Registerer}
 	h.budget.Limit = x.cfg.MaxBodyBytesInFlight
 	h.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -99,8 +100,15 @@ func NewHandler(cfg Config, opts Options) (*Handler, error) {
 // Exchange returns the handler's Exchange (its metrics, its config).
 func (h *Handler) Exchange() *Exchange { return h.x }
 
-// Close releases idle connections.
-func (h *Handler) Close() { h.x.Close() }
+// Close releases idle connections and unregisters the metrics NewHandler
+// registered (its Exchange's too), so that another Handler can be built on
+// the same registry. The Handler must not serve after.
+func (h *Handler) Close() {
+	h.x.Close()
+	if h.reg != nil {
+		h.reg.Unregister(h.refused)
+	}
+}
 
 // pdPaths are the routes llm-d's sidecar splits; the rest are proxied.
 var pdPaths = map[string]bool{"/v1/completions": true, "/v1/chat/completions": true}

@@ -21,6 +21,7 @@ const (
 
 // metrics are the sidecar's Prometheus metrics.
 type metrics struct {
+	set            telemetry.Set // where they are registered; unregister undoes it
 	requests       *prometheus.CounterVec
 	fallbacks      *prometheus.CounterVec
 	prefillSeconds prometheus.Histogram
@@ -28,6 +29,7 @@ type metrics struct {
 
 func newMetrics(set telemetry.Set) (*metrics, error) {
 	m := &metrics{
+		set: set,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvroute_sidecar_requests_total",
 			Help: "Requests through the P/D sidecar by outcome: split (remote prefill), fallback (local prefill after a failed prefill step), plain (no prefiller named).",
@@ -57,3 +59,7 @@ func newMetrics(set telemetry.Set) (*metrics, error) {
 	}
 	return m, nil
 }
+
+// unregister unregisters what newMetrics registered, so that an Exchange
+// can be built again on the same registry once this one is closed.
+func (m *metrics) unregister() { m.set.Unregister(m.requests, m.fallbacks, m.prefillSeconds) }

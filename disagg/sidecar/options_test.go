@@ -42,3 +42,33 @@ func TestOptionsTakeTheTelemetrySet(t *testing.T) {
 	require.Contains(t, logs.String(), ReasonNotAllowed, "the fallback is logged on the Set's logger")
 	require.Equal(t, 1.0, counter(t, reg, "kvroute_sidecar_prefill_fallbacks_total", "reason", ReasonNotAllowed))
 }
+
+// TestCloseUnregistersMetrics: Close unregisters exactly what the
+// constructor registered, so that a second Exchange (or Handler) can be
+// built on the registry of a closed one, and a closed one leaves the
+// registry as it found it.
+func TestCloseUnregistersMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	set := telemetry.Set{Registerer: reg}
+	first, err := NewExchange(Config{}, Options{Set: set})
+	require.NoError(t, err)
+	_, err = NewExchange(Config{}, Options{Set: set})
+	require.ErrorContains(t, err, "already registered", "one Exchange per registry while it is open")
+	first.Close()
+	second, err := NewExchange(Config{}, Options{Set: set})
+	require.NoError(t, err, "the closed Exchange's metrics are unregistered")
+	second.Close()
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	require.Empty(t, families, "a closed Exchange left metrics registered")
+
+	h, err := NewHandler(Config{DecoderURL: "http://127.0.0.1:1"}, Options{Set: set})
+	require.NoError(t, err)
+	h.Close()
+	h, err = NewHandler(Config{DecoderURL: "http://127.0.0.1:1"}, Options{Set: set})
+	require.NoError(t, err, "the closed Handler's metrics are unregistered")
+	h.Close()
+	families, err = reg.Gather()
+	require.NoError(t, err)
+	require.Empty(t, families, "a closed Handler left metrics registered")
+}
