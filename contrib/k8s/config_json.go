@@ -13,9 +13,11 @@ import (
 // nanoseconds).
 
 // LoadConfig decodes one JSON Config from r over the zero Config (absent
-// keys mean the defaults New applies); anything after the value is an error.
+// keys mean the defaults New applies) and validates it (Config.Validate), so
+// that a mistake New would refuse shows where the file is read; anything
+// after the value is an error.
 func LoadConfig(r io.Reader) (Config, error) {
-	return jsonconf.Load(r, Config{}, jsonconf.Prefixed("k8s: config"), nil)
+	return jsonconf.Load(r, Config{}, jsonconf.Prefixed("k8s: config"), Config.Validate)
 }
 
 // configFields is Config without its methods, so that decoding it does not

@@ -139,8 +139,9 @@ type Discovery struct {
 // New builds a Discovery over the given clients (dyn may be nil when Pool is
 // empty).
 func New(cfg Config, kube kubernetes.Interface, dyn dynamic.Interface, sink Sink, opts Options) (*Discovery, error) {
-	if cfg.Namespace == "" {
-		return nil, errors.New("k8s: a namespace is required")
+	gvr, sel, err := cfg.check()
+	if err != nil {
+		return nil, err
 	}
 	if sink == nil {
 		return nil, errors.New("k8s: a Sink is required")
@@ -153,9 +154,6 @@ func New(cfg Config, kube kubernetes.Interface, dyn dynamic.Interface, sink Sink
 	d.warn = newPodWarnings(d.log)
 	if d.cfg.Debounce == 0 {
 		d.cfg.Debounce = DefaultDebounce
-	}
-	if d.cfg.Debounce < 0 {
-		return nil, fmt.Errorf("k8s: debounce %v is negative", d.cfg.Debounce)
 	}
 	if d.cfg.MaxEndpoints == 0 {
 		d.cfg.MaxEndpoints = DefaultMaxEndpoints
@@ -172,43 +170,10 @@ func New(cfg Config, kube kubernetes.Interface, dyn dynamic.Interface, sink Sink
 	if d.cfg.ModelsAnnotation == "" {
 		d.cfg.ModelsAnnotation = models.DefaultLabel
 	}
-	switch {
-	case cfg.Pool != "":
-		if cfg.Selector != "" || len(cfg.TargetPorts) > 0 {
-			return nil, errors.New("k8s: set either pool or selector and targetPorts, not both")
-		}
-		if dyn == nil {
-			return nil, errors.New("k8s: following an InferencePool needs a dynamic client")
-		}
-		switch cfg.PoolVersion {
-		case "", "v1":
-			d.gvr = PoolV1
-		case "v1alpha2":
-			d.gvr = PoolV1Alpha2
-		default:
-			return nil, fmt.Errorf("k8s: unknown poolVersion %q (v1 or v1alpha2)", cfg.PoolVersion)
-		}
-	default:
-		sel, err := labels.Parse(cfg.Selector)
-		if err != nil {
-			return nil, fmt.Errorf("k8s: selector: %w", err)
-		}
-		if sel.Empty() {
-			return nil, errors.New("k8s: an empty selector would select every pod of the namespace")
-		}
-		if len(cfg.TargetPorts) == 0 {
-			return nil, errors.New("k8s: targetPorts are required with a selector")
-		}
-		for i, p := range cfg.TargetPorts {
-			if p < 1 || p > 65535 {
-				return nil, fmt.Errorf("k8s: target port %d out of range", p)
-			}
-			if slices.Contains(cfg.TargetPorts[:i], p) {
-				return nil, fmt.Errorf("k8s: target port %d given twice", p)
-			}
-		}
-		d.selector = sel
+	if cfg.Pool != "" && dyn == nil {
+		return nil, errors.New("k8s: following an InferencePool needs a dynamic client")
 	}
+	d.gvr, d.selector = gvr, sel
 	d.pods = informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithNamespace(cfg.Namespace))
 	d.podInf = d.pods.Core().V1().Pods().Informer()
 	reg, err := d.podInf.AddEventHandler(d.handler())

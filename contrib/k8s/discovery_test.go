@@ -262,13 +262,15 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	kube := fake.NewClientset()
 	sink := func([]kvroute.Endpoint) error { return nil }
 	for name, cfg := range map[string]Config{
-		"no namespace":   {Selector: "a=b", TargetPorts: []int32{1}},
-		"empty selector": {Namespace: ns, TargetPorts: []int32{1}},
-		"no ports":       {Namespace: ns, Selector: "a=b"},
-		"bad selector":   {Namespace: ns, Selector: "a in (", TargetPorts: []int32{1}},
-		"port twice":     {Namespace: ns, Selector: "a=b", TargetPorts: []int32{8000, 8001, 8000}},
-		"both":           {Namespace: ns, Pool: "p", Selector: "a=b"},
-		"bad version":    {Namespace: ns, Pool: "p", PoolVersion: "v9"},
+		"no namespace":          {Selector: "a=b", TargetPorts: []int32{1}},
+		"empty selector":        {Namespace: ns, TargetPorts: []int32{1}},
+		"no ports":              {Namespace: ns, Selector: "a=b"},
+		"bad selector":          {Namespace: ns, Selector: "a in (", TargetPorts: []int32{1}},
+		"port twice":            {Namespace: ns, Selector: "a=b", TargetPorts: []int32{8000, 8001, 8000}},
+		"both":                  {Namespace: ns, Pool: "p", Selector: "a=b"},
+		"bad version":           {Namespace: ns, Pool: "p", PoolVersion: "v9"},
+		"negative debounce":     {Namespace: ns, Pool: "p", Debounce: -1},
+		"negative maxEndpoints": {Namespace: ns, Pool: "p", MaxEndpoints: -1},
 	} {
 		_, err := New(cfg, kube, dynfake.NewSimpleDynamicClient(runtime.NewScheme()), sink, Options{})
 		require.Error(t, err, name)
