@@ -116,27 +116,35 @@ func Unmarshal[T any](data []byte, v *T) error {
 	return nil
 }
 
-// detach gives every pointer-to-scalar field of the struct v (at any depth
-// of nested, non-pointer structs) a pointee of its own, so that decoding into
-// a copy of a Config (whose pointer settings, nil meaning the default, share
-// their pointees with the original) does not write through into the
-// original: encoding/json decodes into the pointee of a non-nil pointer.
-func detach(v reflect.Value) {
-	if v.Kind() != reflect.Struct {
+// detach gives every pointer-to-scalar and pointer-to-struct field of the
+// struct v (at any depth of nested structs, pointed to or not) a pointee of
+// its own, so that decoding into a copy of a Config (whose pointer settings
+// and pointer sub-configs, nil meaning the default, share their pointees
+// with the original) does not write through into the original:
+// encoding/json decodes into the pointee of a non-nil pointer.
+func detach(v reflect.Value) { detachDepth(v, 0) }
+
+// maxDetachDepth bounds detach's descent: configurations nest a few levels,
+// and a self-referencing type must not recurse without end.
+const maxDetachDepth = 32
+
+func detachDepth(v reflect.Value, depth int) {
+	if v.Kind() != reflect.Struct || depth > maxDetachDepth {
 		return
 	}
 	for i := range v.NumField() {
 		f := v.Field(i)
-		if !f.CanSet() {
-			continue
+		if !f.CanSet() || v.Type().Field(i).Tag.Get("json") == "-" {
+			continue // not decoded: a runtime dependency (a shared limiter, say) keeps its identity
 		}
 		switch {
 		case f.Kind() == reflect.Struct:
-			detach(f)
-		case f.Kind() == reflect.Pointer && !f.IsNil() && isScalar(f.Type().Elem().Kind()):
+			detachDepth(f, depth+1)
+		case f.Kind() == reflect.Pointer && !f.IsNil() && (isScalar(f.Type().Elem().Kind()) || f.Type().Elem().Kind() == reflect.Struct):
 			c := reflect.New(f.Type().Elem())
 			c.Elem().Set(f.Elem())
 			f.Set(c)
+			detachDepth(c.Elem(), depth+1)
 		}
 	}
 }

@@ -197,6 +197,37 @@ func TestDecodingIntoACopyLeavesTheOriginal(t *testing.T) {
 	require.Equal(t, 7, *cp.Keep, "absent keys keep their value")
 }
 
+// A pointer sub-configuration is detached too, at any depth: decoding into
+// a copy of a Config whose optional part is set (simengine's LoRA, say)
+// used to write through into the original's part.
+func TestDecodingIntoACopyLeavesTheOriginalsPointerParts(t *testing.T) {
+	type leaf struct {
+		Max int `json:"max"`
+	}
+	type part struct {
+		Max  int   `json:"max"`
+		Leaf *leaf `json:"leaf"`
+	}
+	type doc struct {
+		Part   *part `json:"part"`
+		Shared *leaf `json:"-"` // not decoded: keeps its identity
+	}
+	orig := doc{Part: &part{Max: 1, Leaf: &leaf{Max: 2}}, Shared: &leaf{}}
+	cp := orig
+	require.NoError(t, Unmarshal([]byte(`{"part":{"max":5,"leaf":{"max":6}}}`), &cp))
+	require.Equal(t, 5, cp.Part.Max)
+	require.Equal(t, 6, cp.Part.Leaf.Max)
+	require.Equal(t, 1, orig.Part.Max, "the original keeps its part")
+	require.Equal(t, 2, orig.Part.Leaf.Max, "the original keeps its part's part")
+	require.Same(t, orig.Shared, cp.Shared, "a field JSON does not decode is not copied")
+
+	cp = orig
+	require.NoError(t, Unmarshal([]byte(`{"part":{"leaf":{"max":9}}}`), &cp))
+	require.Equal(t, 1, cp.Part.Max, "absent keys keep their value")
+	require.Equal(t, 9, cp.Part.Leaf.Max)
+	require.Equal(t, 2, orig.Part.Leaf.Max)
+}
+
 // Load decodes over the value it is given, wraps a decoding error as the
 // package asks (errors.Is finds the sentinel and the key's Error), returns
 // the check's error unwrapped, and returns the zero value on any error.
