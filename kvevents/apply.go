@@ -84,7 +84,7 @@ type ApplyResult struct {
 	Cleared       int // AllBlocksCleared events applied
 	ClearedBlocks int // memberships the index removed for them
 	Skipped       int // events left out of the index (stores_skipped_total)
-	SkippedBlocks int // blocks not indexed: those of skipped stores, and the unknown hashes of partial tier-only stores
+	SkippedBlocks int // blocks not indexed: those of skipped stores, the unknown hashes of partial tier-only stores, and the blocks from a store's first non-token on
 	Dropped       int // events dropped (dropped_total): ParentMissing + Unknown
 	ParentMissing int // stores whose parent the index does not know
 	Unknown       int // events with an unknown tag
@@ -321,6 +321,15 @@ func (a *Applier) store(endpoint, model string, st *endpointState, e *wire.Event
 	if gk, ok := kvindex.GroupKindOf(e.Kind); ok && named && n > 0 {
 		a.storeGroup(endpoint, st, e, gk, group, res)
 		return
+	}
+	if e.InvalidTokens && named && kvindex.IndexableKind(e.Kind) {
+		if lead := leadingBlocks(e); lead != nil {
+			// The blocks from the first non-token on are skipped; the
+			// whole blocks before it are stored like any other.
+			a.m.skip(e.Kind, skipInvalidTokens, 1)
+			res.SkippedBlocks += n - len(lead.BlockHashes)
+			e, n = lead, len(lead.BlockHashes)
+		}
 	}
 	var reason Reason
 	switch {

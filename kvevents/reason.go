@@ -20,7 +20,7 @@ type Reason = kvindex.Reason
 // (apply_resize.go).
 const (
 	skipInvalidBlockSize Reason = "invalid_block_size" // block_size <= 0
-	skipInvalidTokens    Reason = "invalid_tokens"     // token_ids held a non-uint32 element
+	skipInvalidTokens    Reason = "invalid_tokens"     // token_ids held a non-uint32 element (the blocks from it on)
 	skipNoBlocks         Reason = "no_blocks"          // a store or removal without block hashes
 	skipUnknownGroup     Reason = "unknown_group"      // a removal for a group never seen in a store
 	skipLoRAUnnamed      Reason = "lora_unnamed"       // lora_id without lora_name, and no configured name for the id

@@ -181,6 +181,7 @@ func TestDecodeLenientForms(t *testing.T) {
 		0x00}
 	require.NoError(t, d.Decode(bad, &b))
 	require.True(t, b.Events[0].InvalidTokens)
+	require.Equal(t, 1, b.Events[0].InvalidTokenAt, "the first non-token is the pair after 5")
 	require.Equal(t, []uint32{5}, b.Events[0].TokenIDs)
 	require.Equal(t, wire.EventAllBlocksCleared, b.Events[1].Type)
 

@@ -403,7 +403,7 @@ func (d *Decoder) tokens(r *reader, e *Event) {
 			toks[k] = uint32(v)
 			k++
 		case ok:
-			e.InvalidTokens = true
+			flagInvalidToken(e, i)
 		case r.err.Err == ErrTruncated:
 			return
 		default:
@@ -412,12 +412,20 @@ func (d *Decoder) tokens(r *reader, e *Event) {
 			if r.err != nil {
 				return
 			}
-			e.InvalidTokens = true
+			flagInvalidToken(e, i)
 		}
 		p = r.p
 	}
 	r.p = p
 	e.TokenIDs = toks[:k]
+}
+
+// flagInvalidToken records that token_ids element i is not a token,
+// keeping the index of the first such element.
+func flagInvalidToken(e *Event, i int) {
+	if !e.InvalidTokens {
+		e.InvalidTokens, e.InvalidTokenAt = true, i
+	}
 }
 
 // metadata decodes SGLang's BlockStoredWithMetadata map {"cache_salt": str}.

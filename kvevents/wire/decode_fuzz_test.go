@@ -107,8 +107,8 @@ func requireSameBatch(t *testing.T, want, got *wire.Batch, f wire.Format) {
 	}
 	for i := range want.Events {
 		w := canon(want.Events[i])
-		w.InvalidTokens, w.CacheSalt = false, "" // not carried by vLLM layouts
-		if f == wire.FormatVLLMLegacy {          // the all-array layout predates these
+		w.InvalidTokens, w.InvalidTokenAt, w.CacheSalt = false, 0, "" // not carried by vLLM layouts
+		if f == wire.FormatVLLMLegacy {                               // the all-array layout predates these
 			w.Locality, w.Ownership, w.SessionID = "", "", ""
 		}
 		if w.Type != wire.EventBlockStored {

@@ -61,8 +61,10 @@
 //     kv_cache_spec_sliding_window, then locality and mm_keys (one list
 //     per block of {"type": "mm_key", "hash", "start_offset", "uuid"}
 //     segments); BlockRemoved with block_hashes, medium, group_idx and
-//     locality. Hashes are integers; token IDs may be strings (multimodal
-//     placeholders), which flag the event like SGLang's bigrams.
+//     locality. Hashes are integers (signed: the first 8 bytes of the
+//     block's radix key); a token ID is a string (the hex digest of an
+//     image or other item) where a multimodal item starts, which flags
+//     the event from that element on (Event.InvalidTokenAt).
 //   - One unsettled vLLM revision wrote the batch itself as the map {"ts",
 //     "events", "data_parallel_rank"}.
 //   - Some vLLM revisions write extra keys as typed maps ({"type": "lora" |
@@ -121,8 +123,9 @@
 // and anything else as the hex of its raw msgpack bytes, so that such a
 // block never falsely matches a block without that key and re-encodes
 // unchanged. Token IDs that are not integers in [0, 2³²) (SGLang's EAGLE
-// bigram pairs) flag the event (Event.InvalidTokens) instead of failing the
-// batch.
+// bigram pairs, TensorRT-LLM's multimodal digests) flag the event
+// (Event.InvalidTokens, with the index of the first in
+// Event.InvalidTokenAt) instead of failing the batch.
 //
 // # Why a hand-written reader
 //

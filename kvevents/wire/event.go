@@ -96,8 +96,10 @@ type Event struct {
 	//     v0.9-era vLLM); the vLLM encoders then write hashes as signed
 	//     values (the SGLang encoder always does);
 	//   - InvalidTokens: an element of token_ids was not an integer in
-	//     [0, 2³²) (for example SGLang's EAGLE bigram pairs); the element is
-	//     skipped and the store cannot be applied (reason "invalid_tokens");
+	//     [0, 2³²) (SGLang's EAGLE bigram pairs, TensorRT-LLM's multimodal
+	//     digests); the element is skipped, InvalidTokenAt says where the
+	//     first one was, and only the blocks before it can be applied
+	//     (the rest is skipped with reason "invalid_tokens");
 	//   - HasLoRAID, HasGroup, HasSlidingWindow: lora_id, group_idx and
 	//     kv_cache_spec_sliding_window were present and not nil.
 	HasParent, SignedHashes, InvalidTokens, HasLoRAID, HasGroup, HasSlidingWindow bool
@@ -121,6 +123,13 @@ type Event struct {
 
 	// TokenIDs are the tokens of the stored span (BlockStored only).
 	TokenIDs []uint32
+	// InvalidTokenAt is the index in token_ids of the first element that
+	// was not an integer in [0, 2³²); valid when InvalidTokens. Every
+	// element before it is in TokenIDs, in order, so the blocks that end
+	// at or before it are whole: TensorRT-LLM writes an image's digest
+	// into token_ids as a string where the image starts, after the text
+	// blocks that precede it in the same store.
+	InvalidTokenAt int
 	// BlockSize is the event's block size (tokens per block hash).
 	BlockSize int
 
