@@ -67,8 +67,11 @@ func splitMMKeys(keys [][]ExtraKey) (extra, mm bool) {
 }
 
 // appendKeysWhere writes one entry per block holding the block's keys that
-// are multimodal (mm) or not (!mm), nil for a block without any; multimodal
-// keys as TensorRT-LLM's {"type": "mm_key", "hash", "start_offset"} maps.
+// are multimodal (mm) or not (!mm); multimodal keys as TensorRT-LLM's
+// {"type": "mm_key", "hash", "start_offset"} maps. A block without any is
+// nil in extra_keys (a list of optional tuples) and an empty list in
+// mm_keys, which TensorRT-LLM declares as a list of lists and fills with an
+// empty one for a text-only block (kv_cache_events.py, drain_events).
 func appendKeysWhere(dst []byte, keys [][]ExtraKey, mm bool) []byte {
 	dst = appendArrayHeader(dst, len(keys))
 	for _, block := range keys {
@@ -78,7 +81,7 @@ func appendKeysWhere(dst []byte, keys [][]ExtraKey, mm bool) []byte {
 				n++
 			}
 		}
-		if n == 0 {
+		if n == 0 && !mm {
 			dst = append(dst, 0xc0)
 			continue
 		}
