@@ -29,7 +29,12 @@
 // KV-event stream and load and the latest requests. Like the kvroute
 // gateway's listener, it closes a connection whose request header has not
 // arrived within gateway.DefaultReadHeaderTimeout (10 s) and a keep-alive
-// connection idle for gateway.DefaultIdleTimeout (2 min).
+// connection idle for gateway.DefaultIdleTimeout (2 min). Both gRPC servers
+// refuse a connection's streams past --grpc-max-concurrent-streams (default 0,
+// unlimited: Envoy opens one ext_proc stream per request in flight), accept
+// keepalive pings, with or without a stream open, no more often than
+// --grpc-keepalive-min-time (5s), and close a connection with no stream open
+// for --grpc-max-connection-idle (15m) with a graceful GOAWAY.
 //
 // --fallbacks N names the N next best endpoints after the pick (protocol
 // v0.4.0), for an Envoy retry policy to try in order; when Envoy reports that

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/kvroute/kvroute"
@@ -45,6 +46,9 @@ type flags struct {
 	engineMetricsConfig               string
 	disaggConfig, roleLabel           string
 	sessionConfig                     string
+	grpcMaxConcurrentStreams          uint32
+	grpcKeepaliveMinTime              time.Duration
+	grpcMaxConnectionIdle             time.Duration
 }
 
 func parseFlags(args []string, stderr io.Writer) (flags, error) {
@@ -70,6 +74,14 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.Int64Var(&f.maxBodyBytes, "max-body-bytes", extproc.DefaultMaxBodyBytes, "request body limit (413 above)")
 	fs.Int64Var(&f.maxBodyBytesInFlight, "max-body-bytes-in-flight", 0, fmt.Sprintf("bytes the request bodies of all streams may hold together (503 with Retry-After past it; 0: %d, or --max-body-bytes when larger)", extproc.DefaultMaxBodyBytesInFlight))
 	fs.DurationVar(&f.readinessInterval, "readiness-interval", extproc.DefaultReadinessInterval, "how often readiness asks the router whether its index has caught up")
+	fs.Func("grpc-max-concurrent-streams", "streams one client connection may have open on each gRPC server; a stream over it is refused (0: unlimited, as grpc-go; the default, since Envoy opens one ext_proc stream per request in flight and, with its Google gRPC client, queues the streams over a connection's limit rather than opening another connection; set it above the requests in flight per Envoy connection)",
+		func(s string) error {
+			n, err := strconv.ParseUint(s, 10, 32)
+			f.grpcMaxConcurrentStreams = uint32(n)
+			return err
+		})
+	fs.DurationVar(&f.grpcKeepaliveMinTime, "grpc-keepalive-min-time", defaultGRPCKeepaliveMinTime, "shortest interval between a client's HTTP/2 keepalive pings the gRPC servers accept, with or without a stream open; a client pinging faster is sent GOAWAY (keep it below Envoy's connection_keepalive interval less its jitter)")
+	fs.DurationVar(&f.grpcMaxConnectionIdle, "grpc-max-connection-idle", defaultGRPCMaxConnectionIdle, "how long a gRPC connection with no stream open is kept before it is closed with a graceful GOAWAY (0: forever)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.IntVar(&f.fallbacks, "fallbacks", 0, fmt.Sprintf("fallback endpoints named after the pick, the next best by score, for Envoy to retry in order (0 to %d)", extproc.MaxFallbacks))
 	fs.BoolVar(&f.conformanceTestHooks, "conformance-test-hooks", false,
@@ -91,6 +103,12 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	}
 	if f.readinessInterval <= 0 {
 		return f, fmt.Errorf("--readiness-interval %v is not positive", f.readinessInterval)
+	}
+	if f.grpcKeepaliveMinTime <= 0 {
+		return f, fmt.Errorf("--grpc-keepalive-min-time %v is not positive", f.grpcKeepaliveMinTime)
+	}
+	if f.grpcMaxConnectionIdle < 0 {
+		return f, fmt.Errorf("--grpc-max-connection-idle %v is negative", f.grpcMaxConnectionIdle)
 	}
 	if f.engineMetricsConfig != "" && f.admissionConfig == "" {
 		return f, errors.New("--engine-metrics-config feeds the admission stage; set --admission-config too")

@@ -209,9 +209,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		healthLn.Close()
 		return err
 	}
-	gs := grpc.NewServer()
+	gs := grpc.NewServer(grpcServerOptions(f)...)
 	picker.Register(gs)
-	hs := grpc.NewServer()
+	hs := grpc.NewServer(grpcServerOptions(f)...)
 	healthpb.RegisterHealthServer(hs, picker.Health())
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
