@@ -80,6 +80,7 @@ inferenceExtension:
   conformanceTestHooks: true
   maxBodyBytes: 8388608
   maxBodyBytesInFlight: 268435456
+  grpcMaxConcurrentStreams: 1000
   flags: {log-level: debug, readiness-interval: 2s}
   env: [{name: GOMAXPROCS, value: "2"}]
   nodeSelector: {kubernetes.io/os: linux}
@@ -164,12 +165,13 @@ func TestChartRendersValidObjects(t *testing.T) {
 	for _, want := range []string{"--pool-name=qwen-pool", "--pool-namespace=llm", "--model=Qwen/Qwen3-32B",
 		"--event-selector=llm-d.ai/role=decode", "--log-level=debug", "--readiness-interval=2s", "--strict-config",
 		"--config=/etc/kvroute/config.yaml", "--fallbacks=2", "--conformance-test-hooks",
-		"--max-body-bytes=8388608", "--max-body-bytes-in-flight=268435456"} {
+		"--max-body-bytes=8388608", "--max-body-bytes-in-flight=268435456", "--grpc-max-concurrent-streams=1000"} {
 		require.Contains(t, args, want)
 	}
 	// Without them, the picker's own defaults: no flag.
 	for _, a := range eppArgs(t, minimal["Deployment"][0]) {
 		require.NotContains(t, a, "--max-body-bytes")
+		require.NotContains(t, a, "--grpc-max-concurrent-streams")
 	}
 }
 
