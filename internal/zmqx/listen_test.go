@@ -288,3 +288,23 @@ func TestRecvSkipsCommands(t *testing.T) {
 	require.Equal(t, "x", string(m.Frames[2]))
 	require.NoError(t, CloseDrain(s))
 }
+
+// A go-zeromq socket listening through the guarded transport reports every
+// connection it drops before go-zeromq sees it to Options.OnHandshakeFailure,
+// as a Listener does, so that its owner's metric counts them.
+func TestListenSocketReportsFailedHandshakes(t *testing.T) {
+	defer leakcheck.Check(t)()
+	failed := make(chan error, 1)
+	s := NewSub(context.Background(), Options{HandshakeTimeout: time.Hour,
+		OnHandshakeFailure: func(_ net.Addr, err error) { failed <- err }}, nil)
+	require.NoError(t, ListenSocket(s, "127.0.0.1:0"))
+	c := dialRaw(t, s.Addr().String())
+	require.NoError(t, c.Close()) // gone before its first byte
+	select {
+	case err := <-failed:
+		require.ErrorIs(t, err, io.EOF)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the connection closed before its first byte was not reported")
+	}
+	require.NoError(t, CloseDrain(s))
+}

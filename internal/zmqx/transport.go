@@ -85,7 +85,9 @@ func (t guardTransport) Dial(ctx context.Context, d transport.Dialer, addr strin
 // Listen listens on TCP and wraps every accepted connection. Accepted
 // connections are handed to go-zeromq only once the peer has sent its first
 // byte, so a mute client cannot block go-zeromq's single accept loop, which
-// runs each handshake inline.
+// runs each handshake inline. A connection dropped before then (mute past
+// the handshake deadline, closed, or beyond the connections being prepared)
+// is reported to Options.OnHandshakeFailure, as a Listener reports its own.
 func (t guardTransport) Listen(ctx context.Context, addr string) (net.Listener, error) {
 	o := OptionsFrom(ctx)
 	l, err := net.Listen("tcp", addr)
@@ -98,7 +100,7 @@ func (t guardTransport) Listen(ctx context.Context, addr string) (net.Listener, 
 			return nil, err
 		}
 		return newSocketConn(ctx, c, o, b), nil
-	}, closeNetConn, nil), nil
+	}, closeNetConn, o.OnHandshakeFailure), nil
 }
 
 // Addr normalises "host:port" like the tcp transport does.
