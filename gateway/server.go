@@ -153,15 +153,15 @@ type ServerConfig struct {
 // (the registry of the router, the render client, the index and the gateway,
 // plus Go and process metrics) and /health, built around a kvroute.Router.
 //
-// Ownership: NewServer starts the goroutine that runs srv.Serve and sends
-// its result on served (buffered: it never blocks) and, with
+// Ownership: NewServer starts the goroutine that runs srv.Serve, stores
+// its result in serveErr and closes stopped (Done) and, with
 // ServerConfig.PeerLoadFromMetrics, the peer feed's (peerFeed). Requests
 // run on net/http's connection goroutines and count in handlers. The
 // components NewServer builds (router, scraper, admission, lora, disagg,
 // models) run their own goroutines, which their Close stops. Shutdown, once
 // (shutdownOnce, which also guards shutdownErr), stops the feed and the
 // components the handlers wait on, then the models poller (it calls
-// SetEndpoints), then srv, receives Serve's result, waits for handlers and
+// SetEndpoints), then srv, waits for Serve's result, waits for handlers and
 // closes the handler and the router last. epMu serialises SetEndpoints and
 // guards rawEp; the other fields are set by NewServer and not written
 // after.
@@ -182,7 +182,8 @@ type Server struct {
 	log       *slog.Logger
 	cfg       ServerConfig   // as served, defaults applied; the status page shows it
 	handlers  sync.WaitGroup // requests being served
-	served    chan error     // Serve's result
+	stopped   chan struct{}  // closed when Serve has returned (Done)
+	serveErr  error          // Serve's result; written before stopped is closed
 
 	headerTimeouts *connwatch.Watcher
 
@@ -224,7 +225,7 @@ func NewServer(ctx context.Context, cfg ServerConfig, opts Options) (*Server, er
 	case cfg.IdleTimeout == 0:
 		cfg.IdleTimeout = DefaultIdleTimeout
 	}
-	s := &Server{registry: prometheus.NewRegistry(), log: logger, served: make(chan error, 1), headerTimeouts: newHeaderTimeouts()}
+	s := &Server{registry: prometheus.NewRegistry(), log: logger, stopped: make(chan struct{}), headerTimeouts: newHeaderTimeouts()}
 	if err := s.registry.Register(collectors.NewGoCollector()); err != nil {
 		return nil, err
 	}
@@ -441,7 +442,16 @@ func NewServer(ctx context.Context, cfg ServerConfig, opts Options) (*Server, er
 	if cfg.PeerLoadFromMetrics {
 		s.peers = startPeerFeed(s.scraper, s.router, h.Endpoints, opts.Clk())
 	}
-	go func() { s.served <- s.srv.Serve(wl) }()
+	go func() {
+		err := s.srv.Serve(wl)
+		if !errors.Is(err, http.ErrServerClosed) {
+			// Not Shutdown: the listener failed, and nothing is served any
+			// more, /health and /ready included.
+			logger.Error("gateway: serving failed; no connection is accepted any more", "listen", ln.Addr().String(), "err", err)
+		}
+		s.serveErr = err
+		close(s.stopped)
+	}()
 	ok = true
 	return s, nil
 }
@@ -509,6 +519,26 @@ func (s *Server) reannotate() {
 	}
 }
 
+// Done is closed once the Server has stopped serving: after Shutdown, or as
+// soon as its listener fails on its own (Err says why), so that whatever
+// runs the gateway can stop instead of staying up with nothing served. The
+// failure is also logged at Error.
+func (s *Server) Done() <-chan struct{} { return s.stopped }
+
+// Err returns why the Server stopped serving: the listener's error when it
+// failed on its own, nil after Shutdown or while it still serves.
+func (s *Server) Err() error {
+	select {
+	case <-s.stopped:
+		if errors.Is(s.serveErr, http.ErrServerClosed) {
+			return nil
+		}
+		return s.serveErr
+	default:
+		return nil
+	}
+}
+
 // Addr returns the address the server listens on.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 
@@ -542,7 +572,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		if err != nil {
 			err = errors.Join(err, s.srv.Close())
 		}
-		if serr := <-s.served; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
+		<-s.stopped
+		if serr := s.Err(); serr != nil {
 			err = errors.Join(err, serr)
 		}
 		s.handlers.Wait()

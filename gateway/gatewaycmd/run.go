@@ -198,7 +198,9 @@ type Options struct {
 const Name = "gateway"
 
 // Run parses args (the command line without the program name), serves
-// until ctx ends, then shuts down gracefully within --shutdown-timeout.
+// until ctx ends or the gateway's listener fails on its own (then, after the
+// same shutdown, it returns that error, so the process exits rather than stay
+// up serving nothing), then shuts down gracefully within --shutdown-timeout.
 // Output for the operator (the listening URL) goes to stdout, logs to
 // stderr. A --help returns flag.ErrHelp.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer, opts Options) error {
@@ -234,13 +236,22 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, opts Opti
 	if snap != nil {
 		fmt.Fprintf(stdout, "gateway: index snapshot for peers at http://%s%s\n", snap.addr, snapshotPath)
 	}
-	<-ctx.Done()
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case <-srv.Done(): // the listener failed on its own (logged by the Server)
+		serveErr = srv.Err()
+	}
 	log.Info("shutting down", "timeout", o.shutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
 	defer cancel()
 	snap.shutdown(sctx)
 	// Shutdown closes the router, which writes the final checkpoint.
-	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+	err = srv.Shutdown(sctx)
+	if serveErr != nil {
+		return fmt.Errorf("gateway: serving on %s: %w", srv.Addr(), serveErr)
+	}
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
 	return nil
