@@ -166,6 +166,10 @@ func (a *Applier) storeResized(endpoint, model string, st *endpointState, e *wir
 			Tokens: toks[:nr*R], BlockSize: R, Model: model,
 			Tier: normalizeMedium(e.Medium), Group: group, Kind: e.Kind,
 		}
+		// As at the index's block size: vLLM's offloading connector
+		// repeats a chunk's tokens without its extra keys, so router
+		// blocks the endpoint knows keep their key.
+		se.KeepKnown = se.Tier != tierGPU && len(e.ExtraKeys) == 0
 		if !hasParent && len(salt) > 0 {
 			st.extra = append(st.extra[:0], salt)
 			for len(st.extra) < nr {

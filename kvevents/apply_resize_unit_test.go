@@ -1,6 +1,7 @@
 package kvevents
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -154,4 +155,32 @@ func TestResizedSideTableBounded(t *testing.T) {
 	// AllBlocksCleared forgets them all.
 	a.Apply(testEndpoint, "", wiretest.BatchOf(0, true, wire.Event{Type: wire.EventAllBlocksCleared}))
 	require.Zero(t, a.state(testEndpoint).side.len())
+}
+
+// TestResizedSelfDescribingOffloadKeepsKeys: at an engine block size not
+// the index's, vLLM's self-describing offloading events (tokens, no extra
+// keys) keep the keys of the router blocks the endpoint already maps, as
+// at the index's block size: the salted chain's CPU copy neither loses the
+// salted match nor gives an unsalted request one.
+func TestResizedSelfDescribingOffloadKeepsKeys(t *testing.T) {
+	for _, bs := range []int{2, 3, 8} {
+		t.Run(fmt.Sprintf("engine_block_size_%d", bs), func(t *testing.T) {
+			f := newApplyFixture(t)
+			gpu := storedE(bs, 100, 0, wiretest.TokensRange(1, 24))
+			gpu.ExtraKeys = [][]wire.ExtraKey{{{Kind: wire.ExtraKeyString, Value: "salt-A"}}}
+			f.applyBatch(testEndpoint, wiretest.BatchOf(0, true, gpu), wire.FormatVLLM)
+			salted := kvindex.KeyParams{CacheSalt: "salt-A"}
+			require.Equal(t, 6, f.match(testEndpoint, wiretest.TokensRange(1, 24), salted).Blocks)
+
+			cpu := storedE(bs, 100, 0, wiretest.TokensRange(1, 24))
+			cpu.Medium = "CPU"
+			res := f.applyBatch(testEndpoint, wiretest.BatchOf(0, true, cpu), wire.FormatVLLM)
+			require.Equal(t, ApplyResult{Stored: 1, StoredBlocks: 24 / bs}, res)
+			m := f.match(testEndpoint, wiretest.TokensRange(1, 24), salted)
+			require.Equal(t, 6, m.GPU)
+			require.Equal(t, 6, m.CPU)
+			require.Zero(t, f.match(testEndpoint, wiretest.TokensRange(1, 24), kvindex.KeyParams{}).Blocks,
+				"an unsalted request never held these blocks")
+		})
+	}
 }
