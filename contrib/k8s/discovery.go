@@ -215,7 +215,9 @@ func (d *Discovery) poke() {
 
 // Start runs the informers, waits (within ctx) until their caches have
 // synced, feeds the first endpoint set to the Sink and keeps following
-// changes until Close.
+// changes until Close. A Close that runs before Start follows changes (from
+// another goroutine, or from the Sink given the first set) makes Start
+// return an error rather than start following on a closed Discovery.
 func (d *Discovery) Start(ctx context.Context) error {
 	d.pods.Start(d.stop)
 	if d.dyn != nil {
@@ -237,6 +239,9 @@ func (d *Discovery) Start(ctx context.Context) error {
 	ok := cache.WaitForCacheSync(ctxStop, syncs...)
 	if !ok {
 		d.Close()
+		if ctx.Err() == nil {
+			return errClosedInStart // the caches stopped because Close ran
+		}
 		return fmt.Errorf("k8s: informer caches did not sync: %w", context.Cause(ctx))
 	}
 	select {
@@ -244,12 +249,22 @@ func (d *Discovery) Start(ctx context.Context) error {
 	default:
 	}
 	d.recompute()
+	// A Close that ran since (the Sink may call it) saw synced false and
+	// will not wait for the loop: it must not start.
 	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return errClosedInStart
+	}
 	d.synced = true
 	d.mu.Unlock()
 	go d.loop()
 	return nil
 }
+
+// errClosedInStart is Start's error when Close ran before Start began
+// following changes: the Discovery stays closed and follows nothing.
+var errClosedInStart = errors.New("k8s: the discovery was closed while it was starting")
 
 // loop recomputes the endpoint set Debounce (on the Options' clock) after
 // the first change of each burst, until Close.

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/internal/leakcheck"
 )
 
@@ -55,4 +56,50 @@ func TestCloseWithoutStart(t *testing.T) {
 	d.Close()
 	d.Close()
 	require.False(t, d.Synced())
+}
+
+// A Close that runs while Start hands the first endpoint set to the Sink
+// (the caches have synced, Start does not follow changes yet) makes Start
+// report that the Discovery was closed: Start does not begin following
+// changes on a closed Discovery, whose Close did not wait for it.
+func TestCloseDuringStartsFirstSinkStopsStart(t *testing.T) {
+	noLeak := leakcheck.Check(t)
+	var d *Discovery
+	calls := 0
+	sink := func([]kvroute.Endpoint) error {
+		calls++
+		d.Close() // Start is between the caches' sync and following changes
+		return nil
+	}
+	d, err := New(Config{Namespace: ns, Selector: "app=vllm", TargetPorts: []int32{8000}}, fake.NewClientset(), nil, sink, Options{})
+	require.NoError(t, err)
+	err = d.Start(context.Background())
+	require.ErrorIs(t, err, errClosedInStart)
+	require.Equal(t, 1, calls)
+	require.False(t, d.Synced())
+	noLeak()
+}
+
+// A Close that runs while Start waits for the caches to sync makes Start
+// report that the Discovery was closed, not a sync failure of its ctx.
+func TestCloseWhileStartWaitsForSync(t *testing.T) {
+	noLeak := leakcheck.Check(t)
+	kube := fake.NewClientset()
+	listed := make(chan struct{})
+	var once sync.Once
+	kube.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		once.Do(func() { close(listed) })
+		return true, nil, errors.New("the API server is unavailable")
+	})
+	rec := &recorder{}
+	d, err := New(Config{Namespace: ns, Selector: "app=vllm", TargetPorts: []int32{8000}}, kube, nil, rec.sink, Options{})
+	require.NoError(t, err)
+	started := make(chan error, 1)
+	go func() { started <- d.Start(context.Background()) }()
+	<-listed // the informer is running and failing to list
+	d.Close()
+	require.ErrorIs(t, <-started, errClosedInStart)
+	require.False(t, d.Synced())
+	require.Empty(t, rec.ids(), "nothing reached the Sink")
+	noLeak()
 }
