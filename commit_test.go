@@ -144,13 +144,14 @@ func TestPromptEmbedsRouteBlindWithoutRender(t *testing.T) {
 		`{"model":"m","prompt_embeds":"UEsDBAAACAgAAAAAAAAAAAAAAAAAAAAAAAAA"}`,
 		`{"model":"m","prompt":"x","prompt_embeds":["UEsDBA=="]}`,
 		`{"prompt_embeds":null,"prompt_embeds":"UEsDBA=="}`,
+		`{"model":"m","prompt\u005fembeds":"UEsDBA=="}`, // the name escaped, as json.loads decodes it
 	} {
 		d, err := r.Pick(context.Background(), &Request{API: render.APICompletions, Body: []byte(body)}, endpoints(2))
 		require.NoError(t, err)
 		require.ErrorIs(t, d.RenderErr, errPromptEmbeds, body)
 		d.Done(DoneInfo{})
 	}
-	require.Equal(t, 3.0, blind("prompt_embeds"))
+	require.Equal(t, 4.0, blind("prompt_embeds"))
 	require.Zero(t, blind("render_failed"))
 	require.Zero(t, renders.Load(), "the renderer is not asked")
 
@@ -165,6 +166,6 @@ func TestPromptEmbedsRouteBlindWithoutRender(t *testing.T) {
 		require.NoError(t, d.RenderErr, body)
 		d.Done(DoneInfo{})
 	}
-	require.Equal(t, 3.0, blind("prompt_embeds"))
+	require.Equal(t, 4.0, blind("prompt_embeds"))
 	require.Equal(t, int64(4), renders.Load())
 }

@@ -25,14 +25,18 @@ var errPromptEmbeds = errors.New("kvroute: the request carries prompt_embeds, wh
 var promptEmbedsMember = []string{"prompt_embeds"}
 
 // hasPromptEmbeds reports whether a completions body has a top-level
-// "prompt_embeds" (the last one when repeated, by its exact name, as vLLM's
-// CompletionRequest reads it) that is neither null nor an empty list. A
-// body that does not hold the name skips the scan; a malformed body is left
-// to the renderer to refuse.
+// "prompt_embeds" (the last one when repeated, by its exact name once its
+// escapes are decoded, as vLLM's CompletionRequest reads it after
+// json.loads) that is neither null nor an empty list. A body that can hold
+// the name neither plainly nor escaped skips the scan; a malformed body is
+// left to the renderer to refuse.
 func hasPromptEmbeds(api render.API, body []byte) bool {
-	if api != render.APICompletions || !bytes.Contains(body, []byte(promptEmbedsMember[0])) {
-		return false
-	}
+	return api == render.APICompletions && mayNamePromptEmbeds(body) && carriesPromptEmbeds(body)
+}
+
+// carriesPromptEmbeds is hasPromptEmbeds's scan of the body: its last
+// top-level prompt_embeds, by exact name, is neither null nor empty.
+func carriesPromptEmbeds(body []byte) bool {
 	var v [1][]byte
 	if jsonscan.Members(body, promptEmbedsMember, v[:]) != nil || v[0] == nil {
 		return false
@@ -46,6 +50,57 @@ func hasPromptEmbeds(api render.API, body []byte) bool {
 		return !s.Consume(']')
 	}
 	return true
+}
+
+// mayNamePromptEmbeds reports whether body, if it is valid JSON, can have a
+// member named prompt_embeds: a name spelled so, or one short enough that
+// holds an escape (json.loads decodes "prompt\u005fembeds" before vLLM
+// compares names). It looks only before colons: a name is the string a
+// colon follows, and within a JSON string a quote is always escaped, so a
+// colon in text is told apart by the byte before it. An ordinary body
+// costs a byte search per colon and no scan of its text or its escapes.
+func mayNamePromptEmbeds(body []byte) bool {
+	const maxName = 6 * len("prompt_embeds") // every letter escaped (\u0070)
+	for i := 0; ; i++ {
+		j := bytes.IndexByte(body[i:], ':')
+		if j < 0 {
+			return false
+		}
+		i += j
+		end := i // the name's closing quote, before any whitespace
+		for end > 0 && isJSONSpace(body[end-1]) {
+			end--
+		}
+		end--
+		if end < 0 || body[end] != '"' || escapedAt(body, end) {
+			continue // a colon within a string
+		}
+		lo := max(0, end-maxName-1)
+		start := bytes.LastIndexByte(body[lo:end], '"')
+		if start < 0 {
+			continue // a name too long to be prompt_embeds
+		}
+		name := body[lo+start+1 : end]
+		if string(name) == promptEmbedsMember[0] || bytes.IndexByte(name, '\\') >= 0 {
+			return true
+		}
+	}
+}
+
+// isJSONSpace reports whether c is JSON whitespace.
+func isJSONSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r'
+}
+
+// escapedAt reports whether body[i] follows an odd run of backslashes: an
+// escaped byte within a JSON string.
+func escapedAt(body []byte, i int) bool {
+	n := 0
+	for i > 0 && body[i-1] == '\\' {
+		i--
+		n++
+	}
+	return n%2 == 1
 }
 
 // render is the render stage: the request's prompts (given, or the render
