@@ -48,8 +48,12 @@ const FallbackDecodeFailed = "decode_failed"
 // exchangeState is the exchange mode's part of a Handler.
 type exchangeState struct {
 	x       *sidecar.Exchange
-	retries prometheus.Counter // kvroute_gateway_disagg_decode_retries_total
+	retries prometheus.Counter    // kvroute_gateway_disagg_decode_retries_total
+	reg     prometheus.Registerer // where x's metrics and retries are registered; nil: none
 }
+
+// retriesHelp is kvroute_gateway_disagg_decode_retries_total's help.
+const retriesHelp = "Split requests (exchange mode) whose decode endpoint answered a 5xx after the prefill step, such as a vLLM decoder whose KV transfer failed under kv_load_failure_policy fail, sent to it once more without the transfer parameters to prefill locally."
 
 // newExchangeState builds the exchange over transport (the gateway's own
 // upstream connections) with its metrics and the gateway's on reg.
@@ -60,14 +64,24 @@ func newExchangeState(cfg sidecar.Config, reg prometheus.Registerer, lg *slog.Lo
 	}
 	retries := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "kvroute_gateway_disagg_decode_retries_total",
-		Help: "Split requests (exchange mode) whose decode endpoint answered a 5xx after the prefill step, such as a vLLM decoder whose KV transfer failed under kv_load_failure_policy fail, sent to it once more without the transfer parameters to prefill locally.",
+		Help: retriesHelp,
 	})
 	if reg != nil {
 		if err := reg.Register(retries); err != nil {
+			x.Close() // unregisters the exchange's metrics: all or none
 			return nil, err
 		}
 	}
-	return &exchangeState{x: x, retries: retries}, nil
+	return &exchangeState{x: x, retries: retries, reg: reg}, nil
+}
+
+// close releases the exchange and unregisters the metrics newExchangeState
+// registered.
+func (e *exchangeState) close() {
+	e.x.Close()
+	if e.reg != nil {
+		e.reg.Unregister(e.retries)
+	}
 }
 
 // DisaggHostConfig is how the gateway carries out the disagg profile's

@@ -1,9 +1,11 @@
 package gateway
 
 import (
+	"net/http"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute"
@@ -39,4 +41,28 @@ func TestEndpointHostPort(t *testing.T) {
 	require.Equal(t, "pod-a:9000", endpointHostPort(kvroute.Endpoint{ID: "a", Address: "http://pod-a:9000/"}))
 	require.Equal(t, "pod-a:443", endpointHostPort(kvroute.Endpoint{ID: "a", Address: "https://pod-a"}))
 	require.Equal(t, "pod-a:80", endpointHostPort(kvroute.Endpoint{ID: "a", Address: "http://pod-a"}))
+}
+
+// The exchange mode's metrics are registered all or none, and closing the
+// state unregisters them, so another gateway Handler can register them on
+// the same registry.
+func TestExchangeStateRegistersAllOrNoneAndUnregisters(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	x, err := newExchangeState(sidecar.Config{}, reg, nil, http.DefaultTransport)
+	require.NoError(t, err)
+	x.close()
+	x, err = newExchangeState(sidecar.Config{}, reg, nil, http.DefaultTransport)
+	require.NoError(t, err, "a closed state left a metric registered")
+	x.close()
+
+	// The retries counter's name is taken: the exchange's own metrics do
+	// not stay registered either, so a later state registers them all.
+	taken := prometheus.NewCounter(prometheus.CounterOpts{Name: "kvroute_gateway_disagg_decode_retries_total", Help: retriesHelp})
+	require.NoError(t, reg.Register(taken))
+	_, err = newExchangeState(sidecar.Config{}, reg, nil, http.DefaultTransport)
+	require.Error(t, err)
+	require.True(t, reg.Unregister(taken))
+	x, err = newExchangeState(sidecar.Config{}, reg, nil, http.DefaultTransport)
+	require.NoError(t, err, "a failed state left the exchange's metrics registered")
+	x.close()
 }

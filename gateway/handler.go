@@ -281,10 +281,13 @@ func (h *Handler) Endpoints() []kvroute.Endpoint { return slices.Clone(*h.endpoi
 
 // Close stops the warm-ahead dials of a transport the Handler created (see
 // Config.MaxIdleConnsPerHost), releases its idle upstream connections and
-// unregisters the metrics New registered (they keep counting
-// for requests still in flight, which Close does not affect). It is
-// idempotent.
+// unregisters the metrics New registered and those of the exchange mode
+// (they keep counting for requests still in flight, which Close does not
+// affect). It is idempotent.
 func (h *Handler) Close() {
+	if h.exchanger != nil {
+		h.exchanger.close()
+	}
 	if h.ownsTr != nil {
 		h.ownsTr.Close()
 	}
