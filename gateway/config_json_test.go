@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kvroute/kvroute/internal/jsonconf/conftest"
+
 	"github.com/kvroute/kvroute/disagg/sidecar"
 )
 
@@ -44,38 +46,15 @@ func TestConfigDecodesStrictly(t *testing.T) {
 // decodes back.
 func TestDisaggHostConfigDecodesStrictly(t *testing.T) {
 	defaults := DisaggHostConfig{Mode: DisaggModeHeader, Exchange: sidecar.Config{PrefillTimeout: 2 * time.Second, MaxBodyBytes: 1 << 20}}
-	for _, tc := range []struct {
-		name, doc, err string
-		want           func(*DisaggHostConfig)
-	}{
-		{name: "case variant", doc: `{"Mode":"exchange"}`, err: `Mode: unknown key (did you mean "mode"?`},
-		{name: "nested case variant", doc: `{"exchange":{"prefillTimeOut":"1s"}}`, err: `exchange.prefillTimeOut: unknown key (did you mean "prefillTimeout"?`},
-		{name: "repeated key", doc: `{"mode":"header","mode":"exchange"}`, err: "mode: key given twice"},
-		{name: "unknown key", doc: `{"exchange":{"bodyReadTimeout":"1s"}}`, err: "exchange.bodyReadTimeout: unknown key"},
-		{name: "bare number", doc: `{"exchange":{"prefillTimeout":250}}`, err: "exchange.prefillTimeout: bare number 250 is not a duration"},
-		{name: "duration string", doc: `{"exchange":{"prefillTimeout":"250ms"}}`,
-			want: func(c *DisaggHostConfig) { c.Exchange.PrefillTimeout = 250 * time.Millisecond }},
-		{name: "absent keys keep defaults", doc: `{"mode":"exchange"}`, want: func(c *DisaggHostConfig) { c.Mode = DisaggModeExchange }},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c := defaults
-			err := json.Unmarshal([]byte(tc.doc), &c)
-			if tc.err != "" {
-				require.ErrorContains(t, err, tc.err)
-				return
-			}
-			require.NoError(t, err)
-			want := defaults
-			tc.want(&want)
-			require.Equal(t, want, c)
-		})
-	}
-
 	in := DisaggHostConfig{Mode: DisaggModeExchange, Exchange: sidecar.Config{PrefillTimeout: 1500 * time.Millisecond, PrefillerScheme: "https"}}
-	out, err := json.Marshal(in)
-	require.NoError(t, err)
-	require.Contains(t, string(out), `"prefillTimeout":"1.5s"`)
-	var back DisaggHostConfig
-	require.NoError(t, json.Unmarshal(out, &back))
-	require.Equal(t, in, back)
+	require.NoError(t, conftest.Check(defaults, []conftest.Case[DisaggHostConfig]{
+		{Name: "case variant", Doc: `{"Mode":"exchange"}`, Err: `Mode: unknown key (did you mean "mode"?`},
+		{Name: "nested case variant", Doc: `{"exchange":{"prefillTimeOut":"1s"}}`, Err: `exchange.prefillTimeOut: unknown key (did you mean "prefillTimeout"?`},
+		{Name: "repeated key", Doc: `{"mode":"header","mode":"exchange"}`, Err: "mode: key given twice"},
+		{Name: "unknown key", Doc: `{"exchange":{"bodyReadTimeout":"1s"}}`, Err: "exchange.bodyReadTimeout: unknown key"},
+		{Name: "bare number", Doc: `{"exchange":{"prefillTimeout":250}}`, Err: "exchange.prefillTimeout: bare number 250 is not a duration"},
+		{Name: "duration string", Doc: `{"exchange":{"prefillTimeout":"250ms"}}`,
+			Want: func(c *DisaggHostConfig) { c.Exchange.PrefillTimeout = 250 * time.Millisecond }},
+		{Name: "absent keys keep defaults", Doc: `{"mode":"exchange"}`, Want: func(c *DisaggHostConfig) { c.Mode = DisaggModeExchange }},
+	}, in, `"prefillTimeout":"1.5s"`))
 }

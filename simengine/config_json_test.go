@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/internal/jsonconf/conftest"
 )
 
 // The engine's Config decodes as every kvroute configuration, wherever it
@@ -43,58 +45,25 @@ func TestConfigDecodesStrictly(t *testing.T) {
 // Marshal writes decodes back.
 func TestPartConfigsDecodeStrictly(t *testing.T) {
 	hybrid := HybridConfig{SlidingWindow: 4096, WindowBlocks: 100, MambaStates: 50}
+	require.NoError(t, conftest.Check(hybrid, []conftest.Case[HybridConfig]{
+		{Name: "case variant", Doc: `{"SlidingWindow":8}`, Err: `SlidingWindow: unknown key (did you mean "slidingWindow"?`},
+		{Name: "repeated key", Doc: `{"mamba":true,"mamba":false}`, Err: "mamba: key given twice"},
+		{Name: "unknown key", Doc: `{"windowBlock":8}`, Err: "windowBlock: unknown key"},
+		{Name: "wrong kind", Doc: `{"windowBlocks":"250ms"}`, Err: "windowBlocks: want a number"},
+		{Name: "absent keys keep defaults", Doc: `{"mamba":true}`, Want: func(c *HybridConfig) { c.Mamba = true }},
+	}, HybridConfig{SlidingWindow: 8, WindowBlocks: 3, Mamba: true, MambaStates: 2}))
+
 	lora := LoRAConfig{MaxLoRAs: DefaultMaxLoRAs, LoadTime: DefaultLoRALoadTime}
-	for _, tc := range []struct {
-		name, doc, err string
-		into, want     any
-	}{
-		{name: "hybrid case variant", doc: `{"SlidingWindow":8}`, into: &hybrid, err: `SlidingWindow: unknown key (did you mean "slidingWindow"?`},
-		{name: "hybrid repeated key", doc: `{"mamba":true,"mamba":false}`, into: &hybrid, err: "mamba: key given twice"},
-		{name: "hybrid unknown key", doc: `{"windowBlock":8}`, into: &hybrid, err: "windowBlock: unknown key"},
-		{name: "hybrid wrong kind", doc: `{"windowBlocks":"250ms"}`, into: &hybrid, err: "windowBlocks: want a number"},
-		{name: "hybrid absent keys keep defaults", doc: `{"mamba":true}`, into: &hybrid,
-			want: &HybridConfig{SlidingWindow: 4096, WindowBlocks: 100, Mamba: true, MambaStates: 50}},
-		{name: "lora case variant", doc: `{"maxLoRAs":2}`, into: &lora, err: `maxLoRAs: unknown key (did you mean "maxLoras"?`},
-		{name: "lora repeated key", doc: `{"maxLoras":2,"maxLoras":3}`, into: &lora, err: "maxLoras: key given twice"},
-		{name: "lora unknown key", doc: `{"loadTimes":"1s"}`, into: &lora, err: "loadTimes: unknown key"},
-		{name: "lora bare number", doc: `{"loadTime":250}`, into: &lora, err: "loadTime: bare number 250 is not a duration"},
-		{name: "lora duration string", doc: `{"loadTime":"250ms"}`, into: &lora,
-			want: &LoRAConfig{MaxLoRAs: DefaultMaxLoRAs, LoadTime: 250 * time.Millisecond}},
-		{name: "lora absent keys keep defaults", doc: `{"maxLoras":4}`, into: &lora,
-			want: &LoRAConfig{MaxLoRAs: 4, LoadTime: DefaultLoRALoadTime}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var got any
-			switch p := tc.into.(type) {
-			case *HybridConfig:
-				c := *p
-				got = &c
-			case *LoRAConfig:
-				c := *p
-				got = &c
-			}
-			err := json.Unmarshal([]byte(tc.doc), got)
-			if tc.err != "" {
-				require.ErrorContains(t, err, tc.err)
-				return
-			}
-			require.NoError(t, err)
-			require.Equal(t, tc.want, got)
-		})
-	}
-
-	h := HybridConfig{SlidingWindow: 8, WindowBlocks: 3, Mamba: true, MambaStates: 2}
-	out, err := json.Marshal(h)
-	require.NoError(t, err)
-	var hBack HybridConfig
-	require.NoError(t, json.Unmarshal(out, &hBack))
-	require.Equal(t, h, hBack)
-
 	l := LoRAConfig{MaxLoRAs: 3, LoadTime: 1500 * time.Millisecond}
-	out, err = json.Marshal(l)
+	require.NoError(t, conftest.Check(lora, []conftest.Case[LoRAConfig]{
+		{Name: "case variant", Doc: `{"maxLoRAs":2}`, Err: `maxLoRAs: unknown key (did you mean "maxLoras"?`},
+		{Name: "repeated key", Doc: `{"maxLoras":2,"maxLoras":3}`, Err: "maxLoras: key given twice"},
+		{Name: "unknown key", Doc: `{"loadTimes":"1s"}`, Err: "loadTimes: unknown key"},
+		{Name: "bare number", Doc: `{"loadTime":250}`, Err: "loadTime: bare number 250 is not a duration"},
+		{Name: "duration string", Doc: `{"loadTime":"250ms"}`, Want: func(c *LoRAConfig) { c.LoadTime = 250 * time.Millisecond }},
+		{Name: "absent keys keep defaults", Doc: `{"maxLoras":4}`, Want: func(c *LoRAConfig) { c.MaxLoRAs = 4 }},
+	}, l))
+	out, err := json.Marshal(l)
 	require.NoError(t, err)
 	require.JSONEq(t, `{"maxLoras":3,"loadTime":"1.5s"}`, string(out))
-	var lBack LoRAConfig
-	require.NoError(t, json.Unmarshal(out, &lBack))
-	require.Equal(t, l, lBack)
 }

@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kvroute/kvroute/internal/jsonconf/conftest"
+
 	"github.com/kvroute/kvroute/simengine"
 )
 
@@ -46,38 +48,14 @@ func TestConfigDecodesStrictly(t *testing.T) {
 func TestPDConfigDecodesStrictly(t *testing.T) {
 	defaults := PDConfig{Role: RolePrefill, TransferTimePerToken: DefaultTransferTimePerToken,
 		TransferTimeout: DefaultTransferTimeout, LeaseTTL: DefaultLeaseTTL, MaxLeases: DefaultMaxLeases}
-	for _, tc := range []struct {
-		name, doc, err string
-		want           func(*PDConfig)
-	}{
-		{name: "case variant", doc: `{"engineId":"e"}`, err: `engineId: unknown key (did you mean "engineID"?`},
-		{name: "repeated key", doc: `{"role":"prefill","role":"decode"}`, err: "role: key given twice"},
-		{name: "unknown key", doc: `{"leaseTtl2":"1s"}`, err: "leaseTtl2: unknown key"},
-		{name: "bare number", doc: `{"transferTimeout":250}`, err: "transferTimeout: bare number 250 is not a duration"},
-		{name: "duration string", doc: `{"transferTimeout":"250ms"}`, want: func(c *PDConfig) { c.TransferTimeout = 250 * time.Millisecond }},
-		{name: "absent keys keep defaults", doc: `{"engineID":"e1"}`, want: func(c *PDConfig) { c.EngineID = "e1" }},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c := defaults
-			err := json.Unmarshal([]byte(tc.doc), &c)
-			if tc.err != "" {
-				require.ErrorContains(t, err, tc.err)
-				return
-			}
-			require.NoError(t, err)
-			want := defaults
-			tc.want(&want)
-			require.Equal(t, want, c)
-		})
-	}
-
 	in := PDConfig{Role: RoleDecode, EngineID: "e", AdvertiseHost: "10.0.0.1", TransferTimePerToken: 5 * time.Microsecond,
 		TransferTimeout: 3 * time.Second, LeaseTTL: 8 * time.Minute, MaxLeases: 10, KVLoadFailurePolicy: PolicyFail}
-	out, err := json.Marshal(in)
-	require.NoError(t, err)
-	require.Contains(t, string(out), `"transferTimePerToken":"5µs"`)
-	require.Contains(t, string(out), `"leaseTTL":"8m0s"`)
-	var back PDConfig
-	require.NoError(t, json.Unmarshal(out, &back))
-	require.Equal(t, in, back)
+	require.NoError(t, conftest.Check(defaults, []conftest.Case[PDConfig]{
+		{Name: "case variant", Doc: `{"engineId":"e"}`, Err: `engineId: unknown key (did you mean "engineID"?`},
+		{Name: "repeated key", Doc: `{"role":"prefill","role":"decode"}`, Err: "role: key given twice"},
+		{Name: "unknown key", Doc: `{"leaseTtl2":"1s"}`, Err: "leaseTtl2: unknown key"},
+		{Name: "bare number", Doc: `{"transferTimeout":250}`, Err: "transferTimeout: bare number 250 is not a duration"},
+		{Name: "duration string", Doc: `{"transferTimeout":"250ms"}`, Want: func(c *PDConfig) { c.TransferTimeout = 250 * time.Millisecond }},
+		{Name: "absent keys keep defaults", Doc: `{"engineID":"e1"}`, Want: func(c *PDConfig) { c.EngineID = "e1" }},
+	}, in, `"transferTimePerToken":"5µs"`, `"leaseTTL":"8m0s"`))
 }
