@@ -1,7 +1,6 @@
 package server
 
 import (
-	"encoding/json"
 	"testing"
 	"time"
 
@@ -18,27 +17,15 @@ import (
 // another case are errors naming the key's path. What Marshal writes
 // decodes back.
 func TestConfigDecodesStrictly(t *testing.T) {
-	var c Config
-	require.NoError(t, json.Unmarshal([]byte(`{"model":"m","renderTokenCost":"1ms","engine":{"decodeStep":"5ms"}}`), &c))
-	require.Equal(t, Config{Model: "m", RenderTokenCost: time.Millisecond, Engine: simengine.Config{DecodeStep: 5 * time.Millisecond}}, c)
-
-	for doc, want := range map[string]string{
-		`{"renderTokenCost":1000000}`:           "renderTokenCost: bare number",
-		`{"engine":{"decodeStep":5000000}}`:     "engine.decodeStep: bare number",
-		`{"engine":{"DecodeStep":"5ms"}}`:       "engine.DecodeStep: unknown key",
-		`{"Model":"m"}`:                         "Model: unknown key",
-		`{"renderWorkers":1,"renderWorkers":2}`: "renderWorkers",
-	} {
-		var bad Config
-		require.ErrorContains(t, json.Unmarshal([]byte(doc), &bad), want, doc)
-	}
-
-	out, err := json.Marshal(c)
-	require.NoError(t, err)
-	require.Contains(t, string(out), `"renderTokenCost":"1ms"`)
-	var back Config
-	require.NoError(t, json.Unmarshal(out, &back))
-	require.Equal(t, c, back)
+	good := Config{Model: "m", RenderTokenCost: time.Millisecond, Engine: simengine.Config{DecodeStep: 5 * time.Millisecond}}
+	require.NoError(t, conftest.Check(Config{}, []conftest.Case[Config]{
+		{Doc: `{"model":"m","renderTokenCost":"1ms","engine":{"decodeStep":"5ms"}}`, Want: func(c *Config) { *c = good }},
+		{Doc: `{"renderTokenCost":1000000}`, Err: "renderTokenCost: bare number"},
+		{Doc: `{"engine":{"decodeStep":5000000}}`, Err: "engine.decodeStep: bare number"},
+		{Doc: `{"engine":{"DecodeStep":"5ms"}}`, Err: "engine.DecodeStep: unknown key"},
+		{Doc: `{"Model":"m"}`, Err: "Model: unknown key"},
+		{Doc: `{"renderWorkers":1,"renderWorkers":2}`, Err: "renderWorkers"},
+	}, good, `"renderTokenCost":"1ms"`))
 }
 
 // A PDConfig decodes by kvroute's configuration rules on its own, not only

@@ -9,7 +9,7 @@ import (
 
 // Case is one document decoded over a copy of Check's start value.
 type Case[T any] struct {
-	// Name names the case in Check's error.
+	// Name names the case in Check's error; "" names it by its Doc.
 	Name string
 	// Doc is the JSON document.
 	Doc string
@@ -28,6 +28,9 @@ type Case[T any] struct {
 // difference, naming the case, or nil.
 func Check[T any](start T, cases []Case[T], rt T, contains ...string) error {
 	for _, c := range cases {
+		if c.Name == "" {
+			c.Name = c.Doc
+		}
 		got := start
 		err := json.Unmarshal([]byte(c.Doc), &got)
 		switch {
