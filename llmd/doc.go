@@ -18,7 +18,7 @@
 // read as llm-d's loader reads it: plugins with type, name (default: the
 // type) and parameters; schedulingProfiles with pluginRef and weight (when
 // absent, one profile of every plugin, as in llm-d); featureGates,
-// saturationDetector, dataLayer, flowControl and parser. A kvroute
+// saturationDetector, dataLayer, flowControl, requestHandler and parser. A kvroute
 // configuration may carry, at its top level, the parameters block of an
 // llm-d plugin kvroute implements under that plugin's type name, next to
 // kvroute's own keys:

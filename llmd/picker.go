@@ -25,6 +25,9 @@ type pickerConfig struct {
 	DataLayer          json.RawMessage     `json:"dataLayer" finding:"unneeded:kvroute gathers its own data: KV events from the endpoints it routes to and load from its own accounting (the source plugins are reported under plugins)"`
 	FlowControl        json.RawMessage     `json:"flowControl" finding:"none:not yet in kvroute: admission and flow control under overload"`
 	Parser             json.RawMessage     `json:"parser" finding:"different:kvroute reads the request body itself, by the request path"`
+	// RequestHandler holds llm-d's parsers (requestHandler.parsers), the
+	// successor of parser.
+	RequestHandler json.RawMessage `json:"requestHandler" finding:"different:kvroute reads the request body itself, by the request path"`
 }
 
 // pluginSpec is one entry of plugins: a plugin instance.
