@@ -49,14 +49,17 @@ func (ps plugins) apply(c *kvroute.Config, top map[string]any, src source) ([]Fi
 		at := src.at(pp)
 		findings = append(findings, untranslated(p, at)...)
 		if t := p.TokenProcessorConfig; t != nil {
-			if t.BlockSizeTokens != 0 && t.BlockSize != 0 && t.BlockSizeTokens != t.BlockSize {
-				return nil, fmt.Errorf("%w: %s.tokenProcessorConfig.blockSizeTokens %d conflicts with its deprecated alias blockSize %d", kvroute.ErrInvalidConfig, at, t.BlockSizeTokens, t.BlockSize)
+			// As in llm-d's token processor, blockSizeTokens wins over its
+			// deprecated alias whenever it is set.
+			n, from := t.BlockSizeTokens, at+".tokenProcessorConfig.blockSizeTokens"
+			switch {
+			case n == 0:
+				n, from = t.BlockSize, at+".tokenProcessorConfig.blockSize"
+			case t.BlockSize != 0 && t.BlockSize != n:
+				findings = append(findings, Finding{Path: at + ".tokenProcessorConfig.blockSize", Kind: NotNeeded,
+					Note: fmt.Sprintf("llm-d's deprecated alias of blockSizeTokens, which is set and wins, in llm-d as in kvroute: blocks of %d tokens", n)})
 			}
-			if n := max(t.BlockSizeTokens, t.BlockSize); n != 0 {
-				from := at + ".tokenProcessorConfig.blockSizeTokens"
-				if t.BlockSizeTokens == 0 {
-					from = at + ".tokenProcessorConfig.blockSize"
-				}
+			if n != 0 {
 				add(from, "blockSize", func(c *kvroute.Config) { c.BlockSize = n })
 			}
 		}

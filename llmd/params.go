@@ -59,7 +59,8 @@ type precisePrefixCacheProducer struct {
 type tokenProcessorConfig struct {
 	// BlockSizeTokens is blockSize.
 	BlockSizeTokens int `json:"blockSizeTokens,omitempty"`
-	// BlockSize is llm-d's deprecated alias of BlockSizeTokens.
+	// BlockSize is llm-d's deprecated alias of BlockSizeTokens, which wins
+	// when both are set.
 	BlockSize int `json:"blockSize,omitempty"`
 	// HashSeed seeds llm-d's own block-key chain. kvroute's keys have no
 	// seed and never reproduce an engine's hashes, so no seed of the

@@ -91,7 +91,6 @@ func TestTranslateConflictsAndUnsupportedKeys(t *testing.T) {
 		`{"affinity":{"maxTTFTPenalty":"18s"},"prefix-cache-affinity-filter":{"maxTTFTPenaltyMs":5000}}`:            "prefix-cache-affinity-filter.maxTTFTPenaltyMs and affinity.maxTTFTPenalty set the same setting",
 		`{"events":{"topicFilter":"kv@"},"precise-prefix-cache-producer":{"kvEventsConfig":{"topicFilter":"kv@"}}}`: "precise-prefix-cache-producer.kvEventsConfig.topicFilter and events.topicFilter",
 		`{"queueThresholdTokens":5,"token-load-scorer":{"queueThresholdTokens":6}}`:                                 "token-load-scorer.queueThresholdTokens and queueThresholdTokens",
-		`{"precise-prefix-cache-producer":{"tokenProcessorConfig":{"blockSizeTokens":16,"blockSize":64}}}`:          "conflicts with its deprecated alias",
 		`{"precise-prefix-cache-producer":{"indexerConfg":{}}}`:                                                     "precise-prefix-cache-producer.indexerConfg: unknown key",
 		`{"precise-prefix-cache-producer":{"indexerConfig":{"kvBlockIndexConfig":{}}}}`:                             "strict: 1 llm-d settings are not carried over:\n\tprecise-prefix-cache-producer.indexerConfig.kvBlockIndexConfig: kvroute does this differently (",
 		`{"precise-prefix-cache-producer":{"speculativeTTL":2000}}`:                                                 "precise-prefix-cache-producer.speculativeTTL: bare number",
