@@ -65,6 +65,10 @@
 // 5557, no replay, no speculative indexing. Without a precise producer,
 // kvroute keeps its index with its own defaults (a finding says so).
 //
+// The deprecated precise-prefix-cache-scorer beside a
+// precise-prefix-cache-producer reads the producer's index in llm-d; kvroute
+// keeps one index, with the producer's parameters (a finding says so).
+//
 // The names that wire llm-d plugins to each other (prefixMatchInfoProducerName,
 // inFlightLoadProducerName) need nothing when they name the precise producer
 // and the in-flight load producer: kvroute's parts always read kvroute's

@@ -93,6 +93,7 @@ func loadPicker(data []byte) (kvroute.Config, []Finding, error) {
 		findings []Finding
 		typeOf   = map[string]string{} // plugin name → type
 		kindOf   = map[string]string{} // translated kind (pp, af, ...) → plugin name
+		deferred string                // a precise-prefix-cache-scorer beside a producer
 	)
 	for i, p := range pc.Plugins {
 		if p.Type == "" {
@@ -116,14 +117,30 @@ func loadPicker(data []byte) (kvroute.Config, []Finding, error) {
 			findings = append(findings, Finding{Path: path, Kind: v.kind, Note: v.note})
 			continue
 		}
+		var one plugins
+		if err := decodeParams(&one, k, p.Parameters, path+".parameters"); err != nil {
+			return kvroute.Config{}, nil, err
+		}
 		if other, dup := kindOf[k]; dup {
-			return bad("%s and plugins[%s] are both %s plugins: kvroute has one", path, other, k)
+			if k != pp || typeOf[other] == p.Type || deferred != "" {
+				return bad("%s and plugins[%s] are both %s plugins: kvroute has one", path, other, k)
+			}
+			// llm-d's deprecated scorer beside a producer: kvroute's one
+			// index takes the producer's parameters, whichever comes first.
+			scorer, producer := name, other
+			if p.Type == pp {
+				scorer, producer = other, name
+			}
+			deferred = scorer
+			findings = append(findings, Finding{Path: "plugins[" + scorer + "]", Kind: Different,
+				Note: fmt.Sprintf("llm-d's deprecated scorer scores from the precise-prefix-cache-producer's index, or from an index of its own when created before it; kvroute keeps one precise index, configured by plugins[%s]", producer)})
+			if p.Type != pp {
+				continue
+			}
 		}
 		kindOf[k] = name
 		src.path[k] = path + ".parameters"
-		if err := decodeParams(&ps, k, p.Parameters, src.path[k]); err != nil {
-			return kvroute.Config{}, nil, err
-		}
+		one.into(&ps, k)
 	}
 	findings = append(findings, wiring(ps, src, typeOf)...)
 	if len(pc.SchedulingProfiles) == 0 {
@@ -216,7 +233,7 @@ func translatedKind(typ string) string {
 }
 
 // decodeParams decodes a plugin's parameters (raw, possibly absent) into
-// its block of ps by jsonconf's rules, errors naming their full path.
+// its block k of ps by jsonconf's rules, errors naming their full path.
 func decodeParams(ps *plugins, k string, raw json.RawMessage, path string) error {
 	var b bytes.Buffer
 	b.WriteString(`{"` + k + `":`)
@@ -235,6 +252,12 @@ func decodeParams(ps *plugins, k string, raw json.RawMessage, path string) error
 		}
 		return invalid(fmt.Errorf("%s: %w", path, err))
 	}
+	one.into(ps, k)
+	return nil
+}
+
+// into sets block k of ps to one's.
+func (one plugins) into(ps *plugins, k string) {
 	switch k {
 	case pp:
 		ps.PrecisePrefixCacheProducer = one.PrecisePrefixCacheProducer
@@ -247,7 +270,6 @@ func decodeParams(ps *plugins, k string, raw json.RawMessage, path string) error
 	case il:
 		ps.InFlightLoadProducer = one.InFlightLoadProducer
 	}
-	return nil
 }
 
 // wiring checks the names by which llm-d plugins read each other's data:

@@ -233,7 +233,7 @@ func TestPickerConfigErrors(t *testing.T) {
 		epc("[{name: p, type: precise-prefix-cache-producer, parameters: {speculativeTTL: 2000}}]", ""):                         "plugins[p].parameters.speculativeTTL: bare number 2000",
 		epc("[{type: token-load-scorer}]", "[{name: default, plugins: [{pluginRef: nope}]}]"):                                   `schedulingProfiles[default].plugins[0].pluginRef "nope": no plugin of that name`,
 		epc("[{type: queue-scorer}, {type: queue-scorer}]", ""):                                                                 `plugins[1]: a second plugin named "queue-scorer"`,
-		epc("[{type: precise-prefix-cache-producer}, {type: precise-prefix-cache-scorer}]", ""):                                 "plugins[precise-prefix-cache-scorer] and plugins[precise-prefix-cache-producer] are both precise-prefix-cache-producer plugins",
+		epc("[{type: precise-prefix-cache-producer}, {name: p2, type: precise-prefix-cache-producer}]", ""):                     "plugins[p2] and plugins[precise-prefix-cache-producer] are both precise-prefix-cache-producer plugins",
 		epc("[{name: x}]", ""): "plugins[0].type: missing",
 		epc("[{type: token-producer, parameters: {modelName: a}}, {type: tokenizer}]", ""):        "both token-producer plugins",
 		epc("[{type: prefix-cache-affinity-filter, parameters: {affinityThreshold: 2}}]", ""):     "affinityThreshold must be in [0, 1]",

@@ -50,3 +50,36 @@ func TestPickerConfigBlockSizeAliasIgnored(t *testing.T) {
 	_, _, err = llmd.Load(strings.NewReader(`{"precise-prefix-cache-producer":{"tokenProcessorConfig":{"blockSizeTokens":-16,"blockSize":64}}}`), llmd.Options{})
 	require.ErrorIs(t, err, kvroute.ErrInvalidConfig)
 }
+
+// llm-d runs the deprecated precise-prefix-cache-scorer beside a
+// precise-prefix-cache-producer (the scorer defers to the producer's index):
+// kvroute keeps one index, with the producer's parameters, whichever comes
+// first, and reports the scorer.
+func TestPickerConfigScorerBesideProducer(t *testing.T) {
+	for _, plugins := range []string{
+		`[{name: producer, type: precise-prefix-cache-producer, parameters: {tokenProcessorConfig: {blockSizeTokens: 64}}},
+		  {name: legacy, type: precise-prefix-cache-scorer, parameters: {tokenProcessorConfig: {blockSizeTokens: 32}}},
+		  {type: prefix-cache-affinity-filter}, {type: token-load-scorer}]`,
+		`[{name: legacy, type: precise-prefix-cache-scorer, parameters: {tokenProcessorConfig: {blockSizeTokens: 32}}},
+		  {name: producer, type: precise-prefix-cache-producer, parameters: {tokenProcessorConfig: {blockSizeTokens: 64}}},
+		  {type: prefix-cache-affinity-filter}, {type: token-load-scorer}]`,
+	} {
+		cfg, findings := loadBoth(t, epc(plugins, ""))
+		require.Equal(t, 64, cfg.BlockSize)
+		// The scorer in the (default) profile weighs a prefix score kvroute
+		// has not.
+		requireFindings(t, findings,
+			want{"plugins[legacy]", llmd.Different},
+			want{"schedulingProfiles[default].plugins[legacy]", llmd.Different})
+		require.Contains(t, findings[0].Note, "configured by plugins[producer]")
+	}
+
+	// The scorer's parameters are still checked.
+	_, _, err := llmd.Load(strings.NewReader(epc(`[{type: precise-prefix-cache-producer},
+		{type: precise-prefix-cache-scorer, parameters: {indexerConfg: {}}}]`, "")), llmd.Options{})
+	require.ErrorContains(t, err, "plugins[precise-prefix-cache-scorer].parameters.indexerConfg: unknown key")
+
+	// Two producers, or two scorers, are still one too many.
+	_, _, err = llmd.Load(strings.NewReader(epc(`[{type: precise-prefix-cache-scorer}, {name: b, type: precise-prefix-cache-scorer}]`, "")), llmd.Options{})
+	require.ErrorContains(t, err, "both precise-prefix-cache-producer plugins")
+}
