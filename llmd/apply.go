@@ -120,7 +120,10 @@ func (ps plugins) apply(c *kvroute.Config, top map[string]any, src source) ([]Fi
 				Note: fmt.Sprintf("kvroute has no %q source; its gate estimates TTFT from prefill throughput (prefillThroughput)", f.TTFTSource)})
 		}
 		if f.AffinityThreshold != nil {
-			add(at+".affinityThreshold", "affinity.affinityThreshold", func(c *kvroute.Config) { c.Affinity.AffinityThreshold = new(*f.AffinityThreshold) })
+			// llm-d's filter passes every endpoint at a threshold <= 0,
+			// kvroute's at 0.
+			th := max(*f.AffinityThreshold, 0)
+			add(at+".affinityThreshold", "affinity.affinityThreshold", func(c *kvroute.Config) { c.Affinity.AffinityThreshold = new(th) })
 		}
 		if f.ExplorationProbability != nil {
 			add(at+".explorationProbability", "affinity.explorationProbability", func(c *kvroute.Config) { c.Affinity.ExplorationProbability = *f.ExplorationProbability })

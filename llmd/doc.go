@@ -49,7 +49,7 @@
 //	  speculativeTTL (a duration string; <= 0 means 2s)     → speculative.ttl
 //	prefix-cache-affinity-filter.
 //	  affinityThreshold, explorationProbability,
-//	  peakPrefillThroughput                                 → affinity.<same key>
+//	  peakPrefillThroughput                                 → affinity.<same key> (affinityThreshold < 0: 0, the filter off)
 //	  maxTTFTPenaltyMs (milliseconds)                       → affinity.maxTTFTPenalty
 //	token-load-scorer.
 //	  queueThresholdTokens (<= 0 means 4,194,304)           → queueThresholdTokens

@@ -120,7 +120,8 @@ type podDiscoveryConfig struct {
 // prefixCacheAffinityFilter is the parameters block of the llm-d router's
 // prefix-cache-affinity-filter plugin.
 type prefixCacheAffinityFilter struct {
-	// AffinityThreshold is affinity.affinityThreshold.
+	// AffinityThreshold is affinity.affinityThreshold; as in llm-d, a value
+	// <= 0 turns the filter off (kvroute's 0).
 	AffinityThreshold *float64 `json:"affinityThreshold,omitempty"`
 	// ExplorationProbability is affinity.explorationProbability.
 	ExplorationProbability *float64 `json:"explorationProbability,omitempty"`

@@ -83,3 +83,16 @@ func TestPickerConfigScorerBesideProducer(t *testing.T) {
 	_, _, err = llmd.Load(strings.NewReader(epc(`[{type: precise-prefix-cache-scorer}, {name: b, type: precise-prefix-cache-scorer}]`, "")), llmd.Options{})
 	require.ErrorContains(t, err, "both precise-prefix-cache-producer plugins")
 }
+
+// llm-d's affinity filter passes every endpoint at an affinityThreshold <= 0,
+// negative included; kvroute's does at 0.
+func TestPickerConfigNegativeAffinityThreshold(t *testing.T) {
+	cfg, findings := loadBoth(t, epc(`[{type: precise-prefix-cache-producer},
+		{type: prefix-cache-affinity-filter, parameters: {affinityThreshold: -1}}, {type: token-load-scorer}]`, ""))
+	require.Empty(t, findings)
+	require.Zero(t, *cfg.Affinity.AffinityThreshold)
+
+	// Above 1 llm-d refuses it too.
+	_, _, err := llmd.Load(strings.NewReader(`{"prefix-cache-affinity-filter":{"affinityThreshold":1.5}}`), llmd.Options{})
+	require.ErrorContains(t, err, "affinityThreshold must be in [0, 1]")
+}
