@@ -166,8 +166,14 @@ func (ps plugins) apply(c *kvroute.Config, top map[string]any, src source) ([]Fi
 		// As in llm-d, vllm or modelName alone selects rendering on vLLM's
 		// render endpoints, at http://localhost:8000 unless vllm.url is set.
 		v := t.VLLM
-		if v == nil && t.ModelName != "" && !present(t.UDSTokenizerConfig) && !present(t.Estimate) {
+		switch {
+		case v != nil || present(t.UDSTokenizerConfig) || present(t.Estimate):
+		case t.ModelName != "":
 			v = &vllmRender{}
+		default:
+			// No backend at all is llm-d's estimate backend.
+			findings = append(findings, Finding{Path: at, Kind: Different,
+				Note: "without vllm, modelName or udsTokenizerConfig, llm-d estimates token counts without a tokenizer; kvroute renders (render.url, or the routed endpoints themselves) or, with disableRender, routes by load alone"})
 		}
 		if v != nil {
 			if v.URL != "" {

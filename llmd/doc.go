@@ -57,6 +57,7 @@
 //	token-producer (and the legacy tokenizer).
 //	  modelName                                             → model
 //	  vllm.url, vllm.timeout, vllm.mmTimeout                → render.url, render.timeout, render.mmTimeout
+//	  none of vllm, modelName, udsTokenizerConfig           → llm-d's estimate backend: a finding, kvroute renders
 //	inflight-load-producer                                  → kvroute's own in-flight accounting, always on
 //
 // In an EndpointPickerConfig, the precise producer's settings the document

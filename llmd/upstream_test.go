@@ -96,3 +96,17 @@ func TestPickerConfigNegativeAffinityThreshold(t *testing.T) {
 	_, _, err := llmd.Load(strings.NewReader(`{"prefix-cache-affinity-filter":{"affinityThreshold":1.5}}`), llmd.Options{})
 	require.ErrorContains(t, err, "affinityThreshold must be in [0, 1]")
 }
+
+// A token producer without vllm, modelName or udsTokenizerConfig is llm-d's
+// estimate backend (its zero-configuration default): kvroute renders
+// instead, and says so, as for an explicit estimate.
+func TestPickerConfigTokenProducerDefaultsToEstimate(t *testing.T) {
+	_, findings := loadBoth(t, epc(`[{type: token-producer}, {type: precise-prefix-cache-producer},
+		{type: prefix-cache-affinity-filter}, {type: token-load-scorer}]`, ""))
+	requireFindings(t, findings, want{"plugins[token-producer].parameters", llmd.Different})
+	require.Contains(t, findings[0].Note, "estimate")
+
+	_, findings = loadBoth(t, epc(`[{type: token-producer, parameters: {estimate: {}}}, {type: precise-prefix-cache-producer},
+		{type: prefix-cache-affinity-filter}, {type: token-load-scorer}]`, ""))
+	requireFindings(t, findings, want{"plugins[token-producer].parameters.estimate", llmd.Different})
+}
