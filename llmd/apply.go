@@ -82,9 +82,6 @@ func (ps plugins) apply(c *kvroute.Config, top map[string]any, src source) ([]Fi
 			}
 			if d := e.PodDiscoveryConfig; d != nil {
 				k := k + "podDiscoveryConfig."
-				if d.PodLabelSelector != "" {
-					add(k+"podLabelSelector", "events.selector", func(c *kvroute.Config) { c.Events.Selector = d.PodLabelSelector })
-				}
 				if d.SocketPort != 0 {
 					add(k+"socketPort", "events.eventsPort", func(c *kvroute.Config) { c.Events.EventsPort = d.SocketPort })
 				}

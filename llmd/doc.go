@@ -44,7 +44,6 @@
 //	  kvEventsConfig.discoverPods false, no zmqEndpoint     → events.enabled false
 //	  kvEventsConfig.podDiscoveryConfig.socketPort          → events.eventsPort
 //	  kvEventsConfig.podDiscoveryConfig.replaySocketPort    → events.replayPort; not positive: events.replay false
-//	  kvEventsConfig.podDiscoveryConfig.podLabelSelector    → events.selector
 //	  speculativeIndexing                                   → speculative.enabled
 //	  speculativeTTL (a duration string; <= 0 means 2s)     → speculative.ttl
 //	prefix-cache-affinity-filter.

@@ -102,8 +102,10 @@ type kvEventsConfig struct {
 
 // podDiscoveryConfig is the producer's kvEventsConfig.podDiscoveryConfig.
 type podDiscoveryConfig struct {
-	// PodLabelSelector is events.selector, matched against Endpoint.Labels.
-	PodLabelSelector string `json:"podLabelSelector,omitempty"`
+	// PodLabelSelector selected the pods an older llm-d's own pod watch
+	// subscribed to; llm-d's picker now subscribes to every endpoint its
+	// endpoint-notification-source reports and reads it no more.
+	PodLabelSelector json.RawMessage `json:"podLabelSelector,omitempty" finding:"unneeded:llm-d's picker subscribes to every endpoint its endpoint-notification-source reports, whatever the selector, and kvroute to every endpoint it routes to (events.selector narrows them in a kvroute configuration)"`
 	// SocketPort is events.eventsPort.
 	SocketPort int `json:"socketPort,omitempty"`
 	// ReplaySocketPort is events.replayPort; as in llm-d, a block without a

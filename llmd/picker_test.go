@@ -168,7 +168,6 @@ func TestCompleteEndpointPickerConfig(t *testing.T) {
 	exp.Events.TopicFilter = new("kv@")
 	exp.Events.Concurrency = 6
 	exp.Events.Engine = kvevents.EngineVLLM
-	exp.Events.Selector = "llm-d.ai/inference-serving=true"
 	exp.Events.EventsPort = 5556
 	exp.Events.Replay = new(true)
 	exp.Events.ReplayPort = 5559
@@ -187,6 +186,7 @@ func TestCompleteEndpointPickerConfig(t *testing.T) {
 		want{precise + "tokenProcessorConfig.hashAlgorithm", llmd.NotNeeded},
 		want{precise + "indexerConfig.kvBlockIndexConfig", llmd.Different},
 		want{precise + "indexerConfig.kvCacheBackendConfigs", llmd.Different},
+		want{precise + "kvEventsConfig.podDiscoveryConfig.podLabelSelector", llmd.NotNeeded},
 		want{precise + "kvEventsConfig.podDiscoveryConfig.podNamespace", llmd.Different},
 		want{"plugins[load].parameters.addEstimatedOutputTokens", llmd.Different},
 		want{"plugins[load].parameters.outputRatio", llmd.Different},
@@ -200,7 +200,7 @@ func TestCompleteEndpointPickerConfig(t *testing.T) {
 		want{"flowControl", llmd.NoEquivalent},
 		want{"parser", llmd.Different},
 	)
-	require.Equal(t, "plugins[session-affinity-scorer]: no equivalent (not yet in kvroute: session affinity)", findings[8].String())
+	require.Equal(t, "plugins[session-affinity-scorer]: no equivalent (not yet in kvroute: session affinity)", findings[9].String())
 
 	// The translated configuration marshals in kvroute's own keys and reads
 	// back through kvroute.LoadConfig.

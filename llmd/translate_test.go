@@ -22,7 +22,7 @@ const llmdBlocks = `{
 			"topicFilter": "kv@",
 			"concurrency": 8,
 			"discoverPods": true,
-			"podDiscoveryConfig": {"socketPort": 5557, "replaySocketPort": 5558, "podLabelSelector": "app=vllm"}
+			"podDiscoveryConfig": {"socketPort": 5557, "replaySocketPort": 5558}
 		},
 		"speculativeIndexing": true,
 		"speculativeTTL": "3s"
@@ -48,7 +48,6 @@ func TestTranslateAcceptsLLMDKeyNames(t *testing.T) {
 	require.Equal(t, 5557, cfg.Events.EventsPort)
 	require.True(t, *cfg.Events.Replay)
 	require.Equal(t, 5558, cfg.Events.ReplayPort)
-	require.Equal(t, "app=vllm", cfg.Events.Selector)
 	require.True(t, *cfg.Speculative.Enabled)
 	require.Equal(t, 3*time.Second, cfg.Speculative.TTL)
 	require.Equal(t, 0.7, *cfg.Affinity.AffinityThreshold)

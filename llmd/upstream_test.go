@@ -110,3 +110,15 @@ func TestPickerConfigTokenProducerDefaultsToEstimate(t *testing.T) {
 		{type: prefix-cache-affinity-filter}, {type: token-load-scorer}]`, ""))
 	requireFindings(t, findings, want{"plugins[token-producer].parameters.estimate", llmd.Different})
 }
+
+// llm-d's current picker subscribes to every endpoint its
+// endpoint-notification-source reports and reads no podLabelSelector:
+// kvroute does not narrow its subscriptions by it either, and says so.
+func TestPickerConfigPodLabelSelectorNarrowsNothing(t *testing.T) {
+	cfg, findings := loadBoth(t, epc(`[{type: precise-prefix-cache-producer, parameters: {kvEventsConfig: {podDiscoveryConfig: {podLabelSelector: "llm-d.ai/inference-serving=true", socketPort: 5556}}}},
+		{type: prefix-cache-affinity-filter}, {type: token-load-scorer}]`, ""))
+	require.Empty(t, cfg.Events.Selector)
+	require.Equal(t, 5556, cfg.Events.EventsPort)
+	requireFindings(t, findings,
+		want{"plugins[precise-prefix-cache-producer].parameters.kvEventsConfig.podDiscoveryConfig.podLabelSelector", llmd.NotNeeded})
+}
