@@ -102,5 +102,6 @@ const (
 	notePrefixSc   = "kvroute scores no prefix: its prefix-cache affinity filter keeps the cache-warm endpoints and the token-load scorer discounts each endpoint's cached prefix, so this weight has no counterpart"
 	noteWeightOnly = "weights apply to scorers; kvroute's affinity filter has none"
 	noteNoProducer = "no precise-prefix-cache-producer: kvroute keeps its precise index from the engines' KV events anyway, with kvroute's defaults (blockSize 64, events on port 5556, replay on 5559)"
+	noteCrowding   = "kvroute's filter also has a crowding rule, which llm-d's has not: a request leaves warm endpoints crowded with open requests for one where it re-prefills little more (affinity.crowdingRatio, default 1.5; 0 turns it off in a kvroute configuration)"
 	noteZeroWeight = "a zero weight mutes the scorer in llm-d; kvroute's token-load scorer always scores, and loadWeight 0 means its default, 1"
 )

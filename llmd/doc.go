@@ -62,7 +62,9 @@
 // In an EndpointPickerConfig, the precise producer's settings the document
 // leaves unset take llm-d's defaults where kvroute's differ, since the
 // engines were set up for llm-d's picker: 16-token blocks, events on port
-// 5557, no replay, no speculative indexing. Without a precise producer,
+// 5557, no replay, no speculative indexing. Its prefix-cache-affinity-filter
+// becomes kvroute's, which also applies kvroute's crowding rule (a finding
+// says so). Without a precise producer,
 // kvroute keeps its index with its own defaults (a finding says so).
 //
 // The deprecated precise-prefix-cache-scorer beside a

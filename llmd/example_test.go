@@ -68,5 +68,6 @@ schedulingProfiles:
 	// Qwen/Qwen3-32B 64 2
 	// plugins[token-producer].parameters.vllm.url | kvroute does this differently
 	// plugins[precise-prefix-cache-producer].parameters.tokenProcessorConfig.hashSeed | ignored: not needed
+	// plugins[prefix-cache-affinity-filter] | kvroute does this differently
 	// plugins[queue-scorer] | kvroute does this differently
 }

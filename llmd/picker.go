@@ -180,6 +180,9 @@ func loadPicker(data []byte) (kvroute.Config, []Finding, error) {
 		return kvroute.Config{}, nil, err
 	}
 	findings = append(findings, more...)
+	if name, ok := kindOf[af]; ok && *cfg.Affinity.CrowdingRatio > 0 && *cfg.Affinity.AffinityThreshold > 0 {
+		findings = append(findings, Finding{Path: "plugins[" + name + "]", Kind: Different, Note: noteCrowding})
+	}
 	sortFindings(findings, pc.Plugins)
 	return cfg, findings, nil
 }

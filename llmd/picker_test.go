@@ -103,6 +103,7 @@ func TestGuidePrecisePrefixCacheRouting(t *testing.T) {
 	requireFindings(t, findings,
 		want{"plugins[endpoint-notification-source]", llmd.NotNeeded},
 		want{"plugins[precise-prefix-cache-producer].parameters.indexerConfig.kvBlockIndexConfig", llmd.Different},
+		crowding,
 		want{"dataLayer", llmd.NotNeeded},
 	)
 
@@ -190,6 +191,7 @@ func TestCompleteEndpointPickerConfig(t *testing.T) {
 		want{precise + "kvEventsConfig.podDiscoveryConfig.podNamespace", llmd.Different},
 		want{"plugins[load].parameters.addEstimatedOutputTokens", llmd.Different},
 		want{"plugins[load].parameters.outputRatio", llmd.Different},
+		want{"plugins[affinity]", llmd.Different},
 		want{"plugins[session-affinity-scorer]", llmd.NoEquivalent},
 		want{"plugins[utilization-detector]", llmd.NoEquivalent},
 		want{"plugins[max-score-picker]", llmd.NotNeeded},
@@ -200,7 +202,7 @@ func TestCompleteEndpointPickerConfig(t *testing.T) {
 		want{"flowControl", llmd.NoEquivalent},
 		want{"parser", llmd.Different},
 	)
-	require.Equal(t, "plugins[session-affinity-scorer]: no equivalent (not yet in kvroute: session affinity)", findings[9].String())
+	require.Equal(t, "plugins[session-affinity-scorer]: no equivalent (not yet in kvroute: session affinity)", findings[10].String())
 
 	// The translated configuration marshals in kvroute's own keys and reads
 	// back through kvroute.LoadConfig.
@@ -251,7 +253,7 @@ func TestPickerConfigFindings(t *testing.T) {
 	// plugin (no finding for the filter and scorer kvroute always runs);
 	// a scorer's weight defaults to 1.
 	cfg, findings := loadBoth(t, epc("[{type: precise-prefix-cache-producer}, {type: prefix-cache-affinity-filter}, {type: token-load-scorer}]", ""))
-	require.Empty(t, findings)
+	requireFindings(t, findings, crowding)
 	require.Equal(t, 1.0, cfg.LoadWeight)
 
 	// A precise producer without parameters runs in llm-d with llm-d's
@@ -265,7 +267,7 @@ func TestPickerConfigFindings(t *testing.T) {
 
 	// Without a precise producer kvroute keeps its index anyway: a finding.
 	cfg, findings = loadBoth(t, epc("[{type: prefix-cache-affinity-filter}, {type: token-load-scorer}]", ""))
-	requireFindings(t, findings, want{"plugins", llmd.Different})
+	requireFindings(t, findings, crowding, want{"plugins", llmd.Different})
 	require.Equal(t, kvroute.DefaultConfig(), cfg)
 
 	// A zero weight mutes llm-d's scorer; kvroute's scores anyway.
@@ -293,6 +295,7 @@ func TestPickerConfigFindings(t *testing.T) {
 		want{"plugins[prefix-cache-affinity-filter].parameters.inFlightLoadProducerName", llmd.Different},
 		want{"plugins[prefix-cache-affinity-filter].parameters.latencyPredictionInfoProducerName", llmd.NoEquivalent},
 		want{"plugins[prefix-cache-affinity-filter].parameters.ttftSource", llmd.NoEquivalent},
+		crowding,
 		want{"plugins[token-load-scorer].parameters.inFlightLoadProducerName", llmd.Different},
 		want{"plugins[token-producer].parameters.vllm.url", llmd.Different},
 		want{"schedulingProfiles[decode].plugins[prefix-cache-affinity-filter].weight", llmd.NotNeeded},

@@ -32,13 +32,13 @@ func TestPickerConfigBlockSizeAliasIgnored(t *testing.T) {
 		{type: prefix-cache-affinity-filter}, {type: token-load-scorer}]`, ""))
 	require.Equal(t, 64, cfg.BlockSize)
 	requireFindings(t, findings,
-		want{"plugins[precise-prefix-cache-producer].parameters.tokenProcessorConfig.blockSize", llmd.NotNeeded})
+		want{"plugins[precise-prefix-cache-producer].parameters.tokenProcessorConfig.blockSize", llmd.NotNeeded}, crowding)
 
 	// Equal values, or the alias alone, say nothing.
 	cfg, findings = loadBoth(t, epc(`[{type: precise-prefix-cache-producer, parameters: {tokenProcessorConfig: {blockSizeTokens: 32, blockSize: 32}}},
 		{type: prefix-cache-affinity-filter}, {type: token-load-scorer}]`, ""))
 	require.Equal(t, 32, cfg.BlockSize)
-	require.Empty(t, findings)
+	requireFindings(t, findings, crowding)
 
 	// In a kvroute configuration too.
 	cfg, findings, err := llmd.Load(strings.NewReader(`{"precise-prefix-cache-producer":{"tokenProcessorConfig":{"blockSizeTokens":16,"blockSize":64}}}`), llmd.Options{})
@@ -69,7 +69,7 @@ func TestPickerConfigScorerBesideProducer(t *testing.T) {
 		// The scorer in the (default) profile weighs a prefix score kvroute
 		// has not.
 		requireFindings(t, findings,
-			want{"plugins[legacy]", llmd.Different},
+			want{"plugins[legacy]", llmd.Different}, crowding,
 			want{"schedulingProfiles[default].plugins[legacy]", llmd.Different})
 		require.Contains(t, findings[0].Note, "configured by plugins[producer]")
 	}
@@ -103,12 +103,31 @@ func TestPickerConfigNegativeAffinityThreshold(t *testing.T) {
 func TestPickerConfigTokenProducerDefaultsToEstimate(t *testing.T) {
 	_, findings := loadBoth(t, epc(`[{type: token-producer}, {type: precise-prefix-cache-producer},
 		{type: prefix-cache-affinity-filter}, {type: token-load-scorer}]`, ""))
-	requireFindings(t, findings, want{"plugins[token-producer].parameters", llmd.Different})
+	requireFindings(t, findings, want{"plugins[token-producer].parameters", llmd.Different}, crowding)
 	require.Contains(t, findings[0].Note, "estimate")
 
 	_, findings = loadBoth(t, epc(`[{type: token-producer, parameters: {estimate: {}}}, {type: precise-prefix-cache-producer},
 		{type: prefix-cache-affinity-filter}, {type: token-load-scorer}]`, ""))
-	requireFindings(t, findings, want{"plugins[token-producer].parameters.estimate", llmd.Different})
+	requireFindings(t, findings, want{"plugins[token-producer].parameters.estimate", llmd.Different}, crowding)
+}
+
+// crowding is the finding of a prefix-cache-affinity-filter plugin: kvroute's
+// filter also applies its crowding rule.
+var crowding = want{"plugins[prefix-cache-affinity-filter]", llmd.Different}
+
+// llm-d's prefix-cache-affinity-filter has no crowding rule; kvroute's
+// filter, which an EndpointPickerConfig's becomes, applies its own by
+// default, and says so (unless the filter is off).
+func TestPickerConfigAffinityFilterCrowding(t *testing.T) {
+	cfg, findings := loadBoth(t, epc(`[{type: precise-prefix-cache-producer},
+		{type: prefix-cache-affinity-filter}, {type: token-load-scorer}]`, ""))
+	requireFindings(t, findings, crowding)
+	require.Contains(t, findings[0].Note, "affinity.crowdingRatio")
+	require.Equal(t, *kvroute.DefaultConfig().Affinity.CrowdingRatio, *cfg.Affinity.CrowdingRatio)
+
+	_, findings = loadBoth(t, epc(`[{type: precise-prefix-cache-producer},
+		{type: prefix-cache-affinity-filter, parameters: {affinityThreshold: 0}}, {type: token-load-scorer}]`, ""))
+	require.Empty(t, findings)
 }
 
 // llm-d's current picker subscribes to every endpoint its
@@ -120,5 +139,5 @@ func TestPickerConfigPodLabelSelectorNarrowsNothing(t *testing.T) {
 	require.Empty(t, cfg.Events.Selector)
 	require.Equal(t, 5556, cfg.Events.EventsPort)
 	requireFindings(t, findings,
-		want{"plugins[precise-prefix-cache-producer].parameters.kvEventsConfig.podDiscoveryConfig.podLabelSelector", llmd.NotNeeded})
+		want{"plugins[precise-prefix-cache-producer].parameters.kvEventsConfig.podDiscoveryConfig.podLabelSelector", llmd.NotNeeded}, crowding)
 }

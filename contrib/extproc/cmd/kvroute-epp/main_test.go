@@ -227,14 +227,14 @@ func TestConfigAcceptsAWholeEndpointPickerConfig(t *testing.T) {
 	require.Equal(t, 5556, cfg.Events.EventsPort)
 	require.Equal(t, 15926.0, cfg.Affinity.PeakPrefillThroughput)
 	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
-	require.Len(t, lines, 3, logs.String())
-	for i, key := range []string{"plugins[endpoint-notification-source]", "plugins[precise-prefix-cache-producer].parameters.indexerConfig.kvBlockIndexConfig", "dataLayer"} {
+	require.Len(t, lines, 4, logs.String())
+	for i, key := range []string{"plugins[endpoint-notification-source]", "plugins[precise-prefix-cache-producer].parameters.indexerConfig.kvBlockIndexConfig", "plugins[prefix-cache-affinity-filter]", "dataLayer"} {
 		require.Contains(t, lines[i], "level=WARN")
 		require.Contains(t, lines[i], "key="+key+" ")
 	}
 
 	err = run(context.Background(), []string{"--endpoints", "10.0.0.1:8000", "--config", path, "--strict-config"}, io.Discard, io.Discard)
-	require.ErrorContains(t, err, "strict: 3 llm-d settings are not carried over")
+	require.ErrorContains(t, err, "strict: 4 llm-d settings are not carried over")
 	require.ErrorContains(t, err, "plugins[endpoint-notification-source]: ignored: not needed")
 }
 
