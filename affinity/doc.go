@@ -57,12 +57,13 @@
 //  6. Otherwise only the sticky endpoints pass (OutcomeSticky).
 //
 // These are the semantics of the llm-d router's prefix-cache-affinity-filter
-// (throughput TTFT source) with two deliberate differences, both documented
-// on the types involved: the matched score is compared as a float (the
+// (throughput TTFT source) with three deliberate differences, documented on
+// the types involved: the matched score is compared as a float (the
 // reference truncates the weighted sum to an integer, which puts a prompt
 // cached entirely in the CPU tier below the 0.8 threshold for most lengths),
-// and a missing load signal follows an explicit MissingSignalPolicy instead of
-// being replaced by zero. The opt-in IncludeRequestTokens adds the current
+// a missing load signal follows an explicit MissingSignalPolicy instead of
+// being replaced by zero, and the crowding rule (step 5), which llm-d's
+// filter does not have, is on by default (a CrowdingRatio of 0 turns it off). The opt-in IncludeRequestTokens adds the current
 // request's own uncached tokens to every estimate (OutcomeRequestLoadOverride
 // when the gate fires on that estimate).
 //
