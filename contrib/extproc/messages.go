@@ -12,9 +12,12 @@ import (
 )
 
 // subsetHint reads the candidate list Envoy may send in the filter metadata:
-// namespace → key → a list of "ip:port" strings (a single comma-separated
-// string is accepted too). ok is false when the key is absent, in which case
-// every endpoint is a candidate; a present but empty list admits none.
+// namespace → key → a list of "ip:port" (or bare "ip") strings, or a single
+// comma-separated string. A list item may itself be comma-separated (a
+// gateway that copies a request header into the list writes its value as
+// one item), so every item is split as the single string is. ok is false
+// when the key is absent, in which case every endpoint is a candidate; a
+// present but empty list admits none.
 func subsetHint(md *corev3.Metadata, namespace, key string) (ids []string, ok bool) {
 	ns := md.GetFilterMetadata()[namespace]
 	if ns == nil {
@@ -27,18 +30,23 @@ func subsetHint(md *corev3.Metadata, namespace, key string) (ids []string, ok bo
 	switch k := v.GetKind().(type) {
 	case *structpb.Value_ListValue:
 		for _, item := range k.ListValue.GetValues() {
-			if s := strings.TrimSpace(item.GetStringValue()); s != "" {
-				ids = append(ids, s)
-			}
+			ids = appendEntries(ids, item.GetStringValue())
 		}
 	case *structpb.Value_StringValue:
-		for _, s := range strings.Split(k.StringValue, ",") {
-			if s = strings.TrimSpace(s); s != "" {
-				ids = append(ids, s)
-			}
-		}
+		ids = appendEntries(ids, k.StringValue)
 	}
 	return ids, true
+}
+
+// appendEntries appends the non-empty, trimmed entries of a comma-separated
+// list to ids.
+func appendEntries(ids []string, list string) []string {
+	for _, s := range strings.Split(list, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			ids = append(ids, s)
+		}
+	}
+	return ids
 }
 
 // servedEndpoint reads the endpoint Envoy reports as having served the

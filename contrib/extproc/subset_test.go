@@ -1,0 +1,55 @@
+package extproc
+
+import (
+	"net/http"
+	"testing"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/kvroute/kvroute/internal/leakcheck"
+)
+
+// subsetStringMD is the subset hint as one comma-separated string, as a
+// gateway's header-to-metadata rule writes it.
+func subsetStringMD(list string) *corev3.Metadata {
+	inner := &structpb.Struct{Fields: map[string]*structpb.Value{DefaultSubsetKey: structpb.NewStringValue(list)}}
+	return &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{DefaultSubsetNamespace: inner}}
+}
+
+// pickWithHint sends one request with the subset hint md and returns the
+// destination the picker named, or the status of its immediate response.
+func pickWithHint(t *testing.T, h *harness, md *corev3.Metadata) (dest string, code int) {
+	t.Helper()
+	st, err := h.client.Process(ctxT(t))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, st.CloseSend()) }()
+	require.NoError(t, st.Send(envoyHeaders("/v1/completions", false, md)))
+	require.NoError(t, st.Send(bodyChunk(completionsBody(prompt(5, 40, "hint"), false), true)))
+	resp, err := st.Recv()
+	require.NoError(t, err)
+	if ir := resp.GetImmediateResponse(); ir != nil {
+		return "", int(ir.GetStatus().GetCode())
+	}
+	return setHeader(resp.GetRequestHeaders().GetResponse().GetHeaderMutation(), DefaultDestinationHeader), http.StatusOK
+}
+
+// A list item that is itself a comma-separated list (a header's value copied
+// into the list as one item) names each of its endpoints, as the single
+// string form does; reading it as one endpoint ID would admit none and
+// answer every request 503.
+func TestProcessSubsetHintListItemWithCommas(t *testing.T) {
+	defer leakcheck.Check(t)()
+	h := newHarness(t, Config{}, engineOpts{}, engineOpts{})
+	defer h.close()
+	for _, want := range []string{h.engines[0].id, h.engines[1].id} {
+		dest, code := pickWithHint(t, h, subsetMD("10.0.0.9:8000, "+want))
+		require.Equal(t, http.StatusOK, code)
+		require.Equal(t, want, dest)
+		dest, code = pickWithHint(t, h, subsetStringMD(want+",10.0.0.9:8000"))
+		require.Equal(t, http.StatusOK, code)
+		require.Equal(t, want, dest)
+	}
+	h.idle()
+}
