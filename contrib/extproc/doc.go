@@ -25,8 +25,11 @@
 //     client's own value of that header is removed.
 //   - honours the subset hint: when the request's filter metadata carries
 //     envoy.lb.subset_hint / x-gateway-destination-endpoint-subset (a list
-//     of "ip:port"), only those endpoints are candidates; an empty or
-//     ineligible list is answered 503.
+//     of "ip:port", or one comma-separated string, whose items may be
+//     comma-separated too), only those endpoints are candidates; a bare "ip"
+//     names every endpoint on that address (each data-parallel rank), and
+//     addresses compare as addresses. An empty or ineligible list is
+//     answered 503.
 //   - answers 503 (an ImmediateResponse) when no endpoint is available, 413
 //     when the body exceeds the configured limit, 400 when it is not JSON,
 //     404 NotFoundError (vLLM's and the gateway's body) when no endpoint

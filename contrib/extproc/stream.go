@@ -340,17 +340,7 @@ func (st *streamState) route(body []byte) error {
 func (st *streamState) candidates() (eps []kvroute.Endpoint, selected bool) {
 	eps = *st.srv.endpoints.Load()
 	if st.hasHint {
-		in := make(map[string]struct{}, len(st.subset))
-		for _, id := range st.subset {
-			in[id] = struct{}{}
-		}
-		out := make([]kvroute.Endpoint, 0, len(st.subset))
-		for _, ep := range eps {
-			if _, ok := in[ep.ID]; ok {
-				out = append(out, ep)
-			}
-		}
-		eps = out
+		eps = subsetCandidates(st.subset, eps)
 	}
 	if st.srv.cfg.ConformanceTestHooks {
 		if sel, ok := conformanceSelection(st.header.Values(ConformanceSelectionHeader), eps); ok {

@@ -1,6 +1,7 @@
 package extproc
 
 import (
+	"net"
 	"net/http"
 	"testing"
 
@@ -51,5 +52,32 @@ func TestProcessSubsetHintListItemWithCommas(t *testing.T) {
 		require.Equal(t, http.StatusOK, code)
 		require.Equal(t, want, dest)
 	}
+	h.idle()
+}
+
+// A bare "ip" in the subset hint admits every endpoint on that address (each
+// data-parallel rank of a pod), and "ip:port" entries compare as addresses,
+// as the Inference Extension's reference picker reads the hint; an address
+// the hint does not name stays out.
+func TestProcessSubsetHintMatchesAddresses(t *testing.T) {
+	defer leakcheck.Check(t)()
+	h := newHarness(t, Config{}, engineOpts{}, engineOpts{})
+	defer h.close()
+	ids := map[string]bool{h.engines[0].id: true, h.engines[1].id: true}
+	host, port, err := net.SplitHostPort(h.engines[1].id)
+	require.NoError(t, err)
+
+	for range 4 {
+		dest, code := pickWithHint(t, h, subsetMD(host))
+		require.Equal(t, http.StatusOK, code, "a bare address admits its endpoints")
+		require.True(t, ids[dest], "destination %q", dest)
+	}
+	// The same endpoint written as an IPv4-mapped IPv6 address.
+	dest, code := pickWithHint(t, h, subsetMD("10.0.0.9", net.JoinHostPort("::ffff:"+host, port)))
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, h.engines[1].id, dest)
+
+	_, code = pickWithHint(t, h, subsetMD("10.0.0.9", "[fd00::1]"))
+	require.Equal(t, http.StatusServiceUnavailable, code, "an address of no endpoint admits none")
 	h.idle()
 }
