@@ -18,11 +18,12 @@
 //     envoy.lb namespace (key x-gateway-destination-endpoint). It clears the
 //     route cache so that Envoy's load balancer (the override-host policy or
 //     an original-destination cluster) sees the header. The buffered body is
-//     returned as one streamed body mutation. When the Router's profile
-//     step (package disagg) split the request, the same answer sets
-//     x-prefiller-host-port on the request to the prefill endpoint, for the
-//     decode pod's routing sidecar, as llm-d's picker does; otherwise a
-//     client's own value of that header is removed.
+//     returned as streamed body mutations of at most 62000 bytes each (some
+//     gateways refuse a chunk above 64 KiB), the last ending the stream.
+//     When the Router's profile step (package disagg) split the request,
+//     the same answer sets x-prefiller-host-port on the request to the
+//     prefill endpoint, for the decode pod's routing sidecar, as llm-d's
+//     picker does; otherwise a client's own value of that header is removed.
 //   - honours the subset hint: when the request's filter metadata carries
 //     envoy.lb.subset_hint / x-gateway-destination-endpoint-subset (a list
 //     of "ip:port", or one comma-separated string, whose items may be

@@ -84,6 +84,12 @@ func header(key, value string) *corev3.HeaderValueOption {
 	return &h.opt
 }
 
+// maxBodyChunk bounds each streamed body mutation the picker sends back for
+// the request: some Envoy-based gateways refuse a streamed chunk above 64
+// KiB (the Inference Extension's reference picker keeps under 62000 bytes
+// for this), so a long prompt's body returned whole would fail there.
+const maxBodyChunk = 62000
+
 func streamedBody(body []byte, eos bool) *extprocv3.BodyMutation {
 	return &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_StreamedResponse{
 		StreamedResponse: &extprocv3.StreamedBodyResponse{Body: body, EndOfStream: eos},

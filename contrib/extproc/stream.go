@@ -352,7 +352,7 @@ func (st *streamState) candidates() (eps []kvroute.Endpoint, selected bool) {
 
 // answerRequest sends the request-headers response naming the endpoint
 // followed by its fallbacks (list) and, when the request has a body, the
-// body back as one streamed mutation. A prefill endpoint (a disaggregated
+// body back as streamed mutations of at most maxBodyChunk bytes. A prefill endpoint (a disaggregated
 // request) is named in disagg.HeaderPrefiller, as llm-d's endpoint picker
 // sets it for the decode pod's sidecar; without one a client's own value
 // of that header is removed.
@@ -391,11 +391,19 @@ func (st *streamState) answerRequest(list []string, prefill string, body []byte,
 	if body == nil {
 		return nil
 	}
-	return st.send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{
-		RequestBody: &extprocv3.BodyResponse{Response: &extprocv3.CommonResponse{
-			BodyMutation: streamedBody(body, true),
-		}},
-	}})
+	// The body goes back in chunks of at most maxBodyChunk bytes, the
+	// last ending the stream (an empty body is one empty chunk).
+	for {
+		n := min(len(body), maxBodyChunk)
+		if err := st.send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{
+			RequestBody: &extprocv3.BodyResponse{Response: &extprocv3.CommonResponse{
+				BodyMutation: streamedBody(body[:n], n == len(body)),
+			}},
+		}}); err != nil || n == len(body) {
+			return err
+		}
+		body = body[n:]
+	}
 }
 
 func (st *streamState) responseHeaders(req *extprocv3.ProcessingRequest, h *extprocv3.HttpHeaders) error {
