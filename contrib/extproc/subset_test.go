@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/internal/leakcheck"
 )
 
@@ -80,4 +81,30 @@ func TestProcessSubsetHintMatchesAddresses(t *testing.T) {
 	_, code = pickWithHint(t, h, subsetMD("10.0.0.9", "[fd00::1]"))
 	require.Equal(t, http.StatusServiceUnavailable, code, "an address of no endpoint admits none")
 	h.idle()
+}
+
+// The subset hint's entries match endpoint IDs as addresses, in eps's order,
+// and an ID that is no address only by its exact text.
+func TestSubsetCandidatesForms(t *testing.T) {
+	eps := []kvroute.Endpoint{{ID: "[fd00::1]:8000"}, {ID: "[fd00::1]:8001"}, {ID: "10.0.0.7:8000"}, {ID: "engine-a"}, {ID: "10.0.0.8:8000"}}
+	ids := func(in []kvroute.Endpoint) []string {
+		out := []string{}
+		for _, ep := range in {
+			out = append(out, ep.ID)
+		}
+		return out
+	}
+	for _, c := range []struct {
+		hint []string
+		want []string
+	}{
+		{[]string{"fd00::1"}, []string{"[fd00::1]:8000", "[fd00::1]:8001"}},
+		{[]string{"[fd00:0::1]"}, []string{"[fd00::1]:8000", "[fd00::1]:8001"}},
+		{[]string{"[fd00:0:0::1]:8001", "10.0.0.8:8000"}, []string{"[fd00::1]:8001", "10.0.0.8:8000"}},
+		{[]string{"[::ffff:10.0.0.7]:8000", "engine-a"}, []string{"10.0.0.7:8000", "engine-a"}},
+		{[]string{"10.0.0.7:9000", "10.0.0.9", "engine", "fd00::1:8000"}, []string{}},
+		{nil, []string{}},
+	} {
+		require.Equal(t, c.want, ids(subsetCandidates(c.hint, eps)), "hint %q", c.hint)
+	}
 }
