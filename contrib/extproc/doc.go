@@ -125,7 +125,10 @@
 // x-kvroute-endpoint.
 //
 // Server also registers the gRPC health service with the protocol's three
-// service names (liveness, readiness and the ext_proc service itself).
+// service names (liveness, readiness and the ext_proc service itself), and
+// the name the Inference Extension's own manifests probe its picker by,
+// inference-extension (PoolSyncedService: serving once discovery gave the
+// first endpoint set).
 // FollowReadiness keeps readiness in step with a kvroute.Router: not ready
 // until the picker has endpoints and the router's index has caught up with
 // every endpoint's KV-event stream, so that Envoy does not send traffic to a

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"sync/atomic"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
@@ -69,6 +70,15 @@ const (
 	ReadinessService = "readiness"
 	ExtProcService   = "envoy.service.ext_proc.v3.ExternalProcessor"
 )
+
+// PoolSyncedService is the health service name the Inference Extension's
+// reference picker is probed by (its manifests point both the liveness and
+// the readiness probe at it): not serving until the picker has been given
+// its first endpoint set (discovery has synced), serving from then on until
+// Shutdown. It does not follow the index's readiness, so that a liveness
+// probe on it does not restart a picker whose KV-event streams are still
+// catching up.
+const PoolSyncedService = "inference-extension"
 
 // Config configures a Server. The zero value uses the protocol's defaults.
 type Config struct {
@@ -190,6 +200,7 @@ type Server struct {
 	met       *metrics
 	health    *health.Server
 	endpoints atomic.Pointer[[]kvroute.Endpoint]
+	synced    sync.Once // PoolSyncedService turned serving by the first SetEndpoints
 	ready     atomic.Bool
 	clock     telemetry.Clock
 	recent    recent.Ring[streamRecord] // the status page's latest streams
@@ -222,6 +233,7 @@ func New(cfg Config, picker kvroute.Picker, opts Options) (*Server, error) {
 	empty := []kvroute.Endpoint{}
 	s.endpoints.Store(&empty)
 	s.health.SetServingStatus(LivenessService, healthpb.HealthCheckResponse_SERVING)
+	s.health.SetServingStatus(PoolSyncedService, healthpb.HealthCheckResponse_NOT_SERVING)
 	s.SetReady(false)
 	return s, nil
 }
@@ -268,13 +280,15 @@ func (s *Server) Close() {
 
 // SetEndpoints replaces the candidate endpoints of every later request. It
 // does not touch the Picker: a kvroute.Router is told separately (its own
-// SetEndpoints subscribes to the endpoints' KV events).
+// SetEndpoints subscribes to the endpoints' KV events). The first call, the
+// discovery's first set even when empty, turns PoolSyncedService serving.
 func (s *Server) SetEndpoints(eps []kvroute.Endpoint) {
 	c := slices.Clone(eps)
 	if c == nil {
 		c = []kvroute.Endpoint{}
 	}
 	s.endpoints.Store(&c)
+	s.synced.Do(func() { s.health.SetServingStatus(PoolSyncedService, healthpb.HealthCheckResponse_SERVING) })
 }
 
 // Endpoints returns the current candidate endpoints (a copy).
