@@ -5,8 +5,10 @@
 //
 // Flags follow the Inference Extension's reference picker where they mean the
 // same (--grpc-port 9002, --grpc-health-port 9003, --metrics-port 9090,
-// --pool-name, --pool-namespace, --pool-group). kvroute's router is configured
-// with --config (YAML or JSON; durations are strings such as "2s"; the
+// --pool-name, --pool-namespace, --pool-group, --zap-encoder console|json for
+// the log format), so that the Inference Extension's own picker manifests
+// start it. kvroute's router is configured with --config (YAML or JSON;
+// durations are strings such as "2s"; the
 // parameters of the llm-d router's precise-prefix-cache-producer,
 // prefix-cache-affinity-filter and token-load-scorer plugins may be pasted
 // under their plugin type names, see package llmd) and --model. Without --pool-name, --endpoints gives a static list of

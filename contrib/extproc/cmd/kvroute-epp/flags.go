@@ -39,6 +39,7 @@ type flags struct {
 	maxBodyBytesInFlight              int64
 	readinessInterval                 time.Duration
 	logLevel                          string
+	logEncoder                        string
 	fallbacks                         int
 	conformanceTestHooks              bool
 	admissionConfig                   string
@@ -83,6 +84,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.DurationVar(&f.grpcKeepaliveMinTime, "grpc-keepalive-min-time", defaultGRPCKeepaliveMinTime, "shortest interval between a client's HTTP/2 keepalive pings the gRPC servers accept, with or without a stream open; a client pinging faster is sent GOAWAY (keep it below Envoy's connection_keepalive interval less its jitter)")
 	fs.DurationVar(&f.grpcMaxConnectionIdle, "grpc-max-connection-idle", defaultGRPCMaxConnectionIdle, "how long a gRPC connection with no stream open is kept before it is closed with a graceful GOAWAY (0: forever)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&f.logEncoder, "zap-encoder", "console", "log line format, under the Inference Extension picker's flag name: console (key=value text) or json")
 	fs.IntVar(&f.fallbacks, "fallbacks", 0, fmt.Sprintf("fallback endpoints named after the pick, the next best by score, for Envoy to retry in order (0 to %d)", extproc.MaxFallbacks))
 	fs.BoolVar(&f.conformanceTestHooks, "conformance-test-hooks", false,
 		"the Inference Extension conformance suite's hooks: the "+extproc.ConformanceSelectionHeader+" request header chooses the candidates and "+
@@ -100,6 +102,9 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 		// Parsing stops at the first argument that is not a flag: every
 		// flag after it would be ignored.
 		return f, fmt.Errorf("unexpected arguments %q (the flags after the first of them would be ignored)", fs.Args())
+	}
+	if f.logEncoder != "console" && f.logEncoder != "json" {
+		return f, fmt.Errorf("--zap-encoder %q is neither console nor json", f.logEncoder)
 	}
 	if f.readinessInterval <= 0 {
 		return f, fmt.Errorf("--readiness-interval %v is not positive", f.readinessInterval)

@@ -59,7 +59,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
 		return fmt.Errorf("--log-level: %w", err)
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	log := newLogger(stderr, f.logEncoder, level)
 	cfg, err := loadConfig(f.configPath, f.model, f.strictConfig, log)
 	if err != nil {
 		return err
@@ -281,4 +281,14 @@ func drain(errc chan error, n int) {
 	for range n {
 		<-errc
 	}
+}
+
+// newLogger logs to w at level, as JSON objects with --zap-encoder json and
+// as key=value text lines otherwise.
+func newLogger(w io.Writer, encoder string, level slog.Level) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level}
+	if encoder == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
 }
