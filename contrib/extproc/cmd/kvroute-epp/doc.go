@@ -37,6 +37,9 @@
 // keepalive pings, with or without a stream open, no more often than
 // --grpc-keepalive-min-time (5s), and close a connection with no stream open
 // for --grpc-max-connection-idle (15m) with a graceful GOAWAY.
+// --secure-serving serves ext_proc over TLS, as the Inference Extension's
+// picker does by default, with --cert-path's tls.crt and tls.key or a
+// self-signed certificate made at start; the health port stays plaintext.
 //
 // --fallbacks N names the N next best endpoints after the pick (protocol
 // v0.4.0), for an Envoy retry policy to try in order; when Envoy reports that

@@ -50,6 +50,8 @@ type flags struct {
 	grpcMaxConcurrentStreams          uint32
 	grpcKeepaliveMinTime              time.Duration
 	grpcMaxConnectionIdle             time.Duration
+	secureServing                     bool
+	certPath                          string
 }
 
 func parseFlags(args []string, stderr io.Writer) (flags, error) {
@@ -83,6 +85,8 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 		})
 	fs.DurationVar(&f.grpcKeepaliveMinTime, "grpc-keepalive-min-time", defaultGRPCKeepaliveMinTime, "shortest interval between a client's HTTP/2 keepalive pings the gRPC servers accept, with or without a stream open; a client pinging faster is sent GOAWAY (keep it below Envoy's connection_keepalive interval less its jitter)")
 	fs.DurationVar(&f.grpcMaxConnectionIdle, "grpc-max-connection-idle", defaultGRPCMaxConnectionIdle, "how long a gRPC connection with no stream open is kept before it is closed with a graceful GOAWAY (0: forever)")
+	fs.BoolVar(&f.secureServing, "secure-serving", false, "serve ext_proc over TLS, as the Inference Extension's picker does by default: with --cert-path's certificate, or a self-signed one made at start (the health port stays plaintext for Kubernetes' gRPC probes)")
+	fs.StringVar(&f.certPath, "cert-path", "", "with --secure-serving: a directory holding tls.crt and tls.key (a mounted Kubernetes TLS secret); empty: a self-signed certificate")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logEncoder, "zap-encoder", "console", "log line format, under the Inference Extension picker's flag name: console (key=value text) or json")
 	fs.IntVar(&f.fallbacks, "fallbacks", 0, fmt.Sprintf("fallback endpoints named after the pick, the next best by score, for Envoy to retry in order (0 to %d)", extproc.MaxFallbacks))
@@ -111,6 +115,9 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	}
 	if f.grpcKeepaliveMinTime <= 0 {
 		return f, fmt.Errorf("--grpc-keepalive-min-time %v is not positive", f.grpcKeepaliveMinTime)
+	}
+	if f.certPath != "" && !f.secureServing {
+		return f, errors.New("--cert-path is for --secure-serving; set it too")
 	}
 	if f.grpcMaxConnectionIdle < 0 {
 		return f, fmt.Errorf("--grpc-max-connection-idle %v is negative", f.grpcMaxConnectionIdle)

@@ -209,7 +209,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		healthLn.Close()
 		return err
 	}
-	gs := grpc.NewServer(grpcServerOptions(f)...)
+	gopts := grpcServerOptions(f)
+	if creds, err := extProcTLS(f); err != nil {
+		grpcLn.Close()
+		healthLn.Close()
+		metricsLn.Close()
+		return err
+	} else if creds != nil {
+		gopts = append(gopts, creds)
+	}
+	gs := grpc.NewServer(gopts...)
 	picker.Register(gs)
 	hs := grpc.NewServer(grpcServerOptions(f)...)
 	healthpb.RegisterHealthServer(hs, picker.Health())
