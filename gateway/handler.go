@@ -326,7 +326,7 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api ren
 		h.ownsTr.RaisePeak(n)
 	}
 	am := h.met.byAPI[api]
-	body, held, err := h.readBodyTimed(w, r)
+	body, held, err := h.readBody(w, r)
 	defer h.budget.Release(held) // after the response: forward holds the body until then
 	if err != nil {
 		var tooLarge *http.MaxBytesError
