@@ -105,10 +105,13 @@ type Options struct {
 // after the first recompute, and the loop ends when stop is closed,
 // closing loopDone. recompute runs on Start's goroutine once, then only on
 // the loop, never on both at once; it calls the Sink without holding mu.
-// mu guards current, synced, poolErr, sinkCalls and closed: recompute
-// writes current, poolErr and sinkCalls, Start sets synced, Close sets
-// closed (so stop is closed once), and the accessors read them. Close
-// waits for loopDone only when synced, that is once the loop was started.
+// mu guards current, synced, poolErr, sinkCalls, sinking and closed:
+// recompute writes current, poolErr and sinkCalls, and sets sinking while
+// it calls the Sink, which it does only when closed is unset; Start sets
+// synced, Close sets closed (so stop is closed once), and the accessors
+// read them. Close waits for loopDone only when synced, that is once the
+// loop was started, and no Sink call is under way (the Sink may be the one
+// calling Close).
 type Discovery struct {
 	cfg      Config
 	selector labels.Selector // when following a plain selector
@@ -133,6 +136,7 @@ type Discovery struct {
 	synced    bool
 	poolErr   error
 	sinkCalls int
+	sinking   bool
 	closed    bool
 }
 
@@ -288,7 +292,10 @@ func (d *Discovery) loop() {
 }
 
 // Close stops the informers and the loop; the last endpoint set stays with
-// the Sink.
+// the Sink. Once Close returns the Sink is not called again. A Sink call
+// already under way when Close runs is not waited for, since it may be the
+// Sink itself calling Close: it finishes after Close returns, and the
+// loop's goroutine ends with it.
 func (d *Discovery) Close() {
 	d.mu.Lock()
 	if d.closed {
@@ -296,14 +303,16 @@ func (d *Discovery) Close() {
 		return
 	}
 	d.closed = true
-	synced := d.synced
+	// The loop is waited for only when it runs and is not in the Sink: a
+	// Sink that calls Close would otherwise wait for itself.
+	waitLoop := d.synced && !d.sinking
 	d.mu.Unlock()
 	close(d.stop)
 	d.pods.Shutdown()
 	if d.dyn != nil {
 		d.dyn.Shutdown()
 	}
-	if synced {
+	if waitLoop {
 		<-d.loopDone
 	}
 	d.met.unregister()
@@ -381,21 +390,29 @@ func (d *Discovery) recompute() {
 		d.log.Warn("k8s: InferencePool unusable; no endpoints", "err", poolErr)
 	}
 	d.poolErr = poolErr
-	if slices.EqualFunc(eps, d.current, endpointEqual) && d.sinkCalls > 0 {
+	// Once Close has run the Sink is not called: closed is read under the
+	// lock Close sets it under, and sinking, set in the same critical
+	// section, tells Close a call is under way.
+	if d.closed || (slices.EqualFunc(eps, d.current, endpointEqual) && d.sinkCalls > 0) {
 		d.mu.Unlock()
 		return
 	}
+	d.sinking = true
 	d.mu.Unlock()
-	if err := d.sink(slices.Clone(eps)); err != nil {
+	err := d.sink(slices.Clone(eps))
+	d.mu.Lock()
+	d.sinking = false
+	if err == nil {
+		d.current = eps
+		d.sinkCalls++
+	}
+	d.mu.Unlock()
+	if err != nil {
 		d.met.sinkErrors.Inc()
 		d.log.Warn("k8s: the endpoint sink failed; retrying at the next change", "err", err)
 		return
 	}
 	d.met.endpoints.Set(float64(len(eps)))
-	d.mu.Lock()
-	d.current = eps
-	d.sinkCalls++
-	d.mu.Unlock()
 }
 
 // target returns the selector and ports in force: the pool's, or the
