@@ -22,3 +22,23 @@ func (c *ClientConfig) UnmarshalJSON(data []byte) error {
 func (c ClientConfig) MarshalJSON() ([]byte, error) {
 	return jsonconf.Marshal(clientConfigFields(c))
 }
+
+// serverConfigFields is ServerConfig without its methods, so that decoding
+// it does not recurse into ServerConfig.UnmarshalJSON.
+type serverConfigFields ServerConfig
+
+// UnmarshalJSON decodes c by the rules of every kvroute configuration,
+// wherever a ServerConfig is decoded: durations are Go duration strings
+// ("30s"; a bare number is an error, not nanoseconds), and an unknown key,
+// another case of a known one or a key given twice is an error naming its
+// path. Keys not present, or null, keep their value; zero values mean the
+// defaults.
+func (c *ServerConfig) UnmarshalJSON(data []byte) error {
+	return jsonconf.Unmarshal(data, (*serverConfigFields)(c))
+}
+
+// MarshalJSON encodes c with every duration as a Go duration string, the
+// form UnmarshalJSON reads.
+func (c ServerConfig) MarshalJSON() ([]byte, error) {
+	return jsonconf.Marshal(serverConfigFields(c))
+}

@@ -37,3 +37,24 @@ func TestClientConfigDecodesStrictly(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(`{"backoff":"250ms"}`), &c))
 	require.Same(t, lim, c.Limiter, "the Limiter, which JSON does not carry, keeps its identity")
 }
+
+// A ServerConfig decodes by kvroute's configuration rules: a key in
+// another case, a key given twice and an unknown key are errors naming the
+// key, a duration is a duration string, the publisher identity is an array
+// of PublisherIDSize bytes, keys not present keep the value they had (the
+// zero value: the defaults), and what Marshal writes decodes back.
+func TestServerConfigDecodesStrictly(t *testing.T) {
+	in := ServerConfig{Addr: "tcp://127.0.0.1:5557", PublisherID: [PublisherIDSize]byte{7, 255}, MaxConns: 8,
+		WriteTimeout: 5 * time.Second, IdleTimeout: 90 * time.Second}
+	require.NoError(t, conftest.Check(ServerConfig{}, []conftest.Case[ServerConfig]{
+		{Name: "case variant", Doc: `{"MaxConns":1}`, Err: `MaxConns: unknown key (did you mean "maxConns"?`},
+		{Name: "repeated key", Doc: `{"maxConns":1,"maxConns":2}`, Err: "maxConns: key given twice"},
+		{Name: "unknown key", Doc: `{"idleTimeoutt":"1s"}`, Err: "idleTimeoutt: unknown key"},
+		{Name: "bare number", Doc: `{"writeTimeout":30}`, Err: "writeTimeout: bare number 30 is not a duration"},
+		{Name: "identity byte over 255", Doc: `{"publisherID":[256]}`, Err: "publisherID"},
+		{Name: "identity not an array", Doc: `{"publisherID":"abc"}`, Err: "publisherID"},
+		{Name: "every key", Doc: `{"addr":"tcp://127.0.0.1:5557","publisherID":[7,255],"maxConns":8,"writeTimeout":"5s","idleTimeout":"1m30s"}`,
+			Want: func(c *ServerConfig) { *c = in }},
+		{Name: "absent keys keep defaults", Doc: `{}`, Want: func(*ServerConfig) {}},
+	}, in, `"writeTimeout":"5s"`, `"idleTimeout":"1m30s"`, `"publisherID":[7,255,0,`))
+}

@@ -36,23 +36,26 @@ func (f SourceFunc) Snapshot() (int64, [][]byte, bool) { return f() }
 // is no client waiting for its turn.
 const DefaultServerIdleTimeout = time.Minute
 
-// ServerConfig configures a Server.
+// ServerConfig configures a Server. It reads from JSON by the rules of
+// every kvroute configuration (see UnmarshalJSON); zero values mean the
+// defaults.
 type ServerConfig struct {
 	// Addr is the ROUTER address to bind ("tcp://host:port"; port 0 picks one).
-	Addr string
-	// PublisherID is the identity every reply carries.
-	PublisherID [PublisherIDSize]byte
+	Addr string `json:"addr"`
+	// PublisherID is the identity every reply carries (in JSON, an array
+	// of PublisherIDSize numbers from 0 to 255).
+	PublisherID [PublisherIDSize]byte `json:"publisherID"`
 	// MaxConns bounds concurrent client connections (default 64).
-	MaxConns int
+	MaxConns int `json:"maxConns"`
 	// WriteTimeout bounds each reply write (default 30 s): a client that
 	// stopped reading cannot hold its connection goroutine.
-	WriteTimeout time.Duration
+	WriteTimeout time.Duration `json:"writeTimeout"`
 	// IdleTimeout closes a client connection that sends nothing for this
 	// long after its handshake or its last request (default
 	// DefaultServerIdleTimeout); counted in ServerStats.Idle. Without it,
 	// MaxConns clients that connect and stay silent would shut every other
 	// client out for as long as they keep their connections.
-	IdleTimeout time.Duration
+	IdleTimeout time.Duration `json:"idleTimeout"`
 }
 
 // ServerStats counts what a Server did.
