@@ -12,6 +12,7 @@ import (
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/disagg"
 	"github.com/kvroute/kvroute/internal/jsonconf"
+	"github.com/kvroute/kvroute/internal/labelselector"
 )
 
 // ErrInvalidEndpoints is wrapped by every error of ParseEndpoints and
@@ -39,7 +40,8 @@ func ParseEndpoints(list string) ([]kvroute.Endpoint, error) {
 
 // LoadEndpoints decodes an endpoints file: a JSON array of objects with
 // "id" (ip:port, required), "address" (base URL, default "http://"+id) and
-// "labels" (string map, matched by the events selector), and "role"
+// "labels" (string map, matched by the events selector; each key and value
+// must be one Kubernetes would take on a pod), and "role"
 // (prefill, decode or both; see package disagg). The file is read by the
 // rules of every kvroute configuration, so that a mistyped file fails
 // instead of routing to a different fleet: a key must be exactly a field's
@@ -61,8 +63,8 @@ func LoadEndpoints(r io.Reader) ([]kvroute.Endpoint, error) {
 }
 
 // validateEndpoints checks that there is at least one endpoint, that IDs are
-// host:port with a numeric port and unique, and that addresses are http(s)
-// base URLs.
+// host:port with a numeric port and unique, that labels are Kubernetes
+// label keys and values, and that addresses are http(s) base URLs.
 func validateEndpoints(eps []kvroute.Endpoint) error {
 	if len(eps) == 0 {
 		return fmt.Errorf("%w: no endpoints", ErrInvalidEndpoints)
@@ -80,6 +82,9 @@ func validateEndpoints(eps []kvroute.Endpoint) error {
 			return fmt.Errorf("%w: duplicate id %q", ErrInvalidEndpoints, e.ID)
 		}
 		seen[e.ID] = true
+		if err := labelselector.CheckLabels(e.Labels); err != nil {
+			return fmt.Errorf("%w: endpoint %s: %w", ErrInvalidEndpoints, e.ID, err)
+		}
 		if err := disagg.ValidRole(e.Role); err != nil {
 			return fmt.Errorf("%w: endpoint %s: %w", ErrInvalidEndpoints, e.ID, err)
 		}

@@ -70,3 +70,29 @@ func TestLoadEndpointsExactKeys(t *testing.T) {
 		require.ErrorContains(t, err, tc.key, name)
 	}
 }
+
+// TestLoadEndpointsLabels: an endpoint's labels are held to what Kubernetes
+// takes on a pod, and a refusal names the endpoint and the label.
+func TestLoadEndpointsLabels(t *testing.T) {
+	eps, err := LoadEndpoints(strings.NewReader(`[{"id":"h:1","labels":{"app.kubernetes.io/name":"vllm","llm-d.ai/role":"decode","empty":"","A_b.c-9":"x.Y_z-0"}}]`))
+	require.NoError(t, err)
+	require.Len(t, eps[0].Labels, 4)
+	for name, tc := range map[string]struct{ doc, want string }{
+		"empty key":           {`[{"id":"h:1","labels":{"":"a"}}]`, `endpoint h:1: label key "" has an empty name`},
+		"space in key":        {`[{"id":"h:1","labels":{"my zone":"a"}}]`, `label key "my zone"`},
+		"key ends in dash":    {`[{"id":"h:1","labels":{"zone-":"a"}}]`, `label key "zone-"`},
+		"two slashes":         {`[{"id":"h:1","labels":{"a/b/c":"x"}}]`, `label key "a/b/c" has more than one '/'`},
+		"upper-case prefix":   {`[{"id":"h:1","labels":{"Example.com/zone":"a"}}]`, `prefix is not a lower-case DNS subdomain`},
+		"empty prefix":        {`[{"id":"h:1","labels":{"/zone":"a"}}]`, `has an empty prefix`},
+		"long name":           {`[{"id":"h:1","labels":{"` + strings.Repeat("k", 64) + `":"a"}}]`, `name is longer than 63 bytes`},
+		"slash in value":      {`[{"id":"h:2"},{"id":"h:1","labels":{"model":"org/model"}}]`, `endpoint h:1: label model: value "org/model"`},
+		"long value":          {`[{"id":"h:1","labels":{"zone":"` + strings.Repeat("v", 64) + `"}}]`, `is longer than 63 bytes`},
+		"newline in value":    {`[{"id":"h:1","labels":{"zone":"a\nb"}}]`, `label zone: value "a\nb"`},
+		"non-ASCII value":     {`[{"id":"h:1","labels":{"zone":"zoné"}}]`, `label zone: value "zoné"`},
+		"value ends in a dot": {`[{"id":"h:1","labels":{"zone":"a."}}]`, `label zone: value "a."`},
+	} {
+		_, err := LoadEndpoints(strings.NewReader(tc.doc))
+		require.ErrorIs(t, err, ErrInvalidEndpoints, name)
+		require.ErrorContains(t, err, tc.want, name)
+	}
+}

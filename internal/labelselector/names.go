@@ -1,6 +1,32 @@
 package labelselector
 
-import "strings"
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// CheckLabels reports the first of labels, in key order, that Kubernetes
+// would refuse on a pod: a key that is not [prefix "/"] name, or a value
+// that is not empty or a name of at most 63 bytes. Labels kvroute reads
+// from a file are held to it, so that an endpoint's labels are ones a
+// selector can name and a pod could carry.
+func CheckLabels(labels map[string]string) error {
+	keys := make([]string, 0, len(labels))
+	for k := range labels {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if msg := labelKeyProblem(k); msg != "" {
+			return fmt.Errorf("label key %q %s", k, msg)
+		}
+		if msg := labelValueProblem(labels[k]); msg != "" {
+			return fmt.Errorf("label %s: value %q %s", k, labels[k], msg)
+		}
+	}
+	return nil
+}
 
 // labelKeyProblem says why k is not a Kubernetes label key ("" when it is):
 // [prefix "/"] name, the prefix a lower-case DNS-1123 subdomain of at most 253
