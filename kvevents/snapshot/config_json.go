@@ -1,6 +1,11 @@
 package snapshot
 
-import "github.com/kvroute/kvroute/internal/jsonconf"
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/kvroute/kvroute/internal/jsonconf"
+)
 
 // clientConfigFields is ClientConfig without its methods, so that decoding
 // it does not recurse into ClientConfig.UnmarshalJSON.
@@ -31,10 +36,26 @@ type serverConfigFields ServerConfig
 // wherever a ServerConfig is decoded: durations are Go duration strings
 // ("30s"; a bare number is an error, not nanoseconds), and an unknown key,
 // another case of a known one or a key given twice is an error naming its
-// path. Keys not present, or null, keep their value; zero values mean the
-// defaults.
+// path. publisherID must have exactly PublisherIDSize elements
+// (encoding/json would zero missing ones and drop extra ones). Keys not
+// present, or null, keep their value; zero values mean the defaults.
 func (c *ServerConfig) UnmarshalJSON(data []byte) error {
-	return jsonconf.Unmarshal(data, (*serverConfigFields)(c))
+	next := *c
+	if err := jsonconf.Unmarshal(data, (*serverConfigFields)(&next)); err != nil {
+		return err
+	}
+	var id struct {
+		PublisherID []json.RawMessage `json:"publisherID"`
+	}
+	if err := json.Unmarshal(data, &id); err != nil {
+		return err
+	}
+	if id.PublisherID != nil && len(id.PublisherID) != PublisherIDSize {
+		return &jsonconf.Error{Path: "publisherID",
+			Msg: fmt.Sprintf("%d bytes, want %d", len(id.PublisherID), PublisherIDSize)}
+	}
+	*c = next
+	return nil
 }
 
 // MarshalJSON encodes c with every duration as a Go duration string, the

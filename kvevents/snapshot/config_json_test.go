@@ -41,7 +41,7 @@ func TestClientConfigDecodesStrictly(t *testing.T) {
 // A ServerConfig decodes by kvroute's configuration rules: a key in
 // another case, a key given twice and an unknown key are errors naming the
 // key, a duration is a duration string, the publisher identity is an array
-// of PublisherIDSize bytes, keys not present keep the value they had (the
+// of exactly PublisherIDSize bytes, keys not present keep the value they had (the
 // zero value: the defaults), and what Marshal writes decodes back.
 func TestServerConfigDecodesStrictly(t *testing.T) {
 	in := ServerConfig{Addr: "tcp://127.0.0.1:5557", PublisherID: [PublisherIDSize]byte{7, 255}, MaxConns: 8,
@@ -53,7 +53,10 @@ func TestServerConfigDecodesStrictly(t *testing.T) {
 		{Name: "bare number", Doc: `{"writeTimeout":30}`, Err: "writeTimeout: bare number 30 is not a duration"},
 		{Name: "identity byte over 255", Doc: `{"publisherID":[256]}`, Err: "publisherID"},
 		{Name: "identity not an array", Doc: `{"publisherID":"abc"}`, Err: "publisherID"},
-		{Name: "every key", Doc: `{"addr":"tcp://127.0.0.1:5557","publisherID":[7,255],"maxConns":8,"writeTimeout":"5s","idleTimeout":"1m30s"}`,
+		{Name: "identity too short", Doc: `{"publisherID":[7,255]}`, Err: "publisherID: 2 bytes, want 16"},
+		{Name: "identity too long", Doc: `{"publisherID":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,1]}`, Err: "publisherID: 17 bytes, want 16"},
+		{Name: "every key", Doc: `{"addr":"tcp://127.0.0.1:5557","publisherID":[7,255,0,0,0,0,0,0,0,0,0,0,0,0,0,0],` +
+			`"maxConns":8,"writeTimeout":"5s","idleTimeout":"1m30s"}`,
 			Want: func(c *ServerConfig) { *c = in }},
 		{Name: "absent keys keep defaults", Doc: `{}`, Want: func(*ServerConfig) {}},
 	}, in, `"writeTimeout":"5s"`, `"idleTimeout":"1m30s"`, `"publisherID":[7,255,0,`))
