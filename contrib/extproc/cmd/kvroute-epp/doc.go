@@ -40,6 +40,11 @@
 // --secure-serving serves ext_proc over TLS, as the Inference Extension's
 // picker does by default, with --cert-path's tls.crt and tls.key or a
 // self-signed certificate made at start; the health port stays plaintext.
+// --enable-cert-reload reads --cert-path's pair again every 10 s and serves
+// a changed pair from the next handshake (a rotated Kubernetes TLS secret
+// is updated in place); a changed pair that does not load is logged,
+// counted in kvroute_epp_cert_reloads_total{result="invalid"} and refused,
+// the previous certificate kept.
 //
 // --fallbacks N names the N next best endpoints after the pick (protocol
 // v0.4.0), for an Envoy retry policy to try in order; when Envoy reports that

@@ -210,12 +210,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	gopts := grpcServerOptions(f)
-	if creds, err := extProcTLS(f); err != nil {
+	creds, stopCertReload, err := extProcTLS(f, ropts.Set)
+	if err != nil {
 		grpcLn.Close()
 		healthLn.Close()
 		metricsLn.Close()
 		return err
-	} else if creds != nil {
+	}
+	defer stopCertReload()
+	if creds != nil {
 		gopts = append(gopts, creds)
 	}
 	gs := grpc.NewServer(gopts...)

@@ -9,11 +9,12 @@ import (
 	"crypto/x509/pkix"
 	"fmt"
 	"math/big"
-	"path/filepath"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // The ext_proc server over TLS (--secure-serving), as the Inference
@@ -24,27 +25,48 @@ import (
 // insecureSkipVerify, say) accepts. The health server stays plaintext:
 // Kubernetes' gRPC probes do not speak TLS. kvroute-epp serves h2c by
 // default, as its own chart and the README's Envoy configuration expect.
+// With --enable-cert-reload, --cert-path's pair is read again as it
+// changes (certreload.go).
 
 // selfSignedValidity is how long the certificate made at start is valid.
 const selfSignedValidity = 10 * 365 * 24 * time.Hour
 
 // extProcTLS returns the ext_proc server's TLS option, or nil when
-// --secure-serving is off.
-func extProcTLS(f flags) (grpc.ServerOption, error) {
+// --secure-serving is off, and the function that stops its certificate
+// reloading (--enable-cert-reload; a no-op otherwise).
+func extProcTLS(f flags, set telemetry.Set) (grpc.ServerOption, func(), error) {
+	noop := func() {}
 	if !f.secureServing {
-		return nil, nil
+		return nil, noop, nil
 	}
-	var cert tls.Certificate
-	var err error
-	if f.certPath != "" {
-		cert, err = tls.LoadX509KeyPair(filepath.Join(f.certPath, "tls.crt"), filepath.Join(f.certPath, "tls.key"))
+	conf := &tls.Config{MinVersion: tls.VersionTLS12}
+	stop := noop
+	switch {
+	case f.enableCertReload:
+		r, err := newCertReloader(f.certPath, set)
 		if err != nil {
-			return nil, fmt.Errorf("--cert-path: %w", err)
+			return nil, noop, err
 		}
-	} else if cert, err = selfSigned(time.Now()); err != nil {
-		return nil, fmt.Errorf("--secure-serving: self-signed certificate: %w", err)
+		conf.GetCertificate = r.getCertificate
+		stop = r.Close
+	case f.certPath != "":
+		crt, key, err := readPair(f.certPath)
+		var cert tls.Certificate
+		if err == nil {
+			cert, err = tls.X509KeyPair(crt, key)
+		}
+		if err != nil {
+			return nil, noop, fmt.Errorf("--cert-path: %w", err)
+		}
+		conf.Certificates = []tls.Certificate{cert}
+	default:
+		cert, err := selfSigned(time.Now())
+		if err != nil {
+			return nil, noop, fmt.Errorf("--secure-serving: self-signed certificate: %w", err)
+		}
+		conf.Certificates = []tls.Certificate{cert}
 	}
-	return grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})), nil
+	return grpc.Creds(credentials.NewTLS(conf)), stop, nil
 }
 
 // selfSigned makes a self-signed ECDSA P-256 server certificate valid from
