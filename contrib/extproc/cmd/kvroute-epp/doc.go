@@ -7,7 +7,12 @@
 // same (--grpc-port 9002, --grpc-health-port 9003, --metrics-port 9090,
 // --pool-name, --pool-namespace, --pool-group, --zap-encoder console|json for
 // the log format), so that the Inference Extension's own picker manifests
-// start it. kvroute's router is configured with --config (YAML or JSON;
+// start it. Of the upstream picker's other flags, --health-checking,
+// --zap-log-level, --cert-path and --enable-cert-reload are honoured;
+// --endpoint-target-ports, --zap-devel, --zap-stacktrace-level and
+// --zap-time-encoding are accepted and ignored, each logged once at start
+// with why; the earlier full picker's scheduler, scraping, tracing and
+// leader-election flags are refused as unknown (see flags.go). kvroute's router is configured with --config (YAML or JSON;
 // durations are strings such as "2s"; the
 // parameters of the llm-d router's precise-prefix-cache-producer,
 // prefix-cache-affinity-filter and token-load-scorer plugins may be pasted

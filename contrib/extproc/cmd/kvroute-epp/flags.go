@@ -20,6 +20,32 @@ import (
 
 // flags are kvroute-epp's command-line flags (parseFlags), the router
 // configuration file they name (loadConfig) and their environment defaults.
+//
+// kvroute-epp stands in for the Gateway API Inference Extension's endpoint
+// picker (cmd/lwepp: pkg/lwepp/server's Options, controller-runtime's zap
+// flags and --kubeconfig), and takes its flags under their upstream names:
+//
+//   - honoured: --grpc-port, --grpc-health-port, --metrics-port, --pool-name,
+//     --pool-namespace, --pool-group, --kubeconfig, --secure-serving,
+//     --health-checking (default true here: kvroute-epp has always served
+//     the health service on the ext_proc port; false leaves only ext_proc
+//     there), --zap-encoder, --zap-log-level (as --log-level; the last of
+//     the two given wins), and the earlier picker's --cert-path and
+//     --enable-cert-reload;
+//   - accepted and ignored, each logged once at start with why
+//     (upstreamflags.go): --endpoint-target-ports (the ports are the
+//     InferencePool's targetPorts or each --endpoints ip:port; upstream
+//     does not use it with --pool-name either), --zap-devel,
+//     --zap-stacktrace-level and --zap-time-encoding (kvroute-epp's slog
+//     lines have no development mode, no stack traces and a fixed time
+//     format); their values are checked as upstream checks them;
+//   - refused as unknown: the flags only the earlier, full picker
+//     (cmd/epp) had, whose scheduler, metrics scraping and leader election
+//     kvroute replaces with its own configuration (--config-file,
+//     --endpoint-selector, --ha-enable-leader-election, --tracing,
+//     --refresh-metrics-interval, --model-server-metrics-*, --v, ...):
+//     silently running without what they asked for would be worse than not
+//     starting.
 
 // flags holds the parsed command line.
 type flags struct {
@@ -53,6 +79,8 @@ type flags struct {
 	secureServing                     bool
 	certPath                          string
 	enableCertReload                  bool
+	healthChecking                    bool
+	ignored                           []string // upstream flags given that do not apply (upstreamflags.go)
 }
 
 func parseFlags(args []string, stderr io.Writer) (flags, error) {
@@ -101,9 +129,11 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.StringVar(&f.sessionConfig, "session-config", "", "session affinity configuration file (YAML or JSON, package session's keys; {} for the defaults): a request's session key (x-session-id, x-dynamo-session-id, x-smg-routing-key, the llm-d-session cookie) prefers the endpoint of the session's last turn, weighed against its load; responses to requests without a key set the llm-d-session cookie (default: off)")
 	fs.StringVar(&f.approximateConfig, "approximate-config", "", "approximate prefix index configuration file (YAML or JSON, package approx's keys; {\"enabled\": true} turns it on): endpoints whose KV events are not live are routed from the router's own decisions, labelled approximate (default: off, they are routed blind)")
 	fs.StringVar(&f.engineMetricsConfig, "engine-metrics-config", "", "engine metrics scraper configuration file (YAML or JSON, package enginemetrics' keys): the admission also reads each engine's vLLM queue and KV-cache metrics (needs --admission-config)")
+	addUpstreamFlags(fs, &f)
 	if err := cliflag.Parse(fs, args, os.Stdout); err != nil {
 		return f, err
 	}
+	f.ignored = setIgnoredFlags(fs)
 	if fs.NArg() > 0 {
 		// Parsing stops at the first argument that is not a flag: every
 		// flag after it would be ignored.

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -60,6 +61,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("--log-level: %w", err)
 	}
 	log := newLogger(stderr, f.logEncoder, level)
+	logIgnoredFlags(log, f.ignored)
 	cfg, err := loadConfig(f.configPath, f.model, f.strictConfig, log)
 	if err != nil {
 		return err
@@ -222,7 +224,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		gopts = append(gopts, creds)
 	}
 	gs := grpc.NewServer(gopts...)
-	picker.Register(gs)
+	if f.healthChecking {
+		picker.Register(gs) // the ext_proc service and the health service
+	} else {
+		extprocv3.RegisterExternalProcessorServer(gs, picker)
+	}
 	hs := grpc.NewServer(grpcServerOptions(f)...)
 	healthpb.RegisterHealthServer(hs, picker.Health())
 	mux := http.NewServeMux()
