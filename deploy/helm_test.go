@@ -81,6 +81,7 @@ inferenceExtension:
   maxBodyBytes: 8388608
   maxBodyBytesInFlight: 268435456
   grpcMaxConcurrentStreams: 1000
+  secureServing: true
   flags: {log-level: debug, readiness-interval: 2s}
   env: [{name: GOMAXPROCS, value: "2"}]
   nodeSelector: {kubernetes.io/os: linux}
@@ -165,10 +166,13 @@ func TestChartRendersValidObjects(t *testing.T) {
 	for _, want := range []string{"--pool-name=qwen-pool", "--pool-namespace=llm", "--model=Qwen/Qwen3-32B",
 		"--event-selector=llm-d.ai/role=decode", "--log-level=debug", "--readiness-interval=2s", "--strict-config",
 		"--config=/etc/kvroute/config.yaml", "--fallbacks=2", "--conformance-test-hooks",
-		"--max-body-bytes=8388608", "--max-body-bytes-in-flight=268435456", "--grpc-max-concurrent-streams=1000"} {
+		"--max-body-bytes=8388608", "--max-body-bytes-in-flight=268435456", "--grpc-max-concurrent-streams=1000",
+		"--secure-serving=true"} {
 		require.Contains(t, args, want)
 	}
-	// Without them, the picker's own defaults: no flag.
+	// Without them, the picker's own defaults: no flag; but h2c, which the
+	// chart's Service announces, rather than the picker's default TLS.
+	require.Contains(t, eppArgs(t, minimal["Deployment"][0]), "--secure-serving=false")
 	for _, a := range eppArgs(t, minimal["Deployment"][0]) {
 		require.NotContains(t, a, "--max-body-bytes")
 		require.NotContains(t, a, "--grpc-max-concurrent-streams")
@@ -286,6 +290,20 @@ func manifestFlagSources(t *testing.T) []flagSource {
 	require.Len(t, srcs, 2)
 	require.True(t, slices.ContainsFunc(srcs[0].flags, func(f string) bool { return f == "pool-name" }))
 	return srcs
+}
+
+// TestManifestsServeH2C: kvroute-epp serves ext_proc over TLS by default,
+// as the Inference Extension's picker; the plain manifests and the chart,
+// whose Services announce h2c (appProtocol http2), turn it off (the chart's
+// in TestChartRendersValidObjects).
+func TestManifestsServeH2C(t *testing.T) {
+	b, err := os.ReadFile("kvroute-epp/deployment.yaml")
+	require.NoError(t, err)
+	for _, doc := range splitDocs(t, "deployment.yaml", b) {
+		if strings.Contains(string(doc), "kind: Deployment") {
+			require.Contains(t, eppArgs(t, doc), "--secure-serving=false")
+		}
+	}
 }
 
 // requireEndpointLabelKept checks that a ServiceMonitor of the picker drops

@@ -42,9 +42,12 @@
 // keepalive pings, with or without a stream open, no more often than
 // --grpc-keepalive-min-time (5s), and close a connection with no stream open
 // for --grpc-max-connection-idle (15m) with a graceful GOAWAY.
-// --secure-serving serves ext_proc over TLS, as the Inference Extension's
-// picker does by default, with --cert-path's tls.crt and tls.key or a
-// self-signed certificate made at start; the health port stays plaintext.
+// ext_proc is served over TLS (--secure-serving, on by default as in the
+// Inference Extension's picker, whose manifests rely on it), with
+// --cert-path's tls.crt and tls.key or a self-signed certificate made at
+// start; the health port stays plaintext. --secure-serving=false serves
+// h2c, as kvroute's own chart and plain manifests ask (their Services
+// announce appProtocol http2).
 // --enable-cert-reload reads --cert-path's pair again every 10 s and serves
 // a changed pair from the next handshake (a rotated Kubernetes TLS secret
 // is updated in place); a changed pair that does not load is logged,

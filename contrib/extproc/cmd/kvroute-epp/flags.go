@@ -39,6 +39,13 @@ import (
 //     --zap-stacktrace-level and --zap-time-encoding (kvroute-epp's slog
 //     lines have no development mode, no stack traces and a fixed time
 //     format); their values are checked as upstream checks them;
+//   - --secure-serving defaults to true, as upstream's: the Inference
+//     Extension's manifests never pass it (its conformance resources, and
+//     its chart except under agentgateway, which sets it false), and the
+//     gateways they set up speak TLS to the picker (the chart's Istio
+//     DestinationRule with insecureSkipVerify), so kvroute-epp serving h2c
+//     in their place failed every request. kvroute's own chart and plain
+//     manifests, which speak h2c, pass --secure-serving=false;
 //   - refused as unknown: the flags only the earlier, full picker
 //     (cmd/epp) had, whose scheduler, metrics scraping and leader election
 //     kvroute replaces with its own configuration (--config-file,
@@ -114,7 +121,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 		})
 	fs.DurationVar(&f.grpcKeepaliveMinTime, "grpc-keepalive-min-time", defaultGRPCKeepaliveMinTime, "shortest interval between a client's HTTP/2 keepalive pings the gRPC servers accept, with or without a stream open; a client pinging faster is sent GOAWAY (keep it below Envoy's connection_keepalive interval less its jitter)")
 	fs.DurationVar(&f.grpcMaxConnectionIdle, "grpc-max-connection-idle", defaultGRPCMaxConnectionIdle, "how long a gRPC connection with no stream open is kept before it is closed with a graceful GOAWAY (0: forever)")
-	fs.BoolVar(&f.secureServing, "secure-serving", false, "serve ext_proc over TLS, as the Inference Extension's picker does by default: with --cert-path's certificate, or a self-signed one made at start (the health port stays plaintext for Kubernetes' gRPC probes)")
+	fs.BoolVar(&f.secureServing, "secure-serving", true, "serve ext_proc over TLS, as the Inference Extension's picker does by default: with --cert-path's certificate, or a self-signed one made at start (the health port stays plaintext for Kubernetes' gRPC probes); false serves h2c, as kvroute's chart and plain manifests ask")
 	fs.StringVar(&f.certPath, "cert-path", "", "with --secure-serving: a directory holding tls.crt and tls.key (a mounted Kubernetes TLS secret); empty: a self-signed certificate")
 	fs.BoolVar(&f.enableCertReload, "enable-cert-reload", false, fmt.Sprintf("with --cert-path: read tls.crt and tls.key again every %v and serve a changed pair from the next handshake, as a rotated Kubernetes TLS secret is updated in place; a changed pair that does not load is refused, logged and counted, and the previous one kept", certReloadInterval))
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -149,10 +156,10 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 		return f, fmt.Errorf("--grpc-keepalive-min-time %v is not positive", f.grpcKeepaliveMinTime)
 	}
 	if f.certPath != "" && !f.secureServing {
-		return f, errors.New("--cert-path is for --secure-serving; set it too")
+		return f, errors.New("--cert-path is for --secure-serving, which is set false")
 	}
 	if f.enableCertReload && f.certPath == "" {
-		return f, errors.New("--enable-cert-reload reloads --cert-path's certificate; set --cert-path (and --secure-serving) too")
+		return f, errors.New("--enable-cert-reload reloads --cert-path's certificate; set --cert-path too")
 	}
 	if f.grpcMaxConnectionIdle < 0 {
 		return f, fmt.Errorf("--grpc-max-connection-idle %v is negative", f.grpcMaxConnectionIdle)

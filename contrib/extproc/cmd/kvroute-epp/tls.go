@@ -23,8 +23,9 @@ import (
 // them), or, without one, a self-signed certificate made at start, which a
 // gateway told to skip verification (Istio's DestinationRule with
 // insecureSkipVerify, say) accepts. The health server stays plaintext:
-// Kubernetes' gRPC probes do not speak TLS. kvroute-epp serves h2c by
-// default, as its own chart and the README's Envoy configuration expect.
+// Kubernetes' gRPC probes do not speak TLS. It is on by default, as
+// upstream's; kvroute's own chart and plain manifests speak h2c and pass
+// --secure-serving=false.
 // With --enable-cert-reload, --cert-path's pair is read again as it
 // changes (certreload.go).
 

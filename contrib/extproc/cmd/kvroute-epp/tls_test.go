@@ -35,11 +35,15 @@ func tlsLeaf(t *testing.T, addr string) *x509.Certificate {
 	return st.PeerCertificates[0]
 }
 
-// With --secure-serving the ext_proc port speaks TLS with a self-signed
-// certificate, and a gRPC client over TLS reaches the picker; the health
-// port stays plaintext, for Kubernetes' gRPC probes.
+// By default, as with the Inference Extension's picker, the ext_proc port
+// speaks TLS with a self-signed certificate, and a gRPC client over TLS
+// reaches the picker; the health port stays plaintext, for Kubernetes' gRPC
+// probes.
 func TestSecureServingSelfSigned(t *testing.T) {
 	t.Cleanup(leakcheck.Check(t))
+	f, err := parseFlags([]string{"--pool-name", "p"}, io.Discard)
+	require.NoError(t, err)
+	require.True(t, f.secureServing, "TLS by default, as upstream")
 	m := startEPPWith(t, "--secure-serving")
 	leaf := tlsLeaf(t, m[1])
 	require.Equal(t, "kvroute-epp", leaf.Subject.CommonName)
@@ -64,7 +68,7 @@ func TestSecureServingSelfSigned(t *testing.T) {
 }
 
 // With --cert-path the ext_proc port presents the certificate in tls.crt
-// and tls.key; --cert-path without --secure-serving, and a directory
+// and tls.key; --cert-path with --secure-serving=false, and a directory
 // without the pair, are refused.
 func TestSecureServingCertPath(t *testing.T) {
 	t.Cleanup(leakcheck.Check(t))
@@ -79,7 +83,7 @@ func TestSecureServingCertPath(t *testing.T) {
 	m := startEPPWith(t, "--secure-serving", "--cert-path", dir)
 	require.Equal(t, cert.Certificate[0], tlsLeaf(t, m[1]).Raw)
 
-	_, err = parseFlags([]string{"--endpoints", "127.0.0.1:1", "--cert-path", dir}, io.Discard)
+	_, err = parseFlags([]string{"--endpoints", "127.0.0.1:1", "--cert-path", dir, "--secure-serving=false"}, io.Discard)
 	require.ErrorContains(t, err, "--cert-path is for --secure-serving")
 	cfgPath := filepath.Join(t.TempDir(), "config.yaml")
 	require.NoError(t, os.WriteFile(cfgPath, []byte("model: "+model+"\nblockSize: 16\nevents:\n  enabled: false\n"), 0o600))
