@@ -24,6 +24,7 @@ const (
 	fSession   // map events only
 	fMMKeys    // TensorRT-LLM's mm_keys, merged into ExtraKeys
 	fCacheSalt // SGLang's map events: cache_salt of BlockStored itself
+	fMMInfos   // Dynamo's block_mm_infos, merged into ExtraKeys
 )
 
 // Positional layouts of vLLM's legacy array events, by index; index 0 is the
@@ -90,6 +91,8 @@ func fieldByName(k []byte) field {
 		return fMMKeys
 	case "cache_salt":
 		return fCacheSalt
+	case "block_mm_infos":
+		return fMMInfos
 	}
 	return fSkip
 }
@@ -166,6 +169,13 @@ func (d *Decoder) arrayEvent(r *reader, b *Batch, e *Event) {
 		switch {
 		case i < len(positions):
 			f = positions[i]
+			if f == fGroup && e.Type == EventBlockStored {
+				// Dynamo's positional producers put block_mm_infos
+				// (a list) where vLLM has group_idx (an integer).
+				if c, ok := r.peek("event"); ok && isArray(c) {
+					f = fMMInfos
+				}
+			}
 		case e.Type == EventBlockStored && i >= len(storedPositions):
 			// SGLang's vLLM-aligned layout parks its metadata map
 			// {"cache_salt": …} past every vLLM position (after its
@@ -263,6 +273,8 @@ func (d *Decoder) field(r *reader, b *Batch, e *Event, f field) {
 		d.mmKeys(r, e)
 	case fCacheSalt:
 		e.CacheSalt = d.optString(r, "cache_salt")
+	case fMMInfos:
+		d.blockMMInfos(r, e)
 	}
 }
 

@@ -54,14 +54,7 @@ func (d *Decoder) mmKeys(r *reader, e *Event) {
 		return
 	}
 	for i := 0; i < n && r.err == nil; i++ {
-		if i == len(e.ExtraKeys) {
-			if len(e.ExtraKeys) < cap(e.ExtraKeys) {
-				e.ExtraKeys = e.ExtraKeys[:i+1]
-				e.ExtraKeys[i] = e.ExtraKeys[i][:0]
-			} else {
-				e.ExtraKeys = append(e.ExtraKeys, nil)
-			}
-		}
+		extraKeySlot(e, i)
 		if r.nextNil() {
 			continue
 		}

@@ -65,6 +65,14 @@
 //     block's radix key); a token ID is a string (the hex digest of an
 //     image or other item) where a multimodal item starts, which flags
 //     the event from that element on (Event.InvalidTokenAt).
+//   - NVIDIA Dynamo's TensorRT-LLM relay (the stream its KV event
+//     consolidator subscribes to) writes vLLM's array batch with map
+//     events of its own: BlockStored with block_hashes (signed),
+//     parent_block_hash, token_ids, block_size, lora_name when set and
+//     block_mm_infos, one entry per block, nil or {"mm_objects":
+//     [{"mm_hash": <uint64>, "offsets": [...]}]}; its image blocks carry
+//     placeholder token IDs, the item only in block_mm_infos. Dynamo's
+//     positional producers put block_mm_infos where vLLM has group_idx.
 //   - One unsettled vLLM revision wrote the batch itself as the map {"ts",
 //     "events", "data_parallel_rank"}.
 //   - Some vLLM revisions write extra keys as typed maps ({"type": "lora" |
@@ -102,8 +110,10 @@
 // element told apart from vLLM's lora_name by its type, and a map event's
 // cache_salt read as SGLang's salt. locality,
 // ownership and session_id are strings; in another form they are skipped,
-// never failing the batch (the index does not key on them). mm_keys join
-// the block's extra keys as multimodal keys. Unknown event tags
+// never failing the batch (the index does not key on them). mm_keys and
+// block_mm_infos join the block's extra keys as multimodal keys (a
+// block_mm_infos entry of another shape as the extra key of that form, and
+// a list where a positional BlockStored has group_idx as block_mm_infos). Unknown event tags
 // are skipped and counted (Batch.UnknownEvents); the rest of the batch
 // still decodes.
 //
