@@ -147,3 +147,34 @@ func TestDecodeDynamoBlockMMInfosLimit(t *testing.T) {
 	require.ErrorIs(t, de, wire.ErrLimit)
 	require.Equal(t, "block_mm_infos", de.Field)
 }
+
+// TestDecodeMultimodalKeysBeforeExtraKeys: map events may come in any key
+// order. A block_mm_infos or mm_keys read before extra_keys keeps its
+// multimodal keys, after the block's extra keys as in the usual order;
+// lost, the image block would be keyed by its placeholder tokens alone.
+func TestDecodeMultimodalKeysBeforeExtraKeys(t *testing.T) {
+	head := []byte{0x93, 0x00, 0x91, 0x84,
+		0xa4, 't', 'y', 'p', 'e', 0xab, 'B', 'l', 'o', 'c', 'k', 'S', 't', 'o', 'r', 'e', 'd',
+		0xac, 'b', 'l', 'o', 'c', 'k', '_', 'h', 'a', 's', 'h', 'e', 's', 0x91, 0x07}
+	extra := []byte{0xaa, 'e', 'x', 't', 'r', 'a', '_', 'k', 'e', 'y', 's', 0x91, 0x91, 0xa1, 's'}
+	for _, tc := range []struct {
+		name string
+		mm   []byte
+		want wire.ExtraKey
+	}{
+		{"block_mm_infos", []byte{0xae, 'b', 'l', 'o', 'c', 'k', '_', 'm', 'm', '_', 'i', 'n', 'f', 'o', 's',
+			0x91, 0x81, 0xaa, 'm', 'm', '_', 'o', 'b', 'j', 'e', 'c', 't', 's', 0x91, 0x81, 0xa7, 'm', 'm', '_', 'h', 'a', 's', 'h', 0x2a},
+			wire.ExtraKey{Kind: wire.ExtraKeyMM, Value: "000000000000002a"}},
+		{"mm_keys", []byte{0xa7, 'm', 'm', '_', 'k', 'e', 'y', 's',
+			0x91, 0x91, 0x83, 0xa4, 't', 'y', 'p', 'e', 0xa6, 'm', 'm', '_', 'k', 'e', 'y',
+			0xa4, 'h', 'a', 's', 'h', 0xa3, 'i', 'm', 'g', 0xac, 's', 't', 'a', 'r', 't', '_', 'o', 'f', 'f', 's', 'e', 't', 0x01},
+			wire.ExtraKey{Kind: wire.ExtraKeyMM, Value: "img", Offset: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			payload := append(append(append(append([]byte{}, head...), tc.mm...), extra...), 0x00)
+			var b wire.Batch
+			require.NoError(t, wire.NewDecoder(wire.Limits{}).Decode(payload, &b))
+			require.Equal(t, [][]wire.ExtraKey{{{Kind: wire.ExtraKeyString, Value: "s"}, tc.want}}, b.Events[0].ExtraKeys)
+		})
+	}
+}

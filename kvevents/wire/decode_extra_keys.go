@@ -4,7 +4,21 @@ package wire
 // list of keys. Key forms: a string; a 2-array [identifier string, offset
 // int] (multimodal); bytes (prompt embeddings); a typed map (see typedKey);
 // anything else is kept opaque (hex of its raw msgpack bytes).
+//
+// A map event may name mm_keys or block_mm_infos before extra_keys; the
+// multimodal keys already merged then follow the block's extra keys, as
+// they do in the usual order, instead of being lost.
 func (d *Decoder) extraKeys(r *reader, e *Event) {
+	if len(e.ExtraKeys) > 0 {
+		merged := e.ExtraKeys
+		e.ExtraKeys = nil
+		d.extraKeys(r, e)
+		for i, keys := range merged {
+			extraKeySlot(e, i)
+			e.ExtraKeys[i] = append(e.ExtraKeys[i], keys...)
+		}
+		return
+	}
 	e.ExtraKeys = e.ExtraKeys[:0]
 	if r.nextNil() {
 		return
