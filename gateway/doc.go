@@ -126,7 +126,10 @@
 // (the results body_budget and body_timeout count the bodies refused for the
 // budget and the timeout, client_stalled the responses cut because their
 // client read nothing for Config.ResponseWriteTimeout; bad_request also counts a method other than POST
-// on an inference route), kvroute_gateway_unrouted_requests_total (a 404 for
+// on an inference route; upstream_unreachable, upstream_timeout,
+// upstream_closed and upstream_error count the 502s by the kind of the
+// engine's failure, which the client is told in a fixed text while the
+// error itself, naming the engine's address, goes to the log only), kvroute_gateway_unrouted_requests_total (a 404 for
 // any other path), kvroute_gateway_pick_duration_seconds{api},
 // kvroute_gateway_first_chunk_seconds{api} (request received to first
 // upstream response bytes: render, routing and the engine's time to first

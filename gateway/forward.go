@@ -19,6 +19,7 @@ import (
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/disagg"
 	"github.com/kvroute/kvroute/internal/stallwrite"
+	"github.com/kvroute/kvroute/internal/upstreamfail"
 	"github.com/kvroute/kvroute/render"
 )
 
@@ -108,8 +109,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, d
 		out, err = http.NewRequestWithContext(r.Context(), r.Method, target, rd)
 	}
 	if err != nil {
-		writeError(w, api, http.StatusBadGateway, "endpoint "+d.Endpoint.ID+": "+err.Error())
-		return ResultUpstreamUnreachable, err
+		return h.upstreamFailed(w, r, api, d, upstreamfail.Other, err), err
 	}
 	out.Header = hdr
 	out.ContentLength = int64(len(body))
@@ -123,9 +123,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, d
 		if r.Context().Err() != nil {
 			return ResultClientAbort, context.Cause(r.Context())
 		}
-		h.log.Warn("upstream request failed", "endpoint", d.Endpoint.ID, "err", err)
-		writeError(w, api, http.StatusBadGateway, "endpoint "+d.Endpoint.ID+" unreachable: "+err.Error())
-		return ResultUpstreamUnreachable, err
+		return h.upstreamFailed(w, r, api, d, upstreamfail.Classify(err), err), err
 	}
 	defer resp.Body.Close()
 
@@ -209,7 +207,8 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, d
 			if r.Context().Err() != nil {
 				return ResultClientAbort, context.Cause(r.Context())
 			}
-			h.log.Warn("upstream response broke off", "endpoint", d.Endpoint.ID, "err", rerr)
+			h.log.WarnContext(r.Context(), "upstream response broke off", "endpoint", d.Endpoint.ID,
+				"kind", upstreamfail.Classify(rerr).String(), "path", r.URL.Path, "request_id", r.Header.Get(headerRequestID), "err", rerr)
 			return ResultUpstreamBroken, rerr
 		}
 	}

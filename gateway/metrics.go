@@ -20,8 +20,20 @@ const (
 	// ResultUpstreamStatus: the engine answered a non-2xx status, which was
 	// passed through.
 	ResultUpstreamStatus Result = "upstream_status"
-	// ResultUpstreamUnreachable: the engine could not be reached (502).
+	// ResultUpstreamUnreachable: the engine could not be connected to: it
+	// refused the connection, its host was unreachable or its name did not
+	// resolve (502).
 	ResultUpstreamUnreachable Result = "upstream_unreachable"
+	// ResultUpstreamTimeout: a deadline passed before the engine connected
+	// or sent its response header (502).
+	ResultUpstreamTimeout Result = "upstream_timeout"
+	// ResultUpstreamClosed: the engine reset or closed the connection
+	// before its response header (502).
+	ResultUpstreamClosed Result = "upstream_closed"
+	// ResultUpstreamError: the request to the engine failed before its
+	// response header in another way, a malformed answer or an endpoint
+	// address no request can be built for (502).
+	ResultUpstreamError Result = "upstream_error"
 	// ResultUpstreamBroken: the engine's response broke off mid-body.
 	ResultUpstreamBroken Result = "upstream_broken"
 	// ResultClientAbort: the client went away before the response ended.
@@ -49,7 +61,8 @@ const (
 	ResultShed Result = "shed"
 )
 
-var results = []Result{ResultSuccess, ResultUpstreamStatus, ResultUpstreamUnreachable, ResultUpstreamBroken,
+var results = []Result{ResultSuccess, ResultUpstreamStatus, ResultUpstreamUnreachable, ResultUpstreamTimeout,
+	ResultUpstreamClosed, ResultUpstreamError, ResultUpstreamBroken,
 	ResultClientAbort, ResultClientStalled, ResultBodyTooLarge, ResultBodyBudget, ResultBodyTimeout, ResultBadRequest, ResultNoEndpoint, ResultShed}
 
 var apis = []render.API{render.APICompletions, render.APIChatCompletions, render.APIMessages, render.APIResponses, apiGenerate}
