@@ -49,7 +49,10 @@
 // Options.Registerer (nil registers none; a failed NewExchange leaves
 // none registered; Close unregisters them). A Handler also counts the
 // requests it answers with an error of its own or drops, by reason, in
-// kvroute_sidecar_refused_requests_total{reason="body_too_large|bad_body|body_timeout|body_budget|client_gone|decoder_unreachable"};
+// kvroute_sidecar_refused_requests_total{reason="body_too_large|bad_body|body_timeout|body_budget|client_gone|decoder_unreachable|decoder_timeout|decoder_closed|decoder_error"}
+// (the decoder_* reasons count the 502s by the kind of the decoder's
+// failure, which the client is told in a fixed text; the error itself,
+// naming the decoder's address, goes to the log only);
 // those are not counted in kvroute_sidecar_requests_total.
 //
 // # Use from a gateway

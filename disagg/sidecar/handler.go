@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kvroute/kvroute/internal/bytebudget"
+	"github.com/kvroute/kvroute/internal/upstreamfail"
 )
 
 // Handler is a decode pod's routing sidecar: an http.Handler in front of the
@@ -81,15 +82,7 @@ func NewHandler(cfg Config, opts Options) (*Handler, error) {
 		},
 		Transport:     x.client.Transport,
 		FlushInterval: -1, // stream every chunk at once (SSE)
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			x.lg.Warn("decoder unreachable", "err", err, "path", r.URL.Path)
-			if r.Context().Err() != nil {
-				h.refused.WithLabelValues(refusedClientGone).Inc()
-				return
-			}
-			h.refused.WithLabelValues(refusedDecoderUnreachable).Inc()
-			writeError(w, http.StatusBadGateway, "decoder unreachable: "+err.Error())
-		},
+		ErrorHandler:  h.decoderFailed,
 	}
 	if h.proxy.Transport == nil {
 		h.proxy.Transport = http.DefaultTransport
@@ -168,6 +161,25 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, r
 		out.Header.Set(RequestIDHeader, requestID)
 	}
 	h.proxy.ServeHTTP(w, out)
+}
+
+// decoderFailed answers r's client with 502 after the request to the
+// decoder failed with err before any response header. The error names the
+// decoder's address and the operating system's error, which the client is
+// not to see: the client gets the fixed text of the failure's kind, the
+// log the whole error, and kvroute_sidecar_refused_requests_total the kind
+// as its reason.
+func (h *Handler) decoderFailed(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil {
+		h.x.lg.DebugContext(r.Context(), "client went away before the decoder answered", "err", err, "path", r.URL.Path)
+		h.refused.WithLabelValues(refusedClientGone).Inc()
+		return
+	}
+	k := upstreamfail.Classify(err)
+	h.x.lg.WarnContext(r.Context(), "decoder request failed", "kind", k.String(), "err", err, "path", r.URL.Path,
+		"request_id", r.Header.Get(RequestIDHeader))
+	h.refused.WithLabelValues(decoderReasons[k]).Inc()
+	writeError(w, http.StatusBadGateway, "the decoder "+k.Text())
 }
 
 // writeError answers an OpenAI-style error object.

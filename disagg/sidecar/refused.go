@@ -4,6 +4,8 @@ import (
 	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvroute/kvroute/internal/upstreamfail"
 )
 
 // Why a Handler answered a request with an error of its own, or dropped it,
@@ -23,19 +25,39 @@ const (
 	refusedBodyBudget = "body_budget"
 	// refusedClientGone: the client went away before it was answered.
 	refusedClientGone = "client_gone"
-	// refusedDecoderUnreachable: the local decoder could not be reached (502).
+	// refusedDecoderUnreachable: the local decoder could not be connected
+	// to (502).
 	refusedDecoderUnreachable = "decoder_unreachable"
+	// refusedDecoderTimeout: a deadline passed before the decoder connected
+	// or sent its response header (502).
+	refusedDecoderTimeout = "decoder_timeout"
+	// refusedDecoderClosed: the decoder reset or closed the connection
+	// before its response header (502).
+	refusedDecoderClosed = "decoder_closed"
+	// refusedDecoderError: the request to the decoder failed before its
+	// response header in another way, such as a malformed answer (502).
+	refusedDecoderError = "decoder_error"
 )
 
 // refusedReasons lists every reason, each exported at zero from the start.
-var refusedReasons = []string{refusedTooLarge, refusedBadBody, refusedBodyTimeout, refusedBodyBudget, refusedClientGone, refusedDecoderUnreachable}
+var refusedReasons = []string{refusedTooLarge, refusedBadBody, refusedBodyTimeout, refusedBodyBudget, refusedClientGone,
+	refusedDecoderUnreachable, refusedDecoderTimeout, refusedDecoderClosed, refusedDecoderError}
+
+// decoderReasons is the reason of each kind of failed request to the
+// decoder.
+var decoderReasons = [...]string{
+	upstreamfail.Other:       refusedDecoderError,
+	upstreamfail.Unreachable: refusedDecoderUnreachable,
+	upstreamfail.Timeout:     refusedDecoderTimeout,
+	upstreamfail.Closed:      refusedDecoderClosed,
+}
 
 // newRefused builds kvroute_sidecar_refused_requests_total and registers it
 // on reg (nil registers nothing).
 func newRefused(reg prometheus.Registerer) (*prometheus.CounterVec, error) {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kvroute_sidecar_refused_requests_total",
-		Help: "Requests the P/D sidecar answered with an error of its own or dropped, by reason: body_too_large (413), bad_body (400), body_timeout (408, the body did not arrive in time), body_budget (503, the sidecar held its limit of body bytes in flight), client_gone, decoder_unreachable (502).",
+		Help: "Requests the P/D sidecar answered with an error of its own or dropped, by reason: body_too_large (413), bad_body (400), body_timeout (408, the body did not arrive in time), body_budget (503, the sidecar held its limit of body bytes in flight), client_gone, and the 502s by the kind of the decoder's failure: decoder_unreachable, decoder_timeout, decoder_closed, decoder_error.",
 	}, []string{"reason"})
 	for _, r := range refusedReasons {
 		c.WithLabelValues(r)
