@@ -198,12 +198,21 @@ type Options struct {
 const Name = "gateway"
 
 // Run parses args (the command line without the program name), serves
-// until ctx ends or the gateway's listener fails on its own (then, after the
-// same shutdown, it returns that error, so the process exits rather than stay
-// up serving nothing), then shuts down gracefully within --shutdown-timeout.
-// Output for the operator (the listening URL) goes to stdout, logs to
-// stderr. A --help returns flag.ErrHelp.
+// until ctx ends or the gateway's listener or its --snapshot-listen
+// listener fails on its own (then, after the same shutdown, it returns that
+// error, so the process exits rather than stay up serving nothing, or
+// serving without the snapshot its peers bootstrap from), then shuts down
+// gracefully within --shutdown-timeout. Output for the operator (the
+// listening URL) goes to stdout, logs to stderr. A --help returns
+// flag.ErrHelp.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer, opts Options) error {
+	return run(ctx, args, stdout, stderr, opts, nil)
+}
+
+// run is Run; started, when not nil, is handed the snapshot server once it
+// serves (nil without --snapshot-listen), so that a test can fail its
+// listener under it.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts Options, started func(*snapshotServer)) error {
 	o, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
@@ -236,11 +245,16 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, opts Opti
 	if snap != nil {
 		fmt.Fprintf(stdout, "gateway: index snapshot for peers at http://%s%s\n", snap.addr, snapshotPath)
 	}
-	var serveErr error
+	if started != nil {
+		started(snap)
+	}
+	var serveErr, snapErr error
 	select {
 	case <-ctx.Done():
 	case <-srv.Done(): // the listener failed on its own (logged by the Server)
 		serveErr = srv.Err()
+	case <-snap.stopped(): // nothing stops it before the shutdown below but its own failure (logged)
+		snapErr = snap.err
 	}
 	log.Info("shutting down", "timeout", o.shutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
@@ -250,6 +264,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, opts Opti
 	err = srv.Shutdown(sctx)
 	if serveErr != nil {
 		return fmt.Errorf("gateway: serving on %s: %w", srv.Addr(), serveErr)
+	}
+	if snapErr != nil {
+		return fmt.Errorf("gateway: serving the index snapshot on %s: %w", snap.addr, snapErr)
 	}
 	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return err

@@ -19,16 +19,24 @@ const snapshotPath = "/kvroute/snapshot"
 // (--snapshot-listen), apart from the public listener: the snapshot tells
 // which prefixes every engine caches, and peers are the only clients.
 //
+// A listener that fails on its own (not by shutdown) is a failure of the
+// gateway, as its public listener's is: the failure is logged, stopped is
+// closed, and Run shuts the gateway down and returns it, so the process
+// exits rather than go on with peers unable to bootstrap from it.
+//
 // Ownership: serveSnapshot starts one goroutine, which only runs srv.Serve
-// (logging its failure) and closes done when Serve returns; shutdown ends
-// it (srv.Shutdown, then srv.Close should that fail, as when ctx ends
-// first) and waits for done. srv serves each connection on a goroutine of
-// its own, which touches no field here. addr, srv and done are set by
-// serveSnapshot and not written after.
+// (logging its failure and setting err) and closes done when Serve
+// returns; shutdown ends it (srv.Shutdown, then srv.Close should that fail,
+// as when ctx ends first) and waits for done. srv serves each connection
+// on a goroutine of its own, which touches no field here. addr, ln, srv
+// and done are set by serveSnapshot and not written after; err is written
+// before done is closed and read after.
 type snapshotServer struct {
 	addr string
+	ln   net.Listener
 	srv  *http.Server
 	done chan struct{}
+	err  error // Serve's failure other than a shutdown
 }
 
 // serveSnapshot starts the internal snapshot listener; nil when addr is
@@ -45,15 +53,26 @@ func serveSnapshot(addr string, r *kvroute.Router, idle time.Duration, log *slog
 	}
 	mux := http.NewServeMux()
 	mux.Handle(snapshotPath, r.SnapshotHandler())
-	s := &snapshotServer{addr: ln.Addr().String(), done: make(chan struct{}),
+	s := &snapshotServer{addr: ln.Addr().String(), ln: ln, done: make(chan struct{}),
 		srv: &http.Server{Handler: mux, ReadHeaderTimeout: gateway.DefaultReadHeaderTimeout, IdleTimeout: idle}}
 	go func() {
 		defer close(s.done)
 		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("snapshot listener failed", "addr", s.addr, "err", err)
+			s.err = err
 		}
 	}()
 	return s, nil
+}
+
+// stopped is closed when the listener has stopped serving, on its own
+// (then err says why) or by shutdown; nil, a channel never closed, for a
+// nil server (no --snapshot-listen).
+func (s *snapshotServer) stopped() <-chan struct{} {
+	if s == nil {
+		return nil
+	}
+	return s.done
 }
 
 // shutdown stops the listener (a transfer in flight gets until ctx ends).

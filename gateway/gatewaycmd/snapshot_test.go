@@ -141,3 +141,39 @@ func TestSnapshotListenerClosesIdleConnections(t *testing.T) {
 		t.Fatal("run did not return after cancellation")
 	}
 }
+
+// When the snapshot listener fails while the gateway runs (here: closed
+// under it), Run shuts the gateway down and returns the failure, as it does
+// for its public listener, so that the process exits non-zero; before, the
+// failure was logged and the gateway went on without a snapshot for peers.
+func TestRunReturnsTheSnapshotListenersFailure(t *testing.T) {
+	defer leakcheck.Check(t)()
+	cfg := writeFile(t, "router.json", `{"events":{"enabled":false},"disableRender":true}`)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stderr syncBuffer
+	started := make(chan *snapshotServer, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"--listen", "127.0.0.1:0", "--endpoints", "127.0.0.1:1", "--model", "m", "--config", cfg,
+			"--snapshot-listen", "127.0.0.1:0", "--peer-token", "tok"}, io.Discard, &stderr, Options{},
+			func(s *snapshotServer) { started <- s })
+	}()
+	var snap *snapshotServer
+	select {
+	case snap = <-started:
+	case err := <-done:
+		t.Fatalf("run returned before serving: %v", err)
+	}
+	require.NotNil(t, snap)
+	require.NoError(t, snap.ln.Close())
+
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, net.ErrClosed)
+		require.Contains(t, err.Error(), "index snapshot on "+snap.addr)
+	case <-time.After(30 * time.Second):
+		t.Fatal("run went on after its snapshot listener failed")
+	}
+	require.Contains(t, stderr.String(), "snapshot listener failed")
+}
