@@ -9,12 +9,11 @@ type verdict struct {
 
 // Notes shared by several plugin types.
 const (
-	notePD        = "not yet in kvroute: prefill/decode disaggregation; a host can pick per role with a kvroute.Profile"
-	noteAdmission = "not yet in kvroute: admission and flow control under overload"
-	noteSession   = "not yet in kvroute: session affinity"
-	noteParser    = "kvroute reads the request body itself, by the request path (OpenAI completions and chat, Anthropic Messages, OpenAI Responses)"
-	noteDiscovery = "kvroute routes to the endpoints it is given (kvroute-epp: the InferencePool's pods or --endpoints) and subscribes to their KV events itself"
-	noteMetrics   = "kvroute does not scrape engine metrics; " + noteLoad
+	noteDetector   = "kvroute's admission judges saturation by its own accounting (--admission-config saturation.maxPrefillBacklog, saturation.maxOpenRequests) and, with --engine-metrics-config, the engines' vLLM queue and KV-cache metrics"
+	noteUsageLimit = "kvroute holds sheddable requests per endpoint while its engine lacks headroom (--admission-config headroom: maxWaiting, maxKVCache, with --engine-metrics-config); higher bands are never held"
+	noteParser     = "kvroute reads the request body itself, by the request path (OpenAI completions and chat, Anthropic Messages, OpenAI Responses)"
+	noteDiscovery  = "kvroute routes to the endpoints it is given (kvroute-epp: the InferencePool's pods or --endpoints) and subscribes to their KV events itself"
+	noteMetrics    = "kvroute does not scrape engine metrics; " + noteLoad
 )
 
 // catalog holds the llm-d router's plugin types that kvroute does not
@@ -22,21 +21,16 @@ const (
 // plugin kvroute has no equivalent for.
 var catalog = map[string]verdict{
 	// Pickers and profile handlers.
-	"max-score-picker":              {NotNeeded, "kvroute's pick stage always takes the highest total score, ties broken by a hash of the request's first new block and the endpoint, the same on every replica"},
-	"random-picker":                 {NoEquivalent, "kvroute always picks the highest total score"},
-	"weighted-random-picker":        {NoEquivalent, "kvroute always picks the highest total score"},
-	"single-profile-handler":        {NotNeeded, "kvroute picks once, in one role, among every candidate, unless a host passes a kvroute.Profile"},
-	"pd-profile-handler":            {NoEquivalent, notePD},
-	"disagg-profile-handler":        {NoEquivalent, notePD},
-	"data-parallel-profile-handler": {Different, "kvroute routes to each data-parallel rank as an endpoint of its own"},
-	"header-profile-handler":        {NoEquivalent, notePD},
-	"prefix-based-pd-decider":       {NoEquivalent, notePD},
-	"always-disagg-pd-decider":      {NoEquivalent, notePD},
-	"prefill-header-handler":        {NoEquivalent, notePD},
-	"disagg-headers-handler":        {NoEquivalent, notePD},
-	"prefill-filter":                {NoEquivalent, notePD},
-	"decode-filter":                 {Different, "kvroute has no role filter: without a prefill/decode profile every endpoint it is given is a candidate, so give kvroute-epp the decode endpoints only"},
-	"encode-filter":                 {NoEquivalent, notePD},
+	"max-score-picker":                 {NotNeeded, "kvroute's pick stage always takes the highest total score, ties broken by a hash of the request's first new block and the endpoint, the same on every replica"},
+	"random-picker":                    {NoEquivalent, "kvroute always picks the highest total score"},
+	"weighted-random-picker":           {NoEquivalent, "kvroute always picks the highest total score"},
+	"single-profile-handler":           {NotNeeded, "kvroute picks once, in one role, among every candidate, unless a host passes a kvroute.Profile"},
+	"data-parallel-profile-handler":    {Different, "kvroute routes to each data-parallel rank as an endpoint of its own"},
+	"header-profile-handler":           {NoEquivalent, "kvroute runs no profile chosen by a request header; " + notePD},
+	"prefill-header-handler":           {NotNeeded, noteHeaders},
+	"disagg-headers-handler":           {NotNeeded, noteHeaders},
+	"encode-filter":                    {NoEquivalent, noteEncode},
+	"always-disagg-multimodal-decider": {NoEquivalent, noteEncode},
 
 	// Scorers kvroute replaces with its token-load scorer and affinity filter.
 	"kv-cache-utilization-scorer":  {Different, noteMetrics},
@@ -49,25 +43,25 @@ var catalog = map[string]verdict{
 	"no-hit-lru-scorer":            {NoEquivalent, "kvroute spreads cache misses by load, not by least recent use"},
 	"lmetric-scorer":               {NoEquivalent, ""},
 
-	// Affinity kvroute does not have yet.
-	"session-affinity-scorer": {NoEquivalent, noteSession},
-	"session-affinity-filter": {NoEquivalent, noteSession},
-	"session-id-producer":     {NoEquivalent, noteSession},
-	"lora-affinity-scorer":    {NoEquivalent, "not yet in kvroute: LoRA affinity (kvroute keys a LoRA request's blocks under the adapter's name, so the cache-aware routing already follows the adapter)"},
+	// Session and LoRA affinity (the session-affinity scorer and filter
+	// are translated: sessionaff.go).
+	"session-id-producer":  {Different, "kvroute reads the session key itself, from the request headers and the cookie session's headers and cookie name (kvroute-epp --session-config); " + noteSession},
+	"lora-affinity-scorer": {Different, "kvroute's LoRA adapter affinity is package lora's scorer (the gateway's lora block: weight, capPenalty, maxWaiting), which ranks an engine where the adapter waits above one with a free slot; kvroute-epp does not run it. kvroute keys a LoRA request's blocks under the adapter's name, so its cache-aware routing follows the adapter anyway"},
 
-	// Admission and flow control.
-	"utilization-detector":           {NoEquivalent, noteAdmission},
-	"concurrency-detector":           {NoEquivalent, noteAdmission},
-	"latency-slo-admitter":           {NoEquivalent, noteAdmission},
-	"probabilistic-admitter":         {NoEquivalent, noteAdmission},
-	"fcfs-ordering-policy":           {NoEquivalent, noteAdmission},
-	"edf-ordering-policy":            {NoEquivalent, noteAdmission},
-	"global-strict-fairness-policy":  {NoEquivalent, noteAdmission},
-	"round-robin-fairness-policy":    {NoEquivalent, noteAdmission},
-	"static-usage-limit-policy":      {NoEquivalent, noteAdmission},
-	"slo-deadline-ordering-policy":   {NoEquivalent, noteAdmission},
-	"priority-holdback-policy":       {NoEquivalent, noteAdmission},
-	"soft-reflective-ceiling-policy": {NoEquivalent, noteAdmission},
+	// Admission and flow control (the flowControl feature gate and section
+	// are translated: flowcontrol.go).
+	"utilization-detector":           {Different, noteDetector},
+	"concurrency-detector":           {Different, "kvroute saturates an endpoint at its own open requests (--admission-config saturation.maxOpenRequests) and admits while any candidate is below it; llm-d compares the pool's average with maxConcurrency. " + noteDetector},
+	"latency-slo-admitter":           {NoEquivalent, "kvroute admits by priority and saturation, not by predicted latency: " + noteAdmission},
+	"probabilistic-admitter":         {NoEquivalent, "kvroute sheds sheddable requests (negative priority) only when every candidate is saturated, never at random: " + noteAdmission},
+	"fcfs-ordering-policy":           {Different, "--admission-config ordering: fcfs (kvroute's default)"},
+	"edf-ordering-policy":            {Different, "--admission-config ordering: earliest_deadline"},
+	"slo-deadline-ordering-policy":   {Different, "--admission-config ordering: earliest_deadline, with each objective's queueTimeout as its deadline"},
+	"round-robin-fairness-policy":    {Different, "--admission-config fairness: round_robin (kvroute's default), or deficit_round_robin to share prompt tokens"},
+	"global-strict-fairness-policy":  {Different, "kvroute's flows of one band take turns (--admission-config fairness: round_robin or deficit_round_robin); it has no global first-come order across flows"},
+	"static-usage-limit-policy":      {Different, noteUsageLimit},
+	"priority-holdback-policy":       {Different, noteUsageLimit},
+	"soft-reflective-ceiling-policy": {Different, noteUsageLimit},
 
 	// The data layer and discovery.
 	"endpoint-notification-source": {NotNeeded, noteDiscovery},
@@ -88,8 +82,8 @@ var catalog = map[string]verdict{
 	"vertexai-parser":    {NoEquivalent, ""},
 
 	// Testing hooks.
-	"header-based-testing-filter":          {NoEquivalent, "not yet in kvroute: the Inference Extension's conformance hooks"},
-	"destination-endpoint-served-verifier": {NoEquivalent, "not yet in kvroute: the Inference Extension's conformance hooks"},
+	"header-based-testing-filter":          {Different, "kvroute-epp's --conformance-test-hooks: the test-epp-endpoint-selection request header chooses the candidates"},
+	"destination-endpoint-served-verifier": {Different, "kvroute-epp's --conformance-test-hooks: the served endpoint is reported in x-conformance-test-served-endpoint"},
 }
 
 // Notes of the EndpointPickerConfig's own keys and of the scheduling

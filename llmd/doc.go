@@ -8,8 +8,13 @@
 // both), and kvroute's binaries (kvroute-epp, the gateway) read their
 // --config file with it, logging each finding on a line of its own at start
 // or, with --strict-config, refusing to start. Translate is Load in strict
-// mode. kvroute.LoadConfig and kvroute.Config's UnmarshalJSON read
-// kvroute's keys only.
+// mode. LoadResult is Load returning also the stages kvroute runs beside
+// the router that an EndpointPickerConfig configures: prefill/decode
+// disaggregation (a disagg.Config), session affinity (a session.Config)
+// and admission (an admission.Config); kvroute-epp uses each unless its
+// own --disagg-config, --session-config or --admission-config is given.
+// kvroute.LoadConfig and kvroute.Config's UnmarshalJSON read kvroute's
+// keys only.
 //
 // # Two kinds of document
 //
@@ -59,6 +64,26 @@
 //	  none of vllm, modelName, udsTokenizerConfig           → llm-d's estimate backend: a finding, kvroute renders
 //	inflight-load-producer                                  → kvroute's own in-flight accounting, always on
 //
+// and, in an EndpointPickerConfig, the stages beside the router:
+//
+//	disagg-profile-handler (or pd-profile-handler) with
+//	  deciders.prefill (alias prefillDeciderPluginName,
+//	  deciderPluginName; pd-profile-handler's default
+//	  prefix-based-pd-decider) naming a
+//	  prefix-based-pd-decider.nonCachedTokens               → disagg nonCachedTokens (0, llm-d's decider off: no P/D)
+//	  always-disagg-pd-decider                              → disagg nonCachedTokens -1 (every request with a prompt)
+//	prefill-filter, decode-filter                           → the roles of the pods' llm-d.ai/role label (disagg.DefaultRoleLabel)
+//	session-affinity-scorer or -filter (the first pinning
+//	  the decode pick; kvroute keeps one session store).
+//	  strategy encoded_endpoint_header (the default):
+//	    encodedEndpointHeaderConfig.header (x-session-token) → session headers
+//	  strategy session_id:
+//	    sessionIdConfig.sources[].header (x-session-id)     → session headers, and cookie "-" (none read or set)
+//	    sessionIdConfig.evictionTtlSeconds (<= 0 means 300) → session ttl
+//	  the scorer's weight in the (first) scheduling profile → session weight
+//	featureGates flowControl                                → an admission stage
+//	  flowControl.defaultRequestTTL (absent means 60s)      → admission queueTimeout
+//
 // In an EndpointPickerConfig, the precise producer's settings the document
 // leaves unset take llm-d's defaults where kvroute's differ, since the
 // engines were set up for llm-d's picker: 16-token blocks, events on port
@@ -79,13 +104,23 @@
 // # Findings
 //
 // Every other plugin, parameter and key of the document is a Finding with
-// its path and one of three kinds: NoEquivalent (kvroute lacks it: flow
-// control, saturation detection, P/D profile handlers and deciders, session
-// and LoRA affinity are not yet in kvroute), Different (kvroute reaches the
-// same end another way, said in the note: the kv-cache-utilization and
-// queue scorers are its token-load scorer, the UDS tokenizer its render
-// client) or NotNeeded (meaningless for kvroute: max-score-picker, pod
-// discovery plumbing, the block-key hashSeed). A hashSeed never changes
+// its path and one of three kinds: NoEquivalent (kvroute lacks it: an
+// encode stage, a minimum prompt length for P/D, pinning a session's
+// prefill pick, latency-predicting admitters), Different (kvroute reaches
+// the same end another way, said in the note, which names the kvroute-epp
+// flag and keys to set: the kv-cache-utilization and queue scorers are its
+// token-load scorer, the UDS tokenizer its render client, the saturation
+// detectors its admission's saturation keys and --engine-metrics-config,
+// priority bands and fairness and ordering policies its admission's
+// queue, fairness and ordering keys, the session affinity filter its
+// session scorer, LoRA affinity package lora's scorer) or NotNeeded
+// (meaningless for kvroute: max-score-picker, the role filters and header
+// handlers under P/D, pod discovery plumbing, the block-key hashSeed).
+// A translated stage's differences are findings too: llm-d's
+// session-affinity scorer gives a flat 1 where kvroute's weighs the
+// session's endpoint's headroom, and llm-d takes priorities from
+// InferenceObjective resources where kvroute's admission takes them from
+// its objectives key. A hashSeed never changes
 // kvroute's block keys: they have no seed, and engines' block hashes
 // (seeded in vLLM by PYTHONHASHSEED) are mapped per endpoint, never
 // recomputed, so any seed works. Keys that are neither llm-d's nor

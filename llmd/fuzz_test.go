@@ -9,10 +9,14 @@ import (
 	"testing"
 
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/admission"
+	"github.com/kvroute/kvroute/disagg"
 	"github.com/kvroute/kvroute/llmd"
+	"github.com/kvroute/kvroute/session"
 )
 
-// FuzzTranslate checks that Load never panics; that strict mode fails
+// FuzzTranslate checks that Load never panics; that LoadResult reads the
+// same and its stages validate; that strict mode fails
 // exactly when the default finds something, and otherwise reads the same;
 // that whatever it accepts validates; and that an accepted configuration,
 // marshalled (in kvroute's own keys: the llm-d settings are translated
@@ -56,6 +60,11 @@ func FuzzTranslate(f *testing.F) {
 		if err := cfg.Validate(); err != nil {
 			t.Fatalf("Load(%q) accepted an invalid config: %v", data, err)
 		}
+		res, err := llmd.LoadResult(bytes.NewReader(data), llmd.Options{})
+		if err != nil || !reflect.DeepEqual(res.Config, cfg) || !reflect.DeepEqual(res.Findings, findings) {
+			t.Fatalf("LoadResult read %q otherwise than Load: %v", data, err)
+		}
+		stagesValid(t, res)
 		out, err := json.Marshal(cfg)
 		if err != nil {
 			t.Fatalf("marshal: %v", err)
@@ -72,4 +81,32 @@ func FuzzTranslate(f *testing.F) {
 			t.Fatalf("Translate of its own output %s: %v, %+v", out, err, again)
 		}
 	})
+}
+
+// stagesValid fails t when a stage LoadResult returned does not validate by
+// its package's rules, or does not read back from its own JSON.
+func stagesValid(t *testing.T, res llmd.Result) {
+	t.Helper()
+	check := func(name string, v interface{ Validate() error }, load func([]byte) (any, error)) {
+		if err := v.Validate(); err != nil {
+			t.Fatalf("%s: accepted an invalid configuration: %v", name, err)
+		}
+		out, err := json.Marshal(v)
+		if err != nil {
+			t.Fatalf("%s: marshal: %v", name, err)
+		}
+		back, err := load(out)
+		if err != nil || !reflect.DeepEqual(back, reflect.ValueOf(v).Elem().Interface()) {
+			t.Fatalf("%s: round trip of %s: %v, %+v", name, out, err, back)
+		}
+	}
+	if res.Disagg != nil {
+		check("disagg", res.Disagg, func(b []byte) (any, error) { return disagg.LoadConfig(bytes.NewReader(b)) })
+	}
+	if res.Session != nil {
+		check("session", res.Session, func(b []byte) (any, error) { return session.LoadConfig(bytes.NewReader(b)) })
+	}
+	if res.Admission != nil {
+		check("admission", res.Admission, func(b []byte) (any, error) { return admission.LoadConfig(bytes.NewReader(b)) })
+	}
 }

@@ -21,10 +21,12 @@ type pickerConfig struct {
 	FeatureGates       []string            `json:"featureGates"`
 	Plugins            []pluginSpec        `json:"plugins"`
 	SchedulingProfiles []schedulingProfile `json:"schedulingProfiles"`
-	SaturationDetector json.RawMessage     `json:"saturationDetector" finding:"none:not yet in kvroute: admission and flow control under overload"`
+	SaturationDetector json.RawMessage     `json:"saturationDetector" finding:"different:kvroute's admission judges saturation by its own accounting (--admission-config saturation.maxPrefillBacklog, saturation.maxOpenRequests) and, with --engine-metrics-config, the engines' vLLM metrics"`
 	DataLayer          json.RawMessage     `json:"dataLayer" finding:"unneeded:kvroute gathers its own data: KV events from the endpoints it routes to and load from its own accounting (the source plugins are reported under plugins)"`
-	FlowControl        json.RawMessage     `json:"flowControl" finding:"none:not yet in kvroute: admission and flow control under overload"`
-	Parser             json.RawMessage     `json:"parser" finding:"different:kvroute reads the request body itself, by the request path"`
+	// FlowControl is translated with the flowControl feature gate
+	// (translateAdmission).
+	FlowControl json.RawMessage `json:"flowControl"`
+	Parser      json.RawMessage `json:"parser" finding:"different:kvroute reads the request body itself, by the request path"`
 	// RequestHandler holds llm-d's parsers (requestHandler.parsers), the
 	// successor of parser.
 	RequestHandler json.RawMessage `json:"requestHandler" finding:"different:kvroute reads the request body itself, by the request path"`
@@ -72,8 +74,9 @@ func isPickerConfig(data []byte) bool {
 }
 
 // loadPicker translates an EndpointPickerConfig document onto
-// kvroute.DefaultConfig.
-func loadPicker(data []byte) (kvroute.Config, []Finding, error) {
+// kvroute.DefaultConfig, and its P/D, session affinity and flow control
+// into st.
+func loadPicker(data []byte, st *stages) (kvroute.Config, []Finding, error) {
 	var pc pickerConfig
 	if err := jsonconf.Unmarshal(data, &pc); err != nil {
 		return kvroute.Config{}, nil, invalid(err)
@@ -94,6 +97,7 @@ func loadPicker(data []byte) (kvroute.Config, []Finding, error) {
 		typeOf   = map[string]string{} // plugin name → type
 		kindOf   = map[string]string{} // translated kind (pp, af, ...) → plugin name
 		deferred string                // a precise-prefix-cache-scorer beside a producer
+		staged   []stagePlugin         // P/D and session plugins, translated once all are known
 	)
 	for i, p := range pc.Plugins {
 		if p.Type == "" {
@@ -109,6 +113,10 @@ func loadPicker(data []byte) (kvroute.Config, []Finding, error) {
 		typeOf[name] = p.Type
 		path := "plugins[" + name + "]"
 		k := translatedKind(p.Type)
+		if k == "" && isStageType(p.Type) {
+			staged = append(staged, stagePlugin{name: name, typ: p.Type, path: path, params: p.Parameters})
+			continue
+		}
 		if k == "" {
 			v, ok := catalog[p.Type]
 			if !ok {
@@ -151,6 +159,19 @@ func loadPicker(data []byte) (kvroute.Config, []Finding, error) {
 		}
 		pc.SchedulingProfiles = []schedulingProfile{def}
 	}
+	pdProfiles, more, err := translatePD(staged, typeOf, st)
+	if err != nil {
+		return kvroute.Config{}, nil, err
+	}
+	findings = append(findings, more...)
+	decodeProfile := ""
+	if len(pdProfiles) == 2 {
+		decodeProfile = pdProfiles[1]
+	}
+	if more, err = translateSession(staged, pc.SchedulingProfiles[0], decodeProfile, st); err != nil {
+		return kvroute.Config{}, nil, err
+	}
+	findings = append(findings, more...)
 	for i, prof := range pc.SchedulingProfiles {
 		path := "schedulingProfiles[" + prof.Name + "]"
 		for j, ref := range prof.Plugins {
@@ -160,14 +181,27 @@ func loadPicker(data []byte) (kvroute.Config, []Finding, error) {
 		}
 		findings = append(findings, untranslated(&prof, path)...)
 		if i > 0 {
-			findings = append(findings, Finding{Path: path, Kind: NoEquivalent, Note: noteProfiles})
+			if isPDProfile(pdProfiles, prof.Name) {
+				findings = append(findings, Finding{Path: path, Kind: Different, Note: notePDProfile})
+			} else {
+				findings = append(findings, Finding{Path: path, Kind: NoEquivalent, Note: noteProfiles})
+			}
 			continue
 		}
 		findings = append(findings, profileFindings(prof, path, typeOf, &src)...)
 	}
+	gate := false
 	for _, g := range pc.FeatureGates {
+		if g == flowControlGate {
+			gate = true
+			continue
+		}
 		findings = append(findings, Finding{Path: "featureGates[" + g + "]", Kind: Different, Note: noteGates})
 	}
+	if more, err = translateAdmission(&pc, gate, st); err != nil {
+		return kvroute.Config{}, nil, err
+	}
+	findings = append(findings, more...)
 	findings = append(findings, untranslated(&pc, "")...)
 	if ps.PrecisePrefixCacheProducer == nil {
 		findings = append(findings, Finding{Path: "plugins", Kind: Different, Note: noteNoProducer})
@@ -175,7 +209,7 @@ func loadPicker(data []byte) (kvroute.Config, []Finding, error) {
 		llmdDefaults(ps.PrecisePrefixCacheProducer)
 	}
 	cfg := kvroute.DefaultConfig()
-	more, err := ps.apply(&cfg, nil, src)
+	more, err = ps.apply(&cfg, nil, src)
 	if err != nil {
 		return kvroute.Config{}, nil, err
 	}

@@ -11,8 +11,10 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/admission"
 	"github.com/kvroute/kvroute/kvevents"
 	"github.com/kvroute/kvroute/llmd"
+	"github.com/kvroute/kvroute/session"
 )
 
 // guideValues returns the EndpointPickerConfig a values file of llm-d's
@@ -192,17 +194,30 @@ func TestCompleteEndpointPickerConfig(t *testing.T) {
 		want{"plugins[load].parameters.addEstimatedOutputTokens", llmd.Different},
 		want{"plugins[load].parameters.outputRatio", llmd.Different},
 		want{"plugins[affinity]", llmd.Different},
-		want{"plugins[session-affinity-scorer]", llmd.NoEquivalent},
-		want{"plugins[utilization-detector]", llmd.NoEquivalent},
+		want{"plugins[session-affinity-scorer].parameters.strategy", llmd.Different},
+		want{"plugins[session-affinity-scorer]", llmd.Different},
+		want{"plugins[utilization-detector]", llmd.Different},
 		want{"plugins[max-score-picker]", llmd.NotNeeded},
 		want{"plugins[openai-parser]", llmd.Different},
 		want{"featureGates[flowControl]", llmd.Different},
-		want{"saturationDetector", llmd.NoEquivalent},
+		want{"flowControl.maxRequests", llmd.Different},
+		want{"saturationDetector", llmd.Different},
 		want{"dataLayer", llmd.NotNeeded},
-		want{"flowControl", llmd.NoEquivalent},
 		want{"parser", llmd.Different},
 	)
-	require.Equal(t, "plugins[session-affinity-scorer]: no equivalent (not yet in kvroute: session affinity)", findings[10].String())
+	for _, f := range findings {
+		require.NotContains(t, f.Note, "not yet in kvroute", f.Path)
+	}
+
+	// The session-affinity-scorer and the flowControl gate are the stages
+	// kvroute runs beside the router.
+	res, err := llmd.LoadResult(strings.NewReader(string(data)), llmd.Options{})
+	require.NoError(t, err)
+	require.Equal(t, cfg, res.Config)
+	require.Equal(t, findings, res.Findings)
+	require.Nil(t, res.Disagg)
+	require.Equal(t, &session.Config{Headers: []string{"x-session-token"}, Weight: 1}, res.Session)
+	require.Equal(t, &admission.Config{QueueTimeout: 30 * time.Second}, res.Admission)
 
 	// The translated configuration marshals in kvroute's own keys and reads
 	// back through kvroute.LoadConfig.

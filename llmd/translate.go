@@ -52,12 +52,18 @@ func Translate(r io.Reader) (kvroute.Config, error) {
 // by two keys, even with equal values. With Options.Strict, findings are
 // an error too. Every error wraps kvroute.ErrInvalidConfig.
 func Load(r io.Reader, opts Options) (kvroute.Config, []Finding, error) {
+	res, err := load(r, opts)
+	return res.Config, res.Findings, err
+}
+
+// load is Load and LoadResult.
+func load(r io.Reader, opts Options) (Result, error) {
 	data, err := io.ReadAll(io.LimitReader(r, jsonconf.MaxBytes+1))
 	if err != nil {
-		return kvroute.Config{}, nil, invalid(err)
+		return Result{}, invalid(err)
 	}
 	if len(data) > jsonconf.MaxBytes {
-		return kvroute.Config{}, nil, invalid(&jsonconf.Error{Msg: fmt.Sprintf("configuration larger than %d bytes", jsonconf.MaxBytes)})
+		return Result{}, invalid(&jsonconf.Error{Msg: fmt.Sprintf("configuration larger than %d bytes", jsonconf.MaxBytes)})
 	}
 	if !isJSON(data) {
 		// YAML, or broken JSON: a document that starts as JSON and is not
@@ -67,26 +73,30 @@ func Load(r io.Reader, opts Options) (kvroute.Config, []Finding, error) {
 		case err == nil:
 			data = js
 		case !startsAsJSON(data):
-			return kvroute.Config{}, nil, invalid(fmt.Errorf("yaml: %w", err))
+			return Result{}, invalid(fmt.Errorf("yaml: %w", err))
 		}
 	}
 	var cfg kvroute.Config
 	var findings []Finding
+	var st stages
 	if isPickerConfig(data) {
-		cfg, findings, err = loadPicker(data)
+		cfg, findings, err = loadPicker(data, &st)
 	} else {
 		cfg, findings, err = loadBlocks(data)
 	}
 	if err != nil {
-		return kvroute.Config{}, nil, err
+		return Result{}, err
 	}
 	if err := cfg.Validate(); err != nil {
-		return kvroute.Config{}, nil, err
+		return Result{}, err
+	}
+	if err := st.validate(); err != nil {
+		return Result{}, err
 	}
 	if opts.Strict && len(findings) > 0 {
-		return kvroute.Config{}, findings, fmt.Errorf("%w: strict: %d llm-d settings are not carried over:%s", kvroute.ErrInvalidConfig, len(findings), list(findings))
+		return Result{Findings: findings}, fmt.Errorf("%w: strict: %d llm-d settings are not carried over:%s", kvroute.ErrInvalidConfig, len(findings), list(findings))
 	}
-	return cfg, findings, nil
+	return Result{Config: cfg, Disagg: st.disagg, Session: st.session, Admission: st.admission, Findings: findings}, nil
 }
 
 // isJSON reports whether data is read as JSON rather than YAML: it is

@@ -1,0 +1,207 @@
+package llmd
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/kvroute/kvroute/disagg"
+	"github.com/kvroute/kvroute/internal/jsonconf"
+)
+
+// The llm-d plugin types of prefill/decode disaggregation kvroute
+// translates into a disagg.Config.
+const (
+	pdHandler       = "disagg-profile-handler"
+	pdHandlerLegacy = "pd-profile-handler"
+	pdPrefixDecider = "prefix-based-pd-decider"
+	pdAlwaysDecider = "always-disagg-pd-decider"
+	prefillFilter   = "prefill-filter"
+	decodeFilter    = "decode-filter"
+)
+
+// stagePlugin is a plugin of a stage kvroute runs beside the router (P/D,
+// session affinity), kept until every plugin is known: a profile handler
+// may name a decider listed after it.
+type stagePlugin struct {
+	name, typ, path string
+	params          json.RawMessage
+}
+
+// isStageType reports whether plugins of type typ are translated into a
+// stage (translatePD, translateSession) rather than reported from the
+// catalog.
+func isStageType(typ string) bool {
+	switch typ {
+	case pdHandler, pdHandlerLegacy, pdPrefixDecider, pdAlwaysDecider, prefillFilter, decodeFilter,
+		sessionScorer, sessionFilter:
+		return true
+	}
+	return false
+}
+
+// pdHandlerParams are the parameters of llm-d's disagg-profile-handler, in
+// its nested form and its deprecated flat one, and of the deprecated
+// pd-profile-handler, which llm-d reads into the same handler.
+type pdHandlerParams struct {
+	// StageOrder "decode-first" (or empty) is kvroute's order.
+	StageOrder string `json:"stageOrder"`
+	// Profiles name the scheduling profiles of each stage.
+	Profiles struct {
+		Decode  string `json:"decode"`
+		Prefill string `json:"prefill"`
+		Encode  string `json:"encode"`
+	} `json:"profiles"`
+	// Deciders name the decider plugins; deciders.prefill turns P/D on.
+	Deciders struct {
+		Prefill string `json:"prefill"`
+		Encode  string `json:"encode"`
+	} `json:"deciders"`
+	// The deprecated flat names of the same settings.
+	DecodeProfile            string `json:"decodeProfile"`
+	PrefillProfile           string `json:"prefillProfile"`
+	EncodeProfile            string `json:"encodeProfile"`
+	PrefillDeciderPluginName string `json:"prefillDeciderPluginName"`
+	EncodeDeciderPluginName  string `json:"encodeDeciderPluginName"`
+	DeciderPluginName        string `json:"deciderPluginName"`
+	// pd-profile-handler's settings that llm-d no longer reads.
+	PrefixPluginType            json.RawMessage `json:"prefixPluginType" finding:"unneeded:llm-d's handler never read it"`
+	PrefixPluginName            json.RawMessage `json:"prefixPluginName" finding:"unneeded:llm-d's handler never read it"`
+	PrimaryPort                 json.RawMessage `json:"primaryPort" finding:"unneeded:kvroute names the prefill endpoint in x-prefiller-host-port and routes to the decode endpoint's own port"`
+	PrefixMatchInfoProducerName json.RawMessage `json:"prefixMatchInfoProducerName" finding:"unneeded:kvroute's decider always reads its own precise index"`
+}
+
+// prefixDeciderParams are the parameters of llm-d's prefix-based-pd-decider.
+type prefixDeciderParams struct {
+	// NonCachedTokens is disagg's nonCachedTokens; 0 turns llm-d's decider
+	// off (kvroute then configures no P/D).
+	NonCachedTokens int64 `json:"nonCachedTokens"`
+	// PromptTokens is llm-d's minimum prompt length for P/D.
+	PromptTokens json.RawMessage `json:"promptTokens" finding:"none:kvroute's decider compares only the uncached prompt tokens on the decode endpoint with nonCachedTokens; it has no minimum prompt length"`
+}
+
+// Notes of the P/D translation.
+const (
+	notePD         = "kvroute's prefill/decode disaggregation is package disagg (kvroute-epp --disagg-config, roles from the pods' llm-d.ai/role label, --role-label): an EndpointPickerConfig turns it on with a disagg-profile-handler (or pd-profile-handler) whose prefill decider is a prefix-based-pd-decider or an always-disagg-pd-decider"
+	notePDProfile  = "kvroute's P/D profile picks the decode endpoint by its own decode score (disagg's decodeCacheWeight and decodeLoadWeight over the cached share of the prompt and the free decode capacity) and the prefill endpoint with the router's filter and scorers (weighted as in the first profile), so this profile's plugins and weights have no counterpart"
+	noteRoleFilter = "kvroute's P/D profile decodes on endpoints whose llm-d.ai/role is decode or both and prefills on prefill or both, as llm-d's role filters; it reads an unlabelled pod, or one labelled prefill-decode or encode-*, as both, so such a pod may also prefill, which llm-d's prefill-filter refuses"
+	noteHeaders    = "kvroute names the prefill endpoint in x-prefiller-host-port itself whenever its P/D profile splits a request"
+	noteEncode     = "kvroute has no encode stage: it disaggregates prefill and decode only"
+)
+
+// translatePD turns the P/D plugins of staged into st.disagg: a profile
+// handler with a prefill decider kvroute implements. It returns the names
+// of the handler's prefill and decode scheduling profiles (nil without
+// P/D) and its findings.
+func translatePD(staged []stagePlugin, typeOf map[string]string, st *stages) ([]string, []Finding, error) {
+	var out []Finding
+	var handler *stagePlugin
+	deciders := map[string]stagePlugin{}
+	for i, p := range staged {
+		switch p.typ {
+		case pdHandler, pdHandlerLegacy:
+			if handler != nil {
+				return nil, nil, invalid(fmt.Errorf("%s and %s are both profile handlers: llm-d runs one", handler.path, p.path))
+			}
+			handler = &staged[i]
+		case pdPrefixDecider, pdAlwaysDecider:
+			deciders[p.name] = p
+		}
+	}
+	used := ""
+	var profiles []string
+	if handler != nil {
+		var hp pdHandlerParams
+		if err := decodeStrict(handler.params, &hp, handler.path+".parameters"); err != nil {
+			return nil, nil, err
+		}
+		at := handler.path + ".parameters"
+		out = append(out, untranslated(&hp, at)...)
+		decider := cmp.Or(hp.Deciders.Prefill, hp.PrefillDeciderPluginName, hp.DeciderPluginName)
+		if decider == "" && handler.typ == pdHandlerLegacy {
+			decider = pdPrefixDecider // pd-profile-handler's default
+		}
+		if order := hp.StageOrder; order != "" && order != "decode-first" && order != "decode" {
+			out = append(out, Finding{Path: join(at, "stageOrder"), Kind: NoEquivalent, Note: "kvroute always picks the decode endpoint first and decides P/D from its cached prefix"})
+		}
+		if e := cmp.Or(hp.Deciders.Encode, hp.EncodeDeciderPluginName, hp.Profiles.Encode, hp.EncodeProfile); e != "" {
+			out = append(out, Finding{Path: at, Kind: NoEquivalent, Note: noteEncode})
+		}
+		switch t, ok := typeOf[decider]; {
+		case decider == "":
+			out = append(out, Finding{Path: handler.path, Kind: NotNeeded, Note: "without a prefill decider llm-d's handler runs the decode profile alone; kvroute picks in one role without a P/D profile"})
+		case !ok:
+			return nil, nil, invalid(fmt.Errorf("%s: prefill decider %q: no plugin of that name", at, decider))
+		case t != pdPrefixDecider && t != pdAlwaysDecider:
+			out = append(out, Finding{Path: handler.path, Kind: NoEquivalent, Note: fmt.Sprintf("its prefill decider %q is a %s; kvroute decides P/D by the uncached prompt tokens on the decode endpoint (prefix-based-pd-decider) or always (always-disagg-pd-decider), so it configures no P/D here", decider, t)})
+		default:
+			used = decider
+			d := deciders[decider]
+			cfg := disagg.Config{NonCachedTokens: -1} // always-disagg: every request with a prompt
+			if t == pdPrefixDecider {
+				var dp prefixDeciderParams
+				if err := decodeStrict(d.params, &dp, d.path+".parameters"); err != nil {
+					return nil, nil, err
+				}
+				out = append(out, untranslated(&dp, d.path+".parameters")...)
+				cfg.NonCachedTokens = dp.NonCachedTokens
+				if dp.NonCachedTokens == 0 {
+					out = append(out, Finding{Path: d.path + ".parameters.nonCachedTokens", Kind: Different,
+						Note: "nonCachedTokens 0 (llm-d's default) turns llm-d's decider off, so every request is prefilled where it decodes: kvroute configures no P/D profile (its own nonCachedTokens 0 means 1000)"})
+					break
+				}
+			} else if present(d.params) && string(d.params) != "{}" {
+				return nil, nil, invalid(&jsonconf.Error{Path: d.path + ".parameters", Msg: "always-disagg-pd-decider takes no parameters"})
+			}
+			st.disagg = &cfg
+			profiles = []string{cmp.Or(hp.Profiles.Prefill, hp.PrefillProfile, "prefill"), cmp.Or(hp.Profiles.Decode, hp.DecodeProfile, "decode")}
+		}
+	}
+	for _, p := range staged {
+		switch p.typ {
+		case pdPrefixDecider, pdAlwaysDecider:
+			if p.name != used {
+				out = append(out, Finding{Path: p.path, Kind: NotNeeded, Note: "no profile handler runs it as its prefill decider; " + notePD})
+			}
+		case prefillFilter, decodeFilter:
+			if present(p.params) && string(p.params) != "{}" {
+				return nil, nil, invalid(&jsonconf.Error{Path: p.path + ".parameters", Msg: p.typ + " takes no parameters"})
+			}
+			switch {
+			case st.disagg != nil:
+				out = append(out, Finding{Path: p.path, Kind: NotNeeded, Note: noteRoleFilter})
+			case p.typ == decodeFilter:
+				out = append(out, Finding{Path: p.path, Kind: Different, Note: "without a P/D profile kvroute has no role filter: every endpoint it is given is a candidate, so give kvroute-epp the decode endpoints only, or turn P/D on (" + notePD + ")"})
+			default:
+				out = append(out, Finding{Path: p.path, Kind: NoEquivalent, Note: notePD})
+			}
+		}
+	}
+	return profiles, out, nil
+}
+
+// decodeStrict decodes a plugin's parameters (raw, possibly absent) into v
+// by jsonconf's rules, errors naming their full path.
+func decodeStrict[T any](raw json.RawMessage, v *T, path string) error {
+	if !present(raw) {
+		return nil
+	}
+	if err := jsonconf.Unmarshal(raw, v); err != nil {
+		var je *jsonconf.Error
+		if errors.As(err, &je) {
+			p := path
+			if je.Path != "" {
+				p = join(path, je.Path)
+			}
+			return invalid(&jsonconf.Error{Path: p, Msg: je.Msg})
+		}
+		return invalid(fmt.Errorf("%s: %w", path, err))
+	}
+	return nil
+}
+
+// isPDProfile reports whether the scheduling profile name is one of the P/D
+// handler's.
+func isPDProfile(profiles []string, name string) bool { return slices.Contains(profiles, name) }

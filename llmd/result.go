@@ -1,0 +1,70 @@
+package llmd
+
+import (
+	"io"
+
+	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/admission"
+	"github.com/kvroute/kvroute/disagg"
+	"github.com/kvroute/kvroute/session"
+)
+
+// Result is everything Load carries over from one document: the router's
+// kvroute.Config and the stages kvroute runs beside the router, which an
+// llm-d EndpointPickerConfig configures with plugins and kvroute with
+// files of their own (kvroute-epp's --disagg-config, --session-config and
+// --admission-config). A stage the document does not configure is nil.
+type Result struct {
+	// Config is the router's configuration, as Load returns it.
+	Config kvroute.Config
+	// Disagg is prefill/decode disaggregation, from a
+	// disagg-profile-handler (or pd-profile-handler) whose prefill decider
+	// is a prefix-based-pd-decider or an always-disagg-pd-decider. Endpoint
+	// roles come from the pods' disagg.DefaultRoleLabel, the label llm-d's
+	// prefill-filter and decode-filter read.
+	Disagg *disagg.Config
+	// Session is session affinity, from a session-affinity-scorer or
+	// session-affinity-filter.
+	Session *session.Config
+	// Admission is the admission stage, from llm-d's flowControl feature
+	// gate and its flowControl section.
+	Admission *admission.Config
+	// Findings are the settings not carried over, as Load returns them.
+	Findings []Finding
+}
+
+// LoadResult is Load returning the stages beside the router's
+// configuration too: each is validated by its package's rules, and with
+// Options.Strict, as the router's configuration, only returned when the
+// document translates whole. A kvroute configuration document (not an
+// EndpointPickerConfig) configures no stage here.
+func LoadResult(r io.Reader, opts Options) (Result, error) {
+	return load(r, opts)
+}
+
+// stages are the optional stages an EndpointPickerConfig translates into.
+type stages struct {
+	disagg    *disagg.Config
+	session   *session.Config
+	admission *admission.Config
+}
+
+// validate checks each stage by its package's rules.
+func (s stages) validate() error {
+	if s.disagg != nil {
+		if err := s.disagg.Validate(); err != nil {
+			return invalid(err)
+		}
+	}
+	if s.session != nil {
+		if err := s.session.Validate(); err != nil {
+			return invalid(err)
+		}
+	}
+	if s.admission != nil {
+		if err := s.admission.Validate(); err != nil {
+			return invalid(err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,148 @@
+package llmd
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/kvroute/kvroute/session"
+)
+
+// The llm-d plugin types of session affinity kvroute translates into a
+// session.Config.
+const (
+	sessionScorer = "session-affinity-scorer"
+	sessionFilter = "session-affinity-filter"
+)
+
+// llm-d's session affinity strategies.
+const (
+	strategyEndpointHeader = "encoded_endpoint_header"
+	strategySessionID      = "session_id"
+)
+
+// llm-d's defaults for session affinity.
+const (
+	llmdSessionTokenHeader = "x-session-token" // encoded_endpoint_header's header
+	llmdSessionIDHeader    = "x-session-id"    // session_id's source
+	llmdSessionTTL         = 300 * time.Second // session_id's evictionTtlSeconds
+)
+
+// sessionParams are the parameters of llm-d's session-affinity-scorer and
+// session-affinity-filter.
+type sessionParams struct {
+	// Strategy is encoded_endpoint_header (or empty) or session_id.
+	Strategy string `json:"strategy"`
+	// ProfileName names the scheduling profile whose pick the instance
+	// pins; empty is the primary (decode) pick, the one kvroute pins.
+	ProfileName string `json:"profileName"`
+	// EncodedEndpointHeaderConfig is encoded_endpoint_header's.
+	EncodedEndpointHeaderConfig struct {
+		Header string `json:"header"`
+	} `json:"encodedEndpointHeaderConfig"`
+	// SessionIDConfig is session_id's.
+	SessionIDConfig struct {
+		Sources              []sessionSource `json:"sources"`
+		EvictionTTLSeconds   float64         `json:"evictionTtlSeconds"`
+		EvictionSweepSeconds json.RawMessage `json:"evictionSweepSeconds" finding:"unneeded:kvroute sweeps no store: an entry past its ttl goes when looked up, or when a new session needs room"`
+	} `json:"sessionIdConfig"`
+}
+
+// sessionSource is one of session_id's sources.
+type sessionSource struct {
+	Header    string          `json:"header"`
+	Attribute json.RawMessage `json:"attribute" finding:"none:kvroute reads session keys from request headers and its cookie (session's headers and cookie), not from other plugins' request attributes"`
+	Producer  json.RawMessage `json:"producer" finding:"none:kvroute reads session keys from request headers and its cookie (session's headers and cookie), not from other plugins' request attributes"`
+}
+
+// Notes of the session translation.
+const (
+	noteSession       = "kvroute's session affinity is package session (kvroute-epp --session-config): an EndpointPickerConfig turns it on with a session-affinity-scorer or session-affinity-filter"
+	noteSessionScorer = "llm-d's scorer gives the session's endpoint a flat 1; kvroute's gives its headroom below saturationTokens (1 - load/saturationTokens), so a session leaves a saturated endpoint"
+	noteSessionFilter = "llm-d's filter pins a session to its endpoint; kvroute's session scorer only prefers it, weighed against its load (session's weight and saturationTokens), so a session leaves a saturated endpoint"
+	noteEndpointToken = "llm-d's token names the endpoint (base64 of namespace/name) and is written back in this response header; kvroute reads the header's value as an opaque session key, remembered for session's ttl, and writes back its llm-d-session cookie naming the endpoint instead (session's cookie and setCookie)"
+)
+
+// translateSession turns the first session affinity plugin of staged that
+// pins the request's own pick (the decode pick under P/D) into st.session;
+// weights are the first scheduling profile's, whose pluginRefs are given
+// by name. It returns the findings.
+func translateSession(staged []stagePlugin, prof schedulingProfile, decodeProfile string, st *stages) ([]Finding, error) {
+	var out []Finding
+	first := ""
+	for _, p := range staged {
+		if p.typ != sessionScorer && p.typ != sessionFilter {
+			continue
+		}
+		var sp sessionParams
+		at := p.path + ".parameters"
+		if err := decodeStrict(p.params, &sp, at); err != nil {
+			return nil, err
+		}
+		out = append(out, untranslated(&sp, at)...)
+		switch {
+		case sp.ProfileName != "" && sp.ProfileName != decodeProfile:
+			out = append(out, Finding{Path: join(at, "profileName"), Kind: NoEquivalent,
+				Note: fmt.Sprintf("kvroute's session remembers the endpoint each request was routed to (under P/D its decode endpoint), not profile %q's pick", sp.ProfileName)})
+			continue
+		case first != "":
+			out = append(out, Finding{Path: p.path, Kind: Different, Note: "kvroute keeps one session store, configured by plugins[" + first + "]"})
+			continue
+		}
+		cfg := session.Config{}
+		switch sp.Strategy {
+		case "", strategyEndpointHeader:
+			h := sp.EncodedEndpointHeaderConfig.Header
+			if h == "" {
+				h = llmdSessionTokenHeader
+			}
+			cfg.Headers = []string{h}
+			out = append(out, Finding{Path: join(at, "strategy"), Kind: Different, Note: noteEndpointToken})
+		case strategySessionID:
+			ic := sp.SessionIDConfig
+			for i, s := range ic.Sources {
+				out = append(out, untranslated(&s, fmt.Sprintf("%s.sessionIdConfig.sources[%d]", at, i))...)
+				if s.Header != "" {
+					cfg.Headers = append(cfg.Headers, s.Header)
+				}
+			}
+			if len(ic.Sources) == 0 {
+				cfg.Headers = []string{llmdSessionIDHeader}
+			}
+			if len(cfg.Headers) == 0 {
+				out = append(out, Finding{Path: at + ".sessionIdConfig.sources", Kind: NoEquivalent, Note: "no header source: kvroute reads its default session headers (x-session-id, x-dynamo-session-id, x-smg-routing-key)"})
+			}
+			cfg.Cookie = "-" // session_id reads no cookie and writes nothing back
+			switch ttl := ic.EvictionTTLSeconds; {
+			case ttl == 0:
+				cfg.TTL = llmdSessionTTL
+			case ttl < 0 || math.IsNaN(ttl) || ttl > float64(math.MaxInt64/int64(time.Second)):
+				return nil, invalid(fmt.Errorf("%s.sessionIdConfig.evictionTtlSeconds %v is not a positive number of seconds", at, ttl))
+			default:
+				cfg.TTL = time.Duration(ttl * float64(time.Second))
+			}
+		default:
+			return nil, invalid(fmt.Errorf("%s.strategy %q is neither %s nor %s", at, sp.Strategy, strategyEndpointHeader, strategySessionID))
+		}
+		note := noteSessionScorer
+		if p.typ == sessionFilter {
+			note = noteSessionFilter
+		}
+		out = append(out, Finding{Path: p.path, Kind: Different, Note: note})
+		for _, ref := range prof.Plugins {
+			if ref.PluginRef != p.name || ref.Weight == nil || p.typ != sessionScorer {
+				continue
+			}
+			if *ref.Weight <= 0 {
+				out = append(out, Finding{Path: "schedulingProfiles[" + prof.Name + "].plugins[" + p.name + "].weight", Kind: Different,
+					Note: "a zero weight mutes the scorer in llm-d; kvroute's session weight 0 means its default, 1"})
+				continue
+			}
+			cfg.Weight = *ref.Weight
+		}
+		first = p.name
+		st.session = &cfg
+	}
+	return out, nil
+}

@@ -1,0 +1,289 @@
+package llmd_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/admission"
+	"github.com/kvroute/kvroute/disagg"
+	"github.com/kvroute/kvroute/llmd"
+	"github.com/kvroute/kvroute/session"
+)
+
+// pdConfig is a P/D EndpointPickerConfig as llm-d's P/D guide writes it:
+// role filters, one scheduling profile per role, and the profile handler
+// naming its decider, which is listed after it.
+const pdConfig = `apiVersion: llm-d.ai/v1alpha1
+kind: EndpointPickerConfig
+plugins:
+- type: precise-prefix-cache-producer
+  parameters:
+    tokenProcessorConfig: {blockSizeTokens: 64}
+- type: prefix-cache-affinity-filter
+- type: token-load-scorer
+- type: prefill-filter
+- type: decode-filter
+- type: max-score-picker
+- type: disagg-profile-handler
+  parameters:
+    deciders:
+      prefill: prefix-based-pd-decider
+- type: prefix-based-pd-decider
+  parameters:
+    nonCachedTokens: 256
+schedulingProfiles:
+- name: prefill
+  plugins:
+  - pluginRef: prefill-filter
+  - pluginRef: prefix-cache-affinity-filter
+  - pluginRef: token-load-scorer
+    weight: 2
+  - pluginRef: max-score-picker
+- name: decode
+  plugins:
+  - pluginRef: decode-filter
+  - pluginRef: prefix-cache-affinity-filter
+  - pluginRef: token-load-scorer
+    weight: 2
+  - pluginRef: max-score-picker
+`
+
+// loadResult loads doc with LoadResult in both modes, as loadBoth: strict
+// fails exactly when there are findings, and otherwise reads the same.
+func loadResult(t *testing.T, doc string) llmd.Result {
+	t.Helper()
+	res, err := llmd.LoadResult(strings.NewReader(doc), llmd.Options{})
+	require.NoError(t, err)
+	cfg, findings := loadBoth(t, doc)
+	require.Equal(t, cfg, res.Config)
+	require.Equal(t, findings, res.Findings)
+	strict, err := llmd.LoadResult(strings.NewReader(doc), llmd.Options{Strict: true})
+	if len(findings) > 0 {
+		require.ErrorIs(t, err, kvroute.ErrInvalidConfig)
+		require.Nil(t, strict.Disagg)
+		require.Nil(t, strict.Session)
+		require.Nil(t, strict.Admission)
+		return res
+	}
+	require.NoError(t, err)
+	require.Equal(t, res, strict)
+	return res
+}
+
+// A P/D EndpointPickerConfig turns kvroute's P/D profile on with the
+// decider's threshold; the role filters and the second profile are what
+// kvroute's profile does by itself.
+func TestPickerConfigPD(t *testing.T) {
+	res := loadResult(t, pdConfig)
+	require.Equal(t, &disagg.Config{NonCachedTokens: 256}, res.Disagg)
+	require.Equal(t, 64, res.Config.BlockSize)
+	require.Equal(t, 2.0, res.Config.LoadWeight)
+	requireFindings(t, res.Findings,
+		want{"plugins[prefix-cache-affinity-filter]", llmd.Different},
+		want{"plugins[prefill-filter]", llmd.NotNeeded},
+		want{"plugins[decode-filter]", llmd.NotNeeded},
+		want{"plugins[max-score-picker]", llmd.NotNeeded},
+		want{"schedulingProfiles[decode]", llmd.Different},
+	)
+	require.Contains(t, res.Findings[1].Note, "llm-d.ai/role is decode or both")
+	require.Contains(t, res.Findings[4].Note, "decodeCacheWeight")
+
+	// always-disagg splits every request with a prompt: kvroute's negative
+	// threshold.
+	always := strings.Replace(pdConfig, "prefix-based-pd-decider\n  parameters:\n    nonCachedTokens: 256", "always-disagg-pd-decider", 1)
+	always = strings.Replace(always, "prefill: prefix-based-pd-decider", "prefill: always-disagg-pd-decider", 1)
+	require.Equal(t, &disagg.Config{NonCachedTokens: -1}, loadResult(t, always).Disagg)
+
+	// The deprecated pd-profile-handler, with its flat parameters and its
+	// default decider name.
+	legacy := strings.Replace(pdConfig, "disagg-profile-handler\n  parameters:\n    deciders:\n      prefill: prefix-based-pd-decider",
+		"pd-profile-handler\n  parameters:\n    decodeProfile: decode\n    prefillProfile: prefill\n    primaryPort: 8000", 1)
+	res = loadResult(t, legacy)
+	require.Equal(t, &disagg.Config{NonCachedTokens: 256}, res.Disagg)
+	require.Equal(t, llmd.Finding{Path: "plugins[pd-profile-handler].parameters.primaryPort", Kind: llmd.NotNeeded,
+		Note: "kvroute names the prefill endpoint in x-prefiller-host-port and routes to the decode endpoint's own port"}, res.Findings[4])
+}
+
+// What kvroute's P/D profile does not do stays a finding saying what
+// differs, and turns nothing on it cannot carry over.
+func TestPickerConfigPDFindings(t *testing.T) {
+	// nonCachedTokens 0, llm-d's default, turns llm-d's decider off.
+	off := strings.Replace(pdConfig, "nonCachedTokens: 256", "nonCachedTokens: 0", 1)
+	res := loadResult(t, off)
+	require.Nil(t, res.Disagg)
+	f := res.Findings[len(res.Findings)-2]
+	require.Equal(t, "plugins[prefix-based-pd-decider].parameters.nonCachedTokens", f.Path)
+	require.Contains(t, f.Note, "turns llm-d's decider off")
+	require.Contains(t, findingPaths(res.Findings), "plugins[decode-filter]: different")
+	require.Contains(t, findingPaths(res.Findings), "schedulingProfiles[decode]: none")
+
+	// A minimum prompt length, an encode stage and prefill-first order.
+	more := strings.Replace(pdConfig, "nonCachedTokens: 256", "nonCachedTokens: 256\n    promptTokens: 1024", 1)
+	more = strings.Replace(more, "      prefill: prefix-based-pd-decider", "      prefill: prefix-based-pd-decider\n      encode: e\n    stageOrder: prefill-first", 1)
+	more = strings.Replace(more, "- type: max-score-picker\n", "- type: max-score-picker\n- {name: e, type: always-disagg-multimodal-decider}\n", 1)
+	res = loadResult(t, more)
+	require.Equal(t, &disagg.Config{NonCachedTokens: 256}, res.Disagg)
+	paths := findingPaths(res.Findings)
+	for _, p := range []string{
+		"plugins[disagg-profile-handler].parameters.stageOrder: none",
+		"plugins[disagg-profile-handler].parameters: none",
+		"plugins[prefix-based-pd-decider].parameters.promptTokens: none",
+		"plugins[e]: none",
+	} {
+		require.Contains(t, paths, p)
+	}
+
+	// A handler without a prefill decider runs decode alone; a decider no
+	// handler names runs for nothing.
+	res = loadResult(t, strings.Replace(pdConfig, "  parameters:\n    deciders:\n      prefill: prefix-based-pd-decider\n", "", 1))
+	require.Nil(t, res.Disagg)
+	paths = findingPaths(res.Findings)
+	require.Contains(t, paths, "plugins[disagg-profile-handler]: unneeded")
+	require.Contains(t, paths, "plugins[prefix-based-pd-decider]: unneeded")
+
+	// Strict decoding of every P/D parameter, and references checked.
+	for doc, msg := range map[string]string{
+		strings.Replace(pdConfig, "nonCachedTokens: 256", "nonCachedTokenz: 256", 1):                                           "plugins[prefix-based-pd-decider].parameters.nonCachedTokenz: unknown key",
+		strings.Replace(pdConfig, "    deciders:\n", "    decider: x\n    deciders:\n", 1):                                     "plugins[disagg-profile-handler].parameters.decider: unknown key",
+		strings.Replace(pdConfig, "prefill: prefix-based-pd-decider", "prefill: nope", 1):                                      `prefill decider "nope": no plugin of that name`,
+		strings.Replace(pdConfig, "- type: prefill-filter\n", "- {type: prefill-filter, parameters: {label: x}}\n", 1):         "prefill-filter takes no parameters",
+		strings.Replace(pdConfig, "- type: max-score-picker\n", "- {type: pd-profile-handler}\n- type: max-score-picker\n", 1): "both profile handlers",
+	} {
+		_, err := llmd.LoadResult(strings.NewReader(doc), llmd.Options{})
+		require.ErrorIs(t, err, kvroute.ErrInvalidConfig, doc)
+		require.ErrorContains(t, err, msg)
+	}
+}
+
+// findingPaths returns each finding's path and kind ("none", "different",
+// "unneeded").
+func findingPaths(fs []llmd.Finding) []string {
+	kinds := map[llmd.Kind]string{llmd.NoEquivalent: "none", llmd.Different: "different", llmd.NotNeeded: "unneeded"}
+	var out []string
+	for _, f := range fs {
+		out = append(out, f.Path+": "+kinds[f.Kind])
+	}
+	return out
+}
+
+// session_id affinity, as llm-d's session affinity scorer documents it,
+// becomes kvroute's session affinity with its headers and TTL and no
+// cookie; the scorer's weight is the session weight.
+func TestPickerConfigSessionID(t *testing.T) {
+	doc := epc(`
+- type: prefix-cache-affinity-filter
+- type: token-load-scorer
+- type: session-affinity-scorer
+  parameters:
+    strategy: session_id
+    sessionIdConfig:
+      sources:
+      - header: x-session-id
+      - attribute: agent-identity
+      evictionTtlSeconds: 600
+      evictionSweepSeconds: 10`,
+		"[{name: default, plugins: [{pluginRef: prefix-cache-affinity-filter}, {pluginRef: token-load-scorer, weight: 1}, {pluginRef: session-affinity-scorer, weight: 3}]}]")
+	res := loadResult(t, doc)
+	require.Equal(t, &session.Config{Headers: []string{"x-session-id"}, Cookie: "-", TTL: 10 * time.Minute, Weight: 3}, res.Session)
+	const at = "plugins[session-affinity-scorer]"
+	requireFindings(t, res.Findings,
+		crowding,
+		want{at + ".parameters.sessionIdConfig.evictionSweepSeconds", llmd.NotNeeded},
+		want{at + ".parameters.sessionIdConfig.sources[1].attribute", llmd.NoEquivalent},
+		want{at, llmd.Different},
+		want{"plugins", llmd.Different},
+	)
+	require.Contains(t, res.Findings[3].Note, "flat 1")
+
+	// Defaults: llm-d's x-session-id header and 300 s; a filter pins, which
+	// kvroute's scorer does not.
+	res = loadResult(t, epc("[{type: session-affinity-filter, parameters: {strategy: session_id}}]", ""))
+	require.Equal(t, &session.Config{Headers: []string{"x-session-id"}, Cookie: "-", TTL: 5 * time.Minute}, res.Session)
+	require.Contains(t, findingPaths(res.Findings), "plugins[session-affinity-filter]: different")
+
+	// A prefill instance pins the prefill pick, which kvroute does not; a
+	// second instance is one store too many.
+	res = loadResult(t, epc(`[{name: a, type: session-affinity-scorer}, {name: b, type: session-affinity-scorer, parameters: {profileName: prefill}},
+		{name: c, type: session-affinity-filter}]`, ""))
+	require.Equal(t, &session.Config{Headers: []string{"x-session-token"}}, res.Session)
+	paths := findingPaths(res.Findings)
+	require.Contains(t, paths, "plugins[a].parameters.strategy: different")
+	require.Contains(t, paths, "plugins[b].parameters.profileName: none")
+	require.Contains(t, paths, "plugins[c]: different")
+
+	for doc, msg := range map[string]string{
+		epc("[{type: session-affinity-scorer, parameters: {strategy: sticky}}]", ""):                                                `strategy "sticky" is neither`,
+		epc("[{type: session-affinity-scorer, parameters: {sessionIdConfig: {ttl: 3}}}]", ""):                                       "sessionIdConfig.ttl: unknown key",
+		epc("[{type: session-affinity-scorer, parameters: {strategy: session_id, sessionIdConfig: {evictionTtlSeconds: -1}}}]", ""): "evictionTtlSeconds -1",
+		epc("[{type: session-affinity-scorer, parameters: {encodedEndpointHeaderConfig: {header: 'a b'}}}]", ""):                    "session: invalid config",
+	} {
+		_, err := llmd.LoadResult(strings.NewReader(doc), llmd.Options{})
+		require.ErrorIs(t, err, kvroute.ErrInvalidConfig, doc)
+		require.ErrorContains(t, err, msg)
+	}
+}
+
+// The flowControl feature gate turns kvroute's admission stage on with
+// llm-d's queue timeout; the rest of flowControl names the
+// --admission-config keys that do the same.
+func TestPickerConfigFlowControl(t *testing.T) {
+	doc := epc("[{type: token-load-scorer}, {type: prefix-cache-affinity-filter}, {type: concurrency-detector, parameters: {maxConcurrency: 64}}]", "") + `featureGates: [flowControl]
+flowControl:
+  maxBytes: 1Gi
+  defaultRequestTTL: 45s
+  priorityBands:
+  - {priority: 10, maxRequests: 100}
+  saturationDetector: {pluginRef: concurrency-detector}
+  enableEviction: true
+`
+	res := loadResult(t, doc)
+	require.Equal(t, &admission.Config{QueueTimeout: 45 * time.Second}, res.Admission)
+	requireFindings(t, res.Findings,
+		crowding,
+		want{"plugins[concurrency-detector]", llmd.Different},
+		want{"featureGates[flowControl]", llmd.Different},
+		want{"flowControl.maxBytes", llmd.Different},
+		want{"flowControl.priorityBands", llmd.Different},
+		want{"flowControl.saturationDetector", llmd.Different},
+		want{"flowControl.enableEviction", llmd.NoEquivalent},
+		want{"plugins", llmd.Different},
+	)
+	for _, f := range res.Findings[1:6] {
+		require.Contains(t, f.Note, "--admission-config", f.Path)
+	}
+	require.Contains(t, res.Findings[1].Note, "saturation.maxOpenRequests")
+	require.Contains(t, res.Findings[2].Note, "--admission-config objectives")
+	require.Contains(t, res.Findings[3].Note, "maxQueuedBytes")
+
+	// The gate alone: llm-d's 60 s queue timeout.
+	res = loadResult(t, epc("[{type: token-load-scorer}]", "")+"featureGates: [flowControl]\n")
+	require.Equal(t, &admission.Config{QueueTimeout: time.Minute}, res.Admission)
+
+	// flowControl without the gate is read by neither.
+	res = loadResult(t, epc("[{type: token-load-scorer}]", "")+"flowControl: {defaultRequestTTL: 10s}\n")
+	require.Nil(t, res.Admission)
+	require.Contains(t, findingPaths(res.Findings), "flowControl: unneeded")
+
+	// A zero TTL waits forever in llm-d; kvroute keeps its own bound.
+	res = loadResult(t, epc("[{type: token-load-scorer}]", "")+"featureGates: [flowControl]\nflowControl: {defaultRequestTTL: 0s}\n")
+	require.Equal(t, &admission.Config{}, res.Admission)
+	require.Contains(t, findingPaths(res.Findings), "flowControl.defaultRequestTTL: none")
+
+	_, err := llmd.LoadResult(strings.NewReader(epc("[]", "")+"featureGates: [flowControl]\nflowControl: {maxRequest: 5}\n"), llmd.Options{})
+	require.ErrorIs(t, err, kvroute.ErrInvalidConfig)
+	require.ErrorContains(t, err, "flowControl.maxRequest: unknown key")
+}
+
+// A kvroute configuration document configures no stage beside the router.
+func TestLoadResultKvrouteDocument(t *testing.T) {
+	res, err := llmd.LoadResult(strings.NewReader("model: m\n"), llmd.Options{Strict: true})
+	require.NoError(t, err)
+	require.Equal(t, "m", res.Config.Model)
+	require.Nil(t, res.Disagg)
+	require.Nil(t, res.Session)
+	require.Nil(t, res.Admission)
+}
