@@ -22,25 +22,31 @@ type admissionStage struct {
 	scraper *enginemetrics.Scraper // nil without --engine-metrics-config
 }
 
-// newAdmissionStage builds the admission stage of --admission-config and the
-// scraper of --engine-metrics-config (YAML or JSON, unknown keys refused),
-// or nothing when neither is set.
-func newAdmissionStage(admissionPath, enginePath string, set telemetry.Set) (*admissionStage, error) {
+// newAdmissionStage builds the admission stage of --admission-config or,
+// without the flag, of fromConfig (the --config file's), and the scraper
+// of --engine-metrics-config (YAML or JSON, unknown keys refused), or
+// nothing when neither stage is configured.
+func newAdmissionStage(admissionPath string, fromConfig *admission.Config, enginePath string, set telemetry.Set) (*admissionStage, error) {
 	st := &admissionStage{}
-	if admissionPath == "" {
-		if enginePath != "" {
-			return nil, errors.New("--engine-metrics-config feeds the admission stage; set --admission-config too")
+	var acfg admission.Config
+	where := "--admission-config " + admissionPath
+	switch {
+	case admissionPath != "":
+		raw, err := readYAMLOrJSON(admissionPath)
+		if err != nil {
+			return nil, fmt.Errorf("--admission-config: %w", err)
 		}
+		if acfg, err = admission.LoadConfig(bytes.NewReader(raw)); err != nil {
+			return nil, fmt.Errorf("--admission-config %s: %w", admissionPath, err)
+		}
+	case fromConfig != nil:
+		acfg, where = *fromConfig, "--config's admission stage"
+	case enginePath != "":
+		return nil, errors.New("--engine-metrics-config feeds the admission stage; set --admission-config too")
+	default:
 		return st, nil
 	}
-	raw, err := readYAMLOrJSON(admissionPath)
-	if err != nil {
-		return nil, fmt.Errorf("--admission-config: %w", err)
-	}
-	acfg, err := admission.LoadConfig(bytes.NewReader(raw))
-	if err != nil {
-		return nil, fmt.Errorf("--admission-config %s: %w", admissionPath, err)
-	}
+	var err error
 	var detectors []admission.Detector
 	if enginePath != "" {
 		raw, err := readYAMLOrJSON(enginePath)
@@ -62,7 +68,7 @@ func newAdmissionStage(admissionPath, enginePath string, set telemetry.Set) (*ad
 	}
 	if st.ctl, err = admission.New(acfg, aopts); err != nil {
 		st.close()
-		return nil, fmt.Errorf("--admission-config %s: %w", admissionPath, err)
+		return nil, fmt.Errorf("%s: %w", where, err)
 	}
 	return st, nil
 }

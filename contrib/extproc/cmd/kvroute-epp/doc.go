@@ -93,4 +93,13 @@
 // the endpoint Envoy reports as having served is recorded, a response to a
 // request without a key sets llm-d's session cookie, and a malformed key is
 // skipped and counted (400 under strict).
+//
+// An llm-d EndpointPickerConfig given as --config configures these stages
+// the llm-d way (package llmd's LoadResult): a disagg-profile-handler (or
+// pd-profile-handler) with a prefix-based-pd-decider or
+// always-disagg-pd-decider turns P/D on, a session-affinity-scorer or
+// session-affinity-filter session affinity, and the flowControl feature
+// gate the admission stage. Each is used unless its own --disagg-config,
+// --session-config or --admission-config is given; a stage configured both
+// ways refuses to start, naming both.
 package main

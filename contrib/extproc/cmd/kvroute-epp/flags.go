@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -15,7 +14,6 @@ import (
 	"github.com/kvroute/kvroute/contrib/extproc"
 	"github.com/kvroute/kvroute/disagg"
 	"github.com/kvroute/kvroute/internal/cliflag"
-	"github.com/kvroute/kvroute/llmd"
 )
 
 // flags are kvroute-epp's command-line flags (parseFlags), the router
@@ -181,27 +179,9 @@ func envOr(k, def string) string {
 	return def
 }
 
-// loadConfig reads the router configuration (YAML or JSON, llmd.Load): a
-// kvroute configuration, possibly with llm-d plugin parameters, or an llm-d
-// EndpointPickerConfig whole. Each llm-d setting it does not carry over is
-// logged, one line each, or with strict an error.
+// loadConfig reads the router configuration (loadConfigResult) without the
+// stages beside the router.
 func loadConfig(path, model string, strict bool, log *slog.Logger) (kvroute.Config, error) {
-	cfg := kvroute.DefaultConfig()
-	if path != "" {
-		raw, err := readConfigFile(path)
-		if err != nil {
-			return cfg, err
-		}
-		var findings []llmd.Finding
-		if cfg, findings, err = llmd.Load(bytes.NewReader(raw), llmd.Options{Strict: strict}); err != nil {
-			return cfg, fmt.Errorf("%s: %w", path, err)
-		}
-		for _, f := range findings {
-			log.Warn("llm-d setting not carried over", "config", path, "key", f.Path, "finding", f.Kind.String(), "note", f.Note)
-		}
-	}
-	if model != "" {
-		cfg.Model = model
-	}
-	return cfg, nil
+	res, err := loadConfigResult(path, model, strict, log)
+	return res.Config, err
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -62,7 +61,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	log := newLogger(stderr, f.logEncoder, level)
 	logIgnoredFlags(log, f.ignored)
-	cfg, err := loadConfig(f.configPath, f.model, f.strictConfig, log)
+	cfg, fromConfig, err := loadConfigStages(f, log)
 	if err != nil {
 		return err
 	}
@@ -79,31 +78,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		ropts.EventSelector = k8s.Matcher(sel)
 	}
-	adm, err := newAdmissionStage(f.admissionConfig, f.engineMetricsConfig, ropts.Set)
+	adm, err := newAdmissionStage(f.admissionConfig, fromConfig.admission, f.engineMetricsConfig, ropts.Set)
 	if err != nil {
 		return err
 	}
 	if adm.ctl != nil {
 		ropts.Admission = adm.ctl
 	}
-	var dprof *disagg.Profile // nil without --disagg-config
-	if f.disaggConfig != "" {
-		raw, err := readYAMLOrJSON(f.disaggConfig)
-		if err != nil {
-			adm.close()
-			return fmt.Errorf("--disagg-config: %w", err)
-		}
-		dcfg, err := disagg.LoadConfig(bytes.NewReader(raw))
-		if err == nil {
-			dprof, err = disagg.New(dcfg, disagg.Options{Set: ropts.Set})
-			ropts.Profile = dprof
-		}
-		if err != nil {
-			adm.close()
-			return fmt.Errorf("--disagg-config %s: %w", f.disaggConfig, err)
-		}
+	dprof, err := newDisagg(f.disaggConfig, fromConfig.disagg, ropts.Set) // nil without P/D
+	if err != nil {
+		adm.close()
+		return err
 	}
-	aff, err := newSession(f.sessionConfig, ropts.Set)
+	if dprof != nil {
+		ropts.Profile = dprof
+	}
+	aff, err := newSession(f.sessionConfig, fromConfig.session, ropts.Set)
 	if err != nil {
 		adm.close()
 		return err

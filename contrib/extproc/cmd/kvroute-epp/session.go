@@ -9,10 +9,18 @@ import (
 )
 
 // newSession builds session affinity from --session-config (YAML or JSON,
-// package session's keys, checked strictly); nil without the flag.
-func newSession(path string, set telemetry.Set) (*session.Affinity, error) {
+// package session's keys, checked strictly) or, without the flag, from
+// fromConfig, the --config file's; nil with neither.
+func newSession(path string, fromConfig *session.Config, set telemetry.Set) (*session.Affinity, error) {
 	if path == "" {
-		return nil, nil
+		if fromConfig == nil {
+			return nil, nil
+		}
+		a, err := session.New(*fromConfig, session.Options{Set: set})
+		if err != nil {
+			return nil, fmt.Errorf("--config's session affinity: %w", err)
+		}
+		return a, nil
 	}
 	raw, err := readYAMLOrJSON(path)
 	if err != nil {

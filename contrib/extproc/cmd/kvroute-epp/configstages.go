@@ -1,0 +1,107 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"log/slog"
+
+	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/admission"
+	"github.com/kvroute/kvroute/disagg"
+	"github.com/kvroute/kvroute/llmd"
+	"github.com/kvroute/kvroute/session"
+	"github.com/kvroute/kvroute/telemetry"
+)
+
+// configStages are the stages beside the router that the --config file
+// configures, an llm-d EndpointPickerConfig's way (llmd.LoadResult): P/D
+// from a profile handler and its decider, session affinity from a session
+// affinity plugin, admission from the flowControl feature gate. Each is nil
+// unless the file configures it and its own flag is not given.
+type configStages struct {
+	disagg    *disagg.Config
+	session   *session.Config
+	admission *admission.Config
+}
+
+// loadConfigResult reads the router configuration (YAML or JSON,
+// llmd.LoadResult): a kvroute configuration, possibly with llm-d plugin
+// parameters, or an llm-d EndpointPickerConfig whole. Each llm-d setting
+// it does not carry over is logged, one line each, or with strict an
+// error; model, when set, overrides the file's.
+func loadConfigResult(path, model string, strict bool, log *slog.Logger) (llmd.Result, error) {
+	res := llmd.Result{Config: kvroute.DefaultConfig()}
+	if path != "" {
+		raw, err := readConfigFile(path)
+		if err != nil {
+			return res, err
+		}
+		if res, err = llmd.LoadResult(bytes.NewReader(raw), llmd.Options{Strict: strict}); err != nil {
+			return res, fmt.Errorf("%s: %w", path, err)
+		}
+		for _, f := range res.Findings {
+			log.Warn("llm-d setting not carried over", "config", path, "key", f.Path, "finding", f.Kind.String(), "note", f.Note)
+		}
+	}
+	if model != "" {
+		res.Config.Model = model
+	}
+	return res, nil
+}
+
+// loadConfigStages is loadConfigResult for the flags f: it returns the
+// router configuration and the stages the file configures whose own flag
+// is not given. A stage configured both ways is an error naming both, so
+// that neither silently wins.
+func loadConfigStages(f flags, log *slog.Logger) (kvroute.Config, configStages, error) {
+	res, err := loadConfigResult(f.configPath, f.model, f.strictConfig, log)
+	if err != nil {
+		return res.Config, configStages{}, err
+	}
+	both := func(flag, path, what string) error {
+		return fmt.Errorf("--config %s configures %s and so does %s %s: give it in one of them", f.configPath, what, flag, path)
+	}
+	switch {
+	case res.Disagg != nil && f.disaggConfig != "":
+		return res.Config, configStages{}, both("--disagg-config", f.disaggConfig, "prefill/decode disaggregation (a profile handler with a prefill decider)")
+	case res.Session != nil && f.sessionConfig != "":
+		return res.Config, configStages{}, both("--session-config", f.sessionConfig, "session affinity (a session-affinity plugin)")
+	case res.Admission != nil && f.admissionConfig != "":
+		return res.Config, configStages{}, both("--admission-config", f.admissionConfig, "admission (the flowControl feature gate)")
+	}
+	for _, s := range []struct {
+		what string
+		on   bool
+	}{{"prefill/decode disaggregation", res.Disagg != nil}, {"session affinity", res.Session != nil}, {"admission", res.Admission != nil}} {
+		if s.on {
+			log.Info("stage configured by --config", "config", f.configPath, "stage", s.what)
+		}
+	}
+	return res.Config, configStages{disagg: res.Disagg, session: res.Session, admission: res.Admission}, nil
+}
+
+// newDisagg builds the P/D profile of --disagg-config (YAML or JSON,
+// package disagg's keys, checked strictly) or, without the flag, of cfg,
+// the --config file's; nil with neither.
+func newDisagg(path string, cfg *disagg.Config, set telemetry.Set) (*disagg.Profile, error) {
+	where := "--config's P/D"
+	switch {
+	case path != "":
+		raw, err := readYAMLOrJSON(path)
+		if err != nil {
+			return nil, fmt.Errorf("--disagg-config: %w", err)
+		}
+		dcfg, err := disagg.LoadConfig(bytes.NewReader(raw))
+		if err != nil {
+			return nil, fmt.Errorf("--disagg-config %s: %w", path, err)
+		}
+		cfg, where = &dcfg, "--disagg-config "+path
+	case cfg == nil:
+		return nil, nil
+	}
+	p, err := disagg.New(*cfg, disagg.Options{Set: set})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	return p, nil
+}

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/internal/leakcheck"
+)
+
+// llmdPD is an llm-d P/D EndpointPickerConfig, as llm-d's P/D guide writes
+// it, with session affinity by session ID and flow control on; events off so
+// that nothing is dialled.
+const llmdPD = `apiVersion: llm-d.ai/v1alpha1
+kind: EndpointPickerConfig
+featureGates: [flowControl]
+plugins:
+- type: precise-prefix-cache-producer
+  parameters:
+    kvEventsConfig: {discoverPods: false}
+- type: prefix-cache-affinity-filter
+- type: token-load-scorer
+- type: session-affinity-scorer
+  parameters: {strategy: session_id}
+- type: prefill-filter
+- type: decode-filter
+- type: disagg-profile-handler
+  parameters:
+    deciders: {prefill: prefix-based-pd-decider}
+- type: prefix-based-pd-decider
+  parameters: {nonCachedTokens: 128}
+schedulingProfiles:
+- name: prefill
+  plugins: [{pluginRef: prefill-filter}, {pluginRef: prefix-cache-affinity-filter}, {pluginRef: token-load-scorer}]
+- name: decode
+  plugins: [{pluginRef: decode-filter}, {pluginRef: prefix-cache-affinity-filter}, {pluginRef: token-load-scorer}, {pluginRef: session-affinity-scorer}]
+`
+
+// An llm-d P/D configuration as --config turns kvroute's P/D profile,
+// session affinity and admission stage on, as their own flags would: their
+// metrics are registered.
+func TestLLMDConfigTurnsStagesOn(t *testing.T) {
+	defer leakcheck.Check(t)()
+	cfgPath := filepath.Join(t.TempDir(), "epp.yaml")
+	require.NoError(t, os.WriteFile(cfgPath, []byte(llmdPD), 0o600))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	m, done := startEPP(t, ctx, "--endpoints", "127.0.0.1:8000", "--model", model, "--config", cfgPath)
+
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	resp, err := client.Get(m[3])
+	require.NoError(t, err)
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, series := range []string{"kvroute_disagg_decode_without_events_total 0", "kvroute_session_entries 0", `llm_d_epp_flow_control_queue_size{priority="0"} 0`} {
+		require.True(t, strings.Contains(string(metrics), series), "no %s: the stage is off", series)
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("run did not return after cancellation")
+	}
+}
+
+// A stage the --config file configures and its own flag configures too is
+// refused before the picker starts, naming both.
+func TestLLMDConfigStageGivenTwiceIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "epp.yaml")
+	require.NoError(t, os.WriteFile(cfgPath, []byte(llmdPD), 0o600))
+	stage := filepath.Join(dir, "stage.yaml")
+	require.NoError(t, os.WriteFile(stage, []byte("{}\n"), 0o600))
+	for _, flag := range []string{"--disagg-config", "--session-config", "--admission-config"} {
+		f, err := parseFlags([]string{"--endpoints", "127.0.0.1:8000", "--config", cfgPath, flag, stage}, io.Discard)
+		require.NoError(t, err)
+		_, _, err = loadConfigStages(f, slog.New(slog.DiscardHandler))
+		require.ErrorContains(t, err, "--config "+cfgPath+" configures", flag)
+		require.ErrorContains(t, err, flag+" "+stage, flag)
+	}
+
+	// Without its flag, each stage is the file's.
+	f, err := parseFlags([]string{"--endpoints", "127.0.0.1:8000", "--config", cfgPath}, io.Discard)
+	require.NoError(t, err)
+	_, st, err := loadConfigStages(f, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	require.Equal(t, int64(128), st.disagg.NonCachedTokens)
+	require.Equal(t, []string{"x-session-id"}, st.session.Headers)
+	require.Equal(t, time.Minute, st.admission.QueueTimeout)
+}
