@@ -80,7 +80,8 @@
 //	  strategy session_id:
 //	    sessionIdConfig.sources[].header (x-session-id)     → session headers, and cookie "-" (none read or set)
 //	    sessionIdConfig.evictionTtlSeconds (<= 0 means 300) → session ttl
-//	  the scorer's weight in the (first) scheduling profile → session weight
+//	  the scorer's weight in the first scheduling profile
+//	  (the decode profile under P/D)                        → session weight
 //	featureGates flowControl                                → an admission stage
 //	  flowControl.defaultRequestTTL (absent means 60s)      → admission queueTimeout
 //

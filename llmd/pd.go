@@ -152,8 +152,8 @@ func translatePD(staged []stagePlugin, typeOf map[string]string, st *stages) ([]
 						Note: "nonCachedTokens 0 (llm-d's default) turns llm-d's decider off, so every request is prefilled where it decodes: kvroute configures no P/D profile (its own nonCachedTokens 0 means 1000)"})
 					break
 				}
-			} else if present(d.params) && string(d.params) != "{}" {
-				return nil, nil, invalid(&jsonconf.Error{Path: d.path + ".parameters", Msg: "always-disagg-pd-decider takes no parameters"})
+			} else if err := decodeStrict(d.params, &struct{}{}, d.path+".parameters"); err != nil {
+				return nil, nil, err // always-disagg-pd-decider takes no parameters
 			}
 			st.disagg = &cfg
 			profiles = []string{cmp.Or(hp.Profiles.Prefill, hp.PrefillProfile, "prefill"), cmp.Or(hp.Profiles.Decode, hp.DecodeProfile, "decode")}
@@ -166,8 +166,8 @@ func translatePD(staged []stagePlugin, typeOf map[string]string, st *stages) ([]
 				out = append(out, Finding{Path: p.path, Kind: NotNeeded, Note: "no profile handler runs it as its prefill decider; " + notePD})
 			}
 		case prefillFilter, decodeFilter:
-			if present(p.params) && string(p.params) != "{}" {
-				return nil, nil, invalid(&jsonconf.Error{Path: p.path + ".parameters", Msg: p.typ + " takes no parameters"})
+			if err := decodeStrict(p.params, &struct{}{}, p.path+".parameters"); err != nil {
+				return nil, nil, err // llm-d's role filters take no parameters
 			}
 			switch {
 			case st.disagg != nil:

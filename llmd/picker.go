@@ -164,11 +164,16 @@ func loadPicker(data []byte, st *stages) (kvroute.Config, []Finding, error) {
 		return kvroute.Config{}, nil, err
 	}
 	findings = append(findings, more...)
-	decodeProfile := ""
+	decodeProfile, weights := "", pc.SchedulingProfiles[0] // the session scorer's weight: the decode profile's under P/D
 	if len(pdProfiles) == 2 {
 		decodeProfile = pdProfiles[1]
+		for _, prof := range pc.SchedulingProfiles {
+			if prof.Name == decodeProfile {
+				weights = prof
+			}
+		}
 	}
-	if more, err = translateSession(staged, pc.SchedulingProfiles[0], decodeProfile, st); err != nil {
+	if more, err = translateSession(staged, weights, decodeProfile, st); err != nil {
 		return kvroute.Config{}, nil, err
 	}
 	findings = append(findings, more...)

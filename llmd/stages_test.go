@@ -108,6 +108,23 @@ func TestPickerConfigPD(t *testing.T) {
 		Note: "kvroute names the prefill endpoint in x-prefiller-host-port and routes to the decode endpoint's own port"}, res.Findings[4])
 }
 
+// Session affinity beside P/D takes the scorer's weight in the decode
+// profile, and says that kvroute's decode pick does not follow it.
+func TestPickerConfigSessionBesidePD(t *testing.T) {
+	doc := strings.Replace(pdConfig, "- type: max-score-picker\n", "- type: max-score-picker\n- {type: session-affinity-scorer, parameters: {strategy: session_id}}\n", 1)
+	doc += "  - pluginRef: session-affinity-scorer\n    weight: 4\n"
+	res := loadResult(t, doc)
+	require.Equal(t, &disagg.Config{NonCachedTokens: 256}, res.Disagg)
+	require.Equal(t, &session.Config{Headers: []string{"x-session-id"}, Cookie: "-", TTL: 5 * time.Minute, Weight: 4}, res.Session)
+	var note string
+	for _, f := range res.Findings {
+		if f.Path == "plugins[session-affinity-scorer]" && f.Kind == llmd.NoEquivalent {
+			note = f.Note
+		}
+	}
+	require.Contains(t, note, "does not keep its decode endpoint")
+}
+
 // What kvroute's P/D profile does not do stays a finding saying what
 // differs, and turns nothing on it cannot carry over.
 func TestPickerConfigPDFindings(t *testing.T) {
@@ -150,8 +167,10 @@ func TestPickerConfigPDFindings(t *testing.T) {
 		strings.Replace(pdConfig, "nonCachedTokens: 256", "nonCachedTokenz: 256", 1):                                           "plugins[prefix-based-pd-decider].parameters.nonCachedTokenz: unknown key",
 		strings.Replace(pdConfig, "    deciders:\n", "    decider: x\n    deciders:\n", 1):                                     "plugins[disagg-profile-handler].parameters.decider: unknown key",
 		strings.Replace(pdConfig, "prefill: prefix-based-pd-decider", "prefill: nope", 1):                                      `prefill decider "nope": no plugin of that name`,
-		strings.Replace(pdConfig, "- type: prefill-filter\n", "- {type: prefill-filter, parameters: {label: x}}\n", 1):         "prefill-filter takes no parameters",
+		strings.Replace(pdConfig, "- type: prefill-filter\n", "- {type: prefill-filter, parameters: {label: x}}\n", 1):         "plugins[prefill-filter].parameters.label: unknown key",
 		strings.Replace(pdConfig, "- type: max-score-picker\n", "- {type: pd-profile-handler}\n- type: max-score-picker\n", 1): "both profile handlers",
+		strings.Replace(strings.Replace(pdConfig, "prefix-based-pd-decider\n  parameters:\n    nonCachedTokens: 256", "always-disagg-pd-decider\n  parameters: {nonCachedTokens: 1}", 1),
+			"prefill: prefix-based-pd-decider", "prefill: always-disagg-pd-decider", 1): "plugins[always-disagg-pd-decider].parameters.nonCachedTokens: unknown key",
 	} {
 		_, err := llmd.LoadResult(strings.NewReader(doc), llmd.Options{})
 		require.ErrorIs(t, err, kvroute.ErrInvalidConfig, doc)
