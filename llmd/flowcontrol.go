@@ -66,6 +66,6 @@ func translateAdmission(pc *pickerConfig, gate bool, st *stages) ([]Finding, err
 		out = append(out, Finding{Path: "flowControl.enableEviction", Kind: NoEquivalent,
 			Note: "kvroute never ends a request in flight to make room: it sheds sheddable requests before they are sent"})
 	}
-	st.admission = &cfg
+	st.admission, st.admissionAt = &cfg, "featureGates["+flowControlGate+"]"
 	return out, nil
 }

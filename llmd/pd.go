@@ -155,7 +155,7 @@ func translatePD(staged []stagePlugin, typeOf map[string]string, st *stages) ([]
 			} else if err := decodeStrict(d.params, &struct{}{}, d.path+".parameters"); err != nil {
 				return nil, nil, err // always-disagg-pd-decider takes no parameters
 			}
-			st.disagg = &cfg
+			st.disagg, st.disaggAt = &cfg, handler.path
 			profiles = []string{cmp.Or(hp.Profiles.Prefill, hp.PrefillProfile, "prefill"), cmp.Or(hp.Profiles.Decode, hp.DecodeProfile, "decode")}
 		}
 	}

@@ -36,17 +36,38 @@ type Result struct {
 // LoadResult is Load returning the stages beside the router's
 // configuration too: each is validated by its package's rules, and with
 // Options.Strict, as the router's configuration, only returned when the
-// document translates whole. A kvroute configuration document (not an
-// EndpointPickerConfig) configures no stage here.
+// document translates whole. Load reports each such stage as a Finding
+// instead, since its caller does not run it. A kvroute configuration
+// document (not an EndpointPickerConfig) configures no stage here.
 func LoadResult(r io.Reader, opts Options) (Result, error) {
-	return load(r, opts)
+	return load(r, opts, true)
 }
 
-// stages are the optional stages an EndpointPickerConfig translates into.
+// stages are the optional stages an EndpointPickerConfig translates into,
+// each with the path of the setting that configured it.
 type stages struct {
-	disagg    *disagg.Config
-	session   *session.Config
-	admission *admission.Config
+	disagg                           *disagg.Config
+	session                          *session.Config
+	admission                        *admission.Config
+	disaggAt, sessionAt, admissionAt string
+}
+
+// dropped returns a Finding for each stage of s, for Load, whose caller
+// takes the router's configuration only: a host that reads its
+// configuration with Load runs none of them unless it configures them
+// itself.
+func (s stages) dropped() []Finding {
+	var out []Finding
+	add := func(on bool, at, what string) {
+		if on {
+			out = append(out, Finding{Path: at, Kind: Different, Note: "kvroute runs " + what +
+				" beside the router: llmd.LoadResult returns its configuration (kvroute-epp runs it); llmd.Load does not, so configure it where the host reads it"})
+		}
+	}
+	add(s.disagg != nil, s.disaggAt, "prefill/decode disaggregation (package disagg; the gateway's disagg block)")
+	add(s.session != nil, s.sessionAt, "session affinity (package session; the gateway's session block)")
+	add(s.admission != nil, s.admissionAt, "the admission stage (package admission; the gateway's admission block)")
+	return out
 }
 
 // validate checks each stage by its package's rules.

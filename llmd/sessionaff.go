@@ -146,7 +146,7 @@ func translateSession(staged []stagePlugin, prof schedulingProfile, decodeProfil
 			cfg.Weight = *ref.Weight
 		}
 		first = p.name
-		st.session = &cfg
+		st.session, st.sessionAt = &cfg, p.path
 	}
 	return out, nil
 }

@@ -60,9 +60,9 @@ func loadResult(t *testing.T, doc string) llmd.Result {
 	require.NoError(t, err)
 	cfg, findings := loadBoth(t, doc)
 	require.Equal(t, cfg, res.Config)
-	require.Equal(t, findings, res.Findings)
+	requireDropped(t, findings, res)
 	strict, err := llmd.LoadResult(strings.NewReader(doc), llmd.Options{Strict: true})
-	if len(findings) > 0 {
+	if len(res.Findings) > 0 {
 		require.ErrorIs(t, err, kvroute.ErrInvalidConfig)
 		require.Nil(t, strict.Disagg)
 		require.Nil(t, strict.Session)
@@ -72,6 +72,24 @@ func loadResult(t *testing.T, doc string) llmd.Result {
 	require.NoError(t, err)
 	require.Equal(t, res, strict)
 	return res
+}
+
+// requireDropped checks Load's findings against LoadResult's res: the same,
+// then one for each stage res has, which Load's caller does not run.
+func requireDropped(t *testing.T, findings []llmd.Finding, res llmd.Result) {
+	t.Helper()
+	n := 0
+	for _, on := range []bool{res.Disagg != nil, res.Session != nil, res.Admission != nil} {
+		if on {
+			n++
+		}
+	}
+	require.Len(t, findings, len(res.Findings)+n)
+	require.Equal(t, res.Findings, findings[:len(res.Findings)])
+	for _, f := range findings[len(res.Findings):] {
+		require.Equal(t, llmd.Different, f.Kind, f.Path)
+		require.Contains(t, f.Note, "llmd.LoadResult returns its configuration", f.Path)
+	}
 }
 
 // A P/D EndpointPickerConfig turns kvroute's P/D profile on with the
@@ -295,6 +313,19 @@ flowControl:
 	_, err := llmd.LoadResult(strings.NewReader(epc("[]", "")+"featureGates: [flowControl]\nflowControl: {maxRequest: 5}\n"), llmd.Options{})
 	require.ErrorIs(t, err, kvroute.ErrInvalidConfig)
 	require.ErrorContains(t, err, "flowControl.maxRequest: unknown key")
+}
+
+// Load, whose caller runs no stage beside the router, reports each stage
+// the document configures, so that a host reading its configuration with
+// Load (the gateway) is not left believing P/D is on.
+func TestLoadReportsStagesItDrops(t *testing.T) {
+	_, findings, err := llmd.Load(strings.NewReader(pdConfig), llmd.Options{})
+	require.NoError(t, err)
+	last := findings[len(findings)-1]
+	require.Equal(t, "plugins[disagg-profile-handler]", last.Path)
+	require.Contains(t, last.Note, "prefill/decode disaggregation (package disagg; the gateway's disagg block)")
+	_, err = llmd.Translate(strings.NewReader(pdConfig))
+	require.ErrorContains(t, err, "plugins[disagg-profile-handler]")
 }
 
 // A kvroute configuration document configures no stage beside the router.

@@ -52,12 +52,13 @@ func Translate(r io.Reader) (kvroute.Config, error) {
 // by two keys, even with equal values. With Options.Strict, findings are
 // an error too. Every error wraps kvroute.ErrInvalidConfig.
 func Load(r io.Reader, opts Options) (kvroute.Config, []Finding, error) {
-	res, err := load(r, opts)
+	res, err := load(r, opts, false)
 	return res.Config, res.Findings, err
 }
 
-// load is Load and LoadResult.
-func load(r io.Reader, opts Options) (Result, error) {
+// load is LoadResult or, without withStages, Load: the stages are then
+// findings.
+func load(r io.Reader, opts Options, withStages bool) (Result, error) {
 	data, err := io.ReadAll(io.LimitReader(r, jsonconf.MaxBytes+1))
 	if err != nil {
 		return Result{}, invalid(err)
@@ -92,6 +93,10 @@ func load(r io.Reader, opts Options) (Result, error) {
 	}
 	if err := st.validate(); err != nil {
 		return Result{}, err
+	}
+	if !withStages {
+		findings = append(findings, st.dropped()...)
+		st = stages{}
 	}
 	if opts.Strict && len(findings) > 0 {
 		return Result{Findings: findings}, fmt.Errorf("%w: strict: %d llm-d settings are not carried over:%s", kvroute.ErrInvalidConfig, len(findings), list(findings))

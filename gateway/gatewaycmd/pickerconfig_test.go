@@ -29,7 +29,7 @@ func TestConfigFileTakesAWholeEndpointPickerConfig(t *testing.T) {
 	require.Equal(t, 5559, r.Events.ReplayPort)
 	require.Equal(t, 2.0, r.LoadWeight)
 	require.Equal(t, "http://render.llm.svc:8000", r.Render.URL)
-	require.Len(t, o.findings, 19)
+	require.Len(t, o.findings, 22)
 
 	o, err = parseFlags([]string{"--config", completePickerConfig, "--endpoints", "10.0.0.1:8000", "--events-port", "7000", "--model", "other"}, io.Discard)
 	require.NoError(t, err)
@@ -37,9 +37,12 @@ func TestConfigFileTakesAWholeEndpointPickerConfig(t *testing.T) {
 	require.Equal(t, "other", o.server.Router.Model)
 
 	_, err = parseFlags([]string{"--config", completePickerConfig, "--endpoints", "10.0.0.1:8000", "--strict-config"}, io.Discard)
-	require.ErrorContains(t, err, "strict: 19 llm-d settings are not carried over")
+	require.ErrorContains(t, err, "strict: 22 llm-d settings are not carried over")
 	require.ErrorContains(t, err, "plugins[precise].parameters.tokenProcessorConfig.hashSeed: ignored: not needed")
-	require.ErrorContains(t, err, "flowControl: no equivalent")
+	require.ErrorContains(t, err, "flowControl.maxRequests: kvroute does this differently")
+	// The gateway runs no stage of the file: its session affinity and
+	// admission are findings naming the gateway's own blocks.
+	require.ErrorContains(t, err, "featureGates[flowControl]: kvroute does this differently (kvroute runs the admission stage (package admission; the gateway's admission block)")
 }
 
 // Run logs each finding of the --config file on a line of its own, then
@@ -67,8 +70,8 @@ func TestRunLogsEveryFindingOnce(t *testing.T) {
 			lines = append(lines, line)
 		}
 	}
-	require.Len(t, lines, 19, stderr.String())
+	require.Len(t, lines, 22, stderr.String())
 	require.Contains(t, lines[0], "key=plugins[endpoint-notification-source] ")
 	require.Contains(t, lines[0], "level=WARN")
-	require.Contains(t, lines[len(lines)-1], "key=parser ")
+	require.Contains(t, lines[len(lines)-1], "key=featureGates[flowControl] ")
 }
