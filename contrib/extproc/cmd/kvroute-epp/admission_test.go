@@ -25,15 +25,17 @@ import (
 )
 
 func TestAdmissionFlagsAreCheckedBeforeStarting(t *testing.T) {
-	_, err := parseFlags([]string{"--endpoints", "127.0.0.1:8000", "--engine-metrics-config", "em.yaml"}, io.Discard)
-	require.ErrorContains(t, err, "set --admission-config too")
-
 	defer leakcheck.Check(t)()
 	dir := t.TempDir()
-	bad := filepath.Join(dir, "admission.yaml")
-	require.NoError(t, os.WriteFile(bad, []byte("queueTimout: 2s\n"), 0o600))
 	args := []string{"--endpoints", "127.0.0.1:8000", "--model", model,
 		"--listen-host", "127.0.0.1", "--grpc-port", "0", "--grpc-health-port", "0", "--metrics-port", "0"}
+	// Without an admission stage (--admission-config, or the --config
+	// file's), engine metrics feed nothing.
+	err := run(context.Background(), append(args, "--engine-metrics-config", "em.yaml"), io.Discard, io.Discard)
+	require.ErrorContains(t, err, "set --admission-config too")
+
+	bad := filepath.Join(dir, "admission.yaml")
+	require.NoError(t, os.WriteFile(bad, []byte("queueTimout: 2s\n"), 0o600))
 	err = run(context.Background(), append(args, "--admission-config", bad), io.Discard, io.Discard)
 	require.ErrorContains(t, err, "queueTimout")
 

@@ -45,15 +45,19 @@ schedulingProfiles:
 `
 
 // An llm-d P/D configuration as --config turns kvroute's P/D profile,
-// session affinity and admission stage on, as their own flags would: their
-// metrics are registered.
+// session affinity and admission stage on, as their own flags would, and
+// --engine-metrics-config feeds that admission stage: their metrics are
+// registered.
 func TestLLMDConfigTurnsStagesOn(t *testing.T) {
 	defer leakcheck.Check(t)()
 	cfgPath := filepath.Join(t.TempDir(), "epp.yaml")
 	require.NoError(t, os.WriteFile(cfgPath, []byte(llmdPD), 0o600))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	m, done := startEPP(t, ctx, "--endpoints", "127.0.0.1:8000", "--model", model, "--config", cfgPath)
+	emPath := filepath.Join(t.TempDir(), "engine-metrics.yaml")
+	require.NoError(t, os.WriteFile(emPath, []byte("interval: 1h\n"), 0o600))
+	// --engine-metrics-config feeds the file's admission stage.
+	m, done := startEPP(t, ctx, "--endpoints", "127.0.0.1:8000", "--model", model, "--config", cfgPath, "--engine-metrics-config", emPath)
 
 	client := &http.Client{Transport: &http.Transport{}}
 	defer client.CloseIdleConnections()
@@ -61,7 +65,7 @@ func TestLLMDConfigTurnsStagesOn(t *testing.T) {
 	require.NoError(t, err)
 	metrics, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, series := range []string{"kvroute_disagg_decode_without_events_total 0", "kvroute_session_entries 0", `llm_d_epp_flow_control_queue_size{priority="0"} 0`} {
+	for _, series := range []string{"kvroute_disagg_decode_without_events_total 0", "kvroute_session_entries 0", `llm_d_epp_flow_control_queue_size{priority="0"} 0`, "kvroute_engine_metrics_endpoints"} {
 		require.True(t, strings.Contains(string(metrics), series), "no %s: the stage is off", series)
 	}
 

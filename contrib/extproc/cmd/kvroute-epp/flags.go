@@ -162,9 +162,6 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	if f.grpcMaxConnectionIdle < 0 {
 		return f, fmt.Errorf("--grpc-max-connection-idle %v is negative", f.grpcMaxConnectionIdle)
 	}
-	if f.engineMetricsConfig != "" && f.admissionConfig == "" {
-		return f, errors.New("--engine-metrics-config feeds the admission stage; set --admission-config too")
-	}
 	if (f.poolName == "") == (f.endpoints == "") {
 		return f, errors.New("set exactly one of --pool-name and --endpoints")
 	}
