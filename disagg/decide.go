@@ -11,7 +11,8 @@ import (
 // (DecodeCacheWeight) plus the free share of its decode capacity
 // (DecodeLoadWeight × (1 − its load share), the load share being the
 // larger of its in-flight output tokens over DecodeQueueOutputTokens and
-// its open requests over DecodeQueueRequests, each capped at 1). A decode
+// its open requests over DecodeQueueRequests, each capped at 1), plus
+// Options.DecodeScorers, each clamped to [0, 1] and weighted. A decode
 // endpoint's load is what it generates, not the prompt tokens it would
 // prefill: when the request is split it prefills none of them. Ties go to
 // the earlier candidate; -1 when the filters kept none.
@@ -23,11 +24,26 @@ func (p *Profile) decodePick(ds *kvroute.Selection, st stager) int {
 	for _, i := range kept {
 		c := ds.Candidate(i)
 		s := p.decodeScore(c, p.outputLoad(c.Endpoint.ID), total)
+		for _, ws := range p.scorers {
+			s += ws.Weight * clamp01(ws.Scorer.Score(ds, i))
+		}
 		if best < 0 || s > bestScore {
 			best, bestScore = i, s
 		}
 	}
 	return best
+}
+
+// clamp01 bounds a scorer's value to [0, 1], NaN counting as 0, as the
+// router's score stage does.
+func clamp01(v float64) float64 {
+	switch {
+	case v > 1:
+		return 1
+	case v >= 0:
+		return v
+	}
+	return 0 // negative or NaN
 }
 
 // decodeScore is candidate c's decode score for a prompt of total tokens

@@ -20,7 +20,11 @@
 //     Config.DecodeQueueOutputTokens, and its open requests against
 //     Config.DecodeQueueRequests, whichever share is larger. Prompt tokens
 //     do not count as decode load: a split request's decode endpoint
-//     computes none;
+//     computes none. Options.DecodeScorers are added to the decode score,
+//     as kvroute.Options.Scorers are to the router's own pick, which this
+//     one replaces: kvroute's gateway and kvroute-epp pass session
+//     affinity's scorer there (and the gateway its LoRA scorer), so a
+//     conversation's next turn prefers the decode endpoint holding it;
 //  2. decides, from that endpoint's cached prefix as the index knows it,
 //     whether to disaggregate: below Config.NonCachedTokens uncached prompt
 //     tokens (llm-d's prefix-based P/D decider compares the same number)

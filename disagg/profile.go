@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/kvroute/kvroute"
@@ -27,6 +28,14 @@ type Options struct {
 	// live. It may be set after New with SetEventsLive, since the Router it
 	// asks is built with the Profile.
 	EventsLive func(endpointID string) bool
+	// DecodeScorers are added to the decode pick's score, each clamped to
+	// [0, 1] and weighted, as kvroute.Options.Scorers are to the router's
+	// one-role pick, which the decode pick replaces. A host passes here the
+	// scorers that rate where a request should decode: session affinity's
+	// (session.Affinity.Scorer), so that a conversation's next turn stays
+	// on the decode endpoint that holds it, and LoRA's. The prefill pick is
+	// the router's own score stage and runs kvroute.Options.Scorers.
+	DecodeScorers []kvroute.WeightedScorer
 }
 
 // Profile is the prefill/decode profile, a kvroute.Profile (pass it as
@@ -34,11 +43,12 @@ type Options struct {
 // from that endpoint's cached prefix whether to disaggregate, and if so
 // picks a prefill endpoint. It is safe for concurrent use.
 type Profile struct {
-	cfg  Config
-	set  telemetry.Set
-	met  *metrics
-	live sync.Map // "fn" → func(string) bool; read on every pick
-	bufs sync.Pool
+	cfg     Config
+	set     telemetry.Set
+	met     *metrics
+	scorers []kvroute.WeightedScorer // Options.DecodeScorers; read-only after New
+	live    sync.Map                 // "fn" → func(string) bool; read on every pick
+	bufs    sync.Pool
 	// out is the decode endpoints' in-flight output tokens and requests,
 	// charged at the pick and released when the request ends.
 	out     *tokenload.Tracker
@@ -64,7 +74,8 @@ func New(cfg Config, opts Options) (*Profile, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	p := &Profile{cfg: cfg.WithDefaults(), set: opts.Set, met: newMetrics(), out: newOutputTracker()}
+	p := &Profile{cfg: cfg.WithDefaults(), set: opts.Set, met: newMetrics(), out: newOutputTracker(),
+		scorers: slices.Clone(opts.DecodeScorers)}
 	p.bufs.New = func() any { return new(roleBufs) }
 	if opts.EventsLive != nil {
 		p.SetEventsLive(opts.EventsLive)
