@@ -309,14 +309,6 @@ func NewServer(ctx context.Context, cfg ServerConfig, opts Options) (*Server, er
 			s.closeAdmission()
 			return nil, errors.New("gateway: disaggHost is set without disagg")
 		}
-		if cfg.Disagg != nil {
-			p, err := disagg.New(*cfg.Disagg, disagg.Options{Set: ropts.Set})
-			if err != nil {
-				s.closeAdmission()
-				return nil, err
-			}
-			s.disagg, ropts.Profile = p, p
-		}
 		if cfg.Session != nil {
 			aff, err := session.New(*cfg.Session, session.Options{Set: ropts.Set})
 			if err != nil {
@@ -325,10 +317,37 @@ func NewServer(ctx context.Context, cfg ServerConfig, opts Options) (*Server, er
 			}
 			s.session = aff
 			ropts.Scorers = append(ropts.Scorers, aff.Scorer())
-			ropts.Profile = aff.Profile(ropts.Profile)
+		}
+		if cfg.Disagg != nil {
+			// The decode pick replaces the router's one-role pick, so the
+			// scorers that say where a request should decode go to it too:
+			// a session's next turn prefers the decode endpoint holding it,
+			// an adapter the engines already running it.
+			dopts := disagg.Options{Set: ropts.Set}
+			if s.lora != nil {
+				dopts.DecodeScorers = append(dopts.DecodeScorers, s.lora.Weighted())
+			}
+			if s.session != nil {
+				dopts.DecodeScorers = append(dopts.DecodeScorers, s.session.Scorer())
+			}
+			p, err := disagg.New(*cfg.Disagg, dopts)
+			if err != nil {
+				if s.session != nil {
+					s.session.Close()
+				}
+				s.closeAdmission()
+				return nil, err
+			}
+			s.disagg, ropts.Profile = p, p
+		}
+		if s.session != nil {
+			ropts.Profile = s.session.Profile(ropts.Profile) // around disagg's, when set
 		}
 		r, err := kvroute.New(ctx, cfg.Router, ropts)
 		if err != nil {
+			if s.session != nil {
+				s.session.Close()
+			}
 			s.closeAdmission()
 			return nil, err
 		}
@@ -580,6 +599,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.handler.Close()
 		if s.router != nil {
 			s.router.Close()
+		}
+		if s.session != nil {
+			s.session.Close() // after the router: no pick records a session any more
 		}
 		s.shutdownErr = err
 	})

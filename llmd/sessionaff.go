@@ -61,7 +61,7 @@ const (
 	noteSession       = "kvroute's session affinity is package session (kvroute-epp --session-config): an EndpointPickerConfig turns it on with a session-affinity-scorer or session-affinity-filter"
 	noteSessionScorer = "llm-d's scorer gives the session's endpoint a flat 1; kvroute's gives its headroom below saturationTokens (1 - load/saturationTokens), so a session leaves a saturated endpoint"
 	noteSessionFilter = "llm-d's filter pins a session to its endpoint; kvroute's session scorer only prefers it, weighed against its load (session's weight and saturationTokens), so a session leaves a saturated endpoint"
-	noteSessionPD     = "under kvroute's P/D profile the decode endpoint is picked by its decode score alone (disagg's cached share and decode load), which the session scorer does not enter: the session does not keep its decode endpoint, as llm-d's decode-profile session plugin does"
+	noteSessionPD     = "under kvroute's P/D profile the session scorer enters the decode pick (disagg's DecodeScorers, which kvroute-epp and the gateway set), added to the decode score (the cached share and the decode load) rather than to llm-d's decode-profile scorers"
 	noteEndpointToken = "llm-d's token names the endpoint (base64 of namespace/name) and is written back in this response header; kvroute reads the header's value as an opaque session key, remembered for session's ttl, and writes back its llm-d-session cookie naming the endpoint instead (session's cookie and setCookie)"
 )
 
@@ -132,7 +132,7 @@ func translateSession(staged []stagePlugin, prof schedulingProfile, decodeProfil
 		}
 		out = append(out, Finding{Path: p.path, Kind: Different, Note: note})
 		if st.disagg != nil {
-			out = append(out, Finding{Path: p.path, Kind: NoEquivalent, Note: noteSessionPD})
+			out = append(out, Finding{Path: p.path, Kind: Different, Note: noteSessionPD})
 		}
 		for _, ref := range prof.Plugins {
 			if ref.PluginRef != p.name || ref.Weight == nil || p.typ != sessionScorer {

@@ -127,7 +127,7 @@ func TestPickerConfigPD(t *testing.T) {
 }
 
 // Session affinity beside P/D takes the scorer's weight in the decode
-// profile, and says that kvroute's decode pick does not follow it.
+// profile, and says how the session enters kvroute's decode pick.
 func TestPickerConfigSessionBesidePD(t *testing.T) {
 	doc := strings.Replace(pdConfig, "- type: max-score-picker\n", "- type: max-score-picker\n- {type: session-affinity-scorer, parameters: {strategy: session_id}}\n", 1)
 	doc += "  - pluginRef: session-affinity-scorer\n    weight: 4\n"
@@ -136,11 +136,12 @@ func TestPickerConfigSessionBesidePD(t *testing.T) {
 	require.Equal(t, &session.Config{Headers: []string{"x-session-id"}, Cookie: "-", TTL: 5 * time.Minute, Weight: 4}, res.Session)
 	var note string
 	for _, f := range res.Findings {
-		if f.Path == "plugins[session-affinity-scorer]" && f.Kind == llmd.NoEquivalent {
+		require.False(t, f.Path == "plugins[session-affinity-scorer]" && f.Kind == llmd.NoEquivalent, f.Note)
+		if f.Path == "plugins[session-affinity-scorer]" && strings.Contains(f.Note, "P/D") {
 			note = f.Note
 		}
 	}
-	require.Contains(t, note, "does not keep its decode endpoint")
+	require.Contains(t, note, "enters the decode pick")
 }
 
 // What kvroute's P/D profile does not do stays a finding saying what

@@ -10,7 +10,6 @@ import (
 	"github.com/kvroute/kvroute/disagg"
 	"github.com/kvroute/kvroute/llmd"
 	"github.com/kvroute/kvroute/session"
-	"github.com/kvroute/kvroute/telemetry"
 )
 
 // configStages are the stages beside the router that the --config file
@@ -83,7 +82,7 @@ func loadConfigStages(f flags, log *slog.Logger) (kvroute.Config, configStages, 
 // newDisagg builds the P/D profile of --disagg-config (YAML or JSON,
 // package disagg's keys, checked strictly) or, without the flag, of cfg,
 // the --config file's; nil with neither.
-func newDisagg(path string, cfg *disagg.Config, set telemetry.Set) (*disagg.Profile, error) {
+func newDisagg(path string, cfg *disagg.Config, opts disagg.Options) (*disagg.Profile, error) {
 	where := "--config's P/D"
 	switch {
 	case path != "":
@@ -99,7 +98,7 @@ func newDisagg(path string, cfg *disagg.Config, set telemetry.Set) (*disagg.Prof
 	case cfg == nil:
 		return nil, nil
 	}
-	p, err := disagg.New(*cfg, disagg.Options{Set: set})
+	p, err := disagg.New(*cfg, opts)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}

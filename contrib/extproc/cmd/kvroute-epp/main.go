@@ -85,22 +85,27 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if adm.ctl != nil {
 		ropts.Admission = adm.ctl
 	}
-	dprof, err := newDisagg(f.disaggConfig, fromConfig.disagg, ropts.Set) // nil without P/D
-	if err != nil {
-		adm.close()
-		return err
-	}
-	if dprof != nil {
-		ropts.Profile = dprof
-	}
 	aff, err := newSession(f.sessionConfig, fromConfig.session, ropts.Set)
 	if err != nil {
 		adm.close()
 		return err
 	}
+	var decodeScorers []kvroute.WeightedScorer // the decode pick replaces the router's: the session's next turn prefers its decode endpoint
 	if aff != nil {
 		defer aff.Close() // after the router and the picker are done
 		ropts.Scorers = append(ropts.Scorers, aff.Scorer())
+		decodeScorers = append(decodeScorers, aff.Scorer())
+	}
+	dprof, err := newDisagg(f.disaggConfig, fromConfig.disagg, disagg.Options{Set: ropts.Set, DecodeScorers: decodeScorers}) // nil without P/D
+	if err != nil {
+		adm.close()
+		return err
+	}
+	if dprof != nil {
+		defer dprof.Close() // after the router and the picker are done
+		ropts.Profile = dprof
+	}
+	if aff != nil {
 		ropts.Profile = aff.Profile(ropts.Profile) // around disagg's, when set
 	}
 	if ropts.Approximate, err = newApproximate(f.approximateConfig, ropts.Set); err != nil {
