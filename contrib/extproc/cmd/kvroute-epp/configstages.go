@@ -29,23 +29,18 @@ type configStages struct {
 // it does not carry over is logged, one line each, or with strict an
 // error; model, when set, overrides the file's.
 func loadConfigResult(path, model string, strict bool, log *slog.Logger) (llmd.Result, error) {
-	res := llmd.Result{Config: kvroute.DefaultConfig()}
-	if path != "" {
-		raw, err := readConfigFile(path)
-		if err != nil {
-			return res, err
+	if path == "" {
+		res := llmd.Result{Config: kvroute.DefaultConfig()}
+		if model != "" {
+			res.Config.Model = model
 		}
-		if res, err = llmd.LoadResult(bytes.NewReader(raw), llmd.Options{Strict: strict}); err != nil {
-			return res, fmt.Errorf("%s: %w", path, err)
-		}
-		for _, f := range res.Findings {
-			log.Warn("llm-d setting not carried over", "config", path, "key", f.Path, "finding", f.Kind.String(), "note", f.Note)
-		}
+		return res, nil
 	}
-	if model != "" {
-		res.Config.Model = model
+	raw, err := readConfigFile(path)
+	if err != nil {
+		return llmd.Result{Config: kvroute.DefaultConfig()}, err
 	}
-	return res, nil
+	return decodeConfigResult(raw, path, model, strict, log)
 }
 
 // loadConfigStages is loadConfigResult for the flags f: it returns the
@@ -53,12 +48,12 @@ func loadConfigResult(path, model string, strict bool, log *slog.Logger) (llmd.R
 // is not given. A stage configured both ways is an error naming both, so
 // that neither silently wins.
 func loadConfigStages(f flags, log *slog.Logger) (kvroute.Config, configStages, error) {
-	res, err := loadConfigResult(f.configPath, f.model, f.strictConfig, log)
+	res, err := loadFlagsConfig(f, log)
 	if err != nil {
 		return res.Config, configStages{}, err
 	}
 	both := func(flag, path, what string) error {
-		return fmt.Errorf("--config %s configures %s and so does %s %s: give it in one of them", f.configPath, what, flag, path)
+		return fmt.Errorf("%s configures %s and so does %s %s: give it in one of them", configSource(f), what, flag, path)
 	}
 	switch {
 	case res.Disagg != nil && f.disaggConfig != "":
@@ -73,7 +68,7 @@ func loadConfigStages(f flags, log *slog.Logger) (kvroute.Config, configStages, 
 		on   bool
 	}{{"prefill/decode disaggregation", res.Disagg != nil}, {"session affinity", res.Session != nil}, {"admission", res.Admission != nil}} {
 		if s.on {
-			log.Info("stage configured by --config", "config", f.configPath, "stage", s.what)
+			log.Info("stage configured by --config", "config", configSource(f), "stage", s.what)
 		}
 	}
 	return res.Config, configStages{disagg: res.Disagg, session: res.Session, admission: res.Admission}, nil

@@ -102,4 +102,9 @@
 // gate the admission stage. Each is used unless its own --disagg-config,
 // --session-config or --admission-config is given; a stage configured both
 // ways refuses to start, naming both.
+//
+// kvroute-epp also takes the llm-d router picker's flags its Helm chart
+// passes, so that operators swap the image and keep the arguments:
+// --config-file is --config's other name and --config-text gives the same
+// configuration inline (one of the three at most).
 package main

@@ -30,6 +30,9 @@ import (
 //     there), --zap-encoder, --zap-log-level (as --log-level; the last of
 //     the two given wins), and the earlier picker's --cert-path and
 //     --enable-cert-reload;
+//   - honoured, from the llm-d router's picker (its pkg/epp/server
+//     Options; llmdflags.go): --config-file (--config's other name) and
+//     --config-text (the configuration inline);
 //   - accepted and ignored, each logged once at start with why
 //     (upstreamflags.go): --endpoint-target-ports (the ports are the
 //     InferencePool's targetPorts or each --endpoints ip:port; upstream
@@ -46,8 +49,7 @@ import (
 //     manifests, which speak h2c, pass --secure-serving=false;
 //   - refused as unknown: the flags only the earlier, full picker
 //     (cmd/epp) had, whose scheduler, metrics scraping and leader election
-//     kvroute replaces with its own configuration (--config-file,
-//     --endpoint-selector, --ha-enable-leader-election, --tracing,
+//     kvroute replaces with its own configuration (--endpoint-selector, --ha-enable-leader-election, --tracing,
 //     --refresh-metrics-interval, --model-server-metrics-*, --v, ...):
 //     silently running without what they asked for would be worse than not
 //     starting.
@@ -86,6 +88,7 @@ type flags struct {
 	enableCertReload                  bool
 	healthChecking                    bool
 	ignored                           []string // upstream flags given that do not apply (upstreamflags.go)
+	llmdFlags                                  // the llm-d router picker's flags (llmdflags.go)
 }
 
 func parseFlags(args []string, stderr io.Writer) (flags, error) {
@@ -135,10 +138,14 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.StringVar(&f.approximateConfig, "approximate-config", "", "approximate prefix index configuration file (YAML or JSON, package approx's keys; {\"enabled\": true} turns it on): endpoints whose KV events are not live are routed from the router's own decisions, labelled approximate (default: off, they are routed blind)")
 	fs.StringVar(&f.engineMetricsConfig, "engine-metrics-config", "", "engine metrics scraper configuration file (YAML or JSON, package enginemetrics' keys): the admission also reads each engine's vLLM queue and KV-cache metrics (needs --admission-config)")
 	addUpstreamFlags(fs, &f)
+	addLLMDFlags(fs, &f)
 	if err := cliflag.Parse(fs, args, os.Stdout); err != nil {
 		return f, err
 	}
 	f.ignored = setIgnoredFlags(fs)
+	if err := checkLLMDFlags(&f); err != nil {
+		return f, err
+	}
 	if fs.NArg() > 0 {
 		// Parsing stops at the first argument that is not a flag: every
 		// flag after it would be ignored.
