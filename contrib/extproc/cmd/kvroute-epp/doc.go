@@ -9,7 +9,8 @@
 // the log format), so that the Inference Extension's own picker manifests
 // start it. Of the upstream picker's other flags, --health-checking,
 // --zap-log-level, --cert-path and --enable-cert-reload are honoured;
-// --endpoint-target-ports, --zap-devel, --zap-stacktrace-level and
+// --endpoint-target-ports (without --endpoint-selector), --zap-devel,
+// --zap-stacktrace-level and
 // --zap-time-encoding are accepted and ignored, each logged once at start
 // with why; the earlier full picker's scheduler, scraping, tracing and
 // leader-election flags are refused as unknown (see flags.go). kvroute's router is configured with --config (YAML or JSON;
@@ -106,5 +107,9 @@
 // kvroute-epp also takes the llm-d router picker's flags its Helm chart
 // passes, so that operators swap the image and keep the arguments:
 // --config-file is --config's other name and --config-text gives the same
-// configuration inline (one of the three at most).
+// configuration inline (one of the three at most). --endpoint-selector
+// with --endpoint-target-ports is llm-d's standalone pool: the Ready pods
+// of --pool-namespace the label selector matches, on each of the 1 to 8
+// ports (a port's place its data-parallel rank), are the endpoints,
+// instead of --pool-name's InferencePool.
 package main

@@ -48,5 +48,5 @@ precise-prefix-cache-producer:
 	fmt.Println(err)
 	// Output:
 	// 10.0.0.1:8000,10.0.0.2:8000 9002 meta-llama/Llama-3.1-8B-Instruct 16 5557
-	// set exactly one of --pool-name and --endpoints
+	// set exactly one of --pool-name, --endpoint-selector and --endpoints
 }

@@ -31,12 +31,15 @@ import (
 //     the two given wins), and the earlier picker's --cert-path and
 //     --enable-cert-reload;
 //   - honoured, from the llm-d router's picker (its pkg/epp/server
-//     Options; llmdflags.go): --config-file (--config's other name) and
-//     --config-text (the configuration inline);
+//     Options; llmdflags.go): --config-file (--config's other name),
+//     --config-text (the configuration inline), and --endpoint-selector
+//     with --endpoint-target-ports (the pool as the pods a label selector
+//     matches, on those ports, instead of an InferencePool);
 //   - accepted and ignored, each logged once at start with why
-//     (upstreamflags.go): --endpoint-target-ports (the ports are the
-//     InferencePool's targetPorts or each --endpoints ip:port; upstream
-//     does not use it with --pool-name either), --zap-devel,
+//     (upstreamflags.go): --endpoint-target-ports without
+//     --endpoint-selector (the ports are the InferencePool's targetPorts
+//     or each --endpoints ip:port; upstream does not use it with
+//     --pool-name either), --zap-devel,
 //     --zap-stacktrace-level and --zap-time-encoding (kvroute-epp's slog
 //     lines have no development mode, no stack traces and a fixed time
 //     format); their values are checked as upstream checks them;
@@ -49,8 +52,8 @@ import (
 //     manifests, which speak h2c, pass --secure-serving=false;
 //   - refused as unknown: the flags only the earlier, full picker
 //     (cmd/epp) had, whose scheduler, metrics scraping and leader election
-//     kvroute replaces with its own configuration (--endpoint-selector, --ha-enable-leader-election, --tracing,
-//     --refresh-metrics-interval, --model-server-metrics-*, --v, ...):
+//     kvroute replaces with its own configuration
+//     (--ha-enable-leader-election, --tracing, --refresh-metrics-interval, --model-server-metrics-*, --v, ...):
 //     silently running without what they asked for would be worse than not
 //     starting.
 
@@ -169,8 +172,8 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	if f.grpcMaxConnectionIdle < 0 {
 		return f, fmt.Errorf("--grpc-max-connection-idle %v is negative", f.grpcMaxConnectionIdle)
 	}
-	if (f.poolName == "") == (f.endpoints == "") {
-		return f, errors.New("set exactly one of --pool-name and --endpoints")
+	if (f.poolName == "" && f.endpointSelector == "") == (f.endpoints == "") {
+		return f, errors.New("set exactly one of --pool-name, --endpoint-selector and --endpoints")
 	}
 	return f, nil
 }

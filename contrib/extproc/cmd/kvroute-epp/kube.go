@@ -9,9 +9,13 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-// kubeClients builds the Kubernetes clients discovery needs, from
+// kubeClients builds the Kubernetes clients discovery needs: restClients,
+// which tests replace with fake clientsets.
+var kubeClients = restClients
+
+// restClients builds the Kubernetes clients discovery needs, from
 // kubeconfig or, when it is empty, the in-cluster configuration.
-func kubeClients(kubeconfig string) (kubernetes.Interface, dynamic.Interface, error) {
+func restClients(kubeconfig string) (kubernetes.Interface, dynamic.Interface, error) {
 	var (
 		rc  *rest.Config
 		err error

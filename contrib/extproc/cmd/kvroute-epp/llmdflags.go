@@ -4,22 +4,37 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/kvroute/kvroute/contrib/k8s"
 )
 
 // The llm-d router's endpoint picker flags (its pkg/epp/server Options)
 // that flags.go does not define under kvroute's own names, so that llm-d's
 // router chart starts kvroute-epp with the arguments it passes its own
-// picker: --config-file and --config-text (configfile.go).
+// picker: --config-file and --config-text (configfile.go), and
+// --endpoint-selector, whose pods on --endpoint-target-ports
+// (upstreamflags.go) are the endpoints instead of an InferencePool's
+// (poolDiscovery).
 
 // llmdFlags holds the llm-d router picker's flags of this file.
 type llmdFlags struct {
 	configFile string // --config-file, moved into flags.configPath by checkLLMDFlags
 	configText string // --config-text: the router configuration inline
+
+	endpointSelector string  // --endpoint-selector: the pool as a label selector
+	targetPorts      []int32 // --endpoint-target-ports, deduplicated by checkLLMDFlags
 }
+
+// maxTargetPorts bounds --endpoint-target-ports, as llm-d's picker does.
+const maxTargetPorts = 8
 
 // addLLMDFlags defines the llm-d router picker's flags of this file on fs.
 func addLLMDFlags(fs *flag.FlagSet, f *flags) {
 	fs.StringVar(&f.configFile, "config-file", "", "the llm-d router picker's name for --config: the router configuration file (set one of the two)")
+	fs.StringVar(&f.endpointSelector, "endpoint-selector", "", "the llm-d router picker's standalone pool: a Kubernetes label selector of the engine pods in --pool-namespace, whose --endpoint-target-ports are the endpoints (instead of --pool-name's InferencePool or --endpoints)")
 	fs.StringVar(&f.configText, "config-text", "", "the router configuration inline, read as a --config file is (YAML or JSON, kvroute's keys or an llm-d EndpointPickerConfig whole); instead of --config or --config-file")
 }
 
@@ -35,7 +50,45 @@ func checkLLMDFlags(f *flags) error {
 	if f.configText != "" && f.configPath != "" {
 		return fmt.Errorf("--config-text and --%s both give the configuration; set one of them", configFlagName(f))
 	}
+	if f.endpointSelector == "" {
+		return nil
+	}
+	if f.poolName != "" || f.endpoints != "" {
+		return errors.New("--endpoint-selector and --pool-name or --endpoints both give the endpoints; set one of them")
+	}
+	if _, err := labels.Parse(f.endpointSelector); err != nil {
+		return fmt.Errorf("--endpoint-selector %q: %w", f.endpointSelector, err)
+	}
+	var ports []int32
+	for _, p := range f.targetPorts {
+		if !slices.Contains(ports, p) {
+			ports = append(ports, p)
+		}
+	}
+	if len(ports) == 0 || len(ports) > maxTargetPorts {
+		return fmt.Errorf("--endpoint-selector needs --endpoint-target-ports with 1 to %d ports, not %d", maxTargetPorts, len(ports))
+	}
+	f.targetPorts = ports
+	f.ignored = slices.DeleteFunc(f.ignored, func(n string) bool { return n == "endpoint-target-ports" }) // honoured here
 	return nil
+}
+
+// poolDiscovery is the discovery configuration of the engines' pool:
+// --pool-name's InferencePool or --endpoint-selector's pods on
+// --endpoint-target-ports, in --pool-namespace; false when the endpoints
+// are --endpoints' static list.
+func poolDiscovery(f flags) (k8s.Config, bool) {
+	switch {
+	case f.endpointSelector != "":
+		return k8s.Config{Namespace: f.poolNamespace, Selector: f.endpointSelector, TargetPorts: f.targetPorts, RoleLabel: f.roleLabel}, true
+	case f.poolName != "":
+		version := "v1"
+		if f.poolGroup == k8s.PoolV1Alpha2.Group {
+			version = "v1alpha2"
+		}
+		return k8s.Config{Namespace: f.poolNamespace, Pool: f.poolName, PoolVersion: version, RoleLabel: f.roleLabel}, true
+	}
+	return k8s.Config{}, false
 }
 
 // configFlagName is the flag that named f's configuration file.

@@ -146,17 +146,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			d.Close()
 		}
 	}()
-	if f.poolName != "" || f.renderSelector != "" {
+	if pool, ok := poolDiscovery(f); ok || f.renderSelector != "" {
 		kube, dyn, err := kubeClients(f.kubeconfig)
 		if err != nil {
 			return err
 		}
-		if f.poolName != "" {
-			version := "v1"
-			if f.poolGroup == k8s.PoolV1Alpha2.Group {
-				version = "v1alpha2"
-			}
-			d, err := k8s.New(k8s.Config{Namespace: f.poolNamespace, Pool: f.poolName, PoolVersion: version, RoleLabel: f.roleLabel}, kube, dyn, sink,
+		if ok {
+			d, err := k8s.New(pool, kube, dyn, sink,
 				k8s.Options{Set: ropts.Set.With(prometheus.Labels{"discovery": "pool"})})
 			if err != nil {
 				return err

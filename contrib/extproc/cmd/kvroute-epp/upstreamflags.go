@@ -13,12 +13,13 @@ import (
 // under kvroute's own names: --health-checking, which kvroute-epp honours,
 // --zap-log-level, honoured as --log-level, and the flags that cannot apply
 // to kvroute-epp, accepted so that the upstream manifests start it and
-// logged once at start as ignored, with why (ignoredFlags).
+// logged once at start as ignored, with why (ignoredFlags); among them
+// --endpoint-target-ports, honoured with --endpoint-selector (llmdflags.go).
 
 // ignoredFlags are the upstream flags kvroute-epp accepts and ignores, each
 // with why it cannot apply.
 var ignoredFlags = map[string]string{
-	"endpoint-target-ports": "the engines' ports are the InferencePool's targetPorts (--pool-name) or each --endpoints ip:port; the Inference Extension picker does not use the flag with --pool-name either",
+	"endpoint-target-ports": "without --endpoint-selector the engines' ports are the InferencePool's targetPorts (--pool-name) or each --endpoints ip:port; the upstream pickers do not use the flag with --pool-name either",
 	"zap-devel":             "kvroute-epp has no development log mode: the format is --zap-encoder's and the level --log-level's (or --zap-log-level's)",
 	"zap-stacktrace-level":  "kvroute-epp's log lines carry no stack traces",
 	"zap-time-encoding":     "kvroute-epp writes log times in RFC 3339 (console) or RFC 3339 with nanoseconds (json)",
@@ -34,12 +35,13 @@ func addUpstreamFlags(fs *flag.FlagSet, f *flags) {
 		}
 		return err
 	})
-	fs.Func("endpoint-target-ports", "accepted and ignored, as the Inference Extension picker's: comma-separated ports 1 to 65535 ("+ignoredFlags["endpoint-target-ports"]+")", func(s string) error {
+	fs.Func("endpoint-target-ports", "with --endpoint-selector, the engines' ports: comma-separated ports 1 to 65535, at most 8, a port's place its data-parallel rank (otherwise accepted and ignored: "+ignoredFlags["endpoint-target-ports"]+")", func(s string) error {
 		for p := range strings.SplitSeq(s, ",") {
 			n, err := strconv.Atoi(p)
 			if err != nil || n < 1 || n > 65535 {
 				return fmt.Errorf("%q is not a port from 1 to 65535", p)
 			}
+			f.targetPorts = append(f.targetPorts, int32(n))
 		}
 		return nil
 	})

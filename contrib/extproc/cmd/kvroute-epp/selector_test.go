@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/kvroute/kvroute/contrib/extproc"
+	"github.com/kvroute/kvroute/internal/leakcheck"
+)
+
+// fakeKube makes run's Kubernetes clients kube (a client-go fake
+// clientset) and no dynamic client, until the test ends.
+func fakeKube(t *testing.T, kube kubernetes.Interface) {
+	t.Helper()
+	prev := kubeClients
+	kubeClients = func(string) (kubernetes.Interface, dynamic.Interface, error) { return kube, nil, nil }
+	t.Cleanup(func() { kubeClients = prev })
+}
+
+// readyPod is a running, Ready pod of namespace ns.
+func readyPod(ns, name, ip string, lbl map[string]string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: lbl},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip,
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
+	}
+}
+
+// readyEndpoints returns the endpoint IDs the picker's /ready lists, and
+// whether it is ready.
+func readyEndpoints(t *testing.T, client *http.Client, metricsURL string) ([]string, bool) {
+	t.Helper()
+	resp, err := client.Get(strings.TrimSuffix(metricsURL, "/metrics") + extproc.ReadyPath)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	var r struct {
+		Ready     bool `json:"ready"`
+		Endpoints []struct {
+			ID string `json:"id"`
+		} `json:"endpoints"`
+	}
+	require.NoError(t, json.Unmarshal(b, &r), string(b))
+	var ids []string
+	for _, e := range r.Endpoints {
+		ids = append(ids, e.ID)
+	}
+	return ids, r.Ready
+}
+
+// --endpoint-selector with --endpoint-target-ports is the llm-d router
+// picker's standalone pool: the pods of --pool-namespace the selector
+// matches, on each target port, are the picker's endpoints; a pod it does
+// not match, or of another namespace, is not.
+func TestRunFollowsEndpointSelector(t *testing.T) {
+	defer leakcheck.Check(t)()
+	fakeKube(t, fake.NewClientset(
+		readyPod("llm", "vllm-0", "127.0.0.1", map[string]string{"app": "vllm", "tier": "decode"}),
+		readyPod("llm", "other-0", "127.0.0.2", map[string]string{"app": "other"}),
+		readyPod("elsewhere", "vllm-1", "127.0.0.3", map[string]string{"app": "vllm", "tier": "decode"}),
+	))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// The engines publish no KV events (nothing listens on the ports): the
+	// router lists each endpoint it subscribed to, connecting.
+	cfg := fmt.Sprintf("model: %s\nblockSize: 16\nevents:\n  eventsPort: %d\n  replayPort: %d\n", model, freePort(t), freePort(t))
+	m, done := startEPP(t, ctx, "--endpoint-selector", "app=vllm,tier in (decode)", "--endpoint-target-ports", "8000,8001,8000",
+		"--pool-namespace", "llm", "--config-text", cfg)
+
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	want := []string{"127.0.0.1:8000", "127.0.0.1:8001"}
+	require.Eventually(t, func() bool {
+		ids, _ := readyEndpoints(t, client, m[3])
+		return slices.Equal(ids, want)
+	}, 20*time.Second, 10*time.Millisecond, "the matching pod on each target port, and nothing else")
+
+	cancel()
+	require.NoError(t, <-done)
+}
+
+// --endpoint-selector replaces --pool-name and --endpoints, as llm-d's
+// picker refuses both pool flags together; it needs 1 to 8 target ports,
+// and its selector and ports are checked at start. Only with it are the
+// ports honoured rather than logged as ignored.
+func TestEndpointSelectorFlags(t *testing.T) {
+	f, err := parseFlags([]string{"--endpoint-selector", "app=vllm", "--endpoint-target-ports", "8000", "--endpoint-target-ports", "8001,8000"}, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, []int32{8000, 8001}, f.targetPorts)
+	require.Empty(t, f.ignored, "the ports are honoured")
+	cfg, ok := poolDiscovery(f)
+	require.True(t, ok)
+	require.Equal(t, "app=vllm", cfg.Selector)
+	require.Equal(t, []int32{8000, 8001}, cfg.TargetPorts)
+	require.Empty(t, cfg.Pool)
+
+	f, err = parseFlags([]string{"--pool-name", "p", "--endpoint-target-ports", "8000"}, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, []string{"endpoint-target-ports"}, f.ignored, "with --pool-name the InferencePool's ports are used")
+
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--endpoint-selector", "app=vllm", "--endpoint-target-ports", "8000", "--pool-name", "p"}, "--pool-name"},
+		{[]string{"--endpoint-selector", "app=vllm", "--endpoint-target-ports", "8000", "--endpoints", "10.0.0.1:8000"}, "--endpoints"},
+		{[]string{"--endpoint-selector", "app=vllm"}, "--endpoint-target-ports with 1 to 8 ports, not 0"},
+		{[]string{"--endpoint-selector", "app=vllm", "--endpoint-target-ports", "1,2,3,4,5,6,7,8,9"}, "not 9"},
+		{[]string{"--endpoint-selector", "app in (", "--endpoint-target-ports", "8000"}, "--endpoint-selector"},
+		{nil, "set exactly one of --pool-name, --endpoint-selector and --endpoints"},
+	} {
+		_, err := parseFlags(c.args, io.Discard)
+		require.ErrorContains(t, err, c.want, c.args)
+	}
+}
+
