@@ -103,7 +103,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.IntVar(&f.metricsPort, "metrics-port", 9090, "Prometheus /metrics port")
 	fs.StringVar(&f.listenHost, "listen-host", "", "address to listen on (empty: all interfaces)")
 	fs.StringVar(&f.poolName, "pool-name", "", "InferencePool whose Ready pods are the endpoints")
-	fs.StringVar(&f.poolNamespace, "pool-namespace", envOr("POD_NAMESPACE", "default"), "namespace of the pool and its pods")
+	fs.StringVar(&f.poolNamespace, "pool-namespace", envOr("POD_NAMESPACE", envOr("NAMESPACE", "default")), "namespace of the pool and its pods (default: $POD_NAMESPACE, else $NAMESPACE, which llm-d's router chart sets, else default)")
 	fs.StringVar(&f.poolGroup, "pool-group", "inference.networking.k8s.io", "API group of the InferencePool (inference.networking.k8s.io for v1, inference.networking.x-k8s.io for v1alpha2)")
 	fs.StringVar(&f.configPath, "config", "", "router configuration file (YAML or JSON): kvroute's keys, or an llm-d EndpointPickerConfig whole")
 	fs.BoolVar(&f.strictConfig, "strict-config", false, "refuse to start when the --config file has llm-d settings kvroute does not carry over (default: log each and start)")

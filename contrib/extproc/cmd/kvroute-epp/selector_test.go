@@ -129,3 +129,23 @@ func TestEndpointSelectorFlags(t *testing.T) {
 	}
 }
 
+// Without --pool-namespace the pool's namespace is $POD_NAMESPACE, as
+// kvroute's manifests set it, else $NAMESPACE, as llm-d's router chart sets
+// it (passing no --pool-namespace with --endpoint-selector), else default.
+func TestPoolNamespaceDefault(t *testing.T) {
+	args := []string{"--endpoint-selector", "app=vllm", "--endpoint-target-ports", "8000"}
+	for _, c := range []struct{ podNS, ns, want string }{
+		{"", "", "default"},
+		{"", "llm", "llm"},
+		{"kv", "llm", "kv"},
+	} {
+		t.Setenv("POD_NAMESPACE", c.podNS)
+		t.Setenv("NAMESPACE", c.ns)
+		f, err := parseFlags(args, io.Discard)
+		require.NoError(t, err)
+		require.Equal(t, c.want, f.poolNamespace, c)
+		f, err = parseFlags(append(args, "--pool-namespace", "given"), io.Discard)
+		require.NoError(t, err)
+		require.Equal(t, "given", f.poolNamespace)
+	}
+}
