@@ -12,8 +12,8 @@
 // --endpoint-target-ports (without --endpoint-selector), --zap-devel,
 // --zap-stacktrace-level and
 // --zap-time-encoding are accepted and ignored, each logged once at start
-// with why; the earlier full picker's scheduler, scraping, tracing and
-// leader-election flags are refused as unknown (see flags.go). kvroute's router is configured with --config (YAML or JSON;
+// with why; the earlier full picker's scheduler, scraping and tracing
+// flags are refused as unknown (see flags.go). kvroute's router is configured with --config (YAML or JSON;
 // durations are strings such as "2s"; the
 // parameters of the llm-d router's precise-prefix-cache-producer,
 // prefix-cache-affinity-filter and token-load-scorer plugins may be pasted
@@ -112,4 +112,15 @@
 // of --pool-namespace the label selector matches, on each of the 1 to 8
 // ports (a port's place its data-parallel rank), are the endpoints,
 // instead of --pool-name's InferencePool.
+// --ha-enable-leader-election makes the replicas compete for a
+// coordination.k8s.io Lease in --pool-namespace (named as llm-d's picker
+// names it, epp-<namespace>-<pool or Deployment>.llm-d.ai, or
+// --ha-lease-name) and only its holder ready, so that one picker sees the
+// whole load its affinity filter gates on; the others stand by, not ready,
+// and a replica shutting down releases the lease. Where llm-d's picker
+// exits on losing the lease, kvroute-epp turns not ready at its next
+// readiness check (--readiness-interval) and stands by again, keeping its
+// index warm for a takeover. With a cluster block the replicas share
+// their state and each may route: the flag is then logged as not needed,
+// and still honoured.
 package main

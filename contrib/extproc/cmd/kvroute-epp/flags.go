@@ -34,7 +34,9 @@ import (
 //     Options; llmdflags.go): --config-file (--config's other name),
 //     --config-text (the configuration inline), and --endpoint-selector
 //     with --endpoint-target-ports (the pool as the pods a label selector
-//     matches, on those ports, instead of an InferencePool);
+//     matches, on those ports, instead of an InferencePool), and
+//     --ha-enable-leader-election (only the holder of a Lease is ready;
+//     kvroute's --ha-lease-name names it);
 //   - accepted and ignored, each logged once at start with why
 //     (upstreamflags.go): --endpoint-target-ports without
 //     --endpoint-selector (the ports are the InferencePool's targetPorts
@@ -53,7 +55,7 @@ import (
 //   - refused as unknown: the flags only the earlier, full picker
 //     (cmd/epp) had, whose scheduler, metrics scraping and leader election
 //     kvroute replaces with its own configuration
-//     (--ha-enable-leader-election, --tracing, --refresh-metrics-interval, --model-server-metrics-*, --v, ...):
+//     (--tracing, --refresh-metrics-interval, --model-server-metrics-*, --v, ...):
 //     silently running without what they asked for would be worse than not
 //     starting.
 

@@ -17,7 +17,7 @@ import (
 // picker: --config-file and --config-text (configfile.go), and
 // --endpoint-selector, whose pods on --endpoint-target-ports
 // (upstreamflags.go) are the endpoints instead of an InferencePool's
-// (poolDiscovery).
+// (poolDiscovery), and --ha-enable-leader-election (leader.go).
 
 // llmdFlags holds the llm-d router picker's flags of this file.
 type llmdFlags struct {
@@ -26,6 +26,9 @@ type llmdFlags struct {
 
 	endpointSelector string  // --endpoint-selector: the pool as a label selector
 	targetPorts      []int32 // --endpoint-target-ports, deduplicated by checkLLMDFlags
+
+	leaderElection bool   // --ha-enable-leader-election (leader.go)
+	leaseName      string // --ha-lease-name
 }
 
 // maxTargetPorts bounds --endpoint-target-ports, as llm-d's picker does.
@@ -35,6 +38,8 @@ const maxTargetPorts = 8
 func addLLMDFlags(fs *flag.FlagSet, f *flags) {
 	fs.StringVar(&f.configFile, "config-file", "", "the llm-d router picker's name for --config: the router configuration file (set one of the two)")
 	fs.StringVar(&f.endpointSelector, "endpoint-selector", "", "the llm-d router picker's standalone pool: a Kubernetes label selector of the engine pods in --pool-namespace, whose --endpoint-target-ports are the endpoints (instead of --pool-name's InferencePool or --endpoints)")
+	fs.BoolVar(&f.leaderElection, "ha-enable-leader-election", false, "the llm-d router picker's high availability: the replicas compete for a coordination.k8s.io Lease in --pool-namespace and only its holder is ready (the others stand by, not ready, and take over when it goes), so that one picker sees all the load; needs --pool-name or --endpoint-selector")
+	fs.StringVar(&f.leaseName, "ha-lease-name", "", "with --ha-enable-leader-election, the Lease's name (default: llm-d's, epp-<pool namespace>-<pool name, or with --endpoint-selector the Deployment of $POD_NAME>.llm-d.ai)")
 	fs.StringVar(&f.configText, "config-text", "", "the router configuration inline, read as a --config file is (YAML or JSON, kvroute's keys or an llm-d EndpointPickerConfig whole); instead of --config or --config-file")
 }
 
@@ -49,6 +54,12 @@ func checkLLMDFlags(f *flags) error {
 	}
 	if f.configText != "" && f.configPath != "" {
 		return fmt.Errorf("--config-text and --%s both give the configuration; set one of them", configFlagName(f))
+	}
+	if f.leaseName != "" && !f.leaderElection {
+		return errors.New("--ha-lease-name names the Lease of --ha-enable-leader-election, which is not set")
+	}
+	if f.leaderElection && f.poolName == "" && f.endpointSelector == "" {
+		return errors.New("--ha-enable-leader-election elects among the replicas of a pool's picker: set --pool-name or --endpoint-selector")
 	}
 	if f.endpointSelector == "" {
 		return nil

@@ -146,11 +146,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			d.Close()
 		}
 	}()
+	var ha *leader // with --ha-enable-leader-election
 	if pool, ok := poolDiscovery(f); ok || f.renderSelector != "" {
 		kube, dyn, err := kubeClients(f.kubeconfig)
 		if err != nil {
 			return err
 		}
+		if ha, err = startLeaderElection(ctx, f, kube, router.Cluster() != nil, ropts.Set); err != nil {
+			return err
+		}
+		defer ha.stop()
 		if ok {
 			d, err := k8s.New(pool, kube, dyn, sink,
 				k8s.Options{Set: ropts.Set.With(prometheus.Labels{"discovery": "pool"})})
@@ -251,7 +256,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	// Discovery has synced; ready once the index has caught up too.
 	followCtx, stopFollowing := context.WithCancel(ctx)
 	followed := make(chan struct{})
-	go func() { defer close(followed); picker.FollowReadiness(followCtx, router, f.readinessInterval) }()
+	go func() { defer close(followed); picker.FollowReadiness(followCtx, ha.gate(router), f.readinessInterval) }()
 
 	var serveErr error
 	pending := 3 // serve results still to come on errc
