@@ -12,8 +12,8 @@
 // --endpoint-target-ports (without --endpoint-selector), --zap-devel,
 // --zap-stacktrace-level and
 // --zap-time-encoding are accepted and ignored, each logged once at start
-// with why; the earlier full picker's scheduler, scraping and tracing
-// flags are refused as unknown (see flags.go). kvroute's router is configured with --config (YAML or JSON;
+// with why; the earlier full picker's scheduler and scraping flags are
+// refused as unknown (see flags.go). kvroute's router is configured with --config (YAML or JSON;
 // durations are strings such as "2s"; the
 // parameters of the llm-d router's precise-prefix-cache-producer,
 // prefix-cache-affinity-filter and token-load-scorer plugins may be pasted
@@ -122,5 +122,8 @@
 // readiness check (--readiness-interval) and stands by again, keeping its
 // index warm for a takeover. With a cluster block the replicas share
 // their state and each may route: the flag is then logged as not needed,
-// and still honoured.
+// and still honoured. --tracing (llm-d's default true) is accepted:
+// kvroute-epp emits no traces, having no OpenTelemetry exporter (its
+// timings are in /metrics and on the status page), so --tracing=true is
+// logged once at start with why and --tracing=false asks for what it does.
 package main

@@ -37,6 +37,9 @@ import (
 //     matches, on those ports, instead of an InferencePool), and
 //     --ha-enable-leader-election (only the holder of a Lease is ready;
 //     kvroute's --ha-lease-name names it);
+//   - accepted, from the llm-d router's picker: --tracing (default true,
+//     as llm-d's; kvroute-epp emits no traces, so --tracing=true is
+//     logged once at start with why);
 //   - accepted and ignored, each logged once at start with why
 //     (upstreamflags.go): --endpoint-target-ports without
 //     --endpoint-selector (the ports are the InferencePool's targetPorts
@@ -53,9 +56,9 @@ import (
 //     in their place failed every request. kvroute's own chart and plain
 //     manifests, which speak h2c, pass --secure-serving=false;
 //   - refused as unknown: the flags only the earlier, full picker
-//     (cmd/epp) had, whose scheduler, metrics scraping and leader election
+//     (cmd/epp) had, whose scheduler and metrics scraping
 //     kvroute replaces with its own configuration
-//     (--tracing, --refresh-metrics-interval, --model-server-metrics-*, --v, ...):
+//     (--refresh-metrics-interval, --model-server-metrics-*, --v, ...):
 //     silently running without what they asked for would be worse than not
 //     starting.
 

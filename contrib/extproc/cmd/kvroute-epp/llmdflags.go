@@ -4,7 +4,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"slices"
+	"strconv"
 
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -17,7 +19,8 @@ import (
 // picker: --config-file and --config-text (configfile.go), and
 // --endpoint-selector, whose pods on --endpoint-target-ports
 // (upstreamflags.go) are the endpoints instead of an InferencePool's
-// (poolDiscovery), and --ha-enable-leader-election (leader.go).
+// (poolDiscovery), --ha-enable-leader-election (leader.go), and
+// --tracing, accepted (logLLMDFlags).
 
 // llmdFlags holds the llm-d router picker's flags of this file.
 type llmdFlags struct {
@@ -29,6 +32,8 @@ type llmdFlags struct {
 
 	leaderElection bool   // --ha-enable-leader-election (leader.go)
 	leaseName      string // --ha-lease-name
+
+	tracing tracingFlag // --tracing: accepted; kvroute-epp emits no traces
 }
 
 // maxTargetPorts bounds --endpoint-target-ports, as llm-d's picker does.
@@ -40,6 +45,8 @@ func addLLMDFlags(fs *flag.FlagSet, f *flags) {
 	fs.StringVar(&f.endpointSelector, "endpoint-selector", "", "the llm-d router picker's standalone pool: a Kubernetes label selector of the engine pods in --pool-namespace, whose --endpoint-target-ports are the endpoints (instead of --pool-name's InferencePool or --endpoints)")
 	fs.BoolVar(&f.leaderElection, "ha-enable-leader-election", false, "the llm-d router picker's high availability: the replicas compete for a coordination.k8s.io Lease in --pool-namespace and only its holder is ready (the others stand by, not ready, and take over when it goes), so that one picker sees all the load; needs --pool-name or --endpoint-selector")
 	fs.StringVar(&f.leaseName, "ha-lease-name", "", "with --ha-enable-leader-election, the Lease's name (default: llm-d's, epp-<pool namespace>-<pool name, or with --endpoint-selector the Deployment of $POD_NAME>.llm-d.ai)")
+	f.tracing.on = true // llm-d's default
+	fs.Var(&f.tracing, "tracing", "the llm-d router picker's trace switch (default true, as llm-d's): accepted, and when true logged once at start, since kvroute-epp emits no traces (its request timings are in /metrics and on the status page)")
 	fs.StringVar(&f.configText, "config-text", "", "the router configuration inline, read as a --config file is (YAML or JSON, kvroute's keys or an llm-d EndpointPickerConfig whole); instead of --config or --config-file")
 }
 
@@ -82,6 +89,39 @@ func checkLLMDFlags(f *flags) error {
 	f.targetPorts = ports
 	f.ignored = slices.DeleteFunc(f.ignored, func(n string) bool { return n == "endpoint-target-ports" }) // honoured here
 	return nil
+}
+
+// tracingWhy is why --tracing, given true, is logged at start.
+const tracingWhy = "kvroute-epp emits no traces (it has no OpenTelemetry exporter; the picker's timings are in /metrics, kvroute_extproc_pick_duration_seconds, and on the status page); --tracing=false asks for what it does"
+
+// tracingFlag is --tracing: a boolean flag that remembers whether it was
+// given.
+type tracingFlag struct{ on, given bool }
+
+func (t *tracingFlag) IsBoolFlag() bool { return true }
+
+func (t *tracingFlag) String() string {
+	if t == nil {
+		return "true"
+	}
+	return strconv.FormatBool(t.on)
+}
+
+func (t *tracingFlag) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return fmt.Errorf("%q is neither true nor false", s)
+	}
+	t.on, t.given = v, true
+	return nil
+}
+
+// logLLMDFlags logs, once at start, the llm-d router picker's flags given
+// that kvroute-epp cannot honour: --tracing=true.
+func logLLMDFlags(log *slog.Logger, f flags) {
+	if f.tracing.given && f.tracing.on {
+		log.Warn("llm-d router picker flag accepted and ignored", "flag", "--tracing", "why", tracingWhy)
+	}
 }
 
 // poolDiscovery is the discovery configuration of the engines' pool:

@@ -61,6 +61,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	log := newLogger(stderr, f.logEncoder, level)
 	logIgnoredFlags(log, f.ignored)
+	logLLMDFlags(log, f)
 	cfg, fromConfig, err := loadConfigStages(f, log)
 	if err != nil {
 		return err
