@@ -55,6 +55,36 @@
 // counted in kvroute_epp_cert_reloads_total{result="invalid"} and refused,
 // the previous certificate kept.
 //
+// kvroute-epp also takes the llm-d router EPP's flags, so that llm-d's
+// router chart starts it with the args it renders (llmdserver.go):
+// --config-file is --config; --metrics-endpoint-auth (default true, as
+// llm-d's) has each caller of the metrics port's /metrics, status page and
+// /debug/pprof/ (--enable-pprof, default true) present a Kubernetes bearer
+// token that a TokenReview authenticates and a SubjectAccessReview allows
+// (verb get on the path): 401 without or with a refused token, 403 when not
+// allowed, 503 when the API server fails or takes over 5 s; decisions are
+// cached (allowed for 1 min, refused for 10 s, at most 4096 entries, a
+// decision over that counted in kvroute_epp_metrics_auth_cache_full_total).
+// /ready stays open, as the kubelet probes it without a token. With
+// --endpoints kvroute-epp has no Kubernetes client, so there the flag
+// defaults to false and true is an error. --metrics-cert-dir serves the
+// metrics port over TLS with its tls.crt and tls.key, read at start (llm-d
+// watches them; kvroute-epp needs a restart to serve a rotated pair), and
+// --metrics-client-ca-file requires a client certificate it verifies.
+// --drain-timeout (30s) keeps ext_proc serving that long after SIGTERM
+// once health reports NOT_SERVING; --grpc-max-recv-msg-size and
+// --grpc-max-send-msg-size (10MiB, 25MB) bound ext_proc's messages;
+// --tls-min-version and --tls-cipher-suites apply to --secure-serving.
+// --v sets the log level when neither --log-level nor --zap-log-level is
+// given: 4 (llm-d's DEBUG) and above debug, below info, as kvroute-epp
+// has no finer levels. --ha-enable-leader-election, --tracing,
+// --disable-endpoint-subset-filter, --emit-endpoint-scores,
+// --refresh-metrics-interval, --refresh-prometheus-metrics-interval,
+// --metrics-staleness-threshold, --enable-grpc-stream-metrics and
+// --allow-experimental-plugins are checked, accepted and logged once at
+// start as ignored, with why; in particular every replica is ready, not
+// only a leader, since each routes from its own index.
+//
 // --fallbacks N names the N next best endpoints after the pick (protocol
 // v0.4.0), for an Envoy retry policy to try in order; when Envoy reports that
 // a fallback served, the request's load moves there.

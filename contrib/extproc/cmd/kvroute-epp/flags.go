@@ -55,12 +55,18 @@ import (
 //     DestinationRule with insecureSkipVerify), so kvroute-epp serving h2c
 //     in their place failed every request. kvroute's own chart and plain
 //     manifests, which speak h2c, pass --secure-serving=false;
+//   - the llm-d router EPP's flags (llmdserver.go): honoured
+//     --config-file (as --config), --metrics-endpoint-auth,
+//     --metrics-cert-dir, --metrics-client-ca-file, --enable-pprof,
+//     --drain-timeout, --grpc-max-recv-msg-size, --grpc-max-send-msg-size,
+//     --tls-min-version, --tls-cipher-suites and --v; accepted, checked
+//     and logged once as ignored with why: llmdIgnoredFlags;
 //   - refused as unknown: the flags only the earlier, full picker
-//     (cmd/epp) had, whose scheduler and metrics scraping
-//     kvroute replaces with its own configuration
-//     (--refresh-metrics-interval, --model-server-metrics-*, --v, ...):
-//     silently running without what they asked for would be worse than not
-//     starting.
+//     (cmd/epp) had, whose scheduler and metrics scraping kvroute replaces
+//     with its own configuration (--model-server-metrics-*, ...), and
+//     llm-d's deprecated metric flags (--total-queued-requests-metric and
+//     the like, which llm-d refuses too): silently running without what
+//     they asked for would be worse than not starting.
 
 // flags holds the parsed command line.
 type flags struct {
@@ -95,8 +101,9 @@ type flags struct {
 	certPath                          string
 	enableCertReload                  bool
 	healthChecking                    bool
-	ignored                           []string // upstream flags given that do not apply (upstreamflags.go)
-	llmdFlags                                  // the llm-d router picker's flags (llmdflags.go)
+	ignored                           []string        // upstream flags given that do not apply (upstreamflags.go)
+	llmdFlags                                         // the llm-d router picker's flags (llmdflags.go)
+	llmdServer                        llmdServerFlags // the llm-d router EPP's server flags (llmdserver.go)
 }
 
 func parseFlags(args []string, stderr io.Writer) (flags, error) {
@@ -147,6 +154,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.StringVar(&f.engineMetricsConfig, "engine-metrics-config", "", "engine metrics scraper configuration file (YAML or JSON, package enginemetrics' keys): the admission also reads each engine's vLLM queue and KV-cache metrics (needs --admission-config)")
 	addUpstreamFlags(fs, &f)
 	addLLMDFlags(fs, &f)
+	addLLMDServerFlags(fs, &f)
 	if err := cliflag.Parse(fs, args, os.Stdout); err != nil {
 		return f, err
 	}
@@ -179,6 +187,9 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	}
 	if (f.poolName == "" && f.endpointSelector == "") == (f.endpoints == "") {
 		return f, errors.New("set exactly one of --pool-name, --endpoint-selector and --endpoints")
+	}
+	if err := completeLLMDServerFlags(fs, &f); err != nil {
+		return f, err
 	}
 	return f, nil
 }

@@ -211,7 +211,7 @@ func startLoggedEPP(t *testing.T, ctx context.Context, logs io.Writer, args ...s
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	args = append([]string{"--secure-serving=false"}, args...)
-	args = append(args, "--listen-host", "127.0.0.1", "--grpc-port", "0", "--grpc-health-port", "0", "--metrics-port", "0")
+	args = append(args, "--listen-host", "127.0.0.1", "--grpc-port", "0", "--grpc-health-port", "0", "--metrics-port", "0", "--drain-timeout=0")
 	go func() {
 		done <- run(ctx, args, pw, logs)
 		pw.Close()

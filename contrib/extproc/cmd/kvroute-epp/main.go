@@ -62,6 +62,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	log := newLogger(stderr, f.logEncoder, level)
 	logIgnoredFlags(log, f.ignored)
 	logLLMDFlags(log, f)
+	f.llmdServer.logIgnored(log)
 	cfg, fromConfig, err := loadConfigStages(f, log)
 	if err != nil {
 		return err
@@ -193,6 +194,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 
+	mserving, err := newMetricsServing(&f.llmdServer, f.kubeconfig, ropts.Set)
+	if err != nil {
+		return err
+	}
 	grpcLn, err := listen("tcp", net.JoinHostPort(f.listenHost, strconv.Itoa(f.grpcPort)))
 	if err != nil {
 		return err
@@ -208,7 +213,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		healthLn.Close()
 		return err
 	}
-	gopts := grpcServerOptions(f)
+	gopts := append(grpcServerOptions(f), f.llmdServer.grpcOptions()...)
 	creds, stopCertReload, err := extProcTLS(f, ropts.Set)
 	if err != nil {
 		grpcLn.Close()
@@ -233,7 +238,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	status := picker.StatusHandler(router)
 	mux.Handle(extproc.ReadyPath, status)
 	mux.Handle(extproc.StatusPath, status)
-	ms := newMetricsServer(mux)
+	ms, metricsLn := mserving.serve(mux, metricsLn)
 	errc := make(chan error, 3)
 	go func() { errc <- gs.Serve(grpcLn) }()
 	go func() { errc <- hs.Serve(healthLn) }()
@@ -244,8 +249,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		errc <- nil
 	}()
-	fmt.Fprintf(stdout, "kvroute-epp: ext_proc on %s, health on %s, metrics on http://%s/metrics (status page http://%[3]s%[4]s, readiness http://%[3]s%[5]s)\n",
-		grpcLn.Addr(), healthLn.Addr(), metricsLn.Addr(), extproc.StatusPath, extproc.ReadyPath)
+	fmt.Fprintf(stdout, "kvroute-epp: ext_proc on %s, health on %s, metrics on %[6]s://%[3]s/metrics (status page %[6]s://%[3]s%[4]s, readiness %[6]s://%[3]s%[5]s)\n",
+		grpcLn.Addr(), healthLn.Addr(), metricsLn.Addr(), extproc.StatusPath, extproc.ReadyPath, mserving.scheme())
 
 	for _, d := range discoveries {
 		if err := d.Start(ctx); err != nil {
@@ -269,7 +274,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	stopFollowing()
 	<-followed
 	picker.Shutdown() // health fails first, so that Envoy stops sending new streams
-	adm.close()       // the queued requests are answered 503 at once, not held until the drain ends
+	if serveErr == nil {
+		pending, serveErr = f.llmdServer.drainWindow(errc, pending)
+	}
+	adm.close() // the queued requests are answered 503 at once, not held until the drain ends
 	stopServers(gs, hs, ms)
 	drain(errc, pending)
 	return serveErr

@@ -107,7 +107,8 @@ func startEPP(t *testing.T, ctx context.Context, args ...string) ([]string, chan
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	// h2c unless args ask for TLS: the test clients speak plaintext.
-	args = append([]string{"--secure-serving=false"}, args...)
+	// No drain window after cancellation unless args ask for one.
+	args = append([]string{"--secure-serving=false", "--drain-timeout=0"}, args...)
 	args = append(args, "--listen-host", "127.0.0.1", "--grpc-port", "0", "--grpc-health-port", "0", "--metrics-port", "0",
 		"--log-level", "error")
 	go func() {

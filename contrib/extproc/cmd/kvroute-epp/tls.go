@@ -41,6 +41,7 @@ func extProcTLS(f flags, set telemetry.Set) (grpc.ServerOption, func(), error) {
 		return nil, noop, nil
 	}
 	conf := &tls.Config{MinVersion: tls.VersionTLS12}
+	f.llmdServer.applyTLS(conf) // --tls-min-version, --tls-cipher-suites
 	stop := noop
 	switch {
 	case f.enableCertReload:

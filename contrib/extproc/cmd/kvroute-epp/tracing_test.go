@@ -32,7 +32,7 @@ func TestTracingFlag(t *testing.T) {
 	for args, logged := range map[string]int{"--tracing": 1, "--tracing=true": 1, "--tracing=false": 0, "": 0} {
 		var stderr bytes.Buffer
 		runArgs := []string{"--endpoints", "127.0.0.1:1", "--model", model, "--config-text", "events:\n  enabled: false\n",
-			"--listen-host", "127.0.0.1", "--grpc-port", "0", "--grpc-health-port", "0", "--metrics-port", "0"}
+			"--listen-host", "127.0.0.1", "--grpc-port", "0", "--grpc-health-port", "0", "--metrics-port", "0", "--drain-timeout=0"}
 		if args != "" {
 			runArgs = append(runArgs, args)
 		}

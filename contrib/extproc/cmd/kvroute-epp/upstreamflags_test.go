@@ -78,7 +78,7 @@ func TestIgnoredUpstreamFlagsAreLogged(t *testing.T) {
 	cancel() // run starts, then stops at once
 	var stderr bytes.Buffer
 	args := append([]string{"--endpoints", "127.0.0.1:1", "--config", cfgPath, "--listen-host", "127.0.0.1", "--grpc-port", "0",
-		"--grpc-health-port", "0", "--metrics-port", "0"}, upstreamArgs...)
+		"--grpc-health-port", "0", "--metrics-port", "0", "--drain-timeout=0"}, upstreamArgs...)
 	require.NoError(t, run(ctx, args, io.Discard, &stderr))
 	for name, why := range ignoredFlags {
 		require.Equal(t, 1, strings.Count(stderr.String(), "flag=--"+name+" "), stderr.String())

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+
+	"github.com/kvroute/kvroute/contrib/extproc"
+	"github.com/kvroute/kvroute/telemetry"
+)
+
+// The metrics port as llm-d's router EPP serves it: behind
+// --metrics-endpoint-auth (metricsauth.go) but for /ready, which the
+// kubelet probes; over TLS with --metrics-cert-dir's tls.crt and tls.key,
+// requiring a client certificate verified by --metrics-client-ca-file when
+// given; and with Go's pprof handlers under /debug/pprof/ (--enable-pprof).
+// The certificate pair is read at start.
+
+// metricsServing is how the metrics port serves, from the flags.
+type metricsServing struct {
+	auth  *metricsAuth // nil: every caller is served
+	tls   *tls.Config  // nil: plain HTTP
+	pprof bool
+	log   *slog.Logger
+}
+
+// newMetricsServing loads l's certificates and, with --metrics-endpoint-auth,
+// a Kubernetes client from kubeconfig for the reviews.
+func newMetricsServing(l *llmdServerFlags, kubeconfig string, set telemetry.Set) (*metricsServing, error) {
+	m := &metricsServing{pprof: l.enablePprof, log: set.Log()}
+	if l.metricsAuth {
+		kube, _, err := kubeClients(kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("--metrics-endpoint-auth: %w", err)
+		}
+		if m.auth, err = newMetricsAuth(kube, set); err != nil {
+			return nil, err
+		}
+	}
+	if l.metricsCertDir != "" {
+		crt, key, err := readPair(l.metricsCertDir)
+		var cert tls.Certificate
+		if err == nil {
+			cert, err = tls.X509KeyPair(crt, key)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("--metrics-cert-dir: %w", err)
+		}
+		m.tls = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
+	}
+	if l.metricsClientCAFile != "" {
+		pem, err := readBounded(l.metricsClientCAFile) // at most maxCertFileBytes
+		if err != nil {
+			return nil, fmt.Errorf("--metrics-client-ca-file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--metrics-client-ca-file %s: no PEM CA certificate in it", l.metricsClientCAFile)
+		}
+		m.tls.ClientCAs = pool
+		m.tls.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return m, nil
+}
+
+// scheme is the metrics port's URL scheme.
+func (m *metricsServing) scheme() string {
+	if m.tls != nil {
+		return "https"
+	}
+	return "http"
+}
+
+// serve returns the metrics server of mux, with pprof and behind the
+// auth as set, and ln, over TLS as set.
+func (m *metricsServing) serve(mux http.Handler, ln net.Listener) (*http.Server, net.Listener) {
+	guarded := mux
+	if m.pprof {
+		pm := http.NewServeMux()
+		pm.Handle("/", mux)
+		pm.HandleFunc("/debug/pprof/", pprof.Index)
+		pm.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		pm.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		pm.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		pm.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		guarded = pm
+	}
+	if m.auth != nil {
+		guarded = m.auth.wrap(guarded)
+	}
+	outer := http.NewServeMux()
+	outer.Handle(extproc.ReadyPath, mux) // the kubelet's probe: no token
+	outer.Handle("/", guarded)
+	if m.tls != nil {
+		ln = tls.NewListener(ln, m.tls)
+	}
+	srv := newMetricsServer(outer)
+	// A scraper's failed handshake (no or an unverified client
+	// certificate) is its own problem: logged at debug.
+	if m.log != nil {
+		srv.ErrorLog = slog.NewLogLogger(m.log.Handler(), slog.LevelDebug)
+	}
+	return srv, ln
+}

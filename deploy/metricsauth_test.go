@@ -1,0 +1,69 @@
+package deploy
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// kvroute-epp, as llm-d's router EPP, asks for a Kubernetes token from each
+// metrics caller by default; the plain manifests and the chart, whose
+// monitors scrape without one, pass --metrics-endpoint-auth=false. The
+// chart's metricsEndpointAuth turns it on with the RBAC it needs: the
+// picker may review tokens and access (system:auth-delegator), and a
+// ClusterRole grants get on /metrics to bind a Prometheus to.
+func TestManifestsMetricsEndpointAuth(t *testing.T) {
+	b, err := os.ReadFile("kvroute-epp/deployment.yaml")
+	require.NoError(t, err)
+	for _, doc := range splitDocs(t, "deployment.yaml", b) {
+		if strings.Contains(string(doc), "kind: Deployment") {
+			require.Contains(t, eppArgs(t, doc), "--metrics-endpoint-auth=false")
+		}
+	}
+
+	s := loadSchemas(t)
+	minimal := chartObjects(t, s, minimalValues)
+	require.Contains(t, eppArgs(t, minimal["Deployment"][0]), "--metrics-endpoint-auth=false")
+	require.Empty(t, minimal["ClusterRoleBinding"])
+	require.Empty(t, minimal["ClusterRole"])
+
+	on := chartObjects(t, s, strings.Replace(minimalValues, "inferenceExtension:\n", "inferenceExtension:\n  metricsEndpointAuth: true\n", 1))
+	require.Contains(t, eppArgs(t, on["Deployment"][0]), "--metrics-endpoint-auth=true")
+	require.Len(t, on["ClusterRoleBinding"], 1)
+	var crb rbacv1.ClusterRoleBinding
+	require.NoError(t, yaml.UnmarshalStrict(on["ClusterRoleBinding"][0], &crb))
+	require.Equal(t, "system:auth-delegator", crb.RoleRef.Name)
+	require.Equal(t, "ServiceAccount", crb.Subjects[0].Kind)
+	require.Equal(t, "llm", crb.Subjects[0].Namespace)
+	require.Len(t, on["ClusterRole"], 1)
+	var cr rbacv1.ClusterRole
+	require.NoError(t, yaml.UnmarshalStrict(on["ClusterRole"][0], &cr))
+	require.Equal(t, []string{"/metrics"}, cr.Rules[0].NonResourceURLs)
+	require.Equal(t, []string{"get"}, cr.Rules[0].Verbs)
+}
+
+// After SIGTERM kvroute-epp keeps serving ext_proc for --drain-timeout
+// (30s, llm-d's default), then drains its streams (up to 10s) and writes
+// the index checkpoint: both Deployments give it more than the default 30s
+// grace period before the kubelet kills it.
+func TestManifestsGraceCoversTheDrainWindow(t *testing.T) {
+	grace := func(doc []byte) int64 {
+		var d appsv1.Deployment
+		require.NoError(t, yaml.UnmarshalStrict(doc, &d))
+		require.NotNil(t, d.Spec.Template.Spec.TerminationGracePeriodSeconds, d.Name)
+		return *d.Spec.Template.Spec.TerminationGracePeriodSeconds
+	}
+	b, err := os.ReadFile("kvroute-epp/deployment.yaml")
+	require.NoError(t, err)
+	for _, doc := range splitDocs(t, "deployment.yaml", b) {
+		if strings.Contains(string(doc), "kind: Deployment") {
+			require.GreaterOrEqual(t, grace(doc), int64(30+10+10))
+		}
+	}
+	require.GreaterOrEqual(t, grace(chartObjects(t, loadSchemas(t), minimalValues)["Deployment"][0]), int64(30+10+10))
+}
