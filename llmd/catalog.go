@@ -43,10 +43,10 @@ var catalog = map[string]verdict{
 	"no-hit-lru-scorer":            {NoEquivalent, "kvroute spreads cache misses by load, not by least recent use"},
 	"lmetric-scorer":               {NoEquivalent, ""},
 
-	// Session and LoRA affinity (the session-affinity scorer and filter
-	// are translated: sessionaff.go).
-	"session-id-producer":  {Different, "kvroute reads the session key itself, from the request headers and the cookie session's headers and cookie name (kvroute-epp --session-config); " + noteSession},
-	"lora-affinity-scorer": {Different, "kvroute's LoRA adapter affinity is package lora's scorer (the gateway's lora block: weight, capPenalty, maxWaiting), which ranks an engine where the adapter waits above one with a free slot; kvroute-epp does not run it. kvroute keys a LoRA request's blocks under the adapter's name, so its cache-aware routing follows the adapter anyway"},
+	// Session affinity (the session-affinity scorer and filter are
+	// translated: sessionaff.go; so is the lora-affinity-scorer:
+	// loraaff.go).
+	"session-id-producer": {Different, "kvroute reads the session key itself, from the request headers and the cookie session's headers and cookie name (kvroute-epp --session-config); " + noteSession},
 
 	// Admission and flow control (the flowControl feature gate and section
 	// are translated: flowcontrol.go).

@@ -10,9 +10,10 @@
 // or, with --strict-config, refusing to start. Translate is Load in strict
 // mode. LoadResult is Load returning also the stages kvroute runs beside
 // the router that an EndpointPickerConfig configures: prefill/decode
-// disaggregation (a disagg.Config), session affinity (a session.Config)
-// and admission (an admission.Config); kvroute-epp uses each unless its
-// own --disagg-config, --session-config or --admission-config is given.
+// disaggregation (a disagg.Config), session affinity (a session.Config),
+// admission (an admission.Config) and LoRA adapter affinity (a
+// lora.Config); kvroute-epp uses each unless its own --disagg-config,
+// --session-config, --admission-config or --lora-config is given.
 // kvroute.LoadConfig and kvroute.Config's UnmarshalJSON read kvroute's
 // keys only.
 //
@@ -84,6 +85,10 @@
 //	  (the decode profile under P/D)                        → session weight
 //	featureGates flowControl                                → an admission stage
 //	  flowControl.defaultRequestTTL (absent means 60s)      → admission queueTimeout
+//	lora-affinity-scorer (the first one a profile kvroute
+//	  runs references; it takes no parameters)              → the LoRA scorer (package lora)
+//	  its weight in the first scheduling profile (the
+//	  decode profile, else the prefill one, under P/D)      → lora weight (0: no LoRA scorer, as llm-d mutes it)
 //
 // In an EndpointPickerConfig, the precise producer's settings the document
 // leaves unset take llm-d's defaults where kvroute's differ, since the
@@ -114,14 +119,16 @@
 // detectors its admission's saturation keys and --engine-metrics-config,
 // priority bands and fairness and ordering policies its admission's
 // queue, fairness and ordering keys, the session affinity filter its
-// session scorer, LoRA affinity package lora's scorer) or NotNeeded
+// session scorer) or NotNeeded
 // (meaningless for kvroute: max-score-picker, the role filters and header
 // handlers under P/D, pod discovery plumbing, the block-key hashSeed).
 // A translated stage's differences are findings too: llm-d's
 // session-affinity scorer gives a flat 1 where kvroute's weighs the
-// session's endpoint's headroom, and llm-d takes priorities from
+// session's endpoint's headroom, llm-d takes priorities from
 // InferenceObjective resources where kvroute's admission takes them from
-// its objectives key. A hashSeed never changes
+// its objectives key, and llm-d's lora-affinity-scorer ranks an engine
+// with a free adapter slot (0.8) above one where the adapter waits (0.6)
+// where kvroute's LoRA scorer ranks waiting (0.7) above a load (0.4). A hashSeed never changes
 // kvroute's block keys: they have no seed, and engines' block hashes
 // (seeded in vLLM by PYTHONHASHSEED) are mapped per endpoint, never
 // recomputed, so any seed works. Keys that are neither llm-d's nor

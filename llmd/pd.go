@@ -23,7 +23,7 @@ const (
 )
 
 // stagePlugin is a plugin of a stage kvroute runs beside the router (P/D,
-// session affinity), kept until every plugin is known: a profile handler
+// session affinity, LoRA affinity), kept until every plugin is known: a profile handler
 // may name a decider listed after it.
 type stagePlugin struct {
 	name, typ, path string
@@ -31,12 +31,12 @@ type stagePlugin struct {
 }
 
 // isStageType reports whether plugins of type typ are translated into a
-// stage (translatePD, translateSession) rather than reported from the
-// catalog.
+// stage (translatePD, translateSession, translateLoRA) rather than
+// reported from the catalog.
 func isStageType(typ string) bool {
 	switch typ {
 	case pdHandler, pdHandlerLegacy, pdPrefixDecider, pdAlwaysDecider, prefillFilter, decodeFilter,
-		sessionScorer, sessionFilter:
+		sessionScorer, sessionFilter, loraScorer:
 		return true
 	}
 	return false

@@ -74,8 +74,8 @@ func isPickerConfig(data []byte) bool {
 }
 
 // loadPicker translates an EndpointPickerConfig document onto
-// kvroute.DefaultConfig, and its P/D, session affinity and flow control
-// into st.
+// kvroute.DefaultConfig, and its P/D, session affinity, LoRA affinity and
+// flow control into st.
 func loadPicker(data []byte, st *stages) (kvroute.Config, []Finding, error) {
 	var pc pickerConfig
 	if err := jsonconf.Unmarshal(data, &pc); err != nil {
@@ -97,7 +97,7 @@ func loadPicker(data []byte, st *stages) (kvroute.Config, []Finding, error) {
 		typeOf   = map[string]string{} // plugin name → type
 		kindOf   = map[string]string{} // translated kind (pp, af, ...) → plugin name
 		deferred string                // a precise-prefix-cache-scorer beside a producer
-		staged   []stagePlugin         // P/D and session plugins, translated once all are known
+		staged   []stagePlugin         // P/D, session and LoRA plugins, translated once all are known
 	)
 	for i, p := range pc.Plugins {
 		if p.Type == "" {
@@ -174,6 +174,10 @@ func loadPicker(data []byte, st *stages) (kvroute.Config, []Finding, error) {
 		}
 	}
 	if more, err = translateSession(staged, weights, decodeProfile, st); err != nil {
+		return kvroute.Config{}, nil, err
+	}
+	findings = append(findings, more...)
+	if more, err = translateLoRA(staged, pc.SchedulingProfiles, weights, pdProfiles, st); err != nil {
 		return kvroute.Config{}, nil, err
 	}
 	findings = append(findings, more...)

@@ -6,14 +6,15 @@ import (
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/admission"
 	"github.com/kvroute/kvroute/disagg"
+	"github.com/kvroute/kvroute/lora"
 	"github.com/kvroute/kvroute/session"
 )
 
 // Result is everything Load carries over from one document: the router's
 // kvroute.Config and the stages kvroute runs beside the router, which an
 // llm-d EndpointPickerConfig configures with plugins and kvroute with
-// files of their own (kvroute-epp's --disagg-config, --session-config and
-// --admission-config). A stage the document does not configure is nil.
+// files of their own (kvroute-epp's --disagg-config, --session-config,
+// --admission-config and --lora-config). A stage the document does not configure is nil.
 type Result struct {
 	// Config is the router's configuration, as Load returns it.
 	Config kvroute.Config
@@ -29,6 +30,12 @@ type Result struct {
 	// Admission is the admission stage, from llm-d's flowControl feature
 	// gate and its flowControl section.
 	Admission *admission.Config
+	// LoRA is the LoRA adapter-affinity scorer (package lora), from a
+	// lora-affinity-scorer that a scheduling profile kvroute runs
+	// references, its weight the profile's (the decode profile's under
+	// P/D); the host adds it to the router's scorers, and under P/D to the
+	// decode pick's, fed by an engine metrics scraper.
+	LoRA *lora.Config
 	// Findings are the settings not carried over, as Load returns them.
 	Findings []Finding
 }
@@ -49,7 +56,9 @@ type stages struct {
 	disagg                           *disagg.Config
 	session                          *session.Config
 	admission                        *admission.Config
+	lora                             *lora.Config
 	disaggAt, sessionAt, admissionAt string
+	loraAt                           string
 }
 
 // dropped returns a Finding for each stage of s, for Load, whose caller
@@ -67,6 +76,7 @@ func (s stages) dropped() []Finding {
 	add(s.disagg != nil, s.disaggAt, "prefill/decode disaggregation (package disagg; the gateway's disagg block)")
 	add(s.session != nil, s.sessionAt, "session affinity (package session; the gateway's session block)")
 	add(s.admission != nil, s.admissionAt, "the admission stage (package admission; the gateway's admission block)")
+	add(s.lora != nil, s.loraAt, "the LoRA adapter-affinity scorer (package lora; the gateway's lora block)")
 	return out
 }
 
@@ -84,6 +94,11 @@ func (s stages) validate() error {
 	}
 	if s.admission != nil {
 		if err := s.admission.Validate(); err != nil {
+			return invalid(err)
+		}
+	}
+	if s.lora != nil {
+		if err := s.lora.Validate(); err != nil {
 			return invalid(err)
 		}
 	}

@@ -67,6 +67,7 @@ func loadResult(t *testing.T, doc string) llmd.Result {
 		require.Nil(t, strict.Disagg)
 		require.Nil(t, strict.Session)
 		require.Nil(t, strict.Admission)
+		require.Nil(t, strict.LoRA)
 		return res
 	}
 	require.NoError(t, err)
@@ -79,7 +80,7 @@ func loadResult(t *testing.T, doc string) llmd.Result {
 func requireDropped(t *testing.T, findings []llmd.Finding, res llmd.Result) {
 	t.Helper()
 	n := 0
-	for _, on := range []bool{res.Disagg != nil, res.Session != nil, res.Admission != nil} {
+	for _, on := range []bool{res.Disagg != nil, res.Session != nil, res.Admission != nil, res.LoRA != nil} {
 		if on {
 			n++
 		}
@@ -337,4 +338,5 @@ func TestLoadResultKvrouteDocument(t *testing.T) {
 	require.Nil(t, res.Disagg)
 	require.Nil(t, res.Session)
 	require.Nil(t, res.Admission)
+	require.Nil(t, res.LoRA)
 }

@@ -101,7 +101,7 @@ func load(r io.Reader, opts Options, withStages bool) (Result, error) {
 	if opts.Strict && len(findings) > 0 {
 		return Result{Findings: findings}, fmt.Errorf("%w: strict: %d llm-d settings are not carried over:%s", kvroute.ErrInvalidConfig, len(findings), list(findings))
 	}
-	return Result{Config: cfg, Disagg: st.disagg, Session: st.session, Admission: st.admission, Findings: findings}, nil
+	return Result{Config: cfg, Disagg: st.disagg, Session: st.session, Admission: st.admission, LoRA: st.lora, Findings: findings}, nil
 }
 
 // isJSON reports whether data is read as JSON rather than YAML: it is
