@@ -16,19 +16,22 @@ import (
 )
 
 // admissionStage is the picker's admission stage and the engine-metrics
-// scraper feeding it, both optional.
+// scraper feeding it and the LoRA scorer, both optional.
 type admissionStage struct {
-	ctl     *admission.Controller  // nil without --admission-config
-	scraper *enginemetrics.Scraper // nil without --engine-metrics-config
+	ctl     *admission.Controller  // nil without an admission stage (--admission-config or the --config file's)
+	scraper *enginemetrics.Scraper // nil without --engine-metrics-config and the LoRA scorer
 }
 
 // newAdmissionStage builds the admission stage of --admission-config or,
 // without the flag, of fromConfig (the --config file's), and the scraper
 // of --engine-metrics-config (YAML or JSON, unknown keys refused), or
-// nothing when neither stage is configured.
-func newAdmissionStage(admissionPath string, fromConfig *admission.Config, enginePath string, set telemetry.Set) (*admissionStage, error) {
+// nothing when neither stage is configured. With scrape (the LoRA scorer
+// reads the scraper) the scraper is built even without
+// --engine-metrics-config, with enginemetrics' defaults, and then feeds
+// the scorer only, as the gateway's does.
+func newAdmissionStage(admissionPath string, fromConfig *admission.Config, enginePath string, scrape bool, set telemetry.Set) (*admissionStage, error) {
 	st := &admissionStage{}
-	var acfg admission.Config
+	var acfg *admission.Config
 	where := "--admission-config " + admissionPath
 	switch {
 	case admissionPath != "":
@@ -36,37 +39,46 @@ func newAdmissionStage(admissionPath string, fromConfig *admission.Config, engin
 		if err != nil {
 			return nil, fmt.Errorf("--admission-config: %w", err)
 		}
-		if acfg, err = admission.LoadConfig(bytes.NewReader(raw)); err != nil {
+		c, err := admission.LoadConfig(bytes.NewReader(raw))
+		if err != nil {
 			return nil, fmt.Errorf("--admission-config %s: %w", admissionPath, err)
 		}
+		acfg = &c
 	case fromConfig != nil:
-		acfg, where = *fromConfig, "--config's admission stage"
-	case enginePath != "":
-		return nil, errors.New("--engine-metrics-config feeds the admission stage; set --admission-config too")
-	default:
+		acfg, where = fromConfig, "--config's admission stage"
+	case enginePath != "" && !scrape:
+		return nil, errors.New("--engine-metrics-config feeds the admission stage and the LoRA scorer; set --admission-config or --lora-config too")
+	case !scrape:
 		return st, nil
 	}
 	var err error
-	var detectors []admission.Detector
-	if enginePath != "" {
-		raw, err := readYAMLOrJSON(enginePath)
-		if err != nil {
-			return nil, fmt.Errorf("--engine-metrics-config: %w", err)
-		}
-		ecfg, err := enginemetrics.LoadConfig(bytes.NewReader(raw))
-		if err != nil {
-			return nil, fmt.Errorf("--engine-metrics-config %s: %w", enginePath, err)
+	if enginePath != "" || scrape {
+		var ecfg enginemetrics.Config // the defaults, for the LoRA scorer alone
+		if enginePath != "" {
+			raw, err := readYAMLOrJSON(enginePath)
+			if err != nil {
+				return nil, fmt.Errorf("--engine-metrics-config: %w", err)
+			}
+			if ecfg, err = enginemetrics.LoadConfig(bytes.NewReader(raw)); err != nil {
+				return nil, fmt.Errorf("--engine-metrics-config %s: %w", enginePath, err)
+			}
 		}
 		if st.scraper, err = enginemetrics.New(ecfg, enginemetrics.Options{Set: set}); err != nil {
+			if enginePath == "" {
+				return nil, fmt.Errorf("the LoRA scorer's engine metrics scraper: %w", err)
+			}
 			return nil, fmt.Errorf("--engine-metrics-config %s: %w", enginePath, err)
 		}
-		detectors = append(detectors, st.scraper)
 	}
-	aopts := admission.Options{Set: set, Detectors: detectors}
-	if st.scraper != nil {
+	if acfg == nil {
+		return st, nil // the scraper feeds the LoRA scorer only
+	}
+	aopts := admission.Options{Set: set}
+	if enginePath != "" {
+		aopts.Detectors = []admission.Detector{st.scraper}
 		aopts.Signals = st.scraper // the dispatch gate's headroom
 	}
-	if st.ctl, err = admission.New(acfg, aopts); err != nil {
+	if st.ctl, err = admission.New(*acfg, aopts); err != nil {
 		st.close()
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}

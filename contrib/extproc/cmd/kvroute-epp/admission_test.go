@@ -32,7 +32,7 @@ func TestAdmissionFlagsAreCheckedBeforeStarting(t *testing.T) {
 	// Without an admission stage (--admission-config, or the --config
 	// file's), engine metrics feed nothing.
 	err := run(context.Background(), append(args, "--engine-metrics-config", "em.yaml"), io.Discard, io.Discard)
-	require.ErrorContains(t, err, "set --admission-config too")
+	require.ErrorContains(t, err, "set --admission-config or --lora-config too")
 
 	bad := filepath.Join(dir, "admission.yaml")
 	require.NoError(t, os.WriteFile(bad, []byte("queueTimout: 2s\n"), 0o600))

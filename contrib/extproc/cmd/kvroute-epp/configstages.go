@@ -9,18 +9,21 @@ import (
 	"github.com/kvroute/kvroute/admission"
 	"github.com/kvroute/kvroute/disagg"
 	"github.com/kvroute/kvroute/llmd"
+	"github.com/kvroute/kvroute/lora"
 	"github.com/kvroute/kvroute/session"
 )
 
 // configStages are the stages beside the router that the --config file
 // configures, an llm-d EndpointPickerConfig's way (llmd.LoadResult): P/D
 // from a profile handler and its decider, session affinity from a session
-// affinity plugin, admission from the flowControl feature gate. Each is nil
-// unless the file configures it and its own flag is not given.
+// affinity plugin, admission from the flowControl feature gate, the LoRA
+// scorer from a lora-affinity-scorer. Each is nil unless the file
+// configures it and its own flag is not given.
 type configStages struct {
 	disagg    *disagg.Config
 	session   *session.Config
 	admission *admission.Config
+	lora      *lora.Config
 }
 
 // loadConfigResult reads the router configuration (YAML or JSON,
@@ -62,16 +65,18 @@ func loadConfigStages(f flags, log *slog.Logger) (kvroute.Config, configStages, 
 		return res.Config, configStages{}, both("--session-config", f.sessionConfig, "session affinity (a session-affinity plugin)")
 	case res.Admission != nil && f.admissionConfig != "":
 		return res.Config, configStages{}, both("--admission-config", f.admissionConfig, "admission (the flowControl feature gate)")
+	case res.LoRA != nil && f.loraConfig != "":
+		return res.Config, configStages{}, both("--lora-config", f.loraConfig, "the LoRA adapter-affinity scorer (a lora-affinity-scorer)")
 	}
 	for _, s := range []struct {
 		what string
 		on   bool
-	}{{"prefill/decode disaggregation", res.Disagg != nil}, {"session affinity", res.Session != nil}, {"admission", res.Admission != nil}} {
+	}{{"prefill/decode disaggregation", res.Disagg != nil}, {"session affinity", res.Session != nil}, {"admission", res.Admission != nil}, {"LoRA adapter affinity", res.LoRA != nil}} {
 		if s.on {
 			log.Info("stage configured by --config", "config", configSource(f), "stage", s.what)
 		}
 	}
-	return res.Config, configStages{disagg: res.Disagg, session: res.Session, admission: res.Admission}, nil
+	return res.Config, configStages{disagg: res.Disagg, session: res.Session, admission: res.Admission, lora: res.LoRA}, nil
 }
 
 // newDisagg builds the P/D profile of --disagg-config (YAML or JSON,

@@ -17,8 +17,8 @@ import (
 )
 
 // llmdPD is an llm-d P/D EndpointPickerConfig, as llm-d's P/D guide writes
-// it, with session affinity by session ID and flow control on; events off so
-// that nothing is dialled.
+// it, with session affinity by session ID, LoRA affinity and flow control
+// on; events off so that nothing is dialled.
 const llmdPD = `apiVersion: llm-d.ai/v1alpha1
 kind: EndpointPickerConfig
 featureGates: [flowControl]
@@ -37,17 +37,19 @@ plugins:
     deciders: {prefill: prefix-based-pd-decider}
 - type: prefix-based-pd-decider
   parameters: {nonCachedTokens: 128}
+- type: lora-affinity-scorer
 schedulingProfiles:
 - name: prefill
   plugins: [{pluginRef: prefill-filter}, {pluginRef: prefix-cache-affinity-filter}, {pluginRef: token-load-scorer}]
 - name: decode
-  plugins: [{pluginRef: decode-filter}, {pluginRef: prefix-cache-affinity-filter}, {pluginRef: token-load-scorer}, {pluginRef: session-affinity-scorer}]
+  plugins: [{pluginRef: decode-filter}, {pluginRef: prefix-cache-affinity-filter}, {pluginRef: token-load-scorer}, {pluginRef: session-affinity-scorer},
+    {pluginRef: lora-affinity-scorer, weight: 2}]
 `
 
 // An llm-d P/D configuration as --config turns kvroute's P/D profile,
-// session affinity and admission stage on, as their own flags would, and
-// --engine-metrics-config feeds that admission stage: their metrics are
-// registered.
+// session affinity, admission stage and LoRA scorer on, as their own flags
+// would, and --engine-metrics-config feeds that admission stage and the
+// LoRA scorer: their metrics are registered.
 func TestLLMDConfigTurnsStagesOn(t *testing.T) {
 	defer leakcheck.Check(t)()
 	cfgPath := filepath.Join(t.TempDir(), "epp.yaml")
@@ -65,7 +67,7 @@ func TestLLMDConfigTurnsStagesOn(t *testing.T) {
 	require.NoError(t, err)
 	metrics, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, series := range []string{"kvroute_disagg_decode_without_events_total 0", "kvroute_session_entries 0", `llm_d_epp_flow_control_queue_size{priority="0"} 0`, "kvroute_engine_metrics_endpoints"} {
+	for _, series := range []string{"kvroute_disagg_decode_without_events_total 0", "kvroute_session_entries 0", `llm_d_epp_flow_control_queue_size{priority="0"} 0`, "kvroute_engine_metrics_endpoints", `kvroute_lora_candidates_total{state="running"} 0`} {
 		require.True(t, strings.Contains(string(metrics), series), "no %s: the stage is off", series)
 	}
 
@@ -86,7 +88,7 @@ func TestLLMDConfigStageGivenTwiceIsRefused(t *testing.T) {
 	require.NoError(t, os.WriteFile(cfgPath, []byte(llmdPD), 0o600))
 	stage := filepath.Join(dir, "stage.yaml")
 	require.NoError(t, os.WriteFile(stage, []byte("{}\n"), 0o600))
-	for _, flag := range []string{"--disagg-config", "--session-config", "--admission-config"} {
+	for _, flag := range []string{"--disagg-config", "--session-config", "--admission-config", "--lora-config"} {
 		f, err := parseFlags([]string{"--endpoints", "127.0.0.1:8000", "--config", cfgPath, flag, stage}, io.Discard)
 		require.NoError(t, err)
 		_, _, err = loadConfigStages(f, slog.New(slog.DiscardHandler))
@@ -102,4 +104,5 @@ func TestLLMDConfigStageGivenTwiceIsRefused(t *testing.T) {
 	require.Equal(t, int64(128), st.disagg.NonCachedTokens)
 	require.Equal(t, []string{"x-session-id"}, st.session.Headers)
 	require.Equal(t, time.Minute, st.admission.QueueTimeout)
+	require.Equal(t, 2.0, st.lora.Weight)
 }

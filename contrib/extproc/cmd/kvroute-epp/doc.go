@@ -106,7 +106,9 @@
 // queue full), 503 (queue deadline passed, shutting down), the reason in
 // x-kvroute-admission. --engine-metrics-config FILE (package enginemetrics'
 // keys) adds the engines' own vLLM queue and KV-cache metrics, scraped from
-// each engine's /metrics, to the admission's saturation signal.
+// each engine's /metrics, to the admission's saturation signal (and sets
+// how the LoRA scorer's adapter state is scraped, below); with neither an
+// admission stage nor a LoRA scorer it is refused.
 //
 // --disagg-config FILE (YAML or JSON, package disagg's keys: nonCachedTokens,
 // maxPrefillQueueTokens, ...) turns prefill/decode disaggregation on: each
@@ -125,13 +127,24 @@
 // request without a key sets llm-d's session cookie, and a malformed key is
 // skipped and counted (400 under strict).
 //
+// --lora-config FILE (YAML or JSON, package lora's keys: weight,
+// capPenalty, maxWaiting; {} for the defaults) adds the LoRA
+// adapter-affinity scorer to the router's scorers (and, with P/D, to the
+// decode pick): a request whose model names an adapter prefers the
+// engines whose vllm:lora_requests_info reports it running, then waiting,
+// over those that would load it. The engines' /metrics are scraped with
+// --engine-metrics-config's settings or, without it, the scraper's
+// defaults; an engine whose metrics are not fresh is scored neutral and
+// counted in kvroute_lora_candidates_total{state="unknown"}.
+//
 // An llm-d EndpointPickerConfig given as --config configures these stages
 // the llm-d way (package llmd's LoadResult): a disagg-profile-handler (or
 // pd-profile-handler) with a prefix-based-pd-decider or
 // always-disagg-pd-decider turns P/D on, a session-affinity-scorer or
-// session-affinity-filter session affinity, and the flowControl feature
-// gate the admission stage. Each is used unless its own --disagg-config,
-// --session-config or --admission-config is given; a stage configured both
+// session-affinity-filter session affinity, the flowControl feature gate
+// the admission stage, and a lora-affinity-scorer the LoRA scorer. Each is
+// used unless its own --disagg-config, --session-config,
+// --admission-config or --lora-config is given; a stage configured both
 // ways refuses to start, naming both.
 //
 // kvroute-epp also takes the llm-d router picker's flags its Helm chart

@@ -94,6 +94,7 @@ type flags struct {
 	engineMetricsConfig               string
 	disaggConfig, roleLabel           string
 	sessionConfig                     string
+	loraConfig                        string
 	grpcMaxConcurrentStreams          uint32
 	grpcKeepaliveMinTime              time.Duration
 	grpcMaxConnectionIdle             time.Duration
@@ -151,7 +152,8 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.StringVar(&f.roleLabel, "role-label", disagg.DefaultRoleLabel, "pod label giving an endpoint's prefill/decode role (prefill, decode or both; absent: both)")
 	fs.StringVar(&f.sessionConfig, "session-config", "", "session affinity configuration file (YAML or JSON, package session's keys; {} for the defaults): a request's session key (x-session-id, x-dynamo-session-id, x-smg-routing-key, the llm-d-session cookie) prefers the endpoint of the session's last turn, weighed against its load; responses to requests without a key set the llm-d-session cookie (default: off)")
 	fs.StringVar(&f.approximateConfig, "approximate-config", "", "approximate prefix index configuration file (YAML or JSON, package approx's keys; {\"enabled\": true} turns it on): endpoints whose KV events are not live are routed from the router's own decisions, labelled approximate (default: off, they are routed blind)")
-	fs.StringVar(&f.engineMetricsConfig, "engine-metrics-config", "", "engine metrics scraper configuration file (YAML or JSON, package enginemetrics' keys): the admission also reads each engine's vLLM queue and KV-cache metrics (needs --admission-config)")
+	fs.StringVar(&f.engineMetricsConfig, "engine-metrics-config", "", "engine metrics scraper configuration file (YAML or JSON, package enginemetrics' keys): the admission also reads each engine's vLLM queue and KV-cache metrics, and the LoRA scorer reads its adapters with these settings (needs --admission-config or --lora-config)")
+	fs.StringVar(&f.loraConfig, "lora-config", "", "LoRA adapter-affinity scorer configuration file (YAML or JSON, package lora's keys; {} for the defaults): a request for an adapter prefers the engines already running it, as each engine's vllm:lora_requests_info says (scraped with --engine-metrics-config's settings, or the scraper's defaults) (default: off)")
 	addUpstreamFlags(fs, &f)
 	addLLMDFlags(fs, &f)
 	addLLMDServerFlags(fs, &f)

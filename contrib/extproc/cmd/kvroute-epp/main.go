@@ -80,7 +80,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		ropts.EventSelector = k8s.Matcher(sel)
 	}
-	adm, err := newAdmissionStage(f.admissionConfig, fromConfig.admission, f.engineMetricsConfig, ropts.Set)
+	lst, err := loadLoRAConfig(f.loraConfig, fromConfig.lora)
+	if err != nil {
+		return err
+	}
+	adm, err := newAdmissionStage(f.admissionConfig, fromConfig.admission, f.engineMetricsConfig, lst.on(), ropts.Set)
 	if err != nil {
 		return err
 	}
@@ -97,6 +101,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		defer aff.Close() // after the router and the picker are done
 		ropts.Scorers = append(ropts.Scorers, aff.Scorer())
 		decodeScorers = append(decodeScorers, aff.Scorer())
+	}
+	ls, err := lst.newScorer(adm, ropts.Set) // nil without a LoRA scorer
+	if err != nil {
+		adm.close()
+		return err
+	}
+	if ls != nil {
+		defer ls.Close() // after the router and the picker are done; unregisters its metric
+		ropts.Scorers = append(ropts.Scorers, ls.Weighted())
+		decodeScorers = append(decodeScorers, ls.Weighted())
 	}
 	dprof, err := newDisagg(f.disaggConfig, fromConfig.disagg, disagg.Options{Set: ropts.Set, DecodeScorers: decodeScorers}) // nil without P/D
 	if err != nil {
