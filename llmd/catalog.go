@@ -13,7 +13,7 @@ const (
 	noteUsageLimit = "kvroute holds sheddable requests per endpoint while its engine lacks headroom (--admission-config headroom: maxWaiting, maxKVCache, with --engine-metrics-config); higher bands are never held"
 	noteParser     = "kvroute reads the request body itself, by the request path (OpenAI completions and chat, Anthropic Messages, OpenAI Responses)"
 	noteDiscovery  = "kvroute routes to the endpoints it is given (kvroute-epp: the InferencePool's pods or --endpoints) and subscribes to their KV events itself"
-	noteMetrics    = "kvroute does not scrape engine metrics; " + noteLoad
+	noteMetrics    = "kvroute does not score by scraped engine metrics; " + noteLoad + " (kvroute-epp scrapes the engines' vLLM metrics, --engine-metrics-config, only for its admission stage and LoRA scorer)"
 )
 
 // catalog holds the llm-d router's plugin types that kvroute does not
