@@ -292,7 +292,12 @@ func testChurn(t *testing.T, hedge bool) {
 			t.Logf("engine %s first used after the warm-up: %d dialed, %d by a request", key, n.Dials, n.Waited)
 			continue
 		}
-		require.Zero(t, n.Waited-w.Waited, "no request waits for a new connection to engine %s at steady state", key)
+		// A request that raises the peak of requests in flight may find
+		// the pool empty: the warmer learns of the new peak at the
+		// request's entry and dials while it renders, and on a machine
+		// busy with other work the render can finish first. Without a new
+		// peak, none waits.
+		require.LessOrEqual(t, n.Waited-w.Waited, tr.Stats().Peak-warmPeak, "no request waits for a new connection to engine %s at steady state but for a new peak", key)
 		// The warmer dials only for a new peak of requests in flight: the
 		// 32 clients are all inside the gateway at once only now and
 		// then, so the peak may still rise after the warm-up (by one
