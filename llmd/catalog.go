@@ -43,10 +43,9 @@ var catalog = map[string]verdict{
 	"no-hit-lru-scorer":            {NoEquivalent, "kvroute spreads cache misses by load, not by least recent use"},
 	"lmetric-scorer":               {NoEquivalent, ""},
 
-	// Session affinity (the session-affinity scorer and filter are
-	// translated: sessionaff.go; so is the lora-affinity-scorer:
-	// loraaff.go).
-	"session-id-producer": {Different, "kvroute reads the session key itself, from the request headers and the cookie session's headers and cookie name (kvroute-epp --session-config); " + noteSession},
+	// Session affinity (the session-affinity scorer and filter and the
+	// session-id-producer are translated: sessionaff.go, sessionid.go; so
+	// is the lora-affinity-scorer: loraaff.go).
 
 	// Admission and flow control (the flowControl feature gate and section
 	// are translated: flowcontrol.go).

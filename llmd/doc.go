@@ -79,7 +79,11 @@
 //	  strategy encoded_endpoint_header (the default):
 //	    encodedEndpointHeaderConfig.header (x-session-token) → session headers
 //	  strategy session_id:
-//	    sessionIdConfig.sources[].header (x-session-id)     → session headers, and cookie "-" (none read or set)
+//	    sessionIdConfig.sources[].header (x-session-id)     → session headers; no cookie source: cookie "-" (none read or set)
+//	    sources[] {attribute: SessionIDDataKey, producer}
+//	    naming a session-id-producer:
+//	      its headerName                                    → a session header, in the sources' order
+//	      its cookieName (one)                              → session cookie, read after the headers, setCookie false
 //	    sessionIdConfig.evictionTtlSeconds (<= 0 means 300) → session ttl
 //	  the scorer's weight in the first scheduling profile
 //	  (the decode profile under P/D)                        → session weight

@@ -36,7 +36,7 @@ type stagePlugin struct {
 func isStageType(typ string) bool {
 	switch typ {
 	case pdHandler, pdHandlerLegacy, pdPrefixDecider, pdAlwaysDecider, prefillFilter, decodeFilter,
-		sessionScorer, sessionFilter, loraScorer:
+		sessionScorer, sessionFilter, sessionIDProducer, loraScorer:
 		return true
 	}
 	return false

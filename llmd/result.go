@@ -25,7 +25,8 @@ type Result struct {
 	// prefill-filter and decode-filter read.
 	Disagg *disagg.Config
 	// Session is session affinity, from a session-affinity-scorer or
-	// session-affinity-filter.
+	// session-affinity-filter and the session-id-producers its session_id
+	// sources read.
 	Session *session.Config
 	// Admission is the admission stage, from llm-d's flowControl feature
 	// gate and its flowControl section.

@@ -50,10 +50,15 @@ type sessionParams struct {
 }
 
 // sessionSource is one of session_id's sources.
+// Exactly one of Header and Attribute is set, as llm-d requires.
 type sessionSource struct {
-	Header    string          `json:"header"`
-	Attribute json.RawMessage `json:"attribute" finding:"none:kvroute reads session keys from request headers and its cookie (session's headers and cookie), not from other plugins' request attributes"`
-	Producer  json.RawMessage `json:"producer" finding:"none:kvroute reads session keys from request headers and its cookie (session's headers and cookie), not from other plugins' request attributes"`
+	// Header is a request header, one of session's headers.
+	Header string `json:"header"`
+	// Attribute is a request attribute another plugin publishes;
+	// kvroute reads a session-id-producer's (sessionIDAttribute).
+	Attribute string `json:"attribute"`
+	// Producer names the plugin that publishes Attribute.
+	Producer string `json:"producer"`
 }
 
 // Notes of the session translation.
@@ -67,11 +72,17 @@ const (
 
 // translateSession turns the first session affinity plugin of staged that
 // pins the request's own pick (the decode pick under P/D, whose profile is
-// decodeProfile) into st.session; the scorer's weight is its weight in
-// prof. It returns the findings.
+// decodeProfile) into st.session, with the headers and cookie of the
+// session-id-producers its session_id sources read; the scorer's weight is
+// its weight in prof. It returns the findings.
 func translateSession(staged []stagePlugin, prof schedulingProfile, decodeProfile string, st *stages) ([]Finding, error) {
+	producers, err := sessionIDProducers(staged)
+	if err != nil {
+		return nil, err
+	}
 	var out []Finding
 	first := ""
+	read := map[string]bool{} // the producers st.session reads
 	for _, p := range staged {
 		if p.typ != sessionScorer && p.typ != sessionFilter {
 			continue
@@ -102,19 +113,27 @@ func translateSession(staged []stagePlugin, prof schedulingProfile, decodeProfil
 			out = append(out, Finding{Path: join(at, "strategy"), Kind: Different, Note: noteEndpointToken})
 		case strategySessionID:
 			ic := sp.SessionIDConfig
-			for i, s := range ic.Sources {
-				out = append(out, untranslated(&s, fmt.Sprintf("%s.sessionIdConfig.sources[%d]", at, i))...)
-				if s.Header != "" {
-					cfg.Headers = append(cfg.Headers, s.Header)
-				}
+			srcs, err := sessionSources(ic.Sources, at+".sessionIdConfig.sources", producers)
+			if err != nil {
+				return nil, err
 			}
+			out = append(out, srcs.findings...)
+			cfg.Headers, cfg.Cookie = srcs.headers, srcs.cookie
 			if len(ic.Sources) == 0 {
 				cfg.Headers = []string{llmdSessionIDHeader}
 			}
 			if len(cfg.Headers) == 0 {
 				out = append(out, Finding{Path: at + ".sessionIdConfig.sources", Kind: NoEquivalent, Note: "no header source: kvroute reads its default session headers (x-session-id, x-dynamo-session-id, x-smg-routing-key)"})
 			}
-			cfg.Cookie = "-" // session_id reads no cookie and writes nothing back
+			if cfg.Cookie == "" {
+				cfg.Cookie = "-" // no cookie source: session_id reads none
+			} else {
+				off := false
+				cfg.SetCookie = &off // session_id writes nothing back
+			}
+			for name := range srcs.read {
+				read[name] = true
+			}
 			switch ttl := ic.EvictionTTLSeconds; {
 			case ttl == 0:
 				cfg.TTL = llmdSessionTTL
@@ -148,5 +167,5 @@ func translateSession(staged []stagePlugin, prof schedulingProfile, decodeProfil
 		first = p.name
 		st.session, st.sessionAt = &cfg, p.path
 	}
-	return out, nil
+	return append(out, unreadProducers(staged, read)...), nil
 }
