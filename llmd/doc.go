@@ -37,6 +37,14 @@
 //	prefix-cache-affinity-filter:
 //	  maxTTFTPenaltyMs: 18000
 //
+// Only the plugins that set the router's own keys (those of the mapping
+// below, up to the stages) are taken there, as their parameters blocks
+// are all they need. The plugins of a stage beside the router (P/D,
+// session affinity, LoRA affinity) are refused with an error naming where
+// that stage is configured: in an EndpointPickerConfig, whose scheduling
+// profiles give a scorer its weight and a profile handler its decider, or
+// with kvroute-epp's --disagg-config, --session-config or --lora-config.
+//
 // # Mapping
 //
 // Each llm-d setting kvroute implements maps onto one kvroute key:

@@ -32,6 +32,7 @@ func FuzzTranslate(f *testing.F) {
 		`{"token-load-scorer":{"queueThresholdTokens":0},"token-load-scorer":{}}`, `{"prefix-cache-affinity-filter":null}`,
 		`{"index":{"blockSize":16},"precise-prefix-cache-producer":{"tokenProcessorConfig":{"blockSize":16}}}`, `null`, `[]`,
 		"model: m\nprecise-prefix-cache-producer:\n  tokenProcessorConfig: {hashSeed: \"42\"}\n",
+		`{"model":"m","session-affinity-scorer":{"strategy":"session_id"},"lora-affinity-scorer":{}}`,
 		epc("[{type: prefix-cache-affinity-filter}, {type: token-load-scorer}]", "[{name: d, plugins: [{pluginRef: token-load-scorer, weight: 3}]}]"),
 	} {
 		f.Add([]byte(s))

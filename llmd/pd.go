@@ -30,17 +30,20 @@ type stagePlugin struct {
 	params          json.RawMessage
 }
 
-// isStageType reports whether plugins of type typ are translated into a
-// stage (translatePD, translateSession, translateLoRA) rather than
-// reported from the catalog.
-func isStageType(typ string) bool {
-	switch typ {
-	case pdHandler, pdHandlerLegacy, pdPrefixDecider, pdAlwaysDecider, prefillFilter, decodeFilter,
-		sessionScorer, sessionFilter, sessionIDProducer, loraScorer:
-		return true
-	}
-	return false
+// stageFlags are the llm-d plugin types an EndpointPickerConfig translates
+// into a stage beside the router (translatePD, translateSession,
+// translateLoRA) rather than reporting them from the catalog, each with
+// the kvroute-epp flag that configures its stage from a file of its own.
+var stageFlags = map[string]string{
+	pdHandler: "--disagg-config", pdHandlerLegacy: "--disagg-config", pdPrefixDecider: "--disagg-config",
+	pdAlwaysDecider: "--disagg-config", prefillFilter: "--disagg-config", decodeFilter: "--disagg-config",
+	sessionScorer: "--session-config", sessionFilter: "--session-config", sessionIDProducer: "--session-config",
+	loraScorer: "--lora-config",
 }
+
+// isStageType reports whether plugins of type typ are translated into a
+// stage.
+func isStageType(typ string) bool { return stageFlags[typ] != "" }
 
 // pdHandlerParams are the parameters of llm-d's disagg-profile-handler, in
 // its nested form and its deprecated flat one, and of the deprecated

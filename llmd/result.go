@@ -46,7 +46,8 @@ type Result struct {
 // Options.Strict, as the router's configuration, only returned when the
 // document translates whole. Load reports each such stage as a Finding
 // instead, since its caller does not run it. A kvroute configuration
-// document (not an EndpointPickerConfig) configures no stage here.
+// document (not an EndpointPickerConfig) configures no stage here: the
+// parameters block of a stage's llm-d plugin in it is an error.
 func LoadResult(r io.Reader, opts Options) (Result, error) {
 	return load(r, opts, true)
 }

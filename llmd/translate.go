@@ -137,7 +137,7 @@ func loadBlocks(data []byte) (kvroute.Config, []Finding, error) {
 	// The whole document first, so that its first error is the one
 	// reported, in document order, whichever part it is in.
 	if err := jsonconf.Check(data, documentType); err != nil {
-		return kvroute.Config{}, nil, invalid(err)
+		return kvroute.Config{}, nil, invalid(stageBlock(err))
 	}
 	blocks, rest, err := split(data)
 	if err != nil {
@@ -163,6 +163,25 @@ func loadBlocks(data []byte) (kvroute.Config, []Finding, error) {
 		return kvroute.Config{}, nil, err
 	}
 	return cfg, findings, nil
+}
+
+// stageBlock returns err, jsonconf.Check's error, or when it is a
+// top-level key naming an llm-d plugin of a stage beside the router, an
+// error saying where that stage is configured: a kvroute configuration
+// carries the parameters of the plugins that set the router's own keys
+// only, as it has no scheduling profiles to give a scorer its weight or a
+// profile handler its decider.
+func stageBlock(err error) error {
+	var je *jsonconf.Error
+	if !errors.As(err, &je) || !strings.HasPrefix(je.Msg, "unknown key") {
+		return err
+	}
+	flag := stageFlags[je.Path]
+	if flag == "" {
+		return err
+	}
+	return &jsonconf.Error{Path: je.Path, Msg: "llm-d's " + je.Path + " configures a stage beside the router, which a kvroute configuration does not carry: " +
+		"give it in an llm-d EndpointPickerConfig (plugins and schedulingProfiles) or configure the stage with kvroute-epp " + flag}
 }
 
 // invalid wraps err in kvroute.ErrInvalidConfig unless it already is one.

@@ -149,3 +149,30 @@ func TestTranslateReadsTheDocumentAsOne(t *testing.T) {
 	_, err = kvroute.LoadConfig(strings.NewReader(llmdBlocks))
 	require.ErrorContains(t, err, "precise-prefix-cache-producer: unknown key")
 }
+
+// The parameters block of an llm-d plugin that configures a stage beside
+// the router (P/D, session affinity, LoRA affinity) is refused in a
+// kvroute configuration, which has no scheduling profiles to weigh a
+// scorer or wire a decider: the error names the EndpointPickerConfig and
+// the kvroute-epp flag that configure the stage, in document order.
+func TestTranslateStagePluginBlocks(t *testing.T) {
+	for in, flag := range map[string]string{
+		"model: m\ndisagg-profile-handler:\n  deciders: {prefill: prefix-based-pd-decider}\n":              "--disagg-config",
+		"model: m\nprefix-based-pd-decider:\n  nonCachedTokens: 256\n":                                     "--disagg-config",
+		"session-affinity-scorer:\n  strategy: session_id\n  sessionIdConfig: {evictionTtlSeconds: 600}\n": "--session-config",
+		"session-id-producer: {headerName: x-session-id}\n":                                                "--session-config",
+		"lora-affinity-scorer: {}\nmodel: m\n":                                                             "--lora-config",
+	} {
+		_, _, err := llmd.Load(strings.NewReader(in), llmd.Options{})
+		require.ErrorIs(t, err, kvroute.ErrInvalidConfig, in)
+		require.ErrorContains(t, err, "configures a stage beside the router", in)
+		require.ErrorContains(t, err, "EndpointPickerConfig", in)
+		require.ErrorContains(t, err, "kvroute-epp "+flag, in)
+	}
+	_, err := llmd.Translate(strings.NewReader(`{"speculative":{"tll":"2s"},"session-affinity-scorer":{}}`))
+	require.ErrorContains(t, err, "speculative.tll: unknown key")
+	_, err = llmd.Translate(strings.NewReader(`{"session-affinity-scorer":{},"speculative":{"tll":"2s"}}`))
+	require.ErrorContains(t, err, "session-affinity-scorer: llm-d's session-affinity-scorer configures a stage")
+	_, err = llmd.Translate(strings.NewReader(`{"events":{"lora-affinity-scorer":{}}}`))
+	require.ErrorContains(t, err, "events.lora-affinity-scorer: unknown key")
+}
