@@ -94,13 +94,15 @@
 //	      its cookieName (one)                              → session cookie, read after the headers, setCookie false
 //	    sessionIdConfig.evictionTtlSeconds (<= 0 means 300) → session ttl
 //	  the scorer's weight in the first scheduling profile
-//	  (the decode profile under P/D)                        → session weight
+//	  (the decode profile under P/D; a finding when the
+//	  prefill profile weighs it otherwise)                  → session weight
 //	featureGates flowControl                                → an admission stage
 //	  flowControl.defaultRequestTTL (absent means 60s)      → admission queueTimeout
 //	lora-affinity-scorer (the first one a profile kvroute
 //	  runs references; it takes no parameters)              → the LoRA scorer (package lora)
 //	  its weight in the first scheduling profile (the
-//	  decode profile, else the prefill one, under P/D)      → lora weight (0: no LoRA scorer, as llm-d mutes it)
+//	  decode profile, else the prefill one, under P/D; a
+//	  finding when the two weigh it differently)            → lora weight (0: no LoRA scorer, as llm-d mutes it)
 //
 // In an EndpointPickerConfig, the precise producer's settings the document
 // leaves unset take llm-d's defaults where kvroute's differ, since the

@@ -27,8 +27,8 @@ const (
 // scheduling profile kvroute runs references into st.lora: that is the
 // first profile (weights), or under P/D the decode profile (weights) and
 // the prefill one (pdProfiles[0]). The scorer's weight is its weight in
-// weights, else in the prefill profile; a zero weight mutes it, as in
-// llm-d. It returns the findings.
+// weights, else in the prefill profile (a finding when the two differ);
+// a zero weight mutes it, as in llm-d. It returns the findings.
 func translateLoRA(staged []stagePlugin, profiles []schedulingProfile, weights schedulingProfile, pdProfiles []string, st *stages) ([]Finding, error) {
 	var out []Finding
 	for _, p := range staged {
@@ -38,9 +38,9 @@ func translateLoRA(staged []stagePlugin, profiles []schedulingProfile, weights s
 		if err := decodeStrict(p.params, &struct{}{}, p.path+".parameters"); err != nil {
 			return nil, err // llm-d's scorer takes no parameters
 		}
-		ref, referenced := loraRef(p.name, weights), false
+		ref, referenced := profileRef(p.name, weights), false
 		for _, prof := range profiles {
-			r := loraRef(p.name, prof)
+			r := profileRef(p.name, prof)
 			referenced = referenced || r != nil
 			if ref == nil && len(pdProfiles) == 2 && prof.Name == pdProfiles[0] {
 				ref = r
@@ -56,6 +56,9 @@ func translateLoRA(staged []stagePlugin, profiles []schedulingProfile, weights s
 		case st.lora != nil:
 			out = append(out, Finding{Path: p.path, Kind: Different, Note: "kvroute runs one LoRA scorer, configured by " + st.loraAt})
 			continue
+		}
+		if f, ok := prefillWeight(p.name, profiles, pdProfiles, "kvroute's LoRA scorer enters both picks with one weight,"); ok {
+			out = append(out, f)
 		}
 		cfg := lora.Config{}
 		if w := ref.Weight; w != nil {
@@ -78,9 +81,9 @@ func translateLoRA(staged []stagePlugin, profiles []schedulingProfile, weights s
 	return out, nil
 }
 
-// loraRef returns prof's reference to the plugin named name, nil when it
+// profileRef returns prof's reference to the plugin named name, nil when it
 // has none.
-func loraRef(name string, prof schedulingProfile) *profilePlugin {
+func profileRef(name string, prof schedulingProfile) *profilePlugin {
 	i := slices.IndexFunc(prof.Plugins, func(r profilePlugin) bool { return r.PluginRef == name })
 	if i < 0 {
 		return nil

@@ -106,3 +106,37 @@ func TestPickerConfigLoRAFindings(t *testing.T) {
 	require.ErrorIs(t, err, kvroute.ErrInvalidConfig)
 	require.ErrorContains(t, err, "plugins[lora-affinity-scorer].parameters.maxLoras: unknown key")
 }
+
+// Under P/D, llm-d's prefill and decode profiles may weigh the LoRA or the
+// session scorer differently; kvroute takes the decode profile's weight,
+// and a finding names both (an absent weight is llm-d's 1).
+func TestPickerConfigPrefillWeightDiffers(t *testing.T) {
+	for _, typ := range []string{"lora-affinity-scorer", "session-affinity-scorer"} {
+		doc := strings.Replace(pdConfig, "- type: max-score-picker\n", "- type: max-score-picker\n- type: "+typ+"\n", 1)
+		withPrefill := func(w string) string {
+			return strings.Replace(doc, "    weight: 2\n  - pluginRef: max-score-picker\n- name: decode",
+				"    weight: 2\n  - pluginRef: "+typ+w+"\n  - pluginRef: max-score-picker\n- name: decode", 1) +
+				"  - pluginRef: " + typ + "\n    weight: 3\n"
+		}
+		at := "schedulingProfiles[prefill].plugins[" + typ + "].weight"
+		res := loadResult(t, withPrefill("\n    weight: 5"))
+		if typ == "lora-affinity-scorer" {
+			require.Equal(t, &lora.Config{Weight: 3}, res.LoRA)
+		} else {
+			require.Equal(t, 3.0, res.Session.Weight)
+		}
+		var f *llmd.Finding
+		for i := range res.Findings {
+			if res.Findings[i].Path == at {
+				f = &res.Findings[i]
+			}
+		}
+		require.NotNil(t, f, typ)
+		require.Equal(t, llmd.Different, f.Kind)
+		require.Contains(t, f.Note, `llm-d weighs it 5 in the prefill profile "prefill" and 3 in the decode profile "decode"`)
+		require.Contains(t, f.Note, "3, the decode profile's")
+
+		require.Contains(t, findingPaths(loadResult(t, withPrefill("")).Findings), at+": different", "llm-d's default weight 1 is not 3")
+		require.NotContains(t, findingPaths(loadResult(t, withPrefill("\n    weight: 3")).Findings), at+": different")
+	}
+}

@@ -205,6 +205,35 @@ func decodeStrict[T any](raw json.RawMessage, v *T, path string) error {
 	return nil
 }
 
+// prefillWeight returns, under P/D (pdProfiles the prefill and decode
+// profiles' names), a Finding when the prefill profile weighs the scorer
+// named name otherwise than the decode profile, whose weight kvroute takes
+// (an absent weight is llm-d's default, 1); kvroute is how kvroute uses
+// that weight.
+func prefillWeight(name string, profiles []schedulingProfile, pdProfiles []string, kvroute string) (Finding, bool) {
+	if len(pdProfiles) != 2 {
+		return Finding{}, false
+	}
+	var w [2]*float64
+	var found [2]bool
+	for _, prof := range profiles {
+		for i, pn := range pdProfiles {
+			if r := profileRef(name, prof); prof.Name == pn && r != nil && !found[i] {
+				w[i], found[i] = cmp.Or(r.Weight, &llmdDefaultWeight), true
+			}
+		}
+	}
+	if !found[0] || !found[1] || *w[0] == *w[1] {
+		return Finding{}, false
+	}
+	return Finding{Path: "schedulingProfiles[" + pdProfiles[0] + "].plugins[" + name + "].weight", Kind: Different,
+		Note: fmt.Sprintf("llm-d weighs it %v in the prefill profile %q and %v in the decode profile %q; %s %v, the decode profile's", *w[0], pdProfiles[0], *w[1], pdProfiles[1], kvroute, *w[1])}, true
+}
+
+// llmdDefaultWeight is a scorer's weight in llm-d when its profile gives
+// none.
+var llmdDefaultWeight = 1.0
+
 // isPDProfile reports whether the scheduling profile name is one of the P/D
 // handler's.
 func isPDProfile(profiles []string, name string) bool { return slices.Contains(profiles, name) }

@@ -164,16 +164,15 @@ func loadPicker(data []byte, st *stages) (kvroute.Config, []Finding, error) {
 		return kvroute.Config{}, nil, err
 	}
 	findings = append(findings, more...)
-	decodeProfile, weights := "", pc.SchedulingProfiles[0] // the session scorer's weight: the decode profile's under P/D
+	weights := pc.SchedulingProfiles[0] // the session scorer's weight: the decode profile's under P/D
 	if len(pdProfiles) == 2 {
-		decodeProfile = pdProfiles[1]
 		for _, prof := range pc.SchedulingProfiles {
-			if prof.Name == decodeProfile {
+			if prof.Name == pdProfiles[1] {
 				weights = prof
 			}
 		}
 	}
-	if more, err = translateSession(staged, weights, decodeProfile, st); err != nil {
+	if more, err = translateSession(staged, pc.SchedulingProfiles, weights, pdProfiles, st); err != nil {
 		return kvroute.Config{}, nil, err
 	}
 	findings = append(findings, more...)

@@ -74,8 +74,13 @@ const (
 // pins the request's own pick (the decode pick under P/D, whose profile is
 // decodeProfile) into st.session, with the headers and cookie of the
 // session-id-producers its session_id sources read; the scorer's weight is
-// its weight in prof. It returns the findings.
-func translateSession(staged []stagePlugin, prof schedulingProfile, decodeProfile string, st *stages) ([]Finding, error) {
+// its weight in prof (a finding when pdProfiles' prefill profile weighs it
+// otherwise). It returns the findings.
+func translateSession(staged []stagePlugin, profiles []schedulingProfile, prof schedulingProfile, pdProfiles []string, st *stages) ([]Finding, error) {
+	decodeProfile := ""
+	if len(pdProfiles) == 2 {
+		decodeProfile = pdProfiles[1]
+	}
 	producers, err := sessionIDProducers(staged)
 	if err != nil {
 		return nil, err
@@ -152,6 +157,9 @@ func translateSession(staged []stagePlugin, prof schedulingProfile, decodeProfil
 		out = append(out, Finding{Path: p.path, Kind: Different, Note: note})
 		if st.disagg != nil {
 			out = append(out, Finding{Path: p.path, Kind: Different, Note: noteSessionPD})
+		}
+		if f, ok := prefillWeight(p.name, profiles, pdProfiles, "kvroute's session scorer enters the decode pick only, with weight"); ok && p.typ == sessionScorer {
+			out = append(out, f)
 		}
 		for _, ref := range prof.Plugins {
 			if ref.PluginRef != p.name || ref.Weight == nil || p.typ != sessionScorer {
