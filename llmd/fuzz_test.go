@@ -12,6 +12,7 @@ import (
 	"github.com/kvroute/kvroute/admission"
 	"github.com/kvroute/kvroute/disagg"
 	"github.com/kvroute/kvroute/llmd"
+	"github.com/kvroute/kvroute/lora"
 	"github.com/kvroute/kvroute/session"
 )
 
@@ -64,7 +65,7 @@ func FuzzTranslate(f *testing.F) {
 		}
 		res, err := llmd.LoadResult(bytes.NewReader(data), llmd.Options{})
 		stages := 0
-		for _, on := range []bool{res.Disagg != nil, res.Session != nil, res.Admission != nil} {
+		for _, on := range []bool{res.Disagg != nil, res.Session != nil, res.Admission != nil, res.LoRA != nil} {
 			if on {
 				stages++
 			}
@@ -117,5 +118,8 @@ func stagesValid(t *testing.T, res llmd.Result) {
 	}
 	if res.Admission != nil {
 		check("admission", res.Admission, func(b []byte) (any, error) { return admission.LoadConfig(bytes.NewReader(b)) })
+	}
+	if res.LoRA != nil {
+		check("lora", res.LoRA, func(b []byte) (any, error) { return lora.LoadConfig(bytes.NewReader(b)) })
 	}
 }
