@@ -39,7 +39,7 @@ var listen = net.Listen
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	err := run(ctx, os.Args[1:], os.Stdout, routeKlog(os.Stderr)) // client-go's klog lines in kvroute-epp's format
 	stop()
 	cliflag.Exit("kvroute-epp", err)
 }
@@ -60,6 +60,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("--log-level: %w", err)
 	}
 	log := newLogger(stderr, f.logEncoder, level)
+	followKlog(stderr, log)
 	logIgnoredFlags(log, f.ignored)
 	logLLMDFlags(log, f)
 	f.llmdServer.logIgnored(log)
