@@ -26,9 +26,11 @@ const DefaultReadinessInterval = time.Second
 //
 // It asks at once and then every interval on the Options' clock (0 means
 // DefaultReadinessInterval); asking also runs a kvroute.Router's give-up
-// clocks. Each change is logged with its reason. It blocks until ctx is done,
-// so run it on a goroutine of its own; while it runs, do not call SetReady.
-// After Shutdown the health service ignores it.
+// clocks. Each change is logged with its reason, and ReadyPath gives src's
+// latest reason while the picker is not ready (a host's own, such as a
+// standby replica's, when its router has caught up). It blocks until ctx is
+// done, so run it on a goroutine of its own; while it runs, do not call
+// SetReady. After Shutdown the health service ignores it.
 func (s *Server) FollowReadiness(ctx context.Context, src ReadinessSource, interval time.Duration) {
 	if interval <= 0 {
 		interval = DefaultReadinessInterval
@@ -38,6 +40,7 @@ func (s *Server) FollowReadiness(ctx context.Context, src ReadinessSource, inter
 	first := true
 	for {
 		reason := s.notReady(src)
+		s.reason.Store(&reason) // ReadyPath's reason
 		if ready := reason == ""; first || ready != s.ready.Load() {
 			s.SetReady(ready)
 			if ready {

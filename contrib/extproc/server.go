@@ -202,6 +202,7 @@ type Server struct {
 	endpoints atomic.Pointer[[]kvroute.Endpoint]
 	synced    sync.Once // PoolSyncedService turned serving by the first SetEndpoints
 	ready     atomic.Bool
+	reason    atomic.Pointer[string] // why FollowReadiness's source last said not ready ("" when ready); nil before it asked
 	clock     telemetry.Clock
 	recent    recent.Ring[streamRecord] // the status page's latest streams
 	approx    *approx.Index             // Options.Approximate; nil: no per-endpoint modes

@@ -40,13 +40,18 @@ func (s *Server) StatusHandler(router *kvroute.Router) http.Handler {
 }
 
 // readiness returns whether the picker is ready and, when not, why: it
-// has not been told so (endpoint discovery has not synced, or it shut
-// down), it has no endpoints, or the router's index has not caught up.
+// has no endpoints, the router's index has not caught up, the source
+// FollowReadiness follows gave a reason of its own (a kvroute-epp replica
+// standing by for its leader's Lease), or it has not been told it is ready
+// (endpoint discovery has not synced, or it shut down).
 func (s *Server) readiness(router *kvroute.Router) (bool, string) {
 	if reason := s.notReady(router); reason != "" {
 		return false, reason
 	}
 	if !s.ready.Load() {
+		if r := s.reason.Load(); r != nil && *r != "" {
+			return false, *r
+		}
 		return false, "not ready yet (endpoint discovery has not synced)"
 	}
 	return true, ""

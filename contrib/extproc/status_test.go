@@ -1,10 +1,12 @@
 package extproc
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -94,4 +96,56 @@ func TestStatusHandlerServesReadyAndStatusPage(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(body), &r))
 	require.False(t, r.Ready)
 	require.NotEmpty(t, r.Reason)
+}
+
+// heldBack is a router behind a host's own reason to hold the picker back
+// (kvroute-epp's standby replica waiting for its leader's Lease).
+type heldBack struct {
+	src    ReadinessSource
+	reason atomic.Pointer[string]
+}
+
+func (h *heldBack) NotReady() string {
+	if r := h.reason.Load(); r != nil && *r != "" {
+		return *r
+	}
+	return h.src.NotReady()
+}
+
+// /ready gives the reason of the source FollowReadiness follows when the
+// router has caught up but the source holds the picker back, rather than
+// blaming endpoint discovery; once the source lets go, it is ready.
+func TestReadyGivesTheFollowedSourcesReason(t *testing.T) {
+	defer leakcheck.Check(t)()
+	h := newHarness(t, Config{}, engineOpts{})
+	defer h.close()
+	src := &heldBack{src: h.router}
+	standby := "standing by: another replica holds the leader election Lease llm/epp"
+	src.reason.Store(&standby)
+	ctx, cancel := context.WithCancel(context.Background())
+	followed := make(chan struct{})
+	go func() { defer close(followed); h.picker.FollowReadiness(ctx, src, 5*time.Millisecond) }()
+	defer func() { cancel(); <-followed }()
+	status := httptest.NewServer(h.picker.StatusHandler(h.router))
+	defer status.Close()
+	ready := func() (int, string) {
+		resp, err := status.Client().Get(status.URL + ReadyPath)
+		require.NoError(t, err)
+		var r struct {
+			Reason string `json:"reason"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(readAll(t, resp.Body)), &r))
+		return resp.StatusCode, r.Reason
+	}
+
+	require.Eventually(t, func() bool { return h.router.NotReady() == "" }, wait, 5*time.Millisecond, "the engine's stream caught up")
+	heldBackWithReason := func() bool {
+		code, reason := ready()
+		return code == http.StatusServiceUnavailable && reason == standby
+	}
+	require.Eventually(t, heldBackWithReason, wait, 5*time.Millisecond, "the source's reason, not endpoint discovery's")
+
+	none := ""
+	src.reason.Store(&none)
+	require.Eventually(t, func() bool { code, reason := ready(); return code == http.StatusOK && reason == "" }, wait, 5*time.Millisecond)
 }

@@ -37,7 +37,7 @@ func TestKlogLinesFollowZapEncoder(t *testing.T) {
 	fakeKube(t, fake.NewClientset(readyPod("llm", "vllm-0", "127.0.0.1", map[string]string{"app": "vllm"})))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	_, done := startLoggedEPP(t, ctx, w, "--endpoint-selector", "app=vllm", "--endpoint-target-ports", "8000", "--pool-namespace", "llm",
+	_, _, done := startLoggedEPP(t, ctx, w, "--endpoint-selector", "app=vllm", "--endpoint-target-ports", "8000", "--pool-namespace", "llm",
 		"--ha-enable-leader-election", "--zap-encoder", "json", "--readiness-interval", "10ms",
 		"--config-text", fmt.Sprintf("model: %s\nblockSize: 16\nevents:\n  enabled: false\n", model))
 	require.Eventually(t, func() bool {

@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"regexp"
 	"strings"
 	"sync"
@@ -143,18 +145,19 @@ func TestRunLeaderElection(t *testing.T) {
 		done   chan error
 		health healthpb.HealthClient
 		logs   *syncBuffer
+		ready  string // the /ready URL
 	}
 	var reps [2]replica
 	for i := range reps {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		logs := &syncBuffer{}
-		health, done := startLoggedEPP(t, ctx, logs, "--endpoint-selector", "app=vllm", "--endpoint-target-ports", "8000", "--pool-namespace", "llm",
+		health, ready, done := startLoggedEPP(t, ctx, logs, "--endpoint-selector", "app=vllm", "--endpoint-target-ports", "8000", "--pool-namespace", "llm",
 			"--ha-enable-leader-election", "--config-text", cfg, "--readiness-interval", "10ms")
 		conn, err := grpc.NewClient(health, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		require.NoError(t, err)
 		defer conn.Close()
-		reps[i] = replica{cancel, done, healthpb.NewHealthClient(conn), logs}
+		reps[i] = replica{cancel, done, healthpb.NewHealthClient(conn), logs, ready}
 	}
 	serving := func(r replica) bool {
 		resp, err := r.health.Check(context.Background(), &healthpb.HealthCheckRequest{Service: extproc.ReadinessService})
@@ -176,6 +179,20 @@ func TestRunLeaderElection(t *testing.T) {
 	require.Eventually(t, func() bool { return strings.Contains(other.logs.String(), "standing by: another replica holds") }, 20*time.Second, 10*time.Millisecond,
 		"the standby's readiness, its pool synced, waits for the lease")
 	require.False(t, serving(other), "the standby is not ready")
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	resp, err := client.Get(other.ready)
+	require.NoError(t, err)
+	var ready struct {
+		Ready  bool   `json:"ready"`
+		Reason string `json:"reason"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&ready))
+	resp.Body.Close()
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	require.False(t, ready.Ready)
+	require.Contains(t, ready.Reason, "standing by: another replica holds the leader election Lease llm/epp-llm-router-epp.llm-d.ai",
+		"/ready says why the standby waits")
 	require.True(t, serving(reps[won]))
 
 	reps[won].cancel()
@@ -205,8 +222,8 @@ func (b *syncBuffer) String() string {
 }
 
 // startLoggedEPP runs the command as startEPP does, its info logs written
-// to logs, and returns its health address and its result.
-func startLoggedEPP(t *testing.T, ctx context.Context, logs io.Writer, args ...string) (string, chan error) {
+// to logs, and returns its health address, its /ready URL and its result.
+func startLoggedEPP(t *testing.T, ctx context.Context, logs io.Writer, args ...string) (string, string, chan error) {
 	t.Helper()
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
@@ -219,7 +236,7 @@ func startLoggedEPP(t *testing.T, ctx context.Context, logs io.Writer, args ...s
 	line, err := bufio.NewReader(pr).ReadString('\n')
 	require.NoError(t, err)
 	go func() { _, _ = io.Copy(io.Discard, pr) }()
-	m := regexp.MustCompile(`health on (\S+),`).FindStringSubmatch(line)
-	require.Len(t, m, 2, line)
-	return m[1], done
+	m := regexp.MustCompile(`health on (\S+),.*readiness (\S+)\)`).FindStringSubmatch(line)
+	require.Len(t, m, 3, line)
+	return m[1], m[2], done
 }
