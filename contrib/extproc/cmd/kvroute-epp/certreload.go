@@ -17,15 +17,17 @@ import (
 )
 
 // --enable-cert-reload: the ext_proc server's certificate pair in
-// --cert-path is read again every certReloadInterval, and each handshake is
-// served the latest valid pair, as the Inference Extension's picker reloads
-// it. A Kubernetes TLS secret mounted as a volume is updated in place (an
-// atomic symlink swap) when cert-manager or an operator rotates it, so a
-// picker that read the pair once would present the old certificate until
-// it restarted, past its expiry. A changed pair that does not load (a
-// half-written file, a key that does not match the certificate) is
-// refused: the previous pair stays in service, the refusal is logged once
-// per change and counted in kvroute_epp_cert_reloads_total{result="invalid"}.
+// --cert-path, and the metrics port's in --metrics-cert-dir, are read again
+// every certReloadInterval, and each handshake is served the latest valid
+// pair, as the Inference Extension's picker reloads the first and llm-d's
+// router EPP the second. A Kubernetes TLS secret mounted as a volume is
+// updated in place (an atomic symlink swap) when cert-manager or an
+// operator rotates it, so a picker that read the pair once would present
+// the old certificate until it restarted, past its expiry. A changed pair
+// that does not load (a half-written file, a key that does not match the
+// certificate) is refused: the previous pair stays in service, the refusal
+// is logged once per change and counted in
+// kvroute_epp_cert_reloads_total{server="ext_proc"|"metrics",result="invalid"}.
 
 const (
 	// certReloadInterval is how often the pair is read again: well within
@@ -40,45 +42,67 @@ const (
 // telemetry.Manual clock.
 var certReloadClock telemetry.Clock = telemetry.Wall
 
+// Which pair a certReloader reloads: its flag, and its server label value
+// on kvroute_epp_cert_reloads_total.
+var (
+	extProcPair = certPair{flag: "--cert-path", server: "ext_proc"}
+	metricsPair = certPair{flag: "--metrics-cert-dir", server: "metrics"}
+)
+
+// certPair names a reloaded certificate pair in errors, logs and the
+// reloads metric.
+type certPair struct{ flag, server string }
+
+// newCertReloads returns kvroute_epp_cert_reloads_total, registered on
+// set, for the reloaders of every pair; nil without --enable-cert-reload.
+func newCertReloads(f flags, set telemetry.Set) (*prometheus.CounterVec, error) {
+	if !f.enableCertReload {
+		return nil, nil
+	}
+	reloads := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kvroute_epp_cert_reloads_total",
+		Help: "Changes to a certificate pair seen by --enable-cert-reload, by server (ext_proc: --cert-path; metrics: --metrics-cert-dir) and result: reloaded (served from the next handshake) or invalid (refused, the previous pair kept).",
+	}, []string{"server", "result"})
+	if err := set.Register(reloads); err != nil {
+		return nil, err
+	}
+	return reloads, nil
+}
+
 // certReloader serves the latest valid certificate pair read from a
 // directory.
 type certReloader struct {
-	dir     string
-	cert    atomic.Pointer[tls.Certificate] // the pair served
-	seen    []byte                          // the crt, key and read error last looked at; loop goroutine only
-	reloads *prometheus.CounterVec
-	log     *slog.Logger
-	ticker  telemetry.Ticker
-	stop    chan struct{}
-	done    chan struct{}
+	dir               string
+	pair              certPair
+	cert              atomic.Pointer[tls.Certificate] // the pair served
+	seen              []byte                          // the crt, key and read error last looked at; loop goroutine only
+	reloaded, invalid prometheus.Counter              // the pair's kvroute_epp_cert_reloads_total
+	log               *slog.Logger
+	ticker            telemetry.Ticker
+	stop              chan struct{}
+	done              chan struct{}
 }
 
 // newCertReloader loads dir's pair, which must be valid, and polls it for
-// changes until Close.
-func newCertReloader(dir string, set telemetry.Set) (*certReloader, error) {
-	r := &certReloader{
-		dir: dir,
-		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "kvroute_epp_cert_reloads_total",
-			Help: "Changes to the --cert-path certificate pair seen by --enable-cert-reload, by result: reloaded (served from the next handshake) or invalid (refused, the previous pair kept).",
-		}, []string{"result"}),
-		log:  set.Log(),
-		stop: make(chan struct{}),
-		done: make(chan struct{}),
-	}
+// changes until Close, counting them in reloads (newCertReloads').
+func newCertReloader(dir string, pair certPair, reloads *prometheus.CounterVec, log *slog.Logger) (*certReloader, error) {
 	crt, key, err := readPair(dir)
+	r := &certReloader{
+		dir:      dir,
+		pair:     pair,
+		reloaded: reloads.WithLabelValues(pair.server, "reloaded"),
+		invalid:  reloads.WithLabelValues(pair.server, "invalid"),
+		log:      log,
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
+	}
 	if err == nil {
 		err = r.load(crt, key)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("--cert-path: %w", err)
+		return nil, fmt.Errorf("%s: %w", pair.flag, err)
 	}
 	r.seen = fingerprint(crt, key, nil)
-	r.reloads.WithLabelValues("reloaded")
-	r.reloads.WithLabelValues("invalid")
-	if err := set.Register(r.reloads); err != nil {
-		return nil, err
-	}
 	r.ticker = certReloadClock.NewTicker(certReloadInterval)
 	go r.loop()
 	return r, nil
@@ -123,12 +147,12 @@ func (r *certReloader) check() {
 		err = r.load(crt, key)
 	}
 	if err != nil {
-		r.reloads.WithLabelValues("invalid").Inc()
-		r.log.Error("--cert-path changed to a certificate pair that does not load; serving the previous one", "dir", r.dir, "err", err)
+		r.invalid.Inc()
+		r.log.Error(r.pair.flag+" changed to a certificate pair that does not load; serving the previous one", "dir", r.dir, "err", err)
 		return
 	}
-	r.reloads.WithLabelValues("reloaded").Inc()
-	r.log.Info("--cert-path certificate pair reloaded", "dir", r.dir)
+	r.reloaded.Inc()
+	r.log.Info(r.pair.flag+" certificate pair reloaded", "dir", r.dir)
 }
 
 // load parses the pair and serves it.

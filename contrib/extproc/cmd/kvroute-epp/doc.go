@@ -49,11 +49,12 @@
 // start; the health port stays plaintext. --secure-serving=false serves
 // h2c, as kvroute's own chart and plain manifests ask (their Services
 // announce appProtocol http2).
-// --enable-cert-reload reads --cert-path's pair again every 10 s and serves
-// a changed pair from the next handshake (a rotated Kubernetes TLS secret
-// is updated in place); a changed pair that does not load is logged,
-// counted in kvroute_epp_cert_reloads_total{result="invalid"} and refused,
-// the previous certificate kept.
+// --enable-cert-reload reads --cert-path's pair, and --metrics-cert-dir's,
+// again every 10 s and serves a changed pair from the next handshake (a
+// rotated Kubernetes TLS secret is updated in place); a changed pair that
+// does not load is logged, counted in
+// kvroute_epp_cert_reloads_total{server="ext_proc"|"metrics",result="invalid"}
+// and refused, the previous certificate kept.
 //
 // kvroute-epp also takes the llm-d router EPP's flags, so that llm-d's
 // router chart starts it with the args it renders (llmdserver.go):
@@ -68,8 +69,8 @@
 // /ready stays open, as the kubelet probes it without a token. With
 // --endpoints kvroute-epp has no Kubernetes client, so there the flag
 // defaults to false and true is an error. --metrics-cert-dir serves the
-// metrics port over TLS with its tls.crt and tls.key, read at start (llm-d
-// watches them; kvroute-epp needs a restart to serve a rotated pair), and
+// metrics port over TLS with its tls.crt and tls.key, read at start and,
+// with --enable-cert-reload, again as they change, as llm-d watches them;
 // --metrics-client-ca-file requires a client certificate it verifies.
 // --drain-timeout (30s) keeps ext_proc serving that long after SIGTERM
 // once health reports NOT_SERVING; --grpc-max-recv-msg-size and

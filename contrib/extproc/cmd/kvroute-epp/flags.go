@@ -140,7 +140,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.DurationVar(&f.grpcMaxConnectionIdle, "grpc-max-connection-idle", defaultGRPCMaxConnectionIdle, "how long a gRPC connection with no stream open is kept before it is closed with a graceful GOAWAY (0: forever)")
 	fs.BoolVar(&f.secureServing, "secure-serving", true, "serve ext_proc over TLS, as the Inference Extension's picker does by default: with --cert-path's certificate, or a self-signed one made at start (the health port stays plaintext for Kubernetes' gRPC probes); false serves h2c, as kvroute's chart and plain manifests ask")
 	fs.StringVar(&f.certPath, "cert-path", "", "with --secure-serving: a directory holding tls.crt and tls.key (a mounted Kubernetes TLS secret); empty: a self-signed certificate")
-	fs.BoolVar(&f.enableCertReload, "enable-cert-reload", false, fmt.Sprintf("with --cert-path: read tls.crt and tls.key again every %v and serve a changed pair from the next handshake, as a rotated Kubernetes TLS secret is updated in place; a changed pair that does not load is refused, logged and counted, and the previous one kept", certReloadInterval))
+	fs.BoolVar(&f.enableCertReload, "enable-cert-reload", false, fmt.Sprintf("with --cert-path or --metrics-cert-dir: read their tls.crt and tls.key again every %v and serve a changed pair from the next handshake, as a rotated Kubernetes TLS secret is updated in place; a changed pair that does not load is refused, logged and counted, and the previous one kept", certReloadInterval))
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logEncoder, "zap-encoder", "console", "log line format, under the Inference Extension picker's flag name: console (key=value text) or json")
 	fs.IntVar(&f.fallbacks, "fallbacks", 0, fmt.Sprintf("fallback endpoints named after the pick, the next best by score, for Envoy to retry in order (0 to %d)", extproc.MaxFallbacks))
@@ -181,8 +181,8 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	if f.certPath != "" && !f.secureServing {
 		return f, errors.New("--cert-path is for --secure-serving, which is set false")
 	}
-	if f.enableCertReload && f.certPath == "" {
-		return f, errors.New("--enable-cert-reload reloads --cert-path's certificate; set --cert-path too")
+	if f.enableCertReload && f.certPath == "" && f.llmdServer.metricsCertDir == "" {
+		return f, errors.New("--enable-cert-reload reloads --cert-path's and --metrics-cert-dir's certificates; set either too")
 	}
 	if f.grpcMaxConnectionIdle < 0 {
 		return f, fmt.Errorf("--grpc-max-connection-idle %v is negative", f.grpcMaxConnectionIdle)

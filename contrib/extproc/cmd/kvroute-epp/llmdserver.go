@@ -68,7 +68,7 @@ func addLLMDServerFlags(fs *flag.FlagSet, f *flags) {
 			l.metricsAuth, l.metricsAuthSet = v, true
 			return err
 		})
-	fs.StringVar(&l.metricsCertDir, "metrics-cert-dir", "", "directory holding tls.crt and tls.key: serve the metrics port over TLS with them (read at start)")
+	fs.StringVar(&l.metricsCertDir, "metrics-cert-dir", "", "directory holding tls.crt and tls.key: serve the metrics port over TLS with them (read at start and, with --enable-cert-reload, again as they change)")
 	fs.StringVar(&l.metricsClientCAFile, "metrics-client-ca-file", "", "with --metrics-cert-dir: PEM CA certificates; the metrics port requires a client certificate they verify")
 	fs.BoolVar(&l.enablePprof, "enable-pprof", true, "serve Go's pprof handlers under /debug/pprof/ on the metrics port, behind --metrics-endpoint-auth when it is on")
 	fs.DurationVar(&l.drainTimeout, "drain-timeout", defaultDrainTimeout, "after SIGTERM, health reports NOT_SERVING at once and ext_proc keeps serving this long before it stops, so that the requests Envoy sends before it stops using the picker are served (0: stop at once)")

@@ -209,10 +209,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 
-	mserving, err := newMetricsServing(&f.llmdServer, f.kubeconfig, ropts.Set)
+	reloads, err := newCertReloads(f, ropts.Set) // nil without --enable-cert-reload
 	if err != nil {
 		return err
 	}
+	mserving, err := newMetricsServing(&f.llmdServer, f.kubeconfig, reloads, ropts.Set)
+	if err != nil {
+		return err
+	}
+	defer mserving.close() // stops reloading its certificate pair, after the metrics server has stopped
 	grpcLn, err := listen("tcp", net.JoinHostPort(f.listenHost, strconv.Itoa(f.grpcPort)))
 	if err != nil {
 		return err
@@ -229,7 +234,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	gopts := append(grpcServerOptions(f), f.llmdServer.grpcOptions()...)
-	creds, stopCertReload, err := extProcTLS(f, ropts.Set)
+	creds, stopCertReload, err := extProcTLS(f, reloads, ropts.Set)
 	if err != nil {
 		grpcLn.Close()
 		healthLn.Close()

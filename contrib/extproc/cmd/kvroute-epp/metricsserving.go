@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/http/pprof"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/kvroute/kvroute/contrib/extproc"
 	"github.com/kvroute/kvroute/telemetry"
 )
@@ -18,19 +20,23 @@ import (
 // kubelet probes; over TLS with --metrics-cert-dir's tls.crt and tls.key,
 // requiring a client certificate verified by --metrics-client-ca-file when
 // given; and with Go's pprof handlers under /debug/pprof/ (--enable-pprof).
-// The certificate pair is read at start.
+// The certificate pair is read at start and, with --enable-cert-reload,
+// again as it changes (certreload.go), as llm-d's router EPP reloads it.
 
 // metricsServing is how the metrics port serves, from the flags.
 type metricsServing struct {
-	auth  *metricsAuth // nil: every caller is served
-	tls   *tls.Config  // nil: plain HTTP
+	auth  *metricsAuth  // nil: every caller is served
+	tls   *tls.Config   // nil: plain HTTP
+	certs *certReloader // --metrics-cert-dir's pair under --enable-cert-reload; nil: read once
 	pprof bool
 	log   *slog.Logger
 }
 
-// newMetricsServing loads l's certificates and, with --metrics-endpoint-auth,
-// a Kubernetes client from kubeconfig for the reviews.
-func newMetricsServing(l *llmdServerFlags, kubeconfig string, set telemetry.Set) (*metricsServing, error) {
+// newMetricsServing loads l's certificates, reloaded as they change and
+// counted in reloads when it is not nil (--enable-cert-reload), and, with
+// --metrics-endpoint-auth, a Kubernetes client from kubeconfig for the
+// reviews. Close it when done.
+func newMetricsServing(l *llmdServerFlags, kubeconfig string, reloads *prometheus.CounterVec, set telemetry.Set) (*metricsServing, error) {
 	m := &metricsServing{pprof: l.enablePprof, log: set.Log()}
 	if l.metricsAuth {
 		kube, _, err := kubeClients(kubeconfig)
@@ -41,7 +47,15 @@ func newMetricsServing(l *llmdServerFlags, kubeconfig string, set telemetry.Set)
 			return nil, err
 		}
 	}
-	if l.metricsCertDir != "" {
+	switch {
+	case l.metricsCertDir != "" && reloads != nil:
+		r, err := newCertReloader(l.metricsCertDir, metricsPair, reloads, set.Log())
+		if err != nil {
+			return nil, err
+		}
+		m.certs = r
+		m.tls = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: r.getCertificate}
+	case l.metricsCertDir != "":
 		crt, key, err := readPair(l.metricsCertDir)
 		var cert tls.Certificate
 		if err == nil {
@@ -55,16 +69,25 @@ func newMetricsServing(l *llmdServerFlags, kubeconfig string, set telemetry.Set)
 	if l.metricsClientCAFile != "" {
 		pem, err := readBounded(l.metricsClientCAFile) // at most maxCertFileBytes
 		if err != nil {
+			m.close()
 			return nil, fmt.Errorf("--metrics-client-ca-file: %w", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
+			m.close()
 			return nil, fmt.Errorf("--metrics-client-ca-file %s: no PEM CA certificate in it", l.metricsClientCAFile)
 		}
 		m.tls.ClientCAs = pool
 		m.tls.ClientAuth = tls.RequireAndVerifyClientCert
 	}
 	return m, nil
+}
+
+// close stops reloading the certificate pair, if it was.
+func (m *metricsServing) close() {
+	if m.certs != nil {
+		m.certs.Close()
+	}
 }
 
 // scheme is the metrics port's URL scheme.

@@ -11,6 +11,7 @@ import (
 	"math/big"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
@@ -34,8 +35,9 @@ const selfSignedValidity = 10 * 365 * 24 * time.Hour
 
 // extProcTLS returns the ext_proc server's TLS option, or nil when
 // --secure-serving is off, and the function that stops its certificate
-// reloading (--enable-cert-reload; a no-op otherwise).
-func extProcTLS(f flags, set telemetry.Set) (grpc.ServerOption, func(), error) {
+// reloading (--enable-cert-reload with --cert-path, counted in reloads; a
+// no-op otherwise).
+func extProcTLS(f flags, reloads *prometheus.CounterVec, set telemetry.Set) (grpc.ServerOption, func(), error) {
 	noop := func() {}
 	if !f.secureServing {
 		return nil, noop, nil
@@ -44,8 +46,8 @@ func extProcTLS(f flags, set telemetry.Set) (grpc.ServerOption, func(), error) {
 	f.llmdServer.applyTLS(conf) // --tls-min-version, --tls-cipher-suites
 	stop := noop
 	switch {
-	case f.enableCertReload:
-		r, err := newCertReloader(f.certPath, set)
+	case f.enableCertReload && f.certPath != "":
+		r, err := newCertReloader(f.certPath, extProcPair, reloads, set.Log())
 		if err != nil {
 			return nil, noop, err
 		}
