@@ -164,7 +164,10 @@
 // and a replica shutting down releases the lease. Where llm-d's picker
 // exits on losing the lease, kvroute-epp turns not ready at its next
 // readiness check (--readiness-interval) and stands by again, keeping its
-// index warm for a takeover. With a cluster block the replicas share
+// index warm for a takeover. A standby's /ready gives that reason, and
+// client-go's election lines, logged through klog, are written as
+// kvroute-epp's own (--zap-encoder's format, --log-level's level). With a
+// cluster block the replicas share
 // their state and each may route: the flag is then logged as not needed,
 // and still honoured. --tracing (llm-d's default true) is accepted:
 // kvroute-epp emits no traces, having no OpenTelemetry exporter (its
