@@ -18,6 +18,7 @@ import (
 	"github.com/kvroute/kvroute/approx"
 	"github.com/kvroute/kvroute/checkpoint"
 	"github.com/kvroute/kvroute/cluster"
+	"github.com/kvroute/kvroute/internal/endpointid"
 	"github.com/kvroute/kvroute/kvevents"
 	"github.com/kvroute/kvroute/kvindex"
 	"github.com/kvroute/kvroute/render"
@@ -264,7 +265,8 @@ func (r *Router) Load() *tokenload.Tracker { return r.load }
 // the Decisions committed with a Request.ID (see Router.Decision).
 func (r *Router) Requests() *tokenload.RequestTable { return r.requests }
 
-// SetEndpoints replaces the set of known endpoints: it feeds the KV-event
+// SetEndpoints replaces the set of known endpoints (an empty ID, one over
+// 259 bytes or one not UTF-8 is an error and leaves the set as it was): it feeds the KV-event
 // subscriptions (new endpoints are subscribed, removed ones unsubscribed and
 // cleared from the index), the render client's endpoints (when no fixed
 // render URL is configured) and drops the load counters of removed endpoints.
@@ -278,9 +280,11 @@ func (r *Router) SetEndpoints(eps []Endpoint) error {
 		return errors.New("kvroute: router closed")
 	}
 	next := make(map[string]Endpoint, len(eps))
-	for _, e := range eps {
-		if e.ID == "" {
-			return fmt.Errorf("%w: endpoint with an empty ID", ErrInvalidConfig)
+	for i, e := range eps {
+		// The ID labels the per-endpoint metrics series: bounded before
+		// anything takes it, and a refused set changes nothing.
+		if err := endpointid.Check(e.ID); err != nil {
+			return fmt.Errorf("%w: endpoints[%d]: %w", ErrInvalidConfig, i, err)
 		}
 		next[e.ID] = e
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/disagg"
+	"github.com/kvroute/kvroute/internal/endpointid"
 	"github.com/kvroute/kvroute/internal/jsonconf"
 	"github.com/kvroute/kvroute/internal/labelselector"
 )
@@ -63,14 +64,19 @@ func LoadEndpoints(r io.Reader) ([]kvroute.Endpoint, error) {
 }
 
 // validateEndpoints checks that there is at least one endpoint, that IDs are
-// host:port with a numeric port and unique, that labels are Kubernetes
-// label keys and values, and that addresses are http(s) base URLs.
+// host:port with a numeric port, at most endpointid.MaxBytes of UTF-8 (an
+// ID is a label value of the per-endpoint metrics) and unique, that labels
+// are Kubernetes label keys and values, and that addresses are http(s) base
+// URLs. An ID over the bound is named by its entry's index and shown cut.
 func validateEndpoints(eps []kvroute.Endpoint) error {
 	if len(eps) == 0 {
 		return fmt.Errorf("%w: no endpoints", ErrInvalidEndpoints)
 	}
 	seen := make(map[string]bool, len(eps))
-	for _, e := range eps {
+	for i, e := range eps {
+		if err := endpointid.Check(e.ID); err != nil {
+			return fmt.Errorf("%w: [%d]: %w", ErrInvalidEndpoints, i, err)
+		}
 		host, port, err := net.SplitHostPort(e.ID)
 		if err != nil || host == "" {
 			return fmt.Errorf("%w: id %q is not host:port", ErrInvalidEndpoints, e.ID)

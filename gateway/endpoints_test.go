@@ -96,3 +96,24 @@ func TestLoadEndpointsLabels(t *testing.T) {
 		require.ErrorContains(t, err, tc.want, name)
 	}
 }
+
+// TestLoadEndpointsIDBound: an endpoint ID is a label value of the
+// per-endpoint metrics, so a host longer than a DNS name is refused with an
+// error naming the entry, and the error does not carry the whole ID.
+func TestLoadEndpointsIDBound(t *testing.T) {
+	longest := strings.Repeat("a", 253) + ":8000"
+	eps, err := LoadEndpoints(strings.NewReader(`[{"id":"` + longest + `"}]`))
+	require.NoError(t, err)
+	require.Equal(t, longest, eps[0].ID)
+
+	huge := strings.Repeat("h", 1<<20) + ":8000"
+	_, err = LoadEndpoints(strings.NewReader(`[{"id":"10.0.0.7:8000"},{"id":"` + huge + `"}]`))
+	require.ErrorIs(t, err, ErrInvalidEndpoints)
+	require.ErrorContains(t, err, "[1]: endpoint id")
+	require.ErrorContains(t, err, "over 259")
+	require.Less(t, len(err.Error()), 300, "the error shows a cut of the id, not all of it")
+
+	_, err = ParseEndpoints("10.0.0.7:8000," + huge)
+	require.ErrorIs(t, err, ErrInvalidEndpoints)
+	require.ErrorContains(t, err, "[1]: endpoint id")
+}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/kvroute/kvroute/internal/endpointid"
 	"github.com/kvroute/kvroute/internal/zmqx"
 )
 
@@ -101,8 +102,13 @@ type Endpoint struct {
 	BlockSize int `json:"blockSize,omitempty"`
 }
 
-// resolve validates ep and fills in its default addresses.
+// resolve validates ep and fills in its default addresses. The ID is the
+// pod_identifier label value of the endpoint's series, so it is held to
+// endpointid.MaxBytes of UTF-8 before anything else.
 func (ep Endpoint) resolve(cfg *PoolConfig) (Endpoint, error) {
+	if err := endpointid.Check(ep.ID); err != nil {
+		return ep, fmt.Errorf("kvevents: %w", err)
+	}
 	host, _, err := net.SplitHostPort(ep.ID)
 	if err != nil || host == "" {
 		return ep, fmt.Errorf("kvevents: endpoint ID %q is not ip:port", ep.ID)

@@ -54,4 +54,12 @@ func TestPoolConfigValidationAndJSON(t *testing.T) {
 	require.ErrorContains(t, err, "events address")
 	_, err = Endpoint{ID: "10.0.0.7:8000", Rank: 1}.resolve(&PoolConfig{EventsPort: 5556, ReplayPort: 65535, Replay: true})
 	require.ErrorContains(t, err, "replay address")
+
+	// The ID becomes the pod_identifier label value: a host longer than a
+	// DNS name is refused, and the error carries only a cut of it.
+	_, err = Endpoint{ID: strings.Repeat("h", 1<<20) + ":8000"}.resolve(&PoolConfig{EventsPort: 5556})
+	require.ErrorContains(t, err, "over 259")
+	require.Less(t, len(err.Error()), 300)
+	_, err = Endpoint{ID: "\xff:8000"}.resolve(&PoolConfig{EventsPort: 5556})
+	require.ErrorContains(t, err, "UTF-8")
 }
