@@ -41,7 +41,8 @@
 // over MaxEndpoints, whether the followed InferencePool is unusable, the
 // Ready pods whose labels or annotations it works around
 // (kvroute_k8s_discovery_pod_problems{reason}: a malformed port annotation,
-// an unknown role label, model names left out) and the sets the Sink
+// an unknown role label, model names left out, and the pods left out for a
+// status.podIP that is no IP address) and the sets the Sink
 // refused. The gauges are set at every recompute, so they show the present
 // state, not a count of recomputes; the warning logged for a pod's problem
 // is logged once per value (when the pod first shows it, or the value

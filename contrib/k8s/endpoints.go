@@ -31,8 +31,17 @@ func podReady(p *corev1.Pod) bool {
 
 // podEndpoints returns one endpoint per target port of a Ready pod,
 // records in probs what it had to work around and warns of it (once per
-// value, see podWarnings).
+// value, see podWarnings). A pod whose status.podIP is no IP address gives
+// none: the IP is the host of its endpoint IDs, which label the router's
+// per-endpoint series, and nothing else bounds it.
 func podEndpoints(p *corev1.Pod, ports []int32, cfg Config, warn *podWarnings, probs *podProblems) []kvroute.Endpoint {
+	if net.ParseIP(p.Status.PodIP) == nil {
+		probs[problemPodIP] = true
+		ip := p.Status.PodIP
+		warn.warn(p, "status.podIP", ip, "k8s: leaving out a Ready pod whose status.podIP is not an IP address",
+			"podIP", ip[:min(len(ip), maxLoggedIP)], "bytes", len(ip))
+		return nil
+	}
 	events, evOK := annotationPort(p, cfg.EventsPortAnnotation, len(ports), warn, probs)
 	replay, rpOK := annotationPort(p, cfg.ReplayPortAnnotation, len(ports), warn, probs)
 	role, ok := disagg.RoleFromLabels(p.Labels, cfg.RoleLabel)
@@ -70,6 +79,9 @@ func podEndpoints(p *corev1.Pod, ports []int32, cfg Config, warn *podWarnings, p
 	}
 	return out
 }
+
+// maxLoggedIP is how much of a malformed status.podIP a warning shows.
+const maxLoggedIP = 64
 
 // annotationPort reads a port annotation, the port of rank 0 of a pod with
 // ranks ranks (rank r uses the port plus r); a malformed one, or one whose

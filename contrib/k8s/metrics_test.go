@@ -22,9 +22,10 @@ import (
 
 // What discovery works around is visible as metrics: the endpoint count,
 // Ready pods with a malformed port annotation, an unknown role label or
-// model names left out, endpoints over maxEndpoints, and sets the sink
-// refused. Two Discoveries share a registry with constant labels apart,
-// and Close unregisters.
+// model names left out, or a status.podIP that is no IP address (left
+// out), endpoints over maxEndpoints, and sets the sink refused. Two
+// Discoveries share a registry with constant labels apart, and Close
+// unregisters.
 func TestDiscoveryMetrics(t *testing.T) {
 	defer leakcheck.Check(t)()
 	vllm := map[string]string{"app": "vllm"}
@@ -33,6 +34,9 @@ func TestDiscoveryMetrics(t *testing.T) {
 	badRole := pod("b", "10.0.0.2", map[string]string{"app": "vllm", "llm-d.ai/role": "teacher"}, true)
 	badModels := pod("c", "10.0.0.3", vllm, true)
 	badModels.Annotations = map[string]string{models.DefaultLabel: "ok,\x01"}
+	// The API server checks status.podIP; a fake one (or a broken proxy)
+	// need not: the pod is left out, not made an endpoint ID of a megabyte.
+	badIP := pod("e", strings.Repeat("h", 1<<20), vllm, true)
 	reg := prometheus.NewRegistry()
 	set := telemetry.Set{Registerer: reg}
 	var refuse atomic.Bool
@@ -44,7 +48,7 @@ func TestDiscoveryMetrics(t *testing.T) {
 		}
 		return rec.sink(eps)
 	}
-	f := newFixtureWithOptions(t, Config{Pool: "pool", MaxEndpoints: 2}, []*corev1.Pod{badPort, badRole, badModels},
+	f := newFixtureWithOptions(t, Config{Pool: "pool", MaxEndpoints: 2}, []*corev1.Pod{badPort, badRole, badModels, badIP},
 		sink, Options{Set: set.With(prometheus.Labels{"discovery": "pool"})}, poolObj(PoolV1, "pool", v1Spec(8000)))
 	defer f.d.Close()
 	require.Eventually(t, func() bool {
@@ -69,16 +73,21 @@ kvroute_k8s_discovery_endpoints{discovery="render"} 0
 # TYPE kvroute_k8s_discovery_endpoints_left_out gauge
 kvroute_k8s_discovery_endpoints_left_out{discovery="pool"} 1
 kvroute_k8s_discovery_endpoints_left_out{discovery="render"} 0
-# HELP kvroute_k8s_discovery_pod_problems Ready pods of the set whose labels or annotations discovery works around, by reason: bad_port_annotation (the configured port applies), unknown_role (serves both roles), bad_models_annotation (names left out).
+# HELP kvroute_k8s_discovery_pod_problems Ready pods of the set whose labels or annotations discovery works around, by reason: bad_port_annotation (the configured port applies), unknown_role (serves both roles), bad_models_annotation (names left out), bad_pod_ip (status.podIP is no IP address: the pod is left out).
 # TYPE kvroute_k8s_discovery_pod_problems gauge
 kvroute_k8s_discovery_pod_problems{discovery="pool",reason="bad_models_annotation"} 1
+kvroute_k8s_discovery_pod_problems{discovery="pool",reason="bad_pod_ip"} 1
 kvroute_k8s_discovery_pod_problems{discovery="pool",reason="bad_port_annotation"} 1
 kvroute_k8s_discovery_pod_problems{discovery="pool",reason="unknown_role"} 1
 kvroute_k8s_discovery_pod_problems{discovery="render",reason="bad_models_annotation"} 0
+kvroute_k8s_discovery_pod_problems{discovery="render",reason="bad_pod_ip"} 0
 kvroute_k8s_discovery_pod_problems{discovery="render",reason="bad_port_annotation"} 0
 kvroute_k8s_discovery_pod_problems{discovery="render",reason="unknown_role"} 0
 `), "kvroute_k8s_discovery_endpoints", "kvroute_k8s_discovery_endpoints_left_out", "kvroute_k8s_discovery_pod_problems"))
 	require.Zero(t, testutil.ToFloat64(f.d.met.poolUnusable))
+	for _, id := range rec.ids() {
+		require.Less(t, len(id), 64, "no endpoint of the pod with a malformed IP")
+	}
 
 	f.d.Close()
 	g.d.Close()
