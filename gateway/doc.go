@@ -129,7 +129,10 @@
 // on an inference route; upstream_unreachable, upstream_timeout,
 // upstream_closed and upstream_error count the 502s by the kind of the
 // engine's failure, which the client is told in a fixed text while the
-// error itself, naming the engine's address, goes to the log only), kvroute_gateway_unrouted_requests_total (a 404 for
+// error itself, naming the engine's address, goes to the log only;
+// upstream_broken counts the responses that broke off mid-body, which
+// kvroute_gateway_upstream_broken_total{kind} splits into closed, timeout
+// and other), kvroute_gateway_unrouted_requests_total (a 404 for
 // any other path), kvroute_gateway_pick_duration_seconds{api},
 // kvroute_gateway_first_chunk_seconds{api} (request received to first
 // upstream response bytes: render, routing and the engine's time to first

@@ -207,8 +207,15 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, d
 			if r.Context().Err() != nil {
 				return ResultClientAbort, context.Cause(r.Context())
 			}
+			// The result stays upstream_broken whatever the kind, as
+			// dashboards select it; the kind splits it in its own counter
+			// (counted for inference requests only, as results are).
+			k := upstreamfail.Classify(rerr)
+			if am != nil {
+				h.met.broken[k].Inc()
+			}
 			h.log.WarnContext(r.Context(), "upstream response broke off", "endpoint", d.Endpoint.ID,
-				"kind", upstreamfail.Classify(rerr).String(), "path", r.URL.Path, "request_id", r.Header.Get(headerRequestID), "err", rerr)
+				"kind", k.String(), "path", r.URL.Path, "request_id", r.Header.Get(headerRequestID), "err", rerr)
 			return ResultUpstreamBroken, rerr
 		}
 	}

@@ -3,6 +3,7 @@ package gateway
 import (
 	"strings"
 
+	"github.com/kvroute/kvroute/internal/upstreamfail"
 	"github.com/kvroute/kvroute/render"
 	"github.com/kvroute/kvroute/telemetry"
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,7 +35,8 @@ const (
 	// response header in another way, a malformed answer or an endpoint
 	// address no request can be built for (502).
 	ResultUpstreamError Result = "upstream_error"
-	// ResultUpstreamBroken: the engine's response broke off mid-body.
+	// ResultUpstreamBroken: the engine's response broke off mid-body
+	// (kvroute_gateway_upstream_broken_total says how).
 	ResultUpstreamBroken Result = "upstream_broken"
 	// ResultClientAbort: the client went away before the response ended.
 	ResultClientAbort Result = "client_abort"
@@ -78,8 +80,9 @@ type apiMetrics struct {
 type metrics struct {
 	byAPI     map[render.API]*apiMetrics
 	usage     map[string]prometheus.Counter
-	unrouted  prometheus.Counter // requests for a path the gateway serves nothing on
-	recordCut prometheus.Counter // status-page records whose client texts were cut
+	unrouted  prometheus.Counter                       // requests for a path the gateway serves nothing on
+	broken    [len(upstreamResults)]prometheus.Counter // ResultUpstreamBroken requests by upstreamfail.Kind
+	recordCut prometheus.Counter                       // status-page records whose client texts were cut
 
 	set        telemetry.Set          // of the collectors, for unregister
 	collectors []prometheus.Collector // what newMetrics registered
@@ -132,12 +135,19 @@ func newMetrics(set telemetry.Set, bodyBytes func() int64) (*metrics, error) {
 		Name: "kvroute_gateway_status_truncated_total",
 		Help: "Routed requests whose request ID or model name, as the client sent them, was cut to 256 bytes in the status page's latest requests.",
 	})
-	cs := []prometheus.Collector{requests, pick, first, usage, inFlight, unrouted, recordCut}
+	broken := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kvroute_gateway_upstream_broken_total",
+		Help: "Requests counted as upstream_broken (the engine's response broke off mid-body), by kind: closed (the engine reset or closed the connection), timeout (a deadline passed while reading), other (a malformed body, such as bad chunked encoding), unreachable (not seen mid-body).",
+	}, []string{"kind"})
+	cs := []prometheus.Collector{requests, pick, first, usage, inFlight, unrouted, recordCut, broken}
 	if err := set.Register(cs...); err != nil {
 		return nil, err
 	}
 	m := &metrics{byAPI: make(map[render.API]*apiMetrics, len(apis)), usage: map[string]prometheus.Counter{},
 		unrouted: unrouted, recordCut: recordCut, set: set, collectors: cs}
+	for k := range m.broken {
+		m.broken[k] = broken.WithLabelValues(upstreamfail.Kind(k).String())
+	}
 	for _, r := range usageResults {
 		m.usage[r] = usage.WithLabelValues(r)
 	}
