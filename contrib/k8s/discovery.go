@@ -111,7 +111,8 @@ type Options struct {
 // synced, Close sets closed (so stop is closed once), and the accessors
 // read them. Close waits for loopDone only when synced, that is once the
 // loop was started, and no Sink call is under way (the Sink may be the one
-// calling Close).
+// calling Close); the first Close closes closeDone when it has finished,
+// and a later one waits for it unless a Sink call is under way.
 type Discovery struct {
 	cfg      Config
 	selector labels.Selector // when following a plain selector
@@ -122,14 +123,15 @@ type Discovery struct {
 	met      *metrics        // written by recompute only
 	warn     *podWarnings    // used by recompute only
 
-	pods     informers.SharedInformerFactory
-	podInf   cache.SharedIndexInformer
-	dyn      dynamicinformer.DynamicSharedInformerFactory
-	poolInf  cache.SharedIndexInformer
-	handled  []cache.InformerSynced // each handler has seen its informer's initial list
-	kick     chan struct{}
-	stop     chan struct{}
-	loopDone chan struct{}
+	pods      informers.SharedInformerFactory
+	podInf    cache.SharedIndexInformer
+	dyn       dynamicinformer.DynamicSharedInformerFactory
+	poolInf   cache.SharedIndexInformer
+	handled   []cache.InformerSynced // each handler has seen its informer's initial list
+	kick      chan struct{}
+	stop      chan struct{}
+	loopDone  chan struct{}
+	closeDone chan struct{} // closed when the first Close has finished
 
 	mu        sync.Mutex
 	current   []kvroute.Endpoint
@@ -151,7 +153,7 @@ func New(cfg Config, kube kubernetes.Interface, dyn dynamic.Interface, sink Sink
 		return nil, errors.New("k8s: a Sink is required")
 	}
 	d := &Discovery{cfg: cfg, sink: sink, log: opts.Logger, clock: opts.Clk(), kick: make(chan struct{}, 1),
-		stop: make(chan struct{}), loopDone: make(chan struct{})}
+		stop: make(chan struct{}), loopDone: make(chan struct{}), closeDone: make(chan struct{})}
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
 	}
@@ -291,15 +293,24 @@ func (d *Discovery) loop() {
 	}
 }
 
-// Close stops the informers and the loop; the last endpoint set stays with
-// the Sink. Once Close returns the Sink is not called again. A Sink call
-// already under way when Close runs is not waited for, since it may be the
-// Sink itself calling Close: it finishes after Close returns, and the
-// loop's goroutine ends with it.
+// Close stops the informers and the loop and unregisters the metrics; the
+// last endpoint set stays with the Sink. Once Close returns the Sink is not
+// called again, and a Close that runs while another is shutting down
+// returns when that one has finished, so that whichever returns first the
+// metrics can be registered anew. A Sink call already under way when Close
+// runs is not waited for, since it may be the Sink itself calling Close: it
+// finishes after Close returns, and the loop's goroutine ends with it; for
+// the same reason a Close during a Sink call does not wait for another.
 func (d *Discovery) Close() {
 	d.mu.Lock()
 	if d.closed {
+		// A Close while a Sink call is under way may come from the Sink:
+		// like the first Close, it then waits for nothing.
+		inSink := d.sinking
 		d.mu.Unlock()
+		if !inSink {
+			<-d.closeDone
+		}
 		return
 	}
 	d.closed = true
@@ -316,6 +327,7 @@ func (d *Discovery) Close() {
 		<-d.loopDone
 	}
 	d.met.unregister()
+	close(d.closeDone)
 }
 
 // Synced reports whether the informers have synced and the first endpoint
