@@ -30,7 +30,8 @@ const DefaultReadinessInterval = time.Second
 // latest reason while the picker is not ready (a host's own, such as a
 // standby replica's, when its router has caught up). It blocks until ctx is
 // done, so run it on a goroutine of its own; while it runs, do not call
-// SetReady. After Shutdown the health service ignores it.
+// SetReady. After Shutdown it changes nothing: the picker stays not ready
+// and ReadyPath says it is shutting down.
 func (s *Server) FollowReadiness(ctx context.Context, src ReadinessSource, interval time.Duration) {
 	if interval <= 0 {
 		interval = DefaultReadinessInterval
@@ -41,7 +42,8 @@ func (s *Server) FollowReadiness(ctx context.Context, src ReadinessSource, inter
 	for {
 		reason := s.notReady(src)
 		s.reason.Store(&reason) // ReadyPath's reason
-		if ready := reason == ""; first || ready != s.ready.Load() {
+		// After Shutdown readiness stays false: nothing to set or log.
+		if ready := reason == ""; !s.down.Load() && (first || ready != s.ready.Load()) {
 			s.SetReady(ready)
 			if ready {
 				s.log.Info("extproc: ready", "endpoints", len(*s.endpoints.Load()))

@@ -202,6 +202,8 @@ type Server struct {
 	endpoints atomic.Pointer[[]kvroute.Endpoint]
 	synced    sync.Once // PoolSyncedService turned serving by the first SetEndpoints
 	ready     atomic.Bool
+	down      atomic.Bool            // set by Shutdown under readyMu: ready stays false from then on
+	readyMu   sync.Mutex             // orders SetReady against Shutdown
 	reason    atomic.Pointer[string] // why FollowReadiness's source last said not ready ("" when ready); nil before it asked
 	clock     telemetry.Clock
 	recent    recent.Ring[streamRecord] // the status page's latest streams
@@ -251,8 +253,14 @@ func (s *Server) Health() healthpb.HealthServer { return s.health }
 // SetReady sets the readiness the health service reports (readiness and the
 // ext_proc service name). A Server is not ready until told: the host knows
 // when its endpoint discovery has synced; FollowReadiness then keeps it in
-// step with the router's index (and calls SetReady itself).
+// step with the router's index (and calls SetReady itself). After
+// Shutdown it has no effect.
 func (s *Server) SetReady(ready bool) {
+	s.readyMu.Lock()
+	defer s.readyMu.Unlock()
+	if s.down.Load() {
+		return // after Shutdown the picker stays not ready, whoever asks
+	}
 	s.ready.Store(ready)
 	st := healthpb.HealthCheckResponse_NOT_SERVING
 	if ready {
@@ -264,9 +272,14 @@ func (s *Server) SetReady(ready bool) {
 }
 
 // Shutdown marks every service not serving, so that health checks (and
-// ReadyPath) fail while the gRPC server drains.
+// ReadyPath, with the reason "shutting down") fail while the gRPC server
+// drains. It is final: a later SetReady, FollowReadiness's included, does
+// not make the picker ready again.
 func (s *Server) Shutdown() {
+	s.readyMu.Lock()
+	s.down.Store(true)
 	s.ready.Store(false)
+	s.readyMu.Unlock()
 	s.health.Shutdown()
 }
 

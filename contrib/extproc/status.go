@@ -29,6 +29,10 @@ const (
 	ReadyPath = "/ready"
 )
 
+// shuttingDownReason is ReadyPath's reason once Shutdown has run: the
+// picker drains its streams and takes no new ones, whatever its index says.
+const shuttingDownReason = "shutting down"
+
 // StatusHandler serves ReadyPath and StatusPath for the picker and router,
 // the *kvroute.Router it routes with (the same as the picker's Picker), for
 // the picker's HTTP (metrics) port.
@@ -40,11 +44,15 @@ func (s *Server) StatusHandler(router *kvroute.Router) http.Handler {
 }
 
 // readiness returns whether the picker is ready and, when not, why: it
-// has no endpoints, the router's index has not caught up, the source
+// is shutting down (Shutdown has run, so the gRPC server drains), it has
+// no endpoints, the router's index has not caught up, the source
 // FollowReadiness follows gave a reason of its own (a kvroute-epp replica
 // standing by for its leader's Lease), or it has not been told it is ready
 // (endpoint discovery has not synced, or it shut down).
 func (s *Server) readiness(router *kvroute.Router) (bool, string) {
+	if s.down.Load() {
+		return false, shuttingDownReason
+	}
 	if reason := s.notReady(router); reason != "" {
 		return false, reason
 	}

@@ -103,9 +103,11 @@ func TestStatusHandlerServesReadyAndStatusPage(t *testing.T) {
 type heldBack struct {
 	src    ReadinessSource
 	reason atomic.Pointer[string]
+	asked  atomic.Int64 // NotReady calls: FollowReadiness's rounds
 }
 
 func (h *heldBack) NotReady() string {
+	h.asked.Add(1)
 	if r := h.reason.Load(); r != nil && *r != "" {
 		return *r
 	}
@@ -148,4 +150,46 @@ func TestReadyGivesTheFollowedSourcesReason(t *testing.T) {
 	none := ""
 	src.reason.Store(&none)
 	require.Eventually(t, func() bool { code, reason := ready(); return code == http.StatusOK && reason == "" }, wait, 5*time.Millisecond)
+}
+
+// TestReadyAfterShutdownSaysShuttingDown checks that once Shutdown has run
+// ReadyPath fails with the reason "shutting down", not a stale one, and that
+// a FollowReadiness still running (its source ready) does not make the
+// picker ready again while the gRPC server drains.
+func TestReadyAfterShutdownSaysShuttingDown(t *testing.T) {
+	defer leakcheck.Check(t)()
+	h := newHarness(t, Config{}, engineOpts{})
+	defer h.close()
+	ctx, cancel := context.WithCancel(context.Background())
+	followed := make(chan struct{})
+	src := &heldBack{src: h.router}
+	go func() { defer close(followed); h.picker.FollowReadiness(ctx, src, 5*time.Millisecond) }()
+	defer func() { cancel(); <-followed }()
+	status := httptest.NewServer(h.picker.StatusHandler(h.router))
+	defer status.Close()
+	ready := func() (int, string) {
+		resp, err := status.Client().Get(status.URL + ReadyPath)
+		require.NoError(t, err)
+		var r struct {
+			Reason string `json:"reason"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(readAll(t, resp.Body)), &r))
+		return resp.StatusCode, r.Reason
+	}
+	require.Eventually(t, func() bool { code, _ := ready(); return code == http.StatusOK }, wait, 5*time.Millisecond, "ready once the stream caught up")
+
+	h.picker.Shutdown()
+	code, reason := ready()
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.Equal(t, shuttingDownReason, reason)
+	// The follower keeps asking a source that says ready; the rounds it
+	// runs after Shutdown, and a SetReady of the host's, must leave the
+	// picker not ready.
+	h.picker.SetReady(true)
+	after := src.asked.Load()
+	require.Eventually(t, func() bool { return src.asked.Load() >= after+3 }, wait, 5*time.Millisecond, "three more rounds of the follower")
+	require.Equal(t, "", src.NotReady())
+	code, reason = ready()
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.Equal(t, shuttingDownReason, reason)
 }
