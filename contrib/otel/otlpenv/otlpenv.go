@@ -32,6 +32,18 @@ type Config struct {
 	// ServiceName is the resource's service.name unless OTEL_SERVICE_NAME
 	// or OTEL_RESOURCE_ATTRIBUTES sets one (default DefaultServiceName).
 	ServiceName string `json:"serviceName"`
+	// Protocol is the OTLP protocol when neither OTEL_EXPORTER_OTLP_PROTOCOL
+	// nor its _TRACES_ form names one: ProtocolGRPC or ProtocolHTTPProtobuf
+	// (default DefaultProtocol, the specification's). kvroute-epp sets
+	// ProtocolGRPC, the protocol llm-d's router picker always exports over,
+	// so that an endpoint its chart names (a collector's gRPC port 4317) is
+	// spoken to as it expects.
+	Protocol string `json:"protocol"`
+	// SampleRatio, when OTEL_TRACES_SAMPLER is not set, samples that ratio
+	// of new traces (parent-based: a request whose caller sampled it is
+	// sampled too); 0 keeps the SDK's own default, every trace. kvroute-epp
+	// sets 0.1, llm-d's router picker's default.
+	SampleRatio float64 `json:"sampleRatio"`
 }
 
 // Options are NewTracerProvider's injected dependencies; the zero value is
@@ -63,6 +75,12 @@ type Settings struct {
 // OTEL_TRACES_SAMPLER or an OTEL_TRACES_SAMPLER_ARG that is not a ratio
 // from 0 to 1, which the SDK would replace with sampling every trace.
 func Resolve(getenv func(string) string) (Settings, error) {
+	return resolve(getenv, DefaultProtocol)
+}
+
+// resolve is Resolve with the protocol to use when the environment names
+// none.
+func resolve(getenv func(string) string, protocol string) (Settings, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
@@ -84,7 +102,7 @@ func Resolve(getenv func(string) string) (Settings, error) {
 	s.Protocol = firstSet(getenv, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
 	switch s.Protocol {
 	case "":
-		s.Protocol = DefaultProtocol
+		s.Protocol = protocol
 	case ProtocolGRPC, ProtocolHTTPProtobuf:
 	default:
 		return Settings{}, fmt.Errorf("otlpenv: OTLP protocol %q is not supported: use %q or %q", s.Protocol, ProtocolGRPC, ProtocolHTTPProtobuf)
@@ -94,6 +112,14 @@ func Resolve(getenv func(string) string) (Settings, error) {
 	}
 	s.Enabled = true
 	return s, nil
+}
+
+// getenvOr returns getenv, or os.Getenv when it is nil.
+func getenvOr(getenv func(string) string) func(string) string {
+	if getenv == nil {
+		return os.Getenv
+	}
+	return getenv
 }
 
 func firstSet(getenv func(string) string, keys ...string) string {
@@ -111,7 +137,18 @@ func firstSet(getenv func(string) string, keys ...string) string {
 // provider: Shutdown flushes the spans still batched. ctx bounds the
 // construction only (the exporters connect lazily).
 func NewTracerProvider(ctx context.Context, cfg Config, opts Options) (*sdktrace.TracerProvider, Settings, error) {
-	s, err := Resolve(opts.Getenv)
+	protocol := cfg.Protocol
+	switch protocol {
+	case "":
+		protocol = DefaultProtocol
+	case ProtocolGRPC, ProtocolHTTPProtobuf:
+	default:
+		return nil, Settings{}, fmt.Errorf("otlpenv: Config.Protocol %q is not supported: use %q or %q", protocol, ProtocolGRPC, ProtocolHTTPProtobuf)
+	}
+	if !(cfg.SampleRatio >= 0 && cfg.SampleRatio <= 1) {
+		return nil, Settings{}, fmt.Errorf("otlpenv: Config.SampleRatio %v is not a ratio from 0 to 1", cfg.SampleRatio)
+	}
+	s, err := resolve(opts.Getenv, protocol)
 	if err != nil || !s.Enabled {
 		return nil, s, err
 	}
@@ -137,6 +174,11 @@ func NewTracerProvider(ctx context.Context, cfg Config, opts Options) (*sdktrace
 		return nil, s, fmt.Errorf("otlpenv: resource: %w", err)
 	}
 	tpo := []sdktrace.TracerProviderOption{sdktrace.WithBatcher(exp), sdktrace.WithResource(res)}
+	if cfg.SampleRatio > 0 && strings.TrimSpace(getenvOr(opts.Getenv)("OTEL_TRACES_SAMPLER")) == "" {
+		// Without the variable the SDK would sample every trace; with it,
+		// the SDK's reading of the environment stands.
+		tpo = append(tpo, sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(cfg.SampleRatio))))
+	}
 	for _, sp := range opts.SpanProcessors {
 		tpo = append(tpo, sdktrace.WithSpanProcessor(sp))
 	}

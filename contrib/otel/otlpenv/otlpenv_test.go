@@ -9,7 +9,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/kvroute/kvroute/contrib/otel/internal/otlprecv"
+	"github.com/kvroute/kvroute/contrib/otel/otlptest"
 	"github.com/kvroute/kvroute/internal/leakcheck"
 )
 
@@ -61,7 +61,7 @@ func TestNoProviderWithoutAnEndpoint(t *testing.T) {
 // so nothing reaches the processors or the receiver.
 func TestSamplerFromTheEnvironment(t *testing.T) {
 	defer leakcheck.Check(t)()
-	recv := otlprecv.NewHTTP()
+	recv := otlptest.NewHTTP()
 	defer recv.Close()
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", recv.Endpoint)
 	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "")
@@ -84,5 +84,47 @@ func TestSamplerFromTheEnvironment(t *testing.T) {
 	require.Len(t, recv.Spans(), 5, "only the sampled spans were exported")
 	for _, s := range recv.Spans() {
 		require.Equal(t, "svc", s.Service)
+	}
+}
+
+// Config.Protocol is the protocol when the environment names none, and
+// Config.SampleRatio the sampler when OTEL_TRACES_SAMPLER is unset: a gRPC
+// receiver gets the spans with only the endpoint set, and a ratio of 0.5
+// keeps some of 200 root spans and drops some (the SDK's own default would
+// keep all). With OTEL_TRACES_SAMPLER set the environment's sampler wins.
+func TestConfigProtocolAndSampleRatio(t *testing.T) {
+	defer leakcheck.Check(t)()
+	recv, err := otlptest.NewGRPC()
+	require.NoError(t, err)
+	defer recv.Close()
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", recv.Endpoint)
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "")
+	t.Setenv("OTEL_TRACES_SAMPLER", "")
+	t.Setenv("OTEL_TRACES_SAMPLER_ARG", "")
+	run := func(cfg Config) int {
+		mem := tracetest.NewSpanRecorder()
+		tp, s, err := NewTracerProvider(context.Background(), cfg, Options{SpanProcessors: []sdktrace.SpanProcessor{mem}})
+		require.NoError(t, err)
+		require.Equal(t, ProtocolGRPC, s.Protocol)
+		for range 200 {
+			_, sp := tp.Tracer("t").Start(context.Background(), "work")
+			sp.End()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		require.NoError(t, tp.Shutdown(ctx))
+		return len(mem.Ended())
+	}
+	sampled := run(Config{Protocol: ProtocolGRPC, SampleRatio: 0.5})
+	require.Greater(t, sampled, 0)
+	require.Less(t, sampled, 200)
+	require.Len(t, recv.Spans(), sampled, "exported over gRPC")
+
+	t.Setenv("OTEL_TRACES_SAMPLER", "always_on")
+	require.Equal(t, 200, run(Config{Protocol: ProtocolGRPC, SampleRatio: 0.5}), "the environment's sampler wins")
+
+	for _, bad := range []Config{{Protocol: "http/json"}, {SampleRatio: 1.5}, {SampleRatio: -0.1}} {
+		_, _, err := NewTracerProvider(context.Background(), bad, Options{})
+		require.Error(t, err, "%+v", bad)
 	}
 }

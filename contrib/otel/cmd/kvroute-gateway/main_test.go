@@ -16,8 +16,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kvroute/kvroute/contrib/otel/internal/otlprecv"
 	"github.com/kvroute/kvroute/contrib/otel/otlpenv"
+	"github.com/kvroute/kvroute/contrib/otel/otlptest"
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/simengine"
 	"github.com/kvroute/kvroute/simengine/server"
@@ -67,13 +67,13 @@ func TestGatewayExportsOTLP(t *testing.T) {
 	for _, proto := range []string{otlpenv.ProtocolGRPC, otlpenv.ProtocolHTTPProtobuf} {
 		t.Run(strings.ReplaceAll(proto, "/", "_"), func(t *testing.T) {
 			defer leakcheck.Check(t)()
-			var recv *otlprecv.Receiver
+			var recv *otlptest.Receiver
 			if proto == otlpenv.ProtocolGRPC {
 				var err error
-				recv, err = otlprecv.NewGRPC()
+				recv, err = otlptest.NewGRPC()
 				require.NoError(t, err)
 			} else {
-				recv = otlprecv.NewHTTP()
+				recv = otlptest.NewHTTP()
 			}
 			defer recv.Close()
 			t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", recv.Endpoint)
@@ -129,7 +129,7 @@ func TestGatewayExportsOTLP(t *testing.T) {
 				t.Fatal("run did not return after cancellation")
 			}
 
-			byName := map[string]otlprecv.Span{}
+			byName := map[string]otlptest.Span{}
 			for _, s := range recv.Spans() {
 				byName[s.Name] = s
 				require.Equal(t, traceID, s.TraceID, "span %s is in the client's trace", s.Name)

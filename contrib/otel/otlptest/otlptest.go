@@ -1,4 +1,4 @@
-package otlprecv
+package otlptest
 
 import (
 	"compress/gzip"
@@ -9,9 +9,11 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync"
 
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -71,7 +73,7 @@ func (r *Receiver) add(req *coltracepb.ExportTraceServiceRequest) {
 					s.ParentSpanID = hex.EncodeToString(p)
 				}
 				for _, kv := range sp.GetAttributes() {
-					s.Attributes[kv.GetKey()] = anyString(kv.GetValue().GetValue())
+					s.Attributes[kv.GetKey()] = anyString(kv.GetValue())
 				}
 				out = append(out, s)
 			}
@@ -83,10 +85,19 @@ func (r *Receiver) add(req *coltracepb.ExportTraceServiceRequest) {
 	r.mu.Unlock()
 }
 
-func anyString(v any) string {
-	switch v := v.(type) {
-	case interface{ GetStringValue() string }:
-		return v.GetStringValue()
+// anyString renders an attribute's value as text: a string as itself, a
+// number or boolean as Go formats it, anything else (arrays, maps, bytes)
+// as its protobuf text.
+func anyString(v *commonpb.AnyValue) string {
+	switch x := v.GetValue().(type) {
+	case *commonpb.AnyValue_StringValue:
+		return x.StringValue
+	case *commonpb.AnyValue_IntValue:
+		return strconv.FormatInt(x.IntValue, 10)
+	case *commonpb.AnyValue_DoubleValue:
+		return strconv.FormatFloat(x.DoubleValue, 'g', -1, 64)
+	case *commonpb.AnyValue_BoolValue:
+		return strconv.FormatBool(x.BoolValue)
 	default:
 		return fmt.Sprint(v)
 	}
@@ -142,7 +153,7 @@ func (h *handlers) intercept(ctx context.Context, req any, _ *grpc.UnaryServerIn
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
-		return nil, status.Error(codes.Unavailable, "otlprecv: the receiver is closed")
+		return nil, status.Error(codes.Unavailable, "otlptest: the receiver is closed")
 	}
 	h.wg.Add(1)
 	h.mu.Unlock()

@@ -1,4 +1,4 @@
-package otlprecv_test
+package otlptest_test
 
 import (
 	"bytes"
@@ -9,12 +9,12 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/kvroute/kvroute/contrib/otel/internal/otlprecv"
+	"github.com/kvroute/kvroute/contrib/otel/otlptest"
 )
 
 // An OTLP/HTTP export request posted to the receiver is kept span by span.
 func Example() {
-	r := otlprecv.NewHTTP()
+	r := otlptest.NewHTTP()
 	defer r.Close()
 	body, _ := proto.Marshal(&coltracepb.ExportTraceServiceRequest{ResourceSpans: []*tracepb.ResourceSpans{{
 		ScopeSpans: []*tracepb.ScopeSpans{{Spans: []*tracepb.Span{{Name: "pick", TraceId: make([]byte, 16), SpanId: []byte{1, 2, 3, 4, 5, 6, 7, 8}}}}},

@@ -1,4 +1,4 @@
-package otlprecv
+package otlptest
 
 import (
 	"context"
