@@ -13,6 +13,7 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -134,6 +135,7 @@ type harnessOpts struct {
 	prof    kvroute.Profile         // the Router's profile step (nil: the default)
 	session *session.Config         // session affinity: its scorer, its profile around prof, Options.Session
 	signals admission.EngineSignals // the admission's dispatch gate's engine signals (nil: none)
+	tp      trace.TracerProvider    // the Router's and the picker's (nil: no tracing)
 }
 
 // newHarnessOpts is newHarness with the stages o names.
@@ -153,7 +155,7 @@ func newHarnessOpts(t *testing.T, cfg Config, o harnessOpts, engines ...engineOp
 	rcfg.Model = testModel
 	rcfg.BlockSize = 16
 	var err error
-	ropts := kvroute.Options{Set: telemetry.Set{Registerer: h.reg}, Profile: prof}
+	ropts := kvroute.Options{Set: telemetry.Set{Registerer: h.reg, TracerProvider: o.tp}, Profile: prof}
 	ropts.Approximate, err = approx.New(approx.Config{}, approx.Options{Set: ropts.Set}) // the endpoints' cache modes
 	require.NoError(t, err)
 	if acfg != nil {
@@ -176,7 +178,7 @@ func newHarnessOpts(t *testing.T, cfg Config, o harnessOpts, engines ...engineOp
 	if cfg.Model == "" {
 		cfg.Model = testModel
 	}
-	h.picker, err = New(cfg, h.router, Options{Set: telemetry.Set{Registerer: h.reg}, Admission: h.adm, Approximate: ropts.Approximate,
+	h.picker, err = New(cfg, h.router, Options{Set: telemetry.Set{Registerer: h.reg, TracerProvider: o.tp}, Admission: h.adm, Approximate: ropts.Approximate,
 		Session: h.session})
 	require.NoError(t, err)
 	h.picker.SetEndpoints(eps)

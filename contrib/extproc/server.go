@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -163,6 +164,10 @@ type Options struct {
 	// provider, clock; see package telemetry):
 	//   Registerer receives the picker's metrics; nil registers nothing.
 	//   Logger receives the picker's logs; nil discards them.
+	//   TracerProvider traces each routed stream as a SpanRoute span,
+	//   joined to Envoy's trace (the stream's traceparent metadata) or the
+	//   request's traceparent header; give the Router the same provider so
+	//   that its pick span is a child. Nil traces nothing and costs nothing.
 	telemetry.Set
 	// Admission is the admission stage the Picker's Router was built with
 	// (kvroute.Options.Admission), or nil. With it the picker reads the
@@ -210,6 +215,7 @@ type Server struct {
 	approx    *approx.Index             // Options.Approximate; nil: no per-endpoint modes
 	admission *admission.Controller     // nil without Options.Admission (admission.go)
 	session   *session.Affinity         // nil without Options.Session
+	tracer    trace.Tracer              // nil without Options.TracerProvider: no spans (tracing.go)
 	bodies    bytebudget.Budget         // the request bodies' bytes, bounded by Config.MaxBodyBytesInFlight
 }
 
@@ -227,6 +233,9 @@ func New(cfg Config, picker kvroute.Picker, opts Options) (*Server, error) {
 		admission: opts.Admission, approx: opts.Approximate, session: opts.Session}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
+	}
+	if opts.TracerProvider != nil {
+		s.tracer = opts.TracerProvider.Tracer(TracerName)
 	}
 	s.bodies.Limit = cfg.MaxBodyBytesInFlight
 	var err error
@@ -311,6 +320,12 @@ func (s *Server) Endpoints() []kvroute.Endpoint { return slices.Clone(*s.endpoin
 // Process serves one ext_proc stream: one HTTP request and its response.
 func (s *Server) Process(stream extprocv3.ExternalProcessor_ProcessServer) error {
 	st := &streamState{srv: s, stream: stream}
-	defer st.finish()
-	return st.run()
+	var err error
+	defer func() {
+		attrs := st.spanAttributes() // before finish releases the decision
+		st.finish()
+		st.endSpan(attrs, err) // after the Router's pick span, which ends at the release
+	}()
+	err = st.run()
+	return err
 }

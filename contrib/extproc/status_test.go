@@ -130,15 +130,7 @@ func TestReadyGivesTheFollowedSourcesReason(t *testing.T) {
 	defer func() { cancel(); <-followed }()
 	status := httptest.NewServer(h.picker.StatusHandler(h.router))
 	defer status.Close()
-	ready := func() (int, string) {
-		resp, err := status.Client().Get(status.URL + ReadyPath)
-		require.NoError(t, err)
-		var r struct {
-			Reason string `json:"reason"`
-		}
-		require.NoError(t, json.Unmarshal([]byte(readAll(t, resp.Body)), &r))
-		return resp.StatusCode, r.Reason
-	}
+	ready := func() (int, string) { return readyReason(t, status) }
 
 	require.Eventually(t, func() bool { return h.router.NotReady() == "" }, wait, 5*time.Millisecond, "the engine's stream caught up")
 	heldBackWithReason := func() bool {
@@ -167,15 +159,7 @@ func TestReadyAfterShutdownSaysShuttingDown(t *testing.T) {
 	defer func() { cancel(); <-followed }()
 	status := httptest.NewServer(h.picker.StatusHandler(h.router))
 	defer status.Close()
-	ready := func() (int, string) {
-		resp, err := status.Client().Get(status.URL + ReadyPath)
-		require.NoError(t, err)
-		var r struct {
-			Reason string `json:"reason"`
-		}
-		require.NoError(t, json.Unmarshal([]byte(readAll(t, resp.Body)), &r))
-		return resp.StatusCode, r.Reason
-	}
+	ready := func() (int, string) { return readyReason(t, status) }
 	require.Eventually(t, func() bool { code, _ := ready(); return code == http.StatusOK }, wait, 5*time.Millisecond, "ready once the stream caught up")
 
 	h.picker.Shutdown()
@@ -192,4 +176,17 @@ func TestReadyAfterShutdownSaysShuttingDown(t *testing.T) {
 	code, reason = ready()
 	require.Equal(t, http.StatusServiceUnavailable, code)
 	require.Equal(t, shuttingDownReason, reason)
+}
+
+// readyReason asks status's ReadyPath and returns the status code and the
+// reason it gives.
+func readyReason(t *testing.T, status *httptest.Server) (int, string) {
+	t.Helper()
+	resp, err := status.Client().Get(status.URL + ReadyPath)
+	require.NoError(t, err)
+	var r struct {
+		Reason string `json:"reason"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(readAll(t, resp.Body)), &r))
+	return resp.StatusCode, r.Reason
 }

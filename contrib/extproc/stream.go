@@ -1,6 +1,7 @@
 package extproc
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -50,6 +52,9 @@ type streamState struct {
 
 	req     kvroute.Request // the request picked, kept with the stream instead of allocated apart
 	listBuf [1]string       // list's array when the pick has no fallbacks
+
+	span trace.Span      // SpanRoute when the picker traces, from the pick to the stream's end (tracing.go)
+	ctx  context.Context // the span's context, which the pick runs in; nil without a span
 }
 
 // errStop ends a stream after an immediate response was sent.
@@ -211,6 +216,7 @@ func (st *streamState) route(body []byte) error {
 		return errors.New("extproc: internal error: a second pick on one stream")
 	}
 	st.picked = true
+	st.startSpan()
 	s := st.srv
 	eps, selected := st.candidates()
 	if len(eps) == 0 {
@@ -251,7 +257,7 @@ func (st *streamState) route(body []byte) error {
 	case model != "" && model != s.cfg.Model:
 		req.LoRA = model
 	}
-	ctx := st.stream.Context()
+	ctx := st.pickContext()
 	if s.admission != nil {
 		if ctx, err = admission.FromHeader(ctx, st.header, s.clock.Now()); err != nil {
 			st.setResult(resultBadRequest)
