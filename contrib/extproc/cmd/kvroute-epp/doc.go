@@ -78,7 +78,7 @@
 // --tls-min-version and --tls-cipher-suites apply to --secure-serving.
 // --v sets the log level when neither --log-level nor --zap-log-level is
 // given: 4 (llm-d's DEBUG) and above debug, below info, as kvroute-epp
-// has no finer levels. --ha-enable-leader-election, --tracing,
+// has no finer levels. --ha-enable-leader-election,
 // --disable-endpoint-subset-filter, --emit-endpoint-scores,
 // --refresh-metrics-interval, --refresh-prometheus-metrics-interval,
 // --metrics-staleness-threshold, --enable-grpc-stream-metrics and
@@ -169,8 +169,23 @@
 // kvroute-epp's own (--zap-encoder's format, --log-level's level). With a
 // cluster block the replicas share
 // their state and each may route: the flag is then logged as not needed,
-// and still honoured. --tracing (llm-d's default true) is accepted:
-// kvroute-epp emits no traces, having no OpenTelemetry exporter (its
-// timings are in /metrics and on the status page), so --tracing=true is
-// logged once at start with why and --tracing=false asks for what it does.
+// and still honoured.
+//
+// --tracing (llm-d's default true) exports spans over OTLP as llm-d's
+// picker does: to the collector OTEL_EXPORTER_OTLP_ENDPOINT names (llm-d's
+// router chart sets it, with the service name, resource attributes and
+// sampler, when its tracing is enabled), over gRPC unless
+// OTEL_EXPORTER_OTLP_PROTOCOL says http/protobuf, sampling a tenth of new
+// traces unless OTEL_TRACES_SAMPLER says otherwise, a request Envoy or the
+// client traced joining that trace. Each routed request is an "extproc
+// route" span (the endpoints sent to Envoy, the prefill endpoint of a
+// split request, the outcome, the served endpoint, the result) with the
+// router's "pick" span (render, keys, index lookup, filter, score) below
+// it, and KV-event batches too when the configuration's events tracing
+// block turns their sampling on. Without
+// an endpoint nothing is exported (llm-d's picker would print spans on
+// standard output instead; OTEL_TRACES_EXPORTER=console is refused);
+// --tracing=false turns it off whatever the environment says. This is why
+// the module requires kvroute's contrib/otel (its otlpenv package, the
+// OpenTelemetry SDK and OTLP exporters).
 package main

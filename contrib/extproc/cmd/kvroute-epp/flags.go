@@ -37,9 +37,9 @@ import (
 //     matches, on those ports, instead of an InferencePool), and
 //     --ha-enable-leader-election (only the holder of a Lease is ready;
 //     kvroute's --ha-lease-name names it);
-//   - accepted, from the llm-d router's picker: --tracing (default true,
-//     as llm-d's; kvroute-epp emits no traces, so --tracing=true is
-//     logged once at start with why);
+//   - honoured, from the llm-d router's picker: --tracing (default true,
+//     as llm-d's): spans exported over OTLP to the collector the standard
+//     OTEL_* variables name (tracing.go);
 //   - accepted and ignored, each logged once at start with why
 //     (upstreamflags.go): --endpoint-target-ports without
 //     --endpoint-selector (the ports are the InferencePool's targetPorts

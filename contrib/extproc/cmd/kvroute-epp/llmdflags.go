@@ -4,7 +4,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"slices"
 	"strconv"
 
@@ -20,7 +19,7 @@ import (
 // --endpoint-selector, whose pods on --endpoint-target-ports
 // (upstreamflags.go) are the endpoints instead of an InferencePool's
 // (poolDiscovery), --ha-enable-leader-election (leader.go), and
-// --tracing, accepted (logLLMDFlags).
+// --tracing (tracing.go).
 
 // llmdFlags holds the llm-d router picker's flags of this file.
 type llmdFlags struct {
@@ -33,7 +32,7 @@ type llmdFlags struct {
 	leaderElection bool   // --ha-enable-leader-election (leader.go)
 	leaseName      string // --ha-lease-name
 
-	tracing tracingFlag // --tracing: accepted; kvroute-epp emits no traces
+	tracing tracingFlag // --tracing: export spans over OTLP (tracing.go)
 }
 
 // maxTargetPorts bounds --endpoint-target-ports, as llm-d's picker does.
@@ -46,7 +45,7 @@ func addLLMDFlags(fs *flag.FlagSet, f *flags) {
 	fs.BoolVar(&f.leaderElection, "ha-enable-leader-election", false, "the llm-d router picker's high availability: the replicas compete for a coordination.k8s.io Lease in --pool-namespace and only its holder is ready (the others stand by, not ready, and take over when it goes), so that one picker sees all the load; needs --pool-name or --endpoint-selector")
 	fs.StringVar(&f.leaseName, "ha-lease-name", "", "with --ha-enable-leader-election, the Lease's name (default: llm-d's, epp-<pool namespace>-<pool name, or with --endpoint-selector the Deployment of $POD_NAME>.llm-d.ai)")
 	f.tracing.on = true // llm-d's default
-	fs.Var(&f.tracing, "tracing", "the llm-d router picker's trace switch (default true, as llm-d's): accepted, and when true logged once at start, since kvroute-epp emits no traces (its request timings are in /metrics and on the status page)")
+	fs.Var(&f.tracing, "tracing", "export spans over OTLP to the collector OTEL_EXPORTER_OTLP_ENDPOINT names (default true, as llm-d's router picker; over gRPC and sampling a tenth of new traces unless the OTEL_* variables say otherwise; nothing is exported without an endpoint)")
 	fs.StringVar(&f.configText, "config-text", "", "the router configuration inline, read as a --config file is (YAML or JSON, kvroute's keys or an llm-d EndpointPickerConfig whole); instead of --config or --config-file")
 }
 
@@ -91,9 +90,6 @@ func checkLLMDFlags(f *flags) error {
 	return nil
 }
 
-// tracingWhy is why --tracing, given true, is logged at start.
-const tracingWhy = "kvroute-epp emits no traces (it has no OpenTelemetry exporter; the picker's timings are in /metrics, kvroute_extproc_pick_duration_seconds, and on the status page); --tracing=false asks for what it does"
-
 // tracingFlag is --tracing: a boolean flag that remembers whether it was
 // given.
 type tracingFlag struct{ on, given bool }
@@ -114,14 +110,6 @@ func (t *tracingFlag) Set(s string) error {
 	}
 	t.on, t.given = v, true
 	return nil
-}
-
-// logLLMDFlags logs, once at start, the llm-d router picker's flags given
-// that kvroute-epp cannot honour: --tracing=true.
-func logLLMDFlags(log *slog.Logger, f flags) {
-	if f.tracing.given && f.tracing.on {
-		log.Warn("llm-d router picker flag accepted and ignored", "flag", "--tracing", "why", tracingWhy)
-	}
 }
 
 // poolDiscovery is the discovery configuration of the engines' pool:

@@ -62,7 +62,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	log := newLogger(stderr, f.logEncoder, level)
 	followKlog(stderr, log)
 	logIgnoredFlags(log, f.ignored)
-	logLLMDFlags(log, f)
+	tp, stopTracing, err := startTracing(ctx, f, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing() // last: after the router and the picker have ended their spans
 	f.llmdServer.logIgnored(log)
 	cfg, fromConfig, err := loadConfigStages(f, log)
 	if err != nil {
@@ -73,7 +77,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	ropts := kvroute.Options{Set: telemetry.Set{Registerer: reg, Logger: log}}
+	ropts := kvroute.Options{Set: telemetry.Set{Registerer: reg, Logger: log, TracerProvider: tp}}
 	if f.eventSelector != "" {
 		sel, err := labels.Parse(f.eventSelector)
 		if err != nil {
@@ -146,7 +150,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	picker, err := extproc.New(extproc.Config{Model: cfg.Model, MaxBodyBytes: f.maxBodyBytes, MaxBodyBytesInFlight: f.maxBodyBytesInFlight, Fallbacks: f.fallbacks,
 		ConformanceTestHooks: f.conformanceTestHooks}, router,
-		extproc.Options{Set: telemetry.Set{Registerer: reg, Logger: log}, Admission: adm.ctl, Approximate: ropts.Approximate,
+		extproc.Options{Set: telemetry.Set{Registerer: reg, Logger: log, TracerProvider: tp}, Admission: adm.ctl, Approximate: ropts.Approximate,
 			Session: aff})
 	if err != nil {
 		return err

@@ -37,15 +37,8 @@ const model = "kvroute/sim-epp"
 // exports its metrics and shuts down cleanly on cancellation.
 func TestRunServesExtProcHealthAndMetrics(t *testing.T) {
 	defer leakcheck.Check(t)()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	eng, err := server.New(server.Config{Model: model, EnableScaleOut: true,
-		Engine: simengine.Config{BlockSize: 16, NumGPUBlocks: 256, PrefillTokensPerSecond: 1e6, DecodeStep: time.Millisecond}}, server.Options{})
-
-	require.NoError(t, err)
-	served := make(chan error, 1)
-	go func() { served <- eng.Serve(ln) }()
-	defer func() { _ = eng.Close(); <-served }()
+	engine, stopEngine := startSimEngine(t)
+	defer stopEngine()
 
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "config.yaml")
@@ -53,7 +46,7 @@ func TestRunServesExtProcHealthAndMetrics(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	m, done := startEPP(t, ctx, "--endpoints", ln.Addr().String(), "--config", cfgPath,
+	m, done := startEPP(t, ctx, "--endpoints", engine, "--config", cfgPath,
 		"--checkpoint", filepath.Join(dir, "index.ckpt"))
 
 	hconn, err := grpc.NewClient(m[2], grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -64,22 +57,15 @@ func TestRunServesExtProcHealthAndMetrics(t *testing.T) {
 		return err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING
 	}, 20*time.Second, 10*time.Millisecond)
 
-	conn, err := grpc.NewClient(m[1], grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	defer conn.Close()
-	upstream := &http.Client{Transport: &http.Transport{}}
-	defer upstream.CloseIdleConnections()
-	envoy := httptest.NewServer(envoysim.New(envoysim.Config{}, extprocv3.NewExternalProcessorClient(conn), upstream))
-	defer envoy.Close()
-	client := &http.Client{Transport: &http.Transport{}}
-	defer client.CloseIdleConnections()
-	resp, err := client.Post(envoy.URL+"/v1/completions", "application/json",
+	envoy, client, stopEnvoy := startEnvoy(t, m[1])
+	defer stopEnvoy()
+	resp, err := client.Post(envoy+"/v1/completions", "application/json",
 		strings.NewReader(`{"model":"`+model+`","prompt":"hello from envoy","max_tokens":2}`))
 	require.NoError(t, err)
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
-	require.Equal(t, ln.Addr().String(), resp.Header.Get(extproc.EndpointHeader))
+	require.Equal(t, engine, resp.Header.Get(extproc.EndpointHeader))
 
 	mresp, err := client.Get(m[3])
 	require.NoError(t, err)
@@ -280,5 +266,38 @@ func TestMaxBodyBytesInFlightFlag(t *testing.T) {
 		err = run(context.Background(), append([]string{"--endpoints", "127.0.0.1:8000", "--model", model,
 			"--listen-host", "127.0.0.1", "--grpc-port", "0", "--grpc-health-port", "0", "--metrics-port", "0"}, c.args...), io.Discard, io.Discard)
 		require.ErrorContains(t, err, c.want)
+	}
+}
+
+// startSimEngine serves a simulated vLLM engine of model (render on, KV
+// events off) on a free loopback port and returns its address and the
+// function that stops it.
+func startSimEngine(t *testing.T) (string, func()) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	eng, err := server.New(server.Config{Model: model, EnableScaleOut: true,
+		Engine: simengine.Config{BlockSize: 16, NumGPUBlocks: 256, PrefillTokensPerSecond: 1e6, DecodeStep: time.Millisecond}}, server.Options{})
+	require.NoError(t, err)
+	served := make(chan error, 1)
+	go func() { served <- eng.Serve(ln) }()
+	return ln.Addr().String(), func() { _ = eng.Close(); <-served }
+}
+
+// startEnvoy serves a simulated Envoy in front of the ext_proc server at
+// addr and returns its URL, a client for it and the function that stops
+// both.
+func startEnvoy(t *testing.T, addr string) (string, *http.Client, func()) {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	upstream := &http.Client{Transport: &http.Transport{}}
+	envoy := httptest.NewServer(envoysim.New(envoysim.Config{}, extprocv3.NewExternalProcessorClient(conn), upstream))
+	client := &http.Client{Transport: &http.Transport{}}
+	return envoy.URL, client, func() {
+		client.CloseIdleConnections()
+		envoy.Close()
+		upstream.CloseIdleConnections()
+		conn.Close()
 	}
 }
