@@ -39,7 +39,10 @@ func (l smallSendBuffers) Accept() (net.Conn, error) {
 // and a peer that reads gets its snapshot.
 func TestHandlerCutsPeersThatStopReading(t *testing.T) {
 	t.Cleanup(leakcheck.Check(t))
-	k := started(t, testBlockSize, Config{}, BootstrapConfig{ServeWriteTimeout: 200 * time.Millisecond}, nil)
+	// 2 s per write: the stalled peers are cut after it, and the reading
+	// peer below, a goroutine of this process that a loaded machine under
+	// -race can deschedule for longer than 200 ms, is not.
+	k := started(t, testBlockSize, Config{}, BootstrapConfig{ServeWriteTimeout: 2 * time.Second}, nil)
 	for i := range 128 { // a snapshot of over 512 KiB: far beyond the socket buffers
 		storeBlocks(t, k.ix, "10.0.0.1:8000", 100+i, 256, "peer-pos")
 	}
