@@ -13,6 +13,7 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kvroute/kvroute/llmd"
@@ -182,15 +183,21 @@ func TestChartRendersValidObjects(t *testing.T) {
 // eppArgs returns the args of the picker's container.
 func eppArgs(t *testing.T, doc []byte) []string {
 	t.Helper()
+	return eppContainer(t, doc).Args
+}
+
+// eppContainer returns the picker's container of a Deployment.
+func eppContainer(t *testing.T, doc []byte) corev1.Container {
+	t.Helper()
 	var d appsv1.Deployment
 	require.NoError(t, yaml.UnmarshalStrict(doc, &d))
 	for _, c := range d.Spec.Template.Spec.Containers {
 		if c.Name == "epp" {
-			return c.Args
+			return c
 		}
 	}
 	t.Fatalf("no epp container in %s", d.Name)
-	return nil
+	return corev1.Container{}
 }
 
 // TestChartRejectsMissingValues checks that the chart fails to render, with

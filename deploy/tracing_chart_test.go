@@ -5,24 +5,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/yaml"
 )
-
-// eppEnv returns the env of the picker's container.
-func eppEnv(t *testing.T, doc []byte) []corev1.EnvVar {
-	t.Helper()
-	var d appsv1.Deployment
-	require.NoError(t, yaml.UnmarshalStrict(doc, &d))
-	for _, c := range d.Spec.Template.Spec.Containers {
-		if c.Name == "epp" {
-			return c.Env
-		}
-	}
-	t.Fatalf("no epp container in %s", d.Name)
-	return nil
-}
 
 // The chart's tracing block is llm-d's router chart's: off by default
 // (--tracing=false, no OTEL_* variable), and when enabled --tracing=true
@@ -34,7 +17,7 @@ func TestChartTracing(t *testing.T) {
 	s := loadSchemas(t)
 	off := chartObjects(t, s, minimalValues)["Deployment"][0]
 	require.Contains(t, eppArgs(t, off), "--tracing=false")
-	for _, e := range eppEnv(t, off) {
+	for _, e := range eppContainer(t, off).Env {
 		require.False(t, strings.HasPrefix(e.Name, "OTEL_"), e.Name)
 	}
 
@@ -43,7 +26,7 @@ func TestChartTracing(t *testing.T) {
 	require.Contains(t, eppArgs(t, on), "--tracing=true")
 	env := map[string]string{}
 	defined := map[string]bool{}
-	for _, e := range eppEnv(t, on) {
+	for _, e := range eppContainer(t, on).Env {
 		for _, ref := range []string{"POD_NAMESPACE", "NODE_NAME", "POD_NAME"} {
 			if strings.Contains(e.Value, "$("+ref+")") {
 				require.True(t, defined[ref], "%s refers to %s, defined after it", e.Name, ref)

@@ -81,9 +81,7 @@ func Resolve(getenv func(string) string) (Settings, error) {
 // resolve is Resolve with the protocol to use when the environment names
 // none.
 func resolve(getenv func(string) string, protocol string) (Settings, error) {
-	if getenv == nil {
-		getenv = os.Getenv
-	}
+	getenv = getenvOr(getenv)
 	var s Settings
 	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") {
 		return s, nil
