@@ -7,11 +7,16 @@ import (
 	"github.com/kvroute/kvroute/approx"
 )
 
+// ReasonShuttingDown is /ready's reason once Server.Drain has run: the
+// gateway still serves, but a probe should take it out of rotation.
+const ReasonShuttingDown = "shutting down"
+
 // readyz answers /ready: 200 when the gateway has endpoints and its router's
 // index has converged (kvroute.Router.Ready: every endpoint's KV-event
 // stream live or given up on), 503 otherwise with the reason. /health only
 // says the process serves; /ready is what a Kubernetes readiness probe should
-// ask, so a replica that has not caught up receives no traffic.
+// ask, so a replica that has not caught up receives no traffic, nor one that
+// is draining (Server.Drain).
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	type endpoint struct {
 		ID      string `json:"id"`
@@ -68,6 +73,9 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 		if reason := s.router.NotReady(); reason != "" {
 			body.Ready, body.Reason = false, reason
 		}
+	}
+	if s.draining.Load() {
+		body.Ready, body.Reason = false, ReasonShuttingDown
 	}
 	w.Header().Set("Content-Type", "application/json")
 	if !body.Ready {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -189,6 +190,8 @@ type Server struct {
 
 	epMu  sync.Mutex         // serializes SetEndpoints (the models poller calls it too)
 	rawEp []kvroute.Endpoint // the endpoints as last given, before Models are annotated
+
+	draining atomic.Bool // set by Drain, for good; /ready reads it
 
 	shutdownOnce sync.Once
 	shutdownErr  error
@@ -572,6 +575,26 @@ func (s *Server) Handler() *Handler { return s.handler }
 
 // Registry returns the registry behind /metrics.
 func (s *Server) Registry() *prometheus.Registry { return s.registry }
+
+// Drain begins a graceful stop without refusing anything: from now on, for
+// good, /ready answers 503 with the reason "shutting down" and each
+// connection is closed after the response it is serving (idle ones at
+// once). A Kubernetes Service or load balancer that probes /ready stops
+// sending new requests here, and a client on a persistent connection
+// reconnects and lands on another replica, while every request that still
+// arrives is served. Shutdown, later, stops accepting. A host calls Drain on
+// SIGTERM and waits a drain window (kvroute-gateway's --drain-timeout)
+// before Shutdown: a Service keeps sending a terminating pod traffic until
+// its endpoints update, and without the window those requests are refused.
+// Drain may be called more than once, concurrently with requests.
+func (s *Server) Drain() {
+	if s.draining.CompareAndSwap(false, true) {
+		s.srv.SetKeepAlivesEnabled(false)
+	}
+}
+
+// Draining reports whether Drain has been called.
+func (s *Server) Draining() bool { return s.draining.Load() }
 
 // Shutdown stops the server gracefully: it stops accepting, waits for the
 // requests in flight until ctx ends, then cuts the remaining connections

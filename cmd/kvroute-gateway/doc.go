@@ -9,7 +9,7 @@
 //	        [--listen :8080] [--events-port 5556] [--replay-port 5559]
 //	        [--config router.yaml] [--endpoints-file endpoints.yaml]
 //	        [--policy precise|round-robin] [--max-body-bytes 33554432]
-//	        [--shutdown-timeout 30s] [--log-level info]
+//	        [--shutdown-timeout 30s] [--drain-timeout 0s] [--log-level info]
 //	        [--checkpoint /var/lib/kvroute/index.ckpt] [--checkpoint-interval 1m]
 //	        [--peers http://10.0.0.5:9091/kvroute/snapshot,...] [--peer-token T]
 //	        [--snapshot-listen 10.0.0.4:9091]
@@ -90,7 +90,13 @@
 //
 // SIGINT or SIGTERM stops the gateway gracefully: it stops accepting, lets
 // requests in flight finish for up to --shutdown-timeout, then cuts them and
-// closes the router. The proxy itself lives in the importable package
+// closes the router. With --drain-timeout (0 by default) a drain window
+// comes first: /ready answers 503 "shutting down" at once while the gateway
+// goes on serving for that long, closing each connection after its
+// response, so that the Service or load balancer stops sending it requests
+// (and clients reconnect elsewhere) before it stops accepting; in
+// Kubernetes, set terminationGracePeriodSeconds above the two timeouts
+// together. The proxy itself lives in the importable package
 // github.com/kvroute/kvroute/gateway, and the command line in
 // github.com/kvroute/kvroute/gateway/gatewaycmd.
 //

@@ -29,6 +29,7 @@ import (
 type options struct {
 	server          gateway.ServerConfig
 	shutdownTimeout time.Duration
+	drainTimeout    time.Duration // the drain window after SIGINT/SIGTERM (0: none)
 	logLevel        slog.Level
 	snapshotListen  string         // internal address serving the index snapshot to peers ("" = off)
 	findings        []llmd.Finding // llm-d settings of --config not carried over, logged at start
@@ -65,6 +66,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&observeCached, "observe-cached-tokens", false, "read the engines' reported cached prompt tokens (vLLM --enable-prompt-tokens-details) from every response and compare them with the router's prediction")
 	fs.StringVar(&tokenizeOnce, "tokenize-once", "", "comma-separated APIs whose requests go to the engines as the rendered token IDs instead of text, so each prompt is tokenized once (only \"completions\" qualifies); overrides the config's gateway.tokenizeOnce")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long requests in flight may finish after SIGINT/SIGTERM")
+	fs.DurationVar(&o.drainTimeout, "drain-timeout", 0, "after SIGINT/SIGTERM, /ready answers 503 and the gateway keeps serving this long (closing each connection after its response) before it stops accepting, so that the Service or load balancer stops sending to it first (0: stop at once)")
 	fs.StringVar(&level, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&checkpointPath, "checkpoint", "", "index checkpoint file: loaded at start, rewritten periodically and at shutdown")
 	fs.DurationVar(&checkpointInterval, "checkpoint-interval", checkpoint.DefaultInterval, "period of checkpoint writes (negative: only at shutdown)")
@@ -154,6 +156,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.shutdownTimeout < 0 {
 		return options{}, fmt.Errorf("--shutdown-timeout must be >= 0, got %v", o.shutdownTimeout)
 	}
+	if o.drainTimeout < 0 {
+		return options{}, fmt.Errorf("--drain-timeout must be >= 0, got %v", o.drainTimeout)
+	}
 	o.server = gateway.ServerConfig{
 		Listen:    listen,
 		Policy:    gateway.Policy(policy),
@@ -202,7 +207,10 @@ const Name = "gateway"
 // listener fails on its own (then, after the same shutdown, it returns that
 // error, so the process exits rather than stay up serving nothing, or
 // serving without the snapshot its peers bootstrap from), then shuts down
-// gracefully within --shutdown-timeout. Output for the operator (the
+// gracefully within --shutdown-timeout. When ctx ends and --drain-timeout
+// is set, the shutdown begins with that drain window (gateway.Server.Drain:
+// /ready answers 503, requests are still served), which a failing listener
+// cuts short. Output for the operator (the
 // listening URL) goes to stdout, logs to stderr. A --help returns
 // flag.ErrHelp.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer, opts Options) error {
@@ -255,6 +263,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts Opti
 		serveErr = srv.Err()
 	case <-snap.stopped(): // nothing stops it before the shutdown below but its own failure (logged)
 		snapErr = snap.err
+	}
+	if serveErr == nil && snapErr == nil && o.drainTimeout > 0 {
+		serveErr, snapErr = drainWindow(srv, snap, o.drainTimeout, log)
 	}
 	log.Info("shutting down", "timeout", o.shutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)

@@ -107,46 +107,75 @@ func (b *syncBuffer) String() string {
 
 func TestRunServesUntilCancelled(t *testing.T) {
 	defer leakcheck.Check(t)()
-	engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, `{"choices":[{"text":"ok"}]}`)
-	}))
-	defer engine.Close()
-	cfg := writeFile(t, "router.json", `{"events":{"enabled":false},"disableRender":true}`)
-	id := strings.TrimPrefix(engine.URL, "http://")
-
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stdout syncBuffer
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, []string{"--listen", "127.0.0.1:0", "--endpoints", id, "--model", "m", "--config", cfg}, &stdout, io.Discard, Options{})
-	}()
-	re := regexp.MustCompile(`serving on (http://[0-9.:]+)`)
-	var url string
-	require.Eventually(t, func() bool {
-		m := re.FindStringSubmatch(stdout.String())
-		if m != nil {
-			url = m[1]
-		}
-		return m != nil
-	}, 10*time.Second, 5*time.Millisecond)
+	g := startRun(t, ctx)
+	defer g.close()
 
-	client := &http.Client{Transport: &http.Transport{}}
-	defer client.CloseIdleConnections()
-	resp, err := client.Post(url+"/v1/completions", "application/json", strings.NewReader(`{"model":"m","prompt":"hi"}`))
-	require.NoError(t, err)
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	require.NoError(t, err)
+	resp, body := g.complete(t)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Equal(t, `{"choices":[{"text":"ok"}]}`, string(body))
-	require.Equal(t, id, resp.Header.Get(gateway.HeaderEndpoint))
+	require.Equal(t, g.id, resp.Header.Get(gateway.HeaderEndpoint))
 
 	cancel()
 	select {
-	case err := <-done:
+	case err := <-g.done:
 		require.NoError(t, err)
 	case <-time.After(10 * time.Second):
 		t.Fatal("run did not return after cancellation")
 	}
+}
+
+// runGateway is Run serving in a goroutine in front of one stub engine.
+type runGateway struct {
+	engine *httptest.Server
+	id     string // the engine's endpoint ID
+	url    string // the gateway's
+	client *http.Client
+	done   chan error // Run's result
+}
+
+// startRun starts Run with args after a stub engine's endpoint, a model and
+// a configuration without KV events or render, and waits until it serves.
+func startRun(t *testing.T, ctx context.Context, args ...string) *runGateway {
+	t.Helper()
+	g := &runGateway{
+		engine: httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.WriteString(w, `{"choices":[{"text":"ok"}]}`)
+		})),
+		client: &http.Client{Transport: &http.Transport{}},
+		done:   make(chan error, 1),
+	}
+	cfg := writeFile(t, "router.json", `{"events":{"enabled":false},"disableRender":true}`)
+	g.id = strings.TrimPrefix(g.engine.URL, "http://")
+	var stdout syncBuffer
+	args = append([]string{"--listen", "127.0.0.1:0", "--endpoints", g.id, "--model", "m", "--config", cfg}, args...)
+	go func() { g.done <- Run(ctx, args, &stdout, io.Discard, Options{}) }()
+	re := regexp.MustCompile(`serving on (http://[0-9.:]+)`)
+	require.Eventually(t, func() bool {
+		m := re.FindStringSubmatch(stdout.String())
+		if m != nil {
+			g.url = m[1]
+		}
+		return m != nil
+	}, 10*time.Second, 5*time.Millisecond)
+	return g
+}
+
+// complete sends one completions request through the gateway.
+func (g *runGateway) complete(t *testing.T) (*http.Response, []byte) {
+	t.Helper()
+	resp, err := g.client.Post(g.url+"/v1/completions", "application/json", strings.NewReader(`{"model":"m","prompt":"hi"}`))
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	return resp, body
+}
+
+// close stops the client's connections and the engine; Run must have
+// returned.
+func (g *runGateway) close() {
+	g.client.CloseIdleConnections()
+	g.engine.Close()
 }
