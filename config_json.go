@@ -178,3 +178,47 @@ func withoutKey(data []byte, ks ...string) ([]byte, error) {
 	}
 	return json.Marshal(m)
 }
+
+// speculativeFields, readinessFields and metricLabelsFields are the
+// sub-configurations without their methods, so that decoding them does not
+// recurse into their UnmarshalJSON.
+type (
+	speculativeFields  SpeculativeConfig
+	readinessFields    ReadinessConfig
+	metricLabelsFields MetricLabelsConfig
+)
+
+// UnmarshalJSON decodes c strictly wherever a SpeculativeConfig is decoded,
+// not only inside a Config: unknown keys are an error naming their path and
+// ttl is a Go duration string. Keys not present, or null, keep their value.
+func (c *SpeculativeConfig) UnmarshalJSON(data []byte) error {
+	return jsonconf.Unmarshal(data, (*speculativeFields)(c))
+}
+
+// MarshalJSON encodes c with ttl as a Go duration string, the form
+// UnmarshalJSON reads.
+func (c SpeculativeConfig) MarshalJSON() ([]byte, error) {
+	return jsonconf.Marshal(speculativeFields(c))
+}
+
+// UnmarshalJSON decodes c strictly wherever a ReadinessConfig is decoded,
+// not only inside a Config: unknown keys are an error naming their path and
+// giveUpAfter is a Go duration string. Keys not present, or null, keep
+// their value.
+func (c *ReadinessConfig) UnmarshalJSON(data []byte) error {
+	return jsonconf.Unmarshal(data, (*readinessFields)(c))
+}
+
+// MarshalJSON encodes c with giveUpAfter as a Go duration string, the form
+// UnmarshalJSON reads.
+func (c ReadinessConfig) MarshalJSON() ([]byte, error) {
+	return jsonconf.Marshal(readinessFields(c))
+}
+
+// UnmarshalJSON decodes c strictly wherever a MetricLabelsConfig is
+// decoded, not only inside a Config: unknown keys are an error naming their
+// path. Keys not present, or null, keep their value. It has no duration, so
+// encoding/json's encoding of it is already the form this reads.
+func (c *MetricLabelsConfig) UnmarshalJSON(data []byte) error {
+	return jsonconf.Unmarshal(data, (*metricLabelsFields)(c))
+}

@@ -15,14 +15,16 @@ import (
 // the root holds the routing pipeline and kvevents the applier, pool and
 // stream; anything else belongs in a package of its own.
 var exportedBudget = map[string]int{
-	".":        70,
-	"kvevents": 60,
+	".":        66,
+	"kvevents": 56,
 }
 
 // exportedCount counts the exported identifiers of the package in dir (its
 // non-test files): package-level types, functions, constants and variables,
 // and the exported methods of exported types. Exported methods of
-// unexported types are not part of the package's API and are not counted.
+// unexported types are not part of the package's API and are not counted,
+// nor are the JSON methods (interfaceMethods) every configuration type has
+// by the configuration convention: they add no job to the package.
 func exportedCount(t *testing.T, dir string) int {
 	t.Helper()
 	fset := token.NewFileSet()
@@ -37,7 +39,7 @@ func exportedCount(t *testing.T, dir string) int {
 			for _, d := range f.Decls {
 				switch d := d.(type) {
 				case *ast.FuncDecl:
-					if d.Name.IsExported() && (d.Recv == nil || receiverExported(d.Recv)) {
+					if d.Name.IsExported() && (d.Recv == nil || receiverExported(d.Recv) && !interfaceMethods[d.Name.Name]) {
 						n++
 					}
 				case *ast.GenDecl:
@@ -61,6 +63,10 @@ func exportedCount(t *testing.T, dir string) int {
 	}
 	return n
 }
+
+// interfaceMethods are the methods not counted: encoding/json's, which
+// decode and encode a configuration type by kvroute's convention.
+var interfaceMethods = map[string]bool{"MarshalJSON": true, "UnmarshalJSON": true}
 
 // receiverExported reports whether a method's receiver type is exported.
 func receiverExported(fl *ast.FieldList) bool {
