@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -22,10 +21,7 @@ import (
 // at the end of the window.
 func TestRunDrainsBeforeShutdown(t *testing.T) {
 	defer leakcheck.Check(t)()
-	clock := telemetry.NewManual(time.Unix(1e9, 0))
-	old := drainClock
-	drainClock = clock
-	defer func() { drainClock = old }()
+	clock := manualDrainClock(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	g := startRun(t, ctx, "--drain-timeout", "1h")
@@ -80,34 +76,20 @@ func TestRunDrainsBeforeShutdown(t *testing.T) {
 // returns the failure without waiting the window out.
 func TestRunDrainWindowEndsWhenAListenerFails(t *testing.T) {
 	defer leakcheck.Check(t)()
+	clock := manualDrainClock(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	snap, done := runWithSnapshot(t, ctx, io.Discard, "--drain-timeout", "1h")
+	cancel() // SIGTERM
+	clock.WaitForWaiters(1)
+	failSnapshot(t, snap, done, "the drain window went on after the snapshot listener failed")
+}
+
+// manualDrainClock makes drainClock a Manual clock for the test.
+func manualDrainClock(t *testing.T) *telemetry.Manual {
 	clock := telemetry.NewManual(time.Unix(1e9, 0))
 	old := drainClock
 	drainClock = clock
-	defer func() { drainClock = old }()
-	cfg := writeFile(t, "router.json", `{"events":{"enabled":false},"disableRender":true}`)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	started := make(chan *snapshotServer, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"--listen", "127.0.0.1:0", "--endpoints", "127.0.0.1:1", "--model", "m", "--config", cfg,
-			"--snapshot-listen", "127.0.0.1:0", "--peer-token", "tok", "--drain-timeout", "1h"}, io.Discard, io.Discard, Options{},
-			func(s *snapshotServer) { started <- s })
-	}()
-	var snap *snapshotServer
-	select {
-	case snap = <-started:
-	case err := <-done:
-		t.Fatalf("run returned before serving: %v", err)
-	}
-	cancel() // SIGTERM
-	clock.WaitForWaiters(1)
-	require.NoError(t, snap.ln.Close())
-	select {
-	case err := <-done:
-		require.ErrorIs(t, err, net.ErrClosed)
-		require.Contains(t, err.Error(), "index snapshot on "+snap.addr)
-	case <-time.After(30 * time.Second):
-		t.Fatal("the drain window went on after the snapshot listener failed")
-	}
+	t.Cleanup(func() { drainClock = old })
+	return clock
 }

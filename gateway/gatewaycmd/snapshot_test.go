@@ -148,32 +148,46 @@ func TestSnapshotListenerClosesIdleConnections(t *testing.T) {
 // failure was logged and the gateway went on without a snapshot for peers.
 func TestRunReturnsTheSnapshotListenersFailure(t *testing.T) {
 	defer leakcheck.Check(t)()
-	cfg := writeFile(t, "router.json", `{"events":{"enabled":false},"disableRender":true}`)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var stderr syncBuffer
+	snap, done := runWithSnapshot(t, ctx, &stderr)
+	failSnapshot(t, snap, done, "run went on after its snapshot listener failed")
+	require.Contains(t, stderr.String(), "snapshot listener failed")
+}
+
+// runWithSnapshot runs the gateway, with args after its own, and a snapshot
+// listener, logging to stderr, and returns the snapshot server once it
+// serves and the channel of run's result.
+func runWithSnapshot(t *testing.T, ctx context.Context, stderr io.Writer, args ...string) (*snapshotServer, chan error) {
+	t.Helper()
+	cfg := writeFile(t, "router.json", `{"events":{"enabled":false},"disableRender":true}`)
+	args = append([]string{"--listen", "127.0.0.1:0", "--endpoints", "127.0.0.1:1", "--model", "m", "--config", cfg,
+		"--snapshot-listen", "127.0.0.1:0", "--peer-token", "tok"}, args...)
 	started := make(chan *snapshotServer, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"--listen", "127.0.0.1:0", "--endpoints", "127.0.0.1:1", "--model", "m", "--config", cfg,
-			"--snapshot-listen", "127.0.0.1:0", "--peer-token", "tok"}, io.Discard, &stderr, Options{},
-			func(s *snapshotServer) { started <- s })
+		done <- run(ctx, args, io.Discard, stderr, Options{}, func(s *snapshotServer) { started <- s })
 	}()
-	var snap *snapshotServer
 	select {
-	case snap = <-started:
+	case snap := <-started:
+		return snap, done
 	case err := <-done:
 		t.Fatalf("run returned before serving: %v", err)
+		return nil, nil
 	}
-	require.NotNil(t, snap)
-	require.NoError(t, snap.ln.Close())
+}
 
+// failSnapshot closes snap's listener under it and checks that run returns
+// that failure, naming the snapshot address; hang names a run that does not.
+func failSnapshot(t *testing.T, snap *snapshotServer, done chan error, hang string) {
+	t.Helper()
+	require.NoError(t, snap.ln.Close())
 	select {
 	case err := <-done:
 		require.ErrorIs(t, err, net.ErrClosed)
 		require.Contains(t, err.Error(), "index snapshot on "+snap.addr)
 	case <-time.After(30 * time.Second):
-		t.Fatal("run went on after its snapshot listener failed")
+		t.Fatal(hang)
 	}
-	require.Contains(t, stderr.String(), "snapshot listener failed")
 }
