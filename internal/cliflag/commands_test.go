@@ -66,14 +66,11 @@ func TestEveryCommandHelpExitsZeroAndBadDurationsSayWhy(t *testing.T) {
 	slices.Sort(keys)
 	require.Equal(t, keys, mains, "every main package of the workspace is in the table")
 
-	dir := t.TempDir()
-	for i, pkg := range mains {
+	bins := buildAll(t, goBin, mains)
+	for _, pkg := range mains {
 		c := commands[pkg]
 		t.Run(strings.TrimPrefix(pkg, "github.com/kvroute/kvroute/"), func(t *testing.T) {
-			bin := filepath.Join(dir, strings.Repeat("x", i)+path.Base(pkg)) // two kvroute-gateways
-			b, err := exec.Command(goBin, "build", "-o", bin, pkg).CombinedOutput()
-			require.NoError(t, err, "go build: %s", b)
-
+			bin := bins[pkg]
 			stdout, stderr, code := runCmd(t, bin, "--help")
 			require.Equal(t, 0, code, "--help exits 0; stderr: %s", stderr)
 			usage := stdout + stderr
@@ -90,6 +87,39 @@ func TestEveryCommandHelpExitsZeroAndBadDurationsSayWhy(t *testing.T) {
 			require.Empty(t, stdout)
 		})
 	}
+}
+
+// buildAll builds the main packages as a user builds them, each into a
+// binary named as go build names it, and returns each one's path. One go
+// build per output folder links the binaries in parallel (a build per
+// binary, one after another, took minutes on a 2-core machine); main
+// packages with the same base name (the two kvroute-gateways) go to
+// folders of their own.
+func buildAll(t *testing.T, goBin string, mains []string) map[string]string {
+	t.Helper()
+	var groups [][]string // each group's base names are distinct
+	for _, pkg := range mains {
+		placed := false
+		for i, g := range groups {
+			if !slices.ContainsFunc(g, func(p string) bool { return path.Base(p) == path.Base(pkg) }) {
+				groups[i], placed = append(g, pkg), true
+				break
+			}
+		}
+		if !placed {
+			groups = append(groups, []string{pkg})
+		}
+	}
+	bins := make(map[string]string, len(mains))
+	for _, g := range groups {
+		dir := t.TempDir()
+		b, err := exec.Command(goBin, append([]string{"build", "-o", dir + string(filepath.Separator)}, g...)...).CombinedOutput()
+		require.NoError(t, err, "go build: %s", b)
+		for _, pkg := range g {
+			bins[pkg] = filepath.Join(dir, path.Base(pkg))
+		}
+	}
+	return bins
 }
 
 // runCmd runs bin with args and returns its output and exit status.
