@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
@@ -31,13 +32,21 @@ func TestServerClosesIdleConnections(t *testing.T) {
 		defer func() { _ = d.Close() }()
 	}
 
+	// Dial returns once the client's side of the handshake is done; the
+	// server may still be finishing its side, and a replay that came first
+	// would take the slot and have a silent one refused instead.
+	if !assert.Eventually(t, func() bool { return srv.conns.Open() == maxConns }, time.Minute, time.Millisecond) {
+		t.Fatalf("the silent connections do not hold every slot: %+v", srv.Stats())
+	}
 	c := newClient(t, ClientConfig{Timeout: 30 * time.Second, Backoff: 10 * time.Millisecond, MaxAttemptsWithoutProgress: 1 << 20})
 	var got collector
 	res, err := c.Replay(ctx, srv.Endpoint(), 0, got.apply)
 	require.NoError(t, err, "the silent connections kept every slot")
 	require.Equal(t, seqRange(0, 10), got.seqs)
 	require.True(t, res.Covered)
-	require.Eventually(t, func() bool { return srv.Stats().Idle >= maxConns }, time.Minute, time.Millisecond)
+	if !assert.Eventually(t, func() bool { return srv.Stats().Idle >= maxConns }, time.Minute, time.Millisecond) {
+		t.Fatalf("the silent connections are not both closed as idle: %+v", srv.Stats())
+	}
 }
 
 // The idle timeout defaults to DefaultServerIdleTimeout.

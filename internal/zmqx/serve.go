@@ -41,6 +41,14 @@ func Serve(l *Listener, limit int, serve, reject func(*Conn)) *Served {
 	return s
 }
 
+// Open returns the number of connections being served: accepted, past
+// their handshake, and not yet closed.
+func (s *Served) Open() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
 // Close stops accepting, closes every open connection (which ends its
 // serve function's reads and writes), and waits for the accept loop and
 // every connection's goroutine to end. It returns the listener's Close

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
@@ -32,11 +33,19 @@ func TestServerClosesIdleConnections(t *testing.T) {
 		defer func() { _ = d.Close() }()
 	}
 
+	// Dial returns once the client's side of the handshake is done; the
+	// server may still be finishing its side, and a fetch that came first
+	// would take the slot and have a silent one refused instead.
+	if !assert.Eventually(t, func() bool { return s.conns.Open() == maxConns }, time.Minute, time.Millisecond) {
+		t.Fatalf("the silent connections do not hold every slot: %+v", s.Stats())
+	}
 	c, _ := newClient(t, ClientConfig{Timeout: 30 * time.Second, Backoff: 10 * time.Millisecond, Limiter: NewLimiter(1)})
 	r, err := c.Fetch(ctx, s.Endpoint())
 	require.NoError(t, err, "the silent connections kept every slot")
 	require.EqualValues(t, 7, r.Seq)
-	require.Eventually(t, func() bool { return s.Stats().Idle >= maxConns }, time.Minute, time.Millisecond)
+	if !assert.Eventually(t, func() bool { return s.Stats().Idle >= maxConns }, time.Minute, time.Millisecond) {
+		t.Fatalf("the silent connections are not both closed as idle: %+v", s.Stats())
+	}
 }
 
 // The idle timeout defaults to DefaultServerIdleTimeout.
