@@ -18,8 +18,8 @@ import (
 	"github.com/kvroute/kvroute/replay"
 	"github.com/kvroute/kvroute/telemetry"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
-	"k8s.io/component-base/metrics/testutil"
 )
 
 func newTestPublisher(t testing.TB, cfg Config, opts ...Options) *Publisher {

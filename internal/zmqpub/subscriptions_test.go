@@ -9,8 +9,8 @@ import (
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/telemetry"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
-	"k8s.io/component-base/metrics/testutil"
 )
 
 // TestSubscriptionsBoundedInCountAndBytes checks a subscriber's bounds: a
