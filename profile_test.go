@@ -75,6 +75,7 @@ func TestProfilePicksInTwoRoles(t *testing.T) {
 	// Found by ID, the Decision ends both roles too.
 	d, err = r.Pick(context.Background(), &Request{ID: "r2", Prompts: []render.Prompt{{TokenIDs: p}}}, eps)
 	require.NoError(t, err)
+	require.Same(t, d, r.Decision("r2"))
 	r.Decision("r2").Done(DoneInfo{})
 	for _, e := range eps {
 		tok, reqs, _ := r.load.Load(e.ID)

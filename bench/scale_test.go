@@ -15,7 +15,6 @@ type scaleFixture struct {
 	keys   []kvindex.Key
 	cands  []string
 	steps  []int
-	blocks int // distinct blocks after the build
 }
 
 // matchScale runs the lookup of one rung: Match of fx.keys against

@@ -286,5 +286,3 @@ func TestStreamQueueOverflowDropsAndResyncs(t *testing.T) {
 	}
 	require.Equal(t, uint64(5), f.status().Messages)
 }
-
-func (f *seqFixture) dump() string { return f.logs.String() }

@@ -134,21 +134,6 @@ func (s *scanner) skipValue(depth int) error {
 	return err
 }
 
-// skipNumber skips a JSON number, validating its grammar.
-func (s *scanner) skipNumber() error {
-	v := s.view()
-	err := v.SkipNumber()
-	s.i = v.Pos
-	return err
-}
-
-func (s *scanner) digits() int {
-	v := s.view()
-	n := v.Digits()
-	s.i = v.Pos
-	return n
-}
-
 // uint reads a non-negative integer literal no larger than limit. Negative,
 // fractional and exponent forms are errors, because token IDs and
 // placeholder offsets are integers.

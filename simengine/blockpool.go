@@ -35,8 +35,6 @@ func newBlockPool(n int) *blockPool {
 	return p
 }
 
-func (p *blockPool) numBlocks() int { return len(p.ref) }
-
 func (p *blockPool) pushTail(b int32) {
 	p.prev[b], p.next[b] = p.tail, -1
 	if p.tail >= 0 {

@@ -98,7 +98,7 @@ func TestPickerTracesEachRoutedStream(t *testing.T) {
 		require.False(t, pick.EndTime().After(r.EndTime()), "the pick span ends (at the release) before the route span")
 		attrs := map[string]string{}
 		for _, kv := range r.Attributes() {
-			attrs[string(kv.Key)] = kv.Value.Emit()
+			attrs[string(kv.Key)] = kv.Value.String()
 		}
 		require.Equal(t, resultRouted, attrs[string(attrResult)])
 		require.Equal(t, h.engines[0].id, attrs[string(attrEndpoints)])

@@ -209,14 +209,6 @@ type overloadArrival struct {
 	tenant string // fairness ID
 }
 
-// priority is the class's admission priority.
-func (a *overloadArrival) priority() int {
-	if a.class == ClassInteractive {
-		return 1
-	}
-	return -1
-}
-
 // overloadTrace draws the run's arrivals from the seed: Poisson arrivals at
 // Load × Capacity, each request's class and tenant, and its prompt. Every
 // policy sees the same trace.

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"fmt"
 	"os"
 	"slices"
 	"strconv"
@@ -75,8 +74,8 @@ func TestPDWhereTheTailIs(t *testing.T) {
 		}
 		for i, e := range r.engines {
 			s := e.stats
-			t.Log(fmt.Sprintf("  engine %d (%s): looked up %d, hit %d, computed %d, pulled %d prompt tokens; generated %d",
-				i, r.roles[i], s.queries, s.hits, s.computed, s.pulled, s.generated))
+			t.Logf("  engine %d (%s): looked up %d, hit %d, computed %d, pulled %d prompt tokens; generated %d",
+				i, r.roles[i], s.queries, s.hits, s.computed, s.pulled, s.generated)
 		}
 	}
 }

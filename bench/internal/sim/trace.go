@@ -108,14 +108,6 @@ func newTrace(cfg Config, start time.Time) *trace {
 	return t
 }
 
-// total is the number of requests the trace will produce.
-func (t *trace) total() int {
-	if t.w.Kind == MultiTurn {
-		return t.sessions * t.w.Turns
-	}
-	return len(t.open)
-}
-
 // nextTurn returns the prompt of the turn after turn of session: the
 // previous prompt, the engine's answer and the next user message; ok is
 // false after the last turn.
