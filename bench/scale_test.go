@@ -11,10 +11,10 @@ import (
 // scaleFixture is an index for one rung of a scaling ladder: candidates hold
 // a staircase of prompt, everything else is background.
 type scaleFixture struct {
-	ix     *kvindex.Index
-	keys   []kvindex.Key
-	cands  []string
-	steps  []int
+	ix    *kvindex.Index
+	keys  []kvindex.Key
+	cands []string
+	steps []int
 }
 
 // matchScale runs the lookup of one rung: Match of fx.keys against
