@@ -124,6 +124,9 @@ func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
 			states[e.ID] = se
 		}
 	}
+	if s.draining.Load() {
+		data.Ready, data.Reason = false, ReasonShuttingDown
+	}
 	modes := s.endpointModes()
 	data.Modes, data.ModeWarning = modeSummary(modes)
 	data.CapacityWarning = capacityWarning(modes)

@@ -47,6 +47,12 @@ func TestRunDrainsBeforeShutdown(t *testing.T) {
 		code, reason := ready()
 		return code == http.StatusServiceUnavailable && reason == gateway.ReasonShuttingDown
 	}, 10*time.Second, 5*time.Millisecond, "/ready reports the drain")
+	status, err := g.client.Get(g.url + gateway.StatusPath)
+	require.NoError(t, err)
+	page, err := io.ReadAll(status.Body)
+	status.Body.Close()
+	require.NoError(t, err)
+	require.Contains(t, string(page), `<b id="ready">false</b> — `+gateway.ReasonShuttingDown, "the status page says so too")
 	resp, body := g.complete(t)
 	require.Equal(t, http.StatusOK, resp.StatusCode, "a request sent during the drain window is served")
 	require.Equal(t, `{"choices":[{"text":"ok"}]}`, string(body))
@@ -65,7 +71,7 @@ func TestRunDrainsBeforeShutdown(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("run did not stop at the end of the drain window")
 	}
-	_, err := parseFlags([]string{"--endpoints", "127.0.0.1:1", "--model", "m", "--drain-timeout", "-1s"}, io.Discard)
+	_, err = parseFlags([]string{"--endpoints", "127.0.0.1:1", "--model", "m", "--drain-timeout", "-1s"}, io.Discard)
 	require.ErrorContains(t, err, "--drain-timeout must be >= 0")
 	o, err := parseFlags([]string{"--endpoints", "127.0.0.1:1", "--model", "m"}, io.Discard)
 	require.NoError(t, err)
