@@ -21,7 +21,8 @@ func TestTailProbeDueDuringReplayIsRetried(t *testing.T) {
 	addr, stop := startGatedRouter(t, 6, 1<<32, gate) // batches up to 5, then holds END
 	defer stop()
 
-	clock := telemetry.NewManual(time.Unix(1_700_000_000, 0))
+	start := time.Unix(1_700_000_000, 0)
+	clock := telemetry.NewManual(start)
 	f := newClockSeqFixture(t, PoolConfig{TailProbeDelay: time.Second}, addr, clock)
 	logs := f.logs
 	defer f.close()
@@ -32,9 +33,11 @@ func TestTailProbeDueDuringReplayIsRetried(t *testing.T) {
 	clock.Advance(time.Second) // the first tail probe applies 1..5, then waits for END
 	require.Eventually(t, func() bool { return f.held(5) }, poolWait, poolTick, "batch 5 not applied\n%s", logs.String())
 	require.True(t, f.status().Replaying)
-	armed := clock.Waiters()   // the tail probe's timer among them
-	clock.Advance(time.Second) // the probe falls due during the replay
-	require.Eventually(t, func() bool { return clock.Waiters() >= armed }, poolWait, poolTick,
+	// Batch 5's arrival armed the next probe for start+2s; it falls due
+	// during the replay and must be armed again a probe delay later.
+	require.Eventually(t, func() bool { return clock.Armed(start.Add(2 * time.Second)) }, poolWait, poolTick)
+	clock.Advance(time.Second)
+	require.Eventually(t, func() bool { return clock.Armed(start.Add(3 * time.Second)) }, poolWait, poolTick,
 		"the probe that fell due during the replay was not armed again")
 	close(gate)
 	require.Eventually(t, func() bool { return !f.status().Replaying }, poolWait, poolTick)
@@ -49,7 +52,8 @@ func TestTailProbeDueDuringReplayIsRetried(t *testing.T) {
 // until the engine's next message.
 func TestTailProbeDueDuringCooldownIsRetried(t *testing.T) {
 	defer leakcheck.Check(t)()
-	clock := telemetry.NewManual(time.Unix(1_700_000_000, 0))
+	start := time.Unix(1_700_000_000, 0)
+	clock := telemetry.NewManual(start)
 	f := newClockSeqFixture(t, PoolConfig{ReplayCooldown: 30 * time.Second, TailProbeDelay: time.Second,
 		ReplayClient: replay.ClientConfig{MaxAttemptsWithoutProgress: 1, Backoff: time.Millisecond}},
 		refusingAddr(t), clock)
@@ -60,10 +64,15 @@ func TestTailProbeDueDuringCooldownIsRetried(t *testing.T) {
 	f.wait(0)
 	require.Eventually(t, func() bool { return f.count("replays", replayFailed) == 1 && !f.status().Replaying },
 		poolWait, poolTick, logs.String())
-	armed := clock.Waiters()   // the tail probe's timer among them
-	clock.Advance(time.Second) // the probe falls due while cooling down
-	require.Eventually(t, func() bool { return clock.Waiters() >= armed }, poolWait, poolTick,
-		"the probe that fell due during the cooldown was not armed again")
+	// The message armed the tail probe for start+1s; it falls due while the
+	// stream cools down (until start+30s) and must be armed again for the
+	// cooldown's end. Counting the clock's waiters could not tell that apart
+	// from another timer firing or stopping meanwhile, and failed on a
+	// loaded machine.
+	require.Eventually(t, func() bool { return clock.Armed(start.Add(time.Second)) }, poolWait, poolTick)
+	clock.Advance(time.Second)
+	require.Eventually(t, func() bool { return clock.Armed(start.Add(30 * time.Second)) }, poolWait, poolTick,
+		"the probe that fell due during the cooldown was not armed again for the cooldown's end")
 	clock.Advance(29 * time.Second)
 	require.Eventually(t, func() bool { return counter(f.p.sm.Probes, seqID, probeFailed) >= 1 }, poolWait, poolTick,
 		"no tail probe after the cooldown\n%s", logs.String())

@@ -117,6 +117,21 @@ func (m *Manual) Waiters() int {
 	return len(m.waiters)
 }
 
+// Armed reports whether a timer, ticker or AfterFunc is armed to fall due
+// exactly at t: a test checks that a component re-armed the timer it
+// expects for the moment it expects, which a count of Waiters cannot tell
+// apart from another timer firing or being stopped meanwhile.
+func (m *Manual) Armed(t time.Time) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, w := range m.waiters {
+		if w.due.Equal(t) {
+			return true
+		}
+	}
+	return false
+}
+
 // WaitForWaiters blocks until at least n timers are armed and returns the
 // count; use it before Advance so the advance cannot race the arming.
 func (m *Manual) WaitForWaiters(n int) int {

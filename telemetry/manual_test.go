@@ -93,3 +93,16 @@ func TestWallClockTimers(t *testing.T) {
 	<-done
 	require.False(t, Wall.Now().IsZero())
 }
+
+func TestManualArmedNamesTheDueTime(t *testing.T) {
+	m := NewManual(epoch)
+	tm := m.NewTimer(time.Second)
+	require.True(t, m.Armed(epoch.Add(time.Second)))
+	require.False(t, m.Armed(epoch.Add(2*time.Second)))
+	tm.Reset(2 * time.Second)
+	require.False(t, m.Armed(epoch.Add(time.Second)), "a reset timer is due at its new time only")
+	require.True(t, m.Armed(epoch.Add(2*time.Second)))
+	m.Advance(2 * time.Second)
+	<-tm.C()
+	require.False(t, m.Armed(epoch.Add(2*time.Second)), "a fired timer is no longer armed")
+}
