@@ -118,14 +118,14 @@ func TestStreamFrameIdentityIsARestart(t *testing.T) {
 // counted once, and live again at its next message.
 func TestStreamSilentPublisherIsDegraded(t *testing.T) {
 	defer leakcheck.Check(t)()
-	clock := telemetry.NewManual(time.Unix(1_700_000_000, 0))
+	start := time.Unix(1_700_000_000, 0)
+	clock := telemetry.NewManual(start)
 	f := newClockFixture(t, PoolConfig{PublisherSilence: 3 * time.Second}, clock)
 	defer f.close()
 
 	f.st.receive(0, idPayload(0, pidA), poolModel)
 	f.wait(0)
 	require.Eventually(t, func() bool { return clock.Waiters() >= 1 }, poolWait, poolTick, "the silence timer is armed")
-	waiters := clock.Waiters()
 	st := f.status()
 	require.True(t, st.Heartbeats)
 	require.Equal(t, StateLive, st.State)
@@ -142,7 +142,8 @@ func TestStreamSilentPublisherIsDegraded(t *testing.T) {
 	require.True(t, f.held(0), "heartbeats change nothing in the index")
 
 	// Silence: degraded at the limit, not before.
-	require.Eventually(t, func() bool { return clock.Waiters() >= waiters }, poolWait, poolTick)
+	require.Eventually(t, func() bool { return clock.Armed(start.Add(8 * time.Second)) }, poolWait, poolTick,
+		"the silence timer is armed for 3 s after the last heartbeat")
 	clock.Advance(2 * time.Second)
 	require.Equal(t, StateLive, f.status().State)
 	clock.Advance(2 * time.Second)
