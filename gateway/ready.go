@@ -11,6 +11,22 @@ import (
 // gateway still serves, but a probe should take it out of rotation.
 const ReasonShuttingDown = "shutting down"
 
+// notReady is why the gateway should receive no traffic, "" when it
+// should: it is draining (Server.Drain), it has no endpoints, or its
+// router's index has not converged. /ready and the status page both report
+// it, so they never disagree.
+func (s *Server) notReady() string {
+	switch {
+	case s.draining.Load():
+		return ReasonShuttingDown
+	case len(*s.handler.endpoints.Load()) == 0:
+		return "no endpoints"
+	case s.router != nil:
+		return s.router.NotReady()
+	}
+	return ""
+}
+
 // readyz answers /ready: 200 when the gateway has endpoints and its router's
 // index has converged (kvroute.Router.Ready: every endpoint's KV-event
 // stream live or given up on), 503 otherwise with the reason. /health only
@@ -52,11 +68,10 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 		// not sized to their engine's own capacity (readiness does not
 		// wait for it either).
 		CapacityWarning string `json:"capacityWarning,omitempty"`
-	}{Ready: true}
-	switch {
-	case len(*s.handler.endpoints.Load()) == 0:
-		body.Ready, body.Reason = false, "no endpoints"
-	case s.router != nil:
+	}{}
+	body.Reason = s.notReady()
+	body.Ready = body.Reason == ""
+	if s.router != nil && len(*s.handler.endpoints.Load()) > 0 {
 		modes := s.endpointModes()
 		seen := map[string]bool{}
 		for _, e := range s.router.Readiness() {
@@ -70,12 +85,6 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 		}
 		body.CacheModes, body.ModeWarning = modeSummary(modes)
 		body.CapacityWarning = capacityWarning(modes)
-		if reason := s.router.NotReady(); reason != "" {
-			body.Ready, body.Reason = false, reason
-		}
-	}
-	if s.draining.Load() {
-		body.Ready, body.Reason = false, ReasonShuttingDown
 	}
 	w.Header().Set("Content-Type", "application/json")
 	if !body.Ready {

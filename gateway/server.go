@@ -593,9 +593,6 @@ func (s *Server) Drain() {
 	}
 }
 
-// Draining reports whether Drain has been called.
-func (s *Server) Draining() bool { return s.draining.Load() }
-
 // Shutdown stops the server gracefully: it stops accepting, waits for the
 // requests in flight until ctx ends, then cuts the remaining connections
 // (their requests see a cancelled context, so each Decision is Done), waits

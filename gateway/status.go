@@ -96,22 +96,18 @@ type statusData struct {
 func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
 	now := time.Now()
 	samples := s.handler.history.samples()
-	data := statusData{Ready: true, Now: now.UTC().Format(time.RFC3339), Model: s.cfg.Proxy.Model, Policy: s.cfg.Policy,
+	data := statusData{Now: now.UTC().Format(time.RFC3339), Model: s.cfg.Proxy.Model, Policy: s.cfg.Policy,
 		Decisions: s.handler.Recent(), Chart: shareChart(samples, now), ShareSummary: shareSummary(samples),
 		Config: configText(s.shownConfig())}
 	if data.Model == "" {
 		data.Model = "as each request names it"
 	}
 	eps := *s.handler.endpoints.Load()
-	if len(eps) == 0 {
-		data.Ready, data.Reason = false, "no endpoints"
-	}
+	data.Reason = s.notReady()
+	data.Ready = data.Reason == ""
 	states := map[string]statusEndpoint{}
 	if r := s.router; r != nil {
 		data.IndexBlocks = r.Index().Stats().Blocks
-		if reason := r.NotReady(); reason != "" {
-			data.Ready, data.Reason = false, reason
-		}
 		for _, e := range r.Readiness() {
 			se := statusEndpoint{State: string(e.State), GivenUp: e.GivenUp, AppliedSeq: "–", SinceApplied: "never"}
 			if e.Status.HasApplied {
@@ -123,9 +119,6 @@ func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
 			se.Source = eventSource(e, r)
 			states[e.ID] = se
 		}
-	}
-	if s.draining.Load() {
-		data.Ready, data.Reason = false, ReasonShuttingDown
 	}
 	modes := s.endpointModes()
 	data.Modes, data.ModeWarning = modeSummary(modes)
