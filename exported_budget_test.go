@@ -44,24 +44,32 @@ func exportedCount(t *testing.T, dir string) int {
 		}
 		require.Equal(t, pkg, f.Name.Name, "one package in %s", dir)
 		for _, d := range f.Decls {
-			switch d := d.(type) {
-			case *ast.FuncDecl:
-				if d.Name.IsExported() && (d.Recv == nil || receiverExported(d.Recv) && !interfaceMethods[d.Name.Name]) {
+			n += exportedIn(d)
+		}
+	}
+	return n
+}
+
+// exportedIn counts the exported identifiers one declaration adds, by
+// exportedCount's rules.
+func exportedIn(d ast.Decl) int {
+	n := 0
+	switch d := d.(type) {
+	case *ast.FuncDecl:
+		if d.Name.IsExported() && (d.Recv == nil || receiverExported(d.Recv) && !interfaceMethods[d.Name.Name]) {
+			n++
+		}
+	case *ast.GenDecl:
+		for _, s := range d.Specs {
+			switch s := s.(type) {
+			case *ast.TypeSpec:
+				if s.Name.IsExported() {
 					n++
 				}
-			case *ast.GenDecl:
-				for _, s := range d.Specs {
-					switch s := s.(type) {
-					case *ast.TypeSpec:
-						if s.Name.IsExported() {
-							n++
-						}
-					case *ast.ValueSpec:
-						for _, id := range s.Names {
-							if id.IsExported() {
-								n++
-							}
-						}
+			case *ast.ValueSpec:
+				for _, id := range s.Names {
+					if id.IsExported() {
+						n++
 					}
 				}
 			}

@@ -83,16 +83,26 @@ func goList(t *testing.T, goBin, dir string) []listedPackage {
 	return pkgs
 }
 
-// workspacePackages lists every package of every module of the workspace
-// (the root module alone when there is no go.work) with go list.
-func workspacePackages(t *testing.T) []listedPackage {
+// workspaceModules returns the go command and the folder of every module of
+// the workspace (the root module alone when there is no go.work).
+func workspaceModules(t *testing.T) (goBin string, dirs []string) {
 	t.Helper()
 	goBin, err := exec.LookPath("go")
 	require.NoError(t, err, "the layout checks list packages with the go command")
 	out, err := exec.Command(goBin, "list", "-m", "-f", "{{.Dir}}").Output()
 	require.NoError(t, err)
+	dirs = strings.Fields(string(out))
+	require.NotEmpty(t, dirs)
+	return goBin, dirs
+}
+
+// workspacePackages lists every package of every module of the workspace
+// with go list.
+func workspacePackages(t *testing.T) []listedPackage {
+	t.Helper()
+	goBin, dirs := workspaceModules(t)
 	var pkgs []listedPackage
-	for _, dir := range strings.Fields(string(out)) {
+	for _, dir := range dirs {
 		pkgs = append(pkgs, goList(t, goBin, dir)...)
 	}
 	return pkgs

@@ -19,12 +19,7 @@ import (
 // fetched the core module alone. go list reads no code, so this costs well
 // under a second a module.
 func TestEveryModuleResolvesItsImportsAlone(t *testing.T) {
-	goBin, err := exec.LookPath("go")
-	require.NoError(t, err, "the check lists packages with the go command")
-	out, err := exec.Command(goBin, "list", "-m", "-f", "{{.Dir}}").Output()
-	require.NoError(t, err)
-	dirs := strings.Fields(string(out))
-	require.NotEmpty(t, dirs)
+	goBin, dirs := workspaceModules(t)
 	var bad []string
 	for _, dir := range dirs {
 		cmd := exec.Command(goBin, "list", "-e", "-test", "-deps",

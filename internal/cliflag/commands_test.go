@@ -97,18 +97,15 @@ func TestEveryCommandHelpExitsZeroAndBadDurationsSayWhy(t *testing.T) {
 // folders of their own.
 func buildAll(t *testing.T, goBin string, mains []string) map[string]string {
 	t.Helper()
-	var groups [][]string // each group's base names are distinct
+	var groups [][]string // the k-th main of each base name goes to group k
+	seen := map[string]int{}
 	for _, pkg := range mains {
-		placed := false
-		for i, g := range groups {
-			if !slices.ContainsFunc(g, func(p string) bool { return path.Base(p) == path.Base(pkg) }) {
-				groups[i], placed = append(g, pkg), true
-				break
-			}
+		k := seen[path.Base(pkg)]
+		seen[path.Base(pkg)]++
+		if k == len(groups) {
+			groups = append(groups, nil)
 		}
-		if !placed {
-			groups = append(groups, []string{pkg})
-		}
+		groups[k] = append(groups[k], pkg)
 	}
 	bins := make(map[string]string, len(mains))
 	for _, g := range groups {
