@@ -85,6 +85,7 @@ type metricsAuth struct {
 	cache      map[[sha256.Size]byte]authEntry
 	results    *prometheus.CounterVec
 	cacheFull  prometheus.Counter
+	set        telemetry.Set // where results and cacheFull are registered
 }
 
 // newMetricsAuth asks kube's API server about callers and counts its
@@ -94,6 +95,7 @@ func newMetricsAuth(kube kubernetes.Interface, set telemetry.Set) (*metricsAuth,
 		kube:       kube,
 		maxEntries: metricsAuthCacheEntries,
 		log:        set.Log(),
+		set:        set,
 		cache:      make(map[[sha256.Size]byte]authEntry),
 		results: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvroute_epp_metrics_auth_total",
@@ -107,14 +109,14 @@ func newMetricsAuth(kube kubernetes.Interface, set telemetry.Set) (*metricsAuth,
 	for _, r := range []string{"allowed", "forbidden", "unauthenticated", "error"} {
 		a.results.WithLabelValues(r)
 	}
-	if err := set.Register(a.results); err != nil {
-		return nil, err
-	}
-	if err := set.Register(a.cacheFull); err != nil {
+	if err := set.Register(a.results, a.cacheFull); err != nil {
 		return nil, err
 	}
 	return a, nil
 }
+
+// close unregisters the auth's metrics.
+func (a *metricsAuth) close() { a.set.Unregister(a.results, a.cacheFull) }
 
 // wrap serves h to the callers allowed to call it.
 func (a *metricsAuth) wrap(h http.Handler) http.Handler {

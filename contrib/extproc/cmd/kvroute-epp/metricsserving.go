@@ -51,6 +51,7 @@ func newMetricsServing(l *llmdServerFlags, kubeconfig string, reloads *prometheu
 	case l.metricsCertDir != "" && reloads != nil:
 		r, err := newCertReloader(l.metricsCertDir, metricsPair, reloads, set.Log())
 		if err != nil {
+			m.close()
 			return nil, err
 		}
 		m.certs = r
@@ -62,6 +63,7 @@ func newMetricsServing(l *llmdServerFlags, kubeconfig string, reloads *prometheu
 			cert, err = tls.X509KeyPair(crt, key)
 		}
 		if err != nil {
+			m.close()
 			return nil, fmt.Errorf("--metrics-cert-dir: %w", err)
 		}
 		m.tls = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
@@ -83,10 +85,15 @@ func newMetricsServing(l *llmdServerFlags, kubeconfig string, reloads *prometheu
 	return m, nil
 }
 
-// close stops reloading the certificate pair, if it was.
+// close stops reloading the certificate pair, if it was, and unregisters
+// the auth's metrics, so that a start that fails part-way leaves the
+// registry as it found it.
 func (m *metricsServing) close() {
 	if m.certs != nil {
 		m.certs.Close()
+	}
+	if m.auth != nil {
+		m.auth.close()
 	}
 }
 

@@ -17,10 +17,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
+	kubefake "k8s.io/client-go/kubernetes/fake"
 
 	"github.com/kvroute/kvroute/contrib/extproc"
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // testCA is a certificate authority for the metrics port's mTLS tests.
@@ -203,4 +206,29 @@ func TestEnablePprof(t *testing.T) {
 	require.Equal(t, http.StatusOK, get(t, c, strings.TrimSuffix(on[3], "/metrics")+"/debug/pprof/goroutine?debug=1", ""))
 	off := startEPPWith(t, "--enable-pprof=false")
 	require.Equal(t, http.StatusNotFound, get(t, c, strings.TrimSuffix(off[3], "/metrics")+"/debug/pprof/goroutine?debug=1", ""))
+}
+
+// A metrics port that fails to start part-way (auth set up, then the
+// certificate pair or the client CA unreadable) leaves the registry as it
+// found it: the auth's metrics are unregistered, so a second start on the
+// same registry registers them again.
+func TestMetricsServingFailedStartUnregistersAuth(t *testing.T) {
+	fakeKube(t, kubefake.NewClientset())
+	reg := prometheus.NewRegistry()
+	set := telemetry.Set{Registerer: reg}
+	missing := filepath.Join(t.TempDir(), "none")
+	certDir, _ := metricsCertDir(t)
+	for _, l := range []llmdServerFlags{
+		{metricsAuth: true, metricsCertDir: missing},
+		{metricsAuth: true, metricsCertDir: certDir, metricsClientCAFile: missing},
+	} {
+		_, err := newMetricsServing(&l, "", nil, set)
+		require.Error(t, err)
+		mfs, err := reg.Gather()
+		require.NoError(t, err)
+		require.Empty(t, mfs, "a failed start left metrics registered")
+	}
+	m, err := newMetricsServing(&llmdServerFlags{metricsAuth: true}, "", nil, set)
+	require.NoError(t, err, "the auth's metrics register again")
+	m.close()
 }
