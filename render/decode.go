@@ -1,7 +1,6 @@
 package render
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -237,80 +236,29 @@ func decodeGenerate(s *scanner, prev *Prompt, keepJSON bool) (p Prompt, salt str
 	return p, salt, nil
 }
 
-// decodeTokens reads token_ids: null or an array of integers in uint32 range.
-// The array is sized exactly (one allocation, none when reuse is large
-// enough) by counting its commas first, and parsed by a tight loop over
-// local variables. compact reports an array without whitespace, which is
-// then byte for byte what jsonids.Append writes for the IDs (the loop
-// rejects signs, fractions, exponents and leading zeros).
+// decodeTokens reads token_ids: null or an array of integers in uint32 range,
+// with jsonids.List: sized exactly (one allocation, none when reuse is large
+// enough) and read eight bytes at a time. compact reports an array without
+// whitespace, which is then byte for byte what jsonids.Append writes for the
+// IDs.
 func decodeTokens(s *scanner, reuse []uint32) (toks []uint32, compact bool, err error) {
 	if s.literal("null") {
 		return nil, false, nil
 	}
-	if !s.consume('[') {
+	if s.peek() != '[' {
 		return nil, false, s.errorf("token_ids: expected an array")
 	}
-	// A token array holds only digits, commas and whitespace, so its end is
-	// the next ']'; anything else inside is rejected below.
-	end := bytes.IndexByte(s.b[s.i:], ']')
-	if end < 0 {
-		return nil, false, s.errorf("token_ids: unterminated array")
+	toks, next, compact, err := jsonids.List(reuse[:0], s.b, s.i)
+	if le, ok := err.(*jsonids.ListError); ok { // List's only error
+		if le.Index < 0 {
+			s.i++
+			return nil, false, s.errorf("token_ids: unterminated array")
+		}
+		s.i = le.At
+		return nil, false, s.errorf("token_ids[%d]: not an integer in uint32 range", le.Index)
 	}
-	end += s.i
-	b := s.b[:end] // the loop never reads past the ']'
-	toks = reuse[:0]
-	if n := bytes.Count(b[s.i:], []byte{','}) + 1; cap(toks) < n {
-		toks = make([]uint32, 0, n)
-	}
-	i := s.i
-	first := i
-	digits := 0 // of every ID: with the commas and brackets, the compact length
-	for i < len(b) && isSpace(b[i]) {
-		i++
-	}
-	if i == len(b) {
-		s.i = end + 1
-		return toks, false, nil
-	}
-	for {
-		// One integer: 1 to 10 digits, no sign, no leading zero, no fraction.
-		start := i
-		var v uint64
-		for i < len(b) {
-			c := b[i] - '0'
-			if c > 9 {
-				break
-			}
-			v = v*10 + uint64(c)
-			i++
-			if i-start > 10 {
-				break
-			}
-		}
-		n := i - start
-		switch {
-		case n == 0 || n > 10 || v > math.MaxUint32 || (n > 1 && b[start] == '0'):
-			s.i = start
-			return nil, false, s.errorf("token_ids[%d]: not an integer in uint32 range", len(toks))
-		}
-		digits += n
-		toks = append(toks, uint32(v))
-		for i < len(b) && isSpace(b[i]) {
-			i++
-		}
-		if i == len(b) {
-			s.i = end + 1
-			return toks, end-first == digits+len(toks)-1, nil
-		}
-		if b[i] != ',' {
-			s.i = i
-			return nil, false, s.errorf("token_ids[%d]: not an integer in uint32 range", len(toks)-1)
-		}
-		i++
-		for i < len(b) && isSpace(b[i]) {
-			i++
-		}
-	}
+	s.i = next
+	return toks, compact, nil
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }

@@ -10,6 +10,9 @@
 // writes the IDs with this package otherwise. encoding/json spends most of
 // that time in its reflective slice encoder and strconv spends it dividing
 // by ten; this package sizes the output exactly (Len) and writes two digits
-// per division. The gateway's token-in route reads a client's token_ids
-// with Parse, which sizes the list once and parses it in one loop.
+// per division. Lists are read by List (the render client's token_ids, the
+// simulated engine's token-in prompt) and Parse (the gateway's token-in
+// route, a whole JSON value): the list is sized once, from its commas, and
+// each ID is read eight bytes at a time (Number), about twice as fast as a
+// digit-by-digit loop (BenchmarkNumber's x-loop).
 package jsonids

@@ -1,10 +1,7 @@
 package jsonids
 
 import (
-	"bytes"
 	"errors"
-	"fmt"
-	"math"
 )
 
 // errNotList is Parse's error for a value that is not null or an array.
@@ -17,8 +14,9 @@ var errNotList = errors.New("not a list of token IDs")
 // empty, non-nil slice), anything else an error. encoding/json reads a
 // null element as 0; vLLM and SGLang refuse a list of token IDs holding
 // one, and so does Parse. The slice is sized by counting commas
-// first: one allocation, where encoding/json's reflective decoder grows
-// it as it goes and spends most of a 2,000-token body's time per element.
+// first (List): one allocation, where encoding/json's reflective decoder
+// grows it as it goes and spends most of a 2,000-token body's time per
+// element.
 func Parse(b []byte) ([]uint32, error) {
 	i := skipSpace(b, 0)
 	if len(b)-i >= 4 && string(b[i:i+4]) == "null" {
@@ -30,39 +28,17 @@ func Parse(b []byte) ([]uint32, error) {
 	if i == len(b) || b[i] != '[' {
 		return nil, errNotList
 	}
-	ids := make([]uint32, 0, bytes.Count(b[i:], []byte{','})+1)
-	i = skipSpace(b, i+1)
-	if i < len(b) && b[i] == ']' {
-		if skipSpace(b, i+1) != len(b) {
-			return nil, errNotList
-		}
-		return ids, nil
+	ids, next, _, err := List(nil, b, i)
+	if err != nil {
+		return nil, err
 	}
-	for {
-		start := i
-		var v uint64
-		for i < len(b) && i-start <= 10 {
-			c := b[i] - '0'
-			if c > 9 {
-				break
-			}
-			v = v*10 + uint64(c)
-			i++
-		}
-		if n := i - start; n == 0 || n > 10 || v > math.MaxUint32 || (n > 1 && b[start] == '0') {
-			return nil, fmt.Errorf("token ID %d: not an integer from 0 to %d", len(ids), uint32(math.MaxUint32))
-		}
-		ids = append(ids, uint32(v))
-		i = skipSpace(b, i)
-		if i < len(b) && b[i] == ',' {
-			i = skipSpace(b, i+1)
-			continue
-		}
-		if i < len(b) && b[i] == ']' && skipSpace(b, i+1) == len(b) {
-			return ids, nil
-		}
-		return nil, fmt.Errorf("token ID %d: not an integer from 0 to %d", len(ids)-1, uint32(math.MaxUint32))
+	if skipSpace(b, next) != len(b) {
+		return nil, errNotList
 	}
+	if ids == nil {
+		ids = []uint32{} // "[]": empty, not null
+	}
+	return ids, nil
 }
 
 // skipSpace returns the index of the first byte at or after i that is not

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kvroute/kvroute/internal/jsonids"
 	"github.com/kvroute/kvroute/internal/mmfeatures"
 	"github.com/kvroute/kvroute/simengine"
 )
@@ -190,47 +191,20 @@ func nonNilTokens(t []uint32) []uint32 {
 // the same prompt's text, which would make a token-ID prompt cost the
 // simulated engine more than text, the reverse of a real engine.
 func parseTokenList(raw []byte, ids *[]uint32) bool {
-	i, n := 0, len(raw)
-	ws := func() {
-		for i < n && (raw[i] == ' ' || raw[i] == '\t' || raw[i] == '\n' || raw[i] == '\r') {
-			i++
-		}
-	}
-	ws()
-	if i >= n || raw[i] != '[' {
+	i := skipJSONSpace(raw, 0)
+	out, next, _, err := jsonids.List(nil, raw, i)
+	if err != nil || len(out) == 0 || skipJSONSpace(raw, next) != len(raw) {
 		return false
 	}
-	i++
-	out := make([]uint32, 0, n/5)
-	for {
-		ws()
-		start := i
-		var v uint64
-		for i < n && raw[i] >= '0' && raw[i] <= '9' {
-			v = v*10 + uint64(raw[i]-'0')
-			if v > 1<<32-1 {
-				return false
-			}
-			i++
-		}
-		if i == start || (raw[start] == '0' && i-start > 1) {
-			return false
-		}
-		out = append(out, uint32(v))
-		ws()
-		if i < n && raw[i] == ',' {
-			i++
-			continue
-		}
-		if i < n && raw[i] == ']' {
-			i++
-			ws()
-			if i != n {
-				return false
-			}
-			*ids = out
-			return true
-		}
-		return false
+	*ids = out
+	return true
+}
+
+// skipJSONSpace returns the index of the first byte of raw at or after i
+// that is not JSON whitespace.
+func skipJSONSpace(raw []byte, i int) int {
+	for i < len(raw) && (raw[i] == ' ' || raw[i] == '\t' || raw[i] == '\n' || raw[i] == '\r') {
+		i++
 	}
+	return i
 }
