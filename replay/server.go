@@ -1,7 +1,6 @@
 package replay
 
 import (
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/go-zeromq/zmq4"
 	"github.com/kvroute/kvroute/internal/zmqx"
 	"github.com/kvroute/kvroute/telemetry"
 	"github.com/prometheus/client_golang/prometheus"
@@ -100,24 +98,24 @@ type ServerStats struct {
 // every client connection is served in its own goroutine, and each valid
 // request gets the buffered batches from its start sequence, then END.
 //
-// Ownership: NewServer starts the accept loop (zmqx.Serve), which runs
-// serve in one goroutine per accepted connection; serve alone reads its
-// connection. Its replies go through its sender (server_sender.go):
-// written by serve itself, or with SendHWM queued to the sender's own
-// drain goroutine, which then alone writes the connection and which serve
-// waits for before it ends. Close closes the listener and every
-// connection, which ends serve at its next read or reply, and waits for
-// those goroutines (zmqx.Served). The counters are atomics; the other
-// fields are set by NewServer and not written after.
+// Ownership: NewServer starts a zmqx.RouterServer, which runs the
+// connection's handler (handler) in one goroutine per accepted connection;
+// that goroutine alone reads its connection. Its replies go through its
+// sender (server_sender.go): written by that goroutine itself, or with
+// SendHWM queued to the sender's own drain goroutine, which then alone
+// writes the connection and which the handler's Done waits for. Close
+// stops the RouterServer, which closes every connection (ending the
+// handler at its next read or reply) and waits for those goroutines. The
+// counters are atomics; the other fields are set by NewServer and not
+// written after.
 type Server struct {
-	buf    *Buffer
-	cfg    ServerConfig
-	lg     *slog.Logger
-	l      *zmqx.Listener
-	cancel context.CancelFunc
-	conns  *zmqx.Served
+	buf *Buffer
+	cfg ServerConfig
+	lg  *slog.Logger
+	srv *zmqx.RouterServer
 
-	requests, invalid, batches, rejected, dropped, handshakes, idle atomic.Uint64
+	requests, invalid, batches, dropped atomic.Uint64
+	conns                               zmqx.ServerCounts // rejected, handshakes, idle
 
 	set        telemetry.Set          // of the metrics, unregistered by Close
 	collectors []prometheus.Collector // what NewServer registered
@@ -154,22 +152,18 @@ func NewServer(cfg ServerConfig, buf *Buffer, opts Options) (*Server, error) {
 	if err := s.register(opts.Set); err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	l, err := zmqx.Listen(ctx, cfg.Addr, zmq4.Router, zmqx.Options{
-		HandshakeTimeout:   cfg.HandshakeTimeout,
-		IdleTimeout:        cfg.IdleTimeout,
-		WriteTimeout:       cfg.WriteTimeout,
-		MaxFrameSize:       64 << 10, // requests are tiny
-		Clock:              opts.Clk(),
-		OnHandshakeFailure: func(net.Addr, error) { s.handshakes.Add(1) },
-	}, lg)
+	srv, err := zmqx.ServeRouter(zmqx.RouterConfig{Addr: cfg.Addr, MaxConns: cfg.MaxConns, Name: "replay", Options: zmqx.Options{
+		HandshakeTimeout: cfg.HandshakeTimeout,
+		IdleTimeout:      cfg.IdleTimeout,
+		WriteTimeout:     cfg.WriteTimeout,
+		MaxFrameSize:     64 << 10, // requests are tiny
+		Clock:            opts.Clk(),
+	}}, &s.conns, lg, s.handler)
 	if err != nil {
-		cancel()
 		s.set.Unregister(s.collectors...)
 		return nil, err
 	}
-	s.l, s.cancel = l, cancel
-	s.conns = zmqx.Serve(l, cfg.MaxConns, s.serve, s.reject)
+	s.srv = srv
 	return s, nil
 }
 
@@ -180,10 +174,10 @@ func (s *Server) register(set telemetry.Set) error {
 		telemetry.Counter{Name: "kvroute_replay_server_requests_total", Help: "Replay requests answered.", Value: &s.requests},
 		telemetry.Counter{Name: "kvroute_replay_server_invalid_requests_total", Help: "Replay messages ignored because they were not [delimiter, start].", Value: &s.invalid},
 		telemetry.Counter{Name: "kvroute_replay_server_batches_total", Help: "Batches sent in replay replies.", Value: &s.batches},
-		telemetry.Counter{Name: "kvroute_replay_server_rejected_connections_total", Help: "Replay connections closed because the connection limit was reached.", Value: &s.rejected},
+		telemetry.Counter{Name: "kvroute_replay_server_rejected_connections_total", Help: "Replay connections closed because the connection limit was reached.", Value: &s.conns.Rejected},
 		telemetry.Counter{Name: "kvroute_replay_server_dropped_replies_total", Help: "Replay replies dropped because the client's send queue was full (sendHWM).", Value: &s.dropped},
-		telemetry.Counter{Name: "kvroute_replay_server_handshake_failures_total", Help: "Replay connections dropped because their ZMTP handshake failed.", Value: &s.handshakes},
-		telemetry.Counter{Name: "kvroute_replay_server_idle_closed_total", Help: "Replay connections closed because they sent nothing for the idle timeout.", Value: &s.idle},
+		telemetry.Counter{Name: "kvroute_replay_server_handshake_failures_total", Help: "Replay connections dropped because their ZMTP handshake failed.", Value: &s.conns.Handshakes},
+		telemetry.Counter{Name: "kvroute_replay_server_idle_closed_total", Help: "Replay connections closed because they sent nothing for the idle timeout.", Value: &s.conns.Idle},
 	)
 	if err != nil {
 		return fmt.Errorf("replay: registering server metrics: %w", err)
@@ -193,10 +187,10 @@ func (s *Server) register(set telemetry.Set) error {
 }
 
 // Addr is the bound address (useful with port 0).
-func (s *Server) Addr() net.Addr { return s.l.Addr() }
+func (s *Server) Addr() net.Addr { return s.srv.Addr() }
 
 // Endpoint is the address clients dial, "tcp://host:port".
-func (s *Server) Endpoint() string { return s.l.Endpoint() }
+func (s *Server) Endpoint() string { return s.srv.Endpoint() }
 
 // Stats returns the counters.
 func (s *Server) Stats() ServerStats {
@@ -204,10 +198,10 @@ func (s *Server) Stats() ServerStats {
 		Requests:   s.requests.Load(),
 		Invalid:    s.invalid.Load(),
 		Batches:    s.batches.Load(),
-		Rejected:   s.rejected.Load(),
-		Handshakes: s.handshakes.Load(),
+		Rejected:   s.conns.Rejected.Load(),
+		Handshakes: s.conns.Handshakes.Load(),
 		Dropped:    s.dropped.Load(),
-		Idle:       s.idle.Load(),
+		Idle:       s.conns.Idle.Load(),
 	}
 }
 
@@ -215,50 +209,30 @@ func (s *Server) Stats() ServerStats {
 // server's goroutines to end and unregisters the metrics NewServer
 // registered. It is idempotent.
 func (s *Server) Close() error {
-	s.cancel()
-	err := s.conns.Close()
+	err := s.srv.Close()
 	s.unregister.Do(func() { s.set.Unregister(s.collectors...) })
 	return err
 }
 
-// reject counts and logs a connection refused at MaxConns.
-func (s *Server) reject(c *zmqx.Conn) {
-	s.rejected.Add(1)
-	s.lg.Debug("replay connection rejected: limit reached", "remote", c.RemoteAddr().String(), "limit", s.cfg.MaxConns)
-}
-
-// serve answers one connection's replay requests until a read or a reply
-// fails.
-func (s *Server) serve(c *zmqx.Conn) {
+// handler answers one connection's replay requests until a reply fails.
+func (s *Server) handler(c *zmqx.Conn) zmqx.ConnHandler {
 	var ents []Entry
 	out := s.newSender(c)
-	defer out.close()
-	for {
-		m, err := c.ReadMsg()
-		if err != nil {
-			if zmqx.IsIdle(err) {
-				s.idle.Add(1)
-				s.lg.Debug("replay connection closed: idle", "remote", c.RemoteAddr().String(), "idleTimeout", s.cfg.IdleTimeout)
-			}
-			return
-		}
-		if m.Command {
-			continue
-		}
+	return zmqx.ConnHandler{Done: out.close, Message: func(frames [][]byte) error {
 		// vLLM accepts exactly [identity, delimiter, start] at its ROUTER,
 		// that is two frames from the peer, and ignores anything else.
-		if len(m.Frames) != 2 {
+		if len(frames) != 2 {
 			s.invalid.Add(1)
-			continue
+			return nil
 		}
-		ents = s.buf.From(parseStart(m.Frames[1]), ents[:0])
-		err = s.reply(out, ents)
+		ents = s.buf.From(parseStart(frames[1]), ents[:0])
+		err := s.reply(out, ents)
 		clear(ents)
 		if err != nil {
 			s.lg.Debug("replay reply failed", "remote", c.RemoteAddr().String(), "err", err)
-			return
 		}
-	}
+		return err
+	}}
 }
 
 func (s *Server) reply(out *sender, ents []Entry) error {

@@ -35,7 +35,7 @@ func TestServerClosesIdleConnections(t *testing.T) {
 	// Dial returns once the client's side of the handshake is done; the
 	// server may still be finishing its side, and a replay that came first
 	// would take the slot and have a silent one refused instead.
-	if !assert.Eventually(t, func() bool { return srv.conns.Open() == maxConns }, time.Minute, time.Millisecond) {
+	if !assert.Eventually(t, func() bool { return srv.srv.Open() == maxConns }, time.Minute, time.Millisecond) {
 		t.Fatalf("the silent connections do not hold every slot: %+v", srv.Stats())
 	}
 	c := newClient(t, ClientConfig{Timeout: 30 * time.Second, Backoff: 10 * time.Millisecond, MaxAttemptsWithoutProgress: 1 << 20})

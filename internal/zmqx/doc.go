@@ -41,8 +41,10 @@
 // Close never stops. A Conn answers its peer's PINGs in ReadMsg and, with
 // Options.HeartbeatInterval, sends its own and fails with ErrPeerDead when
 // the peer stays silent past HeartbeatTimeout: kvroute's bind mode, where
-// engines connect to a Listener, detects a frozen engine this way. Serve
-// runs a Listener's connections for the request/reply servers (replay and
-// snapshot): one goroutine per connection, a connection limit, and a Close
-// that ends and waits for them all.
+// engines connect to a Listener, detects a frozen engine this way.
+// ServeRouter is the request/reply servers' (replay and snapshot) whole
+// connection side: a ROUTER Listener, Serve's goroutine per connection
+// under a connection limit, a read loop that hands each message to the
+// server's handler, the counts of rejected, failed and idle connections,
+// and a Close that ends and waits for them all.
 package zmqx

@@ -2,11 +2,12 @@ package zmqx
 
 import "sync"
 
-// Served runs a Listener's accept loop for a request/reply server (the
-// replay server and the snapshot server): each accepted connection is
-// handed to its own goroutine, at most limit at a time, and Close ends
-// them all. It is the one copy of the accept loop, the connection limit
-// and the close-and-wait sequence those servers share.
+// Served runs a Listener's accept loop for a request/reply server
+// (RouterServer, which the replay and the snapshot servers run): each
+// accepted connection is handed to its own goroutine, at most limit at a
+// time, and Close ends them all. It is the one copy of the accept loop,
+// the connection limit and the close-and-wait sequence those servers
+// share.
 //
 // Ownership: Serve starts the accept loop, which starts one goroutine per
 // admitted connection running the caller's serve function; that goroutine

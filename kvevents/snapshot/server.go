@@ -1,16 +1,12 @@
 package snapshot
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"net"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/go-zeromq/zmq4"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kvroute/kvroute/internal/zmqx"
@@ -71,21 +67,19 @@ type ServerStats struct {
 // Server answers vLLM snapshot requests on a ROUTER socket, as vLLM's
 // recorder does: one reply per request, a malformed request ignored.
 //
-// Ownership: NewServer starts the accept loop (zmqx.Serve), which runs
-// serve in one goroutine per accepted connection; that goroutine alone
-// reads and writes its connection and calls the Source. Close closes the
-// listener and every connection and waits for those goroutines
-// (zmqx.Served). The counters are atomics; the other fields are set by
-// NewServer and not written after.
+// Ownership: NewServer starts a zmqx.RouterServer, which runs the
+// connection's handler (answer) in one goroutine per accepted connection;
+// that goroutine alone reads and writes its connection and calls the
+// Source. Close stops the RouterServer, which waits for those goroutines.
+// The counters are atomics; the other fields are set by NewServer and not
+// written after.
 type Server struct {
-	cfg    ServerConfig
-	src    Source
-	lg     *slog.Logger
-	l      *zmqx.Listener
-	cancel context.CancelFunc
-	conns  *zmqx.Served
+	cfg ServerConfig
+	src Source
+	srv *zmqx.RouterServer
 
-	served, unavailable, invalid, rejected, handshakes, idle atomic.Uint64
+	served, unavailable, invalid atomic.Uint64
+	conns                        zmqx.ServerCounts // rejected, handshakes, idle
 
 	set        telemetry.Set // where the metrics went, for Close
 	collectors []prometheus.Collector
@@ -108,25 +102,21 @@ func NewServer(cfg ServerConfig, src Source, opts Options) (*Server, error) {
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = DefaultServerIdleTimeout
 	}
-	s := &Server{cfg: cfg, src: src, lg: opts.Log()}
+	s := &Server{cfg: cfg, src: src}
 	if err := s.register(opts.Set); err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	l, err := zmqx.Listen(ctx, cfg.Addr, zmq4.Router, zmqx.Options{
-		IdleTimeout:        cfg.IdleTimeout,
-		WriteTimeout:       cfg.WriteTimeout,
-		MaxFrameSize:       64 << 10, // requests are tiny
-		Clock:              opts.Clk(),
-		OnHandshakeFailure: func(net.Addr, error) { s.handshakes.Add(1) },
-	}, opts.Log())
+	srv, err := zmqx.ServeRouter(zmqx.RouterConfig{Addr: cfg.Addr, MaxConns: cfg.MaxConns, Name: "snapshot", Options: zmqx.Options{
+		IdleTimeout:  cfg.IdleTimeout,
+		WriteTimeout: cfg.WriteTimeout,
+		MaxFrameSize: 64 << 10, // requests are tiny
+		Clock:        opts.Clk(),
+	}}, &s.conns, opts.Log(), s.handler)
 	if err != nil {
-		cancel()
 		s.set.Unregister(s.collectors...)
 		return nil, err
 	}
-	s.l, s.cancel = l, cancel
-	s.conns = zmqx.Serve(l, cfg.MaxConns, s.serve, s.reject)
+	s.srv = srv
 	return s, nil
 }
 
@@ -137,9 +127,9 @@ func (s *Server) register(set telemetry.Set) error {
 		telemetry.Counter{Name: "kvroute_snapshot_server_served_total", Help: "Snapshots sent.", Value: &s.served},
 		telemetry.Counter{Name: "kvroute_snapshot_server_unavailable_total", Help: "Snapshot requests answered \"unavailable\".", Value: &s.unavailable},
 		telemetry.Counter{Name: "kvroute_snapshot_server_invalid_requests_total", Help: "Messages ignored because they were not a snapshot request.", Value: &s.invalid},
-		telemetry.Counter{Name: "kvroute_snapshot_server_rejected_connections_total", Help: "Snapshot connections closed because the connection limit was reached.", Value: &s.rejected},
-		telemetry.Counter{Name: "kvroute_snapshot_server_handshake_failures_total", Help: "Snapshot connections dropped because their ZMTP handshake failed.", Value: &s.handshakes},
-		telemetry.Counter{Name: "kvroute_snapshot_server_idle_closed_total", Help: "Snapshot connections closed because they sent nothing for the idle timeout.", Value: &s.idle},
+		telemetry.Counter{Name: "kvroute_snapshot_server_rejected_connections_total", Help: "Snapshot connections closed because the connection limit was reached.", Value: &s.conns.Rejected},
+		telemetry.Counter{Name: "kvroute_snapshot_server_handshake_failures_total", Help: "Snapshot connections dropped because their ZMTP handshake failed.", Value: &s.conns.Handshakes},
+		telemetry.Counter{Name: "kvroute_snapshot_server_idle_closed_total", Help: "Snapshot connections closed because they sent nothing for the idle timeout.", Value: &s.conns.Idle},
 	)
 	if err != nil {
 		return fmt.Errorf("snapshot: registering server metrics: %w", err)
@@ -149,45 +139,28 @@ func (s *Server) register(set telemetry.Set) error {
 }
 
 // Endpoint is the bound address ("tcp://host:port").
-func (s *Server) Endpoint() string { return s.l.Endpoint() }
+func (s *Server) Endpoint() string { return s.srv.Endpoint() }
 
 // Stats returns the counters.
 func (s *Server) Stats() ServerStats {
-	return ServerStats{Served: s.served.Load(), Unavailable: s.unavailable.Load(), Invalid: s.invalid.Load(), Rejected: s.rejected.Load(),
-		Handshakes: s.handshakes.Load(), Idle: s.idle.Load()}
+	return ServerStats{Served: s.served.Load(), Unavailable: s.unavailable.Load(), Invalid: s.invalid.Load(), Rejected: s.conns.Rejected.Load(),
+		Handshakes: s.conns.Handshakes.Load(), Idle: s.conns.Idle.Load()}
 }
 
 // Close stops the server and waits for its goroutines. It is idempotent.
 func (s *Server) Close() error {
-	s.cancel()
-	err := s.conns.Close()
+	err := s.srv.Close()
 	s.unregister.Do(func() { s.set.Unregister(s.collectors...) })
 	return err
 }
 
-// reject counts and logs a connection refused at MaxConns.
-func (s *Server) reject(c *zmqx.Conn) {
-	s.rejected.Add(1)
-	s.lg.Debug("snapshot connection rejected: limit reached", "remote", c.RemoteAddr().String(), "limit", s.cfg.MaxConns)
-}
-
-// serve answers one connection's requests until a read or write fails.
-func (s *Server) serve(c *zmqx.Conn) {
-	for {
-		m, err := c.ReadMsg()
-		if err != nil {
-			if zmqx.IsIdle(err) {
-				s.idle.Add(1)
-				s.lg.Debug("snapshot connection closed: idle", "remote", c.RemoteAddr().String(), "idleTimeout", s.cfg.IdleTimeout)
-			}
-			return
-		}
-		if m.Command {
-			continue
-		}
-		if !IsRequest(m.Frames) {
+// handler answers one connection's requests: a reply per snapshot request,
+// until a write fails.
+func (s *Server) handler(c *zmqx.Conn) zmqx.ConnHandler {
+	return zmqx.ConnHandler{Message: func(frames [][]byte) error {
+		if !IsRequest(frames) {
 			s.invalid.Add(1)
-			continue
+			return nil
 		}
 		seq, chunks, ok := s.src.Snapshot()
 		if !ok {
@@ -196,8 +169,6 @@ func (s *Server) serve(c *zmqx.Conn) {
 		} else {
 			s.served.Add(1)
 		}
-		if err := c.WriteMsg(ReplyFrames(seq, s.cfg.PublisherID, chunks)...); err != nil {
-			return
-		}
-	}
+		return c.WriteMsg(ReplyFrames(seq, s.cfg.PublisherID, chunks)...)
+	}}
 }

@@ -36,7 +36,7 @@ func TestServerClosesIdleConnections(t *testing.T) {
 	// Dial returns once the client's side of the handshake is done; the
 	// server may still be finishing its side, and a fetch that came first
 	// would take the slot and have a silent one refused instead.
-	if !assert.Eventually(t, func() bool { return s.conns.Open() == maxConns }, time.Minute, time.Millisecond) {
+	if !assert.Eventually(t, func() bool { return s.srv.Open() == maxConns }, time.Minute, time.Millisecond) {
 		t.Fatalf("the silent connections do not hold every slot: %+v", s.Stats())
 	}
 	c, _ := newClient(t, ClientConfig{Timeout: 30 * time.Second, Backoff: 10 * time.Millisecond, Limiter: NewLimiter(1)})
