@@ -7,6 +7,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 )
 
 // Error types of vLLM's ErrorResponse.
@@ -64,7 +65,15 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	if err != nil {
 		status, b = http.StatusInternalServerError, []byte(`{"error":{"message":"encoding failed","type":"InternalServerError","param":null,"code":500}}`)
 	}
+	writeBody(w, status, b)
+}
+
+// writeBody writes a whole JSON body with its Content-Length, as vLLM's
+// server (Starlette's JSONResponse) does; without it, net/http would send
+// any body past its 2 KB buffer chunked.
+func writeBody(w http.ResponseWriter, status int, b []byte) {
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
 }

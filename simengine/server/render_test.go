@@ -1,7 +1,11 @@
 package server
 
 import (
+	"bytes"
+	"encoding/json"
+	"io"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/kvroute/kvroute/simengine"
@@ -161,5 +165,28 @@ func TestBadRequests(t *testing.T) {
 		e := decode[errorBody](t, body)
 		require.Equal(t, 400, e.Error.Code)
 		require.NotEmpty(t, e.Error.Message)
+	}
+}
+
+// A JSON answer carries its Content-Length, as vLLM's server sends it, also
+// past net/http's 2 KB buffer (a long prompt's render, a long completion),
+// instead of a chunked body.
+func TestJSONAnswersCarryTheirLength(t *testing.T) {
+	_, base := startServer(t, Config{EnableScaleOut: true})
+	prompt := strings.Repeat("lorem ipsum dolor ", 400)
+	for _, route := range []string{"/v1/completions/render", "/v1/completions"} {
+		b, err := json.Marshal(map[string]any{"model": "m", "prompt": prompt, "max_tokens": 1})
+		require.NoError(t, err)
+		resp, err := testClient.Post(base+route, "application/json", bytes.NewReader(b))
+		require.NoError(t, err)
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+		require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+		if route == "/v1/completions/render" {
+			require.Greater(t, len(body), 2048, "past net/http's buffer")
+		}
+		require.Empty(t, resp.TransferEncoding, route)
+		require.EqualValues(t, len(body), resp.ContentLength, route)
 	}
 }

@@ -196,7 +196,5 @@ func writeRender(w http.ResponseWriter, gs []generateRequest, array bool) {
 	if err != nil {
 		status, b = http.StatusInternalServerError, []byte(`{"error":{"message":"encoding failed","type":"InternalServerError","param":null,"code":500}}`)
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
+	writeBody(w, status, b)
 }
