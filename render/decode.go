@@ -261,8 +261,6 @@ func decodeTokens(s *scanner, reuse []uint32) (toks []uint32, compact bool, err 
 	return toks, compact, nil
 }
 
-func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
-
 // nullableString reads a string or null ("").
 func nullableString(s *scanner) (string, error) {
 	if s.literal("null") {
