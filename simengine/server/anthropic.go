@@ -2,8 +2,6 @@ package server
 
 import (
 	"net/http"
-
-	"github.com/kvroute/kvroute/simengine"
 )
 
 // Anthropic Messages shapes.
@@ -68,36 +66,23 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := newSSE(w)
-	var res simengine.Result
 	n := 0
-	for job.remaining > 0 {
-		items, err := job.wait(r.Context())
-		if err != nil {
-			return
+	rs, ok := job.stream(r.Context(), out, func(it genItem) {
+		if n == 0 {
+			out.send("message_start", map[string]any{"type": "message_start", "message": msgBody{
+				ID: id, Type: "message", Role: "assistant", Content: []msgContent{}, Model: model,
+				Usage: msgUsage{InputTokens: len(prompt)}}})
+			out.send("content_block_start", map[string]any{"type": "content_block_start", "index": 0,
+				"content_block": msgContent{Type: "text"}})
 		}
-		for _, it := range items {
-			if it.res != nil {
-				res = *it.res
-				if res.Err != nil {
-					writeStreamError(out, res.Err)
-				}
-				continue
-			}
-			if n == 0 {
-				out.send("message_start", map[string]any{"type": "message_start", "message": msgBody{
-					ID: id, Type: "message", Role: "assistant", Content: []msgContent{}, Model: model,
-					Usage: msgUsage{InputTokens: len(prompt)}}})
-				out.send("content_block_start", map[string]any{"type": "content_block_start", "index": 0,
-					"content_block": msgContent{Type: "text"}})
-			}
-			n++
-			out.send("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0,
-				"delta": map[string]string{"type": "text_delta", "text": it.tok.Text}})
-		}
-	}
-	if res.Err != nil {
+		n++
+		out.send("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0,
+			"delta": map[string]string{"type": "text_delta", "text": it.tok.Text}})
+	})
+	if !ok || rs[0].Err != nil {
 		return
 	}
+	res := rs[0]
 	out.send("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
 	out.send("message_delta", map[string]any{"type": "message_delta",
 		"delta": map[string]any{"stop_reason": stop, "stop_sequence": nil},

@@ -95,6 +95,32 @@ func (j *genJob) results(ctx context.Context) ([]simengine.Result, error) {
 	return out, nil
 }
 
+// stream runs a streaming response's loop: it passes every output token to
+// onToken, in the order the engine produced them, and writes a prompt's
+// failed result as an SSE error event, until every prompt has its result.
+// It returns the results by prompt index, and false when the client went
+// away (the engine requests are then aborted and nothing more is written).
+func (j *genJob) stream(ctx context.Context, out *sse, onToken func(it genItem)) ([]simengine.Result, bool) {
+	rs := make([]simengine.Result, len(j.prompts))
+	for j.remaining > 0 {
+		items, err := j.wait(ctx)
+		if err != nil {
+			return nil, false
+		}
+		for _, it := range items {
+			if it.res == nil {
+				onToken(it)
+				continue
+			}
+			rs[it.idx] = *it.res
+			if it.res.Err != nil {
+				writeStreamError(out, it.res.Err)
+			}
+		}
+	}
+	return rs, true
+}
+
 // submit validates lengths like vLLM and submits one engine request per prompt.
 func (s *Server) submit(prompts [][]uint32, maxTokens *int, salt *string, sel modelSel) (*genJob, *apiError) {
 	return s.submitPD(prompts, maxTokens, salt, sel, nil)

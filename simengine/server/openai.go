@@ -90,26 +90,15 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := newSSE(w)
-	rs := make([]simengine.Result, len(prompts))
-	for job.remaining > 0 {
-		items, err := job.wait(r.Context())
-		if err != nil {
-			return // client gone: requests aborted
+	rs, ok := job.stream(r.Context(), out, func(it genItem) {
+		c := choice{Index: it.idx, Text: it.tok.Text}
+		if it.tok.Index == job.maxTokens-1 {
+			c.FinishReason = strPtr(simengine.FinishLength)
 		}
-		for _, it := range items {
-			if it.res != nil {
-				rs[it.idx] = *it.res
-				if it.res.Err != nil {
-					writeStreamError(out, it.res.Err)
-				}
-				continue
-			}
-			c := choice{Index: it.idx, Text: it.tok.Text}
-			if it.tok.Index == job.maxTokens-1 {
-				c.FinishReason = strPtr(simengine.FinishLength)
-			}
-			out.send("", body{ID: id, Object: "text_completion", Created: created, Model: model, Choices: []choice{c}})
-		}
+		out.send("", body{ID: id, Object: "text_completion", Created: created, Model: model, Choices: []choice{c}})
+	})
+	if !ok {
+		return // client gone: requests aborted
 	}
 	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
 		u := usageOf(rs)
@@ -188,34 +177,23 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	chunk := func(c choice) body {
 		return body{ID: id, Object: "chat.completion.chunk", Created: created, Model: model, Choices: []choice{c}}
 	}
-	var res simengine.Result
 	first := true
-	for job.remaining > 0 {
-		items, err := job.wait(r.Context())
-		if err != nil {
-			return
+	rs, ok := job.stream(r.Context(), out, func(it genItem) {
+		if first { // vLLM sends the role with the first output
+			out.send("", chunk(choice{Delta: &message{Role: "assistant", Content: ""}}))
+			first = false
 		}
-		for _, it := range items {
-			if it.res != nil {
-				res = *it.res
-				if res.Err != nil {
-					writeStreamError(out, res.Err)
-				}
-				continue
-			}
-			if first { // vLLM sends the role with the first output
-				out.send("", chunk(choice{Delta: &message{Role: "assistant", Content: ""}}))
-				first = false
-			}
-			c := choice{Delta: &message{Content: it.tok.Text}}
-			if it.tok.Index == job.maxTokens-1 {
-				c.FinishReason = strPtr(simengine.FinishLength)
-			}
-			out.send("", chunk(c))
+		c := choice{Delta: &message{Content: it.tok.Text}}
+		if it.tok.Index == job.maxTokens-1 {
+			c.FinishReason = strPtr(simengine.FinishLength)
 		}
+		out.send("", chunk(c))
+	})
+	if !ok {
+		return
 	}
 	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
-		u := usageOf([]simengine.Result{res})
+		u := usageOf(rs)
 		out.send("", body{ID: id, Object: "chat.completion.chunk", Created: created, Model: model, Choices: []choice{}, Usage: &u})
 	}
 	out.done()

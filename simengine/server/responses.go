@@ -95,36 +95,23 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 		seq++
 		out.send(typ, fields)
 	}
-	var res simengine.Result
 	n := 0
-	for job.remaining > 0 {
-		items, err := job.wait(r.Context())
-		if err != nil {
-			return
+	rs, ok := job.stream(r.Context(), out, func(it genItem) {
+		if n == 0 {
+			send("response.created", map[string]any{"response": body("in_progress", "", nil)})
+			send("response.output_item.added", map[string]any{"output_index": 0,
+				"item": respItem{Type: "message", ID: msgID, Status: "in_progress", Role: "assistant", Content: []respText{}}})
+			send("response.content_part.added", map[string]any{"item_id": msgID, "output_index": 0, "content_index": 0,
+				"part": respText{Type: "output_text", Annotations: []any{}}})
 		}
-		for _, it := range items {
-			if it.res != nil {
-				res = *it.res
-				if res.Err != nil {
-					writeStreamError(out, res.Err)
-				}
-				continue
-			}
-			if n == 0 {
-				send("response.created", map[string]any{"response": body("in_progress", "", nil)})
-				send("response.output_item.added", map[string]any{"output_index": 0,
-					"item": respItem{Type: "message", ID: msgID, Status: "in_progress", Role: "assistant", Content: []respText{}}})
-				send("response.content_part.added", map[string]any{"item_id": msgID, "output_index": 0, "content_index": 0,
-					"part": respText{Type: "output_text", Annotations: []any{}}})
-			}
-			n++
-			send("response.output_text.delta", map[string]any{"item_id": msgID, "output_index": 0, "content_index": 0,
-				"delta": it.tok.Text})
-		}
-	}
-	if res.Err != nil {
+		n++
+		send("response.output_text.delta", map[string]any{"item_id": msgID, "output_index": 0, "content_index": 0,
+			"delta": it.tok.Text})
+	})
+	if !ok || rs[0].Err != nil {
 		return
 	}
+	res := rs[0]
 	send("response.output_text.done", map[string]any{"item_id": msgID, "output_index": 0, "content_index": 0, "text": res.Text})
 	send("response.completed", map[string]any{"response": body("completed", res.Text, respUsageOf(&res))})
 }

@@ -149,29 +149,18 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 		Usage     *usage           `json:"usage,omitempty"`
 	}
 	out := newSSE(w)
-	var res simengine.Result
-	for job.remaining > 0 {
-		items, err := job.wait(r.Context())
-		if err != nil {
-			return // client gone: the request is aborted
+	rs, ok := job.stream(r.Context(), out, func(it genItem) {
+		c := generateChoice{TokenIDs: []uint32{it.tok.Token}}
+		if it.tok.Index == job.maxTokens-1 {
+			c.FinishReason = strPtr(simengine.FinishLength)
 		}
-		for _, it := range items {
-			if it.res != nil {
-				res = *it.res
-				if res.Err != nil {
-					writeStreamError(out, res.Err)
-				}
-				continue
-			}
-			c := generateChoice{TokenIDs: []uint32{it.tok.Token}}
-			if it.tok.Index == job.maxTokens-1 {
-				c.FinishReason = strPtr(simengine.FinishLength)
-			}
-			out.send("", chunk{RequestID: id, Choices: []generateChoice{c}})
-		}
+		out.send("", chunk{RequestID: id, Choices: []generateChoice{c}})
+	})
+	if !ok {
+		return // client gone: the request is aborted
 	}
 	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
-		u := usageOf([]simengine.Result{res})
+		u := usageOf(rs)
 		out.send("", chunk{RequestID: id, Choices: []generateChoice{}, Usage: &u})
 	}
 	out.done()
