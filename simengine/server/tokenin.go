@@ -180,20 +180,10 @@ func nonNilTokens(t []uint32) []uint32 {
 // the same prompt's text, which would make a token-ID prompt cost the
 // simulated engine more than text, the reverse of a real engine.
 func parseTokenList(raw []byte, ids *[]uint32) bool {
-	i := skipJSONSpace(raw, 0)
-	out, next, _, err := jsonids.List(nil, raw, i)
-	if err != nil || len(out) == 0 || skipJSONSpace(raw, next) != len(raw) {
+	out, err := jsonids.Parse(raw) // null is nil: refused below with the empty list
+	if err != nil || len(out) == 0 {
 		return false
 	}
 	*ids = out
 	return true
-}
-
-// skipJSONSpace returns the index of the first byte of raw at or after i
-// that is not JSON whitespace.
-func skipJSONSpace(raw []byte, i int) int {
-	for i < len(raw) && (raw[i] == ' ' || raw[i] == '\t' || raw[i] == '\n' || raw[i] == '\r') {
-		i++
-	}
-	return i
 }
