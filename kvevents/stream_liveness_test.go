@@ -134,17 +134,27 @@ func TestStreamSilentPublisherIsDegraded(t *testing.T) {
 	for s := uint64(1); s <= 5; s++ {
 		clock.Advance(time.Second)
 		f.st.receive(s, heartbeatPayload(pidA), poolModel)
+		f.wait(s) // heard before the clock moves on: the silence timer never sees a stale heartbeat
 	}
-	f.wait(5)
 	require.Equal(t, 5.0, counter(f.p.sm.lv.Heartbeats, seqID))
 	require.Equal(t, StateLive, f.status().State)
 	require.Equal(t, 0.0, counter(f.p.sm.lv.HeartbeatTimeouts, seqID))
 	require.True(t, f.held(0), "heartbeats change nothing in the index")
 
 	// Silence: degraded at the limit, not before.
-	require.Eventually(t, func() bool { return clock.Armed(start.Add(8 * time.Second)) }, poolWait, poolTick,
-		"the silence timer is armed for 3 s after the last heartbeat")
+	// The timer was armed at the first message and re-arms itself, when it
+	// fires, for the rest of the limit after the last heartbeat it has
+	// seen when it runs (its own goroutine, which may run after a later
+	// heartbeat): the check is due 1 to 3 s after the clock's +5 s, never
+	// later than 3 s after the last heartbeat.
+	require.Eventually(t, func() bool {
+		return clock.Armed(start.Add(6*time.Second)) || clock.Armed(start.Add(7*time.Second)) || clock.Armed(start.Add(8*time.Second))
+	}, poolWait, poolTick, "the silence check is armed for at most 3 s after the last heartbeat")
+	// At +7 s a check due earlier has run (on the stopped clock: 2 s quiet)
+	// and re-armed for the last second of the limit; one due at +8 s waits.
 	clock.Advance(2 * time.Second)
+	require.Eventually(t, func() bool { return clock.Armed(start.Add(8 * time.Second)) }, poolWait, poolTick,
+		"the silence check is armed for 3 s after the last heartbeat")
 	require.Equal(t, StateLive, f.status().State)
 	clock.Advance(2 * time.Second)
 	require.Eventually(t, func() bool { return f.status().State == StateDegraded }, poolWait, poolTick, f.logs.String())
