@@ -126,13 +126,15 @@ var errPrefillFallback = errors.New("gateway: prefill step failed, the decode en
 var exchangePaths = map[string]bool{"/v1/completions": true, "/v1/chat/completions": true}
 
 // exchange runs the prefill half of split decision d in exchange mode and
-// returns the body to send to the decode endpoint, with hdr's X-Request-Id
+// returns the body to send to the decode endpoint and the client body
+// without transfer parameters of its own (what a retry with a local
+// prefill sends), with hdr's X-Request-Id
 // set to the one both halves carry. It ends the prefill role of d at the
 // prefiller's answer (its one token: nothing more is asked of it) or at a
 // fallback (d.Endpoint prefills locally); d itself is the caller's to end.
 // A non-nil error means the request cannot go on (client gone, body
 // refused): res is its result, answered on w when the client is there.
-func (h *Handler) exchange(w http.ResponseWriter, r *http.Request, hdr http.Header, body []byte, d *kvroute.Decision) (out []byte, fallback string, res Result, err error) {
+func (h *Handler) exchange(w http.ResponseWriter, r *http.Request, hdr http.Header, body []byte, d *kvroute.Decision) (out, local []byte, fallback string, res Result, err error) {
 	pre := d.Roles[0]
 	if !exchangePaths[r.URL.Path] || r.Method != http.MethodPost {
 		// vLLM reads kv_transfer_params on these routes only: the decode
@@ -140,22 +142,22 @@ func (h *Handler) exchange(w http.ResponseWriter, r *http.Request, hdr http.Head
 		h.log.Debug("split decision on a route without KV transfer: prefilled locally", "path", r.URL.Path)
 		pre.Done(kvroute.DoneInfo{Err: errPrefillFallback})
 		h.notify(d)
-		return body, "", "", nil
+		return body, body, "", "", nil
 	}
 	xr, err := h.exchanger.x.Prefill(r.Context(), endpointHostPort(pre.Endpoint), r.URL.Path, hdr, body)
 	if err != nil {
 		pre.Done(kvroute.DoneInfo{Err: err})
 		h.notify(d)
 		if r.Context().Err() != nil {
-			return nil, "", ResultClientAbort, context.Cause(r.Context())
+			return nil, nil, "", ResultClientAbort, context.Cause(r.Context())
 		}
 		api := apiOf(r)
 		if errors.Is(err, sidecar.ErrTooLarge) {
 			writeError(w, api, http.StatusRequestEntityTooLarge, err.Error())
-			return nil, "", ResultBodyTooLarge, err
+			return nil, nil, "", ResultBodyTooLarge, err
 		}
 		writeError(w, api, http.StatusBadRequest, err.Error())
-		return nil, "", ResultBadRequest, err
+		return nil, nil, "", ResultBadRequest, err
 	}
 	if xr.Split {
 		pre.FirstChunk() // its one token came back: a prefill-only pick ends its part whole
@@ -164,7 +166,7 @@ func (h *Handler) exchange(w http.ResponseWriter, r *http.Request, hdr http.Head
 	}
 	h.notify(d)
 	hdr[headerRequestID] = []string{xr.RequestID}
-	return xr.DecodeBody, xr.Fallback, "", nil
+	return xr.DecodeBody, xr.LocalBody, xr.Fallback, "", nil
 }
 
 // endpointHostPort is the host:port requests to e go to (and the
@@ -181,7 +183,7 @@ func endpointHostPort(e kvroute.Endpoint) string {
 }
 
 // retryLocal sends out once more to the decode endpoint with body, the
-// client's body without transfer parameters, after the decode endpoint
+// client's body without transfer parameters (its own removed too), after the decode endpoint
 // failed the split request with a 5xx (failed, whose body is drained and
 // closed): the decode endpoint prefills locally. It returns the new
 // response or the transport's error.
@@ -192,6 +194,9 @@ func (h *Handler) retryLocal(out *http.Request, failed *http.Response, body []by
 	_ = failed.Body.Close()
 	again := out.Clone(out.Context())
 	again.Body = io.NopCloser(bytes.NewReader(body))
+	// The clone's GetBody would give the exchanged body back: a resend on
+	// a new connection must send this one.
+	again.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	again.ContentLength = int64(len(body))
 	return h.transport.RoundTrip(again)
 }

@@ -70,7 +70,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, d
 	// In exchange mode, fallback is why the prefill step was given up.
 	var fallback string
 	split := len(d.Roles) > 0
-	orig := body       // the client's body, for a retry without transfer parameters
+	var orig []byte    // the client's body without transfer parameters, for a retry with a local prefill
 	exchanged := false // body carries the prefiller's transfer parameters
 	switch {
 	case split && h.exchanger != nil && body != nil:
@@ -78,7 +78,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, d
 			res Result
 			err error
 		)
-		if body, fallback, res, err = h.exchange(w, r, hdr, body, d); err != nil {
+		if body, orig, fallback, res, err = h.exchange(w, r, hdr, body, d); err != nil {
 			return res, err
 		}
 		split = fallback == "" && exchangePaths[r.URL.Path] && r.Method == http.MethodPost

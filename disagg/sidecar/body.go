@@ -95,6 +95,37 @@ func DecodeBody(orig []byte, params json.RawMessage) ([]byte, error) {
 	return decodeBody(m, params)
 }
 
+// LocalBody returns the client request orig as a decoder that prefills it
+// itself must get it: without kv_transfer_params (a client's own
+// do_remote_prefill would make the decoder pull KV blocks from whatever
+// address the client named). orig is returned as is when it has none.
+func LocalBody(orig []byte) ([]byte, error) {
+	m, err := parseObject(orig)
+	if err != nil {
+		return nil, err
+	}
+	return localBody(m, orig), nil
+}
+
+// localBody is LocalBody on the parsed client body m (left unchanged) of
+// orig.
+func localBody(m map[string]json.RawMessage, orig []byte) []byte {
+	if _, ok := m[fieldKVTransferParams]; !ok {
+		return orig
+	}
+	c := make(map[string]json.RawMessage, len(m))
+	for k, v := range m {
+		if k != fieldKVTransferParams {
+			c[k] = v
+		}
+	}
+	b, err := encodeObject(c)
+	if err != nil { // every key came from a successful decode: not reached
+		return orig
+	}
+	return b
+}
+
 // decodeBody sets kv_transfer_params on the parsed client body and encodes it.
 func decodeBody(m map[string]json.RawMessage, params json.RawMessage) ([]byte, error) {
 	m[fieldKVTransferParams] = params

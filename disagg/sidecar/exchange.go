@@ -154,7 +154,8 @@ type Options struct {
 	// Client sends the prefill requests (and, in a Handler, carries the
 	// decoder's transport); nil uses a private client with its own
 	// transport, closed by Close, which reaches every address directly
-	// (no proxy from the environment).
+	// (no proxy from the environment). The Exchange uses a copy of it that
+	// follows no redirect, whatever the given client's CheckRedirect.
 	Client *http.Client
 	// AllowTarget, when set, vets every prefiller address (a valid
 	// host:port) before it is contacted; a refused one falls back to a local
@@ -166,9 +167,15 @@ type Options struct {
 // Result is the outcome of Exchange.Prefill.
 type Result struct {
 	// DecodeBody is what to send to the decoder: the client body with the
-	// prefiller's kv_transfer_params when Split, else the client body as is
-	// (the decoder prefills locally).
+	// prefiller's kv_transfer_params when Split, else the client body
+	// without any kv_transfer_params of its own (the decoder prefills
+	// locally: a client's do_remote_prefill would otherwise have it pull
+	// KV blocks from whatever address the client named).
 	DecodeBody []byte
+	// LocalBody is the client body without any kv_transfer_params of its
+	// own: DecodeBody on a fallback, and what a retry that has the decoder
+	// prefill locally must send (the client body itself when it has none).
+	LocalBody []byte
 	// Split reports that the prefiller computed the prompt and the decoder
 	// will pull its KV blocks.
 	Split bool
@@ -205,8 +212,11 @@ func NewExchange(cfg Config, opts Options) (*Exchange, error) {
 	if err != nil {
 		return nil, err
 	}
-	x := &Exchange{cfg: cfg, client: opts.Client, lg: opts.Log(), allow: opts.AllowTarget, timeNow: time.Now}
-	if x.client == nil {
+	x := &Exchange{cfg: cfg, lg: opts.Log(), allow: opts.AllowTarget, timeNow: time.Now}
+	if opts.Client != nil {
+		c := *opts.Client // a copy: the caller's client keeps its own redirect policy
+		x.client = &c
+	} else {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		// Prefillers and the decoder are pods of the cluster, reached
 		// directly: an HTTP_PROXY or HTTPS_PROXY meant for the process's
@@ -216,11 +226,19 @@ func NewExchange(cfg Config, opts Options) (*Exchange, error) {
 		x.client = &http.Client{Transport: tr}
 		x.own = true
 	}
+	// A redirect is an answer, never followed: following it would resend
+	// the client's prompt and headers to an address AllowTarget never saw
+	// (a prefiller's 3xx falls back as ReasonStatus).
+	x.client.CheckRedirect = refuseRedirect
 	if x.m, err = newMetrics(opts.Set); err != nil {
 		return nil, err
 	}
 	return x, nil
 }
+
+// refuseRedirect is the Exchange's client's CheckRedirect: the 3xx
+// response itself is returned, its Location not followed.
+func refuseRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // Config returns the configuration with defaults filled in.
 func (x *Exchange) Config() Config { return x.cfg }
@@ -276,11 +294,12 @@ func (x *Exchange) Prefill(ctx context.Context, hostPort, path string, hdr http.
 	if err != nil {
 		return res, err
 	}
+	res.LocalBody = localBody(parsed, body)
 	if !ValidTarget(hostPort) {
-		return x.fallback(res, body, ReasonBadTarget, fmt.Errorf("invalid %s %q", PrefillerHeader, truncate(hostPort))), nil
+		return x.fallback(res, ReasonBadTarget, fmt.Errorf("invalid %s %q", PrefillerHeader, truncate(hostPort))), nil
 	}
 	if x.allow != nil && !x.allow(hostPort) {
-		return x.fallback(res, body, ReasonNotAllowed, fmt.Errorf("prefiller %q not allowed", hostPort)), nil
+		return x.fallback(res, ReasonNotAllowed, fmt.Errorf("prefiller %q not allowed", hostPort)), nil
 	}
 	if path == "" || path[0] != '/' {
 		path = "/" + path
@@ -295,7 +314,7 @@ func (x *Exchange) Prefill(ctx context.Context, hostPort, path string, hdr http.
 		if ctx.Err() != nil {
 			return res, fmt.Errorf("sidecar: client gone during prefill: %w", ctx.Err())
 		}
-		return x.fallback(res, body, reason, err), nil
+		return x.fallback(res, reason, err), nil
 	}
 	dbody, err := decodeBody(parsed, params)
 	if err != nil {
@@ -306,8 +325,11 @@ func (x *Exchange) Prefill(ctx context.Context, hostPort, path string, hdr http.
 	return res, nil
 }
 
-func (x *Exchange) fallback(res Result, body []byte, reason string, err error) Result {
-	res.DecodeBody, res.Fallback = body, reason
+// fallback gives the prefill step up: the decoder gets res.LocalBody, the
+// client body without any kv_transfer_params of the client's own, and
+// prefills it.
+func (x *Exchange) fallback(res Result, reason string, err error) Result {
+	res.DecodeBody, res.Fallback = res.LocalBody, reason
 	x.m.fallbacks.WithLabelValues(reason).Inc()
 	x.m.requests.WithLabelValues(OutcomeFallback).Inc()
 	x.lg.Warn("prefill failed, decoding with a local prefill", "reason", reason, "err", err, "request_id", res.RequestID)

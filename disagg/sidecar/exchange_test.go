@@ -28,6 +28,7 @@ func TestExchangePrefillForAGateway(t *testing.T) {
 	require.Empty(t, res.Fallback)
 	require.Contains(t, string(res.Params), `"do_remote_prefill":true`)
 	require.Contains(t, string(res.DecodeBody), `"max_tokens":20`)
+	require.Equal(t, body, res.LocalBody, "no transfer parameters of the client's: a retry sends its body as it came")
 	require.NotEmpty(t, res.RequestID)
 	require.Positive(t, res.PrefillDuration)
 
