@@ -93,7 +93,8 @@ type Config struct {
 	// tokens: the load score is 1 − the larger of min(in-flight output
 	// tokens, DecodeQueueOutputTokens) / DecodeQueueOutputTokens and the
 	// open-request share (DecodeQueueRequests), the resource a decode
-	// endpoint runs out of first. 0 means DefaultDecodeQueueOutputTokens.
+	// endpoint runs out of first. One request is charged at most this
+	// many. 0 means DefaultDecodeQueueOutputTokens.
 	DecodeQueueOutputTokens int64 `json:"decodeQueueOutputTokens"`
 	// DefaultOutputTokens is the output tokens charged to the decode
 	// endpoint of a request whose body names no positive max_tokens

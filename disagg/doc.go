@@ -84,7 +84,11 @@
 //
 // One Decision carries both picks: the decode endpoint's, with the
 // prefill endpoint's in Decision.Roles. Its FirstChunk and Done release
-// both; the gateway releases it once.
+// both; the gateway releases it once. It names no fallback endpoints, even
+// when the request asks for them (kvroute.Request.Fallbacks): the decode
+// load the Profile charges stays on its decode pick, and a split request's
+// prefill pick was made for that decoder, so a host that retries down a
+// list gets the pick alone.
 //
 // # Load accounting and speculative entries
 //
@@ -95,7 +99,8 @@
 // one open request and no prompt tokens until the request ends
 // (kvroute.Request.RemotePrefill). A local request charges its decode
 // endpoint as an ordinary pick does. Either way the decode endpoint is
-// charged the request's expected output tokens in the Profile's own
+// charged the request's expected output tokens (its max_tokens, at most
+// Config.DecodeQueueOutputTokens) in the Profile's own
 // decode-load tracker until the request ends (kvroute.Decision.AtEnd: its
 // Done, the request table's drop, or Release, once). Speculative index entries go where
 // the blocks land: the prefill endpoint, which computes them, and the

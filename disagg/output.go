@@ -7,12 +7,17 @@ import (
 )
 
 // outputTokens is the output tokens req is expected to generate: its
-// body's cap (render.MaxTokens), else Config.DefaultOutputTokens.
+// body's cap (render.MaxTokens), else Config.DefaultOutputTokens, at most
+// Config.DecodeQueueOutputTokens. A larger cap would weigh no more in the
+// decode pick (the load share is capped at 1), and a client's
+// max_tokens near the int64 limit would wrap the endpoint's sum negative:
+// the busiest endpoint would look idle.
 func (p *Profile) outputTokens(req *kvroute.Request) int64 {
-	if n, ok := render.MaxTokens(req.Body); ok {
-		return n
+	n, ok := render.MaxTokens(req.Body)
+	if !ok {
+		n = p.cfg.DefaultOutputTokens
 	}
-	return p.cfg.DefaultOutputTokens
+	return min(n, p.cfg.DecodeQueueOutputTokens)
 }
 
 // chargeOutput charges d's endpoint n in-flight output tokens and one
@@ -38,13 +43,20 @@ func (p *Profile) outputLoad(id string) int64 {
 	return t
 }
 
-// pruneOutput drops the tracker's counters of endpoints no longer among
-// endpoints once it holds more than twice as many as there are (plus a
-// margin), so that endpoint churn cannot grow it without bound. A request
-// still charged to a pruned endpoint releases its own counters, which are
-// no longer looked up.
+// pruneOutput drops the tracker's idle counters (no request in flight) of
+// endpoints not among endpoints, once it holds more than twice as many
+// counters as there are candidates or as it kept at the last prune (plus a
+// margin), so that endpoint churn cannot grow it without bound. endpoints
+// are one pick's candidates, which the Router narrows to the request's
+// model: an endpoint missing from them may still serve another model, so a
+// counter with requests in flight is kept (it empties when they end, and
+// goes at a later prune). What the tracker holds is therefore bounded by
+// the requests in flight plus twice the largest candidate list. A request
+// dispatched to an endpoint while its idle counter is removed releases the
+// dropped counter: its load is missing from the view until it ends, never
+// leaked.
 func (p *Profile) pruneOutput(endpoints []kvroute.Endpoint) {
-	if p.out.Len() <= 2*len(endpoints)+16 {
+	if p.out.Len() <= 2*max(len(endpoints), int(p.pruneKept.Load()))+16 {
 		return
 	}
 	p.pruneMu.Lock()
@@ -54,8 +66,8 @@ func (p *Profile) pruneOutput(endpoints []kvroute.Endpoint) {
 		keep[e.ID] = struct{}{}
 	}
 	var gone []string
-	p.out.Range(func(id string, _, _ int64) bool {
-		if _, ok := keep[id]; !ok {
+	p.out.Range(func(id string, _, requests int64) bool {
+		if _, ok := keep[id]; !ok && requests <= 0 {
 			gone = append(gone, id)
 		}
 		return true
@@ -63,6 +75,7 @@ func (p *Profile) pruneOutput(endpoints []kvroute.Endpoint) {
 	for _, id := range gone {
 		p.out.Remove(id)
 	}
+	p.pruneKept.Store(int64(p.out.Len()))
 }
 
 // newOutputTracker is the Profile's decode-load tracker: no metrics of its

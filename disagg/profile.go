@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/kvevents"
@@ -53,6 +54,9 @@ type Profile struct {
 	// charged at the pick and released when the request ends.
 	out     *tokenload.Tracker
 	pruneMu sync.Mutex // one prune at a time
+	// pruneKept is how many counters out kept at the last prune: the
+	// next one waits until it holds twice as many (see pruneOutput).
+	pruneKept atomic.Int64
 }
 
 // stager is what the Profile needs of the stages a Router passes it (see

@@ -112,7 +112,9 @@ type Config struct {
 	// pick (protocol v0.4.0: "ip:port,ip:port,..." in the destination header
 	// and metadata), the next best by kvroute's score, so that Envoy, with a
 	// retry policy, tries them in order when the pick fails. 0, the default,
-	// names the pick alone. At most MaxFallbacks.
+	// names the pick alone. At most MaxFallbacks. A router with package
+	// disagg's P/D profile names the pick alone whatever this says (see
+	// that package's documentation).
 	Fallbacks int `json:"fallbacks"`
 	// ConformanceTestHooks turns on the hooks the Inference Extension's
 	// conformance suite steers a picker with, as its reference picker does:

@@ -143,7 +143,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.BoolVar(&f.enableCertReload, "enable-cert-reload", false, fmt.Sprintf("with --cert-path or --metrics-cert-dir: read their tls.crt and tls.key again every %v and serve a changed pair from the next handshake, as a rotated Kubernetes TLS secret is updated in place; a changed pair that does not load is refused, logged and counted, and the previous one kept", certReloadInterval))
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logEncoder, "zap-encoder", "console", "log line format, under the Inference Extension picker's flag name: console (key=value text) or json")
-	fs.IntVar(&f.fallbacks, "fallbacks", 0, fmt.Sprintf("fallback endpoints named after the pick, the next best by score, for Envoy to retry in order (0 to %d)", extproc.MaxFallbacks))
+	fs.IntVar(&f.fallbacks, "fallbacks", 0, fmt.Sprintf("fallback endpoints named after the pick, the next best by score, for Envoy to retry in order (0 to %d; none with the P/D profile)", extproc.MaxFallbacks))
 	fs.BoolVar(&f.conformanceTestHooks, "conformance-test-hooks", false,
 		"the Inference Extension conformance suite's hooks: the "+extproc.ConformanceSelectionHeader+" request header chooses the candidates and "+
 			extproc.ConformanceServedHeader+" reports the served endpoint (test clusters only: any client could steer its requests)")
