@@ -52,8 +52,12 @@
 // kvroute_sidecar_refused_requests_total{reason="body_too_large|bad_body|body_timeout|body_budget|client_gone|decoder_unreachable|decoder_timeout|decoder_closed|decoder_error"}
 // (the decoder_* reasons count the 502s by the kind of the decoder's
 // failure, which the client is told in a fixed text; the error itself,
-// naming the decoder's address, goes to the log only);
-// those are not counted in kvroute_sidecar_requests_total.
+// naming the decoder's address, goes to the log only). A request refused
+// before its outcome was known (the body_* and bad_body reasons, and
+// client_gone while its body was read or its prefill step ran) is counted
+// there only; a decoder_* 502, and client_gone while the decoder was
+// answering, befall a request kvroute_sidecar_requests_total has already
+// counted by its outcome, so it is in both.
 //
 // # Use from a gateway
 //

@@ -90,4 +90,7 @@ func TestSidecarClassifiesDecoderFailures(t *testing.T) {
 		require.Equal(t, 1.0, counter(t, reg, "kvroute_sidecar_refused_requests_total", "reason", c.reason), c.reason)
 	}
 	require.Zero(t, counter(t, reg, "kvroute_sidecar_refused_requests_total", "reason", refusedDecoderUnreachable))
+	// A decoder's failure befalls a request already counted by its outcome
+	// (the package documentation says so).
+	require.Equal(t, 2.0, counter(t, reg, "kvroute_sidecar_requests_total", "outcome", OutcomePlain))
 }
