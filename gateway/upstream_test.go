@@ -2,8 +2,10 @@ package gateway
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -54,4 +56,33 @@ func TestGatewayCancelsTheEngineWhenTheClientAbortsBeforeTheAnswer(t *testing.T)
 	require.Eventually(t, func() bool { tok, n := h.load(ep); return tok == 0 && n == 0 }, wait, time.Millisecond)
 	require.Eventually(t, func() bool { return counter(t, h.reg, "completions", ResultClientAbort) == 1 }, wait, time.Millisecond)
 	require.Zero(t, h.handler.ownsTr.IdleConns(ep), "the cancelled connection is closed, not pooled")
+}
+
+// GET /v1/models, which goes to the engine with no body (http.NoBody), is
+// sent once more on a new connection when the engine closes the reused
+// keep-alive connection before answering, as an inference POST is: before,
+// only requests whose body could be read again were, and the client got a
+// 502 that the next connection would have answered.
+func TestGatewayResendsModelsWhenTheEngineClosesAReusedConnectionUnanswered(t *testing.T) {
+	defer leakcheck.Check(t)()
+	h := newHarness(t, 1, Config{})
+	defer h.close()
+	var n atomic.Int64
+	h.ups[0].setInfer(func(w http.ResponseWriter, _ *http.Request) {
+		if n.Add(1) == 2 { // the second request, on the kept-alive connection: read, then closed unanswered
+			if c, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				_ = c.Close()
+			}
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"object":"list","data":[]}`)
+	})
+	for i := range 2 {
+		resp, err := h.client.Get(h.gw.URL + "/v1/models")
+		require.NoError(t, err)
+		got := readAll(t, resp)
+		require.Equal(t, http.StatusOK, resp.StatusCode, "GET /v1/models #%d: %s", i+1, got)
+	}
+	require.Equal(t, int64(3), n.Load(), "the second GET reached the engine twice")
 }

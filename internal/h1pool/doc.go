@@ -28,9 +28,10 @@
 // it), and optionally capped per host (Config.MaxConnsPerHost: requests past
 // it wait, first come first served, for a connection given back or closed).
 // A request that finds its reused connection closed by the server before any
-// byte of answer is sent once more on a new connection. A request whose
-// context ends while it holds a connection closes that connection (the only
-// way to abort an HTTP/1.1 request in flight), never pools it half-read.
+// byte of answer is sent once more on a new connection, when it has no body
+// or its GetBody is set. A request whose context ends while it holds a
+// connection closes that connection (the only way to abort an HTTP/1.1
+// request in flight), never pools it half-read.
 // Other schemes (https) go to Config.Fallback, typically a net/http
 // Transport. Config.WarmAhead dials ahead to the peak of requests in flight
 // over the last Config.PeakWindow or two (see warm.go). Stats,

@@ -197,9 +197,11 @@ func New(cfg Config) *Transport {
 // RoundTrip sends req and returns the server's response. The request body
 // is written and closed before RoundTrip returns. A reused connection that
 // the server closed before any byte of answer is retried once on a new
-// connection (when req.GetBody is set), whatever the method: the caller
-// has received nothing yet, and the usual cause is a server closing an idle
-// keep-alive connection as the request went out. Of the request's
+// connection, whatever the method, when the request can be sent again: it
+// has no body (nil or http.NoBody) or req.GetBody is set (as net/http's
+// Transport decides); the caller has received nothing yet, and the usual
+// cause is a server closing an idle keep-alive connection as the request
+// went out. Of the request's
 // httptrace.ClientTrace only WroteRequest is called, by http.Request.Write
 // on the caller's goroutine once the request is in the connection's write
 // buffer, just before its last flush (as with net/http's Transport).
@@ -237,7 +239,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err == nil {
 			return resp, nil // the body's end leaves busy
 		}
-		if !retry || attempt > 0 || req.GetBody == nil || ctx.Err() != nil {
+		if !retry || attempt > 0 || !replayable(req) || ctx.Err() != nil {
 			t.busy.Add(-1)
 			closeBody(req)
 			return nil, err
@@ -245,14 +247,28 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// The server closed the reused connection before answering: send
 		// the request again, on a new connection (get dials when the pool
 		// holds only connections the server closed too).
-		body, gerr := req.GetBody()
-		if gerr != nil {
-			t.busy.Add(-1)
-			return nil, err
+		if hasBody(req) {
+			body, gerr := req.GetBody()
+			if gerr != nil {
+				t.busy.Add(-1)
+				return nil, err
+			}
+			req = req.Clone(ctx)
+			req.Body = body
 		}
-		req = req.Clone(ctx)
-		req.Body = body
 	}
+}
+
+// hasBody reports whether req has a body to send (neither nil nor
+// http.NoBody).
+func hasBody(req *http.Request) bool {
+	return req.Body != nil && req.Body != http.NoBody
+}
+
+// replayable reports whether req can be sent again once written: it has no
+// body, or GetBody gives it anew.
+func replayable(req *http.Request) bool {
+	return !hasBody(req) || req.GetBody != nil
 }
 
 func closeBody(req *http.Request) {

@@ -209,6 +209,50 @@ func TestTransportRetriesWhenAReusedConnectionClosesUnanswered(t *testing.T) {
 	require.Equal(t, int64(2), e.conns.Load())
 }
 
+// A request without a body (nil or http.NoBody, GetBody nil: the gateway's
+// GET /v1/models) is retried alike: nothing has to be read again to send
+// it. Before, only a request whose GetBody was set was, and a GET got the
+// server's close as its error.
+func TestTransportRetriesABodilessRequestWhenAReusedConnectionClosesUnanswered(t *testing.T) {
+	defer leakcheck.Check(t)()
+	for name, body := range map[string]io.Reader{"nil": nil, "NoBody": http.NoBody} {
+		t.Run(name, func(t *testing.T) {
+			var retried sync.Map
+			e := newRawServer(t, func(n int64, c net.Conn, br *bufio.Reader) {
+				if n == 1 {
+					answer(c, br, "")
+					_, _ = http.ReadRequest(br) // the second request: read, not answered
+					return
+				}
+				req, err := http.ReadRequest(br)
+				if err != nil {
+					return
+				}
+				retried.Store("request", req.Method+" "+req.URL.Path) // before the answer the client waits for
+				_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+				answer(c, br, "")
+			})
+			defer e.close()
+			tr := New(Config{MaxIdlePerHost: 4})
+			defer tr.CloseIdleConnections()
+			for i := range 2 {
+				req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, "http://"+e.hostPort()+"/v1/models", body)
+				require.NoError(t, err)
+				require.Nil(t, req.GetBody)
+				resp, err := tr.RoundTrip(req)
+				require.NoError(t, err, "request %d", i+1)
+				_, err = io.ReadAll(resp.Body)
+				require.NoError(t, err)
+				require.NoError(t, resp.Body.Close())
+				require.Equal(t, http.StatusOK, resp.StatusCode)
+			}
+			r, _ := retried.Load("request")
+			require.Equal(t, "GET /v1/models", r)
+			require.Equal(t, int64(2), e.conns.Load(), "the second request sent again on a new connection")
+		})
+	}
+}
+
 // A new connection closed before any answer is an error, not retried: the
 // server may have acted on the request.
 func TestTransportDoesNotRetryANewConnection(t *testing.T) {
