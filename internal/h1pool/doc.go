@@ -39,5 +39,7 @@
 // so that a caller can tell churn from growth.
 //
 // Only what kvroute's clients use is supported: no proxies, no HTTP/2, no
-// transparent compression, no 100-continue, of httptrace only WroteRequest.
+// transparent compression, no 100-continue, no protocol upgrade (a 101
+// Switching Protocols answer is an error and its connection closed, never
+// pooled), of httptrace only WroteRequest.
 package h1pool

@@ -11,7 +11,8 @@ const (
 	// carried it (HTTP/1.1 has no other way to abort a request in flight).
 	CloseCanceled CloseReason = iota
 	// CloseBroken: the exchange failed (a write or read error, a response
-	// header too large) or its body was closed before its end.
+	// header too large, a 101 Switching Protocols answer) or its body was
+	// closed before its end.
 	CloseBroken
 	// CloseAsked: the server closed the connection (found closed while
 	// idle, or closed before answering a reused one) or either side asked

@@ -40,6 +40,12 @@ const (
 // Config.MaxHeaderBytes.
 var ErrHeaderTooLarge = errors.New("h1pool: the server's response header is too large")
 
+// errSwitchingProtocols is returned for a 101 Switching Protocols answer:
+// the connection then speaks another protocol, which the Transport does not
+// hand over (kvroute's clients never ask for an upgrade), so it is closed,
+// never pooled.
+var errSwitchingProtocols = errors.New("h1pool: the server switched protocols (101), which is not supported")
+
 // errNoFallback is returned for a request whose scheme is not http when
 // Config.Fallback is nil.
 var errNoFallback = errors.New("h1pool: only http URLs are served (no fallback transport for other schemes)")
@@ -209,7 +215,9 @@ func New(cfg Config) *Transport {
 // The response body must be read to its end or closed: reading it to its
 // end gives the connection back to the pool on the reading goroutine,
 // before the last Read returns; closing it earlier, a read error or the
-// request's context ending closes the connection.
+// request's context ending closes the connection. A 101 Switching
+// Protocols answer is an error, its connection closed: the Transport does
+// not hand an upgraded connection over, and never pools one.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.URL.Scheme != "http" {
 		if t.cfg.Fallback == nil {
@@ -328,8 +336,10 @@ func (t *Transport) exchange(ctx context.Context, pc *conn, req *http.Request) (
 }
 
 // readResponse reads the response header of req (skipping informational 1xx
-// answers other than 101), within Config.MaxHeaderBytes; got is how many
-// bytes came from the connection (a pooled connection has none buffered).
+// answers), within Config.MaxHeaderBytes; got is how many bytes came from
+// the connection (a pooled connection has none buffered). A 101 Switching
+// Protocols is errSwitchingProtocols: what follows on the connection is no
+// HTTP/1.1, and the caller, told of an error, closes it.
 func (t *Transport) readResponse(pc *conn, req *http.Request) (resp *http.Response, got int64, err error) {
 	limit := t.cfg.MaxHeaderBytes
 	pc.lim.n = limit
@@ -339,7 +349,10 @@ func (t *Transport) readResponse(pc *conn, req *http.Request) (resp *http.Respon
 		if err != nil {
 			return nil, 0, err
 		}
-		if resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
+		if resp.StatusCode == http.StatusSwitchingProtocols {
+			return nil, 0, errSwitchingProtocols
+		}
+		if resp.StatusCode >= 100 && resp.StatusCode < 200 {
 			continue
 		}
 		return resp, 0, nil

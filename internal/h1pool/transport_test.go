@@ -310,6 +310,50 @@ func TestTransportSkipsInformationalAnswers(t *testing.T) {
 	require.Equal(t, "hello", body)
 }
 
+// A 101 Switching Protocols answer is an error and its connection is
+// closed: before, it came back with an empty body and keep-alive, so the
+// connection, which then spoke another protocol, was pooled and the next
+// request to the host read that protocol's bytes as its response.
+func TestTransportClosesAConnectionThatSwitchedProtocols(t *testing.T) {
+	defer leakcheck.Check(t)()
+	e := newRawServer(t, func(n int64, c net.Conn, br *bufio.Reader) {
+		if n == 1 {
+			if _, err := http.ReadRequest(br); err != nil {
+				return
+			}
+			_, _ = io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: foo\r\n\r\n")
+			// Now speaking "foo": answer whatever comes next in it.
+			if _, err := br.ReadByte(); err != nil {
+				return
+			}
+			_, _ = io.WriteString(c, "FOO PROTOCOL FRAME\r\n\r\n")
+			return
+		}
+		answer(c, br, "")
+	})
+	defer e.close()
+	tr := New(Config{MaxIdlePerHost: 4})
+	defer tr.CloseIdleConnections()
+	key := e.hostPort()
+
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, "http://"+key+"/ws", nil)
+	require.NoError(t, err)
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "foo")
+	resp, err := tr.RoundTrip(req)
+	require.ErrorIs(t, err, errSwitchingProtocols)
+	require.Nil(t, resp)
+	require.Zero(t, tr.IdleConns(key), "the switched connection is not pooled")
+	require.Empty(t, tr.OpenConns(), "it is closed")
+	require.Equal(t, int64(1), tr.Stats().Closes[CloseBroken])
+
+	code, body, err := upPost(t, context.Background(), tr, key, "next")
+	require.NoError(t, err, "the next request got the switched connection")
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, "next", body)
+	require.Equal(t, int64(2), e.conns.Load(), "the next request dialed a connection of its own")
+}
+
 // A response header above the bound is an error, and the memory it may take
 // is bounded.
 func TestTransportBoundsTheResponseHeader(t *testing.T) {
