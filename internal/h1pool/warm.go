@@ -147,13 +147,18 @@ func (t *Transport) warm(key string) {
 		t.mu.Unlock()
 		pc, err := t.dial(t.warmCtx, key)
 		if err == nil {
+			// Counted before put, while the dial holds the host's place in
+			// open: put closes the connection of a host Retain forgot
+			// meanwhile, and with its last connection the host's entries
+			// go, the count with them (counted after, it stayed behind).
+			t.mu.Lock()
+			t.countDialLocked(key, false)
+			t.mu.Unlock()
 			t.put(pc, true)
 		}
 		t.mu.Lock()
 		delete(t.warmDial, key)
-		if err == nil {
-			t.countDialLocked(key, false)
-		} else {
+		if err != nil {
 			t.closedLocked(key)
 			delete(t.warming, key)
 		}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -202,4 +203,39 @@ func TestTransportClosesIdleConnectionsNoWarmerKeeps(t *testing.T) {
 	require.Equal(t, int64(2), st.Closes[CloseIdle], "both idle past the timeout")
 	require.Equal(t, int64(3), st.Dials, "the request dialed a new one")
 	require.Equal(t, map[string]int{key: 1}, tr.OpenConns())
+}
+
+// A warmer whose dial completes after Retain forgot its host closes the
+// connection (the host is no longer kept) and leaves no dial count behind.
+// It counted the dial after pooling it: the close had taken the host's
+// open count to zero and deleted its entries, and the count re-created
+// the host's entry in DialedTo, which nothing deleted any more.
+func TestTransportWarmDialEndingAfterRetainLeavesNoDialCount(t *testing.T) {
+	defer leakcheck.Check(t)()
+	e := newFirstRequestServer()
+	defer e.Close()
+	var dials atomic.Int64
+	inDial, hold := make(chan struct{}), make(chan struct{})
+	tr := New(Config{MaxIdlePerHost: 8, WarmAhead: true, OnDial: func() {
+		if dials.Add(1) == 2 { // the warmer's dial (the first is the request's own)
+			close(inDial)
+			<-hold
+		}
+	}})
+	defer tr.Close()
+	key := e.hostPort()
+	upServedBy(t, upSend(t, tr, key)) // a peak of 1: one connection, no warmer
+	tr.WaitWarmers()
+	tr.RaisePeak(2)
+	resp := upSend(t, tr, key) // below the peak: the warmer dials, held in OnDial
+	<-inDial
+	upServedBy(t, resp)
+	require.Equal(t, map[string]DialCount{key: {Dials: 1, Waited: 1}}, tr.DialedTo())
+	tr.Retain(nil) // the engine is removed while the warmer's dial is in progress
+	require.Equal(t, map[string]int{key: 1}, tr.OpenConns(), "the warmer's dial holds the host's place")
+	close(hold)
+	tr.WaitWarmers()
+	require.Empty(t, tr.OpenConns(), "the warmed connection is closed, not pooled")
+	require.Equal(t, int64(2), tr.Stats().Closes[CloseIdle])
+	require.Empty(t, tr.DialedTo(), "a host with nothing open left its dial count behind")
 }
