@@ -256,7 +256,9 @@ func (t *Transport) drop(pc *conn, why CloseReason) {
 // closedLocked counts one connection to key less (closed, or a dial that
 // failed) and hands its place to the longest-waiting request, if any; the
 // host's entries go once it has none, so that hosts gone from use leave
-// nothing behind. t.mu is held.
+// nothing behind: all but its peer-closed mark, which is to outlive the
+// connection whose close it records (for Config.IdleTimeout) and goes by
+// the sweep once that old, or by Retain. t.mu is held.
 func (t *Transport) closedLocked(key string) {
 	if w := t.popWaiterLocked(key); w != nil {
 		w <- nil // the place stays counted in open, for the waiter's dial

@@ -106,7 +106,9 @@ func (t *Transport) IdleConns(hostPort string) int {
 }
 
 // PeerClosedIdle reports whether hostPort's server was found to have closed
-// an idle connection (which stops its warming for Config.IdleTimeout).
+// an idle connection (which stops its warming for Config.IdleTimeout) and
+// the mark is still held: the first sweep after it is IdleTimeout old
+// deletes it, and Retain when it leaves the host out.
 func (t *Transport) PeerClosedIdle(hostPort string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()

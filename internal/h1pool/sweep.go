@@ -15,7 +15,11 @@ import (
 // idle connections, a timer on Config.Clock looks every half IdleTimeout
 // (at least every second) and closes, host by host, those idle past
 // IdleTimeout beyond what the warmer keeps (keepLocked), oldest first, as
-// put does on the way. No timer runs while the pool holds none.
+// put does on the way. It also deletes the marks of servers found closing
+// an idle connection IdleTimeout ago or more, which keepLocked ignores by
+// then: without that every host:port that ever closed one stayed in the
+// map, however many engines' pod addresses came and went. No timer runs
+// while the pool holds none.
 
 // sweepEvery is the interval between sweeps.
 func (t *Transport) sweepEvery() time.Duration {
@@ -42,8 +46,8 @@ func (t *Transport) stopSweepLocked() {
 }
 
 // sweep closes the idle connections past Config.IdleTimeout that the warmer
-// does not keep, on every host, and arms the next sweep while idle
-// connections remain.
+// does not keep, on every host, deletes the peer-closed marks as old, and
+// arms the next sweep while idle connections remain.
 func (t *Transport) sweep() {
 	defer t.sweeps.Done()
 	now := t.clk.Now()
@@ -65,6 +69,11 @@ func (t *Transport) sweep() {
 		s, stale = t.pruneStale(s, now, stale, &excess)
 		f, stale = t.pruneStale(f, now, stale, &excess)
 		t.setIdleLocked(key, s, f)
+	}
+	for key, at := range t.peerClosedAt {
+		if now.Sub(at) >= t.cfg.IdleTimeout {
+			delete(t.peerClosedAt, key)
+		}
 	}
 	t.armSweepLocked()
 	t.mu.Unlock()
@@ -95,8 +104,10 @@ func (t *Transport) setIdleLocked(key string, s, f []*conn) {
 // back, and it is no longer kept warm. The sweep would close them too, but
 // only once idle past Config.IdleTimeout (and, for warmed ones, a
 // PeakWindow after the host's last request); a removed engine's
-// connections and buffers go at once. A later request to a forgotten host
-// is served as to a new one, and ends its mark.
+// connections and buffers go at once. The mark of a server found closing an
+// idle connection (which stops its warming) goes too, for every host not
+// among hostPorts, whether or not it has connections open. A later request
+// to a forgotten host is served as to a new one, and ends Retain's mark.
 func (t *Transport) Retain(hostPorts []string) {
 	keep := make(map[string]bool, len(hostPorts))
 	for _, hp := range hostPorts {
@@ -114,6 +125,11 @@ func (t *Transport) Retain(hostPorts []string) {
 		delete(t.fresh, key)
 		delete(t.lastUse, key)
 		t.forgotten[key] = true
+	}
+	for key := range t.peerClosedAt {
+		if !keep[key] {
+			delete(t.peerClosedAt, key)
+		}
 	}
 	t.mu.Unlock()
 	for _, c := range gone {

@@ -1,6 +1,9 @@
 package h1pool
 
 import (
+	"bufio"
+	"context"
+	"net"
 	"testing"
 	"time"
 
@@ -234,6 +237,97 @@ func TestTransportRetainClosesARemovedHostsConnections(t *testing.T) {
 	tr.WaitWarmers()
 	require.Equal(t, 3, tr.IdleConns(gone.hostPort()))
 	require.Equal(t, 3, tr.IdleConns(stays.hostPort()))
+}
+
+// newIdleClosingServer is a server that closes its first connection once it
+// has answered one request, while idle (as a server with a short keep-alive
+// timeout does), and keeps the others.
+func newIdleClosingServer(t *testing.T) *rawServer {
+	return newRawServer(t, func(n int64, c net.Conn, br *bufio.Reader) {
+		if n == 1 {
+			answer(c, br, "")
+			return
+		}
+		for {
+			if _, ok := answer(c, br, ""); !ok {
+				return
+			}
+		}
+	})
+}
+
+// markPeerClosed has the Transport find an idle connection to key closed by
+// its server (a newIdleClosingServer): one request, the server's close, and
+// a request that finds the connection closed and dials another, which it
+// gives back to the pool.
+func markPeerClosed(t *testing.T, tr *Transport, key string) {
+	t.Helper()
+	_, _, err := upPost(t, context.Background(), tr, key, "one")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { // the server's FIN reaches the idle socket
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		s := tr.idle[key]
+		return len(s) == 1 && s[0].peek.peerClosed()
+	}, wait, time.Millisecond)
+	_, _, err = upPost(t, context.Background(), tr, key, "two")
+	require.NoError(t, err)
+	require.True(t, tr.PeerClosedIdle(key))
+}
+
+// The mark of a server found closing an idle connection (which stops its
+// warming for Config.IdleTimeout) is deleted by the sweep once that old,
+// also on a host still in use. It was never deleted: every host:port that
+// ever closed an idle connection stayed in the map for the Transport's
+// life, one more at each rollout of engines on new pod addresses.
+func TestTransportSweepForgetsAPeerClosedMarkAfterTheIdleTimeout(t *testing.T) {
+	defer leakcheck.Check(t)()
+	e := newIdleClosingServer(t)
+	defer e.close()
+	tr := newManualPool(Config{})
+	defer tr.Close()
+	clk, key := tr.clk, e.hostPort()
+	markPeerClosed(t, tr.Transport, key) // at the start
+	require.Equal(t, CloseAsked, <-tr.closes, "the connection found closed")
+
+	// Half the timeout on, the sweep keeps the mark (and arms the next).
+	require.Equal(t, 1, clk.WaitForWaiters(1))
+	clk.Advance(5 * time.Second)
+	require.Equal(t, 1, clk.WaitForWaiters(1))
+	require.True(t, tr.PeerClosedIdle(key))
+	upServedBy(t, upSend(t, tr, key)) // the host is still in use
+
+	// At the timeout the next sweep deletes it; the connection, idle for
+	// half the timeout, stays.
+	clk.Advance(5 * time.Second)
+	require.Equal(t, 1, clk.WaitForWaiters(1))
+	require.False(t, tr.PeerClosedIdle(key), "a peer-closed mark past the idle timeout")
+	require.Equal(t, map[string]int{key: 1}, tr.OpenConns())
+	require.Equal(t, 1, tr.IdleConns(key))
+}
+
+// Retain deletes the peer-closed mark of a host it leaves out, also once
+// the host has nothing open, and keeps those of the hosts kept.
+func TestTransportRetainForgetsARemovedHostsPeerClosedMark(t *testing.T) {
+	defer leakcheck.Check(t)()
+	e := newIdleClosingServer(t)
+	defer e.close()
+	tr := New(Config{MaxIdlePerHost: 4})
+	defer tr.Close()
+	key := e.hostPort()
+	markPeerClosed(t, tr, key)
+
+	tr.Retain([]string{key})
+	require.True(t, tr.PeerClosedIdle(key), "a host kept keeps its mark")
+	tr.CloseIdleConnections()
+	require.Empty(t, tr.OpenConns())
+	require.True(t, tr.PeerClosedIdle(key), "the mark outlives the host's connections")
+
+	tr.Retain(nil) // the engine is removed
+	require.False(t, tr.PeerClosedIdle(key), "a host gone from use left its peer-closed mark behind")
+	tr.mu.Lock()
+	require.Empty(t, tr.peerClosedAt)
+	tr.mu.Unlock()
 }
 
 func TestHostPort(t *testing.T) {
