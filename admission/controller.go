@@ -48,7 +48,7 @@ type objective struct {
 // concurrent use; Close ends it.
 //
 // Ownership: the Controller starts no goroutine of its own. mu guards
-// claims, busy, bytes, seq, closed, timer, armed and gates, the bands'
+// claims, busy, bytes, seq, timer, armed and gates, the bands'
 // queues and the gates' state. The goroutines that take it: Admit's slow
 // path and Hold, on their callers' goroutines (each then waits for its
 // outcome on its own channel, without mu), Notify, Close, and depths,
@@ -57,9 +57,9 @@ type objective struct {
 // goroutine under mu: it is armed when a request is queued or held at the
 // gate, and re-arms itself while requests wait, claims are held or
 // requests are held; pending counts it while armed or running, so that
-// Close, having stopped it or let it run, waits for it. queued, nclaims and
-// nheld change under mu and are atomics so that the fast paths read them
-// without it. The fields above them are set by New and not written after.
+// Close, having stopped it or let it run, waits for it. queued, nclaims,
+// nheld and closed change under mu and are atomics so that the fast paths
+// read them without it. The fields above them are set by New and not written after.
 type Controller struct {
 	cfg        Config
 	set        telemetry.Set
@@ -77,13 +77,13 @@ type Controller struct {
 	queued  atomic.Int64 // requests queued: Admit's fast path reads it
 	nclaims atomic.Int64 // claims held: the fast path defers to them
 	nheld   atomic.Int64 // requests waiting at the dispatch gate (gate.go)
+	closed  atomic.Bool  // Close ran: Admit's fast path reads it
 
 	mu      sync.Mutex
 	claims  map[string]claim
 	busy    []string // endpoints found busy in the current dispatch pass
 	bytes   int64
 	seq     uint64
-	closed  bool
 	timer   telemetry.Timer // the re-check; armed while the queue is not empty
 	armed   bool
 	pending sync.WaitGroup           // re-check calls armed or running
@@ -191,14 +191,14 @@ func (c *Controller) objectiveOf(ctx context.Context) objective {
 
 // Admit implements kvroute.Admission. With an empty queue, no claims and a
 // candidate that is not saturated it returns nil at once, without
-// allocating. Otherwise a sheddable request is refused with ErrShed when every
+// allocating; after Close it returns ErrClosed. Otherwise a sheddable request is refused with ErrShed when every
 // candidate is saturated, and any other request waits in the queue until it is
 // dispatched (nil), its queue deadline passes (ErrExpired), ctx ends (ctx's
 // error), a full queue pushes it out (ErrShed, sheddable only) or the
 // Controller closes (ErrClosed).
 func (c *Controller) Admit(ctx context.Context, req *kvroute.Request, endpoints []kvroute.Endpoint) error {
 	o := c.objectiveOf(ctx)
-	if c.queued.Load() == 0 && c.nclaims.Load() == 0 {
+	if c.queued.Load() == 0 && c.nclaims.Load() == 0 && !c.closed.Load() {
 		for _, ep := range endpoints {
 			if !c.saturated(ep) {
 				o.band.m.count[oAdmitted].Inc()
@@ -230,11 +230,11 @@ func (c *Controller) Notify(endpoint string) {
 // re-check and unregisters the metrics.
 func (c *Controller) Close() {
 	c.mu.Lock()
-	if c.closed {
+	if c.closed.Load() {
 		c.mu.Unlock()
 		return
 	}
-	c.closed = true
+	c.closed.Store(true)
 	if c.armed && c.timer.Stop() {
 		c.armed = false
 		c.pending.Done()

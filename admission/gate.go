@@ -134,7 +134,7 @@ func (c *Controller) Hold(ctx context.Context, ep kvroute.Endpoint) error {
 	}
 	now := c.clock.Now()
 	c.mu.Lock()
-	if c.closed {
+	if c.closed.Load() {
 		c.mu.Unlock()
 		c.gateCount(o.band, gClosed)
 		return ErrClosed

@@ -14,7 +14,7 @@ func (c *Controller) admitSlow(ctx context.Context, req *kvroute.Request, endpoi
 	b := o.band
 	now := c.clock.Now()
 	c.mu.Lock()
-	if c.closed {
+	if c.closed.Load() {
 		c.mu.Unlock()
 		b.m.count[oClosed].Inc()
 		return ErrClosed
@@ -235,7 +235,7 @@ func (c *Controller) dropClaimLocked(ep string) {
 
 // armLocked arms the re-check if it is not armed.
 func (c *Controller) armLocked() {
-	if c.armed || c.closed {
+	if c.armed || c.closed.Load() {
 		return
 	}
 	c.armed = true
@@ -254,7 +254,7 @@ func (c *Controller) recheck() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.armed = false
-	if c.closed {
+	if c.closed.Load() {
 		return
 	}
 	now := c.clock.Now()

@@ -114,3 +114,17 @@ func TestCloseRefusesQueuedRequestsAndLeavesNoGoroutine(t *testing.T) {
 		t.Fatalf("closed %v, want 4", f.count("0", outcomeClosed))
 	}
 }
+
+// Admit's fast path (empty queue, no claims, a free candidate) refuses
+// too once Close has run: a request arriving after Close is not admitted.
+func TestAdmitAfterCloseIsRefusedEvenWithAFreeCandidate(t *testing.T) {
+	f := newFixture(t, Config{})
+	f.c.Close()
+	err := f.c.Admit(context.Background(), tokensReq(10), oneEP) // a:1 is not saturated
+	if !errors.Is(err, ErrClosed) {
+		t.Fatalf("Admit after Close = %v, want ErrClosed", err)
+	}
+	if f.count("0", outcomeClosed) != 1 || f.count("0", outcomeAdmitted) != 0 {
+		t.Fatalf("closed %v, admitted %v; want 1, 0", f.count("0", outcomeClosed), f.count("0", outcomeAdmitted))
+	}
+}
