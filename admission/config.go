@@ -79,8 +79,9 @@ type Objective struct {
 
 // Saturation configures kvroute's own saturation accounting (TokenDetector).
 // An endpoint is saturated when its in-flight prefill tokens reach
-// MaxPrefillBacklog × PeakPrefillThroughput, or its open requests reach
-// MaxOpenRequests when that is set.
+// MaxPrefillBacklog × PeakPrefillThroughput (at least 1 token; a product
+// beyond int64's range is clamped to math.MaxInt64, in effect no token
+// threshold), or its open requests reach MaxOpenRequests when that is set.
 type Saturation struct {
 	// MaxPrefillBacklog is the prefill work, in time at peak throughput,
 	// from which an endpoint is saturated; 0 means DefaultMaxPrefillBacklog,

@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -37,10 +38,24 @@ func NewTokenDetector(cfg Saturation, load *tokenload.Tracker) *TokenDetector {
 	cfg = Config{Saturation: cfg}.withDefaults().Saturation
 	d := &TokenDetector{maxOpen: cfg.MaxOpenRequests}
 	if cfg.MaxPrefillBacklog > 0 {
-		d.maxTokens = max(int64(cfg.MaxPrefillBacklog.Seconds()*cfg.PeakPrefillThroughput), 1)
+		d.maxTokens = tokenThreshold(cfg.MaxPrefillBacklog.Seconds() * cfg.PeakPrefillThroughput)
 	}
 	d.load.Store(load)
 	return d
+}
+
+// tokenThreshold converts the backlog in tokens to the detector's
+// threshold: at least 1, and at most math.MaxInt64, which no endpoint's
+// in-flight tokens reach (a float64 beyond int64's range converts to an
+// arbitrary value, math.MinInt64 on amd64, which would make it 1).
+func tokenThreshold(tokens float64) int64 {
+	switch {
+	case tokens >= math.MaxInt64: // float64(math.MaxInt64) is 2^63, out of range
+		return math.MaxInt64
+	case !(tokens >= 1): // NaN too (NewTokenDetector does not validate)
+		return 1
+	}
+	return int64(tokens)
 }
 
 // SetLoad sets the tracker whose accounting the detector reads (a Router's

@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 
@@ -118,3 +119,37 @@ func TestClaimHoldsBackTheQueueUntilThePickShows(t *testing.T) {
 
 // The engines' scraper is a Detector.
 var _ Detector = (*enginemetrics.Scraper)(nil)
+
+// A threshold beyond int64's range ("practically unlimited") is clamped to
+// math.MaxInt64 instead of wrapping to 1 token, which would saturate every
+// endpoint carrying any load; a tiny one is at least 1 token.
+func TestTokenThresholdBeyondInt64IsClampedNotWrapped(t *testing.T) {
+	cfg := Config{Saturation: Saturation{MaxPrefillBacklog: 1000 * time.Hour, PeakPrefillThroughput: 1e16}} // 3.6e22 tokens
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+	tr := newTracker(t)
+	d := NewTokenDetector(cfg.Saturation, tr)
+	if d.MaxTokens() != math.MaxInt64 {
+		t.Fatalf("MaxTokens = %d for a threshold of 3.6e22 tokens, want math.MaxInt64", d.MaxTokens())
+	}
+	h := tr.Dispatch("a:1", 1<<40)
+	defer h.Done()
+	if s, _ := d.Saturation(kvroute.Endpoint{ID: "a:1"}); s {
+		t.Fatal("an endpoint with 2^40 tokens in flight saturated under a 3.6e22-token threshold")
+	}
+	for _, c := range []struct {
+		backlog    time.Duration
+		throughput float64
+		want       int64
+	}{
+		{time.Hour, math.MaxFloat64, math.MaxInt64},          // the product overflows to +Inf
+		{time.Second, float64(math.MaxInt64), math.MaxInt64}, // exactly 2^63, one past the range
+		{time.Second, 1 << 62, 1 << 62},
+		{time.Millisecond, 100, 1}, // 0.1 token
+	} {
+		if got := NewTokenDetector(Saturation{MaxPrefillBacklog: c.backlog, PeakPrefillThroughput: c.throughput}, nil).MaxTokens(); got != c.want {
+			t.Errorf("%v × %g: MaxTokens = %d, want %d", c.backlog, c.throughput, got, c.want)
+		}
+	}
+}
