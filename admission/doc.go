@@ -38,9 +38,11 @@
 //     ends (the context's error), or when Close runs (ErrClosed). Expiry
 //     and cancellation remove it at once, on their own timer and channel.
 //   - the queue is bounded in requests and in estimated prompt bytes: when
-//     full, the oldest request of the lowest sheddable band is pushed out
-//     (ErrShed); with nothing sheddable to push out, a new request is
-//     refused (ErrQueueFull, or ErrShed if it is sheddable itself).
+//     full, the oldest requests of the lowest sheddable band are pushed out
+//     (ErrShed) until the new request fits; when pushing out every
+//     sheddable request (of the new request's band or lower) would not make
+//     room, none is pushed out and the new request is refused
+//     (ErrQueueFull, or ErrShed if it is sheddable itself).
 //
 // # Saturation
 //

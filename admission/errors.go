@@ -9,8 +9,9 @@ var (
 	// was free when it arrived, or a full queue pushed it out. Gateways
 	// answer 429 with Retry-After.
 	ErrShed = errors.New("admission: sheddable request shed under saturation")
-	// ErrQueueFull refuses a request the full queue could not take (nothing
-	// sheddable left to push out). Gateways answer 429 with Retry-After.
+	// ErrQueueFull refuses a request the full queue could not take:
+	// pushing out its sheddable requests would not make room, so none was.
+	// Gateways answer 429 with Retry-After.
 	ErrQueueFull = errors.New("admission: queue full")
 	// ErrExpired refuses a request whose queue deadline passed before any
 	// candidate became free. Gateways answer 503.

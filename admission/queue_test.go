@@ -192,3 +192,35 @@ func TestQueueIsBoundedInBytes(t *testing.T) {
 		t.Fatalf("queued %d, want 1", got)
 	}
 }
+
+// A full queue pushes sheddable requests out only when that lets the new
+// request in: when pushing out every one of them would still leave too
+// little room, none is shed and the new request alone is refused.
+func TestFullQueueShedsOnlyWhenSheddingMakesRoom(t *testing.T) {
+	f := newFixture(t, Config{MaxQueuedBytes: 1000, Objectives: gateObjectives})
+	f.det.set("a:1", true)
+	out := make(chan result, 4)
+	f.admit(t, ctxFor("chat", ""), "chat1", tokensReq(10), oneEP, out)
+	f.det.set("a:1", false)
+	f.c.Notify("") // chat1 leaves; a:1 stays claimed, unsaturated
+	if r := take(t, out); r.tag != "chat1" || r.err != nil {
+		t.Fatalf("got %s (%v), want chat1", r.tag, r.err)
+	}
+	f.admit(t, ctxFor("batch", ""), "batch1", tokensReq(25), oneEP, out) // 100 bytes
+	f.admit(t, ctxFor("chat", ""), "chat2", tokensReq(200), oneEP, out)  // 800 bytes
+	// 300 more bytes: pushing out batch1 (100) cannot make room (800+300 > 1000).
+	if err := f.c.Admit(ctxFor("chat", ""), tokensReq(75), oneEP); !errors.Is(err, ErrQueueFull) {
+		t.Fatalf("chat3: %v, want ErrQueueFull", err)
+	}
+	if got := f.count("-1", outcomeShed); got != 0 || f.c.Queued() != 2 || !pending(out) {
+		t.Fatalf("batch1 shed (%v) although that did not let chat3 in; queued %d", got, f.c.Queued())
+	}
+	// 150 more bytes: pushing out batch1 makes room (800+150 <= 1000).
+	f.admit(t, ctxFor("chat", ""), "chat4", tokensReq(37), oneEP, out)
+	if r := take(t, out); r.tag != "batch1" || !errors.Is(r.err, ErrShed) {
+		t.Fatalf("got %s (%v), want batch1 shed", r.tag, r.err)
+	}
+	if f.c.Queued() != 2 || f.count("1", outcomeQueueFull) != 1 {
+		t.Fatalf("queued %d, queue_full %v; want chat2 and chat4 queued, chat3 refused", f.c.Queued(), f.count("1", outcomeQueueFull))
+	}
+}

@@ -106,9 +106,10 @@ func (c *Controller) finishLocked(w *waiter, outcome, llmd int, err error) {
 	w.done <- err
 }
 
-// makeRoomLocked bounds the queue: while w would overflow it, the oldest
-// request of the lowest sheddable band is pushed out (ErrShed); when nothing
-// sheddable is left, w itself is refused (ErrShed if sheddable, else
+// makeRoomLocked bounds the queue: when w would overflow it, the oldest
+// requests of the lowest sheddable bands (at most b's priority) are pushed
+// out (ErrShed) until w fits; when pushing out all of them would not make
+// room, none is, and w itself is refused (ErrShed if sheddable, else
 // ErrQueueFull).
 func (c *Controller) makeRoomLocked(w *waiter, b *band) error {
 	refuse := func() error {
@@ -122,7 +123,22 @@ func (c *Controller) makeRoomLocked(w *waiter, b *band) error {
 	if w.bytes > c.cfg.MaxQueuedBytes {
 		return refuse()
 	}
-	for int(c.queued.Load())+1 > c.cfg.MaxQueuedRequests || c.bytes+w.bytes > c.cfg.MaxQueuedBytes {
+	fits := func(n, bytes int64) bool {
+		return n+1 <= int64(c.cfg.MaxQueuedRequests) && bytes+w.bytes <= c.cfg.MaxQueuedBytes
+	}
+	if fits(c.queued.Load(), c.bytes) {
+		return nil
+	}
+	n, bytes := c.queued.Load(), c.bytes // what stays once every victim is out
+	for _, x := range c.bands {
+		if x.priority < 0 && x.priority <= b.priority {
+			n, bytes = n-int64(x.n), bytes-x.bytes
+		}
+	}
+	if !fits(n, bytes) {
+		return refuse() // shedding would not let w in: shed nothing
+	}
+	for !fits(c.queued.Load(), c.bytes) {
 		var victim *waiter
 		for i := len(c.bands) - 1; i >= 0 && c.bands[i].priority < 0 && c.bands[i].priority <= b.priority; i-- {
 			if victim = c.bands[i].oldest(); victim != nil {
