@@ -143,7 +143,7 @@ func (r *dispatchRig) push() {
 	c.mu.Lock()
 	c.seq++
 	w.seq, w.enqueued, w.deadline = c.seq, c.clock.Now(), c.clock.Now().Add(time.Hour)
-	c.bands[r.n%3].push(w, r.flows[r.n%100], false)
+	c.bands[r.n%3].push(w, r.flows[r.n%100], false, c.cfg.Fairness == DeficitRoundRobin)
 	c.queued.Add(1)
 	c.bytes += w.bytes
 	c.mu.Unlock()

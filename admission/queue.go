@@ -89,22 +89,23 @@ func newBand(priority int, m bandMetrics) *band {
 }
 
 // push queues w in its flow. Under round robin a flow that had nothing
-// queued joins the ring right after the flow served last and takes the next
-// turn: joining at the ring's end would let the flow just served go again
-// first whenever the cursor had wrapped (always, with one other flow), so a
-// flow that empties often (the smaller of two tenants) would lose a turn
-// each time it came back. With no flow served yet, or under deficit round
-// robin, it joins at the ring's end.
-func (b *band) push(w *waiter, key string, edf bool) {
+// queued joins the ring at the end of the current round: after every flow
+// waiting for its turn from the cursor on, so that a stream of new flows
+// (new fairness IDs) cannot keep a backlogged flow from its turn; but
+// before the flow served last, which has had its turn this round: joining
+// behind it would let the flow just served go again first whenever the
+// cursor had wrapped (always, with one other flow), so a flow that empties
+// often (the smaller of two tenants) would lose a turn each time it came
+// back. Under deficit round robin it joins at the ring's end.
+func (b *band) push(w *waiter, key string, edf, drr bool) {
 	f := b.flows[key]
 	if f == nil {
 		f = &flow{key: key, items: waiters{edf: edf}}
 		b.flows[key] = f
-		if i := slices.Index(b.ring, b.last); b.last != nil && i >= 0 {
-			b.ring = slices.Insert(b.ring, i+1, f)
-			b.cursor = i + 1
-		} else {
+		if drr {
 			b.ring = append(b.ring, f)
+		} else {
+			b.join(f)
 		}
 	}
 	w.band, w.flow = b, f
@@ -113,6 +114,28 @@ func (b *band) push(w *waiter, key string, edf bool) {
 	b.bytes += w.bytes
 	b.m.size.Set(float64(b.n))
 	b.m.bytes.Set(float64(b.bytes))
+}
+
+// join inserts the new flow f into the round robin ring at the end of the
+// current round (see push) and keeps the cursor on the flow whose turn is
+// next.
+func (b *band) join(f *flow) {
+	n := len(b.ring)
+	if n == 0 {
+		b.ring, b.cursor = append(b.ring, f), 0
+		return
+	}
+	// The turns run ring[cursor], ring[cursor+1], ..., ring[cursor-1]; the
+	// flow served last, while it is in the ring, is ring[cursor-1].
+	if p := (b.cursor + n - 1) % n; b.ring[p] == b.last {
+		b.ring = slices.Insert(b.ring, p, f) // just before the flow served last
+		if b.cursor > p {
+			b.cursor++
+		} // else the cursor had wrapped (p is the ring's end) or f is the only other flow (n == 1): f goes next
+		return
+	}
+	b.ring = slices.Insert(b.ring, b.cursor, f) // last in turn
+	b.cursor++
 }
 
 // remove takes w out of the queue; an emptied flow leaves the ring and

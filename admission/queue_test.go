@@ -73,6 +73,43 @@ func TestRoundRobinReturningFlowTakesTheNextTurn(t *testing.T) {
 	}
 }
 
+// New flows take their turn after the flows already waiting: a steady
+// arrival of new fairness IDs, one per release, does not keep the
+// backlogged flows A and B from theirs, whether each new flow stays in the
+// ring for a while (two requests) or leaves it once served (one). A new
+// flow used to take the very next turn, so new flows with two requests
+// each were served back to back and B never was (order APQRSTU).
+func TestRoundRobinNewFlowsDoNotStarveABackloggedFlow(t *testing.T) {
+	for _, perFlow := range []int{2, 1} {
+		f := newFixture(t, Config{})
+		f.det.set("a:1", true)
+		out := make(chan result, 64)
+		for range 3 {
+			f.admit(t, ctxFor("", "A"), "A", tokensReq(10), oneEP, out)
+		}
+		for range 3 {
+			f.admit(t, ctxFor("", "B"), "B", tokensReq(10), oneEP, out)
+		}
+		f.det.set("a:1", false)
+		f.c.Notify("a:1")
+		got := take(t, out).tag
+		for i := range 6 {
+			flow := string(rune('P' + i)) // a new fairness ID
+			for range perFlow {
+				f.admit(t, ctxFor("", flow), flow, tokensReq(10), oneEP, out)
+			}
+			f.c.Notify("a:1") // one release: one request
+			got += take(t, out).tag
+		}
+		// Each new flow joins at the end of the round, before the flow
+		// served last: A, B, then P (joined before A's second turn), A, Q
+		// (joined before B's), B, R.
+		if got != "ABPAQBR" {
+			t.Fatalf("%d requests per new flow: order %s, want ABPAQBR", perFlow, got)
+		}
+	}
+}
+
 func TestDeficitRoundRobinSharesPromptTokens(t *testing.T) {
 	f := newFixture(t, Config{Fairness: DeficitRoundRobin, Quantum: 1000})
 	f.det.set("a:1", true)

@@ -51,7 +51,7 @@ func (c *Controller) admitSlow(ctx context.Context, req *kvroute.Request, endpoi
 	c.seq++
 	w.seq, w.enqueued, w.deadline = c.seq, now, deadline
 	w.done = make(chan error, 1)
-	b.push(w, key, c.cfg.Ordering == EarliestDeadline)
+	b.push(w, key, c.cfg.Ordering == EarliestDeadline, c.cfg.Fairness == DeficitRoundRobin)
 	c.queued.Add(1)
 	c.bytes += w.bytes
 	b.m.count[oQueued].Inc()
