@@ -74,7 +74,11 @@
 // requests than MaxWaiting, counting those the gate sent since the last
 // scrape, and KV-cache usage below MaxKVCache, read from Options.Signals,
 // an enginemetrics.Scraper; with the endpoint's signal stale, kvroute's own
-// accounting decides; without Options.Signals the gate is off) and no higher band's request is queued in Admit.
+// accounting decides, in which the requests held at the gate count since
+// their picks committed, so when nothing else is in flight on the endpoint
+// (with cluster sharing, the peers' requests included) the first held one
+// goes whatever its own load; without Options.Signals the gate is off) and
+// no higher band's request is queued in Admit.
 // Otherwise it waits at the endpoint's gate (at most MaxHeld per endpoint;
 // a further one is shed at once with ErrShed) until headroom appears, its
 // queue deadline passes (ErrExpired) or its context ends. The engines' own

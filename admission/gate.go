@@ -120,7 +120,9 @@ func (c *Controller) Held() int { return int(c.nheld.Load()) }
 // consulted by Admit, and holding this request's own load) does not see. A
 // sheddable request returns nil when ep's engine has headroom
 // (Config.Headroom, judged on its fresh signal; with the signal stale, on
-// kvroute's own accounting) and nothing else waits at ep's gate;
+// kvroute's own accounting, except that the load of the requests at ep's
+// gate, its own included, holds none of them: when nothing else is in
+// flight on ep, the first goes) and nothing else waits at ep's gate;
 // otherwise it waits, in band then arrival order, until ep has headroom and
 // no request of a higher band waits in the admission queue (nil), its queue
 // deadline passes (ErrExpired), ctx ends (ctx's error) or Close runs
@@ -140,7 +142,7 @@ func (c *Controller) Hold(ctx context.Context, ep kvroute.Endpoint) error {
 		return ErrClosed
 	}
 	g := c.gateLocked(ep)
-	if len(g.held) == 0 && !c.higherQueuedLocked(o.band) && c.headroomLocked(ep, g) {
+	if len(g.held) == 0 && !c.higherQueuedLocked(o.band) && c.headroomLocked(ep, g, 1) {
 		g.sent++
 		c.mu.Unlock()
 		c.gateCount(o.band, gPassed)
@@ -274,11 +276,21 @@ func (c *Controller) higherQueuedLocked(b *band) bool {
 // headroomLocked reports whether ep's engine has room for one more
 // sheddable request: by its fresh engine signal, counting the requests the
 // gate sent since that scrape; without one, by kvroute's own accounting.
-func (c *Controller) headroomLocked(ep kvroute.Endpoint, g *gateEndpoint) bool {
+// That accounting already counts the requests waiting at ep's gate, whose
+// picks committed their load before Hold, although none of them reached
+// the engine: unsent is how many there are (the request Hold decides on
+// included), and when ep's open requests are no more than that, nothing
+// else is in flight on ep and the engine has room, whatever their own load.
+// Without this a sheddable request whose own prompt reaches the token
+// threshold waited for its own load until its deadline.
+func (c *Controller) headroomLocked(ep kvroute.Endpoint, g *gateEndpoint, unsent int) bool {
 	sig, fresh := c.signals.Signal(ep)
 	if !fresh {
-		s, _ := c.own.Saturation(ep)
-		return !s
+		if s, _ := c.own.Saturation(ep); !s {
+			return true
+		}
+		_, open := c.own.version(ep.ID)
+		return open <= int64(unsent)
 	}
 	if !sig.Scraped.Equal(g.scraped) {
 		g.scraped, g.sent = sig.Scraped, 0
@@ -299,7 +311,7 @@ func (c *Controller) serveGatesLocked() {
 	for _, g := range c.gates {
 		for len(g.held) > 0 {
 			h := g.held[0]
-			if c.higherQueuedLocked(h.band) || !c.headroomLocked(g.ep, g) {
+			if c.higherQueuedLocked(h.band) || !c.headroomLocked(g.ep, g, len(g.held)) {
 				break
 			}
 			g.held = g.held[1:]

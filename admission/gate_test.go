@@ -228,7 +228,9 @@ func TestGateStaleSignalFallsBackToOwnAccounting(t *testing.T) {
 	g.sig.mu.Lock()
 	g.sig.stale["a:1"] = true // an idle-looking signal, but stale
 	g.sig.mu.Unlock()
-	h := tr.Dispatch("a:1", 100) // the own accounting: saturated
+	h := tr.Dispatch("a:1", 100)  // the own accounting: saturated
+	own := tr.Dispatch("a:1", 10) // the held request's pick, committed before Hold
+	defer own.Done()
 	out := make(chan result, 1)
 	g.hold(t, ctxFor("batch", ""), "b", epA, out)
 	if !pending(out) {
@@ -240,6 +242,53 @@ func TestGateStaleSignalFallsBackToOwnAccounting(t *testing.T) {
 		t.Fatalf("err %v, want sent", r.err)
 	}
 	h.Done()
+}
+
+// With the engine signal stale, the own accounting that judges headroom
+// already holds the load of the requests waiting at the gate (their picks
+// committed it), although none of them reached the engine. They do not
+// hold themselves up: when nothing else is in flight on the endpoint the
+// first of them goes, however large its prompt; the others still wait for
+// the own accounting. A sheddable request whose own prompt reached the
+// token threshold used to wait for its own load until its deadline.
+func TestGateStaleSignalDoesNotHoldARequestForItsOwnLoad(t *testing.T) {
+	g := newGateFixture(t, Config{Saturation: Saturation{MaxPrefillBacklog: time.Second, PeakPrefillThroughput: 1000}}) // 1,000 tokens
+	tr := newTracker(t)
+	g.c.SetLoad(tr) // a:1 has no engine signal: stale
+	// Alone on a:1, a request of 1,500 tokens passes at once.
+	first := tr.Dispatch("a:1", 1500) // its pick
+	if err := g.c.Hold(ctxFor("batch", ""), epA); err != nil {
+		t.Fatalf("Hold of the only request in flight on a:1: %v, want nil", err)
+	}
+	// Two more arrive while the first is in flight: both wait.
+	out := make(chan result, 2)
+	second := tr.Dispatch("a:1", 1500)
+	defer second.Done()
+	g.hold(t, ctxFor("batch", ""), "second", epA, out)
+	third := tr.Dispatch("a:1", 1500)
+	defer third.Done()
+	g.hold(t, ctxFor("batch", ""), "third", epA, out)
+	if !pending(out) || g.c.Held() != 2 {
+		t.Fatalf("held %d, want both requests behind the one in flight held", g.c.Held())
+	}
+	// The first ends: only held requests are in flight, and the first of
+	// them goes; the third then waits behind the second.
+	first.Done()
+	g.c.Notify("a:1")
+	if r := take(t, out); r.tag != "second" || r.err != nil {
+		t.Fatalf("got %s (%v), want second sent", r.tag, r.err)
+	}
+	if !pending(out) || g.c.Held() != 1 {
+		t.Fatal("the third request went while the second was in flight and the own accounting saturated")
+	}
+	second.Done()
+	g.c.Notify("a:1")
+	if r := take(t, out); r.tag != "third" || r.err != nil {
+		t.Fatalf("got %s (%v), want third sent", r.tag, r.err)
+	}
+	if g.gateCount("-1", "passed") != 1 || g.gateCount("-1", "sent") != 2 {
+		t.Fatalf("passed %v, sent %v; want 1, 2", g.gateCount("-1", "passed"), g.gateCount("-1", "sent"))
+	}
 }
 
 func TestGateDisabledAndCloseLeaveNoGoroutine(t *testing.T) {
