@@ -48,7 +48,7 @@ type objective struct {
 // concurrent use; Close ends it.
 //
 // Ownership: the Controller starts no goroutine of its own. mu guards
-// claims, busy, bytes, seq, timer, armed and gates, the bands'
+// claims, busy, bytes, seq, timer, armed, gates and gatesPruneAt, the bands'
 // queues and the gates' state. The goroutines that take it: Admit's slow
 // path and Hold, on their callers' goroutines (each then waits for its
 // outcome on its own channel, without mu), Notify, Close, and depths,
@@ -88,6 +88,8 @@ type Controller struct {
 	armed   bool
 	pending sync.WaitGroup           // re-check calls armed or running
 	gates   map[string]*gateEndpoint // the dispatch gate, by endpoint ID (gate.go)
+	// gatesPruneAt is the size of gates from which Hold prunes it (gate.go).
+	gatesPruneAt int
 }
 
 // New validates cfg and builds a Controller. Pass it as
@@ -110,6 +112,8 @@ func New(cfg Config, opts Options) (*Controller, error) {
 		signals:    opts.Signals,
 		gateMet:    newGateMetric(),
 		gates:      make(map[string]*gateEndpoint),
+
+		gatesPruneAt: gatePruneMin,
 	}
 	bands := map[int]*band{}
 	bandOf := func(p int) *band {

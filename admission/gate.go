@@ -201,10 +201,23 @@ func (c *Controller) Hold(ctx context.Context, ep kvroute.Endpoint) error {
 // gateCount counts one gate outcome of band b.
 func (c *Controller) gateCount(b *band, outcome int) { b.m.gate[outcome].Inc() }
 
-// gateLocked returns ep's gate state, creating it.
+// gatePruneMin is the size of the gate map from which gateLocked prunes it.
+const gatePruneMin = 64
+
+// gateLocked returns ep's gate state, creating it. Before creating one it
+// prunes the map once it has doubled since the last prune (and holds at
+// least gatePruneMin entries): the re-check prunes only while requests
+// wait, are claimed or are held, and a request that passes at once leaves
+// its endpoint's sent count behind, so without this the map would grow with
+// every endpoint ever picked. That keeps it within twice the endpoints in
+// use, at an amortised constant cost per entry created.
 func (c *Controller) gateLocked(ep kvroute.Endpoint) *gateEndpoint {
 	g := c.gates[ep.ID]
 	if g == nil {
+		if len(c.gates) >= c.gatesPruneAt {
+			c.pruneGatesLocked()
+			c.gatesPruneAt = max(2*len(c.gates), gatePruneMin)
+		}
 		g = &gateEndpoint{ep: ep}
 		c.gates[ep.ID] = g
 	}
@@ -222,8 +235,8 @@ func (c *Controller) dropIdleLocked(ep string, g *gateEndpoint) {
 // pruneGatesLocked forgets the state of every endpoint where nothing waits
 // and whose sent count no longer matters: a newer scrape came (the count
 // would restart from it) or the signal went stale (the own accounting
-// decides). The re-check runs it, so the gates of endpoints that are gone
-// do not stay.
+// decides). The re-check runs it, and gateLocked as the map grows, so the
+// gates of endpoints that are gone do not stay.
 func (c *Controller) pruneGatesLocked() {
 	for id, g := range c.gates {
 		if len(g.held) > 0 {

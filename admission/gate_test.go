@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -357,4 +358,48 @@ func TestGateForgetsIdleEndpointsOnceTheirCountIsStale(t *testing.T) {
 		_, kept := g.c.gates["a:1"]
 		return !kept && len(g.c.gates) == 1
 	})
+}
+
+// The gate state of endpoints that are gone is pruned as the gate map
+// grows, not only by the re-check, which runs only while something is
+// queued, claimed or held: with pods churning and sheddable requests
+// passing the gate at once, the map stays within twice the endpoints in use
+// (and gatePruneMin), and what is in use (a held request, a sent count
+// still counting against a fresh scrape) is kept.
+func TestGateStateOfGoneEndpointsStaysBoundedWithoutTheRecheck(t *testing.T) {
+	g := newGateFixture(t, Config{})
+	live := kvroute.Endpoint{ID: "live:1"}
+	g.sig.set(live.ID, 0, 0.1, t0) // room for one: its sent count matters until the next scrape
+	if err := g.c.Hold(ctxFor("batch", ""), live); err != nil {
+		t.Fatal(err)
+	}
+	busy := kvroute.Endpoint{ID: "busy:1"}
+	g.sig.set(busy.ID, 9, 0.1, t0)
+	out := make(chan result, 1)
+	g.hold(t, ctxFor("batch", ""), "held", busy, out)
+	for i := range 10 * gatePruneMin {
+		ep := kvroute.Endpoint{ID: fmt.Sprintf("pod-%d:8000", i)}
+		g.sig.set(ep.ID, 0, 0.1, t0) // an idle engine: the request passes at once
+		if err := g.c.Hold(ctxFor("batch", ""), ep); err != nil {
+			t.Fatal(err)
+		}
+		g.sig.mu.Lock()
+		g.sig.stale[ep.ID] = true // the pod is gone: no fresh signal any more
+		g.sig.mu.Unlock()
+		g.c.mu.Lock()
+		n := len(g.c.gates)
+		g.c.mu.Unlock()
+		if n > gatePruneMin {
+			t.Fatalf("%d gate entries after %d endpoints came and went, want at most %d", n, i+1, gatePruneMin)
+		}
+	}
+	g.c.mu.Lock()
+	lg, busyg := g.c.gates[live.ID], g.c.gates[busy.ID]
+	g.c.mu.Unlock()
+	if lg == nil || lg.sent != 1 || busyg == nil || len(busyg.held) != 1 {
+		t.Fatal("pruning dropped the state of an endpoint in use")
+	}
+	if !pending(out) {
+		t.Fatal("the held request left its gate")
+	}
 }
