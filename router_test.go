@@ -31,8 +31,9 @@ type fakeClock struct{ ns atomic.Int64 }
 func (c *fakeClock) Now() time.Time      { return time.Unix(0, c.ns.Load()) }
 func (c *fakeClock) Add(d time.Duration) { c.ns.Add(int64(d)) }
 
-// The Router sets no timers on its clock; fakeClock is a telemetry.Clock for
-// its Now.
+// The Router's one timer on its clock is its request table's expiry, a TTL
+// of minutes away; fakeClock gives it the wall clock's, which never fires in
+// a test, and is a telemetry.Clock for the Router's Now.
 func (c *fakeClock) NewTimer(d time.Duration) telemetry.Timer   { return telemetry.Wall.NewTimer(d) }
 func (c *fakeClock) NewTicker(d time.Duration) telemetry.Ticker { return telemetry.Wall.NewTicker(d) }
 func (c *fakeClock) AfterFunc(d time.Duration, f func()) telemetry.Timer {

@@ -2,12 +2,17 @@ package admission
 
 import (
 	"context"
+	"errors"
 	"math"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/enginemetrics"
+	"github.com/kvroute/kvroute/telemetry"
 	"github.com/kvroute/kvroute/tokenload"
 )
 
@@ -115,6 +120,59 @@ func TestClaimHoldsBackTheQueueUntilThePickShows(t *testing.T) {
 		t.Fatalf("got %s, want r2", r.tag)
 	}
 	busy2.Done()
+}
+
+// endSignal is a request's accounting handle whose first Done closes
+// ended: a test waits on it for the request table's expiry timer.
+type endSignal struct {
+	*tokenload.Inflight
+	once  sync.Once
+	ended chan struct{}
+}
+
+func (h *endSignal) Done() {
+	h.Inflight.Done()
+	h.once.Do(func() { close(h.ended) })
+}
+
+// A request whose Done the host lost saturates its endpoint with phantom
+// load only until the request table's TTL: the table releases it on its
+// own timer, so the endpoint is admitted to again although no pick
+// committed, and so nothing was registered, meanwhile (with the phantom
+// load saturating the only endpoint, none could). The table used to expire
+// entries only in Register, and the endpoint stayed locked out.
+func TestPhantomLoadOfALostRequestStopsSaturatingAfterTheTableTTL(t *testing.T) {
+	clock := telemetry.NewManual(t0)
+	load := newTracker(t)
+	tab, err := tokenload.NewRequestTable(tokenload.RequestTableConfig{TTL: time.Minute},
+		tokenload.Options{Set: telemetry.Set{Clock: clock}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tab.Close)
+	lost := &endSignal{Inflight: load.Dispatch("a:1", 1500), ended: make(chan struct{})}
+	if err := tab.Register("lost", lost); err != nil { // its Done never comes
+		t.Fatal(err)
+	}
+	c, err := New(Config{Objectives: gateObjectives, Saturation: Saturation{MaxPrefillBacklog: time.Second, PeakPrefillThroughput: 1000}},
+		Options{Set: telemetry.Set{Registerer: prometheus.NewRegistry(), Clock: clock}, Load: load})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	if err := c.Admit(ctxFor("batch", ""), tokensReq(10), oneEP); !errors.Is(err, ErrShed) {
+		t.Fatalf("Admit under 1,500 phantom tokens (threshold 1,000): %v, want ErrShed", err)
+	}
+	clock.Advance(time.Minute)
+	select {
+	case <-lost.ended:
+	case <-time.After(20 * time.Second):
+		tok, _, _ := load.Load("a:1")
+		t.Fatalf("a:1 still carries %d phantom tokens a TTL after the lost Done", tok)
+	}
+	if err := c.Admit(ctxFor("batch", ""), tokensReq(10), oneEP); err != nil {
+		t.Fatalf("Admit after the TTL released the phantom load: %v, want nil", err)
+	}
 }
 
 // The engines' scraper is a Detector.

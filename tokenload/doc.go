@@ -31,7 +31,9 @@
 // Unknown and repeated IDs are counted and change nothing. The table is
 // bounded by a maximum number of entries and a TTL: a request whose Done
 // never comes is released and dropped (counted, and warned about once a
-// minute) rather than held forever. The table files any Handle, not only an
+// minute) rather than held forever, within its TTL on the injected clock
+// even when nothing more is registered (a timer armed while the table is
+// not empty; Close stops it). The table files any Handle, not only an
 // Inflight: a kvroute Router files its Decisions, so a dropped request ends
 // whole (its load and its prediction), and Get finds one by ID.
 //

@@ -57,7 +57,8 @@ type Options struct {
 	//   Registerer receives the metrics; nil registers nothing.
 	//   Logger receives evictions and expiries at warn level (once per
 	//   interval); nil discards them.
-	//   Clock is the clock of the TTL; nil is the wall clock.
+	//   Clock is the clock of the TTL and of a RequestTable's expiry timer;
+	//   nil is the wall clock.
 	telemetry.Set
 }
 
@@ -103,8 +104,14 @@ type Handle interface {
 // when the table is full and it is the oldest, so a host that loses a
 // request's end costs at most TTL of phantom load on one endpoint, never a
 // leak. Memory is at most MaxRequests × (MaxRequestIDBytes + ~150 bytes).
-// Expiry is checked on every Register, oldest first, so it costs nothing
-// when idle and needs no goroutine.
+// Expiry runs on every Register, oldest first, and on one timer of the
+// injected clock (Options.Clock), armed while the table is not empty for
+// when its oldest entry expires: a lost request is released within its TTL
+// even when nothing more is registered (traffic stopped, or an admission
+// stage queues every new request because that very phantom load saturates
+// the endpoint). The timer is an AfterFunc: the table runs no goroutine
+// between expiries, and the timer fires about once per TTL while requests
+// come and go. Close stops it.
 //
 // Releasing an entry whose endpoint was removed from the Tracker touches only
 // the orphaned counters (see Tracker.Remove). A RequestTable is safe for
@@ -119,9 +126,15 @@ type RequestTable struct {
 	ids     map[string]prometheus.Counter
 	warned  map[string]time.Time // outcome → last warning, under mu
 
-	mu   sync.Mutex
-	m    map[string]*tableEntry
-	head tableEntry // sentinel of the insertion-ordered ring (oldest first)
+	clock telemetry.Clock
+
+	mu      sync.Mutex
+	m       map[string]*tableEntry
+	head    tableEntry      // sentinel of the insertion-ordered ring (oldest first)
+	timer   telemetry.Timer // the expiry timer (expire); armed while the table is not empty
+	armed   bool
+	closed  bool           // Close ran: the timer is not armed again
+	pending sync.WaitGroup // expire calls armed or running, for Close
 
 	set       telemetry.Set          // whose Registerer Close unregisters cs from
 	cs        []prometheus.Collector // what NewRequestTable registered
@@ -161,7 +174,8 @@ func NewRequestTable(cfg RequestTableConfig, opts Options) (*RequestTable, error
 	if cfg.TTL == 0 {
 		cfg.TTL = DefaultTrackedRequestTTL
 	}
-	t := &RequestTable{max: cfg.MaxRequests, ttl: cfg.TTL, now: opts.Clk().Now, log: opts.Logger,
+	clk := opts.Clk()
+	t := &RequestTable{max: cfg.MaxRequests, ttl: cfg.TTL, now: clk.Now, clock: clk, log: opts.Logger,
 		m: map[string]*tableEntry{}, ids: map[string]prometheus.Counter{}, warned: map[string]time.Time{}}
 	if t.log == nil {
 		t.log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -186,11 +200,23 @@ func NewRequestTable(cfg RequestTableConfig, opts Options) (*RequestTable, error
 	return t, nil
 }
 
-// Close unregisters the metrics NewRequestTable registered, so a table can
-// be built again on the same registry. The table keeps working; its counts
-// are then just not exported. Close is idempotent.
+// Close stops the expiry timer, waiting for an expiry under way, and
+// unregisters the metrics NewRequestTable registered, so a table can be
+// built again on the same registry. The table keeps working, its entries
+// then expiring only on Register; its counts are just not exported. Close
+// is idempotent.
 func (t *RequestTable) Close() {
-	t.closeOnce.Do(func() { t.set.Unregister(t.cs...) })
+	t.closeOnce.Do(func() {
+		t.mu.Lock()
+		t.closed = true
+		if t.armed && t.timer.Stop() {
+			t.armed = false
+			t.pending.Done()
+		}
+		t.mu.Unlock()
+		t.pending.Wait()
+		t.set.Unregister(t.cs...)
+	})
 }
 
 // Register files h, a dispatched request's handle, under id. It fails with
@@ -221,6 +247,7 @@ func (t *RequestTable) Register(id string, h Handle) error {
 	t.head.prev.next, t.head.prev = e, e
 	t.m[id] = e
 	t.entries.Set(float64(len(t.m)))
+	t.armLocked(now)
 	t.mu.Unlock()
 	t.ids[IDRegistered].Inc()
 	if evicted != nil {
@@ -238,6 +265,38 @@ func (t *RequestTable) expireLocked(now time.Time) {
 		e.h.Done()
 		t.droppedLocked(IDExpired, e, now)
 	}
+}
+
+// armLocked arms the expiry timer for when the oldest entry expires, unless
+// it is armed (it then re-arms itself for the oldest entry when it fires),
+// the table is empty or closed.
+func (t *RequestTable) armLocked(now time.Time) {
+	if t.armed || t.closed || len(t.m) == 0 {
+		return
+	}
+	d := max(t.head.next.at.Add(t.ttl).Sub(now), 0)
+	t.armed = true
+	t.pending.Add(1)
+	if t.timer == nil {
+		t.timer = t.clock.AfterFunc(d, t.expire)
+		return
+	}
+	t.timer.Reset(d)
+}
+
+// expire is the expiry timer: it drops the expired entries and re-arms for
+// the oldest left.
+func (t *RequestTable) expire() {
+	defer t.pending.Done()
+	now := t.now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.armed = false
+	if t.closed {
+		return
+	}
+	t.expireLocked(now)
+	t.armLocked(now)
 }
 
 func (t *RequestTable) unlinkLocked(e *tableEntry) {

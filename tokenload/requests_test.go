@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/telemetry"
 )
 
@@ -22,7 +23,10 @@ type testClock struct{ ns atomic.Int64 }
 func (c *testClock) Now() time.Time      { return time.Unix(0, c.ns.Load()) }
 func (c *testClock) Add(d time.Duration) { c.ns.Add(int64(d)) }
 
-// The table sets no timers; testClock is a telemetry.Clock for its Now.
+// testClock moves only by Add, and its timers are the wall clock's: the
+// table's expiry timer, a TTL of minutes away, never fires in the tests
+// that use it, which see the expiry Register runs. The tests of the timer
+// use a telemetry.Manual clock.
 func (c *testClock) NewTimer(d time.Duration) telemetry.Timer   { return telemetry.Wall.NewTimer(d) }
 func (c *testClock) NewTicker(d time.Duration) telemetry.Ticker { return telemetry.Wall.NewTicker(d) }
 func (c *testClock) AfterFunc(d time.Duration, f func()) telemetry.Timer {
@@ -63,6 +67,7 @@ func newTableFixture(t *testing.T, cfg RequestTableConfig) *tableFixture {
 	var err error
 	f.tab, err = NewRequestTable(cfg, Options{Set: telemetry.Set{Registerer: f.reg, Logger: slog.New(slog.NewTextHandler(f.logs, nil)), Clock: f.clock}})
 	require.NoError(t, err)
+	t.Cleanup(f.tab.Close) // stops the expiry timer
 	return f
 }
 
@@ -267,4 +272,93 @@ func TestRequestTableEndsAnyHandle(t *testing.T) {
 	require.EqualValues(t, 1, b.ended.Load(), "expired: ended")
 	require.EqualValues(t, 1, a.ended.Load())
 	requireLoad(t, f.tr, "ep", 0, 1)
+}
+
+// signalHandle is an Inflight whose first Done, from whichever goroutine,
+// closes ended: a test waits on it for the table's expiry timer.
+type signalHandle struct {
+	*Inflight
+	once  sync.Once
+	ended chan struct{}
+}
+
+func newSignalHandle(h *Inflight) *signalHandle {
+	return &signalHandle{Inflight: h, ended: make(chan struct{})}
+}
+
+func (h *signalHandle) Done() {
+	h.Inflight.Done()
+	h.once.Do(func() { close(h.ended) })
+}
+
+// waitEnded waits for the table to end h.
+func waitEnded(t *testing.T, h *signalHandle, what string) {
+	t.Helper()
+	select {
+	case <-h.ended:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("%s not released within 20s", what)
+	}
+}
+
+// A request whose Done is lost is released once its TTL has passed on the
+// injected clock, by the table's expiry timer, although nothing more is
+// registered (no traffic, or an admission stage queuing every request
+// because that phantom load saturates the endpoint); the timer then
+// re-arms for the next oldest entry. Expiry used to run only in Register,
+// and the phantom load stayed as long as no other request came.
+func TestRequestTableReleasesALostRequestAfterTTLWithoutAnotherRegister(t *testing.T) {
+	clock := telemetry.NewManual(time.Unix(1_700_000_000, 0))
+	tr := newTracker(t)
+	reg := prometheus.NewRegistry()
+	tab, err := NewRequestTable(RequestTableConfig{TTL: time.Minute}, Options{Set: telemetry.Set{Registerer: reg, Clock: clock}})
+	require.NoError(t, err)
+	t.Cleanup(tab.Close)
+	lost := newSignalHandle(tr.Dispatch("e:1", 5000))
+	require.NoError(t, tab.Register("lost", lost)) // its Done never comes
+	clock.Advance(30 * time.Second)
+	young := newSignalHandle(tr.Dispatch("e:1", 7))
+	require.NoError(t, tab.Register("young", young))
+	require.Equal(t, 1, clock.Waiters(), "one timer for the table, for its oldest entry")
+
+	clock.Advance(30 * time.Second) // lost is a minute old
+	waitEnded(t, lost, "the lost request")
+	clock.WaitForWaiters(1) // re-armed for young
+	requireLoad(t, tr, "e:1", 7, 1)
+	require.Equal(t, 1, tab.Len())
+	select {
+	case <-young.ended:
+		t.Fatal("young released before its TTL")
+	default:
+	}
+	clock.Advance(30 * time.Second) // young is a minute old
+	waitEnded(t, young, "the second lost request")
+	requireLoad(t, tr, "e:1", 0, 0)
+	require.Equal(t, 0, tab.Len())
+	require.Equal(t, 2.0, testutil.ToFloat64(tab.ids[IDExpired]))
+}
+
+// Close stops the expiry timer and waits for an expiry under way: a closed
+// table leaves no goroutine and no armed timer behind, and expires only on
+// Register.
+func TestRequestTableCloseStopsTheExpiryTimer(t *testing.T) {
+	defer leakcheck.Check(t)()
+	clock := telemetry.NewManual(time.Unix(1_700_000_000, 0))
+	tr := newTracker(t)
+	tab, err := NewRequestTable(RequestTableConfig{TTL: time.Minute}, Options{Set: telemetry.Set{Clock: clock}})
+	require.NoError(t, err)
+	first := newSignalHandle(tr.Dispatch("e:1", 10))
+	require.NoError(t, tab.Register("first", first))
+	clock.Advance(time.Minute) // the timer's goroutine runs
+	waitEnded(t, first, "the lost request")
+	require.NoError(t, tab.Register("second", tr.Dispatch("e:1", 20))) // after the expiry: the table was empty
+	require.Equal(t, 1, clock.Waiters(), "Register armed the timer again")
+	tab.Close()
+	require.Equal(t, 0, clock.Waiters(), "Close disarmed the timer")
+	clock.Advance(time.Hour)
+	require.Equal(t, 1, tab.Len(), "no expiry after Close but on Register")
+	require.NoError(t, tab.Register("third", tr.Dispatch("e:1", 30)))
+	require.Equal(t, 1, tab.Len())
+	require.True(t, tab.Done("third"))
+	requireLoad(t, tr, "e:1", 0, 0)
 }
