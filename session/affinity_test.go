@@ -86,7 +86,7 @@ func TestSessionExpires(t *testing.T) {
 // The store holds at most MaxEntries sessions; the least recently routed
 // are forgotten first and counted.
 func TestStoreBoundEvictsOldest(t *testing.T) {
-	a, err := session.New(session.Config{MaxEntries: 16 * 4}, session.Options{}) // 4 per shard
+	a, err := session.New(session.Config{MaxEntries: 16 * 4}, session.Options{}) // one shard
 	require.NoError(t, err)
 	defer a.Close()
 	for i := range 1000 {
@@ -99,6 +99,65 @@ func TestStoreBoundEvictsOldest(t *testing.T) {
 	last := 999
 	_, ok = a.Endpoint(strings.Repeat("k", 1+last%7) + string(rune('a'+last%26)) + itoa(last))
 	require.True(t, ok, "the newest stays")
+}
+
+// The store never holds more than MaxEntries sessions, below the shard
+// count too, and its shards' shares add up to MaxEntries: many more
+// sessions than the bound fill it exactly.
+func TestStoreHoldsExactlyMaxEntries(t *testing.T) {
+	for _, maxEntries := range []int{1, 5, 15, 17, 1000, 2049, 16*1024 + 7} {
+		a, err := session.New(session.Config{MaxEntries: maxEntries}, session.Options{})
+		require.NoError(t, err)
+		for i := range 4 * maxEntries {
+			a.Record("sess-"+itoa(i), "10.0.0.1:8000")
+			require.LessOrEqual(t, a.Len(), maxEntries, "MaxEntries=%d after %d sessions", maxEntries, i+1)
+		}
+		require.Equal(t, maxEntries, a.Len(), "MaxEntries=%d", maxEntries)
+		a.Close()
+	}
+}
+
+// keyInShard returns the n-th key whose hash lands in shard sh of a store
+// of 16 shards (chosen by Hash(key)&15).
+func keyInShard(sh uint64, n int) string {
+	for i, found := 0, 0; ; i++ {
+		k := "sess-" + itoa(i)
+		if session.Hash(k)&15 == sh {
+			if found == n {
+				return k
+			}
+			found++
+		}
+	}
+}
+
+// A store below 2,048 entries is one shard: no session is forgotten
+// before the store is full, however the keys would spread over 16 shards,
+// and the one forgotten is the least recently routed overall.
+func TestSmallStoreForgetsLeastRecentlyRoutedOverall(t *testing.T) {
+	a, err := session.New(session.Config{MaxEntries: 32}, session.Options{})
+	require.NoError(t, err)
+	defer a.Close()
+	oldest := keyInShard(1, 0)
+	a.Record(oldest, "10.0.0.1:8000")
+	kept := []string{keyInShard(0, 0), keyInShard(0, 1), keyInShard(0, 2)}
+	for _, k := range kept {
+		a.Record(k, "10.0.0.1:8000")
+	}
+	for _, k := range append(kept, oldest) {
+		_, ok := a.Endpoint(k)
+		require.True(t, ok, "%s forgotten with %d of MaxEntries=32 held", k, a.Len())
+	}
+	for i := range 29 { // the 33rd session forgets the oldest
+		a.Record(keyInShard(2, i), "10.0.0.1:8000")
+	}
+	require.Equal(t, 32, a.Len())
+	_, ok := a.Endpoint(oldest)
+	require.False(t, ok, "the least recently routed session is forgotten first")
+	for _, k := range kept {
+		_, ok := a.Endpoint(k)
+		require.True(t, ok, "%s forgotten before the least recently routed session", k)
+	}
 }
 
 func itoa(i int) string {

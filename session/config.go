@@ -20,8 +20,8 @@ const (
 	// usually comes within minutes; beyond that the engine has likely
 	// evicted the session's blocks anyway.
 	DefaultTTL = 10 * time.Minute
-	// DefaultMaxEntries bounds the store: about 64 bytes each (EntryBytes),
-	// so 16 MiB with the default.
+	// DefaultMaxEntries bounds the store: at most EntryBytes each, so at
+	// most 26 MiB (about 20 MiB measured) with the default.
 	DefaultMaxEntries = 1 << 18
 	// DefaultMaxKeyBytes bounds a session key taken from a header or a
 	// cookie; a longer value is malformed.
@@ -47,10 +47,12 @@ const (
 // clients such as AIPerf send) and SGLang's gateway's routing key.
 var DefaultHeaders = []string{"x-session-id", "x-dynamo-session-id", "x-smg-routing-key"}
 
-// EntryBytes is the memory one stored session takes, measured by
-// TestEntryBytes: the entry (key, endpoint, time, list links) and its
+// EntryBytes bounds the memory one stored session takes in a full store,
+// measured by TestEntryBytes (store_test.go; 66 to 100 bytes depending on
+// where the map's and the entries' growth steps fall, about 80 at
+// DefaultMaxEntries): the entry (key, endpoint, time, list links) and its
 // share of the map; the endpoint's name is shared with the endpoint list.
-const EntryBytes = 64
+const EntryBytes = 104
 
 // Config configures session affinity. The zero value is valid: every zero
 // field takes its default. JSON keys are the json tags; durations are Go
@@ -90,9 +92,17 @@ type Config struct {
 	// TTL is how long a session's endpoint is remembered after its last
 	// turn; 0 means DefaultTTL.
 	TTL time.Duration `json:"ttl"`
-	// MaxEntries bounds the store; beyond it the session routed least
-	// recently is forgotten (counted). 0 means DefaultMaxEntries. Memory
-	// is at most MaxEntries × EntryBytes.
+	// MaxEntries bounds the sessions stored; 0 means DefaultMaxEntries.
+	// The store is split into shards by the key's hash (16; fewer, down to
+	// one, below 16,384 entries, so that each holds at least 1,024), each
+	// holding its share of MaxEntries (the shares sum to it), and a new
+	// session in a full shard forgets that shard's least recently routed
+	// one (counted): the least recently routed overall with one shard
+	// (MaxEntries below 2,048), approximately otherwise, as a shard can
+	// fill before the store does. Memory is at most MaxEntries ×
+	// EntryBytes; with Derive the openings' memo, a second store of the
+	// same bound whose entries also hold their derived key, adds at most
+	// MaxEntries × (EntryBytes + 24).
 	MaxEntries int `json:"maxEntries"`
 	// Weight is the session scorer's weight in the sum of scores; 0 means
 	// DefaultWeight.

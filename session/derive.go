@@ -25,7 +25,8 @@ import (
 // same tokens and the same key, which is also the key the index holds the
 // opening's blocks by. The render costs one call to a render endpoint per
 // conversation: the key is remembered by the opening's text hash for the
-// TTL (at most MaxEntries openings, the least recent forgotten first).
+// TTL (at most MaxEntries openings, forgotten as the sessions are: see
+// Config.MaxEntries).
 //
 // When there is no block key to take, the key is the hash of the opening's
 // text, "d:" and its hex: an opening shorter than one block, a render

@@ -37,11 +37,15 @@
 //
 // The store maps the key's 64-bit hash to the endpoint chosen for the
 // session's last turn, with the time it was chosen: an entry expires TTL
-// (10 minutes) after its last turn, and at most MaxEntries (262,144, about
-// EntryBytes = 64 bytes each) are held, the least recently routed session
-// forgotten first (counted). Time is the injected clock's (telemetry.Set).
-// There is no background goroutine: expired entries go when looked up or
-// when a new session needs room.
+// (10 minutes) after its last turn, and at most MaxEntries (262,144, at
+// most EntryBytes = 104 bytes each) are held. The store is split into
+// shards by the key's hash (16 from 16,384 entries, as by default; fewer
+// below, one below 2,048), each holding its share of MaxEntries (the
+// shares sum to it): a new session in a full shard forgets that shard's
+// least recently routed session (counted), which is the least recently
+// routed overall only with one shard. Time is the injected clock's
+// (telemetry.Set). There is no background goroutine: expired entries go
+// when looked up or when a new session needs room.
 //
 // The scorer (Affinity.Scorer, for kvroute.Options.Scorers) gives the
 // session's endpoint its headroom below Config.SaturationTokens, 1 −

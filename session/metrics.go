@@ -35,7 +35,7 @@ func newMetrics(entries func() int) *metrics {
 		}),
 		evicted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kvroute_session_evicted_total",
-			Help: "Sessions forgotten before their TTL because the store was full (the least recently routed go first).",
+			Help: "Sessions forgotten before their TTL because their shard of the store was full (the shard's least recently routed go first).",
 		}),
 		learned: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kvroute_session_peer_records_total",

@@ -4,8 +4,16 @@ import (
 	"sync"
 )
 
-// storeShards spreads the store's lock; a power of two.
+// storeShards is the most shards the store spreads its lock over; a power
+// of two.
 const storeShards = 16
+
+// minShardEntries is the fewest entries a shard holds when the store has
+// more than one: a store of MaxEntries below storeShards × minShardEntries
+// has fewer shards (one below 2 × minShardEntries), so that the shards'
+// uneven filling, which makes eviction only approximately least recent
+// first, stays small against each shard's size.
+const minShardEntries = 1024
 
 // maxInterned bounds the endpoint names the store interns for sessions
 // learned from peers (a replica accepts only its own endpoints' names, so
@@ -34,12 +42,15 @@ type shard struct {
 	cap        int
 }
 
-// store is the bounded TTL map from session key (a hash) to endpoint. It
-// starts no goroutine: expired entries leave when looked up, or from the
-// tail when a record needs room. Safe for concurrent use.
+// store is the bounded TTL map from session key (a hash) to endpoint. Its
+// shards split the bound (their caps sum to it exactly) and each evicts its
+// own least recently recorded entry. It starts no goroutine: expired
+// entries leave when looked up, or from the tail when a record needs room.
+// Safe for concurrent use.
 type store struct {
 	shards [storeShards]shard
-	ttl    int64 // nanoseconds
+	mask   uint64 // the shards in use, a power of two, minus one
+	ttl    int64  // nanoseconds
 
 	internMu sync.RWMutex
 	interned map[string]string
@@ -55,16 +66,24 @@ const (
 )
 
 func newStore(maxEntries int, ttlNanos int64) *store {
-	s := &store{ttl: ttlNanos, interned: make(map[string]string)}
-	per := max(1, maxEntries/storeShards)
-	for i := range s.shards {
+	maxEntries = max(1, maxEntries)
+	n := 1
+	for n < storeShards && maxEntries/(2*n) >= minShardEntries {
+		n *= 2
+	}
+	s := &store{mask: uint64(n - 1), ttl: ttlNanos, interned: make(map[string]string)}
+	for i := range s.shards[:n] {
 		sh := &s.shards[i]
-		sh.idx, sh.cap, sh.free, sh.head, sh.tail = make(map[uint64]int32), per, -1, -1, -1
+		sh.idx, sh.free, sh.head, sh.tail = make(map[uint64]int32), -1, -1, -1
+		sh.cap = maxEntries / n
+		if i < maxEntries%n {
+			sh.cap++
+		}
 	}
 	return s
 }
 
-func (s *store) shard(key uint64) *shard { return &s.shards[key&(storeShards-1)] } // keys are hashes
+func (s *store) shard(key uint64) *shard { return &s.shards[key&s.mask] } // keys are hashes
 
 // peek returns the endpoint recorded for key, if any and not expired at
 // now, without changing anything: the scorer's read. It does not allocate.
@@ -145,7 +164,7 @@ func (s *store) record(key uint64, endpoint string, now int64) (expiredN, evicte
 // included.
 func (s *store) len() int {
 	n := 0
-	for i := range s.shards {
+	for i := range s.shards[:s.mask+1] {
 		sh := &s.shards[i]
 		sh.mu.RLock()
 		n += len(sh.idx)
