@@ -25,7 +25,8 @@ type Options struct {
 // store is bounded (Config.MaxEntries) and safe for concurrent use.
 type Affinity struct {
 	cfg   Config
-	now   func() time.Time
+	clk   func() time.Time
+	base  time.Time // the clock's reading at New: the store's times are durations since it
 	set   telemetry.Set
 	store *store
 	met   *metrics
@@ -42,7 +43,8 @@ func New(cfg Config, opts Options) (*Affinity, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	a := &Affinity{cfg: cfg, now: opts.Clk().Now, set: opts.Set, store: newStore(cfg.MaxEntries, int64(cfg.TTL))}
+	clk := opts.Clk().Now
+	a := &Affinity{cfg: cfg, clk: clk, base: clk(), set: opts.Set, store: newStore(cfg.MaxEntries, int64(cfg.TTL))}
 	a.setCookie = cfg.Cookie != "-" && (cfg.SetCookie == nil || *cfg.SetCookie)
 	if cfg.Derive {
 		a.memo = newStore(cfg.MaxEntries, int64(cfg.TTL))
@@ -82,6 +84,11 @@ func (a *Affinity) Profile(next kvroute.Profile) kvroute.Profile {
 	return profile{a: a, next: next}
 }
 
+// now is the store's time: nanoseconds since New on the clock's monotonic
+// reading when it has one (the wall clock's has), so that a step of the
+// wall clock (NTP) neither reorders turns nor changes ages.
+func (a *Affinity) now() int64 { return int64(a.clk().Sub(a.base)) }
+
 // Hash is the store's key of a session key: its XXH64. Replicas share
 // sessions by hash, so a session key never leaves the replica.
 func Hash(key string) uint64 { return xxhash.Sum64String(key) }
@@ -92,7 +99,7 @@ func (a *Affinity) Endpoint(key string) (string, bool) {
 	if key == "" {
 		return "", false
 	}
-	return a.store.peek(Hash(key), a.now().UnixNano())
+	return a.store.peek(Hash(key), a.now())
 }
 
 // Record remembers endpoint as the one that served session key's latest
@@ -103,12 +110,15 @@ func (a *Affinity) Record(key, endpoint string) {
 		return
 	}
 	h := Hash(key)
-	a.put(h, endpoint, a.now().UnixNano())
+	a.put(h, endpoint, a.now(), false)
 	a.share.PublishSession(h, endpoint) // nil-safe, never blocks
 }
 
-func (a *Affinity) put(h uint64, endpoint string, now int64) {
-	exp, ev := a.store.record(h, endpoint, now)
+// put records a session's endpoint as of now (a peer's record, as of its
+// turn, is ignored when the store holds a later one) and counts what the
+// store expired and evicted for it.
+func (a *Affinity) put(h uint64, endpoint string, now int64, peer bool) {
+	exp, ev := a.store.record(h, endpoint, now, peer)
 	if exp > 0 {
 		a.met.expired.Add(float64(exp))
 	}
@@ -134,8 +144,8 @@ func (a *Affinity) Share(r *cluster.Replica) {
 // learn stores a peer's record: the session hash key was routed to
 // endpoint age ago.
 func (a *Affinity) learn(key uint64, endpoint []byte, age time.Duration) {
-	now := a.now().UnixNano()
-	a.put(key, a.store.intern(endpoint), now-int64(age))
+	now := a.now()
+	a.put(key, a.store.intern(endpoint), now-int64(age), true)
 	a.met.learned.Inc()
 }
 
@@ -178,7 +188,7 @@ func (p profile) Pick(ctx context.Context, req *kvroute.Request, endpoints []kvr
 	prev, state := named(key, endpoints), found
 	pointer := prev != ""
 	if !pointer {
-		prev, state = a.store.lookup(h, a.now().UnixNano())
+		prev, state = a.store.lookup(h, a.now())
 	}
 	d, err := p.pick(ctx, req, endpoints, stages)
 	if err != nil {
@@ -198,7 +208,7 @@ func (p profile) Pick(ctx context.Context, req *kvroute.Request, endpoints []kvr
 	if pointer {
 		return d, nil // the response's cookie names ep (ResponseCookie)
 	}
-	a.put(h, ep, a.now().UnixNano())
+	a.put(h, ep, a.now(), false)
 	a.share.PublishSession(h, ep)
 	return d, nil
 }

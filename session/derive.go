@@ -207,7 +207,7 @@ func (a *Affinity) deriveKey(ctx context.Context, req *kvroute.Request, endpoint
 	if !ok || len(req.Prompts) > 0 {
 		return text
 	}
-	if k, ok := a.memo.peek(h, a.now().UnixNano()); ok {
+	if k, ok := a.memo.peek(h, a.now()); ok {
 		return k
 	}
 	body, ok := openingBody(req.Body, field, n)
@@ -227,6 +227,6 @@ func (a *Affinity) deriveKey(ctx context.Context, req *kvroute.Request, endpoint
 	if keys := st.Keys(s); len(keys) > 0 {
 		k = "b:" + strconv.FormatUint(uint64(keys[len(keys)-1]), 16)
 	}
-	a.memo.record(h, k, a.now().UnixNano())
+	a.memo.record(h, k, a.now(), false)
 	return k
 }

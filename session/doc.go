@@ -44,8 +44,12 @@
 // shares sum to it): a new session in a full shard forgets that shard's
 // least recently routed session (counted), which is the least recently
 // routed overall only with one shard. Time is the injected clock's
-// (telemetry.Set). There is no background goroutine: expired entries go
-// when looked up or when a new session needs room.
+// (telemetry.Set), read as the time elapsed since New: on the wall clock
+// that is its monotonic reading, so a step of the wall clock (NTP)
+// neither ages nor rejuvenates an entry, and a session's new turn
+// replaces its entry whatever the clock reads. There is no background
+// goroutine: expired entries go when looked up or when a new session
+// needs room.
 //
 // The scorer (Affinity.Scorer, for kvroute.Options.Scorers) gives the
 // session's endpoint its headroom below Config.SaturationTokens, 1 −

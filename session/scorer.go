@@ -31,7 +31,7 @@ func (sc scorer) Score(s *kvroute.Selection, i int) float64 {
 		return 0
 	}
 	a := sc.a
-	ep, ok := a.store.peek(Hash(key), a.now().UnixNano())
+	ep, ok := a.store.peek(Hash(key), a.now())
 	if !ok && len(key)%4 != 0 {
 		return 0 // not remembered, and no base64 value: it names no candidate
 	}

@@ -26,7 +26,7 @@ const maxInterned = 1 << 14
 type entry struct {
 	key        uint64
 	endpoint   string
-	at         int64 // Unix nanoseconds of the last record
+	at         int64 // nanoseconds since the Affinity's base time of the last record
 	prev, next int32
 }
 
@@ -121,16 +121,18 @@ func (s *store) lookup(key uint64, now int64) (string, lookupState) {
 	return "", expired
 }
 
-// record sets key's endpoint as of now (a later record than the one
-// stored; an older one, such as a peer's delayed message, is ignored) and
-// reports how many entries it expired and evicted to make room.
-func (s *store) record(key uint64, endpoint string, now int64) (expiredN, evictedN int) {
+// record sets key's endpoint as of now and reports how many entries it
+// expired and evicted to make room. A peer's record older than the one
+// stored (a delayed message) is ignored; a local one (peer false) is the
+// session's latest turn and always replaces it, even on a clock without a
+// monotonic reading that stepped back.
+func (s *store) record(key uint64, endpoint string, now int64, peer bool) (expiredN, evictedN int) {
 	sh := s.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if i, ok := sh.idx[key]; ok {
 		e := &sh.ents[i]
-		if now < e.at {
+		if peer && now < e.at {
 			return 0, 0
 		}
 		e.endpoint, e.at = endpoint, now

@@ -31,7 +31,7 @@ func TestEntryBytes(t *testing.T) {
 				if memo {
 					v = "b:" + strconv.FormatUint(k, 16) // as deriveKey makes it
 				}
-				s.record(k, v, 1)
+				s.record(k, v, 1, false)
 			}
 			settle()
 			runtime.ReadMemStats(&after)
