@@ -153,15 +153,20 @@ func (p *Poller) PollOnce(ctx context.Context) bool {
 			return changed
 		}
 		ms, reason := p.fetch(ctx, urls[id])
+		failed := reason != "" && ctx.Err() == nil // a call cut short by Close is no failure
+		// The endpoint's series are written under mu, as SetEndpoints
+		// forgets them: an endpoint removed meanwhile gets none back.
 		p.mu.Lock()
 		if _, still := p.urls[id]; !still {
 			p.mu.Unlock()
-			continue // removed while polled: no series recreated
+			continue
 		}
 		if reason != "" {
-			p.mu.Unlock()
-			if ctx.Err() == nil {
+			if failed {
 				p.met.failures.WithLabelValues(id, reason).Inc()
+			}
+			p.mu.Unlock()
+			if failed {
 				p.log.Debug("models: /v1/models poll failed; keeping the last answer", "endpoint", id, "reason", reason)
 			}
 			continue
@@ -172,12 +177,12 @@ func (p *Poller) PollOnce(ctx context.Context) bool {
 			p.models[id] = ms
 			changed = true
 		}
-		p.mu.Unlock()
 		p.met.polls.WithLabelValues(id).Inc()
 		p.met.served.WithLabelValues(id).Set(float64(len(ms)))
 		if dropped > 0 {
 			p.met.dropped.WithLabelValues(id).Add(float64(dropped))
 		}
+		p.mu.Unlock()
 	}
 	return changed
 }

@@ -202,3 +202,54 @@ func TestConfigJSON(t *testing.T) {
 	require.Equal(t, DefaultLabel, d.Label)
 	require.Equal(t, DefaultPollInterval, d.Poll.Interval)
 }
+
+// errHookCtx runs hook at its first Err call once armed: PollOnce calls
+// Err after an endpoint's call failed, where a concurrent SetEndpoints may
+// land before the failure is counted.
+type errHookCtx struct {
+	context.Context
+	armed *atomic.Bool
+	fired atomic.Bool
+	hook  func()
+}
+
+func (c *errHookCtx) Err() error {
+	if c.armed.Load() && c.fired.CompareAndSwap(false, true) {
+		c.hook()
+	}
+	return c.Context.Err()
+}
+
+// An endpoint removed by SetEndpoints while PollOnce reads it (after its
+// call, before its metrics are written) keeps no series: SetEndpoints
+// forgot them, and the poll does not write them back.
+func TestPollerLeavesNoSeriesOfEndpointRemovedMidPoll(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	e := newEngine(t)
+	defer e.srv.Close()
+	e.answer(http.StatusInternalServerError, "")
+	p := newTestPoller(t, reg, nil)
+	p.Close() // the test polls alone
+	var served atomic.Bool
+	inner := e.srv.Config.Handler
+	e.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served.Store(true)
+		inner.ServeHTTP(w, r)
+	})
+	ep := e.endpoint()
+	p.SetEndpoints([]kvroute.Endpoint{ep})
+	ctx := &errHookCtx{Context: context.Background(), armed: &served, hook: func() { p.SetEndpoints(nil) }}
+	p.PollOnce(ctx)
+	require.True(t, ctx.fired.Load(), "the endpoint was removed mid-poll")
+
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				require.False(t, l.GetName() == "endpoint" && l.GetValue() == ep.ID,
+					"%s{endpoint=%q} exists after the endpoint was removed", mf.GetName(), ep.ID)
+			}
+		}
+	}
+}
