@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Defaults of Config, declared once.
@@ -147,17 +149,22 @@ func validateRules(rules []Rule) error {
 	return nil
 }
 
-// checkName rejects an empty, overlong or non-printable model name.
+// checkName rejects an empty, overlong or non-printable model name (not
+// valid UTF-8, or holding a rune unicode.IsPrint refuses: a control,
+// format or non-ASCII space character) and one holding a comma, the
+// lists' separator.
 func checkName(m string) error {
 	switch {
 	case m == "":
 		return errors.New("empty model name")
 	case len(m) > MaxNameBytes:
 		return fmt.Errorf("model name of %d bytes (at most %d)", len(m), MaxNameBytes)
+	case !utf8.ValidString(m):
+		return fmt.Errorf("model name %q is not valid UTF-8", m)
 	}
-	for i := 0; i < len(m); i++ {
-		if m[i] < 0x20 || m[i] == 0x7f || m[i] == ',' {
-			return fmt.Errorf("model name %q holds a control character or a comma", m)
+	for _, r := range m {
+		if !unicode.IsPrint(r) || r == ',' {
+			return fmt.Errorf("model name %q holds a non-printable character or a comma", m)
 		}
 	}
 	return nil

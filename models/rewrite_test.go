@@ -86,8 +86,32 @@ func TestTableRejectsBadRules(t *testing.T) {
 		"negative weight": {{Model: "a", Targets: []Target{{Model: "b", Weight: -1}}}},
 		"comma in name":   {{Model: "a,b", Targets: []Target{{Model: "b"}}}},
 		"control char":    {{Model: "a", Targets: []Target{{Model: "b\n"}}}},
+		"invalid UTF-8":   {{Model: "caf\xe9", Targets: []Target{{Model: "b"}}}},
+		"target UTF-8":    {{Model: "a", Targets: []Target{{Model: "\xff"}}}},
+		"format rune":     {{Model: "a\u200bb", Targets: []Target{{Model: "b"}}}},
+		"C1 control":      {{Model: "a", Targets: []Target{{Model: "b\u0085"}}}},
 	} {
 		_, err := NewTable(rules, Options{})
 		require.ErrorIs(t, err, ErrInvalidConfig, name)
 	}
+}
+
+// A rewrite rule whose model or target is not valid UTF-8 is a
+// configuration error, not a panic when its series are made (a label
+// value must be UTF-8); a name from a label or an engine that is not is
+// dropped like any other invalid one, and printable Unicode is kept.
+func TestNonUTF8NameIsInvalidNotAPanic(t *testing.T) {
+	for _, cfg := range []Config{
+		{Rewrites: []Rule{{Model: "caf\xe9", Targets: []Target{{Model: "llama"}}}}},
+		{Rewrites: []Rule{{Model: "llama", Targets: []Target{{Model: "caf\xe9"}}}}},
+		{Served: map[string][]string{"10.0.0.1:8000": {"caf\xe9"}}},
+	} {
+		require.NotPanics(t, func() {
+			_, err := New(cfg, Options{Set: setWith(prometheus.NewRegistry())})
+			require.ErrorIs(t, err, ErrInvalidConfig)
+		})
+	}
+	names, dropped := ParseList("caf\xe9,café,模型", 0)
+	require.Equal(t, []string{"café", "模型"}, names)
+	require.Equal(t, 1, dropped)
 }
