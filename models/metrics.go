@@ -26,7 +26,7 @@ func newRewriteMetrics(reg prometheus.Registerer) (*rewriteMetrics, error) {
 const (
 	failConnect = "connect" // the call failed or timed out
 	failStatus  = "status"  // the answer's status was not 200
-	failDecode  = "decode"  // the body is not an OpenAI model list, or too large
+	failDecode  = "decode"  // the body is not an OpenAI model list, is too large, or names no valid model
 )
 
 // pollMetrics are the Poller's metrics; the endpoint label takes IDs the

@@ -21,8 +21,10 @@ import (
 // keeps the models of its last good answer; a failed call is counted in
 // kvroute_models_poll_failures_total{endpoint,reason} (connect, status,
 // decode), names that are invalid, over MaxNameBytes or beyond MaxModels in
-// kvroute_models_names_dropped_total. An endpoint never answered has no
-// models yet (Models reports false) and so serves the router's model only.
+// kvroute_models_names_dropped_total. An answer that leaves no name to keep
+// (an empty list, or every name dropped) is no good answer: it fails as
+// decode. An endpoint never answered has no models yet (Models reports
+// false) and so serves the router's model only.
 //
 // One goroutine, started by NewPoller and ended by Close, runs the polls;
 // it owns nothing but reads and writes the endpoint table under mu.
@@ -153,6 +155,12 @@ func (p *Poller) PollOnce(ctx context.Context) bool {
 			return changed
 		}
 		ms, reason := p.fetch(ctx, urls[id])
+		dropped := 0
+		if reason == "" {
+			if ms, dropped = p.clean(ms); len(ms) == 0 {
+				reason = failDecode // no name to keep: no good answer
+			}
+		}
 		failed := reason != "" && ctx.Err() == nil // a call cut short by Close is no failure
 		// The endpoint's series are written under mu, as SetEndpoints
 		// forgets them: an endpoint removed meanwhile gets none back.
@@ -160,6 +168,9 @@ func (p *Poller) PollOnce(ctx context.Context) bool {
 		if _, still := p.urls[id]; !still {
 			p.mu.Unlock()
 			continue
+		}
+		if dropped > 0 {
+			p.met.dropped.WithLabelValues(id).Add(float64(dropped))
 		}
 		if reason != "" {
 			if failed {
@@ -171,7 +182,6 @@ func (p *Poller) PollOnce(ctx context.Context) bool {
 			}
 			continue
 		}
-		ms, dropped := p.clean(ms)
 		old, had := p.models[id]
 		if !had || !slices.Equal(old, ms) {
 			p.models[id] = ms
@@ -179,9 +189,6 @@ func (p *Poller) PollOnce(ctx context.Context) bool {
 		}
 		p.met.polls.WithLabelValues(id).Inc()
 		p.met.served.WithLabelValues(id).Set(float64(len(ms)))
-		if dropped > 0 {
-			p.met.dropped.WithLabelValues(id).Add(float64(dropped))
-		}
 		p.mu.Unlock()
 	}
 	return changed

@@ -253,3 +253,43 @@ func TestPollerLeavesNoSeriesOfEndpointRemovedMidPoll(t *testing.T) {
 		}
 	}
 }
+
+// A /v1/models answer that leaves no name to keep (every name dropped, or
+// an empty list) is no good answer: the endpoint keeps the models of its
+// last good one, or the Models it was given, instead of being annotated
+// with none, which would make it serve the router's base model; it is
+// counted as a decode failure, its names as dropped.
+func TestPollAnswerKeepingNoNameKeepsThePreviousModels(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	e := newEngine(t, "llama")
+	defer e.srv.Close()
+	given := newEngine(t, "tenant,a")
+	defer given.srv.Close()
+	p := newTestPoller(t, reg, nil)
+	p.Close() // the test polls alone
+	eps := []kvroute.Endpoint{e.endpoint(), given.endpoint()}
+	eps[1].Models = []string{"given"}
+	p.SetEndpoints(eps)
+	r := &Registry{cfg: Config{}.withDefaults(), poller: p}
+	require.True(t, p.PollOnce(context.Background()))
+	require.Equal(t, []string{"llama"}, r.Annotate(eps)[0].Models)
+
+	m, err := newPollMetrics(reg)
+	require.NoError(t, err)
+	for i, body := range []string{
+		`{"object":"list","data":[{"id":"tenant,a"},{"id":"b\u0001"}]}`,
+		`{"object":"list","data":[]}`,
+	} {
+		e.answer(http.StatusOK, body)
+		require.False(t, p.PollOnce(context.Background()), body)
+		got := r.Annotate(eps)
+		require.Equal(t, []string{"llama"}, got[0].Models, body)
+		require.Equal(t, []string{"given"}, got[1].Models, "never answered with a name: the Models it was given")
+		require.False(t, Serves(got, "base", "base"), "no endpoint serves the base model")
+		require.InDelta(t, i+1, testutil.ToFloat64(m.failures.WithLabelValues(e.endpoint().ID, failDecode)), 0, body)
+		require.InDelta(t, i+2, testutil.ToFloat64(m.failures.WithLabelValues(given.endpoint().ID, failDecode)), 0, "polled once before")
+	}
+	require.InDelta(t, 2, testutil.ToFloat64(m.dropped.WithLabelValues(e.endpoint().ID)), 0)
+	_, ok := p.Models(given.endpoint().ID)
+	require.False(t, ok, "an endpoint whose answers kept no name has no answer")
+}

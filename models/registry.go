@@ -58,8 +58,9 @@ func (r *Registry) SetEndpoints(eps []kvroute.Endpoint) {
 // Annotate returns a copy of eps with each endpoint's Models filled, from
 // the first source that names it: Config.Served, the endpoint's Label
 // (comma-separated; invalid names are left out), the poller's last good
-// answer, else the Models it already had. An endpoint no source names
-// keeps empty Models: the router's model only.
+// answer (one that kept at least one name), else the Models it already
+// had. An endpoint no source names keeps empty Models: the router's model
+// only.
 func (r *Registry) Annotate(eps []kvroute.Endpoint) []kvroute.Endpoint {
 	out := slices.Clone(eps)
 	for i := range out {
@@ -75,7 +76,7 @@ func (r *Registry) Annotate(eps []kvroute.Endpoint) []kvroute.Endpoint {
 			}
 		}
 		if r.poller != nil {
-			if ms, ok := r.poller.Models(e.ID); ok {
+			if ms, ok := r.poller.Models(e.ID); ok && len(ms) > 0 {
 				e.Models = ms
 				continue
 			}
