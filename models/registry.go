@@ -134,9 +134,12 @@ func Served(eps []kvroute.Endpoint, base string) []string {
 	return out
 }
 
-// Serves reports whether some endpoint of eps serves model, an endpoint
-// without Models serving base (the Router's rule).
+// Serves reports whether some endpoint of eps serves model, "" being
+// base and an endpoint without Models serving base (the Router's rule).
 func Serves(eps []kvroute.Endpoint, model, base string) bool {
+	if model == "" {
+		model = base
+	}
 	for _, e := range eps {
 		if len(e.Models) == 0 {
 			if model == base {
