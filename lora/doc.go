@@ -16,16 +16,21 @@
 // The rule, for the adapter named by kvroute.Request.LoRA (the gateway
 // sets it from the body's "model" when that is not the base model):
 //
-//	running (the engine's batch uses it)          ScoreRunning  1.0
-//	waiting (requests of it are queued there)     ScoreWaiting  0.7
-//	would load it into a free slot                ScoreLoad     0.4 + spread
-//	would load it with its max_lora slots full    ScoreLoad − Config.CapPenalty (0.3) + spread
-//	no fresh state (never scraped, failed, stale) ScoreLoad     0.4 + spread (neutral)
+//	running (the engine's batch uses it)                 ScoreRunning  1.0
+//	waiting (requests of it are queued there)            ScoreWaiting  0.7
+//	saturated (running or waiting; ≥ MaxWaiting queued)  ScoreLoad     0.4 + spread
+//	would load it into a free slot                       ScoreLoad     0.4 + spread
+//	would load it with its max_lora slots full           ScoreLoad − Config.CapPenalty (0.3) + spread
+//	no fresh state (never scraped, failed, stale)        ScoreLoad     0.4 + spread (neutral)
 //
 // times Config.Weight, added to the router's token-load score: the load
 // scorer still moves traffic off an engine that is running the adapter but
-// saturated. spread is a rendezvous hash of (adapter, endpoint ID) times
-// HashSpread (0.05): with no state anywhere (a cold start, or every
+// busy. The saturated rule withdraws the running or waiting bonus of an
+// engine that reports at least Config.MaxWaiting (5) requests waiting
+// (vllm:num_requests_waiting), so that a hot adapter spills onto a second
+// engine instead of queueing behind one (a negative MaxWaiting never
+// withdraws it). spread is a rendezvous hash of (adapter, endpoint ID)
+// times HashSpread (0.05): with no state anywhere (a cold start, or every
 // engine's metrics down) each router replica sends an adapter to the same
 // engine, as Dynamo's rendezvous-hash placement does, instead of loading it
 // everywhere. The Gateway API Inference Extension's lora-affinity-scorer
@@ -42,8 +47,10 @@
 // Adapter names from requests are never metric labels.
 //
 // Metrics: kvroute_lora_candidates_total{state} counts the candidates rated,
-// by state (running, waiting, load, load_at_cap, unknown); a rising unknown
-// share means the engines' metrics are not fresh and the scorer is blind.
+// by state (running, waiting, load, load_at_cap, saturated, unknown); a
+// rising unknown share means the engines' metrics are not fresh and the
+// scorer is blind, a rising saturated share that an adapter's engines
+// queue and its traffic spills.
 // New registers it (nil Registerer: nothing) and Close unregisters it. The
 // scorer has no goroutine; its Source (an enginemetrics.Scraper) owns the
 // scraping and its own Close.

@@ -31,10 +31,12 @@ type Options struct {
 // what its engine last reported about that adapter — ScoreRunning when its
 // running batch uses it, ScoreWaiting when requests of it wait there,
 // ScoreLoad when the engine would have to load it (less Config.CapPenalty
-// when its max_lora slots are full), and ScoreLoad when the state is
-// unknown — plus, for the last two, a rendezvous-hash spread below
-// HashSpread. A request without an adapter scores 0 on every candidate at
-// the cost of one comparison. Its methods are safe for concurrent use.
+// when its max_lora slots are full), when it runs or queues the adapter but
+// at least Config.MaxWaiting requests wait there (saturated), and when the
+// state is unknown — plus, for the ScoreLoad cases, a rendezvous-hash
+// spread below HashSpread. A request without an adapter scores 0 on every
+// candidate at the cost of one comparison. Its methods are safe for
+// concurrent use.
 type Scorer struct {
 	cfg   Config
 	src   Source

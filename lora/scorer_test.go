@@ -2,6 +2,7 @@ package lora
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 
@@ -181,4 +182,20 @@ func TestRegistration(t *testing.T) {
 	s2, err := New(Config{}, newStatic(), Options{Set: telemetry.Set{Registerer: reg}})
 	require.NoError(t, err, "Close unregisters")
 	s2.Close()
+}
+
+// The package documentation lists every state kvroute_lora_candidates_total
+// counts, and its rule table the MaxWaiting rule behind "saturated".
+func TestDocListsEveryCandidateState(t *testing.T) {
+	doc, err := os.ReadFile("doc.go")
+	require.NoError(t, err)
+	text := strings.Join(strings.Fields(strings.ReplaceAll(string(doc), "//", " ")), " ")
+	i := strings.Index(text, "kvroute_lora_candidates_total{state} counts")
+	require.GreaterOrEqual(t, i, 0)
+	open := strings.Index(text[i:], "(")
+	closing := strings.Index(text[i:], ")")
+	require.Positive(t, open)
+	listed := strings.Split(text[i+open+1:i+closing], ", ")
+	require.ElementsMatch(t, stateNames[:], listed)
+	require.Contains(t, text, "saturated (running or waiting; ≥ MaxWaiting queued) ScoreLoad 0.4 + spread")
 }
