@@ -349,6 +349,9 @@ func (r *Router) Close() {
 	if r.index != nil {
 		r.index.Close()
 	}
+	if r.requests != nil {
+		r.requests.Close() // stops its expiry timer; requests still filed stay as they are
+	}
 	if r.reg != nil {
 		r.reg.unregisterAll() // last: the parts are stopped and register nothing more
 	}
