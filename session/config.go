@@ -48,7 +48,7 @@ const (
 var DefaultHeaders = []string{"x-session-id", "x-dynamo-session-id", "x-smg-routing-key"}
 
 // EntryBytes bounds the memory one stored session takes in a full store,
-// measured by TestEntryBytes (store_test.go; 66 to 100 bytes depending on
+// measured by TestEntryBytesAllocated (store_test.go; 66 to 100 bytes depending on
 // where the map's and the entries' growth steps fall, about 80 at
 // DefaultMaxEntries): the entry (key, endpoint, time, list links) and its
 // share of the map; the endpoint's name is shared with the endpoint list.

@@ -15,7 +15,7 @@ import (
 // (Config.Derive) at most 24 bytes more, its derived key: checked at two
 // sizes where the map's and the entries' growth steps leave the most
 // slack (found by sweeping sizes), and at the default.
-func TestEntryBytes(t *testing.T) {
+func TestEntryBytesAllocated(t *testing.T) {
 	for _, n := range []int{8509, 17332, DefaultMaxEntries} {
 		keys := make([]uint64, n)
 		for i := range keys {
