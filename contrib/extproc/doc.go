@@ -20,6 +20,9 @@
 //     an original-destination cluster) sees the header. The buffered body is
 //     returned as streamed body mutations of at most 62000 bytes each (some
 //     gateways refuse a chunk above 64 KiB), the last ending the stream.
+//     An empty body that Envoy sends as one (the headers without end of
+//     stream, then an empty chunk ending it) is answered as a body: one
+//     empty chunk ending the stream, or, on an inference API's path, 400.
 //     When the Router's profile step (package disagg) split the request,
 //     the same answer sets x-prefiller-host-port on the request to the
 //     prefill endpoint, for the decode pod's routing sidecar, as llm-d's
@@ -32,9 +35,9 @@
 //     addresses compare as addresses. An empty or ineligible list is
 //     answered 503.
 //   - answers 503 (an ImmediateResponse) when no endpoint is available, 413
-//     when the body exceeds the configured limit, 400 when it is not JSON,
-//     404 NotFoundError (vLLM's and the gateway's body) when no endpoint
-//     serves the body's model.
+//     when the body exceeds the configured limit, 400 when it is not JSON
+//     (an empty body included), 404 NotFoundError (vLLM's and the gateway's
+//     body) when no endpoint serves the body's model.
 //   - buffers every body within a picker-wide budget of body bytes in flight
 //     (Config.MaxBodyBytesInFlight), charged as the chunks arrive and
 //     returned when the upstream answers or the stream ends: a stream whose

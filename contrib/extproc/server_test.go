@@ -308,6 +308,54 @@ func TestProcessBodylessRequestIsPassedThrough(t *testing.T) {
 	require.Equal(t, 1.0, h.counter("kvroute_extproc_requests_total", map[string]string{"result": "passthrough"}))
 }
 
+// An empty request body Envoy sends as a body (the headers without end of
+// stream, then one empty chunk ending it: an HTTP/1 chunked request with no
+// data, an HTTP/2 empty DATA frame with END_STREAM) is answered as a body,
+// since Envoy forwards only what the picker streams back: on an inference
+// path it is no JSON and answered 400; elsewhere it is passed through, its
+// headers answered with content-length 0 and its body with one empty chunk
+// ending the stream, so that Envoy ends the request to the engine.
+func TestProcessEmptyBodyEndingTheStreamIsAnswered(t *testing.T) {
+	defer leakcheck.Check(t)()
+	h := newHarness(t, Config{}, engineOpts{})
+	defer h.close()
+
+	st, err := h.client.Process(ctxT(t))
+	require.NoError(t, err)
+	require.NoError(t, st.Send(envoyHeaders("/v1/completions", false, nil)))
+	require.NoError(t, st.Send(bodyChunk("", true)))
+	resp, err := st.Recv()
+	require.NoError(t, err)
+	ir := resp.GetImmediateResponse()
+	require.NotNil(t, ir, "an inference request's empty body is answered 400 (got %T)", resp.Response)
+	require.EqualValues(t, http.StatusBadRequest, ir.GetStatus().GetCode())
+	require.Contains(t, string(ir.GetBody()), "not a JSON object")
+	_, s := drain(t, st)
+	require.Equal(t, "OK", s.Code().String())
+	require.Equal(t, 1.0, h.counter("kvroute_extproc_requests_total", map[string]string{"result": resultBadRequest}))
+
+	st, err = h.client.Process(ctxT(t))
+	require.NoError(t, err)
+	require.NoError(t, st.Send(envoyHeaders("/v1/models", false, nil)))
+	require.NoError(t, st.Send(bodyChunk("", true)))
+	resp, err = st.Recv()
+	require.NoError(t, err)
+	mut := resp.GetRequestHeaders().GetResponse().GetHeaderMutation()
+	require.Equal(t, h.engines[0].id, setHeader(mut, DefaultDestinationHeader))
+	require.Equal(t, "0", setHeader(mut, "content-length"))
+	resp, err = st.Recv()
+	require.NoError(t, err)
+	sr := resp.GetRequestBody().GetResponse().GetBodyMutation().GetStreamedResponse()
+	require.NotNil(t, sr, "the empty body is answered (got %T)", resp.Response)
+	require.Empty(t, sr.GetBody())
+	require.True(t, sr.GetEndOfStream(), "the answer ends the request's stream")
+	answers, s := drain(t, st)
+	require.Equal(t, "OK", s.Code().String())
+	require.Empty(t, answers, "one answer to the headers, one to the body")
+	require.Equal(t, 1.0, h.counter("kvroute_extproc_requests_total", map[string]string{"result": resultPassthrough}))
+	h.idle()
+}
+
 func TestHealthReportsReadiness(t *testing.T) {
 	defer leakcheck.Check(t)()
 	h := newHarness(t, Config{}, engineOpts{})

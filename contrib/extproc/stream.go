@@ -170,6 +170,12 @@ func (st *streamState) handle(req *extprocv3.ProcessingRequest) error {
 		}
 		if v.RequestBody.GetEndOfStream() {
 			st.ended = true
+			if st.body == nil {
+				// An empty body (headers without end of stream, then one
+				// empty chunk ending it) is still a body Envoy waits for
+				// the answer to: not the nil of a request without one.
+				st.body = []byte{}
+			}
 			return st.route(st.body)
 		}
 	case *extprocv3.ProcessingRequest_RequestTrailers:
