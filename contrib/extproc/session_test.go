@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -12,6 +13,7 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kvroute/kvroute/contrib/extproc/envoysim"
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/session"
 )
@@ -46,7 +48,10 @@ func sessionTurn(t *testing.T, h *harness, extra map[string]string, body string,
 	for _, o := range rh.GetResponseHeaders().GetResponse().GetHeaderMutation().GetSetHeaders() {
 		if o.GetHeader().GetKey() == "set-cookie" {
 			require.Empty(t, cookie, "one cookie")
-			require.Equal(t, corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD, o.GetAppendAction(), "beside the engine's cookies")
+			// Beside the engine's cookies: Envoy's ext_proc filter reads
+			// only append (unset is false: it would replace them).
+			require.True(t, o.GetAppend().GetValue(), "beside the engine's cookies") //lint:ignore SA1019 the field Envoy's ext_proc reads
+			require.Equal(t, corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD, o.GetAppendAction())
 			cookie = string(o.GetHeader().GetRawValue())
 		}
 	}
@@ -119,6 +124,48 @@ func TestSessionAffinityThroughExtProc(t *testing.T) {
 	require.Equal(t, 6.0, h.counter("kvroute_session_keys_total", map[string]string{"source": "cookie"}))
 	require.Equal(t, 3.0, h.counter("kvroute_session_cookies_set_total", nil))
 	require.GreaterOrEqual(t, h.counter("kvroute_session_lookups_total", map[string]string{"outcome": "hit"}), 13.0)
+}
+
+// engineCookies is an upstream transport whose engines answer with a
+// cookie of their own.
+type engineCookies struct{ next *http.Transport }
+
+func (e engineCookies) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := e.next.RoundTrip(r)
+	if err == nil {
+		resp.Header.Add("Set-Cookie", "engine=1; Path=/")
+	}
+	return resp, err
+}
+
+// End to end through envoysim, which applies header mutations as Envoy's
+// ext_proc filter does: the session cookie set on the response to a
+// request without a key goes beside the cookie the engine set, not in its
+// place.
+func TestEndToEndSessionCookieGoesBesideTheEnginesCookies(t *testing.T) {
+	defer leakcheck.Check(t)()
+	h := newHarnessOpts(t, Config{}, harnessOpts{session: &session.Config{}}, engineOpts{})
+	defer h.close()
+	tr := engineCookies{next: &http.Transport{}}
+	srv := httptest.NewServer(envoysim.New(envoysim.Config{ChunkBytes: 512}, h.client, &http.Client{Transport: tr}))
+	client := &http.Client{Transport: &http.Transport{}}
+	defer func() {
+		client.CloseIdleConnections()
+		srv.Close()
+		tr.next.CloseIdleConnections()
+	}()
+
+	resp := postThrough(t, client, srv.URL, completionsBody(prompt(520, 30, "cookies"), false))
+	body := readAll(t, resp.Body)
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	ep := resp.Header.Get(EndpointHeader)
+	require.Equal(t, h.engines[0].id, ep)
+	require.Equal(t, []string{
+		"engine=1; Path=/",
+		"llm-d-session=" + base64.StdEncoding.EncodeToString([]byte(ep)) + "; Path=/; HttpOnly; SameSite=Lax",
+	}, resp.Header.Values("Set-Cookie"))
+	h.idle()
+	require.Equal(t, 1.0, h.counter("kvroute_session_cookies_set_total", nil))
 }
 
 // With strict, a malformed session header or cookie is answered 400 by

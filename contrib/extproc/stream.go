@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/admission"
@@ -454,8 +455,13 @@ func (st *streamState) responseHeaders(req *extprocv3.ProcessingRequest, h *extp
 			a.Served(&st.req, endpoint) // the session's next turn goes where its blocks are
 		}
 		if c, ok := a.ResponseCookie(&st.req, endpoint); ok {
+			// Beside the engine's cookies. Envoy's ext_proc filter reads
+			// only the deprecated append, false when unset (it would
+			// replace them); append_action says the same to those that
+			// read it.
 			h := header("set-cookie", c)
-			h.AppendAction = corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD // beside the engine's cookies
+			h.Append = wrapperspb.Bool(true) //lint:ignore SA1019 the field Envoy's ext_proc reads
+			h.AppendAction = corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD
 			set = append(set, h)
 		}
 	}

@@ -6,7 +6,10 @@
 // body answers (or an immediate response), forwards the request to the
 // endpoint named in the destination header, then sends the response headers
 // (with the served endpoint in the metadata context) and every response body
-// chunk through the picker before writing it to the client.
+// chunk through the picker before writing it to the client. It applies the
+// picker's set_headers as Envoy's ext_proc filter does: an entry replaces
+// the header's values unless its deprecated append is true (unset is
+// false), and append_action is not read.
 //
 // The picker may name several endpoints ("ip:port,ip:port,..."): with
 // Config.Retries the proxy tries them in order, as Envoy's retry policy goes

@@ -180,12 +180,8 @@ func (p *Proxy) requestPhase(w http.ResponseWriter, r *http.Request, stream extp
 	}
 	for _, h := range hr.GetResponse().GetHeaderMutation().GetSetHeaders() {
 		key := strings.ToLower(h.GetHeader().GetKey())
-		val := headerValue(h.GetHeader())
-		if key == p.cfg.DestinationHeader {
-			continue
-		}
-		if key != "content-length" {
-			r.Header.Set(key, val)
+		if key != p.cfg.DestinationHeader && key != "content-length" {
+			setHeader(r.Header, h)
 		}
 	}
 	dest := ""
@@ -278,7 +274,7 @@ func (p *Proxy) responsePhase(ctx context.Context, w http.ResponseWriter, r *htt
 		w.Header()[k] = vs
 	}
 	for _, h := range hresp.GetResponseHeaders().GetResponse().GetHeaderMutation().GetSetHeaders() {
-		w.Header().Set(h.GetHeader().GetKey(), headerValue(h.GetHeader()))
+		setHeader(w.Header(), h)
 	}
 	w.Header().Del("Content-Length") // the body passes through the picker in chunks
 	w.WriteHeader(resp.StatusCode)
@@ -352,6 +348,20 @@ func responseHeaderMap(resp *http.Response) *corev3.HeaderMap {
 	return m
 }
 
+// setHeader applies one set_headers entry of a header mutation as Envoy's
+// ext_proc filter does: it reads only the deprecated append, false when
+// unset, and appends the value when it is true or replaces the header's
+// values otherwise; append_action is not read.
+func setHeader(hdr http.Header, o *corev3.HeaderValueOption) {
+	key, val := o.GetHeader().GetKey(), headerValue(o.GetHeader())
+	//lint:ignore SA1019 the field Envoy's ext_proc reads
+	if o.GetAppend().GetValue() {
+		hdr.Add(key, val)
+		return
+	}
+	hdr.Set(key, val)
+}
+
 func headerValue(h *corev3.HeaderValue) string {
 	if len(h.GetRawValue()) > 0 {
 		return string(h.GetRawValue())
@@ -361,7 +371,7 @@ func headerValue(h *corev3.HeaderValue) string {
 
 func writeImmediate(w http.ResponseWriter, ir *extprocv3.ImmediateResponse) {
 	for _, h := range ir.GetHeaders().GetSetHeaders() {
-		w.Header().Set(h.GetHeader().GetKey(), headerValue(h.GetHeader()))
+		setHeader(w.Header(), h)
 	}
 	code := int(ir.GetStatus().GetCode())
 	if code == 0 {
