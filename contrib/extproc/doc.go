@@ -19,7 +19,9 @@
 //     route cache so that Envoy's load balancer (the override-host policy or
 //     an original-destination cluster) sees the header. The buffered body is
 //     returned as streamed body mutations of at most 62000 bytes each (some
-//     gateways refuse a chunk above 64 KiB), the last ending the stream.
+//     gateways refuse a chunk above 64 KiB), the last ending the stream;
+//     when trailers, not a body chunk, ended the request, no chunk ends it
+//     and the trailers' answer, sent after the body, completes the request.
 //     An empty body that Envoy sends as one (the headers without end of
 //     stream, then an empty chunk ending it) is answered as a body: one
 //     empty chunk ending the stream, or, on an inference API's path, 400.

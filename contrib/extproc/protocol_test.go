@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -165,6 +166,65 @@ func TestProcessTrailersAfterBodyEndKeepTheOneDecision(t *testing.T) {
 	for _, k := range protocolErrorKinds {
 		require.Zero(t, h.counter("kvroute_extproc_protocol_errors_total", map[string]string{"message": k}), k)
 	}
+}
+
+// A request that trailers end (Envoy sends its body chunks without end of
+// stream, then the trailers) is picked at the trailers, and its body goes
+// back with no chunk ending the stream: StreamedBodyResponse.end_of_stream
+// is set only after a body request that set it, and Envoy would end the
+// request to the engine before the trailers it still holds. The trailers'
+// answer, after the body's, completes the request; its response path then
+// releases it. A body in one chunk and one in three.
+func TestProcessRequestEndedByTrailersIsCompletedByTheTrailersAnswer(t *testing.T) {
+	defer leakcheck.Check(t)()
+	h := newHarness(t, Config{}, engineOpts{})
+	defer h.close()
+	id := h.engines[0].id
+	for i, size := range []int{200, maxBodyChunk*2 + 1000} {
+		body := completionsBody(strings.Repeat("w ", size/2), false)
+		st, err := h.client.Process(ctxT(t))
+		require.NoError(t, err)
+		require.NoError(t, st.Send(envoyHeaders("/v1/completions", false, nil)))
+		for off := 0; off < len(body); off += 16 << 10 { // Envoy's chunks, none ending the stream
+			require.NoError(t, st.Send(bodyChunk(body[off:min(off+16<<10, len(body))], false)))
+		}
+		require.NoError(t, st.Send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestTrailers{
+			RequestTrailers: &extprocv3.HttpTrailers{}}}))
+		hr, err := st.Recv()
+		require.NoError(t, err)
+		require.Equal(t, id, setHeader(hr.GetRequestHeaders().GetResponse().GetHeaderMutation(), DefaultDestinationHeader), "case %d", i)
+		var got strings.Builder
+		chunks := 0
+		for got.Len() < len(body) {
+			br, err := st.Recv()
+			require.NoError(t, err)
+			sr := br.GetRequestBody().GetResponse().GetBodyMutation().GetStreamedResponse()
+			require.NotNil(t, sr, "case %d: answer %d is a streamed body mutation (got %T)", i, chunks, br.Response)
+			require.False(t, sr.GetEndOfStream(), "case %d: chunk %d ends the stream, though Envoy sent no body end of stream", i, chunks)
+			got.Write(sr.GetBody())
+			chunks++
+		}
+		require.Equal(t, body, got.String(), "case %d: the body goes back unchanged", i)
+		require.Equal(t, (len(body)+maxBodyChunk-1)/maxBodyChunk, chunks, "case %d", i)
+		tr, err := st.Recv()
+		require.NoError(t, err)
+		require.NotNil(t, tr.GetRequestTrailers(), "case %d: the trailers' answer follows the body's (got %T)", i, tr.Response)
+		_, reqs := h.load(id)
+		require.EqualValues(t, 1, reqs, "case %d", i)
+
+		require.NoError(t, st.Send(respHeaders(id, false)))
+		_, err = st.Recv()
+		require.NoError(t, err)
+		require.NoError(t, st.Send(respBody("{}", true)))
+		_, err = st.Recv()
+		require.NoError(t, err)
+		answers, s := drain(t, st)
+		require.Equal(t, codes.OK, s.Code(), "case %d", i)
+		require.Empty(t, answers, "case %d", i)
+		h.idle()
+	}
+	require.Equal(t, 2.0, h.counter("kvroute_extproc_requests_total", map[string]string{"result": "routed"}))
+	require.Zero(t, h.counter("kvroute_extproc_aborted_total", nil))
 }
 
 // A stream cancelled at any point releases whatever it holds: after the

@@ -405,12 +405,14 @@ func (st *streamState) answerRequest(list []string, prefill string, body []byte,
 		return nil
 	}
 	// The body goes back in chunks of at most maxBodyChunk bytes, the
-	// last ending the stream (an empty body is one empty chunk).
+	// last ending the stream (an empty body is one empty chunk) when a body
+	// chunk ended it: when trailers did, Envoy sent no body end of stream
+	// and the trailers' answer completes the request.
 	for {
 		n := min(len(body), maxBodyChunk)
 		if err := st.send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{
 			RequestBody: &extprocv3.BodyResponse{Response: &extprocv3.CommonResponse{
-				BodyMutation: streamedBody(body[:n], n == len(body)),
+				BodyMutation: streamedBody(body[:n], n == len(body) && !st.trailers),
 			}},
 		}}); err != nil || n == len(body) {
 			return err
