@@ -8,11 +8,18 @@ import (
 
 // endpointState is what the Client knows of one render endpoint's load: its
 // concurrency gate, its recent attempt latency (for hedging) and its recent
-// queue wait. It lives as long as the endpoint stays in the snapshot.
+// queue wait. It lives as long as the endpoint stays in the snapshot, and
+// after it leaves as long as its gate is busy (picker.set).
 type endpointState struct {
 	gate      gate
 	latency   quantileTracker
 	queueWait ewma
+}
+
+// idle reports whether no render holds or waits for a slot of the endpoint.
+func (s *endpointState) idle() bool {
+	inFlight, queued := s.gate.load()
+	return inFlight == 0 && queued == 0
 }
 
 // Capacity is one render endpoint's load as the Client sees it: how close

@@ -200,6 +200,11 @@ func (c *Client) Close() {
 // the returned error; the others are used. With a fixed Config.URL it returns
 // ErrFixedURL and changes nothing.
 //
+// An endpoint keeps its slots, queue and recent latency by ID across
+// updates, also across one that leaves it out while its renders still run
+// (a readiness flap): coming back, it is still held to MaxConcurrency and
+// MaxQueueWait with those renders counted.
+//
 // The connections to a renderer no longer in the set are closed: the idle
 // ones at once, those in use when their render ends.
 func (c *Client) SetEndpoints(eps []Endpoint) error {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 )
 
@@ -46,11 +47,26 @@ type picker struct {
 	snap     atomic.Pointer[[]*target]
 	cursor   atomic.Uint64
 	newState func() *endpointState // the load of an endpoint new to the snapshot
+
+	mu sync.Mutex // serializes set
+	// retired holds the state of endpoints that left the snapshot (see
+	// set), so that one coming back finds its renders still in flight.
+	retired map[string]*endpointState
 }
 
 // set replaces the snapshot. Endpoints with an empty ID or an invalid URL
 // are left out and reported in the returned error; of duplicate IDs the last
 // one wins.
+//
+// An endpoint keeps its state (its gate, latency and queue wait) by ID, also
+// across an update that leaves it out: a readiness flap must not hand it a
+// fresh gate while its renders still run, or the concurrency limit and the
+// queue would stop applying to it. The state of an endpoint left out is
+// retired, and dropped by the first later update that finds its gate idle
+// (no render in flight or queued; one update later, a render that picked the
+// endpoint from an older snapshot has long taken its slot), so that what is
+// kept is bounded by the endpoints removed in the last update and those
+// still busy.
 func (p *picker) set(eps []Endpoint) error {
 	byID := make(map[string]Endpoint, len(eps))
 	var errs []error
@@ -65,7 +81,12 @@ func (p *picker) set(eps []Endpoint) error {
 		}
 		byID[ep.ID] = ep
 	}
-	old := map[string]*endpointState{}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	old := make(map[string]*endpointState, len(p.retired))
+	for id, st := range p.retired {
+		old[id] = st
+	}
 	if s := p.snap.Load(); s != nil {
 		for _, t := range *s {
 			old[t.id] = t.st
@@ -77,12 +98,26 @@ func (p *picker) set(eps []Endpoint) error {
 		if st == nil {
 			st = p.newState()
 		}
+		delete(old, ep.ID)
 		t := newTarget(ep.ID, ep.URL, st)
 		t.models = slices.Clone(ep.Models)
 		ts = append(ts, t)
 	}
 	slices.SortFunc(ts, func(a, b *target) int { return strings.Compare(a.id, b.id) })
 	p.snap.Store(&ts)
+	// What is left in old has left the snapshot: this update retires it,
+	// a later one drops it once idle.
+	var retired map[string]*endpointState
+	for id, st := range old {
+		if _, was := p.retired[id]; was && st.idle() {
+			continue
+		}
+		if retired == nil {
+			retired = make(map[string]*endpointState)
+		}
+		retired[id] = st
+	}
+	p.retired = retired
 	if len(errs) > 0 {
 		return fmt.Errorf("render: endpoints left out: %w", errors.Join(errs...))
 	}

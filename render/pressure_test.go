@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -396,6 +398,83 @@ func TestEndpointStateSurvivesUpdates(t *testing.T) {
 	require.Equal(t, DefaultMaxConcurrency, ca.Limit)
 	_, ok = c.Capacity("b")
 	require.False(t, ok)
+}
+
+// An endpoint that leaves the set and comes back (a readiness flap) while a
+// render holds its only slot keeps that render: Capacity counts it, and with
+// MaxQueueWait 0 the next render fails saturated at once, without an HTTP
+// attempt, instead of taking a fresh gate's slot and waiting for a
+// connection in the transport (capped at MaxConcurrency per host) until its
+// caller's deadline.
+func TestReaddedEndpointKeepsItsRendersInFlight(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t)) // runs last, after the servers and the client close
+	s := newFakeVLLM(t, "a")
+	h := newHeld()
+	s.on("/v1/completions/render", h.serve)
+	c, _, _ := pressureClient(t, func(cfg *Config) {
+		cfg.MaxConcurrency = new(1)
+		cfg.MaxQueueWait = new(time.Duration(0))
+		cfg.Hedge = new(false)
+	}, s)
+	_, firstErr := renderAsync(c, completions("first"))
+	<-h.arrived
+	release := sync.OnceFunc(func() { close(h.release) })
+	defer release() // a failing test does not hold the renderer until the attempt timeout
+
+	require.NoError(t, c.SetEndpoints(nil))
+	_, ok := c.Capacity("a")
+	require.False(t, ok, "a left the set")
+	require.NoError(t, c.SetEndpoints([]Endpoint{{ID: "a", URL: s.URL}}))
+	capa, ok := c.Capacity("a")
+	require.True(t, ok)
+	require.Equal(t, Capacity{InFlight: 1, Limit: 1}, capa, "the render still in flight on a is counted after the flap")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := c.Render(ctx, completions("second"))
+	require.ErrorIs(t, err, ErrSaturated)
+	require.NoError(t, ctx.Err(), "failed at once, not at the caller's deadline")
+	require.Equal(t, 1.0, testutil.ToFloat64(c.metrics.rejected[rejectNoQueue]))
+	require.Equal(t, 1, s.hits(""), "the saturated render never reached the renderer")
+
+	release()
+	require.NoError(t, <-firstErr)
+	capa, _ = c.Capacity("a")
+	require.Zero(t, capa.InFlight)
+}
+
+// The state an endpoint leaves behind when it leaves the set is kept while
+// its renders run and dropped by a later update once its gate is idle, so
+// that endpoint churn does not grow the Client.
+func TestRemovedEndpointStateIsDroppedOnceIdle(t *testing.T) {
+	a, b := newFakeVLLM(t, "a"), newFakeVLLM(t, "b")
+	h := newHeld()
+	a.on("/v1/completions/render", h.serve)
+	c, _, _ := pressureClient(t, func(cfg *Config) { cfg.Hedge = new(false) }, a)
+	retired := func() []string {
+		c.picker.mu.Lock()
+		defer c.picker.mu.Unlock()
+		return slices.Sorted(maps.Keys(c.picker.retired))
+	}
+	_, firstErr := renderAsync(c, completions("first"))
+	<-h.arrived
+	release := sync.OnceFunc(func() { close(h.release) })
+	defer release()
+
+	onlyB := []Endpoint{{ID: "b", URL: b.URL}}
+	require.NoError(t, c.SetEndpoints(onlyB))
+	require.Equal(t, []string{"a"}, retired())
+	require.NoError(t, c.SetEndpoints(onlyB))
+	require.Equal(t, []string{"a"}, retired(), "a render still runs on a")
+
+	release()
+	require.NoError(t, <-firstErr)
+	require.NoError(t, c.SetEndpoints(onlyB))
+	require.Empty(t, retired(), "a's gate is idle: its state is dropped")
+	require.NoError(t, c.SetEndpoints(nil))
+	require.Equal(t, []string{"b"}, retired(), "b is kept for one update")
+	require.NoError(t, c.SetEndpoints(nil))
+	require.Empty(t, retired())
 }
 
 // A gate hands a freed slot to the oldest waiter, and a waiter that gives up
