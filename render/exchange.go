@@ -76,11 +76,7 @@ func (c *Client) launch(ctx context.Context, t *target, r route, body *wireBody,
 			e.cancel()
 		}
 	})
-	stopLife := context.AfterFunc(c.life, func() {
-		if e.state.Load() == exchAbandoned {
-			e.cancel()
-		}
-	})
+	stopLife := context.AfterFunc(c.life, e.cancelAbandoned)
 	go func() {
 		start := c.now()
 		err := c.tracedAttempt(ectx, t, r, body, auth, n, res, e)
@@ -109,6 +105,14 @@ func (c *Client) launch(ctx context.Context, t *target, r route, body *wireBody,
 	return e
 }
 
+// cancelAbandoned cancels e if the caller abandoned it: Close ends the
+// Client's life, and the losers in the background with it.
+func (e *exchange) cancelAbandoned() {
+	if e.state.Load() == exchAbandoned {
+		e.cancel()
+	}
+}
+
 // claim is called by the attempt once it has the whole answer, before it
 // decodes into the caller's Result: false when the caller has abandoned the
 // exchange (the answer is then discarded).
@@ -117,9 +121,10 @@ func (e *exchange) claim() bool {
 }
 
 // abandon makes the caller stop waiting for e. A request written whole is
-// left to finish in the background (its connection survives); one not yet
-// written, or an exchange of a closed Client, is canceled and waited for, as
-// is one that already claimed its answer (it is only decoding).
+// left to finish in the background (its connection survives), canceled
+// there when Close has begun; one not yet written, or an exchange of a
+// closed Client, is canceled and waited for, as is one that already claimed
+// its answer (it is only decoding).
 func (e *exchange) abandon() {
 	c := e.c
 	c.backgroundMu.Lock()
@@ -131,6 +136,14 @@ func (e *exchange) abandon() {
 	if drain {
 		if e.state.CompareAndSwap(exchRunning, exchAbandoned) {
 			c.metrics.loserDrained.Inc()
+			// Close may have ended the Client's life before this
+			// abandonment: cancelAbandoned then found the exchange still
+			// running and left it. Either it sees the abandonment or
+			// this sees the life ended, so Close cancels every loser it
+			// waits for.
+			if c.life.Err() != nil {
+				e.cancel()
+			}
 			return
 		}
 		c.background.Done()

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -285,6 +287,58 @@ func TestHedgeLosesToTheFirstAndIsDrained(t *testing.T) {
 	require.Eventually(t, func() bool { cb, _ := c.Capacity("b"); return cb.InFlight == 0 },
 		10*time.Second, time.Millisecond, "the hedge's answer was read and its slot released")
 	require.Empty(t, hedgeSide.canceled, "the losing hedge was not canceled")
+}
+
+// Close cancels every hedge loser left in the background, also one
+// abandoned after Close had ended the Client's life but before it stopped
+// new abandonments: the life's cancellation had found that exchange still
+// running and left it, so Close waited for the loser until its attempt
+// ended on its own (AttemptTimeout, or the whole budget without one).
+func TestCloseCancelsAHedgeLoserAbandonedAsItCloses(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t)) // runs last, after the servers and the client close
+	a, b := newFakeVLLM(t, "a"), newFakeVLLM(t, "b")
+	slow := newHeld()
+	a.on("/v1/completions/render", slow.serve)
+	c, clk, _ := pressureClient(t, func(*Config) {}, a, b)
+	wrote := watchWrites(c)
+	warm(t, c, "a", 20*time.Millisecond)
+	release := sync.OnceFunc(func() { close(slow.release) })
+	defer release() // a failing test does not hold the renderer until the attempt timeout
+
+	_, errc := renderAsync(c, completions("x"))
+	<-slow.arrived
+	<-wrote // a's request is written whole: abandoning it drains it
+	// Close's first step, then the window before its second: the life's
+	// cancellation has run and found a's exchange still running.
+	c.endLife()
+	waitGone(t, "(*exchange).cancelAbandoned")
+	clk.WaitForWaiters(1)
+	clk.Advance(time.Second) // the hedge on b answers at once
+	require.NoError(t, <-errc)
+	require.Equal(t, 1.0, testutil.ToFloat64(c.metrics.loserDrained), "a was left to the background")
+
+	select {
+	case <-slow.canceled:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the loser abandoned after the Client's life ended was not canceled")
+	}
+	closed := make(chan struct{})
+	go func() { c.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close waited for the loser's own end")
+	}
+}
+
+// waitGone waits until no goroutine's stack contains frame (one that is
+// started but has not run yet included).
+func waitGone(t *testing.T, frame string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		buf := make([]byte, 1<<20)
+		return !bytes.Contains(buf[:runtime.Stack(buf, true)], []byte(frame))
+	}, 10*time.Second, time.Millisecond, "a goroutine still runs %s", frame)
 }
 
 // watchWrites reports each request c's exchanges write whole; set before
