@@ -118,7 +118,7 @@ func BenchmarkDecodeResponse(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		var res Result
-		if err := decodeResponse(body, false, false, &res); err != nil {
+		if err := decodeResponse(body, false, 1, false, &res); err != nil {
 			b.Fatal(err)
 		}
 		if len(res.Prompts[0].TokenIDs) != len(toks) {

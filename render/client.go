@@ -389,7 +389,7 @@ func (c *Client) attempt(ctx context.Context, t *target, r route, body *wireBody
 		return errAbandoned // the caller left: the answer was read, and is discarded
 	}
 	res.Endpoint = t.id
-	if err := decodeResponse(buf.Bytes(), r == routeCompletions, body.keepJSON, res); err != nil {
+	if err := decodeResponse(buf.Bytes(), r == routeCompletions, body.prompts, body.keepJSON, res); err != nil {
 		return &Error{Reason: ReasonDecode, Status: resp.StatusCode, Endpoint: t.id, Attempts: 1, Err: err}
 	}
 	return nil

@@ -95,15 +95,20 @@ var errDecode = errors.New("invalid render response")
 // maxOffset bounds placeholder offsets and lengths.
 const maxOffset = math.MaxInt32
 
-// decodeResponse decodes a render answer: a JSON array of GenerateRequest
-// objects when array is set (completions; a single object is accepted as one
+// decodeResponse decodes a render answer: a JSON array of at most
+// maxPrompts GenerateRequest objects when array is set (completions, whose
+// request has maxPrompts prompts; a single object is accepted as one
 // prompt), one object otherwise. It reads token_ids, features.mm_hashes,
-// features.mm_placeholders and cache_salt, and skips everything else.
+// features.mm_placeholders and cache_salt, and skips everything else. An
+// answer with more prompts than the request, or more multimodal items than
+// a prompt has tokens, is malformed and refused before it is decoded
+// further, so that what the answer allocates stays within a small multiple
+// of its size.
 //
 // res is overwritten; the token arrays of the prompts it held are reused
 // when large enough. keepJSON keeps each prompt's token_ids bytes when they
 // are compact (Request.KeepTokenJSON).
-func decodeResponse(body []byte, array, keepJSON bool, res *Result) error {
+func decodeResponse(body []byte, array bool, maxPrompts int, keepJSON bool, res *Result) error {
 	prev := res.Prompts[:cap(res.Prompts)]
 	res.Prompts, res.CacheSalt = res.Prompts[:0], ""
 	reuse := func(k int) *Prompt {
@@ -124,6 +129,9 @@ func decodeResponse(body []byte, array, keepJSON bool, res *Result) error {
 		}
 		for {
 			s.ws()
+			if len(res.Prompts) >= maxPrompts {
+				return fmt.Errorf("%w: %w", errDecode, s.errorf("more prompts than the request's %d", maxPrompts))
+			}
 			p, sa, err := decodeGenerate(&s, reuse(len(res.Prompts)), keepJSON)
 			if err != nil {
 				return err
@@ -169,7 +177,7 @@ func decodeGenerate(s *scanner, prev *Prompt, keepJSON bool) (p Prompt, salt str
 	if prev != nil {
 		toks, raw = prev.TokenIDs, prev.tokenJSON
 	}
-	var hashes, places []mmList
+	features := -1 // where the last features value starts
 	haveTokens := false
 	fail := func(err error) (Prompt, string, error) {
 		if errors.Is(err, errDecode) {
@@ -204,7 +212,10 @@ func decodeGenerate(s *scanner, prev *Prompt, keepJSON bool) (p Prompt, salt str
 					p.tokenJSON, p.decoded = append(raw[:0], s.b[start:s.i]...), p.TokenIDs
 				}
 			case "features":
-				hashes, places, err = decodeFeatures(s)
+				// Decoded once the token count is known, which bounds
+				// its items.
+				features = s.i
+				err = s.skipValue(0)
 			case "cache_salt":
 				salt, err = nullableString(s)
 			default:
@@ -229,9 +240,15 @@ func decodeGenerate(s *scanner, prev *Prompt, keepJSON bool) (p Prompt, salt str
 	if len(p.TokenIDs) == 0 {
 		return fail(errors.New("empty token_ids"))
 	}
-	p.Features, err = joinFeatures(hashes, places, len(p.TokenIDs))
-	if err != nil {
-		return fail(err)
+	if features >= 0 {
+		fs := scanner{b: s.b, i: features}
+		hashes, places, err := decodeFeatures(&fs, len(p.TokenIDs))
+		if err == nil {
+			p.Features, err = joinFeatures(hashes, places, len(p.TokenIDs))
+		}
+		if err != nil {
+			return fail(err)
+		}
 	}
 	return p, salt, nil
 }

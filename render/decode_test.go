@@ -3,6 +3,7 @@ package render
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -13,7 +14,7 @@ import (
 func decode(t *testing.T, body string, array bool) (*Result, error) {
 	t.Helper()
 	res := &Result{}
-	err := decodeResponse([]byte(body), array, false, res)
+	err := decodeResponse([]byte(body), array, math.MaxInt, false, res)
 	return res, err
 }
 
@@ -131,7 +132,7 @@ func FuzzDecodeResponse(f *testing.F) {
 	f.Add([]byte(`[{"token_ids":[0,10, 99,4294967295]},{"token_ids":[7,8]}]`), true)
 	f.Fuzz(func(t *testing.T, body []byte, array bool) {
 		res := &Result{}
-		if err := decodeResponse(body, array, true, res); err != nil {
+		if err := decodeResponse(body, array, math.MaxInt, true, res); err != nil {
 			if !errors.Is(err, errDecode) {
 				t.Fatalf("error %v does not wrap errDecode", err)
 			}

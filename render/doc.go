@@ -71,7 +71,11 @@
 // features.mm_hashes, features.mm_placeholders and cache_salt; features vLLM's
 // own request model would refuse (mm_hashes and mm_placeholders naming
 // different modalities or counts, empty or overlapping placeholders) make a
-// malformed answer, failed with reason decode. RenderInto
+// malformed answer, failed with reason decode, as do more prompts than the
+// request has (one for chat, Messages and Responses; for completions, one
+// per entry of a list of prompts and of prompt_embeds) and more multimodal
+// items than the prompt has tokens, refused before they are decoded so that
+// a hostile answer allocates no more than a valid one of its size. RenderInto
 // decodes into a caller's Result and reuses its token arrays, so that a
 // router rendering request after request allocates none.
 //

@@ -14,25 +14,46 @@ type mmList struct {
 }
 
 // decodeFeatures reads features: null or an object with mm_hashes and
-// mm_placeholders (other members skipped).
-func decodeFeatures(s *scanner) (hashes, places []mmList, err error) {
+// mm_placeholders (other members skipped). A valid answer has no more
+// placeholders than the prompt's ntok tokens (none is empty, none overlaps
+// another, none ends past the prompt) and one hash per placeholder, so the
+// placeholders are read first, at most ntok of them, and then at most as
+// many hashes: a longer list is refused as it is read, before it allocates
+// (a hash can be written in 3 bytes, a placeholder in no fewer than 23).
+func decodeFeatures(s *scanner, ntok int) (hashes, places []mmList, err error) {
 	if s.literal("null") {
 		return nil, nil, nil
 	}
+	hashesAt, placesAt := -1, -1 // where the last of each value starts
 	err = eachMember(s, "features", func(k []byte) error {
 		switch string(k) {
 		case "mm_hashes":
-			var err error
-			hashes, err = decodeModalityMap(s, "mm_hashes", decodeHash)
-			return err
+			hashesAt = s.i
 		case "mm_placeholders":
-			var err error
-			places, err = decodeModalityMap(s, "mm_placeholders", decodePlaceholder)
-			return err
+			placesAt = s.i
 		}
 		return s.skipValue(0)
 	})
-	return hashes, places, err
+	if err != nil {
+		return nil, nil, err
+	}
+	if placesAt >= 0 {
+		ps := scanner{b: s.b, i: placesAt}
+		if places, err = decodeModalityMap(&ps, "mm_placeholders", ntok, "tokens of the prompt", decodePlaceholder); err != nil {
+			return nil, nil, err
+		}
+	}
+	if hashesAt >= 0 {
+		n := 0
+		for _, p := range places {
+			n += len(p.places)
+		}
+		hs := scanner{b: s.b, i: hashesAt}
+		if hashes, err = decodeModalityMap(&hs, "mm_hashes", n, "placeholders", decodeHash); err != nil {
+			return nil, nil, err
+		}
+	}
+	return hashes, places, nil
 }
 
 func decodeHash(s *scanner, l *mmList) error {
@@ -72,13 +93,16 @@ func decodePlaceholder(s *scanner, l *mmList) error {
 	return nil
 }
 
-// decodeModalityMap reads null or {modality: [item, ...]}. A null list is
-// malformed: vLLM's request model types each one as a list.
-func decodeModalityMap(s *scanner, what string, item func(*scanner, *mmList) error) ([]mmList, error) {
+// decodeModalityMap reads null or {modality: [item, ...]} of at most limit
+// items in all (those of a repeated modality included; limitOf names what
+// limit counts, for the error). A null list is malformed: vLLM's request
+// model types each one as a list.
+func decodeModalityMap(s *scanner, what string, limit int, limitOf string, item func(*scanner, *mmList) error) ([]mmList, error) {
 	if s.literal("null") {
 		return nil, nil
 	}
 	var out []mmList
+	n := 0
 	err := eachMember(s, what, func(k []byte) error {
 		l := mmList{modality: string(k)}
 		if !s.consume('[') {
@@ -88,6 +112,9 @@ func decodeModalityMap(s *scanner, what string, item func(*scanner, *mmList) err
 		if !s.consume(']') {
 			for {
 				s.ws()
+				if n++; n > limit {
+					return s.errorf("%s: more items than the %d %s", what, limit, limitOf)
+				}
 				if err := item(s, &l); err != nil {
 					return err
 				}

@@ -106,6 +106,47 @@ type topFields struct {
 	truncateSet         bool // truncate_prompt_tokens present and not null
 	salt                string
 	hasSalt             bool
+	// promptCount and embedsCount are the prompts of a completions body's
+	// prompt and prompt_embeds (countPrompts; the last of duplicate keys).
+	promptCount, embedsCount int
+}
+
+// prompts returns how many prompts a completions body asks to render, at
+// least 1: an answer with more is not the request's.
+func (f *topFields) prompts() int { return max(1, f.promptCount+f.embedsCount) }
+
+// countPrompts returns the prompts of a completions prompt or prompt_embeds
+// value, which skipValue has validated: a list of strings, of token-ID lists
+// or of embeddings holds one per entry, a string or a token-ID list is one,
+// null none.
+func countPrompts(v []byte) int {
+	switch v[0] {
+	case 'n':
+		return 0
+	case '[':
+	default:
+		return 1
+	}
+	s := scanner{b: v, i: 1}
+	s.ws()
+	if s.consume(']') {
+		return 0
+	}
+	if c := s.peek(); c == '-' || c >= '0' && c <= '9' {
+		return 1 // one prompt's token IDs
+	}
+	n := 0
+	for {
+		s.ws()
+		if s.skipValue(1) != nil {
+			return n
+		}
+		n++
+		s.ws()
+		if !s.consume(',') {
+			return n
+		}
+	}
 }
 
 // scanTop reads the top-level members of a JSON object body without decoding
@@ -148,6 +189,10 @@ func scanTop(body []byte) (topFields, error) {
 			f.maxOutputTokens = append(f.maxOutputTokens, v)
 		case "min_tokens":
 			f.minTokens = append(f.minTokens, v)
+		case "prompt":
+			f.promptCount = countPrompts(body[v.start:v.end])
+		case "prompt_embeds":
+			f.embedsCount = countPrompts(body[v.start:v.end])
 		case "truncate_prompt_tokens":
 			f.truncateSet = string(body[v.start:v.end]) != "null"
 		case "cache_salt":
@@ -226,8 +271,11 @@ func prepareWire(body []byte, prefillOnly, omitMMKwargs bool) (w wireBody, salt 
 	// An edit to the value already there is none.
 	edits = slices.DeleteFunc(edits, func(e edit) bool { return string(body[e.at.start:e.at.end]) == e.text })
 	if len(edits) == 0 && len(appendix) == 0 {
-		return wholeBody(body), f.salt, f.hasSalt, nil
+		w = wholeBody(body)
+		w.prompts = f.prompts()
+		return w, f.salt, f.hasSalt, nil
 	}
+	w.prompts = f.prompts()
 	// Edits are in key order, which is byte order.
 	sortEdits(edits)
 	pos := 0

@@ -31,7 +31,7 @@ func BenchmarkScanVersusEncodingJSON(b *testing.B) {
 	for b.Loop() {
 		t0 := time.Now()
 		var res Result
-		if err := decodeResponse(body, false, false, &res); err != nil {
+		if err := decodeResponse(body, false, 1, false, &res); err != nil {
 			b.Fatal(err)
 		}
 		t1 := time.Now()

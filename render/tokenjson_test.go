@@ -37,7 +37,7 @@ func TestAppendTokenJSONMatchesEncodingJSON(t *testing.T) {
 			body := `[{"request_id":"r","token_ids":` + arr + `,"cache_salt":null},{"token_ids":` + arr + `}]`
 			// Into the same Result each time: the reused buffers must not leak
 			// an earlier answer's bytes.
-			require.NoError(t, decodeResponse([]byte(body), true, true, &res))
+			require.NoError(t, decodeResponse([]byte(body), true, math.MaxInt, true, &res))
 			require.Len(t, res.Prompts, 2)
 			require.Equal(t, ids, res.Prompts[0].TokenIDs)
 			check(&res.Prompts[0], arr == string(compact))
@@ -46,7 +46,7 @@ func TestAppendTokenJSONMatchesEncodingJSON(t *testing.T) {
 	}
 	check(&Prompt{TokenIDs: []uint32{1, 20, 300}}, false)
 
-	require.NoError(t, decodeResponse([]byte(`[{"token_ids":[5,6,7]}]`), true, true, &res))
+	require.NoError(t, decodeResponse([]byte(`[{"token_ids":[5,6,7]}]`), true, math.MaxInt, true, &res))
 	p := res.Prompts[0]
 	check(&p, true)
 	p.TokenIDs = []uint32{8, 9, 10}
@@ -55,7 +55,7 @@ func TestAppendTokenJSONMatchesEncodingJSON(t *testing.T) {
 	check(&p, false)
 
 	// Not asked for (Request.KeepTokenJSON off): the IDs are written afresh.
-	require.NoError(t, decodeResponse([]byte(`[{"token_ids":[5,6,7]}]`), true, false, &res))
+	require.NoError(t, decodeResponse([]byte(`[{"token_ids":[5,6,7]}]`), true, math.MaxInt, false, &res))
 	check(&res.Prompts[0], false)
 }
 
@@ -69,8 +69,8 @@ func TestDecodeReusesTokenJSONBufferAllocations(t *testing.T) {
 	arr, _ := json.Marshal(ids)
 	body := []byte(`[{"request_id":"r","token_ids":` + string(arr) + `}]`)
 	var res Result
-	require.NoError(t, decodeResponse(body, true, true, &res))
-	allocs := testing.AllocsPerRun(20, func() { _ = decodeResponse(body, true, true, &res) })
+	require.NoError(t, decodeResponse(body, true, math.MaxInt, true, &res))
+	allocs := testing.AllocsPerRun(20, func() { _ = decodeResponse(body, true, math.MaxInt, true, &res) })
 	// The one allocation is the scanner (as TestRenderIntoReusesTheTokenArrays
 	// finds), neither the token array nor the bytes beside it.
 	require.LessOrEqual(t, allocs, 1.0)

@@ -19,11 +19,14 @@ type wireBody struct {
 	// keepJSON: the answer's prompts keep the renderer's token_ids bytes
 	// (Request.KeepTokenJSON).
 	keepJSON bool
+	// prompts is the most prompts a completions answer may hold: the
+	// request's (topFields.prompts).
+	prompts int
 }
 
-// wholeBody is b unedited.
+// wholeBody is b unedited, a body of one prompt.
 func wholeBody(b []byte) wireBody {
-	var w wireBody
+	w := wireBody{prompts: 1}
 	w.add(b)
 	return w
 }
