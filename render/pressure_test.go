@@ -605,6 +605,39 @@ func TestQuantileTrackerFollowsTheP95(t *testing.T) {
 	require.Equal(t, before, after)
 }
 
+// The latency tracker follows a drop as it follows a rise, within a few
+// dozen samples: one slow first sample (a cold renderer hitting the
+// attempt cap) seeded the estimate, and the downward step alone (-0.8 %
+// a sample) kept it near a second for hundreds of renders, so the
+// endpoint was not hedged and Capacity.P95 reported a latency it no longer
+// had; a tenfold drop after a steady state took some 300 samples (now 40
+// to 80: see quantileRun).
+func TestQuantileTrackerFollowsADrop(t *testing.T) {
+	var q quantileTracker
+	q.observe(2 * time.Second) // one outlier, the first sample
+	for range quantileRun {
+		q.observe(5 * time.Millisecond)
+	}
+	p95, ok := q.value()
+	require.True(t, ok)
+	require.Equal(t, 5*time.Millisecond, p95, "after one outlier and %d renders of 5 ms", quantileRun)
+
+	// 10..1000 ms, then 1..100 ms, visited in a fixed scrambled order.
+	sample := func(i int, scale time.Duration) time.Duration {
+		return time.Duration(1+(i*37)%100) * scale
+	}
+	for i := range 4000 {
+		q.observe(sample(i, 10*time.Millisecond))
+	}
+	p95, _ = q.value()
+	require.InDelta(t, 950, float64(p95)/float64(time.Millisecond), 150, "p95 of 10..1000 ms, got %v", p95)
+	for i := range 2 * quantileRun {
+		q.observe(sample(i, time.Millisecond))
+	}
+	p95, _ = q.value()
+	require.Less(t, p95, 150*time.Millisecond, "after %d samples of the tenfold drop, got %v", 2*quantileRun, p95)
+}
+
 func TestPressureConfig(t *testing.T) {
 	def := DefaultConfig()
 	require.Equal(t, DefaultMaxConcurrency, *def.MaxConcurrency)
