@@ -43,6 +43,7 @@ type Client struct {
 	http      *http.Client
 	picker    picker
 	metrics   *metrics
+	quiet     *metrics // registered nowhere: what probes count in (metricsFor)
 	log       *slog.Logger
 	modes     [2]modeState // messages, responses
 	closed    atomic.Bool
@@ -103,6 +104,10 @@ func New(cfg Config, opts Options) (*Client, error) {
 		return nil, fmt.Errorf("render: register metrics: %w", err)
 	}
 	c.metrics = m
+	if c.quiet, err = newMetrics(telemetry.Set{}, c); err != nil {
+		c.set.Unregister(m.owned...)
+		return nil, fmt.Errorf("render: metrics: %w", err)
+	}
 	if opts.TracerProvider != nil {
 		c.tracer = opts.TracerProvider.Tracer(TracerName)
 	}
@@ -119,6 +124,17 @@ func New(cfg Config, opts Options) (*Client, error) {
 		c.modes[i].slot = make(chan struct{}, 1)
 	}
 	return c, nil
+}
+
+// metricsFor returns the metrics the render of body counts in: the
+// Client's, or for a mode-discovery probe (an expected 404 from a legacy
+// renderer included) collectors registered nowhere, so that probes show in
+// no render metric, as Discover says.
+func (c *Client) metricsFor(body *wireBody) *metrics {
+	if body.probe {
+		return c.quiet
+	}
+	return c.metrics
 }
 
 // newTransport builds the render client's HTTP/1.1 keep-alive transport

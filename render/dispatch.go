@@ -13,12 +13,14 @@ import (
 // fails retryably. Every attempt holds a slot of its endpoint's gate; a
 // render that finds no slot within Config.MaxQueueWait fails with
 // ReasonSaturated without an attempt. The answer goes into res (nil:
-// discarded).
+// discarded). A probe (body.probe) is counted in none of the render metrics
+// (metricsFor).
 func (c *Client) call(ctx context.Context, r route, body *wireBody, auth string, res *Result) *Error {
 	if res == nil {
 		res = new(Result)
 	}
-	t, err := c.acquire(ctx, body.model)
+	m := c.metricsFor(body)
+	t, err := c.acquire(ctx, m, body.model)
 	if err != nil {
 		return err
 	}
@@ -34,7 +36,7 @@ func (c *Client) call(ctx context.Context, r route, body *wireBody, auth string,
 		if t2 = c.picker.pickExcluding(t, body.model); t2 == nil {
 			return err
 		}
-		if c.wait(ctx, t2) != nil {
+		if c.wait(ctx, m, t2) != nil {
 			return err // the first failure stands; the rejection is counted
 		}
 	}
@@ -51,51 +53,52 @@ func (c *Client) call(ctx context.Context, r route, body *wireBody, auth string,
 // round robin's next endpoint when it has one free, else the next endpoint
 // that has one, else it waits for the round robin's endpoint up to
 // Config.MaxQueueWait.
-func (c *Client) acquire(ctx context.Context, model string) (*target, *Error) {
+func (c *Client) acquire(ctx context.Context, m *metrics, model string) (*target, *Error) {
 	t := c.picker.pick(model)
 	if t == nil {
 		return nil, &Error{Reason: ReasonNoEndpoints, Err: ErrNoEndpoints}
 	}
 	if t.st.gate.tryAcquire() {
-		c.queued(t, 0)
+		m.queued(t, 0)
 		return t, nil
 	}
 	if t2 := c.picker.pickFree(t, math.MaxInt, model); t2 != nil {
-		c.queued(t2, 0)
+		m.queued(t2, 0)
 		return t2, nil
 	}
-	if err := c.wait(ctx, t); err != nil {
+	if err := c.wait(ctx, m, t); err != nil {
 		return nil, err
 	}
 	return t, nil
 }
 
 // wait waits for a slot of t (Config.MaxQueueWait at most, on the Client's
-// clock) and counts a render that gets none.
-func (c *Client) wait(ctx context.Context, t *target) *Error {
+// clock) and counts a render that gets none in m.
+func (c *Client) wait(ctx context.Context, m *metrics, t *target) *Error {
 	start := c.now()
 	out := t.st.gate.acquire(ctx, c.clk, *c.cfg.MaxQueueWait)
-	c.queued(t, c.now().Sub(start))
+	m.queued(t, c.now().Sub(start))
 	switch out {
 	case queueGranted:
 		return nil
 	case queueTimedOut:
-		c.metrics.rejected[rejectQueueTimeout].Inc()
+		m.rejected[rejectQueueTimeout].Inc()
 	case queueNoWait:
-		c.metrics.rejected[rejectNoQueue].Inc()
+		m.rejected[rejectNoQueue].Inc()
 	default:
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			c.metrics.rejected[rejectDeadline].Inc()
+			m.rejected[rejectDeadline].Inc()
 		}
 		return &Error{Reason: ReasonTimeout, Endpoint: t.id, Err: ctx.Err()}
 	}
 	return &Error{Reason: ReasonSaturated, Endpoint: t.id, Err: ErrSaturated}
 }
 
-// queued records a render's wait for a slot of t.
-func (c *Client) queued(t *target, d time.Duration) {
+// queued records a render's wait for a slot of t: in t's recent queue wait
+// (Capacity) and in m's histogram.
+func (m *metrics) queued(t *target, d time.Duration) {
 	t.st.queueWait.observe(d)
-	c.metrics.queueWait.Observe(d.Seconds())
+	m.queueWait.Observe(d.Seconds())
 }
 
 // timedAttempt is tracedAttempt with its latency added to t's tracker.
@@ -185,6 +188,7 @@ func (c *Client) hedgeDelay(t *target) (time.Duration, bool) {
 // written whole, else left to finish in the background so that its
 // connection survives.
 func (c *Client) first(ctx context.Context, t *target, r route, body *wireBody, auth string, res *Result) (*Error, bool) {
+	m := c.metricsFor(body)
 	delay, ok := c.hedgeDelay(t)
 	if !ok {
 		err := c.timedAttempt(ctx, t, r, body, auth, 1, res)
@@ -204,18 +208,18 @@ func (c *Client) first(ctx context.Context, t *target, r route, body *wireBody, 
 	}
 	t2 := c.hedgeTarget(t, body.model)
 	if t2 == nil {
-		c.metrics.hedges[hedgeSkipped].Inc()
+		m.hedges[hedgeSkipped].Inc()
 		<-a.done
 		return a.err, false
 	}
-	c.queued(t2, 0)
+	m.queued(t2, 0)
 	hres := new(Result)
 	b := c.launch(ctx, t2, r, body, auth, 2, hres)
 	select {
 	case <-a.done:
 		if a.err == nil {
 			b.abandon()
-			c.metrics.hedges[hedgeLost].Inc()
+			m.hedges[hedgeLost].Inc()
 			return nil, true
 		}
 		<-b.done // the first failed: the hedge runs on as the retry would
@@ -223,21 +227,21 @@ func (c *Client) first(ctx context.Context, t *target, r route, body *wireBody, 
 		if b.err == nil {
 			a.abandon()
 			*res = *hres
-			c.metrics.hedges[hedgeWon].Inc()
+			m.hedges[hedgeWon].Inc()
 			return nil, true
 		}
 		<-a.done
 	}
 	switch {
 	case a.err == nil:
-		c.metrics.hedges[hedgeLost].Inc()
+		m.hedges[hedgeLost].Inc()
 		return nil, true
 	case b.err == nil:
 		*res = *hres
-		c.metrics.hedges[hedgeWon].Inc()
+		m.hedges[hedgeWon].Inc()
 		return nil, true
 	}
-	c.metrics.hedges[hedgeFailed].Inc()
+	m.hedges[hedgeFailed].Inc()
 	b.err.Attempts = 2
 	return b.err, true
 }

@@ -123,7 +123,11 @@
 // Every failed attempt is counted in kvroute_render_attempt_failures_total
 // {reason}, also when a retry or a hedge made up for it and the render
 // succeeded, so that a renderer failing behind a healthy one shows; a
-// cancelled attempt (a hedge loser abandoned, the caller gone) is not.
+// cancelled attempt (a hedge loser abandoned, the caller gone) is not. The
+// auto mode's discovery probes (Discover, or the first Messages or
+// Responses request) are counted in none of the render metrics: a legacy
+// renderer's 404 on the native probe is expected, not a failure. They take
+// an endpoint's slots like renders.
 //
 // Timers: the wait for a slot, the latency estimates and the hedge timer run
 // on Options.Clock, so tests drive them with telemetry.Manual.

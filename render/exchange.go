@@ -30,6 +30,7 @@ import (
 // abandon the exchange.
 type exchange struct {
 	c      *Client
+	m      *metrics // where the loser is counted (Client.metricsFor)
 	cancel context.CancelFunc
 	wrote  atomic.Bool  // the request was written whole: abandoning it leaves its connection open
 	state  atomic.Int32 // exchRunning, then exchClaimed, exchAbandoned or exchFinished
@@ -54,7 +55,7 @@ var errAbandoned = &Error{Reason: ReasonCanceled, Err: context.Canceled}
 // caller's going away cancels it (through an AfterFunc) unless it was
 // abandoned, and Close cancels it once abandoned.
 func (c *Client) launch(ctx context.Context, t *target, r route, body *wireBody, auth string, n int, res *Result) *exchange {
-	e := &exchange{c: c, done: make(chan struct{})}
+	e := &exchange{c: c, m: c.metricsFor(body), done: make(chan struct{})}
 	ectx := context.WithoutCancel(ctx)
 	if dl, ok := ctx.Deadline(); ok {
 		ectx, e.cancel = context.WithDeadline(ectx, dl)
@@ -135,7 +136,7 @@ func (e *exchange) abandon() {
 	c.backgroundMu.Unlock()
 	if drain {
 		if e.state.CompareAndSwap(exchRunning, exchAbandoned) {
-			c.metrics.loserDrained.Inc()
+			e.m.loserDrained.Inc()
 			// Close may have ended the Client's life before this
 			// abandonment: cancelAbandoned then found the exchange still
 			// running and left it. Either it sees the abandonment or
@@ -154,7 +155,7 @@ func (e *exchange) abandon() {
 	e.cancel()
 	<-e.done
 	if e.err != nil {
-		c.metrics.loserCanceled.Inc() // it ended without an answer; a request in flight closed its connection
+		e.m.loserCanceled.Inc() // it ended without an answer; a request in flight closed its connection
 	}
 }
 

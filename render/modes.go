@@ -135,7 +135,7 @@ func (c *Client) probe(ctx context.Context, r route, auth, name string) (Mode, *
 		native = `{"model":` + string(model) + `,"max_output_tokens":1,"input":"warmup"}`
 	}
 	nb := wholeBody([]byte(native))
-	nb.model = name // to an endpoint serving the model probed
+	nb.model, nb.probe = name, true // to an endpoint serving the model probed
 	err := c.call(ctx, r, &nb, auth, nil)
 	if err == nil {
 		return ModeNative, nil
@@ -147,7 +147,7 @@ func (c *Client) probe(ctx context.Context, r route, auth, name string) (Mode, *
 	}
 	chat := `{"model":` + string(model) + `,"max_tokens":1,"messages":[{"role":"user","content":"warmup"}]}`
 	cb := wholeBody([]byte(chat))
-	cb.model = name
+	cb.model, cb.probe = name, true
 	if cerr := c.call(ctx, routeChat, &cb, auth, nil); cerr != nil {
 		return ModeAuto, cerr
 	}

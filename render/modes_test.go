@@ -3,6 +3,7 @@ package render
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -261,6 +262,68 @@ func TestDiscoveryWaitIsCancellable(t *testing.T) {
 	close(release)
 	require.NoError(t, <-first) // 404 then chat probe succeeds: legacy
 	require.Equal(t, 1, s.hits(messagesPath))
+}
+
+// Mode discovery's probes count in no render metric, as Discover says: a
+// legacy renderer's 404 on the native probe is what discovery expects, and
+// it showed as a failed render attempt
+// (kvroute_render_attempt_failures_total{reason="status"}) and in the queue
+// wait histogram. The render that follows, translated for the legacy
+// renderer, counts as usual, and a probe run inside a render counts no more
+// than that render.
+func TestDiscoveryProbesAreNotCounted(t *testing.T) {
+	s := newFakeVLLM(t, "a")
+	s.on(messagesPath, func(w http.ResponseWriter, r *http.Request) { notFound(w) })
+	reg := prometheus.NewRegistry()
+	c, err := New(testConfig(), Options{Set: telemetry.Set{Registerer: reg}})
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.SetEndpoints([]Endpoint{{ID: "a", URL: s.URL}}))
+
+	m, err := c.Discover(context.Background(), APIMessages, "")
+	require.NoError(t, err)
+	require.Equal(t, ModeLegacy, m)
+	require.Len(t, probes(s), 2, "the native probe, then the chat probe")
+	require.Empty(t, renderCounts(t, reg), "the probes are counted")
+
+	_, err = c.Render(context.Background(), messagesReq())
+	require.NoError(t, err)
+	want := map[string]float64{MetricDuration + `{result="success"}`: 1, metricQueueWait: 1}
+	require.Equal(t, want, renderCounts(t, reg), "one render, counted once")
+
+	// Discovery run by a render: its probes again count in nothing.
+	_, err = c.Render(context.Background(), responsesReq())
+	require.NoError(t, err)
+	require.Len(t, probes(s), 3, "the native Responses probe, answered")
+	want[MetricDuration+`{result="success"}`], want[metricQueueWait] = 2, 2
+	require.Equal(t, want, renderCounts(t, reg))
+}
+
+// renderCounts returns the non-zero render counters and histogram counts
+// on reg, by name and labels; the connection counters (probes use
+// connections like renders) and the gauges are left out.
+func renderCounts(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if strings.HasPrefix(mf.GetName(), "kvroute_render_connections_") {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			v := m.GetCounter().GetValue() + float64(m.GetHistogram().GetSampleCount())
+			if v == 0 {
+				continue
+			}
+			key := mf.GetName()
+			for _, l := range m.GetLabel() {
+				key += "{" + l.GetName() + "=" + strconv.Quote(l.GetValue()) + "}"
+			}
+			out[key] = v
+		}
+	}
+	return out
 }
 
 func TestConfiguredModesDoNotProbe(t *testing.T) {

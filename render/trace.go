@@ -29,12 +29,12 @@ const (
 // tracedAttempt is attempt inside a "render" span when the client traces.
 func (c *Client) tracedAttempt(ctx context.Context, t *target, r route, body *wireBody, auth string, n int, res *Result, ex *exchange) *Error {
 	if c.tracer == nil {
-		return c.countAttempt(c.attempt(ctx, t, r, body, auth, res, ex))
+		return c.countAttempt(body, c.attempt(ctx, t, r, body, auth, res, ex))
 	}
 	ctx, sp := c.tracer.Start(ctx, SpanRender, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
 		AttrEndpoint.String(t.id), AttrRoute.String(t.urls[r]), AttrAttempt.Int(n), AttrRetry.Bool(n > 1)))
 	defer sp.End()
-	err := c.countAttempt(c.attempt(ctx, t, r, body, auth, res, ex))
+	err := c.countAttempt(body, c.attempt(ctx, t, r, body, auth, res, ex))
 	if err != nil {
 		if err.Status != 0 {
 			sp.SetAttributes(AttrStatus.Int(err.Status))
@@ -52,12 +52,13 @@ func (c *Client) tracedAttempt(ctx context.Context, t *target, r route, body *wi
 	return nil
 }
 
-// countAttempt counts a failed attempt in kvroute_render_attempt_failures_total
-// and returns err. A cancelled attempt (a hedge loser abandoned, the caller
-// gone) is no failure of the renderer; an attempt past its deadline is.
-func (c *Client) countAttempt(err *Error) *Error {
+// countAttempt counts a failed attempt of body in
+// kvroute_render_attempt_failures_total and returns err. A cancelled attempt
+// (a hedge loser abandoned, the caller gone) is no failure of the renderer;
+// an attempt past its deadline is. A probe's attempts are not counted.
+func (c *Client) countAttempt(body *wireBody, err *Error) *Error {
 	if err != nil && !errors.Is(err.Err, context.Canceled) {
-		if f := c.metrics.attemptFailures[err.Reason]; f != nil {
+		if f := c.metricsFor(body).attemptFailures[err.Reason]; f != nil {
 			f.Inc()
 		}
 	}

@@ -22,6 +22,9 @@ type wireBody struct {
 	// prompts is the most prompts a completions answer may hold: the
 	// request's (topFields.prompts).
 	prompts int
+	// probe marks a mode-discovery probe: it takes a slot like a render
+	// but is counted in none of the render metrics (Client.metricsFor).
+	probe bool
 }
 
 // wholeBody is b unedited, a body of one prompt.
