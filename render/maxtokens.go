@@ -6,11 +6,13 @@ import "strconv"
 // top-level max_completion_tokens (the Chat Completions API's current
 // name), else max_tokens (Completions, Chat Completions, Anthropic
 // Messages), else max_output_tokens (Responses); of duplicate keys the
-// last, as a JSON decoder keeps it. ok is false when the body is not a
-// JSON object or carries none of them as a positive integer (null, absent,
-// a float, a string): the engine then caps the answer at the context's
-// rest, and a caller uses its own estimate. The body is scanned, not
-// decoded: nested values are skipped.
+// last, as a JSON decoder keeps it. A null counts as absent, as in vLLM
+// ({"max_completion_tokens":null,"max_tokens":100} caps the answer at
+// 100); the first of the three present and not null decides. ok is false
+// when the body is not a JSON object or that one is not a positive integer
+// (a float, a string, 0), or none is there: the engine then caps the answer
+// at the context's rest, and a caller uses its own estimate. The body is
+// scanned, not decoded: nested values are skipped.
 func MaxTokens(body []byte) (n int64, ok bool) {
 	f, err := scanTop(body)
 	if err != nil {
@@ -21,6 +23,9 @@ func MaxTokens(body []byte) (n int64, ok bool) {
 			continue
 		}
 		v := spans[len(spans)-1]
+		if string(body[v.start:v.end]) == "null" {
+			continue
+		}
 		x, err := strconv.ParseInt(string(body[v.start:v.end]), 10, 64)
 		if err != nil || x <= 0 {
 			return 0, false

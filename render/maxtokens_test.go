@@ -3,7 +3,10 @@ package render
 import "testing"
 
 // TestMaxTokens reads the output cap under each API's name, the last of
-// duplicates, and refuses what is not a positive integer.
+// duplicates, passes over a null to the next name (as vLLM does: a chat
+// body's "max_completion_tokens": null with "max_tokens": 100 is capped at
+// 100, where MaxTokens reported no cap), and refuses what is not a positive
+// integer.
 func TestMaxTokens(t *testing.T) {
 	for _, tc := range []struct {
 		body string
@@ -17,6 +20,10 @@ func TestMaxTokens(t *testing.T) {
 		{`{"max_tokens":1,"max_tokens":7}`, 7, true},
 		{`{"messages":[{"max_tokens":5}]}`, 0, false},
 		{`{"max_tokens":null}`, 0, false},
+		{`{"messages":[],"max_completion_tokens":null,"max_tokens":100}`, 100, true},
+		{`{"max_completion_tokens":64,"max_completion_tokens":null,"max_tokens":100}`, 100, true},
+		{`{"max_tokens":null,"max_output_tokens":900}`, 900, true},
+		{`{"max_completion_tokens":null,"max_tokens":null}`, 0, false},
 		{`{"max_tokens":0}`, 0, false},
 		{`{"max_tokens":-3}`, 0, false},
 		{`{"max_tokens":2.5}`, 0, false},
