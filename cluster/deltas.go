@@ -140,7 +140,11 @@ type peerView struct {
 	recorded bool      // a read has found this peer's record at least once
 	created  time.Time // when the first change of this peer arrived
 	pending  []delta
-	bytes    int // what pending counts against MaxPendingDeltaBytes
+	// bytes is what pending counts against MaxPendingDeltaBytes. Every path
+	// that drops a pending change takes its bytes off both bytes and
+	// Replica.pendingBytes, which is the sum of the views' bytes: eviction
+	// subtracts a view's bytes from the total.
+	bytes int
 }
 
 // applyDelta applies one peer's load change received on the channel: at

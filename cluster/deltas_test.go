@@ -257,5 +257,91 @@ func TestLoadChangesOfAFloodingPeerDoNotShutOutTheOthers(t *testing.T) {
 	a.read()
 	require.Equal(t, [2]int64{10, 10}, peerLoad(tr, floodEP), "the flooder's record is its load")
 	require.Equal(t, [2]int64{20, 4}, peerLoad(tr, honestEP))
+	requirePendingBytesConsistent(t, a)
+	a.Close()
+}
+
+// requirePendingBytesConsistent checks the accounting of the peers' pending
+// changes: each view counts its own changes' bytes, the total is the sum of
+// the views' counts, and it is never negative.
+func requirePendingBytesConsistent(t *testing.T, r *Replica) {
+	t.Helper()
+	r.viewsMu.Lock()
+	defer r.viewsMu.Unlock()
+	sum := 0
+	for id, v := range r.views {
+		held := 0
+		for _, d := range v.pending {
+			held += deltaBytes(d.endpoint)
+		}
+		require.Equal(t, held, v.bytes, "peer %s counts the bytes of the changes it holds", id)
+		sum += v.bytes
+	}
+	require.Equal(t, sum, r.pendingBytes, "the total is the sum of the peers' counts")
+	require.GreaterOrEqual(t, r.pendingBytes, 0)
+}
+
+// Taking an endpoint out of the set forgets the peers' pending changes
+// naming it, and their bytes leave the count of the peer that sent them as
+// well as the total. Before, only the total lost them: when that peer was
+// later evicted as the one over its share, its stale count was subtracted
+// again, the total went negative and MaxPendingDeltaBytes stopped bounding
+// the changes held.
+func TestRemovedEndpointsChangesLeaveTheirPeersByteCount(t *testing.T) {
+	defer leakcheck.Check(t)()
+	srv := redistest.Start(t)
+	defer srv.Stop()
+	const epX, epY, epZ = "10.0.0.11:8000", "10.0.0.12:8000", "10.0.0.13:8000"
+	db := deltaBytes(epX)
+	flood, honest := newNamedGhost(t, srv.Addr, "flood"), newNamedGhost(t, srv.Addr, "honest")
+	flood.record(10, time.Hour)
+	honest.record(10, time.Hour)
+	a, tr := quietReplica(t, srv.Addr, "a", func(c *Config) { c.MaxPendingDeltaBytes = 4 * db })
+	defer a.Close()
+	require.Len(t, a.Peers(), 2)
+
+	x := delta{endpoint: epX, tokens: 1, requests: 1}
+	flood.publish(11, x, x, x, x)
+	require.Eventually(t, func() bool { return peerLoad(tr, epX) == [2]int64{4, 4} }, deltaWait, time.Millisecond)
+	require.Equal(t, 4*db, a.PendingDeltaBytes())
+	requirePendingBytesConsistent(t, a)
+
+	// epX leaves the endpoint set: flood's pending changes on it are forgotten.
+	var keep []string
+	for _, id := range testEndpointIDs() {
+		if id != epX {
+			keep = append(keep, id)
+		}
+	}
+	reads := a.Stats().Reads
+	a.SetEndpoints(keep)
+	require.Zero(t, a.PendingDeltaBytes())
+	requirePendingBytesConsistent(t, a)
+	require.Eventually(t, func() bool { return a.Stats().Reads > reads }, deltaWait, time.Millisecond)
+
+	y := delta{endpoint: epY, tokens: 1, requests: 1}
+	flood.publish(15, y, y, y, y)
+	require.Eventually(t, func() bool { return peerLoad(tr, epY) == [2]int64{4, 4} }, deltaWait, time.Millisecond)
+	require.Equal(t, 4*db, a.PendingDeltaBytes(), "the bound is full with flood's four changes on epY")
+	requirePendingBytesConsistent(t, a)
+
+	// honest is within its share: flood, over its share, loses its changes.
+	honest.publish(11, delta{endpoint: epZ, tokens: 5, requests: 1})
+	require.Eventually(t, func() bool { return peerLoad(tr, epZ) == [2]int64{5, 1} }, deltaWait, time.Millisecond)
+	require.Equal(t, [2]int64{}, peerLoad(tr, epY), "flood's changes were evicted")
+	require.Equal(t, db, a.PendingDeltaBytes(), "honest's one change is what is held")
+	requirePendingBytesConsistent(t, a)
+
+	// The bound still holds: of honest's next seven changes three fit and
+	// fill it; the other four are dropped, honest being then over its share.
+	dropped := testutil.ToFloat64(a.met.deltasDropped[deltaDropMemory])
+	z := delta{endpoint: epZ, tokens: 1, requests: 1}
+	honest.publish(12, z, z, z, z, z, z, z)
+	require.Eventually(t, func() bool {
+		return testutil.ToFloat64(a.met.deltasDropped[deltaDropMemory]) == dropped+4
+	}, deltaWait, time.Millisecond)
+	require.Equal(t, [2]int64{8, 4}, peerLoad(tr, epZ))
+	require.Equal(t, 4*db, a.PendingDeltaBytes(), "never over MaxPendingDeltaBytes")
+	requirePendingBytesConsistent(t, a)
 	a.Close()
 }

@@ -60,8 +60,9 @@ func (r *Replica) SetEndpoints(ids []string) {
 		for _, d := range v.pending {
 			if _, ok := set[d.endpoint]; ok {
 				kept = append(kept, d)
-			} else {
+			} else { // off the peer's count as well as the total: evicting the peer subtracts its count again
 				r.pendingBytes -= deltaBytes(d.endpoint)
+				v.bytes -= deltaBytes(d.endpoint)
 			}
 		}
 		clear(v.pending[len(kept):])

@@ -233,6 +233,7 @@ func TestEndpointRemovedFromTheSetIsForgotten(t *testing.T) {
 	reads := x.r.Stats().Reads
 	x.r.SetEndpoints([]string{known})
 	require.Equal(t, deltaBytes(known), x.r.PendingDeltaBytes(), "the removed endpoint's change is forgotten")
+	requirePendingBytesConsistent(t, x.r)
 	require.Eventually(t, func() bool { return x.r.Stats().Reads > reads }, deltaWait, time.Millisecond)
 	require.Equal(t, [2]int64{}, peerLoad(x.tr, other), "its peer load goes at the read SetEndpoints asks for")
 	require.Equal(t, [2]int64{70, 1}, peerLoad(x.tr, known), "the kept endpoint's pending change stays")
