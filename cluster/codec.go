@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 
 	"github.com/kvroute/kvroute/kvindex"
 )
@@ -206,6 +207,38 @@ func appendDecision(b []byte, endpoint string, keys []kvindex.Key) []byte {
 		b = binary.LittleEndian.AppendUint64(b, uint64(k))
 	}
 	return b
+}
+
+// uvarintLen is the length of x as an unsigned varint.
+func uvarintLen(x uint64) int { return (bits.Len64(x|1) + 6) / 7 }
+
+// varintLen is the length of x as a zigzag (signed) varint.
+func varintLen(x int64) int { return uvarintLen(uint64(x<<1) ^ uint64(x>>63)) }
+
+// messageOverhead is the most a decision message from sender holds besides
+// its decisions and load changes: the header with any decision count, and
+// the load changes' first number and count.
+func messageOverhead(sender string) int {
+	return 2 + uvarintLen(uint64(len(sender))) + len(sender) + 3*binary.MaxVarintLen64
+}
+
+// decisionWireBytes is what appendDecision appends for a decision of keys
+// keys whose endpoint name is endpointLen bytes.
+func decisionWireBytes(endpointLen, keys int) int {
+	return uvarintLen(uint64(endpointLen)) + endpointLen + uvarintLen(uint64(keys)) + 8*keys
+}
+
+// maxDecisionKeys is the most keys a decision of the replica sender can
+// carry and still fit a message of its own, whatever endpoint name a peer
+// accepts (up to maxNameBytes): over 130,000 (the key count's varint takes
+// 3 bytes at most below 2^21).
+func maxDecisionKeys(sender string) int {
+	return (maxMessageBytes - messageOverhead(sender) - decisionWireBytes(maxNameBytes, 0) + 1 - 3) / 8
+}
+
+// deltaWireBytes is what appendDeltas appends for one load change.
+func deltaWireBytes(d delta) int {
+	return uvarintLen(uint64(len(d.endpoint))) + len(d.endpoint) + varintLen(d.tokens) + varintLen(d.requests)
 }
 
 // appendDeltas appends the message's load changes, numbered from

@@ -131,7 +131,7 @@ func TestDecisionQueueBoundedAndReused(t *testing.T) {
 	require.True(t, q.push("b", keys[:1]))
 	require.False(t, q.push("c", keys), "full")
 	var dq deltaQueue
-	got, _, _ := q.take(&dq)
+	got, _ := q.take(&dq)
 	require.Len(t, got, 2)
 	require.Equal(t, "a", got[0].endpoint)
 	require.Equal(t, keys, got[0].keys)
@@ -165,7 +165,7 @@ func TestPublishDoesNotAllocate(t *testing.T) {
 	require.Positive(t, r.stats.dropped.Load(), "a full queue drops")
 	r.q.take(&r.dq)
 	r.Publish("10.0.0.1:8000", keys)
-	got, _, _ := r.q.take(&r.dq)
+	got, _ := r.q.take(&r.dq)
 	require.NotEmpty(t, got)
 	require.Len(t, got[0].keys, cfg.MaxKeysPerDecision)
 	var nilReplica *Replica

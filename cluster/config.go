@@ -89,7 +89,8 @@ type Config struct {
 	MaxPendingDeltaBytes int `json:"maxPendingDeltaBytes"`
 	// MaxKeysPerDecision caps the block keys a decision carries (the
 	// prompt's leading blocks; the rest are not shared). Default 512
-	// (32,768 tokens at block size 64).
+	// (32,768 tokens at block size 64); at most about 130,000, so that a
+	// decision fits a message (1 MiB).
 	MaxKeysPerDecision int `json:"maxKeysPerDecision"`
 	// MaxPeers caps the peer records read; more are ignored and counted.
 	// Default 64.
@@ -183,6 +184,9 @@ func (c Config) Validate() error {
 		return bad("queue and cap settings must not be negative")
 	case c.DB < 0:
 		return bad("db %d is negative", c.DB)
+	case c.MaxKeysPerDecision > maxDecisionKeys(c.ReplicaID):
+		return bad("maxKeysPerDecision %d: a decision of that many keys does not fit a message of %d bytes (at most %d keys)",
+			c.MaxKeysPerDecision, maxMessageBytes, maxDecisionKeys(c.ReplicaID))
 	}
 	return nil
 }

@@ -72,15 +72,15 @@ func (q *decisionQueue) push(endpoint string, keys []kvindex.Key) bool {
 
 // take swaps the halves of both queues (decisions, and dq's load changes,
 // which share the lock) and returns what was queued, valid until the next
-// take, with the number of the first load change.
-func (q *decisionQueue) take(dq *deltaQueue) ([]slot, []delta, uint64) {
+// take.
+func (q *decisionQueue) take(dq *deltaQueue) ([]slot, []delta) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	full := q.active[:q.n]
 	q.active, q.spare, q.n = q.spare, q.active, 0
 	deltas := dq.active[:dq.n]
 	dq.active, dq.spare, dq.n = dq.spare, dq.active, 0
-	return full, deltas, dq.first
+	return full, deltas
 }
 
 func (q *decisionQueue) close() {
@@ -190,28 +190,50 @@ func (r *Replica) sleep(d time.Duration) bool {
 	}
 }
 
-// flush sends the queued decisions and load changes, as many per message as
-// fit flushBytes (the load changes ride in the last message), reusing buf;
-// it returns buf and the number of decisions and changes taken.
+// flush sends the queued decisions and load changes, reusing buf; it
+// returns buf and the number of decisions and changes taken. A message
+// takes decisions, then load changes, until it reaches flushBytes, and
+// never more than maxMessageBytes, the bound its receivers check: a burst
+// of changes travels in several messages, sent in order, each numbering
+// its first change (the changes' numbers follow one another), so the peers
+// apply them all, in order. Validate makes room in a message for a
+// decision of MaxKeysPerDecision keys; a decision or change too large for
+// a message of its own (an endpoint name of about 1 MiB, which no peer
+// would accept anyway) is dropped and counted (too_large).
 func (r *Replica) flush(buf []byte) ([]byte, int) {
-	batch, deltas, first := r.q.take(&r.dq)
+	batch, deltas := r.q.take(&r.dq)
 	taken := len(batch) + len(deltas)
+	overhead := messageOverhead(r.cfg.ReplicaID)
 	for len(batch) > 0 || len(deltas) > 0 {
-		n, size := 0, 0
-		for n < len(batch) && (n == 0 || size < flushBytes) {
-			size += len(batch[n].endpoint) + 8*len(batch[n].keys) + 8
+		n, m, size := 0, 0, overhead
+		fits := func(b int) bool { return size < flushBytes && size+b <= maxMessageBytes }
+		for n < len(batch) && fits(decisionWireBytes(len(batch[n].endpoint), len(batch[n].keys))) {
+			size += decisionWireBytes(len(batch[n].endpoint), len(batch[n].keys))
 			n++
+		}
+		for n == len(batch) && m < len(deltas) && fits(deltaWireBytes(deltas[m])) {
+			size += deltaWireBytes(deltas[m])
+			m++
+		}
+		if n == 0 && m == 0 { // the next one does not fit an empty message
+			if len(batch) > 0 {
+				batch = batch[1:]
+				r.stats.dropped.Add(1)
+				r.met.dropped[dropTooLarge].Inc()
+			} else {
+				deltas = deltas[1:]
+				r.met.deltasDropped[deltaDropTooLarge].Inc()
+			}
+			continue
 		}
 		buf = appendDecisionHeader(buf[:0], r.cfg.ReplicaID, n)
 		for _, s := range batch[:n] {
 			buf = appendDecision(buf, s.endpoint, s.keys)
 		}
 		batch = batch[n:]
-		m := 0
-		if len(batch) == 0 && len(deltas) > 0 {
-			m = len(deltas)
-			buf = appendDeltas(buf, first, deltas)
-			deltas = deltas[:0]
+		if m > 0 {
+			buf = appendDeltas(buf, deltas[0].seq, deltas[:m])
+			deltas = deltas[m:]
 		}
 		r.send(buf, n, m)
 	}

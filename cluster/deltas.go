@@ -40,7 +40,6 @@ type deltaQueue struct {
 	active, spare []delta
 	n             int
 	seq           uint64 // last number given
-	first         uint64 // number of active[0]
 	// totals is the local load as the changes numbered up to seq sum it
 	// (plus the tracker's load when the replica started observing it): what
 	// a record publishes with seq. Its entries are endpoints with load, so
@@ -70,9 +69,6 @@ func (r *Replica) observe(endpoint string, tokens, requests int64) {
 		return
 	}
 	dq.seq++
-	if dq.n == 0 {
-		dq.first = dq.seq
-	}
 	dq.active[dq.n] = delta{endpoint: endpoint, seq: dq.seq, tokens: tokens, requests: requests}
 	dq.n++
 	q.mu.Unlock()

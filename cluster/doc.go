@@ -71,7 +71,13 @@
 // about 280 bytes). The queue is bounded and preallocated (DecisionQueue,
 // double-buffered: 2 × DecisionQueue × MaxKeysPerDecision × 8 bytes, 1 MiB
 // with the defaults); a full queue, a failed publish or a degraded replica
-// drops decisions and counts them.
+// drops decisions and counts them. A batch larger than 256 KiB, of
+// decisions or of load changes, goes as several messages, in order, the
+// load changes numbered on from one message to the next; none is over
+// 1 MiB, the bound every receiver checks (Validate keeps
+// MaxKeysPerDecision within it; a decision or change that fits no message,
+// which takes an endpoint name of about 1 MiB, is dropped and counted as
+// too_large).
 //
 // # Shared session affinity
 //

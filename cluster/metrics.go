@@ -21,10 +21,11 @@ var opNames = [numOps]string{"refresh", "read", "publish", "subscribe"}
 const (
 	dropQueueFull = iota
 	dropRedis
+	dropTooLarge
 	numDrops
 )
 
-var dropNames = [numDrops]string{"queue_full", "redis_error"}
+var dropNames = [numDrops]string{"queue_full", "redis_error", "too_large"}
 
 // Reasons a load change is not published or not applied.
 const (
@@ -32,10 +33,11 @@ const (
 	deltaDropRedis
 	deltaDropMemory
 	deltaDropDegraded
+	deltaDropTooLarge
 	numDeltaDrops
 )
 
-var deltaDropNames = [numDeltaDrops]string{"queue_full", "redis_error", "memory", "degraded"}
+var deltaDropNames = [numDeltaDrops]string{"queue_full", "redis_error", "memory", "degraded", "too_large"}
 
 type metrics struct {
 	degraded          prometheus.Gauge
@@ -80,11 +82,11 @@ func newMetrics(set telemetry.Set) (*metrics, error) {
 	}, []string{"op"})
 	drops := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kvroute_cluster_decisions_dropped_total",
-		Help: "Routing decisions not shared with the other replicas, by reason (queue_full: the publish queue was full; redis_error: the publish failed).",
+		Help: "Routing decisions not shared with the other replicas, by reason (queue_full: the publish queue was full; redis_error: the publish failed; too_large: larger than a message on its own, an endpoint name of about 1 MiB).",
 	}, []string{"reason"})
 	deltaDrops := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kvroute_cluster_load_changes_dropped_total",
-		Help: "Load changes (dispatches, releases) not shared or not applied, by reason (queue_full: this replica's publish queue was full; redis_error: the publish failed; memory: over maxPendingDeltaBytes or maxPeers here; degraded: received while this replica routes on local load, Redis unreachable). The peers then go by the next record.",
+		Help: "Load changes (dispatches, releases) not shared or not applied, by reason (queue_full: this replica's publish queue was full; redis_error: the publish failed; memory: over maxPendingDeltaBytes or maxPeers here; degraded: received while this replica routes on local load, Redis unreachable; too_large: larger than a message on its own, an endpoint name of about 1 MiB). The peers then go by the next record.",
 	}, []string{"reason"})
 	epDrops := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kvroute_cluster_endpoints_dropped_total",
