@@ -103,8 +103,12 @@ func newClient(cfg Config, lim respLimits, refused func(reason int)) redis.Unive
 // also returns, a *redis.ClusterClient or a *redis.Ring): the same servers,
 // credentials, TLS, timeouts and pool size, its connections bounded by lim.
 // Bounding the user's client itself would refuse the user's own large
-// values. owned is false for any other UniversalClient, which is returned
-// as is and read unbounded.
+// values. As in newClient, the copy honours context deadlines
+// (ContextTimeoutEnabled), so that OpTimeout, which the replica passes as
+// a context deadline, bounds every operation whatever the user's timeouts
+// (go-redis otherwise waits out ReadTimeout, 3 s by default), and retries
+// no command (MaxRetries -1). owned is false for any other
+// UniversalClient, which is returned as is and read unbounded.
 func clientFrom(user redis.UniversalClient, lim respLimits, refused func(reason int)) (rdb redis.UniversalClient, owned bool) {
 	switch c := user.(type) {
 	case *redis.Client:
@@ -113,6 +117,7 @@ func clientFrom(user redis.UniversalClient, lim respLimits, refused func(reason 
 			o.Dialer = redis.NewDialer(c.Options())
 		}
 		o.Dialer = boundedDialer(o.Dialer, lim, refused)
+		o.ContextTimeoutEnabled, o.MaxRetries = true, -1
 		return redis.NewClient(&o), true
 	case *redis.ClusterClient:
 		o := *c.Options()
@@ -120,6 +125,7 @@ func clientFrom(user redis.UniversalClient, lim respLimits, refused func(reason 
 			o.Dialer = redis.NewDialer(&redis.Options{DialTimeout: o.DialTimeout, TLSConfig: o.TLSConfig})
 		}
 		o.Dialer = boundedDialer(o.Dialer, lim, refused)
+		o.ContextTimeoutEnabled, o.MaxRetries = true, -1
 		return redis.NewClusterClient(&o), true
 	case *redis.Ring:
 		o := *c.Options()
@@ -127,6 +133,7 @@ func clientFrom(user redis.UniversalClient, lim respLimits, refused func(reason 
 			o.Dialer = redis.NewDialer(&redis.Options{DialTimeout: o.DialTimeout, TLSConfig: o.TLSConfig})
 		}
 		o.Dialer = boundedDialer(o.Dialer, lim, refused)
+		o.ContextTimeoutEnabled, o.MaxRetries = true, -1
 		return redis.NewRing(&o), true
 	}
 	return user, false

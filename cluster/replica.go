@@ -36,7 +36,10 @@ type Options struct {
 	// *redis.Ring lends its options (servers, credentials, TLS, timeouts,
 	// pool size) to a client of the Replica's own, whose connections read
 	// bounded replies (see the package doc) and which Close closes; hooks
-	// added to Client are not carried over. Client itself is left as it
+	// added to Client are not carried over. As with the client New builds
+	// from Addrs, OpTimeout bounds each of its operations (it honours
+	// context deadlines, ContextTimeoutEnabled, whatever Client's setting)
+	// and it retries no command (the loops retry at their next period). Client itself is left as it
 	// is, so its other users' commands read values of any size, and the
 	// Replica does not close it. Any other UniversalClient is used as is,
 	// its replies unbounded, and New logs a warning.
