@@ -283,11 +283,16 @@ func (r *Replica) subscribe() *redis.PubSub {
 	return r.rdb.Subscribe(ctx, r.keys.channel)
 }
 
-// receiveLoop applies the peers' decisions as speculative index entries.
-// go-redis reconnects and resubscribes a broken subscription on the next
-// receive; the loop waits ReadPeriod between failed attempts.
+// receiveLoop applies the peers' decisions as speculative index entries,
+// from ps or, when it is nil (New's read failed: New does not wait for a
+// third operation on a Redis that does not answer), from a subscription it
+// opens first. go-redis reconnects and resubscribes a broken subscription
+// on the next receive; the loop waits ReadPeriod between failed attempts.
 func (r *Replica) receiveLoop(ps *redis.PubSub) {
 	defer r.wg.Done()
+	if ps == nil {
+		ps = r.subscribe()
+	}
 	stop := context.AfterFunc(r.ctx, func() { _ = ps.Close() }) // interrupts a blocked receive
 	defer stop()
 	defer ps.Close()

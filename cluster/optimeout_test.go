@@ -9,6 +9,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/redistest"
 	"github.com/kvroute/kvroute/kvindex"
 	"github.com/kvroute/kvroute/tokenload"
 )
@@ -115,4 +117,53 @@ func TestUserClientCopiesHonourContextDeadlines(t *testing.T) {
 		require.NoError(t, rdb.Close())
 		require.NoError(t, user.Close())
 	}
+}
+
+// New against a Redis that never answers waits out its refresh and its
+// read, 2 × OpTimeout as its doc says, and leaves the subscription to the
+// receiving goroutine. Before, it also waited out the subscription: 3 ×
+// OpTimeout. OpTimeout is long enough here that the bound, 2 × OpTimeout
+// plus 2 s of slack for a loaded machine, is under 3 × OpTimeout.
+func TestNewOnAHungRedisWaitsOutOnlyItsRefreshAndRead(t *testing.T) {
+	addr := hungServer(t)
+	const op = 2500 * time.Millisecond
+	r, took := hungReplica(t, addr, nil, op)
+	require.Less(t, took, 2*op+2*time.Second, "New took %v with OpTimeout %v", took, op)
+	require.GreaterOrEqual(t, took, op, "New waited on its refresh and read")
+	r.cleanup = false // no record to delete from a Redis that never answers
+	r.Close()
+}
+
+// A replica started while Redis is down (so New did not subscribe)
+// subscribes from its receiving goroutine: once Redis is back, a peer's
+// load change reaches it over pub/sub.
+func TestReplicaStartedWithoutRedisSubscribesWhenRedisAnswers(t *testing.T) {
+	defer leakcheck.Check(t)()
+	srv := redistest.Start(t)
+	defer srv.Stop()
+	require.NoError(t, srv.Stop())
+	ix, err := kvindex.New(kvindex.Config{SweepInterval: -1}, kvindex.Options{})
+	require.NoError(t, err)
+	defer ix.Close()
+	tr, err := tokenload.NewTracker(tokenload.Options{})
+	require.NoError(t, err)
+	cfg := Config{Addrs: []string{srv.Addr}, Pool: "d", ReplicaID: "a", Lease: 3 * time.Hour,
+		RefreshPeriod: 50 * time.Millisecond, ReadPeriod: 50 * time.Millisecond, OpTimeout: 2 * time.Second}
+	r, err := New(cfg, ix, tr, Options{})
+	require.NoError(t, err)
+	defer r.Close()
+	require.True(t, r.Degraded())
+	r.SetEndpoints(testEndpointIDs())
+
+	require.NoError(t, srv.Restart())
+	require.Eventually(t, func() bool { return !r.Degraded() }, deltaWait, time.Millisecond)
+	g := newGhost(t, srv.Addr)
+	const ep = "10.0.0.1:8000"
+	seq := uint64(1)
+	require.Eventually(t, func() bool { // published until the subscription, retried in the background, is up
+		seq++
+		g.publish(seq, delta{endpoint: ep, tokens: 1, requests: 1})
+		return peerLoad(tr, ep)[1] > 0
+	}, deltaWait, 10*time.Millisecond)
+	r.Close()
 }

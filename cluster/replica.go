@@ -153,7 +153,9 @@ type Stats struct {
 // router's load tracker, whose local load is published and whose peer load
 // is replaced on every read. Redis being unreachable is not an error: the
 // replica starts degraded and joins when Redis answers (New then takes up to
-// 2 × OpTimeout). Close leaves the pool.
+// 2 × OpTimeout, its refresh's and its read's: the subscription to the
+// peers' decisions, opened before New returns when its read succeeds, is
+// then left to the background). Close leaves the pool.
 func New(cfg Config, index *kvindex.Index, tracker *tokenload.Tracker, opts Options) (*Replica, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -182,11 +184,17 @@ func New(cfg Config, index *kvindex.Index, tracker *tokenload.Tracker, opts Opti
 	}
 	r.refresh()
 	r.read()
+	answered := !r.Degraded()
 	r.wg.Add(2)
 	go r.loop(cfg.RefreshPeriod, r.refresh, nil)
 	go r.loop(cfg.ReadPeriod, r.read, r.readNow)
 	if !cfg.DisableSharedDecisions {
-		ps := r.subscribe()
+		// Redis answered the read: subscribe before returning, so that the
+		// peers' next messages arrive. Else the receive loop subscribes (nil).
+		var ps *redis.PubSub
+		if answered {
+			ps = r.subscribe()
+		}
 		r.wg.Add(2)
 		go r.publishLoop()
 		go r.receiveLoop(ps)
