@@ -96,7 +96,10 @@ type Config struct {
 	// Default 64.
 	MaxPeers int `json:"maxPeers"`
 	// MaxEndpoints caps the endpoints in one record, ours or a peer's.
-	// Default 4096.
+	// Default 4096. A record this replica writes also stays within the
+	// 1 MiB every peer accepts: with the longest endpoint names fewer
+	// loaded endpoints fit, and the loads of the others are left out of
+	// that record.
 	MaxEndpoints int `json:"maxEndpoints"`
 }
 

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"encoding/binary"
 	"time"
 
 	"github.com/kvroute/kvroute/tokenload"
@@ -106,9 +107,17 @@ func (r *Replica) watchLoad() {
 // counted twice until the next record).
 func (r *Replica) localLoad() (uint64, []EndpointLoad) {
 	var loads []EndpointLoad
+	room := recordLoadBytes // what the loads may take of a record every peer accepts
+	fits := func(ep string) bool {
+		if len(loads) >= r.cfg.MaxEndpoints || loadWireBytes(ep) > room {
+			return false
+		}
+		room -= loadWireBytes(ep)
+		return true
+	}
 	if r.cfg.DisableSharedDecisions { // no changes travel: the tracker's totals are the whole story
 		r.tracker.Range(func(ep string, tokens, requests int64) bool {
-			if tokens > 0 || requests > 0 {
+			if (tokens > 0 || requests > 0) && fits(ep) {
 				loads = append(loads, EndpointLoad{Endpoint: ep, Tokens: tokens, Requests: requests})
 			}
 			return len(loads) < r.cfg.MaxEndpoints
@@ -121,12 +130,24 @@ func (r *Replica) localLoad() (uint64, []EndpointLoad) {
 		switch {
 		case t.tokens == 0 && t.requests == 0:
 			delete(r.dq.totals, ep) // idle: forgotten, so the map holds loaded endpoints only
-		case (t.tokens > 0 || t.requests > 0) && len(loads) < r.cfg.MaxEndpoints:
+		case (t.tokens > 0 || t.requests > 0) && fits(ep):
 			loads = append(loads, EndpointLoad{Endpoint: ep, Tokens: t.tokens, Requests: t.requests})
 		}
 	}
 	return r.dq.seq, loads
 }
+
+// recordLoadBytes is what a record's loads may take: maxRecordBytes less
+// room for the rest (the magic and version, the snapshot URL of at most
+// maxNameBytes, the time, the sequence number, the counts and the
+// admission queues' few bands), so that a record never exceeds what peers
+// accept. With MaxEndpoints endpoints of the longest names it binds, and
+// the loads of the endpoints beyond it are left out of that record.
+const recordLoadBytes = maxRecordBytes - 64<<10
+
+// loadWireBytes is the most one endpoint's load takes in a record: its
+// name with a 3-byte length and two 10-byte uvarints.
+func loadWireBytes(ep string) int { return len(ep) + 3 + 2*binary.MaxVarintLen64 }
 
 // peerView is what this replica holds of one peer's load beyond its last
 // record: the record's sequence number and the peer's changes above it.
