@@ -1,9 +1,11 @@
 package checkpoint
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/http"
 	"os"
@@ -29,7 +31,8 @@ type IndexSource interface {
 	// Load fills ix — freshly created, with no endpoints — or returns an
 	// error and leaves ix empty; it never loads part of a state. An
 	// ErrNoSnapshot error means the source has nothing to offer (a missing
-	// file), which is not a failure.
+	// file), which is not a failure. When ctx ends first, Load returns
+	// promptly with an error wrapping ctx's.
 	Load(ctx context.Context, ix *kvindex.Index) (kvindex.SnapshotInfo, error)
 }
 
@@ -54,17 +57,35 @@ func (s FileSource) String() string { return s.Path }
 // Load reads the file into ix; a missing file is ErrNoSnapshot. A file the
 // reader refuses (truncated, corrupt, another version or block size) is
 // renamed to Path + ".rejected" for inspection, so that the next checkpoint
-// does not destroy it.
-func (s FileSource) Load(_ context.Context, ix *kvindex.Index) (kvindex.SnapshotInfo, error) {
-	f, err := os.Open(s.Path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return kvindex.SnapshotInfo{}, fmt.Errorf("%w: checkpoint %s does not exist", ErrNoSnapshot, s.Path)
+// does not destroy it. When ctx ends first, Load returns ctx's error at
+// once and leaves ix empty, even if the file system never answers the open
+// or a read (a hung network mount): the file is opened and read on a
+// goroutine of its own, which ends when the file system answers.
+func (s FileSource) Load(ctx context.Context, ix *kvindex.Index) (kvindex.SnapshotInfo, error) {
+	ctx, cancel := context.WithCancel(ctx) // ends the file's goroutine when Load returns
+	defer cancel()
+	pr, pw := io.Pipe()
+	opened := make(chan error, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		pw.CloseWithError(copyFile(ctx, s.Path, pw, opened))
+	}()
+	select {
+	case err := <-opened:
+		if errors.Is(err, fs.ErrNotExist) {
+			return kvindex.SnapshotInfo{}, fmt.Errorf("%w: checkpoint %s does not exist", ErrNoSnapshot, s.Path)
+		}
+		if err != nil {
+			return kvindex.SnapshotInfo{}, fmt.Errorf("kvroute: checkpoint %s: %w", s.Path, err)
+		}
+	case <-ctx.Done():
+		return kvindex.SnapshotInfo{}, fmt.Errorf("kvroute: checkpoint %s: opening abandoned: %w", s.Path, context.Cause(ctx))
 	}
-	if err != nil {
-		return kvindex.SnapshotInfo{}, fmt.Errorf("kvroute: checkpoint %s: %w", s.Path, err)
-	}
-	info, err := ix.ReadSnapshot(f, kvindex.SnapshotReadOptions{MaxSectionBytes: s.MaxSectionBytes})
-	_ = f.Close()
+	stop := context.AfterFunc(ctx, func() { pr.CloseWithError(context.Cause(ctx)) })
+	info, err := ix.ReadSnapshot(bufio.NewReaderSize(pr, 64<<10), kvindex.SnapshotReadOptions{MaxSectionBytes: s.MaxSectionBytes})
+	stop()
+	_ = pr.Close() // a file going on past what was read stops being copied
 	if err != nil {
 		var se *kvindex.SnapshotError
 		if errors.As(err, &se) && se.Reason != kvindex.SnapshotReasonRead {
@@ -72,9 +93,30 @@ func (s FileSource) Load(_ context.Context, ix *kvindex.Index) (kvindex.Snapshot
 				return info, fmt.Errorf("kvroute: checkpoint %s (kept as %s.rejected): %w", s.Path, s.Path, err)
 			}
 		}
+		if ctx.Err() != nil {
+			return info, fmt.Errorf("kvroute: checkpoint %s: reading abandoned: %w", s.Path, context.Cause(ctx))
+		}
 		return info, fmt.Errorf("kvroute: checkpoint %s: %w", s.Path, err)
 	}
+	<-done // the file was read to its end: its goroutine has closed it
 	return info, nil
+}
+
+// copyFile opens path, reports the outcome on opened and copies the file to
+// w until its end, an error, or ctx's end, which closes the file: that cuts
+// a read waiting on a pipe at once, while a regular file's read ends when
+// the file system answers.
+func copyFile(ctx context.Context, path string, w io.Writer, opened chan<- error) error {
+	f, err := os.Open(path)
+	opened <- err
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	stop := context.AfterFunc(ctx, func() { _ = f.Close() })
+	defer stop()
+	_, err = io.Copy(w, f)
+	return err
 }
 
 // PeerSource loads the snapshot a peer router serves (Keeper.Handler),
