@@ -75,9 +75,10 @@ type Keeper struct {
 // Options.Sources. The first that loads wins; every outcome is logged and
 // counted in kvroute_index_restore_total, and when none loads ix stays
 // empty, which is not an error. Restore fails only when its metrics cannot
-// be registered or ctx ends: it then returns an error wrapping ctx's error
-// promptly, leaving ix empty and nothing registered. Nothing runs until
-// Start.
+// be registered or ctx ends before a source has loaded: it then returns an
+// error wrapping ctx's error promptly, leaving ix empty and nothing
+// registered (a source that loaded as ctx ended is kept). Nothing runs
+// until Start.
 func Restore(ctx context.Context, ix *kvindex.Index, cfg Config, boot BootstrapConfig, opts Options) (*Keeper, error) {
 	met := newMetrics()
 	if err := opts.Register(met.collectors()...); err != nil {

@@ -89,7 +89,8 @@ func (ps configuredPeers) loadPeers(ctx context.Context, ix *kvindex.Index, time
 // report (nil: none) is called once for each peer that loaded or failed;
 // peers cancelled because another began first, or because ctx ended, are
 // not reported. When ctx ends, racePeers returns its error promptly,
-// leaving ix empty. The hedge and the progress watches run on the clock ctx
+// leaving ix empty, unless a peer's snapshot has loaded whole by then: that
+// one is kept, reported and returned. The hedge and the progress watches run on the clock ctx
 // carries (withClock; the wall clock without); timeout is a wall-clock
 // bound on the HTTP transfer.
 //
@@ -176,7 +177,7 @@ func racePeers(ctx context.Context, ix *kvindex.Index, peers []PeerSource, timeo
 				a.load(ix)
 			}
 			a.close()
-			if ctx.Err() != nil {
+			if a.err != nil && ctx.Err() != nil { // a snapshot loaded as ctx ended is kept, as restore keeps a source's
 				stopAll()
 				return kvindex.SnapshotInfo{}, fmt.Errorf("kvroute: loading from peers: %w", context.Cause(ctx))
 			}

@@ -255,3 +255,62 @@ func TestProgressWatchCountsOnlyWaits(t *testing.T) {
 	}
 	require.True(t, w.stalled.Load())
 }
+
+// cancelAtEOFBody serves a response body from memory and cancels when it
+// reports the end of input: the context ends in the instant between the
+// peer's snapshot having loaded whole and the race looking at the context.
+type cancelAtEOFBody struct {
+	r      *bytes.Reader
+	cancel context.CancelFunc
+}
+
+func (b *cancelAtEOFBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if n == 0 && err == io.EOF {
+		b.cancel()
+	}
+	return n, err
+}
+
+func (b *cancelAtEOFBody) Close() error { return nil }
+
+// cancelAtEOFTransport gives each response a cancelAtEOFBody.
+type cancelAtEOFTransport struct{ cancel context.CancelFunc }
+
+func (tr cancelAtEOFTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	data, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	resp.Body = &cancelAtEOFBody{r: bytes.NewReader(data), cancel: tr.cancel}
+	return resp, nil
+}
+
+// A peer's snapshot that has loaded whole when Restore's context ends is
+// kept, reported and returned, as a source that loaded is: Restore does
+// not fail with the context's error over an index it has filled (its error
+// promises an empty index).
+func TestPeerSnapshotLoadedAsContextEndsIsKept(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	warm, srv := peer(t, "", 0)
+	ix := newIndex(t, testBlockSize)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	src := PeerSource{URL: srv.URL, Client: &http.Client{Transport: cancelAtEOFTransport{cancel: cancel}}}
+	reg := prometheus.NewRegistry()
+	k, err := Restore(ctx, ix, Config{}, BootstrapConfig{}, Options{Set: telemetry.Set{Registerer: reg, Logger: testLogger(t)}, Sources: []IndexSource{src}})
+	require.Error(t, ctx.Err(), "the context ended as the snapshot's end was read")
+	require.NoError(t, err)
+	defer k.Close()
+	require.Equal(t, warm.ix.Stats().Endpoints, ix.Stats().Endpoints)
+	require.Equal(t, warm.ix.Stats().Memberships, ix.Stats().Memberships)
+	pos, ok := ix.Position("10.0.0.1:8000")
+	require.True(t, ok)
+	require.Equal(t, "peer-pos", string(pos))
+	require.Equal(t, 1.0, restores(t, reg, "peer", "loaded"))
+}

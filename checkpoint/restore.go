@@ -33,7 +33,7 @@ func restoreResult(err error) string {
 // raced (see racePeers). timeout bounds one file's load or one peer's
 // transfer. Every outcome is logged and counted, per peer; when none
 // loads the index stays empty. It returns the endpoints loaded, or ctx's
-// error as soon as ctx ends.
+// error as soon as ctx ends before a source has loaded.
 func (k *Keeper) restore(ctx context.Context, ix *kvindex.Index, sources []IndexSource, timeout time.Duration) (map[string]struct{}, error) {
 	ctx = withClock(ctx, k.set.Clk()) // the peer races' hedge and stall watches
 	for _, src := range sources {
