@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kvroute/kvroute/cluster"
@@ -38,8 +39,9 @@ type Options struct {
 // and the interval is not negative), which calls Write on every tick of the
 // Options' clock until Close closes stop, and then closes done; Close waits
 // for it. mu serialises Write, whoever calls it (the writer, Close, the
-// host), and guards restored, which Restore sets before the Keeper is
-// returned and DropUnlisted takes. live, stop and done are written by Start
+// host). restored is set by Restore before the Keeper is returned and
+// taken once by DropUnlisted's atomic swap, so that DropUnlisted does not
+// wait for a checkpoint write to end. live, stop and done are written by Start
 // and Close only, without a lock, so those two must not run concurrently;
 // the writer reads stop and done, set before it starts, and Close clears
 // stop only once the writer has ended. The fields above mu are set by
@@ -60,8 +62,8 @@ type Keeper struct {
 
 	serving chan struct{} // a slot per snapshot being served (Handler)
 
-	mu       sync.Mutex // serialises checkpoint writes; guards restored
-	restored map[string]struct{}
+	mu       sync.Mutex                          // serialises checkpoint writes
+	restored atomic.Pointer[map[string]struct{}] // the endpoints restored, until DropUnlisted takes them
 
 	live bool // Start was called: Close writes the final checkpoint
 	stop chan struct{}
@@ -112,11 +114,12 @@ func Restore(ctx context.Context, ix *kvindex.Index, cfg Config, boot BootstrapC
 	if timeout == 0 {
 		timeout = DefaultBootstrapTimeout
 	}
-	var err error
-	if k.restored, err = k.restore(ctx, ix, sources, timeout); err != nil {
+	loaded, err := k.restore(ctx, ix, sources, timeout)
+	if err != nil {
 		opts.Unregister(met.collectors()...)
 		return nil, err
 	}
+	k.restored.Store(&loaded)
 	return k, nil
 }
 
@@ -198,13 +201,15 @@ func (k *Keeper) Write() error {
 // DropUnlisted clears the restored endpoints for which listed is false:
 // call it with the first endpoint list, since no event subscription will
 // ever update or remove the entries and positions of an endpoint the list
-// does not name. Later calls do nothing.
+// does not name. Later calls do nothing and return at once, even while a
+// checkpoint is being written; a write racing the first call holds each
+// restored endpoint whole or not at all.
 func (k *Keeper) DropUnlisted(listed func(endpoint string) bool) {
-	k.mu.Lock()
-	restored := k.restored
-	k.restored = nil
-	k.mu.Unlock()
-	for name := range restored {
+	restored := k.restored.Swap(nil)
+	if restored == nil {
+		return
+	}
+	for name := range *restored {
 		if listed(name) {
 			continue
 		}
