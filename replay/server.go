@@ -81,9 +81,16 @@ func (c ServerConfig) Validate() error {
 
 // ServerStats counts what a Server did.
 type ServerStats struct {
-	Requests uint64 // valid requests answered (counted as END is sent, so a client that read END sees it)
+	// Requests counts valid requests answered: counted as END is written,
+	// or queued with SendHWM, so that a client that read END sees it. A
+	// request whose END a full send queue dropped is counted in Dropped
+	// only.
+	Requests uint64
 	Invalid  uint64 // messages that were not [delimiter, start] (ignored, like vLLM)
-	Batches  uint64 // batches sent (counted as each is sent)
+	// Batches counts batches sent: counted as each is written, or queued
+	// with SendHWM, so that a client that has a batch sees it. A batch a
+	// full send queue dropped is counted in Dropped only.
+	Batches  uint64
 	Rejected uint64 // connections closed because MaxConns was reached
 	Dropped  uint64 // replies (batches and END) dropped by a full send queue (SendHWM)
 	// Handshakes counts connections dropped because their ZMTP handshake
@@ -239,22 +246,20 @@ func (s *Server) reply(out *sender, ents []Entry) error {
 	empty := []byte{}
 	for _, e := range ents {
 		seq := binary.BigEndian.AppendUint64(nil, e.Seq)
-		s.batches.Add(1) // before the write: a client that has the batch sees the count
 		var err error
 		if s.cfg.Layout == LayoutLegacy {
-			err = out.send(empty, seq, e.Payload)
+			err = out.send(&s.batches, empty, seq, e.Payload)
 		} else {
-			err = out.send(empty, e.Topic, seq, e.Payload)
+			err = out.send(&s.batches, empty, e.Topic, seq, e.Payload)
 		}
 		if err != nil {
 			return err
 		}
 	}
-	// Counted before END is written: the client may read END and look at
-	// Stats before this goroutine runs again.
-	s.requests.Add(1)
+	// END counts the request answered (before it is written: the client
+	// may read END and look at Stats before this goroutine runs again).
 	if s.cfg.Layout == LayoutLegacy {
-		return out.send(empty, endSeq8[:], empty)
+		return out.send(&s.requests, empty, endSeq8[:], empty)
 	}
-	return out.send(empty, empty, endSeq8[:], empty)
+	return out.send(&s.requests, empty, empty, endSeq8[:], empty)
 }

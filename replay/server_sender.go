@@ -2,6 +2,7 @@ package replay
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/kvroute/kvroute/internal/zmqx"
 )
@@ -30,20 +31,28 @@ func (s *Server) newSender(c *zmqx.Conn) *sender {
 	return o
 }
 
-// send writes or queues one message; it returns the connection's write
-// error, if any.
-func (o *sender) send(frames ...[]byte) error {
+// send writes or queues one message, counting it in n before (so that a
+// client that has the message sees the count); a message that finds the
+// queue full is counted in the server's dropped replies instead. It
+// returns the connection's write error, if any.
+//
+// The connection's handler goroutine alone sends to the queue, so a queue
+// found with room keeps it until the message is in: n never counts a
+// message that is then dropped.
+func (o *sender) send(n *atomic.Uint64, frames ...[]byte) error {
 	if o.q == nil {
+		n.Add(1)
 		return o.c.WriteMsg(frames...)
 	}
 	if err := o.failed(); err != nil {
 		return err
 	}
-	select {
-	case o.q <- frames:
-	default:
+	if len(o.q) == cap(o.q) {
 		o.s.dropped.Add(1)
+		return nil
 	}
+	n.Add(1)
+	o.q <- frames
 	return nil
 }
 

@@ -211,3 +211,28 @@ kvroute_replay_server_handshake_failures_total 1
 `), "kvroute_replay_server_handshake_failures_total"))
 	require.NoError(t, srv.Close())
 }
+
+// With SendHWM, a reply is counted as sent (Batches, or Requests for END)
+// only when it is queued: one that finds the queue full is counted in
+// Dropped alone. The queue here is drained by the test, not written, so
+// which replies fit is certain.
+func TestServerCountsDroppedRepliesOnlyAsDropped(t *testing.T) {
+	s := &Server{cfg: ServerConfig{SendHWM: 2}}
+	out := &sender{s: s, q: make(chan [][]byte, 2)} // no drain: the test takes what is queued
+	ents := []Entry{{Seq: 0, Topic: []byte("t"), Payload: []byte("a")}, {Seq: 1, Topic: []byte("t"), Payload: []byte("b")},
+		{Seq: 2, Topic: []byte("t"), Payload: []byte("c")}}
+	queued := func() (seqs []uint64) {
+		for len(out.q) > 0 {
+			seqs = append(seqs, parseStart((<-out.q)[2]))
+		}
+		return seqs
+	}
+
+	require.NoError(t, s.reply(out, ents))
+	require.Equal(t, ServerStats{Batches: 2, Dropped: 2}, s.Stats(), "batch 2 and END dropped, not counted as sent")
+	require.Equal(t, []uint64{0, 1}, queued())
+
+	require.NoError(t, s.reply(out, ents[2:]))
+	require.Equal(t, ServerStats{Requests: 1, Batches: 3, Dropped: 2}, s.Stats(), "batch 2 and END queued")
+	require.Equal(t, []uint64{2, EndSeq}, queued())
+}
