@@ -12,7 +12,7 @@ import (
 // CacheConfig, rendered by Python's str (an unset field reads "None"),
 // plus engine, one series per data-parallel engine. The labels read here:
 //
-//	block_size             tokens per KV block (--block-size)
+//	block_size             tokens per KV block (--block-size), at least 1
 //	num_gpu_blocks         KV blocks in GPU memory, set once the cache is sized
 //	kv_cache_size_tokens   the group-aware capacity in tokens (newer vLLM;
 //	                       num_gpu_blocks × block_size is wrong for hybrid models)
@@ -40,7 +40,7 @@ const (
 	// maxCacheBlocks bounds the block counts read (larger values are not a
 	// cache any engine has, and their products must not overflow).
 	maxCacheBlocks = 1 << 31
-	// maxBlockSize bounds block_size.
+	// maxBlockSize bounds block_size (at least 1).
 	maxBlockSize = 1 << 20
 	// maxOffloadGiB bounds kv_offloading_size (an exabyte of host memory).
 	maxOffloadGiB = 1 << 30
@@ -56,7 +56,7 @@ type CacheInfo struct {
 	// other fields are zero otherwise.
 	Reported bool
 	// Invalid is true when the gauge is there but its block counts are not
-	// integers in range (Reported is then false).
+	// integers in range, block_size 0 included (Reported is then false).
 	Invalid bool
 	// BlockSize is the engine's block size in tokens (block_size).
 	BlockSize int
@@ -91,6 +91,7 @@ func parseCache(mfs map[string]*dto.MetricFamily, engine string) CacheInfo {
 	var info CacheInfo
 	for _, m := range ms {
 		bs, ok1 := intLabel(m, labelBlockSize, maxBlockSize)
+		ok1 = ok1 && bs >= 1 // a block of no tokens is no cache, and kv_cache_size_tokens is divided by it
 		gpu, ok2 := intLabel(m, labelNumGPUBlocks, maxCacheBlocks)
 		if tokens, ok := intLabel(m, labelKVCacheTokens, maxCacheBlocks*maxBlockSize); ok && ok1 && tokens >= bs {
 			gpu, ok2 = tokens/bs, true

@@ -3,6 +3,8 @@ package enginemetrics
 import (
 	"testing"
 
+	"github.com/kvroute/kvroute"
+
 	"github.com/stretchr/testify/require"
 )
 
@@ -42,6 +44,10 @@ func TestParseCacheConfig(t *testing.T) {
 			want: CacheInfo{Invalid: true}},
 		{name: "negative blocks", body: vllmSample + head + cacheSeries("0", "16", "-5", "None", "None"), want: CacheInfo{Invalid: true}},
 		{name: "absurd block size", body: vllmSample + head + cacheSeries("0", "99999999", "5", "None", "None"), want: CacheInfo{Invalid: true}},
+		{name: "block size 0 with a capacity in tokens", body: vllmSample + head + cacheSeries("0", "0", "1000", "8000", "None"),
+			want: CacheInfo{Invalid: true}},
+		{name: "block size 0 with GPU blocks", body: vllmSample + head + cacheSeries("0", "0", "1000", "None", "None"),
+			want: CacheInfo{Invalid: true}},
 		{name: "garbage offloading size: not offloading", body: vllmSample + head + cacheSeries("0", "16", "10", "None", "NaN"),
 			want: CacheInfo{Reported: true, BlockSize: 16, GPUBlocks: 10}},
 	} {
@@ -51,4 +57,20 @@ func TestParseCacheConfig(t *testing.T) {
 			require.Equal(t, tc.want, sig.Cache)
 		})
 	}
+}
+
+// An engine at an endpoint's address that reports block_size 0 together
+// with kv_cache_size_tokens gives invalid cache info; the scrape goroutine,
+// where nothing recovers, once divided by it and crashed the router.
+func TestScrapeOfZeroBlockSizeIsInvalidCacheInfo(t *testing.T) {
+	const head = "# TYPE vllm:cache_config_info gauge\n"
+	srv := serve(t, page(vllmSample+head+cacheSeries("0", "0", "1000", "8000", "None")))
+	s, _, _ := newScraper(t, manualConfig())
+	ep := endpointOf(srv)
+	s.SetEndpoints([]kvroute.Endpoint{ep})
+	waitScrapes(t, s, ep, 1)
+	sig, fresh := s.Signal(ep)
+	require.True(t, fresh, "the rest of the scrape is kept")
+	require.Equal(t, CacheInfo{Invalid: true}, sig.Cache)
+	require.Equal(t, 7, sig.Waiting)
 }

@@ -61,8 +61,9 @@
 // num_gpu_blocks, kv_cache_size_tokens (the group-aware capacity of newer
 // releases) and the CPU offloading settings kv_offloading_size (GiB) and
 // kv_offloading_backend. Signal.Cache carries them (CacheInfo); a label
-// that is not an integer in range makes CacheInfo.Invalid, a missing gauge
-// leaves it unreported, neither fails the scrape. vLLM reports no size of
+// that is not an integer in range (block_size at least 1) makes
+// CacheInfo.Invalid, a missing gauge leaves it unreported, neither fails
+// the scrape. vLLM reports no size of
 // its CPU offload tier in blocks: CacheInfo.Offloading says the engine
 // offloads, and CPUBlocks is filled only from the proposed
 // vllm:kv_offload_config_info gauge (cpu_num_chunks × cpu_blocks_per_chunk)
