@@ -18,9 +18,12 @@
 // Bounds: one scrape per endpoint at a time, at most Config.Concurrency in
 // flight, each cut at Config.Timeout (on the Options' clock, so tests drive
 // the interval, the timeouts and the staleness with telemetry.Manual) and
-// Config.MaxBodyBytes. Only the lines of the gauges above are parsed, with
-// prometheus/common/expfmt's text parser (OpenMetrics 1.0 gauges read the
-// same). Every failure is counted in
+// Config.MaxBodyBytes. A redirect is never followed, with the Scraper's
+// own client or one given in Options: it would send the scrape to another
+// address and count that server's gauges as the endpoint's, so it fails
+// the scrape as http_status. Only the lines of the gauges above are
+// parsed, with prometheus/common/expfmt's text parser (OpenMetrics 1.0
+// gauges read the same). Every failure is counted in
 // kvroute_engine_metrics_scrape_failures_total by reason (connection,
 // timeout, http_status, too_large, parse, missing_metric, bad_value); the
 // endpoint label is the endpoint's configured ID, never a value from a

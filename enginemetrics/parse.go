@@ -30,7 +30,7 @@ const (
 const (
 	reasonConnection = "connection"     // dial, TLS or read failure
 	reasonTimeout    = "timeout"        // the scrape exceeded Config.Timeout
-	reasonStatus     = "http_status"    // a status other than 200
+	reasonStatus     = "http_status"    // a status other than 200, a redirect included (never followed)
 	reasonTooLarge   = "too_large"      // the body exceeded Config.MaxBodyBytes
 	reasonParse      = "parse"          // the vLLM lines are not the Prometheus text format
 	reasonMissing    = "missing_metric" // a required metric is absent

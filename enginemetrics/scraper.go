@@ -41,7 +41,8 @@ type Options struct {
 	telemetry.Set
 	// Client sends the scrapes; nil uses the Scraper's own, whose idle
 	// connections Close closes. Its own Timeout, if any, applies on top of
-	// Config.Timeout.
+	// Config.Timeout. The Scraper uses a copy of it that follows no
+	// redirect, whatever the given client's CheckRedirect.
 	Client *http.Client
 }
 
@@ -104,14 +105,21 @@ func New(cfg Config, opts Options) (*Scraper, error) {
 		return nil, err
 	}
 	s := &Scraper{
-		cfg: cfg, set: opts.Set, clk: opts.Clk(), client: opts.Client, m: newMetrics(),
+		cfg: cfg, set: opts.Set, clk: opts.Clk(), m: newMetrics(),
 		sem: make(chan struct{}, cfg.Concurrency), wake: make(chan struct{}, 1), stop: make(chan struct{}),
 	}
-	if s.client == nil {
+	if opts.Client != nil {
+		c := *opts.Client
+		s.client = &c
+	} else {
 		s.own = http.DefaultTransport.(*http.Transport).Clone()
 		s.own.MaxIdleConnsPerHost = 2
 		s.client = &http.Client{Transport: s.own}
 	}
+	// A redirect is an answer, never followed: following it would send the
+	// scrape to an address that is not the endpoint's and count another
+	// server's gauges as the endpoint's (the 3xx fails as http_status).
+	s.client.CheckRedirect = refuseRedirect
 	if err := s.set.Register(s.m.collectors()...); err != nil {
 		return nil, fmt.Errorf("enginemetrics: registering metrics: %w", err)
 	}
@@ -122,6 +130,10 @@ func New(cfg Config, opts Options) (*Scraper, error) {
 	go s.run()
 	return s, nil
 }
+
+// refuseRedirect is the Scraper's client's CheckRedirect: the 3xx response
+// itself is returned, its Location not followed.
+func refuseRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // SetEndpoints replaces the endpoints scraped: new ones are scraped at once,
 // those that left are dropped with their signal and metric series, and

@@ -323,3 +323,40 @@ func TestPathAndAddress(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, 4, sig.Waiting)
 }
+
+// A redirect is never followed, with the Scraper's own client or one given
+// in Options: the scrape fails as http_status, the redirect's target is
+// never contacted, and its gauges never become the endpoint's signal.
+func TestScrapeFollowsNoRedirect(t *testing.T) {
+	for _, given := range []*http.Client{nil, {}} {
+		name := "own client"
+		if given != nil {
+			name = "given client"
+		}
+		t.Run(name, func(t *testing.T) {
+			var hits atomic.Int32
+			other := serve(t, func(w http.ResponseWriter, r *http.Request) {
+				hits.Add(1)
+				page(metricsPage(0, 0, 0))(w, r)
+			})
+			engine := serve(t, func(w http.ResponseWriter, r *http.Request) {
+				http.Redirect(w, r, other.URL+"/metrics", http.StatusFound)
+			})
+			s, err := New(manualConfig(), Options{Set: telemetry.Set{Clock: telemetry.NewManual(t0)}, Client: given})
+			require.NoError(t, err)
+			t.Cleanup(s.Close)
+			ep := endpointOf(engine)
+			s.SetEndpoints([]kvroute.Endpoint{ep})
+			waitScrapes(t, s, ep, 1)
+			failure, completed := s.LastScrape(ep)
+			require.True(t, completed)
+			require.Equal(t, reasonStatus, failure)
+			require.Zero(t, hits.Load(), "the redirect's target was scraped")
+			_, fresh := s.Signal(ep)
+			require.False(t, fresh)
+			if given != nil {
+				require.Nil(t, given.CheckRedirect, "the caller's client is not changed")
+			}
+		})
+	}
+}
