@@ -54,7 +54,10 @@
 // MaxLoRANameBytes, not UTF-8 or hold control characters, names beyond
 // MaxLoRAAdapters per list, and a max_lora that is not a small integer are
 // dropped and counted in kvroute_engine_metrics_lora_dropped_total by
-// reason (invalid_name, too_many, bad_max_lora); a gauge of another type,
+// reason (invalid_name, too_many, bad_max_lora), the rest of the scrape
+// kept (bytes that are not UTF-8, which the text parser refuses in a label
+// value, are marked in the gauge's lines before parsing, so that they make
+// the name invalid rather than the scrape); a gauge of another type,
 // or whose series all hold NaN or an infinity, is read as no adapters and
 // counted as bad_gauge. An engine without the gauge reports no adapters
 // (LoRAInfo.Reported false); that is not a failure.

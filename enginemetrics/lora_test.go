@@ -52,6 +52,14 @@ func TestParseLoRA(t *testing.T) {
 				strings.Repeat("n", MaxLoRANameBytes+1) + "\"} 1\n",
 			want:  LoRAInfo{Reported: true, Running: []string{"a"}, MaxLoRA: 2, Timestamp: 1},
 			drops: loraDrops{3, 0, 0}},
+		{name: "names not UTF-8 dropped and counted as invalid, the rest kept",
+			body:  gauges + "vllm:lora_requests_info{max_lora=\"2\",running_lora_adapters=\"a,\xffbad\",waiting_lora_adapters=\"b\xc3,\xe2\x82\"} 1\n",
+			want:  LoRAInfo{Reported: true, Running: []string{"a"}, MaxLoRA: 2, Timestamp: 1},
+			drops: loraDrops{3, 0, 0}},
+		{name: "max_lora not UTF-8 dropped and counted",
+			body:  gauges + "vllm:lora_requests_info{max_lora=\"2\xff\",running_lora_adapters=\"a\"} 1\n",
+			want:  LoRAInfo{Reported: true, Running: []string{"a"}, Timestamp: 1},
+			drops: loraDrops{0, 0, 1}},
 		{name: "bad max_lora dropped and counted",
 			body:  gauges + series("a", "", "-1", 1),
 			want:  LoRAInfo{Reported: true, Running: []string{"a"}, Timestamp: 1},
@@ -75,6 +83,27 @@ func TestParseLoRA(t *testing.T) {
 			require.Equal(t, tc.drops, drops)
 		})
 	}
+}
+
+// An adapter name that is not UTF-8 (expfmt refuses such a label value)
+// is dropped and counted as invalid_name, as the package doc says; the
+// scrape, and with it the engine's queue and KV-cache signal, is kept.
+func TestLoRANameNotUTF8KeepsTheScrape(t *testing.T) {
+	body := "vllm:num_requests_waiting 7\nvllm:num_requests_running 1\nvllm:kv_cache_usage_perc 0.5\n" +
+		"vllm:lora_requests_info{max_lora=\"2\",running_lora_adapters=\"a,\xffbad\",waiting_lora_adapters=\"\"} 1\n"
+	sig, drops, err := parse([]byte(body), 0)
+	require.Nil(t, err, "the scrape failed")
+	require.Equal(t, 7, sig.Waiting)
+	require.Equal(t, 1, sig.Running)
+	require.Equal(t, 0.5, sig.KVCacheUsage)
+	require.Equal(t, []string{"a"}, sig.LoRA.Running)
+	require.Equal(t, loraDrops{1, 0, 0}, drops)
+
+	// Lines of the gauges the signal needs are not rewritten: one that is
+	// not UTF-8 still fails the scrape as parse.
+	_, _, err = parse([]byte("vllm:num_requests_waiting{model_name=\"\xff\"} 7\nvllm:num_requests_running 1\nvllm:kv_cache_usage_perc 0.5\n"), 0)
+	require.NotNil(t, err)
+	require.Equal(t, reasonParse, err.reason)
 }
 
 func TestParseLoRABounded(t *testing.T) {

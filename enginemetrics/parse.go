@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"unicode/utf8"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -66,7 +67,9 @@ func wanted(name []byte) bool {
 // gauges read here (their samples, HELP and TYPE lines): a vLLM server
 // exposes hundreds of series, histograms mostly, and parsing all of them
 // on every scrape of every endpoint would cost far more than the three
-// gauges are worth. Lines of other metrics are not checked.
+// gauges are worth. Lines of other metrics are not checked. In the LoRA
+// gauge's lines every byte that is not valid UTF-8 becomes DEL
+// (markInvalidUTF8; see there).
 func filterLines(body []byte) []byte {
 	var out []byte
 	for len(body) > 0 {
@@ -91,11 +94,43 @@ func filterLines(body []byte) []byte {
 			name = l[:end]
 		}
 		if name != nil && wanted(name) {
-			out = append(out, line...)
+			if string(name) == metricLoRA && !utf8.Valid(line) {
+				out = markInvalidUTF8(out, line)
+			} else {
+				out = append(out, line...)
+			}
 			if line[len(line)-1] != '\n' {
 				out = append(out, '\n')
 			}
 		}
+	}
+	return out
+}
+
+// invalidUTF8Mark replaces a byte that is not valid UTF-8 in the LoRA
+// gauge's lines: DEL, a control character, which no adapter name may hold
+// and which is none of the text format's delimiters (quote, backslash,
+// newline) nor the adapter lists' comma.
+const invalidUTF8Mark = 0x7f
+
+// markInvalidUTF8 appends line to out with every byte that is not part of
+// valid UTF-8 replaced by invalidUTF8Mark. The LoRA gauge's label values
+// are adapter names the engine took from its clients: expfmt rejects a
+// label value that is not UTF-8, and would fail the whole scrape as parse,
+// losing the engine's queue and KV-cache signal for as long as vLLM keeps
+// that series (its lifetime). Marked, such a name is dropped and counted
+// as invalid_name (validAdapterName refuses control characters), a
+// max_lora as bad_max_lora, and the rest of the scrape is kept. The cost
+// is one pass over the gauge's lines, only when one is not UTF-8.
+func markInvalidUTF8(out, line []byte) []byte {
+	for len(line) > 0 {
+		r, n := utf8.DecodeRune(line)
+		if r == utf8.RuneError && n == 1 {
+			out = append(out, invalidUTF8Mark)
+		} else {
+			out = append(out, line[:n]...)
+		}
+		line = line[n:]
 	}
 	return out
 }
