@@ -78,8 +78,17 @@ type Config struct {
 }
 
 // Sink receives every new endpoint set, sorted by ID. Router.SetEndpoints
-// (or a picker's) fits; an error is logged and the set is offered again at
-// the next change.
+// (or a picker's) fits.
+//
+// A nil error says the Sink holds exactly the set it was given: discovery
+// calls it again only with a set that differs. An error says nothing about
+// what the Sink holds: it may have applied the set in whole
+// (Router.SetEndpoints commits the set and then reports the event
+// subscriptions it could not ensure), in part, or not at all. The error is
+// logged and counted, and the next recompute (at the next informer event,
+// after the debounce) calls the Sink with the set it computes even when
+// that set equals the one the Sink last accepted, and so on until a call
+// succeeds.
 type Sink func([]kvroute.Endpoint) error
 
 // Options are a Discovery's dependencies.
@@ -97,22 +106,22 @@ type Options struct {
 // Discovery watches pods (and an InferencePool) and feeds the endpoint set
 // to a Sink. Start it once; Close stops its informers and its loop.
 //
-// Ownership: everything above mu is set by New and not written after.
-// The informers' goroutines (started by Start, stopped by Close through
-// stop) only poke kick, a one-slot channel whose pokes coalesce. Start
-// runs a goroutine that closes its ctxStop once ctx ends or stop is closed,
-// so that the cache sync can be abandoned; it starts the loop goroutine
-// after the first recompute, and the loop ends when stop is closed,
-// closing loopDone. recompute runs on Start's goroutine once, then only on
-// the loop, never on both at once; it calls the Sink without holding mu.
-// mu guards current, synced, poolErr, sinkCalls, sinking and closed:
-// recompute writes current, poolErr and sinkCalls, and sets sinking while
-// it calls the Sink, which it does only when closed is unset; Start sets
-// synced, Close sets closed (so stop is closed once), and the accessors
-// read them. Close waits for loopDone only when synced, that is once the
-// loop was started, and no Sink call is under way (the Sink may be the one
-// calling Close); the first Close closes closeDone when it has finished,
-// and a later one waits for it unless a Sink call is under way.
+// Ownership: everything above mu is set by New and not written after. The
+// informers' goroutines (started by Start, stopped by Close through stop)
+// only poke kick, a one-slot channel whose pokes coalesce. Start runs a
+// goroutine that closes its ctxStop once ctx ends or stop is closed, so
+// that the cache sync can be abandoned; it starts the loop goroutine after
+// the first recompute, and the loop ends when stop is closed, closing
+// loopDone. recompute runs on Start's goroutine once, then only on the
+// loop, never on both at once; it calls the Sink without holding mu. mu
+// guards current, synced, poolErr, sinkCalls, resend, sinking and closed:
+// recompute writes current, poolErr, sinkCalls and resend, and sets sinking
+// while it calls the Sink, which it does only when closed is unset; Start
+// sets synced, Close sets closed (so stop is closed once), and the
+// accessors read them. Close waits for loopDone only when synced, that is
+// once the loop was started, and no Sink call is under way (the Sink may be
+// the one calling Close); the first Close closes closeDone when it has
+// finished, and a later one waits for it unless a Sink call is under way.
 type Discovery struct {
 	cfg      Config
 	selector labels.Selector // when following a plain selector
@@ -138,6 +147,7 @@ type Discovery struct {
 	synced    bool
 	poolErr   error
 	sinkCalls int
+	resend    bool // the last Sink call failed: the next recompute calls it whatever the set
 	sinking   bool
 	closed    bool
 }
@@ -338,15 +348,16 @@ func (d *Discovery) Synced() bool {
 	return d.synced
 }
 
-// Endpoints returns the current endpoint set (a copy).
+// Endpoints returns the current endpoint set (a copy): the set the Sink
+// last accepted (returned nil for).
 func (d *Discovery) Endpoints() []kvroute.Endpoint {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return slices.Clone(d.current)
 }
 
-// SinkCalls returns how many times the Sink was called, for tests and
-// metrics of churn.
+// SinkCalls returns how many calls of the Sink succeeded (returned nil),
+// for tests and metrics of churn.
 func (d *Discovery) SinkCalls() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -405,7 +416,9 @@ func (d *Discovery) recompute() {
 	// Once Close has run the Sink is not called: closed is read under the
 	// lock Close sets it under, and sinking, set in the same critical
 	// section, tells Close a call is under way.
-	if d.closed || (slices.EqualFunc(eps, d.current, endpointEqual) && d.sinkCalls > 0) {
+	// After a failed call the Sink may hold any set (see Sink), so the set
+	// is sent even when it equals the one last accepted.
+	if d.closed || (slices.EqualFunc(eps, d.current, endpointEqual) && d.sinkCalls > 0 && !d.resend) {
 		d.mu.Unlock()
 		return
 	}
@@ -414,6 +427,7 @@ func (d *Discovery) recompute() {
 	err := d.sink(slices.Clone(eps))
 	d.mu.Lock()
 	d.sinking = false
+	d.resend = err != nil
 	if err == nil {
 		d.current = eps
 		d.sinkCalls++
@@ -421,7 +435,7 @@ func (d *Discovery) recompute() {
 	d.mu.Unlock()
 	if err != nil {
 		d.met.sinkErrors.Inc()
-		d.log.Warn("k8s: the endpoint sink failed; retrying at the next change", "err", err)
+		d.log.Warn("k8s: the endpoint sink failed; the set is sent again at the next change", "err", err)
 		return
 	}
 	d.met.endpoints.Set(float64(len(eps)))

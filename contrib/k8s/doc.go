@@ -17,7 +17,10 @@
 // Changes reach the Sink debounced: any number of informer events within the
 // debounce interval cause at most one recomputation, and the Sink is called
 // only when the endpoint set actually changed, so a resync storm costs one
-// comparison, not one SetEndpoints per pod.
+// comparison, not one SetEndpoints per pod. After a Sink error
+// (Router.SetEndpoints returns one with the set applied when a
+// subscription fails) the next recomputation calls the Sink whether or not
+// the set changed, until a call succeeds; see Sink.
 //
 // The same Discovery, given a selector of its own, feeds a separate render
 // pool (a Deployment of vLLM renderers, as used in front of SGLang fleets) to
@@ -42,12 +45,12 @@
 // Ready pods whose labels or annotations it works around
 // (kvroute_k8s_discovery_pod_problems{reason}: a malformed port annotation,
 // an unknown role label, model names left out, and the pods left out for a
-// status.podIP that is no IP address) and the sets the Sink
-// refused. The gauges are set at every recompute, so they show the present
-// state, not a count of recomputes; the warning logged for a pod's problem
-// is logged once per value (when the pod first shows it, or the value
-// changes), not at every recompute. Two Discoveries on one registry (the
-// picker's pool and its renderers) need constant labels apart
+// status.podIP that is no IP address) and the sets the Sink returned an
+// error for. The gauges are set at every recompute, so they show the
+// present state, not a count of recomputes; the warning logged for a pod's
+// problem is logged once per value (when the pod first shows it, or the
+// value changes), not at every recompute. Two Discoveries on one registry
+// (the picker's pool and its renderers) need constant labels apart
 // (telemetry.Set.With).
 //
 // # Dependencies

@@ -47,7 +47,7 @@ func newMetrics(set telemetry.Set) (*metrics, error) {
 		poolUnusable: gauge("kvroute_k8s_discovery_pool_unusable", "1 while the followed InferencePool is unusable (missing; an empty selector or one with an invalid label name or value; no target port, or one listed twice) and the set is empty."),
 		sinkErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kvroute_k8s_discovery_sink_errors_total",
-			Help: "Endpoint sets the sink (the router) refused; discovery retries at the next change.",
+			Help: "Endpoint sets the sink (the router) returned an error for; discovery sends the set again at the next change, changed or not.",
 		}),
 	}
 	problems := prometheus.NewGaugeVec(prometheus.GaugeOpts{
