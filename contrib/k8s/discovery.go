@@ -283,7 +283,8 @@ func (d *Discovery) Start(ctx context.Context) error {
 var errClosedInStart = errors.New("k8s: the discovery was closed while it was starting")
 
 // loop recomputes the endpoint set Debounce (on the Options' clock) after
-// the first change of each burst, until Close.
+// the first change of each burst, until Close: once per burst, the changes
+// that came during the debounce included.
 func (d *Discovery) loop() {
 	defer close(d.loopDone)
 	for {
@@ -297,6 +298,14 @@ func (d *Discovery) loop() {
 				t.Stop()
 				return
 			case <-t.C():
+			}
+			// Events of this burst poked kick again while the debounce ran.
+			// The informers update their stores before they run the
+			// handlers, so the recompute below reads every change those
+			// pokes announced: drained, they arm no second debounce.
+			select {
+			case <-d.kick:
+			default:
 			}
 			d.recompute()
 		}
