@@ -150,7 +150,7 @@ func (d *Decision) FirstChunk() {
 		d.inflight.Done() // its one token came back: the prefiller is done
 	}
 	if m := d.moved.p.Load(); m != nil {
-		m.inflight.FirstChunk()
+		m.firstChunk(d.prefillOnly)
 	}
 	for _, o := range d.Roles {
 		o.FirstChunk()

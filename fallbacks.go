@@ -93,6 +93,16 @@ type moved struct {
 	cached   int // the tokens the index predicted the fallback holds
 }
 
+// firstChunk is the request's first chunk on the fallback: its prompt
+// tokens are released and, when it only prefills (Request.PrefillOnly), its
+// part ends whole, as the pick's does.
+func (m *moved) firstChunk(prefillOnly bool) {
+	m.inflight.FirstChunk()
+	if prefillOnly {
+		m.inflight.Done()
+	}
+}
+
 // movedState is the part of a Decision that Served writes and the lifecycle
 // reads, from any goroutine.
 type movedState struct {

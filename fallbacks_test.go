@@ -125,6 +125,29 @@ func TestServedRacingDoneLeavesNoLoad(t *testing.T) {
 	}
 }
 
+// A prefill-only pick ends whole at its first chunk (Request.PrefillOnly),
+// also when a fallback served it: after Served, FirstChunk releases the
+// fallback's prompt tokens and its open request, and the pick holds nothing.
+func TestServedPrefillOnlyEndsOnTheFallbackAtFirstChunk(t *testing.T) {
+	r := testRouter(t, func(c *Config) { c.Speculative.Enabled = new(false) }, Options{})
+	eps := endpoints(2)
+	d, err := r.Pick(context.Background(), &Request{Prompts: []render.Prompt{{TokenIDs: prompt(1, 320)}},
+		PrefillOnly: true, Fallbacks: 1}, eps)
+	require.NoError(t, err)
+	require.Len(t, d.Fallbacks, 1)
+	fb := d.Fallbacks[0].Endpoint.ID
+	require.True(t, d.Served(fb))
+	_, req, _ := r.Load().Load(fb)
+	require.EqualValues(t, 1, req, "the fallback holds the open request")
+	d.FirstChunk()
+	for _, ep := range eps {
+		tok, req, _ := r.Load().Load(ep.ID)
+		require.Zero(t, tok, "%s: prompt tokens released at the first chunk", ep.ID)
+		require.Zero(t, req, "%s: a prefill-only part ends whole at its first chunk", ep.ID)
+	}
+	d.Done(DoneInfo{})
+}
+
 // With a Profile that picks in several roles, each role's Decision names
 // its fallbacks among that role's candidates, and each moves on its own.
 func TestFallbacksPerRole(t *testing.T) {
