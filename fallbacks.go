@@ -154,9 +154,17 @@ func (d *Decision) Served(id string) bool {
 	}
 	d.inflight.Done()
 	// end sets ended before it reads moved; Served stores moved before it
-	// reads ended: one of the two sees the other, so m is released once.
+	// reads ended: one of the two sees the other, so m is released. A
+	// request that ended meanwhile moved nothing: no speculation follows.
 	if d.ended.Load() {
 		m.inflight.Done()
+		return false
+	}
+	// The same with FirstChunk, which stores first before it reads moved:
+	// one that came after first was read above and before moved was stored
+	// missed m, so the fallback's prompt tokens are released here.
+	if d.first.Load() {
+		m.firstChunk(d.prefillOnly)
 	}
 	if keys := d.moved.keys; len(keys) > 0 {
 		approximate := r.approx.Enabled() && r.approx.Current().Mode(id) == approx.ModeApproximate

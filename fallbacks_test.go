@@ -148,6 +148,69 @@ func TestServedPrefillOnlyEndsOnTheFallbackAtFirstChunk(t *testing.T) {
 	d.Done(DoneInfo{})
 }
 
+// Served racing FirstChunk leaves no prompt tokens on the fallback: a first
+// chunk that arrives after Served read that none had come, and before it
+// recorded the move, is applied to the fallback by Served. The tracker's
+// load observer, which Served's dispatch to the fallback calls at exactly
+// that point, runs the FirstChunk there deterministically.
+func TestServedRacingFirstChunkReleasesTheFallbacksPromptTokens(t *testing.T) {
+	r := testRouter(t, func(c *Config) { c.Speculative.Enabled = new(false) }, Options{})
+	eps := endpoints(2)
+	d := pickWithFallbacks(t, r, prompt(1, 320), eps, 1)
+	fb := d.Fallbacks[0].Endpoint.ID
+	require.Positive(t, d.Fallbacks[0].UncachedTokens)
+	r.Load().SetObserver(func(ep string, tokens, requests int64) {
+		if ep == fb && requests == 1 {
+			d.FirstChunk() // the first chunk arrives on another goroutine right now
+		}
+	})
+	require.True(t, d.Served(fb))
+	r.Load().SetObserver(nil)
+	for _, ep := range eps {
+		tok, _, _ := r.Load().Load(ep.ID)
+		require.Zero(t, tok, "%s: the first chunk came, no prompt tokens are held", ep.ID)
+	}
+	_, req, _ := r.Load().Load(fb)
+	require.EqualValues(t, 1, req, "the fallback holds the open request until Done")
+	d.Done(DoneInfo{})
+	_, req, _ = r.Load().Load(fb)
+	require.Zero(t, req)
+}
+
+// Served racing Done returns false and changes nothing, as for a request
+// that had ended before it: a Done that lands after Served's checks and
+// before it recorded the move leaves no load on the fallback and gives it
+// no speculative index entries. The load observer runs the Done at that
+// point deterministically.
+func TestServedRacingDoneReturnsFalse(t *testing.T) {
+	r := testRouter(t, nil, Options{}) // speculation on
+	eps := endpoints(2)
+	p := prompt(1, 320)
+	d := pickWithFallbacks(t, r, p, eps, 1)
+	fb := d.Fallbacks[0].Endpoint.ID
+	r.Load().SetObserver(func(ep string, tokens, requests int64) {
+		if ep == fb && requests == 1 {
+			d.Done(DoneInfo{}) // the request ends on another goroutine right now
+		}
+	})
+	moved := d.Served(fb)
+	r.Load().SetObserver(nil)
+	require.False(t, moved, "the request had ended: nothing moved")
+	for _, ep := range eps {
+		tok, req, _ := r.Load().Load(ep.ID)
+		require.Zero(t, tok, ep.ID)
+		require.Zero(t, req, ep.ID)
+	}
+	s, err := r.Match(context.Background(), &Request{Prompts: []render.Prompt{{TokenIDs: p}}}, eps)
+	require.NoError(t, err)
+	defer s.Release()
+	for i := range s.Len() {
+		if c := s.Candidate(i); c.Endpoint.ID == fb {
+			require.Zero(t, c.Match.Blocks, "no speculative entries on the fallback")
+		}
+	}
+}
+
 // With a Profile that picks in several roles, each role's Decision names
 // its fallbacks among that role's candidates, and each moves on its own.
 func TestFallbacksPerRole(t *testing.T) {
