@@ -5,10 +5,13 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/accuracy"
 	"github.com/kvroute/kvroute/render"
+	"github.com/kvroute/kvroute/telemetry"
+	"github.com/kvroute/kvroute/tokenload"
 )
 
 func pickWithFallbacks(t *testing.T, r *Router, tokens []uint32, eps []Endpoint, n int) *Decision {
@@ -208,6 +211,43 @@ func TestServedRacingDoneReturnsFalse(t *testing.T) {
 		if c := s.Candidate(i); c.Endpoint.ID == fb {
 			require.Zero(t, c.Match.Blocks, "no speculative entries on the fallback")
 		}
+	}
+}
+
+// A request moved to a fallback that had left the pool recreates that
+// endpoint's load counters; once it has ended, the next SetEndpoints drops
+// them with their gauge series (while it is in flight they stay), so
+// endpoint churn does not grow the tracker.
+func TestSetEndpointsDropsCountersServedRecreated(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	r := testRouter(t, func(c *Config) { c.Speculative.Enabled = new(false) },
+		Options{Set: telemetry.Set{Registerer: reg}})
+	eps := endpoints(2)
+	require.NoError(t, r.SetEndpoints(eps))
+	d := pickWithFallbacks(t, r, prompt(1, 320), eps, 1)
+	fb := d.Fallbacks[0].Endpoint.ID
+	require.NoError(t, r.SetEndpoints([]Endpoint{d.Endpoint})) // the fallback leaves the pool
+	_, _, had := r.Load().Load(fb)
+	require.False(t, had, "removed: its counters dropped")
+
+	require.True(t, d.Served(fb)) // the gateway's retry reached it before it was gone
+	_, req, has := r.Load().Load(fb)
+	require.True(t, has)
+	require.EqualValues(t, 1, req)
+	require.NoError(t, r.SetEndpoints([]Endpoint{d.Endpoint}))
+	_, req, _ = r.Load().Load(fb)
+	require.EqualValues(t, 1, req, "kept while its request is in flight")
+
+	d.Done(DoneInfo{})
+	_, ok := gathered(t, reg, tokenload.InflightRequestsMetric, fb)
+	require.True(t, ok, "idle until the next SetEndpoints")
+	require.NoError(t, r.SetEndpoints([]Endpoint{d.Endpoint}))
+	_, _, has = r.Load().Load(fb)
+	require.False(t, has, "ended: its counters dropped (the tracker holds %d endpoints)", r.Load().Len())
+	require.Equal(t, 1, r.Load().Len())
+	for _, name := range []string{tokenload.InflightTokensMetric, tokenload.InflightRequestsMetric} {
+		_, ok := gathered(t, reg, name, fb)
+		require.False(t, ok, "%s{endpoint_name=%q} is gone", name, fb)
 	}
 }
 

@@ -269,7 +269,9 @@ func (r *Router) Requests() *tokenload.RequestTable { return r.requests }
 // 259 bytes or one not UTF-8 is an error and leaves the set as it was): it feeds the KV-event
 // subscriptions (new endpoints are subscribed, removed ones unsubscribed and
 // cleared from the index), the render client's endpoints (when no fixed
-// render URL is configured) and drops the load counters of removed endpoints.
+// render URL is configured) and drops the load counters (and their gauge
+// series) of removed endpoints, and of any other endpoint outside the set
+// with no request in flight.
 // The accuracy loop then observes only requests that end on an endpoint of
 // the set: one ending after its endpoint was removed recreates none of that
 // endpoint's series.
@@ -317,6 +319,15 @@ func (r *Router) SetEndpoints(eps []Endpoint) error {
 			r.models.remove(id)
 		}
 	}
+	// Counters of endpoints outside the set that a request recreated since
+	// (Served moving one to a fallback that had left) go once they are
+	// idle: one with requests in flight is pruned by a later call.
+	r.load.Range(func(id string, tokens, requests int64) bool {
+		if _, ok := next[id]; !ok && tokens == 0 && requests == 0 {
+			r.load.Remove(id)
+		}
+		return true
+	})
 	r.endpoints = next
 	r.endpointsSet.Store(true)
 	return errors.Join(errs...)
