@@ -107,8 +107,8 @@ type Config struct {
 	// or more committed plus projected tokens scores 0. Default 4,194,304
 	// (tokenload.DefaultQueueThresholdTokens); zero means the default.
 	QueueThresholdTokens int64 `json:"queueThresholdTokens"`
-	// LoadWeight weighs the token-load score. Default 1 (DefaultLoadWeight);
-	// zero means the default.
+	// LoadWeight weighs the token-load score: a finite number >= 0.
+	// Default 1 (DefaultLoadWeight); zero means the default.
 	LoadWeight float64 `json:"loadWeight"`
 	// LoadTieTolerance widens the pick stage's ties for picks decided by
 	// load: a kept candidate whose total score is below the best by at most
@@ -298,8 +298,8 @@ func (c Config) Validate() error {
 		return bad("blockSize %d is negative", c.BlockSize)
 	case c.QueueThresholdTokens < 0:
 		return bad("queueThresholdTokens %d is negative", c.QueueThresholdTokens)
-	case c.LoadWeight < 0:
-		return bad("loadWeight %v is negative", c.LoadWeight)
+	case math.IsNaN(c.LoadWeight) || math.IsInf(c.LoadWeight, 0) || c.LoadWeight < 0:
+		return bad("loadWeight %v must be a finite number >= 0", c.LoadWeight)
 	case math.IsNaN(c.LoadTieTolerance) || math.IsInf(c.LoadTieTolerance, 0) || c.LoadTieTolerance < 0:
 		return bad("loadTieTolerance %v must be a finite number >= 0", c.LoadTieTolerance)
 	case c.OpenRequestTokens != nil && *c.OpenRequestTokens < 0:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -44,7 +45,8 @@ type Options struct {
 	//     wall clock.
 	telemetry.Set
 	// Scorers are added to the token-load score, each clamped to [0, 1] and
-	// weighted.
+	// weighted; a weight that is not a finite number (NaN, ±Inf) is an
+	// ErrInvalidConfig from New.
 	Scorers []WeightedScorer
 	// Filters run, in order, before the affinity filter (see Filter).
 	Filters []Filter
@@ -148,6 +150,13 @@ func New(ctx context.Context, cfg Config, opts Options) (*Router, error) {
 	}
 	if err := cfg.validateRouting(); err != nil {
 		return nil, err
+	}
+	for i, ws := range opts.Scorers {
+		if math.IsNaN(ws.Weight) || math.IsInf(ws.Weight, 0) {
+			// A non-finite weight makes every sum NaN or infinite, and the
+			// pick then the first candidate whatever the scores.
+			return nil, fmt.Errorf("%w: scorers[%d]: weight %v is not a finite number", ErrInvalidConfig, i, ws.Weight)
+		}
 	}
 	cfg = cfg.withDefaults()
 	log := opts.Logger

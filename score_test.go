@@ -62,6 +62,41 @@ func TestConfigRejectsNegativeOpenRequestTokens(t *testing.T) {
 	require.Equal(t, int64(1024), *DefaultConfig().OpenRequestTokens)
 }
 
+// A weight that is not a finite number would make the scores NaN or
+// infinite, and every pick then the first candidate whatever its load (an
+// infinite LoadWeight scores a saturated endpoint Inf×0 = NaN, and no
+// later score compares greater): Config.Validate refuses a non-finite
+// LoadWeight, New a non-finite weight of Options.Scorers.
+func TestNonFiniteWeightsAreInvalid(t *testing.T) {
+	for _, w := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
+		cfg := DefaultConfig()
+		cfg.Model = testModel
+		cfg.LoadWeight = w
+		require.ErrorIs(t, cfg.Validate(), ErrInvalidConfig, "loadWeight %v", w)
+		cfg.LoadWeight = 0
+		_, err := New(context.Background(), cfg, Options{Scorers: []WeightedScorer{{Scorer: constScorer(1), Weight: w}}})
+		require.ErrorIs(t, err, ErrInvalidConfig, "scorer weight %v", w)
+	}
+	// A finite weight, however large, still sends a request to the idle
+	// endpoint rather than the saturated one.
+	r := testRouter(t, func(c *Config) {
+		c.LoadWeight = math.MaxFloat64
+		c.QueueThresholdTokens = 100
+	}, Options{Scorers: []WeightedScorer{{Scorer: constScorer(1), Weight: -2}}})
+	eps := endpoints(2)
+	busy := r.Load().Dispatch(eps[0].ID, 1_000) // far over the queue threshold
+	defer busy.Done()
+	d, err := r.Pick(context.Background(), &Request{}, eps) // no prompts: by load alone
+	require.NoError(t, err)
+	defer d.Done(DoneInfo{})
+	require.Equal(t, eps[1].ID, d.Endpoint.ID, "the idle endpoint, not the saturated one (score %v)", d.Score)
+}
+
+// constScorer scores every candidate the same.
+type constScorer float64
+
+func (c constScorer) Score(*Selection, int) float64 { return float64(c) }
+
 // TestScoreKeptIsScore holds the score stage's loop for the token-load
 // scorer alone (scoreKept, the score written out) to the scorer's Score of
 // each kept candidate, on random loads, open requests and matches
