@@ -18,7 +18,8 @@ var ErrCommitted = errors.New("kvroute: selection already committed")
 // the endpoint warm for the request's prefix until the engine confirms it,
 // the prediction metrics are observed, and, when the Request has an ID, the
 // Decision is filed under it in the router's request table (see
-// Router.Decision). Commit
+// Router.Decision; within Pick, it is reached there once Pick returns it:
+// see Profile). Commit
 // fails, having changed nothing, with ErrCommitted on a second call, an
 // out-of-range i, or tokenload.ErrDuplicateRequestID /
 // tokenload.ErrInvalidRequestID for the request's ID.
@@ -59,6 +60,9 @@ func (s *Selection) Commit(i int) (*Decision, error) {
 	}
 	if s.req.ID != "" {
 		d.table, d.id = r.requests, s.req.ID // before filing: from then on the table may end d
+		if s.inProfile {
+			d.pick.Store(pickBuilding) // ... once Pick has returned it (Decision.handOver)
+		}
 		if err := r.requests.Register(s.req.ID, tableHandle{d}); err != nil {
 			d.end(DoneInfo{Err: err}, false) // undo: nothing of this request stays accounted
 			return nil, err

@@ -39,7 +39,10 @@ import (
 // Router.Decision, and a request whose Done never comes is ended by the
 // table when it expires or is evicted (its load released and its prediction
 // ended without an engine report), so a lost request costs at most the
-// table's bound.
+// table's bound. Both wait for Pick to return the Decision: while its
+// Profile is still picking the other roles, Router.Decision does not find
+// it, and a drop by the table (or a FirstChunk or Done through
+// Router.Requests) is applied, to every role, when Pick returns it.
 type Decision struct {
 	// Endpoint is the chosen endpoint.
 	Endpoint Endpoint
@@ -67,7 +70,10 @@ type Decision struct {
 	// Roles are the request's picks in its other roles, when the Router's
 	// Profile picks it in several (a prefill endpoint beside this decode
 	// one); FirstChunk and Done release them with this one. Nil for the
-	// default single-role profile.
+	// default single-role profile. The Profile appends them before it
+	// returns the Decision from Pick, and nothing changes them after: until
+	// then no one else reaches a Decision filed under a Request.ID (see
+	// above), so whatever ends the request releases every role, once.
 	Roles []*Decision
 	// Fallbacks are the next best candidates after Endpoint, best first,
 	// when the Request asked for them (Request.Fallbacks; at most that
@@ -116,7 +122,18 @@ type Decision struct {
 	// (Selection.keepPrompts); nil when there are none.
 	spare []render.Prompt
 	atEnd atomic.Pointer[func()] // AtEnd's function, taken by whichever of end and AtEnd runs it
+	// pick holds what the request table did to the Decision while Pick's
+	// Profile still built it (pickBuilding: it may add Roles until it
+	// returns the Decision), for handOver to do when Pick returns it.
+	pick atomic.Uint32
 }
+
+// Bits of Decision.pick.
+const (
+	pickBuilding   uint32 = 1 << iota // filed, and Pick's Profile has not returned it yet
+	pickDropped                       // meanwhile the request table ended it
+	pickFirstChunk                    // meanwhile the request table had its first chunk
+)
 
 // DoneInfo is what the gateway knows when a request ends.
 type DoneInfo struct {
@@ -274,19 +291,71 @@ func (r *Router) newDecision() *Decision {
 }
 
 // tableHandle is a Decision as the request table holds it: the table's Done
-// (an evicted or expired request) ends the whole request.
+// (an evicted or expired request) ends the whole request. On a Decision
+// that Pick's Profile is still building, the table's calls wait for Pick to
+// return it (handOver): the profile may be adding Roles, which ending it
+// would miss.
 type tableHandle struct{ d *Decision }
 
-func (h tableHandle) FirstChunk()      { h.d.FirstChunk() }
-func (h tableHandle) Done()            { h.d.end(DoneInfo{Err: errDropped}, false) }
+func (h tableHandle) FirstChunk() {
+	if !h.d.deferToPick(pickFirstChunk) {
+		h.d.FirstChunk()
+	}
+}
+
+func (h tableHandle) Done() {
+	if !h.d.deferToPick(pickDropped) {
+		h.d.end(DoneInfo{Err: errDropped}, false)
+	}
+}
+
 func (h tableHandle) Endpoint() string { ep, _ := h.d.servedBy(); return ep }
+
+// deferToPick records what the request table did (pickDropped or
+// pickFirstChunk) for handOver to do, and reports whether it did: false
+// once Pick has handed d over, when the caller does it itself.
+func (d *Decision) deferToPick(what uint32) bool {
+	for {
+		s := d.pick.Load()
+		if s&pickBuilding == 0 {
+			return false
+		}
+		if d.pick.CompareAndSwap(s, s|what) {
+			return true
+		}
+	}
+}
+
+// handOver is Pick's last step, when its Profile returns d: from then on
+// the request table and Router.Decision reach d and its Roles, all set, and
+// what the table did meanwhile (deferToPick) is done now, so that it ends
+// every role. Nil-safe.
+func (d *Decision) handOver() {
+	if d == nil {
+		return
+	}
+	for _, o := range d.Roles {
+		o.handOver() // a role committed with the ID
+	}
+	if d.pick.Load() == 0 {
+		return // not filed by the profile, or handed over already
+	}
+	switch s := d.pick.Swap(0); {
+	case s&pickDropped != 0:
+		d.end(DoneInfo{Err: errDropped}, false) // the table has unfiled it
+	case s&pickFirstChunk != 0:
+		d.FirstChunk()
+	}
+}
 
 // Decision returns the request committed with Request.ID reqID and not yet
 // ended, for hosts that keep only the ID between their hooks: they call its
 // FirstChunk and Done. An unknown ID (never committed, already done, or
 // dropped by the request table's bound) is counted in
 // kvroute_tokenload_request_ids_total{outcome="unknown"} and returns nil,
-// whose FirstChunk and Done do nothing.
+// whose FirstChunk and Done do nothing; so does, uncounted, the ID of a
+// request that Pick has not returned yet (its Profile is still picking its
+// other roles).
 //
 // Requests whose Done never comes are bounded by Config.Requests: at most
 // MaxRequests are tracked (default 65,536; the oldest is ended beyond that)
@@ -297,10 +366,10 @@ func (r *Router) Decision(reqID string) *Decision {
 	if !ok {
 		return nil
 	}
-	if th, ok := h.(tableHandle); ok {
+	if th, ok := h.(tableHandle); ok && th.d.pick.Load()&pickBuilding == 0 {
 		return th.d
 	}
-	return nil
+	return nil // Pick has not returned it yet: its Profile may be adding Roles
 }
 
 // EndpointInaccurate reports whether the endpoint's predictions currently

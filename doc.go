@@ -88,7 +88,8 @@
 // Candidate reports what the stages know of each candidate, as Filters and
 // Scorers read it. Every way ends in one Decision, whose FirstChunk and Done
 // are the request's lifecycle. With Request.ID set, Router.Decision finds
-// it by ID, for hosts whose callbacks carry only the ID; the ID table is
+// it by ID (once Pick has returned it, every role set), for hosts whose
+// callbacks carry only the ID; the ID table is
 // bounded (Config.Requests) and ends the requests it drops. Every Pick is traced when Options.TracerProvider is
 // set (trace.go): a "pick" span with "keys", "index_lookup", "filter" and
 // "score" children and the render client's "render" attempts.

@@ -35,7 +35,9 @@ func (r *Router) Pick(ctx context.Context, req *Request, endpoints []Endpoint) (
 	if err != nil {
 		return nil, err
 	}
-	return r.pipe.profile.Pick(ctx, req, endpoints, stages{r})
+	d, err := r.pipe.profile.Pick(ctx, req, endpoints, stages{r})
+	d.handOver() // the profile is done with it: the request table may end it now
+	return d, err
 }
 
 // pipeline is what New assembles the Router's stages from: the extension

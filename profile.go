@@ -20,7 +20,13 @@ import (
 // refuses a Request.ID already in flight: pick the later roles with a copy
 // of the request without ID: Router.Decision finds the first role's
 // Decision by the ID, and ending it (or the request table dropping it) ends
-// the others.
+// the others. Append the other roles' Decisions to its Roles before
+// returning it: until Pick returns, the router leaves a Decision committed
+// with an ID to the profile (Router.Decision does not find it, and the
+// request table's drop waits for Pick's return, then ends every role), so
+// no role is missed whatever ends the request, and when. A Decision the
+// profile commits and does not return (it failed after the commit) it ends
+// with Done itself.
 //
 // The stages a Router passes also have the method
 //
@@ -55,7 +61,12 @@ type stages struct{ r *Router }
 // Match is Router.Match without the admission (Pick has admitted the
 // request): render → keys → lookup over one role's candidates.
 func (p stages) Match(ctx context.Context, req *Request, endpoints []Endpoint) (*Selection, error) {
-	return p.r.match(ctx, req, endpoints)
+	s, err := p.r.match(ctx, req, endpoints)
+	if err != nil {
+		return nil, err
+	}
+	s.inProfile = true
+	return s, nil
 }
 
 // Prompts returns the prompts s rendered (or was given) and their cache
@@ -70,7 +81,7 @@ func (p stages) Prompts(s *Selection) ([]render.Prompt, string) {
 
 // Pick runs match, filter, score, pick and commit for one role.
 func (p stages) Pick(ctx context.Context, req *Request, endpoints []Endpoint) (*Decision, error) {
-	s, err := p.r.match(ctx, req, endpoints)
+	s, err := p.Match(ctx, req, endpoints)
 	if err != nil {
 		return nil, err
 	}

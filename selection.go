@@ -53,6 +53,10 @@ type Selection struct {
 	filtered, scored, committed bool
 	outcome                     affinity.Outcome
 
+	// inProfile: a Profile runs the Selection inside Pick (stages), and
+	// may still add Roles to its Decision after Commit.
+	inProfile bool
+
 	// The pick span and the context carrying it, when the router traces.
 	span      trace.Span
 	tctx      context.Context
@@ -85,7 +89,7 @@ func (r *Router) match(ctx context.Context, req *Request, endpoints []Endpoint) 
 	s := r.selections.Get().(*Selection)
 	s.r, s.req, s.eps = r, req, endpoints
 	s.promptTokens, s.total, s.usedCache = 0, 0, false
-	s.filtered, s.scored, s.committed = false, false, false
+	s.filtered, s.scored, s.committed, s.inProfile = false, false, false, false
 	s.outcome, s.best, s.bestScore = 0, -1, 0
 	s.st.reset(len(endpoints))
 	ctx = s.startPick(ctx)

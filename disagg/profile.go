@@ -117,7 +117,9 @@ type roleBufs struct{ dec, pre []kvroute.Endpoint }
 // pick among the candidates that may decode, the decider, and, when it
 // splits, the prefill pick among the others that may prefill. The Decision
 // is the decode endpoint's, with the prefill endpoint's in Roles when the
-// request is split; its FirstChunk and Done release both.
+// request is split; its FirstChunk and Done release both, and so does the
+// router's request table if it drops the request, even while Pick runs
+// (the router applies the drop when Pick returns, Roles set).
 func (p *Profile) Pick(ctx context.Context, req *kvroute.Request, endpoints []kvroute.Endpoint, stages kvroute.Picker) (*kvroute.Decision, error) {
 	st, ok := stages.(stager)
 	if !ok {
@@ -207,7 +209,7 @@ func (p *Profile) Pick(ctx context.Context, req *kvroute.Request, endpoints []kv
 		d.Done(kvroute.DoneInfo{Err: err})
 		return nil, err
 	}
-	d.Roles = append(d.Roles, pd)
+	d.Roles = append(d.Roles, pd) // before Pick returns d, so whatever ends the request ends pd too (kvroute.Profile)
 	p.chargeOutput(d, out)
 	p.met.decisions[reason].Inc()
 	p.met.pickDecode.Inc()
