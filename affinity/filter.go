@@ -90,9 +90,10 @@ type Candidate struct {
 // crowdingCost is a candidate's cost in the crowding rule: (uncached tokens
 // of this request + 1) × (open requests + 1). The uncached tokens are
 // c.RequestTokens, or projected from c.Score through unc when given
-// (ApplyProjected).
+// (ApplyProjected). The +1s are added as floats: in int64 they overflow
+// at math.MaxInt64, giving the most crowded endpoint a negative cost.
 func crowdingCost(c *Candidate, unc *tokenload.Uncached) float64 {
-	return float64(uncachedOf(c, unc)+1) * float64(max(c.OpenRequests, 0)+1)
+	return (float64(uncachedOf(c, unc)) + 1) * (float64(max(c.OpenRequests, 0)) + 1)
 }
 
 // uncachedOf is a candidate's uncached tokens for this request: its
@@ -452,7 +453,7 @@ func (f *Filter) crowded(need float64, cands []Candidate, stickies []int, unc *t
 		}
 	}
 	bound := f.crowding * crowdSticky
-	if unc != nil && float64(max(unc.Of(maxCold), 0)+1)*float64(openCold+1) >= bound {
+	if unc != nil && (float64(max(unc.Of(maxCold), 0))+1)*(float64(openCold)+1) >= bound {
 		return 0, false
 	}
 	limit = f.moveLimit(need, cands, unc, f.severe(sd.openSticky, openCold))

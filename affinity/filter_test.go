@@ -449,6 +449,20 @@ func TestFilterCrowdingStaysWhenMovingCostsMore(t *testing.T) {
 	require.Equal(t, "crowded", OutcomeCrowded.String())
 }
 
+// An endpoint with math.MaxInt64 open requests or uncached tokens is the
+// most crowded or the most costly, not (through an int64 +1 that wraps) the
+// least: the crowding rule moves the request to the cheap cold endpoint.
+func TestFilterCrowdingCostOfHugeCountsIsHuge(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.CrowdingMaxExtraPrefill = new(time.Duration(0)) // any uncached tokens may be a destination's
+	f := newFilter(t, cfg)
+	got, o := apply(f, 10, crowd(10, 128, 20), crowd(6, 589, math.MaxInt64), crowd(6, 589, 2), crowd(6, math.MaxInt64, 2))
+	require.Equal(t, OutcomeCrowded, o)
+	require.Equal(t, []int{2}, got)
+	require.Greater(t, crowdingCost(&Candidate{OpenRequests: math.MaxInt64}, nil), 0.0)
+	require.Greater(t, crowdingCost(&Candidate{RequestTokens: math.MaxInt64}, nil), 0.0)
+}
+
 // The bound on the extra prefill keeps a request whose move would re-prefill
 // a long shared context (the overload study's shape: 2,048 context tokens
 // cached on the warm endpoint) where it is, and still lets a conversation
