@@ -178,7 +178,8 @@ func TestDecideIsReference(t *testing.T) {
 }
 
 // ApplyProjected with RequestTokens left unset decides as Apply does with
-// each candidate's RequestTokens set to the projection of its Score.
+// each candidate's RequestTokens set to the projection of its Score, a
+// NaN, infinite or negative score projected as no match.
 func TestApplyProjectedIsApply(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	// The second filter's bound on the extra prefill is 150 tokens
@@ -194,10 +195,17 @@ func TestApplyProjectedIsApply(t *testing.T) {
 			bare := make([]Candidate, 2+r.IntN(16))
 			for i := range bare {
 				bare[i] = Candidate{Score: float64(r.IntN(total + 1)), InFlightTokens: r.Int64N(4096), LoadKnown: r.IntN(8) != 0, OpenRequests: r.Int64N(6)}
+				if r.IntN(10) == 0 { // scores of no match
+					bare[i].Score = []float64{math.NaN(), math.Inf(1), math.Inf(-1), -1}[r.IntN(4)]
+				}
 			}
 			full := slices.Clone(bare)
 			for i := range full {
-				full[i].RequestTokens = unc.Of(full[i].Score)
+				if s := full[i].Score; s >= 0 && !math.IsInf(s, 1) {
+					full[i].RequestTokens = unc.Of(s)
+				} else {
+					full[i].RequestTokens = unc.Of(0)
+				}
 			}
 			want, wantO := f.Apply(nil, total, full)
 			got, gotO := f.ApplyProjected(nil, total, bare, &unc)

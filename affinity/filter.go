@@ -100,9 +100,19 @@ func crowdingCost(c *Candidate, unc *tokenload.Uncached) float64 {
 // RequestTokens, or projected from its Score through unc when given.
 func uncachedOf(c *Candidate, unc *tokenload.Uncached) int64 {
 	if unc != nil {
-		return max(unc.Of(c.Score), 0)
+		return projectUncached(unc, c.Score)
 	}
 	return max(c.RequestTokens, 0)
+}
+
+// projectUncached is the uncached tokens unc projects for a matched score,
+// a NaN, infinite or negative score counting as no match (Candidate.Score):
+// unc.Of clamps +Inf to a full match, no uncached tokens at all.
+func projectUncached(unc *tokenload.Uncached, score float64) int64 {
+	if math.IsInf(score, 0) || math.IsNaN(score) {
+		score = 0
+	}
+	return max(unc.Of(score), 0)
 }
 
 // moveLimit is the most uncached tokens a crowded request may have on its
@@ -442,7 +452,7 @@ func passWithRequest(dst []int, cands []Candidate, need float64) ([]int, sides) 
 // has a better match than maxCold nor fewer open requests than openCold, and
 // the projected uncached tokens never grow with the match, so none costs
 // less than that pair would; when even that is not cheap enough, the answer
-// is no.
+// is no. A +Inf maxCold (a score of no match) skips the bound.
 func (f *Filter) crowded(need float64, cands []Candidate, stickies []int, unc *tokenload.Uncached, sd sides) (limit float64, ok bool) {
 	const none = math.MaxFloat64
 	openCold, maxCold := sd.openCold, sd.maxCold
@@ -453,7 +463,9 @@ func (f *Filter) crowded(need float64, cands []Candidate, stickies []int, unc *t
 		}
 	}
 	bound := f.crowding * crowdSticky
-	if unc != nil && (float64(max(unc.Of(maxCold), 0))+1)*(float64(openCold)+1) >= bound {
+	// A +Inf maxCold is a candidate of no match (Candidate.Score) and bounds
+	// nothing: the others' matches are then not known to be below any.
+	if unc != nil && !math.IsInf(maxCold, 1) && (float64(projectUncached(unc, maxCold))+1)*(float64(openCold)+1) >= bound {
 		return 0, false
 	}
 	limit = f.moveLimit(need, cands, unc, f.severe(sd.openSticky, openCold))

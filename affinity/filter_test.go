@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/telemetry"
+	"github.com/kvroute/kvroute/tokenload"
 )
 
 func newFilter(t testing.TB, cfg Config, opts ...Options) *Filter {
@@ -461,6 +462,29 @@ func TestFilterCrowdingCostOfHugeCountsIsHuge(t *testing.T) {
 	require.Equal(t, []int{2}, got)
 	require.Greater(t, crowdingCost(&Candidate{OpenRequests: math.MaxInt64}, nil), 0.0)
 	require.Greater(t, crowdingCost(&Candidate{RequestTokens: math.MaxInt64}, nil), 0.0)
+}
+
+// ApplyProjected projects a +Inf score, like every score Candidate.Score
+// counts as no match, to the request's whole prompt uncached: it is not a
+// full match that makes its endpoint the crowding rule's cheapest
+// destination, and it does not hide a cheaper one behind the cold side's
+// bound.
+func TestFilterProjectedInfiniteScoreIsNoMatch(t *testing.T) {
+	f := newFilter(t, DefaultConfig())
+	const total = 10
+	unc := tokenload.NewUncached(total*16, total, 16)
+	warm := Candidate{Score: total, LoadKnown: true, OpenRequests: 10}
+	for _, s := range []float64{math.Inf(1), math.Inf(-1), math.NaN(), -1} {
+		got, o := f.ApplyProjected(nil, total, []Candidate{warm, {Score: s, LoadKnown: true}}, &unc)
+		require.Equal(t, OutcomeSticky, o, "score %v", s) // 161 is not below 1.5 × 11
+		require.Equal(t, []int{0}, got, "score %v", s)
+	}
+	// Warm: (0+1) × (100+1) = 101. +Inf: (160+1) × 1 = 161, not below
+	// 151.5; 7.9 of 10 blocks: (34+1) × 1 = 35 is, and is the destination.
+	warm.OpenRequests = 100
+	got, o := f.ApplyProjected(nil, total, []Candidate{warm, {Score: math.Inf(1), LoadKnown: true}, {Score: 7.9, LoadKnown: true}}, &unc)
+	require.Equal(t, OutcomeCrowded, o)
+	require.Equal(t, []int{2}, got)
 }
 
 // The bound on the extra prefill keeps a request whose move would re-prefill
