@@ -1,6 +1,7 @@
 package approx
 
 import (
+	"math"
 	"time"
 )
 
@@ -133,7 +134,7 @@ func (x *Index) resolveCapacity(id string, now time.Time) resolvedCapacity {
 			if bs <= 0 {
 				bs = DefaultEngineBlockSize
 			}
-			r.c.CPUBlocks = int(max(1, int64(cpu.CPUBlocks)*int64(bs)/int64(r.c.BlockSize)))
+			r.c.CPUBlocks = int(min(max(1, int64(cpu.CPUBlocks)*int64(bs)/int64(r.c.BlockSize)), math.MaxInt))
 			r.source = CapacityEngineConfigCPU
 		} else {
 			r.fallback = FallbackOffloadUnsized

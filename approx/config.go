@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"time"
 
 	"github.com/kvroute/kvroute/internal/jsonconf"
@@ -45,40 +46,59 @@ const (
 // count to tune from), so CPU offload is a field of its own.
 type Capacity struct {
 	// GPUBlocks is the engine's KV blocks in GPU memory (vLLM's
-	// num_gpu_blocks, logged at start and in vllm:cache_config_info).
+	// num_gpu_blocks, logged at start and in vllm:cache_config_info); at
+	// most 2³¹.
 	GPUBlocks int `json:"gpuBlocks"`
 	// CPUBlocks is the blocks the engine offloads to CPU memory and serves
 	// prefixes from (vLLM's native CPU offloading or LMCache's local CPU
 	// backend: the offload size divided by one block's bytes); 0 without
-	// offloading.
+	// offloading; at most 2³¹.
 	CPUBlocks int `json:"cpuBlocks"`
 	// BlockSize is the engine's block size in tokens (vLLM's
-	// --block-size); 0 means DefaultEngineBlockSize.
+	// --block-size), at most 2²⁰; 0 means DefaultEngineBlockSize.
 	BlockSize int `json:"blockSize"`
 }
 
-// Tokens is the capacity in tokens: (GPU + CPU blocks) × block size.
+// maxCapacityBlocks and maxCapacityBlockSize bound a valid Capacity's
+// block counts and block size, as package enginemetrics bounds those it
+// reads from an engine: larger values are no cache an engine has, and
+// within them Tokens cannot overflow.
+const (
+	maxCapacityBlocks    = 1 << 31
+	maxCapacityBlockSize = 1 << 20
+)
+
+// Tokens is the capacity in tokens: (GPU + CPU blocks) × block size,
+// negative counts taken as 0; it saturates at math.MaxInt64 for counts
+// beyond the bounds a valid Capacity keeps (2³¹ blocks of each tier, 2²⁰
+// tokens a block).
 func (c Capacity) Tokens() int64 {
-	bs := c.BlockSize
+	bs := int64(c.BlockSize)
 	if bs <= 0 {
 		bs = DefaultEngineBlockSize
 	}
-	return int64(c.GPUBlocks+c.CPUBlocks) * int64(bs)
+	gpu, cpu := int64(max(c.GPUBlocks, 0)), int64(max(c.CPUBlocks, 0))
+	if gpu > math.MaxInt64-cpu || gpu+cpu > math.MaxInt64/bs {
+		return math.MaxInt64
+	}
+	return (gpu + cpu) * bs
 }
 
 // Blocks is the capacity in blocks of indexBlockSize tokens (the router's
-// block size), at least 1.
+// block size), at least 1 and at most math.MaxInt.
 func (c Capacity) Blocks(indexBlockSize int) int {
 	if indexBlockSize <= 0 {
 		indexBlockSize = 64
 	}
-	return int(max(1, c.Tokens()/int64(indexBlockSize)))
+	return int(min(max(1, c.Tokens()/int64(indexBlockSize)), math.MaxInt))
 }
 
 func (c Capacity) validate(name string) error {
 	switch {
 	case c.GPUBlocks < 0 || c.CPUBlocks < 0 || c.BlockSize < 0:
 		return fmt.Errorf("approx: %s: gpuBlocks, cpuBlocks and blockSize must be >= 0, got %+v", name, c)
+	case int64(c.GPUBlocks) > maxCapacityBlocks || int64(c.CPUBlocks) > maxCapacityBlocks || int64(c.BlockSize) > maxCapacityBlockSize:
+		return fmt.Errorf("approx: %s: gpuBlocks and cpuBlocks must be at most %d and blockSize at most %d, got %+v", name, maxCapacityBlocks, maxCapacityBlockSize, c)
 	case c.GPUBlocks == 0 && c.CPUBlocks > 0:
 		return fmt.Errorf("approx: %s: cpuBlocks without gpuBlocks: the GPU blocks are the engine's first tier, give both", name)
 	}

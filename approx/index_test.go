@@ -1,6 +1,7 @@
 package approx
 
 import (
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -85,6 +86,35 @@ func TestCapacityCountsCPUOffload(t *testing.T) {
 	require.Equal(t, 16, ix.Match("offload", keys(0, 16)), "the first prompt is still served from CPU memory")
 	require.Equal(t, 0, ix.Match("gpu", keys(0, 16)))
 	require.Equal(t, 16, ix.Match("gpu", keys(3000, 16)))
+}
+
+// A capacity is valid up to the bounds enginemetrics reads an engine's
+// within (2³¹ blocks of each tier, 2²⁰ tokens a block), where its tokens
+// still fit an int64; beyond them Config and SetCapacity refuse it, and
+// Tokens saturates instead of wrapping to a one-block index.
+func TestCapacityBeyondEngineBoundsIsRefusedNotWrapped(t *testing.T) {
+	largest := Capacity{GPUBlocks: 1 << 31, CPUBlocks: 1 << 31, BlockSize: 1 << 20}
+	require.NoError(t, Config{Capacity: largest}.Validate())
+	require.Equal(t, int64(1)<<52, largest.Tokens())
+	require.Equal(t, 1<<46, largest.Blocks(64))
+	ix, _ := newTest(t, Config{Enabled: true, Capacity: largest}, nil)
+	ix.Record("a", keys(1, 8))
+	require.Equal(t, 8, ix.Match("a", keys(1, 8)))
+
+	for _, c := range []Capacity{
+		{GPUBlocks: 1<<31 + 1, BlockSize: 16},
+		{GPUBlocks: 1, CPUBlocks: 1<<31 + 1},
+		{GPUBlocks: 1, BlockSize: 1<<20 + 1},
+		{GPUBlocks: 1 << 60, BlockSize: 16},
+	} {
+		require.ErrorContains(t, Config{Capacity: c}.Validate(), "at most", "%+v", c)
+		require.ErrorContains(t, Config{Endpoints: map[string]Capacity{"a": c}}.Validate(), "at most", "%+v", c)
+		require.ErrorContains(t, ix.SetCapacity("a", c), "at most", "%+v", c)
+	}
+	for _, c := range []Capacity{{GPUBlocks: 1 << 60, BlockSize: 16}, {GPUBlocks: math.MaxInt, CPUBlocks: math.MaxInt}, {GPUBlocks: 1 << 40, BlockSize: math.MaxInt}} {
+		require.Equal(t, int64(math.MaxInt64), c.Tokens(), "%+v", c)
+		require.Equal(t, int(math.MaxInt64/64), c.Blocks(64), "%+v", c)
+	}
 }
 
 // Under capacity pressure a prompt's last blocks go before its first ones,
