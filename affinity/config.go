@@ -95,8 +95,8 @@ type Config struct {
 	// skips the filter and every candidate passes. Default 0.
 	ExplorationProbability float64 `json:"explorationProbability"`
 	// MaxTTFTPenalty is the TTFT gate's tolerance, >= 0; 0 disables the gate
-	// (always stick). Default 18 s (DefaultMaxTTFTPenalty); nil means the
-	// default.
+	// (load never breaks stickiness; the crowding rule, CrowdingRatio, still
+	// applies). Default 18 s (DefaultMaxTTFTPenalty); nil means the default.
 	MaxTTFTPenalty *time.Duration `json:"maxTTFTPenalty"`
 	// PeakPrefillThroughput is the prefill throughput in tokens per second
 	// used to turn in-flight tokens into an estimated TTFT; finite and >= 0.

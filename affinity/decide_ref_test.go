@@ -57,11 +57,14 @@ func decideRef(f *Filter, totalBlocks int, cands []Candidate) (Outcome, []int) {
 	switch {
 	case nSticky == 0:
 		return OutcomeNoMatch, dst
-	case nCold == 0 || f.penaltyTokens <= 0:
+	case nCold == 0:
 		return OutcomeSticky, dst
 	case bestSticky == none || bestCold == none:
+		if f.penaltyTokens <= 0 { // no gate: the crowding rule needs both sides' loads
+			return OutcomeSticky, dst
+		}
 		return OutcomeMissingSignal, dst
-	case bestSticky-bestCold > f.penaltyTokens:
+	case f.penaltyTokens > 0 && bestSticky-bestCold > f.penaltyTokens:
 		if f.cfg.IncludeRequestTokens {
 			return OutcomeRequestLoadOverride, dst
 		}
@@ -112,7 +115,7 @@ func boundedCold(f *Filter, need float64, cands []Candidate) float64 {
 // candidate sets: scores around the threshold (NaN and infinities among
 // them), loads around the gate (negative, unknown and huge ones among
 // them), with and without the request's tokens, with and without the
-// crowding rule.
+// crowding rule, with and without the gate.
 func TestDecideIsReference(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, mode := range []struct {
@@ -120,16 +123,22 @@ func TestDecideIsReference(t *testing.T) {
 		crowding    float64
 		extra       time.Duration
 		unbound     float64
+		noGate      bool
 	}{
-		{false, ChatCrowdingRatio, 0, 0}, {true, ChatCrowdingRatio, 0, 0}, {false, 0, 0, 0}, {true, 0, 0, 0},
-		{false, ChatCrowdingRatio, ChatCrowdingMaxExtraPrefill, 0}, {true, ChatCrowdingRatio, ChatCrowdingMaxExtraPrefill, 0},
-		{false, ChatCrowdingRatio, ChatCrowdingMaxExtraPrefill, 2}, {true, ChatCrowdingRatio, ChatCrowdingMaxExtraPrefill, 2},
+		{false, ChatCrowdingRatio, 0, 0, false}, {true, ChatCrowdingRatio, 0, 0, false}, {false, 0, 0, 0, false}, {true, 0, 0, 0, false},
+		{false, ChatCrowdingRatio, ChatCrowdingMaxExtraPrefill, 0, false}, {true, ChatCrowdingRatio, ChatCrowdingMaxExtraPrefill, 0, false},
+		{false, ChatCrowdingRatio, ChatCrowdingMaxExtraPrefill, 2, false}, {true, ChatCrowdingRatio, ChatCrowdingMaxExtraPrefill, 2, false},
+		{false, ChatCrowdingRatio, ChatCrowdingMaxExtraPrefill, 2, true}, {true, ChatCrowdingRatio, ChatCrowdingMaxExtraPrefill, 2, true},
 	} {
 		withRequest := mode.withRequest
-		f := newFilter(t, Config{IncludeRequestTokens: withRequest, CrowdingRatio: new(mode.crowding), CrowdingMaxExtraPrefill: new(mode.extra), CrowdingUnboundRatio: new(mode.unbound)})
-		unbounded := newFilter(t, Config{IncludeRequestTokens: withRequest, CrowdingRatio: new(mode.crowding), CrowdingMaxExtraPrefill: new(time.Duration(0))})
-		gate := int64(f.GateTokens())
-		bit, crowded := 0, 0 // decisions the bound changed; crowded ones
+		var penalty *time.Duration // the default
+		if mode.noGate {
+			penalty = new(time.Duration(0))
+		}
+		f := newFilter(t, Config{IncludeRequestTokens: withRequest, MaxTTFTPenalty: penalty, CrowdingRatio: new(mode.crowding), CrowdingMaxExtraPrefill: new(mode.extra), CrowdingUnboundRatio: new(mode.unbound)})
+		unbounded := newFilter(t, Config{IncludeRequestTokens: withRequest, MaxTTFTPenalty: penalty, CrowdingRatio: new(mode.crowding), CrowdingMaxExtraPrefill: new(time.Duration(0))})
+		gate := int64(newFilter(t, Config{}).GateTokens()) // the loads' scale, the default gate's
+		bit, crowded := 0, 0                               // decisions the bound changed; crowded ones
 		for range 20_000 {
 			total := 1 + r.IntN(64)
 			cands := make([]Candidate, r.IntN(20))

@@ -333,11 +333,16 @@ func (f *Filter) decide(dst []int, totalBlocks int, cands []Candidate, unc *toke
 	switch {
 	case nSticky == 0:
 		return OutcomeNoMatch, dst, 0
-	case nCold == 0 || f.penaltyTokens <= 0:
+	case nCold == 0:
 		return OutcomeSticky, dst, 0
 	case !sd.stickyKnown || !sd.coldKnown:
+		// The missing signal is the gate's to handle; without the gate
+		// only the crowding rule is left, and it compares known loads.
+		if f.penaltyTokens <= 0 {
+			return OutcomeSticky, dst, 0
+		}
 		return OutcomeMissingSignal, dst, 0
-	case sd.stickyLoad-sd.coldLoad > f.penaltyTokens:
+	case f.penaltyTokens > 0 && sd.stickyLoad-sd.coldLoad > f.penaltyTokens:
 		if withRequest {
 			return OutcomeRequestLoadOverride, dst, 0
 		}

@@ -144,7 +144,12 @@ func TestFilterGateDisabledOrWithoutColdSide(t *testing.T) {
 	f := newFilter(t, cfg)
 	require.Zero(t, f.GateTokens())
 	got, o := apply(f, 10, warm(1<<40), cold(0))
-	require.Equal(t, OutcomeSticky, o, "penalty 0: always stick")
+	require.Equal(t, OutcomeSticky, o, "penalty 0: load never breaks stickiness")
+	require.Equal(t, []int{0}, got)
+	unknown := cold(0)
+	unknown.LoadKnown = false
+	got, o = apply(f, 10, warm(1<<40), unknown)
+	require.Equal(t, OutcomeSticky, o, "penalty 0: no gate, so no missing signal")
 	require.Equal(t, []int{0}, got)
 
 	f = newFilter(t, DefaultConfig())
@@ -448,6 +453,31 @@ func TestFilterCrowdingStaysWhenMovingCostsMore(t *testing.T) {
 	_, o = apply(newFilter(t, cfg), 10, crowd(10, 128, 20), crowd(6, 589, 2))
 	require.Equal(t, OutcomeSticky, o)
 	require.Equal(t, "crowded", OutcomeCrowded.String())
+}
+
+// MaxTTFTPenalty 0 turns the TTFT gate off, not the crowding rule (doc.go
+// step 5): a request still leaves a warm endpoint crowded with open
+// requests, and stays when a side's load is unknown.
+func TestFilterCrowdingRuleRunsWithGateDisabled(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.MaxTTFTPenalty = new(time.Duration(0))
+	f := newFilter(t, cfg)
+	require.Zero(t, f.GateTokens())
+	// As in TestFilterCrowdingMovesOffCrowdedWarmEndpoint: 1,770 < 1.5 × 2,709.
+	got, o := apply(f, 10, crowd(10, 128, 20), crowd(6, 589, 2), crowd(6, 589, 4))
+	require.Equal(t, OutcomeCrowded, o)
+	require.Equal(t, []int{1}, got)
+	// Committed load far over any gate does not break stickiness.
+	heavy := crowd(10, 128, 20)
+	heavy.InFlightTokens = 1 << 40
+	_, o = apply(f, 10, heavy, crowd(3, 3355, 2))
+	require.Equal(t, OutcomeSticky, o)
+	// Without the sticky side's load the rule has nothing to compare.
+	unknown := crowd(10, 128, 20)
+	unknown.LoadKnown = false
+	got, o = apply(f, 10, unknown, crowd(6, 589, 2))
+	require.Equal(t, OutcomeSticky, o)
+	require.Equal(t, []int{0}, got)
 }
 
 // An endpoint with math.MaxInt64 open requests or uncached tokens is the
