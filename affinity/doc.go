@@ -73,10 +73,11 @@
 // llm_d_epp_prefix_cache_affinity_filter_decisions_total{outcome} when a
 // prometheus.Registerer is given. A nil Registerer registers nothing; New
 // registers the counter through telemetry.Set.Register (New fails and leaves
-// nothing registered), and Close unregisters exactly what New registered, so
-// a closed Filter can be built again on the same registry. Filters sharing
-// one registry share the counter: a Filter that finds it already registered
-// by another reuses it, and its Close leaves that shared counter registered.
+// nothing registered), and Close unregisters it, so a closed Filter can be
+// built again on the same registry. Filters sharing one registry share the
+// counter: a Filter that finds it already registered by another reuses it,
+// and the counter stays registered until the last of the Filters sharing it
+// closes, whichever registered it.
 //
 // # Calibration
 //

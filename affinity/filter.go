@@ -160,22 +160,22 @@ type Filter struct {
 	random        func() float64
 	decisions     [numOutcomes]prometheus.Counter
 
-	// set and owned are the registry and the decision counter this Filter
-	// registered itself (owned is nil when it registered none or reused
-	// another Filter's); Close unregisters it once.
-	set       telemetry.Set
-	owned     prometheus.Collector
+	// counter is the registered decision counter this Filter uses with
+	// other Filters on its registry (nil when it registered none);
+	// Close releases it once, the last user's Close unregistering it.
+	counter   *prometheus.CounterVec
 	closeOnce sync.Once
 }
 
-// Close unregisters the decision counter when this Filter registered it
-// (not when it reused another Filter's), so a Filter can be built again on
-// the same registry. The Filter keeps working; its decisions are then just
-// not exported. Close is idempotent.
+// Close ends this Filter's use of the decision counter; the last of the
+// Filters sharing a registry's counter to close unregisters it, whichever
+// registered it, so a Filter can be built again on the same registry. The
+// Filter keeps working; once the counter is unregistered its decisions are
+// just not exported. Close is idempotent.
 func (f *Filter) Close() {
 	f.closeOnce.Do(func() {
-		if f.owned != nil {
-			f.set.Unregister(f.owned)
+		if f.counter != nil {
+			releaseDecisionCounter(f.counter)
 		}
 	})
 }
@@ -213,12 +213,12 @@ func New(cfg Config, opts Options) (*Filter, error) {
 	if *cfg.MaxTTFTPenalty > 0 {
 		f.penaltyTokens = cfg.MaxTTFTPenalty.Seconds() * cfg.PeakPrefillThroughput
 	}
-	vec, owned, err := decisionCounter(opts.Set)
+	vec, shared, err := decisionCounter(opts.Set)
 	if err != nil {
 		return nil, err
 	}
-	if owned {
-		f.set, f.owned = opts.Set, vec
+	if shared {
+		f.counter = vec
 	}
 	for o := range numOutcomes {
 		f.decisions[o] = vec.WithLabelValues(o.String())
