@@ -252,12 +252,27 @@ func (x *Index) Record(endpoint string, keys []kvindex.Key) {
 	if !x.cfg.Enabled || len(keys) == 0 {
 		return
 	}
-	l, limit, byMemory := x.shard(endpoint)
-	now := x.clock.Now().UnixNano()
-	l.mu.Lock()
-	if l.pos == nil { // dropped meanwhile
+	var (
+		l        *lru
+		limit    int
+		byMemory bool
+		now      int64
+	)
+	for {
+		l, limit, byMemory = x.shard(endpoint)
+		now = x.clock.Now().UnixNano()
+		l.mu.Lock()
+		if l.pos != nil {
+			break
+		}
+		// Dropped meanwhile. An explicit drop (Drop, the endpoint removed
+		// or precise) wins; a drop for being empty (expiry) does not
+		// forget the endpoint, and this Record files its keys again.
+		retry := l.expired
 		l.mu.Unlock()
-		return
+		if !retry {
+			return
+		}
 	}
 	slots0, n0 := l.slots(), l.n
 	expired := l.expire(now - x.ttl)
@@ -445,9 +460,32 @@ func (x *Index) expireAll(now int64) {
 		}
 		l.mu.Unlock()
 		if empty {
-			x.drop(ids[i], reasonExpired) // nothing left to count
+			x.dropExpired(ids[i], l)
 		}
 	}
+}
+
+// dropExpired forgets endpoint, which expireAll found with l empty, when l
+// is still its lru and still empty: a Record may have filled it since
+// expireAll unlocked it, so both are checked again under x.mu and l's lock
+// (taken in that order, as everywhere). A Record holding l that has not yet
+// locked it finds it expired and records in a new lru.
+func (x *Index) dropExpired(endpoint string, l *lru) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.eps[endpoint] != l {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.pos == nil || l.n != 0 {
+		return
+	}
+	delete(x.eps, endpoint)
+	slots := l.slots()
+	l.pos, l.nodes, l.expired = nil, nil, true
+	l.head, l.tail, l.free = none, none, none
+	x.slots.Add(-int64(slots)) // no entries left to count
 }
 
 // now is the index clock as unix ns.

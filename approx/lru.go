@@ -36,6 +36,10 @@ type lru struct {
 	head, tail int32
 	free       int32 // free-slot list through next
 	n          int   // live entries
+	// expired is set when the mode refresh dropped the lru for being empty
+	// (Index.dropExpired): a Record that held it then files its keys in
+	// the endpoint's new lru instead.
+	expired bool
 }
 
 func newLRU() *lru {
