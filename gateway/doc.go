@@ -133,10 +133,12 @@
 // upstream_broken counts the responses that broke off mid-body, which
 // kvroute_gateway_upstream_broken_total{kind} splits into closed, timeout
 // and other), kvroute_gateway_unrouted_requests_total (a 404 for
-// any other path), kvroute_gateway_pick_duration_seconds{api},
-// kvroute_gateway_first_chunk_seconds{api} (request received to first
-// upstream response bytes: render, routing and the engine's time to first
-// token), kvroute_gateway_request_body_bytes_in_flight and
+// any other path), kvroute_gateway_pick_duration_seconds{api} (the routing
+// decision, render call included, timed from after the body is read: the
+// upload is the client's time), kvroute_gateway_first_chunk_seconds{api}
+// (request received to first upstream response bytes: render, routing and
+// the engine's time to first token),
+// kvroute_gateway_request_body_bytes_in_flight and
 // kvroute_gateway_status_truncated_total (latest-request records whose
 // client request ID or model was cut to 256 bytes); a Server adds
 // kvroute_gateway_header_timeouts_total and

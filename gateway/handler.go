@@ -400,8 +400,10 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api ren
 			return
 		}
 	}
+	// The pick's own time: the body's upload, read above, is the client's.
+	picked := h.now()
 	d, err := h.picker.Pick(ctx, req, eps)
-	am.pick.Observe(h.now().Sub(start).Seconds())
+	am.pick.Observe(h.now().Sub(picked).Seconds())
 	if err != nil {
 		if r.Context().Err() != nil {
 			am.results[ResultClientAbort].Inc()

@@ -111,7 +111,7 @@ func newMetrics(set telemetry.Set, bodyBytes func() int64) (*metrics, error) {
 	}, []string{"api", "result"})
 	pick := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "kvroute_gateway_pick_duration_seconds",
-		Help:    "Time the routing decision took (render call included), by API.",
+		Help:    "Time the routing decision took (render call included; the body's upload before it not), by API.",
 		Buckets: latencyBuckets,
 	}, []string{"api"})
 	first := prometheus.NewHistogramVec(prometheus.HistogramOpts{
