@@ -58,7 +58,11 @@ type ServerConfig struct {
 	// first byte of each later one on a keep-alive connection. A connection
 	// whose header is late is closed and counted in
 	// kvroute_gateway_header_timeouts_total. The body has
-	// Proxy.BodyReadTimeout after it. 0 means DefaultReadHeaderTimeout.
+	// Proxy.BodyReadTimeout after it on every path: a request answered
+	// without reading its body (a 404, a 405, /health) still has that time
+	// to send it, as net/http reads an unread body (up to 256 KiB) before
+	// the answer, and a body late then has its connection closed after the
+	// answer. 0 means DefaultReadHeaderTimeout.
 	ReadHeaderTimeout time.Duration
 	// IdleTimeout is how long a keep-alive connection may wait for its next
 	// request before it is closed. 0 means DefaultIdleTimeout.
@@ -479,7 +483,13 @@ func NewServer(ctx context.Context, cfg ServerConfig, opts Options) (*Server, er
 }
 
 // mux routes /metrics, /health and everything else to the Handler, counting
-// requests in flight so that Shutdown can wait for them.
+// requests in flight so that Shutdown can wait for them. A request with a
+// body gets Proxy.BodyReadTimeout as its read deadline before any handler
+// answers: net/http discards the unread body of an answer (up to 256 KiB)
+// before writing it, and a body that does not come by then fails the
+// discard and closes the connection instead of holding it. The Handler's
+// body read sets the deadline again and clears it after a complete body, so
+// that it does not cut the response.
 func (s *Server) mux() http.Handler {
 	m := http.NewServeMux()
 	m.Handle("/metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{
@@ -492,6 +502,10 @@ func (s *Server) mux() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.handlers.Add(1)
 		defer s.handlers.Done()
+		if r.ContentLength != 0 {
+			// A socket deadline, handed to the OS: wall time.
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.handler.cfg.BodyReadTimeout))
+		}
 		m.ServeHTTP(w, r)
 	})
 }

@@ -171,3 +171,58 @@ func TestServerCountsRequestsNetHTTPRefuses(t *testing.T) {
 	_, _ = io.WriteString(c, "GET /health HTTP/1.1\r\nHost: gw\r\nX-Big: "+strings.Repeat("b", http.DefaultMaxHeaderBytes+8192)+"\r\n\r\n")
 	require.Eventually(t, func() bool { return metricValue(t, srv.Registry(), refused) == 2 }, wait, time.Millisecond)
 }
+
+// A request the gateway answers without reading its body (a 405 on an
+// inference route, a 404, /health) still has only Proxy.BodyReadTimeout to
+// send it: net/http reads an unread body before the answer, and one that
+// announces 100 bytes and never sends them gets the answer and has its
+// connection closed, instead of holding both forever. A complete unread
+// body leaves the connection open for the next request.
+func TestServerClosesTheConnectionOfAnUnreadBodyPastItsReadTimeout(t *testing.T) {
+	defer leakcheck.Check(t)()
+	u := newUpstream(t)
+	defer u.Close()
+	cfg := testServerConfig(kvroute.Endpoint{ID: u.id})
+	cfg.Proxy.BodyReadTimeout = 200 * time.Millisecond
+	srv, err := NewServer(t.Context(), cfg, Options{})
+	require.NoError(t, err)
+	defer func() {
+		// Bounded: a handler stuck on a body would hold an unbounded one.
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		require.NoError(t, srv.Shutdown(ctx))
+	}()
+	for _, tc := range []struct {
+		head   string
+		status int
+	}{
+		{"GET /v1/completions", http.StatusMethodNotAllowed},
+		{"POST /nowhere", http.StatusNotFound},
+		{"POST /health", http.StatusOK},
+	} {
+		c := dialGateway(t, srv.URL()) // its read deadline: wait, far past 200ms
+		_, err = io.WriteString(c, tc.head+" HTTP/1.1\r\nHost: gw\r\nContent-Length: 100\r\n\r\n{")
+		require.NoError(t, err)
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, nil)
+		require.NoError(t, err, "%s: no answer", tc.head)
+		readAll(t, resp)
+		require.Equal(t, tc.status, resp.StatusCode, tc.head)
+		require.True(t, resp.Close, "%s: the answer closes the connection", tc.head)
+		requireClosedByServer(t, br)
+		c.Close()
+
+		c = dialGateway(t, srv.URL())
+		_, err = io.WriteString(c, tc.head+" HTTP/1.1\r\nHost: gw\r\nContent-Length: 2\r\n\r\n{}"+tc.head+" HTTP/1.1\r\nHost: gw\r\n\r\n")
+		require.NoError(t, err)
+		br = bufio.NewReader(c)
+		for range 2 {
+			resp, err = http.ReadResponse(br, nil)
+			require.NoError(t, err, "%s: a complete body keeps the connection", tc.head)
+			readAll(t, resp)
+			require.Equal(t, tc.status, resp.StatusCode, tc.head)
+			require.False(t, resp.Close, tc.head)
+		}
+		c.Close()
+	}
+}
