@@ -58,11 +58,13 @@ type Config struct {
 	// in flight hold together, from their first byte until their response
 	// ends. Bodies are buffered as their bytes arrive, so a body holds what
 	// it has sent (at most twice that), not what its Content-Length
-	// announces. A request whose body finds no room is answered 503 with a
-	// Retry-After and counted as result "body_budget". 0 means
-	// DefaultMaxBodyBytesInFlight (or MaxBodyBytes when that is larger); a
-	// value below MaxBodyBytes is an error, since a body at the limit could
-	// never pass.
+	// announces. A body the model rewrite table changed
+	// (ServerConfig.Models) holds its rewritten copy as well, charged when
+	// it is made. A request whose body, or its copy, finds no room is
+	// answered 503 with a Retry-After and counted as result "body_budget".
+	// 0 means DefaultMaxBodyBytesInFlight (or MaxBodyBytes when that is
+	// larger); a value below MaxBodyBytes is an error, since a body at the
+	// limit could never pass.
 	MaxBodyBytesInFlight int64 `json:"maxBodyBytesInFlight"`
 	// BodyReadTimeout is the time a client has to send the whole request
 	// body, counted from the end of its header; a body still incomplete then
@@ -336,12 +338,9 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api ren
 			writeError(w, api, http.StatusRequestEntityTooLarge,
 				fmt.Sprintf("request body exceeds the gateway's limit of %d bytes", tooLarge.Limit))
 		case errors.Is(err, errBodyBudget):
-			am.results[ResultBodyBudget].Inc()
 			// The unread rest of the body stays on the connection: close it.
 			w.Header().Set("Connection", "close")
-			w.Header().Set("Retry-After", "1")
-			writeError(w, api, http.StatusServiceUnavailable, fmt.Sprintf(
-				"the gateway is holding its limit of %d bytes of request bodies in flight; retry later", h.cfg.MaxBodyBytesInFlight))
+			h.refuseBodyBudget(w, api, am)
 		case errors.Is(err, os.ErrDeadlineExceeded):
 			// Checked before the context: net/http cancels it on the
 			// connection's read error.
@@ -381,8 +380,13 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api ren
 	}
 	switch {
 	case h.served != nil:
-		var routed bool
-		if body, routed = h.routeModel(w, api, am, req, body, model, eps); !routed {
+		var (
+			rheld  int64
+			routed bool
+		)
+		body, rheld, routed = h.routeModel(w, api, am, req, body, model, eps)
+		defer h.budget.Release(rheld) // after the response, as the body's
+		if !routed {
 			return
 		}
 	case h.cfg.Model == "":
@@ -502,6 +506,15 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api ren
 		// mistake the truncated body for a complete one.
 		panic(http.ErrAbortHandler)
 	}
+}
+
+// refuseBodyBudget answers a request whose body (or a copy the gateway
+// makes of it) found no room in Config.MaxBodyBytesInFlight.
+func (h *Handler) refuseBodyBudget(w http.ResponseWriter, api render.API, am *apiMetrics) {
+	am.results[ResultBodyBudget].Inc()
+	w.Header().Set("Retry-After", "1")
+	writeError(w, api, http.StatusServiceUnavailable, fmt.Sprintf(
+		"the gateway is holding its limit of %d bytes of request bodies in flight; retry later", h.cfg.MaxBodyBytesInFlight))
 }
 
 // serveModels forwards GET /v1/models to the endpoints in turn.

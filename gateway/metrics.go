@@ -45,8 +45,8 @@ const (
 	ResultClientStalled Result = "client_stalled"
 	// ResultBodyTooLarge: the request body exceeded Config.MaxBodyBytes (413).
 	ResultBodyTooLarge Result = "body_too_large"
-	// ResultBodyBudget: the body found no room in Config.MaxBodyBytesInFlight
-	// (503 with Retry-After).
+	// ResultBodyBudget: the body (or its copy with a rewritten model) found
+	// no room in Config.MaxBodyBytesInFlight (503 with Retry-After).
 	ResultBodyBudget Result = "body_budget"
 	// ResultBodyTimeout: the body did not arrive within
 	// Config.BodyReadTimeout (408, connection closed).

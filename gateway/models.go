@@ -22,9 +22,12 @@ import (
 // models and the rewrite table's names.
 
 // routeModel sets req's model in multi-model mode. It returns the body to
-// forward (rewritten when the table changed the model) and false when it
-// has answered the request itself.
-func (h *Handler) routeModel(w http.ResponseWriter, api render.API, am *apiMetrics, req *kvroute.Request, body []byte, model string, eps []kvroute.Endpoint) ([]byte, bool) {
+// forward (rewritten when the table changed the model), what the rewritten
+// copy holds of the body budget (which the caller releases once the
+// response has ended) and false when it has answered the request itself:
+// a rewritten copy that finds no room in the budget is answered 503, as a
+// body is.
+func (h *Handler) routeModel(w http.ResponseWriter, api render.API, am *apiMetrics, req *kvroute.Request, body []byte, model string, eps []kvroute.Endpoint) ([]byte, int64, bool) {
 	name := model
 	if name == "" {
 		name = h.cfg.Model
@@ -33,20 +36,27 @@ func (h *Handler) routeModel(w http.ResponseWriter, api render.API, am *apiMetri
 	if !models.Serves(eps, target, h.cfg.Model) {
 		am.results[ResultBadRequest].Inc()
 		writeModelNotFound(w, api, name)
-		return nil, false
+		return nil, 0, false
 	}
+	var held int64
 	if rewritten && target != model {
 		nb, err := setBodyModel(body, target)
 		if err != nil {
 			am.results[ResultBadRequest].Inc()
 			writeError(w, api, http.StatusBadRequest, "rewriting the request's model: "+err.Error())
-			return nil, false
+			return nil, 0, false
+		}
+		// A second copy of the body, held with the first until the
+		// response ends.
+		if held = int64(cap(nb)); !h.budget.Acquire(held) {
+			h.refuseBodyBudget(w, api, am)
+			return nil, 0, false
 		}
 		body = nb
 		req.Body = nb
 	}
 	req.Model = target
-	return body, true
+	return body, held, true
 }
 
 // writeModelNotFound answers a model no endpoint serves: vLLM's 404

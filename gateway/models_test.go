@@ -205,3 +205,71 @@ func TestGatewayRoutesEachModelToItsEndpointsAndCache(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, e.Error.Code)
 	require.Contains(t, e.Error.Message, "gamma")
 }
+
+// A body the rewrite table changes is forwarded as a second, rewritten copy
+// held with the first until the response ends: both are charged to
+// MaxBodyBytesInFlight, and released after the response. A copy that finds
+// no room is answered 503 body_budget, nothing forwarded.
+func TestGatewayChargesARewrittenBodyToTheBodyBudget(t *testing.T) {
+	defer leakcheck.Check(t)()
+	u := newUpstream(t)
+	defer u.Close()
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	u.setInfer(func(w http.ResponseWriter, r *http.Request) {
+		entered <- struct{}{}
+		<-release
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"choices":[]}`))
+	})
+	newServer := func(limit int64) *Server {
+		cfg := testServerConfig(kvroute.Endpoint{ID: u.id})
+		cfg.Router.Model = "alpha"
+		cfg.Proxy.MaxBodyBytes, cfg.Proxy.MaxBodyBytesInFlight = limit, limit
+		cfg.Models = &models.Config{Served: map[string][]string{u.id: {"alpha"}},
+			Rewrites: []models.Rule{{Model: "alias", Targets: []models.Target{{Model: "alpha", Weight: 1}}}}}
+		srv, err := NewServer(t.Context(), cfg, Options{})
+		require.NoError(t, err)
+		return srv
+	}
+	b, err := json.Marshal(map[string]any{"model": "alias", "prompt": strings.Repeat("x", 100<<10), "max_tokens": 1})
+	require.NoError(t, err)
+	post := func(srv *Server) <-chan int {
+		done := make(chan int, 1)
+		go func() {
+			c := &http.Client{Transport: &http.Transport{}}
+			defer c.CloseIdleConnections()
+			resp, err := c.Post(srv.URL()+"/v1/completions", "application/json", strings.NewReader(string(b)))
+			if err != nil {
+				done <- 0
+				return
+			}
+			resp.Body.Close()
+			done <- resp.StatusCode
+		}()
+		return done
+	}
+
+	srv := newServer(DefaultMaxBodyBytes)
+	done := post(srv)
+	<-entered
+	inUse := srv.Handler().budget.InUse()
+	close(release)
+	require.Equal(t, http.StatusOK, <-done)
+	got, _ := u.received()
+	require.Contains(t, string(got[0]), `"model":"alpha"`)
+	require.GreaterOrEqual(t, inUse, int64(len(b)+len(got[0])),
+		"in flight: the %d-byte body and its %d-byte rewritten copy", len(b), len(got[0]))
+	require.Eventually(t, func() bool { return srv.Handler().budget.InUse() == 0 }, wait, time.Millisecond,
+		"both released after the response")
+	require.NoError(t, srv.Shutdown(context.Background()))
+
+	// Room for the body (its buffer at most twice its size), not for the
+	// body and its copy.
+	srv = newServer(2 * int64(len(b)))
+	defer func() { require.NoError(t, srv.Shutdown(context.Background())) }()
+	require.Equal(t, http.StatusServiceUnavailable, <-post(srv))
+	require.Equal(t, 1.0, counter(t, srv.Registry(), "completions", ResultBodyBudget))
+	got, _ = u.received()
+	require.Len(t, got, 1, "nothing forwarded")
+	require.Zero(t, srv.Handler().budget.InUse())
+}
