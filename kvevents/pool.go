@@ -324,6 +324,7 @@ func (p *Pool) closeStream(st *stream, clearIndex, forget bool) {
 		p.m.forgetEndpoint(st.id)
 		p.sm.forget(st.id)
 		p.snm.forget(st.id)
+		p.rm.forget(st.id)
 		p.mu.Lock()
 		delete(p.resume, st.id)
 		p.mu.Unlock()

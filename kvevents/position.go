@@ -176,6 +176,13 @@ func (m *resumeMetrics) count(endpoint, result string) {
 	}
 }
 
+// forget drops the endpoint's series (it left the pool).
+func (m *resumeMetrics) forget(endpoint string) {
+	if m != nil {
+		m.resumes.DeletePartialMatch(prometheus.Labels{"pod_identifier": endpoint})
+	}
+}
+
 // setPosition records pos (without a group table) under the held lock pl
 // and releases it.
 func setPosition(pl *kvindex.PositionLock, pos Position) {

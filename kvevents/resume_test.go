@@ -121,6 +121,9 @@ func TestPoolResumeFromSnapshotAppliesDowntimeOnce(t *testing.T) {
 	waitApplied(t, refPool, resumeID, 50)
 	require.Equal(t, snap(t, ref), snap(t, ix), "the resumed index equals the never-restarted one")
 	require.Zero(t, testutil.ToFloat64(p2.metrics().PublisherRestarts.WithLabelValues(resumeID)))
+
+	p2.Remove(resumeID) // it left the pool: its resume series go with it
+	require.Zero(t, resumes(t, reg, ResumeOK))
 }
 
 // The replay buffer no longer holds the position: the loaded entries stay
