@@ -43,33 +43,13 @@ func (m *applyMetrics) drop(endpoint string, reason Reason, n int) {
 }
 
 // skip counts n events left out of the index for reason; kind is the
-// event's cache kind, as the publisher sent it, labelled through
-// cacheKindLabel.
+// event's cache kind ("" is reported as "none").
 func (m *applyMetrics) skip(kind string, reason Reason, n int) {
 	if m == nil || n <= 0 {
 		return
 	}
-	m.StoresSkipped.WithLabelValues(cacheKindLabel(kind), string(reason)).Add(float64(n))
-}
-
-// cacheKindLabels are the cache kinds vLLM's KV-cache specs name, the
-// cache_kind label values kept as they are.
-var cacheKindLabels = map[string]bool{
-	"full_attention": true, "mla_attention": true, "sink_full_attention": true, "sliding_window": true,
-	"sliding_window_mla": true, "mamba": true, "chunked_local_attention": true, "encoder_only_attention": true,
-	"cross_attention": true,
-}
-
-// cacheKindLabel is kind as a cache_kind label value: one of vLLM's cache
-// kinds as it is, "none" for an event without one, and "other" for any
-// other string, so that a publisher's made-up kinds cannot grow the
-// family's series.
-func cacheKindLabel(kind string) string {
-	switch {
-	case kind == "":
-		return "none"
-	case cacheKindLabels[kind]:
-		return kind
+	if kind == "" {
+		kind = "none"
 	}
-	return "other"
+	m.StoresSkipped.WithLabelValues(kind, string(reason)).Add(float64(n))
 }
