@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/textproto"
 	"strconv"
 	"strings"
 	"time"
@@ -375,16 +376,31 @@ func (x *Exchange) prefill(ctx context.Context, url string, hdr http.Header, id 
 }
 
 // hopHeaders are not forwarded (RFC 9110 §7.6.1), nor the ones the
-// exchange sets itself.
+// exchange sets itself, nor Expect: the prefill request sends its body at
+// once, and a 100-continue was the client's exchange with the sidecar.
 var hopHeaders = map[string]bool{
 	"Connection": true, "Proxy-Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true,
 	"Proxy-Authorization": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
-	"Content-Length": true, "Accept-Encoding": true, http.CanonicalHeaderKey(PrefillerHeader): true,
+	"Content-Length": true, "Accept-Encoding": true, "Expect": true, http.CanonicalHeaderKey(PrefillerHeader): true,
 }
 
+// copyHeaders copies src's end-to-end headers into dst: not hopHeaders,
+// and not the headers src's Connection header names, which are scoped to
+// the client's connection as the hop-by-hop ones are.
 func copyHeaders(dst, src http.Header) {
+	var named map[string]bool
+	for _, v := range src.Values("Connection") {
+		for _, tok := range strings.Split(v, ",") {
+			if tok = textproto.TrimString(tok); tok != "" {
+				if named == nil {
+					named = map[string]bool{}
+				}
+				named[http.CanonicalHeaderKey(tok)] = true
+			}
+		}
+	}
 	for k, vs := range src {
-		if hopHeaders[http.CanonicalHeaderKey(k)] {
+		if ck := http.CanonicalHeaderKey(k); hopHeaders[ck] || named[ck] {
 			continue
 		}
 		for _, v := range vs {
