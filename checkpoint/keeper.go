@@ -126,11 +126,19 @@ func Restore(ctx context.Context, ix *kvindex.Index, cfg Config, boot BootstrapC
 // Start launches the periodic checkpoint writer (when a path is set and
 // the interval is not negative) and arms the last write of Close. A router
 // calls it once it has started: one whose start failed never overwrites a
-// checkpoint.
+// checkpoint. With a path set it first removes the temporary files that a
+// write interrupted by a crash left beside the checkpoint file.
 func (k *Keeper) Start() {
 	k.live = true
 	if k.cfg.Path == "" {
 		return
+	}
+	// This process writes the file from now on: what an earlier one left
+	// mid-write is garbage.
+	if n, err := removeLeftoverTemps(k.cfg.Path); err != nil {
+		k.log.Warn("Could not remove the temporary files of an interrupted checkpoint write", "path", k.cfg.Path, "removed", n, "err", err)
+	} else if n > 0 {
+		k.log.Info("Removed the temporary files of an interrupted checkpoint write", "path", k.cfg.Path, "removed", n)
 	}
 	iv := k.cfg.Interval
 	if iv == 0 {

@@ -269,3 +269,26 @@ func TestCheckpointPeriodicWritesOnTheOptionsClock(t *testing.T) {
 	clock.Advance(time.Hour)
 	require.Eventually(t, func() bool { return writes() == 2 }, time.Minute, time.Millisecond)
 }
+
+// A process that died while writing its checkpoint left a temporary file
+// beside it, as large as the index. The next keeper to start writing there
+// removes such leftovers of its own file (and nothing else in the
+// directory), so repeated crashes do not fill the volume.
+func TestStartRemovesTemporaryFilesOfCrashedWrites(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "index.ckpt")
+	leftovers := []string{path + ".tmp-123", path + ".tmp-456"}
+	others := []string{filepath.Join(dir, "other.ckpt.tmp-1"), filepath.Join(dir, "index.ckpt.rejected"), filepath.Join(dir, "index.ckpt.tmpfile")}
+	for _, f := range append(append([]string{}, leftovers...), others...) {
+		require.NoError(t, os.WriteFile(f, []byte("partial"), 0o600))
+	}
+	started(t, testBlockSize, Config{Path: path, Interval: -1}, BootstrapConfig{}, prometheus.NewRegistry())
+	for _, f := range leftovers {
+		_, err := os.Stat(f)
+		require.ErrorIs(t, err, os.ErrNotExist, "%s left behind", f)
+	}
+	for _, f := range others {
+		_, err := os.Stat(f)
+		require.NoError(t, err, "%s is not the keeper's to remove", f)
+	}
+}
