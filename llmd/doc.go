@@ -96,7 +96,7 @@
 //	  the scorer's weight in the first scheduling profile
 //	  (the decode profile under P/D; a finding when the
 //	  prefill profile weighs it otherwise)                  → session weight
-//	featureGates flowControl                                → an admission stage
+//	featureGates flowControl (or flowControl=true)          → an admission stage
 //	  flowControl.defaultRequestTTL (absent means 60s)      → admission queueTimeout
 //	lora-affinity-scorer (the first one a profile kvroute
 //	  runs references; it takes no parameters)              → the LoRA scorer (package lora)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/kvroute/kvroute"
@@ -200,8 +201,18 @@ func loadPicker(data []byte, st *stages) (kvroute.Config, []Finding, error) {
 	}
 	gate := false
 	for _, g := range pc.FeatureGates {
-		if g == flowControlGate {
-			gate = true
+		// llm-d reads a gate as name or name=value, value a boolean; the
+		// last entry naming a gate wins.
+		name, val, valued := strings.Cut(g, "=")
+		on := true
+		if valued {
+			var err error
+			if on, err = strconv.ParseBool(strings.ToLower(strings.TrimSpace(val))); err != nil {
+				return bad("featureGates[%s]: %q is not a boolean, which llm-d's picker refuses", g, val)
+			}
+		}
+		if name == flowControlGate {
+			gate = on
 			continue
 		}
 		findings = append(findings, Finding{Path: "featureGates[" + g + "]", Kind: Different, Note: noteGates})

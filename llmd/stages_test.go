@@ -317,6 +317,45 @@ flowControl:
 	require.ErrorContains(t, err, "flowControl.maxRequest: unknown key")
 }
 
+// llm-d reads a feature gate as its name, or name=value with a boolean
+// value, the last entry naming a gate winning: flowControl=true turns
+// kvroute's admission stage on as flowControl does, flowControl=false
+// leaves it off, and a value that is no boolean stops llm-d's picker, so
+// it is an error here too.
+func TestPickerConfigFeatureGateValues(t *testing.T) {
+	base := epc("[{type: token-load-scorer}]", "")
+	for gates, on := range map[string]bool{
+		"[flowControl=true]":               true,
+		"[flowControl= True ]":             true,
+		"[flowControl=1]":                  true,
+		"[flowControl=false]":              false,
+		"[flowControl, flowControl=false]": false,
+		"[flowControl=false, flowControl]": true,
+	} {
+		res := loadResult(t, base+"featureGates: "+gates+"\n")
+		if on {
+			require.Equal(t, &admission.Config{QueueTimeout: time.Minute}, res.Admission, gates)
+		} else {
+			require.Nil(t, res.Admission, gates)
+		}
+		for _, f := range res.Findings {
+			require.NotContains(t, f.Note, noteNoGates, "%s: %s", gates, f.Path)
+		}
+	}
+
+	// Another gate, with or without a value, is still kvroute's to report.
+	res := loadResult(t, base+"featureGates: [HAPopulateNonLeaderDatastore=false]\n")
+	require.Nil(t, res.Admission)
+	require.Contains(t, findingPaths(res.Findings), "featureGates[HAPopulateNonLeaderDatastore=false]: different")
+
+	_, err := llmd.LoadResult(strings.NewReader(base+"featureGates: [flowControl=yes]\n"), llmd.Options{})
+	require.ErrorIs(t, err, kvroute.ErrInvalidConfig)
+	require.ErrorContains(t, err, "featureGates[flowControl=yes]")
+}
+
+// noteNoGates begins the finding of a feature gate kvroute does not read.
+const noteNoGates = "kvroute has no feature gates"
+
 // Load, whose caller runs no stage beside the router, reports each stage
 // the document configures, so that a host reading its configuration with
 // Load (the gateway) is not left believing P/D is on.
