@@ -79,10 +79,32 @@ type pdHandlerParams struct {
 // prefixDeciderParams are the parameters of llm-d's prefix-based-pd-decider.
 type prefixDeciderParams struct {
 	// NonCachedTokens is disagg's nonCachedTokens; 0 turns llm-d's decider
-	// off (kvroute then configures no P/D).
+	// off (kvroute then configures no P/D), and a negative one is an error,
+	// as in llm-d (validate).
 	NonCachedTokens int64 `json:"nonCachedTokens"`
 	// PromptTokens is llm-d's minimum prompt length for P/D.
 	PromptTokens json.RawMessage `json:"promptTokens" finding:"none:kvroute's decider compares only the uncached prompt tokens on the decode endpoint with nonCachedTokens; it has no minimum prompt length"`
+}
+
+// validate refuses the negative thresholds llm-d's decider refuses (a
+// negative nonCachedTokens would be kvroute's "split every request");
+// path is the parameters' path.
+func (dp prefixDeciderParams) validate(path string) error {
+	var prompt int64
+	if present(dp.PromptTokens) {
+		if err := decodeStrict(dp.PromptTokens, &prompt, join(path, "promptTokens")); err != nil {
+			return err
+		}
+	}
+	for _, v := range []struct {
+		key string
+		n   int64
+	}{{"nonCachedTokens", dp.NonCachedTokens}, {"promptTokens", prompt}} {
+		if v.n < 0 {
+			return invalid(fmt.Errorf("%s: %d is negative, which llm-d's decider refuses", join(path, v.key), v.n))
+		}
+	}
+	return nil
 }
 
 // Notes of the P/D translation.
@@ -146,6 +168,9 @@ func translatePD(staged []stagePlugin, typeOf map[string]string, st *stages) ([]
 			if t == pdPrefixDecider {
 				var dp prefixDeciderParams
 				if err := decodeStrict(d.params, &dp, d.path+".parameters"); err != nil {
+					return nil, nil, err
+				}
+				if err := dp.validate(d.path + ".parameters"); err != nil {
 					return nil, nil, err
 				}
 				out = append(out, untranslated(&dp, d.path+".parameters")...)

@@ -184,9 +184,13 @@ func TestPickerConfigPDFindings(t *testing.T) {
 
 	// Strict decoding of every P/D parameter, and references checked.
 	for doc, msg := range map[string]string{
-		strings.Replace(pdConfig, "nonCachedTokens: 256", "nonCachedTokenz: 256", 1):                                           "plugins[prefix-based-pd-decider].parameters.nonCachedTokenz: unknown key",
-		strings.Replace(pdConfig, "    deciders:\n", "    decider: x\n    deciders:\n", 1):                                     "plugins[disagg-profile-handler].parameters.decider: unknown key",
-		strings.Replace(pdConfig, "prefill: prefix-based-pd-decider", "prefill: nope", 1):                                      `prefill decider "nope": no plugin of that name`,
+		strings.Replace(pdConfig, "nonCachedTokens: 256", "nonCachedTokenz: 256", 1):       "plugins[prefix-based-pd-decider].parameters.nonCachedTokenz: unknown key",
+		strings.Replace(pdConfig, "    deciders:\n", "    decider: x\n    deciders:\n", 1): "plugins[disagg-profile-handler].parameters.decider: unknown key",
+		strings.Replace(pdConfig, "prefill: prefix-based-pd-decider", "prefill: nope", 1):  `prefill decider "nope": no plugin of that name`,
+		// llm-d's decider refuses negative thresholds; kvroute's negative
+		// nonCachedTokens would split every request.
+		strings.Replace(pdConfig, "nonCachedTokens: 256", "nonCachedTokens: -1", 1):                                            "plugins[prefix-based-pd-decider].parameters.nonCachedTokens: -1 is negative",
+		strings.Replace(pdConfig, "nonCachedTokens: 256", "nonCachedTokens: 256\n    promptTokens: -1", 1):                     "plugins[prefix-based-pd-decider].parameters.promptTokens: -1 is negative",
 		strings.Replace(pdConfig, "- type: prefill-filter\n", "- {type: prefill-filter, parameters: {label: x}}\n", 1):         "plugins[prefill-filter].parameters.label: unknown key",
 		strings.Replace(pdConfig, "- type: max-score-picker\n", "- {type: pd-profile-handler}\n- type: max-score-picker\n", 1): "both profile handlers",
 		strings.Replace(strings.Replace(pdConfig, "prefix-based-pd-decider\n  parameters:\n    nonCachedTokens: 256", "always-disagg-pd-decider\n  parameters: {nonCachedTokens: 1}", 1),
