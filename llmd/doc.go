@@ -81,6 +81,8 @@
 //	  prefix-based-pd-decider) naming a
 //	  prefix-based-pd-decider.nonCachedTokens               → disagg nonCachedTokens (0, llm-d's decider off: no P/D)
 //	  always-disagg-pd-decider                              → disagg nonCachedTokens -1 (every request with a prompt)
+//	disagg-profile-handler with stageOrder prefill-first
+//	  and no prefill decider (prefilling every request)     → disagg nonCachedTokens -1
 //	prefill-filter, decode-filter                           → the roles of the pods' llm-d.ai/role label (disagg.DefaultRoleLabel)
 //	session-affinity-scorer or -filter (the first pinning
 //	  the decode pick; kvroute keeps one session store).

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/kvroute/kvroute/disagg"
 	"github.com/kvroute/kvroute/internal/jsonconf"
@@ -49,7 +50,9 @@ func isStageType(typ string) bool { return stageFlags[typ] != "" }
 // its nested form and its deprecated flat one, and of the deprecated
 // pd-profile-handler, which llm-d reads into the same handler.
 type pdHandlerParams struct {
-	// StageOrder "decode-first" (or empty) is kvroute's order.
+	// StageOrder "decode-first" (or empty) is kvroute's order;
+	// "prefill-first", without a prefill decider, prefills every request
+	// (prefillFirst reads it).
 	StageOrder string `json:"stageOrder"`
 	// Profiles name the scheduling profiles of each stage.
 	Profiles struct {
@@ -117,10 +120,12 @@ const (
 )
 
 // translatePD turns the P/D plugins of staged into st.disagg: a profile
-// handler with a prefill decider kvroute implements. It returns the names
+// handler with a prefill decider kvroute implements, or in prefill-first
+// order with none and a scheduling profile (of schedProfiles) named as its
+// prefill profile. It returns the names
 // of the handler's prefill and decode scheduling profiles (nil without
 // P/D) and its findings.
-func translatePD(staged []stagePlugin, typeOf map[string]string, st *stages) ([]string, []Finding, error) {
+func translatePD(staged []stagePlugin, typeOf map[string]string, schedProfiles []schedulingProfile, st *stages) ([]string, []Finding, error) {
 	var out []Finding
 	var handler *stagePlugin
 	deciders := map[string]stagePlugin{}
@@ -148,13 +153,25 @@ func translatePD(staged []stagePlugin, typeOf map[string]string, st *stages) ([]
 		if decider == "" && handler.typ == pdHandlerLegacy {
 			decider = pdPrefixDecider // pd-profile-handler's default
 		}
-		if order := hp.StageOrder; order != "" && order != "decode-first" && order != "decode" {
-			out = append(out, Finding{Path: join(at, "stageOrder"), Kind: NoEquivalent, Note: "kvroute always picks the decode endpoint first and decides P/D from its cached prefix"})
+		prefillFirst, err := prefillFirst(hp.StageOrder, join(at, "stageOrder"))
+		if err != nil {
+			return nil, nil, err
+		}
+		if prefillFirst && decider != "" {
+			return nil, nil, invalid(fmt.Errorf("%s: prefill-first takes no prefill decider (llm-d's handler refuses %q)", join(at, "stageOrder"), decider))
 		}
 		if e := cmp.Or(hp.Deciders.Encode, hp.EncodeDeciderPluginName, hp.Profiles.Encode, hp.EncodeProfile); e != "" {
 			out = append(out, Finding{Path: at, Kind: NoEquivalent, Note: noteEncode})
 		}
+		prefill := cmp.Or(hp.Profiles.Prefill, hp.PrefillProfile, "prefill")
+		hasPrefill := slices.ContainsFunc(schedProfiles, func(p schedulingProfile) bool { return p.Name == prefill })
 		switch t, ok := typeOf[decider]; {
+		case prefillFirst && hasPrefill:
+			// llm-d prefills every request on the prefill profile's pick,
+			// then decodes: kvroute's always-disagg.
+			st.disagg, st.disaggAt = &disagg.Config{NonCachedTokens: -1}, handler.path
+			profiles = []string{prefill, cmp.Or(hp.Profiles.Decode, hp.DecodeProfile, "decode")}
+			out = append(out, Finding{Path: join(at, "stageOrder"), Kind: Different, Note: "llm-d's prefill-first handler prefills every request on the prefill profile's pick before it picks the decode endpoint; kvroute splits every request with a prompt too, picking the decode endpoint first"})
 		case decider == "":
 			out = append(out, Finding{Path: handler.path, Kind: NotNeeded, Note: "without a prefill decider llm-d's handler runs the decode profile alone; kvroute picks in one role without a P/D profile"})
 		case !ok:
@@ -184,7 +201,7 @@ func translatePD(staged []stagePlugin, typeOf map[string]string, st *stages) ([]
 				return nil, nil, err // always-disagg-pd-decider takes no parameters
 			}
 			st.disagg, st.disaggAt = &cfg, handler.path
-			profiles = []string{cmp.Or(hp.Profiles.Prefill, hp.PrefillProfile, "prefill"), cmp.Or(hp.Profiles.Decode, hp.DecodeProfile, "decode")}
+			profiles = []string{prefill, cmp.Or(hp.Profiles.Decode, hp.DecodeProfile, "decode")}
 		}
 	}
 	for _, p := range staged {
@@ -208,6 +225,20 @@ func translatePD(staged []stagePlugin, typeOf map[string]string, st *stages) ([]
 		}
 	}
 	return profiles, out, nil
+}
+
+// prefillFirst reads a disagg-profile-handler's stageOrder as llm-d does,
+// in any case and with or without its hyphen or an underscore: whether it
+// is prefill-first, and an error for an order llm-d has not; path is its
+// path.
+func prefillFirst(order, path string) (bool, error) {
+	switch strings.NewReplacer("-", "", "_", "").Replace(strings.ToLower(order)) {
+	case "", "decodefirst", "decode":
+		return false, nil
+	case "prefillfirst", "prefill":
+		return true, nil
+	}
+	return false, invalid(fmt.Errorf("%s: %q is neither decode-first nor prefill-first", path, order))
 }
 
 // decodeStrict decodes a plugin's parameters (raw, possibly absent) into v

@@ -160,7 +160,7 @@ func loadPicker(data []byte, st *stages) (kvroute.Config, []Finding, error) {
 		}
 		pc.SchedulingProfiles = []schedulingProfile{def}
 	}
-	pdProfiles, more, err := translatePD(staged, typeOf, st)
+	pdProfiles, more, err := translatePD(staged, typeOf, pc.SchedulingProfiles, st)
 	if err != nil {
 		return kvroute.Config{}, nil, err
 	}

@@ -158,15 +158,14 @@ func TestPickerConfigPDFindings(t *testing.T) {
 	require.Contains(t, findingPaths(res.Findings), "plugins[decode-filter]: different")
 	require.Contains(t, findingPaths(res.Findings), "schedulingProfiles[decode]: none")
 
-	// A minimum prompt length, an encode stage and prefill-first order.
+	// A minimum prompt length and an encode stage.
 	more := strings.Replace(pdConfig, "nonCachedTokens: 256", "nonCachedTokens: 256\n    promptTokens: 1024", 1)
-	more = strings.Replace(more, "      prefill: prefix-based-pd-decider", "      prefill: prefix-based-pd-decider\n      encode: e\n    stageOrder: prefill-first", 1)
+	more = strings.Replace(more, "      prefill: prefix-based-pd-decider", "      prefill: prefix-based-pd-decider\n      encode: e", 1)
 	more = strings.Replace(more, "- type: max-score-picker\n", "- type: max-score-picker\n- {name: e, type: always-disagg-multimodal-decider}\n", 1)
 	res = loadResult(t, more)
 	require.Equal(t, &disagg.Config{NonCachedTokens: 256}, res.Disagg)
 	paths := findingPaths(res.Findings)
 	for _, p := range []string{
-		"plugins[disagg-profile-handler].parameters.stageOrder: none",
 		"plugins[disagg-profile-handler].parameters: none",
 		"plugins[prefix-based-pd-decider].parameters.promptTokens: none",
 		"plugins[e]: none",
@@ -200,6 +199,44 @@ func TestPickerConfigPDFindings(t *testing.T) {
 		require.ErrorIs(t, err, kvroute.ErrInvalidConfig, doc)
 		require.ErrorContains(t, err, msg)
 	}
+}
+
+// llm-d's handler reads stageOrder in any case, with or without its
+// hyphen (decode-first, DecodeFirst, decode_first, decode), refuses any
+// other order and a prefill decider in prefill-first order, and in
+// prefill-first order prefills every request on the prefill profile before
+// it picks the decode endpoint.
+func TestPickerConfigPDStageOrder(t *testing.T) {
+	withOrder := func(doc, order string) string {
+		return strings.Replace(doc, "    deciders:\n", "    stageOrder: "+order+"\n    deciders:\n", 1)
+	}
+	want := loadResult(t, pdConfig)
+	for _, order := range []string{"decode-first", "DecodeFirst", "decode_first", "decodefirst", "Decode"} {
+		require.Equal(t, want, loadResult(t, withOrder(pdConfig, order)), order)
+	}
+
+	for doc, msg := range map[string]string{
+		withOrder(pdConfig, "last"):          `plugins[disagg-profile-handler].parameters.stageOrder: "last"`,
+		withOrder(pdConfig, "prefill-first"): "plugins[disagg-profile-handler].parameters.stageOrder: prefill-first takes no prefill decider",
+	} {
+		_, err := llmd.LoadResult(strings.NewReader(doc), llmd.Options{})
+		require.ErrorIs(t, err, kvroute.ErrInvalidConfig, doc)
+		require.ErrorContains(t, err, msg)
+	}
+
+	// Prefill-first without a decider splits every request: kvroute's
+	// always-disagg, picking the decode endpoint first.
+	noDecider := strings.Replace(pdConfig, "    deciders:\n      prefill: prefix-based-pd-decider\n", "    stageOrder: prefill_first\n", 1)
+	res := loadResult(t, noDecider)
+	require.Equal(t, &disagg.Config{NonCachedTokens: -1}, res.Disagg)
+	paths := findingPaths(res.Findings)
+	require.Contains(t, paths, "plugins[disagg-profile-handler].parameters.stageOrder: different")
+	require.NotContains(t, paths, "plugins[disagg-profile-handler]: unneeded")
+
+	// Without a prefill profile, there is nothing to prefill on.
+	res = loadResult(t, strings.Replace(noDecider, "- name: prefill\n", "- name: prefill-pool\n", 1))
+	require.Nil(t, res.Disagg)
+	require.Contains(t, findingPaths(res.Findings), "plugins[disagg-profile-handler]: unneeded")
 }
 
 // findingPaths returns each finding's path and kind ("none", "different",
