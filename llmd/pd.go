@@ -121,8 +121,9 @@ const (
 
 // translatePD turns the P/D plugins of staged into st.disagg: a profile
 // handler with a prefill decider kvroute implements, or in prefill-first
-// order with none and a scheduling profile (of schedProfiles) named as its
-// prefill profile. It returns the names
+// order with none, and a scheduling profile (of schedProfiles) named as
+// its prefill profile, without which llm-d's handler never prefills
+// elsewhere. It returns the names
 // of the handler's prefill and decode scheduling profiles (nil without
 // P/D) and its findings.
 func translatePD(staged []stagePlugin, typeOf map[string]string, schedProfiles []schedulingProfile, st *stages) ([]string, []Finding, error) {
@@ -172,8 +173,12 @@ func translatePD(staged []stagePlugin, typeOf map[string]string, schedProfiles [
 			st.disagg, st.disaggAt = &disagg.Config{NonCachedTokens: -1}, handler.path
 			profiles = []string{prefill, cmp.Or(hp.Profiles.Decode, hp.DecodeProfile, "decode")}
 			out = append(out, Finding{Path: join(at, "stageOrder"), Kind: Different, Note: "llm-d's prefill-first handler prefills every request on the prefill profile's pick before it picks the decode endpoint; kvroute splits every request with a prompt too, picking the decode endpoint first"})
-		case decider == "":
-			out = append(out, Finding{Path: handler.path, Kind: NotNeeded, Note: "without a prefill decider llm-d's handler runs the decode profile alone; kvroute picks in one role without a P/D profile"})
+		case decider == "" || !hasPrefill && ok:
+			note := "without a prefill decider llm-d's handler runs the decode profile alone; kvroute picks in one role without a P/D profile"
+			if decider != "" {
+				note = fmt.Sprintf("no scheduling profile is named %q, the handler's prefill profile, so llm-d's handler never prefills on another endpoint; kvroute picks in one role without a P/D profile", prefill)
+			}
+			out = append(out, Finding{Path: handler.path, Kind: NotNeeded, Note: note})
 		case !ok:
 			return nil, nil, invalid(fmt.Errorf("%s: prefill decider %q: no plugin of that name", at, decider))
 		case t != pdPrefixDecider && t != pdAlwaysDecider:

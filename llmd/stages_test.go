@@ -239,6 +239,23 @@ func TestPickerConfigPDStageOrder(t *testing.T) {
 	require.Contains(t, findingPaths(res.Findings), "plugins[disagg-profile-handler]: unneeded")
 }
 
+// llm-d's disagg-profile-handler runs its prefill stage only when a
+// scheduling profile has the prefill profile's name: with none, its
+// decider never runs and every request is decoded where it is prefilled,
+// so kvroute configures no P/D either.
+func TestPickerConfigPDWithoutPrefillProfile(t *testing.T) {
+	doc := strings.Replace(pdConfig, "- name: prefill\n", "- name: prefill-pool\n", 1)
+	res := loadResult(t, doc)
+	require.Nil(t, res.Disagg)
+	paths := findingPaths(res.Findings)
+	require.Contains(t, paths, "plugins[disagg-profile-handler]: unneeded")
+	require.Contains(t, paths, "plugins[prefix-based-pd-decider]: unneeded")
+
+	// Named by profiles.prefill, it is found.
+	doc = strings.Replace(doc, "    deciders:\n", "    profiles: {prefill: prefill-pool}\n    deciders:\n", 1)
+	require.Equal(t, &disagg.Config{NonCachedTokens: 256}, loadResult(t, doc).Disagg)
+}
+
 // findingPaths returns each finding's path and kind ("none", "different",
 // "unneeded").
 func findingPaths(fs []llmd.Finding) []string {
