@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/kvroute/kvroute/session"
@@ -71,7 +72,7 @@ const (
 )
 
 // translateSession turns the first session affinity plugin of staged that
-// pins the request's own pick (the decode pick under P/D, whose profile is
+// a scheduling profile references and that pins the request's own pick (the decode pick under P/D, whose profile is
 // decodeProfile) into st.session, with the headers and cookie of the
 // session-id-producers its session_id sources read; the scorer's weight is
 // its weight in prof (a finding when pdProfiles' prefill profile weighs it
@@ -99,6 +100,9 @@ func translateSession(staged []stagePlugin, profiles []schedulingProfile, prof s
 		}
 		out = append(out, untranslated(&sp, at)...)
 		switch {
+		case !slices.ContainsFunc(profiles, func(prof schedulingProfile) bool { return profileRef(p.name, prof) != nil }):
+			out = append(out, Finding{Path: p.path, Kind: NotNeeded, Note: "no scheduling profile references it, so llm-d scores and filters nothing by it; kvroute configures no session affinity for it"})
+			continue
 		case sp.ProfileName != "" && sp.ProfileName != decodeProfile:
 			out = append(out, Finding{Path: join(at, "profileName"), Kind: NoEquivalent,
 				Note: fmt.Sprintf("kvroute's session remembers the endpoint each request was routed to (under P/D its decode endpoint), not profile %q's pick", sp.ProfileName)})

@@ -324,6 +324,25 @@ func TestPickerConfigSessionID(t *testing.T) {
 	}
 }
 
+// A session affinity scorer or filter that no scheduling profile
+// references scores and filters nothing in llm-d: kvroute configures no
+// session affinity for it, as for a lora-affinity-scorer.
+func TestPickerConfigSessionUnreferenced(t *testing.T) {
+	for _, typ := range []string{"session-affinity-scorer", "session-affinity-filter"} {
+		doc := epc("[{type: token-load-scorer}, {type: "+typ+", parameters: {strategy: session_id}}]",
+			"[{name: default, plugins: [{pluginRef: token-load-scorer}]}]")
+		res := loadResult(t, doc)
+		require.Nil(t, res.Session, typ)
+		require.Contains(t, findingPaths(res.Findings), "plugins["+typ+"]: unneeded", typ)
+
+		// The next one a profile references is the one kvroute runs.
+		doc = epc("[{type: token-load-scorer}, {type: "+typ+", parameters: {strategy: session_id}}, {name: used, type: "+typ+"}]",
+			"[{name: default, plugins: [{pluginRef: token-load-scorer}, {pluginRef: used}]}]")
+		res = loadResult(t, doc)
+		require.Equal(t, []string{"x-session-token"}, res.Session.Headers, typ)
+	}
+}
+
 // The flowControl feature gate turns kvroute's admission stage on with
 // llm-d's queue timeout; the rest of flowControl names the
 // --admission-config keys that do the same.
