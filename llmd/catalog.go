@@ -89,7 +89,7 @@ var catalog = map[string]verdict{
 // profiles (used by picker.go).
 const (
 	noteGates      = "kvroute has no feature gates: what it implements is always on, and what it does not is reported on its own key"
-	noteProfiles   = "kvroute runs one scheduling profile, the first, unless a host passes a kvroute.Profile; " + notePD
+	noteProfiles   = "kvroute runs one scheduling profile, the first (or a P/D profile handler's decode profile), unless a host passes a kvroute.Profile; " + notePD
 	noteNoFilter   = "kvroute's prefix-cache affinity filter always runs before its scorers, with affinity.* (kvroute's defaults unless a prefix-cache-affinity-filter plugin sets them)"
 	noteNoScorer   = "kvroute's token-load scorer always scores, weighted by loadWeight (default 1)"
 	notePrefixSc   = "kvroute scores no prefix: its prefix-cache affinity filter keeps the cache-warm endpoints and the token-load scorer discounts each endpoint's cached prefix, so this weight has no counterpart"

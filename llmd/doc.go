@@ -66,7 +66,9 @@
 //	  maxTTFTPenaltyMs (milliseconds)                       → affinity.maxTTFTPenalty
 //	token-load-scorer.
 //	  queueThresholdTokens (<= 0 means 4,194,304)           → queueThresholdTokens
-//	  its weight in the (first) scheduling profile          → loadWeight
+//	  its weight in the (first) scheduling profile (a P/D
+//	  handler's prefill profile under P/D, its decode
+//	  profile without; found by name, in any order)         → loadWeight
 //	token-producer (and the legacy tokenizer).
 //	  modelName                                             → model
 //	  vllm.url, vllm.timeout, vllm.mmTimeout                → render.url, render.timeout, render.mmTimeout
@@ -97,14 +99,14 @@
 //	      its cookieName (one)                              → session cookie, read after the headers, setCookie false
 //	    sessionIdConfig.evictionTtlSeconds (<= 0 means 300) → session ttl
 //	  the scorer's weight in the first scheduling profile
-//	  (the decode profile under P/D; a finding when the
+//	  (a P/D handler's decode profile; a finding when the
 //	  prefill profile weighs it otherwise)                  → session weight
 //	featureGates flowControl (or flowControl=true)          → an admission stage
 //	  flowControl.defaultRequestTTL (absent means 60s)      → admission queueTimeout
 //	lora-affinity-scorer (the first one a profile kvroute
 //	  runs references; it takes no parameters)              → the LoRA scorer (package lora)
-//	  its weight in the first scheduling profile (the
-//	  decode profile, else the prefill one, under P/D; a
+//	  its weight in the first scheduling profile (a P/D
+//	  handler's decode profile, else the prefill one; a
 //	  finding when the two weigh it differently)            → lora weight (0: no LoRA scorer, as llm-d mutes it)
 //
 // In an EndpointPickerConfig, the precise producer's settings the document

@@ -25,7 +25,7 @@ const (
 
 // translateLoRA turns the first lora-affinity-scorer of staged that a
 // scheduling profile kvroute runs references into st.lora: that is the
-// first profile (weights), or under P/D the decode profile (weights) and
+// first profile, or a P/D handler's decode profile (weights), and under P/D
 // the prefill one (pdProfiles[0]). The scorer's weight is its weight in
 // weights, else in the prefill profile (a finding when the two differ);
 // a zero weight mutes it, as in llm-d. It returns the findings.

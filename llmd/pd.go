@@ -113,7 +113,7 @@ func (dp prefixDeciderParams) validate(path string) error {
 // Notes of the P/D translation.
 const (
 	notePD         = "kvroute's prefill/decode disaggregation is package disagg (kvroute-epp --disagg-config, roles from the pods' llm-d.ai/role label, --role-label): an EndpointPickerConfig turns it on with a disagg-profile-handler (or pd-profile-handler) whose prefill decider is a prefix-based-pd-decider or an always-disagg-pd-decider"
-	notePDProfile  = "kvroute's P/D profile picks the decode endpoint by its own decode score (disagg's decodeCacheWeight and decodeLoadWeight over the cached share of the prompt and the free decode capacity) and the prefill endpoint with the router's filter and scorers (weighted as in the first profile), so this profile's plugins and weights have no counterpart"
+	notePDProfile  = "kvroute's P/D profile picks the decode endpoint by its own decode score (disagg's decodeCacheWeight and decodeLoadWeight over the cached share of the prompt and the free decode capacity) and the prefill endpoint with the router's filter and scorers (weighted as in the prefill profile), so this profile's plugins and weights have no counterpart"
 	noteRoleFilter = "kvroute's P/D profile decodes on endpoints whose llm-d.ai/role is decode or both and prefills on prefill or both, as llm-d's role filters; it reads an unlabelled pod, or one labelled prefill-decode or encode-*, as both, so such a pod may also prefill, which llm-d's prefill-filter refuses"
 	noteHeaders    = "kvroute names the prefill endpoint in x-prefiller-host-port itself whenever its P/D profile splits a request"
 	noteEncode     = "kvroute has no encode stage: it disaggregates prefill and decode only"
@@ -150,6 +150,7 @@ func translatePD(staged []stagePlugin, typeOf map[string]string, schedProfiles [
 		}
 		at := handler.path + ".parameters"
 		out = append(out, untranslated(&hp, at)...)
+		st.decodeProfile = cmp.Or(hp.Profiles.Decode, hp.DecodeProfile, "decode")
 		decider := cmp.Or(hp.Deciders.Prefill, hp.PrefillDeciderPluginName, hp.DeciderPluginName)
 		if decider == "" && handler.typ == pdHandlerLegacy {
 			decider = pdPrefixDecider // pd-profile-handler's default
@@ -171,7 +172,7 @@ func translatePD(staged []stagePlugin, typeOf map[string]string, schedProfiles [
 			// llm-d prefills every request on the prefill profile's pick,
 			// then decodes: kvroute's always-disagg.
 			st.disagg, st.disaggAt = &disagg.Config{NonCachedTokens: -1}, handler.path
-			profiles = []string{prefill, cmp.Or(hp.Profiles.Decode, hp.DecodeProfile, "decode")}
+			profiles = []string{prefill, st.decodeProfile}
 			out = append(out, Finding{Path: join(at, "stageOrder"), Kind: Different, Note: "llm-d's prefill-first handler prefills every request on the prefill profile's pick before it picks the decode endpoint; kvroute splits every request with a prompt too, picking the decode endpoint first"})
 		case decider == "" || !hasPrefill && ok:
 			note := "without a prefill decider llm-d's handler runs the decode profile alone; kvroute picks in one role without a P/D profile"
@@ -206,7 +207,7 @@ func translatePD(staged []stagePlugin, typeOf map[string]string, schedProfiles [
 				return nil, nil, err // always-disagg-pd-decider takes no parameters
 			}
 			st.disagg, st.disaggAt = &cfg, handler.path
-			profiles = []string{prefill, cmp.Or(hp.Profiles.Decode, hp.DecodeProfile, "decode")}
+			profiles = []string{prefill, st.decodeProfile}
 		}
 	}
 	for _, p := range staged {

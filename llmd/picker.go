@@ -165,14 +165,20 @@ func loadPicker(data []byte, st *stages) (kvroute.Config, []Finding, error) {
 		return kvroute.Config{}, nil, err
 	}
 	findings = append(findings, more...)
-	weights := pc.SchedulingProfiles[0] // the session scorer's weight: the decode profile's under P/D
+	// llm-d's P/D handler runs its profiles by name, whatever their order:
+	// the decode profile makes the request's own pick and, under P/D, the
+	// prefill profile the prefill pick, which kvroute's router scorers
+	// make. Without a handler kvroute reads the first profile.
+	router, decode := 0, 0
+	if i := profileIndex(pc.SchedulingProfiles, st.decodeProfile); i >= 0 {
+		router, decode = i, i
+	}
 	if len(pdProfiles) == 2 {
-		for _, prof := range pc.SchedulingProfiles {
-			if prof.Name == pdProfiles[1] {
-				weights = prof
-			}
+		if i := profileIndex(pc.SchedulingProfiles, pdProfiles[0]); i >= 0 {
+			router = i
 		}
 	}
+	weights := pc.SchedulingProfiles[decode] // the session and LoRA scorers' weights
 	if more, err = translateSession(staged, pc.SchedulingProfiles, weights, pdProfiles, st); err != nil {
 		return kvroute.Config{}, nil, err
 	}
@@ -189,7 +195,7 @@ func loadPicker(data []byte, st *stages) (kvroute.Config, []Finding, error) {
 			}
 		}
 		findings = append(findings, untranslated(&prof, path)...)
-		if i > 0 {
+		if i != router {
 			if isPDProfile(pdProfiles, prof.Name) {
 				findings = append(findings, Finding{Path: path, Kind: Different, Note: notePDProfile})
 			} else {
@@ -272,6 +278,12 @@ func llmdDefaults(p *precisePrefixCacheProducer) {
 		off := false
 		p.SpeculativeIndexing = &off
 	}
+}
+
+// profileIndex returns the index of the scheduling profile named name, -1
+// when there is none.
+func profileIndex(profiles []schedulingProfile, name string) int {
+	return slices.IndexFunc(profiles, func(p schedulingProfile) bool { return name != "" && p.Name == name })
 }
 
 // translatedKind returns the plugins key of an llm-d plugin type kvroute
@@ -358,7 +370,9 @@ func wiring(ps plugins, src source, typeOf map[string]string) []Finding {
 	return out
 }
 
-// profileFindings reads the first scheduling profile: the token-load
+// profileFindings reads the scheduling profile kvroute's router runs (the
+// first, or a P/D handler's prefill profile under P/D and its decode
+// profile without): the token-load
 // scorer's weight becomes loadWeight (through src), weights kvroute has no
 // counterpart for are findings, and so is the absence of the filter or the
 // scorer kvroute always runs.

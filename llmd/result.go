@@ -61,6 +61,10 @@ type stages struct {
 	lora                             *lora.Config
 	disaggAt, sessionAt, admissionAt string
 	loraAt                           string
+	// decodeProfile names a P/D profile handler's decode profile, which
+	// llm-d runs for the request's own pick, P/D or not; "" without a
+	// handler.
+	decodeProfile string
 }
 
 // dropped returns a Finding for each stage of s, for Load, whose caller

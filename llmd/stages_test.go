@@ -156,7 +156,8 @@ func TestPickerConfigPDFindings(t *testing.T) {
 	require.Equal(t, "plugins[prefix-based-pd-decider].parameters.nonCachedTokens", f.Path)
 	require.Contains(t, f.Note, "turns llm-d's decider off")
 	require.Contains(t, findingPaths(res.Findings), "plugins[decode-filter]: different")
-	require.Contains(t, findingPaths(res.Findings), "schedulingProfiles[decode]: none")
+	// llm-d's handler runs the decode profile alone, the prefill one never.
+	require.Contains(t, findingPaths(res.Findings), "schedulingProfiles[prefill]: none")
 
 	// A minimum prompt length and an encode stage.
 	more := strings.Replace(pdConfig, "nonCachedTokens: 256", "nonCachedTokens: 256\n    promptTokens: 1024", 1)
@@ -254,6 +255,44 @@ func TestPickerConfigPDWithoutPrefillProfile(t *testing.T) {
 	// Named by profiles.prefill, it is found.
 	doc = strings.Replace(doc, "    deciders:\n", "    profiles: {prefill: prefill-pool}\n    deciders:\n", 1)
 	require.Equal(t, &disagg.Config{NonCachedTokens: 256}, loadResult(t, doc).Disagg)
+}
+
+// llm-d's disagg-profile-handler runs its profiles by name, not by their
+// order: under P/D kvroute's router scorers, which make the prefill pick,
+// take the prefill profile's weights and the session scorer the decode
+// profile's, whichever profile comes first (an encode profile, or decode
+// before prefill); without P/D the handler runs the decode profile alone,
+// whose weights the router's scorers take.
+func TestPickerConfigPDProfileOrder(t *testing.T) {
+	head, _, ok := strings.Cut(pdConfig, "schedulingProfiles:\n")
+	require.True(t, ok)
+	head = strings.Replace(head, "- type: max-score-picker\n", "- type: max-score-picker\n- {type: encode-filter}\n- {type: session-affinity-scorer, parameters: {strategy: session_id}}\n", 1)
+	const (
+		encode  = "- name: encode\n  plugins:\n  - pluginRef: encode-filter\n"
+		prefill = "- name: prefill\n  plugins:\n  - pluginRef: prefill-filter\n  - pluginRef: prefix-cache-affinity-filter\n  - pluginRef: token-load-scorer\n    weight: 3\n"
+		decode  = "- name: decode\n  plugins:\n  - pluginRef: decode-filter\n  - pluginRef: prefix-cache-affinity-filter\n  - pluginRef: token-load-scorer\n    weight: 5\n  - pluginRef: session-affinity-scorer\n    weight: 4\n"
+	)
+	for _, profiles := range []string{prefill + decode, decode + prefill, encode + prefill + decode, encode + decode + prefill} {
+		res := loadResult(t, head+"schedulingProfiles:\n"+profiles)
+		require.Equal(t, &disagg.Config{NonCachedTokens: 256}, res.Disagg, profiles)
+		require.Equal(t, 3.0, res.Config.LoadWeight, profiles)
+		require.Equal(t, 4.0, res.Session.Weight, profiles)
+		paths := findingPaths(res.Findings)
+		require.Contains(t, paths, "schedulingProfiles[decode]: different", profiles)
+		for _, p := range paths {
+			require.False(t, strings.HasPrefix(p, "schedulingProfiles[prefill]"), "%s: %s", profiles, p)
+		}
+	}
+
+	// Without P/D (no prefill decider), the decode profile is the one
+	// llm-d runs.
+	noPD := strings.Replace(head, "    deciders:\n      prefill: prefix-based-pd-decider\n", "", 1)
+	for _, profiles := range []string{encode + decode, encode + prefill + decode} {
+		res := loadResult(t, noPD+"schedulingProfiles:\n"+profiles)
+		require.Nil(t, res.Disagg, profiles)
+		require.Equal(t, 5.0, res.Config.LoadWeight, profiles)
+		require.Equal(t, 4.0, res.Session.Weight, profiles)
+	}
 }
 
 // findingPaths returns each finding's path and kind ("none", "different",
