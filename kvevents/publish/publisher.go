@@ -92,7 +92,7 @@ func (c Config) core() zmqpub.Config {
 
 // Validate reports invalid settings.
 func (c Config) Validate() error {
-	if c.Format > wire.FormatVLLMMapBatch {
+	if c.Format.String() == "unknown" { // every format AppendBatch writes has a name
 		return fmt.Errorf("kvevents: publisher format %d unknown", c.Format)
 	}
 	return c.core().Validate()

@@ -105,3 +105,24 @@ func TestConfigValidationJSONAndMetrics(t *testing.T) {
 	_, err = New(Config{Addr: "127.0.0.1:0"}, Options{Set: telemetry.Set{Registerer: reg}})
 	require.Error(t, err, "duplicate metrics")
 }
+
+// Every wire format AppendBatch writes is a valid publisher format:
+// TensorRT-LLM's and SGLang's map events included.
+func TestConfigAcceptsEveryWireFormat(t *testing.T) {
+	defer leakcheck.Check(t)()
+	for _, f := range []wire.Format{wire.FormatVLLM, wire.FormatVLLMLegacy, wire.FormatSGLang,
+		wire.FormatVLLMMapBatch, wire.FormatTRTLLM, wire.FormatSGLangMap} {
+		require.NoError(t, Config{Format: f}.Validate(), "%v", f)
+		p := newTestPublisher(t, Config{Endpoint: "10.0.0.1:8000", Model: "m", Format: f})
+		s := subscribe(t, p, "")
+		b := &wire.Batch{TS: 1.5, Events: []wire.Event{{Type: wire.EventBlockRemoved, BlockHashes: []uint64{7}, Medium: "GPU"}}}
+		_, err := p.PublishBatch(b)
+		require.NoError(t, err)
+		m, err := s.Recv()
+		require.NoError(t, err)
+		require.Equal(t, wire.AppendBatch(nil, b, f), m.Frames[2], "%v", f)
+		require.NoError(t, zmqx.CloseDrain(s))
+		require.NoError(t, p.Close())
+	}
+	require.Error(t, Config{Format: wire.FormatSGLangMap + 1}.Validate())
+}
