@@ -177,34 +177,54 @@ func (e *Engine) hybridHitLocked(s *seq, hits []int32) []int32 {
 }
 
 // hybridStoreLocked caches blocks from … full-1 of s in the window and Mamba
-// groups and queues their events after the full-attention store.
+// groups and queues their events after the full-attention store, in the
+// order the groups changed: a group smaller than the store evicts blocks
+// the same store added, whose store is then queued before their removal
+// (a removal queued first would name a block the subscriber does not hold
+// yet, and leave the later store holding it for good).
 func (e *Engine) hybridStoreLocked(s *seq, from, full int) {
 	for _, g := range []*lruSet{e.hy.swa, e.hy.mamba} {
 		if g == nil {
 			continue
 		}
 		hy := e.hy
-		hy.ev, hy.added = hy.ev[:0], hy.added[:0]
+		hy.added = hy.added[:0]
 		for i := from; i < full; i++ {
 			var fresh bool
-			if hy.ev, fresh = g.add(s.hashes[i], hy.ev); fresh {
+			hy.ev, fresh = g.add(s.hashes[i], hy.ev[:0])
+			if e.cfg.Sink != nil {
+				for _, d := range hy.ev {
+					// The group evicts least recently used first, so a block
+					// this store added goes before every later one: if any
+					// queued-to-store block is evicted, it is the first.
+					if len(hy.added) > 0 && hy.added[0] == d.U64() {
+						e.queueGroupStoreLocked(s, g)
+					}
+					e.pending = append(e.pending, Event{Type: BlockRemoved, BlockHashes: []uint64{d.U64()}, Medium: MediumGPU, GroupIdx: g.group})
+				}
+			}
+			if fresh {
 				hy.added = append(hy.added, s.hashes[i].U64())
 			}
 		}
-		if e.cfg.Sink == nil {
-			continue
+		if e.cfg.Sink != nil {
+			e.queueGroupStoreLocked(s, g)
 		}
-		for _, d := range hy.ev {
-			e.pending = append(e.pending, Event{Type: BlockRemoved, BlockHashes: []uint64{d.U64()}, Medium: MediumGPU, GroupIdx: g.group})
-		}
-		if len(hy.added) == 0 {
-			continue
-		}
-		st := Event{Type: BlockStored, BlockSize: e.cfg.BlockSize, LoRAID: s.req.LoRAID, LoRAName: s.req.LoRAName,
-			Medium: MediumGPU, GroupIdx: g.group, Kind: g.kind, BlockHashes: slices.Clone(hy.added)}
-		if g == hy.swa {
-			st.SlidingWindow = hy.window
-		}
-		e.pending = append(e.pending, st)
 	}
+}
+
+// queueGroupStoreLocked queues the store of the blocks group g added for s
+// since its last one (hy.added), if any, and empties hy.added.
+func (e *Engine) queueGroupStoreLocked(s *seq, g *lruSet) {
+	hy := e.hy
+	if len(hy.added) == 0 {
+		return
+	}
+	st := Event{Type: BlockStored, BlockSize: e.cfg.BlockSize, LoRAID: s.req.LoRAID, LoRAName: s.req.LoRAName,
+		Medium: MediumGPU, GroupIdx: g.group, Kind: g.kind, BlockHashes: slices.Clone(hy.added)}
+	if g == hy.swa {
+		st.SlidingWindow = hy.window
+	}
+	e.pending = append(e.pending, st)
+	hy.added = hy.added[:0]
 }

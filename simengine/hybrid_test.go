@@ -1,0 +1,63 @@
+package simengine
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// groupResidency folds events the way a subscriber's index does: per
+// group_idx, a store adds its hashes, a removal takes one back (a hash not
+// held is ignored), a reset empties everything.
+func groupResidency(events []Event) map[int]map[uint64]int {
+	out := map[int]map[uint64]int{}
+	for _, ev := range events {
+		g := out[ev.GroupIdx]
+		if g == nil {
+			g = map[uint64]int{}
+			out[ev.GroupIdx] = g
+		}
+		switch ev.Type {
+		case BlockStored:
+			for _, h := range ev.BlockHashes {
+				g[h]++
+			}
+		case BlockRemoved:
+			for _, h := range ev.BlockHashes {
+				if g[h] > 1 {
+					g[h]--
+				} else {
+					delete(g, h)
+				}
+			}
+		case AllBlocksCleared:
+			clear(out)
+		}
+	}
+	return out
+}
+
+// held returns what a sliding-window or Mamba group holds.
+func held(l *lruSet) map[uint64]int {
+	out := map[uint64]int{}
+	for d := range l.at {
+		out[d.U64()] = 1
+	}
+	return out
+}
+
+// The sliding-window and Mamba groups' events tell a subscriber exactly
+// what each group holds, even when a store adds more blocks than the group
+// keeps, so that a block it adds is evicted again by the same store.
+func TestHybridGroupEventsMatchTheGroups(t *testing.T) {
+	e, rec := newTestEngine(t, Config{NumGPUBlocks: 64, DecodeStep: 1, PrefillTokensPerSecond: 1e6,
+		Hybrid: &HybridConfig{SlidingWindow: 6, WindowBlocks: 2, Mamba: true, MambaStates: 3}})
+	var all []Event
+	for i, n := range []int{5 * 4, 2 * 4, 7 * 4, 3 * 4, 5 * 4} {
+		run(t, e, Request{Prompt: seqTokens(1000*(i%3), n+1), MaxTokens: 1})
+		all = append(all, rec.take()...)
+		got := groupResidency(all)
+		require.Equal(t, held(e.hy.swa), got[1], "request %d: sliding-window group", i)
+		require.Equal(t, held(e.hy.mamba), got[2], "request %d: Mamba group", i)
+	}
+}
