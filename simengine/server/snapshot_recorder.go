@@ -1,6 +1,7 @@
 package server
 
 import (
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -14,9 +15,11 @@ const (
 	snapshotEventsPerChunk = 256
 )
 
-// snapRecord is one block the recorder knows: its hash inputs, whether it
-// is resident, and how many known blocks name it as their parent (a dead
-// block stays while it has children, so they can still be taught).
+// snapRecord is one block the recorder knows: its hash inputs, how many
+// blocks of its hash are resident (the engine's pool may hold several, each
+// stored and evicted with an event of its own), and how many known blocks
+// name it as their parent (a dead block stays while it has children, so
+// they can still be taught).
 type snapRecord struct {
 	parent    uint64
 	hasParent bool
@@ -26,28 +29,43 @@ type snapRecord struct {
 	loraName  string
 	extra     []string
 	kind      string
-	live      bool
+	live      int
 	children  int
+}
+
+// groupMember is a block a hybrid engine's sliding-window or Mamba group
+// holds, with what its token-less store named.
+type groupMember struct {
+	blockSize int
+	loraID    int
+	loraName  string
+	kind      string
+	window    int
 }
 
 // snapshotRecorder folds the published batches into the engine's resident
 // blocks, like vLLM's KVEventSnapshotRecorder, and exports them as the
 // events that rebuild them: every block stored with its tokens, parents
-// first, then the removal of the blocks taught only as parents. It is fed
-// by the publishing goroutine right after each batch got its sequence, so
-// a snapshot is consistent with the sequence it reports.
+// first, then the token-less stores of a hybrid engine's other groups
+// (each group's residency is its own: a group's removal of a hash leaves
+// the other groups' alone), then the removal of the blocks taught only as
+// parents or for another group. It is fed by the publishing goroutine
+// right after each batch got its sequence, so a snapshot is consistent
+// with the sequence it reports.
 type snapshotRecorder struct {
 	format wire.Format
 	now    func() time.Time
 
 	mu               sync.Mutex
-	seq              int64 // last folded sequence; -1 before the first
-	blocks           map[uint64]*snapRecord
+	seq              int64                          // last folded sequence; -1 before the first
+	blocks           map[uint64]*snapRecord         // group 0 (full attention), and the blocks the other groups name
+	groups           map[int]map[uint64]groupMember // the other groups' resident blocks, by group_idx
 	unavailableUntil time.Time
 }
 
 func newSnapshotRecorder(f wire.Format) *snapshotRecorder {
-	return &snapshotRecorder{format: f, now: time.Now, seq: -1, blocks: map[uint64]*snapRecord{}}
+	return &snapshotRecorder{format: f, now: time.Now, seq: -1, blocks: map[uint64]*snapRecord{},
+		groups: map[int]map[uint64]groupMember{}}
 }
 
 // unavailableFor makes the recorder answer "unavailable" for d from now
@@ -65,19 +83,29 @@ func (r *snapshotRecorder) record(seq uint64, b simengine.EventBatch) {
 	r.seq = int64(seq)
 	for i := range b.Events {
 		ev := &b.Events[i]
-		switch ev.Type {
-		case simengine.BlockStored:
+		switch {
+		case ev.Type == simengine.BlockStored && ev.GroupIdx != 0:
+			r.storeGroup(ev)
+		case ev.Type == simengine.BlockStored:
 			r.store(ev)
-		case simengine.BlockRemoved:
+		case ev.Type == simengine.BlockRemoved && ev.GroupIdx != 0:
 			for _, h := range ev.BlockHashes {
-				if rec := r.blocks[h]; rec != nil && rec.live {
-					rec.live = false
+				delete(r.groups[ev.GroupIdx], h)
+				if rec := r.blocks[h]; rec != nil {
 					r.drop(h, rec)
 				}
 			}
-		case simengine.AllBlocksCleared:
+		case ev.Type == simengine.BlockRemoved:
+			for _, h := range ev.BlockHashes {
+				if rec := r.blocks[h]; rec != nil && rec.live > 0 {
+					rec.live--
+					r.drop(h, rec)
+				}
+			}
+		case ev.Type == simengine.AllBlocksCleared:
+			clear(r.groups)
 			for h, rec := range r.blocks {
-				rec.live = false
+				rec.live = 0
 				r.drop(h, rec)
 			}
 		}
@@ -100,15 +128,39 @@ func (r *snapshotRecorder) store(ev *simengine.Event) {
 			}
 			r.blocks[h] = rec
 		}
-		rec.live = true
+		rec.live++
 		parent, hasParent = h, true
 	}
 }
 
-// drop forgets a dead block without children, and then its dead parents
-// that no longer have any.
+// storeGroup folds a token-less store of a sliding-window or Mamba group.
+func (r *snapshotRecorder) storeGroup(ev *simengine.Event) {
+	g := r.groups[ev.GroupIdx]
+	if g == nil {
+		g = map[uint64]groupMember{}
+		r.groups[ev.GroupIdx] = g
+	}
+	for _, h := range ev.BlockHashes {
+		g[h] = groupMember{blockSize: ev.BlockSize, loraID: ev.LoRAID, loraName: ev.LoRAName,
+			kind: ev.Kind, window: ev.SlidingWindow}
+	}
+}
+
+// inGroup reports whether a sliding-window or Mamba group holds h.
+func (r *snapshotRecorder) inGroup(h uint64) bool {
+	for _, g := range r.groups {
+		if _, ok := g[h]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// drop forgets a dead block without children that no other group holds,
+// and then its dead parents that no longer have any: a block another group
+// holds keeps its tokens, which teach the index the hash that group names.
 func (r *snapshotRecorder) drop(h uint64, rec *snapRecord) {
-	for !rec.live && rec.children == 0 {
+	for rec.live == 0 && rec.children == 0 && !r.inGroup(h) {
 		delete(r.blocks, h)
 		if !rec.hasParent {
 			return
@@ -165,12 +217,26 @@ func (r *snapshotRecorder) Snapshot() (int64, [][]byte, bool) {
 		}
 		events = append(events, ev)
 		flush(false)
-		if !rec.live {
+		for range rec.live - 1 { // the other resident blocks of its hash
+			events = append(events, ev)
+			flush(false)
+		}
+		if rec.live == 0 {
 			dead = append(dead, h)
 		}
 		cs := children[h]
 		slices.Sort(cs)
 		stack = append(stack, cs...)
+	}
+	gids := slices.Sorted(maps.Keys(r.groups))
+	for _, g := range gids {
+		for _, h := range slices.Sorted(maps.Keys(r.groups[g])) {
+			m := r.groups[g][h]
+			events = append(events, simengine.Event{Type: simengine.BlockStored, BlockHashes: []uint64{h},
+				BlockSize: m.blockSize, LoRAID: m.loraID, LoRAName: m.loraName, Medium: simengine.MediumGPU,
+				GroupIdx: g, Kind: m.kind, SlidingWindow: m.window})
+			flush(false)
+		}
 	}
 	for _, h := range dead {
 		events = append(events, simengine.Event{Type: simengine.BlockRemoved, BlockHashes: []uint64{h}, Medium: simengine.MediumGPU})

@@ -14,6 +14,7 @@ import (
 	"github.com/kvroute/kvroute/kvevents/snapshot"
 	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/kvindex"
+	"github.com/kvroute/kvroute/simengine"
 )
 
 // indexFrom applies payloads, in order, to a fresh index as endpoint "e".
@@ -102,5 +103,95 @@ func TestSnapshotUnavailableForAWhile(t *testing.T) {
 		require.Equal(t, snapshot.OpUnavailable, op)
 	}
 	require.Equal(t, uint64(len(ops)), s.Publisher().SnapshotStats().Unavailable, fmt.Sprint(ops))
+	require.NoError(t, s.Close())
+}
+
+// residency folds events into what they leave resident: for each
+// (group_idx, hash) the stores not yet taken back by a removal of that
+// group (an engine may hold several blocks of one hash), with the spec
+// kind and window its last store named.
+func residency(t *testing.T, events []wire.Event) map[[2]uint64]string {
+	t.Helper()
+	count := map[[2]uint64]int{}
+	kind := map[[2]uint64]string{}
+	for _, e := range events {
+		switch e.Type {
+		case wire.EventBlockStored:
+			for _, h := range e.BlockHashes {
+				k := [2]uint64{uint64(e.Group), h}
+				count[k]++
+				kind[k] = fmt.Sprintf("%s/%d/%v", e.Kind, e.SlidingWindow, e.HasSlidingWindow)
+			}
+		case wire.EventBlockRemoved:
+			for _, h := range e.BlockHashes {
+				k := [2]uint64{uint64(e.Group), h}
+				if count[k]--; count[k] <= 0 {
+					delete(count, k)
+				}
+			}
+		case wire.EventAllBlocksCleared:
+			clear(count)
+		}
+	}
+	live := map[[2]uint64]string{}
+	for k, n := range count {
+		live[k] = fmt.Sprintf("%s x%d", kind[k], n)
+	}
+	return live
+}
+
+// A hybrid engine's snapshot leaves resident, group by group, what its
+// stream leaves resident: the sliding-window and Mamba groups evict on
+// their own, and one group's removal of a hash is not the others'.
+func TestSnapshotKeepsEachGroupOfAHybridEngine(t *testing.T) {
+	defer leakcheck.Check(t)()
+	kv, err := ParseKVEventsConfig(`{"enable_kv_cache_events":true,"endpoint":"tcp://127.0.0.1:0","replay_endpoint":"tcp://127.0.0.1:0","snapshot_endpoint":"tcp://127.0.0.1:0"}`)
+	require.NoError(t, err)
+	cfg := Config{EnableScaleOut: true, KVEvents: kv, Engine: fastEngine()}
+	cfg.Engine.NumGPUBlocks = 24
+	cfg.Engine.Hybrid = &simengine.HybridConfig{SlidingWindow: 6, WindowBlocks: 3, Mamba: true, MambaStates: 2}
+	s, base := startServer(t, cfg)
+	bs := s.Engine().BlockSize()
+	for i := range 12 {
+		prompt := make([]int, 0, 5*bs)
+		for j := range (2 + i%4) * bs {
+			prompt = append(prompt, (i%3)*1000+j+(j/(2*bs))*i+1) // shared and diverging prefixes
+		}
+		code, out := post(t, base+"/v1/completions", map[string]any{"prompt": prompt, "max_tokens": 1})
+		require.Equal(t, http.StatusOK, code, string(out))
+	}
+	c, err := snapshot.NewClient(snapshot.ClientConfig{}, snapshot.Options{})
+	require.NoError(t, err)
+	r, err := c.Fetch(context.Background(), s.SnapshotEndpoint())
+	require.NoError(t, err)
+	require.Equal(t, int64(s.Publisher().Stats().Published-1), r.Seq)
+
+	stream := replayAll(t, s.ReplayEndpoint())
+	dec := wire.NewDecoder(wire.Limits{})
+	var snap []wire.Event
+	for _, p := range r.Chunks {
+		var b wire.Batch
+		require.NoError(t, dec.Decode(p, &b))
+		for _, e := range b.Events {
+			e.BlockHashes = append([]uint64(nil), e.BlockHashes...)
+			snap = append(snap, e)
+		}
+	}
+	want, got := residency(t, stream), residency(t, snap)
+	groups := map[uint64]int{}
+	for k := range want {
+		groups[k[0]]++
+	}
+	require.Len(t, groups, 3, "every group holds blocks: %v", groups)
+	require.Equal(t, want, got)
+
+	// The router's index agrees too.
+	var streamPayloads [][]byte
+	for _, e := range stream {
+		b := wire.Batch{TS: 1, Events: []wire.Event{e}, HasDPRank: true}
+		streamPayloads = append(streamPayloads, wire.AppendBatch(nil, &b, wire.FormatVLLM))
+	}
+	wantIx, gotIx := indexFrom(t, bs, streamPayloads), indexFrom(t, bs, r.Chunks)
+	require.Equal(t, wantIx.EndpointBlocks("e"), gotIx.EndpointBlocks("e"))
 	require.NoError(t, s.Close())
 }
