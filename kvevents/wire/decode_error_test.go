@@ -2,6 +2,7 @@ package wire_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -103,6 +104,46 @@ func TestDecodeClaimedLengthsNotTrusted(t *testing.T) {
 			require.ErrorIs(t, err, wire.ErrTruncated)
 			require.LessOrEqual(t, allocs, 1.0, "only the error itself may be allocated")
 		})
+	}
+}
+
+// TestDecodeClaimedLengthsFrom2to31: a 32-bit length of 2^31 or more is
+// a truncation like any other length beyond the payload, on every
+// platform (where int has 32 bits it must not wrap negative), in every
+// header form the decoder reads or skips; the batch is rejected and
+// PeekHeader, which walks the events of the identity layout, fails too.
+func TestDecodeClaimedLengthsFrom2to31(t *testing.T) {
+	d := wire.NewDecoder(wire.Limits{})
+	for _, n := range [][4]byte{{0x80, 0, 0, 0}, {0xff, 0xff, 0xff, 0xff}} {
+		hdr := func(c byte) []byte { return []byte{c, n[0], n[1], n[2], n[3]} }
+		// unknown is a positional event of an unknown tag, whose fields are skipped.
+		unknown := func(v []byte) []byte { return append([]byte{0x91, 0x92, 0xa1, 'X'}, v...) }
+		cases := map[string][]byte{
+			"batch array32":   hdr(0xdd),
+			"map batch map32": hdr(0xdf),
+			"events array32":  append([]byte{0x93, 0x00}, hdr(0xdd)...),
+			"str32 tag":       append([]byte{0x93, 0x00, 0x91, 0x91}, hdr(0xdb)...),
+			"bin32 hash":      append([]byte{0x93, 0x00, 0x91, 0x92, 0xac, 'B', 'l', 'o', 'c', 'k', 'R', 'e', 'm', 'o', 'v', 'e', 'd', 0x91}, hdr(0xc6)...),
+			"skipped str32":   append([]byte{0x93, 0x00}, unknown(hdr(0xdb))...),
+			"skipped bin32":   append([]byte{0x93, 0x00}, unknown(hdr(0xc6))...),
+			"skipped ext32":   append([]byte{0x93, 0x00}, unknown(hdr(0xc9))...),
+			"skipped array32": append([]byte{0x93, 0x00}, unknown(hdr(0xdd))...),
+			"skipped map32":   append([]byte{0x93, 0x00}, unknown(hdr(0xdf))...),
+		}
+		for name, payload := range cases {
+			t.Run(fmt.Sprintf("%s %x", name, n), func(t *testing.T) {
+				payload = append(payload, 0xc0, 0xc0, 0xc0) // a few bytes follow the header
+				de := decodeErr(t, d, payload)
+				require.ErrorIs(t, de, wire.ErrTruncated)
+				require.GreaterOrEqual(t, de.Offset, 0)
+				require.LessOrEqual(t, de.Offset, len(payload))
+				id := append([]byte{0x94, 0x00}, payload[2:]...) // the identity layout: PeekHeader skips the events
+				if payload[0] == 0x93 {
+					_, err := wire.PeekHeader(id)
+					require.ErrorIs(t, err, wire.ErrTruncated)
+				}
+			})
+		}
 	}
 }
 

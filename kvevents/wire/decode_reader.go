@@ -64,22 +64,29 @@ func (r *reader) need(n int, field string) bool {
 	return true
 }
 
-// length reads the n-byte big-endian length that follows the type byte.
+// length reads the n-byte big-endian length that follows the type byte. A
+// length beyond the payload's size is a truncation, whatever follows: it
+// is checked before it is converted, so that a 32-bit length of 2^31 or
+// more cannot wrap negative where int has 32 bits.
 func (r *reader) length(n int, field string) int {
 	if !r.need(1+n, field) {
 		return -1
 	}
-	var v int
+	var v uint64
 	switch n {
 	case 1:
-		v = int(r.b[r.p+1])
+		v = uint64(r.b[r.p+1])
 	case 2:
-		v = int(binary.BigEndian.Uint16(r.b[r.p+1:]))
+		v = uint64(binary.BigEndian.Uint16(r.b[r.p+1:]))
 	default:
-		v = int(binary.BigEndian.Uint32(r.b[r.p+1:]))
+		v = uint64(binary.BigEndian.Uint32(r.b[r.p+1:]))
+	}
+	if v > uint64(len(r.b)) {
+		r.fail(ErrTruncated, field)
+		return -1
 	}
 	r.p += 1 + n
-	return v
+	return int(v)
 }
 
 // arrayLen reads an array header. The claimed length is checked against the
@@ -419,15 +426,21 @@ func (r *reader) skip(field string) {
 					r.fail(ErrTruncated, field)
 					return
 				}
-				var l int
+				var u uint64
 				switch lenBytes {
 				case 1:
-					l = int(b[p+1])
+					u = uint64(b[p+1])
 				case 2:
-					l = int(binary.BigEndian.Uint16(b[p+1:]))
+					u = uint64(binary.BigEndian.Uint16(b[p+1:]))
 				default:
-					l = int(binary.BigEndian.Uint32(b[p+1:]))
+					u = uint64(binary.BigEndian.Uint32(b[p+1:]))
 				}
+				if u > uint64(len(b)) { // checked before int(u), which wraps where int has 32 bits
+					r.p = p
+					r.fail(ErrTruncated, field)
+					return
+				}
+				l := int(u)
 				hdr += lenBytes
 				switch c {
 				case 0xdc, 0xdd:
