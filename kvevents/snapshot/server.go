@@ -54,6 +54,19 @@ type ServerConfig struct {
 	IdleTimeout time.Duration `json:"idleTimeout"`
 }
 
+// Validate reports negative settings (zero values mean the defaults).
+func (c ServerConfig) Validate() error {
+	switch {
+	case c.MaxConns < 0:
+		return fmt.Errorf("snapshot: maxConns must not be negative, got %d", c.MaxConns)
+	case c.WriteTimeout < 0:
+		return fmt.Errorf("snapshot: writeTimeout must not be negative, got %v", c.WriteTimeout)
+	case c.IdleTimeout < 0:
+		return fmt.Errorf("snapshot: idleTimeout must not be negative, got %v", c.IdleTimeout)
+	}
+	return nil
+}
+
 // ServerStats counts what a Server did.
 type ServerStats struct {
 	Served      uint64 // snapshots sent
@@ -86,20 +99,23 @@ type Server struct {
 	unregister sync.Once // Close unregisters them once
 }
 
-// NewServer binds cfg.Addr and serves snapshots from src until Close. With
-// a Registerer in opts, its counters are also Prometheus metrics
-// (kvroute_snapshot_server_*_total), unregistered by Close.
+// NewServer validates cfg, binds cfg.Addr and serves snapshots from src
+// until Close. With a Registerer in opts, its counters are also Prometheus
+// metrics (kvroute_snapshot_server_*_total), unregistered by Close.
 func NewServer(cfg ServerConfig, src Source, opts Options) (*Server, error) {
 	if src == nil {
 		return nil, errors.New("snapshot: NewServer needs a Source")
 	}
-	if cfg.MaxConns <= 0 {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.MaxConns == 0 {
 		cfg.MaxConns = 64
 	}
-	if cfg.WriteTimeout <= 0 {
+	if cfg.WriteTimeout == 0 {
 		cfg.WriteTimeout = 30 * time.Second
 	}
-	if cfg.IdleTimeout <= 0 {
+	if cfg.IdleTimeout == 0 {
 		cfg.IdleTimeout = DefaultServerIdleTimeout
 	}
 	s := &Server{cfg: cfg, src: src}

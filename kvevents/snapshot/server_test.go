@@ -64,3 +64,21 @@ kvroute_snapshot_server_rejected_connections_total 1
 	require.NoError(t, err)
 	require.Zero(t, n, "Close unregisters the server's metrics")
 }
+
+// A ServerConfig with a negative setting is rejected, by Validate and by
+// NewServer, as ClientConfig's and the replay server's are: zero means the
+// default, a negative value is a mistake, not the default.
+func TestServerConfigRejectsNegativeSettings(t *testing.T) {
+	defer leakcheck.Check(t)()
+	src := SourceFunc(func() (int64, [][]byte, bool) { return 0, nil, false })
+	for _, c := range []ServerConfig{{MaxConns: -1}, {WriteTimeout: -time.Second}, {IdleTimeout: -time.Second}} {
+		c.Addr = "tcp://127.0.0.1:0"
+		require.Error(t, c.Validate(), "%+v", c)
+		s, err := NewServer(c, src, Options{})
+		if err == nil {
+			_ = s.Close()
+		}
+		require.Error(t, err, "%+v", c)
+	}
+	require.NoError(t, ServerConfig{}.Validate(), "the zero value takes every default")
+}
