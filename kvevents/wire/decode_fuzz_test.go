@@ -12,6 +12,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/shamaton/msgpack/v2"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/kvevents/internal/wiretest"
@@ -158,5 +159,70 @@ func TestFuzzCorpusHoldsGoldenVectors(t *testing.T) {
 			found = found || bytes.Equal(c, want)
 		}
 		require.True(t, found, "seed corpus lacks %s", v.Name)
+	}
+}
+
+// fuzzSeeds reads the seed corpus of the fuzz target name, by file name.
+func fuzzSeeds(t *testing.T, name string) map[string][]byte {
+	t.Helper()
+	dir := filepath.Join("testdata", "fuzz", name)
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	seeds := map[string][]byte{}
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		require.NoError(t, err)
+		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+		require.Len(t, lines, 2, e.Name())
+		payload, err := strconv.Unquote(strings.TrimSuffix(strings.TrimPrefix(lines[1], "[]byte("), ")"))
+		require.NoError(t, err, e.Name())
+		seeds[e.Name()] = []byte(payload)
+	}
+	return seeds
+}
+
+// TestFuzzCorpusCoversRealShapes: every seed of FuzzDecode is a payload
+// the decoder accepts (a rejected seed only exercises the error path, not
+// the shape it is named for), and together they hold the shapes engines
+// send beyond the golden vectors: a hybrid model's sliding-window and
+// Mamba stores in map and array events, vLLM's offloading placeholder
+// store (no tokens, block_size 0, medium CPU), SGLang's vLLM-aligned
+// positional layout with its salt in the 15th element, and the map-shaped
+// batch with a publisher identity.
+func TestFuzzCorpusCoversRealShapes(t *testing.T) {
+	d := wire.NewDecoder(wire.Limits{})
+	have := map[string]bool{}
+	for name, payload := range fuzzSeeds(t, "FuzzDecode") {
+		var b wire.Batch
+		require.NoError(t, d.Decode(payload, &b), "seed %s", name)
+		var generic any
+		require.NoError(t, msgpack.Unmarshal(payload, &generic), "seed %s", name)
+		form := "array"
+		if _, ok := generic.(map[any]any); ok {
+			form = "map-batch"
+		} else if evs, ok := generic.([]any)[1].([]any); ok && len(evs) > 0 {
+			if _, ok := evs[0].(map[any]any); ok {
+				form = "map"
+			}
+		}
+		if b.HasPublisherID {
+			have["identity/"+form] = true
+		}
+		for _, e := range b.Events {
+			switch {
+			case e.HasSlidingWindow && e.Kind == "sliding_window":
+				have["sliding-window/"+form] = true
+			case e.Kind == "mamba":
+				have["mamba/"+form] = true
+			case e.Type == wire.EventBlockStored && len(e.TokenIDs) == 0 && e.BlockSize == 0 && e.Medium == "CPU":
+				have["placeholder/"+form] = true
+			case e.CacheSalt != "" && len(e.ExtraKeys) > 0:
+				have["salt-and-extra-keys/"+form] = true
+			}
+		}
+	}
+	for _, want := range []string{"sliding-window/map", "sliding-window/array", "mamba/map", "mamba/array",
+		"placeholder/map", "salt-and-extra-keys/array", "identity/array", "identity/map-batch"} {
+		require.True(t, have[want], "no seed holds %s (have %v)", want, have)
 	}
 }
