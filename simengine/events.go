@@ -25,8 +25,9 @@ func (t EventType) String() string {
 	return "Unknown"
 }
 
-// Medium and cache-group metadata the engine puts on its events: a single
-// full-attention group 0 on GPU, like a plain dense model on vLLM.
+// Medium and cache-group metadata the engine puts on its events: a
+// full-attention group 0 on GPU, like a plain dense model on vLLM (the
+// hybrid mode adds its sliding-window group 1 and Mamba group 2; hybrid.go).
 const (
 	MediumGPU         = "GPU"
 	KindFullAttention = "full_attention"
@@ -57,8 +58,11 @@ type Event struct {
 	// else the keys that went into its hash (LoRA name on every block, then the
 	// cache salt on block 0), as vLLM's extra_keys.
 	ExtraKeys [][]string
-	// GroupIdx is the KV-cache group (always 0); Kind its spec kind
-	// (KindFullAttention on stores, "" on removals, as vLLM sets it only on stores).
+	// GroupIdx is the KV-cache group: 0, the full-attention group, unless
+	// the hybrid mode runs (1 its sliding-window group, 2 its Mamba group,
+	// whose stores carry no tokens); Kind its spec kind (KindFullAttention,
+	// KindSlidingWindow or KindMamba on stores, "" on removals, as vLLM sets
+	// it only on stores).
 	GroupIdx int
 	Kind     string
 	// SlidingWindow is kv_cache_spec_sliding_window, the window in tokens of
