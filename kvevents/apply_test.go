@@ -255,6 +255,34 @@ func TestApplySkipsCounted(t *testing.T) {
 	require.Equal(t, 1.0, skipped(t, f.reg, "unknown", skipUnknownGroup))
 }
 
+// The cache_kind label of the skipped-stores counter is one of a closed
+// set: vLLM's KV-cache spec kinds (KVCacheSpecKind, "unknown" included) as
+// they are, "none" for an event without a kind, and "other" for any other
+// string. A publisher sending ever new kv_cache_spec_kind strings adds one
+// series, not one per string.
+func TestApplySkippedCacheKindLabelIsBounded(t *testing.T) {
+	f := newApplyFixture(t)
+	const madeUp = 300
+	for i := range madeUp {
+		e := wiretest.StoredV1()
+		e.Group, e.Kind = 1, fmt.Sprintf("made-up-kind-%d", i)
+		res := f.applyBatch(testEndpoint, wiretest.BatchOf(0, true, e), wire.FormatVLLM)
+		require.Equal(t, 1, res.Skipped, "a kind kvroute does not know is not indexed")
+	}
+	m, err := newMetrics(&registrar{set: telemetry.Set{Registerer: f.reg}})
+	require.NoError(t, err)
+	require.Equal(t, 1, testutil.CollectAndCount(m.StoresSkipped), "made-up kinds share one series")
+	require.Equal(t, float64(madeUp), skipped(t, f.reg, "other", kvindex.ReasonNonPrefixKind))
+
+	vllmKinds := []string{"full_attention", "mla_attention", "sliding_window", "sliding_window_mla", "mamba",
+		"chunked_local_attention", "sink_full_attention", "encoder_only_attention", "cross_attention", "unknown"}
+	for _, k := range vllmKinds {
+		require.Equal(t, k, cacheKindLabel(k), "vLLM's kinds keep their name")
+	}
+	require.Equal(t, "none", cacheKindLabel(""))
+	require.Equal(t, "other", cacheKindLabel("Full_Attention"))
+}
+
 func TestApplyUnknownEventsCounted(t *testing.T) {
 	f := newApplyFixture(t)
 	payload := []byte{0x93, 0x00, 0x92, 0x91, 0xa7, 'F', 'u', 't', 'u', 'r', 'e', 'X',

@@ -40,7 +40,9 @@
 //
 // Stores that cannot be indexed (non-prefix cache kinds, non-dense spans,
 // bad block sizes, invalid tokens) are counted in
-// llm_d_epp_kv_cache_events_stores_skipped_total{cache_kind,reason}; removals
+// llm_d_epp_kv_cache_events_stores_skipped_total{cache_kind,reason} (cache_kind
+// is one of vLLM's cache kinds, "unknown" included, "none" for an event
+// without one, "other" for any other string a publisher sends); removals
 // for a group never seen in a store, or for a non-prefix group, likewise.
 // Stores whose parent the index does not know, and unknown event types, are
 // counted in kvroute_kv_events_dropped_total{pod_identifier,reason}; a

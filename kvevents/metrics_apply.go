@@ -43,13 +43,35 @@ func (m *applyMetrics) drop(endpoint string, reason Reason, n int) {
 }
 
 // skip counts n events left out of the index for reason; kind is the
-// event's cache kind ("" is reported as "none").
+// event's cache kind as the publisher sent it, labelled through
+// cacheKindLabel.
 func (m *applyMetrics) skip(kind string, reason Reason, n int) {
 	if m == nil || n <= 0 {
 		return
 	}
-	if kind == "" {
-		kind = "none"
+	m.StoresSkipped.WithLabelValues(cacheKindLabel(kind), string(reason)).Add(float64(n))
+}
+
+// cacheKindLabels are the cache_kind label values kept as they are: the
+// values of vLLM's KVCacheSpecKind (vllm/v1/kv_cache_interface.py), the
+// kv_cache_spec_kind strings its engines publish. "unknown" is vLLM's own
+// kind for a spec it cannot name, and also the label the Applier gives a
+// removal for a group no store named (skipUnknownGroup).
+var cacheKindLabels = map[string]bool{
+	"full_attention": true, "mla_attention": true, "sliding_window": true, "sliding_window_mla": true,
+	"mamba": true, "chunked_local_attention": true, "sink_full_attention": true,
+	"encoder_only_attention": true, "cross_attention": true, "unknown": true,
+}
+
+// cacheKindLabel is kind as a cache_kind label value: one of vLLM's cache
+// kinds as it is, "none" for an event without one, and "other" for any
+// other string, so that a publisher's made-up kinds add no series.
+func cacheKindLabel(kind string) string {
+	switch {
+	case kind == "":
+		return "none"
+	case cacheKindLabels[kind]:
+		return kind
 	}
-	m.StoresSkipped.WithLabelValues(kind, string(reason)).Add(float64(n))
+	return "other"
 }
