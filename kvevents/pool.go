@@ -186,9 +186,11 @@ func (p *Pool) Ensure(ep Endpoint) error { return p.ensure(ep, nil) }
 // first connection replays from pos.Seq, compares the batch there with
 // pos.Digest, and either continues after it (the same engine lifetime) or
 // treats the engine as restarted (clears the endpoint and rebuilds it from
-// 0). An endpoint that already has a stream keeps it and pos is ignored.
-// In bind mode pos applies to the endpoint's stream when its first message
-// creates it.
+// 0). pos is ignored for an endpoint that already has a stream (kept, or
+// replaced and its entries cleared) or does not match Options.Matcher. In
+// bind mode pos applies to the endpoint's stream when its first message
+// creates it, and is dropped if the endpoint is removed or relabelled out
+// of the matcher first.
 func (p *Pool) EnsureFrom(ep Endpoint, pos Position) error { return p.ensure(ep, &pos) }
 
 // Position returns the stream position of the endpoint with this ID (the

@@ -256,3 +256,78 @@ func TestPoolReplacedStreamDoesNotAdoptOldPosition(t *testing.T) {
 	require.Zero(t, heldBlocks(ix, resumeID, 3))
 	require.Zero(t, resumes(t, reg, ResumeOK)+resumes(t, reg, ResumeRestarted)+resumes(t, reg, ResumeWithGap))
 }
+
+// resumePending reports whether a position given to EnsureFrom waits for
+// endpoint id's next new stream.
+func resumePending(p *Pool, id string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.resume[id]
+	return ok
+}
+
+// A position given to EnsureFrom belongs to the stream EnsureFrom creates
+// for the endpoint, and to no other: one given for an endpoint that does
+// not match Options.Matcher, for one that already has a stream (replaced
+// or kept), or for one removed before its stream was created is dropped,
+// never adopted by a later unrelated stream of the same ID (which would
+// take a watermark the index does not hold).
+func TestPoolEnsureFromPositionOnlyForItsNewStream(t *testing.T) {
+	defer leakcheck.Check(t)()
+	const id = "127.0.0.1:8400"
+	pos := Position{Seq: 41, Digest: 0xfeed}
+	stable := map[string]string{"track": "stable"}
+	canary := map[string]string{"track": "canary"}
+	matcher := func(l map[string]string) bool { return l["track"] != "canary" }
+	ep := func(addr string, labels map[string]string) Endpoint {
+		// Nothing listens on these addresses: the streams never connect,
+		// so Position reports what a stream would start from.
+		return Endpoint{ID: id, Model: poolModel, EventsAddress: addr, Labels: labels}
+	}
+	newPool := func(cfg PoolConfig) *Pool {
+		p, err := NewPool(cfg, newPoolIndex(t), Options{Set: telemetry.Set{Registerer: prometheus.NewRegistry()}, Matcher: matcher})
+		require.NoError(t, err)
+		return p
+	}
+
+	t.Run("dial", func(t *testing.T) {
+		p := newPool(PoolConfig{})
+		defer p.Close()
+		require.NoError(t, p.EnsureFrom(ep("tcp://127.0.0.1:1", canary), pos)) // not selected: no stream
+		require.Empty(t, p.Endpoints())
+		require.False(t, resumePending(p, id))
+		require.NoError(t, p.Ensure(ep("tcp://127.0.0.1:1", stable)))
+		_, ok := p.Position(id)
+		require.False(t, ok, "a later stream adopted the position given for an endpoint that was not selected")
+
+		require.NoError(t, p.EnsureFrom(ep("tcp://127.0.0.1:2", stable), pos)) // replaces the stream
+		_, ok = p.Position(id)
+		require.False(t, ok, "the replacing stream adopted a position although the endpoint had a stream")
+		require.False(t, resumePending(p, id))
+
+		p.Remove(id)
+		require.NoError(t, p.EnsureFrom(ep("tcp://127.0.0.1:1", stable), pos)) // a new stream: it starts from pos
+		got, ok := p.Position(id)
+		require.True(t, ok)
+		require.Equal(t, pos, got)
+		require.False(t, resumePending(p, id))
+		require.NoError(t, p.Close())
+	})
+
+	t.Run("bind", func(t *testing.T) {
+		p := newPool(PoolConfig{BindAddress: "127.0.0.1:0"})
+		defer p.Close()
+		require.NoError(t, p.EnsureFrom(ep("", canary), pos))
+		require.False(t, resumePending(p, id), "kept for an endpoint that is not selected")
+		require.NoError(t, p.EnsureFrom(ep("", stable), pos))
+		require.True(t, resumePending(p, id), "kept for the stream the endpoint's first message creates")
+		require.NoError(t, p.Ensure(ep("", canary)))
+		require.False(t, resumePending(p, id), "kept for an endpoint relabelled out of the matcher")
+		require.NoError(t, p.EnsureFrom(ep("", stable), pos))
+		p.Remove(id)
+		require.False(t, resumePending(p, id), "kept for a removed endpoint")
+		require.NoError(t, p.Ensure(ep("", stable)))
+		require.False(t, resumePending(p, id))
+		require.NoError(t, p.Close())
+	})
+}

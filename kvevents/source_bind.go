@@ -111,11 +111,16 @@ func newBinder(p *Pool) *binder {
 
 // ensureLocked records the endpoint's settings; its stream is created by
 // its first message. A stream whose model or replay address changed, or
-// whose labels no longer match, is closed and its entries cleared.
+// whose labels no longer match, is closed and its entries cleared. pos is
+// kept for the stream of a selected endpoint that has none yet, until its
+// first message creates it; an endpoint that is not selected keeps none.
 func (b *binder) ensureLocked(ep Endpoint, match bool, pos *Position) func() {
 	p := b.p
 	old := p.streams[ep.ID]
-	if pos != nil && old == nil {
+	switch {
+	case !match:
+		delete(p.resume, ep.ID)
+	case pos != nil && old == nil:
 		p.resume[ep.ID] = *pos // consumed by the endpoint's next new stream
 	}
 	b.known[ep.ID] = ep
@@ -132,6 +137,7 @@ func (b *binder) ensureLocked(ep Endpoint, match bool, pos *Position) func() {
 // indexed again only with BindAnyTopic.
 func (b *binder) removeLocked(id string) func() {
 	delete(b.known, id)
+	delete(b.p.resume, id) // also when no message created its stream yet
 	st := b.p.streams[id]
 	return func() {
 		b.gen.Add(1)

@@ -25,24 +25,26 @@ type dialer struct {
 
 // ensureLocked keeps the subscriber of an unchanged endpoint (recording
 // its labels) and replaces one whose events address, replay address or
-// model changed; the replaced stream's entries are cleared.
+// model changed; the replaced stream's entries are cleared. pos is kept
+// only for the stream of an endpoint that had none: a kept stream has its
+// own position, and a replacing one starts on entries that are cleared.
 func (d *dialer) ensureLocked(ep Endpoint, match bool, pos *Position) func() {
 	p := d.p
-	if pos != nil {
-		p.resume[ep.ID] = *pos // consumed by the endpoint's next new stream
-	}
 	old := d.subs[ep.ID]
 	if old != nil && match && old.ep.sameStream(ep) {
 		old.ep.Labels = ep.Labels
-		delete(p.resume, ep.ID)
 		return func() {}
 	}
 	if old != nil {
 		delete(d.subs, ep.ID)
 		delete(p.streams, ep.ID)
 	}
+	delete(p.resume, ep.ID) // nothing left from another call is adopted
 	var sub *subscriber
 	if match {
+		if pos != nil && old == nil {
+			p.resume[ep.ID] = *pos // consumed by the stream created next
+		}
 		sub = d.newSubscriberLocked(ep)
 		d.subs[ep.ID] = sub
 		p.streams[ep.ID] = sub.st
@@ -62,6 +64,7 @@ func (d *dialer) ensureLocked(ep Endpoint, match bool, pos *Position) func() {
 func (d *dialer) removeLocked(id string) func() {
 	sub := d.subs[id]
 	delete(d.subs, id)
+	delete(d.p.resume, id)
 	return func() {
 		if sub != nil {
 			d.stop(sub, true, true)
