@@ -7,8 +7,6 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/kvroute/kvroute/kvindex"
 )
 
 // Position is where an endpoint's stream stands: the last sequence applied
@@ -181,12 +179,4 @@ func (m *resumeMetrics) forget(endpoint string) {
 	if m != nil {
 		m.resumes.DeletePartialMatch(prometheus.Labels{"pod_identifier": endpoint})
 	}
-}
-
-// setPosition records pos (without a group table) under the held lock pl
-// and releases it.
-func setPosition(pl *kvindex.PositionLock, pos Position) {
-	var buf [positionLen]byte
-	pl.Set(pos.appendBinary(buf[:0]))
-	pl.Unlock()
 }

@@ -250,6 +250,43 @@ func TestStreamDecodeErrorAdvancesWatermark(t *testing.T) {
 	require.True(t, f.held(0) && f.held(2))
 }
 
+// A batch that does not decode changed nothing in the index, so the
+// position the index records (what a checkpoint persists and a resumed
+// stream starts from) stays the last applied batch's, with the endpoint's
+// cache-group kinds: a resumed stream needs them to classify removals.
+func TestStreamDecodeErrorKeepsRecordedPosition(t *testing.T) {
+	defer leakcheck.Check(t)()
+	f := newSeqFixture(t, PoolConfig{}, 0, "")
+	defer f.close()
+	f.publish(0, 0)
+	f.wait(0)
+	raw, ok := f.ix.Position(seqID)
+	require.True(t, ok)
+	before, groups, err := parsePosition(raw)
+	require.NoError(t, err)
+	require.Equal(t, positionOf(0, poolPayload(0)), before)
+	require.Equal(t, map[int]string{0: "full_attention"}, groups)
+
+	f.st.receive(1, []byte{0xc1}, poolModel) // 0xc1 is never valid msgpack
+	f.wait(1)
+	require.Equal(t, 1.0, f.count("dropped", string(dropDecodeError)))
+	raw, ok = f.ix.Position(seqID)
+	require.True(t, ok)
+	after, groups, err := parsePosition(raw)
+	require.NoError(t, err)
+	require.Equal(t, before, after, "an undecodable batch moved the recorded position")
+	require.Equal(t, map[int]string{0: "full_attention"}, groups, "the group kinds were lost")
+
+	f.publish(2, 2) // the stream goes on: no gap
+	f.wait(2)
+	require.Zero(t, f.count("gaps"))
+	raw, _ = f.ix.Position(seqID)
+	after, groups, err = parsePosition(raw)
+	require.NoError(t, err)
+	require.Equal(t, positionOf(2, poolPayload(2)), after)
+	require.Equal(t, map[int]string{0: "full_attention"}, groups)
+}
+
 // Queue overflow: a message that finds its worker queue full is dropped,
 // counted, and the endpoint is resynchronised from its last applied
 // sequence by replay.

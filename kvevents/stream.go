@@ -512,9 +512,12 @@ func (st *stream) applyLocked(seq uint64, payload []byte, model string, dec *wir
 	err := dec.Decode(payload, b)
 	tr.endDecode(err, b)
 	if err != nil {
+		// Dropped and counted; the watermark moves past it (no gap), but
+		// the index, and so the position it records with the group kinds,
+		// holds nothing of it: a stream resumed from that position replays
+		// it again.
 		st.p.m.ZMQErrors.WithLabelValues(st.id, "decode").Inc()
 		st.p.m.drop(st.id, dropDecodeError, 1)
-		setPosition(st.p.ix.LockPosition(st.id), positionOf(seq, payload))
 	} else {
 		st.decodedLocked(b)
 		saltHashes(b, st.hashSalt(model))
