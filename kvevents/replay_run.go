@@ -210,6 +210,7 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 			removed := st.clearLocked()
 			s.cooldownUntil = time.Time{}
 			st.liveReset.Store(true)
+			st.forgetLiveIdentity()
 			st.p.m.PublisherRestarts.WithLabelValues(st.id).Inc()
 			st.log.Info("Publisher restarted while disconnected (no matching batch at the watermark); endpoint cleared",
 				"seq", from, "blocks_removed", removed)

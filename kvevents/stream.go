@@ -205,9 +205,7 @@ type seqState struct {
 	// The snapshot phase (stream_snapshot.go).
 	snapshotting      bool      // the running "replay" is a snapshot load
 	snapCooldownUntil time.Time // no snapshot load replaces a replay before this
-	publisherID       [16]byte  // identity of the publisher the loaded snapshot belongs to
-	hasPublisherID    bool
-	source            string // what the entries were last rebuilt from (EndpointStatus.IndexSource)
+	source            string    // what the entries were last rebuilt from (EndpointStatus.IndexSource)
 
 	// Recorded by transitionLocked (stream_phase.go).
 	phase      phase
@@ -272,6 +270,7 @@ func (st *stream) receiveFrame(seq uint64, frameID, payload []byte, model string
 	if st.liveReset.Load() && st.liveReset.Swap(false) {
 		st.hasLive = false  // a replay found a restart: this is the new lifetime
 		st.lv.hasID = false // whose identity this message tells
+		st.forgetLiveIdentity()
 	}
 	st.observePublisher(frameID, payload)
 	if st.hasLive {
@@ -351,6 +350,7 @@ func (st *stream) clearLocked() int {
 	pl.Clear()
 	pl.Unlock()
 	st.p.applier.forget(st.id)
+	st.lv.snapID.Store(nil) // no snapshot's entries are left
 	st.s.has, st.s.degraded, st.s.hasDigest, st.s.unconfirmed = false, false, false, false
 	st.s.holeTo = 0
 	st.s.lostHistory = st.s.lostHistory && st.s.rebuilding // a waiting rebuild still recovers it

@@ -2,6 +2,7 @@ package kvevents
 
 import (
 	"encoding/hex"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -35,6 +36,16 @@ type liveness struct {
 	id    [16]byte
 	hasID bool
 
+	// cur is the last identity the receiver saw, for the worker: that of
+	// the lifetime the live stream continues (nil while none is known, and
+	// once a replay found a restart). A snapshot of another identity is
+	// refused (claimSnapshotLocked).
+	cur atomic.Pointer[[16]byte]
+	// snapID is the identity of the snapshot the endpoint's entries were
+	// loaded from (nil once they are cleared): the first identity the
+	// receiver sees must be it, or the endpoint is restarted.
+	snapID atomic.Pointer[[16]byte]
+
 	watched   atomic.Bool  // the publisher sends identities or heartbeats: its silence is checked
 	armed     atomic.Bool  // the silence timer is pending
 	silent    atomic.Bool  // the publisher fell silent: the endpoint is degraded
@@ -66,12 +77,24 @@ func (st *stream) observePublisher(frameID, payload []byte) bool {
 	}
 	restarted := false
 	if hasID {
-		if lv.hasID && id != lv.id {
-			prev := lv.id
-			st.p.sm.lv.IdentityChanges.WithLabelValues(st.id).Inc()
-			st.sequenced(func() { st.identityRestartLocked(prev, id) })
-			st.hasLive = false // the sequence restarts with the lifetime
+		if c := lv.cur.Load(); c == nil || *c != id {
+			// Before a restart (a snapshot loaded for it is this
+			// lifetime's) and before looking at snapID
+			// (claimSnapshotLocked does the converse).
+			cur := id
+			lv.cur.Store(&cur)
+		}
+		switch {
+		case lv.hasID && id != lv.id:
+			st.identityChanged(lv.id, id)
 			restarted = true
+		case !lv.hasID:
+			if sid := lv.snapID.Load(); sid != nil && *sid != id {
+				// The entries are another lifetime's snapshot, loaded
+				// before the live stream showed an identity.
+				st.identityChanged(*sid, id)
+				restarted = true
+			}
 		}
 		if !lv.hasID || restarted {
 			shown := id
@@ -94,6 +117,38 @@ func (st *stream) observePublisher(frameID, payload []byte) bool {
 		st.heard()
 	}
 	return restarted
+}
+
+// identityChanged starts the new publisher lifetime id on the receiver:
+// the endpoint, whose entries are those of lifetime prev, is cleared and
+// rebuilt (identityRestartLocked).
+func (st *stream) identityChanged(prev, id [16]byte) {
+	st.p.sm.lv.IdentityChanges.WithLabelValues(st.id).Inc()
+	st.sequenced(func() { st.identityRestartLocked(prev, id) })
+	st.hasLive = false // the sequence restarts with the lifetime
+}
+
+// forgetLiveIdentity forgets which lifetime the live stream continues:
+// a replay found that the publisher restarted, and the next live message
+// tells the new lifetime's identity.
+func (st *stream) forgetLiveIdentity() { st.lv.cur.Store(nil) }
+
+// claimSnapshotLocked checks that a snapshot of publisher id, about to be
+// applied to the cleared endpoint, continues the live stream: it is
+// refused (counted, reason "publisher_mismatch") when the live stream
+// shows another identity. Otherwise id becomes the identity of the
+// endpoint's entries, against which the receiver checks the first identity
+// it sees.
+func (st *stream) claimSnapshotLocked(id [16]byte) error {
+	lv := &st.lv
+	lv.snapID.Store(&id) // before looking at cur: observePublisher does the converse
+	if cur := lv.cur.Load(); cur != nil && *cur != id {
+		lv.snapID.Store(nil)
+		st.p.snm.refused(st.id, snapRefusedPublisher)
+		return fmt.Errorf("%w: snapshot publisher_id %s, live stream publisher_id %s", errForeignSnapshot,
+			hex.EncodeToString(id[:]), hex.EncodeToString(cur[:]))
+	}
+	return nil
 }
 
 // decodedLocked notes what a batch about to be applied (live or replayed)

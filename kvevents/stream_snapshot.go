@@ -34,6 +34,16 @@ import (
 // replay the trigger asked for, and no load replaces a replay for
 // ReplayCooldown, so a broken snapshot socket cannot make the stream loop
 // between loads and replays.
+//
+// The reply's publisher identity must be the live stream's: a snapshot of
+// another publisher lifetime (the engine restarted after the live
+// messages seen, or the snapshot socket is another engine's) is refused
+// like a reply not understood (snapshot_errors_total{reason=
+// "publisher_mismatch"}), since its sequence says nothing of the live
+// stream's. A snapshot loaded before the live stream showed any identity
+// holds its publisher's entries: a live stream that then shows another
+// identity restarts the endpoint, as a new identity does
+// (stream_liveness.go).
 
 // Snapshot load outcomes: the result label of
 // kvroute_kv_events_snapshot_loads_total.
@@ -41,6 +51,14 @@ const (
 	snapLoaded = "loaded" // applied; the watermark is the snapshot's sequence
 	snapFailed = "failed" // the client gave up or the reply was refused: replay instead
 )
+
+// snapRefusedPublisher is the reason of kvroute_kv_events_snapshot_errors_total
+// for a snapshot whose publisher identity is not the live stream's.
+const snapRefusedPublisher = "publisher_mismatch"
+
+// errForeignSnapshot refuses a snapshot of another publisher lifetime than
+// the live stream's.
+var errForeignSnapshot = errors.New("kvevents: the snapshot's publisher is not the live stream's")
 
 // Index sources: what an endpoint's entries were last rebuilt from (the
 // source label of kvroute_kv_events_index_source_total, EndpointStatus.IndexSource).
@@ -161,7 +179,7 @@ func (st *stream) applySnapshot(ctx context.Context, gen uint64, r *snapshot.Rep
 	if err := step(func(*wire.Decoder, *wire.Batch) error {
 		removed := st.clearLocked()
 		st.log.Debug("Endpoint cleared for the engine's snapshot", "blocks_removed", removed)
-		return nil
+		return st.claimSnapshotLocked(r.PublisherID)
 	}); err != nil {
 		return err
 	}
@@ -197,6 +215,7 @@ func (st *stream) finishSnapshotLocked(plan replayPlan, r snapshot.Reply, err er
 	st.inProgress.Set(0)
 	took := st.p.clock.Now().Sub(s.replayStart)
 	if err != nil {
+		st.lv.snapID.Store(nil) // nothing of it is kept
 		s.snapCooldownUntil = st.p.clock.Now().Add(st.p.cfg.ReplayCooldown)
 		st.p.snm.load(st.id, snapFailed)
 		st.log.Warn("Engine snapshot not loaded; replaying instead", "reason", plan.trigger, "snapshot", st.snapAddr,
@@ -214,7 +233,6 @@ func (st *stream) finishSnapshotLocked(plan replayPlan, r snapshot.Reply, err er
 	}
 	st.p.snm.load(st.id, snapLoaded)
 	st.p.snm.bytes.Observe(float64(r.Bytes))
-	s.publisherID, s.hasPublisherID = r.PublisherID, true
 	s.needJoin, s.restarted, s.degraded, s.unconfirmed = false, false, false, false
 	s.hasDigest = false // the batch at the snapshot's sequence was never seen
 	if r.Seq >= 0 {

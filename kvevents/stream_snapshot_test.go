@@ -255,3 +255,83 @@ func TestStreamRestartLoadsTheNewLifetimesSnapshot(t *testing.T) {
 	require.Equal(t, 2.0, f.snapCount(snapLoaded))
 	require.Equal(t, 2, f.logs.count("reason=restart"), f.logs.String()) // loading, loaded
 }
+
+// withSnapshotOf is withSnapshot for a recorder whose publisher identity
+// is id.
+func (f *seqFixture) withSnapshotOf(eng *fakeEngineState, id [16]byte) {
+	srv, err := snapshot.NewServer(snapshot.ServerConfig{Addr: "tcp://127.0.0.1:0", PublisherID: id}, eng, snapshot.Options{})
+	require.NoError(f.t, err)
+	f.closers = append(f.closers, srv.Close)
+	f.useSnapshotClient(srv.Endpoint(), snapshot.ClientConfig{Backoff: 1})
+}
+
+// publishID publishes batch seq of the publisher with identity id: in the
+// replay buffer and live.
+func (f *seqFixture) publishID(seq uint64, id [16]byte) {
+	f.buf.Add(seq, nil, idPayload(seq, id))
+	f.st.receive(seq, idPayload(seq, id), poolModel)
+}
+
+// A snapshot whose publisher identity is not the live stream's belongs to
+// another publisher lifetime (the engine restarted, or the snapshot socket
+// is another engine's): its sequence says nothing of the live stream's, so
+// it is refused and counted (snapshot_errors_total{reason=
+// "publisher_mismatch"}, a failed load), and the replay rebuilds the
+// endpoint instead. Applied, its blocks stood for the endpoint's and the
+// live batches up to its sequence were dropped as already applied.
+func TestStreamSnapshotOfAnotherPublisherRefused(t *testing.T) {
+	defer leakcheck.Check(t)()
+	f := newSeqFixture(t, PoolConfig{}, 10, "")
+	defer f.close()
+	eng := &fakeEngineState{last: -1, base: 1000} // another engine's blocks
+	f.withSnapshotOf(eng, pidB)
+	for s := uint64(0); s < 5; s++ {
+		eng.published(s)
+	}
+	for s := uint64(0); s < 5; s++ {
+		f.publishID(s, pidA) // the first one starts the join, which loads the snapshot
+	}
+	f.wait(4)
+	for s := uint64(0); s < 5; s++ {
+		require.True(t, f.held(s), "batch %d\n%s", s, f.logs)
+	}
+	require.False(t, f.held(1000), "the other publisher's snapshot was applied\n%s", f.logs)
+	require.Equal(t, 1.0, counter(f.p.snm.errors, seqID, snapRefusedPublisher), f.logs.String())
+	require.Equal(t, 1.0, f.snapCount(snapFailed))
+	require.Zero(t, f.snapCount(snapLoaded))
+	require.Equal(t, sourceReplay, f.status().IndexSource)
+	require.Equal(t, pidA, f.status().PublisherID)
+}
+
+// A snapshot loaded before the live stream showed any identity holds the
+// entries of its publisher: a live stream that then shows another identity
+// does not continue it, so the endpoint is restarted (cleared, counted as
+// an identity change) and rebuilt from the live publisher, whose snapshot
+// socket still answers for the other one (refused) and whose replay then
+// rebuilds it.
+func TestStreamLiveIdentityOtherThanTheLoadedSnapshotsRestarts(t *testing.T) {
+	defer leakcheck.Check(t)()
+	f := newSeqFixture(t, PoolConfig{}, 10, "")
+	defer f.close()
+	eng := &fakeEngineState{last: -1, base: 1000}
+	f.withSnapshotOf(eng, pidB)
+	for s := uint64(0); s < 5; s++ {
+		eng.published(s)
+		f.buf.Add(s, nil, idPayload(s, pidA))
+	}
+	f.st.onConnect(false) // joins before any live message: loads the snapshot
+	require.Eventually(t, func() bool { return f.snapCount(snapLoaded) == 1 && !f.status().Replaying },
+		poolWait, poolTick, f.logs.String())
+	require.True(t, f.held(1000))
+
+	f.publishID(5, pidA)
+	f.wait(5)
+	for s := uint64(0); s <= 5; s++ {
+		require.True(t, f.held(s), "batch %d\n%s", s, f.logs)
+	}
+	require.False(t, f.held(1000), "the live stream went on from another publisher's snapshot\n%s", f.logs)
+	require.Equal(t, 1.0, f.count("restarts"))
+	require.Equal(t, 1.0, counter(f.p.sm.lv.IdentityChanges, seqID))
+	require.Equal(t, 1.0, counter(f.p.snm.errors, seqID, snapRefusedPublisher), f.logs.String())
+	require.Equal(t, pidA, f.status().PublisherID)
+}
