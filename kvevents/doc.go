@@ -148,7 +148,9 @@
 // (PoolConfig.TailProbeDelay, default 1 s) for anything after the
 // watermark: batches a publisher's high-water mark dropped at the end of a
 // burst are repaired then, not at the engine's next batch. After every
-// reconnect the stream replays from its watermark itself and compares the
+// reconnect (in bind mode: when an engine connection takes the endpoint
+// over, before its first message is applied) the stream replays from its
+// watermark itself and compares the
 // batch there with the digest it kept of the payload it applied (Position);
 // a different batch, or none where one must still be buffered, means the
 // engine restarted while the subscriber was away, which a sequence without

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/replay"
 )
 
 // enginePub is an engine's PUB that connects to the pool's bind socket
@@ -202,6 +203,63 @@ func TestBindSpoofedTopicCannotClearVictim(t *testing.T) {
 	restarted.publishUntil(func() bool { return counter(m.PublisherRestarts, victim) >= 1 })
 	require.Eventually(t, func() bool { return heldBlocks(ix, victim, last) == 0 }, poolWait, poolTick,
 		"a real restart clears the old lifetime's blocks")
+	require.NoError(t, p.Close())
+}
+
+// An engine connection that takes an endpoint over in bind mode is checked
+// as a reconnection is in per-endpoint mode: a replay from the watermark
+// itself compares the digest. Here the engine (without a publisher
+// identity) restarted while its connection was down, and its new lifetime
+// is past the old watermark when its new connection delivers its first
+// message: the digest at the watermark differs, so the endpoint is cleared
+// and rebuilt from 0. Taken as a sequence gap, the old lifetime's blocks
+// stayed in the index beside the new one's.
+func TestBindNewConnectionChecksTheWatermark(t *testing.T) {
+	defer leakcheck.Check(t)()
+	ix := newPoolIndex(t)
+	buf := replay.NewBuffer(100)
+	srv, err := replay.NewServer(replay.ServerConfig{Addr: "127.0.0.1:0"}, buf, replay.Options{})
+	require.NoError(t, err)
+	defer srv.Close()
+	p, logs := newTestPool(t, PoolConfig{BindAddress: "127.0.0.1:0", TailProbeDelay: -1,
+		ReplayClient: replay.ClientConfig{Limiter: replay.NewLimiter(8)}}, ix)
+	defer p.Close()
+	require.Eventually(t, func() bool { return p.bindAddr() != "" }, poolWait, poolTick)
+	const id = "127.0.0.1:8500"
+	require.NoError(t, p.Ensure(Endpoint{ID: id, ReplayAddress: srv.Endpoint()}))
+	topic := "kv@" + id + "@" + poolModel
+	publish := func(e *enginePub, seq, batch uint64) {
+		buf.Add(seq, []byte(topic), poolPayload(batch))
+		e.send(seq, poolPayload(batch))
+	}
+
+	engine := dialEngine(t, p.bindAddr(), topic)
+	defer engine.close()
+	for s := uint64(0); s <= 4; s++ {
+		publish(engine, s, s)
+	}
+	waitAppliedLogs(t, p, id, 4, logs)
+	requireHeldLogs(t, ix, id, 0, 4, logs)
+
+	// The engine restarts: its connection ends, and its new lifetime
+	// publishes 0..9 (other blocks) before it connects again.
+	engine.close()
+	require.Eventually(t, func() bool { return !statusOf(p, id).Connected }, poolWait, poolTick)
+	buf.Reset()
+	for s := uint64(0); s <= 9; s++ {
+		buf.Add(s, []byte(topic), poolPayload(100+s))
+	}
+	restarted := dialEngine(t, p.bindAddr(), topic)
+	defer restarted.close()
+	publish(restarted, 10, 110)
+	require.Eventually(t, func() bool { return heldBlocks(ix, id, 110) == poolBlocks }, poolWait, poolTick,
+		"%+v\n%s", statusOf(p, id), logs)
+	waitAppliedLogs(t, p, id, 10, logs)
+	for s := uint64(0); s <= 4; s++ {
+		require.Zero(t, heldBlocks(ix, id, s), "the old lifetime's batch %d stayed\n%s", s, logs)
+	}
+	requireHeldLogs(t, ix, id, 100, 110, logs)
+	require.Equal(t, 1.0, counter(p.metrics().PublisherRestarts, id), logs.String())
 	require.NoError(t, p.Close())
 }
 

@@ -55,7 +55,10 @@ const maxConnTopics = 64
 //     sequence going back to 0), an endpoint whose engine is connected.
 //
 // An engine that restarts closes its connection, so its new connection
-// takes over. Liveness is the ZMTP heartbeat (PoolConfig.HeartbeatInterval,
+// takes over; a connection that takes an endpoint over is checked as a
+// reconnection is in per-endpoint mode (stream.onConnect: a replay from
+// the watermark itself compares the digest, and recovers what was
+// published while no connection delivered the endpoint). Liveness is the ZMTP heartbeat (PoolConfig.HeartbeatInterval,
 // as in per-endpoint mode): each connection sends PINGs, which libzmq
 // answers by itself, and one that receives nothing within HeartbeatTimeout
 // of a PING is closed. A frozen or vanished engine (SIGSTOP, a pulled
@@ -300,9 +303,19 @@ func (b *binder) serve(ctx context.Context, bc *bindConn) {
 			p.m.drop(e.id, e.reason, 1) // a configured endpoint: its ID is no wire value
 		case e.st == nil:
 			p.m.BindUnknown.Inc()
-		case !b.own(e.st, bc):
-			p.m.BindForeign.Inc()
 		default:
+			owned, took := b.own(e.st, bc)
+			if !owned {
+				p.m.BindForeign.Inc()
+				continue
+			}
+			if took {
+				// A new engine connection for the endpoint: checked as a
+				// reconnection in per-endpoint mode (replay from the
+				// watermark itself, compare the digest), before its
+				// first message is sequenced.
+				e.st.onConnect(false)
+			}
 			if e.unknownModel {
 				p.m.TopicModelUnknown.WithLabelValues(e.st.id).Inc()
 			}
@@ -312,20 +325,21 @@ func (b *binder) serve(ctx context.Context, bc *bindConn) {
 }
 
 // own makes bc the connection of st unless another live connection owns
-// it; false means the message must be dropped.
-func (b *binder) own(st *stream, bc *bindConn) bool {
+// it; owned false means the message must be dropped, took that bc has just
+// become st's connection.
+func (b *binder) own(st *stream, bc *bindConn) (owned, took bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch o := b.owners[st]; o {
 	case bc:
-		return true
+		return true, false
 	case nil:
 		b.owners[st] = bc
 		bc.owned = append(bc.owned, st)
 		st.setConnected(true)
-		return true
+		return true, true
 	}
-	return false
+	return false, false
 }
 
 // disown releases the streams of a connection that ended; err is why it
