@@ -84,13 +84,20 @@ func (a *Applier) engineBlockSize(endpoint string, st *endpointState) int {
 }
 
 // setBlockSize records endpoint's configured engine block size (0 forgets
-// it), used for its removals until a store tells it.
+// it), used for its removals until a store tells it. A size other than the
+// index's also caps the endpoint's matches to whole engine blocks
+// (kvindex.Index.SetEngineBlockSize) unless the index already has the
+// endpoint's size from a store: blocks restored from a checkpoint, which
+// does not hold the size, are capped before the engine stores again.
 func (a *Applier) setBlockSize(endpoint string, n int) {
 	if n <= 0 {
 		a.sizes.Delete(endpoint)
 		return
 	}
 	a.sizes.Store(endpoint, n)
+	if n != a.bs && a.ix.EngineBlockSize(endpoint) == a.bs {
+		a.ix.SetEngineBlockSize(endpoint, n)
+	}
 }
 
 // resizedExtra returns the extra keys of router block 0 for a store of

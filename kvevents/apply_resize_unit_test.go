@@ -1,14 +1,18 @@
 package kvevents
 
 import (
+	"bytes"
 	"fmt"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/kvevents/internal/wiretest"
 	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/kvindex"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // storedE is a BlockStored of tokens in blocks of bs tokens, hashes
@@ -105,6 +109,48 @@ func TestResizedConfiguredSizeMapsRemovalsBeforeAnyStore(t *testing.T) {
 	f.a.setBlockSize(testEndpoint, 8)                                    // and the endpoint's configured block size
 	f.applyBatch(testEndpoint, wiretest.BatchOf(0, true, removedE(102)), wire.FormatVLLM)
 	require.Equal(t, 2, f.match(testEndpoint, wiretest.TokensRange(1, 16), kvindex.KeyParams{}).Blocks)
+}
+
+// A checkpoint holds an endpoint's router blocks, not its engine block
+// size, which caps its matches to whole engine blocks
+// (kvindex.Index.SetEngineBlockSize). A pool that resumes on the restored
+// index applies the endpoint's configured block size (Endpoint.BlockSize)
+// to the cap once Ensure is given the endpoint, not only once the engine
+// stores again: the restored blocks are matched as the engine can reuse
+// them.
+func TestResizedConfiguredSizeCapsMatchesAfterRestore(t *testing.T) {
+	f := newApplyFixture(t)
+	f.applyBatch(testEndpoint, wiretest.BatchOf(0, true, storedE(8, 100, 0, wiretest.TokensRange(1, 16))), wire.FormatVLLM)
+	// 1..15 holds router blocks 1..4, 5..8, 9..12, but of the engine's
+	// blocks only 1..8 ends within them.
+	require.Equal(t, 2, f.match(testEndpoint, wiretest.TokensRange(1, 15), kvindex.KeyParams{}).Blocks)
+	var buf bytes.Buffer
+	_, err := f.ix.WriteSnapshot(&buf)
+	require.NoError(t, err)
+	checkpoint := buf.Bytes()
+
+	for name, cfg := range map[string]PoolConfig{"dial": {Model: "m"}, "bind": {Model: "m", BindAddress: "127.0.0.1:0"}} {
+		t.Run(name, func(t *testing.T) {
+			defer leakcheck.Check(t)()
+			restored, err := kvindex.New(kvindex.Config{BlockSize: 4, SweepInterval: -1}, kvindex.Options{})
+			require.NoError(t, err)
+			defer restored.Close()
+			_, err = restored.ReadSnapshot(bytes.NewReader(checkpoint), kvindex.SnapshotReadOptions{})
+			require.NoError(t, err)
+			p, err := NewPool(cfg, restored, Options{Set: telemetry.Set{Registerer: prometheus.NewRegistry()}})
+			require.NoError(t, err)
+			defer p.Close()
+			// Nothing listens there, and nothing connects to the bind
+			// socket: the engine stores nothing after the restore.
+			require.NoError(t, p.Ensure(Endpoint{ID: testEndpoint, EventsAddress: "tcp://127.0.0.1:1", BlockSize: 8}))
+			g := *f
+			g.t, g.ix = t, restored
+			require.Equal(t, 2, g.match(testEndpoint, wiretest.TokensRange(1, 15), kvindex.KeyParams{}).Blocks,
+				"the restored endpoint's matches are not rounded to whole engine blocks")
+			require.Equal(t, 8, restored.EngineBlockSize(testEndpoint))
+			require.NoError(t, p.Close())
+		})
+	}
 }
 
 func TestResizedExtraKeysAndSalt(t *testing.T) {

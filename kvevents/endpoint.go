@@ -97,7 +97,8 @@ type Endpoint struct {
 	Labels map[string]string `json:"labels,omitempty"`
 	// BlockSize is the engine's block size in tokens (vLLM --block-size),
 	// when it differs from the index's: the Applier learns it from the
-	// engine's stores, and uses this value for removals before the first
+	// engine's stores, and uses this value for removals, and to round the
+	// endpoint's matches down to whole engine blocks, before the first
 	// store (a stream resumed from a checkpoint). 0 = learn it only.
 	BlockSize int `json:"blockSize,omitempty"`
 }

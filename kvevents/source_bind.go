@@ -127,6 +127,11 @@ func (b *binder) ensureLocked(ep Endpoint, match bool, pos *Position) func() {
 		p.resume[ep.ID] = *pos // consumed by the endpoint's next new stream
 	}
 	b.known[ep.ID] = ep
+	if match && old == nil {
+		// Before the stream exists: restored entries are matched at the
+		// endpoint's engine block size from now on (setBlockSize).
+		p.applier.setBlockSize(ep.ID, ep.BlockSize)
+	}
 	replace := old != nil && (!match || old.cfgModel != ep.Model || !slices.Equal(old.cfgModels, ep.Models) || old.replayAddr != ep.ReplayAddress)
 	return func() {
 		b.gen.Add(1)
