@@ -263,6 +263,44 @@ func TestBindNewConnectionChecksTheWatermark(t *testing.T) {
 	require.NoError(t, p.Close())
 }
 
+// A stream closed while the engine connection that owns it stays open (its
+// endpoint removed and ensured again, relabelled out of the matcher and
+// back, or its model changed) is released by that connection: the binder
+// keeps references to open streams only, however often this happens on
+// one long-lived connection.
+func TestBindClosedStreamsReleasedByTheirConnection(t *testing.T) {
+	defer leakcheck.Check(t)()
+	ix := newPoolIndex(t)
+	p, logs := newTestPool(t, PoolConfig{BindAddress: "127.0.0.1:0"}, ix)
+	defer p.Close()
+	require.Eventually(t, func() bool { return p.bindAddr() != "" }, poolWait, poolTick)
+	const id = "127.0.0.1:8600"
+	require.NoError(t, p.Ensure(Endpoint{ID: id}))
+	engine := dialEngine(t, p.bindAddr(), "kv@"+id+"@"+poolModel)
+	defer engine.close()
+	engine.publishUntil(received(p, id))
+	for i := range 5 {
+		if i%2 == 0 {
+			p.Remove(id)
+			require.NoError(t, p.Ensure(Endpoint{ID: id}))
+		} else {
+			require.NoError(t, p.Ensure(Endpoint{ID: id, Model: "model-" + strconv.Itoa(i)})) // replaces the stream
+		}
+		engine.publishUntil(received(p, id)) // a new stream, taken by the same connection
+	}
+	b := p.src.(*binder)
+	b.mu.Lock()
+	owners, owned := len(b.owners), 0
+	for _, bc := range b.owners {
+		owned += len(bc.owned)
+	}
+	b.mu.Unlock()
+	require.Equal(t, 1, owners, "streams owned (closed ones kept)\n%s", logs)
+	require.Equal(t, 1, owned, "streams the connection holds (closed ones kept)")
+	require.True(t, statusOf(p, id).Connected)
+	require.NoError(t, p.Close())
+}
+
 // freePortPair returns a loopback port p such that p and p+1 were free.
 func freePortPair(t *testing.T) int {
 	t.Helper()

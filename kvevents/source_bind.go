@@ -172,10 +172,27 @@ func (b *binder) closeStream(st *stream, forget bool) {
 	b.closing[st.id] = done
 	p.mu.Unlock()
 	p.closeStream(st, true, forget)
+	b.release(st)
 	p.mu.Lock()
 	delete(b.closing, st.id)
 	p.mu.Unlock()
 	close(done)
+}
+
+// release drops a closed stream from the connection that owns it, which
+// may stay open for the endpoint's next stream: the binder keeps no
+// reference to a closed stream.
+func (b *binder) release(st *stream) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	bc := b.owners[st]
+	if bc == nil {
+		return
+	}
+	delete(b.owners, st)
+	if i := slices.Index(bc.owned, st); i >= 0 {
+		bc.owned = slices.Delete(bc.owned, i, i+1)
+	}
 }
 
 // addrs returns the bound address of each rank ("" until bound).
@@ -339,6 +356,12 @@ func (b *binder) own(st *stream, bc *bindConn) (owned, took bool) {
 	case bc:
 		return true, false
 	case nil:
+		if st.closed.Load() {
+			// Closed since the topic was resolved (and released by
+			// closeStream, or about to be): nothing is applied to it,
+			// and it is not registered again.
+			return true, false
+		}
 		b.owners[st] = bc
 		bc.owned = append(bc.owned, st)
 		st.setConnected(true)
