@@ -41,3 +41,28 @@ gateway:
 		require.ErrorContains(t, err, want, content)
 	}
 }
+
+// engineMetrics with an approximate index that reads its capacities from
+// the engines is valid alone: the scraper built with its settings feeds
+// the capacities (gateway.ServerConfig.Approximate), as the README's
+// capacity source says. With capacityFrom "config" nothing reads it.
+func TestConfigFileEngineMetricsFeedsTheApproximateCapacities(t *testing.T) {
+	cfg := writeFile(t, "gateway.yaml", `
+model: m
+gateway:
+  approximate: {enabled: true}
+  engineMetrics: {interval: 1s}
+`)
+	o, err := parseFlags([]string{"--config", cfg, "--endpoints", "10.0.0.1:8000"}, io.Discard)
+	require.NoError(t, err)
+	require.NotNil(t, o.server.EngineMetrics)
+	require.Equal(t, time.Second, o.server.EngineMetrics.Interval)
+
+	for _, content := range []string{
+		"gateway:\n  approximate: {enabled: true, capacityFrom: config}\n  engineMetrics: {}\n",
+		"gateway:\n  approximate: {capacityFrom: engine}\n  engineMetrics: {}\n",
+	} {
+		_, err := parseFlags([]string{"--config", writeFile(t, "c.yaml", content), "--endpoints", "10.0.0.1:8000", "--model", "m"}, io.Discard)
+		require.ErrorContains(t, err, "gateway.engineMetrics: feeds", content)
+	}
+}

@@ -46,7 +46,10 @@ type gatewayConfig struct {
 	Admission *admission.Config `json:"admission"`
 	// EngineMetrics is gateway.ServerConfig.EngineMetrics: present (even
 	// as {}) with admission, the engines' /metrics are scraped for the
-	// admission's saturation signal. Its keys are enginemetrics.Config's.
+	// admission's saturation signal; with lora, peerLoadFromMetrics or an
+	// enabled approximate index whose capacityFrom is not "config", it is
+	// the settings of the scraper that feeds them. Its keys are
+	// enginemetrics.Config's.
 	EngineMetrics *enginemetrics.Config `json:"engineMetrics"`
 	// LoRA is gateway.ServerConfig.LoRA: present (even as {}) adds the
 	// LoRA adapter-affinity scorer, fed by the engines' /metrics (scraped
@@ -118,8 +121,12 @@ func (g gatewayConfig) validate() error {
 			return fmt.Errorf("%s.lora: %w", gatewaySection, err)
 		}
 	}
-	if g.EngineMetrics != nil && g.Admission == nil && g.LoRA == nil && !g.PeerLoadFromMetrics {
-		return fmt.Errorf("%s.engineMetrics: feeds the admission stage, the lora scorer and peerLoadFromMetrics; set %s.admission, %s.lora or %s.peerLoadFromMetrics too", gatewaySection, gatewaySection, gatewaySection, gatewaySection)
+	// The approximate index reads the engines' capacities from the scraper
+	// unless its capacityFrom is "config" (gateway.ServerConfig.Approximate).
+	capacities := g.Approximate != nil && g.Approximate.Enabled && g.Approximate.CapacityFrom != approx.CapacityFromConfig
+	if g.EngineMetrics != nil && g.Admission == nil && g.LoRA == nil && !g.PeerLoadFromMetrics && !capacities {
+		return fmt.Errorf("%s.engineMetrics: feeds the admission stage, the lora scorer, peerLoadFromMetrics and the approximate index's capacities; set %s.admission, %s.lora, %s.peerLoadFromMetrics or %s.approximate.enabled too",
+			gatewaySection, gatewaySection, gatewaySection, gatewaySection, gatewaySection)
 	}
 	if g.Session != nil {
 		if err := g.Session.Validate(); err != nil {
