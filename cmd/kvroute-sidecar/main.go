@@ -85,6 +85,9 @@ func parseFlags(args []string) (*options, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
+	if o.shutdownTimeout < 0 {
+		return nil, fmt.Errorf("--shutdown-timeout must be >= 0, got %v", o.shutdownTimeout)
+	}
 	if o.idleTimeout <= 0 {
 		return nil, fmt.Errorf("--idle-timeout must be positive, got %v", o.idleTimeout)
 	}

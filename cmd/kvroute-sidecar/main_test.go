@@ -110,3 +110,14 @@ func startServe(t *testing.T, o *options) (addrs [2]string, stop func()) {
 		require.NoError(t, <-done)
 	}
 }
+
+// A negative --shutdown-timeout is refused, as the gateway refuses its
+// own: it would end the requests in flight at SIGTERM at once instead of
+// letting them finish. Zero stays valid (stop without waiting).
+func TestParseFlagsRefusesANegativeShutdownTimeout(t *testing.T) {
+	_, err := parseFlags([]string{"--shutdown-timeout", "-1s"})
+	require.ErrorContains(t, err, "--shutdown-timeout must be >= 0")
+	o, err := parseFlags([]string{"--shutdown-timeout", "0s"})
+	require.NoError(t, err)
+	require.Zero(t, o.shutdownTimeout)
+}
