@@ -59,7 +59,7 @@ func (c Config) Validate() error {
 	switch {
 	case c.Window < 0 || c.Window > 10_000:
 		return fmt.Errorf("accuracy.window %d is outside [0, 10000]", c.Window)
-	case c.MissRatio < 0 || c.MissRatio > 1:
+	case !(c.MissRatio >= 0 && c.MissRatio <= 1): // NaN too
 		return fmt.Errorf("accuracy.missRatio %v is outside [0, 1]", c.MissRatio)
 	case c.ToleranceTokens < 0:
 		return fmt.Errorf("accuracy.toleranceTokens %d is negative", c.ToleranceTokens)

@@ -2,6 +2,7 @@ package accuracy
 
 import (
 	"encoding/json"
+	"math"
 	"testing"
 	"time"
 
@@ -30,4 +31,14 @@ func TestZeroConfigMeansTheDefaults(t *testing.T) {
 	def, err := New(Config{Window: DefaultWindow, MissRatio: DefaultMissRatio, ResyncInterval: DefaultResyncInterval}, 64, Options{})
 	require.NoError(t, err)
 	require.Equal(t, def.cfg, zero.cfg)
+}
+
+// A MissRatio that is not a number is outside [0, 1] and refused by name:
+// it compared false with every share, so an endpoint whose predictions all
+// missed was never marked inaccurate, and New took it silently.
+func TestValidateRefusesANaNMissRatio(t *testing.T) {
+	require.ErrorContains(t, Config{MissRatio: math.NaN()}.Validate(), "accuracy.missRatio NaN is outside [0, 1]")
+	_, err := New(Config{MissRatio: math.NaN()}, 64, Options{})
+	require.Error(t, err)
+	require.NoError(t, Config{MissRatio: 1}.Validate())
 }
