@@ -69,11 +69,12 @@ type Settings struct {
 	Endpoint string
 }
 
-// Resolve reads the environment through getenv (nil is os.Getenv). An
-// unknown protocol or exporter name is an error, so that a typo does not
-// silently turn tracing off; so is, when export is on, an unknown
-// OTEL_TRACES_SAMPLER or an OTEL_TRACES_SAMPLER_ARG that is not a ratio
-// from 0 to 1, which the SDK would replace with sampling every trace.
+// Resolve reads the environment through getenv (nil is os.Getenv), the
+// exporter and protocol names in any case, as the specification's enum
+// values are. An unknown protocol or exporter name is an error, so that a
+// typo does not silently turn tracing off; so is, when export is on, an
+// unknown OTEL_TRACES_SAMPLER or an OTEL_TRACES_SAMPLER_ARG that is not a
+// ratio from 0 to 1, which the SDK would replace with sampling every trace.
 func Resolve(getenv func(string) string) (Settings, error) {
 	return resolve(getenv, DefaultProtocol)
 }
@@ -86,7 +87,10 @@ func resolve(getenv func(string) string, protocol string) (Settings, error) {
 	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") {
 		return s, nil
 	}
-	switch exp := strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER")); exp {
+	// Enum values are case-insensitive (the specification's environment
+	// variables: "Enum values SHOULD be interpreted in a case-insensitive
+	// manner"), as the SDK reads OTEL_TRACES_SAMPLER.
+	switch exp := strings.ToLower(strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER"))); exp {
 	case "", "otlp":
 	case "none":
 		return s, nil
@@ -97,7 +101,7 @@ func resolve(getenv func(string) string, protocol string) (Settings, error) {
 	if s.Endpoint == "" {
 		return s, nil
 	}
-	s.Protocol = firstSet(getenv, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
+	s.Protocol = strings.ToLower(firstSet(getenv, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"))
 	switch s.Protocol {
 	case "":
 		s.Protocol = protocol

@@ -31,6 +31,12 @@ func TestResolveFollowsTheSDKVariables(t *testing.T) {
 		"exporter otlp":    {env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_TRACES_EXPORTER": "otlp"}, want: Settings{Enabled: true, Protocol: ProtocolHTTPProtobuf, Endpoint: "http://c:4318"}},
 		"exporter console": {env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_TRACES_EXPORTER": "console"}, err: "OTEL_TRACES_EXPORTER"},
 		"http/json":        {env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}, err: "http/json"},
+		// Enum values are read case-insensitively, as the specification's
+		// environment variables say they should be.
+		"exporter NONE":  {env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_TRACES_EXPORTER": "None"}, want: Settings{}},
+		"exporter OTLP":  {env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_TRACES_EXPORTER": "OTLP"}, want: Settings{Enabled: true, Protocol: ProtocolHTTPProtobuf, Endpoint: "http://c:4318"}},
+		"protocol GRPC":  {env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "GRPC"}, want: Settings{Enabled: true, Protocol: ProtocolGRPC, Endpoint: "http://c:4317"}},
+		"protocol HTTP/": {env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "HTTP/Protobuf"}, want: Settings{Enabled: true, Protocol: ProtocolHTTPProtobuf, Endpoint: "http://c:4318"}},
 		// The SDK would log these and sample every trace instead.
 		"sampler typo":        {env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_TRACES_SAMPLER": "traceidratio_parentbased"}, err: "OTEL_TRACES_SAMPLER="},
 		"sampler arg percent": {env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "10%"}, err: "OTEL_TRACES_SAMPLER_ARG"},
