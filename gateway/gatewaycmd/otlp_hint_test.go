@@ -54,3 +54,24 @@ func TestOTLPRequestedBySignalSpecificEndpoint(t *testing.T) {
 	require.True(t, otlpRequested(func(k string) string { return env[k] }))
 	require.False(t, otlpRequested(func(string) string { return "" }))
 }
+
+// An environment that names an endpoint but turns export off
+// (OTEL_SDK_DISABLED=true, OTEL_TRACES_EXPORTER=none, in any case, as the
+// OTLP build reads them) does not ask for OTLP export, so the gateway does
+// not tell the operator to run the build that exports.
+func TestOTLPNotRequestedWhenTheEnvironmentTurnsExportOff(t *testing.T) {
+	for _, off := range []map[string]string{
+		{"OTEL_SDK_DISABLED": "true"},
+		{"OTEL_SDK_DISABLED": "TRUE"},
+		{"OTEL_TRACES_EXPORTER": "none"},
+		{"OTEL_TRACES_EXPORTER": " None "},
+	} {
+		env := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}
+		for k, v := range off {
+			env[k] = v
+		}
+		require.False(t, otlpRequested(func(k string) string { return env[k] }), "%v", off)
+	}
+	env := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_SDK_DISABLED": "false", "OTEL_TRACES_EXPORTER": "otlp"}
+	require.True(t, otlpRequested(func(k string) string { return env[k] }))
+}

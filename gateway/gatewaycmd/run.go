@@ -193,7 +193,8 @@ type Options struct {
 	TracerProvider trace.TracerProvider
 	// OTLPBinary names the binary that exports OTLP. When it is set and the
 	// environment asks for OTLP export (OTEL_EXPORTER_OTLP_ENDPOINT or
-	// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT), Run logs once that this binary
+	// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, unless OTEL_SDK_DISABLED=true or
+	// OTEL_TRACES_EXPORTER=none turns export off), Run logs once that this binary
 	// does not export and names that one, so that the variable is not
 	// silently ignored.
 	OTLPBinary string
@@ -285,10 +286,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts Opti
 	return nil
 }
 
-// otlpRequested reports whether the environment names an OTLP trace
-// endpoint, the SDK's switch for OTLP export.
+// otlpRequested reports whether the environment asks for OTLP export as
+// the OTLP build reads it (contrib/otel's otlpenv.Resolve): an OTLP trace
+// endpoint named, and neither OTEL_SDK_DISABLED=true nor
+// OTEL_TRACES_EXPORTER=none turning export off.
 func otlpRequested(getenv func(string) string) bool {
-	return getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
+	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") ||
+		strings.EqualFold(strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER")), "none") {
+		return false
+	}
+	return strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_ENDPOINT")) != "" || strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")) != ""
 }
 
 // maxConfigFile bounds a configuration file; real ones are a few KiB.
