@@ -392,11 +392,33 @@ func walk(v any, t reflect.Type, path string, convert bool) (any, error) {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
 		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
 		reflect.Float32, reflect.Float64:
-		if _, ok := v.(json.Number); !ok {
+		n, ok := v.(json.Number)
+		if !ok {
 			return nil, kindError(path, v, "a number")
+		}
+		if !fits(n, t) {
+			return nil, &Error{Path: path, Msg: fmt.Sprintf("cannot hold number %s %s", n, t)}
 		}
 	}
 	return v, nil
+}
+
+// fits reports whether n decodes into a value of the numeric type t as
+// encoding/json decodes it: checked here, so that the error names the
+// value's whole path even below a type with its own UnmarshalJSON, whose
+// encoding/json error would name the path within that type only.
+func fits(n json.Number, t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		i, err := strconv.ParseInt(string(n), 10, 64)
+		return err == nil && !reflect.Zero(t).OverflowInt(i)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		u, err := strconv.ParseUint(string(n), 10, 64)
+		return err == nil && !reflect.Zero(t).OverflowUint(u)
+	default:
+		f, err := strconv.ParseFloat(string(n), t.Bits())
+		return err == nil && !reflect.Zero(t).OverflowFloat(f)
+	}
 }
 
 func kindError(path string, v any, want string) error {

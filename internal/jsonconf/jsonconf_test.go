@@ -39,6 +39,7 @@ type outer struct {
 // config types do.
 type selfDecoding struct {
 	Wait time.Duration `json:"wait"`
+	N    uint8         `json:"n,omitempty"`
 	Seen bool          `json:"-"`
 }
 
@@ -81,6 +82,15 @@ func TestBareNumberIsAnErrorNamingTheKey(t *testing.T) {
 		`{"tags":"a"}`:                      "tags",
 		`{"inner":{"ttl":"1s","ttl":"2s"}}`: "inner.ttl",
 		`{"self":{"nope":1}}`:               "self.nope",
+		// A number its field cannot hold is named by its whole path, below
+		// a type with its own UnmarshalJSON too (a Config's sub-config).
+		`{"inner":{"count":1.5}}`:  "inner.count",
+		`{"inner":{"count":1e30}}`: "inner.count",
+		`{"self":{"n":1.5}}`:       "self.n",
+		`{"self":{"n":256}}`:       "self.n",
+		`{"self":{"n":-1}}`:        "self.n",
+		`{"ptr":{"count":2.5}}`:    "ptr.count",
+		`{"weight":1e400}`:         "weight",
 	} {
 		var o outer
 		err := Unmarshal([]byte(in), &o)
