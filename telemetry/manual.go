@@ -9,9 +9,10 @@ import (
 // Manual is a Clock for tests: its time moves only through Advance and Set,
 // which fire every timer, ticker and AfterFunc that falls due, in order of
 // their due times. Channel sends never block (each channel holds one value,
-// a late reader drops ticks as with package time); AfterFunc functions run
-// in their own goroutines, as with package time. It is safe for concurrent
-// use.
+// a late reader drops ticks as with package time), and Stop and Reset
+// discard a value not yet received, as package time's do since Go 1.23;
+// AfterFunc functions run in their own goroutines, as with package time.
+// It is safe for concurrent use.
 type Manual struct {
 	mu      sync.Mutex
 	now     time.Time
@@ -96,15 +97,18 @@ func (m *Manual) Set(t time.Time) {
 			w.armed = false
 			m.remove(w)
 		}
-		c, f := w.c, w.f
+		if w.c != nil {
+			// Under mu, so that a Stop or Reset (which drain the channel
+			// under mu) either precedes the send or discards it.
+			select {
+			case w.c <- at:
+			default:
+			}
+		}
+		f := w.f
 		m.mu.Unlock()
 		if f != nil {
 			go f()
-		} else {
-			select {
-			case c <- at:
-			default:
-			}
 		}
 	}
 }
@@ -165,9 +169,11 @@ func (m *Manual) nextDue(t time.Time) *manualWaiter {
 }
 
 // arm (re)schedules w d from now and reports whether it was armed before.
+// A firing not yet received is discarded, as time.Timer.Reset does.
 func (m *Manual) arm(w *manualWaiter, d time.Duration) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	w.drain()
 	was := w.armed
 	if !was {
 		m.waiters = append(m.waiters, w)
@@ -180,16 +186,31 @@ func (m *Manual) arm(w *manualWaiter, d time.Duration) bool {
 	return was
 }
 
-// disarm removes w and reports whether it was armed.
+// disarm removes w and reports whether it was armed. A firing not yet
+// received is discarded, as time.Timer.Stop does.
 func (m *Manual) disarm(w *manualWaiter) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	w.drain()
 	was := w.armed
 	if was {
 		w.armed = false
 		m.remove(w)
 	}
 	return was
+}
+
+// drain discards a value sent on w's channel and not received, so that,
+// as with package time's timers and tickers since Go 1.23, no value sent
+// before a Stop or Reset is received after it; m.mu held.
+func (w *manualWaiter) drain() {
+	if w.c == nil {
+		return
+	}
+	select {
+	case <-w.c:
+	default:
+	}
 }
 
 // remove drops w from the waiters; m.mu held.

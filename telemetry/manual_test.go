@@ -106,3 +106,45 @@ func TestManualArmedNamesTheDueTime(t *testing.T) {
 	<-tm.C()
 	require.False(t, m.Armed(epoch.Add(2*time.Second)), "a fired timer is no longer armed")
 }
+
+// As with package time's timers (Go 1.23 on), a value sent before Stop or
+// Reset is not received after it: a timer that fired unread and is reset
+// fires again only at its new due time, and a stopped one not at all.
+// A component written for the wall clock (no drain before Reset) must see
+// no stale firing under Manual either.
+func TestManualStopAndResetDiscardAnUnreadFiring(t *testing.T) {
+	m := NewManual(epoch)
+	noValue := func(c <-chan time.Time, msg string) {
+		t.Helper()
+		select {
+		case v := <-c:
+			t.Fatalf("%s: received %v", msg, v)
+		default:
+		}
+	}
+	wall := Wall.NewTimer(time.Hour)
+	wall.Stop()
+	noValue(wall.C(), "the wall clock's stopped timer")
+
+	tm := m.NewTimer(time.Second)
+	m.Advance(time.Second) // fires; nobody reads it
+	require.False(t, tm.Reset(time.Second), "a fired timer is not pending")
+	noValue(tm.C(), "a reset timer delivered its earlier firing")
+	m.Advance(time.Second)
+	require.Equal(t, epoch.Add(2*time.Second), <-tm.C(), "it fires at its new due time")
+
+	m.Advance(time.Second)
+	tm.Reset(time.Second)
+	m.Advance(time.Second) // fires again, unread
+	require.False(t, tm.Stop())
+	noValue(tm.C(), "a stopped timer delivered its earlier firing")
+
+	tk := m.NewTicker(time.Second)
+	m.Advance(time.Second) // a tick, unread
+	tk.Reset(time.Minute)
+	noValue(tk.C(), "a reset ticker delivered a tick of its old period")
+	m.Advance(time.Second) // a tick, unread
+	m.Advance(time.Minute)
+	tk.Stop()
+	noValue(tk.C(), "a stopped ticker delivered a tick")
+}
