@@ -271,9 +271,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts Opti
 	log.Info("shutting down", "timeout", o.shutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
 	defer cancel()
-	snap.shutdown(sctx)
-	// Shutdown closes the router, which writes the final checkpoint.
+	// Both listeners stop accepting now and their requests share the
+	// timeout: a peer's snapshot transfer must not keep the public listener
+	// accepting, nor eat into its requests' time. Shutdown closes the
+	// router, which writes the final checkpoint; a transfer still running
+	// goes on reading the index, which stays readable once closed.
+	snapDone := make(chan struct{})
+	go func() {
+		defer close(snapDone)
+		snap.shutdown(sctx)
+	}()
 	err = srv.Shutdown(sctx)
+	<-snapDone
 	if serveErr != nil {
 		return fmt.Errorf("gateway: serving on %s: %w", srv.Addr(), serveErr)
 	}

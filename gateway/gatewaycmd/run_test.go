@@ -132,7 +132,8 @@ type runGateway struct {
 	id     string // the engine's endpoint ID
 	url    string // the gateway's
 	client *http.Client
-	done   chan error // Run's result
+	done   chan error  // Run's result
+	stdout *syncBuffer // Run's output for the operator
 }
 
 // startRun starts Run with args after a stub engine's endpoint, a model and
@@ -145,15 +146,15 @@ func startRun(t *testing.T, ctx context.Context, args ...string) *runGateway {
 		})),
 		client: &http.Client{Transport: &http.Transport{}},
 		done:   make(chan error, 1),
+		stdout: new(syncBuffer),
 	}
 	cfg := writeFile(t, "router.json", `{"events":{"enabled":false},"disableRender":true}`)
 	g.id = strings.TrimPrefix(g.engine.URL, "http://")
-	var stdout syncBuffer
 	args = append([]string{"--listen", "127.0.0.1:0", "--endpoints", g.id, "--model", "m", "--config", cfg}, args...)
-	go func() { g.done <- Run(ctx, args, &stdout, io.Discard, Options{}) }()
+	go func() { g.done <- Run(ctx, args, g.stdout, io.Discard, Options{}) }()
 	re := regexp.MustCompile(`serving on (http://[0-9.:]+)`)
 	require.Eventually(t, func() bool {
-		m := re.FindStringSubmatch(stdout.String())
+		m := re.FindStringSubmatch(g.stdout.String())
 		if m != nil {
 			g.url = m[1]
 		}

@@ -39,6 +39,10 @@ type snapshotServer struct {
 	err  error // Serve's failure other than a shutdown
 }
 
+// snapshotHandler is the handler serveSnapshot mounts; tests wrap it to
+// hold a transfer in flight.
+var snapshotHandler = (*kvroute.Router).SnapshotHandler
+
 // serveSnapshot starts the internal snapshot listener; nil when addr is
 // empty or the gateway has no router (round-robin policy). A keep-alive
 // connection idle for idle (the public listener's gateway.idleTimeout) is
@@ -52,7 +56,7 @@ func serveSnapshot(addr string, r *kvroute.Router, idle time.Duration, log *slog
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	mux.Handle(snapshotPath, r.SnapshotHandler())
+	mux.Handle(snapshotPath, snapshotHandler(r))
 	s := &snapshotServer{addr: ln.Addr().String(), ln: ln, done: make(chan struct{}),
 		srv: &http.Server{Handler: mux, ReadHeaderTimeout: gateway.DefaultReadHeaderTimeout, IdleTimeout: idle}}
 	go func() {

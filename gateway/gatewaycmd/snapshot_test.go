@@ -9,11 +9,14 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/kvindex"
 )
@@ -189,5 +192,83 @@ func failSnapshot(t *testing.T, snap *snapshotServer, done chan error, hang stri
 		require.Contains(t, err.Error(), "index snapshot on "+snap.addr)
 	case <-time.After(30 * time.Second):
 		t.Fatal(hang)
+	}
+}
+
+// At SIGTERM the gateway stops accepting at once, even while a peer's
+// snapshot transfer is still running on the internal listener: the two
+// listeners shut down together within --shutdown-timeout. Before, the
+// public listener went on accepting requests until the transfer ended, and
+// the requests in flight had only what the transfer left of the timeout.
+func TestRunStopsAcceptingWhileASnapshotTransferRuns(t *testing.T) {
+	defer leakcheck.Check(t)()
+	entered, release := make(chan struct{}), make(chan struct{})
+	old := snapshotHandler
+	snapshotHandler = func(r *kvroute.Router) http.Handler {
+		h := old(r)
+		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			close(entered) // one transfer in this test
+			<-release
+			h.ServeHTTP(w, req)
+		})
+	}
+	t.Cleanup(func() { snapshotHandler = old })
+	releaseTransfer := sync.OnceFunc(func() { close(release) })
+	defer releaseTransfer() // on failure too, before the leak check
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	g := startRun(t, ctx, "--snapshot-listen", "127.0.0.1:0", "--peer-token", "tok")
+	defer g.close()
+	m := regexp.MustCompile(`snapshot for peers at (http://[0-9.:]+/kvroute/snapshot)`).FindStringSubmatch(g.stdout.String())
+	require.NotNil(t, m, g.stdout.String())
+
+	type result struct {
+		code int
+		err  error
+	}
+	transfer := make(chan result, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodGet, m[1], nil)
+		req.Header.Set("Authorization", "Bearer tok")
+		resp, err := g.client.Do(req)
+		if err != nil {
+			transfer <- result{err: err}
+			return
+		}
+		_, err = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		transfer <- result{resp.StatusCode, err}
+	}()
+	select {
+	case <-entered:
+	case r := <-transfer:
+		t.Fatalf("the transfer ended before it was held: %+v", r)
+	}
+
+	cancel() // SIGTERM
+	addr := strings.TrimPrefix(g.url, "http://")
+	require.Eventually(t, func() bool {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			return true
+		}
+		c.Close()
+		return false
+	}, 30*time.Second, 5*time.Millisecond, "the public listener still accepts while the snapshot transfer runs")
+	select {
+	case err := <-g.done:
+		t.Fatalf("run returned with the transfer still running: %v", err)
+	default:
+	}
+
+	releaseTransfer()
+	r := <-transfer
+	require.NoError(t, r.err)
+	require.Equal(t, http.StatusOK, r.code, "the transfer in flight completes")
+	select {
+	case err := <-g.done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("run did not return after the transfer ended")
 	}
 }
