@@ -99,6 +99,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if set["events-port"] || cfgFile == "" {
 		cfg.Events.EventsPort = eventsPort
 	}
+	if replay < 0 {
+		return options{}, fmt.Errorf("--replay-port must be >= 0 (0 disables replay), got %d", replay)
+	}
 	if set["replay-port"] || cfgFile == "" {
 		cfg.Events.Replay = new(replay > 0)
 		if replay > 0 {

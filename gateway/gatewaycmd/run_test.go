@@ -81,7 +81,10 @@ func TestParseFlagsRejectsBadInput(t *testing.T) {
 		_, err := parseFlags(args, io.Discard)
 		require.Error(t, err, name)
 	}
-	_, err := parseFlags([]string{"--endpoints", "a:1"}, io.Discard)
+	// A negative replay port is refused, not read as "no replay" (0 is).
+	_, err := parseFlags([]string{"--model", "m", "--endpoints", "a:1", "--replay-port", "-1"}, io.Discard)
+	require.ErrorContains(t, err, "--replay-port")
+	_, err = parseFlags([]string{"--endpoints", "a:1"}, io.Discard)
 	require.ErrorContains(t, err, "--model")
 	_, err = parseFlags([]string{"--endpoints", "a:1", "--policy", "round-robin"}, io.Discard)
 	require.NoError(t, err, "round-robin needs no model")
