@@ -85,6 +85,9 @@ func parseFlags(args []string) (*options, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
+	if o.metricsPort < -1 {
+		return nil, fmt.Errorf("--metrics-port must be a port, 0 (a free one) or -1 (no /metrics), got %d", o.metricsPort)
+	}
 	if o.shutdownTimeout < 0 {
 		return nil, fmt.Errorf("--shutdown-timeout must be >= 0, got %v", o.shutdownTimeout)
 	}

@@ -121,3 +121,13 @@ func TestParseFlagsRefusesANegativeShutdownTimeout(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, o.shutdownTimeout)
 }
+
+// --metrics-port takes -1 to disable /metrics and nothing lower: -2 was read
+// as -1, turning the metrics off silently.
+func TestParseFlagsRefusesAMetricsPortBelowMinusOne(t *testing.T) {
+	_, err := parseFlags([]string{"--metrics-port", "-2"})
+	require.ErrorContains(t, err, "--metrics-port")
+	o, err := parseFlags([]string{"--metrics-port", "-1"})
+	require.NoError(t, err)
+	require.Equal(t, -1, o.metricsPort)
+}
