@@ -59,7 +59,7 @@
 //	  kvEventsConfig.podDiscoveryConfig.socketPort          → events.eventsPort
 //	  kvEventsConfig.podDiscoveryConfig.replaySocketPort    → events.replayPort; not positive: events.replay false
 //	  speculativeIndexing                                   → speculative.enabled
-//	  speculativeTTL (a duration string; <= 0 means 2s)     → speculative.ttl
+//	  speculativeTTL (a duration string; <= 0 or "": 2s)    → speculative.ttl
 //	prefix-cache-affinity-filter.
 //	  affinityThreshold, explorationProbability,
 //	  peakPrefillThroughput                                 → affinity.<same key> (affinityThreshold < 0: 0, the filter off)
@@ -71,7 +71,7 @@
 //	  profile without; found by name, in any order)         → loadWeight
 //	token-producer (and the legacy tokenizer).
 //	  modelName                                             → model
-//	  vllm.url, vllm.timeout, vllm.mmTimeout                → render.url, render.timeout, render.mmTimeout
+//	  vllm.url, vllm.timeout, vllm.mmTimeout ("": default)  → render.url, render.timeout, render.mmTimeout
 //	  none of vllm, modelName, udsTokenizerConfig           → llm-d's estimate backend: a finding, kvroute renders
 //	inflight-load-producer                                  → kvroute's own in-flight accounting, always on
 //

@@ -51,8 +51,9 @@ type precisePrefixCacheProducer struct {
 	// SpeculativeIndexing is speculative.enabled.
 	SpeculativeIndexing *bool `json:"speculativeIndexing,omitempty"`
 	// SpeculativeTTL is speculative.ttl, a Go duration string in both; as in
-	// llm-d, a value <= 0 means 2 s.
-	SpeculativeTTL *time.Duration `json:"speculativeTTL,omitempty"`
+	// llm-d, a value <= 0 means 2 s, and so does "" (llm-d's field is a
+	// string whose empty value is the default).
+	SpeculativeTTL *time.Duration `json:"speculativeTTL,omitempty" jsonconf:"emptyunset"`
 }
 
 // tokenProcessorConfig is the producer's tokenProcessorConfig.
@@ -176,10 +177,11 @@ type vllmRender struct {
 	// URL is render.url. Absent, llm-d renders on http://localhost:8000;
 	// kvroute renders on the routed endpoints (a finding says so).
 	URL string `json:"url,omitempty"`
-	// Timeout is render.timeout.
-	Timeout *time.Duration `json:"timeout,omitempty"`
-	// MMTimeout is render.mmTimeout.
-	MMTimeout *time.Duration `json:"mmTimeout,omitempty"`
+	// Timeout is render.timeout; "" leaves kvroute's default, as llm-d's
+	// empty string does its own.
+	Timeout *time.Duration `json:"timeout,omitempty" jsonconf:"emptyunset"`
+	// MMTimeout is render.mmTimeout; "" leaves kvroute's default.
+	MMTimeout *time.Duration `json:"mmTimeout,omitempty" jsonconf:"emptyunset"`
 }
 
 // inFlightLoadProducer is the parameters block of the llm-d router's

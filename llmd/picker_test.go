@@ -334,3 +334,26 @@ func TestPickerConfigFindings(t *testing.T) {
 	)
 	require.Contains(t, findings[0].Note, "my-own-scorer")
 }
+
+// llm-d's duration parameters are strings whose empty value means the
+// default (a chart that templates an unset value writes ""); kvroute reads
+// "" the same way, in both document forms, and still refuses a bad one.
+func TestEmptyDurationParametersAreTheDefaults(t *testing.T) {
+	cfg, _ := loadBoth(t, epc(`[{name: p, type: precise-prefix-cache-producer, parameters: {speculativeIndexing: true, speculativeTTL: ""}},
+		{name: t, type: token-producer, parameters: {vllm: {url: "http://r:8000", timeout: "", mmTimeout: ""}}}]`,
+		`[{name: default, plugins: [{pluginRef: p}]}]`))
+	exp := kvroute.DefaultConfig()
+	require.Equal(t, exp.Speculative.TTL, cfg.Speculative.TTL)
+	require.True(t, *cfg.Speculative.Enabled)
+	require.Equal(t, exp.Render.Timeout, cfg.Render.Timeout)
+	require.Equal(t, exp.Render.MMTimeout, cfg.Render.MMTimeout)
+	require.Equal(t, "http://r:8000", cfg.Render.URL)
+
+	tr, err := llmd.Translate(strings.NewReader(`{"precise-prefix-cache-producer":{"speculativeTTL":""},"token-producer":{"vllm":{"url":"http://r:8000","timeout":""}}}`))
+	require.NoError(t, err)
+	require.Equal(t, exp.Speculative.TTL, tr.Speculative.TTL)
+	require.Equal(t, exp.Render.Timeout, tr.Render.Timeout)
+
+	_, err = llmd.LoadResult(strings.NewReader(epc(`[{name: p, type: precise-prefix-cache-producer, parameters: {speculativeTTL: "soon"}}]`, "")), llmd.Options{})
+	require.ErrorContains(t, err, `plugins[p].parameters.speculativeTTL: invalid duration "soon"`)
+}

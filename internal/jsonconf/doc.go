@@ -17,6 +17,10 @@
 //     decoding over a DefaultConfig() yields the defaults for them; decoding
 //     over the zero value leaves them zero, which every Config's New reads as
 //     its defaults.
+//   - A field tagged `jsonconf:"emptyunset"` reads an empty string as null:
+//     it is for formats kvroute reads from other systems, such as llm-d's
+//     duration parameters, which are strings where "" means the default.
+//     Everywhere else "" is an invalid duration.
 //   - Marshal writes durations back as duration strings, so what Marshal
 //     writes Unmarshal reads.
 //

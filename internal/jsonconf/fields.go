@@ -11,7 +11,16 @@ import (
 type structFields struct {
 	byName map[string]reflect.Type
 	names  []string
+	// emptyUnset holds the keys of fields tagged `jsonconf:"emptyunset"`,
+	// whose empty string reads as null.
+	emptyUnset map[string]bool
 }
+
+// emptyUnsetTag is the jsonconf struct tag value that makes an empty string
+// read as null (the field keeps its value, so its default applies), for
+// formats such as llm-d's whose duration parameters are strings where ""
+// means the default.
+const emptyUnsetTag = "emptyunset"
 
 var fieldCache sync.Map // reflect.Type -> *structFields
 
@@ -27,6 +36,7 @@ func fieldsOf(t reflect.Type) *structFields {
 		t      reflect.Type
 		depth  int
 		tagged bool
+		empty  bool
 	}
 	found := map[string][]cand{}
 	var order []string
@@ -72,7 +82,7 @@ func fieldsOf(t reflect.Type) *structFields {
 			if _, ok := found[name]; !ok {
 				order = append(order, name)
 			}
-			found[name] = append(found[name], cand{ft, l.depth, name != sf.Name || tag != ""})
+			found[name] = append(found[name], cand{ft, l.depth, name != sf.Name || tag != "", sf.Tag.Get("jsonconf") == emptyUnsetTag})
 		}
 	}
 	out := &structFields{byName: map[string]reflect.Type{}}
@@ -101,6 +111,12 @@ func fieldsOf(t reflect.Type) *structFields {
 			at = tagged
 		}
 		out.byName[name] = at[0].t
+		if at[0].empty {
+			if out.emptyUnset == nil {
+				out.emptyUnset = map[string]bool{}
+			}
+			out.emptyUnset[name] = true
+		}
 		out.names = append(out.names, name)
 	}
 	f, _ := fieldCache.LoadOrStore(t, out)

@@ -334,9 +334,10 @@ func walk(v any, t reflect.Type, path string, convert bool) (any, error) {
 			if !ok {
 				return nil, &Error{Path: join(path, k), Msg: unknownMsg(k, fields)}
 			}
-			if o.vals[k] == nil {
+			if s, ok := o.vals[k].(string); o.vals[k] == nil || ok && s == "" && fields.emptyUnset[k] {
 				// null leaves the field as it was, pointers included
-				// (encoding/json would set a pointer to nil).
+				// (encoding/json would set a pointer to nil); so does ""
+				// in a field tagged emptyunset.
 				delete(o.vals, k)
 				continue
 			}

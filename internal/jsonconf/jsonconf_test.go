@@ -127,6 +127,26 @@ func TestNullKeysKeepTheirValue(t *testing.T) {
 	require.Equal(t, 7, o.Inner.Count)
 }
 
+// A duration field tagged emptyunset reads "" as null (llm-d's duration
+// parameters are strings where "" means the default): a pointer stays nil,
+// a value keeps what it had. Untagged, "" is still an invalid duration.
+func TestEmptyUnsetDurations(t *testing.T) {
+	type params struct {
+		TTL     *time.Duration `json:"ttl" jsonconf:"emptyunset"`
+		Timeout time.Duration  `json:"timeout" jsonconf:"emptyunset"`
+		Strict  time.Duration  `json:"strict"`
+	}
+	p := params{Timeout: 5 * time.Second}
+	require.NoError(t, Unmarshal([]byte(`{"ttl":"","timeout":""}`), &p))
+	require.Nil(t, p.TTL)
+	require.Equal(t, 5*time.Second, p.Timeout)
+	require.NoError(t, Unmarshal([]byte(`{"ttl":"3s","timeout":"1s"}`), &p))
+	require.Equal(t, 3*time.Second, *p.TTL)
+	require.Equal(t, time.Second, p.Timeout)
+	require.ErrorContains(t, Unmarshal([]byte(`{"strict":""}`), &p), `strict: invalid duration ""`)
+	require.ErrorContains(t, Unmarshal([]byte(`{"ttl":"soon"}`), &p), `ttl: invalid duration "soon"`)
+}
+
 func TestTrailingDataAndBadJSON(t *testing.T) {
 	var o outer
 	require.ErrorContains(t, Unmarshal([]byte(`{} {}`), &o), "trailing data")
