@@ -149,12 +149,15 @@
 // watermark: batches a publisher's high-water mark dropped at the end of a
 // burst are repaired then, not at the engine's next batch. After every
 // reconnect (in bind mode: when an engine connection takes the endpoint
-// over, before its first message is applied) the stream replays from its
-// watermark itself and compares the
+// over, before its first message is applied), and in every tail probe, the
+// stream replays from its watermark itself and compares the
 // batch there with the digest it kept of the payload it applied (Position);
 // a different batch, or none where one must still be buffered, means the
 // engine restarted while the subscriber was away, which a sequence without
-// epoch cannot show otherwise. Checks that find nothing missing count in
+// epoch cannot show otherwise. (A tail probe can fall due while the
+// subscriber is reconnecting to a restarted engine: unchecked, it would
+// apply the new lifetime's batches on top of the old one's entries.)
+// Checks that find nothing missing count in
 // kvroute_kv_events_probes_total, not as replays.
 //
 // Replays end exact or say they did not. vLLM's replay ROUTER drops replies

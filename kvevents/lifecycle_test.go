@@ -81,6 +81,60 @@ func TestStreamFastRestartDetectedByDigest(t *testing.T) {
 	require.Equal(t, 1.0, f.count("restarts"))
 }
 
+// The engine restarts while the subscriber is reconnecting (dial mode: in
+// its backoff) and publishes past the old watermark before the re-dial; the
+// stream's tail probe falls due meanwhile. The probe is the same check as a
+// reconnect's: it replays from the watermark itself and compares the digest,
+// so it finds the restart, and the old lifetime's blocks go. Before, it
+// replayed from the next sequence unchecked and applied the new lifetime's
+// batches on top of the old blocks; the reconnect check that followed then
+// found its own (new) batch at the watermark, and the restart was never
+// detected.
+func TestStreamTailProbeWhileReconnectingDetectsRestart(t *testing.T) {
+	defer leakcheck.Check(t)()
+	buf := replay.NewBuffer(100)
+	srv, err := replay.NewServer(replay.ServerConfig{Addr: "127.0.0.1:0"}, buf, replay.Options{})
+	require.NoError(t, err)
+	start := time.Unix(1_700_000_000, 0)
+	clock := telemetry.NewManual(start)
+	f := newClockSeqFixture(t, PoolConfig{TailProbeDelay: time.Second}, srv.Endpoint(), clock)
+	f.buf, f.srv = buf, srv
+	defer f.close()
+
+	f.st.setConnected(true)
+	for s := range uint64(3) {
+		f.publish(s, s)
+	}
+	waitAppliedLogs(t, f.p, seqID, 2, f.logs)
+	require.Eventually(t, func() bool { return clock.Armed(start.Add(time.Second)) }, poolWait, poolTick,
+		"no tail probe armed after the traffic\n%s", f.logs)
+
+	f.st.setConnected(false) // the engine went away; the subscriber backs off
+	// The new process: sequences 0..5 with different batches (100+s),
+	// published before the subscriber re-dials.
+	f.buf.Reset()
+	for s := range uint64(6) {
+		f.hide(s, 100+s)
+	}
+	clock.Advance(time.Second) // the tail probe falls due while reconnecting
+	waitAppliedLogs(t, f.p, seqID, 5, f.logs)
+
+	// The subscriber re-dials: its reconnect check runs too.
+	f.st.setConnected(true)
+	f.st.onConnect(false)
+	require.Eventually(t, func() bool { return counter(f.p.sm.Probes, seqID, probeEmpty) == 1 }, poolWait, poolTick,
+		"the reconnect check did not run\n%s", f.logs)
+
+	require.Equal(t, 1.0, f.count("restarts"), "restart not detected\n%s", f.logs)
+	for b := range uint64(3) {
+		require.False(t, f.held(b), "batch %d of the old lifetime survived\n%s", b, f.logs)
+	}
+	for s := range uint64(6) {
+		require.True(t, f.held(100+s), "batch %d of the new lifetime", s)
+	}
+	require.Contains(t, f.logs.String(), "Publisher restarted while disconnected")
+}
+
 // A restarted engine still below the old watermark has no batch there: the
 // reconnect check gets nothing where the old lifetime's batch must still be
 // buffered, which is a restart too.

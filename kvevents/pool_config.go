@@ -138,7 +138,9 @@ type PoolConfig struct {
 	// TailProbeDelay: when a stream with a replay address goes quiet after
 	// traffic, its replay socket is asked once, this long after the last
 	// message (default "1s"; negative disables), for anything after the
-	// watermark. A publisher's HWM can drop the last batches of a burst, and
+	// watermark, with the reconnect check (the batch at the watermark must
+	// be the one applied, else the engine restarted and the endpoint is
+	// rebuilt). A publisher's HWM can drop the last batches of a burst, and
 	// nothing else would notice before the engine's next batch. A probe that
 	// falls due while a replay runs or the stream cools down after a failed
 	// one is tried again this long later (or when the cooldown ends).

@@ -12,7 +12,7 @@ const (
 	trigGap       trigger = "gap"       // a live sequence skipped: from applied+1
 	trigCatchUp   trigger = "catch_up"  // a queue dropped a message: from applied+1 up to the wire watermark
 	trigReconnect trigger = "reconnect" // the subscription was re-established, or a recorded position is checked: from applied, digest verified
-	trigTail      trigger = "tail"      // the stream went quiet after traffic: was its tail lost?
+	trigTail      trigger = "tail"      // the stream went quiet after traffic: was its tail lost? From applied, digest verified
 	trigModel     trigger = "model"     // batches were keyed under a wrong guessed model: from 0 under the right one
 	trigRepair    trigger = "repair"    // an earlier replay left a hole: from applied+1 up to it
 	trigRebuild   trigger = "rebuild"   // history lost by a cut-short replay: from 0, waiting for a slot detached
@@ -56,13 +56,17 @@ func (st *stream) planReplayLocked(t trigger, seen uint64) replayPlan {
 		p.known = st.lastSeen.Load()
 	case trigRebuild:
 		p.known, p.detached = 0, true
-	case trigGap, trigTail:
+	case trigGap:
 		p.from = s.applied + 1
 	case trigCatchUp:
 		p.from, p.known = s.applied+1, st.lastSeen.Load()
 	case trigRepair:
 		p.from, p.known = s.applied+1, s.holeTo
-	case trigReconnect:
+	case trigReconnect, trigTail:
+		// A tail probe is the reconnect check: it may fall due while the
+		// subscription is down (the subscriber backing off, or not yet
+		// aware), and an engine restarted meanwhile answers from its new
+		// lifetime; only the digest at the watermark tells.
 		p.from = s.applied + 1
 		if s.has && s.hasDigest {
 			p.from, p.verify = s.applied, true // the batch at the watermark itself

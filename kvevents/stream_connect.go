@@ -65,6 +65,10 @@ func (st *stream) armProbeLocked() {
 // traffic: a publisher's HWM may have dropped the end of a burst, and with
 // the engine idle no later batch would reveal the gap. It asks the replay
 // socket for anything after the watermark; normally the answer is empty.
+// It is the reconnect check (from the watermark itself, digest compared):
+// it can fall due while the subscription is down and the engine restarts,
+// and its new lifetime, already past the watermark, must not be applied on
+// top of the old one's entries.
 func (st *stream) tailProbe() { st.sequenced(st.tailProbeLocked) }
 
 func (st *stream) tailProbeLocked() {
