@@ -58,3 +58,33 @@ func TestEngineBlockSizeScalesExceptions(t *testing.T) {
 	require.Equal(t, 3, m.CPU)
 	require.InDelta(t, 1.5, m.Score, 1e-9)
 }
+
+// An endpoint with both an engine block size of its own and a sliding-window
+// group is limited to a prefix its group allows at the engine-block count,
+// not at the raw router count: with engine blocks of two router blocks and a
+// window of one router block, a 5-block prompt rounds to 4, and the group,
+// which lost the engine block holding router blocks 2 and 3 (the oldest
+// freed blocks of a window go first) but kept the one holding 4 and 5, does
+// not allow 4. The engine reuses one engine block, 2 router blocks; the
+// index said 4.
+func TestEngineBlockSizeAndGroupsCompose(t *testing.T) {
+	ix := newTestIndex(t, Config{})
+	toks := seq(1, 6*testBS)
+	require.NoError(t, ix.Store("a", storeEv("m", 100, toks))) // router blocks 0…5, hashes 100…105
+	ix.SetEngineBlockSize("a", 2*testBS)
+	_, err := ix.StoreGroup("a", &GroupStore{Group: 1, Kind: GroupSlidingWindow, Window: testBS + 1,
+		Hashes: []uint64{100, 101, 104, 105}}) // engine blocks 0 and 2
+	require.NoError(t, err)
+	cands := []string{"a"}
+	for i := 0; i < 70; i++ {
+		cands = append(cands, fmt.Sprintf("x%d", i))
+	}
+	for _, cs := range [][]string{cands[:1], cands} {
+		require.Equal(t, 2, match(ix, "m", toks[:5*testBS], cs...).Blocks(0), "%d candidates", len(cs))
+		require.Equal(t, 6, match(ix, "m", toks, cs...).Blocks(0), "%d candidates", len(cs))
+		r := match(ix, "m", toks[:5*testBS], cs...)
+		blocks, scores := make([]int, r.Len()), make([]float64, r.Len())
+		r.AddTo(blocks, scores)
+		require.Equal(t, 2, blocks[0])
+	}
+}

@@ -20,8 +20,9 @@ import (
 //     at L, whose state the engine resumes from.
 //
 // Match returns, for an endpoint with such groups, the longest L no longer
-// than its contiguous full-attention blocks that every group allows (0 is
-// always allowed). An endpoint without them costs Match one check.
+// than its contiguous full-attention blocks (rounded down to whole engine
+// blocks for an engine of another block size, engine_blocks.go) that
+// every group allows (0 is always allowed). An endpoint without them costs Match one check.
 
 // GroupKind is the kind of a KV-cache group the index tracks beside the
 // block map.

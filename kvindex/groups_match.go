@@ -22,7 +22,11 @@ func (s *matchScratch) resolveHybrid(ix *Index, cands []string) {
 }
 
 // limitHybrid computes, after the walk, each hybrid candidate's longest
-// usable prefix of keys (groups.go), which entry then applies.
+// usable prefix of keys (groups.go), which entry then applies. The groups
+// are asked from the count rounded to the candidate's engine blocks down
+// (engine_blocks.go), not from the raw count: a prefix a group allows
+// beyond the rounded count says nothing about the rounded one, whose
+// window reaches further back.
 func (s *matchScratch) limitHybrid(keys []Key, bs int) {
 	s.hyDone = false
 	for i, hy := range s.hy {
@@ -30,6 +34,9 @@ func (s *matchScratch) limitHybrid(keys []Key, bs int) {
 			continue
 		}
 		n, _ := s.entryRaw(i)
+		if s.anyEBS {
+			n, _ = s.capEntry(i, n, nil)
+		}
 		hy.mu.RLock()
 		s.hyL[i] = int32(hy.usable(keys, n, bs))
 		hy.mu.RUnlock()
