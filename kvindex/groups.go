@@ -129,12 +129,15 @@ func (ix *Index) StoreGroup(endpoint string, g *GroupStore) (unknown int, err er
 			}
 		}
 	}
-	ep.mu.Unlock()
-
+	// The groups are recorded under the endpoint's lock (lock order: the
+	// endpoint's, then its groups'), so a Clear, which forgets the groups
+	// under it too, either precedes this store (which then finds no
+	// endpoint) or follows it and takes its entries along.
 	hy := ix.lockHybrid(endpoint)
 	err = ix.storeGroupLocked(hy, g, keys)
 	ix.accountGroups(hy)
 	hy.mu.Unlock()
+	ep.mu.Unlock()
 	if ix.nBytes.Load() > ix.maxBytes {
 		ix.enforceMemory()
 	}
@@ -228,7 +231,8 @@ func (ix *Index) dropGroupKey(gs *groupSet, key Key, n uint32) bool {
 	return true
 }
 
-// clearGroups forgets endpoint's non-prefix groups (Clear).
+// clearGroups forgets endpoint's non-prefix groups (Clear, with the
+// endpoint's lock held when it is registered).
 func (ix *Index) clearGroups(endpoint string) {
 	if hy, ok := ix.hybrid.LoadAndDelete(endpoint); ok {
 		hy.mu.Lock()

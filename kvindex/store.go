@@ -319,8 +319,11 @@ func (ix *Index) Remove(endpoint string, hashes []uint64, tier string, group int
 // AllBlocksCleared, restarted, or left the pool.
 func (ix *Index) Clear(endpoint string) (removed int) {
 	ix.SetEngineBlockSize(endpoint, 0)
-	ix.clearGroups(endpoint)
 	ep, _ := ix.lockEndpoint(endpoint, false)
+	// The groups go under the endpoint's lock, which StoreGroup records
+	// them under: a group store cannot slip in between them and the
+	// blocks.
+	ix.clearGroups(endpoint)
 	if ep == nil {
 		return 0
 	}
