@@ -22,7 +22,9 @@ import (
 // Match returns, for an endpoint with such groups, the longest L no longer
 // than its contiguous full-attention blocks (rounded down to whole engine
 // blocks for an engine of another block size, engine_blocks.go) that
-// every group allows (0 is always allowed). An endpoint without them costs Match one check.
+// every group allows (0 is always allowed). A block the endpoint holds
+// speculatively (Speculate) counts as held by every group: the request
+// routed there caches it in all of them. An endpoint without them costs Match one check.
 
 // GroupKind is the kind of a KV-cache group the index tracks beside the
 // block map.
@@ -266,27 +268,28 @@ func (hy *hybridEP) find(group int32) *groupSet {
 }
 
 // usable returns the longest prefix of at most n blocks of keys that every
-// group allows (hy.mu read-locked by the caller).
-func (hy *hybridEP) usable(keys []Key, n, bs int) int {
+// group allows, counting the blocks spec holds as held by every group
+// (hy.mu read-locked by the caller).
+func (hy *hybridEP) usable(keys []Key, n, bs int, spec *specHeld) int {
 	for L := n; L > 0; L-- {
-		if hy.allows(keys, L, bs) {
+		if hy.allows(keys, L, bs, spec) {
 			return L
 		}
 	}
 	return 0
 }
 
-func (hy *hybridEP) allows(keys []Key, L, bs int) bool {
+func (hy *hybridEP) allows(keys []Key, L, bs int, spec *specHeld) bool {
 	for _, g := range hy.groups {
 		switch g.kind {
 		case GroupMamba:
-			if g.held[keys[L-1]] == 0 {
+			if g.held[keys[L-1]] == 0 && !spec.held(keys[L-1]) {
 				return false
 			}
 		case GroupSlidingWindow:
 			need := (g.window - 1 + bs - 1) / bs // ⌈(W−1)/R⌉ blocks before L
 			for j := max(0, L-need); j < L; j++ {
-				if g.held[keys[j]] == 0 {
+				if g.held[keys[j]] == 0 && !spec.held(keys[j]) {
 					return false
 				}
 			}

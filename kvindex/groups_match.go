@@ -26,20 +26,49 @@ func (s *matchScratch) resolveHybrid(ix *Index, cands []string) {
 // are asked from the count rounded to the candidate's engine blocks down
 // (engine_blocks.go), not from the raw count: a prefix a group allows
 // beyond the rounded count says nothing about the rounded one, whose
-// window reaches further back.
+// window reaches further back. A block the candidate holds speculatively
+// counts as held by its groups (specHeld), looked up only for a candidate
+// with speculative blocks in its contiguous run.
 func (s *matchScratch) limitHybrid(keys []Key, bs int) {
 	s.hyDone = false
+	var now lazyNow
 	for i, hy := range s.hy {
 		if hy == nil {
 			continue
 		}
-		n, _ := s.entryRaw(i)
+		n, a := s.entryRaw(i)
+		sp := specHeld{}
+		if a != nil && a.spec > 0 {
+			sp = specHeld{ix: s.ix, id: s.ids[i], now: &now}
+		}
 		if s.anyEBS {
 			n, _ = s.capEntry(i, n, nil)
 		}
 		hy.mu.RLock()
-		s.hyL[i] = int32(hy.usable(keys, n, bs))
+		s.hyL[i] = int32(hy.usable(keys, n, bs, &sp))
 		hy.mu.RUnlock()
 	}
 	s.hyDone = true
+}
+
+// specHeld tells whether endpoint id holds a block speculatively (and
+// unexpired) in the block map: a block Speculate named for it, which the
+// request routed there caches in every group, so its groups count it as
+// held (groups.go). The zero specHeld holds nothing.
+type specHeld struct {
+	ix  *Index
+	id  uint32
+	now *lazyNow
+}
+
+func (p *specHeld) held(k Key) bool {
+	if p.ix == nil {
+		return false
+	}
+	v, ok := p.ix.blocks.Load(k)
+	if !ok {
+		return false
+	}
+	m, _ := v.find(p.id)
+	return isSpec(m) && specExpiry(m) > p.now.get(p.ix)
 }

@@ -5,7 +5,9 @@ import "time"
 // Speculate makes endpoint count as holding keys until ttl passes
 // (Config.SpeculativeTTL when ttl <= 0). It covers the gap between a routing
 // decision and the engine's BlockStored events: a request with the same
-// prefix routed meanwhile sees the chosen endpoint as warm. Blocks the
+// prefix routed meanwhile sees the chosen endpoint as warm (an endpoint
+// with non-prefix cache groups too: its groups count the speculated
+// blocks as held, see groups.go). Blocks the
 // endpoint already holds confirmed are left alone; a later confirmed store
 // supersedes the speculation (the block then stays until the engine removes
 // it). Repeating Speculate extends an entry's expiry, never shortens it.

@@ -1,6 +1,7 @@
 package kvindex
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -142,4 +143,48 @@ func TestSweeperTicksOnTheIndexClock(t *testing.T) {
 	require.Eventually(t, func() bool { return ix.Stats().SpeculativeExpiries == 3 }, 10*time.Second, time.Millisecond,
 		"the tick at one sweep interval swept the entries")
 	require.Equal(t, 0, ix.Stats().Speculative)
+}
+
+// Speculation makes an endpoint with non-prefix cache groups warm too: the
+// blocks it is speculated to hold count as held by its sliding-window and
+// Mamba groups, as the request routed there will cache them in every
+// group. The groups only knew the engine's confirmed entries, so a hybrid
+// endpoint that had reported any group was never warm for a prefix routed
+// to it (2 blocks, the last confirmed state, and 0 for a new prompt), while
+// one that had not was.
+func TestSpeculationCountsInCacheGroups(t *testing.T) {
+	clk := newFakeClock()
+	ix := newTestIndex(t, Config{}, Options{Set: telemetry.Set{Clock: clk}})
+	prompt := seq(1, 12*testBS)
+	other := seq(9000, 6*testBS)
+	for _, name := range []string{"mamba", "window"} {
+		require.NoError(t, ix.Store(name, storeEv("m", 100, prompt[:8*testBS])))
+	}
+	_, err := ix.StoreGroup("mamba", &GroupStore{Group: 1, Kind: GroupMamba, Hashes: []uint64{101}})
+	require.NoError(t, err)
+	_, err = ix.StoreGroup("window", &GroupStore{Group: 1, Kind: GroupSlidingWindow, Window: 2*testBS + 1,
+		Hashes: []uint64{100, 101}})
+	require.NoError(t, err)
+	require.Equal(t, []int{2, 2}, blocksOf(match(ix, "m", prompt, "mamba", "window")))
+
+	key := func(toks []uint32) []Key { return Keys(nil, toks, testBS, &KeyParams{Model: "m"}) }
+	for _, name := range []string{"mamba", "window"} {
+		ix.Speculate(name, key(prompt), time.Second)
+		ix.Speculate(name, key(other), time.Second)
+	}
+	wide := []string{"mamba", "window"}
+	for i := 0; i < 70; i++ { // and on the path for more than 64 candidates
+		wide = append(wide, fmt.Sprintf("x%d", i))
+	}
+	for _, cs := range [][]string{wide[:2], wide} {
+		r := match(ix, "m", prompt, cs...)
+		require.Equal(t, []int{12, 12}, blocksOf(r)[:2], "%d candidates", len(cs))
+		require.Equal(t, 4, r.Speculative(0))
+		require.Equal(t, []int{6, 6}, blocksOf(match(ix, "m", other, cs...))[:2], "%d candidates", len(cs))
+	}
+
+	// Expired, the speculation counts nowhere.
+	clk.Advance(time.Second)
+	require.Equal(t, []int{2, 2}, blocksOf(match(ix, "m", prompt, "mamba", "window")))
+	require.Equal(t, []int{0, 0}, blocksOf(match(ix, "m", other, "mamba", "window")))
 }
