@@ -107,9 +107,10 @@ type GroupStore struct {
 // map (never stored, or already evicted) are skipped and counted in
 // unknown. It returns ErrGroupFull when the group is at its bound, and an
 // error for a malformed store (a sliding-window group without a window, a
-// group of another kind than before).
+// group of another kind than before, a group index outside [0, 254]).
 func (ix *Index) StoreGroup(endpoint string, g *GroupStore) (unknown int, err error) {
-	if g.Kind == GroupSlidingWindow && g.Window <= 0 || g.Kind != GroupSlidingWindow && g.Kind != GroupMamba {
+	if g.Kind == GroupSlidingWindow && g.Window <= 0 || g.Kind != GroupSlidingWindow && g.Kind != GroupMamba ||
+		g.Group < 0 || g.Group > maxGroupIndex {
 		return len(g.Hashes), &StoreError{Reason: ReasonMalformed, Err: ErrMalformed, Skipped: len(g.Hashes)}
 	}
 	ep, _ := ix.lockEndpoint(endpoint, false)
@@ -195,7 +196,7 @@ const ReasonGroupFull Reason = "group_full"
 // holds. Unknown endpoints, groups and hashes are ignored.
 func (ix *Index) RemoveGroup(endpoint string, group int, hashes []uint64) (removed int) {
 	hy, ok := ix.hybrid.Load(endpoint)
-	if !ok {
+	if !ok || group < 0 || group > maxGroupIndex {
 		return 0
 	}
 	hy.mu.Lock()

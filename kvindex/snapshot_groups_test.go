@@ -116,3 +116,35 @@ func TestSnapshotRefusesBadGroups(t *testing.T) {
 		SnapshotFormatVersion)), SnapshotReadOptions{})
 	require.ErrorIs(t, err, ErrSnapshotTooLarge)
 }
+
+// Store takes cache group indices up to maxGroupIndex (254) only, so every
+// membership it builds fits a snapshot: the reader bounds a membership at
+// 8 tiers in 256 groups, and Store took any group index up to 2^31−1, so
+// one block a publisher stored under thousands of group indices made every
+// snapshot of the index (checkpoint, peer bootstrap) fail to load as a
+// whole. StoreGroup and RemoveGroup take the same indices (they read the
+// index as an int32, so one beyond it named another group).
+func TestEveryStoredGroupFitsASnapshot(t *testing.T) {
+	ix := newTestIndex(t, Config{})
+	toks := seq(1, testBS)
+	for g := -1; g < 2100; g++ {
+		for _, tier := range []string{"gpu", "cpu", "t2", "t3", "t4", "t5", "t6", "t7"} {
+			ev := storeEv("m", 1, toks)
+			ev.Group, ev.Tier = g, tier
+			err := ix.Store("a", ev)
+			if g <= maxGroupIndex {
+				require.NoError(t, err, "group %d", g)
+				continue
+			}
+			require.ErrorIs(t, err, ErrMalformed, "group %d", g)
+		}
+	}
+	require.Equal(t, 0, ix.Remove("a", []uint64{1}, "gpu", maxGroupIndex+1))
+	// The non-prefix groups alike (an index beyond int32 named group 1).
+	_, err := ix.StoreGroup("a", &GroupStore{Group: 1<<32 + 1, Kind: GroupMamba, Hashes: []uint64{1}})
+	require.ErrorIs(t, err, ErrMalformed)
+	_, err = ix.StoreGroup("a", &GroupStore{Group: maxGroupIndex, Kind: GroupMamba, Hashes: []uint64{1}})
+	require.NoError(t, err)
+	require.Equal(t, 0, ix.RemoveGroup("a", 1<<32+maxGroupIndex, []uint64{1}))
+	snapshotCopy(t, ix, Config{})
+}

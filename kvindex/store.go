@@ -1,9 +1,6 @@
 package kvindex
 
-import (
-	"errors"
-	"math"
-)
+import "errors"
 
 // Errors of rejected or partly applied stores. Store returns them wrapped
 // in a *StoreError; test with errors.Is.
@@ -29,7 +26,7 @@ var (
 	// named hashes this endpoint never stored. The known ones are applied.
 	ErrUnknownHash = errors.New("kvindex: engine block hash unknown for this endpoint")
 	// ErrMalformed: the event is inconsistent in itself (extra keys not one
-	// per block, group index below -1).
+	// per block, group index below -1 or above 254).
 	ErrMalformed = errors.New("kvindex: malformed store event")
 )
 
@@ -97,7 +94,7 @@ type StoreEvent struct {
 	Model        string     // chain root name: LoRA name when the event has one, else the endpoint's model
 	ExtraKeys    [][]string // nil, or one entry per block (nil entry = none); LoRA names already removed
 	Tier         string     // medium, case-insensitive; "" means "gpu"; at most 8 distinct tiers are told apart
-	Group        int        // cache group index; -1 = ungrouped
+	Group        int        // cache group index, at most 254; -1 = ungrouped
 	Kind         string     // kv_cache_spec_kind; "" = not reported (indexed)
 	// KeepKnown marks a store whose extra keys may be missing (vLLM's
 	// offloading connector repeats a chunk's tokens without them): a hash
@@ -235,7 +232,7 @@ func (ix *Index) validate(ev *StoreEvent) error {
 	case len(ev.Tokens) != 0 && len(ev.Tokens) != len(ev.EngineHashes)*ix.blockSize:
 		return &StoreError{Reason: ReasonNonDense, Kind: ev.Kind, Err: ErrNonDense, Skipped: len(ev.EngineHashes)}
 	case len(ev.ExtraKeys) != 0 && len(ev.ExtraKeys) != len(ev.EngineHashes),
-		ev.Group < -1 || ev.Group > math.MaxInt32:
+		ev.Group < -1 || ev.Group > maxGroupIndex:
 		return &StoreError{Reason: ReasonMalformed, Kind: ev.Kind, Err: ErrMalformed, Skipped: len(ev.EngineHashes)}
 	}
 	return nil
@@ -279,13 +276,14 @@ func (ix *Index) enforceCapacity(ep *endpoint) {
 // (tier, group) holds it; an engine hash is forgotten when nothing holds its
 // block any more. It returns the number of hashes whose (tier, group) entry
 // disappeared (a reference-counted entry stored twice disappears on the
-// second removal). Unknown endpoints, hashes and tiers are ignored.
+// second removal). Unknown endpoints, hashes and tiers, and groups Store
+// does not take, are ignored.
 func (ix *Index) Remove(endpoint string, hashes []uint64, tier string, group int) (removed int) {
 	if len(hashes) == 0 {
 		return 0
 	}
 	tid, ok := ix.tierID(tier, false)
-	if !ok || group < -1 || group > math.MaxInt32 {
+	if !ok || group < -1 || group > maxGroupIndex {
 		return 0
 	}
 	ep, _ := ix.lockEndpoint(endpoint, false)
@@ -350,3 +348,9 @@ func (ix *Index) Clear(endpoint string) (removed int) {
 	ix.unregister(ep)
 	return removed
 }
+
+// maxGroupIndex is the highest cache group index Store and Remove take:
+// with the ungrouped -1, 256 groups, each in up to 8 tiers, which is what
+// a snapshot reader accepts for one membership (maxSnapshotPairs). Engines
+// number their KV-cache groups from 0, a handful per model.
+const maxGroupIndex = 254

@@ -256,7 +256,7 @@ func TestComplexMembershipStates(t *testing.T) {
 		tier  string
 		group int
 	}
-	adds := []tg{{"gpu", 7}, {"cpu", 0}, {"cpu", 3}, {"cpu_pinned", -1}, {"external", 1000}}
+	adds := []tg{{"gpu", 7}, {"cpu", 0}, {"cpu", 3}, {"cpu_pinned", -1}, {"external", 200}}
 	for _, a := range adds {
 		require.NoError(t, ix.Store("a", &StoreEvent{EngineHashes: []uint64{1}, BlockSize: testBS, Tier: a.tier, Group: a.group}))
 	}
@@ -271,7 +271,7 @@ func TestComplexMembershipStates(t *testing.T) {
 	r = match(ix, "m", prompt, "a").Endpoints()[0]
 	require.Equal(t, 0, r.GPU)
 	require.InDelta(t, 1.0, r.Score, 1e-12, "external tier weighs 1.0 by default")
-	require.Equal(t, 1, ix.Remove("a", []uint64{1}, "external", 1000))
+	require.Equal(t, 1, ix.Remove("a", []uint64{1}, "external", 200))
 	require.Equal(t, 1, ix.Remove("a", []uint64{1}, "cpu_pinned", -1))
 	require.Equal(t, 1, ix.Remove("a", []uint64{1}, "cpu", 3))
 	for i := 0; i < 6; i++ {
