@@ -87,7 +87,8 @@
 // Config.MaxBytes (default 8 GiB). Each endpoint is charged a fixed cost
 // per entry it owns — 22 bytes per membership, 10 per engine-hash entry
 // plus 13 when no other endpoint shares its (hash, key) pair, 96
-// per complex-membership side-table entry, 24 per speculative entry, the
+// per complex-membership side-table entry and 12 per (tier, group) pair
+// its array has room for beyond two, 24 per speculative entry, the
 // structures' measured average heap per entry — and the index 20 bytes per
 // (hash, key) pair several endpoints share; Stats.Bytes (gauge
 // kvroute_kv_index_bytes) is their sum, within about 15 % of the heap the

@@ -97,6 +97,7 @@ type endpoint struct {
 	specMin uint64      // lowest expiry in spec (ms since epoch)
 
 	cx      map[Key][]pair // (tier, group, count) pairs of complex memberships
+	cxExtra int            // pairs in cx beyond complexPairs per entry (membound.go)
 	scratch []pair
 	arr     []uint64 // scratch member array of the block being updated
 

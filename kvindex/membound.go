@@ -32,9 +32,16 @@ const (
 	// charges it to the index, not to any of its holders.
 	costSharedEntry = 20
 	// costComplex is an entry of an endpoint's side table of complex
-	// memberships (map[Key][]pair): key, slice header, the pairs' backing
-	// array and the map's slack.
+	// memberships (map[Key][]pair): key, slice header, the backing array
+	// of up to complexPairs pairs and the map's slack.
 	costComplex = 96
+	// complexPairs is the number of pairs costComplex covers.
+	complexPairs = 2
+	// costComplexPair is each further pair a side-table entry's backing
+	// array has room for (its capacity, which append rounds up to the
+	// allocation's size class): 12 bytes. A membership has at most 2,048
+	// pairs (8 tiers in 256 groups).
+	costComplexPair = 12
 	// costSpecEntry is an entry of an endpoint's list of speculative
 	// entries to expire (16 bytes, in an append-grown slice).
 	costSpecEntry = 24
@@ -44,7 +51,7 @@ const (
 // the change to the index total. ep.mu is held.
 func (ix *Index) account(ep *endpoint) {
 	b := int64(ep.members)*costMembership + int64(ep.eng.Len())*costEngEntry + int64(ep.eng.Private())*costPrivateEntry +
-		int64(len(ep.cx))*costComplex + int64(len(ep.spec))*costSpecEntry
+		int64(len(ep.cx))*costComplex + int64(ep.cxExtra)*costComplexPair + int64(len(ep.spec))*costSpecEntry
 	if d := b - ep.bytes.Load(); d != 0 {
 		ep.bytes.Store(b)
 		ix.nBytes.Add(d)

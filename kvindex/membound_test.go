@@ -28,6 +28,9 @@ func recountBytes(ix *Index) int64 {
 		n += int64(ep.members)*costMembership + int64(ep.eng.Len())*costEngEntry +
 			int64(ep.eng.Private())*costPrivateEntry +
 			int64(len(ep.cx))*costComplex + int64(len(ep.spec))*costSpecEntry
+		for _, pairs := range ep.cx {
+			n += int64(max(0, cap(pairs)-complexPairs)) * costComplexPair
+		}
 		ep.mu.Unlock()
 		return true
 	})
@@ -310,4 +313,38 @@ func TestMemoryEvictionDropsSpeculationBeforeConfirmedBlocks(t *testing.T) {
 	st := ix.Stats()
 	require.Equal(t, recountBytes(ix), st.Bytes)
 	require.NotZero(t, st.MemoryEvictions)
+}
+
+// Memberships held in many (tier, group) pairs are accounted by their
+// pairs: a complex membership was charged a flat costComplex whatever its
+// pairs, so a publisher announcing its blocks under a hundred group
+// indices held about 13 times the bytes it was charged (25 times under
+// 200), and Config.MaxBytes bounded a small part of the index's memory.
+func TestAccountedBytesTrackHeapOfManyGroups(t *testing.T) {
+	const blocks, groups = 256, 100
+	toks := seq(1, blocks*testBS)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	ix, err := New(Config{BlockSize: testBS, SweepInterval: -1}, Options{})
+	require.NoError(t, err)
+	for g := 0; g < groups; g++ {
+		ev := storeEv("m", 1, toks)
+		ev.Group = g
+		require.NoError(t, ix.Store("a", ev))
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	heap := float64(int64(after.HeapAlloc) - int64(before.HeapAlloc))
+	st := ix.Stats()
+	require.Equal(t, recountBytes(ix), st.Bytes)
+	ratio := float64(st.Bytes) / heap
+	t.Logf("accounted %d B, heap %.0f B: ratio %.3f", st.Bytes, heap, ratio)
+	require.InDelta(t, 1, ratio, 0.25)
+	runtime.KeepAlive(ix)
+
+	for g := 0; g < groups; g++ {
+		require.Equal(t, blocks, ix.Remove("a", groupHashes(1, blocks), "gpu", g))
+	}
+	require.Zero(t, ix.Stats().Bytes)
 }

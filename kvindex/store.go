@@ -342,7 +342,7 @@ func (ix *Index) Clear(endpoint string) (removed int) {
 		}
 	}
 	ep.eng.Reset()
-	ep.cx, ep.spec = nil, nil
+	ep.cx, ep.cxExtra, ep.spec = nil, 0, nil
 	ix.account(ep)
 	ix.evEndpoint.Add(uint64(removed))
 	ix.unregister(ep)

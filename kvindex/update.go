@@ -97,7 +97,7 @@ func (ix *Index) transition(ep *endpoint, key Key, old uint64, op *memberOp) uin
 		return ep.encode(key, old, pairs)
 	case opDrop:
 		if old&complexBit != 0 && !isSpec(old) {
-			delete(ep.cx, key)
+			ep.dropCx(key)
 		}
 		return 0
 	case opSpec:
@@ -137,7 +137,7 @@ func (ep *endpoint) decode(key Key, m uint64) []pair {
 func (ep *endpoint) encode(key Key, old uint64, pairs []pair) uint64 {
 	if len(pairs) == 0 {
 		if old&complexBit != 0 {
-			delete(ep.cx, key)
+			ep.dropCx(key)
 		}
 		return 0
 	}
@@ -147,12 +147,32 @@ func (ep *endpoint) encode(key Key, old uint64, pairs []pair) uint64 {
 		if ep.cx == nil {
 			ep.cx = make(map[Key][]pair)
 		}
-		ep.cx[key] = append(ep.cx[key][:0], pairs...)
+		// A new array whenever the number of pairs changes, so that its
+		// capacity, which the entry is charged for, follows from the pairs
+		// alone (the same in an index restored from a snapshot).
+		prev := ep.cx[key]
+		cur := prev[:0]
+		if len(prev) != len(pairs) {
+			cur = nil
+		}
+		cur = append(cur, pairs...)
+		ep.cxExtra += extraPairs(cap(cur)) - extraPairs(cap(prev))
+		ep.cx[key] = cur
 	case old&complexBit != 0:
-		delete(ep.cx, key)
+		ep.dropCx(key)
 	}
 	return m
 }
+
+// dropCx deletes key's side-table entry.
+func (ep *endpoint) dropCx(key Key) {
+	ep.cxExtra -= extraPairs(cap(ep.cx[key]))
+	delete(ep.cx, key)
+}
+
+// extraPairs is the number of pairs a side-table entry of capacity n has
+// room for beyond those costComplex covers (membound.go).
+func extraPairs(n int) int { return max(0, n-complexPairs) }
 
 // otherHolder returns the ID of an endpoint other than id holding v as a
 // confirmed membership, or 0.
