@@ -112,9 +112,10 @@
 //
 // Match walks a request's keys from block 0 and reports, per candidate, the
 // contiguous blocks it holds, a tier-weighted score and per-tier counts. It
-// stops at the first block no candidate holds, takes no locks (the block map
-// is read with atomic loads and never waits for writers) and allocates
-// nothing with a reused MatchResult. Keys are looked up eight at a time,
+// stops at the first block no candidate holds, takes no locks on the block
+// map (it is read with atomic loads and never waits for writers; only the
+// non-prefix cache groups of a candidate that has some are read under
+// their read lock) and allocates nothing with a reused MatchResult. Keys are looked up eight at a time,
 // every key's home slot read before any block is processed, so that their
 // cache misses overlap. Match writes no record per candidate: for up to 64
 // candidates it keeps the set still matching after each block (one word per

@@ -23,9 +23,13 @@ const idReuseDelay = 1024
 // Index records which endpoint holds which KV blocks, keyed by router block
 // keys, and answers longest-prefix matches for a set of candidate endpoints.
 //
-// All methods are safe for concurrent use. Match is lock-free: it reads the
-// block map (a sharded open-addressing table of immutable values) with
-// atomic loads and never waits for writers. Writers for one endpoint
+// All methods are safe for concurrent use. Match is lock-free over the
+// block map: it reads it (a sharded open-addressing table of immutable
+// values) with atomic loads and never waits for its writers. The one lock
+// it takes is the read lock of a candidate's non-prefix cache groups
+// (groups.go), after the walk and only for a candidate that has some,
+// where it waits for a writer of those groups (a group store or removal,
+// or memory eviction of that endpoint). Writers for one endpoint
 // serialise on that endpoint's mutex; writers for different endpoints only
 // meet in the block map's per-shard locks.
 //

@@ -133,8 +133,10 @@ func (a *excAcc) addHeld(tt *tierTable, m uint64) {
 // whose first block misses costs at most one batch. Expired speculative
 // entries count as absent. Unknown candidates match nothing.
 //
-// Match takes no locks and is safe at any time against concurrent writes;
-// with a reused out it allocates nothing.
+// Match is safe at any time against concurrent writes. It takes no locks
+// but the read lock of the non-prefix cache groups of a candidate with some
+// (groups.go), which waits for that endpoint's group writers; with a reused
+// out it allocates nothing.
 func (ix *Index) Match(keys []Key, candidates []string, out *MatchResult) {
 	if out == nil {
 		return
