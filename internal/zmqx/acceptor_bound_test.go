@@ -27,6 +27,7 @@ func TestAcceptorBoundsConnectionsBeingPrepared(t *testing.T) {
 	started := make(chan struct{}, maxPreparing+1)
 	var mu sync.Mutex
 	var refused []error
+	counted := make(chan struct{}, maxPreparing+1) // the acceptor closes, then counts
 	a := newAcceptor(context.Background(), l, nil,
 		func(_ context.Context, c net.Conn) (net.Conn, error) {
 			started <- struct{}{}
@@ -40,6 +41,7 @@ func TestAcceptorBoundsConnectionsBeingPrepared(t *testing.T) {
 			if errors.Is(err, errTooManyPreparing) {
 				refused = append(refused, err)
 			}
+			counted <- struct{}{}
 		})
 	defer a.Close()
 
@@ -72,6 +74,7 @@ func TestAcceptorBoundsConnectionsBeingPrepared(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	<-counted // the close the peer saw comes before the count
 	mu.Lock()
 	n := len(refused)
 	mu.Unlock()
