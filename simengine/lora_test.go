@@ -1,6 +1,8 @@
 package simengine
 
 import (
+	"cmp"
+	"slices"
 	"testing"
 	"time"
 
@@ -101,16 +103,14 @@ func TestLoRARequestsInfo(t *testing.T) {
 			values = append(values, m.GetGauge().GetValue())
 		}
 	}
-	require.Len(t, series, 2)
-	latest := 0
-	for i := range values {
-		if values[i] > values[latest] {
-			latest = i
-		}
-	}
-	require.Equal(t, map[string]string{"max_lora": "2", "running_lora_adapters": "c", "waiting_lora_adapters": ""}, series[latest])
-	require.Equal(t, map[string]string{"max_lora": "2", "running_lora_adapters": "a,b", "waiting_lora_adapters": ""}, series[1-latest])
-	require.GreaterOrEqual(t, values[1-latest], float64(DefaultStart.Unix()), "engine time, in Unix seconds")
+	require.Len(t, series, 3)
+	order := []int{0, 1, 2} // oldest first
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(values[a], values[b]) })
+	require.Equal(t, map[string]string{"max_lora": "2", "running_lora_adapters": "a,b", "waiting_lora_adapters": ""}, series[order[0]])
+	require.Equal(t, map[string]string{"max_lora": "2", "running_lora_adapters": "c", "waiting_lora_adapters": ""}, series[order[1]])
+	require.Equal(t, map[string]string{"max_lora": "2", "running_lora_adapters": "", "waiting_lora_adapters": ""}, series[order[2]],
+		"idle: the step that finished c names no adapter")
+	require.GreaterOrEqual(t, values[order[0]], float64(DefaultStart.Unix()), "engine time, in Unix seconds")
 }
 
 func TestLoRAConfig(t *testing.T) {
@@ -120,4 +120,22 @@ func TestLoRAConfig(t *testing.T) {
 	require.NoError(t, err)
 	defer e.Close()
 	require.Equal(t, LoRAConfig{MaxLoRAs: DefaultMaxLoRAs, LoadTime: DefaultLoRALoadTime}, *e.Config().LoRA)
+}
+
+// When its last request finishes the engine reports an iteration with no
+// adapter running or waiting, as vLLM's output processor does after the
+// step that finished it: the newest vllm:lora_requests_info series of an
+// idle engine names no adapter, so a router reading the newest series (as
+// llm-d's does) does not see the adapter as still running.
+func TestLoRARequestsInfoIdleAfterLastRequest(t *testing.T) {
+	e := loraEngine(t, 1, nil)
+	var r Result
+	submitLoRA(t, e, "a", 1, &r)
+	end := e.RunUntilIdle()
+	series := e.LoRASeries()
+	require.NotEmpty(t, series)
+	newest := series[len(series)-1]
+	require.Equal(t, LoRASeries{Running: "", Waiting: "", MaxLoRA: "1", Value: float64(r.Finish.UnixNano()) / 1e9}, newest,
+		"the iteration that finished the last request (at %v)", end)
+	require.Equal(t, "a", series[len(series)-2].Running, "the steps that ran it")
 }

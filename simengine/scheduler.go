@@ -304,6 +304,12 @@ func (e *Engine) finishStepLocked(end time.Time) {
 		}
 	}
 	e.sched = e.sched[:0]
+	if e.lo != nil && len(e.running) == 0 && len(e.waiting) == 0 {
+		// vLLM records the adapters after every step's outputs: the step
+		// that finished the last request leaves a series naming none,
+		// which stays the newest while the engine idles.
+		e.lo.record(nil, nil, end)
+	}
 	e.flushEventsLocked(end)
 }
 
