@@ -34,21 +34,27 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, e)
 		return
 	}
+	// max_tokens and the messages' shape are the request model's
+	// validation, answered before the handler in vLLM's ErrorResponse; the
+	// handler's own errors (model, length) are translated to Anthropic's.
+	if req.MaxTokens == nil {
+		writeAPIError(w, withParam(badRequest("max_tokens is required"), "max_tokens"))
+		return
+	}
 	sel, e := s.resolveModel(req.Model)
-	if e == nil && req.MaxTokens == nil {
-		e = withParam(badRequest("max_tokens is required"), "max_tokens")
+	if e != nil {
+		writeAnthropicError(w, e)
+		return
 	}
-	var prompt []uint32
-	if e == nil {
-		prompt, e = req.prompt()
-		s.tok.add(r.URL.Path, 1)
-	}
-	var job *genJob
-	if e == nil {
-		job, e = s.submit([][]uint32{prompt}, req.MaxTokens, req.CacheSalt, sel)
-	}
+	prompt, e := req.prompt()
+	s.tok.add(r.URL.Path, 1)
 	if e != nil {
 		writeAPIError(w, e)
+		return
+	}
+	job, e := s.submit([][]uint32{prompt}, req.MaxTokens, req.CacheSalt, sel)
+	if e != nil {
+		writeAnthropicError(w, e)
 		return
 	}
 	id, model := s.requestID("msg_"), s.modelName(req.Model)
@@ -56,7 +62,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 	if !req.Stream {
 		rs, err := job.results(r.Context())
 		if err != nil {
-			writeAPIError(w, engineError(err))
+			writeAnthropicError(w, engineError(err))
 			return
 		}
 		writeJSON(w, http.StatusOK, msgBody{
@@ -88,4 +94,22 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 		"delta": map[string]any{"stop_reason": stop, "stop_sequence": nil},
 		"usage": map[string]int{"output_tokens": len(res.OutputTokens)}})
 	out.send("message_stop", map[string]string{"type": "message_stop"})
+}
+
+// anthropicErrorBody is vLLM's AnthropicErrorResponse: what its
+// /v1/messages answers for an error its handler returns, the
+// ErrorResponse's type and message under Anthropic's envelope, with the
+// ErrorResponse's status.
+type anthropicErrorBody struct {
+	Type  string `json:"type"`
+	Error struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func writeAnthropicError(w http.ResponseWriter, e *apiError) {
+	b := anthropicErrorBody{Type: "error"}
+	b.Error.Type, b.Error.Message = e.typ, e.message
+	writeJSON(w, e.status, b)
 }

@@ -14,7 +14,9 @@
 // vllm:prefix_cache_queries_total, vllm:request_success_total,
 // vllm:num_requests_running, vllm:num_requests_waiting and more). An unknown
 // model name gets vLLM's 404 ErrorResponse ("The model `X` does not exist.",
-// type NotFoundError, param "model").
+// type NotFoundError, param "model"); /v1/messages answers it, and the other
+// errors its handler finds, in vLLM's Anthropic envelope
+// ({"type":"error","error":{"type","message"}}).
 //
 // Render and generation share one tokenization path, so /render returns
 // exactly the tokens the engine hashes into its prefix cache. With an active

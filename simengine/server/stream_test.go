@@ -177,3 +177,40 @@ func TestClientAbortReleasesEngineRequest(t *testing.T) {
 		return st.Running == 0 && st.RequestAborted == 1
 	}, 10*time.Second, 5*time.Millisecond)
 }
+
+// The Messages API answers the errors its handler finds (an unknown model,
+// a request past the context) in Anthropic's error shape, as vLLM's
+// /v1/messages translates them: {"type":"error","error":{"type","message"}}
+// with the status of the error. Failures of the request's validation (no
+// max_tokens) keep vLLM's ErrorResponse, as FastAPI's validation answers
+// them before the handler runs.
+func TestMessagesErrorsInAnthropicShape(t *testing.T) {
+	_, base := startServer(t, Config{MaxModelLen: 64})
+	type anthropicErr struct {
+		Type  string `json:"type"`
+		Error struct {
+			Type    string `json:"type"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	msgs := []map[string]any{{"role": "user", "content": "hello"}}
+	code, body := post(t, base+"/v1/messages", map[string]any{"model": "nope", "max_tokens": 2, "messages": msgs})
+	require.Equal(t, http.StatusNotFound, code, "%s", body)
+	e := decode[anthropicErr](t, body)
+	require.Equal(t, "error", e.Type, "%s", body)
+	require.Equal(t, "NotFoundError", e.Error.Type)
+	require.Equal(t, "The model `nope` does not exist.", e.Error.Message)
+
+	code, body = post(t, base+"/v1/messages", map[string]any{"model": "m", "max_tokens": 100, "messages": msgs})
+	require.Equal(t, http.StatusBadRequest, code, "%s", body)
+	e = decode[anthropicErr](t, body)
+	require.Equal(t, "error", e.Type, "%s", body)
+	require.Equal(t, "BadRequestError", e.Error.Type)
+	require.Contains(t, e.Error.Message, "maximum context length is 64 tokens")
+
+	code, body = post(t, base+"/v1/messages", map[string]any{"model": "nope", "messages": msgs})
+	require.Equal(t, http.StatusBadRequest, code, "validation comes first: %s", body)
+	v := decode[errorBody](t, body)
+	require.Equal(t, 400, v.Error.Code)
+	require.Equal(t, "BadRequestError", v.Error.Type)
+}
