@@ -167,6 +167,10 @@ func normTier(s string) string {
 	return s
 }
 
+// otherTier is the tier of every engine medium kvroute does not know and
+// Config.TierWeights does not name (Index.tierID).
+const otherTier = "other"
+
 func newTierTable(weights map[string]float64) *tierTable {
 	t := &tierTable{cfg: weights}
 	for _, n := range []string{"gpu", "cpu", "storage"} {

@@ -3,6 +3,7 @@ package kvindex
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -85,7 +86,11 @@ func TestConfigJSON(t *testing.T) {
 }
 
 func TestTierNamesBeyondTheLimitShareTheLastID(t *testing.T) {
-	ix := newTestIndex(t, Config{})
+	weights := map[string]float64{}
+	for i := 0; i < 12; i++ {
+		weights["tier-"+string(rune('a'+i))] = 0.5
+	}
+	ix := newTestIndex(t, Config{TierWeights: weights})
 	require.NoError(t, ix.Store("a", storeEv("m", 1, seq(1, testBS))))
 	for i := 0; i < 12; i++ {
 		ev := &StoreEvent{EngineHashes: []uint64{1}, BlockSize: testBS, Tier: "tier-" + string(rune('a'+i)), Group: 0}
@@ -95,4 +100,45 @@ func TestTierNamesBeyondTheLimitShareTheLastID(t *testing.T) {
 	r := match(ix, "m", seq(1, testBS), "a").Endpoints()[0]
 	require.Equal(t, 1, r.Other)
 	require.Equal(t, 1, r.GPU)
+	// A removal under a name past the limit finds the shared tier its
+	// stores went to.
+	for i := maxTiers - 3; i < 12; i++ {
+		ix.Remove("a", []uint64{1}, "tier-"+string(rune('a'+i)), 0)
+	}
+	require.Equal(t, 1, ix.Remove("a", []uint64{1}, "gpu", 0))
+	for i := 0; i < maxTiers-3; i++ {
+		ix.Remove("a", []uint64{1}, "tier-"+string(rune('a'+i)), 0)
+	}
+	for _, r := range match(ix, "m", seq(1, testBS), "a").Endpoints() {
+		require.Zero(t, r.Blocks, "every store under a shared tier had its removal")
+	}
+}
+
+// Media that kvroute does not know and the configuration does not name,
+// as a broken or hostile publisher may send by the thousand, share one
+// tier: they cannot take the slots that a real tier arriving later needs,
+// which then keeps its own class and weight; their removals find it.
+func TestUnknownMediaShareOneTier(t *testing.T) {
+	ix := newTestIndex(t, Config{TierWeights: map[string]float64{"storage": 0.25}})
+	require.NoError(t, ix.Store("a", storeEv("m", 1, seq(1, 2*testBS))))
+	for i := 0; i < 20; i++ {
+		ev := &StoreEvent{EngineHashes: []uint64{1}, BlockSize: testBS, Tier: fmt.Sprintf("made-up-%d", i), Group: 0}
+		require.NoError(t, ix.Store("a", ev))
+	}
+	require.NoError(t, ix.Store("a", &StoreEvent{EngineHashes: []uint64{2}, BlockSize: testBS, Tier: "DISK", Group: 0}))
+	require.Equal(t, []string{"gpu", "cpu", "storage", "other", "disk"}, ix.tiers.Load().names)
+	require.Equal(t, 2, ix.Remove("a", []uint64{1, 2}, "gpu", 0))
+	r := match(ix, "m", seq(1, 2*testBS), "a").Endpoints()[0]
+	require.Equal(t, 2, r.Blocks)
+	require.Equal(t, 1, r.Other)
+	require.Equal(t, 1, r.Storage, "disk keeps the storage class")
+	// Each store took a reference on the shared tier; each removal, under
+	// whichever unknown name, returns one, and the last takes the block.
+	gone := 0
+	for i := 0; i < 20; i++ {
+		gone += ix.Remove("a", []uint64{1}, fmt.Sprintf("other-name-%d", i), 0)
+	}
+	require.Equal(t, 1, gone)
+	r = match(ix, "m", seq(1, 2*testBS), "a").Endpoints()[0]
+	require.Zero(t, r.Blocks, "block 0 gone, so no prefix")
 }

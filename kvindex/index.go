@@ -321,16 +321,34 @@ func (ix *Index) unregister(ep *endpoint) {
 }
 
 // tierID returns the ID of an engine medium (case-insensitive; "" is
-// "gpu"), registering it when create is set. The index tells at most
-// maxTiers tiers apart: further names share the last ID.
+// "gpu"), registering it when create is set. A medium gets a tier of its
+// own when it is one kvroute knows (gpu, cpu, cpu_pinned, storage, disk)
+// or one Config.TierWeights names; any other name the engines send shares
+// the one tier "other", so made-up names cannot take the slots a real tier
+// arriving later needs. The index tells at most maxTiers tiers apart:
+// further configured names share the last ID, for stores and removals
+// alike.
 func (ix *Index) tierID(medium string, create bool) (uint8, bool) {
-	if id, ok := ix.tiers.Load().lookup(medium); ok || !create {
+	t := ix.tiers.Load()
+	if id, ok := t.lookup(medium); ok {
 		return id, ok
 	}
 	name := normTier(medium)
+	if _, configured := t.cfg[name]; !configured && tierClass(name) == classOther {
+		name = otherTier
+	}
+	if id, ok := t.lookup(name); ok {
+		return id, true
+	}
+	if !create {
+		if len(t.names) == maxTiers {
+			return maxTiers - 1, true // where a store of this name went
+		}
+		return 0, false
+	}
 	ix.tierMu.Lock()
 	defer ix.tierMu.Unlock()
-	t := ix.tiers.Load()
+	t = ix.tiers.Load()
 	if id, ok := t.lookup(name); ok {
 		return id, true
 	}
