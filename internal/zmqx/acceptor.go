@@ -17,9 +17,9 @@ const acceptRetryPause = 50 * time.Millisecond
 
 // maxPreparing bounds the connections an acceptor prepares at once, each on
 // a goroutine of its own, from the accept until Accept hands it out: the
-// handshake deadline bounds each read, not the number of peers that keep a
-// handshake going (a byte at a time) or the prepared connections waiting
-// for Accept. A connection beyond it is closed at once and counted as a
+// handshake deadline bounds how long each peer holds its preparation, not
+// how many peers hold one at once or the prepared connections waiting for
+// Accept. A connection beyond it is closed at once and counted as a
 // failed preparation (errTooManyPreparing). Tests lower it.
 var maxPreparing = 1024
 

@@ -9,8 +9,9 @@
 // registers a guarded TCP transport (Scheme, "tcpx") that go-zeromq sockets
 // dial and listen through. Its connections
 //
-//   - bound every read by a handshake deadline (default 1 s) until the peer's
-//     READY command has arrived, then by an optional idle deadline;
+//   - bound the handshake, until the peer's READY command has arrived, by one
+//     deadline (default 1 s) that a peer sending a byte at a time cannot
+//     extend, then every read by an optional idle deadline;
 //   - follow ZMTP 3.x framing across arbitrary read boundaries and fail the
 //     connection with a non-timeout net.Error (*GuardError) and zero bytes
 //     when a frame exceeds MaxFrameSize (default 64 MiB) or a message exceeds

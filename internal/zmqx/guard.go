@@ -93,6 +93,12 @@ type guardConn struct {
 	capture    []byte // the handshake command body, validated when complete
 	capturing  bool
 	deadlineOn bool
+	// hsDeadline ends the whole handshake: set by the handshake's first
+	// read from the network (when go-zeromq starts the handshake, which a
+	// listening socket does for one connection at a time) and armed on
+	// every read until the peer's READY has arrived, so a peer that keeps
+	// sending a byte at a time cannot stretch the handshake beyond it.
+	hsDeadline time.Time
 	handshookA atomic.Bool // mirror of handshook for the heartbeat goroutine
 
 	// Connections owned by go-zeromq sockets (the transport) answer the
@@ -187,11 +193,13 @@ func (g *guardConn) Read(p []byte) (int, error) {
 		}
 		return n, nil
 	}
-	d := g.o.IdleTimeout
-	if !g.handshook {
-		d = g.o.HandshakeTimeout
-	}
-	if d > 0 {
+	if !g.handshook && g.o.HandshakeTimeout > 0 {
+		if g.hsDeadline.IsZero() {
+			g.hsDeadline = time.Now().Add(g.o.HandshakeTimeout) // a socket deadline: wall time, as the OS keeps it
+		}
+		_ = g.Conn.SetReadDeadline(g.hsDeadline)
+		g.deadlineOn = true
+	} else if d := g.o.IdleTimeout; g.handshook && d > 0 {
 		_ = g.Conn.SetReadDeadline(time.Now().Add(d)) // a socket deadline: wall time, as the OS keeps it
 		g.deadlineOn = true
 	} else if g.deadlineOn {

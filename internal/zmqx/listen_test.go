@@ -308,3 +308,48 @@ func TestListenSocketReportsFailedHandshakes(t *testing.T) {
 	}
 	require.NoError(t, CloseDrain(s))
 }
+
+// Bind mode: go-zeromq runs the handshakes of a listening socket one after
+// the other in its accept loop, so a peer dripping its handshake a byte at a
+// time held every engine connecting after it for as long as it dripped. Its
+// handshake deadline (2 s here) frees the loop, and the next peer's
+// handshake gets a whole deadline of its own from when go-zeromq starts it,
+// however long it waited in line.
+func TestListenSocketDrippingPeerDoesNotBlockEngines(t *testing.T) {
+	defer leakcheck.Check(t)()
+	s := NewSub(context.Background(), Options{HandshakeTimeout: 2 * time.Second}, nil)
+	defer func() { require.NoError(t, CloseDrain(s)) }()
+	require.NoError(t, s.SetOption(zmq4.OptionSubscribe, ""))
+	require.NoError(t, ListenSocket(s, "127.0.0.1:0"))
+	addr := s.Addr().String()
+
+	dripper := dialRaw(t, addr)
+	defer dripper.Close()
+	stop := make(chan struct{})
+	defer close(stop)
+	hello := append(zmtpGreeting(false), zmtpCommand("READY",
+		readyProps("Socket-Type", "PUB", "X-Pad", strings.Repeat("p", 300)))...)
+	go drip(dripper, hello, 100*time.Millisecond, stop)
+	// go-zeromq greets first: the dripper holds the accept loop from here.
+	var g [64]byte
+	_ = dripper.SetReadDeadline(time.Now().Add(30 * time.Second))
+	_, err := io.ReadFull(dripper, g[:])
+	require.NoError(t, err)
+
+	pub := dialRaw(t, addr)
+	defer pub.Close()
+	_ = pub.SetDeadline(time.Now().Add(20 * time.Second)) // the drip lasts 38 s
+	_, err = pub.Write(zmtpGreeting(false))
+	require.NoError(t, err)
+	_, err = io.ReadFull(pub, g[:])
+	require.NoError(t, err, "the engine's handshake waited behind the dripping peer")
+	_, err = pub.Write(zmtpCommand("READY", readyProps("Socket-Type", "PUB")))
+	require.NoError(t, err)
+	_, _, err = readFrame(pub)
+	require.NoError(t, err)
+	_, err = pub.Write(zmtpMessage([]byte("kv@p@m"), []byte{0, 0, 0, 0, 0, 0, 0, 3}, []byte("x")))
+	require.NoError(t, err)
+	m, err := recvTimeout(t, s, 30*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, "kv@p@m", string(m.Frames[0]))
+}

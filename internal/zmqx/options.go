@@ -32,8 +32,11 @@ const (
 // Options configures the guarded transport for one socket or listener. The
 // zero value is valid: every zero field takes its default.
 type Options struct {
-	// HandshakeTimeout bounds each read until the peer's ZMTP READY command has
-	// arrived (default 1 s; negative disables).
+	// HandshakeTimeout bounds the whole handshake, from its start until the
+	// peer's ZMTP READY command has arrived (default 1 s; negative
+	// disables); a peer sending a byte at a time cannot extend it. A
+	// listener also waits this long for the peer's first byte before it
+	// starts the handshake.
 	HandshakeTimeout time.Duration `json:"handshakeTimeout"`
 	// IdleTimeout bounds each read after the handshake: a connection that
 	// delivers no byte for this long fails with a timeout error (0 = none).

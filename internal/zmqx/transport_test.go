@@ -300,3 +300,61 @@ func TestReadyVariantsGoZeromqAccepts(t *testing.T) {
 		peer.Stop()
 	}
 }
+
+// drip writes b to c one byte every gap, and stops at the first failed write
+// (the other side closed the connection) or when stop is closed.
+func drip(c net.Conn, b []byte, gap time.Duration, stop <-chan struct{}) {
+	for i := range b {
+		if _, err := c.Write(b[i : i+1]); err != nil {
+			return
+		}
+		select {
+		case <-stop:
+			return
+		case <-time.After(gap):
+		}
+	}
+}
+
+func TestDrippingPeerCannotExtendHandshake(t *testing.T) {
+	defer leakcheck.Check(t)()
+	// A peer that sends its greeting and READY a byte at a time, each
+	// within the handshake timeout of the one before, must not keep the
+	// handshake going for as long as it likes: dialing it would hang the
+	// subscriber's Dial, and dripping into a Listener would hold one of its
+	// handshake slots, for the bytes times the gap (a 64 KiB READY at
+	// 0.9 s a byte is 16 hours). The handshake (300 ms here) cannot be done
+	// in the 7 bytes that arrive within it.
+	const hs = 300 * time.Millisecond
+	const gap = 40 * time.Millisecond
+	hello := func(server bool, typ string) []byte {
+		return append(zmtpGreeting(server), zmtpCommand("READY", readyProps("Socket-Type", typ))...)
+	}
+
+	t.Run("dial", func(t *testing.T) {
+		stop := make(chan struct{})
+		peer := startFakeServer(t, func(c net.Conn) {
+			go func() { _, _ = io.Copy(io.Discard, c) }()
+			drip(c, hello(true, "PUB"), gap, stop)
+		})
+		defer peer.Stop()
+		defer close(stop)
+		s := NewSub(context.Background(), Options{HandshakeTimeout: hs}, nil)
+		defer func() { require.NoError(t, CloseDrain(s)) }()
+		err := Dial(s, peer.Addr())
+		require.ErrorIs(t, err, os.ErrDeadlineExceeded, "the dripped handshake must fail, got %v", err)
+	})
+
+	t.Run("listen", func(t *testing.T) {
+		l, err := Listen(context.Background(), "127.0.0.1:0", zmq4.Router, Options{HandshakeTimeout: hs}, nil)
+		require.NoError(t, err)
+		defer l.Close()
+		c := dialRaw(t, l.Addr().String())
+		defer c.Close()
+		go func() { _, _ = io.Copy(io.Discard, c) }()
+		stop := make(chan struct{})
+		defer close(stop)
+		go drip(c, hello(false, "DEALER"), gap, stop)
+		require.Eventually(t, func() bool { return l.HandshakeFailures() == 1 }, 20*time.Second, 10*time.Millisecond)
+	})
+}
