@@ -15,6 +15,11 @@ import (
 // kvroute or vLLM holds one or two; a new prefix beyond either bound is
 // refused and counted (Stats.Refused), while repeats and cancellations of
 // held prefixes are always applied.
+//
+// Like libzmq's XPUB, a subscriber holds a set of prefixes: a repeated
+// subscription changes nothing and one cancellation ends it. A libzmq SUB
+// subscribed twice to a prefix sends both subscriptions but only its last
+// unsubscription, and a go-zeromq SUB forgets the prefix at its first.
 const (
 	maxSubscriptions     = 256
 	maxSubscriptionBytes = 64 << 10
@@ -35,14 +40,14 @@ type pubSubscriber struct {
 	done chan struct{}
 	once sync.Once
 
-	mu     sync.Mutex
-	counts map[string]int           // subscription prefix → count (libzmq counts duplicates)
-	bytes  int                      // the bytes of counts' keys, at most maxSubscriptionBytes
-	topics atomic.Pointer[[]string] // snapshot of counts' keys for Publish
+	mu       sync.Mutex
+	prefixes map[string]struct{}      // subscription prefixes, a set as in libzmq's XPUB
+	bytes    int                      // the bytes of prefixes, at most maxSubscriptionBytes
+	topics   atomic.Pointer[[]string] // snapshot of prefixes for Publish
 }
 
 func newPubSubscriber(c *zmqx.Conn, queue int) *pubSubscriber {
-	s := &pubSubscriber{c: c, q: make(chan *pubMessage, queue), done: make(chan struct{}), counts: map[string]int{}}
+	s := &pubSubscriber{c: c, q: make(chan *pubMessage, queue), done: make(chan struct{}), prefixes: map[string]struct{}{}}
 	s.topics.Store(&[]string{})
 	return s
 }
@@ -71,28 +76,22 @@ func (s *pubSubscriber) matches(topic []byte) bool {
 func (s *pubSubscriber) subscribe(topic []byte, on bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n, held := s.counts[string(topic)]
+	_, held := s.prefixes[string(topic)]
 	switch {
-	case on && held:
-		s.counts[string(topic)] = n + 1
-		return true
+	case on == held:
+		return true // a repeat, or cancelling what is not held: nothing changes
 	case on:
-		if len(s.counts) >= maxSubscriptions || s.bytes+len(topic) > maxSubscriptionBytes {
+		if len(s.prefixes) >= maxSubscriptions || s.bytes+len(topic) > maxSubscriptionBytes {
 			return false
 		}
-		s.counts[string(topic)] = 1
+		s.prefixes[string(topic)] = struct{}{}
 		s.bytes += len(topic)
-	case !held:
-		return true // cancelling what is not held changes nothing
-	case n > 1:
-		s.counts[string(topic)] = n - 1
-		return true
 	default:
-		delete(s.counts, string(topic))
+		delete(s.prefixes, string(topic))
 		s.bytes -= len(topic)
 	}
-	snap := make([]string, 0, len(s.counts))
-	for t := range s.counts {
+	snap := make([]string, 0, len(s.prefixes))
+	for t := range s.prefixes {
 		snap = append(snap, t)
 	}
 	s.topics.Store(&snap)

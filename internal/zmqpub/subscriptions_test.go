@@ -77,3 +77,19 @@ kvroute_publisher_refused_subscriptions_total 11
 	require.Eventually(t, func() bool { return p.HasSubscription("kv@") }, 5*time.Second, time.Millisecond)
 	require.Equal(t, uint64(extra+1), p.Stats().Refused)
 }
+
+// TestOneCancelEndsARepeatedSubscription follows libzmq's XPUB, which keeps
+// a set of prefixes per subscriber: a prefix subscribed twice is cancelled
+// by one CANCEL. A libzmq SUB subscribed twice to a prefix sends both
+// subscriptions but only the last unsubscription, and a go-zeromq SUB
+// drops the prefix at its first unsubscription; counting repeats kept
+// sending such a subscriber what it no longer reads.
+func TestOneCancelEndsARepeatedSubscription(t *testing.T) {
+	s := newPubSubscriber(nil, 1)
+	require.True(t, s.subscribe([]byte("kv@"), true))
+	require.True(t, s.subscribe([]byte("kv@"), true))
+	require.True(t, s.subscribe([]byte("kv@"), false))
+	require.False(t, s.matches([]byte("kv@a@m")), "one cancellation ends the subscription")
+	require.Empty(t, *s.topics.Load())
+	require.Zero(t, s.bytes)
+}
