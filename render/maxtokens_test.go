@@ -27,7 +27,6 @@ func TestMaxTokens(t *testing.T) {
 		{`{"max_tokens":0}`, 0, false},
 		{`{"max_tokens":-3}`, 0, false},
 		{`{"max_tokens":2.5}`, 0, false},
-		{`{"max_tokens":"9"}`, 0, false},
 		{`{}`, 0, false},
 		{`[1]`, 0, false},
 		{``, 0, false},
@@ -35,6 +34,65 @@ func TestMaxTokens(t *testing.T) {
 		n, ok := MaxTokens([]byte(tc.body))
 		if n != tc.n || ok != tc.ok {
 			t.Errorf("%s: %d, %v; want %d, %v", tc.body, n, ok, tc.n, tc.ok)
+		}
+	}
+}
+
+// TestMaxTokensReadsIntegersAsPydantic reads the cap as vLLM's request
+// models do (pydantic's lax int): an integral float ("max_tokens": 100.0,
+// 1e2), a string of an integer, true as 1. vLLM caps the answer at 100 for
+// each of them; MaxTokens reported no cap, and the decode pick charged the
+// endpoint the configured default instead. The wants are pydantic 2's
+// (Optional[int] on json.loads of the body).
+func TestMaxTokensReadsIntegersAsPydantic(t *testing.T) {
+	for _, tc := range []struct {
+		value string
+		n     int64 // 0: pydantic refuses it, or it is not positive
+	}{
+		{`100`, 100},
+		{`100.0`, 100},
+		{`1e2`, 100},
+		{`1E+2`, 100},
+		{`100.000`, 100},
+		{`1.0e0`, 1},
+		{`-1.0`, 0},
+		{`-0.0`, 0},
+		{`10.5`, 0},
+		{`10.000000000000001`, 0},
+		{`1e400`, 0},
+		{`1e20`, 0},
+		{`"100"`, 100},
+		{`" 100 "`, 100},
+		{`"\t100\n"`, 100},
+		{`"+100"`, 100},
+		{`"0100"`, 100},
+		{`"1_00"`, 100},
+		{`"100.00"`, 100},
+		{`"1_0.0"`, 10},
+		{`"\u0031\u0030"`, 10},
+		{`"-5"`, 0},
+		{`"100."`, 0},
+		{`".0"`, 0},
+		{`"1__0"`, 0},
+		{`"_10"`, 0},
+		{`"10_"`, 0},
+		{`"10.5"`, 0},
+		{`"1e2"`, 0},
+		{`"0x10"`, 0},
+		{`"1 0"`, 0},
+		{`"1,000"`, 0},
+		{`" "`, 0},
+		{`""`, 0},
+		{`"true"`, 0},
+		{`true`, 1},
+		{`false`, 0},
+		{`[100]`, 0},
+		{`{"n":100}`, 0},
+	} {
+		body := `{"model":"m","max_tokens":` + tc.value + `}`
+		n, ok := MaxTokens([]byte(body))
+		if n != tc.n || ok != (tc.n > 0) {
+			t.Errorf("max_tokens %s: %d, %v; want %d, %v", tc.value, n, ok, tc.n, tc.n > 0)
 		}
 	}
 }
