@@ -53,10 +53,11 @@ func generatePrompt(body []byte) (render.Prompt, string, error) {
 	}
 	var ids []uint32
 	if v[0] != nil {
-		// Most of the body, parsed by hand; a null ID is refused as vLLM
+		// Most of the body, parsed by hand; each ID read as vLLM's
+		// list[int] reads it (1.0 and "1" are 1), a null refused as vLLM
 		// refuses it (encoding/json would read a 0).
 		var err error
-		if ids, err = jsonids.Parse(v[0]); err != nil {
+		if ids, err = jsonids.ParseLax(v[0]); err != nil {
 			return render.Prompt{}, "", fmt.Errorf("token_ids: %w", err)
 		}
 	}

@@ -153,6 +153,10 @@ func TestGeneratePromptReadsMembersAsVLLM(t *testing.T) {
 		{name: "repeated placeholder member: the last", body: `{"token_ids":[1,2,3,4],"features":{"mm_hashes":{"image":["a"]},"mm_placeholders":{"image":[{"offset":0,"length":2,"offset":2}]}}}`,
 			ids: []uint32{1, 2, 3, 4}, features: imageAt(2)},
 		{name: "null token ID refused", body: `{"token_ids":[1,null,3]}`, err: "token_ids: token ID 1"},
+		// pydantic's lax int, as vLLM's token_ids: list[int] reads the IDs.
+		{name: "integral float IDs", body: `{"token_ids":[1.0,2,3e0]}`, ids: []uint32{1, 2, 3}},
+		{name: "string and boolean IDs", body: `{"token_ids":["7"," 8 ",true]}`, ids: []uint32{7, 8, 1}},
+		{name: "fractional ID refused", body: `{"token_ids":[1,2.5]}`, err: "token_ids: token ID 1"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p, salt, err := generatePrompt([]byte(c.body))

@@ -11,8 +11,10 @@
 // that time in its reflective slice encoder and strconv spends it dividing
 // by ten; this package sizes the output exactly (Len) and writes two digits
 // per division. Lists are read by List (the render client's token_ids, the
-// simulated engine's token-in prompt) and Parse (the gateway's token-in
-// route, a whole JSON value): the list is sized once, from its commas, and
-// each ID is read eight bytes at a time (Number), about twice as fast as a
-// digit-by-digit loop (BenchmarkNumber's x-loop).
+// simulated engine's token-in prompt) and Parse (a whole JSON value): the
+// list is sized once, from its commas, and each ID is read eight bytes at
+// a time (Number), about twice as fast as a digit-by-digit loop
+// (BenchmarkNumber's x-loop). ParseLax (the gateway's token-in route) is
+// Parse reading a list Parse refuses again as vLLM's pydantic model reads
+// it: 1.0 and "1" are the ID 1.
 package jsonids
