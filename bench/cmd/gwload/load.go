@@ -74,9 +74,17 @@ func (g *loadGen) body(worker, i int) []byte {
 	return fmt.Appendf(nil, `{"model":%q,"prompt":"%s u%dr%d","max_tokens":1}`, g.model, g.prefix, worker, i)
 }
 
+// maxWindowStretch bounds how long a window that has seen no request
+// complete is held open past its length.
+const maxWindowStretch = time.Minute
+
 // run drives conc workers against targets (base URLs, taken in turn) for
 // warmup, then measures for window; around the window it calls mark (at
-// the start and at the end) so that the caller can sample CPU counters.
+// the start and at the end) so that the caller can sample CPU counters. A
+// window in which no request has completed yet (a slow first request on a
+// loaded machine) stays open until one does, for at most
+// maxWindowStretch more: a window that measured nothing has no rate, and
+// the report divides by the window's real length.
 func (g *loadGen) run(targets []string, conc int, warmup, window time.Duration, mark func(start bool)) loadResult {
 	var (
 		phase  atomic.Int32
@@ -85,6 +93,8 @@ func (g *loadGen) run(targets []string, conc int, warmup, window time.Duration, 
 		mu     sync.Mutex
 		lat    []time.Duration
 		cursor atomic.Uint64
+		first  = make(chan struct{}) // closed at the window's first completion
+		once   sync.Once
 	)
 	for w := range conc {
 		wg.Go(func() {
@@ -96,6 +106,7 @@ func (g *loadGen) run(targets []string, conc int, warmup, window time.Duration, 
 				ok := g.post(url, g.body(w, i))
 				d := time.Since(t0)
 				if p0 == phaseMeasure && phase.Load() == phaseMeasure {
+					once.Do(func() { close(first) })
 					if ok {
 						mine = append(mine, d)
 					} else {
@@ -113,6 +124,12 @@ func (g *loadGen) run(targets []string, conc int, warmup, window time.Duration, 
 	t0 := time.Now()
 	phase.Store(phaseMeasure)
 	time.Sleep(window)
+	stretch := time.NewTimer(maxWindowStretch)
+	select {
+	case <-first:
+	case <-stretch.C:
+	}
+	stretch.Stop()
 	phase.Store(phaseStop)
 	mark(false)
 	elapsed := time.Since(t0)
