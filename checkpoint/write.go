@@ -10,43 +10,30 @@ import (
 	"github.com/kvroute/kvroute/kvindex"
 )
 
-// tempPattern names writeFileAtomic's temporary files beside the checkpoint
-// file base (os.CreateTemp replaces the '*').
-func tempPattern(base string) string { return base + ".tmp-*" }
-
 // removeLeftoverTemps removes the temporary files a write to path left when
 // its process died before the rename, each as large as the index was, and
 // returns how many it removed. Only names writeFileAtomic makes for path
-// are touched.
+// (its base, ".tmp-", then os.CreateTemp's random part) are touched.
 func removeLeftoverTemps(path string) (int, error) {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
 	}
-	names, err := filepath.Glob(filepath.Join(dir, globEscape(base)+".tmp-*"))
+	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return 0, err
 	}
 	n := 0
-	for _, name := range names {
-		if err := os.Remove(name); err != nil && !errors.Is(err, os.ErrNotExist) {
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasPrefix(e.Name(), base+".tmp-") {
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return n, err
 		}
 		n++
 	}
 	return n, nil
-}
-
-// globEscape quotes filepath.Match's metacharacters in a literal name.
-func globEscape(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if strings.ContainsRune(`*?[\`, r) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }
 
 // writeFileAtomic writes ix's snapshot to a temporary file next to path,
@@ -57,7 +44,7 @@ func writeFileAtomic(path string, ix *kvindex.Index) (kvindex.SnapshotInfo, erro
 	if dir == "" {
 		dir = "."
 	}
-	f, err := os.CreateTemp(dir, tempPattern(base))
+	f, err := os.CreateTemp(dir, base+".tmp-*")
 	if err != nil {
 		return kvindex.SnapshotInfo{}, err
 	}
