@@ -30,10 +30,11 @@ import (
 //     consistent (slightly stale) snapshot: writers never touch a table
 //     after replacing it.
 //
-// Readers never wait: Load is a probe over atomic loads of the current
-// table, retried never. Blocks only move forward along their probe, and
-// are written at their new slot before leaving the old one, so a reader
-// always finds a block that is present.
+// Readers never block: Load is a probe over atomic loads of the current
+// table, which reads a slot of its key again only when the slot's value
+// changed while it read the key. Blocks only move forward along their
+// probe, and are written at their new slot before leaving the old one, so
+// a reader always finds a block that is present.
 type blockMap struct {
 	seed   uint64
 	shards [blockShards]blockShard

@@ -66,18 +66,26 @@ func (m *blockMap) loadBatch(keys []Key, vs *[probeBatch]blockVal) int {
 // the same before and after the slot's key does: a block that an insert
 // moves out of its home slot (see blockTable.insert) leaves the slot's
 // value a tombstone while its key changes, so a value and key read on
-// either side of the change never pair up.
+// either side of the change never pair up. A slot of the key whose value
+// changed between the two reads is read again, not passed: the change may
+// be an update in place (the block is still there, and no later slot of
+// the probe holds it) or the move of the block further along the probe,
+// which the next read sees as a tombstone or another key.
 func (t *blockTable) probe(key Key, i uint64) uint64 {
 	n := uint64(len(t.slots))
-	for ; ; i = next(i, n) {
+	for {
 		s := &t.slots[i]
 		v := atomic.LoadUint64(&s.val)
 		if v == 0 {
 			return 0
 		}
-		if v != tombVal && atomic.LoadUint64(&s.key) == uint64(key) && atomic.LoadUint64(&s.val) == v {
-			return v
+		if v != tombVal && atomic.LoadUint64(&s.key) == uint64(key) {
+			if atomic.LoadUint64(&s.val) == v {
+				return v
+			}
+			continue // changed meanwhile: read the slot again
 		}
+		i = next(i, n)
 	}
 }
 

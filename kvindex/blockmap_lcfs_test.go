@@ -149,3 +149,62 @@ func TestBlockMapReadersNeverMissMovedBlocks(t *testing.T) {
 	require.Zero(t, missed.Load(), "readers missed blocks that were present (of %d lookups)", looked.Load())
 	require.Zero(t, bad.Load(), "readers saw inconsistent values")
 }
+
+// TestBlockMapReadersNeverMissUpdatedBlocks updates the values of present
+// blocks in place, over and over, while readers look them up: a block whose
+// value changed between a reader's two reads of its slot is still the
+// block in that slot, and the reader must not probe past it (it then hit
+// the empty slot ending the probe and reported the block absent, so that
+// Sweep and Clear, which look a speculative block up before removing it,
+// left the membership behind for good).
+func TestBlockMapReadersNeverMissUpdatedBlocks(t *testing.T) {
+	m := newBlockMap(29)
+	// A crowd sharing a home slot, so that most are found by the probe
+	// past it, and a few spread keys found in their home slot.
+	keys := crowdKeys(m, 6, rand.New(rand.NewPCG(6, 7)))
+	for i := uint64(1); i <= 4; i++ {
+		keys = append(keys, Key(i*0x9E3779B97F4A7C15))
+	}
+	for _, k := range keys {
+		m.Compute(k, func(blockVal, bool) (blockVal, bool) { return bmValue(k, 1), false })
+	}
+	var stop atomic.Bool
+	var missed, bad, looked atomic.Int64
+	var wg sync.WaitGroup
+	for r := 0; r < 2; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var vs [probeBatch]blockVal
+			for !stop.Load() {
+				for _, k := range keys {
+					looked.Add(1)
+					if v, ok := m.Load(k); !ok {
+						missed.Add(1)
+					} else if !bmCheck(k, v) {
+						bad.Add(1)
+					}
+				}
+				if got := m.loadBatch(keys, &vs); got < len(keys) {
+					missed.Add(1)
+				}
+			}
+		}()
+	}
+	const updates = 50_000
+	for i := 0; i < updates; i++ {
+		if i%500 == 0 && i > 0 {
+			// Let the readers run in every stretch of the writer's work,
+			// however busy the machine.
+			for at := looked.Load(); looked.Load() < at+int64(len(keys)); {
+				runtime.Gosched()
+			}
+		}
+		k := keys[i%len(keys)]
+		m.Compute(k, func(blockVal, bool) (blockVal, bool) { return bmValue(k, 1+i%4), false })
+	}
+	stop.Store(true)
+	wg.Wait()
+	require.Zero(t, missed.Load(), "readers missed blocks that were present (of %d lookups)", looked.Load())
+	require.Zero(t, bad.Load(), "readers saw inconsistent values")
+}
