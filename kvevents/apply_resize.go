@@ -39,7 +39,10 @@ import (
 // (3) extra keys (multimodal hashes) cannot be re-split across blocks of
 // another size: a store carrying any extra key other than on the first
 // block of a chain (the cache salt, which goes on router block 0 on both
-// sides) is skipped and counted (reason "resized_extra_keys"); (4) when E is
+// sides) is skipped and counted (reason "resized_extra_keys"), and so is
+// one whose first block carries anything but the salt when E > R (that
+// block spans several router blocks; at E <= R it lies within router
+// block 0, where its multimodal items go on both sides); (4) when E is
 // not a multiple of R, the remembered engine blocks are bounded per endpoint
 // (ApplierConfig.MaxResizedBlocksPerEndpoint) and are not checkpointed: a
 // store whose parent was forgotten is dropped (parent_missing) and a
@@ -49,7 +52,7 @@ import (
 
 // Reasons of stores_skipped_total for events of another block size.
 const (
-	skipResizedExtraKeys Reason = "resized_extra_keys" // extra keys beyond block 0 of a chain, at a block size not the index's
+	skipResizedExtraKeys Reason = "resized_extra_keys" // extra keys that cannot be re-split at a block size not the index's (resizedExtra)
 	skipResizedUnmapped  Reason = "resized_unmapped"   // a removal or tier-only store naming engine blocks the Applier no longer maps
 )
 
@@ -102,8 +105,17 @@ func (a *Applier) setBlockSize(endpoint string, n int) {
 
 // resizedExtra returns the extra keys of router block 0 for a store of
 // another block size, or ok=false when the store has extra keys that
-// cannot be re-split (any beyond the first block of a chain).
-func resizedExtra(e *wire.Event, ek [][]string) (first []string, ok bool) {
+// cannot be re-split: any beyond the first block of a chain, and, when an
+// engine block is larger than a router block (larger), any on the first
+// block but the cache salt. Such a block spans several router blocks and
+// its multimodal items (or prompt-embedding hash) belong to those their
+// tokens overlap, which the event does not say; the salt belongs to router
+// block 0 alone. vLLM writes the salt after the multimodal keys, so a
+// block whose keys (the adapter's name removed) are more than one, or
+// one in a multimodal, bytes or unknown form, holds something else; a
+// lone string is taken for the salt (the bare identifier of vLLM
+// releases before the [identifier, offset] form cannot be told from it).
+func resizedExtra(e *wire.Event, ek [][]string, larger bool) (first []string, ok bool) {
 	for i, keys := range ek {
 		if len(keys) == 0 {
 			continue
@@ -111,9 +123,25 @@ func resizedExtra(e *wire.Event, ek [][]string) (first []string, ok bool) {
 		if i > 0 || e.HasParent {
 			return nil, false
 		}
+		if larger && (len(keys) > 1 || len(e.ExtraKeys) > 0 && !saltOnly(e.ExtraKeys[0])) {
+			return nil, false
+		}
 		first = keys
 	}
 	return first, true
+}
+
+// saltOnly reports whether keys hold nothing but strings, salts and LoRA
+// names: no multimodal, bytes or unknown key.
+func saltOnly(keys []wire.ExtraKey) bool {
+	for _, k := range keys {
+		switch k.Kind {
+		case wire.ExtraKeyString, wire.ExtraKeySalt, wire.ExtraKeyLoRA:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // storeResized indexes a store whose block size is not the index's (see the
@@ -122,7 +150,7 @@ func (a *Applier) storeResized(endpoint, model string, st *endpointState, e *wir
 	R, E, n := a.bs, e.BlockSize, len(e.BlockHashes)
 	st.engBS = E
 	a.ix.SetEngineBlockSize(endpoint, E) // Match caps it to whole engine blocks
-	salt, ok := resizedExtra(e, ek)
+	salt, ok := resizedExtra(e, ek, E > R)
 	if !ok {
 		a.skip(res, e.Kind, skipResizedExtraKeys, n)
 		return

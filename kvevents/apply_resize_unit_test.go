@@ -170,6 +170,57 @@ func TestResizedExtraKeysAndSalt(t *testing.T) {
 	require.Equal(t, 0, f.match(testEndpoint, wiretest.TokensRange(1, 8), kvindex.KeyParams{}).Blocks)
 }
 
+// An engine block larger than the router's spans several router blocks, so
+// its extra keys would have to be split across them: a multimodal item of
+// block 0 belongs to the router blocks its placeholders overlap, which the
+// event does not say. Such a store is skipped and counted like any other
+// extra key that cannot be re-split, instead of being indexed with the
+// item on router block 0, a key no request computes (the request keys the
+// item on the router blocks it overlaps). A cache salt alone on block 0
+// still goes on router block 0.
+func TestResizedLargerEngineBlockZeroMultimodalSkipped(t *testing.T) {
+	toks := wiretest.TokensRange(1, 8)
+	mmForms := map[string][]wire.ExtraKey{
+		"pair":              {{Kind: wire.ExtraKeyMM, Value: "img", Offset: 5}},
+		"bare and salt":     {{Kind: wire.ExtraKeyString, Value: "img"}, {Kind: wire.ExtraKeyString, Value: "salt"}},
+		"pair and salt":     {{Kind: wire.ExtraKeyMM, Value: "img", Offset: 5}, {Kind: wire.ExtraKeyString, Value: "salt"}},
+		"prompt embeddings": {{Kind: wire.ExtraKeyBytes, Value: "00ff"}},
+	}
+	for name, keys := range mmForms {
+		t.Run(name, func(t *testing.T) {
+			f := newApplyFixture(t)
+			ev := storedE(8, 100, 0, toks)
+			ev.ExtraKeys = [][]wire.ExtraKey{keys}
+			res := f.applyBatch(testEndpoint, wiretest.BatchOf(0, true, ev), wire.FormatVLLM)
+			require.Equal(t, ApplyResult{Skipped: 1, SkippedBlocks: 1}, res)
+			require.Equal(t, 1.0, skipped(t, f.reg, "full_attention", skipResizedExtraKeys))
+			require.Zero(t, f.ix.Stats().Blocks, "nothing indexed under keys no request computes")
+		})
+	}
+	for name, keys := range map[string][]wire.ExtraKey{
+		"string": {{Kind: wire.ExtraKeyString, Value: "salt"}},
+		"typed":  {{Kind: wire.ExtraKeySalt, Value: "salt"}},
+	} {
+		t.Run("salt "+name, func(t *testing.T) {
+			f := newApplyFixture(t)
+			ev := storedE(8, 100, 0, toks)
+			ev.ExtraKeys = [][]wire.ExtraKey{keys}
+			res := f.applyBatch(testEndpoint, wiretest.BatchOf(0, true, ev), wire.FormatVLLM)
+			require.Equal(t, ApplyResult{Stored: 1, StoredBlocks: 1}, res)
+			require.Equal(t, 2, f.match(testEndpoint, toks, kvindex.KeyParams{CacheSalt: "salt"}).Blocks)
+		})
+	}
+	// At the index's block size, or below it, block 0's multimodal keys
+	// lie within router block 0 and are kept.
+	f := newApplyFixture(t)
+	ev := storedE(2, 100, 0, toks)
+	ev.ExtraKeys = [][]wire.ExtraKey{{{Kind: wire.ExtraKeyMM, Value: "img", Offset: 1}}, nil, nil, nil}
+	res := f.applyBatch(testEndpoint, wiretest.BatchOf(0, true, ev), wire.FormatVLLM)
+	require.Equal(t, ApplyResult{Stored: 1, StoredBlocks: 4}, res)
+	mm := kvindex.KeyParams{MM: []kvindex.MMItem{{Hash: "img", Offset: 1, Length: 1}}}
+	require.Equal(t, 2, f.match(testEndpoint, toks, mm).Blocks)
+}
+
 func TestResizedUnmappedCounted(t *testing.T) {
 	f := newApplyFixture(t)
 	f.applyBatch(testEndpoint, wiretest.BatchOf(0, true, storedE(3, 100, 0, wiretest.TokensRange(1, 6))), wire.FormatVLLM)
