@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 
 	"github.com/kvroute/kvroute/simengine"
@@ -121,7 +122,8 @@ func (j *genJob) stream(ctx context.Context, out *sse, onToken func(it genItem))
 	return rs, true
 }
 
-// submit validates lengths like vLLM and submits one engine request per prompt.
+// submit validates lengths and token IDs like vLLM and submits one engine
+// request per prompt.
 func (s *Server) submit(prompts [][]uint32, maxTokens *int, salt *string, sel modelSel) (*genJob, *apiError) {
 	return s.submitPD(prompts, maxTokens, salt, sel, nil)
 }
@@ -140,6 +142,13 @@ func (s *Server) submitPD(prompts [][]uint32, maxTokens *int, salt *string, sel 
 		if len(p)+*maxTokens > s.cfg.MaxModelLen {
 			return nil, badRequest("This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
 				s.cfg.MaxModelLen, len(p)+*maxTokens, len(p), *maxTokens)
+		}
+	}
+	// vLLM's input processor refuses a prompt ID past the tokenizer's
+	// vocabulary (a token-ID prompt; text never tokenizes to one).
+	for _, p := range prompts {
+		if len(p) > 0 && slices.Max(p) > maxTokenID {
+			return nil, badRequest("Token id %d is out of vocabulary", slices.Max(p))
 		}
 	}
 	if sel.eng == nil {
@@ -166,6 +175,9 @@ func (s *Server) submitPD(prompts [][]uint32, maxTokens *int, salt *string, sel 
 	}
 	return j, nil
 }
+
+// maxTokenID is the simulated tokenizer's largest token ID.
+const maxTokenID = simengine.TokenOffset + simengine.VocabSize - 1
 
 // engineError maps an engine error to an HTTP error.
 func engineError(err error) *apiError {

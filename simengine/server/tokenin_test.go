@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/simengine"
 )
 
 // TestTokenizationsCountTextPromptsOnly: text prompts count once per prompt
@@ -130,4 +132,30 @@ func TestParseTokenListAgreesWithEncodingJSON(t *testing.T) {
 			t.Errorf("%s: refused a list encoding/json reads as %v", in, want)
 		}
 	}
+}
+
+// TestTokenIDPromptsOutOfVocabularyRefused: a prompt given as token IDs with
+// an ID past the tokenizer's vocabulary is answered 400, as vLLM's input
+// processor answers it ("Token id N is out of vocabulary"), on the token-in
+// generate route and on completions; the vocabulary's last ID is served.
+func TestTokenIDPromptsOutOfVocabularyRefused(t *testing.T) {
+	_, base := startServer(t, Config{EnableScaleOut: true})
+	last := uint32(simengine.TokenOffset + simengine.VocabSize - 1)
+	for _, c := range []struct {
+		path string
+		body map[string]any
+	}{
+		{GeneratePath, map[string]any{"token_ids": []uint32{5, last + 1, 6}, "sampling_params": map[string]any{"max_tokens": 1}}},
+		{GeneratePath, map[string]any{"token_ids": []uint32{5, 4294967295}, "sampling_params": map[string]any{"max_tokens": 1}}},
+		{"/v1/completions", map[string]any{"model": "m", "prompt": []uint32{last + 1}, "max_tokens": 1}},
+		{"/v1/completions", map[string]any{"model": "m", "prompt": [][]uint32{{5}, {6, last + 1}}, "max_tokens": 1}},
+	} {
+		code, body := post(t, base+c.path, c.body)
+		require.Equal(t, http.StatusBadRequest, code, "%s %v: %s", c.path, c.body, body)
+		require.Contains(t, string(body), "is out of vocabulary", "%s %v", c.path, c.body)
+	}
+	code, body := post(t, base+GeneratePath, map[string]any{"token_ids": []uint32{5, last}, "sampling_params": map[string]any{"max_tokens": 1}})
+	require.Equal(t, http.StatusOK, code, string(body))
+	code, body = post(t, base+"/v1/completions", map[string]any{"model": "m", "prompt": []uint32{last}, "max_tokens": 1})
+	require.Equal(t, http.StatusOK, code, string(body))
 }
