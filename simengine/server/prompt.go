@@ -154,7 +154,9 @@ type completionRequest struct {
 }
 
 // prompts parses prompt: a string, a list of strings, a list of token IDs or a
-// list of token-ID lists. Each prompt is tokenized without a template.
+// list of token-ID lists, tried in that order and token IDs read by
+// pydantic's lax rules (laxTokenIDs), as vLLM's union of those types reads
+// it. Each prompt is tokenized without a template.
 func (r *completionRequest) prompts() ([][]uint32, *apiError) {
 	bad := withParam(badRequest("prompt must be a string, a list of strings, a list of token IDs or a list of token-ID lists"), "prompt")
 	raw := bytes.TrimSpace(r.Prompt)
@@ -162,7 +164,7 @@ func (r *completionRequest) prompts() ([][]uint32, *apiError) {
 	var one string
 	var many []string
 	var ids []uint32
-	var idLists [][]uint32
+	var lists []laxTokenIDs
 	switch {
 	case isNull(raw):
 		return nil, withParam(badRequest("prompt is required"), "prompt")
@@ -177,10 +179,15 @@ func (r *completionRequest) prompts() ([][]uint32, *apiError) {
 			out = append(out, simengine.Tokenize(nil, p))
 		}
 		r.texts = len(many)
-	case json.Unmarshal(raw, &ids) == nil && len(ids) > 0:
+	case json.Unmarshal(raw, (*laxTokenIDs)(&ids)) == nil && len(ids) > 0:
 		out = [][]uint32{ids}
-	case json.Unmarshal(raw, &idLists) == nil && len(idLists) > 0:
-		out = idLists
+	case json.Unmarshal(raw, &lists) == nil && len(lists) > 0:
+		for _, l := range lists {
+			if l == nil {
+				return nil, bad
+			}
+			out = append(out, l)
+		}
 	default:
 		return nil, bad
 	}

@@ -55,7 +55,7 @@ func (s *Server) Tokenizations() uint64 { return s.tok.total.Load() }
 // generateIn is the part of vLLM's GenerateRequest the engine uses.
 type generateIn struct {
 	RequestID      string          `json:"request_id"`
-	TokenIDs       []uint32        `json:"token_ids"`
+	TokenIDs       laxTokenIDs     `json:"token_ids"`
 	Model          string          `json:"model"`
 	SamplingParams *generateParams `json:"sampling_params"`
 	Stream         bool            `json:"stream"`
@@ -65,6 +65,21 @@ type generateIn struct {
 	// no multimodal inputs: it admits them by vLLM's rules and serves the
 	// prompt as its token IDs alone.
 	Features *mmfeatures.Features `json:"features"`
+}
+
+// laxTokenIDs is a list of token IDs read as vLLM's request models read a
+// list[int]: by pydantic's lax rules (jsonids.ParseLax), 1.0, "7" and true
+// being IDs, a null ID or a fraction refused. A null list is nil.
+type laxTokenIDs []uint32
+
+// UnmarshalJSON reads b with jsonids.ParseLax.
+func (t *laxTokenIDs) UnmarshalJSON(b []byte) error {
+	ids, err := jsonids.ParseLax(b)
+	if err != nil {
+		return err
+	}
+	*t = ids
+	return nil
 }
 
 // generateParams is the part of vLLM's SamplingParams the engine uses.

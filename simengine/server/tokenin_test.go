@@ -159,3 +159,34 @@ func TestTokenIDPromptsOutOfVocabularyRefused(t *testing.T) {
 	code, body = post(t, base+"/v1/completions", map[string]any{"model": "m", "prompt": []uint32{last}, "max_tokens": 1})
 	require.Equal(t, http.StatusOK, code, string(body))
 }
+
+// TestTokenIDsReadAsVLLMReadsThem: a prompt's token IDs are read as vLLM's
+// request models read a list[int] (pydantic's lax mode): an integral float,
+// a string of an integer and a boolean are IDs, on the token-in generate
+// route and in a completions prompt; a null ID or a fraction is refused, as
+// vLLM refuses it.
+func TestTokenIDsReadAsVLLMReadsThem(t *testing.T) {
+	_, base := startServer(t, Config{EnableScaleOut: true})
+	for _, c := range []struct {
+		path, body string
+		status     int
+		prompt     int
+	}{
+		{GeneratePath, `{"token_ids":[1000.0,1001,"1002",true],"sampling_params":{"max_tokens":1}}`, http.StatusOK, 4},
+		{GeneratePath, `{"token_ids":[1000,null],"sampling_params":{"max_tokens":1}}`, http.StatusBadRequest, 0},
+		{GeneratePath, `{"token_ids":[1000,1.5],"sampling_params":{"max_tokens":1}}`, http.StatusBadRequest, 0},
+		{"/v1/completions", `{"model":"m","prompt":[1000.0,1001,"1002"],"max_tokens":1}`, http.StatusOK, 3},
+		{"/v1/completions", `{"model":"m","prompt":[[1000.0,1001],["1002"]],"max_tokens":1}`, http.StatusOK, 3},
+		{"/v1/completions", `{"model":"m","prompt":[1000,null],"max_tokens":1}`, http.StatusBadRequest, 0},
+		{"/v1/completions", `{"model":"m","prompt":[[1000],[null]],"max_tokens":1}`, http.StatusBadRequest, 0},
+		{"/v1/completions", `{"model":"m","prompt":[1000,1.5],"max_tokens":1}`, http.StatusBadRequest, 0},
+	} {
+		code, body := post(t, base+c.path, json.RawMessage(c.body))
+		require.Equal(t, c.status, code, "%s %s: %s", c.path, c.body, body)
+		if c.status == http.StatusOK {
+			var r struct{ Usage usage }
+			require.NoError(t, json.Unmarshal(body, &r))
+			require.Equal(t, c.prompt, r.Usage.PromptTokens, "%s %s", c.path, c.body)
+		}
+	}
+}
