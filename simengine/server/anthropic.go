@@ -52,7 +52,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, e)
 		return
 	}
-	job, e := s.submit([][]uint32{prompt}, req.MaxTokens, req.CacheSalt, sel)
+	job, e := s.submit([][]uint32{prompt}, req.MaxTokens, nil, sel)
 	if e != nil {
 		writeAnthropicError(w, e)
 		return

@@ -207,7 +207,9 @@ type messagesRequest struct {
 	Messages  []chatMessage   `json:"messages"`
 	Tools     json.RawMessage `json:"tools"`
 	Stream    bool            `json:"stream"`
-	CacheSalt *string         `json:"cache_salt"`
+	// No cache_salt: vLLM's AnthropicMessagesRequest has none (it drops the
+	// key) and its chat translation sets none, so a Messages prompt is
+	// cached unsalted.
 }
 
 func (r *messagesRequest) prompt() ([]uint32, *apiError) {

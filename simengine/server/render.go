@@ -147,7 +147,7 @@ func (s *Server) handleMessagesRender(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, e)
 		return
 	}
-	s.renderOne(w, r, req.Model, "chatcmpl-", req.prompt, req.MaxTokens, req.CacheSalt, req.Stream)
+	s.renderOne(w, r, req.Model, "chatcmpl-", req.prompt, req.MaxTokens, nil, req.Stream)
 }
 
 // handleResponsesRender serves /v1/responses/render: one GenerateRequest;

@@ -190,3 +190,29 @@ func TestJSONAnswersCarryTheirLength(t *testing.T) {
 		require.EqualValues(t, len(body), resp.ContentLength, route)
 	}
 }
+
+// TestMessagesIgnoreCacheSalt: vLLM's Anthropic request model has no
+// cache_salt (an extra key it drops) and its translation to a chat request
+// sets none, so /v1/messages caches its prompt unsalted, where a chat
+// request of the same conversation without a salt hits it, and
+// /v1/messages/render answers cache_salt null.
+func TestMessagesIgnoreCacheSalt(t *testing.T) {
+	_, base := startServer(t, Config{EnableScaleOut: true})
+	text := "The quick brown fox jumps over the lazy dog, again and again."
+	msgs := map[string]any{"model": "m", "max_tokens": 1, "cache_salt": "tenant-1",
+		"system":   "You are a simulated engine.",
+		"messages": []map[string]any{{"role": "user", "content": text}}}
+
+	code, body := post(t, base+"/v1/messages/render", msgs)
+	require.Equal(t, http.StatusOK, code, string(body))
+	require.Nil(t, decode[map[string]any](t, body)["cache_salt"], string(body))
+
+	code, body = post(t, base+"/v1/messages", msgs)
+	require.Equal(t, http.StatusOK, code, string(body))
+	code, body = post(t, base+"/v1/chat/completions", chatBody(text, 1))
+	require.Equal(t, http.StatusOK, code, string(body))
+	u := decode[struct {
+		Usage usage `json:"usage"`
+	}](t, body).Usage
+	require.Positive(t, u.PromptTokensDetails.CachedTokens, "the unsalted chat request hits the Messages request's blocks")
+}
