@@ -323,7 +323,10 @@ func (c *Client) render(ctx context.Context, req *Request, res *Result) *Error {
 	if e := c.call(bctx, r, &body, req.Authorization, res); e != nil {
 		return e
 	}
-	if hasSalt {
+	// vLLM's Anthropic request model has no cache_salt (the key is dropped)
+	// and its chat translation sets none: a Messages prompt is cached
+	// unsalted, and only the renderer's answer tells otherwise.
+	if hasSalt && req.API != APIMessages {
 		res.CacheSalt = salt
 	}
 	return nil

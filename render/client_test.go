@@ -1,9 +1,11 @@
 package render
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -294,4 +296,38 @@ func TestAPIForPath(t *testing.T) {
 	}
 	_, ok := APIForPath("/v1/embeddings")
 	require.False(t, ok)
+}
+
+// TestMessagesSaltIsTheRenderersOnly: vLLM's Anthropic request model has no
+// cache_salt and its translation to a chat request sets none, so the engine
+// caches a Messages prompt unsalted. A Messages request's own cache_salt is
+// not the salt of its blocks, natively or translated; the renderer's answer
+// is. Responses and chat keep the request's salt.
+func TestMessagesSaltIsTheRenderersOnly(t *testing.T) {
+	for _, mode := range []Mode{ModeNative, ModeLegacy} {
+		t.Run(string(mode), func(t *testing.T) {
+			s := newFakeVLLM(t, "a")
+			answer := func(w http.ResponseWriter, r *http.Request) {
+				b, _ := io.ReadAll(r.Body)
+				salt := ""
+				if bytes.Contains(b, []byte("salted")) {
+					salt = "from-renderer"
+				}
+				w.Write([]byte(generateRequest([]uint32{1, 2, 3}, "", salt)))
+			}
+			s.on(messagesPath, answer)
+			s.on(chatPath, answer)
+			c := newTestClient(t, func(c *Config) { c.MessagesRenderMode = mode }, s)
+			body := []byte(`{"model":"m","max_tokens":8,"cache_salt":"tenant-42","messages":[{"role":"user","content":"hi"}]}`)
+
+			res, err := c.Render(context.Background(), &Request{API: APIMessages, Body: body, Model: "m"})
+			require.NoError(t, err)
+			require.Empty(t, res.CacheSalt, "vLLM ignores a Messages request's cache_salt")
+
+			body = bytes.Replace(body, []byte(`"hi"`), []byte(`"salted"`), 1)
+			res, err = c.Render(context.Background(), &Request{API: APIMessages, Body: body, Model: "m"})
+			require.NoError(t, err)
+			require.Equal(t, "from-renderer", res.CacheSalt, "a renderer that salts says so")
+		})
+	}
 }

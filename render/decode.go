@@ -15,7 +15,10 @@ type Result struct {
 	// with a list of prompts, exactly one otherwise.
 	Prompts []Prompt
 	// CacheSalt is the request's top-level "cache_salt" when it has one,
-	// otherwise the renderer's answer; "" when neither has one.
+	// otherwise the renderer's answer; "" when neither has one. A Messages
+	// request's own cache_salt is not used: vLLM's Anthropic request model
+	// has none and caches the prompt unsalted, so only the renderer's
+	// answer counts (null from vLLM).
 	CacheSalt string
 	// Endpoint is the ID of the endpoint that answered (the URL with a fixed
 	// URL).
