@@ -79,8 +79,9 @@ func writeBody(w http.ResponseWriter, status int, b []byte) {
 }
 
 // decodeJSON enforces vLLM's validate_json_request (Content-Type
-// application/json), bounds the body and decodes it into v. Unknown fields are
-// accepted, as vLLM's OpenAI models accept (and ignore) extra fields.
+// application/json), bounds the body and decodes it into v (decodeFrom).
+// Unknown fields are accepted, as vLLM's OpenAI models accept (and ignore)
+// extra fields.
 func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any) *apiError {
 	if e := checkJSONType(r); e != nil {
 		return e
@@ -99,7 +100,7 @@ func checkJSONType(r *http.Request) *apiError {
 }
 
 // decodeFrom decodes one JSON value from body (bounded by the caller) into
-// v, rejecting trailing data.
+// v, rejecting trailing data and an empty cache_salt (checkSalt).
 func (s *Server) decodeFrom(body io.Reader, v any) *apiError {
 	dec := json.NewDecoder(body)
 	if err := dec.Decode(v); err != nil {
@@ -112,6 +113,21 @@ func (s *Server) decodeFrom(body io.Reader, v any) *apiError {
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return badRequest("invalid JSON body: trailing data after the JSON value")
+	}
+	return checkSalt(v)
+}
+
+// salted is a request whose model has vLLM's cache_salt.
+type salted interface{ cacheSalt() *string }
+
+// checkSalt refuses an empty cache_salt, as vLLM's request models do
+// (their validation, answered before the handler looks at the model); a
+// null one is no salt.
+func checkSalt(v any) *apiError {
+	if r, ok := v.(salted); ok {
+		if p := r.cacheSalt(); p != nil && *p == "" {
+			return withParam(badRequest("Parameter 'cache_salt' must be a non-empty string if provided."), "cache_salt")
+		}
 	}
 	return nil
 }

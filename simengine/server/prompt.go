@@ -97,6 +97,8 @@ type chatRequest struct {
 	KVTransferParams    json.RawMessage `json:"kv_transfer_params"`
 }
 
+func (r *chatRequest) cacheSalt() *string { return r.CacheSalt }
+
 type chatMessage struct {
 	Role      string          `json:"role"`
 	Content   json.RawMessage `json:"content"`
@@ -152,6 +154,8 @@ type completionRequest struct {
 	// already (Prompt then holds their JSON).
 	ids []uint32
 }
+
+func (r *completionRequest) cacheSalt() *string { return r.CacheSalt }
 
 // prompts parses prompt: a string, a list of strings, a list of token IDs or a
 // list of token-ID lists, tried in that order and token IDs read by
@@ -245,6 +249,8 @@ type responsesRequest struct {
 	PreviousResponseID *string         `json:"previous_response_id"`
 	CacheSalt          *string         `json:"cache_salt"`
 }
+
+func (r *responsesRequest) cacheSalt() *string { return r.CacheSalt }
 
 func (r *responsesRequest) prompt() ([]uint32, *apiError) {
 	if r.PreviousResponseID != nil {

@@ -216,3 +216,38 @@ func TestMessagesIgnoreCacheSalt(t *testing.T) {
 	}](t, body).Usage
 	require.Positive(t, u.PromptTokensDetails.CachedTokens, "the unsalted chat request hits the Messages request's blocks")
 }
+
+// TestEmptyCacheSaltRefused: an empty cache_salt is answered 400 on param
+// cache_salt, as vLLM's request models refuse it ("Parameter 'cache_salt'
+// must be a non-empty string if provided."), before the model is looked up,
+// on the generation routes, their render routes and the token-in route; a
+// null salt is no salt.
+func TestEmptyCacheSaltRefused(t *testing.T) {
+	_, base := startServer(t, Config{EnableScaleOut: true})
+	for _, c := range []struct {
+		path string
+		body map[string]any
+	}{
+		{"/v1/completions", map[string]any{"model": "nope", "prompt": "hi", "max_tokens": 1}},
+		{"/v1/completions", map[string]any{"model": "nope", "prompt": []int{5, 6}, "max_tokens": 1}},
+		{"/v1/completions/render", map[string]any{"model": "nope", "prompt": "hi"}},
+		{"/v1/chat/completions", chatBody("hi", 1)},
+		{"/v1/chat/completions/render", chatBody("hi", 1)},
+		{"/v1/responses", map[string]any{"model": "nope", "input": "hi", "max_output_tokens": 1}},
+		{"/v1/responses/render", map[string]any{"model": "nope", "input": "hi"}},
+		{GeneratePath, map[string]any{"model": "nope", "token_ids": []int{5, 6}, "sampling_params": map[string]any{"max_tokens": 1}}},
+	} {
+		c.body["model"] = "nope"
+		c.body["cache_salt"] = ""
+		code, body := post(t, base+c.path, c.body)
+		require.Equal(t, http.StatusBadRequest, code, "%s: %s", c.path, body)
+		e := decode[errorBody](t, body)
+		require.Equal(t, "Parameter 'cache_salt' must be a non-empty string if provided.", e.Error.Message, c.path)
+		require.NotNil(t, e.Error.Param, c.path)
+		require.Equal(t, "cache_salt", *e.Error.Param, c.path)
+
+		c.body["model"], c.body["cache_salt"] = "m", nil
+		code, body = post(t, base+c.path, c.body)
+		require.Equal(t, http.StatusOK, code, "%s: %s", c.path, body)
+	}
+}

@@ -45,7 +45,7 @@ func (s *Server) decodeCompletion(w http.ResponseWriter, r *http.Request, req *c
 			rest = append(append(append(rest, body[:vs]...), "null"...), body[ve:]...)
 			if json.Unmarshal(rest, req) == nil {
 				req.Prompt, req.ids = body[vs:ve], ids
-				return nil
+				return checkSalt(req)
 			}
 			*req = completionRequest{}
 		}

@@ -67,6 +67,8 @@ type generateIn struct {
 	Features *mmfeatures.Features `json:"features"`
 }
 
+func (r *generateIn) cacheSalt() *string { return r.CacheSalt }
+
 // laxTokenIDs is a list of token IDs read as vLLM's request models read a
 // list[int]: by pydantic's lax rules (jsonids.ParseLax), 1.0, "7" and true
 // being IDs, a null ID or a fraction refused. A null list is nil.
