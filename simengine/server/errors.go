@@ -8,6 +8,8 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+
+	"github.com/kvroute/kvroute/internal/jsonexact"
 )
 
 // Error types of vLLM's ErrorResponse.
@@ -100,10 +102,14 @@ func checkJSONType(r *http.Request) *apiError {
 }
 
 // decodeFrom decodes one JSON value from body (bounded by the caller) into
-// v, rejecting trailing data and an empty cache_salt (checkSalt).
+// v, rejecting trailing data and an empty cache_salt (checkSalt). Members
+// are read as vLLM's request models read them (jsonexact): by their exact
+// names, the last of a repeated one winning, so that a "Cache_Salt" or a
+// second "prompt" changes here what it changes in vLLM, and in the gateway
+// and render client that read the same bodies.
 func (s *Server) decodeFrom(body io.Reader, v any) *apiError {
-	dec := json.NewDecoder(body)
-	if err := dec.Decode(v); err != nil {
+	b, err := io.ReadAll(body)
+	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return &apiError{status: http.StatusRequestEntityTooLarge, typ: typeBadRequest,
@@ -111,8 +117,8 @@ func (s *Server) decodeFrom(body io.Reader, v any) *apiError {
 		}
 		return badRequest("invalid JSON body: %v", err)
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return badRequest("invalid JSON body: trailing data after the JSON value")
+	if err := jsonexact.Unmarshal(b, v); err != nil {
+		return badRequest("invalid JSON body: %v", err)
 	}
 	return checkSalt(v)
 }

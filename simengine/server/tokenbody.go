@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 
+	"github.com/kvroute/kvroute/internal/jsonexact"
 	"github.com/kvroute/kvroute/internal/jsonids"
 	"github.com/kvroute/kvroute/internal/jsonscan"
 )
@@ -27,13 +28,12 @@ import (
 const maxBodyDepth = 512
 
 // decodeCompletion decodes a completions body exactly as decodeJSON would.
-// When the body is one JSON object whose only "prompt" key (matched as
-// encoding/json matches field names, ignoring case) holds a list of token
-// IDs, the list is parsed directly (into req.ids, req.Prompt keeping its
-// bytes) and only the rest of the body goes through encoding/json; any other
-// body, and any body the fast path does not accept, is decoded by the same
-// json.Decoder over the same bytes (and read error) as decodeJSON, so errors
-// are unchanged.
+// When the body is one JSON object whose only "prompt" key (by its exact
+// name, as decodeFrom reads members) holds a list of token IDs, the list is
+// parsed directly (into req.ids, req.Prompt keeping its bytes) and only the
+// rest of the body goes through jsonexact; any other body, and any body the
+// fast path does not accept, is decoded by decodeFrom over the same bytes
+// (and read error) as decodeJSON, so errors are unchanged.
 func (s *Server) decodeCompletion(w http.ResponseWriter, r *http.Request, req *completionRequest) *apiError {
 	if e := checkJSONType(r); e != nil {
 		return e
@@ -43,7 +43,7 @@ func (s *Server) decodeCompletion(w http.ResponseWriter, r *http.Request, req *c
 		if vs, ve, ids, ok := tokenPrompt(body); ok {
 			rest := make([]byte, 0, len(body)-(ve-vs)+len("null"))
 			rest = append(append(append(rest, body[:vs]...), "null"...), body[ve:]...)
-			if json.Unmarshal(rest, req) == nil {
+			if jsonexact.Unmarshal(rest, req) == nil {
 				req.Prompt, req.ids = body[vs:ve], ids
 				return checkSalt(req)
 			}
@@ -89,9 +89,8 @@ func readBody(body io.Reader, contentLength, limit int64) ([]byte, error) {
 // but whitespace, the value of its "prompt" key, and parses it when it is a
 // list of token IDs: its span [vs, ve) and the IDs. ok is false when the
 // body is not such an object, when the prompt is anything else, when no key
-// or more than one key names the field (encoding/json matches keys to fields
-// ignoring ASCII case, and keeps the last), or when any key is escaped or
-// not ASCII (whose matching is left to encoding/json).
+// or more than one key is "prompt", when a key is a case variant of it, or
+// when any key is escaped or not ASCII (each left to decodeFrom).
 func tokenPrompt(body []byte) (vs, ve int, ids []uint32, ok bool) {
 	sc := jsonscan.Scanner{Buf: body}
 	sc.WS()
@@ -121,7 +120,10 @@ func tokenPrompt(body []byte) (vs, ve int, ids []uint32, ok bool) {
 			return 0, 0, nil, false
 		}
 		sc.WS()
-		if bytes.EqualFold(key, []byte("prompt")) {
+		if !bytes.Equal(key, []byte("prompt")) && bytes.EqualFold(key, []byte("prompt")) {
+			return 0, 0, nil, false // a case variant: left to decodeFrom
+		}
+		if bytes.Equal(key, []byte("prompt")) {
 			// A token list holds no bracket but its own: it ends at the
 			// next ']', and parseTokenList checks every byte before it.
 			end := bytes.IndexByte(body[sc.Pos:], ']')

@@ -190,3 +190,39 @@ func TestTokenIDsReadAsVLLMReadsThem(t *testing.T) {
 		}
 	}
 }
+
+// TestRequestMembersReadByExactName: a request's members are read as vLLM's
+// request models read them, by their exact names with the last of a
+// repeated one winning, as the gateway and the render client read them: a
+// "Cache_Salt", "Token_IDs" or "Prompt" vLLM ignores does not salt, prompt
+// or replace anything here either.
+func TestRequestMembersReadByExactName(t *testing.T) {
+	_, base := startServer(t, Config{EnableScaleOut: true})
+	ids := `[1000,1001,1002,1003,1004,1005,1006,1007,1008]`
+	cached := func(body []byte) int {
+		var r struct{ Usage usage }
+		require.NoError(t, json.Unmarshal(body, &r), string(body))
+		return r.Usage.PromptTokensDetails.CachedTokens
+	}
+
+	code, body := post(t, base+GeneratePath, json.RawMessage(`{"token_ids":`+ids+`,"sampling_params":{"max_tokens":1},"Cache_Salt":"x"}`))
+	require.Equal(t, http.StatusOK, code, string(body))
+	code, body = post(t, base+GeneratePath, json.RawMessage(`{"token_ids":`+ids+`,"sampling_params":{"max_tokens":1}}`))
+	require.Equal(t, http.StatusOK, code, string(body))
+	require.Equal(t, 8, cached(body), "Cache_Salt is no salt: the unsalted repeat hits both blocks")
+
+	code, body = post(t, base+GeneratePath, json.RawMessage(`{"Token_IDs":`+ids+`,"sampling_params":{"max_tokens":1}}`))
+	require.Equal(t, http.StatusBadRequest, code, "Token_IDs is not token_ids: %s", body)
+
+	code, body = post(t, base+"/v1/completions", json.RawMessage(`{"model":"m","prompt":[1000,1001,1002],"Prompt":[5],"max_tokens":1}`))
+	require.Equal(t, http.StatusOK, code, string(body))
+	var r struct{ Usage usage }
+	require.NoError(t, json.Unmarshal(body, &r))
+	require.Equal(t, 3, r.Usage.PromptTokens, "the prompt is prompt, not Prompt")
+
+	b := chatBody("hi", 1)
+	b["Cache_Salt"] = "x"
+	code, body = post(t, base+"/v1/chat/completions/render", b)
+	require.Equal(t, http.StatusOK, code, string(body))
+	require.Contains(t, string(body), `"cache_salt":null`)
+}
