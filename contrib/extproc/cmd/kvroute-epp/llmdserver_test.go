@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -232,3 +233,27 @@ func TestLLMDIgnoredFlags(t *testing.T) {
 }
 
 func writeFile(path, s string) error { return os.WriteFile(path, []byte(s), 0o600) }
+
+// The README's list of llm-d's router EPP flags that kvroute-epp accepts
+// and ignores is llmdIgnoredFlags: no flag kvroute-epp honours (such as
+// --ha-enable-leader-election or --tracing) is told to be ignored, and no
+// ignored one is left out.
+func TestREADMEListsTheLLMDIgnoredFlags(t *testing.T) {
+	b, err := os.ReadFile("../../../../README.md")
+	require.NoError(t, err)
+	readme := strings.Join(strings.Fields(string(b)), " ")
+	const tail = " are checked, accepted and logged once at start as ignored."
+	end := strings.Index(readme, tail)
+	require.NotEqual(t, -1, end, "the README lists llm-d's flags kvroute-epp ignores")
+	start := strings.LastIndex(readme[:end], ". ")
+	require.NotEqual(t, -1, start)
+	listed := map[string]bool{}
+	for _, m := range regexp.MustCompile("`--([a-z0-9-]+)`").FindAllStringSubmatch(readme[start:end], -1) {
+		listed[m[1]] = true
+	}
+	want := map[string]bool{}
+	for name := range llmdIgnoredFlags {
+		want[name] = true
+	}
+	require.Equal(t, want, listed, "README: %s", readme[start:end+len(tail)])
+}
