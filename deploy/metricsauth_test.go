@@ -7,13 +7,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 )
 
 // kvroute-epp, as llm-d's router EPP, asks for a Kubernetes token from each
 // metrics caller by default; the plain manifests and the chart, whose
-// monitors scrape without one, pass --metrics-endpoint-auth=false. The
+// monitors scrape without one by default, pass --metrics-endpoint-auth=false. The
 // chart's metricsEndpointAuth turns it on with the RBAC it needs: the
 // picker may review tokens and access (system:auth-delegator), and a
 // ClusterRole grants get on /metrics to bind a Prometheus to.
@@ -66,4 +67,75 @@ func TestManifestsGraceCoversTheDrainWindow(t *testing.T) {
 		}
 	}
 	require.GreaterOrEqual(t, grace(chartObjects(t, loadSchemas(t), minimalValues)["Deployment"][0]), int64(30+10+10))
+}
+
+// With metricsEndpointAuth, the chart's own ServiceMonitor must send a
+// token the picker allows, or every scrape is answered 401 and the
+// dashboard and alert rules see nothing: it sends the token of a service
+// account of its own (a kubernetes.io/service-account-token Secret in the
+// release's namespace, which the Prometheus Operator reads), bound to the
+// ClusterRole that grants get on /metrics and nothing else.
+func TestChartServiceMonitorSendsATokenWithMetricsEndpointAuth(t *testing.T) {
+	s := loadSchemas(t)
+	off := chartObjects(t, s, strings.Replace(minimalValues, "inferenceExtension:\n",
+		"inferenceExtension:\n  monitoring: {prometheus: {enable: true}}\n", 1))
+	require.Len(t, off["ServiceMonitor"], 1)
+	require.NotContains(t, string(off["ServiceMonitor"][0]), "authorization")
+	require.Empty(t, off["Secret"])
+
+	on := chartObjects(t, s, strings.Replace(minimalValues, "inferenceExtension:\n",
+		"inferenceExtension:\n  metricsEndpointAuth: true\n  monitoring: {prometheus: {enable: true}}\n", 1))
+	var sm struct {
+		Spec struct {
+			Endpoints []struct {
+				Port          string
+				Path          string
+				Authorization *struct {
+					Type        string
+					Credentials struct{ Name, Key string }
+				}
+			}
+		}
+	}
+	require.NoError(t, yaml.Unmarshal(on["ServiceMonitor"][0], &sm))
+	require.Len(t, sm.Spec.Endpoints, 1)
+	ep := sm.Spec.Endpoints[0]
+	require.Equal(t, "/metrics", ep.Path)
+	require.NotNil(t, ep.Authorization, "the ServiceMonitor scrapes without a token:\n%s", on["ServiceMonitor"][0])
+	require.Equal(t, "Bearer", ep.Authorization.Type)
+	require.Equal(t, "token", ep.Authorization.Credentials.Key)
+
+	// The Secret holds the token of a service account of the chart's.
+	require.Len(t, on["Secret"], 1)
+	var secret corev1.Secret
+	require.NoError(t, yaml.UnmarshalStrict(on["Secret"][0], &secret))
+	require.Equal(t, ep.Authorization.Credentials.Name, secret.Name)
+	require.Equal(t, "llm", secret.Namespace)
+	require.Equal(t, corev1.SecretTypeServiceAccountToken, secret.Type)
+	reader := secret.Annotations[corev1.ServiceAccountNameKey]
+	accounts := map[string]bool{}
+	for _, doc := range on["ServiceAccount"] {
+		var sa corev1.ServiceAccount
+		require.NoError(t, yaml.UnmarshalStrict(doc, &sa))
+		accounts[sa.Name] = true
+	}
+	require.True(t, accounts[reader], "the token's service account %q is not the chart's", reader)
+
+	// That account may get /metrics: bound to the metrics-reader
+	// ClusterRole, not to the picker's auth-delegator.
+	var reads []string
+	for _, doc := range on["ClusterRoleBinding"] {
+		var crb rbacv1.ClusterRoleBinding
+		require.NoError(t, yaml.UnmarshalStrict(doc, &crb))
+		for _, sub := range crb.Subjects {
+			if sub.Kind == "ServiceAccount" && sub.Name == reader && sub.Namespace == "llm" {
+				reads = append(reads, crb.RoleRef.Name)
+			}
+		}
+	}
+	require.Len(t, on["ClusterRole"], 1)
+	var cr rbacv1.ClusterRole
+	require.NoError(t, yaml.UnmarshalStrict(on["ClusterRole"][0], &cr))
+	require.Equal(t, []string{cr.Name}, reads)
+	require.Equal(t, []string{"/metrics"}, cr.Rules[0].NonResourceURLs)
 }
