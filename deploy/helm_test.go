@@ -340,3 +340,19 @@ func requireEndpointLabelKept(t *testing.T, doc []byte) {
 		require.True(t, dropped, "the ServiceMonitor keeps the operator's endpoint target label:\n%s", doc)
 	}
 }
+
+// inferenceExtension.flags are rendered --name=value with the value as the
+// values file gives it: Helm reads a YAML number as a float64, which Go
+// prints in exponent form from a million on (--max-body-bytes=6.7108864e+07,
+// which kvroute-epp refuses), so a whole number is rendered as the integer it
+// is; other numbers, strings and booleans as they are.
+func TestChartRendersFlagValuesAsWritten(t *testing.T) {
+	objs := chartObjects(t, loadSchemas(t), strings.Replace(minimalValues, "inferenceExtension:\n",
+		"inferenceExtension:\n  flags: {max-body-bytes: 67108864, grpc-max-recv-msg-size: 104857600, v: 4, "+
+			"readiness-interval: 2s, enable-pprof: false, ratio: 0.25, negative: -3000000}\n", 1))
+	args := eppArgs(t, objs["Deployment"][0])
+	for _, want := range []string{"--max-body-bytes=67108864", "--grpc-max-recv-msg-size=104857600", "--v=4",
+		"--readiness-interval=2s", "--enable-pprof=false", "--ratio=0.25", "--negative=-3000000"} {
+		require.Contains(t, args, want)
+	}
+}
