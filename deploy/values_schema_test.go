@@ -39,6 +39,9 @@ func TestChartRejectsUnknownValues(t *testing.T) {
 		"target port":         {minimalValues + "inferencePool: {targetPorts: [{port: 8000}]}\n", "port"},
 		"route":               {minimalValues + "httpRoute: {timeout: 30s}\n", "timeout"},
 		"a number for a flag": {minimalValues + "inferenceExtension: {strictConfig: 1}\n", "strictConfig"},
+		// The PodMonitor's port is the container port's name: a number is
+		// refused by the API server, so by the chart first.
+		"a number for the engines' port": {minimalValues + "inferenceExtension: {monitoring: {prometheus: {modelServers: {port: 8000}}}}\n", "port"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			err := chartValuesError(t, tc.values)
@@ -67,7 +70,7 @@ inferenceExtension:
   resources: {limits: {memory: 8Gi}}
   affinity: {nodeAffinity: {}}
   image: {tag: 0.2}
-  monitoring: {prometheus: {enable: true, interval: 30s, rules: {enable: false}, modelServers: {enable: true, port: 8000, path: /metrics}}}
+  monitoring: {prometheus: {enable: true, interval: 30s, rules: {enable: false}, modelServers: {enable: true, port: metrics, path: /metrics}}}
 httpRoute: {enable: true, parentRefs: [{name: gw}], path: /v1, requestTimeout: 60s}
 `,
 	} {
