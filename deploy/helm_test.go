@@ -209,6 +209,10 @@ func TestChartRejectsMissingValues(t *testing.T) {
 		"route without gateway": {minimalValues + "httpRoute: {enable: true}\n", "httpRoute.parentRefs is required"},
 		"negative body budget":  {"inferenceExtension: {model: m, maxBodyBytesInFlight: -1}\ninferencePool: {modelServers: {matchLabels: {app: vllm}}}\n", "maxBodyBytesInFlight (-1) must not be negative"},
 		"too many fallbacks":    {"inferenceExtension: {model: m, fallbacks: 17}\ninferencePool: {modelServers: {matchLabels: {app: vllm}}}\n", "inferenceExtension.fallbacks 17 is not between 0 and 16"},
+		// The picker's Service is <pool>-epp, at most 63 characters: a longer
+		// pool name is refused, not cut (an HTTPRoute of the user's naming the
+		// pool would name no pool).
+		"pool name too long": {"inferenceExtension: {model: m}\ninferencePool: {name: " + strings.Repeat("p", 60) + ", modelServers: {matchLabels: {app: vllm}}}\n", "inferencePool.name " + strings.Repeat("p", 60) + " is longer than 59 characters"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := renderChart(t, tc.values)

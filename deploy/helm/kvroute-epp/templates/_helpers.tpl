@@ -1,6 +1,14 @@
-{{/* The InferencePool's name. */}}
+{{/* The InferencePool's name: inferencePool.name as it is (at most 59 characters, so that the
+picker's Service, <pool>-epp, is a DNS label), else the release name. */}}
 {{- define "kvroute-epp.pool" -}}
-{{- .Values.inferencePool.name | default .Release.Name | trunc 59 | trimSuffix "-" -}}
+{{- with .Values.inferencePool.name -}}
+{{- if gt (len .) 59 -}}
+{{- fail (printf "inferencePool.name %s is longer than 59 characters: the picker's Service, <name>-epp, is a DNS label of at most 63" .) -}}
+{{- end -}}
+{{- . -}}
+{{- else -}}
+{{- .Release.Name | trunc 59 | trimSuffix "-" -}}
+{{- end -}}
 {{- end -}}
 
 {{/* The picker's name (Deployment, Service, ServiceAccount, Role): <pool>-epp. */}}
