@@ -14,6 +14,7 @@ import (
 	"helm.sh/helm/v3/pkg/engine"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kvroute/kvroute/llmd"
@@ -359,4 +360,38 @@ func TestChartRendersFlagValuesAsWritten(t *testing.T) {
 		"--readiness-interval=2s", "--enable-pprof=false", "--ratio=0.25", "--negative=-3000000"} {
 		require.Contains(t, args, want)
 	}
+}
+
+// kvroute-epp --ha-enable-leader-election, passed through
+// inferenceExtension.flags, competes for a coordination.k8s.io Lease in the
+// pool's namespace (client-go's LeaseLock gets, creates and updates it):
+// the chart's Role grants that then, and only then, or no replica could
+// ever take the Lease and become ready.
+func TestChartGrantsTheLeaseToLeaderElection(t *testing.T) {
+	leases := func(values string) []rbacv1.PolicyRule {
+		t.Helper()
+		objs := chartObjects(t, loadSchemas(t), values)
+		require.Len(t, objs["Role"], 1)
+		var role rbacv1.Role
+		require.NoError(t, yaml.UnmarshalStrict(objs["Role"][0], &role))
+		var out []rbacv1.PolicyRule
+		for _, r := range role.Rules {
+			if slices.Contains(r.APIGroups, "coordination.k8s.io") {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	require.Empty(t, leases(minimalValues))
+	for _, v := range []string{"true", `"true"`, "True", "1"} {
+		rules := leases(strings.Replace(minimalValues, "inferenceExtension:\n",
+			"inferenceExtension:\n  replicas: 2\n  flags: {ha-enable-leader-election: "+v+"}\n", 1))
+		require.Len(t, rules, 1, v)
+		require.Equal(t, []string{"leases"}, rules[0].Resources)
+		for _, verb := range []string{"get", "create", "update"} {
+			require.Contains(t, rules[0].Verbs, verb)
+		}
+	}
+	require.Empty(t, leases(strings.Replace(minimalValues, "inferenceExtension:\n",
+		"inferenceExtension:\n  flags: {ha-enable-leader-election: false}\n", 1)))
 }
