@@ -105,13 +105,23 @@ type watchedConn struct {
 }
 
 // Write writes to the connection. net/http writes a response while a
-// header is due only to refuse a request it could not read (its handlers
-// write in phaseHandler): that one is counted.
+// header is due to refuse a request it could not read (its handlers write
+// in phaseHandler): that one, a 4xx or 5xx, is counted. It also answers
+// "OPTIONS *" there itself, with a 200 that refuses nothing and is not
+// counted.
 func (c *watchedConn) Write(p []byte) (int, error) {
-	if c.phase.Load() == phaseHeader && bytes.HasPrefix(p, []byte("HTTP/1.")) {
+	if c.phase.Load() == phaseHeader && refusal(p) {
 		c.w.Refused.Inc()
 	}
 	return c.Conn.Write(p)
+}
+
+// refusal reports whether p starts an HTTP/1 response whose status is an
+// error (4xx or 5xx): "HTTP/1.1 400 Bad Request".
+func refusal(p []byte) bool {
+	const proto = "HTTP/1.x "
+	return len(p) > len(proto) && bytes.HasPrefix(p, []byte("HTTP/1.")) && p[len(proto)-1] == ' ' &&
+		(p[len(proto)] == '4' || p[len(proto)] == '5')
 }
 
 // SetReadDeadline sets the connection's read deadline. After a request,

@@ -92,3 +92,36 @@ func TestWatcherCountsHeaderTimeoutsAndRefusals(t *testing.T) {
 	require.Equal(t, 1.0, testutil.ToFloat64(w.Refused))
 	require.Equal(t, 1.0, testutil.ToFloat64(w.HeaderTimeouts))
 }
+
+// net/http answers "OPTIONS *" itself, before any handler, with a 200: an
+// answer, not a refusal, so a client that sends it is not counted as
+// refused; a request net/http cannot read still is.
+func TestWatcherDoesNotCountServerOptionsAsRefused(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	w := newWatcher()
+	addr := serve(t, w, &http.Server{
+		ReadHeaderTimeout: time.Minute,
+		Handler:           http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}),
+	})
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(time.Minute))) // a hang guard only
+	br := bufio.NewReader(c)
+	_, err = io.WriteString(c, "OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n")
+	require.NoError(t, err)
+	resp, err := http.ReadResponse(br, nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	require.NoError(t, resp.Body.Close())
+	require.Zero(t, testutil.ToFloat64(w.Refused), "net/http's answer to OPTIONS * is not a refusal")
+
+	_, err = io.WriteString(c, "GET / HTTP/9.9\r\nHost: x\r\n\r\n") // an unsupported version
+	require.NoError(t, err)
+	resp, err = http.ReadResponse(br, nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusHTTPVersionNotSupported, resp.StatusCode)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, 1.0, testutil.ToFloat64(w.Refused))
+}

@@ -5,8 +5,9 @@
 // a header over the size limit, an unsupported HTTP version) with a 4xx or
 // 5xx of its own. Both happen silently, so a Watcher wraps the server's
 // listener and watches each connection's reads, deadlines and writes: a
-// read that times out while a header is due is a header timeout, and a
-// response written while a header is due is a refusal. The kvroute
+// read that times out while a header is due is a header timeout, and an
+// error response (4xx or 5xx) written while a header is due is a refusal
+// (net/http's own 200 to "OPTIONS *" is not). The kvroute
 // gateway and the P/D routing sidecar count them with it.
 //
 // Ownership: a watched connection's phase is written by the connection's
