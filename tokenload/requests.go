@@ -148,9 +148,6 @@ type tableEntry struct {
 	prev, next *tableEntry
 }
 
-// NewRequestTable returns an empty table. With opts.Registerer set it
-// registers kvroute_tokenload_request_ids_total{outcome} and the gauge
-
 // validate reports the first invalid setting of c (NewRequestTable and
 // LoadRequestTableConfig refuse it).
 func (c RequestTableConfig) validate() error {
@@ -163,6 +160,9 @@ func (c RequestTableConfig) validate() error {
 	return nil
 }
 
+// NewRequestTable returns an empty table bounded by cfg (its zero fields
+// mean the defaults; a negative one is an error). With opts.Registerer set
+// it registers kvroute_tokenload_request_ids_total{outcome} and the gauge
 // kvroute_tokenload_request_table_entries (Close unregisters them).
 func NewRequestTable(cfg RequestTableConfig, opts Options) (*RequestTable, error) {
 	if err := cfg.validate(); err != nil {
