@@ -72,10 +72,29 @@ func Classify(err error) Kind {
 	case unreachable(err):
 		return Unreachable
 	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNABORTED), errors.Is(err, syscall.EPIPE),
-		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed),
+		serverClosedIdle(err):
 		return Closed
 	}
 	return Other
+}
+
+// serverClosedIdleText is the text of net/http's unexported
+// errServerClosedIdle.
+const serverClosedIdleText = "http: server closed idle connection"
+
+// serverClosedIdle reports whether err is, or wraps, net/http's
+// errServerClosedIdle: its Transport returns it for a request it cannot
+// resend (a POST) written on a kept-alive connection that the server
+// closed meanwhile, at its idle timeout (uvicorn's 5 s keep-alive in front
+// of vLLM). The error is unexported, so it is told by its text.
+func serverClosedIdle(err error) bool {
+	for ; err != nil; err = errors.Unwrap(err) {
+		if err.Error() == serverClosedIdleText {
+			return true
+		}
+	}
+	return false
 }
 
 // unreachable reports whether err is a failure to connect: a refusal, an

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"syscall"
@@ -41,6 +42,14 @@ func TestClassifyWrappedErrors(t *testing.T) {
 		{"unexpected eof", fmt.Errorf("reading: %w", io.ErrUnexpectedEOF), Closed},
 		{"closed", read(net.ErrClosed), Closed},
 		{"malformed", errors.New(`malformed HTTP status code "x"`), Other},
+		// net/http's Transport returns its unexported errServerClosedIdle
+		// for a POST written on a kept-alive connection the server closed
+		// meanwhile (its idle timeout, as uvicorn's 5 s keep-alive in
+		// front of vLLM): bare from RoundTrip, in a *url.Error from a
+		// Client.
+		{"server closed idle", errors.New("http: server closed idle connection"), Closed},
+		{"server closed idle, client", &url.Error{Op: "Post", URL: "http://10.0.0.1:8000/v1/completions",
+			Err: errors.New("http: server closed idle connection")}, Closed},
 	} {
 		require.Equal(t, c.want, Classify(c.err), c.name)
 	}
