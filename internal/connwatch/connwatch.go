@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -37,6 +38,12 @@ type Watcher struct {
 // (so that a handler's start is known), and returns ln wrapped, for
 // srv.Serve: connections accepted through it are watched. Call it before
 // Serve, once per server.
+//
+// net/http answers "OPTIONS *" itself, without the Handler; unless srv
+// disables that (DisableGeneralOptionsHandler), the wrapper answers it as
+// net/http does, so that its start is known too: net/http reads the next
+// request's first byte meanwhile and ends that read with a deadline in the
+// past, which would otherwise be taken for a header timeout.
 func (w *Watcher) Install(srv *http.Server, ln net.Listener) net.Listener {
 	srv.ConnState = w.connState
 	srv.ConnContext = w.connContext
@@ -44,11 +51,27 @@ func (w *Watcher) Install(srv *http.Server, ln net.Listener) net.Listener {
 	if h == nil {
 		h = http.DefaultServeMux
 	}
+	options := !srv.DisableGeneralOptionsHandler
+	srv.DisableGeneralOptionsHandler = true // answered below instead
 	srv.Handler = http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		HandlerStarted(r)
+		if options && r.RequestURI == "*" && r.Method == http.MethodOptions {
+			serverOptions(rw, r)
+			return
+		}
 		h.ServeHTTP(rw, r)
 	})
 	return &watchedListener{Listener: ln, w: w}
+}
+
+// serverOptions answers "OPTIONS *" as net/http's server does (its
+// globalOptionsHandler): an empty 200, after reading at most 4 KiB of a
+// body, closing the connection beyond.
+func serverOptions(rw http.ResponseWriter, r *http.Request) {
+	rw.Header().Set("Content-Length", "0")
+	if r.ContentLength != 0 {
+		_, _ = io.Copy(io.Discard, http.MaxBytesReader(rw, r.Body, 4<<10))
+	}
 }
 
 // connState is the http.Server's ConnState hook: a connection back in

@@ -125,3 +125,33 @@ func TestWatcherDoesNotCountServerOptionsAsRefused(t *testing.T) {
 	require.NoError(t, resp.Body.Close())
 	require.Equal(t, 1.0, testutil.ToFloat64(w.Refused))
 }
+
+// net/http reads the first byte of a connection's next request while it
+// answers "OPTIONS *" itself, and ends that read with a deadline in the
+// past once the answer is out: that is no header timeout, so requests that
+// each arrive whole count none.
+func TestWatcherCountsNoHeaderTimeoutForServerOptions(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	w := newWatcher()
+	addr := serve(t, w, &http.Server{
+		ReadHeaderTimeout: time.Minute,
+		Handler:           http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}),
+	})
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(time.Minute))) // a hang guard only
+	br := bufio.NewReader(c)
+	for _, req := range []string{"OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n", "GET / HTTP/1.1\r\nHost: x\r\n\r\n"} {
+		_, err = io.WriteString(c, req)
+		require.NoError(t, err)
+		resp, err := http.ReadResponse(br, nil)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		require.NoError(t, resp.Body.Close())
+	}
+	// The GET was read after the OPTIONS answer's end: its read is over.
+	require.Zero(t, testutil.ToFloat64(w.HeaderTimeouts), "every header came at once")
+	require.Zero(t, testutil.ToFloat64(w.Refused))
+}
