@@ -14,10 +14,10 @@ type Config struct {
 	// Window is how many of an endpoint's latest observed requests decide
 	// whether its misses persist. Default 20.
 	Window int `json:"window"`
-	// MissRatio is the share of the window's requests that must have missed
-	// (|predicted − actual| > ToleranceTokens) for the endpoint to be marked
-	// inaccurate; it is marked accurate again when the share falls to half
-	// of it. Default 0.5.
+	// MissRatio is the share of the window's requests that missed
+	// (|predicted − actual| > ToleranceTokens) above which the endpoint is
+	// marked inaccurate, in [0, 1) (no share is above 1); it is marked
+	// accurate again when the share falls to half of it. Default 0.5.
 	MissRatio float64 `json:"missRatio"`
 	// ToleranceTokens is the error, in tokens, still counted as a hit. vLLM
 	// reuses whole blocks, so a converged index errs by 0; default 0.
@@ -59,8 +59,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.Window < 0 || c.Window > 10_000:
 		return fmt.Errorf("accuracy.window %d is outside [0, 10000]", c.Window)
-	case !(c.MissRatio >= 0 && c.MissRatio <= 1): // NaN too
-		return fmt.Errorf("accuracy.missRatio %v is outside [0, 1]", c.MissRatio)
+	case !(c.MissRatio >= 0 && c.MissRatio < 1): // NaN too; no share is more than 1
+		return fmt.Errorf("accuracy.missRatio %v is outside [0, 1)", c.MissRatio)
 	case c.ToleranceTokens < 0:
 		return fmt.Errorf("accuracy.toleranceTokens %d is negative", c.ToleranceTokens)
 	case c.ResyncInterval < 0:

@@ -37,8 +37,24 @@ func TestZeroConfigMeansTheDefaults(t *testing.T) {
 // it compared false with every share, so an endpoint whose predictions all
 // missed was never marked inaccurate, and New took it silently.
 func TestValidateRefusesANaNMissRatio(t *testing.T) {
-	require.ErrorContains(t, Config{MissRatio: math.NaN()}.Validate(), "accuracy.missRatio NaN is outside [0, 1]")
+	require.ErrorContains(t, Config{MissRatio: math.NaN()}.Validate(), "accuracy.missRatio NaN is outside [0, 1)")
 	_, err := New(Config{MissRatio: math.NaN()}, 64, Options{})
 	require.Error(t, err)
-	require.NoError(t, Config{MissRatio: 1}.Validate())
+	require.NoError(t, Config{MissRatio: 0.99}.Validate())
+}
+
+// A MissRatio of 1 is refused by name: an endpoint is marked inaccurate
+// when more than MissRatio of its window missed, and no share is more than
+// 1, so New took it and an endpoint whose every prediction missed was never
+// marked (nor resynced).
+func TestValidateRefusesAMissRatioOfOne(t *testing.T) {
+	require.ErrorContains(t, Config{MissRatio: 1}.Validate(), "accuracy.missRatio 1 is outside [0, 1)")
+	_, err := New(Config{MissRatio: 1}, 64, Options{})
+	require.Error(t, err)
+
+	l, _, _ := newLoop(t, Config{Window: 2, MissRatio: 0.99}, nil)
+	for range 2 {
+		observe(l, Prediction{Endpoint: ep, PromptTokens: 256, CachedTokens: 256}, 0)
+	}
+	require.True(t, l.Inaccurate(ep), "the highest ratio accepted still marks an endpoint whose every prediction missed")
 }
