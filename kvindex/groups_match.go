@@ -45,7 +45,13 @@ func (s *matchScratch) limitHybrid(keys []Key, bs int) {
 			n, _ = s.capEntry(i, n, nil)
 		}
 		hy.mu.RLock()
-		s.hyL[i] = int32(hy.usable(keys, n, bs, &sp))
+		if hy.dead {
+			// Cleared since resolve: its blocks are gone (Clear removes
+			// them before the groups), whatever the walk saw of them.
+			s.hyL[i] = 0
+		} else {
+			s.hyL[i] = int32(hy.usable(keys, n, bs, &sp))
+		}
 		hy.mu.RUnlock()
 	}
 	s.hyDone = true

@@ -318,11 +318,8 @@ func (ix *Index) Remove(endpoint string, hashes []uint64, tier string, group int
 func (ix *Index) Clear(endpoint string) (removed int) {
 	ix.SetEngineBlockSize(endpoint, 0)
 	ep, _ := ix.lockEndpoint(endpoint, false)
-	// The groups go under the endpoint's lock, which StoreGroup records
-	// them under: a group store cannot slip in between them and the
-	// blocks.
-	ix.clearGroups(endpoint)
 	if ep == nil {
+		ix.clearGroups(endpoint)
 		return 0
 	}
 	defer ep.mu.Unlock()
@@ -341,6 +338,12 @@ func (ix *Index) Clear(endpoint string) (removed int) {
 			}
 		}
 	}
+	// The groups go after the blocks, so that a Match that finds them
+	// gone finds the blocks gone too (one that read the groups before
+	// reads them dead, see limitHybrid), and under the endpoint's lock,
+	// which StoreGroup records them under: a group store cannot slip in
+	// between them and the blocks.
+	ix.clearGroups(endpoint)
 	ep.eng.Reset()
 	ep.cx, ep.cxExtra, ep.spec = nil, 0, nil
 	ix.account(ep)
