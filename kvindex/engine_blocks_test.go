@@ -88,3 +88,23 @@ func TestEngineBlockSizeAndGroupsCompose(t *testing.T) {
 		require.Equal(t, 2, blocks[0])
 	}
 }
+
+// A Match racing a Clear of an endpoint whose engine has another block size
+// never reports more than its whole engine blocks: Clear forgot the size
+// before removing the blocks, so a Match that resolved its candidates in
+// between credited the blocks its walk still saw unrounded, beyond the
+// last whole engine block.
+func TestMatchRacingClearKeepsEngineBlockCap(t *testing.T) {
+	ix := newTestIndex(t, Config{})
+	prompt := seq(1, 8*testBS)
+	// 8 router blocks are 2 whole engine blocks of 3: 6 router blocks.
+	// Blocks of another prompt stored first, which Clear removes first,
+	// leave the walk time to see the prompt's.
+	other := seq(1_000_000, 200*testBS)
+	wrong, checked := matchesDuringClear(t, ix, prompt, 60, 6, func() {
+		ix.SetEngineBlockSize("a", 3*testBS)
+		require.NoError(t, ix.Store("a", storeEv("m", 1000, other)))
+		require.NoError(t, ix.Store("a", storeEv("m", 100, prompt)))
+	})
+	require.Zero(t, wrong, "matches beyond the whole engine blocks, of %d", checked)
+}

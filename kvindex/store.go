@@ -316,10 +316,10 @@ func (ix *Index) Remove(endpoint string, hashes []uint64, tier string, group int
 // "endpoint_removed" whether the caller clears because the engine reported
 // AllBlocksCleared, restarted, or left the pool.
 func (ix *Index) Clear(endpoint string) (removed int) {
-	ix.SetEngineBlockSize(endpoint, 0)
 	ep, _ := ix.lockEndpoint(endpoint, false)
 	if ep == nil {
 		ix.clearGroups(endpoint)
+		ix.SetEngineBlockSize(endpoint, 0)
 		return 0
 	}
 	defer ep.mu.Unlock()
@@ -344,6 +344,9 @@ func (ix *Index) Clear(endpoint string) (removed int) {
 	// which StoreGroup records them under: a group store cannot slip in
 	// between them and the blocks.
 	ix.clearGroups(endpoint)
+	// The engine block size too: a Match that resolved its candidates
+	// before it went still rounds the blocks it sees down.
+	ix.SetEngineBlockSize(endpoint, 0)
 	ep.eng.Reset()
 	ep.cx, ep.cxExtra, ep.spec = nil, 0, nil
 	ix.account(ep)
