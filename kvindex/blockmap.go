@@ -31,8 +31,9 @@ import (
 //     after replacing it.
 //
 // Readers never block: Load is a probe over atomic loads of the current
-// table, which reads a slot of its key again only when the slot's value
-// changed while it read the key. Blocks only move forward along their
+// table, which takes a slot's value when the slot's key reads as its own
+// before and after it, and reads the slot again when the key changed
+// meanwhile. Blocks only move forward along their
 // probe, and are written at their new slot before leaving the old one, so
 // a reader always finds a block that is present.
 type blockMap struct {

@@ -41,12 +41,12 @@ func (m *blockMap) loadBatch(keys []Key, vs *[probeBatch]blockVal) int {
 		i := homeSlot(h, len(t.slots))
 		s := &t.slots[i]
 		tabs[j], sp[j], home[j] = t, s, i
-		vals[j] = atomic.LoadUint64(&s.val)
 		found[j] = atomic.LoadUint64(&s.key)
+		vals[j] = atomic.LoadUint64(&s.val)
 	}
 	for j, k := range keys {
 		v, t := vals[j], tabs[j]
-		if v != 0 && (v == tombVal || found[j] != uint64(k) || atomic.LoadUint64(&sp[j].val) != v) {
+		if v != 0 && (v == tombVal || found[j] != uint64(k) || atomic.LoadUint64(&sp[j].key) != found[j]) {
 			// Not in its home slot (or that slot changed meanwhile): the
 			// probe, usually over the cache line just loaded.
 			v = t.probe(k, home[j])
@@ -62,25 +62,29 @@ func (m *blockMap) loadBatch(keys []Key, vs *[probeBatch]blockVal) int {
 // probe returns the slot value of key in t, searching from slot i (its
 // home slot, or a later one of its probe) on, or 0 when an empty slot ends
 // the probe first: Load's loop, which loadBatch and presBatch also take for
-// a key not in its home slot. A slot's value is taken only when it reads
-// the same before and after the slot's key does: a block that an insert
+// a key not in its home slot. A slot's value is taken only when the slot's
+// key reads as key before and after the value does. A block that an insert
 // moves out of its home slot (see blockTable.insert) leaves the slot's
-// value a tombstone while its key changes, so a value and key read on
-// either side of the change never pair up. A slot of the key whose value
-// changed between the two reads is read again, not passed: the change may
-// be an update in place (the block is still there, and no later slot of
-// the probe holds it) or the move of the block further along the probe,
-// which the next read sees as a tombstone or another key.
+// value a tombstone while the key changes, so a value read across the
+// change is either a tombstone or comes with another key on one side;
+// reading the key on both sides, rather than the value, also refuses the
+// value of another block that took the slot meanwhile and happens to have
+// the same value (two blocks held only by the same endpoint do), which a
+// value read twice would take for key's. A slot that held key when its
+// key was first read and no longer did after its value was read is read
+// again, not passed: the block may have moved on along the probe, which
+// the next read shows as a tombstone or another key.
 func (t *blockTable) probe(key Key, i uint64) uint64 {
 	n := uint64(len(t.slots))
 	for {
 		s := &t.slots[i]
+		k := atomic.LoadUint64(&s.key)
 		v := atomic.LoadUint64(&s.val)
 		if v == 0 {
 			return 0
 		}
-		if v != tombVal && atomic.LoadUint64(&s.key) == uint64(key) {
-			if atomic.LoadUint64(&s.val) == v {
+		if v != tombVal && k == uint64(key) {
+			if atomic.LoadUint64(&s.key) == k {
 				return v
 			}
 			continue // changed meanwhile: read the slot again

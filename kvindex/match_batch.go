@@ -50,8 +50,8 @@ func (m *blockMap) presBatch(keys []Key, bit []uint64, rel bool, relBase uint32,
 		t := m.shards[h>>(64-8)].tab.Load()
 		s := &t.slots[homeSlot(h, len(t.slots))]
 		tabs[j], sp[j] = t, s
-		vals[j] = atomic.LoadUint64(&s.val)
 		found[j] = atomic.LoadUint64(&s.key)
+		vals[j] = atomic.LoadUint64(&s.val)
 	}
 	// bit's last entry is never set (see grow): IDs beyond it read that.
 	last := uint64(len(bit) - 1)
@@ -66,7 +66,7 @@ func (m *blockMap) presBatch(keys []Key, bit []uint64, rel bool, relBase uint32,
 	pres := &b.pres
 	for j, k := range keys {
 		v, t := vals[j], tabs[j]
-		if v != 0 && (v == tombVal || found[j] != uint64(k) || atomic.LoadUint64(&sp[j].val) != v) {
+		if v != 0 && (v == tombVal || found[j] != uint64(k) || atomic.LoadUint64(&sp[j].key) != found[j]) {
 			// Not in its home slot (or that slot changed meanwhile): the
 			// probe, usually over the cache line just loaded.
 			v = t.probe(k, homeSlot(hashKey(k, m.seed), len(t.slots)))
