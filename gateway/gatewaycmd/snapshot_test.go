@@ -219,8 +219,14 @@ func TestRunStopsAcceptingWhileASnapshotTransferRuns(t *testing.T) {
 	defer cancel()
 	g := startRun(t, ctx, "--snapshot-listen", "127.0.0.1:0", "--peer-token", "tok")
 	defer g.close()
-	m := regexp.MustCompile(`snapshot for peers at (http://[0-9.:]+/kvroute/snapshot)`).FindStringSubmatch(g.stdout.String())
-	require.NotNil(t, m, g.stdout.String())
+	// Run announces the snapshot listener after the public one, which
+	// startRun waits for.
+	re := regexp.MustCompile(`snapshot for peers at (http://[0-9.:]+/kvroute/snapshot)`)
+	var m []string
+	require.Eventually(t, func() bool {
+		m = re.FindStringSubmatch(g.stdout.String())
+		return m != nil
+	}, 30*time.Second, 5*time.Millisecond, "no snapshot listener announced")
 
 	type result struct {
 		code int
