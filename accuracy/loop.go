@@ -170,7 +170,7 @@ func (l *Loop) Close() {
 }
 
 // observe compares p with the engine's actual cached tokens; false when
-// p's endpoint is no longer observed (SetEndpoints, Remove).
+// p's endpoint is not observed (left out by SetEndpoints, or removed since).
 func (l *Loop) observe(p Prediction, actual int) (Observation, bool) {
 	id := p.Endpoint
 	pred := p.CachedTokens
@@ -296,7 +296,12 @@ func (l *Loop) Inaccurate(endpoint string) bool {
 	return w != nil && w.inaccurate
 }
 
-// Remove drops a removed endpoint's window and metric series.
+// Remove drops a removed endpoint's window and metric series. Once
+// SetEndpoints has been called, it also stops observing the endpoint: a
+// request to it that ends later is only counted as late. Before that,
+// while every endpoint is observed, such a request starts a new window and
+// series for it, as for any endpoint; a caller whose endpoints come and go
+// uses SetEndpoints (the Router does).
 func (l *Loop) Remove(endpoint string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
