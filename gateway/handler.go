@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -309,6 +310,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, api, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed; use POST")
 			return
 		}
+		if p := strings.TrimRight(r.URL.Path, "/"); p != r.URL.Path {
+			// The engine gets the API's own path: vLLM answers one with a
+			// trailing slash by a redirect to its own address (the Host
+			// the gateway sends), which the client would follow past the
+			// gateway.
+			r = withPath(r, p)
+		}
 		h.serveInference(w, r, api)
 		return
 	}
@@ -318,6 +326,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h.met.unrouted.Inc()
 	writeError(w, render.APICompletions, http.StatusNotFound, "no route for "+r.Method+" "+r.URL.Path)
+}
+
+// withPath returns a shallow copy of r whose URL has path p.
+func withPath(r *http.Request, p string) *http.Request {
+	c := *r
+	u := *r.URL
+	u.Path, u.RawPath = p, ""
+	c.URL = &u
+	return &c
 }
 
 func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api render.API) {

@@ -485,3 +485,35 @@ func TestGatewayAnswersAModelMismatchWith404(t *testing.T) {
 	require.Contains(t, rec.Body.String(), `"type":"NotFoundError"`)
 	require.Equal(t, 1.0, counter(t, reg, "completions", ResultBadRequest))
 }
+
+// A path with a trailing slash is routed as its API and reaches the engine
+// by the API's own path: vLLM (FastAPI) answers "/v1/completions/" with a
+// 307 redirect built from the request's Host, the engine's own address,
+// which would send the client past the gateway to the engine.
+func TestGatewayForwardsATrailingSlashPathByItsAPIsPath(t *testing.T) {
+	defer leakcheck.Check(t)()
+	h := newHarness(t, 1, Config{})
+	defer h.close()
+	paths := make(chan string, 4)
+	h.ups[0].setInfer(func(w http.ResponseWriter, r *http.Request) {
+		paths <- r.URL.Path
+		if strings.HasSuffix(r.URL.Path, "/") {
+			// Starlette's redirect_slashes.
+			w.Header().Set("Location", "http://"+r.Host+strings.TrimRight(r.URL.Path, "/"))
+			w.WriteHeader(http.StatusTemporaryRedirect)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"choices":[]}`)
+	})
+	h.client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	for path, body := range map[string]string{
+		"/v1/completions/":       completionsBody("hi", false),
+		"/v1/chat/completions//": `{"model":"test-model","messages":[{"role":"user","content":"hi"}]}`,
+	} {
+		resp := h.post(path, body)
+		got := readAll(t, resp)
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s: %s (Location %q)", path, got, resp.Header.Get("Location"))
+		require.Equal(t, strings.TrimRight(path, "/"), recv(t, paths, "the engine's request"))
+	}
+}
