@@ -455,7 +455,7 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api ren
 			// serve, 404. The client should name a served model (or the
 			// gateway map its alias, ServerConfig.Models).
 			am.results[ResultBadRequest].Inc()
-			writeError(w, api, http.StatusNotFound, err.Error())
+			writeParamError(w, api, http.StatusNotFound, err.Error(), "model")
 			return
 		}
 		am.results[ResultNoEndpoint].Inc()
@@ -553,13 +553,23 @@ func (h *Handler) serveModels(w http.ResponseWriter, r *http.Request) {
 }
 
 // writeError writes an error in the shape of api: Anthropic's for Messages,
-// OpenAI's (as vLLM sends it) otherwise.
+// OpenAI's (as vLLM sends it, param null) otherwise.
 func writeError(w http.ResponseWriter, api render.API, status int, msg string) {
+	writeParamError(w, api, status, msg, "")
+}
+
+// writeParamError is writeError naming param, the request's offending
+// member, in OpenAI's shape ("" is null); Anthropic's has no param.
+func writeParamError(w http.ResponseWriter, api render.API, status int, msg, param string) {
 	var v any
 	if api == render.APIMessages {
 		v = map[string]any{"type": "error", "error": map[string]any{"type": anthropicType(status), "message": msg}}
 	} else {
-		v = map[string]any{"error": map[string]any{"message": msg, "type": openAIType(status), "param": nil, "code": status}}
+		var p any
+		if param != "" {
+			p = param
+		}
+		v = map[string]any{"error": map[string]any{"message": msg, "type": openAIType(status), "param": p, "code": status}}
 	}
 	var buf bytes.Buffer
 	_ = json.NewEncoder(&buf).Encode(v) // maps of strings and ints always encode

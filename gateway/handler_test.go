@@ -517,3 +517,43 @@ func TestGatewayForwardsATrailingSlashPathByItsAPIsPath(t *testing.T) {
 		require.Equal(t, strings.TrimRight(path, "/"), recv(t, paths, "the engine's request"))
 	}
 }
+
+// A model the gateway finds no endpoint for is answered as vLLM answers a
+// model it does not serve: 404 NotFoundError naming "model" as the
+// offending param (OpenAI's error shape; Anthropic's has no param).
+func TestGatewayNamesTheModelParamOfA404(t *testing.T) {
+	h, err := New(Config{}, errPicker{fmt.Errorf("%w: %q", kvroute.ErrModelMismatch, "alias")}, Options{})
+	require.NoError(t, err)
+	defer h.Close()
+	h.SetEndpoints([]kvroute.Endpoint{{ID: "127.0.0.1:1"}})
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(`{"model":"alias","messages":[]}`)))
+	requireOpenAIError(t, rec, http.StatusNotFound, "NotFoundError", "model")
+
+	rec = httptest.NewRecorder()
+	writeModelNotFound(rec, render.APIResponses, "gamma")
+	requireOpenAIError(t, rec, http.StatusNotFound, "NotFoundError", "model")
+	require.Contains(t, rec.Body.String(), "The model `gamma` does not exist.")
+
+	rec = httptest.NewRecorder()
+	writeModelNotFound(rec, render.APIMessages, "gamma")
+	require.JSONEq(t, `{"type":"error","error":{"type":"not_found_error","message":"The model `+"`gamma`"+` does not exist."}}`, rec.Body.String())
+}
+
+// requireOpenAIError checks that rec holds vLLM's error response: status,
+// and {"error":{"message","type","param","code"}} with those type, param
+// (nil: null) and code.
+func requireOpenAIError(t *testing.T, rec *httptest.ResponseRecorder, status int, typ string, param any) {
+	t.Helper()
+	require.Equal(t, status, rec.Code, rec.Body.String())
+	var e struct {
+		Error map[string]any `json:"error"`
+	}
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &e), rec.Body.String())
+	require.Equal(t, typ, e.Error["type"], rec.Body.String())
+	require.Equal(t, float64(status), e.Error["code"], rec.Body.String())
+	require.NotEmpty(t, e.Error["message"], rec.Body.String())
+	p, ok := e.Error["param"]
+	require.True(t, ok, "param is always present (null when none): %s", rec.Body.String())
+	require.Equal(t, param, p, rec.Body.String())
+}

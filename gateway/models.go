@@ -62,7 +62,7 @@ func (h *Handler) routeModel(w http.ResponseWriter, api render.API, am *apiMetri
 // writeModelNotFound answers a model no endpoint serves: vLLM's 404
 // NotFoundError with param "model".
 func writeModelNotFound(w http.ResponseWriter, api render.API, model string) {
-	writeError(w, api, http.StatusNotFound, fmt.Sprintf("The model `%s` does not exist.", model))
+	writeParamError(w, api, http.StatusNotFound, fmt.Sprintf("The model `%s` does not exist.", model), "model")
 }
 
 // setBodyModel returns body with its top-level "model" set to model. Only
