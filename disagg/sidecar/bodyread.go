@@ -24,25 +24,25 @@ func (h *Handler) refuseBody(w http.ResponseWriter, r *http.Request, err error) 
 	switch {
 	case errors.As(err, &mbe) || errors.Is(err, bytebudget.ErrTooLong):
 		h.refused.WithLabelValues(refusedTooLarge).Inc()
-		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", h.x.cfg.MaxBodyBytes))
+		writeError(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", h.x.cfg.MaxBodyBytes))
 	case errors.Is(err, bytebudget.ErrNoRoom):
 		h.refused.WithLabelValues(refusedBodyBudget).Inc()
 		// The unread rest of the body stays on the connection: close it.
 		w.Header().Set("Connection", "close")
 		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf(
+		writeError(w, r, http.StatusServiceUnavailable, fmt.Sprintf(
 			"the sidecar is holding its limit of %d bytes of request bodies in flight; retry later", h.x.cfg.MaxBodyBytesInFlight))
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		// Checked before the context: net/http cancels it on the
 		// connection's read error.
 		h.refused.WithLabelValues(refusedBodyTimeout).Inc()
 		w.Header().Set("Connection", "close")
-		writeError(w, http.StatusRequestTimeout, fmt.Sprintf(
+		writeError(w, r, http.StatusRequestTimeout, fmt.Sprintf(
 			"the request body did not arrive within the sidecar's body read timeout of %v", h.x.cfg.BodyReadTimeout))
 	case r.Context().Err() != nil:
 		h.refused.WithLabelValues(refusedClientGone).Inc()
 	default:
 		h.refused.WithLabelValues(refusedBadBody).Inc()
-		writeError(w, http.StatusBadRequest, "reading the request body: "+err.Error())
+		writeError(w, r, http.StatusBadRequest, "reading the request body: "+err.Error())
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -134,11 +135,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, ErrTooLarge):
 		h.refused.WithLabelValues(refusedTooLarge).Inc()
-		writeError(w, http.StatusRequestEntityTooLarge, err.Error())
+		writeError(w, r, http.StatusRequestEntityTooLarge, err.Error())
 		return
 	case errors.Is(err, ErrBadRequest):
 		h.refused.WithLabelValues(refusedBadBody).Inc()
-		writeError(w, http.StatusBadRequest, err.Error())
+		writeError(w, r, http.StatusBadRequest, err.Error())
 		return
 	case err != nil:
 		h.refused.WithLabelValues(refusedClientGone).Inc()
@@ -179,24 +180,69 @@ func (h *Handler) decoderFailed(w http.ResponseWriter, r *http.Request, err erro
 	h.x.lg.WarnContext(r.Context(), "decoder request failed", "kind", k.String(), "err", err, "path", r.URL.Path,
 		"request_id", r.Header.Get(RequestIDHeader))
 	h.refused.WithLabelValues(decoderReasons[k]).Inc()
-	writeError(w, http.StatusBadGateway, "the decoder "+k.Text())
+	writeError(w, r, http.StatusBadGateway, "the decoder "+k.Text())
 }
 
-// writeError answers an OpenAI-style error object.
-func writeError(w http.ResponseWriter, status int, msg string) {
-	var b struct {
-		Error struct {
-			Message string `json:"message"`
-			Type    string `json:"type"`
-			Code    int    `json:"code"`
-		} `json:"error"`
-	}
-	b.Error.Message, b.Error.Code = msg, status
-	b.Error.Type = "BadRequestError"
-	if status >= 500 {
-		b.Error.Type = "BadGatewayError"
+// writeError answers r with an error of the sidecar's own in the shape of
+// r's API, as the engine behind it answers its errors: Anthropic's
+// {"type":"error","error":{type,message}} on /v1/messages, vLLM's OpenAI
+// {"error":{message,type,param,code}} elsewhere.
+func writeError(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	var b any
+	if strings.TrimRight(r.URL.Path, "/") == "/v1/messages" {
+		b = anthropicError{Type: "error", Error: anthropicErrorInfo{Type: anthropicType(status), Message: msg}}
+	} else {
+		b = openAIError{Error: openAIErrorInfo{Message: msg, Type: openAIType(status), Code: status}}
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(b)
+}
+
+// openAIError is vLLM's ErrorResponse; Param is always null.
+type openAIError struct {
+	Error openAIErrorInfo `json:"error"`
+}
+
+type openAIErrorInfo struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    int     `json:"code"`
+}
+
+// anthropicError is Anthropic's error response.
+type anthropicError struct {
+	Type  string             `json:"type"`
+	Error anthropicErrorInfo `json:"error"`
+}
+
+type anthropicErrorInfo struct {
+	Type    string `json:"type"`
+	Message string `json:"message"`
+}
+
+// openAIType is the OpenAI error type of the statuses the sidecar answers.
+func openAIType(status int) string {
+	switch status {
+	case http.StatusServiceUnavailable:
+		return "ServiceUnavailableError"
+	case http.StatusBadGateway:
+		return "BadGatewayError"
+	}
+	return "BadRequestError"
+}
+
+// anthropicType is the Anthropic error type of the statuses the sidecar
+// answers.
+func anthropicType(status int) string {
+	switch status {
+	case http.StatusRequestEntityTooLarge:
+		return "request_too_large"
+	case http.StatusServiceUnavailable:
+		return "overloaded_error"
+	case http.StatusBadGateway:
+		return "api_error"
+	}
+	return "invalid_request_error"
 }

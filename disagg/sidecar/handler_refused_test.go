@@ -44,3 +44,24 @@ func TestSidecarCountsRefusedRequests(t *testing.T) {
 	require.Equal(t, 1.0, counter(t, reg, "kvroute_sidecar_requests_total", "outcome", OutcomePlain))
 	require.Zero(t, refused(refusedClientGone))
 }
+
+// The sidecar answers its own errors in the shape of the API it was asked,
+// as the engine behind it would: Anthropic's {"type":"error","error":{type,
+// message}} on /v1/messages, vLLM's OpenAI {"error":{message,type,param,
+// code}} (param null) elsewhere.
+func TestSidecarAnswersErrorsInTheAPIsShape(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	_, _, url := startSidecar(t, Config{DecoderURL: "http://" + freeAddr(t), MaxBodyBytes: 64})
+	big := []byte(`{"model":"m","max_tokens":8,"messages":[{"role":"user","content":"` + strings.Repeat("x", 100) + `"}]}`)
+
+	code, _, b := send(t, url+"/v1/messages", "", big)
+	require.Equal(t, http.StatusRequestEntityTooLarge, code, string(b))
+	require.JSONEq(t, `{"type":"error","error":{"type":"request_too_large","message":"request body larger than 64 bytes"}}`, string(b))
+	code, _, b = send(t, url+"/v1/messages", "", []byte(`{"model":"m"}`))
+	require.Equal(t, http.StatusBadGateway, code, string(b))
+	require.JSONEq(t, `{"type":"error","error":{"type":"api_error","message":"the decoder could not be reached"}}`, string(b))
+
+	code, _, b = send(t, url+"/v1/chat/completions", "", big)
+	require.Equal(t, http.StatusRequestEntityTooLarge, code, string(b))
+	require.JSONEq(t, `{"error":{"message":"request body larger than 64 bytes","type":"BadRequestError","param":null,"code":413}}`, string(b))
+}
