@@ -115,7 +115,9 @@
 // 400 and counted as bad_request.
 //
 // GET /v1/models is forwarded to the endpoints in turn without a routing
-// decision. Server bundles a Handler, a Router, a Prometheus registry
+// decision, as is a browser's CORS preflight (OPTIONS with Origin and
+// Access-Control-Request-Method) of an inference route or /v1/models,
+// which the engine's CORS policy (vLLM's --allowed-origins) answers. Server bundles a Handler, a Router, a Prometheus registry
 // (/metrics) and /health behind an http.Server with graceful shutdown; it is
 // what the kvroute-gateway binaries and the end-to-end suite (e2e) run. It closes a client connection
 // whose request header takes longer than ServerConfig.ReadHeaderTimeout
@@ -127,7 +129,7 @@
 // (the results body_budget and body_timeout count the bodies refused for the
 // budget and the timeout, client_stalled the responses cut because their
 // client read nothing for Config.ResponseWriteTimeout; bad_request also counts a method other than POST
-// on an inference route; upstream_unreachable, upstream_timeout,
+// on an inference route, a CORS preflight aside; upstream_unreachable, upstream_timeout,
 // upstream_closed and upstream_error count the 502s by the kind of the
 // engine's failure, which the client is told in a fixed text while the
 // error itself, naming the engine's address, goes to the log only;

@@ -303,6 +303,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok && r.URL.Path == GeneratePath {
 		api, ok = apiGenerate, true
 	}
+	if (ok || r.URL.Path == "/v1/models") && corsPreflight(r) {
+		// The engine's CORS policy (vLLM's --allowed-origins) answers it.
+		h.serveOne(w, r)
+		return
+	}
 	if ok {
 		if r.Method != http.MethodPost {
 			h.met.byAPI[api].results[ResultBadRequest].Inc()
@@ -534,12 +539,25 @@ func (h *Handler) refuseBodyBudget(w http.ResponseWriter, api render.API, am *ap
 		"the gateway is holding its limit of %d bytes of request bodies in flight; retry later", h.cfg.MaxBodyBytesInFlight))
 }
 
+// corsPreflight reports whether r is a browser's CORS preflight: an
+// OPTIONS with Origin and Access-Control-Request-Method.
+func corsPreflight(r *http.Request) bool {
+	return r.Method == http.MethodOptions && r.Header.Get("Origin") != "" &&
+		r.Header.Get("Access-Control-Request-Method") != ""
+}
+
 // serveModels forwards GET /v1/models to the endpoints in turn.
 func (h *Handler) serveModels(w http.ResponseWriter, r *http.Request) {
 	if h.served != nil {
 		h.serveServedModels(w)
 		return
 	}
+	h.serveOne(w, r)
+}
+
+// serveOne forwards r, without a body or a routing decision, to the
+// endpoints in turn.
+func (h *Handler) serveOne(w http.ResponseWriter, r *http.Request) {
 	eps := *h.endpoints.Load()
 	if len(eps) == 0 {
 		writeError(w, render.APICompletions, http.StatusServiceUnavailable, "the gateway has no endpoints")

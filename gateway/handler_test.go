@@ -557,3 +557,55 @@ func requireOpenAIError(t *testing.T, rec *httptest.ResponseRecorder, status int
 	require.True(t, ok, "param is always present (null when none): %s", rec.Body.String())
 	require.Equal(t, param, p, rec.Body.String())
 }
+
+// A browser's CORS preflight (OPTIONS with Origin and
+// Access-Control-Request-Method) of an inference route or of /v1/models
+// is answered by an engine, as vLLM answers it under its --allowed-origins,
+// not refused as a method other than POST: refused, a browser client that
+// can reach vLLM itself could not send its requests through the gateway.
+// Another OPTIONS is still refused.
+func TestGatewayPassesCORSPreflightsToAnEngine(t *testing.T) {
+	defer leakcheck.Check(t)()
+	h := newHarness(t, 1, Config{})
+	defer h.close()
+	h.ups[0].setInfer(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodOptions && r.Header.Get("Origin") != "" {
+			// Starlette's CORSMiddleware with vLLM's defaults.
+			w.Header().Set("Access-Control-Allow-Origin", r.Header.Get("Origin"))
+			w.Header().Set("Access-Control-Allow-Methods", "DELETE, GET, HEAD, OPTIONS, PATCH, POST, PUT")
+			w.Header().Set("Access-Control-Allow-Headers", r.Header.Get("Access-Control-Request-Headers"))
+			io.WriteString(w, "OK")
+			return
+		}
+		w.WriteHeader(http.StatusMethodNotAllowed)
+	})
+	preflight := func(path string, cors bool) *http.Response {
+		req, err := http.NewRequest(http.MethodOptions, h.gw.URL+path, nil)
+		require.NoError(t, err)
+		if cors {
+			req.Header.Set("Origin", "https://app.example")
+			req.Header.Set("Access-Control-Request-Method", "POST")
+			req.Header.Set("Access-Control-Request-Headers", "authorization,content-type")
+		}
+		resp, err := h.client.Do(req)
+		require.NoError(t, err)
+		return resp
+	}
+	for _, path := range []string{"/v1/chat/completions", "/v1/messages", "/v1/models", GeneratePath} {
+		resp := preflight(path, true)
+		got := readAll(t, resp)
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s: %s", path, got)
+		require.Equal(t, "https://app.example", resp.Header.Get("Access-Control-Allow-Origin"), path)
+		require.Equal(t, "authorization,content-type", resp.Header.Get("Access-Control-Allow-Headers"), path)
+	}
+	require.Zero(t, counter(t, h.reg, "chat_completions", ResultBadRequest), "a preflight is no bad request")
+	require.Zero(t, counter(t, h.reg, "messages", ResultBadRequest), "a preflight is no bad request")
+
+	resp := preflight("/v1/chat/completions", false)
+	readAll(t, resp)
+	require.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode)
+	require.Equal(t, 1.0, counter(t, h.reg, "chat_completions", ResultBadRequest))
+	resp = preflight("/v1/embeddings", true)
+	readAll(t, resp)
+	require.Equal(t, http.StatusNotFound, resp.StatusCode, "a route the gateway does not serve")
+}
