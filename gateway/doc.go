@@ -135,7 +135,10 @@
 // error itself, naming the engine's address, goes to the log only;
 // upstream_broken counts the responses that broke off mid-body, which
 // kvroute_gateway_upstream_broken_total{kind} splits into closed, timeout
-// and other), kvroute_gateway_unrouted_requests_total (a 404 for
+// and other), kvroute_gateway_upstream_resends_total (requests sent to
+// an engine a second time, on a new connection, because it closed the
+// reused keep-alive connection before answering; 0 with
+// Options.Transport), kvroute_gateway_unrouted_requests_total (a 404 for
 // any other path), kvroute_gateway_pick_duration_seconds{api} (the routing
 // decision, render call included, timed from after the body is read: the
 // upload is the client's time), kvroute_gateway_first_chunk_seconds{api}

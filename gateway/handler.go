@@ -228,7 +228,7 @@ func New(cfg Config, picker kvroute.Picker, opts Options) (*Handler, error) {
 		h.ownsTr = newUpstreamTransport(cfg.MaxIdleConnsPerHost)
 		h.transport = h.ownsTr
 	}
-	if h.met, err = newMetrics(opts.Set, h.budget.InUse); err != nil {
+	if h.met, err = newMetrics(opts.Set, h.budget.InUse, h.resends); err != nil {
 		if h.ownsTr != nil {
 			h.ownsTr.Close()
 		}
@@ -257,6 +257,15 @@ func newTransport(idlePerHost int) *http.Transport {
 		// write instead of 4 KiB chunks (one syscall each).
 		WriteBufferSize: 32 << 10,
 	}
+}
+
+// resends is the requests the Handler's own transport sent to an engine a
+// second time (0 with Options.Transport).
+func (h *Handler) resends() int64 {
+	if h.ownsTr == nil {
+		return 0
+	}
+	return h.ownsTr.Stats().Resends
 }
 
 // SetEndpoints replaces the candidate endpoints of every later request. It

@@ -103,8 +103,8 @@ func resultList() string {
 
 // newMetrics builds the gateway's metrics and registers them through set,
 // all or none (no Registerer: none); bodyBytes reads the request body bytes
-// in flight.
-func newMetrics(set telemetry.Set, bodyBytes func() int64) (*metrics, error) {
+// in flight, resends the requests the gateway's own transport sent again.
+func newMetrics(set telemetry.Set, bodyBytes, resends func() int64) (*metrics, error) {
 	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kvroute_gateway_requests_total",
 		Help: "Inference requests handled by the gateway, by API and result (" + resultList() + ").",
@@ -139,7 +139,11 @@ func newMetrics(set telemetry.Set, bodyBytes func() int64) (*metrics, error) {
 		Name: "kvroute_gateway_upstream_broken_total",
 		Help: "Requests counted as upstream_broken (the engine's response broke off mid-body), by kind: closed (the engine reset or closed the connection), timeout (a deadline passed while reading), other (a malformed body, such as bad chunked encoding), unreachable (not seen mid-body).",
 	}, []string{"kind"})
-	cs := []prometheus.Collector{requests, pick, first, usage, inFlight, unrouted, recordCut, broken}
+	resent := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "kvroute_gateway_upstream_resends_total",
+		Help: "Requests the gateway sent to an engine a second time, on a new connection, because the engine closed the reused keep-alive connection before any byte of answer (nothing had reached the client): an engine that had read the request may have run it twice. 0 with a transport of the embedder's own.",
+	}, func() float64 { return float64(resends()) })
+	cs := []prometheus.Collector{requests, pick, first, usage, inFlight, unrouted, recordCut, broken, resent}
 	if err := set.Register(cs...); err != nil {
 		return nil, err
 	}

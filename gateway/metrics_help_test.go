@@ -14,7 +14,7 @@ import (
 // Result the gateway counts.
 func TestRequestsHelpNamesEveryResult(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	if _, err := newMetrics(telemetry.Set{Registerer: reg}, func() int64 { return 0 }); err != nil {
+	if _, err := newMetrics(telemetry.Set{Registerer: reg}, func() int64 { return 0 }, func() int64 { return 0 }); err != nil {
 		t.Fatal(err)
 	}
 	mfs, err := reg.Gather()

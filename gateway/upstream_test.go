@@ -86,3 +86,34 @@ func TestGatewayResendsModelsWhenTheEngineClosesAReusedConnectionUnanswered(t *t
 	}
 	require.Equal(t, int64(3), n.Load(), "the second GET reached the engine twice")
 }
+
+// An inference request the gateway sends to its engine a second time,
+// because the engine closed the reused keep-alive connection before any
+// byte of answer, is counted in kvroute_gateway_upstream_resends_total:
+// the client sees one answer, but an engine that had read the request may
+// have run it twice, which the operator must be able to see.
+func TestGatewayCountsTheRequestsItResends(t *testing.T) {
+	defer leakcheck.Check(t)()
+	h := newHarness(t, 1, Config{})
+	defer h.close()
+	require.Zero(t, metricValue(t, h.reg, "kvroute_gateway_upstream_resends_total"))
+	var n atomic.Int64
+	h.ups[0].setInfer(func(w http.ResponseWriter, _ *http.Request) {
+		if n.Add(1) == 2 { // the second request, on the kept-alive connection: read, then closed unanswered
+			if c, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				_ = c.Close()
+			}
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"choices":[]}`)
+	})
+	for i := range 2 {
+		resp := h.post("/v1/completions", completionsBody("hello", false))
+		got := readAll(t, resp)
+		require.Equal(t, http.StatusOK, resp.StatusCode, "request #%d: %s", i+1, got)
+	}
+	require.Equal(t, int64(3), n.Load(), "the second request reached the engine twice")
+	require.Equal(t, 1.0, metricValue(t, h.reg, "kvroute_gateway_upstream_resends_total"))
+	require.Equal(t, 2.0, counter(t, h.reg, "completions", ResultSuccess))
+}

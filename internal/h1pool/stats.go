@@ -51,11 +51,16 @@ type Stats struct {
 	// Peak is the peak of requests in flight (RaisePeak included) over
 	// the current window and the one before (Config.PeakWindow).
 	Peak int64
+	// Resends is the requests sent a second time, on a new connection,
+	// because the server closed the reused one before any byte of answer
+	// (see Transport.RoundTrip).
+	Resends int64
 }
 
 // Stats returns the Transport's counts.
 func (t *Transport) Stats() Stats {
-	s := Stats{Dials: t.dials.Load(), Waited: t.waited.Load(), Peak: max(t.peak.Load(), t.peakPrev.Load())}
+	s := Stats{Dials: t.dials.Load(), Waited: t.waited.Load(), Peak: max(t.peak.Load(), t.peakPrev.Load()),
+		Resends: t.resends.Load()}
 	for i := range s.Closes {
 		s.Closes[i] = t.closes[i].Load()
 	}

@@ -144,6 +144,7 @@ type Transport struct {
 	sweeps     sync.WaitGroup
 	dials      atomic.Int64 // connections dialed, warmed ones included
 	waited     atomic.Int64 // of which dialed by a request, which waited for it
+	resends    atomic.Int64 // requests sent again after their reused connection closed unanswered
 	closes     [numCloseReasons]atomic.Int64
 
 	warmCtx  context.Context // cancelled by Close: stops the warmers' dials
@@ -264,6 +265,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			req = req.Clone(ctx)
 			req.Body = body
 		}
+		t.resends.Add(1)
 	}
 }
 
