@@ -29,6 +29,11 @@
 //     the same answer sets x-prefiller-host-port on the request to the
 //     prefill endpoint, for the decode pod's routing sidecar, as llm-d's
 //     picker does; otherwise a client's own value of that header is removed.
+//     A request to an inference API's path with a trailing slash
+//     ("/v1/completions/") is routed as that API's and its :path set to the
+//     API's own (the query kept): vLLM answers the slashed path with a
+//     redirect to its own address, which the client would follow past the
+//     gateway.
 //   - honours the subset hint: when the request's filter metadata carries
 //     envoy.lb.subset_hint / x-gateway-destination-endpoint-subset (a list
 //     of "ip:port", or one comma-separated string, whose items may be

@@ -46,7 +46,7 @@ func FuzzEnvoyHeadersAndMetadata(f *testing.F) {
 				ref[ck] = append(ref[ck], v)
 			}
 		}
-		h, path := headersOf(&corev3.HeaderMap{Headers: hvs})
+		h, path, _ := headersOf(&corev3.HeaderMap{Headers: hvs})
 		if path != wantPath || !reflect.DeepEqual(h, ref) {
 			t.Fatalf("headers %q: got %q and path %q, want %q and %q", headers, h, path, ref, wantPath)
 		}

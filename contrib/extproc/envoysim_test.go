@@ -117,3 +117,19 @@ func TestEndToEndBodyTooLarge(t *testing.T) {
 	require.Contains(t, body, "1024 bytes")
 	h.idle()
 }
+
+// Through the Envoy-behaving proxy, a completions request to
+// "/v1/completions/" is answered by the engine at the API's own path.
+func TestEndToEndTrailingSlashPathIsAnsweredByTheEngine(t *testing.T) {
+	defer leakcheck.Check(t)()
+	h := newHarness(t, Config{}, engineOpts{})
+	defer h.close()
+	envoy, client, stop := newEnvoy(h)
+	defer stop()
+	resp, err := client.Post(envoy.URL+"/v1/completions/", "application/json", strings.NewReader(completionsBody(prompt(41, 20, "slash"), false)))
+	require.NoError(t, err)
+	body := readAll(t, resp.Body)
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	require.Contains(t, body, `"choices"`)
+	h.idle()
+}

@@ -397,3 +397,35 @@ func TestProcessDuplicateRequestIDIs409(t *testing.T) {
 	require.NoError(t, first.CloseSend())
 	h.idle()
 }
+
+// A request to an inference route with a trailing slash is routed as the
+// API's request and reaches the engine by the API's own path (its query
+// kept): Envoy forwards the :path as it came otherwise, and vLLM answers
+// "/v1/completions/" with a 307 to the address in its Host header, the
+// engine's own, which the client would follow past the gateway. A path
+// without one is left alone.
+func TestProcessTrailingSlashPathGoesToTheEngineByItsAPIsPath(t *testing.T) {
+	defer leakcheck.Check(t)()
+	h := newHarness(t, Config{}, engineOpts{})
+	defer h.close()
+	for _, c := range []struct{ in, want string }{
+		{"/v1/completions/", "/v1/completions"},
+		{"/v1/chat/completions//?api-version=1", "/v1/chat/completions?api-version=1"},
+		{"/v1/completions", ""},
+		{"/v1/completions?x=1", ""},
+	} {
+		st, err := h.client.Process(ctxT(t))
+		require.NoError(t, err)
+		require.NoError(t, st.Send(envoyHeaders(c.in, false, nil)))
+		require.NoError(t, st.Send(bodyChunk(completionsBody(prompt(40, 20, c.in), false), true)))
+		hr, err := st.Recv()
+		require.NoError(t, err)
+		mut := hr.GetRequestHeaders().GetResponse().GetHeaderMutation()
+		require.NotNil(t, mut, "%s: routed (got %T)", c.in, hr.Response)
+		require.Equal(t, h.engines[0].id, setHeader(mut, DefaultDestinationHeader), c.in)
+		require.Equal(t, c.want, setHeader(mut, ":path"), c.in)
+		_, _ = drain(t, st)
+		h.idle()
+	}
+	require.Equal(t, 4.0, h.counter("kvroute_extproc_requests_total", map[string]string{"result": resultRouted}))
+}

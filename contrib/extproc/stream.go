@@ -34,6 +34,8 @@ type streamState struct {
 
 	header   http.Header
 	path     string
+	query    string   // the :path's query, with its "?"; "" without one
+	rewrite  string   // the :path the engine gets instead of the client's; "" keeps it
 	subset   []string // the subset hint; nil when absent
 	hasHint  bool
 	body     []byte
@@ -148,7 +150,7 @@ func (st *streamState) handle(req *extprocv3.ProcessingRequest) error {
 			return st.protocolError(protoRequestHeaders, what)
 		}
 		st.headers = true
-		st.header, st.path = headersOf(v.RequestHeaders.GetHeaders())
+		st.header, st.path, st.query = headersOf(v.RequestHeaders.GetHeaders())
 		if v.RequestHeaders.GetEndOfStream() {
 			st.ended = true
 			return st.route(nil)
@@ -238,6 +240,12 @@ func (st *streamState) route(body []byte) error {
 		return st.immediate(http.StatusServiceUnavailable, msg)
 	}
 	api, inference := render.APIForPath(st.path)
+	if p := strings.TrimRight(st.path, "/"); inference && p != st.path {
+		// The engine gets the API's own path: vLLM answers one with a
+		// trailing slash by a redirect to its own address (the Host Envoy
+		// sends), which the client would follow past the gateway.
+		st.rewrite = p + st.query
+	}
 	if body == nil || !inference {
 		// Not an inference request (GET /v1/models, health probes through the
 		// gateway): no prompt to route by, so spread it round robin.
@@ -373,7 +381,12 @@ func (st *streamState) answerRequest(list []string, prefill string, body []byte,
 	st.endpoint, st.list = list[0], list
 	c := st.srv.cfg
 	endpoint := strings.Join(list, ",")
-	set := append(make([]*corev3.HeaderValueOption, 0, 3), header(c.DestinationHeader, endpoint))
+	set := append(make([]*corev3.HeaderValueOption, 0, 4), header(c.DestinationHeader, endpoint))
+	if st.rewrite != "" {
+		h := header(":path", st.rewrite)
+		h.AppendAction = corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD
+		set = append(set, h)
+	}
 	if body != nil {
 		set = append(set, header("content-length", strconv.Itoa(len(body))))
 	}
@@ -527,19 +540,22 @@ func (st *streamState) immediate(code int, msg string, extra ...*corev3.HeaderVa
 }
 
 // headersOf converts Envoy's header map into an http.Header, and returns the
-// :path pseudo-header without its query.
-func headersOf(m *corev3.HeaderMap) (http.Header, string) {
+// :path pseudo-header without its query, and the query (with its "?").
+func headersOf(m *corev3.HeaderMap) (h http.Header, path, query string) {
 	hvs := m.GetHeaders()
-	h := make(http.Header, len(hvs))
+	h = make(http.Header, len(hvs))
 	vals := make([]string, 0, len(hvs)) // every header's first value, in one array
-	path := ""
 	for _, hv := range hvs {
 		v := hv.GetValue()
 		if len(hv.GetRawValue()) > 0 {
 			v = string(hv.GetRawValue())
 		}
 		if hv.GetKey() == ":path" {
-			path, _, _ = strings.Cut(v, "?")
+			if i := strings.IndexByte(v, '?'); i >= 0 {
+				path, query = v[:i], v[i:]
+			} else {
+				path, query = v, ""
+			}
 			continue
 		}
 		if strings.HasPrefix(hv.GetKey(), ":") {
@@ -553,5 +569,5 @@ func headersOf(m *corev3.HeaderMap) (http.Header, string) {
 		vals = append(vals, v)
 		h[key] = vals[len(vals)-1 : len(vals) : len(vals)]
 	}
-	return h, path
+	return h, path, query
 }

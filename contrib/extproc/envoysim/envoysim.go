@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -180,7 +181,16 @@ func (p *Proxy) requestPhase(w http.ResponseWriter, r *http.Request, stream extp
 	}
 	for _, h := range hr.GetResponse().GetHeaderMutation().GetSetHeaders() {
 		key := strings.ToLower(h.GetHeader().GetKey())
-		if key != p.cfg.DestinationHeader && key != "content-length" {
+		switch {
+		case key == ":path":
+			// The upstream request's path, as Envoy's ext_proc filter
+			// rewrites it.
+			u, err := url.ParseRequestURI(headerValue(h.GetHeader()))
+			if err != nil {
+				return nil, nil, fmt.Errorf("the picker set an invalid :path: %w", err)
+			}
+			r.URL.Path, r.URL.RawPath, r.URL.RawQuery = u.Path, u.RawPath, u.RawQuery
+		case key != p.cfg.DestinationHeader && key != "content-length":
 			setHeader(r.Header, h)
 		}
 	}
