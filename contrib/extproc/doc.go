@@ -33,7 +33,10 @@
 //     ("/v1/completions/") is routed as that API's and its :path set to the
 //     API's own (the query kept): vLLM answers the slashed path with a
 //     redirect to its own address, which the client would follow past the
-//     gateway.
+//     gateway. A request to vLLM's token-in /inference/v1/generate is
+//     routed by its body's token IDs, multimodal features and cache salt,
+//     without rendering, as the kvroute gateway routes it; a body without
+//     token IDs, or with features vLLM refuses, is answered 400.
 //   - honours the subset hint: when the request's filter metadata carries
 //     envoy.lb.subset_hint / x-gateway-destination-endpoint-subset (a list
 //     of "ip:port", or one comma-separated string, whose items may be

@@ -22,6 +22,7 @@ import (
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/admission"
 	"github.com/kvroute/kvroute/disagg"
+	"github.com/kvroute/kvroute/internal/tokenin"
 	"github.com/kvroute/kvroute/render"
 	"github.com/kvroute/kvroute/session"
 	"github.com/kvroute/kvroute/tokenload"
@@ -59,6 +60,10 @@ type streamState struct {
 	span trace.Span      // SpanRoute when the picker traces, from the pick to the stream's end (tracing.go)
 	ctx  context.Context // the span's context, which the pick runs in; nil without a span
 }
+
+// apiGenerate is the API of a request to vLLM's token-in route
+// (tokenin.Path), as the kvroute gateway names it.
+const apiGenerate render.API = "generate"
 
 // errStop ends a stream after an immediate response was sent.
 var errStop = errors.New("extproc: stream answered")
@@ -240,6 +245,10 @@ func (st *streamState) route(body []byte) error {
 		return st.immediate(http.StatusServiceUnavailable, msg)
 	}
 	api, inference := render.APIForPath(st.path)
+	generate := !inference && strings.TrimRight(st.path, "/") == tokenin.Path
+	if generate {
+		api, inference = apiGenerate, true
+	}
 	if p := strings.TrimRight(st.path, "/"); inference && p != st.path {
 		// The engine gets the API's own path: vLLM answers one with a
 		// trailing slash by a redirect to its own address (the Host Envoy
@@ -266,6 +275,16 @@ func (st *streamState) route(body []byte) error {
 	}
 	req := &st.req
 	*req = kvroute.Request{ID: st.header.Get("X-Request-Id"), API: api, Body: body, Header: st.header, Fallbacks: s.cfg.Fallbacks}
+	if generate {
+		// Token in: routed by its own token IDs, features and cache salt,
+		// with nothing to render, as the kvroute gateway routes it.
+		p, salt, err := tokenin.Prompt(body)
+		if err != nil {
+			st.setResult(resultBadRequest)
+			return st.immediate(http.StatusBadRequest, "the body is not a token-in generate request: "+err.Error())
+		}
+		req.Prompts, req.CacheSalt = []render.Prompt{p}, salt
+	}
 	switch {
 	case s.cfg.Model == "":
 		req.Model = model
