@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/kvindex"
+	"github.com/kvroute/kvroute/simengine"
 	"github.com/kvroute/kvroute/telemetry"
 )
 
@@ -111,14 +112,14 @@ func TestSGLangRule(t *testing.T) {
 	require.True(t, sglangImbalanced(c, []int{0, 65}))
 	rng := rand.New(rand.NewPCG(1, 1))
 	sizes := []int{500, 100, 300}
-	i, why := sglangChoose(c, []int{70, 0, 3}, 2, 1000, 1000, sizes, rng)
+	i, why := sglangChoose(c, []int{70, 0, 3}, make([]int, 3), 2, 1000, 1000, sizes, rng)
 	require.Equal(t, 1, i)
 	require.Equal(t, "imbalanced", why, "the least-loaded worker, whatever the match")
-	i, why = sglangChoose(c, []int{1, 0, 3}, 2, 301, 1000, sizes, rng)
+	i, why = sglangChoose(c, []int{1, 0, 3}, make([]int, 3), 2, 301, 1000, sizes, rng)
 	require.Equal(t, []any{2, "match"}, []any{i, why})
-	i, why = sglangChoose(c, []int{1, 0, 3}, 2, 300, 1000, sizes, rng)
+	i, why = sglangChoose(c, []int{1, 0, 3}, make([]int, 3), 2, 300, 1000, sizes, rng)
 	require.Equal(t, []any{1, "smallest-tree"}, []any{i, why}, "a match of exactly 0.3 is not enough")
-	i, why = sglangChoose(c, []int{1, 0, 3}, -1, 0, 1000, sizes, rng)
+	i, why = sglangChoose(c, []int{1, 0, 3}, make([]int, 3), -1, 0, 1000, sizes, rng)
 	require.Equal(t, []any{1, "smallest-tree"}, []any{i, why})
 }
 
@@ -142,4 +143,28 @@ func TestPrefixTree(t *testing.T) {
 	require.Equal(t, []int{2 * 64, 2 * 64, 2 * 64}, tr.size)
 	w, n = tr.match(a)
 	require.Equal(t, []int{0, 2}, []int{w, n}, "LRU eviction kept each worker's most recent entries, roots first")
+}
+
+// TestSGLangMinLoadTiesByProcessed: when several workers share the least
+// load, cache_aware's least-loaded pick takes the one it has sent the
+// fewest requests so far, then the lowest index (the gateway's (load,
+// processed_requests, index) order), so the idle workers take turns rather
+// than the first of them taking every request.
+func TestSGLangMinLoadTiesByProcessed(t *testing.T) {
+	cfg := DefaultConfig(SharedPrefix, 1)
+	now := func() time.Time { return simengine.DefaultStart }
+	s := newSGLang(cfg, endpointIDs(3), nil, now, 1)
+	defer s.close()
+	r := rand.New(rand.NewPCG(7, 8))
+	s.loads[2] = 65 // imbalanced: 65 − 0 > 64 and 65 > 1.5 × 0
+	var got []int
+	for range 4 {
+		rq := &request{arrival: arrival{prompt: randTokens(r, 64*4)}}
+		i, err := s.pick(rq)
+		require.NoError(t, err)
+		rq.engine = i
+		s.done(rq) // the least load is 0 again on workers 0 and 1
+		got = append(got, i)
+	}
+	require.Equal(t, []int{0, 1, 0, 1}, got)
 }

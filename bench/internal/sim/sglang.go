@@ -22,20 +22,28 @@ func sglangImbalanced(c SGLangConfig, loads []int) bool {
 	return hi-lo > c.BalanceAbsThreshold && float64(hi) > c.BalanceRelThreshold*float64(lo)
 }
 
-// sglangChoose is the cache_aware decision once the match is known: the
-// least-loaded worker when imbalanced; else the best-matching worker when
-// matched ÷ prompt tokens > CacheThreshold; else the worker with the
-// smallest tree. Ties go to the first worker (least load) or at random
-// (smallest tree). It returns the worker and the branch taken.
-func sglangChoose(c SGLangConfig, loads []int, best, matched, promptTokens int, treeSizes []int, rng *rand.Rand) (int, string) {
-	if sglangImbalanced(c, loads) {
-		lo := 0
-		for i, l := range loads {
-			if l < loads[lo] {
-				lo = i
-			}
+// sglangMinLoad is cache_aware's least-loaded worker: the lowest
+// (in-flight requests, requests sent so far, index), the order in which
+// the gateway breaks ties between equally loaded workers
+// (lightseekorg/smg#1714), so idle workers take turns.
+func sglangMinLoad(loads, processed []int) int {
+	lo := 0
+	for i := 1; i < len(loads); i++ {
+		if loads[i] < loads[lo] || (loads[i] == loads[lo] && processed[i] < processed[lo]) {
+			lo = i
 		}
-		return lo, "imbalanced"
+	}
+	return lo
+}
+
+// sglangChoose is the cache_aware decision once the match is known: the
+// least-loaded worker (sglangMinLoad) when imbalanced; else the
+// best-matching worker when matched ÷ prompt tokens > CacheThreshold; else
+// the worker with the smallest tree, ties at random. It returns the worker
+// and the branch taken.
+func sglangChoose(c SGLangConfig, loads, processed []int, best, matched, promptTokens int, treeSizes []int, rng *rand.Rand) (int, string) {
+	if sglangImbalanced(c, loads) {
+		return sglangMinLoad(loads, processed), "imbalanced"
 	}
 	if promptTokens > 0 && best >= 0 && float64(matched)/float64(promptTokens) > c.CacheThreshold {
 		return best, "match"
@@ -172,7 +180,8 @@ func (t *prefixTree) evict(maxSize int) {
 }
 
 // sglang is the SGLang model gateway's cache_aware policy. Its load is the
-// in-flight requests it routed to each worker. The approximate variant
+// in-flight requests it routed to each worker; processed counts every
+// request it routed to each, for sglangMinLoad's ties. The approximate variant
 // (ix nil) matches against its own prefixTree of the prompts it routed;
 // the event-fed variant matches against an index fed by the engines' KV
 // events and takes each worker's tree size to be the blocks the engine
@@ -187,6 +196,7 @@ type sglang struct {
 	cached    []int               // event-fed: blocks each engine reports cached, in tokens
 	match     kvindex.MatchResult // event-fed
 	loads     []int
+	processed []int
 	keys      []kvindex.Key
 	lastEvict int64
 	rng       *rand.Rand
@@ -195,7 +205,7 @@ type sglang struct {
 func newSGLang(cfg Config, ids []string, ix *kvindex.Index, now func() time.Time, seed uint64) *sglang {
 	n := len(ids)
 	s := &sglang{cfg: cfg.Peers.SGLang, bs: cfg.Fleet.BlockSize, ids: ids, now: now, ix: ix,
-		loads: make([]int, n), rng: rand.New(rand.NewPCG(seed, 0x5a)), lastEvict: now().UnixNano()}
+		loads: make([]int, n), processed: make([]int, n), rng: rand.New(rand.NewPCG(seed, 0x5a)), lastEvict: now().UnixNano()}
 	if ix == nil {
 		s.tree = newPrefixTree(n, s.bs)
 	} else {
@@ -241,11 +251,12 @@ func (s *sglang) pick(rq *request) (int, error) {
 			}
 		}
 	}
-	i, _ := sglangChoose(s.cfg, s.loads, best, blocks*s.bs, len(rq.prompt), sizes, s.rng)
+	i, _ := sglangChoose(s.cfg, s.loads, s.processed, best, blocks*s.bs, len(rq.prompt), sizes, s.rng)
 	if s.tree != nil {
 		s.tree.insert(s.keys, i, now)
 	}
 	s.loads[i]++
+	s.processed[i]++
 	return i, nil
 }
 
