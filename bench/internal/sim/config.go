@@ -41,9 +41,11 @@ const (
 	// in its own approximate prefix tree above a match-ratio threshold, else
 	// the worker with the smallest tree.
 	SGLang Policy = "sglang"
-	// SGLangEvents is SGLang's cache_aware policy whose prefix match and
-	// tree sizes come from the engines' KV events instead of its
-	// approximate tree.
+	// SGLangEvents is SGLang's cache_aware policy on its event-driven path:
+	// least in-flight requests when the pool is imbalanced, else the worker
+	// holding the longest cached prefix per the engines' KV events, with no
+	// match-ratio threshold (ties to the lower load, then the smaller
+	// cache), else, when nobody holds any of it, the least-loaded worker.
 	SGLangEvents Policy = "sglang-events"
 	// LMetric is the LMetric policy (Dynamo's lmetric selection formula,
 	// SGLang gateway's lmetric policy): the worker with the least

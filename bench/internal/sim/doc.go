@@ -12,8 +12,9 @@
 // credits against prefill load, plus active decode blocks, with a
 // short-lived side index of its own decisions) and the SGLang model
 // gateway's cache_aware policy (imbalance thresholds, then a prefix match
-// above a ratio threshold, else the smallest tree), both with an
-// approximate tree of its own decisions and fed by events, and LMetric
+// above a ratio threshold, else the smallest tree) with an approximate
+// tree of its own decisions, and on its event-driven path (the longest
+// cached prefix per the events, else the least load), and LMetric
 // (uncached prompt tokens × (in-flight requests + 1), Dynamo's and SGLang's
 // lmetric; lmetric.go). Baselines are
 // kvroute's previous default (prefill-only load), a cache-blind approximate

@@ -168,3 +168,45 @@ func TestSGLangMinLoadTiesByProcessed(t *testing.T) {
 	}
 	require.Equal(t, []int{0, 1, 0, 1}, got)
 }
+
+// TestSGLangEventsRule checks cache_aware's event-driven path (the gateway
+// fed by the engines' KV events): any cached prefix wins, with no
+// match-ratio threshold — the longest, ties to the lower load, then the
+// smaller cache, then the last worker — and a prompt nobody holds goes to
+// the least-loaded worker, not to the smallest cache.
+func TestSGLangEventsRule(t *testing.T) {
+	cfg := DefaultConfig(SharedPrefix, 1)
+	now := func() time.Time { return simengine.DefaultStart }
+	ids := endpointIDs(3)
+	ix, err := kvindex.New(kvindex.Config{BlockSize: 64, SweepInterval: -1}, kvindex.Options{})
+	require.NoError(t, err)
+	s := newSGLang(cfg, ids, ix, now, 1)
+	defer s.close()
+	r := rand.New(rand.NewPCG(9, 10))
+	held := func(ep int, tokens []uint32) {
+		hs := make([]uint64, len(tokens)/64)
+		for i := range hs {
+			hs[i] = uint64(i + 1)
+		}
+		require.NoError(t, ix.Store(ids[ep], &kvindex.StoreEvent{EngineHashes: hs, Tokens: tokens, BlockSize: 64, Model: simModel, Group: -1}))
+		s.cachedDelta(ep, len(hs), false)
+	}
+	pick := func(prompt []uint32, loads, cached []int) int {
+		t.Helper()
+		copy(s.loads, loads)
+		copy(s.cached, cached)
+		i, err := s.pick(&request{arrival: arrival{prompt: prompt}})
+		require.NoError(t, err)
+		return i
+	}
+	p := randTokens(r, 64*10)
+	held(0, p[:64])           // 1 of 10 blocks: below the approximate tree's 0.3
+	held(1, p[:64*2])         // 2 of 10
+	held(2, p[:64*2])         // 2 of 10
+	q := randTokens(r, 64*10) // held by nobody
+	require.Equal(t, 1, pick(p, []int{0, 2, 3}, []int{0, 900, 900}), "the longest prefix at the lower load, however short")
+	require.Equal(t, 2, pick(p, []int{0, 3, 3}, []int{0, 900, 800}), "equal load: the smaller cache")
+	require.Equal(t, 2, pick(p, []int{0, 3, 3}, []int{0, 900, 900}), "a full tie: the last")
+	require.Equal(t, 1, pick(q, []int{2, 0, 1}, []int{0, 900, 900}), "no prefix held: the least load, not the smallest cache")
+	require.Equal(t, 0, pick(p, []int{0, 70, 70}, []int{0, 900, 900}), "imbalanced: the least load")
+}

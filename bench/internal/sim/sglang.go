@@ -179,22 +179,49 @@ func (t *prefixTree) evict(maxSize int) {
 	}
 }
 
+// sglangEventChoose is cache_aware's event-driven decision, the path the
+// gateway takes, when the pool is balanced, once the engines' KV events
+// have filled its index: among the workers holding the prompt's first
+// block, the one with the longest cached prefix (overlap, in blocks), ties
+// to the lower load, then the smaller cache (sizes), then the last worker
+// (Rust's max_by_key); no match-ratio threshold applies. When no worker
+// holds any of it, the least-loaded worker (sglangMinLoad).
+func sglangEventChoose(loads, processed, overlap, sizes []int) int {
+	best := -1
+	for i, o := range overlap {
+		switch {
+		case o == 0:
+		case best < 0, o > overlap[best],
+			o == overlap[best] && (loads[i] < loads[best] || loads[i] == loads[best] && sizes[i] <= sizes[best]):
+			best = i
+		}
+	}
+	if best < 0 {
+		return sglangMinLoad(loads, processed)
+	}
+	return best
+}
+
 // sglang is the SGLang model gateway's cache_aware policy. Its load is the
 // in-flight requests it routed to each worker; processed counts every
-// request it routed to each, for sglangMinLoad's ties. The approximate variant
-// (ix nil) matches against its own prefixTree of the prompts it routed;
-// the event-fed variant matches against an index fed by the engines' KV
-// events and takes each worker's tree size to be the blocks the engine
-// reports cached.
+// request it routed to each, for sglangMinLoad's ties. The approximate
+// variant (ix nil) matches against its own prefixTree of the prompts it
+// routed (sglangChoose). The event-fed variant, as the gateway does with
+// KV events, decides by sglangEventChoose over an index fed by the
+// engines' events, each worker's cache size being the blocks its engine
+// reports cached; while that index is still empty (before the first
+// events), and when the pool is imbalanced, it decides as the approximate
+// variant does, over a tree of the prompts routed those ways.
 type sglang struct {
 	cfg       SGLangConfig
 	bs        int
 	ids       []string
 	now       func() time.Time
-	tree      *prefixTree         // approximate variant
+	tree      *prefixTree         // the approximate tree
 	ix        *kvindex.Index      // event-fed variant
 	cached    []int               // event-fed: blocks each engine reports cached, in tokens
 	match     kvindex.MatchResult // event-fed
+	overlap   []int               // event-fed: each worker's cached prefix, in blocks
 	loads     []int
 	processed []int
 	keys      []kvindex.Key
@@ -204,12 +231,10 @@ type sglang struct {
 
 func newSGLang(cfg Config, ids []string, ix *kvindex.Index, now func() time.Time, seed uint64) *sglang {
 	n := len(ids)
-	s := &sglang{cfg: cfg.Peers.SGLang, bs: cfg.Fleet.BlockSize, ids: ids, now: now, ix: ix,
+	s := &sglang{cfg: cfg.Peers.SGLang, bs: cfg.Fleet.BlockSize, ids: ids, now: now, ix: ix, tree: newPrefixTree(n, cfg.Fleet.BlockSize),
 		loads: make([]int, n), processed: make([]int, n), rng: rand.New(rand.NewPCG(seed, 0x5a)), lastEvict: now().UnixNano()}
-	if ix == nil {
-		s.tree = newPrefixTree(n, s.bs)
-	} else {
-		s.cached = make([]int, n)
+	if ix != nil {
+		s.cached, s.overlap = make([]int, n), make([]int, n)
 	}
 	return s
 }
@@ -223,36 +248,36 @@ func (s *sglang) cachedDelta(i, blocks int, reset bool) {
 	s.cached[i] = max(s.cached[i]+blocks*s.bs, 0)
 }
 
+// indexed reports whether the event-fed index holds any block.
+func (s *sglang) indexed() bool {
+	for _, c := range s.cached {
+		if c > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 func (s *sglang) pick(rq *request) (int, error) {
 	now := s.now().UnixNano()
-	if s.tree != nil && s.cfg.EvictionInterval > 0 && now-s.lastEvict >= int64(s.cfg.EvictionInterval) {
+	if s.cfg.EvictionInterval > 0 && now-s.lastEvict >= int64(s.cfg.EvictionInterval) {
 		s.tree.evict(s.cfg.MaxTreeSize)
 		s.lastEvict = now
 	}
 	s.keys = keysOf(s.keys, rq.prompt, s.bs)
-	best, blocks := -1, 0
-	sizes := s.cached
-	if s.tree != nil {
-		best, blocks = s.tree.match(s.keys)
-		sizes = s.tree.size
-	} else if len(s.keys) > 0 {
-		s.ix.Match(s.keys, s.ids, &s.match)
-		ties := 0
-		for i := range s.match.Len() {
-			switch mb := s.match.Blocks(i); {
-			case mb == 0:
-			case mb > blocks:
-				best, blocks, ties = i, mb, 1
-			case mb == blocks:
-				ties++
-				if s.rng.IntN(ties) == 0 {
-					best = i
-				}
+	var i int
+	if s.ix != nil && !sglangImbalanced(s.cfg, s.loads) && s.indexed() {
+		clear(s.overlap)
+		if len(s.keys) > 0 {
+			s.ix.Match(s.keys, s.ids, &s.match)
+			for j := range min(s.match.Len(), len(s.overlap)) {
+				s.overlap[j] = s.match.Blocks(j)
 			}
 		}
-	}
-	i, _ := sglangChoose(s.cfg, s.loads, s.processed, best, blocks*s.bs, len(rq.prompt), sizes, s.rng)
-	if s.tree != nil {
+		i = sglangEventChoose(s.loads, s.processed, s.overlap, s.cached)
+	} else {
+		best, blocks := s.tree.match(s.keys)
+		i, _ = sglangChoose(s.cfg, s.loads, s.processed, best, blocks*s.bs, len(rq.prompt), s.tree.size, s.rng)
 		s.tree.insert(s.keys, i, now)
 	}
 	s.loads[i]++
