@@ -39,7 +39,7 @@ const (
 	// SGLang is the SGLang model gateway's cache_aware policy: least
 	// in-flight requests when the pool is imbalanced, else the longest match
 	// in its own approximate prefix tree above a match-ratio threshold, else
-	// the worker with the smallest tree.
+	// least in-flight requests again.
 	SGLang Policy = "sglang"
 	// SGLangEvents is SGLang's cache_aware policy on its event-driven path:
 	// least in-flight requests when the pool is imbalanced, else the worker

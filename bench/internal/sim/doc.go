@@ -12,7 +12,7 @@
 // credits against prefill load, plus active decode blocks, with a
 // short-lived side index of its own decisions) and the SGLang model
 // gateway's cache_aware policy (imbalance thresholds, then a prefix match
-// above a ratio threshold, else the smallest tree) with an approximate
+// above a ratio threshold, else the least load) with an approximate
 // tree of its own decisions, and on its event-driven path (the longest
 // cached prefix per the events, else the least load), and LMetric
 // (uncached prompt tokens × (in-flight requests + 1), Dynamo's and SGLang's

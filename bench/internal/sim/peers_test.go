@@ -102,7 +102,7 @@ func TestDynamoPredictedOverlap(t *testing.T) {
 
 // TestSGLangRule checks the cache_aware decision: imbalance needs both
 // thresholds (max − min > 64 and max > 1.5 × min), a match counts only
-// strictly above 0.3 of the prompt, and otherwise the smallest tree wins.
+// strictly above 0.3 of the prompt, and otherwise the least load wins.
 func TestSGLangRule(t *testing.T) {
 	c := DefaultPeerConfig().SGLang
 	require.False(t, sglangImbalanced(c, []int{100, 164}), "difference 64 is not > 64")
@@ -110,17 +110,16 @@ func TestSGLangRule(t *testing.T) {
 	require.False(t, sglangImbalanced(c, []int{200, 290}), "290 is not > 1.5 × 200")
 	require.True(t, sglangImbalanced(c, []int{200, 301}))
 	require.True(t, sglangImbalanced(c, []int{0, 65}))
-	rng := rand.New(rand.NewPCG(1, 1))
-	sizes := []int{500, 100, 300}
-	i, why := sglangChoose(c, []int{70, 0, 3}, make([]int, 3), 2, 1000, 1000, sizes, rng)
+	p := make([]int, 3)
+	i, why := sglangChoose(c, []int{70, 0, 3}, p, 2, 1000, 1000)
 	require.Equal(t, 1, i)
 	require.Equal(t, "imbalanced", why, "the least-loaded worker, whatever the match")
-	i, why = sglangChoose(c, []int{1, 0, 3}, make([]int, 3), 2, 301, 1000, sizes, rng)
+	i, why = sglangChoose(c, []int{1, 0, 3}, p, 2, 301, 1000)
 	require.Equal(t, []any{2, "match"}, []any{i, why})
-	i, why = sglangChoose(c, []int{1, 0, 3}, make([]int, 3), 2, 300, 1000, sizes, rng)
-	require.Equal(t, []any{1, "smallest-tree"}, []any{i, why}, "a match of exactly 0.3 is not enough")
-	i, why = sglangChoose(c, []int{1, 0, 3}, make([]int, 3), -1, 0, 1000, sizes, rng)
-	require.Equal(t, []any{1, "smallest-tree"}, []any{i, why})
+	i, why = sglangChoose(c, []int{1, 0, 3}, p, 2, 300, 1000)
+	require.Equal(t, []any{1, "least-load"}, []any{i, why}, "a match of exactly 0.3 is not enough")
+	i, why = sglangChoose(c, []int{1, 0, 3}, p, -1, 0, 1000)
+	require.Equal(t, []any{1, "least-load"}, []any{i, why})
 }
 
 func TestPrefixTree(t *testing.T) {
@@ -153,7 +152,7 @@ func TestPrefixTree(t *testing.T) {
 func TestSGLangMinLoadTiesByProcessed(t *testing.T) {
 	cfg := DefaultConfig(SharedPrefix, 1)
 	now := func() time.Time { return simengine.DefaultStart }
-	s := newSGLang(cfg, endpointIDs(3), nil, now, 1)
+	s := newSGLang(cfg, endpointIDs(3), nil, now)
 	defer s.close()
 	r := rand.New(rand.NewPCG(7, 8))
 	s.loads[2] = 65 // imbalanced: 65 − 0 > 64 and 65 > 1.5 × 0
@@ -180,7 +179,7 @@ func TestSGLangEventsRule(t *testing.T) {
 	ids := endpointIDs(3)
 	ix, err := kvindex.New(kvindex.Config{BlockSize: 64, SweepInterval: -1}, kvindex.Options{})
 	require.NoError(t, err)
-	s := newSGLang(cfg, ids, ix, now, 1)
+	s := newSGLang(cfg, ids, ix, now)
 	defer s.close()
 	r := rand.New(rand.NewPCG(9, 10))
 	held := func(ep int, tokens []uint32) {
@@ -209,4 +208,25 @@ func TestSGLangEventsRule(t *testing.T) {
 	require.Equal(t, 2, pick(p, []int{0, 3, 3}, []int{0, 900, 900}), "a full tie: the last")
 	require.Equal(t, 1, pick(q, []int{2, 0, 1}, []int{0, 900, 900}), "no prefix held: the least load, not the smallest cache")
 	require.Equal(t, 0, pick(p, []int{0, 70, 70}, []int{0, 900, 900}), "imbalanced: the least load")
+}
+
+// TestSGLangMissGoesToLeastLoad: a prompt whose match in the approximate
+// tree is not above the threshold goes to the least-loaded worker, as the
+// gateway's current cache_aware does, not to the worker with the smallest
+// tree; either way the prompt is recorded for the worker chosen.
+func TestSGLangMissGoesToLeastLoad(t *testing.T) {
+	cfg := DefaultConfig(SharedPrefix, 1)
+	now := func() time.Time { return simengine.DefaultStart }
+	s := newSGLang(cfg, endpointIDs(3), nil, now)
+	defer s.close()
+	r := rand.New(rand.NewPCG(11, 12))
+	s.tree.insert(keysOf(nil, randTokens(r, 64*8), 64), 1, 1)
+	s.tree.insert(keysOf(nil, randTokens(r, 64*8), 64), 2, 1)
+	copy(s.loads, []int{3, 0, 1}) // worker 0 has the smallest (empty) tree, worker 1 the least load
+	p := randTokens(r, 64*8)
+	i, err := s.pick(&request{arrival: arrival{prompt: p}})
+	require.NoError(t, err)
+	require.Equal(t, 1, i)
+	w, n := s.tree.match(keysOf(nil, p, 64))
+	require.Equal(t, []int{1, 8}, []int{w, n}, "the prompt is recorded for the worker chosen")
 }

@@ -268,7 +268,7 @@ func (r *run) newPolicy(g int) (router, error) {
 			hook = cachedHook(l.cachedDelta)
 			rt = l
 		default:
-			s := newSGLang(r.cfg, r.ids, ix, clock, seed)
+			s := newSGLang(r.cfg, r.ids, ix, clock)
 			hook = cachedHook(s.cachedDelta)
 			rt = s
 		}
@@ -278,7 +278,7 @@ func (r *run) newPolicy(g int) (router, error) {
 		}
 		return rt, nil
 	case SGLang:
-		return newSGLang(r.cfg, r.ids, nil, clock, seed), nil
+		return newSGLang(r.cfg, r.ids, nil, clock), nil
 	case Approximate:
 		return newApprox(r.cfg, clock, r.scrape, seed), nil
 	case LeastLoad:

@@ -2,7 +2,6 @@ package sim
 
 import (
 	"cmp"
-	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -36,31 +35,22 @@ func sglangMinLoad(loads, processed []int) int {
 	return lo
 }
 
-// sglangChoose is the cache_aware decision once the match is known: the
-// least-loaded worker (sglangMinLoad) when imbalanced; else the
-// best-matching worker when matched ÷ prompt tokens > CacheThreshold; else
-// the worker with the smallest tree, ties at random. It returns the worker
+// sglangChoose is the cache_aware decision on the approximate tree once
+// the match is known: the least-loaded worker (sglangMinLoad) when
+// imbalanced; else the best-matching worker when matched ÷ prompt tokens >
+// CacheThreshold; else the least-loaded worker again. That last fallback
+// is the gateway's code (lightseekorg/smg, select_worker_with_tokens and
+// select_worker_with_text); its header comment and older sgl-router
+// releases say the worker with the smallest tree. It returns the worker
 // and the branch taken.
-func sglangChoose(c SGLangConfig, loads, processed []int, best, matched, promptTokens int, treeSizes []int, rng *rand.Rand) (int, string) {
+func sglangChoose(c SGLangConfig, loads, processed []int, best, matched, promptTokens int) (int, string) {
 	if sglangImbalanced(c, loads) {
 		return sglangMinLoad(loads, processed), "imbalanced"
 	}
 	if promptTokens > 0 && best >= 0 && float64(matched)/float64(promptTokens) > c.CacheThreshold {
 		return best, "match"
 	}
-	small, ties := 0, 1
-	for i := 1; i < len(treeSizes); i++ {
-		switch {
-		case treeSizes[i] < treeSizes[small]:
-			small, ties = i, 1
-		case treeSizes[i] == treeSizes[small]:
-			ties++
-			if rng.IntN(ties) == 0 {
-				small = i
-			}
-		}
-	}
-	return small, "smallest-tree"
+	return sglangMinLoad(loads, processed), "least-load"
 }
 
 // prefixTree is SGLang's approximate radix tree at block granularity: for
@@ -226,13 +216,12 @@ type sglang struct {
 	processed []int
 	keys      []kvindex.Key
 	lastEvict int64
-	rng       *rand.Rand
 }
 
-func newSGLang(cfg Config, ids []string, ix *kvindex.Index, now func() time.Time, seed uint64) *sglang {
+func newSGLang(cfg Config, ids []string, ix *kvindex.Index, now func() time.Time) *sglang {
 	n := len(ids)
 	s := &sglang{cfg: cfg.Peers.SGLang, bs: cfg.Fleet.BlockSize, ids: ids, now: now, ix: ix, tree: newPrefixTree(n, cfg.Fleet.BlockSize),
-		loads: make([]int, n), processed: make([]int, n), rng: rand.New(rand.NewPCG(seed, 0x5a)), lastEvict: now().UnixNano()}
+		loads: make([]int, n), processed: make([]int, n), lastEvict: now().UnixNano()}
 	if ix != nil {
 		s.cached, s.overlap = make([]int, n), make([]int, n)
 	}
@@ -277,7 +266,7 @@ func (s *sglang) pick(rq *request) (int, error) {
 		i = sglangEventChoose(s.loads, s.processed, s.overlap, s.cached)
 	} else {
 		best, blocks := s.tree.match(s.keys)
-		i, _ = sglangChoose(s.cfg, s.loads, s.processed, best, blocks*s.bs, len(rq.prompt), s.tree.size, s.rng)
+		i, _ = sglangChoose(s.cfg, s.loads, s.processed, best, blocks*s.bs, len(rq.prompt))
 		s.tree.insert(s.keys, i, now)
 	}
 	s.loads[i]++
