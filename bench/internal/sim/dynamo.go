@@ -36,19 +36,22 @@ func dynamoCost(c DynamoConfig, w dynamoWorker) float64 {
 }
 
 // dynamoDecay returns each worker's device-credit factor under
-// overlap-credit decay: 1 / (1 + decay × excess ÷ max excess), where excess
-// is the worker's prefill backlog above the least-loaded worker's. All 1
-// when decay is 0 or every backlog is equal.
-func dynamoDecay(decay float64, backlog []float64, out []float64) []float64 {
+// overlap-credit decay: 1 / (1 + decay × excess ÷ request blocks), where
+// excess is the worker's prefill backlog above the least-loaded worker's
+// (in blocks) and request blocks the prompt's tokens ÷ the block size,
+// rounded up, as Dynamo's worker_logit normalises it. All 1 when decay is
+// 0 or every backlog is equal.
+func dynamoDecay(decay float64, backlog []float64, promptTokens, blockSize int, out []float64) []float64 {
 	out = out[:0]
-	lo, hi := math.Inf(1), math.Inf(-1)
+	lo := math.Inf(1)
 	for _, b := range backlog {
-		lo, hi = math.Min(lo, b), math.Max(hi, b)
+		lo = math.Min(lo, b)
 	}
+	req := float64(max((promptTokens+blockSize-1)/blockSize, 1))
 	for _, b := range backlog {
 		f := 1.0
-		if decay > 0 && hi > lo {
-			f = 1 / (1 + decay*(b-lo)/(hi-lo))
+		if decay > 0 && b > lo {
+			f = 1 / (1 + decay*(b-lo)/req)
 		}
 		out = append(out, f)
 	}
@@ -147,7 +150,7 @@ func (d *dynamo) pick(rq *request) (int, error) {
 	for i := range d.ids {
 		d.backlog[i] = float64(d.prefill[i]) / bs
 	}
-	d.decay = dynamoDecay(d.cfg.OverlapCreditDecay, d.backlog, d.decay)
+	d.decay = dynamoDecay(d.cfg.OverlapCreditDecay, d.backlog, len(rq.prompt), d.bs, d.decay)
 	device := d.device
 	for i := range d.ids {
 		m := d.match.At(i)

@@ -77,7 +77,7 @@ func (d *pdDynamo) peek(prompt []uint32) int {
 	for i := range p.ids {
 		p.backlog[i] = float64(p.prefill[i]) / bs
 	}
-	p.decay = dynamoDecay(p.cfg.OverlapCreditDecay, p.backlog, p.decay)
+	p.decay = dynamoDecay(p.cfg.OverlapCreditDecay, p.backlog, len(prompt), p.bs, p.decay)
 	for i := range p.ids {
 		m := p.match.At(i)
 		dev := max(m.GPU, p.predictedOverlap(i, now))

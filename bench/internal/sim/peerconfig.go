@@ -28,7 +28,7 @@ type DynamoConfig struct {
 	PrefillLoadScale float64 `json:"prefillLoadScale"`
 	// OverlapCreditDecay, when > 0, shrinks the device credit of a worker
 	// whose prefill backlog exceeds the least-loaded worker's by
-	// 1 / (1 + decay × excess ÷ the largest excess). Off (0) by default.
+	// 1 / (1 + decay × excess ÷ the request's blocks). Off (0) by default.
 	OverlapCreditDecay float64 `json:"overlapCreditDecay"`
 	// Temperature 0 picks the lowest cost; > 0 samples a softmax over the
 	// normalised negated costs. Default 0.

@@ -34,12 +34,12 @@ func TestDynamoCost(t *testing.T) {
 }
 
 func TestDynamoDecayAndSelect(t *testing.T) {
-	// Backlogs 2, 6, 10 blocks: excess 0, 4, 8 of a largest 8; decay 1 →
-	// factors 1, 1/1.5, 1/2.
-	f := dynamoDecay(1, []float64{2, 6, 10}, nil)
+	// Backlogs 2, 6, 10 blocks: excess 0, 4, 8 over a request of 8 blocks
+	// (500 tokens of 64, rounded up); decay 1 → factors 1, 1/1.5, 1/2.
+	f := dynamoDecay(1, []float64{2, 6, 10}, 500, 64, nil)
 	require.InDeltaSlice(t, []float64{1, 1 / 1.5, 0.5}, f, 1e-12)
-	require.Equal(t, []float64{1, 1, 1}, dynamoDecay(0, []float64{2, 6, 10}, nil), "off by default")
-	require.Equal(t, []float64{1, 1}, dynamoDecay(3, []float64{5, 5}, nil), "equal backlogs")
+	require.Equal(t, []float64{1, 1, 1}, dynamoDecay(0, []float64{2, 6, 10}, 500, 64, nil), "off by default")
+	require.Equal(t, []float64{1, 1}, dynamoDecay(3, []float64{5, 5}, 500, 64, nil), "equal backlogs")
 
 	rng := rand.New(rand.NewPCG(1, 2))
 	require.Equal(t, 2, dynamoSelect([]float64{5, 4, 3, 9}, 0, rng), "temperature 0 picks the lowest cost")
@@ -229,4 +229,31 @@ func TestSGLangMissGoesToLeastLoad(t *testing.T) {
 	require.Equal(t, 1, i)
 	w, n := s.tree.match(keysOf(nil, p, 64))
 	require.Equal(t, []int{1, 8}, []int{w, n}, "the prompt is recorded for the worker chosen")
+}
+
+// TestDynamoDecayPerRequest: with overlap_score_credit_decay, a worker's
+// device credit shrinks by 1 / (1 + decay × its prefill backlog above the
+// least-loaded worker's ÷ this request's blocks), Dynamo's normalisation:
+// the same backlog costs a short prompt's credit more than a long one's.
+func TestDynamoDecayPerRequest(t *testing.T) {
+	cfg := DefaultConfig(SharedPrefix, 1)
+	cfg.Peers.Dynamo.OverlapCreditDecay = 1
+	now := simengine.DefaultStart
+	clock := func() time.Time { return now }
+	ids := endpointIDs(3)
+	ix, err := kvindex.New(kvindex.Config{BlockSize: 64, SweepInterval: -1}, kvindex.Options{})
+	require.NoError(t, err)
+	d := newDynamo(cfg, ids, ix, clock, 1)
+	defer d.close()
+	p := randTokens(rand.New(rand.NewPCG(13, 14)), 64*4) // 4 blocks, held by every worker
+	for _, k := range keysOf(nil, p, 64) {
+		for i := range ids {
+			d.predicted[approxKey{k, int32(i)}] = now.Add(time.Hour).UnixNano()
+		}
+	}
+	d.prefill[1], d.prefill[2] = 4*64, 8*64 // backlogs 0, 4 and 8 blocks
+	_, err = d.pick(&request{arrival: arrival{prompt: p}})
+	require.NoError(t, err)
+	// Factors 1, 1/(1 + 4/4), 1/(1 + 8/4); cost = max(backlog + 4 − factor × 4, 0) + 4 new blocks.
+	require.InDeltaSlice(t, []float64{4, 4 + 4 - 2 + 4, 8 + 4 - 4.0/3 + 4}, d.costs, 1e-9)
 }
