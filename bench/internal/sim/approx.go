@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"container/list"
 	"math/rand/v2"
 	"time"
 
@@ -11,8 +12,13 @@ import (
 // gateway, shaped like llm-d's approximate prefix-cache scheduling profile.
 // It never hears from the engines' caches. After each decision it records
 // that the chosen endpoint holds every block of the prompt, for TTL
-// (refreshed whenever the prefix is sent there again); it cannot know what
-// the engine evicted, never cached, or cached from generated tokens.
+// (refreshed whenever the prefix is sent there again) and at most as many
+// blocks per endpoint as the engine has GPU blocks, the least recently
+// sent forgotten first: llm-d's approximate prefix scorer keeps one LRU
+// per endpoint sized from the engine's reported num_gpu_blocks (autoTune,
+// its default) and inserts a prompt's blocks last block first, so the
+// prompt's head is kept longest. It cannot know what the engine evicted,
+// never cached, or cached from generated tokens.
 //
 // Score of endpoint i = PrefixWeight × (contiguous remembered blocks /
 // prompt blocks) + QueueWeight × queue score + KVWeight × (1 − KV-cache
@@ -36,6 +42,9 @@ type approx struct {
 	waiting      []int
 	usage        []float64
 	seen         map[approxKey]int64 // expiry, ns of virtual time
+	capacity     int                 // blocks remembered per endpoint
+	lru          []*list.List        // per endpoint, of approxKey, most recent first
+	elems        map[approxKey]*list.Element
 	keys         []kvindex.Key
 	scores       []float64
 	rng          *rand.Rand
@@ -49,7 +58,11 @@ type approxKey struct {
 
 func newApprox(cfg Config, now func() time.Time, scrape func(i int) (int, float64), seed uint64) *approx {
 	n := cfg.Fleet.Engines
-	return &approx{
+	lru := make([]*list.List, n)
+	for i := range lru {
+		lru[i] = list.New()
+	}
+	return &approx{capacity: cfg.Fleet.NumGPUBlocks, lru: lru, elems: map[approxKey]*list.Element{},
 		bs: cfg.Fleet.BlockSize, ttl: int64(cfg.ApproxTTL), now: now,
 		prefixWeight: cfg.ApproxPrefixWeight, queueWeight: cfg.ApproxQueueWeight, kvWeight: cfg.ApproxKVWeight,
 		scrape: scrape, interval: int64(cfg.ScrapeInterval), lastScrape: -1 << 62,
@@ -100,17 +113,43 @@ func (a *approx) pick(rq *request) (int, error) {
 			}
 		}
 	}
-	for _, k := range a.keys {
-		a.seen[approxKey{k, int32(best)}] = now + a.ttl
-	}
+	a.record(best, now+a.ttl)
 	if a.picks++; a.picks%4096 == 0 {
 		for k, exp := range a.seen {
 			if exp <= now {
-				delete(a.seen, k)
+				a.forget(k)
 			}
 		}
 	}
 	return best, nil
+}
+
+// record remembers that endpoint i was sent a.keys, until exp, inserting
+// the last block first, then forgets its least recently sent blocks beyond
+// a.capacity.
+func (a *approx) record(i int, exp int64) {
+	l := a.lru[i]
+	for j := len(a.keys) - 1; j >= 0; j-- {
+		k := approxKey{a.keys[j], int32(i)}
+		a.seen[k] = exp
+		if e, ok := a.elems[k]; ok {
+			l.MoveToFront(e)
+		} else {
+			a.elems[k] = l.PushFront(k)
+		}
+	}
+	for l.Len() > a.capacity {
+		a.forget(l.Back().Value.(approxKey))
+	}
+}
+
+// forget drops k from the approximate router's memory.
+func (a *approx) forget(k approxKey) {
+	delete(a.seen, k)
+	if e, ok := a.elems[k]; ok {
+		a.lru[k.endpoint].Remove(e)
+		delete(a.elems, k)
+	}
 }
 
 func (a *approx) firstToken(*request) {}

@@ -328,7 +328,8 @@ type Config struct {
 	// router's index (publish, network, decode and apply).
 	EventDelay time.Duration `json:"eventDelay"`
 	// ApproxTTL is how long the Approximate policy remembers that it sent a
-	// prefix to an endpoint.
+	// prefix to an endpoint (it also forgets the least recently sent blocks
+	// beyond Fleet.NumGPUBlocks per endpoint).
 	ApproxTTL time.Duration `json:"approxTTL"`
 	// ApproxPrefixWeight, ApproxQueueWeight and ApproxKVWeight weigh the
 	// Approximate policy's prefix-match ratio, normalised waiting-queue

@@ -257,3 +257,33 @@ func TestDynamoDecayPerRequest(t *testing.T) {
 	// Factors 1, 1/(1 + 4/4), 1/(1 + 8/4); cost = max(backlog + 4 − factor × 4, 0) + 4 new blocks.
 	require.InDeltaSlice(t, []float64{4, 4 + 4 - 2 + 4, 8 + 4 - 4.0/3 + 4}, d.costs, 1e-9)
 }
+
+// TestApproxForgetsBeyondEngineCapacity: the approximate router remembers
+// at most an engine's GPU blocks per endpoint, least recently sent
+// forgotten first, as llm-d's approximate prefix scorer sizes its LRU from
+// the engine's reported num_gpu_blocks; a prompt pushed out no longer
+// counts as a prefix there, however recent within the TTL.
+func TestApproxForgetsBeyondEngineCapacity(t *testing.T) {
+	cfg := DefaultConfig(SharedPrefix, 1)
+	cfg.Fleet.Engines, cfg.Fleet.NumGPUBlocks = 2, 8
+	now := func() time.Time { return simengine.DefaultStart }
+	// Endpoint 0 has the shorter queue and the emptier cache: it takes
+	// every request (2 + 2 against at most 3 for endpoint 1's prefix).
+	scrape := func(i int) (int, float64) { return 10 * i, float64(i) }
+	a := newApprox(cfg, now, scrape, 1)
+	r := rand.New(rand.NewPCG(15, 16))
+	A, B, C := randTokens(r, 64*4), randTokens(r, 64*4), randTokens(r, 64*4)
+	score := func(p []uint32) float64 {
+		t.Helper()
+		i, err := a.pick(&request{arrival: arrival{prompt: p}})
+		require.NoError(t, err)
+		require.Zero(t, i)
+		return a.scores[0]
+	}
+	require.InDelta(t, 4, score(A), 1e-12)
+	require.InDelta(t, 4, score(B), 1e-12)
+	require.InDelta(t, 7, score(A), 1e-12, "A and B fill the 8 blocks")
+	require.InDelta(t, 4, score(C), 1e-12) // pushes out B, the least recent
+	require.InDelta(t, 7, score(A), 1e-12)
+	require.InDelta(t, 4, score(B), 1e-12, "B was forgotten")
+}
