@@ -16,7 +16,7 @@ import (
 // and cache salt, without rendering anything, and forwards the body
 // unchanged: a client that renders by itself reaches the cache-warm engine
 // with no tokenizer on the path.
-const GeneratePath = "/inference/v1/generate"
+const GeneratePath = tokenin.Path
 
 // apiGenerate labels GeneratePath's requests in the gateway's metrics.
 const apiGenerate render.API = "generate"

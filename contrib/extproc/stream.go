@@ -245,15 +245,16 @@ func (st *streamState) route(body []byte) error {
 		return st.immediate(http.StatusServiceUnavailable, msg)
 	}
 	api, inference := render.APIForPath(st.path)
-	generate := !inference && strings.TrimRight(st.path, "/") == tokenin.Path
+	trimmed := strings.TrimRight(st.path, "/")
+	generate := !inference && trimmed == tokenin.Path
 	if generate {
 		api, inference = apiGenerate, true
 	}
-	if p := strings.TrimRight(st.path, "/"); inference && p != st.path {
+	if inference && trimmed != st.path {
 		// The engine gets the API's own path: vLLM answers one with a
 		// trailing slash by a redirect to its own address (the Host Envoy
 		// sends), which the client would follow past the gateway.
-		st.rewrite = p + st.query
+		st.rewrite = trimmed + st.query
 	}
 	if body == nil || !inference {
 		// Not an inference request (GET /v1/models, health probes through the
