@@ -80,6 +80,7 @@ inferenceExtension:
   strictConfig: true
   fallbacks: 2
   conformanceTestHooks: true
+  observeCachedTokens: true
   maxBodyBytes: 8388608
   maxBodyBytesInFlight: 268435456
   grpcMaxConcurrentStreams: 1000
@@ -167,7 +168,7 @@ func TestChartRendersValidObjects(t *testing.T) {
 	args := eppArgs(t, full["Deployment"][0])
 	for _, want := range []string{"--pool-name=qwen-pool", "--pool-namespace=llm", "--model=Qwen/Qwen3-32B",
 		"--event-selector=llm-d.ai/role=decode", "--log-level=debug", "--readiness-interval=2s", "--strict-config",
-		"--config=/etc/kvroute/config.yaml", "--fallbacks=2", "--conformance-test-hooks",
+		"--config=/etc/kvroute/config.yaml", "--fallbacks=2", "--conformance-test-hooks", "--observe-cached-tokens",
 		"--max-body-bytes=8388608", "--max-body-bytes-in-flight=268435456", "--grpc-max-concurrent-streams=1000",
 		"--secure-serving=true"} {
 		require.Contains(t, args, want)
@@ -178,6 +179,7 @@ func TestChartRendersValidObjects(t *testing.T) {
 	for _, a := range eppArgs(t, minimal["Deployment"][0]) {
 		require.NotContains(t, a, "--max-body-bytes")
 		require.NotContains(t, a, "--grpc-max-concurrent-streams")
+		require.NotContains(t, a, "--observe-cached-tokens")
 	}
 }
 

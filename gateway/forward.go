@@ -20,6 +20,7 @@ import (
 	"github.com/kvroute/kvroute/disagg"
 	"github.com/kvroute/kvroute/internal/stallwrite"
 	"github.com/kvroute/kvroute/internal/upstreamfail"
+	"github.com/kvroute/kvroute/internal/usage"
 	"github.com/kvroute/kvroute/render"
 )
 
@@ -162,12 +163,13 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, d
 		_ = sw.Flush() // the client sees the stream open at once
 	}
 
-	var us *usageScanner
+	var us *usage.Scanner
 	// A split request's decoder reports the transferred prompt as cached:
 	// no measure of what the index predicted for it, so it does not feed
 	// the accuracy loop.
 	if h.cfg.ObserveCachedTokens && rec != nil && resp.StatusCode/100 == 2 && !split {
-		us = &usageScanner{sse: strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")}
+		us = &usage.Scanner{SSE: strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"), Budget: &h.budget}
+		defer us.Release() // a response cut short gives its buffer back too
 	}
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
@@ -185,7 +187,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, d
 				}
 			}
 			if us != nil {
-				us.write(buf[:n])
+				us.Write(buf[:n])
 			}
 			if _, werr := sw.Write(buf[:n]); werr != nil {
 				return writeResult(werr), werr

@@ -63,6 +63,10 @@ type Config struct {
 	// (ServerConfig.Models) holds its rewritten copy as well, charged when
 	// it is made. A request whose body, or its copy, finds no room is
 	// answered 503 with a Retry-After and counted as result "body_budget".
+	// With ObserveCachedTokens, the buffer that reads a response's usage (a
+	// JSON body, or one line of a stream, at most 1 MiB) is charged too; a
+	// response whose buffer finds no room is passed through unread (usage
+	// result "no_room").
 	// 0 means DefaultMaxBodyBytesInFlight (or MaxBodyBytes when that is
 	// larger); a value below MaxBodyBytes is an error, since a body at the
 	// limit could never pass.

@@ -3,6 +3,8 @@ package gateway
 import (
 	"strings"
 
+	"github.com/kvroute/kvroute/internal/usage"
+
 	"github.com/kvroute/kvroute/internal/upstreamfail"
 	"github.com/kvroute/kvroute/render"
 	"github.com/kvroute/kvroute/telemetry"
@@ -119,13 +121,13 @@ func newMetrics(set telemetry.Set, bodyBytes, resends func() int64) (*metrics, e
 		Help:    "Time from receiving a request to the first response bytes from the engine (routing plus the engine's time to first token), by API.",
 		Buckets: latencyBuckets,
 	}, []string{"api"})
-	usage := prometheus.NewCounterVec(prometheus.CounterOpts{
+	usageVec := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kvroute_gateway_usage_total",
-		Help: "Successful responses read for the engine's cached prompt tokens (observeCachedTokens), by result: observed, no_usage, too_large, invalid.",
+		Help: "Successful responses read for the engine's cached prompt tokens (observeCachedTokens), by result: observed, no_usage, too_large, invalid, no_room (the body budget had no room for the buffer).",
 	}, []string{"result"})
 	inFlight := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "kvroute_gateway_request_body_bytes_in_flight",
-		Help: "Bytes of request body buffers held by requests in flight, bounded by maxBodyBytesInFlight.",
+		Help: "Bytes of request body buffers held by requests in flight, with the response buffers read for their usage (observeCachedTokens), bounded by maxBodyBytesInFlight.",
 	}, func() float64 { return float64(bodyBytes()) })
 	unrouted := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "kvroute_gateway_unrouted_requests_total",
@@ -143,7 +145,7 @@ func newMetrics(set telemetry.Set, bodyBytes, resends func() int64) (*metrics, e
 		Name: "kvroute_gateway_upstream_resends_total",
 		Help: "Requests the gateway sent to an engine a second time, on a new connection, because the engine closed the reused keep-alive connection before any byte of answer (nothing had reached the client): an engine that had read the request may have run it twice. 0 with a transport of the embedder's own.",
 	}, func() float64 { return float64(resends()) })
-	cs := []prometheus.Collector{requests, pick, first, usage, inFlight, unrouted, recordCut, broken, resent}
+	cs := []prometheus.Collector{requests, pick, first, usageVec, inFlight, unrouted, recordCut, broken, resent}
 	if err := set.Register(cs...); err != nil {
 		return nil, err
 	}
@@ -152,8 +154,8 @@ func newMetrics(set telemetry.Set, bodyBytes, resends func() int64) (*metrics, e
 	for k := range m.broken {
 		m.broken[k] = broken.WithLabelValues(upstreamfail.Kind(k).String())
 	}
-	for _, r := range usageResults {
-		m.usage[r] = usage.WithLabelValues(r)
+	for _, r := range usage.Results {
+		m.usage[r] = usageVec.WithLabelValues(r)
 	}
 	for _, api := range apis {
 		am := &apiMetrics{

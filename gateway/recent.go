@@ -3,6 +3,8 @@ package gateway
 import (
 	"time"
 
+	"github.com/kvroute/kvroute/internal/usage"
+
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/internal/recent"
 	"github.com/kvroute/kvroute/render"
@@ -55,10 +57,10 @@ func (h *Handler) Recent() []DecisionRecord { return h.recent.List() }
 // finish ends a successful request with the cached tokens the engine
 // reported in the response's usage, which closes the router's accuracy
 // loop; without them the handler's own Done ends it.
-func (h *Handler) finish(d *kvroute.Decision, us *usageScanner, rec *DecisionRecord) {
-	cached, result := us.result()
+func (h *Handler) finish(d *kvroute.Decision, us *usage.Scanner, rec *DecisionRecord) {
+	cached, result := us.Result()
 	h.met.usage[result].Inc()
-	if result != usageObserved {
+	if result != usage.Observed {
 		return
 	}
 	if o, ok := d.Done(kvroute.DoneInfo{CachedTokens: cached, HasCachedTokens: true}); ok {

@@ -77,6 +77,13 @@
 //     fallbacks the request's load and prediction move there
 //     (Decision.Served), so that a failed pick does not look busy and the
 //     fallback does not look idle; the client's x-kvroute-endpoint names it.
+//   - with Config.ObserveCachedTokens, reads the cached prompt tokens the
+//     engine reports in a successful response's usage from those chunks (a
+//     JSON body, or the final usage chunk of a stream) and ends the request
+//     with them, so that the router's accuracy loop works behind Envoy as
+//     it does in the kvroute gateway; kvroute_extproc_usage_total counts
+//     what it read, by result, and the buffer it reads with is charged to
+//     Config.MaxBodyBytesInFlight.
 //   - passes every response body chunk back unchanged (a streamed body
 //     mutation per chunk), so streaming responses stream.
 //   - makes at most one decision per stream. A request-phase message after

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sync/atomic"
 
+	"github.com/kvroute/kvroute/internal/usage"
+
 	"github.com/kvroute/kvroute/telemetry"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -43,7 +45,8 @@ type metrics struct {
 	servedMismatch  prometheus.Counter
 	servedFallback  prometheus.Counter
 	aborted         prometheus.Counter
-	recordCut       prometheus.Counter // status-page records whose texts were cut
+	recordCut       prometheus.Counter            // status-page records whose texts were cut
+	usage           map[string]prometheus.Counter // by usage result (Config.ObserveCachedTokens)
 	passthroughSeq  atomic.Uint64
 
 	set        telemetry.Set          // of the collectors, for unregister
@@ -91,9 +94,17 @@ func newMetrics(set telemetry.Set, bodyBytes func() int64) (*metrics, error) {
 			Help: "Streams whose request ID, path, model name or served endpoint, as the client or Envoy sent them, was cut to 256 bytes in the status page's latest streams.",
 		}),
 	}
+	usageVec := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kvroute_extproc_usage_total",
+		Help: "Successful responses read for the engine's cached prompt tokens (observeCachedTokens), by result: observed, no_usage, too_large, invalid, no_room (maxBodyBytesInFlight had no room for the buffer).",
+	}, []string{"result"})
+	m.usage = map[string]prometheus.Counter{}
+	for _, r := range usage.Results {
+		m.usage[r] = usageVec.WithLabelValues(r)
+	}
 	bodies := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "kvroute_extproc_request_body_bytes_in_flight",
-		Help: "Bytes of request body buffers held by ext_proc streams, bounded by maxBodyBytesInFlight.",
+		Help: "Bytes of request body buffers held by ext_proc streams, with the response buffers read for their usage (observeCachedTokens), bounded by maxBodyBytesInFlight.",
 	}, func() float64 { return float64(bodyBytes()) })
 	for _, r := range results {
 		m.requests[r] = vec.WithLabelValues(r)
@@ -101,7 +112,7 @@ func newMetrics(set telemetry.Set, bodyBytes func() int64) (*metrics, error) {
 	for _, k := range protocolErrorKinds {
 		m.protocolErrors[k] = protoVec.WithLabelValues(k)
 	}
-	cs := []prometheus.Collector{vec, protoVec, m.pick, m.renderFallbacks, m.servedMismatch, m.servedFallback, m.aborted, m.recordCut, bodies}
+	cs := []prometheus.Collector{vec, protoVec, m.pick, m.renderFallbacks, m.servedMismatch, m.servedFallback, m.aborted, m.recordCut, usageVec, bodies}
 	if err := set.Register(cs...); err != nil {
 		return nil, fmt.Errorf("extproc: metrics: %w", err)
 	}

@@ -17,6 +17,8 @@ type streamRecord struct {
 	Served          string // the endpoint Envoy reported; "" when it reported none
 	PromptTokens    int
 	PredictedCached int
+	ActualCached    int  // the cached tokens the engine reported (Config.ObserveCachedTokens)
+	Observed        bool // ActualCached was read from the response's usage
 	UsedCache       bool
 	CacheMode       string // precise, approximate or blind
 	Outcome         string

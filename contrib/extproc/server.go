@@ -122,6 +122,23 @@ type Config struct {
 	// ConformanceServedHeader reports the endpoint that served it. Off by
 	// default: with it on, any client chooses its own endpoint.
 	ConformanceTestHooks bool `json:"conformanceTestHooks"`
+	// ObserveCachedTokens reads the cached prompt tokens the engine reports
+	// in each successful response's usage (vLLM started with
+	// --enable-prompt-tokens-details) from the response body chunks Envoy
+	// sends the picker, and ends the request with them
+	// (kvroute.Decision.Done with DoneInfo.CachedTokens), closing the
+	// router's loop on the index's accuracy as the kvroute gateway's key of
+	// that name does. The buffer that reads a usage (a JSON body, or one
+	// line of a stream, at most 1 MiB) is charged to MaxBodyBytesInFlight; a
+	// response whose buffer finds no room is passed through unread (usage
+	// result "no_room"). A split (P/D) request is not read: its decoder
+	// reports the transferred prompt as cached. Leave it off for engines
+	// that do not report the details (a usage without them reads as 0
+	// cached tokens). The picker reads the response body chunks Envoy sends
+	// it, so the ext_proc filter's response body mode must send them
+	// (STREAMED or FULL_DUPLEX_STREAMED); streams carry usage only when the
+	// client asked for stream_options.include_usage.
+	ObserveCachedTokens bool `json:"observeCachedTokens"`
 }
 
 // MaxFallbacks bounds Config.Fallbacks: Envoy tries the list one endpoint

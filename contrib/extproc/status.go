@@ -118,8 +118,8 @@ td,th{border:1px solid #ccc;padding:.25em .6em;text-align:left}th{background:#ee
 {{range .Endpoints}}<tr class="endpoint" data-id="{{.ID}}"><td>{{.ID}}</td><td class="mode {{.Mode}}">{{.Mode}}</td><td class="{{.State}}">{{.State}}{{if .GivenUp}} (given up){{end}}</td><td>{{.AppliedSeq}}</td><td>{{.SinceApplied}}</td><td>{{.Blocks}}</td><td>{{.InflightTokens}}</td><td>{{.InflightRequests}}</td><td>{{if .Inaccurate}}<span class="bad">missing persistently</span>{{else}}ok{{end}}</td></tr>
 {{end}}</table>
 <h2>Latest requests</h2>
-<table id="requests"><tr><th>time</th><th>request</th><th>path</th><th>model</th><th>endpoints named</th><th>served by</th><th>prompt tokens</th><th>predicted cached</th><th>used cache</th><th>cache mode</th><th>filter outcome</th><th>result</th></tr>
-{{range .Streams}}<tr class="request"><td>{{.Time.Format "15:04:05.000"}}</td><td>{{.RequestID}}</td><td>{{.Path}}</td><td>{{.Model}}</td><td>{{.Endpoints}}</td><td>{{if .Served}}{{.Served}}{{else}}–{{end}}</td><td>{{.PromptTokens}}</td><td>{{.PredictedCached}}</td><td>{{.UsedCache}}</td><td class="mode {{.CacheMode}}">{{.CacheMode}}</td><td>{{.Outcome}}</td><td>{{.Result}}</td></tr>
+<table id="requests"><tr><th>time</th><th>request</th><th>path</th><th>model</th><th>endpoints named</th><th>served by</th><th>prompt tokens</th><th>predicted cached</th><th>engine cached</th><th>used cache</th><th>cache mode</th><th>filter outcome</th><th>result</th></tr>
+{{range .Streams}}<tr class="request"><td>{{.Time.Format "15:04:05.000"}}</td><td>{{.RequestID}}</td><td>{{.Path}}</td><td>{{.Model}}</td><td>{{.Endpoints}}</td><td>{{if .Served}}{{.Served}}{{else}}–{{end}}</td><td>{{.PromptTokens}}</td><td>{{.PredictedCached}}</td><td class="actual">{{if .Observed}}{{.ActualCached}}{{else}}–{{end}}</td><td>{{.UsedCache}}</td><td class="mode {{.CacheMode}}">{{.CacheMode}}</td><td>{{.Outcome}}</td><td>{{.Result}}</td></tr>
 {{end}}</table>
 </body></html>
 `))

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kvroute/kvroute/internal/usage"
+
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"go.opentelemetry.io/otel/trace"
@@ -53,6 +55,14 @@ type streamState struct {
 	result   string            // the stream's result, for the status page
 	firstOut bool
 	done     bool
+
+	// The usage of a response read for its cached tokens
+	// (Config.ObserveCachedTokens): scanning from a 2xx response's headers
+	// until its end, the result kept for the status page.
+	scan     usage.Scanner
+	scanning bool
+	actual   int    // the cached tokens the engine reported
+	observed string // the usage result; "" when not read
 
 	req     kvroute.Request // the request picked, kept with the stream instead of allocated apart
 	listBuf [1]string       // list's array when the pick has no fallbacks
@@ -97,6 +107,10 @@ func (st *streamState) run() error {
 // release that counts when the response path already released it.
 func (st *streamState) finish() {
 	st.dropBody()
+	if st.scanning {
+		st.scanning = false
+		st.scan.Release() // a response cut short gives its buffer back
+	}
 	if st.decision != nil && !st.done {
 		st.done = true
 		st.decision.Done(kvroute.DoneInfo{Err: errors.New("extproc: stream ended before the response")})
@@ -128,6 +142,9 @@ func (st *streamState) record() {
 	if d := st.decision; d != nil {
 		rec.PromptTokens, rec.PredictedCached, rec.UsedCache, rec.Outcome = d.PromptTokens, d.CachedTokens, d.UsedCache, d.Outcome.String()
 		rec.CacheMode = d.CacheMode.String()
+	}
+	if st.observed == usage.Observed {
+		rec.ActualCached, rec.Observed = st.actual, true
 	}
 	if clipRecord(&rec) {
 		st.srv.met.recordCut.Inc()
@@ -507,6 +524,14 @@ func (st *streamState) responseHeaders(req *extprocv3.ProcessingRequest, h *extp
 	}}); err != nil {
 		return err
 	}
+	if c.ObserveCachedTokens && st.decision != nil && len(st.decision.Roles) == 0 {
+		// A split request's decoder reports the transferred prompt as
+		// cached: no measure of what the index predicted for it.
+		if code, sse := responseMeta(h.GetHeaders()); code/100 == 2 {
+			st.scan = usage.Scanner{SSE: sse, Budget: &st.srv.bodies}
+			st.scanning = true
+		}
+	}
 	if h.GetEndOfStream() {
 		st.release()
 	}
@@ -521,6 +546,9 @@ func (st *streamState) responseBody(b *extprocv3.HttpBody) error {
 			st.srv.notify(st.decision.Endpoint.ID)
 		}
 	}
+	if st.scanning {
+		st.scan.Write(b.GetBody())
+	}
 	if b.GetEndOfStream() {
 		st.release()
 	}
@@ -531,11 +559,23 @@ func (st *streamState) responseBody(b *extprocv3.HttpBody) error {
 	}})
 }
 
-// release ends the request's load accounting on the response path.
+// release ends the request's load accounting on the response path, with
+// the cached tokens the response reported when it was read for them.
 func (st *streamState) release() {
+	var info kvroute.DoneInfo
+	if st.scanning {
+		st.scanning = false
+		cached, result := st.scan.Result()
+		st.srv.met.usage[result].Inc()
+		st.observed = result
+		if result == usage.Observed {
+			info.CachedTokens, info.HasCachedTokens = cached, true
+			st.actual = cached
+		}
+	}
 	if st.decision != nil && !st.done {
 		st.done = true
-		st.decision.Done(kvroute.DoneInfo{})
+		st.decision.Done(info)
 		st.srv.notify(st.decision.Endpoint.ID)
 	}
 }
@@ -590,4 +630,24 @@ func headersOf(m *corev3.HeaderMap) (h http.Header, path, query string) {
 		h[key] = vals[len(vals)-1 : len(vals) : len(vals)]
 	}
 	return h, path, query
+}
+
+// responseMeta reads a response's status code (0 when absent or malformed)
+// and whether its body is a server-sent event stream.
+func responseMeta(m *corev3.HeaderMap) (code int, sse bool) {
+	for _, hv := range m.GetHeaders() {
+		v := hv.GetValue()
+		if len(hv.GetRawValue()) > 0 {
+			v = string(hv.GetRawValue())
+		}
+		switch strings.ToLower(hv.GetKey()) {
+		case ":status":
+			if n, err := strconv.Atoi(v); err == nil {
+				code = n
+			}
+		case "content-type":
+			sse = strings.HasPrefix(strings.ToLower(strings.TrimSpace(v)), "text/event-stream")
+		}
+	}
+	return code, sse
 }

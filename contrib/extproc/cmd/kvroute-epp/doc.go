@@ -91,6 +91,12 @@
 // a fallback served, the request's load moves there.
 // --conformance-test-hooks turns on the Inference Extension conformance
 // suite's test hooks (off by default; never on a production cluster).
+// --observe-cached-tokens reads the cached prompt tokens vLLM reports in each
+// successful response's usage (started with --enable-prompt-tokens-details)
+// from the response body chunks Envoy sends the picker, and hands them to the
+// router's accuracy loop (kvroute_router_prediction_*,
+// kvroute_router_endpoint_inaccurate, the resync of a persistently wrong
+// endpoint's events); kvroute_extproc_usage_total counts what was read.
 //
 // --approximate-config FILE (YAML or JSON, package approx's keys) keeps an
 // approximate prefix index for endpoints whose KV events are not live; the

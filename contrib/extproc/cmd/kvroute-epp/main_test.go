@@ -233,10 +233,12 @@ func TestFallbacksAndConformanceHooksFlags(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, f.fallbacks)
 	require.False(t, f.conformanceTestHooks)
-	f, err = parseFlags([]string{"--endpoints", "127.0.0.1:8000", "--fallbacks", "2", "--conformance-test-hooks"}, io.Discard)
+	require.False(t, f.observeCachedTokens)
+	f, err = parseFlags([]string{"--endpoints", "127.0.0.1:8000", "--fallbacks", "2", "--conformance-test-hooks", "--observe-cached-tokens"}, io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, 2, f.fallbacks)
 	require.True(t, f.conformanceTestHooks)
+	require.True(t, f.observeCachedTokens)
 
 	defer leakcheck.Check(t)()
 	err = run(context.Background(), []string{"--endpoints", "127.0.0.1:8000", "--fallbacks", "17", "--model", model,

@@ -1,4 +1,4 @@
-package gateway
+package usage
 
 import (
 	"bytes"
@@ -8,7 +8,7 @@ import (
 
 // FuzzUsageScanner feeds arbitrary engine responses, JSON or SSE, to the
 // cached-token reader (seed corpus in testdata/fuzz/FuzzUsageScanner): it
-// never panics, holds at most maxUsageBytes of the response at any time,
+// never panics, holds at most MaxBytes of the response at any time,
 // reaches the same result however the response is split into reads, reports
 // cached tokens only for an observed usage, and, with long set, a line (or
 // body) beyond the bound in front of the response is passed over as
@@ -21,20 +21,20 @@ func FuzzUsageScanner(f *testing.F) {
 	f.Add([]byte(`{"usage":{"input_tokens_details":{"cached_tokens":1e99}}}`), false, uint8(2), true)
 	f.Fuzz(func(t *testing.T, resp []byte, sse bool, piece uint8, long bool) {
 		if long {
-			pad := append([]byte("data: "), bytes.Repeat([]byte{'a'}, maxUsageBytes)...)
+			pad := append([]byte("data: "), bytes.Repeat([]byte{'a'}, MaxBytes)...)
 			resp = append(append(pad, '\n'), resp...)
 		}
 		run := func(size int) (int, string) {
-			u := &usageScanner{sse: sse}
+			u := &Scanner{SSE: sse}
 			for p := resp; len(p) > 0; {
 				n := min(size, len(p))
-				u.write(p[:n])
+				u.Write(p[:n])
 				p = p[n:]
-				if len(u.buf) > maxUsageBytes {
+				if len(u.buf) > MaxBytes {
 					t.Fatalf("holding %d bytes of the response", len(u.buf))
 				}
 			}
-			return u.result()
+			return u.Result()
 		}
 		cached, result := run(len(resp) + 1)
 		size := int(piece%32) + 1
@@ -44,16 +44,16 @@ func FuzzUsageScanner(f *testing.F) {
 		if c, r := run(size); c != cached || r != result {
 			t.Fatalf("in %d-byte reads: %d %s, in one read: %d %s", size, c, r, cached, result)
 		}
-		if !slices.Contains(usageResults, result) {
+		if !slices.Contains(Results, result) {
 			t.Fatalf("result %q", result)
 		}
-		if result != usageObserved && cached != 0 {
+		if result != Observed && cached != 0 {
 			t.Fatalf("%d cached tokens with result %s", cached, result)
 		}
-		if long && !sse && result != usageTooLarge {
+		if long && !sse && result != TooLarge {
 			t.Fatalf("a body beyond the bound read as %s", result)
 		}
-		if long && sse && result != usageTooLarge && result != usageObserved && result != usageInvalid {
+		if long && sse && result != TooLarge && result != Observed && result != Invalid {
 			t.Fatalf("a stream with a line beyond the bound read as %s", result)
 		}
 	})
