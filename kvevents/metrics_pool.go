@@ -57,6 +57,11 @@ type eventMetrics struct {
 	// of an endpoint listing Endpoint.Models whose topic names a model it
 	// does not serve; indexed under Endpoint.Model.
 	TopicModelUnknown *prometheus.CounterVec
+	// kvroute_kv_events_endpoints_not_selected (gauge): endpoints passed to
+	// Ensure whose labels Options.Matcher does not match, so not subscribed
+	// on purpose (decode-only pods of a P/D pool, say). With
+	// active_subscribers it accounts for every endpoint the pool was given.
+	NotSelected prometheus.Gauge
 }
 
 // newMetrics creates the Pool's KV-event metrics (the Applier's included)
@@ -130,6 +135,10 @@ func newMetrics(r *registrar) (*eventMetrics, error) {
 			Name: "kvroute_kv_events_topic_model_unknown_total",
 			Help: "KV-event messages whose topic names a model the endpoint does not list among its served models; indexed under its configured model.",
 		}, []string{"pod_identifier"}),
+		NotSelected: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kvroute_kv_events_endpoints_not_selected",
+			Help: "Endpoints known to the KV-event pool whose labels the event selector does not match: not subscribed, on purpose (decode-only pods, say).",
+		}),
 	}
 	m.ActiveSubscribers = register(r, m.ActiveSubscribers)
 	m.MessagesReceived = register(r, m.MessagesReceived)
@@ -146,6 +155,7 @@ func newMetrics(r *registrar) (*eventMetrics, error) {
 	m.BindForeign = register(r, m.BindForeign)
 	m.BindSourceMismatch = register(r, m.BindSourceMismatch)
 	m.TopicModelUnknown = register(r, m.TopicModelUnknown)
+	m.NotSelected = register(r, m.NotSelected)
 	if r.err != nil {
 		return nil, r.err
 	}

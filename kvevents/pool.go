@@ -75,7 +75,8 @@ type Pool struct {
 	storedBlocks atomic.Uint64
 	topicObs     atomic.Pointer[TopicObserver] // see ObserveTopics
 
-	opMu sync.Mutex // serialises Ensure, Remove and Close
+	opMu        sync.Mutex          // serialises Ensure, Remove and Close
+	notSelected map[string]struct{} // endpoints Ensure was given that Options.Matcher refused; under opMu
 
 	src source // dialer, or binder in bind mode
 
@@ -223,7 +224,25 @@ func (p *Pool) ensure(ep Endpoint, pos *Position) error {
 	after := p.src.ensureLocked(ep, match, pos)
 	p.mu.Unlock()
 	after()
+	p.markSelected(ep.ID, match)
 	return nil
+}
+
+// markSelected records whether the endpoint with this ID is one Options.Matcher
+// refused, for kvroute_kv_events_endpoints_not_selected. It runs under opMu.
+func (p *Pool) markSelected(id string, selected bool) {
+	_, was := p.notSelected[id]
+	switch {
+	case !selected && !was:
+		if p.notSelected == nil {
+			p.notSelected = map[string]struct{}{}
+		}
+		p.notSelected[id] = struct{}{}
+		p.m.NotSelected.Inc()
+	case selected && was:
+		delete(p.notSelected, id)
+		p.m.NotSelected.Dec()
+	}
 }
 
 // Remove stops the subscription of the endpoint with this ID and removes
@@ -236,6 +255,7 @@ func (p *Pool) Remove(id string) {
 	after := p.src.removeLocked(id)
 	p.mu.Unlock()
 	after()
+	p.markSelected(id, true) // no longer known
 }
 
 // Close stops every subscription, replay and worker, waits for them and
@@ -267,6 +287,8 @@ func (p *Pool) Close() error {
 	close(p.stop)
 	p.wwg.Wait()
 	p.m.PoolCapacity.Sub(float64(p.cfg.Concurrency * p.cfg.QueueSize))
+	p.m.NotSelected.Sub(float64(len(p.notSelected))) // a second Pool on the registry shares the gauge
+	p.notSelected = nil
 	p.reg.unregister()
 	return nil
 }
