@@ -114,8 +114,8 @@
 // placeholders that are empty, overlap or end past the prompt) is answered
 // 400 and counted as bad_request.
 //
-// GET /v1/models is forwarded to the endpoints in turn without a routing
-// decision, as is a browser's CORS preflight (OPTIONS with Origin and
+// GET /v1/models (also with a trailing slash, forwarded without it) is
+// forwarded to the endpoints in turn without a routing decision, as is a browser's CORS preflight (OPTIONS with Origin and
 // Access-Control-Request-Method) of an inference route or /v1/models,
 // which the engine's CORS policy (vLLM's --allowed-origins) answers. Server bundles a Handler, a Router, a Prometheus registry
 // (/metrics) and /health behind an http.Server with graceful shutdown; it is

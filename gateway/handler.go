@@ -316,7 +316,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok && r.URL.Path == GeneratePath {
 		api, ok = apiGenerate, true
 	}
-	if (ok || r.URL.Path == "/v1/models") && corsPreflight(r) {
+	models := strings.TrimRight(r.URL.Path, "/") == modelsPath
+	if models && r.URL.Path != modelsPath {
+		// As for an inference path below: vLLM would answer the slashed
+		// path with a redirect to its own address.
+		r = withPath(r, modelsPath)
+	}
+	if (ok || models) && corsPreflight(r) {
 		// The engine's CORS policy (vLLM's --allowed-origins) answers it.
 		h.serveOne(w, r)
 		return
@@ -338,13 +344,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.serveInference(w, r, api)
 		return
 	}
-	if r.URL.Path == "/v1/models" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+	if models && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
 		h.serveModels(w, r)
 		return
 	}
 	h.met.unrouted.Inc()
 	writeError(w, render.APICompletions, http.StatusNotFound, "no route for "+r.Method+" "+r.URL.Path)
 }
+
+// modelsPath is vLLM's model listing, which the gateway forwards.
+const modelsPath = "/v1/models"
 
 // withPath returns a shallow copy of r whose URL has path p.
 func withPath(r *http.Request, p string) *http.Request {

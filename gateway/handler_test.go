@@ -414,6 +414,25 @@ func TestGatewayForwardsModelListing(t *testing.T) {
 	}
 }
 
+// GET /v1/models/ (a trailing slash) is the listing too, and reaches the
+// engine by its own path: vLLM would redirect the slashed path to its own
+// address, past the gateway.
+func TestGatewayForwardsModelListingWithATrailingSlash(t *testing.T) {
+	defer leakcheck.Check(t)()
+	h := newHarness(t, 1, Config{})
+	defer h.close()
+	paths := make(chan string, 2)
+	h.ups[0].setInfer(func(w http.ResponseWriter, r *http.Request) {
+		paths <- r.URL.Path
+		io.WriteString(w, `{"object":"list","data":[{"id":"test-model"}]}`)
+	})
+	resp, err := h.client.Get(h.gw.URL + "/v1/models/")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.JSONEq(t, `{"object":"list","data":[{"id":"test-model"}]}`, readAll(t, resp))
+	require.Equal(t, "/v1/models", recv(t, paths, "the engine's request"))
+}
+
 func TestNewRejectsBadConfig(t *testing.T) {
 	_, err := New(Config{}, nil, Options{})
 	require.Error(t, err)

@@ -33,7 +33,8 @@
 //     ("/v1/completions/") is routed as that API's and its :path set to the
 //     API's own (the query kept): vLLM answers the slashed path with a
 //     redirect to its own address, which the client would follow past the
-//     gateway. A request to vLLM's token-in /inference/v1/generate is
+//     gateway. "/v1/models/" is passed through as "/v1/models" for the
+//     same reason. A request to vLLM's token-in /inference/v1/generate is
 //     routed by its body's token IDs, multimodal features and cache salt,
 //     without rendering, as the kvroute gateway routes it; a body without
 //     token IDs, or with features vLLM refuses, is answered 400.

@@ -428,4 +428,18 @@ func TestProcessTrailingSlashPathGoesToTheEngineByItsAPIsPath(t *testing.T) {
 		h.idle()
 	}
 	require.Equal(t, 4.0, h.counter("kvroute_extproc_requests_total", map[string]string{"result": resultRouted}))
+
+	// The model listing, passed through round robin, likewise.
+	for _, c := range []struct{ in, want string }{{"/v1/models/", "/v1/models"}, {"/v1/models", ""}} {
+		st, err := h.client.Process(ctxT(t))
+		require.NoError(t, err)
+		require.NoError(t, st.Send(envoyHeaders(c.in, true, nil)))
+		hr, err := st.Recv()
+		require.NoError(t, err)
+		mut := hr.GetRequestHeaders().GetResponse().GetHeaderMutation()
+		require.Equal(t, h.engines[0].id, setHeader(mut, DefaultDestinationHeader), c.in)
+		require.Equal(t, c.want, setHeader(mut, ":path"), c.in)
+		require.NoError(t, st.CloseSend())
+	}
+	require.Equal(t, 2.0, h.counter("kvroute_extproc_requests_total", map[string]string{"result": resultPassthrough}))
 }

@@ -71,6 +71,9 @@ type streamState struct {
 	ctx  context.Context // the span's context, which the pick runs in; nil without a span
 }
 
+// modelsPath is vLLM's model listing, passed through round robin.
+const modelsPath = "/v1/models"
+
 // apiGenerate is the API of a request to vLLM's token-in route
 // (tokenin.Path), as the kvroute gateway names it.
 const apiGenerate render.API = "generate"
@@ -267,10 +270,11 @@ func (st *streamState) route(body []byte) error {
 	if generate {
 		api, inference = apiGenerate, true
 	}
-	if inference && trimmed != st.path {
-		// The engine gets the API's own path: vLLM answers one with a
-		// trailing slash by a redirect to its own address (the Host Envoy
-		// sends), which the client would follow past the gateway.
+	if (inference || trimmed == modelsPath) && trimmed != st.path {
+		// The engine gets the API's (or the model listing's) own path: vLLM
+		// answers one with a trailing slash by a redirect to its own
+		// address (the Host Envoy sends), which the client would follow
+		// past the gateway.
 		st.rewrite = trimmed + st.query
 	}
 	if body == nil || !inference {
