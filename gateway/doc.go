@@ -115,9 +115,17 @@
 // 400 and counted as bad_request.
 //
 // GET /v1/models (also with a trailing slash, forwarded without it) is
-// forwarded to the endpoints in turn without a routing decision, as is a browser's CORS preflight (OPTIONS with Origin and
+// forwarded to the endpoints in turn without a routing decision, as is a
+// browser's CORS preflight (OPTIONS with Origin and
 // Access-Control-Request-Method) of an inference route or /v1/models,
-// which the engine's CORS policy (vLLM's --allowed-origins) answers. Server bundles a Handler, a Router, a Prometheus registry
+// which the engine's CORS policy (vLLM's --allowed-origins) answers. POST
+// /v1/messages/count_tokens, vLLM's Anthropic token count (it renders the
+// prompt and runs nothing, so there is no cache to route by), goes to the
+// endpoints serving the body's model in turn, without a routing decision or
+// load, its body read and budgeted as an inference body is, its errors in
+// Anthropic's shape and its outcomes counted under api "count_tokens".
+//
+// Server bundles a Handler, a Router, a Prometheus registry
 // (/metrics) and /health behind an http.Server with graceful shutdown; it is
 // what the kvroute-gateway binaries and the end-to-end suite (e2e) run. It closes a client connection
 // whose request header takes longer than ServerConfig.ReadHeaderTimeout

@@ -272,6 +272,9 @@ func apiOf(r *http.Request) render.API {
 	if a, ok := render.APIForPath(r.URL.Path); ok {
 		return a
 	}
+	if r.URL.Path == countTokensPath {
+		return render.APIMessages // Anthropic's error shape
+	}
 	return render.APICompletions
 }
 

@@ -147,8 +147,8 @@ type Options struct {
 }
 
 // Handler is the reverse proxy: it serves the four inference routes, vLLM's
-// token-in GeneratePath and GET /v1/models, and answers 404 to everything
-// else. It is safe for concurrent use.
+// token-in GeneratePath, GET /v1/models and POST /v1/messages/count_tokens,
+// and answers 404 to everything else. It is safe for concurrent use.
 type Handler struct {
 	cfg       Config
 	picker    kvroute.Picker
@@ -348,6 +348,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.serveModels(w, r)
 		return
 	}
+	if strings.TrimRight(r.URL.Path, "/") == countTokensPath {
+		h.serveCountTokens(w, r)
+		return
+	}
 	h.met.unrouted.Inc()
 	writeError(w, render.APICompletions, http.StatusNotFound, "no route for "+r.Method+" "+r.URL.Path)
 }
@@ -375,29 +379,7 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api ren
 	body, held, err := h.readBody(w, r)
 	defer h.budget.Release(held) // after the response: forward holds the body until then
 	if err != nil {
-		var tooLarge *http.MaxBytesError
-		switch {
-		case errors.As(err, &tooLarge):
-			am.results[ResultBodyTooLarge].Inc()
-			writeError(w, api, http.StatusRequestEntityTooLarge,
-				fmt.Sprintf("request body exceeds the gateway's limit of %d bytes", tooLarge.Limit))
-		case errors.Is(err, errBodyBudget):
-			// The unread rest of the body stays on the connection: close it.
-			w.Header().Set("Connection", "close")
-			h.refuseBodyBudget(w, api, am)
-		case errors.Is(err, os.ErrDeadlineExceeded):
-			// Checked before the context: net/http cancels it on the
-			// connection's read error.
-			am.results[ResultBodyTimeout].Inc()
-			w.Header().Set("Connection", "close")
-			writeError(w, api, http.StatusRequestTimeout, fmt.Sprintf(
-				"the request body did not arrive within the gateway's body read timeout of %v", h.cfg.BodyReadTimeout))
-		case r.Context().Err() != nil:
-			am.results[ResultClientAbort].Inc()
-		default:
-			am.results[ResultBadRequest].Inc()
-			writeError(w, api, http.StatusBadRequest, "reading the request body: "+err.Error())
-		}
+		am.results[h.refuseBody(w, r, api, err)].Inc()
 		return
 	}
 	model, err := bodyModel(body)
@@ -552,10 +534,44 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api ren
 	}
 }
 
+// refuseBody answers, in api's shape, a request whose body could not be
+// read (readBody's error err), and returns the result to count.
+func (h *Handler) refuseBody(w http.ResponseWriter, r *http.Request, api render.API, err error) Result {
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		writeError(w, api, http.StatusRequestEntityTooLarge,
+			fmt.Sprintf("request body exceeds the gateway's limit of %d bytes", tooLarge.Limit))
+		return ResultBodyTooLarge
+	case errors.Is(err, errBodyBudget):
+		// The unread rest of the body stays on the connection: close it.
+		w.Header().Set("Connection", "close")
+		h.writeBodyBudget(w, api)
+		return ResultBodyBudget
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		// Checked before the context: net/http cancels it on the
+		// connection's read error.
+		w.Header().Set("Connection", "close")
+		writeError(w, api, http.StatusRequestTimeout, fmt.Sprintf(
+			"the request body did not arrive within the gateway's body read timeout of %v", h.cfg.BodyReadTimeout))
+		return ResultBodyTimeout
+	case r.Context().Err() != nil:
+		return ResultClientAbort
+	default:
+		writeError(w, api, http.StatusBadRequest, "reading the request body: "+err.Error())
+		return ResultBadRequest
+	}
+}
+
 // refuseBodyBudget answers a request whose body (or a copy the gateway
 // makes of it) found no room in Config.MaxBodyBytesInFlight.
 func (h *Handler) refuseBodyBudget(w http.ResponseWriter, api render.API, am *apiMetrics) {
 	am.results[ResultBodyBudget].Inc()
+	h.writeBodyBudget(w, api)
+}
+
+// writeBodyBudget writes refuseBodyBudget's answer.
+func (h *Handler) writeBodyBudget(w http.ResponseWriter, api render.API) {
 	w.Header().Set("Retry-After", "1")
 	writeError(w, api, http.StatusServiceUnavailable, fmt.Sprintf(
 		"the gateway is holding its limit of %d bytes of request bodies in flight; retry later", h.cfg.MaxBodyBytesInFlight))

@@ -69,7 +69,7 @@ var results = []Result{ResultSuccess, ResultUpstreamStatus, ResultUpstreamUnreac
 	ResultUpstreamClosed, ResultUpstreamError, ResultUpstreamBroken,
 	ResultClientAbort, ResultClientStalled, ResultBodyTooLarge, ResultBodyBudget, ResultBodyTimeout, ResultBadRequest, ResultNoEndpoint, ResultShed}
 
-var apis = []render.API{render.APICompletions, render.APIChatCompletions, render.APIMessages, render.APIResponses, apiGenerate}
+var apis = []render.API{render.APICompletions, render.APIChatCompletions, render.APIMessages, render.APIResponses, apiGenerate, apiCountTokens}
 
 // apiMetrics are one API's label children, resolved once so that the request
 // path does no label lookups.

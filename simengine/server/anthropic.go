@@ -96,6 +96,33 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 	out.send("message_stop", map[string]string{"type": "message_stop"})
 }
 
+// CountTokensPath is vLLM's Anthropic token count, which the engine serves
+// beside /v1/messages.
+const CountTokensPath = "/v1/messages/count_tokens"
+
+// handleCountTokens serves /v1/messages/count_tokens as vLLM does: the
+// Messages request's prompt rendered (max_tokens is not required) and its
+// tokens counted, {"input_tokens": N}, in Anthropic's error shape for a
+// model the engine does not serve; nothing runs, nothing is cached.
+func (s *Server) handleCountTokens(w http.ResponseWriter, r *http.Request) {
+	var req messagesRequest
+	if e := s.decodeJSON(w, r, &req); e != nil {
+		writeAPIError(w, e)
+		return
+	}
+	if _, e := s.resolveModel(req.Model); e != nil {
+		writeAnthropicError(w, e)
+		return
+	}
+	prompt, e := req.prompt()
+	s.tok.add(r.URL.Path, 1)
+	if e != nil {
+		writeAPIError(w, e)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"input_tokens": len(prompt)})
+}
+
 // anthropicErrorBody is vLLM's AnthropicErrorResponse: what its
 // /v1/messages answers for an error its handler returns, the
 // ErrorResponse's type and message under Anthropic's envelope, with the

@@ -5,7 +5,8 @@
 // exercised without GPUs.
 //
 // Routes: /v1/completions and /v1/chat/completions (JSON and SSE, ending in
-// "data: [DONE]"), /v1/messages (Anthropic, SSE with Anthropic's event names),
+// "data: [DONE]"), /v1/messages (Anthropic, SSE with Anthropic's event names)
+// and /v1/messages/count_tokens ({"input_tokens": N}, nothing run),
 // /v1/responses (JSON and SSE), the four render routes (only with
 // Config.EnableScaleOut; otherwise every render path answers FastAPI's bare
 // {"detail":"Not Found"} 404, as vLLM v0.30 without --enable-scale-out),

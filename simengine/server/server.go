@@ -229,6 +229,7 @@ func (s *Server) buildRoutes() map[string]route {
 		"/v1/completions":      {http.MethodPost, s.handleCompletions},
 		"/v1/chat/completions": {http.MethodPost, s.handleChat},
 		"/v1/messages":         {http.MethodPost, s.handleMessages},
+		CountTokensPath:        {http.MethodPost, s.handleCountTokens},
 		"/v1/responses":        {http.MethodPost, s.handleResponses},
 		"/v1/models":           {http.MethodGet, s.handleModels},
 		"/health":              {http.MethodGet, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }},
