@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -64,14 +63,7 @@ func TestGatewayCountTokensFollowsItsModel(t *testing.T) {
 	defer leakcheck.Check(t)()
 	f, id := startMultiModelFleet(t)
 	defer f.close(t)
-	require.Eventually(t, func() bool {
-		for _, e := range f.gw.Handler().Endpoints() {
-			if len(e.Models) == 0 {
-				return false
-			}
-		}
-		return true
-	}, time.Minute, 10*time.Millisecond, "the engines' /v1/models were never read")
+	f.waitPolled(t)
 	count := func(model string) (int, string, string) {
 		t.Helper()
 		resp, err := f.client.Post(f.gw.URL()+"/v1/messages/count_tokens", "application/json",

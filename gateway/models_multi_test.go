@@ -120,14 +120,7 @@ func TestGatewayIndexesBothModelsOfOneEndpoint(t *testing.T) {
 	defer leakcheck.Check(t)()
 	f, id := startMultiModelFleet(t)
 	defer f.close(t)
-	require.Eventually(t, func() bool {
-		for _, e := range f.gw.Handler().Endpoints() {
-			if len(e.Models) == 0 {
-				return false
-			}
-		}
-		return true
-	}, time.Minute, 10*time.Millisecond, "the engines' /v1/models were never read")
+	f.waitPolled(t)
 	for _, e := range f.gw.Handler().Endpoints() {
 		want := map[string][]string{"multi": {"alpha", "beta"}, "alpha": {"alpha"}, "beta": {"beta"}}[f.model[e.ID]]
 		require.ElementsMatch(t, want, e.Models, e.ID)

@@ -86,6 +86,20 @@ func (f *modelFleet) complete(t *testing.T, model, prompt string) (int, string, 
 	return resp.StatusCode, resp.Header.Get(HeaderEndpoint), cached, b
 }
 
+// waitPolled waits until the gateway's models poller has read every
+// engine's /v1/models (it reads each once at the start).
+func (f *modelFleet) waitPolled(t *testing.T) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		for _, e := range f.gw.Handler().Endpoints() {
+			if len(e.Models) == 0 {
+				return false
+			}
+		}
+		return true
+	}, time.Minute, 10*time.Millisecond, "the engines' /v1/models were never read")
+}
+
 // rewrites reads kvroute_models_rewrites_total{model,target}.
 func rewrites(t *testing.T, reg *prometheus.Registry, model, target string) float64 {
 	t.Helper()
@@ -124,14 +138,7 @@ func TestGatewayRoutesEachModelToItsEndpointsAndCache(t *testing.T) {
 	})
 	defer f.close(t)
 	// The poller reads every engine's /v1/models once at the start.
-	require.Eventually(t, func() bool {
-		for _, e := range f.gw.Handler().Endpoints() {
-			if len(e.Models) == 0 {
-				return false
-			}
-		}
-		return true
-	}, time.Minute, 10*time.Millisecond, "the engines' /v1/models were never read")
+	f.waitPolled(t)
 	for _, e := range f.gw.Handler().Endpoints() {
 		require.Equal(t, []string{f.model[e.ID]}, e.Models)
 	}
