@@ -129,6 +129,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, d
 	defer resp.Body.Close()
 
 	hdr = w.Header()
+	h.cors.unset(hdr) // the engine's CORS headers, not the gateway's policy
 	for k, vs := range resp.Header {
 		hdr[k] = vs
 	}

@@ -118,6 +118,20 @@ type Config struct {
 	// sets echo, is forwarded as it came. Empty, the default, forwards every
 	// body unchanged.
 	TokenizeOnce []render.API `json:"tokenizeOnce"`
+	// CORSAllowedOrigins lists the origins ("scheme://host[:port]", or "*"
+	// for any) whose browsers may read the answers the gateway writes
+	// itself (its 400, 404, 405, 408, 413, 429, 502 and 503): set it to
+	// the engines' --allowed-origins, so that a browser client refused by
+	// the gateway reads why, as it reads the engine's own errors, instead
+	// of a network error. Responses from an engine keep exactly the
+	// engine's CORS headers and preflights are answered by the engine, so
+	// the gateway grants nothing the engine's policy refuses. Empty, the
+	// default: the gateway's own answers carry no CORS headers.
+	CORSAllowedOrigins []string `json:"corsAllowedOrigins"`
+	// CORSAllowCredentials is the engines' --allow-credentials for the
+	// gateway's own answers (Access-Control-Allow-Credentials: true, the
+	// origin echoed even under "*"). It needs CORSAllowedOrigins.
+	CORSAllowCredentials bool `json:"corsAllowCredentials"`
 }
 
 // Options are the injected dependencies of a Handler or a Server; the zero
@@ -169,6 +183,7 @@ type Handler struct {
 	served    *models.Registry      // nil: one model (ServerConfig.Models; models.go)
 	session   *session.Affinity     // nil: no session cookie set (ServerConfig.Session)
 	tokenIn   map[render.API]bool   // Config.TokenizeOnce (tokenin.go)
+	cors      *corsPolicy           // Config.CORSAllowedOrigins; nil: none (cors.go)
 	// release hands a request's Decision back to its picker once the
 	// handler has made its last use of it: (*kvroute.Decision).Release,
 	// which lets a Router reuse it for a later pick; tests count it.
@@ -222,8 +237,12 @@ func New(cfg Config, picker kvroute.Picker, opts Options) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	cors, err := newCORSPolicy(cfg.CORSAllowedOrigins, cfg.CORSAllowCredentials)
+	if err != nil {
+		return nil, err
+	}
 	h := &Handler{cfg: cfg, picker: picker, transport: opts.Transport, log: opts.Log(), now: opts.Clk().Now, ids: newRequestIDs(), tokenIn: tokenIn,
-		release: (*kvroute.Decision).Release}
+		release: (*kvroute.Decision).Release, cors: cors}
 	h.budget.Limit = cfg.MaxBodyBytesInFlight
 	if opts.TracerProvider != nil {
 		h.tracer = opts.TracerProvider.Tracer("github.com/kvroute/kvroute/gateway")
@@ -312,6 +331,7 @@ func (h *Handler) Close() {
 
 // ServeHTTP routes one request.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.cors.set(w.Header(), r.Header.Get("Origin")) // for the gateway's own answers; forward replaces them by the engine's
 	api, ok := render.APIForPath(r.URL.Path)
 	if !ok && r.URL.Path == GeneratePath {
 		api, ok = apiGenerate, true

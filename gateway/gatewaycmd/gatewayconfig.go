@@ -82,6 +82,11 @@ type gatewayConfig struct {
 	// prefix index of endpoints whose KV events are not live. Its keys are
 	// approx.Config's ({"enabled": true} turns it on).
 	Approximate *approx.Config `json:"approximate"`
+	// CORSAllowedOrigins and CORSAllowCredentials are gateway.Config's:
+	// the engines' --allowed-origins and --allow-credentials, for the
+	// answers the gateway writes itself.
+	CORSAllowedOrigins   []string `json:"corsAllowedOrigins"`
+	CORSAllowCredentials bool     `json:"corsAllowCredentials"`
 	// PeerLoadFromMetrics is gateway.ServerConfig.PeerLoadFromMetrics:
 	// true estimates the other gateway replicas' load on each engine from
 	// its scraped queue (with engineMetrics' settings, or its defaults).
@@ -155,6 +160,7 @@ func (g gatewayConfig) apply(s *gateway.ServerConfig) {
 	s.ReadHeaderTimeout = g.ReadHeaderTimeout
 	s.IdleTimeout = g.IdleTimeout
 	s.Proxy.TokenizeOnce = g.TokenizeOnce
+	s.Proxy.CORSAllowedOrigins, s.Proxy.CORSAllowCredentials = g.CORSAllowedOrigins, g.CORSAllowCredentials
 	s.Admission = g.Admission
 	s.EngineMetrics = g.EngineMetrics
 	if g.Disagg != nil {

@@ -192,3 +192,13 @@ func TestTokenizeOnceFromTheConfigFileAndTheFlag(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []render.API{render.APICompletions}, o.server.Proxy.TokenizeOnce)
 }
+
+// corsAllowedOrigins and corsAllowCredentials of the gateway section reach
+// the gateway's configuration.
+func TestCORSFromTheConfigFile(t *testing.T) {
+	cfg := writeFile(t, "gateway.yaml", "model: m\ngateway:\n  corsAllowedOrigins: [\"https://app.example\"]\n  corsAllowCredentials: true\n")
+	o, err := parseFlags([]string{"--config", cfg, "--endpoints", "10.0.0.1:8000"}, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, []string{"https://app.example"}, o.server.Proxy.CORSAllowedOrigins)
+	require.True(t, o.server.Proxy.CORSAllowCredentials)
+}
