@@ -18,6 +18,7 @@ const (
 	fieldStreamOptions    = "stream_options"
 	fieldMaxTokens        = "max_tokens"
 	fieldMaxCompletion    = "max_completion_tokens"
+	fieldMinTokens        = "min_tokens"
 	fieldDoRemoteDecode   = "do_remote_decode"
 	fieldDoRemotePrefill  = "do_remote_prefill"
 )
@@ -56,9 +57,10 @@ func parseObject(body []byte) (map[string]json.RawMessage, error) {
 }
 
 // PrefillBody returns the body sent to the prefiller for the client request
-// body orig: the same request with max_tokens 1 (max_completion_tokens too
-// when the client set it), stream false, no stream_options, and
-// kv_transfer_params asking for a remote decode. Every other field is kept.
+// body orig: the same request with max_tokens 1 (max_completion_tokens and
+// min_tokens too when the client set them: vLLM refuses a min_tokens above
+// max_tokens), stream false, no stream_options, and kv_transfer_params
+// asking for a remote decode. Every other field is kept.
 func PrefillBody(orig []byte) ([]byte, error) {
 	m, err := parseObject(orig)
 	if err != nil {
@@ -77,6 +79,12 @@ func prefillBody(orig map[string]json.RawMessage) ([]byte, error) {
 	m[fieldMaxTokens] = json.RawMessage(`1`)
 	if _, ok := m[fieldMaxCompletion]; ok {
 		m[fieldMaxCompletion] = json.RawMessage(`1`)
+	}
+	if _, ok := m[fieldMinTokens]; ok {
+		// 1, not 0: the one token is then never an end of sequence, and
+		// the prefill ends length-capped, the state in which vLLM's KV
+		// connectors hand its blocks to the decoder.
+		m[fieldMinTokens] = json.RawMessage(`1`)
 	}
 	m[fieldStream] = json.RawMessage(`false`)
 	delete(m, fieldStreamOptions)

@@ -9,8 +9,9 @@
 // header (PrefillerHeader) to the decode pod, as llm-d's router does. The
 // sidecar in front of the decoder then:
 //
-//  1. sends the client's request to the prefiller with max_tokens 1,
-//     stream false, no stream_options, and kv_transfer_params
+//  1. sends the client's request to the prefiller with max_tokens 1 (and
+//     min_tokens 1 when it has one), stream false, no stream_options, and
+//     kv_transfer_params
 //     {"do_remote_decode": true, "do_remote_prefill": false, remote_* null}
 //     (PrefillBody). A vLLM prefiller with a KV connector (NIXL) computes the
 //     prompt, keeps the request's blocks for the decoder to read, and answers
