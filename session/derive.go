@@ -37,8 +37,11 @@ import (
 // of: the messages up to and including the first user message (chat
 // completions and Anthropic messages: "messages"; responses: "input" as a
 // list), with the system prompt (Anthropic's "system", responses'
-// "instructions") and the model.
-var openingMembers = []string{"messages", "input", "system", "instructions", "model"}
+// "instructions"), the model and the cache salt, which roots the
+// opening's block keys: conversations that open alike under two salts
+// (tenants) render to different keys, so their openings' memo entries
+// must differ too.
+var openingMembers = []string{"messages", "input", "system", "instructions", "model", "cache_salt"}
 
 // messageMembers are the members of a message the opening is made of.
 var messageMembers = []string{"role", "content"}
@@ -50,15 +53,16 @@ type message struct {
 	content []byte
 }
 
-// parseOpening returns the hash of a body's opening (its model, system
-// prompt and messages up to the first user message), the messages' field
+// parseOpening returns the hash of a body's opening (its model, cache
+// salt, system prompt and messages up to the first user message), the
+// messages' field
 // and how many messages the opening holds; ok is false when the body is not
 // JSON or has no user message (a plain completions prompt has no turns to
 // tell apart). Members are read as the engine reads them
 // (jsonscan.Members): by their exact names, the last of a repeated one, so
 // that a "Messages" or "ROLE" the engine ignores is no part of the opening.
 func parseOpening(body []byte) (hash uint64, field string, n int, ok bool) {
-	var v [5][]byte
+	var v [6][]byte
 	if len(body) == 0 || jsonscan.Members(body, openingMembers, v[:]) != nil {
 		return 0, "", 0, false
 	}
@@ -82,6 +86,10 @@ func parseOpening(body []byte) (hash uint64, field string, n int, ok bool) {
 	_, _ = d.Write([]byte{0})
 	_, _ = d.Write(v[2])
 	_, _ = d.Write(v[3])
+	if v[5] != nil { // a body without a salt keeps the hash it always had
+		_, _ = d.Write([]byte{0})
+		_, _ = d.Write(v[5])
+	}
 	for i, m := range msgs {
 		_, _ = d.Write([]byte{0})
 		_, _ = d.WriteString(m.role)

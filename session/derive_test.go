@@ -154,3 +154,53 @@ func (c *capture) Pick(ctx context.Context, req *kvroute.Request, endpoints []kv
 	c.stages = stages
 	return c.next.Pick(ctx, req, endpoints, stages)
 }
+
+// Conversations that open alike under different cache salts (tenants) get
+// different derived keys, each the block key of its own opening as a
+// Profile that never saw the other derives it: the opening's memo is not
+// shared across salts, whose block keys differ.
+func TestDerivedKeySeparatesCacheSalts(t *testing.T) {
+	defer leakcheck.Check(t)()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	eng, err := server.New(server.Config{Model: testModel, EnableScaleOut: true,
+		Engine: simengine.Config{BlockSize: 16, NumGPUBlocks: 256, PrefillTokensPerSecond: 1e7, DecodeStep: time.Millisecond}}, server.Options{})
+	require.NoError(t, err)
+	served := make(chan error, 1)
+	go func() { served <- eng.Serve(ln) }()
+	defer func() { require.NoError(t, eng.Close()); <-served }()
+	eps := []kvroute.Endpoint{{ID: ln.Addr().String()}}
+	ctx := context.Background()
+
+	salted := func(salt string) []byte {
+		b := chatBody("conv-a", 1)
+		return []byte(strings.Replace(b, `{"model"`, `{"cache_salt":"`+salt+`","model"`, 1))
+	}
+	// derive returns the derived keys of bodies, picked in order through a
+	// fresh Affinity and Router.
+	derive := func(bodies ...[]byte) []string {
+		a, err := session.New(session.Config{Derive: true}, session.Options{})
+		require.NoError(t, err)
+		defer a.Close()
+		rc := kvroute.DefaultConfig()
+		rc.Model, rc.BlockSize = testModel, 16
+		rc.Events.Enabled = new(false)
+		r, err := kvroute.New(ctx, rc, kvroute.Options{Scorers: []kvroute.WeightedScorer{a.Scorer()}, Profile: a.Profile(nil)})
+		require.NoError(t, err)
+		defer r.Close()
+		require.NoError(t, r.SetEndpoints(eps))
+		var keys []string
+		for _, b := range bodies {
+			req := &kvroute.Request{API: render.APIChatCompletions, Body: b}
+			d, err := r.Pick(ctx, req, eps)
+			require.NoError(t, err)
+			d.Done(kvroute.DoneInfo{})
+			require.True(t, strings.HasPrefix(req.Session, "b:"), req.Session)
+			keys = append(keys, req.Session)
+		}
+		return keys
+	}
+	both := derive(salted("tenant-a"), salted("tenant-b"))
+	require.NotEqual(t, both[0], both[1], "another cache salt, another key")
+	require.Equal(t, derive(salted("tenant-b"))[0], both[1], "tenant-b's key does not depend on tenant-a's turn before it")
+}
