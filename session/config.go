@@ -70,8 +70,9 @@ type Config struct {
 	// (ResponseCookie, CookieValue): a client that keeps cookies then sticks
 	// without sending a header. false sets none.
 	SetCookie *bool `json:"setCookie"`
-	// CookieMaxAge is the cookie's Max-Age, whole seconds; 0, the default,
-	// makes it a session cookie (no Max-Age), as llm-d's default.
+	// CookieMaxAge is the cookie's Max-Age, whole seconds (a fraction is
+	// an error); 0, the default, makes it a session cookie (no Max-Age),
+	// as llm-d's default.
 	CookieMaxAge time.Duration `json:"cookieMaxAge"`
 	// Derive derives a key from the request body when no header or cookie
 	// carries one (opt-in): the block key of the conversation's opening,
@@ -147,6 +148,8 @@ func (c Config) Validate() error {
 		return invalid("cookie %q is not a cookie name", c.Cookie)
 	case c.CookieMaxAge < 0:
 		return invalid("cookieMaxAge must be >= 0, got %v", c.CookieMaxAge)
+	case c.CookieMaxAge%time.Second != 0:
+		return invalid("cookieMaxAge must be whole seconds (Max-Age), got %v", c.CookieMaxAge)
 	case c.MaxKeyBytes < 0 || c.MaxKeyBytes > 4096:
 		return invalid("maxKeyBytes must be in [0, 4096], got %d", c.MaxKeyBytes)
 	case c.TTL < 0:

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -106,6 +107,14 @@ func TestOpaqueCookieAndSetCookieOff(t *testing.T) {
 	require.False(t, ok, "no cookie read, none set")
 	_, err = session.New(session.Config{CookieMaxAge: -1}, session.Options{})
 	require.ErrorIs(t, err, session.ErrInvalidConfig)
+	// Max-Age is whole seconds: a fraction would be cut off, and a value
+	// under a second would set a cookie without Max-Age, one that lives as
+	// long as the browser instead of expiring at once.
+	for _, d := range []time.Duration{500 * time.Millisecond, 1500 * time.Millisecond} {
+		_, err = session.New(session.Config{CookieMaxAge: d}, session.Options{})
+		require.ErrorIs(t, err, session.ErrInvalidConfig, d)
+		require.ErrorContains(t, err, "cookieMaxAge", d)
+	}
 }
 
 // Served records a fallback's endpoint for a header key, and nothing for a
