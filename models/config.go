@@ -79,8 +79,11 @@ type Rule struct {
 type Target struct {
 	// Model is the target model name, as the engines serve it.
 	Model string `json:"model"`
-	// Weight is the target's share; 0 counts as 1, so targets without
-	// weights split evenly.
+	// Weight is the target's share, in [1, 1000000]; 0 (left out) counts
+	// as 1, so targets without weights split evenly. A rule sets every
+	// target's weight or none: a weight left out beside weights set is an
+	// error, as in the Inference Extension's InferenceModelRewrite (a
+	// target to send nothing to is left out of the rule).
 	Weight int `json:"weight,omitempty"`
 }
 
@@ -123,7 +126,9 @@ func (c Config) Validate() error {
 }
 
 // validateRules checks a rewrite table: names valid, each model once,
-// weights non-negative, at least one target.
+// weights non-negative, at least one target, and a rule's weights set on
+// every target or none (as the Inference Extension's InferenceModelRewrite
+// requires).
 func validateRules(rules []Rule) error {
 	seen := map[string]bool{}
 	for i, r := range rules {
@@ -137,6 +142,7 @@ func validateRules(rules []Rule) error {
 		if len(r.Targets) == 0 {
 			return fmt.Errorf("%w: rewrites[%d] (%s): no targets", ErrInvalidConfig, i, r.Model)
 		}
+		weighted := 0
 		for j, t := range r.Targets {
 			if err := checkName(t.Model); err != nil {
 				return fmt.Errorf("%w: rewrites[%d].targets[%d].model: %w", ErrInvalidConfig, i, j, err)
@@ -144,6 +150,13 @@ func validateRules(rules []Rule) error {
 			if t.Weight < 0 || t.Weight > 1_000_000 {
 				return fmt.Errorf("%w: rewrites[%d].targets[%d].weight %d not in [0, 1000000]", ErrInvalidConfig, i, j, t.Weight)
 			}
+			if t.Weight > 0 {
+				weighted++
+			}
+		}
+		if weighted > 0 && weighted < len(r.Targets) {
+			return fmt.Errorf("%w: rewrites[%d] (%s): some targets have a weight and some not: set every target's weight or none "+
+				"(a target to send nothing to is left out)", ErrInvalidConfig, i, r.Model)
 		}
 	}
 	return nil

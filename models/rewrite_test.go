@@ -90,6 +90,12 @@ func TestTableRejectsBadRules(t *testing.T) {
 		"target UTF-8":    {{Model: "a", Targets: []Target{{Model: "\xff"}}}},
 		"format rune":     {{Model: "a\u200bb", Targets: []Target{{Model: "b"}}}},
 		"C1 control":      {{Model: "a", Targets: []Target{{Model: "b\u0085"}}}},
+		// A weight left out among weights set (as the Inference
+		// Extension's InferenceModelRewrite refuses it): a canary drained
+		// to weight 0 beside a weight of 100 would still get 1 request in
+		// 101, as a weight left out counts 1.
+		"weight left out among weights": {{Model: "a", Targets: []Target{{Model: "b", Weight: 100}, {Model: "c", Weight: 0}}}},
+		"first weight left out":         {{Model: "a", Targets: []Target{{Model: "b"}, {Model: "c", Weight: 5}}}},
 	} {
 		_, err := NewTable(rules, Options{})
 		require.ErrorIs(t, err, ErrInvalidConfig, name)
