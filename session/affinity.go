@@ -188,7 +188,9 @@ func (p profile) Pick(ctx context.Context, req *kvroute.Request, endpoints []kvr
 	prev, state := named(key, endpoints), found
 	pointer := prev != ""
 	if !pointer {
-		prev, state = a.store.lookup(h, a.now())
+		if prev, state = a.store.lookup(h, a.now()); state == expired {
+			a.met.expired.Inc() // the lookup removed it
+		}
 	}
 	d, err := p.pick(ctx, req, endpoints, stages)
 	if err != nil {

@@ -81,6 +81,9 @@ func TestSessionExpires(t *testing.T) {
 	d = f.pick(t, header("X-Session-Id", "s"), prompt(2, 128))
 	d.Done(kvroute.DoneInfo{})
 	require.Equal(t, 1.0, f.counter(t, "kvroute_session_lookups_total", "outcome", "expired"))
+	// The lookup that found it expired removed it: counted as removed past
+	// its TTL, as the sweep a new session makes counts the ones it removes.
+	require.Equal(t, 1.0, f.counter(t, "kvroute_session_expired_total", "", ""))
 }
 
 // The store holds at most MaxEntries sessions; the least recently routed
