@@ -68,7 +68,8 @@ type Config struct {
 	// host answer a request that carried no session key with the session
 	// cookie naming the endpoint that served it, in llm-d's format
 	// (ResponseCookie, CookieValue): a client that keeps cookies then sticks
-	// without sending a header. false sets none.
+	// without sending a header. false sets none; true with Cookie "-" is an
+	// error.
 	SetCookie *bool `json:"setCookie"`
 	// CookieMaxAge is the cookie's Max-Age, whole seconds (a fraction is
 	// an error); 0, the default, makes it a session cookie (no Max-Age),
@@ -146,6 +147,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.Cookie != "" && c.Cookie != "-" && !validToken(c.Cookie):
 		return invalid("cookie %q is not a cookie name", c.Cookie)
+	case c.Cookie == "-" && c.SetCookie != nil && *c.SetCookie:
+		return invalid(`setCookie is true but cookie is "-" (no cookie): there is no cookie to set`)
 	case c.CookieMaxAge < 0:
 		return invalid("cookieMaxAge must be >= 0, got %v", c.CookieMaxAge)
 	case c.CookieMaxAge%time.Second != 0:

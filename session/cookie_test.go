@@ -105,6 +105,12 @@ func TestOpaqueCookieAndSetCookieOff(t *testing.T) {
 	require.NoError(t, err)
 	_, ok = a.ResponseCookie(&kvroute.Request{}, "10.0.0.1:8000")
 	require.False(t, ok, "no cookie read, none set")
+	// Asking for cookies with no cookie to set is a contradiction, refused
+	// rather than answered with no cookie.
+	on := true
+	_, err = session.New(session.Config{Cookie: "-", SetCookie: &on}, session.Options{})
+	require.ErrorIs(t, err, session.ErrInvalidConfig)
+	require.ErrorContains(t, err, "setCookie")
 	_, err = session.New(session.Config{CookieMaxAge: -1}, session.Options{})
 	require.ErrorIs(t, err, session.ErrInvalidConfig)
 	// Max-Age is whole seconds: a fraction would be cut off, and a value
