@@ -28,12 +28,22 @@ const maxScanDepth = 512
 // with the render client); its errors say "invalid JSON at offset N: ...".
 // Only objects and arrays count toward maxScanDepth.
 func bodyModel(body []byte) (string, error) {
+	model, _, err := scanBody(body)
+	return model, err
+}
+
+// transferKey is vLLM's kv_transfer_params member, quoted as a key.
+const transferKey = `"kv_transfer_params"`
+
+// scanBody is bodyModel, also reporting whether the body has a top-level
+// kv_transfer_params member (its name matched as vLLM matches it, escapes
+// decoded), found in the same pass.
+func scanBody(body []byte) (model string, transfer bool, err error) {
 	s := jsonscan.Scanner{Buf: body}
 	s.WS()
 	if !s.Consume('{') {
-		return "", errNotObject
+		return "", false, errNotObject
 	}
-	model := ""
 	s.WS()
 	if !s.Consume('}') {
 		for {
@@ -41,17 +51,20 @@ func bodyModel(body []byte) (string, error) {
 			ks := s.Pos
 			esc, err := s.SkipString()
 			if err != nil {
-				return "", err
+				return "", false, err
 			}
 			ke := s.Pos
 			isModel := string(body[ks:ke]) == `"model"`
+			transfer = transfer || string(body[ks:ke]) == transferKey
 			if esc {
 				var k string
-				isModel = json.Unmarshal(body[ks:ke], &k) == nil && k == "model"
+				ok := json.Unmarshal(body[ks:ke], &k) == nil
+				isModel = ok && k == "model"
+				transfer = transfer || ok && k == transferKey[1:len(transferKey)-1]
 			}
 			s.WS()
 			if !s.Consume(':') {
-				return "", s.Errorf("expected ':'")
+				return "", false, s.Errorf("expected ':'")
 			}
 			s.WS()
 			vs := s.Pos
@@ -62,7 +75,7 @@ func bodyModel(body []byte) (string, error) {
 				err = s.SkipValue(2, maxScanDepth, math.MaxInt)
 			}
 			if err != nil {
-				return "", err
+				return "", false, err
 			}
 			if isModel {
 				switch v := body[vs:s.Pos]; v[0] {
@@ -72,12 +85,12 @@ func bodyModel(body []byte) (string, error) {
 					if in := v[1 : len(v)-1]; !escaped && utf8.Valid(in) {
 						model = string(in)
 					} else if err := json.Unmarshal(v, &model); err != nil {
-						return "", err
+						return "", false, err
 					}
 				case 'n':
 					model = ""
 				default:
-					return "", s.Errorf("model must be a string")
+					return "", false, s.Errorf("model must be a string")
 				}
 			}
 			s.WS()
@@ -87,12 +100,12 @@ func bodyModel(body []byte) (string, error) {
 			if s.Consume('}') {
 				break
 			}
-			return "", s.Errorf("expected ',' or '}'")
+			return "", false, s.Errorf("expected ',' or '}'")
 		}
 	}
 	s.WS()
 	if s.Pos != len(body) {
-		return "", s.Errorf("data after the JSON object")
+		return "", false, s.Errorf("data after the JSON object")
 	}
-	return model, nil
+	return model, transfer, nil
 }

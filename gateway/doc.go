@@ -56,7 +56,10 @@
 // the decider splits it, the request names its prefill endpoint in
 // x-prefiller-host-port (disagg.HeaderPrefiller) for the decode pod's
 // routing sidecar, and the response in HeaderPrefillEndpoint; a client's
-// own x-prefiller-host-port is never forwarded. With ServerConfig.DisaggHost
+// own x-prefiller-host-port is never forwarded, nor (unless
+// Config.AllowClientKVTransferParams) its own kv_transfer_params, which
+// would make vLLM's KV connector pull blocks from the remote_host the
+// client names. With ServerConfig.DisaggHost
 // in DisaggModeExchange the gateway runs the two-step exchange itself
 // (package disagg/sidecar's Exchange): it asks the prefill endpoint for one
 // token with kv_transfer_params for a remote decode, ends the prefill

@@ -118,6 +118,17 @@ type Config struct {
 	// sets echo, is forwarded as it came. Empty, the default, forwards every
 	// body unchanged.
 	TokenizeOnce []render.API `json:"tokenizeOnce"`
+	// AllowClientKVTransferParams forwards the kv_transfer_params member a
+	// client's body carries. By default the gateway removes it (counted in
+	// kvroute_gateway_client_transfer_params_removed_total): vLLM's KV
+	// connectors act on it, and a client's do_remote_prefill with its own
+	// remote_host would make the engine pull KV blocks from whatever
+	// address the client names; the transfer parameters of a split request
+	// are the gateway's (exchange mode) or the decode pod's sidecar's to
+	// set. Set it only behind a trusted component that disaggregates
+	// itself and sends kvroute requests with transfer parameters already
+	// set.
+	AllowClientKVTransferParams bool `json:"allowClientKVTransferParams"`
 	// CORSAllowedOrigins lists the origins ("scheme://host[:port]", or "*"
 	// for any) whose browsers may read the answers the gateway writes
 	// itself (its 400, 404, 405, 408, 413, 429, 502 and 503): set it to
@@ -402,11 +413,20 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api ren
 		am.results[h.refuseBody(w, r, api, err)].Inc()
 		return
 	}
-	model, err := bodyModel(body)
+	model, transfer, err := scanBody(body)
 	if err != nil {
 		am.results[ResultBadRequest].Inc()
 		writeError(w, api, http.StatusBadRequest, "the request body is not a JSON object: "+err.Error())
 		return
+	}
+	if transfer && !h.cfg.AllowClientKVTransferParams {
+		var theld int64
+		var ok bool
+		body, theld, ok = h.dropTransferParams(w, api, am, body)
+		defer h.budget.Release(theld) // after the response, as the body's
+		if !ok {
+			return
+		}
 	}
 	eps := *h.endpoints.Load()
 	if len(eps) == 0 {

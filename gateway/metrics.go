@@ -80,11 +80,12 @@ type apiMetrics struct {
 }
 
 type metrics struct {
-	byAPI     map[render.API]*apiMetrics
-	usage     map[string]prometheus.Counter
-	unrouted  prometheus.Counter                       // requests for a path the gateway serves nothing on
-	broken    [len(upstreamResults)]prometheus.Counter // ResultUpstreamBroken requests by upstreamfail.Kind
-	recordCut prometheus.Counter                       // status-page records whose client texts were cut
+	transferRemoved prometheus.Counter // client kv_transfer_params removed (Config.AllowClientKVTransferParams)
+	byAPI           map[render.API]*apiMetrics
+	usage           map[string]prometheus.Counter
+	unrouted        prometheus.Counter                       // requests for a path the gateway serves nothing on
+	broken          [len(upstreamResults)]prometheus.Counter // ResultUpstreamBroken requests by upstreamfail.Kind
+	recordCut       prometheus.Counter                       // status-page records whose client texts were cut
 
 	set        telemetry.Set          // of the collectors, for unregister
 	collectors []prometheus.Collector // what newMetrics registered
@@ -141,16 +142,20 @@ func newMetrics(set telemetry.Set, bodyBytes, resends func() int64) (*metrics, e
 		Name: "kvroute_gateway_upstream_broken_total",
 		Help: "Requests counted as upstream_broken (the engine's response broke off mid-body), by kind: closed (the engine reset or closed the connection), timeout (a deadline passed while reading), other (a malformed body, such as bad chunked encoding), unreachable (not seen mid-body).",
 	}, []string{"kind"})
+	transferRemoved := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "kvroute_gateway_client_transfer_params_removed_total",
+		Help: "Requests whose body carried the client's own kv_transfer_params, removed before the engine saw them (allowClientKVTransferParams off).",
+	})
 	resent := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "kvroute_gateway_upstream_resends_total",
 		Help: "Requests the gateway sent to an engine a second time, on a new connection, because the engine closed the reused keep-alive connection before any byte of answer (nothing had reached the client): an engine that had read the request may have run it twice. 0 with a transport of the embedder's own.",
 	}, func() float64 { return float64(resends()) })
-	cs := []prometheus.Collector{requests, pick, first, usageVec, inFlight, unrouted, recordCut, broken, resent}
+	cs := []prometheus.Collector{requests, pick, first, usageVec, inFlight, unrouted, recordCut, broken, resent, transferRemoved}
 	if err := set.Register(cs...); err != nil {
 		return nil, err
 	}
 	m := &metrics{byAPI: make(map[render.API]*apiMetrics, len(apis)), usage: map[string]prometheus.Counter{},
-		unrouted: unrouted, recordCut: recordCut, set: set, collectors: cs}
+		unrouted: unrouted, recordCut: recordCut, transferRemoved: transferRemoved, set: set, collectors: cs}
 	for k := range m.broken {
 		m.broken[k] = broken.WithLabelValues(upstreamfail.Kind(k).String())
 	}

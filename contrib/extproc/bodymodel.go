@@ -7,8 +7,9 @@ import (
 	"github.com/kvroute/kvroute/internal/jsonscan"
 )
 
-// modelMember is the one member of a request body the picker reads.
-var modelMember = []string{"model"}
+// bodyMembers are the members of a request body the picker reads: the
+// model, and whether the client set kv_transfer_params.
+var bodyMembers = []string{"model", "kv_transfer_params"}
 
 // requestModel returns the top-level "model" of a request body, "" when it
 // is absent or null; the body must be one JSON object. The member is found
@@ -17,15 +18,28 @@ var modelMember = []string{"model"}
 // ignores as the model, and pick an engine, or a LoRA adapter's blocks, for
 // a model the engine does not run the request on.
 func requestModel(body []byte) (string, error) {
-	var v [1][]byte
-	if err := jsonscan.Members(body, modelMember, v[:]); err != nil {
-		return "", err
+	model, _, err := requestMembers(body)
+	return model, err
+}
+
+// requestMembers is requestModel, also reporting whether the body has a
+// top-level kv_transfer_params member, found in the same pass.
+func requestMembers(body []byte) (model string, transfer bool, err error) {
+	var v [2][]byte
+	if err := jsonscan.Members(body, bodyMembers, v[:]); err != nil {
+		return "", false, err
 	}
-	if v[0] == nil {
+	model, err = memberModel(v[0])
+	return model, v[1] != nil, err
+}
+
+// memberModel decodes the raw "model" member v (nil: absent).
+func memberModel(v []byte) (string, error) {
+	if v == nil {
 		return "", nil
 	}
 	var model *string
-	if err := json.Unmarshal(v[0], &model); err != nil {
+	if err := json.Unmarshal(v, &model); err != nil {
 		return "", errors.New("model must be a string")
 	}
 	if model == nil {

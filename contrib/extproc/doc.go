@@ -29,6 +29,9 @@
 //     the same answer sets x-prefiller-host-port on the request to the
 //     prefill endpoint, for the decode pod's routing sidecar, as llm-d's
 //     picker does; otherwise a client's own value of that header is removed.
+//     A client's own kv_transfer_params member is removed from the body
+//     too (vLLM's KV connector would pull blocks from the remote_host it
+//     names), unless Config.AllowClientKVTransferParams.
 //     A request to an inference API's path with a trailing slash
 //     ("/v1/completions/") is routed as that API's and its :path set to the
 //     API's own (the query kept): vLLM answers the slashed path with a

@@ -47,6 +47,7 @@ type metrics struct {
 	aborted         prometheus.Counter
 	recordCut       prometheus.Counter            // status-page records whose texts were cut
 	usage           map[string]prometheus.Counter // by usage result (Config.ObserveCachedTokens)
+	transferRemoved prometheus.Counter            // client kv_transfer_params removed (Config.AllowClientKVTransferParams)
 	passthroughSeq  atomic.Uint64
 
 	set        telemetry.Set          // of the collectors, for unregister
@@ -94,6 +95,10 @@ func newMetrics(set telemetry.Set, bodyBytes func() int64) (*metrics, error) {
 			Help: "Streams whose request ID, path, model name or served endpoint, as the client or Envoy sent them, was cut to 256 bytes in the status page's latest streams.",
 		}),
 	}
+	m.transferRemoved = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "kvroute_extproc_client_transfer_params_removed_total",
+		Help: "Requests whose body carried the client's own kv_transfer_params, removed before Envoy forwarded it (allowClientKVTransferParams off).",
+	})
 	usageVec := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kvroute_extproc_usage_total",
 		Help: "Successful responses read for the engine's cached prompt tokens (observeCachedTokens), by result: observed, no_usage, too_large, invalid, no_room (maxBodyBytesInFlight had no room for the buffer).",
@@ -112,7 +117,7 @@ func newMetrics(set telemetry.Set, bodyBytes func() int64) (*metrics, error) {
 	for _, k := range protocolErrorKinds {
 		m.protocolErrors[k] = protoVec.WithLabelValues(k)
 	}
-	cs := []prometheus.Collector{vec, protoVec, m.pick, m.renderFallbacks, m.servedMismatch, m.servedFallback, m.aborted, m.recordCut, usageVec, bodies}
+	cs := []prometheus.Collector{vec, protoVec, m.pick, m.renderFallbacks, m.servedMismatch, m.servedFallback, m.aborted, m.recordCut, usageVec, m.transferRemoved, bodies}
 	if err := set.Register(cs...); err != nil {
 		return nil, fmt.Errorf("extproc: metrics: %w", err)
 	}

@@ -139,6 +139,16 @@ type Config struct {
 	// (STREAMED or FULL_DUPLEX_STREAMED); streams carry usage only when the
 	// client asked for stream_options.include_usage.
 	ObserveCachedTokens bool `json:"observeCachedTokens"`
+	// AllowClientKVTransferParams passes on the kv_transfer_params member
+	// of a client's body, as the kvroute gateway's key of that name does.
+	// By default the picker removes it from every inference body it sends
+	// back to Envoy (counted in
+	// kvroute_extproc_client_transfer_params_removed_total): vLLM's KV
+	// connectors act on it, and a client's do_remote_prefill with its own
+	// remote_host would make the engine pull KV blocks from whatever
+	// address the client names. Set it only behind a trusted component
+	// that disaggregates itself and sets transfer parameters.
+	AllowClientKVTransferParams bool `json:"allowClientKVTransferParams"`
 }
 
 // MaxFallbacks bounds Config.Fallbacks: Envoy tries the list one endpoint

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kvroute/kvroute/disagg/sidecar"
+
 	"github.com/kvroute/kvroute/internal/usage"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -191,10 +193,7 @@ func (st *streamState) handle(req *extprocv3.ProcessingRequest) error {
 				fmt.Sprintf("request body exceeds the endpoint picker's limit of %d bytes", st.srv.cfg.MaxBodyBytes))
 		}
 		if !st.appendBody(chunk) {
-			st.setResult(resultBodyBudget)
-			return st.immediate(http.StatusServiceUnavailable, fmt.Sprintf(
-				"the endpoint picker is holding its limit of %d bytes of request bodies in flight; retry later",
-				st.srv.cfg.MaxBodyBytesInFlight), header("retry-after", "1"))
+			return st.refuseBodyBudget()
 		}
 		if v.RequestBody.GetEndOfStream() {
 			st.ended = true
@@ -289,11 +288,16 @@ func (st *streamState) route(body []byte) error {
 		st.setResult(resultPassthrough)
 		return st.answerRequest(list, "", body, false)
 	}
-	model, err := requestModel(body)
+	model, transfer, err := requestMembers(body)
 	st.model = model
 	if err != nil {
 		st.setResult(resultBadRequest)
 		return st.immediate(http.StatusBadRequest, "the request body is not a JSON object: "+err.Error())
+	}
+	if transfer && !s.cfg.AllowClientKVTransferParams {
+		if body, err = st.dropTransferParams(body); err != nil {
+			return err
+		}
 	}
 	req := &st.req
 	*req = kvroute.Request{ID: st.header.Get("X-Request-Id"), API: api, Body: body, Header: st.header, Fallbacks: s.cfg.Fallbacks}
@@ -654,4 +658,33 @@ func responseMeta(m *corev3.HeaderMap) (code int, sse bool) {
 		}
 	}
 	return code, sse
+}
+
+// refuseBodyBudget answers a stream whose body, or the picker's copy of it,
+// found no room in Config.MaxBodyBytesInFlight.
+func (st *streamState) refuseBodyBudget() error {
+	st.setResult(resultBodyBudget)
+	return st.immediate(http.StatusServiceUnavailable, fmt.Sprintf(
+		"the endpoint picker is holding its limit of %d bytes of request bodies in flight; retry later",
+		st.srv.cfg.MaxBodyBytesInFlight), header("retry-after", "1"))
+}
+
+// dropTransferParams returns body without its top-level kv_transfer_params
+// (Config.AllowClientKVTransferParams), the copy charged to the body budget
+// with the body until the stream lets go of it, or the error of a refusal
+// it has answered.
+func (st *streamState) dropTransferParams(body []byte) ([]byte, error) {
+	out, err := sidecar.LocalBody(body)
+	if err != nil { // requestMembers read it as one object: not reached
+		st.setResult(resultBadRequest)
+		return nil, st.immediate(http.StatusBadRequest, "the request body is not a JSON object: "+err.Error())
+	}
+	taken := int64(cap(out))
+	if !st.srv.bodies.Acquire(taken) {
+		return nil, st.refuseBodyBudget()
+	}
+	st.held += taken
+	st.body = out
+	st.srv.met.transferRemoved.Inc()
+	return out, nil
 }

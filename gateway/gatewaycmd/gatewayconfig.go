@@ -82,6 +82,9 @@ type gatewayConfig struct {
 	// prefix index of endpoints whose KV events are not live. Its keys are
 	// approx.Config's ({"enabled": true} turns it on).
 	Approximate *approx.Config `json:"approximate"`
+	// AllowClientKVTransferParams is gateway.Config's: forward the
+	// kv_transfer_params a client's body carries instead of removing them.
+	AllowClientKVTransferParams bool `json:"allowClientKVTransferParams"`
 	// CORSAllowedOrigins and CORSAllowCredentials are gateway.Config's:
 	// the engines' --allowed-origins and --allow-credentials, for the
 	// answers the gateway writes itself.
@@ -161,6 +164,7 @@ func (g gatewayConfig) apply(s *gateway.ServerConfig) {
 	s.IdleTimeout = g.IdleTimeout
 	s.Proxy.TokenizeOnce = g.TokenizeOnce
 	s.Proxy.CORSAllowedOrigins, s.Proxy.CORSAllowCredentials = g.CORSAllowedOrigins, g.CORSAllowCredentials
+	s.Proxy.AllowClientKVTransferParams = g.AllowClientKVTransferParams
 	s.Admission = g.Admission
 	s.EngineMetrics = g.EngineMetrics
 	if g.Disagg != nil {

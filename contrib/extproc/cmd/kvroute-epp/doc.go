@@ -97,6 +97,9 @@
 // router's accuracy loop (kvroute_router_prediction_*,
 // kvroute_router_endpoint_inaccurate, the resync of a persistently wrong
 // endpoint's events); kvroute_extproc_usage_total counts what was read.
+// --allow-client-kv-transfer-params passes on the kv_transfer_params of a
+// client's body, which the picker otherwise removes (vLLM's KV connector
+// would pull blocks from the remote_host the client names).
 //
 // --approximate-config FILE (YAML or JSON, package approx's keys) keeps an
 // approximate prefix index for endpoints whose KV events are not live; the

@@ -90,6 +90,7 @@ type flags struct {
 	fallbacks                         int
 	conformanceTestHooks              bool
 	observeCachedTokens               bool
+	allowClientKVTransferParams       bool
 	admissionConfig                   string
 	approximateConfig                 string
 	engineMetricsConfig               string
@@ -150,6 +151,8 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 			extproc.ConformanceServedHeader+" reports the served endpoint (test clusters only: any client could steer its requests)")
 	fs.BoolVar(&f.observeCachedTokens, "observe-cached-tokens", false,
 		"read the engines' reported cached prompt tokens (vLLM --enable-prompt-tokens-details) from every successful response body Envoy sends the picker, and compare them with the router's prediction (the accuracy loop)")
+	fs.BoolVar(&f.allowClientKVTransferParams, "allow-client-kv-transfer-params", false,
+		"pass on the kv_transfer_params a client's body carries (by default they are removed: a client's do_remote_prefill would make the engine pull KV blocks from the address it names); only behind a trusted component that disaggregates itself")
 	fs.StringVar(&f.admissionConfig, "admission-config", "", "admission stage configuration file (YAML or JSON, package admission's keys): queue, prioritize and shed requests under saturation (default: off, every request is picked at once)")
 	fs.StringVar(&f.disaggConfig, "disagg-config", "", "prefill/decode disaggregation configuration file (YAML or JSON, package disagg's keys; {} for the defaults): pick a decode endpoint and, when its uncached prompt tokens reach the threshold, a prefill endpoint named in x-prefiller-host-port (default: off, one role)")
 	fs.StringVar(&f.roleLabel, "role-label", disagg.DefaultRoleLabel, "pod label giving an endpoint's prefill/decode role (prefill, decode or both; absent: both)")

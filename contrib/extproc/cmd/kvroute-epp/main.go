@@ -149,7 +149,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		adm.ctl.ShareQueues(router.Cluster()) // nil without cluster sharing: nothing to share
 	}
 	picker, err := extproc.New(extproc.Config{Model: cfg.Model, MaxBodyBytes: f.maxBodyBytes, MaxBodyBytesInFlight: f.maxBodyBytesInFlight, Fallbacks: f.fallbacks,
-		ConformanceTestHooks: f.conformanceTestHooks, ObserveCachedTokens: f.observeCachedTokens}, router,
+		ConformanceTestHooks: f.conformanceTestHooks, ObserveCachedTokens: f.observeCachedTokens,
+		AllowClientKVTransferParams: f.allowClientKVTransferParams}, router,
 		extproc.Options{Set: telemetry.Set{Registerer: reg, Logger: log, TracerProvider: tp}, Admission: adm.ctl, Approximate: ropts.Approximate,
 			Session: aff})
 	if err != nil {

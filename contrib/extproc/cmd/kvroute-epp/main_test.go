@@ -234,11 +234,13 @@ func TestFallbacksAndConformanceHooksFlags(t *testing.T) {
 	require.Zero(t, f.fallbacks)
 	require.False(t, f.conformanceTestHooks)
 	require.False(t, f.observeCachedTokens)
-	f, err = parseFlags([]string{"--endpoints", "127.0.0.1:8000", "--fallbacks", "2", "--conformance-test-hooks", "--observe-cached-tokens"}, io.Discard)
+	require.False(t, f.allowClientKVTransferParams)
+	f, err = parseFlags([]string{"--endpoints", "127.0.0.1:8000", "--fallbacks", "2", "--conformance-test-hooks", "--observe-cached-tokens", "--allow-client-kv-transfer-params"}, io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, 2, f.fallbacks)
 	require.True(t, f.conformanceTestHooks)
 	require.True(t, f.observeCachedTokens)
+	require.True(t, f.allowClientKVTransferParams)
 
 	defer leakcheck.Check(t)()
 	err = run(context.Background(), []string{"--endpoints", "127.0.0.1:8000", "--fallbacks", "17", "--model", model,
