@@ -47,7 +47,12 @@ func ValidRole(role string) error {
 // RoleFromLabels returns the role an endpoint's labels give under key
 // (DefaultRoleLabel when key is empty): the label's value when it is a
 // known role, "" (both) when the label is absent or unknown; ok is false
-// for an unknown value, which a caller counts or logs.
+// for an unknown value, which a caller counts or logs. llm-d's other
+// values of its role label are read as its role filters read them:
+// prefill-decode (the successor of both) and encode-prefill-decode as
+// RoleBoth, encode-prefill as RolePrefill. Its encode, a worker that
+// neither prefills nor decodes, has no role here: it is an unknown value
+// to this function, and Kubernetes discovery leaves such pods out.
 func RoleFromLabels(labels map[string]string, key string) (role string, ok bool) {
 	if key == "" {
 		key = DefaultRoleLabel
@@ -55,6 +60,12 @@ func RoleFromLabels(labels map[string]string, key string) (role string, ok bool)
 	v, has := labels[key]
 	if !has {
 		return "", true
+	}
+	switch v {
+	case "prefill-decode", "encode-prefill-decode":
+		return RoleBoth, true
+	case "encode-prefill":
+		return RolePrefill, true
 	}
 	if ValidRole(v) != nil {
 		return "", false

@@ -114,7 +114,7 @@ func (dp prefixDeciderParams) validate(path string) error {
 const (
 	notePD         = "kvroute's prefill/decode disaggregation is package disagg (kvroute-epp --disagg-config, roles from the pods' llm-d.ai/role label, --role-label): an EndpointPickerConfig turns it on with a disagg-profile-handler (or pd-profile-handler) whose prefill decider is a prefix-based-pd-decider or an always-disagg-pd-decider"
 	notePDProfile  = "kvroute's P/D profile picks the decode endpoint by its own decode score (disagg's decodeCacheWeight and decodeLoadWeight over the cached share of the prompt and the free decode capacity) and the prefill endpoint with the router's filter and scorers (weighted as in the prefill profile), so this profile's plugins and weights have no counterpart"
-	noteRoleFilter = "kvroute's P/D profile decodes on endpoints whose llm-d.ai/role is decode or both and prefills on prefill or both, as llm-d's role filters; it reads an unlabelled pod, or one labelled prefill-decode or encode-*, as both, so such a pod may also prefill, which llm-d's prefill-filter refuses"
+	noteRoleFilter = "kvroute's P/D profile decodes on endpoints whose llm-d.ai/role is decode or both and prefills on prefill or both, as llm-d's role filters; it reads prefill-decode and encode-prefill-decode as both and encode-prefill as prefill, as those filters do, leaves encode workers out of the endpoint set, and reads an unlabelled pod as both, so such a pod may also prefill, which llm-d's prefill-filter refuses"
 	noteHeaders    = "kvroute names the prefill endpoint in x-prefiller-host-port itself whenever its P/D profile splits a request"
 	noteEncode     = "kvroute has no encode stage: it disaggregates prefill and decode only"
 )

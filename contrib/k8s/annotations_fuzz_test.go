@@ -17,8 +17,9 @@ import (
 // them) to endpoint discovery (seed corpus in
 // testdata/fuzz/FuzzPodAnnotations): it never panics; every rank's events
 // and replay addresses are the pod's IP and a port in 1..65535, or absent
-// with the problem marked; the role is a known one or none; and the models
-// read from the annotation, written back as a list, read back identically.
+// with the problem marked; the role is a known one or none (an llm-d
+// encode worker gives no endpoint); and the models read from the
+// annotation, written back as a list, read back identically.
 func FuzzPodAnnotations(f *testing.F) {
 	f.Add("5557", "5558", "meta-llama/Llama-3.1-8B, qwen/Qwen3-8B", "decode", uint8(2))
 	f.Add("65535", "65534", "m", "prefill", uint8(2))
@@ -33,6 +34,12 @@ func FuzzPodAnnotations(f *testing.F) {
 		ports := []int32{8000, 8001, 8002, 8003, 8004}[:nports%5+1]
 		var probs podProblems
 		eps := podEndpoints(p, ports, cfg, warn, &probs)
+		if role == roleEncode {
+			if len(eps) != 0 {
+				t.Fatalf("%d endpoints of an encode worker", len(eps))
+			}
+			return
+		}
 		if len(eps) != len(ports) {
 			t.Fatalf("%d endpoints for %d ports", len(eps), len(ports))
 		}

@@ -72,8 +72,11 @@ type Config struct {
 	// role (kvroute.Endpoint.Role: prefill, decode or both; see package
 	// disagg). Empty means disagg.DefaultRoleLabel, llm-d's llm-d.ai/role.
 	// A pod without it serves both roles; an unknown value is logged and
-	// taken as both. A pod relabelled at run time changes role at the next
-	// endpoint set.
+	// taken as both. llm-d's other values are read as its role filters
+	// read them: prefill-decode and encode-prefill-decode as both,
+	// encode-prefill as prefill, and a pod labelled encode (an encode-only
+	// worker) is left out. A pod relabelled at run time changes role at
+	// the next endpoint set.
 	RoleLabel string `json:"roleLabel"`
 }
 

@@ -33,7 +33,8 @@ func podReady(p *corev1.Pod) bool {
 // records in probs what it had to work around and warns of it (once per
 // value, see podWarnings). A pod whose status.podIP is no IP address gives
 // none: the IP is the host of its endpoint IDs, which label the router's
-// per-endpoint series, and nothing else bounds it.
+// per-endpoint series, and nothing else bounds it. Nor does an llm-d
+// encode worker (role label encode).
 func podEndpoints(p *corev1.Pod, ports []int32, cfg Config, warn *podWarnings, probs *podProblems) []kvroute.Endpoint {
 	if net.ParseIP(p.Status.PodIP) == nil {
 		probs[problemPodIP] = true
@@ -41,6 +42,9 @@ func podEndpoints(p *corev1.Pod, ports []int32, cfg Config, warn *podWarnings, p
 		warn.warn(p, "status.podIP", ip, "k8s: leaving out a Ready pod whose status.podIP is not an IP address",
 			"podIP", ip[:min(len(ip), maxLoggedIP)], "bytes", len(ip))
 		return nil
+	}
+	if p.Labels[cmp.Or(cfg.RoleLabel, disagg.DefaultRoleLabel)] == roleEncode {
+		return nil // neither prefills nor decodes: llm-d's role filters refuse it both parts
 	}
 	events, evOK := annotationPort(p, cfg.EventsPortAnnotation, len(ports), warn, probs)
 	replay, rpOK := annotationPort(p, cfg.ReplayPortAnnotation, len(ports), warn, probs)
@@ -79,6 +83,11 @@ func podEndpoints(p *corev1.Pod, ports []int32, cfg Config, warn *podWarnings, p
 	}
 	return out
 }
+
+// roleEncode is llm-d's role label value for an encode-only worker (the
+// first stage of its encode/prefill/decode disaggregation), which serves
+// no request kvroute routes.
+const roleEncode = "encode"
 
 // maxLoggedIP is how much of a malformed status.podIP a warning shows.
 const maxLoggedIP = 64

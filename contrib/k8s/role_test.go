@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/disagg"
@@ -60,4 +61,26 @@ func TestRoleFromPodLabel(t *testing.T) {
 	}, poolObj(PoolV1, "pool", v1Spec(8000)))
 	defer g.d.Close()
 	g.eventuallyRoles(t, "10.0.0.1:8000=prefill")
+}
+
+// llm-d's role label takes more values than prefill, decode and both: its
+// prefill-decode (both's successor) and encode-prefill-decode serve both
+// roles, encode-prefill only prefills, and an encode worker serves neither
+// (llm-d's decode and prefill filters both refuse it). None of them is an
+// unknown role.
+func TestLLMDRoleValues(t *testing.T) {
+	defer leakcheck.Check(t)()
+	role := func(r string) map[string]string {
+		return map[string]string{"app": "vllm", disagg.DefaultRoleLabel: r}
+	}
+	f := newFixture(t, Config{Pool: "pool"}, []*corev1.Pod{
+		pod("pd", "10.0.0.1", role("prefill-decode"), true),
+		pod("epd", "10.0.0.2", role("encode-prefill-decode"), true),
+		pod("ep", "10.0.0.3", role("encode-prefill"), true),
+		pod("e", "10.0.0.4", role("encode"), true),
+		pod("d", "10.0.0.5", role(disagg.RoleDecode), true),
+	}, poolObj(PoolV1, "pool", v1Spec(8000)))
+	defer f.d.Close()
+	f.eventuallyRoles(t, "10.0.0.1:8000=both", "10.0.0.2:8000=both", "10.0.0.3:8000=prefill", "10.0.0.5:8000=decode")
+	require.Zero(t, testutil.ToFloat64(f.d.met.problems[problemRole]), "llm-d's role values are no unknown role")
 }
