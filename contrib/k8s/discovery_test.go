@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -284,4 +285,36 @@ func TestMatcherUsesKubernetesSemantics(t *testing.T) {
 	require.True(t, m(map[string]string{"tier": "a"}))
 	require.False(t, m(map[string]string{"tier": "a", "canary": ""}))
 	require.False(t, m(map[string]string{"tier": "c"}))
+}
+
+// A pod's active-ports annotation (llm-d's llm-d.ai/active-ports, or the
+// Inference Extension's inference.networking.k8s.io/active-ports) limits
+// its endpoints to the target ports it lists, each keeping its rank (its
+// index in the pool's ports); a listed port the pool does not have, or an
+// entry that is no port, is left out and counted; a pod without the
+// annotation serves every target port.
+func TestActivePortsAnnotationLimitsAPodsRanks(t *testing.T) {
+	defer leakcheck.Check(t)()
+	vllm := map[string]string{"app": "vllm"}
+	a := pod("a", "10.0.0.1", vllm, true)
+	a.Annotations = map[string]string{"llm-d.ai/active-ports": "8001, 8003", DefaultEventsPortAnnotation: "5557"}
+	b := pod("b", "10.0.0.2", vllm, true)
+	b.Annotations = map[string]string{"inference.networking.k8s.io/active-ports": "8000,9999,x"}
+	c := pod("c", "10.0.0.3", vllm, true)
+	f := newFixture(t, Config{Pool: "pool"}, []*corev1.Pod{a, b, c}, poolObj(PoolV1, "pool", v1Spec(8000, 8001, 8002, 8003)))
+	defer f.d.Close()
+	f.eventually(t, "10.0.0.1:8001", "10.0.0.1:8003", "10.0.0.2:8000",
+		"10.0.0.3:8000", "10.0.0.3:8001", "10.0.0.3:8002", "10.0.0.3:8003")
+	eps := f.d.Endpoints()
+	require.Equal(t, 1, eps[0].Rank)
+	require.Equal(t, "tcp://10.0.0.1:5558", eps[0].EventsAddress, "rank 1 publishes on the events port + 1")
+	require.Equal(t, 3, eps[1].Rank)
+	require.Equal(t, 0, eps[2].Rank)
+	require.Equal(t, float64(1), testutil.ToFloat64(f.d.met.problems[problemActivePorts]), "b's 9999 and x")
+
+	// The annotation changed at run time (a rank came up) applies.
+	a.Annotations["llm-d.ai/active-ports"] = "8000,8001,8003"
+	f.updatePod(t, a)
+	f.eventually(t, "10.0.0.1:8000", "10.0.0.1:8001", "10.0.0.1:8003", "10.0.0.2:8000",
+		"10.0.0.3:8000", "10.0.0.3:8001", "10.0.0.3:8002", "10.0.0.3:8003")
 }

@@ -10,7 +10,11 @@
 // offsets its KV-event ports by r. The engine's event and replay ports can be
 // given per pod in annotations (kvroute.io/kv-events-port,
 // kvroute.io/kv-replay-port); without them the router derives them from its
-// configuration. A pod that is deleted, becomes un-Ready, loses its IP or is
+// configuration. A pod whose data-parallel ranks are not all up lists the
+// target ports it serves in llm-d's llm-d.ai/active-ports annotation (or
+// the Inference Extension's inference.networking.k8s.io/active-ports), as
+// both projects' pickers read it: comma-separated, each port keeping its
+// rank; the other target ports give it no endpoint. A pod that is deleted, becomes un-Ready, loses its IP or is
 // relabelled out of the selector leaves the endpoint set, and the router
 // then drops its subscription and its index entries.
 //
@@ -44,8 +48,9 @@
 // over MaxEndpoints, whether the followed InferencePool is unusable, the
 // Ready pods whose labels or annotations it works around
 // (kvroute_k8s_discovery_pod_problems{reason}: a malformed port annotation,
-// an unknown role label, model names left out, and the pods left out for a
-// status.podIP that is no IP address) and the sets the Sink returned an
+// an unknown role label, model names left out, the pods left out for a
+// status.podIP that is no IP address, and active-ports entries that are
+// no target port) and the sets the Sink returned an
 // error for. The gauges are set at every recompute, so they show the
 // present state, not a count of recomputes; the warning logged for a pod's
 // problem is logged once per value (when the pod first shows it, or the

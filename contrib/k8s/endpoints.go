@@ -6,6 +6,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -31,7 +32,8 @@ func podReady(p *corev1.Pod) bool {
 
 // podEndpoints returns one endpoint per target port of a Ready pod,
 // records in probs what it had to work around and warns of it (once per
-// value, see podWarnings). A pod whose status.podIP is no IP address gives
+// value, see podWarnings), limited to the ports its active-ports
+// annotation lists when it has one (activePorts). A pod whose status.podIP is no IP address gives
 // none: the IP is the host of its endpoint IDs, which label the router's
 // per-endpoint series, and nothing else bounds it. Nor does an llm-d
 // encode worker (role label encode).
@@ -46,6 +48,7 @@ func podEndpoints(p *corev1.Pod, ports []int32, cfg Config, warn *podWarnings, p
 	if p.Labels[cmp.Or(cfg.RoleLabel, disagg.DefaultRoleLabel)] == roleEncode {
 		return nil // neither prefills nor decodes: llm-d's role filters refuse it both parts
 	}
+	active := activePorts(p, ports, warn, probs)
 	events, evOK := annotationPort(p, cfg.EventsPortAnnotation, len(ports), warn, probs)
 	replay, rpOK := annotationPort(p, cfg.ReplayPortAnnotation, len(ports), warn, probs)
 	role, ok := disagg.RoleFromLabels(p.Labels, cfg.RoleLabel)
@@ -66,6 +69,9 @@ func podEndpoints(p *corev1.Pod, ports []int32, cfg Config, warn *podWarnings, p
 	}
 	out := make([]kvroute.Endpoint, 0, len(ports))
 	for rank, port := range ports {
+		if active != nil && !active[rank] {
+			continue
+		}
 		ep := kvroute.Endpoint{
 			ID:     net.JoinHostPort(p.Status.PodIP, strconv.Itoa(int(port))),
 			Labels: maps.Clone(p.Labels),
@@ -88,6 +94,51 @@ func podEndpoints(p *corev1.Pod, ports []int32, cfg Config, warn *podWarnings, p
 // first stage of its encode/prefill/decode disaggregation), which serves
 // no request kvroute routes.
 const roleEncode = "encode"
+
+// The pod annotations that list the target ports a pod serves, as llm-d's
+// and the Inference Extension's pickers read them: llm-d's, else the
+// Inference Extension's (which llm-d still reads).
+const (
+	activePortsAnnotation       = "llm-d.ai/active-ports"
+	legacyActivePortsAnnotation = "inference.networking.k8s.io/active-ports"
+)
+
+// activePorts reads a pod's active-ports annotation, a comma-separated
+// list of the target ports it serves (a data-parallel pod whose ranks are
+// not all up): which of ports are active, by rank; nil, every one, when
+// the pod has no such annotation. An entry that is no port among ports is
+// left out, marked in probs and warned of (once per value); an annotation
+// with none of ports leaves the pod no endpoint, as in llm-d.
+func activePorts(p *corev1.Pod, ports []int32, warn *podWarnings, probs *podProblems) []bool {
+	key := activePortsAnnotation
+	v, ok := p.Annotations[key]
+	if !ok {
+		key = legacyActivePortsAnnotation
+		if v, ok = p.Annotations[key]; !ok {
+			return nil
+		}
+	}
+	active := make([]bool, len(ports))
+	var bad int
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		n, err := strconv.Atoi(s)
+		rank := slices.Index(ports, int32(n))
+		if err != nil || n < 1 || n > 65535 || rank < 0 {
+			bad++
+			continue
+		}
+		active[rank] = true
+	}
+	if bad > 0 {
+		probs[problemActivePorts] = true
+		warn.warn(p, "annotation "+key, v, "k8s: active-ports annotation entries that are no target port of the pool are left out",
+			"annotation", key, "entries", bad, "targetPorts", ports)
+	}
+	return active
+}
 
 // maxLoggedIP is how much of a malformed status.podIP a warning shows.
 const maxLoggedIP = 64
