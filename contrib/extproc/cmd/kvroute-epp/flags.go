@@ -12,6 +12,7 @@ import (
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/contrib/extproc"
+	"github.com/kvroute/kvroute/contrib/k8s"
 	"github.com/kvroute/kvroute/disagg"
 	"github.com/kvroute/kvroute/internal/cliflag"
 )
@@ -195,6 +196,9 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	}
 	if (f.poolName == "" && f.endpointSelector == "") == (f.endpoints == "") {
 		return f, errors.New("set exactly one of --pool-name, --endpoint-selector and --endpoints")
+	}
+	if f.poolName != "" && f.poolGroup != k8s.PoolV1.Group && f.poolGroup != k8s.PoolV1Alpha2.Group {
+		return f, fmt.Errorf("--pool-group %q is neither %s (v1) nor %s (v1alpha2)", f.poolGroup, k8s.PoolV1.Group, k8s.PoolV1Alpha2.Group)
 	}
 	if err := completeLLMDServerFlags(fs, &f); err != nil {
 		return f, err

@@ -305,3 +305,20 @@ func startEnvoy(t *testing.T, addr string) (string, *http.Client, func()) {
 		conn.Close()
 	}
 }
+
+// --pool-group names one of the two InferencePool API groups kvroute reads;
+// any other (a typo, the group with its version) is refused at start
+// rather than read as the v1 group.
+func TestPoolGroupFlag(t *testing.T) {
+	for group, version := range map[string]string{"inference.networking.k8s.io": "v1", "inference.networking.x-k8s.io": "v1alpha2"} {
+		f, err := parseFlags([]string{"--pool-name", "p", "--pool-group", group}, io.Discard)
+		require.NoError(t, err)
+		cfg, ok := poolDiscovery(f)
+		require.True(t, ok)
+		require.Equal(t, version, cfg.PoolVersion)
+	}
+	for _, group := range []string{"inference.networking.x-k8s.io/v1alpha2", "inference.networking.k8s", "apps", ""} {
+		_, err := parseFlags([]string{"--pool-name", "p", "--pool-group", group}, io.Discard)
+		require.ErrorContains(t, err, "--pool-group", group)
+	}
+}
