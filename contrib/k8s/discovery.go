@@ -415,6 +415,7 @@ func (d *Discovery) recompute() {
 	for i, n := range problems {
 		d.met.problems[i].Set(float64(n))
 	}
+	d.met.endpoints.Set(float64(len(eps)))
 	d.met.leftOut.Set(float64(leftOut))
 	d.met.poolUnusable.Set(0)
 	if poolErr != nil {
@@ -448,9 +449,7 @@ func (d *Discovery) recompute() {
 	if err != nil {
 		d.met.sinkErrors.Inc()
 		d.log.Warn("k8s: the endpoint sink failed; the set is sent again at the next change", "err", err)
-		return
 	}
-	d.met.endpoints.Set(float64(len(eps)))
 }
 
 // target returns the selector and ports in force: the pool's, or the

@@ -98,3 +98,19 @@ kvroute_k8s_discovery_pod_problems{discovery="render",reason="unknown_role"} 0
 	require.NoError(t, err)
 	require.Zero(t, n, "Close unregisters")
 }
+
+// kvroute_k8s_discovery_endpoints is the size of the set discovery last
+// computed, set at every recompute like the other gauges, also when the
+// Sink returns an error for it: Router.SetEndpoints applies the set and
+// then reports the subscriptions it could not ensure (engines whose event
+// port is not up yet), so the router routes over that set meanwhile.
+func TestEndpointsGaugeIsSetWhenTheSinkFails(t *testing.T) {
+	defer leakcheck.Check(t)()
+	vllm := map[string]string{"app": "vllm"}
+	sink := func([]kvroute.Endpoint) error { return errors.New("subscription failed") }
+	f := newFixtureWithOptions(t, Config{Selector: "app=vllm", TargetPorts: []int32{8000, 8001}},
+		[]*corev1.Pod{pod("a", "10.0.0.1", vllm, true)}, sink, Options{Set: telemetry.Set{Registerer: prometheus.NewRegistry()}})
+	defer f.d.Close()
+	require.Eventually(t, func() bool { return testutil.ToFloat64(f.d.met.sinkErrors) >= 1 }, wait, 5*time.Millisecond)
+	require.Equal(t, float64(2), testutil.ToFloat64(f.d.met.endpoints))
+}
