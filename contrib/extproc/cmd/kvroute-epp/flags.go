@@ -197,6 +197,9 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	if (f.poolName == "" && f.endpointSelector == "") == (f.endpoints == "") {
 		return f, errors.New("set exactly one of --pool-name, --endpoint-selector and --endpoints")
 	}
+	if f.renderSelector != "" && (f.renderPort < 1 || f.renderPort > 65535) {
+		return f, fmt.Errorf("--render-port %d is not a port (1 to 65535)", f.renderPort)
+	}
 	if f.poolName != "" && f.poolGroup != k8s.PoolV1.Group && f.poolGroup != k8s.PoolV1Alpha2.Group {
 		return f, fmt.Errorf("--pool-group %q is neither %s (v1) nor %s (v1alpha2)", f.poolGroup, k8s.PoolV1.Group, k8s.PoolV1Alpha2.Group)
 	}

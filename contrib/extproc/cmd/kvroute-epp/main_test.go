@@ -322,3 +322,15 @@ func TestPoolGroupFlag(t *testing.T) {
 		require.ErrorContains(t, err, "--pool-group", group)
 	}
 }
+
+// --render-port is a port: one out of range is refused at start, not
+// narrowed to another port (1<<32 + 8000 became 8000).
+func TestRenderPortFlag(t *testing.T) {
+	for _, port := range []string{"0", "65536", "-1", "4294975296"} {
+		_, err := parseFlags([]string{"--pool-name", "p", "--render-selector", "app=render", "--render-port", port}, io.Discard)
+		require.ErrorContains(t, err, "--render-port", port)
+	}
+	f, err := parseFlags([]string{"--pool-name", "p", "--render-selector", "app=render", "--render-port", "8100"}, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, 8100, f.renderPort)
+}
