@@ -19,7 +19,10 @@ import (
 // until the next record, and a replica's load, changes included, disappears
 // with its lease. The sequence starts at the replica's start time in
 // microseconds, so a restarted replica (same ID) numbers above its previous
-// life and its new record supersedes the old life's changes.
+// life and its new record supersedes the old life's changes. On a clock
+// behind its previous life's numbers it numbers below them: a record
+// numbered below the last one read is then taken for a new life, and the
+// changes pending from before it are dropped rather than kept on top.
 
 // delta is one load change, queued for publishing or pending at a peer.
 type delta struct {
@@ -278,10 +281,17 @@ func (r *Replica) mergeRecords(live map[string]Record, listed map[string]struct{
 			v = &peerView{}
 			r.views[id] = v
 		}
+		// A record numbered below the last one read is the peer's new life
+		// (restarted under its ID with a clock behind its previous life's
+		// numbers): the changes pending here may be the previous life's,
+		// sent after its last record, which no record of the new life
+		// includes or supersedes. None is kept; the new life's changes
+		// among them are in its next record.
+		restarted := v.recorded && rec.Seq < v.seq
 		v.seq, v.overflow, v.recorded = rec.Seq, false, true
 		kept := v.pending[:0]
 		for _, d := range v.pending {
-			if d.seq > rec.Seq {
+			if d.seq > rec.Seq && !restarted {
 				kept = append(kept, d)
 			} else {
 				r.pendingBytes -= deltaBytes(d.endpoint)

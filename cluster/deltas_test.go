@@ -184,6 +184,40 @@ func TestRecordSupersedesAndHealsLoadChanges(t *testing.T) {
 	a.Close()
 }
 
+// A replica restarted under its ID on a host whose clock is behind its
+// previous life's numbers its changes below them: its new record, of a
+// lower sequence number, is a new life, and the changes of the previous
+// life still pending here (sent after its last record, before it died) are
+// not kept on top of it, nor are they ever superseded by the new life's
+// lower numbers.
+func TestRestartedReplicaWithAClockBehindLeavesNoPhantomLoad(t *testing.T) {
+	defer leakcheck.Check(t)()
+	srv := redistest.Start(t)
+	defer srv.Stop()
+	const ep = "10.0.0.9:8000"
+	g := newGhost(t, srv.Addr)
+	g.record(1_000_000, time.Hour, EndpointLoad{Endpoint: ep, Tokens: 100, Requests: 1})
+	a, tr := quietReplica(t, srv.Addr, "a", nil)
+	defer a.Close()
+	require.Equal(t, [2]int64{100, 1}, peerLoad(tr, ep))
+
+	// The previous life's last dispatch, sent after its last record.
+	g.publish(1_000_001, delta{endpoint: ep, tokens: 50, requests: 1})
+	require.Eventually(t, func() bool { return peerLoad(tr, ep) == [2]int64{150, 2} }, deltaWait, time.Millisecond)
+
+	// It dies and restarts at once on a clock a second behind: its new
+	// record's totals are its own, numbered below the previous life's.
+	g.record(500, time.Hour, EndpointLoad{Endpoint: ep, Tokens: 10, Requests: 1})
+	a.read()
+	require.Equal(t, [2]int64{10, 1}, peerLoad(tr, ep), "the new life's record alone")
+	require.Zero(t, a.PendingDeltaBytes(), "nothing of the previous life is held")
+
+	// The new life's changes above its record apply.
+	g.publish(501, delta{endpoint: ep, tokens: 7, requests: 1})
+	require.Eventually(t, func() bool { return peerLoad(tr, ep) == [2]int64{17, 2} }, deltaWait, time.Millisecond)
+	a.Close()
+}
+
 // Pending changes are bounded in bytes: over the bound they are dropped,
 // counted, and that peer goes by its records until the next one.
 func TestPendingLoadChangesBoundedInBytes(t *testing.T) {

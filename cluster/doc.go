@@ -37,7 +37,9 @@
 // keeps the later ones on top, so a lost message is healed by the next
 // record and a dead replica's load, changes included, still goes with its
 // lease. The sequence starts at the replica's start time in microseconds, so
-// a restarted replica's changes and records supersede its previous life's.
+// a restarted replica's changes and records supersede its previous life's
+// (on a clock behind its previous life's numbers, its first record does: a
+// record numbered below the last one read drops the changes pending here).
 // The peers' pending changes are bounded by MaxPendingDeltaBytes (4 MiB):
 // beyond it a change is dropped, counted, and that peer is seen by its
 // records alone until the next one; a peer within its fair share of the
