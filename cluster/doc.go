@@ -111,8 +111,11 @@
 // replica was given, whatever is in Redis. A record whose send time is more
 // than a lease from now is not a live peer whatever its key's TTL (a
 // record written without one would otherwise count forever), and is counted
-// in kvroute_cluster_stale_records_total; replicas' clocks must agree
-// within a fraction of the lease, as NTP keeps them. A member-set entry
+// in kvroute_cluster_stale_records_total at every read; replicas' clocks
+// must agree within a fraction of the lease, as NTP keeps them. Such a
+// record's replica stays in the member set (only a record gone takes it
+// out), so that a replica whose clock is off ignores its peers but does
+// not unlist them for everyone else. A member-set entry
 // that is no replica ID, or a snapshot URL that is no http(s) URL, is
 // ignored and counted in kvroute_cluster_invalid_records_total. Memory
 // stays bounded per replica: MaxPeers records of at most 1 MiB per read,

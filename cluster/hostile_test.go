@@ -268,3 +268,49 @@ func TestMemberSetGarbageIsReadBounded(t *testing.T) {
 	require.Empty(t, x.r.Peers())
 	x.r.Close()
 }
+
+// aheadClock is the wall clock set ahead by d, as on a host whose NTP has
+// failed.
+type aheadClock struct {
+	telemetry.Clock
+	d time.Duration
+}
+
+func (c aheadClock) Now() time.Time { return c.Clock.Now().Add(c.d) }
+
+// A replica whose clock is more than a lease off takes every peer's record
+// for a stale one, and ignores it, but it does not take the peers out of
+// the member set: their keys' leases are live, and every other replica
+// reading between its removal and the peer's next refresh would lose the
+// peer's load and membership, so that one bad clock made every replica's
+// view of the pool flap.
+func TestReplicaWithAClockOffLeavesThePeersInTheMemberSet(t *testing.T) {
+	defer leakcheck.Check(t)()
+	srv := redistest.Start(t)
+	defer srv.Stop()
+	g := newGhost(t, srv.Addr)
+	g.record(1, time.Hour, EndpointLoad{Endpoint: known, Tokens: 10, Requests: 1})
+	ctx := context.Background()
+	for _, off := range []time.Duration{7 * time.Hour, -7 * time.Hour} {
+		reg := prometheus.NewRegistry()
+		ix, err := kvindex.New(kvindex.Config{SweepInterval: -1}, kvindex.Options{})
+		require.NoError(t, err)
+		tr, err := tokenload.NewTracker(tokenload.Options{})
+		require.NoError(t, err)
+		cfg := Config{Addrs: []string{srv.Addr}, Pool: "d", ReplicaID: "skewed", Lease: 3 * time.Hour,
+			RefreshPeriod: time.Hour, ReadPeriod: time.Hour, OpTimeout: 2 * time.Second}
+		x, err := New(cfg, ix, tr, Options{Set: telemetry.Set{Registerer: reg, Clock: aheadClock{telemetry.Wall, off}}})
+		require.NoError(t, err)
+		t.Cleanup(x.Close)
+		t.Cleanup(ix.Close)
+		x.SetEndpoints([]string{known})
+		x.read()
+		require.Empty(t, x.Peers(), "the record is stale on its clock (%v off)", off)
+		require.Positive(t, counter(t, reg, "kvroute_cluster_stale_records_total", nil), "and counted")
+		member, err := g.rdb.SIsMember(ctx, g.keys.members, g.id).Result()
+		require.NoError(t, err)
+		require.True(t, member, "the peer stays in the member set (%v off)", off)
+		x.Close()
+		ix.Close()
+	}
+}

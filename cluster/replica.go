@@ -396,9 +396,8 @@ func (r *Replica) read() {
 		case recordUnreadable:
 			r.met.invalidRecords.Inc()
 			continue
-		case recordStale:
+		case recordStale: // left in the member set: its key's TTL, not this replica's clock, says when it goes
 			r.met.staleRecords.Inc()
-			gone = append(gone, others[i])
 			continue
 		case recordBadURL: // listed as a peer, but nothing to bootstrap from
 			r.met.invalidRecords.Inc()
