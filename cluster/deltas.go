@@ -171,12 +171,15 @@ type peerView struct {
 // once to the tracker's peer load, and kept until a record of that peer
 // includes it.
 func (r *Replica) applyDelta(sender, endpoint []byte, seq uint64, tokens, requests int64) {
-	if r.Degraded() {
-		r.met.deltasDropped[deltaDropDegraded].Inc()
-		return // routing on local load only until Redis answers again
+	if r.testHookApplyDelta != nil {
+		r.testHookApplyDelta()
 	}
 	r.viewsMu.Lock()
 	defer r.viewsMu.Unlock()
+	if r.cleared.Load() { // read under viewsMu: entering degraded sets it before it clears the views
+		r.met.deltasDropped[deltaDropDegraded].Inc()
+		return // routing on local load only until Redis answers again
+	}
 	if !r.accepts(endpoint) {
 		return
 	}

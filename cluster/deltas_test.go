@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -377,5 +378,29 @@ func TestRemovedEndpointsChangesLeaveTheirPeersByteCount(t *testing.T) {
 	require.Equal(t, [2]int64{8, 4}, peerLoad(tr, epZ))
 	require.Equal(t, 4*db, a.PendingDeltaBytes(), "never over MaxPendingDeltaBytes")
 	requirePendingBytesConsistent(t, a)
+	a.Close()
+}
+
+// A load change that arrives as the replica enters degraded mode, whose
+// views of the peers' load are cleared then, is not applied after them: the
+// replica routes on local load only for the whole outage, and a dispatch
+// applied then would weigh on its endpoint until Redis answers again,
+// its end never arriving.
+func TestLoadChangeRacingAnOutageIsNotAppliedAfterIt(t *testing.T) {
+	defer leakcheck.Check(t)()
+	srv := redistest.Start(t)
+	defer srv.Stop()
+	const ep = "10.0.0.9:8000"
+	g := newGhost(t, srv.Addr)
+	g.record(100, time.Hour)
+	a, tr := quietReplica(t, srv.Addr, "a", nil)
+	defer a.Close()
+	a.testHookApplyDelta = func() { a.result(opRead, errors.New("Redis went away")) } // the read loop's outage, just then
+	a.applyDelta([]byte("ghost"), []byte(ep), 101, 500, 1)
+	a.testHookApplyDelta = nil
+	require.True(t, a.Degraded())
+	require.Equal(t, [2]int64{}, peerLoad(tr, ep), "local load only while degraded")
+	require.Zero(t, a.PendingDeltaBytes())
+	require.Equal(t, 1.0, testutil.ToFloat64(a.met.deltasDropped[deltaDropDegraded]), "the change is counted as dropped")
 	a.Close()
 }

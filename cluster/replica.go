@@ -69,8 +69,8 @@ type Peer struct {
 // its caller runs each step. cfg through met, ctx, cancel and readNow are
 // set before the loops start and not written after. healthMu guards
 // degraded, written through result by refresh and read, and subDown,
-// written by the receive loop; entering degraded also clears views, the
-// peers' queue sums and peers, with healthMu held. peersMu guards peers,
+// written by the receive loop; entering degraded also sets cleared and then
+// clears views, the peers' queue sums and peers, with healthMu held. peersMu guards peers,
 // replaced by the read loop. viewsMu guards views and pendingBytes, written
 // by the receive loop (applyDelta), the read loop (mergeRecords), entering
 // degraded (clearViews) and SetEndpoints on its caller's goroutine, which
@@ -102,6 +102,10 @@ type Replica struct {
 	healthMu sync.Mutex
 	degraded bool
 	subDown  bool
+	// cleared mirrors degraded: set under healthMu before the views are
+	// cleared, and read by applyDelta under viewsMu, so that a load change
+	// is either cleared with the views or not applied at all.
+	cleared atomic.Bool
 
 	q  decisionQueue
 	dq deltaQueue // shares q's lock (deltas.go)
@@ -119,7 +123,8 @@ type Replica struct {
 	closeOnce sync.Once
 	cleanup   bool // delete the record on Close (tests turn it off)
 
-	testHookRefresh func() // tests: runs once refresh has taken its record's load and sequence number
+	testHookRefresh    func() // tests: runs once refresh has taken its record's load and sequence number
+	testHookApplyDelta func() // tests: runs as applyDelta is about to take viewsMu
 }
 
 // stats are the counters tests and benchmarks read (the metrics carry the same).
@@ -439,6 +444,7 @@ func (r *Replica) result(op int, err error) {
 		r.degraded = true
 		r.met.degraded.Set(1)
 		r.met.outages.Inc()
+		r.cleared.Store(true)
 		r.clearViews()
 		r.queues.peers.Store(nil)
 		r.peersMu.Lock()
@@ -448,6 +454,7 @@ func (r *Replica) result(op int, err error) {
 		r.log.Warn("cluster: Redis unreachable or slow; routing on local state only until it answers", "op", opNames[op], "err", err)
 	case err == nil && op == opRead && r.degraded:
 		r.degraded = false
+		r.cleared.Store(false)
 		r.met.degraded.Set(0)
 		r.log.Info("cluster: Redis answers again; shared state resumed")
 	case err != nil && op == opSubscribe && !r.subDown:
