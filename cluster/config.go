@@ -24,8 +24,8 @@ type Config struct {
 	// requirepass password with an empty Username).
 	Username string `json:"username"`
 	Password string `json:"password"`
-	// DB is the database number of a standalone server (Redis Cluster has
-	// only 0).
+	// DB is the database number of a standalone server. Redis Cluster has
+	// only 0: with several Addrs or ClusterMode any other is an error.
 	DB int `json:"db"`
 	// Pool names the group of replicas that share state: every key and the
 	// channel carry it as a hash tag, {pool}, so on Redis Cluster all of a
@@ -187,6 +187,8 @@ func (c Config) Validate() error {
 		return bad("queue and cap settings must not be negative")
 	case c.DB < 0:
 		return bad("db %d is negative", c.DB)
+	case c.DB != 0 && (c.ClusterMode || len(c.Addrs) > 1):
+		return bad("db %d: Redis Cluster (clusterMode, or several addrs) has only database 0", c.DB)
 	case c.MaxKeysPerDecision > maxDecisionKeys(c.ReplicaID):
 		return bad("maxKeysPerDecision %d: a decision of that many keys does not fit a message of %d bytes (at most %d keys)",
 			c.MaxKeysPerDecision, maxMessageBytes, maxDecisionKeys(c.ReplicaID))

@@ -36,3 +36,21 @@ func TestConfigDecodesStrictly(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(out), `"refreshPeriod":"250ms"`)
 }
+
+// A database number is a standalone server's: Redis Cluster has only
+// database 0, and go-redis's cluster client ignores DB, so a pool configured
+// with several seed addresses (or clusterMode) and a db would share the
+// state of every pool of its name in database 0 of the cluster, which the
+// operator separated by database. Validate rejects it, naming both keys.
+func TestDBWithRedisClusterIsRejected(t *testing.T) {
+	for _, c := range []cluster.Config{
+		{Addrs: []string{"10.0.0.1:6379", "10.0.0.2:6379"}, DB: 2},
+		{Addrs: []string{"10.0.0.1:6379"}, ClusterMode: true, DB: 1},
+	} {
+		err := c.WithDefaults().Validate()
+		require.ErrorIs(t, err, cluster.ErrInvalidConfig, "%+v", c)
+		require.ErrorContains(t, err, "db")
+	}
+	require.NoError(t, cluster.Config{Addrs: []string{"10.0.0.1:6379"}, DB: 2}.WithDefaults().Validate(), "a standalone server's database")
+	require.NoError(t, cluster.Config{Addrs: []string{"10.0.0.1:6379", "10.0.0.2:6379"}}.WithDefaults().Validate())
+}
