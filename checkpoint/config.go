@@ -1,10 +1,12 @@
 package checkpoint
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/kvroute/kvroute/internal/jsonconf"
@@ -71,7 +73,9 @@ type BootstrapConfig struct {
 	// are tried before the checkpoint file (a live peer's state is newer).
 	Peers []string `json:"peers"`
 	// Token is the shared bearer token: sent to peers, and required by
-	// this router's snapshot Handler when non-empty.
+	// this router's snapshot Handler when non-empty. A control character
+	// (a trailing newline) or a space at either end is an error: no
+	// request could carry the token intact.
 	Token string `json:"token"`
 	// Timeout bounds loading from one source — one peer's whole transfer,
 	// or the file — a duration string (default "2m").
@@ -124,7 +128,8 @@ func (c Config) Validate() error {
 }
 
 // Validate reports the first invalid setting, naming its key: a peer that
-// is not an http(s) URL, or a negative timeout or bound.
+// is not an http(s) URL, a token no request can carry intact (see Token),
+// or a negative timeout or bound.
 func (c BootstrapConfig) Validate() error {
 	for _, p := range c.Peers {
 		u, err := url.Parse(p)
@@ -133,6 +138,8 @@ func (c BootstrapConfig) Validate() error {
 		}
 	}
 	switch {
+	case !validToken(c.Token):
+		return errors.New("token: not a value an HTTP header carries as sent (a control character such as a trailing newline, or spaces around it)")
 	case c.Timeout < 0:
 		return fmt.Errorf("timeout %v is negative", c.Timeout)
 	case c.ProgressTimeout < 0:
@@ -145,6 +152,23 @@ func (c BootstrapConfig) Validate() error {
 		return fmt.Errorf("serveMinRate %d is negative", c.ServeMinRate)
 	}
 	return nil
+}
+
+// validToken reports whether a bearer token travels intact in an
+// Authorization header: no control character but a tab inside it (Go's
+// client refuses to send one, such as the trailing newline of a token read
+// from a file) and no space or tab at either end (a server trims them, so
+// the handler's comparison could never succeed).
+func validToken(tok string) bool {
+	if strings.TrimSpace(tok) != tok {
+		return false
+	}
+	for i := 0; i < len(tok); i++ {
+		if tok[i] < 0x20 && tok[i] != '\t' || tok[i] == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // configFields and bootstrapFields are the configs without their methods,

@@ -48,3 +48,21 @@ func TestConfigValidate(t *testing.T) {
 		require.EqualError(t, b.Validate(), want)
 	}
 }
+
+// A token no HTTP request can carry is refused, naming the key: a bearer
+// token read from a secret with its trailing newline ("tok\n") or spaces
+// around it made every peer request fail before it left (Go's client sends
+// no header value with a control character) and every request to this
+// router's handler unauthorized (a server trims the spaces), so that no
+// replica ever bootstrapped from another.
+func TestBootstrapTokenAHeaderCannotCarryIsRefused(t *testing.T) {
+	for _, tok := range []string{"s3cr3t\n", "s3cr3t\r\n", " s3cr3t", "s3cr3t ", "s3\x00cr3t", "s3\x7fcr3t", "\ts3cr3t"} {
+		err := BootstrapConfig{Token: tok}.Validate()
+		require.Error(t, err, "%q", tok)
+		require.ErrorContains(t, err, "token")
+		require.NotContains(t, err.Error(), "cr3t", "the error does not print the secret")
+	}
+	for _, tok := range []string{"", "s3cr3t", "a.b-c_d~e+f/g==", "with inner space!", "inner\ttab"} {
+		require.NoError(t, BootstrapConfig{Token: tok}.Validate(), "%q", tok)
+	}
+}
