@@ -36,7 +36,8 @@ type Config struct {
 	// host name plus a random suffix.
 	ReplicaID string `json:"replicaId"`
 	// SnapshotURL is where peers fetch this replica's index snapshot when they
-	// bootstrap (advertised in the membership record); empty advertises none.
+	// bootstrap (advertised in the membership record): an absolute http(s)
+	// URL, as the peers accept no other; empty advertises none.
 	SnapshotURL string `json:"snapshotUrl"`
 	// Lease is the lifetime of this replica's record (membership and load):
 	// a replica that stops refreshing, crashed or cut off, disappears with
@@ -179,6 +180,8 @@ func (c Config) Validate() error {
 		return bad("replicaId %q: want 1-200 letters, digits or -_.:", c.ReplicaID)
 	case len(c.SnapshotURL) > maxNameBytes:
 		return bad("snapshotUrl is longer than %d bytes", maxNameBytes)
+	case c.SnapshotURL != "" && !validSnapshotURL(c.SnapshotURL): // the peers would refuse it, and count it at every read
+		return bad("snapshotUrl %q is not an absolute http(s) URL", c.SnapshotURL)
 	case c.RefreshPeriod <= 0 || c.ReadPeriod <= 0 || c.OpTimeout <= 0:
 		return bad("refreshPeriod, readPeriod and opTimeout must be positive")
 	case c.Lease < 2*c.RefreshPeriod:

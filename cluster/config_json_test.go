@@ -54,3 +54,18 @@ func TestDBWithRedisClusterIsRejected(t *testing.T) {
 	require.NoError(t, cluster.Config{Addrs: []string{"10.0.0.1:6379"}, DB: 2}.WithDefaults().Validate(), "a standalone server's database")
 	require.NoError(t, cluster.Config{Addrs: []string{"10.0.0.1:6379", "10.0.0.2:6379"}}.WithDefaults().Validate())
 }
+
+// A snapshot URL the peers would refuse is refused here: every peer
+// counted the replica's record as invalid at every read and no new replica
+// ever bootstrapped from it, while the replica itself started without a
+// word.
+func TestSnapshotURLPeersWouldRefuseIsRejected(t *testing.T) {
+	for _, u := range []string{"10.0.0.5:9091/kvroute/snapshot", "ftp://10.0.0.5/snapshot", "http:///snapshot", "/kvroute/snapshot"} {
+		err := cluster.Config{Addrs: []string{"10.0.0.1:6379"}, SnapshotURL: u}.WithDefaults().Validate()
+		require.ErrorIs(t, err, cluster.ErrInvalidConfig, "%q", u)
+		require.ErrorContains(t, err, "snapshotUrl")
+	}
+	for _, u := range []string{"", "http://10.0.0.5:9091/kvroute/snapshot", "https://router-0.router:9091/kvroute/snapshot"} {
+		require.NoError(t, cluster.Config{Addrs: []string{"10.0.0.1:6379"}, SnapshotURL: u}.WithDefaults().Validate(), "%q", u)
+	}
+}
