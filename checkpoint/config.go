@@ -51,9 +51,10 @@ const (
 // event stream resumes from the checkpoint's positions. In a kvroute
 // configuration it is the "checkpoint" section.
 type Config struct {
-	// Path is the checkpoint file; empty disables checkpoints. Its
-	// directory must exist; the file is replaced atomically (a temporary
-	// file in the same directory, fsync, rename, fsync of the directory).
+	// Path is the checkpoint file (not a directory); empty disables
+	// checkpoints. Its directory must exist; the file is replaced
+	// atomically (a temporary file in the same directory, fsync, rename,
+	// fsync of the directory).
 	Path string `json:"path"`
 	// Interval between periodic writes, a duration string (default "1m");
 	// negative writes only on Close.
@@ -115,13 +116,17 @@ type BootstrapConfig struct {
 	ServeMinRate int64 `json:"serveMinRate"`
 }
 
-// Validate reports a Path whose directory does not exist, naming the key
-// ("path"), so that a mistyped directory fails at start rather than at the
+// Validate reports a Path whose directory does not exist, or that names a
+// directory itself (a volume's mount point given for the file), naming the
+// key ("path"), so that a mistyped path fails at start rather than at the
 // first write.
 func (c Config) Validate() error {
 	if c.Path != "" {
 		if fi, err := os.Stat(filepath.Dir(c.Path)); err != nil || !fi.IsDir() {
 			return fmt.Errorf("path %q: directory does not exist", c.Path)
+		}
+		if fi, err := os.Stat(c.Path); err == nil && fi.IsDir() || strings.HasSuffix(c.Path, string(filepath.Separator)) {
+			return fmt.Errorf("path %q is a directory; give the checkpoint file's path in it", c.Path)
 		}
 	}
 	return nil

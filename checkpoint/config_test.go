@@ -66,3 +66,14 @@ func TestBootstrapTokenAHeaderCannotCarryIsRefused(t *testing.T) {
 		require.NoError(t, BootstrapConfig{Token: tok}.Validate(), "%q", tok)
 	}
 }
+
+// A path that names a directory (a volume's mount point given for the
+// file) is refused at start: every checkpoint write would fail renaming
+// its file over the directory, and the restore would read the directory.
+func TestCheckpointPathThatIsADirectoryIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	for _, p := range []string{dir, dir + "/"} {
+		require.ErrorContains(t, Config{Path: p}.Validate(), "is a directory", "%q", p)
+	}
+	require.NoError(t, Config{Path: filepath.Join(dir, "index.ckpt")}.Validate())
+}
