@@ -29,7 +29,7 @@ const maxConcurrentServes = 4
 // snapshot, which it refuses whole.
 //
 // With BootstrapConfig.Token set, a request must carry
-// "Authorization: Bearer <token>". Mount the handler on an internal port
+// "Authorization: Bearer <token>" (the scheme's name in any case). Mount the handler on an internal port
 // only (not a gateway's public listener): the snapshot reveals which
 // prefixes every engine caches, and serving one costs a pass over the
 // index. At most 4 snapshots are served at once; a request beyond that is
@@ -48,7 +48,7 @@ func (k *Keeper) Handler() http.Handler {
 			return
 		}
 		if k.token != "" {
-			got, ok := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
+			got, ok := bearerToken(req.Header.Get("Authorization"))
 			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(k.token)) != 1 {
 				k.met.serves.WithLabelValues("unauthorized").Inc()
 				w.Header().Set("WWW-Authenticate", `Bearer realm="kvroute-snapshot"`)
@@ -100,4 +100,15 @@ func (k *Keeper) Handler() http.Handler {
 		k.log.Info("Index snapshot served", "peer", req.RemoteAddr, "endpoints", len(info.Endpoints),
 			"memberships", info.Memberships, "bytes", info.Bytes)
 	})
+}
+
+// bearerToken returns the token of an Authorization header value of the
+// Bearer scheme, whose name HTTP matches case-insensitively (RFC 9110,
+// section 11.1).
+func bearerToken(auth string) (string, bool) {
+	const scheme = "Bearer "
+	if len(auth) < len(scheme) || !strings.EqualFold(auth[:len(scheme)], scheme) {
+		return "", false
+	}
+	return auth[len(scheme):], true
 }

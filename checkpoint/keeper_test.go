@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -160,6 +161,35 @@ func TestPeerBootstrap(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode)
+}
+
+// The handler reads the authentication scheme case-insensitively, as HTTP
+// defines it (RFC 9110, section 11.1): a client that sends "bearer" or
+// "BEARER" with the right token gets the snapshot, not 401.
+func TestHandlerBearerSchemeIsCaseInsensitive(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	p, srv := peer(t, "tok", 0)
+	for _, auth := range []string{"Bearer tok", "bearer tok", "BEARER tok"} {
+		req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", auth)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%q", auth)
+	}
+	for _, auth := range []string{"Bearer wrong", "Basic tok", "Bearertok", "tok"} {
+		req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", auth)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "%q", auth)
+	}
+	require.Equal(t, 4.0, testutil.ToFloat64(p.met.serves.WithLabelValues("unauthorized")))
+	srv.Close()
 }
 
 // The first reachable peer with a valid snapshot wins; unreachable peers, a
