@@ -180,8 +180,10 @@ func (c *Controller) saturated(ep kvroute.Endpoint) bool {
 	return false
 }
 
-// objectiveOf resolves the request's objective; unknown names are counted.
-func (c *Controller) objectiveOf(ctx context.Context) objective {
+// objectiveOf resolves the request's objective; with count, an unknown
+// name is counted. Admit counts; Hold, which sees the same request again
+// after its pick, does not, so that a request is counted once.
+func (c *Controller) objectiveOf(ctx context.Context, count bool) objective {
 	name := objectiveOf(ctx)
 	if name == "" {
 		return c.def
@@ -189,7 +191,9 @@ func (c *Controller) objectiveOf(ctx context.Context) objective {
 	if o, ok := c.objectives[name]; ok {
 		return o
 	}
-	c.met.unknown.Inc()
+	if count {
+		c.met.unknown.Inc()
+	}
 	return c.def
 }
 
@@ -201,7 +205,7 @@ func (c *Controller) objectiveOf(ctx context.Context) objective {
 // error), a full queue pushes it out (ErrShed, sheddable only) or the
 // Controller closes (ErrClosed).
 func (c *Controller) Admit(ctx context.Context, req *kvroute.Request, endpoints []kvroute.Endpoint) error {
-	o := c.objectiveOf(ctx)
+	o := c.objectiveOf(ctx, true)
 	if c.queued.Load() == 0 && c.nclaims.Load() == 0 && !c.closed.Load() {
 		for _, ep := range endpoints {
 			if !c.saturated(ep) {

@@ -128,9 +128,10 @@ func (c *Controller) Held() int { return int(c.nheld.Load()) }
 // deadline passes (ErrExpired), ctx ends (ctx's error) or Close runs
 // (ErrClosed). When MaxHeld requests already wait at ep's gate it is shed at
 // once (ErrShed). On an error the host must not send the request and must
-// end its Decision (Done), as for a request that failed.
+// end its Decision (Done), as for a request that failed. An objective not
+// in Config.Objectives is counted by Admit, not again here.
 func (c *Controller) Hold(ctx context.Context, ep kvroute.Endpoint) error {
-	o := c.objectiveOf(ctx)
+	o := c.objectiveOf(ctx, false) // Admit counted an unknown objective
 	if o.band.priority >= 0 || c.cfg.Headroom.Disabled || c.signals == nil {
 		return nil
 	}

@@ -403,3 +403,25 @@ func TestGateStateOfGoneEndpointsStaysBoundedWithoutTheRecheck(t *testing.T) {
 		t.Fatal("the held request left its gate")
 	}
 }
+
+// A request naming an unknown objective is counted once in
+// kvroute_admission_unknown_objectives_total, although the host resolves
+// its objective twice, in Admit and again in Hold: every request through
+// the gateway or the ext_proc picker used to count twice.
+func TestUnknownObjectiveCountedOncePerRequest(t *testing.T) {
+	g := newGateFixture(t, Config{DefaultPriority: -1})
+	g.sig.set("a:1", 0, 0.1, t0)
+	ctx := ctxFor("no-such-objective", "")
+	if err := g.c.Admit(ctx, tokensReq(10), oneEP); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.c.Hold(ctx, epA); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.ToFloat64(g.c.met.unknown); n != 1 {
+		t.Fatalf("unknown objectives counted %v times for one request, want 1", n)
+	}
+	if g.gateCount("-1", "passed") != 1 {
+		t.Fatal("the unknown objective's request did not take the default (sheddable) priority at the gate")
+	}
+}
