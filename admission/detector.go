@@ -88,9 +88,11 @@ func (d *TokenDetector) version(ep string) (tokens, open int64) {
 
 // claim is an endpoint a queued request was just released to: until the
 // request's pick shows in the endpoint's accounting (it moves), Settle
-// passes or a release wakes the queue for it, no other queued request is
-// released to it on its account.
+// passes, a release wakes the queue for it or the request's caller turns
+// out to have left (Admit returns its context's error, and no pick
+// follows), no other queued request is released to it on its account.
 type claim struct {
 	tokens, open int64
 	at           time.Time
+	by           uint64 // the released request's sequence number
 }

@@ -59,7 +59,8 @@
 // pick has not yet shown in the endpoint's accounting. Without claims one
 // release would let the whole queue through before the first pick commits.
 // A claim lapses when the endpoint's accounting moves, when Notify names the
-// endpoint, or after Config.Settle.
+// endpoint, when the released request's caller turns out to have left (no
+// pick follows), or after Config.Settle.
 //
 // # Dispatch gate
 //

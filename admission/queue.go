@@ -19,6 +19,7 @@ type waiter struct {
 	enqueued time.Time
 	deadline time.Time
 	idx      int        // index in flow.items; -1 once out of the queue
+	claimed  string     // the endpoint its release claimed, once released
 	done     chan error // receives the outcome once (buffered)
 }
 

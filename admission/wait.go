@@ -76,9 +76,24 @@ func (c *Controller) admitSlow(ctx context.Context, req *kvroute.Request, endpoi
 	// The outcome was decided before the cancellation or the deadline.
 	err := <-w.done
 	if err == nil && ctx.Err() != nil {
+		// Released, but the caller left: no pick will move the claimed
+		// endpoint's accounting, so its claim would hold the endpoint
+		// from the queue until Settle.
+		c.unclaim(w)
 		return ctx.Err()
 	}
 	return err
+}
+
+// unclaim drops the claim w's release took, if it is still w's, and serves
+// the queue.
+func (c *Controller) unclaim(w *waiter) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cl, ok := c.claims[w.claimed]; ok && cl.by == w.seq {
+		c.dropClaimLocked(w.claimed)
+		c.dispatchLocked()
+	}
 }
 
 // leave takes a waiter whose caller gave up out of the queue and counts it;
@@ -175,7 +190,8 @@ func (c *Controller) dispatchLocked() {
 			return
 		}
 		id := w.eps[ep].ID
-		c.claimLocked(id, now)
+		c.claimLocked(id, now, w.seq)
+		w.claimed = id
 		c.busy = append(c.busy, id)
 		c.finishLocked(w, oDispatched, lDispatched, nil)
 	}
@@ -218,13 +234,13 @@ func (c *Controller) freeLocked(w *waiter, now time.Time) int {
 	return -1
 }
 
-// claimLocked marks ep as just given a request from the queue.
-func (c *Controller) claimLocked(ep string, now time.Time) {
+// claimLocked marks ep as just given the queued request of sequence seq.
+func (c *Controller) claimLocked(ep string, now time.Time, seq uint64) {
 	tokens, open := c.own.version(ep)
 	if _, ok := c.claims[ep]; !ok {
 		c.nclaims.Add(1)
 	}
-	c.claims[ep] = claim{tokens: tokens, open: open, at: now}
+	c.claims[ep] = claim{tokens: tokens, open: open, at: now, by: seq}
 }
 
 // claimedLocked reports whether ep holds a live claim, dropping a lapsed

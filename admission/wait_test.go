@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/internal/leakcheck"
 )
 
@@ -127,4 +128,39 @@ func TestAdmitAfterCloseIsRefusedEvenWithAFreeCandidate(t *testing.T) {
 	if f.count("0", outcomeClosed) != 1 || f.count("0", outcomeAdmitted) != 0 {
 		t.Fatalf("closed %v, admitted %v; want 1, 0", f.count("0", outcomeClosed), f.count("0", outcomeAdmitted))
 	}
+}
+
+// A request released from the queue whose caller had already gone does not
+// leave its endpoint claimed: Admit returns the context's error, the pick
+// never runs and nothing would move the endpoint's accounting, so the claim
+// held the endpoint from the rest of the queue until Settle passed. The
+// caller's select sees its release and its cancellation at once and takes
+// either; the test repeats until it takes the cancellation.
+func TestCancelledCallerReleasedFromTheQueueLeavesNoClaim(t *testing.T) {
+	for range 200 {
+		f := newFixture(t, Config{Settle: time.Hour})
+		f.det.set("b:1", true)
+		out := make(chan result, 1)
+		f.admit(t, ctxFor("", "other"), "waits", tokensReq(10), []kvroute.Endpoint{{ID: "b:1"}}, out)
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		// The queue is not empty, so the request queues and is released
+		// to a:1, free, in the same call.
+		err := f.c.Admit(ctx, tokensReq(10), oneEP)
+		if err == nil {
+			f.c.Close()
+			continue // it took its release: the claim is its pick's
+		}
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("err %v, want context.Canceled", err)
+		}
+		f.c.mu.Lock()
+		_, claimed := f.c.claims["a:1"]
+		f.c.mu.Unlock()
+		if claimed || f.c.nclaims.Load() != 0 {
+			t.Fatal("a:1 stays claimed by a request whose caller left")
+		}
+		return
+	}
+	t.Fatal("the cancellation never won over the release")
 }
