@@ -79,7 +79,9 @@
 // their picks committed, so when nothing else is in flight on the endpoint
 // (with cluster sharing, the peers' requests included) the first held one
 // goes whatever its own load; without Options.Signals the gate is off) and
-// no higher band's request is queued in Admit.
+// no higher band's request is queued in Admit (unless the requests held at
+// the endpoint's gate alone saturate it in the own accounting: no queued
+// request could have it before one of them is sent, so the first goes).
 // Otherwise it waits at the endpoint's gate (at most MaxHeld per endpoint;
 // a further one is shed at once with ErrShed) until headroom appears, its
 // queue deadline passes (ErrExpired) or its context ends. The engines' own

@@ -126,7 +126,10 @@ func (c *Controller) Held() int { return int(c.nheld.Load()) }
 // otherwise it waits, in band then arrival order, until ep has headroom and
 // no request of a higher band waits in the admission queue (nil), its queue
 // deadline passes (ErrExpired), ctx ends (ctx's error) or Close runs
-// (ErrClosed). When MaxHeld requests already wait at ep's gate it is shed at
+// (ErrClosed). A queued higher band does not keep the first of them back
+// when ep is saturated in kvroute's own accounting by the requests held at
+// its gate alone: no queued request could have ep before one of them is
+// sent. When MaxHeld requests already wait at ep's gate it is shed at
 // once (ErrShed). On an error the host must not send the request and must
 // end its Decision (Done), as for a request that failed. An objective not
 // in Config.Objectives is counted by Admit, not again here.
@@ -143,7 +146,7 @@ func (c *Controller) Hold(ctx context.Context, ep kvroute.Endpoint) error {
 		return ErrClosed
 	}
 	g := c.gateLocked(ep)
-	if len(g.held) == 0 && !c.higherQueuedLocked(o.band) && c.headroomLocked(ep, g, 1) {
+	if len(g.held) == 0 && !c.higherBlocksLocked(o.band, ep, 1) && c.headroomLocked(ep, g, 1) {
 		g.sent++
 		c.mu.Unlock()
 		c.gateCount(o.band, gPassed)
@@ -287,6 +290,25 @@ func (c *Controller) higherQueuedLocked(b *band) bool {
 	return false
 }
 
+// higherBlocksLocked reports whether a queued request of a band above b
+// keeps b's requests held at ep's gate (unsent of them, the one Hold decides
+// on included) from being sent: a request of a higher band waits in the
+// admission queue, unless ep is saturated in kvroute's own accounting by
+// the held requests alone (nothing else is in flight on it). Their picks
+// committed their load, so no queued request can have ep until one of them
+// is sent and its prefill ends: holding them for the queued request would
+// keep both waiting until a deadline.
+func (c *Controller) higherBlocksLocked(b *band, ep kvroute.Endpoint, unsent int) bool {
+	if !c.higherQueuedLocked(b) {
+		return false
+	}
+	if s, _ := c.own.Saturation(ep); !s {
+		return true
+	}
+	_, open := c.own.version(ep.ID)
+	return open > int64(unsent)
+}
+
 // headroomLocked reports whether ep's engine has room for one more
 // sheddable request: by its fresh engine signal, counting the requests the
 // gate sent since that scrape; without one, by kvroute's own accounting.
@@ -317,7 +339,8 @@ func (c *Controller) headroomLocked(ep kvroute.Endpoint, g *gateEndpoint, unsent
 }
 
 // serveGatesLocked sends held requests to every endpoint that has headroom,
-// unless a request of a higher band waits in the admission queue.
+// unless a request of a higher band waits in the admission queue
+// (higherBlocksLocked).
 func (c *Controller) serveGatesLocked() {
 	if c.nheld.Load() == 0 {
 		return
@@ -325,7 +348,7 @@ func (c *Controller) serveGatesLocked() {
 	for _, g := range c.gates {
 		for len(g.held) > 0 {
 			h := g.held[0]
-			if c.higherQueuedLocked(h.band) || !c.headroomLocked(g.ep, g, len(g.held)) {
+			if c.higherBlocksLocked(h.band, g.ep, len(g.held)) || !c.headroomLocked(g.ep, g, len(g.held)) {
 				break
 			}
 			g.held = g.held[1:]

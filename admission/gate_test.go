@@ -425,3 +425,44 @@ func TestUnknownObjectiveCountedOncePerRequest(t *testing.T) {
 		t.Fatal("the unknown objective's request did not take the default (sheddable) priority at the gate")
 	}
 }
+
+// A sheddable request held at an endpoint's gate holds its committed load
+// in kvroute's own accounting, and an interactive request queued in Admit
+// for that endpoint keeps every held one back. When the held requests' own
+// load is what saturates the endpoint, neither could ever go: the
+// interactive request waited for them to leave, and they for it, until
+// one of their deadlines. Once nothing but held requests is in flight on
+// the endpoint and its engine has headroom, the first held one goes
+// (releasing it takes nothing the own accounting has not already counted),
+// its prefill ends, and the interactive request follows.
+func TestGateDoesNotDeadlockAHigherBandWaitingOnTheHeldLoad(t *testing.T) {
+	g := newGateFixture(t, Config{Saturation: Saturation{MaxPrefillBacklog: time.Second, PeakPrefillThroughput: 1000}}) // 1,000 tokens
+	tr := newTracker(t)
+	g.c.SetLoad(tr)
+	g.sig.set("a:1", 1, 0.1, t0)     // one request waits in the engine: no headroom
+	held := tr.Dispatch("a:1", 1500) // the sheddable request's pick
+	defer held.Done()
+	out := make(chan result, 1)
+	g.hold(t, ctxFor("batch", ""), "batch", epA, out)
+	if !pending(out) {
+		t.Fatal("sent without headroom")
+	}
+	// The interactive request's only candidate is saturated by the held
+	// request's load alone.
+	qout := make(chan result, 1)
+	g.admit(t, ctxFor("chat", "t"), "chat", tokensReq(10), oneEP, qout)
+	if !pending(qout) {
+		t.Fatal("admitted onto a saturated endpoint")
+	}
+	// The engine's queue drains: headroom.
+	g.sig.set("a:1", 0, 0.1, t0.Add(time.Millisecond))
+	g.c.Notify("a:1")
+	if r := take(t, out); r.err != nil {
+		t.Fatalf("held request: %v, want sent", r.err)
+	}
+	held.FirstChunk() // its prefill is done: a:1 is no longer saturated
+	g.c.Notify("a:1")
+	if r := take(t, qout); r.err != nil {
+		t.Fatalf("interactive request: %v, want dispatched", r.err)
+	}
+}
