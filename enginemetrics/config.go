@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/url"
 	"strings"
 	"time"
 
@@ -50,7 +51,8 @@ type Config struct {
 	Staleness time.Duration `json:"staleness"`
 	// Timeout bounds one scrape, body included (default "200ms").
 	Timeout time.Duration `json:"timeout"`
-	// Path is appended to the endpoint's URL (default "/metrics").
+	// Path is appended to the endpoint's URL (default "/metrics"); it
+	// starts with "/" and is a valid URL path.
 	Path string `json:"path"`
 	// MaxBodyBytes bounds one response body (default 4 MiB); a larger one
 	// fails the scrape as "too_large".
@@ -104,6 +106,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("enginemetrics: timeout %v is negative", c.Timeout)
 	case !strings.HasPrefix(c.Path, "/"):
 		return c, fmt.Errorf("enginemetrics: path %q does not start with /", c.Path)
+	case !urlPath(c.Path):
+		return c, fmt.Errorf("enginemetrics: path %q is not a URL path (an invalid escape or a control character)", c.Path)
 	case c.MaxBodyBytes < 0:
 		return c, fmt.Errorf("enginemetrics: maxBodyBytes %d is negative", c.MaxBodyBytes)
 	case c.Concurrency < 0:
@@ -112,6 +116,13 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("enginemetrics: kvCacheThreshold %v is not at most 1", c.KVCacheThreshold)
 	}
 	return c, nil
+}
+
+// urlPath reports whether path can end an endpoint's URL: the scrape's
+// request could not be built for any endpoint otherwise.
+func urlPath(path string) bool {
+	_, err := url.Parse("http://localhost" + path)
+	return err == nil
 }
 
 // LoadConfig decodes a JSON Config over the zero value (absent keys mean the

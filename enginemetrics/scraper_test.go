@@ -360,3 +360,15 @@ func TestScrapeFollowsNoRedirect(t *testing.T) {
 		})
 	}
 }
+
+// A path that cannot end a URL (an invalid escape, a control character) is
+// refused with the configuration, naming the key: it used to be accepted
+// and then fail every scrape of every endpoint, counted as connection.
+func TestConfigRejectsAPathThatIsNotAURLPath(t *testing.T) {
+	for _, p := range []string{`"/metrics%zz"`, `"/metrics\u0000"`, `"/metrics\n"`} {
+		_, err := LoadConfig(strings.NewReader(`{"path":` + p + `}`))
+		require.ErrorContains(t, err, "path", p)
+	}
+	_, err := LoadConfig(strings.NewReader(`{"path":"/engine/metrics?format=text"}`))
+	require.NoError(t, err)
+}
