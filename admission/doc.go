@@ -42,7 +42,11 @@
 //     (ErrShed) until the new request fits; when pushing out every
 //     sheddable request (of the new request's band or lower) would not make
 //     room, none is pushed out and the new request is refused
-//     (ErrQueueFull, or ErrShed if it is sheddable itself).
+//     (ErrQueueFull, or ErrShed if it is sheddable itself). A request that
+//     would not wait (one of its candidates is free once the queue is
+//     served, and nothing of its flow is queued) is admitted whatever the
+//     queue holds: requests waiting for saturated endpoints do not turn
+//     away those of idle ones.
 //
 // # Saturation
 //

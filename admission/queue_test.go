@@ -261,3 +261,45 @@ func TestFullQueueShedsOnlyWhenSheddingMakesRoom(t *testing.T) {
 		t.Fatalf("queued %d, queue_full %v; want chat2 and chat4 queued, chat3 refused", f.c.Queued(), f.count("1", outcomeQueueFull))
 	}
 }
+
+// A full queue refuses, or makes room by pushing out sheddable requests,
+// only for a request that would wait in it. One whose candidate is free,
+// with the queue served first, leaves at once whatever the queue holds: a
+// queue filled by one model's saturated endpoints refused every request
+// for another model's idle ones (429), or shed queued work to let in a
+// request that never stayed.
+func TestFullQueueAdmitsARequestWhoseCandidateIsFree(t *testing.T) {
+	epB := []kvroute.Endpoint{{ID: "b:1"}}
+	for _, queued := range []string{"chat", "batch"} {
+		f := newFixture(t, Config{MaxQueuedRequests: 1, Objectives: gateObjectives})
+		f.det.set("b:1", true)
+		out := make(chan result, 2)
+		if queued == "batch" {
+			// A sheddable request queues only for an endpoint that is not
+			// saturated: b:1, claimed by a request released to it.
+			f.admit(t, ctxFor("chat", "t"), "first", tokensReq(10), epB, out)
+			f.det.set("b:1", false)
+			f.c.Notify("")
+			if r := take(t, out); r.err != nil {
+				t.Fatal(r.err)
+			}
+		}
+		f.admit(t, ctxFor(queued, "t"), "waits", tokensReq(10), epB, out)
+		if f.c.Queued() != 1 {
+			t.Fatalf("%s request for b:1 not queued", queued)
+		}
+		for _, obj := range []string{"chat", "batch"} {
+			if err := f.c.Admit(ctxFor(obj, "other"), tokensReq(10), oneEP); err != nil {
+				t.Fatalf("queue holding %s: %s request for the idle a:1: %v, want admitted", queued, obj, err)
+			}
+			if f.c.Queued() != 1 || f.count("-1", outcomeShed) != 0 {
+				t.Fatalf("queue holding %s: the request waiting for b:1 was pushed out for a %s request that did not wait", queued, obj)
+			}
+		}
+		if queued == "chat" { // a request that would wait is still refused
+			if err := f.c.Admit(ctxFor("chat", "other"), tokensReq(10), epB); !errors.Is(err, ErrQueueFull) {
+				t.Fatalf("chat for b:1: %v, want ErrQueueFull", err)
+			}
+		}
+	}
+}

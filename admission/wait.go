@@ -40,13 +40,18 @@ func (c *Controller) admitSlow(ctx context.Context, req *kvroute.Request, endpoi
 		return ErrExpired
 	}
 	w.cost, w.bytes = estimate(req)
-	if err := c.makeRoomLocked(w, b); err != nil {
-		c.mu.Unlock()
-		return err
-	}
 	key := fairnessOf(ctx)
 	if key == "" {
 		key = c.cfg.DefaultFlow
+	}
+	if !c.fitsLocked(c.queued.Load(), c.bytes, w) && c.leavesAtOnceLocked(w, b, key, now) {
+		c.mu.Unlock()
+		b.m.count[oAdmitted].Inc()
+		return nil
+	}
+	if err := c.makeRoomLocked(w, b); err != nil {
+		c.mu.Unlock()
+		return err
 	}
 	c.seq++
 	w.seq, w.enqueued, w.deadline = c.seq, now, deadline
@@ -138,9 +143,7 @@ func (c *Controller) makeRoomLocked(w *waiter, b *band) error {
 	if w.bytes > c.cfg.MaxQueuedBytes {
 		return refuse()
 	}
-	fits := func(n, bytes int64) bool {
-		return n+1 <= int64(c.cfg.MaxQueuedRequests) && bytes+w.bytes <= c.cfg.MaxQueuedBytes
-	}
+	fits := func(n, bytes int64) bool { return c.fitsLocked(n, bytes, w) }
 	if fits(c.queued.Load(), c.bytes) {
 		return nil
 	}
@@ -166,6 +169,25 @@ func (c *Controller) makeRoomLocked(w *waiter, b *band) error {
 		c.finishLocked(victim, oShed, lOther, ErrShed)
 	}
 	return nil
+}
+
+// fitsLocked reports whether w fits in a queue holding n requests of
+// bytes estimated bytes.
+func (c *Controller) fitsLocked(n, bytes int64, w *waiter) bool {
+	return n+1 <= int64(c.cfg.MaxQueuedRequests) && bytes+w.bytes <= c.cfg.MaxQueuedBytes
+}
+
+// leavesAtOnceLocked reports whether w, which the full queue has no room
+// for, would leave it at once if queued: with the queue served first (a
+// dispatch pass, so that what is free goes to the requests already
+// waiting), one of w's candidates is still free and no request of w's flow
+// is queued (its requests leave in order). Such a request never waits, so
+// a full queue neither refuses it nor pushes anything out for it: a queue
+// filled by requests for saturated endpoints does not turn away the
+// requests of idle ones (another model's, say).
+func (c *Controller) leavesAtOnceLocked(w *waiter, b *band, key string, now time.Time) bool {
+	c.dispatchLocked()
+	return b.flows[key] == nil && c.freeLocked(w, now) >= 0
 }
 
 // dispatchLocked releases queued requests while some has a free candidate:
