@@ -83,7 +83,8 @@
 // their picks committed, so when nothing else is in flight on the endpoint
 // (with cluster sharing, the peers' requests included) the first held one
 // goes whatever its own load; without Options.Signals the gate is off) and
-// no higher band's request is queued in Admit (unless the requests held at
+// no higher band's request that may go to the endpoint (it is among its
+// candidates) is queued in Admit (unless the requests held at
 // the endpoint's gate alone saturate it in the own accounting: no queued
 // request could have it before one of them is sent, so the first goes).
 // Otherwise it waits at the endpoint's gate (at most MaxHeld per endpoint;

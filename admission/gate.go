@@ -124,7 +124,8 @@ func (c *Controller) Held() int { return int(c.nheld.Load()) }
 // gate, its own included, holds none of them: when nothing else is in
 // flight on ep, the first goes) and nothing else waits at ep's gate;
 // otherwise it waits, in band then arrival order, until ep has headroom and
-// no request of a higher band waits in the admission queue (nil), its queue
+// no request of a higher band that may go to ep (ep is among its
+// candidates) waits in the admission queue (nil), its queue
 // deadline passes (ErrExpired), ctx ends (ctx's error) or Close runs
 // (ErrClosed). A queued higher band does not keep the first of them back
 // when ep is saturated in kvroute's own accounting by the requests held at
@@ -274,16 +275,18 @@ func (c *Controller) unhold(ep string, h *heldReq, outcome int) bool {
 	return true
 }
 
-// higherQueuedLocked reports whether a request of a band above b waits in
-// the admission queue: the gate then sends nothing of b, so that a
-// sheddable request never takes headroom a queued higher-band request is
-// waiting for.
-func (c *Controller) higherQueuedLocked(b *band) bool {
+// higherQueuedLocked reports whether a request of a band above b that may
+// go to ep (ep is among its candidates) waits in the admission queue: the
+// gate then sends nothing of b to ep, so that a sheddable request never
+// takes headroom a queued higher-band request is waiting for. A queued
+// request whose candidates do not include ep (another model's, say) does
+// not wait for ep's headroom and keeps nothing back there.
+func (c *Controller) higherQueuedLocked(b *band, ep string) bool {
 	for _, x := range c.bands {
 		if x.priority <= b.priority {
 			return false
 		}
-		if x.n > 0 {
+		if x.wants[ep] > 0 {
 			return true
 		}
 	}
@@ -292,14 +295,14 @@ func (c *Controller) higherQueuedLocked(b *band) bool {
 
 // higherBlocksLocked reports whether a queued request of a band above b
 // keeps b's requests held at ep's gate (unsent of them, the one Hold decides
-// on included) from being sent: a request of a higher band waits in the
-// admission queue, unless ep is saturated in kvroute's own accounting by
+// on included) from being sent: a request of a higher band that may go to
+// ep waits in the admission queue, unless ep is saturated in kvroute's own accounting by
 // the held requests alone (nothing else is in flight on it). Their picks
 // committed their load, so no queued request can have ep until one of them
 // is sent and its prefill ends: holding them for the queued request would
 // keep both waiting until a deadline.
 func (c *Controller) higherBlocksLocked(b *band, ep kvroute.Endpoint, unsent int) bool {
-	if !c.higherQueuedLocked(b) {
+	if !c.higherQueuedLocked(b, ep.ID) {
 		return false
 	}
 	if s, _ := c.own.Saturation(ep); !s {
@@ -339,8 +342,8 @@ func (c *Controller) headroomLocked(ep kvroute.Endpoint, g *gateEndpoint, unsent
 }
 
 // serveGatesLocked sends held requests to every endpoint that has headroom,
-// unless a request of a higher band waits in the admission queue
-// (higherBlocksLocked).
+// unless a request of a higher band that may go there waits in the
+// admission queue (higherBlocksLocked).
 func (c *Controller) serveGatesLocked() {
 	if c.nheld.Load() == 0 {
 		return

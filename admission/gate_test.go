@@ -202,12 +202,12 @@ func TestGateDeadlineAndCancellation(t *testing.T) {
 
 func TestGateWaitsWhileAHigherBandIsQueued(t *testing.T) {
 	g := newGateFixture(t, Config{})
-	g.sig.set("a:1", 0, 0.1, t0)
-	g.det.set("b:1", true) // the interactive request's only candidate is saturated
+	g.sig.set("b:1", 0, 0.1, t0) // the engine has headroom
+	g.det.set("b:1", true)       // the interactive request's only candidate is saturated
 	qout := make(chan result, 1)
 	g.admit(t, ctxFor("chat", "t"), "chat", tokensReq(10), []kvroute.Endpoint{{ID: "b:1"}}, qout)
 	out := make(chan result, 1)
-	g.hold(t, ctxFor("batch", ""), "batch", epA, out)
+	g.hold(t, ctxFor("batch", ""), "batch", kvroute.Endpoint{ID: "b:1"}, out)
 	if !pending(out) {
 		t.Fatal("sheddable request sent while an interactive one is queued")
 	}
@@ -464,5 +464,38 @@ func TestGateDoesNotDeadlockAHigherBandWaitingOnTheHeldLoad(t *testing.T) {
 	g.c.Notify("a:1")
 	if r := take(t, qout); r.err != nil {
 		t.Fatalf("interactive request: %v, want dispatched", r.err)
+	}
+}
+
+// A request of a higher band queued in Admit keeps back only the sheddable
+// requests held at the gates of its own candidates: releasing one to
+// another endpoint takes no headroom it waits for. An interactive request
+// queued for one model's saturated endpoint kept every sheddable request
+// of every other model at its gate, engines idle, until its deadline or
+// shed.
+func TestGateIsNotHeldByAHigherBandQueuedForOtherEndpoints(t *testing.T) {
+	g := newGateFixture(t, Config{})
+	g.det.set("b:1", true) // the interactive request's only candidate
+	qout := make(chan result, 1)
+	g.admit(t, ctxFor("chat", "t"), "chat", tokensReq(10), []kvroute.Endpoint{{ID: "b:1"}}, qout)
+	g.sig.set("a:1", 0, 0.1, t0) // an idle engine
+	aout := make(chan result, 1)
+	g.hold(t, ctxFor("batch", ""), "batch-a", epA, aout)
+	if pending(aout) {
+		t.Fatal("a sheddable request for the idle a:1 held while an interactive one waits for b:1")
+	}
+	g.sig.set("b:1", 0, 0.1, t0) // b:1's engine has headroom, but the chat request waits for b:1
+	out := make(chan result, 1)
+	g.hold(t, ctxFor("batch", ""), "batch", kvroute.Endpoint{ID: "b:1"}, out)
+	if !pending(out) {
+		t.Fatal("a sheddable request sent to the endpoint an interactive one is queued for")
+	}
+	g.det.set("b:1", false)
+	g.c.Notify("b:1")
+	if r := take(t, qout); r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r := take(t, out); r.err != nil {
+		t.Fatalf("err %v, want sent once the queue emptied", r.err)
 	}
 }

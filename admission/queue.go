@@ -82,11 +82,15 @@ type band struct {
 	last     *flow // the flow round robin served last, while it is in the ring
 	n        int   // queued requests
 	bytes    int64 // their estimated bytes
-	m        bandMetrics
+	// wants counts, by endpoint ID, the queued requests naming it among
+	// their candidates: the dispatch gate keeps a lower band's requests
+	// back only at the endpoints a queued request of this band may have.
+	wants map[string]int
+	m     bandMetrics
 }
 
 func newBand(priority int, m bandMetrics) *band {
-	return &band{priority: priority, flows: make(map[string]*flow), m: m}
+	return &band{priority: priority, flows: make(map[string]*flow), wants: make(map[string]int), m: m}
 }
 
 // push queues w in its flow. Under round robin a flow that had nothing
@@ -111,6 +115,9 @@ func (b *band) push(w *waiter, key string, edf, drr bool) {
 	}
 	w.band, w.flow = b, f
 	heap.Push(&f.items, w)
+	for _, ep := range w.eps {
+		b.wants[ep.ID]++
+	}
 	b.n++
 	b.bytes += w.bytes
 	b.m.size.Set(float64(b.n))
@@ -145,6 +152,11 @@ func (b *band) remove(w *waiter) {
 	f := w.flow
 	heap.Remove(&f.items, w.idx)
 	w.idx = -1
+	for _, ep := range w.eps {
+		if b.wants[ep.ID]--; b.wants[ep.ID] <= 0 {
+			delete(b.wants, ep.ID)
+		}
+	}
 	b.n--
 	b.bytes -= w.bytes
 	b.m.size.Set(float64(b.n))
