@@ -47,6 +47,14 @@ func respond(t *testing.T, st extprocv3.ExternalProcessor_ProcessClient, status,
 	require.Error(t, err, "the picker ends the stream")
 }
 
+// eventually waits until counter name with labels reads want: the
+// router records an observation after it releases the request's load, so
+// h.idle() may return first.
+func eventually(t *testing.T, h *harness, want float64, name string, labels map[string]string) {
+	t.Helper()
+	require.Eventually(t, func() bool { return h.counter(name, labels) == want }, wait, time.Millisecond, "%s%v", name, labels)
+}
+
 // pickOne sends one completions request on a new stream and returns the
 // stream and the endpoint picked.
 func pickOne(t *testing.T, h *harness, body string) (extprocv3.ExternalProcessor_ProcessClient, string) {
@@ -76,8 +84,8 @@ func TestPickerObservesCachedTokens(t *testing.T) {
 		"hed_tokens\":32}}}\n\ndata: [DONE]\n\n")
 	h.idle()
 	ep := map[string]string{"endpoint": dest}
-	require.Equal(t, 1.0, h.counter("kvroute_router_prediction_observed_total", ep))
-	require.Equal(t, 32.0, h.counter("kvroute_router_observed_cached_tokens_total", ep))
+	eventually(t, h, 1, "kvroute_router_prediction_observed_total", ep)
+	eventually(t, h, 32, "kvroute_router_observed_cached_tokens_total", ep)
 	require.Equal(t, 1.0, h.counter("kvroute_extproc_usage_total", map[string]string{"result": usage.Observed}))
 
 	st, dest = pickOne(t, h, completionsBody(prompt(2, 80, "usage"), false))
@@ -86,8 +94,8 @@ func TestPickerObservesCachedTokens(t *testing.T) {
 		`"prompt_tokens_details":{"cached_tokens":48}}}`)
 	h.idle()
 	ep = map[string]string{"endpoint": dest}
-	require.Equal(t, 2.0, h.counter("kvroute_router_prediction_observed_total", ep))
-	require.Equal(t, 80.0, h.counter("kvroute_router_observed_cached_tokens_total", ep))
+	eventually(t, h, 2, "kvroute_router_prediction_observed_total", ep)
+	eventually(t, h, 80, "kvroute_router_observed_cached_tokens_total", ep)
 	require.Equal(t, 2.0, h.counter("kvroute_extproc_usage_total", map[string]string{"result": usage.Observed}))
 
 	st, _ = pickOne(t, h, body)
@@ -186,10 +194,11 @@ func TestEndToEndPickerClosesTheAccuracyLoop(t *testing.T) {
 	h.idle()
 
 	labels := map[string]string{"endpoint": ep}
-	require.Equal(t, 2.0, h.counter("kvroute_router_prediction_observed_total", labels))
-	require.Positive(t, h.counter("kvroute_router_observed_cached_tokens_total", labels), "the second request hit")
-	require.Equal(t, h.counter("kvroute_router_observed_predicted_tokens_total", labels),
-		h.counter("kvroute_router_observed_cached_tokens_total", labels), "predicted what the engine reused")
+	eventually(t, h, 2, "kvroute_router_prediction_observed_total", labels)
+	require.Eventually(t, func() bool {
+		cached := h.counter("kvroute_router_observed_cached_tokens_total", labels)
+		return cached > 0 && cached == h.counter("kvroute_router_observed_predicted_tokens_total", labels)
+	}, wait, time.Millisecond, "the second request hit, and the index predicted what the engine reused")
 	require.Zero(t, h.counter("kvroute_router_prediction_stale_total", labels))
 	require.Zero(t, h.counter("kvroute_router_prediction_missing_total", labels))
 	require.Equal(t, 2.0, h.counter("kvroute_extproc_usage_total", map[string]string{"result": usage.Observed}))
