@@ -10,9 +10,10 @@ import (
 
 // countTokensPath is vLLM's Anthropic token count (POST
 // /v1/messages/count_tokens, Anthropic's messages.countTokens, which
-// clients such as Claude Code call before a request): the engine renders the
-// Messages body and answers its input_tokens without running the model, so
-// it computes no KV cache and there is nothing to route it by.
+// Anthropic clients, Claude Code among them, may call before a request): the
+// engine renders the Messages body and answers its input_tokens without
+// running the model, so it computes no KV cache and there is nothing to
+// route it by.
 const countTokensPath = "/v1/messages/count_tokens"
 
 // apiCountTokens labels countTokensPath's requests in the gateway's metrics.
