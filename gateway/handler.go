@@ -347,7 +347,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok && r.URL.Path == GeneratePath {
 		api, ok = apiGenerate, true
 	}
-	models := strings.TrimRight(r.URL.Path, "/") == modelsPath
+	trimmed := strings.TrimRight(r.URL.Path, "/")
+	models := trimmed == modelsPath
 	if models && r.URL.Path != modelsPath {
 		// As for an inference path below: vLLM would answer the slashed
 		// path with a redirect to its own address.
@@ -379,7 +380,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.serveModels(w, r)
 		return
 	}
-	if strings.TrimRight(r.URL.Path, "/") == countTokensPath {
+	if trimmed == countTokensPath {
 		h.serveCountTokens(w, r)
 		return
 	}

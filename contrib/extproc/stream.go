@@ -12,10 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kvroute/kvroute/disagg/sidecar"
-
-	"github.com/kvroute/kvroute/internal/usage"
-
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"go.opentelemetry.io/otel/trace"
@@ -26,7 +22,9 @@ import (
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/admission"
 	"github.com/kvroute/kvroute/disagg"
+	"github.com/kvroute/kvroute/disagg/sidecar"
 	"github.com/kvroute/kvroute/internal/tokenin"
+	"github.com/kvroute/kvroute/internal/usage"
 	"github.com/kvroute/kvroute/render"
 	"github.com/kvroute/kvroute/session"
 	"github.com/kvroute/kvroute/tokenload"
@@ -60,11 +58,11 @@ type streamState struct {
 
 	// The usage of a response read for its cached tokens
 	// (Config.ObserveCachedTokens): scanning from a 2xx response's headers
-	// until its end, the result kept for the status page.
+	// until its end, what it found kept for the status page.
 	scan     usage.Scanner
 	scanning bool
-	actual   int    // the cached tokens the engine reported
-	observed string // the usage result; "" when not read
+	observed bool // the engine reported actual cached tokens
+	actual   int
 
 	req     kvroute.Request // the request picked, kept with the stream instead of allocated apart
 	listBuf [1]string       // list's array when the pick has no fallbacks
@@ -148,9 +146,7 @@ func (st *streamState) record() {
 		rec.PromptTokens, rec.PredictedCached, rec.UsedCache, rec.Outcome = d.PromptTokens, d.CachedTokens, d.UsedCache, d.Outcome.String()
 		rec.CacheMode = d.CacheMode.String()
 	}
-	if st.observed == usage.Observed {
-		rec.ActualCached, rec.Observed = st.actual, true
-	}
+	rec.ActualCached, rec.Observed = st.actual, st.observed
 	if clipRecord(&rec) {
 		st.srv.met.recordCut.Inc()
 	}
@@ -575,10 +571,9 @@ func (st *streamState) release() {
 		st.scanning = false
 		cached, result := st.scan.Result()
 		st.srv.met.usage[result].Inc()
-		st.observed = result
 		if result == usage.Observed {
 			info.CachedTokens, info.HasCachedTokens = cached, true
-			st.actual = cached
+			st.observed, st.actual = true, cached
 		}
 	}
 	if st.decision != nil && !st.done {
