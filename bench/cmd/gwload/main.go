@@ -66,6 +66,10 @@ const (
 	// forwards the rendered token IDs, so the engines do not tokenize the
 	// prompt again.
 	targetPreciseOnce = "precise-once"
+	// targetRoundRobinExchange is round-robin with one bodiless exchange
+	// with an engine before each request is proxied: the floor of any
+	// gateway that renders on the engines (see exchangeFront).
+	targetRoundRobinExchange = "round-robin-exchange"
 )
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -75,7 +79,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var conc, targets string
 	fs.StringVar(&o.out, "out", "", "output directory for gwload.md, fleet.md and the gateway's CPU profile (default <module root>/"+DefaultOut+")")
 	fs.StringVar(&conc, "concurrency", "4,16,64,256", "comma-separated numbers of concurrent closed-loop clients")
-	fs.StringVar(&targets, "targets", "direct,precise,round-robin", "comma-separated targets: direct, precise, precise-once (precise with tokenize-once), round-robin")
+	fs.StringVar(&targets, "targets", "direct,precise,round-robin", "comma-separated targets: direct, precise, precise-once (precise with tokenize-once), round-robin, round-robin-exchange (round-robin plus one bodiless exchange with an engine per request: a floor for any gateway that renders on the engines)")
 	fs.DurationVar(&o.window, "duration", 5*time.Second, "measured window per cell")
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured load before each window")
 	fs.IntVar(&o.prefixTokens, "prefix-tokens", 2000, "tokens of the prompt prefix every request shares")
@@ -102,7 +106,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	for s := range strings.SplitSeq(targets, ",") {
 		switch s = strings.TrimSpace(s); s {
-		case targetDirect, targetPrecise, targetRoundRobin, targetPreciseOnce:
+		case targetDirect, targetPrecise, targetRoundRobin, targetPreciseOnce, targetRoundRobinExchange:
 			o.targets = append(o.targets, s)
 		default:
 			return o, fmt.Errorf("--targets: unknown target %q", s)
@@ -233,7 +237,7 @@ func runCells(o options, log io.Writer) (cells []cell, err error) {
 		rn.urls = direct
 		if rn.target != targetDirect {
 			rn.gw, err = startChild(rn.exe, "gateway "+rn.label, "gateway", gatewayArgs{Policy: policyOf(rn.target), Model: o.model, Endpoints: eps,
-				TokenizeOnce: rn.target == targetPreciseOnce})
+				TokenizeOnce: rn.target == targetPreciseOnce, Exchange: rn.target == targetRoundRobinExchange})
 			if err != nil {
 				return cells, err
 			}

@@ -59,12 +59,12 @@ func TestRunMeasuresEveryTarget(t *testing.T) {
 	out := t.TempDir()
 	var stdout bytes.Buffer
 	err := run([]string{"-out", out, "-concurrency", "2", "-duration", "300ms", "-warmup", "100ms",
-		"-prefix-tokens", "200"}, &stdout, &bytes.Buffer{})
+		"-prefix-tokens", "200", "-targets", "direct,precise,round-robin,round-robin-exchange"}, &stdout, &bytes.Buffer{})
 	require.NoError(t, err)
 	md, err := os.ReadFile(filepath.Join(out, "gwload.md"))
 	require.NoError(t, err)
 	require.Equal(t, stdout.String(), string(md))
-	for _, target := range []string{targetDirect, targetPrecise, targetRoundRobin} {
+	for _, target := range []string{targetDirect, targetPrecise, targetRoundRobin, targetRoundRobinExchange} {
 		var row string
 		for line := range strings.SplitSeq(string(md), "\n") {
 			if row == "" && strings.HasPrefix(line, "| "+target+" | 2 |") {
@@ -106,7 +106,7 @@ func TestRunMeasuresEveryTarget(t *testing.T) {
 			// so its size is not asserted here; the attribution itself has
 			// its own test on a synthetic profile.
 			require.NotEqual(t, " — ", f[9], "no render share in %s", row)
-		case targetRoundRobin:
+		case targetRoundRobin, targetRoundRobinExchange:
 			require.Equal(t, " 0 % ", f[9], "round-robin renders nothing: %s", row)
 		}
 	}

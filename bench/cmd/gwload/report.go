@@ -76,7 +76,7 @@ func renderReport(o options, e *runEnv, cells []cell) string {
 		"the gateway (`gateway`) in another; the closed-loop load generator in this one. "+
 		"Every request is a completions request with a %d-token shared prefix, a unique suffix and `max_tokens` 1. "+
 		"`direct` spreads requests over the engines in turn; `precise` goes through the gateway with precise prefix-cache routing "+
-		"(render on the engines, KV-event index); `precise-once` is `precise` with tokenize-once (the engines get the rendered token IDs, not the text); `round-robin` goes through the gateway without render or routing. "+
+		"(render on the engines, KV-event index); `precise-once` is `precise` with tokenize-once (the engines get the rendered token IDs, not the text); `round-robin` goes through the gateway without render or routing; `round-robin-exchange` is `round-robin` with one bodiless exchange with an engine (`GET /health`) before each request is proxied, the floor of any gateway that renders on the engines. "+
 		"%v of load before each %v window; CPU is each process's user + system time over the window (/proc/<pid>/stat), divided by the requests completed in it. "+
 		"New conns counts the TCP connections the engines accepted during the window: a pool growing toward a new peak of concurrent requests per engine, or churn; churn is what TIME_WAIT shows:  the change in sockets to the engines' ports in TIME_WAIT over the window, i.e. connections closed (machine-wide, so expiries of earlier ones can make it negative). Closed by client / engine counts the engines' connections closed in the window, exactly, by the side that closed first (client: the engine read the end of the connection before closing it).\n\n",
 		o.prefixTokens, o.warmup, o.window)
@@ -205,7 +205,7 @@ func againstDirect(b *strings.Builder, o options, cells []cell) {
 	}
 	var rows []string
 	for _, conc := range o.conc {
-		for _, t := range []string{targetPrecise, targetPrecise + " (baseline)", targetPreciseOnce, targetPreciseOnce + " (baseline)", targetRoundRobin, targetRoundRobin + " (baseline)"} {
+		for _, t := range []string{targetPrecise, targetPrecise + " (baseline)", targetPreciseOnce, targetPreciseOnce + " (baseline)", targetRoundRobin, targetRoundRobin + " (baseline)", targetRoundRobinExchange, targetRoundRobinExchange + " (baseline)"} {
 			var rates, cpus, free, rounds []string
 			var rv []float64
 			var eng, gw, gen float64

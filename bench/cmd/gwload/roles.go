@@ -182,12 +182,17 @@ type gatewayArgs struct {
 	// TokenizeOnce forwards completions as the rendered token IDs
 	// (gateway.Config.TokenizeOnce).
 	TokenizeOnce bool `json:"tokenizeOnce"`
+	// Exchange puts exchangeFront before the gateway's proxy.
+	Exchange bool `json:"exchange"`
 }
 
 // policyOf is the gateway policy of a target.
 func policyOf(target string) gateway.Policy {
-	if target == targetPreciseOnce {
+	switch target {
+	case targetPreciseOnce:
 		return gateway.PolicyPrecise
+	case targetRoundRobinExchange:
+		return gateway.PolicyRoundRobin
 	}
 	return gateway.Policy(target)
 }
@@ -252,7 +257,15 @@ func runGateway(raw []byte) error {
 			}
 		}
 	}
-	if err := printJSON(gatewayReady{URL: srv.URL()}); err != nil {
+	url := srv.URL()
+	if a.Exchange {
+		var stop func()
+		if url, stop, err = serveExchangeFront(newExchangeFront(srv.Handler(), a.Endpoints)); err != nil {
+			return err
+		}
+		defer stop()
+	}
+	if err := printJSON(gatewayReady{URL: url}); err != nil {
 		return err
 	}
 	commandLoop(func(cmd string) any {
