@@ -244,3 +244,21 @@ func TestConfig(t *testing.T) {
 	require.Equal(t, session.DefaultTTL, a.Config().TTL)
 	require.Equal(t, []string{"X-Session-Id", "X-Dynamo-Session-Id", "X-Smg-Routing-Key"}, a.Config().Headers)
 }
+
+// A session key the host sets itself (Request.Session) is counted under
+// its own source, as every keyed request is, and Key counts it too.
+func TestHostSessionKeysCounted(t *testing.T) {
+	f := newFixture(t, session.Config{}, 2)
+	for i := range 3 {
+		d, err := f.r.Pick(context.Background(), &kvroute.Request{Session: "host-pinned",
+			Prompts: []render.Prompt{{TokenIDs: prompt(i, 128)}}}, f.eps)
+		require.NoError(t, err)
+		d.Done(kvroute.DoneInfo{})
+	}
+	k, err := f.a.Key(&kvroute.Request{Session: "host-pinned"})
+	require.NoError(t, err)
+	require.Equal(t, "host-pinned", k)
+	require.Equal(t, 4.0, f.counter(t, "kvroute_session_keys_total", "source", "host"))
+	require.Equal(t, 0.0, f.counter(t, "kvroute_session_keys_total", "source", "none"))
+	require.Equal(t, 2.0, f.counter(t, "kvroute_session_lookups_total", "outcome", "hit"))
+}

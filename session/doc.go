@@ -6,7 +6,7 @@
 // # Session key
 //
 // A request's session key is, in order: Request.Session when the host set
-// it; the first well-formed value of Config.Headers (default x-session-id,
+// it (counted as kvroute_session_keys_total{source="host"}); the first well-formed value of Config.Headers (default x-session-id,
 // Dynamo's x-dynamo-session-id and SGLang's gateway's x-smg-routing-key);
 // the value of Config.Cookie (default llm-d-session, the cookie llm-d's
 // session-affinity scorer sets); and, with Config.Derive (opt-in), a key
@@ -77,7 +77,7 @@
 // # Metrics
 //
 //	kvroute_session_lookups_total{outcome}   hit, moved, miss, expired
-//	kvroute_session_keys_total{source}       header, cookie, derived, none, invalid
+//	kvroute_session_keys_total{source}       header, cookie, derived, host, none, invalid
 //	kvroute_session_expired_total            entries removed past their TTL
 //	kvroute_session_evicted_total            entries forgotten for room
 //	kvroute_session_peer_records_total       records learned from peers

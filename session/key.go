@@ -21,21 +21,25 @@ var ErrInvalidKey = errors.New("session: malformed session key")
 // Sources of a session key, the source label of
 // kvroute_session_keys_total.
 const (
-	srcHeader = iota
-	srcCookie
-	srcDerived
-	srcNone
-	srcInvalid
+	srcHeader  = iota // Config.Headers
+	srcCookie         // Config.Cookie
+	srcDerived        // Config.Derive
+	srcNone           // no key
+	srcInvalid        // a malformed header or cookie value, skipped
+	srcHost           // Request.Session, set by the host
 	numSources
 )
 
-var sourceNames = [numSources]string{"header", "cookie", "derived", "none", "invalid"}
+var sourceNames = [numSources]string{"header", "cookie", "derived", "none", "invalid", "host"}
 
 // Key returns req's session key: Request.Session when set, else the first
 // well-formed value of Config.Headers, then of the cookie, then (with
 // Config.Derive) a key derived from the body; "" when none. A malformed
 // header or cookie value is skipped and counted, or, with Config.Strict,
-// refused with ErrInvalidKey. It allocates only to derive a key.
+// refused with ErrInvalidKey. Every call is counted in
+// kvroute_session_keys_total by where the key came from (source "host"
+// for Request.Session), so a host calls it once per request. It allocates
+// only to derive a key.
 //
 // Key has no Router to render with: its derived key is the hash of the
 // opening's text ("d:" and hex), not the block key the Profile derives.
@@ -48,6 +52,7 @@ func (a *Affinity) Key(req *kvroute.Request) (string, error) {
 // keyWith is Key with derive deriving the key from the body.
 func (a *Affinity) keyWith(req *kvroute.Request, derive func(*kvroute.Request) string) (string, error) {
 	if req.Session != "" {
+		a.met.keys[srcHost].Inc()
 		return req.Session, nil
 	}
 	k, src, skipped, err := a.key(req)

@@ -27,7 +27,7 @@ func newMetrics(entries func() int) *metrics {
 		}, []string{"outcome"}),
 		keyVec: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvroute_session_keys_total",
-			Help: "Requests keyed, by where the session key came from: header, cookie, derived (from the conversation's opening), none, or invalid (a malformed header or cookie value, skipped; the request was routed without a session).",
+			Help: "Requests keyed, by where the session key came from: header, cookie, derived (from the conversation's opening), host (Request.Session, set by the host itself), none, or invalid (a malformed header or cookie value, skipped; the request was routed without a session).",
 		}, []string{"source"}),
 		expired: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kvroute_session_expired_total",
