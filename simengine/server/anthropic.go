@@ -57,7 +57,8 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 		writeAnthropicError(w, e)
 		return
 	}
-	id, model := s.requestID("msg_"), s.modelName(req.Model)
+	// vLLM serves a message as a chat completion and answers with its id.
+	id, model := s.responseID(r, "chatcmpl-", ""), s.modelName(req.Model)
 	stop := "max_tokens"
 	if !req.Stream {
 		rs, err := job.results(r.Context())

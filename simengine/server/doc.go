@@ -77,6 +77,17 @@
 // vllm:num_requests_waiting, reason "deferred", as vLLM counts
 // WAITING_FOR_REMOTE_KVS).
 //
+// Request ids follow vLLM's (requestid.go): a request's X-Request-Id
+// header sets its response's id after the route's prefix ("cmpl-",
+// "chatcmpl-", "generate-tokens-"; /v1/messages answers with the id of
+// the chat completion vLLM serves it as, "chatcmpl-"), else the body's
+// request_id does, else one is generated; /v1/responses reads only the
+// body's request_id. A prefiller's remote_request_id is the response's id
+// and eight random hex digits, as vLLM's engine ids are, so two requests
+// sent with one X-Request-Id hold their blocks apart. With
+// Config.EnableRequestIDHeaders (--enable-request-id-headers) every
+// response carries X-Request-Id: the request's, or a random uuid4 in hex.
+//
 // Differences from vLLM: the engine never stops early (finish_reason is always
 // "length"), n must be 1, previous_response_id is rejected, the KV-event
 // endpoint is always bound (vLLM connects to an endpoint without "*"), and a

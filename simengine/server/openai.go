@@ -53,7 +53,7 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, e)
 		return
 	}
-	id, model, created := s.requestID("cmpl-"), s.modelName(req.Model), time.Now().Unix()
+	id, model, created := s.responseID(r, "cmpl-", req.RequestID), s.modelName(req.Model), time.Now().Unix()
 	type choice struct {
 		Index        int     `json:"index"`
 		Text         string  `json:"text"`
@@ -135,7 +135,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, e)
 		return
 	}
-	id, model, created := s.requestID("chatcmpl-"), s.modelName(req.Model), time.Now().Unix()
+	id, model, created := s.responseID(r, "chatcmpl-", req.RequestID), s.modelName(req.Model), time.Now().Unix()
 	type message struct {
 		Role      string `json:"role,omitempty"`
 		Content   string `json:"content"`

@@ -282,6 +282,9 @@ func (s *Server) pdFinish(pd *pdRequest, id string, engID simengine.ReqID, req s
 		return nil
 	}
 	blocks := s.eng.CachedBlocks(req)
+	// The request's engine id, as vLLM's: the response's id and eight
+	// random hex digits, unique although clients' X-Request-Ids may not be.
+	id += "-" + uuid4Hex()[:8]
 	s.pd.leases.add(id, lease{req: req, engID: engID, blocks: blocks})
 	host, port := s.pdAdvertise()
 	return &kvTransferParams{DoRemotePrefill: true, RemoteEngineID: s.pd.cfg.EngineID, RemoteBlockIDs: blocks,

@@ -95,6 +95,9 @@ type chatRequest struct {
 	CacheSalt           *string         `json:"cache_salt"`
 	AddGenerationPrompt *bool           `json:"add_generation_prompt"`
 	KVTransferParams    json.RawMessage `json:"kv_transfer_params"`
+	// RequestID is vLLM's extra parameter: the response's id after
+	// "chatcmpl-" when no X-Request-Id header sets it (requestid.go).
+	RequestID string `json:"request_id"`
 }
 
 func (r *chatRequest) cacheSalt() *string { return r.CacheSalt }
@@ -148,6 +151,9 @@ type completionRequest struct {
 	CacheSalt     *string         `json:"cache_salt"`
 	// KVTransferParams are vLLM's P/D fields (pd.go).
 	KVTransferParams json.RawMessage `json:"kv_transfer_params"`
+	// RequestID is vLLM's extra parameter: the response's id after "cmpl-"
+	// when no X-Request-Id header sets it (requestid.go).
+	RequestID string `json:"request_id"`
 
 	texts int // prompts that prompts() tokenized from text
 	// ids is the prompt's token IDs when decodeCompletion parsed them
@@ -248,6 +254,9 @@ type responsesRequest struct {
 	Stream             bool            `json:"stream"`
 	PreviousResponseID *string         `json:"previous_response_id"`
 	CacheSalt          *string         `json:"cache_salt"`
+	// RequestID is vLLM's extra parameter, the response's whole id (vLLM
+	// reads no X-Request-Id here; requestid.go).
+	RequestID string `json:"request_id"`
 }
 
 func (r *responsesRequest) cacheSalt() *string { return r.CacheSalt }

@@ -70,7 +70,11 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, e)
 		return
 	}
-	id, msgID, model, created := s.requestID("resp_"), s.requestID("msg_"), s.modelName(req.Model), time.Now().Unix()
+	id := req.RequestID // vLLM's Responses API reads no X-Request-Id
+	if id == "" {
+		id = s.requestID("resp_")
+	}
+	msgID, model, created := s.requestID("msg_"), s.modelName(req.Model), time.Now().Unix()
 	body := func(status, text string, u *respUsage) respBody {
 		b := respBody{ID: id, Object: "response", CreatedAt: created, Model: model, Status: status, Output: []respItem{}, Usage: u}
 		if status == "completed" {

@@ -71,6 +71,12 @@ type Config struct {
 	// kv@<ip:port>@<model> through the server's one publisher (models.go
 	// says what this models). A request's model field selects the engine.
 	ExtraModels []string `json:"extraModels"`
+	// EnableRequestIDHeaders is vLLM's --enable-request-id-headers: every
+	// response carries an X-Request-Id header, the request's own (its
+	// first value) or, without one, a random uuid4 in hex. Without it no
+	// response carries one. The ids in response bodies follow the request's
+	// X-Request-Id either way (requestid.go).
+	EnableRequestIDHeaders bool `json:"enableRequestIdHeaders"`
 }
 
 // Options are a Server's injected dependencies; the zero value is valid.
@@ -262,6 +268,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		label = "other"
 	}
 	sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+	if s.cfg.EnableRequestIDHeaders {
+		echoRequestID(sw, r)
+	}
 	defer func() { s.reqs.WithLabelValues(label, strconv.Itoa(sw.code)).Inc() }()
 	switch {
 	case !ok:

@@ -137,10 +137,7 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, e)
 		return
 	}
-	id := "generate-tokens-" + req.RequestID
-	if req.RequestID == "" {
-		id = s.requestID("generate-tokens-")
-	}
+	id := s.responseID(r, "generate-tokens-", req.RequestID)
 	if !req.Stream {
 		rs, err := job.results(r.Context())
 		if err != nil {
