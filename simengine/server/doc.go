@@ -77,6 +77,12 @@
 // vllm:num_requests_waiting, reason "deferred", as vLLM counts
 // WAITING_FOR_REMOTE_KVS).
 //
+// A cache_salt is checked as vLLM's validate_cache_salt checks it, before
+// the model is looked up: a salt that is not a non-empty string, is longer
+// than 128 characters or holds '@', '/', a backslash or NUL is answered 400
+// with vLLM's message and param "cache_salt" (/v1/messages has no
+// cache_salt: vLLM drops the key).
+//
 // Request ids follow vLLM's (requestid.go): a request's X-Request-Id
 // header sets its response's id after the route's prefix ("cmpl-",
 // "chatcmpl-", "generate-tokens-"; /v1/messages answers with the id of

@@ -8,8 +8,11 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/kvroute/kvroute/internal/jsonexact"
+	"github.com/kvroute/kvroute/internal/jsonscan"
 )
 
 // Error types of vLLM's ErrorResponse.
@@ -118,6 +121,9 @@ func (s *Server) decodeFrom(body io.Reader, v any) *apiError {
 		return badRequest("invalid JSON body: %v", err)
 	}
 	if err := jsonexact.Unmarshal(b, v); err != nil {
+		if e := checkRawSalt(v, b); e != nil {
+			return e // vLLM checks the salt before the fields' types
+		}
 		return badRequest("invalid JSON body: %v", err)
 	}
 	return checkSalt(v)
@@ -126,16 +132,62 @@ func (s *Server) decodeFrom(body io.Reader, v any) *apiError {
 // salted is a request whose model has vLLM's cache_salt.
 type salted interface{ cacheSalt() *string }
 
-// checkSalt refuses an empty cache_salt, as vLLM's request models do
-// (their validation, answered before the handler looks at the model); a
-// null one is no salt.
+// checkSalt refuses a cache_salt vLLM's request models refuse
+// (validate_cache_salt, answered before the handler looks at the model):
+// an empty one, one longer than maxSaltChars characters (code points, as
+// Python counts them) and one holding '@', '/', '\' or NUL; a null one is
+// no salt.
 func checkSalt(v any) *apiError {
 	if r, ok := v.(salted); ok {
-		if p := r.cacheSalt(); p != nil && *p == "" {
-			return withParam(badRequest("Parameter 'cache_salt' must be a non-empty string if provided."), "cache_salt")
+		if p := r.cacheSalt(); p != nil {
+			return validSalt(*p)
 		}
 	}
 	return nil
+}
+
+// maxSaltChars is the longest cache_salt vLLM accepts, in characters.
+const maxSaltChars = 128
+
+const (
+	errSaltType = "Parameter 'cache_salt' must be a non-empty string if provided."
+	errSaltForm = `Parameter 'cache_salt' must be at most 128 characters and must not contain '@', '/', '\\', or NUL.`
+)
+
+func validSalt(s string) *apiError {
+	if s == "" {
+		return withParam(badRequest("%s", errSaltType), "cache_salt")
+	}
+	if utf8.RuneCountInString(s) > maxSaltChars || strings.ContainsAny(s, "@/\\\x00") {
+		return withParam(badRequest("%s", errSaltForm), "cache_salt")
+	}
+	return nil
+}
+
+// saltMember is the member checkRawSalt reads.
+var saltMember = []string{"cache_salt"}
+
+// checkRawSalt checks the cache_salt member of body, a request of v's type
+// that did not decode: vLLM validates the salt before the fields' types,
+// so a salt that is not a string (nor null) is refused as not a non-empty
+// string, whatever else is wrong. A body that is not a JSON object is left
+// to the decoder's error.
+func checkRawSalt(v any, body []byte) *apiError {
+	if _, ok := v.(salted); !ok {
+		return nil
+	}
+	var raw [1][]byte
+	if jsonscan.Members(body, saltMember, raw[:]) != nil || raw[0] == nil || string(raw[0]) == "null" {
+		return nil
+	}
+	if raw[0][0] != '"' {
+		return withParam(badRequest("%s", errSaltType), "cache_salt")
+	}
+	s, err := jsonscan.Unquote(raw[0])
+	if err != nil {
+		return nil
+	}
+	return validSalt(s)
 }
 
 // resolveModel maps a request's model name to the engine and LoRA it

@@ -251,3 +251,70 @@ func TestEmptyCacheSaltRefused(t *testing.T) {
 		require.Equal(t, http.StatusOK, code, "%s: %s", c.path, body)
 	}
 }
+
+// TestCacheSaltRefusedLikeVLLM: a cache_salt vLLM's validate_cache_salt
+// refuses is answered 400 on param cache_salt with its message, before
+// the model is looked up: one longer than 128 characters (Python's,
+// code points) or holding '@', '/', '\' or NUL, and one that is not a
+// string; 128 characters of any width pass. /v1/messages has no
+// cache_salt (vLLM drops the key), so any value passes there.
+func TestCacheSaltRefusedLikeVLLM(t *testing.T) {
+	_, base := startServer(t, Config{EnableScaleOut: true})
+	const (
+		lenMsg  = `Parameter 'cache_salt' must be at most 128 characters and must not contain '@', '/', '\\', or NUL.`
+		typeMsg = "Parameter 'cache_salt' must be a non-empty string if provided."
+	)
+	routes := []struct {
+		path string
+		body func() map[string]any
+	}{
+		{"/v1/completions", func() map[string]any { return map[string]any{"prompt": "hi", "max_tokens": 1} }},
+		{"/v1/completions", func() map[string]any { return map[string]any{"prompt": []int{5, 6}, "max_tokens": 1} }},
+		{"/v1/completions/render", func() map[string]any { return map[string]any{"prompt": "hi"} }},
+		{"/v1/chat/completions", func() map[string]any { return chatBody("hi", 1) }},
+		{"/v1/chat/completions/render", func() map[string]any { return chatBody("hi", 1) }},
+		{"/v1/responses", func() map[string]any { return map[string]any{"input": "hi", "max_output_tokens": 1} }},
+		{"/v1/responses/render", func() map[string]any { return map[string]any{"input": "hi"} }},
+		{GeneratePath, func() map[string]any {
+			return map[string]any{"token_ids": []int{5, 6}, "sampling_params": map[string]any{"max_tokens": 1}}
+		}},
+	}
+	bad := []struct {
+		salt any
+		msg  string
+	}{
+		{strings.Repeat("a", 129), lenMsg},
+		{strings.Repeat("é", 129), lenMsg},
+		{"tenant@1", lenMsg},
+		{"tenant/1", lenMsg},
+		{`tenant\1`, lenMsg},
+		{"tenant\x001", lenMsg},
+		{5, typeMsg},
+		{true, typeMsg},
+		{[]string{"a"}, typeMsg},
+		{map[string]any{}, typeMsg},
+	}
+	for _, rt := range routes {
+		for _, c := range bad {
+			b := rt.body()
+			b["model"], b["cache_salt"] = "nope", c.salt
+			code, body := post(t, base+rt.path, b)
+			require.Equal(t, http.StatusBadRequest, code, "%s %q: %s", rt.path, c.salt, body)
+			e := decode[errorBody](t, body)
+			require.Equal(t, c.msg, e.Error.Message, "%s %q", rt.path, c.salt)
+			require.NotNil(t, e.Error.Param, rt.path)
+			require.Equal(t, "cache_salt", *e.Error.Param, rt.path)
+		}
+		for _, salt := range []string{strings.Repeat("a", 128), strings.Repeat("é", 128), "tenant-1:x.y_z+=="} {
+			b := rt.body()
+			b["model"], b["cache_salt"] = "m", salt
+			code, body := post(t, base+rt.path, b)
+			require.Equal(t, http.StatusOK, code, "%s %q: %s", rt.path, salt, body)
+		}
+	}
+	for _, c := range bad {
+		code, body := post(t, base+"/v1/messages", map[string]any{"model": "m", "max_tokens": 1, "cache_salt": c.salt,
+			"messages": []map[string]any{{"role": "user", "content": "hi"}}})
+		require.Equal(t, http.StatusOK, code, "%q: %s", c.salt, body)
+	}
+}
