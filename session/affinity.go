@@ -142,8 +142,14 @@ func (a *Affinity) Share(r *cluster.Replica) {
 }
 
 // learn stores a peer's record: the session hash key was routed to
-// endpoint age ago.
+// endpoint age ago. A record older than the TTL (a peer with a longer
+// TTL, or one that published late) is expired on arrival: counted as
+// expired and not stored, so that it forgets no live session for room.
 func (a *Affinity) learn(key uint64, endpoint []byte, age time.Duration) {
+	if age > a.cfg.TTL {
+		a.met.expired.Inc()
+		return
+	}
 	now := a.now()
 	a.put(key, a.store.intern(endpoint), now-int64(age), true)
 	a.met.learned.Inc()

@@ -72,13 +72,14 @@
 // pool the way routing decisions are: each record is queued (no Redis call
 // on the request path) and published with the decisions; peers' records
 // are checked (their endpoint must be one of the replica's own) and stored
-// as of their age. Only the key's hash travels.
+// as of their age; one older than the TTL is counted as expired and not
+// stored. Only the key's hash travels.
 //
 // # Metrics
 //
 //	kvroute_session_lookups_total{outcome}   hit, moved, miss, expired
 //	kvroute_session_keys_total{source}       header, cookie, derived, host, none, invalid
-//	kvroute_session_expired_total            entries removed past their TTL
+//	kvroute_session_expired_total            entries removed past their TTL, peers' records past it
 //	kvroute_session_evicted_total            entries forgotten for room
 //	kvroute_session_peer_records_total       records learned from peers
 //	kvroute_session_cookies_set_total        responses that set the session cookie

@@ -27,11 +27,11 @@ func newMetrics(entries func() int) *metrics {
 		}, []string{"outcome"}),
 		keyVec: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvroute_session_keys_total",
-			Help: "Requests keyed, by where the session key came from: header, cookie, derived (from the conversation's opening), host (Request.Session, set by the host itself), none, or invalid (a malformed header or cookie value, skipped; the request was routed without a session).",
+			Help: "Requests keyed, by where the session key came from: header, cookie, derived (from the conversation's opening), host (Request.Session, set by the host itself), none, or invalid (a malformed header or cookie value, skipped: counted alone when the request had no other key and was routed without a session, else beside the source its key came from).",
 		}, []string{"source"}),
 		expired: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kvroute_session_expired_total",
-			Help: "Sessions removed from the store because their last turn was longer ago than the TTL.",
+			Help: "Sessions removed from the store because their last turn was longer ago than the TTL, and sessions learned from other replicas that were already past it (not stored).",
 		}),
 		evicted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kvroute_session_evicted_total",
@@ -39,7 +39,7 @@ func newMetrics(entries func() int) *metrics {
 		}),
 		learned: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kvroute_session_peer_records_total",
-			Help: "Sessions' endpoints learned from other router replicas (cluster sharing).",
+			Help: "Sessions' endpoints learned from other router replicas (cluster sharing), within the TTL.",
 		}),
 		cookies: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kvroute_session_cookies_set_total",
