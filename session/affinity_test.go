@@ -233,6 +233,7 @@ func TestConfig(t *testing.T) {
 		`{"headers":["bad header"]}`: "headers[0]",
 		`{"weight":-1}`:              "weight",
 		`{"maxKeyBytes":10000}`:      "maxKeyBytes",
+		`{"maxEntries":68719476736}`: "maxEntries",
 	} {
 		_, err := session.LoadConfig(strings.NewReader(doc))
 		require.ErrorContains(t, err, want, doc)

@@ -94,7 +94,8 @@ type Config struct {
 	// TTL is how long a session's endpoint is remembered after its last
 	// turn; 0 means DefaultTTL.
 	TTL time.Duration `json:"ttl"`
-	// MaxEntries bounds the sessions stored; 0 means DefaultMaxEntries.
+	// MaxEntries bounds the sessions stored; 0 means DefaultMaxEntries, at
+	// most 2³¹−1 (a shard indexes its entries with 32 bits).
 	// The store is split into shards by the key's hash (16; fewer, down to
 	// one, below 16,384 entries, so that each holds at least 1,024), each
 	// holding its share of MaxEntries (the shares sum to it), and a new
@@ -157,8 +158,8 @@ func (c Config) Validate() error {
 		return invalid("maxKeyBytes must be in [0, 4096], got %d", c.MaxKeyBytes)
 	case c.TTL < 0:
 		return invalid("ttl must be >= 0, got %v", c.TTL)
-	case c.MaxEntries < 0:
-		return invalid("maxEntries must be >= 0, got %d", c.MaxEntries)
+	case c.MaxEntries < 0 || c.MaxEntries > math.MaxInt32:
+		return invalid("maxEntries must be in [0, %d], got %d", math.MaxInt32, c.MaxEntries)
 	case math.IsNaN(c.Weight) || math.IsInf(c.Weight, 0) || c.Weight < 0:
 		return invalid("weight must be a finite number >= 0, got %v", c.Weight)
 	case c.SaturationTokens < 0:
