@@ -47,7 +47,10 @@ type Config struct {
 	Interval time.Duration `json:"interval"`
 	// Staleness is how old the last successful scrape may be for the
 	// endpoint's signal to count (default "200ms"); an older one is unknown,
-	// never idle.
+	// never idle. It must be longer than Interval (with the defaults applied
+	// to whichever is zero), or every signal would go stale before the next
+	// scrape: a configuration that sets only the interval, to 200ms or more,
+	// sets the staleness too.
 	Staleness time.Duration `json:"staleness"`
 	// Timeout bounds one scrape, body included (default "200ms").
 	Timeout time.Duration `json:"timeout"`
@@ -102,6 +105,12 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("enginemetrics: interval %v is negative", c.Interval)
 	case c.Staleness < 0:
 		return c, fmt.Errorf("enginemetrics: staleness %v is negative", c.Staleness)
+	case c.Interval >= c.Staleness:
+		// Each signal would be stale before the next scrape replaced it:
+		// every engine would count as unknown for part of each interval,
+		// or for all of it.
+		return c, fmt.Errorf("enginemetrics: interval %v is not shorter than staleness %v: every signal would go stale before the next scrape; set staleness above the interval (the defaults are %v and %v)",
+			c.Interval, c.Staleness, DefaultInterval, DefaultStaleness)
 	case c.Timeout < 0:
 		return c, fmt.Errorf("enginemetrics: timeout %v is negative", c.Timeout)
 	case !strings.HasPrefix(c.Path, "/"):

@@ -18,9 +18,9 @@ import (
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // manualConfig scrapes only when a test adds an endpoint or advances the
-// clock by an hour, and keeps signals fresh for a minute.
+// clock by an hour, and keeps signals fresh for two hours.
 func manualConfig() Config {
-	return Config{Interval: time.Hour, Staleness: time.Minute, Timeout: 10 * time.Second, WaitingThreshold: 2}
+	return Config{Interval: time.Hour, Staleness: 2 * time.Hour, Timeout: 10 * time.Second, WaitingThreshold: 2}
 }
 
 // newScraper starts a Scraper on a manual clock with a private registry and

@@ -52,7 +52,7 @@ func TestPeerLoadsFeedATracker(t *testing.T) {
 // A reader of the signals (the gateway's peer-load feed) runs at the
 // Scraper's interval, defaults applied.
 func TestScraperInterval(t *testing.T) {
-	for cfg, want := range map[Config]time.Duration{{}: DefaultInterval, {Interval: time.Second}: time.Second} {
+	for cfg, want := range map[Config]time.Duration{{}: DefaultInterval, {Interval: time.Second, Staleness: 3 * time.Second}: time.Second} {
 		s, err := New(cfg, Options{})
 		require.NoError(t, err)
 		require.Equal(t, want, s.Interval())

@@ -68,11 +68,17 @@ func TestSaturationFollowsThresholds(t *testing.T) {
 	require.False(t, sat)
 }
 
-// A signal older than the staleness limit is unknown, never idle; the next
+// A signal older than the staleness limit is unknown, never idle (here the
+// next scrape hangs, so the last one ages past the limit); the next
 // scrape makes it known again. A failed scrape makes it unknown at once.
 func TestStaleAndFailedSignalsAreUnknown(t *testing.T) {
-	var fail atomic.Bool
+	var fail, hang atomic.Bool
+	hung, unhang := make(chan struct{}, 1), make(chan struct{})
 	srv := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		if hang.Load() {
+			hung <- struct{}{}
+			<-unhang
+		}
 		if fail.Load() {
 			http.Error(w, "boom", http.StatusInternalServerError)
 			return
@@ -80,7 +86,7 @@ func TestStaleAndFailedSignalsAreUnknown(t *testing.T) {
 		page(metricsPage(0, 0, 0))(w, r)
 	})
 	cfg := manualConfig()
-	cfg.Staleness = time.Second
+	cfg.Interval, cfg.Staleness = 600*time.Millisecond, time.Second
 	s, clk, _ := newScraper(t, cfg)
 	ep := endpointOf(srv)
 	s.SetEndpoints([]kvroute.Endpoint{ep})
@@ -88,7 +94,12 @@ func TestStaleAndFailedSignalsAreUnknown(t *testing.T) {
 	_, known := s.Saturation(ep)
 	require.True(t, known)
 
-	clk.Advance(time.Second)
+	hang.Store(true)
+	tg := (*s.targets.Load())[ep.ID]
+	require.Eventually(t, func() bool { return !tg.inflight.Load() }, 20*time.Second, time.Millisecond)
+	clk.Advance(cfg.Interval) // the next scrape starts, and hangs
+	<-hung
+	clk.Advance(time.Second - cfg.Interval)
 	_, known = s.Saturation(ep)
 	require.True(t, known, "exactly the staleness limit is still fresh")
 	clk.Advance(time.Nanosecond)
@@ -99,6 +110,11 @@ func TestStaleAndFailedSignalsAreUnknown(t *testing.T) {
 	require.False(t, ok)
 	require.Equal(t, t0, sig.Scraped, "the stale signal is still returned, with its age")
 
+	hang.Store(false)
+	close(unhang) // the hung scrape completes
+	waitScrapes(t, s, ep, 2)
+	_, known = s.Saturation(ep)
+	require.True(t, known)
 	scrapeAgain(t, s, clk, ep)
 	_, known = s.Saturation(ep)
 	require.True(t, known)
@@ -303,6 +319,25 @@ func TestConfig(t *testing.T) {
 		_, err := New(bad, Options{})
 		require.Error(t, err, "%+v", bad)
 	}
+}
+
+// A scrape interval not shorter than the staleness bound is refused: every
+// signal would go stale before the next scrape replaced it, and the
+// admission would judge every engine as unknown for part or all of each
+// interval. Zero fields take their defaults first, so an interval alone
+// of 200ms or more is refused against the default staleness.
+func TestConfigRefusesAnIntervalNotShorterThanTheStaleness(t *testing.T) {
+	for _, bad := range []Config{{Interval: time.Second}, {Interval: DefaultStaleness}, {Staleness: DefaultInterval},
+		{Interval: time.Second, Staleness: 500 * time.Millisecond}} {
+		_, err := New(bad, Options{})
+		require.ErrorContains(t, err, "not shorter than staleness", "%+v", bad)
+	}
+	_, err := LoadConfig(strings.NewReader(`{"interval":"1s"}`))
+	require.ErrorContains(t, err, "interval 1s is not shorter than staleness 200ms")
+	_, err = LoadConfig(strings.NewReader(`{"interval":"1s","staleness":"3s"}`))
+	require.NoError(t, err)
+	_, err = LoadConfig(strings.NewReader(`{"staleness":"60ms"}`))
+	require.NoError(t, err, "above the default interval")
 }
 
 // The scrape goes to the configured path of the endpoint's Address.

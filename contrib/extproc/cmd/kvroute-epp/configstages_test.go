@@ -57,7 +57,7 @@ func TestLLMDConfigTurnsStagesOn(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	emPath := filepath.Join(t.TempDir(), "engine-metrics.yaml")
-	require.NoError(t, os.WriteFile(emPath, []byte("interval: 1h\n"), 0o600))
+	require.NoError(t, os.WriteFile(emPath, []byte("interval: 1h\nstaleness: 2h\n"), 0o600))
 	// --engine-metrics-config feeds the file's admission stage.
 	m, done := startEPP(t, ctx, "--endpoints", "127.0.0.1:8000", "--model", model, "--config", cfgPath, "--engine-metrics-config", emPath)
 

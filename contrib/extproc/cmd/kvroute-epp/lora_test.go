@@ -219,7 +219,7 @@ plugins:
 - type: lora-affinity-scorer
 `), 0o600))
 	emPath := filepath.Join(dir, "engine-metrics.yaml")
-	require.NoError(t, os.WriteFile(emPath, []byte("interval: 1h\n"), 0o600))
+	require.NoError(t, os.WriteFile(emPath, []byte("interval: 1h\nstaleness: 2h\n"), 0o600))
 	client := &http.Client{Transport: &http.Transport{}}
 	defer client.CloseIdleConnections()
 	for _, extra := range [][]string{nil, {"--engine-metrics-config", emPath}} {
