@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"sync"
 	"time"
 )
 
@@ -15,6 +16,7 @@ const (
 	objectiveKey ctxKey = iota
 	fairnessKey
 	deadlineKey
+	recordKey
 )
 
 // WithObjective returns ctx carrying the request's objective name, which
@@ -37,6 +39,60 @@ func WithFairnessID(ctx context.Context, id string) context.Context {
 // end ctx: a request dispatched before it continues normally.
 func WithDeadline(ctx context.Context, t time.Time) context.Context {
 	return context.WithValue(ctx, deadlineKey, t)
+}
+
+// Track returns ctx carrying a record of the request's way through the
+// admission: Admit notes in it when the request arrived and the queued
+// request it released, and Hold, called with the same context after the
+// pick, reads them. With it, the request's whole wait, in the queue and
+// then at the dispatch gate, is bounded by one queue timeout counted from
+// its arrival to Admit, and the claim its release took (on one of its
+// free candidates) is dropped as soon as Hold learns which endpoint the
+// pick chose. Without it, Hold counts the queue timeout again from its own
+// call and the claim lapses by itself (see the package doc). FromHeader
+// calls it; hosts that build the context otherwise call it once per
+// request, before Pick.
+func Track(ctx context.Context) context.Context {
+	return context.WithValue(ctx, recordKey, &record{})
+}
+
+// record is a request's way through the admission (Track). Admit and Hold
+// run one after the other on the request's goroutine, but a host may hand
+// the context around, so its fields are guarded by mu.
+type record struct {
+	mu       sync.Mutex
+	arrived  time.Time // when Admit was called, zero before
+	released *waiter   // the queued request Admit released, until Hold hands its claim off
+}
+
+// arrive notes the request's arrival to Admit, forgetting an earlier
+// Admit's release (a host that picks again with the same context).
+func (r *record) arrive(now time.Time) {
+	r.mu.Lock()
+	r.arrived, r.released = now, nil
+	r.mu.Unlock()
+}
+
+// release notes that Admit released w from the queue.
+func (r *record) release(w *waiter) {
+	r.mu.Lock()
+	r.released = w
+	r.mu.Unlock()
+}
+
+// picked returns the request's arrival to Admit (zero when Admit did not
+// run) and the queued request it released (nil when it was admitted without
+// waiting), forgetting the latter: the pick is known, its claim is handed off once.
+func (r *record) picked() (arrived time.Time, released *waiter) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	arrived, released, r.released = r.arrived, r.released, nil
+	return arrived, released
+}
+
+func recordOf(ctx context.Context) *record {
+	r, _ := ctx.Value(recordKey).(*record)
+	return r
 }
 
 func objectiveOf(ctx context.Context) string {

@@ -206,6 +206,10 @@ func (c *Controller) objectiveOf(ctx context.Context, count bool) objective {
 // Controller closes (ErrClosed).
 func (c *Controller) Admit(ctx context.Context, req *kvroute.Request, endpoints []kvroute.Endpoint) error {
 	o := c.objectiveOf(ctx, true)
+	rec := recordOf(ctx)
+	if rec != nil {
+		rec.arrive(c.clock.Now())
+	}
 	if c.queued.Load() == 0 && c.nclaims.Load() == 0 && !c.closed.Load() {
 		for _, ep := range endpoints {
 			if !c.saturated(ep) {
@@ -214,7 +218,7 @@ func (c *Controller) Admit(ctx context.Context, req *kvroute.Request, endpoints 
 			}
 		}
 	}
-	return c.admitSlow(ctx, req, endpoints, o)
+	return c.admitSlow(ctx, req, endpoints, o, rec)
 }
 
 // Notify tells the admission that endpoint's accounting moved (a pick

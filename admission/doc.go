@@ -11,13 +11,18 @@
 //	ctx = admission.WithObjective(ctx, "chat")      // x-gateway-inference-objective
 //	ctx = admission.WithFairnessID(ctx, "tenant-a") // x-gateway-inference-fairness-id
 //	ctx = admission.WithDeadline(ctx, deadline)     // optional, replaces the objective's queue timeout
+//	ctx = admission.Track(ctx)                      // Admit's notes for Hold (FromHeader adds it)
 //
 // The objective's name maps to a priority through Config.Objectives, which
 // mirrors the Inference Extension's InferenceObjective (name → integer
 // priority); no objective, or one not in the table (counted in
 // kvroute_admission_unknown_objectives_total), gets Config.DefaultPriority.
 // A negative priority is sheddable. The flow is the fairness ID, or
-// Config.DefaultFlow.
+// Config.DefaultFlow. The request's record (Track; FromHeader, which the
+// gateway and the ext_proc picker use, adds it) lets Hold, called after
+// the pick with the same context, see what Admit did: when the request
+// arrived, so that its queue timeout bounds its whole wait, in the queue
+// and then at the dispatch gate, and which endpoint its release claimed.
 //
 // # Admit
 //
@@ -64,7 +69,9 @@
 // release would let the whole queue through before the first pick commits.
 // A claim lapses when the endpoint's accounting moves, when Notify names the
 // endpoint, when the released request's caller turns out to have left (no
-// pick follows), or after Config.Settle.
+// pick follows), when Hold learns the request's pick (with the request's
+// record, Track: the pick's load then shows on the endpoint it chose, which
+// may be another candidate than the one claimed), or after Config.Settle.
 //
 // # Dispatch gate
 //
@@ -89,12 +96,17 @@
 // request could have it before one of them is sent, so the first goes).
 // Otherwise it waits at the endpoint's gate (at most MaxHeld per endpoint;
 // a further one is shed at once with ErrShed) until headroom appears, its
-// queue deadline passes (ErrExpired) or its context ends. The engines' own
+// queue deadline passes (ErrExpired; the one it had in Admit's queue: with
+// the request's record, Track, the objective's queue timeout counts from
+// its arrival to Admit, so the queue and the gate together wait at most
+// once that long) or its context ends. The engines' own
 // queues stay short, so higher bands are not stuck behind sheddable work,
 // and the pick is unchanged: requests still go where their prefix is
 // cached. On an error the host ends the Decision without sending. Outcomes
 // are counted in kvroute_admission_gate_requests_total{priority,outcome}
-// (passed, held, sent, shed, expired, cancelled, closed).
+// (passed, held, sent, shed, expired, cancelled, closed; a request released
+// from the gate as its caller leaves is cancelled, not sent, and gives its
+// place in the endpoint's sent count back at once).
 //
 // # Wake-ups
 //

@@ -86,6 +86,11 @@ type heldReq struct {
 	enqueued time.Time
 	done     chan error // receives the outcome once (buffered)
 	out      bool       // released or removed
+	// Once released: the gate state whose sent count it joined, and that
+	// count's scrape, so that a caller found gone at the release takes it
+	// back (unsend).
+	gate    *gateEndpoint
+	scraped time.Time
 }
 
 // Gate outcomes, counted in kvroute_admission_gate_requests_total.
@@ -127,7 +132,12 @@ func (c *Controller) Held() int { return int(c.nheld.Load()) }
 // no request of a higher band that may go to ep (ep is among its
 // candidates) waits in the admission queue (nil), its queue
 // deadline passes (ErrExpired), ctx ends (ctx's error) or Close runs
-// (ErrClosed). A queued higher band does not keep the first of them back
+// (ErrClosed). The queue deadline is the request's (WithDeadline) or its
+// objective's queue timeout from its arrival to Admit, when ctx carries the
+// request's record (Track, FromHeader), else from this call. With the
+// record Hold also drops the claim Admit's release of the request took
+// (the pick is known), for requests of every band, so a host calls Hold
+// after every pick. A queued higher band does not keep the first of them back
 // when ep is saturated in kvroute's own accounting by the requests held at
 // its gate alone: no queued request could have ep before one of them is
 // sent. When MaxHeld requests already wait at ep's gate it is shed at
@@ -135,6 +145,13 @@ func (c *Controller) Held() int { return int(c.nheld.Load()) }
 // end its Decision (Done), as for a request that failed. An objective not
 // in Config.Objectives is counted by Admit, not again here.
 func (c *Controller) Hold(ctx context.Context, ep kvroute.Endpoint) error {
+	var arrived time.Time
+	if rec := recordOf(ctx); rec != nil {
+		var released *waiter
+		if arrived, released = rec.picked(); released != nil {
+			c.unclaim(released) // the pick is known: its claim has done its work
+		}
+	}
 	o := c.objectiveOf(ctx, false) // Admit counted an unknown objective
 	if o.band.priority >= 0 || c.cfg.Headroom.Disabled || c.signals == nil {
 		return nil
@@ -159,7 +176,11 @@ func (c *Controller) Hold(ctx context.Context, ep kvroute.Endpoint) error {
 		c.gateCount(o.band, gShed)
 		return ErrShed
 	}
-	deadline := now.Add(o.timeout)
+	start := now // the queue timeout counts from the arrival to Admit (Track)
+	if !arrived.IsZero() && arrived.Before(now) {
+		start = arrived
+	}
+	deadline := start.Add(o.timeout)
 	if t, ok := deadlineOf(ctx); ok {
 		deadline = t
 	}
@@ -186,6 +207,9 @@ func (c *Controller) Hold(ctx context.Context, ep kvroute.Endpoint) error {
 	defer timer.Stop()
 	select {
 	case err := <-h.done:
+		if err == nil {
+			c.gateCount(h.band, gSent)
+		}
 		return err
 	case <-ctx.Done():
 		if c.unhold(ep.ID, h, gCancelled) {
@@ -198,9 +222,31 @@ func (c *Controller) Hold(ctx context.Context, ep kvroute.Endpoint) error {
 	}
 	err := <-h.done // decided before the cancellation or the deadline
 	if err == nil && ctx.Err() != nil {
+		// Released, but the caller left: nothing is sent, so the
+		// endpoint's sent count gives its place back at once.
+		c.unsend(h)
+		c.gateCount(h.band, gCancelled)
 		return ctx.Err()
 	}
+	if err == nil {
+		c.gateCount(h.band, gSent)
+	}
 	return err
+}
+
+// unsend takes back the sent count of a released request whose caller left
+// instead of sending it, unless a newer scrape restarted the count (which
+// then never held it), and serves the gates and the queue.
+func (c *Controller) unsend(h *heldReq) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := h.gate
+	if c.gates[g.ep.ID] != g || !g.scraped.Equal(h.scraped) || g.sent == 0 {
+		return
+	}
+	g.sent--
+	c.dropIdleLocked(g.ep.ID, g)
+	c.dispatchLocked()
 }
 
 // gateCount counts one gate outcome of band b.
@@ -356,10 +402,9 @@ func (c *Controller) serveGatesLocked() {
 			}
 			g.held = g.held[1:]
 			g.sent++
-			h.out = true
+			h.out, h.gate, h.scraped = true, g, g.scraped
 			c.nheld.Add(-1)
-			c.gateCount(h.band, gSent)
-			h.done <- nil
+			h.done <- nil // Hold counts it sent, or cancelled if its caller left
 		}
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -498,4 +500,82 @@ func TestGateIsNotHeldByAHigherBandQueuedForOtherEndpoints(t *testing.T) {
 	if r := take(t, out); r.err != nil {
 		t.Fatalf("err %v, want sent once the queue emptied", r.err)
 	}
+}
+
+// A sheddable request's whole wait, in the admission queue and then at the
+// dispatch gate, is bounded by one queue timeout counted from its arrival
+// to Admit (the request's record, Track): the gate used to count the
+// objective's timeout again from Hold, so the request could wait twice it.
+func TestGateBoundsTheWholeWaitByOneQueueTimeout(t *testing.T) {
+	g := newGateFixture(t, Config{Settle: time.Hour, Objectives: []Objective{
+		{Name: "chat", Priority: 1}, {Name: "batch", Priority: -1, QueueTimeout: time.Second}}})
+	a, b := kvroute.Endpoint{ID: "a:1"}, kvroute.Endpoint{ID: "b:1"}
+	g.det.set("a:1", true)
+	g.det.set("b:1", true)
+	out := make(chan result, 2)
+	g.admit(t, ctxFor("chat", ""), "chat", tokensReq(10), []kvroute.Endpoint{b}, out)
+	g.det.set("b:1", false)
+	g.c.Notify("") // chat leaves, and claims b:1 until the hour's Settle
+	if r := take(t, out); r.tag != "chat" || r.err != nil {
+		t.Fatalf("%s: %v, want chat released", r.tag, r.err)
+	}
+	ctx := Track(ctxFor("batch", ""))
+	g.admit(t, ctx, "batch", tokensReq(10), []kvroute.Endpoint{a, b}, out) // a:1 saturated, b:1 claimed: it queues
+	if g.c.Queued() != 1 {
+		t.Fatal("the sheddable request did not queue")
+	}
+	g.clock.WaitForWaiters(2) // the re-check and the queued request's deadline
+	g.clock.Advance(900 * time.Millisecond)
+	g.c.Notify("b:1") // its claim lapses: batch leaves for b:1 after 900 ms in the queue
+	if r := take(t, out); r.tag != "batch" || r.err != nil {
+		t.Fatalf("%s: %v, want batch released", r.tag, r.err)
+	}
+	g.sig.set("b:1", 9, 0.1, g.clock.Now()) // b:1's engine has no headroom
+	g.hold(t, ctx, "held", b, out)
+	if !pending(out) {
+		t.Fatal("sent to an engine without headroom")
+	}
+	g.clock.WaitForWaiters(2) // the re-check and the held request's deadline
+	g.clock.Advance(100 * time.Millisecond)
+	if r := take(t, out); r.tag != "held" || !errors.Is(r.err, ErrExpired) {
+		t.Fatalf("%s: %v, want ErrExpired one second after its arrival to Admit", r.tag, r.err)
+	}
+}
+
+// A held request released while its caller cancels is not sent, and the
+// endpoint's sent count (which stands in for the engine's waiting requests
+// until the next scrape) gives its place back at once: it used to keep it
+// until the next scrape, holding the next sheddable request for nothing.
+func TestGateReleasedRequestWhoseCallerLeftIsNotCountedSent(t *testing.T) {
+	g := newGateFixture(t, Config{}) // MaxWaiting 1
+	g.sig.set("a:1", 9, 0.1, t0)
+	ctx, cancel := context.WithCancel(ctxFor("batch", ""))
+	out := make(chan result, 2)
+	g.hold(t, ctx, "cancelled", epA, out)
+	// The release and the cancellation meet: the caller has seen its
+	// context end and waits for mu to leave the gate when the release,
+	// under mu, finds headroom and sends it.
+	g.c.mu.Lock()
+	cancel()
+	waitFor(t, func() bool { return goroutineIn("admission.(*Controller).unhold") })
+	g.sig.set("a:1", 0, 0.1, t0.Add(time.Millisecond))
+	g.c.serveGatesLocked()
+	g.c.mu.Unlock()
+	if r := take(t, out); r.tag != "cancelled" || !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("%s: %v, want context.Canceled", r.tag, r.err)
+	}
+	g.hold(t, ctxFor("batch", ""), "next", epA, out)
+	if pending(out) {
+		t.Fatal("the next sheddable request is held by the count of one never sent")
+	}
+	if g.gateCount("-1", "sent") != 0 || g.gateCount("-1", outcomeCancelled) != 1 || g.gateCount("-1", "passed") != 1 {
+		t.Fatalf("sent %v cancelled %v passed %v, want 0, 1, 1", g.gateCount("-1", "sent"),
+			g.gateCount("-1", outcomeCancelled), g.gateCount("-1", "passed"))
+	}
+}
+
+// goroutineIn reports whether some goroutine's stack holds fn.
+func goroutineIn(fn string) bool {
+	buf := make([]byte, 1<<20)
+	return strings.Contains(string(buf[:runtime.Stack(buf, true)]), fn)
 }

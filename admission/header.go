@@ -34,9 +34,11 @@ const (
 const MaxQueueTimeout = time.Hour
 
 // FromHeader returns ctx carrying the objective, fairness ID and queue
-// deadline (from now) named by the request headers h, or an error naming
-// the malformed header, which a host answers with 400.
+// deadline (from now) named by the request headers h, and the request's
+// admission record (Track), or an error naming the malformed header, which
+// a host answers with 400.
 func FromHeader(ctx context.Context, h http.Header, now time.Time) (context.Context, error) {
+	ctx = Track(ctx)
 	obj := h.Get(HeaderObjective)
 	if obj == "" {
 		obj = h.Get(HeaderObjectiveLLMD)

@@ -10,7 +10,9 @@ import (
 
 // admitSlow is Admit when the queue is not empty, a claim is held or every
 // candidate is saturated.
-func (c *Controller) admitSlow(ctx context.Context, req *kvroute.Request, endpoints []kvroute.Endpoint, o objective) error {
+// rec is the request's record (Track), or nil: a released request notes
+// itself there, so that Hold hands its claim off once the pick is known.
+func (c *Controller) admitSlow(ctx context.Context, req *kvroute.Request, endpoints []kvroute.Endpoint, o objective, rec *record) error {
 	b := o.band
 	now := c.clock.Now()
 	c.mu.Lock()
@@ -68,6 +70,9 @@ func (c *Controller) admitSlow(ctx context.Context, req *kvroute.Request, endpoi
 	defer timer.Stop()
 	select {
 	case err := <-w.done:
+		if err == nil && rec != nil {
+			rec.release(w)
+		}
 		return err
 	case <-ctx.Done():
 		if c.leave(w, oCancelled, lCancelled) {
@@ -87,11 +92,17 @@ func (c *Controller) admitSlow(ctx context.Context, req *kvroute.Request, endpoi
 		c.unclaim(w)
 		return ctx.Err()
 	}
+	if err == nil && rec != nil {
+		rec.release(w)
+	}
 	return err
 }
 
 // unclaim drops the claim w's release took, if it is still w's, and serves
-// the queue.
+// the queue: w's caller left (no pick follows), or its pick is known (Hold
+// with the request's record), and either way the claim, taken on whichever
+// free candidate the release found, has done its work: the pick's load
+// shows in the accounting of the endpoint it chose, which may be another.
 func (c *Controller) unclaim(w *waiter) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -164,3 +164,37 @@ func TestCancelledCallerReleasedFromTheQueueLeavesNoClaim(t *testing.T) {
 	}
 	t.Fatal("the cancellation never won over the release")
 }
+
+// A released request's claim, taken on the free candidate the release
+// found, goes as soon as the pick is known (Hold, with the request's
+// record): the pick may choose another candidate (a cache-warm one), and the
+// claim used to keep the rest of the queue off the first until Settle,
+// although no request was on its way there.
+func TestClaimOfAReleasedRequestGoesOnceItsPickIsKnown(t *testing.T) {
+	f := newFixture(t, Config{Settle: time.Hour, Objectives: []Objective{{Name: "chat", Priority: 1}}})
+	eps := []kvroute.Endpoint{{ID: "a:1"}, {ID: "b:1"}}
+	f.det.set("a:1", true)
+	f.det.set("b:1", true)
+	out := make(chan result, 2)
+	ctx := Track(ctxFor("chat", "t1"))
+	f.admit(t, ctx, "first", tokensReq(10), eps, out)
+	f.admit(t, ctxFor("chat", "t2"), "second", tokensReq(10), eps, out)
+	f.det.set("a:1", false)
+	f.c.Notify("") // first leaves, claiming a:1; second waits for it
+	if r := take(t, out); r.tag != "first" || r.err != nil {
+		t.Fatalf("%s: %v, want first released", r.tag, r.err)
+	}
+	if f.c.Queued() != 1 {
+		t.Fatal("one release let two requests through")
+	}
+	// first's pick chooses b:1 (its prefix is cached there).
+	if err := f.c.Hold(ctx, eps[1]); err != nil {
+		t.Fatal(err)
+	}
+	if f.c.Queued() != 0 {
+		t.Fatal("a:1 stays claimed by a request picked onto b:1")
+	}
+	if r := take(t, out); r.tag != "second" || r.err != nil {
+		t.Fatalf("%s: %v, want second released to a:1", r.tag, r.err)
+	}
+}

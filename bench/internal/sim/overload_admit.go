@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -59,7 +60,10 @@ type admitReport struct {
 // bands, round robin, deadlines, shedding, claims, re-check and saturation
 // decision, its own accounting on the Router's load tracker (SetLoad), and
 // its dispatch gate (Controller.Hold, run between each pick and its send
-// like Admit: in a goroutine of its own, parked when it waits at the gate).
+// like Admit: in a goroutine of its own, parked when it waits at the gate;
+// without the gate it is still called after every pick, as the gateway
+// does, and returns at once), with the context Admit had, which carries the
+// request's record (admission.Track, as FromHeader adds it in the gateway).
 // Modelled: the clock (stepClock), the engine signals (engineScrape, from
 // the simulated engines' stats instead of an HTTP scrape), and the host:
 // the simulation calls Admit itself and then the Router's Pick, instead of
@@ -89,7 +93,8 @@ func newAdmitDriver(cfg admission.Config, clk *stepClock, eps []kvroute.Endpoint
 // decided (its own, unless it queued, and those of queued requests it
 // released or pushed out).
 func (d *admitDriver) admit(rq *overloadReq) []admitReport {
-	ctx := admission.WithFairnessID(admission.WithObjective(context.Background(), rq.class), rq.tenant)
+	ctx := admission.Track(admission.WithFairnessID(admission.WithObjective(context.Background(), rq.class), rq.tenant))
+	rq.ctx = ctx
 	req := &kvroute.Request{Prompts: []render.Prompt{{TokenIDs: rq.prompt}}}
 	go func(id int) {
 		err := d.ctl.Admit(ctx, req, d.eps)
@@ -112,23 +117,40 @@ func (d *admitDriver) admit(rq *overloadReq) []admitReport {
 }
 
 // hold runs the dispatch gate (Controller.Hold) for a picked request, as
-// the gateway does between the pick and the send, and returns every outcome
-// the action decided: its own unless it waits at the gate.
+// the gateway does between the pick and the send, with the context its
+// Admit had, and returns every outcome the action decided: its own unless
+// it waits at the gate, and those of the queued requests it released (Hold
+// lets go of the claim the request's own release took).
 func (d *admitDriver) hold(rq *overloadReq, ep kvroute.Endpoint) []admitReport {
-	ctx := admission.WithFairnessID(admission.WithObjective(context.Background(), rq.class), rq.tenant)
 	go func(id int) {
-		err := d.ctl.Hold(ctx, ep)
+		err := d.ctl.Hold(rq.ctx, ep)
 		d.results <- admitReport{id: id, err: err}
 	}(rq.id)
-	select {
-	case t := <-d.clk.created:
-		t.owner = rq.id
-		d.parked[rq.id] = rq
-		rq.held = true
-		return d.settle(nil)
-	case r := <-d.results:
-		return d.settle([]admitReport{r})
+	var got []admitReport
+	for {
+		select {
+		case t := <-d.clk.created:
+			t.owner = rq.id
+			d.parked[rq.id] = rq
+			rq.held = true
+			return d.settle(got)
+		case r := <-d.results:
+			got = append(got, r)
+			if r.id == rq.id {
+				return d.settle(got)
+			}
+		}
 	}
+}
+
+// picked is Hold without the dispatch gate, for a picked request: it
+// returns at once, having let go of the claim the request's release took,
+// and picked returns the outcomes of the queued requests that released.
+func (d *admitDriver) picked(rq *overloadReq, ep kvroute.Endpoint) []admitReport {
+	if err := d.ctl.Hold(rq.ctx, ep); err != nil {
+		panic(fmt.Sprintf("sim: Hold without the gate: %v", err))
+	}
+	return d.settle(nil)
 }
 
 // notify is Controller.Notify(endpoint) and its outcomes.

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"time"
@@ -24,6 +25,9 @@ type overloadReq struct {
 	contended  bool      // released from a gateway queue while both tenants still had requests waiting
 	picked     bool      // picked, not yet sent (waiting at the admission's dispatch gate)
 	held       bool      // waited at the dispatch gate
+	// ctx carries the admission's inputs and the request's record
+	// (admission.Track) from Admit to Hold, as the gateway's does.
+	ctx context.Context
 }
 
 // overloadNote is an engine callback waiting to be handled: a request's
@@ -354,6 +358,11 @@ func (o *overloadRun) route(rq *overloadReq) error {
 		rq.picked = true
 		o.handle(o.adm.hold(rq, o.adm.eps[i]))
 		return nil
+	}
+	if o.adm != nil {
+		// The gateway calls Hold after every pick; without the gate it
+		// returns at once, having let go of the request's claim.
+		o.handle(o.adm.picked(rq, o.adm.eps[i]))
 	}
 	return o.send(rq)
 }
