@@ -377,7 +377,7 @@ func (d *Discovery) SinkCalls() int {
 }
 
 // PoolError returns why the followed InferencePool is unusable (missing,
-// empty selector, no port), nil when it is fine.
+// being deleted, empty selector, no port), nil when it is fine.
 func (d *Discovery) PoolError() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -468,6 +468,11 @@ func (d *Discovery) target() (labels.Selector, []int32, error) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
 		return nil, nil, fmt.Errorf("k8s: InferencePool %s/%s: unexpected object %T", d.cfg.Namespace, d.cfg.Pool, obj)
+	}
+	// A pool being deleted (finalizers pending) is gone, as for the
+	// Inference Extension's picker, which clears its datastore for it.
+	if u.GetDeletionTimestamp() != nil {
+		return nil, nil, fmt.Errorf("k8s: InferencePool %s/%s is being deleted", d.cfg.Namespace, d.cfg.Pool)
 	}
 	p, err := DecodeInferencePool(u)
 	if err != nil {

@@ -3,6 +3,8 @@ package k8s
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 const (
@@ -317,4 +320,74 @@ func TestActivePortsAnnotationLimitsAPodsRanks(t *testing.T) {
 	f.updatePod(t, a)
 	f.eventually(t, "10.0.0.1:8000", "10.0.0.1:8001", "10.0.0.1:8003", "10.0.0.2:8000",
 		"10.0.0.3:8000", "10.0.0.3:8001", "10.0.0.3:8002", "10.0.0.3:8003")
+}
+
+// An InferencePool being deleted (its deletionTimestamp set, finalizers
+// still pending) is no longer followed, as the Inference Extension's pool
+// reconciler clears its datastore for it: its endpoints leave the set, the
+// pool is reported unusable (PoolError, kvroute_k8s_discovery_pool_unusable)
+// and the warning is logged once, however many recomputes follow.
+func TestInferencePoolBeingDeletedIsGone(t *testing.T) {
+	defer leakcheck.Check(t)()
+	vllm := map[string]string{"app": "vllm"}
+	logs := &logCounter{}
+	f := newFixtureWithOptions(t, Config{Pool: "pool"}, []*corev1.Pod{pod("a", "10.0.0.1", vllm, true)}, nil,
+		Options{Set: telemetry.Set{Logger: slog.New(logs)}}, poolObj(PoolV1, "pool", v1Spec(8000)))
+	defer f.d.Close()
+	f.eventually(t, "10.0.0.1:8000")
+
+	deleting := poolObj(PoolV1, "pool", v1Spec(8000))
+	deleting.SetFinalizers([]string{"example.com/cleanup"})
+	deleting.SetDeletionTimestamp(&metav1.Time{Time: time.Now()})
+	_, err := f.dyn.Resource(PoolV1).Namespace(ns).Update(context.Background(), deleting, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	f.eventually(t)
+	require.ErrorContains(t, f.d.PoolError(), "being deleted")
+	require.Equal(t, float64(1), testutil.ToFloat64(f.d.met.poolUnusable))
+
+	// Further changes recompute; the warning is not repeated. The pool
+	// then goes for good: the reason changes, and is logged.
+	for i := range 3 {
+		f.updatePod(t, pod("a", "10.0.0.1", map[string]string{"app": "vllm", "gen": fmt.Sprint(i)}, true))
+		time.Sleep(30 * time.Millisecond) // past the debounce: one recompute each
+	}
+	require.NoError(t, f.dyn.Resource(PoolV1).Namespace(ns).Delete(context.Background(), "pool", metav1.DeleteOptions{}))
+	require.Eventually(t, func() bool { return logs.count("not found") == 1 }, wait, 5*time.Millisecond)
+	require.Equal(t, 1, logs.count("being deleted"), "logged once")
+	require.Empty(t, f.rec.ids())
+}
+
+// logCounter is a slog.Handler that keeps the err attribute of every
+// warning that discovery's InferencePool is unusable.
+type logCounter struct {
+	mu   sync.Mutex
+	errs []string
+}
+
+func (l *logCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logCounter) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *logCounter) WithGroup(string) slog.Handler            { return l }
+func (l *logCounter) Handle(_ context.Context, r slog.Record) error {
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "err" {
+			l.mu.Lock()
+			l.errs = append(l.errs, r.Message+": "+a.Value.String())
+			l.mu.Unlock()
+		}
+		return true
+	})
+	return nil
+}
+
+// count returns how many logged errors contain s.
+func (l *logCounter) count(s string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, e := range l.errs {
+		if strings.Contains(e, s) {
+			n++
+		}
+	}
+	return n
 }

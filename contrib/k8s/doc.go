@@ -41,6 +41,12 @@
 // v1alpha2 API (inference.networking.x-k8s.io: spec.selector as a plain map,
 // spec.targetPortNumber) are understood.
 //
+// A pool that is missing, being deleted (its deletionTimestamp set while
+// finalizers are pending, as the Inference Extension's picker treats it)
+// or unusable (an empty or invalid selector, no target port) gives no
+// endpoint: the set is empty, PoolError says why, and the warning is
+// logged once per reason.
+//
 // # Metrics
 //
 // With a Registerer in Options, discovery exports the size of the set it
