@@ -156,7 +156,9 @@
 // FollowReadiness keeps readiness in step with a kvroute.Router: not ready
 // until the picker has endpoints and the router's index has caught up with
 // every endpoint's KV-event stream, so that Envoy does not send traffic to a
-// picker that would route it cold. FollowReadiness asks on the Options'
+// picker that would route it cold. Without endpoints its reason is "no
+// endpoints", followed by the followed source's own when it gives one (a
+// host's endpoint discovery saying why it found none). FollowReadiness asks on the Options'
 // clock, so a test drives it with telemetry.Manual.
 //
 // # Metrics

@@ -20,7 +20,9 @@ const DefaultReadinessInterval = time.Second
 // FollowReadiness keeps the health service's readiness (readiness, the
 // ext_proc service name and "") in step with src until ctx ends: ready when
 // the Server has at least one endpoint and src reports no reason to wait, the
-// rule the kvroute gateway's /ready applies. A picker that routes before its
+// rule the kvroute gateway's /ready applies. Without endpoints the reason
+// is "no endpoints", followed by src's when it gives one (why discovery
+// found none). A picker that routes before its
 // index has caught up sends every request to the wrong, cold endpoint, so
 // Envoy should not be told to use it until then.
 //
@@ -60,11 +62,21 @@ func (s *Server) FollowReadiness(ctx context.Context, src ReadinessSource, inter
 	}
 }
 
+// noEndpoints is the reason the picker is not ready without endpoints;
+// notReady adds its source's reason, when it has one, after a colon.
+const noEndpoints = "no endpoints"
+
 // notReady returns why the picker should not receive traffic ("" when it
-// should).
+// should). Without endpoints, src's reason says why when it has one (a
+// host's endpoint discovery: its InferencePool's CRD not installed, the
+// pool missing or being deleted).
 func (s *Server) notReady(src ReadinessSource) string {
+	reason := src.NotReady()
 	if len(*s.endpoints.Load()) == 0 {
-		return "no endpoints"
+		if reason != "" {
+			return noEndpoints + ": " + reason
+		}
+		return noEndpoints
 	}
-	return src.NotReady()
+	return reason
 }

@@ -6,6 +6,7 @@ import (
 	"html/template"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/kvroute/kvroute"
@@ -54,6 +55,11 @@ func (s *Server) readiness(router *kvroute.Router) (bool, string) {
 		return false, shuttingDownReason
 	}
 	if reason := s.notReady(router); reason != "" {
+		// Without endpoints the followed source's latest reason, when it
+		// has one, says why (endpoint discovery's).
+		if r := s.reason.Load(); reason == noEndpoints && r != nil && strings.HasPrefix(*r, noEndpoints+": ") {
+			return false, *r
+		}
 		return false, reason
 	}
 	if !s.ready.Load() {

@@ -144,6 +144,35 @@ func TestReadyGivesTheFollowedSourcesReason(t *testing.T) {
 	require.Eventually(t, func() bool { code, reason := ready(); return code == http.StatusOK && reason == "" }, wait, 5*time.Millisecond)
 }
 
+// Without endpoints, /ready says why when the followed source knows (a
+// host's endpoint discovery: its InferencePool's CRD is not installed, the
+// pool is missing or being deleted), not only that there are none.
+func TestReadyWithoutEndpointsGivesTheSourcesReason(t *testing.T) {
+	defer leakcheck.Check(t)()
+	h := newHarness(t, Config{}) // no endpoints
+	defer h.close()
+	src := &heldBack{src: h.router}
+	crd := "k8s: InferencePool CRD inference.networking.k8s.io/v1 not installed"
+	src.reason.Store(&crd)
+	ctx, cancel := context.WithCancel(context.Background())
+	followed := make(chan struct{})
+	go func() { defer close(followed); h.picker.FollowReadiness(ctx, src, 5*time.Millisecond) }()
+	defer func() { cancel(); <-followed }()
+	status := httptest.NewServer(h.picker.StatusHandler(h.router))
+	defer status.Close()
+	require.Eventually(t, func() bool {
+		code, reason := readyReason(t, status)
+		return code == http.StatusServiceUnavailable && reason == "no endpoints: "+crd
+	}, wait, 5*time.Millisecond)
+
+	none := ""
+	src.reason.Store(&none)
+	require.Eventually(t, func() bool {
+		code, reason := readyReason(t, status)
+		return code == http.StatusServiceUnavailable && reason == "no endpoints"
+	}, wait, 5*time.Millisecond)
+}
+
 // TestReadyAfterShutdownSaysShuttingDown checks that once Shutdown has run
 // ReadyPath fails with the reason "shutting down", not a stale one, and that
 // a FollowReadiness still running (its source ready) does not make the

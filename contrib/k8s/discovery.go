@@ -7,9 +7,11 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -109,9 +111,10 @@ type Options struct {
 // Discovery watches pods (and an InferencePool) and feeds the endpoint set
 // to a Sink. Start it once; Close stops its informers and its loop.
 //
-// Ownership: everything above mu is set by New and not written after. The
-// informers' goroutines (started by Start, stopped by Close through stop)
-// only poke kick, a one-slot channel whose pokes coalesce. Start runs a
+// Ownership: everything above mu is set by New and not written after,
+// but poolNotServed, an atomic. The informers' goroutines (started by
+// Start, stopped by Close through stop) only poke kick, a one-slot channel
+// whose pokes coalesce, and the pool informer's sets poolNotServed. Start runs a
 // goroutine that closes its ctxStop once ctx ends or stop is closed, so
 // that the cache sync can be abandoned; it starts the loop goroutine after
 // the first recompute, and the loop ends when stop is closed, closing
@@ -135,15 +138,21 @@ type Discovery struct {
 	met      *metrics        // written by recompute only
 	warn     *podWarnings    // used by recompute only
 
-	pods      informers.SharedInformerFactory
-	podInf    cache.SharedIndexInformer
-	dyn       dynamicinformer.DynamicSharedInformerFactory
-	poolInf   cache.SharedIndexInformer
-	handled   []cache.InformerSynced // each handler has seen its informer's initial list
-	kick      chan struct{}
-	stop      chan struct{}
-	loopDone  chan struct{}
-	closeDone chan struct{} // closed when the first Close has finished
+	pods       informers.SharedInformerFactory
+	podInf     cache.SharedIndexInformer
+	dyn        dynamicinformer.DynamicSharedInformerFactory
+	poolInf    cache.SharedIndexInformer
+	handled    []cache.InformerSynced // each handler has seen its informer's initial list
+	poolSynced cache.InformerSynced   // the pool's handler has seen its informer's initial list
+	// poolNotServed is whether the pool informer's last list or watch was
+	// answered NotFound: the API server does not serve the pool's resource
+	// (its CRD is not installed). Written by the informer's goroutine
+	// (poolClient), read by Start and recompute.
+	poolNotServed atomic.Bool
+	kick          chan struct{}
+	stop          chan struct{}
+	loopDone      chan struct{}
+	closeDone     chan struct{} // closed when the first Close has finished
 
 	mu        sync.Mutex
 	current   []kvroute.Endpoint
@@ -201,13 +210,25 @@ func New(cfg Config, kube kubernetes.Interface, dyn dynamic.Interface, sink Sink
 	}
 	d.handled = append(d.handled, reg.HasSynced)
 	if d.gvr.Resource != "" {
-		d.dyn = dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, cfg.Namespace, nil)
+		d.dyn = dynamicinformer.NewFilteredDynamicSharedInformerFactory(poolClient{dyn, d}, 0, cfg.Namespace, nil)
 		d.poolInf = d.dyn.ForResource(d.gvr).Informer()
 		reg, err := d.poolInf.AddEventHandler(d.handler())
 		if err != nil {
 			return nil, err
 		}
-		d.handled = append(d.handled, reg.HasSynced)
+		d.poolSynced = reg.HasSynced
+		// Start waits for the pool's informer only while the API server
+		// serves its resource: without the CRD it would wait forever.
+		d.handled = append(d.handled, func() bool { return reg.HasSynced() || d.poolNotServed.Load() })
+		// A missing CRD is reported once, as the pool's error; the
+		// reflector's own error at each of its retries would repeat it.
+		if err := d.poolInf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+			if !apierrors.IsNotFound(err) {
+				cache.DefaultWatchErrorHandler(ctx, r, err)
+			}
+		}); err != nil {
+			return nil, err
+		}
 	}
 	if d.met, err = newMetrics(opts.Set); err != nil {
 		return nil, fmt.Errorf("k8s: registering discovery metrics: %w", err)
@@ -234,7 +255,11 @@ func (d *Discovery) poke() {
 
 // Start runs the informers, waits (within ctx) until their caches have
 // synced, feeds the first endpoint set to the Sink and keeps following
-// changes until Close. A Close that runs before Start follows changes (from
+// changes until Close. When the API server does not serve the followed
+// InferencePool's resource (its CRD is not installed), Start does not
+// wait for that cache: the first set is empty, PoolError says which CRD
+// is missing, and the informer keeps retrying with its backoff until the
+// CRD is installed, when the pool is followed. A Close that runs before Start follows changes (from
 // another goroutine, or from the Sink given the first set) makes Start
 // return an error rather than start following on a closed Discovery.
 func (d *Discovery) Start(ctx context.Context) error {
@@ -377,7 +402,8 @@ func (d *Discovery) SinkCalls() int {
 }
 
 // PoolError returns why the followed InferencePool is unusable (missing,
-// being deleted, empty selector, no port), nil when it is fine.
+// being deleted, its CRD not installed, empty selector, no port), nil when
+// it is fine.
 func (d *Discovery) PoolError() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -457,6 +483,17 @@ func (d *Discovery) recompute() {
 func (d *Discovery) target() (labels.Selector, []int32, error) {
 	if d.poolInf == nil {
 		return d.selector, d.cfg.TargetPorts, nil
+	}
+	if !d.poolSynced() {
+		// Start stopped waiting for the informer because the API server
+		// did not serve the pool's resource.
+		if d.poolNotServed.Load() {
+			return nil, nil, fmt.Errorf("k8s: InferencePool CRD %s not installed", d.gvr.GroupVersion())
+		}
+		// It serves it now, and the informer is listing: look again after
+		// the debounce until it has.
+		d.poke()
+		return nil, nil, fmt.Errorf("k8s: InferencePool CRD %s installed; InferencePools not listed yet", d.gvr.GroupVersion())
 	}
 	obj, ok, err := d.poolInf.GetStore().GetByKey(d.cfg.Namespace + "/" + d.cfg.Pool)
 	if err != nil {

@@ -47,6 +47,13 @@
 // endpoint: the set is empty, PoolError says why, and the warning is
 // logged once per reason.
 //
+// A cluster without the pool's CRD (the API server answers NotFound for
+// the resource) is reported the same way, once, as "InferencePool CRD
+// <group/version> not installed", in place of client-go's error at each
+// retry: Start does not wait for that informer's cache, and the informer
+// keeps retrying with its backoff, so that the pool is followed once the
+// CRD is installed.
+//
 // # Metrics
 //
 // With a Registerer in Options, discovery exports the size of the set it

@@ -45,7 +45,7 @@ func newMetrics(set telemetry.Set) (*metrics, error) {
 	m := &metrics{
 		endpoints:    gauge("kvroute_k8s_discovery_endpoints", "Endpoints in the set discovery last computed."),
 		leftOut:      gauge("kvroute_k8s_discovery_endpoints_left_out", "Endpoints of Ready pods left out of the set because it is over maxEndpoints."),
-		poolUnusable: gauge("kvroute_k8s_discovery_pool_unusable", "1 while the followed InferencePool is unusable (missing or being deleted; an empty selector or one with an invalid label name or value; no target port, or one listed twice) and the set is empty."),
+		poolUnusable: gauge("kvroute_k8s_discovery_pool_unusable", "1 while the followed InferencePool is unusable (missing or being deleted; its CRD not installed; an empty selector or one with an invalid label name or value; no target port, or one listed twice) and the set is empty."),
 		sinkErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kvroute_k8s_discovery_sink_errors_total",
 			Help: "Endpoint sets the sink (the router) returned an error for; discovery sends the set again at the next change, changed or not.",

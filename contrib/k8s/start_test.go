@@ -3,16 +3,29 @@ package k8s
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	dynfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // A Start whose informer caches cannot sync (the API server refuses every
@@ -102,4 +115,63 @@ func TestCloseWhileStartWaitsForSync(t *testing.T) {
 	require.False(t, d.Synced())
 	require.Empty(t, rec.ids(), "nothing reached the Sink")
 	noLeak()
+}
+
+// A cluster without the InferencePool CRD (the API server answers its
+// list with NotFound) does not keep Start waiting for a cache that cannot
+// sync: Start returns, the set is empty, PoolError says which CRD is not
+// installed and it is logged once, while the informer keeps retrying (with
+// its backoff). Once the CRD is installed the pool is followed: not found
+// until it is created, then its pods.
+func TestMissingInferencePoolCRDIsReportedAndRetried(t *testing.T) {
+	defer leakcheck.Check(t)()
+	vllm := map[string]string{"app": "vllm"}
+	kube := fake.NewClientset(pod("a", "10.0.0.1", vllm, true))
+	dyn := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		PoolV1: "InferencePoolList",
+	})
+	var installed atomic.Bool
+	var lists atomic.Int32
+	notServed := func(action k8stesting.Action) (bool, runtime.Object, error) {
+		if installed.Load() {
+			return false, nil, nil
+		}
+		if action.GetVerb() == "list" {
+			lists.Add(1)
+		}
+		return true, nil, apierrors.NewNotFound(schema.GroupResource{Group: PoolV1.Group, Resource: PoolV1.Resource}, "")
+	}
+	dyn.PrependReactor("list", "inferencepools", notServed)
+	dyn.PrependWatchReactor("inferencepools", func(action k8stesting.Action) (bool, watch.Interface, error) {
+		_, _, err := notServed(action)
+		return err != nil, nil, err
+	})
+	logs := &logCounter{}
+	rec := &recorder{}
+	d, err := New(Config{Namespace: ns, Pool: "pool", Debounce: 10 * time.Millisecond}, kube, dyn, rec.sink,
+		Options{Set: telemetry.Set{Logger: slog.New(logs), Registerer: prometheus.NewRegistry()}})
+	require.NoError(t, err)
+	defer d.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	require.NoError(t, d.Start(ctx))
+	require.True(t, d.Synced())
+	require.Empty(t, rec.ids())
+	require.EqualError(t, d.PoolError(), "k8s: InferencePool CRD inference.networking.k8s.io/v1 not installed")
+	require.Equal(t, float64(1), testutil.ToFloat64(d.met.poolUnusable))
+
+	// The informer retries; the reason is logged once.
+	require.Eventually(t, func() bool { return lists.Load() >= 2 }, wait, 5*time.Millisecond)
+	require.Equal(t, 1, logs.count("not installed"))
+
+	installed.Store(true)
+	require.Eventually(t, func() bool {
+		err := d.PoolError()
+		return err != nil && strings.Contains(err.Error(), "not found")
+	}, wait, 5*time.Millisecond, "the CRD is installed, the pool is not created yet")
+	_, err = dyn.Resource(PoolV1).Namespace(ns).Create(context.Background(), poolObj(PoolV1, "pool", v1Spec(8000)), metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return fmt.Sprint(rec.ids()) == "[10.0.0.1:8000]" }, wait, 5*time.Millisecond)
+	require.NoError(t, d.PoolError())
+	require.Equal(t, 1, logs.count("not installed"))
 }

@@ -33,7 +33,9 @@
 // and follows the router from then on: an endpoint that joins and has not
 // caught up makes it not ready again. Liveness does not wait. The metrics
 // port also serves the same readiness over HTTP (/ready: 200, or 503 with
-// the reason) and a status page (/debug/kvroute) with every endpoint's
+// the reason; without endpoints, why discovery found none: "no endpoints:
+// k8s: InferencePool CRD inference.networking.k8s.io/v1 not installed", the
+// pool not found or being deleted) and a status page (/debug/kvroute) with every endpoint's
 // KV-event stream and load and the latest requests. Like the kvroute
 // gateway's listener, it closes a connection whose request header has not
 // arrived within gateway.DefaultReadHeaderTimeout (10 s) and a keep-alive

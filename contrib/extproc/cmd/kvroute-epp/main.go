@@ -168,7 +168,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			d.Close()
 		}
 	}()
-	var ha *leader // with --ha-enable-leader-election
+	var ha *leader           // with --ha-enable-leader-election
+	var poolD *k8s.Discovery // following the InferencePool or the endpoint selector
 	if pool, ok := poolDiscovery(f); ok || f.renderSelector != "" {
 		kube, dyn, err := kubeClients(f.kubeconfig)
 		if err != nil {
@@ -185,6 +186,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				return err
 			}
 			discoveries = append(discoveries, d)
+			poolD = d
 		}
 		if f.renderSelector != "" {
 			renderSink := func(eps []kvroute.Endpoint) error {
@@ -287,7 +289,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	// Discovery has synced; ready once the index has caught up too.
 	followCtx, stopFollowing := context.WithCancel(ctx)
 	followed := make(chan struct{})
-	go func() { defer close(followed); picker.FollowReadiness(followCtx, ha.gate(router), f.readinessInterval) }()
+	go func() {
+		defer close(followed)
+		picker.FollowReadiness(followCtx, poolReadiness(poolD, ha.gate(router)), f.readinessInterval)
+	}()
 
 	var serveErr error
 	pending := 3 // serve results still to come on errc
@@ -306,6 +311,30 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	stopServers(gs, hs, ms)
 	drain(errc, pending)
 	return serveErr
+}
+
+// poolReadiness returns the picker's readiness source: src, with the
+// reason the pool's discovery d (nil: none) finds its InferencePool
+// unusable in front (its CRD not installed, the pool missing or being
+// deleted), so that a picker without endpoints says why.
+func poolReadiness(d *k8s.Discovery, src extproc.ReadinessSource) extproc.ReadinessSource {
+	if d == nil {
+		return src
+	}
+	return poolGate{d, src}
+}
+
+type poolGate struct {
+	d   *k8s.Discovery
+	src extproc.ReadinessSource
+}
+
+func (g poolGate) NotReady() string {
+	reason := g.src.NotReady() // asked whatever d says: it runs the router's give-up clocks
+	if err := g.d.PoolError(); err != nil {
+		return err.Error()
+	}
+	return reason
 }
 
 func stopServers(gs, hs *grpc.Server, ms *http.Server) {

@@ -13,12 +13,19 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
+	dynfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kvroute/kvroute/contrib/extproc"
+	"github.com/kvroute/kvroute/contrib/k8s"
 	"github.com/kvroute/kvroute/internal/leakcheck"
 )
 
@@ -148,4 +155,42 @@ func TestPoolNamespaceDefault(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, "given", f.poolNamespace)
 	}
+}
+
+// A cluster without the InferencePool CRD does not keep the picker
+// waiting with no reason: it serves, not ready, and /ready says which CRD
+// is not installed.
+func TestRunWithoutInferencePoolCRDSaysSo(t *testing.T) {
+	defer leakcheck.Check(t)()
+	dyn := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		k8s.PoolV1: "InferencePoolList",
+	})
+	notFound := apierrors.NewNotFound(schema.GroupResource{Group: k8s.PoolV1.Group, Resource: k8s.PoolV1.Resource}, "")
+	dyn.PrependReactor("list", "inferencepools", func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, notFound })
+	dyn.PrependWatchReactor("inferencepools", func(k8stesting.Action) (bool, watch.Interface, error) { return true, nil, notFound })
+	prev := kubeClients
+	kubeClients = func(string) (kubernetes.Interface, dynamic.Interface, error) {
+		return fake.NewClientset(readyPod("llm", "vllm-0", "127.0.0.1", map[string]string{"app": "vllm"})), dyn, nil
+	}
+	t.Cleanup(func() { kubeClients = prev })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	m, done := startEPP(t, ctx, "--pool-name", "qwen", "--pool-namespace", "llm", "--config-text", "model: "+model+"\nblockSize: 16\n")
+
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	require.Eventually(t, func() bool {
+		resp, err := client.Get(strings.TrimSuffix(m[3], "/metrics") + extproc.ReadyPath)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var r struct {
+			Reason string `json:"reason"`
+		}
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&r))
+		return resp.StatusCode == http.StatusServiceUnavailable &&
+			r.Reason == "no endpoints: k8s: InferencePool CRD inference.networking.k8s.io/v1 not installed"
+	}, 20*time.Second, 10*time.Millisecond, "/ready names the missing CRD")
+
+	cancel()
+	require.NoError(t, <-done)
 }
