@@ -67,8 +67,12 @@ type Config struct {
 	// Debounce is how long changes are gathered before the endpoint set is
 	// recomputed (a duration string). Default 250ms.
 	Debounce time.Duration `json:"debounce"`
-	// MaxEndpoints bounds the endpoint set; pods beyond it are left out and
-	// logged. Default 10,000.
+	// MaxEndpoints bounds the endpoint set. Whole pods are left out, never
+	// some of one pod's data-parallel ranks: the pods are taken in the
+	// order of their endpoint IDs until the next would pass the bound, and
+	// the rest are counted (kvroute_k8s_discovery_endpoints_left_out,
+	// kvroute_k8s_discovery_pods_left_out) and logged when what is left out
+	// changes. Default 10,000.
 	MaxEndpoints int `json:"maxEndpoints"`
 	// RoleLabel is the pod label that gives an endpoint's prefill/decode
 	// role (kvroute.Endpoint.Role: prefill, decode or both; see package
@@ -137,6 +141,7 @@ type Discovery struct {
 	clock    telemetry.Clock // of the debounce
 	met      *metrics        // written by recompute only
 	warn     *podWarnings    // used by recompute only
+	cut      leftOut         // what the last recompute left out over MaxEndpoints; recompute's only
 
 	pods       informers.SharedInformerFactory
 	podInf     cache.SharedIndexInformer
@@ -414,7 +419,7 @@ func (d *Discovery) PoolError() error {
 // Sink when it changed.
 func (d *Discovery) recompute() {
 	sel, ports, poolErr := d.target()
-	var eps []kvroute.Endpoint
+	var pods [][]kvroute.Endpoint // each Ready pod's endpoints, sorted by ID
 	var problems [numProblems]int
 	if poolErr == nil {
 		for _, obj := range d.podInf.GetStore().List() {
@@ -423,7 +428,10 @@ func (d *Discovery) recompute() {
 				continue
 			}
 			var probs podProblems
-			eps = append(eps, podEndpoints(pod, ports, d.cfg, d.warn, &probs)...)
+			if pe := podEndpoints(pod, ports, d.cfg, d.warn, &probs); len(pe) > 0 {
+				slices.SortFunc(pe, byID)
+				pods = append(pods, pe)
+			}
 			for i, p := range probs {
 				if p {
 					problems[i]++
@@ -432,17 +440,22 @@ func (d *Discovery) recompute() {
 		}
 	}
 	d.warn.done()
-	slices.SortFunc(eps, func(a, b kvroute.Endpoint) int { return cmpString(a.ID, b.ID) })
-	leftOut := max(len(eps)-d.cfg.MaxEndpoints, 0)
-	if leftOut > 0 {
-		d.log.Warn("k8s: endpoint set over its bound; the rest is left out", "endpoints", len(eps), "max", d.cfg.MaxEndpoints)
-		eps = eps[:d.cfg.MaxEndpoints]
+	eps, cut := boundPods(pods, d.cfg.MaxEndpoints)
+	if cut != d.cut {
+		if cut.pods > 0 {
+			d.log.Warn("k8s: endpoint set over its bound; whole pods left out", "max", d.cfg.MaxEndpoints,
+				"endpoints", len(eps), "podsLeftOut", cut.pods, "endpointsLeftOut", cut.endpoints, "firstLeftOut", cut.first)
+		} else if d.cut.pods > 0 {
+			d.log.Info("k8s: endpoint set within its bound again; no pod left out", "max", d.cfg.MaxEndpoints, "endpoints", len(eps))
+		}
+		d.cut = cut
 	}
 	for i, n := range problems {
 		d.met.problems[i].Set(float64(n))
 	}
 	d.met.endpoints.Set(float64(len(eps)))
-	d.met.leftOut.Set(float64(leftOut))
+	d.met.leftOut.Set(float64(cut.endpoints))
+	d.met.podsLeftOut.Set(float64(cut.pods))
 	d.met.poolUnusable.Set(0)
 	if poolErr != nil {
 		d.met.poolUnusable.Set(1)
@@ -517,6 +530,40 @@ func (d *Discovery) target() (labels.Selector, []int32, error) {
 	}
 	return labels.SelectorFromSet(p.Selector), p.TargetPorts, nil
 }
+
+// leftOut is what boundPods cut: how many pods, their endpoints, and the
+// first pod's first endpoint ID.
+type leftOut struct {
+	pods, endpoints int
+	first           string
+}
+
+// boundPods returns the endpoints of pods, each pod's sorted by ID, as one
+// set sorted by ID within bound endpoints, and what it left out. It cuts
+// whole pods, never some of one pod's data-parallel ranks: the pods are
+// taken in the order of their endpoint IDs until the next would pass bound,
+// and that pod and the ones after it are left out. (A pod's IDs share its
+// "IP:" prefix, which no other pod's IP extends, so each pod's endpoints
+// are adjacent in the sorted set.)
+func boundPods(pods [][]kvroute.Endpoint, bound int) ([]kvroute.Endpoint, leftOut) {
+	slices.SortFunc(pods, func(a, b []kvroute.Endpoint) int { return byID(a[0], b[0]) })
+	var eps []kvroute.Endpoint
+	var cut leftOut
+	for _, pe := range pods {
+		if cut.pods == 0 && len(eps)+len(pe) <= bound {
+			eps = append(eps, pe...)
+			continue
+		}
+		if cut.pods == 0 {
+			cut.first = pe[0].ID
+		}
+		cut.pods++
+		cut.endpoints += len(pe)
+	}
+	return eps, cut
+}
+
+func byID(a, b kvroute.Endpoint) int { return cmpString(a.ID, b.ID) }
 
 func cmpString(a, b string) int {
 	switch {

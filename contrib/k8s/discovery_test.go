@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -390,4 +391,26 @@ func (l *logCounter) count(s string) int {
 		}
 	}
 	return n
+}
+
+// MaxEndpoints cuts whole pods, never some of one pod's data-parallel
+// ranks: the pods are taken in the order of their endpoint IDs while their
+// endpoints fit, and the endpoints of the others are counted as left out.
+func TestMaxEndpointsCutsWholePods(t *testing.T) {
+	defer leakcheck.Check(t)()
+	vllm := map[string]string{"app": "vllm"}
+	f := newFixtureWithOptions(t, Config{Pool: "pool", MaxEndpoints: 3}, []*corev1.Pod{
+		pod("a", "10.0.0.1", vllm, true), pod("b", "10.0.0.2", vllm, true), pod("c", "10.0.0.3", vllm, true),
+	}, nil, Options{Set: telemetry.Set{Registerer: prometheus.NewRegistry()}}, poolObj(PoolV1, "pool", v1Spec(8000, 8001)))
+	defer f.d.Close()
+	f.eventually(t, "10.0.0.1:8000", "10.0.0.1:8001")
+	require.Equal(t, float64(2), testutil.ToFloat64(f.d.met.endpoints))
+	require.Equal(t, float64(4), testutil.ToFloat64(f.d.met.leftOut), "b's and c's ranks")
+	//PODS require.Equal(t, float64(2), testutil.ToFloat64(f.d.met.podsLeftOut))
+
+	// a leaves: b takes its place, whole.
+	f.updatePod(t, pod("a", "10.0.0.1", vllm, false))
+	f.eventually(t, "10.0.0.2:8000", "10.0.0.2:8001")
+	require.Equal(t, float64(2), testutil.ToFloat64(f.d.met.leftOut))
+	//PODS require.Equal(t, float64(1), testutil.ToFloat64(f.d.met.podsLeftOut))
 }

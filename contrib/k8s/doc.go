@@ -57,8 +57,9 @@
 // # Metrics
 //
 // With a Registerer in Options, discovery exports the size of the set it
-// last computed (kvroute_k8s_discovery_endpoints), the endpoints left out
-// over MaxEndpoints, whether the followed InferencePool is unusable, the
+// last computed (kvroute_k8s_discovery_endpoints), the endpoints and the
+// pods left out over MaxEndpoints (whole pods: never some of one pod's
+// data-parallel ranks), whether the followed InferencePool is unusable, the
 // Ready pods whose labels or annotations it works around
 // (kvroute_k8s_discovery_pod_problems{reason}: a malformed port annotation,
 // an unknown role label, model names left out, the pods left out for a

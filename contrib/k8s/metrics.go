@@ -28,6 +28,7 @@ type podProblems [numProblems]bool
 type metrics struct {
 	endpoints    prometheus.Gauge              // kvroute_k8s_discovery_endpoints
 	leftOut      prometheus.Gauge              // kvroute_k8s_discovery_endpoints_left_out
+	podsLeftOut  prometheus.Gauge              // kvroute_k8s_discovery_pods_left_out
 	poolUnusable prometheus.Gauge              // kvroute_k8s_discovery_pool_unusable
 	problems     [numProblems]prometheus.Gauge // kvroute_k8s_discovery_pod_problems{reason}
 	sinkErrors   prometheus.Counter            // kvroute_k8s_discovery_sink_errors_total
@@ -44,7 +45,8 @@ func newMetrics(set telemetry.Set) (*metrics, error) {
 	}
 	m := &metrics{
 		endpoints:    gauge("kvroute_k8s_discovery_endpoints", "Endpoints in the set discovery last computed."),
-		leftOut:      gauge("kvroute_k8s_discovery_endpoints_left_out", "Endpoints of Ready pods left out of the set because it is over maxEndpoints."),
+		leftOut:      gauge("kvroute_k8s_discovery_endpoints_left_out", "Endpoints of Ready pods left out of the set because it is over maxEndpoints (the endpoints of the pods left out whole)."),
+		podsLeftOut:  gauge("kvroute_k8s_discovery_pods_left_out", "Ready pods left out of the set, whole, because their endpoints would put it over maxEndpoints."),
 		poolUnusable: gauge("kvroute_k8s_discovery_pool_unusable", "1 while the followed InferencePool is unusable (missing or being deleted; its CRD not installed; an empty selector or one with an invalid label name or value; no target port, or one listed twice) and the set is empty."),
 		sinkErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kvroute_k8s_discovery_sink_errors_total",
@@ -58,7 +60,7 @@ func newMetrics(set telemetry.Set) (*metrics, error) {
 	for i, r := range problemReasons {
 		m.problems[i] = problems.WithLabelValues(r)
 	}
-	cs := []prometheus.Collector{m.endpoints, m.leftOut, m.poolUnusable, problems, m.sinkErrors}
+	cs := []prometheus.Collector{m.endpoints, m.leftOut, m.podsLeftOut, m.poolUnusable, problems, m.sinkErrors}
 	if err := set.Register(cs...); err != nil {
 		return nil, err
 	}

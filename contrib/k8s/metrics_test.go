@@ -69,10 +69,14 @@ func TestDiscoveryMetrics(t *testing.T) {
 # TYPE kvroute_k8s_discovery_endpoints gauge
 kvroute_k8s_discovery_endpoints{discovery="pool"} 2
 kvroute_k8s_discovery_endpoints{discovery="render"} 0
-# HELP kvroute_k8s_discovery_endpoints_left_out Endpoints of Ready pods left out of the set because it is over maxEndpoints.
+# HELP kvroute_k8s_discovery_endpoints_left_out Endpoints of Ready pods left out of the set because it is over maxEndpoints (the endpoints of the pods left out whole).
 # TYPE kvroute_k8s_discovery_endpoints_left_out gauge
 kvroute_k8s_discovery_endpoints_left_out{discovery="pool"} 1
 kvroute_k8s_discovery_endpoints_left_out{discovery="render"} 0
+# HELP kvroute_k8s_discovery_pods_left_out Ready pods left out of the set, whole, because their endpoints would put it over maxEndpoints.
+# TYPE kvroute_k8s_discovery_pods_left_out gauge
+kvroute_k8s_discovery_pods_left_out{discovery="pool"} 1
+kvroute_k8s_discovery_pods_left_out{discovery="render"} 0
 # HELP kvroute_k8s_discovery_pod_problems Ready pods of the set whose labels or annotations discovery works around, by reason: bad_port_annotation (the configured port applies), unknown_role (serves both roles), bad_models_annotation (names left out), bad_pod_ip (status.podIP is no IP address: the pod is left out), bad_active_ports (active-ports annotation entries that are no target port are left out).
 # TYPE kvroute_k8s_discovery_pod_problems gauge
 kvroute_k8s_discovery_pod_problems{discovery="pool",reason="bad_active_ports"} 0
@@ -85,7 +89,7 @@ kvroute_k8s_discovery_pod_problems{discovery="render",reason="bad_models_annotat
 kvroute_k8s_discovery_pod_problems{discovery="render",reason="bad_pod_ip"} 0
 kvroute_k8s_discovery_pod_problems{discovery="render",reason="bad_port_annotation"} 0
 kvroute_k8s_discovery_pod_problems{discovery="render",reason="unknown_role"} 0
-`), "kvroute_k8s_discovery_endpoints", "kvroute_k8s_discovery_endpoints_left_out", "kvroute_k8s_discovery_pod_problems"))
+`), "kvroute_k8s_discovery_endpoints", "kvroute_k8s_discovery_endpoints_left_out", "kvroute_k8s_discovery_pods_left_out", "kvroute_k8s_discovery_pod_problems"))
 	require.Zero(t, testutil.ToFloat64(f.d.met.poolUnusable))
 	for _, id := range rec.ids() {
 		require.Less(t, len(id), 64, "no endpoint of the pod with a malformed IP")
