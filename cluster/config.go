@@ -100,7 +100,9 @@ type Config struct {
 	// Default 4096. A record this replica writes also stays within the
 	// 1 MiB every peer accepts: with the longest endpoint names fewer
 	// loaded endpoints fit, and the loads of the others are left out of
-	// that record.
+	// that record. Each loaded endpoint left out is counted in
+	// kvroute_cluster_record_loads_dropped_total (reason max_endpoints or
+	// record_size).
 	MaxEndpoints int `json:"maxEndpoints"`
 }
 

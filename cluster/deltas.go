@@ -100,7 +100,10 @@ func (r *Replica) watchLoad() {
 }
 
 // localLoad returns the local load a record publishes (at most
-// MaxEndpoints endpoints) and the number of the last change it includes.
+// MaxEndpoints endpoints) and the number of the last change it includes,
+// and how many loaded endpoints it left out, by reason (recordDropMax:
+// beyond MaxEndpoints; recordDropBytes: beyond what a record every peer
+// accepts holds).
 // With shared changes, the totals are the replica's own sum of the changes,
 // taken under the lock that numbers them, so they include exactly the
 // changes up to seq: a peer keeps those above seq on top of the record and
@@ -108,11 +111,17 @@ func (r *Replica) watchLoad() {
 // move before a change is numbered, so totals read from them include
 // changes numbered after any seq read before them (which a peer then
 // counted twice until the next record).
-func (r *Replica) localLoad() (uint64, []EndpointLoad) {
+func (r *Replica) localLoad() (uint64, []EndpointLoad, [numRecordDrops]int) {
 	var loads []EndpointLoad
+	var left [numRecordDrops]int
 	room := recordLoadBytes // what the loads may take of a record every peer accepts
 	fits := func(ep string) bool {
-		if len(loads) >= r.cfg.MaxEndpoints || loadWireBytes(ep) > room {
+		switch {
+		case len(loads) >= r.cfg.MaxEndpoints:
+			left[recordDropMax]++
+			return false
+		case loadWireBytes(ep) > room:
+			left[recordDropBytes]++
 			return false
 		}
 		room -= loadWireBytes(ep)
@@ -123,9 +132,9 @@ func (r *Replica) localLoad() (uint64, []EndpointLoad) {
 			if (tokens > 0 || requests > 0) && fits(ep) {
 				loads = append(loads, EndpointLoad{Endpoint: ep, Tokens: tokens, Requests: requests})
 			}
-			return len(loads) < r.cfg.MaxEndpoints
+			return true // on past MaxEndpoints: the endpoints left out are counted
 		})
-		return 0, loads
+		return 0, loads, left
 	}
 	r.q.mu.Lock()
 	defer r.q.mu.Unlock()
@@ -137,7 +146,7 @@ func (r *Replica) localLoad() (uint64, []EndpointLoad) {
 			loads = append(loads, EndpointLoad{Endpoint: ep, Tokens: t.tokens, Requests: t.requests})
 		}
 	}
-	return r.dq.seq, loads
+	return r.dq.seq, loads, left
 }
 
 // recordLoadBytes is what a record's loads may take: maxRecordBytes less

@@ -146,8 +146,19 @@
 // replica in degraded mode: the peers' load is dropped and routing goes on
 // with local state only, the failure is counted, logged once per outage and
 // kvroute_cluster_degraded is 1. The loops keep trying every period; the
-// first successful read restores the shared state and the gauge. Redis being
-// slow or away never blocks Pick: only the background goroutines wait on it.
+// outage ends, restoring the shared state and the gauge, once each kind
+// of operation that failed during it has succeeded again: a read after a
+// failed read, a refresh (a write) after a failed refresh. A Redis that
+// answers reads but refuses writes (a read-only replica, maxmemory
+// reached) therefore keeps the replica degraded, one outage, rather than
+// flapping between degraded and healthy at every read. Redis being slow
+// or away never blocks Pick: only the background goroutines wait on it.
+//
+// A record carries the loads of at most MaxEndpoints loaded endpoints, and
+// only as many as fit the 1 MiB every peer accepts; each loaded endpoint
+// left out is counted, at every refresh, in
+// kvroute_cluster_record_loads_dropped_total (reason max_endpoints or
+// record_size).
 //
 // # Keys and Redis Cluster
 //

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute"
@@ -144,4 +145,38 @@ func TestRedisStoppedAndRestartedMidLoad(t *testing.T) {
 	for _, d := range held {
 		d.Done(kvroute.DoneInfo{})
 	}
+}
+
+// A Redis that answers reads but refuses writes (here a primary that
+// requires a replica it does not have: NOREPLICAS; a read-only replica or a
+// full Redis refusing writes acts alike) keeps the replica degraded, its
+// outage logged and counted once: only a write succeeding ends an outage
+// a failed write began, so the replica does not flap between degraded and
+// healthy at every read. When writes succeed again, it recovers once.
+func TestRedisRefusingWritesKeepsReplicaDegraded(t *testing.T) {
+	defer leakcheck.Check(t)()
+	srv := redistest.Start(t)
+	defer srv.Stop()
+	logs := &logCounter{}
+	a := newRouter(t, srv.Addr, "a", nil, kvroute.Options{Set: telemetry.Set{Logger: slog.New(logs)}})
+	defer a.Close()
+	require.Eventually(t, func() bool { return !a.Cluster().Degraded() && a.Cluster().Stats().Reads > 0 }, waitFor, 5*time.Millisecond)
+
+	admin := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer admin.Close()
+	require.NoError(t, admin.ConfigSet(context.Background(), "min-replicas-to-write", "1").Err())
+	require.Error(t, admin.Set(context.Background(), "probe", "x", 0).Err(), "writes are refused")
+	require.NoError(t, admin.Exists(context.Background(), "probe").Err(), "reads are served")
+	require.Eventually(t, a.Cluster().Degraded, waitFor, 5*time.Millisecond)
+	reads := a.Cluster().Stats().Reads
+	require.Never(t, func() bool { return !a.Cluster().Degraded() }, time.Second, time.Millisecond,
+		"reads succeed, writes fail: the replica stays degraded")
+	require.Greater(t, a.Cluster().Stats().Reads, reads, "the reads went on succeeding")
+	require.Equal(t, 1, logs.count("Redis unreachable"), "one outage")
+	require.Zero(t, logs.count("Redis answers again"))
+
+	require.NoError(t, admin.ConfigSet(context.Background(), "min-replicas-to-write", "0").Err())
+	require.Eventually(t, func() bool { return !a.Cluster().Degraded() }, waitFor, 5*time.Millisecond)
+	require.Equal(t, 1, logs.count("Redis answers again"))
+	require.Equal(t, 1, logs.count("Redis unreachable"))
 }

@@ -39,6 +39,15 @@ const (
 
 var deltaDropNames = [numDeltaDrops]string{"queue_full", "redis_error", "memory", "degraded", "too_large"}
 
+// Reasons a loaded endpoint is left out of this replica's record.
+const (
+	recordDropMax   = iota // beyond MaxEndpoints
+	recordDropBytes        // beyond what a record every peer accepts holds
+	numRecordDrops
+)
+
+var recordDropNames = [numRecordDrops]string{"max_endpoints", "record_size"}
+
 type metrics struct {
 	degraded          prometheus.Gauge
 	outages           prometheus.Counter
@@ -50,15 +59,17 @@ type metrics struct {
 	staleRecords      prometheus.Counter
 	queueBandsDropped prometheus.Counter
 	endpointsDropped  [numEpDrops]prometheus.Counter
-	staleness         prometheus.Gauge
-	published         prometheus.Counter
-	publishedBytes    prometheus.Counter
-	messages          prometheus.Counter
-	dropped           [numDrops]prometheus.Counter
-	received          prometheus.Counter
-	invalidMsgs       prometheus.Counter
-	truncated         prometheus.Counter
-	refused           [numRefusals]prometheus.Counter
+	// recordLoadsDropped counts loaded endpoints left out of a record.
+	recordLoadsDropped [numRecordDrops]prometheus.Counter
+	staleness          prometheus.Gauge
+	published          prometheus.Counter
+	publishedBytes     prometheus.Counter
+	messages           prometheus.Counter
+	dropped            [numDrops]prometheus.Counter
+	received           prometheus.Counter
+	invalidMsgs        prometheus.Counter
+	truncated          prometheus.Counter
+	refused            [numRefusals]prometheus.Counter
 
 	deltasPublished  prometheus.Counter
 	deltasApplied    prometheus.Counter
@@ -91,6 +102,10 @@ func newMetrics(set telemetry.Set) (*metrics, error) {
 	epDrops := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kvroute_cluster_endpoints_dropped_total",
 		Help: "Endpoint names read from Redis (in peers' records, load changes and decisions) and ignored, by reason (unknown_endpoint: not one of this replica's endpoints; invalid_name: empty, over 1,024 bytes or not UTF-8). A record's endpoints count at every read.",
+	}, []string{"reason"})
+	recDrops := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kvroute_cluster_record_loads_dropped_total",
+		Help: "Loaded endpoints of this replica left out of a record it published, by reason (max_endpoints: beyond maxEndpoints; record_size: beyond the 1 MiB a record every peer accepts holds, with long endpoint names). The peers do not see that load until fewer endpoints are loaded. Counted at every refresh that leaves one out.",
 	}, []string{"reason"})
 	refused := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kvroute_cluster_redis_replies_refused_total",
@@ -186,12 +201,15 @@ func newMetrics(set telemetry.Set) (*metrics, error) {
 	for i := range m.refused {
 		m.refused[i] = refused.WithLabelValues(refuseNames[i])
 	}
+	for i := range m.recordLoadsDropped {
+		m.recordLoadsDropped[i] = recDrops.WithLabelValues(recordDropNames[i])
+	}
 	for i := range m.deltasDropped {
 		m.deltasDropped[i] = deltaDrops.WithLabelValues(deltaDropNames[i])
 	}
 	m.cs = []prometheus.Collector{m.degraded, m.outages, errs, m.commands, m.peers, m.peersIgnored,
 		m.invalidRecords, m.staleness, m.published, m.publishedBytes, m.messages, drops, m.received, m.invalidMsgs, m.truncated,
-		m.deltasPublished, m.deltasApplied, m.deltasSuperseded, deltaDrops, m.pendingBytes, m.staleRecords, epDrops, m.queueBandsDropped, refused}
+		m.deltasPublished, m.deltasApplied, m.deltasSuperseded, deltaDrops, m.pendingBytes, m.staleRecords, epDrops, m.queueBandsDropped, refused, recDrops}
 	m.cs = append(m.cs, m.sessions.init()...)
 	if err := set.Register(m.cs...); err != nil {
 		return nil, err

@@ -100,8 +100,14 @@ type Replica struct {
 	peers   []Peer
 
 	healthMu sync.Mutex
-	degraded bool
-	subDown  bool
+	degraded bool // readDown || writeDown
+	// readDown and writeDown say which operation failed during the
+	// outage: the outage ends once each that failed has succeeded again,
+	// so that a Redis answering reads but refusing writes (a read-only
+	// replica, a full Redis) keeps the replica degraded rather than
+	// flapping at every read.
+	readDown, writeDown bool
+	subDown             bool
 	// cleared mirrors degraded: set under healthMu before the views are
 	// cleared, and read by applyDelta under viewsMu, so that a load change
 	// is either cleared with the views or not applied at all.
@@ -329,10 +335,15 @@ func (r *Replica) countCommands(n int) {
 // refresh publishes the local load and renews the lease: SET record PX lease
 // and SADD members, pipelined (one round trip).
 func (r *Replica) refresh() {
-	if r.Degraded() {
-		return // the read loop probes Redis; the first refresh after recovery re-registers
+	if r.skipRefresh() {
+		return // only reads failed: the read loop probes Redis; the first refresh after recovery re-registers
 	}
-	seq, loads := r.localLoad()
+	seq, loads, left := r.localLoad()
+	for i, n := range left {
+		if n > 0 {
+			r.met.recordLoadsDropped[i].Add(float64(n))
+		}
+	}
 	if r.testHookRefresh != nil {
 		r.testHookRefresh()
 	}
@@ -417,6 +428,11 @@ func (r *Replica) read() {
 	if r.ctx.Err() != nil {
 		return
 	}
+	if r.writesDown() { // degraded until a refresh succeeds: local state only, the read a probe
+		r.stats.reads.Add(1)
+		r.result(opRead, nil)
+		return
+	}
 	r.mergeRecords(live, listed)
 	r.sumQueues(live)
 	r.peersMu.Lock()
@@ -427,9 +443,39 @@ func (r *Replica) read() {
 	r.result(opRead, nil)
 }
 
+// clearShared drops the peers' load, queue depths and list: routing goes
+// on with local state only. healthMu is held.
+func (r *Replica) clearShared() {
+	r.clearViews()
+	r.queues.peers.Store(nil)
+	r.peersMu.Lock()
+	r.peers = nil
+	r.peersMu.Unlock()
+	r.met.peers.Set(0)
+}
+
+// skipRefresh reports whether refresh should not run: the replica is
+// degraded by failed reads alone, so the read loop alone probes Redis.
+func (r *Replica) skipRefresh() bool {
+	r.healthMu.Lock()
+	defer r.healthMu.Unlock()
+	return r.degraded && !r.writeDown
+}
+
+// writesDown reports whether a refresh failed since the outage began and
+// none has succeeded since.
+func (r *Replica) writesDown() bool {
+	r.healthMu.Lock()
+	defer r.healthMu.Unlock()
+	return r.writeDown
+}
+
 // result records an operation's outcome and drives the degraded state:
 // any failed refresh or read enters it (peer load is dropped: routing goes
-// on with local state only), a successful read leaves it.
+// on with local state only), and it ends once each kind of operation that
+// failed during the outage has succeeded again: a read after a failed
+// read, a refresh (a write) after a failed refresh. A Redis that serves
+// reads but refuses writes thus keeps the replica degraded.
 func (r *Replica) result(op int, err error) {
 	if err != nil && r.ctx.Err() != nil {
 		return // closing
@@ -439,24 +485,36 @@ func (r *Replica) result(op int, err error) {
 	}
 	r.healthMu.Lock()
 	defer r.healthMu.Unlock()
+	if op == opRefresh || op == opRead {
+		down := &r.readDown
+		if op == opRefresh {
+			down = &r.writeDown
+		}
+		*down = err != nil
+	}
 	switch {
 	case err != nil && (op == opRefresh || op == opRead) && !r.degraded:
 		r.degraded = true
 		r.met.degraded.Set(1)
 		r.met.outages.Inc()
 		r.cleared.Store(true)
-		r.clearViews()
-		r.queues.peers.Store(nil)
-		r.peersMu.Lock()
-		r.peers = nil
-		r.peersMu.Unlock()
-		r.met.peers.Set(0)
-		r.log.Warn("cluster: Redis unreachable or slow; routing on local state only until it answers", "op", opNames[op], "err", err)
-	case err == nil && op == opRead && r.degraded:
+		r.clearShared()
+		r.log.Warn("cluster: Redis unreachable, slow or refusing writes; routing on local state only until it answers", "op", opNames[op], "err", err)
+	case err == nil && (op == opRefresh || op == opRead) && r.degraded && !r.readDown && !r.writeDown:
 		r.degraded = false
 		r.cleared.Store(false)
 		r.met.degraded.Set(0)
 		r.log.Info("cluster: Redis answers again; shared state resumed")
+		if op == opRefresh { // the peers' load comes back with a read now, not a read period later
+			select {
+			case r.readNow <- struct{}{}:
+			default:
+			}
+		}
+	case err == nil && op == opRead && r.degraded:
+		// Still degraded (writes fail): what a read racing the refresh
+		// that failed took in is dropped again.
+		r.clearShared()
 	case err != nil && op == opSubscribe && !r.subDown:
 		// Counted in kvroute_cluster_errors_total{op="subscribe"}; at Debug
 		// so that an outage is the one line above, not one per connection.
