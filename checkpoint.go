@@ -39,8 +39,10 @@ func (r *Router) Checkpoint() error {
 
 // SnapshotHandler serves the Router's index snapshot to peer replicas that
 // bootstrap from it (Config.Bootstrap.Peers); see checkpoint.Keeper.Handler.
-// With Config.Bootstrap.Token set, a request must carry
-// "Authorization: Bearer <token>". Mount it on an internal port only (not
+// With Config.Bootstrap.Token set, a request must prove the token, bound
+// to this replica's advertised snapshot URL (Config.Cluster.SnapshotURL)
+// and the time, as a peer's bootstrap does; the token itself never
+// travels. Mount it on an internal port only (not
 // the gateway's public listener): the snapshot reveals which prefixes every
 // engine caches, and serving one costs a pass over the index.
 func (r *Router) SnapshotHandler() http.Handler { return r.snap.Handler() }

@@ -41,6 +41,9 @@ const (
 	// large snapshot at all (over 8 MiB/s for 1 GiB), so only a peer that
 	// would not finish anyway, or does not mean to, is cut.
 	DefaultServeMinRate = 1 << 20
+	// DefaultBootstrapMaxClockSkew is how far the time of a peer's proof
+	// of the token may be from the serving replica's clock.
+	DefaultBootstrapMaxClockSkew = 30 * time.Second
 )
 
 // Config configures the index checkpoint: a file rewritten periodically
@@ -73,11 +76,20 @@ type BootstrapConfig struct {
 	// and asked again should it fail). The first valid snapshot wins. Peers
 	// are tried before the checkpoint file (a live peer's state is newer).
 	Peers []string `json:"peers"`
-	// Token is the shared bearer token: sent to peers, and required by
-	// this router's snapshot Handler when non-empty. A control character
-	// (a trailing newline) or a space at either end is an error: no
-	// request could carry the token intact.
+	// Token is the secret the replicas share: proved to peers without
+	// being sent (an HMAC over the time and the URL asked; see
+	// Keeper.Handler), and required by this router's snapshot Handler when
+	// non-empty. A control character (a trailing newline) or a space at
+	// either end is an error, as an older release sent the token in a
+	// header, which cannot carry it intact.
 	Token string `json:"token"`
+	// MaxClockSkew is how far the time of a peer's proof of the token may
+	// be from this router's clock, either way, for its Handler to serve
+	// it; a proof dated beyond is refused and counted in
+	// kvroute_snapshot_serves_total as result "clock_skew". It bounds how
+	// long a proof seen on the wire can be replayed, to the same URL only.
+	// A duration string (default "30s").
+	MaxClockSkew time.Duration `json:"maxClockSkew"`
 	// Timeout bounds loading from one source — one peer's whole transfer,
 	// or the file — a duration string (default "2m").
 	Timeout time.Duration `json:"timeout"`
@@ -153,6 +165,8 @@ func (c BootstrapConfig) Validate() error {
 		return fmt.Errorf("maxSectionBytes %d is negative", c.MaxSectionBytes)
 	case c.ServeWriteTimeout < 0:
 		return fmt.Errorf("serveWriteTimeout %v is negative", c.ServeWriteTimeout)
+	case c.MaxClockSkew < 0:
+		return fmt.Errorf("maxClockSkew %v is negative", c.MaxClockSkew)
 	case c.ServeMinRate < 0:
 		return fmt.Errorf("serveMinRate %d is negative", c.ServeMinRate)
 	}

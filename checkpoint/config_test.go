@@ -20,8 +20,10 @@ func TestConfigJSON(t *testing.T) {
 	require.ErrorContains(t, json.Unmarshal([]byte(`{"pathx":"/tmp/c"}`), &c), "pathx: unknown key")
 
 	var b BootstrapConfig
-	require.NoError(t, json.Unmarshal([]byte(`{"peers":["http://p:9091/kvroute/snapshot"],"timeout":"1m30s","progressTimeout":"750ms","maxSectionBytes":1048576}`), &b))
+	require.NoError(t, json.Unmarshal([]byte(`{"peers":["http://p:9091/kvroute/snapshot"],"timeout":"1m30s","progressTimeout":"750ms","maxSectionBytes":1048576,"maxClockSkew":"10s"}`), &b))
 	require.Equal(t, 90*time.Second, b.Timeout)
+	require.Equal(t, 10*time.Second, b.MaxClockSkew)
+	require.ErrorContains(t, json.Unmarshal([]byte(`{"maxClockSkew":30}`), &BootstrapConfig{}), "maxClockSkew: bare number")
 	require.Equal(t, 750*time.Millisecond, b.ProgressTimeout)
 	require.ErrorContains(t, json.Unmarshal([]byte(`{"Token":"s"}`), &b), "Token: unknown key")
 	data, err := json.Marshal(b)
@@ -43,6 +45,7 @@ func TestConfigValidate(t *testing.T) {
 		{ProgressTimeout: -1}:              "progressTimeout -1ns is negative",
 		{ServeWriteTimeout: -1}:            "serveWriteTimeout -1ns is negative",
 		{ServeMinRate: -1}:                 "serveMinRate -1 is negative",
+		{MaxClockSkew: -1}:                 "maxClockSkew -1ns is negative",
 		{MaxSectionBytes: -1}:              "maxSectionBytes -1 is negative",
 	} {
 		require.EqualError(t, b.Validate(), want)

@@ -36,7 +36,8 @@
 // Config.Interval; the file is replaced atomically), Close writes the last
 // checkpoint, Write writes one now, DropUnlisted clears restored endpoints
 // that the first endpoint list does not name, and Handler serves the index
-// to peers (GET, bearer token from BootstrapConfig.Token). A serve holds
+// to peers (GET; with BootstrapConfig.Token, a proof of the token bound to
+// the URL asked and the time, never the token itself: see Handler). A serve holds
 // one of 4 slots, so it is bounded: each write waits at most
 // BootstrapConfig.ServeWriteTimeout for the peer, and the writes together
 // at most that grace plus their bytes at BootstrapConfig.ServeMinRate,

@@ -2,7 +2,6 @@ package checkpoint
 
 import (
 	"bufio"
-	"crypto/subtle"
 	"net/http"
 	"strconv"
 	"strings"
@@ -28,8 +27,22 @@ const maxConcurrentServes = 4
 // waits. A peer that loses the connection mid-stream gets a truncated
 // snapshot, which it refuses whole.
 //
-// With BootstrapConfig.Token set, a request must carry
-// "Authorization: Bearer <token>" (the scheme's name in any case). Mount the handler on an internal port
+// With BootstrapConfig.Token set, a request must prove the token without
+// carrying it: "Authorization: KVRoute-HMAC t=<unix seconds>, mac=<hex>",
+// mac being HMAC-SHA256, keyed with the token, of a fixed label, t and the
+// URL requested (PeerSource sends it). The handler checks the mac against
+// the snapshot URL this replica advertises (Options.Cluster.SnapshotURL;
+// when it advertises none, the URL the request names, its Host and
+// target), requires the request's path to be that URL's, and t to be
+// within BootstrapConfig.MaxClockSkew of its clock; the comparisons are
+// in constant time. A proof is thus good only for the URL it names, for a
+// short while: one collected by whoever a peer's record in Redis points
+// to opens no other replica. A refused request is answered 401 and
+// counted (result "unauthorized", or "clock_skew" for a valid proof dated
+// beyond the skew). For a rolling upgrade from a release that sent the
+// token itself, "Authorization: Bearer <token>" (the scheme's name in any
+// case) is still accepted, and logged; the next release refuses it.
+// Mount the handler on an internal port
 // only (not a gateway's public listener): the snapshot reveals which
 // prefixes every engine caches, and serving one costs a pass over the
 // index. At most 4 snapshots are served at once; a request beyond that is
@@ -48,10 +61,19 @@ func (k *Keeper) Handler() http.Handler {
 			return
 		}
 		if k.token != "" {
-			got, ok := bearerToken(req.Header.Get("Authorization"))
-			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(k.token)) != 1 {
+			switch checkAuth(req, k.token, k.self, k.set.Clk().Now(), k.skew) {
+			case authOK:
+			case authLegacy:
+				k.log.Warn("Snapshot asked with a plain bearer token (a replica of an older release): served, but this release is the last to accept it", "peer", req.RemoteAddr)
+			case authClockOff:
+				k.met.serves.WithLabelValues("clock_skew").Inc()
+				k.log.Warn("Snapshot refused: the peer's proof is dated beyond bootstrap.maxClockSkew of this replica's clock", "peer", req.RemoteAddr, "maxClockSkew", k.skew)
+				w.Header().Set("WWW-Authenticate", authScheme+` realm="kvroute-snapshot"`)
+				http.Error(w, "unauthorized: clock skew", http.StatusUnauthorized)
+				return
+			default:
 				k.met.serves.WithLabelValues("unauthorized").Inc()
-				w.Header().Set("WWW-Authenticate", `Bearer realm="kvroute-snapshot"`)
+				w.Header().Set("WWW-Authenticate", authScheme+` realm="kvroute-snapshot"`)
 				http.Error(w, "unauthorized", http.StatusUnauthorized)
 				return
 			}

@@ -23,7 +23,8 @@ type Options struct {
 	telemetry.Set
 	// Cluster is the router's pool of replicas: when it is enabled and
 	// BootstrapConfig.Peers is empty, the pool's live replicas are the
-	// first source (ClusterPeerSource).
+	// first source (ClusterPeerSource). Its SnapshotURL, when set, is the
+	// URL the Handler requires a peer's proof of the token to name.
 	Cluster cluster.Config
 	// Sources are further sources of the index's starting state, tried
 	// after the peers and the checkpoint file.
@@ -53,6 +54,13 @@ type Keeper struct {
 	met   *metrics
 	cfg   Config
 	token string
+	// self is the snapshot URL this replica advertises
+	// (Options.Cluster.SnapshotURL), which a peer's proof must name; empty:
+	// the URL each request names.
+	self string
+	// skew is the clock skew a peer's proof may show
+	// (BootstrapConfig.MaxClockSkew).
+	skew time.Duration
 	// stall is the time each write of a served snapshot may wait for the
 	// peer (BootstrapConfig.ServeWriteTimeout).
 	stall time.Duration
@@ -87,7 +95,11 @@ func Restore(ctx context.Context, ix *kvindex.Index, cfg Config, boot BootstrapC
 		return nil, err
 	}
 	k := &Keeper{ix: ix, set: opts.Set, log: opts.Log(), met: met, cfg: cfg, token: boot.Token,
-		stall: boot.ServeWriteTimeout, minRate: boot.ServeMinRate, serving: make(chan struct{}, maxConcurrentServes)}
+		stall: boot.ServeWriteTimeout, minRate: boot.ServeMinRate, serving: make(chan struct{}, maxConcurrentServes),
+		self: opts.Cluster.SnapshotURL, skew: boot.MaxClockSkew}
+	if k.skew <= 0 {
+		k.skew = DefaultBootstrapMaxClockSkew
+	}
 	if k.stall <= 0 {
 		k.stall = DefaultServeWriteTimeout
 	}

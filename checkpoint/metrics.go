@@ -36,7 +36,7 @@ func newMetrics() *metrics {
 		}),
 		serves: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvroute_snapshot_serves_total",
-			Help: "Snapshots served to peers by result (ok, unauthorized, method_not_allowed, error, busy: 4 were being served already, stalled: the peer stopped reading for bootstrap.serveWriteTimeout, too_slow: the peer read slower on average than bootstrap.serveMinRate).",
+			Help: "Snapshots served to peers by result (ok, unauthorized: no valid proof of bootstrap.token for this replica's URL, clock_skew: a valid proof dated beyond bootstrap.maxClockSkew, method_not_allowed, error, busy: 4 were being served already, stalled: the peer stopped reading for bootstrap.serveWriteTimeout, too_slow: the peer read slower on average than bootstrap.serveMinRate).",
 		}, []string{"result"}),
 	}
 	for _, r := range []string{"ok", "error"} {

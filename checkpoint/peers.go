@@ -222,8 +222,8 @@ func (a *peerAttempt) open() {
 		a.err = fmt.Errorf("kvroute: peer %s: %w", s.URL, err)
 		return
 	}
-	if s.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+s.Token)
+	if s.Token != "" { // a proof of the token for this URL, not the token (see Keeper.Handler)
+		req.Header.Set("Authorization", snapshotAuthorization(s.Token, s.URL, a.clk.Now()))
 	}
 	req.Header.Set("Accept", SnapshotContentType)
 	c := s.Client

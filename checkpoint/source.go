@@ -122,8 +122,13 @@ func copyFile(ctx context.Context, path string, w io.Writer, opened chan<- error
 // PeerSource loads the snapshot a peer router serves (Keeper.Handler),
 // validated exactly as a file is.
 type PeerSource struct {
-	URL   string // the peer's snapshot handler, e.g. "http://10.0.0.5:9091/kvroute/snapshot"
-	Token string // sent as "Authorization: Bearer <Token>" when non-empty
+	URL string // the peer's snapshot handler, e.g. "http://10.0.0.5:9091/kvroute/snapshot"
+	// Token, when non-empty, is proved to the peer without being sent:
+	// "Authorization: KVRoute-HMAC t=<unix seconds>, mac=<hex>", an
+	// HMAC-SHA256 keyed with Token over the time and URL (see
+	// Keeper.Handler), so that a peer URL that is not what it claims
+	// collects nothing it can use elsewhere.
+	Token string
 	// Client makes the request; nil uses a client without overall timeout
 	// (the context bounds the transfer).
 	Client *http.Client

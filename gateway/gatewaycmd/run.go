@@ -71,7 +71,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&checkpointPath, "checkpoint", "", "index checkpoint file: loaded at start, rewritten periodically and at shutdown")
 	fs.DurationVar(&checkpointInterval, "checkpoint-interval", checkpoint.DefaultInterval, "period of checkpoint writes (negative: only at shutdown)")
 	fs.StringVar(&peers, "peers", "", "comma-separated snapshot URLs of peer gateways (http://host:port/kvroute/snapshot) to load the index from at start")
-	fs.StringVar(&peerToken, "peer-token", "", "shared bearer token for --peers and --snapshot-listen (default $KVROUTE_PEER_TOKEN)")
+	fs.StringVar(&peerToken, "peer-token", "", "shared secret for --peers and --snapshot-listen, proved to peers with an HMAC, never sent (default $KVROUTE_PEER_TOKEN)")
 	fs.StringVar(&o.snapshotListen, "snapshot-listen", "", "internal address serving this gateway's index snapshot to peers at /kvroute/snapshot (never the public listener)")
 	if err := cliflag.Parse(fs, args, os.Stdout); err != nil {
 		return options{}, err
