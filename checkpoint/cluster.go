@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -36,8 +37,16 @@ func (s ClusterPeerSource) String() string {
 	return "live replicas of pool " + s.Cluster.WithDefaults().Pool
 }
 
+// errPoolUnreachable is the pool's Redis not answering the listing of its
+// replicas: counted as result "redis_unreachable", not "missing", so that
+// an outage does not pass for a pool with no live replica. Like
+// ErrNoSnapshot it is no failure of Restore, which goes on to the next
+// source.
+var errPoolUnreachable = errors.New("kvroute: the pool's Redis did not answer")
+
 // Load lists the live peers and loads the first valid snapshot among them;
-// no live peer with a snapshot URL is ErrNoSnapshot.
+// no live peer with a snapshot URL is ErrNoSnapshot, and Redis not
+// answering the listing an error counted as "redis_unreachable".
 func (s ClusterPeerSource) Load(ctx context.Context, ix *kvindex.Index) (kvindex.SnapshotInfo, error) {
 	return s.loadPeers(ctx, ix, 0, nil)
 }
@@ -48,7 +57,8 @@ func (s ClusterPeerSource) loadPeers(ctx context.Context, ix *kvindex.Index, tim
 		if ctx.Err() != nil {
 			return kvindex.SnapshotInfo{}, fmt.Errorf("kvroute: listing the pool's replicas: %w", context.Cause(ctx))
 		}
-		return kvindex.SnapshotInfo{}, fmt.Errorf("%w: listing the pool's replicas: %v", ErrNoSnapshot, err)
+		// Not ErrNoSnapshot: an outage is no empty pool (see errPoolUnreachable).
+		return kvindex.SnapshotInfo{}, fmt.Errorf("%w (%s): listing the pool's replicas: %w", errPoolUnreachable, s.Cluster.Addrs, err)
 	}
 	if len(peers) == 0 {
 		return kvindex.SnapshotInfo{}, fmt.Errorf("%w: no live replica of the pool advertises a snapshot (members passed over: %v)", ErrNoSnapshot, skipped)

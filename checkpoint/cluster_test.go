@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"net"
 	"testing"
 	"time"
 
@@ -98,4 +99,28 @@ func TestRestoreFromAPoolWithoutSnapshotsSaysWhy(t *testing.T) {
 	require.NoError(t, err)
 	k.Close()
 	require.Contains(t, logs.String(), "1 without a snapshot URL")
+}
+
+// A pool whose Redis does not answer at start is counted as
+// redis_unreachable, not as missing: an outage looked like a pool with no
+// live replica, and the operator of a replica that started empty looked
+// for the wrong cause. It is no failure of Restore, which goes on to the
+// next source.
+func TestRestoreWithThePoolsRedisDownCountsIt(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close()) // nothing listens there now
+	reg := prometheus.NewRegistry()
+	var logs bytes.Buffer
+	k, err := Restore(context.Background(), newIndex(t, testBlockSize), Config{}, BootstrapConfig{},
+		Options{Set: telemetry.Set{Registerer: reg, Logger: slog.New(slog.NewTextHandler(&logs, nil))},
+			Cluster: cluster.Config{Addrs: []string{addr}, Pool: "down", ReplicaID: "b", OpTimeout: time.Second}})
+	require.NoError(t, err)
+	require.Equal(t, 1.0, restores(t, reg, "cluster_peer", "redis_unreachable"))
+	require.Zero(t, restores(t, reg, "cluster_peer", "missing"))
+	k.Close()
+	require.Contains(t, logs.String(), "level=WARN")
+	require.Contains(t, logs.String(), addr)
 }

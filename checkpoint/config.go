@@ -73,8 +73,13 @@ type BootstrapConfig struct {
 	// order: when the peer asked has not begun sending its snapshot within
 	// half of progressTimeout (at most a second), the next is asked too,
 	// and the first to begin sending is loaded (the others are cancelled,
-	// and asked again should it fail). The first valid snapshot wins. Peers
-	// are tried before the checkpoint file (a live peer's state is newer).
+	// and asked again should it fail). The first valid snapshot wins. A
+	// peer that answers 503 with Retry-After (busy serving 4 others;
+	// counted in kvroute_index_restore_total as result "busy") is asked
+	// again once that time has passed (at least 1s) when no other peer is
+	// left to ask, if that time falls within Timeout of the bootstrap's
+	// start; else its refusal stands. Peers are tried before the
+	// checkpoint file (a live peer's state is newer).
 	Peers []string `json:"peers"`
 	// Token is the secret the replicas share: proved to peers without
 	// being sent (an HMAC over the time and the URL asked; see

@@ -22,7 +22,10 @@
 // that delivers a valid snapshot wins. Every snapshot is validated whole
 // (format and key-scheme versions, block size, checksums, section bounds)
 // before any of it is used: a bad one leaves the index empty, is logged and
-// counted in kvroute_index_restore_total by result, and a refused file is
+// counted in kvroute_index_restore_total by result (a busy peer's 503 is
+// "busy", and the peer is asked again after its Retry-After when no other
+// is left; a pool whose Redis does not answer is "redis_unreachable", not
+// "missing"), and a refused file is
 // kept as <path>.rejected for inspection. A peer that sends nothing for
 // BootstrapConfig.ProgressTimeout is abandoned; ending Restore's context
 // abandons the whole restore. The hedge delay and the progress timeouts run

@@ -47,7 +47,8 @@ const maxConcurrentServes = 4
 // prefixes every engine caches, and serving one costs a pass over the
 // index. At most 4 snapshots are served at once; a request beyond that is
 // answered 503 with Retry-After and counted (result "busy"), and a
-// bootstrapping peer tries another replica. A peer that stops reading for
+// bootstrapping peer tries another replica, asking this one again once
+// Retry-After has passed should no other serve it (see BootstrapConfig.Peers). A peer that stops reading for
 // BootstrapConfig.ServeWriteTimeout is cut off, giving its slot back, and
 // counted (result "stalled"); so is a peer that keeps reading but takes
 // the snapshot slower than BootstrapConfig.ServeMinRate after that grace

@@ -16,7 +16,7 @@ func newMetrics() *metrics {
 	m := &metrics{
 		restores: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvroute_index_restore_total",
-			Help: "Attempts to start the index from a source (file, peer) by result: loaded, missing, truncated, checksum, bad_magic, format_version, key_scheme, block_size, malformed, too_large, conflict, read_error, refused, timeout, unreachable.",
+			Help: "Attempts to start the index from a source (file, peer) by result: loaded, missing, redis_unreachable (the pool's Redis did not answer the listing of its replicas), busy, truncated, checksum, bad_magic, format_version, key_scheme, block_size, malformed, too_large, conflict, read_error, refused, timeout, unreachable.",
 		}, []string{"source", "result"}),
 		restoredMemberships: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "kvroute_index_restored_memberships",

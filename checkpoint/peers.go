@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -23,6 +25,15 @@ const maxHedgeDelay = time.Second
 // errPeerStalled is a peer that sent nothing for its progress timeout; it
 // is counted as result "timeout".
 var errPeerStalled = errors.New("kvroute: peer stalled")
+
+// errPeerBusy is a peer answering 503 with Retry-After: serving as many
+// snapshots as it will at once. It is counted as result "busy".
+var errPeerBusy = errors.New("kvroute: peer busy")
+
+// minRetryAfter is the least wait before a busy peer is asked again,
+// whatever its Retry-After says ("0" included), so that a bootstrap never
+// hammers a peer.
+const minRetryAfter = time.Second
 
 // clockKey is the context key of the clock a peer race runs on.
 type clockKey struct{}
@@ -85,6 +96,12 @@ func (ps configuredPeers) loadPeers(ctx context.Context, ix *kvindex.Index, time
 // in their order, should it fail. A peer that sends nothing for its
 // progress timeout — before its headers or mid-stream — is abandoned with
 // errPeerStalled; timeout (0: none) bounds one peer's whole transfer.
+//
+// A peer that answers 503 with Retry-After (busy serving other peers) is
+// asked again once that time has passed, but only when no other peer is
+// left to ask or running, and only when the time falls within timeout
+// (DefaultBootstrapTimeout when 0) of the race's start; otherwise its
+// refusal stands.
 //
 // report (nil: none) is called once for each peer that loaded or failed;
 // peers cancelled because another began first, or because ctx ended, are
@@ -149,8 +166,37 @@ func racePeers(ctx context.Context, ix *kvindex.Index, peers []PeerSource, timeo
 	}
 	hedge := clk.NewTimer(hedgeDelay)
 	defer hedge.Stop()
+	bound := timeout
+	if bound <= 0 {
+		bound = DefaultBootstrapTimeout
+	}
+	deadline := clk.Now().Add(bound) // of the waits for busy peers
+	type busyPeer struct {
+		peer int
+		at   time.Time
+	}
+	var later []busyPeer // busy peers to ask again, by time
 	var errs []error
 	for {
+		if len(running) == 0 && len(queue) == 0 && len(later) > 0 {
+			// Every other peer failed: wait for the first busy one's time.
+			wait := clk.NewTimer(later[0].at.Sub(clk.Now()))
+			select {
+			case <-ctx.Done():
+				wait.Stop()
+				return kvindex.SnapshotInfo{}, fmt.Errorf("kvroute: loading from peers: %w", context.Cause(ctx))
+			case <-wait.C():
+			}
+			now := clk.Now()
+			for len(later) > 0 && !later[0].at.After(now) {
+				queue = append(queue, later[0].peer)
+				later = later[1:]
+			}
+			slices.Sort(queue)
+			if len(queue) == 0 {
+				continue
+			}
+		}
 		if len(running) == 0 {
 			if len(queue) == 0 {
 				if len(errs) == 1 {
@@ -186,6 +232,12 @@ func racePeers(ctx context.Context, ix *kvindex.Index, peers []PeerSource, timeo
 				return a.info, nil
 			}
 			errs = append(errs, a.err)
+			if a.retryAfter > 0 {
+				if at := clk.Now().Add(max(a.retryAfter, minRetryAfter)); !at.After(deadline) {
+					i, _ := slices.BinarySearchFunc(later, at, func(b busyPeer, t time.Time) int { return b.at.Compare(t) })
+					later = slices.Insert(later, i, busyPeer{peer: a.peer, at: at})
+				}
+			}
 		}
 	}
 }
@@ -210,6 +262,8 @@ type peerAttempt struct {
 	snap   *bufio.Reader // the body, its first byte received
 	info   kvindex.SnapshotInfo
 	err    error
+	// retryAfter is the Retry-After of a busy peer's 503 (0: none).
+	retryAfter time.Duration
 }
 
 // open requests the snapshot and waits for its first byte; a.err is set
@@ -240,12 +294,36 @@ func (a *peerAttempt) open() {
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
 		a.err = fmt.Errorf("%w: peer %s answered %s", errPeerStatus, s.URL, resp.Status)
+		if resp.StatusCode == http.StatusServiceUnavailable {
+			if d, ok := retryAfter(resp.Header.Get("Retry-After"), a.clk.Now()); ok {
+				a.retryAfter = max(d, time.Nanosecond)
+				a.err = fmt.Errorf("%w: peer %s answered %s, Retry-After %v", errPeerBusy, s.URL, resp.Status, d)
+			}
+		}
 		return
 	}
 	a.snap = bufio.NewReaderSize(&watchedBody{r: resp.Body, w: a.watch}, 64<<10)
 	if _, err := a.snap.Peek(1); err != nil {
 		a.err = fmt.Errorf("kvroute: peer %s: %w", s.URL, snapshotStartError(err))
 	}
+}
+
+// retryAfter reads a Retry-After value, delay-seconds or an HTTP date
+// (RFC 9110, section 10.2.3), as a wait from now (0 for a date past).
+func retryAfter(v string, now time.Time) (time.Duration, bool) {
+	if v == "" {
+		return 0, false
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n < 0 {
+			return 0, false
+		}
+		return time.Duration(min(n, int64(time.Duration(math.MaxInt64)/time.Second))) * time.Second, true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0), true
+	}
+	return 0, false
 }
 
 // load reads the snapshot into ix, setting a.info and a.err.

@@ -16,12 +16,16 @@ func restoreResult(err error) string {
 	switch {
 	case err == nil:
 		return "loaded"
+	case errors.Is(err, errPoolUnreachable):
+		return "redis_unreachable"
 	case errors.Is(err, ErrNoSnapshot):
 		return "missing"
 	case errors.Is(err, errPeerStalled), errors.Is(err, context.DeadlineExceeded):
 		return "timeout" // before the reasons: a read cut by a deadline is a read_error
 	case errors.As(err, &se):
 		return se.Reason
+	case errors.Is(err, errPeerBusy):
+		return "busy"
 	case errors.Is(err, errPeerStatus):
 		return "refused"
 	}
@@ -44,7 +48,7 @@ func (k *Keeper) restore(ctx context.Context, ix *kvindex.Index, sources []Index
 			info, err = ps.loadPeers(ctx, ix, timeout, func(p PeerSource, info kvindex.SnapshotInfo, err error, elapsed time.Duration) {
 				k.outcome(src.Kind(), p.URL, info, err, elapsed)
 			})
-			if err != nil && errors.Is(err, ErrNoSnapshot) {
+			if err != nil && (errors.Is(err, ErrNoSnapshot) || errors.Is(err, errPoolUnreachable)) { // no peer was asked: the source's own outcome
 				k.outcome(src.Kind(), src.String(), info, err, time.Since(start))
 			}
 		} else {
@@ -80,6 +84,8 @@ func (k *Keeper) outcome(kind, from string, info kvindex.SnapshotInfo, err error
 			"endpoints", len(info.Endpoints), "memberships", info.Memberships, "bytes", info.Bytes,
 			"elapsed", elapsed)
 		k.met.restoredMemberships.Set(float64(info.Memberships))
+	case errors.Is(err, errPoolUnreachable):
+		k.log.Warn("The pool's Redis did not answer; its replicas' snapshots not tried", "source", kind, "from", from, "err", err)
 	case errors.Is(err, ErrNoSnapshot):
 		k.log.Info("No index snapshot to restore", "source", kind, "from", from, "reason", err.Error())
 	default:
