@@ -186,6 +186,10 @@ func TestBootstrapLimitKeys(t *testing.T) {
 	require.Equal(t, 20*time.Second, got.Bootstrap.ServeWriteTimeout)
 	require.EqualValues(t, 65536, got.Bootstrap.ServeMinRate)
 	require.EqualValues(t, 1<<20, got.Bootstrap.MaxSectionBytes)
+	skew, err := LoadConfig(strings.NewReader(`{"bootstrap":{"maxClockSkew":"10s"}}`))
+	require.NoError(t, err)
+	require.Equal(t, 10*time.Second, skew.Bootstrap.MaxClockSkew)
+	require.Zero(t, DefaultConfig().Bootstrap.MaxClockSkew, "zero: checkpoint.DefaultBootstrapMaxClockSkew")
 	data, err := json.Marshal(got)
 	require.NoError(t, err)
 	require.Contains(t, string(data), `"progressTimeout":"750ms"`)
@@ -207,6 +211,8 @@ func TestBootstrapLimitKeys(t *testing.T) {
 		`{"bootstrap":{"maxSectionBytes":-1}}`:        "bootstrap.maxSectionBytes",
 		`{"bootstrap":{"maxSectionBytes":"1MiB"}}`:    "bootstrap.maxSectionBytes",
 		`{"bootstrap":{"max_section_bytes":1048576}}`: "bootstrap.max_section_bytes",
+		`{"bootstrap":{"maxClockSkew":30}}`:           "bootstrap.maxClockSkew",
+		`{"bootstrap":{"maxClockSkew":"-1s"}}`:        "bootstrap.maxClockSkew",
 	} {
 		_, err := LoadConfig(strings.NewReader(in))
 		require.ErrorIs(t, err, ErrInvalidConfig, in)
