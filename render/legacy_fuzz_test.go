@@ -120,7 +120,7 @@ func checkChatContent(t *testing.T, body, content []byte) {
 }
 
 // checkResponsesCount fails unless a Responses body translated into n
-// messages: one for the instructions when set, and one for the input
+// messages: one for the instructions when set and not empty, and one for the input
 // string or for each input item.
 func checkResponsesCount(t *testing.T, body []byte, n int) {
 	t.Helper()
@@ -129,7 +129,7 @@ func checkResponsesCount(t *testing.T, body []byte, n int) {
 		t.Fatalf("%q: accepted, but not an object: %v", body, err)
 	}
 	want := 0
-	if in := top["instructions"]; len(in) > 0 && string(in) != "null" {
+	if in := top["instructions"]; len(in) > 0 && string(in) != "null" && string(in) != `""` {
 		want++
 	}
 	var items []json.RawMessage

@@ -60,7 +60,10 @@ func translateResponses(body []byte, model string) ([]byte, error) {
 		if err := json.Unmarshal(req.Instructions, &s); err != nil {
 			return nil, untranslatable("instructions must be a string")
 		}
-		out.Messages = append(out.Messages, chatMessage{Role: "system", Content: s})
+		// vLLM adds instructions only when they are a non-empty string.
+		if s != "" {
+			out.Messages = append(out.Messages, chatMessage{Role: "system", Content: s})
+		}
 	}
 	var s string
 	switch {

@@ -148,3 +148,15 @@ func TestLegacyTranslationReadsMembersAsVLLM(t *testing.T) {
 		})
 	}
 }
+
+// vLLM adds a Responses request's instructions as a system message only
+// when they are a non-empty string (construct_input_messages tests them for
+// truth): "instructions": "" renders as no instructions at all, not as an
+// empty system message the chat template would write out.
+func TestLegacyResponsesEmptyInstructionsAreNone(t *testing.T) {
+	want, err := translateResponses([]byte(`{"input":"hi"}`), "m")
+	require.NoError(t, err)
+	got, err := translateResponses([]byte(`{"instructions":"","input":"hi"}`), "m")
+	require.NoError(t, err)
+	require.Equal(t, string(want), string(got))
+}
