@@ -16,6 +16,9 @@ type (
 		Model    string        `json:"model,omitempty"`
 		Messages []chatMessage `json:"messages"`
 		Tools    []any         `json:"tools,omitempty"`
+		// ChatTemplateKwargs are the Messages request's, passed on as
+		// vLLM's chat translation passes them.
+		ChatTemplateKwargs json.RawMessage `json:"chat_template_kwargs,omitempty"`
 	}
 	chatMessage struct {
 		Role       string         `json:"role"`
@@ -68,6 +71,9 @@ type (
 		System   json.RawMessage `json:"system"`
 		Messages []amMessage     `json:"messages"`
 		Tools    []amTool        `json:"tools"`
+		// ChatTemplateKwargs reach the chat template (vLLM's
+		// AnthropicMessagesRequest has them, and its translation keeps them).
+		ChatTemplateKwargs json.RawMessage `json:"chat_template_kwargs"`
 	}
 	amMessage struct {
 		Role    string          `json:"role"`
@@ -118,7 +124,7 @@ func translateMessages(body []byte, model string) ([]byte, error) {
 	if err := jsonexact.Unmarshal(body, &req); err != nil {
 		return nil, fmt.Errorf("%w: messages request: %v", ErrInvalidRequest, err)
 	}
-	out := chatRequest{Model: model, Messages: []chatMessage{}}
+	out := chatRequest{Model: model, Messages: []chatMessage{}, ChatTemplateKwargs: nonNull(req.ChatTemplateKwargs)}
 	if sys, err := translateSystem(req.System); err != nil {
 		return nil, err
 	} else if sys != nil {

@@ -160,3 +160,23 @@ func TestLegacyResponsesEmptyInstructionsAreNone(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, string(want), string(got))
 }
+
+// vLLM's Anthropic Messages request carries chat_template_kwargs and its
+// chat translation passes them on to the chat template (a Qwen3 client's
+// {"enable_thinking": false} changes the generation prompt), so the legacy
+// translation passes them on too; null is none.
+func TestLegacyMessagesKeepChatTemplateKwargs(t *testing.T) {
+	out, err := translateMessages([]byte(`{"messages":[{"role":"user","content":"hi"}],"chat_template_kwargs":{"enable_thinking":false}}`), "m")
+	require.NoError(t, err)
+	var got struct {
+		ChatTemplateKwargs map[string]any `json:"chat_template_kwargs"`
+	}
+	require.NoError(t, json.Unmarshal(out, &got))
+	require.Equal(t, map[string]any{"enable_thinking": false}, got.ChatTemplateKwargs, "%s", out)
+
+	want, err := translateMessages([]byte(`{"messages":[{"role":"user","content":"hi"}]}`), "m")
+	require.NoError(t, err)
+	out, err = translateMessages([]byte(`{"messages":[{"role":"user","content":"hi"}],"chat_template_kwargs":null}`), "m")
+	require.NoError(t, err)
+	require.Equal(t, string(want), string(out))
+}
