@@ -130,3 +130,24 @@ func renderedRouter(t *testing.T, url string) (*Router, []Endpoint) {
 	require.NoError(t, r.SetEndpoints(eps))
 	return r, eps
 }
+
+// A rendered request is keyed by the render's salt only, as Request.CacheSalt
+// says: the engine salts what the renderer read from the body, so a
+// CacheSalt the caller set beside a body without one (or beside a Messages
+// body, whose cache_salt vLLM drops) is not the engine's and is not used.
+func TestRenderedRequestIgnoresTheCallersCacheSalt(t *testing.T) {
+	defer leakcheck.Check(t)()
+	renderer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`[{"request_id":"r","token_ids":[1,2,3,4,5],"cache_salt":null}]`))
+	}))
+	defer renderer.Close()
+	r, eps := renderedRouter(t, renderer.URL)
+	defer r.Close()
+	body := []byte(`{"model":"test-model","prompt":"hi"}`)
+	d, err := r.Pick(context.Background(), &Request{API: render.APICompletions, Body: body, CacheSalt: "caller", KeepPrompts: true}, eps)
+	require.NoError(t, err)
+	defer d.Done(DoneInfo{})
+	require.Len(t, d.Prompts, 1)
+	require.Empty(t, d.CacheSalt, "the engine caches this prompt unsalted")
+}

@@ -147,9 +147,7 @@ func (r *Router) prompts(ctx context.Context, req *Request, st *pickState) ([]re
 		KeepTokenJSON: req.KeepPrompts}, res); err != nil {
 		return nil, "", err
 	}
-	salt := res.CacheSalt
-	if salt == "" {
-		salt = req.CacheSalt
-	}
-	return res.Prompts, salt, nil
+	// The render's salt only (Request.CacheSalt): the engine salts the
+	// prompt with what the body says, which the renderer read.
+	return res.Prompts, res.CacheSalt, nil
 }
