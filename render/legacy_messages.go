@@ -19,6 +19,10 @@ type (
 		// ChatTemplateKwargs are the Messages request's, passed on as
 		// vLLM's chat translation passes them.
 		ChatTemplateKwargs json.RawMessage `json:"chat_template_kwargs,omitempty"`
+		// AddGenerationPrompt and ContinueFinalMessage are set (false and
+		// true) for a Responses request whose last message is partial.
+		AddGenerationPrompt  *bool `json:"add_generation_prompt,omitempty"`
+		ContinueFinalMessage bool  `json:"continue_final_message,omitempty"`
 	}
 	chatMessage struct {
 		Role       string         `json:"role"`

@@ -21,6 +21,7 @@ type (
 		Type    string          `json:"type"`
 		Role    string          `json:"role"`
 		Content json.RawMessage `json:"content"`
+		Status  string          `json:"status"`
 	}
 	rsPart struct {
 		Type     string          `json:"type"`
@@ -82,6 +83,11 @@ func translateResponses(body []byte, model string) ([]byte, error) {
 				return nil, fmt.Errorf("input[%d]: %w", i, err)
 			}
 			out.Messages = append(out.Messages, m)
+		}
+		// vLLM continues a partial last message instead of opening a new
+		// turn after it (should_continue_final_message).
+		if n := len(items); n > 0 && (items[n-1].Status == "in_progress" || items[n-1].Status == "incomplete") {
+			out.AddGenerationPrompt, out.ContinueFinalMessage = new(false), true
 		}
 	}
 	for i, t := range req.Tools {

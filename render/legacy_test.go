@@ -180,3 +180,33 @@ func TestLegacyMessagesKeepChatTemplateKwargs(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, string(want), string(out))
 }
+
+// vLLM continues a Responses request's last input message, rather than
+// opening a new assistant turn after it, when that message is partial
+// (status "in_progress" or "incomplete"; should_continue_final_message):
+// the chat template then runs with continue_final_message and without a
+// generation prompt, and the legacy translation asks the chat render for
+// the same.
+func TestLegacyResponsesContinuePartialFinalMessage(t *testing.T) {
+	type flags struct {
+		AddGenerationPrompt  *bool `json:"add_generation_prompt"`
+		ContinueFinalMessage *bool `json:"continue_final_message"`
+	}
+	translate := func(status string) flags {
+		body := `{"input":[{"role":"user","content":"tell a story"},{"type":"message","role":"assistant","status":"` + status +
+			`","content":[{"type":"output_text","text":"Once upon"}]}]}`
+		out, err := translateResponses([]byte(body), "m")
+		require.NoError(t, err)
+		var f flags
+		require.NoError(t, json.Unmarshal(out, &f))
+		return f
+	}
+	for _, status := range []string{"in_progress", "incomplete"} {
+		f := translate(status)
+		require.NotNil(t, f.AddGenerationPrompt, status)
+		require.False(t, *f.AddGenerationPrompt, status)
+		require.NotNil(t, f.ContinueFinalMessage, status)
+		require.True(t, *f.ContinueFinalMessage, status)
+	}
+	require.Equal(t, flags{}, translate("completed"), "a completed message gets a new turn: the chat defaults")
+}
