@@ -212,8 +212,9 @@ func (c *Client) Close() {
 
 // SetEndpoints replaces the set of render endpoints (typically the ready
 // model-server endpoints). Calls pick round-robin over the set sorted by ID.
-// Endpoints with an empty ID or an invalid URL are left out and reported in
-// the returned error; the others are used. With a fixed Config.URL it returns
+// Endpoints with an empty ID, an ID that is not UTF-8 or is longer than a
+// host:port can be (it labels the capacity gauges) or an invalid URL are
+// left out and reported in the returned error; the others are used. With a fixed Config.URL it returns
 // ErrFixedURL and changes nothing.
 //
 // An endpoint keeps its slots, queue and recent latency by ID across

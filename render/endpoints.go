@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/kvroute/kvroute/internal/endpointid"
 )
 
 // Endpoint is one renderer the Client may call.
@@ -54,9 +56,10 @@ type picker struct {
 	retired map[string]*endpointState
 }
 
-// set replaces the snapshot. Endpoints with an empty ID or an invalid URL
-// are left out and reported in the returned error; of duplicate IDs the last
-// one wins.
+// set replaces the snapshot. Endpoints with an empty ID, an ID that is not
+// UTF-8 or is over endpointid.MaxBytes (it labels the capacity gauges) or
+// an invalid URL are left out and reported in the returned error; of
+// duplicate IDs the last one wins.
 //
 // An endpoint keeps its state (its gate, latency and queue wait) by ID, also
 // across an update that leaves it out: a readiness flap must not hand it a
@@ -73,6 +76,11 @@ func (p *picker) set(eps []Endpoint) error {
 	for _, ep := range eps {
 		if ep.ID == "" {
 			errs = append(errs, fmt.Errorf("endpoint with URL %q has no ID", ep.URL))
+			continue
+		}
+		// The ID labels the capacity gauges: a value a scrape can export.
+		if err := endpointid.Check(ep.ID); err != nil {
+			errs = append(errs, fmt.Errorf("endpoint with URL %q: %w", ep.URL, err))
 			continue
 		}
 		if err := validateBaseURL(ep.URL); err != nil {

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -59,4 +60,26 @@ func TestCloseUnregisters(t *testing.T) {
 			require.Zero(t, renderFamilies(t, reg))
 		})
 	}
+}
+
+// An endpoint ID labels the capacity gauges, so SetEndpoints leaves out
+// (and reports) one that cannot be a label value or is longer than any
+// host:port: an ID that is not UTF-8 made every scrape panic in the
+// collector (prometheus.MustNewConstMetric), and one of any length made a
+// series of that size.
+func TestSetEndpointsRefusesIDsThatCannotLabelTheGauges(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	c, err := New(Config{}, Options{Set: telemetry.Set{Registerer: reg}})
+	require.NoError(t, err)
+	defer c.Close()
+	long := strings.Repeat("a", 300)
+	err = c.SetEndpoints([]Endpoint{
+		{ID: "bad-\xff", URL: "http://127.0.0.1:1"},
+		{ID: long, URL: "http://127.0.0.1:2"},
+		{ID: "10.0.0.7:8000", URL: "http://127.0.0.1:3"},
+	})
+	require.Error(t, err)
+	require.Equal(t, []Endpoint{{ID: "10.0.0.7:8000", URL: "http://127.0.0.1:3"}}, c.Endpoints())
+	_, err = reg.Gather()
+	require.NoError(t, err)
 }
