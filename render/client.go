@@ -56,6 +56,7 @@ type Client struct {
 	tracer         trace.Tracer    // nil: no tracing
 
 	wroteHook func()          // tests only: called when an exchange's request was written whole
+	queueHook func()          // tests only: called when a request is about to wait for the discovery slot
 	life      context.Context // canceled by Close: ends the exchanges of abandoned hedges
 	endLife   context.CancelFunc
 	backgroundGroup

@@ -3,6 +3,7 @@ package render
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
 	"sync/atomic"
 )
@@ -11,6 +12,7 @@ import (
 type modeState struct {
 	resolved atomic.Pointer[Mode] // nil while unresolved
 	slot     chan struct{}        // one-slot semaphore serializing discovery
+	probed   atomic.Uint64        // probes run so far (under slot)
 	warnOnce sync.Once            // the legacy deprecation warning
 }
 
@@ -30,8 +32,10 @@ func (c *Client) configuredMode(r route) Mode {
 
 // modeFor returns the mode a Messages or Responses request uses. In auto mode
 // it runs discovery when the mode is still unresolved (serialized; a waiting
-// request gives up when ctx ends). A request that finds the mode unresolved
-// after discovery is sent natively; its own result never changes the mode.
+// request gives up when ctx ends, and does not probe again when the probe it
+// waited for left the mode unresolved). A request that finds the mode
+// unresolved after discovery is sent natively; its own result never changes
+// the mode.
 func (c *Client) modeFor(ctx context.Context, r route, auth, model string) (Mode, *Error) {
 	mode := c.configuredMode(r)
 	if mode != ModeAuto {
@@ -44,8 +48,9 @@ func (c *Client) modeFor(ctx context.Context, r route, auth, model string) (Mode
 		return *m, nil
 	}
 	// An unresolved outcome is logged by discover and retried by the next
-	// request; this one goes to the native route.
-	if m, _ := c.discover(ctx, r, auth, model); m != ModeAuto {
+	// request; this one goes to the native route, as do those that queued
+	// for the slot behind the probe.
+	if m, _ := c.discover(ctx, r, auth, model, false); m != ModeAuto {
 		c.noteLegacy(r, m)
 		return m, nil
 	}
@@ -87,7 +92,7 @@ func (c *Client) Discover(ctx context.Context, api API, authorization string) (M
 	}
 	bctx, cancel := context.WithTimeout(ctx, c.budget(r))
 	defer cancel()
-	m, err := c.discover(bctx, r, authorization, "")
+	m, err := c.discover(bctx, r, authorization, "", true)
 	if err != nil {
 		return m, err
 	}
@@ -96,8 +101,17 @@ func (c *Client) Discover(ctx context.Context, api API, authorization string) (M
 
 // discover runs the probe protocol once under the API's slot. It returns
 // ModeAuto and the error that left the mode unresolved, or the resolved mode.
-func (c *Client) discover(ctx context.Context, r route, auth, model string) (Mode, *Error) {
+// Unless always is set (Discover), a caller that waited for the slot while
+// another caller's probe ran does not probe again when that probe left the
+// mode unresolved: it returns ModeAuto at once, so that callers queued
+// behind a renderer failing or slow to answer the probe wait for that one
+// probe, not for one each.
+func (c *Client) discover(ctx context.Context, r route, auth, model string, always bool) (Mode, *Error) {
 	st := &c.modes[modeIndex(r)]
+	probed := st.probed.Load()
+	if h := c.queueHook; h != nil {
+		h()
+	}
 	select {
 	case st.slot <- struct{}{}:
 	case <-ctx.Done():
@@ -110,7 +124,11 @@ func (c *Client) discover(ctx context.Context, r route, auth, model string) (Mod
 	if c.closed.Load() {
 		return ModeAuto, &Error{Reason: ReasonOther, Err: ErrClosed}
 	}
+	if !always && st.probed.Load() != probed {
+		return ModeAuto, &Error{Reason: ReasonOther, Err: errProbedWhileQueued}
+	}
 	mode, err := c.probe(ctx, r, auth, model)
+	st.probed.Add(1)
 	if mode == ModeAuto {
 		c.log.Info("render: mode discovery unresolved; will probe again on the next request",
 			"path", routePaths[r], "error", err.Error())
@@ -120,6 +138,10 @@ func (c *Client) discover(ctx context.Context, r route, auth, model string) (Mod
 	c.log.Info("render: mode resolved", "path", routePaths[r], "mode", string(mode))
 	return mode, nil
 }
+
+// errProbedWhileQueued is discover's error for a caller that queued behind
+// a probe that left the mode unresolved.
+var errProbedWhileQueued = errors.New("render: mode discovery unresolved by the probe run while this request waited")
 
 // probe sends the native probe and, when the native route is missing, the
 // chat-completions probe.

@@ -2,6 +2,7 @@ package render
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -358,4 +359,53 @@ func TestLegacyUntranslatableRequestIsAnError(t *testing.T) {
 	require.Equal(t, ReasonOther, asError(t, err).Reason)
 	require.Equal(t, 1.0, failures(t, reg, "other"))
 	require.Equal(t, 0, s.hits(""))
+}
+
+// Requests that queued for the discovery slot behind a probe that left the
+// mode unresolved go to the native route without probing again: each of
+// them probed in turn, so that behind a renderer failing or slow to answer
+// the probe every Messages request waited for all the probes queued before
+// its own, up to the whole budget, instead of for the one under way.
+func TestDiscoveryQueuedBehindAFailedProbeGoesNative(t *testing.T) {
+	s := newFakeVLLM(t, "a")
+	release := make(chan struct{})
+	entered := make(chan struct{})
+	var once sync.Once
+	s.on(messagesPath, func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if !strings.Contains(string(body), `"warmup"`) {
+			w.Write([]byte(generateRequest([]uint32{1}, "", "")))
+			return
+		}
+		first := false
+		once.Do(func() { first = true; close(entered) })
+		if first {
+			<-release
+		}
+		writeError(w, 500, "InternalServerError", "probe failed")
+	})
+	c := newTestClient(t, nil, s)
+	queued := make(chan struct{}, 16)
+	c.queueHook = func() { queued <- struct{}{} }
+
+	const n = 5
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		_, err := c.Render(context.Background(), messagesReq())
+		assert.NoError(t, err)
+	})
+	<-entered // the first request probes, holding the slot
+	for range n - 1 {
+		wg.Go(func() {
+			_, err := c.Render(context.Background(), messagesReq())
+			assert.NoError(t, err)
+		})
+	}
+	for range n {
+		<-queued // every request reached the slot: the first holds it, the others wait
+	}
+	close(release)
+	wg.Wait()
+	require.Equal(t, 1, len(probes(s)), "one probe for the requests that queued behind it")
+	require.Equal(t, 1+n, s.hits(messagesPath))
 }
