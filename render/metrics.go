@@ -92,7 +92,7 @@ func newMetrics(set telemetry.Set, c *Client) (*metrics, error) {
 	}, []string{"result"})
 	fail := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: MetricFailures,
-		Help: "Failed render calls by reason (timeout, status, connection, decode, no_endpoints, other); caller cancellations are not counted.",
+		Help: "Failed render calls by reason (timeout, status, connection, decode, no_endpoints, saturated, other); caller cancellations are not counted.",
 	}, []string{"reason"})
 	wait := prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    metricQueueWait,

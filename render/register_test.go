@@ -83,3 +83,24 @@ func TestSetEndpointsRefusesIDsThatCannotLabelTheGauges(t *testing.T) {
 	_, err = reg.Gather()
 	require.NoError(t, err)
 }
+
+// The failures counter's help names every reason it is labelled with,
+// kvroute's saturated included.
+func TestFailuresHelpNamesEveryReason(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	c, err := New(Config{}, Options{Set: telemetry.Set{Registerer: reg}})
+	require.NoError(t, err)
+	defer c.Close()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != MetricFailures {
+			continue
+		}
+		for _, r := range failureReasons {
+			require.Contains(t, mf.GetHelp(), string(r))
+		}
+		return
+	}
+	t.Fatal("no failures counter")
+}
