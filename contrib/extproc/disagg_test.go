@@ -78,3 +78,38 @@ func TestDisaggPrefillerHeader(t *testing.T) {
 		h.idle()
 	}
 }
+
+// The request headers llm-d's routing sidecar acts on besides
+// x-prefiller-host-port (the encoder list, the KV-cache source to pull
+// from, the data-parallel rank to forward to) are never the picker's to
+// set, so a client's own values are removed from every request Envoy
+// forwards, with or without a P/D profile, as they would otherwise steer
+// the decode pod's sidecar past the pick.
+func TestClientSidecarRoutingHeadersRemoved(t *testing.T) {
+	defer leakcheck.Check(t)()
+	h := newHarness(t, Config{}, engineOpts{})
+	defer h.close()
+	client := []string{disagg.HeaderPrefiller, "x-encoder-hosts-ports", "x-kv-cache-source-host-port", "x-data-parallel-host-port"}
+	for i, path := range []string{"/v1/completions", "/v1/models"} {
+		st, err := h.client.Process(ctxT(t))
+		require.NoError(t, err)
+		hdrs := envoyHeaders(path, path == "/v1/models", nil)
+		hs := hdrs.GetRequestHeaders().GetHeaders()
+		for _, k := range client {
+			hs.Headers = append(hs.Headers, &corev3.HeaderValue{Key: k, RawValue: []byte("203.0.113.9:1")})
+		}
+		require.NoError(t, st.Send(hdrs))
+		if path != "/v1/models" {
+			require.NoError(t, st.Send(bodyChunk(completionsBody(prompt(400+i, 20, path), false), true)))
+		}
+		hr, err := st.Recv()
+		require.NoError(t, err)
+		mut := hr.GetRequestHeaders().GetResponse().GetHeaderMutation()
+		require.ElementsMatch(t, client, mut.GetRemoveHeaders(), path)
+		for _, k := range client {
+			require.Empty(t, setHeader(mut, k), "%s: %s", path, k)
+		}
+		drain(t, st)
+		h.idle()
+	}
+}

@@ -29,6 +29,10 @@
 //     the same answer sets x-prefiller-host-port on the request to the
 //     prefill endpoint, for the decode pod's routing sidecar, as llm-d's
 //     picker does; otherwise a client's own value of that header is removed.
+//     So are a client's values of the other headers llm-d's sidecar acts
+//     on, which the picker never sets (x-encoder-hosts-ports,
+//     x-kv-cache-source-host-port, x-data-parallel-host-port), as llm-d's
+//     picker clears them: they would steer the sidecar past the pick.
 //     A client's own kv_transfer_params member is removed from the body
 //     too (vLLM's KV connector would pull blocks from the remote_host it
 //     names), unless Config.AllowClientKVTransferParams.

@@ -412,12 +412,20 @@ func (st *streamState) candidates() (eps []kvroute.Endpoint, selected bool) {
 	return eps, false
 }
 
+// sidecarHeaders are the request headers llm-d's routing sidecar acts on
+// besides disagg.HeaderPrefiller, which the picker never sets: the encoder
+// endpoints, the endpoint to pull the prompt's KV blocks from, and the
+// data-parallel rank to forward to. llm-d's picker clears a client's own
+// values; passed on, they would steer the decode pod's sidecar past the
+// pick.
+var sidecarHeaders = []string{"x-encoder-hosts-ports", "x-kv-cache-source-host-port", "x-data-parallel-host-port"}
+
 // answerRequest sends the request-headers response naming the endpoint
 // followed by its fallbacks (list) and, when the request has a body, the
 // body back as streamed mutations of at most maxBodyChunk bytes. A prefill endpoint (a disaggregated
 // request) is named in disagg.HeaderPrefiller, as llm-d's endpoint picker
 // sets it for the decode pod's sidecar; without one a client's own value
-// of that header is removed.
+// of that header is removed, as are a client's sidecarHeaders.
 func (st *streamState) answerRequest(list []string, prefill string, body []byte, fallback bool) error {
 	st.endpoint, st.list = list[0], list
 	c := st.srv.cfg
@@ -441,7 +449,12 @@ func (st *streamState) answerRequest(list []string, prefill string, body []byte,
 		h.AppendAction = corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD // never beside a client's value
 		mut.SetHeaders = append(mut.SetHeaders, h)
 	case len(st.header.Values(disagg.HeaderPrefiller)) > 0:
-		mut.RemoveHeaders = []string{disagg.HeaderPrefiller}
+		mut.RemoveHeaders = append(mut.RemoveHeaders, disagg.HeaderPrefiller)
+	}
+	for _, k := range sidecarHeaders {
+		if len(st.header.Values(k)) > 0 {
+			mut.RemoveHeaders = append(mut.RemoveHeaders, k)
+		}
 	}
 	resp := &extprocv3.ProcessingResponse{
 		Response: &extprocv3.ProcessingResponse_RequestHeaders{RequestHeaders: &extprocv3.HeadersResponse{
