@@ -541,6 +541,12 @@ func (st *streamState) responseHeaders(req *extprocv3.ProcessingRequest, h *extp
 	}}); err != nil {
 		return err
 	}
+	if st.scanning {
+		// Response headers again (Envoy sends them once): the read begun
+		// under the first gives its buffer back before another begins.
+		st.scanning = false
+		st.scan.Release()
+	}
 	if c.ObserveCachedTokens && st.decision != nil && len(st.decision.Roles) == 0 {
 		// A split request's decoder reports the transferred prompt as
 		// cached: no measure of what the index predicted for it.

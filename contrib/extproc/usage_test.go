@@ -203,3 +203,24 @@ func TestEndToEndPickerClosesTheAccuracyLoop(t *testing.T) {
 	require.Zero(t, h.counter("kvroute_router_prediction_missing_total", labels))
 	require.Equal(t, 2.0, h.counter("kvroute_extproc_usage_total", map[string]string{"result": usage.Observed}))
 }
+
+// Response headers that come a second time on a stream read for its usage
+// (a peer out of Envoy's order) do not keep the first read's buffer from
+// the body budget: once the stream ends, the budget holds nothing of it.
+func TestPickerUsageBufferReturnedWhenResponseHeadersRepeat(t *testing.T) {
+	defer leakcheck.Check(t)()
+	h := newHarness(t, Config{ObserveCachedTokens: true}, engineOpts{})
+	defer h.close()
+	st, _ := pickOne(t, h, completionsBody(prompt(2, 40, "repeat"), true))
+	require.NoError(t, st.Send(respHeadersCT("200", "text/event-stream", false)))
+	_, err := st.Recv()
+	require.NoError(t, err)
+	require.NoError(t, st.Send(respBody(`data: {"choices":[],"usage":{"prompt_tokens":`, false))) // a line cut short: buffered
+	_, err = st.Recv()
+	require.NoError(t, err)
+	require.Positive(t, h.gauge(bodyBytesGauge), "the line's buffer is charged")
+	require.NoError(t, st.Send(respHeadersCT("200", "text/event-stream", false)))
+	drain(t, st)
+	h.idle()
+	h.bodyHeld(0)
+}
