@@ -93,7 +93,10 @@
 //     what it read, by result, and the buffer it reads with is charged to
 //     Config.MaxBodyBytesInFlight.
 //   - passes every response body chunk back unchanged (a streamed body
-//     mutation per chunk), so streaming responses stream.
+//     mutation per chunk), so streaming responses stream; when Envoy says
+//     in the stream's first message (protocol_config) that it sends the
+//     response body STREAMED, each chunk is answered without a mutation,
+//     the only answer Envoy takes in that mode.
 //   - makes at most one decision per stream. A request-phase message after
 //     the request's end of stream (another body, even an empty one; the
 //     headers again; trailers twice) is a protocol error: the stream ends

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
@@ -55,6 +56,10 @@ type streamState struct {
 	result   string            // the stream's result, for the status page
 	firstOut bool
 	done     bool
+	// respStreamed: Envoy sends the response body STREAMED, as it said in
+	// the stream's first message (protocol_config), and refuses a streamed
+	// body mutation in that mode: each chunk is answered without one.
+	respStreamed bool
 
 	// The usage of a response read for its cached tokens
 	// (Config.ObserveCachedTokens): scanning from a 2xx response's headers
@@ -159,6 +164,9 @@ func (st *streamState) handle(req *extprocv3.ProcessingRequest) error {
 		case *extprocv3.ProcessingRequest_ResponseHeaders, *extprocv3.ProcessingRequest_ResponseBody, *extprocv3.ProcessingRequest_ResponseTrailers:
 			st.dropBody() // the upstream answered: Envoy took the body it was sent back
 		}
+	}
+	if pc := req.GetProtocolConfig(); pc != nil {
+		st.respStreamed = pc.GetResponseBodyMode() == filterv3.ProcessingMode_STREAMED
 	}
 	if md := req.GetMetadataContext(); md != nil && !st.hasHint {
 		st.subset, st.hasHint = subsetHint(md, st.srv.cfg.SubsetNamespace, st.srv.cfg.SubsetKey)
@@ -575,10 +583,12 @@ func (st *streamState) responseBody(b *extprocv3.HttpBody) error {
 	if b.GetEndOfStream() {
 		st.release()
 	}
+	resp := &extprocv3.CommonResponse{}
+	if !st.respStreamed {
+		resp.BodyMutation = streamedBody(b.GetBody(), b.GetEndOfStream())
+	}
 	return st.send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{
-		ResponseBody: &extprocv3.BodyResponse{Response: &extprocv3.CommonResponse{
-			BodyMutation: streamedBody(b.GetBody(), b.GetEndOfStream()),
-		}},
+		ResponseBody: &extprocv3.BodyResponse{Response: resp},
 	}})
 }
 

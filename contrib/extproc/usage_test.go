@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/stretchr/testify/require"
 
@@ -223,4 +224,53 @@ func TestPickerUsageBufferReturnedWhenResponseHeadersRepeat(t *testing.T) {
 	drain(t, st)
 	h.idle()
 	h.bodyHeld(0)
+}
+
+// An Envoy whose ext_proc filter sends the response body STREAMED, as it
+// says in the stream's first message (protocol_config), refuses a streamed
+// body mutation as a spurious message: the picker answers each response
+// chunk with a plain body response (the chunk goes on unchanged) and still
+// reads the usage from it. Under FULL_DUPLEX_STREAMED, or when Envoy names
+// no modes, every chunk goes back as a streamed body mutation.
+func TestPickerAnswersResponseChunksInEnvoysBodyMode(t *testing.T) {
+	defer leakcheck.Check(t)()
+	h := newHarness(t, Config{ObserveCachedTokens: true}, engineOpts{})
+	defer h.close()
+	for i, mode := range []*extprocv3.ProtocolConfiguration{
+		{RequestBodyMode: filterv3.ProcessingMode_FULL_DUPLEX_STREAMED, ResponseBodyMode: filterv3.ProcessingMode_STREAMED},
+		{RequestBodyMode: filterv3.ProcessingMode_FULL_DUPLEX_STREAMED, ResponseBodyMode: filterv3.ProcessingMode_FULL_DUPLEX_STREAMED},
+		nil,
+	} {
+		streamed := mode.GetResponseBodyMode() == filterv3.ProcessingMode_STREAMED
+		st, err := h.client.Process(ctxT(t))
+		require.NoError(t, err)
+		hdrs := envoyHeaders("/v1/completions", false, nil)
+		hdrs.ProtocolConfig = mode // Envoy names its modes in the stream's first message only
+		require.NoError(t, st.Send(hdrs))
+		require.NoError(t, st.Send(bodyChunk(completionsBody(prompt(500+i, 40, "modes"), false), true)))
+		for range 2 { // the headers' answer, the body's
+			_, err = st.Recv()
+			require.NoError(t, err)
+		}
+		require.NoError(t, st.Send(respHeadersCT("200", "application/json", false)))
+		_, err = st.Recv()
+		require.NoError(t, err)
+		chunks := []string{`{"usage":{"prompt_tokens":90,`, `"prompt_tokens_details":{"cached_tokens":16}}}`}
+		for k, c := range chunks {
+			require.NoError(t, st.Send(respBody(c, k == len(chunks)-1)))
+			br, err := st.Recv()
+			require.NoError(t, err)
+			r := br.GetResponseBody()
+			require.NotNil(t, r, "case %d: a body response", i)
+			if streamed {
+				require.Nil(t, r.GetResponse().GetBodyMutation(), "case %d: STREAMED: the chunk goes on unchanged, no streamed mutation", i)
+			} else {
+				require.Equal(t, c, string(r.GetResponse().GetBodyMutation().GetStreamedResponse().GetBody()), "case %d", i)
+				require.Equal(t, k == len(chunks)-1, r.GetResponse().GetBodyMutation().GetStreamedResponse().GetEndOfStream(), "case %d", i)
+			}
+		}
+		drain(t, st)
+		h.idle()
+		eventually(t, h, float64(i+1), "kvroute_extproc_usage_total", map[string]string{"result": usage.Observed})
+	}
 }
