@@ -41,7 +41,10 @@
 //     API's own (the query kept): vLLM answers the slashed path with a
 //     redirect to its own address, which the client would follow past the
 //     gateway. "/v1/models/" is passed through as "/v1/models" for the
-//     same reason. A request to vLLM's token-in /inference/v1/generate is
+//     same reason. The path is read percent-decoded, as vLLM matches its
+//     routes ("/v1/%63ompletions" is routed as /v1/completions and sent as
+//     that), so that an escaped path does not pass through round robin
+//     with its body, kv_transfer_params included, untouched. A request to vLLM's token-in /inference/v1/generate is
 //     routed by its body's token IDs, multimodal features and cache salt,
 //     without rendering, as the kvroute gateway routes it; a body without
 //     token IDs, or with features vLLM refuses, is answered 400.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/textproto"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -267,8 +268,17 @@ func (st *streamState) route(body []byte) error {
 		}
 		return st.immediate(http.StatusServiceUnavailable, msg)
 	}
-	api, inference := render.APIForPath(st.path)
-	trimmed := strings.TrimRight(st.path, "/")
+	path := st.path
+	if strings.IndexByte(path, '%') >= 0 {
+		// vLLM's server matches its routes on the percent-decoded path:
+		// "/v1/%63ompletions" is its completions route, and is routed as
+		// such (a path with an escape it cannot decode matches none).
+		if p, err := url.PathUnescape(path); err == nil {
+			path = p
+		}
+	}
+	api, inference := render.APIForPath(path)
+	trimmed := strings.TrimRight(path, "/")
 	generate := !inference && trimmed == tokenin.Path
 	if generate {
 		api, inference = apiGenerate, true
@@ -277,7 +287,7 @@ func (st *streamState) route(body []byte) error {
 		// The engine gets the API's (or the model listing's) own path: vLLM
 		// answers one with a trailing slash by a redirect to its own
 		// address (the Host Envoy sends), which the client would follow
-		// past the gateway.
+		// past the gateway; an escaped one gets its plain form.
 		st.rewrite = trimmed + st.query
 	}
 	if body == nil || !inference {
