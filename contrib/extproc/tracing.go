@@ -10,6 +10,8 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/metadata"
+
+	"github.com/kvroute/kvroute/internal/recent"
 )
 
 // TracerName is the instrumentation scope of the picker's spans.
@@ -22,7 +24,8 @@ const TracerName = "github.com/kvroute/kvroute/contrib/extproc"
 // endpoints sent to Envoy, the prefill endpoint of a split request, the
 // pick's outcome, prompt and cached tokens, the endpoint Envoy reported as
 // having served, and the stream's result (the kvroute_extproc_requests_total
-// result label).
+// result label); the path, the model and the served endpoint are cut to 256
+// bytes, as the status page cuts them.
 const SpanRoute = "extproc route"
 
 // Attribute keys of SpanRoute beside the Router's own (kvroute.endpoint and
@@ -89,7 +92,15 @@ func (st *streamState) startSpan() {
 		return
 	}
 	st.ctx, st.span = t.Start(st.parentContext(), SpanRoute, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(attrPath.String(st.path)))
+		trace.WithAttributes(attrPath.String(clipText(st.path))))
+}
+
+// clipText cuts a text from the client or Envoy to the status page's
+// length (recent.MaxText) for a span: a model may be as long as the body
+// limit, and the exporter holds every span it has not sent yet.
+func clipText(s string) string {
+	s, _ = recent.Clip(s)
+	return s
 }
 
 // pickContext is the context the pick runs in: the span's when tracing.
@@ -108,13 +119,13 @@ func (st *streamState) spanAttributes() []attribute.KeyValue {
 	}
 	attrs := []attribute.KeyValue{attrResult.String(st.result)}
 	if st.model != "" {
-		attrs = append(attrs, attrModel.String(st.model))
+		attrs = append(attrs, attrModel.String(clipText(st.model)))
 	}
 	if len(st.list) > 0 {
 		attrs = append(attrs, attrEndpoints.String(strings.Join(st.list, ",")))
 	}
 	if st.served != "" {
-		attrs = append(attrs, attrServed.String(st.served))
+		attrs = append(attrs, attrServed.String(clipText(st.served)))
 	}
 	if d := st.decision; d != nil {
 		attrs = append(attrs, attrOutcome.String(d.Outcome.String()), attrPrompt.Int(d.PromptTokens), attrCached.Int(d.CachedTokens))

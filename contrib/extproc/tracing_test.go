@@ -107,3 +107,39 @@ func TestPickerTracesEachRoutedStream(t *testing.T) {
 		require.NotEmpty(t, attrs[string(attrPrompt)])
 	}
 }
+
+// The span's texts from the client (the path, and the body's model, which
+// may be as long as the body limit) are cut to the status page's length, so
+// that a client whose trace is sampled cannot park megabytes in every span
+// the exporter holds.
+func TestPickerSpanClipsTheClientsTexts(t *testing.T) {
+	defer leakcheck.Check(t)()
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	defer func() { require.NoError(t, tp.Shutdown(context.Background())) }()
+	h := newHarnessOpts(t, Config{}, harnessOpts{tp: tp}, engineOpts{})
+	defer h.close()
+
+	long := strings.Repeat("m", 1<<20)
+	st, err := h.client.Process(ctxT(t))
+	require.NoError(t, err)
+	require.NoError(t, st.Send(envoyHeaders("/v1/completions", false, nil)))
+	require.NoError(t, st.Send(bodyChunk(`{"model":"`+long+`","prompt":"x"}`, true)))
+	drain(t, st)
+	st, err = h.client.Process(ctxT(t))
+	require.NoError(t, err)
+	require.NoError(t, st.Send(envoyHeaders("/"+strings.Repeat("p", 8<<10), true, nil)))
+	drain(t, st)
+	h.idle()
+	var n int
+	for _, sp := range rec.Ended() {
+		if sp.Name() != SpanRoute {
+			continue
+		}
+		n++
+		for _, a := range sp.Attributes() {
+			require.LessOrEqual(t, len(a.Value.Emit()), 256, "attribute %s", a.Key)
+		}
+	}
+	require.Equal(t, 2, n)
+}
