@@ -21,6 +21,10 @@ const (
 	// HeaderFairnessID names the request's flow: requests of one priority
 	// share the queue fairly between fairness IDs.
 	HeaderFairnessID = "X-Gateway-Inference-Fairness-Id"
+	// HeaderFairnessIDLLMD is llm-d's name for the fairness ID, read when
+	// HeaderFairnessID is absent: llm-d's flow control reads only this
+	// one, so clients written for it send only this one.
+	HeaderFairnessIDLLMD = "X-Llm-D-Inference-Fairness-Id"
 	// HeaderQueueTimeout is how long the request may wait in the queue, a
 	// Go duration ("500ms", "2s") in (0, MaxQueueTimeout]; it replaces the
 	// objective's queue timeout.
@@ -46,7 +50,11 @@ func FromHeader(ctx context.Context, h http.Header, now time.Time) (context.Cont
 	if obj != "" {
 		ctx = WithObjective(ctx, obj)
 	}
-	if id := h.Get(HeaderFairnessID); id != "" {
+	id := h.Get(HeaderFairnessID)
+	if id == "" {
+		id = h.Get(HeaderFairnessIDLLMD)
+	}
+	if id != "" {
 		ctx = WithFairnessID(ctx, id)
 	}
 	if v := h.Get(HeaderQueueTimeout); v != "" {

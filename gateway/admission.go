@@ -19,6 +19,8 @@ const (
 	HeaderObjectiveLLMD = admission.HeaderObjectiveLLMD
 	// HeaderFairnessID names the request's flow.
 	HeaderFairnessID = admission.HeaderFairnessID
+	// HeaderFairnessIDLLMD is llm-d's name for HeaderFairnessID.
+	HeaderFairnessIDLLMD = admission.HeaderFairnessIDLLMD
 	// HeaderQueueTimeout is how long the request may wait in the admission
 	// queue; a malformed value is answered 400.
 	HeaderQueueTimeout = admission.HeaderQueueTimeout

@@ -41,7 +41,8 @@
 //
 // With ServerConfig.Admission the Router's picks go through an admission
 // stage (package admission): the request's objective (HeaderObjective, or
-// llm-d's HeaderObjectiveLLMD), fairness ID (HeaderFairnessID) and queue
+// llm-d's HeaderObjectiveLLMD), fairness ID (HeaderFairnessID, or llm-d's
+// HeaderFairnessIDLLMD) and queue
 // timeout (HeaderQueueTimeout; malformed: 400 naming it) decide its priority
 // band, flow and queue deadline. A shed request, or one a full queue
 // refuses, is answered 429 with Retry-After (result "shed"); one that found

@@ -22,6 +22,9 @@ const (
 	// HeaderFairnessID names the request's flow: requests of one priority
 	// share the queue fairly between fairness IDs.
 	HeaderFairnessID = "x-gateway-inference-fairness-id"
+	// HeaderFairnessIDLLMD is llm-d's name for the fairness ID, read when
+	// HeaderFairnessID is absent.
+	HeaderFairnessIDLLMD = "x-llm-d-inference-fairness-id"
 	// HeaderQueueTimeout is how long the request may wait in the admission
 	// queue, a Go duration ("500ms", "2s") in (0, 1h]; it replaces the
 	// objective's queue timeout. A malformed value is answered 400.

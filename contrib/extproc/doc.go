@@ -115,8 +115,9 @@
 // as the kvroute gateway does. It reads, from the request headers Envoy
 // sends, the objective (x-gateway-inference-objective, or llm-d's alias
 // x-llm-d-inference-objective), the fairness ID
-// (x-gateway-inference-fairness-id) and an optional queue timeout
-// (x-kvroute-queue-timeout, a Go duration in (0, 1h]) into the pick's
+// (x-gateway-inference-fairness-id, alias x-llm-d-inference-fairness-id)
+// and an optional queue timeout (x-kvroute-queue-timeout, a Go duration in
+// (0, 1h]) into the pick's
 // context. While every candidate is saturated the pick waits in the
 // admission queue, the ext_proc stream open; Envoy resetting the stream
 // (the client went away) removes the request from the queue at once and

@@ -113,7 +113,7 @@
 // puts an admission stage in front of every pick; off by default. Requests
 // name their objective and fairness ID in the x-gateway-inference-objective
 // (alias x-llm-d-inference-objective) and x-gateway-inference-fairness-id
-// headers, and may shorten their queue time with x-kvroute-queue-timeout.
+// (alias x-llm-d-inference-fairness-id) headers, and may shorten their queue time with x-kvroute-queue-timeout.
 // Refused requests are answered by the picker: 429 with Retry-After (shed,
 // queue full), 503 (queue deadline passed, shutting down), the reason in
 // x-kvroute-admission. --engine-metrics-config FILE (package enginemetrics'

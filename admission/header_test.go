@@ -1,0 +1,54 @@
+package admission
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// FromHeader reads the Inference Extension's headers and llm-d's names for
+// them (each only when the Inference Extension's is absent), the queue
+// timeout as a deadline from now, and refuses a malformed timeout.
+func TestFromHeaderReadsBothProjectsHeaders(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	for _, tc := range []struct {
+		name          string
+		h             map[string]string
+		obj, fairness string
+	}{
+		{"gateway's", map[string]string{HeaderObjective: "premium", HeaderFairnessID: "tenant-a"}, "premium", "tenant-a"},
+		{"llm-d's", map[string]string{"x-llm-d-inference-objective": "batch", "x-llm-d-inference-fairness-id": "tenant-b"}, "batch", "tenant-b"},
+		{"both: the gateway's wins", map[string]string{HeaderObjective: "premium", HeaderObjectiveLLMD: "batch",
+			HeaderFairnessID: "tenant-a", HeaderFairnessIDLLMD: "tenant-b"}, "premium", "tenant-a"},
+		{"none", nil, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := http.Header{}
+			for k, v := range tc.h {
+				h.Set(k, v)
+			}
+			ctx, err := FromHeader(context.Background(), h, now)
+			require.NoError(t, err)
+			require.Equal(t, tc.obj, objectiveOf(ctx))
+			require.Equal(t, tc.fairness, fairnessOf(ctx))
+			require.NotNil(t, recordOf(ctx), "the request's admission record")
+			_, ok := deadlineOf(ctx)
+			require.False(t, ok)
+		})
+	}
+	h := http.Header{}
+	h.Set(HeaderQueueTimeout, "2s")
+	ctx, err := FromHeader(context.Background(), h, now)
+	require.NoError(t, err)
+	d, ok := deadlineOf(ctx)
+	require.True(t, ok)
+	require.Equal(t, now.Add(2*time.Second), d)
+	for _, bad := range []string{"2", "-1s", "0s", "2h"} {
+		h.Set(HeaderQueueTimeout, bad)
+		_, err := FromHeader(context.Background(), h, now)
+		require.Error(t, err, bad)
+	}
+}
