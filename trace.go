@@ -6,6 +6,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/kvroute/kvroute/internal/recent"
 )
 
 // tracerName is the instrumentation scope of the router's spans.
@@ -49,11 +51,19 @@ func (s *Selection) startPick(ctx context.Context) context.Context {
 		return ctx
 	}
 	ctx, s.span = t.Start(ctx, spanPick, trace.WithAttributes(
-		attrRequestID.String(s.req.ID),
+		attrRequestID.String(clipRequestID(s.req.ID)),
 		attrCandidates.Int(len(s.eps)),
 	))
 	s.tctx = ctx
 	return ctx
+}
+
+// clipRequestID cuts a request's ID (a client's X-Request-Id, as long as
+// the host's header limit allows) to 256 bytes for the pick span: the
+// exporter holds every span it has not sent yet.
+func clipRequestID(id string) string {
+	id, _ = recent.Clip(id)
+	return id
 }
 
 // child starts a child span of the pick span; nil when the router does not

@@ -2,8 +2,10 @@ package kvroute
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/kvroute/kvroute/render"
 	"github.com/stretchr/testify/require"
@@ -148,4 +150,25 @@ func TestPickWithoutTracingAllocatesAsBefore(t *testing.T) {
 	legacy, staged := run(r.legacyPick), run(r.Pick)
 	require.LessOrEqual(t, staged, legacy, "staged %v, monolithic %v allocations per pick", staged, legacy)
 	require.Equal(t, 1.0, staged, "the Decision only")
+}
+
+// A client's request ID, as long as its host's header limit allows, is cut
+// at a UTF-8 boundary for the pick span.
+func TestPickSpanClipsTheRequestID(t *testing.T) {
+	r, exp := tracedRouter(t)
+	id := strings.Repeat("é", 5000)
+	d, err := r.Pick(context.Background(), &Request{ID: id, Prompts: []render.Prompt{{TokenIDs: prompt(1, 128)}}}, endpoints(2))
+	if err == nil {
+		d.Done(DoneInfo{})
+	}
+	var got string
+	for _, s := range exp.GetSpans() {
+		if s.Name == spanPick {
+			got = attrs(s)[attrRequestID].AsString()
+		}
+	}
+	require.NotEmpty(t, got)
+	require.LessOrEqual(t, len(got), 256)
+	require.True(t, utf8.ValidString(got))
+	require.True(t, strings.HasPrefix(id, got))
 }
