@@ -40,3 +40,12 @@ func TestLoRAOverHTTP(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, code)
 	require.True(t, strings.Contains(string(body), "The model `nope` does not exist."), string(body))
 }
+
+// An adapter named twice in LoRAModules is refused at start, as vLLM
+// refuses a --lora-modules entry whose name is already loaded: served, it
+// was listed twice in /v1/models and its requests ran under the second
+// entry's lora_id.
+func TestRepeatedLoRAModuleIsRefused(t *testing.T) {
+	_, err := New(Config{Model: "m", LoRAModules: []string{"sql", "chat", "sql"}, Engine: fastEngine()}, Options{})
+	require.ErrorContains(t, err, `"sql"`)
+}

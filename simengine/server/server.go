@@ -30,8 +30,8 @@ const (
 type Config struct {
 	// Model is the served model name (vLLM --model / --served-model-name).
 	Model string `json:"model"`
-	// LoRAModules are adapter names served on top of Model; a request naming
-	// one runs with that LoRA (lora_id = position + 1).
+	// LoRAModules are adapter names served on top of Model, each once; a
+	// request naming one runs with that LoRA (lora_id = position + 1).
 	LoRAModules []string `json:"loraModules"`
 	// EnableScaleOut registers the render routes (vLLM --enable-scale-out);
 	// without it they answer a bare {"detail":"Not Found"} 404, as vLLM 0.30.
@@ -168,8 +168,8 @@ func New(cfg Config, opts Options) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, reg: opts.Registry, lg: opts.Logger, loras: map[string]int{}, created: time.Now().Unix()}
 	for i, name := range cfg.LoRAModules {
-		if name == "" || name == cfg.Model {
-			return nil, fmt.Errorf("simengine: bad LoRA module name %q", name)
+		if _, dup := s.loras[name]; dup || name == "" || name == cfg.Model {
+			return nil, fmt.Errorf("simengine: bad LoRA module name %q (empty, repeated, or the model's)", name)
 		}
 		s.loras[name] = i + 1
 	}
