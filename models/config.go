@@ -37,7 +37,8 @@ const (
 // nothing is rewritten.
 type Config struct {
 	// Served lists the models of endpoints by ID ("ip:port"), for a static
-	// fleet; it wins over Label and Poll for the endpoints it names.
+	// fleet; it wins over Label and Poll for the endpoints it names. Each
+	// entry names at least one model.
 	Served map[string][]string `json:"served,omitempty"`
 	// Label is the endpoint label whose value lists the endpoint's served
 	// models, comma-separated (Kubernetes discovery reads the pod
@@ -112,6 +113,9 @@ func (c Config) Validate() error {
 	for id, ms := range c.Served {
 		if id == "" {
 			return fmt.Errorf("%w: served: an empty endpoint ID", ErrInvalidConfig)
+		}
+		if len(ms) == 0 {
+			return fmt.Errorf("%w: served[%s]: no models (leave the endpoint out to take its label, its /v1/models or the router's model)", ErrInvalidConfig, id)
 		}
 		for _, m := range ms {
 			if err := checkName(m); err != nil {

@@ -20,3 +20,19 @@ func TestServesTakesAnEmptyModelAsTheBase(t *testing.T) {
 	require.True(t, Serves(listing, "", "qwen"))
 	require.False(t, Serves(nil, "", "llama"))
 }
+
+// A Served entry must name at least one model: an empty list (or null)
+// for an endpoint is a configuration error, not a silent "base model
+// only" that also hides the endpoint's label and /v1/models answer, since
+// Served wins over both for the endpoints it names.
+func TestServedEntryWithoutModelsIsInvalid(t *testing.T) {
+	for _, ms := range [][]string{{}, nil} {
+		cfg := Config{Served: map[string][]string{"10.0.0.1:8000": ms}}
+		require.ErrorIs(t, cfg.Validate(), ErrInvalidConfig, "%#v", ms)
+		_, err := New(cfg, Options{})
+		require.ErrorIs(t, err, ErrInvalidConfig)
+	}
+	var c Config
+	require.NoError(t, c.UnmarshalJSON([]byte(`{"served":{"10.0.0.1:8000":[]}}`)))
+	require.ErrorContains(t, c.Validate(), "served[10.0.0.1:8000]")
+}
