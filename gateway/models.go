@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"slices"
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/models"
@@ -19,7 +18,7 @@ import (
 // written into the body when the table rewrote it, and handed to the
 // Router as Request.Model, which routes it among the endpoints serving it
 // and matches it against its own cache. GET /v1/models lists the served
-// models and the rewrite table's names.
+// models and the rewrite table's names that have a served target.
 
 // routeModel sets req's model in multi-model mode. It returns the body to
 // forward (rewritten when the table changed the model), what the rewritten
@@ -87,16 +86,10 @@ func setBodyModel(body []byte, model string) ([]byte, error) {
 }
 
 // serveServedModels answers GET /v1/models in multi-model mode: the models
-// the endpoints serve and the names the rewrite table accepts, as an
-// OpenAI model list.
+// the endpoints serve and the names the rewrite table accepts while one of
+// their targets is served (models.List), as an OpenAI model list.
 func (h *Handler) serveServedModels(w http.ResponseWriter) {
-	names := models.Served(*h.endpoints.Load(), h.cfg.Model)
-	for _, n := range h.served.Table().Names() {
-		if !slices.Contains(names, n) {
-			names = append(names, n)
-		}
-	}
-	slices.Sort(names)
+	names := models.List(*h.endpoints.Load(), h.cfg.Model, h.served.Table())
 	type model struct {
 		ID      string `json:"id"`
 		Object  string `json:"object"`

@@ -280,3 +280,50 @@ func TestGatewayChargesARewrittenBodyToTheBodyBudget(t *testing.T) {
 	require.Len(t, got, 1, "nothing forwarded")
 	require.Zero(t, srv.Handler().budget.InUse())
 }
+
+// GET /v1/models lists a rewrite table's name only while one of its
+// targets is served: an alias whose targets no endpoint serves is answered
+// 404 model_not_found on every request, so the listing must not offer it.
+func TestGatewayListsNoAliasWhoseTargetsNobodyServes(t *testing.T) {
+	defer leakcheck.Check(t)()
+	u := newUpstream(t)
+	defer u.Close()
+	cfg := testServerConfig(kvroute.Endpoint{ID: u.id})
+	cfg.Router.Model = "alpha"
+	cfg.Models = &models.Config{Served: map[string][]string{u.id: {"alpha"}},
+		Rewrites: []models.Rule{
+			{Model: "alias", Targets: []models.Target{{Model: "alpha"}}},
+			{Model: "ghost", Targets: []models.Target{{Model: "gone"}}},
+			{Model: "half", Targets: []models.Target{{Model: "gone", Weight: 1}, {Model: "alpha", Weight: 9}}},
+		}}
+	srv, err := NewServer(t.Context(), cfg, Options{})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, srv.Shutdown(context.Background())) }()
+	c := &http.Client{Transport: &http.Transport{}}
+	defer c.CloseIdleConnections()
+	resp, err := c.Get(srv.URL() + "/v1/models")
+	require.NoError(t, err)
+	var list struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(readAll(t, resp)), &list))
+	var ids []string
+	for _, d := range list.Data {
+		ids = append(ids, d.ID)
+	}
+	require.Equal(t, []string{"alias", "alpha", "half"}, ids)
+	code, _, _, _ := postModel(t, c, srv.URL(), "ghost")
+	require.Equal(t, http.StatusNotFound, code, "what is not listed is not served")
+}
+
+// postModel posts a one-token completion for model.
+func postModel(t *testing.T, c *http.Client, base, model string) (int, string, int, string) {
+	t.Helper()
+	body, err := json.Marshal(map[string]any{"model": model, "prompt": "hi", "max_tokens": 1})
+	require.NoError(t, err)
+	resp, err := c.Post(base+"/v1/completions", "application/json", strings.NewReader(string(body)))
+	require.NoError(t, err)
+	return resp.StatusCode, resp.Header.Get(HeaderEndpoint), 0, readAll(t, resp)
+}

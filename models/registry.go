@@ -134,6 +134,30 @@ func Served(eps []kvroute.Endpoint, base string) []string {
 	return out
 }
 
+// List returns what a gateway's GET /v1/models lists, sorted: the models
+// eps serve (Served) and each name t rewrites while one of its targets is
+// served. A name whose targets no endpoint serves is left out: every
+// request for it would be refused as a model nobody serves.
+func List(eps []kvroute.Endpoint, base string, t *Table) []string {
+	out := Served(eps, base)
+	if t == nil {
+		return out
+	}
+	for m, ru := range t.rules {
+		if slices.Contains(out, m) {
+			continue
+		}
+		for _, tg := range ru.targets {
+			if Serves(eps, tg, base) {
+				out = append(out, m)
+				break
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // Serves reports whether some endpoint of eps serves model, "" being
 // base and an endpoint without Models serving base (the Router's rule).
 func Serves(eps []kvroute.Endpoint, model, base string) bool {

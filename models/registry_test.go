@@ -36,3 +36,18 @@ func TestServedEntryWithoutModelsIsInvalid(t *testing.T) {
 	require.NoError(t, c.UnmarshalJSON([]byte(`{"served":{"10.0.0.1:8000":[]}}`)))
 	require.ErrorContains(t, c.Validate(), "served[10.0.0.1:8000]")
 }
+
+// List is Served plus the rewrite names with a served target, sorted; a
+// name whose targets nobody serves is not offered.
+func TestListOffersOnlyRewritesWithAServedTarget(t *testing.T) {
+	tb, err := NewTable([]Rule{
+		{Model: "alias", Targets: []Target{{Model: "llama"}}},
+		{Model: "ghost", Targets: []Target{{Model: "gone"}}},
+		{Model: "base-alias", Targets: []Target{{Model: "base"}}},
+	}, Options{})
+	require.NoError(t, err)
+	eps := []kvroute.Endpoint{{ID: "10.0.0.1:8000", Models: []string{"llama"}}, {ID: "10.0.0.2:8000"}}
+	require.Equal(t, []string{"alias", "base", "base-alias", "llama"}, List(eps, "base", tb))
+	require.Equal(t, []string{"base", "llama"}, List(eps, "base", nil))
+	require.Empty(t, List(nil, "base", tb))
+}
