@@ -397,3 +397,16 @@ func TestChartGrantsTheLeaseToLeaderElection(t *testing.T) {
 	require.Empty(t, leases(strings.Replace(minimalValues, "inferenceExtension:\n",
 		"inferenceExtension:\n  flags: {ha-enable-leader-election: false}\n", 1)))
 }
+
+// inferenceExtension.image.tag may be a number in the values file (the
+// schema takes one): Helm reads it as a float64, which Go prints in
+// exponent form from a million on, so a date tag 20261206 became the image
+// kvroute-epp:2.0261206e+07, which no registry holds. A whole number is
+// rendered as the integer it is, as a flag's is.
+func TestChartRendersANumericImageTagAsWritten(t *testing.T) {
+	for tag, want := range map[string]string{"20261206": "20261206", "7": "7", "0.2": "0.2", `"20261206"`: "20261206", "v0.1.0": "v0.1.0"} {
+		objs := chartObjects(t, loadSchemas(t), strings.Replace(minimalValues, "inferenceExtension:\n",
+			"inferenceExtension:\n  image: {hub: registry.example.com/kvroute, tag: "+tag+"}\n", 1))
+		require.Equal(t, "registry.example.com/kvroute/kvroute-epp:"+want, eppContainer(t, objs["Deployment"][0]).Image, tag)
+	}
+}
