@@ -143,3 +143,45 @@ inferencePool: {modelServers: {matchLabels: {app: vllm}}}
 		})
 	}
 }
+
+// The chart writes admission.yaml and engine-metrics.yaml into the
+// ConfigMap that holds pluginsCustomConfig's files: a file of
+// pluginsCustomConfig under either name, with its stage on, made a
+// ConfigMap with the key twice, where one of the two files was silently
+// dropped. The render fails instead, naming the file.
+func TestChartRefusesAPickerFileNamedAsItsOwn(t *testing.T) {
+	for name, tc := range map[string]struct{ values, want string }{
+		"admission": {`
+inferenceExtension:
+  pluginsConfigFile: plugins.yaml
+  pluginsCustomConfig: {plugins.yaml: "kind: EndpointPickerConfig\n", admission.yaml: "queueTimeout: 5s\n"}
+  admission: {enabled: true}
+inferencePool: {modelServers: {matchLabels: {app: vllm}}}
+`, `inferenceExtension.pluginsCustomConfig.admission.yaml: the chart writes admission.yaml`},
+		"engine metrics": {`
+inferenceExtension:
+  pluginsConfigFile: plugins.yaml
+  pluginsCustomConfig: {plugins.yaml: "kind: EndpointPickerConfig\n", engine-metrics.yaml: "interval: 1s\n"}
+  admission: {enabled: true}
+  engineMetrics: {enabled: true}
+inferencePool: {modelServers: {matchLabels: {app: vllm}}}
+`, `inferenceExtension.pluginsCustomConfig.engine-metrics.yaml: the chart writes engine-metrics.yaml`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := renderChart(t, tc.values)
+			require.Error(t, err)
+			require.Contains(t, err.Error(), tc.want)
+		})
+	}
+
+	// With the stage off, the name is the user's.
+	objs := chartObjects(t, loadSchemas(t), `
+inferenceExtension:
+  pluginsConfigFile: plugins.yaml
+  pluginsCustomConfig: {plugins.yaml: "kind: EndpointPickerConfig\n", admission.yaml: "queueTimeout: 5s\n"}
+inferencePool: {modelServers: {matchLabels: {app: vllm}}}
+`)
+	var cm corev1.ConfigMap
+	require.NoError(t, yaml.UnmarshalStrict(objs["ConfigMap"][0], &cm))
+	require.Equal(t, "queueTimeout: 5s\n", cm.Data["admission.yaml"])
+}

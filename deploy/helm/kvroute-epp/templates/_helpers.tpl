@@ -56,6 +56,9 @@ llm-d EndpointPickerConfig named by pluginsConfigFile, else config.yaml
 {{- if not (kindIs "string" $content) -}}
 {{- fail (printf "inferenceExtension.pluginsCustomConfig.%s must be the file's text (a YAML block string, key: |)" $name) -}}
 {{- end -}}
+{{- if or (and (eq $name "admission.yaml") $x.admission.enabled) (and (eq $name "engine-metrics.yaml") $x.engineMetrics.enabled) -}}
+{{- fail (printf "inferenceExtension.pluginsCustomConfig.%s: the chart writes %s into the same ConfigMap (from inferenceExtension.%s.config); name the file otherwise" $name $name (ternary "admission" "engineMetrics" (eq $name "admission.yaml"))) -}}
+{{- end -}}
 {{- end -}}
 {{- $x.pluginsConfigFile -}}
 {{- else -}}
