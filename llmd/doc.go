@@ -87,8 +87,8 @@
 //	  and no prefill decider (prefilling every request)     → disagg nonCachedTokens -1
 //	prefill-filter, decode-filter                           → the roles of the pods' llm-d.ai/role label (disagg.DefaultRoleLabel)
 //	session-affinity-scorer or -filter (the first that a
-//	  scheduling profile references pinning the decode
-//	  pick; kvroute keeps one session store).
+//	  scheduling profile kvroute runs references pinning
+//	  the decode pick; kvroute keeps one session store).
 //	  strategy encoded_endpoint_header (the default):
 //	    encodedEndpointHeaderConfig.header (x-session-token) → session headers
 //	  strategy session_id:

@@ -72,8 +72,9 @@ const (
 )
 
 // translateSession turns the first session affinity plugin of staged that
-// a scheduling profile references and that pins the request's own pick (the decode pick under P/D, whose profile is
-// decodeProfile) into st.session, with the headers and cookie of the
+// a scheduling profile kvroute runs references (prof, or under P/D the
+// prefill profile too) and that pins the request's own pick (the decode
+// pick under P/D, whose profile is decodeProfile) into st.session, with the headers and cookie of the
 // session-id-producers its session_id sources read; the scorer's weight is
 // its weight in prof (a finding when pdProfiles' prefill profile weighs it
 // otherwise). It returns the findings.
@@ -99,9 +100,17 @@ func translateSession(staged []stagePlugin, profiles []schedulingProfile, prof s
 			return nil, err
 		}
 		out = append(out, untranslated(&sp, at)...)
+		// kvroute runs prof (the first profile, or a P/D handler's decode
+		// profile) and, under P/D, the prefill profile.
+		runs := profileRef(p.name, prof) != nil || slices.ContainsFunc(profiles, func(q schedulingProfile) bool {
+			return len(pdProfiles) == 2 && q.Name == pdProfiles[0] && profileRef(p.name, q) != nil
+		})
 		switch {
 		case !slices.ContainsFunc(profiles, func(prof schedulingProfile) bool { return profileRef(p.name, prof) != nil }):
 			out = append(out, Finding{Path: p.path, Kind: NotNeeded, Note: "no scheduling profile references it, so llm-d scores and filters nothing by it; kvroute configures no session affinity for it"})
+			continue
+		case !runs:
+			out = append(out, Finding{Path: p.path, Kind: NoEquivalent, Note: "only a scheduling profile kvroute does not run references it, so kvroute configures no session affinity for it; " + noteProfiles})
 			continue
 		case sp.ProfileName != "" && sp.ProfileName != decodeProfile:
 			out = append(out, Finding{Path: join(at, "profileName"), Kind: NoEquivalent,

@@ -382,6 +382,32 @@ func TestPickerConfigSessionUnreferenced(t *testing.T) {
 	}
 }
 
+// A session affinity scorer or filter that only a scheduling profile
+// kvroute does not run references (kvroute runs the first profile without
+// a P/D handler) pins nothing in the pick kvroute makes: kvroute
+// configures no session affinity for it, as for a lora-affinity-scorer,
+// rather than adding a session scorer of weight 1 to a profile that has
+// none.
+func TestPickerConfigSessionInAProfileKvrouteDoesNotRun(t *testing.T) {
+	for _, typ := range []string{"session-affinity-scorer", "session-affinity-filter"} {
+		doc := epc("[{type: token-load-scorer}, {type: "+typ+"}]",
+			"[{name: default, plugins: [{pluginRef: token-load-scorer}]}, {name: other, plugins: [{pluginRef: "+typ+"}]}]")
+		res := loadResult(t, doc)
+		require.Nil(t, res.Session, typ)
+		require.Contains(t, findingPaths(res.Findings), "plugins["+typ+"]: none", typ)
+
+		// Referenced by the profile kvroute runs too: configured.
+		doc = epc("[{type: token-load-scorer}, {type: "+typ+"}]",
+			"[{name: default, plugins: [{pluginRef: token-load-scorer}, {pluginRef: "+typ+"}]}, {name: other, plugins: [{pluginRef: "+typ+"}]}]")
+		require.NotNil(t, loadResult(t, doc).Session, typ)
+	}
+
+	// Under P/D kvroute runs both the prefill and the decode profile.
+	doc := strings.Replace(pdConfig, "- type: max-score-picker\n", "- type: max-score-picker\n- type: session-affinity-scorer\n", 1)
+	doc = strings.Replace(doc, "  - pluginRef: max-score-picker\n- name: decode", "  - pluginRef: session-affinity-scorer\n  - pluginRef: max-score-picker\n- name: decode", 1)
+	require.NotNil(t, loadResult(t, doc).Session)
+}
+
 // The flowControl feature gate turns kvroute's admission stage on with
 // llm-d's queue timeout; the rest of flowControl names the
 // --admission-config keys that do the same.
