@@ -410,3 +410,40 @@ func TestChartRendersANumericImageTagAsWritten(t *testing.T) {
 		require.Equal(t, "registry.example.com/kvroute/kvroute-epp:"+want, eppContainer(t, objs["Deployment"][0]).Image, tag)
 	}
 }
+
+// A flag of inferenceExtension.flags that the chart also passes from a
+// value of its own came after it and won (Go's flag package keeps the last),
+// while the Service, the probes, the InferencePool and the RBAC still
+// followed the value: flags: {grpc-port: 9100} left the pool's
+// endpointPickerRef on 9002, where nothing listened. The render fails
+// instead, naming the value to set.
+func TestChartRefusesAFlagItPassesFromAValue(t *testing.T) {
+	with := func(values string) string {
+		return strings.Replace(minimalValues, "inferenceExtension:\n", "inferenceExtension:\n"+values, 1)
+	}
+	for flag, want := range map[string]string{
+		"grpc-port: 9100":             "inferenceExtension.extProcPort",
+		"grpc-health-port: 9100":      "inferenceExtension.healthPort",
+		"metrics-port: 9100":          "inferenceExtension.metricsPort",
+		"pool-name: other":            "inferencePool.name",
+		"pool-namespace: other":       "the release's namespace",
+		"config: /etc/other.yaml":     "inferenceExtension.config",
+		"config-file: /etc/o.yaml":    "inferenceExtension.config",
+		"secure-serving: true":        "inferenceExtension.secureServing",
+		"metrics-endpoint-auth: true": "inferenceExtension.metricsEndpointAuth",
+		"tracing: true":               "inferenceExtension.tracing.enabled",
+		"model: other":                "inferenceExtension.model",
+		"checkpoint: /tmp/x":          "inferenceExtension.checkpoint.enabled",
+	} {
+		name, _, _ := strings.Cut(flag, ":")
+		_, err := renderChart(t, with("  flags: {"+flag+"}\n"))
+		require.Error(t, err, flag)
+		require.Contains(t, err.Error(), "inferenceExtension.flags."+name+": the chart passes --"+name+" itself, from "+want, flag)
+	}
+	// A flag the chart passes only with its value set is the user's to give
+	// while the value is unset.
+	objs := chartObjects(t, loadSchemas(t), with("  flags: {fallbacks: 2}\n"))
+	require.Contains(t, eppArgs(t, objs["Deployment"][0]), "--fallbacks=2")
+	_, err := renderChart(t, with("  fallbacks: 1\n  flags: {fallbacks: 2}\n"))
+	require.ErrorContains(t, err, "inferenceExtension.flags.fallbacks: the chart passes --fallbacks itself, from inferenceExtension.fallbacks")
+}
