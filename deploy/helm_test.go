@@ -447,3 +447,30 @@ func TestChartRefusesAFlagItPassesFromAValue(t *testing.T) {
 	_, err := renderChart(t, with("  fallbacks: 1\n  flags: {fallbacks: 2}\n"))
 	require.ErrorContains(t, err, "inferenceExtension.flags.fallbacks: the chart passes --fallbacks itself, from inferenceExtension.fallbacks")
 }
+
+// The README has secureServing take its certificate from
+// inferenceExtension.flags' cert-path, a mounted TLS secret: the chart
+// mounts one with inferenceExtension.volumes and volumeMounts (the names of
+// llm-d's router chart, router.epp.volumes and volumeMounts), beside its
+// own config and state volumes.
+func TestChartMountsVolumesOfTheValues(t *testing.T) {
+	objs := chartObjects(t, loadSchemas(t), strings.Replace(minimalValues, "inferenceExtension:\n", `inferenceExtension:
+  secureServing: true
+  flags: {cert-path: /etc/kvroute-tls, enable-cert-reload: true}
+  volumes: [{name: tls, secret: {secretName: kvroute-epp-tls}}]
+  volumeMounts: [{name: tls, mountPath: /etc/kvroute-tls, readOnly: true}]
+`, 1))
+	var d appsv1.Deployment
+	require.NoError(t, yaml.UnmarshalStrict(objs["Deployment"][0], &d))
+	var vols []string
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		vols = append(vols, v.Name)
+		if v.Name == "tls" {
+			require.Equal(t, "kvroute-epp-tls", v.Secret.SecretName)
+		}
+	}
+	require.ElementsMatch(t, []string{"config", "state", "tls"}, vols)
+	c := eppContainer(t, objs["Deployment"][0])
+	require.Contains(t, c.VolumeMounts, corev1.VolumeMount{Name: "tls", MountPath: "/etc/kvroute-tls", ReadOnly: true})
+	require.Contains(t, c.Args, "--cert-path=/etc/kvroute-tls")
+}
