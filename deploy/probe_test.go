@@ -229,3 +229,26 @@ func TestChartFallbacksBoundIsThePickers(t *testing.T) {
 	_, err := renderChart(t, values(maxFallbacks+1))
 	require.ErrorContains(t, err, "inferenceExtension.fallbacks")
 }
+
+// kvroute-epp --metrics-cert-dir serves the whole metrics port over TLS,
+// /ready included: the chart's readiness probe then asks over HTTPS (the
+// kubelet does not verify the certificate), where over HTTP every probe
+// failed and the picker was never ready. --metrics-client-ca-file requires
+// a client certificate on every connection, which the kubelet's probe never
+// presents, and the chart's ServiceMonitor scrapes over HTTP: the render
+// fails on either, naming why.
+func TestChartProbesTheMetricsPortOverTLS(t *testing.T) {
+	with := func(values string) string {
+		return strings.Replace(minimalValues, "inferenceExtension:\n", "inferenceExtension:\n"+values, 1)
+	}
+	const certs = "  volumes: [{name: mtls, secret: {secretName: m}}]\n  volumeMounts: [{name: mtls, mountPath: /etc/m}]\n"
+	c := eppContainer(t, chartObjects(t, loadSchemas(t), with(certs+"  flags: {metrics-cert-dir: /etc/m}\n"))["Deployment"][0])
+	require.Equal(t, corev1.URISchemeHTTPS, c.ReadinessProbe.HTTPGet.Scheme)
+	c = eppContainer(t, chartObjects(t, loadSchemas(t), minimalValues)["Deployment"][0])
+	require.Contains(t, []corev1.URIScheme{"", corev1.URISchemeHTTP}, c.ReadinessProbe.HTTPGet.Scheme)
+
+	_, err := renderChart(t, with(certs+"  flags: {metrics-cert-dir: /etc/m, metrics-client-ca-file: /etc/m/ca.crt}\n"))
+	require.ErrorContains(t, err, "inferenceExtension.flags.metrics-client-ca-file")
+	_, err = renderChart(t, with(certs+"  flags: {metrics-cert-dir: /etc/m}\n  monitoring: {prometheus: {enable: true}}\n"))
+	require.ErrorContains(t, err, "inferenceExtension.flags.metrics-cert-dir")
+}
