@@ -57,7 +57,7 @@ func (s *Server) readiness(router *kvroute.Router) (bool, string) {
 	if reason := s.notReady(router); reason != "" {
 		// Without endpoints the followed source's latest reason, when it
 		// has one, says why (endpoint discovery's).
-		if r := s.reason.Load(); reason == noEndpoints && r != nil && strings.HasPrefix(*r, noEndpoints+": ") {
+		if r := s.reason.Load(); strings.HasPrefix(reason, noEndpoints) && r != nil && strings.HasPrefix(*r, noEndpoints+": ") {
 			return false, *r
 		}
 		return false, reason

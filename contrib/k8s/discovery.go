@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -116,9 +117,10 @@ type Options struct {
 // to a Sink. Start it once; Close stops its informers and its loop.
 //
 // Ownership: everything above mu is set by New and not written after,
-// but poolNotServed, an atomic. The informers' goroutines (started by
+// but poolNotServed and syncErr, atomics. The informers' goroutines (started by
 // Start, stopped by Close through stop) only poke kick, a one-slot channel
-// whose pokes coalesce, and the pool informer's sets poolNotServed. Start runs a
+// whose pokes coalesce, set syncErr from their watch error handlers, and
+// the pool informer's sets poolNotServed. Start runs a
 // goroutine that closes its ctxStop once ctx ends or stop is closed, so
 // that the cache sync can be abandoned; it starts the loop goroutine after
 // the first recompute, and the loop ends when stop is closed, closing
@@ -154,10 +156,15 @@ type Discovery struct {
 	// (its CRD is not installed). Written by the informer's goroutine
 	// (poolClient), read by Start and recompute.
 	poolNotServed atomic.Bool
-	kick          chan struct{}
-	stop          chan struct{}
-	loopDone      chan struct{}
-	closeDone     chan struct{} // closed when the first Close has finished
+	// syncErr is the last error an informer's list or watch reported
+	// (its text, cut to 256 bytes): why the caches have not synced, when
+	// they have not. Written by the informers' goroutines (their watch
+	// error handlers), read by SyncError.
+	syncErr   atomic.Pointer[string]
+	kick      chan struct{}
+	stop      chan struct{}
+	loopDone  chan struct{}
+	closeDone chan struct{} // closed when the first Close has finished
 
 	mu        sync.Mutex
 	current   []kvroute.Endpoint
@@ -214,6 +221,12 @@ func New(cfg Config, kube kubernetes.Interface, dyn dynamic.Interface, sink Sink
 		return nil, err
 	}
 	d.handled = append(d.handled, reg.HasSynced)
+	if err := d.podInf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+		d.noteSyncError("pods", err)
+		cache.DefaultWatchErrorHandler(ctx, r, err)
+	}); err != nil {
+		return nil, err
+	}
 	if d.gvr.Resource != "" {
 		d.dyn = dynamicinformer.NewFilteredDynamicSharedInformerFactory(poolClient{dyn, d}, 0, cfg.Namespace, nil)
 		d.poolInf = d.dyn.ForResource(d.gvr).Informer()
@@ -229,6 +242,7 @@ func New(cfg Config, kube kubernetes.Interface, dyn dynamic.Interface, sink Sink
 		// reflector's own error at each of its retries would repeat it.
 		if err := d.poolInf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
 			if !apierrors.IsNotFound(err) {
+				d.noteSyncError(d.gvr.Resource, err)
 				cache.DefaultWatchErrorHandler(ctx, r, err)
 			}
 		}); err != nil {
@@ -405,6 +419,41 @@ func (d *Discovery) SinkCalls() int {
 	defer d.mu.Unlock()
 	return d.sinkCalls
 }
+
+// SyncError returns, while Start waits for the informers' caches, the last
+// error a list or watch of the pods or of the pool's resource reported —
+// why the caches have not synced: a ServiceAccount without list or watch
+// on them ("forbidden"), an API server that does not answer — so that a
+// host's readiness can say it instead of only "not synced". Nil once
+// synced, and before any error. A missing InferencePool CRD is not one of
+// them: Start does not wait for it, and PoolError names it.
+func (d *Discovery) SyncError() error {
+	if d.Synced() {
+		return nil
+	}
+	if s := d.syncErr.Load(); s != nil {
+		return errors.New(*s)
+	}
+	return nil
+}
+
+// noteSyncError records err, reported by a list or watch of what, for
+// SyncError.
+func (d *Discovery) noteSyncError(what string, err error) {
+	s := "k8s: listing or watching " + what + ": " + err.Error()
+	if len(s) > maxSyncErrorBytes {
+		n := maxSyncErrorBytes
+		for n > 0 && !utf8.RuneStart(s[n]) {
+			n--
+		}
+		s = s[:n]
+	}
+	d.syncErr.Store(&s)
+}
+
+// maxSyncErrorBytes bounds SyncError's text: it is an API server's answer,
+// shown on the readiness endpoint.
+const maxSyncErrorBytes = 256
 
 // PoolError returns why the followed InferencePool is unusable (missing,
 // being deleted, its CRD not installed, empty selector, no port), nil when

@@ -54,6 +54,11 @@
 // keeps retrying with its backoff, so that the pool is followed once the
 // CRD is installed.
 //
+// Every other list or watch error (a ServiceAccount without list or watch
+// on the pods or the pool, an API server that does not answer) keeps Start
+// waiting, as client-go retries; SyncError gives the last one meanwhile, so
+// that a host's readiness can say why the caches have not synced.
+//
 // # Metrics
 //
 // With a Registerer in Options, discovery exports the size of the set it

@@ -175,3 +175,41 @@ func TestMissingInferencePoolCRDIsReportedAndRetried(t *testing.T) {
 	require.NoError(t, d.PoolError())
 	require.Equal(t, 1, logs.count("not installed"))
 }
+
+// While a list of the pods is refused (a ServiceAccount without the RBAC
+// verb), Start waits and SyncError says why; once the list is allowed the
+// caches sync, Start returns and SyncError is nil.
+func TestSyncErrorSaysWhyTheCachesHaveNotSynced(t *testing.T) {
+	defer leakcheck.Check(t)()
+	kube := fake.NewClientset(pod("a", "10.0.0.1", map[string]string{"app": "vllm"}, true))
+	var allowed atomic.Bool
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "",
+		errors.New(`User "system:serviceaccount:llm:kvroute-epp" cannot list resource "pods"`))
+	kube.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if allowed.Load() {
+			return false, nil, nil
+		}
+		return true, nil, forbidden
+	})
+	rec := &recorder{}
+	d, err := New(Config{Namespace: ns, Selector: "app=vllm", TargetPorts: []int32{8000}, Debounce: 10 * time.Millisecond},
+		kube, nil, rec.sink, Options{Set: telemetry.Set{Registerer: prometheus.NewRegistry()}})
+	require.NoError(t, err)
+	defer d.Close()
+	require.NoError(t, d.SyncError(), "no list has been refused yet")
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	started := make(chan error, 1)
+	go func() { started <- d.Start(ctx) }()
+	require.Eventually(t, func() bool {
+		err := d.SyncError()
+		return err != nil && strings.Contains(err.Error(), "forbidden") && strings.Contains(err.Error(), "pods")
+	}, wait, 5*time.Millisecond, "the refused list is the reason")
+	require.False(t, d.Synced())
+
+	allowed.Store(true)
+	require.NoError(t, <-started)
+	require.True(t, d.Synced())
+	require.NoError(t, d.SyncError())
+	require.Equal(t, "[10.0.0.1:8000]", fmt.Sprint(rec.ids()))
+}

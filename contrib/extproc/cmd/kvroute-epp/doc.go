@@ -35,7 +35,9 @@
 // port also serves the same readiness over HTTP (/ready: 200, or 503 with
 // the reason; without endpoints, why discovery found none: "no endpoints:
 // k8s: InferencePool CRD inference.networking.k8s.io/v1 not installed", the
-// pool not found or being deleted) and a status page (/debug/kvroute) with every endpoint's
+// pool not found or being deleted; while discovery waits for its caches,
+// the API server's last refusal of a list or watch, such as an RBAC
+// forbidden) and a status page (/debug/kvroute) with every endpoint's
 // KV-event stream and load and the latest requests. Like the kvroute
 // gateway's listener, it closes a connection whose request header has not
 // arrived within gateway.DefaultReadHeaderTimeout (10 s) and a keep-alive

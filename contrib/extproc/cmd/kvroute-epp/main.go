@@ -279,20 +279,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "kvroute-epp: ext_proc on %s, health on %s, metrics on %[6]s://%[3]s/metrics (status page %[6]s://%[3]s%[4]s, readiness %[6]s://%[3]s%[5]s)\n",
 		grpcLn.Addr(), healthLn.Addr(), metricsLn.Addr(), extproc.StatusPath, extproc.ReadyPath, mserving.scheme())
 
+	// Ready once discovery has synced and the index has caught up; while
+	// discovery waits for its caches, the readiness reason says why.
+	followCtx, stopFollowing := context.WithCancel(ctx)
+	followed := make(chan struct{})
+	go func() {
+		defer close(followed)
+		picker.FollowReadiness(followCtx, poolReadiness(discoveries, poolD, ha.gate(router)), f.readinessInterval)
+	}()
 	for _, d := range discoveries {
 		if err := d.Start(ctx); err != nil {
+			stopFollowing()
+			<-followed
 			stopServers(gs, hs, ms)
 			drain(errc, 3)
 			return err
 		}
 	}
-	// Discovery has synced; ready once the index has caught up too.
-	followCtx, stopFollowing := context.WithCancel(ctx)
-	followed := make(chan struct{})
-	go func() {
-		defer close(followed)
-		picker.FollowReadiness(followCtx, poolReadiness(poolD, ha.gate(router)), f.readinessInterval)
-	}()
 
 	var serveErr error
 	pending := 3 // serve results still to come on errc
@@ -313,29 +316,43 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return serveErr
 }
 
-// poolReadiness returns the picker's readiness source: src, with the
-// reason the pool's discovery d (nil: none) finds its InferencePool
-// unusable in front (its CRD not installed, the pool missing or being
-// deleted), so that a picker without endpoints says why.
-func poolReadiness(d *k8s.Discovery, src extproc.ReadinessSource) extproc.ReadinessSource {
-	if d == nil {
-		return src
-	}
-	return poolGate{d, src}
+// poolReadiness returns the picker's readiness source: not ready while
+// one of the discoveries ds has not synced its caches (with the last
+// error its informers reported, such as a list RBAC forbids), then src,
+// with the reason the pool's discovery d (nil: none) finds its
+// InferencePool unusable in front (its CRD not installed, the pool missing
+// or being deleted), so that a picker without endpoints says why.
+func poolReadiness(ds []*k8s.Discovery, d *k8s.Discovery, src extproc.ReadinessSource) extproc.ReadinessSource {
+	return poolGate{ds, d, src}
 }
 
 type poolGate struct {
+	ds  []*k8s.Discovery
 	d   *k8s.Discovery
 	src extproc.ReadinessSource
 }
 
 func (g poolGate) NotReady() string {
-	reason := g.src.NotReady() // asked whatever d says: it runs the router's give-up clocks
-	if err := g.d.PoolError(); err != nil {
-		return err.Error()
+	reason := g.src.NotReady() // asked whatever the discoveries say: it runs the router's give-up clocks
+	for _, d := range g.ds {
+		if !d.Synced() {
+			if err := d.SyncError(); err != nil {
+				return notSynced + ": " + err.Error()
+			}
+			return notSynced
+		}
+	}
+	if g.d != nil {
+		if err := g.d.PoolError(); err != nil {
+			return err.Error()
+		}
 	}
 	return reason
 }
+
+// notSynced is the readiness reason while endpoint discovery waits for
+// its caches.
+const notSynced = "endpoint discovery has not synced"
 
 func stopServers(gs, hs *grpc.Server, ms *http.Server) {
 	done := make(chan struct{})

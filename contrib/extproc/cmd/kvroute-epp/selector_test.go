@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -193,4 +194,39 @@ func TestRunWithoutInferencePoolCRDSaysSo(t *testing.T) {
 
 	cancel()
 	require.NoError(t, <-done)
+}
+
+// A ServiceAccount that may not list the pods leaves discovery waiting for
+// its caches: /ready says so, with the API server's refusal.
+func TestRunWithoutPodListRBACSaysSo(t *testing.T) {
+	defer leakcheck.Check(t)()
+	kube := fake.NewClientset(readyPod("llm", "vllm-0", "127.0.0.1", map[string]string{"app": "vllm"}))
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "",
+		errors.New(`User "system:serviceaccount:llm:kvroute-epp" cannot list resource "pods"`))
+	kube.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, forbidden })
+	prev := kubeClients
+	kubeClients = func(string) (kubernetes.Interface, dynamic.Interface, error) { return kube, nil, nil }
+	t.Cleanup(func() { kubeClients = prev })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	m, done := startEPP(t, ctx, "--endpoint-selector", "app=vllm", "--endpoint-target-ports", "8000",
+		"--pool-namespace", "llm", "--config-text", "model: "+model+"\nblockSize: 16\n")
+
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	require.Eventually(t, func() bool {
+		resp, err := client.Get(strings.TrimSuffix(m[3], "/metrics") + extproc.ReadyPath)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var r struct {
+			Reason string `json:"reason"`
+		}
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&r))
+		return resp.StatusCode == http.StatusServiceUnavailable &&
+			strings.HasPrefix(r.Reason, "no endpoints: endpoint discovery has not synced: k8s: listing or watching pods: ") &&
+			strings.Contains(r.Reason, "forbidden")
+	}, 20*time.Second, 10*time.Millisecond, "/ready names the refused list")
+
+	cancel()
+	require.ErrorContains(t, <-done, "did not sync")
 }
