@@ -57,7 +57,10 @@
 // the decider splits it, the request names its prefill endpoint in
 // x-prefiller-host-port (disagg.HeaderPrefiller) for the decode pod's
 // routing sidecar, and the response in HeaderPrefillEndpoint; a client's
-// own x-prefiller-host-port is never forwarded, nor (unless
+// own x-prefiller-host-port is never forwarded (with or without Disagg),
+// nor are the other headers llm-d's sidecar acts on and the gateway never
+// sets (x-encoder-hosts-ports, x-kv-cache-source-host-port,
+// x-data-parallel-host-port), nor (unless
 // Config.AllowClientKVTransferParams) its own kv_transfer_params, which
 // would make vLLM's KV connector pull blocks from the remote_host the
 // client names. With ServerConfig.DisaggHost

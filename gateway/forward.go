@@ -43,6 +43,18 @@ const (
 // headerPrefiller is disagg.HeaderPrefiller in canonical form.
 var headerPrefiller = http.CanonicalHeaderKey(disagg.HeaderPrefiller)
 
+// sidecarHeaders are the request headers llm-d's routing sidecar acts on
+// besides disagg.HeaderPrefiller, in canonical form: the encoder endpoints,
+// the endpoint to pull the prompt's KV blocks from and the data-parallel
+// rank to forward to. The gateway never sets them, and llm-d's picker
+// clears a client's own values: passed on, they would steer the decode
+// pod's sidecar past the pick.
+var sidecarHeaders = [...]string{
+	http.CanonicalHeaderKey("x-encoder-hosts-ports"),
+	http.CanonicalHeaderKey("x-kv-cache-source-host-port"),
+	http.CanonicalHeaderKey("x-data-parallel-host-port"),
+}
+
 // hopHeaders are the hop-by-hop headers of RFC 9110 §7.6.1, which a proxy
 // must not forward.
 var hopHeaders = []string{
@@ -65,8 +77,12 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, d
 	api := apiOf(r)
 	hdr := outboundHeader(r)
 	// The prefill endpoint is the router's to name: a client's value would
-	// send the decode pod's sidecar wherever the client likes.
+	// send the decode pod's sidecar wherever the client likes. So would the
+	// other headers the sidecar acts on, which nobody here sets.
 	delete(hdr, headerPrefiller)
+	for _, k := range sidecarHeaders {
+		delete(hdr, k)
+	}
 	propagator.Inject(r.Context(), propagation.HeaderCarrier(hdr)) // this hop's span, or the client's context as it came
 	// In exchange mode, fallback is why the prefill step was given up.
 	var fallback string

@@ -628,3 +628,38 @@ func TestGatewayPassesCORSPreflightsToAnEngine(t *testing.T) {
 	readAll(t, resp)
 	require.Equal(t, http.StatusNotFound, resp.StatusCode, "a route the gateway does not serve")
 }
+
+// The request headers llm-d's routing sidecar acts on (the prefill
+// endpoint, the encoder list, the KV-cache source to pull from, the
+// data-parallel rank to forward to) are the router's to set, or nobody's:
+// a client's own values reach no engine, on an inference route or on the
+// routes passed through, since the decode pod's sidecar would follow them
+// past the pick.
+func TestGatewayRemovesClientSidecarRoutingHeaders(t *testing.T) {
+	defer leakcheck.Check(t)()
+	h := newHarness(t, 1, Config{})
+	defer h.close()
+	client := []string{"x-prefiller-host-port", "x-encoder-hosts-ports", "x-kv-cache-source-host-port", "x-data-parallel-host-port"}
+	for _, c := range []struct{ method, path, body string }{
+		{http.MethodPost, "/v1/completions", completionsBody("hello there", false)},
+		{http.MethodPost, "/v1/messages/count_tokens", `{"model":"test-model","messages":[]}`},
+		{http.MethodGet, "/v1/models", ""},
+	} {
+		req, err := http.NewRequest(c.method, h.gw.URL+c.path, strings.NewReader(c.body))
+		require.NoError(t, err)
+		for _, k := range client {
+			req.Header.Set(k, "203.0.113.9:1")
+		}
+		resp, err := h.client.Do(req)
+		require.NoError(t, err)
+		readAll(t, resp)
+		require.Equal(t, http.StatusOK, resp.StatusCode, c.path)
+	}
+	_, hdrs := h.ups[0].received()
+	require.Len(t, hdrs, 3)
+	for i, hd := range hdrs {
+		for _, k := range client {
+			require.Empty(t, hd.Values(k), "request %d: %s", i, k)
+		}
+	}
+}
