@@ -354,7 +354,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// path with a redirect to its own address.
 		r = withPath(r, modelsPath)
 	}
-	if (ok || models) && corsPreflight(r) {
+	counting := trimmed == countTokensPath
+	if (ok || models || counting) && corsPreflight(r) {
 		// The engine's CORS policy (vLLM's --allowed-origins) answers it.
 		h.serveOne(w, r)
 		return
@@ -380,7 +381,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.serveModels(w, r)
 		return
 	}
-	if trimmed == countTokensPath {
+	if counting {
 		h.serveCountTokens(w, r)
 		return
 	}

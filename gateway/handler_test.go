@@ -578,8 +578,8 @@ func requireOpenAIError(t *testing.T, rec *httptest.ResponseRecorder, status int
 }
 
 // A browser's CORS preflight (OPTIONS with Origin and
-// Access-Control-Request-Method) of an inference route or of /v1/models
-// is answered by an engine, as vLLM answers it under its --allowed-origins,
+// Access-Control-Request-Method) of an inference route, of /v1/models or
+// of /v1/messages/count_tokens is answered by an engine, as vLLM answers it under its --allowed-origins,
 // not refused as a method other than POST: refused, a browser client that
 // can reach vLLM itself could not send its requests through the gateway.
 // Another OPTIONS is still refused.
@@ -610,7 +610,7 @@ func TestGatewayPassesCORSPreflightsToAnEngine(t *testing.T) {
 		require.NoError(t, err)
 		return resp
 	}
-	for _, path := range []string{"/v1/chat/completions", "/v1/messages", "/v1/models", GeneratePath} {
+	for _, path := range []string{"/v1/chat/completions", "/v1/messages", "/v1/models", GeneratePath, countTokensPath} {
 		resp := preflight(path, true)
 		got := readAll(t, resp)
 		require.Equal(t, http.StatusOK, resp.StatusCode, "%s: %s", path, got)
@@ -619,6 +619,7 @@ func TestGatewayPassesCORSPreflightsToAnEngine(t *testing.T) {
 	}
 	require.Zero(t, counter(t, h.reg, "chat_completions", ResultBadRequest), "a preflight is no bad request")
 	require.Zero(t, counter(t, h.reg, "messages", ResultBadRequest), "a preflight is no bad request")
+	require.Zero(t, counter(t, h.reg, "count_tokens", ResultBadRequest), "a preflight is no bad request")
 
 	resp := preflight("/v1/chat/completions", false)
 	readAll(t, resp)
