@@ -42,7 +42,9 @@ func (h *Handler) notify(d *kvroute.Decision) {
 
 // refuse answers an admission refusal (of Admit or of the dispatch gate):
 // 429 with Retry-After for shed and queue_full, 503 for expired and closed,
-// HeaderAdmission naming the reason. It reports false, writing nothing,
+// HeaderAdmission naming the reason, Retry-After the admission's
+// RetryAfter (admission.DefaultRetryAfter when the Handler was given no
+// admission: its picker's own refused). It reports false, writing nothing,
 // when err is not the admission's.
 func (h *Handler) refuse(w http.ResponseWriter, api render.API, am *apiMetrics, err error) bool {
 	status, ok := admission.HTTPStatus(err)
@@ -54,8 +56,15 @@ func (h *Handler) refuse(w http.ResponseWriter, api render.API, am *apiMetrics, 
 		res = ResultShed
 	}
 	am.results[res].Inc()
+	// A Handler made with New has no admission of its own even when its
+	// Router admits (kvroute.Options.Admission): its refusals take the
+	// default hint.
+	hint := admission.DefaultRetryAfter
+	if h.admission != nil {
+		hint = h.admission.Config().RetryAfter
+	}
 	w.Header().Set(HeaderAdmission, admission.Reason(err))
-	w.Header().Set("Retry-After", retryAfter(h.admission.Config().RetryAfter))
+	w.Header().Set("Retry-After", retryAfter(hint))
 	writeError(w, api, status, err.Error())
 	return true
 }

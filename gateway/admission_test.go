@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -442,4 +443,34 @@ func TestGatewayDispatchGateHoldsSheddableOutOfTheEnginesQueue(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.status, r.body)
 	require.Equal(t, []string{"chat", "batch"}, f.arrived())
 	require.Zero(t, f.gw.Admission().Held())
+}
+
+// A Handler made with New in front of a Router that has an admission stage
+// of its own (kvroute.Options.Admission) answers the admission's refusals
+// as a Server's Handler does, 503 or 429 with HeaderAdmission and a
+// Retry-After (the admission's default), instead of panicking on the
+// admission it was not given.
+func TestHandlerAnswersARoutersAdmissionRefusal(t *testing.T) {
+	defer leakcheck.Check(t)()
+	adm, err := admission.New(admission.Config{}, admission.Options{})
+	require.NoError(t, err)
+	adm.Close() // every request is refused with ErrClosed
+	rc := kvroute.DefaultConfig()
+	rc.Model = testModel
+	rc.Events.Enabled = new(false)
+	rc.DisableRender = true
+	r, err := kvroute.New(t.Context(), rc, kvroute.Options{Admission: adm})
+	require.NoError(t, err)
+	defer r.Close()
+	eps := []kvroute.Endpoint{{ID: "127.0.0.1:1"}}
+	require.NoError(t, r.SetEndpoints(eps))
+	h, err := New(Config{Model: testModel}, r, Options{})
+	require.NoError(t, err)
+	defer h.Close()
+	h.SetEndpoints(eps)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/completions", strings.NewReader(completionsBody("hi", false))))
+	require.Equal(t, http.StatusServiceUnavailable, rec.Code, rec.Body.String())
+	require.Equal(t, admission.Reason(admission.ErrClosed), rec.Header().Get(HeaderAdmission))
+	require.Equal(t, "1", rec.Header().Get("Retry-After"))
 }
