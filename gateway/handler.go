@@ -344,10 +344,10 @@ func (h *Handler) Close() {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.cors.set(w.Header(), r.Header.Get("Origin")) // for the gateway's own answers; forward replaces them by the engine's
 	api, ok := render.APIForPath(r.URL.Path)
-	if !ok && r.URL.Path == GeneratePath {
+	trimmed := strings.TrimRight(r.URL.Path, "/")
+	if !ok && trimmed == GeneratePath {
 		api, ok = apiGenerate, true
 	}
-	trimmed := strings.TrimRight(r.URL.Path, "/")
 	models := trimmed == modelsPath
 	if models && r.URL.Path != modelsPath {
 		// As for an inference path below: vLLM would answer the slashed

@@ -529,6 +529,7 @@ func TestGatewayForwardsATrailingSlashPathByItsAPIsPath(t *testing.T) {
 	for path, body := range map[string]string{
 		"/v1/completions/":       completionsBody("hi", false),
 		"/v1/chat/completions//": `{"model":"test-model","messages":[{"role":"user","content":"hi"}]}`,
+		GeneratePath + "/":       generateBody(40, "null"),
 	} {
 		resp := h.post(path, body)
 		got := readAll(t, resp)
