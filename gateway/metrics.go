@@ -54,8 +54,11 @@ const (
 	// Config.BodyReadTimeout (408, connection closed).
 	ResultBodyTimeout Result = "body_timeout"
 	// ResultBadRequest: the body was unreadable or not a JSON object (400),
-	// named a model the router does not index (400), or its X-Request-Id
-	// was invalid (400) or already in flight (409).
+	// named a model no endpoint serves or the router does not index (404,
+	// as vLLM answers a model it does not serve), or its X-Request-Id was
+	// invalid (400) or already in flight (409); also a method other than
+	// POST on an inference route (405), and a malformed admission or
+	// session header (400).
 	ResultBadRequest Result = "bad_request"
 	// ResultNoEndpoint: no endpoint could be picked (503), including a
 	// request whose admission queue deadline passed.
