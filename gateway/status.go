@@ -12,8 +12,12 @@ import (
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/admission"
 	"github.com/kvroute/kvroute/approx"
+	"github.com/kvroute/kvroute/disagg"
+	"github.com/kvroute/kvroute/disagg/sidecar"
 	"github.com/kvroute/kvroute/enginemetrics"
 	"github.com/kvroute/kvroute/lora"
+	"github.com/kvroute/kvroute/models"
+	"github.com/kvroute/kvroute/session"
 )
 
 // StatusPath is the gateway's status page: plain HTML (no scripts) with the
@@ -217,23 +221,40 @@ func shareSummary(samples []shareSample) string {
 		l.Start.UTC().Format("15:04:05"), 100*l.PredictedShare(), 100*l.ActualShare(), l.Prompt, l.Requests)
 }
 
+// shownDisagg is the disagg section as the gateway's --config file writes
+// it: the profile's keys beside mode and exchange (DisaggHostConfig).
+type shownDisagg struct {
+	disagg.Config
+	Mode     string         `json:"mode"`
+	Exchange sidecar.Config `json:"exchange"`
+}
+
 // shownConfig is the configuration the status page shows: the server's,
-// with the keys the gateway's --config file uses where it has them; the
-// endpoints are in their own table.
+// every section of it, with the keys the gateway's --config file uses
+// where it has them; the endpoints are in their own table.
 func (s *Server) shownConfig() any {
+	var dis *shownDisagg
+	if s.cfg.Disagg != nil {
+		dis = &shownDisagg{Config: *s.cfg.Disagg, Mode: s.cfg.DisaggHost.Mode, Exchange: s.cfg.DisaggHost.Exchange}
+	}
 	return struct {
-		Listen            string                `json:"listen"`
-		Policy            Policy                `json:"policy"`
-		ReadHeaderTimeout time.Duration         `json:"readHeaderTimeout"`
-		IdleTimeout       time.Duration         `json:"idleTimeout"`
-		Proxy             Config                `json:"proxy"`
-		Admission         *admission.Config     `json:"admission"`
-		EngineMetrics     *enginemetrics.Config `json:"engineMetrics"`
-		LoRA              *lora.Config          `json:"lora"`
-		Approximate       *approx.Config        `json:"approximate"`
-		Router            kvroute.Config        `json:"router"`
+		Listen              string                `json:"listen"`
+		Policy              Policy                `json:"policy"`
+		ReadHeaderTimeout   time.Duration         `json:"readHeaderTimeout"`
+		IdleTimeout         time.Duration         `json:"idleTimeout"`
+		Proxy               Config                `json:"proxy"`
+		Admission           *admission.Config     `json:"admission"`
+		EngineMetrics       *enginemetrics.Config `json:"engineMetrics"`
+		LoRA                *lora.Config          `json:"lora"`
+		Approximate         *approx.Config        `json:"approximate"`
+		Disagg              *shownDisagg          `json:"disagg"`
+		Session             *session.Config       `json:"session"`
+		Models              *models.Config        `json:"models"`
+		PeerLoadFromMetrics bool                  `json:"peerLoadFromMetrics"`
+		Router              kvroute.Config        `json:"router"`
 	}{s.cfg.Listen, s.cfg.Policy, s.cfg.ReadHeaderTimeout, s.cfg.IdleTimeout, s.cfg.Proxy, s.cfg.Admission,
-		s.cfg.EngineMetrics, s.cfg.LoRA, s.cfg.Approximate, s.cfg.Router}
+		s.cfg.EngineMetrics, s.cfg.LoRA, s.cfg.Approximate, dis, s.cfg.Session, s.cfg.Models, s.cfg.PeerLoadFromMetrics,
+		s.cfg.Router}
 }
 
 // endpointModes returns every endpoint's cache mode by ID (empty under

@@ -10,7 +10,13 @@ import (
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/admission"
+	"github.com/kvroute/kvroute/approx"
+	"github.com/kvroute/kvroute/disagg"
+	"github.com/kvroute/kvroute/disagg/sidecar"
 	"github.com/kvroute/kvroute/enginemetrics"
+	"github.com/kvroute/kvroute/lora"
+	"github.com/kvroute/kvroute/models"
+	"github.com/kvroute/kvroute/session"
 )
 
 // Every credential-like value is redacted wherever it sits (a field named
@@ -112,12 +118,18 @@ func TestGatewayGivesRequestsWithoutIDOne(t *testing.T) {
 }
 
 // The status page renders a server configuration with every optional
-// section set.
+// section set, under the keys of the gateway's config file: the disagg
+// block holds the profile's keys beside mode and exchange.
 func TestConfigTextRendersEveryServerSection(t *testing.T) {
 	s := &Server{cfg: ServerConfig{Listen: ":8080", Policy: PolicyPrecise, Router: kvroute.DefaultConfig(),
-		Admission: &admission.Config{}, EngineMetrics: &enginemetrics.Config{}}}
+		Admission: &admission.Config{}, EngineMetrics: &enginemetrics.Config{}, LoRA: &lora.Config{},
+		Approximate: &approx.Config{}, Disagg: &disagg.Config{NonCachedTokens: 512},
+		DisaggHost: DisaggHostConfig{Mode: DisaggModeExchange, Exchange: sidecar.Config{PrefillTimeout: 3 * time.Second}},
+		Session:    &session.Config{Strict: true}, Models: &models.Config{Label: "served-models"}, PeerLoadFromMetrics: true}}
 	text := configText(s.shownConfig())
-	for _, want := range []string{"listen: \":8080\"\n", "router.blockSize: ", "admission.", "engineMetrics."} {
+	for _, want := range []string{"listen: \":8080\"\n", "router.blockSize: ", "admission.", "engineMetrics.", "lora.",
+		"approximate.", "disagg.nonCachedTokens: 512\n", "disagg.mode: \"exchange\"\n", "disagg.exchange.prefillTimeout: 3s\n",
+		"session.strict: true\n", "models.label: \"served-models\"\n", "peerLoadFromMetrics: true\n"} {
 		require.Contains(t, text, want)
 	}
 }
