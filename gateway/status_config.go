@@ -3,6 +3,7 @@ package gateway
 import (
 	"encoding"
 	"fmt"
+	"maps"
 	"net/url"
 	"reflect"
 	"regexp"
@@ -68,27 +69,7 @@ func writeConfig(b *strings.Builder, path string, v reflect.Value) {
 			line(b, path, v.Interface().(time.Time).Format(time.RFC3339))
 			return
 		}
-		for i := range v.NumField() {
-			f := v.Type().Field(i)
-			if !f.IsExported() {
-				continue
-			}
-			name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
-			if name == "-" {
-				continue
-			}
-			if f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct {
-				writeConfig(b, path, v.Field(i)) // inline, as encoding/json does
-				continue
-			}
-			if name == "" {
-				name = f.Name
-			}
-			if strings.Contains(opts, "omitempty") && v.Field(i).IsZero() {
-				continue
-			}
-			writeConfig(b, join(path, name), v.Field(i))
-		}
+		writeFields(b, path, v, nil)
 	case reflect.Map:
 		keys := v.MapKeys()
 		slices.SortFunc(keys, func(a, b reflect.Value) int { return strings.Compare(fmt.Sprint(a), fmt.Sprint(b)) })
@@ -111,6 +92,55 @@ func writeConfig(b *strings.Builder, path string, v reflect.Value) {
 		// not configuration
 	default:
 		line(b, path, fmt.Sprint(v.Interface()))
+	}
+}
+
+// writeFields writes the fields of struct v under path, those of its
+// embedded structs inline, as encoding/json does, but for the keys in
+// hidden: an outer struct's own fields of those names hide them, as a
+// shallower field hides a deeper one in encoding/json (and the outer one
+// is the setting the configuration file sets and the component reads).
+func writeFields(b *strings.Builder, path string, v reflect.Value, hidden map[string]bool) {
+	type field struct {
+		name, opts string
+		inline     bool
+		v          reflect.Value
+	}
+	var fields []field
+	own := map[string]bool{}
+	for i := range v.NumField() {
+		f := v.Type().Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" {
+			continue
+		}
+		if f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct {
+			fields = append(fields, field{inline: true, v: v.Field(i)})
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		own[name] = true
+		fields = append(fields, field{name: name, opts: opts, v: v.Field(i)})
+	}
+	for _, f := range fields {
+		switch {
+		case f.inline:
+			inner := maps.Clone(hidden)
+			if inner == nil {
+				inner = map[string]bool{}
+			}
+			maps.Copy(inner, own)
+			writeFields(b, path, f.v, inner)
+		case hidden[f.name]:
+		case strings.Contains(f.opts, "omitempty") && f.v.IsZero():
+		default:
+			writeConfig(b, join(path, f.name), f.v)
+		}
 	}
 }
 

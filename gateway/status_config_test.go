@@ -133,3 +133,26 @@ func TestConfigTextRendersEveryServerSection(t *testing.T) {
 		require.Contains(t, text, want)
 	}
 }
+
+// A field an embedded struct shares its key with is shown once, with the
+// value of the outer field, as encoding/json reads and writes it (and the
+// gateway's config file sets it): router.events' replay and topicFilter
+// hide those of the kvevents.PoolConfig it embeds, whose values the router
+// overrides, and the page showed both, the second contradicting the first.
+func TestConfigTextShowsEachKeyOnce(t *testing.T) {
+	cfg := kvroute.DefaultConfig()
+	cfg.Events.Replay = new(true)
+	cfg.Events.TopicFilter = new("kv@")
+	text := configText(struct {
+		Router kvroute.Config `json:"router"`
+	}{cfg})
+	seen := map[string]string{}
+	for l := range strings.Lines(text) {
+		path, value, _ := strings.Cut(strings.TrimSuffix(l, "\n"), ": ")
+		prev, dup := seen[path]
+		require.False(t, dup, "%s shown twice: %s and %s", path, prev, value)
+		seen[path] = value
+	}
+	require.Equal(t, "true", seen["router.events.replay"])
+	require.Equal(t, `"kv@"`, seen["router.events.topicFilter"])
+}
