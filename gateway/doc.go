@@ -60,7 +60,8 @@
 // own x-prefiller-host-port is never forwarded (with or without Disagg),
 // nor are the other headers llm-d's sidecar acts on and the gateway never
 // sets (x-encoder-hosts-ports, x-kv-cache-source-host-port,
-// x-data-parallel-host-port), nor (unless
+// x-data-parallel-host-port, and llm-d's x-llm-d- names of the prefill
+// endpoint, encoders and KV source), nor (unless
 // Config.AllowClientKVTransferParams) its own kv_transfer_params, which
 // would make vLLM's KV connector pull blocks from the remote_host the
 // client names. With ServerConfig.DisaggHost

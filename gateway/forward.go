@@ -46,13 +46,20 @@ var headerPrefiller = http.CanonicalHeaderKey(disagg.HeaderPrefiller)
 // sidecarHeaders are the request headers llm-d's routing sidecar acts on
 // besides disagg.HeaderPrefiller, in canonical form: the encoder endpoints,
 // the endpoint to pull the prompt's KV blocks from and the data-parallel
-// rank to forward to. The gateway never sets them, and llm-d's picker
-// clears a client's own values: passed on, they would steer the decode
-// pod's sidecar past the pick.
+// rank to forward to, and llm-d's current names of the prefill endpoint,
+// the encoders and the KV source (x-llm-d-..., which its sidecar reads
+// when the pre-convention name is absent). The gateway never sets them
+// (the prefill endpoint it names under the pre-convention name, which every
+// sidecar reads first), and llm-d's picker clears a client's own values
+// under both names: passed on, they would steer the decode pod's sidecar
+// past the pick.
 var sidecarHeaders = [...]string{
 	http.CanonicalHeaderKey("x-encoder-hosts-ports"),
 	http.CanonicalHeaderKey("x-kv-cache-source-host-port"),
 	http.CanonicalHeaderKey("x-data-parallel-host-port"),
+	http.CanonicalHeaderKey("x-llm-d-prefiller-host-port"),
+	http.CanonicalHeaderKey("x-llm-d-encoder-hosts-ports"),
+	http.CanonicalHeaderKey("x-llm-d-kv-cache-source-host-port"),
 }
 
 // hopHeaders are the hop-by-hop headers of RFC 9110 §7.6.1, which a proxy

@@ -633,7 +633,8 @@ func TestGatewayPassesCORSPreflightsToAnEngine(t *testing.T) {
 
 // The request headers llm-d's routing sidecar acts on (the prefill
 // endpoint, the encoder list, the KV-cache source to pull from, the
-// data-parallel rank to forward to) are the router's to set, or nobody's:
+// data-parallel rank to forward to), under their pre-convention names and
+// llm-d's current x-llm-d- ones, are the router's to set, or nobody's:
 // a client's own values reach no engine, on an inference route or on the
 // routes passed through, since the decode pod's sidecar would follow them
 // past the pick.
@@ -641,7 +642,10 @@ func TestGatewayRemovesClientSidecarRoutingHeaders(t *testing.T) {
 	defer leakcheck.Check(t)()
 	h := newHarness(t, 1, Config{})
 	defer h.close()
-	client := []string{"x-prefiller-host-port", "x-encoder-hosts-ports", "x-kv-cache-source-host-port", "x-data-parallel-host-port"}
+	client := []string{"x-prefiller-host-port", "x-encoder-hosts-ports", "x-kv-cache-source-host-port", "x-data-parallel-host-port",
+		// llm-d's current names, which its sidecar reads when the names
+		// above are absent.
+		"x-llm-d-prefiller-host-port", "x-llm-d-encoder-hosts-ports", "x-llm-d-kv-cache-source-host-port"}
 	for _, c := range []struct{ method, path, body string }{
 		{http.MethodPost, "/v1/completions", completionsBody("hello there", false)},
 		{http.MethodPost, "/v1/messages/count_tokens", `{"model":"test-model","messages":[]}`},
