@@ -34,6 +34,11 @@ const DefaultRoleLabel = "llm-d.ai/role"
 // sidecar.PrefillerHeader, the name the sidecar reads: one name for both.
 const HeaderPrefiller = sidecar.PrefillerHeader
 
+// HeaderPrefillerLLMD is llm-d's current name of HeaderPrefiller
+// (sidecar.PrefillerHeaderLLMD): kvroute's router sets both, with the same
+// value, as llm-d's router does, so that a sidecar reading either finds it.
+const HeaderPrefillerLLMD = sidecar.PrefillerHeaderLLMD
+
 // ValidRole reports whether role is one of "", RolePrefill, RoleDecode and
 // RoleBoth, and says which it is not otherwise.
 func ValidRole(role string) error {

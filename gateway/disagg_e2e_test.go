@@ -53,7 +53,13 @@ func startPDEngine(t *testing.T) *pdEngine {
 	e.hs = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/v1/completions" {
 			e.mu.Lock()
-			e.prefiller = append(e.prefiller, r.Header.Get(disagg.HeaderPrefiller))
+			// Both names carry the same prefill endpoint, as llm-d's router
+			// writes them.
+			pre := r.Header.Get(disagg.HeaderPrefiller)
+			if llmd := r.Header.Get(disagg.HeaderPrefillerLLMD); llmd != pre {
+				pre = "mismatch: " + pre + " / " + llmd
+			}
+			e.prefiller = append(e.prefiller, pre)
 			e.mu.Unlock()
 		}
 		inner.ServeHTTP(w, r)
@@ -162,7 +168,7 @@ func TestDisaggThroughGateway(t *testing.T) {
 
 	// 2. The follow-up turn, whose prefix the decode engine holds, is
 	// prefilled there; a client's own x-prefiller-host-port goes nowhere.
-	resp = post(gw.URL(), turn1+words(2, 20), map[string]string{disagg.HeaderPrefiller: "203.0.113.9:1"})
+	resp = post(gw.URL(), turn1+words(2, 20), map[string]string{disagg.HeaderPrefiller: "203.0.113.9:1", disagg.HeaderPrefillerLLMD: "203.0.113.9:2"})
 	require.Equal(t, dec, resp.Header.Get(HeaderEndpoint))
 	require.Empty(t, resp.Header.Get(HeaderPrefillEndpoint), "not split")
 	require.Equal(t, []string{""}, byID[dec].takePrefillers(), "no prefiller named to the decode engine")

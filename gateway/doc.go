@@ -55,13 +55,14 @@
 // With ServerConfig.Disagg the Router's profile step is package disagg's
 // prefill/decode Profile: each request goes to a decode endpoint and, when
 // the decider splits it, the request names its prefill endpoint in
-// x-prefiller-host-port (disagg.HeaderPrefiller) for the decode pod's
-// routing sidecar, and the response in HeaderPrefillEndpoint; a client's
-// own x-prefiller-host-port is never forwarded (with or without Disagg),
-// nor are the other headers llm-d's sidecar acts on and the gateway never
-// sets (x-encoder-hosts-ports, x-kv-cache-source-host-port,
-// x-data-parallel-host-port, and llm-d's x-llm-d- names of the prefill
-// endpoint, encoders and KV source), nor (unless
+// x-prefiller-host-port (disagg.HeaderPrefiller) and, with the same value,
+// llm-d's current x-llm-d-prefiller-host-port (disagg.HeaderPrefillerLLMD)
+// for the decode pod's routing sidecar, and the response in
+// HeaderPrefillEndpoint; a client's own values of either are never
+// forwarded (with or without Disagg), nor are the other headers llm-d's
+// sidecar acts on and the gateway never sets (x-encoder-hosts-ports,
+// x-kv-cache-source-host-port, x-data-parallel-host-port, and llm-d's
+// x-llm-d- names of the encoders and KV source), nor (unless
 // Config.AllowClientKVTransferParams) its own kv_transfer_params, which
 // would make vLLM's KV connector pull blocks from the remote_host the
 // client names. With ServerConfig.DisaggHost

@@ -40,24 +40,25 @@ const (
 	HeaderPrefillEndpoint = "X-Kvroute-Prefill-Endpoint"
 )
 
-// headerPrefiller is disagg.HeaderPrefiller in canonical form.
-var headerPrefiller = http.CanonicalHeaderKey(disagg.HeaderPrefiller)
+// headerPrefiller and headerPrefillerLLMD are disagg.HeaderPrefiller and
+// disagg.HeaderPrefillerLLMD in canonical form.
+var (
+	headerPrefiller     = http.CanonicalHeaderKey(disagg.HeaderPrefiller)
+	headerPrefillerLLMD = http.CanonicalHeaderKey(disagg.HeaderPrefillerLLMD)
+)
 
 // sidecarHeaders are the request headers llm-d's routing sidecar acts on
 // besides disagg.HeaderPrefiller, in canonical form: the encoder endpoints,
 // the endpoint to pull the prompt's KV blocks from and the data-parallel
-// rank to forward to, and llm-d's current names of the prefill endpoint,
-// the encoders and the KV source (x-llm-d-..., which its sidecar reads
-// when the pre-convention name is absent). The gateway never sets them
-// (the prefill endpoint it names under the pre-convention name, which every
-// sidecar reads first), and llm-d's picker clears a client's own values
-// under both names: passed on, they would steer the decode pod's sidecar
-// past the pick.
+// rank to forward to, and llm-d's current names of the encoders and the KV
+// source (x-llm-d-..., which its sidecar reads when the pre-convention name
+// is absent). The gateway never sets them, and llm-d's picker clears a
+// client's own values under both names: passed on, they would steer the
+// decode pod's sidecar past the pick.
 var sidecarHeaders = [...]string{
 	http.CanonicalHeaderKey("x-encoder-hosts-ports"),
 	http.CanonicalHeaderKey("x-kv-cache-source-host-port"),
 	http.CanonicalHeaderKey("x-data-parallel-host-port"),
-	http.CanonicalHeaderKey("x-llm-d-prefiller-host-port"),
 	http.CanonicalHeaderKey("x-llm-d-encoder-hosts-ports"),
 	http.CanonicalHeaderKey("x-llm-d-kv-cache-source-host-port"),
 }
@@ -87,6 +88,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, d
 	// send the decode pod's sidecar wherever the client likes. So would the
 	// other headers the sidecar acts on, which nobody here sets.
 	delete(hdr, headerPrefiller)
+	delete(hdr, headerPrefillerLLMD)
 	for _, k := range sidecarHeaders {
 		delete(hdr, k)
 	}
@@ -108,7 +110,10 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, d
 		split = fallback == "" && exchangePaths[r.URL.Path] && r.Method == http.MethodPost
 		exchanged = split
 	case split:
+		// Under both names, as llm-d's router writes it: every sidecar
+		// reads one of them.
 		hdr[headerPrefiller] = []string{d.Roles[0].Endpoint.ID}
+		hdr[headerPrefillerLLMD] = []string{d.Roles[0].Endpoint.ID}
 	}
 	var rd io.Reader = http.NoBody
 	if body != nil {

@@ -1,7 +1,8 @@
 // Command kvroute-sidecar is the routing sidecar of a decode pod in
 // prefill/decode disaggregated serving (package disagg/sidecar): it listens
 // in front of the pod's decode engine, and for a request whose
-// x-prefiller-host-port header names a prefill endpoint it first sends the
+// x-prefiller-host-port header (or llm-d's current x-llm-d-prefiller-host-port)
+// names a prefill endpoint it first sends the
 // request to that prefiller (max_tokens 1, stream false, kv_transfer_params
 // with do_remote_decode), then to the local decoder with the
 // kv_transfer_params the prefiller returned. Without the header, or when

@@ -27,7 +27,8 @@ func TestDisaggPrefillerHeader(t *testing.T) {
 
 	withClientValue := func(m *extprocv3.ProcessingRequest) *extprocv3.ProcessingRequest {
 		hs := m.GetRequestHeaders().GetHeaders()
-		hs.Headers = append(hs.Headers, &corev3.HeaderValue{Key: disagg.HeaderPrefiller, RawValue: []byte("203.0.113.9:1")})
+		hs.Headers = append(hs.Headers, &corev3.HeaderValue{Key: disagg.HeaderPrefiller, RawValue: []byte("203.0.113.9:1")},
+			&corev3.HeaderValue{Key: disagg.HeaderPrefillerLLMD, RawValue: []byte("203.0.113.9:2")})
 		return m
 	}
 	group := 300
@@ -57,8 +58,9 @@ func TestDisaggPrefillerHeader(t *testing.T) {
 		require.Equal(t, dec, setHeader(mut, DefaultDestinationHeader), tc.name)
 		if tc.split {
 			require.Equal(t, pre, setHeader(mut, disagg.HeaderPrefiller), tc.name)
+			require.Equal(t, pre, setHeader(mut, disagg.HeaderPrefillerLLMD), "%s: llm-d's current name too", tc.name)
 			for _, o := range mut.GetSetHeaders() {
-				if o.GetHeader().GetKey() == disagg.HeaderPrefiller {
+				if k := o.GetHeader().GetKey(); k == disagg.HeaderPrefiller || k == disagg.HeaderPrefillerLLMD {
 					require.Equal(t, corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD, o.GetAppendAction(), tc.name)
 				}
 			}
@@ -66,8 +68,9 @@ func TestDisaggPrefillerHeader(t *testing.T) {
 			require.EqualValues(t, 1, reqs, "%s: the prefill pick is accounted", tc.name)
 		} else {
 			require.Empty(t, setHeader(mut, disagg.HeaderPrefiller), tc.name)
+			require.Empty(t, setHeader(mut, disagg.HeaderPrefillerLLMD), tc.name)
 			if tc.client {
-				require.Equal(t, []string{disagg.HeaderPrefiller}, mut.GetRemoveHeaders(), tc.name)
+				require.Equal(t, []string{disagg.HeaderPrefiller, disagg.HeaderPrefillerLLMD}, mut.GetRemoveHeaders(), tc.name)
 			} else {
 				require.Empty(t, mut.GetRemoveHeaders(), tc.name)
 			}
@@ -89,7 +92,8 @@ func TestClientSidecarRoutingHeadersRemoved(t *testing.T) {
 	defer leakcheck.Check(t)()
 	h := newHarness(t, Config{}, engineOpts{})
 	defer h.close()
-	client := []string{disagg.HeaderPrefiller, "x-encoder-hosts-ports", "x-kv-cache-source-host-port", "x-data-parallel-host-port"}
+	client := []string{disagg.HeaderPrefiller, "x-encoder-hosts-ports", "x-kv-cache-source-host-port", "x-data-parallel-host-port",
+		disagg.HeaderPrefillerLLMD, "x-llm-d-encoder-hosts-ports", "x-llm-d-kv-cache-source-host-port"}
 	for i, path := range []string{"/v1/completions", "/v1/models"} {
 		st, err := h.client.Process(ctxT(t))
 		require.NoError(t, err)

@@ -26,13 +26,14 @@
 //     stream, then an empty chunk ending it) is answered as a body: one
 //     empty chunk ending the stream, or, on an inference API's path, 400.
 //     When the Router's profile step (package disagg) split the request,
-//     the same answer sets x-prefiller-host-port on the request to the
-//     prefill endpoint, for the decode pod's routing sidecar, as llm-d's
-//     picker does; otherwise a client's own value of that header is removed.
-//     So are a client's values of the other headers llm-d's sidecar acts
-//     on, which the picker never sets (x-encoder-hosts-ports,
-//     x-kv-cache-source-host-port, x-data-parallel-host-port), as llm-d's
-//     picker clears them: they would steer the sidecar past the pick.
+//     the same answer sets x-prefiller-host-port and llm-d's current
+//     x-llm-d-prefiller-host-port on the request to the prefill endpoint,
+//     for the decode pod's routing sidecar, as llm-d's picker does;
+//     otherwise a client's own values of those headers are removed. So are
+//     a client's values of the other headers llm-d's sidecar acts on, which
+//     the picker never sets (x-encoder-hosts-ports,
+//     x-kv-cache-source-host-port, x-data-parallel-host-port and the
+//     x-llm-d- names of the first two), as llm-d's picker clears them: they would steer the sidecar past the pick.
 //     A client's own kv_transfer_params member is removed from the body
 //     too (vLLM's KV connector would pull blocks from the remote_host it
 //     names), unless Config.AllowClientKVTransferParams.

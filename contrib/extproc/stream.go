@@ -433,10 +433,18 @@ func (st *streamState) candidates() (eps []kvroute.Endpoint, selected bool) {
 // sidecarHeaders are the request headers llm-d's routing sidecar acts on
 // besides disagg.HeaderPrefiller, which the picker never sets: the encoder
 // endpoints, the endpoint to pull the prompt's KV blocks from, and the
-// data-parallel rank to forward to. llm-d's picker clears a client's own
-// values; passed on, they would steer the decode pod's sidecar past the
+// data-parallel rank to forward to, under their pre-convention names and
+// llm-d's current ones (x-llm-d-..., which its sidecar reads when the
+// former is absent). llm-d's picker clears a client's own values under both
+// names; passed on, they would steer the decode pod's sidecar past the
 // pick.
-var sidecarHeaders = []string{"x-encoder-hosts-ports", "x-kv-cache-source-host-port", "x-data-parallel-host-port"}
+var sidecarHeaders = []string{"x-encoder-hosts-ports", "x-kv-cache-source-host-port", "x-data-parallel-host-port",
+	"x-llm-d-encoder-hosts-ports", "x-llm-d-kv-cache-source-host-port"}
+
+// prefillerHeaders are the names of the prefill endpoint the picker sets
+// on a split request and removes from any other: the pre-convention one and
+// llm-d's current one.
+var prefillerHeaders = [...]string{disagg.HeaderPrefiller, disagg.HeaderPrefillerLLMD}
 
 // answerRequest sends the request-headers response naming the endpoint
 // followed by its fallbacks (list) and, when the request has a body, the
@@ -463,11 +471,19 @@ func (st *streamState) answerRequest(list []string, prefill string, body []byte,
 	mut := &extprocv3.HeaderMutation{SetHeaders: set}
 	switch {
 	case prefill != "":
-		h := header(disagg.HeaderPrefiller, prefill)
-		h.AppendAction = corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD // never beside a client's value
-		mut.SetHeaders = append(mut.SetHeaders, h)
-	case len(st.header.Values(disagg.HeaderPrefiller)) > 0:
-		mut.RemoveHeaders = append(mut.RemoveHeaders, disagg.HeaderPrefiller)
+		// Under both names, as llm-d's picker writes it: every sidecar
+		// reads one of them.
+		for _, name := range prefillerHeaders {
+			h := header(name, prefill)
+			h.AppendAction = corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD // never beside a client's value
+			mut.SetHeaders = append(mut.SetHeaders, h)
+		}
+	default:
+		for _, name := range prefillerHeaders {
+			if len(st.header.Values(name)) > 0 {
+				mut.RemoveHeaders = append(mut.RemoveHeaders, name)
+			}
+		}
 	}
 	for _, k := range sidecarHeaders {
 		if len(st.header.Values(k)) > 0 {

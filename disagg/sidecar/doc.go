@@ -6,8 +6,10 @@
 //
 // The router picks a decode endpoint and, when it decides to split, a
 // prefill endpoint whose "host:port" it sends in the x-prefiller-host-port
-// header (PrefillerHeader) to the decode pod, as llm-d's router does. The
-// sidecar in front of the decoder then:
+// header (PrefillerHeader) to the decode pod, as llm-d's router does (with
+// the same value under llm-d's current name, PrefillerHeaderLLMD, which the
+// sidecar reads when the former is absent). The sidecar in front of the
+// decoder then:
 //
 //  1. sends the client's request to the prefiller with max_tokens 1 (and
 //     min_tokens 1 when it has one), stream false, no stream_options, and

@@ -26,6 +26,23 @@ import (
 // name kvroute's router sets, is this constant.
 const PrefillerHeader = "x-prefiller-host-port"
 
+// PrefillerHeaderLLMD is llm-d's current name of PrefillerHeader. llm-d's
+// router writes both names with the same value, and its sidecar trusts the
+// pre-convention one first (every router that strips client values strips
+// that one); a router that has retired it writes only this one. The
+// sidecar reads it when PrefillerHeader is absent, and kvroute's router
+// writes both.
+const PrefillerHeaderLLMD = "x-llm-d-prefiller-host-port"
+
+// prefillerTarget is the prefill endpoint a request names: PrefillerHeader,
+// else PrefillerHeaderLLMD (llm-d's order of trust).
+func prefillerTarget(h http.Header) string {
+	if t := h.Get(PrefillerHeader); t != "" {
+		return t
+	}
+	return h.Get(PrefillerHeaderLLMD)
+}
+
 // RequestIDHeader is the request ID vLLM adopts as its own; both halves of a
 // split request carry the same one.
 const RequestIDHeader = "X-Request-Id"
@@ -381,7 +398,7 @@ func (x *Exchange) prefill(ctx context.Context, url string, hdr http.Header, id 
 var hopHeaders = map[string]bool{
 	"Connection": true, "Proxy-Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true,
 	"Proxy-Authorization": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
-	"Content-Length": true, "Accept-Encoding": true, "Expect": true, http.CanonicalHeaderKey(PrefillerHeader): true,
+	"Content-Length": true, "Accept-Encoding": true, "Expect": true, http.CanonicalHeaderKey(PrefillerHeader): true, http.CanonicalHeaderKey(PrefillerHeaderLLMD): true,
 }
 
 // copyHeaders copies src's end-to-end headers into dst: not hopHeaders,

@@ -80,6 +80,7 @@ func NewHandler(cfg Config, opts Options) (*Handler, error) {
 			pr.SetURL(u)
 			pr.Out.Host = pr.In.Host
 			pr.Out.Header.Del(PrefillerHeader)
+			pr.Out.Header.Del(PrefillerHeaderLLMD)
 		},
 		Transport:     x.client.Transport,
 		FlushInterval: -1, // stream every chunk at once (SSE)
@@ -109,7 +110,7 @@ var pdPaths = map[string]bool{"/v1/completions": true, "/v1/chat/completions": t
 
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	target := r.Header.Get(PrefillerHeader)
+	target := prefillerTarget(r.Header)
 	split := target != "" && r.Method == http.MethodPost && pdPaths[r.URL.Path]
 	var body []byte
 	if r.ContentLength != 0 { // a body, of known length or chunked

@@ -234,3 +234,56 @@ func TestSidecarBadBodiesAndOtherRoutes(t *testing.T) {
 	_, err = NewExchange(Config{}, Options{Set: telemetry.Set{Registerer: reg}})
 	require.ErrorContains(t, err, "already registered")
 }
+
+// llm-d's current name of the prefiller header is read when the
+// pre-convention one is absent (the older name wins when both differ, as
+// llm-d's sidecar trusts it first), and neither name reaches the prefiller
+// or the decoder.
+func TestSidecarReadsLLMDsPrefillerHeaderName(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t)) // runs after every other cleanup
+	var mu sync.Mutex
+	var preHdr, decHdr []http.Header
+	prefiller := fakePrefiller(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		preHdr = append(preHdr, r.Header.Clone())
+		mu.Unlock()
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"id":"p","kv_transfer_params":{"do_remote_prefill":true,"do_remote_decode":false}}`))
+	})
+	decoder := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		decHdr = append(decHdr, r.Header.Clone())
+		mu.Unlock()
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = w.Write([]byte(`{"ok":true}`))
+	}))
+	defer decoder.Close()
+	_, reg, url := startSidecar(t, Config{DecoderURL: decoder.URL})
+
+	for _, hdr := range []map[string]string{
+		{PrefillerHeaderLLMD: prefiller},
+		{PrefillerHeader: prefiller, PrefillerHeaderLLMD: "203.0.113.9:1"},
+	} {
+		req, err := http.NewRequest(http.MethodPost, url+"/v1/completions", strings.NewReader(`{"model":"m","prompt":"hello","max_tokens":5}`))
+		require.NoError(t, err)
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := client.Do(req)
+		require.NoError(t, err)
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+		require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
+	}
+	require.Equal(t, 2.0, counter(t, reg, "kvroute_sidecar_requests_total", "outcome", OutcomeSplit), "both split by the named prefiller")
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, preHdr, 2)
+	require.Len(t, decHdr, 2)
+	for _, h := range append(preHdr, decHdr...) {
+		require.Empty(t, h.Get(PrefillerHeader))
+		require.Empty(t, h.Get(PrefillerHeaderLLMD))
+	}
+}
