@@ -279,23 +279,34 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "kvroute-epp: ext_proc on %s, health on %s, metrics on %[6]s://%[3]s/metrics (status page %[6]s://%[3]s%[4]s, readiness %[6]s://%[3]s%[5]s)\n",
 		grpcLn.Addr(), healthLn.Addr(), metricsLn.Addr(), extproc.StatusPath, extproc.ReadyPath, mserving.scheme())
 
-	// Ready once discovery has synced and the index has caught up; while
-	// discovery waits for its caches, the readiness reason says why.
-	followCtx, stopFollowing := context.WithCancel(ctx)
-	followed := make(chan struct{})
+	// While discovery waits for its caches, the readiness reason says why
+	// (an API server's refusal of a list, say); never ready meanwhile.
+	syncCtx, stopSyncing := context.WithCancel(ctx)
+	syncFollowed := make(chan struct{})
 	go func() {
-		defer close(followed)
-		picker.FollowReadiness(followCtx, poolReadiness(discoveries, poolD, ha.gate(router)), f.readinessInterval)
+		defer close(syncFollowed)
+		if len(discoveries) > 0 {
+			picker.FollowReadiness(syncCtx, syncGate(discoveries), f.readinessInterval)
+		}
 	}()
 	for _, d := range discoveries {
 		if err := d.Start(ctx); err != nil {
-			stopFollowing()
-			<-followed
+			stopSyncing()
+			<-syncFollowed
 			stopServers(gs, hs, ms)
 			drain(errc, 3)
 			return err
 		}
 	}
+	stopSyncing()
+	<-syncFollowed
+	// Discovery has synced; ready once the index has caught up too.
+	followCtx, stopFollowing := context.WithCancel(ctx)
+	followed := make(chan struct{})
+	go func() {
+		defer close(followed)
+		picker.FollowReadiness(followCtx, poolReadiness(poolD, ha.gate(router)), f.readinessInterval)
+	}()
 
 	var serveErr error
 	pending := 3 // serve results still to come on errc
@@ -316,43 +327,48 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return serveErr
 }
 
-// poolReadiness returns the picker's readiness source: not ready while
-// one of the discoveries ds has not synced its caches (with the last
-// error its informers reported, such as a list RBAC forbids), then src,
-// with the reason the pool's discovery d (nil: none) finds its
-// InferencePool unusable in front (its CRD not installed, the pool missing
-// or being deleted), so that a picker without endpoints says why.
-func poolReadiness(ds []*k8s.Discovery, d *k8s.Discovery, src extproc.ReadinessSource) extproc.ReadinessSource {
-	return poolGate{ds, d, src}
-}
+// syncGate is the picker's readiness source while the discoveries ds wait
+// for their caches: never ready, with the last error the first unsynced
+// one's informers reported (a list RBAC forbids, an API server that does
+// not answer). Followed only until every Start has returned.
+type syncGate []*k8s.Discovery
 
-type poolGate struct {
-	ds  []*k8s.Discovery
-	d   *k8s.Discovery
-	src extproc.ReadinessSource
-}
-
-func (g poolGate) NotReady() string {
-	reason := g.src.NotReady() // asked whatever the discoveries say: it runs the router's give-up clocks
-	for _, d := range g.ds {
-		if !d.Synced() {
-			if err := d.SyncError(); err != nil {
-				return notSynced + ": " + err.Error()
-			}
-			return notSynced
+func (ds syncGate) NotReady() string {
+	for _, d := range ds {
+		if err := d.SyncError(); err != nil {
+			return notSynced + ": " + err.Error()
 		}
 	}
-	if g.d != nil {
-		if err := g.d.PoolError(); err != nil {
-			return err.Error()
-		}
-	}
-	return reason
+	return notSynced
 }
 
 // notSynced is the readiness reason while endpoint discovery waits for
 // its caches.
 const notSynced = "endpoint discovery has not synced"
+
+// poolReadiness returns the picker's readiness source: src, with the
+// reason the pool's discovery d (nil: none) finds its InferencePool
+// unusable in front (its CRD not installed, the pool missing or being
+// deleted), so that a picker without endpoints says why.
+func poolReadiness(d *k8s.Discovery, src extproc.ReadinessSource) extproc.ReadinessSource {
+	if d == nil {
+		return src
+	}
+	return poolGate{d, src}
+}
+
+type poolGate struct {
+	d   *k8s.Discovery
+	src extproc.ReadinessSource
+}
+
+func (g poolGate) NotReady() string {
+	reason := g.src.NotReady() // asked whatever d says: it runs the router's give-up clocks
+	if err := g.d.PoolError(); err != nil {
+		return err.Error()
+	}
+	return reason
+}
 
 func stopServers(gs, hs *grpc.Server, ms *http.Server) {
 	done := make(chan struct{})
