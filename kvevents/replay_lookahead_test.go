@@ -115,3 +115,29 @@ func TestStreamFastReplayAheadOfLiveStreamEnds(t *testing.T) {
 	requireHeld(t, f.ix, seqID, 750, 799)
 	require.Equal(t, 750.0, f.count("dropped", string(dropAlreadyApplied)), "none of the 50 later live messages skipped")
 }
+
+// ReplayLookahead is added to sequences with saturation: a lookahead of
+// 2^64-1 (no bound) must not wrap. A connect replay before any live
+// message applies 0..9 of an idle engine's buffer; the live messages 5..10
+// that were in flight meanwhile are covered or continue it. Before, the
+// first live message's check (seq + lookahead < watermark) wrapped to
+// seq-1 < 9, counted a protocol error and cleared the endpoint, losing
+// batches 0..4.
+func TestStreamReplayLookaheadDoesNotWrap(t *testing.T) {
+	defer leakcheck.Check(t)()
+	f := newSeqFixture(t, PoolConfig{TailProbeDelay: -1, ReplayLookahead: 1<<64 - 1}, 100, "")
+	defer f.close()
+	for s := range uint64(10) {
+		f.hide(s, s)
+	}
+	f.st.onConnect(false)
+	require.Eventually(t, func() bool { st := f.status(); return st.HasApplied && st.Applied == 9 && !st.Replaying },
+		poolWait, poolTick, f.logs.String())
+	for s := uint64(5); s <= 10; s++ {
+		f.publish(s, s)
+	}
+	f.wait(10)
+	requireHeld(t, f.ix, seqID, 0, 10)
+	require.Zero(t, f.count("errors", opReplayProtocol), f.logs.String())
+	require.Equal(t, 5.0, f.count("dropped", string(dropAlreadyApplied)))
+}

@@ -3,6 +3,7 @@ package kvevents
 import (
 	"context"
 	"errors"
+	"math"
 	"time"
 
 	"github.com/kvroute/kvroute/kvevents/wire"
@@ -115,7 +116,7 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 		if st.liveConn.Load() {
 			// Never ahead of the live stream by more than the slack,
 			// however fast the replay streams (see PoolConfig.ReplayLookahead).
-			limit := max(st.lastSeen.Load(), known, from) + st.p.cfg.ReplayLookahead
+			limit := addSat(max(st.lastSeen.Load(), known, from), st.p.cfg.ReplayLookahead)
 			if seq > limit {
 				return errOutOfRange
 			}
@@ -324,6 +325,16 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 			st.armRepairLocked()
 		}
 	})
+}
+
+// addSat is a+b, or the largest sequence when that overflows: a lookahead
+// of 2^64-1 is no bound, and a sequence near the top of the range (a
+// hostile publisher's) does not wrap the bound to a small one.
+func addSat(a, b uint64) uint64 {
+	if a > math.MaxUint64-b {
+		return math.MaxUint64
+	}
+	return a + b
 }
 
 // drainCoveredLocked applies, during a replay, the held live messages the

@@ -434,7 +434,7 @@ func (st *stream) sequenceLocked(it item, dec *wire.Decoder, b *wire.Batch) {
 		s.model = it.model // replays apply with the model of the live stream
 	}
 	st.checkGuessedModelLocked(it.model)
-	if s.unconfirmed && s.has && it.seq+st.p.cfg.ReplayLookahead < s.applied {
+	if s.unconfirmed && s.has && addSat(it.seq, st.p.cfg.ReplayLookahead) < s.applied {
 		// The watermark came from a replay before any live message, and the
 		// live stream is far behind it: the replay's sequences were bogus.
 		st.p.m.ZMQErrors.WithLabelValues(st.id, opReplayProtocol).Inc()
