@@ -54,7 +54,7 @@ func FuzzParseReply(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if r.Seq < SeqUnavailable || (r.Unavailable && len(r.Chunks) > 0) {
+		if r.Seq < SeqUnavailable || ((r.Unavailable || r.Seq == SeqEmpty) && len(r.Chunks) > 0) {
 			t.Fatalf("accepted an invalid reply: %+v", r)
 		}
 		var sum int64

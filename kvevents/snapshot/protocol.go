@@ -23,9 +23,9 @@
 //     their publisher_id), then zero or more chunk frames.
 //   - Sequence -2 means "unavailable, retry later" (the recorder stopped or
 //     is not ready) and carries no chunks; -1 means nothing was published
-//     yet (the snapshot is empty and the live stream's sequence 0 follows).
-//     A snapshot at sequence S covers every batch up to and including S;
-//     live batches from S+1 on follow it.
+//     yet (the snapshot is empty, carries no chunks, and the live stream's
+//     sequence 0 follows). A snapshot at sequence S covers every batch up
+//     to and including S; live batches from S+1 on follow it.
 //   - Each chunk is one msgpack KVEventBatch, encoded exactly like a live
 //     batch's payload (the array [ts, events, data_parallel_rank], at most
 //     256 events each). Applied in order to an empty index, the chunks
@@ -78,7 +78,10 @@ const (
 	ReasonIDSize       = "publisher_size" // the identity frame is not 16 bytes
 	ReasonBadSeq       = "bad_seq"        // a sequence below -2
 	ReasonChunksNoData = "unavailable_with_chunks"
-	ReasonEmptyChunk   = "empty_chunk" // a chunk frame with no bytes (never a msgpack batch)
+	// ReasonEmptyWithChunks: chunks with the empty sequence, which says
+	// nothing was published (so no block is cached).
+	ReasonEmptyWithChunks = "empty_with_chunks"
+	ReasonEmptyChunk      = "empty_chunk" // a chunk frame with no bytes (never a msgpack batch)
 )
 
 // ErrProtocol is wrapped by every reply kvroute does not understand.
@@ -185,6 +188,9 @@ func ParseReply(frames [][]byte) (Reply, error) {
 		r.Bytes += int64(len(c))
 	}
 	r.Chunks = r.Chunks[:n]
+	if r.Seq == SeqEmpty && n > 0 {
+		return bad(ReasonEmptyWithChunks, "%d chunks with the empty sequence", n)
+	}
 	return r, nil
 }
 

@@ -24,6 +24,10 @@ func TestParseReplyRejectsWhatItDoesNotUnderstand(t *testing.T) {
 		{"bad seq", [][]byte{{}, seqFrame(-3), id}, ReasonBadSeq},
 		{"unavailable with chunks", [][]byte{{}, seqFrame(SeqUnavailable), id, {0x90}}, ReasonChunksNoData},
 		{"empty chunk", [][]byte{{}, seqFrame(3), id, {}}, ReasonEmptyChunk},
+		// "Nothing published yet" with blocks: applied, they would be
+		// entries without a watermark, under a position of sequence 0.
+		{"empty with chunks", [][]byte{{}, seqFrame(SeqEmpty), id, {0x90}}, ReasonEmptyWithChunks},
+		{"empty with a topic's chunks", [][]byte{{}, seqFrame(SeqEmpty), id, []byte("kv@10.0.0.1:8000@beta"), {0x90}}, ReasonEmptyWithChunks},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseReply(tc.frames)
