@@ -26,7 +26,9 @@ type Config struct {
 	// inaccurate (see kvevents.Pool.Resync). Default false.
 	Resync bool `json:"resync"`
 	// ResyncInterval is the least time between two resyncs of one endpoint,
-	// a duration string such as "1m". Default 1 minute.
+	// a duration string such as "1m". An endpoint that becomes inaccurate
+	// again sooner is resynced once the interval has passed, at its next
+	// observed request, if it is still inaccurate then. Default 1 minute.
 	ResyncInterval time.Duration `json:"resyncInterval"`
 }
 

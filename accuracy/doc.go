@@ -14,7 +14,9 @@
 //     endpoint's latest Config.Window observed requests missed by more than
 //     Config.ToleranceTokens. The endpoint is then marked inaccurate
 //     (kvroute_router_endpoint_inaccurate, a warning, and with Config.Resync
-//     a replay of its KV events, at most once per Config.ResyncInterval)
+//     a replay of its KV events, at most once per Config.ResyncInterval:
+//     one held back by the interval is asked for once it has passed, should
+//     the endpoint still be inaccurate)
 //     until the share falls to half the ratio.
 //
 // A kvroute Router owns one Loop: its Decision carries the Prediction and

@@ -89,6 +89,10 @@ type window struct {
 	misses     int
 	inaccurate bool
 	lastResync time.Time
+	// owed: the endpoint became inaccurate within ResyncInterval of its
+	// last resync; its resync is asked for once the interval has passed,
+	// should it still be inaccurate then.
+	owed bool
 }
 
 // New returns a Loop for a router whose KV blocks hold blockSize tokens
@@ -248,14 +252,16 @@ func (l *Loop) recordLocked(id string, miss bool) transition {
 	switch {
 	case t.raise:
 		w.inaccurate = true
-		now := l.now()
-		if l.resync != nil && (w.lastResync.IsZero() || now.Sub(w.lastResync) >= l.cfg.ResyncInterval) {
-			w.lastResync, t.resync = now, true
-		}
+		w.owed = l.resync != nil
 		l.met.inaccurate.WithLabelValues(id).Set(1)
 	case t.clear:
-		w.inaccurate = false
+		w.inaccurate, w.owed = false, false
 		l.met.inaccurate.WithLabelValues(id).Set(0)
+	}
+	if w.owed {
+		if now := l.now(); w.lastResync.IsZero() || now.Sub(w.lastResync) >= l.cfg.ResyncInterval {
+			w.lastResync, w.owed, t.resync = now, false, true
+		}
 	}
 	return t
 }
@@ -269,21 +275,24 @@ func (l *Loop) report(id string, t transition, o Observation) {
 		l.log.Warn("kvroute: the index's predictions for this endpoint miss persistently: its KV events may be lost or delayed",
 			"endpoint", id, "misses", t.misses, "window", t.n, "last_predicted", o.Predicted, "last_actual", o.Actual,
 			"resync", t.resync)
-		if t.resync {
-			err := l.resync(id)
-			result := "requested"
-			if err != nil {
-				result = "failed"
-				l.log.Warn("kvroute: resync of the endpoint's event stream failed", "endpoint", id, "err", err)
-			}
-			l.mu.Lock()
-			if l.liveLocked(id) { // the endpoint may have left during the resync
-				l.met.resyncs.WithLabelValues(id, result).Inc()
-			}
-			l.mu.Unlock()
-		}
 	case t.clear:
 		l.log.Info("kvroute: the index's predictions for this endpoint are accurate again", "endpoint", id)
+	case t.resync: // owed since the endpoint became inaccurate within ResyncInterval of its last resync
+		l.log.Warn("kvroute: the index's predictions for this endpoint still miss persistently: resyncing its event stream now that accuracy.resyncInterval has passed",
+			"endpoint", id, "misses", t.misses, "window", t.n)
+	}
+	if t.resync {
+		err := l.resync(id)
+		result := "requested"
+		if err != nil {
+			result = "failed"
+			l.log.Warn("kvroute: resync of the endpoint's event stream failed", "endpoint", id, "err", err)
+		}
+		l.mu.Lock()
+		if l.liveLocked(id) { // the endpoint may have left during the resync
+			l.met.resyncs.WithLabelValues(id, result).Inc()
+		}
+		l.mu.Unlock()
 	}
 }
 

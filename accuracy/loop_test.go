@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -210,4 +211,47 @@ func TestRegistrationConflictIsAnError(t *testing.T) {
 	require.NoError(t, err)
 	_, err = New(Config{}, blockSize, Options{Set: telemetry.Set{Registerer: reg}})
 	require.Error(t, err)
+}
+
+// An endpoint that becomes inaccurate again within ResyncInterval of its
+// last resync gets its resync once the interval has passed, at its next
+// observed request while its misses persist: the interval delays the
+// replay, it does not drop it, or the endpoint would stay inaccurate, its
+// events never replayed, for as long as it lives.
+func TestSuppressedResyncIsAskedForOnceTheIntervalPasses(t *testing.T) {
+	var mu sync.Mutex
+	var resynced []string
+	clk := telemetry.NewManual(time.Unix(1_000_000, 0))
+	l, err := New(Config{Window: 2, MissRatio: 0.5, Resync: true, ResyncInterval: time.Minute}, blockSize,
+		Options{Set: telemetry.Set{Clock: clk}, Resync: func(id string) error {
+			mu.Lock()
+			defer mu.Unlock()
+			resynced = append(resynced, id)
+			return nil
+		}})
+	require.NoError(t, err)
+	count := func() int { mu.Lock(); defer mu.Unlock(); return len(resynced) }
+	miss := Prediction{Endpoint: ep, PromptTokens: 256, CachedTokens: 256}
+	for range 2 {
+		observe(l, miss, 0)
+	}
+	require.True(t, l.Inaccurate(ep))
+	require.Equal(t, 1, count())
+	for range 2 {
+		observe(l, miss, 192) // hits: accurate again
+	}
+	require.False(t, l.Inaccurate(ep))
+	for range 2 {
+		observe(l, miss, 0) // inaccurate again within the interval
+	}
+	require.True(t, l.Inaccurate(ep))
+	require.Equal(t, 1, count(), "the second resync waits ResyncInterval")
+
+	clk.Advance(time.Minute)
+	observe(l, miss, 0)
+	require.True(t, l.Inaccurate(ep))
+	require.Equal(t, 2, count(), "once the interval has passed, the endpoint still missing gets its resync")
+	clk.Advance(time.Minute)
+	observe(l, miss, 0)
+	require.Equal(t, 2, count(), "one resync per time the endpoint became inaccurate")
 }
