@@ -45,7 +45,8 @@
 // --config is a kvroute router configuration in YAML (as kept in Helm values)
 // or JSON, or an llm-d EndpointPickerConfig whole. It is read by llmd.Load,
 // with kvroute.LoadConfig's rules: kvroute.DefaultConfig's values for absent
-// keys, unknown keys and keys given twice rejected with their path,
+// keys, unknown keys and keys given twice rejected with their path, a file
+// (this one or --endpoints-file) of more than one YAML document refused,
 // durations as Go duration strings ("2s"; a bare number is an error), and
 // llm-d's plugins and parameters translated where kvroute implements them
 // (see the README's mapping table); every other llm-d setting is logged at

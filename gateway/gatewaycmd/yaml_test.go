@@ -106,3 +106,28 @@ func TestDefaultConfigRoundTripsThroughYAML(t *testing.T) {
 	require.Equal(t, def, direct)
 	require.ErrorContains(t, yaml.Unmarshal([]byte("speculative: {ttl: 2000}"), &direct), "bare number")
 }
+
+// A --config or --endpoints-file holding more than one YAML document (or
+// JSON value) is refused: only the first was read, so the settings and
+// endpoints after a "---" were dropped without a word, unknown keys there
+// included. A trailing "---" with nothing after it is one document.
+func TestFileWithSeveralDocumentsIsRefused(t *testing.T) {
+	eps := writeFile(t, "eps.yaml", "- id: 10.0.0.1:8000\n")
+	for _, content := range []string{
+		"model: m\n---\ngateway:\n  maxBodyBytes: 1024\n",
+		"model: m\n---\nbogus: 1\n",
+		"{\"model\":\"m\"}\n{\"blockSize\":16}\n",
+		"model: m\n---\nblockSize: [unclosed\n",
+	} {
+		_, err := parseFlags([]string{"--config", writeFile(t, "c.yaml", content), "--endpoints-file", eps}, io.Discard)
+		require.ErrorContains(t, err, "c.yaml", content)
+	}
+	_, err := parseFlags([]string{"--config", writeFile(t, "c.yaml", "model: m\n---\ngateway:\n  maxBodyBytes: 1024\n"), "--endpoints-file", eps}, io.Discard)
+	require.ErrorContains(t, err, "more than one document")
+	_, err = parseFlags([]string{"--model", "m", "--endpoints-file", writeFile(t, "e.yaml", "- id: 10.0.0.1:8000\n---\n- id: 10.0.0.2:8000\n")}, io.Discard)
+	require.ErrorContains(t, err, "more than one document", "an endpoint after a \"---\" is not dropped")
+
+	o, err := parseFlags([]string{"--config", writeFile(t, "c.yaml", "---\nmodel: m\nblockSize: 16\n---\n"), "--endpoints-file", eps}, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, 16, o.server.Router.BlockSize)
+}
