@@ -127,6 +127,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if err := cfg.Validate(); err != nil {
 		return options{}, err
 	}
+	if gateway.Policy(policy) == gateway.PolicyRoundRobin {
+		// No router: nothing would serve, write or load an index.
+		for _, f := range []string{"snapshot-listen", "checkpoint", "peers"} {
+			if set[f] {
+				return options{}, fmt.Errorf("--%s needs the precise policy (it serves, keeps or loads the Router's index; round-robin has none)", f)
+			}
+		}
+	}
 	if cfg.Model == "" && gateway.Policy(policy) != gateway.PolicyRoundRobin {
 		return options{}, errors.New("--model (or the config's \"model\") is required: it is the base model the engines serve, which roots every block key")
 	}

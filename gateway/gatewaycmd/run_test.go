@@ -183,3 +183,22 @@ func (g *runGateway) close() {
 	g.client.CloseIdleConnections()
 	g.engine.Close()
 }
+
+// Under the round-robin policy there is no router, so no index to serve,
+// checkpoint or load: --snapshot-listen, --checkpoint and --peers are
+// refused by name, as the server refuses the gateway section's router
+// features, rather than accepted and never acted on (no snapshot listener
+// for the peers to bootstrap from, no checkpoint file written).
+func TestRoundRobinRefusesTheIndexFlags(t *testing.T) {
+	dir := t.TempDir()
+	for flag, args := range map[string][]string{
+		"--snapshot-listen": {"--snapshot-listen", "127.0.0.1:0"},
+		"--checkpoint":      {"--checkpoint", filepath.Join(dir, "index.ckpt")},
+		"--peers":           {"--peers", "http://10.0.0.5:9091/kvroute/snapshot"},
+	} {
+		_, err := parseFlags(append([]string{"--endpoints", "a:1", "--policy", "round-robin"}, args...), io.Discard)
+		require.ErrorContains(t, err, flag+" needs the precise policy", flag)
+		_, err = parseFlags(append([]string{"--endpoints", "a:1", "--model", "m"}, args...), io.Discard)
+		require.NoError(t, err, "%s with the precise policy", flag)
+	}
+}
