@@ -17,3 +17,13 @@ func TestLoRAFlags(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, o.cfg.Engine.LoRA, "without --max-loras adapters are always loaded")
 }
+
+// The comma-separated lists of names take spaces around the commas, as
+// the other list flags do: "a, b" serves the adapter (and the extra model)
+// "b", not " b", which no client names and so was answered 404.
+func TestNameListsTrimSpaces(t *testing.T) {
+	o, err := parseFlags([]string{"--lora-modules", "a, b", "--extra-models", " c ,d"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"a", "b"}, o.cfg.LoRAModules)
+	require.Equal(t, []string{"c", "d"}, o.cfg.ExtraModels)
+}

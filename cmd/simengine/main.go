@@ -81,15 +81,25 @@ func parseFlags(args []string) (*options, error) {
 	}
 	o.cfg.KVEvents = kv
 	if o.loras != "" {
-		o.cfg.LoRAModules = strings.Split(o.loras, ",")
+		o.cfg.LoRAModules = splitNames(o.loras)
 	}
 	if o.extraModels != "" {
-		o.cfg.ExtraModels = strings.Split(o.extraModels, ",")
+		o.cfg.ExtraModels = splitNames(o.extraModels)
 	}
 	if o.maxLoRAs != 0 {
 		o.cfg.Engine.LoRA = &simengine.LoRAConfig{MaxLoRAs: o.maxLoRAs, LoadTime: o.loraLoadTime}
 	}
 	return o, nil
+}
+
+// splitNames reads a comma-separated list of names, without the spaces
+// around each; an empty name is kept, for server.New to refuse by name.
+func splitNames(v string) []string {
+	names := strings.Split(v, ",")
+	for i, n := range names {
+		names[i] = strings.TrimSpace(n)
+	}
+	return names
 }
 
 func run(args []string) error {
