@@ -190,7 +190,9 @@ func (e *Engine) Abort(id ReqID) bool {
 
 // ResetPrefixCache drops every cached block hash, like vLLM's
 // /reset_prefix_cache. It succeeds only when no request holds blocks (nothing
-// running); then an AllBlocksCleared batch is published at the next advance.
+// running); then AllBlocksCleared is published at the next advance, or, when
+// a step is in flight (its requests aborted), after that step's events in
+// its batch.
 func (e *Engine) ResetPrefixCache() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -200,7 +202,14 @@ func (e *Engine) ResetPrefixCache() bool {
 	if e.hy != nil {
 		e.hy.reset()
 	}
-	if e.cfg.Sink != nil {
+	switch {
+	case e.cfg.Sink == nil:
+	case e.inflight:
+		// The step in flight cached blocks the reset just dropped: the
+		// clear goes out after their stores, in that step's batch, as
+		// vLLM's event queue orders them.
+		e.pending = append(e.pending, Event{Type: AllBlocksCleared})
+	default:
 		e.batches = append(e.batches, EventBatch{Time: e.clockLocked(), Events: []Event{{Type: AllBlocksCleared}}})
 	}
 	e.signal()

@@ -279,3 +279,25 @@ func TestMultiTurnHitsDecodeBlocks(t *testing.T) {
 	// Computed KV of turn 1: the prompt and 11 of the 12 outputs.
 	require.Equal(t, (len(turn1)+11)/4*4, r2.CachedTokens)
 }
+
+// A reset that succeeds while a step is in flight (its only request was
+// aborted, so no block is in use) clears the blocks that step cached: the
+// subscriber must see that step's BlockStored before AllBlocksCleared, as
+// vLLM queues both in its KV-event queue and publishes them in that order.
+// The reverse order leaves a router indexing blocks the engine dropped.
+func TestResetDuringStepClearsAfterTheStepsStores(t *testing.T) {
+	e, rec := newTestEngine(t, Config{})
+	id, err := e.Submit(Request{Prompt: seqTokens(1, 9), MaxTokens: 3})
+	require.NoError(t, err)
+	e.AdvanceTo(e.Now()) // the prefill step is in flight; it cached two blocks
+	require.True(t, e.Abort(id))
+	require.True(t, e.ResetPrefixCache(), "nothing holds blocks after the abort")
+	e.RunUntilIdle()
+	ev := rec.take()
+	require.Len(t, ev, 2)
+	require.Equal(t, BlockStored, ev[0].Type)
+	require.Equal(t, AllBlocksCleared, ev[1].Type, "the clear comes after the stores it clears")
+	require.Zero(t, e.Stats().CachedBlocks)
+	res := run(t, e, Request{Prompt: seqTokens(1, 9), MaxTokens: 1})
+	require.Zero(t, res.CachedTokens)
+}
