@@ -106,7 +106,7 @@ type Stats struct {
 	RequestSuccess     uint64 // requests finished with FinishLength
 	RequestAborted     uint64 // requests aborted (Abort or Close)
 	RequestRejected    uint64 // Submit errors (bad input)
-	PromptTokens       uint64 // prompt tokens of admitted requests
+	PromptTokens       uint64 // prompt tokens of requests that generated their first token (vLLM counts them then)
 	GenerationTokens   uint64 // tokens generated
 	Preemptions        uint64 // running requests preempted for lack of blocks
 	Steps              uint64 // scheduler steps run

@@ -116,7 +116,6 @@ func (e *Engine) admitLocked(budget int) int {
 			s.counted, s.cached, s.remote = true, hitTokens, start-hitTokens
 			e.stats.PrefixCacheQueries += uint64(len(s.tokens))
 			e.stats.PrefixCacheHits += uint64(hitTokens)
-			e.stats.PromptTokens += uint64(s.promptLen)
 			e.stats.KVTransferTokens += uint64(start - hitTokens)
 		}
 		e.cacheFullLocked(s, start+n)
@@ -294,6 +293,9 @@ func (e *Engine) finishStepLocked(end time.Time) {
 		e.stats.GenerationTokens++
 		if s.outputs == 1 {
 			s.first = end
+			// vLLM counts prompt_tokens with the first output, not at
+			// admission: a prefill aborted midway never counts.
+			e.stats.PromptTokens += uint64(s.promptLen)
 		}
 		if s.req.OnToken != nil {
 			e.notes = append(e.notes, note{onToken: s.req.OnToken, tok: TokenEvent{

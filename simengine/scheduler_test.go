@@ -217,3 +217,24 @@ func TestRealTimeEngine(t *testing.T) {
 	}
 	e.Close() // idempotent
 }
+
+// vllm:prompt_tokens_total counts a request's prompt when its first token
+// comes out, as vLLM's frontend does (IterationStats counts the prompt on
+// the prefilling output): not while its prefill is still chunking through
+// steps, and never for a request aborted before its first token.
+func TestPromptTokensCountAtTheFirstToken(t *testing.T) {
+	e, _ := newTestEngine(t, Config{MaxNumBatchedTokens: 8})
+	id, err := e.Submit(Request{Prompt: seqTokens(1, 20), MaxTokens: 2})
+	require.NoError(t, err)
+	e.AdvanceTo(e.Now()) // the first 8-token chunk is in flight
+	require.Zero(t, e.Stats().PromptTokens, "no token generated yet")
+	require.True(t, e.Abort(id))
+	e.RunUntilIdle()
+	st := e.Stats()
+	require.Zero(t, st.PromptTokens, "aborted before its first token")
+	require.Equal(t, uint64(20), st.PrefixCacheQueries, "the lookup was counted at admission")
+
+	res := run(t, e, Request{Prompt: seqTokens(100, 20), MaxTokens: 2})
+	require.NoError(t, res.Err)
+	require.Equal(t, uint64(20), e.Stats().PromptTokens)
+}
