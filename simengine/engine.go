@@ -149,7 +149,7 @@ func (e *Engine) Submit(r Request) (ReqID, error) {
 		err = ErrEmptyPrompt
 	case r.MaxTokens < 1:
 		err = ErrMaxTokens
-	case (len(r.Prompt)+r.MaxTokens+e.cfg.BlockSize-1)/e.cfg.BlockSize > e.cfg.NumGPUBlocks:
+	case r.MaxTokens > e.cfg.NumGPUBlocks*e.cfg.BlockSize-len(r.Prompt): // the sum could overflow
 		err = fmt.Errorf("%w: %d prompt + %d output tokens need more than %d blocks of %d",
 			ErrTooLong, len(r.Prompt), r.MaxTokens, e.cfg.NumGPUBlocks, e.cfg.BlockSize)
 	}

@@ -1,6 +1,7 @@
 package simengine
 
 import (
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -235,7 +236,13 @@ func TestSubmitRejectsBadInput(t *testing.T) {
 	require.ErrorIs(t, err, ErrMaxTokens)
 	_, err = e.Submit(Request{Prompt: seqTokens(1, 8), MaxTokens: 1})
 	require.ErrorIs(t, err, ErrTooLong)
-	require.Equal(t, uint64(3), e.Stats().RequestRejected)
+	// A max_tokens whose sum with the prompt overflows int is too long too,
+	// not a panic allocating the request's token slice.
+	for _, n := range []int{math.MaxInt, math.MaxInt - 2} {
+		_, err = e.Submit(Request{Prompt: seqTokens(1, 3), MaxTokens: n})
+		require.ErrorIs(t, err, ErrTooLong, "max_tokens %d", n)
+	}
+	require.Equal(t, uint64(5), e.Stats().RequestRejected)
 	e.Close()
 	_, err = e.Submit(Request{Prompt: []uint32{1}, MaxTokens: 1})
 	require.ErrorIs(t, err, ErrClosed)
