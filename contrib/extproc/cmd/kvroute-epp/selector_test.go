@@ -48,6 +48,20 @@ func readyPod(ns, name, ip string, lbl map[string]string) *corev1.Pod {
 	}
 }
 
+// readyReason returns the status and reason of the picker's /ready, whose
+// metrics URL is metricsURL.
+func readyReason(t *testing.T, client *http.Client, metricsURL string) (int, string) {
+	t.Helper()
+	resp, err := client.Get(strings.TrimSuffix(metricsURL, "/metrics") + extproc.ReadyPath)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var r struct {
+		Reason string `json:"reason"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&r))
+	return resp.StatusCode, r.Reason
+}
+
 // readyEndpoints returns the endpoint IDs the picker's /ready lists, and
 // whether it is ready.
 func readyEndpoints(t *testing.T, client *http.Client, metricsURL string) ([]string, bool) {
@@ -181,15 +195,9 @@ func TestRunWithoutInferencePoolCRDSaysSo(t *testing.T) {
 	client := &http.Client{Transport: &http.Transport{}}
 	defer client.CloseIdleConnections()
 	require.Eventually(t, func() bool {
-		resp, err := client.Get(strings.TrimSuffix(m[3], "/metrics") + extproc.ReadyPath)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		var r struct {
-			Reason string `json:"reason"`
-		}
-		require.NoError(t, json.NewDecoder(resp.Body).Decode(&r))
-		return resp.StatusCode == http.StatusServiceUnavailable &&
-			r.Reason == "no endpoints: k8s: InferencePool CRD inference.networking.k8s.io/v1 not installed"
+		status, reason := readyReason(t, client, m[3])
+		return status == http.StatusServiceUnavailable &&
+			reason == "no endpoints: k8s: InferencePool CRD inference.networking.k8s.io/v1 not installed"
 	}, 20*time.Second, 10*time.Millisecond, "/ready names the missing CRD")
 
 	cancel()
@@ -215,16 +223,10 @@ func TestRunWithoutPodListRBACSaysSo(t *testing.T) {
 	client := &http.Client{Transport: &http.Transport{}}
 	defer client.CloseIdleConnections()
 	require.Eventually(t, func() bool {
-		resp, err := client.Get(strings.TrimSuffix(m[3], "/metrics") + extproc.ReadyPath)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		var r struct {
-			Reason string `json:"reason"`
-		}
-		require.NoError(t, json.NewDecoder(resp.Body).Decode(&r))
-		return resp.StatusCode == http.StatusServiceUnavailable &&
-			strings.HasPrefix(r.Reason, "no endpoints: endpoint discovery has not synced: k8s: listing or watching pods: ") &&
-			strings.Contains(r.Reason, "forbidden")
+		status, reason := readyReason(t, client, m[3])
+		return status == http.StatusServiceUnavailable &&
+			strings.HasPrefix(reason, "no endpoints: endpoint discovery has not synced: k8s: listing or watching pods: ") &&
+			strings.Contains(reason, "forbidden")
 	}, 20*time.Second, 10*time.Millisecond, "/ready names the refused list")
 
 	cancel()
