@@ -9,7 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/disagg"
+	"github.com/kvroute/kvroute/internal/recent"
 	"github.com/kvroute/kvroute/models"
 	"github.com/kvroute/kvroute/telemetry"
 )
@@ -440,20 +440,11 @@ func (d *Discovery) SyncError() error {
 // noteSyncError records err, reported by a list or watch of what, for
 // SyncError.
 func (d *Discovery) noteSyncError(what string, err error) {
-	s := "k8s: listing or watching " + what + ": " + err.Error()
-	if len(s) > maxSyncErrorBytes {
-		n := maxSyncErrorBytes
-		for n > 0 && !utf8.RuneStart(s[n]) {
-			n--
-		}
-		s = s[:n]
-	}
+	// Cut as the status pages cut a client's text (recent.Clip): it is an
+	// API server's answer, shown on the readiness endpoint.
+	s, _ := recent.Clip("k8s: listing or watching " + what + ": " + err.Error())
 	d.syncErr.Store(&s)
 }
-
-// maxSyncErrorBytes bounds SyncError's text: it is an API server's answer,
-// shown on the readiness endpoint.
-const maxSyncErrorBytes = 256
 
 // PoolError returns why the followed InferencePool is unusable (missing,
 // being deleted, its CRD not installed, empty selector, no port), nil when
