@@ -7,7 +7,8 @@ package simengine
 // evicts it lazily (vLLM's _maybe_evict_cached_block), reporting the hash.
 //
 // Like vLLM, two requests that compute the same block concurrently each cache
-// their own copy under the same hash; eviction then reports each copy.
+// their own copy under the same hash; eviction then reports each copy, and a
+// prefix hit takes the copy cached first (BlockPool.get_cached_block).
 type blockPool struct {
 	ref    []int32
 	hash   []Digest
@@ -17,7 +18,8 @@ type blockPool struct {
 	inFree     []bool
 	head, tail int32
 	free       int
-	// prefix-cache map: digest → first block holding it; chain links further copies.
+	// prefix-cache map: digest → first block cached with it; chain links the
+	// later copies in caching order.
 	cached  map[Digest]int32
 	chain   []int32
 	nHashed int
@@ -62,7 +64,7 @@ func (p *blockPool) unlink(b int32) {
 	p.free--
 }
 
-// lookup returns a block holding digest d.
+// lookup returns the block cached first among those holding digest d.
 func (p *blockPool) lookup(d Digest) (int32, bool) {
 	b, ok := p.cached[d]
 	return b, ok
@@ -103,12 +105,17 @@ func (p *blockPool) release(b int32) {
 func (p *blockPool) cache(b int32, d Digest) {
 	p.hash[b], p.hashed[b] = d, true
 	p.nHashed++
-	if first, ok := p.cached[d]; ok {
-		p.chain[b] = first
-	} else {
-		p.chain[b] = -1
+	p.chain[b] = -1
+	first, ok := p.cached[d]
+	if !ok {
+		p.cached[d] = b
+		return
 	}
-	p.cached[d] = b
+	last := first
+	for p.chain[last] >= 0 {
+		last = p.chain[last]
+	}
+	p.chain[last] = b
 }
 
 func (p *blockPool) uncache(b int32) {

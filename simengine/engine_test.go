@@ -308,3 +308,35 @@ func TestResetDuringStepClearsAfterTheStepsStores(t *testing.T) {
 	res := run(t, e, Request{Prompt: seqTokens(1, 9), MaxTokens: 1})
 	require.Zero(t, res.CachedTokens)
 }
+
+// When two blocks hold copies of one hash (two requests computed it
+// concurrently), a prefix hit takes the copy cached first, as vLLM's
+// BlockPool.get_cached_block returns the first of the duplicates; the
+// other copy stays where it is in the free queue and is evicted (with its
+// BlockRemoved) when the LRU order reaches it.
+func TestPrefixHitTakesTheFirstCachedCopy(t *testing.T) {
+	p := newBlockPool(4)
+	d := HashBlock(NoneHash, seqTokens(1, 4), nil)
+	a, _, _ := p.allocate()
+	b, _, _ := p.allocate()
+	p.cache(a, d)
+	p.cache(b, d)
+	got, ok := p.lookup(d)
+	require.True(t, ok)
+	require.Equal(t, a, got, "the first cached copy")
+	p.allocate() // two more blocks in use, so the queue holds only the copies below
+	p.allocate()
+	p.release(a)
+	p.release(b)
+	// The first copy is evicted first; the hash stays cached in the other.
+	_, ev, was := p.allocate()
+	require.True(t, was)
+	require.Equal(t, d, ev)
+	got, ok = p.lookup(d)
+	require.True(t, ok)
+	require.Equal(t, b, got)
+	p.uncache(b)
+	_, ok = p.lookup(d)
+	require.False(t, ok)
+	require.Zero(t, p.numCachedBlocks())
+}
