@@ -161,19 +161,27 @@ func (hy *hybrid) reset() {
 }
 
 // hybridHitLocked limits a request's full-attention hit to the prefix every
-// group can serve and refreshes the groups' entries it reuses.
+// group can serve. Like vLLM's lookup it only reads the groups: a request
+// that then waits for blocks refreshes nothing (hybridTouchLocked does, on
+// admission).
 func (e *Engine) hybridHitLocked(s *seq, hits []int32) []int32 {
+	return hits[:e.hy.usable(s.hashes, len(hits), e.cfg.BlockSize)]
+}
+
+// hybridTouchLocked refreshes the groups' entries an admitted request
+// reuses for its hit of L blocks, as vLLM's allocate_slots touches the
+// blocks of the hit.
+func (e *Engine) hybridTouchLocked(s *seq, L int) {
 	hy, bs := e.hy, e.cfg.BlockSize
-	L := hy.usable(s.hashes, len(hits), bs)
-	if L > 0 {
-		for j := max(0, L-hy.windowBlocks(bs)); j < L; j++ {
-			hy.swa.touch(s.hashes[j])
-		}
-		if hy.mamba != nil {
-			hy.mamba.touch(s.hashes[L-1])
-		}
+	if L == 0 {
+		return
 	}
-	return hits[:L]
+	for j := max(0, L-hy.windowBlocks(bs)); j < L; j++ {
+		hy.swa.touch(s.hashes[j])
+	}
+	if hy.mamba != nil {
+		hy.mamba.touch(s.hashes[L-1])
+	}
 }
 
 // hybridStoreLocked caches blocks from … full-1 of s in the window and Mamba

@@ -61,3 +61,36 @@ func TestHybridGroupEventsMatchTheGroups(t *testing.T) {
 		require.Equal(t, held(e.hy.mamba), got[2], "request %d: Mamba group", i)
 	}
 }
+
+// A prefix lookup that does not admit its request leaves the window and
+// Mamba groups' LRU order alone, as vLLM's find_longest_cache_hit only
+// reads the cache (blocks are touched when allocate_slots admits the
+// request): a request waiting for KV blocks, retried every step, does not
+// keep its prefix's window blocks from being evicted.
+func TestHybridFailedAdmissionDoesNotRefreshTheGroups(t *testing.T) {
+	e, rec := newTestEngine(t, Config{NumGPUBlocks: 11, DecodeStep: 1, PrefillTokensPerSecond: 1e6,
+		Hybrid: &HybridConfig{SlidingWindow: 5, WindowBlocks: 8}})
+	p := seqTokens(1, 8)
+	run(t, e, Request{Prompt: p, MaxTokens: 1})                 // p0 p1
+	run(t, e, Request{Prompt: seqTokens(100, 8), MaxTokens: 1}) // q0 q1
+	rec.take()
+	// r1 holds 5 blocks and decodes into 2 more, storing r5 and r6 on the
+	// way; r2 shares p's two blocks but needs 8 blocks where 6 are free, so
+	// it waits, its lookup retried every step, until r1 is done.
+	var r2 Result
+	_, err := e.Submit(Request{Prompt: seqTokens(200, 20), MaxTokens: 9})
+	require.NoError(t, err)
+	_, err = e.Submit(Request{Prompt: append(append([]uint32{}, p...), seqTokens(300, 24)...), MaxTokens: 1,
+		OnDone: func(r Result) { r2 = r }})
+	require.NoError(t, err)
+	e.RunUntilIdle()
+	hp := chain(p, 4, "")
+	var removed []uint64
+	for _, ev := range rec.take() {
+		if ev.Type == BlockRemoved && ev.GroupIdx == 1 {
+			removed = append(removed, ev.BlockHashes[0])
+		}
+	}
+	require.Contains(t, removed, hp[1].U64(), "p1 aged out of the window group while r2 waited")
+	require.Zero(t, r2.CachedTokens, "the window group no longer serves p's prefix")
+}

@@ -109,6 +109,9 @@ func (e *Engine) admitLocked(budget int) int {
 		for _, b := range hits {
 			e.pool.touch(b)
 		}
+		if e.hy != nil {
+			e.hybridTouchLocked(s, len(hits))
+		}
 		s.blocks = append(s.blocks[:0], hits...)
 		s.computed, s.numCached = start, len(hits)
 		e.allocBlocksLocked(s, newBlocks)
