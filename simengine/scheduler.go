@@ -172,10 +172,10 @@ func (e *Engine) allocateLocked(s *seq, upTo int) bool {
 	for need > e.pool.free {
 		victim := e.running[len(e.running)-1]
 		e.preemptLocked(victim)
+		e.preemptedThisStep = true // s preempting itself counts too
 		if victim == s {
 			return false
 		}
-		e.preemptedThisStep = true
 	}
 	e.allocBlocksLocked(s, need)
 	return true

@@ -238,3 +238,29 @@ func TestPromptTokensCountAtTheFirstToken(t *testing.T) {
 	require.NoError(t, res.Err)
 	require.Equal(t, uint64(20), e.Stats().PromptTokens)
 }
+
+// A running request that preempts itself for lack of blocks ends
+// admission for the step, as any preemption does in vLLM (the waiting
+// queue is not scheduled when preempted_reqs is non-empty): it waits a
+// step instead of being readmitted at once while others run.
+func TestSelfPreemptionAdmitsNobodyThatStep(t *testing.T) {
+	e, _ := newTestEngine(t, Config{NumGPUBlocks: 3, MaxNumBatchedTokens: 4})
+	_, err := e.Submit(Request{Prompt: seqTokens(1, 4), MaxTokens: 6})
+	require.NoError(t, err)
+	_, err = e.Submit(Request{Prompt: seqTokens(100, 5), MaxTokens: 6})
+	require.NoError(t, err)
+	e.AdvanceTo(e.Now()) // step 0: a prefills its 4 tokens, the whole budget
+	for range 2 {
+		// step 1: a decodes, b prefills 3 of its 5 tokens; step 2: b needs a
+		// second block, finds none and preempts itself (it is last).
+		next, ok := e.NextEventTime()
+		require.True(t, ok)
+		e.AdvanceTo(next)
+	}
+	st := e.Stats()
+	require.Equal(t, uint64(1), st.Preemptions)
+	require.Equal(t, 1, st.Running, "only a runs in the step that preempted b")
+	require.Equal(t, 1, st.Waiting, "b waits for the next step")
+	e.RunUntilIdle()
+	require.Equal(t, uint64(2), e.Stats().RequestSuccess)
+}
