@@ -39,7 +39,11 @@
 // the peers' exact load, everything exact (one router's decisions), and a
 // control of one router whose KV events arrive 1 µs later
 // (-replica-exact-load and -replica-exact-all switch the same parts off for
-// a whole run). The committed bench/results/routesim-replicas.md is
+// a whole run). -replica-leader-rtt D is an experiment, not what package
+// cluster does: replica 0 picks for every replica, each request reaching
+// another replica picked D later and its load changes reaching replica 0
+// D/2 after they happen (-replica-leader-instant: at once).
+// The committed bench/results/routesim-replicas.md is
 //
 //	go run ./bench/cmd/routesim -replica-sweep-only -loads 1.5 -replica-counts 1,4 -replica-seeds 1 -replica-stat-seeds 100 -replica-decompose exact-load,control -out bench/results
 //

@@ -39,6 +39,8 @@ func addReplicaFlags(fs *flag.FlagSet, o *replicaOptions) {
 	fs.DurationVar(&o.shared.ReadPeriod, "replica-read", cluster.DefaultReadPeriod, "shared state: how often a replica reads its peers' load")
 	fs.DurationVar(&o.shared.PublishInterval, "replica-publish-interval", cluster.DefaultPublishInterval, "shared state: least time between two decision messages of a replica")
 	fs.DurationVar(&o.shared.RedisRTT, "replica-redis-rtt", sim.DefaultRedisRTT, "shared state: round trip between a replica and Redis (virtual time)")
+	fs.DurationVar(&o.shared.LeaderRTT, "replica-leader-rtt", 0, "shared state, experiment: replica 0 picks for every replica; a request reaching another replica is picked this round trip later (0: off)")
+	fs.BoolVar(&o.shared.LeaderChangesInstant, "replica-leader-instant", false, "with -replica-leader-rtt: the forwarded requests' load changes reach replica 0 at once (a control: one router with some arrivals later)")
 	fs.BoolVar(&o.shared.Exact.Load, "replica-exact-load", false, "shared state, decomposition only: every Pick sees the peers' exact load (decisions keep their delay)")
 	fs.BoolVar(&o.shared.Exact.All, "replica-exact-all", false, "shared state, decomposition only: every decision and load change reaches the peers at once")
 }
@@ -205,6 +207,13 @@ func runReplicasOnly(ctx context.Context, o options, base sim.Config, loads []fl
 		fmt.Fprintf(f, "# Router replicas (%s)\n\nGenerated %s in %v of host time.\n",
 			strings.TrimSpace("go run ./bench/cmd/routesim "+strings.Join(args, " ")),
 			time.Now().UTC().Format(time.RFC3339), time.Since(start).Round(time.Second))
+		if l := o.rep.shared.LeaderRTT; l > 0 {
+			changes := fmt.Sprintf("their first chunks and ends reach its load accounting %v after they happen", l/2)
+			if o.rep.shared.LeaderChangesInstant {
+				changes = "their first chunks and ends reach its load accounting at once, so the R-replica rows are one router whose requests from the other replicas arrive later, nothing else changed"
+			}
+			fmt.Fprintf(f, "\n**Experiment, not package cluster's design: one picker for every replica** (`-replica-leader-rtt %v`). Replica 0 picks for all R replicas: a request reaching another replica is picked by it %v later (the round trip of forwarding it), and %s.\n", l, l, changes)
+		}
 		if len(runs) > 1 {
 			fmt.Fprintf(f, "\nRows meeting the target (shared state, TTFT p90 within %.0f %% of R = 1's), per seed:\n\n| seed | rows met | rows missed |\n|---:|---:|---|\n", sim.ReplicaTolerance*100)
 			for _, rr := range runs {

@@ -117,6 +117,7 @@ type run struct {
 	seq     int
 	gateway *rand.Rand   // spreads requests over gateway replicas
 	turn    int          // the next replica with RoundRobinReplicas
+	later   laterQueue   // SharedState.LeaderRTT: load changes on their way to the leader (leader.go)
 	shared  *sharedPool  // Config.SharedState (sharedstate.go)
 	diag    *diagnostics // tests only: shared tie-break source, instant sharing, pick trace (diag.go)
 
@@ -375,6 +376,9 @@ func (r *run) loop() error {
 				e.AdvanceTo(r.now)
 			}
 		}
+		for len(r.later) > 0 && !r.later[0].at.After(r.now) {
+			heap.Pop(&r.later).(laterFn).fn()
+		}
 		for len(r.pending) > 0 && !r.pending[0].at.After(r.now) {
 			if err := r.arrive(heap.Pop(&r.pending).(arrival)); err != nil {
 				return err
@@ -405,6 +409,9 @@ func (r *run) nextTime() (time.Time, bool) {
 	if len(r.pending) > 0 {
 		consider(r.pending[0].at)
 	}
+	if len(r.later) > 0 {
+		consider(r.later[0].at)
+	}
 	if r.shared != nil { // its periodic ticks only while other work remains
 		if t, ok := r.shared.next(found); ok {
 			consider(t)
@@ -423,10 +430,16 @@ func (r *run) arrive(a arrival) error {
 		maxTokens = a.outputTokens
 	}
 	rq := &request{arrival: a}
-	if r.cfg.RoundRobinReplicas {
+	switch {
+	case a.forwardedFrom > 0:
+		rq.replica = 0
+	case r.cfg.RoundRobinReplicas:
 		rq.replica, r.turn = r.turn, (r.turn+1)%len(r.rts)
-	} else {
+	default:
 		rq.replica = r.gateway.IntN(len(r.rts))
+	}
+	if r.forward(a, rq.replica) {
+		return nil
 	}
 	r.boundReq[rq] = r.oracle(a.prompt)
 	rq.note = r.audit.arrive(a.prompt)
@@ -456,8 +469,7 @@ func (r *run) arrive(a arrival) error {
 		Prompt: a.prompt, MaxTokens: maxTokens,
 		OnToken: func(t simengine.TokenEvent) {
 			if t.Index == 0 {
-				rt.firstToken(rq)
-				r.changed(rq)
+				r.reportChange(rq, func() { rt.firstToken(rq) })
 			}
 		},
 		OnDone: func(res simengine.Result) { r.finished(rq, res) },
@@ -482,8 +494,7 @@ func (r *run) changed(rq *request) {
 // its next turn.
 func (r *run) finished(rq *request, res simengine.Result) {
 	r.cacheErr.add(rq, res, r.cfg.Fleet.BlockSize)
-	r.rts[rq.replica].done(rq)
-	r.changed(rq)
+	r.reportChange(rq, func() { r.rts[rq.replica].done(rq) })
 	rq.finished, rq.finish = true, res.Finish
 	id := r.boundReq[rq]
 	delete(r.boundReq, rq)

@@ -55,6 +55,17 @@ type SharedState struct {
 	// Exact switches parts of the propagation off, for the decomposition
 	// of what R replicas lose against one router (sharedexact.go).
 	Exact SharedExact `json:"exact,omitzero"`
+	// LeaderRTT, when positive, is an experiment and not what package
+	// cluster does: replica 0 picks for every replica (leader.go). A
+	// request reaching another replica is forwarded to the leader and
+	// picked one LeaderRTT later, and its first chunk and end reach the
+	// leader's load accounting LeaderRTT/2 after they happen.
+	LeaderRTT time.Duration `json:"leaderRTT,omitempty"`
+	// LeaderChangesInstant, with LeaderRTT, applies the forwarded requests'
+	// load changes on the leader at once: one router whose requests from
+	// the other replicas arrive LeaderRTT late, nothing else changed (a
+	// control of how far a shift of arrival times alone moves the p90).
+	LeaderChangesInstant bool `json:"leaderChangesInstant,omitempty"`
 }
 
 // DefaultRedisRTT is the replica-to-Redis round trip of SharedState.

@@ -25,6 +25,9 @@ type arrival struct {
 	// on arrival) and its output length.
 	trace        int
 	outputTokens int
+	// SharedState.LeaderRTT: the replica that forwarded the request to the
+	// leader, plus one; 0 for a request not forwarded.
+	forwardedFrom int
 }
 
 // trace is the policy-independent part of a run: every prompt's content and
