@@ -49,8 +49,10 @@ const DefaultMaxIdleConnsPerHost = 1024
 // Config configures a Handler.
 type Config struct {
 	// Model is the base model name the engines serve. A request whose body
-	// names another model is routed as a LoRA adapter of that name. Empty
-	// means the body's model is the base model.
+	// names another model is routed as a LoRA adapter of that name (with
+	// ServerConfig.Models, as a model of its own unless an engine lists it
+	// as an adapter; see models.go). Empty means the body's model is the
+	// base model.
 	Model string `json:"model"`
 	// MaxBodyBytes limits the request body; a larger body is answered 413.
 	// 0 means DefaultMaxBodyBytes.

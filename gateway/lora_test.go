@@ -15,6 +15,7 @@ import (
 	"github.com/kvroute/kvroute/enginemetrics"
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/lora"
+	"github.com/kvroute/kvroute/models"
 	"github.com/kvroute/kvroute/simengine"
 	"github.com/kvroute/kvroute/simengine/server"
 )
@@ -242,4 +243,104 @@ func TestGatewayLoRAEveryEngineMetricsDown(t *testing.T) {
 	code, _, body := f.complete(t, url, "no-such-adapter")
 	require.Equal(t, http.StatusNotFound, code)
 	require.Contains(t, body, "The model `no-such-adapter` does not exist.")
+}
+
+// startAdapterFleet is a multi-model gateway (ServerConfig.Models, its
+// poller reading the engines' /v1/models) with the LoRA scorer, in front
+// of two simulated engines serving the base model alpha and its adapters
+// sql and chat (one adapter slot each), publishing their KV events and
+// rendering for the router.
+func startAdapterFleet(t *testing.T) *modelFleet {
+	t.Helper()
+	f := &modelFleet{client: &http.Client{Transport: &http.Transport{}}, model: map[string]string{}}
+	for range 2 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		id := ln.Addr().String()
+		srv, err := server.New(server.Config{Model: "alpha", LoRAModules: []string{"sql", "chat"}, EnableScaleOut: true,
+			Engine: simengine.Config{BlockSize: 64, NumGPUBlocks: 512, PrefillTokensPerSecond: 1e7, DecodeStep: time.Millisecond,
+				LoRA: &simengine.LoRAConfig{MaxLoRAs: 1, LoadTime: time.Millisecond}},
+			KVEvents: server.KVEventsConfig{EnableKVCacheEvents: true, Publisher: "zmq", Endpoint: "tcp://127.0.0.1:0",
+				Topic: "kv@" + id + "@alpha"}}, server.Options{})
+		require.NoError(t, err)
+		ch := make(chan error, 1)
+		go func() { ch <- srv.Serve(ln) }()
+		f.engines, f.served = append(f.engines, srv), append(f.served, ch)
+		f.eps = append(f.eps, kvroute.Endpoint{ID: id, EventsAddress: srv.KVEventsEndpoint()})
+		f.model[id] = "alpha"
+	}
+	cfg := kvroute.DefaultConfig()
+	cfg.Model = "alpha"
+	var err error
+	// Scrapes that never time out nor go stale: see startLoRAFleet.
+	f.gw, err = NewServer(t.Context(), ServerConfig{Listen: "127.0.0.1:0", Router: cfg, Endpoints: f.eps,
+		Models:        &models.Config{Poll: models.PollConfig{Enabled: true}},
+		EngineMetrics: &enginemetrics.Config{Interval: 10 * time.Millisecond, Staleness: time.Hour, Timeout: time.Hour},
+		LoRA:          &lora.Config{}}, Options{})
+	require.NoError(t, err)
+	return f
+}
+
+// With several models configured, a model an engine lists as a LoRA
+// adapter (vLLM's /v1/models gives it its base model as parent) is routed
+// as one: the LoRA scorer places it on the engine running it, its blocks
+// are matched under the adapter's name exactly as the engine's events key
+// them, and the base model's requests are no LoRA requests. The gateway
+// used to route the adapter as a model of its own, and the scorer never
+// ran.
+func TestGatewayModelsRouteAnAdapterOfABaseModelAsLoRA(t *testing.T) {
+	defer leakcheck.Check(t)()
+	f := startAdapterFleet(t)
+	defer f.close(t)
+	f.waitPolled(t)
+	for _, e := range f.gw.Handler().Endpoints() {
+		require.Equal(t, []string{"alpha", "sql", "chat"}, e.Models)
+	}
+	// Warm, directly: engine 1 runs sql over prompt p, engine 0 runs chat.
+	// A prompt whose events the gateway missed (published before its
+	// subscription took) is never indexed: another one is sent then.
+	f.direct(t, f.eps[0].ID, "chat", longPrompt("warm"))
+	var p string
+	var sent time.Time
+	require.Eventually(t, func() bool {
+		if time.Since(sent) > 2*time.Second {
+			p, sent = longPrompt(fmt.Sprint("adapter", sent.UnixNano())), time.Now()
+			f.direct(t, f.eps[1].ID, "sql", p)
+		}
+		l1, ok1 := f.gw.scraper.LoRA(f.eps[1])
+		l0, ok0 := f.gw.scraper.LoRA(f.eps[0])
+		return ok1 && ok0 && l1.IsRunning("sql") && l0.IsRunning("chat") && f.held(t, "sql", p)[f.eps[1].ID] > 0
+	}, time.Minute, 5*time.Millisecond, "the scrapes or engine 1's sql events never arrived")
+
+	// sql over p: engine 1, warm by the blocks its events stored under sql.
+	code, ep, cached, body := f.complete(t, "sql", p)
+	require.Equal(t, http.StatusOK, code, body)
+	require.Equal(t, f.eps[1].ID, ep)
+	require.Positive(t, cached, "the adapter's keys match the blocks the engine stored under its name")
+	// Cold prompts go where their adapter runs.
+	for i := range 4 {
+		code, ep, _, body = f.complete(t, "chat", longPrompt(fmt.Sprint("chat", i)))
+		require.Equal(t, http.StatusOK, code, body)
+		require.Equal(t, f.eps[0].ID, ep, "chat runs on engine 0")
+		code, ep, _, body = f.complete(t, "sql", longPrompt(fmt.Sprint("sql", i)))
+		require.Equal(t, http.StatusOK, code, body)
+		require.Equal(t, f.eps[1].ID, ep, "sql runs on engine 1")
+	}
+	running := seriesOf(t, f.gw, "kvroute_lora_candidates_total", "state", "running")
+	require.GreaterOrEqual(t, running, 9.0, "the LoRA scorer rated the adapters' candidates")
+	require.Equal(t, uint64(1), f.engines[1].Engine().Stats().LoRALoads, "engine 1 loaded sql once, for the warm-up")
+	require.Equal(t, uint64(1), f.engines[0].Engine().Stats().LoRALoads)
+
+	// The base model: no adapter, nothing for the LoRA scorer to rate.
+	rated := 0.0
+	for _, st := range []string{"running", "waiting", "load", "load_at_cap", "saturated", "unknown"} {
+		rated += seriesOf(t, f.gw, "kvroute_lora_candidates_total", "state", st)
+	}
+	code, _, _, body = f.complete(t, "alpha", longPrompt("base"))
+	require.Equal(t, http.StatusOK, code, body)
+	after := 0.0
+	for _, st := range []string{"running", "waiting", "load", "load_at_cap", "saturated", "unknown"} {
+		after += seriesOf(t, f.gw, "kvroute_lora_candidates_total", "state", st)
+	}
+	require.Equal(t, rated, after)
 }

@@ -17,8 +17,15 @@ import (
 // as vLLM answers a model it does not serve, before anything is routed),
 // written into the body when the table rewrote it, and handed to the
 // Router as Request.Model, which routes it among the endpoints serving it
-// and matches it against its own cache. GET /v1/models lists the served
-// models and the rewrite table's names that have a served target.
+// and matches it against its own cache. A model an engine's /v1/models
+// lists with a parent (a LoRA adapter of that base model, as vLLM lists
+// the adapters it has registered) is routed as a LoRA request: Request.LoRA
+// names it too, so that the LoRA scorer (ServerConfig.LoRA) places it and
+// the DefaultMMLoRAs rule leaves it alone; it still goes only to the
+// endpoints listing it (vLLM answers 404 for an adapter it has not
+// registered) and its block keys are rooted with its name either way, as
+// vLLM's lora_name roots them. GET /v1/models lists the served models and
+// the rewrite table's names that have a served target.
 
 // routeModel sets req's model in multi-model mode. It returns the body to
 // forward (rewritten when the table changed the model), what the rewritten
@@ -55,6 +62,9 @@ func (h *Handler) routeModel(w http.ResponseWriter, api render.API, am *apiMetri
 		req.Body = nb
 	}
 	req.Model = target
+	if _, adapter := h.served.Adapter(eps, target); adapter {
+		req.LoRA = target
+	}
 	return body, held, true
 }
 

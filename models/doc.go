@@ -21,6 +21,14 @@
 // that name), and the engines' own GET /v1/models, read by a Poller
 // (bounded calls, failures counted, the last good answer kept).
 //
+// The Poller also learns which served names are LoRA adapters: vLLM lists
+// each adapter it has registered (--lora-modules, /v1/load_lora_adapter)
+// with its base model's name as "parent". Registry.Adapter reports it, so
+// that a gateway routes a request for the adapter as a LoRA request
+// (kvroute.Request.LoRA set, for package lora's scorer) among the
+// endpoints listing it; its block keys are rooted with the adapter's name
+// either way, as vLLM roots them.
+//
 // # Rewrites
 //
 // A Table maps a model name to weighted targets, like the Inference

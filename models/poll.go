@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
 	"sync"
@@ -26,6 +27,14 @@ import (
 // decode. An endpoint never answered has no models yet (Models reports
 // false) and so serves the router's model only.
 //
+// A name listed with a "parent" that names another model of the same
+// answer is a LoRA adapter of that base model: vLLM lists each adapter it
+// has registered (--lora-modules, /v1/load_lora_adapter) with its base
+// model's served name as parent, and the base model without one. Parent
+// reports it, so that a gateway routes a request for the adapter as a LoRA
+// request of its base model; a parent that names no model of the answer is
+// ignored (the name is kept as a model of its own).
+//
 // One goroutine, started by NewPoller and ended by Close, runs the polls;
 // it owns nothing but reads and writes the endpoint table under mu.
 type Poller struct {
@@ -37,9 +46,10 @@ type Poller struct {
 	met      *pollMetrics
 	onChange func()
 
-	mu     sync.Mutex
-	urls   map[string]string   // endpoint ID → base URL, as last given
-	models map[string][]string // endpoint ID → its last good answer
+	mu      sync.Mutex
+	urls    map[string]string            // endpoint ID → base URL, as last given
+	models  map[string][]string          // endpoint ID → its last good answer
+	parents map[string]map[string]string // endpoint ID → adapter → base model, of that answer (absent: none)
 
 	kick   chan struct{} // a new endpoint: poll now
 	ctx    context.Context
@@ -65,7 +75,7 @@ func NewPoller(cfg PollConfig, opts Options) (*Poller, error) {
 		client = &http.Client{Transport: owned, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
 	p := &Poller{cfg: cfg, client: client, owned: owned, clock: opts.Clk(), log: opts.Log(), met: m, onChange: opts.OnChange,
-		urls: map[string]string{}, models: map[string][]string{}, kick: make(chan struct{}, 1), done: make(chan struct{})}
+		urls: map[string]string{}, models: map[string][]string{}, parents: map[string]map[string]string{}, kick: make(chan struct{}, 1), done: make(chan struct{})}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	go p.run()
 	return p, nil
@@ -86,6 +96,7 @@ func (p *Poller) SetEndpoints(eps []kvroute.Endpoint) {
 	for id := range p.urls {
 		if _, ok := next[id]; !ok {
 			delete(p.models, id)
+			delete(p.parents, id)
 			p.met.forget(id)
 		}
 	}
@@ -106,6 +117,32 @@ func (p *Poller) Models(id string) ([]string, bool) {
 	defer p.mu.Unlock()
 	ms, ok := p.models[id]
 	return slices.Clone(ms), ok
+}
+
+// Parent returns the base model of which model is a LoRA adapter at
+// endpoint id, as its last good answer listed it (the model's "parent"),
+// and false when that answer listed model without one, or not at all.
+func (p *Poller) Parent(id, model string) (string, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	base, ok := p.parents[id][model]
+	return base, ok
+}
+
+// parentIn returns the base model of which model is a LoRA adapter at the
+// first endpoint of eps whose last good answer says so, under one lock.
+func (p *Poller) parentIn(eps []kvroute.Endpoint, model string) (string, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.parents) == 0 {
+		return "", false
+	}
+	for i := range eps {
+		if base, ok := p.parents[eps[i].ID][model]; ok {
+			return base, true
+		}
+	}
+	return "", false
 }
 
 // Close stops the poller and waits for its goroutine. It is idempotent.
@@ -154,10 +191,14 @@ func (p *Poller) PollOnce(ctx context.Context) bool {
 		if ctx.Err() != nil {
 			return changed
 		}
-		ms, reason := p.fetch(ctx, urls[id])
-		dropped := 0
+		cards, reason := p.fetch(ctx, urls[id])
+		var (
+			ms      []string
+			parents map[string]string
+			dropped int
+		)
 		if reason == "" {
-			if ms, dropped = p.clean(ms); len(ms) == 0 {
+			if ms, parents, dropped = p.clean(cards); len(ms) == 0 {
 				reason = failDecode // no name to keep: no good answer
 			}
 		}
@@ -183,8 +224,13 @@ func (p *Poller) PollOnce(ctx context.Context) bool {
 			continue
 		}
 		old, had := p.models[id]
-		if !had || !slices.Equal(old, ms) {
+		if !had || !slices.Equal(old, ms) || !maps.Equal(p.parents[id], parents) {
 			p.models[id] = ms
+			if parents == nil {
+				delete(p.parents, id)
+			} else {
+				p.parents[id] = parents
+			}
 			changed = true
 		}
 		p.met.polls.WithLabelValues(id).Inc()
@@ -194,15 +240,21 @@ func (p *Poller) PollOnce(ctx context.Context) bool {
 	return changed
 }
 
+// modelCard is the part of one entry of an OpenAI model list the poller
+// reads: vLLM's ModelCard sets parent on a LoRA adapter's (its base
+// model's served name) and leaves it null on a base model's.
+type modelCard struct {
+	ID     string `json:"id"`
+	Parent string `json:"parent"`
+}
+
 // modelList is the part of an OpenAI model list the poller reads.
 type modelList struct {
-	Data []struct {
-		ID string `json:"id"`
-	} `json:"data"`
+	Data []modelCard `json:"data"`
 }
 
 // fetch calls base/v1/models; reason is "" on success, else the failure's.
-func (p *Poller) fetch(ctx context.Context, base string) ([]string, string) {
+func (p *Poller) fetch(ctx context.Context, base string) ([]modelCard, string) {
 	cctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(cctx, http.MethodGet, base+"/v1/models", nil)
@@ -229,25 +281,35 @@ func (p *Poller) fetch(ctx context.Context, base string) ([]string, string) {
 	if err := json.Unmarshal(body, &l); err != nil || l.Data == nil {
 		return nil, failDecode
 	}
-	out := make([]string, 0, len(l.Data))
-	for _, d := range l.Data {
-		out = append(out, d.ID)
-	}
-	return out, ""
+	return l.Data, ""
 }
 
 // clean keeps the valid, distinct names up to MaxModels, in the engine's
 // order (vLLM lists its base model first: Endpoint.Models' first name is
-// the model its events default to), and returns how many it left out.
-func (p *Poller) clean(ms []string) ([]string, int) {
-	out := make([]string, 0, len(ms))
+// the model its events default to), and returns how many it left out, and
+// the adapters among the names kept: each whose parent is another name
+// kept, mapped to it (nil for none).
+func (p *Poller) clean(cards []modelCard) ([]string, map[string]string, int) {
+	out := make([]string, 0, len(cards))
 	dropped := 0
-	for _, m := range ms {
-		if checkName(m) != nil || slices.Contains(out, m) || len(out) == p.cfg.MaxModels {
+	kept := make([]bool, len(cards))
+	for i, c := range cards {
+		if checkName(c.ID) != nil || slices.Contains(out, c.ID) || len(out) == p.cfg.MaxModels {
 			dropped++
 			continue
 		}
-		out = append(out, m)
+		out = append(out, c.ID)
+		kept[i] = true
 	}
-	return out, dropped
+	var parents map[string]string
+	for i, c := range cards {
+		if !kept[i] || c.Parent == "" || c.Parent == c.ID || !slices.Contains(out, c.Parent) {
+			continue
+		}
+		if parents == nil {
+			parents = map[string]string{}
+		}
+		parents[c.ID] = c.Parent
+	}
+	return out, parents, dropped
 }

@@ -293,3 +293,53 @@ func TestPollAnswerKeepingNoNameKeepsThePreviousModels(t *testing.T) {
 	_, ok := p.Models(given.endpoint().ID)
 	require.False(t, ok, "an endpoint whose answers kept no name has no answer")
 }
+
+// vLLM lists each registered LoRA adapter with its base model as parent
+// (and the base model with a null one): the poller learns which names are
+// adapters of which model, ignores a parent that names no model of the
+// answer, follows a change of the list (an adapter loaded or unloaded at
+// run time) as a change, and forgets a removed endpoint's.
+func TestPollerLearnsAdaptersFromParent(t *testing.T) {
+	defer leakcheck.Check(t)()
+	p := newTestPoller(t, prometheus.NewRegistry(), nil)
+	defer p.Close()
+	e := newEngine(t)
+	defer e.srv.Close()
+	e.answer(http.StatusOK, `{"object":"list","data":[{"id":"llama","root":"/models/llama","parent":null},`+
+		`{"id":"sql","root":"/adapters/sql","parent":"llama"},{"id":"stray","parent":"gone"},{"id":"self","parent":"self"}]}`)
+	ep := e.endpoint()
+	p.mu.Lock()
+	p.urls[ep.ID] = e.srv.URL // no kick: the test polls
+	p.mu.Unlock()
+	require.True(t, p.PollOnce(context.Background()))
+	ms, _ := p.Models(ep.ID)
+	require.Equal(t, []string{"llama", "sql", "stray"}, ms, "MaxModels (3) keeps the first three")
+	base, ok := p.Parent(ep.ID, "sql")
+	require.True(t, ok)
+	require.Equal(t, "llama", base)
+	for _, m := range []string{"llama", "stray", "self", "nobody"} {
+		_, ok = p.Parent(ep.ID, m)
+		require.False(t, ok, m)
+	}
+	r := &Registry{poller: p}
+	base, ok = r.Adapter([]kvroute.Endpoint{{ID: "other"}, ep}, "sql")
+	require.True(t, ok)
+	require.Equal(t, "llama", base)
+	_, ok = r.Adapter([]kvroute.Endpoint{{ID: "other"}}, "sql")
+	require.False(t, ok, "no endpoint of the list says so")
+
+	// An adapter loaded at run time: the same names otherwise.
+	e.answer(http.StatusOK, `{"object":"list","data":[{"id":"llama"},{"id":"sql","parent":"llama"},{"id":"chat","parent":"llama"}]}`)
+	require.True(t, p.PollOnce(context.Background()))
+	base, ok = p.Parent(ep.ID, "chat")
+	require.True(t, ok)
+	require.Equal(t, "llama", base)
+	// The same names, but sql is now listed as a model of its own.
+	e.answer(http.StatusOK, `{"object":"list","data":[{"id":"llama"},{"id":"sql"},{"id":"chat","parent":"llama"}]}`)
+	require.True(t, p.PollOnce(context.Background()), "a parent changed: a change")
+	_, ok = p.Parent(ep.ID, "sql")
+	require.False(t, ok)
+	p.SetEndpoints(nil)
+	_, ok = p.Parent(ep.ID, "chat")
+	require.False(t, ok, "a removed endpoint is forgotten")
+}

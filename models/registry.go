@@ -86,6 +86,18 @@ func (r *Registry) Annotate(eps []kvroute.Endpoint) []kvroute.Endpoint {
 	return out
 }
 
+// Adapter reports whether model is a LoRA adapter at an endpoint of eps
+// that lists it, and of which base model: what that endpoint's /v1/models
+// last said (its "parent"; see Poller). False without a poller, or when no
+// such endpoint's answer gave model a parent: the model is then one of its
+// own.
+func (r *Registry) Adapter(eps []kvroute.Endpoint, model string) (base string, ok bool) {
+	if r.poller == nil || model == "" {
+		return "", false
+	}
+	return r.poller.parentIn(eps, model)
+}
+
 // Close stops the poller.
 func (r *Registry) Close() {
 	if r.poller != nil {
