@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -249,15 +250,16 @@ func TestGatewayLoRAEveryEngineMetricsDown(t *testing.T) {
 // poller reading the engines' /v1/models) with the LoRA scorer, in front
 // of two simulated engines serving the base model alpha and its adapters
 // sql and chat (one adapter slot each), publishing their KV events and
-// rendering for the router.
-func startAdapterFleet(t *testing.T) *modelFleet {
+// rendering for the router. poll is the models poller's interval (0: the
+// default); the engines serve vLLM's runtime LoRA loading.
+func startAdapterFleet(t *testing.T, poll time.Duration) *modelFleet {
 	t.Helper()
 	f := &modelFleet{client: &http.Client{Transport: &http.Transport{}}, model: map[string]string{}}
 	for range 2 {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		require.NoError(t, err)
 		id := ln.Addr().String()
-		srv, err := server.New(server.Config{Model: "alpha", LoRAModules: []string{"sql", "chat"}, EnableScaleOut: true,
+		srv, err := server.New(server.Config{Model: "alpha", LoRAModules: []string{"sql", "chat"}, EnableScaleOut: true, AllowRuntimeLoRAUpdating: true,
 			Engine: simengine.Config{BlockSize: 64, NumGPUBlocks: 512, PrefillTokensPerSecond: 1e7, DecodeStep: time.Millisecond,
 				LoRA: &simengine.LoRAConfig{MaxLoRAs: 1, LoadTime: time.Millisecond}},
 			KVEvents: server.KVEventsConfig{EnableKVCacheEvents: true, Publisher: "zmq", Endpoint: "tcp://127.0.0.1:0",
@@ -274,7 +276,7 @@ func startAdapterFleet(t *testing.T) *modelFleet {
 	var err error
 	// Scrapes that never time out nor go stale: see startLoRAFleet.
 	f.gw, err = NewServer(t.Context(), ServerConfig{Listen: "127.0.0.1:0", Router: cfg, Endpoints: f.eps,
-		Models:        &models.Config{Poll: models.PollConfig{Enabled: true}},
+		Models:        &models.Config{Poll: models.PollConfig{Enabled: true, Interval: poll}},
 		EngineMetrics: &enginemetrics.Config{Interval: 10 * time.Millisecond, Staleness: time.Hour, Timeout: time.Hour},
 		LoRA:          &lora.Config{}}, Options{})
 	require.NoError(t, err)
@@ -290,7 +292,7 @@ func startAdapterFleet(t *testing.T) *modelFleet {
 // ran.
 func TestGatewayModelsRouteAnAdapterOfABaseModelAsLoRA(t *testing.T) {
 	defer leakcheck.Check(t)()
-	f := startAdapterFleet(t)
+	f := startAdapterFleet(t, 0)
 	defer f.close(t)
 	f.waitPolled(t)
 	for _, e := range f.gw.Handler().Endpoints() {
@@ -343,4 +345,61 @@ func TestGatewayModelsRouteAnAdapterOfABaseModelAsLoRA(t *testing.T) {
 		after += seriesOf(t, f.gw, "kvroute_lora_candidates_total", "state", st)
 	}
 	require.Equal(t, rated, after)
+}
+
+// An adapter an engine loads at run time (vLLM's /v1/load_lora_adapter)
+// appears in the engine's /v1/models, and the gateway's poller routes its
+// requests there as LoRA requests; unloaded, it disappears and the gateway
+// answers its requests 404 as a model nobody serves.
+func TestGatewayModelsPickUpAnAdapterLoadedAtRunTime(t *testing.T) {
+	defer leakcheck.Check(t)()
+	f := startAdapterFleet(t, 20*time.Millisecond)
+	defer f.close(t)
+	f.waitPolled(t)
+	code, _, _, body := f.complete(t, "code", "hello")
+	require.Equal(t, http.StatusNotFound, code, body)
+
+	admin := func(path, body string) {
+		t.Helper()
+		resp, err := f.client.Post("http://"+f.eps[0].ID+path, "application/json", strings.NewReader(body))
+		require.NoError(t, err)
+		b := readAll(t, resp)
+		require.Equal(t, http.StatusOK, resp.StatusCode, b)
+	}
+	listed := func(want bool) {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			for _, e := range f.gw.Handler().Endpoints() {
+				if e.ID == f.eps[0].ID {
+					return slices.Contains(e.Models, "code") == want
+				}
+			}
+			return false
+		}, time.Minute, 5*time.Millisecond, "the poller never saw code's load or unload")
+	}
+	admin("/v1/load_lora_adapter", `{"lora_name":"code","lora_path":"/adapters/code"}`)
+	listed(true)
+	base, ok := f.gw.models.Adapter(f.gw.Handler().Endpoints(), "code")
+	require.True(t, ok)
+	require.Equal(t, "alpha", base)
+	rated := func() float64 {
+		n := 0.0
+		for _, st := range []string{"running", "waiting", "load", "load_at_cap", "saturated", "unknown"} {
+			n += seriesOf(t, f.gw, "kvroute_lora_candidates_total", "state", st)
+		}
+		return n
+	}
+	before := rated()
+	for range 3 {
+		code, ep, _, body := f.complete(t, "code", longPrompt("code"))
+		require.Equal(t, http.StatusOK, code, body)
+		require.Equal(t, f.eps[0].ID, ep, "only engine 0 serves code")
+	}
+	require.Equal(t, before+3, rated(), "each pick rated its one candidate as a LoRA request")
+
+	admin("/v1/unload_lora_adapter", `{"lora_name":"code"}`)
+	listed(false)
+	code, _, _, body = f.complete(t, "code", "hello")
+	require.Equal(t, http.StatusNotFound, code, body)
+	require.Contains(t, body, "The model `code` does not exist.")
 }

@@ -204,3 +204,16 @@ func (e *Engine) LoadedLoRAs() []string {
 	}
 	return slices.Clone(e.lo.slots)
 }
+
+// UnloadLoRA frees adapter name's slot, as vLLM's remove_lora does when
+// the adapter is unloaded at run time, unless a running request uses it
+// (it then leaves as the least recently used). A later request of the
+// name loads it again. A no-op without Config.LoRA.
+func (e *Engine) UnloadLoRA(name string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.lo == nil || slices.ContainsFunc(e.running, func(s *seq) bool { return s.req.LoRAName == name }) {
+		return
+	}
+	e.lo.slots = slices.DeleteFunc(e.lo.slots, func(s string) bool { return s == name })
+}

@@ -27,3 +27,12 @@ func TestNameListsTrimSpaces(t *testing.T) {
 	require.Equal(t, []string{"a", "b"}, o.cfg.LoRAModules)
 	require.Equal(t, []string{"c", "d"}, o.cfg.ExtraModels)
 }
+
+func TestAllowRuntimeLoRAUpdatingFlag(t *testing.T) {
+	o, err := parseFlags(nil)
+	require.NoError(t, err)
+	require.False(t, o.cfg.AllowRuntimeLoRAUpdating, "off by default, as in vLLM")
+	o, err = parseFlags([]string{"--allow-runtime-lora-updating"})
+	require.NoError(t, err)
+	require.True(t, o.cfg.AllowRuntimeLoRAUpdating)
+}

@@ -29,6 +29,13 @@
 // drawn at start, and an idle publisher sends an empty batch each second
 // (kvevents_liveness.go; the timer runs on Options.Clock).
 //
+// Config.LoRAModules are adapters of the model, listed on /v1/models as
+// vLLM lists them (root their path, parent the base model). With
+// Config.AllowRuntimeLoRAUpdating (vLLM's VLLM_ALLOW_RUNTIME_LORA_UPDATING)
+// POST /v1/load_lora_adapter and /v1/unload_lora_adapter register and
+// forget adapters at run time, with vLLM's answers (lora_admin.go);
+// without it both are unknown paths.
+//
 // With Config.ExtraModels one address serves several models, as a pod
 // fronting one engine process per model would (models.go): an engine per
 // model, chosen by the request's model field, each publishing on its

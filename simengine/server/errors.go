@@ -197,7 +197,7 @@ func (s *Server) resolveModel(name string) (modelSel, *apiError) {
 	if name == "" || name == s.cfg.Model {
 		return modelSel{eng: s.eng}, nil
 	}
-	if id, ok := s.loras[name]; ok {
+	if id, ok := s.loras.id(name); ok {
 		return modelSel{eng: s.eng, lora: name, loraID: id}, nil
 	}
 	if eng, ok := s.extra[name]; ok {

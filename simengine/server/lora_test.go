@@ -49,3 +49,122 @@ func TestRepeatedLoRAModuleIsRefused(t *testing.T) {
 	_, err := New(Config{Model: "m", LoRAModules: []string{"sql", "chat", "sql"}, Engine: fastEngine()}, Options{})
 	require.ErrorContains(t, err, `"sql"`)
 }
+
+// modelCards reads /v1/models as id → parent ("" for none) and root.
+func modelCards(t *testing.T, base string) (ids []string, parent, root map[string]string) {
+	t.Helper()
+	code, body := get(t, base+"/v1/models")
+	require.Equal(t, http.StatusOK, code, string(body))
+	l := decode[struct {
+		Data []struct {
+			ID     string  `json:"id"`
+			Root   string  `json:"root"`
+			Parent *string `json:"parent"`
+		} `json:"data"`
+	}](t, body)
+	parent, root = map[string]string{}, map[string]string{}
+	for _, d := range l.Data {
+		ids = append(ids, d.ID)
+		root[d.ID] = d.Root
+		if d.Parent != nil {
+			parent[d.ID] = *d.Parent
+		}
+	}
+	return ids, parent, root
+}
+
+// With AllowRuntimeLoRAUpdating the server serves vLLM's
+// /v1/load_lora_adapter and /v1/unload_lora_adapter with vLLM's answers: a
+// loaded adapter is listed on /v1/models (its path as root, the base model
+// as parent) and served under the next lora_id; an unloaded one is
+// forgotten (404 to its requests) and its slot freed. Without the option
+// both are unknown paths, as in vLLM without
+// VLLM_ALLOW_RUNTIME_LORA_UPDATING.
+func TestRuntimeLoRAUpdating(t *testing.T) {
+	_, off := startServer(t, Config{LoRAModules: []string{"sql"}})
+	code, body := post(t, off+"/v1/load_lora_adapter", map[string]any{"lora_name": "chat", "lora_path": "/a/chat"})
+	require.Equal(t, http.StatusNotFound, code)
+	require.JSONEq(t, `{"detail":"Not Found"}`, string(body))
+
+	rec := newRecorder()
+	eng := fastEngine()
+	eng.LoRA, eng.Sink = &simengine.LoRAConfig{MaxLoRAs: 2, LoadTime: time.Millisecond}, rec
+	s, base := startServer(t, Config{LoRAModules: []string{"sql"}, AllowRuntimeLoRAUpdating: true, Engine: eng})
+	ids, parent, root := modelCards(t, base)
+	require.Equal(t, []string{"m", "sql"}, ids)
+	require.Equal(t, map[string]string{"sql": "m"}, parent, "the base model has a null parent")
+	require.Equal(t, "sql", root["sql"])
+
+	code, body = post(t, base+"/v1/completions", map[string]any{"model": "chat", "prompt": "hello", "max_tokens": 1})
+	require.Equal(t, http.StatusNotFound, code, "not loaded yet: %s", body)
+	code, body = post(t, base+"/v1/load_lora_adapter", map[string]any{"lora_name": "chat", "lora_path": "/adapters/chat"})
+	require.Equal(t, http.StatusOK, code, string(body))
+	require.Equal(t, "Success: LoRA adapter 'chat' added successfully.", string(body))
+	ids, parent, root = modelCards(t, base)
+	require.Equal(t, []string{"m", "sql", "chat"}, ids)
+	require.Equal(t, "m", parent["chat"])
+	require.Equal(t, "/adapters/chat", root["chat"])
+	code, body = post(t, base+"/v1/completions", map[string]any{"model": "chat", "prompt": strings.Repeat("hello there friend ", 8), "max_tokens": 1})
+	require.Equal(t, http.StatusOK, code, string(body))
+	require.Contains(t, s.Engine().LoadedLoRAs(), "chat")
+	stored := false
+	require.Eventually(t, func() bool {
+		for len(rec.ch) > 0 {
+			for _, ev := range (<-rec.ch).Events {
+				if ev.Type == simengine.BlockStored && ev.LoRAName == "chat" {
+					require.Equal(t, 2, ev.LoRAID, "the next lora_id after sql's 1")
+					stored = true
+				}
+			}
+		}
+		return stored
+	}, 10*time.Second, time.Millisecond, "the loaded adapter's blocks are stored under its name")
+
+	// vLLM's refusals.
+	for _, c := range []struct {
+		body   map[string]any
+		status int
+		typ    string
+		msg    string
+	}{
+		{map[string]any{"lora_name": "chat", "lora_path": "/x"}, http.StatusBadRequest, "InvalidUserInput",
+			"The lora adapter 'chat' has already been loaded. If you want to load the adapter in place, set 'load_inplace' to True."},
+		{map[string]any{"lora_name": "", "lora_path": "/x"}, http.StatusBadRequest, "InvalidUserInput", "Both 'lora_name' and 'lora_path' must be provided."},
+		{map[string]any{"lora_name": "x"}, http.StatusBadRequest, "InvalidUserInput", "Both 'lora_name' and 'lora_path' must be provided."},
+		{map[string]any{"lora_name": "m", "lora_path": "/x"}, http.StatusBadRequest, "InvalidUserInput", "The lora adapter 'm' is named as a model this server serves."},
+	} {
+		code, body = post(t, base+"/v1/load_lora_adapter", c.body)
+		require.Equal(t, c.status, code, string(body))
+		e := decode[errorBody](t, body)
+		require.Equal(t, c.typ, e.Error.Type)
+		require.Equal(t, c.msg, e.Error.Message)
+	}
+	// In place: re-registered under the same lora_id, with its new path.
+	code, body = post(t, base+"/v1/load_lora_adapter", map[string]any{"lora_name": "chat", "lora_path": "/adapters/chat-v2", "load_inplace": true})
+	require.Equal(t, http.StatusOK, code, string(body))
+	ids, _, root = modelCards(t, base)
+	require.Equal(t, []string{"m", "sql", "chat"}, ids)
+	require.Equal(t, "/adapters/chat-v2", root["chat"])
+
+	code, body = post(t, base+"/v1/unload_lora_adapter", map[string]any{"lora_name": "nope"})
+	require.Equal(t, http.StatusNotFound, code)
+	require.Equal(t, "The lora adapter 'nope' cannot be found.", decode[errorBody](t, body).Error.Message)
+	code, body = post(t, base+"/v1/unload_lora_adapter", map[string]any{})
+	require.Equal(t, http.StatusBadRequest, code)
+	require.Equal(t, "'lora_name' needs to be provided to unload a LoRA adapter.", decode[errorBody](t, body).Error.Message)
+	code, body = post(t, base+"/v1/unload_lora_adapter", map[string]any{"lora_name": "chat"})
+	require.Equal(t, http.StatusOK, code, string(body))
+	require.Equal(t, "Success: LoRA adapter 'chat' removed successfully.", string(body))
+	ids, _, _ = modelCards(t, base)
+	require.Equal(t, []string{"m", "sql"}, ids)
+	require.NotContains(t, s.Engine().LoadedLoRAs(), "chat", "its slot is freed")
+	code, _ = post(t, base+"/v1/completions", map[string]any{"model": "chat", "prompt": "hello", "max_tokens": 1})
+	require.Equal(t, http.StatusNotFound, code)
+
+	// Loaded again: a new lora_id, as vLLM's counter gives.
+	code, body = post(t, base+"/v1/load_lora_adapter", map[string]any{"lora_name": "chat", "lora_path": "/adapters/chat"})
+	require.Equal(t, http.StatusOK, code, string(body))
+	id, ok := s.loras.id("chat")
+	require.True(t, ok)
+	require.Equal(t, 3, id)
+}

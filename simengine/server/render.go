@@ -175,8 +175,11 @@ func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request) {
 	}
 	data := []model{{ID: s.cfg.Model, Object: "model", Created: s.created, OwnedBy: "vllm", Root: s.cfg.Model,
 		MaxModelLen: s.cfg.MaxModelLen, Permission: []any{}}}
-	for _, l := range s.cfg.LoRAModules {
-		data = append(data, model{ID: l, Object: "model", Created: s.created, OwnedBy: "vllm", Root: l,
+	// Each adapter as vLLM lists it: its lora_path as root (a LoRAModules
+	// name's own name), the base model as parent.
+	names, roots := s.loras.list()
+	for i, l := range names {
+		data = append(data, model{ID: l, Object: "model", Created: s.created, OwnedBy: "vllm", Root: roots[i],
 			Parent: &s.cfg.Model, MaxModelLen: s.cfg.MaxModelLen, Permission: []any{}})
 	}
 	for _, m := range s.cfg.ExtraModels { // another engine's base model (models.go)

@@ -33,6 +33,11 @@ type Config struct {
 	// LoRAModules are adapter names served on top of Model, each once; a
 	// request naming one runs with that LoRA (lora_id = position + 1).
 	LoRAModules []string `json:"loraModules"`
+	// AllowRuntimeLoRAUpdating is vLLM's VLLM_ALLOW_RUNTIME_LORA_UPDATING:
+	// it serves POST /v1/load_lora_adapter and /v1/unload_lora_adapter,
+	// which register and forget adapters at run time (lora_admin.go).
+	// Without it both paths are a bare 404, as in vLLM.
+	AllowRuntimeLoRAUpdating bool `json:"allowRuntimeLoraUpdating"`
 	// EnableScaleOut registers the render routes (vLLM --enable-scale-out);
 	// without it they answer a bare {"detail":"Not Found"} 404, as vLLM 0.30.
 	EnableScaleOut bool `json:"enableScaleOut"`
@@ -114,7 +119,7 @@ type Server struct {
 	routes  map[string]route
 	metrics http.Handler
 	reqs    *prometheus.CounterVec
-	loras   map[string]int
+	loras   *loraRegistry // LoRAModules, then the adapters loaded at run time (lora_admin.go)
 	nonce   string
 	nextID  atomic.Uint64
 	created int64
@@ -166,12 +171,12 @@ func New(cfg Config, opts Options) (*Server, error) {
 	if opts.Registry == nil {
 		opts.Registry = prometheus.NewRegistry()
 	}
-	s := &Server{cfg: cfg, reg: opts.Registry, lg: opts.Logger, loras: map[string]int{}, created: time.Now().Unix()}
-	for i, name := range cfg.LoRAModules {
-		if _, dup := s.loras[name]; dup || name == "" || name == cfg.Model {
+	s := &Server{cfg: cfg, reg: opts.Registry, lg: opts.Logger, loras: newLoRARegistry(), created: time.Now().Unix()}
+	for _, name := range cfg.LoRAModules {
+		if _, dup := s.loras.id(name); dup || name == "" || name == cfg.Model {
 			return nil, fmt.Errorf("simengine: bad LoRA module name %q (empty, repeated, or the model's)", name)
 		}
-		s.loras[name] = i + 1
+		s.loras.add(name, name)
 	}
 	var nonce [6]byte
 	_, _ = rand.Read(nonce[:])
@@ -244,6 +249,10 @@ func (s *Server) buildRoutes() map[string]route {
 	}
 	if s.pub != nil {
 		r[SuppressKVEventsPath] = route{http.MethodPost, s.handleSuppress}
+	}
+	if s.cfg.AllowRuntimeLoRAUpdating {
+		r["/v1/load_lora_adapter"] = route{http.MethodPost, s.handleLoadLoRA}
+		r["/v1/unload_lora_adapter"] = route{http.MethodPost, s.handleUnloadLoRA}
 	}
 	if s.pd.cfg.Role == RolePrefill {
 		r[KVTransferReadPath] = route{http.MethodPost, s.handleKVRead}
