@@ -23,7 +23,10 @@
 //     gauges a router reads for saturation mean what vLLM's do:
 //     vllm:num_requests_running and vllm:num_requests_waiting are the lengths
 //     of the two queues (vllm:num_requests_waiting_by_reason splits the
-//     waiting ones, all "capacity" here), vllm:kv_cache_usage_perc is the
+//     waiting ones: "deferred" those waiting for their KV transfer and,
+//     with Config.LoRA, those the last admission pass skipped because
+//     their adapter found no slot, as vLLM counts its skipped_waiting
+//     queue; "capacity" the others), vllm:kv_cache_usage_perc is the
 //     fraction of blocks held by running requests.
 //   - Scheduler: FCFS, at most MaxNumSeqs running requests (vLLM's
 //     --max-num-seqs; the others wait in arrival order, and a waiting request

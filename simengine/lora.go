@@ -28,6 +28,8 @@ const (
 // it is admitted: the least recently used adapter no running request uses
 // leaves its slot, and the step pays LoadTime (× TimeScale) for every
 // adapter it loads, the synchronous weight copy that stalls vLLM's batch.
+// A request so skipped is reported in vllm:num_requests_waiting_by_reason
+// under reason "deferred" (vLLM's skipped_waiting queue), not "capacity".
 // One tier is modelled: an evicted adapter costs a full load again (vLLM
 // also keeps up to --max-cpu-loras adapters in host memory, from which a
 // reload is cheaper than from disk).
@@ -58,12 +60,20 @@ func (c LoRAConfig) withDefaults() (LoRAConfig, error) {
 // loraState is an engine's adapter slots and its lora_requests_info
 // series; guarded by Engine.mu.
 type loraState struct {
-	cfg    LoRAConfig
-	slots  []string // loaded adapters, least recently used first
-	batch  []string // adapters of the step being scheduled
-	loads  int      // adapters loaded in the step being scheduled
-	series map[loraSeries]float64
-	names  []string // scratch
+	cfg   LoRAConfig
+	slots []string // loaded adapters, least recently used first
+	batch []string // adapters of the step being scheduled
+	loads int      // adapters loaded in the step being scheduled
+	// skips counts the waiting requests the last admission pass skipped
+	// because their adapter found no slot (fits false): vLLM moves them to
+	// its skipped_waiting queue, reported as vllm:num_requests_waiting_by_reason
+	// {reason="deferred"}. A step whose admission examines nobody (a step
+	// that preempted, or a full batch) leaves them counted, as vLLM leaves
+	// them in that queue. step numbers the steps; skipStep is the step
+	// skips was counted in.
+	skips, step, skipStep int
+	series                map[loraSeries]float64
+	names                 []string // scratch
 }
 
 // loraSeries is one label combination of vllm:lora_requests_info.
@@ -77,6 +87,7 @@ func newLoRAState(cfg LoRAConfig) *loraState {
 // adapters of the running requests already scheduled.
 func (l *loraState) beginStep(sched []*seq) {
 	l.batch, l.loads = l.batch[:0], 0
+	l.step++
 	for _, s := range sched {
 		if a := s.req.LoRAName; a != "" && !slices.Contains(l.batch, a) {
 			l.batch = append(l.batch, a)
@@ -89,7 +100,26 @@ func (l *loraState) beginStep(sched []*seq) {
 
 // fits reports whether a waiting request of adapter a may join the batch.
 func (l *loraState) fits(a string) bool {
-	return a == "" || slices.Contains(l.batch, a) || len(l.batch) < l.cfg.MaxLoRAs
+	if l.skipStep != l.step { // the step's first examined request: a new count
+		l.skips, l.skipStep = 0, l.step
+	}
+	ok := a == "" || slices.Contains(l.batch, a) || len(l.batch) < l.cfg.MaxLoRAs
+	if !ok {
+		l.skips++
+	}
+	return ok
+}
+
+// loraDeferred is how many waiting requests the engine's last admission
+// pass skipped for want of an adapter slot, at most waiting (0 without
+// Config.LoRA).
+func (e *Engine) loraDeferred(waiting int) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.lo == nil {
+		return 0
+	}
+	return min(e.lo.skips, waiting)
 }
 
 // use adds adapter a to the batch, loading it into a slot if needed, and

@@ -139,3 +139,52 @@ func TestLoRARequestsInfoIdleAfterLastRequest(t *testing.T) {
 		"the iteration that finished the last request (at %v)", end)
 	require.Equal(t, "a", series[len(series)-2].Running, "the steps that ran it")
 }
+
+// waitingByReason reads vllm:num_requests_waiting_by_reason by reason and
+// vllm:num_requests_waiting.
+func waitingByReason(t *testing.T, reg *prometheus.Registry) (capacity, deferred, waiting float64) {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			switch mf.GetName() {
+			case "vllm:num_requests_waiting":
+				waiting = m.GetGauge().GetValue()
+			case "vllm:num_requests_waiting_by_reason":
+				for _, l := range m.GetLabel() {
+					switch {
+					case l.GetName() == "reason" && l.GetValue() == "capacity":
+						capacity = m.GetGauge().GetValue()
+					case l.GetName() == "reason" && l.GetValue() == "deferred":
+						deferred = m.GetGauge().GetValue()
+					}
+				}
+			}
+		}
+	}
+	return capacity, deferred, waiting
+}
+
+// A waiting request the scheduler skips because its adapter finds no slot
+// is reported under vllm:num_requests_waiting_by_reason{reason="deferred"},
+// as vLLM reports its skipped_waiting queue (LoRA budget among the
+// "transient constraints" of the metric's help), not as waiting for
+// capacity; the total is unchanged. The engine reported it as capacity.
+func TestLoRASkippedRequestIsDeferredWaiting(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	e := loraEngine(t, 1, reg)
+	var a1, b1, a2 Result
+	submitLoRA(t, e, "a", 1, &a1)
+	submitLoRA(t, e, "b", 100, &b1)
+	submitLoRA(t, e, "a", 200, &a2)
+	e.AdvanceTo(e.Now()) // the first step: both a requests run, b is skipped
+	require.Equal(t, 1, e.Stats().Waiting)
+	capacity, deferred, waiting := waitingByReason(t, reg)
+	require.Equal(t, 1.0, waiting)
+	require.Equal(t, 1.0, deferred, "b waits for a slot")
+	require.Equal(t, 0.0, capacity)
+	e.RunUntilIdle()
+	capacity, deferred, waiting = waitingByReason(t, reg)
+	require.Zero(t, waiting+deferred+capacity)
+}

@@ -97,10 +97,14 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	emit(c.running, prometheus.GaugeValue, float64(s.Running))
 	emit(c.waiting, prometheus.GaugeValue, float64(s.Waiting+s.Deferred))
 	// A request in the scheduler's waiting queue waits for capacity (a
-	// running slot under MaxNumSeqs, token budget or KV blocks); the only
-	// deferred ones are those waiting for their KV transfer (pd.go).
-	emit(c.waitingByReason, prometheus.GaugeValue, float64(s.Waiting), "capacity")
-	emit(c.waitingByReason, prometheus.GaugeValue, float64(s.Deferred), "deferred")
+	// running slot under MaxNumSeqs, token budget or KV blocks); deferred
+	// are those waiting for their KV transfer (pd.go) and, with
+	// Config.LoRA, those the last admission pass skipped because their
+	// adapter found no slot, which vLLM keeps in its skipped_waiting queue
+	// (lora.go).
+	lora := c.e.loraDeferred(s.Waiting)
+	emit(c.waitingByReason, prometheus.GaugeValue, float64(s.Waiting-lora), "capacity")
+	emit(c.waitingByReason, prometheus.GaugeValue, float64(s.Deferred+lora), "deferred")
 	emit(c.usage, prometheus.GaugeValue, 1-float64(s.FreeBlocks)/float64(s.NumBlocks))
 	emit(c.rejected, prometheus.CounterValue, float64(s.RequestRejected))
 	// An info gauge, set to 1 once the cache is sized, as vLLM's is.
