@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/internal/jsonscan"
 	"github.com/kvroute/kvroute/models"
 	"github.com/kvroute/kvroute/render"
 )
@@ -40,6 +41,7 @@ func (h *Handler) serveCountTokens(w http.ResponseWriter, r *http.Request) {
 		am.results[h.refuseBody(w, r, render.APIMessages, err)].Inc()
 		return
 	}
+	body = jsonscan.TrimBOM(body) // as vLLM reads it, and as an inference body is
 	model, err := bodyModel(body)
 	if err != nil {
 		am.results[ResultBadRequest].Inc()

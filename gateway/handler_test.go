@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -668,4 +669,29 @@ func TestGatewayRemovesClientSidecarRoutingHeaders(t *testing.T) {
 			require.Empty(t, hd.Values(k), "request %d: %s", i, k)
 		}
 	}
+}
+
+// A body that starts with a UTF-8 byte order mark is served as vLLM serves
+// it (FastAPI hands the body's bytes to Python's json.loads, which reads
+// them as UTF-8-sig): routed and forwarded without the mark, its
+// Content-Length to match, not answered 400. Two marks are no JSON for
+// vLLM either.
+func TestGatewayServesABodyWithAUTF8BOMAsVLLMDoes(t *testing.T) {
+	defer leakcheck.Check(t)()
+	h := newHarness(t, 1, Config{})
+	defer h.close()
+	body := completionsBody("a prompt behind a byte order mark", false)
+	resp := h.post("/v1/completions", "\xef\xbb\xbf"+body)
+	got := readAll(t, resp)
+	require.Equal(t, http.StatusOK, resp.StatusCode, got)
+	bodies, headers := h.ups[0].received()
+	require.Len(t, bodies, 1)
+	require.Equal(t, body, string(bodies[0]))
+	require.Equal(t, strconv.Itoa(len(body)), headers[0].Get("Content-Length"))
+	require.Equal(t, 1.0, counter(t, h.reg, "completions", ResultSuccess))
+	require.Equal(t, 1, h.ups[0].rendered, "rendered from the body without the mark")
+
+	resp = h.post("/v1/completions", "\xef\xbb\xbf\xef\xbb\xbf"+body)
+	got = readAll(t, resp)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, got)
 }

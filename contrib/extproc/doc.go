@@ -59,7 +59,10 @@
 //   - answers 503 (an ImmediateResponse) when no endpoint is available, 413
 //     when the body exceeds the configured limit, 400 when it is not JSON
 //     (an empty body included), 404 NotFoundError (vLLM's and the gateway's
-//     body) when no endpoint serves the body's model.
+//     body) when no endpoint serves the body's model. An inference body
+//     that starts with a UTF-8 byte order mark is routed, and sent on,
+//     without it: vLLM reads the body's bytes with Python's json.loads,
+//     which decodes them as UTF-8-sig, and serves it.
 //   - buffers every body within a picker-wide budget of body bytes in flight
 //     (Config.MaxBodyBytesInFlight), charged as the chunks arrive and
 //     returned when the upstream answers or the stream ends: a stream whose

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -442,4 +443,44 @@ func TestProcessTrailingSlashPathGoesToTheEngineByItsAPIsPath(t *testing.T) {
 		require.NoError(t, st.CloseSend())
 	}
 	require.Equal(t, 2.0, h.counter("kvroute_extproc_requests_total", map[string]string{"result": resultPassthrough}))
+}
+
+// A body that starts with a UTF-8 byte order mark is routed as the same
+// body without it: vLLM (FastAPI's request.json(), Python's json.loads on
+// the body's bytes) decodes it as UTF-8-sig and serves it, so the picker
+// must not answer it 400. The engine gets the body without the mark, its
+// content-length to match; a second mark is still not JSON, as for vLLM.
+func TestProcessBodyWithUTF8BOMIsRoutedAsTheEngineReadsIt(t *testing.T) {
+	defer leakcheck.Check(t)()
+	h := newHarness(t, Config{}, engineOpts{})
+	defer h.close()
+	body := completionsBody(prompt(7, 20, "bom"), false)
+	st, err := h.client.Process(ctxT(t))
+	require.NoError(t, err)
+	require.NoError(t, st.Send(envoyHeaders("/v1/completions", false, nil)))
+	require.NoError(t, st.Send(bodyChunk("\xef\xbb", false))) // the mark split across chunks
+	require.NoError(t, st.Send(bodyChunk("\xbf"+body, true)))
+	hr, err := st.Recv()
+	require.NoError(t, err)
+	require.Nil(t, hr.GetImmediateResponse(), "not refused: %v", hr.GetImmediateResponse())
+	mut := hr.GetRequestHeaders().GetResponse().GetHeaderMutation()
+	require.Equal(t, h.engines[0].id, setHeader(mut, DefaultDestinationHeader))
+	require.Equal(t, strconv.Itoa(len(body)), setHeader(mut, "content-length"))
+	br, err := st.Recv()
+	require.NoError(t, err)
+	require.Equal(t, body, string(br.GetRequestBody().GetResponse().GetBodyMutation().GetStreamedResponse().GetBody()))
+	require.NoError(t, st.Send(respHeaders(h.engines[0].id, true)))
+	_, err = st.Recv()
+	require.NoError(t, err)
+	h.idle()
+	require.Equal(t, 1.0, h.counter("kvroute_extproc_requests_total", map[string]string{"result": "routed"}))
+
+	st, err = h.client.Process(ctxT(t))
+	require.NoError(t, err)
+	require.NoError(t, st.Send(envoyHeaders("/v1/completions", false, nil)))
+	require.NoError(t, st.Send(bodyChunk("\xef\xbb\xbf\xef\xbb\xbf"+body, true)))
+	resp, err := st.Recv()
+	require.NoError(t, err)
+	require.EqualValues(t, http.StatusBadRequest, resp.GetImmediateResponse().GetStatus().GetCode())
+	h.idle()
 }

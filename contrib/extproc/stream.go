@@ -25,6 +25,7 @@ import (
 	"github.com/kvroute/kvroute/admission"
 	"github.com/kvroute/kvroute/disagg"
 	"github.com/kvroute/kvroute/disagg/sidecar"
+	"github.com/kvroute/kvroute/internal/jsonscan"
 	"github.com/kvroute/kvroute/internal/tokenin"
 	"github.com/kvroute/kvroute/internal/usage"
 	"github.com/kvroute/kvroute/render"
@@ -302,6 +303,10 @@ func (st *streamState) route(body []byte) error {
 		st.setResult(resultPassthrough)
 		return st.answerRequest(list, "", body, false)
 	}
+	// A leading UTF-8 byte order mark is read past, as vLLM reads the body
+	// (Python's json.loads decodes its bytes as UTF-8-sig), and the engine
+	// gets the body without it.
+	body = jsonscan.TrimBOM(body)
 	model, transfer, err := requestMembers(body)
 	st.model = model
 	if err != nil {
