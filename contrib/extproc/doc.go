@@ -49,6 +49,16 @@
 //     routed by its body's token IDs, multimodal features and cache salt,
 //     without rendering, as the kvroute gateway routes it; a body without
 //     token IDs, or with features vLLM refuses, is answered 400.
+//   - needs the request body FULL_DUPLEX_STREAMED: in any other request
+//     body mode Envoy waits for the request headers' answer before it sends
+//     the body (NONE never sends it), while the picker answers the headers
+//     once the body ended. Envoy names its modes in each stream's first
+//     message (protocol_config); a request with a body under another mode
+//     is answered at once, 500 naming the mode it needs, counted as result
+//     body_mode in kvroute_extproc_requests_total and logged once, instead
+//     of hanging until Envoy's message_timeout. A request whose headers end
+//     it (GET /v1/models) is served in any mode. An Envoy that names no
+//     modes (before protocol_config) is waited on.
 //   - honours the subset hint: when the request's filter metadata carries
 //     envoy.lb.subset_hint / x-gateway-destination-endpoint-subset (a list
 //     of "ip:port", or one comma-separated string, whose items may be

@@ -21,9 +21,10 @@ const (
 	resultClientAbort  = "client_abort"
 	resultShed         = "shed"
 	resultBodyBudget   = "body_budget"
+	resultBodyMode     = "body_mode"
 )
 
-var results = []string{resultRouted, resultPassthrough, resultNoEndpoint, resultBodyTooLarge, resultBadRequest, resultClientAbort, resultShed, resultBodyBudget}
+var results = []string{resultRouted, resultPassthrough, resultNoEndpoint, resultBodyTooLarge, resultBadRequest, resultClientAbort, resultShed, resultBodyBudget, resultBodyMode}
 
 // Request-phase messages that break the stream's order, the values of the
 // message label of kvroute_extproc_protocol_errors_total: the request
@@ -60,7 +61,7 @@ type metrics struct {
 func newMetrics(set telemetry.Set, bodyBytes func() int64) (*metrics, error) {
 	vec := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kvroute_extproc_requests_total",
-		Help: "ext_proc streams by result: routed (chosen by kvroute), passthrough (no prompt: round robin), no_endpoint (503, admission expired or closed included), body_too_large (413), bad_request (400, a malformed admission header included), client_abort (the stream ended before the pick, while queued included), shed (429 from the admission: shed or queue full), body_budget (503: the body found no room in maxBodyBytesInFlight).",
+		Help: "ext_proc streams by result: routed (chosen by kvroute), passthrough (no prompt: round robin), no_endpoint (503, admission expired or closed included), body_too_large (413), bad_request (400, a malformed admission header included), client_abort (the stream ended before the pick, while queued included), shed (429 from the admission: shed or queue full), body_budget (503: the body found no room in maxBodyBytesInFlight), body_mode (500: a request with a body that Envoy does not send FULL_DUPLEX_STREAMED, as its protocol_config said).",
 	}, []string{"result"})
 	protoVec := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kvroute_extproc_protocol_errors_total",

@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
@@ -312,4 +314,52 @@ func TestStreamEndedBeforeThePickIsAClientAbort(t *testing.T) {
 	require.Equal(t, 2.0, h.counter("kvroute_extproc_requests_total", abort), "a stream without a request is no abort")
 	_, n := h.load(h.engines[0].id)
 	require.Zero(t, n)
+}
+
+// An Envoy whose ext_proc filter does not send the request body
+// FULL_DUPLEX_STREAMED (NONE, STREAMED, BUFFERED, BUFFERED_PARTIAL), as it
+// says in the stream's first message (protocol_config), waits for the
+// request headers' answer before it sends the body, if it sends one at
+// all, while the picker waits for the body to pick: the request hung until
+// Envoy's message_timeout. The picker answers such a request at once, 500
+// naming the mode it needs, counted as result body_mode; a request whose
+// headers end it (GET /v1/models) is still served, and a stream naming no
+// modes (an Envoy before protocol_config) is waited on as before.
+func TestProcessRequestBodyModeOtherThanFullDuplexIsRefusedAtOnce(t *testing.T) {
+	defer leakcheck.Check(t)()
+	h := newHarness(t, Config{}, engineOpts{})
+	defer h.close()
+	modes := []filterv3.ProcessingMode_BodySendMode{filterv3.ProcessingMode_NONE, filterv3.ProcessingMode_STREAMED,
+		filterv3.ProcessingMode_BUFFERED, filterv3.ProcessingMode_BUFFERED_PARTIAL}
+	for _, mode := range modes {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second) // well before any message_timeout
+		st, err := h.client.Process(ctx)
+		require.NoError(t, err)
+		hdrs := envoyHeaders("/v1/completions", false, nil)
+		hdrs.ProtocolConfig = &extprocv3.ProtocolConfiguration{RequestBodyMode: mode, ResponseBodyMode: filterv3.ProcessingMode_FULL_DUPLEX_STREAMED}
+		require.NoError(t, st.Send(hdrs))
+		resp, err := st.Recv()
+		require.NoError(t, err, "%s: answered without a body message", mode)
+		ir := resp.GetImmediateResponse()
+		require.NotNil(t, ir, "%s", mode)
+		require.EqualValues(t, http.StatusInternalServerError, ir.GetStatus().GetCode(), "%s", mode)
+		require.Contains(t, string(ir.GetBody()), "FULL_DUPLEX_STREAMED", "%s", mode)
+		require.Contains(t, string(ir.GetBody()), mode.String(), "%s", mode)
+		cancel()
+	}
+	h.idle()
+	require.Equal(t, float64(len(modes)), h.counter("kvroute_extproc_requests_total", map[string]string{"result": "body_mode"}))
+
+	// A bodyless request needs no body mode.
+	st, err := h.client.Process(ctxT(t))
+	require.NoError(t, err)
+	hdrs := envoyHeaders("/v1/models", true, nil)
+	hdrs.ProtocolConfig = &extprocv3.ProtocolConfiguration{RequestBodyMode: filterv3.ProcessingMode_BUFFERED}
+	require.NoError(t, st.Send(hdrs))
+	resp, err := st.Recv()
+	require.NoError(t, err)
+	require.Equal(t, h.engines[0].id, setHeader(resp.GetRequestHeaders().GetResponse().GetHeaderMutation(), DefaultDestinationHeader))
+	drain(t, st)
+	h.idle()
+	require.Equal(t, 1.0, h.counter("kvroute_extproc_requests_total", map[string]string{"result": "passthrough"}))
 }

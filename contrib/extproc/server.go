@@ -249,6 +249,8 @@ type Server struct {
 	session   *session.Affinity         // nil without Options.Session
 	tracer    trace.Tracer              // nil without Options.TracerProvider: no spans (tracing.go)
 	bodies    bytebudget.Budget         // the request bodies' bytes, bounded by Config.MaxBodyBytesInFlight
+
+	bodyModeLogged atomic.Bool // a request body mode other than FULL_DUPLEX_STREAMED was logged (stream.go)
 }
 
 // New builds a Server that chooses with picker (a *kvroute.Router in

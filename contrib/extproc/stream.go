@@ -62,6 +62,10 @@ type streamState struct {
 	// the stream's first message (protocol_config), and refuses a streamed
 	// body mutation in that mode: each chunk is answered without one.
 	respStreamed bool
+	// reqMode is the request body mode Envoy named in protocol_config;
+	// knowsMode: it named one (an Envoy before protocol_config names none).
+	reqMode   filterv3.ProcessingMode_BodySendMode
+	knowsMode bool
 
 	// The usage of a response read for its cached tokens
 	// (Config.ObserveCachedTokens): scanning from a 2xx response's headers
@@ -169,6 +173,7 @@ func (st *streamState) handle(req *extprocv3.ProcessingRequest) error {
 	}
 	if pc := req.GetProtocolConfig(); pc != nil {
 		st.respStreamed = pc.GetResponseBodyMode() == filterv3.ProcessingMode_STREAMED
+		st.reqMode, st.knowsMode = pc.GetRequestBodyMode(), true
 	}
 	if md := req.GetMetadataContext(); md != nil && !st.hasHint {
 		st.subset, st.hasHint = subsetHint(md, st.srv.cfg.SubsetNamespace, st.srv.cfg.SubsetKey)
@@ -187,6 +192,9 @@ func (st *streamState) handle(req *extprocv3.ProcessingRequest) error {
 		if v.RequestHeaders.GetEndOfStream() {
 			st.ended = true
 			return st.route(nil)
+		}
+		if st.knowsMode && st.reqMode != filterv3.ProcessingMode_FULL_DUPLEX_STREAMED {
+			return st.refuseBodyMode()
 		}
 	case *extprocv3.ProcessingRequest_RequestBody:
 		if st.ended {
@@ -713,6 +721,23 @@ func responseMeta(m *corev3.HeaderMap) (code int, sse bool) {
 		}
 	}
 	return code, sse
+}
+
+// refuseBodyMode answers a request with a body that Envoy does not send
+// FULL_DUPLEX_STREAMED. In any other mode Envoy waits for the request
+// headers' answer before it sends the body (NONE: never sends it), and the
+// picker answers the headers only once the body ended: waiting would hold
+// the request until Envoy's message_timeout, for the same misconfiguration
+// on every request. It is answered at once, 500 naming the mode needed, and
+// logged once per picker.
+func (st *streamState) refuseBodyMode() error {
+	st.setResult(resultBodyMode)
+	msg := fmt.Sprintf("the endpoint picker needs the request body FULL_DUPLEX_STREAMED (Envoy's ext_proc processing_mode.request_body_mode); Envoy sends it %s", st.reqMode)
+	if st.srv.bodyModeLogged.CompareAndSwap(false, true) {
+		st.srv.log.Error("extproc: Envoy's ext_proc filter does not stream the request body full duplex; requests with a body are answered 500",
+			"request_body_mode", st.reqMode.String(), "needed", filterv3.ProcessingMode_FULL_DUPLEX_STREAMED.String())
+	}
+	return st.immediate(http.StatusInternalServerError, msg)
 }
 
 // refuseBodyBudget answers a stream whose body, or the picker's copy of it,
