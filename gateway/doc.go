@@ -160,7 +160,11 @@
 // an engine a second time, on a new connection, because it closed the
 // reused keep-alive connection before answering; 0 with
 // Options.Transport), kvroute_gateway_unrouted_requests_total (a 404 for
-// any other path), kvroute_gateway_pick_duration_seconds{api} (the routing
+// any other path), kvroute_gateway_method_not_allowed_total{path} (a 405,
+// with Allow: GET, HEAD, for another method on /v1/models, /health,
+// /ready, /metrics or the status page, as vLLM answers POST /v1/models;
+// the inference routes answer 405 with Allow: POST, counted as
+// bad_request), kvroute_gateway_pick_duration_seconds{api} (the routing
 // decision, render call included, timed from after the body is read: the
 // upload is the client's time), kvroute_gateway_first_chunk_seconds{api}
 // (request received to first upstream response bytes: render, routing and

@@ -380,7 +380,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.serveInference(w, r, api)
 		return
 	}
-	if models && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+	if models {
+		if !h.readOnly(w, r, modelsPath) {
+			return
+		}
 		h.serveModels(w, r)
 		return
 	}
@@ -390,6 +393,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h.met.unrouted.Inc()
 	writeError(w, render.APICompletions, http.StatusNotFound, "no route for "+r.Method+" "+r.URL.Path)
+}
+
+// readOnly reports whether r, for path (one of methodPaths), is a GET or a
+// HEAD; any other method is answered 405 with Allow, as vLLM's router
+// answers a method a route does not serve (not 404: the path is known),
+// and counted.
+func (h *Handler) readOnly(w http.ResponseWriter, r *http.Request, path string) bool {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return true
+	}
+	h.met.notAllowed[path].Inc()
+	w.Header().Set("Allow", "GET, HEAD")
+	writeError(w, render.APICompletions, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed; use GET")
+	return false
 }
 
 // modelsPath is vLLM's model listing, which the gateway forwards.

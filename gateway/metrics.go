@@ -87,6 +87,7 @@ type metrics struct {
 	byAPI           map[render.API]*apiMetrics
 	usage           map[string]prometheus.Counter
 	unrouted        prometheus.Counter                       // requests for a path the gateway serves nothing on
+	notAllowed      map[string]prometheus.Counter            // 405s on methodPaths, by path
 	broken          [len(upstreamResults)]prometheus.Counter // ResultUpstreamBroken requests by upstreamfail.Kind
 	recordCut       prometheus.Counter                       // status-page records whose client texts were cut
 
@@ -153,12 +154,20 @@ func newMetrics(set telemetry.Set, bodyBytes, resends func() int64) (*metrics, e
 		Name: "kvroute_gateway_upstream_resends_total",
 		Help: "Requests the gateway sent to an engine a second time, on a new connection, because the engine closed the reused keep-alive connection before any byte of answer (nothing had reached the client): an engine that had read the request may have run it twice. 0 with a transport of the embedder's own.",
 	}, func() float64 { return float64(resends()) })
-	cs := []prometheus.Collector{requests, pick, first, usageVec, inFlight, unrouted, recordCut, broken, resent, transferRemoved}
+	notAllowed := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kvroute_gateway_method_not_allowed_total",
+		Help: "Requests for the model listing, /health, /ready, /metrics or the status page with a method the path does not serve, answered 405 with Allow, by path (the inference routes' 405s are bad_request in kvroute_gateway_requests_total).",
+	}, []string{"path"})
+	cs := []prometheus.Collector{requests, pick, first, usageVec, inFlight, unrouted, recordCut, broken, resent, transferRemoved, notAllowed}
 	if err := set.Register(cs...); err != nil {
 		return nil, err
 	}
 	m := &metrics{byAPI: make(map[render.API]*apiMetrics, len(apis)), usage: map[string]prometheus.Counter{},
-		unrouted: unrouted, recordCut: recordCut, transferRemoved: transferRemoved, set: set, collectors: cs}
+		unrouted: unrouted, recordCut: recordCut, transferRemoved: transferRemoved, set: set, collectors: cs,
+		notAllowed: make(map[string]prometheus.Counter, len(methodPaths))}
+	for _, p := range methodPaths {
+		m.notAllowed[p] = notAllowed.WithLabelValues(p)
+	}
 	for k := range m.broken {
 		m.broken[k] = broken.WithLabelValues(upstreamfail.Kind(k).String())
 	}
@@ -178,6 +187,11 @@ func newMetrics(set telemetry.Set, bodyBytes, resends func() int64) (*metrics, e
 	}
 	return m, nil
 }
+
+// methodPaths are the paths, besides the inference routes, that the
+// gateway serves only to GET and HEAD, the path label's values of
+// kvroute_gateway_method_not_allowed_total.
+var methodPaths = []string{modelsPath, "/health", "/ready", "/metrics", StatusPath}
 
 // unregister unregisters what newMetrics registered.
 func (m *metrics) unregister() { m.set.Unregister(m.collectors...) }

@@ -494,12 +494,12 @@ func NewServer(ctx context.Context, cfg ServerConfig, opts Options) (*Server, er
 // that it does not cut the response.
 func (s *Server) mux() http.Handler {
 	m := http.NewServeMux()
-	m.Handle("/metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{
+	m.Handle("/metrics", s.readOnly("/metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-	}))
-	m.HandleFunc("/health", s.health)
-	m.HandleFunc("/ready", s.readyz)
-	m.HandleFunc(StatusPath, s.status)
+	})))
+	m.Handle("/health", s.readOnly("/health", http.HandlerFunc(s.health)))
+	m.Handle("/ready", s.readOnly("/ready", http.HandlerFunc(s.readyz)))
+	m.Handle(StatusPath, s.readOnly(StatusPath, http.HandlerFunc(s.status)))
 	m.Handle("/", s.handler)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.handlers.Add(1)
@@ -509,6 +509,16 @@ func (s *Server) mux() http.Handler {
 			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.handler.cfg.BodyReadTimeout))
 		}
 		m.ServeHTTP(w, r)
+	})
+}
+
+// readOnly serves path (one of methodPaths) with next to GET and HEAD and
+// answers any other method 405 with Allow (Handler.readOnly).
+func (s *Server) readOnly(path string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.handler.readOnly(w, r, path) {
+			next.ServeHTTP(w, r)
+		}
 	})
 }
 

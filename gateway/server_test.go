@@ -129,3 +129,61 @@ func TestNewServerRejectsAnUnknownPolicy(t *testing.T) {
 	_, err := NewServer(t.Context(), cfg, Options{})
 	require.ErrorContains(t, err, "unknown policy")
 }
+
+// A known path asked with a method it does not serve is answered 405 with
+// an Allow header, as vLLM's router answers POST /v1/models (405, Allow:
+// GET), not 404 as an unknown path: the model listing, the health and
+// readiness probes, the metrics and the status page, each counted in
+// kvroute_gateway_method_not_allowed_total by its path. The inference
+// routes answer 405 as before, counted by API.
+func TestServerAnswersAKnownPathWithTheWrongMethod405(t *testing.T) {
+	defer leakcheck.Check(t)()
+	u := newUpstream(t)
+	defer u.Close()
+	srv, err := NewServer(t.Context(), testServerConfig(kvroute.Endpoint{ID: u.id}), Options{})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, srv.Shutdown(context.Background())) }()
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	do := func(method, path string) *http.Response {
+		req, err := http.NewRequest(method, srv.URL()+path, strings.NewReader("{}"))
+		require.NoError(t, err)
+		resp, err := client.Do(req)
+		require.NoError(t, err)
+		return resp
+	}
+	for _, c := range []struct{ method, path, allow string }{
+		{http.MethodPost, "/v1/models", "GET, HEAD"},
+		{http.MethodDelete, "/v1/models/", "GET, HEAD"},
+		{http.MethodPost, "/health", "GET, HEAD"},
+		{http.MethodPut, "/ready", "GET, HEAD"},
+		{http.MethodPost, "/metrics", "GET, HEAD"},
+		{http.MethodPost, StatusPath, "GET, HEAD"},
+		{http.MethodGet, "/v1/completions", "POST"},
+		{http.MethodGet, countTokensPath, "POST"},
+	} {
+		resp := do(c.method, c.path)
+		body := readAll(t, resp)
+		require.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode, "%s %s: %s", c.method, c.path, body)
+		require.Equal(t, c.allow, resp.Header.Get("Allow"), "%s %s", c.method, c.path)
+		require.Contains(t, body, `"error"`, "%s %s", c.method, c.path)
+	}
+	bodies, _ := u.received()
+	require.Empty(t, bodies, "none reached the engine")
+	resp := do(http.MethodPost, "/v1/unknown")
+	readAll(t, resp)
+	require.Equal(t, http.StatusNotFound, resp.StatusCode, "an unknown path is still 404")
+
+	resp = do(http.MethodGet, "/metrics")
+	metrics := readAll(t, resp)
+	for _, line := range []string{
+		`kvroute_gateway_method_not_allowed_total{path="/v1/models"} 2`,
+		`kvroute_gateway_method_not_allowed_total{path="/health"} 1`,
+		`kvroute_gateway_method_not_allowed_total{path="/ready"} 1`,
+		`kvroute_gateway_method_not_allowed_total{path="/metrics"} 1`,
+		`kvroute_gateway_method_not_allowed_total{path="` + StatusPath + `"} 1`,
+		`kvroute_gateway_unrouted_requests_total 1`,
+	} {
+		require.Contains(t, metrics, line)
+	}
+}

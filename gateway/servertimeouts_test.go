@@ -198,7 +198,8 @@ func TestServerClosesTheConnectionOfAnUnreadBodyPastItsReadTimeout(t *testing.T)
 	}{
 		{"GET /v1/completions", http.StatusMethodNotAllowed},
 		{"POST /nowhere", http.StatusNotFound},
-		{"POST /health", http.StatusOK},
+		{"GET /health", http.StatusOK}, // a body on a GET: unread as well
+		{"POST /health", http.StatusMethodNotAllowed},
 	} {
 		c := dialGateway(t, srv.URL()) // its read deadline: wait, far past 200ms
 		_, err = io.WriteString(c, tc.head+" HTTP/1.1\r\nHost: gw\r\nContent-Length: 100\r\n\r\n{")

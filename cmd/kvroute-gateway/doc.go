@@ -85,7 +85,9 @@
 // endpoint; GET /metrics serves the router's and the gateway's Prometheus
 // metrics (llm_d_epp_prefix_predicted_cached_tokens, render durations and
 // failures, index and event counters, kvroute_gateway_requests_total ...);
-// GET /health answers 200 while there are endpoints. Each proxied response
+// GET /health answers 200 while there are endpoints. Another method on one
+// of these paths (POST /v1/models) is answered 405 with Allow, as vLLM
+// answers it, and an unknown path 404. Each proxied response
 // names the chosen endpoint in the X-Kvroute-Endpoint header, with the
 // router's prediction in X-Kvroute-Prompt-Tokens and X-Kvroute-Cached-Tokens.
 //
