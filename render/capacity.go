@@ -1,6 +1,7 @@
 package render
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,6 +15,27 @@ type endpointState struct {
 	gate      gate
 	latency   quantileTracker
 	queueWait ewma
+	// notEnabled holds, by route, the Client clock's unix nanoseconds until
+	// which the route is passed over because the endpoint answered it with
+	// a bare 404 (ErrRenderNotEnabled); 0: never.
+	notEnabled [numRoutes]atomic.Int64
+}
+
+// notEnabledBench is how long an endpoint whose render route answered a
+// bare 404 (its render routes not registered: vLLM without
+// --enable-scale-out) is passed over for that route. A renderer that gains
+// its routes does so by a restart, which takes longer than this anyway.
+const notEnabledBench = 30 * time.Second
+
+// benched reports whether route r of the endpoint is passed over at now
+// (unix nanoseconds on the Client's clock).
+func (s *endpointState) benched(r route, now int64) bool {
+	return now < s.notEnabled[r].Load()
+}
+
+// bench passes route r of the endpoint over until notEnabledBench after now.
+func (s *endpointState) bench(r route, now int64) {
+	s.notEnabled[r].Store(now + int64(notEnabledBench))
 }
 
 // idle reports whether no render holds or waits for a slot of the endpoint.
@@ -79,6 +101,7 @@ const (
 	metricConnsDialed   = "kvroute_render_connections_dialed_total"
 	metricConnsClosed   = "kvroute_render_connections_closed_total"
 	metricAttemptFails  = "kvroute_render_attempt_failures_total"
+	metricNotEnabled    = "kvroute_render_not_enabled_total"
 )
 
 // capacityCollector exports every current endpoint's Capacity at scrape

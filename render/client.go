@@ -100,6 +100,7 @@ func New(cfg Config, opts Options) (*Client, error) {
 	c.hedgeTokens.Store(hedgeBurst * hedgeTokenUnit)
 	limit := *cfg.MaxConcurrency
 	c.picker.newState = func() *endpointState { return &endpointState{gate: gate{limit: limit}} }
+	c.picker.now = clk.Now
 	m, err := newMetrics(opts.Set, c)
 	if err != nil {
 		return nil, fmt.Errorf("render: register metrics: %w", err)

@@ -4,8 +4,13 @@ import (
 	"context"
 	"errors"
 	"math"
+	"net/http"
 	"time"
 )
+
+// notFoundBody is FastAPI's body of a route that does not exist, the
+// answer a render failed at once for a route passed over stands for.
+const notFoundBody = `{"detail":"Not Found"}`
 
 // call sends one render POST, bounded by ctx (the whole budget), with at
 // most one more attempt on a different endpoint: a hedge when the first
@@ -20,7 +25,7 @@ func (c *Client) call(ctx context.Context, r route, body *wireBody, auth string,
 		res = new(Result)
 	}
 	m := c.metricsFor(body)
-	t, err := c.acquire(ctx, m, body.model)
+	t, err := c.acquire(ctx, m, body.model, r)
 	if err != nil {
 		return err
 	}
@@ -28,12 +33,15 @@ func (c *Client) call(ctx context.Context, r route, body *wireBody, auth string,
 	if err == nil {
 		return nil
 	}
-	if hedged || !err.Retryable() || ctx.Err() != nil {
+	// A renderer without render routes cannot render the request, another
+	// may (Retryable), but to a probe a legacy renderer's 404 is an answer.
+	retry := err.Retryable() && !(body.probe && errors.Is(err.Err, ErrRenderNotEnabled))
+	if hedged || !retry || ctx.Err() != nil {
 		return err
 	}
-	t2 := c.picker.pickFree(t, math.MaxInt, body.model)
+	t2 := c.picker.pickFree(t, math.MaxInt, body.model, r)
 	if t2 == nil {
-		if t2 = c.picker.pickExcluding(t, body.model); t2 == nil {
+		if t2 = c.picker.pickExcluding(t, body.model, r); t2 == nil {
 			return err
 		}
 		if c.wait(ctx, m, t2) != nil {
@@ -49,20 +57,26 @@ func (c *Client) call(ctx context.Context, r route, body *wireBody, auth string,
 	return nil
 }
 
-// acquire picks the endpoint of a render and takes one of its slots: the
-// round robin's next endpoint when it has one free, else the next endpoint
-// that has one, else it waits for the round robin's endpoint up to
-// Config.MaxQueueWait.
-func (c *Client) acquire(ctx context.Context, m *metrics, model string) (*target, *Error) {
-	t := c.picker.pick(model)
+// acquire picks the endpoint of a render on route r and takes one of its
+// slots: the round robin's next endpoint when it has one free, else the
+// next endpoint that has one, else it waits for the round robin's endpoint
+// up to Config.MaxQueueWait. Endpoints whose route r is passed over
+// (endpointState.benched) are not picked; when every one serving the
+// model is, the render fails at once with ErrRenderNotEnabled, without an
+// attempt.
+func (c *Client) acquire(ctx context.Context, m *metrics, model string, r route) (*target, *Error) {
+	t := c.picker.pick(model, r)
 	if t == nil {
 		return nil, &Error{Reason: ReasonNoEndpoints, Err: ErrNoEndpoints}
+	}
+	if t.st.benched(r, c.now().UnixNano()) {
+		return nil, &Error{Reason: ReasonStatus, Status: http.StatusNotFound, Endpoint: t.id, Body: notFoundBody, Err: ErrRenderNotEnabled}
 	}
 	if t.st.gate.tryAcquire() {
 		m.queued(t, 0)
 		return t, nil
 	}
-	if t2 := c.picker.pickFree(t, math.MaxInt, model); t2 != nil {
+	if t2 := c.picker.pickFree(t, math.MaxInt, model, r); t2 != nil {
 		m.queued(t2, 0)
 		return t2, nil
 	}
@@ -206,7 +220,7 @@ func (c *Client) first(ctx context.Context, t *target, r route, body *wireBody, 
 		return a.err, false
 	case <-timer.C():
 	}
-	t2 := c.hedgeTarget(t, body.model)
+	t2 := c.hedgeTarget(t, body.model, r)
 	if t2 == nil {
 		m.hedges[hedgeSkipped].Inc()
 		<-a.done
@@ -252,12 +266,12 @@ func (c *Client) first(ctx context.Context, t *target, r route, body *wireBody, 
 // attempt included), within the hedge budget. A renderer keeps working on a
 // render whose client left, so a hedge onto an equally loaded one only adds
 // to the load.
-func (c *Client) hedgeTarget(t *target, model string) *target {
+func (c *Client) hedgeTarget(t *target, model string, r route) *target {
 	if !c.takeHedgeToken() {
 		return nil
 	}
 	inFlight, _ := t.st.gate.load()
-	t2 := c.picker.pickFree(t, inFlight, model)
+	t2 := c.picker.pickFree(t, inFlight, model, r)
 	if t2 == nil {
 		c.returnHedgeToken()
 	}

@@ -12,8 +12,16 @@
 //   - Endpoints: a fixed base URL, or a dynamic set given with SetEndpoints.
 //     Calls go round-robin over the full snapshot sorted by endpoint ID.
 //   - Retry: after a transport error, a timeout, a 408, a 429 or a 5xx the
-//     Client retries exactly once on a different endpoint. Other 4xx answers
-//     return at once, and nothing is retried once the caller's context is done.
+//     Client retries exactly once on a different endpoint, and so after the
+//     bare 404 of a renderer without render routes (ErrRenderNotEnabled),
+//     whose endpoint is then passed over for that route (the others still
+//     used) for 30 s on Options.Clock, so that later renders do not pay
+//     for the 404 again; while every endpoint is passed over a render fails
+//     at once with ErrRenderNotEnabled, without an attempt. Each such 404
+//     counts in kvroute_render_not_enabled_total; the mode discovery's
+//     probes, to which a legacy renderer's 404 is an answer, are neither
+//     retried nor pass an endpoint over. Other 4xx answers return at once,
+//     and nothing is retried once the caller's context is done.
 //   - Budgets: Timeout (5 s) for completions and max(Timeout, MMTimeout) (30 s)
 //     for chat, Messages and Responses cover both attempts; AttemptTimeout
 //     (2 s; 0 turns it off) caps each attempt so that a hung first attempt

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/kvroute/kvroute/internal/endpointid"
 )
@@ -49,6 +50,7 @@ type picker struct {
 	snap     atomic.Pointer[[]*target]
 	cursor   atomic.Uint64
 	newState func() *endpointState // the load of an endpoint new to the snapshot
+	now      func() time.Time      // the Client's clock, for the routes passed over (endpointState.benched)
 
 	mu sync.Mutex // serializes set
 	// retired holds the state of endpoints that left the snapshot (see
@@ -152,9 +154,14 @@ func (t *target) serves(model string) bool {
 	return model == "" || len(t.models) == 0 || slices.Contains(t.models, model)
 }
 
-// pick returns the next target serving model, or nil when there is none.
-// Every target looked at advances the cursor.
-func (p *picker) pick(model string) *target {
+// nowNanos is the picker's clock in unix nanoseconds.
+func (p *picker) nowNanos() int64 { return p.now().UnixNano() }
+
+// pick returns the next target serving model whose route r is not passed
+// over, else the next one serving model (then every one serving it is
+// passed over), or nil when there is none. Every target looked at advances
+// the cursor.
+func (p *picker) pick(model string, r route) *target {
 	if p.fixed != nil {
 		return p.fixed
 	}
@@ -163,19 +170,28 @@ func (p *picker) pick(model string) *target {
 		return nil
 	}
 	ts := *s
+	now := p.nowNanos()
+	var benched *target
 	for range ts {
-		if t := ts[(p.cursor.Add(1)-1)%uint64(len(ts))]; t.serves(model) {
+		t := ts[(p.cursor.Add(1)-1)%uint64(len(ts))]
+		if !t.serves(model) {
+			continue
+		}
+		if !t.st.benched(r, now) {
 			return t
 		}
+		if benched == nil {
+			benched = t
+		}
 	}
-	return nil
+	return benched
 }
 
 // pickFree returns the first target after the cursor, other than not, on
-// which a render slot is free and fewer than below renders are in flight,
-// and takes that slot; nil when there is none. Every target looked at
-// advances the cursor, as in pickExcluding.
-func (p *picker) pickFree(not *target, below int, model string) *target {
+// which a render slot is free and fewer than below renders are in flight
+// and whose route r is not passed over, and takes that slot; nil when there
+// is none. Every target looked at advances the cursor, as in pickExcluding.
+func (p *picker) pickFree(not *target, below int, model string, r route) *target {
 	if p.fixed != nil {
 		return nil
 	}
@@ -185,9 +201,10 @@ func (p *picker) pickFree(not *target, below int, model string) *target {
 	}
 	ts := *s
 	n := uint64(len(ts))
+	now := p.nowNanos()
 	for range ts {
 		t := ts[(p.cursor.Add(1)-1)%n]
-		if t.base != not.base && t.serves(model) && t.st.gate.tryAcquireBelow(below) {
+		if t.base != not.base && t.serves(model) && !t.st.benched(r, now) && t.st.gate.tryAcquireBelow(below) {
 			return t
 		}
 	}
@@ -214,10 +231,11 @@ func (p *picker) lookup(id string) *target {
 	return ts[i]
 }
 
-// pickExcluding returns the next target whose URL differs from not's, or nil
-// when there is none (a fixed URL, or a snapshot without another URL). Every
-// target looked at advances the cursor.
-func (p *picker) pickExcluding(not *target, model string) *target {
+// pickExcluding returns the next target whose URL differs from not's and
+// whose route r is not passed over, or nil when there is none (a fixed URL,
+// or a snapshot without another such URL). Every target looked at advances
+// the cursor.
+func (p *picker) pickExcluding(not *target, model string, r route) *target {
 	if p.fixed != nil {
 		return nil
 	}
@@ -227,9 +245,10 @@ func (p *picker) pickExcluding(not *target, model string) *target {
 	}
 	ts := *s
 	n := uint64(len(ts))
+	now := p.nowNanos()
 	for range ts {
 		t := ts[(p.cursor.Add(1)-1)%n]
-		if t.base != not.base && t.serves(model) {
+		if t.base != not.base && t.serves(model) && !t.st.benched(r, now) {
 			return t
 		}
 	}

@@ -41,7 +41,8 @@ const (
 var (
 	// ErrRenderNotEnabled: the renderer answered a render route with FastAPI's
 	// bare {"detail":"Not Found"} 404, so the route is not registered. vLLM
-	// 0.30 registers render routes only with --enable-scale-out.
+	// 0.30 registers render routes only with --enable-scale-out. Retried on
+	// another endpoint; the endpoint is passed over for that route a while.
 	ErrRenderNotEnabled = errors.New("render routes not enabled on the server: start vLLM with --enable-scale-out (vLLM >= 0.30; older builds: VLLM_ENABLE_SCALE_OUT_ENDPOINTS=1) or run `vllm launch render`")
 	// ErrModelNotFound: the renderer answered 404 with an ErrorResponse: it
 	// does not serve the model named in the body (a model mismatch, not a
@@ -133,13 +134,14 @@ func (e *Error) Error() string {
 func (e *Error) Unwrap() error { return e.Err }
 
 // Retryable reports whether the failure may succeed on another endpoint:
-// transport errors, timeouts, 408, 429 and 5xx.
+// transport errors, timeouts, 408, 429, 5xx, and the bare 404 of a
+// renderer without render routes (ErrRenderNotEnabled).
 func (e *Error) Retryable() bool {
 	switch e.Reason {
 	case ReasonTimeout, ReasonConnection:
 		return true
 	case ReasonStatus:
-		return retryableStatus(e.Status)
+		return retryableStatus(e.Status) || errors.Is(e.Err, ErrRenderNotEnabled)
 	}
 	return false
 }

@@ -15,7 +15,9 @@ import (
 
 // Example renders a chat request through two vLLM renderers. The httptest
 // server stands in for `vllm serve --enable-scale-out`; the second endpoint
-// answers like a vLLM started without the flag.
+// answers like a vLLM started without the flag: a render sent there is
+// retried on the first, and the second is passed over for a while. Alone,
+// it cannot render.
 func Example() {
 	engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -45,7 +47,10 @@ func Example() {
 		Body:          []byte(`{"model":"Qwen/Qwen3-8B","messages":[{"role":"user","content":"Hello"}]}`),
 		Authorization: "Bearer sk-example",
 	}
-	for range 2 {
+	for i := range 3 {
+		if i == 2 {
+			_ = client.SetEndpoints([]render.Endpoint{{ID: "10.0.0.2:8000", URL: noFlag.URL}})
+		}
 		res, err := client.Render(context.Background(), req)
 		var rerr *render.Error
 		switch {
@@ -58,6 +63,7 @@ func Example() {
 		}
 	}
 	// Output:
+	// 10.0.0.1:8000 rendered [151644 872 198 9707 151645]
 	// 10.0.0.1:8000 rendered [151644 872 198 9707 151645]
 	// 10.0.0.2:8000 has render disabled; status 404
 }

@@ -74,6 +74,7 @@ type metrics struct {
 	loserDrained, loserCanceled       prometheus.Counter   // kvroute_render_hedge_losers_total{end}
 	connDialed                        prometheus.Counter   // kvroute_render_connections_dialed_total
 	connClosed                        []prometheus.Counter // kvroute_render_connections_closed_total{reason}, by h1pool.CloseReason
+	notEnabled                        prometheus.Counter   // kvroute_render_not_enabled_total
 
 	// owned are the collectors this Client registered itself (not the
 	// ones it reused from another Client), which Close unregisters.
@@ -123,6 +124,10 @@ func newMetrics(set telemetry.Set, c *Client) (*metrics, error) {
 		Name: metricAttemptFails,
 		Help: "Failed render attempts by reason (timeout, status, connection, decode, other), those a retry or a hedge made up for included; hedge losers abandoned and caller cancellations are not counted.",
 	}, []string{"reason"})
+	notEnabled := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: metricNotEnabled,
+		Help: "Render attempts a renderer answered with FastAPI's bare 404 (its render routes not registered: vLLM without --enable-scale-out); the render was retried on another endpoint, and that endpoint is passed over for that route for 30s.",
+	})
 	var owned []prometheus.Collector
 	dur, err := registerOrReuse(set, dur, &owned)
 	if err == nil {
@@ -150,6 +155,9 @@ func newMetrics(set telemetry.Set, c *Client) (*metrics, error) {
 		attempts, err = registerOrReuse(set, attempts, &owned)
 	}
 	if err == nil {
+		notEnabled, err = registerOrReuse(set, notEnabled, &owned)
+	}
+	if err == nil {
 		_, err = registerOrReuse(set, prometheus.Collector(newCapacityCollector(c)), &owned)
 	}
 	if err != nil {
@@ -175,6 +183,7 @@ func newMetrics(set telemetry.Set, c *Client) (*metrics, error) {
 	}
 	m.loserDrained, m.loserCanceled = losers.WithLabelValues("drained"), losers.WithLabelValues("canceled")
 	m.connDialed = dialed
+	m.notEnabled = notEnabled
 	for _, r := range h1pool.CloseReasons() {
 		m.connClosed = append(m.connClosed, closed.WithLabelValues(r.String()))
 	}

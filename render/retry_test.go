@@ -84,7 +84,6 @@ func TestRenderDoesNotRetryClientErrors(t *testing.T) {
 		"model mismatch": {h: func(w http.ResponseWriter, r *http.Request) {
 			writeError(w, 404, "NotFoundError", "The model `llama` does not exist.")
 		}, status: 404, reason: ReasonStatus, target: ErrModelNotFound, message: "model mismatch (HTTP 404): The model `llama` does not exist."},
-		"not enabled":    {h: func(w http.ResponseWriter, r *http.Request) { notFound(w) }, status: 404, reason: ReasonStatus, target: ErrRenderNotEnabled, message: "--enable-scale-out"},
 		"invalid JSON":   {h: func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, `{"token_ids":[1,2`) }, status: 200, reason: ReasonDecode},
 		"negative token": {h: func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, `[{"token_ids":[-1]}]`) }, status: 200, reason: ReasonDecode},
 	}
@@ -377,4 +376,94 @@ kvroute_render_attempt_failures_total{reason="status"} 1
 kvroute_render_attempt_failures_total{reason="timeout"} 0
 `), "kvroute_render_attempt_failures_total"))
 	require.Zero(t, testutil.ToFloat64(c.metrics.failures[ReasonStatus]), "the render succeeded")
+}
+
+// A renderer whose render routes do not exist (vLLM without
+// --enable-scale-out: FastAPI's bare {"detail":"Not Found"} 404) cannot
+// render any request there, so the render is retried once on another
+// endpoint within the budget, as a 5xx is, and the endpoint is passed over
+// for that route for notEnabledBench on the Client's clock: the requests
+// after it do not pay for the 404 again. Each such answer is counted in
+// kvroute_render_not_enabled_total. Its other routes are still used (a
+// renderer of an older vLLM lacks only /v1/messages/render, say). When
+// every endpoint is passed over, a render fails at once, without an
+// attempt; once the bench ends the endpoint is tried again.
+func TestRenderNotEnabledIsRetriedAndTheEndpointPassedOver(t *testing.T) {
+	bad, good := newFakeVLLM(t, "a"), newFakeVLLM(t, "b")
+	bad.on("/v1/completions/render", func(w http.ResponseWriter, r *http.Request) { notFound(w) })
+	reg := prometheus.NewRegistry()
+	clk := telemetry.NewManual(time.Unix(1_700_000_000, 0))
+	c, err := New(testConfig(), Options{Set: telemetry.Set{Registerer: reg, Clock: clk}})
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.SetEndpoints([]Endpoint{{ID: "a", URL: bad.URL}, {ID: "b", URL: good.URL}}))
+	notEnabled := func() float64 {
+		return testutil.ToFloat64(c.metrics.notEnabled)
+	}
+
+	res, err := c.Render(context.Background(), completions("hello"))
+	require.NoError(t, err, "retried on the other endpoint")
+	require.Equal(t, "b", res.Endpoint)
+	require.Equal(t, 1, bad.hits("/v1/completions/render"))
+	require.Equal(t, 1.0, notEnabled())
+	for range 4 {
+		res, err = c.Render(context.Background(), completions("hello"))
+		require.NoError(t, err)
+		require.Equal(t, "b", res.Endpoint)
+	}
+	require.Equal(t, 1, bad.hits("/v1/completions/render"), "passed over: no request paid for its 404 again")
+	require.Zero(t, failures(t, reg, string(ReasonStatus)), "every render succeeded")
+
+	for range 2 { // another route of the same renderer is still used
+		_, err = c.Render(context.Background(), chat("hi"))
+		require.NoError(t, err)
+	}
+	require.Equal(t, 1, bad.hits("/v1/chat/completions/render"))
+
+	clk.Advance(notEnabledBench + time.Second)
+	for range 2 {
+		res, err = c.Render(context.Background(), completions("hello"))
+		require.NoError(t, err)
+		require.Equal(t, "b", res.Endpoint)
+	}
+	require.Equal(t, 2, bad.hits("/v1/completions/render"), "tried again once its bench ended")
+	require.Equal(t, 2.0, notEnabled())
+
+	// Neither renders: the render fails after both answered, and then at
+	// once, without an attempt, while both are passed over.
+	good.on("/v1/completions/render", func(w http.ResponseWriter, r *http.Request) { notFound(w) })
+	clk.Advance(notEnabledBench + time.Second)
+	_, err = c.Render(context.Background(), completions("hello"))
+	e := asError(t, err)
+	require.ErrorIs(t, err, ErrRenderNotEnabled)
+	require.Equal(t, 2, e.Attempts)
+	require.Equal(t, 4.0, notEnabled())
+	hits := bad.hits("") + good.hits("")
+	_, err = c.Render(context.Background(), completions("hello"))
+	e = asError(t, err)
+	require.ErrorIs(t, err, ErrRenderNotEnabled)
+	require.Equal(t, ReasonStatus, e.Reason)
+	require.Equal(t, 404, e.Status)
+	require.Zero(t, e.Attempts)
+	require.Equal(t, hits, bad.hits("")+good.hits(""), "no attempt")
+	require.Equal(t, 4.0, notEnabled(), "counts the answers, not the renders failed at once")
+	require.Equal(t, 2.0, failures(t, reg, string(ReasonStatus)))
+}
+
+// The mode discovery's probes expect a legacy renderer's 404 on a native
+// route: a probe answered so is neither retried elsewhere nor passes the
+// endpoint over, and is not counted.
+func TestRenderNotEnabledProbeIsNeitherRetriedNorBenched(t *testing.T) {
+	a, b := newFakeVLLM(t, "a"), newFakeVLLM(t, "b")
+	for _, s := range []*fakeVLLM{a, b} {
+		s.on(messagesPath, func(w http.ResponseWriter, r *http.Request) { notFound(w) })
+	}
+	c := newTestClient(t, nil, a, b)
+	_, err := c.Render(context.Background(), messagesReq())
+	require.NoError(t, err)
+	require.Equal(t, 1, a.hits(messagesPath)+b.hits(messagesPath), "one native probe, not retried")
+	m, err := c.Discover(context.Background(), APIMessages, "")
+	require.NoError(t, err)
+	require.Equal(t, ModeLegacy, m)
+	require.Zero(t, testutil.ToFloat64(c.metrics.notEnabled))
 }

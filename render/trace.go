@@ -29,12 +29,12 @@ const (
 // tracedAttempt is attempt inside a "render" span when the client traces.
 func (c *Client) tracedAttempt(ctx context.Context, t *target, r route, body *wireBody, auth string, n int, res *Result, ex *exchange) *Error {
 	if c.tracer == nil {
-		return c.countAttempt(body, c.attempt(ctx, t, r, body, auth, res, ex))
+		return c.noteNotEnabled(t, r, body, c.countAttempt(body, c.attempt(ctx, t, r, body, auth, res, ex)))
 	}
 	ctx, sp := c.tracer.Start(ctx, SpanRender, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
 		AttrEndpoint.String(t.id), AttrRoute.String(t.urls[r]), AttrAttempt.Int(n), AttrRetry.Bool(n > 1)))
 	defer sp.End()
-	err := c.countAttempt(body, c.attempt(ctx, t, r, body, auth, res, ex))
+	err := c.noteNotEnabled(t, r, body, c.countAttempt(body, c.attempt(ctx, t, r, body, auth, res, ex)))
 	if err != nil {
 		if err.Status != 0 {
 			sp.SetAttributes(AttrStatus.Int(err.Status))
@@ -50,6 +50,18 @@ func (c *Client) tracedAttempt(ctx context.Context, t *target, r route, body *wi
 	sp.SetAttributes(AttrTokens.Int(tokens))
 	sp.SetStatus(codes.Ok, "")
 	return nil
+}
+
+// noteNotEnabled passes route r of t over for notEnabledBench, and counts
+// it in kvroute_render_not_enabled_total, when err is the bare 404 of a
+// renderer without render routes (ErrRenderNotEnabled), and returns err. A
+// probe's 404 is the answer the mode discovery asks for: neither.
+func (c *Client) noteNotEnabled(t *target, r route, body *wireBody, err *Error) *Error {
+	if err != nil && !body.probe && errors.Is(err.Err, ErrRenderNotEnabled) {
+		t.st.bench(r, c.now().UnixNano())
+		c.metrics.notEnabled.Inc()
+	}
+	return err
 }
 
 // countAttempt counts a failed attempt of body in
