@@ -300,7 +300,7 @@ func (c *Client) render(ctx context.Context, req *Request, res *Result) *Error {
 	defer cancel()
 
 	// The body is checked (and the salt read) before any probe is sent.
-	body, salt, hasSalt, err := prepareWire(req.Body, c.cfg.PrefillOnly, *c.cfg.OmitMMKwargs)
+	body, salt, hasSalt, err := prepareWireFor(r, req.Body, c.cfg.PrefillOnly, *c.cfg.OmitMMKwargs)
 	if err != nil {
 		return &Error{Reason: ReasonOther, Err: fmt.Errorf("%w: %w", ErrInvalidRequest, err)}
 	}

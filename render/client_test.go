@@ -331,3 +331,44 @@ func TestMessagesSaltIsTheRenderersOnly(t *testing.T) {
 		})
 	}
 }
+
+// PrefillOnly caps the output of the render copy in each API's own member:
+// max_tokens (and max_completion_tokens, min_tokens) for completions, chat
+// and Messages, max_output_tokens for a Responses request rendered natively,
+// which has no max_tokens (vLLM's ResponsesRequest ignores one, logging the
+// ignored field on every request, and reads max_output_tokens). A Responses
+// request without max_output_tokens asks for the context's rest, which fits
+// by definition: nothing is added. In legacy mode the chat
+// translation gets the chat edits.
+func TestRenderPrefillOnlyCapsEveryAPIsOutputMember(t *testing.T) {
+	s := newFakeVLLM(t, "a")
+	native := func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"request_id":"resp-1","token_ids":[1,2,3]}`)
+	}
+	s.on(responsesPath, native)
+	s.on(messagesPath, native)
+	c := newTestClient(t, func(c *Config) {
+		c.PrefillOnly, c.OmitMMKwargs = true, new(false)
+		c.ResponsesRenderMode, c.MessagesRenderMode = ModeNative, ModeNative
+	}, s)
+	for _, tc := range []struct {
+		api        API
+		path       string
+		body, want string
+	}{
+		{APIResponses, responsesPath, `{"model":"m","input":"hi","max_output_tokens":4096}`, `{"model":"m","input":"hi","max_output_tokens":1}`},
+		{APIResponses, responsesPath, `{"model":"m","input":"hi","max_output_tokens":1}`, `{"model":"m","input":"hi","max_output_tokens":1}`},
+		{APIResponses, responsesPath, `{"model":"m","input":"hi","max_output_tokens":null}`, `{"model":"m","input":"hi","max_output_tokens":null}`},
+		{APIResponses, responsesPath, `{"model":"m","input":"hi"}`, `{"model":"m","input":"hi"}`},
+		{APIResponses, responsesPath, `{"model":"m","input":"hi","truncate_prompt_tokens":8,"max_output_tokens":64}`, `{"model":"m","input":"hi","truncate_prompt_tokens":8,"max_output_tokens":64}`},
+		{APIMessages, messagesPath, `{"model":"m","max_tokens":4096,"messages":[]}`, `{"model":"m","max_tokens":1,"messages":[]}`},
+		{APIChatCompletions, chatPath, `{"model":"m","max_completion_tokens":4096,"messages":[]}`, `{"model":"m","max_completion_tokens":1,"messages":[],"max_tokens":1}`},
+	} {
+		_, err := c.Render(context.Background(), &Request{API: tc.api, Body: []byte(tc.body)})
+		require.NoError(t, err, tc.body)
+		got := s.last()
+		require.Equal(t, tc.path, got.Path)
+		require.Equal(t, tc.want, string(got.Body), tc.body)
+	}
+}

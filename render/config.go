@@ -99,9 +99,13 @@ type Config struct {
 	// ResponsesRenderMode selects how OpenAI Responses render. Default auto.
 	ResponsesRenderMode Mode `json:"responsesRenderMode"`
 	// PrefillOnly edits the render copy of the body: max_tokens becomes 1,
-	// max_completion_tokens is capped at 1 and min_tokens becomes 0, unless
-	// truncate_prompt_tokens is set. It keeps the renderer from rejecting a
-	// prompt whose max_tokens would not fit the context. Default false.
+	// max_completion_tokens is capped at 1 and min_tokens becomes 0 (a
+	// Responses body rendered natively: max_output_tokens is capped at 1),
+	// unless truncate_prompt_tokens is set. It keeps the renderer from
+	// rejecting a prompt whose max_tokens would not fit the context (vLLM's
+	// Responses clamps max_output_tokens instead; it is capped all the same,
+	// and no max_tokens, which a Responses request does not have, is added).
+	// Default false.
 	PrefillOnly bool `json:"prefillOnly"`
 	// OmitMMKwargs splices "return_mm_kwargs": false into the render copy of
 	// the body so that multimodal tensors stay out of the response. Default

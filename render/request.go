@@ -238,20 +238,24 @@ func prepareBody(body []byte, prefillOnly, omitMMKwargs bool) (out []byte, salt 
 // to the value already there is none, so such a body goes out as it came.
 // The body itself is never modified.
 func prepareWire(body []byte, prefillOnly, omitMMKwargs bool) (w wireBody, salt string, hasSalt bool, err error) {
+	return prepareWireFor(routeCompletions, body, prefillOnly, omitMMKwargs)
+}
+
+// prepareWireFor is prepareWire for a body sent to route r. PrefillOnly caps
+// the output in the API's own members: a Responses body's is
+// max_output_tokens (capped at 1 when above, nothing added when absent: the
+// engine then asks for the context's rest, which fits), every other API's
+// max_tokens (set to 1, added when absent), max_completion_tokens and
+// min_tokens.
+func prepareWireFor(r route, body []byte, prefillOnly, omitMMKwargs bool) (w wireBody, salt string, hasSalt bool, err error) {
 	f, err := scanTop(body)
 	if err != nil {
 		return wireBody{}, "", false, err
 	}
 	var edits []edit
 	var appendix []string
-	if prefillOnly && !f.truncateSet {
-		if len(f.maxTokens) == 0 {
-			appendix = append(appendix, `"max_tokens":1`)
-		}
-		for _, v := range f.maxTokens {
-			edits = append(edits, edit{v, "1"})
-		}
-		for _, v := range f.maxCompletionTokens {
+	capAt1 := func(spans []span) {
+		for _, v := range spans {
 			raw := string(body[v.start:v.end])
 			if raw == "null" {
 				continue
@@ -261,6 +265,17 @@ func prepareWire(body []byte, prefillOnly, omitMMKwargs bool) (w wireBody, salt 
 			}
 			edits = append(edits, edit{v, "1"})
 		}
+	}
+	if prefillOnly && !f.truncateSet && r == routeResponses {
+		capAt1(f.maxOutputTokens)
+	} else if prefillOnly && !f.truncateSet {
+		if len(f.maxTokens) == 0 {
+			appendix = append(appendix, `"max_tokens":1`)
+		}
+		for _, v := range f.maxTokens {
+			edits = append(edits, edit{v, "1"})
+		}
+		capAt1(f.maxCompletionTokens)
 		for _, v := range f.minTokens {
 			edits = append(edits, edit{v, "0"})
 		}
