@@ -120,6 +120,7 @@ const (
 	blindRenderDisabled
 	blindEventsDisabled
 	blindPromptEmbeds
+	blindRawMedia
 	numBlindReasons
 )
 
@@ -128,6 +129,7 @@ var blindReasons = [numBlindReasons]string{
 	blindRenderDisabled: "render_disabled",
 	blindEventsDisabled: "events_disabled",
 	blindPromptEmbeds:   "prompt_embeds",
+	blindRawMedia:       "raw_media",
 }
 
 var blindHints = [numBlindReasons]string{
@@ -135,6 +137,7 @@ var blindHints = [numBlindReasons]string{
 	blindRenderDisabled: "rendering is disabled and the request carried no Prompts",
 	blindEventsDisabled: "KV events are disabled, so no engine's cache is indexed",
 	blindPromptEmbeds:   "the request carries prompt_embeds: the engine keys its blocks by hashes of the embeddings, which the router cannot compute",
+	blindRawMedia:       "the prompt's multimodal items are raw media (a token-in request's content_parts): the engine expands their placeholders and keys their blocks by hashes the request does not give; send features (mm_hashes, mm_placeholders) from a render instead",
 }
 
 // blindWarnInterval spaces the warnings about cache-blind decisions.
@@ -156,6 +159,8 @@ func (r *Router) blind(s *Selection) {
 		reason = blindRenderDisabled
 	case errors.Is(s.renderErr, errPromptEmbeds):
 		reason = blindPromptEmbeds
+	case errors.Is(s.renderErr, errRawMedia):
+		reason = blindRawMedia
 	case s.renderErr != nil:
 		reason = blindRenderFailed
 	case r.events == nil:

@@ -169,3 +169,32 @@ func TestPromptEmbedsRouteBlindWithoutRender(t *testing.T) {
 	require.Equal(t, 4.0, blind("prompt_embeds"))
 	require.Equal(t, int64(4), renders.Load())
 }
+
+// A prompt whose multimodal items are raw media the engine resolves itself
+// (render.Prompt.RawMedia: a token-in request's content_parts) is routed
+// by load and counted under raw_media: the engine expands the items'
+// placeholders and keys their blocks by their hashes, so keys of the
+// given token IDs are not the engine's from the first item on, and where
+// that item lies is unknown. None of its keys is looked up or speculated:
+// a later request with the same token IDs, keyed as text, finds nothing
+// this one left (with other media it would otherwise match a guess the
+// engine never confirms).
+func TestRawMediaPromptsRouteBlind(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	r := testRouter(t, nil, Options{Set: telemetry.Set{Registerer: reg}})
+	toks := prompt(1, 4*64)
+	d, err := r.Pick(context.Background(), &Request{Prompts: []render.Prompt{{TokenIDs: toks, RawMedia: true}}}, endpoints(2))
+	require.NoError(t, err)
+	require.ErrorIs(t, d.RenderErr, errRawMedia)
+	require.False(t, d.UsedCache)
+	d.Done(DoneInfo{})
+	v, _ := gathered(t, reg, "kvroute_router_cache_blind_total", "raw_media")
+	require.Equal(t, 1.0, v)
+
+	d, err = r.Pick(context.Background(), &Request{Prompts: []render.Prompt{{TokenIDs: toks}}}, endpoints(2))
+	require.NoError(t, err)
+	require.NoError(t, d.RenderErr)
+	require.False(t, d.UsedCache, "the raw-media request speculated no keys")
+	require.Zero(t, d.CachedTokens)
+	d.Done(DoneInfo{})
+}

@@ -63,7 +63,9 @@ type Decision struct {
 	// without running Filter.
 	Outcome affinity.Outcome
 	// RenderErr is the render failure when the request could not be
-	// tokenized; the decision was then made by load alone.
+	// tokenized, or keyed as the engine keys it (prompt_embeds, a given
+	// prompt of raw media: render.Prompt.RawMedia); the decision was then
+	// made by load alone.
 	RenderErr error
 	// Score is the chosen endpoint's total score (0 when it was not scored).
 	Score float64

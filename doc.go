@@ -106,7 +106,9 @@
 // decisions whose cause is known (render_failed, render_disabled,
 // events_disabled, prompt_embeds: a completions request with prompt
 // embeddings, whose blocks vLLM keys by hashes of the embeddings and which
-// is therefore not rendered), and kvroute_router_endpoint_model_mismatch{endpoint}
+// is therefore not rendered; raw_media: a given prompt whose multimodal
+// items are raw media the engine resolves itself, render.Prompt.RawMedia,
+// a token-in request's content_parts), and kvroute_router_endpoint_model_mismatch{endpoint}
 // for an engine whose KV-event topic names another model than the router's.
 //
 // # What Pick takes from the caller

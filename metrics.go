@@ -49,7 +49,7 @@ func newRouterMetrics(reg, predReg prometheus.Registerer) (*routerMetrics, error
 	}, []string{"kind"})
 	blind := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kvroute_router_cache_blind_total",
-		Help: "Load-only routing decisions with a cause: render_failed, render_disabled (no prompts and rendering off), events_disabled or prompt_embeds (a completions request with prompt embeddings, whose block keys the router cannot compute).",
+		Help: "Load-only routing decisions with a cause: render_failed, render_disabled (no prompts and rendering off), events_disabled, prompt_embeds (a completions request with prompt embeddings, whose block keys the router cannot compute) or raw_media (a prompt whose multimodal items are raw media the engine resolves itself: a token-in request's content_parts).",
 	}, []string{"reason"})
 	modes := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kvroute_router_decision_mode_total",

@@ -21,6 +21,17 @@ var errRenderDisabled = errors.New("kvroute: rendering disabled and the request 
 // load without asking the renderer.
 var errPromptEmbeds = errors.New("kvroute: the request carries prompt_embeds, whose blocks the engine keys by hashes of the embeddings")
 
+// errRawMedia is the render error of a request whose given prompt carries
+// its multimodal items as raw media (render.Prompt.RawMedia: a token-in
+// request's content_parts). The engine fetches the media, expands their
+// placeholders within the token IDs and keys the blocks they overlap by
+// their hashes, none of which the request gives, so the router could key
+// only the blocks before the first item, and does not know where that
+// item lies: the request is routed by load, and none of its keys is
+// looked up or speculated (a guess the engine never confirms would draw
+// the next request with the same token IDs and other media).
+var errRawMedia = errors.New("kvroute: the prompt's multimodal items are raw media the engine resolves itself")
+
 // promptEmbedsMember is the completions member hasPromptEmbeds looks for.
 var promptEmbedsMember = []string{"prompt_embeds"}
 
@@ -124,6 +135,11 @@ func (s *Selection) render(ctx context.Context) error {
 // client's answer. The returned slice is valid until st is reused.
 func (r *Router) prompts(ctx context.Context, req *Request, st *pickState) ([]render.Prompt, string, error) {
 	if len(req.Prompts) > 0 {
+		for i := range req.Prompts {
+			if req.Prompts[i].RawMedia {
+				return nil, "", errRawMedia
+			}
+		}
 		return req.Prompts, req.CacheSalt, nil
 	}
 	if r.render == nil {

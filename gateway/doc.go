@@ -125,7 +125,13 @@
 // rendering, and forwarded unchanged. A body whose features vLLM refuses
 // (modalities or counts of mm_hashes and mm_placeholders that do not match,
 // placeholders that are empty, overlap or end past the prompt) is answered
-// 400 and counted as bad_request.
+// 400 and counted as bad_request. A body that gives its multimodal items as
+// raw media in content_parts (an image_url, audio_url or video_url part,
+// which the engine fetches, expands into placeholders within token_ids and
+// hashes itself) is routed by load alone and forwarded unchanged: from its
+// first item on the engine's tokens and block keys are not the body's,
+// and the body does not say where that item is. The router counts it in
+// kvroute_router_cache_blind_total{reason="raw_media"}.
 //
 // GET /v1/models (also with a trailing slash, forwarded without it) is
 // forwarded to the endpoints in turn without a routing decision, as is a

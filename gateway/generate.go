@@ -15,7 +15,9 @@ import (
 // text. The gateway routes such a request by its own token_ids, features
 // and cache salt, without rendering anything, and forwards the body
 // unchanged: a client that renders by itself reaches the cache-warm engine
-// with no tokenizer on the path.
+// with no tokenizer on the path. A body with raw media in content_parts
+// (which the engine resolves, expanding placeholders within token_ids) is
+// routed by load alone (render.Prompt.RawMedia).
 const GeneratePath = tokenin.Path
 
 // apiGenerate labels GeneratePath's requests in the gateway's metrics.

@@ -171,3 +171,83 @@ func TestGeneratePromptReadsMembersAsVLLM(t *testing.T) {
 		})
 	}
 }
+
+// A GenerateRequest may carry its multimodal items as raw media in
+// content_parts instead of features (vLLM's /inference/v1/generate,
+// ServingTokens.serve_tokens): the engine then fetches the media, expands
+// their placeholders in token_ids and hashes them, so from the first item
+// on its blocks have tokens and extra keys the body does not give, and the
+// body does not say where that item is. Such a prompt is marked RawMedia
+// (the router routes it by load alone) exactly when vLLM resolves an item:
+// a non-empty content_parts with a part of type image_url, audio_url or
+// video_url, the only types vLLM parses; other parts add nothing and leave
+// the prompt keyed by its tokens. content_parts and features together are
+// refused, as vLLM's GenerateRequest refuses them, when both are set.
+func TestGeneratePromptContentPartsAsVLLM(t *testing.T) {
+	const image = `{"mm_hashes":{"image":["a"]},"mm_placeholders":{"image":[{"offset":0,"length":2}]}}`
+	for _, c := range []struct {
+		name, parts, features string
+		raw                   bool
+		err                   string
+	}{
+		{name: "image part", parts: `[{"type":"image_url","url":"https://x/a.png"}]`, raw: true},
+		{name: "audio part", parts: `[{"type":"text"},{"type":"audio_url","url":"https://x/a.wav"}]`, raw: true},
+		{name: "video part by uuid", parts: `[{"type":"video_url","uuid":"v1"}]`, raw: true},
+		{name: "escaped type", parts: `[{"type":"image\u005furl","url":"u"}]`, raw: true},
+		{name: "repeated type: the last", parts: `[{"type":"text","type":"image_url","url":"u"}]`, raw: true},
+		{name: "repeated type: the last, not media", parts: `[{"type":"image_url","type":"text","url":"u"}]`},
+		{name: "other types add nothing", parts: `[{"type":"text","text":"x"},{"type":"input_audio"},{"Type":"image_url"},{"type":5},{}]`},
+		{name: "null", parts: `null`},
+		{name: "empty", parts: `[]`},
+		{name: "empty beside features", parts: `[]`, features: image},
+		{name: "null beside features", parts: `null`, features: image},
+		{name: "text parts beside features", parts: `[{"type":"text"}]`, features: image, err: "content_parts and features are mutually exclusive"},
+		{name: "media beside features", parts: `[{"type":"image_url","url":"u"}]`, features: image, err: "content_parts and features are mutually exclusive"},
+		{name: "not a list", parts: `{"type":"image_url"}`, err: "content_parts"},
+		{name: "a part not an object", parts: `["image_url"]`, err: "content_parts"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			body := `{"token_ids":[1,2,3,4],"content_parts":` + c.parts
+			if c.features != "" {
+				body += `,"features":` + c.features
+			}
+			p, _, err := generatePrompt([]byte(body + `}`))
+			if c.err != "" {
+				require.ErrorContains(t, err, c.err)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, []uint32{1, 2, 3, 4}, p.TokenIDs)
+			require.Equal(t, c.raw, p.RawMedia)
+		})
+	}
+}
+
+// A token-in request with raw media in content_parts reaches an engine
+// unchanged, routed by load and counted under the router's
+// kvroute_router_cache_blind_total{reason="raw_media"}; one without media
+// parts is routed by its tokens.
+func TestGenerateRawMediaRoutedByLoad(t *testing.T) {
+	defer leakcheck.Check(t)()
+	h := newHarness(t, 2, Config{})
+	defer h.close()
+	body := `{"model":"m","token_ids":[1,2,3],"sampling_params":{},"content_parts":[{"type":"image_url","url":"https://x/a.png"}]}`
+	resp := h.post(GeneratePath, body)
+	got := readAll(t, resp)
+	require.Equal(t, http.StatusOK, resp.StatusCode, got)
+	require.Equal(t, 1.0, counterOf(t, h.reg, "kvroute_router_cache_blind_total", "reason", "raw_media"))
+	resp = h.post(GeneratePath, `{"model":"m","token_ids":[1,2,3],"sampling_params":{},"content_parts":[{"type":"text","text":"x"}]}`)
+	got = readAll(t, resp)
+	require.Equal(t, http.StatusOK, resp.StatusCode, got)
+	require.Equal(t, 1.0, counterOf(t, h.reg, "kvroute_router_cache_blind_total", "reason", "raw_media"))
+	var received int
+	for _, u := range h.ups {
+		bodies, _ := u.received()
+		for _, b := range bodies {
+			if string(b) == body {
+				received++
+			}
+		}
+	}
+	require.Equal(t, 1, received, "forwarded unchanged")
+}

@@ -38,7 +38,10 @@
 // prefix ("lora_name:" ‖ mm_hash, or "lora_name:" ‖ a fingerprint of the
 // adapter's path ‖ ":" ‖ mm_hash in later versions), because the adapter
 // changes the item's embedding: KeyParams.MMPrefix is that prefix, which
-// the router builds when configured to match such engines. On the event side, the extra keys of block i are the event's
+// the router builds when configured to match such engines. vLLM's current
+// hash pairs each identifier with the item's offset from the block's start;
+// kvroute keys the identifier alone on both sides, so that keys match
+// engines that publish either form. On the event side, the extra keys of block i are the event's
 // extra_keys[i] as strings (multimodal entries reduced to their identifier,
 // LoRA names removed), and the root is RootKey of the event's LoRA name or
 // the endpoint's model. Fixed vector (model "meta-llama/Llama-3.1-8B-Instruct",

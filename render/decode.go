@@ -33,6 +33,15 @@ type Prompt struct {
 	// Features are the prompt's multimodal items, sorted by Offset, none
 	// empty and no two overlapping; nil for a text-only prompt.
 	Features []MMFeature
+	// RawMedia says that the prompt's multimodal items are raw media the
+	// engine resolves by itself, not Features: a token-in request's
+	// content_parts (vLLM's GenerateRequest). The engine then fetches the
+	// media, expands their placeholders within TokenIDs and keys the
+	// blocks they overlap by their hashes, so no key of TokenIDs from the
+	// first item on is the engine's, and where that item lies is not
+	// known. A router routes a request with such a prompt by load alone.
+	// Render answers never set it.
+	RawMedia bool
 
 	// tokenJSON is the renderer's token_ids array as it came, kept (with
 	// Request.KeepTokenJSON) when it was written exactly as jsonids writes

@@ -47,8 +47,11 @@
 //     that), so that an escaped path does not pass through round robin
 //     with its body, kv_transfer_params included, untouched. A request to vLLM's token-in /inference/v1/generate is
 //     routed by its body's token IDs, multimodal features and cache salt,
-//     without rendering, as the kvroute gateway routes it; a body without
-//     token IDs, or with features vLLM refuses, is answered 400.
+//     without rendering, as the kvroute gateway routes it (by load alone,
+//     counted in kvroute_router_cache_blind_total{reason="raw_media"},
+//     when its content_parts give raw media the engine resolves itself); a
+//     body without token IDs, or with features vLLM refuses, is answered
+//     400.
 //   - needs the request body FULL_DUPLEX_STREAMED: in any other request
 //     body mode Envoy waits for the request headers' answer before it sends
 //     the body (NONE never sends it), while the picker answers the headers

@@ -329,7 +329,8 @@ func (st *streamState) route(body []byte) error {
 	req := &st.req
 	*req = kvroute.Request{ID: st.header.Get("X-Request-Id"), API: api, Body: body, Header: st.header, Fallbacks: s.cfg.Fallbacks}
 	if generate {
-		// Token in: routed by its own token IDs, features and cache salt,
+		// Token in: routed by its own token IDs, features and cache salt
+		// (by load when its content_parts give raw media),
 		// with nothing to render, as the kvroute gateway routes it.
 		p, salt, err := tokenin.Prompt(body)
 		if err != nil {

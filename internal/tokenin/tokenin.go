@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 
 	"github.com/kvroute/kvroute/internal/jsonids"
 	"github.com/kvroute/kvroute/internal/jsonscan"
@@ -15,8 +17,18 @@ import (
 const Path = "/inference/v1/generate"
 
 // members are the members of vLLM's GenerateRequest a router reads: the
-// prompt's token IDs, its cache salt and its multimodal features.
-var members = []string{"token_ids", "cache_salt", "features"}
+// prompt's token IDs, its cache salt, its multimodal features and its raw
+// multimodal content parts.
+var members = []string{"token_ids", "cache_salt", "features", "content_parts"}
+
+// mediaTypes are the content part types vLLM's generate route resolves
+// into multimodal items (ServingTokens.serve_tokens parses an "image_url",
+// "audio_url" or "video_url" part, by its url or uuid); a part of any
+// other type adds nothing to the prompt.
+var mediaTypes = []string{"image_url", "audio_url", "video_url"}
+
+// typeMember is the member of a content part that names its type.
+var typeMember = []string{"type"}
 
 // Prompt reads the prompt of a GenerateRequest body: its token IDs,
 // multimodal items (sorted by offset, the order vLLM's engine keys blocks
@@ -28,12 +40,21 @@ var members = []string{"token_ids", "cache_salt", "features"}
 // rules). Routing such a request by keys the engine never produces would
 // only send it to an arbitrary engine to be refused there.
 //
+// A body may instead give its multimodal items as raw media, in
+// content_parts (a list of objects, or null; vLLM refuses it beside
+// features when both are set). When a part's "type" is one of mediaTypes,
+// the engine fetches the media, expands its placeholders within token_ids
+// and hashes it: the prompt is then marked render.Prompt.RawMedia, which
+// routes it by load alone, because from the first item on the engine's
+// tokens and block keys are not the body's and the body does not say
+// where that item is.
+//
 // Members are read as vLLM's request model reads them: by their exact
 // names, the last of a repeated one winning (jsonscan.Members), so that a
 // "Token_IDs" or "Features" vLLM ignores is ignored here too instead of
 // routing the request by keys the engine never computes.
 func Prompt(body []byte) (render.Prompt, string, error) {
-	var v [3][]byte
+	var v [4][]byte
 	if err := jsonscan.Members(body, members, v[:]); err != nil {
 		return render.Prompt{}, "", err
 	}
@@ -59,10 +80,22 @@ func Prompt(body []byte) (render.Prompt, string, error) {
 			return render.Prompt{}, "", fmt.Errorf("features: %w", err)
 		}
 	}
+	var parts, media bool
+	if v[3] != nil {
+		var err error
+		if parts, media, err = contentParts(v[3]); err != nil {
+			return render.Prompt{}, "", err
+		}
+	}
 	if len(ids) == 0 {
 		return render.Prompt{}, "", errors.New("token_ids must be a non-empty list of token IDs")
 	}
-	p := render.Prompt{TokenIDs: ids}
+	if parts && features != nil {
+		// GenerateRequest._check_mm_fields_exclusive: both set (a
+		// non-empty list; features an object, always true) is refused.
+		return render.Prompt{}, "", errors.New("content_parts and features are mutually exclusive")
+	}
+	p := render.Prompt{TokenIDs: ids, RawMedia: media}
 	if features != nil {
 		items, err := features.Items(len(ids))
 		if err != nil {
@@ -80,3 +113,46 @@ func Prompt(body []byte) (render.Prompt, string, error) {
 	}
 	return p, *salt, nil
 }
+
+// contentParts reads content_parts as vLLM's GenerateRequest types it
+// (list[dict[str, Any]] | None): whether it is a non-empty list, the test
+// vLLM applies before using it, and whether a part's "type" (the last
+// member of that exact name, as json.loads keeps) is one of mediaTypes.
+// Anything but null or a list of objects is refused, as vLLM refuses it.
+func contentParts(v []byte) (nonEmpty, media bool, err error) {
+	s := jsonscan.Scanner{Buf: v}
+	if s.Literal("null") {
+		return false, false, nil
+	}
+	if s.Peek() != '[' {
+		return false, false, errors.New("content_parts must be a list of objects or null")
+	}
+	var typ [1][]byte
+	err = s.Array(func() error {
+		nonEmpty = true
+		if s.Peek() != '{' {
+			return errors.New("content_parts: each part must be an object")
+		}
+		start := s.Pos
+		if err := s.SkipValue(2, maxPartDepth, math.MaxInt); err != nil {
+			return err
+		}
+		if err := jsonscan.Members(v[start:s.Pos], typeMember, typ[:]); err != nil {
+			return err
+		}
+		var t string
+		if typ[0] != nil && json.Unmarshal(typ[0], &t) == nil && slices.Contains(mediaTypes, t) {
+			media = true
+		}
+		return nil
+	})
+	if err != nil {
+		return false, false, fmt.Errorf("content_parts: %w", err)
+	}
+	return nonEmpty, media, nil
+}
+
+// maxPartDepth bounds the nesting contentParts follows within a part, the
+// bound jsonscan.Members applies to the whole body, which has been read
+// within it already.
+const maxPartDepth = 10000
