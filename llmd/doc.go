@@ -5,8 +5,9 @@
 // once, as a Finding.
 //
 // Load is the entry: it reads YAML or JSON (a key given twice is an error in
-// both), and kvroute's binaries (kvroute-epp, the gateway) read their
-// --config file with it, logging each finding on a line of its own at start
+// both, as is a YAML stream of more than one document), and kvroute's
+// binaries (kvroute-epp, the gateway) read their --config file with it,
+// logging each finding on a line of its own at start
 // or, with --strict-config, refusing to start. Translate is Load in strict
 // mode. LoadResult is Load returning also the stages kvroute runs beside
 // the router that an EndpointPickerConfig configures: prefill/decode

@@ -11,7 +11,7 @@ import (
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/internal/jsonconf"
-	"sigs.k8s.io/yaml"
+	"github.com/kvroute/kvroute/internal/yamldoc"
 )
 
 // Options tune Load.
@@ -68,11 +68,14 @@ func load(r io.Reader, opts Options, withStages bool) (Result, error) {
 	}
 	if !isJSON(data) {
 		// YAML, or broken JSON: a document that starts as JSON and is not
-		// YAML either gets the JSON reader's error.
-		js, err := yaml.YAMLToJSONStrict(data)
+		// YAML either gets the JSON reader's error. A stream of more than
+		// one YAML document is refused, not read as its first.
+		js, err := yamldoc.ToJSON(data)
 		switch {
 		case err == nil:
 			data = js
+		case errors.Is(err, yamldoc.ErrSeveralDocuments):
+			return Result{}, invalid(fmt.Errorf("the configuration %w", err))
 		case !startsAsJSON(data):
 			return Result{}, invalid(fmt.Errorf("yaml: %w", err))
 		}

@@ -150,6 +150,30 @@ func TestTranslateReadsTheDocumentAsOne(t *testing.T) {
 	require.ErrorContains(t, err, "precise-prefix-cache-producer: unknown key")
 }
 
+// A YAML stream of more than one document is refused, as the gateway
+// refuses it: only the first was read, so the settings after a "---" (an
+// unknown key, a malformed value, a plugin's parameters) were dropped
+// without a word. Empty documents (a leading or trailing "---") do not
+// count.
+func TestLoadRefusesSeveralDocuments(t *testing.T) {
+	for _, in := range []string{
+		"model: m\n---\nbogus: 1\n",
+		"model: m\n---\nblockSize: 16\n",
+		"model: m\n---\nblockSize: [unclosed\n",
+		"apiVersion: inference.networking.x-k8s.io/v1alpha1\nkind: EndpointPickerConfig\n---\nmodel: m\n",
+	} {
+		_, _, err := llmd.Load(strings.NewReader(in), llmd.Options{})
+		require.ErrorIs(t, err, kvroute.ErrInvalidConfig, in)
+		_, err = llmd.LoadResult(strings.NewReader(in), llmd.Options{})
+		require.Error(t, err, in)
+	}
+	_, _, err := llmd.Load(strings.NewReader("model: m\n---\nbogus: 1\n"), llmd.Options{})
+	require.ErrorContains(t, err, "more than one document")
+	cfg, _, err := llmd.Load(strings.NewReader("---\nmodel: m\nblockSize: 16\n---\n"), llmd.Options{})
+	require.NoError(t, err)
+	require.Equal(t, 16, cfg.BlockSize)
+}
+
 // The parameters block of an llm-d plugin that configures a stage beside
 // the router (P/D, session affinity, LoRA affinity) is refused in a
 // kvroute configuration, which has no scheduling profiles to weigh a

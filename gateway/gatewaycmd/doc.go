@@ -9,11 +9,10 @@
 // the module graph, which the core module keeps out; this package only takes
 // the provider, through the OpenTelemetry API.
 //
-// Configuration files are read with sigs.k8s.io/yaml (YAML to JSON, then
-// kvroute's strict JSON decoding). It reads a file's first document only, so
-// go.yaml.in/yaml/v2, the YAML library it is built on and already in the
-// module graph, is imported directly for one job: counting a file's
-// documents, so that a second one is refused rather than dropped unread.
+// Configuration files are read with internal/yamldoc (sigs.k8s.io/yaml's
+// YAML to JSON, then kvroute's strict JSON decoding); a file of more than
+// one YAML document is refused rather than read as its first, as llmd.Load
+// and kvroute-epp refuse it.
 //
 // The flags are documented in the cmd/kvroute-gateway command.
 package gatewaycmd

@@ -13,13 +13,12 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
-	yamlv2 "go.yaml.in/yaml/v2"
-	"sigs.k8s.io/yaml"
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/checkpoint"
 	"github.com/kvroute/kvroute/gateway"
 	"github.com/kvroute/kvroute/internal/cliflag"
+	"github.com/kvroute/kvroute/internal/yamldoc"
 	"github.com/kvroute/kvroute/kvevents"
 	"github.com/kvroute/kvroute/llmd"
 	"github.com/kvroute/kvroute/render"
@@ -340,40 +339,11 @@ func readYAML(path string) ([]byte, error) {
 	if len(data) > maxConfigFile {
 		return nil, fmt.Errorf("%s: larger than %d bytes", path, maxConfigFile)
 	}
-	if err := oneDocument(data); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	out, err := yaml.YAMLToJSONStrict(data)
+	out, err := yamldoc.ToJSON(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return out, nil
-}
-
-// oneDocument refuses a YAML stream of more than one document (or JSON
-// values one after another): YAMLToJSONStrict reads the first and drops
-// the rest unread, so that settings or endpoints after a "---" would be
-// ignored, unknown keys and malformed values there included. Empty
-// documents (a leading or trailing "---") do not count.
-func oneDocument(data []byte) error {
-	dec := yamlv2.NewDecoder(bytes.NewReader(data))
-	docs := 0
-	for {
-		var v any
-		err := dec.Decode(&v)
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("yaml: %w", err)
-		}
-		if v == nil {
-			continue
-		}
-		if docs++; docs > 1 {
-			return errors.New("holds more than one document (a \"---\" between two, or JSON values one after another): kvroute reads one; merge them")
-		}
-	}
 }
 
 // loadConfigFile reads a configuration in YAML or JSON: its "gateway"

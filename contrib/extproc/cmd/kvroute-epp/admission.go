@@ -7,11 +7,10 @@ import (
 	"io"
 	"os"
 
-	"sigs.k8s.io/yaml"
-
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/admission"
 	"github.com/kvroute/kvroute/enginemetrics"
+	"github.com/kvroute/kvroute/internal/yamldoc"
 	"github.com/kvroute/kvroute/telemetry"
 )
 
@@ -127,13 +126,15 @@ func readConfigFile(path string) ([]byte, error) {
 // readYAMLOrJSON reads a YAML or JSON configuration file as JSON. A key
 // given twice in one mapping is an error (YAMLToJSONStrict), as in every
 // kvroute configuration, rather than the last one silently winning before
-// the package's decoder could see the repetition.
+// the package's decoder could see the repetition; so is a file of more
+// than one YAML document, rather than its first read alone and the rest
+// dropped unread (yamldoc.ToJSON).
 func readYAMLOrJSON(path string) ([]byte, error) {
 	raw, err := readConfigFile(path)
 	if err != nil {
 		return nil, err
 	}
-	j, err := yaml.YAMLToJSONStrict(raw)
+	j, err := yamldoc.ToJSON(raw)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

@@ -159,7 +159,10 @@
 // the admission stage, and a lora-affinity-scorer the LoRA scorer. Each is
 // used unless its own --disagg-config, --session-config,
 // --admission-config or --lora-config is given; a stage configured both
-// ways refuses to start, naming both.
+// ways refuses to start, naming both. Every configuration file (--config
+// and each stage's) is one YAML document: a file of more than one (a
+// "---" between two) refuses to start, naming the file, rather than its
+// first document being read and the rest dropped unread.
 //
 // kvroute-epp also takes the llm-d router picker's flags its Helm chart
 // passes, so that operators swap the image and keep the arguments:

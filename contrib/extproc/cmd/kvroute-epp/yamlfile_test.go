@@ -1,6 +1,7 @@
 package main
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,4 +38,40 @@ func TestReadYAMLOrJSONIsBounded(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, []byte("a: "+strings.Repeat("x", maxConfigFile)+"\n"), 0o600))
 	_, err := readYAMLOrJSON(path)
 	require.ErrorContains(t, err, "larger than")
+}
+
+// TestReadYAMLOrJSONRefusesSeveralDocuments: a stage's configuration file
+// (--admission-config and the others) of more than one YAML document is
+// refused naming the file, as the gateway and --config refuse it: only the
+// first was read, so the settings after a "---" were dropped without a word.
+// An empty document (a leading or trailing "---") does not count.
+func TestReadYAMLOrJSONRefusesSeveralDocuments(t *testing.T) {
+	dir := t.TempDir()
+	for i, doc := range []string{
+		"queueTimeout: 2s\n---\nmaxQueue: 8\n",
+		"queueTimeout: 2s\n---\nbogus: 1\n",
+		"queueTimeout: 2s\n---\nmaxQueue: [unclosed\n",
+	} {
+		path := filepath.Join(dir, "admission"+string(rune('a'+i))+".yaml")
+		require.NoError(t, os.WriteFile(path, []byte(doc), 0o600))
+		_, err := readYAMLOrJSON(path)
+		require.ErrorContains(t, err, path, doc)
+	}
+	_, err := readYAMLOrJSON(filepath.Join(dir, "admissiona.yaml"))
+	require.ErrorContains(t, err, "more than one document")
+	ok := filepath.Join(dir, "ok.yaml")
+	require.NoError(t, os.WriteFile(ok, []byte("---\nqueueTimeout: 2s\n---\n"), 0o600))
+	js, err := readYAMLOrJSON(ok)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"queueTimeout": "2s"}`, string(js))
+}
+
+// TestConfigFileRefusesSeveralDocuments: --config (llmd.LoadResult) of more
+// than one YAML document is refused naming the file.
+func TestConfigFileRefusesSeveralDocuments(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "router.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("model: m\n---\nblockSize: 16\n"), 0o600))
+	_, err := loadConfigResult(path, "", false, slog.New(slog.DiscardHandler))
+	require.ErrorContains(t, err, path)
+	require.ErrorContains(t, err, "more than one document")
 }
