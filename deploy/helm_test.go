@@ -364,6 +364,23 @@ func TestChartRendersFlagValuesAsWritten(t *testing.T) {
 	}
 }
 
+// An inferenceExtension.flags value is rendered as one quoted string, so
+// that YAML reads back the argument written: unquoted, a value with ": "
+// made the argument a mapping (invalid args), one with " #" lost its rest
+// as a comment, and quotes, backslashes or a line break broke the list.
+// Strings YAML would read as another kind on their own ("true", "1e3",
+// "0755") stay the strings they are.
+func TestChartQuotesFlagValues(t *testing.T) {
+	objs := chartObjects(t, loadSchemas(t), strings.Replace(minimalValues, "inferenceExtension:\n",
+		"inferenceExtension:\n  flags: {a: \"app: x\", b: \"x #y\", c: \"true\", d: \"1e3\", e: \"0755\", "+
+			"f: \"say \\\"hi\\\" \\\\ there\", g: \"two\\nlines\", h: \"\", i: \"{x}\", j: \"*star\", k: \"'sq'\"}\n", 1))
+	args := eppArgs(t, objs["Deployment"][0])
+	for _, want := range []string{"--a=app: x", "--b=x #y", "--c=true", "--d=1e3", "--e=0755",
+		`--f=say "hi" \ there`, "--g=two\nlines", "--h=", "--i={x}", "--j=*star", "--k='sq'"} {
+		require.Contains(t, args, want)
+	}
+}
+
 // kvroute-epp --ha-enable-leader-election, passed through
 // inferenceExtension.flags, competes for a coordination.k8s.io Lease in the
 // pool's namespace (client-go's LeaseLock gets, creates and updates it):
