@@ -38,9 +38,11 @@
 // index instead (tried before the file); --snapshot-listen serves this
 // gateway's index at /kvroute/snapshot for such peers. Put it on an
 // internal address, never the public listener, and set --peer-token (or
-// $KVROUTE_PEER_TOKEN) on both sides. Should that listener fail while the
-// gateway runs, the gateway shuts down and exits non-zero, as it does when
-// its public listener fails.
+// $KVROUTE_PEER_TOKEN, or the config's bootstrap.token; the flag wins, then
+// the variable) on both sides; a token no HTTP request carries intact (a
+// trailing newline) is an error naming where it was set. Should that
+// listener fail while the gateway runs, the gateway shuts down and exits
+// non-zero, as it does when its public listener fails.
 //
 // --config is a kvroute router configuration in YAML (as kept in Helm values)
 // or JSON, or an llm-d EndpointPickerConfig whole. It is read by llmd.Load,

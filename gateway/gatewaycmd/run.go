@@ -117,10 +117,16 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if peers != "" {
 		cfg.Bootstrap.Peers = strings.Split(peers, ",")
 	}
+	tokenSource := "--peer-token"
 	if peerToken == "" {
-		peerToken = os.Getenv("KVROUTE_PEER_TOKEN")
+		peerToken, tokenSource = os.Getenv("KVROUTE_PEER_TOKEN"), "$KVROUTE_PEER_TOKEN"
 	}
 	if peerToken != "" {
+		// Checked here, so that the error names where the operator set it
+		// rather than the config key it overrides (bootstrap.token).
+		if err := (checkpoint.BootstrapConfig{Token: peerToken}).Validate(); err != nil {
+			return options{}, fmt.Errorf("%w: %s: %s", kvroute.ErrInvalidConfig, tokenSource, strings.TrimPrefix(err.Error(), "token: "))
+		}
 		cfg.Bootstrap.Token = peerToken
 	}
 	if err := cfg.Validate(); err != nil {

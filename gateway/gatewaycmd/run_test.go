@@ -202,3 +202,39 @@ func TestRoundRobinRefusesTheIndexFlags(t *testing.T) {
 		require.NoError(t, err, "%s with the precise policy", flag)
 	}
 }
+
+// An invalid peer token (a trailing newline, from a file read into the
+// variable, say) is reported naming where the operator set it: --peer-token,
+// $KVROUTE_PEER_TOKEN, or the config file's bootstrap.token; it was named
+// bootstrap.token whatever its source. A valid one from any source is kept,
+// the flag over the variable over the file.
+func TestInvalidPeerTokenNamesItsSource(t *testing.T) {
+	base := []string{"--endpoints", "a:1", "--model", "m"}
+	t.Setenv("KVROUTE_PEER_TOKEN", "secret\n")
+	_, err := parseFlags(base, io.Discard)
+	require.ErrorContains(t, err, "$KVROUTE_PEER_TOKEN")
+	require.NotContains(t, err.Error(), "bootstrap.token")
+
+	t.Setenv("KVROUTE_PEER_TOKEN", "")
+	_, err = parseFlags(append(base, "--peer-token", " secret"), io.Discard)
+	require.ErrorContains(t, err, "--peer-token")
+	require.NotContains(t, err.Error(), "bootstrap.token")
+
+	cfg := filepath.Join(t.TempDir(), "c.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte("bootstrap: {token: \"secret\\n\"}\n"), 0o600))
+	_, err = parseFlags(append(base, "--config", cfg), io.Discard)
+	require.ErrorContains(t, err, "bootstrap.token")
+
+	// The variable overrides the file's token.
+	require.NoError(t, os.WriteFile(cfg, []byte("bootstrap: {token: fromfile}\n"), 0o600))
+	o, err := parseFlags(append(base, "--config", cfg), io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, "fromfile", o.server.Router.Bootstrap.Token)
+	t.Setenv("KVROUTE_PEER_TOKEN", "fromenv")
+	o, err = parseFlags(append(base, "--config", cfg), io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, "fromenv", o.server.Router.Bootstrap.Token)
+	o, err = parseFlags(append(base, "--peer-token", "fromflag"), io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, "fromflag", o.server.Router.Bootstrap.Token)
+}
