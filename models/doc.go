@@ -43,7 +43,9 @@
 //   - kvroute_models_polls_total{endpoint}
 //   - kvroute_models_poll_failures_total{endpoint,reason}: reason is
 //     connect, status or decode
-//   - kvroute_models_names_dropped_total{endpoint}
+//   - kvroute_models_names_dropped_total{endpoint}: a name of an
+//     endpoint's /v1/models answer that is invalid, over MaxNameBytes,
+//     repeated within the answer or beyond MaxModels
 //   - kvroute_models_served{endpoint}
 //
 // Labels take configured names and endpoint IDs only, never a name from the

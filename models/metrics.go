@@ -50,7 +50,7 @@ func newPollMetrics(reg prometheus.Registerer) (*pollMetrics, error) {
 		}, []string{"endpoint", "reason"}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvroute_models_names_dropped_total",
-			Help: "Model names an endpoint reported that were not kept: invalid, overlong, or beyond the per-endpoint bound.",
+			Help: "Model names an endpoint reported that were not kept: invalid, overlong, repeated (listed again in the same answer), or beyond the per-endpoint bound.",
 		}, []string{"endpoint"}),
 		served: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kvroute_models_served",

@@ -21,8 +21,8 @@ import (
 // call bounded by PollConfig.Timeout and its answer by 1 MiB. An endpoint
 // keeps the models of its last good answer; a failed call is counted in
 // kvroute_models_poll_failures_total{endpoint,reason} (connect, status,
-// decode), names that are invalid, over MaxNameBytes or beyond MaxModels in
-// kvroute_models_names_dropped_total. An answer that leaves no name to keep
+// decode), names that are invalid, over MaxNameBytes, repeated within the
+// answer or beyond MaxModels in kvroute_models_names_dropped_total. An answer that leaves no name to keep
 // (an empty list, or every name dropped) is no good answer: it fails as
 // decode. An endpoint never answered has no models yet (Models reports
 // false) and so serves the router's model only.

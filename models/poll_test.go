@@ -343,3 +343,17 @@ func TestPollerLearnsAdaptersFromParent(t *testing.T) {
 	_, ok = p.Parent(ep.ID, "chat")
 	require.False(t, ok, "a removed endpoint is forgotten")
 }
+
+// kvroute_models_names_dropped_total's help names every reason the poller
+// drops a name for (clean): invalid, overlong, repeated within one answer,
+// beyond MaxModels. A repeated name was counted but its help did not say so.
+func TestNamesDroppedHelpNamesEveryReason(t *testing.T) {
+	m, err := newPollMetrics(prometheus.NewRegistry())
+	require.NoError(t, err)
+	desc := make(chan *prometheus.Desc, 1)
+	m.dropped.Describe(desc)
+	d := (<-desc).String()
+	for _, reason := range []string{"invalid", "overlong", "repeated", "beyond the per-endpoint bound"} {
+		require.Contains(t, d, reason)
+	}
+}
