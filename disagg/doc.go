@@ -33,7 +33,13 @@
 //     Config.MaxPrefillQueueTokens, when even the chosen prefill endpoint
 //     already has that many prompt tokens in flight (Dynamo's conditional
 //     disaggregation checks the prefill load the same way); with
-//     Config.CostRule, when splitting is not estimated faster (below);
+//     Config.CostRule, when splitting is not estimated faster (below). A
+//     request of an API the routing sidecar cannot split (SplitsAPI: only
+//     completions and chat completions carry vLLM's kv_transfer_params
+//     through kvroute's sidecar and the gateway's exchange; Messages and
+//     Responses are passed to the decoder whole) stays local, counted with
+//     reason api, so that no prefill endpoint is charged a prompt it never
+//     gets;
 //  3. when split, picks the prefill endpoint among the other candidates
 //     that may prefill (RolePrefill, RoleBoth, none) by the router's
 //     filters and scorers: prefix cache and prefill load (in-flight
@@ -128,7 +134,7 @@
 //
 // kvroute_disagg_decisions_total{outcome,reason}: outcome split (reasons
 // uncached, decode_busy) or local (reasons cached, no_tokens, no_prefill_endpoint,
-// prefill_busy, local_faster); kvroute_disagg_picks_total{role}: role decode (every
+// prefill_busy, local_faster, api); kvroute_disagg_picks_total{role}: role decode (every
 // request) and prefill (split requests); and
 // kvroute_disagg_decode_without_events_total. Label values come from these
 // fixed sets only.

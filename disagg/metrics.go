@@ -18,6 +18,7 @@ const (
 	reasonPrefillBusy        // local: the prefill-load rule (MaxPrefillQueueTokens)
 	reasonLocalFaster        // local: the cost rule estimated local prefill faster
 	reasonDecodeBusy         // split: below the threshold, the cost rule estimated splitting faster
+	reasonAPI                // local: the request's API is one the routing sidecar cannot split (SplitsAPI)
 	numReasons
 )
 
@@ -29,6 +30,7 @@ var reasons = [numReasons]struct{ outcome, reason string }{
 	reasonPrefillBusy: {outcomeLocal, "prefill_busy"},
 	reasonLocalFaster: {outcomeLocal, "local_faster"},
 	reasonDecodeBusy:  {outcomeSplit, "decode_busy"},
+	reasonAPI:         {outcomeLocal, "api"},
 }
 
 // metrics are the Profile's collectors; every label value comes from the
@@ -46,7 +48,7 @@ func newMetrics() *metrics {
 	m := &metrics{
 		decisionsVec: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvroute_disagg_decisions_total",
-			Help: "Prefill/decode decisions by outcome (split: a prefill endpoint computes the prompt; local: the decode endpoint prefills) and reason (uncached, decode_busy, cached, no_tokens, no_prefill_endpoint, prefill_busy, local_faster).",
+			Help: "Prefill/decode decisions by outcome (split: a prefill endpoint computes the prompt; local: the decode endpoint prefills) and reason (uncached, decode_busy, cached, no_tokens, no_prefill_endpoint, prefill_busy, local_faster, api: an API the routing sidecar cannot split, such as Messages or Responses).",
 		}, []string{"outcome", "reason"}),
 		picksVec: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvroute_disagg_picks_total",

@@ -152,6 +152,11 @@ func (p *Profile) Pick(ctx context.Context, req *kvroute.Request, endpoints []kv
 	if !p.eventsLive(dc.Endpoint.ID) {
 		p.met.withoutEvents.Inc()
 	}
+	if !SplitsAPI(req.API) {
+		// The sidecar would pass it to the decoder unsplit: a prefill
+		// endpoint picked for it would be charged a prompt it never gets.
+		return p.local(ds, di, reasonAPI, out)
+	}
 	prompts, salt := st.Prompts(ds)
 	reason := p.decide(dc.UncachedTokens, promptTokens(prompts))
 	// below: the threshold keeps it local unless the cost rule's extension
@@ -215,6 +220,17 @@ func (p *Profile) Pick(ctx context.Context, req *kvroute.Request, endpoints []kv
 	p.met.pickDecode.Inc()
 	p.met.pickPrefill.Inc()
 	return d, nil
+}
+
+// SplitsAPI reports whether a request of api can be split: the two-step
+// exchange runs on the routes whose bodies vLLM reads kv_transfer_params
+// from, /v1/completions and /v1/chat/completions, the ones kvroute's
+// sidecar (and the gateway's exchange mode) splits, as llm-d's sidecar
+// long did; a request of another API (Messages, Responses) is passed to
+// the decoder unsplit, so the Profile keeps it local. A request naming no
+// API (pre-tokenized prompts from a Go caller) may be split.
+func SplitsAPI(api render.API) bool {
+	return api == "" || api == render.APICompletions || api == render.APIChatCompletions
 }
 
 // local commits the decode pick alone: the decode endpoint prefills, and

@@ -131,6 +131,42 @@ func TestLongNewPromptIsSplit(t *testing.T) {
 	require.Equal(t, 1.0, f.picks(RolePrefill))
 }
 
+// A request of an API the routing sidecar cannot split (Messages,
+// Responses: kvroute's sidecar and the gateway's exchange split completions
+// and chat completions only) stays local, counted as reason "api": it was
+// split, and the prefill endpoint was charged the prompt of a request it
+// never got. Completions and chat completions, and a request naming no API
+// (pre-tokenized prompts), split as before.
+func TestAPIWithoutSplitStaysLocal(t *testing.T) {
+	f := newFleet(t, Config{}, Options{})
+	for i, api := range []render.API{render.APIMessages, render.APIResponses} {
+		id := fmt.Sprintf("r%d", i)
+		d, err := f.r.Pick(context.Background(), &kvroute.Request{ID: id, API: api, Prompts: []render.Prompt{{TokenIDs: prompt(10+i, 4096)}}}, f.eps)
+		require.NoError(t, err)
+		require.Equal(t, RoleDecode, d.Endpoint.Role)
+		require.Empty(t, d.Roles, api)
+		require.EqualValues(t, 4096, d.UncachedTokens, "the decode endpoint prefills it")
+		for _, e := range f.eps {
+			if e.Role == RolePrefill {
+				require.Equal(t, [2]int64{}, f.load(t, e.ID), "no prefill endpoint is charged (%s)", api)
+			}
+		}
+		d.Done(kvroute.DoneInfo{})
+	}
+	require.Equal(t, 2.0, f.decisions(outcomeLocal, "api"))
+	require.Zero(t, f.picks(RolePrefill))
+	f.requireIdle(t)
+
+	for i, api := range []render.API{render.APICompletions, render.APIChatCompletions, ""} {
+		d, err := f.r.Pick(context.Background(), &kvroute.Request{ID: fmt.Sprintf("s%d", i), API: api, Prompts: []render.Prompt{{TokenIDs: prompt(20+i, 4096)}}}, f.eps)
+		require.NoError(t, err)
+		require.Len(t, d.Roles, 1, api)
+		d.Done(kvroute.DoneInfo{})
+	}
+	require.Equal(t, 3.0, f.decisions(outcomeSplit, "uncached"))
+	f.requireIdle(t)
+}
+
 // A follow-up turn whose prefix the decode endpoint holds is prefilled
 // there: the decode pick goes to the endpoint holding it and the few
 // uncached tokens stay below the threshold. The first turn's speculative

@@ -51,7 +51,7 @@ func startPDEngine(t *testing.T) *pdEngine {
 	require.NoError(t, err)
 	inner := e.srv.Handler()
 	e.hs = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/v1/completions" {
+		if r.URL.Path == "/v1/completions" || r.URL.Path == "/v1/messages" || r.URL.Path == "/v1/responses" {
 			e.mu.Lock()
 			// Both names carry the same prefill endpoint, as llm-d's router
 			// writes them.
@@ -208,6 +208,73 @@ func TestDisaggThroughGateway(t *testing.T) {
 	require.Equal(t, 3.0, pdCounter(t, gw, "kvroute_disagg_picks_total", "role", disagg.RoleDecode))
 	require.Equal(t, 2.0, pdCounter(t, gw, "kvroute_disagg_picks_total", "role", disagg.RolePrefill))
 	require.Zero(t, pdCounter(t, gw, "kvroute_disagg_decode_without_events_total"), "every decode engine's events are live")
+}
+
+// Through the gateway, a long new prompt of the Messages or Responses API
+// is not split: the routing sidecar (kvroute's, and the gateway's exchange)
+// splits completions and chat completions only, so no prefiller is named
+// to the decode engine, no prefill engine is charged, and the decision is
+// counted local with reason "api". It was split: the prefill engine was
+// charged the prompt of a request it never got.
+func TestDisaggThroughGatewayKeepsOtherAPIsLocal(t *testing.T) {
+	defer leakcheck.Check(t)()
+	roles := []string{disagg.RolePrefill, disagg.RoleDecode}
+	engines := make([]*pdEngine, len(roles))
+	eps := make([]kvroute.Endpoint, len(roles))
+	for i, role := range roles {
+		engines[i] = startPDEngine(t)
+		eps[i] = kvroute.Endpoint{ID: engines[i].id, Role: role, EventsAddress: engines[i].srv.KVEventsEndpoint(),
+			ReplayAddress: engines[i].srv.ReplayEndpoint()}
+	}
+	defer func() {
+		for _, e := range engines {
+			e.close(t)
+		}
+	}()
+	cfg := kvroute.DefaultConfig()
+	cfg.Model = testModel
+	cfg.BlockSize = 16
+	cfg.Events.Enabled = new(true)
+	gw, err := NewServer(t.Context(), ServerConfig{Listen: "127.0.0.1:0", Router: cfg, Endpoints: eps,
+		Disagg: &disagg.Config{NonCachedTokens: 256}}, Options{})
+	require.NoError(t, err)
+	client := &http.Client{}
+	defer func() {
+		client.CloseIdleConnections()
+		require.NoError(t, gw.Shutdown(context.Background()))
+	}()
+	r := gw.Router()
+	for i, c := range []struct{ path, body string }{
+		{"/v1/messages", `{"model":%q,"max_tokens":2,"messages":[{"role":"user","content":%q}]}`},
+		{"/v1/responses", `{"model":%q,"max_output_tokens":2,"input":%q}`},
+		{"/v1/completions", `{"model":%q,"max_tokens":2,"prompt":%q}`},
+	} {
+		resp, err := client.Post(gw.URL()+c.path, "application/json", strings.NewReader(fmt.Sprintf(c.body, testModel, words(50+i, 600))))
+		require.NoError(t, err)
+		_, err = io.Copy(io.Discard, resp.Body)
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+		require.Equal(t, http.StatusOK, resp.StatusCode, c.path)
+		require.Equal(t, eps[1].ID, resp.Header.Get(HeaderEndpoint), c.path)
+		if c.path == "/v1/completions" {
+			require.Equal(t, eps[0].ID, resp.Header.Get(HeaderPrefillEndpoint), "completions are split")
+			require.Equal(t, []string{eps[0].ID}, engines[1].takePrefillers())
+			continue
+		}
+		require.Empty(t, resp.Header.Get(HeaderPrefillEndpoint), c.path)
+		require.Equal(t, []string{""}, engines[1].takePrefillers(), "no prefiller named for %s", c.path)
+	}
+	waitFor(t, "every request ended", func() bool {
+		for _, e := range eps {
+			if tok, n, _ := r.Load().Load(e.ID); tok != 0 || n != 0 {
+				return false
+			}
+		}
+		return r.Requests().Len() == 0
+	})
+	require.Equal(t, 2.0, pdCounter(t, gw, "kvroute_disagg_decisions_total", "outcome", "local", "reason", "api"))
+	require.Equal(t, 1.0, pdCounter(t, gw, "kvroute_disagg_decisions_total", "outcome", "split", "reason", "uncached"))
+	require.Equal(t, 1.0, pdCounter(t, gw, "kvroute_disagg_picks_total", "role", disagg.RolePrefill))
 }
 
 // waitFor polls cond until it holds; the bound only ends a test that would
