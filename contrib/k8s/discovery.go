@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -145,8 +146,14 @@ type Discovery struct {
 	warn     *podWarnings    // used by recompute only
 	cut      leftOut         // what the last recompute left out over MaxEndpoints; recompute's only
 
-	pods       informers.SharedInformerFactory
-	podInf     cache.SharedIndexInformer
+	kube kubernetes.Interface
+	// podsMu guards pods and podsDown. pods is the pod informer of the
+	// selector in force (nil in pool mode until the pool's selector is
+	// known); recompute replaces it when the pool's selector changes.
+	// podsDown is set by Close: no informer is started after it.
+	podsMu     sync.Mutex
+	pods       *podSource
+	podsDown   bool
 	dyn        dynamicinformer.DynamicSharedInformerFactory
 	poolInf    cache.SharedIndexInformer
 	handled    []cache.InformerSynced // each handler has seen its informer's initial list
@@ -213,19 +220,14 @@ func New(cfg Config, kube kubernetes.Interface, dyn dynamic.Interface, sink Sink
 	if cfg.Pool != "" && dyn == nil {
 		return nil, errors.New("k8s: following an InferencePool needs a dynamic client")
 	}
-	d.gvr, d.selector = gvr, sel
-	d.pods = informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithNamespace(cfg.Namespace))
-	d.podInf = d.pods.Core().V1().Pods().Informer()
-	reg, err := d.podInf.AddEventHandler(d.handler())
-	if err != nil {
-		return nil, err
-	}
-	d.handled = append(d.handled, reg.HasSynced)
-	if err := d.podInf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
-		d.noteSyncError("pods", err)
-		cache.DefaultWatchErrorHandler(ctx, r, err)
-	}); err != nil {
-		return nil, err
+	d.gvr, d.selector, d.kube = gvr, sel, kube
+	if d.gvr.Resource == "" {
+		// A plain selector: its pods' informer is known now. A pool's is
+		// made once the pool's selector is read (podsFor).
+		if d.pods, err = d.newPodSource(sel); err != nil {
+			return nil, err
+		}
+		d.handled = append(d.handled, d.pods.synced)
 	}
 	if d.gvr.Resource != "" {
 		d.dyn = dynamicinformer.NewFilteredDynamicSharedInformerFactory(poolClient{dyn, d}, 0, cfg.Namespace, nil)
@@ -255,6 +257,69 @@ func New(cfg Config, kube kubernetes.Interface, dyn dynamic.Interface, sink Sink
 	return d, nil
 }
 
+// podSource is a pod informer of the namespace that lists and watches the
+// pods of one label selector only, so that its cache holds the followed
+// pods rather than every pod of the namespace.
+type podSource struct {
+	sel     string // the selector it lists with, labels.Selector.String()
+	factory informers.SharedInformerFactory
+	inf     cache.SharedIndexInformer
+	synced  cache.InformerSynced // its handler has seen the initial list
+	stop    chan struct{}
+}
+
+// newPodSource makes (without starting it) the pod informer of sel, its
+// events poking the recompute.
+func (d *Discovery) newPodSource(sel labels.Selector) (*podSource, error) {
+	s := sel.String()
+	f := informers.NewSharedInformerFactoryWithOptions(d.kube, 0, informers.WithNamespace(d.cfg.Namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = s }))
+	inf := f.Core().V1().Pods().Informer()
+	reg, err := inf.AddEventHandler(d.handler())
+	if err != nil {
+		return nil, err
+	}
+	if err := inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+		d.noteSyncError("pods", err)
+		cache.DefaultWatchErrorHandler(ctx, r, err)
+	}); err != nil {
+		return nil, err
+	}
+	return &podSource{sel: s, factory: f, inf: inf, synced: reg.HasSynced, stop: make(chan struct{})}, nil
+}
+
+// shutdown stops the informer and waits for its goroutines.
+func (s *podSource) shutdown() {
+	close(s.stop)
+	s.factory.Shutdown()
+}
+
+// podsFor returns the pod informer of sel and whether it has synced,
+// replacing (and stopping) the one of another selector: the pool's
+// selector changed, and its pods are listed anew with the new one. It
+// returns nil after Close.
+func (d *Discovery) podsFor(sel labels.Selector) (*podSource, bool) {
+	d.podsMu.Lock()
+	defer d.podsMu.Unlock()
+	if d.podsDown {
+		return nil, false
+	}
+	if s := sel.String(); d.pods == nil || d.pods.sel != s {
+		src, err := d.newPodSource(sel)
+		if err != nil {
+			d.log.Warn("k8s: cannot follow the pods of the pool's selector", "selector", s, "err", err)
+			return nil, false
+		}
+		if old := d.pods; old != nil {
+			d.log.Info("k8s: the InferencePool's selector changed; listing its pods", "from", old.sel, "to", s)
+			old.shutdown()
+		}
+		d.pods = src
+		src.factory.Start(src.stop)
+	}
+	return d.pods, d.pods.synced()
+}
+
 func (d *Discovery) handler() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { d.poke() },
@@ -282,7 +347,11 @@ func (d *Discovery) poke() {
 // another goroutine, or from the Sink given the first set) makes Start
 // return an error rather than start following on a closed Discovery.
 func (d *Discovery) Start(ctx context.Context) error {
-	d.pods.Start(d.stop)
+	d.podsMu.Lock()
+	if d.pods != nil && !d.podsDown {
+		d.pods.factory.Start(d.pods.stop)
+	}
+	d.podsMu.Unlock()
 	if d.dyn != nil {
 		d.dyn.Start(d.stop)
 	}
@@ -300,6 +369,13 @@ func (d *Discovery) Start(ctx context.Context) error {
 		close(ctxStop)
 	}()
 	ok := cache.WaitForCacheSync(ctxStop, syncs...)
+	if ok && d.poolInf != nil {
+		// The pool's pods, listed with its selector, once it is known.
+		if sel, _, err := d.target(); err == nil {
+			src, _ := d.podsFor(sel)
+			ok = src != nil && cache.WaitForCacheSync(ctxStop, src.synced)
+		}
+	}
 	if !ok {
 		d.Close()
 		if ctx.Err() == nil {
@@ -385,7 +461,13 @@ func (d *Discovery) Close() {
 	waitLoop := d.synced && !d.sinking
 	d.mu.Unlock()
 	close(d.stop)
-	d.pods.Shutdown()
+	d.podsMu.Lock()
+	d.podsDown = true
+	pods := d.pods
+	d.podsMu.Unlock()
+	if pods != nil {
+		pods.shutdown()
+	}
 	if d.dyn != nil {
 		d.dyn.Shutdown()
 	}
@@ -459,10 +541,24 @@ func (d *Discovery) PoolError() error {
 // Sink when it changed.
 func (d *Discovery) recompute() {
 	sel, ports, poolErr := d.target()
+	var store cache.Store
+	if poolErr == nil {
+		src, synced := d.podsFor(sel)
+		if !synced {
+			// The pool's selector changed and its pods are being listed
+			// (or Close ran): the set stays as it is until they have
+			// been, looked at again after the debounce.
+			if src != nil {
+				d.poke()
+			}
+			return
+		}
+		store = src.inf.GetStore()
+	}
 	var pods [][]kvroute.Endpoint // each Ready pod's endpoints, sorted by ID
 	var problems [numProblems]int
 	if poolErr == nil {
-		for _, obj := range d.podInf.GetStore().List() {
+		for _, obj := range store.List() {
 			pod, ok := obj.(*corev1.Pod)
 			if !ok || !sel.Matches(labels.Set(pod.Labels)) || !podReady(pod) {
 				continue

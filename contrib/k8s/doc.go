@@ -18,6 +18,13 @@
 // relabelled out of the selector leaves the endpoint set, and the router
 // then drops its subscription and its index entries.
 //
+// The pods are listed and watched with the followed selector (the
+// configured one, or the InferencePool's), so that the informer's cache
+// holds the pool's pods only, not every pod of the namespace. When the
+// pool's selector changes, its pods are listed anew with the new one (the
+// informer of the old selector is stopped); the endpoint set stays as it
+// was until that list is in, then follows the new selector.
+//
 // Changes reach the Sink debounced: any number of informer events within the
 // debounce interval cause at most one recomputation, and the Sink is called
 // only when the endpoint set actually changed, so a resync storm costs one

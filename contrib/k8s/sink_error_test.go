@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/internal/leakcheck"
@@ -66,9 +67,16 @@ func debouncedChange(t *testing.T, f *fixture, clk *telemetry.Manual, change fun
 	clk.Advance(f.d.cfg.Debounce)
 }
 
+// podStore is the store of the pod informer in force.
+func (f *fixture) podStore() cache.Store {
+	f.d.podsMu.Lock()
+	defer f.d.podsMu.Unlock()
+	return f.d.pods.inf.GetStore()
+}
+
 // inStore reports whether the pod informer's store holds the pod.
 func (f *fixture) inStore(name string) bool {
-	_, ok, _ := f.d.podInf.GetStore().GetByKey(ns + "/" + name)
+	_, ok, _ := f.podStore().GetByKey(ns + "/" + name)
 	return ok
 }
 
@@ -123,12 +131,12 @@ func TestSinkErrorMakesTheNextRecomputeSendTheSet(t *testing.T) {
 	a := pod("a", "10.0.0.1", vllm, true)
 	a.Annotations = map[string]string{"unrelated": "1"}
 	debouncedChange(t, f, clk, func() { f.updatePod(t, a) }, func() bool {
-		obj, ok, _ := f.d.podInf.GetStore().GetByKey(ns + "/a")
+		obj, ok, _ := f.podStore().GetByKey(ns + "/a")
 		return ok && obj.(*corev1.Pod).Annotations["unrelated"] == "1"
 	})
 	marked := pod("a", "10.0.0.1", map[string]string{"app": "vllm", "marker": "1"}, true)
 	debouncedChange(t, f, clk, func() { f.updatePod(t, marked) }, func() bool {
-		obj, ok, _ := f.d.podInf.GetStore().GetByKey(ns + "/a")
+		obj, ok, _ := f.podStore().GetByKey(ns + "/a")
 		return ok && obj.(*corev1.Pod).Labels["marker"] == "1"
 	})
 	require.Equal(t, "1", nextSinkCall(t, calls).labels["10.0.0.1:8000"]["marker"], "no call for the unchanged set")
