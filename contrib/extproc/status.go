@@ -36,11 +36,13 @@ const shuttingDownReason = "shutting down"
 
 // StatusHandler serves ReadyPath and StatusPath for the picker and router,
 // the *kvroute.Router it routes with (the same as the picker's Picker), for
-// the picker's HTTP (metrics) port.
+// the picker's HTTP (metrics) port. Both answer GET and HEAD; any other
+// method is answered 405 with Allow: GET, HEAD, as the kvroute gateway
+// answers it on the same paths.
 func (s *Server) StatusHandler(router *kvroute.Router) http.Handler {
 	m := http.NewServeMux()
-	m.HandleFunc(ReadyPath, func(w http.ResponseWriter, _ *http.Request) { s.serveReady(w, router) })
-	m.HandleFunc(StatusPath, func(w http.ResponseWriter, _ *http.Request) { s.serveStatus(w, router) })
+	m.HandleFunc("GET "+ReadyPath, func(w http.ResponseWriter, _ *http.Request) { s.serveReady(w, router) })
+	m.HandleFunc("GET "+StatusPath, func(w http.ResponseWriter, _ *http.Request) { s.serveStatus(w, router) })
 	return m
 }
 

@@ -219,3 +219,35 @@ func readyReason(t *testing.T, status *httptest.Server) (int, string) {
 	require.NoError(t, json.Unmarshal([]byte(readAll(t, resp.Body)), &r))
 	return resp.StatusCode, r.Reason
 }
+
+// The status handler's paths answer GET and HEAD; another method (a POST
+// to /ready from a misconfigured probe) is answered 405 with Allow, as the
+// kvroute gateway answers it, instead of being served as a GET.
+func TestStatusHandlerAnswersOtherMethods405(t *testing.T) {
+	defer leakcheck.Check(t)()
+	h := newHarness(t, Config{}, engineOpts{})
+	defer h.close()
+	status := httptest.NewServer(h.picker.StatusHandler(h.router))
+	defer status.Close()
+	client := status.Client()
+	defer client.CloseIdleConnections()
+	for _, path := range []string{ReadyPath, StatusPath} {
+		for _, method := range []string{http.MethodPost, http.MethodPut, http.MethodDelete} {
+			req, err := http.NewRequest(method, status.URL+path, strings.NewReader("{}"))
+			require.NoError(t, err)
+			resp, err := client.Do(req)
+			require.NoError(t, err)
+			readAll(t, resp.Body)
+			require.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode, "%s %s", method, path)
+			require.Equal(t, "GET, HEAD", resp.Header.Get("Allow"), "%s %s", method, path)
+		}
+		for _, method := range []string{http.MethodGet, http.MethodHead} {
+			req, err := http.NewRequest(method, status.URL+path, nil)
+			require.NoError(t, err)
+			resp, err := client.Do(req)
+			require.NoError(t, err)
+			readAll(t, resp.Body)
+			require.NotEqual(t, http.StatusMethodNotAllowed, resp.StatusCode, "%s %s", method, path)
+		}
+	}
+}

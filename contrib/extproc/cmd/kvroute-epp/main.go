@@ -261,7 +261,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	hs := grpc.NewServer(grpcServerOptions(f)...)
 	healthpb.RegisterHealthServer(hs, picker.Health())
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	status := picker.StatusHandler(router)
 	mux.Handle(extproc.ReadyPath, status)
 	mux.Handle(extproc.StatusPath, status)
