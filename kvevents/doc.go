@@ -173,7 +173,9 @@
 // 1,000) beyond what the live stream has shown ends the replay as a counted
 // protocol error, whatever the replay's pace, and if the watermark had
 // already passed the live stream the endpoint is cleared and rebuilt from
-// it, so live messages are never skipped as already applied; a replay that live
+// it, so live messages are never skipped as already applied (an engine
+// snapshot's sequence is held to the same slack, behind and ahead, and
+// refused as seq_out_of_range otherwise); a replay that live
 // messages wait for and that has not covered them at ReplayMinRate after
 // ReplayGrace (waiting for one of the process-wide replay slots included)
 // (a fresh engine's included, whose first live message is the replay's

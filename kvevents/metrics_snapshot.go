@@ -32,7 +32,7 @@ func newSnapshotMetrics(r *registrar) (*snapshotMetrics, error) {
 		}, []string{"pod_identifier", "result"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvroute_kv_events_snapshot_errors_total",
-			Help: "Failed engine snapshot attempts by reason: the client operation (capacity, connect, send, receive, unavailable) or, for a reply kvroute does not understand, the protocol reason; chunk_decode for a chunk that is not a KV-event batch; publisher_mismatch for a snapshot of another publisher than the live stream's.",
+			Help: "Failed engine snapshot attempts by reason: the client operation (capacity, connect, send, receive, unavailable) or, for a reply kvroute does not understand, the protocol reason; chunk_decode for a chunk that is not a KV-event batch; publisher_mismatch for a snapshot of another publisher than the live stream's; seq_out_of_range for one whose sequence is more than the replay lookahead behind or ahead of the live stream's.",
 		}, []string{"pod_identifier", "reason"}),
 		bytes: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "kvroute_kv_events_snapshot_bytes",

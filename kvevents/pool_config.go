@@ -155,6 +155,9 @@ type PoolConfig struct {
 	// bogus replay cannot make live messages be skipped as already applied.
 	// A replay before any live message on the connection is unbounded, and
 	// the first live message then checks the watermark with the same slack.
+	// An engine snapshot's sequence is held to the same slack, behind and
+	// ahead of the live stream (snapshot_errors_total{reason=
+	// "seq_out_of_range"}; see the stream's snapshot phase).
 	ReplayLookahead uint64 `json:"replayLookahead"`
 	// ReplayMinRate and ReplayGrace: while live messages wait for a replay
 	// (held), the replay must have covered up to the held messages by

@@ -286,7 +286,7 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 			}
 		}
 		if !st.liveConn.Load() && fresh > 0 {
-			s.unconfirmed = true // nothing live to bound it: checked by the first live message
+			s.unconfirmed, s.unconfirmedSnap = true, false // nothing live to bound it: checked by the first live message
 		}
 		switch {
 		case probe && result == replayFailed && fresh == 0:

@@ -185,13 +185,14 @@ type seqState struct {
 	rebuilding    bool   // that rebuild waits for a replay slot; live messages flow meanwhile
 	messages      uint64 // messages applied (live and replayed)
 
-	digest      uint64 // PayloadDigest of the batch at applied
-	hasDigest   bool
-	unconfirmed bool // the watermark comes from a replay no live message has checked yet
-	probeArmed  bool // traffic since the last tail probe
-	replayStart time.Time
-	verifying   bool   // the running replay checks the digest at applied first
-	heldMax     uint64 // highest held sequence during this replay
+	digest          uint64 // PayloadDigest of the batch at applied
+	hasDigest       bool
+	unconfirmed     bool // the watermark comes from a replay no live message has checked yet
+	unconfirmedSnap bool // that watermark is the engine snapshot's sequence
+	probeArmed      bool // traffic since the last tail probe
+	replayStart     time.Time
+	verifying       bool   // the running replay checks the digest at applied first
+	heldMax         uint64 // highest held sequence during this replay
 
 	// Replayed batches were applied under the pool's default model because
 	// nothing named the endpoint's model (replay_model.go); the first live
@@ -205,7 +206,9 @@ type seqState struct {
 	// The snapshot phase (stream_snapshot.go).
 	snapshotting      bool      // the running "replay" is a snapshot load
 	snapCooldownUntil time.Time // no snapshot load replaces a replay before this
-	source            string    // what the entries were last rebuilt from (EndpointStatus.IndexSource)
+	snapFloor         uint64    // the live sequence seen when the load started (hasSnapFloor: on this connection)
+	hasSnapFloor      bool
+	source            string // what the entries were last rebuilt from (EndpointStatus.IndexSource)
 
 	// Recorded by transitionLocked (stream_phase.go).
 	phase      phase
@@ -435,9 +438,14 @@ func (st *stream) sequenceLocked(it item, dec *wire.Decoder, b *wire.Batch) {
 	}
 	st.checkGuessedModelLocked(it.model)
 	if s.unconfirmed && s.has && addSat(it.seq, st.p.cfg.ReplayLookahead) < s.applied {
-		// The watermark came from a replay before any live message, and the
-		// live stream is far behind it: the replay's sequences were bogus.
-		st.p.m.ZMQErrors.WithLabelValues(st.id, opReplayProtocol).Inc()
+		// The watermark came from a replay (or the engine's snapshot) before
+		// any live message, and the live stream is far behind it: the
+		// replay's sequences (the snapshot's) were bogus.
+		if s.unconfirmedSnap {
+			st.p.snm.refused(st.id, snapRefusedSeq)
+		} else {
+			st.p.m.ZMQErrors.WithLabelValues(st.id, opReplayProtocol).Inc()
+		}
 		removed := st.clearLocked()
 		st.log.Warn("Replayed sequences far ahead of the live stream: endpoint cleared, rebuilding from the live stream",
 			"replayed_up_to", s.applied, "live_seq", it.seq, "blocks_removed", removed)

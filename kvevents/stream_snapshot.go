@@ -56,6 +56,15 @@ const (
 // for a snapshot whose publisher identity is not the live stream's.
 const snapRefusedPublisher = "publisher_mismatch"
 
+// snapRefusedSeq is the reason of kvroute_kv_events_snapshot_errors_total
+// for a snapshot whose sequence does not fit the live stream's within
+// ReplayLookahead.
+const snapRefusedSeq = "seq_out_of_range"
+
+// errSnapshotSeq refuses a snapshot whose sequence is out of the live
+// stream's range.
+var errSnapshotSeq = errors.New("kvevents: the snapshot's sequence is out of the live stream's range")
+
 // errForeignSnapshot refuses a snapshot of another publisher lifetime than
 // the live stream's.
 var errForeignSnapshot = errors.New("kvevents: the snapshot's publisher is not the live stream's")
@@ -130,6 +139,10 @@ func (st *stream) startSnapshotLocked(plan replayPlan) {
 	s.cancelReplay = func() { cancel(errSuperseded) }
 	s.verifying = false
 	s.replayStart, s.heldMax = st.p.clock.Now(), 0
+	// The live sequence the snapshot must reach (less the slack): one of
+	// this connection and publisher lifetime (a restart a replay found
+	// leaves the receiver's to be forgotten).
+	s.snapFloor, s.hasSnapFloor = st.lastSeen.Load(), st.liveConn.Load() && !st.liveReset.Load()
 	st.inProgress.Set(1)
 	st.log.Info("Loading the engine's KV-cache snapshot", "reason", plan.trigger, "snapshot", st.snapAddr,
 		"applied_seq", s.appliedSeq())
@@ -214,6 +227,13 @@ func (st *stream) finishSnapshotLocked(plan replayPlan, r snapshot.Reply, err er
 	s.replaying, s.snapshotting, s.cancelReplay = false, false, nil
 	st.inProgress.Set(0)
 	took := st.p.clock.Now().Sub(s.replayStart)
+	if err == nil && !st.snapshotSeqFitsLocked(r.Seq) {
+		st.p.snm.refused(st.id, snapRefusedSeq)
+		st.log.Warn("Engine snapshot's sequence out of the live stream's range; refused",
+			"snapshot_seq", r.Seq, "seen_at_start", s.snapFloor, "last_seen", st.lastSeen.Load(),
+			"lookahead", st.p.cfg.ReplayLookahead)
+		err = errSnapshotSeq
+	}
 	if err != nil {
 		st.lv.snapID.Store(nil) // nothing of it is kept
 		s.snapCooldownUntil = st.p.clock.Now().Add(st.p.cfg.ReplayCooldown)
@@ -237,6 +257,10 @@ func (st *stream) finishSnapshotLocked(plan replayPlan, r snapshot.Reply, err er
 	s.hasDigest = false // the batch at the snapshot's sequence was never seen
 	if r.Seq >= 0 {
 		s.applied, s.has = uint64(r.Seq), true
+		// Nothing live on this connection bounded it: the first live
+		// message checks it, as it checks a replay's watermark.
+		s.unconfirmed = !st.liveConn.Load()
+		s.unconfirmedSnap = s.unconfirmed
 	}
 	st.synced.Store(true)
 	st.lastApply.Store(st.p.clock.Now().UnixNano())
@@ -248,6 +272,19 @@ func (st *stream) finishSnapshotLocked(plan replayPlan, r snapshot.Reply, err er
 		s.catchUp = false
 		st.catchUpLocked()
 	}
+}
+
+// snapshotSeqFitsLocked reports whether a snapshot at seq (SeqEmpty: -1)
+// fits the live stream within ReplayLookahead: not behind the live
+// sequence seen when the load started by more than the slack, and not
+// ahead of the last one seen on this connection by more than it.
+func (st *stream) snapshotSeqFitsLocked(seq int64) bool {
+	la := st.p.cfg.ReplayLookahead
+	next := uint64(seq + 1) // the first live sequence that follows it
+	if st.s.hasSnapFloor && addSat(next, la) < st.s.snapFloor {
+		return false
+	}
+	return seq < 0 || !st.liveConn.Load() || uint64(seq) <= addSat(st.lastSeen.Load(), la)
 }
 
 // setSourceLocked records what the endpoint's entries were rebuilt from

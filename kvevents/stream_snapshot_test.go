@@ -335,3 +335,91 @@ func TestStreamLiveIdentityOtherThanTheLoadedSnapshotsRestarts(t *testing.T) {
 	require.Equal(t, 1.0, counter(f.p.snm.errors, seqID, snapRefusedPublisher), f.logs.String())
 	require.Equal(t, pidA, f.status().PublisherID)
 }
+
+// withSnapshotAt gives the fixture's stream a snapshot socket that answers
+// sequence seq with one chunk per batch of batches.
+func (f *seqFixture) withSnapshotAt(seq int64, batches ...uint64) {
+	chunks := make([][]byte, 0, len(batches))
+	for _, b := range batches {
+		chunks = append(chunks, poolPayload(b))
+	}
+	srv, err := snapshot.NewServer(snapshot.ServerConfig{Addr: "tcp://127.0.0.1:0"},
+		snapshot.SourceFunc(func() (int64, [][]byte, bool) { return seq, chunks, true }), snapshot.Options{})
+	require.NoError(f.t, err)
+	f.closers = append(f.closers, srv.Close)
+	f.useSnapshotClient(srv.Endpoint(), snapshot.ClientConfig{Backoff: 1})
+}
+
+// A snapshot whose sequence (5,000) is far ahead of the live stream that
+// asked for it (at most 4: vLLM's recorder answers with the last sequence
+// its publisher sent, a few in flight beyond what the router saw) is
+// refused (snapshot_errors_total{reason="seq_out_of_range"}, a failed
+// load) and the replay rebuilds the endpoint. Before, it was loaded: its
+// watermark skipped every live message up to 5,000 as already applied.
+func TestStreamSnapshotFarAheadOfTheLiveStreamRefused(t *testing.T) {
+	defer leakcheck.Check(t)()
+	f := newSeqFixture(t, PoolConfig{TailProbeDelay: -1}, 10, "")
+	defer f.close()
+	f.withSnapshotAt(5000, 0, 1, 2, 3, 4, 9999)
+	for s := uint64(0); s < 5; s++ {
+		f.publish(s, s) // the first one starts the join, which loads the snapshot
+	}
+	require.Eventually(t, func() bool { return f.snapCount(snapFailed)+f.snapCount(snapLoaded) == 1 && !f.status().Replaying },
+		poolWait, poolTick, f.logs.String())
+	for s := uint64(5); s < 10; s++ {
+		f.publish(s, s)
+	}
+	require.Eventually(t, func() bool { return f.held(9) }, poolWait, poolTick, f.logs.String())
+	requireHeld(t, f.ix, seqID, 0, 9)
+	require.False(t, f.held(9999), f.logs.String())
+	require.Equal(t, 1.0, counter(f.p.snm.errors, seqID, snapRefusedSeq), f.logs.String())
+	require.Equal(t, 1.0, f.snapCount(snapFailed))
+	require.Equal(t, uint64(9), f.status().Applied)
+}
+
+// The same snapshot loaded before any live message on the connection:
+// nothing bounds it then, so the first live message checks it as it checks
+// a replay's watermark: 0 is more than ReplayLookahead behind 5,000, so the
+// endpoint is cleared (counted under the same reason) and rebuilt from the
+// live stream, whose messages are all applied.
+func TestStreamSnapshotBeforeLiveCheckedByTheFirstLiveMessage(t *testing.T) {
+	defer leakcheck.Check(t)()
+	f := newSeqFixture(t, PoolConfig{TailProbeDelay: -1}, 10, "")
+	defer f.close()
+	f.withSnapshotAt(5000, 9999)
+	f.st.onConnect(false) // joins before any live message: loads the snapshot
+	require.Eventually(t, func() bool { return f.snapCount(snapLoaded) == 1 && !f.status().Replaying },
+		poolWait, poolTick, f.logs.String())
+	require.True(t, f.held(9999))
+	for s := uint64(0); s < 10; s++ {
+		f.publish(s, s)
+	}
+	require.Eventually(t, func() bool { return f.held(9) }, poolWait, poolTick, f.logs.String())
+	requireHeld(t, f.ix, seqID, 0, 9)
+	require.False(t, f.held(9999), f.logs.String())
+	require.Equal(t, 1.0, counter(f.p.snm.errors, seqID, snapRefusedSeq), f.logs.String())
+	require.Zero(t, f.count("errors", opReplayProtocol))
+	require.Zero(t, f.count("dropped", string(dropAlreadyApplied)))
+}
+
+// A snapshot far behind the live sequence that asked for it (5 against
+// 5,000: a stale recorder) is refused and the replay window rebuilds the
+// endpoint. Before, it was loaded, the gap 6..4,999 behind it was replayed,
+// the buffer no longer held it, so the snapshot was loaded again, round
+// after round, and the live stream never applied.
+func TestStreamSnapshotFarBehindTheLiveStreamRefused(t *testing.T) {
+	defer leakcheck.Check(t)()
+	f := newSeqFixture(t, PoolConfig{TailProbeDelay: -1}, 10, "")
+	defer f.close()
+	f.withSnapshotAt(5, 0, 1, 2, 3, 4, 5)
+	for s := uint64(4990); s < 5000; s++ {
+		f.hide(s, s)
+	}
+	f.publish(5000, 5000)
+	f.wait(5000)
+	requireHeld(t, f.ix, seqID, 4991, 5000)
+	require.False(t, f.held(5), f.logs.String())
+	require.Equal(t, 1.0, counter(f.p.snm.errors, seqID, snapRefusedSeq), f.logs.String())
+	require.Equal(t, 1.0, f.snapCount(snapFailed))
+	require.Zero(t, f.snapCount(snapLoaded))
+}
