@@ -5,10 +5,13 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
@@ -381,5 +384,101 @@ func TestBindFailedHandshakeCounted(t *testing.T) {
 	defer e.close()
 	e.publishUntil(func() bool { return testutil.ToFloat64(m.BindUnknown) >= 1 })
 	require.Equal(t, 1.0, testutil.ToFloat64(handshakes))
+	require.NoError(t, p.Close())
+}
+
+// holdNextBindMessage makes the bind loop stop the next message it takes
+// off a connection after resolving its topic (bindResolvedHook), until the
+// returned release is called; reached is closed once it stopped there.
+func holdNextBindMessage(t *testing.T) (reached <-chan struct{}, release func()) {
+	r, proceed := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	h := func() { once.Do(func() { close(r); <-proceed }) }
+	bindResolvedHook.Store(&h)
+	var rel sync.Once
+	release = func() { rel.Do(func() { close(proceed) }) }
+	t.Cleanup(func() { release(); bindResolvedHook.Store(nil) })
+	return r, release
+}
+
+// seriesOf counts the series of the pool's per-endpoint counters labelled
+// with endpoint id.
+func seriesOf(t *testing.T, p *Pool, id string) int {
+	t.Helper()
+	m := p.metrics()
+	n := 0
+	for _, v := range []*prometheus.CounterVec{m.MessagesReceived, m.ZMQErrors, m.Reconnections, m.Dropped,
+		m.SequenceGaps, m.PublisherRestarts, m.Replays, m.TopicModelUnknown, p.sm.lv.Heartbeats, p.sm.lv.IdentityChanges} {
+		ch := make(chan prometheus.Metric, 64)
+		go func() { v.Collect(ch); close(ch) }()
+		for mt := range ch {
+			var d dto.Metric
+			require.NoError(t, mt.Write(&d))
+			for _, l := range d.GetLabel() {
+				if l.GetName() == "pod_identifier" && l.GetValue() == id {
+					n++
+				}
+			}
+		}
+	}
+	return n
+}
+
+// A configured endpoint the selector leaves out has its messages counted
+// as dropped (reason not_selected) under its ID. Removing it deletes that
+// series, and a message the bind loop took off the socket before the
+// removal and counts after it does not bring the series back: it is
+// resolved again and counted as an unknown topic. Before, the removal of
+// an endpoint without a stream deleted nothing, and the late message
+// recreated the series (one per removed endpoint, across churn).
+func TestBindRemovedNotSelectedEndpointLeavesNoSeries(t *testing.T) {
+	defer leakcheck.Check(t)()
+	p, _ := newSelectingPool(t, PoolConfig{BindAddress: "127.0.0.1:0"}, newPoolIndex(t), "role=decode")
+	defer p.Close()
+	require.Eventually(t, func() bool { return p.bindAddr() != "" }, poolWait, poolTick)
+	const prefill = "127.0.0.1:8002"
+	require.NoError(t, p.Ensure(Endpoint{ID: prefill, Labels: map[string]string{"role": "prefill"}}))
+	m := p.metrics()
+	e := dialEngine(t, p.bindAddr(), "kv@"+prefill+"@"+poolModel)
+	defer e.close()
+	e.publishUntil(func() bool { return counter(m.Dropped, prefill, string(dropNotSelected)) >= 1 })
+
+	reached, release := holdNextBindMessage(t)
+	defer release() // before Close
+	e.publishN(1)   // taken off the socket and resolved before the removal
+	<-reached
+	p.Remove(prefill)
+	require.Zero(t, seriesOf(t, p, prefill), "the removal deletes the endpoint's series")
+	release()
+	e.publishUntil(func() bool { return testutil.ToFloat64(m.BindUnknown) >= 2 })
+	require.Zero(t, seriesOf(t, p, prefill), "a late message recreated a removed endpoint's series")
+	require.NoError(t, p.Close())
+}
+
+// The same for an endpoint with a stream: a duplicate message (counted as
+// dropped, reason stale_seq) resolved before the endpoint's removal and
+// received after it is not counted under the removed endpoint's ID, which
+// has no series left.
+func TestBindRemovedEndpointLateMessageLeavesNoSeries(t *testing.T) {
+	defer leakcheck.Check(t)()
+	p, _ := newTestPool(t, PoolConfig{BindAddress: "127.0.0.1:0"}, newPoolIndex(t))
+	defer p.Close()
+	require.Eventually(t, func() bool { return p.bindAddr() != "" }, poolWait, poolTick)
+	const id = "127.0.0.1:8003"
+	require.NoError(t, p.Ensure(Endpoint{ID: id}))
+	m := p.metrics()
+	e := dialEngine(t, p.bindAddr(), "kv@"+id+"@"+poolModel)
+	defer e.close()
+	waitApplied(t, p, id, e.publishUntil(received(p, id)))
+
+	reached, release := holdNextBindMessage(t)
+	defer release()                       // before Close
+	e.send(e.seq-1, poolPayload(e.seq-1)) // a duplicate: dropped as stale_seq when received
+	<-reached
+	p.Remove(id)
+	require.Zero(t, seriesOf(t, p, id), "the removal deletes the endpoint's series")
+	release()
+	e.publishUntil(func() bool { return testutil.ToFloat64(m.BindUnknown) >= 1 })
+	require.Zero(t, seriesOf(t, p, id), "a late message recreated a removed endpoint's series")
 	require.NoError(t, p.Close())
 }

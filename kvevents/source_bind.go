@@ -37,7 +37,11 @@ const maxConnTopics = 64
 // endpoints passed to Ensure are indexed unless BindAnyTopic is set (then at
 // most BindMaxStreams streams are created); other messages are counted in
 // one unlabelled series (kvroute_kv_events_bind_unknown_total), never in a
-// series named after the wire's topic.
+// series named after the wire's topic. Remove deletes every series of the
+// endpoint (those of its drops as not selected included, when it had no
+// stream), and a message resolved before the removal and handled after it
+// is resolved again (an unknown topic by then): no series of a removed
+// endpoint comes back, however the endpoints churn.
 //
 // Topics are not authenticated. Two rules keep a peer from taking over
 // another engine's stream:
@@ -148,10 +152,19 @@ func (b *binder) removeLocked(id string) func() {
 	delete(b.p.resume, id) // also when no message created its stream yet
 	st := b.p.streams[id]
 	return func() {
+		// Under b.mu: a message resolved under the previous generation is
+		// counted before this (and its series deleted below) or resolved
+		// again after it (countDrop), never counted under the removed ID.
+		b.mu.Lock()
 		b.gen.Add(1)
+		b.mu.Unlock()
 		if st != nil {
 			b.closeStream(st, true)
+			return
 		}
+		// No stream: its messages may still have been counted under its
+		// ID (not selected).
+		b.p.m.forgetEndpoint(id)
 	}
 }
 
@@ -317,19 +330,36 @@ func (b *binder) serve(ctx context.Context, bc *bindConn) {
 			p.m.drop(p.cfg.BindAddress, dropMalformed, 1)
 			continue
 		}
-		e := b.resolve(bc, m.Frames[0])
+		b.deliver(bc, seq, m.Frames)
+	}
+}
+
+// deliver counts or hands over one well-formed message. An endpoint
+// removed (or changed) since its topic was resolved has it resolved again,
+// so nothing is counted under the ID of an endpoint that left the pool:
+// its series are gone for good.
+func (b *binder) deliver(bc *bindConn, seq uint64, frames [][]byte) {
+	p := b.p
+	for {
+		e := b.resolve(bc, frames[0])
+		if h := bindResolvedHook.Load(); h != nil {
+			(*h)()
+		}
 		switch {
 		case e.refused:
 			p.m.BindSourceMismatch.Inc()
 		case e.st == nil && e.id != "":
-			p.m.drop(e.id, e.reason, 1) // a configured endpoint: its ID is no wire value
+			// A configured endpoint: its ID is no wire value.
+			if !b.countDrop(bc, e) {
+				continue
+			}
 		case e.st == nil:
 			p.m.BindUnknown.Inc()
 		default:
 			owned, took := b.own(e.st, bc)
 			if !owned {
 				p.m.BindForeign.Inc()
-				continue
+				return
 			}
 			if took {
 				// A new engine connection for the endpoint: checked as a
@@ -338,12 +368,30 @@ func (b *binder) serve(ctx context.Context, bc *bindConn) {
 				// first message is sequenced.
 				e.st.onConnect(false)
 			}
-			if e.unknownModel {
-				p.m.TopicModelUnknown.WithLabelValues(e.st.id).Inc()
+			if !e.st.whileOpen(func() {
+				if e.unknownModel {
+					p.m.TopicModelUnknown.WithLabelValues(e.st.id).Inc()
+				}
+				e.st.receiveOpen(seq, frames[1][8:], frames[2], e.model)
+			}) {
+				continue // closed since: resolved again
 			}
-			e.st.receiveFrame(seq, m.Frames[1][8:], m.Frames[2], e.model)
 		}
+		return
 	}
+}
+
+// countDrop counts a message of a configured endpoint that is not indexed
+// under its ID, unless the endpoints changed since bc resolved it (it is
+// then resolved again).
+func (b *binder) countDrop(bc *bindConn, e bindEntry) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.gen.Load() != bc.cgen {
+		return false
+	}
+	b.p.m.drop(e.id, e.reason, 1)
+	return true
 }
 
 // own makes bc the connection of st unless another live connection owns
@@ -448,6 +496,11 @@ func (b *binder) resolve(bc *bindConn, topic []byte) bindEntry {
 	bc.cache[string(topic)] = e
 	return e
 }
+
+// bindResolvedHook, when set (by tests), runs after the bind loop resolved
+// a message's topic and before it counts or delivers the message: a test
+// orders an endpoint's removal between the two.
+var bindResolvedHook atomic.Pointer[func()]
 
 // errBindCap is only used in logs: the stream cap of bind mode was reached.
 var errBindCap = errors.New("bind-mode stream cap reached")

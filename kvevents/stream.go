@@ -149,6 +149,7 @@ type stream struct {
 
 	gen       atomic.Uint64 // mirror of s.gen, read by the receiver to stamp messages
 	closed    atomic.Bool
+	recvMu    sync.RWMutex  // held for reading while the receiver handles a message (whileOpen); close waits for it
 	lastSeen  atomic.Uint64 // mirror of lastLive for Status and catch-up replays
 	seen      atomic.Bool
 	connected atomic.Bool
@@ -267,8 +268,28 @@ func (st *stream) receive(seq uint64, payload []byte, model string) {
 }
 
 // receiveFrame is receive for a message whose sequence frame carried the
-// publisher identity (frameID; nil when it did not).
+// publisher identity (frameID; nil when it did not). A closed stream
+// receives nothing.
 func (st *stream) receiveFrame(seq uint64, frameID, payload []byte, model string) {
+	st.whileOpen(func() { st.receiveOpen(seq, frameID, payload, model) })
+}
+
+// whileOpen runs f, the receiver's handling of one message, unless the
+// stream is closed; it reports whether it ran. close waits for a running
+// f, so nothing the receiver counts under the endpoint's ID follows the
+// removal of its series.
+func (st *stream) whileOpen(f func()) bool {
+	st.recvMu.RLock()
+	defer st.recvMu.RUnlock()
+	if st.closed.Load() {
+		return false
+	}
+	f()
+	return true
+}
+
+// receiveOpen is receiveFrame on an open stream (whileOpen).
+func (st *stream) receiveOpen(seq uint64, frameID, payload []byte, model string) {
 	st.received.Inc()
 	if st.liveReset.Load() && st.liveReset.Swap(false) {
 		st.hasLive = false  // a replay found a restart: this is the new lifetime
@@ -558,6 +579,8 @@ func (st *stream) close(clear bool) {
 	}
 	st.stopLivenessLocked()
 	st.unlock()
+	st.recvMu.Lock()   // the receiver's message in hand is handled (or sees closed)
+	st.recvMu.Unlock() //nolint:staticcheck // an empty critical section: a barrier
 	st.cancel()
 	st.wg.Wait()
 	if clear {
