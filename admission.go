@@ -11,8 +11,27 @@ import "context"
 // ErrNoAPI, ErrModelMismatch), among the candidates serving the request's
 // model (Endpoint.Models), and before anything is rendered. It must be
 // safe for concurrent use. The default admits every request at once.
+//
+// An Admission that also has a method Abandon(ctx context.Context) is told
+// when a request it admitted is not routed after all: Pick, or Match,
+// failed after Admit returned nil (admission.Controller then drops the
+// claim its release of the request took at once).
 type Admission interface {
 	Admit(ctx context.Context, req *Request, endpoints []Endpoint) error
+}
+
+// abandoner is an Admission told of an admitted request that is not
+// routed (see Admission).
+type abandoner interface {
+	Abandon(ctx context.Context)
+}
+
+// abandon tells the admission that the request of ctx, admitted, failed
+// before it was routed.
+func (r *Router) abandon(ctx context.Context) {
+	if a, ok := r.pipe.admission.(abandoner); ok {
+		a.Abandon(ctx)
+	}
 }
 
 // admitAll is the default Admission.

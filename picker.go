@@ -37,6 +37,9 @@ func (r *Router) Pick(ctx context.Context, req *Request, endpoints []Endpoint) (
 	}
 	d, err := r.pipe.profile.Pick(ctx, req, endpoints, stages{r})
 	d.handOver() // the profile is done with it: the request table may end it now
+	if err != nil {
+		r.abandon(ctx)
+	}
 	return d, err
 }
 

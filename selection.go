@@ -77,7 +77,11 @@ func (r *Router) Match(ctx context.Context, req *Request, endpoints []Endpoint) 
 	if err != nil {
 		return nil, err
 	}
-	return r.match(ctx, req, endpoints)
+	s, err := r.match(ctx, req, endpoints)
+	if err != nil {
+		r.abandon(ctx)
+	}
+	return s, err
 }
 
 // match is Match after the admission: render → keys → lookup.

@@ -61,23 +61,47 @@ func Track(ctx context.Context) context.Context {
 // the context around, so its fields are guarded by mu.
 type record struct {
 	mu       sync.Mutex
-	arrived  time.Time // when Admit was called, zero before
-	released *waiter   // the queued request Admit released, until Hold hands its claim off
+	arrived  time.Time   // when Admit was called, zero before
+	released *waiter     // the queued request Admit released, until Hold hands its claim off
+	watch    func() bool // stops the watch of the request's context for released (release)
 }
 
 // arrive notes the request's arrival to Admit, forgetting an earlier
 // Admit's release (a host that picks again with the same context).
 func (r *record) arrive(now time.Time) {
 	r.mu.Lock()
-	r.arrived, r.released = now, nil
+	r.arrived = now
+	r.forgetLocked()
 	r.mu.Unlock()
 }
 
-// release notes that Admit released w from the queue.
-func (r *record) release(w *waiter) {
+// release notes that Admit released w from the queue, and drops w's claim
+// (unclaim) if the request's context ends before a Hold or Abandon takes
+// it: the request ended unrouted, or routed without Hold.
+func (r *record) release(ctx context.Context, w *waiter, unclaim func(*waiter)) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.forgetLocked()
 	r.released = w
-	r.mu.Unlock()
+	r.watch = context.AfterFunc(ctx, func() {
+		r.mu.Lock()
+		mine := r.released == w
+		if mine {
+			r.released, r.watch = nil, nil
+		}
+		r.mu.Unlock()
+		if mine {
+			unclaim(w)
+		}
+	})
+}
+
+// forgetLocked forgets the released request and stops its watch.
+func (r *record) forgetLocked() {
+	if r.watch != nil {
+		r.watch()
+	}
+	r.released, r.watch = nil, nil
 }
 
 // picked returns the request's arrival to Admit (zero when Admit did not
@@ -86,7 +110,8 @@ func (r *record) release(w *waiter) {
 func (r *record) picked() (arrived time.Time, released *waiter) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	arrived, released, r.released = r.arrived, r.released, nil
+	arrived, released = r.arrived, r.released
+	r.forgetLocked()
 	return arrived, released
 }
 

@@ -71,7 +71,9 @@
 // endpoint, when the released request's caller turns out to have left (no
 // pick follows), when Hold learns the request's pick (with the request's
 // record, Track: the pick's load then shows on the endpoint it chose, which
-// may be another candidate than the one claimed), or after Config.Settle.
+// may be another candidate than the one claimed), when the pick fails
+// (the Router calls Abandon) or the request's context ends without a Hold
+// (both with the record), or after Config.Settle.
 //
 // # Dispatch gate
 //

@@ -71,7 +71,7 @@ func (c *Controller) admitSlow(ctx context.Context, req *kvroute.Request, endpoi
 	select {
 	case err := <-w.done:
 		if err == nil && rec != nil {
-			rec.release(w)
+			rec.release(ctx, w, c.unclaim)
 		}
 		return err
 	case <-ctx.Done():
@@ -93,9 +93,27 @@ func (c *Controller) admitSlow(ctx context.Context, req *kvroute.Request, endpoi
 		return ctx.Err()
 	}
 	if err == nil && rec != nil {
-		rec.release(w)
+		rec.release(ctx, w, c.unclaim)
 	}
 	return err
+}
+
+// Abandon tells the Controller that the request of ctx, which Admit
+// admitted, will not be held: its pick failed, or the host gives up on it
+// before sending it. With the request's record (Track, FromHeader) the
+// claim Admit's release of it took is dropped at once and the queue
+// served, so the endpoint is not kept from the rest of the queue until
+// Settle for a request that is not coming. The Router calls it when Pick
+// or Match fails after the admission; a host running the stages itself
+// calls it when it does not send the request. Without the record it does
+// nothing (the claim lapses by itself, see the package doc); after Hold it
+// does nothing.
+func (c *Controller) Abandon(ctx context.Context) {
+	if rec := recordOf(ctx); rec != nil {
+		if _, released := rec.picked(); released != nil {
+			c.unclaim(released)
+		}
+	}
 }
 
 // unclaim drops the claim w's release took, if it is still w's, and serves

@@ -198,3 +198,78 @@ func TestClaimOfAReleasedRequestGoesOnceItsPickIsKnown(t *testing.T) {
 		t.Fatalf("%s: %v, want second released to a:1", r.tag, r.err)
 	}
 }
+
+// failingProfile is a Profile whose pick always fails (after the admission).
+type failingProfile struct{}
+
+var errPickFailed = errors.New("pick failed")
+
+func (failingProfile) Pick(context.Context, *kvroute.Request, []kvroute.Endpoint, kvroute.Picker) (*kvroute.Decision, error) {
+	return nil, errPickFailed
+}
+
+// A released request whose pick fails does not keep its claim: the Router
+// tells the Controller (Abandon), the claim Admit's release took is
+// dropped at once and the next queued request goes to the endpoint. Before,
+// no Hold followed, and the claim held the endpoint from the queue until
+// Settle (here an hour).
+func TestClaimOfAReleasedRequestGoesWhenItsPickFails(t *testing.T) {
+	f := newFixture(t, Config{Settle: time.Hour, Objectives: []Objective{{Name: "chat", Priority: 1}}})
+	cfg := kvroute.DefaultConfig()
+	cfg.Model = "m"
+	cfg.Events.Enabled = new(false)
+	cfg.DisableRender = true
+	router, err := kvroute.New(context.Background(), cfg, kvroute.Options{Admission: f.c, Profile: failingProfile{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer router.Close()
+	f.det.set("a:1", true)
+	out := make(chan result, 2)
+	ctx := Track(ctxFor("chat", "t1"))
+	before := f.enqueued()
+	go func() {
+		_, err := router.Pick(ctx, tokensReq(10), oneEP)
+		out <- result{"first", err}
+	}()
+	waitFor(t, func() bool { return f.enqueued() > before })
+	f.admit(t, ctxFor("chat", "t2"), "second", tokensReq(10), oneEP, out)
+	f.det.set("a:1", false)
+	f.c.Notify("") // first leaves, claiming a:1, and its pick fails
+	// Second may be released before first's Pick has returned.
+	got := map[string]error{}
+	for range 2 {
+		r := take(t, out)
+		got[r.tag] = r.err
+	}
+	if err, ok := got["first"]; !ok || !errors.Is(err, errPickFailed) {
+		t.Fatalf("first: %v, want its pick failed", err)
+	}
+	if err, ok := got["second"]; !ok || err != nil {
+		t.Fatalf("second: %v (returned %v), want released to a:1 once first's pick failed", err, ok)
+	}
+}
+
+// A released request that ends without a Hold (its host neither held nor
+// abandoned it, and its context ended) does not keep its claim either.
+func TestClaimOfAReleasedRequestGoesWhenItEndsWithoutHold(t *testing.T) {
+	f := newFixture(t, Config{Settle: time.Hour, Objectives: []Objective{{Name: "chat", Priority: 1}}})
+	f.det.set("a:1", true)
+	out := make(chan result, 2)
+	ctx, cancel := context.WithCancel(Track(ctxFor("chat", "t1")))
+	defer cancel()
+	f.admit(t, ctx, "first", tokensReq(10), oneEP, out)
+	f.admit(t, ctxFor("chat", "t2"), "second", tokensReq(10), oneEP, out)
+	f.det.set("a:1", false)
+	f.c.Notify("")
+	if r := take(t, out); r.tag != "first" || r.err != nil {
+		t.Fatalf("%s: %v, want first released", r.tag, r.err)
+	}
+	if f.c.Queued() != 1 {
+		t.Fatal("one release let two requests through")
+	}
+	cancel() // the request ends; no Hold came
+	if r := take(t, out); r.tag != "second" || r.err != nil {
+		t.Fatalf("%s: %v, want second released to a:1 once first ended", r.tag, r.err)
+	}
+}
