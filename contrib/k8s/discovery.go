@@ -1,6 +1,7 @@
 package k8s
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -558,15 +559,31 @@ func (d *Discovery) recompute() {
 	var pods [][]kvroute.Endpoint // each Ready pod's endpoints, sorted by ID
 	var problems [numProblems]int
 	if poolErr == nil {
+		var ready []*corev1.Pod
 		for _, obj := range store.List() {
-			pod, ok := obj.(*corev1.Pod)
-			if !ok || !sel.Matches(labels.Set(pod.Labels)) || !podReady(pod) {
-				continue
+			if pod, ok := obj.(*corev1.Pod); ok && sel.Matches(labels.Set(pod.Labels)) && podReady(pod) {
+				ready = append(ready, pod)
 			}
+		}
+		// Oldest first: of pods that would give the same endpoint ID
+		// (hostNetwork pods on one node serving one port, of which only
+		// one can hold it), the first created keeps it.
+		slices.SortFunc(ready, podAge)
+		taken := make(map[string]string) // endpoint ID → the pod that has it
+		for _, pod := range ready {
 			var probs podProblems
 			if pe := podEndpoints(pod, ports, d.cfg, d.warn, &probs); len(pe) > 0 {
-				slices.SortFunc(pe, byID)
-				pods = append(pods, pe)
+				if other, dup := firstTaken(pe, taken); dup != "" {
+					probs[problemDuplicateAddress] = true
+					d.warn.warn(pod, "endpoint ID", dup, "k8s: leaving out a Ready pod whose endpoint ID another pod already has",
+						"endpoint", dup, "other", other, "hostNetwork", pod.Spec.HostNetwork)
+				} else {
+					for _, ep := range pe {
+						taken[ep.ID] = pod.Namespace + "/" + pod.Name
+					}
+					slices.SortFunc(pe, byID)
+					pods = append(pods, pe)
+				}
 			}
 			for i, p := range probs {
 				if p {
@@ -627,6 +644,25 @@ func (d *Discovery) recompute() {
 	}
 }
 
+// podAge orders pods by creation, then namespace and name.
+func podAge(a, b *corev1.Pod) int {
+	if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+		return c
+	}
+	return cmp.Or(cmpString(a.Namespace, b.Namespace), cmpString(a.Name, b.Name))
+}
+
+// firstTaken returns the first of eps' IDs another pod already has, and
+// that pod ("" when none is taken).
+func firstTaken(eps []kvroute.Endpoint, taken map[string]string) (pod, id string) {
+	for _, ep := range eps {
+		if p, ok := taken[ep.ID]; ok {
+			return p, ep.ID
+		}
+	}
+	return "", ""
+}
+
 // target returns the selector and ports in force: the pool's, or the
 // configured ones.
 func (d *Discovery) target() (labels.Selector, []int32, error) {
@@ -678,9 +714,9 @@ type leftOut struct {
 // set sorted by ID within bound endpoints, and what it left out. It cuts
 // whole pods, never some of one pod's data-parallel ranks: the pods are
 // taken in the order of their endpoint IDs until the next would pass bound,
-// and that pod and the ones after it are left out. (A pod's IDs share its
-// "IP:" prefix, which no other pod's IP extends, so each pod's endpoints
-// are adjacent in the sorted set.)
+// and that pod and the ones after it are left out. (hostNetwork pods on
+// one node share an IP: their endpoints, on different ports, may
+// interleave, so the set is sorted once assembled.)
 func boundPods(pods [][]kvroute.Endpoint, bound int) ([]kvroute.Endpoint, leftOut) {
 	slices.SortFunc(pods, func(a, b []kvroute.Endpoint) int { return byID(a[0], b[0]) })
 	var eps []kvroute.Endpoint
@@ -696,6 +732,7 @@ func boundPods(pods [][]kvroute.Endpoint, bound int) ([]kvroute.Endpoint, leftOu
 		cut.pods++
 		cut.endpoints += len(pe)
 	}
+	slices.SortFunc(eps, byID)
 	return eps, cut
 }
 

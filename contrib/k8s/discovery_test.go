@@ -414,3 +414,41 @@ func TestMaxEndpointsCutsWholePods(t *testing.T) {
 	require.Equal(t, float64(2), testutil.ToFloat64(f.d.met.leftOut))
 	//PODS require.Equal(t, float64(1), testutil.ToFloat64(f.d.met.podsLeftOut))
 }
+
+// Two Ready hostNetwork pods on one node (one IP) that serve the same
+// target port would give the same endpoint ID twice: only one of them can
+// hold the port (the other's readiness probe may well reach the first's
+// server). The pod created first keeps the ID; the other is left out as
+// not ready, warned of and counted (pod_problems{reason=
+// "duplicate_address"}), and takes over when the first leaves. Before, the
+// set carried the ID twice.
+func TestPodsSharingAnAddressGiveOneEndpoint(t *testing.T) {
+	defer leakcheck.Check(t)()
+	at := func(p *corev1.Pod, sec int64) *corev1.Pod {
+		p.CreationTimestamp = metav1.Unix(1_700_000_000+sec, 0)
+		p.Spec.HostNetwork = true
+		return p
+	}
+	lbl := func(name string) map[string]string { return map[string]string{"app": "vllm", "name": name} }
+	logs := &logRecorder{msg: "k8s: leaving out a Ready pod whose endpoint ID another pod already has"}
+	f := newFixtureWithOptions(t, Config{Pool: "pool"}, []*corev1.Pod{
+		at(pod("b", "10.0.0.1", lbl("b"), true), 2),
+		at(pod("a", "10.0.0.1", lbl("a"), true), 1),
+		pod("c", "10.0.0.2", lbl("c"), true),
+	}, nil, Options{Set: telemetry.Set{Registerer: prometheus.NewRegistry(), Logger: slog.New(logs)}},
+		poolObj(PoolV1, "pool", v1Spec(8000)))
+	defer f.d.Close()
+	f.eventually(t, "10.0.0.1:8000", "10.0.0.2:8000")
+	require.Equal(t, "a", f.d.Endpoints()[0].Labels["name"], "the pod created first keeps the address")
+	require.Equal(t, float64(1), testutil.ToFloat64(f.d.met.problems[problemDuplicateAddress]))
+	require.Equal(t, []string{ns + "/b"}, logs.values(), "warned of once")
+
+	// a stops being Ready: b serves the port now.
+	f.updatePod(t, at(pod("a", "10.0.0.1", lbl("a"), false), 1))
+	require.Eventually(t, func() bool {
+		eps := f.d.Endpoints()
+		return len(eps) == 2 && eps[0].Labels["name"] == "b"
+	}, wait, 5*time.Millisecond)
+	f.eventually(t, "10.0.0.1:8000", "10.0.0.2:8000")
+	require.Zero(t, testutil.ToFloat64(f.d.met.problems[problemDuplicateAddress]))
+}

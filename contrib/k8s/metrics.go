@@ -14,10 +14,11 @@ const (
 	problemModelsAnnotation        // a models annotation with names left out (invalid, or beyond the bound)
 	problemPodIP                   // a status.podIP that is no IP address: the pod is left out, its endpoint IDs would be
 	problemActivePorts             // an active-ports annotation with entries that are no target port: they are left out
+	problemDuplicateAddress        // an endpoint ID (IP:port) a pod created earlier already has (hostNetwork pods on one node): the pod is left out
 	numProblems
 )
 
-var problemReasons = [numProblems]string{"bad_port_annotation", "unknown_role", "bad_models_annotation", "bad_pod_ip", "bad_active_ports"}
+var problemReasons = [numProblems]string{"bad_port_annotation", "unknown_role", "bad_models_annotation", "bad_pod_ip", "bad_active_ports", "duplicate_address"}
 
 // podProblems records which problems one pod has (each counted once per
 // pod, however many of its annotations have it).
@@ -55,7 +56,7 @@ func newMetrics(set telemetry.Set) (*metrics, error) {
 	}
 	problems := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "kvroute_k8s_discovery_pod_problems",
-		Help: "Ready pods of the set whose labels or annotations discovery works around, by reason: bad_port_annotation (the configured port applies), unknown_role (serves both roles), bad_models_annotation (names left out), bad_pod_ip (status.podIP is no IP address: the pod is left out), bad_active_ports (active-ports annotation entries that are no target port are left out).",
+		Help: "Ready pods of the set whose labels or annotations discovery works around, by reason: bad_port_annotation (the configured port applies), unknown_role (serves both roles), bad_models_annotation (names left out), bad_pod_ip (status.podIP is no IP address: the pod is left out), bad_active_ports (active-ports annotation entries that are no target port are left out), duplicate_address (an endpoint ID, IP:port, that a pod created earlier already has, as two hostNetwork pods on one node serving one port would: the pod is left out as not ready).",
 	}, []string{"reason"})
 	for i, r := range problemReasons {
 		m.problems[i] = problems.WithLabelValues(r)
