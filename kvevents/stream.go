@@ -579,8 +579,11 @@ func (st *stream) close(clear bool) {
 	}
 	st.stopLivenessLocked()
 	st.unlock()
-	st.recvMu.Lock()   // the receiver's message in hand is handled (or sees closed)
-	st.recvMu.Unlock() //nolint:staticcheck // an empty critical section: a barrier
+	// Wait for the receiver's message in hand (whileOpen holds recvMu for
+	// reading while it handles one); every later message sees closed.
+	st.recvMu.Lock()
+	//lint:ignore SA2001 the empty critical section is that barrier
+	st.recvMu.Unlock()
 	st.cancel()
 	st.wg.Wait()
 	if clear {
