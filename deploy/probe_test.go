@@ -118,7 +118,8 @@ func intFlagDefault(t *testing.T, f *ast.File, name string) int {
 }
 
 // muxPaths returns the first argument of every mux.Handle call in f, as
-// written (a string literal's value, or a selector such as
+// written (a string literal's value without the method a ServeMux pattern
+// may start with, "GET /metrics" giving "/metrics", or a selector such as
 // "extproc.ReadyPath").
 func muxPaths(f *ast.File) []string {
 	var paths []string
@@ -137,6 +138,9 @@ func muxPaths(f *ast.File) []string {
 		switch a := call.Args[0].(type) {
 		case *ast.BasicLit:
 			v, _ := strconv.Unquote(a.Value)
+			if method, path, ok := strings.Cut(v, " "); ok && method != "" && !strings.Contains(method, "/") {
+				v = strings.TrimLeft(path, " ")
+			}
 			paths = append(paths, v)
 		case *ast.SelectorExpr:
 			if p, ok := a.X.(*ast.Ident); ok {
