@@ -101,30 +101,8 @@ func words(seed, n int) string {
 func TestDisaggThroughGateway(t *testing.T) {
 	defer leakcheck.Check(t)()
 	roles := []string{disagg.RolePrefill, disagg.RolePrefill, disagg.RoleDecode, disagg.RoleDecode}
-	engines := make([]*pdEngine, len(roles))
-	eps := make([]kvroute.Endpoint, len(roles))
-	for i, role := range roles {
-		engines[i] = startPDEngine(t)
-		eps[i] = kvroute.Endpoint{ID: engines[i].id, Role: role, EventsAddress: engines[i].srv.KVEventsEndpoint(),
-			ReplayAddress: engines[i].srv.ReplayEndpoint()}
-	}
-	defer func() {
-		for _, e := range engines {
-			e.close(t)
-		}
-	}()
-	cfg := kvroute.DefaultConfig()
-	cfg.Model = testModel
-	cfg.BlockSize = 16
-	cfg.Events.Enabled = new(true)
-	gw, err := NewServer(t.Context(), ServerConfig{Listen: "127.0.0.1:0", Router: cfg, Endpoints: eps,
-		Disagg: &disagg.Config{NonCachedTokens: 256}}, Options{})
-	require.NoError(t, err)
-	client := &http.Client{}
-	defer func() {
-		client.CloseIdleConnections()
-		require.NoError(t, gw.Shutdown(context.Background()))
-	}()
+	engines, eps, gw, client, stop := startDisaggGateway(t, roles)
+	defer stop()
 	r := gw.Router()
 	waitFor(t, "every engine's KV-event stream live", func() bool {
 		for _, e := range engines {
@@ -219,30 +197,8 @@ func TestDisaggThroughGateway(t *testing.T) {
 func TestDisaggThroughGatewayKeepsOtherAPIsLocal(t *testing.T) {
 	defer leakcheck.Check(t)()
 	roles := []string{disagg.RolePrefill, disagg.RoleDecode}
-	engines := make([]*pdEngine, len(roles))
-	eps := make([]kvroute.Endpoint, len(roles))
-	for i, role := range roles {
-		engines[i] = startPDEngine(t)
-		eps[i] = kvroute.Endpoint{ID: engines[i].id, Role: role, EventsAddress: engines[i].srv.KVEventsEndpoint(),
-			ReplayAddress: engines[i].srv.ReplayEndpoint()}
-	}
-	defer func() {
-		for _, e := range engines {
-			e.close(t)
-		}
-	}()
-	cfg := kvroute.DefaultConfig()
-	cfg.Model = testModel
-	cfg.BlockSize = 16
-	cfg.Events.Enabled = new(true)
-	gw, err := NewServer(t.Context(), ServerConfig{Listen: "127.0.0.1:0", Router: cfg, Endpoints: eps,
-		Disagg: &disagg.Config{NonCachedTokens: 256}}, Options{})
-	require.NoError(t, err)
-	client := &http.Client{}
-	defer func() {
-		client.CloseIdleConnections()
-		require.NoError(t, gw.Shutdown(context.Background()))
-	}()
+	engines, _, gw, client, stop := startDisaggGateway(t, roles)
+	defer stop()
 	r := gw.Router()
 	for i, c := range []struct{ path, body string }{
 		{"/v1/messages", `{"model":%q,"max_tokens":2,"messages":[{"role":"user","content":%q}]}`},
@@ -255,18 +211,18 @@ func TestDisaggThroughGatewayKeepsOtherAPIsLocal(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, resp.Body.Close())
 		require.Equal(t, http.StatusOK, resp.StatusCode, c.path)
-		require.Equal(t, eps[1].ID, resp.Header.Get(HeaderEndpoint), c.path)
+		require.Equal(t, engines[1].id, resp.Header.Get(HeaderEndpoint), c.path)
 		if c.path == "/v1/completions" {
-			require.Equal(t, eps[0].ID, resp.Header.Get(HeaderPrefillEndpoint), "completions are split")
-			require.Equal(t, []string{eps[0].ID}, engines[1].takePrefillers())
+			require.Equal(t, engines[0].id, resp.Header.Get(HeaderPrefillEndpoint), "completions are split")
+			require.Equal(t, []string{engines[0].id}, engines[1].takePrefillers())
 			continue
 		}
 		require.Empty(t, resp.Header.Get(HeaderPrefillEndpoint), c.path)
 		require.Equal(t, []string{""}, engines[1].takePrefillers(), "no prefiller named for %s", c.path)
 	}
 	waitFor(t, "every request ended", func() bool {
-		for _, e := range eps {
-			if tok, n, _ := r.Load().Load(e.ID); tok != 0 || n != 0 {
+		for _, e := range engines {
+			if tok, n, _ := r.Load().Load(e.id); tok != 0 || n != 0 {
 				return false
 			}
 		}
@@ -324,4 +280,40 @@ func pdMatches(m *dto.Metric, labels []string) bool {
 		}
 	}
 	return n == len(want)
+}
+
+// startDisaggGateway starts one simulated engine per role and a gateway
+// with the P/D profile (nonCachedTokens 256) routing over them, the
+// engines' endpoints in eps; stop shuts
+// the gateway and the engines down.
+func startDisaggGateway(t *testing.T, roles []string) (engines []*pdEngine, eps []kvroute.Endpoint, gw *Server, client *http.Client, stop func()) {
+	t.Helper()
+	engines = make([]*pdEngine, len(roles))
+	eps = make([]kvroute.Endpoint, len(roles))
+	for i, role := range roles {
+		engines[i] = startPDEngine(t)
+		eps[i] = kvroute.Endpoint{ID: engines[i].id, Role: role, EventsAddress: engines[i].srv.KVEventsEndpoint(),
+			ReplayAddress: engines[i].srv.ReplayEndpoint()}
+	}
+	closeEngines := func() {
+		for _, e := range engines {
+			e.close(t)
+		}
+	}
+	cfg := kvroute.DefaultConfig()
+	cfg.Model = testModel
+	cfg.BlockSize = 16
+	cfg.Events.Enabled = new(true)
+	gw, err := NewServer(t.Context(), ServerConfig{Listen: "127.0.0.1:0", Router: cfg, Endpoints: eps,
+		Disagg: &disagg.Config{NonCachedTokens: 256}}, Options{})
+	if err != nil {
+		closeEngines()
+		require.NoError(t, err)
+	}
+	client = &http.Client{}
+	return engines, eps, gw, client, func() {
+		client.CloseIdleConnections()
+		require.NoError(t, gw.Shutdown(context.Background()))
+		closeEngines()
+	}
 }
