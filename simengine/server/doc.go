@@ -30,7 +30,8 @@
 // (kvevents_liveness.go; the timer runs on Options.Clock).
 //
 // Config.LoRAModules are adapters of the model, listed on /v1/models as
-// vLLM lists them (root their path, parent the base model). With
+// vLLM lists them (root their path, parent the base model, no
+// max_model_len: vLLM gives only its base models' cards one). With
 // Config.AllowRuntimeLoRAUpdating (vLLM's VLLM_ALLOW_RUNTIME_LORA_UPDATING)
 // POST /v1/load_lora_adapter and /v1/unload_lora_adapter register and
 // forget adapters at run time, with vLLM's answers (lora_admin.go);

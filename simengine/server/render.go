@@ -170,21 +170,22 @@ func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request) {
 		OwnedBy     string  `json:"owned_by"`
 		Root        string  `json:"root"`
 		Parent      *string `json:"parent"`
-		MaxModelLen int     `json:"max_model_len"`
+		MaxModelLen *int    `json:"max_model_len"`
 		Permission  []any   `json:"permission"`
 	}
 	data := []model{{ID: s.cfg.Model, Object: "model", Created: s.created, OwnedBy: "vllm", Root: s.cfg.Model,
-		MaxModelLen: s.cfg.MaxModelLen, Permission: []any{}}}
+		MaxModelLen: &s.cfg.MaxModelLen, Permission: []any{}}}
 	// Each adapter as vLLM lists it: its lora_path as root (a LoRAModules
-	// name's own name), the base model as parent.
+	// name's own name), the base model as parent, no max_model_len (vLLM
+	// sets it on its base models' cards only).
 	names, roots := s.loras.list()
 	for i, l := range names {
 		data = append(data, model{ID: l, Object: "model", Created: s.created, OwnedBy: "vllm", Root: roots[i],
-			Parent: &s.cfg.Model, MaxModelLen: s.cfg.MaxModelLen, Permission: []any{}})
+			Parent: &s.cfg.Model, Permission: []any{}})
 	}
 	for _, m := range s.cfg.ExtraModels { // another engine's base model (models.go)
 		data = append(data, model{ID: m, Object: "model", Created: s.created, OwnedBy: "vllm", Root: m,
-			MaxModelLen: s.cfg.MaxModelLen, Permission: []any{}})
+			MaxModelLen: &s.cfg.MaxModelLen, Permission: []any{}})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
 }

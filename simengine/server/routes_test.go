@@ -52,15 +52,18 @@ func TestModelsHealthResetAndUnknownRoutes(t *testing.T) {
 		Data   []struct {
 			ID          string  `json:"id"`
 			Parent      *string `json:"parent"`
-			MaxModelLen int     `json:"max_model_len"`
+			MaxModelLen *int    `json:"max_model_len"`
 		} `json:"data"`
 	}](t, body)
 	require.Equal(t, "list", models.Object)
 	require.Len(t, models.Data, 2)
 	require.Equal(t, "m", models.Data[0].ID)
-	require.Equal(t, 2048, models.Data[0].MaxModelLen)
+	require.Equal(t, 2048, *models.Data[0].MaxModelLen)
 	require.Equal(t, "my-lora", models.Data[1].ID)
 	require.Equal(t, "m", *models.Data[1].Parent)
+	// vLLM's card of an adapter has no max_model_len (null): only its base
+	// models' cards carry the engine's.
+	require.Nil(t, models.Data[1].MaxModelLen)
 
 	// A LoRA request runs with the adapter's extra key.
 	b := chatBody("hi", 1)
