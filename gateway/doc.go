@@ -20,7 +20,8 @@
 //     names (a model other than Config.Model is taken as a LoRA adapter name,
 //     which roots the block keys as vLLM's lora_name does; with
 //     ServerConfig.Models, a model other models are, unless an engine's
-//     /v1/models lists it as an adapter, with a parent),
+//     /v1/models lists it as an adapter, with a parent, or Models.Adapters
+//     names its base),
 //  3. forwards the request unchanged to the chosen endpoint (with
 //     Config.TokenizeOnce, a completions request's text prompt is replaced
 //     by the token IDs the router rendered, so that the engine does not

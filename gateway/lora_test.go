@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -254,6 +255,15 @@ func TestGatewayLoRAEveryEngineMetricsDown(t *testing.T) {
 // default); the engines serve vLLM's runtime LoRA loading.
 func startAdapterFleet(t *testing.T, poll time.Duration) *modelFleet {
 	t.Helper()
+	return startAdapterFleetWith(t, func([]kvroute.Endpoint) models.Config {
+		return models.Config{Poll: models.PollConfig{Enabled: true, Interval: poll}}
+	})
+}
+
+// startAdapterFleetWith is startAdapterFleet with the models configuration
+// mcfg builds from the engines' endpoints.
+func startAdapterFleetWith(t *testing.T, mcfg func([]kvroute.Endpoint) models.Config) *modelFleet {
+	t.Helper()
 	f := &modelFleet{client: &http.Client{Transport: &http.Transport{}}, model: map[string]string{}}
 	for range 2 {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -276,7 +286,7 @@ func startAdapterFleet(t *testing.T, poll time.Duration) *modelFleet {
 	var err error
 	// Scrapes that never time out nor go stale: see startLoRAFleet.
 	f.gw, err = NewServer(t.Context(), ServerConfig{Listen: "127.0.0.1:0", Router: cfg, Endpoints: f.eps,
-		Models:        &models.Config{Poll: models.PollConfig{Enabled: true, Interval: poll}},
+		Models:        new(mcfg(f.eps)),
 		EngineMetrics: &enginemetrics.Config{Interval: 10 * time.Millisecond, Staleness: time.Hour, Timeout: time.Hour},
 		LoRA:          &lora.Config{}}, Options{})
 	require.NoError(t, err)
@@ -402,4 +412,127 @@ func TestGatewayModelsPickUpAnAdapterLoadedAtRunTime(t *testing.T) {
 	code, _, _, body = f.complete(t, "code", "hello")
 	require.Equal(t, http.StatusNotFound, code, body)
 	require.Contains(t, body, "The model `code` does not exist.")
+}
+
+// gatewayModelList reads the gateway's GET /v1/models as generic JSON, so
+// that a member left out and a member set to null are told apart.
+func gatewayModelList(t *testing.T, c *http.Client, base string) map[string]map[string]any {
+	t.Helper()
+	resp, err := c.Get(base + "/v1/models")
+	require.NoError(t, err)
+	body := readAll(t, resp)
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	var list struct {
+		Object string           `json:"object"`
+		Data   []map[string]any `json:"data"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &list), body)
+	require.Equal(t, "list", list.Object)
+	out := map[string]map[string]any{}
+	var ids []string
+	for _, d := range list.Data {
+		id, _ := d["id"].(string)
+		ids = append(ids, id)
+		out[id] = d
+	}
+	require.True(t, slices.IsSorted(ids), "listed by id: %v", ids)
+	return out
+}
+
+// The gateway's GET /v1/models carries the cards the engines' own
+// /v1/models gave, in vLLM's ModelCard shape: an adapter with its base
+// model as parent and its lora_path as root, the base model with a null
+// parent, its root and its max_model_len, owned_by as the engines said. It
+// used to list bare names (owned_by "kvroute", no parent, no root), so a
+// client or an llm-d component reading the gateway's list could not tell
+// an adapter from a base model.
+func TestGatewayListsTheEnginesModelCards(t *testing.T) {
+	defer leakcheck.Check(t)()
+	f := startAdapterFleet(t, 20*time.Millisecond)
+	defer f.close(t)
+	f.waitPolled(t)
+	// An adapter loaded at run time on engine 0 only, from a path.
+	resp, err := f.client.Post("http://"+f.eps[0].ID+"/v1/load_lora_adapter", "application/json",
+		strings.NewReader(`{"lora_name":"code","lora_path":"/adapters/code"}`))
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, readAll(t, resp))
+	require.Eventually(t, func() bool {
+		_, ok := gatewayModelList(t, f.client, f.gw.URL())["code"]
+		return ok
+	}, time.Minute, 5*time.Millisecond, "the poller never saw code's load")
+
+	list := gatewayModelList(t, f.client, f.gw.URL())
+	require.Len(t, list, 4)
+	for id, card := range list {
+		require.Equal(t, "model", card["object"], id)
+		require.Equal(t, "vllm", card["owned_by"], id)
+		require.Positive(t, card["created"], id)
+		require.IsType(t, []any{}, card["permission"], id)
+		for _, k := range []string{"root", "parent", "max_model_len"} {
+			require.Contains(t, card, k, "%s: vLLM's card has %s, null or not", id, k)
+		}
+	}
+	alpha := list["alpha"]
+	require.Nil(t, alpha["parent"], "a base model's parent is null")
+	require.Equal(t, "alpha", alpha["root"])
+	require.Equal(t, float64(512*64), alpha["max_model_len"], "the engines' max_model_len (their KV capacity)")
+	for _, a := range []struct{ id, root string }{{"sql", "sql"}, {"chat", "chat"}, {"code", "/adapters/code"}} {
+		card := list[a.id]
+		require.Equal(t, "alpha", card["parent"], a.id)
+		require.Equal(t, a.root, card["root"], a.id)
+		require.Nil(t, card["max_model_len"], "%s: vLLM gives an adapter's card no max_model_len", a.id)
+	}
+}
+
+// An adapter the gateway knows only from its configuration (models.served
+// here; a label or a pod's models annotation alike), which no engine's
+// /v1/models reports with a parent, is routed as a LoRA request when
+// models.adapters names its base, exactly as one learnt from /v1/models:
+// the LoRA scorer rates its candidates and places it on the engine running
+// it, and the gateway's /v1/models lists it with its base as parent. It
+// used to be routed as a model of its own, the scorer never running.
+func TestGatewayRoutesAConfiguredAdapterAsLoRA(t *testing.T) {
+	defer leakcheck.Check(t)()
+	f := startAdapterFleetWith(t, func(eps []kvroute.Endpoint) models.Config {
+		served := map[string][]string{}
+		for _, e := range eps {
+			served[e.ID] = []string{"alpha", "sql", "chat"}
+		}
+		return models.Config{Served: served, Adapters: map[string]string{"sql": "alpha", "chat": "alpha"}}
+	})
+	defer f.close(t)
+	rated := func() float64 {
+		n := 0.0
+		for _, st := range []string{"running", "waiting", "load", "load_at_cap", "saturated", "unknown"} {
+			n += seriesOf(t, f.gw, "kvroute_lora_candidates_total", "state", st)
+		}
+		return n
+	}
+	// Engine 1 runs sql, engine 0 chat, as their scrapes say.
+	f.direct(t, f.eps[1].ID, "sql", longPrompt("warm-sql"))
+	f.direct(t, f.eps[0].ID, "chat", longPrompt("warm-chat"))
+	require.Eventually(t, func() bool {
+		l1, ok1 := f.gw.scraper.LoRA(f.eps[1])
+		l0, ok0 := f.gw.scraper.LoRA(f.eps[0])
+		return ok1 && ok0 && l1.IsRunning("sql") && l0.IsRunning("chat")
+	}, time.Minute, 5*time.Millisecond, "the scrapes never reported the adapters")
+	before := rated()
+	for i := range 3 {
+		code, ep, _, body := f.complete(t, "sql", longPrompt(fmt.Sprint("sql", i)))
+		require.Equal(t, http.StatusOK, code, body)
+		require.Equal(t, f.eps[1].ID, ep, "sql runs on engine 1")
+		code, ep, _, body = f.complete(t, "chat", longPrompt(fmt.Sprint("chat", i)))
+		require.Equal(t, http.StatusOK, code, body)
+		require.Equal(t, f.eps[0].ID, ep, "chat runs on engine 0")
+	}
+	require.Equal(t, before+12, rated(), "each pick rated its two candidates as a LoRA request")
+	list := gatewayModelList(t, f.client, f.gw.URL())
+	require.Equal(t, "alpha", list["sql"]["parent"])
+	require.Equal(t, "alpha", list["chat"]["parent"])
+	require.Nil(t, list["alpha"]["parent"])
+	// The base model is no LoRA request.
+	before = rated()
+	code, _, _, body := f.complete(t, "alpha", longPrompt("base"))
+	require.Equal(t, http.StatusOK, code, body)
+	require.Equal(t, before, rated())
 }

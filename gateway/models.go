@@ -19,13 +19,15 @@ import (
 // Router as Request.Model, which routes it among the endpoints serving it
 // and matches it against its own cache. A model an engine's /v1/models
 // lists with a parent (a LoRA adapter of that base model, as vLLM lists
-// the adapters it has registered) is routed as a LoRA request: Request.LoRA
+// the adapters it has registered), or whose base the configuration's
+// Models.Adapters names, is routed as a LoRA request: Request.LoRA
 // names it too, so that the LoRA scorer (ServerConfig.LoRA) places it and
 // the DefaultMMLoRAs rule leaves it alone; it still goes only to the
 // endpoints listing it (vLLM answers 404 for an adapter it has not
 // registered) and its block keys are rooted with its name either way, as
 // vLLM's lora_name roots them. GET /v1/models lists the served models and
-// the rewrite table's names that have a served target.
+// the rewrite table's names that have a served target, each with the card
+// the engines gave it (serveServedModels).
 
 // routeModel sets req's model in multi-model mode. It returns the body to
 // forward (rewritten when the table changed the model), what the rewritten
@@ -97,18 +99,41 @@ func setBodyModel(body []byte, model string) ([]byte, error) {
 
 // serveServedModels answers GET /v1/models in multi-model mode: the models
 // the endpoints serve and the names the rewrite table accepts while one of
-// their targets is served (models.List), as an OpenAI model list.
+// their targets is served, as vLLM's model list: each a ModelCard carrying
+// what the engines' own cards said of it (models.Registry.Cards: owned_by,
+// root, parent, max_model_len; null or, for owned_by, "kvroute" when no
+// engine said), created the time of the answer as vLLM's is, and an empty
+// permission list (vLLM's holds one entry of fixed defaults).
 func (h *Handler) serveServedModels(w http.ResponseWriter) {
-	names := models.List(*h.endpoints.Load(), h.cfg.Model, h.served.Table())
+	cards := h.served.Cards(*h.endpoints.Load(), h.cfg.Model)
 	type model struct {
-		ID      string `json:"id"`
-		Object  string `json:"object"`
-		Created int64  `json:"created"`
-		OwnedBy string `json:"owned_by"`
+		ID          string     `json:"id"`
+		Object      string     `json:"object"`
+		Created     int64      `json:"created"`
+		OwnedBy     string     `json:"owned_by"`
+		Root        *string    `json:"root"`
+		Parent      *string    `json:"parent"`
+		MaxModelLen *int       `json:"max_model_len"`
+		Permission  []struct{} `json:"permission"`
 	}
-	data := make([]model, 0, len(names))
-	for _, n := range names {
-		data = append(data, model{ID: n, Object: "model", OwnedBy: "kvroute"})
+	orNull := func(s string) *string {
+		if s == "" {
+			return nil
+		}
+		return &s
+	}
+	created := h.now().Unix()
+	data := make([]model, 0, len(cards))
+	for _, c := range cards {
+		m := model{ID: c.ID, Object: "model", Created: created, OwnedBy: c.OwnedBy, Root: orNull(c.Root),
+			Parent: orNull(c.Parent), Permission: []struct{}{}}
+		if m.OwnedBy == "" {
+			m.OwnedBy = "kvroute"
+		}
+		if c.MaxModelLen > 0 {
+			m.MaxModelLen = &c.MaxModelLen
+		}
+		data = append(data, m)
 	}
 	var buf bytes.Buffer
 	_ = json.NewEncoder(&buf).Encode(map[string]any{"object": "list", "data": data})

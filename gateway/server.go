@@ -124,9 +124,11 @@ type ServerConfig struct {
 	// Models.Label, the engines' /v1/models (Models.Poll) or its own
 	// Endpoint.Models; a request is routed only among the endpoints
 	// serving its model (after Models.Rewrites), a model none serves is
-	// answered 404, and GET /v1/models lists the served models. A model
-	// an engine's /v1/models lists with a parent (a LoRA adapter of that
-	// base model) is routed as a LoRA request (kvroute.Request.LoRA), for
+	// answered 404, and GET /v1/models lists the served models with the
+	// cards the engines' /v1/models gave them (vLLM's ModelCard: root,
+	// parent, max_model_len). A model an engine's /v1/models lists with a
+	// parent (a LoRA adapter of that base model), or Models.Adapters names
+	// the base of, is routed as a LoRA request (kvroute.Request.LoRA), for
 	// the LoRA scorer. Nil: one model, Router.Model. PolicyPrecise only.
 	Models *models.Config
 	// Approximate configures the approximate prefix index of the endpoints

@@ -3,6 +3,9 @@ package models
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -27,6 +30,10 @@ const (
 	// MaxNameBytes bounds a model name; longer names are refused
 	// (configuration) or dropped and counted (labels, /v1/models).
 	MaxNameBytes = 256
+	// MaxCardFieldBytes bounds the owned_by and root an engine's
+	// /v1/models card gives a model (root is a path: an adapter's
+	// lora_path); a longer one is left out of the card and counted.
+	MaxCardFieldBytes = 1024
 	// maxPollBodyBytes bounds the /v1/models answer read from an engine.
 	maxPollBodyBytes = 1 << 20
 )
@@ -47,6 +54,18 @@ type Config struct {
 	Label string `json:"label,omitempty"`
 	// Poll reads each engine's /v1/models.
 	Poll PollConfig `json:"poll"`
+	// Adapters names LoRA adapters and their base models (adapter →
+	// base), for adapters the engines' /v1/models does not report with a
+	// parent: those only Served or Label names (a Kubernetes pod's models
+	// annotation is its label). A request for one is routed as a LoRA
+	// request of its base model (kvroute.Request.LoRA, for the lora
+	// scorer), exactly as an adapter learnt from /v1/models is, and the
+	// gateway's GET /v1/models lists it with its base as parent. It wins
+	// over what the engines report. A base is a base model: no adapter of
+	// this map, nor the adapter itself; a Served entry that lists an
+	// adapter lists its base too (vLLM serves an adapter on top of its base
+	// model). Names are checked as Served's are.
+	Adapters map[string]string `json:"adapters,omitempty"`
 	// Rewrites map a model name clients send to weighted target models
 	// (aliases and canaries), as the Inference Extension's
 	// InferenceModelRewrite does; see Table.
@@ -123,10 +142,47 @@ func (c Config) Validate() error {
 			}
 		}
 	}
+	if err := c.validateAdapters(); err != nil {
+		return err
+	}
 	if c.Poll.Interval < 0 || c.Poll.Timeout < 0 || c.Poll.MaxModels < 0 {
 		return fmt.Errorf("%w: poll: negative interval, timeout or maxModels", ErrInvalidConfig)
 	}
 	return validateRules(c.Rewrites)
+}
+
+// validateAdapters checks Adapters, in the order of its names: each name
+// and base valid, a base no adapter (neither the adapter itself nor
+// another adapter of the map: vLLM loads adapters on base models, so
+// there is no chain and no cycle), and every Served entry listing an
+// adapter listing its base.
+func (c Config) validateAdapters() error {
+	names := slices.Sorted(maps.Keys(c.Adapters))
+	for _, a := range names {
+		base := c.Adapters[a]
+		if err := checkName(a); err != nil {
+			return fmt.Errorf("%w: adapters: %w", ErrInvalidConfig, err)
+		}
+		if err := checkName(base); err != nil {
+			return fmt.Errorf("%w: adapters[%s]: %w", ErrInvalidConfig, a, err)
+		}
+		if base == a {
+			return fmt.Errorf("%w: adapters[%s]: an adapter is not its own base model", ErrInvalidConfig, a)
+		}
+		if _, ok := c.Adapters[base]; ok {
+			return fmt.Errorf("%w: adapters[%s]: its base %q is itself an adapter (an adapter's base is a base model)", ErrInvalidConfig, a, base)
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(c.Served)) {
+		ms := c.Served[id]
+		for _, m := range ms {
+			if base, ok := c.Adapters[m]; ok && !slices.Contains(ms, base) {
+				return fmt.Errorf("%w: served[%s] lists the adapter %q without its base model %q (vLLM serves an adapter on its base)",
+					ErrInvalidConfig, id, m, base)
+			}
+		}
+	}
+	return nil
 }
 
 // validateRules checks a rewrite table: names valid, each model once,
@@ -178,11 +234,22 @@ func checkName(m string) error {
 		return fmt.Errorf("model name of %d bytes (at most %d)", len(m), MaxNameBytes)
 	case !utf8.ValidString(m):
 		return fmt.Errorf("model name %q is not valid UTF-8", m)
-	}
-	for _, r := range m {
-		if !unicode.IsPrint(r) || r == ',' {
-			return fmt.Errorf("model name %q holds a non-printable character or a comma", m)
-		}
+	case !printable(m) || strings.ContainsRune(m, ','):
+		return fmt.Errorf("model name %q holds a non-printable character or a comma", m)
 	}
 	return nil
+}
+
+// printable reports whether s is valid UTF-8 of runes unicode.IsPrint
+// accepts.
+func printable(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	return true
 }

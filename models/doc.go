@@ -27,7 +27,16 @@
 // that a gateway routes a request for the adapter as a LoRA request
 // (kvroute.Request.LoRA set, for package lora's scorer) among the
 // endpoints listing it; its block keys are rooted with the adapter's name
-// either way, as vLLM roots them.
+// either way, as vLLM roots them. An adapter only Config.Served or a label
+// names has no parent on the wire: Config.Adapters names its base (adapter
+// → base; validated: names as Served's, a base no adapter, a Served entry
+// listing an adapter lists its base), and wins over the engines' parent.
+//
+// The Poller keeps the rest of each name's card too (owned_by, root,
+// max_model_len; Card), and Registry.Cards merges them over the endpoints
+// in endpoint-ID order (the first root and owned_by known, the least
+// max_model_len, Adapter's parent) for a gateway's own GET /v1/models,
+// which lists them in vLLM's ModelCard shape.
 //
 // # Rewrites
 //
@@ -46,6 +55,10 @@
 //   - kvroute_models_names_dropped_total{endpoint}: a name of an
 //     endpoint's /v1/models answer that is invalid, over MaxNameBytes,
 //     repeated within the answer or beyond MaxModels
+//   - kvroute_models_card_fields_dropped_total{endpoint}: a member of a
+//     kept name's card left out (listed as null): an owned_by or root that
+//     is not a string, over MaxCardFieldBytes or not printable UTF-8, a
+//     max_model_len that is not a positive integer
 //   - kvroute_models_served{endpoint}
 //
 // Labels take configured names and endpoint IDs only, never a name from the

@@ -35,6 +35,7 @@ type pollMetrics struct {
 	polls    *prometheus.CounterVec // kvroute_models_polls_total{endpoint}
 	failures *prometheus.CounterVec // kvroute_models_poll_failures_total{endpoint,reason}
 	dropped  *prometheus.CounterVec // kvroute_models_names_dropped_total{endpoint}
+	fields   *prometheus.CounterVec // kvroute_models_card_fields_dropped_total{endpoint}
 	served   *prometheus.GaugeVec   // kvroute_models_served{endpoint}
 }
 
@@ -52,6 +53,10 @@ func newPollMetrics(reg prometheus.Registerer) (*pollMetrics, error) {
 			Name: "kvroute_models_names_dropped_total",
 			Help: "Model names an endpoint reported that were not kept: invalid, overlong, repeated (listed again in the same answer), or beyond the per-endpoint bound.",
 		}, []string{"endpoint"}),
+		fields: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kvroute_models_card_fields_dropped_total",
+			Help: "Members of a kept model's /v1/models card left out (the gateway lists them as null): an owned_by or root that is not a string, over 1024 bytes or not printable UTF-8, a max_model_len that is not a positive integer.",
+		}, []string{"endpoint"}),
 		served: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kvroute_models_served",
 			Help: "Models an endpoint serves, as last read from its /v1/models.",
@@ -67,6 +72,9 @@ func newPollMetrics(reg prometheus.Registerer) (*pollMetrics, error) {
 	if m.dropped, err = register(reg, m.dropped); err != nil {
 		return nil, err
 	}
+	if m.fields, err = register(reg, m.fields); err != nil {
+		return nil, err
+	}
 	if m.served, err = register(reg, m.served); err != nil {
 		return nil, err
 	}
@@ -79,6 +87,7 @@ func (m *pollMetrics) forget(id string) {
 	m.polls.DeletePartialMatch(l)
 	m.failures.DeletePartialMatch(l)
 	m.dropped.DeletePartialMatch(l)
+	m.fields.DeletePartialMatch(l)
 	m.served.DeletePartialMatch(l)
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"math"
 	"net/http"
 	"slices"
 	"sync"
@@ -35,6 +36,14 @@ import (
 // request of its base model; a parent that names no model of the answer is
 // ignored (the name is kept as a model of its own).
 //
+// The poller also keeps, for each name kept, the rest of its card as the
+// engine gave it (Card: owned_by, root, max_model_len), which a gateway's
+// own GET /v1/models relays (Registry.Cards). A member that is not a
+// string (an integer for max_model_len), is over MaxCardFieldBytes, not
+// printable UTF-8 or (max_model_len) not positive is left out of the card
+// (unknown, null in the gateway's list) and counted in
+// kvroute_models_card_fields_dropped_total; the name is kept.
+//
 // One goroutine, started by NewPoller and ended by Close, runs the polls;
 // it owns nothing but reads and writes the endpoint table under mu.
 type Poller struct {
@@ -50,6 +59,7 @@ type Poller struct {
 	urls    map[string]string            // endpoint ID → base URL, as last given
 	models  map[string][]string          // endpoint ID → its last good answer
 	parents map[string]map[string]string // endpoint ID → adapter → base model, of that answer (absent: none)
+	cards   map[string][]Card            // endpoint ID → the cards of that answer's names, in its order
 
 	kick   chan struct{} // a new endpoint: poll now
 	ctx    context.Context
@@ -75,7 +85,7 @@ func NewPoller(cfg PollConfig, opts Options) (*Poller, error) {
 		client = &http.Client{Transport: owned, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
 	p := &Poller{cfg: cfg, client: client, owned: owned, clock: opts.Clk(), log: opts.Log(), met: m, onChange: opts.OnChange,
-		urls: map[string]string{}, models: map[string][]string{}, parents: map[string]map[string]string{}, kick: make(chan struct{}, 1), done: make(chan struct{})}
+		urls: map[string]string{}, models: map[string][]string{}, parents: map[string]map[string]string{}, cards: map[string][]Card{}, kick: make(chan struct{}, 1), done: make(chan struct{})}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	go p.run()
 	return p, nil
@@ -97,6 +107,7 @@ func (p *Poller) SetEndpoints(eps []kvroute.Endpoint) {
 		if _, ok := next[id]; !ok {
 			delete(p.models, id)
 			delete(p.parents, id)
+			delete(p.cards, id)
 			p.met.forget(id)
 		}
 	}
@@ -129,20 +140,39 @@ func (p *Poller) Parent(id, model string) (string, bool) {
 	return base, ok
 }
 
-// parentIn returns the base model of which model is a LoRA adapter at the
-// first endpoint of eps whose last good answer says so, under one lock.
+// parentIn returns the base model of which model is a LoRA adapter at an
+// endpoint of eps whose last good answer says so, under one lock: the
+// least base name such answers give, so that the answer does not depend on
+// the order of eps when two engines disagree.
 func (p *Poller) parentIn(eps []kvroute.Endpoint, model string) (string, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.parents) == 0 {
 		return "", false
 	}
+	least, found := "", false
 	for i := range eps {
-		if base, ok := p.parents[eps[i].ID][model]; ok {
-			return base, true
+		if base, ok := p.parents[eps[i].ID][model]; ok && (!found || base < least) {
+			least, found = base, true
 		}
 	}
-	return "", false
+	return least, found
+}
+
+// cardsOf returns, for each model of names, the cards the endpoints ids
+// (in that order) last gave it.
+func (p *Poller) cardsOf(ids []string, names []string) map[string][]Card {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[string][]Card{}
+	for _, id := range ids {
+		for _, c := range p.cards[id] {
+			if slices.Contains(names, c.ID) {
+				out[c.ID] = append(out[c.ID], c)
+			}
+		}
+	}
+	return out
 }
 
 // Close stops the poller and waits for its goroutine. It is idempotent.
@@ -192,16 +222,13 @@ func (p *Poller) PollOnce(ctx context.Context) bool {
 			return changed
 		}
 		cards, reason := p.fetch(ctx, urls[id])
-		var (
-			ms      []string
-			parents map[string]string
-			dropped int
-		)
+		var c cleaned
 		if reason == "" {
-			if ms, parents, dropped = p.clean(cards); len(ms) == 0 {
+			if c = p.clean(cards); len(c.names) == 0 {
 				reason = failDecode // no name to keep: no good answer
 			}
 		}
+		ms, parents := c.names, c.parents
 		failed := reason != "" && ctx.Err() == nil // a call cut short by Close is no failure
 		// The endpoint's series are written under mu, as SetEndpoints
 		// forgets them: an endpoint removed meanwhile gets none back.
@@ -210,8 +237,11 @@ func (p *Poller) PollOnce(ctx context.Context) bool {
 			p.mu.Unlock()
 			continue
 		}
-		if dropped > 0 {
-			p.met.dropped.WithLabelValues(id).Add(float64(dropped))
+		if c.dropped > 0 {
+			p.met.dropped.WithLabelValues(id).Add(float64(c.dropped))
+		}
+		if c.fieldsDropped > 0 {
+			p.met.fields.WithLabelValues(id).Add(float64(c.fieldsDropped))
 		}
 		if reason != "" {
 			if failed {
@@ -233,6 +263,7 @@ func (p *Poller) PollOnce(ctx context.Context) bool {
 			}
 			changed = true
 		}
+		p.cards[id] = c.cards // no change of routing: read when a list is asked for
 		p.met.polls.WithLabelValues(id).Inc()
 		p.met.served.WithLabelValues(id).Set(float64(len(ms)))
 		p.mu.Unlock()
@@ -242,10 +273,33 @@ func (p *Poller) PollOnce(ctx context.Context) bool {
 
 // modelCard is the part of one entry of an OpenAI model list the poller
 // reads: vLLM's ModelCard sets parent on a LoRA adapter's (its base
-// model's served name) and leaves it null on a base model's.
+// model's served name) and leaves it null on a base model's. The members
+// the poller only relays are read raw, so that one of another type costs
+// that member only, not the answer.
 type modelCard struct {
-	ID     string `json:"id"`
-	Parent string `json:"parent"`
+	ID          string          `json:"id"`
+	Parent      string          `json:"parent"`
+	OwnedBy     json.RawMessage `json:"owned_by"`
+	Root        json.RawMessage `json:"root"`
+	MaxModelLen json.RawMessage `json:"max_model_len"`
+}
+
+// Card is what an engine's /v1/models said of one model it lists: the
+// members of vLLM's ModelCard (vllm/entrypoints/openai protocol) that a
+// gateway's own list relays. A zero member is unknown (null in the list).
+type Card struct {
+	// ID is the model's served name.
+	ID string
+	// OwnedBy is the card's owned_by ("vllm" for vLLM).
+	OwnedBy string
+	// Root is the card's root: a base model's path, an adapter's
+	// lora_path.
+	Root string
+	// Parent is an adapter's base model ("" for a base model).
+	Parent string
+	// MaxModelLen is the card's max_model_len (vLLM gives it on its base
+	// models' cards only).
+	MaxModelLen int
 }
 
 // modelList is the part of an OpenAI model list the poller reads.
@@ -284,32 +338,80 @@ func (p *Poller) fetch(ctx context.Context, base string) ([]modelCard, string) {
 	return l.Data, ""
 }
 
+// cleaned is what clean keeps of one answer.
+type cleaned struct {
+	names         []string          // the names kept, in the engine's order
+	parents       map[string]string // the adapters among them → their base model (nil for none)
+	cards         []Card            // one per name kept, in the same order
+	dropped       int               // names left out
+	fieldsDropped int               // members of kept names' cards left out
+}
+
 // clean keeps the valid, distinct names up to MaxModels, in the engine's
 // order (vLLM lists its base model first: Endpoint.Models' first name is
-// the model its events default to), and returns how many it left out, and
-// the adapters among the names kept: each whose parent is another name
-// kept, mapped to it (nil for none).
-func (p *Poller) clean(cards []modelCard) ([]string, map[string]string, int) {
-	out := make([]string, 0, len(cards))
-	dropped := 0
+// the model its events default to), and returns how many it left out, the
+// adapters among the names kept (each whose parent is another name kept,
+// mapped to it) and each kept name's card.
+func (p *Poller) clean(cards []modelCard) cleaned {
+	c := cleaned{names: make([]string, 0, len(cards))}
 	kept := make([]bool, len(cards))
-	for i, c := range cards {
-		if checkName(c.ID) != nil || slices.Contains(out, c.ID) || len(out) == p.cfg.MaxModels {
-			dropped++
+	for i, mc := range cards {
+		if checkName(mc.ID) != nil || slices.Contains(c.names, mc.ID) || len(c.names) == p.cfg.MaxModels {
+			c.dropped++
 			continue
 		}
-		out = append(out, c.ID)
+		c.names = append(c.names, mc.ID)
 		kept[i] = true
 	}
-	var parents map[string]string
-	for i, c := range cards {
-		if !kept[i] || c.Parent == "" || c.Parent == c.ID || !slices.Contains(out, c.Parent) {
+	c.cards = make([]Card, 0, len(c.names))
+	for i, mc := range cards {
+		if !kept[i] {
 			continue
 		}
-		if parents == nil {
-			parents = map[string]string{}
+		card := Card{ID: mc.ID}
+		var bad int
+		card.OwnedBy, bad = cardText(mc.OwnedBy)
+		c.fieldsDropped += bad
+		card.Root, bad = cardText(mc.Root)
+		c.fieldsDropped += bad
+		card.MaxModelLen, bad = cardLen(mc.MaxModelLen)
+		c.fieldsDropped += bad
+		if mc.Parent != "" && mc.Parent != mc.ID && slices.Contains(c.names, mc.Parent) {
+			if c.parents == nil {
+				c.parents = map[string]string{}
+			}
+			c.parents[mc.ID] = mc.Parent
+			card.Parent = mc.Parent
 		}
-		parents[c.ID] = c.Parent
+		c.cards = append(c.cards, card)
 	}
-	return out, parents, dropped
+	return c
+}
+
+// cardText reads a card's string member: "" and 0 when absent or null, ""
+// and 1 (left out) when not a string, over MaxCardFieldBytes or not
+// printable UTF-8.
+func cardText(raw json.RawMessage) (string, int) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", 0
+	}
+	var v string
+	if err := json.Unmarshal(raw, &v); err != nil || len(v) > MaxCardFieldBytes || !printable(v) {
+		return "", 1
+	}
+	return v, 0
+}
+
+// cardLen reads a card's max_model_len: 0 and 0 when absent or null, 0
+// and 1 (left out) when not a positive integer that fits an int32 (vLLM's
+// lengths do).
+func cardLen(raw json.RawMessage) (int, int) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return 0, 0
+	}
+	var v int64
+	if err := json.Unmarshal(raw, &v); err != nil || v <= 0 || v > math.MaxInt32 {
+		return 0, 1
+	}
+	return int(v), 0
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -356,4 +357,63 @@ func TestNamesDroppedHelpNamesEveryReason(t *testing.T) {
 	for _, reason := range []string{"invalid", "overlong", "repeated", "beyond the per-endpoint bound"} {
 		require.Contains(t, d, reason)
 	}
+}
+
+// The poller keeps each kept name's card as its engine gave it, and
+// Registry.Cards merges them over the endpoints in endpoint-ID order,
+// whatever the order of the endpoints it is given: owned_by and root the
+// first known, max_model_len the least, parent the routing's (Adapter:
+// Config.Adapters first, then the least base the engines report). A name
+// no engine describes (Served, a rewrite) has its ID and the parent
+// Config.Adapters gives it. A card member of the wrong type, overlong or
+// not printable is left out and counted; its name is kept, and the rest of
+// the answer read.
+func TestRegistryCardsMergeTheEnginesCardsInIDOrder(t *testing.T) {
+	defer leakcheck.Check(t)()
+	reg := prometheus.NewRegistry()
+	r, err := New(Config{Poll: PollConfig{Enabled: true, Interval: time.Hour},
+		Adapters: map[string]string{"typo": "llama"},
+		Rewrites: []Rule{{Model: "alias", Targets: []Target{{Model: "llama"}}}}},
+		Options{Set: telemetry.Set{Registerer: reg, Clock: telemetry.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}})
+	require.NoError(t, err)
+	defer r.Close()
+	a, b := newEngine(t), newEngine(t)
+	defer a.srv.Close()
+	defer b.srv.Close()
+	if b.endpoint().ID < a.endpoint().ID {
+		a, b = b, a
+	}
+	// a (the lesser ID) and b disagree on roots, lengths and sql's base.
+	a.answer(http.StatusOK, `{"object":"list","data":[{"id":"llama","owned_by":"vllm","root":"/m/llama-a","parent":null,"max_model_len":8192,"permission":[{}]},`+
+		`{"id":"sql","owned_by":"vllm","root":"/a/sql-a","parent":"llama","max_model_len":null},`+
+		`{"id":"typo","root":null},{"id":"bad","root":7,"owned_by":"`+strings.Repeat("x", MaxCardFieldBytes+1)+`","max_model_len":-1},`+
+		`{"id":"ctl","root":"a\u0007b","max_model_len":1.5}]}`)
+	b.answer(http.StatusOK, `{"object":"list","data":[{"id":"llama","owned_by":"other","root":"/m/llama-b","max_model_len":4096},`+
+		`{"id":"qwen"},{"id":"sql","root":"/a/sql-b","parent":"qwen"}]}`)
+	eps := []kvroute.Endpoint{b.endpoint(), a.endpoint()} // b first: the merge goes by ID, not by this order
+	r.SetEndpoints(eps)
+	require.Eventually(t, func() bool {
+		_, okA := r.Poller().Models(a.endpoint().ID)
+		_, okB := r.Poller().Models(b.endpoint().ID)
+		return okA && okB
+	}, time.Minute, time.Millisecond)
+	annotated := r.Annotate(eps)
+	want := []Card{
+		{ID: "alias"},
+		{ID: "bad"},
+		{ID: "ctl"},
+		{ID: "llama", OwnedBy: "vllm", Root: "/m/llama-a", MaxModelLen: 4096},
+		{ID: "qwen"},
+		{ID: "sql", OwnedBy: "vllm", Root: "/a/sql-a", Parent: "llama"},
+		{ID: "typo", Parent: "llama"},
+	}
+	require.Equal(t, want, r.Cards(annotated, "llama"))
+	slices.Reverse(annotated)
+	require.Equal(t, want, r.Cards(annotated, "llama"), "the same whatever the endpoints' order")
+	require.Equal(t, 5.0, testutil.ToFloat64(r.Poller().met.fields.WithLabelValues(a.endpoint().ID)),
+		"bad's root, owned_by and max_model_len, ctl's root and max_model_len")
+	require.Zero(t, testutil.ToFloat64(r.Poller().met.fields.WithLabelValues(b.endpoint().ID)))
+	base, ok := r.Adapter(annotated, "sql")
+	require.True(t, ok)
+	require.Equal(t, "llama", base, "the least base the engines give, in either order")
 }

@@ -86,16 +86,62 @@ func (r *Registry) Annotate(eps []kvroute.Endpoint) []kvroute.Endpoint {
 	return out
 }
 
-// Adapter reports whether model is a LoRA adapter at an endpoint of eps
-// that lists it, and of which base model: what that endpoint's /v1/models
-// last said (its "parent"; see Poller). False without a poller, or when no
-// such endpoint's answer gave model a parent: the model is then one of its
-// own.
+// Adapter reports whether model is a LoRA adapter, and of which base
+// model: Config.Adapters' entry for it, else what the /v1/models of an
+// endpoint of eps last said (its "parent"; see Poller; the least base when
+// two disagree). False when neither names a base: the model is then one
+// of its own.
 func (r *Registry) Adapter(eps []kvroute.Endpoint, model string) (base string, ok bool) {
-	if r.poller == nil || model == "" {
+	if model == "" {
+		return "", false
+	}
+	if base, ok := r.cfg.Adapters[model]; ok {
+		return base, true
+	}
+	if r.poller == nil {
 		return "", false
 	}
 	return r.poller.parentIn(eps, model)
+}
+
+// Cards returns what a gateway's GET /v1/models lists, sorted by ID: a
+// card for each name of List(eps, base, table), merged over the cards the
+// endpoints of eps last gave it on their /v1/models, taken in endpoint-ID
+// order so that the merge does not depend on the order of eps: OwnedBy and
+// Root the first known, MaxModelLen the least known (a request that fits
+// it fits every engine serving the model), Parent Adapter's (the base the
+// request is routed as an adapter of). A name no engine described (from
+// Served, a label, a rewrite) has what is known: its ID, and its Parent
+// when Config.Adapters names one.
+func (r *Registry) Cards(eps []kvroute.Endpoint, base string) []Card {
+	names := List(eps, base, r.table)
+	var known map[string][]Card
+	if r.poller != nil {
+		ids := make([]string, len(eps))
+		for i := range eps {
+			ids[i] = eps[i].ID
+		}
+		slices.Sort(ids)
+		known = r.poller.cardsOf(slices.Compact(ids), names)
+	}
+	out := make([]Card, 0, len(names))
+	for _, n := range names {
+		c := Card{ID: n}
+		for _, k := range known[n] {
+			if c.OwnedBy == "" {
+				c.OwnedBy = k.OwnedBy
+			}
+			if c.Root == "" {
+				c.Root = k.Root
+			}
+			if k.MaxModelLen > 0 && (c.MaxModelLen == 0 || k.MaxModelLen < c.MaxModelLen) {
+				c.MaxModelLen = k.MaxModelLen
+			}
+		}
+		c.Parent, _ = r.Adapter(eps, n)
+		out = append(out, c)
+	}
+	return out
 }
 
 // Close stops the poller.

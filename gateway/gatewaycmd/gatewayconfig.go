@@ -75,8 +75,8 @@ type gatewayConfig struct {
 	// Models is gateway.ServerConfig.Models: present (even as {}) serves
 	// several models behind the one router (each endpoint's served models
 	// from models.served, the endpoint label models.label, or the engines'
-	// /v1/models with models.poll; the rewrite table models.rewrites). Its
-	// keys are models.Config's.
+	// /v1/models with models.poll; adapters' base models models.adapters;
+	// the rewrite table models.rewrites). Its keys are models.Config's.
 	Models *models.Config `json:"models"`
 	// Approximate is gateway.ServerConfig.Approximate: the approximate
 	// prefix index of endpoints whose KV events are not live. Its keys are
