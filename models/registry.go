@@ -1,6 +1,7 @@
 package models
 
 import (
+	"maps"
 	"slices"
 	"strings"
 
@@ -25,6 +26,13 @@ func New(cfg Config, opts Options) (*Registry, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
+	// Read on every request: the Registry's own copies, which a caller's
+	// later change to its maps does not reach.
+	served := make(map[string][]string, len(cfg.Served))
+	for id, ms := range cfg.Served {
+		served[id] = slices.Clone(ms)
+	}
+	cfg.Served, cfg.Adapters = served, maps.Clone(cfg.Adapters)
 	t, err := NewTable(cfg.Rewrites, opts)
 	if err != nil {
 		return nil, err

@@ -51,3 +51,27 @@ func TestListOffersOnlyRewritesWithAServedTarget(t *testing.T) {
 	require.Equal(t, []string{"base", "llama"}, List(eps, "base", nil))
 	require.Empty(t, List(nil, "base", tb))
 }
+
+// A Registry keeps its own copy of the configuration's maps: a caller that
+// changes its Served or Adapters after New (the gateway hands its
+// configuration on, and the status page reads it) changes nothing the
+// Registry routes by, and races with no request. It used to read the
+// caller's maps on every request.
+func TestRegistryKeepsItsOwnCopyOfTheConfiguration(t *testing.T) {
+	cfg := Config{Served: map[string][]string{"10.0.0.1:8000": {"llama", "sql"}}, Adapters: map[string]string{"sql": "llama"}}
+	r, err := New(cfg, Options{})
+	require.NoError(t, err)
+	defer r.Close()
+	cfg.Served["10.0.0.1:8000"][1] = "chat"
+	cfg.Served["10.0.0.2:8000"] = []string{"qwen"}
+	cfg.Adapters["sql"] = "qwen"
+	cfg.Adapters["llama"] = "x"
+	eps := r.Annotate([]kvroute.Endpoint{{ID: "10.0.0.1:8000"}, {ID: "10.0.0.2:8000"}})
+	require.Equal(t, []string{"llama", "sql"}, eps[0].Models)
+	require.Empty(t, eps[1].Models)
+	base, ok := r.Adapter(eps, "sql")
+	require.True(t, ok)
+	require.Equal(t, "llama", base)
+	_, ok = r.Adapter(eps, "llama")
+	require.False(t, ok)
+}
