@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"container/heap"
 	"time"
 
 	"github.com/kvroute/kvroute/kvevents"
@@ -18,8 +17,7 @@ import (
 type eventPath struct {
 	delay        time.Duration
 	ids          []string
-	queue        deliveryQueue
-	seq          int
+	queue        timeQueue[delivery]
 	enc          wire.Batch
 	dec          *wire.Decoder
 	batch        wire.Batch
@@ -38,28 +36,8 @@ type eventSub struct {
 
 // delivery is one encoded batch in flight to the router.
 type delivery struct {
-	at       time.Time
-	seq      int
 	endpoint int
 	payload  []byte
-}
-
-type deliveryQueue []delivery
-
-func (q deliveryQueue) Len() int { return len(q) }
-func (q deliveryQueue) Less(i, j int) bool {
-	if !q[i].at.Equal(q[j].at) {
-		return q[i].at.Before(q[j].at)
-	}
-	return q[i].seq < q[j].seq
-}
-func (q deliveryQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *deliveryQueue) Push(x any)   { *q = append(*q, x.(delivery)) }
-func (q *deliveryQueue) Pop() any {
-	old := *q
-	d := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return d
 }
 
 // publish encodes one engine batch and schedules its delivery.
@@ -69,22 +47,21 @@ func (p *eventPath) publish(endpoint int, b simengine.EventBatch) {
 		toWire(&p.enc, &b.Events[i])
 	}
 	payload := wire.AppendBatch(nil, &p.enc, wire.FormatVLLM)
-	p.seq++
-	heap.Push(&p.queue, delivery{at: b.Time.Add(p.delay), seq: p.seq, endpoint: endpoint, payload: payload})
+	p.queue.push(b.Time.Add(p.delay), delivery{endpoint: endpoint, payload: payload})
 }
 
 // next returns the time of the next delivery.
 func (p *eventPath) next() (time.Time, bool) {
-	if len(p.queue) == 0 {
-		return time.Time{}, false
-	}
-	return p.queue[0].at, true
+	return p.queue.next()
 }
 
 // deliver applies every batch due at or before now, in order.
 func (p *eventPath) deliver(now time.Time) {
-	for len(p.queue) > 0 && !p.queue[0].at.After(now) {
-		d := heap.Pop(&p.queue).(delivery)
+	for {
+		d, ok := p.queue.popDue(now)
+		if !ok {
+			return
+		}
 		if err := p.dec.Decode(d.payload, &p.batch); err != nil {
 			p.decodeErrors++
 			continue
