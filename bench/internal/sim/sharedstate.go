@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"container/heap"
 	"context"
 	"fmt"
 	"sort"
@@ -283,8 +282,7 @@ type virtualRedis struct {
 	rtt      time.Duration
 	keys     map[string][]version
 	members  map[string]map[string][]version
-	queue    messageQueue
-	seq      int
+	queue    timeQueue[[]byte] // published messages in flight to the subscribers
 	commands int
 }
 
@@ -388,24 +386,20 @@ func (s *virtualRedis) Leave(_ context.Context, key, set, id string) error {
 
 func (s *virtualRedis) Publish(_ context.Context, _ string, msg []byte) error {
 	s.commands++
-	s.seq++
-	heap.Push(&s.queue, message{at: s.now().Add(s.rtt), seq: s.seq, data: append([]byte(nil), msg...)})
+	s.queue.push(s.now().Add(s.rtt), append([]byte(nil), msg...))
 	return nil
 }
 
 // nextDelivery is when the next published message reaches the subscribers.
 func (s *virtualRedis) nextDelivery() (time.Time, bool) {
-	if len(s.queue) == 0 {
-		return time.Time{}, false
-	}
-	return s.queue[0].at, true
+	return s.queue.next()
 }
 
 // deliver returns the messages due by now, in publish order.
 func (s *virtualRedis) deliver(now time.Time) [][]byte {
 	var out [][]byte
-	for len(s.queue) > 0 && !s.queue[0].at.After(now) {
-		out = append(out, heap.Pop(&s.queue).(message).data)
+	for m, ok := s.queue.popDue(now); ok; m, ok = s.queue.popDue(now) {
+		out = append(out, m)
 	}
 	return out
 }
@@ -414,33 +408,9 @@ func (s *virtualRedis) deliver(now time.Time) [][]byte {
 // tests' ideal sharing).
 func (s *virtualRedis) deliverAll() [][]byte {
 	var out [][]byte
-	for len(s.queue) > 0 {
-		out = append(out, heap.Pop(&s.queue).(message).data)
+	for s.queue.Len() > 0 {
+		_, m := s.queue.pop()
+		out = append(out, m)
 	}
 	return out
-}
-
-// message is a published decision message in flight to the subscribers.
-type message struct {
-	at   time.Time
-	seq  int
-	data []byte
-}
-
-type messageQueue []message
-
-func (q messageQueue) Len() int { return len(q) }
-func (q messageQueue) Less(i, j int) bool {
-	if !q[i].at.Equal(q[j].at) {
-		return q[i].at.Before(q[j].at)
-	}
-	return q[i].seq < q[j].seq
-}
-func (q messageQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *messageQueue) Push(x any)   { *q = append(*q, x.(message)) }
-func (q *messageQueue) Pop() any {
-	old := *q
-	m := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return m
 }
