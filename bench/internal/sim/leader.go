@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"container/heap"
 	"time"
 )
 
@@ -42,32 +41,5 @@ func (r *run) reportChange(rq *request, apply func()) {
 // after runs fn d from now, in the loop's pass for that time before the
 // arrivals due then.
 func (r *run) after(d time.Duration, fn func()) {
-	r.seq++
-	heap.Push(&r.later, laterFn{at: r.now.Add(d), seq: r.seq, fn: fn})
-}
-
-// laterFn is a callback due at a virtual time; seq orders equal times.
-type laterFn struct {
-	at  time.Time
-	seq int
-	fn  func()
-}
-
-// laterQueue orders callbacks by time, then by the order they were queued.
-type laterQueue []laterFn
-
-func (q laterQueue) Len() int { return len(q) }
-func (q laterQueue) Less(i, j int) bool {
-	if !q[i].at.Equal(q[j].at) {
-		return q[i].at.Before(q[j].at)
-	}
-	return q[i].seq < q[j].seq
-}
-func (q laterQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *laterQueue) Push(x any)   { *q = append(*q, x.(laterFn)) }
-func (q *laterQueue) Pop() any {
-	old := *q
-	a := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return a
+	r.later.push(r.now.Add(d), fn)
 }

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"container/heap"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -112,14 +111,13 @@ type run struct {
 	rts     []router   // one per gateway replica
 	events  *eventPath // event-fed policies only
 	audit   *missAudit // the fleet's caches as they are, for Result.Misses
-	pending arrivalQueue
+	pending timeQueue[arrival]
 	reqs    []*request
-	seq     int
-	gateway *rand.Rand   // spreads requests over gateway replicas
-	turn    int          // the next replica with RoundRobinReplicas
-	later   laterQueue   // SharedState.LeaderRTT: load changes on their way to the leader (leader.go)
-	shared  *sharedPool  // Config.SharedState (sharedstate.go)
-	diag    *diagnostics // tests only: shared tie-break source, instant sharing, pick trace (diag.go)
+	gateway *rand.Rand        // spreads requests over gateway replicas
+	turn    int               // the next replica with RoundRobinReplicas
+	later   timeQueue[func()] // SharedState.LeaderRTT: load changes on their way to the leader (leader.go)
+	shared  *sharedPool       // Config.SharedState (sharedstate.go)
+	diag    *diagnostics      // tests only: shared tie-break source, instant sharing, pick trace (diag.go)
 
 	oracleSeen    map[kvindex.Key]struct{}
 	oracleHits    int64
@@ -334,9 +332,7 @@ func (r *run) teardown() {
 }
 
 func (r *run) push(a arrival) {
-	r.seq++
-	a.seq = r.seq
-	heap.Push(&r.pending, a)
+	r.pending.push(a.at, a)
 }
 
 // loop advances the virtual clock from event to event: KV-event deliveries
@@ -376,11 +372,11 @@ func (r *run) loop() error {
 				e.AdvanceTo(r.now)
 			}
 		}
-		for len(r.later) > 0 && !r.later[0].at.After(r.now) {
-			heap.Pop(&r.later).(laterFn).fn()
+		for fn, ok := r.later.popDue(r.now); ok; fn, ok = r.later.popDue(r.now) {
+			fn()
 		}
-		for len(r.pending) > 0 && !r.pending[0].at.After(r.now) {
-			if err := r.arrive(heap.Pop(&r.pending).(arrival)); err != nil {
+		for a, ok := r.pending.popDue(r.now); ok; a, ok = r.pending.popDue(r.now) {
+			if err := r.arrive(a); err != nil {
 				return err
 			}
 		}
@@ -406,11 +402,11 @@ func (r *run) nextTime() (time.Time, bool) {
 			consider(t)
 		}
 	}
-	if len(r.pending) > 0 {
-		consider(r.pending[0].at)
+	if t, ok := r.pending.next(); ok {
+		consider(t)
 	}
-	if len(r.later) > 0 {
-		consider(r.later[0].at)
+	if t, ok := r.later.next(); ok {
+		consider(t)
 	}
 	if r.shared != nil { // its periodic ticks only while other work remains
 		if t, ok := r.shared.next(found); ok {
@@ -547,23 +543,4 @@ func (r *run) oracle(prompt []uint32) int32 {
 		r.oracleSeen[k] = struct{}{}
 	}
 	return id
-}
-
-// arrivalQueue orders pending arrivals by time, then by push order.
-type arrivalQueue []arrival
-
-func (q arrivalQueue) Len() int { return len(q) }
-func (q arrivalQueue) Less(i, j int) bool {
-	if !q[i].at.Equal(q[j].at) {
-		return q[i].at.Before(q[j].at)
-	}
-	return q[i].seq < q[j].seq
-}
-func (q arrivalQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *arrivalQueue) Push(x any)   { *q = append(*q, x.(arrival)) }
-func (q *arrivalQueue) Pop() any {
-	old := *q
-	a := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return a
 }

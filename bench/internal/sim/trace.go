@@ -17,7 +17,6 @@ const (
 // arrival is one request waiting to arrive.
 type arrival struct {
 	at      time.Time
-	seq     int // tie-break: arrival order
 	prompt  []uint32
 	session int // MultiTurn: the session; -1 otherwise
 	turn    int
@@ -78,7 +77,7 @@ func newTrace(cfg Config, start time.Time) *trace {
 			}
 			p := make([]uint32, 0, w.ContextTokens+w.QuestionTokens)
 			p = append(append(p, contexts[g]...), questions[g*w.Users+u]...)
-			t.open = append(t.open, arrival{at: at, seq: i, prompt: p, session: -1})
+			t.open = append(t.open, arrival{at: at, prompt: p, session: -1})
 		}
 	case MultiTurn:
 		systems := make([][]uint32, w.SystemPrompts)
@@ -98,14 +97,14 @@ func newTrace(cfg Config, start time.Time) *trace {
 			sys := systems[s%len(systems)]
 			p := make([]uint32, 0, w.SystemTokens+w.UserTokens)
 			p = append(append(p, sys...), t.users[s][0]...)
-			t.open = append(t.open, arrival{at: at, seq: s, prompt: p, session: s})
+			t.open = append(t.open, arrival{at: at, prompt: p, session: s})
 		}
 	case Trace:
 		t.open = traceArrivals(w.Trace, rate, start)
 	case NoReuse:
 		for i := 0; i < w.Requests; i++ {
 			at = at.Add(gap(rate))
-			t.open = append(t.open, arrival{at: at, seq: i, prompt: randTokens(content, w.PromptTokens), session: -1})
+			t.open = append(t.open, arrival{at: at, prompt: randTokens(content, w.PromptTokens), session: -1})
 		}
 	}
 	return t

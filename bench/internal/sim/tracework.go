@@ -99,7 +99,7 @@ func traceArrivals(d *TraceData, rate float64, start time.Time) []arrival {
 	out := make([]arrival, len(rs))
 	for i, r := range rs {
 		off := time.Duration(float64(r.Timestamp-t0) * scale * float64(time.Millisecond))
-		out[i] = arrival{at: start.Add(off), seq: i, session: -1, trace: i, outputTokens: r.OutputLength}
+		out[i] = arrival{at: start.Add(off), session: -1, trace: i, outputTokens: r.OutputLength}
 	}
 	return out
 }
