@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"container/heap"
 	"fmt"
 	"time"
 
@@ -57,8 +56,7 @@ type pdRun struct {
 	events  *eventPath
 	rt      pdRouter
 	next    int // next unit of tr
-	turns   pdTurns
-	seq     int
+	turns   timeQueue[pdTurn]
 	notes   []pdNote
 	reqs    []*pdReq
 }
@@ -221,8 +219,8 @@ func (r *pdRun) nextTime() (time.Time, bool) {
 	if r.next < len(r.tr.units) {
 		consider(r.tr.units[r.next].at, true)
 	}
-	if len(r.turns) > 0 {
-		consider(r.turns[0].at, true)
+	if t, ok := r.turns.next(); ok {
+		consider(t, true)
 	}
 	return next, found
 }
@@ -234,9 +232,9 @@ func (r *pdRun) due() *pdReq {
 	if r.next < len(r.tr.units) && !r.tr.units[r.next].at.After(r.now) {
 		unit = &r.tr.units[r.next]
 	}
-	if len(r.turns) > 0 && !r.turns[0].at.After(r.now) && (unit == nil || !unit.at.Before(r.turns[0].at)) {
-		t := heap.Pop(&r.turns).(pdTurn)
-		return r.request(t.session, t.turn, t.at)
+	if at, ok := r.turns.next(); ok && !at.After(r.now) && (unit == nil || !unit.at.Before(at)) {
+		at, t := r.turns.pop()
+		return r.request(t.session, t.turn, at)
 	}
 	if unit == nil {
 		return nil
@@ -309,35 +307,14 @@ func (r *pdRun) handle() error {
 			rq.finish = n.at
 			r.rt.done(rq)
 			if rq.session >= 0 && rq.turn+1 < r.cfg.Workload.Turns {
-				r.seq++
-				heap.Push(&r.turns, pdTurn{at: n.at.Add(r.tr.think[rq.session][rq.turn]), seq: r.seq, session: rq.session, turn: rq.turn + 1})
+				r.turns.push(n.at.Add(r.tr.think[rq.session][rq.turn]), pdTurn{session: rq.session, turn: rq.turn + 1})
 			}
 		}
 	}
 	return nil
 }
 
-// pdTurn is a session's next turn, due at at.
+// pdTurn is a session's next turn, queued for the time it is due.
 type pdTurn struct {
-	at            time.Time
-	seq           int
 	session, turn int
-}
-
-type pdTurns []pdTurn
-
-func (q pdTurns) Len() int { return len(q) }
-func (q pdTurns) Less(i, j int) bool {
-	if !q[i].at.Equal(q[j].at) {
-		return q[i].at.Before(q[j].at)
-	}
-	return q[i].seq < q[j].seq
-}
-func (q pdTurns) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *pdTurns) Push(x any)   { *q = append(*q, x.(pdTurn)) }
-func (q *pdTurns) Pop() any {
-	old := *q
-	t := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return t
 }
