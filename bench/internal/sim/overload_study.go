@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sync"
 )
 
 // OverloadLoads are the study's loads, as multiples of the measured
@@ -69,24 +68,19 @@ func RunOverloadStudy(oc OverloadConfig, loads []float64, policies []OverloadPol
 		oc.Capacity = c
 	}
 	st := OverloadStudy{Config: oc, Loads: loads, Policies: policies, Results: make([]OverloadResult, len(loads)*len(policies))}
-	sem := make(chan struct{}, max(parallel, 1))
-	errs := make([]error, len(st.Results))
-	var wg sync.WaitGroup
+	runs := make([]func() error, 0, len(st.Results))
 	for li, l := range loads {
 		for pi, p := range policies {
-			wg.Add(1)
-			go func(k int, c OverloadConfig, p OverloadPolicy) {
-				defer wg.Done()
-				sem <- struct{}{}
-				defer func() { <-sem }()
-				st.Results[k], errs[k] = RunOverload(c, p)
-			}(li*len(policies)+pi, withLoad(oc, l), p)
+			k, c := li*len(policies)+pi, withLoad(oc, l)
+			runs = append(runs, func() (err error) {
+				st.Results[k], err = RunOverload(c, p)
+				return err
+			})
 		}
 	}
 	if slices.Contains(policies, OverloadAdmission) && len(loads) > 0 {
 		hi := slices.Max(loads)
 		st.Headroom = make([]HeadroomRow, 1+len(HeadroomSweep))
-		errs = append(errs, make([]error, len(st.Headroom))...)
 		for i := range st.Headroom {
 			c := withLoad(oc, hi)
 			row := HeadroomRow{Gate: i > 0}
@@ -97,34 +91,23 @@ func RunOverloadStudy(oc OverloadConfig, loads []float64, policies []OverloadPol
 				c.Admission.Headroom.MaxKVCache = row.MaxKVCache
 			}
 			st.Headroom[i] = row
-			wg.Add(1)
-			go func(i, k int, c OverloadConfig) {
-				defer wg.Done()
-				sem <- struct{}{}
-				defer func() { <-sem }()
-				st.Headroom[i].Result, errs[k] = RunOverload(c, OverloadAdmission)
-			}(i, len(st.Results)+i, c)
+			runs = append(runs, func() (err error) {
+				st.Headroom[i].Result, err = RunOverload(c, OverloadAdmission)
+				return err
+			})
 		}
 	}
 	if slices.Contains(policies, OverloadAdmission) && len(loads) > 0 {
 		c := withLoad(oc, slices.Max(loads))
 		c.Workload.InteractiveFraction = ContentionInteractiveFraction
 		st.Contention = &OverloadResult{}
-		k := len(errs)
-		errs = append(errs, nil)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			*st.Contention, errs[k] = RunOverload(c, OverloadAdmission)
-		}()
+		runs = append(runs, func() (err error) {
+			*st.Contention, err = RunOverload(c, OverloadAdmission)
+			return err
+		})
 	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return OverloadStudy{}, err
-		}
+	if err := runAll(parallel, runs); err != nil {
+		return OverloadStudy{}, err
 	}
 	st.Targets = st.check()
 	return st, nil

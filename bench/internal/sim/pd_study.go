@@ -1,9 +1,6 @@
 package sim
 
-import (
-	"fmt"
-	"sync"
-)
+import "fmt"
 
 // PDStudy is the P/D study's grid of runs and its target checks.
 type PDStudy struct {
@@ -31,25 +28,18 @@ func RunPDStudy(c PDConfig, loads []float64, policies []PDPolicy, parallel int) 
 		c.Capacity = cp
 	}
 	st := PDStudy{Config: c, Loads: loads, Policies: policies, Results: make([]PDResult, len(loads)*len(policies))}
-	sem := make(chan struct{}, max(parallel, 1))
-	errs := make([]error, len(st.Results))
-	var wg sync.WaitGroup
+	runs := make([]func() error, 0, len(st.Results))
 	for li, l := range loads {
 		for pi, p := range policies {
-			wg.Add(1)
-			go func(k int, c PDConfig, p PDPolicy) {
-				defer wg.Done()
-				sem <- struct{}{}
-				defer func() { <-sem }()
-				st.Results[k], errs[k] = RunPD(c, p)
-			}(li*len(policies)+pi, withPDLoad(c, l), p)
+			k, lc := li*len(policies)+pi, withPDLoad(c, l)
+			runs = append(runs, func() (err error) {
+				st.Results[k], err = RunPD(lc, p)
+				return err
+			})
 		}
 	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return PDStudy{}, err
-		}
+	if err := runAll(parallel, runs); err != nil {
+		return PDStudy{}, err
 	}
 	st.Targets = st.check()
 	return st, nil

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -91,11 +90,8 @@ func RunPDSweep(c PDConfig, loads []float64, variants []PDVariant, parallel int)
 			}
 		}
 	}
-	res := make(map[key]PDResult, len(keys))
-	var mu sync.Mutex
-	sem := make(chan struct{}, max(parallel, 1))
-	errs := make([]error, len(keys))
-	var wg sync.WaitGroup
+	got := make([]PDResult, len(keys))
+	runs := make([]func() error, 0, len(keys))
 	for i, k := range keys {
 		cc := c
 		cc.Load = k.load
@@ -105,22 +101,17 @@ func RunPDSweep(c PDConfig, loads []float64, variants []PDVariant, parallel int)
 		}
 		cc.Decider.NonCachedTokens, cc.Decider.MaxPrefillQueueTokens, cc.Decider.CostRule = k.v.NonCachedTokens, k.v.MaxPrefillQueueTokens, !k.v.NoCostRule
 		cc.Decider.DecodeStallWeight, cc.Decider.BelowThresholdStallWeight = k.v.DecodeStallWeight, k.v.BelowThresholdStallWeight
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			r, err := RunPD(cc, k.p)
-			mu.Lock()
-			res[k], errs[i] = r, err
-			mu.Unlock()
-		}()
+		runs = append(runs, func() (err error) {
+			got[i], err = RunPD(cc, k.p)
+			return err
+		})
 	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
-		}
+	if err := runAll(parallel, runs); err != nil {
+		return nil, err
+	}
+	res := make(map[key]PDResult, len(keys))
+	for i, k := range keys {
+		res[k] = got[i]
 	}
 	var rows []PDSweepRow
 	for _, v := range variants {

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"golang.org/x/sync/errgroup"
 )
@@ -51,4 +52,30 @@ func replicaConfig(base Config, load float64, n int, shared *SharedState) Config
 		cfg.SharedState = &s
 	}
 	return cfg
+}
+
+// runAll calls every run, at most parallel at once, waits for all of them
+// and returns the error of the first run (in slice order) that failed; a
+// failure does not stop the others. Results do not depend on parallel: each
+// run is deterministic and writes only its own slot.
+func runAll(parallel int, runs []func() error) error {
+	sem := make(chan struct{}, max(parallel, 1))
+	errs := make([]error, len(runs))
+	var wg sync.WaitGroup
+	for i, run := range runs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			errs[i] = run()
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"sort"
-	"sync"
 	"time"
 )
 
@@ -67,26 +66,18 @@ func RunSessionStudy(base Config, scenarios []SessionScenario, loads []float64, 
 		}
 	}
 	out := make([]SessionResult, len(jobs))
-	errs := make([]error, len(jobs))
-	sem := make(chan struct{}, max(parallel, 1))
-	var wg sync.WaitGroup
+	runs := make([]func() error, len(jobs))
 	for _, j := range jobs {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
+		runs[j.i] = func() error {
 			d := &diagnostics{}
 			res, err := runWith(j.cfg, j.p, d)
-			out[j.i], errs[j.i] = SessionResult{Scenario: j.sc, Result: res, Stickiness: stickiness(d.reqs)}, err
+			out[j.i] = SessionResult{Scenario: j.sc, Result: res, Stickiness: stickiness(d.reqs)}
 			d.reqs, d.picks = nil, nil
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
+			return err
 		}
+	}
+	if err := runAll(parallel, runs); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
