@@ -62,6 +62,17 @@ const (
 	// endpoint with a long prompt queued. The routing simulation's P/D
 	// study runs at this default (bench/results/routesim-pd.md).
 	DefaultBelowThresholdStallWeight = 0.05
+	// DefaultDecodeStallCap bounds the priced stall at four times the
+	// prefill's own time. Uncapped, the stall of tens of running requests
+	// outweighs any prefill queue, so on a fleet with few prefill
+	// endpoints every long prompt is split while their queue grows to tens
+	// of seconds; capped, a long prompt accepts a prefill queue of at most
+	// about four of its own prefills before it prefills on its decode
+	// endpoint. In the routing simulation's P/D study the cap changes no
+	// target row on the stated 6P+2D fleet and cuts the decider's TTFT p90
+	// on 2P+6D and 3P+5D fleets several times (bench/results/routesim-pd.md,
+	// "Sensitivity").
+	DefaultDecodeStallCap = 4.0
 )
 
 // Config configures the Profile (the gateway's "disagg" block).
@@ -142,6 +153,13 @@ type Config struct {
 	// negative turns the extension off (below the threshold nothing is
 	// split, as without the cost rule).
 	BelowThresholdStallWeight float64 `json:"belowThresholdStallWeight"`
+	// DecodeStallCap bounds the stall the cost rule prices, in multiples of
+	// the prefill's own time: the local estimate gains at most
+	// DecodeStallCap × that time, however many requests run on the decode
+	// endpoint (at either weight). It keeps a small prefill pool from
+	// taking every long prompt while its queue grows without bound. 0 means
+	// DefaultDecodeStallCap; negative means no cap.
+	DecodeStallCap float64 `json:"decodeStallCap"`
 }
 
 // ErrInvalidConfig wraps every configuration error.
@@ -170,6 +188,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: decodeStallWeight %v is not a finite number", ErrInvalidConfig, c.DecodeStallWeight)
 	case math.IsNaN(c.BelowThresholdStallWeight) || math.IsInf(c.BelowThresholdStallWeight, 0):
 		return fmt.Errorf("%w: belowThresholdStallWeight %v is not a finite number", ErrInvalidConfig, c.BelowThresholdStallWeight)
+	case math.IsNaN(c.DecodeStallCap) || math.IsInf(c.DecodeStallCap, 0):
+		return fmt.Errorf("%w: decodeStallCap %v is not a finite number", ErrInvalidConfig, c.DecodeStallCap)
 	}
 	return nil
 }
@@ -200,8 +220,9 @@ func (c Config) WithDefaults() Config {
 	if c.TransferTokensPerSecond == 0 {
 		c.TransferTokensPerSecond = DefaultTransferTokensPerSecond
 	}
-	// Negative DecodeStallWeight, TransferLatency and
-	// BelowThresholdStallWeight stay negative (none, off):
+	// Negative DecodeStallWeight, TransferLatency,
+	// BelowThresholdStallWeight and DecodeStallCap stay negative (none,
+	// off):
 	// WithDefaults is idempotent, and the estimates read them as 0.
 	if c.DecodeStallWeight == 0 {
 		c.DecodeStallWeight = DefaultDecodeStallWeight
@@ -211,6 +232,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.BelowThresholdStallWeight == 0 {
 		c.BelowThresholdStallWeight = DefaultBelowThresholdStallWeight
+	}
+	if c.DecodeStallCap == 0 {
+		c.DecodeStallCap = DefaultDecodeStallCap
 	}
 	return c
 }

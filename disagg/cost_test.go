@@ -75,6 +75,37 @@ func TestCostRuleCases(t *testing.T) {
 	require.False(t, c.SplitCheaper(idle), "equal estimates stay local")
 }
 
+// The priced stall is capped at DecodeStallCap times the prefill's own
+// time: a decoder with 40 running requests at weight 1 prices 4 × 819 ms,
+// not 40 ×, so a prefill queue longer than that keeps the prompt local;
+// a negative cap restores the unbounded price, and the config refuses a
+// cap that is not a finite number.
+func TestCostRuleStallCap(t *testing.T) {
+	c := costConfig()
+	c.DecodeStallWeight = 1 // DecodeStallCap 0: the default, 4
+	busy := Estimate{DecodeUncached: 8192, DecodeOpen: 40, PrefillUncached: 8192}
+	// local: 819.2 ms + min(40, 4) × 819.2 ms
+	require.Equal(t, 5*819200*time.Microsecond, c.LocalTTFT(busy))
+	require.True(t, c.SplitCheaper(busy), "an idle prefiller beats the capped stall")
+
+	busy.PrefillQueued = 50_000 // 5 s queued on the prefiller
+	require.False(t, c.SplitCheaper(busy), "a prefill queue longer than four prefills keeps it local")
+
+	c.DecodeStallCap = -1 // no cap: 41 × 819.2 ms
+	require.Equal(t, 41*819200*time.Microsecond, c.LocalTTFT(busy))
+	require.True(t, c.SplitCheaper(busy), "uncapped, 40 running requests outweigh the 5 s queue")
+
+	c.DecodeStallCap = 1
+	require.Equal(t, 2*819200*time.Microsecond, c.LocalTTFT(busy))
+
+	for _, bad := range []float64{math.NaN(), math.Inf(1)} {
+		c.DecodeStallCap = bad
+		require.ErrorIs(t, c.Validate(), ErrInvalidConfig)
+	}
+	_, err := LoadConfig(strings.NewReader(`{"decodeStallCap": 2}`))
+	require.NoError(t, err)
+}
+
 // Through a real Router: with the cost rule on, a long new prompt on an
 // idle fleet stays on its decoder (counted local_faster); once that
 // decoder has a long prompt queued, the next one on it is split to the

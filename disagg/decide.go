@@ -109,12 +109,15 @@ func (c Config) SplitTTFT(e Estimate) time.Duration {
 // decode endpoint: its queue and the request's uncached tokens at
 // PrefillTokensPerSecond, plus the stall priced by DecodeStallWeight: each
 // of its DecodeOpen running requests waits the prefill's own time for its
-// next token.
+// next token, counted at most DecodeStallCap times.
 func (c Config) LocalTTFT(e Estimate) time.Duration {
 	c = c.WithDefaults()
 	own := float64(max(e.DecodeUncached, 0)) / c.PrefillTokensPerSecond
-	return seconds(float64(max(e.DecodeQueued, 0))/c.PrefillTokensPerSecond + own +
-		max(c.DecodeStallWeight, 0)*float64(max(e.DecodeOpen, 0))*own)
+	stall := max(c.DecodeStallWeight, 0) * float64(max(e.DecodeOpen, 0))
+	if c.DecodeStallCap >= 0 {
+		stall = min(stall, c.DecodeStallCap)
+	}
+	return seconds(float64(max(e.DecodeQueued, 0))/c.PrefillTokensPerSecond + own + stall*own)
 }
 
 // SplitCheaper is the cost rule: splitting is estimated faster than

@@ -55,7 +55,7 @@
 //	split = (prefill endpoint's in-flight prompt tokens + its uncached tokens) / T
 //	        + TransferLatency + decode endpoint's uncached tokens / X
 //	local = decode endpoint's in-flight prompt tokens / T
-//	        + its uncached tokens / T × (1 + DecodeStallWeight × its open requests)
+//	        + its uncached tokens / T × (1 + min(DecodeStallWeight × its open requests, DecodeStallCap))
 //
 // The in-flight prompt tokens are the router's load accounting (the
 // prompts each endpoint has yet to compute); the uncached tokens the index
@@ -70,6 +70,14 @@
 // with no prompt queued prefills every long prompt itself (no transfer to
 // pay) — which, in the routing simulation, queues the short follow-up turns
 // that must prefill there behind documents and raises TTFT at every load.
+// The priced stall is capped at Config.DecodeStallCap (default 4) times the
+// prefill's own time: uncapped, tens of running requests outweigh any
+// prefill queue, and on a fleet with few prefill endpoints every long
+// prompt is split while their queue grows to tens of seconds (in the
+// routing simulation's P/D study, a TTFT p90 of 2.5–14 s on two prefill and
+// six decode engines, 0.9–3.4 s with the cap). Capped, a long prompt
+// accepts a prefill queue of about four of its own prefills before it
+// prefills on its decode endpoint.
 // Decisions the rule keeps local are counted with reason local_faster.
 //
 // Below the threshold the rule decides too, with the stall priced at
