@@ -24,6 +24,7 @@ type pdOptions struct {
 	costRule        bool
 	stallWeight     float64
 	belowWeight     float64
+	stallCap        float64
 	dynamoThreshold int
 	dynamoRatio     float64
 }
@@ -42,6 +43,7 @@ func addPDFlags(fs *flag.FlagSet, o *pdOptions) {
 	fs.BoolVar(&o.costRule, "pd-cost-rule", def.Decider.CostRule, "with -pd: the kvroute decider's cost rule (split only when estimated faster than prefilling on the decode engine)")
 	fs.Float64Var(&o.stallWeight, "pd-stall-weight", def.Decider.DecodeStallWeight, "with -pd: the cost rule's decodeStallWeight (0: disagg's default; negative: no stall priced)")
 	fs.Float64Var(&o.belowWeight, "pd-below-stall-weight", def.Decider.BelowThresholdStallWeight, "with -pd: the cost rule's belowThresholdStallWeight (0: disagg's default; negative: nothing below the threshold splits)")
+	fs.Float64Var(&o.stallCap, "pd-stall-cap", def.Decider.DecodeStallCap, "with -pd: the cost rule's decodeStallCap, the most stall it prices in multiples of the prefill's own time (0: disagg's default; negative: no cap)")
 	fs.IntVar(&o.dynamoThreshold, "pd-dynamo-isl", def.Dynamo.EffISLThreshold, "with -pd: Dynamo's conditional-disagg eff_isl_threshold")
 	fs.Float64Var(&o.dynamoRatio, "pd-dynamo-ratio", def.Dynamo.EffISLRatio, "with -pd: Dynamo's conditional-disagg eff_isl_ratio_threshold")
 }
@@ -64,6 +66,7 @@ func runPD(o options, base sim.Config, args []string, stdout io.Writer) error {
 	c.Decider.NonCachedTokens, c.Decider.MaxPrefillQueueTokens = o.pd.threshold, o.pd.maxQueue
 	c.Decider.CostRule, c.Decider.DecodeStallWeight = o.pd.costRule, o.pd.stallWeight
 	c.Decider.BelowThresholdStallWeight = o.pd.belowWeight
+	c.Decider.DecodeStallCap = o.pd.stallCap
 	c.Dynamo.EffISLThreshold, c.Dynamo.EffISLRatio = o.pd.dynamoThreshold, o.pd.dynamoRatio
 	st, err := sim.RunPDStudy(c, loads, sim.AllPDPolicies, o.parallel)
 	if err != nil {

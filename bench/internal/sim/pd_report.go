@@ -34,8 +34,8 @@ func WritePDMarkdown(w io.Writer, st PDStudy, command string) error {
 	cost := "cost rule off: every request at or above the threshold splits"
 	if d := c.PDDecider(); d.CostRule {
 		d = d.WithDefaults()
-		cost = fmt.Sprintf("cost rule on: split only when (the prefill engine's queued prompt tokens + its uncached tokens) / %.0f tokens/s + %v + the decode engine's uncached tokens / %.0f tokens/s is below the decode engine's queued prompt tokens / %.0f tokens/s + its uncached tokens / %.0f tokens/s × (1 + %g × its open requests)",
-			d.PrefillTokensPerSecond, max(d.TransferLatency, 0), d.TransferTokensPerSecond, d.PrefillTokensPerSecond, d.PrefillTokensPerSecond, max(d.DecodeStallWeight, 0))
+		cost = fmt.Sprintf("cost rule on: split only when (the prefill engine's queued prompt tokens + its uncached tokens) / %.0f tokens/s + %v + the decode engine's uncached tokens / %.0f tokens/s is below the decode engine's queued prompt tokens / %.0f tokens/s + its uncached tokens / %.0f tokens/s × (1 + %s)",
+			d.PrefillTokensPerSecond, max(d.TransferLatency, 0), d.TransferTokensPerSecond, d.PrefillTokensPerSecond, d.PrefillTokensPerSecond, stallTerm(max(d.DecodeStallWeight, 0), d.DecodeStallCap))
 		if d.BelowThresholdStallWeight >= 0 {
 			cost += fmt.Sprintf("; below the threshold, split when the same comparison with the stall priced at **%g** × its open requests (belowThresholdStallWeight) finds splitting faster", d.BelowThresholdStallWeight)
 		} else {
@@ -74,4 +74,13 @@ func WritePDMarkdown(w io.Writer, st PDStudy, command string) error {
 	p("\n%d of %d rows met.\n\n", met, len(st.Targets))
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// stallTerm is the cost rule's stall factor as the report states it: the
+// weight times the open requests, capped when the cap is not negative.
+func stallTerm(weight, cap float64) string {
+	if cap < 0 {
+		return fmt.Sprintf("%g × its open requests", weight)
+	}
+	return fmt.Sprintf("min(%g × its open requests, **%g**) (decodeStallCap)", weight, cap)
 }

@@ -24,6 +24,9 @@ type PDVariant struct {
 	// belowThresholdStallWeight (0: disagg's default; negative: nothing
 	// below the threshold splits).
 	BelowThresholdStallWeight float64 `json:"belowThresholdStallWeight,omitempty"`
+	// DecodeStallCap is the cost rule's decodeStallCap (0: disagg's
+	// default; negative: no cap).
+	DecodeStallCap float64 `json:"decodeStallCap,omitempty"`
 }
 
 func (v PDVariant) String() string {
@@ -42,6 +45,11 @@ func (v PDVariant) String() string {
 		s += ", nothing split below the threshold"
 	} else if !v.NoCostRule && v.BelowThresholdStallWeight > 0 {
 		s += fmt.Sprintf(", belowThresholdStallWeight %g", v.BelowThresholdStallWeight)
+	}
+	if !v.NoCostRule && v.DecodeStallCap < 0 {
+		s += ", stall uncapped"
+	} else if !v.NoCostRule && v.DecodeStallCap > 0 {
+		s += fmt.Sprintf(", decodeStallCap %g", v.DecodeStallCap)
 	}
 	return s
 }
@@ -74,7 +82,7 @@ func RunPDSweep(c PDConfig, loads []float64, variants []PDVariant, parallel int)
 		case PDAggregated:
 			v = PDVariant{Prefill: v.Prefill + v.Decode}
 		case PDAlways, PDDynamo:
-			v.NonCachedTokens, v.MaxPrefillQueueTokens, v.NoCostRule, v.DecodeStallWeight, v.BelowThresholdStallWeight = 0, 0, false, 0, 0
+			v.NonCachedTokens, v.MaxPrefillQueueTokens, v.NoCostRule, v.DecodeStallWeight, v.BelowThresholdStallWeight, v.DecodeStallCap = 0, 0, false, 0, 0, 0
 		}
 		return key{p, v, l}
 	}
@@ -101,6 +109,7 @@ func RunPDSweep(c PDConfig, loads []float64, variants []PDVariant, parallel int)
 		}
 		cc.Decider.NonCachedTokens, cc.Decider.MaxPrefillQueueTokens, cc.Decider.CostRule = k.v.NonCachedTokens, k.v.MaxPrefillQueueTokens, !k.v.NoCostRule
 		cc.Decider.DecodeStallWeight, cc.Decider.BelowThresholdStallWeight = k.v.DecodeStallWeight, k.v.BelowThresholdStallWeight
+		cc.Decider.DecodeStallCap = k.v.DecodeStallCap
 		runs = append(runs, func() (err error) {
 			got[i], err = RunPD(cc, k.p)
 			return err
@@ -183,18 +192,26 @@ func DefaultPDVariants(c PDConfig) []PDVariant {
 	d := c.Decider
 	var out []PDVariant
 	seen := map[int]bool{}
-	for _, p := range []int{n / 2, n/2 + 1, n/2 + 2, n - 1} {
+	for _, p := range []int{n / 4, n/2 - 1, n / 2, n/2 + 1, n/2 + 2, n - 1} {
 		if p >= 1 && p < n && !seen[p] {
 			seen[p] = true
-			out = append(out, PDVariant{Prefill: p, Decode: n - p, NonCachedTokens: d.NonCachedTokens, MaxPrefillQueueTokens: d.MaxPrefillQueueTokens, NoCostRule: !d.CostRule, DecodeStallWeight: d.DecodeStallWeight, BelowThresholdStallWeight: d.BelowThresholdStallWeight})
+			out = append(out, PDVariant{Prefill: p, Decode: n - p, NonCachedTokens: d.NonCachedTokens, MaxPrefillQueueTokens: d.MaxPrefillQueueTokens, NoCostRule: !d.CostRule, DecodeStallWeight: d.DecodeStallWeight, BelowThresholdStallWeight: d.BelowThresholdStallWeight, DecodeStallCap: d.DecodeStallCap})
+		}
+	}
+	// The fleets short of prefill engines again without the stall's cap,
+	// which is what the cap is for.
+	for _, p := range []int{n / 4, n/2 - 1} {
+		if p >= 1 && p < n {
+			out = append(out, PDVariant{Prefill: p, Decode: n - p, NonCachedTokens: d.NonCachedTokens, MaxPrefillQueueTokens: d.MaxPrefillQueueTokens, NoCostRule: !d.CostRule, DecodeStallWeight: d.DecodeStallWeight, BelowThresholdStallWeight: d.BelowThresholdStallWeight, DecodeStallCap: -1})
 		}
 	}
 	busy := 4 * int64(c.Base.Fleet.MaxNumBatchedTokens)
-	base := PDVariant{Prefill: c.Prefill, Decode: c.Decode, NonCachedTokens: d.NonCachedTokens, MaxPrefillQueueTokens: d.MaxPrefillQueueTokens, NoCostRule: !d.CostRule, DecodeStallWeight: d.DecodeStallWeight, BelowThresholdStallWeight: d.BelowThresholdStallWeight}
+	base := PDVariant{Prefill: c.Prefill, Decode: c.Decode, NonCachedTokens: d.NonCachedTokens, MaxPrefillQueueTokens: d.MaxPrefillQueueTokens, NoCostRule: !d.CostRule, DecodeStallWeight: d.DecodeStallWeight, BelowThresholdStallWeight: d.BelowThresholdStallWeight, DecodeStallCap: d.DecodeStallCap}
 	for _, m := range []func(*PDVariant){
 		func(v *PDVariant) { v.NoCostRule = !v.NoCostRule },
 		func(v *PDVariant) { v.NoCostRule, v.DecodeStallWeight = false, -1 },
 		func(v *PDVariant) { v.NoCostRule, v.BelowThresholdStallWeight = false, -1 },
+		func(v *PDVariant) { v.NoCostRule, v.DecodeStallCap = false, -1 },
 		func(v *PDVariant) { v.NonCachedTokens = 4096 },
 		func(v *PDVariant) { v.NonCachedTokens = 1 << 20 },
 		func(v *PDVariant) { v.MaxPrefillQueueTokens = busy },

@@ -216,8 +216,10 @@ func TestPDSweep(t *testing.T) {
 			t.Errorf("%s: %d met + %d missed of %d rows", r.Variant, r.Met, len(r.Missed), r.Rows)
 		}
 	}
-	if got := len(DefaultPDVariants(DefaultPDConfig(1))); got != 11 {
-		t.Errorf("%d default variants, want 11", got)
+	// Six pool splits of 8 engines, two of them again without the stall's
+	// cap, and eight knob settings on the stated pools.
+	if got := len(DefaultPDVariants(DefaultPDConfig(1))); got != 16 {
+		t.Errorf("%d default variants, want 16", got)
 	}
 }
 
