@@ -14,8 +14,9 @@ import "context"
 //
 // An Admission that also has a method Abandon(ctx context.Context) is told
 // when a request it admitted is not routed after all: Pick, or Match,
-// failed after Admit returned nil (admission.Controller then drops the
-// claim its release of the request took at once).
+// failed after Admit returned nil, or the Selection of a Match was
+// released without a Commit (admission.Controller then drops the claim
+// its release of the request took at once). It is told once per admission.
 type Admission interface {
 	Admit(ctx context.Context, req *Request, endpoints []Endpoint) error
 }
@@ -26,8 +27,8 @@ type abandoner interface {
 	Abandon(ctx context.Context)
 }
 
-// abandon tells the admission that the request of ctx, admitted, failed
-// before it was routed.
+// abandon tells the admission that the request of ctx, admitted, is not
+// routed: its pick failed, or its Selection was released uncommitted.
 func (r *Router) abandon(ctx context.Context) {
 	if a, ok := r.pipe.admission.(abandoner); ok {
 		a.Abandon(ctx)

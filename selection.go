@@ -35,6 +35,8 @@ import (
 // A Selection is not safe for concurrent use and belongs to the router's
 // pool: Release it when done (after Commit the Decision stays valid; the
 // Selection and the slices it returned must not be used after Release).
+// Releasing a Selection of Match without a Commit tells the admission that
+// the request is not routed (see Release).
 type Selection struct {
 	r   *Router
 	req *Request
@@ -56,6 +58,10 @@ type Selection struct {
 	// inProfile: a Profile runs the Selection inside Pick (stages), and
 	// may still add Roles to its Decision after Commit.
 	inProfile bool
+	// admitted is the context Match admitted the request under (nil for a
+	// profile's Selection, which Pick admitted): Release without a Commit
+	// tells the admission that the request is not routed (abandon).
+	admitted context.Context
 
 	// The pick span and the context carrying it, when the router traces.
 	span      trace.Span
@@ -80,8 +86,10 @@ func (r *Router) Match(ctx context.Context, req *Request, endpoints []Endpoint) 
 	s, err := r.match(ctx, req, endpoints)
 	if err != nil {
 		r.abandon(ctx)
+		return nil, err
 	}
-	return s, err
+	s.admitted = ctx
+	return s, nil
 }
 
 // match is Match after the admission: render → keys → lookup.
@@ -94,6 +102,7 @@ func (r *Router) match(ctx context.Context, req *Request, endpoints []Endpoint) 
 	s.r, s.req, s.eps = r, req, endpoints
 	s.promptTokens, s.total, s.usedCache = 0, 0, false
 	s.filtered, s.scored, s.committed, s.inProfile = false, false, false, false
+	s.admitted = nil
 	s.outcome, s.best, s.bestScore = 0, -1, 0
 	s.st.reset(len(endpoints))
 	ctx = s.startPick(ctx)
@@ -119,15 +128,23 @@ func (r *Router) match(ctx context.Context, req *Request, endpoints []Endpoint) 
 }
 
 // Release returns the Selection to the router's pool. Calling it twice, or
-// using the Selection afterwards, is a bug.
+// using the Selection afterwards, is a bug. A Selection of Router.Match
+// released without a Commit is a request admitted and not routed: Release
+// tells the admission, as a failed Match does (see Admission's Abandon),
+// so that an admission.Controller gives back at once the claim the
+// request's release from its queue took, instead of at the end of the
+// request's context or after its Settle.
 func (s *Selection) Release() {
 	r := s.r
 	if r == nil {
 		return
 	}
 	s.endPick(nil)
+	if ctx := s.admitted; ctx != nil && !s.committed {
+		r.abandon(ctx)
+	}
 	// Drop the references (Match resets the rest); the scratch keeps its capacity.
-	s.r, s.req, s.eps, s.prompts, s.renderErr, s.salt = nil, nil, nil, nil, nil, ""
+	s.r, s.req, s.eps, s.prompts, s.renderErr, s.salt, s.admitted = nil, nil, nil, nil, nil, "", nil
 	s.st.trimRendered()
 	r.selections.Put(s)
 }

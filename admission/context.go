@@ -48,8 +48,10 @@ func WithDeadline(ctx context.Context, t time.Time) context.Context {
 // then at the dispatch gate, is bounded by one queue timeout counted from
 // its arrival to Admit, and the claim its release took (on one of its
 // free candidates) is dropped as soon as Hold learns which endpoint the
-// pick chose. Without it, Hold counts the queue timeout again from its own
-// call and the claim lapses by itself (see the package doc). FromHeader
+// pick chose (or as soon as the pick fails, Abandon). Without it, Hold
+// counts the queue timeout again from its own call and the claim lapses
+// by itself, at the latest when the request's context ends (see the
+// package doc). FromHeader
 // calls it; hosts that build the context otherwise call it once per
 // request, before Pick.
 func Track(ctx context.Context) context.Context {
@@ -61,47 +63,28 @@ func Track(ctx context.Context) context.Context {
 // the context around, so its fields are guarded by mu.
 type record struct {
 	mu       sync.Mutex
-	arrived  time.Time   // when Admit was called, zero before
-	released *waiter     // the queued request Admit released, until Hold hands its claim off
-	watch    func() bool // stops the watch of the request's context for released (release)
+	arrived  time.Time // when Admit was called, zero before
+	released *waiter   // the queued request Admit released, until Hold or Abandon hands its claim off
 }
 
-// arrive notes the request's arrival to Admit, forgetting an earlier
-// Admit's release (a host that picks again with the same context).
-func (r *record) arrive(now time.Time) {
-	r.mu.Lock()
-	r.arrived = now
-	r.forgetLocked()
-	r.mu.Unlock()
-}
-
-// release notes that Admit released w from the queue, and drops w's claim
-// (unclaim) if the request's context ends before a Hold or Abandon takes
-// it: the request ended unrouted, or routed without Hold.
-func (r *record) release(ctx context.Context, w *waiter, unclaim func(*waiter)) {
+// arrive notes the request's arrival to Admit and returns an earlier
+// Admit's release (a host that picks again with the same context), nil if
+// none: that pick is over, and its claim is the caller's to give back.
+func (r *record) arrive(now time.Time) (earlier *waiter) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.forgetLocked()
-	r.released = w
-	r.watch = context.AfterFunc(ctx, func() {
-		r.mu.Lock()
-		mine := r.released == w
-		if mine {
-			r.released, r.watch = nil, nil
-		}
-		r.mu.Unlock()
-		if mine {
-			unclaim(w)
-		}
-	})
+	r.arrived = now
+	earlier, r.released = r.released, nil
+	return earlier
 }
 
-// forgetLocked forgets the released request and stops its watch.
-func (r *record) forgetLocked() {
-	if r.watch != nil {
-		r.watch()
-	}
-	r.released, r.watch = nil, nil
+// release notes that Admit released w from the queue. Its claim goes when
+// Hold or Abandon hands it off (picked), or when the request's context
+// ends (the claim watches it, claimLocked), whichever comes first.
+func (r *record) release(w *waiter) {
+	r.mu.Lock()
+	r.released = w
+	r.mu.Unlock()
 }
 
 // picked returns the request's arrival to Admit (zero when Admit did not
@@ -110,8 +93,7 @@ func (r *record) forgetLocked() {
 func (r *record) picked() (arrived time.Time, released *waiter) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	arrived, released = r.arrived, r.released
-	r.forgetLocked()
+	arrived, released, r.released = r.arrived, r.released, nil
 	return arrived, released
 }
 

@@ -57,7 +57,12 @@ type objective struct {
 // goroutine under mu: it is armed when a request is queued or held at the
 // gate, and re-arms itself while requests wait, claims are held or
 // requests are held; pending counts it while armed or running, so that
-// Close, having stopped it or let it run, waits for it. queued, nclaims,
+// Close, having stopped it or let it run, waits for it. Each claim owns a
+// watch of its request's context (context.AfterFunc, registered under mu
+// when the claim is taken): when the context ends, the watch runs on a
+// goroutine of the context package and gives the claim back under mu,
+// unless the claim is gone or another request's; whatever drops a claim
+// (Close included) stops its watch, so none outlives its claim. queued, nclaims,
 // nheld and closed change under mu and are atomics so that the fast paths
 // read them without it. The fields above them are set by New and not written after.
 type Controller struct {
@@ -208,7 +213,9 @@ func (c *Controller) Admit(ctx context.Context, req *kvroute.Request, endpoints 
 	o := c.objectiveOf(ctx, true)
 	rec := recordOf(ctx)
 	if rec != nil {
-		rec.arrive(c.clock.Now())
+		if earlier := rec.arrive(c.clock.Now()); earlier != nil {
+			c.unclaim(earlier) // picked again: the earlier pick is over
+		}
 	}
 	if c.queued.Load() == 0 && c.nclaims.Load() == 0 && !c.closed.Load() {
 		for _, ep := range endpoints {
@@ -258,6 +265,9 @@ func (c *Controller) Close() {
 		}
 	}
 	c.closeGatesLocked()
+	for ep := range c.claims {
+		c.dropClaimLocked(ep) // and stop their watches of the requests' contexts
+	}
 	c.mu.Unlock()
 	c.pending.Wait()
 	c.stopSharing()

@@ -88,11 +88,16 @@ func (d *TokenDetector) version(ep string) (tokens, open int64) {
 
 // claim is an endpoint a queued request was just released to: until the
 // request's pick shows in the endpoint's accounting (it moves), Settle
-// passes, a release wakes the queue for it or the request's caller turns
-// out to have left (Admit returns its context's error, and no pick
-// follows), no other queued request is released to it on its account.
+// passes, a release wakes the queue for it, the request's pick is known or
+// failed (Hold, Abandon, with the request's record) or the request's
+// context ends, no other queued request is released to it on its account.
 type claim struct {
 	tokens, open int64
 	at           time.Time
 	by           uint64 // the released request's sequence number
+	// stop stops the watch of the request's context that drops the claim
+	// when it ends; nil for a context that never ends. The claim owns the
+	// watch: whatever drops the claim stops it, so a long-lived context
+	// shared by many requests keeps no registration per request.
+	stop func() bool
 }

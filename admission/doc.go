@@ -71,9 +71,15 @@
 // endpoint, when the released request's caller turns out to have left (no
 // pick follows), when Hold learns the request's pick (with the request's
 // record, Track: the pick's load then shows on the endpoint it chose, which
-// may be another candidate than the one claimed), when the pick fails
-// (the Router calls Abandon) or the request's context ends without a Hold
-// (both with the record), or after Config.Settle.
+// may be another candidate than the one claimed), when the pick fails or
+// the host lets go of the request unsent (the Router calls Abandon when
+// Pick or Match fails and when a Selection of Match is released without a
+// Commit; both with the record, Track, which names the claim), when the
+// request is admitted again with the same context (its earlier pick is
+// over), when the request's context ends (with or without the record: a
+// host without it gets its claims back at the end of each request), or
+// after Config.Settle. Each claim is given back once, by whichever comes
+// first; Close drops them all.
 //
 // # Dispatch gate
 //

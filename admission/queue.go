@@ -2,6 +2,7 @@ package admission
 
 import (
 	"container/heap"
+	"context"
 	"slices"
 	"time"
 
@@ -21,6 +22,9 @@ type waiter struct {
 	idx      int        // index in flow.items; -1 once out of the queue
 	claimed  string     // the endpoint its release claimed, once released
 	done     chan error // receives the outcome once (buffered)
+	// ctx is its caller's context: its claim, once released, goes when
+	// it ends (claimLocked).
+	ctx context.Context
 }
 
 // flow is one fairness ID's requests within a band, ordered by the

@@ -21,7 +21,7 @@ func (c *Controller) admitSlow(ctx context.Context, req *kvroute.Request, endpoi
 		b.m.count[oClosed].Inc()
 		return ErrClosed
 	}
-	w := &waiter{eps: endpoints, idx: -1}
+	w := &waiter{eps: endpoints, idx: -1, ctx: ctx}
 	if c.queued.Load() == 0 && c.freeLocked(w, now) >= 0 {
 		c.mu.Unlock()
 		b.m.count[oAdmitted].Inc()
@@ -71,7 +71,7 @@ func (c *Controller) admitSlow(ctx context.Context, req *kvroute.Request, endpoi
 	select {
 	case err := <-w.done:
 		if err == nil && rec != nil {
-			rec.release(ctx, w, c.unclaim)
+			rec.release(w)
 		}
 		return err
 	case <-ctx.Done():
@@ -93,7 +93,7 @@ func (c *Controller) admitSlow(ctx context.Context, req *kvroute.Request, endpoi
 		return ctx.Err()
 	}
 	if err == nil && rec != nil {
-		rec.release(ctx, w, c.unclaim)
+		rec.release(w)
 	}
 	return err
 }
@@ -102,12 +102,13 @@ func (c *Controller) admitSlow(ctx context.Context, req *kvroute.Request, endpoi
 // admitted, will not be held: its pick failed, or the host gives up on it
 // before sending it. With the request's record (Track, FromHeader) the
 // claim Admit's release of it took is dropped at once and the queue
-// served, so the endpoint is not kept from the rest of the queue until
-// Settle for a request that is not coming. The Router calls it when Pick
-// or Match fails after the admission; a host running the stages itself
-// calls it when it does not send the request. Without the record it does
-// nothing (the claim lapses by itself, see the package doc); after Hold it
-// does nothing.
+// served, so the endpoint is not kept from the rest of the queue until the
+// request's context ends (or Settle passes) for a request that is not
+// coming. The Router calls it when Pick or Match fails after the admission
+// and when a Selection of Match is released without a Commit; a host that
+// admits requests itself calls it when it does not send one. Without the
+// record it does nothing (the claim goes when the request's context ends,
+// see the package doc); after Hold, or a second time, it does nothing.
 func (c *Controller) Abandon(ctx context.Context) {
 	if rec := recordOf(ctx); rec != nil {
 		if _, released := rec.picked(); released != nil {
@@ -121,11 +122,17 @@ func (c *Controller) Abandon(ctx context.Context) {
 // with the request's record), and either way the claim, taken on whichever
 // free candidate the release found, has done its work: the pick's load
 // shows in the accounting of the endpoint it chose, which may be another.
-func (c *Controller) unclaim(w *waiter) {
+func (c *Controller) unclaim(w *waiter) { c.unclaimBy(w.claimed, w.seq) }
+
+// unclaimBy is unclaim of the claim on ep by the request of sequence seq:
+// nothing when ep's claim is gone or another request's, so that each
+// claim is given back once whoever (Hold, Abandon, the end of the
+// request's context, a re-admission) comes first.
+func (c *Controller) unclaimBy(ep string, seq uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if cl, ok := c.claims[w.claimed]; ok && cl.by == w.seq {
-		c.dropClaimLocked(w.claimed)
+	if cl, ok := c.claims[ep]; ok && cl.by == seq {
+		c.dropClaimLocked(ep)
 		c.dispatchLocked()
 	}
 }
@@ -241,7 +248,7 @@ func (c *Controller) dispatchLocked() {
 			return
 		}
 		id := w.eps[ep].ID
-		c.claimLocked(id, now, w.seq)
+		c.claimLocked(id, now, w)
 		w.claimed = id
 		c.busy = append(c.busy, id)
 		c.finishLocked(w, oDispatched, lDispatched, nil)
@@ -285,13 +292,20 @@ func (c *Controller) freeLocked(w *waiter, now time.Time) int {
 	return -1
 }
 
-// claimLocked marks ep as just given the queued request of sequence seq.
-func (c *Controller) claimLocked(ep string, now time.Time, seq uint64) {
+// claimLocked marks ep as just given the queued request w, and watches
+// w's context: the claim goes when the request ends (it may end without a
+// Hold or an Abandon naming it: a host without the request's record, or
+// one that neither sends nor abandons it).
+func (c *Controller) claimLocked(ep string, now time.Time, w *waiter) {
 	tokens, open := c.own.version(ep)
-	if _, ok := c.claims[ep]; !ok {
-		c.nclaims.Add(1)
+	c.dropClaimLocked(ep) // none in practice: dispatch claims only free endpoints
+	cl := claim{tokens: tokens, open: open, at: now, by: w.seq}
+	if w.ctx.Done() != nil {
+		seq := w.seq
+		cl.stop = context.AfterFunc(w.ctx, func() { c.unclaimBy(ep, seq) })
 	}
-	c.claims[ep] = claim{tokens: tokens, open: open, at: now, by: seq}
+	c.nclaims.Add(1)
+	c.claims[ep] = cl
 }
 
 // claimedLocked reports whether ep holds a live claim, dropping a lapsed
@@ -309,8 +323,12 @@ func (c *Controller) claimedLocked(ep string, now time.Time) bool {
 	return false
 }
 
+// dropClaimLocked drops ep's claim, if any, and stops its watch.
 func (c *Controller) dropClaimLocked(ep string) {
-	if _, ok := c.claims[ep]; ok {
+	if cl, ok := c.claims[ep]; ok {
+		if cl.stop != nil {
+			cl.stop()
+		}
 		delete(c.claims, ep)
 		c.nclaims.Add(-1)
 	}

@@ -3,6 +3,11 @@ package admission
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -271,5 +276,346 @@ func TestClaimOfAReleasedRequestGoesWhenItEndsWithoutHold(t *testing.T) {
 	cancel() // the request ends; no Hold came
 	if r := take(t, out); r.tag != "second" || r.err != nil {
 		t.Fatalf("%s: %v, want second released to a:1 once first ended", r.tag, r.err)
+	}
+}
+
+// newRouter is a Router admitting through f's Controller, rendering
+// nothing (the requests carry their prompts).
+func newRouter(t *testing.T, f *fixture, profile kvroute.Profile) *kvroute.Router {
+	t.Helper()
+	cfg := kvroute.DefaultConfig()
+	cfg.Model = "m"
+	cfg.Events.Enabled = new(false)
+	cfg.DisableRender = true
+	router, err := kvroute.New(context.Background(), cfg, kvroute.Options{Admission: f.c, Profile: profile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(router.Close)
+	return router
+}
+
+// noOutcome fails when out yields an outcome within a short while.
+func noOutcome(t *testing.T, out <-chan result, why string) {
+	t.Helper()
+	select {
+	case r := <-out:
+		t.Fatalf("%s: %s returned %v", why, r.tag, r.err)
+	case <-time.After(20 * time.Millisecond):
+	}
+}
+
+// takeWithin is take with a short deadline, for outcomes that are due at
+// once (a claim that lapsed only at Settle, an hour here, would stall it).
+func takeWithin(t *testing.T, out <-chan result, why string) result {
+	t.Helper()
+	select {
+	case r := <-out:
+		return r
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s: no outcome within 5s", why)
+		return result{}
+	}
+}
+
+// A host running the stages itself (Router.Match) that releases the
+// Selection without committing it (the client went away, it decided not to
+// send) gives back the claim the request's release from the queue took:
+// Release tells the Controller (Abandon) as a failed Match does. Before,
+// Release did not, and with a context that outlives the request (here one
+// that never ends) the claim kept the endpoint from the queue until Settle.
+// A later Hold, Abandon or end of that request's context does not drop the
+// claim a later request took.
+func TestClaimOfAReleasedRequestGoesWhenItsSelectionIsReleasedUncommitted(t *testing.T) {
+	f := newFixture(t, Config{Settle: time.Hour, Objectives: []Objective{{Name: "chat", Priority: 1}}})
+	router := newRouter(t, f, nil)
+	f.det.set("a:1", true)
+	out := make(chan result, 3)
+	ctx, cancel := context.WithCancel(Track(ctxFor("chat", "t1")))
+	defer cancel()
+	sel := make(chan *kvroute.Selection, 1)
+	before := f.enqueued()
+	go func() {
+		s, err := router.Match(ctx, tokensReq(10), oneEP)
+		sel <- s
+		out <- result{"first", err}
+	}()
+	waitFor(t, func() bool { return f.enqueued() > before })
+	f.admit(t, ctxFor("chat", "t2"), "second", tokensReq(10), oneEP, out)
+	f.admit(t, ctxFor("chat", "t3"), "third", tokensReq(10), oneEP, out)
+	f.det.set("a:1", false)
+	f.c.Notify("") // first leaves, claiming a:1
+	if r := takeWithin(t, out, "first"); r.tag != "first" || r.err != nil {
+		t.Fatalf("%s: %v, want first matched", r.tag, r.err)
+	}
+	noOutcome(t, out, "a:1 is claimed by first")
+	(<-sel).Release() // not committed: first is not sent
+	if r := takeWithin(t, out, "second, once first's Selection is released"); r.tag != "second" || r.err != nil {
+		t.Fatalf("%s: %v, want second released to a:1", r.tag, r.err)
+	}
+	// second's claim is its own: first's Hold, Abandon or end does not drop it.
+	if err := f.c.Hold(ctx, oneEP[0]); err != nil {
+		t.Fatal(err)
+	}
+	f.c.Abandon(ctx)
+	cancel()
+	noOutcome(t, out, "a:1 is claimed by second")
+	if f.c.Queued() != 1 || f.c.nclaims.Load() != 1 {
+		t.Fatalf("queued %d, claims %d; want third queued behind second's claim", f.c.Queued(), f.c.nclaims.Load())
+	}
+}
+
+// A committed Selection's release leaves the claim to Hold, as Pick does:
+// Release tells the Controller only of a request that is not routed.
+func TestSelectionReleasedAfterCommitLeavesTheClaimToHold(t *testing.T) {
+	f := newFixture(t, Config{Settle: time.Hour, Objectives: []Objective{{Name: "chat", Priority: 1}}})
+	router := newRouter(t, f, nil)
+	f.det.set("a:1", true)
+	out := make(chan result, 2)
+	ctx := Track(ctxFor("chat", "t1"))
+	sel := make(chan *kvroute.Selection, 1)
+	before := f.enqueued()
+	go func() {
+		s, err := router.Match(ctx, tokensReq(10), oneEP)
+		sel <- s
+		out <- result{"first", err}
+	}()
+	waitFor(t, func() bool { return f.enqueued() > before })
+	f.admit(t, ctxFor("chat", "t2"), "second", tokensReq(10), oneEP, out)
+	f.det.set("a:1", false)
+	f.c.Notify("")
+	if r := takeWithin(t, out, "first"); r.tag != "first" || r.err != nil {
+		t.Fatalf("%s: %v, want first matched", r.tag, r.err)
+	}
+	s := <-sel
+	d, err := s.Commit(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Done(kvroute.DoneInfo{})
+	s.Release()
+	noOutcome(t, out, "a:1 stays claimed until first's Hold")
+	if err := f.c.Hold(ctx, d.Endpoint); err != nil {
+		t.Fatal(err)
+	}
+	if r := takeWithin(t, out, "second, once first is held"); r.tag != "second" || r.err != nil {
+		t.Fatalf("%s: %v, want second released to a:1", r.tag, r.err)
+	}
+}
+
+// A released request's claim without the request's record (a host that
+// does not call Track or FromHeader: Hold and Abandon cannot tell which
+// claim is its) goes when the request's context ends. Before, nothing but
+// the endpoint's accounting or Settle let it go: a pick onto another
+// candidate, or one that failed, kept the endpoint from the queue until
+// Settle.
+func TestClaimOfARequestReleasedWithoutRecordGoesWhenItEnds(t *testing.T) {
+	f := newFixture(t, Config{Settle: time.Hour, Objectives: []Objective{{Name: "chat", Priority: 1}}})
+	f.det.set("a:1", true)
+	out := make(chan result, 2)
+	ctx, cancel := context.WithCancel(ctxFor("chat", "t1")) // no Track
+	defer cancel()
+	f.admit(t, ctx, "first", tokensReq(10), oneEP, out)
+	f.admit(t, ctxFor("chat", "t2"), "second", tokensReq(10), oneEP, out)
+	f.det.set("a:1", false)
+	f.c.Notify("")
+	if r := takeWithin(t, out, "first"); r.tag != "first" || r.err != nil {
+		t.Fatalf("%s: %v, want first released", r.tag, r.err)
+	}
+	noOutcome(t, out, "a:1 is claimed by first")
+	cancel() // the request ends
+	if r := takeWithin(t, out, "second, once first ended"); r.tag != "second" || r.err != nil {
+		t.Fatalf("%s: %v, want second released to a:1 once first ended", r.tag, r.err)
+	}
+}
+
+// A request admitted again with the same context (a host that picks it
+// again) gives back the claim of its earlier release: that pick is over,
+// and the record no longer names the claim, so Hold could not drop it.
+// Before, the record forgot it and it stayed until Settle.
+func TestClaimOfAnEarlierReleaseGoesWhenTheRequestIsAdmittedAgain(t *testing.T) {
+	f := newFixture(t, Config{Settle: time.Hour, Objectives: []Objective{{Name: "chat", Priority: 1}}})
+	eps := []kvroute.Endpoint{{ID: "a:1"}, {ID: "b:1"}}
+	f.det.set("a:1", true)
+	f.det.set("b:1", true)
+	out := make(chan result, 3)
+	ctx := Track(ctxFor("chat", "t1"))
+	f.admit(t, ctx, "first", tokensReq(10), oneEP, out)
+	f.admit(t, ctxFor("chat", "t2"), "second", tokensReq(10), oneEP, out)
+	f.det.set("a:1", false)
+	f.c.Notify("")
+	if r := takeWithin(t, out, "first"); r.tag != "first" || r.err != nil {
+		t.Fatalf("%s: %v, want first released", r.tag, r.err)
+	}
+	noOutcome(t, out, "a:1 is claimed by first")
+	// Picked again, among candidates of which only b:1 will come free.
+	f.admit(t, ctx, "first again", tokensReq(10), eps[1:], out)
+	if r := takeWithin(t, out, "second, once first is admitted again"); r.tag != "second" || r.err != nil {
+		t.Fatalf("%s: %v, want second released to a:1", r.tag, r.err)
+	}
+}
+
+// Claims are given back exactly once whatever gives them back, racing:
+// Hold, Abandon, a Selection released uncommitted and the end of the
+// request's context, all at once for each released request. The own
+// accounting has no load tracker and Settle is an hour, so only they let a
+// claim go: a claim never given back stalls the queue, and one given back
+// twice (dropping the next request's claim) lets two requests through at
+// once. Run it with -race -count=20.
+func TestClaimsAreGivenBackOnceUnderRacingReleases(t *testing.T) {
+	defer leakcheck.Check(t)()
+	f := newFixture(t, Config{Settle: time.Hour, MaxQueuedRequests: 64, Objectives: []Objective{{Name: "chat", Priority: 1}}})
+	cfg := kvroute.DefaultConfig()
+	cfg.Model = "m"
+	cfg.Events.Enabled = new(false)
+	cfg.DisableRender = true
+	router, err := kvroute.New(context.Background(), cfg, kvroute.Options{Admission: f.c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer router.Close()
+	defer f.c.Close()
+	f.det.set("a:1", true)
+	const n = 24
+	var (
+		active atomic.Int32
+		wg     sync.WaitGroup
+		errs   = make(chan error, n)
+	)
+	for i := range n {
+		ctx, cancel := context.WithCancel(ctxFor("chat", "t"+strconv.Itoa(i%3)))
+		if i%4 != 3 {
+			ctx = Track(ctx) // the last kind has no record: only its context's end gives its claim back
+		}
+		before := f.enqueued()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer cancel()
+			s, err := router.Match(ctx, tokensReq(10), oneEP)
+			if err != nil {
+				errs <- err
+				return
+			}
+			if a := active.Add(1); a != 1 {
+				errs <- fmt.Errorf("%d requests released to a:1 at once", a)
+			}
+			for range 50 {
+				runtime.Gosched() // let a wrongly released request show
+			}
+			active.Add(-1)
+			var d *kvroute.Decision
+			if i%2 == 0 {
+				if d, err = s.Commit(0); err != nil {
+					errs <- err
+				}
+			}
+			var race sync.WaitGroup
+			race.Go(s.Release)
+			race.Go(func() { f.c.Abandon(ctx) })
+			race.Go(func() {
+				if err := f.c.Hold(ctx, oneEP[0]); err != nil {
+					errs <- err
+				}
+			})
+			race.Go(cancel)
+			race.Wait()
+			if d != nil {
+				d.Done(kvroute.DoneInfo{})
+			}
+		}()
+		waitFor(t, func() bool { return f.enqueued() > before })
+	}
+	f.det.set("a:1", false)
+	f.c.Notify("")
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("stalled with %d queued, %d claims: a claim was never given back", f.c.Queued(), f.c.nclaims.Load())
+	}
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	// The last claim may be the context's to give back, on its own goroutine.
+	waitFor(t, func() bool { return f.c.nclaims.Load() == 0 })
+	if f.c.Queued() != 0 {
+		t.Fatalf("queued %d, want none", f.c.Queued())
+	}
+}
+
+// Close drops the claims of released requests and stops the watches of
+// their contexts: a closed Controller keeps no claim, and no goroutine is
+// left once the requests' contexts end.
+func TestCloseDropsClaimsAndLeavesNoGoroutine(t *testing.T) {
+	defer leakcheck.Check(t)()
+	f := newFixture(t, Config{Settle: time.Hour})
+	eps := []kvroute.Endpoint{{ID: "a:1"}, {ID: "b:1"}}
+	f.det.set("a:1", true)
+	f.det.set("b:1", true)
+	out := make(chan result, 3)
+	ctxA, cancelA := context.WithCancel(Track(context.Background()))
+	defer cancelA()
+	ctxB, cancelB := context.WithCancel(context.Background()) // no record
+	defer cancelB()
+	f.admit(t, ctxA, "a", tokensReq(10), eps[:1], out)
+	f.admit(t, ctxB, "b", tokensReq(10), eps[1:], out)
+	f.admit(t, context.Background(), "waits", tokensReq(10), eps, out)
+	f.det.set("a:1", false)
+	f.det.set("b:1", false)
+	f.c.Notify("")
+	for range 2 {
+		if r := takeWithin(t, out, "a and b"); r.err != nil {
+			t.Fatalf("%s: %v", r.tag, r.err)
+		}
+	}
+	if f.c.nclaims.Load() != 2 {
+		t.Fatalf("claims %d, want a:1's and b:1's", f.c.nclaims.Load())
+	}
+	f.c.Close()
+	if r := takeWithin(t, out, "waits"); !errors.Is(r.err, ErrClosed) {
+		t.Fatalf("%s: %v, want ErrClosed", r.tag, r.err)
+	}
+	if f.c.nclaims.Load() != 0 || len(f.c.claims) != 0 {
+		t.Fatalf("claims %d after Close, want none", f.c.nclaims.Load())
+	}
+	cancelA()
+	cancelB()
+}
+
+// A claim that lapsed at Settle is not given back again by the request's
+// later release of its Selection: the claim the next request took stays.
+func TestSelectionReleasedAfterSettleLeavesTheNextClaim(t *testing.T) {
+	f := newFixture(t, Config{Settle: time.Second, Recheck: time.Second, Objectives: []Objective{{Name: "chat", Priority: 1}}})
+	router := newRouter(t, f, nil)
+	f.det.set("a:1", true)
+	out := make(chan result, 3)
+	ctx := Track(ctxFor("chat", "t1"))
+	sel := make(chan *kvroute.Selection, 1)
+	before := f.enqueued()
+	go func() {
+		s, err := router.Match(ctx, tokensReq(10), oneEP)
+		sel <- s
+		out <- result{"first", err}
+	}()
+	waitFor(t, func() bool { return f.enqueued() > before })
+	f.admit(t, ctxFor("chat", "t2"), "second", tokensReq(10), oneEP, out)
+	f.admit(t, ctxFor("chat", "t3"), "third", tokensReq(10), oneEP, out)
+	f.det.set("a:1", false)
+	f.c.Notify("")
+	if r := takeWithin(t, out, "first"); r.tag != "first" || r.err != nil {
+		t.Fatalf("%s: %v, want first matched", r.tag, r.err)
+	}
+	f.clock.WaitForWaiters(3)    // the re-check and the two queued deadlines
+	f.clock.Advance(time.Second) // first's claim lapses; second takes a:1
+	if r := takeWithin(t, out, "second, at Settle"); r.tag != "second" || r.err != nil {
+		t.Fatalf("%s: %v, want second released to a:1", r.tag, r.err)
+	}
+	(<-sel).Release()
+	noOutcome(t, out, "a:1 is claimed by second")
+	if f.c.Queued() != 1 || f.c.nclaims.Load() != 1 {
+		t.Fatalf("queued %d, claims %d; want third queued behind second's claim", f.c.Queued(), f.c.nclaims.Load())
 	}
 }
