@@ -349,14 +349,14 @@ func requireEndpointLabelKept(t *testing.T, doc []byte) {
 }
 
 // inferenceExtension.flags are rendered --name=value with the value as the
-// values file gives it: Helm reads a YAML number as a float64, which Go
-// prints in exponent form from a million on (--max-body-bytes=6.7108864e+07,
-// which kvroute-epp refuses), so a whole number is rendered as the integer it
-// is; other numbers, strings and booleans as they are.
+// values file writes it, a string (the schema and the template refuse a
+// number or a boolean, which YAML reads as something other than written):
+// a big number stays the integer written, not Go's exponent form of
+// Helm's float64 (--max-body-bytes=6.7108864e+07, which kvroute-epp refuses).
 func TestChartRendersFlagValuesAsWritten(t *testing.T) {
 	objs := chartObjects(t, loadSchemas(t), strings.Replace(minimalValues, "inferenceExtension:\n",
-		"inferenceExtension:\n  flags: {max-body-bytes: 67108864, grpc-max-recv-msg-size: 104857600, v: 4, "+
-			"readiness-interval: 2s, enable-pprof: false, ratio: 0.25, negative: -3000000}\n", 1))
+		"inferenceExtension:\n  flags: {max-body-bytes: \"67108864\", grpc-max-recv-msg-size: \"104857600\", v: \"4\", "+
+			"readiness-interval: 2s, enable-pprof: \"false\", ratio: \"0.25\", negative: \"-3000000\"}\n", 1))
 	args := eppArgs(t, objs["Deployment"][0])
 	for _, want := range []string{"--max-body-bytes=67108864", "--grpc-max-recv-msg-size=104857600", "--v=4",
 		"--readiness-interval=2s", "--enable-pprof=false", "--ratio=0.25", "--negative=-3000000"} {
@@ -402,7 +402,7 @@ func TestChartGrantsTheLeaseToLeaderElection(t *testing.T) {
 		return out
 	}
 	require.Empty(t, leases(minimalValues))
-	for _, v := range []string{"true", `"true"`, "True", "1"} {
+	for _, v := range []string{`"true"`, `"True"`, `"1"`, `"t"`} {
 		rules := leases(strings.Replace(minimalValues, "inferenceExtension:\n",
 			"inferenceExtension:\n  replicas: 2\n  flags: {ha-enable-leader-election: "+v+"}\n", 1))
 		require.Len(t, rules, 1, v)
@@ -412,7 +412,7 @@ func TestChartGrantsTheLeaseToLeaderElection(t *testing.T) {
 		}
 	}
 	require.Empty(t, leases(strings.Replace(minimalValues, "inferenceExtension:\n",
-		"inferenceExtension:\n  flags: {ha-enable-leader-election: false}\n", 1)))
+		"inferenceExtension:\n  flags: {ha-enable-leader-election: \"false\"}\n", 1)))
 }
 
 // inferenceExtension.image.tag may be a number in the values file (the
@@ -439,18 +439,18 @@ func TestChartRefusesAFlagItPassesFromAValue(t *testing.T) {
 		return strings.Replace(minimalValues, "inferenceExtension:\n", "inferenceExtension:\n"+values, 1)
 	}
 	for flag, want := range map[string]string{
-		"grpc-port: 9100":             "inferenceExtension.extProcPort",
-		"grpc-health-port: 9100":      "inferenceExtension.healthPort",
-		"metrics-port: 9100":          "inferenceExtension.metricsPort",
-		"pool-name: other":            "inferencePool.name",
-		"pool-namespace: other":       "the release's namespace",
-		"config: /etc/other.yaml":     "inferenceExtension.config",
-		"config-file: /etc/o.yaml":    "inferenceExtension.config",
-		"secure-serving: true":        "inferenceExtension.secureServing",
-		"metrics-endpoint-auth: true": "inferenceExtension.metricsEndpointAuth",
-		"tracing: true":               "inferenceExtension.tracing.enabled",
-		"model: other":                "inferenceExtension.model",
-		"checkpoint: /tmp/x":          "inferenceExtension.checkpoint.enabled",
+		"grpc-port: \"9100\"":             "inferenceExtension.extProcPort",
+		"grpc-health-port: \"9100\"":      "inferenceExtension.healthPort",
+		"metrics-port: \"9100\"":          "inferenceExtension.metricsPort",
+		"pool-name: other":                "inferencePool.name",
+		"pool-namespace: other":           "the release's namespace",
+		"config: /etc/other.yaml":         "inferenceExtension.config",
+		"config-file: /etc/o.yaml":        "inferenceExtension.config",
+		"secure-serving: \"true\"":        "inferenceExtension.secureServing",
+		"metrics-endpoint-auth: \"true\"": "inferenceExtension.metricsEndpointAuth",
+		"tracing: \"true\"":               "inferenceExtension.tracing.enabled",
+		"model: other":                    "inferenceExtension.model",
+		"checkpoint: /tmp/x":              "inferenceExtension.checkpoint.enabled",
 	} {
 		name, _, _ := strings.Cut(flag, ":")
 		_, err := renderChart(t, with("  flags: {"+flag+"}\n"))
@@ -459,9 +459,9 @@ func TestChartRefusesAFlagItPassesFromAValue(t *testing.T) {
 	}
 	// A flag the chart passes only with its value set is the user's to give
 	// while the value is unset.
-	objs := chartObjects(t, loadSchemas(t), with("  flags: {fallbacks: 2}\n"))
+	objs := chartObjects(t, loadSchemas(t), with("  flags: {fallbacks: \"2\"}\n"))
 	require.Contains(t, eppArgs(t, objs["Deployment"][0]), "--fallbacks=2")
-	_, err := renderChart(t, with("  fallbacks: 1\n  flags: {fallbacks: 2}\n"))
+	_, err := renderChart(t, with("  fallbacks: 1\n  flags: {fallbacks: \"2\"}\n"))
 	require.ErrorContains(t, err, "inferenceExtension.flags.fallbacks: the chart passes --fallbacks itself, from inferenceExtension.fallbacks")
 }
 
@@ -473,7 +473,7 @@ func TestChartRefusesAFlagItPassesFromAValue(t *testing.T) {
 func TestChartMountsVolumesOfTheValues(t *testing.T) {
 	objs := chartObjects(t, loadSchemas(t), strings.Replace(minimalValues, "inferenceExtension:\n", `inferenceExtension:
   secureServing: true
-  flags: {cert-path: /etc/kvroute-tls, enable-cert-reload: true}
+  flags: {cert-path: /etc/kvroute-tls, enable-cert-reload: "true"}
   volumes: [{name: tls, secret: {secretName: kvroute-epp-tls}}]
   volumeMounts: [{name: tls, mountPath: /etc/kvroute-tls, readOnly: true}]
 `, 1))

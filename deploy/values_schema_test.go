@@ -1,11 +1,13 @@
 package deploy
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
 )
 
 // chartValuesError returns the error helm install gives values before
@@ -75,5 +77,47 @@ httpRoute: {enable: true, parentRefs: [{name: gw}], path: /v1, requestTimeout: 6
 `,
 	} {
 		require.NoError(t, chartValuesError(t, values), name)
+	}
+}
+
+// TestChartRefusesAnUnquotedFlagValue: Helm reads the values file as YAML
+// 1.1 before the chart sees it, so an unquoted flag value that YAML takes for
+// another kind reached kvroute-epp as something else: 0755 as the octal
+// number 493 (--mode=493), 1.10 as 1.1, 0x1F as 31, 1_000 as 1000, on or y as
+// true, an empty value as <nil>. The chart cannot tell 0755 from 493 once
+// read, so every flag value must be a string: the schema refuses any other,
+// naming the key, and the template refuses it too where the schema check is
+// skipped (helm --skip-schema-validation), saying to quote it.
+func TestChartRefusesAnUnquotedFlagValue(t *testing.T) {
+	with := func(flags string) string {
+		return strings.Replace(minimalValues, "inferenceExtension:\n", "inferenceExtension:\n  flags: {"+flags+"}\n", 1)
+	}
+	for _, flag := range []string{"mode: 0755", "version: 1.10", "mask: 0x1F", "count: 1_000", "v: 4", "enable-pprof: false", "x: on", "empty: ", "big: 12345678901234567890"} {
+		name, _, _ := strings.Cut(flag, ":")
+		err := chartValuesError(t, with(flag))
+		require.Error(t, err, flag)
+		require.Contains(t, err.Error(), "/inferenceExtension/flags/"+name, flag)
+		require.Contains(t, err.Error(), "want string", flag)
+
+		ch, err := loader.Load(chartDir)
+		require.NoError(t, err)
+		vals, err := chartutil.ReadValues([]byte(with(flag)))
+		require.NoError(t, err)
+		top, err := chartutil.ToRenderValuesWithSchemaValidation(ch, vals,
+			chartutil.ReleaseOptions{Name: "guide", Namespace: "llm", Revision: 1, IsInstall: true},
+			chartutil.DefaultCapabilities, true)
+		require.NoError(t, err)
+		_, err = engine.Render(ch, top)
+		require.Error(t, err, flag)
+		require.Contains(t, err.Error(), "inferenceExtension.flags."+name+": not a string", flag)
+		require.Contains(t, err.Error(), "quote", flag)
+	}
+	for _, flag := range []string{`mode: "0755"`, `version: "1.10"`, `v: "4"`, `enable-pprof: "false"`, `x: "on"`, `empty: ""`} {
+		require.NoError(t, chartValuesError(t, with(flag)), flag)
+	}
+	objs := chartObjects(t, loadSchemas(t), with(`mode: "0755", version: "1.10", x: "on"`))
+	args := eppArgs(t, objs["Deployment"][0])
+	for _, want := range []string{"--mode=0755", "--version=1.10", "--x=on"} {
+		require.Contains(t, args, want)
 	}
 }
