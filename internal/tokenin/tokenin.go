@@ -83,7 +83,7 @@ func Prompt(body []byte) (render.Prompt, string, error) {
 	var parts, media bool
 	if v[3] != nil {
 		var err error
-		if parts, media, err = contentParts(v[3]); err != nil {
+		if parts, media, err = ContentParts(v[3]); err != nil {
 			return render.Prompt{}, "", err
 		}
 	}
@@ -114,12 +114,14 @@ func Prompt(body []byte) (render.Prompt, string, error) {
 	return p, *salt, nil
 }
 
-// contentParts reads content_parts as vLLM's GenerateRequest types it
-// (list[dict[str, Any]] | None): whether it is a non-empty list, the test
-// vLLM applies before using it, and whether a part's "type" (the last
-// member of that exact name, as json.loads keeps) is one of mediaTypes.
-// Anything but null or a list of objects is refused, as vLLM refuses it.
-func contentParts(v []byte) (nonEmpty, media bool, err error) {
+// ContentParts reads the JSON value v of a GenerateRequest's content_parts
+// as vLLM's request model types it (list[dict[str, Any]] | None): whether
+// it is a non-empty list, the test vLLM applies before using it, and
+// whether a part's "type" (the last member of that exact name, as
+// json.loads keeps) is one of mediaTypes, a part vLLM resolves into a
+// multimodal item. Anything but null or a list of objects is refused, as
+// vLLM refuses it. The simulated engine's generate route reads it too.
+func ContentParts(v []byte) (nonEmpty, media bool, err error) {
 	s := jsonscan.Scanner{Buf: v}
 	if s.Literal("null") {
 		return false, false, nil
@@ -152,7 +154,7 @@ func contentParts(v []byte) (nonEmpty, media bool, err error) {
 	return nonEmpty, media, nil
 }
 
-// maxPartDepth bounds the nesting contentParts follows within a part, the
+// maxPartDepth bounds the nesting ContentParts follows within a part, the
 // bound jsonscan.Members applies to the whole body, which has been read
 // within it already.
 const maxPartDepth = 10000

@@ -19,6 +19,13 @@
 // errors its handler finds, in vLLM's Anthropic envelope
 // ({"type":"error","error":{"type","message"}}).
 //
+// GeneratePath, vLLM's token-in route (with Config.EnableScaleOut), reads
+// features and content_parts as vLLM's GenerateRequest does and refuses
+// what it refuses. The engine has no multimodal model: admitted features
+// leave the prompt its tokens, and a content_parts media part (image_url,
+// audio_url, video_url) is answered 400 "This model does not support
+// multi-modal inputs", as vLLM answers it for a text-only model.
+//
 // Render and generation share one tokenization path, so /render returns
 // exactly the tokens the engine hashes into its prefix cache. With an active
 // KVEventsConfig (vLLM's --kv-events-config keys) the server publishes the

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/json"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/kvroute/kvroute/internal/jsonids"
 	"github.com/kvroute/kvroute/internal/mmfeatures"
+	"github.com/kvroute/kvroute/internal/tokenin"
 	"github.com/kvroute/kvroute/simengine"
 )
 
@@ -65,7 +67,18 @@ type generateIn struct {
 	// no multimodal inputs: it admits them by vLLM's rules and serves the
 	// prompt as its token IDs alone.
 	Features *mmfeatures.Features `json:"features"`
+	// ContentParts are the prompt's multimodal items as raw media (vLLM
+	// fetches and resolves an image_url, audio_url or video_url part);
+	// read by tokenin.ContentParts. The simulated engine has no
+	// multimodal model: it refuses a media part as vLLM refuses one for a
+	// text-only model.
+	ContentParts json.RawMessage `json:"content_parts"`
 }
+
+// errNotMultimodal is vLLM's refusal of a multimodal item for a model
+// without multimodal inputs (its multimodal item tracker's ValueError,
+// answered 400 BadRequestError).
+const errNotMultimodal = "This model does not support multi-modal inputs"
 
 func (r *generateIn) cacheSalt() *string { return r.CacheSalt }
 
@@ -105,7 +118,11 @@ type generateChoice struct {
 // vLLM refuses (package mmfeatures states its rules: mm_hashes and
 // mm_placeholders naming the same modalities with as many entries, no
 // empty, overlapping or out-of-prompt placeholder) are answered 400, as
-// vLLM answers them.
+// vLLM answers them. content_parts is read as vLLM's request model reads
+// it (a list of objects or null, refused beside features); a media part in
+// it is answered 400 as a text-only vLLM model answers it, the simulated
+// engine having no multimodal model to resolve the media with, and a list
+// without one adds nothing to the prompt.
 func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	var req generateIn
 	if e := s.decodeJSON(w, r, &req); e != nil {
@@ -116,6 +133,19 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, withParam(badRequest("sampling_params is required"), "sampling_params"))
 		return
 	}
+	var parts, media bool
+	if req.ContentParts != nil {
+		var err error
+		if parts, media, err = tokenin.ContentParts(req.ContentParts); err != nil {
+			writeAPIError(w, withParam(badRequest("%s", err.Error()), "content_parts"))
+			return
+		}
+	}
+	if parts && req.Features != nil {
+		// GenerateRequest's validator: both set is refused.
+		writeAPIError(w, badRequest("content_parts and features are mutually exclusive"))
+		return
+	}
 	if req.Features != nil && len(req.TokenIDs) > 0 {
 		if _, err := req.Features.Items(len(req.TokenIDs)); err != nil {
 			writeAPIError(w, withParam(badRequest("%s", err.Error()), "features"))
@@ -123,6 +153,9 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	sel, e := s.resolveModel(req.Model)
+	if e == nil && media {
+		e = badRequest(errNotMultimodal)
+	}
 	if e == nil {
 		e = checkN(req.SamplingParams.N)
 	}

@@ -2,7 +2,9 @@ package server
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -116,6 +118,57 @@ func TestGenerateAnswersLikeVLLM(t *testing.T) {
 	code, body = post(t, plain+GeneratePath, map[string]any{"token_ids": prompt, "sampling_params": map[string]any{}})
 	require.Equal(t, http.StatusNotFound, code)
 	require.JSONEq(t, `{"detail":"Not Found"}`, string(body))
+}
+
+// TestGenerateContentPartsAsATextOnlyVLLM: vLLM's GenerateRequest may give
+// its multimodal items as raw media in content_parts (a list of objects or
+// null, refused beside features), which vLLM fetches and resolves; the
+// simulated engine has no multimodal model, so it answers a media part
+// (image_url, audio_url, video_url) as vLLM answers one for a text-only
+// model, 400 "This model does not support multi-modal inputs", instead of
+// serving the prompt as if the media were not there. A list without media
+// parts adds nothing to the prompt and is served; a malformed one, or one
+// beside features, is answered 400 as vLLM's request model refuses it.
+func TestGenerateContentPartsAsATextOnlyVLLM(t *testing.T) {
+	_, base := startServer(t, Config{EnableScaleOut: true})
+	features := `{"mm_hashes":{"image":["a"]},"mm_placeholders":{"image":[{"offset":0,"length":2}]}}`
+	for _, c := range []struct {
+		parts, features string
+		status          int
+		msg             string
+	}{
+		{parts: `[{"type":"image_url","image_url":{"url":"https://x/a.png"}}]`, status: http.StatusBadRequest, msg: "This model does not support multi-modal inputs"},
+		{parts: `[{"type":"text","text":"x"},{"type":"audio_url","audio_url":{"url":"https://x/a.wav"}}]`, status: http.StatusBadRequest, msg: "This model does not support multi-modal inputs"},
+		{parts: `[{"type":"video_url","uuid":"v1"}]`, status: http.StatusBadRequest, msg: "This model does not support multi-modal inputs"},
+		{parts: `[{"type":"text","type":"image_url"}]`, status: http.StatusBadRequest, msg: "This model does not support multi-modal inputs"},
+		{parts: `[{"type":"image_url","type":"text"}]`, status: http.StatusOK},
+		{parts: `[{"type":"text","text":"x"},{"Type":"image_url"},{}]`, status: http.StatusOK},
+		{parts: `[]`, status: http.StatusOK},
+		{parts: `null`, status: http.StatusOK},
+		{parts: `[]`, features: features, status: http.StatusOK},
+		{parts: `[{"type":"text"}]`, features: features, status: http.StatusBadRequest, msg: "content_parts and features are mutually exclusive"},
+		{parts: `{"type":"image_url"}`, status: http.StatusBadRequest, msg: "content_parts"},
+		{parts: `["image_url"]`, status: http.StatusBadRequest, msg: "content_parts"},
+		{parts: `[null]`, status: http.StatusBadRequest, msg: "content_parts"},
+	} {
+		body := `{"model":"m","token_ids":[1,2,3,4],"sampling_params":{"max_tokens":1},"content_parts":` + c.parts
+		if c.features != "" {
+			body += `,"features":` + c.features
+		}
+		resp, err := testClient.Post(base+GeneratePath, "application/json", strings.NewReader(body+"}"))
+		require.NoError(t, err)
+		got, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		require.Equal(t, c.status, resp.StatusCode, "%s: %s", body, got)
+		if c.status != http.StatusOK {
+			var e errorBody
+			require.NoError(t, json.Unmarshal(got, &e), string(got))
+			require.Equal(t, "BadRequestError", e.Error.Type)
+			require.Equal(t, http.StatusBadRequest, e.Error.Code)
+			require.Contains(t, e.Error.Message, c.msg)
+		}
+	}
 }
 
 func TestParseTokenListAgreesWithEncodingJSON(t *testing.T) {
