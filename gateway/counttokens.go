@@ -4,7 +4,6 @@ import (
 	"net/http"
 
 	"github.com/kvroute/kvroute"
-	"github.com/kvroute/kvroute/internal/jsonscan"
 	"github.com/kvroute/kvroute/models"
 	"github.com/kvroute/kvroute/render"
 )
@@ -41,7 +40,11 @@ func (h *Handler) serveCountTokens(w http.ResponseWriter, r *http.Request) {
 		am.results[h.refuseBody(w, r, render.APIMessages, err)].Inc()
 		return
 	}
-	body = jsonscan.TrimBOM(body) // as vLLM reads it, and as an inference body is
+	body, wheld, ok := h.jsonBody(w, render.APIMessages, am, body) // as vLLM reads it, and as an inference body is
+	defer h.budget.Release(wheld)
+	if !ok {
+		return
+	}
 	model, err := bodyModel(body)
 	if err != nil {
 		am.results[ResultBadRequest].Inc()

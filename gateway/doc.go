@@ -10,7 +10,10 @@
 //  1. reads the body up to Config.MaxBodyBytes (413 beyond it, 400 for a body
 //     that is not a JSON object; one leading UTF-8 byte order mark is read
 //     past and dropped from the body, as vLLM's json.loads reads the
-//     body's bytes as UTF-8-sig) within Config.BodyReadTimeout (408 and the
+//     body's bytes as UTF-8-sig, and a UTF-16 or UTF-32 body, which
+//     json.loads detects and decodes, is routed and sent on as the UTF-8
+//     JSON it encodes, the copy charged to the body budget; 400 naming the
+//     encoding when it is not text in it) within Config.BodyReadTimeout (408 and the
 //     connection closed after it), into a buffer that grows as the bytes
 //     arrive (a Content-Length sizes none beyond 64 KiB) and is charged to a
 //     gateway-wide budget of Config.MaxBodyBytesInFlight until the response

@@ -20,7 +20,6 @@ import (
 	"github.com/kvroute/kvroute/admission"
 	"github.com/kvroute/kvroute/internal/bytebudget"
 	"github.com/kvroute/kvroute/internal/h1pool"
-	"github.com/kvroute/kvroute/internal/jsonscan"
 	"github.com/kvroute/kvroute/internal/recent"
 	"github.com/kvroute/kvroute/models"
 	"github.com/kvroute/kvroute/render"
@@ -435,10 +434,14 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api ren
 		am.results[h.refuseBody(w, r, api, err)].Inc()
 		return
 	}
-	// A leading UTF-8 byte order mark is read past, as vLLM reads the body
-	// (Python's json.loads decodes its bytes as UTF-8-sig), and the engine
-	// gets the body without it.
-	body = jsonscan.TrimBOM(body)
+	// Read as vLLM reads the body (Python's json.loads on its bytes): a
+	// leading UTF-8 byte order mark is read past, a UTF-16 or UTF-32 body
+	// decoded; the engine gets the UTF-8 JSON read.
+	body, wheld, ok := h.jsonBody(w, api, am, body)
+	defer h.budget.Release(wheld) // after the response, as the body's
+	if !ok {
+		return
+	}
 	model, transfer, err := scanBody(body)
 	if err != nil {
 		am.results[ResultBadRequest].Inc()

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf16"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
@@ -669,6 +670,85 @@ func TestGatewayRemovesClientSidecarRoutingHeaders(t *testing.T) {
 			require.Empty(t, hd.Values(k), "request %d: %s", i, k)
 		}
 	}
+}
+
+// wideBody encodes s as UTF-16 (unit 2) or UTF-32 (unit 4), big-endian or
+// not, with a byte order mark first when bom.
+func wideBody(s string, unit int, big, bom bool) string {
+	var out []byte
+	put := func(u uint32) {
+		b := make([]byte, unit)
+		for i := range unit {
+			shift := 8 * i
+			if big {
+				shift = 8 * (unit - 1 - i)
+			}
+			b[i] = byte(u >> shift)
+		}
+		out = append(out, b...)
+	}
+	if bom {
+		put(0xFEFF)
+	}
+	for _, r := range s {
+		if unit == 2 && r >= 0x10000 {
+			hi, lo := utf16.EncodeRune(r)
+			put(uint32(hi))
+			put(uint32(lo))
+			continue
+		}
+		put(uint32(r))
+	}
+	return string(out)
+}
+
+// A UTF-16 or UTF-32 body, with or without a byte order mark, is served as
+// vLLM serves it: FastAPI hands the body's bytes to Python's json.loads,
+// which detects either encoding (json.detect_encoding) and decodes it. The
+// gateway answered it 400 ("not a JSON object"); it is routed and
+// forwarded as the UTF-8 JSON the engine reads the same, its Content-Length
+// to match. A body that is not text in its encoding (an unpaired
+// surrogate) is answered 400 naming the encoding and counted.
+func TestGatewayServesAUTF16Or32BodyAsVLLMDoes(t *testing.T) {
+	defer leakcheck.Check(t)()
+	h := newHarness(t, 1, Config{})
+	defer h.close()
+	body := completionsBody("a wide prompt: héllo 😀 世界", false)
+	n := 0
+	for _, c := range []struct {
+		unit     int
+		big, bom bool
+	}{{2, false, false}, {2, true, false}, {2, false, true}, {2, true, true}, {4, false, false}, {4, true, false}, {4, false, true}, {4, true, true}} {
+		resp := h.post("/v1/completions", wideBody(body, c.unit, c.big, c.bom))
+		got := readAll(t, resp)
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%+v: %s", c, got)
+		n++
+		bodies, headers := h.ups[0].received()
+		require.Len(t, bodies, n)
+		require.Equal(t, body, string(bodies[n-1]), "%+v", c)
+		require.Equal(t, strconv.Itoa(len(body)), headers[n-1].Get("Content-Length"))
+	}
+	require.Eventually(t, func() bool { return counter(t, h.reg, "completions", ResultSuccess) == float64(n) }, wait, time.Millisecond)
+	require.Equal(t, n, h.ups[0].rendered, "rendered from the UTF-8 body")
+
+	lone := wideBody(`{"model":"test-model","prompt":"`, 2, false, false) + "\x00\xd8" + wideBody(`"}`, 2, false, false)
+	resp := h.post("/v1/completions", lone)
+	got := readAll(t, resp)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, got)
+	require.Contains(t, got, "UTF-16LE")
+	require.Eventually(t, func() bool { return counter(t, h.reg, "completions", ResultBadRequest) == 1 }, wait, time.Millisecond)
+
+	// Anthropic's token count, read as an inference body is.
+	h.ups[0].setInfer(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"input_tokens":3}`)
+	})
+	ct := `{"model":"test-model","messages":[{"role":"user","content":"wide 😀"}]}`
+	resp = h.post("/v1/messages/count_tokens", wideBody(ct, 2, true, true))
+	got = readAll(t, resp)
+	require.Equal(t, http.StatusOK, resp.StatusCode, got)
+	bodies, _ := h.ups[0].received()
+	require.Equal(t, ct, string(bodies[len(bodies)-1]))
 }
 
 // A body that starts with a UTF-8 byte order mark is served as vLLM serves

@@ -73,9 +73,12 @@
 //     when the body exceeds the configured limit, 400 when it is not JSON
 //     (an empty body included), 404 NotFoundError (vLLM's and the gateway's
 //     body) when no endpoint serves the body's model. An inference body
-//     that starts with a UTF-8 byte order mark is routed, and sent on,
-//     without it: vLLM reads the body's bytes with Python's json.loads,
-//     which decodes them as UTF-8-sig, and serves it.
+//     is read as vLLM reads its bytes, with Python's json.loads: one that
+//     starts with a UTF-8 byte order mark is routed, and sent on, without
+//     it (json.loads decodes it as UTF-8-sig), and a UTF-16 or UTF-32 one,
+//     with or without a mark, as the UTF-8 JSON it encodes (json.loads
+//     detects either encoding), the copy charged to the body budget; one
+//     that is not text in its encoding is answered 400 naming it.
 //   - buffers every body within a picker-wide budget of body bytes in flight
 //     (Config.MaxBodyBytesInFlight), charged as the chunks arrive and
 //     returned when the upstream answers or the stream ends: a stream whose

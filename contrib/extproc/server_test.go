@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf16"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
@@ -443,6 +444,68 @@ func TestProcessTrailingSlashPathGoesToTheEngineByItsAPIsPath(t *testing.T) {
 		require.NoError(t, st.CloseSend())
 	}
 	require.Equal(t, 2.0, h.counter("kvroute_extproc_requests_total", map[string]string{"result": resultPassthrough}))
+}
+
+// utf16LE and utf32BE encode s, the latter behind its byte order mark.
+func utf16LE(s string) string {
+	var out []byte
+	for _, u := range utf16.Encode([]rune(s)) {
+		out = append(out, byte(u), byte(u>>8))
+	}
+	return string(out)
+}
+
+func utf32BE(s string) string {
+	out := []byte{0, 0, 0xFE, 0xFF}
+	for _, r := range s {
+		out = append(out, byte(r>>24), byte(r>>16), byte(r>>8), byte(r))
+	}
+	return string(out)
+}
+
+// A UTF-16 or UTF-32 body, with or without a byte order mark, is routed as
+// the UTF-8 JSON it encodes: vLLM (FastAPI's request.json(), Python's
+// json.loads on the body's bytes, which detects either encoding) serves
+// it, and the picker answered it 400. The engine gets the UTF-8 body, its
+// content-length to match. A body that is not text in its encoding (an
+// unpaired surrogate) is answered 400 naming the encoding, and counted.
+func TestProcessUTF16Or32BodyIsRoutedAsTheEngineReadsIt(t *testing.T) {
+	defer leakcheck.Check(t)()
+	h := newHarness(t, Config{}, engineOpts{})
+	defer h.close()
+	body := completionsBody(prompt(7, 20, "wide 😀"), false)
+	for i, wide := range []string{utf16LE(body), utf32BE(body)} {
+		st, err := h.client.Process(ctxT(t))
+		require.NoError(t, err)
+		require.NoError(t, st.Send(envoyHeaders("/v1/completions", false, nil)))
+		require.NoError(t, st.Send(bodyChunk(wide[:3], false))) // a code unit split across chunks
+		require.NoError(t, st.Send(bodyChunk(wide[3:], true)))
+		hr, err := st.Recv()
+		require.NoError(t, err)
+		require.Nil(t, hr.GetImmediateResponse(), "not refused: %v", hr.GetImmediateResponse())
+		mut := hr.GetRequestHeaders().GetResponse().GetHeaderMutation()
+		require.Equal(t, h.engines[0].id, setHeader(mut, DefaultDestinationHeader))
+		require.Equal(t, strconv.Itoa(len(body)), setHeader(mut, "content-length"))
+		br, err := st.Recv()
+		require.NoError(t, err)
+		require.Equal(t, body, string(br.GetRequestBody().GetResponse().GetBodyMutation().GetStreamedResponse().GetBody()))
+		require.NoError(t, st.Send(respHeaders(h.engines[0].id, true)))
+		_, err = st.Recv()
+		require.NoError(t, err)
+		h.idle()
+		require.Equal(t, float64(i+1), h.counter("kvroute_extproc_requests_total", map[string]string{"result": "routed"}))
+	}
+
+	st, err := h.client.Process(ctxT(t))
+	require.NoError(t, err)
+	require.NoError(t, st.Send(envoyHeaders("/v1/completions", false, nil)))
+	require.NoError(t, st.Send(bodyChunk(utf16LE(`{"model":"m","prompt":"`)+"\x00\xd8"+utf16LE(`"}`), true)))
+	resp, err := st.Recv()
+	require.NoError(t, err)
+	require.EqualValues(t, http.StatusBadRequest, resp.GetImmediateResponse().GetStatus().GetCode())
+	require.Contains(t, string(resp.GetImmediateResponse().GetBody()), "UTF-16LE")
+	h.idle()
+	require.Equal(t, 1.0, h.counter("kvroute_extproc_requests_total", map[string]string{"result": resultBadRequest}))
 }
 
 // A body that starts with a UTF-8 byte order mark is routed as the same

@@ -311,10 +311,13 @@ func (st *streamState) route(body []byte) error {
 		st.setResult(resultPassthrough)
 		return st.answerRequest(list, "", body, false)
 	}
-	// A leading UTF-8 byte order mark is read past, as vLLM reads the body
-	// (Python's json.loads decodes its bytes as UTF-8-sig), and the engine
-	// gets the body without it.
-	body = jsonscan.TrimBOM(body)
+	// Read as vLLM reads the body (Python's json.loads on its bytes): a
+	// leading UTF-8 byte order mark is read past, a UTF-16 or UTF-32 body
+	// decoded; the engine gets the UTF-8 JSON read.
+	body, err := st.jsonBody(body)
+	if err != nil {
+		return err
+	}
 	model, transfer, err := requestMembers(body)
 	st.model = model
 	if err != nil {
@@ -748,6 +751,32 @@ func (st *streamState) refuseBodyBudget() error {
 	return st.immediate(http.StatusServiceUnavailable, fmt.Sprintf(
 		"the endpoint picker is holding its limit of %d bytes of request bodies in flight; retry later",
 		st.srv.cfg.MaxBodyBytesInFlight), header("retry-after", "1"))
+}
+
+// jsonBody returns body as vLLM reads it: FastAPI hands the body's bytes
+// to Python's json.loads, which decodes a UTF-16 or UTF-32 body (detected
+// as jsonscan.DetectWide says) and reads a UTF-8 one past a leading byte
+// order mark. A wide body becomes the UTF-8 JSON the engine reads the same,
+// the copy charged to the body budget with the body until the stream lets
+// go of it; a UTF-8 one loses its mark (jsonscan.TrimBOM). The error is
+// that of a refusal it has answered: 400 for a wide body that is not text
+// in its encoding (the message names it), 503 for no room in the budget.
+func (st *streamState) jsonBody(body []byte) ([]byte, error) {
+	wide, ok := jsonscan.DetectWide(body)
+	if !ok {
+		return jsonscan.TrimBOM(body), nil
+	}
+	n, err := wide.UTF8Len(body)
+	if err != nil {
+		st.setResult(resultBadRequest)
+		return nil, st.immediate(http.StatusBadRequest, "the request body is not a JSON object: "+err.Error())
+	}
+	if !st.srv.bodies.Acquire(int64(n)) {
+		return nil, st.refuseBodyBudget()
+	}
+	st.held += int64(n)
+	st.body = wide.AppendUTF8(make([]byte, 0, n), body)
+	return st.body, nil
 }
 
 // dropTransferParams returns body without its top-level kv_transfer_params
