@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"unicode/utf16"
 
 	"github.com/stretchr/testify/require"
 
@@ -278,4 +279,52 @@ func TestRequestMembersReadByExactName(t *testing.T) {
 	code, body = post(t, base+"/v1/chat/completions/render", b)
 	require.Equal(t, http.StatusOK, code, string(body))
 	require.Contains(t, string(body), `"cache_salt":null`)
+}
+
+// TestBodiesInEveryEncodingVLLMReads: vLLM reads a request body with
+// FastAPI's request.json(), Python's json.loads on the body's bytes, which
+// reads a UTF-8 body past a leading byte order mark and detects and decodes
+// a UTF-16 or UTF-32 one; the simulated engine serves each such body as
+// vLLM does (it answered them 400), and refuses one that is not text in its
+// encoding.
+func TestBodiesInEveryEncodingVLLMReads(t *testing.T) {
+	_, base := startServer(t, Config{EnableScaleOut: true})
+	const body = `{"model":"m","prompt":"héllo 😀","max_tokens":1}`
+	le16 := func(s string) string {
+		var out []byte
+		for _, u := range utf16.Encode([]rune(s)) {
+			out = append(out, byte(u), byte(u>>8))
+		}
+		return string(out)
+	}
+	be32 := func(s string) string {
+		var out []byte
+		for _, r := range s {
+			out = append(out, byte(r>>24), byte(r>>16), byte(r>>8), byte(r))
+		}
+		return string(out)
+	}
+	for name, b := range map[string]string{
+		"UTF-8 with a mark": "\xef\xbb\xbf" + body,
+		"UTF-16LE":          le16(body),
+		"UTF-16LE, marked":  "\xff\xfe" + le16(body),
+		"UTF-32BE":          be32(body),
+		"UTF-32BE, marked":  "\x00\x00\xfe\xff" + be32(body),
+	} {
+		for _, path := range []string{"/v1/completions", "/v1/completions/render"} {
+			resp, err := testClient.Post(base+path, "application/json", strings.NewReader(b))
+			require.NoError(t, err)
+			got, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			require.NoError(t, err)
+			require.Equal(t, http.StatusOK, resp.StatusCode, "%s %s: %s", name, path, got)
+		}
+	}
+	resp, err := testClient.Post(base+"/v1/completions", "application/json", strings.NewReader(le16(`{"prompt":"`)+"\x00\xd8"+le16(`"}`)))
+	require.NoError(t, err)
+	got, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, string(got))
+	require.Contains(t, string(got), "UTF-16LE")
 }
