@@ -62,8 +62,11 @@
 //
 // Prefill/decode disaggregation (Config.PD, pd.go) follows vLLM with the
 // NIXL connector. A client (llm-d's routing sidecar, kvroute's
-// disagg/sidecar) sends a prefill-role server the request with max_tokens 1,
-// stream false and kv_transfer_params {"do_remote_decode": true}; it
+// disagg/sidecar) sends a prefill-role server the request with max_tokens 1
+// (max_output_tokens 1 on /v1/responses), stream false and
+// kv_transfer_params {"do_remote_decode": true}; /v1/completions,
+// /v1/chat/completions and /v1/responses read them (/v1/messages, where
+// vLLM reads them too, does not yet); it
 // computes the prompt, holds the request's blocks in use (as vLLM's
 // connector delays freeing them) until a decoder reads them or
 // PDConfig.LeaseTTL passes (expiry is checked on each prefill request and

@@ -104,6 +104,46 @@ func TestPDPrefillThenDecodeOverHTTP(t *testing.T) {
 	require.Equal(t, 1.0, testutil.ToFloat64(dec.pd.transfers.WithLabelValues("recompute")))
 }
 
+// The Responses API carries kv_transfer_params as vLLM's does
+// (ResponsesRequest and ResponsesResponse, vllm-project/vllm#37424): a
+// prefill request on /v1/responses asking for one token with
+// max_output_tokens is answered with transfer parameters, and the decode
+// request reads the blocks they name. Before, /v1/responses ignored them:
+// the prefiller answered none and the decoder computed the whole prompt.
+func TestPDResponsesAPI(t *testing.T) {
+	pre, preURL := startServer(t, Config{PD: PDConfig{Role: RolePrefill, EngineID: "p0"}})
+	dec, decURL := startServer(t, Config{PD: PDConfig{Role: RoleDecode, TransferTimePerToken: time.Microsecond}})
+	type respAnswer struct {
+		Status string `json:"status"`
+		Usage  struct {
+			Input   int `json:"input_tokens"`
+			Output  int `json:"output_tokens"`
+			Details struct {
+				Cached int `json:"cached_tokens"`
+			} `json:"input_tokens_details"`
+		} `json:"usage"`
+		KV *kvTransferParams `json:"kv_transfer_params"`
+	}
+	code, b := post(t, preURL+"/v1/responses", map[string]any{"model": "m", "input": longText, "max_output_tokens": 1,
+		"stream": false, "store": false, "kv_transfer_params": map[string]any{"do_remote_decode": true, "do_remote_prefill": false}})
+	require.Equal(t, http.StatusOK, code, string(b))
+	p := decode[respAnswer](t, b)
+	require.Equal(t, 1, p.Usage.Output)
+	require.NotNil(t, p.KV, string(b))
+	require.True(t, p.KV.DoRemotePrefill)
+	require.Equal(t, "p0", p.KV.RemoteEngineID)
+	require.Equal(t, 1.0, testutil.ToFloat64(pre.pd.leases.held))
+
+	code, b = post(t, decURL+"/v1/responses", map[string]any{"model": "m", "input": longText, "max_output_tokens": 6, "kv_transfer_params": p.KV})
+	require.Equal(t, http.StatusOK, code, string(b))
+	d := decode[respAnswer](t, b)
+	require.Nil(t, d.KV, "a decoder's answer carries no transfer params")
+	require.Equal(t, 6, d.Usage.Output)
+	require.Equal(t, d.Usage.Input-1, d.Usage.Details.Cached, "the whole prompt arrived")
+	require.Equal(t, 1.0, testutil.ToFloat64(dec.pd.transfers.WithLabelValues("ok")))
+	require.Equal(t, 0.0, testutil.ToFloat64(pre.pd.leases.held), "the read consumed the lease")
+}
+
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 
 // shortReader is a fake prefiller whose read route returns only tokens

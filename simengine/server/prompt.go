@@ -254,6 +254,9 @@ type responsesRequest struct {
 	Stream             bool            `json:"stream"`
 	PreviousResponseID *string         `json:"previous_response_id"`
 	CacheSalt          *string         `json:"cache_salt"`
+	// KVTransferParams are vLLM's P/D fields (pd.go), which its
+	// ResponsesRequest carries as ChatCompletionRequest does.
+	KVTransferParams json.RawMessage `json:"kv_transfer_params"`
 	// RequestID is vLLM's extra parameter, the response's whole id (vLLM
 	// reads no X-Request-Id here; requestid.go).
 	RequestID string `json:"request_id"`

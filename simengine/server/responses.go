@@ -38,18 +38,25 @@ type respBody struct {
 	Status    string     `json:"status"`
 	Output    []respItem `json:"output"`
 	Usage     *respUsage `json:"usage"`
+	// KVTransferParams is set on a prefiller's answer (pd.go), as vLLM's
+	// ResponsesResponse carries it.
+	KVTransferParams *kvTransferParams `json:"kv_transfer_params,omitempty"`
 }
 
 func respUsageOf(r *simengine.Result) *respUsage {
 	return &respUsage{
-		InputTokens: r.PromptTokens, InputTokensDetails: map[string]int{"cached_tokens": r.CachedTokens},
+		// cached_tokens counts local prefix-cache hits and KV received from
+		// a prefiller, as usageOf's (vLLM's num_cached_tokens).
+		InputTokens: r.PromptTokens, InputTokensDetails: map[string]int{"cached_tokens": r.CachedTokens + r.RemoteKVTokens},
 		OutputTokens: len(r.OutputTokens), OutputTokensDetails: map[string]int{"reasoning_tokens": 0},
 		TotalTokens: r.PromptTokens + len(r.OutputTokens),
 	}
 }
 
 // handleResponses serves /v1/responses (JSON, or SSE with the Responses event
-// names). previous_response_id is rejected: nothing is stored.
+// names). previous_response_id is rejected: nothing is stored. Its
+// kv_transfer_params are read as on the other OpenAI routes (pd.go), as
+// vLLM's Responses API reads them.
 func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 	var req responsesRequest
 	if e := s.decodeJSON(w, r, &req); e != nil {
@@ -62,9 +69,13 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 		prompt, e = req.prompt()
 		s.tok.add(r.URL.Path, 1)
 	}
+	var pd *pdRequest
+	if e == nil {
+		pd, e = s.pdBegin(r.Context(), req.KVTransferParams, [][]uint32{prompt})
+	}
 	var job *genJob
 	if e == nil {
-		job, e = s.submit([][]uint32{prompt}, req.MaxOutputTokens, req.CacheSalt, sel)
+		job, e = s.submitPD([][]uint32{prompt}, req.MaxOutputTokens, req.CacheSalt, sel, pd)
 	}
 	if e != nil {
 		writeAPIError(w, e)
@@ -89,7 +100,11 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 			writeAPIError(w, engineError(err))
 			return
 		}
-		writeJSON(w, http.StatusOK, body("completed", rs[0].Text, respUsageOf(&rs[0])))
+		b := body("completed", rs[0].Text, respUsageOf(&rs[0]))
+		if pd.produce {
+			b.KVTransferParams = s.pdFinish(pd, id, job.ids[0], s.pdEngineRequest(prompt, req.CacheSalt, sel.lora))
+		}
+		writeJSON(w, http.StatusOK, b)
 		return
 	}
 	out := newSSE(w)
