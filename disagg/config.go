@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/kvroute/kvroute/affinity"
 	"github.com/kvroute/kvroute/internal/jsonconf"
+	"github.com/kvroute/kvroute/render"
 )
 
 // Defaults applied by New to zero Config fields.
@@ -74,6 +76,15 @@ const (
 	// "Sensitivity").
 	DefaultDecodeStallCap = 4.0
 )
+
+// DefaultSplitAPIs are the APIs whose requests the Profile may split when
+// Config.SplitAPIs is empty: completions and chat completions, the routes
+// every routing sidecar splits (llm-d's long did only these).
+var DefaultSplitAPIs = []render.API{render.APICompletions, render.APIChatCompletions}
+
+// splitAPINames are the API names Config.SplitAPIs may hold: every API
+// kvroute routes (render.API), named as in the gateway's api label.
+var splitAPINames = []render.API{render.APICompletions, render.APIChatCompletions, render.APIMessages, render.APIResponses}
 
 // Config configures the Profile (the gateway's "disagg" block).
 type Config struct {
@@ -160,6 +171,22 @@ type Config struct {
 	// taking every long prompt while its queue grows without bound. 0 means
 	// DefaultDecodeStallCap; negative means no cap.
 	DecodeStallCap float64 `json:"decodeStallCap"`
+
+	// SplitAPIs lists the APIs whose requests may be split (render.API
+	// names: "completions", "chat_completions", "messages", "responses"); a
+	// request of another API stays local, counted with reason api, so that
+	// no prefill endpoint is charged a prompt it never gets. It must name
+	// what the decode pods' routing sidecar (or the gateway's exchange
+	// mode) splits: kvroute's sidecar and exchange split completions, chat
+	// completions and Responses (/v1/responses, whose prefill request asks
+	// for one token with max_output_tokens; a vLLM with kv_transfer_params
+	// on its Responses API is needed, else every such prefill falls back to
+	// a local one); llm-d's newer routing sidecar splits these and
+	// Messages too. A sidecar that passes an API's requests on unsplit
+	// leaves the prefill endpoint charged for nothing. Empty means
+	// DefaultSplitAPIs. A request naming no API (pre-tokenized prompts
+	// from a Go caller) may always be split.
+	SplitAPIs []render.API `json:"splitAPIs,omitempty"`
 }
 
 // ErrInvalidConfig wraps every configuration error.
@@ -191,7 +218,28 @@ func (c Config) Validate() error {
 	case math.IsNaN(c.DecodeStallCap) || math.IsInf(c.DecodeStallCap, 0):
 		return fmt.Errorf("%w: decodeStallCap %v is not a finite number", ErrInvalidConfig, c.DecodeStallCap)
 	}
+	for i, api := range c.SplitAPIs {
+		if !slices.Contains(splitAPINames, api) {
+			return fmt.Errorf("%w: splitAPIs[%d] %q is not an API (one of %q)", ErrInvalidConfig, i, api, splitAPINames)
+		}
+		if slices.Contains(c.SplitAPIs[:i], api) {
+			return fmt.Errorf("%w: splitAPIs[%d] %q is listed twice", ErrInvalidConfig, i, api)
+		}
+	}
 	return nil
+}
+
+// SplitsAPI reports whether a request of api may be split: api is in
+// SplitAPIs (DefaultSplitAPIs when empty), or "" (a request naming no
+// API, pre-tokenized prompts from a Go caller).
+func (c Config) SplitsAPI(api render.API) bool {
+	if api == "" {
+		return true
+	}
+	if len(c.SplitAPIs) == 0 {
+		return slices.Contains(DefaultSplitAPIs, api)
+	}
+	return slices.Contains(c.SplitAPIs, api)
 }
 
 // WithDefaults returns c with its zero fields set to the defaults.
@@ -235,6 +283,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.DecodeStallCap == 0 {
 		c.DecodeStallCap = DefaultDecodeStallCap
+	}
+	if len(c.SplitAPIs) == 0 {
+		c.SplitAPIs = slices.Clone(DefaultSplitAPIs) // a copy: the result's to change
 	}
 	return c
 }

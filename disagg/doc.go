@@ -34,12 +34,18 @@
 //     already has that many prompt tokens in flight (Dynamo's conditional
 //     disaggregation checks the prefill load the same way); with
 //     Config.CostRule, when splitting is not estimated faster (below). A
-//     request of an API the routing sidecar cannot split (SplitsAPI: only
-//     completions and chat completions carry vLLM's kv_transfer_params
-//     through kvroute's sidecar and the gateway's exchange; Messages and
-//     Responses are passed to the decoder whole) stays local, counted with
-//     reason api, so that no prefill endpoint is charged a prompt it never
-//     gets;
+//     request of an API outside Config.SplitAPIs (Config.SplitsAPI) stays
+//     local, counted with reason api, so that no prefill endpoint is
+//     charged a prompt the routing sidecar never sends it. The list must
+//     name the APIs the decode pods' sidecar splits: by default
+//     (DefaultSplitAPIs) completions and chat completions, which every
+//     sidecar splits. kvroute's sidecar and the gateway's exchange split
+//     Responses (/v1/responses) too: the prefill request asks for one
+//     token with max_output_tokens, and a vLLM whose Responses API carries
+//     kv_transfer_params (added in 2026) answers it with the transfer
+//     parameters; an older one answers without them, and each such
+//     request falls back to a local prefill. llm-d's newer sidecar splits
+//     Responses and Messages;
 //  3. when split, picks the prefill endpoint among the other candidates
 //     that may prefill (RolePrefill, RoleBoth, none) by the router's
 //     filters and scorers: prefix cache and prefill load (in-flight
@@ -142,7 +148,8 @@
 //
 // kvroute_disagg_decisions_total{outcome,reason}: outcome split (reasons
 // uncached, decode_busy) or local (reasons cached, no_tokens, no_prefill_endpoint,
-// prefill_busy, local_faster, api); kvroute_disagg_picks_total{role}: role decode (every
+// prefill_busy, local_faster, api: an API outside Config.SplitAPIs);
+// kvroute_disagg_picks_total{role}: role decode (every
 // request) and prefill (split requests); and
 // kvroute_disagg_decode_without_events_total. Label values come from these
 // fixed sets only.

@@ -18,7 +18,7 @@ const (
 	reasonPrefillBusy        // local: the prefill-load rule (MaxPrefillQueueTokens)
 	reasonLocalFaster        // local: the cost rule estimated local prefill faster
 	reasonDecodeBusy         // split: below the threshold, the cost rule estimated splitting faster
-	reasonAPI                // local: the request's API is one the routing sidecar cannot split (SplitsAPI)
+	reasonAPI                // local: the request's API is not in Config.SplitAPIs
 	numReasons
 )
 
@@ -48,7 +48,7 @@ func newMetrics() *metrics {
 	m := &metrics{
 		decisionsVec: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvroute_disagg_decisions_total",
-			Help: "Prefill/decode decisions by outcome (split: a prefill endpoint computes the prompt; local: the decode endpoint prefills) and reason (uncached, decode_busy, cached, no_tokens, no_prefill_endpoint, prefill_busy, local_faster, api: an API the routing sidecar cannot split, such as Messages or Responses).",
+			Help: "Prefill/decode decisions by outcome (split: a prefill endpoint computes the prompt; local: the decode endpoint prefills) and reason (uncached, decode_busy, cached, no_tokens, no_prefill_endpoint, prefill_busy, local_faster, api: an API outside the profile's splitAPIs, by default Messages and Responses).",
 		}, []string{"outcome", "reason"}),
 		picksVec: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvroute_disagg_picks_total",

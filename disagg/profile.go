@@ -78,6 +78,7 @@ func New(cfg Config, opts Options) (*Profile, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg.SplitAPIs = slices.Clone(cfg.SplitAPIs) // the caller's slice stays the caller's
 	p := &Profile{cfg: cfg.WithDefaults(), set: opts.Set, met: newMetrics(), out: newOutputTracker(),
 		scorers: slices.Clone(opts.DecodeScorers)}
 	p.bufs.New = func() any { return new(roleBufs) }
@@ -94,7 +95,11 @@ func New(cfg Config, opts Options) (*Profile, error) {
 func (p *Profile) Close() { p.set.Unregister(p.met.collectors()...) }
 
 // Config returns the configuration with its defaults filled in.
-func (p *Profile) Config() Config { return p.cfg }
+func (p *Profile) Config() Config {
+	c := p.cfg
+	c.SplitAPIs = slices.Clone(c.SplitAPIs) // the Profile's own stays unchanged
+	return c
+}
 
 // SetEventsLive sets Options.EventsLive (nil: every stream is live).
 func (p *Profile) SetEventsLive(fn func(endpointID string) bool) {
@@ -152,9 +157,10 @@ func (p *Profile) Pick(ctx context.Context, req *kvroute.Request, endpoints []kv
 	if !p.eventsLive(dc.Endpoint.ID) {
 		p.met.withoutEvents.Inc()
 	}
-	if !SplitsAPI(req.API) {
-		// The sidecar would pass it to the decoder unsplit: a prefill
-		// endpoint picked for it would be charged a prompt it never gets.
+	if !p.cfg.SplitsAPI(req.API) {
+		// Not an API the sidecar splits (Config.SplitAPIs): it would pass it
+		// to the decoder unsplit, and a prefill endpoint picked for it
+		// would be charged a prompt it never gets.
 		return p.local(ds, di, reasonAPI, out)
 	}
 	prompts, salt := st.Prompts(ds)
@@ -220,17 +226,6 @@ func (p *Profile) Pick(ctx context.Context, req *kvroute.Request, endpoints []kv
 	p.met.pickDecode.Inc()
 	p.met.pickPrefill.Inc()
 	return d, nil
-}
-
-// SplitsAPI reports whether a request of api can be split: the two-step
-// exchange runs on the routes whose bodies vLLM reads kv_transfer_params
-// from, /v1/completions and /v1/chat/completions, the ones kvroute's
-// sidecar (and the gateway's exchange mode) splits, as llm-d's sidecar
-// long did; a request of another API (Messages, Responses) is passed to
-// the decoder unsplit, so the Profile keeps it local. A request naming no
-// API (pre-tokenized prompts from a Go caller) may be split.
-func SplitsAPI(api render.API) bool {
-	return api == "" || api == render.APICompletions || api == render.APIChatCompletions
 }
 
 // local commits the decode pick alone: the decode endpoint prefills, and

@@ -2,8 +2,10 @@ package disagg
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -131,12 +133,12 @@ func TestLongNewPromptIsSplit(t *testing.T) {
 	require.Equal(t, 1.0, f.picks(RolePrefill))
 }
 
-// A request of an API the routing sidecar cannot split (Messages,
-// Responses: kvroute's sidecar and the gateway's exchange split completions
-// and chat completions only) stays local, counted as reason "api": it was
-// split, and the prefill endpoint was charged the prompt of a request it
-// never got. Completions and chat completions, and a request naming no API
-// (pre-tokenized prompts), split as before.
+// A request of an API outside Config.SplitAPIs (by default Messages and
+// Responses: the default lists completions and chat completions, what
+// every routing sidecar splits) stays local, counted as reason "api": it
+// was split, and the prefill endpoint was charged the prompt of a request
+// it never got. Completions and chat completions, and a request naming no
+// API (pre-tokenized prompts), split as before.
 func TestAPIWithoutSplitStaysLocal(t *testing.T) {
 	f := newFleet(t, Config{}, Options{})
 	for i, api := range []render.API{render.APIMessages, render.APIResponses} {
@@ -165,6 +167,70 @@ func TestAPIWithoutSplitStaysLocal(t *testing.T) {
 	}
 	require.Equal(t, 3.0, f.decisions(outcomeSplit, "uncached"))
 	f.requireIdle(t)
+}
+
+// Config.SplitAPIs chooses the APIs that may be split, for a routing
+// sidecar that splits others (llm-d's newer one splits /v1/responses): a
+// long Responses request is split when the list names responses, and a
+// chat completion it does not name stays local, counted with reason api.
+// Before, the APIs were fixed: Responses requests always stayed local.
+func TestSplitAPIsConfigured(t *testing.T) {
+	f := newFleet(t, Config{SplitAPIs: []render.API{render.APIResponses, render.APICompletions}}, Options{})
+	require.Equal(t, []render.API{render.APIResponses, render.APICompletions}, f.p.Config().SplitAPIs)
+	for i, api := range []render.API{render.APIResponses, render.APICompletions, ""} {
+		d, err := f.r.Pick(context.Background(), &kvroute.Request{ID: fmt.Sprintf("s%d", i), API: api, Prompts: []render.Prompt{{TokenIDs: prompt(30+i, 4096)}}}, f.eps)
+		require.NoError(t, err)
+		require.Len(t, d.Roles, 1, api)
+		d.Done(kvroute.DoneInfo{})
+	}
+	require.Equal(t, 3.0, f.decisions(outcomeSplit, "uncached"))
+	for i, api := range []render.API{render.APIChatCompletions, render.APIMessages} {
+		d, err := f.r.Pick(context.Background(), &kvroute.Request{ID: fmt.Sprintf("l%d", i), API: api, Prompts: []render.Prompt{{TokenIDs: prompt(40+i, 4096)}}}, f.eps)
+		require.NoError(t, err)
+		require.Empty(t, d.Roles, api)
+		d.Done(kvroute.DoneInfo{})
+	}
+	require.Equal(t, 2.0, f.decisions(outcomeLocal, "api"))
+	f.requireIdle(t)
+}
+
+// SplitAPIs follows the configuration convention: empty means the
+// default (completions and chat completions), a value that names no API
+// or is listed twice is an error naming it, and the JSON key is
+// "splitAPIs".
+func TestSplitAPIsConfig(t *testing.T) {
+	require.Equal(t, DefaultSplitAPIs, Config{}.WithDefaults().SplitAPIs)
+	require.Equal(t, DefaultSplitAPIs, Config{SplitAPIs: []render.API{}}.WithDefaults().SplitAPIs, "empty is the default")
+	require.True(t, Config{}.SplitsAPI(render.APIChatCompletions))
+	require.False(t, Config{}.SplitsAPI(render.APIResponses))
+	require.True(t, Config{SplitAPIs: []render.API{render.APIResponses}}.SplitsAPI(render.APIResponses))
+	require.False(t, Config{SplitAPIs: []render.API{render.APIResponses}}.SplitsAPI(render.APICompletions))
+
+	c, err := LoadConfig(strings.NewReader(`{"splitAPIs":["completions","chat_completions","responses"]}`))
+	require.NoError(t, err)
+	require.Equal(t, []render.API{render.APICompletions, render.APIChatCompletions, render.APIResponses}, c.SplitAPIs)
+	for _, bad := range []string{`{"splitAPIs":["Responses"]}`, `{"splitAPIs":["/v1/responses"]}`, `{"splitAPIs":["responses","responses"]}`, `{"splitAPIs":"responses"}`, `{"splitApis":["responses"]}`} {
+		_, err := LoadConfig(strings.NewReader(bad))
+		require.ErrorIs(t, err, ErrInvalidConfig, bad)
+	}
+	_, err = LoadConfig(strings.NewReader(`{"splitAPIs":["response"]}`))
+	require.ErrorContains(t, err, `splitAPIs[0] "response" is not an API`)
+
+	b, err := json.Marshal(Config{})
+	require.NoError(t, err)
+	require.NotContains(t, string(b), "splitAPIs", "the zero value writes no list")
+	b, err = json.Marshal(Config{SplitAPIs: []render.API{render.APIResponses}})
+	require.NoError(t, err)
+	require.Contains(t, string(b), `"splitAPIs":["responses"]`)
+
+	// The Profile keeps its own copy: neither the caller's slice nor the
+	// one Config returns changes what it splits.
+	apis := []render.API{render.APIResponses}
+	p, err := New(Config{SplitAPIs: apis}, Options{})
+	require.NoError(t, err)
+	apis[0] = render.APIMessages
+	p.Config().SplitAPIs[0] = render.APIMessages
+	require.Equal(t, []render.API{render.APIResponses}, p.Config().SplitAPIs)
 }
 
 // A follow-up turn whose prefix the decode endpoint holds is prefilled

@@ -63,7 +63,8 @@ type gatewayConfig struct {
 	// Disagg is gateway.ServerConfig.Disagg: present (even as {}) turns
 	// prefill/decode disaggregation on (package disagg's profile; the
 	// prefill endpoint travels in x-prefiller-host-port), absent leaves it
-	// off. Its keys are disagg.Config's, plus "mode" ("header", the
+	// off. Its keys are disagg.Config's (splitAPIs among them: the APIs
+	// whose requests may be split), plus "mode" ("header", the
 	// default, or "exchange": the gateway runs the two-step exchange
 	// itself) and "exchange" (its prefill step's settings:
 	// gateway.ServerConfig.DisaggHost).
