@@ -105,13 +105,19 @@ type pdFleet struct {
 // timeout is the exchange mode's prefill deadline (0: the default).
 func startPDFleet(t *testing.T, mode string, timeout time.Duration, eps []kvroute.Endpoint, engines ...*roleEngine) *pdFleet {
 	t.Helper()
+	return startPDFleetWith(t, disagg.Config{NonCachedTokens: 256}, mode, timeout, eps, engines...)
+}
+
+// startPDFleetWith is startPDFleet with the profile's configuration dcfg.
+func startPDFleetWith(t *testing.T, dcfg disagg.Config, mode string, timeout time.Duration, eps []kvroute.Endpoint, engines ...*roleEngine) *pdFleet {
+	t.Helper()
 	cfg := kvroute.DefaultConfig()
 	cfg.Model = testModel
 	cfg.BlockSize = 16
 	cfg.Events.Enabled = new(true)
 	gw, err := NewServer(t.Context(), ServerConfig{Listen: "127.0.0.1:0", Router: cfg, Endpoints: eps,
 		Proxy:      Config{ObserveCachedTokens: true},
-		Disagg:     &disagg.Config{NonCachedTokens: 256},
+		Disagg:     &dcfg,
 		DisaggHost: DisaggHostConfig{Mode: mode, Exchange: sidecar.Config{PrefillTimeout: timeout}}}, Options{})
 	require.NoError(t, err)
 	f := &pdFleet{gw: gw, client: &http.Client{}, engines: map[string]*roleEngine{}}

@@ -73,10 +73,16 @@
 // x-llm-d- names of the encoders and KV source), nor (unless
 // Config.AllowClientKVTransferParams) its own kv_transfer_params, which
 // would make vLLM's KV connector pull blocks from the remote_host the
-// client names. With ServerConfig.DisaggHost
+// client names. Only requests of the APIs in the profile's SplitAPIs are
+// split (by default completions and chat completions; responses added
+// for a sidecar that splits /v1/responses, as kvroute's and llm-d's do).
+// With ServerConfig.DisaggHost
 // in DisaggModeExchange the gateway runs the two-step exchange itself
-// (package disagg/sidecar's Exchange): it asks the prefill endpoint for one
-// token with kv_transfer_params for a remote decode, ends the prefill
+// (package disagg/sidecar's Exchange; on completions, chat completions and
+// Responses, so SplitAPIs may not name messages there): it asks the
+// prefill endpoint for one
+// token (max_output_tokens 1 on /v1/responses) with kv_transfer_params
+// for a remote decode, ends the prefill
 // role's accounting at that answer, and forwards the request to the decode
 // endpoint with the transfer parameters the prefiller returned. A prefill
 // step that fails (unreachable, past Exchange.PrefillTimeout, a bad answer)

@@ -12,8 +12,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/disagg"
 	"github.com/kvroute/kvroute/disagg/sidecar"
 	"github.com/kvroute/kvroute/internal/h1pool"
+	"github.com/kvroute/kvroute/render"
 	"github.com/kvroute/kvroute/telemetry"
 )
 
@@ -117,13 +119,38 @@ func (c DisaggHostConfig) Validate() error {
 	return nil
 }
 
+// ValidateFor is Validate for the profile d's split decisions: in exchange
+// mode it also reports an API in d.SplitAPIs that the exchange cannot split
+// (Messages: sidecar.SplitPath does not list its route), whose requests
+// would be decided split and prefilled by their decode endpoint anyway.
+func (c DisaggHostConfig) ValidateFor(d disagg.Config) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	if c.Mode != DisaggModeExchange {
+		return nil
+	}
+	for _, api := range d.SplitAPIs {
+		if p, ok := apiPath(api); !ok || !sidecar.SplitPath(p) {
+			return fmt.Errorf("gateway: disagg splitAPIs names %q, which the exchange mode does not split (it splits completions, chat_completions and responses)", api)
+		}
+	}
+	return nil
+}
+
+// apiPath is api's route.
+func apiPath(api render.API) (string, bool) {
+	for _, p := range [...]string{"/v1/completions", "/v1/chat/completions", "/v1/messages", sidecar.ResponsesPath} {
+		if a, _ := render.APIForPath(p); a == api {
+			return p, true
+		}
+	}
+	return "", false
+}
+
 // errPrefillFallback ends the prefill role of a split request whose prefill
 // step failed: the decode endpoint prefills it.
 var errPrefillFallback = errors.New("gateway: prefill step failed, the decode endpoint prefills locally")
-
-// exchangePaths are the routes whose bodies carry vLLM's
-// kv_transfer_params, the ones the exchange runs on.
-var exchangePaths = map[string]bool{"/v1/completions": true, "/v1/chat/completions": true}
 
 // exchange runs the prefill half of split decision d in exchange mode and
 // returns the body to send to the decode endpoint and the client body
@@ -136,9 +163,10 @@ var exchangePaths = map[string]bool{"/v1/completions": true, "/v1/chat/completio
 // refused): res is its result, answered on w when the client is there.
 func (h *Handler) exchange(w http.ResponseWriter, r *http.Request, hdr http.Header, body []byte, d *kvroute.Decision) (out, local []byte, fallback string, res Result, err error) {
 	pre := d.Roles[0]
-	if !exchangePaths[r.URL.Path] || r.Method != http.MethodPost {
-		// vLLM reads kv_transfer_params on these routes only: the decode
-		// endpoint prefills any other request itself.
+	if !sidecar.SplitPath(r.URL.Path) || r.Method != http.MethodPost {
+		// The exchange runs on the routes whose bodies carry vLLM's
+		// kv_transfer_params (completions, chat completions, Responses):
+		// the decode endpoint prefills any other request itself.
 		h.log.Debug("split decision on a route without KV transfer: prefilled locally", "path", r.URL.Path)
 		pre.Done(kvroute.DoneInfo{Err: errPrefillFallback})
 		h.notify(d)

@@ -9,7 +9,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/disagg"
 	"github.com/kvroute/kvroute/disagg/sidecar"
+	"github.com/kvroute/kvroute/render"
 )
 
 // DisaggHostConfig accepts the two modes (and none), refuses an unknown
@@ -33,6 +35,27 @@ func TestDisaggHostConfigValidate(t *testing.T) {
 	_, err := NewServer(t.Context(), ServerConfig{Listen: "127.0.0.1:0", Router: cfg,
 		DisaggHost: DisaggHostConfig{Mode: DisaggModeExchange}}, Options{})
 	require.ErrorContains(t, err, "without disagg")
+}
+
+// In exchange mode the profile's splitAPIs may name only the APIs the
+// exchange splits: Messages, which it passes to the decode endpoint whole,
+// is refused (a request of it would be decided split for nothing); header
+// mode takes it, for a routing sidecar that splits it (llm-d's newer one).
+func TestDisaggHostConfigValidateForSplitAPIs(t *testing.T) {
+	all := disagg.Config{SplitAPIs: []render.API{render.APICompletions, render.APIChatCompletions, render.APIResponses}}
+	msgs := disagg.Config{SplitAPIs: []render.API{render.APIChatCompletions, render.APIMessages}}
+	x := DisaggHostConfig{Mode: DisaggModeExchange}
+	require.NoError(t, x.ValidateFor(disagg.Config{}))
+	require.NoError(t, x.ValidateFor(all))
+	require.ErrorContains(t, x.ValidateFor(msgs), `splitAPIs names "messages"`)
+	require.NoError(t, DisaggHostConfig{}.ValidateFor(msgs))
+	require.ErrorContains(t, DisaggHostConfig{Mode: "sidecar"}.ValidateFor(all), `mode "sidecar"`)
+
+	cfg := kvroute.DefaultConfig()
+	cfg.Model = testModel
+	cfg.Events.Enabled = new(false)
+	_, err := NewServer(t.Context(), ServerConfig{Listen: "127.0.0.1:0", Router: cfg, Disagg: &msgs, DisaggHost: x}, Options{})
+	require.ErrorContains(t, err, `splitAPIs names "messages"`)
 }
 
 // endpointHostPort is the endpoint's ID, or its Address's host:port.

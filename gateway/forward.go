@@ -18,6 +18,7 @@ import (
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/disagg"
+	"github.com/kvroute/kvroute/disagg/sidecar"
 	"github.com/kvroute/kvroute/internal/stallwrite"
 	"github.com/kvroute/kvroute/internal/upstreamfail"
 	"github.com/kvroute/kvroute/internal/usage"
@@ -107,7 +108,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, d
 		if body, orig, fallback, res, err = h.exchange(w, r, hdr, body, d); err != nil {
 			return res, err
 		}
-		split = fallback == "" && exchangePaths[r.URL.Path] && r.Method == http.MethodPost
+		split = fallback == "" && sidecar.SplitPath(r.URL.Path) && r.Method == http.MethodPost
 		exchanged = split
 	case split:
 		// Under both names, as llm-d's router writes it: every sidecar

@@ -320,6 +320,12 @@ func NewServer(ctx context.Context, cfg ServerConfig, opts Options) (*Server, er
 			s.closeAdmission()
 			return nil, errors.New("gateway: disaggHost is set without disagg")
 		}
+		if cfg.Disagg != nil {
+			if err := cfg.DisaggHost.ValidateFor(*cfg.Disagg); err != nil {
+				s.closeAdmission()
+				return nil, err
+			}
+		}
 		if cfg.Session != nil {
 			aff, err := session.New(*cfg.Session, session.Options{Set: ropts.Set})
 			if err != nil {

@@ -38,7 +38,7 @@ func BenchmarkRewriteBodies(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := prefillBody(parsed); err != nil {
+		if _, err := prefillBody(parsed, "/v1/chat/completions"); err != nil {
 			b.Fatal(err)
 		}
 		p, err := TransferParams(resp)

@@ -19,6 +19,9 @@ const (
 	fieldMaxTokens        = "max_tokens"
 	fieldMaxCompletion    = "max_completion_tokens"
 	fieldMinTokens        = "min_tokens"
+	fieldMaxOutputTokens  = "max_output_tokens" // the Responses API's max_tokens
+	fieldStore            = "store"             // Responses: keep the response for a later GET or previous_response_id
+	fieldBackground       = "background"        // Responses: answer at once, run in the background
 	fieldDoRemoteDecode   = "do_remote_decode"
 	fieldDoRemotePrefill  = "do_remote_prefill"
 )
@@ -57,34 +60,47 @@ func parseObject(body []byte) (map[string]json.RawMessage, error) {
 }
 
 // PrefillBody returns the body sent to the prefiller for the client request
-// body orig: the same request with max_tokens 1 (max_completion_tokens and
-// min_tokens too when the client set them: vLLM refuses a min_tokens above
-// max_tokens), stream false, no stream_options, and kv_transfer_params
-// asking for a remote decode. Every other field is kept.
+// body orig of a completion or chat completion: the same request with
+// max_tokens 1 (max_completion_tokens and min_tokens too when the client
+// set them: vLLM refuses a min_tokens above max_tokens), stream false, no
+// stream_options, and kv_transfer_params asking for a remote decode. Every
+// other field is kept. A Responses request's prefill body (ResponsesPath)
+// differs; Exchange.Prefill builds the one of its path.
 func PrefillBody(orig []byte) ([]byte, error) {
 	m, err := parseObject(orig)
 	if err != nil {
 		return nil, err
 	}
-	return prefillBody(m)
+	return prefillBody(m, "")
 }
 
-// prefillBody builds the prefill body from the parsed client body, which it
-// leaves unchanged.
-func prefillBody(orig map[string]json.RawMessage) ([]byte, error) {
+// prefillBody builds the prefill body for a request on path from the
+// parsed client body, which it leaves unchanged. On ResponsesPath the one
+// token is asked for with max_output_tokens, the Responses API's limit
+// (vLLM's ResponsesRequest reads no max_tokens: the prefiller would
+// generate a whole answer), as llm-d's sidecar does; store is false and
+// background dropped, so that the prefiller answers at once and keeps no
+// one-token response in its store.
+func prefillBody(orig map[string]json.RawMessage, path string) ([]byte, error) {
 	m := make(map[string]json.RawMessage, len(orig)+2)
 	for k, v := range orig {
 		m[k] = v
 	}
-	m[fieldMaxTokens] = json.RawMessage(`1`)
-	if _, ok := m[fieldMaxCompletion]; ok {
-		m[fieldMaxCompletion] = json.RawMessage(`1`)
-	}
-	if _, ok := m[fieldMinTokens]; ok {
-		// 1, not 0: the one token is then never an end of sequence, and
-		// the prefill ends length-capped, the state in which vLLM's KV
-		// connectors hand its blocks to the decoder.
-		m[fieldMinTokens] = json.RawMessage(`1`)
+	if path == ResponsesPath {
+		m[fieldMaxOutputTokens] = json.RawMessage(`1`)
+		m[fieldStore] = json.RawMessage(`false`)
+		delete(m, fieldBackground)
+	} else {
+		m[fieldMaxTokens] = json.RawMessage(`1`)
+		if _, ok := m[fieldMaxCompletion]; ok {
+			m[fieldMaxCompletion] = json.RawMessage(`1`)
+		}
+		if _, ok := m[fieldMinTokens]; ok {
+			// 1, not 0: the one token is then never an end of sequence, and
+			// the prefill ends length-capped, the state in which vLLM's KV
+			// connectors hand its blocks to the decoder.
+			m[fieldMinTokens] = json.RawMessage(`1`)
+		}
 	}
 	m[fieldStream] = json.RawMessage(`false`)
 	delete(m, fieldStreamOptions)

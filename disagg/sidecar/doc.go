@@ -12,8 +12,9 @@
 // decoder then:
 //
 //  1. sends the client's request to the prefiller with max_tokens 1 (and
-//     min_tokens 1 when it has one), stream false, no stream_options, and
-//     kv_transfer_params
+//     min_tokens 1 when it has one; on /v1/responses max_output_tokens 1,
+//     the Responses API's limit, and store false), stream false, no
+//     stream_options, and kv_transfer_params
 //     {"do_remote_decode": true, "do_remote_prefill": false, remote_* null}
 //     (PrefillBody). A vLLM prefiller with a KV connector (NIXL) computes the
 //     prompt, keeps the request's blocks for the decoder to read, and answers
@@ -30,6 +31,16 @@
 //     streamed or not, is the client's response.
 //
 // Both halves carry the same X-Request-Id (the client's, or a fresh one).
+//
+// The routes split are /v1/completions, /v1/chat/completions and
+// /v1/responses (SplitPath), as llm-d's sidecar splits them; every other
+// request goes to the decoder as it came. vLLM's Responses API reads and
+// answers kv_transfer_params since 2026 (vllm-project/vllm#37424); an
+// older prefiller answers without them, and the request falls back to a
+// local prefill (ReasonBadResponse). A Responses request that names a
+// previous_response_id refers to a response stored by the engine that
+// answered it, which the prefiller is not: it answers 404, and the request
+// falls back (ReasonStatus). Messages (/v1/messages) is not split here.
 //
 // # Failures
 //

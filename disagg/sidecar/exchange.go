@@ -286,7 +286,8 @@ func ValidTarget(hostPort string) bool {
 }
 
 // Prefill sends the client request body to the prefiller at hostPort on
-// path (the client's path, e.g. "/v1/chat/completions") with max_tokens 1,
+// path (the client's path, e.g. "/v1/chat/completions") with max_tokens 1
+// (max_output_tokens 1 and store false on ResponsesPath, see PrefillBody),
 // stream false and kv_transfer_params asking for a remote decode, and
 // returns the body for the decoder. hdr (may be nil) is copied onto the
 // prefill request except hop-by-hop headers, Content-Length and
@@ -301,6 +302,9 @@ func ValidTarget(hostPort string) bool {
 // (the client went away).
 func (x *Exchange) Prefill(ctx context.Context, hostPort, path string, hdr http.Header, body []byte) (Result, error) {
 	res := Result{RequestID: requestID(hdr)}
+	if path == "" || path[0] != '/' {
+		path = "/" + path
+	}
 	if int64(len(body)) > x.cfg.MaxBodyBytes {
 		return res, fmt.Errorf("%w: %w: %d bytes, limit %d", ErrBadRequest, ErrTooLarge, len(body), x.cfg.MaxBodyBytes)
 	}
@@ -308,7 +312,7 @@ func (x *Exchange) Prefill(ctx context.Context, hostPort, path string, hdr http.
 	if err != nil {
 		return res, err
 	}
-	pbody, err := prefillBody(parsed)
+	pbody, err := prefillBody(parsed, path)
 	if err != nil {
 		return res, err
 	}
@@ -318,9 +322,6 @@ func (x *Exchange) Prefill(ctx context.Context, hostPort, path string, hdr http.
 	}
 	if x.allow != nil && !x.allow(hostPort) {
 		return x.fallback(res, ReasonNotAllowed, fmt.Errorf("prefiller %q not allowed", hostPort)), nil
-	}
-	if path == "" || path[0] != '/' {
-		path = "/" + path
 	}
 	start := x.timeNow()
 	pctx, cancel := context.WithTimeout(ctx, x.cfg.PrefillTimeout)

@@ -19,8 +19,9 @@ import (
 )
 
 // Handler is a decode pod's routing sidecar: an http.Handler in front of the
-// local decode engine (Config.DecoderURL). A POST to /v1/completions or
-// /v1/chat/completions that names a prefiller in PrefillerHeader runs the
+// local decode engine (Config.DecoderURL). A POST to /v1/completions,
+// /v1/chat/completions or /v1/responses (SplitPath) that names a
+// prefiller in PrefillerHeader runs the
 // two-step exchange (Exchange.Prefill, then the decoder with the transfer
 // parameters); every other request, and one whose prefill step failed after
 // the fallback, goes to the decoder as it came (the header removed).
@@ -105,13 +106,26 @@ func (h *Handler) Close() {
 	}
 }
 
-// pdPaths are the routes llm-d's sidecar splits; the rest are proxied.
-var pdPaths = map[string]bool{"/v1/completions": true, "/v1/chat/completions": true}
+// ResponsesPath is the Responses API's route, split as completions and
+// chat completions are (SplitPath). vLLM's ResponsesRequest carries
+// kv_transfer_params since 2026 (vllm-project/vllm#37424); an older vLLM
+// answers the prefill request without them, and the request falls back to
+// a local prefill (ReasonBadResponse).
+const ResponsesPath = "/v1/responses"
+
+// SplitPath reports whether a POST to path is split when it names a
+// prefiller: /v1/completions, /v1/chat/completions and ResponsesPath, the
+// routes whose bodies vLLM reads kv_transfer_params from and whose answers
+// carry them back, as llm-d's sidecar splits them. Every other route is
+// passed to the decoder as it came.
+func SplitPath(path string) bool {
+	return path == "/v1/completions" || path == "/v1/chat/completions" || path == ResponsesPath
+}
 
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	target := prefillerTarget(r.Header)
-	split := target != "" && r.Method == http.MethodPost && pdPaths[r.URL.Path]
+	split := target != "" && r.Method == http.MethodPost && SplitPath(r.URL.Path)
 	var body []byte
 	if r.ContentLength != 0 { // a body, of known length or chunked
 		var held int64

@@ -87,5 +87,5 @@ func (s *disaggSection) validate() error {
 	if err := s.Config.Validate(); err != nil {
 		return err
 	}
-	return s.host().Validate()
+	return s.host().ValidateFor(s.Config)
 }
