@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-zeromq/zmq4"
+	"github.com/kvroute/kvroute/internal/clockctx"
 	"github.com/kvroute/kvroute/internal/zmqx"
 	"github.com/kvroute/kvroute/telemetry"
 )
@@ -222,7 +223,7 @@ type Batch struct {
 // with its topic frame, so a caller that does not know the endpoint's model
 // can take it from there.
 func (c *Client) ReplayBatches(ctx context.Context, addr string, start uint64, apply func(Batch) error) (Result, error) {
-	ctx, cancel := withClockTimeout(ctx, c.clock, c.cfg.Timeout)
+	ctx, cancel := clockctx.WithTimeout(ctx, c.clock, c.cfg.Timeout)
 	defer cancel()
 	res := Result{Start: start, Next: start}
 	noProgress := 0

@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-zeromq/zmq4"
 
+	"github.com/kvroute/kvroute/internal/clockctx"
 	"github.com/kvroute/kvroute/internal/zmqx"
 	"github.com/kvroute/kvroute/telemetry"
 )
@@ -40,9 +41,11 @@ const (
 
 // ClientConfig configures a Client; the zero value takes every default.
 type ClientConfig struct {
-	// AttemptTimeout bounds one request (default 30 s).
+	// AttemptTimeout bounds one request (default 30 s): a socket
+	// deadline, on wall time.
 	AttemptTimeout time.Duration `json:"attemptTimeout"`
-	// Timeout bounds a whole load, retries included (default 2 min).
+	// Timeout bounds a whole load, retries included (default 2 min), on
+	// the client's clock (Options).
 	Timeout time.Duration `json:"timeout"`
 	// Backoff is the pause between attempts (default 500 ms).
 	Backoff time.Duration `json:"backoff"`
@@ -94,7 +97,10 @@ func (c ClientConfig) withDefaults() ClientConfig {
 }
 
 // Options are the Client's injected dependencies: Logger (nil discards)
-// and Clock (the backoff between attempts; nil is the wall clock).
+// and Clock (nil is the wall clock), which runs a load's own timers, the
+// overall Timeout and the Backoff between attempts, as a replay's run on
+// the replay client's clock; AttemptTimeout is the socket's deadline and
+// stays wall time.
 type Options struct {
 	telemetry.Set
 }
@@ -141,7 +147,7 @@ func (c *Client) Config() ClientConfig { return c.cfg }
 // may be mid-upgrade), except that it is reported under OpProtocol. The
 // returned error is the last attempt's *Error.
 func (c *Client) Fetch(ctx context.Context, addr string) (Reply, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	ctx, cancel := clockctx.WithTimeout(ctx, c.opts.Clk(), c.cfg.Timeout)
 	defer cancel()
 	var last *Error
 	for attempt := 1; ; attempt++ {

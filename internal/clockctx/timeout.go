@@ -1,4 +1,4 @@
-package replay
+package clockctx
 
 import (
 	"context"
@@ -8,11 +8,11 @@ import (
 	"github.com/kvroute/kvroute/telemetry"
 )
 
-// clockTimeout is context.WithTimeout on a telemetry clock: the context
+// timeoutCtx is context.WithTimeout on a telemetry clock: the context
 // ends with context.DeadlineExceeded once clock has moved d forward, or
 // with its parent. (Its Deadline is the parent's: the clock's time need not
 // be the wall time the OS and the standard library compare deadlines with.)
-type clockTimeout struct {
+type timeoutCtx struct {
 	parent context.Context
 	done   chan struct{}
 	mu     sync.Mutex
@@ -21,10 +21,10 @@ type clockTimeout struct {
 	stop   func() bool     // set under mu
 }
 
-// withClockTimeout returns ctx bounded by d on clock, and the function that
+// WithTimeout returns ctx bounded by d on clock, and the function that
 // releases its timer (call it when done, as with context.WithTimeout).
-func withClockTimeout(ctx context.Context, clock telemetry.Clock, d time.Duration) (context.Context, context.CancelFunc) {
-	c := &clockTimeout{parent: ctx, done: make(chan struct{})}
+func WithTimeout(ctx context.Context, clock telemetry.Clock, d time.Duration) (context.Context, context.CancelFunc) {
+	c := &timeoutCtx{parent: ctx, done: make(chan struct{})}
 	c.mu.Lock() // the timer or the hook may fire before both are set
 	defer c.mu.Unlock()
 	c.timer = clock.AfterFunc(d, func() { c.end(context.DeadlineExceeded) })
@@ -33,7 +33,7 @@ func withClockTimeout(ctx context.Context, clock telemetry.Clock, d time.Duratio
 }
 
 // end ends the context with err, once, and releases the timer and hook.
-func (c *clockTimeout) end(err error) {
+func (c *timeoutCtx) end(err error) {
 	c.mu.Lock()
 	if c.err != nil {
 		c.mu.Unlock()
@@ -47,11 +47,11 @@ func (c *clockTimeout) end(err error) {
 	stop()
 }
 
-func (c *clockTimeout) Deadline() (time.Time, bool) { return c.parent.Deadline() }
-func (c *clockTimeout) Done() <-chan struct{}       { return c.done }
-func (c *clockTimeout) Value(key any) any           { return c.parent.Value(key) }
+func (c *timeoutCtx) Deadline() (time.Time, bool) { return c.parent.Deadline() }
+func (c *timeoutCtx) Done() <-chan struct{}       { return c.done }
+func (c *timeoutCtx) Value(key any) any           { return c.parent.Value(key) }
 
-func (c *clockTimeout) Err() error {
+func (c *timeoutCtx) Err() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.err
