@@ -255,12 +255,8 @@ func (c *Client) ReplayBatches(ctx context.Context, addr string, start uint64, a
 			return res, &Error{Op: OpNoProgress, Addr: addr, Start: res.Next, Attempts: res.Attempts,
 				Err: fmt.Errorf("%d attempts without progress, last: %w", noProgress, err)}
 		}
-		t := c.clock.NewTimer(c.cfg.Backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !clockctx.Sleep(ctx, c.clock, c.cfg.Backoff) {
 			return res, err
-		case <-t.C():
 		}
 	}
 }

@@ -24,3 +24,15 @@ func ExampleWithTimeout() {
 	// <nil>
 	// context deadline exceeded 0
 }
+
+// Sleep ends early, reporting false, when its context ends first.
+func ExampleSleep() {
+	clk := telemetry.NewManual(time.Unix(0, 0))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan bool)
+	go func() { done <- clockctx.Sleep(ctx, clk, time.Minute) }()
+	clk.WaitForWaiters(1)
+	cancel()
+	fmt.Println(<-done, clk.Waiters())
+	// Output: false 0
+}

@@ -56,3 +56,17 @@ func (c *timeoutCtx) Err() error {
 	defer c.mu.Unlock()
 	return c.err
 }
+
+// Sleep waits d on clock or until ctx ends, whichever comes first, and
+// reports whether the wait ran its course (false: ctx ended). The timer is
+// released either way.
+func Sleep(ctx context.Context, clock telemetry.Clock, d time.Duration) bool {
+	t := clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C():
+		return true
+	}
+}

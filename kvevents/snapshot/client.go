@@ -164,12 +164,8 @@ func (c *Client) Fetch(ctx context.Context, addr string) (Reply, error) {
 		if ctx.Err() != nil {
 			return Reply{}, last
 		}
-		t := c.opts.Clk().NewTimer(c.cfg.Backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !clockctx.Sleep(ctx, c.opts.Clk(), c.cfg.Backoff) {
 			return Reply{}, last
-		case <-t.C():
 		}
 	}
 }
