@@ -39,8 +39,40 @@ var ErrTooLarge = errors.New("sidecar: body too large")
 // null, as vLLM's proxies send them.
 var prefillRequestParams = json.RawMessage(`{"do_remote_decode":true,"do_remote_prefill":false,"remote_engine_id":null,"remote_block_ids":null,"remote_host":null,"remote_port":null}`)
 
+// jsonText returns a client request body as vLLM reads it: FastAPI hands
+// the body's bytes to Python's json.loads, which reads a UTF-8 body past
+// one leading byte order mark and detects and decodes a UTF-16 or UTF-32
+// one (json.detect_encoding). A UTF-8 body is returned without its mark
+// (sharing body's array); a wide one as the UTF-8 JSON it encodes, in a
+// new array. A wide body that is not text in its encoding (an unpaired
+// surrogate, a partial code unit) is an error wrapping ErrBadRequest that
+// names the encoding. kvroute's gateway and ext_proc picker read bodies the
+// same way (jsonscan.TrimBOM, jsonscan.DetectWide).
+func jsonText(body []byte) ([]byte, error) {
+	wide, ok := jsonscan.DetectWide(body)
+	if !ok {
+		return jsonscan.TrimBOM(body), nil
+	}
+	n, err := wide.UTF8Len(body)
+	if err != nil {
+		return nil, fmt.Errorf("%w: the request body is not a JSON object: %v", ErrBadRequest, err)
+	}
+	return wide.AppendUTF8(make([]byte, 0, n), body), nil
+}
+
+// readObject is jsonText, then parseObject: the body as vLLM reads it, and
+// its members.
+func readObject(body []byte) ([]byte, map[string]json.RawMessage, error) {
+	text, err := jsonText(body)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := parseObject(text)
+	return text, m, err
+}
+
 // parseObject decodes a request body that must be one JSON object, keeping
-// every field's raw value.
+// every field's raw value. body is UTF-8 (see jsonText).
 func parseObject(body []byte) (map[string]json.RawMessage, error) {
 	var m map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -64,10 +96,12 @@ func parseObject(body []byte) (map[string]json.RawMessage, error) {
 // max_tokens 1 (max_completion_tokens and min_tokens too when the client
 // set them: vLLM refuses a min_tokens above max_tokens), stream false, no
 // stream_options, and kv_transfer_params asking for a remote decode. Every
-// other field is kept. A Responses request's prefill body (ResponsesPath)
-// differs; Exchange.Prefill builds the one of its path.
+// other field is kept. orig is read as vLLM reads a body: past a leading
+// UTF-8 byte order mark, and decoded from UTF-16 or UTF-32 (the result is
+// UTF-8). A Responses request's prefill body (ResponsesPath) differs;
+// Exchange.Prefill builds the one of its path.
 func PrefillBody(orig []byte) ([]byte, error) {
-	m, err := parseObject(orig)
+	_, m, err := readObject(orig)
 	if err != nil {
 		return nil, err
 	}
@@ -110,9 +144,9 @@ func prefillBody(orig map[string]json.RawMessage, path string) ([]byte, error) {
 
 // DecodeBody returns the body sent to the decoder: the client request orig,
 // unchanged but for kv_transfer_params, set to params (the object the
-// prefiller returned).
+// prefiller returned). orig is read as PrefillBody reads it.
 func DecodeBody(orig []byte, params json.RawMessage) ([]byte, error) {
-	m, err := parseObject(orig)
+	_, m, err := readObject(orig)
 	if err != nil {
 		return nil, err
 	}
@@ -122,13 +156,15 @@ func DecodeBody(orig []byte, params json.RawMessage) ([]byte, error) {
 // LocalBody returns the client request orig as a decoder that prefills it
 // itself must get it: without kv_transfer_params (a client's own
 // do_remote_prefill would make the decoder pull KV blocks from whatever
-// address the client named). orig is returned as is when it has none.
+// address the client named). orig is read as PrefillBody reads it, and
+// returned as read (as is when it is UTF-8 without a byte order mark) when
+// it has none.
 func LocalBody(orig []byte) ([]byte, error) {
-	m, err := parseObject(orig)
+	text, m, err := readObject(orig)
 	if err != nil {
 		return nil, err
 	}
-	return localBody(m, orig), nil
+	return localBody(m, text), nil
 }
 
 // localBody is LocalBody on the parsed client body m (left unchanged) of

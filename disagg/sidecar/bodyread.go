@@ -26,12 +26,9 @@ func (h *Handler) refuseBody(w http.ResponseWriter, r *http.Request, err error) 
 		h.refused.WithLabelValues(refusedTooLarge).Inc()
 		writeError(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", h.x.cfg.MaxBodyBytes))
 	case errors.Is(err, bytebudget.ErrNoRoom):
-		h.refused.WithLabelValues(refusedBodyBudget).Inc()
 		// The unread rest of the body stays on the connection: close it.
 		w.Header().Set("Connection", "close")
-		w.Header().Set("Retry-After", "1")
-		writeError(w, r, http.StatusServiceUnavailable, fmt.Sprintf(
-			"the sidecar is holding its limit of %d bytes of request bodies in flight; retry later", h.x.cfg.MaxBodyBytesInFlight))
+		h.refuseBudget(w, r)
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		// Checked before the context: net/http cancels it on the
 		// connection's read error.
@@ -45,4 +42,13 @@ func (h *Handler) refuseBody(w http.ResponseWriter, r *http.Request, err error) 
 		h.refused.WithLabelValues(refusedBadBody).Inc()
 		writeError(w, r, http.StatusBadRequest, "reading the request body: "+err.Error())
 	}
+}
+
+// refuseBudget answers 503 a request whose body found no room in the
+// Handler's budget of Config.MaxBodyBytesInFlight, and counts it.
+func (h *Handler) refuseBudget(w http.ResponseWriter, r *http.Request) {
+	h.refused.WithLabelValues(refusedBodyBudget).Inc()
+	w.Header().Set("Retry-After", "1")
+	writeError(w, r, http.StatusServiceUnavailable, fmt.Sprintf(
+		"the sidecar is holding its limit of %d bytes of request bodies in flight; retry later", h.x.cfg.MaxBodyBytesInFlight))
 }

@@ -42,6 +42,15 @@
 // answered it, which the prefiller is not: it answers 404, and the request
 // falls back (ReasonStatus). Messages (/v1/messages) is not split here.
 //
+// The client's body is read as vLLM reads it (FastAPI hands its bytes to
+// Python's json.loads), as kvroute's gateway and ext_proc picker read it:
+// past one leading UTF-8 byte order mark, and a UTF-16 or UTF-32 body
+// (json.detect_encoding's rules) decoded; both halves get the UTF-8 JSON
+// it encodes. A Handler charges a wide body's UTF-8 copy to its budget of
+// Config.MaxBodyBytesInFlight (503 body_budget without room) and answers
+// 400 bad_body, naming the encoding, a wide body that is not text in it. A
+// request it does not split goes to the decoder as it came.
+//
 // # Failures
 //
 // llm-d's sidecar answers the prefiller's error status to the client. This

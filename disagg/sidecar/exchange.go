@@ -300,13 +300,27 @@ func ValidTarget(hostPort string) bool {
 // decoder prefills locally; it is counted by reason. The error is non-nil
 // only when the client body itself is unusable (ErrBadRequest) or ctx ended
 // (the client went away).
+//
+// body is read as vLLM reads a request body: past a leading UTF-8 byte
+// order mark, and decoded from UTF-16 or UTF-32 (Config.MaxBodyBytes
+// bounds it as it came); DecodeBody and LocalBody are then UTF-8.
 func (x *Exchange) Prefill(ctx context.Context, hostPort, path string, hdr http.Header, body []byte) (Result, error) {
+	if int64(len(body)) > x.cfg.MaxBodyBytes {
+		return Result{RequestID: requestID(hdr)}, fmt.Errorf("%w: %w: %d bytes, limit %d", ErrBadRequest, ErrTooLarge, len(body), x.cfg.MaxBodyBytes)
+	}
+	text, err := jsonText(body)
+	if err != nil {
+		return Result{RequestID: requestID(hdr)}, err
+	}
+	return x.prefillText(ctx, hostPort, path, hdr, text)
+}
+
+// prefillText is Prefill on a body already read as vLLM reads it (UTF-8,
+// no byte order mark) and within Config.MaxBodyBytes as it came.
+func (x *Exchange) prefillText(ctx context.Context, hostPort, path string, hdr http.Header, body []byte) (Result, error) {
 	res := Result{RequestID: requestID(hdr)}
 	if path == "" || path[0] != '/' {
 		path = "/" + path
-	}
-	if int64(len(body)) > x.cfg.MaxBodyBytes {
-		return res, fmt.Errorf("%w: %w: %d bytes, limit %d", ErrBadRequest, ErrTooLarge, len(body), x.cfg.MaxBodyBytes)
 	}
 	parsed, err := parseObject(body)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kvroute/kvroute/internal/bytebudget"
+	"github.com/kvroute/kvroute/internal/jsonscan"
 	"github.com/kvroute/kvroute/internal/upstreamfail"
 )
 
@@ -146,21 +147,44 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.forward(w, r, body, "")
 		return
 	}
-	res, err := h.x.Prefill(r.Context(), target, r.URL.Path, r.Header, body)
+	// Read as vLLM reads the body: past a leading UTF-8 byte order mark, a
+	// UTF-16 or UTF-32 body decoded (its UTF-8 copy charged to the budget).
+	// The body is within Config.MaxBodyBytes as it came (readBody).
+	text, held, err := h.jsonText(body)
+	defer h.budget.Release(held)
+	var res Result
+	if err == nil {
+		res, err = h.x.prefillText(r.Context(), target, r.URL.Path, r.Header, text)
+	}
 	switch {
-	case errors.Is(err, ErrTooLarge):
-		h.refused.WithLabelValues(refusedTooLarge).Inc()
-		writeError(w, r, http.StatusRequestEntityTooLarge, err.Error())
-		return
+	case err == nil:
+		h.forward(w, r, res.DecodeBody, res.RequestID)
+	case errors.Is(err, bytebudget.ErrNoRoom):
+		h.refuseBudget(w, r)
 	case errors.Is(err, ErrBadRequest):
 		h.refused.WithLabelValues(refusedBadBody).Inc()
 		writeError(w, r, http.StatusBadRequest, err.Error())
-		return
-	case err != nil:
+	default: // the client went away during the prefill step: nothing to answer
 		h.refused.WithLabelValues(refusedClientGone).Inc()
-		return // nothing to answer
 	}
-	h.forward(w, r, res.DecodeBody, res.RequestID)
+}
+
+// jsonText is the package's jsonText for a Handler: a wide body's UTF-8
+// copy is charged to the budget (held, which the caller releases once done
+// with it); bytebudget.ErrNoRoom when there is no room for it.
+func (h *Handler) jsonText(body []byte) (text []byte, held int64, err error) {
+	wide, ok := jsonscan.DetectWide(body)
+	if !ok {
+		return jsonscan.TrimBOM(body), 0, nil
+	}
+	n, err := wide.UTF8Len(body)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%w: the request body is not a JSON object: %v", ErrBadRequest, err)
+	}
+	if !h.budget.Acquire(int64(n)) {
+		return nil, 0, bytebudget.ErrNoRoom
+	}
+	return wide.AppendUTF8(make([]byte, 0, n), body), int64(n), nil
 }
 
 // forward proxies r to the decoder with body, which the Handler owns, in
