@@ -8,8 +8,9 @@
 // prefill endpoint whose "host:port" it sends in the x-prefiller-host-port
 // header (PrefillerHeader) to the decode pod, as llm-d's router does (with
 // the same value under llm-d's current name, PrefillerHeaderLLMD, which the
-// sidecar reads when the former is absent). The sidecar in front of the
-// decoder then:
+// sidecar reads when the former is absent; of a comma-separated list, the
+// first, as llm-d's sidecar takes it). The value must be exactly a host and
+// a port (ValidTarget). The sidecar in front of the decoder then:
 //
 //  1. sends the client's request to the prefiller with max_tokens 1 (and
 //     min_tokens 1 when it has one; on /v1/responses max_output_tokens 1,

@@ -12,8 +12,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/textproto"
-	"strconv"
 	"strings"
 	"time"
 
@@ -35,12 +35,23 @@ const PrefillerHeader = "x-prefiller-host-port"
 const PrefillerHeaderLLMD = "x-llm-d-prefiller-host-port"
 
 // prefillerTarget is the prefill endpoint a request names: PrefillerHeader,
-// else PrefillerHeaderLLMD (llm-d's order of trust).
+// else PrefillerHeaderLLMD (llm-d's order of trust). Of a comma-separated
+// list (a proxy may join repeated header lines into one, RFC 9110 §5.3),
+// the first is taken, as llm-d's sidecar takes it.
 func prefillerTarget(h http.Header) string {
-	if t := h.Get(PrefillerHeader); t != "" {
+	if t := firstListed(h.Get(PrefillerHeader)); t != "" {
 		return t
 	}
-	return h.Get(PrefillerHeaderLLMD)
+	return firstListed(h.Get(PrefillerHeaderLLMD))
+}
+
+// firstListed is the first element of the comma-separated list v, without
+// surrounding spaces.
+func firstListed(v string) string {
+	if i := strings.IndexByte(v, ','); i >= 0 {
+		v = v[:i]
+	}
+	return strings.TrimSpace(v)
 }
 
 // RequestIDHeader is the request ID vLLM adopts as its own; both halves of a
@@ -272,17 +283,68 @@ func (x *Exchange) Close() {
 }
 
 // ValidTarget reports whether hostPort is a usable prefiller address: a
-// host (name or IP) and a numeric port, no scheme, path or user info.
+// host and a port of 1 to 65535 in decimal digits, nothing else. The host
+// is an IPv4 address, an IPv6 address in brackets (no zone), or a DNS name
+// (labels of letters, digits, hyphens and underscores, none starting or
+// ending with a hyphen, an optional final dot). No scheme, path, user
+// info, control character, space or other punctuation gets through, so
+// an Options.AllowTarget sees only addresses the prefill request's URL
+// carries exactly.
 func ValidTarget(hostPort string) bool {
 	if len(hostPort) == 0 || len(hostPort) > maxTargetLen {
 		return false
 	}
 	host, port, err := net.SplitHostPort(hostPort)
-	if err != nil || host == "" || strings.ContainsAny(host, "/@?#% ") {
+	if err != nil || !validPort(port) {
 		return false
 	}
-	p, err := strconv.Atoi(port)
-	return err == nil && p > 0 && p < 65536
+	if hostPort[0] == '[' {
+		a, err := netip.ParseAddr(host)
+		return err == nil && a.Is6() && a.Zone() == ""
+	}
+	if a, err := netip.ParseAddr(host); err == nil {
+		return a.Is4()
+	}
+	return validHostName(host)
+}
+
+// validPort reports whether port is 1 to 65535 in at most five decimal
+// digits (strconv.Atoi would take a sign, and many leading zeros).
+func validPort(port string) bool {
+	if len(port) == 0 || len(port) > 5 {
+		return false
+	}
+	n := 0
+	for i := 0; i < len(port); i++ {
+		c := port[i]
+		if c < '0' || c > '9' {
+			return false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n >= 1 && n <= 65535
+}
+
+// validHostName reports whether host is a DNS name: dot-separated labels
+// of 1 to 63 letters, digits, hyphens or underscores, none starting or
+// ending with a hyphen, with an optional final dot.
+func validHostName(host string) bool {
+	host = strings.TrimSuffix(host, ".")
+	if host == "" || len(host) > 253 {
+		return false
+	}
+	for label := range strings.SplitSeq(host, ".") {
+		if len(label) == 0 || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for i := 0; i < len(label); i++ {
+			c := label[i]
+			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // Prefill sends the client request body to the prefiller at hostPort on

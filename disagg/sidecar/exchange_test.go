@@ -49,12 +49,22 @@ func TestExchangePrefillForAGateway(t *testing.T) {
 	require.NotEqual(t, "a b", requestID(http.Header{"X-Request-Id": {"a b"}}))
 }
 
+// ValidTarget accepts a host (an IPv4 address, a bracketed IPv6 one, a
+// DNS name) and a decimal port, nothing else: before, a sign or a run of
+// zeros in the port, a control character, a backslash or other punctuation
+// in the host, or a bracketed host that is no IPv6 address passed it, and
+// Options.AllowTarget was asked about addresses the prefill request could
+// not carry (or carried otherwise).
 func TestValidTarget(t *testing.T) {
-	for _, ok := range []string{"127.0.0.1:8000", "prefill-0.svc:80", "[::1]:9000"} {
+	for _, ok := range []string{"127.0.0.1:8000", "prefill-0.svc:80", "[::1]:9000", "prefill-0.prefill.ns.svc.cluster.local.:8000",
+		"[::ffff:10.0.0.1]:80", "my_host:80", "h:080", "H:65535"} {
 		require.True(t, ValidTarget(ok), ok)
 	}
-	for _, bad := range []string{"", "host", "host:0", "host:70000", "host:x", ":80", "http://h:80", "u@h:80", "h/p:80", "h:80/x"} {
-		require.False(t, ValidTarget(bad), bad)
+	for _, bad := range []string{"", "host", "host:0", "host:70000", "host:x", ":80", "http://h:80", "u@h:80", "h/p:80", "h:80/x",
+		"h:+80", "h:00000000000000000080", "h\\x:80", "h\x00:80", "h\t:80", "h\r\n:80", "[a]:80", "[1.2.3.4]:80",
+		"[fe80::1%25eth0]:80", "é.com:80", "h;x:80", "h!$&'()*:80", "h,i:80", "-h:80", "h-.x:80", "h..x:80", ".:80",
+		"10.0.0.1:80,10.0.0.2:80", "h: 80"} {
+		require.False(t, ValidTarget(bad), "%q", bad)
 	}
 }
 

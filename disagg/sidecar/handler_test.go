@@ -287,3 +287,36 @@ func TestSidecarReadsLLMDsPrefillerHeaderName(t *testing.T) {
 		require.Empty(t, h.Get(PrefillerHeaderLLMD))
 	}
 }
+
+// A prefiller header holding a comma-separated list (repeated lines a proxy
+// joined, or a router naming several) splits by its first element, as
+// llm-d's sidecar takes it; before, the list was no host:port and the
+// request fell back to a local prefill as bad_target.
+func TestSidecarTakesTheFirstPrefillerOfAList(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t)) // runs after every other cleanup
+	var mu sync.Mutex
+	calls := 0
+	prefiller := fakePrefiller(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		calls++
+		mu.Unlock()
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"id":"p","kv_transfer_params":{"do_remote_prefill":true,"do_remote_decode":false}}`))
+	})
+	decoder := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = w.Write([]byte(`{"ok":true}`))
+	}))
+	defer decoder.Close()
+	_, reg, url := startSidecar(t, Config{DecoderURL: decoder.URL})
+	for _, v := range []string{prefiller + ", 203.0.113.9:1", " " + prefiller + " ,203.0.113.9:1"} {
+		code, _, b := send(t, url+"/v1/completions", v, []byte(`{"model":"m","prompt":"hello","max_tokens":5}`))
+		require.Equal(t, http.StatusOK, code, string(b))
+	}
+	require.Equal(t, 2.0, counter(t, reg, "kvroute_sidecar_requests_total", "outcome", OutcomeSplit))
+	require.Zero(t, counter(t, reg, "kvroute_sidecar_prefill_fallbacks_total", "reason", ReasonBadTarget))
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, 2, calls)
+}
