@@ -2,6 +2,7 @@ package sidecar
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -83,6 +84,12 @@ func NewHandler(cfg Config, opts Options) (*Handler, error) {
 			pr.Out.Host = pr.In.Host
 			pr.Out.Header.Del(PrefillerHeader)
 			pr.Out.Header.Del(PrefillerHeaderLLMD)
+			// Set here, after the proxy removed the hop-by-hop headers:
+			// a client's Connection header naming X-Request-Id would
+			// otherwise take the ID off the decode half only.
+			if id, ok := pr.In.Context().Value(requestIDKey{}).(string); ok {
+				pr.Out.Header.Set(RequestIDHeader, id)
+			}
 		},
 		Transport:     x.client.Transport,
 		FlushInterval: -1, // stream every chunk at once (SSE)
@@ -191,17 +198,22 @@ func (h *Handler) jsonText(body []byte) (text []byte, held int64, err error) {
 // place of r's own body (see Handler), and X-Request-Id set to requestID
 // unless it is "".
 func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, requestID string) {
-	out := r.Clone(r.Context())
+	ctx := r.Context()
+	if requestID != "" {
+		ctx = context.WithValue(ctx, requestIDKey{}, requestID)
+	}
+	out := r.Clone(ctx)
 	out.Body = io.NopCloser(bytes.NewReader(body))
 	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	out.ContentLength = int64(len(body))
 	out.TransferEncoding = nil // the length is known now
 	out.Header.Set("Content-Length", strconv.Itoa(len(body)))
-	if requestID != "" {
-		out.Header.Set(RequestIDHeader, requestID)
-	}
 	h.proxy.ServeHTTP(w, out)
 }
+
+// requestIDKey keys, in the context of a request forward hands the proxy,
+// the X-Request-Id the proxy's Rewrite sets on the decode half.
+type requestIDKey struct{}
 
 // decoderFailed answers r's client with 502 after the request to the
 // decoder failed with err before any response header. The error names the
