@@ -14,8 +14,10 @@
 // next request. A request body must arrive within --body-read-timeout
 // (default 30s; 408 past it), be at most --max-body-bytes (413), and find
 // room in --max-body-bytes-in-flight, the bytes all clients' bodies may
-// hold together (503 with Retry-After); each refusal is counted by reason
-// in kvroute_sidecar_refused_requests_total. What the HTTP server does
+// hold together (503 with Retry-After); a client that takes nothing of its
+// response for --response-write-timeout (default 1m, restarted at every
+// write) has it cut; each refusal and cut is counted by reason in
+// kvroute_sidecar_refused_requests_total. What the HTTP server does
 // before the handler sees a request is counted too, as the gateway counts
 // it: a connection closed because its request header did not arrive
 // within 10s in kvroute_sidecar_header_timeouts_total, a request refused

@@ -60,6 +60,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.cfg.PrefillTimeout, "prefill-timeout", sidecar.DefaultPrefillTimeout, "deadline of the prefill step; past it the decoder prefills locally")
 	fs.Int64Var(&o.cfg.MaxBodyBytes, "max-body-bytes", sidecar.DefaultMaxBodyBytes, "largest client request body")
 	fs.DurationVar(&o.cfg.BodyReadTimeout, "body-read-timeout", sidecar.DefaultBodyReadTimeout, "how long a client has to send a request's body after its header (408 and the connection closed past it)")
+	fs.DurationVar(&o.cfg.ResponseWriteTimeout, "response-write-timeout", sidecar.DefaultResponseWriteTimeout, "how long each write of a response may wait for the client to take it (the response cut past it, counted as client_stalled)")
 	fs.Int64Var(&o.cfg.MaxBodyBytesInFlight, "max-body-bytes-in-flight", 0, fmt.Sprintf("bytes the request bodies of all clients may hold together (503 with Retry-After past it; 0: %d, or --max-body-bytes when larger)", sidecar.DefaultMaxBodyBytesInFlight))
 	fs.Int64Var(&o.cfg.MaxPrefillResponseBytes, "max-prefill-response-bytes", sidecar.DefaultMaxPrefillRespBytes, "largest prefiller answer")
 	fs.StringVar(&o.cfg.PrefillerScheme, "prefiller-scheme", sidecar.DefaultPrefillerScheme, "scheme used to reach the prefiller's host:port (http or https)")

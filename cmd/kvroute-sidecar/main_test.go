@@ -19,7 +19,8 @@ import (
 
 func TestParseFlags(t *testing.T) {
 	o, err := parseFlags([]string{"--port", "0", "--decoder", "http://10.0.0.1:8001", "--prefill-timeout", "2s",
-		"--max-body-bytes", "100", "--metrics-port", "0", "--body-read-timeout", "5s", "--max-body-bytes-in-flight", "1000"})
+		"--max-body-bytes", "100", "--metrics-port", "0", "--body-read-timeout", "5s", "--max-body-bytes-in-flight", "1000",
+		"--response-write-timeout", "7s"})
 	require.NoError(t, err)
 	require.Equal(t, 0, o.port)
 	require.Equal(t, "http://10.0.0.1:8001", o.cfg.DecoderURL)
@@ -27,6 +28,7 @@ func TestParseFlags(t *testing.T) {
 	require.Equal(t, int64(100), o.cfg.MaxBodyBytes)
 	require.Equal(t, 5*time.Second, o.cfg.BodyReadTimeout)
 	require.Equal(t, int64(1000), o.cfg.MaxBodyBytesInFlight)
+	require.Equal(t, 7*time.Second, o.cfg.ResponseWriteTimeout)
 	_, err = parseFlags([]string{"--prefill-timeout", "30"})
 	require.ErrorContains(t, err, "prefill-timeout")
 	_, err = parseFlags([]string{"--help"})

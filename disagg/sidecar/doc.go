@@ -73,7 +73,7 @@
 // Options.Registerer (nil registers none; a failed NewExchange leaves
 // none registered; Close unregisters them). A Handler also counts the
 // requests it answers with an error of its own or drops, by reason, in
-// kvroute_sidecar_refused_requests_total{reason="body_too_large|bad_body|body_timeout|body_budget|client_gone|decoder_unreachable|decoder_timeout|decoder_closed|decoder_error"}
+// kvroute_sidecar_refused_requests_total{reason="body_too_large|bad_body|body_timeout|body_budget|client_gone|client_stalled|decoder_unreachable|decoder_timeout|decoder_closed|decoder_error"}
 // (the decoder_* reasons count the 502s by the kind of the decoder's
 // failure, which the client is told in a fixed text; the error itself,
 // naming the decoder's address, goes to the log only). A request refused
@@ -81,7 +81,12 @@
 // client_gone while its body was read or its prefill step ran) is counted
 // there only; a decoder_* 502, and client_gone while the decoder was
 // answering, befall a request kvroute_sidecar_requests_total has already
-// counted by its outcome, so it is in both.
+// counted by its outcome, so it is in both. client_stalled counts a
+// response cut because its client took nothing of it for
+// Config.ResponseWriteTimeout (each write's deadline, as kvroute's
+// gateway has): a client that stops reading cannot hold its body's share
+// of Config.MaxBodyBytesInFlight, and its decoder request, for as long as
+// it keeps the connection; it too is in both.
 //
 // # Use from a gateway
 //

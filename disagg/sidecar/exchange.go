@@ -67,6 +67,9 @@ const (
 	// DefaultBodyReadTimeout is the default of Config.BodyReadTimeout, the
 	// kvroute gateway's.
 	DefaultBodyReadTimeout = 30 * time.Second
+	// DefaultResponseWriteTimeout is the default of
+	// Config.ResponseWriteTimeout, the kvroute gateway's.
+	DefaultResponseWriteTimeout = time.Minute
 	// DefaultMaxBodyBytesInFlight is the default of
 	// Config.MaxBodyBytesInFlight, the kvroute gateway's: 512 MiB, sixteen
 	// bodies at DefaultMaxBodyBytes or thousands of ordinary prompts.
@@ -134,6 +137,17 @@ type Config struct {
 	// MaxBodyBytes when larger. A Handler's only, like
 	// BodyReadTimeout.
 	MaxBodyBytesInFlight int64 `json:"-"`
+	// ResponseWriteTimeout bounds, in a Handler, how long each write of a
+	// response to the client may wait for the client to take it. A client
+	// that stops reading (a stalled connection, a stream it never drains)
+	// would otherwise hold its request open for as long as it keeps the
+	// connection: its body's share of MaxBodyBytesInFlight, which other
+	// clients' bodies then find full, and its decoder request. Past it the
+	// response is cut, the decoder request ended, and the request counted
+	// as client_stalled. The deadline restarts at every write, so a slow
+	// stream the client keeps reading is never cut. Default 1m, the
+	// kvroute gateway's. A Handler's only, like BodyReadTimeout.
+	ResponseWriteTimeout time.Duration `json:"-"`
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -152,6 +166,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.BodyReadTimeout == 0 {
 		c.BodyReadTimeout = DefaultBodyReadTimeout
 	}
+	if c.ResponseWriteTimeout == 0 {
+		c.ResponseWriteTimeout = DefaultResponseWriteTimeout
+	}
 	if c.MaxBodyBytesInFlight == 0 {
 		c.MaxBodyBytesInFlight = max(DefaultMaxBodyBytesInFlight, c.MaxBodyBytes)
 	}
@@ -160,6 +177,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("sidecar: prefillTimeout %v < 0", c.PrefillTimeout)
 	case c.BodyReadTimeout < 0:
 		return c, fmt.Errorf("sidecar: bodyReadTimeout %v < 0", c.BodyReadTimeout)
+	case c.ResponseWriteTimeout < 0:
+		return c, fmt.Errorf("sidecar: responseWriteTimeout %v < 0", c.ResponseWriteTimeout)
 	case c.MaxBodyBytes < 0 || c.MaxPrefillResponseBytes < 0 || c.MaxBodyBytesInFlight < 0:
 		return c, errors.New("sidecar: maxBodyBytes, maxPrefillResponseBytes and maxBodyBytesInFlight must be positive")
 	case c.MaxBodyBytesInFlight < c.MaxBodyBytes:

@@ -27,7 +27,8 @@ import (
 // two-step exchange (Exchange.Prefill, then the decoder with the transfer
 // parameters); every other request, and one whose prefill step failed after
 // the fallback, goes to the decoder as it came (the header removed).
-// Responses, streamed or not, pass through unchanged. A request it answers
+// Responses, streamed or not, pass through unchanged, each write waiting at
+// most Config.ResponseWriteTimeout for the client. A request it answers
 // with an error of its own (or whose client goes away first) is counted by
 // reason in kvroute_sidecar_refused_requests_total.
 //
@@ -147,8 +148,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if !split {
 		h.x.m.requests.WithLabelValues(OutcomePlain).Inc()
-		if r.ContentLength == 0 {
-			h.proxy.ServeHTTP(w, r) // no body to hand over
+		if r.ContentLength == 0 { // no body to hand over
+			g := h.stallGuard(w)
+			defer g.Stop()
+			h.proxy.ServeHTTP(g, r)
 			return
 		}
 		h.forward(w, r, body, "")
@@ -208,7 +211,9 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, r
 	out.ContentLength = int64(len(body))
 	out.TransferEncoding = nil // the length is known now
 	out.Header.Set("Content-Length", strconv.Itoa(len(body)))
-	h.proxy.ServeHTTP(w, out)
+	g := h.stallGuard(w)
+	defer g.Stop()
+	h.proxy.ServeHTTP(g, out)
 }
 
 // requestIDKey keys, in the context of a request forward hands the proxy,

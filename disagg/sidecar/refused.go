@@ -25,6 +25,9 @@ const (
 	refusedBodyBudget = "body_budget"
 	// refusedClientGone: the client went away before it was answered.
 	refusedClientGone = "client_gone"
+	// refusedClientStalled: the client took nothing of its response for
+	// Config.ResponseWriteTimeout; the response was cut.
+	refusedClientStalled = "client_stalled"
 	// refusedDecoderUnreachable: the local decoder could not be connected
 	// to (502).
 	refusedDecoderUnreachable = "decoder_unreachable"
@@ -41,7 +44,7 @@ const (
 
 // refusedReasons lists every reason, each exported at zero from the start.
 var refusedReasons = []string{refusedTooLarge, refusedBadBody, refusedBodyTimeout, refusedBodyBudget, refusedClientGone,
-	refusedDecoderUnreachable, refusedDecoderTimeout, refusedDecoderClosed, refusedDecoderError}
+	refusedClientStalled, refusedDecoderUnreachable, refusedDecoderTimeout, refusedDecoderClosed, refusedDecoderError}
 
 // decoderReasons is the reason of each kind of failed request to the
 // decoder.
@@ -57,7 +60,7 @@ var decoderReasons = [...]string{
 func newRefused(reg prometheus.Registerer) (*prometheus.CounterVec, error) {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kvroute_sidecar_refused_requests_total",
-		Help: "Requests the P/D sidecar answered with an error of its own or dropped, by reason: body_too_large (413), bad_body (400), body_timeout (408, the body did not arrive in time), body_budget (503, the sidecar held its limit of body bytes in flight), client_gone, and the 502s by the kind of the decoder's failure: decoder_unreachable, decoder_timeout, decoder_closed, decoder_error.",
+		Help: "Requests the P/D sidecar answered with an error of its own or dropped, by reason: body_too_large (413), bad_body (400), body_timeout (408, the body did not arrive in time), body_budget (503, the sidecar held its limit of body bytes in flight), client_gone, client_stalled (the client took nothing of its response for the response write timeout; the response was cut), and the 502s by the kind of the decoder's failure: decoder_unreachable, decoder_timeout, decoder_closed, decoder_error.",
 	}, []string{"reason"})
 	for _, r := range refusedReasons {
 		c.WithLabelValues(r)
