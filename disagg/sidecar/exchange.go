@@ -468,15 +468,19 @@ func (x *Exchange) prefill(ctx context.Context, url string, hdr http.Header, id 
 		return nil, ReasonUnreachable, err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		// The status is the answer: its body is read only for the log,
+		// a little of it, and a body that then stalls or breaks off
+		// leaves the reason the status (not timeout or unreachable).
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return nil, ReasonStatus, fmt.Errorf("prefiller answered %d: %s", resp.StatusCode, truncate(string(b)))
+	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, x.cfg.MaxPrefillResponseBytes+1))
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ReasonTimeout, err
 		}
 		return nil, ReasonUnreachable, err
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, ReasonStatus, fmt.Errorf("prefiller answered %d: %s", resp.StatusCode, truncate(string(b)))
 	}
 	if int64(len(b)) > x.cfg.MaxPrefillResponseBytes {
 		return nil, ReasonBadResponse, fmt.Errorf("%w: prefiller answer over %d bytes", ErrTooLarge, x.cfg.MaxPrefillResponseBytes)

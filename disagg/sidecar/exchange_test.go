@@ -2,8 +2,12 @@ package sidecar
 
 import (
 	"context"
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -96,4 +100,32 @@ func TestExchangeClientIgnoresProxyEnvironment(t *testing.T) {
 	tr, ok := x.client.Transport.(*http.Transport)
 	require.True(t, ok)
 	require.Nil(t, tr.Proxy)
+}
+
+// A prefiller that answers an error status and then stalls on its body is
+// a fallback for its status: before, the sidecar read the whole body
+// first, waited out the prefill timeout, and counted the fallback as a
+// timeout.
+func TestExchangeCountsAnErrorStatusWhoseBodyStalls(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	release := make(chan struct{})
+	pre := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, "overloaded")
+		_ = http.NewResponseController(w).Flush()
+		select { // the rest of the body never comes
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	t.Cleanup(pre.Close)
+	t.Cleanup(func() { close(release) })
+	x, err := NewExchange(Config{PrefillTimeout: 300 * time.Millisecond}, Options{})
+	require.NoError(t, err)
+	t.Cleanup(x.Close)
+	res, err := x.Prefill(context.Background(), strings.TrimPrefix(pre.URL, "http://"), "/v1/completions", nil,
+		[]byte(`{"model":"m","prompt":"p"}`))
+	require.NoError(t, err)
+	require.Equal(t, ReasonStatus, res.Fallback)
 }
