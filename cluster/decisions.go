@@ -288,35 +288,68 @@ func (r *Replica) subscribe() *redis.PubSub {
 // third operation on a Redis that does not answer), from a subscription it
 // opens first. go-redis reconnects and resubscribes a broken subscription
 // on the next receive; the loop waits ReadPeriod between failed attempts.
+// A connection that died without closing (a partition, or a failover
+// behind a NAT or a service IP: no FIN, no RST) breaks nothing go-redis
+// sees, and writing a ping to it succeeds, so on a channel quiet for
+// 2 × Lease the loop pings and waits OpTimeout for anything to arrive: if
+// nothing does, the connection is taken for dead (counted as a subscribe
+// error), closed, and the subscription opened again.
 func (r *Replica) receiveLoop(ps *redis.PubSub) {
 	defer r.wg.Done()
 	if ps == nil {
 		ps = r.subscribe()
 	}
-	stop := context.AfterFunc(r.ctx, func() { _ = ps.Close() }) // interrupts a blocked receive
+	var psMu sync.Mutex                       // guards ps against the close on Close; the loop alone replaces it
+	stop := context.AfterFunc(r.ctx, func() { // interrupts a blocked receive
+		psMu.Lock()
+		_ = ps.Close()
+		psMu.Unlock()
+	})
 	defer stop()
-	defer ps.Close()
+	defer func() {
+		psMu.Lock()
+		_ = ps.Close()
+		psMu.Unlock()
+	}()
 	var scratch []kvindex.Key
 	selfHeader := string(appendStr([]byte{decisionMagic, wireVersion}, r.cfg.ReplicaID))
 	idle := 2 * r.cfg.Lease
 	backoff := r.cfg.ReadPeriod
+	pinged := false // a ping is out and nothing arrived since
 	for r.ctx.Err() == nil {
-		msg, err := ps.ReceiveTimeout(r.ctx, idle)
+		wait := idle
+		if pinged {
+			wait = r.cfg.OpTimeout
+		}
+		msg, err := ps.ReceiveTimeout(r.ctx, wait)
 		if err != nil {
 			if r.ctx.Err() != nil {
 				return
 			}
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
+				if pinged { // the ping went unanswered: the connection is dead
+					pinged = false
+					r.result(opSubscribe, errPingUnanswered)
+					psMu.Lock()
+					_ = ps.Close()
+					if r.ctx.Err() == nil {
+						ps = r.subscribe()
+					}
+					psMu.Unlock()
+					continue
+				}
 				// Quiet channel: probe the connection so a dead one is noticed.
 				pctx, cancel := context.WithTimeout(r.ctx, r.cfg.OpTimeout)
 				err = ps.Ping(pctx)
 				cancel()
 				r.countCommands(1)
 				if err == nil {
+					pinged = true
 					continue
 				}
 			}
+			pinged = false
 			r.result(opSubscribe, err)
 			if !r.sleep(backoff) { // retry pacing while Redis is away
 				return
@@ -324,6 +357,7 @@ func (r *Replica) receiveLoop(ps *redis.PubSub) {
 			backoff = min(2*backoff, max(time.Second, r.cfg.ReadPeriod))
 			continue
 		}
+		pinged = false // anything received, the pong included, shows the connection alive
 		switch m := msg.(type) {
 		case *redis.Subscription:
 			backoff = r.cfg.ReadPeriod
@@ -336,6 +370,10 @@ func (r *Replica) receiveLoop(ps *redis.PubSub) {
 		}
 	}
 }
+
+// errPingUnanswered is the subscribe error of a subscription connection
+// that did not answer a ping within OpTimeout.
+var errPingUnanswered = errors.New("cluster: the decision subscription did not answer a ping; reconnecting")
 
 // apply decodes one decision message and speculates its decisions, skipping
 // this replica's own.

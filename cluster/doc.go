@@ -153,6 +153,11 @@
 // reached) therefore keeps the replica degraded, one outage, rather than
 // flapping between degraded and healthy at every read. Redis being slow
 // or away never blocks Pick: only the background goroutines wait on it.
+// The decision subscription, quiet for 2 × Lease, is pinged; a ping
+// that gets no answer within OpTimeout means a connection dead without
+// closing (a partition, a failover behind a NAT or a service IP, which
+// go-redis does not notice): it is closed and the subscription opened
+// again, counted in kvroute_cluster_redis_errors_total{op="subscribe"}.
 //
 // A record carries the loads of at most MaxEndpoints loaded endpoints, and
 // only as many as fit the 1 MiB every peer accepts; each loaded endpoint

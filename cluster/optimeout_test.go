@@ -3,6 +3,7 @@ package cluster
 import (
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -165,5 +166,138 @@ func TestReplicaStartedWithoutRedisSubscribesWhenRedisAnswers(t *testing.T) {
 		g.publish(seq, delta{endpoint: ep, tokens: 1, requests: 1})
 		return peerLoad(tr, ep)[1] > 0
 	}, deltaWait, 10*time.Millisecond)
+	r.Close()
+}
+
+// freezeProxy forwards TCP connections to addr; freeze makes every
+// connection open at that moment a black hole for good (bytes either way
+// are read and discarded, nothing is closed), as a Redis failover behind a
+// NAT or a service IP leaves a client's established connections, while new
+// connections are forwarded again.
+type freezeProxy struct {
+	Addr  string
+	mu    sync.Mutex
+	conns []*frozenPair
+	ln    net.Listener
+	stop  func()
+}
+
+type frozenPair struct {
+	client, server net.Conn
+	frozen         atomic.Bool
+}
+
+// newFreezeProxy starts the proxy; close stops it and waits for its
+// goroutines.
+func newFreezeProxy(t *testing.T, addr string) *freezeProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &freezeProxy{Addr: ln.Addr().String(), ln: ln}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", addr)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			pair := &frozenPair{client: c, server: s}
+			p.mu.Lock()
+			p.conns = append(p.conns, pair)
+			p.mu.Unlock()
+			pipe := func(dst, src net.Conn) {
+				defer wg.Done()
+				buf := make([]byte, 32<<10)
+				for {
+					n, err := src.Read(buf)
+					if err != nil {
+						return
+					}
+					if !pair.frozen.Load() {
+						if _, err := dst.Write(buf[:n]); err != nil {
+							return
+						}
+					}
+				}
+			}
+			wg.Add(2)
+			go pipe(s, c)
+			go pipe(c, s)
+		}
+	}()
+	var once sync.Once
+	p.stop = func() {
+		once.Do(func() {
+			ln.Close()
+			p.mu.Lock()
+			for _, c := range p.conns {
+				c.client.Close()
+				c.server.Close()
+			}
+			p.mu.Unlock()
+			wg.Wait()
+		})
+	}
+	t.Cleanup(p.stop)
+	return p
+}
+
+func (p *freezeProxy) freeze() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.frozen.Store(true)
+	}
+}
+
+// A subscription whose connection went dead without closing (a Redis
+// failover behind a NAT, a partition: no FIN, no RST) is noticed and opened
+// again: the ping the receive loop sends on a quiet channel must be
+// answered, and one that is not within OpTimeout means the connection is
+// gone. Before, the loop only checked that the ping could be written, which
+// a dead connection's socket buffer accepts, so the replica stayed on the
+// dead subscription and missed every peer's decision and load change until
+// the kernel gave up on the connection (about 15 minutes of retransmits).
+func TestDeadSubscriptionConnectionIsReplaced(t *testing.T) {
+	defer leakcheck.Check(t)()
+	srv := redistest.Start(t)
+	defer srv.Stop()
+	proxy := newFreezeProxy(t, srv.Addr)
+	defer proxy.stop()
+	ix, err := kvindex.New(kvindex.Config{SweepInterval: -1}, kvindex.Options{})
+	require.NoError(t, err)
+	defer ix.Close()
+	tr, err := tokenload.NewTracker(tokenload.Options{})
+	require.NoError(t, err)
+	cfg := Config{Addrs: []string{proxy.Addr}, Pool: "d", ReplicaID: "a", Lease: time.Second,
+		RefreshPeriod: 50 * time.Millisecond, ReadPeriod: 50 * time.Millisecond, OpTimeout: time.Second}
+	r, err := New(cfg, ix, tr, Options{})
+	require.NoError(t, err)
+	defer r.Close()
+	acceptTestEndpoints(t, r)
+	g := newGhost(t, srv.Addr)
+	const ep = "10.0.0.1:8000"
+	seq := uint64(1)
+	g.publish(seq, delta{endpoint: ep, tokens: 1, requests: 1})
+	require.Eventually(t, func() bool { return peerLoad(tr, ep)[1] > 0 }, deltaWait, time.Millisecond, "the subscription works")
+
+	proxy.freeze()
+	// The pooled connections time out and are dialled again; the
+	// subscription's must be too.
+	require.Eventually(t, func() bool { return r.Degraded() }, deltaWait, time.Millisecond)
+	require.Eventually(t, func() bool { return !r.Degraded() }, deltaWait, time.Millisecond)
+	before := peerLoad(tr, ep)[1]
+	require.Eventually(t, func() bool {
+		seq++
+		g.publish(seq, delta{endpoint: ep, tokens: 1, requests: 1})
+		return peerLoad(tr, ep)[1] > before
+	}, 4*2*cfg.Lease+deltaWait, 20*time.Millisecond, "a peer's load change arrives over a new subscription")
 	r.Close()
 }
