@@ -29,6 +29,9 @@ type delta struct {
 	endpoint         string
 	seq              uint64
 	tokens, requests int64
+	// recv is when a peer's change arrived here (Unix nanoseconds on the
+	// replica's clock); 0 in the replica's own queue.
+	recv int64
 }
 
 // deltaBytes is what one pending change counts against
@@ -37,7 +40,7 @@ func deltaBytes(endpoint string) int { return len(endpoint) + 48 }
 
 // deltaQueue is the bounded, double-buffered queue of the replica's own
 // load changes waiting to be published; push never allocates (the halves
-// are allocated up front: 2 × DeltaQueue × 40 bytes, 80 KiB by default).
+// are allocated up front: 2 × DeltaQueue × 48 bytes, 96 KiB by default).
 // A change that does not fit is dropped (counted): the peers then see this
 // replica's load from its next record.
 type deltaQueue struct {
@@ -215,7 +218,7 @@ func (r *Replica) applyDelta(sender, endpoint []byte, seq uint64, tokens, reques
 		return
 	}
 	ep := string(endpoint)
-	v.pending = append(v.pending, delta{endpoint: ep, seq: seq, tokens: tokens, requests: requests})
+	v.pending = append(v.pending, delta{endpoint: ep, seq: seq, tokens: tokens, requests: requests, recv: r.now().UnixNano()})
 	v.bytes += size
 	r.pendingBytes += size
 	r.met.pendingBytes.Set(float64(r.pendingBytes))
@@ -299,16 +302,26 @@ func (r *Replica) mergeRecords(live map[string]Record, listed map[string]struct{
 		// sent after its last record, which no record of the new life
 		// includes or supersedes. None is kept; the new life's changes
 		// among them are in its next record.
+		// A change that arrived more than 2 × Lease ago preceded the
+		// sending of this live record (sent within a lease, on clocks that
+		// agree within one) and would be included in it: still above it,
+		// it is numbered beyond anything the peer's records reach (a forged
+		// or broken sender) and would stay on top for as long as the peer
+		// lives. It is dropped, counted.
 		restarted := v.recorded && rec.Seq < v.seq
 		v.seq, v.overflow, v.recorded = rec.Seq, false, true
+		expired := now.Add(-2 * r.cfg.Lease).UnixNano()
 		kept := v.pending[:0]
 		for _, d := range v.pending {
-			if d.seq > rec.Seq && !restarted {
+			switch {
+			case d.seq > rec.Seq && !restarted && d.recv >= expired:
 				kept = append(kept, d)
-			} else {
-				r.pendingBytes -= deltaBytes(d.endpoint)
-				v.bytes -= deltaBytes(d.endpoint)
+				continue
+			case d.seq > rec.Seq && !restarted:
+				r.met.deltasDropped[deltaDropStale].Inc()
 			}
+			r.pendingBytes -= deltaBytes(d.endpoint)
+			v.bytes -= deltaBytes(d.endpoint)
 		}
 		clear(v.pending[len(kept):])
 		v.pending = kept

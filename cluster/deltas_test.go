@@ -185,6 +185,40 @@ func TestRecordSupersedesAndHealsLoadChanges(t *testing.T) {
 	a.Close()
 }
 
+// A load change numbered far above anything the sender's records reach (a
+// forged or broken sender: anyone who can publish on the channel can name
+// a live peer) is never superseded by a record, so it used to stay on top
+// of that peer's load for as long as the peer lived. A live record is sent
+// after every change received here more than a lease (plus the clocks'
+// disagreement) before it, and includes it: a change still above the
+// peer's live record 2 × Lease after it arrived is dropped and counted
+// (reason stale), and the peer's load is its record's again.
+func TestLoadChangeNoRecordSupersedesExpires(t *testing.T) {
+	defer leakcheck.Check(t)()
+	srv := redistest.Start(t)
+	defer srv.Stop()
+	const ep = "10.0.0.9:8000"
+	g := newGhost(t, srv.Addr)
+	g.record(100, time.Hour, EndpointLoad{Endpoint: ep, Tokens: 1, Requests: 1})
+	const lease = 600 * time.Millisecond
+	a, tr := quietReplica(t, srv.Addr, "a", func(c *Config) { c.Lease, c.RefreshPeriod = lease, lease/2 })
+	defer a.Close()
+	require.Equal(t, [2]int64{1, 1}, peerLoad(tr, ep))
+
+	g.publish(1<<40, delta{endpoint: ep, tokens: 1000, requests: 5})
+	require.Eventually(t, func() bool { return peerLoad(tr, ep) == [2]int64{1001, 6} }, deltaWait, time.Millisecond)
+	start := time.Now()
+	require.Eventually(t, func() bool {
+		g.record(101, time.Hour, EndpointLoad{Endpoint: ep, Tokens: 1, Requests: 1}) // the ghost lives on
+		a.read()
+		return peerLoad(tr, ep) == [2]int64{1, 1}
+	}, deltaWait, 20*time.Millisecond, "the change no record supersedes goes: %v", peerLoad(tr, ep))
+	require.GreaterOrEqual(t, time.Since(start), lease, "kept while a record may still include it")
+	require.Zero(t, a.PendingDeltaBytes())
+	require.Equal(t, 1.0, testutil.ToFloat64(a.met.deltasDropped[deltaDropStale]))
+	a.Close()
+}
+
 // A replica restarted under its ID on a host whose clock is behind its
 // previous life's numbers its changes below them: its new record, of a
 // lower sequence number, is a new life, and the changes of the previous

@@ -36,7 +36,12 @@
 // totals include the changes; a peer discards the changes at or below it and
 // keeps the later ones on top, so a lost message is healed by the next
 // record and a dead replica's load, changes included, still goes with its
-// lease. The sequence starts at the replica's start time in microseconds, so
+// lease. A change still above a peer's live record 2 × Lease after it
+// arrived, which a record sent since would include, is numbered beyond
+// anything that peer's records reach (a forged or broken sender): it is
+// dropped and counted (reason stale) rather than kept on top of the
+// peer's load for as long as the peer lives.
+// The sequence starts at the replica's start time in microseconds, so
 // a restarted replica's changes and records supersede its previous life's
 // (on a clock behind its previous life's numbers, its first record does: a
 // record numbered below the last one read drops the changes pending here).
