@@ -5,7 +5,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -14,7 +16,8 @@ import (
 // cluster": the root Router then runs nothing of this package. Durations are
 // Go duration strings in JSON ("250ms", "3s").
 type Config struct {
-	// Addrs are the Redis (or Valkey) servers, "host:port". One address is a
+	// Addrs are the Redis (or Valkey) servers, "host:port" (a port of
+	// 1-65535; an IPv6 host in brackets). One address is a
 	// standalone server (or a proxy); several, or ClusterMode, are the seed
 	// nodes of a Redis Cluster.
 	Addrs []string `json:"addrs"`
@@ -171,7 +174,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
 	}
 	for _, a := range c.Addrs {
-		if a == "" || !strings.Contains(a, ":") {
+		if !validAddr(a) {
 			return bad("addr %q is not host:port", a)
 		}
 	}
@@ -207,6 +210,18 @@ func (c Config) Validate() error {
 // operations may take up to OpTimeout.
 func (c Config) StalenessBound() time.Duration {
 	return c.RefreshPeriod + c.ReadPeriod + 2*c.OpTimeout
+}
+
+// validAddr reports whether a is host:port with a port go-redis can dial
+// (1-65535); the host may be empty (the local system) or an IPv6 address
+// in brackets.
+func validAddr(a string) bool {
+	_, port, err := net.SplitHostPort(a)
+	if err != nil {
+		return false
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	return err == nil && p > 0
 }
 
 func validName(s string, maxLen int) bool {

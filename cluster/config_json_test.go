@@ -69,3 +69,17 @@ func TestSnapshotURLPeersWouldRefuseIsRejected(t *testing.T) {
 		require.NoError(t, cluster.Config{Addrs: []string{"10.0.0.1:6379"}, SnapshotURL: u}.WithDefaults().Validate(), "%q", u)
 	}
 }
+
+// An address go-redis could never dial is refused when the configuration
+// is loaded, not found out as an outage that never ends: Validate used to
+// take any string with a colon in it ("redis:", "redis:6379x", "::1:6379").
+func TestAddrWithoutAPortIsRejected(t *testing.T) {
+	for _, a := range []string{"redis:", "redis:6379x", "redis:0", "redis:65536", "::1:6379", "redis:6379:1", "redis: 6379"} {
+		err := cluster.Config{Addrs: []string{a}}.WithDefaults().Validate()
+		require.ErrorIs(t, err, cluster.ErrInvalidConfig, "%q", a)
+		require.ErrorContains(t, err, "host:port", "%q", a)
+	}
+	for _, a := range []string{"redis:6379", "10.0.0.1:6379", "[::1]:6379", ":6379", "redis.kvroute.svc.cluster.local:16379"} {
+		require.NoError(t, cluster.Config{Addrs: []string{a}}.WithDefaults().Validate(), "%q", a)
+	}
+}
