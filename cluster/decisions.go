@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -293,7 +294,10 @@ func (r *Replica) subscribe() *redis.PubSub {
 // sees, and writing a ping to it succeeds, so on a channel quiet for
 // 2 × Lease the loop pings and waits OpTimeout for anything to arrive: if
 // nothing does, the connection is taken for dead (counted as a subscribe
-// error), closed, and the subscription opened again.
+// error), closed, and the subscription opened again. So is one that
+// delivered a reply of the wrong shape (an empty array, a count that is no
+// integer: a broken server or proxy), on which go-redis panics: the panic
+// is recovered (receive) rather than let end the process.
 func (r *Replica) receiveLoop(ps *redis.PubSub) {
 	defer r.wg.Done()
 	if ps == nil {
@@ -316,27 +320,40 @@ func (r *Replica) receiveLoop(ps *redis.PubSub) {
 	idle := 2 * r.cfg.Lease
 	backoff := r.cfg.ReadPeriod
 	pinged := false // a ping is out and nothing arrived since
+	resubscribe := func() {
+		psMu.Lock()
+		defer psMu.Unlock()
+		_ = ps.Close()
+		if r.ctx.Err() == nil {
+			ps = r.subscribe()
+		}
+	}
 	for r.ctx.Err() == nil {
 		wait := idle
 		if pinged {
 			wait = r.cfg.OpTimeout
 		}
-		msg, err := ps.ReceiveTimeout(r.ctx, wait)
+		msg, err := receive(r.ctx, ps, wait)
 		if err != nil {
 			if r.ctx.Err() != nil {
 				return
+			}
+			if errors.Is(err, errMalformedPush) {
+				pinged = false
+				r.result(opSubscribe, err)
+				if !r.sleep(backoff) { // a server that does it again is not hammered
+					return
+				}
+				backoff = min(2*backoff, max(time.Second, r.cfg.ReadPeriod))
+				resubscribe()
+				continue
 			}
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
 				if pinged { // the ping went unanswered: the connection is dead
 					pinged = false
 					r.result(opSubscribe, errPingUnanswered)
-					psMu.Lock()
-					_ = ps.Close()
-					if r.ctx.Err() == nil {
-						ps = r.subscribe()
-					}
-					psMu.Unlock()
+					resubscribe()
 					continue
 				}
 				// Quiet channel: probe the connection so a dead one is noticed.
@@ -370,6 +387,22 @@ func (r *Replica) receiveLoop(ps *redis.PubSub) {
 		}
 	}
 }
+
+// receive is ps.ReceiveTimeout, with go-redis's panic on a reply of the
+// wrong shape (it indexes and asserts the reply's elements unchecked)
+// turned into an error wrapping errMalformedPush.
+func receive(ctx context.Context, ps *redis.PubSub, timeout time.Duration) (msg any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			msg, err = nil, fmt.Errorf("%w: %v", errMalformedPush, p)
+		}
+	}()
+	return ps.ReceiveTimeout(ctx, timeout)
+}
+
+// errMalformedPush is the subscribe error of a subscription reply go-redis
+// could not take apart.
+var errMalformedPush = errors.New("cluster: malformed reply on the decision subscription; reconnecting")
 
 // errPingUnanswered is the subscribe error of a subscription connection
 // that did not answer a ping within OpTimeout.

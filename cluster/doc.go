@@ -163,6 +163,10 @@
 // closing (a partition, a failover behind a NAT or a service IP, which
 // go-redis does not notice): it is closed and the subscription opened
 // again, counted in kvroute_cluster_redis_errors_total{op="subscribe"}.
+// So is a subscription that delivers a reply of the wrong shape (an
+// empty array, a count that is no integer: a broken server or proxy),
+// on which go-redis panics; the panic is recovered, not let end the
+// process.
 //
 // A record carries the loads of at most MaxEndpoints loaded endpoints, and
 // only as many as fit the 1 MiB every peer accepts; each loaded endpoint
