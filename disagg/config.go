@@ -178,11 +178,11 @@ type Config struct {
 	// no prefill endpoint is charged a prompt it never gets. It must name
 	// what the decode pods' routing sidecar (or the gateway's exchange
 	// mode) splits: kvroute's sidecar and exchange split completions, chat
-	// completions and Responses (/v1/responses, whose prefill request asks
+	// completions, Responses (/v1/responses, whose prefill request asks
 	// for one token with max_output_tokens; a vLLM with kv_transfer_params
 	// on its Responses API is needed, else every such prefill falls back to
-	// a local one); llm-d's newer routing sidecar splits these and
-	// Messages too. A sidecar that passes an API's requests on unsplit
+	// a local one) and Messages (/v1/messages), as llm-d's newer routing
+	// sidecar does. A sidecar that passes an API's requests on unsplit
 	// leaves the prefill endpoint charged for nothing. Empty means
 	// DefaultSplitAPIs. A request naming no API (pre-tokenized prompts
 	// from a Go caller) may always be split.

@@ -40,12 +40,12 @@
 //     name the APIs the decode pods' sidecar splits: by default
 //     (DefaultSplitAPIs) completions and chat completions, which every
 //     sidecar splits. kvroute's sidecar and the gateway's exchange split
-//     Responses (/v1/responses) too: the prefill request asks for one
-//     token with max_output_tokens, and a vLLM whose Responses API carries
-//     kv_transfer_params (added in 2026) answers it with the transfer
-//     parameters; an older one answers without them, and each such
-//     request falls back to a local prefill. llm-d's newer sidecar splits
-//     Responses and Messages;
+//     Responses (/v1/responses) and Messages (/v1/messages) too, as
+//     llm-d's newer sidecar does: the prefill request asks for one token
+//     with max_output_tokens (Responses) or max_tokens (Messages), and a
+//     vLLM whose API carries kv_transfer_params answers it with the
+//     transfer parameters; an older one answers without them, and each
+//     such request falls back to a local prefill;
 //  3. when split, picks the prefill endpoint among the other candidates
 //     that may prefill (RolePrefill, RoleBoth, none) by the router's
 //     filters and scorers: prefix cache and prefill load (in-flight

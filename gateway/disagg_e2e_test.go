@@ -189,11 +189,11 @@ func TestDisaggThroughGateway(t *testing.T) {
 }
 
 // Through the gateway, a long new prompt of the Messages or Responses API
-// is not split: the routing sidecar (kvroute's, and the gateway's exchange)
-// splits completions and chat completions only, so no prefiller is named
-// to the decode engine, no prefill engine is charged, and the decision is
-// counted local with reason "api". It was split: the prefill engine was
-// charged the prompt of a request it never got.
+// is not split under the default splitAPIs (completions and chat
+// completions, what every routing sidecar splits), so no prefiller is
+// named to the decode engine, no prefill engine is charged, and the
+// decision is counted local with reason "api". It was split: the prefill
+// engine was charged the prompt of a request it never got.
 func TestDisaggThroughGatewayKeepsOtherAPIsLocal(t *testing.T) {
 	defer leakcheck.Check(t)()
 	roles := []string{disagg.RolePrefill, disagg.RoleDecode}

@@ -74,12 +74,13 @@
 // Config.AllowClientKVTransferParams) its own kv_transfer_params, which
 // would make vLLM's KV connector pull blocks from the remote_host the
 // client names. Only requests of the APIs in the profile's SplitAPIs are
-// split (by default completions and chat completions; responses added
-// for a sidecar that splits /v1/responses, as kvroute's and llm-d's do).
+// split (by default completions and chat completions; responses and
+// messages added for a sidecar that splits /v1/responses and
+// /v1/messages, as kvroute's and llm-d's newer one do).
 // With ServerConfig.DisaggHost
 // in DisaggModeExchange the gateway runs the two-step exchange itself
-// (package disagg/sidecar's Exchange; on completions, chat completions and
-// Responses, so SplitAPIs may not name messages there): it asks the
+// (package disagg/sidecar's Exchange, on completions, chat completions,
+// Responses and Messages): it asks the
 // prefill endpoint for one
 // token (max_output_tokens 1 on /v1/responses) with kv_transfer_params
 // for a remote decode, ends the prefill

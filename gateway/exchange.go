@@ -120,9 +120,11 @@ func (c DisaggHostConfig) Validate() error {
 }
 
 // ValidateFor is Validate for the profile d's split decisions: in exchange
-// mode it also reports an API in d.SplitAPIs that the exchange cannot split
-// (Messages: sidecar.SplitPath does not list its route), whose requests
-// would be decided split and prefilled by their decode endpoint anyway.
+// mode it also reports an API in d.SplitAPIs whose route the exchange does
+// not split (sidecar.SplitPath), whose requests would be decided split and
+// prefilled by their decode endpoint anyway. The exchange splits every API
+// kvroute routes (completions, chat completions, Responses and Messages),
+// so only a name that is no API is reported.
 func (c DisaggHostConfig) ValidateFor(d disagg.Config) error {
 	if err := c.Validate(); err != nil {
 		return err
@@ -132,7 +134,7 @@ func (c DisaggHostConfig) ValidateFor(d disagg.Config) error {
 	}
 	for _, api := range d.SplitAPIs {
 		if p, ok := apiPath(api); !ok || !sidecar.SplitPath(p) {
-			return fmt.Errorf("gateway: disagg splitAPIs names %q, which the exchange mode does not split (it splits completions, chat_completions and responses)", api)
+			return fmt.Errorf("gateway: disagg splitAPIs names %q, which the exchange mode does not split", api)
 		}
 	}
 	return nil
@@ -165,7 +167,8 @@ func (h *Handler) exchange(w http.ResponseWriter, r *http.Request, hdr http.Head
 	pre := d.Roles[0]
 	if !sidecar.SplitPath(r.URL.Path) || r.Method != http.MethodPost {
 		// The exchange runs on the routes whose bodies carry vLLM's
-		// kv_transfer_params (completions, chat completions, Responses):
+		// kv_transfer_params (completions, chat completions, Responses,
+		// Messages):
 		// the decode endpoint prefills any other request itself.
 		h.log.Debug("split decision on a route without KV transfer: prefilled locally", "path", r.URL.Path)
 		pre.Done(kvroute.DoneInfo{Err: errPrefillFallback})

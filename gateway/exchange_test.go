@@ -37,25 +37,27 @@ func TestDisaggHostConfigValidate(t *testing.T) {
 	require.ErrorContains(t, err, "without disagg")
 }
 
-// In exchange mode the profile's splitAPIs may name only the APIs the
-// exchange splits: Messages, which it passes to the decode endpoint whole,
-// is refused (a request of it would be decided split for nothing); header
-// mode takes it, for a routing sidecar that splits it (llm-d's newer one).
+// In exchange mode the profile's splitAPIs may name every API the exchange
+// splits, which is every API kvroute routes: Messages too, since the
+// exchange splits /v1/messages (before, it passed Messages to the decode
+// endpoint whole and refused the name); a name that is no API is refused.
 func TestDisaggHostConfigValidateForSplitAPIs(t *testing.T) {
-	all := disagg.Config{SplitAPIs: []render.API{render.APICompletions, render.APIChatCompletions, render.APIResponses}}
+	all := disagg.Config{SplitAPIs: []render.API{render.APICompletions, render.APIChatCompletions, render.APIResponses, render.APIMessages}}
 	msgs := disagg.Config{SplitAPIs: []render.API{render.APIChatCompletions, render.APIMessages}}
 	x := DisaggHostConfig{Mode: DisaggModeExchange}
 	require.NoError(t, x.ValidateFor(disagg.Config{}))
 	require.NoError(t, x.ValidateFor(all))
-	require.ErrorContains(t, x.ValidateFor(msgs), `splitAPIs names "messages"`)
+	require.NoError(t, x.ValidateFor(msgs))
+	require.ErrorContains(t, x.ValidateFor(disagg.Config{SplitAPIs: []render.API{"embeddings"}}), `splitAPIs names "embeddings"`)
 	require.NoError(t, DisaggHostConfig{}.ValidateFor(msgs))
 	require.ErrorContains(t, DisaggHostConfig{Mode: "sidecar"}.ValidateFor(all), `mode "sidecar"`)
 
 	cfg := kvroute.DefaultConfig()
 	cfg.Model = testModel
 	cfg.Events.Enabled = new(false)
-	_, err := NewServer(t.Context(), ServerConfig{Listen: "127.0.0.1:0", Router: cfg, Disagg: &msgs, DisaggHost: x}, Options{})
-	require.ErrorContains(t, err, `splitAPIs names "messages"`)
+	gw, err := NewServer(t.Context(), ServerConfig{Listen: "127.0.0.1:0", Router: cfg, Disagg: &msgs, DisaggHost: x}, Options{})
+	require.NoError(t, err)
+	require.NoError(t, gw.Shutdown(t.Context()))
 }
 
 // endpointHostPort is the endpoint's ID, or its Address's host:port.

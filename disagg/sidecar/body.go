@@ -92,7 +92,8 @@ func parseObject(body []byte) (map[string]json.RawMessage, error) {
 }
 
 // PrefillBody returns the body sent to the prefiller for the client request
-// body orig of a completion or chat completion: the same request with
+// body orig of a completion, chat completion or Anthropic message
+// (MessagesPath, whose limit is max_tokens too): the same request with
 // max_tokens 1 (max_completion_tokens and min_tokens too when the client
 // set them: vLLM refuses a min_tokens above max_tokens), stream false, no
 // stream_options, and kv_transfer_params asking for a remote decode. Every
@@ -114,7 +115,10 @@ func PrefillBody(orig []byte) ([]byte, error) {
 // (vLLM's ResponsesRequest reads no max_tokens: the prefiller would
 // generate a whole answer), as llm-d's sidecar does; store is false and
 // background dropped, so that the prefiller answers at once and keeps no
-// one-token response in its store.
+// one-token response in its store. Every other path (MessagesPath among
+// them: vLLM's AnthropicMessagesRequest requires max_tokens and reads no
+// max_completion_tokens, min_tokens or stream_options, which a Messages
+// body lacks) gets max_tokens 1.
 func prefillBody(orig map[string]json.RawMessage, path string) ([]byte, error) {
 	m := make(map[string]json.RawMessage, len(orig)+2)
 	for k, v := range orig {

@@ -33,15 +33,22 @@
 //
 // Both halves carry the same X-Request-Id (the client's, or a fresh one).
 //
-// The routes split are /v1/completions, /v1/chat/completions and
-// /v1/responses (SplitPath), as llm-d's sidecar splits them; every other
-// request goes to the decoder as it came. vLLM's Responses API reads and
+// The routes split are /v1/completions, /v1/chat/completions,
+// /v1/responses and /v1/messages (SplitPath), as llm-d's newer sidecar
+// splits them; every other request (/v1/messages/count_tokens among them)
+// goes to the decoder as it came. A Messages request's prefill body asks
+// for its one token with max_tokens, the Messages API's required limit;
+// vLLM's Messages API reads kv_transfer_params into the chat completion it
+// serves the message as and answers them at the top of its message, as
+// the OpenAI routes do (a vLLM whose Messages API predates them answers
+// without them, and the request falls back to a local prefill,
+// ReasonBadResponse). vLLM's Responses API reads and
 // answers kv_transfer_params since 2026 (vllm-project/vllm#37424); an
 // older prefiller answers without them, and the request falls back to a
 // local prefill (ReasonBadResponse). A Responses request that names a
 // previous_response_id refers to a response stored by the engine that
 // answered it, which the prefiller is not: it answers 404, and the request
-// falls back (ReasonStatus). Messages (/v1/messages) is not split here.
+// falls back (ReasonStatus).
 //
 // The client's body is read as vLLM reads it (FastAPI hands its bytes to
 // Python's json.loads), as kvroute's gateway and ext_proc picker read it:

@@ -367,8 +367,9 @@ func validHostName(host string) bool {
 }
 
 // Prefill sends the client request body to the prefiller at hostPort on
-// path (the client's path, e.g. "/v1/chat/completions") with max_tokens 1
-// (max_output_tokens 1 and store false on ResponsesPath, see PrefillBody),
+// path (the client's path, e.g. "/v1/chat/completions", one SplitPath
+// accepts) with max_tokens 1 (max_output_tokens 1 and store false on
+// ResponsesPath, see PrefillBody),
 // stream false and kv_transfer_params asking for a remote decode, and
 // returns the body for the decoder. hdr (may be nil) is copied onto the
 // prefill request except hop-by-hop headers, Content-Length and

@@ -22,8 +22,8 @@ import (
 
 // Handler is a decode pod's routing sidecar: an http.Handler in front of the
 // local decode engine (Config.DecoderURL). A POST to /v1/completions,
-// /v1/chat/completions or /v1/responses (SplitPath) that names a
-// prefiller in PrefillerHeader runs the
+// /v1/chat/completions, /v1/responses or /v1/messages (SplitPath) that
+// names a prefiller in PrefillerHeader runs the
 // two-step exchange (Exchange.Prefill, then the decoder with the transfer
 // parameters); every other request, and one whose prefill step failed after
 // the fallback, goes to the decoder as it came (the header removed).
@@ -122,13 +122,25 @@ func (h *Handler) Close() {
 // a local prefill (ReasonBadResponse).
 const ResponsesPath = "/v1/responses"
 
+// MessagesPath is the Anthropic Messages API's route, split as
+// completions and chat completions are (SplitPath): vLLM's
+// AnthropicMessagesRequest carries kv_transfer_params into the chat
+// completion it serves the message as, and its AnthropicMessagesResponse
+// answers them; the one token is asked for with max_tokens, which the
+// Messages API requires.
+const MessagesPath = "/v1/messages"
+
 // SplitPath reports whether a POST to path is split when it names a
-// prefiller: /v1/completions, /v1/chat/completions and ResponsesPath, the
-// routes whose bodies vLLM reads kv_transfer_params from and whose answers
-// carry them back, as llm-d's sidecar splits them. Every other route is
-// passed to the decoder as it came.
+// prefiller: /v1/completions, /v1/chat/completions, ResponsesPath and
+// MessagesPath, the routes whose bodies vLLM reads kv_transfer_params from
+// and whose answers carry them back, as llm-d's sidecar splits them. Every
+// other route is passed to the decoder as it came.
 func SplitPath(path string) bool {
-	return path == "/v1/completions" || path == "/v1/chat/completions" || path == ResponsesPath
+	switch path {
+	case "/v1/completions", "/v1/chat/completions", ResponsesPath, MessagesPath:
+		return true
+	}
+	return false
 }
 
 // ServeHTTP implements http.Handler.

@@ -55,26 +55,26 @@ gateway:
 	require.Equal(t, gateway.DisaggHostConfig{Mode: gateway.DisaggModeExchange,
 		Exchange: sidecar.Config{PrefillTimeout: 2 * time.Second, MaxPrefillResponseBytes: 4096}}, o.server.DisaggHost)
 
-	// splitAPIs is the profile's: it reaches disagg.Config, and in exchange
-	// mode names only the APIs the exchange splits.
-	o, err = parseFlags([]string{"--config", writeFile(t, "s.yaml", "model: m\ngateway:\n  disagg: {mode: exchange, splitAPIs: [chat_completions, responses]}\n"),
+	// splitAPIs is the profile's: it reaches disagg.Config, in exchange
+	// mode as in header mode (the exchange splits every API, Messages
+	// too).
+	o, err = parseFlags([]string{"--config", writeFile(t, "s.yaml", "model: m\ngateway:\n  disagg: {mode: exchange, splitAPIs: [chat_completions, responses, messages]}\n"),
 		"--endpoints", "10.0.0.1:8000"}, io.Discard)
 	require.NoError(t, err)
-	require.Equal(t, &disagg.Config{SplitAPIs: []render.API{render.APIChatCompletions, render.APIResponses}}, o.server.Disagg)
+	require.Equal(t, &disagg.Config{SplitAPIs: []render.API{render.APIChatCompletions, render.APIResponses, render.APIMessages}}, o.server.Disagg)
 	o, err = parseFlags([]string{"--config", writeFile(t, "h.yaml", "model: m\ngateway:\n  disagg: {splitAPIs: [messages]}\n"),
 		"--endpoints", "10.0.0.1:8000"}, io.Discard)
 	require.NoError(t, err, "header mode: a sidecar that splits Messages")
 	require.Equal(t, []render.API{render.APIMessages}, o.server.Disagg.SplitAPIs)
 
 	for content, want := range map[string]string{
-		"gateway:\n  disagg: {mode: exchange, splitAPIs: [responses, messages]}\n": `splitAPIs names "messages"`,
-		"gateway:\n  disagg: {splitAPIs: [response]}\n":                            `splitAPIs[0] "response" is not an API`,
-		"gateway:\n  disagg: {splitAPIs: responses}\n":                             "splitAPIs",
-		"gateway:\n  disagg: {mode: sidecar}\n":                                    `mode "sidecar"`,
-		"gateway:\n  disagg: {exchange: {prefillTimeout: 5}}\n":                    "duration",
-		"gateway:\n  disagg: {exchange: {timeout: 1s}}\n":                          "unknown key",
-		"gateway:\n  disagg: {exchange: {decoderURL: 'http://x:1'}}\n":             "decoderURL",
-		"gateway:\n  disagg: {mode: exchange, nonCached: 1}\n":                     "unknown key",
+		"gateway:\n  disagg: {splitAPIs: [response]}\n":                `splitAPIs[0] "response" is not an API`,
+		"gateway:\n  disagg: {splitAPIs: responses}\n":                 "splitAPIs",
+		"gateway:\n  disagg: {mode: sidecar}\n":                        `mode "sidecar"`,
+		"gateway:\n  disagg: {exchange: {prefillTimeout: 5}}\n":        "duration",
+		"gateway:\n  disagg: {exchange: {timeout: 1s}}\n":              "unknown key",
+		"gateway:\n  disagg: {exchange: {decoderURL: 'http://x:1'}}\n": "decoderURL",
+		"gateway:\n  disagg: {mode: exchange, nonCached: 1}\n":         "unknown key",
 	} {
 		_, err := parseFlags([]string{"--config", writeFile(t, "c.yaml", content), "--endpoints", "10.0.0.1:8000", "--model", "m"}, io.Discard)
 		require.ErrorContains(t, err, want, content)

@@ -24,10 +24,17 @@ type msgBody struct {
 	StopReason   *string      `json:"stop_reason"`
 	StopSequence *string      `json:"stop_sequence"`
 	Usage        msgUsage     `json:"usage"`
+	// KVTransferParams is set on a prefiller's answer (pd.go), as vLLM's
+	// AnthropicMessagesResponse carries it.
+	KVTransferParams *kvTransferParams `json:"kv_transfer_params,omitempty"`
 }
 
 // handleMessages serves the Anthropic Messages API, /v1/messages (JSON or SSE
-// with Anthropic's event names). max_tokens is required, as in the API.
+// with Anthropic's event names). max_tokens is required, as in the API. Its
+// kv_transfer_params are read as on the OpenAI routes (pd.go), as vLLM's
+// Messages API reads them: a prefill-role server answers a do_remote_decode
+// request with transfer parameters, a decode-role one reads the blocks a
+// do_remote_prefill request names.
 func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 	var req messagesRequest
 	if e := s.decodeJSON(w, r, &req); e != nil {
@@ -52,7 +59,18 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, e)
 		return
 	}
-	job, e := s.submit([][]uint32{prompt}, req.MaxTokens, nil, sel)
+	pd, e := s.pdBegin(r.Context(), req.KVTransferParams, [][]uint32{prompt})
+	if e != nil {
+		if e.status == http.StatusBadRequest {
+			// kv_transfer_params that are not an object: the request
+			// model's validation, as max_tokens' above.
+			writeAPIError(w, e)
+		} else {
+			writeAnthropicError(w, e) // the read failed (policy fail) or the client went away
+		}
+		return
+	}
+	job, e := s.submitPD([][]uint32{prompt}, req.MaxTokens, nil, sel, pd)
 	if e != nil {
 		writeAnthropicError(w, e)
 		return
@@ -66,10 +84,14 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 			writeAnthropicError(w, engineError(err))
 			return
 		}
-		writeJSON(w, http.StatusOK, msgBody{
+		b := msgBody{
 			ID: id, Type: "message", Role: "assistant", Content: []msgContent{{Type: "text", Text: rs[0].Text}},
 			Model: model, StopReason: &stop, Usage: msgUsage{InputTokens: rs[0].PromptTokens, OutputTokens: len(rs[0].OutputTokens)},
-		})
+		}
+		if pd.produce {
+			b.KVTransferParams = s.pdFinish(pd, id, job.ids[0], s.pdEngineRequest(prompt, nil, sel.lora))
+		}
+		writeJSON(w, http.StatusOK, b)
 		return
 	}
 	out := newSSE(w)

@@ -65,9 +65,9 @@
 // disagg/sidecar) sends a prefill-role server the request with max_tokens 1
 // (max_output_tokens 1 on /v1/responses), stream false and
 // kv_transfer_params {"do_remote_decode": true}; /v1/completions,
-// /v1/chat/completions and /v1/responses read them (/v1/messages, where
-// vLLM reads them too, does not yet); it
-// computes the prompt, holds the request's blocks in use (as vLLM's
+// /v1/chat/completions, /v1/responses and /v1/messages read them, as
+// vLLM's do (its Messages API carries them into the chat completion it
+// serves a message as, and answers them); it computes the prompt, holds the request's blocks in use (as vLLM's
 // connector delays freeing them) until a decoder reads them or
 // PDConfig.LeaseTTL passes (expiry is checked on each prefill request and
 // read, no timer), and answers its one token with kv_transfer_params {"do_remote_prefill":

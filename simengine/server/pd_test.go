@@ -144,6 +144,79 @@ func TestPDResponsesAPI(t *testing.T) {
 	require.Equal(t, 0.0, testutil.ToFloat64(pre.pd.leases.held), "the read consumed the lease")
 }
 
+// The Messages API carries kv_transfer_params as vLLM's does
+// (AnthropicMessagesRequest reads them into the chat completion it serves
+// the message as; AnthropicMessagesResponse answers them): a prefill
+// request on /v1/messages asking for one token with max_tokens is answered
+// with transfer parameters, and the decode request reads the blocks they
+// name, streamed or not. A bad kv_transfer_params is a 400 in the request
+// model's validation shape; a failed read under the "fail" policy is the
+// handler's 500, in Anthropic's error shape. Before, /v1/messages ignored
+// them: the prefiller answered none and the decoder computed the whole
+// prompt.
+func TestPDMessagesAPI(t *testing.T) {
+	pre, preURL := startServer(t, Config{PD: PDConfig{Role: RolePrefill, EngineID: "p0"}})
+	dec, decURL := startServer(t, Config{PD: PDConfig{Role: RoleDecode, TransferTimePerToken: time.Microsecond}})
+	type msgAnswer struct {
+		Type       string `json:"type"`
+		StopReason string `json:"stop_reason"`
+		Usage      struct {
+			Input  int `json:"input_tokens"`
+			Output int `json:"output_tokens"`
+		} `json:"usage"`
+		KV *kvTransferParams `json:"kv_transfer_params"`
+	}
+	msgs := []map[string]any{{"role": "user", "content": longText}}
+	prefill := func(t *testing.T) *kvTransferParams {
+		t.Helper()
+		code, b := post(t, preURL+"/v1/messages", map[string]any{"model": "m", "messages": msgs, "max_tokens": 1,
+			"stream": false, "kv_transfer_params": map[string]any{"do_remote_decode": true, "do_remote_prefill": false}})
+		require.Equal(t, http.StatusOK, code, string(b))
+		p := decode[msgAnswer](t, b)
+		require.Equal(t, "message", p.Type)
+		require.Equal(t, 1, p.Usage.Output)
+		require.NotNil(t, p.KV, string(b))
+		require.True(t, p.KV.DoRemotePrefill)
+		require.Equal(t, "p0", p.KV.RemoteEngineID)
+		require.Equal(t, 1.0, testutil.ToFloat64(pre.pd.leases.held))
+		return p.KV
+	}
+
+	kv := prefill(t)
+	code, b := post(t, decURL+"/v1/messages", map[string]any{"model": "m", "messages": msgs, "max_tokens": 6, "kv_transfer_params": kv})
+	require.Equal(t, http.StatusOK, code, string(b))
+	d := decode[msgAnswer](t, b)
+	require.Nil(t, d.KV, "a decoder's answer carries no transfer params")
+	require.NotContains(t, string(b), "kv_transfer_params")
+	require.Equal(t, 6, d.Usage.Output)
+	require.Equal(t, 1.0, testutil.ToFloat64(dec.pd.transfers.WithLabelValues("ok")))
+	require.Equal(t, uint64(d.Usage.Input-1), dec.Engine().Stats().KVTransferTokens, "the whole prompt arrived")
+	require.Equal(t, 0.0, testutil.ToFloat64(pre.pd.leases.held), "the read consumed the lease")
+
+	// Streamed: the decode half reads the blocks too.
+	kv = prefill(t)
+	code, b = post(t, decURL+"/v1/messages", map[string]any{"model": "m", "messages": msgs, "max_tokens": 3, "stream": true, "kv_transfer_params": kv})
+	require.Equal(t, http.StatusOK, code, string(b))
+	require.Equal(t, 3, strings.Count(string(b), "event: content_block_delta"), string(b))
+	require.Equal(t, 2.0, testutil.ToFloat64(dec.pd.transfers.WithLabelValues("ok")))
+	require.Equal(t, 0.0, testutil.ToFloat64(pre.pd.leases.held))
+
+	// Not an object: the request model's validation, vLLM's ErrorResponse.
+	code, b = post(t, preURL+"/v1/messages", map[string]any{"model": "m", "messages": msgs, "max_tokens": 1, "kv_transfer_params": "x"})
+	require.Equal(t, http.StatusBadRequest, code, string(b))
+	require.Contains(t, string(b), "kv_transfer_params")
+
+	// A read that fails under the fail policy: the handler's error, in
+	// Anthropic's shape.
+	_, failURL := startServer(t, Config{PD: PDConfig{Role: RoleDecode, KVLoadFailurePolicy: PolicyFail}})
+	code, b = post(t, failURL+"/v1/messages", map[string]any{"model": "m", "messages": msgs, "max_tokens": 2, "kv_transfer_params": kv})
+	require.Equal(t, http.StatusInternalServerError, code, string(b))
+	var e anthropicErrorBody
+	require.NoError(t, json.Unmarshal(b, &e), string(b))
+	require.Equal(t, "error", e.Type, string(b))
+	require.Contains(t, e.Error.Message, "kv_load_failure_policy")
+}
+
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 
 // shortReader is a fake prefiller whose read route returns only tokens

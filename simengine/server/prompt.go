@@ -220,6 +220,11 @@ type messagesRequest struct {
 	// No cache_salt: vLLM's AnthropicMessagesRequest has none (it drops the
 	// key) and its chat translation sets none, so a Messages prompt is
 	// cached unsalted.
+
+	// KVTransferParams are vLLM's P/D fields (pd.go), which its
+	// AnthropicMessagesRequest carries into the chat completion it serves
+	// the message as.
+	KVTransferParams json.RawMessage `json:"kv_transfer_params"`
 }
 
 func (r *messagesRequest) prompt() ([]uint32, *apiError) {

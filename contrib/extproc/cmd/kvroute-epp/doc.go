@@ -129,9 +129,10 @@
 // request's destination is a decode endpoint and, when the decider splits
 // it, x-prefiller-host-port names its prefill endpoint for the decode pod's
 // routing sidecar. Only requests of the APIs its splitAPIs lists are split
-// (default: completions and chat_completions; add responses for a
-// sidecar that splits /v1/responses, as llm-d's newer one and
-// kvroute-sidecar do); the others stay local, counted in
+// (default: completions and chat_completions; add responses and
+// messages for a sidecar that splits /v1/responses and /v1/messages, as
+// llm-d's newer one and kvroute-sidecar do); the others stay local,
+// counted in
 // kvroute_disagg_decisions_total{reason="api"}. Endpoints take their role
 // from the pod label --role-label (default llm-d.ai/role: prefill,
 // decode, or both).

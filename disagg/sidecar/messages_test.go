@@ -1,0 +1,134 @@
+package sidecar
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/simengine/server"
+)
+
+// messagesBody is an Anthropic Messages request for content.
+func messagesBody(content string, maxTokens int, stream bool) map[string]any {
+	return map[string]any{"model": "m", "max_tokens": maxTokens, "stream": stream,
+		"messages": []map[string]any{{"role": "user", "content": content}}}
+}
+
+// A Messages request naming a prefiller is split, as llm-d's newer sidecar
+// splits /v1/messages: the prefiller (a simulated vLLM whose Messages API
+// reads kv_transfer_params and answers them, as vLLM's does) computes the
+// prompt and generates one token, and the decoder receives the whole
+// prompt by transfer and generates the client's max_tokens, streamed or
+// not. Before, the sidecar passed /v1/messages to the decoder unsplit,
+// header removed: the decoder computed the whole prompt.
+func TestSidecarSplitsMessages(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t)) // runs after every other cleanup
+	pre, dec := startEngine(t, server.RolePrefill), startEngine(t, server.RoleDecode)
+	_, reg, url := startSidecar(t, Config{DecoderURL: "http://" + dec.Addr()})
+
+	code, _, b := send(t, url+MessagesPath, pre.Addr(), messagesBody(longPrompt+"first", 6, false))
+	require.Equal(t, http.StatusOK, code, string(b))
+	var a struct {
+		Type  string `json:"type"`
+		Usage struct {
+			Input  int `json:"input_tokens"`
+			Output int `json:"output_tokens"`
+		} `json:"usage"`
+	}
+	require.NoError(t, json.Unmarshal(b, &a))
+	require.Equal(t, "message", a.Type)
+	require.Equal(t, 6, a.Usage.Output, "the decoder generated the client's max_tokens")
+	require.NotContains(t, string(b), "kv_transfer_params", "the client sees the decoder's answer")
+	require.Equal(t, uint64(1), pre.Engine().Stats().GenerationTokens, "the prefiller generated one token")
+	require.Equal(t, uint64(a.Usage.Input-1), dec.Engine().Stats().KVTransferTokens, "the decoder received the whole prompt")
+
+	code, hdr, b := send(t, url+MessagesPath, pre.Addr(), messagesBody(longPrompt+"second", 4, true))
+	require.Equal(t, http.StatusOK, code, string(b))
+	require.Contains(t, hdr.Get("Content-Type"), "text/event-stream")
+	require.Equal(t, 4, strings.Count(string(b), "event: content_block_delta"), string(b))
+	require.Contains(t, string(b), "event: message_stop")
+	require.Equal(t, uint64(2), pre.Engine().Stats().GenerationTokens, "one token per prefill")
+
+	require.Equal(t, 2.0, counter(t, reg, "kvroute_sidecar_requests_total", "outcome", OutcomeSplit))
+	require.Equal(t, 0.0, counter(t, reg, "kvroute_sidecar_requests_total", "outcome", OutcomeFallback))
+	require.Equal(t, 0.0, counter(t, reg, "kvroute_sidecar_requests_total", "outcome", OutcomePlain))
+}
+
+// The prefill request of a Messages request asks for one token with
+// max_tokens (the Messages API's limit, which vLLM's
+// AnthropicMessagesRequest requires and hands to the chat completion as
+// both max_tokens and max_completion_tokens), stream false and the
+// transfer parameters, every other field kept and no field of another API
+// added; the decode request is the client's own with the prefiller's
+// transfer parameters. The gateway's Exchange builds the same bodies.
+func TestMessagesPrefillBody(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	var mu sync.Mutex
+	var got map[string]json.RawMessage
+	prefiller := fakePrefiller(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		defer mu.Unlock()
+		got = nil
+		if r.URL.Path != MessagesPath || json.Unmarshal(b, &got) != nil {
+			http.Error(w, "bad", http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"id":"msg_1","type":"message","role":"assistant","content":[],"kv_transfer_params":{"do_remote_prefill":true,"remote_engine_id":"e"}}`))
+	})
+	var dmu sync.Mutex
+	var decoded map[string]json.RawMessage
+	decoder := fakePrefiller(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		dmu.Lock()
+		defer dmu.Unlock()
+		_ = json.Unmarshal(b, &decoded)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"id":"msg_2","type":"message","role":"assistant","content":[]}`))
+	})
+	_, _, url := startSidecar(t, Config{DecoderURL: "http://" + decoder})
+	body := `{"model":"m","max_tokens":50,"stream":true,"system":"be brief","temperature":0.5,"messages":[{"role":"user","content":"hi"}]}`
+	code, _, b := send(t, url+MessagesPath, prefiller, []byte(body))
+	require.Equal(t, http.StatusOK, code, string(b))
+
+	mu.Lock()
+	require.Equal(t, `1`, string(got["max_tokens"]))
+	require.Equal(t, `false`, string(got["stream"]))
+	require.JSONEq(t, string(prefillRequestParams), string(got["kv_transfer_params"]))
+	require.Equal(t, `"be brief"`, string(got["system"]))
+	require.Equal(t, `0.5`, string(got["temperature"]))
+	for _, k := range []string{"max_output_tokens", "store", "max_completion_tokens", "min_tokens", "stream_options"} {
+		require.NotContains(t, got, k, "not a Messages field")
+	}
+	mu.Unlock()
+
+	dmu.Lock()
+	require.Equal(t, `50`, string(decoded["max_tokens"]))
+	require.Equal(t, `true`, string(decoded["stream"]))
+	require.Equal(t, `"be brief"`, string(decoded["system"]))
+	require.JSONEq(t, `{"do_remote_prefill":true,"remote_engine_id":"e"}`, string(decoded["kv_transfer_params"]))
+	dmu.Unlock()
+
+	// The Exchange a gateway runs splits the route the same way.
+	x, err := NewExchange(Config{}, Options{})
+	require.NoError(t, err)
+	t.Cleanup(x.Close)
+	res, err := x.Prefill(context.Background(), prefiller, MessagesPath, nil, []byte(body))
+	require.NoError(t, err)
+	require.True(t, res.Split, res.Fallback)
+	mu.Lock()
+	require.Equal(t, `1`, string(got["max_tokens"]))
+	mu.Unlock()
+	require.Contains(t, string(res.DecodeBody), `"max_tokens":50`)
+	require.Contains(t, string(res.DecodeBody), `"kv_transfer_params":{"do_remote_prefill":true,"remote_engine_id":"e"}`)
+	require.True(t, SplitPath(MessagesPath))
+	require.False(t, SplitPath(MessagesPath+"/count_tokens"), "counting tokens runs nothing to transfer")
+}
