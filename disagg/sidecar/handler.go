@@ -257,7 +257,7 @@ func (h *Handler) decoderFailed(w http.ResponseWriter, r *http.Request, err erro
 // {"error":{message,type,param,code}} elsewhere.
 func writeError(w http.ResponseWriter, r *http.Request, status int, msg string) {
 	var b any
-	if strings.TrimRight(r.URL.Path, "/") == "/v1/messages" {
+	if strings.TrimRight(r.URL.Path, "/") == MessagesPath {
 		b = anthropicError{Type: "error", Error: anthropicErrorInfo{Type: anthropicType(status), Message: msg}}
 	} else {
 		b = openAIError{Error: openAIErrorInfo{Message: msg, Type: openAIType(status), Code: status}}
