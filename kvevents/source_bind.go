@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-zeromq/zmq4"
 
+	"github.com/kvroute/kvroute/internal/clockctx"
 	"github.com/kvroute/kvroute/internal/zmqx"
 	"github.com/kvroute/kvroute/kvevents/wire"
 )
@@ -248,7 +249,7 @@ func (b *binder) runRank(rank int) {
 		p.m.ZMQErrors.WithLabelValues(p.cfg.BindAddress, op).Inc()
 		p.log.Warn("KV-event bind socket failed; retrying", "address", addr, "rank", rank,
 			"operation", op, "err", err, "backoff", backoff)
-		if !sleepCtx(p.ctx, p.clock, backoff) {
+		if !clockctx.Sleep(p.ctx, p.clock, backoff) {
 			return
 		}
 		backoff = min(2*backoff, p.cfg.MaxBackoff)

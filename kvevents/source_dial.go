@@ -11,9 +11,9 @@ import (
 	"github.com/go-zeromq/zmq4"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kvroute/kvroute/internal/clockctx"
 	"github.com/kvroute/kvroute/internal/zmqx"
 	"github.com/kvroute/kvroute/kvevents/wire"
-	"github.com/kvroute/kvroute/telemetry"
 )
 
 // dialer is the per-endpoint source: every endpoint passed to Ensure (and
@@ -202,7 +202,7 @@ func (sub *subscriber) run() {
 			suppressed++
 			st.log.Debug("KV-event subscription still failing", "operation", r.op, "err", r.err, "backoff", backoff)
 		}
-		if !sleepCtx(sub.ctx, p.clock, backoff) {
+		if !clockctx.Sleep(sub.ctx, p.clock, backoff) {
 			return
 		}
 		backoff = min(2*backoff, p.cfg.MaxBackoff)
@@ -277,16 +277,4 @@ func parseLive(frames [][]byte) (seq uint64, ok bool) {
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
-}
-
-// sleepCtx waits d on clock or until ctx ends; false means ctx ended.
-func sleepCtx(ctx context.Context, clock telemetry.Clock, d time.Duration) bool {
-	t := clock.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C():
-		return true
-	}
 }
