@@ -242,10 +242,18 @@ func TestStreamAlreadyAppliedCounted(t *testing.T) {
 // startSilentRouter is a replay socket that completes the handshake, reads
 // requests and never answers.
 func startSilentRouter(t *testing.T) (addr string, stop func()) {
+	addr, _, stop = startSilentPeer(t)
+	return addr, stop
+}
+
+// startSilentPeer is startSilentRouter (a replay or snapshot socket that
+// never answers) that also signals each connection it accepts.
+func startSilentPeer(t *testing.T) (addr string, accepted <-chan struct{}, stop func()) {
 	l, err := zmqx.Listen(context.Background(), "127.0.0.1:0", zmq4.Router, zmqx.Options{}, nil)
 	require.NoError(t, err)
 	done := make(chan struct{})
 	conns := make(chan *zmqx.Conn, 16)
+	acc := make(chan struct{}, 16)
 	go func() {
 		defer close(done)
 		for {
@@ -254,9 +262,13 @@ func startSilentRouter(t *testing.T) (addr string, stop func()) {
 				return
 			}
 			conns <- c
+			select {
+			case acc <- struct{}{}:
+			default:
+			}
 		}
 	}()
-	return l.Endpoint(), func() {
+	return l.Endpoint(), acc, func() {
 		_ = l.Close()
 		<-done
 		close(conns)
@@ -299,6 +311,9 @@ func TestStreamReplayStarvedForSlotCutShort(t *testing.T) {
 	}
 	waitAppliedLogs(t, f.p, seqID, 10, f.logs)
 	require.Equal(t, 1.0, f.count("replays", replayCutShort), f.logs.String())
+	// kvroute cut the wait short: no peer failed, no zmq error is counted
+	// (before: a replay-capacity error for the slot the replay gave up on).
+	require.Zero(t, seriesSum(f.p.metrics().ZMQErrors, seqID))
 	requireHeld(t, f.ix, seqID, 2, 10)
 	require.Equal(t, 0.0, testutil.ToFloat64(f.p.sm.ReplayInProgress.WithLabelValues(seqID)))
 	require.Positive(t, lim.WaitTotal())
@@ -505,4 +520,75 @@ func TestStreamLegacyReplayGuessedModelCheckedByLiveMessage(t *testing.T) {
 	f.wait(3)
 	requireHeld(t, f.ix, seqID, 0, 3)
 	require.Equal(t, 3.0, f.count("dropped", string(dropModelMismatch)), f.logs.String())
+}
+
+// replayErrorsAtReport gives a replay client config whose OnAttemptError
+// sends, for every failed attempt, the endpoint's zmq_errors_total (all
+// operations) as it stands when the attempt is reported: after the pool
+// counted it, before a Remove deletes the endpoint's series.
+func replayErrorsAtReport(p **Pool, id string) (replay.ClientConfig, <-chan float64) {
+	reports := make(chan float64, 64)
+	return replay.ClientConfig{
+		IdleTimeout: time.Hour, // the silent peer fails no attempt by itself
+		OnAttemptError: func(*replay.Error) {
+			reports <- seriesSum((*p).metrics().ZMQErrors, id)
+		},
+	}, reports
+}
+
+// A replay kvroute supersedes (a Resync while the connect replay waits on
+// its peer) is not the peer's failure: its interrupted attempt is counted
+// in no zmq_errors_total operation. Before, it was counted as a
+// replay-incomplete (or replay-send, replay-connect) error of a peer that
+// had done nothing wrong.
+func TestStreamSupersededReplayCountsNoPeerError(t *testing.T) {
+	defer leakcheck.Check(t)()
+	addr, accepted, stop := startSilentPeer(t)
+	defer stop()
+	var p *Pool
+	rc, reports := replayErrorsAtReport(&p, seqID)
+	f := newSeqFixture(t, PoolConfig{TailProbeDelay: -1, ReplayClient: rc}, 0, addr)
+	p = f.p
+	defer f.close()
+	f.st.onConnect(false) // the connect replay from 0
+	await(t, accepted, "the connect replay's connection")
+	require.NoError(t, f.p.Resync(seqID))
+	require.Zero(t, await(t, reports, "the superseded attempt's report"), f.logs.String())
+	await(t, accepted, "the resync replay's connection")
+	require.Zero(t, f.count("replays", replayFailed))
+}
+
+// Closing the pool while a replay waits on its peer counts no peer error.
+func TestStreamReplayCancelledOnCloseCountsNoPeerError(t *testing.T) {
+	defer leakcheck.Check(t)()
+	addr, accepted, stop := startSilentPeer(t)
+	defer stop()
+	var p *Pool
+	rc, reports := replayErrorsAtReport(&p, seqID)
+	f := newSeqFixture(t, PoolConfig{TailProbeDelay: -1, ReplayClient: rc}, 0, addr)
+	p = f.p
+	f.st.onConnect(false)
+	await(t, accepted, "the connect replay's connection")
+	f.close() // waits for the replay, which reported its attempt
+	require.Zero(t, await(t, reports, "the cancelled attempt's report"), f.logs.String())
+	require.Zero(t, seriesSum(f.p.metrics().ZMQErrors, seqID))
+}
+
+// Removing an endpoint whose connect replay waits on its peer counts no
+// peer error, not even in the moment before its series are deleted.
+func TestPoolRemovedEndpointsReplayCountsNoPeerError(t *testing.T) {
+	defer leakcheck.Check(t)()
+	addr, accepted, stop := startSilentPeer(t)
+	defer stop()
+	pub := newTestPublisher(t, zmqpub.Config{Endpoint: "127.0.0.1:8000", Model: poolModel})
+	defer pub.Close()
+	const id = "127.0.0.1:8000"
+	var p *Pool
+	rc, reports := replayErrorsAtReport(&p, id)
+	p, logs := newTestPool(t, PoolConfig{TailProbeDelay: -1, ReplayClient: rc}, newPoolIndex(t))
+	defer p.Close()
+	require.NoError(t, p.Ensure(Endpoint{ID: id, Model: poolModel, EventsAddress: pub.Endpoint(), ReplayAddress: addr}))
+	await(t, accepted, "the connect replay's connection")
+	p.Remove(id)
+	require.Zero(t, await(t, reports, "the cancelled attempt's report"), logs.String())
 }

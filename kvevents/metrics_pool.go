@@ -85,7 +85,7 @@ func newMetrics(r *registrar) (*eventMetrics, error) {
 		}, []string{"pod_identifier"}),
 		ZMQErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "llm_d_epp_kv_cache_events_zmq_errors_total",
-			Help: "ZeroMQ and decoding errors per endpoint and operation.",
+			Help: "ZeroMQ and decoding errors per endpoint and operation. A replay attempt kvroute itself cut off (the replay superseded or cut short, the endpoint removed, the pool closing) is not the engine's error and is not counted.",
 		}, []string{"pod_identifier", "operation"}),
 		Reconnections: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "llm_d_epp_kv_cache_events_subscriber_reconnections_total",

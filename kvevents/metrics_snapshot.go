@@ -15,7 +15,9 @@ type snapshotMetrics struct {
 	loads *prometheus.CounterVec
 	// errors counts failed snapshot attempts by operation (the client's Op
 	// values) and refused replies by protocol reason: every reply kvroute
-	// did not understand is counted here, never applied.
+	// did not understand is counted here, never applied. Attempts kvroute
+	// cut off itself (snapshot.Error.Canceled) are not the engine's errors
+	// and are not counted.
 	errors *prometheus.CounterVec
 	// bytes observes the size of each loaded snapshot.
 	bytes prometheus.Histogram
@@ -32,7 +34,7 @@ func newSnapshotMetrics(r *registrar) (*snapshotMetrics, error) {
 		}, []string{"pod_identifier", "result"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvroute_kv_events_snapshot_errors_total",
-			Help: "Failed engine snapshot attempts by reason: the client operation (capacity, connect, send, receive, unavailable) or, for a reply kvroute does not understand, the protocol reason; chunk_decode for a chunk that is not a KV-event batch; publisher_mismatch for a snapshot of another publisher than the live stream's; seq_out_of_range for one whose sequence is more than the replay lookahead behind or ahead of the live stream's.",
+			Help: "Failed engine snapshot attempts by reason: the client operation (capacity, connect, send, receive, unavailable) or, for a reply kvroute does not understand, the protocol reason; chunk_decode for a chunk that is not a KV-event batch; publisher_mismatch for a snapshot of another publisher than the live stream's; seq_out_of_range for one whose sequence is more than the replay lookahead behind or ahead of the live stream's. An attempt kvroute itself cut off (the load superseded, the endpoint removed, the pool closing) is not the engine's error and is not counted.",
 		}, []string{"pod_identifier", "reason"}),
 		bytes: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "kvroute_kv_events_snapshot_bytes",
@@ -62,7 +64,12 @@ func (m *snapshotMetrics) source(id, src string) { m.sources.WithLabelValues(id,
 
 // attemptError counts a failed attempt: a protocol violation under its
 // reason (a fixed set, never a value from the wire), others under the op.
+// An attempt kvroute cut off (the load superseded, the endpoint removed,
+// the pool closing) is not the engine's error and is not counted.
 func (m *snapshotMetrics) attemptError(id string, e *snapshot.Error) {
+	if e.Canceled {
+		return
+	}
 	var pe *snapshot.ProtocolError
 	if errors.As(e, &pe) {
 		m.refused(id, pe.Reason)

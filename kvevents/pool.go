@@ -362,7 +362,9 @@ func (p *Pool) replayClient(id string) *replay.Client {
 	cc.OnSlotWait = func(d time.Duration) { p.sm.ReplaySlotWait.Observe(d.Seconds()) }
 	next := cc.OnAttemptError
 	cc.OnAttemptError = func(e *replay.Error) {
-		if e.Op != replay.OpApply {
+		// A replay kvroute gave up (superseded, cut short, the endpoint
+		// removed, the pool closing) is not the publisher's error.
+		if e.Op != replay.OpApply && !e.Canceled {
 			p.m.ZMQErrors.WithLabelValues(id, e.Op).Inc()
 		}
 		if next != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/internal/zmqpub"
@@ -102,6 +103,39 @@ func waitApplied(t testing.TB, p *Pool, endpoint string, seq uint64) {
 // counter reads one series of a pool metric.
 func counter(c *prometheus.CounterVec, labels ...string) float64 {
 	return testutil.ToFloat64(c.WithLabelValues(labels...))
+}
+
+// seriesSum sums the series of c whose pod_identifier is id, whatever
+// their other labels.
+func seriesSum(c *prometheus.CounterVec, id string) float64 {
+	ch := make(chan prometheus.Metric, 64)
+	go func() { c.Collect(ch); close(ch) }()
+	sum := 0.0
+	for m := range ch {
+		var d dto.Metric
+		if m.Write(&d) != nil {
+			continue
+		}
+		for _, l := range d.GetLabel() {
+			if l.GetName() == "pod_identifier" && l.GetValue() == id {
+				sum += d.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
+// await waits for one value on ch.
+func await[T any](t testing.TB, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(poolWait):
+		t.Fatalf("timed out waiting for %s", what)
+	}
+	var zero T
+	return zero
 }
 
 // logBuffer collects log lines for assertions.

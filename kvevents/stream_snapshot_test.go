@@ -8,8 +8,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/zmqpub"
 	"github.com/kvroute/kvroute/kvevents/snapshot"
 	"github.com/kvroute/kvroute/kvevents/wire"
+	"github.com/kvroute/kvroute/replay"
 )
 
 // fakeEngineState is an engine's cache as its snapshot recorder sees it in
@@ -422,4 +424,89 @@ func TestStreamSnapshotFarBehindTheLiveStreamRefused(t *testing.T) {
 	require.Equal(t, 1.0, counter(f.p.snm.errors, seqID, snapRefusedSeq), f.logs.String())
 	require.Equal(t, 1.0, f.snapCount(snapFailed))
 	require.Zero(t, f.snapCount(snapLoaded))
+}
+
+// snapshotErrorsAtReport gives a snapshot client config whose
+// OnAttemptError sends, for every failed attempt, the endpoint's
+// snapshot_errors_total (all reasons) as it stands when the attempt is
+// reported: after the pool counted it, before a Remove deletes the
+// endpoint's series.
+func snapshotErrorsAtReport(p **Pool, id string) (snapshot.ClientConfig, <-chan float64) {
+	reports := make(chan float64, 64)
+	return snapshot.ClientConfig{
+		AttemptTimeout: time.Hour, Timeout: time.Hour, // the silent peer fails no attempt by itself
+		OnAttemptError: func(*snapshot.Error) {
+			reports <- seriesSum((*p).snm.errors, id)
+		},
+	}, reports
+}
+
+// A snapshot load kvroute supersedes (a Resync while the connect load
+// waits for the engine's reply) is not the engine's failure: its
+// interrupted attempt is counted under no snapshot_errors_total reason,
+// and no load is counted failed. Before, it was counted as a receive
+// error of an engine that had done nothing wrong.
+func TestStreamSupersededSnapshotLoadCountsNoPeerError(t *testing.T) {
+	defer leakcheck.Check(t)()
+	raddr, _, stopR := startSilentPeer(t)
+	defer stopR()
+	saddr, accepted, stopS := startSilentPeer(t)
+	defer stopS()
+	var p *Pool
+	cc, reports := snapshotErrorsAtReport(&p, seqID)
+	f := newSeqFixture(t, PoolConfig{TailProbeDelay: -1, ReplayClient: replay.ClientConfig{IdleTimeout: time.Hour}}, 0, raddr)
+	p = f.p
+	defer f.close()
+	f.useSnapshotClient(saddr, cc)
+	f.st.onConnect(false) // the connect load
+	await(t, accepted, "the snapshot request's connection")
+	require.Equal(t, "snapshot", f.status().Phase)
+	require.NoError(t, f.p.Resync(seqID))
+	require.Zero(t, await(t, reports, "the superseded attempt's report"), f.logs.String())
+	require.Zero(t, f.snapCount(snapFailed))
+}
+
+// Closing the pool while a snapshot load waits for the engine's reply
+// counts no snapshot error.
+func TestStreamSnapshotLoadCancelledOnCloseCountsNoPeerError(t *testing.T) {
+	defer leakcheck.Check(t)()
+	raddr, _, stopR := startSilentPeer(t)
+	defer stopR()
+	saddr, accepted, stopS := startSilentPeer(t)
+	defer stopS()
+	var p *Pool
+	cc, reports := snapshotErrorsAtReport(&p, seqID)
+	f := newSeqFixture(t, PoolConfig{TailProbeDelay: -1}, 0, raddr)
+	p = f.p
+	f.useSnapshotClient(saddr, cc)
+	f.st.onConnect(false)
+	await(t, accepted, "the snapshot request's connection")
+	f.close() // waits for the load, which reported its attempt
+	require.Zero(t, await(t, reports, "the cancelled attempt's report"), f.logs.String())
+	require.Zero(t, seriesSum(f.p.snm.errors, seqID))
+	require.Zero(t, f.snapCount(snapFailed))
+}
+
+// Removing an endpoint whose snapshot load waits for the engine's reply
+// counts no snapshot error, not even in the moment before its series are
+// deleted.
+func TestPoolRemovedEndpointsSnapshotLoadCountsNoPeerError(t *testing.T) {
+	defer leakcheck.Check(t)()
+	raddr, _, stopR := startSilentPeer(t)
+	defer stopR()
+	saddr, accepted, stopS := startSilentPeer(t)
+	defer stopS()
+	pub := newTestPublisher(t, zmqpub.Config{Endpoint: "127.0.0.1:8000", Model: poolModel})
+	defer pub.Close()
+	const id = "127.0.0.1:8000"
+	var p *Pool
+	cc, reports := snapshotErrorsAtReport(&p, id)
+	cc.Limiter = snapshot.NewLimiter(2)
+	p, logs := newTestPool(t, PoolConfig{TailProbeDelay: -1, Snapshot: SnapshotConfig{Client: cc}}, newPoolIndex(t))
+	defer p.Close()
+	require.NoError(t, p.Ensure(Endpoint{ID: id, Model: poolModel, EventsAddress: pub.Endpoint(),
+		ReplayAddress: raddr, SnapshotAddress: saddr}))
+	await(t, accepted, "the snapshot request's connection")
+	p.Remove(id)
+	require.Zero(t, await(t, reports, "the cancelled attempt's report"), logs.String())
 }

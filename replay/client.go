@@ -50,7 +50,8 @@ type ClientConfig struct {
 	// Limiter bounds concurrent attempts; nil means DefaultLimiter().
 	Limiter *Limiter `json:"-"`
 	// OnAttemptError, if set, is called for every failed attempt (including
-	// the last one), e.g. to count errors per operation. It must not block.
+	// the last one), e.g. to count errors per operation; one the caller's
+	// context cut off is marked Error.Canceled. It must not block.
 	OnAttemptError func(*Error) `json:"-"`
 	// OnSlotWait, if set, is called once per attempt with how long it waited
 	// for a Limiter slot (also when the wait failed), e.g. to observe a
@@ -223,6 +224,7 @@ type Batch struct {
 // with its topic frame, so a caller that does not know the endpoint's model
 // can take it from there.
 func (c *Client) ReplayBatches(ctx context.Context, addr string, start uint64, apply func(Batch) error) (Result, error) {
+	caller := ctx
 	ctx, cancel := clockctx.WithTimeout(ctx, c.clock, c.cfg.Timeout)
 	defer cancel()
 	res := Result{Start: start, Next: start}
@@ -234,6 +236,7 @@ func (c *Client) ReplayBatches(ctx context.Context, addr string, start uint64, a
 		if err == nil {
 			return res, nil
 		}
+		err.Canceled = caller.Err() != nil && interruptible(err)
 		c.report(err)
 		if err.Op == OpApply || ctx.Err() != nil ||
 			errors.Is(err, ErrMalformed) || errors.Is(err, ErrNonContiguous) {
@@ -261,9 +264,23 @@ func (c *Client) ReplayBatches(ctx context.Context, addr string, start uint64, a
 	}
 }
 
+// interruptible reports whether err is what an attempt ends with when its
+// context ends (no slot, dial, send or reply cut off), rather than the
+// publisher's answer (a reply that breaks the protocol, a hole) or the
+// caller's apply.
+func interruptible(err *Error) bool {
+	switch err.Op {
+	case OpCapacity, OpConnect, OpSend:
+		return true
+	case OpIncomplete:
+		return !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrNonContiguous)
+	}
+	return false
+}
+
 func (c *Client) report(err *Error) {
 	c.log.Debug("replay attempt failed", "addr", err.Addr, "op", err.Op, "start", err.Start,
-		"attempt", err.Attempts, "err", err.Err)
+		"attempt", err.Attempts, "canceled", err.Canceled, "err", err.Err)
 	if c.cfg.OnAttemptError != nil {
 		c.cfg.OnAttemptError(err)
 	}

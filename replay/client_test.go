@@ -144,6 +144,37 @@ func TestReplaySilentRouterFailsBounded(t *testing.T) {
 	mu.Unlock()
 }
 
+// An attempt the caller's context cuts off is marked Canceled, so the
+// caller can leave it out of the publisher's error count; one the
+// client's own Timeout ends is not.
+func TestReplayCancelledAttemptMarkedCanceled(t *testing.T) {
+	defer leakcheck.Check(t)()
+	asked := make(chan struct{}, 4)
+	var r *fakeRouter
+	r = startFakeRouter(t, func(*zmqx.Conn, uint64, int) { asked <- struct{}{}; r.wait() })
+	defer r.Close()
+	reported := make(chan *Error, 4)
+	cl := newClient(t, ClientConfig{IdleTimeout: time.Hour, OnAttemptError: func(e *Error) { reported <- e }})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { _, err := cl.Replay(ctx, r.Endpoint(), 0, (&collector{}).apply); done <- err }()
+	<-asked
+	cancel()
+	var re *Error
+	require.ErrorAs(t, <-done, &re)
+	require.Equal(t, OpIncomplete, re.Op)
+	require.True(t, re.Canceled)
+	require.True(t, (<-reported).Canceled)
+
+	cl = newClient(t, ClientConfig{IdleTimeout: time.Hour, Timeout: 100 * time.Millisecond,
+		OnAttemptError: func(e *Error) { reported <- e }})
+	_, err := cl.Replay(context.Background(), r.Endpoint(), 0, (&collector{}).apply)
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, OpIncomplete, re.Op)
+	require.False(t, re.Canceled, "the client's own deadline is the publisher's failure")
+	require.False(t, (<-reported).Canceled)
+}
+
 func TestReplayPartialReplyWithoutEndFails(t *testing.T) {
 	defer leakcheck.Check(t)()
 	// Two batches, then silence, on every connection: the first attempt makes

@@ -16,7 +16,10 @@
 // it expects, gives up after 3 attempts without progress, and shares a
 // process-wide Limiter (8 concurrent replays by default). Failures are *Error
 // values whose Op is the operation label of the
-// llm_d_epp_kv_cache_events_zmq_errors_total metric.
+// llm_d_epp_kv_cache_events_zmq_errors_total metric; an attempt the
+// caller's context cut off is marked Error.Canceled (the caller gave the
+// replay up, the publisher did not fail it), and kvevents does not count
+// it.
 //
 // vLLM's ROUTER has a send high-water mark (libzmq's default, 1,000 queued
 // messages) and drops replies beyond it, so a replay of a few thousand

@@ -47,6 +47,13 @@ type Error struct {
 	Start    uint64 // the sequence the failing attempt asked for
 	Attempts int    // attempts made so far
 	Err      error  // the cause
+	// Canceled: the caller's context had ended when the attempt failed,
+	// and the failure is what that does to an attempt (Op OpCapacity,
+	// OpConnect, OpSend, or OpIncomplete without a protocol violation).
+	// The caller gave the replay up; the publisher did not fail it, so a
+	// count of the publisher's errors leaves it out. The client's own
+	// Timeout is not the caller's context: it fails attempts uncancelled.
+	Canceled bool
 }
 
 // Error formats the failure with its operation and endpoint.

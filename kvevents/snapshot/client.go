@@ -57,7 +57,8 @@ type ClientConfig struct {
 	// DefaultLimiter().
 	Limiter *Limiter `json:"-"`
 	// OnAttemptError, if set, is called for every failed attempt (an
-	// "unavailable" answer included), e.g. to count them by Op. It must not
+	// "unavailable" answer included), e.g. to count them by Op; one the
+	// caller's context cut off is marked Error.Canceled. It must not
 	// block.
 	OnAttemptError func(*Error) `json:"-"`
 }
@@ -111,6 +112,13 @@ type Error struct {
 	Addr     string
 	Attempts int
 	Err      error
+	// Canceled: the caller's context had ended when the attempt failed,
+	// and the failure is what that does to an attempt (Op OpCapacity,
+	// OpConnect, OpSend or OpReceive). The caller gave the load up; the
+	// engine did not fail it, so a count of the engine's errors leaves it
+	// out. The client's own Timeout is not the caller's context: it fails
+	// attempts uncancelled.
+	Canceled bool
 }
 
 // Error describes the failure.
@@ -147,6 +155,7 @@ func (c *Client) Config() ClientConfig { return c.cfg }
 // may be mid-upgrade), except that it is reported under OpProtocol. The
 // returned error is the last attempt's *Error.
 func (c *Client) Fetch(ctx context.Context, addr string) (Reply, error) {
+	caller := ctx
 	ctx, cancel := clockctx.WithTimeout(ctx, c.opts.Clk(), c.cfg.Timeout)
 	defer cancel()
 	var last *Error
@@ -156,11 +165,16 @@ func (c *Client) Fetch(ctx context.Context, addr string) (Reply, error) {
 			return r, nil
 		}
 		err.Attempts = attempt
+		switch err.Op {
+		case OpCapacity, OpConnect, OpSend, OpReceive:
+			err.Canceled = caller.Err() != nil
+		}
 		last = err
 		if c.cfg.OnAttemptError != nil {
 			c.cfg.OnAttemptError(err)
 		}
-		c.opts.Log().Debug("snapshot attempt failed", "addr", addr, "op", err.Op, "attempt", attempt, "err", err.Err)
+		c.opts.Log().Debug("snapshot attempt failed", "addr", addr, "op", err.Op, "attempt", attempt,
+			"canceled", err.Canceled, "err", err.Err)
 		if ctx.Err() != nil {
 			return Reply{}, last
 		}

@@ -128,6 +128,43 @@ func TestFetchStopsOnCancel(t *testing.T) {
 	require.NoError(t, s.Close())
 }
 
+// An attempt the caller's context cuts off is marked Canceled, so the
+// caller can leave it out of the engine's error count; one the client's
+// own Timeout ends is not.
+func TestFetchCancelledAttemptMarkedCanceled(t *testing.T) {
+	defer leakcheck.Check(t)()
+	asked := make(chan struct{}, 4)
+	release := make(chan struct{})
+	s := newServer(t, SourceFunc(func() (int64, [][]byte, bool) {
+		asked <- struct{}{}
+		<-release // no reply until the test ends
+		return 0, nil, false
+	}))
+	defer func() { close(release); require.NoError(t, s.Close()) }()
+	reported := make(chan *Error, 4)
+	c, err := NewClient(ClientConfig{AttemptTimeout: time.Hour, Timeout: time.Hour, OnAttemptError: func(e *Error) { reported <- e }}, Options{})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { _, err := c.Fetch(ctx, s.Endpoint()); done <- err }()
+	<-asked
+	cancel()
+	var fe *Error
+	require.ErrorAs(t, <-done, &fe)
+	require.Equal(t, OpReceive, fe.Op)
+	require.True(t, fe.Canceled)
+	require.True(t, (<-reported).Canceled)
+
+	c, err = NewClient(ClientConfig{AttemptTimeout: time.Hour, Timeout: 100 * time.Millisecond,
+		OnAttemptError: func(e *Error) { reported <- e }}, Options{})
+	require.NoError(t, err)
+	_, err = c.Fetch(context.Background(), s.Endpoint())
+	require.ErrorAs(t, err, &fe)
+	require.Equal(t, OpReceive, fe.Op)
+	require.False(t, fe.Canceled, "the client's own deadline is the engine's failure")
+	require.False(t, (<-reported).Canceled)
+}
+
 // The limiter admits at most its size of attempts at once.
 func TestLimiterBoundsConcurrentAttempts(t *testing.T) {
 	defer leakcheck.Check(t)()
