@@ -45,7 +45,10 @@
 //     with max_output_tokens (Responses) or max_tokens (Messages), and a
 //     vLLM whose API carries kv_transfer_params answers it with the
 //     transfer parameters; an older one answers without them, and each
-//     such request falls back to a local prefill;
+//     such request falls back to a local prefill. A Messages request
+//     forcing a named tool (tool_choice {"type":"tool"}) stays local,
+//     counted with reason forced_tool: vLLM decodes the generated text as
+//     the tool call's JSON input, and answers the one-token prefill 500;
 //  3. when split, picks the prefill endpoint among the other candidates
 //     that may prefill (RolePrefill, RoleBoth, none) by the router's
 //     filters and scorers: prefix cache and prefill load (in-flight
@@ -148,7 +151,8 @@
 //
 // kvroute_disagg_decisions_total{outcome,reason}: outcome split (reasons
 // uncached, decode_busy) or local (reasons cached, no_tokens, no_prefill_endpoint,
-// prefill_busy, local_faster, api: an API outside Config.SplitAPIs);
+// prefill_busy, local_faster, api: an API outside Config.SplitAPIs,
+// forced_tool: a Messages request forcing a named tool);
 // kvroute_disagg_picks_total{role}: role decode (every
 // request) and prefill (split requests); and
 // kvroute_disagg_decode_without_events_total. Label values come from these

@@ -19,6 +19,7 @@ const (
 	reasonLocalFaster        // local: the cost rule estimated local prefill faster
 	reasonDecodeBusy         // split: below the threshold, the cost rule estimated splitting faster
 	reasonAPI                // local: the request's API is not in Config.SplitAPIs
+	reasonForcedTool         // local: a Messages request forcing a named tool, whose one-token prefill vLLM fails
 	numReasons
 )
 
@@ -31,6 +32,7 @@ var reasons = [numReasons]struct{ outcome, reason string }{
 	reasonLocalFaster: {outcomeLocal, "local_faster"},
 	reasonDecodeBusy:  {outcomeSplit, "decode_busy"},
 	reasonAPI:         {outcomeLocal, "api"},
+	reasonForcedTool:  {outcomeLocal, "forced_tool"},
 }
 
 // metrics are the Profile's collectors; every label value comes from the
@@ -48,7 +50,7 @@ func newMetrics() *metrics {
 	m := &metrics{
 		decisionsVec: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvroute_disagg_decisions_total",
-			Help: "Prefill/decode decisions by outcome (split: a prefill endpoint computes the prompt; local: the decode endpoint prefills) and reason (uncached, decode_busy, cached, no_tokens, no_prefill_endpoint, prefill_busy, local_faster, api: an API outside the profile's splitAPIs, by default Messages and Responses).",
+			Help: "Prefill/decode decisions by outcome (split: a prefill endpoint computes the prompt; local: the decode endpoint prefills) and reason (uncached, decode_busy, cached, no_tokens, no_prefill_endpoint, prefill_busy, local_faster, api: an API outside the profile's splitAPIs, by default Messages and Responses; forced_tool: a Messages request forcing a named tool, whose one-token prefill vLLM answers with an error).",
 		}, []string{"outcome", "reason"}),
 		picksVec: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvroute_disagg_picks_total",

@@ -163,6 +163,12 @@ func (p *Profile) Pick(ctx context.Context, req *kvroute.Request, endpoints []kv
 		// would be charged a prompt it never gets.
 		return p.local(ds, di, reasonAPI, out)
 	}
+	if req.API == render.APIMessages && forcesNamedTool(req.Body) {
+		// vLLM answers its one-token prefill with an error (forcesNamedTool):
+		// a prefill endpoint would be charged, and the decode endpoint would
+		// prefill it anyway.
+		return p.local(ds, di, reasonForcedTool, out)
+	}
 	prompts, salt := st.Prompts(ds)
 	reason := p.decide(dc.UncachedTokens, promptTokens(prompts))
 	// below: the threshold keeps it local unless the cost rule's extension

@@ -444,3 +444,62 @@ func TestRouterEventsLiveWithoutEvents(t *testing.T) {
 	d.Done(kvroute.DoneInfo{})
 	require.Equal(t, 1.0, testutil.ToFloat64(f.p.met.withoutEvents))
 }
+
+// A Messages request that forces a named tool (tool_choice {"type":"tool"})
+// stays local, counted with reason forced_tool, however long its prompt:
+// vLLM serves it as a chat completion with a named tool choice, whose tool
+// call's arguments are the generated text, and its Messages handler
+// decodes them as JSON (json.loads in messages_full_converter, unguarded),
+// so the one-token prefill answers 500 and every such request paid a
+// prefill for nothing before its local one. Other tool choices of a
+// Messages request (auto, any: vLLM parses "required" output leniently),
+// chat completions forcing a tool (vLLM keeps the arguments as text) and a
+// request without a body to read split as before.
+func TestMessagesForcedToolStaysLocal(t *testing.T) {
+	f := newFleet(t, Config{SplitAPIs: []render.API{render.APIMessages, render.APIChatCompletions}}, Options{})
+	local := []string{
+		`{"model":"m","max_tokens":9,"tools":[{"name":"get","input_schema":{}}],"tool_choice":{"type":"tool","name":"get"},"messages":[]}`,
+		`{"tool_choice":{"name":"get","disable_parallel_tool_use":true,"type":"tool"}}`,
+		"\ufeff" + `{"tool_choice":{"type":"auto"},"tool_choice":{"type":"tool","name":"get"}}`, // the last member wins, as in vLLM
+	}
+	for i, body := range local {
+		d, err := f.r.Pick(context.Background(), &kvroute.Request{ID: fmt.Sprintf("l%d", i), API: render.APIMessages, Body: []byte(body),
+			Prompts: []render.Prompt{{TokenIDs: prompt(50+i, 4096)}}}, f.eps)
+		require.NoError(t, err)
+		require.Empty(t, d.Roles, body)
+		for _, e := range f.eps {
+			if e.Role == RolePrefill {
+				require.Equal(t, [2]int64{}, f.load(t, e.ID), "no prefill endpoint is charged (%s)", body)
+			}
+		}
+		d.Done(kvroute.DoneInfo{})
+	}
+	require.Equal(t, 3.0, f.decisions(outcomeLocal, "forced_tool"))
+	require.Zero(t, f.picks(RolePrefill))
+	f.requireIdle(t)
+
+	split := []struct {
+		api  render.API
+		body string
+	}{
+		{render.APIMessages, `{"tool_choice":{"type":"any"}}`},
+		{render.APIMessages, `{"tool_choice":{"type":"auto"}}`},
+		{render.APIMessages, `{"tool_choice":{"type":"none"}}`},
+		{render.APIMessages, `{"tool_choice":{"type":"tool","name":"get"},"tool_choice":null}`},
+		{render.APIMessages, `{"messages":[{"role":"user","content":"{\"tool_choice\":{\"type\":\"tool\"}}"}]}`},
+		{render.APIMessages, `not json`},
+		{render.APIMessages, ``},
+		{render.APIChatCompletions, `{"tool_choice":{"type":"function","function":{"name":"get"}}}`},
+		{render.APIChatCompletions, `{"tool_choice":{"type":"tool","name":"get"}}`}, // not a chat tool choice
+	}
+	for i, c := range split {
+		d, err := f.r.Pick(context.Background(), &kvroute.Request{ID: fmt.Sprintf("s%d", i), API: c.api, Body: []byte(c.body),
+			Prompts: []render.Prompt{{TokenIDs: prompt(60+i, 4096)}}}, f.eps)
+		require.NoError(t, err)
+		require.Len(t, d.Roles, 1, c.body)
+		d.Done(kvroute.DoneInfo{})
+	}
+	require.Equal(t, float64(len(split)), f.decisions(outcomeSplit, "uncached"))
+	require.Equal(t, 3.0, f.decisions(outcomeLocal, "forced_tool"))
+	f.requireIdle(t)
+}
