@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/json"
 	"net/http"
 )
 
@@ -84,6 +85,20 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 			writeAnthropicError(w, engineError(err))
 			return
 		}
+		if req.forcesNamedTool() {
+			// vLLM serves a named tool choice as a chat completion whose
+			// tool call's arguments are the generated text, and builds the
+			// tool_use block with json.loads of it, unguarded
+			// (messages_full_converter): a generation cut at max_tokens, as
+			// every simulated one is, is no JSON object, and the route's
+			// catch-all answers 500. The engine ran the request: a
+			// prefiller's blocks stay leased for a decoder that never
+			// comes, as vLLM keeps them until its abort timeout.
+			s.pdFinish(pd, id, job.ids[0], s.pdEngineRequest(prompt, nil, sel.lora))
+			writeAnthropicError(w, &apiError{status: http.StatusInternalServerError, typ: "internal_error",
+				message: "Expecting value: line 1 column 1 (char 0)"})
+			return
+		}
 		b := msgBody{
 			ID: id, Type: "message", Role: "assistant", Content: []msgContent{{Type: "text", Text: rs[0].Text}},
 			Model: model, StopReason: &stop, Usage: msgUsage{InputTokens: rs[0].PromptTokens, OutputTokens: len(rs[0].OutputTokens)},
@@ -162,4 +177,14 @@ func writeAnthropicError(w http.ResponseWriter, e *apiError) {
 	b := anthropicErrorBody{Type: "error"}
 	b.Error.Type, b.Error.Message = e.typ, e.message
 	writeJSON(w, e.status, b)
+}
+
+// forcesNamedTool reports whether the request's tool_choice names a tool
+// ({"type":"tool","name":…}), which vLLM serves as a chat completion with
+// a named tool choice.
+func (r *messagesRequest) forcesNamedTool() bool {
+	var tc struct {
+		Type string `json:"type"`
+	}
+	return !isNull(r.ToolChoice) && json.Unmarshal(r.ToolChoice, &tc) == nil && tc.Type == "tool"
 }

@@ -397,3 +397,40 @@ func TestPDReadInFlightCountsAsDeferredWaiting(t *testing.T) {
 	require.Equal(t, http.StatusOK, <-done)
 	require.Equal(t, 0, dec.Engine().Stats().Deferred)
 }
+
+// A Messages request forcing a named tool (tool_choice {"type":"tool"}) is
+// answered 500 when its generation ends at max_tokens, as vLLM answers it:
+// it serves the message as a named-tool chat completion, whose arguments
+// are the generated text, and decodes them with an unguarded json.loads
+// to build the tool_use block, which a cut-off generation (one token, a
+// prefill's) fails. A prefiller's blocks stay leased, as vLLM's engine
+// keeps them for the decoder the lost answer named. Other tool choices
+// ("any": vLLM's "required", parsed leniently) are answered as before.
+func TestMessagesNamedToolCutOffIsServerError(t *testing.T) {
+	pre, preURL := startServer(t, Config{PD: PDConfig{Role: RolePrefill, EngineID: "p0"}})
+	msgs := []map[string]any{{"role": "user", "content": longText}}
+	tools := []map[string]any{{"name": "get", "input_schema": map[string]any{"type": "object"}}}
+	body := func(choice map[string]any) map[string]any {
+		return map[string]any{"model": "m", "messages": msgs, "max_tokens": 1, "stream": false, "tools": tools, "tool_choice": choice,
+			"kv_transfer_params": map[string]any{"do_remote_decode": true, "do_remote_prefill": false}}
+	}
+	code, b := post(t, preURL+"/v1/messages", body(map[string]any{"type": "tool", "name": "get"}))
+	require.Equal(t, http.StatusInternalServerError, code, string(b))
+	var e anthropicErrorBody
+	require.NoError(t, json.Unmarshal(b, &e), string(b))
+	require.Equal(t, "error", e.Type, string(b))
+	require.Equal(t, "internal_error", e.Error.Type, string(b))
+	require.Equal(t, 1.0, testutil.ToFloat64(pre.pd.leases.held), "the engine ran it: its blocks wait for a decoder")
+
+	for _, choice := range []map[string]any{{"type": "any"}, {"type": "auto"}, {"type": "none"}} {
+		code, b = post(t, preURL+"/v1/messages", body(choice))
+		require.Equal(t, http.StatusOK, code, string(b))
+		require.Contains(t, string(b), "kv_transfer_params", choice)
+	}
+	// Streamed, vLLM sends the arguments as partial JSON deltas: no decode.
+	b2 := body(map[string]any{"type": "tool", "name": "get"})
+	b2["stream"], b2["max_tokens"] = true, 3
+	delete(b2, "kv_transfer_params")
+	code, b = post(t, preURL+"/v1/messages", b2)
+	require.Equal(t, http.StatusOK, code, string(b))
+}

@@ -216,7 +216,11 @@ type messagesRequest struct {
 	System    json.RawMessage `json:"system"`
 	Messages  []chatMessage   `json:"messages"`
 	Tools     json.RawMessage `json:"tools"`
-	Stream    bool            `json:"stream"`
+	// ToolChoice is read for one thing: a named tool ({"type":"tool"}),
+	// whose output vLLM decodes as the tool call's JSON input
+	// (anthropic.go, forcesNamedTool).
+	ToolChoice json.RawMessage `json:"tool_choice"`
+	Stream     bool            `json:"stream"`
 	// No cache_salt: vLLM's AnthropicMessagesRequest has none (it drops the
 	// key) and its chat translation sets none, so a Messages prompt is
 	// cached unsalted.
