@@ -24,6 +24,7 @@ const (
 	fieldBackground       = "background"        // Responses: answer at once, run in the background
 	fieldDoRemoteDecode   = "do_remote_decode"
 	fieldDoRemotePrefill  = "do_remote_prefill"
+	fieldToolChoice       = "tool_choice" // Messages: {"type":"tool"} forces a named tool (forcesNamedTool)
 )
 
 // ErrBadRequest is wrapped by every error about the client's request body
@@ -265,3 +266,31 @@ func TransferParams(resp []byte) (json.RawMessage, error) {
 	}
 	return b.Bytes(), nil
 }
+
+// forcesNamedTool reports whether m, a Messages request's members, forces
+// a named tool: tool_choice {"type":"tool","name":…}. vLLM serves it as a
+// chat completion with that named tool choice, whose tool call's
+// arguments are the generated text as is, and its Messages handler
+// decodes them as JSON to build the tool_use block (json.loads in
+// AnthropicServingMessages.messages_full_converter, unguarded): the one
+// token of a prefill is no JSON object, so vLLM answers the prefill 500
+// after computing it. "any" (vLLM's "required", whose output it parses
+// leniently), "auto" and "none" prefill; so does a chat completion naming
+// a function, whose arguments vLLM keeps as text. Package disagg's
+// profile keeps such a request local (reason forced_tool) by the same
+// rule.
+func forcesNamedTool(m map[string]json.RawMessage) bool {
+	raw := m[fieldToolChoice]
+	if len(raw) == 0 || raw[0] != '{' {
+		return false
+	}
+	var v [1][]byte // the member named exactly "type", as pydantic reads it
+	if jsonscan.Members(raw, typeMember, v[:]) != nil || len(v[0]) == 0 || v[0][0] != '"' {
+		return false
+	}
+	typ, err := jsonscan.Unquote(v[0])
+	return err == nil && typ == "tool"
+}
+
+// typeMember is the member of a tool_choice object forcesNamedTool reads.
+var typeMember = []string{"type"}

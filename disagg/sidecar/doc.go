@@ -66,7 +66,10 @@
 // host:port, Options.AllowTarget refuses it, the prefiller is unreachable, does not answer within
 // Config.PrefillTimeout, answers a non-2xx status, or answers without
 // usable kv_transfer_params, the original request goes to the decoder
-// unchanged and the decoder prefills it itself. Each fallback is counted by
+// unchanged and the decoder prefills it itself. A Messages request forcing
+// a named tool (tool_choice {"type":"tool"}) is not sent to the prefiller
+// at all: vLLM decodes the generated text as the tool call's JSON input,
+// which one token is not, and answers such a prefill 500. Each fallback is counted by
 // reason (Reasons) in kvroute_sidecar_prefill_fallbacks_total. A failure of
 // the transfer itself (blocks gone from the prefiller) is the decoder's to
 // handle: vLLM's kv_load_failure_policy "recompute" (the default)

@@ -99,10 +99,15 @@ const (
 	// server-side request forgery guard llm-d's sidecar has as an
 	// allowlist of the pool's pods).
 	ReasonNotAllowed = "not_allowed"
+	// ReasonForcedTool: a Messages request forcing a named tool
+	// (tool_choice {"type":"tool"}), not sent to the prefiller: vLLM
+	// decodes the generated text as the tool call's JSON input, which one
+	// token is not, and fails the prefill (forcesNamedTool).
+	ReasonForcedTool = "forced_tool"
 )
 
 // Reasons lists every fallback reason, the label values' fixed set.
-var Reasons = []string{ReasonBadTarget, ReasonUnreachable, ReasonTimeout, ReasonStatus, ReasonBadResponse, ReasonNotAllowed}
+var Reasons = []string{ReasonBadTarget, ReasonUnreachable, ReasonTimeout, ReasonStatus, ReasonBadResponse, ReasonNotAllowed, ReasonForcedTool}
 
 // Config configures an Exchange (and a Handler). The zero value works: every
 // zero field takes its default.
@@ -418,6 +423,9 @@ func (x *Exchange) prefillText(ctx context.Context, hostPort, path string, hdr h
 	}
 	if x.allow != nil && !x.allow(hostPort) {
 		return x.fallback(res, ReasonNotAllowed, fmt.Errorf("prefiller %q not allowed", hostPort)), nil
+	}
+	if path == MessagesPath && forcesNamedTool(parsed) {
+		return x.fallback(res, ReasonForcedTool, errors.New("a Messages request forcing a named tool: vLLM fails its one-token prefill")), nil
 	}
 	start := x.timeNow()
 	pctx, cancel := context.WithTimeout(ctx, x.cfg.PrefillTimeout)

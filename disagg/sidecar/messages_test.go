@@ -132,3 +132,38 @@ func TestMessagesPrefillBody(t *testing.T) {
 	require.True(t, SplitPath(MessagesPath))
 	require.False(t, SplitPath(MessagesPath+"/count_tokens"), "counting tokens runs nothing to transfer")
 }
+
+// A Messages request forcing a named tool (tool_choice {"type":"tool"}) is
+// not sent to the prefiller it names: vLLM serves it as a named-tool chat
+// completion and decodes the generated text as the tool call's JSON input
+// to build its tool_use block, which a one-token prefill answer is not, so
+// the prefiller (a simulated vLLM that answers so) fails it 500 with its
+// blocks held for a decoder that never comes. The decoder prefills it
+// itself at once, counted as a fallback with reason forced_tool. Before,
+// every such request paid a prefill for nothing, counted status. A
+// Messages request with tool_choice {"type":"any"} still splits.
+func TestSidecarMessagesForcedToolPrefillsLocally(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	pre, dec := startEngine(t, server.RolePrefill), startEngine(t, server.RoleDecode)
+	_, reg, url := startSidecar(t, Config{DecoderURL: "http://" + dec.Addr()})
+	body := func(content string, choice map[string]any) map[string]any {
+		b := messagesBody(longPrompt+content, 4, true)
+		b["tools"] = []map[string]any{{"name": "get", "input_schema": map[string]any{"type": "object"}}}
+		b["tool_choice"] = choice
+		return b
+	}
+
+	code, _, b := send(t, url+MessagesPath, pre.Addr(), body("first", map[string]any{"type": "tool", "name": "get"}))
+	require.Equal(t, http.StatusOK, code, string(b))
+	require.Equal(t, 4, strings.Count(string(b), "event: content_block_delta"), string(b))
+	require.Zero(t, pre.Engine().Stats().GenerationTokens, "no prefill was sent")
+	require.Zero(t, dec.Engine().Stats().KVTransferTokens, "the decoder prefilled it")
+	require.Equal(t, 1.0, counter(t, reg, "kvroute_sidecar_prefill_fallbacks_total", "reason", ReasonForcedTool))
+	require.Equal(t, 0.0, counter(t, reg, "kvroute_sidecar_prefill_fallbacks_total", "reason", ReasonStatus))
+	require.Equal(t, 1.0, counter(t, reg, "kvroute_sidecar_requests_total", "outcome", OutcomeFallback))
+
+	code, _, b = send(t, url+MessagesPath, pre.Addr(), body("second", map[string]any{"type": "any"}))
+	require.Equal(t, http.StatusOK, code, string(b))
+	require.Equal(t, uint64(1), pre.Engine().Stats().GenerationTokens, "one prefill")
+	require.Equal(t, 1.0, counter(t, reg, "kvroute_sidecar_requests_total", "outcome", OutcomeSplit))
+}
