@@ -146,7 +146,9 @@ type DoneInfo struct {
 	// served from its prefix cache for the request (vLLM:
 	// usage.prompt_tokens_details.cached_tokens of the response, or of the
 	// final usage chunk of a stream; vLLM leaves the field out when it
-	// reused nothing, which is 0). It counts only with HasCachedTokens.
+	// reused nothing, which is 0). It counts only with HasCachedTokens; a
+	// negative count is not observed, only counted
+	// (kvroute_router_prediction_invalid_total).
 	CachedTokens int
 	// HasCachedTokens reports that the engine reported CachedTokens; false
 	// (the zero value) means it did not, and the accuracy loop is not fed.

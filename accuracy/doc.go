@@ -26,7 +26,9 @@
 // whose end never comes costs it nothing. The Router gives it its endpoint
 // set (Loop.SetEndpoints): a request ending after its endpoint left is only
 // counted (kvroute_router_prediction_late_total), so endpoints that come and
-// go leave no window or series behind.
+// go leave no window or series behind. An engine's answer that is no count
+// of tokens (negative) is not observed either, only counted
+// (kvroute_router_prediction_invalid_total).
 //
 // A nil Registerer registers nothing; New registers every collector through
 // telemetry.Set.Register, all or none (New fails and leaves nothing

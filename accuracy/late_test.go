@@ -3,6 +3,7 @@ package accuracy
 import (
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 )
@@ -55,4 +56,46 @@ func TestResyncOfEndpointLeavingMeanwhileLeavesNoSeries(t *testing.T) {
 	require.Zero(t, testutil.CollectAndCount(reg, "kvroute_router_accuracy_resyncs_total"))
 	_, present := series(t, reg, "kvroute_router_endpoint_inaccurate", ep)
 	require.False(t, present)
+}
+
+// An engine's answer that cannot be a count of cached tokens (a negative
+// one, from a faulty or hostile engine) is not observed as "the engine
+// reused nothing", which would count a stale miss and could mark the
+// endpoint inaccurate and resync it: it is only counted
+// (kvroute_router_prediction_invalid_total), and the endpoint's window and
+// series stay as they were.
+func TestNegativeCachedTokensAreRefusedAndCounted(t *testing.T) {
+	l, reg, _ := newLoop(t, Config{Window: 1}, nil)
+	l.SetEndpoints([]string{ep})
+	p := Prediction{Endpoint: ep, PromptTokens: 128, CachedTokens: 64}
+	l.Begin()
+	_, ok := l.End(p, -64, true)
+	require.False(t, ok, "a negative cached count is not observed")
+	require.Zero(t, l.Pending())
+	require.False(t, l.Inaccurate(ep), "a refused answer counts no miss")
+	for _, name := range []string{"kvroute_router_prediction_observed_total", "kvroute_router_prediction_stale_total",
+		"kvroute_router_endpoint_inaccurate"} {
+		_, present := series(t, reg, name, ep)
+		require.False(t, present, "%s: a refused answer creates no series", name)
+	}
+	require.Equal(t, 1.0, unlabelled(t, reg, "kvroute_router_prediction_invalid_total"))
+
+	o := observe(l, p, 64)
+	require.Zero(t, o.Error)
+	require.Equal(t, 1.0, value(t, reg, "kvroute_router_prediction_observed_total", ep))
+	require.Equal(t, 1.0, unlabelled(t, reg, "kvroute_router_prediction_invalid_total"))
+}
+
+// unlabelled returns the value of the counter name, which has no labels (0
+// when it is not gathered).
+func unlabelled(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	return 0
 }

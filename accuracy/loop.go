@@ -130,10 +130,17 @@ func (l *Loop) Begin() { l.pending.Add(1) }
 // exports the error, records the outcome in the endpoint's window and
 // returns the Observation; without it (the engine did not say, or the
 // request was dropped unfinished) it only ends the prediction and returns ok
-// false.
+// false. An answer that is no count of tokens (actual negative: a faulty or
+// hostile engine) is not observed either, only counted
+// (kvroute_router_prediction_invalid_total): read as 0 it would count a
+// miss the engine never reported.
 func (l *Loop) End(p Prediction, actual int, reported bool) (o Observation, ok bool) {
 	l.pending.Add(-1)
 	if !reported {
+		return Observation{}, false
+	}
+	if actual < 0 {
+		l.met.invalid.Inc()
 		return Observation{}, false
 	}
 	return l.observe(p, actual)
@@ -181,7 +188,6 @@ func (l *Loop) observe(p Prediction, actual int) (Observation, bool) {
 	if p.PromptTokens > 0 {
 		pred = min(pred, (p.PromptTokens-1)/l.bs*l.bs)
 	}
-	actual = max(actual, 0)
 	o := Observation{Endpoint: id, Predicted: pred, Actual: actual, Error: pred - actual}
 	l.mu.Lock()
 	if !l.liveLocked(id) {

@@ -21,13 +21,14 @@ type metrics struct {
 	inaccurate *prometheus.GaugeVec
 	resyncs    *prometheus.CounterVec
 	late       prometheus.Counter
+	invalid    prometheus.Counter
 }
 
 // collectors returns every collector of m, the ones New registers and Close
 // unregisters.
 func (m *metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.errHist, m.stale, m.missing, m.observed, m.predTokens,
-		m.actTokens, m.inaccurate, m.resyncs, m.late}
+		m.actTokens, m.inaccurate, m.resyncs, m.late, m.invalid}
 }
 
 // newMetrics builds the loop's metrics and registers them through set, all
@@ -71,6 +72,10 @@ func newMetrics(set telemetry.Set) (*metrics, error) {
 		late: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kvroute_router_prediction_late_total",
 			Help: "Requests with the engine's cached tokens that ended after their endpoint left the router's endpoint set: not observed, so that the endpoint leaves no series behind.",
+		}),
+		invalid: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvroute_router_prediction_invalid_total",
+			Help: "Requests whose engine-reported cached tokens were no count of tokens (negative): not observed.",
 		}),
 	}
 	if err := set.Register(m.collectors()...); err != nil {
