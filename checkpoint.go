@@ -16,7 +16,7 @@ import (
 // snapshot. Ending ctx abandons the restore.
 func (r *Router) restoreIndex(ctx context.Context, cfg Config, opts Options) error {
 	k, err := checkpoint.Restore(ctx, r.index, cfg.Checkpoint, cfg.Bootstrap, checkpoint.Options{
-		Set:     telemetry.Set{Registerer: opts.Registerer, Logger: r.log},
+		Set:     telemetry.Set{Registerer: opts.Registerer, Logger: r.log, Clock: opts.Clock},
 		Cluster: cfg.Cluster,
 		Sources: opts.IndexSources,
 	})

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -115,6 +116,33 @@ func TestCheckpointWrittenOnCloseAndLoadedOnNew(t *testing.T) {
 	// Without a checkpoint path, Checkpoint is a configuration error.
 	r3 := testRouter(t, nil, Options{})
 	require.ErrorIs(t, r3.Checkpoint(), ErrInvalidConfig)
+}
+
+// The Router's clock (Options.Clock) drives its checkpoint's periodic
+// writer, as it drives the Router's other periodic work: a Router on a
+// Manual clock writes its checkpoint when that clock passes the interval,
+// not when the wall clock does.
+func TestCheckpointIntervalRunsOnTheRoutersClock(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	path := filepath.Join(t.TempDir(), "index.ckpt")
+	clk := telemetry.NewManual(time.Unix(1_700_000_000, 0))
+	cfg := DefaultConfig()
+	cfg.Model = testModel
+	cfg.Events.Enabled = new(false)
+	cfg.DisableRender = true
+	cfg.Checkpoint = checkpoint.Config{Path: path, Interval: time.Hour}
+	r, err := New(context.Background(), cfg, Options{Set: telemetry.Set{Logger: testLogger(t), Clock: clk}})
+	require.NoError(t, err)
+	defer r.Close()
+	require.Eventually(t, func() bool {
+		clk.Advance(time.Hour)
+		return fileExists(path)
+	}, 5*time.Second, 10*time.Millisecond, "an hour of the Router's clock writes the checkpoint")
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 func TestCheckpointConfigValidation(t *testing.T) {

@@ -41,8 +41,10 @@ type Options struct {
 	//     nothing.
 	//   - Clock is the clock of the index's speculative entries, the
 	//     request-ID table's TTL, the accuracy loop, the event pool's
-	//     streams and the interval of the cache-blind warnings; nil is the
-	//     wall clock.
+	//     streams, the interval of the cache-blind warnings and the
+	//     checkpoint's (its periodic writes, the peer bootstrap's hedge and
+	//     progress watches, the snapshot handler's check of a proof's
+	//     time and of a peer's rate); nil is the wall clock.
 	telemetry.Set
 	// Scorers are added to the token-load score, each clamped to [0, 1] and
 	// weighted; a weight that is not a finite number (NaN, ±Inf) is an
