@@ -54,8 +54,11 @@ func (s *Selection) Commit(i int) (*Decision, error) {
 		}
 	}
 	r.load.DispatchAt(&d.inflight, &st.loads, i, chosen.ID, d.UncachedTokens) // the counters lookup read
-	if s.renderErr == nil && s.promptTokens > 0 {
-		d.acc = r.acc // a prediction: the request's end ends it in the accuracy loop
+	// A prediction: the request's end ends it in the accuracy loop. Not a
+	// split request's decode pick: its engine reports the prompt it read
+	// from the prefiller as cached, no measure of what the index predicted.
+	if s.renderErr == nil && s.promptTokens > 0 && !s.req.RemotePrefill {
+		d.acc = r.acc
 		r.acc.Begin()
 	}
 	if s.req.ID != "" {

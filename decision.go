@@ -188,7 +188,9 @@ func (d *Decision) FirstChunk() {
 // Config.Accuracy.Resync, a replay of the endpoint's events). It returns
 // that comparison and true when this call ended the request with the
 // engine's cached tokens and the decision carried a prediction (the request
-// was rendered); otherwise ok is false. Later calls do nothing.
+// was rendered, and is not the decode pick of a split request,
+// Request.RemotePrefill, whose engine reports the prompt it read from the
+// prefiller as cached); otherwise ok is false. Later calls do nothing.
 func (d *Decision) Done(info DoneInfo) (o accuracy.Observation, ok bool) {
 	if d == nil {
 		return accuracy.Observation{}, false

@@ -81,6 +81,32 @@ func TestDoneWithCachedTokensClosesTheLoop(t *testing.T) {
 	require.Zero(t, r.acc.Pending())
 }
 
+// The decode pick of a split request (Request.RemotePrefill) carries no
+// prediction: its engine reads the prompt's KV cache from the prefiller and
+// reports the transferred prompt as cached, which says nothing of what the
+// index predicted it held. Compared, every such request counted a missing
+// miss, and the decoder was marked inaccurate and resynced (its index
+// entries cleared) over and over.
+func TestRemotePrefillDecisionFeedsNoPrediction(t *testing.T) {
+	r, reg, _ := accRouter(t, func(c *Config) {
+		c.Accuracy = accuracy.Config{Window: 1}
+	})
+	eps := endpoints(1)
+	id := eps[0].ID
+	p := prompt(1, 320)
+	for range 2 {
+		d, err := r.Pick(context.Background(), &Request{Prompts: []render.Prompt{{TokenIDs: p}}, RemotePrefill: true}, eps)
+		require.NoError(t, err)
+		require.Zero(t, r.acc.Pending())
+		_, ok := d.Done(cached(256)) // the transferred prompt, reported as cached
+		require.False(t, ok, "a remote-prefill decision is not compared")
+	}
+	require.False(t, r.EndpointInaccurate(id))
+	_, present := gathered(t, reg, "kvroute_router_prediction_observed_total", id)
+	require.False(t, present)
+	require.Zero(t, r.acc.Pending())
+}
+
 func TestPersistentMissesMarkTheEndpoint(t *testing.T) {
 	r, reg, logs := accRouter(t, func(c *Config) {
 		c.Speculative.Enabled = new(false)

@@ -65,7 +65,9 @@ type Request struct {
 	// decode pick of a disaggregated request, vLLM's do_remote_prefill):
 	// Commit charges the chosen endpoint an open request and none of the
 	// prompt's tokens. Its speculative index entries are written as usual:
-	// the transferred blocks land there.
+	// the transferred blocks land there. Its Decision carries no prediction
+	// for the accuracy loop (the engine reports the transferred prompt as
+	// cached).
 	RemotePrefill bool
 	// PrefillOnly says that the chosen endpoint only prefills the request
 	// and answers one token (the prefill pick of a disaggregated request,
