@@ -214,6 +214,10 @@ func TestBootstrapLimitKeys(t *testing.T) {
 	require.Equal(t, 20*time.Second, got.Bootstrap.ServeWriteTimeout)
 	require.EqualValues(t, 65536, got.Bootstrap.ServeMinRate)
 	require.EqualValues(t, 1<<20, got.Bootstrap.MaxSectionBytes)
+	eps, err := LoadConfig(strings.NewReader(`{"bootstrap":{"maxEndpoints":64}}`))
+	require.NoError(t, err)
+	require.Equal(t, 64, eps.Bootstrap.MaxEndpoints)
+	require.Zero(t, DefaultConfig().Bootstrap.MaxEndpoints, "zero: checkpoint.DefaultMaxEndpoints")
 	skew, err := LoadConfig(strings.NewReader(`{"bootstrap":{"maxClockSkew":"10s"}}`))
 	require.NoError(t, err)
 	require.Equal(t, 10*time.Second, skew.Bootstrap.MaxClockSkew)
@@ -241,6 +245,7 @@ func TestBootstrapLimitKeys(t *testing.T) {
 		`{"bootstrap":{"max_section_bytes":1048576}}`: "bootstrap.max_section_bytes",
 		`{"bootstrap":{"maxClockSkew":30}}`:           "bootstrap.maxClockSkew",
 		`{"bootstrap":{"maxClockSkew":"-1s"}}`:        "bootstrap.maxClockSkew",
+		`{"bootstrap":{"maxEndpoints":-1}}`:           "bootstrap.maxEndpoints",
 	} {
 		_, err := LoadConfig(strings.NewReader(in))
 		require.ErrorIs(t, err, ErrInvalidConfig, in)

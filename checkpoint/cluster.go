@@ -27,6 +27,8 @@ type ClusterPeerSource struct {
 	ProgressTimeout time.Duration
 	// MaxSectionBytes bounds one endpoint section (0: the kvindex default).
 	MaxSectionBytes int64
+	// MaxEndpoints bounds the endpoint sections (0: the kvindex default).
+	MaxEndpoints int
 }
 
 // Kind returns "cluster_peer".
@@ -65,7 +67,7 @@ func (s ClusterPeerSource) loadPeers(ctx context.Context, ix *kvindex.Index, tim
 	}
 	srcs := make([]PeerSource, len(peers))
 	for i, p := range peers {
-		srcs[i] = PeerSource{URL: p.SnapshotURL, Token: s.Token, ProgressTimeout: s.ProgressTimeout, MaxSectionBytes: s.MaxSectionBytes}
+		srcs[i] = PeerSource{URL: p.SnapshotURL, Token: s.Token, ProgressTimeout: s.ProgressTimeout, MaxSectionBytes: s.MaxSectionBytes, MaxEndpoints: s.MaxEndpoints}
 	}
 	return racePeers(ctx, ix, srcs, timeout, report)
 }

@@ -29,6 +29,9 @@ const (
 	// file or a peer's snapshot: the memory a restore holds at once is
 	// about one section.
 	DefaultMaxSectionBytes = kvindex.DefaultMaxSnapshotSectionBytes
+	// DefaultMaxEndpoints bounds the endpoint sections of a checkpoint
+	// file or a peer's snapshot.
+	DefaultMaxEndpoints = kvindex.DefaultMaxSnapshotEndpoints
 	// DefaultServeWriteTimeout is how long each write of a snapshot served
 	// to a peer may wait for the peer to take it: far beyond the time a
 	// bootstrapping peer spends applying one section between reads.
@@ -108,6 +111,13 @@ type BootstrapConfig struct {
 	// restore holds about one section in memory at once. Default 1 GiB
 	// (DefaultMaxSectionBytes).
 	MaxSectionBytes int64 `json:"maxSectionBytes"`
+	// MaxEndpoints bounds the endpoint sections of a peer's snapshot or
+	// the checkpoint file; one with more is refused ("too_large"). Each
+	// section is loaded once checked, and an endpoint with a position but
+	// no entries costs memory the index's byte bound does not see, so
+	// this bounds what a snapshot of many small sections costs. Default
+	// 16384 (DefaultMaxEndpoints).
+	MaxEndpoints int `json:"maxEndpoints"`
 	// ServeWriteTimeout is the time each write of a snapshot this router's
 	// Handler serves may wait for the peer to take it. A peer that asks
 	// for a snapshot and stops reading would otherwise hold one of the 4
@@ -168,6 +178,8 @@ func (c BootstrapConfig) Validate() error {
 		return fmt.Errorf("progressTimeout %v is negative", c.ProgressTimeout)
 	case c.MaxSectionBytes < 0:
 		return fmt.Errorf("maxSectionBytes %d is negative", c.MaxSectionBytes)
+	case c.MaxEndpoints < 0:
+		return fmt.Errorf("maxEndpoints %d is negative", c.MaxEndpoints)
 	case c.ServeWriteTimeout < 0:
 		return fmt.Errorf("serveWriteTimeout %v is negative", c.ServeWriteTimeout)
 	case c.MaxClockSkew < 0:

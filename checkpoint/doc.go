@@ -20,7 +20,8 @@
 // that has not begun sending within the hedge delay has the next one asked
 // too), the checkpoint file (Config.Path), then Options.Sources; the first
 // that delivers a valid snapshot wins. Every snapshot is validated whole
-// (format and key-scheme versions, block size, checksums, section bounds)
+// (format and key-scheme versions, block size, checksums, section bounds,
+// the number of sections: BootstrapConfig.MaxSectionBytes and MaxEndpoints)
 // before any of it is used: a bad one leaves the index empty, is logged and
 // counted in kvroute_index_restore_total by result (a busy peer's 503 is
 // "busy", and the peer is asked again after its Retry-After when no other

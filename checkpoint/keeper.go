@@ -109,17 +109,17 @@ func Restore(ctx context.Context, ix *kvindex.Index, cfg Config, boot BootstrapC
 	var sources []IndexSource
 	if opts.Cluster.Enabled() && len(boot.Peers) == 0 {
 		sources = append(sources, ClusterPeerSource{Cluster: opts.Cluster, Token: boot.Token,
-			ProgressTimeout: boot.ProgressTimeout, MaxSectionBytes: boot.MaxSectionBytes})
+			ProgressTimeout: boot.ProgressTimeout, MaxSectionBytes: boot.MaxSectionBytes, MaxEndpoints: boot.MaxEndpoints})
 	}
 	if len(boot.Peers) > 0 {
 		peers := make(configuredPeers, len(boot.Peers))
 		for i, p := range boot.Peers {
-			peers[i] = PeerSource{URL: p, Token: boot.Token, ProgressTimeout: boot.ProgressTimeout, MaxSectionBytes: boot.MaxSectionBytes}
+			peers[i] = PeerSource{URL: p, Token: boot.Token, ProgressTimeout: boot.ProgressTimeout, MaxSectionBytes: boot.MaxSectionBytes, MaxEndpoints: boot.MaxEndpoints}
 		}
 		sources = append(sources, peers)
 	}
 	if cfg.Path != "" {
-		sources = append(sources, FileSource{Path: cfg.Path, MaxSectionBytes: boot.MaxSectionBytes})
+		sources = append(sources, FileSource{Path: cfg.Path, MaxSectionBytes: boot.MaxSectionBytes, MaxEndpoints: boot.MaxEndpoints})
 	}
 	sources = append(sources, opts.Sources...)
 	timeout := boot.Timeout

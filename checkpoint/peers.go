@@ -328,7 +328,7 @@ func retryAfter(v string, now time.Time) (time.Duration, bool) {
 
 // load reads the snapshot into ix, setting a.info and a.err.
 func (a *peerAttempt) load(ix *kvindex.Index) {
-	a.info, a.err = ix.ReadSnapshot(a.snap, kvindex.SnapshotReadOptions{MaxSectionBytes: a.src.MaxSectionBytes})
+	a.info, a.err = ix.ReadSnapshot(a.snap, kvindex.SnapshotReadOptions{MaxSectionBytes: a.src.MaxSectionBytes, MaxEndpoints: a.src.MaxEndpoints})
 	if a.err != nil {
 		a.err = fmt.Errorf("kvroute: peer %s: %w", a.src.URL, a.err)
 	}

@@ -46,6 +46,8 @@ type FileSource struct {
 	Path string
 	// MaxSectionBytes bounds one endpoint section (0: the kvindex default).
 	MaxSectionBytes int64
+	// MaxEndpoints bounds the endpoint sections (0: the kvindex default).
+	MaxEndpoints int
 }
 
 // Kind returns "file".
@@ -83,7 +85,7 @@ func (s FileSource) Load(ctx context.Context, ix *kvindex.Index) (kvindex.Snapsh
 		return kvindex.SnapshotInfo{}, fmt.Errorf("kvroute: checkpoint %s: opening abandoned: %w", s.Path, context.Cause(ctx))
 	}
 	stop := context.AfterFunc(ctx, func() { pr.CloseWithError(context.Cause(ctx)) })
-	info, err := ix.ReadSnapshot(bufio.NewReaderSize(pr, 64<<10), kvindex.SnapshotReadOptions{MaxSectionBytes: s.MaxSectionBytes})
+	info, err := ix.ReadSnapshot(bufio.NewReaderSize(pr, 64<<10), kvindex.SnapshotReadOptions{MaxSectionBytes: s.MaxSectionBytes, MaxEndpoints: s.MaxEndpoints})
 	stop()
 	_ = pr.Close() // a file going on past what was read stops being copied
 	if err != nil {
@@ -134,6 +136,8 @@ type PeerSource struct {
 	Client *http.Client
 	// MaxSectionBytes bounds one endpoint section (0: the kvindex default).
 	MaxSectionBytes int64
+	// MaxEndpoints bounds the endpoint sections (0: the kvindex default).
+	MaxEndpoints int
 	// ProgressTimeout abandons the peer when it sends nothing for this
 	// long, before its response headers or mid-stream (0:
 	// DefaultBootstrapProgressTimeout), so that a stalled peer costs

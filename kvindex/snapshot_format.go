@@ -57,6 +57,10 @@ const (
 	// DefaultMaxSnapshotSectionBytes bounds one endpoint section a reader
 	// accepts when SnapshotReadOptions.MaxSectionBytes is zero.
 	DefaultMaxSnapshotSectionBytes = 1 << 30
+	// DefaultMaxSnapshotEndpoints bounds the endpoint sections of one
+	// snapshot a reader accepts when SnapshotReadOptions.MaxEndpoints is
+	// zero: far more endpoints than one router's pool holds.
+	DefaultMaxSnapshotEndpoints = 16384
 
 	snapMagic       = "KVRSNAP\x00"
 	snapHeaderLen   = 8 + 2 + 2 + 4 + 4 + 8
@@ -96,7 +100,8 @@ var (
 	// disagree with the sections).
 	ErrSnapshotMalformed = errors.New("kvindex: malformed snapshot")
 	// ErrSnapshotTooLarge: a section exceeds the reader's bounds (bytes,
-	// or more blocks than the index's per-endpoint capacity).
+	// or more blocks than the index's per-endpoint capacity), or the
+	// snapshot has more sections than SnapshotReadOptions.MaxEndpoints.
 	ErrSnapshotTooLarge = errors.New("kvindex: snapshot section exceeds the reader's bounds")
 	// ErrSnapshotConflict: the snapshot names an endpoint the index already
 	// holds entries for. A snapshot is loaded into a starting index only.

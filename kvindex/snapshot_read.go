@@ -20,6 +20,14 @@ type SnapshotReadOptions struct {
 	// pieces allocated only as its bytes arrive (a forged length on a
 	// short input costs what arrived plus one piece).
 	MaxSectionBytes int64
+	// MaxEndpoints bounds the endpoint sections a snapshot may hold
+	// (default DefaultMaxSnapshotEndpoints); one more is refused
+	// (ErrSnapshotTooLarge) and the snapshot with it. A section is loaded
+	// once checked, and an endpoint that holds no entries (a name and a
+	// position) costs the index memory its byte bound does not see, so
+	// without this bound a snapshot of many small sections grew the
+	// reader's memory with its length.
+	MaxEndpoints int
 
 	pieceMax int // largest piece of a section (0: snapPieceMax); tests set tiny pieces
 }
@@ -31,8 +39,9 @@ type SnapshotReadOptions struct {
 // Everything is validated: magic, format version, flags, key-scheme
 // version and block size (against this index), every checksum, every
 // count (bounded before anything is allocated for it: names, positions,
-// tiers, pairs, and entries against the index's MaxBlocksPerEndpoint),
-// the trailer's totals, and the end of input after it.
+// tiers, pairs, and entries against the index's MaxBlocksPerEndpoint;
+// sections against SnapshotReadOptions.MaxEndpoints), the trailer's
+// totals, and the end of input after it.
 //
 // A snapshot loads whole or not at all: each section is buffered and its
 // checksum verified before any of it is applied, and when a later section,
@@ -48,6 +57,10 @@ func (ix *Index) ReadSnapshot(r io.Reader, opts SnapshotReadOptions) (info Snaps
 	maxSec := opts.MaxSectionBytes
 	if maxSec <= 0 {
 		maxSec = DefaultMaxSnapshotSectionBytes
+	}
+	maxEps := opts.MaxEndpoints
+	if maxEps <= 0 {
+		maxEps = DefaultMaxSnapshotEndpoints
 	}
 	cr := &countReader{r: r}
 	var loaded []string
@@ -112,6 +125,9 @@ func (ix *Index) ReadSnapshot(r io.Reader, opts SnapshotReadOptions) (info Snaps
 		}
 		if frame[0] != snapTagSection {
 			return info, fail(ErrSnapshotMalformed, "unknown section tag %#x", frame[0])
+		}
+		if len(info.Endpoints) >= maxEps {
+			return info, fail(ErrSnapshotTooLarge, "more than %d endpoint sections", maxEps)
 		}
 		if err := readFull(frame[1:], "section length"); err != nil {
 			return info, err

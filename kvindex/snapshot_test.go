@@ -531,3 +531,35 @@ func TestSnapshotReaderError(t *testing.T) {
 	_, err = ix.ReadSnapshot(io.MultiReader(bytes.NewReader(data)), SnapshotReadOptions{})
 	require.NoError(t, err)
 }
+
+// A snapshot of more endpoint sections than SnapshotReadOptions.MaxEndpoints
+// (default DefaultMaxSnapshotEndpoints) is refused as too large and leaves
+// the index empty: a section that holds only a name and a position costs
+// the index memory its byte bound does not see, so a snapshot of many of
+// them (a hostile peer's) grew the reader's memory with its length.
+func TestSnapshotEndpointCountIsBounded(t *testing.T) {
+	src := newTestIndex(t, Config{})
+	for i := range DefaultMaxSnapshotEndpoints + 1 {
+		pl := src.LockPosition(fmt.Sprintf("10.%d.%d.1:8000", i>>8, i&0xff))
+		pl.Set([]byte("p"))
+		pl.Unlock()
+	}
+	var buf bytes.Buffer
+	_, err := src.WriteSnapshot(&buf)
+	require.NoError(t, err)
+
+	dst := newTestIndex(t, Config{})
+	_, err = dst.ReadSnapshot(bytes.NewReader(buf.Bytes()), SnapshotReadOptions{})
+	require.ErrorIs(t, err, ErrSnapshotTooLarge, "the default bound")
+	_, ok := dst.Position("10.0.0.1:8000")
+	require.False(t, ok, "a refused snapshot leaves the index empty")
+
+	info, err := dst.ReadSnapshot(bytes.NewReader(buf.Bytes()), SnapshotReadOptions{MaxEndpoints: DefaultMaxSnapshotEndpoints + 1})
+	require.NoError(t, err, "a raised bound loads it")
+	require.Len(t, info.Endpoints, DefaultMaxSnapshotEndpoints+1)
+
+	_, err = newTestIndex(t, Config{}).ReadSnapshot(bytes.NewReader(buf.Bytes()), SnapshotReadOptions{MaxEndpoints: 2})
+	var se *SnapshotError
+	require.ErrorAs(t, err, &se)
+	require.Equal(t, SnapshotReasonTooLarge, se.Reason)
+}
