@@ -35,11 +35,12 @@ func SeedHash(seed string) Digest {
 
 // CBOR major types used by the block-hash input.
 const (
-	cborUint  = 0 << 5
-	cborBytes = 2 << 5
-	cborText  = 3 << 5
-	cborArray = 4 << 5
-	cborNull  = 0xf6
+	cborUint   = 0 << 5
+	cborNegInt = 1 << 5 // -1 - n
+	cborBytes  = 2 << 5
+	cborText   = 3 << 5
+	cborArray  = 4 << 5
+	cborNull   = 0xf6
 )
 
 // appendCBORHead appends a canonical (shortest-form) CBOR item head.
@@ -64,6 +65,45 @@ func appendCBORHead(dst []byte, major byte, n uint64) []byte {
 // IDs as unsigned ints, None or a tuple of extra keys as text strings). Nil or empty
 // extraKeys encode as CBOR null, as vLLM passes None when a block has no extra keys.
 func AppendBlockCBOR(dst []byte, parent Digest, tokens []uint32, extraKeys []string) []byte {
+	dst = appendBlockHead(dst, parent, tokens)
+	if len(extraKeys) == 0 {
+		return append(dst, cborNull)
+	}
+	dst = appendCBORHead(dst, cborArray, uint64(len(extraKeys)))
+	for _, k := range extraKeys {
+		dst = appendCBORText(dst, k)
+	}
+	return dst
+}
+
+// appendBlockCBORKeys is AppendBlockCBOR with typed extra keys: a
+// multimodal item's key is the 2-tuple (identifier as a text string, offset
+// as an integer), as vLLM's cbor2 encodes it.
+func appendBlockCBORKeys(dst []byte, parent Digest, tokens []uint32, keys []ExtraKey) []byte {
+	dst = appendBlockHead(dst, parent, tokens)
+	if len(keys) == 0 {
+		return append(dst, cborNull)
+	}
+	dst = appendCBORHead(dst, cborArray, uint64(len(keys)))
+	for _, k := range keys {
+		if !k.MM {
+			dst = appendCBORText(dst, k.Value)
+			continue
+		}
+		dst = append(dst, cborArray|2)
+		dst = appendCBORText(dst, k.Value)
+		if k.Offset >= 0 {
+			dst = appendCBORHead(dst, cborUint, uint64(k.Offset))
+		} else {
+			dst = appendCBORHead(dst, cborNegInt, uint64(-1-k.Offset))
+		}
+	}
+	return dst
+}
+
+// appendBlockHead appends the 3-tuple's header, the parent digest and the
+// block's token IDs.
+func appendBlockHead(dst []byte, parent Digest, tokens []uint32) []byte {
 	dst = append(dst, cborArray|3)
 	dst = appendCBORHead(dst, cborBytes, uint64(len(parent)))
 	dst = append(dst, parent[:]...)
@@ -71,15 +111,13 @@ func AppendBlockCBOR(dst []byte, parent Digest, tokens []uint32, extraKeys []str
 	for _, t := range tokens {
 		dst = appendCBORHead(dst, cborUint, uint64(t))
 	}
-	if len(extraKeys) == 0 {
-		return append(dst, cborNull)
-	}
-	dst = appendCBORHead(dst, cborArray, uint64(len(extraKeys)))
-	for _, k := range extraKeys {
-		dst = appendCBORHead(dst, cborText, uint64(len(k)))
-		dst = append(dst, k...)
-	}
 	return dst
+}
+
+// appendCBORText appends s as a CBOR text string.
+func appendCBORText(dst []byte, s string) []byte {
+	dst = appendCBORHead(dst, cborText, uint64(len(s)))
+	return append(dst, s...)
 }
 
 // HashBlock computes vLLM's hash_block_tokens with sha256_cbor: the digest of one
@@ -88,10 +126,16 @@ func HashBlock(parent Digest, tokens []uint32, extraKeys []string) Digest {
 	return sha256.Sum256(AppendBlockCBOR(nil, parent, tokens, extraKeys))
 }
 
+// HashBlockKeys is HashBlock with typed extra keys, for a block that a
+// multimodal item's placeholder tokens overlap (see MMItem).
+func HashBlockKeys(parent Digest, tokens []uint32, keys []ExtraKey) Digest {
+	return sha256.Sum256(appendBlockCBORKeys(nil, parent, tokens, keys))
+}
+
 // hasher hashes blocks with a reusable buffer (one per engine, used under its lock).
 type hasher struct{ buf []byte }
 
-func (h *hasher) hash(parent Digest, tokens []uint32, extraKeys []string) Digest {
-	h.buf = AppendBlockCBOR(h.buf[:0], parent, tokens, extraKeys)
+func (h *hasher) hash(parent Digest, tokens []uint32, keys []ExtraKey) Digest {
+	h.buf = appendBlockCBORKeys(h.buf[:0], parent, tokens, keys)
 	return sha256.Sum256(h.buf)
 }

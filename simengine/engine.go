@@ -43,7 +43,7 @@ type Engine struct {
 	inflight          bool
 	stepEnd           time.Time
 	sched             []*seq
-	keys              []string // scratch for extra keys
+	keys              []ExtraKey // scratch for extra keys
 	hitScratch        []int32
 	preemptedThisStep bool
 	pending           []Event // events of the current step
@@ -147,6 +147,8 @@ func (e *Engine) Submit(r Request) (ReqID, error) {
 		err = ErrClosed
 	case len(r.Prompt) == 0:
 		err = ErrEmptyPrompt
+	case len(r.MM) > 0 && checkMM(r.MM, len(r.Prompt)) != nil:
+		err = checkMM(r.MM, len(r.Prompt)) // rare: computed again for its message
 	case r.MaxTokens < 1:
 		err = ErrMaxTokens
 	case r.MaxTokens > e.cfg.NumGPUBlocks*e.cfg.BlockSize-len(r.Prompt): // the sum could overflow

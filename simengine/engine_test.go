@@ -95,7 +95,7 @@ func TestPrefillStoresFullBlocks(t *testing.T) {
 	require.Len(t, ev, 1)
 	require.Equal(t, Event{
 		Type: BlockStored, BlockHashes: u64s(chain(prompt, 4, "")), TokenIDs: prompt[:8], BlockSize: 4,
-		Medium: MediumGPU, ExtraKeys: [][]string{nil, nil}, GroupIdx: 0, Kind: KindFullAttention,
+		Medium: MediumGPU, ExtraKeys: [][]ExtraKey{nil, nil}, GroupIdx: 0, Kind: KindFullAttention,
 	}, ev[0])
 	// The two full blocks, [1,2,3,4] and [5,6,7,8], carry vLLM's own
 	// sha256_cbor hashes.
@@ -211,7 +211,7 @@ func TestCacheSaltAndLoRAKeys(t *testing.T) {
 	prompt := seqTokens(1, 8)
 	run(t, e, Request{Prompt: prompt, MaxTokens: 1, CacheSalt: "salt-A"})
 	ev := rec.take()
-	require.Equal(t, [][]string{{"salt-A"}, nil}, ev[0].ExtraKeys)
+	require.Equal(t, [][]ExtraKey{{{Value: "salt-A"}}, nil}, ev[0].ExtraKeys)
 	require.Equal(t, uint64(1858029805988556374), ev[0].BlockHashes[0], "vLLM's hash of block [1,2,3,4] salted with salt-A")
 
 	// Unsalted traffic does not hit salted blocks.
@@ -221,7 +221,7 @@ func TestCacheSaltAndLoRAKeys(t *testing.T) {
 
 	run(t, e, Request{Prompt: prompt, MaxTokens: 1, LoRAName: "my-lora", LoRAID: 7, CacheSalt: "s"})
 	ev = rec.take()
-	require.Equal(t, [][]string{{"my-lora", "s"}, {"my-lora"}}, ev[0].ExtraKeys)
+	require.Equal(t, [][]ExtraKey{{{Value: "my-lora"}, {Value: "s"}}, {{Value: "my-lora"}}}, ev[0].ExtraKeys)
 	require.Equal(t, "my-lora", ev[0].LoRAName)
 	require.Equal(t, 7, ev[0].LoRAID)
 	h0 := HashBlock(NoneHash, prompt[:4], []string{"my-lora", "s"})

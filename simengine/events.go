@@ -56,8 +56,9 @@ type Event struct {
 	Medium string
 	// ExtraKeys has one entry per block hash: nil for a block without extra keys,
 	// else the keys that went into its hash (LoRA name on every block, then the
-	// cache salt on block 0), as vLLM's extra_keys.
-	ExtraKeys [][]string
+	// multimodal items the block overlaps, then the cache salt on block 0), as
+	// vLLM's extra_keys.
+	ExtraKeys [][]ExtraKey
 	// GroupIdx is the KV-cache group: 0, the full-attention group, unless
 	// the hybrid mode runs (1 its sliding-window group, 2 its Mamba group,
 	// whose stores carry no tokens); Kind its spec kind (KindFullAttention,

@@ -21,6 +21,12 @@ type Request struct {
 	// events as lora_id.
 	LoRAName string
 	LoRAID   int
+	// MM are the prompt's multimodal items, sorted by Offset: each keys
+	// every block its placeholder tokens overlap, after the LoRA name and
+	// before the cache salt, as vLLM keys them (mm.go). The engine has no
+	// multimodal model: the items change the blocks' hashes, nothing else.
+	// Submit refuses items vLLM would never produce (ErrMMItems).
+	MM []MMItem
 	// RemoteKVTokens is how many leading prompt tokens' KV arrived by a KV
 	// transfer from a prefill engine (P/D disaggregation, pd.go): at first
 	// admission they count as computed beyond the local prefix-cache hit,

@@ -224,14 +224,17 @@ func (e *Engine) ensureHashesLocked(s *seq, n int) {
 }
 
 // extraKeysLocked returns the extra keys of block i of s (scratch slice): the
-// LoRA name on every block, then the cache salt on block 0, in vLLM's order.
-func (e *Engine) extraKeysLocked(s *seq, i int) []string {
+// LoRA name on every block, then the multimodal items the block overlaps,
+// then the cache salt on block 0, in vLLM's order.
+func (e *Engine) extraKeysLocked(s *seq, i int) []ExtraKey {
 	k := e.keys[:0]
 	if s.req.LoRAName != "" {
-		k = append(k, s.req.LoRAName)
+		k = append(k, ExtraKey{Value: s.req.LoRAName})
 	}
+	bs := e.cfg.BlockSize
+	k = appendMMKeys(k, s.req.MM, i*bs, (i+1)*bs, i, s.promptLen/bs)
 	if i == 0 && s.req.CacheSalt != "" {
-		k = append(k, s.req.CacheSalt)
+		k = append(k, ExtraKey{Value: s.req.CacheSalt})
 	}
 	e.keys = k
 	return k
@@ -255,14 +258,14 @@ func (e *Engine) cacheFullLocked(s *seq, upTo int) {
 			Medium: MediumGPU, GroupIdx: 0, Kind: KindFullAttention,
 			BlockHashes: make([]uint64, 0, full-s.numCached),
 			TokenIDs:    slices.Clone(s.tokens[s.numCached*bs : full*bs]),
-			ExtraKeys:   make([][]string, 0, full-s.numCached),
+			ExtraKeys:   make([][]ExtraKey, 0, full-s.numCached),
 		}
 		if s.numCached > 0 {
 			ev.ParentHash, ev.HasParent = s.hashes[s.numCached-1].U64(), true
 		}
 		for i := s.numCached; i < full; i++ {
 			ev.BlockHashes = append(ev.BlockHashes, s.hashes[i].U64())
-			var keys []string
+			var keys []ExtraKey
 			if k := e.extraKeysLocked(s, i); len(k) > 0 {
 				keys = slices.Clone(k)
 			}

@@ -22,7 +22,9 @@
 // GeneratePath, vLLM's token-in route (with Config.EnableScaleOut), reads
 // features and content_parts as vLLM's GenerateRequest does and refuses
 // what it refuses. The engine has no multimodal model: admitted features
-// leave the prompt its tokens, and a content_parts media part (image_url,
+// leave the prompt its tokens and key its blocks as vLLM's items do (each
+// item's mm_hash is an extra key of every block its placeholders overlap,
+// published in the BlockStored events' extra keys), and a content_parts media part (image_url,
 // audio_url, video_url) is answered 400 "This model does not support
 // multi-modal inputs", as vLLM answers it for a text-only model.
 //

@@ -122,15 +122,17 @@ func (j *genJob) stream(ctx context.Context, out *sse, onToken func(it genItem))
 	return rs, true
 }
 
-// submit validates lengths and token IDs like vLLM and submits one engine
-// request per prompt.
-func (s *Server) submit(prompts [][]uint32, maxTokens *int, salt *string, sel modelSel) (*genJob, *apiError) {
-	return s.submitPD(prompts, maxTokens, salt, sel, nil)
-}
-
-// submitPD is submit with the P/D layer's decision (pd.go; nil = none): the
+// submitPD validates lengths and token IDs like vLLM and submits one engine
+// request per prompt, with the P/D layer's decision (pd.go; nil = none): the
 // prompt tokens a KV transfer delivered.
 func (s *Server) submitPD(prompts [][]uint32, maxTokens *int, salt *string, sel modelSel, pd *pdRequest) (*genJob, *apiError) {
+	return s.submitMM(prompts, maxTokens, salt, sel, pd, nil)
+}
+
+// submitMM is submitPD with the prompts' multimodal items (the token-in
+// route's features; nil for none), which key the engine's blocks as vLLM's
+// do (simengine.MMItem).
+func (s *Server) submitMM(prompts [][]uint32, maxTokens *int, salt *string, sel modelSel, pd *pdRequest, mm []simengine.MMItem) (*genJob, *apiError) {
 	if maxTokens == nil {
 		d := s.cfg.DefaultMaxTokens
 		maxTokens = &d
@@ -163,6 +165,7 @@ func (s *Server) submitPD(prompts [][]uint32, maxTokens *int, salt *string, sel 
 		if salt != nil {
 			req.CacheSalt = *salt
 		}
+		req.MM = mm
 		if pd != nil {
 			req.RemoteKVTokens, req.HoldKV = pd.remote, pd.produce
 		}

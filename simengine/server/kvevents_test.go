@@ -30,7 +30,7 @@ func TestAdapterReproducesWireVectors(t *testing.T) {
 		current, legacy string
 	}{
 		{"V1", simengine.Event{Type: simengine.BlockStored, BlockHashes: []uint64{h1, h2}, TokenIDs: []uint32{1, 2, 3, 4, 5, 6, 7, 8},
-			BlockSize: 4, Medium: simengine.MediumGPU, ExtraKeys: [][]string{nil, nil}, Kind: simengine.KindFullAttention},
+			BlockSize: 4, Medium: simengine.MediumGPU, ExtraKeys: [][]simengine.ExtraKey{nil, nil}, Kind: simengine.KindFullAttention},
 			"93cb41d954fc40200000918ba474797065ab426c6f636b53746f726564ac626c6f636b5f68617368657392cf8a3f1c2d4e5b6a79cf1122334455667788b1706172656e745f626c6f636b5f68617368c0a9746f6b656e5f696473980102030405060708aa626c6f636b5f73697a6504a76c6f72615f6964c0a66d656469756da3475055a96c6f72615f6e616d65c0aa65787472615f6b65797392c0c0a967726f75705f69647800b26b765f63616368655f737065635f6b696e64ae66756c6c5f617474656e74696f6e00",
 			"93cb41d954fc40200000919cab426c6f636b53746f72656492cf8a3f1c2d4e5b6a79cf1122334455667788c098010203040506070804c0a3475055c092c0c000ae66756c6c5f617474656e74696f6ec000"},
 		{"V3", simengine.Event{Type: simengine.BlockRemoved, BlockHashes: []uint64{h1}, Medium: simengine.MediumGPU},

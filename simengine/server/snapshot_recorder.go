@@ -27,7 +27,7 @@ type snapRecord struct {
 	blockSize int
 	loraID    int
 	loraName  string
-	extra     []string
+	extra     []simengine.ExtraKey
 	kind      string
 	live      int
 	children  int
@@ -213,7 +213,7 @@ func (r *snapshotRecorder) Snapshot() (int64, [][]byte, bool) {
 			HasParent: rec.hasParent && r.blocks[rec.parent] != nil, TokenIDs: rec.tokens, BlockSize: rec.blockSize,
 			LoRAID: rec.loraID, LoRAName: rec.loraName, Medium: simengine.MediumGPU, Kind: rec.kind}
 		if rec.extra != nil {
-			ev.ExtraKeys = [][]string{rec.extra}
+			ev.ExtraKeys = [][]simengine.ExtraKey{rec.extra}
 		}
 		events = append(events, ev)
 		flush(false)

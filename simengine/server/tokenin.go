@@ -118,7 +118,9 @@ type generateChoice struct {
 // vLLM refuses (package mmfeatures states its rules: mm_hashes and
 // mm_placeholders naming the same modalities with as many entries, no
 // empty, overlapping or out-of-prompt placeholder) are answered 400, as
-// vLLM answers them. content_parts is read as vLLM's request model reads
+// vLLM answers them; admitted ones key the engine's blocks as vLLM's items
+// do (each item's mm_hash on every block its placeholders overlap,
+// simengine.MMItem), so the KV events carry them. content_parts is read as vLLM's request model reads
 // it (a list of objects or null, refused beside features); a media part in
 // it is answered 400 as a text-only vLLM model answers it, the simulated
 // engine having no multimodal model to resolve the media with, and a list
@@ -146,10 +148,15 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, badRequest("content_parts and features are mutually exclusive"))
 		return
 	}
+	var mm []simengine.MMItem
 	if req.Features != nil && len(req.TokenIDs) > 0 {
-		if _, err := req.Features.Items(len(req.TokenIDs)); err != nil {
+		items, err := req.Features.Items(len(req.TokenIDs))
+		if err != nil {
 			writeAPIError(w, withParam(badRequest("%s", err.Error()), "features"))
 			return
+		}
+		for _, it := range items {
+			mm = append(mm, simengine.MMItem{Identifier: it.Hash, Offset: it.Offset, Length: it.Length})
 		}
 	}
 	sel, e := s.resolveModel(req.Model)
@@ -164,7 +171,7 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	}
 	var job *genJob
 	if e == nil {
-		job, e = s.submit([][]uint32{req.TokenIDs}, req.SamplingParams.MaxTokens, req.CacheSalt, sel)
+		job, e = s.submitMM([][]uint32{req.TokenIDs}, req.SamplingParams.MaxTokens, req.CacheSalt, sel, nil, mm)
 	}
 	if e != nil {
 		writeAPIError(w, e)
