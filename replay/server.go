@@ -6,13 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/kvroute/kvroute/internal/zmqx"
 	"github.com/kvroute/kvroute/telemetry"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Server defaults.
@@ -112,9 +110,9 @@ type ServerStats struct {
 // SendHWM queued to the sender's own drain goroutine, which then alone
 // writes the connection and which the handler's Done waits for. Close
 // stops the RouterServer, which closes every connection (ending the
-// handler at its next read or reply) and waits for those goroutines. The
-// counters are atomics; the other fields are set by NewServer and not
-// written after.
+// handler at its next read or reply), waits for those goroutines and
+// unregisters the metrics. The counters are atomics; the other fields are
+// set by NewServer and not written after.
 type Server struct {
 	buf *Buffer
 	cfg ServerConfig
@@ -123,10 +121,6 @@ type Server struct {
 
 	requests, invalid, batches, dropped atomic.Uint64
 	conns                               zmqx.ServerCounts // rejected, handshakes, idle
-
-	set        telemetry.Set          // of the metrics, unregistered by Close
-	collectors []prometheus.Collector // what NewServer registered
-	unregister sync.Once              // Close unregisters them once
 }
 
 // NewServer binds cfg.Addr and serves buf until Close. opts.Registerer
@@ -156,41 +150,33 @@ func NewServer(cfg ServerConfig, buf *Buffer, opts Options) (*Server, error) {
 	}
 	lg := opts.logger()
 	s := &Server{buf: buf, cfg: cfg, lg: lg}
-	if err := s.register(opts.Set); err != nil {
-		return nil, err
-	}
-	srv, err := zmqx.ServeRouter(zmqx.RouterConfig{Addr: cfg.Addr, MaxConns: cfg.MaxConns, Name: "replay", Options: zmqx.Options{
-		HandshakeTimeout: cfg.HandshakeTimeout,
-		IdleTimeout:      cfg.IdleTimeout,
-		WriteTimeout:     cfg.WriteTimeout,
-		MaxFrameSize:     64 << 10, // requests are tiny
-		Clock:            opts.Clk(),
-	}}, &s.conns, lg, s.handler)
+	srv, err := zmqx.ServeRouter(zmqx.RouterConfig{Addr: cfg.Addr, MaxConns: cfg.MaxConns, Name: "replay",
+		Metrics: opts.Set, Counters: s.counters(), Options: zmqx.Options{
+			HandshakeTimeout: cfg.HandshakeTimeout,
+			IdleTimeout:      cfg.IdleTimeout,
+			WriteTimeout:     cfg.WriteTimeout,
+			MaxFrameSize:     64 << 10, // requests are tiny
+			Clock:            opts.Clk(),
+		}}, &s.conns, lg, s.handler)
 	if err != nil {
-		s.set.Unregister(s.collectors...)
 		return nil, err
 	}
 	s.srv = srv
 	return s, nil
 }
 
-// register registers the server's metrics through set, all or none, and
-// remembers them for Close.
-func (s *Server) register(set telemetry.Set) error {
-	cs, err := set.RegisterCounters(
-		telemetry.Counter{Name: "kvroute_replay_server_requests_total", Help: "Replay requests answered.", Value: &s.requests},
-		telemetry.Counter{Name: "kvroute_replay_server_invalid_requests_total", Help: "Replay messages ignored because they were not [delimiter, start].", Value: &s.invalid},
-		telemetry.Counter{Name: "kvroute_replay_server_batches_total", Help: "Batches sent in replay replies.", Value: &s.batches},
-		telemetry.Counter{Name: "kvroute_replay_server_rejected_connections_total", Help: "Replay connections closed because the connection limit was reached.", Value: &s.conns.Rejected},
-		telemetry.Counter{Name: "kvroute_replay_server_dropped_replies_total", Help: "Replay replies dropped because the client's send queue was full (sendHWM).", Value: &s.dropped},
-		telemetry.Counter{Name: "kvroute_replay_server_handshake_failures_total", Help: "Replay connections dropped because their ZMTP handshake failed.", Value: &s.conns.Handshakes},
-		telemetry.Counter{Name: "kvroute_replay_server_idle_closed_total", Help: "Replay connections closed because they sent nothing for the idle timeout.", Value: &s.conns.Idle},
-	)
-	if err != nil {
-		return fmt.Errorf("replay: registering server metrics: %w", err)
+// counters are the server's metrics, which ServeRouter registers for as
+// long as the server serves.
+func (s *Server) counters() []telemetry.Counter {
+	return []telemetry.Counter{
+		{Name: "kvroute_replay_server_requests_total", Help: "Replay requests answered.", Value: &s.requests},
+		{Name: "kvroute_replay_server_invalid_requests_total", Help: "Replay messages ignored because they were not [delimiter, start].", Value: &s.invalid},
+		{Name: "kvroute_replay_server_batches_total", Help: "Batches sent in replay replies.", Value: &s.batches},
+		{Name: "kvroute_replay_server_rejected_connections_total", Help: "Replay connections closed because the connection limit was reached.", Value: &s.conns.Rejected},
+		{Name: "kvroute_replay_server_dropped_replies_total", Help: "Replay replies dropped because the client's send queue was full (sendHWM).", Value: &s.dropped},
+		{Name: "kvroute_replay_server_handshake_failures_total", Help: "Replay connections dropped because their ZMTP handshake failed.", Value: &s.conns.Handshakes},
+		{Name: "kvroute_replay_server_idle_closed_total", Help: "Replay connections closed because they sent nothing for the idle timeout.", Value: &s.conns.Idle},
 	}
-	s.set, s.collectors = set, cs
-	return nil
 }
 
 // Addr is the bound address (useful with port 0).
@@ -215,11 +201,7 @@ func (s *Server) Stats() ServerStats {
 // Close stops accepting, closes every client connection, waits for the
 // server's goroutines to end and unregisters the metrics NewServer
 // registered. It is idempotent.
-func (s *Server) Close() error {
-	err := s.srv.Close()
-	s.unregister.Do(func() { s.set.Unregister(s.collectors...) })
-	return err
-}
+func (s *Server) Close() error { return s.srv.Close() }
 
 // handler answers one connection's replay requests until a reply fails.
 func (s *Server) handler(c *zmqx.Conn) zmqx.ConnHandler {

@@ -47,5 +47,6 @@
 // connection side: a ROUTER Listener, Serve's goroutine per connection
 // under a connection limit, a read loop that hands each message to the
 // server's handler, the counts of rejected, failed and idle connections,
-// and a Close that ends and waits for them all.
+// the server's metrics (registered all or none before it binds), and a
+// Close that ends and waits for them all and unregisters the metrics.
 package zmqx

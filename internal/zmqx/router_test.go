@@ -7,8 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // TestServeRouterCountsWhatEndsAConnection: a ROUTER server with one
@@ -71,4 +75,44 @@ func TestServeRouterCountsWhatEndsAConnection(t *testing.T) {
 	require.EqualValues(t, 2, opened.Load())
 	require.EqualValues(t, 2, done.Load(), "Done once per served connection")
 	require.NoError(t, s.Close(), "idempotent")
+}
+
+// TestServeRouterRegistersCountersWhileServing: ServeRouter registers the
+// server's counters before it binds and Close unregisters them (once), so
+// a closed server can be built again on the same registry; a server whose
+// counters another holds fails with the registration error, and one that
+// cannot bind leaves nothing registered.
+func TestServeRouterRegistersCountersWhileServing(t *testing.T) {
+	defer leakcheck.Check(t)()
+	reg := prometheus.NewRegistry()
+	var counts ServerCounts
+	cfg := RouterConfig{Addr: "127.0.0.1:0", MaxConns: 1, Name: "echo", Metrics: telemetry.Set{Registerer: reg},
+		Counters: []telemetry.Counter{{Name: "echo_rejected_connections_total", Help: "Rejected.", Value: &counts.Rejected}}}
+	handler := func(*Conn) ConnHandler { return ConnHandler{Message: func([][]byte) error { return nil }} }
+	s, err := ServeRouter(cfg, &counts, nil, handler)
+	require.NoError(t, err)
+	counts.Rejected.Add(2)
+	require.Len(t, s.Collectors(), 1)
+	require.Equal(t, 2.0, testutil.ToFloat64(s.Collectors()[0]))
+
+	_, err = ServeRouter(cfg, &counts, nil, handler)
+	require.ErrorContains(t, err, "echo: registering server metrics")
+
+	other := prometheus.NewRegistry()
+	busy := cfg
+	busy.Addr, busy.Metrics = s.Addr().String(), telemetry.Set{Registerer: other}
+	_, err = ServeRouter(busy, &counts, nil, handler)
+	require.Error(t, err, "the address is taken")
+	n, err := testutil.GatherAndCount(other)
+	require.NoError(t, err)
+	require.Zero(t, n, "a server that could not bind leaves no metric registered")
+
+	require.NoError(t, s.Close())
+	require.NoError(t, s.Close(), "idempotent")
+	n, err = testutil.GatherAndCount(reg)
+	require.NoError(t, err)
+	require.Zero(t, n, "Close unregisters the server's metrics")
+	s, err = ServeRouter(cfg, &counts, nil, handler)
+	require.NoError(t, err, "a closed server can be built again on the same registry")
+	require.NoError(t, s.Close())
 }

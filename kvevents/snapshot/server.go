@@ -3,7 +3,6 @@ package snapshot
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -81,22 +80,19 @@ type ServerStats struct {
 // recorder does: one reply per request, a malformed request ignored.
 //
 // Ownership: NewServer starts a zmqx.RouterServer, which runs the
-// connection's handler (answer) in one goroutine per accepted connection;
+// connection's handler (handler) in one goroutine per accepted connection;
 // that goroutine alone reads and writes its connection and calls the
-// Source. Close stops the RouterServer, which waits for those goroutines.
-// The counters are atomics; the other fields are set by NewServer and not
-// written after.
+// Source. Close stops the RouterServer, which waits for those goroutines
+// and unregisters the metrics. The counters are atomics; the other fields
+// are set by NewServer and not written after.
 type Server struct {
-	cfg ServerConfig
-	src Source
-	srv *zmqx.RouterServer
+	cfg        ServerConfig
+	src        Source
+	srv        *zmqx.RouterServer
+	collectors []prometheus.Collector // srv's metrics, in counters' order
 
 	served, unavailable, invalid atomic.Uint64
 	conns                        zmqx.ServerCounts // rejected, handshakes, idle
-
-	set        telemetry.Set // where the metrics went, for Close
-	collectors []prometheus.Collector
-	unregister sync.Once // Close unregisters them once
 }
 
 // NewServer validates cfg, binds cfg.Addr and serves snapshots from src
@@ -119,39 +115,31 @@ func NewServer(cfg ServerConfig, src Source, opts Options) (*Server, error) {
 		cfg.IdleTimeout = DefaultServerIdleTimeout
 	}
 	s := &Server{cfg: cfg, src: src}
-	if err := s.register(opts.Set); err != nil {
-		return nil, err
-	}
-	srv, err := zmqx.ServeRouter(zmqx.RouterConfig{Addr: cfg.Addr, MaxConns: cfg.MaxConns, Name: "snapshot", Options: zmqx.Options{
-		IdleTimeout:  cfg.IdleTimeout,
-		WriteTimeout: cfg.WriteTimeout,
-		MaxFrameSize: 64 << 10, // requests are tiny
-		Clock:        opts.Clk(),
-	}}, &s.conns, opts.Log(), s.handler)
+	srv, err := zmqx.ServeRouter(zmqx.RouterConfig{Addr: cfg.Addr, MaxConns: cfg.MaxConns, Name: "snapshot",
+		Metrics: opts.Set, Counters: s.counters(), Options: zmqx.Options{
+			IdleTimeout:  cfg.IdleTimeout,
+			WriteTimeout: cfg.WriteTimeout,
+			MaxFrameSize: 64 << 10, // requests are tiny
+			Clock:        opts.Clk(),
+		}}, &s.conns, opts.Log(), s.handler)
 	if err != nil {
-		s.set.Unregister(s.collectors...)
 		return nil, err
 	}
-	s.srv = srv
+	s.srv, s.collectors = srv, srv.Collectors()
 	return s, nil
 }
 
-// register registers the server's counters through set, all or none, and
-// remembers them for Close.
-func (s *Server) register(set telemetry.Set) error {
-	cs, err := set.RegisterCounters(
-		telemetry.Counter{Name: "kvroute_snapshot_server_served_total", Help: "Snapshots sent.", Value: &s.served},
-		telemetry.Counter{Name: "kvroute_snapshot_server_unavailable_total", Help: "Snapshot requests answered \"unavailable\".", Value: &s.unavailable},
-		telemetry.Counter{Name: "kvroute_snapshot_server_invalid_requests_total", Help: "Messages ignored because they were not a snapshot request.", Value: &s.invalid},
-		telemetry.Counter{Name: "kvroute_snapshot_server_rejected_connections_total", Help: "Snapshot connections closed because the connection limit was reached.", Value: &s.conns.Rejected},
-		telemetry.Counter{Name: "kvroute_snapshot_server_handshake_failures_total", Help: "Snapshot connections dropped because their ZMTP handshake failed.", Value: &s.conns.Handshakes},
-		telemetry.Counter{Name: "kvroute_snapshot_server_idle_closed_total", Help: "Snapshot connections closed because they sent nothing for the idle timeout.", Value: &s.conns.Idle},
-	)
-	if err != nil {
-		return fmt.Errorf("snapshot: registering server metrics: %w", err)
+// counters are the server's metrics, which ServeRouter registers for as
+// long as the server serves.
+func (s *Server) counters() []telemetry.Counter {
+	return []telemetry.Counter{
+		{Name: "kvroute_snapshot_server_served_total", Help: "Snapshots sent.", Value: &s.served},
+		{Name: "kvroute_snapshot_server_unavailable_total", Help: "Snapshot requests answered \"unavailable\".", Value: &s.unavailable},
+		{Name: "kvroute_snapshot_server_invalid_requests_total", Help: "Messages ignored because they were not a snapshot request.", Value: &s.invalid},
+		{Name: "kvroute_snapshot_server_rejected_connections_total", Help: "Snapshot connections closed because the connection limit was reached.", Value: &s.conns.Rejected},
+		{Name: "kvroute_snapshot_server_handshake_failures_total", Help: "Snapshot connections dropped because their ZMTP handshake failed.", Value: &s.conns.Handshakes},
+		{Name: "kvroute_snapshot_server_idle_closed_total", Help: "Snapshot connections closed because they sent nothing for the idle timeout.", Value: &s.conns.Idle},
 	}
-	s.set, s.collectors = set, cs
-	return nil
 }
 
 // Endpoint is the bound address ("tcp://host:port").
@@ -163,12 +151,9 @@ func (s *Server) Stats() ServerStats {
 		Handshakes: s.conns.Handshakes.Load(), Idle: s.conns.Idle.Load()}
 }
 
-// Close stops the server and waits for its goroutines. It is idempotent.
-func (s *Server) Close() error {
-	err := s.srv.Close()
-	s.unregister.Do(func() { s.set.Unregister(s.collectors...) })
-	return err
-}
+// Close stops the server, waits for its goroutines and unregisters its
+// metrics. It is idempotent.
+func (s *Server) Close() error { return s.srv.Close() }
 
 // handler answers one connection's requests: a reply per snapshot request,
 // until a write fails.
