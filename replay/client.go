@@ -117,14 +117,6 @@ type Options struct {
 	telemetry.Set
 }
 
-// logger returns o.Logger, or a logger that discards.
-func (o Options) logger() *slog.Logger {
-	if o.Logger == nil {
-		return slog.New(slog.DiscardHandler)
-	}
-	return o.Logger
-}
-
 // Client replays KV-event batches from publishers' replay sockets. It is safe
 // for concurrent use; each Replay uses its own sockets.
 type Client struct {
@@ -141,7 +133,7 @@ func NewClient(cfg ClientConfig, opts Options) (*Client, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	return &Client{cfg: cfg, log: opts.logger(), clock: opts.Clk(), opts: zmqx.Options{
+	return &Client{cfg: cfg, log: opts.Log(), clock: opts.Clk(), opts: zmqx.Options{
 		Clock:            opts.Clk(),
 		HandshakeTimeout: cfg.HandshakeTimeout,
 		IdleTimeout:      cfg.IdleTimeout,

@@ -148,7 +148,7 @@ func NewServer(cfg ServerConfig, buf *Buffer, opts Options) (*Server, error) {
 	if cfg.IdleTimeout == 0 {
 		cfg.IdleTimeout = DefaultServerIdleTimeout
 	}
-	lg := opts.logger()
+	lg := opts.Log()
 	s := &Server{buf: buf, cfg: cfg, lg: lg}
 	srv, err := zmqx.ServeRouter(zmqx.RouterConfig{Addr: cfg.Addr, MaxConns: cfg.MaxConns, Name: "replay",
 		Metrics: opts.Set, Counters: s.counters(), Options: zmqx.Options{
