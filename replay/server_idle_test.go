@@ -5,11 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
-	"github.com/kvroute/kvroute/internal/zmqx"
+	"github.com/kvroute/kvroute/internal/routertest"
 )
 
 // MaxConns clients that completed their handshake and then sent nothing
@@ -24,29 +23,17 @@ func TestServerClosesIdleConnections(t *testing.T) {
 	require.NoError(t, err)
 	defer func() { require.NoError(t, srv.Close()) }()
 
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	for range maxConns { // silent from their handshake on
-		d := zmqx.NewDealer(ctx, zmqx.Options{}, nil)
-		require.NoError(t, zmqx.Dial(d, srv.Endpoint()))
-		defer func() { _ = d.Close() }()
-	}
-
-	// Dial returns once the client's side of the handshake is done; the
-	// server may still be finishing its side, and a replay that came first
-	// would take the slot and have a silent one refused instead.
-	if !assert.Eventually(t, func() bool { return srv.srv.Open() == maxConns }, time.Minute, time.Millisecond) {
-		t.Fatalf("the silent connections do not hold every slot: %+v", srv.Stats())
-	}
 	c := newClient(t, ClientConfig{Timeout: 30 * time.Second, Backoff: 10 * time.Millisecond, MaxAttemptsWithoutProgress: 1 << 20})
 	var got collector
-	res, err := c.Replay(ctx, srv.Endpoint(), 0, got.apply)
-	require.NoError(t, err, "the silent connections kept every slot")
+	var res Result
+	routertest.SilentPeersClosedAsIdle(t, routertest.Server{Endpoint: srv.Endpoint(), Open: srv.srv.Open,
+		Idle: func() uint64 { return srv.Stats().Idle }, Stats: func() any { return srv.Stats() }}, maxConns,
+		func(ctx context.Context) (err error) {
+			res, err = c.Replay(ctx, srv.Endpoint(), 0, got.apply)
+			return err
+		})
 	require.Equal(t, seqRange(0, 10), got.seqs)
 	require.True(t, res.Covered)
-	if !assert.Eventually(t, func() bool { return srv.Stats().Idle >= maxConns }, time.Minute, time.Millisecond) {
-		t.Fatalf("the silent connections are not both closed as idle: %+v", srv.Stats())
-	}
 }
 
 // The idle timeout defaults to DefaultServerIdleTimeout.

@@ -5,11 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
-	"github.com/kvroute/kvroute/internal/zmqx"
+	"github.com/kvroute/kvroute/internal/routertest"
 )
 
 // MaxConns clients that completed their handshake and then sent nothing
@@ -25,27 +24,15 @@ func TestServerClosesIdleConnections(t *testing.T) {
 	require.NoError(t, err)
 	defer func() { require.NoError(t, s.Close()) }()
 
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	for range maxConns { // silent from their handshake on
-		d := zmqx.NewDealer(ctx, zmqx.Options{}, nil)
-		require.NoError(t, zmqx.Dial(d, s.Endpoint()))
-		defer func() { _ = d.Close() }()
-	}
-
-	// Dial returns once the client's side of the handshake is done; the
-	// server may still be finishing its side, and a fetch that came first
-	// would take the slot and have a silent one refused instead.
-	if !assert.Eventually(t, func() bool { return s.srv.Open() == maxConns }, time.Minute, time.Millisecond) {
-		t.Fatalf("the silent connections do not hold every slot: %+v", s.Stats())
-	}
 	c, _ := newClient(t, ClientConfig{Timeout: 30 * time.Second, Backoff: 10 * time.Millisecond, Limiter: NewLimiter(1)})
-	r, err := c.Fetch(ctx, s.Endpoint())
-	require.NoError(t, err, "the silent connections kept every slot")
+	var r Reply
+	routertest.SilentPeersClosedAsIdle(t, routertest.Server{Endpoint: s.Endpoint(), Open: s.srv.Open,
+		Idle: func() uint64 { return s.Stats().Idle }, Stats: func() any { return s.Stats() }}, maxConns,
+		func(ctx context.Context) (err error) {
+			r, err = c.Fetch(ctx, s.Endpoint())
+			return err
+		})
 	require.EqualValues(t, 7, r.Seq)
-	if !assert.Eventually(t, func() bool { return s.Stats().Idle >= maxConns }, time.Minute, time.Millisecond) {
-		t.Fatalf("the silent connections are not both closed as idle: %+v", s.Stats())
-	}
 }
 
 // The idle timeout defaults to DefaultServerIdleTimeout.
