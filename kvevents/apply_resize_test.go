@@ -105,7 +105,7 @@ func simToWire(b *wire.Batch, e *simengine.Event) {
 	for _, keys := range e.ExtraKeys {
 		var ks []wire.ExtraKey
 		for _, k := range keys {
-			ks = append(ks, wire.ExtraKey{Kind: wire.ExtraKeyString, Value: k})
+			ks = append(ks, k.Wire())
 		}
 		w.ExtraKeys = append(w.ExtraKeys, ks)
 	}

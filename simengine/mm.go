@@ -3,6 +3,8 @@ package simengine
 import (
 	"errors"
 	"fmt"
+
+	"github.com/kvroute/kvroute/kvevents/wire"
 )
 
 // Multimodal items. The simulated engine has no vision or audio model, but
@@ -33,6 +35,15 @@ type ExtraKey struct {
 	Value  string
 	MM     bool
 	Offset int
+}
+
+// Wire returns k as a BlockStored event carries it on the wire: a text key
+// as a string, a multimodal item's key as vLLM's [identifier, offset] pair.
+func (k ExtraKey) Wire() wire.ExtraKey {
+	if k.MM {
+		return wire.ExtraKey{Kind: wire.ExtraKeyMM, Value: k.Value, Offset: int64(k.Offset)}
+	}
+	return wire.ExtraKey{Kind: wire.ExtraKeyString, Value: k.Value}
 }
 
 // ErrMMItems is returned by Submit for multimodal items vLLM would never

@@ -312,7 +312,7 @@ func ToKVEventsBatch(dst *wire.Batch, b simengine.EventBatch) {
 			e.ExtraKeys = make([][]wire.ExtraKey, len(src.BlockHashes))
 			for j, keys := range src.ExtraKeys {
 				for _, k := range keys {
-					e.ExtraKeys[j] = append(e.ExtraKeys[j], wireKey(k))
+					e.ExtraKeys[j] = append(e.ExtraKeys[j], k.Wire())
 				}
 			}
 			e.HasGroup, e.Group, e.Kind = true, src.GroupIdx, src.Kind
@@ -337,13 +337,4 @@ func (m multiSink) PublishKVEvents(b simengine.EventBatch) {
 	for _, s := range m {
 		s.PublishKVEvents(b)
 	}
-}
-
-// wireKey is an engine's extra key as vLLM's BlockStored carries it: a text
-// key as a string, a multimodal item's key as the [identifier, offset] pair.
-func wireKey(k simengine.ExtraKey) wire.ExtraKey {
-	if k.MM {
-		return wire.ExtraKey{Kind: wire.ExtraKeyMM, Value: k.Value, Offset: int64(k.Offset)}
-	}
-	return wire.ExtraKey{Kind: wire.ExtraKeyString, Value: k.Value}
 }

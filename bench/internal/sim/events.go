@@ -119,11 +119,7 @@ func toWire(b *wire.Batch, e *simengine.Event) {
 	for _, keys := range e.ExtraKeys {
 		var ks []wire.ExtraKey
 		for _, k := range keys {
-			wk := wire.ExtraKey{Kind: wire.ExtraKeyString, Value: k.Value}
-			if k.MM { // none in the simulation's workloads
-				wk = wire.ExtraKey{Kind: wire.ExtraKeyMM, Value: k.Value, Offset: int64(k.Offset)}
-			}
-			ks = append(ks, wk)
+			ks = append(ks, k.Wire())
 		}
 		w.ExtraKeys = append(w.ExtraKeys, ks)
 	}
