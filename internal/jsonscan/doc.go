@@ -20,6 +20,12 @@
 // case-insensitively and merge repeated objects; such a reader finds its
 // members with Members and decodes each value alone.
 //
+// PythonJSON reads a client body's bytes as vLLM and SGLang read them
+// (Python's json.loads): a UTF-16 or UTF-32 body decoded to UTF-8, its
+// copy announced to the caller's memory budget before it is made, and a
+// UTF-8 body read past one leading byte order mark. Every host of kvroute
+// that reads a client body reads it through PythonJSON first.
+//
 // The Scanner's fields are exported so that a caller's grammar can read
 // spans of Buf and move Pos directly (a token list, for instance, is
 // faster to parse by hand than through method calls); the small methods
