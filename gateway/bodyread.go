@@ -35,29 +35,31 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) (body []byte,
 	return body, held, err
 }
 
-// jsonBody returns body as vLLM reads it: FastAPI hands the body's bytes to
-// Python's json.loads, which decodes a UTF-16 or UTF-32 body (detected as
-// jsonscan.DetectWide says) and reads a UTF-8 one past a leading byte order
-// mark. A wide body becomes the UTF-8 JSON the engine reads the same, in a
-// copy charged to the body budget (held, which the caller releases once it
-// is done with the body); a UTF-8 one loses its mark (jsonscan.TrimBOM).
-// ok false means the request was answered and counted: 400 for a wide body
-// that is not text in its encoding (the message names it), 503 for no room
-// in the budget.
+// jsonBody returns body as vLLM reads it (jsonscan.PythonJSON): FastAPI
+// hands the body's bytes to Python's json.loads, which decodes a UTF-16 or
+// UTF-32 body and reads a UTF-8 one past a leading byte order mark. A wide
+// body becomes the UTF-8 JSON the engine reads the same, in a copy charged
+// to the body budget before it is made (held, which the caller releases
+// once it is done with the body); a UTF-8 one loses its mark. ok false
+// means the request was answered and counted: 400 for a wide body that is
+// not text in its encoding (the message names it), 503 for no room in the
+// budget.
 func (h *Handler) jsonBody(w http.ResponseWriter, api render.API, am *apiMetrics, body []byte) (out []byte, held int64, ok bool) {
-	wide, isWide := jsonscan.DetectWide(body)
-	if !isWide {
-		return jsonscan.TrimBOM(body), 0, true
-	}
-	n, err := wide.UTF8Len(body)
-	if err != nil {
+	out, err := jsonscan.PythonJSON(body, func(n int) error {
+		if !h.budget.Acquire(int64(n)) {
+			return errBodyBudget
+		}
+		held = int64(n)
+		return nil
+	})
+	switch {
+	case errors.Is(err, errBodyBudget):
+		h.refuseBodyBudget(w, api, am)
+		return nil, 0, false
+	case err != nil:
 		am.results[ResultBadRequest].Inc()
 		writeError(w, api, http.StatusBadRequest, "the request body is not a JSON object: "+err.Error())
 		return nil, 0, false
 	}
-	if !h.budget.Acquire(int64(n)) {
-		h.refuseBodyBudget(w, api, am)
-		return nil, 0, false
-	}
-	return wide.AppendUTF8(make([]byte, 0, n), body), int64(n), true
+	return out, held, true
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/kvroute/kvroute/admission"
 	"github.com/kvroute/kvroute/disagg"
 	"github.com/kvroute/kvroute/disagg/sidecar"
+	"github.com/kvroute/kvroute/internal/bytebudget"
 	"github.com/kvroute/kvroute/internal/jsonscan"
 	"github.com/kvroute/kvroute/internal/tokenin"
 	"github.com/kvroute/kvroute/internal/usage"
@@ -753,30 +754,31 @@ func (st *streamState) refuseBodyBudget() error {
 		st.srv.cfg.MaxBodyBytesInFlight), header("retry-after", "1"))
 }
 
-// jsonBody returns body as vLLM reads it: FastAPI hands the body's bytes
-// to Python's json.loads, which decodes a UTF-16 or UTF-32 body (detected
-// as jsonscan.DetectWide says) and reads a UTF-8 one past a leading byte
-// order mark. A wide body becomes the UTF-8 JSON the engine reads the same,
-// the copy charged to the body budget with the body until the stream lets
-// go of it; a UTF-8 one loses its mark (jsonscan.TrimBOM). The error is
-// that of a refusal it has answered: 400 for a wide body that is not text
-// in its encoding (the message names it), 503 for no room in the budget.
+// jsonBody returns body as vLLM reads it (jsonscan.PythonJSON): FastAPI
+// hands the body's bytes to Python's json.loads, which decodes a UTF-16 or
+// UTF-32 body and reads a UTF-8 one past a leading byte order mark. A wide
+// body becomes the UTF-8 JSON the engine reads the same, the copy charged
+// to the body budget before it is made, and held with the body until the
+// stream lets go of it; a UTF-8 one loses its mark. The error is that of a
+// refusal it has answered: 400 for a wide body that is not text in its
+// encoding (the message names it), 503 for no room in the budget.
 func (st *streamState) jsonBody(body []byte) ([]byte, error) {
-	wide, ok := jsonscan.DetectWide(body)
-	if !ok {
-		return jsonscan.TrimBOM(body), nil
-	}
-	n, err := wide.UTF8Len(body)
-	if err != nil {
+	out, err := jsonscan.PythonJSON(body, func(n int) error {
+		if !st.srv.bodies.Acquire(int64(n)) {
+			return bytebudget.ErrNoRoom
+		}
+		st.held += int64(n)
+		return nil
+	})
+	switch {
+	case errors.Is(err, bytebudget.ErrNoRoom):
+		return nil, st.refuseBodyBudget()
+	case err != nil:
 		st.setResult(resultBadRequest)
 		return nil, st.immediate(http.StatusBadRequest, "the request body is not a JSON object: "+err.Error())
 	}
-	if !st.srv.bodies.Acquire(int64(n)) {
-		return nil, st.refuseBodyBudget()
-	}
-	st.held += int64(n)
-	st.body = wide.AppendUTF8(make([]byte, 0, n), body)
-	return st.body, nil
+	st.body = out
+	return out, nil
 }
 
 // dropTransferParams returns body without its top-level kv_transfer_params

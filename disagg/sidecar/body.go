@@ -40,25 +40,27 @@ var ErrTooLarge = errors.New("sidecar: body too large")
 // null, as vLLM's proxies send them.
 var prefillRequestParams = json.RawMessage(`{"do_remote_decode":true,"do_remote_prefill":false,"remote_engine_id":null,"remote_block_ids":null,"remote_host":null,"remote_port":null}`)
 
-// jsonText returns a client request body as vLLM reads it: FastAPI hands
-// the body's bytes to Python's json.loads, which reads a UTF-8 body past
-// one leading byte order mark and detects and decodes a UTF-16 or UTF-32
-// one (json.detect_encoding). A UTF-8 body is returned without its mark
-// (sharing body's array); a wide one as the UTF-8 JSON it encodes, in a
-// new array. A wide body that is not text in its encoding (an unpaired
-// surrogate, a partial code unit) is an error wrapping ErrBadRequest that
-// names the encoding. kvroute's gateway and ext_proc picker read bodies the
-// same way (jsonscan.TrimBOM, jsonscan.DetectWide).
+// jsonText returns a client request body as vLLM reads it
+// (jsonscan.PythonJSON): FastAPI hands the body's bytes to Python's
+// json.loads, which reads a UTF-8 body past one leading byte order mark and
+// detects and decodes a UTF-16 or UTF-32 one (json.detect_encoding). A
+// UTF-8 body is returned without its mark (sharing body's array); a wide
+// one as the UTF-8 JSON it encodes, in a new array. A wide body that is not
+// text in its encoding (an unpaired surrogate, a partial code unit) is an
+// error wrapping ErrBadRequest that names the encoding (notText). kvroute's
+// gateway and ext_proc picker read bodies the same way.
 func jsonText(body []byte) ([]byte, error) {
-	wide, ok := jsonscan.DetectWide(body)
-	if !ok {
-		return jsonscan.TrimBOM(body), nil
-	}
-	n, err := wide.UTF8Len(body)
+	text, err := jsonscan.PythonJSON(body, nil)
 	if err != nil {
-		return nil, fmt.Errorf("%w: the request body is not a JSON object: %v", ErrBadRequest, err)
+		return nil, notText(err)
 	}
-	return wide.AppendUTF8(make([]byte, 0, n), body), nil
+	return text, nil
+}
+
+// notText is the error for a wide client body that is not text in its
+// encoding, err jsonscan.PythonJSON's.
+func notText(err error) error {
+	return fmt.Errorf("%w: the request body is not a JSON object: %v", ErrBadRequest, err)
 }
 
 // readObject is jsonText, then parseObject: the body as vLLM reads it, and

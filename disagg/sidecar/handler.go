@@ -192,21 +192,21 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // jsonText is the package's jsonText for a Handler: a wide body's UTF-8
-// copy is charged to the budget (held, which the caller releases once done
-// with it); bytebudget.ErrNoRoom when there is no room for it.
+// copy is charged to the budget before it is made (held, which the caller
+// releases once done with it); bytebudget.ErrNoRoom when there is no room
+// for it.
 func (h *Handler) jsonText(body []byte) (text []byte, held int64, err error) {
-	wide, ok := jsonscan.DetectWide(body)
-	if !ok {
-		return jsonscan.TrimBOM(body), 0, nil
+	text, err = jsonscan.PythonJSON(body, func(n int) error {
+		if !h.budget.Acquire(int64(n)) {
+			return bytebudget.ErrNoRoom
+		}
+		held = int64(n)
+		return nil
+	})
+	if err != nil && !errors.Is(err, bytebudget.ErrNoRoom) {
+		err = notText(err)
 	}
-	n, err := wide.UTF8Len(body)
-	if err != nil {
-		return nil, 0, fmt.Errorf("%w: the request body is not a JSON object: %v", ErrBadRequest, err)
-	}
-	if !h.budget.Acquire(int64(n)) {
-		return nil, 0, bytebudget.ErrNoRoom
-	}
-	return wide.AppendUTF8(make([]byte, 0, n), body), int64(n), nil
+	return text, held, err
 }
 
 // forward proxies r to the decoder with body, which the Handler owns, in

@@ -108,11 +108,11 @@ func checkJSONType(r *http.Request) *apiError {
 // v, rejecting trailing data and an empty cache_salt (checkSalt). The body
 // is read as vLLM reads it (Python's json.loads on its bytes): past one
 // leading UTF-8 byte order mark, and a UTF-16 or UTF-32 body decoded
-// (jsonscan.DetectWide). Members
-// are read as vLLM's request models read them (jsonexact): by their exact
-// names, the last of a repeated one winning, so that a "Cache_Salt" or a
-// second "prompt" changes here what it changes in vLLM, and in the gateway
-// and render client that read the same bodies.
+// (jsonscan.PythonJSON). Members are read as vLLM's request models read
+// them (jsonexact): by their exact names, the last of a repeated one
+// winning, so that a "Cache_Salt" or a second "prompt" changes here what it
+// changes in vLLM, and in the gateway and render client that read the same
+// bodies.
 func (s *Server) decodeFrom(body io.Reader, v any) *apiError {
 	b, err := io.ReadAll(body)
 	if err != nil {
@@ -123,16 +123,8 @@ func (s *Server) decodeFrom(body io.Reader, v any) *apiError {
 		}
 		return badRequest("invalid JSON body: %v", err)
 	}
-	// vLLM reads the body with Python's json.loads on its bytes: past a
-	// leading UTF-8 byte order mark, and a UTF-16 or UTF-32 body decoded.
-	if wide, ok := jsonscan.DetectWide(b); ok {
-		n, err := wide.UTF8Len(b)
-		if err != nil {
-			return badRequest("invalid JSON body: %v", err)
-		}
-		b = wide.AppendUTF8(make([]byte, 0, n), b)
-	} else {
-		b = jsonscan.TrimBOM(b)
+	if b, err = jsonscan.PythonJSON(b, nil); err != nil {
+		return badRequest("invalid JSON body: %v", err)
 	}
 	if err := jsonexact.Unmarshal(b, v); err != nil {
 		if e := checkRawSalt(v, b); e != nil {
