@@ -21,23 +21,22 @@ var (
 // force nothing. A chat completion naming a function is not affected
 // either: vLLM keeps its arguments as text.
 //
-// The body is read as vLLM reads it (past a byte order mark, a UTF-16 or
-// UTF-32 body decoded; of a repeated member the last); one that is not a
-// JSON object, or that the router got no body for (pre-tokenized prompts),
-// forces nothing.
+// body is the request's kvroute.Request.Body as the Profile's hosts hand
+// it over (see Profile.Pick): already read as vLLM reads it
+// (jsonscan.PythonJSON), a UTF-16 or UTF-32 client body decoded to UTF-8 by
+// the gateway's and kvroute-epp's jsonBody; the routing simulator's bodies
+// are UTF-8, and outputTokens (render.MaxTokens) reads the same body as
+// UTF-8. It is not decoded again here, which would copy a wide body a
+// second time outside the hosts' body budgets. One leading UTF-8 byte order
+// mark is still read past (jsonscan.TrimBOM, no copy), for a caller that
+// passes the body as received. Of a repeated member the last counts; a
+// body that is not a JSON object, or that the router got no body for
+// (pre-tokenized prompts), forces nothing.
 func forcesNamedTool(body []byte) bool {
 	if len(body) == 0 {
 		return false
 	}
-	if wide, ok := jsonscan.DetectWide(body); ok {
-		n, err := wide.UTF8Len(body)
-		if err != nil {
-			return false
-		}
-		body = wide.AppendUTF8(make([]byte, 0, n), body)
-	} else {
-		body = jsonscan.TrimBOM(body)
-	}
+	body = jsonscan.TrimBOM(body)
 	var v [1][]byte
 	if jsonscan.Members(body, toolChoiceMember, v[:]) != nil || len(v[0]) == 0 || v[0][0] != '{' {
 		return false

@@ -124,7 +124,10 @@ type roleBufs struct{ dec, pre []kvroute.Endpoint }
 // is the decode endpoint's, with the prefill endpoint's in Roles when the
 // request is split; its FirstChunk and Done release both, and so does the
 // router's request table if it drops the request, even while Pick runs
-// (the router applies the drop when Pick returns, Roles set).
+// (the router applies the drop when Pick returns, Roles set). req.Body is
+// read as UTF-8 JSON (its max_tokens, a Messages request's tool_choice), as
+// kvroute's gateway and kvroute-epp hand it over: a UTF-16 or UTF-32
+// client body already decoded, as vLLM decodes it.
 func (p *Profile) Pick(ctx context.Context, req *kvroute.Request, endpoints []kvroute.Endpoint, stages kvroute.Picker) (*kvroute.Decision, error) {
 	st, ok := stages.(stager)
 	if !ok {
