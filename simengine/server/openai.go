@@ -25,6 +25,37 @@ func finishReason(r *simengine.Result) *string {
 	return &s
 }
 
+// openAIAnswer is the envelope of a completion's and a chat completion's
+// answer, and of each chunk of their streams; C is the route's choice.
+type openAIAnswer[C any] struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	Model   string `json:"model"`
+	Choices []C    `json:"choices"`
+	Usage   *usage `json:"usage,omitempty"`
+	// KVTransferParams is set on a prefiller's answer (pd.go).
+	KVTransferParams *kvTransferParams `json:"kv_transfer_params,omitempty"`
+}
+
+// chunk is a stream's chunk of the one choice c, in a's envelope.
+func (a openAIAnswer[C]) chunk(c C) openAIAnswer[C] {
+	a.Choices = []C{c}
+	return a
+}
+
+// endStream ends a stream whose chunks are in a's envelope, as vLLM does:
+// a chunk of no choices with the usage of rs when opts asks for it
+// (include_usage), then [DONE].
+func (a openAIAnswer[C]) endStream(out *sse, opts *streamOptions, rs []simengine.Result) {
+	if opts != nil && opts.IncludeUsage {
+		u := usageOf(rs)
+		a.Choices, a.Usage = []C{}, &u
+		out.send("", a)
+	}
+	out.done()
+}
+
 // handleCompletions serves /v1/completions (JSON or SSE).
 func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	var req completionRequest
@@ -32,28 +63,14 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, e)
 		return
 	}
-	sel, e := s.resolveModel(req.Model)
-	if e == nil {
-		e = checkN(req.N)
-	}
-	var prompts [][]uint32
-	if e == nil {
-		prompts, e = req.prompts()
-		s.tok.add(r.URL.Path, req.texts)
-	}
-	var pd *pdRequest
-	if e == nil {
-		pd, e = s.pdBegin(r.Context(), req.KVTransferParams, prompts)
-	}
-	var job *genJob
-	if e == nil {
-		job, e = s.submitPD(prompts, req.MaxTokens, req.CacheSalt, sel, pd)
-	}
-	if e != nil {
-		writeAPIError(w, e)
+	job := s.start(w, r, openAIStart{model: req.Model, n: req.N, kvParams: req.KVTransferParams, maxTokens: req.MaxTokens, salt: req.CacheSalt,
+		prompts: func() ([][]uint32, int, *apiError) {
+			p, e := req.prompts()
+			return p, req.texts, e
+		}})
+	if job == nil {
 		return
 	}
-	id, model, created := s.responseID(r, "cmpl-", req.RequestID), s.modelName(req.Model), time.Now().Unix()
 	type choice struct {
 		Index        int     `json:"index"`
 		Text         string  `json:"text"`
@@ -61,26 +78,15 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		FinishReason *string `json:"finish_reason"`
 		StopReason   any     `json:"stop_reason"`
 	}
-	type body struct {
-		ID      string   `json:"id"`
-		Object  string   `json:"object"`
-		Created int64    `json:"created"`
-		Model   string   `json:"model"`
-		Choices []choice `json:"choices"`
-		Usage   *usage   `json:"usage,omitempty"`
-		// KVTransferParams is set on a prefiller's answer (pd.go).
-		KVTransferParams *kvTransferParams `json:"kv_transfer_params,omitempty"`
-	}
+	id := s.responseID(r, "cmpl-", req.RequestID)
+	head := openAIAnswer[choice]{ID: id, Object: "text_completion", Created: time.Now().Unix(), Model: s.modelName(req.Model)}
 	if !req.Stream {
-		rs, err := job.results(r.Context())
-		if err != nil {
-			writeAPIError(w, engineError(err))
+		rs, ok := job.resultsOrError(r.Context(), w)
+		if !ok {
 			return
 		}
-		b := body{ID: id, Object: "text_completion", Created: created, Model: model}
-		if pd.produce {
-			b.KVTransferParams = s.pdFinish(pd, id, job.ids[0], s.pdEngineRequest(prompts[0], req.CacheSalt, sel.lora))
-		}
+		b := head
+		b.KVTransferParams = s.transferParams(job, id)
 		for i := range rs {
 			b.Choices = append(b.Choices, choice{Index: i, Text: rs[i].Text, FinishReason: finishReason(&rs[i])})
 		}
@@ -95,16 +101,12 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		if it.tok.Index == job.maxTokens-1 {
 			c.FinishReason = strPtr(simengine.FinishLength)
 		}
-		out.send("", body{ID: id, Object: "text_completion", Created: created, Model: model, Choices: []choice{c}})
+		out.send("", head.chunk(c))
 	})
 	if !ok {
 		return // client gone: requests aborted
 	}
-	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
-		u := usageOf(rs)
-		out.send("", body{ID: id, Object: "text_completion", Created: created, Model: model, Choices: []choice{}, Usage: &u})
-	}
-	out.done()
+	head.endStream(out, req.StreamOptions, rs)
 }
 
 // handleChat serves /v1/chat/completions (JSON or SSE).
@@ -114,28 +116,11 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, e)
 		return
 	}
-	sel, e := s.resolveModel(req.Model)
-	if e == nil {
-		e = checkN(req.N)
-	}
-	var prompt []uint32
-	if e == nil {
-		prompt, e = req.prompt()
-		s.tok.add(r.URL.Path, 1)
-	}
-	var pd *pdRequest
-	if e == nil {
-		pd, e = s.pdBegin(r.Context(), req.KVTransferParams, [][]uint32{prompt})
-	}
-	var job *genJob
-	if e == nil {
-		job, e = s.submitPD([][]uint32{prompt}, req.maxTokens(s.cfg.DefaultMaxTokens), req.CacheSalt, sel, pd)
-	}
-	if e != nil {
-		writeAPIError(w, e)
+	job := s.start(w, r, openAIStart{model: req.Model, n: req.N, kvParams: req.KVTransferParams,
+		maxTokens: req.maxTokens(s.cfg.DefaultMaxTokens), salt: req.CacheSalt, prompts: onePrompt(req.prompt)})
+	if job == nil {
 		return
 	}
-	id, model, created := s.responseID(r, "chatcmpl-", req.RequestID), s.modelName(req.Model), time.Now().Unix()
 	type message struct {
 		Role      string `json:"role,omitempty"`
 		Content   string `json:"content"`
@@ -148,55 +133,47 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		Logprobs     any      `json:"logprobs"`
 		FinishReason *string  `json:"finish_reason"`
 	}
-	type body struct {
-		ID      string   `json:"id"`
-		Object  string   `json:"object"`
-		Created int64    `json:"created"`
-		Model   string   `json:"model"`
-		Choices []choice `json:"choices"`
-		Usage   *usage   `json:"usage,omitempty"`
-		// KVTransferParams is set on a prefiller's answer (pd.go).
-		KVTransferParams *kvTransferParams `json:"kv_transfer_params,omitempty"`
-	}
+	id := s.responseID(r, "chatcmpl-", req.RequestID)
+	head := openAIAnswer[choice]{ID: id, Object: "chat.completion.chunk", Created: time.Now().Unix(), Model: s.modelName(req.Model)}
 	if !req.Stream {
-		rs, err := job.results(r.Context())
-		if err != nil {
-			writeAPIError(w, engineError(err))
+		rs, ok := job.resultsOrError(r.Context(), w)
+		if !ok {
 			return
 		}
 		u := usageOf(rs)
-		b := body{ID: id, Object: "chat.completion", Created: created, Model: model, Usage: &u,
-			Choices: []choice{{Message: &message{Role: "assistant", Content: rs[0].Text}, FinishReason: finishReason(&rs[0])}}}
-		if pd.produce {
-			b.KVTransferParams = s.pdFinish(pd, id, job.ids[0], s.pdEngineRequest(prompt, req.CacheSalt, sel.lora))
-		}
+		b := head
+		b.Object, b.Usage = "chat.completion", &u
+		b.Choices = []choice{{Message: &message{Role: "assistant", Content: rs[0].Text}, FinishReason: finishReason(&rs[0])}}
+		b.KVTransferParams = s.transferParams(job, id)
 		writeJSON(w, http.StatusOK, b)
 		return
 	}
 	out := newSSE(w)
-	chunk := func(c choice) body {
-		return body{ID: id, Object: "chat.completion.chunk", Created: created, Model: model, Choices: []choice{c}}
-	}
 	first := true
 	rs, ok := job.stream(r.Context(), out, func(it genItem) {
 		if first { // vLLM sends the role with the first output
-			out.send("", chunk(choice{Delta: &message{Role: "assistant", Content: ""}}))
+			out.send("", head.chunk(choice{Delta: &message{Role: "assistant", Content: ""}}))
 			first = false
 		}
 		c := choice{Delta: &message{Content: it.tok.Text}}
 		if it.tok.Index == job.maxTokens-1 {
 			c.FinishReason = strPtr(simengine.FinishLength)
 		}
-		out.send("", chunk(c))
+		out.send("", head.chunk(c))
 	})
 	if !ok {
 		return
 	}
-	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
-		u := usageOf(rs)
-		out.send("", body{ID: id, Object: "chat.completion.chunk", Created: created, Model: model, Choices: []choice{}, Usage: &u})
+	head.endStream(out, req.StreamOptions, rs)
+}
+
+// onePrompt is openAIStart.prompts for a route with one prompt, rendered
+// by prompt (always counted as one text).
+func onePrompt(prompt func() ([]uint32, *apiError)) func() ([][]uint32, int, *apiError) {
+	return func() ([][]uint32, int, *apiError) {
+		p, e := prompt()
+		return [][]uint32{p}, 1, e
 	}
-	out.done()
 }
 
 func writeStreamError(out *sse, err error) {

@@ -63,22 +63,9 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, e)
 		return
 	}
-	sel, e := s.resolveModel(req.Model)
-	var prompt []uint32
-	if e == nil {
-		prompt, e = req.prompt()
-		s.tok.add(r.URL.Path, 1)
-	}
-	var pd *pdRequest
-	if e == nil {
-		pd, e = s.pdBegin(r.Context(), req.KVTransferParams, [][]uint32{prompt})
-	}
-	var job *genJob
-	if e == nil {
-		job, e = s.submitPD([][]uint32{prompt}, req.MaxOutputTokens, req.CacheSalt, sel, pd)
-	}
-	if e != nil {
-		writeAPIError(w, e)
+	job := s.start(w, r, openAIStart{model: req.Model, kvParams: req.KVTransferParams, maxTokens: req.MaxOutputTokens,
+		salt: req.CacheSalt, prompts: onePrompt(req.prompt)})
+	if job == nil {
 		return
 	}
 	id := req.RequestID // vLLM's Responses API reads no X-Request-Id
@@ -95,15 +82,12 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 		return b
 	}
 	if !req.Stream {
-		rs, err := job.results(r.Context())
-		if err != nil {
-			writeAPIError(w, engineError(err))
+		rs, ok := job.resultsOrError(r.Context(), w)
+		if !ok {
 			return
 		}
 		b := body("completed", rs[0].Text, respUsageOf(&rs[0]))
-		if pd.produce {
-			b.KVTransferParams = s.pdFinish(pd, id, job.ids[0], s.pdEngineRequest(prompt, req.CacheSalt, sel.lora))
-		}
+		b.KVTransferParams = s.transferParams(job, id)
 		writeJSON(w, http.StatusOK, b)
 		return
 	}

@@ -179,9 +179,8 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	}
 	id := s.responseID(r, "generate-tokens-", req.RequestID)
 	if !req.Stream {
-		rs, err := job.results(r.Context())
-		if err != nil {
-			writeAPIError(w, engineError(err))
+		rs, ok := job.resultsOrError(r.Context(), w)
+		if !ok {
 			return
 		}
 		u := usageOf(rs)
