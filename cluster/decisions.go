@@ -408,8 +408,13 @@ var errMalformedPush = errors.New("cluster: malformed reply on the decision subs
 // that did not answer a ping within OpTimeout.
 var errPingUnanswered = errors.New("cluster: the decision subscription did not answer a ping; reconnecting")
 
-// apply decodes one decision message and speculates its decisions, skipping
-// this replica's own.
+// apply decodes one decision message and speculates its decisions. The
+// replica's own messages, echoed by the channel, never reach it: the subscriber
+// (and Manual.Apply) skip a message headed exactly as this replica heads its
+// own. A decision that still names this replica as its sender came in a message
+// it did not write that way (a version-1 header, a length not in its shortest
+// form: a forged or broken sender); it is dropped and counted (own_sender), as
+// is a decision with no keys (no_keys), which Publish never sends.
 func (r *Replica) apply(payload []byte, scratch []kvindex.Key) []kvindex.Key {
 	if len(payload) > 0 && payload[0] == sessionMagic { // session affinity records (sessions.go)
 		r.applySessions(payload)
@@ -419,7 +424,14 @@ func (r *Replica) apply(payload []byte, scratch []kvindex.Key) []kvindex.Key {
 	// Peers may be configured with a larger MaxKeysPerDecision: accept up to
 	// what a message can hold.
 	scratch, err := decodeDecisions(payload, maxMessageBytes/8, scratch, func(sender, endpoint []byte, keys []kvindex.Key) {
-		if string(sender) == self || len(keys) == 0 || !r.accepts(endpoint) {
+		switch {
+		case string(sender) == self:
+			r.met.dropped[dropOwnSender].Inc()
+			return
+		case len(keys) == 0:
+			r.met.dropped[dropNoKeys].Inc()
+			return
+		case !r.accepts(endpoint): // counted in endpointsDropped
 			return
 		}
 		r.index.Speculate(string(endpoint), keys, 0) // the index's own speculative TTL

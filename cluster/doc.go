@@ -113,14 +113,18 @@
 // unknown_endpoint, or invalid_name for a name that is empty, over 1,024
 // bytes or not UTF-8 and so could never be a label value). The load
 // tracker and the index therefore never hold more endpoints than the
-// replica was given, whatever is in Redis. A record whose send time is more
-// than a lease from now is not a live peer whatever its key's TTL (a
-// record written without one would otherwise count forever), and is counted
-// in kvroute_cluster_stale_records_total at every read; replicas' clocks
-// must agree within a fraction of the lease, as NTP keeps them. Such a
-// record's replica stays in the member set (only a record gone takes it
-// out), so that a replica whose clock is off ignores its peers but does
-// not unlist them for everyone else. A member-set entry
+// replica was given, whatever is in Redis. A decision with no block keys, which
+// no replica publishes, and one under this replica's own ID in a message not
+// headed as it heads its own (its echoes are skipped uncounted), are dropped
+// and counted in kvroute_cluster_decisions_dropped_total (reason no_keys,
+// own_sender). A record whose send time is more than a lease from now is not a
+// live peer whatever its key's TTL (a record written without one would
+// otherwise count forever), and is counted in
+// kvroute_cluster_stale_records_total at every read; replicas' clocks must
+// agree within a fraction of the lease, as NTP keeps them. Such a record's
+// replica stays in the member set (only a record gone takes it out), so that a
+// replica whose clock is off ignores its peers but does not unlist them for
+// everyone else. A member-set entry
 // that is no replica ID, or a snapshot URL that is no http(s) URL, is
 // ignored and counted in kvroute_cluster_invalid_records_total. Memory
 // stays bounded per replica: MaxPeers records of at most 1 MiB per read,

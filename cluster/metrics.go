@@ -22,10 +22,12 @@ const (
 	dropQueueFull = iota
 	dropRedis
 	dropTooLarge
+	dropNoKeys    // a peer's decision with no block keys, which no replica publishes
+	dropOwnSender // a decision received under this replica's own ID, not its echo
 	numDrops
 )
 
-var dropNames = [numDrops]string{"queue_full", "redis_error", "too_large"}
+var dropNames = [numDrops]string{"queue_full", "redis_error", "too_large", "no_keys", "own_sender"}
 
 // Reasons a load change is not published or not applied.
 const (
@@ -94,7 +96,7 @@ func newMetrics(set telemetry.Set) (*metrics, error) {
 	}, []string{"op"})
 	drops := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kvroute_cluster_decisions_dropped_total",
-		Help: "Routing decisions not shared with the other replicas, by reason (queue_full: the publish queue was full; redis_error: the publish failed; too_large: larger than a message on its own, an endpoint name of about 1 MiB).",
+		Help: "Routing decisions not shared with the other replicas or not applied, by reason (queue_full: the publish queue was full; redis_error: the publish failed; too_large: larger than a message on its own, an endpoint name of about 1 MiB; no_keys: a received decision with no block keys, which no replica publishes; own_sender: a received decision under this replica's own ID in a message not headed as this replica heads its own, a forged or broken sender; its own messages, echoed by the channel, are skipped uncounted).",
 	}, []string{"reason"})
 	deltaDrops := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kvroute_cluster_load_changes_dropped_total",
