@@ -102,6 +102,21 @@
 // SnapshotURLs) lists the live peers, so a new replica can bootstrap its
 // index from one of them; New reads them once before returning.
 //
+// A replica that stops without leaving (a crash, a partition) keeps its ID
+// in the set until a read finds its record gone: while another replica of
+// the pool runs and reaches Redis, its first read after the lease expired
+// removes it, within Lease + ReadPeriod + OpTimeout of the last refresh.
+// Every refresh also gives the set itself a TTL of Lease, so when no
+// replica is left the set goes by itself a lease after the pool's last
+// refresh, and the IDs of a pool that is gone do not stay in Redis. A
+// single ID cannot expire by itself: a Redis set has no per-member TTL
+// (hash fields have one from Redis 7.4, which this package does not
+// require), and the records' own leased keys could be listed only by
+// scanning the server's whole keyspace. A pool's replicas share Lease, as
+// judging their records fresh already asks: one whose RefreshPeriod
+// exceeded another's Lease could be missing from the set for a moment
+// after that one's last refresh.
+//
 // # What is read from Redis is checked
 //
 // Anyone who can write to the Redis server can write a pool's keys, so a
@@ -184,7 +199,7 @@
 // Cluster slot and the multi-key read (MGET of the peers' records) stays on
 // one node:
 //
-//	kvroute:{<pool>}:replicas         SET of replica IDs
+//	kvroute:{<pool>}:replicas         SET of replica IDs, TTL = lease (renewed by every refresh)
 //	kvroute:{<pool>}:replica:<id>     the replica's record, TTL = lease
 //	kvroute:{<pool>}:decisions        pub/sub channel of decisions
 //
@@ -195,15 +210,15 @@
 //
 // # Redis operations
 //
-// Per replica: 2 commands per refresh (SET with PX, SADD, pipelined), 1-3 per
-// read (SSCAN of the member set, which returns a pool's small set whole as
-// SMEMBERS would but stops at 4 × MaxPeers IDs; MGET; SREM of expired
-// members), and one PUBLISH per PublishInterval with decisions alone, or
-// one per load change (a dispatch, a first chunk, an end), at most one per
-// round trip while they come faster. With the defaults that is about 16
-// commands/s plus, at 1,000 requests/s, up to about 3,000 PUBLISH/s, bounded
-// by the publisher's round trip to Redis (BenchmarkRedisOpsAt1000RPS
-// measures it).
+// Per replica: 3 commands per refresh (SET with PX, SADD, PEXPIRE of the
+// member set, pipelined), 1-3 per read (SSCAN of the member set, which
+// returns a pool's small set whole as SMEMBERS would but stops at 4 ×
+// MaxPeers IDs; MGET; SREM of expired members), and one PUBLISH per
+// PublishInterval with decisions alone, or one per load change (a dispatch,
+// a first chunk, an end), at most one per round trip while they come faster.
+// With the defaults that is about 20 commands/s plus, at 1,000 requests/s,
+// up to about 3,000 PUBLISH/s, bounded by the publisher's round trip to
+// Redis (BenchmarkRedisOpsAt1000RPS measures it).
 //
 // go-redis reports connection failures through its own process-wide logger
 // (redis.SetLogger), several unstructured lines on standard error per Redis

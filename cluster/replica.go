@@ -332,8 +332,9 @@ func (r *Replica) countCommands(n int) {
 	r.met.commands.Add(float64(n))
 }
 
-// refresh publishes the local load and renews the lease: SET record PX lease
-// and SADD members, pipelined (one round trip).
+// refresh publishes the local load and renews the lease: SET record PX
+// lease, SADD members and PEXPIRE members lease, pipelined (one round
+// trip).
 func (r *Replica) refresh() {
 	if r.skipRefresh() {
 		return // only reads failed: the read loop probes Redis; the first refresh after recovery re-registers
@@ -351,7 +352,7 @@ func (r *Replica) refresh() {
 	ctx, cancel := context.WithTimeout(r.ctx, r.cfg.OpTimeout)
 	defer cancel()
 	err := r.store.Refresh(ctx, r.keys.selfKey, rec, r.cfg.Lease, r.keys.members, r.cfg.ReplicaID)
-	r.countCommands(2)
+	r.countCommands(3)
 	r.result(opRefresh, err)
 }
 

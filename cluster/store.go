@@ -15,9 +15,11 @@ import (
 // Redis; NewManual takes any Store, such as the routing simulation's
 // in-process, virtual-time one (bench/internal/sim).
 type Store interface {
-	// Refresh writes a replica's record under key with a TTL of lease and
-	// adds id to the member set members (SET key record PX lease; SADD
-	// members id, pipelined).
+	// Refresh writes a replica's record under key with a TTL of lease,
+	// adds id to the member set members and gives the set a TTL of lease
+	// (SET key record PX lease; SADD members id; PEXPIRE members lease,
+	// pipelined): the set outlives every live record, and goes by itself
+	// a lease after the pool's last refresh.
 	Refresh(ctx context.Context, key string, record []byte, lease time.Duration, members, id string) error
 	// Members lists the member set (SMEMBERS, or SSCAN up to a bound).
 	Members(ctx context.Context, members string) ([]string, error)
@@ -56,6 +58,7 @@ func (s redisStore) Refresh(ctx context.Context, key string, record []byte, leas
 	pipe := s.rdb.Pipeline()
 	pipe.Set(ctx, key, record, lease)
 	pipe.SAdd(ctx, members, id)
+	pipe.PExpire(ctx, members, lease)
 	_, err := pipe.Exec(ctx)
 	return err
 }

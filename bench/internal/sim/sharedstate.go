@@ -336,8 +336,11 @@ func (s *virtualRedis) setMember(set, id string, present bool) {
 	m[id] = s.write(m[id], version{at: s.arrive(), present: present})
 }
 
+// Refresh writes the record and the membership. The member set's own TTL
+// (PEXPIRE, counted) is not modelled: it only matters once no replica of
+// the pool refreshes, which no run reaches.
 func (s *virtualRedis) Refresh(_ context.Context, key string, record []byte, lease time.Duration, members, id string) error {
-	s.commands += 2
+	s.commands += 3
 	t := s.arrive()
 	s.keys[key] = s.write(s.keys[key], version{at: t, data: append([]byte(nil), record...), present: true, expires: t.Add(lease)})
 	s.setMember(members, id, true)
