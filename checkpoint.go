@@ -29,7 +29,9 @@ func (r *Router) restoreIndex(ctx context.Context, cfg Config, opts Options) err
 
 // Checkpoint writes the checkpoint file now (as the periodic writer does).
 // It fails when no checkpoint path is configured or the write fails; the
-// previous checkpoint is then kept.
+// previous checkpoint is then kept, except when only the directory sync
+// after the rename failed: the new checkpoint is then in place, but a
+// crash may bring back the previous one (see checkpoint.Keeper.Write).
 func (r *Router) Checkpoint() error {
 	if r.snap == nil || r.cfg.Checkpoint.Path == "" {
 		return fmt.Errorf("%w: no checkpoint path configured", ErrInvalidConfig)

@@ -37,11 +37,15 @@
 // # Keeper
 //
 // Restore returns a Keeper. Start launches the periodic writer (every
-// Config.Interval; the file is replaced atomically), Close writes the last
-// checkpoint, Write writes one now, DropUnlisted clears restored endpoints
-// that the first endpoint list does not name, and Handler serves the index
-// to peers (GET; with BootstrapConfig.Token, a proof of the token bound to
-// the URL asked and the time, never the token itself: see Handler). A serve holds
+// Config.Interval; the file is replaced atomically: a write that fails keeps
+// the previous file, counted in kvroute_checkpoint_writes_total as error,
+// and one whose directory sync fails after the rename leaves the new file in
+// place, not durable until the directory is written back: counted as
+// not_durable), Close writes the last checkpoint, Write writes one now,
+// DropUnlisted clears restored endpoints that the first endpoint list does
+// not name, and Handler serves the index to peers (GET; with
+// BootstrapConfig.Token, a proof of the token bound to the URL asked and the
+// time, never the token itself: see Handler). A serve holds
 // one of 4 slots, so it is bounded: each write waits at most
 // BootstrapConfig.ServeWriteTimeout for the peer, and the writes together
 // at most that grace plus their bytes at BootstrapConfig.ServeMinRate,

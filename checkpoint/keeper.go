@@ -196,7 +196,10 @@ var errNoPath = errors.New("kvroute: no checkpoint path configured")
 
 // Write writes the index to the checkpoint file now, atomically (as the
 // periodic writer does). It fails when no path is configured or the write
-// fails; the previous checkpoint is then kept.
+// fails; the previous checkpoint is then kept. When only the directory sync
+// after the rename fails, the new checkpoint is in place but a crash may
+// bring back the previous one: Write returns that error, and counts and
+// logs the write as not durable rather than as failed.
 func (k *Keeper) Write() error {
 	if k.cfg.Path == "" {
 		return errNoPath
@@ -205,6 +208,13 @@ func (k *Keeper) Write() error {
 	defer k.mu.Unlock()
 	start := time.Now()
 	info, err := writeFileAtomic(k.cfg.Path, k.ix)
+	if errors.Is(err, errNotDurable) {
+		k.met.writes.WithLabelValues("not_durable").Inc()
+		k.met.bytes.Set(float64(info.Bytes))
+		k.log.Error("Checkpoint written, but the directory sync after its rename failed; the new checkpoint is in place, but a crash may bring back the previous one",
+			"path", k.cfg.Path, "err", err)
+		return err
+	}
 	if err != nil {
 		k.met.writes.WithLabelValues("error").Inc()
 		k.log.Error("Checkpoint write failed; the previous checkpoint is kept", "path", k.cfg.Path, "err", err)

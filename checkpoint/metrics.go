@@ -24,11 +24,11 @@ func newMetrics() *metrics {
 		}),
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvroute_checkpoint_writes_total",
-			Help: "Checkpoint file writes by result (ok, error).",
+			Help: "Checkpoint file writes by result (ok; error: the previous checkpoint is kept; not_durable: the new checkpoint is in place, but the directory sync after its rename failed, so a crash may bring back the previous one).",
 		}, []string{"result"}),
 		lastWrite: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "kvroute_checkpoint_last_success_timestamp_seconds",
-			Help: "Unix time of the last successful checkpoint write.",
+			Help: "Unix time of the last successful checkpoint write (a not_durable write is not one).",
 		}),
 		bytes: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "kvroute_checkpoint_bytes",
@@ -39,7 +39,7 @@ func newMetrics() *metrics {
 			Help: "Snapshots served to peers by result (ok, unauthorized: no valid proof of bootstrap.token for this replica's URL, clock_skew: a valid proof dated beyond bootstrap.maxClockSkew, method_not_allowed, error, busy: 4 were being served already, stalled: the peer stopped reading for bootstrap.serveWriteTimeout, too_slow: the peer read slower on average than bootstrap.serveMinRate).",
 		}, []string{"result"}),
 	}
-	for _, r := range []string{"ok", "error"} {
+	for _, r := range []string{"ok", "error", "not_durable"} {
 		m.writes.WithLabelValues(r)
 	}
 	return m

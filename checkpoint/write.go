@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,9 +37,32 @@ func removeLeftoverTemps(path string) (int, error) {
 	return n, nil
 }
 
+// errNotDurable is wrapped by writeFileAtomic's error when the new
+// checkpoint was renamed over path but the directory could not be synced
+// after: path holds the new checkpoint, whole, but a crash before the file
+// system writes the directory back may bring the previous one back.
+var errNotDurable = errors.New("the new checkpoint is in place, but the directory sync after its rename failed: a crash may bring back the previous checkpoint")
+
+// syncDir syncs directory dir, which makes a rename in it durable. It is a
+// variable so that a test can make it fail: a directory's fsync fails only
+// on a failing disk or file system, which a test cannot bring about.
+var syncDir = defaultSyncDir
+
+// defaultSyncDir opens dir and syncs it.
+func defaultSyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
 // writeFileAtomic writes ix's snapshot to a temporary file next to path,
 // syncs it, renames it over path and syncs the directory, so that path
-// always holds a complete snapshot (the old or the new one).
+// always holds a complete snapshot (the old or the new one). An error
+// before the rename leaves the previous checkpoint in place; one after it
+// (the directory sync) wraps errNotDurable, with the new checkpoint's info.
 func writeFileAtomic(path string, ix *kvindex.Index) (kvindex.SnapshotInfo, error) {
 	dir, base := filepath.Split(path)
 	if dir == "" {
@@ -73,10 +97,8 @@ func writeFileAtomic(path string, ix *kvindex.Index) (kvindex.SnapshotInfo, erro
 		_ = os.Remove(tmp)
 		return kvindex.SnapshotInfo{}, err
 	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return info, err
+	if err := syncDir(dir); err != nil {
+		return info, fmt.Errorf("kvroute: checkpoint %s: %w: %w", path, errNotDurable, err)
 	}
-	defer d.Close()
-	return info, d.Sync()
+	return info, nil
 }
