@@ -35,8 +35,9 @@
 // The Poller keeps the rest of each name's card too (owned_by, root,
 // max_model_len; Card), and Registry.Cards merges them over the endpoints
 // in endpoint-ID order (the first root and owned_by known, the least
-// max_model_len, Adapter's parent) for a gateway's own GET /v1/models,
-// which lists them in vLLM's ModelCard shape.
+// max_model_len, Adapter's parent; a rewrite name, routed as its target,
+// has the base its served targets are all adapters of) for a gateway's own
+// GET /v1/models, which lists them in vLLM's ModelCard shape.
 //
 // # Rewrites
 //

@@ -117,10 +117,12 @@ func (r *Registry) Adapter(eps []kvroute.Endpoint, model string) (base string, o
 // endpoints of eps last gave it on their /v1/models, taken in endpoint-ID
 // order so that the merge does not depend on the order of eps: OwnedBy and
 // Root the first known, MaxModelLen the least known (a request that fits
-// it fits every engine serving the model), Parent Adapter's (the base the
-// request is routed as an adapter of). A name no engine described (from
+// it fits every engine serving the model), Parent the base the request is
+// routed as an adapter of (routedParent: Adapter's, or for a name the
+// rewrite table rewrites, its targets'). A name no engine described (from
 // Served, a label, a rewrite) has what is known: its ID, and its Parent
-// when Config.Adapters names one.
+// when Config.Adapters names one or, for a rewritten name, its targets are
+// adapters of one base.
 func (r *Registry) Cards(eps []kvroute.Endpoint, base string) []Card {
 	names := List(eps, base, r.table)
 	var known map[string][]Card
@@ -146,10 +148,36 @@ func (r *Registry) Cards(eps []kvroute.Endpoint, base string) []Card {
 				c.MaxModelLen = k.MaxModelLen
 			}
 		}
-		c.Parent, _ = r.Adapter(eps, n)
+		c.Parent = r.routedParent(eps, base, n)
 		out = append(out, c)
 	}
 	return out
+}
+
+// routedParent is the base model a request naming model is routed as a
+// LoRA adapter of, "" when it is routed as a model of its own. A name the
+// rewrite table rewrites is routed as the target drawn: its parent is the
+// base its served targets are all adapters of, as vLLM lists each of them
+// ("" when one is no adapter, or two are adapters of different bases: a
+// model list gives a name one parent). Any other name is Adapter's.
+func (r *Registry) routedParent(eps []kvroute.Endpoint, base, model string) string {
+	ru, ok := r.table.rules[model]
+	if !ok {
+		parent, _ := r.Adapter(eps, model)
+		return parent
+	}
+	parent := ""
+	for _, tg := range ru.targets {
+		if !Serves(eps, tg, base) {
+			continue // never routed to: a request drawing it is refused
+		}
+		p, ok := r.Adapter(eps, tg)
+		if !ok || (parent != "" && p != parent) {
+			return ""
+		}
+		parent = p
+	}
+	return parent
 }
 
 // Close stops the poller.

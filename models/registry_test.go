@@ -75,3 +75,36 @@ func TestRegistryKeepsItsOwnCopyOfTheConfiguration(t *testing.T) {
 	_, ok = r.Adapter(eps, "llama")
 	require.False(t, ok)
 }
+
+// A rewritten name is listed with the parent of the adapter it is routed
+// as, as vLLM lists that adapter: an alias of an adapter has the adapter's
+// base, as has a canary between two adapters of one base; a canary between
+// an adapter and a base model, or adapters of two bases, has none, as an
+// alias of a base model has none. A target nobody serves does not count.
+// An alias of an adapter used to be listed with a null parent though it was
+// routed as the adapter.
+func TestRewrittenNamesHaveTheirTargetsParent(t *testing.T) {
+	r, err := New(Config{
+		Adapters: map[string]string{"sql": "llama", "sql-v2": "llama", "chat": "qwen"},
+		Rewrites: []Rule{
+			{Model: "db", Targets: []Target{{Model: "sql"}}},
+			{Model: "db-canary", Targets: []Target{{Model: "sql", Weight: 9}, {Model: "sql-v2", Weight: 1}}},
+			{Model: "db-or-gone", Targets: []Target{{Model: "sql"}, {Model: "gone"}}},
+			{Model: "mixed", Targets: []Target{{Model: "sql"}, {Model: "llama"}}},
+			{Model: "two-bases", Targets: []Target{{Model: "sql"}, {Model: "chat"}}},
+			{Model: "big", Targets: []Target{{Model: "llama"}}},
+		},
+	}, Options{})
+	require.NoError(t, err)
+	defer r.Close()
+	eps := []kvroute.Endpoint{{ID: "10.0.0.1:8000", Models: []string{"llama", "sql", "sql-v2"}}, {ID: "10.0.0.2:8000", Models: []string{"qwen", "chat"}}}
+	parents := map[string]string{}
+	for _, c := range r.Cards(eps, "llama") {
+		parents[c.ID] = c.Parent
+	}
+	require.Equal(t, map[string]string{
+		"db": "llama", "db-canary": "llama", "db-or-gone": "llama",
+		"mixed": "", "two-bases": "", "big": "",
+		"sql": "llama", "sql-v2": "llama", "chat": "qwen", "llama": "", "qwen": "",
+	}, parents)
+}
