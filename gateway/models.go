@@ -2,13 +2,12 @@ package gateway
 
 import (
 	"bytes"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
 
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/internal/modelcard"
 	"github.com/kvroute/kvroute/models"
 	"github.com/kvroute/kvroute/render"
 )
@@ -99,32 +98,6 @@ func setBodyModel(body []byte, model string) ([]byte, error) {
 	return bytes.TrimRight(buf.Bytes(), "\n"), nil
 }
 
-// modelPermission is vLLM's ModelPermission, which vLLM puts on every
-// card of its model list, one each, with these fixed values: a fresh ID
-// ("modelperm-" and 32 hex digits), created the time of the answer.
-type modelPermission struct {
-	ID                 string  `json:"id"`
-	Object             string  `json:"object"`
-	Created            int64   `json:"created"`
-	AllowCreateEngine  bool    `json:"allow_create_engine"`
-	AllowSampling      bool    `json:"allow_sampling"`
-	AllowLogprobs      bool    `json:"allow_logprobs"`
-	AllowSearchIndices bool    `json:"allow_search_indices"`
-	AllowView          bool    `json:"allow_view"`
-	AllowFineTuning    bool    `json:"allow_fine_tuning"`
-	Organization       string  `json:"organization"`
-	Group              *string `json:"group"`
-	IsBlocking         bool    `json:"is_blocking"`
-}
-
-// newModelPermission returns a card's permission as vLLM fills it.
-func newModelPermission(created int64) modelPermission {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
-	return modelPermission{ID: "modelperm-" + hex.EncodeToString(b[:]), Object: "model_permission", Created: created,
-		AllowSampling: true, AllowLogprobs: true, AllowView: true, Organization: "*"}
-}
-
 // serveServedModels answers GET /v1/models in multi-model mode: the models
 // the endpoints serve and the names the rewrite table accepts while one of
 // their targets is served, as vLLM's model list: each a ModelCard carrying
@@ -136,14 +109,14 @@ func newModelPermission(created int64) modelPermission {
 func (h *Handler) serveServedModels(w http.ResponseWriter) {
 	cards := h.served.Cards(*h.endpoints.Load(), h.cfg.Model)
 	type model struct {
-		ID          string            `json:"id"`
-		Object      string            `json:"object"`
-		Created     int64             `json:"created"`
-		OwnedBy     string            `json:"owned_by"`
-		Root        *string           `json:"root"`
-		Parent      *string           `json:"parent"`
-		MaxModelLen *int              `json:"max_model_len"`
-		Permission  []modelPermission `json:"permission"`
+		ID          string                 `json:"id"`
+		Object      string                 `json:"object"`
+		Created     int64                  `json:"created"`
+		OwnedBy     string                 `json:"owned_by"`
+		Root        *string                `json:"root"`
+		Parent      *string                `json:"parent"`
+		MaxModelLen *int                   `json:"max_model_len"`
+		Permission  []modelcard.Permission `json:"permission"`
 	}
 	orNull := func(s string) *string {
 		if s == "" {
@@ -155,7 +128,7 @@ func (h *Handler) serveServedModels(w http.ResponseWriter) {
 	data := make([]model, 0, len(cards))
 	for _, c := range cards {
 		m := model{ID: c.ID, Object: "model", Created: created, OwnedBy: c.OwnedBy, Root: orNull(c.Root),
-			Parent: orNull(c.Parent), Permission: []modelPermission{newModelPermission(created)}}
+			Parent: orNull(c.Parent), Permission: modelcard.List(created)}
 		if m.OwnedBy == "" {
 			m.OwnedBy = "kvroute"
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kvroute/kvroute/internal/modelcard"
 	"github.com/kvroute/kvroute/simengine"
 )
 
@@ -50,20 +51,26 @@ func TestRepeatedLoRAModuleIsRefused(t *testing.T) {
 	require.ErrorContains(t, err, `"sql"`)
 }
 
-// modelCards reads /v1/models as id → parent ("" for none) and root.
+// modelCards reads /v1/models as id → parent ("" for none) and root, and
+// checks that every card carries vLLM's one permission.
 func modelCards(t *testing.T, base string) (ids []string, parent, root map[string]string) {
 	t.Helper()
 	code, body := get(t, base+"/v1/models")
 	require.Equal(t, http.StatusOK, code, string(body))
 	l := decode[struct {
 		Data []struct {
-			ID     string  `json:"id"`
-			Root   string  `json:"root"`
-			Parent *string `json:"parent"`
+			ID         string                 `json:"id"`
+			Root       string                 `json:"root"`
+			Parent     *string                `json:"parent"`
+			Permission []modelcard.Permission `json:"permission"`
 		} `json:"data"`
 	}](t, body)
 	parent, root = map[string]string{}, map[string]string{}
 	for _, d := range l.Data {
+		require.Len(t, d.Permission, 1, d.ID)
+		p := d.Permission[0]
+		require.Equal(t, modelcard.Permission{ID: p.ID, Object: "model_permission", Created: p.Created,
+			AllowSampling: true, AllowLogprobs: true, AllowView: true, Organization: "*"}, p, d.ID)
 		ids = append(ids, d.ID)
 		root[d.ID] = d.Root
 		if d.Parent != nil {

@@ -3,6 +3,9 @@ package server
 import (
 	"net/http"
 	"strconv"
+	"time"
+
+	"github.com/kvroute/kvroute/internal/modelcard"
 )
 
 // samplingParams mirrors the main fields of vLLM's SamplingParams as the
@@ -162,30 +165,33 @@ func (s *Server) handleResponsesRender(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleModels serves /v1/models: the base model and its LoRA adapters.
+// Every card carries vLLM's permission list (modelcard.List), created at
+// the time of the answer as vLLM's is.
 func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request) {
+	now := time.Now().Unix()
 	type model struct {
-		ID          string  `json:"id"`
-		Object      string  `json:"object"`
-		Created     int64   `json:"created"`
-		OwnedBy     string  `json:"owned_by"`
-		Root        string  `json:"root"`
-		Parent      *string `json:"parent"`
-		MaxModelLen *int    `json:"max_model_len"`
-		Permission  []any   `json:"permission"`
+		ID          string                 `json:"id"`
+		Object      string                 `json:"object"`
+		Created     int64                  `json:"created"`
+		OwnedBy     string                 `json:"owned_by"`
+		Root        string                 `json:"root"`
+		Parent      *string                `json:"parent"`
+		MaxModelLen *int                   `json:"max_model_len"`
+		Permission  []modelcard.Permission `json:"permission"`
 	}
 	data := []model{{ID: s.cfg.Model, Object: "model", Created: s.created, OwnedBy: "vllm", Root: s.cfg.Model,
-		MaxModelLen: &s.cfg.MaxModelLen, Permission: []any{}}}
+		MaxModelLen: &s.cfg.MaxModelLen, Permission: modelcard.List(now)}}
 	// Each adapter as vLLM lists it: its lora_path as root (a LoRAModules
 	// name's own name), the base model as parent, no max_model_len (vLLM
 	// sets it on its base models' cards only).
 	names, roots := s.loras.list()
 	for i, l := range names {
 		data = append(data, model{ID: l, Object: "model", Created: s.created, OwnedBy: "vllm", Root: roots[i],
-			Parent: &s.cfg.Model, Permission: []any{}})
+			Parent: &s.cfg.Model, Permission: modelcard.List(now)})
 	}
 	for _, m := range s.cfg.ExtraModels { // another engine's base model (models.go)
 		data = append(data, model{ID: m, Object: "model", Created: s.created, OwnedBy: "vllm", Root: m,
-			MaxModelLen: &s.cfg.MaxModelLen, Permission: []any{}})
+			MaxModelLen: &s.cfg.MaxModelLen, Permission: modelcard.List(now)})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
 }
