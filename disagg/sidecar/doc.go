@@ -83,13 +83,15 @@
 // Options.Registerer (nil registers none; a failed NewExchange leaves
 // none registered; Close unregisters them). A Handler also counts the
 // requests it answers with an error of its own or drops, by reason, in
-// kvroute_sidecar_refused_requests_total{reason="body_too_large|bad_body|body_timeout|body_budget|client_gone|client_stalled|decoder_unreachable|decoder_timeout|decoder_closed|decoder_error"}
-// (the decoder_* reasons count the 502s by the kind of the decoder's
-// failure, which the client is told in a fixed text; the error itself,
-// naming the decoder's address, goes to the log only). A request refused
+// kvroute_sidecar_refused_requests_total{reason="body_too_large|bad_body|body_timeout|body_budget|client_gone|client_stalled|decoder_unreachable|decoder_timeout|decoder_closed|decoder_error|decoder_broken"}
+// (the decoder_* reasons but decoder_broken count the 502s by the kind of
+// the decoder's failure, which the client is told in a fixed text; the
+// error itself, naming the decoder's address, goes to the log only;
+// decoder_broken counts a decoder response that broke off after its
+// header, whose cut the client sees as an aborted response). A request refused
 // before its outcome was known (the body_* and bad_body reasons, and
 // client_gone while its body was read or its prefill step ran) is counted
-// there only; a decoder_* 502, and client_gone while the decoder was
+// there only; a decoder_* 502 or decoder_broken, and client_gone while the decoder was
 // answering, befall a request kvroute_sidecar_requests_total has already
 // counted by its outcome, so it is in both. client_stalled counts a
 // response cut because its client took nothing of it for

@@ -92,9 +92,10 @@ func NewHandler(cfg Config, opts Options) (*Handler, error) {
 				pr.Out.Header.Set(RequestIDHeader, id)
 			}
 		},
-		Transport:     x.client.Transport,
-		FlushInterval: -1, // stream every chunk at once (SSE)
-		ErrorHandler:  h.decoderFailed,
+		Transport:      x.client.Transport,
+		FlushInterval:  -1, // stream every chunk at once (SSE)
+		ErrorHandler:   h.decoderFailed,
+		ModifyResponse: h.watchBody,
 	}
 	if h.proxy.Transport == nil {
 		h.proxy.Transport = http.DefaultTransport

@@ -1,6 +1,7 @@
 package sidecar
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"net"
@@ -93,4 +94,34 @@ func TestSidecarClassifiesDecoderFailures(t *testing.T) {
 	// A decoder's failure befalls a request already counted by its outcome
 	// (the package documentation says so).
 	require.Equal(t, 2.0, counter(t, reg, "kvroute_sidecar_requests_total", "outcome", OutcomePlain))
+}
+
+// A decoder whose response breaks off after its header (here a body cut
+// at 10 of the 100 bytes it announced) is counted decoder_broken, and the
+// client's response is cut too, never passed off as whole.
+func TestSidecarCountsADecoderResponseThatBreaksOff(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	dec := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		c, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"id\":\"cm")
+		_ = c.Close()
+	}))
+	t.Cleanup(dec.Close)
+	_, reg, url := startSidecar(t, Config{DecoderURL: dec.URL})
+
+	body, err := json.Marshal(chat("hello", 1, false))
+	require.NoError(t, err)
+	resp, err := client.Post(url+"/v1/chat/completions", "application/json", bytes.NewReader(body))
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "the header was out before the body broke")
+	_, err = io.ReadAll(resp.Body)
+	require.Error(t, err, "the client's response is cut, not ended as if whole")
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, 1.0, counter(t, reg, "kvroute_sidecar_refused_requests_total", "reason", refusedDecoderBroken))
+	require.Zero(t, counter(t, reg, "kvroute_sidecar_refused_requests_total", "reason", refusedDecoderClosed))
+	require.Zero(t, counter(t, reg, "kvroute_sidecar_refused_requests_total", "reason", refusedClientGone))
 }

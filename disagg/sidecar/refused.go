@@ -40,11 +40,16 @@ const (
 	// refusedDecoderError: the request to the decoder failed before its
 	// response header in another way, such as a malformed answer (502).
 	refusedDecoderError = "decoder_error"
+	// refusedDecoderBroken: the decoder's response broke off after its
+	// header (the connection closed, a deadline passed, a malformed
+	// body); the client's response was cut (broken.go).
+	refusedDecoderBroken = "decoder_broken"
 )
 
 // refusedReasons lists every reason, each exported at zero from the start.
 var refusedReasons = []string{refusedTooLarge, refusedBadBody, refusedBodyTimeout, refusedBodyBudget, refusedClientGone,
-	refusedClientStalled, refusedDecoderUnreachable, refusedDecoderTimeout, refusedDecoderClosed, refusedDecoderError}
+	refusedClientStalled, refusedDecoderUnreachable, refusedDecoderTimeout, refusedDecoderClosed, refusedDecoderError,
+	refusedDecoderBroken}
 
 // decoderReasons is the reason of each kind of failed request to the
 // decoder.
@@ -60,7 +65,7 @@ var decoderReasons = [...]string{
 func newRefused(reg prometheus.Registerer) (*prometheus.CounterVec, error) {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kvroute_sidecar_refused_requests_total",
-		Help: "Requests the P/D sidecar answered with an error of its own or dropped, by reason: body_too_large (413), bad_body (400), body_timeout (408, the body did not arrive in time), body_budget (503, the sidecar held its limit of body bytes in flight), client_gone, client_stalled (the client took nothing of its response for the response write timeout; the response was cut), and the 502s by the kind of the decoder's failure: decoder_unreachable, decoder_timeout, decoder_closed, decoder_error.",
+		Help: "Requests the P/D sidecar answered with an error of its own or dropped, by reason: body_too_large (413), bad_body (400), body_timeout (408, the body did not arrive in time), body_budget (503, the sidecar held its limit of body bytes in flight), client_gone, client_stalled (the client took nothing of its response for the response write timeout; the response was cut), and the 502s by the kind of the decoder's failure: decoder_unreachable, decoder_timeout, decoder_closed, decoder_error; decoder_broken, the decoder's response broke off after its header and the client's response was cut.",
 	}, []string{"reason"})
 	for _, r := range refusedReasons {
 		c.WithLabelValues(r)
