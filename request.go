@@ -20,8 +20,11 @@ type Request struct {
 	// rendered (Pick fails with ErrNoAPI otherwise); render.APIForPath gives it
 	// from the request's path.
 	API render.API
-	// Body is the client's JSON body, as received. It is rendered (tokenized)
-	// through the render endpoints unless Prompts is set.
+	// Body is the client's JSON body. It is rendered (tokenized) through
+	// the render endpoints unless Prompts is set. kvroute's gateway and
+	// kvroute-epp hand it over as vLLM reads it (a UTF-16 or UTF-32 body
+	// decoded to UTF-8, a leading byte order mark dropped); a profile that
+	// reads its members (package disagg) expects UTF-8.
 	Body []byte
 	// Header is the inbound request header; Authorization is forwarded to the
 	// render endpoints.

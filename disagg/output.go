@@ -2,18 +2,20 @@ package disagg
 
 import (
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/internal/jsonscan"
 	"github.com/kvroute/kvroute/render"
 	"github.com/kvroute/kvroute/tokenload"
 )
 
 // outputTokens is the output tokens req is expected to generate: its
-// body's cap (render.MaxTokens), else Config.DefaultOutputTokens, at most
+// body's cap (render.MaxTokens, past a byte order mark as forcesNamedTool
+// reads it), else Config.DefaultOutputTokens, at most
 // Config.DecodeQueueOutputTokens. A larger cap would weigh no more in the
 // decode pick (the load share is capped at 1), and a client's
 // max_tokens near the int64 limit would wrap the endpoint's sum negative:
 // the busiest endpoint would look idle.
 func (p *Profile) outputTokens(req *kvroute.Request) int64 {
-	n, ok := render.MaxTokens(req.Body)
+	n, ok := render.MaxTokens(jsonscan.TrimBOM(req.Body))
 	if !ok {
 		n = p.cfg.DefaultOutputTokens
 	}

@@ -28,6 +28,12 @@ func TestOutputChargeIsAtMostTheDecodeQueue(t *testing.T) {
 	tok, reqs := f.p.DecodeLoad(f.eps[0].ID)
 	require.EqualValues(t, 2, reqs)
 	require.EqualValues(t, DefaultDecodeQueueOutputTokens+16, tok)
+
+	// A byte order mark before the body hides nothing (vLLM reads past it).
+	pick("\xef\xbb\xbf" + `{"max_tokens":7}`)
+	tok, reqs = f.p.DecodeLoad(f.eps[0].ID)
+	require.EqualValues(t, 3, reqs)
+	require.EqualValues(t, DefaultDecodeQueueOutputTokens+16+7, tok)
 }
 
 // The Profile's candidates are one pick's, which the Router narrows to the
