@@ -414,7 +414,10 @@ var errPingUnanswered = errors.New("cluster: the decision subscription did not a
 // own. A decision that still names this replica as its sender came in a message
 // it did not write that way (a version-1 header, a length not in its shortest
 // form: a forged or broken sender); it is dropped and counted (own_sender), as
-// is a decision with no keys (no_keys), which Publish never sends.
+// is a decision with no keys (no_keys), which Publish never sends. A load
+// change under this replica's own ID in such a message is dropped and
+// counted the same way (kvroute_cluster_load_changes_dropped_total,
+// own_sender).
 func (r *Replica) apply(payload []byte, scratch []kvindex.Key) []kvindex.Key {
 	if len(payload) > 0 && payload[0] == sessionMagic { // session affinity records (sessions.go)
 		r.applySessions(payload)
@@ -438,9 +441,11 @@ func (r *Replica) apply(payload []byte, scratch []kvindex.Key) []kvindex.Key {
 		r.stats.applied.Add(1)
 		r.met.received.Inc()
 	}, func(sender, endpoint []byte, seq uint64, tokens, requests int64) {
-		if string(sender) != self {
-			r.applyDelta(sender, endpoint, seq, tokens, requests)
+		if string(sender) == self {
+			r.met.deltasDropped[deltaDropOwnSender].Inc()
+			return
 		}
+		r.applyDelta(sender, endpoint, seq, tokens, requests)
 	})
 	if err != nil {
 		r.met.invalidMsgs.Inc()

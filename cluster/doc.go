@@ -132,7 +132,8 @@
 // no replica publishes, and one under this replica's own ID in a message not
 // headed as it heads its own (its echoes are skipped uncounted), are dropped
 // and counted in kvroute_cluster_decisions_dropped_total (reason no_keys,
-// own_sender). A record whose send time is more than a lease from now is not a
+// own_sender); a load change under this replica's own ID in such a message,
+// in kvroute_cluster_load_changes_dropped_total (own_sender). A record whose send time is more than a lease from now is not a
 // live peer whatever its key's TTL (a record written without one would
 // otherwise count forever), and is counted in
 // kvroute_cluster_stale_records_total at every read; replicas' clocks must

@@ -37,10 +37,11 @@ const (
 	deltaDropDegraded
 	deltaDropTooLarge
 	deltaDropStale
+	deltaDropOwnSender
 	numDeltaDrops
 )
 
-var deltaDropNames = [numDeltaDrops]string{"queue_full", "redis_error", "memory", "degraded", "too_large", "stale"}
+var deltaDropNames = [numDeltaDrops]string{"queue_full", "redis_error", "memory", "degraded", "too_large", "stale", "own_sender"}
 
 // Reasons a loaded endpoint is left out of this replica's record.
 const (
@@ -100,7 +101,7 @@ func newMetrics(set telemetry.Set) (*metrics, error) {
 	}, []string{"reason"})
 	deltaDrops := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kvroute_cluster_load_changes_dropped_total",
-		Help: "Load changes (dispatches, releases) not shared or not applied, by reason (queue_full: this replica's publish queue was full; redis_error: the publish failed; memory: over maxPendingDeltaBytes or maxPeers here; degraded: received while this replica routes on local load, Redis unreachable; too_large: larger than a message on its own, an endpoint name of about 1 MiB; stale: a peer's change still above its live record 2 × lease after it arrived, numbered beyond anything its records reach, a forged or broken sender). The peers then go by the next record.",
+		Help: "Load changes (dispatches, releases) not shared or not applied, by reason (queue_full: this replica's publish queue was full; redis_error: the publish failed; memory: over maxPendingDeltaBytes or maxPeers here; degraded: received while this replica routes on local load, Redis unreachable; too_large: larger than a message on its own, an endpoint name of about 1 MiB; stale: a peer's change still above its live record 2 × lease after it arrived, numbered beyond anything its records reach, a forged or broken sender; own_sender: received under this replica's own ID in a message not headed as this replica heads its own, a forged or broken sender). The peers then go by the next record.",
 	}, []string{"reason"})
 	epDrops := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kvroute_cluster_endpoints_dropped_total",
