@@ -17,6 +17,7 @@ import (
 	"github.com/kvroute/kvroute/disagg"
 	"github.com/kvroute/kvroute/disagg/sidecar"
 	"github.com/kvroute/kvroute/kvevents"
+	"github.com/kvroute/kvroute/render"
 	"github.com/kvroute/kvroute/simengine"
 	"github.com/kvroute/kvroute/simengine/server"
 	"github.com/kvroute/kvroute/telemetry"
@@ -220,3 +221,80 @@ func regCounter(t *testing.T, reg prometheus.Gatherer, name string, labels ...st
 // pdModes are where the exchange of a split request runs: the decode
 // pods' kvroute-sidecars (header) or the gateway (exchange).
 var pdModes = []string{DisaggModeHeader, DisaggModeExchange}
+
+// splitPair is a gateway in a P/D mode over one prefill and one decode role
+// engine, whose profile splits one API on top of the completions APIs: the
+// setup of the tests that a split request of that API runs end to end.
+type splitPair struct {
+	*pdFleet
+	pre, dec *roleEngine
+	eps      []kvroute.Endpoint
+}
+
+// startSplitPair starts the engines (the decoder behind a kvroute-sidecar
+// in header mode) and a gateway in mode with splitAPIs completions, chat
+// completions and api, and waits for both engines' KV-event streams.
+func startSplitPair(t *testing.T, mode string, api render.API) *splitPair {
+	t.Helper()
+	pre := startRoleEngine(t, server.RolePrefill, server.PDConfig{}, false, 0)
+	dec := startRoleEngine(t, server.RoleDecode, server.PDConfig{}, mode == DisaggModeHeader, 0)
+	started := false
+	defer func() {
+		if !started { // the gateway failed to start: the engines stop here
+			pre.close(t)
+			dec.close(t)
+		}
+	}()
+	eps := []kvroute.Endpoint{pre.endpoint(disagg.RolePrefill), dec.endpoint(disagg.RoleDecode)}
+	dcfg := disagg.Config{NonCachedTokens: 256, SplitAPIs: []render.API{render.APICompletions, render.APIChatCompletions, api}}
+	p := &splitPair{pdFleet: startPDFleetWith(t, dcfg, mode, 0, eps, pre, dec), pre: pre, dec: dec, eps: eps}
+	started = true
+	return p
+}
+
+// close shuts the gateway down, then the engines (each even when the one
+// before failed).
+func (p *splitPair) close(t *testing.T) {
+	defer p.dec.close(t)
+	defer p.pre.close(t)
+	p.pdFleet.close(t)
+}
+
+// postSplit sends body to the gateway's path with the headers hdr (and
+// Content-Type application/json) and checks the request was split: answered
+// 200 by the decode engine, prefilled on the prefill engine without a
+// fallback, which has generated one token for each of the n split requests
+// so far. It returns the answer.
+func (p *splitPair) postSplit(t *testing.T, path, body string, hdr map[string]string, n int, stream bool) string {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, p.gw.URL()+path, strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := p.client.Do(req)
+	require.NoError(t, err)
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
+	require.Equal(t, p.dec.id, resp.Header.Get(HeaderEndpoint))
+	require.Equal(t, p.pre.id, resp.Header.Get(HeaderPrefillEndpoint), "split (stream %t)", stream)
+	require.Empty(t, resp.Header.Get(HeaderPrefillFallback), string(b))
+	require.Equal(t, uint64(n), p.pre.srv.Engine().Stats().GenerationTokens, "the prefiller generated one token per request")
+	return string(b)
+}
+
+// requireCounted waits until every request has ended and checks the
+// gateway's decisions (split for an uncached prompt, local for an API
+// splitAPIs does not name) and that the exchange, wherever it ran, split
+// every split request without a fallback.
+func (p *splitPair) requireCounted(t *testing.T, split, localAPI float64) {
+	t.Helper()
+	p.requireIdle(t, p.eps)
+	require.Equal(t, split, pdCounter(t, p.gw, "kvroute_disagg_decisions_total", "outcome", "split", "reason", "uncached"))
+	require.Equal(t, localAPI, pdCounter(t, p.gw, "kvroute_disagg_decisions_total", "outcome", "local", "reason", "api"))
+	require.Equal(t, split, p.sidecarCounter(t, "kvroute_sidecar_requests_total", "outcome", sidecar.OutcomeSplit))
+	require.Zero(t, p.sidecarCounter(t, "kvroute_sidecar_requests_total", "outcome", sidecar.OutcomeFallback))
+}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/disagg"
-	"github.com/kvroute/kvroute/disagg/sidecar"
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/render"
 	"github.com/kvroute/kvroute/simengine/server"
@@ -32,33 +31,20 @@ func TestDisaggMessagesThroughGateway(t *testing.T) {
 	for _, mode := range pdModes {
 		t.Run(mode, func(t *testing.T) {
 			defer leakcheck.Check(t)()
-			pre := startRoleEngine(t, server.RolePrefill, server.PDConfig{}, false, 0)
-			dec := startRoleEngine(t, server.RoleDecode, server.PDConfig{}, mode == DisaggModeHeader, 0)
-			defer func() {
-				pre.close(t)
-				dec.close(t)
-			}()
-			eps := []kvroute.Endpoint{pre.endpoint(disagg.RolePrefill), dec.endpoint(disagg.RoleDecode)}
-			dcfg := disagg.Config{NonCachedTokens: 256, SplitAPIs: []render.API{render.APICompletions, render.APIChatCompletions, render.APIMessages}}
-			f := startPDFleetWith(t, dcfg, mode, 0, eps, pre, dec)
-			defer f.close(t)
+			p := startSplitPair(t, mode, render.APIMessages)
+			defer p.close(t)
 
 			var transferred uint64
 			for i, stream := range []bool{false, true} {
 				body := fmt.Sprintf(`{"model":%q,"max_tokens":5,"stream":%t,"system":"be brief","messages":[{"role":"user","content":%q}]}`,
 					testModel, stream, words(80+i, 600))
-				resp, b := f.postMessages(t, body)
-				require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
-				require.Equal(t, dec.id, resp.Header.Get(HeaderEndpoint))
-				require.Equal(t, pre.id, resp.Header.Get(HeaderPrefillEndpoint), "split (stream %t)", stream)
-				require.Empty(t, resp.Header.Get(HeaderPrefillFallback), string(b))
-				require.NotContains(t, string(b), "kv_transfer_params", "the client sees the decoder's answer")
-				require.Equal(t, uint64(i+1), pre.srv.Engine().Stats().GenerationTokens, "the prefiller generated one token per request")
-				got := dec.srv.Engine().Stats().KVTransferTokens - transferred
+				b := p.postSplit(t, "/v1/messages", body, map[string]string{"anthropic-version": "2023-06-01"}, i+1, stream)
+				require.NotContains(t, b, "kv_transfer_params", "the client sees the decoder's answer")
+				got := p.dec.srv.Engine().Stats().KVTransferTokens - transferred
 				transferred += got
 				if stream {
-					require.Equal(t, 5, strings.Count(string(b), "event: content_block_delta"), string(b))
-					require.Contains(t, string(b), "event: message_stop")
+					require.Equal(t, 5, strings.Count(b, "event: content_block_delta"), b)
+					require.Contains(t, b, "event: message_stop")
 					require.Positive(t, got, "the decoder received the prompt")
 					continue
 				}
@@ -69,17 +55,13 @@ func TestDisaggMessagesThroughGateway(t *testing.T) {
 						Output int `json:"output_tokens"`
 					} `json:"usage"`
 				}
-				require.NoError(t, json.Unmarshal(b, &a))
+				require.NoError(t, json.Unmarshal([]byte(b), &a))
 				require.Equal(t, "message", a.Type)
 				require.Equal(t, 5, a.Usage.Output)
 				require.Equal(t, uint64(a.Usage.Input-1), got, "the decoder received the whole prompt")
 			}
 
-			f.requireIdle(t, eps)
-			require.Equal(t, 2.0, pdCounter(t, f.gw, "kvroute_disagg_decisions_total", "outcome", "split", "reason", "uncached"))
-			require.Zero(t, pdCounter(t, f.gw, "kvroute_disagg_decisions_total", "outcome", "local", "reason", "api"))
-			require.Equal(t, 2.0, f.sidecarCounter(t, "kvroute_sidecar_requests_total", "outcome", sidecar.OutcomeSplit))
-			require.Zero(t, f.sidecarCounter(t, "kvroute_sidecar_requests_total", "outcome", sidecar.OutcomeFallback))
+			p.requireCounted(t, 2, 0)
 		})
 	}
 }

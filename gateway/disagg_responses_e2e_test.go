@@ -10,12 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kvroute/kvroute"
-	"github.com/kvroute/kvroute/disagg"
-	"github.com/kvroute/kvroute/disagg/sidecar"
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/render"
-	"github.com/kvroute/kvroute/simengine/server"
 )
 
 // With the profile's splitAPIs naming responses, a long new Responses
@@ -32,31 +28,14 @@ func TestDisaggResponsesThroughGateway(t *testing.T) {
 	for _, mode := range pdModes {
 		t.Run(mode, func(t *testing.T) {
 			defer leakcheck.Check(t)()
-			pre := startRoleEngine(t, server.RolePrefill, server.PDConfig{}, false, 0)
-			dec := startRoleEngine(t, server.RoleDecode, server.PDConfig{}, mode == DisaggModeHeader, 0)
-			defer func() {
-				pre.close(t)
-				dec.close(t)
-			}()
-			eps := []kvroute.Endpoint{pre.endpoint(disagg.RolePrefill), dec.endpoint(disagg.RoleDecode)}
-			dcfg := disagg.Config{NonCachedTokens: 256, SplitAPIs: []render.API{render.APICompletions, render.APIChatCompletions, render.APIResponses}}
-			f := startPDFleetWith(t, dcfg, mode, 0, eps, pre, dec)
-			defer f.close(t)
+			p := startSplitPair(t, mode, render.APIResponses)
+			defer p.close(t)
 
 			for i, stream := range []bool{false, true} {
 				body := fmt.Sprintf(`{"model":%q,"input":%q,"max_output_tokens":5,"stream":%t}`, testModel, words(60+i, 600), stream)
-				resp, err := f.client.Post(f.gw.URL()+"/v1/responses", "application/json", strings.NewReader(body))
-				require.NoError(t, err)
-				b, err := io.ReadAll(resp.Body)
-				require.NoError(t, err)
-				require.NoError(t, resp.Body.Close())
-				require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
-				require.Equal(t, dec.id, resp.Header.Get(HeaderEndpoint))
-				require.Equal(t, pre.id, resp.Header.Get(HeaderPrefillEndpoint), "split (stream %t)", stream)
-				require.Empty(t, resp.Header.Get(HeaderPrefillFallback), string(b))
-				require.Equal(t, uint64(i+1), pre.srv.Engine().Stats().GenerationTokens, "the prefiller generated one token per request")
+				b := p.postSplit(t, "/v1/responses", body, nil, i+1, stream)
 				if stream {
-					require.Equal(t, 5, strings.Count(string(b), "event: response.output_text.delta"), string(b))
+					require.Equal(t, 5, strings.Count(b, "event: response.output_text.delta"), b)
 					continue
 				}
 				var a struct {
@@ -68,13 +47,13 @@ func TestDisaggResponsesThroughGateway(t *testing.T) {
 						} `json:"input_tokens_details"`
 					} `json:"usage"`
 				}
-				require.NoError(t, json.Unmarshal(b, &a))
+				require.NoError(t, json.Unmarshal([]byte(b), &a))
 				require.Equal(t, 5, a.Usage.Output)
 				require.Equal(t, a.Usage.Input-1, a.Usage.Details.Cached, "the decoder received the whole prompt")
 			}
 
 			body := fmt.Sprintf(`{"model":%q,"max_tokens":2,"messages":[{"role":"user","content":%q}]}`, testModel, words(70, 600))
-			resp, err := f.client.Post(f.gw.URL()+"/v1/messages", "application/json", strings.NewReader(body))
+			resp, err := p.client.Post(p.gw.URL()+"/v1/messages", "application/json", strings.NewReader(body))
 			require.NoError(t, err)
 			_, err = io.Copy(io.Discard, resp.Body)
 			require.NoError(t, err)
@@ -82,11 +61,7 @@ func TestDisaggResponsesThroughGateway(t *testing.T) {
 			require.Equal(t, http.StatusOK, resp.StatusCode)
 			require.Empty(t, resp.Header.Get(HeaderPrefillEndpoint), "messages are not in splitAPIs")
 
-			f.requireIdle(t, eps)
-			require.Equal(t, 2.0, pdCounter(t, f.gw, "kvroute_disagg_decisions_total", "outcome", "split", "reason", "uncached"))
-			require.Equal(t, 1.0, pdCounter(t, f.gw, "kvroute_disagg_decisions_total", "outcome", "local", "reason", "api"))
-			require.Equal(t, 2.0, f.sidecarCounter(t, "kvroute_sidecar_requests_total", "outcome", sidecar.OutcomeSplit))
-			require.Zero(t, f.sidecarCounter(t, "kvroute_sidecar_requests_total", "outcome", sidecar.OutcomeFallback))
+			p.requireCounted(t, 2, 1)
 		})
 	}
 }
