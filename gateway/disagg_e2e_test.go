@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute"
@@ -250,36 +249,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // pairs given.
 func pdCounter(t *testing.T, gw *Server, name string, labels ...string) float64 {
 	t.Helper()
-	mfs, err := gw.registry.Gather()
-	require.NoError(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if pdMatches(m, labels) {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
-}
-
-func pdMatches(m *dto.Metric, labels []string) bool {
-	want := map[string]string{}
-	for i := 0; i+1 < len(labels); i += 2 {
-		want[labels[i]] = labels[i+1]
-	}
-	n := 0
-	for _, l := range m.GetLabel() {
-		if v, ok := want[l.GetName()]; ok {
-			if v != l.GetValue() {
-				return false
-			}
-			n++
-		}
-	}
-	return n == len(want)
+	return regCounter(t, gw.registry, name, labels...)
 }
 
 // startDisaggGateway starts one simulated engine per role and a gateway

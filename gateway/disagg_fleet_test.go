@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute"
@@ -216,6 +217,25 @@ func regCounter(t *testing.T, reg prometheus.Gatherer, name string, labels ...st
 		}
 	}
 	return 0
+}
+
+// pdMatches reports whether m carries every label pair in labels (name,
+// value, name, value, ...).
+func pdMatches(m *dto.Metric, labels []string) bool {
+	want := map[string]string{}
+	for i := 0; i+1 < len(labels); i += 2 {
+		want[labels[i]] = labels[i+1]
+	}
+	n := 0
+	for _, l := range m.GetLabel() {
+		if v, ok := want[l.GetName()]; ok {
+			if v != l.GetValue() {
+				return false
+			}
+			n++
+		}
+	}
+	return n == len(want)
 }
 
 // pdModes are where the exchange of a split request runs: the decode
