@@ -208,21 +208,7 @@ func TestGatewayBlindWithoutEventsOrApproximate(t *testing.T) {
 // absent).
 func counterOf(t *testing.T, reg prometheus.Gatherer, name, label, value string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == label && l.GetValue() == value {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
+	return regCounter(t, reg, name, label, value)
 }
 
 // scrape returns the gateway's /metrics page.
