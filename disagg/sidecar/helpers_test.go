@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -102,4 +103,70 @@ func counter(t *testing.T, reg *prometheus.Registry, name, label, value string) 
 		}
 	}
 	return 0
+}
+
+// startSplit starts a prefill and a decode engine and a sidecar in front
+// of the decoder: the setup of the tests that split a request end to end.
+// reg holds the sidecar's metrics, url is its base URL.
+func startSplit(t *testing.T) (pre, dec *server.Server, reg *prometheus.Registry, url string) {
+	t.Helper()
+	pre, dec = startEngine(t, server.RolePrefill), startEngine(t, server.RoleDecode)
+	_, reg, url = startSidecar(t, Config{DecoderURL: "http://" + dec.Addr()})
+	return pre, dec, reg, url
+}
+
+// requireStreamedSplit sends the streamed request body to the sidecar's
+// path naming pre as the prefiller and checks the decoder's answer streams
+// through: an event stream of tokens events named delta that ends with
+// the event named end, pre having generated prefills tokens in all (one a
+// prefill).
+func requireStreamedSplit(t *testing.T, url, path string, pre *server.Server, body any, delta, end string, tokens int, prefills uint64) {
+	t.Helper()
+	code, hdr, b := send(t, url+path, pre.Addr(), body)
+	require.Equal(t, http.StatusOK, code, string(b))
+	require.Contains(t, hdr.Get("Content-Type"), "text/event-stream")
+	require.Equal(t, tokens, strings.Count(string(b), "event: "+delta), string(b))
+	require.Contains(t, string(b), "event: "+end)
+	require.Equal(t, prefills, pre.Engine().Stats().GenerationTokens, "one token per prefill")
+}
+
+// bodyRecorder is a fake engine on loopback that keeps the JSON body of
+// the last request it got and answers with a fixed body: what a test of
+// the prefill and decode bodies reads.
+type bodyRecorder struct {
+	addr string // host:port
+	mu   sync.Mutex
+	last map[string]json.RawMessage
+}
+
+// startBodyRecorder answers a request with a JSON body for path ("": any
+// path) with answer, and any other request 400 Bad Request.
+func startBodyRecorder(t *testing.T, path, answer string) *bodyRecorder {
+	t.Helper()
+	rec := &bodyRecorder{}
+	rec.addr = fakePrefiller(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		var got map[string]json.RawMessage
+		if (path != "" && r.URL.Path != path) || json.Unmarshal(b, &got) != nil {
+			got = nil
+		}
+		rec.mu.Lock()
+		rec.last = got
+		rec.mu.Unlock()
+		if got == nil {
+			http.Error(w, "bad", http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(answer))
+	})
+	return rec
+}
+
+// body returns the fields of the last request's JSON body (nil when it
+// was refused).
+func (rec *bodyRecorder) body() map[string]json.RawMessage {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return rec.last
 }

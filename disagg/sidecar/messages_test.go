@@ -3,16 +3,13 @@ package sidecar
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
-	"github.com/kvroute/kvroute/simengine/server"
 )
 
 // messagesBody is an Anthropic Messages request for content.
@@ -30,8 +27,7 @@ func messagesBody(content string, maxTokens int, stream bool) map[string]any {
 // header removed: the decoder computed the whole prompt.
 func TestSidecarSplitsMessages(t *testing.T) {
 	t.Cleanup(leakcheck.Check(t)) // runs after every other cleanup
-	pre, dec := startEngine(t, server.RolePrefill), startEngine(t, server.RoleDecode)
-	_, reg, url := startSidecar(t, Config{DecoderURL: "http://" + dec.Addr()})
+	pre, dec, reg, url := startSplit(t)
 
 	code, _, b := send(t, url+MessagesPath, pre.Addr(), messagesBody(longPrompt+"first", 6, false))
 	require.Equal(t, http.StatusOK, code, string(b))
@@ -49,12 +45,8 @@ func TestSidecarSplitsMessages(t *testing.T) {
 	require.Equal(t, uint64(1), pre.Engine().Stats().GenerationTokens, "the prefiller generated one token")
 	require.Equal(t, uint64(a.Usage.Input-1), dec.Engine().Stats().KVTransferTokens, "the decoder received the whole prompt")
 
-	code, hdr, b := send(t, url+MessagesPath, pre.Addr(), messagesBody(longPrompt+"second", 4, true))
-	require.Equal(t, http.StatusOK, code, string(b))
-	require.Contains(t, hdr.Get("Content-Type"), "text/event-stream")
-	require.Equal(t, 4, strings.Count(string(b), "event: content_block_delta"), string(b))
-	require.Contains(t, string(b), "event: message_stop")
-	require.Equal(t, uint64(2), pre.Engine().Stats().GenerationTokens, "one token per prefill")
+	requireStreamedSplit(t, url, MessagesPath, pre, messagesBody(longPrompt+"second", 4, true),
+		"content_block_delta", "message_stop", 4, 2)
 
 	require.Equal(t, 2.0, counter(t, reg, "kvroute_sidecar_requests_total", "outcome", OutcomeSplit))
 	require.Equal(t, 0.0, counter(t, reg, "kvroute_sidecar_requests_total", "outcome", OutcomeFallback))
@@ -70,36 +62,15 @@ func TestSidecarSplitsMessages(t *testing.T) {
 // transfer parameters. The gateway's Exchange builds the same bodies.
 func TestMessagesPrefillBody(t *testing.T) {
 	t.Cleanup(leakcheck.Check(t))
-	var mu sync.Mutex
-	var got map[string]json.RawMessage
-	prefiller := fakePrefiller(t, func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		mu.Lock()
-		defer mu.Unlock()
-		got = nil
-		if r.URL.Path != MessagesPath || json.Unmarshal(b, &got) != nil {
-			http.Error(w, "bad", http.StatusBadRequest)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"id":"msg_1","type":"message","role":"assistant","content":[],"kv_transfer_params":{"do_remote_prefill":true,"remote_engine_id":"e"}}`))
-	})
-	var dmu sync.Mutex
-	var decoded map[string]json.RawMessage
-	decoder := fakePrefiller(t, func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		dmu.Lock()
-		defer dmu.Unlock()
-		_ = json.Unmarshal(b, &decoded)
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"id":"msg_2","type":"message","role":"assistant","content":[]}`))
-	})
-	_, _, url := startSidecar(t, Config{DecoderURL: "http://" + decoder})
+	prefiller := startBodyRecorder(t, MessagesPath,
+		`{"id":"msg_1","type":"message","role":"assistant","content":[],"kv_transfer_params":{"do_remote_prefill":true,"remote_engine_id":"e"}}`)
+	decoder := startBodyRecorder(t, "", `{"id":"msg_2","type":"message","role":"assistant","content":[]}`)
+	_, _, url := startSidecar(t, Config{DecoderURL: "http://" + decoder.addr})
 	body := `{"model":"m","max_tokens":50,"stream":true,"system":"be brief","temperature":0.5,"messages":[{"role":"user","content":"hi"}]}`
-	code, _, b := send(t, url+MessagesPath, prefiller, []byte(body))
+	code, _, b := send(t, url+MessagesPath, prefiller.addr, []byte(body))
 	require.Equal(t, http.StatusOK, code, string(b))
 
-	mu.Lock()
+	got := prefiller.body()
 	require.Equal(t, `1`, string(got["max_tokens"]))
 	require.Equal(t, `false`, string(got["stream"]))
 	require.JSONEq(t, string(prefillRequestParams), string(got["kv_transfer_params"]))
@@ -108,25 +79,21 @@ func TestMessagesPrefillBody(t *testing.T) {
 	for _, k := range []string{"max_output_tokens", "store", "max_completion_tokens", "min_tokens", "stream_options"} {
 		require.NotContains(t, got, k, "not a Messages field")
 	}
-	mu.Unlock()
 
-	dmu.Lock()
+	decoded := decoder.body()
 	require.Equal(t, `50`, string(decoded["max_tokens"]))
 	require.Equal(t, `true`, string(decoded["stream"]))
 	require.Equal(t, `"be brief"`, string(decoded["system"]))
 	require.JSONEq(t, `{"do_remote_prefill":true,"remote_engine_id":"e"}`, string(decoded["kv_transfer_params"]))
-	dmu.Unlock()
 
 	// The Exchange a gateway runs splits the route the same way.
 	x, err := NewExchange(Config{}, Options{})
 	require.NoError(t, err)
 	t.Cleanup(x.Close)
-	res, err := x.Prefill(context.Background(), prefiller, MessagesPath, nil, []byte(body))
+	res, err := x.Prefill(context.Background(), prefiller.addr, MessagesPath, nil, []byte(body))
 	require.NoError(t, err)
 	require.True(t, res.Split, res.Fallback)
-	mu.Lock()
-	require.Equal(t, `1`, string(got["max_tokens"]))
-	mu.Unlock()
+	require.Equal(t, `1`, string(prefiller.body()["max_tokens"]))
 	require.Contains(t, string(res.DecodeBody), `"max_tokens":50`)
 	require.Contains(t, string(res.DecodeBody), `"kv_transfer_params":{"do_remote_prefill":true,"remote_engine_id":"e"}`)
 	require.True(t, SplitPath(MessagesPath))
@@ -144,8 +111,7 @@ func TestMessagesPrefillBody(t *testing.T) {
 // Messages request with tool_choice {"type":"any"} still splits.
 func TestSidecarMessagesForcedToolPrefillsLocally(t *testing.T) {
 	t.Cleanup(leakcheck.Check(t))
-	pre, dec := startEngine(t, server.RolePrefill), startEngine(t, server.RoleDecode)
-	_, reg, url := startSidecar(t, Config{DecoderURL: "http://" + dec.Addr()})
+	pre, dec, reg, url := startSplit(t)
 	body := func(content string, choice map[string]any) map[string]any {
 		b := messagesBody(longPrompt+content, 4, true)
 		b["tools"] = []map[string]any{{"name": "get", "input_schema": map[string]any{"type": "object"}}}

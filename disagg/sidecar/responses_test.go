@@ -2,16 +2,12 @@ package sidecar
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
-	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
-	"github.com/kvroute/kvroute/simengine/server"
 )
 
 // responsesBody is a Responses API request for content.
@@ -28,8 +24,7 @@ func responsesBody(content string, maxOutput int, stream bool) map[string]any {
 // unsplit, header removed: the decoder computed the whole prompt.
 func TestSidecarSplitsResponses(t *testing.T) {
 	t.Cleanup(leakcheck.Check(t)) // runs after every other cleanup
-	pre, dec := startEngine(t, server.RolePrefill), startEngine(t, server.RoleDecode)
-	_, reg, url := startSidecar(t, Config{DecoderURL: "http://" + dec.Addr()})
+	pre, dec, reg, url := startSplit(t)
 
 	code, _, b := send(t, url+ResponsesPath, pre.Addr(), responsesBody(longPrompt+"first", 6, false))
 	require.Equal(t, http.StatusOK, code, string(b))
@@ -51,12 +46,8 @@ func TestSidecarSplitsResponses(t *testing.T) {
 	require.Equal(t, uint64(1), pre.Engine().Stats().GenerationTokens, "the prefiller generated one token")
 	require.Equal(t, uint64(a.Usage.Input-1), dec.Engine().Stats().KVTransferTokens)
 
-	code, hdr, b := send(t, url+ResponsesPath, pre.Addr(), responsesBody(longPrompt+"second", 4, true))
-	require.Equal(t, http.StatusOK, code, string(b))
-	require.Contains(t, hdr.Get("Content-Type"), "text/event-stream")
-	require.Equal(t, 4, strings.Count(string(b), "event: response.output_text.delta"), string(b))
-	require.Contains(t, string(b), "event: response.completed")
-	require.Equal(t, uint64(2), pre.Engine().Stats().GenerationTokens, "one token per prefill")
+	requireStreamedSplit(t, url, ResponsesPath, pre, responsesBody(longPrompt+"second", 4, true),
+		"response.output_text.delta", "response.completed", 4, 2)
 
 	require.Equal(t, 2.0, counter(t, reg, "kvroute_sidecar_requests_total", "outcome", OutcomeSplit))
 	require.Equal(t, 0.0, counter(t, reg, "kvroute_sidecar_requests_total", "outcome", OutcomeFallback))
@@ -70,45 +61,23 @@ func TestSidecarSplitsResponses(t *testing.T) {
 // prefiller's transfer parameters.
 func TestResponsesPrefillBody(t *testing.T) {
 	t.Cleanup(leakcheck.Check(t))
-	var mu sync.Mutex
-	var got map[string]json.RawMessage
-	prefiller := fakePrefiller(t, func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		mu.Lock()
-		defer mu.Unlock()
-		if r.URL.Path != ResponsesPath || json.Unmarshal(b, &got) != nil {
-			http.Error(w, "bad", http.StatusBadRequest)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"id":"resp_1","object":"response","status":"completed","kv_transfer_params":{"do_remote_prefill":true,"remote_engine_id":"e"}}`))
-	})
-	var dmu sync.Mutex
-	var decoded map[string]json.RawMessage
-	decoder := fakePrefiller(t, func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		dmu.Lock()
-		defer dmu.Unlock()
-		_ = json.Unmarshal(b, &decoded)
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"id":"resp_2","object":"response","status":"completed"}`))
-	})
-	_, _, url := startSidecar(t, Config{DecoderURL: "http://" + decoder})
+	prefiller := startBodyRecorder(t, ResponsesPath,
+		`{"id":"resp_1","object":"response","status":"completed","kv_transfer_params":{"do_remote_prefill":true,"remote_engine_id":"e"}}`)
+	decoder := startBodyRecorder(t, "", `{"id":"resp_2","object":"response","status":"completed"}`)
+	_, _, url := startSidecar(t, Config{DecoderURL: "http://" + decoder.addr})
 	body := `{"model":"m","input":"hi","max_output_tokens":50,"stream":true,"store":true,"background":true,"previous_input_messages":null}`
-	code, _, b := send(t, url+ResponsesPath, prefiller, []byte(body))
+	code, _, b := send(t, url+ResponsesPath, prefiller.addr, []byte(body))
 	require.Equal(t, http.StatusOK, code, string(b))
 
-	mu.Lock()
+	got := prefiller.body()
 	require.Equal(t, `1`, string(got["max_output_tokens"]))
 	require.NotContains(t, got, "max_tokens", "not a Responses field")
 	require.Equal(t, `false`, string(got["stream"]))
 	require.Equal(t, `false`, string(got["store"]))
 	require.NotContains(t, got, "background")
 	require.JSONEq(t, string(prefillRequestParams), string(got["kv_transfer_params"]))
-	mu.Unlock()
 
-	dmu.Lock()
-	defer dmu.Unlock()
+	decoded := decoder.body()
 	require.Equal(t, `50`, string(decoded["max_output_tokens"]))
 	require.Equal(t, `true`, string(decoded["stream"]))
 	require.Equal(t, `true`, string(decoded["store"]))
