@@ -144,16 +144,3 @@ func TestRunSplitsResponsesWhenConfigured(t *testing.T) {
 		}
 	}
 }
-
-// scrapePlain returns the text of a plain-HTTP metrics URL.
-func scrapePlain(t *testing.T, url string) string {
-	t.Helper()
-	c := &http.Client{Transport: &http.Transport{}}
-	defer c.CloseIdleConnections()
-	resp, err := c.Get(url)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return string(b)
-}
