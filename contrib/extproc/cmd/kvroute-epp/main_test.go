@@ -211,8 +211,7 @@ func TestFallbacksAndConformanceHooksFlags(t *testing.T) {
 	require.True(t, f.allowClientKVTransferParams)
 
 	defer leakcheck.Check(t)()
-	err = run(context.Background(), []string{"--endpoints", "127.0.0.1:8000", "--fallbacks", "17", "--model", model,
-		"--listen-host", "127.0.0.1", "--grpc-port", "0", "--grpc-health-port", "0", "--metrics-port", "0"}, io.Discard, io.Discard)
+	err = tryRun("--fallbacks", "17")
 	require.ErrorContains(t, err, "fallbacks 17")
 }
 
@@ -235,8 +234,7 @@ func TestMaxBodyBytesInFlightFlag(t *testing.T) {
 		{[]string{"--max-body-bytes-in-flight", "-1"}, "maxBodyBytesInFlight -1 is negative"},
 		{[]string{"--max-body-bytes", "2048", "--max-body-bytes-in-flight", "1024"}, "maxBodyBytesInFlight 1024 is below maxBodyBytes 2048"},
 	} {
-		err = run(context.Background(), append([]string{"--endpoints", "127.0.0.1:8000", "--model", model,
-			"--listen-host", "127.0.0.1", "--grpc-port", "0", "--grpc-health-port", "0", "--metrics-port", "0"}, c.args...), io.Discard, io.Discard)
+		err = tryRun(c.args...)
 		require.ErrorContains(t, err, c.want)
 	}
 }
