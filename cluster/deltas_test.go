@@ -1,68 +1,17 @@
 package cluster
 
 import (
-	"context"
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/internal/redistest"
-	"github.com/kvroute/kvroute/kvindex"
 	"github.com/kvroute/kvroute/tokenload"
 )
-
-const deltaWait = 10 * time.Second // generous: a loaded 2-core machine
-
-// quietReplica joins the pool "d" at addr with refresh and read periods of
-// an hour: between its first read (in New) and a read the test forces, only
-// the load changes carried over pub/sub can move the peer load it sees.
-func quietReplica(t *testing.T, addr, id string, mutate func(*Config)) (*Replica, *tokenload.Tracker) {
-	t.Helper()
-	ix, err := kvindex.New(kvindex.Config{SweepInterval: -1}, kvindex.Options{})
-	require.NoError(t, err)
-	t.Cleanup(ix.Close)
-	tr, err := tokenload.NewTracker(tokenload.Options{})
-	require.NoError(t, err)
-	cfg := Config{Addrs: []string{addr}, Pool: "d", ReplicaID: id, Lease: 3 * time.Hour,
-		RefreshPeriod: time.Hour, ReadPeriod: time.Hour, OpTimeout: 2 * time.Second}
-	if mutate != nil {
-		mutate(&cfg)
-	}
-	r, err := New(cfg, ix, tr, Options{})
-	require.NoError(t, err)
-	t.Cleanup(r.Close)
-	acceptTestEndpoints(t, r)
-	return r, tr
-}
-
-// acceptTestEndpoints gives r the endpoints 10.0.0.1:8000 to 10.0.0.64:8000
-// and waits for the read that SetEndpoints asks for, so that no read the
-// test did not ask for runs later.
-func acceptTestEndpoints(t *testing.T, r *Replica) {
-	t.Helper()
-	reads := r.Stats().Reads
-	r.SetEndpoints(testEndpointIDs())
-	require.Eventually(t, func() bool { return r.Stats().Reads > reads }, deltaWait, time.Millisecond)
-}
-
-func testEndpointIDs() []string {
-	ids := make([]string, 64)
-	for i := range ids {
-		ids[i] = fmt.Sprintf("10.0.0.%d:8000", i+1)
-	}
-	return ids
-}
-
-func peerLoad(tr *tokenload.Tracker, ep string) [2]int64 {
-	p := tr.PeerLoadOf(ep)
-	return [2]int64{p.Tokens, p.Requests}
-}
 
 // A dispatch, its first chunk and its end on one replica reach the other's
 // peer load by pub/sub alone: the records are not refreshed or read meanwhile.
@@ -100,36 +49,6 @@ func TestPeersSeeLoadChangesWithinAHop(t *testing.T) {
 	require.Equal(t, tokenload.PeerLoad{}, trB.PeerLoadOf(ep), "a replica does not apply its own changes")
 	a.Close()
 	b.Close()
-}
-
-// ghost is a replica the test plays by hand on the real Redis: it writes
-// its record and publishes its load changes, so the test decides which
-// change is lost and which record includes what.
-type ghost struct {
-	t    *testing.T
-	id   string
-	rdb  *redis.Client
-	keys keys
-}
-
-func newGhost(t *testing.T, addr string) *ghost { return newNamedGhost(t, addr, "ghost") }
-
-// newNamedGhost is a ghost with replica ID id.
-func newNamedGhost(t *testing.T, addr, id string) *ghost {
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
-	t.Cleanup(func() { _ = rdb.Close() })
-	return &ghost{t: t, id: id, rdb: rdb, keys: newKeys("d", id)}
-}
-
-func (g *ghost) record(seq uint64, lease time.Duration, loads ...EndpointLoad) {
-	ctx := context.Background()
-	require.NoError(g.t, g.rdb.Set(ctx, g.keys.selfKey, encodeRecord(nil, "", uint64(time.Now().UnixMilli()), seq, loads, nil), lease).Err())
-	require.NoError(g.t, g.rdb.SAdd(ctx, g.keys.members, g.id).Err())
-}
-
-func (g *ghost) publish(first uint64, deltas ...delta) {
-	msg := appendDeltas(appendDecisionHeader(nil, g.id, 0), first, deltas)
-	require.NoError(g.t, g.rdb.Publish(context.Background(), g.keys.channel, msg).Err())
 }
 
 // The record is the source of truth: it supersedes the changes it includes
@@ -328,26 +247,6 @@ func TestLoadChangesOfAFloodingPeerDoNotShutOutTheOthers(t *testing.T) {
 	require.Equal(t, [2]int64{20, 4}, peerLoad(tr, honestEP))
 	requirePendingBytesConsistent(t, a)
 	a.Close()
-}
-
-// requirePendingBytesConsistent checks the accounting of the peers' pending
-// changes: each view counts its own changes' bytes, the total is the sum of
-// the views' counts, and it is never negative.
-func requirePendingBytesConsistent(t *testing.T, r *Replica) {
-	t.Helper()
-	r.viewsMu.Lock()
-	defer r.viewsMu.Unlock()
-	sum := 0
-	for id, v := range r.views {
-		held := 0
-		for _, d := range v.pending {
-			held += deltaBytes(d.endpoint)
-		}
-		require.Equal(t, held, v.bytes, "peer %s counts the bytes of the changes it holds", id)
-		sum += v.bytes
-	}
-	require.Equal(t, sum, r.pendingBytes, "the total is the sum of the peers' counts")
-	require.GreaterOrEqual(t, r.pendingBytes, 0)
 }
 
 // Taking an endpoint out of the set forgets the peers' pending changes

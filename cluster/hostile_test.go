@@ -21,61 +21,6 @@ import (
 // keep its load tracker and index to its own endpoints, keep every label
 // value valid and not take an old record for a live peer.
 
-// hostileTarget is a quiet replica of pool "d" (see quietReplica) whose
-// metrics, and its tracker's, are in reg.
-type hostileTarget struct {
-	r   *Replica
-	tr  *tokenload.Tracker
-	ix  *kvindex.Index
-	reg *prometheus.Registry
-}
-
-func newHostileTarget(t *testing.T, addr string) hostileTarget {
-	t.Helper()
-	reg := prometheus.NewRegistry()
-	ix, err := kvindex.New(kvindex.Config{SweepInterval: -1}, kvindex.Options{})
-	require.NoError(t, err)
-	t.Cleanup(ix.Close)
-	tr, err := tokenload.NewTracker(tokenload.Options{Set: telemetry.Set{Registerer: reg}})
-	require.NoError(t, err)
-	cfg := Config{Addrs: []string{addr}, Pool: "d", ReplicaID: "a", Lease: 3 * time.Hour,
-		RefreshPeriod: time.Hour, ReadPeriod: time.Hour, OpTimeout: 2 * time.Second}
-	r, err := New(cfg, ix, tr, Options{Set: telemetry.Set{Registerer: reg}})
-	require.NoError(t, err)
-	t.Cleanup(r.Close)
-	acceptTestEndpoints(t, r)
-	return hostileTarget{r: r, tr: tr, ix: ix, reg: reg}
-}
-
-// counter returns the value of a counter in reg (0 when it is absent), the
-// one whose labels include want.
-func counter(t *testing.T, reg *prometheus.Registry, name string, want map[string]string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				labels[lp.GetName()] = lp.GetValue()
-			}
-			for k, v := range want {
-				if labels[k] != v {
-					continue metrics
-				}
-			}
-			return m.GetCounter().GetValue()
-		}
-	}
-	return 0
-}
-
-const known = "10.0.0.1:8000" // one of the target's endpoints
-
 // A peer record naming 4,096 endpoints that are not the replica's adds none
 // of them to its load tracker: they are dropped and counted, and the
 // record's load on the replica's own endpoint is taken.
