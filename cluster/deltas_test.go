@@ -27,18 +27,18 @@ func TestPeersSeeLoadChangesWithinAHop(t *testing.T) {
 	const ep = "10.0.0.1:8000"
 
 	h := trB.Dispatch(ep, 700)
-	require.Eventually(t, func() bool { return peerLoad(trA, ep) == [2]int64{700, 1} }, deltaWait, time.Millisecond,
+	awaitPeerLoad(t, trA, ep, [2]int64{700, 1},
 		"the dispatch reaches a: %v", peerLoad(trA, ep))
 	h.FirstChunk()
-	require.Eventually(t, func() bool { return peerLoad(trA, ep) == [2]int64{0, 1} }, deltaWait, time.Millisecond,
+	awaitPeerLoad(t, trA, ep, [2]int64{0, 1},
 		"the first chunk's release reaches a: %v", peerLoad(trA, ep))
 	h.Done()
-	require.Eventually(t, func() bool { return peerLoad(trA, ep) == [2]int64{} }, deltaWait, time.Millisecond,
+	awaitPeerLoad(t, trA, ep, [2]int64{},
 		"the end of the request reaches a: %v", peerLoad(trA, ep))
 	h2 := trB.Dispatch(ep, 300)
-	require.Eventually(t, func() bool { return peerLoad(trA, ep) == [2]int64{300, 1} }, deltaWait, time.Millisecond)
+	awaitPeerLoad(t, trA, ep, [2]int64{300, 1})
 	h2.Done() // cancelled before its first chunk: tokens and request at once
-	require.Eventually(t, func() bool { return peerLoad(trA, ep) == [2]int64{} }, deltaWait, time.Millisecond)
+	awaitPeerLoad(t, trA, ep, [2]int64{})
 	require.Equal(t, readsA, a.Stats().Reads, "no record read carried any of it")
 	// b counts its changes once its PUBLISH returns, which may be after a
 	// has already applied them.
@@ -56,18 +56,13 @@ func TestPeersSeeLoadChangesWithinAHop(t *testing.T) {
 // a change at or below the last record's sequence is discarded, and a
 // replica whose lease expired loses its load, changes included.
 func TestRecordSupersedesAndHealsLoadChanges(t *testing.T) {
-	defer leakcheck.Check(t)()
-	srv := redistest.Start(t)
-	defer srv.Stop()
+	t.Cleanup(leakcheck.Check(t)) // after the server, the ghosts and the replica, which Cleanup stops first
 	const ep = "10.0.0.9:8000"
-	g := newGhost(t, srv.Addr)
-	g.record(100, time.Hour)
-	a, tr := quietReplica(t, srv.Addr, "a", nil)
-	defer a.Close()
+	g, a, tr := startGhostPeer(t, 100, nil)
 	require.Equal(t, []Peer{{ID: "ghost"}}, a.Peers())
 
 	g.publish(101, delta{endpoint: ep, tokens: 500, requests: 1}, delta{endpoint: ep, tokens: 200, requests: 1})
-	require.Eventually(t, func() bool { return peerLoad(tr, ep) == [2]int64{700, 2} }, deltaWait, time.Millisecond)
+	awaitPeerLoad(t, tr, ep, [2]int64{700, 2})
 	require.Equal(t, 2*deltaBytes(ep), a.PendingDeltaBytes())
 
 	// The record of seq 101 includes the first change only: the second stays on top, once.
@@ -78,7 +73,7 @@ func TestRecordSupersedesAndHealsLoadChanges(t *testing.T) {
 
 	// Change 103 (the end of the 500-token request) is lost; 104 arrives.
 	g.publish(104, delta{endpoint: ep, tokens: -200, requests: -1})
-	require.Eventually(t, func() bool { return peerLoad(tr, ep) == [2]int64{500, 1} }, deltaWait, time.Millisecond,
+	awaitPeerLoad(t, tr, ep, [2]int64{500, 1},
 		"a sees what arrived, missing the lost change: %v", peerLoad(tr, ep))
 	g.record(104, time.Hour) // the ghost's totals after 104: nothing in flight
 	a.read()
@@ -88,14 +83,14 @@ func TestRecordSupersedesAndHealsLoadChanges(t *testing.T) {
 	// A late copy of an included change is discarded.
 	g.publish(103, delta{endpoint: ep, tokens: -500, requests: -1}, delta{endpoint: ep, tokens: 9, requests: 1})
 	g.publish(105, delta{endpoint: ep, tokens: 40, requests: 1}) // a marker: the late one was handled before it
-	require.Eventually(t, func() bool { return peerLoad(tr, ep) == [2]int64{40, 1} }, deltaWait, time.Millisecond,
+	awaitPeerLoad(t, tr, ep, [2]int64{40, 1},
 		"stale changes ignored: %v", peerLoad(tr, ep))
 	require.Equal(t, 2.0, testutil.ToFloat64(a.met.deltasSuperseded))
 
 	// The lease expires: the record and the changes above it go.
 	g.record(105, 200*time.Millisecond, EndpointLoad{Endpoint: ep, Tokens: 40, Requests: 1})
 	g.publish(106, delta{endpoint: ep, tokens: 60, requests: 1})
-	require.Eventually(t, func() bool { return peerLoad(tr, ep) == [2]int64{100, 2} }, deltaWait, time.Millisecond)
+	awaitPeerLoad(t, tr, ep, [2]int64{100, 2})
 	require.Eventually(t, func() bool {
 		a.read()
 		return peerLoad(tr, ep) == [2]int64{} && len(a.Peers()) == 0
@@ -113,19 +108,15 @@ func TestRecordSupersedesAndHealsLoadChanges(t *testing.T) {
 // peer's live record 2 × Lease after it arrived is dropped and counted
 // (reason stale), and the peer's load is its record's again.
 func TestLoadChangeNoRecordSupersedesExpires(t *testing.T) {
-	defer leakcheck.Check(t)()
-	srv := redistest.Start(t)
-	defer srv.Stop()
+	t.Cleanup(leakcheck.Check(t)) // after the server, the ghosts and the replica, which Cleanup stops first
 	const ep = "10.0.0.9:8000"
-	g := newGhost(t, srv.Addr)
-	g.record(100, time.Hour, EndpointLoad{Endpoint: ep, Tokens: 1, Requests: 1})
 	const lease = 600 * time.Millisecond
-	a, tr := quietReplica(t, srv.Addr, "a", func(c *Config) { c.Lease, c.RefreshPeriod = lease, lease/2 })
-	defer a.Close()
+	g, a, tr := startGhostPeer(t, 100, func(c *Config) { c.Lease, c.RefreshPeriod = lease, lease/2 },
+		EndpointLoad{Endpoint: ep, Tokens: 1, Requests: 1})
 	require.Equal(t, [2]int64{1, 1}, peerLoad(tr, ep))
 
 	g.publish(1<<40, delta{endpoint: ep, tokens: 1000, requests: 5})
-	require.Eventually(t, func() bool { return peerLoad(tr, ep) == [2]int64{1001, 6} }, deltaWait, time.Millisecond)
+	awaitPeerLoad(t, tr, ep, [2]int64{1001, 6})
 	start := time.Now()
 	require.Eventually(t, func() bool {
 		g.record(101, time.Hour, EndpointLoad{Endpoint: ep, Tokens: 1, Requests: 1}) // the ghost lives on
@@ -145,19 +136,14 @@ func TestLoadChangeNoRecordSupersedesExpires(t *testing.T) {
 // not kept on top of it, nor are they ever superseded by the new life's
 // lower numbers.
 func TestRestartedReplicaWithAClockBehindLeavesNoPhantomLoad(t *testing.T) {
-	defer leakcheck.Check(t)()
-	srv := redistest.Start(t)
-	defer srv.Stop()
+	t.Cleanup(leakcheck.Check(t)) // after the server, the ghosts and the replica, which Cleanup stops first
 	const ep = "10.0.0.9:8000"
-	g := newGhost(t, srv.Addr)
-	g.record(1_000_000, time.Hour, EndpointLoad{Endpoint: ep, Tokens: 100, Requests: 1})
-	a, tr := quietReplica(t, srv.Addr, "a", nil)
-	defer a.Close()
+	g, a, tr := startGhostPeer(t, 1_000_000, nil, EndpointLoad{Endpoint: ep, Tokens: 100, Requests: 1})
 	require.Equal(t, [2]int64{100, 1}, peerLoad(tr, ep))
 
 	// The previous life's last dispatch, sent after its last record.
 	g.publish(1_000_001, delta{endpoint: ep, tokens: 50, requests: 1})
-	require.Eventually(t, func() bool { return peerLoad(tr, ep) == [2]int64{150, 2} }, deltaWait, time.Millisecond)
+	awaitPeerLoad(t, tr, ep, [2]int64{150, 2})
 
 	// It dies and restarts at once on a clock a second behind: its new
 	// record's totals are its own, numbered below the previous life's.
@@ -168,25 +154,20 @@ func TestRestartedReplicaWithAClockBehindLeavesNoPhantomLoad(t *testing.T) {
 
 	// The new life's changes above its record apply.
 	g.publish(501, delta{endpoint: ep, tokens: 7, requests: 1})
-	require.Eventually(t, func() bool { return peerLoad(tr, ep) == [2]int64{17, 2} }, deltaWait, time.Millisecond)
+	awaitPeerLoad(t, tr, ep, [2]int64{17, 2})
 	a.Close()
 }
 
 // Pending changes are bounded in bytes: over the bound they are dropped,
 // counted, and that peer goes by its records until the next one.
 func TestPendingLoadChangesBoundedInBytes(t *testing.T) {
-	defer leakcheck.Check(t)()
-	srv := redistest.Start(t)
-	defer srv.Stop()
+	t.Cleanup(leakcheck.Check(t)) // after the server, the ghosts and the replica, which Cleanup stops first
 	const ep = "10.0.0.9:8000"
-	g := newGhost(t, srv.Addr)
-	g.record(10, time.Hour)
-	a, tr := quietReplica(t, srv.Addr, "a", func(c *Config) { c.MaxPendingDeltaBytes = 2 * deltaBytes(ep) })
-	defer a.Close()
+	g, a, tr := startGhostPeer(t, 10, func(c *Config) { c.MaxPendingDeltaBytes = 2 * deltaBytes(ep) })
 	g.publish(11, delta{endpoint: ep, tokens: 1, requests: 1}, delta{endpoint: ep, tokens: 1, requests: 1},
 		delta{endpoint: ep, tokens: 1, requests: 1})
 	g.publish(14, delta{endpoint: ep, tokens: 1, requests: 1})
-	require.Eventually(t, func() bool { return testutil.ToFloat64(a.met.deltasDropped[deltaDropMemory]) == 2 }, deltaWait, time.Millisecond)
+	awaitMemoryDrops(t, a, 2)
 	require.Equal(t, [2]int64{2, 2}, peerLoad(tr, ep))
 	require.Equal(t, 2*deltaBytes(ep), a.PendingDeltaBytes(), "never over the bound")
 	g.record(14, time.Hour, EndpointLoad{Endpoint: ep, Tokens: 4, Requests: 4})
@@ -194,7 +175,7 @@ func TestPendingLoadChangesBoundedInBytes(t *testing.T) {
 	require.Equal(t, [2]int64{4, 4}, peerLoad(tr, ep), "the record falls back to the truth")
 	require.Zero(t, a.PendingDeltaBytes())
 	g.publish(15, delta{endpoint: ep, tokens: 1, requests: 1})
-	require.Eventually(t, func() bool { return peerLoad(tr, ep) == [2]int64{5, 5} }, deltaWait, time.Millisecond,
+	awaitPeerLoad(t, tr, ep, [2]int64{5, 5},
 		"changes apply again after the record")
 	a.Close()
 }
@@ -207,26 +188,19 @@ func TestPendingLoadChangesBoundedInBytes(t *testing.T) {
 // (counted), and the flooder's later changes are ignored until its next
 // record.
 func TestLoadChangesOfAFloodingPeerDoNotShutOutTheOthers(t *testing.T) {
-	defer leakcheck.Check(t)()
-	srv := redistest.Start(t)
-	defer srv.Stop()
+	t.Cleanup(leakcheck.Check(t)) // after the server, the ghosts and the replica, which Cleanup stops first
 	const floodEP, honestEP = "10.0.0.9:8000", "10.0.0.10:8000"
 	db := deltaBytes(floodEP)
-	flood, honest := newNamedGhost(t, srv.Addr, "flood"), newNamedGhost(t, srv.Addr, "honest")
-	flood.record(10, time.Hour)
-	honest.record(10, time.Hour)
-	a, tr := quietReplica(t, srv.Addr, "a", func(c *Config) { c.MaxPendingDeltaBytes = 8 * db })
-	defer a.Close()
-	require.Len(t, a.Peers(), 2)
+	flood, honest, a, tr := startFloodAndHonest(t, 8*db)
 
 	one := delta{endpoint: floodEP, tokens: 1, requests: 1}
 	flood.publish(11, one, one, one, one, one, one, one, one, one) // the ninth is over the bound
-	require.Eventually(t, func() bool { return testutil.ToFloat64(a.met.deltasDropped[deltaDropMemory]) == 1 }, deltaWait, time.Millisecond)
+	awaitMemoryDrops(t, a, 1)
 	require.Equal(t, 8*db, a.PendingDeltaBytes())
 	require.Equal(t, [2]int64{8, 8}, peerLoad(tr, floodEP))
 
 	honest.publish(11, delta{endpoint: honestEP, tokens: 5, requests: 1})
-	require.Eventually(t, func() bool { return peerLoad(tr, honestEP) == [2]int64{5, 1} }, deltaWait, time.Millisecond,
+	awaitPeerLoad(t, tr, honestEP, [2]int64{5, 1},
 		"the honest peer's change applies")
 	require.Equal(t, [2]int64{0, 0}, peerLoad(tr, floodEP), "the flood's pending changes were evicted")
 	require.Equal(t, 1+8.0, testutil.ToFloat64(a.met.deltasDropped[deltaDropMemory]))
@@ -236,7 +210,7 @@ func TestLoadChangesOfAFloodingPeerDoNotShutOutTheOthers(t *testing.T) {
 	flood.publish(20, one)
 	honest.publish(12, delta{endpoint: honestEP, tokens: 5, requests: 1}, delta{endpoint: honestEP, tokens: 5, requests: 1},
 		delta{endpoint: honestEP, tokens: 5, requests: 1})
-	require.Eventually(t, func() bool { return peerLoad(tr, honestEP) == [2]int64{20, 4} }, deltaWait, time.Millisecond)
+	awaitPeerLoad(t, tr, honestEP, [2]int64{20, 4})
 	require.Equal(t, [2]int64{0, 0}, peerLoad(tr, floodEP))
 	require.Equal(t, 1+8+1.0, testutil.ToFloat64(a.met.deltasDropped[deltaDropMemory]))
 	require.Equal(t, 4*deltaBytes(honestEP), a.PendingDeltaBytes())
@@ -256,21 +230,14 @@ func TestLoadChangesOfAFloodingPeerDoNotShutOutTheOthers(t *testing.T) {
 // again, the total went negative and MaxPendingDeltaBytes stopped bounding
 // the changes held.
 func TestRemovedEndpointsChangesLeaveTheirPeersByteCount(t *testing.T) {
-	defer leakcheck.Check(t)()
-	srv := redistest.Start(t)
-	defer srv.Stop()
+	t.Cleanup(leakcheck.Check(t)) // after the server, the ghosts and the replica, which Cleanup stops first
 	const epX, epY, epZ = "10.0.0.11:8000", "10.0.0.12:8000", "10.0.0.13:8000"
 	db := deltaBytes(epX)
-	flood, honest := newNamedGhost(t, srv.Addr, "flood"), newNamedGhost(t, srv.Addr, "honest")
-	flood.record(10, time.Hour)
-	honest.record(10, time.Hour)
-	a, tr := quietReplica(t, srv.Addr, "a", func(c *Config) { c.MaxPendingDeltaBytes = 4 * db })
-	defer a.Close()
-	require.Len(t, a.Peers(), 2)
+	flood, honest, a, tr := startFloodAndHonest(t, 4*db)
 
 	x := delta{endpoint: epX, tokens: 1, requests: 1}
 	flood.publish(11, x, x, x, x)
-	require.Eventually(t, func() bool { return peerLoad(tr, epX) == [2]int64{4, 4} }, deltaWait, time.Millisecond)
+	awaitPeerLoad(t, tr, epX, [2]int64{4, 4})
 	require.Equal(t, 4*db, a.PendingDeltaBytes())
 	requirePendingBytesConsistent(t, a)
 
@@ -289,13 +256,13 @@ func TestRemovedEndpointsChangesLeaveTheirPeersByteCount(t *testing.T) {
 
 	y := delta{endpoint: epY, tokens: 1, requests: 1}
 	flood.publish(15, y, y, y, y)
-	require.Eventually(t, func() bool { return peerLoad(tr, epY) == [2]int64{4, 4} }, deltaWait, time.Millisecond)
+	awaitPeerLoad(t, tr, epY, [2]int64{4, 4})
 	require.Equal(t, 4*db, a.PendingDeltaBytes(), "the bound is full with flood's four changes on epY")
 	requirePendingBytesConsistent(t, a)
 
 	// honest is within its share: flood, over its share, loses its changes.
 	honest.publish(11, delta{endpoint: epZ, tokens: 5, requests: 1})
-	require.Eventually(t, func() bool { return peerLoad(tr, epZ) == [2]int64{5, 1} }, deltaWait, time.Millisecond)
+	awaitPeerLoad(t, tr, epZ, [2]int64{5, 1})
 	require.Equal(t, [2]int64{}, peerLoad(tr, epY), "flood's changes were evicted")
 	require.Equal(t, db, a.PendingDeltaBytes(), "honest's one change is what is held")
 	requirePendingBytesConsistent(t, a)
@@ -305,9 +272,7 @@ func TestRemovedEndpointsChangesLeaveTheirPeersByteCount(t *testing.T) {
 	dropped := testutil.ToFloat64(a.met.deltasDropped[deltaDropMemory])
 	z := delta{endpoint: epZ, tokens: 1, requests: 1}
 	honest.publish(12, z, z, z, z, z, z, z)
-	require.Eventually(t, func() bool {
-		return testutil.ToFloat64(a.met.deltasDropped[deltaDropMemory]) == dropped+4
-	}, deltaWait, time.Millisecond)
+	awaitMemoryDrops(t, a, dropped+4)
 	require.Equal(t, [2]int64{8, 4}, peerLoad(tr, epZ))
 	require.Equal(t, 4*db, a.PendingDeltaBytes(), "never over MaxPendingDeltaBytes")
 	requirePendingBytesConsistent(t, a)
@@ -320,14 +285,9 @@ func TestRemovedEndpointsChangesLeaveTheirPeersByteCount(t *testing.T) {
 // applied then would weigh on its endpoint until Redis answers again,
 // its end never arriving.
 func TestLoadChangeRacingAnOutageIsNotAppliedAfterIt(t *testing.T) {
-	defer leakcheck.Check(t)()
-	srv := redistest.Start(t)
-	defer srv.Stop()
+	t.Cleanup(leakcheck.Check(t)) // after the server, the ghosts and the replica, which Cleanup stops first
 	const ep = "10.0.0.9:8000"
-	g := newGhost(t, srv.Addr)
-	g.record(100, time.Hour)
-	a, tr := quietReplica(t, srv.Addr, "a", nil)
-	defer a.Close()
+	_, a, tr := startGhostPeer(t, 100, nil)
 	a.testHookApplyDelta = func() { a.result(opRead, errors.New("Redis went away")) } // the read loop's outage, just then
 	a.applyDelta([]byte("ghost"), []byte(ep), 101, 500, 1)
 	a.testHookApplyDelta = nil

@@ -7,9 +7,11 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kvroute/kvroute/internal/redistest"
 	"github.com/kvroute/kvroute/kvindex"
 	"github.com/kvroute/kvroute/telemetry"
 	"github.com/kvroute/kvroute/tokenload"
@@ -177,3 +179,67 @@ func counter(t *testing.T, reg *prometheus.Registry, name string, want map[strin
 }
 
 const known = "10.0.0.1:8000" // one of the target's endpoints
+
+// awaitPeerLoad waits until tr's load from the peers on ep is want
+// (tokens, requests); msgAndArgs say what the wait is for.
+func awaitPeerLoad(t *testing.T, tr *tokenload.Tracker, ep string, want [2]int64, msgAndArgs ...any) {
+	t.Helper()
+	require.Eventually(t, func() bool { return peerLoad(tr, ep) == want }, deltaWait, time.Millisecond, msgAndArgs...)
+}
+
+// awaitMemoryDrops waits until r has dropped want load changes in all for
+// its pending bound (MaxPendingDeltaBytes).
+func awaitMemoryDrops(t *testing.T, r *Replica, want float64) {
+	t.Helper()
+	require.Eventually(t, func() bool { return testutil.ToFloat64(r.met.deltasDropped[deltaDropMemory]) == want },
+		deltaWait, time.Millisecond)
+}
+
+// startGhostPeer starts a redis-server, the ghost, which writes its record
+// (sequence seq, the loads given), and then replica "a" (quietReplica with
+// mutate), whose first read has taken the record. Everything stops at the
+// test's end.
+func startGhostPeer(t *testing.T, seq uint64, mutate func(*Config), loads ...EndpointLoad) (*ghost, *Replica, *tokenload.Tracker) {
+	t.Helper()
+	srv := redistest.Start(t)
+	g := newGhost(t, srv.Addr)
+	g.record(seq, time.Hour, loads...)
+	a, tr := quietReplica(t, srv.Addr, "a", mutate)
+	return g, a, tr
+}
+
+// startFloodAndHonest starts a redis-server, the ghosts "flood" and
+// "honest" with empty records of sequence 10, and replica "a" holding at
+// most maxPending bytes of pending load changes, which knows both peers.
+// Everything stops at the test's end.
+func startFloodAndHonest(t *testing.T, maxPending int) (flood, honest *ghost, a *Replica, tr *tokenload.Tracker) {
+	t.Helper()
+	srv := redistest.Start(t)
+	flood, honest = newNamedGhost(t, srv.Addr, "flood"), newNamedGhost(t, srv.Addr, "honest")
+	flood.record(10, time.Hour)
+	honest.record(10, time.Hour)
+	a, tr = quietReplica(t, srv.Addr, "a", func(c *Config) { c.MaxPendingDeltaBytes = maxPending })
+	require.Len(t, a.Peers(), 2)
+	return flood, honest, a, tr
+}
+
+// startHostile starts a redis-server, the ghost and a hostile target on
+// it; with record the ghost writes an empty record (sequence 1) first, so
+// that the target knows it as a peer from its first read. Everything stops
+// at the test's end.
+func startHostile(t *testing.T, record bool) (*redistest.Server, *ghost, hostileTarget) {
+	t.Helper()
+	srv := redistest.Start(t)
+	g := newGhost(t, srv.Addr)
+	if record {
+		g.record(1, time.Hour)
+	}
+	return srv, g, newHostileTarget(t, srv.Addr)
+}
+
+// dropped is how many endpoints the target dropped for reason
+// (kvroute_cluster_endpoints_dropped_total).
+func (x hostileTarget) dropped(t *testing.T, reason string) float64 {
+	t.Helper()
+	return counter(t, x.reg, "kvroute_cluster_endpoints_dropped_total", map[string]string{"reason": reason})
+}

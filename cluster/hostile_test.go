@@ -25,11 +25,8 @@ import (
 // of them to its load tracker: they are dropped and counted, and the
 // record's load on the replica's own endpoint is taken.
 func TestRecordEndpointsOutsideTheEndpointSetAreDropped(t *testing.T) {
-	defer leakcheck.Check(t)()
-	srv := redistest.Start(t)
-	defer srv.Stop()
-	g := newGhost(t, srv.Addr)
-	x := newHostileTarget(t, srv.Addr)
+	t.Cleanup(leakcheck.Check(t)) // after the server, the ghost and the target, which Cleanup stops first
+	_, g, x := startHostile(t, false)
 	loads := []EndpointLoad{{Endpoint: known, Tokens: 300, Requests: 1}}
 	for i := 0; i < DefaultMaxEndpoints-1; i++ {
 		loads = append(loads, EndpointLoad{Endpoint: fmt.Sprintf("junk-%d.example:8000", i), Tokens: 1, Requests: 1})
@@ -39,20 +36,15 @@ func TestRecordEndpointsOutsideTheEndpointSetAreDropped(t *testing.T) {
 	require.Equal(t, []Peer{{ID: "ghost"}}, x.r.Peers())
 	require.Equal(t, [2]int64{300, 1}, peerLoad(x.tr, known), "the load on the replica's own endpoint is taken")
 	require.Equal(t, 1, x.tr.Len(), "the tracker holds the replica's endpoint only")
-	require.EqualValues(t, DefaultMaxEndpoints-1,
-		counter(t, x.reg, "kvroute_cluster_endpoints_dropped_total", map[string]string{"reason": "unknown_endpoint"}))
+	require.EqualValues(t, DefaultMaxEndpoints-1, x.dropped(t, "unknown_endpoint"))
 	x.r.Close()
 }
 
 // 20,000 load changes naming endpoints that are not the replica's add none
 // of them to its load tracker.
 func TestLoadChangesOutsideTheEndpointSetAreDropped(t *testing.T) {
-	defer leakcheck.Check(t)()
-	srv := redistest.Start(t)
-	defer srv.Stop()
-	g := newGhost(t, srv.Addr)
-	g.record(1, time.Hour)
-	x := newHostileTarget(t, srv.Addr)
+	t.Cleanup(leakcheck.Check(t)) // after the server, the ghost and the target, which Cleanup stops first
+	_, g, x := startHostile(t, true)
 	seq := uint64(2)
 	for m := 0; m < 20; m++ {
 		deltas := make([]delta, 1000)
@@ -63,26 +55,21 @@ func TestLoadChangesOutsideTheEndpointSetAreDropped(t *testing.T) {
 		seq += uint64(len(deltas))
 	}
 	g.publish(seq, delta{endpoint: known, tokens: 70, requests: 1}) // a marker: everything before it was handled
-	require.Eventually(t, func() bool { return peerLoad(x.tr, known) == [2]int64{70, 1} }, deltaWait, time.Millisecond)
+	awaitPeerLoad(t, x.tr, known, [2]int64{70, 1})
 	require.Equal(t, 1, x.tr.Len(), "the tracker holds the replica's endpoint only")
 	require.Equal(t, deltaBytes(known), x.r.PendingDeltaBytes(), "only the accepted change is pending")
-	require.EqualValues(t, 20000,
-		counter(t, x.reg, "kvroute_cluster_endpoints_dropped_total", map[string]string{"reason": "unknown_endpoint"}))
+	require.EqualValues(t, 20000, x.dropped(t, "unknown_endpoint"))
 	x.r.Close()
 }
 
 // An endpoint name that is not valid UTF-8, in a load change or a record,
 // never becomes a label value: the registry still gathers.
 func TestInvalidEndpointNamesNeverReachALabel(t *testing.T) {
-	defer leakcheck.Check(t)()
-	srv := redistest.Start(t)
-	defer srv.Stop()
-	g := newGhost(t, srv.Addr)
-	g.record(1, time.Hour)
-	x := newHostileTarget(t, srv.Addr)
+	t.Cleanup(leakcheck.Check(t)) // after the server, the ghost and the target, which Cleanup stops first
+	_, g, x := startHostile(t, true)
 	bad := known + "\xff"
 	g.publish(2, delta{endpoint: bad, tokens: 5, requests: 1}, delta{endpoint: known, tokens: 70, requests: 1})
-	require.Eventually(t, func() bool { return peerLoad(x.tr, known) == [2]int64{70, 1} }, deltaWait, time.Millisecond)
+	awaitPeerLoad(t, x.tr, known, [2]int64{70, 1})
 	_, err := x.reg.Gather()
 	require.NoError(t, err, "a load change's invalid name does not break the metrics")
 
@@ -92,20 +79,15 @@ func TestInvalidEndpointNamesNeverReachALabel(t *testing.T) {
 	_, err = x.reg.Gather()
 	require.NoError(t, err, "a record's invalid name does not break the metrics")
 	require.Equal(t, 1, x.tr.Len())
-	require.EqualValues(t, 2,
-		counter(t, x.reg, "kvroute_cluster_endpoints_dropped_total", map[string]string{"reason": "invalid_name"}))
+	require.EqualValues(t, 2, x.dropped(t, "invalid_name"))
 	x.r.Close()
 }
 
 // Decisions naming 2,000 endpoints that are not the replica's register none
 // of them in its index; the decision for its own endpoint is applied.
 func TestDecisionsOutsideTheEndpointSetAreDropped(t *testing.T) {
-	defer leakcheck.Check(t)()
-	srv := redistest.Start(t)
-	defer srv.Stop()
-	g := newGhost(t, srv.Addr)
-	g.record(1, time.Hour)
-	x := newHostileTarget(t, srv.Addr)
+	t.Cleanup(leakcheck.Check(t)) // after the server, the ghost and the target, which Cleanup stops first
+	_, g, x := startHostile(t, true)
 	const junk = 2000
 	msg := appendDecisionHeader(nil, "ghost", junk+1)
 	for i := 0; i < junk; i++ {
@@ -117,8 +99,7 @@ func TestDecisionsOutsideTheEndpointSetAreDropped(t *testing.T) {
 	require.Equal(t, 3, x.ix.Stats().Speculative, "the decision for the replica's endpoint is applied")
 	require.Equal(t, 1, x.ix.Stats().Endpoints, "the index holds the replica's endpoint only")
 	require.EqualValues(t, 1, x.r.Stats().Applied)
-	require.EqualValues(t, junk,
-		counter(t, x.reg, "kvroute_cluster_endpoints_dropped_total", map[string]string{"reason": "unknown_endpoint"}))
+	require.EqualValues(t, junk, x.dropped(t, "unknown_endpoint"))
 	x.r.Close()
 }
 
@@ -127,11 +108,8 @@ func TestDecisionsOutsideTheEndpointSetAreDropped(t *testing.T) {
 // not listed (nor as a bootstrap peer) and it is counted. One dated more
 // than a lease ahead is not believed either.
 func TestRecordOlderThanTheLeaseIsNotALivePeer(t *testing.T) {
-	defer leakcheck.Check(t)()
-	srv := redistest.Start(t)
-	defer srv.Stop()
-	g := newGhost(t, srv.Addr)
-	x := newHostileTarget(t, srv.Addr)
+	t.Cleanup(leakcheck.Check(t)) // after the server, the ghost and the target, which Cleanup stops first
+	srv, g, x := startHostile(t, false)
 	ctx := context.Background()
 	put := func(sent time.Time) {
 		rec := encodeRecord(nil, "http://ghost.example:9090/snapshot", uint64(sent.UnixMilli()), 1,
@@ -164,15 +142,11 @@ func TestRecordOlderThanTheLeaseIsNotALivePeer(t *testing.T) {
 // and its peer load at the read SetEndpoints asks for, and later changes
 // naming it are dropped.
 func TestEndpointRemovedFromTheSetIsForgotten(t *testing.T) {
-	defer leakcheck.Check(t)()
-	srv := redistest.Start(t)
-	defer srv.Stop()
-	g := newGhost(t, srv.Addr)
-	g.record(1, time.Hour)
-	x := newHostileTarget(t, srv.Addr)
+	t.Cleanup(leakcheck.Check(t)) // after the server, the ghost and the target, which Cleanup stops first
+	_, g, x := startHostile(t, true)
 	const other = "10.0.0.2:8000"
 	g.publish(2, delta{endpoint: other, tokens: 30, requests: 1}, delta{endpoint: known, tokens: 70, requests: 1})
-	require.Eventually(t, func() bool { return peerLoad(x.tr, known) == [2]int64{70, 1} }, deltaWait, time.Millisecond)
+	awaitPeerLoad(t, x.tr, known, [2]int64{70, 1})
 	require.Equal(t, [2]int64{30, 1}, peerLoad(x.tr, other))
 
 	reads := x.r.Stats().Reads
@@ -184,7 +158,7 @@ func TestEndpointRemovedFromTheSetIsForgotten(t *testing.T) {
 	require.Equal(t, [2]int64{70, 1}, peerLoad(x.tr, known), "the kept endpoint's pending change stays")
 
 	g.publish(4, delta{endpoint: other, tokens: 5, requests: 1}, delta{endpoint: known, tokens: 1, requests: 1})
-	require.Eventually(t, func() bool { return peerLoad(x.tr, known) == [2]int64{71, 2} }, deltaWait, time.Millisecond)
+	awaitPeerLoad(t, x.tr, known, [2]int64{71, 2})
 	require.Equal(t, [2]int64{}, peerLoad(x.tr, other), "later changes naming it are dropped")
 	x.r.Close()
 }
@@ -192,11 +166,8 @@ func TestEndpointRemovedFromTheSetIsForgotten(t *testing.T) {
 // A member set grown by 100,000 garbage IDs is read only up to
 // 4 × MaxPeers IDs per read: a read's memory does not grow with the set.
 func TestMemberSetGarbageIsReadBounded(t *testing.T) {
-	defer leakcheck.Check(t)()
-	srv := redistest.Start(t)
-	defer srv.Stop()
-	g := newGhost(t, srv.Addr)
-	x := newHostileTarget(t, srv.Addr)
+	t.Cleanup(leakcheck.Check(t)) // after the server, the ghost and the target, which Cleanup stops first
+	_, g, x := startHostile(t, false)
 	ctx := context.Background()
 	const junk = 100_000
 	for b := 0; b < junk; b += 10_000 {
