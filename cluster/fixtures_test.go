@@ -136,13 +136,19 @@ type hostileTarget struct {
 // endpoints accepted.
 func newHostileTarget(t *testing.T, addr string) hostileTarget {
 	t.Helper()
+	return newNamedHostileTarget(t, addr, "a")
+}
+
+// newNamedHostileTarget is newHostileTarget with replica ID id.
+func newNamedHostileTarget(t *testing.T, addr, id string) hostileTarget {
+	t.Helper()
 	reg := prometheus.NewRegistry()
 	ix, err := kvindex.New(kvindex.Config{SweepInterval: -1}, kvindex.Options{})
 	require.NoError(t, err)
 	t.Cleanup(ix.Close)
 	tr, err := tokenload.NewTracker(tokenload.Options{Set: telemetry.Set{Registerer: reg}})
 	require.NoError(t, err)
-	cfg := Config{Addrs: []string{addr}, Pool: "d", ReplicaID: "a", Lease: 3 * time.Hour,
+	cfg := Config{Addrs: []string{addr}, Pool: "d", ReplicaID: id, Lease: 3 * time.Hour,
 		RefreshPeriod: time.Hour, ReadPeriod: time.Hour, OpTimeout: 2 * time.Second}
 	r, err := New(cfg, ix, tr, Options{Set: telemetry.Set{Registerer: reg}})
 	require.NoError(t, err)

@@ -9,14 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/internal/redistest"
-	"github.com/kvroute/kvroute/kvindex"
-	"github.com/kvroute/kvroute/telemetry"
-	"github.com/kvroute/kvroute/tokenload"
 )
 
 // appendSessions encodes a session message as flushSessions does, for
@@ -101,7 +97,7 @@ func TestSessionRecordsReachPeers(t *testing.T) {
 	srv := redistest.Start(t)
 	defer srv.Stop()
 	x := newHostileTarget(t, srv.Addr) // replica "a"
-	y := newHostileTarget2(t, srv.Addr, "b")
+	y := newNamedHostileTarget(t, srv.Addr, "b")
 	var sink sessionSink
 	y.r.ShareSessions(sink.apply)
 	x.r.ShareSessions(func(uint64, []byte, time.Duration) {})
@@ -137,24 +133,6 @@ func FuzzDecodeSessions(f *testing.F) {
 			t.Fatalf("%d records from %d bytes", n, len(msg))
 		}
 	})
-}
-
-// newHostileTarget2 is newHostileTarget with replica ID id.
-func newHostileTarget2(t *testing.T, addr, id string) hostileTarget {
-	t.Helper()
-	reg := prometheus.NewRegistry()
-	ix, err := kvindex.New(kvindex.Config{SweepInterval: -1}, kvindex.Options{})
-	require.NoError(t, err)
-	t.Cleanup(ix.Close)
-	tr, err := tokenload.NewTracker(tokenload.Options{Set: telemetry.Set{Registerer: reg}})
-	require.NoError(t, err)
-	cfg := Config{Addrs: []string{addr}, Pool: "d", ReplicaID: id, Lease: 3 * time.Hour,
-		RefreshPeriod: time.Hour, ReadPeriod: time.Hour, OpTimeout: 2 * time.Second}
-	r, err := New(cfg, ix, tr, Options{Set: telemetry.Set{Registerer: reg}})
-	require.NoError(t, err)
-	t.Cleanup(r.Close)
-	acceptTestEndpoints(t, r)
-	return hostileTarget{r: r, tr: tr, ix: ix, reg: reg}
 }
 
 // A session message reaching a replica that does not share sessions (its
