@@ -1,26 +1,19 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/kvroute/kvroute/contrib/extproc"
-	"github.com/kvroute/kvroute/contrib/extproc/envoysim"
 	"github.com/kvroute/kvroute/disagg"
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/simengine"
@@ -52,7 +45,7 @@ func TestDisaggConfigIsCheckedBeforeStarting(t *testing.T) {
 // named, counted in kvroute_disagg_decisions_total{reason="api"}. Before,
 // no configuration split it.
 func TestRunSplitsResponsesWhenConfigured(t *testing.T) {
-	defer leakcheck.Check(t)()
+	t.Cleanup(leakcheck.Check(t)) // after the picker, which Cleanup stops if the test fails
 	var mu sync.Mutex
 	got := map[string][]string{} // engine → the x-prefiller-host-port of each Responses request
 	var eps []string
@@ -78,8 +71,7 @@ func TestRunSplitsResponsesWhenConfigured(t *testing.T) {
 		eps = append(eps, id)
 	}
 	dir := t.TempDir()
-	cfgPath := filepath.Join(dir, "config.yaml")
-	require.NoError(t, os.WriteFile(cfgPath, []byte("model: "+model+"\nblockSize: 16\nevents:\n  enabled: false\n"), 0o600))
+	cfgPath := writeConfig(t, dir, "config.yaml", "model: "+model+"\nblockSize: 16\nevents:\n  enabled: false\n")
 
 	for i, c := range []struct {
 		name, pd string
@@ -88,21 +80,14 @@ func TestRunSplitsResponsesWhenConfigured(t *testing.T) {
 		{"splitAPIs names responses", "nonCachedTokens: 256\nsplitAPIs: [completions, chat_completions, responses]\n", true},
 		{"default splitAPIs", "nonCachedTokens: 256\n", false},
 	} {
-		pdPath := filepath.Join(dir, fmt.Sprintf("disagg%d.yaml", i))
-		require.NoError(t, os.WriteFile(pdPath, []byte(c.pd), 0o600))
-		ctx, cancel := context.WithCancel(context.Background())
-		m, done := startEPP(t, ctx, "--endpoints", strings.Join(eps, ","), "--config", cfgPath, "--disagg-config", pdPath)
-		conn, err := grpc.NewClient(m[1], grpc.WithTransportCredentials(insecure.NewCredentials()))
-		require.NoError(t, err)
-		upstream := &http.Client{Transport: &http.Transport{}}
-		envoy := httptest.NewServer(envoysim.New(envoysim.Config{}, extprocv3.NewExternalProcessorClient(conn), upstream))
-		client := &http.Client{Transport: &http.Transport{}}
+		e := startBehindEnvoy(t, "--endpoints", strings.Join(eps, ","), "--config", cfgPath,
+			"--disagg-config", writeConfig(t, dir, fmt.Sprintf("disagg%d.yaml", i), c.pd))
 
 		var input strings.Builder
 		for k := range 600 {
 			fmt.Fprintf(&input, "w%dx%d ", i, k)
 		}
-		resp, err := client.Post(envoy.URL+"/v1/responses", "application/json",
+		resp, err := e.client.Post(e.envoy+"/v1/responses", "application/json",
 			strings.NewReader(fmt.Sprintf(`{"model":%q,"input":%q,"max_output_tokens":2}`, model, input.String())))
 		require.NoError(t, err)
 		body, _ := io.ReadAll(resp.Body)
@@ -118,7 +103,7 @@ func TestRunSplitsResponsesWhenConfigured(t *testing.T) {
 		hdrs := got[dec]
 		got = map[string][]string{}
 		mu.Unlock()
-		metrics := scrapePlain(t, m[3])
+		metrics := e.metrics()
 		if c.split {
 			require.Equal(t, []string{other}, hdrs, "%s: the decode engine is told its prefiller", c.name)
 			require.Contains(t, metrics, `kvroute_disagg_decisions_total{outcome="split",reason="uncached"} 1`, c.name)
@@ -127,16 +112,6 @@ func TestRunSplitsResponsesWhenConfigured(t *testing.T) {
 			require.Contains(t, metrics, `kvroute_disagg_decisions_total{outcome="local",reason="api"} 1`, c.name)
 		}
 
-		client.CloseIdleConnections()
-		envoy.Close()
-		upstream.CloseIdleConnections()
-		require.NoError(t, conn.Close())
-		cancel()
-		select {
-		case err := <-done:
-			require.NoError(t, err)
-		case <-time.After(30 * time.Second):
-			t.Fatal("run did not return after cancellation")
-		}
+		e.stop()
 	}
 }

@@ -109,7 +109,7 @@ func startEnvoy(t *testing.T, addr string) (string, *http.Client, func()) {
 		client.CloseIdleConnections()
 		envoy.Close()
 		upstream.CloseIdleConnections()
-		conn.Close()
+		require.NoError(t, conn.Close())
 	}
 }
 
