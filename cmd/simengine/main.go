@@ -53,6 +53,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.BoolVar(&o.cfg.EnableScaleOut, "enable-scale-out", false, "register the /render routes (vLLM v0.30 --enable-scale-out)")
 	fs.BoolVar(&o.cfg.EnableRequestIDHeaders, "enable-request-id-headers", false, "answer every response with an X-Request-Id header: the request's, or a random one (vLLM --enable-request-id-headers)")
 	fs.StringVar(&o.loras, "lora-modules", "", "comma-separated LoRA adapter names served on top of --model")
+	fs.BoolVar(&o.cfg.EnableTowerConnectorLoRA, "enable-tower-connector-lora", false, "identify a multimodal item of a request with an adapter as lora_name:mm_hash in its blocks' keys (vLLM --enable-tower-connector-lora)")
 	fs.BoolVar(&o.cfg.AllowRuntimeLoRAUpdating, "allow-runtime-lora-updating", false, "serve POST /v1/load_lora_adapter and /v1/unload_lora_adapter (vLLM's VLLM_ALLOW_RUNTIME_LORA_UPDATING)")
 	fs.StringVar(&o.extraModels, "extra-models", "", "comma-separated further models this address serves, each by an engine of its own publishing on kv@<ip:port>@<model> (the --kv-events-config topic must be kv@<ip:port>@<--model>)")
 	fs.IntVar(&o.maxLoRAs, "max-loras", 0, "LoRA adapter slots (vLLM --max-loras): a batch uses at most this many adapters, loading one evicts the least recently used; 0 = adapters always loaded, no slots modelled")

@@ -38,6 +38,13 @@ type Config struct {
 	// which register and forget adapters at run time (lora_admin.go).
 	// Without it both paths are a bare 404, as in vLLM.
 	AllowRuntimeLoRAUpdating bool `json:"allowRuntimeLoraUpdating"`
+	// EnableTowerConnectorLoRA is vLLM's --enable-tower-connector-lora: an
+	// adapter also changes a multimodal item's embedding, so for a request
+	// with an adapter each item is identified as "lora_name:mm_hash" in the
+	// blocks' extra keys (vLLM's _get_mm_identifier) instead of its bare
+	// mm_hash. The versions of vLLM that also put a fingerprint of the
+	// adapter's path in the identifier are not modelled.
+	EnableTowerConnectorLoRA bool `json:"enableTowerConnectorLoRA"`
 	// EnableScaleOut registers the render routes (vLLM --enable-scale-out);
 	// without it they answer a bare {"detail":"Not Found"} 404, as vLLM 0.30.
 	EnableScaleOut bool `json:"enableScaleOut"`

@@ -160,6 +160,11 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	sel, e := s.resolveModel(req.Model)
+	if e == nil && sel.lora != "" && s.cfg.EnableTowerConnectorLoRA {
+		for i := range mm { // vLLM's _get_mm_identifier with tower-connector LoRA
+			mm[i].Identifier = sel.lora + ":" + mm[i].Identifier
+		}
+	}
 	if e == nil && media {
 		e = badRequest(errNotMultimodal)
 	}
