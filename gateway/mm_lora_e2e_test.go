@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"net"
 	"net/http"
 	"strconv"
@@ -69,15 +68,7 @@ func TestGatewayKeysAnAdaptersImagesAsATowerConnectorEngine(t *testing.T) {
 		require.NoError(t, err)
 		b := readAll(t, resp)
 		require.Equal(t, http.StatusOK, resp.StatusCode, b)
-		var out struct {
-			Usage struct {
-				Details struct {
-					Cached int `json:"cached_tokens"`
-				} `json:"prompt_tokens_details"`
-			} `json:"usage"`
-		}
-		require.NoError(t, json.Unmarshal([]byte(b), &out), b)
-		return out.Usage.Details.Cached
+		return usageCached(t, b)
 	}
 	held := func(lora, img string) int {
 		t.Helper()

@@ -100,6 +100,13 @@ func (f *modelFleet) direct(t *testing.T, id, model, prompt string) int {
 	require.NoError(t, err)
 	b := readAll(t, resp)
 	require.Equal(t, http.StatusOK, resp.StatusCode, b)
+	return usageCached(t, b)
+}
+
+// usageCached is the cached prompt tokens an engine's non-streamed answer
+// reports (usage.prompt_tokens_details.cached_tokens).
+func usageCached(t *testing.T, body string) int {
+	t.Helper()
 	var out struct {
 		Usage struct {
 			Details struct {
@@ -107,7 +114,7 @@ func (f *modelFleet) direct(t *testing.T, id, model, prompt string) int {
 			} `json:"prompt_tokens_details"`
 		} `json:"usage"`
 	}
-	require.NoError(t, json.Unmarshal([]byte(b), &out), b)
+	require.NoError(t, json.Unmarshal([]byte(body), &out), body)
 	return out.Usage.Details.Cached
 }
 

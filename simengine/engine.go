@@ -142,13 +142,14 @@ func (e *Engine) Submit(r Request) (ReqID, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var err error
+	mmErr := checkMM(r.MM, len(r.Prompt))
 	switch {
 	case e.closed:
 		err = ErrClosed
 	case len(r.Prompt) == 0:
 		err = ErrEmptyPrompt
-	case len(r.MM) > 0 && checkMM(r.MM, len(r.Prompt)) != nil:
-		err = checkMM(r.MM, len(r.Prompt)) // rare: computed again for its message
+	case mmErr != nil:
+		err = mmErr
 	case r.MaxTokens < 1:
 		err = ErrMaxTokens
 	case r.MaxTokens > e.cfg.NumGPUBlocks*e.cfg.BlockSize-len(r.Prompt): // the sum could overflow
