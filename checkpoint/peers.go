@@ -117,7 +117,10 @@ func (ps configuredPeers) loadPeers(ctx context.Context, ix *kvindex.Index, time
 // every peer so that the send never blocks. racePeers receives every
 // attempt it started before it returns (stopAll cancels and collects those
 // still running); it loads the one that began first, closes each and
-// calls report on the calling goroutine.
+// calls report on the calling goroutine. The hedge is re-armed before each
+// ask, so that once a peer has the request the hedge is armed for it: a
+// test that waits for the request and then advances a Manual clock past
+// the hedge delay fires that hedge, never one a late re-arm discards.
 func racePeers(ctx context.Context, ix *kvindex.Index, peers []PeerSource, timeout time.Duration, report peerReport) (kvindex.SnapshotInfo, error) {
 	if len(peers) == 0 {
 		return kvindex.SnapshotInfo{}, fmt.Errorf("%w: no peer", ErrNoSnapshot)
@@ -204,18 +207,18 @@ func racePeers(ctx context.Context, ix *kvindex.Index, peers []PeerSource, timeo
 				}
 				return kvindex.SnapshotInfo{}, fmt.Errorf("kvroute: no peer delivered a valid snapshot: %w", errors.Join(errs...))
 			}
+			hedge.Reset(hedgeDelay) // before the ask: a peer that has the request sees the hedge armed
 			ask()
-			hedge.Reset(hedgeDelay)
 		}
 		select {
 		case <-ctx.Done():
 			stopAll()
 			return kvindex.SnapshotInfo{}, fmt.Errorf("kvroute: loading from peers: %w", context.Cause(ctx))
 		case <-hedge.C():
+			hedge.Reset(hedgeDelay)
 			if len(queue) > 0 {
 				ask()
 			}
-			hedge.Reset(hedgeDelay)
 		case a := <-results:
 			delete(running, a)
 			if a.err == nil {
