@@ -363,9 +363,11 @@ func TestNamesDroppedHelpNamesEveryReason(t *testing.T) {
 // Registry.Cards merges them over the endpoints in endpoint-ID order,
 // whatever the order of the endpoints it is given: owned_by and root the
 // first known, max_model_len the least, parent the routing's (Adapter:
-// Config.Adapters first, then the least base the engines report). A name
-// no engine describes (Served, a rewrite) has its ID and the parent
-// Config.Adapters gives it. A card member of the wrong type, overlong or
+// Config.Adapters first, then the least base the engines report). A
+// rewritten name has its served targets' owned_by and root where they
+// agree (alias: llama's; canary: llama's and qwen's differ, gone is served
+// by none) and the least of their max_model_len. A name no engine
+// describes (Served) has its ID and the parent Config.Adapters gives it. A card member of the wrong type, overlong or
 // not printable is left out and counted; its name is kept, and the rest of
 // the answer read.
 func TestRegistryCardsMergeTheEnginesCardsInIDOrder(t *testing.T) {
@@ -373,7 +375,8 @@ func TestRegistryCardsMergeTheEnginesCardsInIDOrder(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	r, err := New(Config{Poll: PollConfig{Enabled: true, Interval: time.Hour},
 		Adapters: map[string]string{"typo": "llama"},
-		Rewrites: []Rule{{Model: "alias", Targets: []Target{{Model: "llama"}}}}},
+		Rewrites: []Rule{{Model: "alias", Targets: []Target{{Model: "llama"}}},
+			{Model: "canary", Targets: []Target{{Model: "llama", Weight: 1}, {Model: "qwen", Weight: 1}, {Model: "gone", Weight: 1}}}}},
 		Options{Set: telemetry.Set{Registerer: reg, Clock: telemetry.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}})
 	require.NoError(t, err)
 	defer r.Close()
@@ -399,8 +402,9 @@ func TestRegistryCardsMergeTheEnginesCardsInIDOrder(t *testing.T) {
 	}, time.Minute, time.Millisecond)
 	annotated := r.Annotate(eps)
 	want := []Card{
-		{ID: "alias"},
+		{ID: "alias", OwnedBy: "vllm", Root: "/m/llama-a", MaxModelLen: 4096},
 		{ID: "bad"},
+		{ID: "canary", MaxModelLen: 4096},
 		{ID: "ctl"},
 		{ID: "llama", OwnedBy: "vllm", Root: "/m/llama-a", MaxModelLen: 4096},
 		{ID: "qwen"},

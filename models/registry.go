@@ -119,10 +119,11 @@ func (r *Registry) Adapter(eps []kvroute.Endpoint, model string) (base string, o
 // Root the first known, MaxModelLen the least known (a request that fits
 // it fits every engine serving the model), Parent the base the request is
 // routed as an adapter of (routedParent: Adapter's, or for a name the
-// rewrite table rewrites, its targets'). A name no engine described (from
-// Served, a label, a rewrite) has what is known: its ID, and its Parent
-// when Config.Adapters names one or, for a rewritten name, its targets are
-// adapters of one base.
+// rewrite table rewrites, its targets'). A rewritten name has its served
+// targets' OwnedBy and Root where they all agree and the least of their
+// MaxModelLen (rewrittenCard). A name no engine described (from Served, a
+// label) has what is known: its ID, and its Parent when Config.Adapters
+// names one.
 func (r *Registry) Cards(eps []kvroute.Endpoint, base string) []Card {
 	names := List(eps, base, r.table)
 	var known map[string][]Card
@@ -136,22 +137,65 @@ func (r *Registry) Cards(eps []kvroute.Endpoint, base string) []Card {
 	}
 	out := make([]Card, 0, len(names))
 	for _, n := range names {
-		c := Card{ID: n}
-		for _, k := range known[n] {
-			if c.OwnedBy == "" {
-				c.OwnedBy = k.OwnedBy
-			}
-			if c.Root == "" {
-				c.Root = k.Root
-			}
-			if k.MaxModelLen > 0 && (c.MaxModelLen == 0 || k.MaxModelLen < c.MaxModelLen) {
-				c.MaxModelLen = k.MaxModelLen
-			}
+		var c Card
+		if _, rewritten := r.table.rules[n]; rewritten {
+			c = r.rewrittenCard(eps, base, n, known)
+		} else {
+			c = mergeCards(n, known[n])
 		}
 		c.Parent = r.routedParent(eps, base, n)
 		out = append(out, c)
 	}
 	return out
+}
+
+// mergeCards merges the cards the engines gave of one name, in endpoint-ID
+// order: OwnedBy and Root the first known, MaxModelLen the least known.
+func mergeCards(id string, cards []Card) Card {
+	c := Card{ID: id}
+	for _, k := range cards {
+		if c.OwnedBy == "" {
+			c.OwnedBy = k.OwnedBy
+		}
+		if c.Root == "" {
+			c.Root = k.Root
+		}
+		if k.MaxModelLen > 0 && (c.MaxModelLen == 0 || k.MaxModelLen < c.MaxModelLen) {
+			c.MaxModelLen = k.MaxModelLen
+		}
+	}
+	return c
+}
+
+// rewrittenCard is the card of a name the rewrite table rewrites, from its
+// served targets' merged cards (a request for it is served as one of them):
+// OwnedBy and Root when every served target has the same one (an alias
+// has its target's; a canary over two checkpoints has no one root),
+// MaxModelLen the least known, as a request must fit whichever target is
+// drawn. Its Parent is set by the caller (routedParent).
+func (r *Registry) rewrittenCard(eps []kvroute.Endpoint, base, name string, known map[string][]Card) Card {
+	c := Card{ID: name}
+	first := true
+	for _, tg := range r.table.rules[name].targets {
+		if !Serves(eps, tg, base) {
+			continue // never routed to: a request drawing it is refused
+		}
+		k := mergeCards(tg, known[tg])
+		if first {
+			c.OwnedBy, c.Root, first = k.OwnedBy, k.Root, false
+		} else {
+			if c.OwnedBy != k.OwnedBy {
+				c.OwnedBy = ""
+			}
+			if c.Root != k.Root {
+				c.Root = ""
+			}
+		}
+		if k.MaxModelLen > 0 && (c.MaxModelLen == 0 || k.MaxModelLen < c.MaxModelLen) {
+			c.MaxModelLen = k.MaxModelLen
+		}
+	}
+	return c
 }
 
 // routedParent is the base model a request naming model is routed as a
