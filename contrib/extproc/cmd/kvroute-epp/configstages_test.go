@@ -72,12 +72,7 @@ func TestLLMDConfigTurnsStagesOn(t *testing.T) {
 	}
 
 	cancel()
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("run did not return after cancellation")
-	}
+	waitRun(t, done)
 }
 
 // A stage the --config file configures and its own flag configures too is

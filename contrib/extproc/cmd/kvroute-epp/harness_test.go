@@ -158,13 +158,20 @@ func (e *eppRun) stop() {
 	e.once.Do(func() {
 		e.stopEnvoy()
 		e.cancel()
-		select {
-		case err := <-e.done:
-			require.NoError(e.t, err)
-		case <-time.After(30 * time.Second):
-			e.t.Fatal("run did not return after cancellation")
-		}
+		waitRun(e.t, e.done)
 	})
+}
+
+// waitRun waits for a cancelled run to return on done and checks it
+// returned no error; a run still going after 30s fails the test.
+func waitRun(t *testing.T, done <-chan error) {
+	t.Helper()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("run did not return after cancellation")
+	}
 }
 
 // metrics returns the picker's metrics page.

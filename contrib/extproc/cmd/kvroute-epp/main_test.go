@@ -67,12 +67,7 @@ func TestRunServesExtProcHealthAndMetrics(t *testing.T) {
 	require.Contains(t, string(metrics), "llm_d_epp_token_producer_render_duration_seconds")
 
 	cancel()
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("run did not return after cancellation")
-	}
+	waitRun(t, done)
 	_, err = os.Stat(filepath.Join(dir, "index.ckpt"))
 	require.NoError(t, err, "the index checkpoint is written on shutdown")
 }

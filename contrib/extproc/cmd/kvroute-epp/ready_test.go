@@ -143,12 +143,7 @@ func TestRunIsNotReadyUntilTheIndexHasCaughtUp(t *testing.T) {
 	require.Contains(t, body, `class="live"`)
 
 	cancel()
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("run did not return after cancellation")
-	}
+	waitRun(t, done)
 }
 
 func TestReadinessIntervalMustBePositive(t *testing.T) {
