@@ -43,13 +43,17 @@ func startServerOpts(t *testing.T, cfg Config, opts Options) *Server {
 	return s
 }
 
+// redialBackoff is the router pool's pause before it re-dials a lost
+// subscription (its first: a session that delivered resets the backoff).
+const redialBackoff = 100 * time.Millisecond
+
 func routerPool(t *testing.T, clock telemetry.Clock) (*kvevents.Pool, *kvindex.Index, *prometheus.Registry) {
 	t.Helper()
 	ix, err := kvindex.New(kvindex.Config{BlockSize: fastEngine().BlockSize, SweepInterval: -1}, kvindex.Options{})
 	require.NoError(t, err)
 	t.Cleanup(ix.Close)
 	reg := prometheus.NewRegistry()
-	p, err := kvevents.NewPool(kvevents.PoolConfig{Model: "m"}, ix,
+	p, err := kvevents.NewPool(kvevents.PoolConfig{Model: "m", MinBackoff: redialBackoff}, ix,
 		kvevents.Options{Set: telemetry.Set{Registerer: reg, Clock: clock, Logger: slog.New(slog.NewTextHandler(tlog{t}, nil))}})
 	require.NoError(t, err)
 	return p, ix, reg
@@ -183,7 +187,12 @@ func TestEngineRestartDetectedByIdentity(t *testing.T) {
 		engineClock.Advance(HeartbeatEvery)
 		require.Eventually(t, func() bool { return b.Publisher().Heartbeats() > n }, liveWait, liveTick)
 	}
-	routerClock.Advance(time.Second) // past the re-dial backoff
+	// The subscriber shows the subscription down before it arms the
+	// re-dial backoff on its clock: moving the clock in between would start
+	// the backoff after the move, and the router would never re-dial.
+	require.Eventually(t, func() bool { return routerClock.Armed(routerClock.Now().Add(redialBackoff)) }, liveWait, liveTick,
+		"the re-dial backoff is armed")
+	routerClock.Advance(redialBackoff)
 	require.Eventually(t, func() bool { return b.Publisher().Stats().Subscribed == 1 }, liveWait, liveTick)
 	promptB := []int{21, 22, 23, 24, 25, 26, 27, 28, 29}
 	complete(t, b, promptB)
