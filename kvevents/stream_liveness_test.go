@@ -150,9 +150,14 @@ func TestStreamSilentPublisherIsDegraded(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return clock.Armed(start.Add(6*time.Second)) || clock.Armed(start.Add(7*time.Second)) || clock.Armed(start.Add(8*time.Second))
 	}, poolWait, poolTick, "the silence check is armed for at most 3 s after the last heartbeat")
-	// At +7 s a check due earlier has run (on the stopped clock: 2 s quiet)
-	// and re-armed for the last second of the limit; one due at +8 s waits.
-	clock.Advance(2 * time.Second)
+	// A second at a time, each advance ending on the time a check is due:
+	// a check re-arms from the time it read (1 or 2 s quiet) for +8 s. One
+	// advance of 2 s could move the clock on from +6 s while the check due
+	// then, having read +6 s, re-armed from +7 s: for +9 s.
+	clock.Advance(time.Second)
+	require.Eventually(t, func() bool { return clock.Armed(start.Add(7*time.Second)) || clock.Armed(start.Add(8*time.Second)) },
+		poolWait, poolTick, "a check due at +6 s re-arms for the rest of the limit")
+	clock.Advance(time.Second)
 	require.Eventually(t, func() bool { return clock.Armed(start.Add(8 * time.Second)) }, poolWait, poolTick,
 		"the silence check is armed for 3 s after the last heartbeat")
 	require.Equal(t, StateLive, f.status().State)
