@@ -46,6 +46,12 @@
 // forget adapters at run time, with vLLM's answers (lora_admin.go);
 // without it both are unknown paths.
 //
+// With Config.ServedModelAliases the base model is served under further
+// names, as by vLLM's --served-model-name a b (aliases.go): /v1/models
+// lists each name with the same root and max_model_len, a request naming
+// any of them runs on the one engine and its one prefix cache, and the
+// generating routes answer with the first name (Config.Model).
+//
 // With Config.ExtraModels one address serves several models, as a pod
 // fronting one engine process per model would (models.go): an engine per
 // model, chosen by the request's model field, each publishing on its

@@ -197,10 +197,10 @@ func checkRawSalt(v any, body []byte) *apiError {
 }
 
 // resolveModel maps a request's model name to the engine and LoRA it
-// selects. An empty name means the base model, as in vLLM; an unknown one is
-// a 404 NotFoundError.
+// selects. An empty name or any of the base model's served names means the
+// base model, as in vLLM; an unknown one is a 404 NotFoundError.
 func (s *Server) resolveModel(name string) (modelSel, *apiError) {
-	if name == "" || name == s.cfg.Model {
+	if s.isBaseName(name) {
 		return modelSel{eng: s.eng}, nil
 	}
 	if id, ok := s.loras.id(name); ok {

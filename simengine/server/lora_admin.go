@@ -118,7 +118,7 @@ func (s *Server) handleLoadLoRA(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name := *req.LoRAName
-	if name == s.cfg.Model || slices.Contains(s.cfg.ExtraModels, name) {
+	if s.isBaseName(name) || slices.Contains(s.cfg.ExtraModels, name) {
 		writeAPIError(w, &apiError{status: http.StatusBadRequest, typ: typeInvalidUserInput,
 			message: fmt.Sprintf("The lora adapter '%s' is named as a model this server serves.", name)})
 		return

@@ -107,10 +107,11 @@ func (s *Server) engines() []*simengine.Engine {
 	return out
 }
 
-// ModelEngine returns the engine serving model (the base model's for "" or
-// Config.Model), nil for a model the server does not serve.
+// ModelEngine returns the engine serving model (the base model's for "",
+// Config.Model or one of Config.ServedModelAliases), nil for a model the
+// server does not serve.
 func (s *Server) ModelEngine(model string) *simengine.Engine {
-	if model == "" || model == s.cfg.Model {
+	if s.isBaseName(model) {
 		return s.eng
 	}
 	return s.extra[model]

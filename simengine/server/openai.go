@@ -184,11 +184,3 @@ func writeStreamError(out *sse, err error) {
 }
 
 func strPtr(s string) *string { return &s }
-
-// modelName is the model a response reports: the request's, or the served one.
-func (s *Server) modelName(req string) string {
-	if req == "" {
-		return s.cfg.Model
-	}
-	return req
-}

@@ -61,7 +61,7 @@ func (s *Server) generateRequest(id string, tokens []uint32, maxTokens *int, mod
 		mt = *maxTokens
 	}
 	return generateRequest{
-		RequestID: id, TokenIDs: tokens, Model: s.modelName(model), CacheSalt: salt, OutputMode: "tokens", Stream: stream,
+		RequestID: id, TokenIDs: tokens, Model: s.renderedModel(model), CacheSalt: salt, OutputMode: "tokens", Stream: stream,
 		SamplingParams: samplingParams{N: 1, RepetitionPenalty: 1, Temperature: 1, TopP: 1, MaxTokens: mt,
 			Stop: []string{}, StopTokenIDs: []int{}, SkipSpecialTokens: true, SpacesBetweenSpecialToken: true},
 	}
@@ -164,7 +164,9 @@ func (s *Server) handleResponsesRender(w http.ResponseWriter, r *http.Request) {
 	s.renderOne(w, r, req.Model, "resp_", req.prompt, req.MaxOutputTokens, req.CacheSalt, req.Stream)
 }
 
-// handleModels serves /v1/models: the base model and its LoRA adapters.
+// handleModels serves /v1/models: the base model under each of its served
+// names, its LoRA adapters (parented on the first name), then the extra
+// models.
 // Every card carries vLLM's permission list (modelcard.List), created at
 // the time of the answer as vLLM's is.
 func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request) {
@@ -181,6 +183,12 @@ func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request) {
 	}
 	data := []model{{ID: s.cfg.Model, Object: "model", Created: s.created, OwnedBy: "vllm", Root: s.cfg.Model,
 		MaxModelLen: &s.cfg.MaxModelLen, Permission: modelcard.List(now)}}
+	// The base model's other served names (aliases.go): one card each, in
+	// order, with the first name's root and max_model_len.
+	for _, a := range s.cfg.ServedModelAliases {
+		data = append(data, model{ID: a, Object: "model", Created: s.created, OwnedBy: "vllm", Root: s.cfg.Model,
+			MaxModelLen: &s.cfg.MaxModelLen, Permission: modelcard.List(now)})
+	}
 	// Each adapter as vLLM lists it: its lora_path as root (a LoRAModules
 	// name's own name), the base model as parent, no max_model_len (vLLM
 	// sets it on its base models' cards only).

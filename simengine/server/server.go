@@ -28,8 +28,16 @@ const (
 
 // Config configures one simulated vLLM server.
 type Config struct {
-	// Model is the served model name (vLLM --model / --served-model-name).
+	// Model is the served model name (vLLM --model / --served-model-name):
+	// with ServedModelAliases, the first served name, the one responses
+	// report, metrics are labelled with and adapters are parented on.
 	Model string `json:"model"`
+	// ServedModelAliases are the base model's further served names, vLLM's
+	// --served-model-name after the first: each is listed on /v1/models
+	// after Model with its root and max_model_len, and a request naming one
+	// runs on the base model's engine and cache (aliases.go). Each must be
+	// non-empty, given once, and none of Model, LoRAModules or ExtraModels.
+	ServedModelAliases []string `json:"servedModelAliases"`
 	// LoRAModules are adapter names served on top of Model, each once; a
 	// request naming one runs with that LoRA (lora_id = position + 1).
 	LoRAModules []string `json:"loraModules"`
@@ -163,6 +171,9 @@ func New(cfg Config, opts Options) (*Server, error) {
 		return nil, errors.New("simengine: defaultMaxTokens, maxBodyBytes and maxModelLen must be positive")
 	}
 	if err := checkExtraModels(&cfg); err != nil {
+		return nil, err
+	}
+	if err := checkAliases(&cfg); err != nil {
 		return nil, err
 	}
 	format, err := ParseEventFormat(cfg.KVEventsFormat)
@@ -308,7 +319,7 @@ func (s *Server) Engine() *simengine.Engine { return s.eng }
 // Registry returns the registry /metrics serves.
 func (s *Server) Registry() *prometheus.Registry { return s.reg }
 
-// Model returns the served model name.
+// Model returns the served model name (the first one with aliases).
 func (s *Server) Model() string { return s.cfg.Model }
 
 // KVEventsEndpoint is the bound PUB address ("tcp://host:port"), "" when
