@@ -32,6 +32,7 @@ type options struct {
 	logLevel     string
 	loras        string
 	extraModels  string
+	servedNames  servedNames
 	maxLoRAs     int
 	loraLoadTime time.Duration
 }
@@ -39,7 +40,8 @@ type options struct {
 func parseFlags(args []string) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("simengine", flag.ContinueOnError)
-	fs.StringVar(&o.cfg.Model, "model", "sim-model", "served model name")
+	fs.StringVar(&o.cfg.Model, "model", "sim-model", "served model name (without --served-model-name)")
+	fs.Var(&o.servedNames, servedNameFlag, "names the model is served under (vLLM --served-model-name): the first replaces --model, the others are aliases on the same engine and cache, answered with the first name; as vLLM takes them (--served-model-name a b), comma- or space-separated in one value, or the flag repeated")
 	fs.StringVar(&o.host, "host", "127.0.0.1", "HTTP listen host")
 	fs.IntVar(&o.port, "port", 8000, "HTTP listen port (0 picks a free one)")
 	fs.IntVar(&o.cfg.Engine.BlockSize, "block-size", kvindex.DefaultBlockSize, "tokens per KV block")
@@ -71,7 +73,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.cfg.PD.TransferTimeout, "kv-transfer-timeout", server.DefaultTransferTimeout, "bound on a decoder's read from a prefiller")
 	fs.DurationVar(&o.cfg.PD.LeaseTTL, "kv-lease-ttl", server.DefaultLeaseTTL, "how long a prefiller keeps a finished request's blocks readable (vLLM VLLM_NIXL_ABORT_REQUEST_TIMEOUT)")
 	fs.StringVar(&o.cfg.PD.KVLoadFailurePolicy, "kv-load-failure-policy", server.PolicyRecompute, `decoder on a failed read: "recompute" the missing tokens or "fail" the request (vLLM kv_load_failure_policy)`)
-	if err := cliflag.Parse(fs, args, os.Stdout); err != nil {
+	if err := cliflag.Parse(fs, spreadServedNames(args), os.Stdout); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
@@ -82,6 +84,14 @@ func parseFlags(args []string) (*options, error) {
 		return nil, err
 	}
 	o.cfg.KVEvents = kv
+	if len(o.servedNames) > 0 {
+		// The simulated engine has no weights path apart from its name:
+		// the first served name is also its cards' root.
+		o.cfg.Model = o.servedNames[0]
+		if len(o.servedNames) > 1 {
+			o.cfg.ServedModelAliases = o.servedNames[1:]
+		}
+	}
 	if o.loras != "" {
 		o.cfg.LoRAModules = splitNames(o.loras)
 	}
@@ -123,7 +133,7 @@ func run(args []string) error {
 		return err
 	}
 	ec := srv.Engine().Config()
-	lg.Info("simengine serving", "http", "http://"+srv.Addr(), "model", o.cfg.Model,
+	lg.Info("simengine serving", "http", "http://"+srv.Addr(), "model", o.cfg.Model, "aliases", o.cfg.ServedModelAliases,
 		"blockSize", ec.BlockSize, "numGPUBlocks", ec.NumGPUBlocks, "scaleOut", o.cfg.EnableScaleOut,
 		"kvEvents", srv.KVEventsEndpoint(), "replay", srv.ReplayEndpoint(), "snapshot", srv.SnapshotEndpoint(),
 		"format", o.cfg.KVEventsFormat, "pdRole", o.cfg.PD.Role)
