@@ -61,6 +61,10 @@
 //     is not a string, over MaxCardFieldBytes or not printable UTF-8, a
 //     max_model_len that is not a positive integer
 //   - kvroute_models_served{endpoint}
+//   - kvroute_models_unrewritten_aliases{endpoint}: names the endpoint
+//     lists as base models with its first served model's root (vLLM's
+//     --served-model-name aliases, one KV cache) that no rewrite maps to
+//     that model; each is also logged once at warning level (aliases.go)
 //
 // Labels take configured names and endpoint IDs only, never a name from the
 // wire. The package adds no module dependency.

@@ -37,6 +37,7 @@ type pollMetrics struct {
 	dropped  *prometheus.CounterVec // kvroute_models_names_dropped_total{endpoint}
 	fields   *prometheus.CounterVec // kvroute_models_card_fields_dropped_total{endpoint}
 	served   *prometheus.GaugeVec   // kvroute_models_served{endpoint}
+	aliases  *prometheus.GaugeVec   // kvroute_models_unrewritten_aliases{endpoint}
 }
 
 func newPollMetrics(reg prometheus.Registerer) (*pollMetrics, error) {
@@ -61,6 +62,10 @@ func newPollMetrics(reg prometheus.Registerer) (*pollMetrics, error) {
 			Name: "kvroute_models_served",
 			Help: "Models an endpoint serves, as last read from its /v1/models.",
 		}, []string{"endpoint"}),
+		aliases: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kvroute_models_unrewritten_aliases",
+			Help: "Names an endpoint's /v1/models lists as base models with the root of its first served model (vLLM's served-name aliases, one KV cache) that no rewrite maps to that model: requests for them are routed without cache information.",
+		}, []string{"endpoint"}),
 	}
 	var err error
 	if m.polls, err = register(reg, m.polls); err != nil {
@@ -78,6 +83,9 @@ func newPollMetrics(reg prometheus.Registerer) (*pollMetrics, error) {
 	if m.served, err = register(reg, m.served); err != nil {
 		return nil, err
 	}
+	if m.aliases, err = register(reg, m.aliases); err != nil {
+		return nil, err
+	}
 	return m, nil
 }
 
@@ -89,6 +97,7 @@ func (m *pollMetrics) forget(id string) {
 	m.dropped.DeletePartialMatch(l)
 	m.fields.DeletePartialMatch(l)
 	m.served.DeletePartialMatch(l)
+	m.aliases.DeletePartialMatch(l)
 }
 
 // register registers c on reg (nil: not at all), reusing an identical

@@ -54,12 +54,14 @@ type Poller struct {
 	log      *slog.Logger
 	met      *pollMetrics
 	onChange func()
+	rewrites *Table // the Registry's, to tell which aliases are rewritten (nil: none)
 
 	mu      sync.Mutex
 	urls    map[string]string            // endpoint ID → base URL, as last given
 	models  map[string][]string          // endpoint ID → its last good answer
 	parents map[string]map[string]string // endpoint ID → adapter → base model, of that answer (absent: none)
 	cards   map[string][]Card            // endpoint ID → the cards of that answer's names, in its order
+	aliases map[string][]string          // endpoint ID → that answer's unrewritten aliases (unrewrittenAliases), as last logged
 
 	kick   chan struct{} // a new endpoint: poll now
 	ctx    context.Context
@@ -70,6 +72,12 @@ type Poller struct {
 // NewPoller starts a poller over no endpoints; give it some with
 // SetEndpoints.
 func NewPoller(cfg PollConfig, opts Options) (*Poller, error) {
+	return newPoller(cfg, opts, nil)
+}
+
+// newPoller is NewPoller with the rewrite table the aliases it reports are
+// checked against (see aliases.go).
+func newPoller(cfg PollConfig, opts Options, rewrites *Table) (*Poller, error) {
 	c := Config{Poll: cfg}.withDefaults()
 	cfg = c.Poll
 	if cfg.Interval < 0 || cfg.Timeout < 0 || cfg.MaxModels < 0 {
@@ -84,8 +92,9 @@ func NewPoller(cfg PollConfig, opts Options) (*Poller, error) {
 		owned = &http.Transport{MaxIdleConnsPerHost: 1, IdleConnTimeout: 2 * cfg.Interval}
 		client = &http.Client{Transport: owned, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
-	p := &Poller{cfg: cfg, client: client, owned: owned, clock: opts.Clk(), log: opts.Log(), met: m, onChange: opts.OnChange,
-		urls: map[string]string{}, models: map[string][]string{}, parents: map[string]map[string]string{}, cards: map[string][]Card{}, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	p := &Poller{cfg: cfg, client: client, owned: owned, clock: opts.Clk(), log: opts.Log(), met: m, onChange: opts.OnChange, rewrites: rewrites,
+		urls: map[string]string{}, models: map[string][]string{}, parents: map[string]map[string]string{}, cards: map[string][]Card{},
+		aliases: map[string][]string{}, kick: make(chan struct{}, 1), done: make(chan struct{})}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	go p.run()
 	return p, nil
@@ -108,6 +117,7 @@ func (p *Poller) SetEndpoints(eps []kvroute.Endpoint) {
 			delete(p.models, id)
 			delete(p.parents, id)
 			delete(p.cards, id)
+			delete(p.aliases, id)
 			p.met.forget(id)
 		}
 	}
@@ -266,7 +276,22 @@ func (p *Poller) PollOnce(ctx context.Context) bool {
 		p.cards[id] = c.cards // no change of routing: read when a list is asked for
 		p.met.polls.WithLabelValues(id).Inc()
 		p.met.served.WithLabelValues(id).Set(float64(len(ms)))
+		first, aliases := unrewrittenAliases(c.cards, p.rewrites)
+		var fresh []string
+		for _, a := range aliases {
+			if !slices.Contains(p.aliases[id], a) {
+				fresh = append(fresh, a)
+			}
+		}
+		p.aliases[id] = aliases
+		p.met.aliases.WithLabelValues(id).Set(float64(len(aliases)))
 		p.mu.Unlock()
+		for _, a := range fresh {
+			p.log.Warn("models: an endpoint lists a name with its first served model's root and no rewrite to it; "+
+				"if it is a served-name alias of one engine (vLLM's --served-model-name), its requests are routed without cache information "+
+				"(the engine's KV events are indexed under the first name): add a rewrite from it to the first name",
+				"endpoint", id, "name", a, "first", first)
+		}
 	}
 	return changed
 }

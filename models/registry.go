@@ -39,7 +39,7 @@ func New(cfg Config, opts Options) (*Registry, error) {
 	}
 	r := &Registry{cfg: cfg, table: t}
 	if cfg.Poll.Enabled {
-		if r.poller, err = NewPoller(cfg.Poll, opts); err != nil {
+		if r.poller, err = newPoller(cfg.Poll, opts, t); err != nil {
 			return nil, err
 		}
 	}
