@@ -40,7 +40,7 @@ type options struct {
 func parseFlags(args []string) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("simengine", flag.ContinueOnError)
-	fs.StringVar(&o.cfg.Model, "model", "sim-model", "served model name (without --served-model-name)")
+	fs.StringVar(&o.cfg.Model, "model", "sim-model", "served model name without --served-model-name; with it, the model's path (the root of its /v1/models cards), as vLLM's --model")
 	fs.Var(&o.servedNames, servedNameFlag, "names the model is served under (vLLM --served-model-name): the first replaces --model, the others are aliases on the same engine and cache, answered with the first name; as vLLM takes them (--served-model-name a b), comma- or space-separated in one value, or the flag repeated")
 	fs.StringVar(&o.host, "host", "127.0.0.1", "HTTP listen host")
 	fs.IntVar(&o.port, "port", 8000, "HTTP listen port (0 picks a free one)")
@@ -85,9 +85,9 @@ func parseFlags(args []string) (*options, error) {
 	}
 	o.cfg.KVEvents = kv
 	if len(o.servedNames) > 0 {
-		// The simulated engine has no weights path apart from its name:
-		// the first served name is also its cards' root.
-		o.cfg.Model = o.servedNames[0]
+		// As vLLM: --model is then the weights' path, the root of the
+		// base model's cards, and the first served name is the model's.
+		o.cfg.ModelPath, o.cfg.Model = o.cfg.Model, o.servedNames[0]
 		if len(o.servedNames) > 1 {
 			o.cfg.ServedModelAliases = o.servedNames[1:]
 		}

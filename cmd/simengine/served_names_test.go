@@ -24,6 +24,11 @@ func TestServedModelNameFlag(t *testing.T) {
 		require.NoError(t, err, name)
 		require.Equal(t, "a", o.cfg.Model, name)
 		require.Equal(t, []string{"b", "c"}, o.cfg.ServedModelAliases, name)
+		wantPath := "sim-model" // --model's default
+		if name == "after --model" {
+			wantPath = "/weights/a"
+		}
+		require.Equal(t, wantPath, o.cfg.ModelPath, "%s: --model is the model's path, as vLLM's", name)
 	}
 
 	o, err := parseFlags([]string{"--served-model-name", "a"})
@@ -33,6 +38,7 @@ func TestServedModelNameFlag(t *testing.T) {
 	o, err = parseFlags([]string{"--model", "m"})
 	require.NoError(t, err)
 	require.Equal(t, "m", o.cfg.Model)
+	require.Empty(t, o.cfg.ModelPath, "--model alone: its name is its path")
 	require.Nil(t, o.cfg.ServedModelAliases)
 
 	o, err = parseFlags([]string{"--served-model-name", "a,,b"})

@@ -16,8 +16,8 @@ func aliasServer(t *testing.T) (*Server, string) {
 }
 
 // /v1/models lists the base model under each served name, in order, with
-// the same root and max_model_len and no parent; the adapter follows,
-// parented on the first name.
+// the same root (Config.ModelPath, else the first name) and max_model_len
+// and no parent; the adapter follows, parented on the first name.
 func TestServedModelAliasesListedWithTheModelsRoot(t *testing.T) {
 	_, url := aliasServer(t)
 	code, body := get(t, url+"/v1/models")
@@ -41,6 +41,20 @@ func TestServedModelAliasesListedWithTheModelsRoot(t *testing.T) {
 	require.Nil(t, b.Parent)
 	require.Equal(t, "a", *l.Parent, "an adapter without a base name is parented on the first served name")
 	require.Nil(t, l.MaxModelLen)
+
+	// With the model's path given (vLLM's --model beside
+	// --served-model-name), every name's root is that path.
+	_, url = startServer(t, Config{Model: "a", ServedModelAliases: []string{"b"}, ModelPath: "/weights/a"})
+	code, body = get(t, url+"/v1/models")
+	require.Equal(t, http.StatusOK, code)
+	roots := decode[struct {
+		Data []struct {
+			Root string `json:"root"`
+		} `json:"data"`
+	}](t, body).Data
+	require.Len(t, roots, 2)
+	require.Equal(t, "/weights/a", roots[0].Root)
+	require.Equal(t, "/weights/a", roots[1].Root)
 }
 
 // A request naming the alias runs on the base model's engine and cache:

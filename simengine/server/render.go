@@ -181,12 +181,16 @@ func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request) {
 		MaxModelLen *int                   `json:"max_model_len"`
 		Permission  []modelcard.Permission `json:"permission"`
 	}
-	data := []model{{ID: s.cfg.Model, Object: "model", Created: s.created, OwnedBy: "vllm", Root: s.cfg.Model,
+	root := s.cfg.ModelPath
+	if root == "" {
+		root = s.cfg.Model
+	}
+	data := []model{{ID: s.cfg.Model, Object: "model", Created: s.created, OwnedBy: "vllm", Root: root,
 		MaxModelLen: &s.cfg.MaxModelLen, Permission: modelcard.List(now)}}
 	// The base model's other served names (aliases.go): one card each, in
 	// order, with the first name's root and max_model_len.
 	for _, a := range s.cfg.ServedModelAliases {
-		data = append(data, model{ID: a, Object: "model", Created: s.created, OwnedBy: "vllm", Root: s.cfg.Model,
+		data = append(data, model{ID: a, Object: "model", Created: s.created, OwnedBy: "vllm", Root: root,
 			MaxModelLen: &s.cfg.MaxModelLen, Permission: modelcard.List(now)})
 	}
 	// Each adapter as vLLM lists it: its lora_path as root (a LoRAModules

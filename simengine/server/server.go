@@ -38,6 +38,11 @@ type Config struct {
 	// runs on the base model's engine and cache (aliases.go). Each must be
 	// non-empty, given once, and none of Model, LoRAModules or ExtraModels.
 	ServedModelAliases []string `json:"servedModelAliases"`
+	// ModelPath is the root /v1/models gives the base model under each of
+	// its names: vLLM's --model (the weights' path or hub name) when
+	// --served-model-name names the model otherwise. Empty: Model, as vLLM
+	// serves a model under its --model when given no other name.
+	ModelPath string `json:"modelPath"`
 	// LoRAModules are adapter names served on top of Model, each once; a
 	// request naming one runs with that LoRA (lora_id = position + 1).
 	LoRAModules []string `json:"loraModules"`
