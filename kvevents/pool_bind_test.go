@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/testport"
 	"github.com/kvroute/kvroute/replay"
 )
 
@@ -304,22 +305,14 @@ func TestBindClosedStreamsReleasedByTheirConnection(t *testing.T) {
 	require.NoError(t, p.Close())
 }
 
-// freePortPair returns a loopback port p such that p and p+1 were free.
+// freePortPair returns a loopback port p such that p and p+1 were free,
+// both outside the ephemeral range (testport), so that no other socket
+// takes them before the pool binds them.
 func freePortPair(t *testing.T) int {
 	t.Helper()
-	for range 100 {
-		l1, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		port := l1.Addr().(*net.TCPAddr).Port
-		l2, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port+1))
-		_ = l1.Close()
-		if err == nil {
-			_ = l2.Close()
-			return port
-		}
-	}
-	t.Fatal("no free port pair")
-	return 0
+	port, err := testport.Find(testport.Options{Offsets: []int{0, 1}})
+	require.NoError(t, err)
+	return port
 }
 
 // vLLM offsets the port a data-parallel rank's PUB connects to by the rank,

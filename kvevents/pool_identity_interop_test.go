@@ -9,6 +9,7 @@ import (
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/internal/pytest"
+	"github.com/kvroute/kvroute/internal/testport"
 )
 
 // vLLM's snapshot revision on real libzmq: a publisher with an identity (in
@@ -16,7 +17,9 @@ import (
 // in-process on the same ports with a new identity and publishes past the
 // old watermark before the re-dial. The pool reads the identities, clears
 // the old lifetime's blocks once, and holds the new lifetime's; the status
-// shows the identity the publisher reports.
+// shows the identity the publisher reports. The ports lie outside the
+// ephemeral range (testport), so no other socket takes them while the
+// publisher rebinds.
 func TestPoolInteropPublisherIdentity(t *testing.T) {
 	pytest.Require(t)
 	for _, where := range []string{"payload", "frame"} {
@@ -24,7 +27,8 @@ func TestPoolInteropPublisherIdentity(t *testing.T) {
 			defer leakcheck.Check(t)()
 			// Heartbeats off the batches' sequences here: every sequence
 			// carries its generated batch.
-			py := pytest.Start(t, pytest.Config{Replay: true, Identity: where, HeartbeatEvery: time.Hour})
+			py := pytest.Start(t, pytest.Config{Replay: true, Identity: where, HeartbeatEvery: time.Hour,
+				PubPort: testport.Port(t), ReplayPort: testport.Port(t)})
 			defer py.Stop()
 			ix := newPoolIndex(t)
 			p, logs := newTestPool(t, PoolConfig{MinBackoff: 200 * time.Millisecond}, ix)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/internal/pytest"
+	"github.com/kvroute/kvroute/internal/testport"
 	"github.com/kvroute/kvroute/internal/zmqx"
 )
 
@@ -84,11 +85,12 @@ func TestPoolInteropLibzmqPublisherWithReplay(t *testing.T) {
 
 // An engine killed and restarted (sequences from 0, fresh cache): the pool
 // sees the sequence go backwards, clears the endpoint and refills it from
-// the new lifetime's replay.
+// the new lifetime's replay. The ports lie outside the ephemeral range
+// (testport), so no other socket takes them between the two processes.
 func TestPoolInteropPublisherKilledAndRestarted(t *testing.T) {
 	pytest.Require(t)
 	defer leakcheck.Check(t)()
-	py := pytest.Start(t, pytest.Config{Replay: true})
+	py := pytest.Start(t, pytest.Config{Replay: true, PubPort: testport.Port(t), ReplayPort: testport.Port(t)})
 	defer py.Stop()
 	ix := newPoolIndex(t)
 	p, logs := newTestPool(t, PoolConfig{}, ix)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/internal/pytest"
+	"github.com/kvroute/kvroute/internal/testport"
 	"github.com/kvroute/kvroute/kvindex"
 	"github.com/kvroute/kvroute/replay"
 )
@@ -62,11 +63,13 @@ func TestPoolInteropVLLMMainIdleEngine(t *testing.T) {
 // A libzmq engine restarts on the same ports and publishes before the
 // subscriber re-dials, then goes idle, with its new sequence already past
 // the old watermark: only the reconnect check's digest comparison can tell.
-// The old lifetime's blocks go, the new lifetime's are indexed.
+// The old lifetime's blocks go, the new lifetime's are indexed. The ports
+// lie outside the ephemeral range (testport), so no other socket takes them
+// while the publisher rebinds.
 func TestPoolInteropFastRestartPastWatermark(t *testing.T) {
 	pytest.Require(t)
 	defer leakcheck.Check(t)()
-	py := pytest.Start(t, pytest.Config{Replay: true})
+	py := pytest.Start(t, pytest.Config{Replay: true, PubPort: testport.Port(t), ReplayPort: testport.Port(t)})
 	defer py.Stop()
 	ix := newPoolIndex(t)
 	p, logs := newTestPool(t, PoolConfig{MinBackoff: 200 * time.Millisecond}, ix)

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/testport"
 	"github.com/kvroute/kvroute/internal/zmqpub"
 	"github.com/kvroute/kvroute/internal/zmqx"
 )
@@ -35,10 +36,12 @@ func publishBatches(t testing.TB, pub *zmqpub.Publisher, first uint64, n int) ui
 // An engine down for longer than 5 s (longer than go-zeromq's own retry
 // budget of ~2.5 s) is reattached by the supervisor's capped backoff, and
 // its new lifetime (sequences from 0) replaces the old one in the index.
+// The engine's port lies outside the ephemeral range (testport), so no
+// other socket takes it during the outage.
 func TestPoolOutageLongerThanFiveSecondsResumes(t *testing.T) {
 	defer leakcheck.Check(t)()
 	ix := newPoolIndex(t)
-	pub := newTestPublisher(t, zmqpub.Config{Endpoint: "127.0.0.1:8000", Model: poolModel})
+	pub := newTestPublisher(t, zmqpub.Config{Addr: testport.Addr(t), Endpoint: "127.0.0.1:8000", Model: poolModel})
 	addr := pub.Endpoint()
 	p, logs := newTestPool(t, PoolConfig{}, ix)
 	defer p.Close()

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/testport"
 	"github.com/kvroute/kvroute/kvevents"
 	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/kvindex"
@@ -153,11 +154,13 @@ func TestIdleEngineStaysLiveOnTheRouter(t *testing.T) {
 // new engine has published past the old watermark before the router
 // re-dials (so the sequence does not go backwards). The router clears the
 // old lifetime's blocks once and indexes the new one's. The router runs on
-// a Manual clock, so it re-dials only when the test moves it on.
+// a Manual clock, so it re-dials only when the test moves it on. The ports
+// lie outside the ephemeral range (testport), so no other socket takes
+// them while neither engine listens.
 func TestEngineRestartDetectedByIdentity(t *testing.T) {
 	defer leakcheck.Check(t)()
 	engineClock := telemetry.NewManual(time.Unix(1_800_000_000, 0)) // no heartbeats unless moved
-	kv := snapshotKV(t, "tcp://127.0.0.1:0", "tcp://127.0.0.1:0", "tcp://127.0.0.1:0")
+	kv := snapshotKV(t, "tcp://"+testport.Addr(t), "tcp://"+testport.Addr(t), "tcp://"+testport.Addr(t))
 	a := startServerOpts(t, Config{KVEvents: kv}, Options{Clock: engineClock})
 	events, replay, snap := a.KVEventsEndpoint(), a.ReplayEndpoint(), a.SnapshotEndpoint()
 	routerClock := telemetry.NewManual(time.Unix(1_800_000_000, 0))
