@@ -1,17 +1,22 @@
 package redistest
 
 import (
-	"fmt"
 	"net"
 	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kvroute/kvroute/internal/testport"
 )
 
 // CLI is the redis-cli that creates test clusters.
 const CLI = "/usr/bin/redis-cli"
+
+// clusterBusOffset is how far above its client port a Redis Cluster node
+// listens for the cluster bus.
+const clusterBusOffset = 10000
 
 // Cluster is a running Redis Cluster of masters without replicas, owned by
 // one test.
@@ -39,13 +44,9 @@ func StartCluster(t testing.TB, n int) *Cluster {
 		s := &Server{dir: t.TempDir(), extra: []string{"--cluster-enabled", "yes", "--cluster-node-timeout", "5000"}}
 		var err error
 		for attempt := 0; attempt < 5; attempt++ {
-			if s.Port, err = freePort(); err != nil {
+			// The node's cluster bus port must be free too.
+			if s.Port, err = testport.Find(testport.Options{Offsets: []int{0, clusterBusOffset}}); err != nil {
 				break
-			}
-			// The cluster bus listens on port + 10000: keep both in range.
-			if s.Port > 55000 {
-				err = fmt.Errorf("port %d leaves no room for the cluster bus", s.Port)
-				continue
 			}
 			s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port))
 			if err = s.start(); err == nil {

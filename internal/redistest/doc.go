@@ -7,5 +7,6 @@
 // which case it fails (CI sets it). Tests never use the default port 6379, so
 // a developer's own Redis is never touched. Server.Stop and Server.Restart let
 // a test take Redis away mid-run and bring it back on the same port, the way
-// an outage looks to a client.
+// an outage looks to a client; the port lies outside the kernel's ephemeral
+// range (internal/testport), so no other socket takes it meanwhile.
 package redistest

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kvroute/kvroute/internal/testport"
 )
 
 // Binary is the redis-server the tests run.
@@ -70,7 +72,7 @@ func Start(t testing.TB) *Server {
 	s := &Server{dir: t.TempDir()}
 	var err error
 	for attempt := 0; attempt < 5; attempt++ { // another process may take the free port first
-		if s.Port, err = freePort(); err != nil {
+		if s.Port, err = testport.Find(testport.Options{}); err != nil {
 			break
 		}
 		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port))
@@ -83,16 +85,6 @@ func Start(t testing.TB) *Server {
 	}
 	t.Cleanup(func() { _ = s.Stop() })
 	return s
-}
-
-// freePort returns a loopback port that was free a moment ago.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func (s *Server) start() error {
