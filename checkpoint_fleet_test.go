@@ -15,6 +15,7 @@ import (
 
 	"github.com/kvroute/kvroute/checkpoint"
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/testport"
 	"github.com/kvroute/kvroute/kvevents"
 	"github.com/kvroute/kvroute/kvindex"
 	"github.com/kvroute/kvroute/simengine"
@@ -31,7 +32,8 @@ const (
 
 // fleetEngine is one simulated vLLM (no HTTP: requests are submitted to its
 // engine directly) with KV events and a replay buffer of bufferSteps
-// batches on fixed loopback ports, so that it can be restarted in place.
+// batches on loopback ports outside the ephemeral range (testport), so that
+// it can be restarted in place without another socket taking them.
 type fleetEngine struct {
 	t        *testing.T
 	id       string
@@ -52,7 +54,7 @@ func startFleetEngine(t *testing.T, id string, buffer int, events, replay string
 func (e *fleetEngine) start() {
 	e.t.Helper()
 	if e.events == "" {
-		e.events, e.replay = "tcp://127.0.0.1:0", "tcp://127.0.0.1:0"
+		e.events, e.replay = "tcp://"+testport.Addr(e.t), "tcp://"+testport.Addr(e.t)
 	}
 	replay := e.replay
 	var err error
