@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,28 +19,10 @@ import (
 
 	"github.com/kvroute/kvroute/contrib/extproc"
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/testport"
 	"github.com/kvroute/kvroute/simengine"
 	"github.com/kvroute/kvroute/simengine/server"
 )
-
-// freePort returns a loopback port nothing listens on, for a listener this
-// test starts later. It is drawn below Linux's ephemeral range (32768 and
-// up): a port the kernel just handed out is the one it hands out to the
-// next process that asks, and tests run in parallel processes, so such a
-// port could be taken before the listener binds it.
-func freePort(t *testing.T) int {
-	t.Helper()
-	for range 1000 {
-		port := 20000 + rand.IntN(12000)
-		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err == nil {
-			require.NoError(t, ln.Close())
-			return port
-		}
-	}
-	t.Fatal("no free loopback port in 20000-31999")
-	return 0
-}
 
 // The binary is not ready while its engine's KV-event stream has not caught
 // up (here: the engine's publisher is not up yet, so the stream connects and
@@ -54,7 +34,7 @@ func TestRunIsNotReadyUntilTheIndexHasCaughtUp(t *testing.T) {
 	httpLn, err := net.Listen("tcp", "127.0.0.1:0") // the engine's HTTP port, served once it starts
 	require.NoError(t, err)
 	id := httpLn.Addr().String()
-	eventsPort, replayPort := freePort(t), freePort(t)
+	eventsPort, replayPort := testport.Port(t), testport.Port(t) // bound later, by the engine
 
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "config.yaml")

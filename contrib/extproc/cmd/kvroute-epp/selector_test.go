@@ -28,6 +28,7 @@ import (
 	"github.com/kvroute/kvroute/contrib/extproc"
 	"github.com/kvroute/kvroute/contrib/k8s"
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/testport"
 )
 
 // fakeKube makes run's Kubernetes clients kube (a client-go fake
@@ -100,7 +101,7 @@ func TestRunFollowsEndpointSelector(t *testing.T) {
 	defer cancel()
 	// The engines publish no KV events (nothing listens on the ports): the
 	// router lists each endpoint it subscribed to, connecting.
-	cfg := fmt.Sprintf("model: %s\nblockSize: 16\nevents:\n  eventsPort: %d\n  replayPort: %d\n", model, freePort(t), freePort(t))
+	cfg := fmt.Sprintf("model: %s\nblockSize: 16\nevents:\n  eventsPort: %d\n  replayPort: %d\n", model, testport.Port(t), testport.Port(t))
 	m, done := startEPP(t, ctx, "--endpoint-selector", "app=vllm,tier in (decode)", "--endpoint-target-ports", "8000,8001,8000",
 		"--pool-namespace", "llm", "--config-text", cfg)
 
