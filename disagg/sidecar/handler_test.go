@@ -3,7 +3,6 @@ package sidecar
 import (
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/testport"
 	"github.com/kvroute/kvroute/simengine/server"
 	"github.com/kvroute/kvroute/telemetry"
 )
@@ -64,14 +64,12 @@ func fakePrefiller(t *testing.T, h http.HandlerFunc) string {
 	return strings.TrimPrefix(srv.URL, "http://")
 }
 
-// freeAddr returns a loopback address nobody listens on.
+// freeAddr returns a loopback address nobody listens on. Its port lies
+// outside the ephemeral range (testport): no other socket's bind to port 0
+// takes it and answers, and a dial to it cannot connect to itself.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	return addr
+	return testport.Addr(t)
 }
 
 // Every way the prefill step can fail falls back to a local prefill on the
