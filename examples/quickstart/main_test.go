@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/testport"
 	"github.com/kvroute/kvroute/simengine/server"
 )
 
@@ -43,32 +44,24 @@ func (l *lockedBuffer) String() string {
 }
 
 // sharedPort returns a TCP port free on both 127.0.0.1 and 127.0.0.2, as the
-// quickstart expects every engine's event socket on the same port.
+// quickstart expects every engine's event socket on the same port. It lies
+// outside the ephemeral range (testport), so no other socket takes it
+// before the engines bind it.
 func sharedPort(t *testing.T) int {
 	t.Helper()
-	for range 50 {
-		a, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		port := a.Addr().(*net.TCPAddr).Port
-		b, err := net.Listen("tcp", fmt.Sprintf("127.0.0.2:%d", port))
-		a.Close()
-		if err == nil {
-			b.Close()
-			return port
-		}
-	}
-	t.Fatal("no port free on both 127.0.0.1 and 127.0.0.2")
-	return 0
+	port, err := testport.Find(testport.Options{Hosts: []string{"127.0.0.1", "127.0.0.2"}})
+	require.NoError(t, err)
+	return port
 }
 
-// startEngine starts a simulated vLLM on host (HTTP on a free port) that
+// startEngine starts a simulated vLLM on host (HTTP on a free port, outside
+// the ephemeral range as the others: it is bound after it was checked) that
 // publishes KV events on host:eventsPort with replay on host:replayPort.
 func startEngine(t *testing.T, host string, eventsPort, replayPort int) *server.Server {
 	t.Helper()
-	ln, err := net.Listen("tcp", host+":0")
+	port, err := testport.Find(testport.Options{Hosts: []string{host}})
 	require.NoError(t, err)
-	id := ln.Addr().String()
-	ln.Close()
+	id := net.JoinHostPort(host, strconv.Itoa(port))
 	replay := fmt.Sprintf("tcp://%s:%d", host, replayPort)
 	srv, err := server.New(server.Config{Model: "sim-model", EnableScaleOut: true,
 		KVEvents: server.KVEventsConfig{EnableKVCacheEvents: true, Publisher: "zmq",
@@ -105,10 +98,7 @@ func TestQuickstartRoutesALongPromptToTheWarmEngine(t *testing.T) {
 	e2 := startEngine(t, "127.0.0.2", eventsPort, replayPort)
 	defer e2.Close()
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	listen := ln.Addr().String()
-	ln.Close()
+	listen := testport.Addr(t) // bound by the quickstart
 	cmd := exec.Command(bin, "-listen", listen, "-endpoints", e1.Addr()+","+e2.Addr(),
 		"-events-port", strconv.Itoa(eventsPort), "-replay-port", strconv.Itoa(replayPort))
 	logs := &lockedBuffer{}
