@@ -51,7 +51,15 @@ func (c *timeoutCtx) Deadline() (time.Time, bool) { return c.parent.Deadline() }
 func (c *timeoutCtx) Done() <-chan struct{}       { return c.done }
 func (c *timeoutCtx) Value(key any) any           { return c.parent.Value(key) }
 
+// Err is the context's error. A parent that has ended ends the context
+// here and now, as a standard library context's cancellation reaches its
+// children before cancel returns: the hook context.AfterFunc runs in a
+// goroutine of its own, and a caller that cancelled the parent and then
+// asked Err (a retry loop deciding whether to try again) saw nil.
 func (c *timeoutCtx) Err() error {
+	if err := c.parent.Err(); err != nil {
+		c.end(err) // a no-op when the context already ended
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.err
@@ -67,6 +75,6 @@ func Sleep(ctx context.Context, clock telemetry.Clock, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	case <-t.C():
-		return true
+		return ctx.Err() == nil // both ready: the end wins, as a caller checks it next
 	}
 }
