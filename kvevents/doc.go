@@ -157,7 +157,12 @@
 // epoch cannot show otherwise. (A tail probe can fall due while the
 // subscriber is reconnecting to a restarted engine: unchecked, it would
 // apply the new lifetime's batches on top of the old one's entries.)
-// Checks that find nothing missing count in
+// A connect replay that finds the engine's buffer empty is followed, a
+// TailProbeDelay later, by one join probe from 0: the subscription is set
+// up while that replay runs, and a batch the engine published before its
+// PUB socket had the SUBSCRIBE (ZeroMQ's slow joiner) reached neither;
+// without the probe an engine that then idled kept those blocks out of the
+// index until its next batch. Checks that find nothing missing count in
 // kvroute_kv_events_probes_total, not as replays.
 //
 // Replays end exact or say they did not. vLLM's replay ROUTER drops replies

@@ -13,6 +13,7 @@ const (
 	trigCatchUp   trigger = "catch_up"  // a queue dropped a message: from applied+1 up to the wire watermark
 	trigReconnect trigger = "reconnect" // the subscription was re-established, or a recorded position is checked: from applied, digest verified
 	trigTail      trigger = "tail"      // the stream went quiet after traffic: was its tail lost? From applied, digest verified
+	trigJoin      trigger = "join"      // the connect replay found nothing: was a batch lost while the subscription was set up? From 0
 	trigModel     trigger = "model"     // batches were keyed under a wrong guessed model: from 0 under the right one
 	trigRepair    trigger = "repair"    // an earlier replay left a hole: from applied+1 up to it
 	trigRebuild   trigger = "rebuild"   // history lost by a cut-short replay: from 0, waiting for a slot detached
@@ -50,7 +51,7 @@ func (st *stream) planReplayLocked(t trigger, seen uint64) replayPlan {
 	s := &st.s
 	p := replayPlan{trigger: t, known: seen}
 	switch t {
-	case trigConnect, trigRestart:
+	case trigConnect, trigRestart, trigJoin:
 		// from 0, bounded by the live message that triggered it
 	case trigModel, trigResync:
 		p.known = st.lastSeen.Load()
@@ -72,6 +73,6 @@ func (st *stream) planReplayLocked(t trigger, seen uint64) replayPlan {
 			p.from, p.verify = s.applied, true // the batch at the watermark itself
 		}
 	}
-	p.probe = t == trigTail || t == trigReconnect
+	p.probe = t == trigTail || t == trigReconnect || t == trigJoin
 	return p
 }

@@ -323,6 +323,9 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 			st.startRebuildLocked()
 		default:
 			st.armRepairLocked()
+			if reason == trigConnect && result == replayComplete && delivered == 0 && !s.has {
+				st.armJoinProbeLocked()
+			}
 		}
 	})
 }
