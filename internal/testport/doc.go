@@ -1,7 +1,9 @@
 // Package testport gives kvroute's tests loopback TCP ports outside the
 // kernel's ephemeral range, for listeners a test closes and starts again on
-// the same address (an engine, a publisher or a Redis that restarts) and
-// for addresses a test picks before the listener that uses them exists.
+// the same address (an engine, a publisher or a Redis that restarts), for
+// addresses a test picks before the listener that uses them exists, and for
+// addresses that must refuse connections: one nothing listens on (Addr), or
+// a server's that the test stops (Listen).
 //
 // A port from a bind to port 0 is drawn from the ephemeral range
 // (/proc/sys/net/ipv4/ip_local_port_range, 32768–60999 by default), which

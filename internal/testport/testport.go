@@ -113,6 +113,8 @@ func Addr(t testing.TB) string {
 type finder struct {
 	low  func() int      // the ephemeral range's low end
 	draw func(n int) int // a random number in [0, n)
+	// bind is listen's net.Listen; nil means net.Listen.
+	bind func(network, addr string) (net.Listener, error)
 
 	mu    sync.Mutex
 	given map[int]bool
