@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/testport"
 	"github.com/kvroute/kvroute/render"
 )
 
@@ -42,15 +42,14 @@ func renderServer(t *testing.T) (*httptest.Server, *atomic.Int64) {
 }
 
 // loopbackEndpoints returns n endpoint IDs on 127.0.0.1 ports where nothing
-// listens (their event sockets refuse at once).
+// listens (their event sockets refuse at once). The ports lie outside the
+// ephemeral range (testport): no other socket's bind to port 0 takes one and
+// answers.
 func loopbackEndpoints(t *testing.T, n int) []Endpoint {
 	t.Helper()
 	eps := make([]Endpoint, n)
 	for i := range eps {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		eps[i] = Endpoint{ID: l.Addr().String()}
-		require.NoError(t, l.Close())
+		eps[i] = Endpoint{ID: testport.Addr(t)}
 	}
 	return eps
 }
