@@ -15,20 +15,19 @@ import (
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/approx"
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/testport"
 	"github.com/kvroute/kvroute/kvevents"
 	"github.com/kvroute/kvroute/simengine"
 	"github.com/kvroute/kvroute/simengine/server"
 )
 
 // deadEventsAddress is a loopback address nothing listens on: an endpoint
-// given it as its KV-event address never has a live stream.
+// given it as its KV-event address never has a live stream. Its port lies
+// outside the ephemeral range (testport), so no other socket's bind to port
+// 0 takes it and answers.
 func deadEventsAddress(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return "tcp://" + addr
+	return "tcp://" + testport.Addr(t)
 }
 
 // startModeFleet starts one simulated engine per entry of events (KV events

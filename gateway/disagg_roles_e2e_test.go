@@ -16,6 +16,7 @@ import (
 	"github.com/kvroute/kvroute/disagg"
 	"github.com/kvroute/kvroute/disagg/sidecar"
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/testport"
 	"github.com/kvroute/kvroute/render"
 	"github.com/kvroute/kvroute/simengine/server"
 )
@@ -165,10 +166,7 @@ func TestDisaggFailuresThroughGateway(t *testing.T) {
 				require.NoError(t, slow.Close())
 				require.ErrorIs(t, <-slowDone, http.ErrServerClosed)
 			}()
-			dl, err := net.Listen("tcp", "127.0.0.1:0")
-			require.NoError(t, err)
-			dead := dl.Addr().String()
-			require.NoError(t, dl.Close())
+			dead := testport.Addr(t) // nothing listens, nor takes it meanwhile
 
 			decEP := dec.endpoint(disagg.RoleDecode)
 			eps := []kvroute.Endpoint{decEP, expiring.endpoint(disagg.RolePrefill)}
