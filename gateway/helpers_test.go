@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/internal/testport"
 	"github.com/kvroute/kvroute/kvindex"
 	"github.com/kvroute/kvroute/telemetry"
 )
@@ -42,7 +43,13 @@ func newUpstream(t *testing.T) *upstream {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"id":"cmpl-1","object":"text_completion","choices":[{"index":0,"text":" ok"}]}`)
 	}
-	u.Server = httptest.NewServer(http.HandlerFunc(u.serve))
+	// On a port outside the ephemeral range (testport): a test that closes
+	// the engine sees its address refused, not answered by another socket
+	// that took the port meanwhile.
+	u.Server = httptest.NewUnstartedServer(http.HandlerFunc(u.serve))
+	_ = u.Listener.Close()
+	u.Listener = testport.Listen(t, "127.0.0.1")
+	u.Start()
 	u.id = strings.TrimPrefix(u.URL, "http://")
 	return u
 }
