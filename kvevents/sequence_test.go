@@ -189,12 +189,8 @@ func TestStreamUncoveredGapRebuildsFromReplayWindow(t *testing.T) {
 func TestStreamFailedReplayCoolsDownAndClearsOnGaps(t *testing.T) {
 	defer leakcheck.Check(t)()
 	// The replay address refuses connections.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := "tcp://" + l.Addr().String()
-	require.NoError(t, l.Close())
 	f := newSeqFixture(t, PoolConfig{ReplayCooldown: time.Hour, ReplayClient: replay.ClientConfig{
-		MaxAttemptsWithoutProgress: 1, Backoff: time.Millisecond}}, 0, addr)
+		MaxAttemptsWithoutProgress: 1, Backoff: time.Millisecond}}, 0, refusingAddr(t))
 	defer f.close()
 
 	f.publish(0, 0) // proactive replay fails: cooldown, then 0 is the base

@@ -1,7 +1,6 @@
 package kvevents
 
 import (
-	"net"
 	"testing"
 	"time"
 
@@ -9,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/testport"
 	"github.com/kvroute/kvroute/replay"
 	"github.com/kvroute/kvroute/telemetry"
 )
@@ -61,11 +61,10 @@ func newClockSeqFixture(t *testing.T, cfg PoolConfig, addr string, clock telemet
 	return f
 }
 
-// refusingAddr is a replay address that refuses connections.
+// refusingAddr is a replay address that refuses connections: nothing
+// listens on it, and its port lies outside the ephemeral range (testport),
+// so no other socket's bind to port 0 takes it and answers.
 func refusingAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := "tcp://" + l.Addr().String()
-	require.NoError(t, l.Close())
-	return addr
+	t.Helper()
+	return "tcp://" + testport.Addr(t)
 }
