@@ -2,13 +2,13 @@ package render
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/testport"
 )
 
 // The servers are closed by the subtest's cleanup, before the leak check.
@@ -25,10 +25,7 @@ func testCheckReportsPerEndpoint(t *testing.T) {
 	otherModel.on("/v1/completions/render", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, 404, "NotFoundError", "The model `qwen3-8b` does not exist.")
 	})
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	dead := "http://" + l.Addr().String()
-	require.NoError(t, l.Close())
+	dead := "http://" + testport.Addr(t) // nothing listens, nor takes the port meanwhile
 
 	eps := []Endpoint{
 		{ID: "10.0.0.1:8000", URL: ok.URL},

@@ -3,7 +3,6 @@ package render
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -15,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kvroute/kvroute/internal/testport"
 	"github.com/kvroute/kvroute/telemetry"
 )
 
@@ -49,10 +49,7 @@ func TestRenderRetriesOnceOnDifferentEndpoint(t *testing.T) {
 }
 
 func TestRenderRetriesConnectionRefused(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	dead := "http://" + l.Addr().String()
-	require.NoError(t, l.Close())
+	dead := "http://" + testport.Addr(t) // nothing listens, nor takes the port meanwhile
 	good := newFakeVLLM(t, "b")
 	c := newTestClient(t, nil)
 	require.NoError(t, c.SetEndpoints([]Endpoint{{ID: "a", URL: dead}, {ID: "b", URL: good.URL}}))
