@@ -2,7 +2,6 @@ package replay
 
 import (
 	"context"
-	"net"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/testport"
 	"github.com/kvroute/kvroute/internal/zmqx"
 	"github.com/kvroute/kvroute/telemetry"
 )
@@ -20,10 +20,7 @@ const clockWait = 10 * time.Second // generous: a loaded 2-core machine
 // attempt starts when a manual clock passes it, not before.
 func TestReplayBackoffOnTheClientClock(t *testing.T) {
 	defer leakcheck.Check(t)()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	refused := l.Addr().String()
-	require.NoError(t, l.Close())
+	refused := testport.Addr(t) // nothing listens, nor takes the port meanwhile
 	clk := telemetry.NewManual(time.Unix(1_800_000_000, 0))
 	var attempts atomic.Int64
 	cl, err := NewClient(ClientConfig{Limiter: NewLimiter(0), Backoff: time.Minute, Timeout: time.Hour,

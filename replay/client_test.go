@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/testport"
 	"github.com/kvroute/kvroute/internal/zmqx"
 	"github.com/stretchr/testify/require"
 )
@@ -212,17 +213,14 @@ func TestReplayPartialReplyWithoutEndFails(t *testing.T) {
 
 func TestReplayConnectFailures(t *testing.T) {
 	defer leakcheck.Check(t)()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	refused := l.Addr().String()
-	require.NoError(t, l.Close())
+	refused := testport.Addr(t) // nothing listens, nor takes the port meanwhile
 	var ops atomic.Int64
 	cl := newClient(t, ClientConfig{Backoff: time.Millisecond, OnAttemptError: func(e *Error) {
 		if e.Op == OpConnect {
 			ops.Add(1)
 		}
 	}})
-	_, err = cl.Replay(context.Background(), refused, 0, (&collector{}).apply)
+	_, err := cl.Replay(context.Background(), refused, 0, (&collector{}).apply)
 	var re *Error
 	require.ErrorAs(t, err, &re)
 	require.Equal(t, OpNoProgress, re.Op)
