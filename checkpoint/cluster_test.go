@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
-	"net"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/kvroute/kvroute/cluster"
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/internal/redistest"
+	"github.com/kvroute/kvroute/internal/testport"
 	"github.com/kvroute/kvroute/telemetry"
 	"github.com/kvroute/kvroute/tokenload"
 )
@@ -108,10 +108,7 @@ func TestRestoreFromAPoolWithoutSnapshotsSaysWhy(t *testing.T) {
 // next source.
 func TestRestoreWithThePoolsRedisDownCountsIt(t *testing.T) {
 	t.Cleanup(leakcheck.Check(t))
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close()) // nothing listens there now
+	addr := testport.Addr(t) // nothing listens there, nor takes the port meanwhile
 	reg := prometheus.NewRegistry()
 	var logs bytes.Buffer
 	k, err := Restore(context.Background(), newIndex(t, testBlockSize), Config{}, BootstrapConfig{},

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/binary"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -18,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/testport"
 	"github.com/kvroute/kvroute/kvindex"
 	"github.com/kvroute/kvroute/telemetry"
 )
@@ -222,10 +222,7 @@ func TestPeerBootstrapSkipsBadPeers(t *testing.T) {
 	futurePeer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(future) }))
 	defer futurePeer.Close()
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	dead := "http://" + ln.Addr().String() + "/kvroute/snapshot"
-	require.NoError(t, ln.Close())
+	dead := "http://" + testport.Addr(t) + "/kvroute/snapshot" // nothing listens, nor takes the port meanwhile
 
 	reg := prometheus.NewRegistry()
 	k := boot(t, reg, BootstrapConfig{Peers: []string{dead, dying.URL, otherBS.URL, futurePeer.URL, good.URL}})
