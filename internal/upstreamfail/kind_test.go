@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/testport"
 )
 
 func TestClassifyWrappedErrors(t *testing.T) {
@@ -59,10 +60,7 @@ func TestClassifyWrappedErrors(t *testing.T) {
 // closes the connection without an answer, and a deadline that has passed.
 func TestClassifyLoopbackFailures(t *testing.T) {
 	defer leakcheck.Check(t)()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	closedAddr := ln.Addr().String()
-	require.NoError(t, ln.Close())
+	closedAddr := testport.Addr(t) // nothing listens, nor takes the port meanwhile
 	tr := &http.Transport{DisableKeepAlives: true}
 	defer tr.CloseIdleConnections()
 	get := func(ctx context.Context, addr string) error {
@@ -75,7 +73,7 @@ func TestClassifyLoopbackFailures(t *testing.T) {
 		return err
 	}
 
-	err = get(context.Background(), closedAddr)
+	err := get(context.Background(), closedAddr)
 	require.Error(t, err)
 	require.Equal(t, Unreachable, Classify(err), err.Error())
 
