@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/testport"
 )
 
 // wait bounds the waits for an event in these tests.
@@ -476,12 +477,9 @@ func TestTransportHTTPSFallsBack(t *testing.T) {
 // An unreachable server is a dial error.
 func TestTransportUnreachable(t *testing.T) {
 	defer leakcheck.Check(t)()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := testport.Addr(t) // nothing listens, nor takes the port meanwhile
 	tr := New(Config{MaxIdlePerHost: 4})
-	_, _, err = upPost(t, context.Background(), tr, addr, "x")
+	_, _, err := upPost(t, context.Background(), tr, addr, "x")
 	var op *net.OpError
 	require.True(t, errors.As(err, &op), "%v", err)
 }
