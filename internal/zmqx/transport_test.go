@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-zeromq/zmq4"
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/testport"
 	"github.com/stretchr/testify/require"
 )
 
@@ -68,10 +69,7 @@ func TestDialMutePeerFailsWithinHandshakeDeadline(t *testing.T) {
 
 func TestDialRefusedFailsAtOnce(t *testing.T) {
 	defer leakcheck.Check(t)()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
+	addr := testport.Addr(t) // nothing listens, nor takes the port meanwhile
 
 	// go-zeromq retries a failed dial (10 times, 250 ms apart, by default);
 	// kvroute's sockets make exactly one attempt and leave backoff to the
