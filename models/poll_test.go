@@ -19,6 +19,7 @@ import (
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/testport"
 	"github.com/kvroute/kvroute/telemetry"
 )
 
@@ -33,7 +34,7 @@ type engine struct {
 func newEngine(t *testing.T, ids ...string) *engine {
 	e := &engine{status: http.StatusOK}
 	e.set(ids...)
-	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	e.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		if r.URL.Path != "/v1/models" {
@@ -43,6 +44,12 @@ func newEngine(t *testing.T, ids ...string) *engine {
 		w.WriteHeader(e.status)
 		_, _ = w.Write([]byte(e.body))
 	}))
+	// On a port outside the ephemeral range (testport): once a test closes
+	// the engine, its polls are refused, not answered by another socket
+	// that took the port.
+	_ = e.srv.Listener.Close()
+	e.srv.Listener = testport.Listen(t, "127.0.0.1")
+	e.srv.Start()
 	return e
 }
 
