@@ -19,6 +19,7 @@ import (
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/contrib/extproc/envoysim"
+	"github.com/kvroute/kvroute/internal/testport"
 )
 
 // The Inference Extension's conformance suite (conformance/tests in
@@ -78,8 +79,10 @@ func newSuitePool(t *testing.T, prefix string, ips []string, ranks int) *suitePo
 	for i, ip := range ips {
 		pod := &suitePod{name: prefix + "-" + string(rune('a'+i)), ip: ip}
 		for range ranks {
-			ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
-			require.NoError(t, err)
+			// Outside the ephemeral range (testport): a pod's server the
+			// test stops is refused, not answered by another socket that
+			// took its port.
+			ln := testport.Listen(t, ip)
 			_, port, _ := net.SplitHostPort(ln.Addr().String())
 			pod.ports = append(pod.ports, port)
 			pod.ids = append(pod.ids, ln.Addr().String())
