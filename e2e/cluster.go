@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/kvroute/kvroute"
@@ -81,8 +83,9 @@ func startCluster(ctx context.Context, o Options) (c *cluster, err error) {
 	if err != nil {
 		return c, fmt.Errorf("precise gateway: %w", err)
 	}
-	// Restarts (step 4) listen where it listens, so that the address
-	// printed first stays the gateway's to the end (and with --hold).
+	// Restarts (steps 4 and 5) listen where it listens, so that the
+	// address printed first stays the gateway's to the end (and with
+	// --hold); see restartGateway.
 	c.gwCfg.Listen = c.gw.Addr()
 	c.rr, err = gateway.NewServer(ctx, gateway.ServerConfig{Listen: "127.0.0.1:0", Policy: gateway.PolicyRoundRobin,
 		Proxy: gateway.Config{Model: o.Model}, Endpoints: eps}, gateway.Options{Set: telemetry.Set{Logger: o.Logger}})
@@ -164,6 +167,30 @@ func (c *cluster) waitSubscribed(ctx context.Context, limit time.Duration) error
 		case <-tick.C:
 		}
 	}
+}
+
+// restartGateway starts the precise gateway again, after a step shut it
+// down, with cfg (the step's variant of gwCfg) on the port it listened on.
+// Should another socket have taken that port while the gateway was down, it
+// listens on any free one instead and says so on w, since the address
+// printed first is gone; gwCfg follows it for the next restart. Either way
+// c.gw and c.pool are the new gateway's, or c.gw is nil on an error.
+func (c *cluster) restartGateway(ctx context.Context, cfg gateway.ServerConfig, w io.Writer) error {
+	opts := gateway.Options{Set: telemetry.Set{Logger: c.log}}
+	gw, err := gateway.NewServer(ctx, cfg, opts)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		cfg.Listen = "127.0.0.1:0"
+		if gw, err = gateway.NewServer(ctx, cfg, opts); err == nil {
+			fmt.Fprintf(w, "  (the gateway's port was taken while it was down: it now listens on %s)\n", gw.URL())
+		}
+	}
+	c.gw = gw
+	if err != nil {
+		return fmt.Errorf("gateway restart: %w", err)
+	}
+	c.gwCfg.Listen = gw.Addr()
+	c.pool = gw.Router().Events()
+	return nil
 }
 
 func (c *cluster) endpoints() []kvroute.Endpoint {

@@ -2,14 +2,9 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"time"
-
-	"github.com/kvroute/kvroute/gateway"
-	"github.com/kvroute/kvroute/telemetry"
 )
 
 // RestartResult is step 4: the gateway restarted on a warm fleet whose
@@ -93,20 +88,9 @@ func restart(ctx context.Context, c *cluster, o Options, w io.Writer) (RestartRe
 		if !run.checkpoint {
 			cfg.Router.Checkpoint.Path = ""
 		}
-		c.gw, err = gateway.NewServer(ctx, cfg, gateway.Options{Set: telemetry.Set{Logger: c.log}})
-		if _, taken := errors.AsType[*net.OpError](err); taken {
-			// Something took the gateway's port while it was down: any free
-			// one, and say so, since the address printed first is gone.
-			cfg.Listen = "127.0.0.1:0"
-			if c.gw, err = gateway.NewServer(ctx, cfg, gateway.Options{Set: telemetry.Set{Logger: c.log}}); err == nil {
-				c.gwCfg.Listen = c.gw.Addr()
-				fmt.Fprintf(w, "  (the gateway's port was taken while it was down: it now listens on %s)\n", c.gw.URL())
-			}
+		if err := c.restartGateway(ctx, cfg, w); err != nil {
+			return res, err
 		}
-		if err != nil {
-			return res, fmt.Errorf("gateway restart: %w", err)
-		}
-		c.pool = c.gw.Router().Events()
 		if err := c.waitCaughtUp(ctx, 10*time.Second); err != nil {
 			return res, err
 		}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/gateway"
-	"github.com/kvroute/kvroute/telemetry"
 )
 
 // SnapshotResult is step 5: every router replica of a warm fleet restarted
@@ -82,10 +81,9 @@ func snapshotRestart(ctx context.Context, c *cluster, o Options, w io.Writer) (S
 			cfg = replayOnly(cfg)
 		}
 		start := time.Now()
-		if c.gw, err = gateway.NewServer(ctx, cfg, gateway.Options{Set: telemetry.Set{Logger: c.log}}); err != nil {
-			return res, fmt.Errorf("gateway restart: %w", err)
+		if err := c.restartGateway(ctx, cfg, w); err != nil {
+			return res, err
 		}
-		c.pool = c.gw.Router().Events()
 		if err := c.waitCaughtUp(ctx, 30*time.Second); err != nil {
 			return res, err
 		}
