@@ -4,40 +4,22 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/kvroute/kvroute/render"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/accuracy"
+	"github.com/kvroute/kvroute/internal/syncbuf"
+	"github.com/kvroute/kvroute/render"
 	"github.com/kvroute/kvroute/telemetry"
 )
 
-// syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func accRouter(t *testing.T, mutate func(*Config)) (*Router, *prometheus.Registry, *syncBuffer) {
+func accRouter(t *testing.T, mutate func(*Config)) (*Router, *prometheus.Registry, *syncbuf.Buffer) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	r := testRouter(t, mutate, Options{Set: telemetry.Set{Registerer: reg, Logger: slog.New(slog.NewTextHandler(logs, nil))}})
 	return r, reg, logs
 }

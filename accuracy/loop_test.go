@@ -1,7 +1,6 @@
 package accuracy
 
 import (
-	"bytes"
 	"errors"
 	"log/slog"
 	"sync"
@@ -12,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kvroute/kvroute/internal/syncbuf"
 	"github.com/kvroute/kvroute/telemetry"
 )
 
@@ -20,28 +20,10 @@ const (
 	ep        = "10.0.0.1:8000"
 )
 
-// syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func newLoop(t *testing.T, cfg Config, resync func(string) error) (*Loop, *prometheus.Registry, *syncBuffer) {
+func newLoop(t *testing.T, cfg Config, resync func(string) error) (*Loop, *prometheus.Registry, *syncbuf.Buffer) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	l, err := New(cfg, blockSize, Options{Set: telemetry.Set{Registerer: reg, Logger: slog.New(slog.NewTextHandler(logs, nil))}, Resync: resync})
 	require.NoError(t, err)
 	return l, reg, logs

@@ -1,12 +1,10 @@
 package models
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/syncbuf"
 	"github.com/kvroute/kvroute/telemetry"
 )
 
@@ -53,25 +52,6 @@ func TestUnrewrittenAliases(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for the poller's and the test's
-// goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // The poller counts an endpoint's unrewritten aliases in
 // kvroute_models_unrewritten_aliases and logs each once, however often the
 // engine lists it; an alias the engine stops listing leaves the gauge, and
@@ -79,7 +59,7 @@ func (s *syncBuffer) String() string {
 func TestPollerReportsUnrewrittenAliasesOnce(t *testing.T) {
 	defer leakcheck.Check(t)()
 	reg := prometheus.NewRegistry()
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	tbl, err := NewTable([]Rule{{Model: "b", Targets: []Target{{Model: "a"}}}}, Options{})
 	require.NoError(t, err)
 	p, err := newPoller(PollConfig{Enabled: true, Interval: time.Hour},

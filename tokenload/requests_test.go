@@ -1,7 +1,6 @@
 package tokenload
 
 import (
-	"bytes"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/syncbuf"
 	"github.com/kvroute/kvroute/telemetry"
 )
 
@@ -33,35 +33,17 @@ func (c *testClock) AfterFunc(d time.Duration, f func()) telemetry.Timer {
 	return telemetry.Wall.AfterFunc(d, f)
 }
 
-// syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type tableFixture struct {
 	tr    *Tracker
 	tab   *RequestTable
 	reg   *prometheus.Registry
 	clock *testClock
-	logs  *syncBuffer
+	logs  *syncbuf.Buffer
 }
 
 func newTableFixture(t *testing.T, cfg RequestTableConfig) *tableFixture {
 	t.Helper()
-	f := &tableFixture{reg: prometheus.NewRegistry(), clock: &testClock{}, logs: &syncBuffer{}}
+	f := &tableFixture{reg: prometheus.NewRegistry(), clock: &testClock{}, logs: &syncbuf.Buffer{}}
 	f.clock.ns.Store(time.Unix(1_700_000_000, 0).UnixNano())
 	f.tr = newTracker(t)
 	var err error

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,30 +17,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/syncbuf"
 	"github.com/kvroute/kvroute/internal/testport"
 	"github.com/kvroute/kvroute/simengine/server"
 )
 
 const wait = 30 * time.Second
-
-// lockedBuffer collects the quickstart's output; the test reads it while
-// os/exec's copier goroutine writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // sharedPort returns a TCP port free on both 127.0.0.1 and 127.0.0.2, as the
 // quickstart expects every engine's event socket on the same port. It lies
@@ -101,7 +82,7 @@ func TestQuickstartRoutesALongPromptToTheWarmEngine(t *testing.T) {
 	listen := testport.Addr(t) // bound by the quickstart
 	cmd := exec.Command(bin, "-listen", listen, "-endpoints", e1.Addr()+","+e2.Addr(),
 		"-events-port", strconv.Itoa(eventsPort), "-replay-port", strconv.Itoa(replayPort))
-	logs := &lockedBuffer{}
+	logs := &syncbuf.Buffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	require.NoError(t, cmd.Start())
 	exited := make(chan error, 1)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/kvroute/kvroute/gateway"
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/syncbuf"
 	"github.com/kvroute/kvroute/render"
 )
 
@@ -87,7 +88,7 @@ func TestRunAppliesTheGatewaySection(t *testing.T) {
 	cfg := writeFile(t, "gateway.yaml", "events: {enabled: false}\ndisableRender: true\ngateway:\n  bodyReadTimeout: 300ms\n")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stdout syncBuffer
+	var stdout syncbuf.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, []string{"--listen", "127.0.0.1:0", "--endpoints", "127.0.0.1:1", "--model", "m", "--config", cfg}, &stdout, io.Discard, Options{})

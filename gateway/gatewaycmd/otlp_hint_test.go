@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/syncbuf"
 )
 
 // runUntilServing runs the gateway until it serves, stops it and returns
@@ -17,7 +18,7 @@ func runUntilServing(t *testing.T, opts Options) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stdout, stderr syncBuffer
+	var stdout, stderr syncbuf.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, []string{"--listen", "127.0.0.1:0", "--endpoints", "127.0.0.1:9", "--policy", "round-robin"}, &stdout, &stderr, opts)

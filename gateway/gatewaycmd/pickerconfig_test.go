@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/syncbuf"
 )
 
 // completePickerConfig is package llmd's fixture of a complete llm-d
@@ -51,7 +52,7 @@ func TestRunLogsEveryFindingOnce(t *testing.T) {
 	defer leakcheck.Check(t)()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stdout, stderr syncBuffer
+	var stdout, stderr syncbuf.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, []string{"--listen", "127.0.0.1:0", "--endpoints", "127.0.0.1:1", "--config", completePickerConfig}, &stdout, &stderr, Options{})

@@ -1,7 +1,6 @@
 package gatewaycmd
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net/http"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +17,7 @@ import (
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/gateway"
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/syncbuf"
 )
 
 func writeFile(t *testing.T, name, content string) string {
@@ -90,24 +89,6 @@ func TestParseFlagsRejectsBadInput(t *testing.T) {
 	require.NoError(t, err, "round-robin needs no model")
 }
 
-// syncBuffer is a bytes.Buffer safe for one writer and one reader.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 func TestRunServesUntilCancelled(t *testing.T) {
 	defer leakcheck.Check(t)()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -135,8 +116,8 @@ type runGateway struct {
 	id     string // the engine's endpoint ID
 	url    string // the gateway's
 	client *http.Client
-	done   chan error  // Run's result
-	stdout *syncBuffer // Run's output for the operator
+	done   chan error      // Run's result
+	stdout *syncbuf.Buffer // Run's output for the operator
 }
 
 // startRun starts Run with args after a stub engine's endpoint, a model and
@@ -149,7 +130,7 @@ func startRun(t *testing.T, ctx context.Context, args ...string) *runGateway {
 		})),
 		client: &http.Client{Transport: &http.Transport{}},
 		done:   make(chan error, 1),
-		stdout: new(syncBuffer),
+		stdout: new(syncbuf.Buffer),
 	}
 	cfg := writeFile(t, "router.json", `{"events":{"enabled":false},"disableRender":true}`)
 	g.id = strings.TrimPrefix(g.engine.URL, "http://")

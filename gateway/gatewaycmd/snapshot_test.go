@@ -18,6 +18,7 @@ import (
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/syncbuf"
 	"github.com/kvroute/kvroute/kvindex"
 )
 
@@ -52,7 +53,7 @@ func TestRunServesSnapshotAndWritesCheckpoint(t *testing.T) {
 	cfg := writeFile(t, "router.json", `{"events":{"enabled":false},"disableRender":true}`)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stdout syncBuffer
+	var stdout syncbuf.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, []string{"--listen", "127.0.0.1:0", "--endpoints", "127.0.0.1:1", "--model", "m", "--config", cfg,
@@ -104,7 +105,7 @@ func TestSnapshotListenerClosesIdleConnections(t *testing.T) {
 	cfg := writeFile(t, "router.yaml", "events: {enabled: false}\ndisableRender: true\ngateway:\n  idleTimeout: 300ms\n")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stdout syncBuffer
+	var stdout syncbuf.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, []string{"--listen", "127.0.0.1:0", "--endpoints", "127.0.0.1:1", "--model", "m", "--config", cfg,
@@ -153,7 +154,7 @@ func TestRunReturnsTheSnapshotListenersFailure(t *testing.T) {
 	defer leakcheck.Check(t)()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stderr syncBuffer
+	var stderr syncbuf.Buffer
 	snap, done := runWithSnapshot(t, ctx, &stderr)
 	failSnapshot(t, snap, done, "run went on after its snapshot listener failed")
 	require.Contains(t, stderr.String(), "snapshot listener failed")

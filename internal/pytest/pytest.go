@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kvroute/kvroute/internal/syncbuf"
 )
 
 // Python is the interpreter the interop tests use.
@@ -189,28 +191,11 @@ type Publisher struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	lines  chan string
-	stderr *syncBuffer
+	stderr *syncbuf.Buffer
 	cmdMu  sync.Mutex
 	quit   chan struct{} // closed by Stop and Kill: stdout lines are discarded
 	qonce  sync.Once
 	done   chan struct{} // closed when the process has been waited for
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // Start runs the script, waits for its address line, and registers Stop as a
@@ -237,7 +222,7 @@ func start(cfg Config) (*Publisher, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Publisher{cmd: cmd, stdin: stdin, lines: make(chan string, 16), stderr: &syncBuffer{},
+	p := &Publisher{cmd: cmd, stdin: stdin, lines: make(chan string, 16), stderr: &syncbuf.Buffer{},
 		quit: make(chan struct{}), done: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/syncbuf"
 )
 
 // TestMain routes klog, as main does, to nowhere: client-go's leader
@@ -30,7 +31,7 @@ func TestMain(m *testing.M) {
 func TestKlogLinesFollowZapEncoder(t *testing.T) {
 	defer leakcheck.Check(t)()
 	shortLeases(t)
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	w := routeKlog(logs)
 	t.Cleanup(func() { routeKlog(io.Discard) })
 	t.Setenv("POD_NAME", "router-epp-5d9c7b8f4-x2x1z")

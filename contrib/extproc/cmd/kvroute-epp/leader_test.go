@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +23,7 @@ import (
 
 	"github.com/kvroute/kvroute/contrib/extproc"
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/syncbuf"
 	"github.com/kvroute/kvroute/telemetry"
 )
 
@@ -144,14 +144,14 @@ func TestRunLeaderElection(t *testing.T) {
 		cancel context.CancelFunc
 		done   chan error
 		health healthpb.HealthClient
-		logs   *syncBuffer
+		logs   *syncbuf.Buffer
 		ready  string // the /ready URL
 	}
 	var reps [2]replica
 	for i := range reps {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		logs := &syncBuffer{}
+		logs := &syncbuf.Buffer{}
 		health, ready, done := startLoggedEPP(t, ctx, logs, "--endpoint-selector", "app=vllm", "--endpoint-target-ports", "8000", "--pool-namespace", "llm",
 			"--ha-enable-leader-election", "--config-text", cfg, "--readiness-interval", "10ms")
 		conn, err := grpc.NewClient(health, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -201,24 +201,6 @@ func TestRunLeaderElection(t *testing.T) {
 		"the standby takes the released lease and turns ready")
 	other.cancel()
 	require.NoError(t, <-other.done)
-}
-
-// syncBuffer is a bytes.Buffer safe for one writer and concurrent readers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // startLoggedEPP runs the command as startEPP does, its info logs written

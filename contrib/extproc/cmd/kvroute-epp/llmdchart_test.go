@@ -32,6 +32,7 @@ import (
 	"github.com/kvroute/kvroute/contrib/extproc"
 	"github.com/kvroute/kvroute/contrib/k8s"
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/syncbuf"
 )
 
 // fakeCluster replaces kubeClients, until the test ends, with fake clients
@@ -93,12 +94,12 @@ func llmdChartArgs(configFile string, extra ...string) []string {
 
 // startLLMD runs kvroute-epp with args, without startEPP's defaults, and
 // returns the addresses it prints; it is stopped when the test ends.
-func startLLMD(t *testing.T, args []string) (m []string, stderr *syncBuffer) {
+func startLLMD(t *testing.T, args []string) (m []string, stderr *syncbuf.Buffer) {
 	t.Helper()
 	pr, pw := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	stderr = &syncBuffer{}
+	stderr = &syncbuf.Buffer{}
 	go func() {
 		done <- run(ctx, args, pw, stderr)
 		pw.Close()

@@ -21,6 +21,7 @@ import (
 
 	"github.com/kvroute/kvroute/contrib/extproc"
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/syncbuf"
 	"github.com/kvroute/kvroute/telemetry"
 )
 
@@ -223,7 +224,7 @@ func TestLLMDIgnoredFlags(t *testing.T) {
 	t.Cleanup(leakcheck.Check(t))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // run starts, then stops at once
-	var stderr syncBuffer
+	var stderr syncbuf.Buffer
 	require.NoError(t, run(ctx, append([]string{"--endpoints", "127.0.0.1:1", "--config", configFile(t), "--listen-host", "127.0.0.1",
 		"--grpc-port", "0", "--grpc-health-port", "0", "--metrics-port", "0", "--drain-timeout=0"}, args...), io.Discard, &stderr))
 	for name, why := range llmdIgnoredFlags {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,29 +17,12 @@ import (
 	"github.com/kvroute/kvroute/contrib/otel/otlpenv"
 	"github.com/kvroute/kvroute/contrib/otel/otlptest"
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/syncbuf"
 	"github.com/kvroute/kvroute/simengine"
 	"github.com/kvroute/kvroute/simengine/server"
 )
 
 const model = "sim/model"
-
-// syncBuffer is a bytes.Buffer safe for one writer and one reader.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // startEngine serves a simulated vLLM engine with render routes.
 func startEngine(t *testing.T) (id string, stop func()) {
@@ -90,7 +71,7 @@ func TestGatewayExportsOTLP(t *testing.T) {
 
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			var stdout syncBuffer
+			var stdout syncbuf.Buffer
 			done := make(chan error, 1)
 			go func() {
 				done <- run(ctx, []string{"--listen", "127.0.0.1:0", "--endpoints", id, "--model", model, "--config", cfg}, &stdout, io.Discard)
@@ -154,7 +135,7 @@ func TestGatewayWithoutOTLPAndWithABadProtocol(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
 	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
 	ctx, cancel := context.WithCancel(context.Background())
-	var stdout syncBuffer
+	var stdout syncbuf.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"--listen", "127.0.0.1:0", "--endpoints", "127.0.0.1:9", "--policy", "round-robin"}, &stdout, io.Discard)
