@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -84,13 +83,7 @@ func responseModel(t *testing.T, body string) string {
 // the "model" its answer names.
 func (f *modelFleet) directModel(t *testing.T, id, model, prompt string) string {
 	t.Helper()
-	body, err := json.Marshal(map[string]any{"model": model, "prompt": prompt, "max_tokens": 1})
-	require.NoError(t, err)
-	resp, err := f.client.Post("http://"+id+"/v1/completions", "application/json", strings.NewReader(string(body)))
-	require.NoError(t, err)
-	b := readAll(t, resp)
-	require.Equal(t, http.StatusOK, resp.StatusCode, b)
-	return responseModel(t, b)
+	return responseModel(t, f.directBody(t, id, model, prompt))
 }
 
 // With a rewrite from the alias to the first served name, a request for

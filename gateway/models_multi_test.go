@@ -94,13 +94,20 @@ func (f *modelFleet) held(t *testing.T, model, prompt string) map[string]int {
 // returns the tokens the engine itself reports as cached.
 func (f *modelFleet) direct(t *testing.T, id, model, prompt string) int {
 	t.Helper()
+	return usageCached(t, f.directBody(t, id, model, prompt))
+}
+
+// directBody sends a completion for model to engine id itself and returns
+// its answer, checked to be a 200.
+func (f *modelFleet) directBody(t *testing.T, id, model, prompt string) string {
+	t.Helper()
 	body, err := json.Marshal(map[string]any{"model": model, "prompt": prompt, "max_tokens": 1})
 	require.NoError(t, err)
 	resp, err := f.client.Post("http://"+id+"/v1/completions", "application/json", strings.NewReader(string(body)))
 	require.NoError(t, err)
 	b := readAll(t, resp)
 	require.Equal(t, http.StatusOK, resp.StatusCode, b)
-	return usageCached(t, b)
+	return b
 }
 
 // usageCached is the cached prompt tokens an engine's non-streamed answer

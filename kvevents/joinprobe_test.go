@@ -9,6 +9,7 @@ import (
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/internal/zmqpub"
+	"github.com/kvroute/kvroute/kvindex"
 	"github.com/kvroute/kvroute/telemetry"
 )
 
@@ -29,14 +30,8 @@ func TestJoinProbeRecoversBatchesTheSlowJoinerLost(t *testing.T) {
 	engine := newTestPublisher(t, zmqpub.Config{Endpoint: id, Model: poolModel, ReplayAddr: "127.0.0.1:0"})
 	defer engine.Close()
 
-	start := time.Unix(1_700_000_000, 0)
-	clock := telemetry.NewManual(start)
-	logs := &logBuffer{}
-	p, err := NewPool(PoolConfig{TailProbeDelay: time.Second}, ix,
-		Options{Set: telemetry.Set{Registerer: prometheus.NewRegistry(), Logger: logs.logger(), Clock: clock}})
-	require.NoError(t, err)
+	p, clock, logs := joinPool(t, ix, silent.Endpoint(), engine.ReplayEndpoint())
 	defer p.Close()
-	require.NoError(t, p.Ensure(Endpoint{ID: id, Model: poolModel, EventsAddress: silent.Endpoint(), ReplayAddress: engine.ReplayEndpoint()}))
 	require.Eventually(t, func() bool {
 		st, _ := p.Status(id)
 		return counter(p.metrics().Replays, id, replayComplete) == 1 && !st.Replaying
@@ -44,7 +39,7 @@ func TestJoinProbeRecoversBatchesTheSlowJoinerLost(t *testing.T) {
 	require.Zero(t, counter(p.sm.Probes, id, probeEmpty), "the connect replay is no probe")
 
 	last := publishN(t, engine, 3) // never reaches the subscriber
-	require.Eventually(t, func() bool { return clock.Armed(start.Add(time.Second)) }, poolWait, poolTick,
+	require.Eventually(t, func() bool { return clock.Armed(joinStart.Add(time.Second)) }, poolWait, poolTick,
 		"no join probe armed after an empty connect replay\n%s", logs.String())
 	clock.Advance(time.Second)
 	waitAppliedLogs(t, p, id, last, logs)
@@ -62,15 +57,9 @@ func TestJoinProbeOnAnEmptyEngineIsAskedOnce(t *testing.T) {
 	const id = "127.0.0.1:8000"
 	engine := newTestPublisher(t, zmqpub.Config{Endpoint: id, Model: poolModel, ReplayAddr: "127.0.0.1:0"})
 	defer engine.Close()
-	start := time.Unix(1_700_000_000, 0)
-	clock := telemetry.NewManual(start)
-	logs := &logBuffer{}
-	p, err := NewPool(PoolConfig{TailProbeDelay: time.Second}, ix,
-		Options{Set: telemetry.Set{Registerer: prometheus.NewRegistry(), Logger: logs.logger(), Clock: clock}})
-	require.NoError(t, err)
+	p, clock, logs := joinPool(t, ix, engine.Endpoint(), engine.ReplayEndpoint())
 	defer p.Close()
-	require.NoError(t, p.Ensure(Endpoint{ID: id, Model: poolModel, EventsAddress: engine.Endpoint(), ReplayAddress: engine.ReplayEndpoint()}))
-	require.Eventually(t, func() bool { return clock.Armed(start.Add(time.Second)) }, poolWait, poolTick,
+	require.Eventually(t, func() bool { return clock.Armed(joinStart.Add(time.Second)) }, poolWait, poolTick,
 		"no join probe armed after an empty connect replay\n%s", logs.String())
 	clock.Advance(time.Second)
 	require.Eventually(t, func() bool {
@@ -83,4 +72,21 @@ func TestJoinProbeOnAnEmptyEngineIsAskedOnce(t *testing.T) {
 	st.unlock()
 	require.False(t, armed, "a join probe that found nothing is not armed again")
 	require.Equal(t, 1.0, counter(p.metrics().Replays, id, replayComplete), "the connect replay only")
+}
+
+// joinStart is the Manual clock's time in joinPool.
+var joinStart = time.Unix(1_700_000_000, 0)
+
+// joinPool is a pool on a Manual clock (at joinStart) with a tail probe
+// delay of 1 s, subscribed to endpoint 127.0.0.1:8000 at events with its
+// replay socket at replay.
+func joinPool(t *testing.T, ix *kvindex.Index, events, replay string) (*Pool, *telemetry.Manual, *logBuffer) {
+	t.Helper()
+	clock := telemetry.NewManual(joinStart)
+	logs := &logBuffer{}
+	p, err := NewPool(PoolConfig{TailProbeDelay: time.Second}, ix,
+		Options{Set: telemetry.Set{Registerer: prometheus.NewRegistry(), Logger: logs.logger(), Clock: clock}})
+	require.NoError(t, err)
+	require.NoError(t, p.Ensure(Endpoint{ID: "127.0.0.1:8000", Model: poolModel, EventsAddress: events, ReplayAddress: replay}))
+	return p, clock, logs
 }
