@@ -324,7 +324,16 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 		default:
 			st.armRepairLocked()
 			if reason == trigConnect && result == replayComplete && delivered == 0 && !s.has {
-				st.armJoinProbeLocked()
+				// One join probe: the subscription is set up while this
+				// replay runs, and a PUB socket drops what it sends before
+				// it has the SUBSCRIBE (ZeroMQ's slow joiner), so a batch
+				// published meanwhile is in neither this answer nor the
+				// live stream; on an engine that then idles nothing else
+				// would reveal it (the tail probe needs a watermark). It
+				// asks from 0 a TailProbeDelay later on the tail probe's
+				// timer; live traffic meanwhile re-arms that timer as a
+				// tail probe, and one that finds nothing is not repeated.
+				st.armProbeLocked()
 			}
 		}
 	})

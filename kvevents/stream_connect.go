@@ -92,7 +92,8 @@ func (st *stream) tailProbeLocked() {
 	}
 	s.probeArmed = false
 	if !s.has {
-		// The join probe (armJoinProbeLocked): still nothing applied.
+		// The join probe (runReplay arms it after an empty connect
+		// replay): still nothing applied.
 		if s.needJoin && !s.restarted {
 			st.startReplayLocked(st.planReplayLocked(trigJoin, 0))
 		}
@@ -100,15 +101,3 @@ func (st *stream) tailProbeLocked() {
 	}
 	st.startReplayLocked(st.planReplayLocked(trigTail, 0))
 }
-
-// armJoinProbeLocked arms one join probe after a connect replay that found
-// the engine's buffer empty. The subscription is set up while that replay
-// runs, and a PUB socket drops what it sends before it has the SUBSCRIBE
-// (ZeroMQ's slow joiner): a batch published in that window is in neither
-// the replay's answer nor the live stream, and on an engine that then
-// idles nothing would reveal it, since the tail probe needs a watermark.
-// The join probe asks the replay socket once more from 0, TailProbeDelay
-// later, on the tail probe's timer: any live traffic meanwhile re-arms
-// that timer as a tail probe, and a probe that finds nothing is counted as
-// an empty probe and not repeated.
-func (st *stream) armJoinProbeLocked() { st.armProbeLocked() }

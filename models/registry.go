@@ -160,11 +160,17 @@ func mergeCards(id string, cards []Card) Card {
 		if c.Root == "" {
 			c.Root = k.Root
 		}
-		if k.MaxModelLen > 0 && (c.MaxModelLen == 0 || k.MaxModelLen < c.MaxModelLen) {
-			c.MaxModelLen = k.MaxModelLen
-		}
+		c.MaxModelLen = leastKnown(c.MaxModelLen, k.MaxModelLen)
 	}
 	return c
+}
+
+// leastKnown is the lesser of two lengths, 0 being unknown.
+func leastKnown(a, b int) int {
+	if a == 0 || (b > 0 && b < a) {
+		return b
+	}
+	return a
 }
 
 // rewrittenCard is the card of a name the rewrite table rewrites, from its
@@ -191,9 +197,7 @@ func (r *Registry) rewrittenCard(eps []kvroute.Endpoint, base, name string, know
 				c.Root = ""
 			}
 		}
-		if k.MaxModelLen > 0 && (c.MaxModelLen == 0 || k.MaxModelLen < c.MaxModelLen) {
-			c.MaxModelLen = k.MaxModelLen
-		}
+		c.MaxModelLen = leastKnown(c.MaxModelLen, k.MaxModelLen)
 	}
 	return c
 }

@@ -23,9 +23,9 @@ import (
 // KV events go out on the one topic the operator configured (llm-d's
 // convention: kv@<ip:port>@<first name>).
 //
-// In the simulated server Config.Model is the first name and also stands
-// for the model path (the root of every base card), and the aliases are
-// the names after it. The render routes copy the request's model into the
+// In the simulated server Config.Model is the first name, the aliases are
+// the names after it, and Config.ModelPath (Model when empty) is the root
+// of every base card. The render routes copy the request's model into the
 // GenerateRequest they answer unchanged, as vLLM's renderer does; the
 // routes that generate answer with the first name.
 
