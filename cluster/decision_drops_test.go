@@ -20,11 +20,7 @@ func TestReceivedDecisionsNotAppliedAreCounted(t *testing.T) {
 	defer leakcheck.Check(t)()
 	srv := redistest.Start(t)
 	defer srv.Stop()
-	g := newGhost(t, srv.Addr)
-	g.record(1, time.Hour)
-	x := newHostileTarget(t, srv.Addr) // replica ID "a"
-	ctx := context.Background()
-	pub := func(msg []byte) { require.NoError(t, g.rdb.Publish(ctx, g.keys.channel, msg).Err()) }
+	x, pub := dropTarget(t, srv.Addr)
 	keys := []kvindex.Key{1, 2, 3}
 
 	pub(appendDecision(appendDecisionHeader(nil, "ghost", 1), known, nil)) // no keys
@@ -59,11 +55,7 @@ func TestReceivedOwnLoadChangesAreCounted(t *testing.T) {
 	defer leakcheck.Check(t)()
 	srv := redistest.Start(t)
 	defer srv.Stop()
-	g := newGhost(t, srv.Addr)
-	g.record(1, time.Hour)
-	x := newHostileTarget(t, srv.Addr) // replica ID "a"
-	ctx := context.Background()
-	pub := func(msg []byte) { require.NoError(t, g.rdb.Publish(ctx, g.keys.channel, msg).Err()) }
+	x, pub := dropTarget(t, srv.Addr)
 
 	long := []byte{decisionMagic, wireVersion, 0x81, 0x00, 'a', 0} // "a", its length as a two-byte varint, no decisions
 	pub(appendDeltas(long, 1, []delta{{endpoint: known, tokens: 5000, requests: 3}}))
@@ -74,4 +66,15 @@ func TestReceivedOwnLoadChangesAreCounted(t *testing.T) {
 	require.Eventually(t, func() bool { return drops("own_sender") == 1 }, deltaWait, time.Millisecond)
 	require.Zero(t, counter(t, x.reg, "kvroute_cluster_invalid_messages_total", nil))
 	x.r.Close()
+}
+
+// dropTarget is a replica (ID "a") beside a ghost peer that has recorded
+// itself, and pub, which publishes a raw message on the pool's channel as
+// the ghost.
+func dropTarget(t *testing.T, addr string) (hostileTarget, func([]byte)) {
+	t.Helper()
+	g := newGhost(t, addr)
+	g.record(1, time.Hour)
+	x := newHostileTarget(t, addr)
+	return x, func(msg []byte) { require.NoError(t, g.rdb.Publish(context.Background(), g.keys.channel, msg).Err()) }
 }
