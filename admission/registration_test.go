@@ -3,10 +3,12 @@ package admission
 import (
 	"testing"
 
-	"github.com/kvroute/kvroute/internal/leakcheck"
-	"github.com/kvroute/kvroute/telemetry"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/regtest"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // TestCloseUnregistersMetrics checks the registration policy: Close
@@ -14,19 +16,9 @@ import (
 // the same registry.
 func TestCloseUnregistersMetrics(t *testing.T) {
 	defer leakcheck.Check(t)()
-	reg := prometheus.NewRegistry()
-	opts := Options{Set: telemetry.Set{Registerer: reg, Clock: telemetry.NewManual(t0)}}
-	c, err := New(Config{}, opts)
-	require.NoError(t, err)
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	require.NotEmpty(t, mfs)
-	c.Close()
-	mfs, err = reg.Gather()
-	require.NoError(t, err)
-	require.Empty(t, mfs, "Close leaves no family registered")
-
-	c, err = New(Config{}, opts)
-	require.NoError(t, err, "a closed Controller can be built again on the same registry")
-	c.Close()
+	regtest.CloseUnregisters(t, func(reg *prometheus.Registry) func() {
+		c, err := New(Config{}, Options{Set: telemetry.Set{Registerer: reg, Clock: telemetry.NewManual(t0)}})
+		require.NoError(t, err)
+		return c.Close
+	})
 }

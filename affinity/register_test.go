@@ -7,16 +7,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kvroute/kvroute/internal/regtest"
 	"github.com/kvroute/kvroute/telemetry"
 )
-
-// gatheredFamilies returns how many metric families reg gathers.
-func gatheredFamilies(t *testing.T, reg *prometheus.Registry) int {
-	t.Helper()
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	return len(mfs)
-}
 
 // TestCloseUnregisters checks the registration policy: New registers the
 // decision counter, Close unregisters it, a Filter built again on the same
@@ -31,25 +24,22 @@ func TestCloseUnregisters(t *testing.T) {
 		{"zero config", Config{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			reg := prometheus.NewRegistry()
-			opts := Options{Set: telemetry.Set{Registerer: reg}}
-			for range 2 {
-				f, err := New(tc.cfg, opts)
+			reg := regtest.CloseUnregisters(t, func(reg *prometheus.Registry) func() {
+				f, err := New(tc.cfg, Options{Set: telemetry.Set{Registerer: reg}})
 				require.NoError(t, err)
-				require.Equal(t, 1, gatheredFamilies(t, reg), "counter not registered")
-				f.Close()
-				require.Zero(t, gatheredFamilies(t, reg), "counter left after Close")
-				f.Close() // idempotent
-			}
+				require.Equal(t, 1, regtest.Families(t, reg), "one counter, the decisions")
+				return f.Close
+			})
+			opts := Options{Set: telemetry.Set{Registerer: reg}}
 
 			owner, err := New(tc.cfg, opts)
 			require.NoError(t, err)
 			sharer, err := New(tc.cfg, opts)
 			require.NoError(t, err, "a second Filter reuses the registered counter")
 			sharer.Close()
-			require.Equal(t, 1, gatheredFamilies(t, reg), "the sharer's Close removed the owner's counter")
+			require.Equal(t, 1, regtest.Families(t, reg), "the sharer's Close removed the owner's counter")
 			owner.Close()
-			require.Zero(t, gatheredFamilies(t, reg))
+			require.Zero(t, regtest.Families(t, reg))
 		})
 	}
 	// Without a registerer Close has nothing to unregister.
@@ -70,7 +60,7 @@ func TestSharedCounterOutlivesItsRegistrant(t *testing.T) {
 	sharer, err := New(Config{}, opts)
 	require.NoError(t, err)
 	owner.Close()
-	require.Equal(t, 1, gatheredFamilies(t, reg), "the registrant's Close removed the sharer's counter")
+	require.Equal(t, 1, regtest.Families(t, reg), "the registrant's Close removed the sharer's counter")
 	rebuilt, err := New(Config{}, opts)
 	require.NoError(t, err)
 
@@ -89,14 +79,14 @@ func TestSharedCounterOutlivesItsRegistrant(t *testing.T) {
 
 	sharer.Close()
 	sharer.Close() // idempotent: one release
-	require.Equal(t, 1, gatheredFamilies(t, reg), "rebuilt still uses the counter")
+	require.Equal(t, 1, regtest.Families(t, reg), "rebuilt still uses the counter")
 	rebuilt.Close()
-	require.Zero(t, gatheredFamilies(t, reg), "the last user's Close unregisters it")
+	require.Zero(t, regtest.Families(t, reg), "the last user's Close unregisters it")
 	again, err := New(Config{}, opts)
 	require.NoError(t, err)
-	require.Equal(t, 1, gatheredFamilies(t, reg))
+	require.Equal(t, 1, regtest.Families(t, reg))
 	again.Close()
-	require.Zero(t, gatheredFamilies(t, reg))
+	require.Zero(t, regtest.Families(t, reg))
 }
 
 // A Filter reusing a counter registered other than by a Filter leaves it
@@ -110,5 +100,5 @@ func TestForeignDecisionCounterStaysRegistered(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, f.counter)
 	f.Close()
-	require.Equal(t, 1, gatheredFamilies(t, reg))
+	require.Equal(t, 1, regtest.Families(t, reg))
 }

@@ -9,18 +9,11 @@ import (
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/internal/redistest"
+	"github.com/kvroute/kvroute/internal/regtest"
 	"github.com/kvroute/kvroute/kvindex"
 	"github.com/kvroute/kvroute/telemetry"
 	"github.com/kvroute/kvroute/tokenload"
 )
-
-// gatheredFamilies returns how many metric families reg gathers.
-func gatheredFamilies(t *testing.T, reg *prometheus.Registry) int {
-	t.Helper()
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	return len(mfs)
-}
 
 // TestCloseUnregisters checks the registration policy: New registers the
 // replica's metrics, Close unregisters them, and a replica built again on
@@ -40,21 +33,16 @@ func TestCloseUnregisters(t *testing.T) {
 		{"load only", func(c *Config) { c.DisableSharedDecisions = true }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			reg := prometheus.NewRegistry()
-			opts := Options{Set: telemetry.Set{Registerer: reg}}
-			for range 2 {
+			regtest.CloseUnregisters(t, func(reg *prometheus.Registry) func() {
 				tr, err := tokenload.NewTracker(tokenload.Options{})
 				require.NoError(t, err)
 				cfg := Config{Addrs: []string{srv.Addr}, Pool: "reg", ReplicaID: "a", Lease: time.Hour,
 					RefreshPeriod: time.Minute, ReadPeriod: time.Hour, OpTimeout: 5 * time.Second}
 				tc.mutate(&cfg)
-				r, err := New(cfg, ix, tr, opts)
+				r, err := New(cfg, ix, tr, Options{Set: telemetry.Set{Registerer: reg}})
 				require.NoError(t, err)
-				require.NotZero(t, gatheredFamilies(t, reg), "metrics not registered")
-				r.Close()
-				require.Zero(t, gatheredFamilies(t, reg), "metrics left after Close")
-				r.Close() // idempotent
-			}
+				return r.Close
+			})
 		})
 	}
 }

@@ -3,10 +3,12 @@ package enginemetrics
 import (
 	"testing"
 
-	"github.com/kvroute/kvroute/internal/leakcheck"
-	"github.com/kvroute/kvroute/telemetry"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/regtest"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // TestCloseUnregistersMetrics checks the registration policy: Close
@@ -14,19 +16,9 @@ import (
 // same registry.
 func TestCloseUnregistersMetrics(t *testing.T) {
 	defer leakcheck.Check(t)()
-	reg := prometheus.NewRegistry()
-	opts := Options{Set: telemetry.Set{Registerer: reg, Clock: telemetry.NewManual(t0)}}
-	s, err := New(manualConfig(), opts)
-	require.NoError(t, err)
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	require.NotEmpty(t, mfs)
-	s.Close()
-	mfs, err = reg.Gather()
-	require.NoError(t, err)
-	require.Empty(t, mfs, "Close leaves no family registered")
-
-	s, err = New(manualConfig(), opts)
-	require.NoError(t, err, "a closed Scraper can be built again on the same registry")
-	s.Close()
+	regtest.CloseUnregisters(t, func(reg *prometheus.Registry) func() {
+		s, err := New(manualConfig(), Options{Set: telemetry.Set{Registerer: reg, Clock: telemetry.NewManual(t0)}})
+		require.NoError(t, err)
+		return s.Close
+	})
 }

@@ -6,16 +6,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kvroute/kvroute/internal/regtest"
 	"github.com/kvroute/kvroute/telemetry"
 )
-
-// gatheredFamilies returns how many metric families reg gathers.
-func gatheredFamilies(t *testing.T, reg *prometheus.Registry) int {
-	t.Helper()
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	return len(mfs)
-}
 
 // TestCloseUnregisters checks the registration policy for each component:
 // New registers its metrics, Close unregisters them, and the component built
@@ -38,15 +31,9 @@ func TestCloseUnregisters(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			reg := prometheus.NewRegistry()
-			opts := Options{Set: telemetry.Set{Registerer: reg}}
-			for range 2 {
-				closeIt := tc.build(t, opts)
-				require.NotZero(t, gatheredFamilies(t, reg), "metrics not registered")
-				closeIt()
-				require.Zero(t, gatheredFamilies(t, reg), "metrics left after Close")
-				closeIt() // idempotent
-			}
+			regtest.CloseUnregisters(t, func(reg *prometheus.Registry) func() {
+				return tc.build(t, Options{Set: telemetry.Set{Registerer: reg}})
+			})
 			tc.build(t, Options{})() // without a registerer Close has nothing to do
 		})
 	}

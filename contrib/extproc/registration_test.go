@@ -10,6 +10,7 @@ import (
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/regtest"
 	"github.com/kvroute/kvroute/telemetry"
 )
 
@@ -17,22 +18,11 @@ import (
 // unregisters what New registered, so a second Server can be built on the
 // same registry.
 func TestCloseUnregistersMetrics(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	opts := Options{Set: telemetry.Set{Registerer: reg}}
-	s, err := New(Config{}, staticSource{}, opts)
-	require.NoError(t, err)
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	require.NotEmpty(t, mfs)
-	s.Close()
-	mfs, err = reg.Gather()
-	require.NoError(t, err)
-	require.Empty(t, mfs, "Close leaves no family registered")
-	s.Close() // idempotent
-
-	s, err = New(Config{}, staticSource{}, opts)
-	require.NoError(t, err, "a closed Server can be built again on the same registry")
-	s.Close()
+	regtest.CloseUnregisters(t, func(reg *prometheus.Registry) func() {
+		s, err := New(Config{}, staticSource{}, Options{Set: telemetry.Set{Registerer: reg}})
+		require.NoError(t, err)
+		return s.Close
+	})
 }
 
 // staticSource is a Picker that finds no endpoint, for tests that never
