@@ -269,10 +269,10 @@ func TestGatewayAdmissionStatusCodes(t *testing.T) {
 	r = recv(t, out, "a reply")
 	require.Equal(t, "chat", r.tag)
 	require.Equal(t, http.StatusOK, r.status, r.body)
-	require.Equal(t, 2.0, seriesValue(t, f, "kvroute_admission_requests_total", "priority", "-1", "outcome", "shed"))
-	require.Equal(t, 1.0, seriesValue(t, f, "kvroute_admission_requests_total", "priority", "1", "outcome", "dispatched"))
-	require.Equal(t, 1.0, seriesValue(t, f, "kvroute_admission_requests_total", "priority", "1", "outcome", "expired"))
-	require.Equal(t, 2.0, seriesValue(t, f, "kvroute_gateway_requests_total", "api", "completions", "result", "shed"))
+	require.Equal(t, 2.0, seriesOf(t, f.gw, "kvroute_admission_requests_total", "priority", "-1", "outcome", "shed"))
+	require.Equal(t, 1.0, seriesOf(t, f.gw, "kvroute_admission_requests_total", "priority", "1", "outcome", "dispatched"))
+	require.Equal(t, 1.0, seriesOf(t, f.gw, "kvroute_admission_requests_total", "priority", "1", "outcome", "expired"))
+	require.Equal(t, 2.0, seriesOf(t, f.gw, "kvroute_gateway_requests_total", "api", "completions", "result", "shed"))
 }
 
 // A client that goes away while queued is removed from the queue at once and
@@ -290,7 +290,7 @@ func TestGatewayAdmissionForgetsAClientThatLeavesWhileQueued(t *testing.T) {
 	require.Equal(t, -1, recv(t, out, "a reply").status)
 	require.Eventually(t, func() bool {
 		return f.gw.Admission().Queued() == 0 &&
-			seriesValue(t, f, "kvroute_admission_requests_total", "priority", "0", "outcome", "cancelled") == 1
+			seriesOf(t, f.gw, "kvroute_admission_requests_total", "priority", "0", "outcome", "cancelled") == 1
 	}, wait, time.Millisecond)
 	release()
 	require.Eventually(t, func() bool { return f.open() == 0 }, wait, time.Millisecond)
@@ -300,35 +300,6 @@ func TestGatewayAdmissionForgetsAClientThatLeavesWhileQueued(t *testing.T) {
 	f.send(context.Background(), "next", nil, out)
 	r := recv(t, out, "a reply")
 	require.Equal(t, http.StatusOK, r.status, r.body)
-}
-
-// seriesValue reads one series of the gateway's registry (0 when absent).
-func seriesValue(t *testing.T, f *admFleet, name string, labels ...string) float64 {
-	t.Helper()
-	mfs, err := f.gw.registry.Gather()
-	require.NoError(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range mf.GetMetric() {
-			have := map[string]string{}
-			for _, l := range m.GetLabel() {
-				have[l.GetName()] = l.GetValue()
-			}
-			for i := 0; i+1 < len(labels); i += 2 {
-				if have[labels[i]] != labels[i+1] {
-					continue series
-				}
-			}
-			if m.GetCounter() != nil {
-				return m.GetCounter().GetValue()
-			}
-			return m.GetGauge().GetValue()
-		}
-	}
-	return 0
 }
 
 // Shutdown answers the requests still queued at once (503, closed) instead

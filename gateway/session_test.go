@@ -4,21 +4,17 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/session"
-	"github.com/kvroute/kvroute/simengine"
-	"github.com/kvroute/kvroute/simengine/server"
 )
 
 // startSessionFleet is a gateway with session affinity in front of n
@@ -28,18 +24,7 @@ import (
 func startSessionFleet(t *testing.T, n int, sc session.Config) *tokenFleet {
 	t.Helper()
 	f := &tokenFleet{client: &http.Client{Transport: &http.Transport{}}}
-	var eps []kvroute.Endpoint
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		srv, err := server.New(server.Config{Model: testModel, EnableScaleOut: true,
-			Engine: simengine.Config{BlockSize: 16, NumGPUBlocks: 512, PrefillTokensPerSecond: 1e7, DecodeStep: time.Millisecond}}, server.Options{})
-		require.NoError(t, err)
-		ch := make(chan error, 1)
-		go func() { ch <- srv.Serve(ln) }()
-		f.engines, f.served = append(f.engines, srv), append(f.served, ch)
-		eps = append(eps, kvroute.Endpoint{ID: ln.Addr().String()})
-	}
+	eps := f.startEngines(t, n)
 	cfg := kvroute.DefaultConfig()
 	cfg.Model = testModel
 	cfg.BlockSize = 16

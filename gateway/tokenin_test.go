@@ -35,6 +35,22 @@ type tokenFleet struct {
 func startTokenFleet(t *testing.T, n int, proxy Config) *tokenFleet {
 	t.Helper()
 	f := &tokenFleet{client: &http.Client{Transport: &http.Transport{}}}
+	eps := f.startEngines(t, n)
+	cfg := kvroute.DefaultConfig()
+	cfg.Model = testModel
+	cfg.BlockSize = 16
+	cfg.Events.Enabled = new(false)
+	var err error
+	f.gw, err = NewServer(t.Context(), ServerConfig{Listen: "127.0.0.1:0", Router: cfg, Endpoints: eps, Proxy: proxy}, Options{})
+	require.NoError(t, err)
+	return f
+}
+
+// startEngines starts n simulated engines (16-token blocks, vLLM's
+// token-in routes served) on loopback into the fleet and returns them as
+// the router's endpoints.
+func (f *tokenFleet) startEngines(t *testing.T, n int) []kvroute.Endpoint {
+	t.Helper()
 	var eps []kvroute.Endpoint
 	for range n {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -47,14 +63,7 @@ func startTokenFleet(t *testing.T, n int, proxy Config) *tokenFleet {
 		f.engines, f.served = append(f.engines, srv), append(f.served, ch)
 		eps = append(eps, kvroute.Endpoint{ID: ln.Addr().String()})
 	}
-	cfg := kvroute.DefaultConfig()
-	cfg.Model = testModel
-	cfg.BlockSize = 16
-	cfg.Events.Enabled = new(false)
-	var err error
-	f.gw, err = NewServer(t.Context(), ServerConfig{Listen: "127.0.0.1:0", Router: cfg, Endpoints: eps, Proxy: proxy}, Options{})
-	require.NoError(t, err)
-	return f
+	return eps
 }
 
 func (f *tokenFleet) close(t *testing.T) {
