@@ -286,19 +286,8 @@ func startSilentPeer(t *testing.T) (addr string, accepted <-chan struct{}, stop 
 // until the replay's 2-minute deadline.
 func TestStreamReplayStarvedForSlotCutShort(t *testing.T) {
 	defer leakcheck.Check(t)()
-	slow, stop := startSilentRouter(t)
-	defer stop()
 	lim := replay.NewLimiter(1)
-	hog, err := replay.NewClient(replay.ClientConfig{Limiter: lim, IdleTimeout: time.Minute}, replay.Options{})
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	hogDone := make(chan struct{})
-	go func() {
-		defer close(hogDone)
-		_, _ = hog.Replay(ctx, slow, 0, func(uint64, []byte) error { return nil })
-	}()
-	defer func() { cancel(); <-hogDone }()
-	require.Eventually(t, func() bool { return lim.InFlight() == 1 }, poolWait, poolTick)
+	defer hogSlots(t, lim)()
 
 	f := newSeqFixture(t, PoolConfig{TailProbeDelay: -1, ReplayGrace: 300 * time.Millisecond,
 		ReplayClient: replay.ClientConfig{Limiter: lim}}, 100, "")

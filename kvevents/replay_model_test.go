@@ -1,7 +1,6 @@
 package kvevents
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -57,19 +56,9 @@ func TestPoolInteropLegacyReplayIdleEngineUsesConfiguredModel(t *testing.T) {
 // directly, with no guess to undo.
 func TestStreamLegacyReplayUsesModelSeenLive(t *testing.T) {
 	defer leakcheck.Check(t)()
-	slow, stop := startSilentRouter(t)
-	defer stop()
 	lim := replay.NewLimiter(1)
-	hog, err := replay.NewClient(replay.ClientConfig{Limiter: lim, IdleTimeout: time.Minute}, replay.Options{})
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	hogDone := make(chan struct{})
-	go func() {
-		defer close(hogDone)
-		_, _ = hog.Replay(ctx, slow, 0, func(uint64, []byte) error { return nil })
-	}()
-	defer func() { cancel(); <-hogDone }()
-	require.Eventually(t, func() bool { return lim.InFlight() == 1 }, poolWait, poolTick)
+	release := hogSlots(t, lim)
+	defer release()
 
 	buf := replay.NewBuffer(100)
 	srv, err := replay.NewServer(replay.ServerConfig{Addr: "127.0.0.1:0", Layout: replay.LayoutLegacy}, buf, replay.Options{})
@@ -91,7 +80,7 @@ func TestStreamLegacyReplayUsesModelSeenLive(t *testing.T) {
 		defer f.st.mu.Unlock()
 		return len(f.st.s.held) == 1
 	}, poolWait, poolTick)
-	cancel() // the slot frees
+	release() // the slot frees
 	f.wait(4)
 	requireHeld(t, f.ix, seqID, 0, 4)
 	require.Zero(t, f.count("dropped", string(dropModelMismatch)))
