@@ -2,62 +2,28 @@ package gateway
 
 import (
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/internal/httpbarrier"
 	"github.com/kvroute/kvroute/internal/leakcheck"
 )
 
-// barrierEngine is an engine that holds every inference request until n of
-// them are in flight at once, so that each round of n concurrent requests
-// needs n upstream connections at the same moment. It counts the TCP
-// connections it accepts. Close it before checking for leaks.
-type barrierEngine struct {
-	*httptest.Server
-	n        int
-	accepted atomic.Int64
-
-	mu      sync.Mutex
-	arrived int
-	release chan struct{}
-}
-
-func newBarrierEngine(n int) *barrierEngine {
-	b := &barrierEngine{n: n, release: make(chan struct{})}
-	b.Server = httptest.NewUnstartedServer(http.HandlerFunc(b.serve))
-	b.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			b.accepted.Add(1)
-		}
-	}
-	b.Start()
-	return b
-}
-
-func (b *barrierEngine) serve(w http.ResponseWriter, r *http.Request) {
-	_, _ = io.Copy(io.Discard, r.Body)
-	b.mu.Lock()
-	ch := b.release
-	if b.arrived++; b.arrived == b.n {
-		close(ch)
-		b.arrived, b.release = 0, make(chan struct{})
-	}
-	b.mu.Unlock()
-	select {
-	case <-ch:
-	case <-r.Context().Done():
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = io.WriteString(w, `{"id":"cmpl-1","object":"text_completion","choices":[{"index":0,"text":" ok"}]}`)
+// newBarrierEngine is an engine that holds every inference request until
+// n of them are in flight at once (httpbarrier), so that each round of n
+// concurrent requests needs n upstream connections at the same moment.
+func newBarrierEngine(n int) *httpbarrier.Server {
+	return httpbarrier.New(n, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"id":"cmpl-1","object":"text_completion","choices":[{"index":0,"text":" ok"}]}`)
+	})
 }
 
 // proxyRounds sends rounds of n concurrent completions through h.
@@ -82,7 +48,7 @@ func proxyRounds(t *testing.T, h *Handler, n, rounds int) {
 	}
 }
 
-func newPoolHandler(t *testing.T, cfg Config, e *barrierEngine) *Handler {
+func newPoolHandler(t *testing.T, cfg Config, e *httpbarrier.Server) *Handler {
 	t.Helper()
 	h, err := New(cfg, new(RoundRobin), Options{})
 	require.NoError(t, err)
@@ -103,7 +69,7 @@ func TestGatewayKeepsOneUpstreamConnectionPerConcurrentRequest(t *testing.T) {
 	defer h.Close()
 
 	proxyRounds(t, h, n, rounds)
-	require.Equal(t, int64(n), e.accepted.Load(), "connections accepted over %d rounds of %d concurrent requests", rounds, n)
+	require.Equal(t, int64(n), e.Accepted(), "connections accepted over %d rounds of %d concurrent requests", rounds, n)
 }
 
 // A smaller MaxIdleConnsPerHost is honoured: connections beyond it are
@@ -117,7 +83,7 @@ func TestGatewayMaxIdleConnsPerHostCapsThePool(t *testing.T) {
 	defer h.Close()
 
 	proxyRounds(t, h, n, rounds)
-	require.Equal(t, int64(n+(rounds-1)*(n-idle)), e.accepted.Load())
+	require.Equal(t, int64(n+(rounds-1)*(n-idle)), e.Accepted())
 }
 
 // An engine's pool is warmed to the gateway's peak of requests in flight
@@ -135,15 +101,13 @@ func TestGatewayWarmsAnEnginePoolToThePeakInFlight(t *testing.T) {
 	defer h.Close()
 
 	proxyRounds(t, h, n, 1)
-	require.Equal(t, int64(n), a.accepted.Load())
+	require.Equal(t, int64(n), a.Accepted())
 	h.SetEndpoints([]kvroute.Endpoint{{ID: strings.TrimPrefix(b.URL, "http://")}})
 	proxyRounds(t, h, 1, 1)
 	h.ownsTr.WaitWarmers() // no request in flight: no warmer starts meanwhile
 	require.Equal(t, n, h.ownsTr.IdleConns(strings.TrimPrefix(b.URL, "http://")), "B's pool is warmed to the peak")
-	b.mu.Lock()
-	b.n = n
-	b.mu.Unlock()
+	b.SetRound(n)
 	proxyRounds(t, h, n, 2)
-	require.Equal(t, int64(n), b.accepted.Load(), "B accepted its warmed connections and no more")
+	require.Equal(t, int64(n), b.Accepted(), "B accepted its warmed connections and no more")
 	require.Equal(t, int64(n), h.ownsTr.Stats().Dials-int64(n), "the gateway dialed B n times")
 }

@@ -15,50 +15,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/internal/h1pool"
+	"github.com/kvroute/kvroute/internal/httpbarrier"
 	"github.com/kvroute/kvroute/internal/leakcheck"
 )
 
-// barrierRenderer is a renderer that holds every request until n of them
-// are in flight at once, so that each round of n concurrent renders needs n
-// connections at the same moment. It counts the TCP connections it accepts.
-// Close it before checking for leaks.
-type barrierRenderer struct {
-	*httptest.Server
-	n        int
-	accepted atomic.Int64
-
-	mu      sync.Mutex
-	arrived int
-	release chan struct{}
-}
-
-func newBarrierRenderer(n int) *barrierRenderer {
-	b := &barrierRenderer{n: n, release: make(chan struct{})}
-	b.Server = httptest.NewUnstartedServer(http.HandlerFunc(b.serve))
-	b.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			b.accepted.Add(1)
-		}
-	}
-	b.Start()
-	return b
-}
-
-func (b *barrierRenderer) serve(w http.ResponseWriter, r *http.Request) {
-	b.mu.Lock()
-	ch := b.release
-	if b.arrived++; b.arrived == b.n {
-		close(ch)
-		b.arrived, b.release = 0, make(chan struct{})
-	}
-	b.mu.Unlock()
-	select {
-	case <-ch:
-	case <-r.Context().Done():
-		return
-	}
-	vllmRender(w, r)
-}
+// newBarrierRenderer is a renderer that holds every request until n of
+// them are in flight at once (httpbarrier), so that each round of n
+// concurrent renders needs n connections at the same moment.
+func newBarrierRenderer(n int) *httpbarrier.Server { return httpbarrier.New(n, vllmRender) }
 
 // renderRounds runs rounds of n concurrent renders through c.
 func renderRounds(t *testing.T, c *Client, n, rounds int) {
@@ -97,7 +61,7 @@ func TestRenderKeepsOneConnectionPerConcurrentCall(t *testing.T) {
 	defer c.Close()
 
 	renderRounds(t, c, n, rounds)
-	require.Equal(t, int64(n), s.accepted.Load(), "connections accepted over %d rounds of %d concurrent renders", rounds, n)
+	require.Equal(t, int64(n), s.Accepted(), "connections accepted over %d rounds of %d concurrent renders", rounds, n)
 }
 
 // The concurrency limit also caps the connections to a renderer: many
@@ -170,7 +134,7 @@ func TestRenderMaxIdleConnsPerHostCapsThePool(t *testing.T) {
 	defer c.Close()
 
 	renderRounds(t, c, n, rounds)
-	require.Equal(t, int64(n+(rounds-1)*(n-idle)), s.accepted.Load())
+	require.Equal(t, int64(n+(rounds-1)*(n-idle)), s.Accepted())
 }
 
 func TestLoadConfigReadsMaxIdleConnsPerHost(t *testing.T) {
