@@ -295,7 +295,10 @@ func (a *peerAttempt) open() {
 	}
 	a.body = resp.Body
 	if resp.StatusCode != http.StatusOK {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+		// The refusal's body is read (for the connection's reuse) under the
+		// progress watch too: a peer that stalls in it is abandoned, not
+		// waited for as long as it keeps the connection open.
+		_, _ = io.Copy(io.Discard, io.LimitReader(&watchedBody{r: resp.Body, w: a.watch}, 4096))
 		a.err = fmt.Errorf("%w: peer %s answered %s", errPeerStatus, s.URL, resp.Status)
 		if resp.StatusCode == http.StatusServiceUnavailable {
 			if d, ok := retryAfter(resp.Header.Get("Retry-After"), a.clk.Now()); ok {
