@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"net"
 	"net/http"
 )
@@ -83,7 +84,10 @@ func (s *Scraper) fetchBody(ctx context.Context, t *target) ([]byte, *scrapeErro
 	if resp.ContentLength > limit {
 		return nil, failure(reasonTooLarge, "body of %d bytes exceeds %d", resp.ContentLength, limit)
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	// One byte beyond the limit tells a body that exceeds it; at the
+	// largest limit there is no beyond (and limit+1 would wrap to a
+	// negative count, which reads nothing).
+	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+min(1, math.MaxInt64-limit)))
 	if err != nil {
 		return nil, transportFailure(ctx, err)
 	}
