@@ -20,7 +20,8 @@ import (
 // complete index.
 type ClusterPeerSource struct {
 	Cluster cluster.Config
-	// Token is the bearer token the peers' snapshot handlers require.
+	// Token is the secret the peers' snapshot handlers require, proved to
+	// each as PeerSource.Token is, never sent itself.
 	Token string
 	// ProgressTimeout abandons a replica that sends nothing for this long
 	// (0: DefaultBootstrapProgressTimeout).

@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -84,12 +85,17 @@ type Keeper struct {
 // BootstrapConfig.Peers), the checkpoint file cfg.Path, then
 // Options.Sources. The first that loads wins; every outcome is logged and
 // counted in kvroute_index_restore_total, and when none loads ix stays
-// empty, which is not an error. Restore fails only when its metrics cannot
-// be registered or ctx ends before a source has loaded: it then returns an
-// error wrapping ctx's error promptly, leaving ix empty and nothing
+// empty, which is not an error. Restore fails only when boot is invalid
+// (BootstrapConfig.Validate, the check kvroute.Config's validation makes,
+// for a host that calls Restore directly), when its metrics cannot be
+// registered, or when ctx ends before a source has loaded: it then returns
+// an error wrapping ctx's error promptly, leaving ix empty and nothing
 // registered (a source that loaded as ctx ended is kept). Nothing runs
 // until Start.
 func Restore(ctx context.Context, ix *kvindex.Index, cfg Config, boot BootstrapConfig, opts Options) (*Keeper, error) {
+	if err := boot.Validate(); err != nil {
+		return nil, fmt.Errorf("kvroute: bootstrap.%w", err)
+	}
 	met := newMetrics()
 	if err := opts.Register(met.collectors()...); err != nil {
 		return nil, err

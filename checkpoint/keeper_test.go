@@ -319,3 +319,20 @@ func TestStartRemovesTemporaryFilesOfCrashedWrites(t *testing.T) {
 		require.NoError(t, err, "%s is not the keeper's to remove", f)
 	}
 }
+
+// A host calling Restore directly gets the check kvroute.Config's
+// validation makes of the bootstrap settings: a negative timeout, which
+// made every file restore fail as a timeout, is refused, naming its key,
+// and nothing is registered.
+func TestRestoreRefusesAnInvalidConfig(t *testing.T) {
+	ix := newIndex(t, 4)
+	reg := prometheus.NewRegistry()
+	opts := Options{Set: telemetry.Set{Registerer: reg}}
+	_, err := Restore(context.Background(), ix, Config{}, BootstrapConfig{Timeout: -time.Second}, opts)
+	require.ErrorContains(t, err, "bootstrap.timeout")
+	_, err = Restore(context.Background(), ix, Config{}, BootstrapConfig{Peers: []string{"10.0.0.5:9091"}}, opts)
+	require.ErrorContains(t, err, "bootstrap.peers")
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	require.Empty(t, mfs)
+}
