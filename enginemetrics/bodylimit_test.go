@@ -4,8 +4,9 @@ import (
 	"math"
 	"testing"
 
-	"github.com/kvroute/kvroute"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute"
 )
 
 // The largest maxBodyBytes the configuration accepts bounds the body like
