@@ -18,7 +18,9 @@
 // parameters of the llm-d router's precise-prefix-cache-producer,
 // prefix-cache-affinity-filter and token-load-scorer plugins may be pasted
 // under their plugin type names, see package llmd) and --model. Without --pool-name, --endpoints gives a static list of
-// "ip:port" engines (no Kubernetes needed). --render-selector discovers a
+// "ip:port" engines (no Kubernetes needed), checked as the kvroute
+// gateway's --endpoints: an entry given twice, or a list with none,
+// refuses to start. --render-selector discovers a
 // separate render pool (vLLM renderers in front of an SGLang fleet).
 // --checkpoint keeps the index across restarts: the picker starts with the
 // index it had, and resumes each engine's event stream where it left off.

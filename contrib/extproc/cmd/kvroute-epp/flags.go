@@ -14,6 +14,7 @@ import (
 	"github.com/kvroute/kvroute/contrib/extproc"
 	"github.com/kvroute/kvroute/contrib/k8s"
 	"github.com/kvroute/kvroute/disagg"
+	"github.com/kvroute/kvroute/gateway"
 	"github.com/kvroute/kvroute/internal/cliflag"
 )
 
@@ -78,6 +79,7 @@ type flags struct {
 	configPath, model                 string
 	strictConfig                      bool
 	endpoints                         string
+	staticEndpoints                   []kvroute.Endpoint // --endpoints parsed and checked
 	renderSelector                    string
 	renderPort                        int
 	kubeconfig                        string
@@ -124,7 +126,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.StringVar(&f.configPath, "config", "", "router configuration file (YAML or JSON): kvroute's keys, or an llm-d EndpointPickerConfig whole")
 	fs.BoolVar(&f.strictConfig, "strict-config", false, "refuse to start when the --config file has llm-d settings kvroute does not carry over (default: log each and start)")
 	fs.StringVar(&f.model, "model", "", "base model the engines serve (overrides the config's model)")
-	fs.StringVar(&f.endpoints, "endpoints", "", "static comma-separated ip:port engines, instead of --pool-name")
+	fs.StringVar(&f.endpoints, "endpoints", "", "static comma-separated ip:port engines, each given once, instead of --pool-name")
 	fs.StringVar(&f.renderSelector, "render-selector", "", "label selector of a separate render pool (pods in --pool-namespace)")
 	fs.IntVar(&f.renderPort, "render-port", 8000, "port of the render pool's pods")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (empty: in-cluster)")
@@ -196,6 +198,16 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	}
 	if (f.poolName == "" && f.endpointSelector == "") == (f.endpoints == "") {
 		return f, errors.New("set exactly one of --pool-name, --endpoint-selector and --endpoints")
+	}
+	if f.endpoints != "" {
+		// Checked as the gateway's --endpoints: a repeated ID would be two
+		// candidates of one engine, and a list of separators alone a
+		// picker that is never ready.
+		eps, err := gateway.ParseEndpoints(f.endpoints)
+		if err != nil {
+			return f, fmt.Errorf("--endpoints: %w", err)
+		}
+		f.staticEndpoints = eps
 	}
 	if f.renderSelector != "" && (f.renderPort < 1 || f.renderPort > 65535) {
 		return f, fmt.Errorf("--render-port %d is not a port (1 to 65535)", f.renderPort)

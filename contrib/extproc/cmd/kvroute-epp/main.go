@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -204,14 +203,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			discoveries = append(discoveries, d)
 		}
 	}
-	if f.endpoints != "" {
-		var eps []kvroute.Endpoint
-		for _, id := range strings.Split(f.endpoints, ",") {
-			if id = strings.TrimSpace(id); id != "" {
-				eps = append(eps, kvroute.Endpoint{ID: id})
-			}
-		}
-		if err := sink(eps); err != nil {
+	if f.staticEndpoints != nil {
+		if err := sink(f.staticEndpoints); err != nil {
 			return err
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/contrib/extproc"
 	"github.com/kvroute/kvroute/internal/leakcheck"
 )
@@ -82,6 +83,20 @@ func TestFlagsNeedExactlyOneEndpointSource(t *testing.T) {
 	require.Equal(t, 9002, f.grpcPort)
 	require.Equal(t, 9003, f.healthPort)
 	require.Equal(t, 9090, f.metricsPort)
+}
+
+// A static endpoint list is checked as the gateway's --endpoints is: an ID
+// given twice would be two candidates of one engine (picked and named as
+// its own fallback, its share of ties doubled), and a list of separators
+// alone would start a picker that can never be ready.
+func TestFlagsRefuseABadStaticEndpointList(t *testing.T) {
+	for _, list := range []string{"10.0.0.1:8000,10.0.0.1:8000", ",", " , ", "10.0.0.1", "10.0.0.1:0"} {
+		_, err := parseFlags([]string{"--endpoints", list}, io.Discard)
+		require.ErrorContains(t, err, "--endpoints", "%q", list)
+	}
+	f, err := parseFlags([]string{"--endpoints", " 10.0.0.1:8000, ,10.0.0.2:8000"}, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, []kvroute.Endpoint{{ID: "10.0.0.1:8000"}, {ID: "10.0.0.2:8000"}}, f.staticEndpoints)
 }
 
 // A stray argument is refused: flag parsing stops at it, so the flags after
