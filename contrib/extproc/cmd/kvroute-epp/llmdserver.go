@@ -82,7 +82,7 @@ func addLLMDServerFlags(fs *flag.FlagSet, f *flags) {
 		l.tlsMinVersion = v
 		return nil
 	})
-	fs.Func("tls-cipher-suites", "with --secure-serving: comma-separated TLS 1.2 cipher suites ext_proc accepts, by their Go crypto/tls names (TLS 1.3's are not configurable)", func(s string) error {
+	fs.Func("tls-cipher-suites", "with --secure-serving: comma-separated TLS 1.2 cipher suites ext_proc accepts, by their Go crypto/tls names (TLS 1.3's are not configurable); empty: Go's defaults", func(s string) error {
 		ids, err := cipherSuites(s)
 		l.tlsCipherSuites = ids
 		return err
@@ -204,13 +204,16 @@ var tlsVersions = map[string]uint16{
 }
 
 // cipherSuites are the IDs of the comma-separated Go crypto/tls cipher
-// suite names in s, secure or not, as llm-d accepts them.
+// suite names in s, secure or not, as llm-d accepts them; nil, Go's
+// defaults, when s names none, as Kubernetes' cipher suite flags read an
+// empty list (tls.Config takes an empty, non-nil list as no TLS 1.2 suite
+// at all, and would refuse every TLS 1.2 client).
 func cipherSuites(s string) ([]uint16, error) {
 	byName := map[string]uint16{}
 	for _, cs := range append(tls.CipherSuites(), tls.InsecureCipherSuites()...) {
 		byName[cs.Name] = cs.ID
 	}
-	ids := []uint16{}
+	var ids []uint16
 	for name := range strings.SplitSeq(s, ",") {
 		if name = strings.TrimSpace(name); name == "" {
 			continue

@@ -174,6 +174,21 @@ func TestTLSMinVersionAndCipherSuites(t *testing.T) {
 	require.NoError(t, handshake(m[1], &tls.Config{MaxVersion: tls.VersionTLS12, CipherSuites: []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256}}))
 }
 
+// An empty --tls-cipher-suites (a chart rendering an empty list) keeps Go's
+// default TLS 1.2 suites, as Kubernetes' cipher suite flags read it,
+// rather than an empty list, which would refuse every TLS 1.2 handshake.
+func TestEmptyTLSCipherSuitesKeepTheDefaults(t *testing.T) {
+	f, err := parseFlags([]string{"--pool-name", "p", "--tls-cipher-suites", ""}, io.Discard)
+	require.NoError(t, err)
+	require.Nil(t, f.llmdServer.tlsCipherSuites)
+
+	t.Cleanup(leakcheck.Check(t))
+	m := startEPPWith(t, "--secure-serving", "--tls-cipher-suites", " , ")
+	c, err := tls.Dial("tcp", m[1], &tls.Config{MaxVersion: tls.VersionTLS12, NextProtos: []string{"h2"}, InsecureSkipVerify: true}) //nolint:gosec // self-signed
+	require.NoError(t, err, "a TLS 1.2 client is served Go's default suites")
+	c.Close()
+}
+
 // --v sets the log level as llm-d's verbosity does when neither
 // --log-level nor --zap-log-level is given: 4 (llm-d's DEBUG) and above
 // debug, below info; given, either of those wins.
