@@ -548,6 +548,11 @@ func (s *Server) health(w http.ResponseWriter, _ *http.Request) {
 func (s *Server) SetEndpoints(eps []kvroute.Endpoint) error {
 	s.epMu.Lock()
 	defer s.epMu.Unlock()
+	return s.setEndpointsLocked(eps)
+}
+
+// setEndpointsLocked is SetEndpoints with epMu held.
+func (s *Server) setEndpointsLocked(eps []kvroute.Endpoint) error {
 	if s.models != nil {
 		s.rawEp = slices.Clone(eps)
 		s.models.SetEndpoints(eps)
@@ -565,12 +570,13 @@ func (s *Server) SetEndpoints(eps []kvroute.Endpoint) error {
 }
 
 // reannotate hands the endpoints to the router and the handler again after
-// the models poller saw an endpoint's models change.
+// the models poller saw an endpoint's models change. The endpoints are
+// read and handed over under one hold of epMu: a SetEndpoints between the
+// two would otherwise be undone, its replaced endpoints restored.
 func (s *Server) reannotate() {
 	s.epMu.Lock()
-	eps := s.rawEp
-	s.epMu.Unlock()
-	if err := s.SetEndpoints(eps); err != nil {
+	defer s.epMu.Unlock()
+	if err := s.setEndpointsLocked(s.rawEp); err != nil {
 		s.log.Warn("gateway: endpoints after a change of served models", "err", err)
 	}
 }
