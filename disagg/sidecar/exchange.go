@@ -76,6 +76,12 @@ const (
 	DefaultMaxBodyBytesInFlight = bytebudget.DefaultBodyBytesInFlight
 )
 
+// maxIdleConnsPerHost caps the idle keep-alive connections the private
+// client keeps per host (the decoder, each prefiller): kvroute's gateway's
+// default (gateway.DefaultMaxIdleConnsPerHost), above the concurrency one
+// decode engine serves.
+const maxIdleConnsPerHost = 1024
+
 // maxTargetLen bounds a prefiller address (a DNS name is at most 253
 // bytes, plus the port).
 const maxTargetLen = 261
@@ -207,7 +213,8 @@ type Options struct {
 	// Client sends the prefill requests (and, in a Handler, carries the
 	// decoder's transport); nil uses a private client with its own
 	// transport, closed by Close, which reaches every address directly
-	// (no proxy from the environment). The Exchange uses a copy of it that
+	// (no proxy from the environment) and keeps as many idle connections
+	// to a host as were in flight to it at once. The Exchange uses a copy of it that
 	// follows no redirect, whatever the given client's CheckRedirect.
 	Client *http.Client
 	// AllowTarget, when set, vets every prefiller address (a valid
@@ -276,6 +283,13 @@ func NewExchange(cfg Config, opts Options) (*Exchange, error) {
 		// other traffic must not carry request bodies to a proxy, nor
 		// past the address AllowTarget vetted.
 		tr.Proxy = nil
+		// Every request goes to the decoder, and each split one to a
+		// prefiller: net/http's default of two idle connections per host
+		// (and 100 in all) would close the rest after each burst and
+		// redial them in the next, leaving sockets in TIME_WAIT and a dial
+		// on the requests' path. The pool only ever holds as many
+		// connections as were in flight to a host at once.
+		tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 0, maxIdleConnsPerHost
 		x.client = &http.Client{Transport: tr}
 		x.own = true
 	}
