@@ -80,7 +80,8 @@
 // --metrics-client-ca-file requires a client certificate it verifies.
 // --drain-timeout (30s) keeps ext_proc serving that long after SIGTERM
 // once health reports NOT_SERVING; --grpc-max-recv-msg-size and
-// --grpc-max-send-msg-size (10MiB, 25MB) bound ext_proc's messages;
+// --grpc-max-send-msg-size bound ext_proc's messages, given as quantities
+// such as 10MiB or 25MB (default grpc-go's: 4MiB received, no bound sent);
 // --tls-min-version and --tls-cipher-suites apply to --secure-serving.
 // --v sets the log level when neither --log-level nor --zap-log-level is
 // given: 4 (llm-d's DEBUG) and above debug, below info, as kvroute-epp

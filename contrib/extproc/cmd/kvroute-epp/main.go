@@ -288,6 +288,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			<-syncFollowed
 			stopServers(gs, hs, ms)
 			drain(errc, 3)
+			if ctx.Err() != nil { // SIGTERM before the caches synced: a normal stop, said, not an error
+				log.Info("Stopped before endpoint discovery synced", "err", err)
+				return nil
+			}
 			return err
 		}
 	}

@@ -206,7 +206,8 @@ func TestRunWithoutInferencePoolCRDSaysSo(t *testing.T) {
 }
 
 // A ServiceAccount that may not list the pods leaves discovery waiting for
-// its caches: /ready says so, with the API server's refusal.
+// its caches: /ready says so, with the API server's refusal, and a stop
+// meanwhile is a normal one.
 func TestRunWithoutPodListRBACSaysSo(t *testing.T) {
 	defer leakcheck.Check(t)()
 	kube := fake.NewClientset(readyPod("llm", "vllm-0", "127.0.0.1", map[string]string{"app": "vllm"}))
@@ -230,6 +231,8 @@ func TestRunWithoutPodListRBACSaysSo(t *testing.T) {
 			strings.Contains(reason, "forbidden")
 	}, 20*time.Second, 10*time.Millisecond, "/ready names the refused list")
 
+	// Stopped (SIGTERM) while discovery still waits: a normal stop, which
+	// exits 0 as a stop after the sync does.
 	cancel()
-	require.ErrorContains(t, <-done, "did not sync")
+	require.NoError(t, <-done)
 }
