@@ -3,6 +3,7 @@ package admission
 import (
 	"container/heap"
 	"context"
+	"math"
 	"slices"
 	"time"
 
@@ -231,10 +232,20 @@ func (b *band) next(free func(*waiter) int, drr bool, quantum int64) (*waiter, i
 		}
 		// No dispatchable flow can afford its head: give every flow the
 		// rounds of quantum the closest one needs, and move the turn on.
-		rounds := (short + quantum - 1) / quantum
+		// The grant and the deficits saturate at math.MaxInt64 rather than
+		// wrap: a quantum near it would otherwise grant nothing or make a
+		// deficit negative, and this loop would never end.
+		grant := quantum
+		if short > quantum {
+			rounds := short / quantum
+			if short%quantum != 0 {
+				rounds++
+			}
+			grant = rounds * quantum // < short + quantum <= 2 × short: no overflow
+		}
 		for _, f := range b.ring {
 			if free(f.items.w[0]) >= 0 {
-				f.deficit += rounds * quantum
+				f.deficit += min(grant, math.MaxInt64-f.deficit)
 			}
 		}
 		b.cursor = (b.cursor + 1) % n

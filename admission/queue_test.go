@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -300,6 +301,33 @@ func TestFullQueueAdmitsARequestWhoseCandidateIsFree(t *testing.T) {
 			if err := f.c.Admit(ctxFor("chat", "other"), tokensReq(10), epB); !errors.Is(err, ErrQueueFull) {
 				t.Fatalf("chat for b:1: %v, want ErrQueueFull", err)
 			}
+		}
+	}
+}
+
+// TestDeficitRoundRobinHugeQuantum: a quantum near math.MaxInt64 is a valid
+// configuration (every flow affords any request in one round); granting it
+// must not overflow and spin the dispatch pass under the Controller's lock.
+func TestDeficitRoundRobinHugeQuantum(t *testing.T) {
+	for _, q := range []int64{math.MaxInt64, math.MaxInt64 - 10, math.MaxInt64/2 + 1} {
+		f := newFixture(t, Config{Fairness: DeficitRoundRobin, Quantum: q})
+		f.det.set("a:1", true)
+		out := make(chan result, 4)
+		for _, flow := range []string{"A", "B", "A", "B"} {
+			f.admit(t, ctxFor("", flow), flow, tokensReq(300), oneEP, out)
+		}
+		f.det.set("a:1", false)
+		got := map[string]int{}
+		for range 4 {
+			f.c.Notify("a:1")
+			r := take(t, out)
+			if r.err != nil {
+				t.Fatalf("quantum %d: %s: %v", q, r.tag, r.err)
+			}
+			got[r.tag]++
+		}
+		if got["A"] != 2 || got["B"] != 2 {
+			t.Fatalf("quantum %d: dispatched %v, want 2 of each flow", q, got)
 		}
 	}
 }
