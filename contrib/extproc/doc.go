@@ -72,7 +72,9 @@
 //   - answers 503 (an ImmediateResponse) when no endpoint is available, 413
 //     when the body exceeds the configured limit, 400 when it is not JSON
 //     (an empty body included), 404 NotFoundError (vLLM's and the gateway's
-//     body) when no endpoint serves the body's model. An inference body
+//     body) when no endpoint serves the body's model, 409 when a request
+//     with the same x-request-id is in flight and 400 when the
+//     x-request-id is longer than tokenload.MaxRequestIDBytes. An inference body
 //     is read as vLLM reads its bytes, with Python's json.loads: one that
 //     starts with a UTF-8 byte order mark is routed, and sent on, without
 //     it (json.loads decodes it as UTF-8-sig), and a UTF-16 or UTF-32 one,

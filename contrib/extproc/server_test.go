@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/tokenload"
 )
 
 // requestIDs numbers the x-request-id of envoyHeaders, unique per stream as
@@ -397,6 +398,27 @@ func TestProcessDuplicateRequestIDIs409(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, http.StatusConflict, resp.GetImmediateResponse().GetStatus().GetCode())
 	require.NoError(t, first.CloseSend())
+	h.idle()
+}
+
+// An x-request-id the router's request table refuses (over
+// tokenload.MaxRequestIDBytes) is the client's mistake: a 400 counted as a
+// bad request, as the gateway answers it, not a 503 for want of endpoints.
+func TestProcessOverlongRequestIDIs400(t *testing.T) {
+	defer leakcheck.Check(t)()
+	h := newHarness(t, Config{}, engineOpts{})
+	defer h.close()
+	st, err := h.client.Process(ctxT(t))
+	require.NoError(t, err)
+	id := strings.Repeat("r", tokenload.MaxRequestIDBytes+1)
+	require.NoError(t, st.Send(envoyHeadersID("/v1/completions", false, nil, id)))
+	require.NoError(t, st.Send(bodyChunk(completionsBody(prompt(11, 20, "long-id"), false), true)))
+	resp, err := st.Recv()
+	require.NoError(t, err)
+	require.EqualValues(t, http.StatusBadRequest, resp.GetImmediateResponse().GetStatus().GetCode())
+	require.Equal(t, 1.0, h.counter("kvroute_extproc_requests_total", map[string]string{"result": resultBadRequest}))
+	require.Equal(t, 0.0, h.counter("kvroute_extproc_requests_total", map[string]string{"result": resultNoEndpoint}))
+	require.NoError(t, st.CloseSend())
 	h.idle()
 }
 

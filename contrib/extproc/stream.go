@@ -376,6 +376,11 @@ func (st *streamState) route(body []byte) error {
 		case errors.Is(err, tokenload.ErrDuplicateRequestID):
 			st.setResult(resultBadRequest)
 			return st.immediate(http.StatusConflict, "a request with this x-request-id is already in flight")
+		case errors.Is(err, tokenload.ErrInvalidRequestID):
+			// An x-request-id the router's request table cannot file
+			// (over tokenload.MaxRequestIDBytes): the client's mistake.
+			st.setResult(resultBadRequest)
+			return st.immediate(http.StatusBadRequest, "x-request-id: "+err.Error())
 		case errors.Is(err, kvroute.ErrModelMismatch):
 			// A model no endpoint serves: vLLM's answer (and the
 			// gateway's), 404 NotFoundError.
