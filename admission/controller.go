@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -142,7 +143,7 @@ func New(cfg Config, opts Options) (*Controller, error) {
 		}
 		c.objectives[o.Name] = objective{band: bandOf(o.Priority), timeout: t}
 	}
-	slices.SortFunc(c.bands, func(a, b *band) int { return b.priority - a.priority })
+	slices.SortFunc(c.bands, func(a, b *band) int { return cmp.Compare(b.priority, a.priority) }) // a difference would overflow
 	c.fleet = newFleetGauge(c)
 	if err := opts.Register(c.collectors()...); err != nil {
 		return nil, fmt.Errorf("admission: metrics: %w", err)

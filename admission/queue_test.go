@@ -30,6 +30,42 @@ func TestHigherBandAlwaysDispatchesFirst(t *testing.T) {
 	}
 }
 
+// Priorities at the ends of int's range are valid: the bands are still
+// ordered highest first (no overflow comparing them), so the highest band
+// dispatches first and a full queue pushes out the sheddable band's requests
+// for it.
+func TestHigherBandDispatchesFirstAtExtremePriorities(t *testing.T) {
+	f := newFixture(t, Config{
+		MaxQueuedRequests: 2,
+		DefaultPriority:   math.MaxInt,
+		Objectives:        []Objective{{Name: "top", Priority: math.MaxInt}, {Name: "batch", Priority: -2}},
+	})
+	f.det.set("a:1", true)
+	out := make(chan result, 8)
+	f.admit(t, ctxFor("top", ""), "top0", tokensReq(10), oneEP, out)
+	f.det.set("a:1", false)
+	f.c.Notify("") // top0 leaves; a:1 is claimed until its accounting moves
+	if r := take(t, out); r.tag != "top0" || r.err != nil {
+		t.Fatalf("got %s (%v), want top0", r.tag, r.err)
+	}
+	f.admit(t, ctxFor("batch", ""), "batch1", tokensReq(10), oneEP, out)
+	f.admit(t, ctxFor("top", ""), "top1", tokensReq(10), oneEP, out)
+	f.admit(t, ctxFor("top", ""), "top2", tokensReq(10), oneEP, out) // full: batch1 is pushed out
+	if r := take(t, out); r.tag != "batch1" || !errors.Is(r.err, ErrShed) {
+		t.Fatalf("got %s (%v), want batch1 shed", r.tag, r.err)
+	}
+	f.admit(t, ctxFor("batch", ""), "batch2", tokensReq(10), oneEP, out)
+	if r := take(t, out); r.tag != "batch2" || !errors.Is(r.err, ErrShed) {
+		t.Fatalf("got %s (%v), want batch2 shed (the queue holds only the top band)", r.tag, r.err)
+	}
+	for _, want := range []string{"top1", "top2"} {
+		f.c.Notify("a:1") // one release: one request
+		if r := take(t, out); r.tag != want || r.err != nil {
+			t.Fatalf("got %s (%v), want %s", r.tag, r.err, want)
+		}
+	}
+}
+
 func TestRoundRobinAlternatesFlowsOfABand(t *testing.T) {
 	f := newFixture(t, Config{})
 	f.det.set("a:1", true)
