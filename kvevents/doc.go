@@ -119,7 +119,9 @@
 // for ReplayCooldown after a failed replay, and while a rebuild waits for
 // a replay slot; gaps then clear the endpoint instead) and degraded (the
 // index may lack batches or hold stale ones). Readiness (StreamState) is
-// their projection: replaying while a replay or snapshot load runs; else degraded when the
+// their projection: replaying while a replay or snapshot load runs (but
+// for a tail or join probe, a check on a stream with no sign of loss, which
+// keeps the state below); else degraded when the
 // stream is degraded, or was caught up once and lost its connection; else
 // live when connected and caught up (or without replay address); else
 // connecting.

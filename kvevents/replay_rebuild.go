@@ -46,7 +46,7 @@ func (st *stream) attachRebuildLocked(ctx context.Context, cancel context.Cancel
 	removed := st.clearLocked()
 	s.lostHistory = true // until the rebuild completes
 	s.needJoin = false
-	s.replaying, s.replayStart, s.heldMax = true, st.p.clock.Now(), 0
+	s.replaying, s.quietCheck, s.replayStart, s.heldMax = true, false, st.p.clock.Now(), 0
 	st.inProgress.Set(1)
 	st.log.Info("Rebuild has its replay slot: endpoint cleared, replaying from 0", "blocks_removed", removed)
 	st.wg.Add(1)

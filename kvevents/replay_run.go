@@ -49,6 +49,7 @@ func (st *stream) startReplayLocked(plan replayPlan) {
 	ctx, cancel := context.WithCancelCause(st.ctx)
 	verify, from, known := plan.verify, plan.from, plan.known
 	s.replaying, s.catchUp, s.cancelReplay = true, false, func() { cancel(errSuperseded) }
+	s.quietCheck = plan.trigger == trigTail || plan.trigger == trigJoin
 	s.verifying = verify
 	s.replayStart, s.heldMax = st.p.clock.Now(), 0
 	st.inProgress.Set(1)
@@ -194,7 +195,7 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 		if s.closed || s.gen != gen {
 			return // a restart or Remove took over
 		}
-		s.replaying, s.cancelReplay, s.verifying, s.rebuilding = false, nil, false, false
+		s.replaying, s.quietCheck, s.cancelReplay, s.verifying, s.rebuilding = false, false, nil, false, false
 		st.inProgress.Set(0)
 		if st.replayToSnapshotLocked(plan, err, verify, delivered, from, known) {
 			return

@@ -174,6 +174,7 @@ type seqState struct {
 	restarted bool   // that replay follows a publisher restart
 
 	replaying    bool
+	quietCheck   bool // the running replay is a tail or join probe: readiness keeps the state it had (stateLocked)
 	cancelReplay context.CancelFunc
 	held         []item
 	heldBytes    int
@@ -361,7 +362,7 @@ func (st *stream) bumpGenLocked() {
 		s.cancelReplay()
 		s.cancelReplay = nil
 	}
-	s.replaying, s.catchUp, s.verifying, s.rebuilding = false, false, false, false
+	s.replaying, s.quietCheck, s.catchUp, s.verifying, s.rebuilding = false, false, false, false, false
 	s.snapshotting = false
 	s.held, s.heldBytes, s.heldMax = nil, 0, 0
 	st.inProgress.Set(0)

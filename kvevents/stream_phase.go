@@ -83,7 +83,11 @@ func (st *stream) stateLocked() StreamState {
 	synced := st.synced.Load()
 	up := st.connected.Load() // bind mode: an engine connection owns the endpoint
 	switch {
-	case s.replaying:
+	case s.replaying && !s.quietCheck:
+		// A tail or join probe is a check on a stream with no sign of loss
+		// (it normally finds nothing): readiness keeps the state below,
+		// so a router in front of idle engines does not turn not-ready
+		// each time one is checked.
 		return StateReplaying
 	case s.degraded || st.incompleteLocked() || st.silentLocked():
 		return StateDegraded

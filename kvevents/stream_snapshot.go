@@ -135,7 +135,7 @@ func (st *stream) snapshotInsteadLocked(plan replayPlan) bool {
 func (st *stream) startSnapshotLocked(plan replayPlan) {
 	s := &st.s
 	ctx, cancel := context.WithCancelCause(st.ctx)
-	s.replaying, s.snapshotting, s.catchUp = true, true, false
+	s.replaying, s.quietCheck, s.snapshotting, s.catchUp = true, false, true, false
 	s.cancelReplay = func() { cancel(errSuperseded) }
 	s.verifying = false
 	s.replayStart, s.heldMax = st.p.clock.Now(), 0
@@ -224,7 +224,7 @@ func (st *stream) applySnapshot(ctx context.Context, gen uint64, r *snapshot.Rep
 // trigger asked for runs instead.
 func (st *stream) finishSnapshotLocked(plan replayPlan, r snapshot.Reply, err error, blocks, chunks int, dec *wire.Decoder, b *wire.Batch) {
 	s := &st.s
-	s.replaying, s.snapshotting, s.cancelReplay = false, false, nil
+	s.replaying, s.quietCheck, s.snapshotting, s.cancelReplay = false, false, false, nil
 	st.inProgress.Set(0)
 	took := st.p.clock.Now().Sub(s.replayStart)
 	if err == nil && !st.snapshotSeqFitsLocked(r.Seq) {
