@@ -161,9 +161,15 @@ var errPrefillFallback = errors.New("gateway: prefill step failed, the decode en
 // set to the one both halves carry. It ends the prefill role of d at the
 // prefiller's answer (its one token: nothing more is asked of it) or at a
 // fallback (d.Endpoint prefills locally); d itself is the caller's to end.
+// The copies of the body the exchange made (the decode body with the
+// transfer parameters, the local body when the client's own parameters
+// were kept) are charged to the body budget, as every copy the gateway
+// holds until the response ends is: held is what they took, which the
+// caller releases after the response; copies that find no room are
+// answered 503 body_budget.
 // A non-nil error means the request cannot go on (client gone, body
 // refused): res is its result, answered on w when the client is there.
-func (h *Handler) exchange(w http.ResponseWriter, r *http.Request, hdr http.Header, body []byte, d *kvroute.Decision) (out, local []byte, fallback string, res Result, err error) {
+func (h *Handler) exchange(w http.ResponseWriter, r *http.Request, hdr http.Header, body []byte, d *kvroute.Decision) (out, local []byte, fallback string, held int64, res Result, err error) {
 	pre := d.Roles[0]
 	if !sidecar.SplitPath(r.URL.Path) || r.Method != http.MethodPost {
 		// The exchange runs on the routes whose bodies carry vLLM's
@@ -173,22 +179,22 @@ func (h *Handler) exchange(w http.ResponseWriter, r *http.Request, hdr http.Head
 		h.log.Debug("split decision on a route without KV transfer: prefilled locally", "path", r.URL.Path)
 		pre.Done(kvroute.DoneInfo{Err: errPrefillFallback})
 		h.notify(d)
-		return body, body, "", "", nil
+		return body, body, "", 0, "", nil
 	}
 	xr, err := h.exchanger.x.Prefill(r.Context(), endpointHostPort(pre.Endpoint), r.URL.Path, hdr, body)
 	if err != nil {
 		pre.Done(kvroute.DoneInfo{Err: err})
 		h.notify(d)
 		if r.Context().Err() != nil {
-			return nil, nil, "", ResultClientAbort, context.Cause(r.Context())
+			return nil, nil, "", 0, ResultClientAbort, context.Cause(r.Context())
 		}
 		api := apiOf(r)
 		if errors.Is(err, sidecar.ErrTooLarge) {
 			writeError(w, api, http.StatusRequestEntityTooLarge, err.Error())
-			return nil, nil, "", ResultBodyTooLarge, err
+			return nil, nil, "", 0, ResultBodyTooLarge, err
 		}
 		writeError(w, api, http.StatusBadRequest, err.Error())
-		return nil, nil, "", ResultBadRequest, err
+		return nil, nil, "", 0, ResultBadRequest, err
 	}
 	if xr.Split {
 		pre.FirstChunk() // its one token came back: a prefill-only pick ends its part whole
@@ -196,8 +202,30 @@ func (h *Handler) exchange(w http.ResponseWriter, r *http.Request, hdr http.Head
 		pre.Done(kvroute.DoneInfo{Err: errPrefillFallback})
 	}
 	h.notify(d)
+	held = copyCap(xr.DecodeBody, body)
+	if !sameArray(xr.LocalBody, xr.DecodeBody) {
+		held += copyCap(xr.LocalBody, body)
+	}
+	if !h.budget.Acquire(held) {
+		h.writeBodyBudget(w, apiOf(r)) // counted by the caller, as the other refusals
+		return nil, nil, "", 0, ResultBodyBudget, errBodyBudget
+	}
 	hdr[headerRequestID] = []string{xr.RequestID}
-	return xr.DecodeBody, xr.LocalBody, xr.Fallback, "", nil
+	return xr.DecodeBody, xr.LocalBody, xr.Fallback, held, "", nil
+}
+
+// copyCap is what c holds of the body budget when it is a copy of body
+// (0 when it is body itself).
+func copyCap(c, body []byte) int64 {
+	if sameArray(c, body) {
+		return 0
+	}
+	return int64(cap(c))
+}
+
+// sameArray reports whether a and b start at the same byte of one array.
+func sameArray(a, b []byte) bool {
+	return cap(a) > 0 && cap(b) > 0 && &a[:1][0] == &b[:1][0]
 }
 
 // endpointHostPort is the host:port requests to e go to (and the

@@ -102,12 +102,14 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, d
 	switch {
 	case split && h.exchanger != nil && body != nil:
 		var (
-			res Result
-			err error
+			res  Result
+			err  error
+			held int64
 		)
-		if body, orig, fallback, res, err = h.exchange(w, r, hdr, body, d); err != nil {
+		if body, orig, fallback, held, res, err = h.exchange(w, r, hdr, body, d); err != nil {
 			return res, err
 		}
+		defer h.budget.Release(held) // after the response, as the body's
 		split = fallback == "" && sidecar.SplitPath(r.URL.Path) && r.Method == http.MethodPost
 		exchanged = split
 	case split:

@@ -63,7 +63,9 @@ type Config struct {
 	// it has sent (at most twice that), not what its Content-Length
 	// announces. A body the model rewrite table changed
 	// (ServerConfig.Models) holds its rewritten copy as well, charged when
-	// it is made. A request whose body, or its copy, finds no room is
+	// it is made, as does a split request in exchange mode its decode body
+	// (the body with the prefiller's transfer parameters), charged when
+	// the prefill step has answered. A request whose body, or its copy, finds no room is
 	// answered 503 with a Retry-After and counted as result "body_budget".
 	// With ObserveCachedTokens, the buffer that reads a response's usage (a
 	// JSON body, or one line of a stream, at most 1 MiB) is charged too; a
