@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"io"
-	"math"
 	"net"
 	"net/http"
+
+	"github.com/kvroute/kvroute/internal/bytebudget"
 )
 
 // errScrapeTimeout is the cause a scrape's context is cancelled with when
@@ -84,10 +85,7 @@ func (s *Scraper) fetchBody(ctx context.Context, t *target) ([]byte, *scrapeErro
 	if resp.ContentLength > limit {
 		return nil, failure(reasonTooLarge, "body of %d bytes exceeds %d", resp.ContentLength, limit)
 	}
-	// One byte beyond the limit tells a body that exceeds it; at the
-	// largest limit there is no beyond (and limit+1 would wrap to a
-	// negative count, which reads nothing).
-	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+min(1, math.MaxInt64-limit)))
+	body, err := io.ReadAll(bytebudget.LimitPastCap(resp.Body, limit))
 	if err != nil {
 		return nil, transportFailure(ctx, err)
 	}

@@ -8,13 +8,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/kvroute/kvroute/internal/bytebudget"
 	"github.com/kvroute/kvroute/internal/h1pool"
 	"github.com/kvroute/kvroute/telemetry"
 	"go.opentelemetry.io/otel/trace"
@@ -399,10 +399,7 @@ func (c *Client) attempt(ctx context.Context, t *target, r route, body *wireBody
 	if resp.ContentLength > 0 {
 		buf.Grow(int(min(resp.ContentLength, initialResponseBuffer)) + bytes.MinRead)
 	}
-	// One byte past the cap tells a body over it; a cap of math.MaxInt64
-	// (no practical cap) has no byte past it, and limit+1 would wrap to a
-	// negative limit that reads nothing.
-	if _, err := buf.ReadFrom(io.LimitReader(resp.Body, limit+min(1, math.MaxInt64-limit))); err != nil {
+	if _, err := buf.ReadFrom(bytebudget.LimitPastCap(resp.Body, limit)); err != nil {
 		// A body cut off by the network or the deadline after a 2xx header
 		// is a transport failure (retried), not a decode failure.
 		return transportError(actx, t, err)
