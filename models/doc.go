@@ -18,7 +18,7 @@
 // A Registry fills Endpoint.Models (Registry.Annotate) from, in order:
 // Config.Served (by endpoint ID), the endpoint label Config.Label (a
 // comma-separated list; Kubernetes discovery reads the pod annotation of
-// that name), and the engines' own GET /v1/models, read by a Poller
+// that name; the names it leaves out are counted), and the engines' own GET /v1/models, read by a Poller
 // (bounded calls, failures counted, the last good answer kept).
 //
 // The Poller also learns which served names are LoRA adapters: vLLM lists
@@ -56,6 +56,9 @@
 //   - kvroute_models_names_dropped_total{endpoint}: a name of an
 //     endpoint's /v1/models answer that is invalid, over MaxNameBytes,
 //     repeated within the answer or beyond MaxModels
+//   - kvroute_models_label_names_dropped{endpoint}: a gauge, the names
+//     of the endpoint's label (Config.Label) the last Registry.Annotate
+//     left out: invalid, over MaxNameBytes or beyond MaxModels
 //   - kvroute_models_card_fields_dropped_total{endpoint}: a member of a
 //     kept name's card left out (listed as null): an owned_by or root that
 //     is not a string, over MaxCardFieldBytes or not printable UTF-8, a

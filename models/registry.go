@@ -16,7 +16,8 @@ import (
 type Registry struct {
 	cfg    Config
 	table  *Table
-	poller *Poller // nil unless Config.Poll.Enabled
+	poller *Poller     // nil unless Config.Poll.Enabled
+	drops  *labelDrops // names the endpoint labels dropped
 }
 
 // New builds a Registry from cfg, starting its poller when
@@ -37,7 +38,11 @@ func New(cfg Config, opts Options) (*Registry, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Registry{cfg: cfg, table: t}
+	drops, err := newLabelDrops(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	r := &Registry{cfg: cfg, table: t, drops: drops}
 	if cfg.Poll.Enabled {
 		if r.poller, err = newPoller(cfg.Poll, opts, t); err != nil {
 			return nil, err
@@ -65,12 +70,14 @@ func (r *Registry) SetEndpoints(eps []kvroute.Endpoint) {
 
 // Annotate returns a copy of eps with each endpoint's Models filled, from
 // the first source that names it: Config.Served, the endpoint's Label
-// (comma-separated; invalid names are left out), the poller's last good
-// answer (one that kept at least one name), else the Models it already
-// had. An endpoint no source names keeps empty Models: the router's model
-// only.
+// (comma-separated; invalid names and those beyond PollConfig.MaxModels
+// are left out, counted by endpoint in kvroute_models_label_names_dropped
+// as of this call), the poller's last good answer (one that kept at least
+// one name), else the Models it already had. An endpoint no source names
+// keeps empty Models: the router's model only.
 func (r *Registry) Annotate(eps []kvroute.Endpoint) []kvroute.Endpoint {
 	out := slices.Clone(eps)
+	var drops map[string]int
 	for i := range out {
 		e := &out[i]
 		if ms, ok := r.cfg.Served[e.ID]; ok {
@@ -78,7 +85,14 @@ func (r *Registry) Annotate(eps []kvroute.Endpoint) []kvroute.Endpoint {
 			continue
 		}
 		if v, ok := e.Labels[r.cfg.Label]; ok {
-			if ms, _ := ParseList(v, r.cfg.Poll.MaxModels); len(ms) > 0 {
+			ms, dropped := ParseList(v, r.cfg.Poll.MaxModels)
+			if dropped > 0 {
+				if drops == nil {
+					drops = map[string]int{}
+				}
+				drops[e.ID] += dropped
+			}
+			if len(ms) > 0 {
 				e.Models = ms
 				continue
 			}
@@ -91,6 +105,7 @@ func (r *Registry) Annotate(eps []kvroute.Endpoint) []kvroute.Endpoint {
 		}
 		e.Models = slices.Clone(e.Models)
 	}
+	r.drops.set(drops)
 	return out
 }
 
