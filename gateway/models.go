@@ -35,7 +35,8 @@ import (
 // copy holds of the body budget (which the caller releases once the
 // response has ended) and false when it has answered the request itself:
 // a rewritten copy that finds no room in the budget is answered 503, as a
-// body is.
+// body is. A rewrite is counted (models.Registry.Applied) only when it
+// returns true: a request it answered was not sent as the target.
 func (h *Handler) routeModel(w http.ResponseWriter, api render.API, am *apiMetrics, req *kvroute.Request, body []byte, model string, eps []kvroute.Endpoint) ([]byte, int64, bool) {
 	name := model
 	if name == "" {
@@ -67,6 +68,9 @@ func (h *Handler) routeModel(w http.ResponseWriter, api render.API, am *apiMetri
 	req.Model = target
 	if _, adapter := h.served.Adapter(eps, target); adapter {
 		req.LoRA = target
+	}
+	if rewritten {
+		h.served.Applied(name, target) // only now: a request refused above was not rewritten
 	}
 	return body, held, true
 }

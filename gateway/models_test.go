@@ -216,7 +216,8 @@ func TestGatewayRoutesEachModelToItsEndpointsAndCache(t *testing.T) {
 // A body the rewrite table changes is forwarded as a second, rewritten copy
 // held with the first until the response ends: both are charged to
 // MaxBodyBytesInFlight, and released after the response. A copy that finds
-// no room is answered 503 body_budget, nothing forwarded.
+// no room is answered 503 body_budget, nothing forwarded nor counted as a
+// rewrite.
 func TestGatewayChargesARewrittenBodyToTheBodyBudget(t *testing.T) {
 	defer leakcheck.Check(t)()
 	u := newUpstream(t)
@@ -276,6 +277,7 @@ func TestGatewayChargesARewrittenBodyToTheBodyBudget(t *testing.T) {
 	defer func() { require.NoError(t, srv.Shutdown(context.Background())) }()
 	require.Equal(t, http.StatusServiceUnavailable, <-post(srv))
 	require.Equal(t, 1.0, counter(t, srv.Registry(), "completions", ResultBodyBudget))
+	require.Zero(t, rewrites(t, srv.Registry(), "alias", "alpha"), "a refused copy is no rewrite")
 	got, _ = u.received()
 	require.Len(t, got, 1, "nothing forwarded")
 	require.Zero(t, srv.Handler().budget.InUse())

@@ -45,7 +45,9 @@
 // Extension's InferenceModelRewrite: an alias has one target, a canary
 // several ("llama" → 90 "llama-v1", 10 "llama-v2"). The draw uses
 // Options.Random, so a seeded source gives a reproducible split, and every
-// resolution is counted by target in kvroute_models_rewrites_total.
+// rewritten request that is routed (Table.Applied; not one refused because
+// no endpoint serves its target) is counted by target in
+// kvroute_models_rewrites_total.
 //
 // # Metrics
 //

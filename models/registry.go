@@ -60,6 +60,10 @@ func (r *Registry) Poller() *Poller { return r.poller }
 // Resolve is Table.Resolve.
 func (r *Registry) Resolve(model string) (string, bool) { return r.table.Resolve(model) }
 
+// Applied is Table.Applied: it counts a rewrite Resolve drew once the
+// request is routed as its target.
+func (r *Registry) Applied(model, target string) { r.table.Applied(model, target) }
+
 // SetEndpoints gives the poller the endpoints to read (nil-safe without
 // one).
 func (r *Registry) SetEndpoints(eps []kvroute.Endpoint) {

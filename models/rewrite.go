@@ -2,6 +2,7 @@ package models
 
 import (
 	"math/rand/v2"
+	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -12,9 +13,10 @@ import (
 // a model's traffic to a canary ("llama" → 90 % "llama-v1", 10 %
 // "llama-v2"), like the Inference Extension's InferenceModelRewrite (an
 // Exact match and weighted targets). The draw comes from Options.Random,
-// so a test or a simulation gets a deterministic split. Each resolution is
-// counted in kvroute_models_rewrites_total{model,target}, labelled with
-// configured names only. A Table is immutable and safe for concurrent use.
+// so a test or a simulation gets a deterministic split. A rewrite applied
+// to a request (Applied) is counted in
+// kvroute_models_rewrites_total{model,target}, labelled with configured
+// names only. A Table is immutable and safe for concurrent use.
 type Table struct {
 	rules  map[string]*rule
 	random func() float64
@@ -61,7 +63,10 @@ func NewTable(rules []Rule, opts Options) (*Table, error) {
 
 // Resolve returns the model a request naming model is sent as: a target
 // drawn by weight when a rule names model, else model itself (rewritten
-// false). A nil Table rewrites nothing.
+// false). It counts nothing: the caller counts the rewrite with Applied
+// once the request is sent as target, so that a request refused after the
+// draw (its target served by no endpoint) is no rewrite. A nil Table
+// rewrites nothing.
 func (t *Table) Resolve(model string) (target string, rewritten bool) {
 	if t == nil {
 		return model, false
@@ -77,8 +82,22 @@ func (t *Table) Resolve(model string) (target string, rewritten bool) {
 			i++
 		}
 	}
-	ru.counts[i].Inc()
 	return ru.targets[i], true
+}
+
+// Applied counts one request for model that Resolve rewrote to target and
+// that is routed as target, in kvroute_models_rewrites_total{model,target}.
+// A pair the table does not hold (no rule for model, or target none of its
+// targets) counts nothing: the labels take configured names only.
+func (t *Table) Applied(model, target string) {
+	if t == nil {
+		return
+	}
+	if ru, ok := t.rules[model]; ok {
+		if i := slices.Index(ru.targets, target); i >= 0 {
+			ru.counts[i].Inc()
+		}
+	}
 }
 
 // Names returns the model names the table rewrites, in no set order.

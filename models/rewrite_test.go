@@ -63,18 +63,43 @@ func TestTableBoundaries(t *testing.T) {
 	require.False(t, ok)
 }
 
-func TestTableCountsByTarget(t *testing.T) {
+// A Table counts the rewrites applied to requests (Applied), by target,
+// not the draws of Resolve: a caller refuses some requests after the draw
+// (no endpoint serves the target), and those were not rewritten. A pair no
+// rule holds is not counted: the labels take configured names only.
+func TestTableCountsAppliedRewritesByTarget(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	x := 0.95
 	tb, err := NewTable(canary(), Options{Random: func() float64 { return x }, Set: setWith(reg)})
 	require.NoError(t, err)
-	tb.Resolve("llama")
-	tb.Resolve("llama")
+	total := func() float64 {
+		mfs, err := reg.Gather()
+		require.NoError(t, err)
+		sum := 0.0
+		for _, mf := range mfs {
+			for _, m := range mf.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+		return sum
+	}
+	for range 3 {
+		tb.Resolve("llama")
+	}
+	require.Zero(t, total(), "a draw is no rewrite")
+	m, _ := tb.Resolve("llama")
+	tb.Applied("llama", m)
+	tb.Applied("llama", m)
 	x = 0.1
-	tb.Resolve("llama")
-	tb.Resolve("nope")
+	m, _ = tb.Resolve("llama")
+	tb.Applied("llama", m)
+	tb.Applied("nope", "llama-v1")
+	tb.Applied("llama", "nope")
+	var nilTable *Table
+	nilTable.Applied("llama", "llama-v1")
 	require.InDelta(t, 2, testutil.ToFloat64(mustVec(t, reg).WithLabelValues("llama", "llama-v2")), 0)
 	require.InDelta(t, 1, testutil.ToFloat64(mustVec(t, reg).WithLabelValues("llama", "llama-v1")), 0)
+	require.InDelta(t, 3, total(), 0)
 	require.Equal(t, 5, testutil.CollectAndCount(mustVec(t, reg)), "one series per configured target, none for unknown names")
 }
 
