@@ -215,8 +215,12 @@ func (a *Affinity) deriveKey(ctx context.Context, req *kvroute.Request, endpoint
 	if !ok || len(req.Prompts) > 0 {
 		return text
 	}
-	if k, ok := a.memo.peek(h, a.now()); ok {
+	k, state := a.memo.lookup(h, a.now())
+	if state == found {
 		return k
+	}
+	if state == expired {
+		a.met.derivedDropped[dropExpired].Inc() // the lookup removed it
 	}
 	body, ok := openingBody(req.Body, field, n)
 	if !ok {
@@ -231,10 +235,24 @@ func (a *Affinity) deriveKey(ctx context.Context, req *kvroute.Request, endpoint
 	if prompts, _ := st.Prompts(s); prompts == nil {
 		return text // not rendered: try again on the next turn
 	}
-	k := text
+	k = text
 	if keys := st.Keys(s); len(keys) > 0 {
 		k = "b:" + strconv.FormatUint(uint64(keys[len(keys)-1]), 16)
 	}
-	a.memo.record(h, k, a.now(), false)
+	a.remember(h, k)
 	return k
+}
+
+// remember records the derived key k of the opening hashed h in the memo
+// and counts the openings the memo forgot to make room for it
+// (kvroute_session_derived_keys_dropped_total): their conversations'
+// next turns render again, and may get another key if that render fails.
+func (a *Affinity) remember(h uint64, k string) {
+	exp, ev := a.memo.record(h, k, a.now(), false)
+	if exp > 0 {
+		a.met.derivedDropped[dropExpired].Add(float64(exp))
+	}
+	if ev > 0 {
+		a.met.derivedDropped[dropEvicted].Add(float64(ev))
+	}
 }

@@ -83,5 +83,6 @@
 //	kvroute_session_evicted_total            entries forgotten for room
 //	kvroute_session_peer_records_total       records learned from peers
 //	kvroute_session_cookies_set_total        responses that set the session cookie
+//	kvroute_session_derived_keys_dropped_total{reason}   derived keys the openings' memo forgot: expired, evicted
 //	kvroute_session_entries                  entries held
 package session

@@ -5,7 +5,7 @@ import (
 )
 
 // metrics are an Affinity's collectors. Their labels take values from
-// fixed sets only (outcome, source), never from the wire: neither session
+// fixed sets only (outcome, source, reason), never from the wire: neither session
 // keys nor endpoints are labels.
 type metrics struct {
 	lookups [numOutcomes]prometheus.Counter
@@ -15,9 +15,22 @@ type metrics struct {
 	learned prometheus.Counter
 	cookies prometheus.Counter
 	entries prometheus.GaugeFunc
+	// derivedDropped are the derived keys the openings' memo forgot, by
+	// reason (dropExpired, dropEvicted).
+	derivedDropped [numDropReasons]prometheus.Counter
 
-	lookupVec, keyVec *prometheus.CounterVec
+	lookupVec, keyVec, derivedDroppedVec *prometheus.CounterVec
 }
+
+// Reasons of kvroute_session_derived_keys_dropped_total: why the openings'
+// memo (Config.Derive) forgot a derived key.
+const (
+	dropExpired = iota // rendered longer ago than the TTL
+	dropEvicted        // its shard of the memo was full
+	numDropReasons
+)
+
+var dropReasonNames = [numDropReasons]string{"expired", "evicted"}
 
 func newMetrics(entries func() int) *metrics {
 	m := &metrics{
@@ -45,6 +58,10 @@ func newMetrics(entries func() int) *metrics {
 			Name: "kvroute_session_cookies_set_total",
 			Help: "Responses that set the session cookie: the request carried no session key, or its cookie named another endpoint than the one that served it.",
 		}),
+		derivedDroppedVec: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kvroute_session_derived_keys_dropped_total",
+			Help: "Derived session keys (derive) the openings' memo forgot, by reason: expired (the opening was rendered longer ago than the TTL) or evicted (its shard of the memo was full). The conversation's next turn renders its opening again, and keeps its key only if that render succeeds.",
+		}, []string{"reason"}),
 		entries: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "kvroute_session_entries",
 			Help: "Sessions in the store, expired ones not yet removed included.",
@@ -56,9 +73,12 @@ func newMetrics(entries func() int) *metrics {
 	for i, n := range sourceNames {
 		m.keys[i] = m.keyVec.WithLabelValues(n)
 	}
+	for i, n := range dropReasonNames {
+		m.derivedDropped[i] = m.derivedDroppedVec.WithLabelValues(n)
+	}
 	return m
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.lookupVec, m.keyVec, m.expired, m.evicted, m.learned, m.cookies, m.entries}
+	return []prometheus.Collector{m.lookupVec, m.keyVec, m.expired, m.evicted, m.learned, m.cookies, m.derivedDroppedVec, m.entries}
 }

@@ -1,0 +1,95 @@
+package session_test
+
+import (
+	"context"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/render"
+	"github.com/kvroute/kvroute/session"
+	"github.com/kvroute/kvroute/simengine"
+	"github.com/kvroute/kvroute/simengine/server"
+	"github.com/kvroute/kvroute/telemetry"
+)
+
+// The openings' memo (Config.Derive) forgets a derived key when its
+// opening was rendered longer ago than the TTL, or when its shard is full
+// and another opening needs the room; either way the conversation's next
+// turn renders its opening again, and each forgotten key is counted in
+// kvroute_session_derived_keys_dropped_total by reason.
+func TestDerivedKeyMemoDropsAreCounted(t *testing.T) {
+	defer leakcheck.Check(t)()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	eng, err := server.New(server.Config{Model: testModel, EnableScaleOut: true,
+		Engine: simengine.Config{BlockSize: 16, NumGPUBlocks: 256, PrefillTokensPerSecond: 1e7, DecodeStep: time.Millisecond}}, server.Options{})
+	require.NoError(t, err)
+	served := make(chan error, 1)
+	go func() { served <- eng.Serve(ln) }()
+	defer func() { require.NoError(t, eng.Close()); <-served }()
+
+	reg := prometheus.NewRegistry()
+	clk := telemetry.NewManual(time.Unix(1_700_000_000, 0))
+	a, err := session.New(session.Config{Derive: true, MaxEntries: 1, TTL: time.Minute},
+		session.Options{Set: telemetry.Set{Registerer: reg, Clock: clk}})
+	require.NoError(t, err)
+	defer a.Close()
+	rc := kvroute.DefaultConfig()
+	rc.Model, rc.BlockSize = testModel, 16
+	rc.Events.Enabled = new(false)
+	ctx := context.Background()
+	r, err := kvroute.New(ctx, rc, kvroute.Options{Scorers: []kvroute.WeightedScorer{a.Scorer()}, Profile: a.Profile(nil)})
+	require.NoError(t, err)
+	defer r.Close()
+	eps := []kvroute.Endpoint{{ID: ln.Addr().String()}}
+	require.NoError(t, r.SetEndpoints(eps))
+
+	// turn picks turn k of conv and returns its key and the renders it took.
+	turn := func(conv string, k int) (string, uint64) {
+		t.Helper()
+		before := eng.Tokenizations()
+		req := &kvroute.Request{API: render.APIChatCompletions, Body: []byte(chatBody(conv, k))}
+		d, err := r.Pick(ctx, req, eps)
+		require.NoError(t, err)
+		d.Done(kvroute.DoneInfo{})
+		require.True(t, strings.HasPrefix(req.Session, "b:"), req.Session)
+		return req.Session, eng.Tokenizations() - before
+	}
+	dropped := func(reason string) float64 {
+		return counterOf(t, reg, "kvroute_session_derived_keys_dropped_total", "reason", reason)
+	}
+
+	keyA, renders := turn("conv-a", 0)
+	require.EqualValues(t, 2, renders, "the pick and the opening")
+	_, renders = turn("conv-a", 1)
+	require.EqualValues(t, 1, renders, "the opening is remembered")
+	require.Zero(t, dropped("evicted"))
+
+	keyB, _ := turn("conv-b", 0) // the memo holds one opening: conv-a's goes
+	require.Equal(t, 1.0, dropped("evicted"))
+	require.Zero(t, dropped("expired"))
+	again, renders := turn("conv-a", 2)
+	require.Equal(t, keyA, again)
+	require.EqualValues(t, 2, renders, "a forgotten opening is rendered again")
+	require.Equal(t, 2.0, dropped("evicted"), "conv-b's opening made room for conv-a's")
+
+	clk.Advance(time.Minute + time.Second) // conv-a's opening is past the TTL
+	again, renders = turn("conv-a", 3)
+	require.Equal(t, keyA, again)
+	require.EqualValues(t, 2, renders, "an expired opening is rendered again")
+	require.Equal(t, 1.0, dropped("expired"))
+	require.Equal(t, 2.0, dropped("evicted"))
+
+	clk.Advance(time.Minute + time.Second)
+	again, _ = turn("conv-b", 1) // conv-a's expired opening leaves for conv-b's
+	require.Equal(t, keyB, again)
+	require.Equal(t, 2.0, dropped("expired"))
+	require.Equal(t, 2.0, dropped("evicted"))
+}
