@@ -21,8 +21,9 @@ const minShardEntries = 1024
 const maxInterned = 1 << 14
 
 // entry is one session: the endpoint that served its last turn and when.
-// prev and next link the shard's entries from the most recently recorded
-// (head) to the least (tail), the eviction order.
+// prev and next link the shard's entries by that time, from the latest
+// (head) to the earliest (tail): the order they expire in, and the
+// eviction order.
 type entry struct {
 	key        uint64
 	endpoint   string
@@ -31,20 +32,20 @@ type entry struct {
 }
 
 // shard is one part of the store: a map from key to slot in a slab of
-// entries, with a free list and the recency list. Its mutex guards all of
+// entries, with a free list and the list by time (see entry). Its mutex guards all of
 // it; readers take it shared.
 type shard struct {
 	mu         sync.RWMutex
 	idx        map[uint64]int32
 	ents       []entry
 	free       int32 // head of the free list (linked through next), -1 when empty
-	head, tail int32 // most and least recently recorded, -1 when empty
+	head, tail int32 // latest and earliest routed, -1 when empty
 	cap        int
 }
 
 // store is the bounded TTL map from session key (a hash) to endpoint. Its
 // shards split the bound (their caps sum to it exactly) and each evicts its
-// own least recently recorded entry. It starts no goroutine: expired
+// own least recently routed entry. It starts no goroutine: expired
 // entries leave when looked up, or from the tail when a record needs room.
 // Safe for concurrent use.
 type store struct {
@@ -137,7 +138,7 @@ func (s *store) record(key uint64, endpoint string, now int64, peer bool) (expir
 		}
 		e.endpoint, e.at = endpoint, now
 		sh.unlink(i)
-		sh.pushHead(i)
+		sh.insert(i)
 		return 0, 0
 	}
 	for sh.tail >= 0 && now-sh.ents[sh.tail].at > s.ttl { // expired sessions go first
@@ -158,7 +159,7 @@ func (s *store) record(key uint64, endpoint string, now int64, peer bool) (expir
 	}
 	sh.ents[i] = entry{key: key, endpoint: endpoint, at: now}
 	sh.idx[key] = i
-	sh.pushHead(i)
+	sh.insert(i)
 	return expiredN, evictedN
 }
 
@@ -194,14 +195,52 @@ func (s *store) intern(b []byte) string {
 	return v
 }
 
-func (sh *shard) pushHead(i int32) {
-	e := &sh.ents[i]
-	e.prev, e.next = -1, sh.head
-	if sh.head >= 0 {
-		sh.ents[sh.head].prev = i
+// insert links slot i into the list at its time's place (see entry), so
+// that the tail is always the first entry to expire: expiry from the tail
+// then stops only at a live entry, with none expired ahead of it, and
+// eviction forgets the least recently routed. A local turn, the latest,
+// goes to the head after one comparison; a peer's record, as of its turn,
+// is usually among the latest (its age is the publishing delay) and is
+// placed by walking from the end nearer to it in time.
+func (sh *shard) insert(i int32) {
+	at := sh.ents[i].at
+	if sh.head < 0 || at >= sh.ents[sh.head].at {
+		sh.link(i, -1, sh.head)
+		return
 	}
-	sh.head = i
-	if sh.tail < 0 {
+	if at <= sh.ents[sh.tail].at {
+		sh.link(i, sh.tail, -1)
+		return
+	}
+	// Here head.at > at > tail.at: both walks end within the list.
+	if sh.ents[sh.head].at-at <= at-sh.ents[sh.tail].at {
+		j := sh.head
+		for sh.ents[j].at > at {
+			j = sh.ents[j].next
+		}
+		sh.link(i, sh.ents[j].prev, j)
+		return
+	}
+	j := sh.tail
+	for sh.ents[j].at < at {
+		j = sh.ents[j].prev
+	}
+	sh.link(i, j, sh.ents[j].next)
+}
+
+// link puts slot i between prev and next, adjacent slots of the list (-1:
+// the head's or the tail's side).
+func (sh *shard) link(i, prev, next int32) {
+	e := &sh.ents[i]
+	e.prev, e.next = prev, next
+	if prev >= 0 {
+		sh.ents[prev].next = i
+	} else {
+		sh.head = i
+	}
+	if next >= 0 {
+		sh.ents[next].prev = i
+	} else {
 		sh.tail = i
 	}
 }
