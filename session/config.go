@@ -65,11 +65,13 @@ type Config struct {
 	// "-" reads no cookie.
 	Cookie string `json:"cookie"`
 	// SetCookie, on by default (nil) whenever a cookie is read, makes the
-	// host answer a request that carried no session key with the session
-	// cookie naming the endpoint that served it, in llm-d's format
-	// (ResponseCookie, CookieValue): a client that keeps cookies then sticks
-	// without sending a header. false sets none; true with Cookie "-" is an
-	// error.
+	// host answer a request that had no session key (none sent, and with
+	// Derive none derived: a derived key keeps each conversation apart,
+	// which a per-client cookie read before derivation would undo) with
+	// the session cookie naming the endpoint that served it, in llm-d's
+	// format (ResponseCookie, CookieValue): a client that keeps cookies
+	// then sticks without sending a header. false sets none; true with
+	// Cookie "-" is an error.
 	SetCookie *bool `json:"setCookie"`
 	// CookieMaxAge is the cookie's Max-Age, whole seconds (a fraction is
 	// an error); 0, the default, makes it a session cookie (no Max-Age),

@@ -69,14 +69,17 @@ func named(key string, endpoints []kvroute.Endpoint) string {
 }
 
 // ResponseCookie returns the Set-Cookie header value a host adds to the
-// response of req, served by endpoint, and true when one is due: session
-// affinity sets cookies (Config.SetCookie, on unless the cookie is "-"),
-// and req had no session key, or its key was its session cookie and that
-// cookie does not name endpoint (the session moved: llm-d's rule, set the
-// cookie when it is absent or different). A client that keeps cookies
-// then sends it with its next turn, which prefers endpoint. Each cookie
-// returned is counted (kvroute_session_cookies_set_total). req is the
-// Request the Router picked (its Session set by the profile).
+// response of req, served by endpoint, and true when one is due:
+// session affinity sets cookies (Config.SetCookie, on unless the cookie
+// is "-"), and req had no session key (a key derived from its body,
+// Config.Derive, is one: it keeps the conversation apart from the
+// client's others, which a cookie, read before derivation, would not),
+// or its key was its session cookie and that cookie does not name
+// endpoint (the session moved: llm-d's rule, set the cookie when it is
+// absent or different). A client that keeps cookies then sends it with
+// its next turn, which prefers endpoint. Each cookie returned is
+// counted (kvroute_session_cookies_set_total). req is the Request the
+// Router picked (its Session set by the profile).
 func (a *Affinity) ResponseCookie(req *kvroute.Request, endpoint string) (string, bool) {
 	if a == nil || !a.setCookie || endpoint == "" {
 		return "", false

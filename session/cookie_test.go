@@ -123,6 +123,41 @@ func TestOpaqueCookieAndSetCookieOff(t *testing.T) {
 	}
 }
 
+// With Derive, a request whose conversation's opening gives it a key gets
+// no cookie: the derived key keeps each conversation on its own endpoint,
+// where a cookie, one per client and read before derivation, would key
+// every conversation of the client alike from the next turn on. A request
+// with nothing to derive from (no user message) still gets the cookie.
+func TestDerivedKeyGetsNoCookie(t *testing.T) {
+	f := newFixture(t, session.Config{Derive: true, SaturationTokens: 10_000}, 4)
+	chat := func(conv string) []byte {
+		return []byte(`{"model":"` + testModel + `","messages":[{"role":"user","content":"` + conv + `"}]}`)
+	}
+	req := &kvroute.Request{Header: http.Header{}, Body: chat("conv-a")}
+	d := pickReq(t, f, req, prompt(1, 512))
+	require.True(t, strings.HasPrefix(req.Session, "d:"), req.Session)
+	_, set := f.a.ResponseCookie(req, d.Endpoint.ID)
+	require.False(t, set, "a derived key gets no cookie")
+	d.Done(kvroute.DoneInfo{})
+	home := d.Endpoint.ID
+
+	req = &kvroute.Request{Header: http.Header{}, Body: chat("conv-a")}
+	d = pickReq(t, f, req, prompt(2, 512))
+	require.Equal(t, home, d.Endpoint.ID, "the derived key sticks without a cookie")
+	d.Done(kvroute.DoneInfo{})
+
+	req = &kvroute.Request{Header: http.Header{}, Body: []byte(`{"model":"` + testModel + `","prompt":"hi"}`)}
+	d = pickReq(t, f, req, prompt(3, 512))
+	require.Empty(t, req.Session, "a completions prompt has no opening")
+	_, set = f.a.ResponseCookie(req, d.Endpoint.ID)
+	require.True(t, set, "no key at all: the cookie")
+	d.Done(kvroute.DoneInfo{})
+
+	require.Equal(t, 1.0, f.counter(t, "kvroute_session_cookies_set_total", "", ""))
+	require.Equal(t, 2.0, f.counter(t, "kvroute_session_keys_total", "source", "derived"))
+	require.Equal(t, 1.0, f.counter(t, "kvroute_session_keys_total", "source", "none"))
+}
+
 // Served records a fallback's endpoint for a header key, and nothing for a
 // cookie key (its response cookie names the endpoint).
 func TestServedRecordsTheFallback(t *testing.T) {

@@ -24,7 +24,8 @@
 // # Session cookie
 //
 // With Config.SetCookie (on by default when a cookie is read) the host
-// answers a request that carried no session key with llm-d's cookie,
+// answers a request that had no session key, none sent and (with
+// Config.Derive) none derived, with llm-d's cookie,
 // llm-d-session=<standard base64 of the endpoint's ID>; Path=/; HttpOnly;
 // SameSite=Lax (ResponseCookie), so that a client that keeps cookies
 // sticks with no header. A cookie that names one of the candidates is a
@@ -32,6 +33,10 @@
 // restart; when the session moves (its endpoint saturated) the response
 // sets the cookie again, naming the new endpoint, as llm-d does. Any other
 // cookie value (llm-d's names a pod, namespace/name) is an opaque key.
+// A request keyed by Config.Derive gets no cookie: its derived key keeps
+// each conversation on its own endpoint, and a cookie (one per client,
+// read before derivation) would key all of a client's conversations alike
+// from their next turn on.
 //
 // # Scorer and store
 //

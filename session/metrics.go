@@ -56,7 +56,7 @@ func newMetrics(entries func() int) *metrics {
 		}),
 		cookies: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kvroute_session_cookies_set_total",
-			Help: "Responses that set the session cookie: the request carried no session key, or its cookie named another endpoint than the one that served it.",
+			Help: "Responses that set the session cookie: the request had no session key (none sent, none derived), or its cookie named another endpoint than the one that served it.",
 		}),
 		derivedDroppedVec: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvroute_session_derived_keys_dropped_total",
