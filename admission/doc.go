@@ -158,6 +158,10 @@
 // sums its live peers' (stale or departed peers drop out, bands this
 // Controller does not have are ignored and counted); the gauge
 // kvroute_admission_fleet_queue_size{priority} reports the fleet's total.
+// A record carries at most 64 bands with requests waiting (highest priority
+// first) with priorities within ±2^31: a peer's other bands are missing
+// from the total here, and that peer counts them
+// (kvroute_cluster_record_queue_bands_dropped_total).
 // Dispatch stays per replica: a peer's queued requests name no endpoints, so
 // holding back a lower band here for a peer's higher band could stall
 // requests that do not compete with it.

@@ -23,7 +23,9 @@ import (
 // replica's periodic record, never on the request path, and the fleet's
 // total per band (this Controller's and the live peers') is the gauge
 // kvroute_admission_fleet_queue_size. Peers' bands this Controller does not
-// have are ignored and counted by the replica. Close stops the sharing.
+// have are ignored and counted by the replica, as are this Controller's bands
+// a record leaves out (over 64 with requests waiting, or a priority beyond
+// ±2^31). Close stops the sharing.
 func (c *Controller) ShareQueues(rep *cluster.Replica) {
 	if rep == nil {
 		return

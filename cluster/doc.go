@@ -63,7 +63,11 @@
 // are an optional last section of the record, written only while requests
 // wait: a replica of an older version, which rejects the section, reads a
 // newer replica's record again as soon as its queues are empty. Only the
-// bands given to ShareQueues are taken from a peer, each bounded.
+// bands given to ShareQueues are taken from a peer, each bounded. A record
+// carries at most 64 bands with requests waiting, highest priority first,
+// with priorities within ±2^31; the replica's other bands are left out of
+// its peers' sums and counted at every refresh
+// (kvroute_cluster_record_queue_bands_dropped_total{reason}).
 //
 // # Shared routing decisions
 //

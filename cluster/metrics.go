@@ -52,6 +52,16 @@ const (
 
 var recordDropNames = [numRecordDrops]string{"max_endpoints", "record_size"}
 
+// Reasons an admission band with requests waiting is left out of this
+// replica's record (queues.go).
+const (
+	queueBandDropPriority = iota // priority beyond ±maxQueuePriority
+	queueBandDropMax             // beyond maxQueueBands
+	numQueueBandDrops
+)
+
+var queueBandDropNames = [numQueueBandDrops]string{"priority_range", "max_bands"}
+
 type metrics struct {
 	degraded          prometheus.Gauge
 	outages           prometheus.Counter
@@ -65,15 +75,17 @@ type metrics struct {
 	endpointsDropped  [numEpDrops]prometheus.Counter
 	// recordLoadsDropped counts loaded endpoints left out of a record.
 	recordLoadsDropped [numRecordDrops]prometheus.Counter
-	staleness          prometheus.Gauge
-	published          prometheus.Counter
-	publishedBytes     prometheus.Counter
-	messages           prometheus.Counter
-	dropped            [numDrops]prometheus.Counter
-	received           prometheus.Counter
-	invalidMsgs        prometheus.Counter
-	truncated          prometheus.Counter
-	refused            [numRefusals]prometheus.Counter
+	// recordQueueBandsDropped counts admission bands left out of a record.
+	recordQueueBandsDropped [numQueueBandDrops]prometheus.Counter
+	staleness               prometheus.Gauge
+	published               prometheus.Counter
+	publishedBytes          prometheus.Counter
+	messages                prometheus.Counter
+	dropped                 [numDrops]prometheus.Counter
+	received                prometheus.Counter
+	invalidMsgs             prometheus.Counter
+	truncated               prometheus.Counter
+	refused                 [numRefusals]prometheus.Counter
 
 	deltasPublished  prometheus.Counter
 	deltasApplied    prometheus.Counter
@@ -110,6 +122,10 @@ func newMetrics(set telemetry.Set) (*metrics, error) {
 	recDrops := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kvroute_cluster_record_loads_dropped_total",
 		Help: "Loaded endpoints of this replica left out of a record it published, by reason (max_endpoints: beyond maxEndpoints; record_size: beyond the 1 MiB a record every peer accepts holds, with long endpoint names). The peers do not see that load until fewer endpoints are loaded. Counted at every refresh that leaves one out.",
+	}, []string{"reason"})
+	bandDrops := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kvroute_cluster_record_queue_bands_dropped_total",
+		Help: "Admission priority bands of this replica with requests waiting left out of a record it published, by reason (priority_range: a priority beyond ±2^31; max_bands: beyond the first 64 such bands, highest priority first). The peers' kvroute_admission_fleet_queue_size leaves those requests out. Counted at every refresh that leaves one out.",
 	}, []string{"reason"})
 	refused := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kvroute_cluster_redis_replies_refused_total",
@@ -208,12 +224,15 @@ func newMetrics(set telemetry.Set) (*metrics, error) {
 	for i := range m.recordLoadsDropped {
 		m.recordLoadsDropped[i] = recDrops.WithLabelValues(recordDropNames[i])
 	}
+	for i := range m.recordQueueBandsDropped {
+		m.recordQueueBandsDropped[i] = bandDrops.WithLabelValues(queueBandDropNames[i])
+	}
 	for i := range m.deltasDropped {
 		m.deltasDropped[i] = deltaDrops.WithLabelValues(deltaDropNames[i])
 	}
 	m.cs = []prometheus.Collector{m.degraded, m.outages, errs, m.commands, m.peers, m.peersIgnored,
 		m.invalidRecords, m.staleness, m.published, m.publishedBytes, m.messages, drops, m.received, m.invalidMsgs, m.truncated,
-		m.deltasPublished, m.deltasApplied, m.deltasSuperseded, deltaDrops, m.pendingBytes, m.staleRecords, epDrops, m.queueBandsDropped, refused, recDrops}
+		m.deltasPublished, m.deltasApplied, m.deltasSuperseded, deltaDrops, m.pendingBytes, m.staleRecords, epDrops, m.queueBandsDropped, refused, recDrops, bandDrops}
 	m.cs = append(m.cs, m.sessions.init()...)
 	if err := set.Register(m.cs...); err != nil {
 		return nil, err

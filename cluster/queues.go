@@ -17,9 +17,13 @@ import (
 // maxQueueRequests requests per band (else the record is invalid, counted
 // in kvroute_cluster_invalid_records_total), and only the bands given to
 // ShareQueues are summed (the others are dropped and counted in
-// kvroute_cluster_queue_bands_dropped_total). A stale or departed peer's
-// depth leaves the sum at the next read, as its load does; while degraded
-// the sum is empty.
+// kvroute_cluster_queue_bands_dropped_total). A replica publishes as much:
+// of its bands with requests waiting, those with a priority beyond
+// ±maxQueuePriority and those beyond the first maxQueueBands are left out
+// of its record, and so of its peers' sums, and counted at every refresh in
+// kvroute_cluster_record_queue_bands_dropped_total by reason
+// (priority_range, max_bands). A stale or departed peer's depth leaves the
+// sum at the next read, as its load does; while degraded the sum is empty.
 
 const (
 	// maxQueueBands bounds the bands a record may list.
@@ -82,7 +86,9 @@ func (r *Replica) PeerQueues(dst []QueueDepth) []QueueDepth {
 }
 
 // ownQueues returns this replica's depths to publish: the bands with
-// requests waiting, as depths reported them, bounded as a decoder requires.
+// requests waiting, as depths reported them (highest priority first, as the
+// admission lists them), bounded as a decoder requires; the bands left out
+// are counted.
 func (r *Replica) ownQueues() []QueueDepth {
 	r.queues.mu.Lock()
 	defer r.queues.mu.Unlock()
@@ -92,10 +98,21 @@ func (r *Replica) ownQueues() []QueueDepth {
 	all := r.queues.src(r.queues.buf[:0])
 	r.queues.buf = all
 	out := all[:0]
+	var left [numQueueBandDrops]int
 	for _, q := range all {
-		if q.Requests > 0 && len(out) < maxQueueBands && q.Priority >= -maxQueuePriority && q.Priority <= maxQueuePriority &&
-			!slices.ContainsFunc(out, func(o QueueDepth) bool { return o.Priority == q.Priority }) {
+		switch {
+		case q.Requests <= 0 || slices.ContainsFunc(out, func(o QueueDepth) bool { return o.Priority == q.Priority }):
+		case q.Priority < -maxQueuePriority || q.Priority > maxQueuePriority:
+			left[queueBandDropPriority]++
+		case len(out) == maxQueueBands:
+			left[queueBandDropMax]++
+		default:
 			out = append(out, QueueDepth{Priority: q.Priority, Requests: min(q.Requests, maxQueueRequests)})
+		}
+	}
+	for i, n := range left {
+		if n > 0 {
+			r.met.recordQueueBandsDropped[i].Add(float64(n))
 		}
 	}
 	return out

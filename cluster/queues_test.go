@@ -85,3 +85,41 @@ func TestQueueDepthsBetweenTwoReplicas(t *testing.T) {
 	a.Close()
 	require.Eventually(t, func() bool { return len(b.PeerQueues(nil)) == 0 }, 20*time.Second, time.Millisecond)
 }
+
+// The bands this replica leaves out of its record, beyond maxQueueBands
+// bands with requests waiting or with a priority beyond ±maxQueuePriority
+// (an admission config accepts any number of objectives and any priority),
+// are counted at every refresh by reason: they used to be left out of the
+// peers' fleet gauge without a trace.
+func TestQueueBandsLeftOutOfRecordAreCounted(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t)) // registered first, so it runs after the replicas' cleanups
+	srv := redistest.Start(t)
+	defer func() { _ = srv.Stop() }()
+	x := newHostileTarget(t, srv.Addr)
+	var own []QueueDepth
+	for p := maxQueueBands + 1; p >= 0; p-- { // maxQueueBands+2 bands, highest first; band 0 has nothing waiting
+		own = append(own, QueueDepth{Priority: p, Requests: int64(p)})
+	}
+	own = append(own, QueueDepth{Priority: maxQueuePriority + 1, Requests: 1}, QueueDepth{Priority: -maxQueuePriority - 1, Requests: 1},
+		QueueDepth{Priority: maxQueuePriority + 2}) // nothing waiting: not left out
+	bands := make([]int, 0, len(own))
+	for _, q := range own {
+		bands = append(bands, q.Priority)
+	}
+	x.r.ShareQueues(bands, func(dst []QueueDepth) []QueueDepth { return append(dst, own...) })
+	x.r.refresh()
+	x.r.refresh()
+
+	g := newGhost(t, srv.Addr)
+	rec, err := g.rdb.Get(context.Background(), newKeys("d", "a").selfKey).Bytes()
+	require.NoError(t, err)
+	got, err := decodeRecord(rec, DefaultMaxEndpoints)
+	require.NoError(t, err)
+	require.Len(t, got.Queues, maxQueueBands, "the highest bands with requests waiting")
+	require.Equal(t, QueueDepth{Priority: maxQueueBands + 1, Requests: maxQueueBands + 1}, got.Queues[0])
+	require.Equal(t, QueueDepth{Priority: 2, Requests: 2}, got.Queues[maxQueueBands-1])
+	require.Equal(t, 2.0, counter(t, x.reg, "kvroute_cluster_record_queue_bands_dropped_total", map[string]string{"reason": "max_bands"}),
+		"band 1 left out of each of 2 records")
+	require.Equal(t, 4.0, counter(t, x.reg, "kvroute_cluster_record_queue_bands_dropped_total", map[string]string{"reason": "priority_range"}),
+		"2 bands beyond ±maxQueuePriority left out of each of 2 records")
+}
