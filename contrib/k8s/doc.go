@@ -14,7 +14,8 @@
 // target ports it serves in llm-d's llm-d.ai/active-ports annotation (or
 // the Inference Extension's inference.networking.k8s.io/active-ports), as
 // both projects' pickers read it: comma-separated, each port keeping its
-// rank; the other target ports give it no endpoint. Two Ready pods that
+// rank; the other target ports give it no endpoint (an annotation that
+// lists no port, "", gives it none, and is reported as a problem). Two Ready pods that
 // would give the same endpoint ID (hostNetwork pods on one node serving
 // one port, of which only one can hold it; the other's readiness probe may
 // reach the first's server) give it once: the pod created first keeps it,
@@ -80,9 +81,9 @@
 // (kvroute_k8s_discovery_pod_problems{reason}: a malformed port annotation,
 // an unknown role label, model names left out, the pods left out for a
 // status.podIP that is no IP address or for an endpoint ID another pod
-// already has, and active-ports entries that are no target port) and the
-// sets the Sink returned an
-// error for. The gauges are set at every recompute, so they show the
+// already has, and active-ports entries that are no target port or an
+// active-ports annotation that lists no port, which leaves the pod out)
+// and the sets the Sink returned an error for. The gauges are set at every recompute, so they show the
 // present state, not a count of recomputes; the warning logged for a pod's
 // problem is logged once per value (when the pod first shows it, or the
 // value changes), not at every recompute. Two Discoveries on one registry

@@ -108,7 +108,9 @@ const (
 // not all up): which of ports are active, by rank; nil, every one, when
 // the pod has no such annotation. An entry that is no port among ports is
 // left out, marked in probs and warned of (once per value); an annotation
-// with none of ports leaves the pod no endpoint, as in llm-d.
+// with none of ports leaves the pod no endpoint, as in llm-d, and one that
+// lists no port at all (empty, or separators only) is marked and warned of
+// too, so that a pod left out by it does not go unnoticed.
 func activePorts(p *corev1.Pod, ports []int32, warn *podWarnings, probs *podProblems) []bool {
 	key := activePortsAnnotation
 	v, ok := p.Annotations[key]
@@ -119,11 +121,12 @@ func activePorts(p *corev1.Pod, ports []int32, warn *podWarnings, probs *podProb
 		}
 	}
 	active := make([]bool, len(ports))
-	var bad int
+	var listed, bad int
 	for _, s := range strings.Split(v, ",") {
 		if s = strings.TrimSpace(s); s == "" {
 			continue
 		}
+		listed++
 		n, err := strconv.Atoi(s)
 		rank := slices.Index(ports, int32(n))
 		if err != nil || n < 1 || n > 65535 || rank < 0 {
@@ -131,6 +134,11 @@ func activePorts(p *corev1.Pod, ports []int32, warn *podWarnings, probs *podProb
 			continue
 		}
 		active[rank] = true
+	}
+	if listed == 0 {
+		probs[problemActivePorts] = true
+		warn.warn(p, "annotation "+key, v, "k8s: active-ports annotation lists no port: the pod gets no endpoint",
+			"annotation", key, "targetPorts", ports)
 	}
 	if bad > 0 {
 		probs[problemActivePorts] = true

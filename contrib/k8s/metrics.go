@@ -13,7 +13,7 @@ const (
 	problemRole                    // a role label value that is no role: the pod serves both roles
 	problemModelsAnnotation        // a models annotation with names left out (invalid, or beyond the bound)
 	problemPodIP                   // a status.podIP that is no IP address: the pod is left out, its endpoint IDs would be
-	problemActivePorts             // an active-ports annotation with entries that are no target port: they are left out
+	problemActivePorts             // an active-ports annotation with entries that are no target port (they are left out), or with none at all (the pod is)
 	problemDuplicateAddress        // an endpoint ID (IP:port) a pod created earlier already has (hostNetwork pods on one node): the pod is left out
 	numProblems
 )
@@ -56,7 +56,7 @@ func newMetrics(set telemetry.Set) (*metrics, error) {
 	}
 	problems := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "kvroute_k8s_discovery_pod_problems",
-		Help: "Ready pods of the set whose labels or annotations discovery works around, by reason: bad_port_annotation (the configured port applies), unknown_role (serves both roles), bad_models_annotation (names left out), bad_pod_ip (status.podIP is no IP address: the pod is left out), bad_active_ports (active-ports annotation entries that are no target port are left out), duplicate_address (an endpoint ID, IP:port, that a pod created earlier already has, as two hostNetwork pods on one node serving one port would: the pod is left out as not ready).",
+		Help: "Ready pods of the set whose labels or annotations discovery works around, by reason: bad_port_annotation (the configured port applies), unknown_role (serves both roles), bad_models_annotation (names left out), bad_pod_ip (status.podIP is no IP address: the pod is left out), bad_active_ports (active-ports annotation entries that are no target port are left out, or an annotation that lists no port leaves the pod out), duplicate_address (an endpoint ID, IP:port, that a pod created earlier already has, as two hostNetwork pods on one node serving one port would: the pod is left out as not ready).",
 	}, []string{"reason"})
 	for i, r := range problemReasons {
 		m.problems[i] = problems.WithLabelValues(r)

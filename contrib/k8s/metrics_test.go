@@ -77,7 +77,7 @@ kvroute_k8s_discovery_endpoints_left_out{discovery="render"} 0
 # TYPE kvroute_k8s_discovery_pods_left_out gauge
 kvroute_k8s_discovery_pods_left_out{discovery="pool"} 1
 kvroute_k8s_discovery_pods_left_out{discovery="render"} 0
-# HELP kvroute_k8s_discovery_pod_problems Ready pods of the set whose labels or annotations discovery works around, by reason: bad_port_annotation (the configured port applies), unknown_role (serves both roles), bad_models_annotation (names left out), bad_pod_ip (status.podIP is no IP address: the pod is left out), bad_active_ports (active-ports annotation entries that are no target port are left out), duplicate_address (an endpoint ID, IP:port, that a pod created earlier already has, as two hostNetwork pods on one node serving one port would: the pod is left out as not ready).
+# HELP kvroute_k8s_discovery_pod_problems Ready pods of the set whose labels or annotations discovery works around, by reason: bad_port_annotation (the configured port applies), unknown_role (serves both roles), bad_models_annotation (names left out), bad_pod_ip (status.podIP is no IP address: the pod is left out), bad_active_ports (active-ports annotation entries that are no target port are left out, or an annotation that lists no port leaves the pod out), duplicate_address (an endpoint ID, IP:port, that a pod created earlier already has, as two hostNetwork pods on one node serving one port would: the pod is left out as not ready).
 # TYPE kvroute_k8s_discovery_pod_problems gauge
 kvroute_k8s_discovery_pod_problems{discovery="pool",reason="bad_active_ports"} 0
 kvroute_k8s_discovery_pod_problems{discovery="pool",reason="bad_models_annotation"} 1
