@@ -115,7 +115,18 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		cfg.Checkpoint.Interval = checkpointInterval
 	}
 	if peers != "" {
-		cfg.Bootstrap.Peers = strings.Split(peers, ",")
+		// Read as --endpoints is: spaces trimmed, empty entries (a trailing
+		// comma) skipped, and a list of none refused.
+		var urls []string
+		for p := range strings.SplitSeq(peers, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				urls = append(urls, p)
+			}
+		}
+		if len(urls) == 0 {
+			return options{}, fmt.Errorf("--peers %q lists no URL", peers)
+		}
+		cfg.Bootstrap.Peers = urls
 	}
 	tokenSource := "--peer-token"
 	if peerToken == "" {

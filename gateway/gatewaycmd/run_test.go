@@ -219,3 +219,26 @@ func TestInvalidPeerTokenNamesItsSource(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "fromflag", o.server.Router.Bootstrap.Token)
 }
+
+// --peers is read as --endpoints is: spaces around each URL are trimmed
+// and an empty entry (a trailing comma) is skipped, so that
+// "a, b," names a and b; a list with no URL at all is refused, as an
+// --endpoints list with no endpoint is. A space or a trailing comma used to
+// fail the peer URL check with a value the operator never meant as a URL.
+func TestPeersFlagIsReadAsEndpointsIs(t *testing.T) {
+	base := []string{"--model", "m"}
+	eps, err := parseFlags(append(base, "--endpoints", " a:1 , b:2,"), io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, []kvroute.Endpoint{{ID: "a:1"}, {ID: "b:2"}}, eps.server.Endpoints)
+
+	o, err := parseFlags(append(base, "--endpoints", "a:1",
+		"--peers", " http://10.0.0.5:9091/kvroute/snapshot , http://10.0.0.6:9091/kvroute/snapshot,"), io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, []string{"http://10.0.0.5:9091/kvroute/snapshot", "http://10.0.0.6:9091/kvroute/snapshot"},
+		o.server.Router.Bootstrap.Peers)
+
+	_, err = parseFlags(append(base, "--endpoints", " , "), io.Discard)
+	require.Error(t, err)
+	_, err = parseFlags(append(base, "--endpoints", "a:1", "--peers", " , "), io.Discard)
+	require.ErrorContains(t, err, "--peers")
+}
