@@ -32,13 +32,15 @@ type gatewayConfig struct {
 	MaxBodyBytes int64 `json:"maxBodyBytes"`
 	// MaxBodyBytesInFlight is gateway.Config.MaxBodyBytesInFlight.
 	MaxBodyBytesInFlight int64 `json:"maxBodyBytesInFlight"`
-	// ReadHeaderTimeout is gateway.ServerConfig.ReadHeaderTimeout.
+	// ReadHeaderTimeout is gateway.ServerConfig.ReadHeaderTimeout; the
+	// --snapshot-listen listener applies it too.
 	ReadHeaderTimeout time.Duration `json:"readHeaderTimeout"`
 	// BodyReadTimeout is gateway.Config.BodyReadTimeout.
 	BodyReadTimeout time.Duration `json:"bodyReadTimeout"`
 	// ResponseWriteTimeout is gateway.Config.ResponseWriteTimeout.
 	ResponseWriteTimeout time.Duration `json:"responseWriteTimeout"`
-	// IdleTimeout is gateway.ServerConfig.IdleTimeout.
+	// IdleTimeout is gateway.ServerConfig.IdleTimeout; the
+	// --snapshot-listen listener applies it too.
 	IdleTimeout time.Duration `json:"idleTimeout"`
 	// Admission is gateway.ServerConfig.Admission: present (even as {})
 	// turns the admission stage on, absent leaves it off. Its keys are

@@ -268,11 +268,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts Opti
 	}
 	fmt.Fprintf(stdout, "gateway: serving on %s (policy %s, %d endpoints, model %q); metrics at %s/metrics\n",
 		srv.URL(), o.server.Policy, len(o.server.Endpoints), o.server.Router.Model, srv.URL())
-	idle := o.server.IdleTimeout
+	// The snapshot listener takes the public listener's timeouts, their
+	// zero values the same defaults.
+	readHeader, idle := o.server.ReadHeaderTimeout, o.server.IdleTimeout
+	if readHeader == 0 {
+		readHeader = gateway.DefaultReadHeaderTimeout
+	}
 	if idle == 0 {
 		idle = gateway.DefaultIdleTimeout
 	}
-	snap, err := serveSnapshot(o.snapshotListen, srv.Router(), idle, log)
+	snap, err := serveSnapshot(o.snapshotListen, srv.Router(), readHeader, idle, log)
 	if err != nil {
 		sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
 		defer cancel()

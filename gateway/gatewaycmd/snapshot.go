@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/kvroute/kvroute"
-	"github.com/kvroute/kvroute/gateway"
 )
 
 // snapshotPath is where the internal listener serves the index snapshot.
@@ -44,10 +43,13 @@ type snapshotServer struct {
 var snapshotHandler = (*kvroute.Router).SnapshotHandler
 
 // serveSnapshot starts the internal snapshot listener; nil when addr is
-// empty or the gateway has no router (round-robin policy). A keep-alive
-// connection idle for idle (the public listener's gateway.idleTimeout) is
-// closed, so peers' connections cannot pile up.
-func serveSnapshot(addr string, r *kvroute.Router, idle time.Duration, log *slog.Logger) (*snapshotServer, error) {
+// empty or the gateway has no router (round-robin policy). It applies the
+// public listener's connection timeouts: a connection whose request header
+// has not arrived within readHeader (gateway.readHeaderTimeout), or which
+// stays idle for idle (gateway.idleTimeout), is closed, so that peers'
+// connections, or a client that opens one and sends nothing, cannot pile
+// up.
+func serveSnapshot(addr string, r *kvroute.Router, readHeader, idle time.Duration, log *slog.Logger) (*snapshotServer, error) {
 	if addr == "" || r == nil {
 		return nil, nil
 	}
@@ -58,7 +60,7 @@ func serveSnapshot(addr string, r *kvroute.Router, idle time.Duration, log *slog
 	mux := http.NewServeMux()
 	mux.Handle(snapshotPath, snapshotHandler(r))
 	s := &snapshotServer{addr: ln.Addr().String(), ln: ln, done: make(chan struct{}),
-		srv: &http.Server{Handler: mux, ReadHeaderTimeout: gateway.DefaultReadHeaderTimeout, IdleTimeout: idle}}
+		srv: &http.Server{Handler: mux, ReadHeaderTimeout: readHeader, IdleTimeout: idle}}
 	go func() {
 		defer close(s.done)
 		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
