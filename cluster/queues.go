@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -140,7 +141,7 @@ func (r *Replica) sumQueues(live map[string]Record) {
 			sums[j].Requests += q.Requests
 		}
 	}
-	slices.SortFunc(sums, func(a, b QueueDepth) int { return b.Priority - a.Priority })
+	slices.SortFunc(sums, func(a, b QueueDepth) int { return cmp.Compare(b.Priority, a.Priority) })
 	r.queues.peers.Store(&sums)
 }
 
