@@ -217,6 +217,10 @@ func (a *Affinity) deriveKey(ctx context.Context, req *kvroute.Request, endpoint
 	}
 	k, state := a.memo.lookup(h, a.now())
 	if state == found {
+		// Refreshed as the session's own record is by each turn: a
+		// conversation whose turns come within the TTL of each other
+		// renders its opening once, however long it runs.
+		a.remember(h, k)
 		return k
 	}
 	if state == expired {

@@ -93,3 +93,54 @@ func TestDerivedKeyMemoDropsAreCounted(t *testing.T) {
 	require.Equal(t, 2.0, dropped("expired"))
 	require.Equal(t, 2.0, dropped("evicted"))
 }
+
+// A conversation that keeps talking keeps its opening's key: each turn that
+// finds the key refreshes it, so a conversation longer than the TTL whose
+// turns come within the TTL of each other renders its opening once, as
+// the session's own record is kept by each turn.
+func TestDerivedKeyMemoIsRefreshedByEachTurn(t *testing.T) {
+	defer leakcheck.Check(t)()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	eng, err := server.New(server.Config{Model: testModel, EnableScaleOut: true,
+		Engine: simengine.Config{BlockSize: 16, NumGPUBlocks: 256, PrefillTokensPerSecond: 1e7, DecodeStep: time.Millisecond}}, server.Options{})
+	require.NoError(t, err)
+	served := make(chan error, 1)
+	go func() { served <- eng.Serve(ln) }()
+	defer func() { require.NoError(t, eng.Close()); <-served }()
+
+	reg := prometheus.NewRegistry()
+	clk := telemetry.NewManual(time.Unix(1_700_000_000, 0))
+	a, err := session.New(session.Config{Derive: true, TTL: time.Minute},
+		session.Options{Set: telemetry.Set{Registerer: reg, Clock: clk}})
+	require.NoError(t, err)
+	defer a.Close()
+	rc := kvroute.DefaultConfig()
+	rc.Model, rc.BlockSize = testModel, 16
+	rc.Events.Enabled = new(false)
+	ctx := context.Background()
+	r, err := kvroute.New(ctx, rc, kvroute.Options{Scorers: []kvroute.WeightedScorer{a.Scorer()}, Profile: a.Profile(nil)})
+	require.NoError(t, err)
+	defer r.Close()
+	eps := []kvroute.Endpoint{{ID: ln.Addr().String()}}
+	require.NoError(t, r.SetEndpoints(eps))
+
+	var first string
+	for k := range 5 { // 5 turns 40 s apart: 2m40s, past twice the TTL
+		before := eng.Tokenizations()
+		req := &kvroute.Request{API: render.APIChatCompletions, Body: []byte(chatBody("long", k))}
+		d, err := r.Pick(ctx, req, eps)
+		require.NoError(t, err)
+		d.Done(kvroute.DoneInfo{})
+		renders := eng.Tokenizations() - before
+		if k == 0 {
+			first = req.Session
+			require.EqualValues(t, 2, renders, "the pick and the opening")
+		} else {
+			require.Equal(t, first, req.Session)
+			require.EqualValues(t, 1, renders, "turn %d: the opening is remembered", k)
+		}
+		clk.Advance(40 * time.Second)
+	}
+	require.Zero(t, counterOf(t, reg, "kvroute_session_derived_keys_dropped_total", "reason", "expired"))
+}
