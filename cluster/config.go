@@ -75,12 +75,14 @@ type Config struct {
 	PublishInterval time.Duration `json:"publishInterval"`
 	// DecisionQueue is the number of decisions waiting to be published;
 	// when it is full a decision is dropped (counted), never waited for.
-	// Default 128.
+	// Default 128; at most 1,048,576, and DecisionQueue ×
+	// MaxKeysPerDecision at most 67,108,864, as both halves of the queue
+	// are allocated up front.
 	DecisionQueue int `json:"decisionQueue"`
 	// DeltaQueue is the number of this replica's load changes (dispatches
 	// and releases) waiting to be published with the next decision message;
 	// when it is full a change is dropped (counted) and the peers see it in
-	// the next record instead. Default 1024.
+	// the next record instead. Default 1024; at most 1,048,576.
 	DeltaQueue int `json:"deltaQueue"`
 	// MaxPendingDeltaBytes bounds the memory of the peers' load changes held
 	// here until a record of theirs includes them; a change over it is
@@ -97,7 +99,7 @@ type Config struct {
 	// decision fits a message (1 MiB).
 	MaxKeysPerDecision int `json:"maxKeysPerDecision"`
 	// MaxPeers caps the peer records read; more are ignored and counted.
-	// Default 64.
+	// Default 64; at most 65,536.
 	MaxPeers int `json:"maxPeers"`
 	// MaxEndpoints caps the endpoints in one record, ours or a peer's.
 	// Default 4096. A record this replica writes also stays within the
@@ -125,6 +127,20 @@ const (
 	DefaultMaxEndpoints         = 4096
 	// maxNameBytes caps a replica ID, an endpoint ID or a snapshot URL.
 	maxNameBytes = 1024
+)
+
+// Upper bounds of the size settings, which Validate checks: New allocates
+// the queues up front, and the bounds of what a Redis connection reads
+// grow with MaxPeers, so larger values could not be allocated (the process
+// would die) or would overflow.
+const (
+	// maxQueue bounds DecisionQueue and DeltaQueue.
+	maxQueue = 1 << 20
+	// maxQueuedKeys bounds DecisionQueue × MaxKeysPerDecision: the decision
+	// queue's two halves then hold at most 1 GiB of keys.
+	maxQueuedKeys = 1 << 26
+	// maxPeersCap bounds MaxPeers.
+	maxPeersCap = 1 << 16
 )
 
 // ErrInvalidConfig is wrapped by every configuration error of this package.
@@ -200,6 +216,13 @@ func (c Config) Validate() error {
 	case c.MaxKeysPerDecision > maxDecisionKeys(c.ReplicaID):
 		return bad("maxKeysPerDecision %d: a decision of that many keys does not fit a message of %d bytes (at most %d keys)",
 			c.MaxKeysPerDecision, maxMessageBytes, maxDecisionKeys(c.ReplicaID))
+	case c.DecisionQueue > maxQueue || c.DeltaQueue > maxQueue:
+		return bad("decisionQueue %d and deltaQueue %d must be at most %d: New allocates both queues up front", c.DecisionQueue, c.DeltaQueue, maxQueue)
+	case c.DecisionQueue*c.MaxKeysPerDecision > maxQueuedKeys: // no overflow: both factors are bounded above
+		return bad("decisionQueue %d × maxKeysPerDecision %d must be at most %d keys: New allocates twice as many up front (8 bytes each)",
+			c.DecisionQueue, c.MaxKeysPerDecision, maxQueuedKeys)
+	case c.MaxPeers > maxPeersCap:
+		return bad("maxPeers %d must be at most %d", c.MaxPeers, maxPeersCap)
 	}
 	return nil
 }

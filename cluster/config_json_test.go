@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"encoding/json"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -82,4 +83,39 @@ func TestAddrWithoutAPortIsRejected(t *testing.T) {
 	for _, a := range []string{"redis:6379", "10.0.0.1:6379", "[::1]:6379", ":6379", "redis.kvroute.svc.cluster.local:16379"} {
 		require.NoError(t, cluster.Config{Addrs: []string{a}}.WithDefaults().Validate(), "%q", a)
 	}
+}
+
+// A queue or peer cap too large to allocate, or whose bounds overflow, is
+// refused when the configuration is loaded: New preallocated the queues
+// from it (2 × decisionQueue × maxKeysPerDecision keys, 2 × deltaQueue
+// changes) and the process died of a failed allocation, and a maxPeers near
+// math.MaxInt wrapped the bounds of what a Redis connection reads negative,
+// so that every reply was refused and the replica never left degraded mode.
+func TestCapsTooLargeToAllocateAreRejected(t *testing.T) {
+	base := cluster.Config{Addrs: []string{"10.0.0.1:6379"}}
+	for _, c := range []cluster.Config{
+		{DecisionQueue: 1 << 40},
+		{DecisionQueue: 1 << 21},
+		{DecisionQueue: 1 << 18, MaxKeysPerDecision: 1 << 10},
+		{DeltaQueue: 1 << 40},
+		{MaxPeers: math.MaxInt},
+		{MaxPeers: 1 << 20},
+	} {
+		c.Addrs = base.Addrs
+		err := c.WithDefaults().Validate()
+		require.ErrorIs(t, err, cluster.ErrInvalidConfig, "%+v", c)
+		_, err = cluster.New(c, nil, nil, cluster.Options{}) // refused before anything is built
+		require.ErrorIs(t, err, cluster.ErrInvalidConfig, "%+v", c)
+	}
+	for _, c := range []cluster.Config{
+		{DecisionQueue: 1 << 20, MaxKeysPerDecision: 64},
+		{DecisionQueue: 1 << 17, MaxKeysPerDecision: 512},
+		{DeltaQueue: 1 << 20},
+		{MaxPeers: 1 << 16},
+	} {
+		c.Addrs = base.Addrs
+		require.NoError(t, c.WithDefaults().Validate(), "%+v", c)
+	}
+	_, err := cluster.LoadConfig(strings.NewReader(`{"addrs":["10.0.0.1:6379"],"deltaQueue":100000000000}`))
+	require.ErrorContains(t, err, "deltaQueue")
 }
