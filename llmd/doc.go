@@ -101,7 +101,8 @@
 //	    sessionIdConfig.evictionTtlSeconds (<= 0 means 300) → session ttl
 //	  the scorer's weight in the first scheduling profile
 //	  (a P/D handler's decode profile; a finding when the
-//	  prefill profile weighs it otherwise)                  → session weight
+//	  prefill profile weighs it otherwise; at 0 or below,
+//	  muted or inverted in llm-d, no session affinity)      → session weight
 //	featureGates flowControl (or flowControl=true)          → an admission stage
 //	  flowControl.defaultRequestTTL (absent means 60s)      → admission queueTimeout
 //	lora-affinity-scorer (the first one a profile kvroute

@@ -102,6 +102,13 @@ func translateSession(staged []stagePlugin, profiles []schedulingProfile, prof s
 		out = append(out, untranslated(&sp, at)...)
 		// kvroute runs prof (the first profile, or a P/D handler's decode
 		// profile) and, under P/D, the prefill profile.
+		// A scorer's weight is its weight in prof (absent: llm-d's 1); a
+		// filter has none.
+		var weight *float64
+		weightAt := "schedulingProfiles[" + prof.Name + "].plugins[" + p.name + "].weight"
+		if ref := profileRef(p.name, prof); ref != nil && p.typ == sessionScorer {
+			weight = ref.Weight
+		}
 		runs := profileRef(p.name, prof) != nil || slices.ContainsFunc(profiles, func(q schedulingProfile) bool {
 			return len(pdProfiles) == 2 && q.Name == pdProfiles[0] && profileRef(p.name, q) != nil
 		})
@@ -115,6 +122,14 @@ func translateSession(staged []stagePlugin, profiles []schedulingProfile, prof s
 		case sp.ProfileName != "" && sp.ProfileName != decodeProfile:
 			out = append(out, Finding{Path: join(at, "profileName"), Kind: NoEquivalent,
 				Note: fmt.Sprintf("kvroute's session remembers the endpoint each request was routed to (under P/D its decode endpoint), not profile %q's pick", sp.ProfileName)})
+			continue
+		case weight != nil && *weight == 0:
+			out = append(out, Finding{Path: weightAt, Kind: NotNeeded,
+				Note: "a zero weight mutes the scorer in this profile in llm-d; kvroute configures no session affinity for it"})
+			continue
+		case weight != nil && *weight < 0:
+			out = append(out, Finding{Path: weightAt, Kind: NoEquivalent,
+				Note: "a negative weight steers a session away from its endpoint in this profile in llm-d; kvroute's session weight is not negative, so it configures no session affinity for it"})
 			continue
 		case first != "":
 			out = append(out, Finding{Path: p.path, Kind: Different, Note: "kvroute keeps one session store, configured by plugins[" + first + "]"})
@@ -174,16 +189,8 @@ func translateSession(staged []stagePlugin, profiles []schedulingProfile, prof s
 		if f, ok := prefillWeight(p.name, profiles, pdProfiles, "kvroute's session scorer enters the decode pick only, with weight"); ok && p.typ == sessionScorer {
 			out = append(out, f)
 		}
-		for _, ref := range prof.Plugins {
-			if ref.PluginRef != p.name || ref.Weight == nil || p.typ != sessionScorer {
-				continue
-			}
-			if *ref.Weight <= 0 {
-				out = append(out, Finding{Path: "schedulingProfiles[" + prof.Name + "].plugins[" + p.name + "].weight", Kind: Different,
-					Note: "a zero weight mutes the scorer in llm-d; kvroute's session weight 0 means its default, 1"})
-				continue
-			}
-			cfg.Weight = *ref.Weight
+		if weight != nil {
+			cfg.Weight = *weight
 		}
 		first = p.name
 		st.session, st.sessionAt = &cfg, p.path

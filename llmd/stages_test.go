@@ -408,6 +408,34 @@ func TestPickerConfigSessionInAProfileKvrouteDoesNotRun(t *testing.T) {
 	require.NotNil(t, loadResult(t, doc).Session)
 }
 
+// A session-affinity-scorer that the profile kvroute runs weighs 0 is
+// muted in llm-d, and one it weighs below 0 steers each session away from
+// its endpoint: kvroute configures no session affinity for either, as for
+// a lora-affinity-scorer, where it turned on its session scorer at weight 1
+// and so pinned sessions that llm-d spreads or steers away.
+func TestPickerConfigSessionScorerWeightNotPositive(t *testing.T) {
+	const at = "schedulingProfiles[default].plugins[session-affinity-scorer].weight"
+	for w, kind := range map[string]string{"0": "unneeded", "-2": "none"} {
+		doc := epc("[{type: token-load-scorer}, {type: session-affinity-scorer, parameters: {strategy: session_id}}]",
+			"[{name: default, plugins: [{pluginRef: token-load-scorer}, {pluginRef: session-affinity-scorer, weight: "+w+"}]}]")
+		res := loadResult(t, doc)
+		require.Nil(t, res.Session, w)
+		require.Contains(t, findingPaths(res.Findings), at+": "+kind, w)
+
+		// The next session plugin the profile references is the one kvroute runs.
+		doc = epc("[{type: token-load-scorer}, {type: session-affinity-scorer}, {type: session-affinity-filter, parameters: {strategy: session_id}}]",
+			"[{name: default, plugins: [{pluginRef: token-load-scorer}, {pluginRef: session-affinity-scorer, weight: "+w+"}, {pluginRef: session-affinity-filter}]}]")
+		res = loadResult(t, doc)
+		require.Equal(t, &session.Config{Headers: []string{"x-session-id"}, Cookie: "-", TTL: 5 * time.Minute}, res.Session, w)
+	}
+
+	// Under P/D, the decode profile's weight is the one kvroute takes.
+	doc := strings.Replace(pdConfig, "- type: max-score-picker\n", "- type: max-score-picker\n- type: session-affinity-scorer\n", 1)
+	res := loadResult(t, doc+"  - pluginRef: session-affinity-scorer\n    weight: 0\n")
+	require.Nil(t, res.Session)
+	require.Contains(t, findingPaths(res.Findings), "schedulingProfiles[decode].plugins[session-affinity-scorer].weight: unneeded")
+}
+
 // The flowControl feature gate turns kvroute's admission stage on with
 // llm-d's queue timeout; the rest of flowControl names the
 // --admission-config keys that do the same.
