@@ -146,7 +146,9 @@
 // replica whose clock is off ignores its peers but does not unlist them for
 // everyone else. A member-set entry
 // that is no replica ID, or a snapshot URL that is no http(s) URL, is
-// ignored and counted in kvroute_cluster_invalid_records_total. Memory
+// ignored and counted in kvroute_cluster_invalid_records_total. A read
+// whose MGET returns another number of values than it asked for (a broken
+// server or proxy) fails as an unanswered one does. Memory
 // stays bounded per replica: MaxPeers records of at most 1 MiB per read,
 // MaxPendingDeltaBytes of pending load changes, MaxPeers senders.
 //

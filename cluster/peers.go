@@ -81,7 +81,7 @@ func LivePeers(ctx context.Context, cfg Config) ([]Peer, Skipped, error) {
 	if len(names) == 0 {
 		return nil, skipped, nil
 	}
-	vals, err := store.Get(ctx, names)
+	vals, err := getValues(ctx, store, names)
 	if err != nil {
 		return nil, skipped, err
 	}

@@ -390,7 +390,7 @@ func (r *Replica) read() {
 		for i, id := range others {
 			names[i] = r.keys.replica(id)
 		}
-		vals, err = r.store.Get(ctx, names)
+		vals, err = getValues(ctx, r.store, names)
 		r.countCommands(1)
 		if err != nil {
 			r.result(opRead, err)

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -23,8 +24,9 @@ type Store interface {
 	Refresh(ctx context.Context, key string, record []byte, lease time.Duration, members, id string) error
 	// Members lists the member set (SMEMBERS, or SSCAN up to a bound).
 	Members(ctx context.Context, members string) ([]string, error)
-	// Get reads the records of keys (MGET); a key that does not exist (its
-	// lease expired, or the replica left) has Value.OK false.
+	// Get reads the records of keys (MGET), one Value per key in their
+	// order (a reply of another length fails the read); a key that does not
+	// exist (its lease expired, or the replica left) has Value.OK false.
 	Get(ctx context.Context, keys []string) ([]Value, error)
 	// Forget removes ids from the member set (SREM).
 	Forget(ctx context.Context, members string, ids []string) error
@@ -104,6 +106,17 @@ func (s redisStore) Get(ctx context.Context, keys []string) ([]Value, error) {
 		}
 	}
 	return out, nil
+}
+
+// getValues is s.Get, with a reply of another length than keys (a broken
+// server or proxy, or a broken Store) an error: the readers index the
+// values by their keys.
+func getValues(ctx context.Context, s Store, keys []string) ([]Value, error) {
+	vals, err := s.Get(ctx, keys)
+	if err == nil && len(vals) != len(keys) {
+		return nil, fmt.Errorf("cluster: MGET returned %d values for %d keys", len(vals), len(keys))
+	}
+	return vals, err
 }
 
 func (s redisStore) Forget(ctx context.Context, members string, ids []string) error {

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"net"
 	"strconv"
@@ -21,10 +22,10 @@ import (
 )
 
 // fakeRedis answers RESP commands as a tiny Redis would, except that it
-// answers SUBSCRIBE with push, a reply of the wrong shape (a broken
-// server or proxy). It returns its address, how many SUBSCRIBEs it got,
-// and its stop.
-func fakeRedis(t *testing.T, push string) (string, func() int, func()) {
+// answers each command named in answers (in upper case) with its reply
+// there, such as a reply of the wrong shape (a broken server or proxy). It
+// returns its address, how many SUBSCRIBEs it got, and its stop.
+func fakeRedis(t *testing.T, answers map[string]string) (string, func() int, func()) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -53,22 +54,26 @@ func fakeRedis(t *testing.T, push string) (string, func() int, func()) {
 						return
 					}
 					var out string
-					switch strings.ToUpper(args[0]) {
+					cmd := strings.ToUpper(args[0])
+					if cmd == "SUBSCRIBE" || cmd == "SSUBSCRIBE" {
+						mu.Lock()
+						subs++
+						mu.Unlock()
+					}
+					switch cmd {
 					case "HELLO":
 						out = "-ERR unknown command 'HELLO'\r\n"
 					case "SSCAN":
 						out = "*2\r\n$1\r\n0\r\n*0\r\n"
 					case "SADD", "SREM", "DEL":
 						out = ":1\r\n"
-					case "SUBSCRIBE", "SSUBSCRIBE":
-						mu.Lock()
-						subs++
-						mu.Unlock()
-						out = push
 					case "PING":
 						out = "+PONG\r\n"
 					default:
 						out = "+OK\r\n"
+					}
+					if a, ok := answers[cmd]; ok {
+						out = a
 					}
 					if _, err := io.WriteString(c, out); err != nil {
 						return
@@ -130,7 +135,7 @@ func TestMalformedSubscriptionReplyDoesNotCrash(t *testing.T) {
 	for _, push := range []string{"*0\r\n", "*3\r\n$9\r\nsubscribe\r\n$1\r\nc\r\n$1\r\nx\r\n", "*3\r\n:1\r\n:2\r\n:3\r\n"} {
 		t.Run(strconv.Quote(push), func(t *testing.T) {
 			defer leakcheck.Check(t)()
-			addr, subs, stop := fakeRedis(t, push)
+			addr, subs, stop := fakeRedis(t, map[string]string{"SUBSCRIBE": push, "SSUBSCRIBE": push})
 			defer stop()
 			ix, err := kvindex.New(kvindex.Config{SweepInterval: -1}, kvindex.Options{})
 			require.NoError(t, err)
@@ -279,5 +284,38 @@ func TestDeadSubscriptionConnectionIsReplaced(t *testing.T) {
 		g.publish(seq, delta{endpoint: ep, tokens: 1, requests: 1})
 		return peerLoad(tr, ep)[1] > before
 	}, 4*2*cfg.Lease+deltaWait, 20*time.Millisecond, "a peer's load change arrives over a new subscription")
+	r.Close()
+}
+
+// An MGET answered with more values than it asked for (a broken server or
+// proxy) indexed past the member list and panicked on the read's
+// goroutine, which killed the router process (New's first read, on its
+// caller's). The read now fails like any other Redis error: counted, and
+// the replica routes on local state; LivePeers returns the error.
+func TestMGETReplyOfTheWrongLengthDoesNotCrash(t *testing.T) {
+	defer leakcheck.Check(t)()
+	addr, _, stop := fakeRedis(t, map[string]string{
+		"SSCAN":   "*2\r\n$1\r\n0\r\n*1\r\n$1\r\nb\r\n", // one peer, b
+		"MGET":    "*2\r\n$-1\r\n$-1\r\n",               // two values for its one key
+		"PEXPIRE": ":1\r\n",
+	})
+	defer stop()
+	ix, err := kvindex.New(kvindex.Config{SweepInterval: -1}, kvindex.Options{})
+	require.NoError(t, err)
+	defer ix.Close()
+	tr, err := tokenload.NewTracker(tokenload.Options{})
+	require.NoError(t, err)
+	cfg := Config{Addrs: []string{addr}, Pool: "d", ReplicaID: "a", Lease: 3 * time.Hour,
+		RefreshPeriod: time.Hour, ReadPeriod: time.Hour, OpTimeout: 2 * time.Second, DisableSharedDecisions: true}
+	r, err := New(cfg, ix, tr, Options{})
+	require.NoError(t, err)
+	defer r.Close()
+	require.True(t, r.Degraded())
+	require.Equal(t, 1.0, testutil.ToFloat64(r.met.errors[opRead]))
+	require.Zero(t, testutil.ToFloat64(r.met.errors[opRefresh]), "the refresh succeeded: only the read failed")
+	require.Empty(t, r.Peers())
+
+	_, _, err = LivePeers(context.Background(), cfg)
+	require.ErrorContains(t, err, "2 values for 1 keys")
 	r.Close()
 }
