@@ -98,7 +98,8 @@
 //	    naming a session-id-producer:
 //	      its headerName                                    → a session header, in the sources' order
 //	      its cookieName (one)                              → session cookie, read after the headers, setCookie false
-//	    sessionIdConfig.evictionTtlSeconds (<= 0 means 300) → session ttl
+//	    sessionIdConfig.evictionTtlSeconds (0 means 300;   → session ttl
+//	      a negative one is refused)
 //	  the scorer's weight in the first scheduling profile
 //	  (a P/D handler's decode profile; a finding when the
 //	  prefill profile weighs it otherwise; at 0 or below,

@@ -213,9 +213,23 @@ func translatePD(staged []stagePlugin, typeOf map[string]string, schedProfiles [
 	for _, p := range staged {
 		switch p.typ {
 		case pdPrefixDecider, pdAlwaysDecider:
-			if p.name != used {
-				out = append(out, Finding{Path: p.path, Kind: NotNeeded, Note: "no profile handler runs it as its prefill decider; " + notePD})
+			if p.name == used {
+				break
 			}
+			// llm-d builds every plugin it lists, run or not, and refuses
+			// bad parameters at start: so does the translation.
+			if p.typ == pdPrefixDecider {
+				var dp prefixDeciderParams
+				if err := decodeStrict(p.params, &dp, p.path+".parameters"); err != nil {
+					return nil, nil, err
+				}
+				if err := dp.validate(p.path + ".parameters"); err != nil {
+					return nil, nil, err
+				}
+			} else if err := decodeStrict(p.params, &struct{}{}, p.path+".parameters"); err != nil {
+				return nil, nil, err
+			}
+			out = append(out, Finding{Path: p.path, Kind: NotNeeded, Note: "no profile handler runs it as its prefill decider; " + notePD})
 		case prefillFilter, decodeFilter:
 			if err := decodeStrict(p.params, &struct{}{}, p.path+".parameters"); err != nil {
 				return nil, nil, err // llm-d's role filters take no parameters

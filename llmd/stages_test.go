@@ -549,3 +549,30 @@ func TestLoadResultKvrouteDocument(t *testing.T) {
 	require.Nil(t, res.Admission)
 	require.Nil(t, res.LoRA)
 }
+
+// A decider no handler runs is still checked, as llm-d builds every plugin
+// it lists and refuses bad parameters at start: a negative nonCachedTokens
+// or an unknown key in an unused prefix-based decider, or any parameter of
+// an unused always-disagg decider, is an error, and a good unused decider
+// is only a finding.
+func TestPickerConfigUnusedDeciderIsChecked(t *testing.T) {
+	withUnused := func(plugin string) string {
+		return strings.Replace(pdConfig, "schedulingProfiles:\n", plugin+"schedulingProfiles:\n", 1)
+	}
+	for _, bad := range []string{
+		"- {type: prefix-based-pd-decider, name: spare, parameters: {nonCachedTokens: -5}}\n",
+		"- {type: prefix-based-pd-decider, name: spare, parameters: {nonCachedToken: 5}}\n",
+		"- {type: always-disagg-pd-decider, name: spare, parameters: {nonCachedTokens: 5}}\n",
+	} {
+		_, err := llmd.LoadResult(strings.NewReader(withUnused(bad)), llmd.Options{})
+		require.Error(t, err, bad)
+		require.Contains(t, err.Error(), "spare", bad)
+	}
+	res := loadResult(t, withUnused("- {type: always-disagg-pd-decider, name: spare}\n"))
+	require.Equal(t, &disagg.Config{NonCachedTokens: 256}, res.Disagg)
+	var found bool
+	for _, f := range res.Findings {
+		found = found || (f.Kind == llmd.NotNeeded && strings.Contains(f.Path, "spare"))
+	}
+	require.True(t, found, "%+v", res.Findings)
+}
