@@ -126,6 +126,10 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 	if !ok || rs[0].Err != nil {
 		return
 	}
+	// A streamed answer carries no kv_transfer_params; a prefiller's
+	// blocks are held under a lease all the same (openAIJob's
+	// transferParams).
+	s.pdFinish(pd, id, job.ids[0], s.pdEngineRequest(prompt, nil, sel.lora))
 	res := rs[0]
 	out.send("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
 	out.send("message_delta", map[string]any{"type": "message_delta",

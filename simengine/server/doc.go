@@ -80,7 +80,10 @@
 // PDConfig.LeaseTTL passes (expiry is checked on each prefill request and
 // read, no timer), and answers its one token with kv_transfer_params {"do_remote_prefill":
 // true, "do_remote_decode": false, "remote_engine_id", "remote_block_ids",
-// "remote_request_id", "remote_host", "remote_port", "tp_size": 1}. The
+// "remote_request_id", "remote_host", "remote_port", "tp_size": 1} (a
+// streamed answer carries none, as vLLM's does not, and its blocks are
+// held under a lease all the same; a request whose client went away frees
+// them). The
 // client then sends the original request with those parameters to a
 // decode-role server, which reads the blocks with a real HTTP call to the
 // prefiller's KVTransferReadPath, waits PDConfig.TransferTimePerToken per

@@ -27,6 +27,9 @@ type genJob struct {
 	prompts   [][]uint32
 	maxTokens int
 	remaining int
+	// hold is set for a prefiller's request (Request.HoldKV): abort frees
+	// the blocks of one that finished before it, which nothing will read.
+	hold bool
 
 	mu     sync.Mutex
 	items  []genItem
@@ -68,9 +71,15 @@ func (j *genJob) wait(ctx context.Context) ([]genItem, error) {
 	}
 }
 
+// abort aborts the engine requests; a prefiller's request that finished
+// first holds its blocks for a decoder its answer will never name, so they
+// are freed (Abort is synchronous: once it returns, a request is either
+// aborted or finished).
 func (j *genJob) abort() {
 	for _, id := range j.ids {
-		j.eng.Abort(id)
+		if !j.eng.Abort(id) && j.hold {
+			j.eng.ReleaseKV(id)
+		}
 	}
 }
 
@@ -168,6 +177,7 @@ func (s *Server) submitMM(prompts [][]uint32, maxTokens *int, salt *string, sel 
 		req.MM = mm
 		if pd != nil {
 			req.RemoteKVTokens, req.HoldKV = pd.remote, pd.produce
+			j.hold = pd.produce
 		}
 		id, err := sel.eng.Submit(req)
 		if err != nil {

@@ -106,6 +106,7 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return // client gone: requests aborted
 	}
+	s.transferParams(job, id) // the held blocks' lease
 	head.endStream(out, req.StreamOptions, rs)
 }
 
@@ -164,6 +165,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	s.transferParams(job, id) // the held blocks' lease
 	head.endStream(out, req.StreamOptions, rs)
 }
 

@@ -65,7 +65,10 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request, req openAIStart) 
 
 // transferParams is the kv_transfer_params a prefiller answers the
 // request with (pdFinish), the response's id given; nil unless the request
-// produces blocks for a decoder.
+// produces blocks for a decoder. A streamed answer carries none, as vLLM's
+// does not, but its route calls it all the same: the request's blocks are
+// held under a lease, freed when a read or LeaseTTL ends it, as vLLM's
+// connector holds them until its abort timeout.
 func (s *Server) transferParams(j *openAIJob, id string) *kvTransferParams {
 	if !j.pd.produce {
 		return nil

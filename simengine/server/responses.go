@@ -114,6 +114,7 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 	if !ok || rs[0].Err != nil {
 		return
 	}
+	s.transferParams(job, id) // the held blocks' lease
 	res := rs[0]
 	send("response.output_text.done", map[string]any{"item_id": msgID, "output_index": 0, "content_index": 0, "text": res.Text})
 	send("response.completed", map[string]any{"response": body("completed", res.Text, respUsageOf(&res))})
