@@ -3,6 +3,7 @@ package simengine
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/kvroute/kvroute/kvindex"
@@ -145,5 +146,15 @@ func (c *Config) stepDuration(tokens int) time.Duration {
 	if d < 1 {
 		return 1 // time must move forward, or a virtual clock would spin
 	}
-	return time.Duration(d)
+	return durationOf(d)
+}
+
+// durationOf converts ns nanoseconds to a Duration, saturating at the
+// longest one: a float past int64's range converts to an arbitrary value
+// (negative on amd64), which would end a step before it began.
+func durationOf(ns float64) time.Duration {
+	if ns >= math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return time.Duration(ns)
 }

@@ -159,7 +159,7 @@ func (l *loraState) touch(a string) {
 
 // stepCost is what the step's loads add to its duration.
 func (l *loraState) stepCost(scale float64) time.Duration {
-	return time.Duration(float64(l.loads) * float64(l.cfg.LoadTime) * scale)
+	return durationOf(float64(l.loads) * float64(l.cfg.LoadTime) * scale)
 }
 
 // record sets the series of the current running and waiting adapters to
