@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"strconv"
@@ -197,8 +198,7 @@ func (s *Server) pdRead(ctx context.Context, p kvTransferParams, promptLen int) 
 		s.pd.transfers.WithLabelValues("ok").Inc()
 	}
 	if tokens > 0 {
-		d := time.Duration(float64(tokens) * float64(s.pd.cfg.TransferTimePerToken) * s.eng.Config().TimeScale)
-		t := time.NewTimer(d)
+		t := time.NewTimer(transferTime(tokens, s.pd.cfg.TransferTimePerToken, s.eng.Config().TimeScale))
 		select {
 		case <-t.C:
 		case <-ctx.Done():
@@ -208,6 +208,18 @@ func (s *Server) pdRead(ctx context.Context, p kvTransferParams, promptLen int) 
 		s.pd.received.Add(float64(tokens))
 	}
 	return &pdRequest{remote: tokens}, nil
+}
+
+// transferTime is how long a decoder waits for tokens read at perToken,
+// scaled by the engine's TimeScale: the longest Duration when the product
+// is past int64's range, whose conversion would give an arbitrary value
+// (negative on amd64: no wait at all).
+func transferTime(tokens int, perToken time.Duration, scale float64) time.Duration {
+	ns := float64(tokens) * float64(perToken) * scale
+	if ns >= math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return time.Duration(ns)
 }
 
 // Transfer failure reasons (label values of
