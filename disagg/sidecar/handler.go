@@ -44,7 +44,10 @@ import (
 // fails, the Transport closes the decoder connection, and the response
 // being streamed breaks off. The copy also lets the Transport resend a
 // request on a new connection when a reused one turns out closed by the
-// decoder before anything was written (Request.GetBody).
+// decoder before anything was written (Request.GetBody). The decoder's
+// request carries neither the client's Expect, a 100-continue the
+// sidecar's own server has answered, nor, on a request with a body, an
+// Upgrade offer.
 //
 // The Handler owns no goroutine beyond the ones net/http runs per request;
 // Close releases idle connections and unregisters its metrics.
@@ -85,6 +88,12 @@ func NewHandler(cfg Config, opts Options) (*Handler, error) {
 			pr.Out.Host = pr.In.Host
 			pr.Out.Header.Del(PrefillerHeader)
 			pr.Out.Header.Del(PrefillerHeaderLLMD)
+			// The client's Expect: 100-continue was its exchange with the
+			// sidecar, which reads a body whole before anything goes to
+			// the decoder: passed on, it would make the decoder's transport
+			// wait for a 100 Continue (up to a second) to send a body it
+			// already holds. The gateway and the prefill request drop it too.
+			pr.Out.Header.Del("Expect")
 			// Set here, after the proxy removed the hop-by-hop headers:
 			// a client's Connection header naming X-Request-Id would
 			// otherwise take the ID off the decode half only.
@@ -224,6 +233,13 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, r
 	out.ContentLength = int64(len(body))
 	out.TransferEncoding = nil // the length is known now
 	out.Header.Set("Content-Length", strconv.Itoa(len(body)))
+	// No protocol switch for a request whose body the sidecar has read:
+	// the proxy would pass the client's Upgrade on (with a Connection:
+	// Upgrade of its own), and vLLM's server (uvicorn with httptools)
+	// answers a POST offering Upgrade: h2c, as Java and Ktor clients send
+	// it, as if it had no body. A request without a body (a WebSocket
+	// handshake) keeps its Upgrade (ServeHTTP).
+	out.Header.Del("Upgrade")
 	g := h.stallGuard(w)
 	defer g.Stop()
 	h.proxy.ServeHTTP(g, out)
