@@ -13,8 +13,9 @@
 // connection that waits longer than --idle-timeout (default 2m) for its
 // next request. A request body must arrive within --body-read-timeout
 // (default 30s; 408 past it), be at most --max-body-bytes (413), and find
-// room in --max-body-bytes-in-flight, the bytes all clients' bodies may
-// hold together (503 with Retry-After); a client that takes nothing of its
+// room in --max-body-bytes-in-flight, the bytes all clients' bodies (and
+// the copies a split makes of them: about three times a body during its
+// prefill step) may hold together (503 with Retry-After); a client that takes nothing of its
 // response for --response-write-timeout (default 1m, restarted at every
 // write) has it cut; each refusal and cut is counted by reason in
 // kvroute_sidecar_refused_requests_total. What the HTTP server does

@@ -38,14 +38,14 @@ func BenchmarkRewriteBodies(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := prefillBody(parsed, "/v1/chat/completions"); err != nil {
+		if _, err := prefillBody(parsed, "/v1/chat/completions", nil); err != nil {
 			b.Fatal(err)
 		}
 		p, err := TransferParams(resp)
 		if err != nil {
 			b.Fatal(err)
 		}
-		d, err := decodeBody(parsed, p)
+		d, err := decodeBody(parsed, p, nil)
 		if err != nil || len(d) < len(body) {
 			b.Fatal(err, len(d))
 		}

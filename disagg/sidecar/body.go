@@ -109,7 +109,7 @@ func PrefillBody(orig []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return prefillBody(m, "")
+	return prefillBody(m, "", nil)
 }
 
 // prefillBody builds the prefill body for a request on path from the
@@ -121,8 +121,8 @@ func PrefillBody(orig []byte) ([]byte, error) {
 // one-token response in its store. Every other path (MessagesPath among
 // them: vLLM's AnthropicMessagesRequest requires max_tokens and reads no
 // max_completion_tokens, min_tokens or stream_options, which a Messages
-// body lacks) gets max_tokens 1.
-func prefillBody(orig map[string]json.RawMessage, path string) ([]byte, error) {
+// body lacks) gets max_tokens 1. reserve is encodeObject's.
+func prefillBody(orig map[string]json.RawMessage, path string, reserve func(n int) error) ([]byte, error) {
 	m := make(map[string]json.RawMessage, len(orig)+2)
 	for k, v := range orig {
 		m[k] = v
@@ -146,7 +146,7 @@ func prefillBody(orig map[string]json.RawMessage, path string) ([]byte, error) {
 	m[fieldStream] = json.RawMessage(`false`)
 	delete(m, fieldStreamOptions)
 	m[fieldKVTransferParams] = prefillRequestParams
-	return encodeObject(m)
+	return encodeObject(m, reserve)
 }
 
 // DecodeBody returns the body sent to the decoder: the client request orig,
@@ -157,7 +157,7 @@ func DecodeBody(orig []byte, params json.RawMessage) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return decodeBody(m, params)
+	return decodeBody(m, params, nil)
 }
 
 // LocalBody returns the client request orig as a decoder that prefills it
@@ -171,14 +171,14 @@ func LocalBody(orig []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return localBody(m, text), nil
+	return localBody(m, text, nil)
 }
 
 // localBody is LocalBody on the parsed client body m (left unchanged) of
-// orig.
-func localBody(m map[string]json.RawMessage, orig []byte) []byte {
+// orig; reserve is encodeObject's, and its error localBody's.
+func localBody(m map[string]json.RawMessage, orig []byte, reserve func(n int) error) ([]byte, error) {
 	if _, ok := m[fieldKVTransferParams]; !ok {
-		return orig
+		return orig, nil
 	}
 	c := make(map[string]json.RawMessage, len(m))
 	for k, v := range m {
@@ -186,25 +186,24 @@ func localBody(m map[string]json.RawMessage, orig []byte) []byte {
 			c[k] = v
 		}
 	}
-	b, err := encodeObject(c)
-	if err != nil { // every key came from a successful decode: not reached
-		return orig
-	}
-	return b
+	return encodeObject(c, reserve)
 }
 
-// decodeBody sets kv_transfer_params on the parsed client body and encodes it.
-func decodeBody(m map[string]json.RawMessage, params json.RawMessage) ([]byte, error) {
+// decodeBody sets kv_transfer_params on the parsed client body and encodes
+// it; reserve is encodeObject's.
+func decodeBody(m map[string]json.RawMessage, params json.RawMessage, reserve func(n int) error) ([]byte, error) {
 	m[fieldKVTransferParams] = params
-	return encodeObject(m)
+	return encodeObject(m, reserve)
 }
 
 // encodeObject writes m as a JSON object with its keys sorted. The values
 // are written as they are: each came from a successful decode (or is one
 // of this package's constants, or TransferParams' compacted output), so
 // json.Marshal's validation and compaction of every raw value, a second
-// scan of the whole body, is skipped.
-func encodeObject(m map[string]json.RawMessage) ([]byte, error) {
+// scan of the whole body, is skipped. reserve, unless nil, is called with
+// the size of the buffer before it is allocated (and with its growth, when
+// escaped keys outgrew it), and its error returned.
+func encodeObject(m map[string]json.RawMessage, reserve func(n int) error) ([]byte, error) {
 	keys := make([]string, 0, len(m))
 	size := 2
 	for k, v := range m {
@@ -212,7 +211,13 @@ func encodeObject(m map[string]json.RawMessage) ([]byte, error) {
 		size += len(k) + len(v) + 4
 	}
 	slices.Sort(keys)
-	out := make([]byte, 0, size+size/16)
+	size += size / 16
+	if reserve != nil {
+		if err := reserve(size); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]byte, 0, size)
 	out = append(out, '{')
 	for i, k := range keys {
 		if i > 0 {
@@ -230,7 +235,15 @@ func encodeObject(m map[string]json.RawMessage) ([]byte, error) {
 		}
 		out = append(out, v...)
 	}
-	return append(out, '}'), nil
+	out = append(out, '}')
+	if grown := cap(out) - size; grown > 0 && reserve != nil {
+		// Keys whose escapes outgrew the estimate: the buffer grew as
+		// it was written, and what it holds is charged all the same.
+		if err := reserve(grown); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // transferParamsMember is the member of a prefiller's answer TransferParams

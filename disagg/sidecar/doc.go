@@ -55,7 +55,10 @@
 // past one leading UTF-8 byte order mark, and a UTF-16 or UTF-32 body
 // (json.detect_encoding's rules) decoded; both halves get the UTF-8 JSON
 // it encodes. A Handler charges a wide body's UTF-8 copy to its budget of
-// Config.MaxBodyBytesInFlight (503 body_budget without room) and answers
+// Config.MaxBodyBytesInFlight (503 body_budget without room), as it does
+// the other copies a split makes (the parsed members and the prefill body
+// during the prefill step, the decode body, in place of the client's,
+// while the decoder answers), and answers
 // 400 bad_body, naming the encoding, a wide body that is not text in it. A
 // request it does not split goes to the decoder as it came.
 //

@@ -141,11 +141,16 @@ type Config struct {
 	// field is not part of Config's JSON (a gateway's exchange block).
 	BodyReadTimeout time.Duration `json:"-"`
 	// MaxBodyBytesInFlight bounds the request body bytes a Handler holds
-	// at once, over all requests: a body that finds no room is answered
-	// 503 at once (Retry-After), so that many concurrent clients, each
-	// within MaxBodyBytes, cannot together grow the sidecar's memory
-	// without bound. It may not be below MaxBodyBytes. Default 512 MiB, or
-	// MaxBodyBytes when larger. A Handler's only, like
+	// at once, over all requests: the bodies as they came and the copies
+	// a split makes of them (a wide body's UTF-8 copy; during the prefill
+	// step its parsed members and the prefill body, so that a split holds
+	// about three times its body then; while the decoder answers, the
+	// decode body in place of the client's). A body or copy that finds no
+	// room is answered 503 at once (Retry-After), so that many concurrent
+	// clients, each within MaxBodyBytes, cannot together grow the
+	// sidecar's memory without bound. It may not be below MaxBodyBytes
+	// (a split body over a third of it then finds no room even alone).
+	// Default 512 MiB, or MaxBodyBytes when larger. A Handler's only, like
 	// BodyReadTimeout.
 	MaxBodyBytesInFlight int64 `json:"-"`
 	// ResponseWriteTimeout bounds, in a Handler, how long each write of a
@@ -413,25 +418,34 @@ func (x *Exchange) Prefill(ctx context.Context, hostPort, path string, hdr http.
 	if err != nil {
 		return Result{RequestID: requestID(hdr)}, err
 	}
-	return x.prefillText(ctx, hostPort, path, hdr, text)
+	return x.prefillText(ctx, hostPort, path, hdr, text, nil)
 }
 
 // prefillText is Prefill on a body already read as vLLM reads it (UTF-8,
-// no byte order mark) and within Config.MaxBodyBytes as it came.
-func (x *Exchange) prefillText(ctx context.Context, hostPort, path string, hdr http.Header, body []byte) (Result, error) {
+// no byte order mark) and within Config.MaxBodyBytes as it came. The
+// copies it makes of body are charged to c (nil: to nothing) before they
+// are made, bytebudget.ErrNoRoom when there is no room: the parsed members
+// and the prefill body, given back as they are dropped (by the time
+// prefillText returns), and LocalBody and DecodeBody when they are copies,
+// which the caller gives back (copyLocal, copyDecode) once done with them.
+func (x *Exchange) prefillText(ctx context.Context, hostPort, path string, hdr http.Header, body []byte, c *copies) (Result, error) {
 	res := Result{RequestID: requestID(hdr)}
 	if path == "" || path[0] != '/' {
 		path = "/" + path
 	}
+	// The members' raw values are copies of theirs in body, together
+	// never longer than it.
+	if err := c.take(copyMembers, len(body)); err != nil {
+		return res, err
+	}
+	defer c.release(copyMembers)
 	parsed, err := parseObject(body)
 	if err != nil {
 		return res, err
 	}
-	pbody, err := prefillBody(parsed, path)
-	if err != nil {
+	if res.LocalBody, err = localBody(parsed, body, c.reserve(copyLocal)); err != nil {
 		return res, err
 	}
-	res.LocalBody = localBody(parsed, body)
 	if !ValidTarget(hostPort) {
 		return x.fallback(res, ReasonBadTarget, fmt.Errorf("invalid %s %q", PrefillerHeader, truncate(hostPort))), nil
 	}
@@ -441,10 +455,16 @@ func (x *Exchange) prefillText(ctx context.Context, hostPort, path string, hdr h
 	if path == MessagesPath && forcesNamedTool(parsed) {
 		return x.fallback(res, ReasonForcedTool, errors.New("a Messages request forcing a named tool: vLLM fails its one-token prefill")), nil
 	}
+	pbody, err := prefillBody(parsed, path, c.reserve(copyPrefill))
+	defer c.release(copyPrefill) // also when it found no room: what it took
+	if err != nil {
+		return res, err
+	}
 	start := x.timeNow()
 	pctx, cancel := context.WithTimeout(ctx, x.cfg.PrefillTimeout)
 	defer cancel()
 	params, reason, err := x.prefill(pctx, x.cfg.PrefillerScheme+"://"+hostPort+path, hdr, res.RequestID, pbody)
+	c.release(copyPrefill) // the prefiller has answered: its body is dropped
 	res.PrefillDuration = x.timeNow().Sub(start)
 	x.m.prefillSeconds.Observe(res.PrefillDuration.Seconds())
 	if err != nil {
@@ -453,7 +473,7 @@ func (x *Exchange) prefillText(ctx context.Context, hostPort, path string, hdr h
 		}
 		return x.fallback(res, reason, err), nil
 	}
-	dbody, err := decodeBody(parsed, params)
+	dbody, err := decodeBody(parsed, params, c.reserve(copyDecode))
 	if err != nil {
 		return res, err
 	}

@@ -34,9 +34,9 @@ import (
 //
 // Every request body is read whole, within Config.MaxBodyBytes (a larger
 // one is answered 413), Config.BodyReadTimeout (408) and the Handler's
-// budget of Config.MaxBodyBytesInFlight (503), before anything goes to the
-// decoder, which gets a
-// copy the Handler owns. Handing the client's body itself to the decoder's
+// budget of Config.MaxBodyBytesInFlight (503; the copies a split makes
+// are charged to it too), before anything goes to the decoder, which gets
+// a copy the Handler owns. Handing the client's body itself to the decoder's
 // transport breaks streams: net/http's server consumes and closes a
 // request body once the response header goes out, and net/http's
 // Transport may read the body once more after the decoder has answered
@@ -158,11 +158,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	target := prefillerTarget(r.Header)
 	split := target != "" && r.Method == http.MethodPost && SplitPath(r.URL.Path)
 	var body []byte
+	// What body holds of the budget: given back after the response (the
+	// decoder's request holds the body until then), or once a split has
+	// built the decode body that replaces it.
+	var held int64
+	defer func() { h.budget.Release(held) }()
 	if r.ContentLength != 0 { // a body, of known length or chunked
-		var held int64
 		var err error
 		body, held, err = h.readBody(w, r)
-		defer h.budget.Release(held) // after the response: the decoder's request holds the body until then
 		if err != nil {
 			h.refuseBody(w, r, err)
 			return
@@ -179,17 +182,41 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.forward(w, r, body, "")
 		return
 	}
+	h.split(w, r, target, body, &held)
+}
+
+// split runs the exchange for r, whose body holds *held of the budget,
+// with the prefiller target, and forwards the body it yields to the
+// decoder. Every copy made of the body is charged to the budget (copies);
+// once the decode body is built, the bodies it replaces are dropped and
+// given back, so that a request holds one body of the budget while the
+// decoder answers, as a request proxied as it came does.
+func (h *Handler) split(w http.ResponseWriter, r *http.Request, target string, body []byte, held *int64) {
 	// Read as vLLM reads the body: past a leading UTF-8 byte order mark, a
 	// UTF-16 or UTF-32 body decoded (its UTF-8 copy charged to the budget).
 	// The body is within Config.MaxBodyBytes as it came (readBody).
-	text, held, err := h.jsonText(body)
-	defer h.budget.Release(held)
+	text, theld, err := h.jsonText(body)
+	defer func() { h.budget.Release(theld) }()
+	c := &copies{budget: &h.budget}
+	defer c.releaseAll()
 	var res Result
 	if err == nil {
-		res, err = h.x.prefillText(r.Context(), target, r.URL.Path, r.Header, text)
+		res, err = h.x.prefillText(r.Context(), target, r.URL.Path, r.Header, text, c)
 	}
 	switch {
 	case err == nil:
+		if res.Split { // a copy of the client body for a retry the Handler never makes
+			res.LocalBody = nil
+			c.release(copyLocal)
+		}
+		if !sameArray(res.DecodeBody, text) {
+			h.budget.Release(theld)
+			theld = 0
+		}
+		if !sameArray(res.DecodeBody, body) {
+			h.budget.Release(*held)
+			*held = 0
+		}
 		h.forward(w, r, res.DecodeBody, res.RequestID)
 	case errors.Is(err, bytebudget.ErrNoRoom):
 		h.refuseBudget(w, r)

@@ -1,0 +1,108 @@
+package sidecar
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/internal/leakcheck"
+)
+
+// The copies a split makes of a client body are charged to
+// Config.MaxBodyBytesInFlight as the body is: while the prefiller works,
+// the budget holds the body, its parsed members and the prefill body the
+// prefiller got; while the decoder answers, the decode body the decoder
+// got, and no more than one body's worth of it (the client body it
+// replaced is given back). Before, the copies were charged nothing, and
+// the decode body, as long as the response lasted, held beside the
+// budget's bytes about as many again.
+func TestSidecarChargesASplitsCopiesToTheBudget(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t)) // runs after every other cleanup
+	preGot, preRelease := make(chan []byte, 1), make(chan struct{})
+	prefiller := fakePrefiller(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		preGot <- b
+		<-preRelease
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"kv_transfer_params":{"do_remote_prefill":true,"remote_host":"p","remote_block_ids":[1,2,3]}}`)
+	})
+	decGot, decRelease := make(chan []byte, 1), make(chan struct{})
+	decoder := fakePrefiller(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		decGot <- b
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "data: {}\n\n")
+		http.NewResponseController(w).Flush()
+		select { // the stream goes on until the test has looked
+		case <-decRelease:
+		case <-r.Context().Done():
+		}
+		_, _ = io.WriteString(w, "data: [DONE]\n\n")
+	})
+	releasePre := sync.OnceFunc(func() { close(preRelease) })
+	releaseDec := sync.OnceFunc(func() { close(decRelease) })
+	h, _, url := startSidecar(t, Config{DecoderURL: "http://" + decoder})
+	t.Cleanup(func() { releasePre(); releaseDec() }) // first of the cleanups: the servers' Close waits for the handlers
+
+	raw, err := json.Marshal(chat(strings.Repeat("x", 90<<10), 5, true))
+	require.NoError(t, err)
+	req, err := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", bytes.NewReader(raw))
+	require.NoError(t, err)
+	req.Header.Set(PrefillerHeader, prefiller)
+	type answer struct {
+		resp *http.Response
+		err  error
+	}
+	answered := make(chan answer, 1)
+	go func() { // no require off the test's goroutine
+		resp, err := client.Do(req)
+		answered <- answer{resp, err}
+	}()
+
+	pbody := <-preGot // the prefill step is under way, its body sent
+	require.GreaterOrEqual(t, h.budget.InUse(), int64(2*len(raw)+len(pbody)),
+		"the body, its parsed members and the prefill body are charged")
+	releasePre()
+	a := <-answered // the decoder's response has started
+	require.NoError(t, a.err)
+	defer a.resp.Body.Close()
+	require.Equal(t, http.StatusOK, a.resp.StatusCode)
+	dbody := <-decGot
+	require.Contains(t, string(dbody), `"remote_block_ids":[1,2,3]`)
+	inUse := h.budget.InUse()
+	require.GreaterOrEqual(t, inUse, int64(len(dbody)), "the decode body is charged while the decoder answers")
+	require.Less(t, inUse, int64(len(raw)+len(dbody)), "the client body it replaced is given back")
+
+	releaseDec()
+	b, err := io.ReadAll(a.resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, "data: {}\n\ndata: [DONE]\n\n", string(b))
+}
+
+// A split whose copies find no room beside its body in
+// Config.MaxBodyBytesInFlight is answered 503 and counted as body_budget,
+// nothing sent on and nothing left held; the same body proxied as it came
+// (no copies) is served.
+func TestSidecarRefusesASplitWithoutRoomForItsCopies(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t)) // runs after every other cleanup
+	prefiller := fakePrefiller(t, func(w http.ResponseWriter, r *http.Request) {
+		t.Error("the prefiller was called")
+	})
+	decoder := fakePrefiller(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(io.Discard, r.Body) })
+	h, reg, url := startSidecar(t, Config{DecoderURL: "http://" + decoder, MaxBodyBytes: 100 << 10, MaxBodyBytesInFlight: 100 << 10})
+	body := chat(strings.Repeat("x", 60<<10), 1, false)
+	code, hdr, b := send(t, url+"/v1/chat/completions", prefiller, body)
+	require.Equal(t, http.StatusServiceUnavailable, code, string(b))
+	require.Equal(t, "1", hdr.Get("Retry-After"))
+	require.Equal(t, 1.0, counter(t, reg, "kvroute_sidecar_refused_requests_total", "reason", refusedBodyBudget))
+	require.Zero(t, h.budget.InUse())
+	code, _, b = send(t, url+"/v1/chat/completions", "", body)
+	require.Equal(t, http.StatusOK, code, string(b))
+	require.Zero(t, h.budget.InUse())
+}
