@@ -518,7 +518,7 @@ func (x *Exchange) prefill(ctx context.Context, url string, hdr http.Header, id 
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		return nil, ReasonStatus, fmt.Errorf("prefiller answered %d: %s", resp.StatusCode, truncate(string(b)))
 	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, x.cfg.MaxPrefillResponseBytes+1))
+	b, err := io.ReadAll(bytebudget.LimitPastCap(resp.Body, x.cfg.MaxPrefillResponseBytes))
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ReasonTimeout, err

@@ -3,6 +3,7 @@ package sidecar
 import (
 	"context"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -51,6 +52,23 @@ func TestExchangePrefillForAGateway(t *testing.T) {
 	// A client request id is kept when printable, replaced otherwise.
 	require.Equal(t, "abc-1", requestID(http.Header{"X-Request-Id": {"abc-1"}}))
 	require.NotEqual(t, "a b", requestID(http.Header{"X-Request-Id": {"a b"}}))
+}
+
+// The largest maxPrefillResponseBytes bounds the prefiller's answer like
+// any other: a split reads it whole. The byte read past the cap to tell an
+// answer over it wrapped to a negative count there, read nothing, and
+// every split fell back to a local prefill as bad_response.
+func TestExchangeLargestPrefillResponseCapSplits(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	pre := startEngine(t, server.RolePrefill)
+	x, err := NewExchange(Config{MaxPrefillResponseBytes: math.MaxInt64}, Options{})
+	require.NoError(t, err)
+	t.Cleanup(x.Close)
+	body := []byte(`{"model":"m","prompt":"` + longPrompt + `","max_tokens":20}`)
+	res, err := x.Prefill(context.Background(), pre.Addr(), "/v1/completions", nil, body)
+	require.NoError(t, err)
+	require.True(t, res.Split, "fallback %q", res.Fallback)
+	require.Contains(t, string(res.Params), `"do_remote_prefill":true`)
 }
 
 // ValidTarget accepts a host (an IPv4 address, a bracketed IPv6 one, a
