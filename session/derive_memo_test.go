@@ -2,7 +2,6 @@ package session_test
 
 import (
 	"context"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -14,8 +13,6 @@ import (
 	"github.com/kvroute/kvroute/internal/leakcheck"
 	"github.com/kvroute/kvroute/render"
 	"github.com/kvroute/kvroute/session"
-	"github.com/kvroute/kvroute/simengine"
-	"github.com/kvroute/kvroute/simengine/server"
 	"github.com/kvroute/kvroute/telemetry"
 )
 
@@ -25,31 +22,17 @@ import (
 // turn renders its opening again, and each forgotten key is counted in
 // kvroute_session_derived_keys_dropped_total by reason.
 func TestDerivedKeyMemoDropsAreCounted(t *testing.T) {
-	defer leakcheck.Check(t)()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	eng, err := server.New(server.Config{Model: testModel, EnableScaleOut: true,
-		Engine: simengine.Config{BlockSize: 16, NumGPUBlocks: 256, PrefillTokensPerSecond: 1e7, DecodeStep: time.Millisecond}}, server.Options{})
-	require.NoError(t, err)
-	served := make(chan error, 1)
-	go func() { served <- eng.Serve(ln) }()
-	defer func() { require.NoError(t, eng.Close()); <-served }()
-
+	t.Cleanup(leakcheck.Check(t))
+	eng, ep := startRenderer(t)
 	reg := prometheus.NewRegistry()
 	clk := telemetry.NewManual(time.Unix(1_700_000_000, 0))
 	a, err := session.New(session.Config{Derive: true, MaxEntries: 1, TTL: time.Minute},
 		session.Options{Set: telemetry.Set{Registerer: reg, Clock: clk}})
 	require.NoError(t, err)
-	defer a.Close()
-	rc := kvroute.DefaultConfig()
-	rc.Model, rc.BlockSize = testModel, 16
-	rc.Events.Enabled = new(false)
+	t.Cleanup(a.Close)
+	r := deriveRouter(t, a, a.Profile(nil), telemetry.Set{}, ep)
 	ctx := context.Background()
-	r, err := kvroute.New(ctx, rc, kvroute.Options{Scorers: []kvroute.WeightedScorer{a.Scorer()}, Profile: a.Profile(nil)})
-	require.NoError(t, err)
-	defer r.Close()
-	eps := []kvroute.Endpoint{{ID: ln.Addr().String()}}
-	require.NoError(t, r.SetEndpoints(eps))
+	eps := []kvroute.Endpoint{ep}
 
 	// turn picks turn k of conv and returns its key and the renders it took.
 	turn := func(conv string, k int) (string, uint64) {
@@ -99,31 +82,17 @@ func TestDerivedKeyMemoDropsAreCounted(t *testing.T) {
 // turns come within the TTL of each other renders its opening once, as
 // the session's own record is kept by each turn.
 func TestDerivedKeyMemoIsRefreshedByEachTurn(t *testing.T) {
-	defer leakcheck.Check(t)()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	eng, err := server.New(server.Config{Model: testModel, EnableScaleOut: true,
-		Engine: simengine.Config{BlockSize: 16, NumGPUBlocks: 256, PrefillTokensPerSecond: 1e7, DecodeStep: time.Millisecond}}, server.Options{})
-	require.NoError(t, err)
-	served := make(chan error, 1)
-	go func() { served <- eng.Serve(ln) }()
-	defer func() { require.NoError(t, eng.Close()); <-served }()
-
+	t.Cleanup(leakcheck.Check(t))
+	eng, ep := startRenderer(t)
 	reg := prometheus.NewRegistry()
 	clk := telemetry.NewManual(time.Unix(1_700_000_000, 0))
 	a, err := session.New(session.Config{Derive: true, TTL: time.Minute},
 		session.Options{Set: telemetry.Set{Registerer: reg, Clock: clk}})
 	require.NoError(t, err)
-	defer a.Close()
-	rc := kvroute.DefaultConfig()
-	rc.Model, rc.BlockSize = testModel, 16
-	rc.Events.Enabled = new(false)
+	t.Cleanup(a.Close)
+	r := deriveRouter(t, a, a.Profile(nil), telemetry.Set{}, ep)
 	ctx := context.Background()
-	r, err := kvroute.New(ctx, rc, kvroute.Options{Scorers: []kvroute.WeightedScorer{a.Scorer()}, Profile: a.Profile(nil)})
-	require.NoError(t, err)
-	defer r.Close()
-	eps := []kvroute.Endpoint{{ID: ln.Addr().String()}}
-	require.NoError(t, r.SetEndpoints(eps))
+	eps := []kvroute.Endpoint{ep}
 
 	var first string
 	for k := range 5 { // 5 turns 40 s apart: 2m40s, past twice the TTL

@@ -42,32 +42,17 @@ func chatBody(conv string, k int) string {
 // gets it (and holds that block among its own keys), another conversation
 // gets another, and the opening is rendered once per conversation.
 func TestDerivedKeyIsTheOpeningsBlockKey(t *testing.T) {
-	defer leakcheck.Check(t)()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	eng, err := server.New(server.Config{Model: testModel, EnableScaleOut: true,
-		Engine: simengine.Config{BlockSize: 16, NumGPUBlocks: 256, PrefillTokensPerSecond: 1e7, DecodeStep: time.Millisecond}}, server.Options{})
-	require.NoError(t, err)
-	served := make(chan error, 1)
-	go func() { served <- eng.Serve(ln) }()
-	defer func() { require.NoError(t, eng.Close()); <-served }()
-
+	t.Cleanup(leakcheck.Check(t))
+	eng, ep := startRenderer(t)
 	reg := prometheus.NewRegistry()
 	cp := &capture{}
 	a, err := session.New(session.Config{Derive: true}, session.Options{Set: telemetry.Set{Registerer: reg}})
 	require.NoError(t, err)
-	defer a.Close()
+	t.Cleanup(a.Close)
 	cp.next = a.Profile(nil)
-	rc := kvroute.DefaultConfig()
-	rc.Model, rc.BlockSize = testModel, 16
-	rc.Events.Enabled = new(false)
+	r := deriveRouter(t, a, cp, telemetry.Set{Registerer: reg}, ep)
 	ctx := context.Background()
-	r, err := kvroute.New(ctx, rc, kvroute.Options{Set: telemetry.Set{Registerer: reg},
-		Scorers: []kvroute.WeightedScorer{a.Scorer()}, Profile: cp})
-	require.NoError(t, err)
-	defer r.Close()
-	eps := []kvroute.Endpoint{{ID: ln.Addr().String()}}
-	require.NoError(t, r.SetEndpoints(eps))
+	eps := []kvroute.Endpoint{ep}
 
 	// The Router's own keys of the opening alone (system + first user),
 	// read through the stages the Router hands its profile (captured by
@@ -160,16 +145,9 @@ func (c *capture) Pick(ctx context.Context, req *kvroute.Request, endpoints []kv
 // Profile that never saw the other derives it: the opening's memo is not
 // shared across salts, whose block keys differ.
 func TestDerivedKeySeparatesCacheSalts(t *testing.T) {
-	defer leakcheck.Check(t)()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	eng, err := server.New(server.Config{Model: testModel, EnableScaleOut: true,
-		Engine: simengine.Config{BlockSize: 16, NumGPUBlocks: 256, PrefillTokensPerSecond: 1e7, DecodeStep: time.Millisecond}}, server.Options{})
-	require.NoError(t, err)
-	served := make(chan error, 1)
-	go func() { served <- eng.Serve(ln) }()
-	defer func() { require.NoError(t, eng.Close()); <-served }()
-	eps := []kvroute.Endpoint{{ID: ln.Addr().String()}}
+	t.Cleanup(leakcheck.Check(t))
+	_, ep := startRenderer(t)
+	eps := []kvroute.Endpoint{ep}
 	ctx := context.Background()
 
 	salted := func(salt string) []byte {
@@ -182,13 +160,8 @@ func TestDerivedKeySeparatesCacheSalts(t *testing.T) {
 		a, err := session.New(session.Config{Derive: true}, session.Options{})
 		require.NoError(t, err)
 		defer a.Close()
-		rc := kvroute.DefaultConfig()
-		rc.Model, rc.BlockSize = testModel, 16
-		rc.Events.Enabled = new(false)
-		r, err := kvroute.New(ctx, rc, kvroute.Options{Scorers: []kvroute.WeightedScorer{a.Scorer()}, Profile: a.Profile(nil)})
-		require.NoError(t, err)
-		defer r.Close()
-		require.NoError(t, r.SetEndpoints(eps))
+		r := deriveRouter(t, a, a.Profile(nil), telemetry.Set{}, ep)
+		defer r.Close() // before a: a Router per call
 		var keys []string
 		for _, b := range bodies {
 			req := &kvroute.Request{API: render.APIChatCompletions, Body: b}
@@ -203,4 +176,35 @@ func TestDerivedKeySeparatesCacheSalts(t *testing.T) {
 	both := derive(salted("tenant-a"), salted("tenant-b"))
 	require.NotEqual(t, both[0], both[1], "another cache salt, another key")
 	require.Equal(t, derive(salted("tenant-b"))[0], both[1], "tenant-b's key does not depend on tenant-a's turn before it")
+}
+
+// startRenderer starts a simulated vLLM engine on loopback that renders
+// (16-token blocks, vLLM's token-in routes served) and returns it with its
+// endpoint; the test's cleanup closes it.
+func startRenderer(t *testing.T) (*server.Server, kvroute.Endpoint) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	eng, err := server.New(server.Config{Model: testModel, EnableScaleOut: true,
+		Engine: simengine.Config{BlockSize: 16, NumGPUBlocks: 256, PrefillTokensPerSecond: 1e7, DecodeStep: time.Millisecond}}, server.Options{})
+	require.NoError(t, err)
+	served := make(chan error, 1)
+	go func() { served <- eng.Serve(ln) }()
+	t.Cleanup(func() { require.NoError(t, eng.Close()); <-served })
+	return eng, kvroute.Endpoint{ID: ln.Addr().String()}
+}
+
+// deriveRouter is a Router over ep (render on, KV events off) with a's
+// scorer and profile as its profile step; the test's cleanup closes it.
+func deriveRouter(t *testing.T, a *session.Affinity, profile kvroute.Profile, set telemetry.Set, ep kvroute.Endpoint) *kvroute.Router {
+	t.Helper()
+	rc := kvroute.DefaultConfig()
+	rc.Model, rc.BlockSize = testModel, 16
+	rc.Events.Enabled = new(false)
+	r, err := kvroute.New(context.Background(), rc, kvroute.Options{Set: set,
+		Scorers: []kvroute.WeightedScorer{a.Scorer()}, Profile: profile})
+	require.NoError(t, err)
+	t.Cleanup(r.Close)
+	require.NoError(t, r.SetEndpoints([]kvroute.Endpoint{ep}))
+	return r
 }
