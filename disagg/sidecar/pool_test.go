@@ -2,64 +2,31 @@ package sidecar
 
 import (
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kvroute/kvroute/internal/httpbarrier"
 	"github.com/kvroute/kvroute/internal/leakcheck"
 )
 
-// barrierEngine is an engine on loopback that holds every request until n
-// of them are in flight at once, so that each round of n concurrent
-// requests needs n connections to it at the same moment, and answers
-// answer. It counts the TCP connections it accepts.
-type barrierEngine struct {
-	*httptest.Server
-	n        int
-	answer   string
-	accepted atomic.Int64
-
-	mu      sync.Mutex
-	arrived int
-	release chan struct{}
-}
-
-func newBarrierEngine(t *testing.T, n int, answer string) *barrierEngine {
-	b := &barrierEngine{n: n, answer: answer, release: make(chan struct{})}
-	b.Server = httptest.NewUnstartedServer(http.HandlerFunc(b.serve))
-	b.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			b.accepted.Add(1)
-		}
-	}
-	b.Start()
+// newBarrierEngine is an engine on loopback that holds every request until
+// n of them are in flight at once (httpbarrier), so that each round of n
+// concurrent requests needs n connections to it at the same moment, and
+// answers answer; the test's cleanup closes it.
+func newBarrierEngine(t *testing.T, n int, answer string) *httpbarrier.Server {
+	b := httpbarrier.New(n, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, answer)
+	})
 	t.Cleanup(b.Close)
 	return b
-}
-
-func (b *barrierEngine) serve(w http.ResponseWriter, r *http.Request) {
-	_, _ = io.Copy(io.Discard, r.Body)
-	b.mu.Lock()
-	ch := b.release
-	if b.arrived++; b.arrived == b.n {
-		close(ch)
-		b.arrived, b.release = 0, make(chan struct{})
-	}
-	b.mu.Unlock()
-	select {
-	case <-ch:
-	case <-r.Context().Done():
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = io.WriteString(w, b.answer)
 }
 
 // At n concurrent split requests, every connection to the decoder and to
@@ -97,6 +64,6 @@ func TestSidecarKeepsOneConnectionPerConcurrentRequest(t *testing.T) {
 		}
 	}
 	require.Equal(t, float64(n*rounds), testutil.ToFloat64(h.x.m.requests.WithLabelValues(OutcomeSplit)), "every request was split")
-	require.Equal(t, int64(n), dec.accepted.Load(), "decoder connections over %d rounds of %d concurrent requests", rounds, n)
-	require.Equal(t, int64(n), pre.accepted.Load(), "prefiller connections over %d rounds of %d concurrent requests", rounds, n)
+	require.Equal(t, int64(n), dec.Accepted(), "decoder connections over %d rounds of %d concurrent requests", rounds, n)
+	require.Equal(t, int64(n), pre.Accepted(), "prefiller connections over %d rounds of %d concurrent requests", rounds, n)
 }
