@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/regtest"
 	"github.com/kvroute/kvroute/models"
 	"github.com/kvroute/kvroute/simengine"
 	"github.com/kvroute/kvroute/simengine/server"
@@ -107,7 +107,7 @@ func TestGatewayRoutesAServedModelAliasRewrittenToTheFirstName(t *testing.T) {
 	require.Equal(t, usageCached(t, body), predicted, "the prediction is what the engine found cached")
 	require.Equal(t, "a", responseModel(t, body))
 	require.Equal(t, 1.0, rewrites(t, f.gw.Registry(), "b", "a"))
-	require.Equal(t, map[string]float64{f.eps[0].ID: 0, f.eps[1].ID: 0}, unrewrittenAliases(t, f.gw.Registry()),
+	require.Equal(t, map[string]float64{f.eps[0].ID: 0, f.eps[1].ID: 0}, regtest.ByLabel(t, f.gw.Registry(), "kvroute_models_unrewritten_aliases", "endpoint"),
 		"the rewrite maps the alias: nothing to report")
 	require.Equal(t, "a", f.directModel(t, f.eps[0].ID, "b", longPrompt("direct")),
 		"the engine itself answers a request for b with a as well")
@@ -139,27 +139,6 @@ func TestGatewayWithoutARewriteRoutesAServedModelAliasCold(t *testing.T) {
 	require.Equal(t, n*64, usageCached(t, body), "the engine served b from a's blocks")
 	require.Equal(t, "a", responseModel(t, body))
 	require.Zero(t, rewrites(t, f.gw.Registry(), "b", "a"))
-	require.Equal(t, map[string]float64{f.eps[0].ID: 1, f.eps[1].ID: 1}, unrewrittenAliases(t, f.gw.Registry()),
+	require.Equal(t, map[string]float64{f.eps[0].ID: 1, f.eps[1].ID: 1}, regtest.ByLabel(t, f.gw.Registry(), "kvroute_models_unrewritten_aliases", "endpoint"),
 		"each engine lists b with a's root and no rewrite maps it")
-}
-
-// unrewrittenAliases reads kvroute_models_unrewritten_aliases by endpoint.
-func unrewrittenAliases(t *testing.T, reg *prometheus.Registry) map[string]float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	out := map[string]float64{}
-	for _, mf := range mfs {
-		if mf.GetName() != "kvroute_models_unrewritten_aliases" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "endpoint" {
-					out[l.GetValue()] = m.GetGauge().GetValue()
-				}
-			}
-		}
-	}
-	return out
 }

@@ -9,29 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/internal/regtest"
 )
-
-// gatherLabelDrops reads kvroute_models_label_names_dropped from reg: endpoint ID
-// to value, one entry per series.
-func gatherLabelDrops(t *testing.T, reg *prometheus.Registry) map[string]float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	out := map[string]float64{}
-	for _, mf := range mfs {
-		if mf.GetName() != "kvroute_models_label_names_dropped" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "endpoint" {
-					out[l.GetValue()] = m.GetGauge().GetValue()
-				}
-			}
-		}
-	}
-	return out
-}
 
 // The names an endpoint's label lists that Annotate leaves out (invalid,
 // overlong, beyond MaxModels) are counted by endpoint, as of the last
@@ -61,16 +40,16 @@ func TestAnnotateCountsTheNamesALabelDrops(t *testing.T) {
 	require.Equal(t, []string{"llama", "qwen"}, got[2].Models)
 	require.Equal(t, []string{"llama"}, got[3].Models)
 	want := map[string]float64{"10.0.0.1:8000": 2, "10.0.0.2:8000": 1}
-	require.Equal(t, want, gatherLabelDrops(t, reg))
+	require.Equal(t, want, regtest.ByLabel(t, reg, "kvroute_models_label_names_dropped", "endpoint"))
 
 	r.Annotate(eps)
-	require.Equal(t, want, gatherLabelDrops(t, reg), "the same labels annotated again are the same drops")
+	require.Equal(t, want, regtest.ByLabel(t, reg, "kvroute_models_label_names_dropped", "endpoint"), "the same labels annotated again are the same drops")
 
 	eps[0].Labels = lbl("llama")
 	r.Annotate(eps[:2])
-	require.Equal(t, map[string]float64{"10.0.0.2:8000": 1}, gatherLabelDrops(t, reg), "a fixed label drops nothing")
+	require.Equal(t, map[string]float64{"10.0.0.2:8000": 1}, regtest.ByLabel(t, reg, "kvroute_models_label_names_dropped", "endpoint"), "a fixed label drops nothing")
 	r.Annotate(eps[2:])
-	require.Empty(t, gatherLabelDrops(t, reg), "an endpoint that left takes its series with it")
+	require.Empty(t, regtest.ByLabel(t, reg, "kvroute_models_label_names_dropped", "endpoint"), "an endpoint that left takes its series with it")
 }
 
 // Annotate is safe for concurrent use: the drops are counted under the
@@ -90,5 +69,5 @@ func TestAnnotateCountsLabelDropsConcurrently(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	require.Equal(t, map[string]float64{"10.0.0.1:8000": 1}, gatherLabelDrops(t, reg))
+	require.Equal(t, map[string]float64{"10.0.0.1:8000": 1}, regtest.ByLabel(t, reg, "kvroute_models_label_names_dropped", "endpoint"))
 }

@@ -5,6 +5,7 @@
 // rebuilt on a configuration change is.
 //
 // Every package with metrics has such a test; this package is their one
-// copy of the cycle and of counting what a registry gathers. It adds no
+// copy of the cycle, of counting what a registry gathers, and of reading a
+// labelled metric's series by label (ByLabel). It adds no
 // module dependency (testify is already the tests').
 package regtest

@@ -40,3 +40,27 @@ func CloseUnregisters(t TB, build func(reg *prometheus.Registry) (close func()))
 	}
 	return reg
 }
+
+// ByLabel returns the values of metric name's series that g gathers (a
+// counter's or a gauge's), keyed by the value of their label: the per
+// endpoint view a test of a labelled metric checks. Series without the
+// label are left out.
+func ByLabel(t TB, g prometheus.Gatherer, name, label string) map[string]float64 {
+	t.Helper()
+	mfs, err := g.Gather()
+	require.NoError(t, err)
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label {
+					out[l.GetValue()] = m.GetCounter().GetValue() + m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return out
+}

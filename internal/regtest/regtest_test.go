@@ -43,3 +43,18 @@ func TestCloseUnregistersReportsWhatIsWrong(t *testing.T) {
 	})
 	require.Empty(t, good.errs)
 }
+
+// ByLabel reads a labelled gauge's and counter's series by their label's
+// value, leaving out other metrics and series without the label.
+func TestByLabel(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "g", Help: "h"}, []string{"endpoint"})
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "c_total", Help: "h"}, []string{"endpoint", "reason"})
+	reg.MustRegister(g, c)
+	g.WithLabelValues("a").Set(2)
+	g.WithLabelValues("b").Set(0)
+	c.WithLabelValues("a", "x").Add(3)
+	require.Equal(t, map[string]float64{"a": 2, "b": 0}, ByLabel(t, reg, "g", "endpoint"))
+	require.Equal(t, map[string]float64{"x": 3}, ByLabel(t, reg, "c_total", "reason"))
+	require.Empty(t, ByLabel(t, reg, "g", "reason"))
+}
