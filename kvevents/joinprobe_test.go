@@ -50,37 +50,12 @@ func TestJoinProbeRecoversBatchesTheSlowJoinerLost(t *testing.T) {
 
 // On an engine that stays idle and empty the join probe finds nothing,
 // counts one empty probe, and is not armed again: an idle engine is not
-// asked every TailProbeDelay forever.
+// asked every TailProbeDelay forever. Like a tail probe it is a check on a
+// stream with no sign of loss, so readiness stays live while it runs (its
+// phase is replaying; the state's Since stays the connect replay's end): a
+// router in front of idle engines does not turn not-ready a TailProbeDelay
+// after each engine connects.
 func TestJoinProbeOnAnEmptyEngineIsAskedOnce(t *testing.T) {
-	defer leakcheck.Check(t)()
-	ix := newPoolIndex(t)
-	const id = "127.0.0.1:8000"
-	engine := newTestPublisher(t, zmqpub.Config{Endpoint: id, Model: poolModel, ReplayAddr: "127.0.0.1:0"})
-	defer engine.Close()
-	p, clock, logs := joinPool(t, ix, engine.Endpoint(), engine.ReplayEndpoint())
-	defer p.Close()
-	require.Eventually(t, func() bool { return clock.Armed(joinStart.Add(time.Second)) }, poolWait, poolTick,
-		"no join probe armed after an empty connect replay\n%s", logs.String())
-	clock.Advance(time.Second)
-	require.Eventually(t, func() bool {
-		st, _ := p.Status(id)
-		return counter(p.sm.Probes, id, probeEmpty) == 1 && !st.Replaying
-	}, poolWait, poolTick, "the join probe never ended\n%s", logs.String())
-	st := p.stream(id)
-	st.lock()
-	armed := st.s.probeArmed
-	st.unlock()
-	require.False(t, armed, "a join probe that found nothing is not armed again")
-	require.Equal(t, 1.0, counter(p.metrics().Replays, id, replayComplete), "the connect replay only")
-}
-
-// A join probe, like a tail probe, is a check on a stream with no sign of
-// loss: readiness stays live while it runs, so a router in front of idle
-// engines does not report itself not ready a TailProbeDelay after each
-// engine connects (Router.Ready counts a replaying stream as not caught
-// up). The probe's phase is replaying; its readiness state never leaves
-// live, so the state's Since is still the connect replay's end.
-func TestJoinProbeKeepsTheStreamLive(t *testing.T) {
 	defer leakcheck.Check(t)()
 	ix := newPoolIndex(t)
 	const id = "127.0.0.1:8000"
@@ -101,6 +76,12 @@ func TestJoinProbeKeepsTheStreamLive(t *testing.T) {
 	require.Equal(t, StateLive, after.State)
 	require.Equal(t, before.Since, after.Since, "the probe took the stream out of live and back\n%s", logs.String())
 	require.True(t, after.PhaseSince.After(before.PhaseSince), "the probe ran as a replay phase")
+	st := p.stream(id)
+	st.lock()
+	armed := st.s.probeArmed
+	st.unlock()
+	require.False(t, armed, "a join probe that found nothing is not armed again")
+	require.Equal(t, 1.0, counter(p.metrics().Replays, id, replayComplete), "the connect replay only")
 }
 
 // joinStart is the Manual clock's time in joinPool.
