@@ -475,3 +475,34 @@ func TestBindRemovedEndpointLateMessageLeavesNoSeries(t *testing.T) {
 	require.Zero(t, seriesOf(t, p, id), "a late message recreated a removed endpoint's series")
 	require.NoError(t, p.Close())
 }
+
+// With BindAnyTopic, a topic whose endpoint is no endpoint ID (not valid
+// UTF-8, longer than a host and port can be, or without a host) creates no
+// stream: its ID would label every series of the endpoint. Such messages are
+// counted as unknown, and the pool keeps serving the engines.
+func TestBindAnyTopicRefusesBadEndpointIDs(t *testing.T) {
+	defer leakcheck.Check(t)()
+	ix := newPoolIndex(t)
+	p, _ := newTestPool(t, PoolConfig{BindAddress: "127.0.0.1:0", BindAnyTopic: true, BindAnySource: true}, ix)
+	defer p.Close()
+	require.Eventually(t, func() bool { return p.bindAddr() != "" }, poolWait, poolTick)
+	m := p.metrics()
+	bad := []string{
+		"kv@127.0.0.1:\xff\xfe@" + poolModel,
+		"kv@" + strings.Repeat("h", 300) + ":8000@" + poolModel,
+		"kv@:8000@" + poolModel,
+		"kv@no-port@" + poolModel,
+	}
+	e := dialEngine(t, p.bindAddr(), bad[0])
+	defer e.close()
+	for i, topic := range bad {
+		e.topic = []byte(topic)
+		e.publishUntil(func() bool { return testutil.ToFloat64(m.BindUnknown) >= float64(i+1) })
+	}
+	require.Empty(t, p.Endpoints())
+	require.Zero(t, testutil.CollectAndCount(m.Dropped), "no dropped_total series named after a topic")
+	e.topic = []byte("kv@127.0.0.1:7000@" + poolModel)
+	e.publishUntil(received(p, "127.0.0.1:7000"))
+	require.Equal(t, []string{"127.0.0.1:7000"}, p.Endpoints())
+	require.NoError(t, p.Close())
+}

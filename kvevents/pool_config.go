@@ -206,7 +206,9 @@ type PoolConfig struct {
 	BindKnownOnly bool `json:"bindKnownOnly"`
 	// BindAnyTopic, in bind mode, indexes every endpoint whose topic
 	// parses, not only those passed to Ensure (at most BindMaxStreams of
-	// them). Off by default: any peer that can connect could otherwise
+	// them), when the endpoint it names is an ID Ensure would accept
+	// (host:port, at most 259 bytes of UTF-8): the ID labels the
+	// endpoint's series. Off by default: any peer that can connect could otherwise
 	// create streams and index entries at will. Messages of other topics
 	// are dropped and counted in kvroute_kv_events_bind_unknown_total (one
 	// unlabelled series).

@@ -535,7 +535,7 @@ func (b *binder) stream(id string, rank int) (st *stream, reason Reason, known b
 			continue
 		}
 		if !known {
-			if !p.cfg.BindAnyTopic || len(p.streams) >= p.cfg.BindMaxStreams {
+			if !p.cfg.BindAnyTopic || !topicEndpointID(id) || len(p.streams) >= p.cfg.BindMaxStreams {
 				full := p.cfg.BindAnyTopic
 				p.mu.Unlock()
 				if full {

@@ -3,6 +3,8 @@ package kvevents
 import (
 	"net"
 	"net/netip"
+
+	"github.com/kvroute/kvroute/internal/endpointid"
 )
 
 // sourceAllowed reports whether the connection bc may deliver messages for
@@ -116,4 +118,18 @@ func (b *binder) releaseConn(from netip.Addr) {
 	} else {
 		delete(b.perSrc, from)
 	}
+}
+
+// topicEndpointID reports whether id, an endpoint a topic names that was
+// not passed to Ensure, may become a stream with BindAnyTopic: its ID
+// labels every series of the endpoint and keys the index, so it is held to
+// what Ensure accepts of an ID (endpointid.Check, host:port with a host).
+// Anything else, such as bytes that are not UTF-8, which a Prometheus label
+// refuses, is counted as an unknown topic.
+func topicEndpointID(id string) bool {
+	if endpointid.Check(id) != nil {
+		return false
+	}
+	host, _, err := net.SplitHostPort(id)
+	return err == nil && host != ""
 }
