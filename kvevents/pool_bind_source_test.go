@@ -3,6 +3,7 @@ package kvevents
 import (
 	"net"
 	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -231,5 +232,28 @@ func TestBindOnePeerCannotTakeEveryConnectionSlot(t *testing.T) {
 		h.close()
 	}
 	require.Eventually(t, func() bool { return served() == 1 }, poolWait, poolTick, "the peer's slots are released")
+	require.NoError(t, p.Close())
+}
+
+// A connection's topic cache is bounded in bytes, not only in entries: a
+// peer sending maxConnTopics distinct topics of a frame's size each made
+// one connection hold maxConnTopics × MaxFrameSize of them.
+func TestBindTopicCacheBoundedInBytes(t *testing.T) {
+	defer leakcheck.Check(t)()
+	ix := newPoolIndex(t)
+	p, _ := newTestPool(t, PoolConfig{BindAddress: "127.0.0.1:0"}, ix)
+	defer p.Close()
+	b := p.src.(*binder)
+	bc := &bindConn{from: netip.MustParseAddr("127.0.0.1"), cache: make(map[string]bindEntry)}
+	const topicBytes = 256 << 10
+	for i := range maxConnTopics {
+		topic := []byte("kv@127.0.0.1:" + strconv.Itoa(9000+i) + "@" + strings.Repeat("m", topicBytes))
+		require.Nil(t, b.resolve(bc, topic).st)
+		cached := 0
+		for k := range bc.cache {
+			cached += len(k)
+		}
+		require.LessOrEqual(t, cached, maxConnTopicBytes+len(topic), "after %d topics", i+1)
+	}
 	require.NoError(t, p.Close())
 }

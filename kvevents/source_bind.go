@@ -21,6 +21,12 @@ import (
 // (an engine uses one topic; the bound only matters for hostile peers).
 const maxConnTopics = 64
 
+// maxConnTopicBytes bounds the bytes of the topics that cache holds
+// besides the last one cached: a topic may be as large as a frame
+// (PoolConfig.MaxFrameSize), and maxConnTopics of them would keep that
+// many frames' worth of memory per connection.
+const maxConnTopicBytes = 64 << 10
+
 // binder runs bind mode: for each data-parallel rank r of
 // PoolConfig.BindRanks, a listener on BindAddress's port + r, to which
 // engines connect their PUB (the centralized topology). Each accepted
@@ -93,6 +99,7 @@ type bindConn struct {
 	rank   int
 	from   netip.Addr // the peer's IP address (IPv4 unmapped, no zone)
 	cache  map[string]bindEntry
+	cbytes int // bytes of the topics in cache
 	cgen   uint64
 	owned  []*stream
 	warned bool // a refused claim of a configured endpoint was logged
@@ -468,10 +475,17 @@ func (b *binder) disown(bc *bindConn, err error) {
 func (b *binder) resolve(bc *bindConn, topic []byte) bindEntry {
 	if g := b.gen.Load(); g != bc.cgen || len(bc.cache) >= maxConnTopics {
 		clear(bc.cache)
-		bc.cgen = g
+		bc.cbytes, bc.cgen = 0, g
 	}
 	if e, ok := bc.cache[string(topic)]; ok && (e.st == nil || !e.st.closed.Load()) {
 		return e
+	}
+	if _, ok := bc.cache[string(topic)]; !ok {
+		if bc.cbytes+len(topic) > maxConnTopicBytes {
+			clear(bc.cache)
+			bc.cbytes = 0
+		}
+		bc.cbytes += len(topic)
 	}
 	e := bindEntry{reason: dropUnknownEndpoint}
 	id, model, ok := wire.ParseTopic(topic)
