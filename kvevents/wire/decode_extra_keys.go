@@ -41,6 +41,7 @@ func (d *Decoder) extraKeys(r *reader, e *Event) {
 		keys := e.ExtraKeys[i][:0]
 		if !r.nextNil() {
 			m := r.arrayLen("extra_keys entry")
+			keys = growKeys(keys, m)
 			for j := 0; j < m && r.err == nil; j++ {
 				keys = append(keys, d.extraKey(r))
 			}
@@ -73,10 +74,24 @@ func (d *Decoder) mmKeys(r *reader, e *Event) {
 			continue
 		}
 		m := r.arrayLen("mm_keys entry")
+		e.ExtraKeys[i] = growKeys(e.ExtraKeys[i], m)
 		for j := 0; j < m && r.err == nil; j++ {
 			e.ExtraKeys[i] = append(e.ExtraKeys[i], d.extraKey(r))
 		}
 	}
+}
+
+// growKeys makes room in keys for the n keys an array header claims, in
+// one allocation: n was checked against the bytes remaining, and a key may
+// take one byte on the wire, so growing the slice key by key would copy
+// it over and over (many times the payload's size in all).
+func growKeys(keys []ExtraKey, n int) []ExtraKey {
+	if n <= cap(keys)-len(keys) {
+		return keys
+	}
+	grown := make([]ExtraKey, len(keys), len(keys)+n)
+	copy(grown, keys)
+	return grown
 }
 
 // extraKey decodes one key of a block's extra_keys list.
