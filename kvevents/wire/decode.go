@@ -172,6 +172,7 @@ func (d *Decoder) events(r *reader, b *Batch) {
 		r.failLimit("events", limitEvents, n, d.lim.MaxEventsPerBatch)
 		return
 	}
+	b.reserveEvents(min(n, r.remaining()/minEventBytes))
 	for i := 0; i < n && r.err == nil; i++ {
 		d.event(r, b)
 	}

@@ -16,6 +16,7 @@ import (
 // remaining, so a payload of such keys makes the decoder allocate about 32
 // times its size. Grown key by key, the copies made on the way allocated
 // more than 150 times its size (over a gigabyte for an 8 MiB payload).
+// Events, blocks' key lists and raw hashes are sized once likewise.
 func TestDecodeKeysAllocateInProportion(t *testing.T) {
 	const keys = 1 << 20
 	emptyKeys := func(dst []byte) []byte {
@@ -32,7 +33,28 @@ func TestDecodeKeysAllocateInProportion(t *testing.T) {
 	}
 	extra := emptyKeys(append(head(3), 0xaa, 'e', 'x', 't', 'r', 'a', '_', 'k', 'e', 'y', 's'))
 	mm := emptyKeys(append(head(3), 0xa7, 'm', 'm', '_', 'k', 'e', 'y', 's'))
-	for name, payload := range map[string][]byte{"extra_keys": extra, "mm_keys": mm} {
+	perBlock := func(field string, entry []byte) []byte {
+		p := append(append(head(3), 0xa0|byte(len(field))), field...)
+		p = binary.BigEndian.AppendUint32(append(p, 0xdd), keys)
+		for range keys {
+			p = append(p, entry...)
+		}
+		return p
+	}
+	const events = keys / 4
+	cleared := binary.BigEndian.AppendUint32([]byte{0x93, 0x00, 0xdd}, events) // AllBlocksCleared × events
+	for range events {
+		cleared = append(append(cleared, 0x91, 0xb0), "AllBlocksCleared"...)
+	}
+	rawHashes := binary.BigEndian.AppendUint32(append(head(2)[:len(head(2))-2], 0xdd), keys)
+	for range keys {
+		rawHashes = append(rawHashes, 0xc4, 0x00) // empty bin hashes
+	}
+	for name, payload := range map[string][]byte{
+		"extra_keys": extra, "mm_keys": mm, "events": cleared, "raw hashes": rawHashes,
+		"extra_keys entries": perBlock("extra_keys", []byte{0xc0}),
+		"block_mm_infos":     perBlock("block_mm_infos", []byte{0xc0}),
+	} {
 		t.Run(name, func(t *testing.T) {
 			payload = append(payload, 0xc0) // dp_rank
 			d := wire.NewDecoder(wire.Limits{})
@@ -42,9 +64,16 @@ func TestDecodeKeysAllocateInProportion(t *testing.T) {
 			runtime.ReadMemStats(&before)
 			require.NoError(t, d.Decode(payload, &b))
 			runtime.ReadMemStats(&after)
-			require.Len(t, b.Events, 1)
-			require.Len(t, b.Events[0].ExtraKeys, 1)
-			require.Len(t, b.Events[0].ExtraKeys[0], keys)
+			switch name {
+			case "events":
+				require.Len(t, b.Events, events)
+			case "raw hashes":
+				require.Len(t, b.Events[0].RawHashes, keys)
+			case "extra_keys", "mm_keys":
+				require.Len(t, b.Events[0].ExtraKeys[0], keys)
+			default:
+				require.Len(t, b.Events[0].ExtraKeys, keys)
+			}
 			alloc := after.TotalAlloc - before.TotalAlloc
 			require.Less(t, alloc, uint64(40*len(payload)), "allocated %d bytes for a %d-byte payload", alloc, len(payload))
 		})

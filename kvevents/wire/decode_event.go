@@ -341,6 +341,9 @@ func (d *Decoder) hashes(r *reader, b *Batch, e *Event) {
 		e.SignedHashes = e.SignedHashes || neg
 		if bin && !anyRaw {
 			anyRaw = true
+			if cap(e.RawHashes) < n {
+				e.RawHashes = make([][]byte, 0, n) // n was checked against the bytes remaining
+			}
 			for j := 0; j < i; j++ {
 				e.RawHashes = append(e.RawHashes, nil)
 			}

@@ -31,6 +31,7 @@ func (d *Decoder) extraKeys(r *reader, e *Event) {
 		r.failLimit("extra_keys", limitHashes, n, d.lim.MaxHashesPerEvent)
 		return
 	}
+	reserveKeySlots(e, n)
 	for i := 0; i < n && r.err == nil; i++ {
 		// Reuse the inner slice that previously occupied this slot.
 		if len(e.ExtraKeys) < cap(e.ExtraKeys) {
@@ -68,6 +69,7 @@ func (d *Decoder) mmKeys(r *reader, e *Event) {
 		r.failLimit("mm_keys", limitHashes, n, d.lim.MaxHashesPerEvent)
 		return
 	}
+	reserveKeySlots(e, n)
 	for i := 0; i < n && r.err == nil; i++ {
 		extraKeySlot(e, i)
 		if r.nextNil() {

@@ -32,6 +32,7 @@ func (d *Decoder) blockMMInfos(r *reader, e *Event) {
 		r.failLimit("block_mm_infos", limitHashes, n, d.lim.MaxHashesPerEvent)
 		return
 	}
+	reserveKeySlots(e, n)
 	for i := 0; i < n && r.err == nil; i++ {
 		extraKeySlot(e, i)
 		if r.nextNil() {
@@ -129,4 +130,19 @@ func extraKeySlot(e *Event, i int) {
 			e.ExtraKeys = append(e.ExtraKeys, nil)
 		}
 	}
+}
+
+// reserveKeySlots makes room for n blocks in e.ExtraKeys in one
+// allocation (n was checked against the bytes remaining), keeping the key
+// slices of the blocks that previously occupied the slots: an entry may
+// take one byte (nil), and growing the slice entry by entry copied it over
+// and over.
+func reserveKeySlots(e *Event, n int) {
+	if n <= cap(e.ExtraKeys) {
+		return
+	}
+	old := e.ExtraKeys[:cap(e.ExtraKeys)]
+	grown := make([][]ExtraKey, n)
+	copy(grown, old)
+	e.ExtraKeys = grown[:len(e.ExtraKeys)]
 }

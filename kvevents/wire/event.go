@@ -215,6 +215,25 @@ func (b *Batch) Reset() {
 	b.arena = b.arena[:0]
 }
 
+// minEventBytes is the size of the smallest event that keeps its slot in a
+// Batch: [tag] with the shortest known tag, "BlockStored" (an unknown
+// event gives its slot back).
+const minEventBytes = 1 + 1 + len(tagBlockStored)
+
+// reserveEvents makes room for n more events in one allocation, keeping
+// the slices of the events that previously occupied the slots. Grown one
+// event at a time instead, events of a few bytes each made the decoder
+// copy the slice over and over, many times the payload's size in all.
+func (b *Batch) reserveEvents(n int) {
+	if n <= cap(b.Events)-len(b.Events) {
+		return
+	}
+	old := b.Events[:cap(b.Events)]
+	grown := make([]Event, len(b.Events)+n)
+	copy(grown, old)
+	b.Events = grown[:len(b.Events)]
+}
+
 // nextEvent extends b.Events by one reset event and returns it, reusing the
 // slices of an event that previously occupied that slot.
 func (b *Batch) nextEvent() *Event {
