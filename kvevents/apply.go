@@ -296,6 +296,14 @@ func (a *Applier) store(endpoint, model string, st *endpointState, e *wire.Event
 		a.skip(res, e.Kind, kvindex.ReasonMalformed, n)
 		return
 	}
+	if e.BlockSize > maxEngineBlockSize {
+		// Before the endpoint learns it: a store without tokens (tier-only,
+		// or of a sliding-window group) has nothing to check it against,
+		// and each of its engine blocks would map to block_size / the
+		// index's block size router blocks.
+		a.skip(res, e.Kind, skipInvalidBlockSize, n)
+		return
+	}
 	if len(e.TokenIDs) == 0 && e.BlockSize == 0 {
 		// vLLM's offloading connector announces a block it holds no
 		// request metadata for as a placeholder: hashes only, block_size

@@ -11,6 +11,12 @@ import (
 	"github.com/kvroute/kvroute/internal/zmqx"
 )
 
+// maxEngineBlockSize bounds an engine's block size in tokens, as
+// configured (Endpoint.BlockSize) and as its stores name it (a larger
+// block_size is skipped as invalid_block_size): far above any engine's, and
+// a bound on what one engine block may expand to at the index's block size.
+const maxEngineBlockSize = 1 << 16
+
 // Default ports of an engine's KV-event sockets (vLLM's --kv-events-config
 // endpoint and replay_endpoint as deployed by llm-d).
 const (
@@ -141,7 +147,7 @@ func (ep Endpoint) resolve(cfg *PoolConfig) (Endpoint, error) {
 			return ep, fmt.Errorf("kvevents: endpoint %s: replay address: %w", ep.ID, err)
 		}
 	}
-	if ep.BlockSize < 0 || ep.BlockSize > 1<<16 {
+	if ep.BlockSize < 0 || ep.BlockSize > maxEngineBlockSize {
 		return ep, fmt.Errorf("kvevents: endpoint %s: blockSize %d not in [0, 65536]", ep.ID, ep.BlockSize)
 	}
 	if err := ep.resolveSnapshot(cfg, host); err != nil {

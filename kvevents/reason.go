@@ -19,7 +19,7 @@ type Reason = kvindex.Reason
 // of another block size add skipResizedExtraKeys and skipResizedUnmapped
 // (apply_resize.go).
 const (
-	skipInvalidBlockSize Reason = "invalid_block_size" // block_size <= 0
+	skipInvalidBlockSize Reason = "invalid_block_size" // block_size <= 0 (with tokens) or above 65536
 	skipInvalidTokens    Reason = "invalid_tokens"     // token_ids held a non-uint32 element (the blocks from it on)
 	skipNoBlocks         Reason = "no_blocks"          // a store or removal without block hashes
 	skipUnknownGroup     Reason = "unknown_group"      // a removal for a group never seen in a store
