@@ -283,6 +283,14 @@ func (a *Applier) restoreGroups(endpoint string, groups map[int]string) {
 	}
 }
 
+// tooManyTokens reports whether n engine blocks of E tokens, each mapped to
+// E / the index's block size router blocks, cover more than
+// maxMappedTokens. Blocks no larger than the index's map to at most one
+// router block each, and are bounded by the hash count alone.
+func (a *Applier) tooManyTokens(n, E int) bool {
+	return E > a.bs && n > maxMappedTokens/E
+}
+
 func (a *Applier) skip(res *ApplyResult, kind string, reason Reason, blocks int) {
 	res.Skipped++
 	res.SkippedBlocks += blocks
@@ -321,6 +329,10 @@ func (a *Applier) store(endpoint, model string, st *endpointState, e *wire.Event
 			return
 		}
 		e = &ph
+	}
+	if a.tooManyTokens(n, e.BlockSize) {
+		a.skip(res, e.Kind, skipTooManyTokens, n)
+		return
 	}
 	if k, ok := st.groups[group]; ok && k != e.Kind || !ok && len(st.groups) < maxGroupsPerEndpoint {
 		st.groups[group] = e.Kind
@@ -501,6 +513,10 @@ func (a *Applier) remove(endpoint string, st *endpointState, e *wire.Event, res 
 	group := eventGroup(e)
 	if group < 0 {
 		a.skip(res, "", kvindex.ReasonMalformed, len(e.BlockHashes))
+		return
+	}
+	if a.tooManyTokens(len(e.BlockHashes), a.engineBlockSize(endpoint, st)) {
+		a.skip(res, st.groups[group], skipTooManyTokens, len(e.BlockHashes))
 		return
 	}
 	kind, seen := st.groups[group]

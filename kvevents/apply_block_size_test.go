@@ -41,3 +41,42 @@ func TestApplyRefusesBlockSizeBeyondEngines(t *testing.T) {
 	f.applyBatch(testEndpoint, wiretest.BatchOf(0, true, offload), wire.FormatVLLM)
 	require.Equal(t, 1.0, skipped(t, f.reg, "full_attention", skipInvalidBlockSize))
 }
+
+// An event of blocks larger than the index's, each mapped to several
+// router blocks, may cover at most 2^24 tokens (its block count times the
+// engine's block size, the bound token_ids have): a tier-only store or a
+// removal carries no tokens, so before this bound 2^20 hashes at block
+// size 65536 mapped to 2^32 router blocks. Such an event is skipped as
+// too_many_tokens; one at the bound is applied.
+func TestApplyBoundsTheTokensAMappedEventCovers(t *testing.T) {
+	f := newApplyFixture(t)
+	require.Equal(t, 1, f.applyBatch(testEndpoint, wiretest.WantV1(), wire.FormatVLLM).Stored)
+	const E = maxEngineBlockSize
+	hashes := func(n int) []uint64 {
+		hs := make([]uint64, n)
+		for i := range hs {
+			hs[i] = wiretest.H2 + uint64(i) + 1000
+		}
+		return hs
+	}
+	atBound := wire.Event{Type: wire.EventBlockStored, BlockHashes: hashes(maxMappedTokens / E),
+		BlockSize: E, Medium: "CPU", HasGroup: true, Kind: "full_attention"}
+	f.applyBatch(testEndpoint, wiretest.BatchOf(0, true, atBound), wire.FormatVLLM) // hashes the GPU never stored: skipped, but not for its size
+	require.Zero(t, skipped(t, f.reg, "full_attention", skipTooManyTokens))
+	over := atBound
+	over.BlockHashes = hashes(maxMappedTokens/E + 1)
+	res := f.applyBatch(testEndpoint, wiretest.BatchOf(0, true, over), wire.FormatVLLM)
+	require.Equal(t, ApplyResult{Skipped: 1, SkippedBlocks: len(over.BlockHashes)}, res)
+	require.Equal(t, 1.0, skipped(t, f.reg, "full_attention", skipTooManyTokens))
+
+	// The endpoint's blocks are now E tokens long: a removal of more than
+	// the bound's count is skipped too, and one within it applied.
+	removal := wire.Event{Type: wire.EventBlockRemoved, BlockHashes: over.BlockHashes, Medium: "CPU"}
+	res = f.applyBatch(testEndpoint, wiretest.BatchOf(0, true, removal), wire.FormatVLLM)
+	require.Equal(t, ApplyResult{Skipped: 1, SkippedBlocks: len(over.BlockHashes)}, res)
+	require.Equal(t, 2.0, skipped(t, f.reg, "full_attention", skipTooManyTokens))
+	removal.BlockHashes = atBound.BlockHashes
+	res = f.applyBatch(testEndpoint, wiretest.BatchOf(0, true, removal), wire.FormatVLLM)
+	require.Zero(t, res.Skipped, "%+v", res)
+	require.Equal(t, 1, res.Removed)
+}

@@ -17,6 +17,16 @@ import (
 // a bound on what one engine block may expand to at the index's block size.
 const maxEngineBlockSize = 1 << 16
 
+// maxMappedTokens bounds the tokens one event's engine blocks cover when
+// each maps to several router blocks (an engine block size above the
+// index's): its block count times the engine's block size, as the wire
+// decoder bounds an event's token_ids by default (wire.Limits'
+// MaxTokensPerEvent). A store without tokens (tier-only, sliding window)
+// or a removal is otherwise bounded only by its hash count: 2^20 hashes at
+// a block size of 65536 and an index block size of 16 would be 2^32 router
+// blocks. Such an event is skipped as too_many_tokens.
+const maxMappedTokens = 1 << 24
+
 // Default ports of an engine's KV-event sockets (vLLM's --kv-events-config
 // endpoint and replay_endpoint as deployed by llm-d).
 const (

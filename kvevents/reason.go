@@ -25,6 +25,7 @@ const (
 	skipUnknownGroup     Reason = "unknown_group"      // a removal for a group never seen in a store
 	skipLoRAUnnamed      Reason = "lora_unnamed"       // lora_id without lora_name, and no configured name for the id
 	skipIndexRejected    Reason = "index_rejected"     // the index refused a store with an error that names no reason
+	skipTooManyTokens    Reason = "too_many_tokens"    // a store or removal whose engine blocks, mapped to the index's smaller blocks, cover over 2^24 tokens
 )
 
 // Reasons of kvroute_kv_events_dropped_total. A store whose parent the index
