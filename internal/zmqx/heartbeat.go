@@ -213,12 +213,15 @@ func (g *guardConn) startHeartbeat() {
 				if !g.handshookA.Load() {
 					continue
 				}
+				// Sampled before the PING goes out: a PONG read between
+				// the write and a later sample would be taken for silence.
+				before := hb.readBytes.Load()
 				if err := g.injectCommand(pingCommand); err != nil {
 					continue // the reader sees the broken connection
 				}
 				hb.pings.Add(1)
 				if timerC == nil {
-					armedAt = hb.readBytes.Load()
+					armedAt = before
 					if timer == nil {
 						timer = clk.NewTimer(hb.timeout)
 					} else {
