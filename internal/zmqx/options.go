@@ -48,8 +48,9 @@ type Options struct {
 	// DialTimeout bounds the TCP connect of one dial (default 1 s; negative
 	// leaves only the socket's context and dialer timeout).
 	DialTimeout time.Duration `json:"dialTimeout"`
-	// MaxFrameSize is the largest frame body accepted (default 64 MiB). A peer
-	// announcing a larger frame fails its connection before any allocation.
+	// MaxFrameSize is the largest frame body accepted (default 64 MiB, or
+	// MaxMessageSize when that is set and smaller). A peer announcing a
+	// larger frame fails its connection before any allocation.
 	MaxFrameSize int64 `json:"maxFrameSize"`
 	// HeartbeatInterval makes connections of go-zeromq sockets, and those a
 	// Listener accepts, send a ZMTP PING this often after the handshake (0 =
@@ -130,6 +131,11 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxFrameSize <= 0 {
 		o.MaxFrameSize = DefaultMaxFrameSize
+		if o.MaxMessageSize > 0 {
+			// A message limit given alone bounds its frames too, rather
+			// than being raised to the default frame limit below.
+			o.MaxFrameSize = min(o.MaxFrameSize, o.MaxMessageSize)
+		}
 	}
 	if o.Clock == nil {
 		o.Clock = telemetry.Wall

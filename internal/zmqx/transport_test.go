@@ -160,6 +160,29 @@ func TestMessageOfManyFramesIsBounded(t *testing.T) {
 	require.NoError(t, CloseDrain(s))
 }
 
+// MaxMessageSize given alone bounds every message, its single frame
+// included: the default frame limit, larger, does not raise it.
+func TestMaxMessageSizeAloneBoundsAOneFrameMessage(t *testing.T) {
+	defer leakcheck.Check(t)()
+	const limit = 1 << 20
+	hostile := startFakeServer(t, func(c net.Conn) {
+		if handshakeAs(c, "PUB", true) != nil {
+			return
+		}
+		_, _ = c.Write(zmtpFrame(0, make([]byte, 2*limit)))
+		_, _ = io.Copy(io.Discard, c)
+	})
+	defer hostile.Stop()
+	s := NewSub(context.Background(), Options{MaxMessageSize: limit}, nil)
+	require.NoError(t, Dial(s, hostile.Addr()))
+	_, err := recvTimeout(t, s, 5*time.Second)
+	require.True(t, isGuardErr(err, ErrFrameTooLarge) || isGuardErr(err, ErrMessageTooLarge), "got %v", err)
+	var ge *GuardError
+	require.ErrorAs(t, err, &ge)
+	require.EqualValues(t, limit, ge.Limit)
+	require.NoError(t, CloseDrain(s))
+}
+
 func TestFramesSplitAcrossReadsArriveIntact(t *testing.T) {
 	defer leakcheck.Check(t)()
 	payload := make([]byte, 1<<20)
