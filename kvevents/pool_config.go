@@ -64,7 +64,9 @@ type PoolConfig struct {
 	// endpoint's.
 	QueueSize int `json:"queueSize"`
 	// QueueBytes bounds the payload bytes queued on each worker (default
-	// 32 MiB), and EndpointQueueBytes those of one endpoint (default 8 MiB;
+	// 32 MiB; a message whose topic names a model other than its
+	// endpoint's configured one counts the name too), and
+	// EndpointQueueBytes those of one endpoint (default 8 MiB;
 	// one message is always admitted into an endpoint's empty queue). A
 	// message beyond either bound is dropped like one beyond QueueSize, and
 	// it is the flooding endpoint's message that is dropped: an endpoint

@@ -367,7 +367,7 @@ func (st *stream) drainCoveredLocked(dec *wire.Decoder, b *wire.Batch) bool {
 		return false
 	}
 	for _, it := range s.held[:i] {
-		s.heldBytes -= len(it.payload)
+		s.heldBytes -= it.size()
 	}
 	s.held = s.held[i:]
 	return len(s.held) == 0
@@ -397,7 +397,7 @@ func (st *stream) drainHeldLocked(dec *wire.Decoder, b *wire.Batch) {
 		if st.s.replaying {
 			for _, it := range held[i:] {
 				st.s.held = append(st.s.held, it)
-				st.s.heldBytes += len(it.payload)
+				st.s.heldBytes += it.size()
 			}
 			return
 		}

@@ -239,6 +239,19 @@ type item struct {
 	tr      *eventSpan // sampled for tracing (see tracing.go); nil for most messages
 }
 
+// size is the bytes an item holds that the queue and hold bounds count: its
+// payload, and the model name its topic carried when that is not the
+// endpoint's configured model. Such a name is a string of its own, parsed
+// at each change of topic and as long as the topic frame allows: a
+// publisher alternating between two long topics made each queued message
+// hold a copy the bounds did not see.
+func (it *item) size() int {
+	if it.st != nil && it.model == it.st.cfgModel {
+		return len(it.payload)
+	}
+	return len(it.payload) + len(it.model)
+}
+
 func newStream(p *Pool, id, model, replayAddr string) *stream {
 	ctx, cancel := context.WithCancel(p.ctx)
 	st := &stream{
@@ -521,14 +534,14 @@ func (st *stream) sequenceLocked(it item, dec *wire.Decoder, b *wire.Batch) {
 
 // holdLocked keeps a live message until the running replay ends.
 func (st *stream) holdLocked(it item) {
-	if len(st.s.held) >= st.p.cfg.HoldSize || st.s.heldBytes+len(it.payload) > st.p.cfg.HoldBytes {
+	if len(st.s.held) >= st.p.cfg.HoldSize || st.s.heldBytes+it.size() > st.p.cfg.HoldBytes {
 		st.p.m.drop(st.id, dropHoldFull, 1)
 		st.s.catchUp = true
 		return
 	}
 	st.s.heldMax = max(st.s.heldMax, it.seq)
 	st.s.held = append(st.s.held, it)
-	st.s.heldBytes += len(it.payload)
+	st.s.heldBytes += it.size()
 }
 
 // applyLocked decodes a batch, applies it and advances the watermark.

@@ -147,7 +147,7 @@ func (w *worker) queuedBytes() int64 {
 // messages or bytes, or the endpoint's share of them) and the message was
 // not queued.
 func (w *worker) enqueue(it item) bool {
-	n := int64(len(it.payload))
+	n := int64(it.size())
 	if !w.admit(it.st, n) {
 		w.shed.Add(float64(n))
 		return false
@@ -166,7 +166,7 @@ func (w *worker) enqueue(it item) bool {
 
 // dequeued accounts for a message taken off the queue.
 func (w *worker) dequeued(it item) {
-	n := int64(len(it.payload))
+	n := int64(it.size())
 	w.depth.Dec()
 	w.qbytes.Sub(float64(n))
 	w.release(it.st, n)

@@ -1,6 +1,7 @@
 package kvevents
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -65,4 +66,41 @@ func TestWorkerSharesQueueSlotsBetweenEndpoints(t *testing.T) {
 	drain(w)
 	require.Empty(t, w.perEp)
 	require.Zero(t, w.queuedBytes())
+}
+
+// A message's model name, taken from its topic when its endpoint has no
+// configured model, is a string of its own and counts in the byte bounds
+// beside its payload: a publisher alternating between long topics made
+// each queued message hold a copy of its model the bounds never saw. The
+// configured model, one string shared by every message, does not count.
+func TestWorkerCountsTopicModelBytes(t *testing.T) {
+	m, err := newMetrics(&registrar{})
+	require.NoError(t, err)
+	w := newWorker(&PoolConfig{QueueSize: 64, QueueBytes: 1 << 20, EndpointQueueBytes: 1 << 20}, m)
+	w.setStreams(1)
+	long := strings.Repeat("m", 256<<10)
+	bare := &stream{}
+	queued := 0
+	for range 8 {
+		if w.enqueue(item{st: bare, model: strings.Clone(long), payload: []byte("x")}) {
+			queued++
+		}
+	}
+	require.Equal(t, 3, queued, "three 256 KiB model names and their payloads fit in 1 MiB, a fourth does not")
+	require.Equal(t, int64(3*(len(long)+1)), w.queuedBytes())
+	drain(w)
+	require.Zero(t, w.queuedBytes())
+
+	configured := &stream{cfgModel: long}
+	require.Equal(t, 8, func() int {
+		n := 0
+		for range 8 {
+			if w.enqueue(item{st: configured, model: configured.cfgModel, payload: []byte("x")}) {
+				n++
+			}
+		}
+		return n
+	}(), "the configured model is shared: only payloads count")
+	require.Equal(t, int64(8), w.queuedBytes())
+	drain(w)
 }
