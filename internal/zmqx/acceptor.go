@@ -129,8 +129,16 @@ func (a *acceptor[T]) prepare(c net.Conn) {
 	v, err := a.prep(a.ctx, c)
 	a.mu.Lock()
 	delete(a.pending, c)
+	closed := a.closed
 	a.mu.Unlock()
-	if err != nil {
+	switch {
+	case err != nil && closed:
+		// Close aborted the preparation: no failure of the peer's, so
+		// neither counted nor reported (a shutdown with connections
+		// half-open would otherwise show as failed handshakes).
+		_ = c.Close()
+		return
+	case err != nil:
 		a.fail(c, err)
 		return
 	}

@@ -32,7 +32,7 @@ type Listener struct {
 // Listen binds addr ("host:port", "tcp://host:port" or "tcpx://host:port";
 // host "*" means all interfaces, port 0 picks a free port) for sockets of type typ. Handshakes that fail are
 // logged at debug level on lg (nil = discard), counted (HandshakeFailures) and
-// reported to o.OnHandshakeFailure.
+// reported to o.OnHandshakeFailure; those the listener's Close aborts are not.
 // ctx bounds the listener's life: when it ends the listener is closed.
 func Listen(ctx context.Context, addr string, typ zmq4.SocketType, o Options, lg *slog.Logger) (*Listener, error) {
 	if err := o.Validate(); err != nil {
