@@ -9,7 +9,9 @@
 // chunk through the picker before writing it to the client. It applies the
 // picker's set_headers as Envoy's ext_proc filter does: an entry replaces
 // the header's values unless its deprecated append is true (unset is
-// false), and append_action is not read.
+// false), and append_action is not read; its remove_headers are removed
+// first, as Envoy removes them (pseudo-headers and host excepted), so that
+// a client's header the picker removes does not reach the upstream.
 //
 // The picker may name several endpoints ("ip:port,ip:port,..."): with
 // Config.Retries the proxy tries them in order, as Envoy's retry policy goes

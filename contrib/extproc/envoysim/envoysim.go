@@ -179,6 +179,7 @@ func (p *Proxy) requestPhase(w http.ResponseWriter, r *http.Request, stream extp
 	if hr == nil {
 		return nil, nil, fmt.Errorf("unexpected answer %T to request headers", resp.Response)
 	}
+	removeHeaders(r.Header, hr.GetResponse().GetHeaderMutation())
 	for _, h := range hr.GetResponse().GetHeaderMutation().GetSetHeaders() {
 		key := strings.ToLower(h.GetHeader().GetKey())
 		switch {
@@ -283,6 +284,7 @@ func (p *Proxy) responsePhase(ctx context.Context, w http.ResponseWriter, r *htt
 	for k, vs := range resp.Header {
 		w.Header()[k] = vs
 	}
+	removeHeaders(w.Header(), hresp.GetResponseHeaders().GetResponse().GetHeaderMutation())
 	for _, h := range hresp.GetResponseHeaders().GetResponse().GetHeaderMutation().GetSetHeaders() {
 		setHeader(w.Header(), h)
 	}
@@ -356,6 +358,18 @@ func responseHeaderMap(resp *http.Response) *corev3.HeaderMap {
 		}
 	}
 	return m
+}
+
+// removeHeaders applies a header mutation's remove_headers as Envoy's
+// ext_proc filter does, before its set_headers: pseudo-headers and host are
+// not removed.
+func removeHeaders(hdr http.Header, m *extprocv3.HeaderMutation) {
+	for _, k := range m.GetRemoveHeaders() {
+		if strings.HasPrefix(k, ":") || strings.EqualFold(k, "host") {
+			continue
+		}
+		hdr.Del(k)
+	}
 }
 
 // setHeader applies one set_headers entry of a header mutation as Envoy's
