@@ -120,8 +120,11 @@
 //   - passes every response body chunk back unchanged (a streamed body
 //     mutation per chunk), so streaming responses stream; when Envoy says
 //     in the stream's first message (protocol_config) that it sends the
-//     response body STREAMED, each chunk is answered without a mutation,
-//     the only answer Envoy takes in that mode.
+//     response body in another mode (STREAMED, BUFFERED or
+//     BUFFERED_PARTIAL), each chunk is answered without a mutation, the
+//     only answer Envoy takes in those modes (STREAMED refuses a streamed
+//     mutation; BUFFERED reads it as an empty body, which fails a response
+//     with a content-length).
 //   - makes at most one decision per stream. A request-phase message after
 //     the request's end of stream (another body, even an empty one; the
 //     headers again; trailers twice) is a protocol error: the stream ends

@@ -136,11 +136,12 @@ type Config struct {
 	// that do not report the details (a usage without them reads as 0
 	// cached tokens). The picker reads the response body chunks Envoy sends
 	// it, so the ext_proc filter's response body mode must send them:
-	// FULL_DUPLEX_STREAMED, or STREAMED from an Envoy that names its body
-	// modes in the stream's first message (protocol_config; without it the
-	// picker answers each chunk as FULL_DUPLEX_STREAMED wants, which Envoy
-	// refuses under STREAMED); streams carry usage only when the client
-	// asked for stream_options.include_usage.
+	// FULL_DUPLEX_STREAMED, or STREAMED, BUFFERED or BUFFERED_PARTIAL from
+	// an Envoy that names its body modes in the stream's first message
+	// (protocol_config; without it the picker answers each chunk as
+	// FULL_DUPLEX_STREAMED wants, which Envoy refuses in the other modes);
+	// streams carry usage only when the client asked for
+	// stream_options.include_usage.
 	ObserveCachedTokens bool `json:"observeCachedTokens"`
 	// AllowClientKVTransferParams passes on the kv_transfer_params member
 	// of a client's body, as the kvroute gateway's key of that name does.

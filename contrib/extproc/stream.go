@@ -59,10 +59,13 @@ type streamState struct {
 	result   string            // the stream's result, for the status page
 	firstOut bool
 	done     bool
-	// respStreamed: Envoy sends the response body STREAMED, as it said in
-	// the stream's first message (protocol_config), and refuses a streamed
-	// body mutation in that mode: each chunk is answered without one.
-	respStreamed bool
+	// respPlain: Envoy sends the response body in a mode other than
+	// FULL_DUPLEX_STREAMED, as it said in the stream's first message
+	// (protocol_config), and takes a streamed body mutation in none of them
+	// (STREAMED refuses it; BUFFERED reads it as an empty body, refused
+	// against the response's content-length): each chunk is answered
+	// without one.
+	respPlain bool
 	// reqMode is the request body mode Envoy named in protocol_config;
 	// knowsMode: it named one (an Envoy before protocol_config names none).
 	reqMode   filterv3.ProcessingMode_BodySendMode
@@ -173,7 +176,7 @@ func (st *streamState) handle(req *extprocv3.ProcessingRequest) error {
 		}
 	}
 	if pc := req.GetProtocolConfig(); pc != nil {
-		st.respStreamed = pc.GetResponseBodyMode() == filterv3.ProcessingMode_STREAMED
+		st.respPlain = pc.GetResponseBodyMode() != filterv3.ProcessingMode_FULL_DUPLEX_STREAMED
 		st.reqMode, st.knowsMode = pc.GetRequestBodyMode(), true
 	}
 	if md := req.GetMetadataContext(); md != nil && !st.hasHint {
@@ -633,7 +636,7 @@ func (st *streamState) responseBody(b *extprocv3.HttpBody) error {
 		st.release()
 	}
 	resp := &extprocv3.CommonResponse{}
-	if !st.respStreamed {
+	if !st.respPlain {
 		resp.BodyMutation = streamedBody(b.GetBody(), b.GetEndOfStream())
 	}
 	return st.send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{

@@ -228,10 +228,12 @@ func TestPickerUsageBufferReturnedWhenResponseHeadersRepeat(t *testing.T) {
 
 // An Envoy whose ext_proc filter sends the response body STREAMED, as it
 // says in the stream's first message (protocol_config), refuses a streamed
-// body mutation as a spurious message: the picker answers each response
-// chunk with a plain body response (the chunk goes on unchanged) and still
-// reads the usage from it. Under FULL_DUPLEX_STREAMED, or when Envoy names
-// no modes, every chunk goes back as a streamed body mutation.
+// body mutation as a spurious message, and under BUFFERED it reads one as
+// an empty body that contradicts the response's content-length: in every
+// mode but FULL_DUPLEX_STREAMED the picker answers each response chunk with
+// a plain body response (the chunk goes on unchanged) and still reads the
+// usage from it. Under FULL_DUPLEX_STREAMED, or when Envoy names no modes,
+// every chunk goes back as a streamed body mutation.
 func TestPickerAnswersResponseChunksInEnvoysBodyMode(t *testing.T) {
 	defer leakcheck.Check(t)()
 	h := newHarness(t, Config{ObserveCachedTokens: true}, engineOpts{})
@@ -240,8 +242,10 @@ func TestPickerAnswersResponseChunksInEnvoysBodyMode(t *testing.T) {
 		{RequestBodyMode: filterv3.ProcessingMode_FULL_DUPLEX_STREAMED, ResponseBodyMode: filterv3.ProcessingMode_STREAMED},
 		{RequestBodyMode: filterv3.ProcessingMode_FULL_DUPLEX_STREAMED, ResponseBodyMode: filterv3.ProcessingMode_FULL_DUPLEX_STREAMED},
 		nil,
+		{RequestBodyMode: filterv3.ProcessingMode_FULL_DUPLEX_STREAMED, ResponseBodyMode: filterv3.ProcessingMode_BUFFERED},
+		{RequestBodyMode: filterv3.ProcessingMode_FULL_DUPLEX_STREAMED, ResponseBodyMode: filterv3.ProcessingMode_BUFFERED_PARTIAL},
 	} {
-		streamed := mode.GetResponseBodyMode() == filterv3.ProcessingMode_STREAMED
+		streamed := mode != nil && mode.GetResponseBodyMode() != filterv3.ProcessingMode_FULL_DUPLEX_STREAMED
 		st, err := h.client.Process(ctxT(t))
 		require.NoError(t, err)
 		hdrs := envoyHeaders("/v1/completions", false, nil)
@@ -263,7 +267,7 @@ func TestPickerAnswersResponseChunksInEnvoysBodyMode(t *testing.T) {
 			r := br.GetResponseBody()
 			require.NotNil(t, r, "case %d: a body response", i)
 			if streamed {
-				require.Nil(t, r.GetResponse().GetBodyMutation(), "case %d: STREAMED: the chunk goes on unchanged, no streamed mutation", i)
+				require.Nil(t, r.GetResponse().GetBodyMutation(), "case %d: %s: the chunk goes on unchanged, no streamed mutation", i, mode.GetResponseBodyMode())
 			} else {
 				require.Equal(t, c, string(r.GetResponse().GetBodyMutation().GetStreamedResponse().GetBody()), "case %d", i)
 				require.Equal(t, k == len(chunks)-1, r.GetResponse().GetBodyMutation().GetStreamedResponse().GetEndOfStream(), "case %d", i)
