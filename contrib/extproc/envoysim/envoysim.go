@@ -39,7 +39,7 @@ type Config struct {
 	// Retries is how many more endpoints of the picker's list the proxy
 	// tries after the first fails (its connection fails or it answers 5xx),
 	// as Envoy's retry policy does with the endpoint-picker protocol's
-	// fallbacks. 0 tries the first only.
+	// fallbacks. 0 (or a negative value) tries the first only.
 	Retries int
 	// FailOpen, when not empty, is the pool's endpoints ("ip:port") a
 	// request goes to, in turn, when the picker is unavailable or fails
@@ -70,6 +70,7 @@ func New(cfg Config, picker extprocv3.ExternalProcessorClient, client *http.Clie
 	if cfg.ChunkBytes <= 0 {
 		cfg.ChunkBytes = DefaultChunkBytes
 	}
+	cfg.Retries = max(cfg.Retries, 0) // a negative count would cut the list below its first endpoint
 	if client == nil {
 		client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}}
 	}
