@@ -182,8 +182,12 @@ func (ix *Index) storeGroupLocked(hy *hybridEP, g *GroupStore, keys []Key) (err 
 			ix.dropGroupKey(gs, r.key, r.n)
 			r.n = 0
 		}
-		gs.byHash[h] = hashRef{key: k, n: r.n + 1}
-		gs.held[k]++
+		// Counts stop at the most a snapshot reader accepts, as a
+		// membership's do (addPair): an engine that re-announces a block
+		// without removing it (vLLM's "full" report mode) would otherwise
+		// make every snapshot of the index fail to load, then wrap to 0.
+		gs.byHash[h] = hashRef{key: k, n: min(r.n+1, maxSnapshotCount)}
+		gs.held[k] = min(gs.held[k]+1, maxSnapshotCount)
 	}
 	return nil
 }

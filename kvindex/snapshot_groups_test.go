@@ -148,3 +148,34 @@ func TestEveryStoredGroupFitsASnapshot(t *testing.T) {
 	require.Equal(t, 0, ix.RemoveGroup("a", 1<<32+maxGroupIndex, []uint64{1}))
 	snapshotCopy(t, ix, Config{})
 }
+
+// A group's store counts stop at the count a snapshot reader accepts
+// (maxSnapshotCount), as a membership's do (addPair): StoreGroup added one
+// per store without a bound, so a hash an engine announced more than 2^31
+// times without a removal (vLLM's "full" report mode re-announces reused
+// blocks) made every snapshot of the index (checkpoint, peer bootstrap)
+// fail to load as a whole, and at 2^32 the count wrapped to 0.
+func TestGroupStoreCountsFitASnapshot(t *testing.T) {
+	ix := newTestIndex(t, Config{})
+	require.NoError(t, ix.Store("a", storeEv("m", 1, seq(1, 2*testBS))))
+	_, err := ix.StoreGroup("a", &GroupStore{Group: 1, Kind: GroupMamba, Hashes: []uint64{1, 2}})
+	require.NoError(t, err)
+	// Counts at the bound, as 2^31 stores leave them (setting them spares
+	// the test 2^31 calls).
+	hy, _ := ix.hybrid.Load("a")
+	gs := hy.find(1)
+	for _, h := range []uint64{1, 2} {
+		r := gs.byHash[h]
+		gs.byHash[h] = hashRef{key: r.key, n: maxSnapshotCount}
+		gs.held[r.key] = maxSnapshotCount
+	}
+	_, err = ix.StoreGroup("a", &GroupStore{Group: 1, Kind: GroupMamba, Hashes: []uint64{1, 2, 2}})
+	require.NoError(t, err)
+	for _, h := range []uint64{1, 2} {
+		require.Equal(t, uint32(maxSnapshotCount), gs.byHash[h].n, "hash %d", h)
+		require.Equal(t, uint32(maxSnapshotCount), gs.held[gs.byHash[h].key], "hash %d", h)
+	}
+	dst := snapshotCopy(t, ix, Config{})
+	require.Equal(t, dumpGroups(ix, "a"), dumpGroups(dst, "a"))
+	require.Equal(t, 0, dst.RemoveGroup("a", 1, []uint64{1}), "one removal of a block stored that often keeps it")
+}
