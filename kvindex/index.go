@@ -2,6 +2,7 @@ package kvindex
 
 import (
 	"errors"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -231,9 +232,15 @@ func (ix *Index) nowMs() uint64 {
 }
 
 // expiryMs returns the expiry of an entry created now with the given TTL,
-// rounded up to the next millisecond so an entry never expires early.
+// rounded up to the next millisecond so an entry never expires early. A TTL
+// beyond what the clock's offset leaves of a Duration (math.MaxInt64 for
+// "never") is the latest expiry, not a sum wrapped negative.
 func (ix *Index) expiryMs(ttl time.Duration) uint64 {
-	d := ix.now().Sub(ix.epoch) + ttl
+	e := ix.now().Sub(ix.epoch)
+	if ttl > math.MaxInt64-time.Millisecond-max(e, 0) {
+		return maxExpiry
+	}
+	d := e + ttl
 	if d <= 0 {
 		return 0
 	}

@@ -2,6 +2,7 @@ package kvindex
 
 import (
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -187,4 +188,22 @@ func TestSpeculationCountsInCacheGroups(t *testing.T) {
 	clk.Advance(time.Second)
 	require.Equal(t, []int{2, 2}, blocksOf(match(ix, "m", prompt, "mamba", "window")))
 	require.Equal(t, []int{0, 0}, blocksOf(match(ix, "m", other, "mamba", "window")))
+}
+
+// A TTL too long for the index clock's arithmetic (math.MaxInt64, "never
+// expire") keeps the speculation for as long as the index can say: the
+// expiry was the clock's offset plus the TTL, which wrapped negative once
+// the clock had moved, and read as already expired, so such a
+// speculation never counted.
+func TestSpeculationWithTheLongestTTLCounts(t *testing.T) {
+	clk := newFakeClock()
+	ix := newTestIndex(t, Config{SpeculativeTTL: math.MaxInt64}, Options{Set: telemetry.Set{Clock: clk}})
+	clk.Advance(time.Second)
+	prompt := seq(1, 3*testBS)
+	keys := Keys(nil, prompt, testBS, &KeyParams{Model: "m"})
+	ix.Speculate("a", keys[:2], 0) // the config's
+	ix.Speculate("b", keys, math.MaxInt64)
+	clk.Advance(time.Hour)
+	require.Equal(t, 0, ix.Sweep())
+	require.Equal(t, []int{2, 3}, blocksOf(match(ix, "m", prompt, "a", "b")))
 }
