@@ -163,6 +163,15 @@ func (ix *Index) Match(keys []Key, candidates []string, out *MatchResult) {
 		s.limitHybrid(keys, ix.blockSize)
 	}
 	if ix.met != nil {
+		if s.anyHy || s.anyEBS {
+			// The walk's best is before the engine-block and group
+			// limits: the hits are the blocks Match reports.
+			best = 0
+			for i := range s.n {
+				n, _ := s.entry(i)
+				best = max(best, n)
+			}
+		}
 		ix.met.observeLookup(best, time.Since(start))
 	}
 }

@@ -1,6 +1,7 @@
 package kvindex
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -68,4 +69,54 @@ func TestNoMetricsWithoutRegisterer(t *testing.T) {
 	ix := newTestIndex(t, Config{})
 	require.Nil(t, ix.met)
 	match(ix, "m", seq(1, testBS), "a")
+}
+
+// A lookup's hits are the best candidate's blocks as Match reports them,
+// rounded down to whole engine blocks and limited by the candidate's
+// non-prefix cache groups: the counter took the longest run of the walk
+// before those limits, so for engines of another block size and for
+// hybrid-attention models it counted blocks no candidate could reuse.
+func TestLookupHitsAreTheReportedBlocks(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	ix := newTestIndex(t, Config{}, Options{Set: telemetry.Set{Registerer: reg}})
+	hits := func() float64 {
+		t.Helper()
+		mfs, err := reg.Gather()
+		require.NoError(t, err)
+		for _, mf := range mfs {
+			if mf.GetName() == "llm_d_epp_kv_cache_index_lookup_hits_total" {
+				return mf.GetMetric()[0].GetCounter().GetValue()
+			}
+		}
+		t.Fatal("no hits counter")
+		return 0
+	}
+	prompt := hybridSnapIndex(t, ix) // hy:1 reusable up to 9 of its 12 blocks
+	r := match(ix, "m", prompt, "hy:1")
+	require.Equal(t, []int{9}, blocksOf(r))
+	require.Equal(t, 9.0, hits())
+
+	// An engine of twice the router's block size reuses 2 of 3 blocks.
+	require.NoError(t, ix.Store("e", storeEv("m", 900, seq(1, 3*testBS))))
+	ix.SetEngineBlockSize("e", 2*testBS)
+	r = match(ix, "m", seq(1, 3*testBS), "e")
+	require.Equal(t, []int{2}, blocksOf(r))
+	require.Equal(t, 9.0+2, hits())
+
+	// The best candidate is the one with the most reported blocks.
+	r = match(ix, "m", prompt, "hy:1", "e", "plain:1")
+	require.Equal(t, []int{9, 2, 12}, blocksOf(r))
+	require.Equal(t, 9.0+2+12, hits())
+	r = match(ix, "m", prompt, "hy:1", "e")
+	require.Equal(t, []int{9, 2}, blocksOf(r))
+	require.Equal(t, 9.0+2+12+9, hits())
+
+	// So with more than 64 candidates.
+	wide := []string{"hy:1", "e"}
+	for i := range 70 {
+		wide = append(wide, fmt.Sprint("unknown:", i))
+	}
+	r = match(ix, "m", prompt, wide...)
+	require.Equal(t, []int{9, 2}, blocksOf(r)[:2])
+	require.Equal(t, 9.0+2+12+9+9, hits())
 }
