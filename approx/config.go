@@ -101,6 +101,9 @@ func (c Capacity) validate(name string) error {
 		return fmt.Errorf("approx: %s: gpuBlocks and cpuBlocks must be at most %d and blockSize at most %d, got %+v", name, maxCapacityBlocks, maxCapacityBlockSize, c)
 	case c.GPUBlocks == 0 && c.CPUBlocks > 0:
 		return fmt.Errorf("approx: %s: cpuBlocks without gpuBlocks: the GPU blocks are the engine's first tier, give both", name)
+	case c.GPUBlocks == 0 && c.BlockSize > 0:
+		return fmt.Errorf("approx: %s: blockSize without gpuBlocks: give both (a zero capacity is %d blocks of %d tokens)",
+			name, DefaultGPUBlocks, DefaultEngineBlockSize)
 	}
 	return nil
 }
@@ -117,7 +120,8 @@ type Config struct {
 	// its block to the endpoint (default DefaultTTL).
 	TTL time.Duration `json:"ttl"`
 	// Capacity is the capacity of endpoints without an entry in Endpoints;
-	// zero means DefaultGPUBlocks blocks of DefaultEngineBlockSize tokens.
+	// zero means DefaultGPUBlocks blocks of DefaultEngineBlockSize tokens
+	// (a block size or CPU blocks without GPU blocks is an error).
 	Capacity Capacity `json:"capacity"`
 	// Endpoints are per-endpoint capacities by endpoint ID, overriding
 	// Capacity (Index.SetCapacity changes them at run time, e.g. from the

@@ -218,6 +218,10 @@ func TestConfig(t *testing.T) {
 		{`{"maxBytes":-1}`, "maxBytes"},
 		{`{"maxBytes":100}`, "at least 1024"},
 		{`{"capacity":{"cpuBlocks":5}}`, "cpuBlocks without gpuBlocks"},
+		// A block size alone was dropped with the rest of the capacity
+		// for the default's 16-token blocks, halving the capacity of
+		// engines of 32-token blocks without a word.
+		{`{"capacity":{"blockSize":32}}`, "blockSize without gpuBlocks"},
 		{`{"endpoints":{"a":{"cpuBlocks":0}}}`, "gpuBlocks is required"},
 		{`{"endpoints":{"a":{"gpuBlocks":-1}}}`, ">= 0"},
 		{`{"capacityFrom":"config"}`, ""},
