@@ -65,7 +65,7 @@ func (ix *Index) parseGroups(c *secCursor, v *sectionVisitor, se *SnapshotEndpoi
 	ng := c.uvarint("group count", maxGroupsTracked)
 	var seen [maxGroupsTracked]int32
 	for i := uint64(0); i < ng && c.err == nil; i++ {
-		index := int32(c.uvarint("group index", 1<<31-1))
+		index := int32(c.uvarint("group index", maxGroupIndex)) // as Store and RemoveGroup take it: a group beyond could never be removed
 		kind := GroupKind(c.u8("group kind"))
 		window := c.uvarint("group window", maxSnapWindow)
 		ne := c.uvarint("group entry count", 1<<62)

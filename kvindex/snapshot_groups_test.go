@@ -103,6 +103,7 @@ func TestSnapshotRefusesBadGroups(t *testing.T) {
 		"zero key":             body(head, uv(1), group(1, 2, 0, ent(7, 0, 1))),
 		"zero count":           body(head, uv(1), group(1, 2, 0, ent(7, 9, 0))),
 		"too many groups":      body(head, uv(maxGroupsTracked+1)),
+		"group index beyond":   body(head, uv(1), group(maxGroupIndex+1, 2, 0)), // events could never remove it
 		"entries beyond input": body(head, uv(1), body(uv(1), []byte{2}, uv(0), uv(50))),
 		"missing groups part":  head,
 		"bytes after groups":   body(ok, []byte{0}),
