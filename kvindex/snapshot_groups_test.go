@@ -2,6 +2,7 @@ package kvindex
 
 import (
 	"bytes"
+	"encoding/binary"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -179,4 +180,34 @@ func TestGroupStoreCountsFitASnapshot(t *testing.T) {
 	dst := snapshotCopy(t, ix, Config{})
 	require.Equal(t, dumpGroups(ix, "a"), dumpGroups(dst, "a"))
 	require.Equal(t, 0, dst.RemoveGroup("a", 1, []uint64{1}), "one removal of a block stored that often keeps it")
+}
+
+// A snapshot names each endpoint once: a second section of an endpoint
+// already loaded is refused as malformed, whatever it holds. Checked only
+// by what the index held (its entries), a forged section of groups alone
+// passed the second time, and its groups' store counts were loaded twice.
+func TestSnapshotRefusesAnEndpointTwice(t *testing.T) {
+	src := newTestIndex(t, Config{})
+	require.NoError(t, src.Store("g:1", storeEv("m", 100, seq(1, 4*testBS))))
+	_, err := src.StoreGroup("g:1", &GroupStore{Group: 2, Kind: GroupMamba, Hashes: []uint64{103}})
+	require.NoError(t, err)
+	var buf bytes.Buffer
+	info, err := src.WriteSnapshot(&buf)
+	require.NoError(t, err)
+	require.Len(t, info.Endpoints, 1)
+
+	// The same section twice, the trailer counting two.
+	b := buf.Bytes()
+	secLen := int(binary.LittleEndian.Uint32(b[snapHeaderLen+1:]))
+	sec := b[snapHeaderLen : snapHeaderLen+5+secLen+8]
+	tr := bytes.Clone(b[len(b)-snapTrailerLen:])
+	binary.LittleEndian.PutUint32(tr[1:], 2)
+	binary.LittleEndian.PutUint64(tr[21:], xxh64(tr[:21]))
+	twice := body(b[:snapHeaderLen], sec, sec, tr)
+
+	dst := newTestIndex(t, Config{})
+	_, err = dst.ReadSnapshot(bytes.NewReader(twice), SnapshotReadOptions{})
+	require.ErrorIs(t, err, ErrSnapshotMalformed)
+	require.Contains(t, err.Error(), "twice")
+	require.Empty(t, dumpGroups(dst, "g:1"), "a refused snapshot leaves nothing")
 }

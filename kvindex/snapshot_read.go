@@ -64,6 +64,7 @@ func (ix *Index) ReadSnapshot(r io.Reader, opts SnapshotReadOptions) (info Snaps
 	}
 	cr := &countReader{r: r}
 	var loaded []string
+	names := map[string]struct{}{} // the sections' endpoints so far
 	defer func() {
 		if err != nil {
 			ix.rollback(loaded)
@@ -161,9 +162,16 @@ func (ix *Index) ReadSnapshot(r io.Reader, opts SnapshotReadOptions) (info Snaps
 			return info, fail(sentinel, "section %d: %s", len(info.Endpoints),
 				strings.TrimPrefix(err.Error(), sentinel.Error()+": "))
 		}
+		if _, twice := names[se.Name]; twice {
+			// Checked by name, not by what the index now holds: a section
+			// of groups alone leaves no entry occupied sees, and loaded
+			// twice it would count its groups' stores twice.
+			return info, fail(ErrSnapshotMalformed, "section %d: endpoint %q twice", len(info.Endpoints), se.Name)
+		}
 		if ix.occupied(se.Name) {
 			return info, fail(ErrSnapshotConflict, "endpoint %q", se.Name)
 		}
+		names[se.Name] = struct{}{}
 		loaded = append(loaded, se.Name)
 		ix.loadSection(&body)
 		info.Endpoints = append(info.Endpoints, se)
