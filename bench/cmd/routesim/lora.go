@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -35,8 +36,8 @@ func runLoRA(o options, args []string, stdout io.Writer) error {
 	var zipfs []float64
 	for _, f := range splitList(o.lora.zipfs) {
 		v, err := strconv.ParseFloat(f, 64)
-		if err != nil || (v != 0 && !(v > 1)) {
-			return fmt.Errorf("-lora-zipf: bad skew %q: want 0 (uniform) or a Zipf exponent above 1", f)
+		if err != nil || (v != 0 && !(v > 1)) || math.IsInf(v, 0) {
+			return fmt.Errorf("-lora-zipf: bad skew %q: want 0 (uniform) or a finite Zipf exponent above 1", f)
 		}
 		zipfs = append(zipfs, v)
 	}

@@ -290,8 +290,8 @@ func parseLoads(s string) ([]float64, error) {
 	var loads []float64
 	for _, f := range splitList(s) {
 		v, err := strconv.ParseFloat(f, 64)
-		if err != nil || !(v > 0) {
-			return nil, fmt.Errorf("bad load %q: want a positive number", f)
+		if err != nil || !(v > 0) || math.IsInf(v, 0) {
+			return nil, fmt.Errorf("bad load %q: want a finite positive number", f)
 		}
 		loads = append(loads, v)
 	}

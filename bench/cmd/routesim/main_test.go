@@ -102,3 +102,21 @@ func Example() {
 	// routesim.json
 	// routesim.md
 }
+
+// TestRoutesimRejectsInfiniteValues: an infinite load, rate, skew or
+// capacity is refused by name before any run. A Zipf exponent of +Inf made
+// the LoRA study's adapter draw loop forever.
+func TestRoutesimRejectsInfiniteValues(t *testing.T) {
+	for _, args := range [][]string{
+		{"-loads", "inf", "-requests", "40"},
+		{"-session", "-session-loads", "inf", "-session-requests", "40"},
+		{"-pd", "-pd-loads", "+Inf", "-pd-requests", "40", "-pd-sweep=false"},
+		{"-overload", "-overload-loads", "inf", "-overload-requests", "40"},
+		{"-overload", "-overload-capacity", "inf", "-overload-requests", "40"},
+		{"-lora", "-lora-rates", "inf", "-lora-requests", "40"},
+		{"-lora", "-lora-zipf", "inf", "-lora-requests", "40", "-lora-rates", "10"},
+	} {
+		err := run(context.Background(), append(args, "-out", t.TempDir()), &bytes.Buffer{})
+		require.Error(t, err, "%v", args)
+	}
+}

@@ -128,6 +128,10 @@ func RunLoRA(cfg LoRAConfig, policy string) (LoRAResult, error) {
 	if cfg.Engines < 1 || cfg.Adapters < 1 || cfg.Requests < 1 || !(cfg.Rate > 0) || cfg.ScrapeInterval <= 0 {
 		return LoRAResult{}, errors.New("sim: lora: engines, adapters, requests, rate and scrape interval must be positive")
 	}
+	if math.IsInf(cfg.Rate, 0) || math.IsInf(cfg.Zipf, 0) || math.IsNaN(cfg.Zipf) {
+		// math/rand's Zipf draw never returns for an infinite exponent.
+		return LoRAResult{}, fmt.Errorf("sim: lora: rate %v and zipf %v must be finite", cfg.Rate, cfg.Zipf)
+	}
 	start := simengine.DefaultStart
 	now := start
 	engines := make([]*simengine.Engine, cfg.Engines)

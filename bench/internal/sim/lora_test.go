@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -25,4 +26,20 @@ func TestLoRAStudySmall(t *testing.T) {
 	require.Less(t, results[LoRAPolicyScorer].Loads, results[LoRAPolicyLoad].Loads)
 	_, err = RunLoRA(cfg, "nope")
 	require.Error(t, err)
+}
+
+// TestLoRARefusesInfiniteValues: an infinite rate or Zipf exponent is an
+// error; the exponent made the adapter draw loop forever.
+func TestLoRARefusesInfiniteValues(t *testing.T) {
+	for _, mod := range []func(*LoRAConfig){
+		func(c *LoRAConfig) { c.Zipf = math.Inf(1) },
+		func(c *LoRAConfig) { c.Zipf = math.NaN() },
+		func(c *LoRAConfig) { c.Rate = math.Inf(1) },
+	} {
+		cfg := DefaultLoRAConfig(10)
+		cfg.Requests = 10
+		mod(&cfg)
+		_, err := RunLoRA(cfg, LoRAPolicyScorer)
+		require.Error(t, err)
+	}
 }
