@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -119,8 +120,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("--rounds must be >= 1")
 	case o.prefixTokens < 1:
 		return o, errors.New("--prefix-tokens must be >= 1")
-	case o.fleet < 0 || o.fleetRate <= 0 || o.fleetWindow <= 0:
-		return o, errors.New("--fleet must be >= 0, --fleet-rate and --fleet-duration > 0")
+	case o.fleet < 0 || !(o.fleetRate > 0) || math.IsInf(o.fleetRate, 0) || o.fleetWindow <= 0:
+		return o, errors.New("--fleet must be >= 0, --fleet-rate a finite number > 0 and --fleet-duration > 0")
 	}
 	return o, nil
 }

@@ -34,6 +34,9 @@ func TestParseFlagsRejectsBadInput(t *testing.T) {
 	for _, args := range [][]string{
 		{"-concurrency", "4,x"}, {"-concurrency", "0"}, {"-targets", "nope"}, {"-duration", "0s"},
 		{"-prefix-tokens", "0"}, {"-fleet", "-1"}, {"extra"},
+		// A NaN or infinite rate made every publisher owe 2^63 messages
+		// at the first tick, a send loop that outlived -fleet-duration.
+		{"-fleet", "1", "-fleet-rate", "NaN"}, {"-fleet", "1", "-fleet-rate", "inf"},
 	} {
 		_, err := parseFlags(args, &bytes.Buffer{})
 		require.Error(t, err, "%q", args)
