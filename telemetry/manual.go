@@ -14,6 +14,9 @@ import (
 // AfterFunc functions run in their own goroutines, as with package time.
 // It is safe for concurrent use.
 type Manual struct {
+	// moving serializes Advance and Set, so that an Advance reads the time
+	// it adds to and sets the sum with no other move in between.
+	moving  sync.Mutex
 	mu      sync.Mutex
 	now     time.Time
 	seq     uint64
@@ -69,12 +72,24 @@ func (m *Manual) AfterFunc(d time.Duration, f func()) Timer {
 	return manualTimer{w}
 }
 
-// Advance moves the clock forward by d, firing what falls due.
-func (m *Manual) Advance(d time.Duration) { m.Set(m.Now().Add(d)) }
+// Advance moves the clock forward by d, firing what falls due; advances
+// from several goroutines add up.
+func (m *Manual) Advance(d time.Duration) {
+	m.moving.Lock()
+	defer m.moving.Unlock()
+	m.set(m.Now().Add(d))
+}
 
 // Set moves the clock to t (never backwards), firing what falls due on the
 // way, each at its own due time.
 func (m *Manual) Set(t time.Time) {
+	m.moving.Lock()
+	defer m.moving.Unlock()
+	m.set(t)
+}
+
+// set is Set; m.moving held.
+func (m *Manual) set(t time.Time) {
 	for {
 		m.mu.Lock()
 		w := m.nextDue(t)

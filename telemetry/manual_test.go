@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -147,4 +148,22 @@ func TestManualStopAndResetDiscardAnUnreadFiring(t *testing.T) {
 	m.Advance(time.Minute)
 	tk.Stop()
 	noValue(tk.C(), "a stopped ticker delivered a tick")
+}
+
+// TestManualConcurrentAdvancesAddUp: Advance from several goroutines at
+// once moves the clock by the sum of their durations; each read the time
+// and then set it, so two advances from the same reading counted once.
+func TestManualConcurrentAdvancesAddUp(t *testing.T) {
+	m := NewManual(epoch)
+	const goroutines, each = 4, 500
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Go(func() {
+			for range each {
+				m.Advance(time.Second)
+			}
+		})
+	}
+	wg.Wait()
+	require.Equal(t, epoch.Add(goroutines*each*time.Second), m.Now())
 }
