@@ -65,6 +65,11 @@
 // serving split none, always-split all and the decider some but not all.
 // It stops each policy's engines, sidecars and gateway before the next.
 //
+// A flag the chosen variant does not read is refused, naming it: --engines,
+// --interval, --load-requests and --load-groups with --pd (four engines of
+// its own, no burst, no comparison), the last three with --replicas 2 (a
+// burst of its own, no comparison).
+//
 // The logic lives in kvroute's end-to-end suite, the importable package
 // github.com/kvroute/kvroute/e2e, whose tests run the same scenarios.
 package main

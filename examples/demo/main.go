@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 
 	"github.com/kvroute/kvroute/e2e"
@@ -61,10 +62,38 @@ func parseFlags(args []string, stderr io.Writer) (e2e.Options, error) {
 	if pd && (replicas != 1 || o.Hold) {
 		return o, errors.New("--pd runs alone: not with --replicas 2 or --hold (it stops each policy's engines before the next starts)")
 	}
+	if err := refuseUnread(fs); err != nil {
+		return o, err
+	}
 	if verbose {
 		o.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
 	return o, nil
+}
+
+// refuseUnread refuses a flag the chosen mode does not read, rather than
+// accept it and run without it: --pd runs four engines of its own and
+// neither the burst nor the comparison; --replicas 2 runs its own burst
+// and no comparison.
+func refuseUnread(fs *flag.FlagSet) error {
+	var unread []string
+	switch {
+	case pd:
+		unread = []string{"engines", "interval", "load-requests", "load-groups"}
+	case replicas == 2:
+		unread = []string{"interval", "load-requests", "load-groups"}
+	}
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		if err == nil && slices.Contains(unread, f.Name) {
+			mode := "--pd"
+			if !pd {
+				mode = "--replicas 2"
+			}
+			err = fmt.Errorf("--%s has no effect with %s", f.Name, mode)
+		}
+	})
+	return err
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -42,6 +42,24 @@ func TestParseFlags(t *testing.T) {
 	require.ErrorIs(t, err, flag.ErrHelp)
 }
 
+// TestParseFlagsRefusesFlagsTheModeIgnores: --pd runs four engines of its
+// own and neither a burst nor the comparison, --replicas 2 runs its own
+// burst and no comparison; a flag of those they would not read is refused
+// by name rather than accepted and ignored.
+func TestParseFlagsRefusesFlagsTheModeIgnores(t *testing.T) {
+	for _, args := range [][]string{
+		{"--pd", "--engines", "8"}, {"--pd", "--interval", "1s"}, {"--pd", "--load-requests", "10"}, {"--pd", "--load-groups", "3"},
+		{"--replicas", "2", "--interval", "1s"}, {"--replicas", "2", "--load-requests", "10"}, {"--replicas", "2", "--load-groups", "3"},
+	} {
+		_, err := parseFlags(args, io.Discard)
+		require.ErrorContains(t, err, args[len(args)-2], args)
+	}
+	for _, args := range [][]string{{"--pd", "--fast", "--engine-blocks", "2048", "--verbose"}, {"--replicas", "2", "--engines", "3", "--fast"}} {
+		_, err := parseFlags(args, io.Discard)
+		require.NoError(t, err, args)
+	}
+}
+
 func TestRunReportsBadOptions(t *testing.T) {
 	err := run(context.Background(), []string{"--engine-blocks", "2"}, io.Discard, io.Discard)
 	require.ErrorContains(t, err, "cannot hold")
