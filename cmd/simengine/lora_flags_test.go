@@ -16,6 +16,9 @@ func TestLoRAFlags(t *testing.T) {
 	o, err = parseFlags([]string{"--lora-modules", "a"})
 	require.NoError(t, err)
 	require.Nil(t, o.cfg.Engine.LoRA, "without --max-loras adapters are always loaded")
+	// Without slots there is no load to time: the flag would be ignored.
+	_, err = parseFlags([]string{"--lora-modules", "a", "--lora-load-time", "20ms"})
+	require.ErrorContains(t, err, "--lora-load-time needs --max-loras")
 }
 
 // The comma-separated lists of names take spaces around the commas, as

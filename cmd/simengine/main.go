@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -78,6 +79,12 @@ func parseFlags(args []string) (*options, error) {
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	loadTimeSet := false
+	fs.Visit(func(f *flag.Flag) { loadTimeSet = loadTimeSet || f.Name == "lora-load-time" })
+	if loadTimeSet && o.maxLoRAs == 0 {
+		// Without slots every adapter stays loaded: the time would be ignored.
+		return nil, errors.New("--lora-load-time needs --max-loras (without adapter slots no adapter is ever loaded)")
 	}
 	kv, err := server.ParseKVEventsConfig(o.kvConfig)
 	if err != nil {
