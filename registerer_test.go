@@ -3,9 +3,11 @@ package kvroute
 import (
 	"context"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
+	"weak"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
@@ -86,4 +88,36 @@ func TestCloseUnregistersClusterMetrics(t *testing.T) {
 		r.Close()
 		require.Empty(t, familyNames(t, reg), "round %d", round)
 	}
+}
+
+// A closed router keeps nothing of its registry alive: the affinity
+// filter's decision counter, which filters sharing a registry share, is
+// released by Close, so a host that builds a Router per configuration
+// reload does not grow a process-wide table of counters (each holding its
+// registry) by one entry per Router.
+func TestCloseReleasesTheRegistry(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	gone := routeAndClose(t)
+	for range 3 { // a sync.Pool drops what it holds over two collections
+		runtime.GC()
+	}
+	require.Nil(t, gone.Value(), "something the closed router left behind still holds its registry")
+}
+
+// routeAndClose builds a Router on a registry of its own, routes a request
+// and closes it; it returns a weak pointer to the registry, which nothing
+// else references once it returns.
+func routeAndClose(t *testing.T) weak.Pointer[prometheus.Registry] {
+	cfg := DefaultConfig()
+	cfg.Model = testModel
+	cfg.Events.Enabled = new(false)
+	cfg.DisableRender = true
+	reg := prometheus.NewRegistry()
+	r, err := New(context.Background(), cfg, Options{Set: telemetry.Set{Registerer: reg}})
+	require.NoError(t, err)
+	eps := []Endpoint{{ID: "127.0.0.1:1"}}
+	require.NoError(t, r.SetEndpoints(eps))
+	pick(t, r, prompt(1, 128), eps).Done(DoneInfo{})
+	r.Close()
+	return weak.Make(reg)
 }

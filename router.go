@@ -374,6 +374,9 @@ func (r *Router) Close() {
 	if r.requests != nil {
 		r.requests.Close() // stops its expiry timer; requests still filed stay as they are
 	}
+	if r.filter != nil {
+		r.filter.Close() // its decision counter leaves the table the filters of a registry share
+	}
 	if r.reg != nil {
 		r.reg.unregisterAll() // last: the parts are stopped and register nothing more
 	}
