@@ -84,7 +84,7 @@ func (r *Router) Ready() bool {
 	if r.events == nil {
 		return true
 	}
-	if r.needsEndpoints && !r.endpointsSet.Load() {
+	if r.needsEndpoints.Load() && !r.endpointsSet.Load() {
 		return false
 	}
 	for _, e := range r.Readiness() {
@@ -101,7 +101,7 @@ func (r *Router) NotReady() string {
 	if r.events == nil {
 		return ""
 	}
-	if r.needsEndpoints && !r.endpointsSet.Load() {
+	if r.needsEndpoints.Load() && !r.endpointsSet.Load() {
 		return "endpoints not set"
 	}
 	var waiting []string

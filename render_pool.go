@@ -46,8 +46,10 @@ var ErrFixedRenderURL = errors.New("kvroute: the router renders through a fixed 
 // that are not the routed engines (a Deployment of vLLM renderers in front of
 // an SGLang fleet, for instance). From the first call on, SetEndpoints no
 // longer feeds the render client, and each call replaces the pool; the
-// client keeps its round robin and its one retry on another endpoint. It is
-// an error when Config.Render.URL is set or rendering is disabled.
+// client keeps its round robin and its one retry on another endpoint. With
+// KV events off, Pick then needs no SetEndpoints (ErrEndpointsNotSet is for
+// a router that depends on its endpoint list). It is an error when
+// Config.Render.URL is set or rendering is disabled.
 func (r *Router) SetRenderEndpoints(eps []render.Endpoint) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -58,6 +60,7 @@ func (r *Router) SetRenderEndpoints(eps []render.Endpoint) error {
 		return ErrFixedRenderURL
 	}
 	r.renderFrom = renderFromPool
+	r.needsEndpoints.Store(r.events != nil) // the pool renders: only the KV events still need SetEndpoints
 	return r.render.SetEndpoints(eps)
 }
 

@@ -64,3 +64,37 @@ func TestSetRenderEndpointsRendersThroughItsOwnPool(t *testing.T) {
 	defer fixed.Close()
 	require.ErrorIs(t, fixed.SetRenderEndpoints(nil), ErrFixedRenderURL)
 }
+
+// With KV events off, a router rendering on a pool of its own depends on
+// no endpoint list: Pick works without SetEndpoints once the pool is set,
+// instead of failing with ErrEndpointsNotSet as if nothing could render.
+func TestRenderPoolWithoutEventsNeedsNoSetEndpoints(t *testing.T) {
+	defer leakcheck.Check(t)()
+	var rendered atomic.Int64
+	renderer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rendered.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`[{"request_id":"r","token_ids":[1,2,3,4,5]}]`))
+	}))
+	defer renderer.Close()
+
+	cfg := DefaultConfig()
+	cfg.Model = testModel
+	cfg.Events.Enabled = new(false)
+	r, err := New(context.Background(), cfg, Options{})
+	require.NoError(t, err)
+	defer r.Close()
+	req := &Request{API: render.APICompletions, Body: []byte(`{"model":"test-model","prompt":"hi"}`)}
+	eps := []Endpoint{{ID: "127.0.0.1:1"}}
+	_, err = r.Pick(context.Background(), req, eps)
+	require.ErrorIs(t, err, ErrEndpointsNotSet, "rendering on the routed endpoints, which were never set")
+
+	require.NoError(t, r.SetRenderEndpoints([]render.Endpoint{{ID: "renderer", URL: renderer.URL}}))
+	d, err := r.Pick(context.Background(), req, eps)
+	require.NoError(t, err)
+	require.NoError(t, d.RenderErr)
+	require.Equal(t, 5, d.PromptTokens)
+	d.Done(DoneInfo{})
+	require.EqualValues(t, 1, rendered.Load())
+	require.True(t, r.Ready())
+}

@@ -119,7 +119,7 @@ func knownAPI(a render.API) bool {
 // checkRequest reports the request-side mistakes of ErrEndpointsNotSet and
 // ErrNoAPI (forModel reports ErrModelMismatch).
 func (r *Router) checkRequest(req *Request) error {
-	if r.needsEndpoints && !r.endpointsSet.Load() {
+	if r.needsEndpoints.Load() && !r.endpointsSet.Load() {
 		return ErrEndpointsNotSet
 	}
 	if len(req.Prompts) == 0 && r.render != nil && !knownAPI(req.API) {

@@ -125,9 +125,10 @@ type Router struct {
 	mmLoRAs []string
 
 	// needsEndpoints is set when routing depends on SetEndpoints (KV-event
-	// subscriptions, or rendering on the routed endpoints); endpointsSet
-	// once SetEndpoints has been called.
-	needsEndpoints bool
+	// subscriptions, or rendering on the routed endpoints: cleared by
+	// SetRenderEndpoints when events are off); endpointsSet once
+	// SetEndpoints has been called.
+	needsEndpoints atomic.Bool
 	endpointsSet   atomic.Bool
 
 	mu         sync.Mutex
@@ -246,7 +247,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Router, error) {
 	if err = r.startApprox(opts); err != nil {
 		return nil, fmt.Errorf("kvroute: approximate: %w", err)
 	}
-	r.needsEndpoints = *cfg.Events.Enabled || r.renderFrom == renderFromEndpoints
+	r.needsEndpoints.Store(*cfg.Events.Enabled || r.renderFrom == renderFromEndpoints)
 	if err = r.startCluster(cfg, opts); err != nil {
 		return nil, err
 	}
