@@ -1,6 +1,11 @@
 package kvroute
 
-import "context"
+import (
+	"context"
+	"fmt"
+
+	"github.com/kvroute/kvroute/internal/endpointid"
+)
 
 // Admission is the admission step, the pipeline's first: it decides whether
 // a request is routed now. Admit returns nil to admit req, may block until
@@ -55,11 +60,18 @@ func (r *Router) admit(ctx context.Context, req *Request, endpoints []Endpoint) 
 	return endpoints, r.pipe.admission.Admit(ctx, req, endpoints)
 }
 
-// check rejects what cannot be routed at all: no candidates, a caller
-// already gone, and the request-side mistakes of checkRequest.
+// check rejects what cannot be routed at all: no candidates, a candidate
+// whose ID SetEndpoints would refuse (it labels the load tracker's series
+// once chosen: one not UTF-8 fails every scrape), a caller already gone,
+// and the request-side mistakes of checkRequest.
 func (r *Router) check(ctx context.Context, req *Request, endpoints []Endpoint) error {
 	if len(endpoints) == 0 {
 		return ErrNoEndpoints
+	}
+	for i := range endpoints {
+		if err := endpointid.Check(endpoints[i].ID); err != nil {
+			return fmt.Errorf("%w: endpoints[%d]: %w", ErrInvalidConfig, i, err)
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return err

@@ -29,7 +29,9 @@ var ErrNoEndpoints = errors.New("kvroute: no candidate endpoints")
 // render → keys → lookup → filter → score → pick → commit). See Router for
 // the pipeline and Selection for running its stages one at a time. A render
 // failure does not fail Pick: the request is routed by load alone, the
-// failure is counted and Decision.RenderErr says so.
+// failure is counted and Decision.RenderErr says so. A candidate whose ID
+// SetEndpoints would refuse (empty, over 259 bytes, not UTF-8: it labels
+// the per-endpoint series) fails Pick with an ErrInvalidConfig naming it.
 func (r *Router) Pick(ctx context.Context, req *Request, endpoints []Endpoint) (*Decision, error) {
 	endpoints, err := r.admit(ctx, req, endpoints)
 	if err != nil {

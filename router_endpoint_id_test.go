@@ -1,10 +1,16 @@
 package kvroute
 
 import (
+	"context"
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/render"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // TestSetEndpointsBoundsIDs: an endpoint ID labels the per-endpoint metric
@@ -36,4 +42,44 @@ func TestSetEndpointsBoundsIDs(t *testing.T) {
 		require.Equal(t, 2, got, name)
 		require.True(t, kept, name)
 	}
+}
+
+// TestPickBoundsCandidateIDs: Pick's candidates need not have been given to
+// SetEndpoints, but the chosen one's ID labels the load tracker's series as
+// theirs do, so a candidate whose ID SetEndpoints would refuse fails Pick
+// (and Match) with an error naming it, accounts nothing, and leaves every
+// metric gatherable: one ID that is not UTF-8 would fail each scrape.
+func TestPickBoundsCandidateIDs(t *testing.T) {
+	defer leakcheck.Check(t)()
+	reg := prometheus.NewRegistry()
+	cfg := DefaultConfig()
+	cfg.Model = testModel
+	cfg.Events.Enabled = new(false)
+	cfg.DisableRender = true
+	r, err := New(context.Background(), cfg, Options{Set: telemetry.Set{Registerer: reg}})
+	require.NoError(t, err)
+	defer r.Close()
+	require.NoError(t, r.SetEndpoints(nil))
+	req := &Request{Prompts: []render.Prompt{{TokenIDs: prompt(1, 128)}}}
+	for name, id := range map[string]string{
+		"empty":    "",
+		"too long": strings.Repeat("h", 1<<20) + ":8000",
+		"not utf8": "\xff:8000",
+	} {
+		eps := []Endpoint{{ID: "127.0.0.1:8000"}, {ID: id}}
+		_, err := r.Pick(context.Background(), req, eps)
+		require.ErrorIs(t, err, ErrInvalidConfig, name)
+		require.ErrorContains(t, err, "endpoints[1]", name)
+		require.Less(t, len(err.Error()), 300, name)
+		_, err = r.Match(context.Background(), req, eps)
+		require.ErrorIs(t, err, ErrInvalidConfig, name)
+		_, gerr := reg.Gather()
+		require.NoError(t, gerr, name)
+		n := 0
+		r.Load().Range(func(string, int64, int64) bool { n++; return true })
+		require.Zero(t, n, "%s: nothing accounted", name)
+	}
+	d, err := r.Pick(context.Background(), req, []Endpoint{{ID: "127.0.0.1:8000"}})
+	require.NoError(t, err, "an endpoint SetEndpoints never named is still a candidate")
+	d.Done(DoneInfo{})
 }
