@@ -306,6 +306,10 @@ func (c Config) Validate() error {
 		return bad("openRequestTokens %d is negative", *c.OpenRequestTokens)
 	case c.Speculative.TTL < 0:
 		return bad("speculative.ttl %v is negative", c.Speculative.TTL)
+	case c.Requests.MaxRequests < 0:
+		return bad("requests.maxRequests %d is negative", c.Requests.MaxRequests)
+	case c.Requests.TTL < 0:
+		return bad("requests.ttl %v is negative", c.Requests.TTL)
 	case len(c.TowerConnectorLoRAPaths) > 0 && !c.EnableTowerConnectorLoRA:
 		return bad("towerConnectorLoRAPaths is set without enableTowerConnectorLoRA, and would key nothing")
 	}

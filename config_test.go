@@ -167,3 +167,20 @@ func TestZeroConfigMeansTheDefaults(t *testing.T) {
 	require.False(t, *got.Render.OmitMMKwargs)
 	require.Zero(t, *got.Render.AttemptTimeout)
 }
+
+// LoadConfig validates what New would refuse: a negative bound of the
+// request-ID table is an error from LoadConfig and Validate, not only
+// from New.
+func TestLoadConfigRejectsNegativeRequestBounds(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"model":"m","requests":{"maxRequests":-1}}`: "requests.maxRequests -1 is negative",
+		`{"model":"m","requests":{"ttl":"-1s"}}`:      "requests.ttl -1s is negative",
+	} {
+		_, err := LoadConfig(strings.NewReader(in))
+		require.ErrorIs(t, err, ErrInvalidConfig, in)
+		require.ErrorContains(t, err, want, in)
+	}
+	cfg := Config{Model: "m"}
+	cfg.Requests.MaxRequests = -1
+	require.ErrorContains(t, cfg.Validate(), "requests.maxRequests")
+}

@@ -386,13 +386,8 @@ func (r *Router) Close() {
 // validateRouting rejects the configurations that leave a Router unable to
 // use cache information at all: New calls it after Validate.
 func (c Config) validateRouting() error {
-	switch {
-	case c.Model == "":
+	if c.Model == "" {
 		return fmt.Errorf("%w: model is required: it roots the block keys of every request and names the events' model (start from DefaultConfig and set Model)", ErrInvalidConfig)
-	case c.Requests.MaxRequests < 0:
-		return fmt.Errorf("%w: requests.maxRequests %d is negative", ErrInvalidConfig, c.Requests.MaxRequests)
-	case c.Requests.TTL < 0:
-		return fmt.Errorf("%w: requests.ttl %v is negative", ErrInvalidConfig, c.Requests.TTL)
 	}
 	return nil
 }
