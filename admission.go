@@ -1,11 +1,6 @@
 package kvroute
 
-import (
-	"context"
-	"fmt"
-
-	"github.com/kvroute/kvroute/internal/endpointid"
-)
+import "context"
 
 // Admission is the admission step, the pipeline's first: it decides whether
 // a request is routed now. Admit returns nil to admit req, may block until
@@ -60,18 +55,12 @@ func (r *Router) admit(ctx context.Context, req *Request, endpoints []Endpoint) 
 	return endpoints, r.pipe.admission.Admit(ctx, req, endpoints)
 }
 
-// check rejects what cannot be routed at all: no candidates, a candidate
-// whose ID SetEndpoints would refuse (it labels the load tracker's series
-// once chosen: one not UTF-8 fails every scrape), a caller already gone,
-// and the request-side mistakes of checkRequest.
+// check rejects what cannot be routed at all: no candidates, a caller
+// already gone, and the request-side mistakes of checkRequest. (A chosen
+// candidate's ID is checked at Commit: see Selection.Commit.)
 func (r *Router) check(ctx context.Context, req *Request, endpoints []Endpoint) error {
 	if len(endpoints) == 0 {
 		return ErrNoEndpoints
-	}
-	for i := range endpoints {
-		if err := endpointid.Check(endpoints[i].ID); err != nil {
-			return fmt.Errorf("%w: endpoints[%d]: %w", ErrInvalidConfig, i, err)
-		}
 	}
 	if err := ctx.Err(); err != nil {
 		return err

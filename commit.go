@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync/atomic"
 	"time"
+
+	"github.com/kvroute/kvroute/internal/endpointid"
 )
 
 // ErrCommitted is returned by Commit on a Selection that was already
@@ -21,8 +23,10 @@ var ErrCommitted = errors.New("kvroute: selection already committed")
 // Router.Decision; within Pick, it is reached there once Pick returns it:
 // see Profile). Commit
 // fails, having changed nothing, with ErrCommitted on a second call, an
-// out-of-range i, or tokenload.ErrDuplicateRequestID /
-// tokenload.ErrInvalidRequestID for the request's ID.
+// out-of-range i, ErrInvalidConfig when the chosen candidate's ID (or a
+// fallback's) is one SetEndpoints would refuse, or
+// tokenload.ErrDuplicateRequestID / tokenload.ErrInvalidRequestID for the
+// request's ID.
 func (s *Selection) Commit(i int) (*Decision, error) {
 	if s.committed {
 		return nil, ErrCommitted
@@ -32,6 +36,19 @@ func (s *Selection) Commit(i int) (*Decision, error) {
 	}
 	r, st, bs := s.r, &s.st, s.r.cfg.BlockSize
 	chosen := s.eps[i]
+	// The IDs the load tracker will label series with (the chosen one's
+	// and, when it serves, a fallback's) must be IDs SetEndpoints accepts:
+	// one not UTF-8 fails every scrape. Checked here, on the few IDs a
+	// commit names, not on every candidate of every lookup.
+	if err := endpointid.Check(chosen.ID); err != nil {
+		return nil, fmt.Errorf("%w: endpoints[%d]: %w", ErrInvalidConfig, i, err)
+	}
+	fallbacks := s.fallbacks(i)
+	for k := range fallbacks {
+		if err := endpointid.Check(fallbacks[k].Endpoint.ID); err != nil {
+			return nil, fmt.Errorf("%w: fallback endpoint: %w", ErrInvalidConfig, err)
+		}
+	}
 	d := r.newDecision()
 	d.Endpoint = chosen
 	d.PromptTokens = s.promptTokens
@@ -47,7 +64,7 @@ func (s *Selection) Commit(i int) (*Decision, error) {
 	if s.scored && (i == s.best || s.kept(i)) {
 		d.Score = st.scores[i]
 	}
-	if d.Fallbacks = s.fallbacks(i); d.Fallbacks != nil {
+	if d.Fallbacks = fallbacks; d.Fallbacks != nil {
 		d.moved.r = r
 		if (*r.cfg.Speculative.Enabled || r.approx.Enabled()) && s.total > 0 { // what Served speculates (or records approximately) on the fallback
 			d.moved.keys, d.moved.bounds = slices.Clone(st.keys), slices.Clone(st.bounds)

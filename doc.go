@@ -121,8 +121,9 @@
 // index knows its cache only from the router's own speculative entries, so
 // it looks cold. Pass the same list to both (or a subset to Pick) unless
 // that is what you want. Either way a candidate's ID must be one
-// SetEndpoints accepts: Pick refuses the request otherwise
-// (ErrInvalidConfig), since the chosen ID labels the load series.
+// SetEndpoints accepts: a pick that chooses one that is not (or names it a
+// fallback) fails with ErrInvalidConfig, since the chosen ID labels the
+// load series.
 //
 // The router does not read the request body for the model. The caller
 // parses the body's "model" and sets Request.LoRA when it names a LoRA

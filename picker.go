@@ -29,9 +29,10 @@ var ErrNoEndpoints = errors.New("kvroute: no candidate endpoints")
 // render → keys → lookup → filter → score → pick → commit). See Router for
 // the pipeline and Selection for running its stages one at a time. A render
 // failure does not fail Pick: the request is routed by load alone, the
-// failure is counted and Decision.RenderErr says so. A candidate whose ID
-// SetEndpoints would refuse (empty, over 259 bytes, not UTF-8: it labels
-// the per-endpoint series) fails Pick with an ErrInvalidConfig naming it.
+// failure is counted and Decision.RenderErr says so. A pick that would
+// commit to an ID SetEndpoints would refuse (empty, over 259 bytes, not
+// UTF-8: the chosen ID, or a fallback's, labels the per-endpoint series)
+// fails with an ErrInvalidConfig naming it (see Selection.Commit).
 func (r *Router) Pick(ctx context.Context, req *Request, endpoints []Endpoint) (*Decision, error) {
 	endpoints, err := r.admit(ctx, req, endpoints)
 	if err != nil {

@@ -45,10 +45,12 @@ func TestSetEndpointsBoundsIDs(t *testing.T) {
 }
 
 // TestPickBoundsCandidateIDs: Pick's candidates need not have been given to
-// SetEndpoints, but the chosen one's ID labels the load tracker's series as
-// theirs do, so a candidate whose ID SetEndpoints would refuse fails Pick
-// (and Match) with an error naming it, accounts nothing, and leaves every
-// metric gatherable: one ID that is not UTF-8 would fail each scrape.
+// SetEndpoints, but the chosen one's ID (and a fallback's, should it serve)
+// labels the load tracker's series as theirs do, so a pick that would
+// commit to an ID SetEndpoints would refuse fails with an error naming it,
+// accounts nothing, and leaves every metric gatherable: one ID that is not
+// UTF-8 would fail each scrape. The check is made on the IDs a commit
+// names, not on every candidate of every lookup (Pick's hot path).
 func TestPickBoundsCandidateIDs(t *testing.T) {
 	defer leakcheck.Check(t)()
 	reg := prometheus.NewRegistry()
@@ -66,12 +68,16 @@ func TestPickBoundsCandidateIDs(t *testing.T) {
 		"too long": strings.Repeat("h", 1<<20) + ":8000",
 		"not utf8": "\xff:8000",
 	} {
-		eps := []Endpoint{{ID: "127.0.0.1:8000"}, {ID: id}}
-		_, err := r.Pick(context.Background(), req, eps)
+		// Chosen: the only candidate.
+		_, err := r.Pick(context.Background(), req, []Endpoint{{ID: id}})
 		require.ErrorIs(t, err, ErrInvalidConfig, name)
-		require.ErrorContains(t, err, "endpoints[1]", name)
+		require.ErrorContains(t, err, "endpoints[0]", name)
 		require.Less(t, len(err.Error()), 300, name)
-		_, err = r.Match(context.Background(), req, eps)
+		// Beside a good one with a fallback asked for: chosen or named
+		// as the fallback (which carries the load if it serves), it is
+		// refused either way.
+		fb := &Request{Prompts: req.Prompts, Fallbacks: 1}
+		_, err = r.Pick(context.Background(), fb, []Endpoint{{ID: "127.0.0.1:8000"}, {ID: id}})
 		require.ErrorIs(t, err, ErrInvalidConfig, name)
 		_, gerr := reg.Gather()
 		require.NoError(t, gerr, name)

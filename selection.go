@@ -73,9 +73,8 @@ type Selection struct {
 // Match is the first part of Pick: it admits the request (Options.Admission),
 // renders it (unless it carries Prompts), computes its block keys and looks
 // them up in the index for every candidate, and reads each candidate's
-// in-flight load. Its errors are Pick's: ErrNoEndpoints, an invalid
-// candidate ID (ErrInvalidConfig), the context's
-// error, the mistakes that would otherwise route without cache information
+// in-flight load. Its errors are Pick's but Commit's: ErrNoEndpoints, the
+// context's error, the mistakes that would otherwise route without cache information
 // (ErrEndpointsNotSet, ErrNoAPI, ErrModelMismatch) and the admission's
 // refusal. A render failure is not an error (see Decision.RenderErr). The
 // caller must Release the Selection.
