@@ -69,7 +69,7 @@ func (p *removingPicker) Process(stream extprocv3.ExternalProcessor_ProcessServe
 // x-prefiller-host-port) does not reach the upstream, and a response header
 // it removes does not reach the client.
 func TestRemoveHeadersAreApplied(t *testing.T) {
-	defer leakcheck.Check(t)()
+	t.Cleanup(leakcheck.Check(t)) // runs after startProxy's cleanup
 	got := make(chan http.Header, 1)
 	engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got <- r.Header.Clone()
@@ -78,22 +78,8 @@ func TestRemoveHeadersAreApplied(t *testing.T) {
 	}))
 	defer engine.Close()
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	g := grpc.NewServer()
-	extprocv3.RegisterExternalProcessorServer(g, &removingPicker{
+	proxy := startProxy(t, envoysim.Config{}, &removingPicker{
 		dest: engine.Listener.Addr().String(), reqRemove: "x-prefiller-host-port", respRemove: "x-engine-internal"})
-	served := make(chan struct{})
-	go func() { defer close(served); _ = g.Serve(ln) }()
-	defer func() { g.Stop(); <-served }()
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	defer conn.Close()
-
-	upstream := &http.Client{Transport: &http.Transport{}}
-	defer upstream.CloseIdleConnections()
-	proxy := httptest.NewServer(envoysim.New(envoysim.Config{}, extprocv3.NewExternalProcessorClient(conn), upstream))
-	defer proxy.Close()
 	client := &http.Client{Transport: &http.Transport{}}
 	defer client.CloseIdleConnections()
 
@@ -112,4 +98,29 @@ func TestRemoveHeadersAreApplied(t *testing.T) {
 	require.Empty(t, h.Values("X-Prefiller-Host-Port"), "the removed request header reached the upstream")
 	require.Equal(t, "yes", h.Get("X-Kept"))
 	require.Empty(t, resp.Header.Values("X-Engine-Internal"), "the removed response header reached the client")
+}
+
+// startProxy serves picker over a real gRPC ext_proc stream on loopback and
+// returns an envoysim proxy in front of it with cfg; the test's cleanup
+// stops both (a leak check registered with t.Cleanup before it runs after).
+func startProxy(t *testing.T, cfg envoysim.Config, picker extprocv3.ExternalProcessorServer) *httptest.Server {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	g := grpc.NewServer()
+	extprocv3.RegisterExternalProcessorServer(g, picker)
+	served := make(chan struct{})
+	go func() { defer close(served); _ = g.Serve(ln) }()
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	upstream := &http.Client{Transport: &http.Transport{}}
+	proxy := httptest.NewServer(envoysim.New(cfg, extprocv3.NewExternalProcessorClient(conn), upstream))
+	t.Cleanup(func() {
+		proxy.Close()
+		upstream.CloseIdleConnections()
+		_ = conn.Close()
+		g.Stop()
+		<-served
+	})
+	return proxy
 }
