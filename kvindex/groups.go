@@ -275,30 +275,57 @@ func (hy *hybridEP) find(group int32) *groupSet {
 // usable returns the longest prefix of at most n blocks of keys that every
 // group allows, counting the blocks spec holds as held by every group
 // (hy.mu read-locked by the caller).
+//
+// A group allows L when it holds the last need blocks before L (fewer when
+// L < need): ⌈(W−1)/R⌉ for a sliding window, 1 for Mamba. The candidates
+// are tried from n down; a group that misses block j rules out every L in
+// (j, j+need], so the next candidate is j. Each group remembers the lowest
+// block of its verified run before the candidate (lo), which only moves
+// down, so it looks each block up at most once: O(n) lookups per group,
+// where trying every L cost up to n × need. A prompt usable whole costs
+// only the windows before n.
 func (hy *hybridEP) usable(keys []Key, n, bs int, spec *specHeld) int {
-	for L := n; L > 0; L-- {
-		if hy.allows(keys, L, bs, spec) {
-			return L
+	var buf [maxGroupsTracked]int
+	lo := buf[:0]
+	if len(hy.groups) > len(buf) {
+		lo = make([]int, 0, len(hy.groups))
+	}
+	for range hy.groups {
+		lo = append(lo, n) // [lo, L) are held: none yet
+	}
+	L := n
+next:
+	for L > 0 {
+		for i, g := range hy.groups {
+			need := g.need(bs)
+			if need <= 0 {
+				continue
+			}
+			if lo[i] > L {
+				lo[i] = L
+			}
+			for from := max(0, L-need); lo[i] > from; {
+				j := lo[i] - 1
+				lo[i] = j
+				if g.held[keys[j]] == 0 && !spec.held(keys[j]) {
+					L = j
+					continue next
+				}
+			}
 		}
+		return L
 	}
 	return 0
 }
 
-func (hy *hybridEP) allows(keys []Key, L, bs int, spec *specHeld) bool {
-	for _, g := range hy.groups {
-		switch g.kind {
-		case GroupMamba:
-			if g.held[keys[L-1]] == 0 && !spec.held(keys[L-1]) {
-				return false
-			}
-		case GroupSlidingWindow:
-			need := (g.window - 1 + bs - 1) / bs // ⌈(W−1)/R⌉ blocks before L
-			for j := max(0, L-need); j < L; j++ {
-				if g.held[keys[j]] == 0 && !spec.held(keys[j]) {
-					return false
-				}
-			}
-		}
+// need returns how many blocks of bs tokens before a prefix's end the group
+// must hold for the prefix to be reusable (0: none).
+func (g *groupSet) need(bs int) int {
+	switch g.kind {
+	case GroupMamba:
+		return 1
+	case GroupSlidingWindow:
+		return (g.window - 1 + bs - 1) / bs // ⌈(W−1)/R⌉ blocks before L
 	}
-	return true
+	return 0
 }
