@@ -81,49 +81,58 @@ type Options struct {
 	telemetry.Set
 }
 
-// withDefaults returns cfg with zero fields replaced by defaults, or an error
-// describing the first invalid field.
-func (cfg Config) withDefaults() (Config, error) {
+// Validate reports the first field New would refuse, naming its JSON key
+// (a negative size, TTL or byte bound, a tier weight that is negative or
+// not finite, a tier name that is not lower-case), so that a configuration
+// that embeds Config can refuse it where it is read. Zero fields are valid:
+// they mean the defaults.
+func (cfg Config) Validate() error {
 	switch {
 	case cfg.BlockSize < 0:
-		return cfg, fmt.Errorf("kvindex: blockSize must be positive, got %d", cfg.BlockSize)
-	case cfg.BlockSize == 0:
+		return fmt.Errorf("blockSize must be positive, got %d", cfg.BlockSize)
+	case cfg.SpeculativeWeight < 0 || math.IsNaN(cfg.SpeculativeWeight) || math.IsInf(cfg.SpeculativeWeight, 0):
+		return fmt.Errorf("speculativeWeight must be finite and >= 0, got %v", cfg.SpeculativeWeight)
+	case cfg.SpeculativeTTL < 0:
+		return fmt.Errorf("speculativeTTL must be >= 0, got %v", cfg.SpeculativeTTL)
+	case cfg.MaxBlocksPerEndpoint < 0:
+		return fmt.Errorf("maxBlocksPerEndpoint must be >= 0, got %d", cfg.MaxBlocksPerEndpoint)
+	case cfg.MaxBytes < 0:
+		return fmt.Errorf("maxBytes must be >= 0 (0 means the default %d), got %d", DefaultMaxBytes, cfg.MaxBytes)
+	}
+	for name, w := range cfg.TierWeights {
+		if w < 0 || math.IsNaN(w) || math.IsInf(w, 0) {
+			return fmt.Errorf("tierWeights[%q] must be finite and >= 0, got %v", name, w)
+		}
+		if name != normTier(name) {
+			return fmt.Errorf("tierWeights key %q must be lower-case and non-empty", name)
+		}
+	}
+	return nil
+}
+
+// withDefaults returns cfg with zero fields replaced by defaults, or
+// Validate's error.
+func (cfg Config) withDefaults() (Config, error) {
+	if err := cfg.Validate(); err != nil {
+		return cfg, fmt.Errorf("kvindex: %w", err)
+	}
+	if cfg.BlockSize == 0 {
 		cfg.BlockSize = DefaultBlockSize
 	}
-	switch {
-	case cfg.SpeculativeWeight < 0 || math.IsNaN(cfg.SpeculativeWeight) || math.IsInf(cfg.SpeculativeWeight, 0):
-		return cfg, fmt.Errorf("kvindex: speculativeWeight must be finite and >= 0, got %v", cfg.SpeculativeWeight)
-	case cfg.SpeculativeWeight == 0:
+	if cfg.SpeculativeWeight == 0 {
 		cfg.SpeculativeWeight = 1
 	}
-	switch {
-	case cfg.SpeculativeTTL < 0:
-		return cfg, fmt.Errorf("kvindex: speculativeTTL must be >= 0, got %v", cfg.SpeculativeTTL)
-	case cfg.SpeculativeTTL == 0:
+	if cfg.SpeculativeTTL == 0 {
 		cfg.SpeculativeTTL = DefaultSpeculativeTTL
 	}
-	switch {
-	case cfg.MaxBlocksPerEndpoint < 0:
-		return cfg, fmt.Errorf("kvindex: maxBlocksPerEndpoint must be >= 0, got %d", cfg.MaxBlocksPerEndpoint)
-	case cfg.MaxBlocksPerEndpoint == 0:
+	if cfg.MaxBlocksPerEndpoint == 0 {
 		cfg.MaxBlocksPerEndpoint = DefaultMaxBlocksPerEndpoint
 	}
 	if cfg.SweepInterval == 0 {
 		cfg.SweepInterval = DefaultSweepInterval
 	}
-	switch {
-	case cfg.MaxBytes < 0:
-		return cfg, fmt.Errorf("kvindex: maxBytes must be >= 0 (0 means the default %d), got %d", DefaultMaxBytes, cfg.MaxBytes)
-	case cfg.MaxBytes == 0:
+	if cfg.MaxBytes == 0 {
 		cfg.MaxBytes = DefaultMaxBytes
-	}
-	for name, w := range cfg.TierWeights {
-		if w < 0 || math.IsNaN(w) || math.IsInf(w, 0) {
-			return cfg, fmt.Errorf("kvindex: tierWeights[%q] must be finite and >= 0, got %v", name, w)
-		}
-		if name != normTier(name) {
-			return cfg, fmt.Errorf("kvindex: tierWeights key %q must be lower-case and non-empty", name)
-		}
 	}
 	return cfg, nil
 }
