@@ -332,6 +332,9 @@ func (c Config) Validate() error {
 	if err := c.validateOwned(); err != nil {
 		return err
 	}
+	if err := c.Index.Validate(); err != nil {
+		return fmt.Errorf("%w: index.%w", ErrInvalidConfig, err)
+	}
 	if err := c.Accuracy.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -183,4 +184,43 @@ func TestLoadConfigRejectsNegativeRequestBounds(t *testing.T) {
 	cfg := Config{Model: "m"}
 	cfg.Requests.MaxRequests = -1
 	require.ErrorContains(t, cfg.Validate(), "requests.maxRequests")
+}
+
+// LoadConfig refuses what the index would refuse when the Router builds it,
+// naming the key under "index", and keeps zero values as the defaults.
+func TestLoadConfigValidatesIndex(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"index":{"maxBytes":-1}}`:                          "index.maxBytes must be >= 0",
+		`{"index":{"maxBlocksPerEndpoint":-5}}`:              "index.maxBlocksPerEndpoint must be >= 0, got -5",
+		`{"index":{"speculativeWeight":-0.5}}`:               "index.speculativeWeight must be finite and >= 0, got -0.5",
+		`{"index":{"tierWeights":{"cpu":-0.1}}}`:             `index.tierWeights["cpu"] must be finite and >= 0, got -0.1`,
+		`{"index":{"tierWeights":{"CPU":0.5}}}`:              `index.tierWeights key "CPU" must be lower-case and non-empty`,
+		`{"index":{"tierWeights":{"":0.5}}}`:                 `index.tierWeights key "" must be lower-case and non-empty`,
+		`{"index":{"maxBytes":0,"maxBlocksPerEndpoint":-1}}`: "index.maxBlocksPerEndpoint",
+		`{"index":{}}`: "",
+		`{"index":{"maxBytes":0,"maxBlocksPerEndpoint":0,"speculativeWeight":0,"sweepInterval":"0s"}}`: "",
+		`{"index":{"sweepInterval":"-1ns","maxBytes":1073741824,"tierWeights":{"cpu":0,"disk":0.2}}}`:  "",
+	} {
+		cfg, err := LoadConfig(strings.NewReader(in))
+		if want == "" {
+			require.NoError(t, err, in)
+			require.NoError(t, cfg.Validate(), in)
+			continue
+		}
+		require.ErrorIs(t, err, ErrInvalidConfig, in)
+		require.ErrorContains(t, err, want, in)
+	}
+	// Values JSON cannot carry, set in Go, are refused by Validate as New
+	// would refuse them.
+	for name, set := range map[string]func(*Config){
+		"index.speculativeWeight":  func(c *Config) { c.Index.SpeculativeWeight = math.NaN() },
+		`index.tierWeights["gpu"]`: func(c *Config) { c.Index.TierWeights = map[string]float64{"gpu": math.Inf(1)} },
+		"index.maxBytes":           func(c *Config) { c.Index.MaxBytes = -1 << 20 },
+	} {
+		cfg := DefaultConfig()
+		set(&cfg)
+		err := cfg.Validate()
+		require.ErrorIs(t, err, ErrInvalidConfig, name)
+		require.ErrorContains(t, err, name, name)
+	}
 }
