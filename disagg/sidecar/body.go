@@ -75,21 +75,19 @@ func readObject(body []byte) ([]byte, map[string]json.RawMessage, error) {
 }
 
 // parseObject decodes a request body that must be one JSON object, keeping
-// every field's raw value. body is UTF-8 (see jsonText).
+// every field's raw value. body is UTF-8 (see jsonText). Whatever follows
+// the object but whitespace is refused, as Python's json.loads refuses it.
+// json.Unmarshal reads body where it lies: the members' raw values, which
+// prefillText charges, are the only copy of it made (a json.Decoder would
+// first read the whole body into a buffer of its own, a copy nothing
+// charges).
 func parseObject(body []byte) (map[string]json.RawMessage, error) {
 	var m map[string]json.RawMessage
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&m); err != nil {
+	if err := json.Unmarshal(body, &m); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadRequest, err)
 	}
 	if m == nil {
 		return nil, fmt.Errorf("%w: the body is null, not a JSON object", ErrBadRequest)
-	}
-	if dec.More() {
-		return nil, fmt.Errorf("%w: trailing data after the JSON object", ErrBadRequest)
-	}
-	if _, err := dec.Token(); err == nil {
-		return nil, fmt.Errorf("%w: trailing data after the JSON object", ErrBadRequest)
 	}
 	return m, nil
 }
