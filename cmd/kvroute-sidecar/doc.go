@@ -15,7 +15,9 @@
 // (default 30s; 408 past it), be at most --max-body-bytes (413), and find
 // room in --max-body-bytes-in-flight, the bytes all clients' bodies (and
 // the copies a split makes of them: about three times a body during its
-// prefill step) may hold together (503 with Retry-After); a client that takes nothing of its
+// prefill step) may hold together (503 with Retry-After; a split whose
+// copies find no room goes to the decoder as it came, a local prefill
+// counted as body_budget); a client that takes nothing of its
 // response for --response-write-timeout (default 1m, restarted at every
 // write) has it cut; each refusal and cut is counted by reason in
 // kvroute_sidecar_refused_requests_total. What the HTTP server does

@@ -46,6 +46,25 @@ func (c *copies) reserve(k copyKind) func(n int) error {
 	return func(n int) error { return c.take(k, n) }
 }
 
+// moveTo is reserve for kind to, drawing first on what kind from holds:
+// that much of from's charge becomes to's, and only the rest is taken.
+// The decode body, built once the prefill body is dropped, so takes the
+// room the prefill body found (nil when c charges nothing).
+func (c *copies) moveTo(from, to copyKind) func(n int) error {
+	if c == nil {
+		return nil
+	}
+	return func(n int) error {
+		m := min(int64(n), c.held[from])
+		c.held[from] -= m
+		c.held[to] += m
+		if rest := int64(n) - m; rest > 0 {
+			return c.take(to, int(rest))
+		}
+		return nil
+	}
+}
+
 // release gives back what kind k holds, once its copy is dropped.
 func (c *copies) release(k copyKind) {
 	if c != nil {

@@ -58,7 +58,12 @@
 // Config.MaxBodyBytesInFlight (503 body_budget without room), as it does
 // the other copies a split makes (the parsed members and the prefill body
 // during the prefill step, the decode body, in place of the client's,
-// while the decoder answers), and answers
+// while the decoder answers): a split whose copies find no room, even
+// alone when its body is over a third of the budget, is not sent to the
+// prefiller but to the decoder as it came, for a local prefill
+// (ReasonBodyBudget), unless going as it came needs a copy too (a wide
+// body, or one with kv_transfer_params of its own to drop), which is
+// answered 503 body_budget then. It answers
 // 400 bad_body, naming the encoding, a wide body that is not text in it. A
 // request it does not split goes to the decoder as it came.
 //
@@ -72,7 +77,9 @@
 // unchanged and the decoder prefills it itself. A Messages request forcing
 // a named tool (tool_choice {"type":"tool"}) is not sent to the prefiller
 // at all: vLLM decodes the generated text as the tool call's JSON input,
-// which one token is not, and answers such a prefill 500. Each fallback is counted by
+// which one token is not, and answers such a prefill 500. Nor is a
+// request whose copies find no room in the Handler's budget of body bytes
+// in flight (ReasonBodyBudget). Each fallback is counted by
 // reason (Reasons) in kvroute_sidecar_prefill_fallbacks_total. A failure of
 // the transfer itself (blocks gone from the prefiller) is the decoder's to
 // handle: vLLM's kv_load_failure_policy "recompute" (the default)

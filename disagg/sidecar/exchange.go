@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/kvroute/kvroute/internal/bytebudget"
+	"github.com/kvroute/kvroute/internal/jsonscan"
 	"github.com/kvroute/kvroute/telemetry"
 )
 
@@ -110,10 +111,15 @@ const (
 	// decodes the generated text as the tool call's JSON input, which one
 	// token is not, and fails the prefill (forcesNamedTool).
 	ReasonForcedTool = "forced_tool"
+	// ReasonBodyBudget: a Handler's budget of Config.MaxBodyBytesInFlight
+	// (or the one Exchange.PrefillWithin is given) had room for the body
+	// but not for the copies a split makes of it, so the decoder gets the
+	// body alone (see Handler).
+	ReasonBodyBudget = "body_budget"
 )
 
 // Reasons lists every fallback reason, the label values' fixed set.
-var Reasons = []string{ReasonBadTarget, ReasonUnreachable, ReasonTimeout, ReasonStatus, ReasonBadResponse, ReasonNotAllowed, ReasonForcedTool}
+var Reasons = []string{ReasonBadTarget, ReasonUnreachable, ReasonTimeout, ReasonStatus, ReasonBadResponse, ReasonNotAllowed, ReasonForcedTool, ReasonBodyBudget}
 
 // Config configures an Exchange (and a Handler). The zero value works: every
 // zero field takes its default.
@@ -145,11 +151,16 @@ type Config struct {
 	// a split makes of them (a wide body's UTF-8 copy; during the prefill
 	// step its parsed members and the prefill body, so that a split holds
 	// about three times its body then; while the decoder answers, the
-	// decode body in place of the client's). A body or copy that finds no
-	// room is answered 503 at once (Retry-After), so that many concurrent
-	// clients, each within MaxBodyBytes, cannot together grow the
-	// sidecar's memory without bound. It may not be below MaxBodyBytes
-	// (a split body over a third of it then finds no room even alone).
+	// decode body in place of the client's). A split whose copies find no
+	// room goes to the decoder as it came, for a local prefill counted as
+	// ReasonBodyBudget, before the prefiller is sent anything; a body that
+	// finds no room itself (or a split's that needs a copy to go to the
+	// decoder alone: one with kv_transfer_params of its own to drop, or a
+	// UTF-16 or UTF-32 one) is answered 503 at once (Retry-After), so
+	// that many concurrent clients, each within MaxBodyBytes, cannot
+	// together grow the sidecar's memory without bound. It may not be
+	// below MaxBodyBytes (a split body over a third of it then always
+	// prefills locally).
 	// Default 512 MiB, or MaxBodyBytes when larger. A Handler's only, like
 	// BodyReadTimeout.
 	MaxBodyBytesInFlight int64 `json:"-"`
@@ -424,10 +435,14 @@ func (x *Exchange) Prefill(ctx context.Context, hostPort, path string, hdr http.
 // prefillText is Prefill on a body already read as vLLM reads it (UTF-8,
 // no byte order mark) and within Config.MaxBodyBytes as it came. The
 // copies it makes of body are charged to c (nil: to nothing) before they
-// are made, bytebudget.ErrNoRoom when there is no room: the parsed members
-// and the prefill body, given back as they are dropped (by the time
-// prefillText returns), and LocalBody and DecodeBody when they are copies,
-// which the caller gives back (copyLocal, copyDecode) once done with them.
+// are made: the parsed members and the prefill body, given back as they
+// are dropped (by the time prefillText returns), and LocalBody and
+// DecodeBody when they are copies, which the caller gives back
+// (copyLocal, copyDecode) once done with them. A copy that finds no room
+// gives the prefill step up (ReasonBodyBudget, noRoom), before the
+// prefiller is sent anything unless the decode body outgrew the prefill
+// body's room; bytebudget.ErrNoRoom when LocalBody itself is a copy that
+// finds none.
 func (x *Exchange) prefillText(ctx context.Context, hostPort, path string, hdr http.Header, body []byte, c *copies) (Result, error) {
 	res := Result{RequestID: requestID(hdr)}
 	if path == "" || path[0] != '/' {
@@ -436,7 +451,7 @@ func (x *Exchange) prefillText(ctx context.Context, hostPort, path string, hdr h
 	// The members' raw values are copies of theirs in body, together
 	// never longer than it.
 	if err := c.take(copyMembers, len(body)); err != nil {
-		return res, err
+		return x.noRoom(res, body, false)
 	}
 	defer c.release(copyMembers)
 	parsed, err := parseObject(body)
@@ -455,16 +470,22 @@ func (x *Exchange) prefillText(ctx context.Context, hostPort, path string, hdr h
 	if path == MessagesPath && forcesNamedTool(parsed) {
 		return x.fallback(res, ReasonForcedTool, errors.New("a Messages request forcing a named tool: vLLM fails its one-token prefill")), nil
 	}
+	// The prefill body's charge is kept past the prefiller's answer, for
+	// the decode body (moveTo): the room the prefill step found is the
+	// decode body's, reserved before the prefiller is sent anything.
 	pbody, err := prefillBody(parsed, path, c.reserve(copyPrefill))
 	defer c.release(copyPrefill) // also when it found no room: what it took
 	if err != nil {
+		if errors.Is(err, bytebudget.ErrNoRoom) {
+			c.release(copyPrefill)
+			return x.noRoom(res, body, true)
+		}
 		return res, err
 	}
 	start := x.timeNow()
 	pctx, cancel := context.WithTimeout(ctx, x.cfg.PrefillTimeout)
 	defer cancel()
 	params, reason, err := x.prefill(pctx, x.cfg.PrefillerScheme+"://"+hostPort+path, hdr, res.RequestID, pbody)
-	c.release(copyPrefill) // the prefiller has answered: its body is dropped
 	res.PrefillDuration = x.timeNow().Sub(start)
 	x.m.prefillSeconds.Observe(res.PrefillDuration.Seconds())
 	if err != nil {
@@ -473,13 +494,40 @@ func (x *Exchange) prefillText(ctx context.Context, hostPort, path string, hdr h
 		}
 		return x.fallback(res, reason, err), nil
 	}
-	dbody, err := decodeBody(parsed, params, c.reserve(copyDecode))
+	// The decode body takes the prefill body's charge and asks the budget
+	// only for what it is longer (the prefiller's transfer parameters
+	// against the ones it was sent): without room for that, the prefill
+	// the prefiller made is given up, the one case that wastes it.
+	dbody, err := decodeBody(parsed, params, c.moveTo(copyPrefill, copyDecode))
+	if errors.Is(err, bytebudget.ErrNoRoom) {
+		c.release(copyDecode)
+		return x.noRoom(res, body, true)
+	}
 	if err != nil {
 		return res, err
 	}
 	res.DecodeBody, res.Split, res.Params = dbody, true, params
 	x.m.requests.WithLabelValues(OutcomeSplit).Inc()
 	return res, nil
+}
+
+// noRoom gives the prefill step up for want of room, in the budget
+// prefillText charges, for a copy of body (a UTF-8 JSON object): the
+// decoder gets res.LocalBody (local: made already), or, before the body
+// was parsed, body itself, unless it carries kv_transfer_params of its
+// own, which only a copy could drop (bytebudget.ErrNoRoom then).
+func (x *Exchange) noRoom(res Result, body []byte, local bool) (Result, error) {
+	if !local {
+		var v [1][]byte
+		if err := jsonscan.Members(body, transferParamsMember, v[:]); err != nil {
+			return res, fmt.Errorf("%w: %v", ErrBadRequest, err)
+		}
+		if v[0] != nil {
+			return res, bytebudget.ErrNoRoom
+		}
+		res.LocalBody = body
+	}
+	return x.fallback(res, ReasonBodyBudget, errors.New("no room in the budget of body bytes in flight for the copies a split makes")), nil
 }
 
 // fallback gives the prefill step up: the decoder gets res.LocalBody, the

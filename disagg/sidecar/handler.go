@@ -35,7 +35,9 @@ import (
 // Every request body is read whole, within Config.MaxBodyBytes (a larger
 // one is answered 413), Config.BodyReadTimeout (408) and the Handler's
 // budget of Config.MaxBodyBytesInFlight (503; the copies a split makes
-// are charged to it too), before anything goes to the decoder, which gets
+// are charged to it too, and a split whose copies find no room goes to
+// the decoder as it came, for a local prefill counted as
+// ReasonBodyBudget), before anything goes to the decoder, which gets
 // a copy the Handler owns. Handing the client's body itself to the decoder's
 // transport breaks streams: net/http's server consumes and closes a
 // request body once the response header goes out, and net/http's

@@ -87,26 +87,60 @@ func TestSidecarChargesASplitsCopiesToTheBudget(t *testing.T) {
 }
 
 // A split whose copies find no room beside its body in
-// Config.MaxBodyBytesInFlight is answered 503 and counted as body_budget,
-// nothing sent on and nothing left held; the same body proxied as it came
-// (no copies) is served.
-func TestSidecarRefusesASplitWithoutRoomForItsCopies(t *testing.T) {
+// Config.MaxBodyBytesInFlight, though it is the only request, goes to the
+// decoder as it came, for a local prefill counted as body_budget, before
+// the prefiller is sent anything: whether the parsed members already find
+// no room (a body over half the budget) or only the prefill body (over a
+// third), and nothing is left held. Before, it was answered 503 and never
+// served, however idle the sidecar.
+func TestSidecarPrefillsLocallyASplitWithoutRoomForItsCopies(t *testing.T) {
 	t.Cleanup(leakcheck.Check(t)) // runs after every other cleanup
 	prefiller := fakePrefiller(t, func(w http.ResponseWriter, r *http.Request) {
 		t.Error("the prefiller was called")
 	})
-	decoder := fakePrefiller(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(io.Discard, r.Body) })
+	decGot := make(chan []byte, 1)
+	decoder := fakePrefiller(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		decGot <- b
+	})
+	h, reg, url := startSidecar(t, Config{DecoderURL: "http://" + decoder, MaxBodyBytes: 100 << 10, MaxBodyBytesInFlight: 100 << 10})
+	released := func() bool { return h.budget.InUse() == 0 }
+	for i, size := range []int{60 << 10, 40 << 10} {
+		raw, err := json.Marshal(chat(strings.Repeat("x", size), 1, false))
+		require.NoError(t, err)
+		code, _, b := send(t, url+"/v1/chat/completions", prefiller, raw)
+		require.Equal(t, http.StatusOK, code, string(b))
+		require.Equal(t, string(raw), string(<-decGot), "the body as it came")
+		require.Equal(t, float64(i+1), counter(t, reg, "kvroute_sidecar_prefill_fallbacks_total", "reason", ReasonBodyBudget))
+		require.Equal(t, float64(i+1), counter(t, reg, "kvroute_sidecar_requests_total", "outcome", OutcomeFallback))
+		// The handler gives its charge back as it returns, which may come
+		// after the client has read the whole answer: wait for that.
+		require.Eventually(t, released, 20*time.Second, time.Millisecond, "the split holds nothing after")
+	}
+	require.Zero(t, counter(t, reg, "kvroute_sidecar_refused_requests_total", "reason", refusedBodyBudget))
+}
+
+// A split without room for its copies whose body carries
+// kv_transfer_params of its own cannot go to the decoder as it came (the
+// decoder would pull blocks from wherever the client names), and the copy
+// without them finds no room either: it is answered 503 and counted as
+// body_budget, nothing sent on and nothing left held.
+func TestSidecarRefusesASplitWithoutRoomForItsLocalBody(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t)) // runs after every other cleanup
+	prefiller := fakePrefiller(t, func(w http.ResponseWriter, r *http.Request) {
+		t.Error("the prefiller was called")
+	})
+	decoder := fakePrefiller(t, func(w http.ResponseWriter, r *http.Request) {
+		t.Error("the decoder was called")
+	})
 	h, reg, url := startSidecar(t, Config{DecoderURL: "http://" + decoder, MaxBodyBytes: 100 << 10, MaxBodyBytesInFlight: 100 << 10})
 	body := chat(strings.Repeat("x", 60<<10), 1, false)
+	body["kv_transfer_params"] = map[string]any{"do_remote_prefill": true, "remote_host": "10.0.0.9"}
 	code, hdr, b := send(t, url+"/v1/chat/completions", prefiller, body)
 	require.Equal(t, http.StatusServiceUnavailable, code, string(b))
 	require.Equal(t, "1", hdr.Get("Retry-After"))
 	require.Equal(t, 1.0, counter(t, reg, "kvroute_sidecar_refused_requests_total", "reason", refusedBodyBudget))
-	// The handler gives its charge back as it returns, which may come
-	// after the client has read the whole answer: wait for that.
+	require.Zero(t, counter(t, reg, "kvroute_sidecar_prefill_fallbacks_total", "reason", ReasonBodyBudget))
 	released := func() bool { return h.budget.InUse() == 0 }
 	require.Eventually(t, released, 20*time.Second, time.Millisecond, "the refused split holds nothing")
-	code, _, b = send(t, url+"/v1/chat/completions", "", body)
-	require.Equal(t, http.StatusOK, code, string(b))
-	require.Eventually(t, released, 20*time.Second, time.Millisecond, "the proxied body is given back")
 }
