@@ -18,8 +18,9 @@
 //     arrive (a Content-Length sizes none beyond 64 KiB) and is charged to a
 //     gateway-wide budget of Config.MaxBodyBytesInFlight until the response
 //     ends, as is the copy of a body rewritten for ServerConfig.Models and
-//     the decode body of the exchange mode (503 with Retry-After when the
-//     budget has no room),
+//     the copies the exchange mode makes (503 with Retry-After when the
+//     budget has no room; a split whose copies find none is prefilled by
+//     its decode endpoint instead, before the prefiller is sent anything),
 //  2. calls Pick with the body, the inbound header and the model the body
 //     names (a model other than Config.Model is taken as a LoRA adapter name,
 //     which roots the block keys as vLLM's lora_name does; with

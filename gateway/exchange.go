@@ -161,14 +161,18 @@ var errPrefillFallback = errors.New("gateway: prefill step failed, the decode en
 // set to the one both halves carry. It ends the prefill role of d at the
 // prefiller's answer (its one token: nothing more is asked of it) or at a
 // fallback (d.Endpoint prefills locally); d itself is the caller's to end.
-// The copies of the body the exchange made (the decode body with the
-// transfer parameters, the local body when the client's own parameters
-// were kept) are charged to the body budget, as every copy the gateway
-// holds until the response ends is: held is what they took, which the
-// caller releases after the response; copies that find no room are
-// answered 503 body_budget.
-// A non-nil error means the request cannot go on (client gone, body
-// refused): res is its result, answered on w when the client is there.
+// Every copy of the body the exchange makes is charged to the body budget
+// before it is made (sidecar.Exchange.PrefillWithin): the parsed members
+// and the prefill body while the prefill step runs, and the decode body,
+// whose room is the prefill body's, reserved before the prefiller is sent
+// anything; held is what the copies kept for the decode request take (the
+// decode body, the local body when the client's own parameters were
+// kept), which the caller releases after the response. A split whose
+// copies find no room is not sent to the prefiller: the decode endpoint
+// gets the body as it came and prefills it, as on any failed prefill
+// step (HeaderPrefillFallback body_budget); only one that cannot go even
+// so without a copy that finds no room is answered 503 body_budget, the
+// prefiller untouched either way.
 func (h *Handler) exchange(w http.ResponseWriter, r *http.Request, hdr http.Header, body []byte, d *kvroute.Decision) (out, local []byte, fallback string, held int64, res Result, err error) {
 	pre := d.Roles[0]
 	if !sidecar.SplitPath(r.URL.Path) || r.Method != http.MethodPost {
@@ -181,7 +185,7 @@ func (h *Handler) exchange(w http.ResponseWriter, r *http.Request, hdr http.Head
 		h.notify(d)
 		return body, body, "", 0, "", nil
 	}
-	xr, err := h.exchanger.x.Prefill(r.Context(), endpointHostPort(pre.Endpoint), r.URL.Path, hdr, body)
+	xr, held, err := h.exchanger.x.PrefillWithin(r.Context(), endpointHostPort(pre.Endpoint), r.URL.Path, hdr, body, &h.budget)
 	if err != nil {
 		pre.Done(kvroute.DoneInfo{Err: err})
 		h.notify(d)
@@ -189,6 +193,10 @@ func (h *Handler) exchange(w http.ResponseWriter, r *http.Request, hdr http.Head
 			return nil, nil, "", 0, ResultClientAbort, context.Cause(r.Context())
 		}
 		api := apiOf(r)
+		if errors.Is(err, sidecar.ErrNoRoom) {
+			h.writeBodyBudget(w, api) // counted by the caller, as the other refusals
+			return nil, nil, "", 0, ResultBodyBudget, errBodyBudget
+		}
 		if errors.Is(err, sidecar.ErrTooLarge) {
 			writeError(w, api, http.StatusRequestEntityTooLarge, err.Error())
 			return nil, nil, "", 0, ResultBodyTooLarge, err
@@ -202,30 +210,8 @@ func (h *Handler) exchange(w http.ResponseWriter, r *http.Request, hdr http.Head
 		pre.Done(kvroute.DoneInfo{Err: errPrefillFallback})
 	}
 	h.notify(d)
-	held = copyCap(xr.DecodeBody, body)
-	if !sameArray(xr.LocalBody, xr.DecodeBody) {
-		held += copyCap(xr.LocalBody, body)
-	}
-	if !h.budget.Acquire(held) {
-		h.writeBodyBudget(w, apiOf(r)) // counted by the caller, as the other refusals
-		return nil, nil, "", 0, ResultBodyBudget, errBodyBudget
-	}
 	hdr[headerRequestID] = []string{xr.RequestID}
 	return xr.DecodeBody, xr.LocalBody, xr.Fallback, held, "", nil
-}
-
-// copyCap is what c holds of the body budget when it is a copy of body
-// (0 when it is body itself).
-func copyCap(c, body []byte) int64 {
-	if sameArray(c, body) {
-		return 0
-	}
-	return int64(cap(c))
-}
-
-// sameArray reports whether a and b start at the same byte of one array.
-func sameArray(a, b []byte) bool {
-	return cap(a) > 0 && cap(b) > 0 && &a[:1][0] == &b[:1][0]
 }
 
 // endpointHostPort is the host:port requests to e go to (and the

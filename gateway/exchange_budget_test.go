@@ -18,11 +18,17 @@ import (
 	"github.com/kvroute/kvroute/simengine/server"
 )
 
-// In exchange mode the decode body, the client's body with the prefiller's
-// transfer parameters, is a copy of the body held until the response ends:
-// it is charged to MaxBodyBytesInFlight as the body is. A budget with room
-// for the body but not for its decode copy answers 503 body_budget; one
-// with room for both serves the split request and is empty afterwards.
+// In exchange mode the copies the exchange makes of a body (the parsed
+// members and the prefill body during the prefill step, then the decode
+// body, held until the response ends) are charged to MaxBodyBytesInFlight
+// as the body is, the decode body's room reserved before the prefiller is
+// sent anything. A budget with room for them serves the split request and
+// is empty afterwards. One with room for the body, not for its copies,
+// sends the body as it came to the decode endpoint, which prefills it
+// (fallback body_budget), the prefiller untouched; before, the prefill ran
+// and the request was then answered 503, its prefill wasted. With the
+// client's own kv_transfer_params kept, going as it came takes a copy
+// too: without room for it, 503 body_budget, the prefiller untouched.
 func TestExchangeChargesTheDecodeBodyToTheBodyBudget(t *testing.T) {
 	defer leakcheck.Check(t)()
 	dec := startRoleEngine(t, server.RoleDecode, server.PDConfig{}, false, 0)
@@ -36,13 +42,13 @@ func TestExchangeChargesTheDecodeBodyToTheBodyBudget(t *testing.T) {
 		return b
 	}
 
-	start := func(limit int64) *Server {
+	start := func(limit int64, allowTransfer bool) *Server {
 		cfg := kvroute.DefaultConfig()
 		cfg.Model = testModel
 		cfg.BlockSize = 16
 		cfg.Events.Enabled = new(true)
 		gw, err := NewServer(t.Context(), ServerConfig{Listen: "127.0.0.1:0", Router: cfg, Endpoints: eps,
-			Proxy:      Config{MaxBodyBytes: limit, MaxBodyBytesInFlight: limit},
+			Proxy:      Config{MaxBodyBytes: limit, MaxBodyBytesInFlight: limit, AllowClientKVTransferParams: allowTransfer},
 			Disagg:     &disagg.Config{NonCachedTokens: 256},
 			DisaggHost: DisaggHostConfig{Mode: DisaggModeExchange, Exchange: sidecar.Config{}}}, Options{})
 		require.NoError(t, err)
@@ -69,7 +75,7 @@ func TestExchangeChargesTheDecodeBodyToTheBodyBudget(t *testing.T) {
 	}
 
 	// Room for both: split, served, and every byte given back.
-	gw := start(DefaultMaxBodyBytes)
+	gw := start(DefaultMaxBodyBytes, false)
 	resp, b := post(gw, bodyOf(31))
 	require.Equal(t, http.StatusOK, resp.StatusCode, b)
 	require.Equal(t, eps[1].ID, resp.Header.Get(HeaderPrefillEndpoint), "the prefill step ran")
@@ -77,11 +83,31 @@ func TestExchangeChargesTheDecodeBodyToTheBodyBudget(t *testing.T) {
 	waitFor(t, "the budget released", func() bool { return gw.Handler().budget.InUse() == 0 })
 	require.NoError(t, gw.Shutdown(context.Background()))
 
+	prefills := pre.srv.Engine().Stats().GenerationTokens // one token each
+	require.Equal(t, uint64(1), prefills)
+
 	// Room for the body (read into a buffer of its announced size), not
-	// for the body and its decode copy. A new prompt, which the decode
-	// engine does not hold, is split.
+	// for its copies. A new prompt, which the decode engine does not hold,
+	// is decided split.
 	body := bodyOf(32)
-	gw = start(int64(len(body)) * 3 / 2)
+	gw = start(int64(len(body))*3/2, false)
+	resp, b = post(gw, body)
+	require.Equal(t, http.StatusOK, resp.StatusCode, b)
+	require.Equal(t, sidecar.ReasonBodyBudget, resp.Header.Get(HeaderPrefillFallback))
+	require.Equal(t, prefills, pre.srv.Engine().Stats().GenerationTokens, "the prefiller did nothing")
+	require.Equal(t, 1.0, counter(t, gw.Registry(), "completions", ResultSuccess))
+	require.Zero(t, counter(t, gw.Registry(), "completions", ResultBodyBudget))
+	waitFor(t, "the budget released", func() bool { return gw.Handler().budget.InUse() == 0 })
+	require.NoError(t, gw.Shutdown(context.Background()))
+
+	// The client's own kv_transfer_params kept: the body cannot go as it
+	// came without a copy, which finds no room either.
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(bodyOf(33), &m))
+	m["kv_transfer_params"] = map[string]any{"do_remote_prefill": false}
+	body, err := json.Marshal(m)
+	require.NoError(t, err)
+	gw = start(int64(len(body))*3/2, true)
 	defer func() { require.NoError(t, gw.Shutdown(context.Background())) }()
 	resp, b = post(gw, body)
 	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, b)
@@ -89,5 +115,6 @@ func TestExchangeChargesTheDecodeBodyToTheBodyBudget(t *testing.T) {
 	require.Contains(t, b, "request bodies in flight")
 	require.Equal(t, 1.0, counter(t, gw.Registry(), "completions", ResultBodyBudget))
 	require.Zero(t, counter(t, gw.Registry(), "completions", ResultSuccess))
+	require.Equal(t, prefills, pre.srv.Engine().Stats().GenerationTokens, "the prefiller did nothing")
 	waitFor(t, "the budget released", func() bool { return gw.Handler().budget.InUse() == 0 })
 }

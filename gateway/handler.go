@@ -63,10 +63,15 @@ type Config struct {
 	// it has sent (at most twice that), not what its Content-Length
 	// announces. A body the model rewrite table changed
 	// (ServerConfig.Models) holds its rewritten copy as well, charged when
-	// it is made, as does a split request in exchange mode its decode body
-	// (the body with the prefiller's transfer parameters), charged when
-	// the prefill step has answered. A request whose body, or its copy, finds no room is
-	// answered 503 with a Retry-After and counted as result "body_budget".
+	// it is made, as does a split request in exchange mode the copies its
+	// exchange makes (the parsed members and the prefill body during the
+	// prefill step, then the decode body, the body with the prefiller's
+	// transfer parameters, whose room is reserved before the prefiller is
+	// sent anything): a split whose copies find no room goes to the decode
+	// endpoint as it came, for a local prefill (X-Kvroute-Prefill-Fallback
+	// body_budget). A request whose body, or a copy it cannot go without,
+	// finds no room is answered 503 with a Retry-After and counted as
+	// result "body_budget".
 	// With ObserveCachedTokens, the buffer that reads a response's usage (a
 	// JSON body, or one line of a stream, at most 1 MiB) is charged too; a
 	// response whose buffer finds no room is passed through unread (usage

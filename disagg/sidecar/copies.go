@@ -8,19 +8,21 @@ type copyKind int
 
 const (
 	copyMembers copyKind = iota // the parsed members: until prefillText returns
-	copyPrefill                 // the prefill request's body: until the prefiller answers
+	copyPrefill                 // the prefill request's body: until the decode body takes its room (moveTo)
 	copyLocal                   // Result.LocalBody when it is a copy: with the Result
 	copyDecode                  // Result.DecodeBody when Split: until the decoder's response ends
+	copyText                    // a wide body's UTF-8 copy (PrefillWithin): while a body returned is it
 	copyKinds
 )
 
 // copies charges the copies prefillText makes of a client body to a
 // Handler's budget of Config.MaxBodyBytesInFlight, each before it is
 // made, so that the budget bounds every byte the Handler holds of a
-// request: its body, and the bodies built from it. A nil *copies charges
+// request: its body, and the bodies built from it (a Budget of
+// Exchange.PrefillWithin's caller likewise). A nil *copies charges
 // nothing (Exchange.Prefill, whose caller owns its memory).
 type copies struct {
-	budget *bytebudget.Budget
+	budget Budget
 	held   [copyKinds]int64
 }
 
