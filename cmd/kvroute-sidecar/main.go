@@ -147,8 +147,11 @@ func serve(ctx context.Context, o *options, lg *slog.Logger, ready func(addr, me
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		servers = append(servers, &http.Server{Handler: mux, ReadHeaderTimeout: gateway.DefaultReadHeaderTimeout, IdleTimeout: o.idleTimeout})
-		listeners = append(listeners, ml)
+		msrv := &http.Server{Handler: mux, ReadHeaderTimeout: gateway.DefaultReadHeaderTimeout, IdleTimeout: o.idleTimeout}
+		servers = append(servers, msrv)
+		// Watched too, as the gateway's one listener (serving /metrics)
+		// is: a scraper's late header or malformed request is counted.
+		listeners = append(listeners, watch.Install(msrv, ml))
 		metricsAddr = ml.Addr().String()
 	}
 	errc := make(chan error, len(servers))
