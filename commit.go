@@ -101,6 +101,9 @@ func (s *Selection) Commit(i int) (*Decision, error) {
 		r.met.predicted.Observe(float64(d.CachedTokens))
 		r.met.prompt.Observe(float64(s.promptTokens))
 	}
+	if !s.inProfile {
+		countFallback(r, d) // a profile's roles: Pick counts the request once
+	}
 	if s.usedCache {
 		r.met.decisions[decisionPrecise].Inc()
 	} else {
@@ -108,6 +111,18 @@ func (s *Selection) Commit(i int) (*Decision, error) {
 		r.blind(s)
 	}
 	return d, nil
+}
+
+// countFallback counts in kvroute_router_render_fallbacks_total a routed
+// request that could not be tokenized: once per request, when Pick returns
+// its Decision or a host's Commit of Match's Selection makes it. A render
+// that failed for a request not routed (the filters kept no candidate, the
+// host released the Selection), or for a profile's look at the request
+// besides its pick (a session's opening), is not a routed request.
+func countFallback(r *Router, d *Decision) {
+	if d != nil && d.RenderErr != nil {
+		r.met.renderFallbacks.Inc()
+	}
 }
 
 // speculate gives candidate i speculative index entries for the request's

@@ -41,7 +41,7 @@ func newRouterMetrics(reg, predReg prometheus.Registerer) (*routerMetrics, error
 	}, []string{"endpoint_role"})
 	fallbacks := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "kvroute_router_render_fallbacks_total",
-		Help: "Requests routed by load alone because they could not be tokenized (render failure or rendering disabled).",
+		Help: "Routed requests that went by load alone because they could not be tokenized (render failure, rendering disabled, prompt_embeds, or raw media in the prompt), once per request; a failed render of a request not routed is not counted.",
 	})
 	decisions := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kvroute_router_decisions_total",

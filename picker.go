@@ -42,8 +42,10 @@ func (r *Router) Pick(ctx context.Context, req *Request, endpoints []Endpoint) (
 	d.handOver() // the profile is done with it: the request table may end it now
 	if err != nil {
 		r.abandon(ctx)
+		return d, err
 	}
-	return d, err
+	countFallback(r, d)
+	return d, nil
 }
 
 // pipeline is what New assembles the Router's stages from: the extension

@@ -115,9 +115,10 @@ func escapedAt(body []byte, i int) bool {
 }
 
 // render is the render stage: the request's prompts (given, or the render
-// client's answer), its cache salt and the render failure, if any. A
-// failure is counted and the request routed by load alone, unless ctx has
-// ended: then the caller is gone and render returns ctx's error.
+// client's answer), its cache salt and the render failure, if any. After
+// a failure the request is routed by load alone (counted once routed:
+// countFallback), unless ctx has ended: then the caller is gone and render
+// returns ctx's error.
 func (s *Selection) render(ctx context.Context) error {
 	s.prompts, s.salt, s.renderErr = s.r.prompts(ctx, s.req, &s.st)
 	if s.renderErr == nil {
@@ -126,7 +127,6 @@ func (s *Selection) render(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	s.r.met.renderFallbacks.Inc()
 	s.r.log.Debug("render failed; routing by load alone", "request", s.req.ID, "err", s.renderErr)
 	return nil
 }
