@@ -52,11 +52,12 @@ func (h *Handler) serveCountTokens(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	eps := *h.endpoints.Load()
+	var rw rewrite
 	if h.served != nil {
 		req := kvroute.Request{Body: body}
 		var rheld int64
 		var ok bool
-		body, rheld, ok = h.routeModel(w, render.APIMessages, am, &req, body, model, eps)
+		body, rheld, rw, ok = h.routeModel(w, render.APIMessages, am, &req, body, model, eps)
 		defer h.budget.Release(rheld)
 		if !ok {
 			return
@@ -68,6 +69,7 @@ func (h *Handler) serveCountTokens(w http.ResponseWriter, r *http.Request) {
 		writeError(w, render.APIMessages, http.StatusServiceUnavailable, "the gateway has no endpoints")
 		return
 	}
+	h.countRewrite(rw) // sent as the target from here on
 	ep := eps[(h.models.Add(1)-1)%uint64(len(eps))]
 	res, _ := h.forward(w, r, body, &kvroute.Decision{Endpoint: ep}, h.now(), am, nil, nil)
 	am.results[res].Inc()

@@ -480,13 +480,14 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api ren
 		}
 		req.Prompts, req.CacheSalt = []render.Prompt{p}, salt
 	}
+	var rw rewrite // the model rewrite, counted once the request is sent
 	switch {
 	case h.served != nil:
 		var (
 			rheld  int64
 			routed bool
 		)
-		body, rheld, routed = h.routeModel(w, api, am, req, body, model, eps)
+		body, rheld, rw, routed = h.routeModel(w, api, am, req, body, model, eps)
 		defer h.budget.Release(rheld) // after the response, as the body's
 		if !routed {
 			return
@@ -579,6 +580,7 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api ren
 			return
 		}
 	}
+	h.countRewrite(rw) // sent as the target from here on: picked and past the dispatch gate
 	rec := DecisionRecord{Time: start, RequestID: req.ID, API: api, Model: model, LoRA: req.LoRA != "",
 		Endpoint: d.Endpoint.ID, PromptTokens: d.PromptTokens, PredictedCached: d.CachedTokens,
 		Outcome: d.Outcome.String(), UsedCache: d.UsedCache, CacheMode: d.CacheMode.String(), ActualCached: -1}

@@ -33,11 +33,14 @@ import (
 // routeModel sets req's model in multi-model mode. It returns the body to
 // forward (rewritten when the table changed the model), what the rewritten
 // copy holds of the body budget (which the caller releases once the
-// response has ended) and false when it has answered the request itself:
-// a rewritten copy that finds no room in the budget is answered 503, as a
-// body is. A rewrite is counted (models.Registry.Applied) only when it
-// returns true: a request it answered was not sent as the target.
-func (h *Handler) routeModel(w http.ResponseWriter, api render.API, am *apiMetrics, req *kvroute.Request, body []byte, model string, eps []kvroute.Endpoint) ([]byte, int64, bool) {
+// response has ended), the rewrite it drew, and false when it has answered
+// the request itself: a rewritten copy that finds no room in the budget is
+// answered 503, as a body is. The caller counts the rewrite (countRewrite)
+// only once it sends the request to an endpoint: one answered here, or
+// refused by the pick (a target the Router does not serve:
+// kvroute.ErrModelMismatch) or by the admission, was not sent as the
+// target.
+func (h *Handler) routeModel(w http.ResponseWriter, api render.API, am *apiMetrics, req *kvroute.Request, body []byte, model string, eps []kvroute.Endpoint) ([]byte, int64, rewrite, bool) {
 	name := model
 	if name == "" {
 		name = h.cfg.Model
@@ -46,7 +49,7 @@ func (h *Handler) routeModel(w http.ResponseWriter, api render.API, am *apiMetri
 	if !models.Serves(eps, target, h.cfg.Model) {
 		am.results[ResultBadRequest].Inc()
 		writeModelNotFound(w, api, name)
-		return nil, 0, false
+		return nil, 0, rewrite{}, false
 	}
 	var held int64
 	if rewritten && target != model {
@@ -54,13 +57,13 @@ func (h *Handler) routeModel(w http.ResponseWriter, api render.API, am *apiMetri
 		if err != nil {
 			am.results[ResultBadRequest].Inc()
 			writeError(w, api, http.StatusBadRequest, "rewriting the request's model: "+err.Error())
-			return nil, 0, false
+			return nil, 0, rewrite{}, false
 		}
 		// A second copy of the body, held with the first until the
 		// response ends.
 		if held = int64(cap(nb)); !h.budget.Acquire(held) {
 			h.refuseBodyBudget(w, api, am)
-			return nil, 0, false
+			return nil, 0, rewrite{}, false
 		}
 		body = nb
 		req.Body = nb
@@ -69,10 +72,24 @@ func (h *Handler) routeModel(w http.ResponseWriter, api render.API, am *apiMetri
 	if _, adapter := h.served.Adapter(eps, target); adapter {
 		req.LoRA = target
 	}
-	if rewritten {
-		h.served.Applied(name, target) // only now: a request refused above was not rewritten
+	return body, held, rewrite{from: name, to: target, drawn: rewritten}, true
+}
+
+// rewrite is what routeModel drew from the rewrite table for one request:
+// the name it gave (from) and the model it is sent as (to), drawn false
+// when the table had no rule for the name.
+type rewrite struct {
+	from, to string
+	drawn    bool
+}
+
+// countRewrite counts rw in kvroute_models_rewrites_total
+// (models.Registry.Applied) when the table drew it. The caller calls it
+// once, when it sends the request to an endpoint.
+func (h *Handler) countRewrite(rw rewrite) {
+	if rw.drawn {
+		h.served.Applied(rw.from, rw.to)
 	}
-	return body, held, true
 }
 
 // writeModelNotFound answers a model no endpoint serves: vLLM's 404

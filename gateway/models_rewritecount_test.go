@@ -49,3 +49,31 @@ func TestGatewayCountsOnlyTheRewritesItRoutes(t *testing.T) {
 	require.Equal(t, 1.0, rewrites(t, srv.Registry(), "alias", "alpha"))
 	require.Zero(t, rewrites(t, srv.Registry(), "ghost", "gone"))
 }
+
+// A rewrite whose target the gateway's listing deems served but the Router
+// refuses (kvroute.ErrModelMismatch, answered 404: here the gateway's base
+// model, which an endpoint listing no models serves for the gateway, is
+// not the Router's) sends nothing as the target and is not counted.
+func TestGatewayDoesNotCountARewriteThePickRefuses(t *testing.T) {
+	defer leakcheck.Check(t)()
+	u := newUpstream(t)
+	defer u.Close()
+	const other = "127.0.0.1:1" // lists a model of its own; never sent anything
+	cfg := testServerConfig(kvroute.Endpoint{ID: u.id}, kvroute.Endpoint{ID: other})
+	cfg.Router.Model = "alpha"
+	cfg.Proxy.Model = "beta"
+	cfg.Models = &models.Config{Served: map[string][]string{other: {"gamma"}},
+		Rewrites: []models.Rule{{Model: "alias", Targets: []models.Target{{Model: "beta"}}}}}
+	srv, err := NewServer(t.Context(), cfg, Options{})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, srv.Shutdown(context.Background())) }()
+	c := &http.Client{Transport: &http.Transport{}}
+	defer c.CloseIdleConnections()
+
+	code, _, _, body := postModel(t, c, srv.URL(), "alias")
+	require.Equal(t, http.StatusNotFound, code, body)
+	require.Contains(t, body, kvroute.ErrModelMismatch.Error())
+	got, _ := u.received()
+	require.Empty(t, got, "nothing routed")
+	require.Zero(t, rewrites(t, srv.Registry(), "alias", "beta"), "the refused request was not sent as the target")
+}

@@ -45,8 +45,9 @@
 // Extension's InferenceModelRewrite: an alias has one target, a canary
 // several ("llama" → 90 "llama-v1", 10 "llama-v2"). The draw uses
 // Options.Random, so a seeded source gives a reproducible split, and every
-// rewritten request that is routed (Table.Applied; not one refused because
-// no endpoint serves its target) is counted by target in
+// rewritten request that is routed (Table.Applied; not one refused after
+// the draw, because no endpoint serves its target or the pick or the
+// admission refuses it) is counted by target in
 // kvroute_models_rewrites_total.
 //
 // # Metrics

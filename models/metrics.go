@@ -14,7 +14,7 @@ type rewriteMetrics struct {
 func newRewriteMetrics(reg prometheus.Registerer) (*rewriteMetrics, error) {
 	m := &rewriteMetrics{rewrites: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kvroute_models_rewrites_total",
-		Help: "Requests whose model was rewritten by the model-rewrite table and that were routed as the target, by the model sent and the target drawn (configured names only); a request whose target no endpoint serves is not.",
+		Help: "Requests whose model was rewritten by the model-rewrite table and that were routed as the target, by the model sent and the target drawn (configured names only); a request refused after the draw (a target no endpoint serves, a pick or an admission that refuses it) is not.",
 	}, []string{"model", "target"})}
 	var err error
 	m.rewrites, err = register(reg, m.rewrites)
