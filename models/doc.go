@@ -61,7 +61,8 @@
 //     repeated within the answer or beyond MaxModels
 //   - kvroute_models_label_names_dropped{endpoint}: a gauge, the names
 //     of the endpoint's label (Config.Label) the last Registry.Annotate
-//     left out: invalid, over MaxNameBytes or beyond MaxModels
+//     left out: invalid, over MaxNameBytes, repeated within the label
+//     or beyond MaxModels (a blank between commas is no name)
 //   - kvroute_models_card_fields_dropped_total{endpoint}: a member of a
 //     kept name's card left out (listed as null): an owned_by or root that
 //     is not a string, over MaxCardFieldBytes or not printable UTF-8, a

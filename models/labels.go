@@ -7,7 +7,8 @@ import (
 )
 
 // labelDrops counts, for Registry.Annotate, the names endpoint labels list
-// that it leaves out (invalid, over MaxNameBytes, beyond MaxModels) in
+// that it leaves out (invalid, over MaxNameBytes, repeated, beyond
+// MaxModels, as the poller counts an answer's names) in
 // kvroute_models_label_names_dropped{endpoint}: a gauge, since Annotate
 // reads the same labels again on every change of the endpoints, holding
 // the last Annotate's drops, one series per endpoint that dropped a name.
@@ -23,7 +24,7 @@ type labelDrops struct {
 func newLabelDrops(reg prometheus.Registerer) (*labelDrops, error) {
 	g, err := register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "kvroute_models_label_names_dropped",
-		Help: "Model names an endpoint's models label lists that were not kept, as of the last annotation of the endpoints: invalid, overlong, or beyond the per-endpoint bound.",
+		Help: "Model names an endpoint's models label lists that were not kept, as of the last annotation of the endpoints: invalid, overlong, repeated (listed again in the same label), or beyond the per-endpoint bound.",
 	}, []string{"endpoint"}))
 	if err != nil {
 		return nil, err

@@ -13,11 +13,12 @@ import (
 )
 
 // The names an endpoint's label lists that Annotate leaves out (invalid,
-// overlong, beyond MaxModels) are counted by endpoint, as of the last
-// Annotate: annotating the same endpoints again counts them once, a label
-// that no longer drops a name or an endpoint that left takes its series
-// with it, and a label Served overrides is not read. They used to be left
-// out without a trace.
+// overlong, repeated, beyond MaxModels: as the poller counts the names of
+// an answer; a blank between commas is no name) are counted by endpoint,
+// as of the last Annotate: annotating the same endpoints again counts them
+// once, a label that no longer drops a name or an endpoint that left takes
+// its series with it, and a label Served overrides is not read. They used
+// to be left out without a trace, and repeats were not counted.
 func TestAnnotateCountsTheNamesALabelDrops(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	r, err := New(Config{
@@ -30,7 +31,7 @@ func TestAnnotateCountsTheNamesALabelDrops(t *testing.T) {
 	eps := []kvroute.Endpoint{
 		{ID: "10.0.0.1:8000", Labels: lbl("llama, bad\x01name, qwen, mistral")}, // one invalid, one beyond 2
 		{ID: "10.0.0.2:8000", Labels: lbl(strings.Repeat("m", MaxNameBytes+1))}, // none kept
-		{ID: "10.0.0.3:8000", Labels: lbl("llama,llama, ,qwen")},                // repeats and blanks: no drop
+		{ID: "10.0.0.3:8000", Labels: lbl("llama,llama, ,qwen")},                // a repeat dropped; a blank is no name
 		{ID: "10.0.0.4:8000", Labels: lbl("\x01")},                              // Served wins: the label is not read
 		{ID: "10.0.0.5:8000"}, // no label
 	}
@@ -39,16 +40,18 @@ func TestAnnotateCountsTheNamesALabelDrops(t *testing.T) {
 	require.Empty(t, got[1].Models, "no name kept: the endpoint serves the base model")
 	require.Equal(t, []string{"llama", "qwen"}, got[2].Models)
 	require.Equal(t, []string{"llama"}, got[3].Models)
-	want := map[string]float64{"10.0.0.1:8000": 2, "10.0.0.2:8000": 1}
+	want := map[string]float64{"10.0.0.1:8000": 2, "10.0.0.2:8000": 1, "10.0.0.3:8000": 1}
 	require.Equal(t, want, regtest.ByLabel(t, reg, "kvroute_models_label_names_dropped", "endpoint"))
 
 	r.Annotate(eps)
 	require.Equal(t, want, regtest.ByLabel(t, reg, "kvroute_models_label_names_dropped", "endpoint"), "the same labels annotated again are the same drops")
 
 	eps[0].Labels = lbl("llama")
-	r.Annotate(eps[:2])
+	eps[2].Labels = lbl("llama, ,qwen")
+	r.Annotate(eps[:3])
 	require.Equal(t, map[string]float64{"10.0.0.2:8000": 1}, regtest.ByLabel(t, reg, "kvroute_models_label_names_dropped", "endpoint"), "a fixed label drops nothing")
 	r.Annotate(eps[2:])
+	require.Equal(t, []string{"llama", "qwen"}, r.Annotate(eps[2:])[0].Models)
 	require.Empty(t, regtest.ByLabel(t, reg, "kvroute_models_label_names_dropped", "endpoint"), "an endpoint that left takes its series with it")
 }
 

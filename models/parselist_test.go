@@ -9,7 +9,9 @@ import (
 )
 
 // ParseList keeps a label's model names in order, trimmed, without empty,
-// invalid or repeated ones, and at most max of them.
+// invalid or repeated ones, and at most max of them; it counts the names
+// it leaves out, repeats among them (as the poller counts an answer's), and
+// not the blanks between commas, which are no names.
 func TestParseList(t *testing.T) {
 	check := func(v string, max int, want []string, dropped int, msg ...any) {
 		t.Helper()
@@ -17,7 +19,8 @@ func TestParseList(t *testing.T) {
 		require.Equal(t, want, got, msg...)
 		require.Equal(t, dropped, n, msg...)
 	}
-	check(" llama, qwen 2 ,,llama,mistral ", 0, []string{"llama", "qwen 2", "mistral"}, 0, "blanks and repeats are no drop")
+	check(" llama, qwen 2 ,,llama,mistral ", 0, []string{"llama", "qwen 2", "mistral"}, 1, "a repeat is a drop, a blank none")
+	check("a, a ,a", 0, []string{"a"}, 2, "each repeat")
 	check("a,b,c", 2, []string{"a", "b"}, 1)
 	check("a,\x01b,c", 0, []string{"a", "c"}, 1, "a control character leaves the name out")
 	check(" , ,", 0, nil, 0)

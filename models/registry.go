@@ -74,8 +74,9 @@ func (r *Registry) SetEndpoints(eps []kvroute.Endpoint) {
 
 // Annotate returns a copy of eps with each endpoint's Models filled, from
 // the first source that names it: Config.Served, the endpoint's Label
-// (comma-separated; invalid names and those beyond PollConfig.MaxModels
-// are left out, counted by endpoint in kvroute_models_label_names_dropped
+// (comma-separated; invalid and repeated names and those beyond
+// PollConfig.MaxModels are left out, counted by endpoint in
+// kvroute_models_label_names_dropped
 // as of this call), the poller's last good answer (one that kept at least
 // one name), else the Models it already had. An endpoint no source names
 // keeps empty Models: the router's model only.
@@ -257,8 +258,10 @@ func (r *Registry) Close() {
 // ParseList parses a comma-separated list of model names (a label or
 // annotation value), trimming spaces and leaving out empty, invalid and
 // repeated names and those beyond max (0: DefaultMaxModels). dropped counts
-// the names left out that were neither empty nor repeats: invalid ones and
-// those beyond max, which a caller reports as a problem of the list.
+// the names left out: invalid ones, repeats and those beyond max, as the
+// poller counts the names of an engine's answer, which a caller reports as
+// a problem of the list; a blank between commas is no name and is not
+// counted.
 func ParseList(v string, max int) (names []string, dropped int) {
 	if max <= 0 {
 		max = DefaultMaxModels
@@ -266,8 +269,8 @@ func ParseList(v string, max int) (names []string, dropped int) {
 	for part := range strings.SplitSeq(v, ",") {
 		part = strings.TrimSpace(part)
 		switch {
-		case part == "" || slices.Contains(names, part):
-		case checkName(part) != nil || len(names) == max:
+		case part == "":
+		case slices.Contains(names, part) || checkName(part) != nil || len(names) == max:
 			dropped++
 		default:
 			names = append(names, part)

@@ -63,7 +63,7 @@ func podEndpoints(p *corev1.Pod, ports []int32, cfg Config, warn *podWarnings, p
 		var dropped int
 		if served, dropped = models.ParseList(v, 0); dropped > 0 {
 			probs[problemModelsAnnotation] = true
-			warn.warn(p, "annotation "+cfg.ModelsAnnotation, v, "k8s: model names left out of a models annotation (invalid, or beyond the bound)",
+			warn.warn(p, "annotation "+cfg.ModelsAnnotation, v, "k8s: model names left out of a models annotation (invalid, repeated, or beyond the bound)",
 				"annotation", cfg.ModelsAnnotation, "kept", served)
 		}
 	}

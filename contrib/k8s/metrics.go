@@ -11,7 +11,7 @@ import (
 const (
 	problemPortAnnotation   = iota // an events or replay port annotation that is not a port: the router's configured port applies
 	problemRole                    // a role label value that is no role: the pod serves both roles
-	problemModelsAnnotation        // a models annotation with names left out (invalid, or beyond the bound)
+	problemModelsAnnotation        // a models annotation with names left out (invalid, repeated, or beyond the bound)
 	problemPodIP                   // a status.podIP that is no IP address: the pod is left out, its endpoint IDs would be
 	problemActivePorts             // an active-ports annotation with entries that are no target port (they are left out), or with none at all (the pod is)
 	problemDuplicateAddress        // an endpoint ID (IP:port) a pod created earlier already has (hostNetwork pods on one node): the pod is left out

@@ -11,16 +11,17 @@ import (
 )
 
 // A pod's models annotation becomes its endpoints' Models (every rank);
-// invalid and repeated names are left out; a change of the list is a change
+// invalid and repeated names are left out, a problem of the annotation
+// (blanks between commas are no names); a change of the list is a change
 // of the endpoint.
 func TestPodModelsAnnotationFillsEndpointModels(t *testing.T) {
 	p := pod("a", "10.0.0.1", map[string]string{"app": "vllm"}, true)
-	p.Annotations = map[string]string{models.DefaultLabel: "meta-llama/Llama-3.1-8B, qwen/Qwen3-8B,,meta-llama/Llama-3.1-8B"}
+	p.Annotations = map[string]string{models.DefaultLabel: "meta-llama/Llama-3.1-8B, qwen/Qwen3-8B,,"}
 	cfg := Config{ModelsAnnotation: models.DefaultLabel}
 	var probs podProblems
 	eps := podEndpoints(p, []int32{8000, 8001}, cfg, newPodWarnings(slog.New(slog.DiscardHandler)), &probs)
 	require.Len(t, eps, 2)
-	require.Equal(t, podProblems{}, probs, "blanks and repeats are no problem")
+	require.Equal(t, podProblems{}, probs, "blanks are no problem")
 	for _, e := range eps {
 		require.Equal(t, []string{"meta-llama/Llama-3.1-8B", "qwen/Qwen3-8B"}, e.Models)
 	}
@@ -35,4 +36,11 @@ func TestPodModelsAnnotationFillsEndpointModels(t *testing.T) {
 	eps = podEndpoints(bad, []int32{8000}, cfg, newPodWarnings(slog.New(slog.DiscardHandler)), &probs)
 	require.Equal(t, []string{"ok"}, eps[0].Models)
 	require.Equal(t, podProblems{problemModelsAnnotation: true}, probs, "an invalid name left out is a problem")
+
+	probs = podProblems{}
+	rep := pod("d", "10.0.0.4", nil, true)
+	rep.Annotations = map[string]string{models.DefaultLabel: "ok, ok"}
+	eps = podEndpoints(rep, []int32{8000}, cfg, newPodWarnings(slog.New(slog.DiscardHandler)), &probs)
+	require.Equal(t, []string{"ok"}, eps[0].Models)
+	require.Equal(t, podProblems{problemModelsAnnotation: true}, probs, "a repeated name left out is a problem, as the poller counts it")
 }
