@@ -42,7 +42,11 @@
 // the variable) on both sides; a token no HTTP request carries intact (a
 // trailing newline) is an error naming where it was set. Should that
 // listener fail while the gateway runs, the gateway shuts down and exits
-// non-zero, as it does when its public listener fails.
+// non-zero, as it does when its public listener fails. It takes the public
+// listener's readHeaderTimeout and idleTimeout, and counts a connection
+// closed for a late header in kvroute_gateway_snapshot_header_timeouts_total
+// and a request its HTTP server refused unread in
+// kvroute_gateway_snapshot_refused_requests_total.
 //
 // --config is a kvroute router configuration in YAML (as kept in Helm values)
 // or JSON, or an llm-d EndpointPickerConfig whole. It is read by llmd.Load,

@@ -277,7 +277,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts Opti
 	if idle == 0 {
 		idle = gateway.DefaultIdleTimeout
 	}
-	snap, err := serveSnapshot(o.snapshotListen, srv.Router(), readHeader, idle, log)
+	snap, err := serveSnapshot(o.snapshotListen, srv.Router(), readHeader, idle, srv.Registry(), log)
 	if err != nil {
 		sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
 		defer cancel()

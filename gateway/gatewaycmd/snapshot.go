@@ -8,7 +8,11 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/internal/connwatch"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // snapshotPath is where the internal listener serves the index snapshot.
@@ -48,22 +52,30 @@ var snapshotHandler = (*kvroute.Router).SnapshotHandler
 // has not arrived within readHeader (gateway.readHeaderTimeout), or which
 // stays idle for idle (gateway.idleTimeout), is closed, so that peers'
 // connections, or a client that opens one and sends nothing, cannot pile
-// up.
-func serveSnapshot(addr string, r *kvroute.Router, readHeader, idle time.Duration, log *slog.Logger) (*snapshotServer, error) {
+// up. As on the public listener, such a close and a request net/http
+// refuses unread are counted (newSnapshotWatcher), in reg: the gateway's
+// /metrics.
+func serveSnapshot(addr string, r *kvroute.Router, readHeader, idle time.Duration, reg prometheus.Registerer, log *slog.Logger) (*snapshotServer, error) {
 	if addr == "" || r == nil {
 		return nil, nil
 	}
+	watch, set := newSnapshotWatcher(), telemetry.Set{Registerer: reg}
+	if err := set.Register(watch.HeaderTimeouts, watch.Refused); err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
+		set.Unregister(watch.HeaderTimeouts, watch.Refused)
 		return nil, err
 	}
 	mux := http.NewServeMux()
 	mux.Handle(snapshotPath, snapshotHandler(r))
 	s := &snapshotServer{addr: ln.Addr().String(), ln: ln, done: make(chan struct{}),
 		srv: &http.Server{Handler: mux, ReadHeaderTimeout: readHeader, IdleTimeout: idle}}
+	wl := watch.Install(s.srv, ln)
 	go func() {
 		defer close(s.done)
-		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := s.srv.Serve(wl); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("snapshot listener failed", "addr", s.addr, "err", err)
 			s.err = err
 		}
@@ -90,4 +102,23 @@ func (s *snapshotServer) shutdown(ctx context.Context) {
 		_ = s.srv.Close()
 	}
 	<-s.done
+}
+
+// newSnapshotWatcher returns the Watcher of the snapshot listener's
+// connections (package connwatch): what the public listener counts in
+// kvroute_gateway_header_timeouts_total and
+// kvroute_gateway_refused_requests_total, under names of the snapshot
+// listener's own, since net/http closes a late header's connection and
+// refuses a malformed request silently.
+func newSnapshotWatcher() *connwatch.Watcher {
+	return &connwatch.Watcher{
+		HeaderTimeouts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvroute_gateway_snapshot_header_timeouts_total",
+			Help: "Connections to the internal snapshot listener closed because a request header did not arrive within the gateway's readHeaderTimeout.",
+		}),
+		Refused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvroute_gateway_snapshot_refused_requests_total",
+			Help: "Requests the internal snapshot listener's HTTP server refused before serving them: a malformed request line or header, a header over the size limit, an unsupported HTTP version.",
+		}),
+	}
 }
