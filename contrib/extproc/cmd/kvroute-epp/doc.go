@@ -70,8 +70,18 @@
 // token that a TokenReview authenticates and a SubjectAccessReview allows
 // (verb get on the path): 401 without or with a refused token, 403 when not
 // allowed, 503 when the API server fails or takes over 5 s; decisions are
-// cached (allowed for 1 min, refused for 10 s, at most 4096 entries, a
-// decision over that counted in kvroute_epp_metrics_auth_cache_full_total).
+// cached by an HMAC of the token, never the token (allowed for
+// --metrics-auth-allow-ttl, 1 min, refused for --metrics-auth-deny-ttl,
+// 10 s, a refused token whatever the path; at most
+// --metrics-auth-cache-entries, 4096, where a new decision evicts the
+// oldest denial so that a stream of unknown tokens does not push the
+// scrapers' allowances out: counted in
+// kvroute_epp_metrics_auth_cache_full_total, lookups in
+// kvroute_epp_metrics_auth_cache_total), and at most
+// --metrics-auth-max-in-flight (8) reviews are asked at once: a caller not
+// cached beyond them is answered 503 with Retry-After unreviewed, counted
+// as busy in kvroute_epp_metrics_auth_total, so that a caller sending
+// unknown tokens cannot make the picker flood the API server.
 // /ready stays open, as the kubelet probes it without a token. With
 // --endpoints kvroute-epp has no Kubernetes client, so there the flag
 // defaults to false and true is an error. --metrics-cert-dir serves the

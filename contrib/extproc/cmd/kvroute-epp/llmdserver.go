@@ -47,6 +47,7 @@ var llmdIgnoredFlags = map[string]string{
 type llmdServerFlags struct {
 	metricsAuth         bool // --metrics-endpoint-auth, resolved by complete
 	metricsAuthSet      bool
+	metricsAuthConfig   metricsAuthConfig // --metrics-auth-*, kvroute's own (metricsauthflags.go)
 	metricsCertDir      string
 	metricsClientCAFile string
 	enablePprof         bool
@@ -68,6 +69,7 @@ func addLLMDServerFlags(fs *flag.FlagSet, f *flags) {
 			l.metricsAuth, l.metricsAuthSet = v, true
 			return err
 		})
+	addMetricsAuthFlags(fs, &l.metricsAuthConfig)
 	fs.StringVar(&l.metricsCertDir, "metrics-cert-dir", "", "directory holding tls.crt and tls.key: serve the metrics port over TLS with them (read at start and, with --enable-cert-reload, again as they change)")
 	fs.StringVar(&l.metricsClientCAFile, "metrics-client-ca-file", "", "with --metrics-cert-dir: PEM CA certificates; the metrics port requires a client certificate they verify")
 	fs.BoolVar(&l.enablePprof, "enable-pprof", true, "serve Go's pprof handlers under /debug/pprof/ on the metrics port, behind --metrics-endpoint-auth when it is on")
@@ -122,6 +124,12 @@ func completeLLMDServerFlags(fs *flag.FlagSet, f *flags) error {
 		l.metricsAuth = hasKube
 	case l.metricsAuth && !hasKube:
 		return errors.New("--metrics-endpoint-auth asks the Kubernetes API server about each metrics caller, and without --pool-name kvroute-epp has no Kubernetes client; set --metrics-endpoint-auth=false")
+	}
+	if err := l.metricsAuthConfig.check(); err != nil {
+		return err
+	}
+	if l.metricsAuthConfig.set() && !l.metricsAuth {
+		return errors.New("--metrics-auth-allow-ttl, --metrics-auth-deny-ttl, --metrics-auth-cache-entries and --metrics-auth-max-in-flight are for --metrics-endpoint-auth, which is off")
 	}
 	if l.metricsClientCAFile != "" && l.metricsCertDir == "" {
 		return errors.New("--metrics-client-ca-file requires --metrics-cert-dir")

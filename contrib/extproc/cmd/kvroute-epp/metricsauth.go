@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
+	"errors"
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,29 +31,20 @@ import (
 // never hangs on it. /ready stays open: the kubelet probes it without a
 // token.
 //
-// Decisions are cached by a hash of the token, the verb and the path, for
-// metricsAuthAllowTTL when allowed and metricsAuthDenyTTL otherwise, in at
-// most metricsAuthCacheEntries entries of a fixed size; a decision that
-// finds the cache full of live entries is not kept, and counted in
+// Decisions are cached by an HMAC of the token (authcache.go): a token
+// the API server refused under the token alone, whatever the path, and
+// the other decisions with the verb and path, for the allow TTL when
+// allowed and the deny TTL otherwise, in a bounded cache. A caller whose
+// decision is not cached when the reviews in flight are at their limit
+// is answered 503 without asking the API server, so that a stream of
+// unknown tokens costs the API server at most that many reviews at once.
+// Lookups are counted in kvroute_epp_metrics_auth_cache_total, decisions
+// that found the cache full of live entries in
 // kvroute_epp_metrics_auth_cache_full_total.
 
-const (
-	// metricsAuthAllowTTL is how long an allowed caller is not asked
-	// about again: a scraper's token is reviewed about once a minute, as
-	// controller-runtime's filter caches it.
-	metricsAuthAllowTTL = time.Minute
-	// metricsAuthDenyTTL is how long a refused token or a forbidden
-	// caller is answered from the cache: short, so that a RoleBinding
-	// just made takes effect soon.
-	metricsAuthDenyTTL = 10 * time.Second
-	// metricsAuthCacheEntries bounds the cache: each entry is a 32-byte
-	// key and a decision with its expiry, under 100 bytes with the map's
-	// own overhead, so under 400 KiB in all.
-	metricsAuthCacheEntries = 4096
-	// maxBearerTokenBytes bounds a token sent on to the API server; a
-	// longer one is refused unread (service account tokens are about 1 KiB).
-	maxBearerTokenBytes = 16 << 10
-)
+// maxBearerTokenBytes bounds a token sent on to the API server; a longer
+// one is refused unread (service account tokens are about 1 KiB).
+const maxBearerTokenBytes = 16 << 10
 
 // metricsAuthTimeout bounds each request's reviews by the API server;
 // tests shorten it.
@@ -70,53 +63,66 @@ const (
 	authUnauthenticated
 )
 
-// authEntry is a cached decision and when it expires.
-type authEntry struct {
-	decision authDecision
-	expires  time.Time
-}
-
 // metricsAuth authenticates and authorizes the metrics port's callers.
 type metricsAuth struct {
-	kube       kubernetes.Interface
-	log        *slog.Logger
-	maxEntries int // metricsAuthCacheEntries; tests lower it
-	mu         sync.Mutex
-	cache      map[[sha256.Size]byte]authEntry
-	results    *prometheus.CounterVec
-	cacheFull  prometheus.Counter
-	set        telemetry.Set // where results and cacheFull are registered
+	kube      kubernetes.Interface
+	log       *slog.Logger
+	config    metricsAuthConfig // defaults applied
+	hmacKey   []byte            // random, so that the cache's keys cannot be precomputed from tokens
+	cache     *authCache
+	inFlight  chan struct{} // a slot per review asked; config.maxInFlight
+	results   *prometheus.CounterVec
+	lookups   *prometheus.CounterVec
+	cacheFull prometheus.Counter
+	set       telemetry.Set // where the counters are registered
 }
 
-// newMetricsAuth asks kube's API server about callers and counts its
-// decisions in set's registry.
-func newMetricsAuth(kube kubernetes.Interface, set telemetry.Set) (*metricsAuth, error) {
+// newMetricsAuth asks kube's API server about callers, caches its
+// decisions and bounds its reviews as config says (zero fields: the
+// defaults), and counts them in set's registry.
+func newMetricsAuth(kube kubernetes.Interface, config metricsAuthConfig, set telemetry.Set) (*metricsAuth, error) {
+	if err := config.check(); err != nil {
+		return nil, err
+	}
+	config = config.withDefaults()
 	a := &metricsAuth{
-		kube:       kube,
-		maxEntries: metricsAuthCacheEntries,
-		log:        set.Log(),
-		set:        set,
-		cache:      make(map[[sha256.Size]byte]authEntry),
+		kube:     kube,
+		log:      set.Log(),
+		config:   config,
+		hmacKey:  make([]byte, sha256.Size),
+		cache:    newAuthCache(config.cacheEntries),
+		inFlight: make(chan struct{}, config.maxInFlight),
+		set:      set,
 		results: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvroute_epp_metrics_auth_total",
-			Help: "Requests to the metrics port's authenticated handlers (--metrics-endpoint-auth), by result: allowed, forbidden (403), unauthenticated (401) or error (503, the API server failed or did not answer).",
+			Help: "Requests to the metrics port's authenticated handlers (--metrics-endpoint-auth), by result: allowed, forbidden (403), unauthenticated (401), error (503, the API server failed or did not answer) or busy (503, not cached while --metrics-auth-max-in-flight reviews were in flight; the API server was not asked).",
+		}, []string{"result"}),
+		lookups: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kvroute_epp_metrics_auth_cache_total",
+			Help: "Metrics-port requests with a bearer token (--metrics-endpoint-auth), by result: hit (answered from the cache of decisions) or miss (reviewed by the API server, or refused busy).",
 		}, []string{"result"}),
 		cacheFull: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kvroute_epp_metrics_auth_cache_full_total",
-			Help: "Metrics-port auth decisions not cached because the cache held its limit of live entries; the next request with the same token asks the API server again.",
+			Help: "Metrics-port auth decisions that found the cache at --metrics-auth-cache-entries live entries: the oldest denial (or, for an allowance with no denial cached, the oldest allowance) was evicted, or the decision, a denial among allowances only, was not kept.",
 		}),
 	}
-	for _, r := range []string{"allowed", "forbidden", "unauthenticated", "error"} {
+	if _, err := rand.Read(a.hmacKey); err != nil {
+		return nil, err
+	}
+	for _, r := range []string{"allowed", "forbidden", "unauthenticated", "error", "busy"} {
 		a.results.WithLabelValues(r)
 	}
-	if err := set.Register(a.results, a.cacheFull); err != nil {
+	for _, r := range []string{"hit", "miss"} {
+		a.lookups.WithLabelValues(r)
+	}
+	if err := set.Register(a.results, a.lookups, a.cacheFull); err != nil {
 		return nil, err
 	}
 	return a, nil
 }
 
 // close unregisters the auth's metrics.
-func (a *metricsAuth) close() { a.set.Unregister(a.results, a.cacheFull) }
+func (a *metricsAuth) close() { a.set.Unregister(a.results, a.lookups, a.cacheFull) }
 
 // wrap serves h to the callers allowed to call it.
 func (a *metricsAuth) wrap(h http.Handler) http.Handler {
@@ -129,6 +135,10 @@ func (a *metricsAuth) wrap(h http.Handler) http.Handler {
 		}
 		d, err := a.decide(r.Context(), token, authVerb(r.Method), r.URL.Path)
 		switch {
+		case errors.Is(err, errAuthBusy):
+			a.results.WithLabelValues("busy").Inc()
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "too many callers are being reviewed by the Kubernetes API server; retry", http.StatusServiceUnavailable)
 		case err != nil:
 			a.results.WithLabelValues("error").Inc()
 			a.log.Warn("metrics port: the Kubernetes API server could not review a caller", "err", err)
@@ -174,35 +184,65 @@ func authVerb(method string) string {
 	return "unknown"
 }
 
-// decide returns the cached decision on token for verb on path or asks the
-// API server, caching its answer. An error is the API server's failure,
-// not cached.
-func (a *metricsAuth) decide(ctx context.Context, token, verb, path string) (authDecision, error) {
-	h := sha256.New()
-	for _, s := range []string{token, verb, path} {
+// errAuthBusy is decide's answer to a caller it would have to review when
+// config.maxInFlight reviews are in flight.
+var errAuthBusy = errors.New("metrics port: too many reviews in flight")
+
+// key is the cache key of token, followed by verb and path unless they
+// are empty.
+func (a *metricsAuth) key(token, verb, path string) authKey {
+	h := hmac.New(sha256.New, a.hmacKey)
+	parts := []string{token}
+	if verb != "" {
+		parts = append(parts, verb, path)
+	}
+	for _, s := range parts {
 		h.Write([]byte(s))
 		h.Write([]byte{0})
 	}
-	var key [sha256.Size]byte
-	h.Sum(key[:0])
+	var k authKey
+	h.Sum(k[:0])
+	return k
+}
+
+// decide returns the cached decision on token for verb on path or asks the
+// API server, caching its answer. An error is the API server's failure,
+// not cached, or errAuthBusy.
+func (a *metricsAuth) decide(ctx context.Context, token, verb, path string) (authDecision, error) {
+	tokenKey, key := a.key(token, "", ""), a.key(token, verb, path)
 	now := metricsAuthClock.Now()
-	a.mu.Lock()
-	e, ok := a.cache[key]
-	a.mu.Unlock()
-	if ok && now.Before(e.expires) {
-		return e.decision, nil
+	d, ok := a.cache.get(tokenKey, now) // refused tokens, whatever the path
+	if !ok {
+		d, ok = a.cache.get(key, now)
+	}
+	if ok {
+		a.lookups.WithLabelValues("hit").Inc()
+		return d, nil
+	}
+	a.lookups.WithLabelValues("miss").Inc()
+	select {
+	case a.inFlight <- struct{}{}:
+	default:
+		return 0, errAuthBusy
 	}
 	ctx, cancel := context.WithTimeout(ctx, metricsAuthTimeout)
-	defer cancel()
 	d, err := a.review(ctx, token, verb, path)
+	cancel()
+	<-a.inFlight
 	if err != nil {
 		return 0, err
 	}
-	ttl := metricsAuthDenyTTL
-	if d == authAllowed {
-		ttl = metricsAuthAllowTTL
+	ttl := a.config.denyTTL
+	switch d {
+	case authAllowed:
+		ttl = a.config.allowTTL
+	case authUnauthenticated:
+		key = tokenKey
 	}
-	a.store(key, authEntry{decision: d, expires: metricsAuthClock.Now().Add(ttl)})
+	now = metricsAuthClock.Now()
+	if a.cache.put(key, d, now.Add(ttl), now) {
+		a.cacheFull.Inc()
+	}
 	return d, nil
 }
 
@@ -232,24 +272,4 @@ func (a *metricsAuth) review(ctx context.Context, token, verb, path string) (aut
 		return authForbidden, nil
 	}
 	return authAllowed, nil
-}
-
-// store caches e under key, dropping expired entries when the cache is
-// full; with none expired, e is not kept and the miss counted.
-func (a *metricsAuth) store(key [sha256.Size]byte, e authEntry) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if _, ok := a.cache[key]; !ok && len(a.cache) >= a.maxEntries {
-		now := metricsAuthClock.Now()
-		for k, old := range a.cache {
-			if !now.Before(old.expires) {
-				delete(a.cache, k)
-			}
-		}
-		if len(a.cache) >= a.maxEntries {
-			a.cacheFull.Inc()
-			return
-		}
-	}
-	a.cache[key] = e
 }

@@ -43,7 +43,7 @@ func newMetricsServing(l *llmdServerFlags, kubeconfig string, reloads *prometheu
 		if err != nil {
 			return nil, fmt.Errorf("--metrics-endpoint-auth: %w", err)
 		}
-		if m.auth, err = newMetricsAuth(kube, set); err != nil {
+		if m.auth, err = newMetricsAuth(kube, l.metricsAuthConfig, set); err != nil {
 			return nil, err
 		}
 	}
