@@ -13,6 +13,10 @@ package kvevents
 // replay client itself already asked again from the first missing sequence
 // up to replay.ClientConfig.MaxHoleRetries times; the repair timer paces
 // what follows, so an endpoint whose engine stays idle is still repaired.
+// A repair is held to PoolConfig.ReplayLookahead like any replay: the end of
+// the hole (a sequence the failed replay's replies carried) does not widen
+// that bound, and a hole ending beyond it is forgotten once a replay's
+// answer is rejected as out of range.
 
 // noteHoleLocked records, after a replay that failed, that sequences up to
 // highest were published but not applied.

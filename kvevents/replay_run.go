@@ -114,13 +114,10 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 		}
 		seq := rb.Seq
 		delivered++
-		if st.liveConn.Load() {
+		if st.liveConn.Load() && seq > st.replayLimit(from) {
 			// Never ahead of the live stream by more than the slack,
 			// however fast the replay streams (see PoolConfig.ReplayLookahead).
-			limit := addSat(max(st.lastSeen.Load(), known, from), st.p.cfg.ReplayLookahead)
-			if seq > limit {
-				return errOutOfRange
-			}
+			return errOutOfRange
 		}
 		if first {
 			first = false
@@ -222,6 +219,11 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 			result = replayFailed
 			st.p.m.ZMQErrors.WithLabelValues(st.id, opReplayProtocol).Inc()
 			s.cooldownUntil = st.p.clock.Now().Add(st.p.cfg.ReplayCooldown)
+			if s.holeTo > st.replayLimit(from) {
+				// The hole's end was told by a reply beyond the bound too:
+				// no sequence is known to be missing up to it.
+				s.holeTo = 0
+			}
 			removed := 0
 			if last := st.lastSeen.Load(); s.has && s.applied > last {
 				// The replay ran ahead of the live stream: what it applied there
@@ -338,6 +340,17 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 			}
 		}
 	})
+}
+
+// replayLimit is the highest sequence a replay from `from` may deliver
+// while the live stream shows messages on the current connection:
+// ReplayLookahead beyond the highest sequence the live stream or the
+// request has shown. The sequence a plan knows to exist is not part of
+// it: a repair's is the end of a hole, told by an earlier replay's
+// replies, and a bogus one must not widen the bound the replay is held
+// to.
+func (st *stream) replayLimit(from uint64) uint64 {
+	return addSat(max(st.lastSeen.Load(), from), st.p.cfg.ReplayLookahead)
 }
 
 // addSat is a+b, or the largest sequence when that overflows: a lookahead
