@@ -32,35 +32,43 @@ import (
 // batch to name the model.
 
 // replayModelLocked returns the model to apply a replayed batch under, and
-// whether it is the guess of rule 4.
-func (st *stream) replayModelLocked(topic []byte) (model string, guessed bool) {
+// whether it is the guess of rule 4. unknown reports a topic naming a model
+// the endpoint does not serve, while it lists Endpoint.Models (the caller
+// counts it when it applies the batch, as the receiver counts a live one).
+func (st *stream) replayModelLocked(topic []byte) (model string, guessed, unknown bool) {
 	s := &st.s
 	if topic != nil && len(st.cfgModels) > 0 {
 		// An endpoint serving several models: its reply's topic names the
 		// batch's model (modelFor's rule, as for a live message).
 		_, tm, _ := wire.ParseTopic(topic)
-		if m, _ := st.modelFor(tm); m != "" {
-			return m, false
+		m, unknown := st.modelFor(tm)
+		if m != "" {
+			return m, false, unknown
 		}
 	}
 	if s.model != "" {
-		return s.model, false
+		return s.model, false, false
 	}
 	if topic != nil {
 		_, model, _ = wire.ParseTopic(topic)
 		s.model = model
-		return model, false
+		return model, false, false
 	}
 	if m := st.liveModel.Load(); m != nil {
-		return *m, false
+		return *m, false, false
 	}
-	return "", true
+	return "", true, false
 }
 
-// noteGuessLocked records a replayed batch applied under the guessed model.
-func (st *stream) noteGuessLocked(guessed bool) {
+// noteReplayModelLocked records what the model of a replayed batch just
+// applied was taken from: the guess of rule 4, or a topic naming a model
+// the endpoint does not serve (kvroute_kv_events_topic_model_unknown_total).
+func (st *stream) noteReplayModelLocked(guessed, unknown bool) {
 	if guessed {
 		st.s.modelGuessed = true
+	}
+	if unknown && st.p.m != nil {
+		st.p.m.TopicModelUnknown.WithLabelValues(st.id).Inc()
 	}
 }
 

@@ -151,12 +151,12 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 				st.lostRangeLocked(from, seq-1)
 			}
 		}
-		model, guessed := st.replayModelLocked(rb.Topic)
+		model, guessed, unknown := st.replayModelLocked(rb.Topic)
 		switch {
 		case !s.has || seq == s.applied+1:
 			fresh++
 			st.applyLocked(seq, rb.Payload, model, dec, b)
-			st.noteGuessLocked(guessed)
+			st.noteReplayModelLocked(guessed, unknown)
 		case seq <= s.applied:
 			// Already applied.
 		default:
@@ -165,7 +165,7 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 			st.lostRangeLocked(s.applied+1, seq-1)
 			fresh++
 			st.applyLocked(seq, rb.Payload, model, dec, b)
-			st.noteGuessLocked(guessed)
+			st.noteReplayModelLocked(guessed, unknown)
 		}
 		if st.drainCoveredLocked(dec, b) && s.applied >= known {
 			return errCaughtUp

@@ -50,6 +50,33 @@ func TestStreamIndexesUnderTheTopicsServedModel(t *testing.T) {
 	require.InDelta(t, 2, counter(f.p.metrics().TopicModelUnknown, seqID), 0, "both gamma messages counted")
 }
 
+// Replayed batches follow the live messages' rule: on an endpoint listing
+// Models, a reply whose topic names a model it does not serve is indexed
+// under its configured model and counted, once per batch applied (a reply
+// the live stream applied already was counted when it arrived). Before,
+// replayed batches were indexed so without being counted.
+func TestStreamCountsReplayedUnknownTopicModel(t *testing.T) {
+	defer leakcheck.Check(t)()
+	f := newSeqFixture(t, PoolConfig{TailProbeDelay: -1}, 100, "")
+	defer f.close()
+	f.st.cfgModels = []string{poolModel, "beta"}
+	for s, model := range []string{"gamma", "beta", "gamma"} {
+		f.buf.Add(uint64(s), wire.AppendTopic(nil, seqID, model), poolPayload(uint64(s)))
+	}
+	f.st.onConnect(false) // the connect replay of an idle engine: 0..2
+	f.wait(2)
+	require.Equal(t, poolBlocks, heldUnder(f.ix, seqID, poolModel, 0), "gamma's batch under the configured model")
+	require.Equal(t, poolBlocks, heldUnder(f.ix, seqID, "beta", 1))
+	require.Equal(t, poolBlocks, heldUnder(f.ix, seqID, poolModel, 2))
+	require.InDelta(t, 2, counter(f.p.metrics().TopicModelUnknown, seqID), 0, "both gamma batches counted")
+
+	f.st.onConnect(false) // the reconnect check replays 2 again, applied already: not counted again
+	require.Eventually(t, func() bool { return f.count("replays", replayComplete) == 1 && !f.status().Replaying },
+		poolWait, poolTick, f.logs.String())
+	require.Eventually(t, func() bool { return counter(f.p.sm.Probes, seqID, probeEmpty) == 1 }, poolWait, poolTick, f.logs.String())
+	require.InDelta(t, 2, counter(f.p.metrics().TopicModelUnknown, seqID), 0)
+}
+
 func TestStreamModelFor(t *testing.T) {
 	st := &stream{cfgModel: "a", cfgModels: []string{"a", "b"}}
 	for topic, want := range map[string]struct {
