@@ -15,8 +15,9 @@ package kvevents
 // what follows, so an endpoint whose engine stays idle is still repaired.
 // A repair is held to PoolConfig.ReplayLookahead like any replay: the end of
 // the hole (a sequence the failed replay's replies carried) does not widen
-// that bound, and a hole ending beyond it is forgotten once a replay's
-// answer is rejected as out of range.
+// that bound. A reply beyond it leaves no hole when the live stream bounds
+// the failed replay, and a hole recorded before any live message that ends
+// beyond it is forgotten once a replay's answer is rejected as out of range.
 
 // noteHoleLocked records, after a replay that failed, that sequences up to
 // highest were published but not applied.

@@ -132,3 +132,36 @@ func TestStreamRepairBoundedByLiveStream(t *testing.T) {
 	requireHeld(t, f.ix, seqID, 0, 7)
 	require.Equal(t, skipped, f.count("dropped", string(dropAlreadyApplied)), "no live message skipped")
 }
+
+// The hole a failed replay leaves ends at the highest sequence its replies
+// carried only within the same bound: a reply beyond ReplayLookahead of the
+// live stream tells of no published sequence. Here the tail probe after
+// live 0..2 is answered with 2 and 3, each followed by a reply at 2^62,
+// until the replay gives up: 3 was the lost tail, nothing after it is
+// known to be missing, and the endpoint is not degraded. Before, the hole
+// was recorded up to 2^62: the endpoint stayed degraded, and the repair
+// that followed, finding nothing after 3, cleared it.
+func TestStreamHoleBeyondLookaheadNotRecorded(t *testing.T) {
+	defer leakcheck.Check(t)()
+	const bogus = uint64(1) << 62
+	addr, stop := startScriptedRouter(t, func(n int, start uint64, _ <-chan struct{}) ([]uint64, bool) {
+		if n == 1 { // the connect replay: 0..2
+			return []uint64{0, 1, 2}, true
+		}
+		return []uint64{start, bogus}, false // a batch, then a hole
+	})
+	defer stop()
+	f := newSeqFixture(t, PoolConfig{TailProbeDelay: 20 * time.Millisecond, ReplayCooldown: time.Hour,
+		ReplayClient: replay.ClientConfig{MaxHoleRetries: 1, Backoff: time.Millisecond}}, 0, addr)
+	defer f.close()
+	for s := range uint64(3) {
+		f.st.receive(s, poolPayload(s), poolModel)
+	}
+	// The stream goes quiet: the tail probe from 2 gives up at its second hole.
+	require.Eventually(t, func() bool { return f.count("replays", replayFailed) == 1 && !f.status().Replaying },
+		poolWait, poolTick, f.logs.String())
+	st := f.status()
+	require.Equal(t, uint64(3), st.Applied, f.logs.String())
+	require.False(t, st.Degraded, "no sequence after 3 is known to be missing: %+v\n%s", st, f.logs.String())
+	requireHeld(t, f.ix, seqID, 0, 3)
+}

@@ -198,6 +198,14 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 			return
 		}
 		probe := plan.probe
+		// The highest sequence the replies carried, delivered or not, is
+		// known to be published only within the bound the replay is held
+		// to: a reply beyond it (one the client rejected as a hole before
+		// it reached the bound check) leaves no hole to repair up to it.
+		highest := res.Highest
+		if st.liveConn.Load() && highest > st.replayLimit(from) {
+			highest = 0
+		}
 		result := replayComplete
 		rebuildNow := false
 		switch {
@@ -266,7 +274,7 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 				st.p.m.ZMQErrors.WithLabelValues(st.id, rerr.Op).Inc()
 			}
 			s.cooldownUntil = st.p.clock.Now().Add(st.p.cfg.ReplayCooldown)
-			st.noteHoleLocked(max(known, res.Highest))
+			st.noteHoleLocked(max(known, highest))
 			st.log.Warn("Replay failed", "reason", reason, "from", from, "batches", delivered,
 				"applied_seq", s.appliedSeq(), "missing_to", s.holeTo, "holes", res.Holes,
 				"cooldown", st.p.cfg.ReplayCooldown, "err", err)
