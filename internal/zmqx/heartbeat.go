@@ -178,7 +178,10 @@ func (g *guardConn) afterWriteLocked(b []byte) {
 // startHeartbeat runs the PING loop of a connection: a PING every interval
 // once both handshakes are done, and ErrPeerDead when nothing at all arrives
 // within timeout of an unanswered PING (libzmq's rule: any received traffic
-// counts as an answer), both on Options.Clock. The goroutine ends when the
+// counts as an answer), both on Options.Clock. Traffic counts once it has
+// arrived on the socket, read or not: a peer is not blamed for an owner
+// that stopped reading, and while bytes wait unread the peer's silence
+// cannot be seen, so it is not judged. The goroutine ends when the
 // connection closes.
 func (g *guardConn) startHeartbeat() {
 	hb := g.hb
@@ -204,7 +207,13 @@ func (g *guardConn) startHeartbeat() {
 				return
 			case <-timerC:
 				timerC = nil
-				if hb.readBytes.Load() == armedAt {
+				// Bytes waiting unread in the kernel have arrived too:
+				// the owner applies backpressure (go-zeromq's reader
+				// stops once its queue is full, a Conn's owner may
+				// pause ReadMsg), not the peer. They are peeked at
+				// first, so that bytes the reader takes meanwhile are
+				// seen in readBytes.
+				if !unreadBytes(g.Conn) && hb.readBytes.Load() == armedAt {
 					hb.dead.Store(true)
 					_ = g.Close() // the blocked Read returns; it reports ErrPeerDead
 					return
