@@ -250,20 +250,12 @@ func commandName(f []byte) (string, []byte) {
 	return string(f[1 : 1+n]), f[1+n:]
 }
 
+// writePong answers a PING whose body (after the name) is ping, under the
+// commands' write deadline (see writeCommandLocked): without WriteTimeout, a
+// peer that pings and stops reading would block ReadMsg, and with it the
+// heartbeat, waiting for the write lock, forever.
 func (c *Conn) writePong(ping []byte) error {
-	// PING body: TTL (2 bytes) then a context of up to 16 bytes echoed in PONG.
-	var ctx []byte
-	if len(ping) > 2 {
-		ctx = ping[2:]
-		if len(ctx) > 16 {
-			ctx = ctx[:16]
-		}
-	}
-	body := make([]byte, 0, 5+len(ctx))
-	body = append(body, byte(len(zmq4.CmdPong)))
-	body = append(body, zmq4.CmdPong...)
-	body = append(body, ctx...)
-	return c.write(true, body)
+	return c.g.injectCommand(pongCommand(ping))
 }
 
 // WriteMsg writes one message of the given frames with a single writev,

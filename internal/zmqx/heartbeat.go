@@ -147,7 +147,9 @@ func (g *guardConn) injectCommand(f []byte) error {
 
 // writeCommandLocked writes f under a write deadline (WriteTimeout, else the
 // heartbeat timeout, else 1 s), so a peer that stopped reading cannot block
-// the heartbeat goroutine or the reader.
+// the heartbeat goroutine or the reader. A write that fails closes the
+// connection: it may have left part of the frame in the stream, and the
+// next message would be read from inside it.
 func (g *guardConn) writeCommandLocked(f []byte) error {
 	d := g.o.WriteTimeout
 	if d <= 0 {
@@ -158,10 +160,14 @@ func (g *guardConn) writeCommandLocked(f []byte) error {
 	}
 	_ = g.Conn.SetWriteDeadline(time.Now().Add(d)) // a socket deadline: wall time, as the OS keeps it
 	_, err := g.Conn.Write(f)
+	if err != nil {
+		_ = g.Close()
+		return err
+	}
 	if g.o.WriteTimeout <= 0 {
 		_ = g.Conn.SetWriteDeadline(time.Time{})
 	}
-	return err
+	return nil
 }
 
 // afterWriteLocked runs after go-zeromq's bytes b were written: it follows

@@ -1,0 +1,66 @@
+package zmqx
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/go-zeromq/zmq4"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/internal/leakcheck"
+)
+
+// A client that keeps sending PINGs and reads nothing fills the kernel's
+// buffers with PONGs until the Listener's next PONG cannot be written. With
+// no WriteTimeout that PONG still has a deadline: ReadMsg fails with it and
+// the connection is closed (the PONG may be half written), instead of
+// ReadMsg, and the heartbeat waiting for the same write lock, blocking
+// forever.
+func TestListenerPongToClientThatStopsReadingHasADeadline(t *testing.T) {
+	defer leakcheck.Check(t)()
+	l, err := Listen(context.Background(), "127.0.0.1:0", zmq4.Sub, Options{}, nil)
+	require.NoError(t, err)
+	defer l.Close()
+	raw := dialRaw(t, l.Addr().String())
+	defer raw.Close()
+	require.NoError(t, raw.(*net.TCPConn).SetReadBuffer(4<<10))
+	require.NoError(t, handshakeAs(raw, "PUB", false))
+	c, err := l.Accept()
+	require.NoError(t, err)
+	defer c.Close()
+	errc := readMsgAsync(c)
+
+	// PINGs with a 16-byte context, whose PONGs are 23 bytes each, until
+	// the connection breaks: the Listener stops reading while its PONG
+	// write is blocked, so this goroutine's writes block too until the
+	// connection is closed.
+	ping := zmtpCommand("PING", append([]byte{0, 0}, "0123456789abcdef"...))
+	batch := bytes.Repeat(ping, 1024)
+	wrote := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := raw.Write(batch); err != nil {
+				wrote <- err
+				return
+			}
+		}
+	}()
+	select {
+	case err := <-errc:
+		require.True(t, errors.Is(err, os.ErrDeadlineExceeded), "got %v", err)
+		require.False(t, IsIdle(err), "a write timeout is not an idle read")
+	case <-time.After(30 * time.Second):
+		t.Fatal("ReadMsg stayed blocked writing a PONG to a client that reads nothing")
+	}
+	select {
+	case err := <-wrote:
+		require.Error(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the connection was not closed after the PONG's deadline")
+	}
+}
