@@ -66,18 +66,21 @@ func TestHeartbeatSparesPeerWhileOwnerIsNotReading(t *testing.T) {
 
 	_, err := peer.Write(zmtpMessage([]byte("still here")))
 	require.NoError(t, err)
-	errc := make(chan error, 1)
+	type recvd struct {
+		m       zmq4.Msg
+		skipped int
+		err     error
+	}
+	got := make(chan recvd, 1)
 	go func() {
 		m, skipped, err := Recv(s)
-		if err == nil {
-			require.Equal(t, "still here", string(m.Frames[0]))
-			require.Equal(t, 40, skipped, "every PONG is delivered, in order")
-		}
-		errc <- err
+		got <- recvd{m, skipped, err}
 	}()
 	select {
-	case err := <-errc:
-		require.NoError(t, err)
+	case r := <-got:
+		require.NoError(t, r.err)
+		require.Equal(t, "still here", string(r.m.Frames[0]))
+		require.Equal(t, 40, r.skipped, "every PONG is delivered, in order")
 	case <-time.After(20 * time.Second):
 		t.Fatal("the message was not delivered")
 	}

@@ -59,8 +59,11 @@ type Options struct {
 	HeartbeatInterval time.Duration `json:"heartbeatInterval"`
 	// HeartbeatTimeout fails such a connection with ErrPeerDead when nothing
 	// at all (PONG or message) arrives within this long of an unanswered
-	// PING (default 2 × HeartbeatInterval). Connections answer the peer's
-	// PING with PONG in any case.
+	// PING (default 2 × HeartbeatInterval). Bytes count once they have
+	// arrived, read or not: while the socket's owner is not reading (a full
+	// go-zeromq queue, a paused ReadMsg), bytes waiting unread keep the peer
+	// alive, since its silence cannot be seen behind them. Connections
+	// answer the peer's PING with PONG in any case.
 	HeartbeatTimeout time.Duration `json:"heartbeatTimeout"`
 	// MaxMessageSize bounds the bodies of all frames of one multipart message,
 	// counting 64 bytes per frame on top (default MaxFrameSize + 1 MiB).
