@@ -3,8 +3,10 @@ package kvevents
 import (
 	"context"
 	"encoding/binary"
+	"math"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/go-zeromq/zmq4"
 	"github.com/stretchr/testify/require"
@@ -140,4 +142,21 @@ func TestStreamReplayLookaheadDoesNotWrap(t *testing.T) {
 	requireHeld(t, f.ix, seqID, 0, 10)
 	require.Zero(t, f.count("errors", opReplayProtocol), f.logs.String())
 	require.Equal(t, 5.0, f.count("dropped", string(dropAlreadyApplied)))
+}
+
+// The watchdog's allowance saturates: a live sequence far ahead of the
+// watermark (a span of 2^62 batches) or a ReplayGrace near the largest
+// duration must not overflow to a negative allowance, which cut the replay
+// short at the watchdog's first tick. Before, the allowance went through a
+// float whose conversion (or the sum with the grace) wrapped.
+func TestReplayAllowanceSaturates(t *testing.T) {
+	const maxD = time.Duration(math.MaxInt64)
+	require.Equal(t, 2*time.Second+10*time.Second, replayAllowance(2*time.Second, 1000, 100))
+	require.Equal(t, 2*time.Second+1500*time.Millisecond, replayAllowance(2*time.Second, 3, 2))
+	require.Equal(t, time.Second, replayAllowance(time.Second, 0, 100), "an empty range: the grace alone")
+	require.Equal(t, maxD, replayAllowance(2*time.Second, 1<<62, 100))
+	require.Equal(t, maxD, replayAllowance(2*time.Second, math.MaxUint64, 1))
+	require.Equal(t, maxD, replayAllowance(maxD-time.Second, 1000, 100))
+	require.Equal(t, maxD, replayAllowance(maxD, 1, 1<<62))
+	require.Equal(t, maxD-time.Second, replayAllowance(maxD-time.Second, 0, 100))
 }

@@ -78,7 +78,7 @@ func (st *stream) watchReplay(ctx context.Context, cancel context.CancelCauseFun
 			// The range to cover may be empty (a fresh engine's first live
 			// message is the replay's start): the grace alone applies then.
 			span := max(known, s.held[0].seq, from) - from
-			allowed := st.p.cfg.ReplayGrace + time.Duration(float64(span)/float64(st.p.cfg.ReplayMinRate)*float64(time.Second))
+			allowed := replayAllowance(st.p.cfg.ReplayGrace, span, st.p.cfg.ReplayMinRate)
 			covered := s.has && s.applied+1 >= s.held[0].seq
 			behind = !covered && st.p.clock.Now().Sub(s.replayStart) > allowed
 		}
@@ -88,6 +88,25 @@ func (st *stream) watchReplay(ctx context.Context, cancel context.CancelCauseFun
 			return
 		}
 	}
+}
+
+// replayAllowance is how long a replay of span batches may keep live
+// messages waiting: grace plus one second per rate batches, saturating at
+// the largest duration. A huge span (a live sequence far ahead of the
+// watermark) or a grace near the largest duration must not wrap to a
+// negative allowance that cuts the replay at the watchdog's first tick.
+func replayAllowance(grace time.Duration, span uint64, rate int) time.Duration {
+	r := uint64(max(rate, 1))
+	secs := span / r
+	if secs >= uint64(math.MaxInt64/time.Second) {
+		return math.MaxInt64
+	}
+	// The fraction of a second left is below one second: no overflow.
+	d := time.Duration(secs)*time.Second + time.Duration(float64(span%r)/float64(r)*float64(time.Second))
+	if grace > math.MaxInt64-d {
+		return math.MaxInt64
+	}
+	return grace + d
 }
 
 // runReplay fetches the batches from `from` on and applies them; see the
