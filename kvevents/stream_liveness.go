@@ -107,10 +107,12 @@ func (st *stream) observePublisher(frameID, payload []byte) bool {
 		if !lv.watched.Load() {
 			lv.watched.Store(true)
 		}
-	case lv.watched.Load():
+	case err == nil && lv.watched.Load():
 		// A batch without identity: the publisher no longer sends them (an
 		// engine rolled back to a release without snapshots), so its
-		// silence is normal again.
+		// silence is normal again. A payload whose header does not decode
+		// tells nothing of that (it is counted as a decode error when
+		// applied): the publisher stays watched.
 		st.unwatch()
 	}
 	if lv.watched.Load() && st.p.cfg.PublisherSilence > 0 {

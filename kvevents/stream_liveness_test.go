@@ -275,3 +275,32 @@ func TestStreamPublisherWithoutIdentityIsUnwatched(t *testing.T) {
 	require.Equal(t, StateLive, f.status().State)
 	require.Equal(t, 1.0, counter(f.p.sm.lv.HeartbeatTimeouts, seqID))
 }
+
+// A payload that does not decode tells nothing of the publisher's
+// identity: it is heard (a message arrived) but does not unwatch a
+// publisher that sends identities, so a silence that follows it still
+// degrades the endpoint. Before, one bad payload was taken for a batch
+// without identity (a release without snapshots) and the publisher's
+// silence was never checked again.
+func TestStreamUndecodablePayloadKeepsPublisherWatched(t *testing.T) {
+	defer leakcheck.Check(t)()
+	clock := telemetry.NewManual(time.Unix(1_700_000_000, 0))
+	f := newClockFixture(t, PoolConfig{PublisherSilence: time.Second}, clock)
+	defer f.close()
+	f.st.receive(0, idPayload(0, pidA), poolModel)
+	f.wait(0)
+	require.Eventually(t, func() bool { return clock.Waiters() >= 1 }, poolWait, poolTick)
+	clock.Advance(2 * time.Second)
+	require.Eventually(t, func() bool { return f.status().Silent }, poolWait, poolTick)
+
+	f.st.receive(1, []byte{0xc1}, poolModel) // 0xc1: never valid msgpack
+	require.Eventually(t, func() bool { return f.count("dropped", string(dropDecodeError)) == 1 }, poolWait, poolTick)
+	st := f.status()
+	require.True(t, st.Heartbeats, "still judged by its silence")
+	require.False(t, st.Silent, "a message arrived")
+
+	require.Eventually(t, func() bool { return clock.Waiters() >= 1 }, poolWait, poolTick, "the silence timer is armed")
+	clock.Advance(2 * time.Second)
+	require.Eventually(t, func() bool { return f.status().Silent }, poolWait, poolTick, f.logs.String())
+	require.Equal(t, 2.0, counter(f.p.sm.lv.HeartbeatTimeouts, seqID))
+}
