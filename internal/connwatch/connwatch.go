@@ -3,6 +3,7 @@ package connwatch
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -19,6 +20,7 @@ const (
 	phaseHeader  int32 = iota // a request header is due (the first, or the next after its first bytes)
 	phaseHandler              // a handler has the request (its body reads have their own timeout)
 	phaseIdle                 // between requests, no byte of the next one yet
+	phaseRead                 // TLS only: a request has been read and no handler has it yet
 )
 
 // Watcher counts, on a server whose hooks it is given (Install), the
@@ -76,17 +78,34 @@ func serverOptions(rw http.ResponseWriter, r *http.Request) {
 
 // connState is the http.Server's ConnState hook: a connection back in
 // StateIdle waits for its next request, not yet for a header.
+// On a TLS connection, StateActive (a request read, well-formed or not)
+// ends the header unless it timed out.
 func (w *Watcher) connState(c net.Conn, s http.ConnState) {
-	if wc, ok := c.(*watchedConn); ok && s == http.StateIdle {
+	wc, isTLS := watched(c)
+	switch {
+	case wc == nil:
+	case s == http.StateIdle:
 		wc.idleDeadlines.Store(0)
 		wc.phase.Store(phaseIdle)
+	case s == http.StateActive && isTLS && !wc.counted.Load():
+		wc.phase.CompareAndSwap(phaseHeader, phaseRead)
 	}
+}
+
+// watched returns the watched connection c is, or the one under c when c
+// is a TLS connection (isTLS), or nil.
+func watched(c net.Conn) (wc *watchedConn, isTLS bool) {
+	if tc, ok := c.(*tls.Conn); ok {
+		c, isTLS = tc.NetConn(), true
+	}
+	wc, _ = c.(*watchedConn)
+	return wc, isTLS
 }
 
 // connContext is the http.Server's ConnContext hook: it makes the watched
 // connection reachable from its requests (see HandlerStarted).
 func (w *Watcher) connContext(ctx context.Context, c net.Conn) context.Context {
-	if wc, ok := c.(*watchedConn); ok {
+	if wc, _ := watched(c); wc != nil {
 		return context.WithValue(ctx, watchedConnKey{}, wc)
 	}
 	return ctx
@@ -131,12 +150,29 @@ type watchedConn struct {
 // header is due to refuse a request it could not read (its handlers write
 // in phaseHandler): that one, a 4xx or 5xx, is counted. It also answers
 // "OPTIONS *" there itself, with a 200 that refuses nothing and is not
-// counted.
+// counted. Under TLS the first write after a request was read and before
+// a handler has it is the refusal, encrypted.
 func (c *watchedConn) Write(p []byte) (int, error) {
-	if c.phase.Load() == phaseHeader && refusal(p) {
-		c.w.Refused.Inc()
+	switch c.phase.Load() {
+	case phaseHeader:
+		if refusal(p) {
+			c.w.Refused.Inc()
+		}
+	case phaseRead:
+		if c.phase.CompareAndSwap(phaseRead, phaseHandler) {
+			c.w.Refused.Inc()
+		}
 	}
 	return c.Conn.Write(p)
+}
+
+// SetWriteDeadline sets the connection's write deadline. crypto/tls sets
+// one before the close_notify alert it writes when net/http closes a TLS
+// connection without answering (a request read that ended in a read
+// error): that write refuses nothing.
+func (c *watchedConn) SetWriteDeadline(t time.Time) error {
+	c.phase.CompareAndSwap(phaseRead, phaseHandler)
+	return c.Conn.SetWriteDeadline(t)
 }
 
 // refusal reports whether p starts an HTTP/1 response whose status is an

@@ -7,8 +7,10 @@
 // listener and watches each connection's reads, deadlines and writes: a
 // read that times out while a header is due is a header timeout, and an
 // error response (4xx or 5xx) written while a header is due is a refusal
-// (net/http's own 200 to "OPTIONS *" is not). The kvroute
-// gateway and the P/D routing sidecar count them with it.
+// (net/http's own 200 to "OPTIONS *" is not). Under TLS the watched
+// connection is the one under the TLS connection, where the refusal, being
+// encrypted, is known by when net/http writes it. The kvroute gateway, the
+// P/D routing sidecar and kvroute-epp's metrics port count them with it.
 //
 // Ownership: a watched connection's phase is written by the connection's
 // net/http goroutine (its reads, its deadlines, the ConnState hook, the
