@@ -42,8 +42,12 @@
 // forbidden) and a status page (/debug/kvroute) with every endpoint's
 // KV-event stream and load and the latest requests. Like the kvroute
 // gateway's listener, it closes a connection whose request header has not
-// arrived within gateway.DefaultReadHeaderTimeout (10 s) and a keep-alive
-// connection idle for gateway.DefaultIdleTimeout (2 min). Both gRPC servers
+// arrived within gateway.DefaultReadHeaderTimeout (10 s; over TLS, the
+// handshake too), counted in kvroute_epp_metrics_header_timeouts_total, and
+// a keep-alive connection idle for gateway.DefaultIdleTimeout (2 min); a
+// request its HTTP server refuses unread (a malformed request line or
+// header, plain HTTP on its TLS port) is counted in
+// kvroute_epp_metrics_refused_requests_total. Both gRPC servers
 // refuse a connection's streams past --grpc-max-concurrent-streams (default 0,
 // unlimited: Envoy opens one ext_proc stream per request in flight), accept
 // keepalive pings, with or without a stream open, no more often than

@@ -3,18 +3,12 @@ package main
 import (
 	"net/http"
 	"time"
-
-	"github.com/kvroute/kvroute/gateway"
 )
 
-// newMetricsServer is the HTTP server of the metrics port (/metrics, /ready
-// and the status page) with the kvroute gateway's client connection limits
-// (gateway.DefaultReadHeaderTimeout, gateway.DefaultIdleTimeout).
-func newMetricsServer(h http.Handler) *http.Server {
-	return metricsServer(h, gateway.DefaultReadHeaderTimeout, gateway.DefaultIdleTimeout)
-}
-
-// metricsServer serves h, closing a connection whose client has not sent a
+// metricsServer is the HTTP server of the metrics port (/metrics, /ready
+// and the status page), given the kvroute gateway's client connection
+// limits (gateway.DefaultReadHeaderTimeout, gateway.DefaultIdleTimeout) by
+// metricsServing.serve. It serves h, closing a connection whose client has not sent a
 // request's whole header within readHeader, and a keep-alive connection
 // that waits idle longer than idle for its next request. Without them every
 // scraper or prober that leaves a connection open, or never finishes a

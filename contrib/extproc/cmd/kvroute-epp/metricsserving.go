@@ -8,10 +8,13 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kvroute/kvroute/contrib/extproc"
+	"github.com/kvroute/kvroute/gateway"
+	"github.com/kvroute/kvroute/internal/connwatch"
 	"github.com/kvroute/kvroute/telemetry"
 )
 
@@ -30,6 +33,12 @@ type metricsServing struct {
 	certs *certReloader // --metrics-cert-dir's pair under --enable-cert-reload; nil: read once
 	pprof bool
 	log   *slog.Logger
+
+	// watch counts the header timeouts and refusals of the port's server
+	// (metricswatch.go), registered in set until close.
+	watch      *connwatch.Watcher
+	set        telemetry.Set
+	readHeader time.Duration // the server's ReadHeaderTimeout; 0: gateway.DefaultReadHeaderTimeout
 }
 
 // newMetricsServing loads l's certificates, reloaded as they change and
@@ -37,13 +46,18 @@ type metricsServing struct {
 // --metrics-endpoint-auth, a Kubernetes client from kubeconfig for the
 // reviews. Close it when done.
 func newMetricsServing(l *llmdServerFlags, kubeconfig string, reloads *prometheus.CounterVec, set telemetry.Set) (*metricsServing, error) {
-	m := &metricsServing{pprof: l.enablePprof, log: set.Log()}
+	m := &metricsServing{pprof: l.enablePprof, log: set.Log(), watch: newMetricsWatcher(), set: set}
+	if err := set.Register(m.watch.HeaderTimeouts, m.watch.Refused); err != nil {
+		return nil, err
+	}
 	if l.metricsAuth {
 		kube, _, err := kubeClients(kubeconfig)
 		if err != nil {
+			m.close()
 			return nil, fmt.Errorf("--metrics-endpoint-auth: %w", err)
 		}
 		if m.auth, err = newMetricsAuth(kube, l.metricsAuthConfig, set); err != nil {
+			m.close()
 			return nil, err
 		}
 	}
@@ -86,7 +100,7 @@ func newMetricsServing(l *llmdServerFlags, kubeconfig string, reloads *prometheu
 }
 
 // close stops reloading the certificate pair, if it was, and unregisters
-// the auth's metrics, so that a start that fails part-way leaves the
+// the auth's metrics and the watcher's, so that a start that fails part-way leaves the
 // registry as it found it.
 func (m *metricsServing) close() {
 	if m.certs != nil {
@@ -94,6 +108,9 @@ func (m *metricsServing) close() {
 	}
 	if m.auth != nil {
 		m.auth.close()
+	}
+	if m.watch != nil {
+		m.set.Unregister(m.watch.HeaderTimeouts, m.watch.Refused)
 	}
 }
 
@@ -106,7 +123,8 @@ func (m *metricsServing) scheme() string {
 }
 
 // serve returns the metrics server of mux, with pprof and behind the
-// auth as set, and ln, over TLS as set.
+// auth as set, and ln, over TLS as set, its connections watched under
+// the TLS (m.watch).
 func (m *metricsServing) serve(mux http.Handler, ln net.Listener) (*http.Server, net.Listener) {
 	guarded := mux
 	if m.pprof {
@@ -125,10 +143,17 @@ func (m *metricsServing) serve(mux http.Handler, ln net.Listener) (*http.Server,
 	outer := http.NewServeMux()
 	outer.Handle(extproc.ReadyPath, mux) // the kubelet's probe: no token
 	outer.Handle("/", guarded)
+	readHeader := m.readHeader
+	if readHeader == 0 {
+		readHeader = gateway.DefaultReadHeaderTimeout
+	}
+	srv := metricsServer(outer, readHeader, gateway.DefaultIdleTimeout)
+	if m.watch != nil {
+		ln = m.watch.Install(srv, ln)
+	}
 	if m.tls != nil {
 		ln = tls.NewListener(ln, m.tls)
 	}
-	srv := newMetricsServer(outer)
 	// A scraper's failed handshake (no or an unverified client
 	// certificate) is its own problem: logged at debug.
 	if m.log != nil {
