@@ -82,7 +82,9 @@
 // scrapers' allowances out: counted in
 // kvroute_epp_metrics_auth_cache_full_total, lookups in
 // kvroute_epp_metrics_auth_cache_total), and at most
-// --metrics-auth-max-in-flight (8) reviews are asked at once: a caller not
+// --metrics-auth-max-in-flight (8) reviews are asked at once, callers
+// missing the cache on one token and path while its review is in flight
+// sharing it: a caller not
 // cached beyond them is answered 503 with Retry-After unreviewed, counted
 // as busy in kvroute_epp_metrics_auth_total, so that a caller sending
 // unknown tokens cannot make the picker flood the API server.

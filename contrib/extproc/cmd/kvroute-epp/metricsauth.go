@@ -71,6 +71,7 @@ type metricsAuth struct {
 	hmacKey   []byte            // random, so that the cache's keys cannot be precomputed from tokens
 	cache     *authCache
 	inFlight  chan struct{} // a slot per review asked; config.maxInFlight
+	flights   authFlights   // the reviews in flight by cache key, each holding a slot
 	results   *prometheus.CounterVec
 	lookups   *prometheus.CounterVec
 	cacheFull prometheus.Counter
@@ -206,8 +207,11 @@ func (a *metricsAuth) key(token, verb, path string) authKey {
 }
 
 // decide returns the cached decision on token for verb on path or asks the
-// API server, caching its answer. An error is the API server's failure,
-// not cached, or errAuthBusy.
+// API server, caching its answer. Callers missing the cache on the same
+// key while its review is in flight share that review (authflight.go), so
+// that N scrapes with one new token cost one review; a waiter gives up
+// when ctx ends. An error is the API server's failure, not cached, ctx's
+// end, or errAuthBusy.
 func (a *metricsAuth) decide(ctx context.Context, token, verb, path string) (authDecision, error) {
 	tokenKey, key := a.key(token, "", ""), a.key(token, verb, path)
 	now := metricsAuthClock.Now()
@@ -220,18 +224,33 @@ func (a *metricsAuth) decide(ctx context.Context, token, verb, path string) (aut
 		return d, nil
 	}
 	a.lookups.WithLabelValues("miss").Inc()
-	select {
-	case a.inFlight <- struct{}{}:
-	default:
-		return 0, errAuthBusy
-	}
-	ctx, cancel := context.WithTimeout(ctx, metricsAuthTimeout)
-	d, err := a.review(ctx, token, verb, path)
-	cancel()
-	<-a.inFlight
+	f, leader, err := a.flights.join(key, a.inFlight)
 	if err != nil {
 		return 0, err
 	}
+	if !leader { // the same review is in flight: its outcome is ours
+		select {
+		case <-f.done:
+			return f.d, f.err
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+	// Not cancelled with the leader's request: its waiters share the
+	// outcome, which metricsAuthTimeout bounds.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), metricsAuthTimeout)
+	d, err = a.review(rctx, token, verb, path)
+	cancel()
+	if err == nil {
+		a.remember(d, key, tokenKey)
+	}
+	a.flights.finish(key, f, a.inFlight, d, err) // after the cache has it, so no caller asks again
+	return d, err
+}
+
+// remember caches d, the review's decision on key: a refused token under
+// tokenKey, whatever the path.
+func (a *metricsAuth) remember(d authDecision, key, tokenKey authKey) {
 	ttl := a.config.denyTTL
 	switch d {
 	case authAllowed:
@@ -239,11 +258,10 @@ func (a *metricsAuth) decide(ctx context.Context, token, verb, path string) (aut
 	case authUnauthenticated:
 		key = tokenKey
 	}
-	now = metricsAuthClock.Now()
+	now := metricsAuthClock.Now()
 	if a.cache.put(key, d, now.Add(ttl), now) {
 		a.cacheFull.Inc()
 	}
-	return d, nil
 }
 
 // review asks the API server who token is and whether it may verb path.

@@ -33,7 +33,8 @@ import (
 // given up or release is called, and sends each request held on hung.
 type fakeAPIServer struct {
 	fail, hang      atomic.Bool
-	tokens, access  atomic.Int64 // reviews asked
+	pause           atomic.Pointer[chan struct{}] // set: each request waits until it is closed, then is answered
+	tokens, access  atomic.Int64                  // reviews asked
 	hung            chan struct{}
 	closeOnce       sync.Once
 	released        chan struct{}
@@ -64,6 +65,14 @@ func newFakeAPIServer(t *testing.T) *fakeAPIServer {
 func (a *fakeAPIServer) release() { a.closeOnce.Do(func() { close(a.released) }) }
 
 func (a *fakeAPIServer) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if p := a.pause.Load(); p != nil {
+		a.hung <- struct{}{}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-*p:
+		}
+	}
 	if a.hang.Load() {
 		select {
 		case a.hung <- struct{}{}:

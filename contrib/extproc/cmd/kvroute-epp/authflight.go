@@ -1,0 +1,56 @@
+package main
+
+import "sync"
+
+// authFlight is a review in flight for one cache key: the callers that
+// miss the cache on that key while it is asked wait for its outcome
+// instead of asking the API server again.
+type authFlight struct {
+	done chan struct{} // closed once d and err are set
+	d    authDecision
+	err  error
+}
+
+// authFlights are the reviews in flight by cache key, at most as many as
+// the in-flight slots (each holds one), so the map is bounded by
+// --metrics-auth-max-in-flight.
+type authFlights struct {
+	mu     sync.Mutex
+	m      map[authKey]*authFlight
+	onWait func() // tests: called as a caller joins a flight; nil otherwise
+}
+
+// join returns the flight in progress for key, or starts one (leader) when
+// one of slots is free, or errAuthBusy when none is.
+func (fs *authFlights) join(key authKey, slots chan struct{}) (f *authFlight, leader bool, err error) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if f := fs.m[key]; f != nil {
+		if fs.onWait != nil {
+			fs.onWait()
+		}
+		return f, false, nil
+	}
+	select {
+	case slots <- struct{}{}:
+	default:
+		return nil, false, errAuthBusy
+	}
+	if fs.m == nil {
+		fs.m = make(map[authKey]*authFlight)
+	}
+	f = &authFlight{done: make(chan struct{})}
+	fs.m[key] = f
+	return f, true, nil
+}
+
+// finish ends the leader's flight f for key with its outcome, frees its
+// slot and wakes its waiters.
+func (fs *authFlights) finish(key authKey, f *authFlight, slots chan struct{}, d authDecision, err error) {
+	fs.mu.Lock()
+	delete(fs.m, key)
+	fs.mu.Unlock()
+	<-slots
+	f.d, f.err = d, err
+	close(f.done)
+}

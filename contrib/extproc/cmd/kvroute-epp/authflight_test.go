@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/internal/leakcheck"
+)
+
+// N scrapes that arrive together with one new token cost one review:
+// the first asks the API server, the others wait for its outcome and share
+// it, taking no in-flight slot of their own (so none is refused busy with
+// a single slot). Before, each took a slot and asked the API server.
+func TestMetricsAuthMergesConcurrentReviews(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	manualAuthClock(t)
+	api := newFakeAPIServer(t)
+	auth, url, c := newTestAuth(t, api, metricsAuthConfig{maxInFlight: 1})
+	const n = 8
+	joined := make(chan struct{}, n)
+	auth.flights.onWait = func() { joined <- struct{}{} }
+	gate := make(chan struct{})
+	api.pause.Store(&gate)
+
+	codes := make(chan int, n)
+	for range n {
+		go func() {
+			req, err := http.NewRequest(http.MethodGet, url+"/metrics", nil)
+			if err != nil {
+				codes <- 0
+				return
+			}
+			req.Header.Set("Authorization", "Bearer scraper-new")
+			resp, err := c.Do(req)
+			if err != nil {
+				codes <- 0
+				return
+			}
+			_ = resp.Body.Close()
+			codes <- resp.StatusCode
+		}()
+	}
+	wait := func(ch chan struct{}, what string) {
+		t.Helper()
+		select {
+		case <-ch:
+		case <-time.After(time.Minute):
+			t.Fatal(what)
+		}
+	}
+	wait(api.hung, "the review did not reach the API server")
+	for range n - 1 {
+		wait(joined, "a caller did not join the review in flight")
+	}
+	api.pause.Store(nil)
+	close(gate) // the TokenReview answers, then its SubjectAccessReview
+	for range n {
+		require.Equal(t, http.StatusOK, <-codes)
+	}
+	require.EqualValues(t, 1, api.tokens.Load(), "one TokenReview for n callers with one token")
+	require.EqualValues(t, 1, api.access.Load())
+	require.Equal(t, float64(n), testutil.ToFloat64(auth.lookups.WithLabelValues("miss")))
+	require.Zero(t, testutil.ToFloat64(auth.results.WithLabelValues("busy")))
+	require.Equal(t, http.StatusOK, get(t, c, url+"/metrics", "scraper-new"), "then cached")
+	require.EqualValues(t, 1, api.tokens.Load())
+}
+
+// A caller waiting for another's review gives up when its own context
+// ends, and the review it waited for still completes for its leader.
+func TestMetricsAuthWaiterHonoursItsContext(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	manualAuthClock(t)
+	api := newFakeAPIServer(t)
+	auth, _, _ := newTestAuth(t, api, metricsAuthConfig{})
+	joined := make(chan struct{}, 1)
+	auth.flights.onWait = func() { joined <- struct{}{} }
+	gate := make(chan struct{})
+	api.pause.Store(&gate)
+
+	type outcome struct {
+		d   authDecision
+		err error
+	}
+	lead := make(chan outcome, 1)
+	go func() {
+		d, err := auth.decide(context.Background(), "scraper", "get", "/metrics")
+		lead <- outcome{d, err}
+	}()
+	select {
+	case <-api.hung:
+	case <-time.After(time.Minute):
+		t.Fatal("the review did not reach the API server")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	waited := make(chan error, 1)
+	go func() {
+		_, err := auth.decide(ctx, "scraper", "get", "/metrics")
+		waited <- err
+	}()
+	select {
+	case <-joined:
+	case <-time.After(time.Minute):
+		t.Fatal("the second caller did not join the review")
+	}
+	cancel()
+	require.True(t, errors.Is(<-waited, context.Canceled))
+	api.pause.Store(nil)
+	close(gate)
+	o := <-lead
+	require.NoError(t, o.err)
+	require.Equal(t, authAllowed, o.d)
+	require.EqualValues(t, 1, api.tokens.Load())
+}
