@@ -139,3 +139,20 @@ func TestChartServiceMonitorSendsATokenWithMetricsEndpointAuth(t *testing.T) {
 	require.Equal(t, []string{cr.Name}, reads)
 	require.Equal(t, []string{"/metrics"}, cr.Rules[0].NonResourceURLs)
 }
+
+// The bounds of the picker's token and access reviews are its own flags,
+// which the chart passes through inferenceExtension.flags as given (it
+// sets none of them itself, so the picker's defaults hold without them).
+func TestChartPassesTheMetricsAuthBounds(t *testing.T) {
+	s := loadSchemas(t)
+	args := eppArgs(t, chartObjects(t, s, minimalValues)["Deployment"][0])
+	for _, a := range args {
+		require.NotContains(t, a, "--metrics-auth-", "the chart sets no review bound of its own")
+	}
+	on := chartObjects(t, s, strings.Replace(minimalValues, "inferenceExtension:\n",
+		"inferenceExtension:\n  metricsEndpointAuth: true\n  flags: {metrics-auth-allow-ttl: 30s, metrics-auth-deny-ttl: 5s, metrics-auth-cache-entries: \"1024\", metrics-auth-max-in-flight: \"4\"}\n", 1))
+	args = eppArgs(t, on["Deployment"][0])
+	for _, want := range []string{"--metrics-auth-allow-ttl=30s", "--metrics-auth-deny-ttl=5s", "--metrics-auth-cache-entries=1024", "--metrics-auth-max-in-flight=4"} {
+		require.Contains(t, args, want)
+	}
+}
