@@ -50,6 +50,12 @@ var errSwitchingProtocols = errors.New("h1pool: the server switched protocols (1
 // Config.Fallback is nil.
 var errNoFallback = errors.New("h1pool: only http URLs are served (no fallback transport for other schemes)")
 
+// earlyAnswerWait is how long a request whose write failed on a new
+// connection waits for the header of an answer the server may have sent
+// before it stopped reading (an early 413): worth more than the write
+// error, when it is there.
+const earlyAnswerWait = 100 * time.Millisecond
+
 // aLongTimeAgo is a deadline in the past: setting it unblocks a pending read
 // or write at once.
 var aLongTimeAgo = time.Unix(1, 0)
@@ -317,8 +323,17 @@ func (t *Transport) exchange(ctx context.Context, pc *conn, req *http.Request) (
 		if !pc.reused && ctx.Err() == nil {
 			// The server may have answered (an early 4xx) and stopped
 			// reading: that answer is worth more than the write error.
-			_ = pc.c.SetReadDeadline(time.Now().Add(100 * time.Millisecond)) // a socket deadline: wall time
+			_ = pc.c.SetReadDeadline(time.Now().Add(earlyAnswerWait)) // a socket deadline: wall time
 			if resp, _, rerr := t.readResponse(pc, req); rerr == nil {
+				// The deadline bounded the wait for the header, not the
+				// body, which the caller may read for as long as any
+				// other. A context that ended meanwhile keeps its poke:
+				// its AfterFunc either ran before (ctx.Err says so) or
+				// runs after the clearing.
+				_ = pc.c.SetReadDeadline(time.Time{})
+				if ctx.Err() != nil {
+					_ = pc.c.SetReadDeadline(aLongTimeAgo)
+				}
 				resp.Close = true
 				resp.Body = &body{rc: resp.Body, t: t, pc: pc, stop: stop, keep: false}
 				return resp, false, nil
