@@ -285,7 +285,8 @@ func runCells(o options, log io.Writer) (cells []cell, err error) {
 	return cells, nil
 }
 
-// measure runs one cell: warmup, then a window sampled for CPU, churn and
+// measure runs one cell: the engines close the connections left open by
+// the cells before, then warmup, then a window sampled for CPU, churn and
 // (for gateways) allocation counters and a CPU profile.
 func measure(o options, rn *gatewayRun, conc, round int, engines []*child, ports map[string]bool, accepted func() engineStats) (cell, error) {
 	c := cell{Target: rn.label, Conc: conc, Round: round, RenderShare: -1}
@@ -312,7 +313,16 @@ func measure(o options, rn *gatewayRun, conc, round int, engines []*child, ports
 		self, _ = procCPU("self")
 		return
 	}
+	// The connections the cells before left idle are closed first: the
+	// engines' keep-alive timeout would close them during this window,
+	// counted as this target's churn (see countingListener.closeAll).
 	var callErr error
+	for _, e := range engines {
+		callErr = errors.Join(callErr, e.call("drop", &droppedConns{}))
+	}
+	if callErr != nil {
+		return c, callErr
+	}
 	c.Res = rn.gen.run(rn.urls, conc, o.warmup, o.window, func(start bool) {
 		if start {
 			if gw != nil {

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -87,7 +88,10 @@ func runEngine(raw []byte) error {
 	if err := printJSON(engineReady{ID: id, Events: srv.KVEventsEndpoint()}); err != nil {
 		return err
 	}
-	commandLoop(func(string) any {
+	commandLoop(func(cmd string) any {
+		if cmd == "drop" {
+			return cl.closeAll()
+		}
 		return engineStats{Accepted: cl.accepted.Load(), ClosedByClient: cl.byClient.Load(), ClosedByEngine: cl.byEngine.Load()}
 	})
 	err = srv.Close()
@@ -111,10 +115,13 @@ type engineStats struct {
 }
 
 // countingListener counts accepted connections and, as they close, which
-// side closed them.
+// side closed them; it holds the open ones for closeAll.
 type countingListener struct {
 	net.Listener
 	accepted, byClient, byEngine atomic.Int64
+
+	mu   sync.Mutex
+	open map[*sideConn]struct{}
 }
 
 func (l *countingListener) Accept() (net.Conn, error) {
@@ -123,7 +130,40 @@ func (l *countingListener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	l.accepted.Add(1)
-	return &sideConn{Conn: c, l: l}, nil
+	sc := &sideConn{Conn: c, l: l}
+	l.mu.Lock()
+	if l.open == nil {
+		l.open = map[*sideConn]struct{}{}
+	}
+	l.open[sc] = struct{}{}
+	l.mu.Unlock()
+	return sc, nil
+}
+
+// droppedConns is an engine child's answer to "drop".
+type droppedConns struct {
+	Closed int `json:"closed"`
+}
+
+// closeAll closes every connection open, counted as the engine's closes
+// (or the client's, for those it had closed first), and returns how many
+// it closed. gwload sends "drop" before each cell, when no load runs: the
+// connections left are the idle ones of the cells before (a load
+// generator's, a gateway's pools), which the engine's keep-alive timeout
+// (vLLM's 5 s) would otherwise close in the middle of a later cell's
+// window, counted as that target's churn. A client whose pool holds one
+// finds it closed before reuse, as after a keep-alive close.
+func (l *countingListener) closeAll() droppedConns {
+	l.mu.Lock()
+	conns := make([]*sideConn, 0, len(l.open))
+	for c := range l.open {
+		conns = append(conns, c)
+	}
+	l.mu.Unlock()
+	for _, c := range conns {
+		_ = c.Close()
+	}
+	return droppedConns{Closed: len(conns)}
 }
 
 // sideConn tells, when the engine closes it, whether the client had closed
@@ -161,6 +201,9 @@ func (c *sideConn) Close() error {
 		} else {
 			c.l.byEngine.Add(1)
 		}
+		c.l.mu.Lock()
+		delete(c.l.open, c)
+		c.l.mu.Unlock()
 	}
 	return c.Conn.Close()
 }
