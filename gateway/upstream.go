@@ -29,7 +29,9 @@ import "github.com/kvroute/kvroute/internal/h1pool"
 // connections however long they are idle: an engine that gets fewer
 // requests at once than that peak leaves some of them unused, and closing
 // them after 90 s only had the warmer dial them again (connection churn at
-// a steady load).
+// a steady load). An engine closes them itself after its own keep-alive
+// timeout (vLLM: 5 s), so a kept connection at the bottom of the stack is
+// used again, before the top, once it has been idle 2 s.
 func newUpstreamTransport(idlePerHost int) *h1pool.Transport {
 	return h1pool.New(h1pool.Config{MaxIdlePerHost: idlePerHost, Fallback: newTransport(idlePerHost), WarmAhead: true})
 }

@@ -21,7 +21,8 @@
 //     timer and no other goroutine decide.
 //
 // Connections are kept per host:port in a LIFO stack (Config.MaxIdlePerHost,
-// dropped after Config.IdleTimeout idle unless the warm-ahead keeps them; a
+// dropped after Config.IdleTimeout idle unless the warm-ahead keeps them,
+// and then used in turn before a server's 5 s keep-alive closes them; a
 // sweep on Config.Clock drops them even on a host no request comes to any
 // more, and Retain at once, see sweep.go), peeked at for a close by the
 // server before reuse (one non-blocking MSG_PEEK, where the platform has

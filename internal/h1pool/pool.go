@@ -21,7 +21,7 @@ func (t *Transport) get(ctx context.Context, key string) (*conn, error) {
 		if len(t.forgotten) > 0 {
 			delete(t.forgotten, key) // a request ends Retain's mark
 		}
-		pc := t.takeLocked(key)
+		pc := t.takeLocked(key, now)
 		expired := pc != nil && t.expiredLocked(pc, now)
 		if pc == nil {
 			if wd := t.warmDial[key]; wd != nil && !wd.claimed {
@@ -136,9 +136,11 @@ func (t *Transport) popWaiterLocked(key string) chan *conn {
 }
 
 // takeLocked takes key's oldest warmed connection that has carried no
-// request yet, else its most recently used idle one, else returns nil. t.mu
-// is held.
-func (t *Transport) takeLocked(key string) *conn {
+// request yet, else its most recently used idle one (its least recently
+// used one when that has been idle for rotateAfter and the warmer keeps
+// every connection the host has, see warm.go), else returns nil. t.mu is
+// held.
+func (t *Transport) takeLocked(key string, now time.Time) *conn {
 	if f := t.fresh[key]; len(f) > 0 {
 		pc := f[0]
 		f[0] = nil
@@ -153,7 +155,12 @@ func (t *Transport) takeLocked(key string) *conn {
 	if len(s) == 0 {
 		return nil
 	}
-	pc := s[len(s)-1]
+	i := len(s) - 1
+	if i > 0 && now.Sub(s[0].idleSince) >= rotateAfter && t.open[key] <= t.keepLocked(key, now) {
+		i = 0 // the bottom of the stack, used before the server's keep-alive closes it
+	}
+	pc := s[i]
+	copy(s[i:], s[i+1:])
 	s[len(s)-1] = nil
 	t.idle[key] = s[:len(s)-1]
 	return pc

@@ -27,6 +27,18 @@ import "time"
 // A server that closes them itself is found out by the peek before reuse,
 // and then warming, and with it the keeping, stops for IdleTimeout.
 //
+// Kept however long they are idle by the pool, they are not by every
+// server: vLLM's (uvicorn) closes a connection idle for 5 s after its last
+// response (VLLM_HTTP_TIMEOUT_KEEP_ALIVE), SGLang's too. So when every
+// connection a host has is one the warmer keeps, a request takes the
+// bottom of the stack instead of its top once that connection has been
+// idle for rotateAfter: at a steady load, which leaves the same
+// connections at the bottom, each is used again before such a server
+// closes it, and the next peak finds them open, not closed (a request
+// that waits for a dial, and warming stopped for IdleTimeout). Beyond
+// what the warmer keeps the stack stays LIFO, and its bottom is left to
+// the idle timeout.
+//
 // The peak is not kept forever (Config.PeakWindow): it is the highest
 // number of requests in flight over the current window and the one before,
 // and a host that got no request within a window is not kept warm at all.
@@ -47,6 +59,14 @@ import "time"
 // server's ReadHeaderTimeout does. A warmed connection that sank would be
 // found closed at the next peak, dropped and dialed again by a request that
 // waits for it, and would stop the host's warming for Config.IdleTimeout.
+
+// rotateAfter is how long the connection at the bottom of a host's stack
+// may stay idle, when the warmer keeps all the host has, before a request
+// takes it before the top: well within uvicorn's default keep-alive
+// timeout (5 s, vLLM's and SGLang's), so that the connection is reused
+// before the server closes it, not found closed nor written to as it
+// closes.
+const rotateAfter = 2 * time.Second
 
 // RaisePeak records n requests in flight (the Transport's, or its user's:
 // a gateway's inference requests) as the current window's peak when it is
