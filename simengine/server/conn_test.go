@@ -1,7 +1,10 @@
 package server
 
 import (
+	"bufio"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"testing"
 	"time"
@@ -39,4 +42,37 @@ func TestFirstByteConnStartsTheHeaderTimeoutAtTheFirstByte(t *testing.T) {
 	require.NoError(t, c.SetReadDeadline(time.Unix(1, 0)))
 	_, err = c.Read(buf)
 	require.ErrorIs(t, err, os.ErrDeadlineExceeded)
+}
+
+// A keep-alive connection idle after a request is closed after vLLM's
+// keep-alive timeout (VLLM_HTTP_TIMEOUT_KEEP_ALIVE, 5 s by default), which
+// uvicorn runs from the end of the response: a client that keeps idle
+// connections longer meets the close it meets on vLLM. Before, the server
+// never closed an idle connection. The timeout is lowered here so the
+// close is awaited, not slept for.
+func TestIdleKeepAliveConnectionClosedAfterVLLMTimeout(t *testing.T) {
+	defer leakcheck.Check(t)()
+	s, err := New(Config{Model: "m", Engine: fastEngine()}, Options{})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, s.Close()) }()
+	require.Equal(t, 5*time.Second, s.srv.IdleTimeout, "vLLM's VLLM_HTTP_TIMEOUT_KEEP_ALIVE default")
+	s.srv.IdleTimeout = 50 * time.Millisecond
+	require.NoError(t, s.Start("127.0.0.1:0"))
+
+	c, err := net.Dial("tcp", s.Addr())
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = c.Write([]byte("GET /health HTTP/1.1\r\nHost: x\r\n\r\n"))
+	require.NoError(t, err)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.NoError(t, resp.Body.Close())
+
+	// The server closes the idle connection: the read ends with EOF long
+	// before this deadline, which only keeps a broken server from hanging
+	// the test.
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(time.Minute)))
+	_, err = c.Read(make([]byte, 1))
+	require.ErrorIs(t, err, io.EOF)
 }

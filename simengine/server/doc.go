@@ -60,6 +60,12 @@
 // model's chunks after its topic frame (kvroute's extension of vLLM's
 // snapshot protocol).
 //
+// Its connections live as uvicorn's, vLLM's HTTP server's, do (conn.go):
+// a request header's timeout runs from its first byte, and a keep-alive
+// connection idle for 5 s after its last response is closed
+// (VLLM_HTTP_TIMEOUT_KEEP_ALIVE's default), so that a client's pool meets
+// the closes it meets on vLLM.
+//
 // With Config.RenderWorkers the render routes saturate like a vLLM renderer,
 // whose tokenization is bound to about one core: at most RenderWorkers
 // renders are worked on at once, each for RenderTokenCost per prompt token,

@@ -254,7 +254,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 	}
 	s.metrics = promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})
 	s.routes = s.buildRoutes()
-	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: headerTimeout}
+	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: headerTimeout, IdleTimeout: keepAliveTimeout}
 	return s, nil
 }
 
