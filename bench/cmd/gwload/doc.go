@@ -26,12 +26,12 @@
 // and, exactly, how many of the engines' connections closed in it and which
 // side closed them first (the client: a gateway's pool, the load
 // generator; or the engine): closed and redialed connections, churn.
-// Before each cell the engines close every connection still open, the
-// idle ones the cells before left (a load generator's, a gateway's pools):
-// their keep-alive timeout (vLLM's 5 s) would close them anyway, and in the
-// middle of a later cell's window, counted as that target's churn. So each
-// cell's warmup dials its own connections, and a window sees only its
-// target's.
+// Before each cell that follows another target's (or its baseline's) the
+// engines close every connection still open, the idle ones the cells
+// before left (a load generator's, a gateway's pools): their keep-alive
+// timeout (vLLM's 5 s) would close them anyway, and in the middle of a
+// later cell's window, counted as that target's churn. So such a cell's
+// warmup dials its own connections, and a window sees only its target's.
 //
 // It writes <out>/gwload.md (default out/gwload under the module root,
 // which git ignores). With -attribute (the default) every gateway window is

@@ -261,6 +261,7 @@ func runCells(o options, log io.Writer) (cells []cell, err error) {
 		}
 		return n
 	}
+	var last *gatewayRun // the run measured last
 	for _, conc := range o.conc {
 		for round := 1; round <= o.rounds; round++ {
 			order := slices.Clone(runs)
@@ -268,7 +269,8 @@ func runCells(o options, log io.Writer) (cells []cell, err error) {
 				slices.Reverse(order)
 			}
 			for _, rn := range order {
-				c, err := measure(o, rn, conc, round, engines, ports, accepted)
+				c, err := measure(o, rn, conc, round, engines, ports, accepted, rn != last)
+				last = rn
 				if err != nil {
 					return cells, err
 				}
@@ -286,9 +288,10 @@ func runCells(o options, log io.Writer) (cells []cell, err error) {
 }
 
 // measure runs one cell: the engines close the connections left open by
-// the cells before, then warmup, then a window sampled for CPU, churn and
+// the cells before when drop is set (the cell before measured another
+// run), then warmup, then a window sampled for CPU, churn and
 // (for gateways) allocation counters and a CPU profile.
-func measure(o options, rn *gatewayRun, conc, round int, engines []*child, ports map[string]bool, accepted func() engineStats) (cell, error) {
+func measure(o options, rn *gatewayRun, conc, round int, engines []*child, ports map[string]bool, accepted func() engineStats, drop bool) (cell, error) {
 	c := cell{Target: rn.label, Conc: conc, Round: round, RenderShare: -1}
 	var gw0, en0, self0 time.Duration
 	var tw0 int
@@ -313,12 +316,17 @@ func measure(o options, rn *gatewayRun, conc, round int, engines []*child, ports
 		self, _ = procCPU("self")
 		return
 	}
-	// The connections the cells before left idle are closed first: the
-	// engines' keep-alive timeout would close them during this window,
-	// counted as this target's churn (see countingListener.closeAll).
+	// With drop, the connections the cells before left idle are closed
+	// first: the engines' keep-alive timeout would close them during this
+	// window, counted as this target's churn (see
+	// countingListener.closeAll). Without it the cell before was this
+	// run's own, and so are the connections it left: a close of one in
+	// this window is this target's churn.
 	var callErr error
-	for _, e := range engines {
-		callErr = errors.Join(callErr, e.call("drop", &droppedConns{}))
+	if drop {
+		for _, e := range engines {
+			callErr = errors.Join(callErr, e.call("drop", &droppedConns{}))
+		}
 	}
 	if callErr != nil {
 		return c, callErr
