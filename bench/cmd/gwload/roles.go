@@ -147,12 +147,19 @@ type droppedConns struct {
 
 // closeAll closes every connection open, counted as the engine's closes
 // (or the client's, for those it had closed first), and returns how many
-// it closed. gwload sends "drop" before each cell, when no load runs: the
-// connections left are the idle ones of the cells before (a load
-// generator's, a gateway's pools), which the engine's keep-alive timeout
-// (vLLM's 5 s) would otherwise close in the middle of a later cell's
-// window, counted as that target's churn. A client whose pool holds one
-// finds it closed before reuse, as after a keep-alive close.
+// it closed. gwload sends "drop" before a cell that follows another run's,
+// when no load runs: the connections left are the idle ones of the cells
+// before (a load generator's, a gateway's pools), which the engine's
+// keep-alive timeout (vLLM's 5 s) would otherwise close in the middle of a
+// later cell's window, counted as that target's churn. A client whose pool
+// holds one finds it closed before reuse, as after a keep-alive close.
+//
+// They are reset (SO_LINGER 0), not closed with a FIN: after a FIN the
+// engine's socket waits in FIN_WAIT2 for the client's own close, which an
+// h1pool pool (a gateway's) makes only when it next takes the connection,
+// and the engine's socket enters TIME_WAIT then, in some later window,
+// counted there with no close to match it. A reset leaves no socket
+// behind on either side.
 func (l *countingListener) closeAll() droppedConns {
 	l.mu.Lock()
 	conns := make([]*sideConn, 0, len(l.open))
@@ -161,6 +168,9 @@ func (l *countingListener) closeAll() droppedConns {
 	}
 	l.mu.Unlock()
 	for _, c := range conns {
+		if tc, ok := c.Conn.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0)
+		}
 		_ = c.Close()
 	}
 	return droppedConns{Closed: len(conns)}
