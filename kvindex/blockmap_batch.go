@@ -73,7 +73,13 @@ func (m *blockMap) loadBatch(keys []Key, vs *[probeBatch]blockVal) int {
 // value read twice would take for key's. A slot that held key when its
 // key was first read and no longer did after its value was read is read
 // again, not passed: the block may have moved on along the probe, which
-// the next read shows as a tombstone or another key.
+// the next read shows as a tombstone or another key. The reads do not tell
+// apart a key that left the slot and came back between them (key removed
+// or moved on, another block stored in the slot, that one removed or moved
+// on, key stored there again, all between two of the reader's loads, or
+// for loadBatch and presBatch between a home slot's first read and its
+// re-check): that one lookup then takes the other block's value. Ruling it
+// out would take a version per slot, read on Match's path.
 func (t *blockTable) probe(key Key, i uint64) uint64 {
 	n := uint64(len(t.slots))
 	for {
