@@ -27,6 +27,12 @@
 // unread (a malformed request line or header, a header over the size
 // limit) in kvroute_sidecar_server_refused_requests_total.
 //
+// A client's own kv_transfer_params are removed from every request, split
+// or not (counted in kvroute_sidecar_client_transfer_params_removed_total):
+// vLLM's KV connector would pull blocks from the remote_host a client
+// names. --allow-client-kv-transfer-params keeps them on the requests the
+// sidecar does not split, behind a trusted component that sets them.
+//
 // The sidecar posts request bodies to whatever prefiller the header names,
 // so by default only a trusted router may reach its port. With
 // --allowed-prefiller-networks (the pod network's CIDRs) and optionally

@@ -20,8 +20,9 @@ import (
 func TestParseFlags(t *testing.T) {
 	o, err := parseFlags([]string{"--port", "0", "--decoder", "http://10.0.0.1:8001", "--prefill-timeout", "2s",
 		"--max-body-bytes", "100", "--metrics-port", "0", "--body-read-timeout", "5s", "--max-body-bytes-in-flight", "1000",
-		"--response-write-timeout", "7s"})
+		"--response-write-timeout", "7s", "--allow-client-kv-transfer-params"})
 	require.NoError(t, err)
+	require.True(t, o.cfg.AllowClientKVTransferParams)
 	require.Equal(t, 0, o.port)
 	require.Equal(t, "http://10.0.0.1:8001", o.cfg.DecoderURL)
 	require.Equal(t, 2*time.Second, o.cfg.PrefillTimeout)
@@ -29,6 +30,9 @@ func TestParseFlags(t *testing.T) {
 	require.Equal(t, 5*time.Second, o.cfg.BodyReadTimeout)
 	require.Equal(t, int64(1000), o.cfg.MaxBodyBytesInFlight)
 	require.Equal(t, 7*time.Second, o.cfg.ResponseWriteTimeout)
+	o2, err := parseFlags(nil)
+	require.NoError(t, err)
+	require.False(t, o2.cfg.AllowClientKVTransferParams, "removed by default")
 	_, err = parseFlags([]string{"--prefill-timeout", "30"})
 	require.ErrorContains(t, err, "prefill-timeout")
 	_, err = parseFlags([]string{"--help"})

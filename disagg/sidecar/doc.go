@@ -65,7 +65,26 @@
 // body, or one with kv_transfer_params of its own to drop), which is
 // answered 503 body_budget then. It answers
 // 400 bad_body, naming the encoding, a wide body that is not text in it. A
-// request it does not split goes to the decoder as it came.
+// request it does not split goes to the decoder as it came, but for the
+// client's own kv_transfer_params (below).
+//
+// # A client's transfer parameters
+//
+// vLLM's KV connectors act on a request's kv_transfer_params: a client's
+// do_remote_prefill with a remote_host of its choosing would make the
+// decoder pull KV blocks from that address. A Handler therefore removes
+// the member a client's body carries from every request, as kvroute's
+// gateway and ext_proc picker do: a split request gets the exchange's
+// (the prefiller's, or none on a fallback), any other one none, the body
+// read as vLLM reads it and the copy without the member charged to
+// Config.MaxBodyBytesInFlight (503 body_budget without room). A body that
+// is not one JSON object goes as it came, but on a route vLLM reads the
+// member from (SplitPath's and /inference/v1/generate, POST), where it is
+// answered 400 bad_body as a split request's is. Each request whose
+// member was removed is counted in
+// kvroute_sidecar_client_transfer_params_removed_total.
+// Config.AllowClientKVTransferParams keeps the member on the requests the
+// Handler does not split, behind a trusted component that sets it itself.
 //
 // # Failures
 //
@@ -92,6 +111,8 @@
 // kvroute_sidecar_prefill_duration_seconds, registered on
 // Options.Registerer (nil registers none; a failed NewExchange leaves
 // none registered; Close unregisters them). A Handler also counts the
+// requests whose client's own kv_transfer_params it removed in
+// kvroute_sidecar_client_transfer_params_removed_total, and the
 // requests it answers with an error of its own or drops, by reason, in
 // kvroute_sidecar_refused_requests_total{reason="body_too_large|bad_body|body_timeout|body_budget|client_gone|client_stalled|decoder_unreachable|decoder_timeout|decoder_closed|decoder_error|decoder_broken"}
 // (the decoder_* reasons but decoder_broken count the 502s by the kind of

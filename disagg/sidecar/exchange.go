@@ -175,6 +175,18 @@ type Config struct {
 	// stream the client keeps reading is never cut. Default 1m, the
 	// kvroute gateway's. A Handler's only, like BodyReadTimeout.
 	ResponseWriteTimeout time.Duration `json:"-"`
+	// AllowClientKVTransferParams passes on, in a Handler, the
+	// kv_transfer_params member a client's body carries on a request it
+	// does not split, as the kvroute gateway's field of the name does. By
+	// default the Handler removes it from every request (counted in
+	// kvroute_sidecar_client_transfer_params_removed_total): vLLM's KV
+	// connectors act on it, and a client's do_remote_prefill with its own
+	// remote_host would make the decoder pull KV blocks from whatever
+	// address the client names. A split request's transfer parameters are
+	// the exchange's whatever it says (a fallback's none). Set it only
+	// behind a trusted component that sets them itself. A Handler's only,
+	// like BodyReadTimeout.
+	AllowClientKVTransferParams bool `json:"-"`
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -265,6 +277,9 @@ type Result struct {
 	RequestID string
 	// PrefillDuration is how long the prefill step took.
 	PrefillDuration time.Duration
+	// clientParams reports that the client body carried kv_transfer_params
+	// of its own, which neither DecodeBody nor LocalBody carries.
+	clientParams bool
 }
 
 // Exchange runs the prefill half of a disaggregated request: the step a
@@ -458,6 +473,7 @@ func (x *Exchange) prefillText(ctx context.Context, hostPort, path string, hdr h
 	if err != nil {
 		return res, err
 	}
+	_, res.clientParams = parsed[fieldKVTransferParams]
 	if res.LocalBody, err = localBody(parsed, body, c.reserve(copyLocal)); err != nil {
 		return res, err
 	}

@@ -26,7 +26,10 @@ import (
 // names a prefiller in PrefillerHeader runs the
 // two-step exchange (Exchange.Prefill, then the decoder with the transfer
 // parameters); every other request, and one whose prefill step failed after
-// the fallback, goes to the decoder as it came (the header removed).
+// the fallback, goes to the decoder as it came (the header removed), but
+// for the client's own kv_transfer_params, removed from every request
+// unless Config.AllowClientKVTransferParams (plainBody; see the package
+// documentation).
 // Responses, streamed or not, pass through unchanged, each write waiting at
 // most Config.ResponseWriteTimeout for the client. A request it answers
 // with an error of its own (or whose client goes away first) is counted by
@@ -58,7 +61,8 @@ type Handler struct {
 	decoder *url.URL
 	proxy   *httputil.ReverseProxy
 	refused *prometheus.CounterVec // kvroute_sidecar_refused_requests_total{reason}
-	reg     prometheus.Registerer  // where refused is registered (nil: nowhere)
+	removed prometheus.Counter     // kvroute_sidecar_client_transfer_params_removed_total
+	reg     prometheus.Registerer  // where refused and removed are registered (nil: nowhere)
 	budget  bytebudget.Budget      // request body bytes in flight, bounded by Config.MaxBodyBytesInFlight
 }
 
@@ -75,14 +79,25 @@ func NewHandler(cfg Config, opts Options) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	x, err := NewExchange(cfg, opts)
-	if err != nil {
-		if opts.Registerer != nil {
-			opts.Registerer.Unregister(refused)
+	removed, err := newTransferRemoved(opts.Registerer)
+	if err == nil {
+		var x *Exchange
+		if x, err = NewExchange(cfg, opts); err == nil {
+			return newHandler(x, u, refused, removed, opts.Registerer), nil
 		}
-		return nil, err
+		if opts.Registerer != nil {
+			opts.Registerer.Unregister(removed)
+		}
 	}
-	h := &Handler{x: x, decoder: u, refused: refused, reg: opts.Registerer}
+	if opts.Registerer != nil {
+		opts.Registerer.Unregister(refused)
+	}
+	return nil, err
+}
+
+// newHandler builds the Handler NewHandler returns from its parts.
+func newHandler(x *Exchange, u *url.URL, refused *prometheus.CounterVec, removed prometheus.Counter, reg prometheus.Registerer) *Handler {
+	h := &Handler{x: x, decoder: u, refused: refused, removed: removed, reg: reg}
 	h.budget.Limit = x.cfg.MaxBodyBytesInFlight
 	h.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -111,7 +126,7 @@ func NewHandler(cfg Config, opts Options) (*Handler, error) {
 	if h.proxy.Transport == nil {
 		h.proxy.Transport = http.DefaultTransport
 	}
-	return h, nil
+	return h
 }
 
 // Exchange returns the handler's Exchange (its metrics, its config).
@@ -124,6 +139,7 @@ func (h *Handler) Close() {
 	h.x.Close()
 	if h.reg != nil {
 		h.reg.Unregister(h.refused)
+		h.reg.Unregister(h.removed)
 	}
 }
 
@@ -173,18 +189,34 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if !split {
-		h.x.m.requests.WithLabelValues(OutcomePlain).Inc()
-		if r.ContentLength == 0 { // no body to hand over
-			g := h.stallGuard(w)
-			defer g.Stop()
-			h.proxy.ServeHTTP(g, r)
-			return
-		}
-		h.forward(w, r, body, "")
+	if split {
+		h.split(w, r, target, body, &held)
 		return
 	}
-	h.split(w, r, target, body, &held)
+	if r.ContentLength == 0 { // no body to hand over
+		h.x.m.requests.WithLabelValues(OutcomePlain).Inc()
+		g := h.stallGuard(w)
+		defer g.Stop()
+		h.proxy.ServeHTTP(g, r)
+		return
+	}
+	out, pheld, err := h.plainBody(r, body)
+	defer h.budget.Release(pheld)
+	switch {
+	case errors.Is(err, bytebudget.ErrNoRoom):
+		h.refuseBudget(w, r)
+		return
+	case err != nil:
+		h.refused.WithLabelValues(refusedBadBody).Inc()
+		writeError(w, r, http.StatusBadRequest, err.Error())
+		return
+	}
+	if pheld > 0 { // a copy without the client's parameters replaces the body
+		h.budget.Release(held)
+		held = 0
+	}
+	h.x.m.requests.WithLabelValues(OutcomePlain).Inc()
+	h.forward(w, r, out, "")
 }
 
 // split runs the exchange for r, whose body holds *held of the budget,
@@ -207,6 +239,9 @@ func (h *Handler) split(w http.ResponseWriter, r *http.Request, target string, b
 	}
 	switch {
 	case err == nil:
+		if res.clientParams {
+			h.removed.Inc()
+		}
 		if res.Split { // a copy of the client body for a retry the Handler never makes
 			res.LocalBody = nil
 			c.release(copyLocal)

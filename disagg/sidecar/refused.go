@@ -14,7 +14,8 @@ import (
 const (
 	// refusedTooLarge: the body is over Config.MaxBodyBytes (413).
 	refusedTooLarge = "body_too_large"
-	// refusedBadBody: the body could not be read, or a request to split is
+	// refusedBadBody: the body could not be read, or a request to split
+	// (or one on a route vLLM reads kv_transfer_params from, plainBody) is
 	// not one JSON object (400).
 	refusedBadBody = "bad_body"
 	// refusedBodyTimeout: the body did not arrive within
