@@ -25,8 +25,10 @@
 //     Options.HeartbeatInterval a PING is sent on that interval and a peer
 //     that sends nothing within HeartbeatTimeout of it fails the connection
 //     with ErrPeerDead (a frozen publisher keeps its TCP connection open and
-//     is otherwise invisible). Commands are written only between messages,
-//     since go-zeromq writes a frame's header and body separately.
+//     is otherwise invisible), also when the PING cannot go out because a
+//     write to a peer that reads nothing holds the connection (no
+//     WriteTimeout). Commands are written only between messages, since
+//     go-zeromq writes a frame's header and body separately.
 //
 // Options travel with the socket's context (WithOptions), so every socket can
 // have its own deadlines while sharing the one registered transport. NewSub,

@@ -114,7 +114,7 @@ type guardConn struct {
 	// written at any time between two writes.
 	wholeMsgs bool
 
-	wmu sync.Mutex
+	wmu writeLock
 	ws  wscan
 }
 
@@ -124,7 +124,7 @@ type guardConn struct {
 // state is created here, before Close can run, and started by
 // the Listener's handshake once it is done.
 func newGuardConn(ctx context.Context, c net.Conn, o Options, pre []byte) *guardConn {
-	g := &guardConn{Conn: c, o: o, pre: pre, greeting: greetingLen, wholeMsgs: true}
+	g := &guardConn{Conn: c, o: o, pre: pre, greeting: greetingLen, wholeMsgs: true, wmu: newWriteLock()}
 	if o.HeartbeatInterval > 0 {
 		g.hb = &heartbeat{interval: o.HeartbeatInterval, timeout: o.HeartbeatTimeout,
 			done: make(chan struct{}), exited: make(chan struct{})}
@@ -147,7 +147,7 @@ func (g *guardConn) closeWith(ctx context.Context) {
 // and, with Options.HeartbeatInterval, PINGs are sent and a silent peer is
 // failed with ErrPeerDead.
 func newSocketConn(ctx context.Context, c net.Conn, o Options, pre []byte) *guardConn {
-	g := &guardConn{Conn: c, o: o, pre: pre, greeting: greetingLen, autoPong: true}
+	g := &guardConn{Conn: c, o: o, pre: pre, greeting: greetingLen, autoPong: true, wmu: newWriteLock()}
 	g.ws.greeting = greetingLen
 	if o.HeartbeatInterval > 0 {
 		g.hb = &heartbeat{interval: o.HeartbeatInterval, timeout: o.HeartbeatTimeout,

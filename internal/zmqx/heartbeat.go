@@ -114,8 +114,9 @@ func be64(b []byte) uint64 {
 // or on a Conn accepted by a Listener.
 //
 // Ownership: startHeartbeat runs one goroutine per connection, which owns
-// its ticker and timer, writes PINGs through injectCommand (under the
-// connection's wmu, like every other write) and sets dead. The reader
+// its ticker and timer, writes PINGs through ping (under the connection's
+// wmu, like every other write, waited for at most timeout at a time) and
+// sets dead. The reader
 // adds to readBytes and reads dead. The connection's Close closes done,
 // once, and the goroutine returns at its next select and closes exited (a
 // PING it is writing meanwhile fails on the closed connection). Close does
@@ -138,6 +139,11 @@ type heartbeat struct {
 func (g *guardConn) injectCommand(f []byte) error {
 	g.wmu.Lock()
 	defer g.wmu.Unlock()
+	return g.injectCommandLocked(f)
+}
+
+// injectCommandLocked is injectCommand with the write lock held.
+func (g *guardConn) injectCommandLocked(f []byte) error {
 	if !g.wholeMsgs && !g.ws.atBoundary() {
 		g.ws.pending = f
 		return nil
@@ -231,7 +237,14 @@ func (g *guardConn) startHeartbeat() {
 				// Sampled before the PING goes out: a PONG read between
 				// the write and a later sample would be taken for silence.
 				before := hb.readBytes.Load()
-				if err := g.injectCommand(pingCommand); err != nil {
+				switch g.ping(clk, before) {
+				case pingClosed:
+					return
+				case pingDead:
+					hb.dead.Store(true)
+					_ = g.Close() // the blocked Read and write return; Read reports ErrPeerDead
+					return
+				case pingFailed:
 					continue // the reader sees the broken connection
 				}
 				hb.pings.Add(1)

@@ -62,8 +62,12 @@ type Options struct {
 	// PING (default 2 × HeartbeatInterval). Bytes count once they have
 	// arrived, read or not: while the socket's owner is not reading (a full
 	// go-zeromq queue, a paused ReadMsg), bytes waiting unread keep the peer
-	// alive, since its silence cannot be seen behind them. Connections
-	// answer the peer's PING with PONG in any case.
+	// alive, since its silence cannot be seen behind them. A PING that
+	// cannot go out because a message write to a peer that reads nothing
+	// holds the connection (no WriteTimeout) is judged the same way, from
+	// when it was due: nothing arrived within this long fails the
+	// connection, and the blocked write with it. Connections answer the
+	// peer's PING with PONG in any case.
 	HeartbeatTimeout time.Duration `json:"heartbeatTimeout"`
 	// MaxMessageSize bounds the bodies of all frames of one multipart message,
 	// counting 64 bytes per frame on top (default MaxFrameSize + 1 MiB).
