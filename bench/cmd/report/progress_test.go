@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/internal/leakcheck"
 )
 
 // watchWriter is a stderr that closes seen when what has been written
@@ -40,8 +42,10 @@ func (w *watchWriter) String() string {
 }
 
 // While the benchmarks run, the report says it is still running and how
-// many results it has, instead of staying silent for minutes.
+// many results it has, instead of staying silent for minutes; the
+// heartbeat's goroutine ends with the run.
 func TestReportSaysItIsStillRunning(t *testing.T) {
+	defer leakcheck.Check(t)()
 	saved, err := os.ReadFile("testdata/bench.txt")
 	require.NoError(t, err)
 	first, rest, _ := strings.Cut(string(saved), "\nBenchmarkKeys")
