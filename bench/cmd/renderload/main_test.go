@@ -7,14 +7,18 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/internal/leakcheck"
 )
 
 // A short run writes its table with one row per scenario and load (the
-// figures themselves are not asserted: they depend on the machine).
+// figures themselves are not asserted: they depend on the machine). The
+// engines, the router and the requests leave no goroutine behind.
 func TestRenderloadWritesItsTable(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts simulated engines and sends requests for a few seconds")
 	}
+	defer leakcheck.Check(t)()
 	dir := t.TempDir()
 	var out strings.Builder
 	require.NoError(t, run([]string{"-duration", "300ms", "-loads", "0.5", "-words", "64", "-render-time", "20ms", "-out", dir}, &out))
