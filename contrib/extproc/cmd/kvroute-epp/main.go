@@ -379,7 +379,12 @@ func stopServers(gs, hs *grpc.Server, ms *http.Server) {
 	hs.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_ = ms.Shutdown(ctx)
+	if ms.Shutdown(ctx) != nil {
+		// A request still running (a long pprof profile, a stalled
+		// scraper) is cut: Shutdown leaves its connection, and the
+		// handler's goroutine, to the caller otherwise.
+		_ = ms.Close()
+	}
 }
 
 // drain waits for the n serve goroutines that have not yet given their
