@@ -33,6 +33,12 @@ func TestListenerPongToClientThatStopsReadingHasADeadline(t *testing.T) {
 	c, err := l.Accept()
 	require.NoError(t, err)
 	defer c.Close()
+	// The Listener's side sends with a small buffer too: with the kernel's
+	// autotuned one (up to 4 MiB) the PONGs that fill it take tens of
+	// seconds of 23-byte writes on a loaded machine under -race.
+	tc, ok := c.g.Conn.(*net.TCPConn)
+	require.True(t, ok, "the accepted connection is %T", c.g.Conn)
+	require.NoError(t, tc.SetWriteBuffer(4<<10))
 	errc := readMsgAsync(c)
 
 	// PINGs with a 16-byte context, whose PONGs are 23 bytes each, until
