@@ -61,7 +61,8 @@ type Event struct {
 	ExtraKeys [][]ExtraKey
 	// GroupIdx is the KV-cache group: 0, the full-attention group, unless
 	// the hybrid mode runs (1 its sliding-window group, 2 its Mamba group,
-	// whose stores carry no tokens); Kind its spec kind (KindFullAttention,
+	// whose stores carry parent, tokens and extra keys as group 0's do);
+	// Kind its spec kind (KindFullAttention,
 	// KindSlidingWindow or KindMamba on stores, "" on removals, as vLLM sets
 	// it only on stores).
 	GroupIdx int

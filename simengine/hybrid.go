@@ -12,7 +12,8 @@ import (
 // capacity that evicts independently (least recently used first), and
 // publishes each group's stores and removals with its group_idx,
 // kv_cache_spec_kind and, for the window, kv_cache_spec_sliding_window, as
-// vLLM does for hybrid models. A cached prefix of L blocks is reused only
+// vLLM does for hybrid models (a store with its parent hash, tokens and
+// extra keys, as group 0's). A cached prefix of L blocks is reused only
 // when the window group holds the ⌈(W−1)/B⌉ blocks before L and the Mamba
 // group holds the state at the end of block L−1 (vLLM's hybrid cache
 // coordinator asks each group for the same), so a request may recompute
@@ -112,7 +113,7 @@ type hybrid struct {
 	swa    *lruSet
 	mamba  *lruSet // nil without a Mamba group
 	ev     []Digest
-	added  []uint64
+	added  []int // indices of the blocks a group added since its last store
 }
 
 func newHybrid(h *HybridConfig) *hybrid {
@@ -205,14 +206,14 @@ func (e *Engine) hybridStoreLocked(s *seq, from, full int) {
 					// The group evicts least recently used first, so a block
 					// this store added goes before every later one: if any
 					// queued-to-store block is evicted, it is the first.
-					if len(hy.added) > 0 && hy.added[0] == d.U64() {
+					if len(hy.added) > 0 && s.hashes[hy.added[0]] == d {
 						e.queueGroupStoreLocked(s, g)
 					}
 					e.pending = append(e.pending, Event{Type: BlockRemoved, BlockHashes: []uint64{d.U64()}, Medium: MediumGPU, GroupIdx: g.group})
 				}
 			}
 			if fresh {
-				hy.added = append(hy.added, s.hashes[i].U64())
+				hy.added = append(hy.added, i)
 			}
 		}
 		if e.cfg.Sink != nil {
@@ -221,18 +222,41 @@ func (e *Engine) hybridStoreLocked(s *seq, from, full int) {
 	}
 }
 
-// queueGroupStoreLocked queues the store of the blocks group g added for s
-// since its last one (hy.added), if any, and empties hy.added.
+// queueGroupStoreLocked queues the stores of the blocks group g added for
+// s since its last one (hy.added), if any, and empties hy.added. Like
+// vLLM's cache_full_blocks for every group, a store carries its parent
+// block hash, its blocks' token IDs and extra keys; blocks the group held
+// already are not stored again, so each run of consecutive added blocks
+// is a store of its own.
 func (e *Engine) queueGroupStoreLocked(s *seq, g *lruSet) {
-	hy := e.hy
-	if len(hy.added) == 0 {
-		return
+	hy, bs := e.hy, e.cfg.BlockSize
+	for added := hy.added; len(added) > 0; {
+		run := 1
+		for run < len(added) && added[run] == added[run-1]+1 {
+			run++
+		}
+		from, to := added[0], added[run-1]+1
+		st := Event{Type: BlockStored, BlockSize: bs, LoRAID: s.req.LoRAID, LoRAName: s.req.LoRAName,
+			Medium: MediumGPU, GroupIdx: g.group, Kind: g.kind,
+			BlockHashes: make([]uint64, 0, to-from),
+			TokenIDs:    slices.Clone(s.tokens[from*bs : to*bs]),
+			ExtraKeys:   make([][]ExtraKey, 0, to-from)}
+		if from > 0 {
+			st.ParentHash, st.HasParent = s.hashes[from-1].U64(), true
+		}
+		if g == hy.swa {
+			st.SlidingWindow = hy.window
+		}
+		for i := from; i < to; i++ {
+			st.BlockHashes = append(st.BlockHashes, s.hashes[i].U64())
+			var keys []ExtraKey
+			if k := e.extraKeysLocked(s, i); len(k) > 0 {
+				keys = slices.Clone(k)
+			}
+			st.ExtraKeys = append(st.ExtraKeys, keys)
+		}
+		e.pending = append(e.pending, st)
+		added = added[run:]
 	}
-	st := Event{Type: BlockStored, BlockSize: e.cfg.BlockSize, LoRAID: s.req.LoRAID, LoRAName: s.req.LoRAName,
-		Medium: MediumGPU, GroupIdx: g.group, Kind: g.kind, BlockHashes: slices.Clone(hy.added)}
-	if g == hy.swa {
-		st.SlidingWindow = hy.window
-	}
-	e.pending = append(e.pending, st)
 	hy.added = hy.added[:0]
 }

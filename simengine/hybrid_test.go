@@ -94,3 +94,61 @@ func TestHybridFailedAdmissionDoesNotRefreshTheGroups(t *testing.T) {
 	require.Contains(t, removed, hp[1].U64(), "p1 aged out of the window group while r2 waited")
 	require.Zero(t, r2.CachedTokens, "the window group no longer serves p's prefix")
 }
+
+// blockRecord is what a BlockStored tells of one of its blocks.
+type blockRecord struct {
+	parent    uint64
+	hasParent bool
+	tokens    []uint32
+	keys      []ExtraKey
+}
+
+// storedBlocks splits a store into its blocks' records, keyed by hash.
+func storedBlocks(t *testing.T, ev Event) map[uint64]blockRecord {
+	t.Helper()
+	n := len(ev.BlockHashes)
+	require.Len(t, ev.TokenIDs, n*ev.BlockSize, "group %d store: tokens of every block", ev.GroupIdx)
+	require.Len(t, ev.ExtraKeys, n, "group %d store: extra keys of every block", ev.GroupIdx)
+	out := make(map[uint64]blockRecord, n)
+	parent, has := ev.ParentHash, ev.HasParent
+	for i, h := range ev.BlockHashes {
+		out[h] = blockRecord{parent: parent, hasParent: has,
+			tokens: ev.TokenIDs[i*ev.BlockSize : (i+1)*ev.BlockSize], keys: ev.ExtraKeys[i]}
+		parent, has = h, true
+	}
+	return out
+}
+
+// A sliding-window or Mamba group's store carries, as vLLM's
+// cache_full_blocks does for every group, the parent block hash, the
+// blocks' token IDs and their extra keys, so that a subscriber that keys
+// blocks by their tokens (or checks their hashes) can read every group's
+// stores the same way; they equal what the full-attention store said of
+// the same blocks.
+func TestHybridGroupStoresCarryParentTokensAndKeys(t *testing.T) {
+	e, rec := newTestEngine(t, Config{NumGPUBlocks: 64, DecodeStep: 1, PrefillTokensPerSecond: 1e6,
+		Hybrid: &HybridConfig{SlidingWindow: 6, WindowBlocks: 2, Mamba: true, MambaStates: 3}})
+	full := map[uint64]blockRecord{}
+	groups := 0
+	for i, n := range []int{5 * 4, 2 * 4, 7 * 4, 3 * 4, 5 * 4} {
+		run(t, e, Request{Prompt: seqTokens(1000*(i%3), n+1), MaxTokens: 1, CacheSalt: "tenant"})
+		for _, ev := range rec.take() {
+			if ev.Type != BlockStored {
+				continue
+			}
+			blocks := storedBlocks(t, ev)
+			if ev.GroupIdx == 0 {
+				for h, b := range blocks {
+					full[h] = b
+				}
+				continue
+			}
+			groups++
+			for h, b := range blocks {
+				require.Contains(t, full, h, "request %d: group %d stores a block full attention never did", i, ev.GroupIdx)
+				require.Equal(t, full[h], b, "request %d: group %d block %x", i, ev.GroupIdx, h)
+			}
+		}
+	}
+	require.NotZero(t, groups)
+}

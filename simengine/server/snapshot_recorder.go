@@ -34,7 +34,7 @@ type snapRecord struct {
 }
 
 // groupMember is a block a hybrid engine's sliding-window or Mamba group
-// holds, with what its token-less store named.
+// holds, with what its store named.
 type groupMember struct {
 	blockSize int
 	loraID    int
@@ -133,7 +133,8 @@ func (r *snapshotRecorder) store(ev *simengine.Event) {
 	}
 }
 
-// storeGroup folds a token-less store of a sliding-window or Mamba group.
+// storeGroup folds a store of a sliding-window or Mamba group (its hashes:
+// the tokens are group 0's).
 func (r *snapshotRecorder) storeGroup(ev *simengine.Event) {
 	g := r.groups[ev.GroupIdx]
 	if g == nil {
