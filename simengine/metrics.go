@@ -89,7 +89,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	emit(c.hits, prometheus.CounterValue, float64(s.PrefixCacheHits))
 	emit(c.queries, prometheus.CounterValue, float64(s.PrefixCacheQueries))
 	emit(c.success, prometheus.CounterValue, float64(s.RequestSuccess), FinishLength)
-	emit(c.success, prometheus.CounterValue, 0, "stop")
+	// vLLM creates a series for every FinishReason up front; the engine
+	// never stops early, errs or cuts a repetition, and counts its aborts
+	// in simengine_requests_aborted_total.
+	for _, r := range []string{"stop", FinishAbort, "error", "repetition"} {
+		emit(c.success, prometheus.CounterValue, 0, r)
+	}
 	emit(c.aborted, prometheus.CounterValue, float64(s.RequestAborted))
 	emit(c.prompt, prometheus.CounterValue, float64(s.PromptTokens))
 	emit(c.gen, prometheus.CounterValue, float64(s.GenerationTokens))

@@ -152,7 +152,10 @@ vllm:prefix_cache_hits_total{engine="0",model_name="m"} 16
 vllm:prefix_cache_queries_total{engine="0",model_name="m"} 30
 # HELP vllm:request_success_total Count of successfully processed requests.
 # TYPE vllm:request_success_total counter
+vllm:request_success_total{engine="0",finished_reason="abort",model_name="m"} 0
+vllm:request_success_total{engine="0",finished_reason="error",model_name="m"} 0
 vllm:request_success_total{engine="0",finished_reason="length",model_name="m"} 3
+vllm:request_success_total{engine="0",finished_reason="repetition",model_name="m"} 0
 vllm:request_success_total{engine="0",finished_reason="stop",model_name="m"} 0
 # HELP vllm:num_requests_running Number of requests in model execution batches.
 # TYPE vllm:num_requests_running gauge
