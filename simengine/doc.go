@@ -69,7 +69,8 @@
 //
 // Differences from vLLM that matter little to a router: the engine never emits
 // EOS (every request generates exactly MaxTokens tokens), it has one KV-cache
-// group, no multimodal model (a request's multimodal items, Request.MM, key
+// group unless Config.Hybrid adds a sliding-window and a Mamba group
+// (hybrid.go states what they simplify), no multimodal model (a request's multimodal items, Request.MM, key
 // its blocks as vLLM's do and change nothing else), and it counts a request's prefix-cache lookup
 // once, at its first admission (a preempted request is not counted again).
 package simengine
