@@ -40,26 +40,30 @@ func scopeOf(e *wire.Event) snapScope {
 
 // filter rewrites b in place: token-less GPU stores become extra
 // references (and leave the batch), removals drop the hashes whose extra
-// references absorb them.
+// references absorb them. A kept event is swapped into its place, not
+// copied: the Decoder reuses each slot's slices for the next chunk, and a
+// copy would leave two slots sharing one event's arrays, into which the
+// next Decode would write two events.
 func (r *snapshotRefs) filter(b *wire.Batch) {
-	out := b.Events[:0]
+	n := 0
 	for i := range b.Events {
-		e := b.Events[i]
+		e := &b.Events[i]
 		switch {
-		case e.Type == wire.EventBlockStored && len(e.TokenIDs) == 0 && scopeOf(&e).medium == "GPU":
-			r.add(scopeOf(&e), e.BlockHashes)
+		case e.Type == wire.EventBlockStored && len(e.TokenIDs) == 0 && scopeOf(e).medium == "GPU":
+			r.add(scopeOf(e), e.BlockHashes)
 			continue
 		case e.Type == wire.EventBlockRemoved && len(e.RawHashes) == 0:
-			e.BlockHashes = r.absorb(scopeOf(&e), e.BlockHashes)
+			e.BlockHashes = r.absorb(scopeOf(e), e.BlockHashes)
 			if len(e.BlockHashes) == 0 {
 				continue
 			}
 		case e.Type == wire.EventAllBlocksCleared:
 			r.extra = nil
 		}
-		out = append(out, e)
+		b.Events[n], b.Events[i] = b.Events[i], b.Events[n]
+		n++
 	}
-	b.Events = out
+	b.Events = b.Events[:n]
 }
 
 func (r *snapshotRefs) add(s snapScope, hashes []uint64) {
