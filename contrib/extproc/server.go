@@ -251,7 +251,7 @@ type Server struct {
 	tracer    trace.Tracer              // nil without Options.TracerProvider: no spans (tracing.go)
 	bodies    bytebudget.Budget         // the request bodies' bytes, bounded by Config.MaxBodyBytesInFlight
 
-	bodyModeLogged atomic.Bool // a request body mode other than FULL_DUPLEX_STREAMED was logged (stream.go)
+	bodyModeLogged atomic.Bool // a request body mode other than FULL_DUPLEX_STREAMED was logged (requestbody.go)
 }
 
 // New builds a Server that chooses with picker (a *kvroute.Router in
