@@ -4,10 +4,70 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
+
+// Defaults of Config.
+const (
+	DefaultDebounce             = 250 * time.Millisecond
+	DefaultEventsPortAnnotation = "kvroute.io/kv-events-port"
+	DefaultReplayPortAnnotation = "kvroute.io/kv-replay-port"
+	DefaultMaxEndpoints         = 10_000
+)
+
+// Config says which pods are endpoints. Set Pool to follow an InferencePool,
+// or Selector and TargetPorts for a plain set of pods (a render pool, or a
+// fleet without the Inference Extension).
+type Config struct {
+	// Namespace is where the pool and its pods live. Required.
+	Namespace string `json:"namespace"`
+	// Pool is the name of the InferencePool to follow.
+	Pool string `json:"pool"`
+	// PoolVersion is "v1" (default, inference.networking.k8s.io) or
+	// "v1alpha2" (inference.networking.x-k8s.io).
+	PoolVersion string `json:"poolVersion"`
+	// Selector is a Kubernetes label selector ("app=vllm,tier in (a,b)"),
+	// used when Pool is empty.
+	Selector string `json:"selector"`
+	// TargetPorts are the pods' inference ports, used when Pool is empty;
+	// the index of a port is its data-parallel rank.
+	TargetPorts []int32 `json:"targetPorts"`
+	// EventsPortAnnotation and ReplayPortAnnotation name the pod annotations
+	// that give the engine's KV-event PUB and replay ROUTER ports (rank 0;
+	// rank r adds r). Empty means the defaults; a pod without them gets the
+	// router's configured ports.
+	EventsPortAnnotation string `json:"eventsPortAnnotation"`
+	ReplayPortAnnotation string `json:"replayPortAnnotation"`
+	// ModelsAnnotation names the pod annotation listing the models the
+	// pod's engine serves, comma-separated (kvroute.Endpoint.Models; an
+	// annotation because label values cannot hold the "/" of most model
+	// names). Empty means models.DefaultLabel; a pod without it serves the
+	// router's model (or what the gateway's models block finds).
+	ModelsAnnotation string `json:"modelsAnnotation"`
+	// Debounce is how long changes are gathered before the endpoint set is
+	// recomputed (a duration string). Default 250ms.
+	Debounce time.Duration `json:"debounce"`
+	// MaxEndpoints bounds the endpoint set. Whole pods are left out, never
+	// some of one pod's data-parallel ranks: the pods are taken in the
+	// order of their endpoint IDs until the next would pass the bound, and
+	// the rest are counted (kvroute_k8s_discovery_endpoints_left_out,
+	// kvroute_k8s_discovery_pods_left_out) and logged when what is left out
+	// changes. Default 10,000.
+	MaxEndpoints int `json:"maxEndpoints"`
+	// RoleLabel is the pod label that gives an endpoint's prefill/decode
+	// role (kvroute.Endpoint.Role: prefill, decode or both; see package
+	// disagg). Empty means disagg.DefaultRoleLabel, llm-d's llm-d.ai/role.
+	// A pod without it serves both roles; an unknown value is logged and
+	// taken as both. llm-d's other values are read as its role filters
+	// read them: prefill-decode and encode-prefill-decode as both,
+	// encode-prefill as prefill, and a pod labelled encode (an encode-only
+	// worker) is left out. A pod relabelled at run time changes role at
+	// the next endpoint set.
+	RoleLabel string `json:"roleLabel"`
+}
 
 // Validate reports the first mistake of c that New would refuse: a missing
 // namespace, a negative debounce or maxEndpoints, a pool together with a
