@@ -72,15 +72,21 @@ func (a *cacheErrAcc) result() *CacheError {
 // dropCacheGroups removes from b the stores and removals of the cache
 // groups the index does not read as prefixes (Config.IgnoreCacheGroups).
 func dropCacheGroups(b *wire.Batch) {
-	keep := b.Events[:0]
-	for _, e := range b.Events {
+	n := 0
+	for i := range b.Events {
+		e := &b.Events[i]
 		if _, ok := kvindex.GroupKindOf(e.Kind); ok && e.Type == wire.EventBlockStored {
 			continue
 		}
 		if e.Type == wire.EventBlockRemoved && e.HasGroup && e.Group != 0 {
 			continue // the hybrid mode's window and Mamba groups are 1 and 2
 		}
-		keep = append(keep, e)
+		// Swapped, not copied: the Decoder reuses each slot's slices for
+		// the next batch, so a copy would leave two slots sharing one
+		// event's arrays and the next Decode would write two events'
+		// hashes and tokens into them.
+		b.Events[n], b.Events[i] = b.Events[i], b.Events[n]
+		n++
 	}
-	b.Events = keep
+	b.Events = b.Events[:n]
 }
