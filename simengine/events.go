@@ -27,7 +27,8 @@ func (t EventType) String() string {
 
 // Medium and cache-group metadata the engine puts on its events: a
 // full-attention group 0 on GPU, like a plain dense model on vLLM (the
-// hybrid mode adds its sliding-window group 1 and Mamba group 2; hybrid.go).
+// hybrid mode adds a sliding-window and a Mamba group, numbered as
+// HybridConfig.GroupOrder says; hybrid.go).
 const (
 	MediumGPU         = "GPU"
 	KindFullAttention = "full_attention"
@@ -60,8 +61,10 @@ type Event struct {
 	// vLLM's extra_keys.
 	ExtraKeys [][]ExtraKey
 	// GroupIdx is the KV-cache group: 0, the full-attention group, unless
-	// the hybrid mode runs (1 its sliding-window group, 2 its Mamba group,
-	// whose stores carry parent, tokens and extra keys as group 0's do);
+	// the hybrid mode runs (then each group's number follows
+	// HybridConfig.GroupOrder, by default full attention 0, the window 1
+	// and Mamba 2; every group's stores carry parent, tokens and extra
+	// keys);
 	// Kind its spec kind (KindFullAttention,
 	// KindSlidingWindow or KindMamba on stores, "" on removals, as vLLM sets
 	// it only on stores).

@@ -6,20 +6,32 @@ import (
 	"slices"
 )
 
-// Hybrid-attention mode: besides the full-attention group (group 0, the
-// block pool), the engine keeps a sliding-window group and optionally a
-// Mamba (state-space) group, each a cache of block digests of its own
+// Hybrid-attention mode: besides the full-attention group (the block
+// pool), the engine keeps a sliding-window group and optionally a Mamba
+// (state-space) group, each a cache of block digests of its own
 // capacity that evicts independently (least recently used first), and
 // publishes each group's stores and removals with its group_idx,
 // kv_cache_spec_kind and, for the window, kv_cache_spec_sliding_window, as
 // vLLM does for hybrid models (a store with its parent hash, tokens and
-// extra keys, as group 0's). A cached prefix of L blocks is reused only
-// when the window group holds the ⌈(W−1)/B⌉ blocks before L and the Mamba
+// extra keys, as the full-attention group's). A cached prefix of L blocks
+// is reused only when the window group holds the ⌈(W−1)/B⌉ blocks before L and the Mamba
 // group holds the state at the end of block L−1 (vLLM's hybrid cache
 // coordinator asks each group for the same), so a request may recompute
 // blocks the full-attention group still holds.
 //
-// Simplifications: the window and Mamba caches do not pin the blocks of
+// Group numbering: vLLM numbers a model's KV-cache groups in the order
+// their first layer appears (get_kv_cache_groups buckets the layers by
+// spec in layer order), publishes each group's stores and removals with
+// that group_idx, and caches a step's blocks group by group in that order.
+// By default full attention is group 0, the window 1 and Mamba 2;
+// HybridConfig.GroupOrder numbers them as a model whose first layer is
+// sliding-window (Gemma 2 and 3) or Mamba (Jamba) does, and the stores of
+// a group numbered before full attention go out before the full-attention
+// store of the same blocks, in the same batch.
+//
+// Simplifications: one group per kind (vLLM splits a kind with n times
+// as many layers as another into n groups, so Gemma 3's 5:1 layout has
+// five sliding-window groups), the window and Mamba caches do not pin the blocks of
 // running requests (vLLM frees a sliding-window group's blocks that fall
 // out of the window early, which this approximates with a small capacity),
 // and a Mamba state is kept at every block end (vLLM's "all" cache mode).
@@ -30,19 +42,40 @@ const (
 	KindMamba         = "mamba"
 )
 
+// Values of HybridConfig.GroupOrder: which group a model's first layer
+// belongs to, and so which group vLLM numbers 0.
+const (
+	// OrderFullFirst numbers full attention 0, the window 1 and Mamba 2
+	// (a model whose first layer is full attention; the default).
+	OrderFullFirst = "full-first"
+	// OrderWindowFirst numbers the window 0, full attention 1 and Mamba 2,
+	// as vLLM does for Gemma 2 and 3, whose first layer is a local
+	// (sliding-window) one.
+	OrderWindowFirst = "window-first"
+	// OrderMambaFirst numbers Mamba 0, full attention 1 and the window 2,
+	// as vLLM does for a hybrid model whose first layer is a Mamba one
+	// (Jamba). It needs HybridConfig.Mamba.
+	OrderMambaFirst = "mamba-first"
+)
+
 // HybridConfig enables the hybrid-attention mode (Config.Hybrid).
 type HybridConfig struct {
-	// SlidingWindow is the sliding window in tokens of group 1. Required
-	// (> 1).
+	// SlidingWindow is the sliding window in tokens of the window group.
+	// Required (> 1).
 	SlidingWindow int `json:"slidingWindow"`
 	// WindowBlocks is the window group's capacity in blocks (default
 	// NumGPUBlocks/4).
 	WindowBlocks int `json:"windowBlocks"`
-	// Mamba adds a Mamba group (group 2).
+	// Mamba adds a Mamba group.
 	Mamba bool `json:"mamba"`
 	// MambaStates is the Mamba group's capacity in states (default
 	// NumGPUBlocks/4).
 	MambaStates int `json:"mambaStates"`
+	// GroupOrder numbers the groups as the model's layer layout would on
+	// vLLM: OrderFullFirst (default), OrderWindowFirst or OrderMambaFirst.
+	// It changes the group_idx of every event and the order of a step's
+	// stores, not what the engine caches or reuses.
+	GroupOrder string `json:"groupOrder"`
 }
 
 // withDefaults fills zero fields and validates h for an engine of
@@ -54,7 +87,14 @@ func (h HybridConfig) withDefaults(numBlocks int) (HybridConfig, error) {
 	if h.MambaStates == 0 {
 		h.MambaStates = max(1, numBlocks/4)
 	}
+	if h.GroupOrder == "" {
+		h.GroupOrder = OrderFullFirst
+	}
 	switch {
+	case h.GroupOrder != OrderFullFirst && h.GroupOrder != OrderWindowFirst && h.GroupOrder != OrderMambaFirst:
+		return h, fmt.Errorf("%w: hybrid.groupOrder %q is not %q, %q or %q", ErrBadConfig, h.GroupOrder, OrderFullFirst, OrderWindowFirst, OrderMambaFirst)
+	case h.GroupOrder == OrderMambaFirst && !h.Mamba:
+		return h, fmt.Errorf("%w: hybrid.groupOrder %q needs hybrid.mamba", ErrBadConfig, h.GroupOrder)
 	case h.SlidingWindow < 2 || h.SlidingWindow > 1<<24:
 		return h, fmt.Errorf("%w: hybrid.slidingWindow %d not in [2, 16777216]", ErrBadConfig, h.SlidingWindow)
 	case h.WindowBlocks < 1 || h.WindowBlocks > 1<<24:
@@ -110,6 +150,8 @@ func (l *lruSet) reset() {
 // hybrid is the engine's hybrid-mode state (nil without Config.Hybrid).
 type hybrid struct {
 	window int
+	full   int       // the full-attention group's index
+	groups []*lruSet // the window and Mamba groups, by index
 	swa    *lruSet
 	mamba  *lruSet // nil without a Mamba group
 	ev     []Digest
@@ -117,11 +159,30 @@ type hybrid struct {
 }
 
 func newHybrid(h *HybridConfig) *hybrid {
-	hy := &hybrid{window: h.SlidingWindow, swa: newLRUSet(1, KindSlidingWindow, h.WindowBlocks)}
-	if h.Mamba {
-		hy.mamba = newLRUSet(2, KindMamba, h.MambaStates)
+	swa, full, mamba := 1, 0, 2
+	switch h.GroupOrder {
+	case OrderWindowFirst:
+		swa, full = 0, 1
+	case OrderMambaFirst:
+		mamba, full, swa = 0, 1, 2
 	}
+	hy := &hybrid{window: h.SlidingWindow, full: full, swa: newLRUSet(swa, KindSlidingWindow, h.WindowBlocks)}
+	hy.groups = append(hy.groups, hy.swa)
+	if h.Mamba {
+		hy.mamba = newLRUSet(mamba, KindMamba, h.MambaStates)
+		hy.groups = append(hy.groups, hy.mamba)
+	}
+	slices.SortFunc(hy.groups, func(a, b *lruSet) int { return a.group - b.group })
 	return hy
+}
+
+// fullGroupLocked is the full-attention group's group_idx: 0 without the
+// hybrid mode.
+func (e *Engine) fullGroupLocked() int {
+	if e.hy == nil {
+		return 0
+	}
+	return e.hy.full
 }
 
 // windowBlocks is how many blocks before a prefix end the window group must
@@ -186,14 +247,16 @@ func (e *Engine) hybridTouchLocked(s *seq, L int) {
 }
 
 // hybridStoreLocked caches blocks from … full-1 of s in the window and Mamba
-// groups and queues their events after the full-attention store, in the
-// order the groups changed: a group smaller than the store evicts blocks
+// groups numbered before the full-attention group (before) or after it,
+// and queues their events in group order, as vLLM caches a step's blocks
+// group by group; before is called ahead of the full-attention store, the
+// others after it. Within a group the events go in the order it changed: a group smaller than the store evicts blocks
 // the same store added, whose store is then queued before their removal
 // (a removal queued first would name a block the subscriber does not hold
 // yet, and leave the later store holding it for good).
-func (e *Engine) hybridStoreLocked(s *seq, from, full int) {
-	for _, g := range []*lruSet{e.hy.swa, e.hy.mamba} {
-		if g == nil {
+func (e *Engine) hybridStoreLocked(s *seq, from, full int, before bool) {
+	for _, g := range e.hy.groups {
+		if (g.group < e.hy.full) != before {
 			continue
 		}
 		hy := e.hy

@@ -186,7 +186,7 @@ func (e *Engine) allocBlocksLocked(s *seq, n int) {
 	for range n {
 		b, evicted, was := e.pool.allocate()
 		if was && e.cfg.Sink != nil {
-			e.pending = append(e.pending, Event{Type: BlockRemoved, BlockHashes: []uint64{evicted.U64()}, Medium: MediumGPU})
+			e.pending = append(e.pending, Event{Type: BlockRemoved, BlockHashes: []uint64{evicted.U64()}, Medium: MediumGPU, GroupIdx: e.fullGroupLocked()})
 		}
 		s.blocks = append(s.blocks, b)
 	}
@@ -252,10 +252,13 @@ func (e *Engine) cacheFullLocked(s *seq, upTo int) {
 	for i := s.numCached; i < full; i++ {
 		e.pool.cache(s.blocks[i], s.hashes[i])
 	}
+	if e.hy != nil {
+		e.hybridStoreLocked(s, s.numCached, full, true)
+	}
 	if e.cfg.Sink != nil {
 		ev := Event{
 			Type: BlockStored, BlockSize: bs, LoRAID: s.req.LoRAID, LoRAName: s.req.LoRAName,
-			Medium: MediumGPU, GroupIdx: 0, Kind: KindFullAttention,
+			Medium: MediumGPU, GroupIdx: e.fullGroupLocked(), Kind: KindFullAttention,
 			BlockHashes: make([]uint64, 0, full-s.numCached),
 			TokenIDs:    slices.Clone(s.tokens[s.numCached*bs : full*bs]),
 			ExtraKeys:   make([][]ExtraKey, 0, full-s.numCached),
@@ -274,7 +277,7 @@ func (e *Engine) cacheFullLocked(s *seq, upTo int) {
 		e.pending = append(e.pending, ev)
 	}
 	if e.hy != nil {
-		e.hybridStoreLocked(s, s.numCached, full)
+		e.hybridStoreLocked(s, s.numCached, full, false)
 	}
 	s.numCached = full
 }

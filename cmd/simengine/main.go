@@ -36,6 +36,7 @@ type options struct {
 	servedNames  servedNames
 	maxLoRAs     int
 	loraLoadTime time.Duration
+	hybrid       hybridFlags
 }
 
 func parseFlags(args []string) (*options, error) {
@@ -74,6 +75,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.cfg.PD.TransferTimeout, "kv-transfer-timeout", server.DefaultTransferTimeout, "bound on a decoder's read from a prefiller")
 	fs.DurationVar(&o.cfg.PD.LeaseTTL, "kv-lease-ttl", server.DefaultLeaseTTL, "how long a prefiller keeps a finished request's blocks readable (vLLM VLLM_NIXL_ABORT_REQUEST_TIMEOUT)")
 	fs.StringVar(&o.cfg.PD.KVLoadFailurePolicy, "kv-load-failure-policy", server.PolicyRecompute, `decoder on a failed read: "recompute" the missing tokens or "fail" the request (vLLM kv_load_failure_policy)`)
+	o.hybrid.register(fs)
 	if err := cliflag.Parse(fs, spreadServedNames(args), os.Stdout); err != nil {
 		return nil, err
 	}
@@ -104,6 +106,9 @@ func parseFlags(args []string) (*options, error) {
 	}
 	if o.extraModels != "" {
 		o.cfg.ExtraModels = splitNames(o.extraModels)
+	}
+	if o.cfg.Engine.Hybrid, err = o.hybrid.config(); err != nil {
+		return nil, err
 	}
 	if o.maxLoRAs != 0 {
 		o.cfg.Engine.LoRA = &simengine.LoRAConfig{MaxLoRAs: o.maxLoRAs, LoadTime: o.loraLoadTime}

@@ -285,7 +285,8 @@ func (p *EventPublisher) Close() error {
 // ToKVEventsBatch converts an engine batch into dst (reusing its slices) with
 // exactly the fields vLLM sets: data_parallel_rank 0, lora_id only with a LoRA,
 // medium "GPU", extra_keys with one entry per block, group_idx on stores and
-// removals (0 but in the hybrid mode's other groups), kv_cache_spec_kind on
+// removals (0 without the hybrid mode; simengine.HybridConfig.GroupOrder
+// numbers its groups), kv_cache_spec_kind on
 // stores, and kv_cache_spec_sliding_window on a sliding-window group's stores.
 func ToKVEventsBatch(dst *wire.Batch, b simengine.EventBatch) {
 	dst.Reset()

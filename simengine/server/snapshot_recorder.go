@@ -58,8 +58,9 @@ type snapshotRecorder struct {
 
 	mu               sync.Mutex
 	seq              int64                          // last folded sequence; -1 before the first
-	blocks           map[uint64]*snapRecord         // group 0 (full attention), and the blocks the other groups name
+	blocks           map[uint64]*snapRecord         // the full-attention group, and the blocks the other groups name
 	groups           map[int]map[uint64]groupMember // the other groups' resident blocks, by group_idx
+	full             int                            // the full-attention group's group_idx, from its stores
 	unavailableUntil time.Time
 }
 
@@ -83,12 +84,17 @@ func (r *snapshotRecorder) record(seq uint64, b simengine.EventBatch) {
 	r.seq = int64(seq)
 	for i := range b.Events {
 		ev := &b.Events[i]
+		// A hybrid engine may number any group 0 (HybridConfig.GroupOrder):
+		// a store names its group's kind, a removal only its index, one of
+		// a group that stored before.
+		_, other := r.groups[ev.GroupIdx]
 		switch {
-		case ev.Type == simengine.BlockStored && ev.GroupIdx != 0:
+		case ev.Type == simengine.BlockStored && ev.Kind != simengine.KindFullAttention && ev.Kind != "":
 			r.storeGroup(ev)
 		case ev.Type == simengine.BlockStored:
+			r.full = ev.GroupIdx
 			r.store(ev)
-		case ev.Type == simengine.BlockRemoved && ev.GroupIdx != 0:
+		case ev.Type == simengine.BlockRemoved && other:
 			for _, h := range ev.BlockHashes {
 				delete(r.groups[ev.GroupIdx], h)
 				if rec := r.blocks[h]; rec != nil {
@@ -134,7 +140,7 @@ func (r *snapshotRecorder) store(ev *simengine.Event) {
 }
 
 // storeGroup folds a store of a sliding-window or Mamba group (its hashes:
-// the tokens are group 0's).
+// the tokens are the full-attention group's).
 func (r *snapshotRecorder) storeGroup(ev *simengine.Event) {
 	g := r.groups[ev.GroupIdx]
 	if g == nil {
@@ -212,7 +218,7 @@ func (r *snapshotRecorder) Snapshot() (int64, [][]byte, bool) {
 		rec := r.blocks[h]
 		ev := simengine.Event{Type: simengine.BlockStored, BlockHashes: []uint64{h}, ParentHash: rec.parent,
 			HasParent: rec.hasParent && r.blocks[rec.parent] != nil, TokenIDs: rec.tokens, BlockSize: rec.blockSize,
-			LoRAID: rec.loraID, LoRAName: rec.loraName, Medium: simengine.MediumGPU, Kind: rec.kind}
+			LoRAID: rec.loraID, LoRAName: rec.loraName, Medium: simengine.MediumGPU, GroupIdx: r.full, Kind: rec.kind}
 		if rec.extra != nil {
 			ev.ExtraKeys = [][]simengine.ExtraKey{rec.extra}
 		}
@@ -240,7 +246,7 @@ func (r *snapshotRecorder) Snapshot() (int64, [][]byte, bool) {
 		}
 	}
 	for _, h := range dead {
-		events = append(events, simengine.Event{Type: simengine.BlockRemoved, BlockHashes: []uint64{h}, Medium: simengine.MediumGPU})
+		events = append(events, simengine.Event{Type: simengine.BlockRemoved, BlockHashes: []uint64{h}, Medium: simengine.MediumGPU, GroupIdx: r.full})
 		flush(false)
 	}
 	flush(true)
