@@ -142,14 +142,21 @@ func residency(t *testing.T, events []wire.Event) map[[2]uint64]string {
 
 // A hybrid engine's snapshot leaves resident, group by group, what its
 // stream leaves resident: the sliding-window and Mamba groups evict on
-// their own, and one group's removal of a hash is not the others'.
+// their own, and one group's removal of a hash is not the others', in
+// every numbering of the groups (full attention need not be group 0).
 func TestSnapshotKeepsEachGroupOfAHybridEngine(t *testing.T) {
+	for _, order := range []string{simengine.OrderFullFirst, simengine.OrderWindowFirst, simengine.OrderMambaFirst} {
+		t.Run(order, func(t *testing.T) { testSnapshotKeepsEachGroup(t, order) })
+	}
+}
+
+func testSnapshotKeepsEachGroup(t *testing.T, order string) {
 	defer leakcheck.Check(t)()
 	kv, err := ParseKVEventsConfig(`{"enable_kv_cache_events":true,"endpoint":"tcp://127.0.0.1:0","replay_endpoint":"tcp://127.0.0.1:0","snapshot_endpoint":"tcp://127.0.0.1:0"}`)
 	require.NoError(t, err)
 	cfg := Config{EnableScaleOut: true, KVEvents: kv, Engine: fastEngine()}
 	cfg.Engine.NumGPUBlocks = 24
-	cfg.Engine.Hybrid = &simengine.HybridConfig{SlidingWindow: 6, WindowBlocks: 3, Mamba: true, MambaStates: 2}
+	cfg.Engine.Hybrid = &simengine.HybridConfig{SlidingWindow: 6, WindowBlocks: 3, Mamba: true, MambaStates: 2, GroupOrder: order}
 	s, base := startServer(t, cfg)
 	bs := s.Engine().BlockSize()
 	for i := range 12 {
