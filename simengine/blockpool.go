@@ -1,6 +1,8 @@
 package simengine
 
-// blockPool is the paged KV cache: NumGPUBlocks blocks, reference counts, a
+// blockPool is the paged KV cache: NumGPUBlocks blocks (with
+// Config.NullBlock, block 0 is vLLM's null block: never free, never
+// allocated, so one block fewer is usable), reference counts, a
 // prefix-cache map from block digest to the blocks holding it, and vLLM's free
 // queue. Freed blocks keep their hash and stay hittable until they are reused:
 // allocation pops the least recently freed block and, if it still carries a hash,
@@ -23,9 +25,10 @@ type blockPool struct {
 	cached  map[Digest]int32
 	chain   []int32
 	nHashed int
+	usable  int // blocks that can be allocated: n, or n-1 with a null block
 }
 
-func newBlockPool(n int) *blockPool {
+func newBlockPool(n int, null bool) *blockPool {
 	p := &blockPool{
 		ref: make([]int32, n), hash: make([]Digest, n), hashed: make([]bool, n),
 		prev: make([]int32, n), next: make([]int32, n), inFree: make([]bool, n),
@@ -33,6 +36,13 @@ func newBlockPool(n int) *blockPool {
 	}
 	for i := range n {
 		p.pushTail(int32(i))
+	}
+	p.usable = n
+	if null {
+		// As vLLM's BlockPool pops its null block off the free queue.
+		p.unlink(0)
+		p.ref[0] = 1
+		p.usable--
 	}
 	return p
 }
@@ -141,7 +151,7 @@ func (p *blockPool) uncache(b int32) {
 
 // reset drops every hash if no block is in use, as BlockPool.reset_prefix_cache.
 func (p *blockPool) reset() bool {
-	if p.free != len(p.ref) {
+	if p.free != p.usable {
 		return false
 	}
 	clear(p.cached)

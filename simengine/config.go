@@ -31,6 +31,15 @@ type Config struct {
 	BlockSize int `json:"blockSize"`
 	// NumGPUBlocks is the KV-cache capacity in blocks (vLLM --num-gpu-blocks-override).
 	NumGPUBlocks int `json:"numGPUBlocks"`
+	// NullBlock holds one of the NumGPUBlocks out of use, as vLLM's
+	// BlockPool keeps its null block (block 0): NumGPUBlocks-1 blocks are
+	// usable and vllm:kv_cache_usage_perc divides by NumGPUBlocks-1, as
+	// BlockPool.get_usage does, so a router reading the gauge and the
+	// cache_config_info num_gpu_blocks sees what a vLLM engine of that size
+	// reports. Off by default, when all NumGPUBlocks are usable (the usage
+	// of a vLLM pool of NumGPUBlocks+1 blocks) and simulations keep their
+	// capacity. Needs NumGPUBlocks >= 2.
+	NullBlock bool `json:"nullBlock"`
 	// MaxNumBatchedTokens is the token budget of one scheduler step; prefills
 	// longer than the remaining budget are chunked (--max-num-batched-tokens).
 	MaxNumBatchedTokens int `json:"maxNumBatchedTokens"`
@@ -126,6 +135,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: blockSize %d not in [1, 65536]", ErrBadConfig, c.BlockSize)
 	case c.NumGPUBlocks < 1 || c.NumGPUBlocks > 1<<24:
 		return c, fmt.Errorf("%w: numGPUBlocks %d not in [1, 16777216]", ErrBadConfig, c.NumGPUBlocks)
+	case c.NullBlock && c.NumGPUBlocks < 2:
+		return c, fmt.Errorf("%w: nullBlock needs numGPUBlocks >= 2 (one is the null block), got %d", ErrBadConfig, c.NumGPUBlocks)
 	case c.MaxNumBatchedTokens < 1:
 		return c, fmt.Errorf("%w: maxNumBatchedTokens %d < 1", ErrBadConfig, c.MaxNumBatchedTokens)
 	case c.MaxNumSeqs < 1:

@@ -27,7 +27,8 @@
 //     with Config.LoRA, those the last admission pass skipped because
 //     their adapter found no slot, as vLLM counts its skipped_waiting
 //     queue; "capacity" the others), vllm:kv_cache_usage_perc is the
-//     fraction of blocks held by running requests.
+//     fraction of blocks held by running requests (of all but the null
+//     block with Config.NullBlock, as vLLM's BlockPool.get_usage).
 //   - Scheduler: FCFS, at most MaxNumSeqs running requests (vLLM's
 //     --max-num-seqs; the others wait in arrival order, and a waiting request
 //     is aborted out of the queue at once), chunked prefill within

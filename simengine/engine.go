@@ -87,7 +87,7 @@ func newEngine(cfg Config, opts Options, realtime bool) (*Engine, error) {
 	}
 	e := &Engine{
 		cfg: cfg, realtime: realtime, now: cfg.Start, log: opts.Log(),
-		pool: newBlockPool(cfg.NumGPUBlocks), byID: make(map[ReqID]*seq),
+		pool: newBlockPool(cfg.NumGPUBlocks, cfg.NullBlock), byID: make(map[ReqID]*seq),
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	if cfg.Hybrid != nil {
@@ -152,9 +152,9 @@ func (e *Engine) Submit(r Request) (ReqID, error) {
 		err = mmErr
 	case r.MaxTokens < 1:
 		err = ErrMaxTokens
-	case r.MaxTokens > e.cfg.NumGPUBlocks*e.cfg.BlockSize-len(r.Prompt): // the sum could overflow
+	case r.MaxTokens > e.pool.usable*e.cfg.BlockSize-len(r.Prompt): // the sum could overflow
 		err = fmt.Errorf("%w: %d prompt + %d output tokens need more than %d blocks of %d",
-			ErrTooLong, len(r.Prompt), r.MaxTokens, e.cfg.NumGPUBlocks, e.cfg.BlockSize)
+			ErrTooLong, len(r.Prompt), r.MaxTokens, e.pool.usable, e.cfg.BlockSize)
 	}
 	if err != nil {
 		e.stats.RequestRejected++

@@ -315,7 +315,7 @@ func TestResetDuringStepClearsAfterTheStepsStores(t *testing.T) {
 // other copy stays where it is in the free queue and is evicted (with its
 // BlockRemoved) when the LRU order reaches it.
 func TestPrefixHitTakesTheFirstCachedCopy(t *testing.T) {
-	p := newBlockPool(4)
+	p := newBlockPool(4, false)
 	d := HashBlock(NoneHash, seqTokens(1, 4), nil)
 	a, _, _ := p.allocate()
 	b, _, _ := p.allocate()

@@ -14,7 +14,9 @@ import (
 // decoding), num_requests_waiting those in the waiting queue (new, or
 // preempted back to it), and kv_cache_usage_perc is 1 - free/total blocks,
 // where a block held by no running request is free even while it still
-// holds a cached prefix (vLLM's BlockPool.get_usage).
+// holds a cached prefix and total leaves out the null block with
+// Config.NullBlock (vLLM's BlockPool.get_usage: 1 - free/(num_gpu_blocks-1),
+// 0 when that is 0).
 type collector struct {
 	e                                        *Engine
 	hits, queries, success, prompt, gen, pre *prometheus.Desc
@@ -110,10 +112,20 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	lora := c.e.loraDeferred(s.Waiting)
 	emit(c.waitingByReason, prometheus.GaugeValue, float64(s.Waiting-lora), "capacity")
 	emit(c.waitingByReason, prometheus.GaugeValue, float64(s.Deferred+lora), "deferred")
-	emit(c.usage, prometheus.GaugeValue, 1-float64(s.FreeBlocks)/float64(s.NumBlocks))
+	emit(c.usage, prometheus.GaugeValue, c.e.usage(s))
 	emit(c.rejected, prometheus.CounterValue, float64(s.RequestRejected))
 	// An info gauge, set to 1 once the cache is sized, as vLLM's is.
 	if m, err := prometheus.NewConstMetric(c.cacheConfig, prometheus.GaugeValue, 1, c.e.cacheConfigValues()...); err == nil {
 		ch <- m
 	}
+}
+
+// usage is vllm:kv_cache_usage_perc for s: the fraction of the usable
+// blocks a running request holds (BlockPool.get_usage).
+func (e *Engine) usage(s Stats) float64 {
+	total := e.pool.usable
+	if total == 0 {
+		return 0
+	}
+	return 1 - float64(s.FreeBlocks)/float64(total)
 }

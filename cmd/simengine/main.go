@@ -48,6 +48,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&o.port, "port", 8000, "HTTP listen port (0 picks a free one)")
 	fs.IntVar(&o.cfg.Engine.BlockSize, "block-size", kvindex.DefaultBlockSize, "tokens per KV block")
 	fs.IntVar(&o.cfg.Engine.NumGPUBlocks, "num-gpu-blocks", simengine.DefaultNumGPUBlocks, "KV-cache capacity in blocks (vLLM --num-gpu-blocks-override)")
+	fs.BoolVar(&o.cfg.Engine.NullBlock, "null-block", false, "hold one of the --num-gpu-blocks out of use as vLLM's null block, so vllm:kv_cache_usage_perc divides by num-gpu-blocks - 1 as vLLM's does (default off: every block usable)")
 	fs.IntVar(&o.cfg.Engine.MaxNumBatchedTokens, "max-num-batched-tokens", simengine.DefaultMaxNumBatchedTokens, "token budget of one scheduler step (chunked prefill)")
 	fs.IntVar(&o.cfg.Engine.MaxNumSeqs, "max-num-seqs", simengine.DefaultMaxNumSeqs, "maximum running requests (vLLM --max-num-seqs); the others wait in arrival order")
 	fs.IntVar(&o.cfg.MaxModelLen, "max-model-len", 0, "maximum prompt + output tokens (0 = KV-cache capacity)")

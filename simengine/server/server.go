@@ -250,7 +250,11 @@ func New(cfg Config, opts Options) (*Server, error) {
 	s.pd.leases.release = func(l lease) { s.eng.ReleaseKV(l.engID) }
 	ec := s.eng.Config()
 	if s.cfg.MaxModelLen == 0 {
-		s.cfg.MaxModelLen = ec.NumGPUBlocks * ec.BlockSize
+		usable := ec.NumGPUBlocks
+		if ec.NullBlock {
+			usable-- // the null block holds no tokens
+		}
+		s.cfg.MaxModelLen = usable * ec.BlockSize
 	}
 	s.metrics = promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})
 	s.routes = s.buildRoutes()
