@@ -46,15 +46,31 @@ const (
 	defaultReplayGrace   = 2 * time.Second
 )
 
+// Upper bounds of the settings NewPool sizes memory or arithmetic by.
+const (
+	// maxConcurrency bounds Concurrency: a worker is a goroutine and a
+	// queue.
+	maxConcurrency = 1024
+	// maxQueueSlots bounds Concurrency × QueueSize (defaults applied):
+	// every worker's queue is allocated up front, 72 bytes a slot on a
+	// 64-bit machine, so the slots take at most 288 MiB.
+	maxQueueSlots = 1 << 22
+	// maxBindMaxStreams bounds BindMaxStreams: bind mode serves four times
+	// as many connections.
+	maxBindMaxStreams = 1 << 20
+)
+
 // PoolConfig configures a Pool. The zero value is valid: per-endpoint
 // subscribers, 4 workers, no replay unless an Endpoint names a replay
 // address.
 type PoolConfig struct {
 	// Concurrency is the number of workers applying events to the index
-	// (default 4). One endpoint's messages always go to the same worker, in
-	// order; endpoints are spread over the workers.
+	// (default 4, at most 1024). One endpoint's messages always go to the
+	// same worker, in order; endpoints are spread over the workers.
 	Concurrency int `json:"concurrency"`
-	// QueueSize bounds each worker's queue, in messages (default 16384). A
+	// QueueSize bounds each worker's queue, in messages (default 16384;
+	// Concurrency × QueueSize at most 4,194,304, as every queue is
+	// allocated up front, 72 bytes a message). A
 	// message that finds its queue full is dropped, counted
 	// (kvroute_kv_events_dropped_total{reason="queue_full"}) and its
 	// endpoint catches up by replay. The messages are shared like the
@@ -226,9 +242,9 @@ type PoolConfig struct {
 	// address matches no source. Set it when engines reach kvroute through
 	// NAT or a proxy, so that their source address is not their pod IP.
 	BindAnySource bool `json:"bindAnySource"`
-	// BindMaxStreams caps the streams bind mode creates (default 1024);
-	// beyond it messages of new endpoints are dropped and counted as
-	// unknown.
+	// BindMaxStreams caps the streams bind mode creates (default 1024, at
+	// most 1,048,576); beyond it messages of new endpoints are dropped and
+	// counted as unknown.
 	BindMaxStreams int `json:"bindMaxStreams"`
 	// BindRanks is the number of data-parallel ranks that connect to the
 	// bind socket (default 1). vLLM offsets the port its PUB connects to by
@@ -291,6 +307,9 @@ func (c PoolConfig) Validate() error {
 	); err != nil {
 		return err
 	}
+	if err := c.checkBounds(); err != nil {
+		return err
+	}
 	if c.MinBackoff > 0 && c.MaxBackoff > 0 && c.MaxBackoff < c.MinBackoff {
 		return fmt.Errorf("kvevents: pool config: maxBackoff %v is below minBackoff %v", c.MaxBackoff, c.MinBackoff)
 	}
@@ -307,6 +326,29 @@ func (c PoolConfig) Validate() error {
 		return err
 	}
 	return c.Tracing.validate()
+}
+
+// checkBounds refuses the sizes NewPool could not honour: a worker count or
+// queue whose up-front allocation would exhaust memory (or, far enough out,
+// panic), and a stream cap whose connection bound overflows int.
+func (c PoolConfig) checkBounds() error {
+	conc, qs := c.Concurrency, c.QueueSize
+	if conc == 0 {
+		conc = defaultConcurrency
+	}
+	if qs == 0 {
+		qs = defaultQueueSize
+	}
+	switch {
+	case conc > maxConcurrency:
+		return fmt.Errorf("kvevents: pool config: concurrency %d must be at most %d", conc, maxConcurrency)
+	case qs > maxQueueSlots/conc:
+		return fmt.Errorf("kvevents: pool config: queueSize %d × concurrency %d must be at most %d messages: NewPool allocates every worker's queue up front",
+			qs, conc, maxQueueSlots)
+	case c.BindMaxStreams > maxBindMaxStreams:
+		return fmt.Errorf("kvevents: pool config: bindMaxStreams %d must be at most %d", c.BindMaxStreams, maxBindMaxStreams)
+	}
+	return nil
 }
 
 // withDefaults fills zero fields with their defaults.
