@@ -53,9 +53,15 @@ type ServerConfig struct {
 	// of SendHWM messages, and a reply (batch or END) that finds it full is
 	// dropped and counted (ServerStats.Dropped) instead of waiting. 0 (the
 	// default) writes every reply, waiting for a slow client up to
-	// WriteTimeout. libzmq's default is 1,000, which vLLM keeps.
+	// WriteTimeout. libzmq's default is 1,000, which vLLM keeps. At most
+	// 1,048,576: each connection's queue is allocated when it connects.
 	SendHWM int `json:"sendHWM"`
 }
+
+// maxSendHWM bounds ServerConfig.SendHWM: a connection's queue of SendHWM
+// slots (24 bytes each) is allocated when the client connects, so a larger
+// one would let every client make the server allocate gigabytes, or panic.
+const maxSendHWM = 1 << 20
 
 // Validate reports invalid settings.
 func (c ServerConfig) Validate() error {
@@ -73,6 +79,8 @@ func (c ServerConfig) Validate() error {
 		return fmt.Errorf("replay: handshakeTimeout must not be negative, got %v", c.HandshakeTimeout)
 	case c.SendHWM < 0:
 		return fmt.Errorf("replay: sendHWM must not be negative, got %d", c.SendHWM)
+	case c.SendHWM > maxSendHWM:
+		return fmt.Errorf("replay: sendHWM %d must be at most %d: each connection's queue is allocated when it connects", c.SendHWM, maxSendHWM)
 	}
 	return nil
 }
