@@ -28,6 +28,18 @@ const (
 	DefaultWriteWait = 5 * time.Second
 )
 
+// Upper bounds of the sizes a Publisher allocates by: the replay ring
+// (BufferSize entries of 56 bytes, allocated by New) and each subscriber's
+// queue (SendQueue slots of 8 bytes, allocated when it connects), so that a
+// setting meant as bytes, or a typo, is an error rather than gigabytes taken
+// (or a panic, in New or in a connecting subscriber's goroutine).
+const (
+	// MaxBufferSize bounds Config.BufferSize.
+	MaxBufferSize = 1 << 22
+	// MaxSendQueue bounds Config.SendQueue.
+	MaxSendQueue = 1 << 20
+)
+
 // Errors of Publish.
 var (
 	// ErrClosed is returned by Publish after Close.
@@ -47,8 +59,8 @@ type Config struct {
 	ReplayAddr       string        // replay ROUTER bind address; "" serves none
 	ReplayLayout     replay.Layout // reply layout of the replay server
 	ReplaySendHWM    int           // replay replies queued per client, beyond which they are dropped like vLLM's ROUTER does (0: none dropped)
-	BufferSize       int           // batches the replay ring keeps (default 10,000)
-	SendQueue        int           // messages queued per subscriber (default 1000)
+	BufferSize       int           // batches the replay ring keeps (default 10,000, at most MaxBufferSize)
+	SendQueue        int           // messages queued per subscriber (default 1000, at most MaxSendQueue)
 	MaxSubscribers   int           // connected subscribers (default 256)
 	WriteTimeout     time.Duration // a subscriber accepting nothing this long is dropped (default 5 s)
 	HandshakeTimeout time.Duration // bounds each ZMTP handshake (default 1 s)
@@ -74,6 +86,13 @@ func (c Config) Validate() error {
 		return fmt.Errorf("kvevents: publisher replaySendHWM must not be negative, got %d", c.ReplaySendHWM)
 	case c.ReplayIdleTimeout < 0:
 		return fmt.Errorf("kvevents: publisher replayIdleTimeout must not be negative, got %v", c.ReplayIdleTimeout)
+	case c.BufferSize > MaxBufferSize:
+		return fmt.Errorf("kvevents: publisher bufferSize %d must be at most %d: the replay ring is allocated up front", c.BufferSize, MaxBufferSize)
+	case c.SendQueue > MaxSendQueue:
+		return fmt.Errorf("kvevents: publisher sendQueue %d must be at most %d: each subscriber's queue is allocated when it connects", c.SendQueue, MaxSendQueue)
+	}
+	if err := (replay.ServerConfig{SendHWM: c.ReplaySendHWM}).Validate(); err != nil {
+		return fmt.Errorf("kvevents: publisher replaySendHWM: %w", err)
 	}
 	return c.ReplayLayout.Validate()
 }

@@ -50,14 +50,16 @@ type Config struct {
 	Format wire.Format `json:"format"`
 
 	// ReplayAddr, when set, serves replay requests on a ROUTER there from a
-	// ring of the last BufferSize batches (default 10,000), answering in
+	// ring of the last BufferSize batches (default 10,000, at most
+	// 4,194,304: the ring is allocated up front), answering in
 	// ReplayLayout.
 	ReplayAddr   string        `json:"replayAddr"`
 	ReplayLayout replay.Layout `json:"replayLayout"`
 	BufferSize   int           `json:"bufferSize"`
 	// ReplaySendHWM, when positive, drops replay replies past that many
 	// queued for a client, as vLLM's ROUTER does past libzmq's send
-	// high-water mark (1,000); 0 never drops (see replay.ServerConfig).
+	// high-water mark (1,000); 0 never drops (see replay.ServerConfig; at
+	// most 1,048,576).
 	ReplaySendHWM int `json:"replaySendHWM"`
 	// ReplayIdleTimeout closes a replay client's connection once it has
 	// sent nothing for this long, so that silent clients cannot keep the
@@ -66,7 +68,8 @@ type Config struct {
 	// kvroute_replay_server_idle_closed_total).
 	ReplayIdleTimeout time.Duration `json:"replayIdleTimeout"`
 
-	// SendQueue is each subscriber's queue, in messages (default 1000).
+	// SendQueue is each subscriber's queue, in messages (default 1000, at
+	// most 1,048,576: the queue is allocated when the subscriber connects).
 	// Publish never blocks: a message for a full queue is dropped and
 	// counted, as a libzmq PUB does at its high-water mark.
 	SendQueue int `json:"sendQueue"`
