@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kvroute/kvroute/internal/jsonconf"
+	"github.com/kvroute/kvroute/internal/zmqpub"
 	"github.com/kvroute/kvroute/kvevents/publish"
 	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/simengine"
@@ -41,9 +42,11 @@ type KVEventsConfig struct {
 	// ReplayEndpoint, when set, serves replays on a ROUTER there, which drops
 	// replies past 1,000 queued for a client as vLLM's does.
 	ReplayEndpoint *string `json:"replay_endpoint"`
-	// BufferSteps is the replay ring size in batches (default 10,000).
+	// BufferSteps is the replay ring size in batches (default 10,000, at
+	// most 4,194,304).
 	BufferSteps int `json:"buffer_steps"`
-	// HWM bounds each subscriber's send queue in messages (default 100,000).
+	// HWM bounds each subscriber's send queue in messages (default 100,000,
+	// at most 1,048,576).
 	HWM int `json:"hwm"`
 	// MaxQueueSize is accepted for compatibility; the Go publisher never
 	// queues between engine and socket, so it has no effect.
@@ -82,6 +85,10 @@ func (c KVEventsConfig) Validate() error {
 		return fmt.Errorf("%w: buffer_steps %d < 0", ErrBadKVEventsConfig, c.BufferSteps)
 	case c.HWM < 0:
 		return fmt.Errorf("%w: hwm %d < 0", ErrBadKVEventsConfig, c.HWM)
+	case c.BufferSteps > zmqpub.MaxBufferSize:
+		return fmt.Errorf("%w: buffer_steps %d > %d (the replay ring is allocated up front)", ErrBadKVEventsConfig, c.BufferSteps, zmqpub.MaxBufferSize)
+	case c.HWM > zmqpub.MaxSendQueue:
+		return fmt.Errorf("%w: hwm %d > %d (each subscriber's queue is allocated when it connects)", ErrBadKVEventsConfig, c.HWM, zmqpub.MaxSendQueue)
 	case c.MaxQueueSize < 0:
 		return fmt.Errorf("%w: max_queue_size %d < 0", ErrBadKVEventsConfig, c.MaxQueueSize)
 	}
