@@ -203,12 +203,30 @@ func (c Config) Validate() error {
 		return bad("snapshotUrl is longer than %d bytes", maxNameBytes)
 	case c.SnapshotURL != "" && !validSnapshotURL(c.SnapshotURL): // the peers would refuse it, and count it at every read
 		return bad("snapshotUrl %q is not an absolute http(s) URL", c.SnapshotURL)
-	case c.RefreshPeriod <= 0 || c.ReadPeriod <= 0 || c.OpTimeout <= 0:
-		return bad("refreshPeriod, readPeriod and opTimeout must be positive")
-	case c.Lease < 2*c.RefreshPeriod:
+	}
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{{"refreshPeriod", c.RefreshPeriod}, {"readPeriod", c.ReadPeriod}, {"opTimeout", c.OpTimeout}} {
+		if d.v <= 0 {
+			return bad("%s %v must be positive", d.key, d.v)
+		}
+	}
+	if c.Lease < 2*c.RefreshPeriod {
 		return bad("lease %v must be at least twice refreshPeriod %v", c.Lease, c.RefreshPeriod)
-	case c.DecisionQueue < 0 || c.DeltaQueue < 0 || c.MaxPendingDeltaBytes < 0 || c.MaxKeysPerDecision < 0 || c.MaxPeers < 0 || c.MaxEndpoints < 0:
-		return bad("queue and cap settings must not be negative")
+	}
+	for _, n := range []struct {
+		key string
+		v   int
+	}{
+		{"decisionQueue", c.DecisionQueue}, {"deltaQueue", c.DeltaQueue}, {"maxPendingDeltaBytes", c.MaxPendingDeltaBytes},
+		{"maxKeysPerDecision", c.MaxKeysPerDecision}, {"maxPeers", c.MaxPeers}, {"maxEndpoints", c.MaxEndpoints},
+	} {
+		if n.v < 0 {
+			return bad("%s %d is negative", n.key, n.v)
+		}
+	}
+	switch {
 	case c.DB < 0:
 		return bad("db %d is negative", c.DB)
 	case c.DB != 0 && (c.ClusterMode || len(c.Addrs) > 1):
