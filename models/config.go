@@ -107,6 +107,19 @@ type Target struct {
 	Weight int `json:"weight,omitempty"`
 }
 
+// validate reports PollConfig's first negative setting by its key.
+func (c PollConfig) validate() error {
+	switch {
+	case c.Interval < 0:
+		return fmt.Errorf("poll.interval %v is negative", c.Interval)
+	case c.Timeout < 0:
+		return fmt.Errorf("poll.timeout %v is negative", c.Timeout)
+	case c.MaxModels < 0:
+		return fmt.Errorf("poll.maxModels %d is negative", c.MaxModels)
+	}
+	return nil
+}
+
 // withDefaults returns c with its zero fields set to the defaults.
 func (c Config) withDefaults() Config {
 	if c.Label == "" {
@@ -145,8 +158,8 @@ func (c Config) Validate() error {
 	if err := c.validateAdapters(); err != nil {
 		return err
 	}
-	if c.Poll.Interval < 0 || c.Poll.Timeout < 0 || c.Poll.MaxModels < 0 {
-		return fmt.Errorf("%w: poll: negative interval, timeout or maxModels", ErrInvalidConfig)
+	if err := c.Poll.validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	return validateRules(c.Rewrites)
 }

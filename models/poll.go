@@ -3,7 +3,7 @@ package models
 import (
 	"context"
 	"encoding/json"
-	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"maps"
@@ -80,8 +80,8 @@ func NewPoller(cfg PollConfig, opts Options) (*Poller, error) {
 func newPoller(cfg PollConfig, opts Options, rewrites *Table) (*Poller, error) {
 	c := Config{Poll: cfg}.withDefaults()
 	cfg = c.Poll
-	if cfg.Interval < 0 || cfg.Timeout < 0 || cfg.MaxModels < 0 {
-		return nil, errors.New("models: poll: negative interval, timeout or maxModels")
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("models: %w", err)
 	}
 	m, err := newPollMetrics(opts.Registerer)
 	if err != nil {
