@@ -113,8 +113,12 @@ func (c PDConfig) withDefaults() (PDConfig, error) {
 		return c, fmt.Errorf("simengine: pd role %q is not both, prefill or decode", c.Role)
 	case c.KVLoadFailurePolicy != PolicyRecompute && c.KVLoadFailurePolicy != PolicyFail:
 		return c, fmt.Errorf("simengine: kvLoadFailurePolicy %q is not recompute or fail", c.KVLoadFailurePolicy)
-	case c.TransferTimeout < 0 || c.LeaseTTL < 0 || c.MaxLeases < 0:
-		return c, errors.New("simengine: transferTimeout, leaseTTL and maxLeases must be positive")
+	case c.TransferTimeout < 0:
+		return c, fmt.Errorf("simengine: pd transferTimeout %v is negative", c.TransferTimeout)
+	case c.LeaseTTL < 0:
+		return c, fmt.Errorf("simengine: pd leaseTTL %v is negative", c.LeaseTTL)
+	case c.MaxLeases < 0:
+		return c, fmt.Errorf("simengine: pd maxLeases %d is negative", c.MaxLeases)
 	}
 	return c, nil
 }

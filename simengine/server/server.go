@@ -172,8 +172,13 @@ func New(cfg Config, opts Options) (*Server, error) {
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	if cfg.DefaultMaxTokens < 1 || cfg.MaxBodyBytes < 1 || cfg.MaxModelLen < 0 {
-		return nil, errors.New("simengine: defaultMaxTokens, maxBodyBytes and maxModelLen must be positive")
+	switch {
+	case cfg.DefaultMaxTokens < 1:
+		return nil, fmt.Errorf("simengine: defaultMaxTokens %d must be positive", cfg.DefaultMaxTokens)
+	case cfg.MaxBodyBytes < 1:
+		return nil, fmt.Errorf("simengine: maxBodyBytes %d must be positive", cfg.MaxBodyBytes)
+	case cfg.MaxModelLen < 0:
+		return nil, fmt.Errorf("simengine: maxModelLen %d is negative (0 means the KV-cache capacity)", cfg.MaxModelLen)
 	}
 	if err := checkExtraModels(&cfg); err != nil {
 		return nil, err
