@@ -127,6 +127,14 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
+// Validate reports the first invalid setting of c, naming its key, as New
+// would: a configuration that embeds Config (the gateway's engineMetrics
+// section) refuses it where it is read, not first when the scraper starts.
+func (c Config) Validate() error {
+	_, err := c.withDefaults()
+	return err
+}
+
 // urlPath reports whether path can end an endpoint's URL: the scrape's
 // request could not be built for any endpoint otherwise.
 func urlPath(path string) bool {
@@ -138,10 +146,7 @@ func urlPath(path string) bool {
 // defaults): unknown keys are an error naming their path and durations are
 // Go duration strings (a bare number is an error); the result is validated.
 func LoadConfig(r io.Reader) (Config, error) {
-	return jsonconf.Load(r, Config{}, jsonconf.Prefixed("enginemetrics: config"), func(c Config) error {
-		_, err := c.withDefaults()
-		return err
-	})
+	return jsonconf.Load(r, Config{}, jsonconf.Prefixed("enginemetrics: config"), Config.Validate)
 }
 
 // configFields is Config without its methods, so that decoding it does not

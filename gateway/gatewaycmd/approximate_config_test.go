@@ -51,7 +51,7 @@ func TestConfigFileEngineMetricsFeedsTheApproximateCapacities(t *testing.T) {
 model: m
 gateway:
   approximate: {enabled: true}
-  engineMetrics: {interval: 1s}
+  engineMetrics: {interval: 1s, staleness: 4s}
 `)
 	o, err := parseFlags([]string{"--config", cfg, "--endpoints", "10.0.0.1:8000"}, io.Discard)
 	require.NoError(t, err)

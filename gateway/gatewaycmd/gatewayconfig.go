@@ -122,6 +122,11 @@ func (g gatewayConfig) validate() error {
 			return fmt.Errorf("%s.admission: %w", gatewaySection, err)
 		}
 	}
+	if g.EngineMetrics != nil {
+		if err := g.EngineMetrics.Validate(); err != nil {
+			return fmt.Errorf("%s.engineMetrics: %w", gatewaySection, err)
+		}
+	}
 	if g.Disagg != nil {
 		if err := g.Disagg.validate(); err != nil {
 			return fmt.Errorf("%s.disagg: %w", gatewaySection, err)
