@@ -94,11 +94,22 @@ func (c Capacity) Blocks(indexBlockSize int) int {
 }
 
 func (c Capacity) validate(name string) error {
+	for _, f := range []struct {
+		key    string
+		v, max int64
+	}{
+		{"gpuBlocks", int64(c.GPUBlocks), maxCapacityBlocks},
+		{"cpuBlocks", int64(c.CPUBlocks), maxCapacityBlocks},
+		{"blockSize", int64(c.BlockSize), maxCapacityBlockSize},
+	} {
+		switch {
+		case f.v < 0:
+			return fmt.Errorf("approx: %s: %s must be >= 0, got %d", name, f.key, f.v)
+		case f.v > f.max:
+			return fmt.Errorf("approx: %s: %s must be at most %d, got %d", name, f.key, f.max, f.v)
+		}
+	}
 	switch {
-	case c.GPUBlocks < 0 || c.CPUBlocks < 0 || c.BlockSize < 0:
-		return fmt.Errorf("approx: %s: gpuBlocks, cpuBlocks and blockSize must be >= 0, got %+v", name, c)
-	case int64(c.GPUBlocks) > maxCapacityBlocks || int64(c.CPUBlocks) > maxCapacityBlocks || int64(c.BlockSize) > maxCapacityBlockSize:
-		return fmt.Errorf("approx: %s: gpuBlocks and cpuBlocks must be at most %d and blockSize at most %d, got %+v", name, maxCapacityBlocks, maxCapacityBlockSize, c)
 	case c.GPUBlocks == 0 && c.CPUBlocks > 0:
 		return fmt.Errorf("approx: %s: cpuBlocks without gpuBlocks: the GPU blocks are the engine's first tier, give both", name)
 	case c.GPUBlocks == 0 && c.BlockSize > 0:
