@@ -36,3 +36,31 @@ func (c *PollConfig) UnmarshalJSON(data []byte) error {
 func (c PollConfig) MarshalJSON() ([]byte, error) {
 	return jsonconf.Marshal(pollConfigFields(c))
 }
+
+// ruleFields and targetFields are Rule and Target without their methods,
+// so that decoding them does not recurse into their UnmarshalJSON.
+type (
+	ruleFields   Rule
+	targetFields Target
+)
+
+// UnmarshalJSON decodes r by the rules of every kvroute configuration
+// wherever a Rule is decoded (alone, as a host's rewrite table, or inside a
+// Config): an unknown key, another case of a known one ("Targets") or a
+// key given twice is an error naming its path, instead of encoding/json's
+// silent drop or case-insensitive match.
+func (r *Rule) UnmarshalJSON(data []byte) error {
+	return jsonconf.Unmarshal(data, (*ruleFields)(r))
+}
+
+// MarshalJSON encodes r as UnmarshalJSON reads it.
+func (r Rule) MarshalJSON() ([]byte, error) { return jsonconf.Marshal(ruleFields(r)) }
+
+// UnmarshalJSON decodes t by the same rules as Rule's: a misspelt
+// "wieght" is an error, not a target of the default weight.
+func (t *Target) UnmarshalJSON(data []byte) error {
+	return jsonconf.Unmarshal(data, (*targetFields)(t))
+}
+
+// MarshalJSON encodes t as UnmarshalJSON reads it.
+func (t Target) MarshalJSON() ([]byte, error) { return jsonconf.Marshal(targetFields(t)) }
