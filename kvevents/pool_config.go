@@ -58,6 +58,12 @@ const (
 	// maxBindMaxStreams bounds BindMaxStreams: bind mode serves four times
 	// as many connections.
 	maxBindMaxStreams = 1 << 20
+	// maxTopicFilter bounds TopicFilter's bytes. Every connection writes it
+	// as its subscription right after the handshake; one larger than the
+	// kernel's socket buffers blocks that write on a peer that stops
+	// reading, for as long as the heartbeat allows. vLLM's topics are a
+	// few dozen bytes.
+	maxTopicFilter = 4096
 )
 
 // PoolConfig configures a Pool. The zero value is valid: per-endpoint
@@ -103,7 +109,7 @@ type PoolConfig struct {
 	// none (vLLM's default empty topic).
 	Model string `json:"model"`
 	// TopicFilter is the ZeroMQ subscription prefix (default "": every
-	// message; vLLM's default topic is empty).
+	// message; vLLM's default topic is empty), at most 4,096 bytes.
 	TopicFilter string `json:"topicFilter"`
 
 	// EventsPort is the default port of an endpoint's PUB socket (default
@@ -347,6 +353,8 @@ func (c PoolConfig) checkBounds() error {
 			qs, conc, maxQueueSlots)
 	case c.BindMaxStreams > maxBindMaxStreams:
 		return fmt.Errorf("kvevents: pool config: bindMaxStreams %d must be at most %d", c.BindMaxStreams, maxBindMaxStreams)
+	case len(c.TopicFilter) > maxTopicFilter:
+		return fmt.Errorf("kvevents: pool config: topicFilter of %d bytes must be at most %d", len(c.TopicFilter), maxTopicFilter)
 	}
 	return nil
 }

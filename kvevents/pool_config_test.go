@@ -17,9 +17,12 @@ func TestPoolConfigValidationAndJSON(t *testing.T) {
 		{Concurrency: -1}, {QueueSize: -1}, {EventsPort: 70000}, {ReplayPort: -2},
 		{MinBackoff: time.Second, MaxBackoff: time.Millisecond}, {HandshakeTimeout: -1},
 		{BindAddress: "ipc:///tmp/kv"}, {BindAddress: "no-port"}, {ReplayClient: replay.ClientConfig{Timeout: -1}},
+		{TopicFilter: strings.Repeat("k", 4097)},
 	} {
 		require.Error(t, bad.Validate(), "%+v", bad)
 	}
+
+	require.NoError(t, PoolConfig{TopicFilter: strings.Repeat("k", 4096)}.Validate())
 
 	cfg, err := LoadPoolConfig(strings.NewReader(`{"concurrency": 2,
 		"replay": true, "idleTimeout": "30s", "replayClient": {"timeout": "1m"}}`))
