@@ -109,7 +109,8 @@
 // entries of an endpoint's non-prefix cache groups (StoreGroup) are
 // charged to it too, 74 bytes each (groups_mem.go), and go with the
 // full-attention blocks memory eviction takes. The bound
-// can be exceeded by one event's blocks while that Store runs. Freed slots
+// can be exceeded, while Stores run, by one event's blocks per Store
+// running at once (each checks the bound when its event is in). Freed slots
 // are reused by later stores; the tables shrink only when they are rebuilt.
 // A rejected Store leaves no trace (no endpoint, no tier registered).
 //
