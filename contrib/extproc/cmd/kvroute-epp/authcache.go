@@ -1,6 +1,7 @@
 package main
 
 import (
+	"container/list"
 	"crypto/sha256"
 	"sync"
 	"time"
@@ -11,75 +12,49 @@ import (
 // holds a token.
 type authKey [sha256.Size]byte
 
-// authEntry is a cached decision, when it expires, and its neighbours in
-// its class's queue.
+// authEntry is a cached decision and when it expires; it is the value of
+// an element of its class's queue.
 type authEntry struct {
-	key        authKey
-	decision   authDecision
-	expires    time.Time
-	prev, next *authEntry
-}
-
-// authQueue is a doubly linked list of entries, oldest first. All the
-// entries of one queue share one TTL, so the oldest is the first to
-// expire.
-type authQueue struct{ head, tail *authEntry }
-
-func (q *authQueue) push(e *authEntry) {
-	e.prev, e.next = q.tail, nil
-	if q.tail != nil {
-		q.tail.next = e
-	} else {
-		q.head = e
-	}
-	q.tail = e
-}
-
-func (q *authQueue) remove(e *authEntry) {
-	if e.prev != nil {
-		e.prev.next = e.next
-	} else {
-		q.head = e.next
-	}
-	if e.next != nil {
-		e.next.prev = e.prev
-	} else {
-		q.tail = e.prev
-	}
-	e.prev, e.next = nil, nil
+	key      authKey
+	decision authDecision
+	expires  time.Time
 }
 
 // authCache holds the metrics port's auth decisions for their TTL in at
-// most max entries of a fixed size (about 150 bytes each with the map's
+// most max entries of a fixed size (about 170 bytes each with the list's and the map's
 // own overhead). When it is full of live entries, a new decision evicts
 // the oldest denial, so that a caller sending a stream of unknown tokens
 // cannot push the scrapers' allowances out; a new allowance with no
 // denial left evicts the oldest allowance, and a new denial with none is
 // not kept.
+//
+// Each class's entries are a queue, oldest first: they share one TTL, so
+// the oldest is the first to expire.
 type authCache struct {
 	max     int
 	mu      sync.Mutex
-	entries map[authKey]*authEntry
-	allowed authQueue // authAllowed entries
-	denied  authQueue // authForbidden and authUnauthenticated entries
+	entries map[authKey]*list.Element // of allowed or denied, an *authEntry
+	allowed list.List                 // authAllowed entries
+	denied  list.List                 // authForbidden and authUnauthenticated entries
 }
 
 // newAuthCache returns an empty cache of at most max entries.
 func newAuthCache(max int) *authCache {
-	return &authCache{max: max, entries: make(map[authKey]*authEntry)}
+	return &authCache{max: max, entries: make(map[authKey]*list.Element)}
 }
 
 // queue is the queue of entries deciding d.
-func (c *authCache) queue(d authDecision) *authQueue {
+func (c *authCache) queue(d authDecision) *list.List {
 	if d == authAllowed {
 		return &c.allowed
 	}
 	return &c.denied
 }
 
-// drop removes e from the cache.
-func (c *authCache) drop(e *authEntry) {
-	c.queue(e.decision).remove(e)
+// drop removes el, an element of one of the queues, from the cache.
+func (c *authCache) drop(el *list.Element) {
+	e := el.Value.(*authEntry)
+	c.queue(e.decision).Remove(el)
 	delete(c.entries, e.key)
 }
 
@@ -88,12 +63,13 @@ func (c *authCache) drop(e *authEntry) {
 func (c *authCache) get(key authKey, now time.Time) (authDecision, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e, ok := c.entries[key]
+	el, ok := c.entries[key]
 	if !ok {
 		return 0, false
 	}
+	e := el.Value.(*authEntry)
 	if !now.Before(e.expires) {
-		c.drop(e)
+		c.drop(el)
 		return 0, false
 	}
 	return e.decision, true
@@ -110,25 +86,23 @@ func (c *authCache) put(key authKey, d authDecision, expires, now time.Time) (fu
 	if old, ok := c.entries[key]; ok {
 		c.drop(old)
 	}
-	for _, q := range []*authQueue{&c.allowed, &c.denied} {
-		for q.head != nil && !now.Before(q.head.expires) {
-			c.drop(q.head)
+	for _, q := range []*list.List{&c.allowed, &c.denied} {
+		for el := q.Front(); el != nil && !now.Before(el.Value.(*authEntry).expires); el = q.Front() {
+			c.drop(el)
 		}
 	}
 	if len(c.entries) >= c.max {
 		full = true
 		switch {
-		case c.denied.head != nil:
-			c.drop(c.denied.head)
+		case c.denied.Len() > 0:
+			c.drop(c.denied.Front())
 		case d == authAllowed:
-			c.drop(c.allowed.head)
+			c.drop(c.allowed.Front())
 		default:
 			return full
 		}
 	}
-	e := &authEntry{key: key, decision: d, expires: expires}
-	c.entries[key] = e
-	c.queue(d).push(e)
+	c.entries[key] = c.queue(d).PushBack(&authEntry{key: key, decision: d, expires: expires})
 	return full
 }
 
