@@ -1,12 +1,9 @@
 package zmqx
 
 import (
-	"context"
-	"net"
 	"testing"
 	"time"
 
-	"github.com/go-zeromq/zmq4"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
@@ -22,17 +19,8 @@ import (
 // ErrPeerDead, instead of both, and the heartbeat, blocking forever.
 func TestListenerHeartbeatFailsAPeerFrozenUnderABlockedWrite(t *testing.T) {
 	defer leakcheck.Check(t)()
-	l, err := Listen(context.Background(), "127.0.0.1:0", zmq4.Sub,
-		Options{HeartbeatInterval: 20 * time.Millisecond, HeartbeatTimeout: 100 * time.Millisecond}, nil)
-	require.NoError(t, err)
-	defer l.Close()
-	raw := dialRaw(t, l.Addr().String())
-	defer raw.Close()
-	require.NoError(t, raw.(*net.TCPConn).SetReadBuffer(4<<10))
-	require.NoError(t, handshakeAs(raw, "PUB", false))
-	c, err := l.Accept()
-	require.NoError(t, err)
-	defer c.Close()
+	_, c, closeAll := acceptSlowReader(t, Options{HeartbeatInterval: 20 * time.Millisecond, HeartbeatTimeout: 100 * time.Millisecond})
+	defer closeAll()
 
 	wrote := make(chan error, 1)
 	go func() { wrote <- c.WriteMsg(make([]byte, 32<<20)) }() // beyond any loopback buffers
@@ -61,17 +49,8 @@ func TestHeartbeatWaitForTheWriteLockCountsTraffic(t *testing.T) {
 	defer leakcheck.Check(t)()
 	t0 := time.Unix(1_800_000_000, 0)
 	clk := telemetry.NewManual(t0)
-	l, err := Listen(context.Background(), "127.0.0.1:0", zmq4.Sub,
-		Options{HeartbeatInterval: time.Minute, HeartbeatTimeout: 2 * time.Minute, Clock: clk}, nil)
-	require.NoError(t, err)
-	defer l.Close()
-	raw := dialRaw(t, l.Addr().String())
-	defer raw.Close()
-	require.NoError(t, raw.(*net.TCPConn).SetReadBuffer(4<<10))
-	require.NoError(t, handshakeAs(raw, "PUB", false))
-	c, err := l.Accept()
-	require.NoError(t, err)
-	defer c.Close()
+	raw, c, closeAll := acceptSlowReader(t, Options{HeartbeatInterval: time.Minute, HeartbeatTimeout: 2 * time.Minute, Clock: clk})
+	defer closeAll()
 	require.Equal(t, 1, clk.WaitForWaiters(1), "the PING ticker")
 
 	wrote := make(chan error, 1)
@@ -83,7 +62,7 @@ func TestHeartbeatWaitForTheWriteLockCountsTraffic(t *testing.T) {
 
 	errc := readMsgAsync(c)
 	rb := c.g.hb.readBytes.Load()
-	_, err = raw.Write(zmtpCommand("PING", []byte{0, 0}))
+	_, err := raw.Write(zmtpCommand("PING", []byte{0, 0}))
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return c.g.hb.readBytes.Load() > rb }, 20*time.Second, time.Millisecond, "the peer's PING is read")
 	clk.Advance(2 * time.Minute)

@@ -23,16 +23,8 @@ import (
 // forever.
 func TestListenerPongToClientThatStopsReadingHasADeadline(t *testing.T) {
 	defer leakcheck.Check(t)()
-	l, err := Listen(context.Background(), "127.0.0.1:0", zmq4.Sub, Options{}, nil)
-	require.NoError(t, err)
-	defer l.Close()
-	raw := dialRaw(t, l.Addr().String())
-	defer raw.Close()
-	require.NoError(t, raw.(*net.TCPConn).SetReadBuffer(4<<10))
-	require.NoError(t, handshakeAs(raw, "PUB", false))
-	c, err := l.Accept()
-	require.NoError(t, err)
-	defer c.Close()
+	raw, c, closeAll := acceptSlowReader(t, Options{})
+	defer closeAll()
 	// The Listener's side sends with a small buffer too: with the kernel's
 	// autotuned one (up to 4 MiB) the PONGs that fill it take tens of
 	// seconds of 23-byte writes on a loaded machine under -race.
@@ -69,4 +61,20 @@ func TestListenerPongToClientThatStopsReadingHasADeadline(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the connection was not closed after the PONG's deadline")
 	}
+}
+
+// acceptSlowReader returns a Listener with o, a raw PUB peer connected to
+// it whose socket reads through a 4 KiB buffer (so that writes to it
+// block soon), and the Listener's Conn of that peer, with a func that
+// closes all three (deferred before the caller's leak check returns).
+func acceptSlowReader(t *testing.T, o Options) (raw net.Conn, c *Conn, closeAll func()) {
+	t.Helper()
+	l, err := Listen(context.Background(), "127.0.0.1:0", zmq4.Sub, o, nil)
+	require.NoError(t, err)
+	raw = dialRaw(t, l.Addr().String())
+	require.NoError(t, raw.(*net.TCPConn).SetReadBuffer(4<<10))
+	require.NoError(t, handshakeAs(raw, "PUB", false))
+	c, err = l.Accept()
+	require.NoError(t, err)
+	return raw, c, func() { c.Close(); raw.Close(); l.Close() }
 }
