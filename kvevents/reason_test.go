@@ -20,6 +20,7 @@ func TestReasonLabelValuesUnchanged(t *testing.T) {
 		dropUnknownEvent: "unknown_event", dropHoldFull: "hold_full", dropUnknownEndpoint: "unknown_endpoint",
 		dropNotSelected: "not_selected", dropAlreadyApplied: "already_applied",
 		dropModelMismatch:               "model_mismatch",
+		dropSuperseded:                  "superseded",
 		dropMalformed:                   "malformed",
 		kvindex.ReasonParentMissing:     "parent_missing",
 		kvindex.ReasonNonPrefixKind:     "non_prefix_kind",

@@ -47,14 +47,15 @@ import (
 //     detects, before anything is queued: a duplicate (seq == lastLive:
 //     dropped, reason "stale_seq") and a publisher restart (seq < lastLive:
 //     vLLM restarts at 0 and has no epoch). A restart bumps the stream's
-//     generation, clears the endpoint's entries, discards held messages,
-//     cancels a running replay and resets the cooldown
+//     generation, clears the endpoint's entries, discards held messages
+//     (counted, reason "superseded"), cancels a running replay and resets
+//     the cooldown
 //     (kvroute_kv_events_publisher_restarts_total). Every message is then
 //     stamped with the generation and offered to the endpoint's worker
 //     queue; a full queue drops it (reason "queue_full") and requests a
 //     catch-up replay.
 //   - the worker applies queued messages under mu; messages of an older
-//     generation are discarded.
+//     generation are discarded (counted, reason "superseded").
 //   - at most one replay goroutine per generation fetches missed batches
 //     and hands each one, and at the end its outcome, to the worker
 //     (stream.onWorker), which applies them under mu: replayed and live

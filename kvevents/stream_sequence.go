@@ -5,9 +5,15 @@ import (
 )
 
 // bumpGenLocked starts a new generation: queued and held messages and the
-// running replay of the previous one are discarded.
+// running replay of the previous one are discarded. The held ones are
+// counted here (reason "superseded"), the queued ones when the worker
+// reaches them (handle); on close neither is: the endpoint leaves the
+// pool, or the pool closes, with everything in flight.
 func (st *stream) bumpGenLocked() {
 	s := &st.s
+	if !s.closed {
+		st.p.m.drop(st.id, dropSuperseded, len(s.held))
+	}
 	s.gen++
 	st.gen.Store(s.gen)
 	if s.cancelReplay != nil {
@@ -64,7 +70,11 @@ func (st *stream) coolingLocked() bool {
 func (st *stream) handle(it item, dec *wire.Decoder, b *wire.Batch) {
 	st.lock()
 	defer st.unlock()
-	if st.s.closed || it.gen != st.s.gen {
+	if st.s.closed {
+		return
+	}
+	if it.gen != st.s.gen {
+		st.p.m.drop(st.id, dropSuperseded, 1) // queued before a new generation began
 		return
 	}
 	if it.tr != nil {
