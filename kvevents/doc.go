@@ -195,8 +195,10 @@
 // messages a running replay has covered are applied at once;
 // kvroute_kv_events_replay_in_progress and
 // kvroute_kv_events_replay_slot_wait_seconds show stuck endpoints and
-// queueing. zmq_errors_total and snapshot_errors_total count the engine's
-// failures only: the attempt of a replay or snapshot load kvroute gives up
+// queueing. A snapshot load that live messages wait for has the same
+// allowance for its reply, or is abandoned for the replay
+// (snapshot_errors_total{reason="stalled"}). zmq_errors_total and
+// snapshot_errors_total count the engine's failures only: the attempt of a replay or snapshot load kvroute gives up
 // itself (superseded by a restart or Resync, cut short, the endpoint
 // removed, the pool closing) is not counted. An endpoint whose model is configured nowhere takes it for
 // replayed batches from the replies' topic frame, or from the last live

@@ -17,7 +17,8 @@ type snapshotMetrics struct {
 	// values) and refused replies by protocol reason: every reply kvroute
 	// did not understand is counted here, never applied. Attempts kvroute
 	// cut off itself (snapshot.Error.Canceled) are not the engine's errors
-	// and are not counted.
+	// and are not counted; a load abandoned because its reply did not
+	// come in time while live messages waited counts once, as "stalled".
 	errors *prometheus.CounterVec
 	// bytes observes the size of each loaded snapshot.
 	bytes prometheus.Histogram
@@ -34,7 +35,7 @@ func newSnapshotMetrics(r *registrar) (*snapshotMetrics, error) {
 		}, []string{"pod_identifier", "result"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvroute_kv_events_snapshot_errors_total",
-			Help: "Failed engine snapshot attempts by reason: the client operation (capacity, connect, send, receive, unavailable) or, for a reply kvroute does not understand, the protocol reason; chunk_decode for a chunk that is not a KV-event batch; publisher_mismatch for a snapshot of another publisher than the live stream's; seq_out_of_range for one whose sequence is more than the replay lookahead behind or ahead of the live stream's. An attempt kvroute itself cut off (the load superseded, the endpoint removed, the pool closing) is not the engine's error and is not counted.",
+			Help: "Failed engine snapshot attempts by reason: the client operation (capacity, connect, send, receive, unavailable) or, for a reply kvroute does not understand, the protocol reason; chunk_decode for a chunk that is not a KV-event batch; publisher_mismatch for a snapshot of another publisher than the live stream's; seq_out_of_range for one whose sequence is more than the replay lookahead behind or ahead of the live stream's; stalled for a load abandoned because its reply had not arrived while live messages waited longer than a replay of the same range may keep them. An attempt kvroute itself cut off (the load superseded, the endpoint removed, the pool closing) is not the engine's error and is not counted.",
 		}, []string{"pod_identifier", "reason"}),
 		bytes: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "kvroute_kv_events_snapshot_bytes",

@@ -191,7 +191,9 @@ type PoolConfig struct {
 	// endpoint applies the live stream from the first held message; the
 	// batches before it are recovered by a rebuild from 0 that waits for a
 	// replay slot without holding the live stream (the endpoint is degraded
-	// until then).
+	// until then). An engine snapshot load that live messages wait for is
+	// held to the same allowance until its reply arrives, or abandoned
+	// (snapshot_errors_total{reason="stalled"}) for the replay.
 	ReplayMinRate int           `json:"replayMinRate"`
 	ReplayGrace   time.Duration `json:"replayGrace"`
 	// Engine is the engine kind of endpoints that name none (default

@@ -3,6 +3,7 @@ package kvevents
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/kvroute/kvroute/kvevents/snapshot"
 	"github.com/kvroute/kvroute/kvevents/wire"
@@ -33,7 +34,12 @@ import (
 // reply is not understood, a chunk does not decode) falls back to the
 // replay the trigger asked for, and no load replaces a replay for
 // ReplayCooldown, so a broken snapshot socket cannot make the stream loop
-// between loads and replays.
+// between loads and replays. A load is bounded as a replay is: while live
+// messages wait for it, its reply must arrive within the replay's
+// allowance for the same range (ReplayGrace plus one second per
+// ReplayMinRate batches), or it is abandoned and counted
+// (snapshot_errors_total{reason="stalled"}) and falls back the same way
+// (stream_snapshot_watch.go).
 //
 // The reply's publisher identity must be the live stream's: a snapshot of
 // another publisher lifetime (the engine restarted after the live
@@ -146,19 +152,25 @@ func (st *stream) startSnapshotLocked(plan replayPlan) {
 	st.inProgress.Set(1)
 	st.log.Info("Loading the engine's KV-cache snapshot", "reason", plan.trigger, "snapshot", st.snapAddr,
 		"applied_seq", s.appliedSeq())
-	st.wg.Add(1)
-	go st.runSnapshot(ctx, cancel, s.gen, plan)
+	fetched := make(chan struct{})
+	st.wg.Add(2)
+	go st.runSnapshot(ctx, cancel, s.gen, plan, fetched)
+	go st.watchSnapshot(ctx, cancel, s.gen, plan, fetched)
 }
 
 // runSnapshot fetches the snapshot and hands it, chunk by chunk, and then
 // its outcome to the stream's worker.
-func (st *stream) runSnapshot(ctx context.Context, cancel context.CancelCauseFunc, gen uint64, plan replayPlan) {
+func (st *stream) runSnapshot(ctx context.Context, cancel context.CancelCauseFunc, gen uint64, plan replayPlan, fetched chan<- struct{}) {
 	defer st.wg.Done()
 	defer cancel(nil)
 	r, err := st.sc.Fetch(ctx, st.snapAddr)
+	close(fetched) // the watchdog's part is over
 	blocks, chunks := 0, len(r.Chunks)
 	if err == nil {
 		err = st.applySnapshot(ctx, gen, &r, &blocks)
+	}
+	if err != nil && errors.Is(context.Cause(ctx), errSnapshotStalled) {
+		err = fmt.Errorf("%w: %w", errSnapshotStalled, err)
 	}
 	st.onWorker(st.ctx, func(dec *wire.Decoder, b *wire.Batch) {
 		st.lock()
@@ -238,6 +250,7 @@ func (st *stream) finishSnapshotLocked(plan replayPlan, r snapshot.Reply, err er
 		st.lv.snapID.Store(nil) // nothing of it is kept
 		s.snapCooldownUntil = st.p.clock.Now().Add(st.p.cfg.ReplayCooldown)
 		st.p.snm.load(st.id, snapFailed)
+		st.snapshotStalledLocked(err, took)
 		st.log.Warn("Engine snapshot not loaded; replaying instead", "reason", plan.trigger, "snapshot", st.snapAddr,
 			"took", took, "err", err)
 		if s.has || st.p.ix.EndpointBlocks(st.id) > 0 {
