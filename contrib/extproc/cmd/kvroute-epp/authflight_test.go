@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
+	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -109,11 +109,82 @@ func TestMetricsAuthWaiterHonoursItsContext(t *testing.T) {
 		t.Fatal("the second caller did not join the review")
 	}
 	cancel()
-	require.True(t, errors.Is(<-waited, context.Canceled))
+	err := <-waited
+	require.ErrorIs(t, err, errAuthCanceled)
+	require.ErrorIs(t, err, context.Canceled)
 	api.pause.Store(nil)
 	close(gate)
 	o := <-lead
 	require.NoError(t, o.err)
 	require.Equal(t, authAllowed, o.d)
 	require.EqualValues(t, 1, api.tokens.Load())
+}
+
+// A caller that leaves while it waits for another's review is counted as
+// canceled, not as an API server error: nothing failed.
+func TestMetricsAuthCountsALeavingWaiterAsCanceled(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	manualAuthClock(t)
+	api := newFakeAPIServer(t)
+	auth, _, _ := newTestAuth(t, api, metricsAuthConfig{})
+	joined := make(chan struct{}, 1)
+	auth.flights.onWait = func() { joined <- struct{}{} }
+	gate := make(chan struct{})
+	api.pause.Store(&gate)
+
+	handled := make(chan struct{}, 1) // a request's handler has answered, its outcome counted
+	guarded := auth.wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := &http.Server{ReadHeaderTimeout: time.Minute, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		guarded.ServeHTTP(w, r)
+		handled <- struct{}{}
+	})}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		require.NoError(t, srv.Close())
+		require.ErrorIs(t, <-served, http.ErrServerClosed)
+	})
+	c := &http.Client{Transport: &http.Transport{}}
+	t.Cleanup(c.CloseIdleConnections)
+
+	lead := make(chan error, 1)
+	go func() {
+		_, err := auth.decide(context.Background(), "scraper", "get", "/metrics")
+		lead <- err
+	}()
+	await := func(ch chan struct{}, what string) {
+		t.Helper()
+		select {
+		case <-ch:
+		case <-time.After(time.Minute):
+			t.Fatal(what)
+		}
+	}
+	await(api.hung, "the review did not reach the API server")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	left := make(chan error, 1)
+	go func() {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+ln.Addr().String()+"/metrics", nil)
+		if err == nil {
+			req.Header.Set("Authorization", "Bearer scraper")
+			var resp *http.Response
+			if resp, err = c.Do(req); err == nil {
+				_ = resp.Body.Close()
+			}
+		}
+		left <- err
+	}()
+	await(joined, "the caller did not join the review in flight")
+	cancel() // the caller leaves; its connection closes
+	require.ErrorIs(t, <-left, context.Canceled)
+	await(handled, "the waiter's handler did not return")
+	require.Equal(t, 1.0, testutil.ToFloat64(auth.results.WithLabelValues("canceled")))
+	require.Zero(t, testutil.ToFloat64(auth.results.WithLabelValues("error")))
+
+	api.pause.Store(nil)
+	close(gate)
+	require.NoError(t, <-lead)
 }

@@ -84,9 +84,10 @@
 // kvroute_epp_metrics_auth_cache_total), and at most
 // --metrics-auth-max-in-flight (8) reviews are asked at once, callers
 // missing the cache on one token and path while its review is in flight
-// sharing it: a caller not
+// sharing it (one that leaves meanwhile is counted as canceled in
+// kvroute_epp_metrics_auth_total): a caller not
 // cached beyond them is answered 503 with Retry-After unreviewed, counted
-// as busy in kvroute_epp_metrics_auth_total, so that a caller sending
+// as busy there, so that a caller sending
 // unknown tokens cannot make the picker flood the API server.
 // /ready stays open, as the kubelet probes it without a token. With
 // --endpoints kvroute-epp has no Kubernetes client, so there the flag

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -96,7 +97,7 @@ func newMetricsAuth(kube kubernetes.Interface, config metricsAuthConfig, set tel
 		set:      set,
 		results: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvroute_epp_metrics_auth_total",
-			Help: "Requests to the metrics port's authenticated handlers (--metrics-endpoint-auth), by result: allowed, forbidden (403), unauthenticated (401), error (503, the API server failed or did not answer) or busy (503, not cached while --metrics-auth-max-in-flight reviews were in flight; the API server was not asked).",
+			Help: "Requests to the metrics port's authenticated handlers (--metrics-endpoint-auth), by result: allowed, forbidden (403), unauthenticated (401), error (503, the API server failed or did not answer), canceled (the caller left while it waited for another caller's review of its token and path) or busy (503, not cached while --metrics-auth-max-in-flight reviews were in flight; the API server was not asked).",
 		}, []string{"result"}),
 		lookups: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvroute_epp_metrics_auth_cache_total",
@@ -110,7 +111,7 @@ func newMetricsAuth(kube kubernetes.Interface, config metricsAuthConfig, set tel
 	if _, err := rand.Read(a.hmacKey); err != nil {
 		return nil, err
 	}
-	for _, r := range []string{"allowed", "forbidden", "unauthenticated", "error", "busy"} {
+	for _, r := range []string{"allowed", "forbidden", "unauthenticated", "error", "canceled", "busy"} {
 		a.results.WithLabelValues(r)
 	}
 	for _, r := range []string{"hit", "miss"} {
@@ -140,6 +141,9 @@ func (a *metricsAuth) wrap(h http.Handler) http.Handler {
 			a.results.WithLabelValues("busy").Inc()
 			w.Header().Set("Retry-After", "1")
 			http.Error(w, "too many callers are being reviewed by the Kubernetes API server; retry", http.StatusServiceUnavailable)
+		case errors.Is(err, errAuthCanceled): // the caller has left: nothing failed, and no one reads the answer
+			a.results.WithLabelValues("canceled").Inc()
+			http.Error(w, "the request ended before its review", http.StatusServiceUnavailable)
 		case err != nil:
 			a.results.WithLabelValues("error").Inc()
 			a.log.Warn("metrics port: the Kubernetes API server could not review a caller", "err", err)
@@ -189,6 +193,10 @@ func authVerb(method string) string {
 // config.maxInFlight reviews are in flight.
 var errAuthBusy = errors.New("metrics port: too many reviews in flight")
 
+// errAuthCanceled is decide's answer, wrapping the context's error, to a
+// caller whose context ended while it waited for another's review.
+var errAuthCanceled = errors.New("metrics port: the caller left while its review was in flight")
+
 // key is the cache key of token, followed by verb and path unless they
 // are empty.
 func (a *metricsAuth) key(token, verb, path string) authKey {
@@ -210,8 +218,8 @@ func (a *metricsAuth) key(token, verb, path string) authKey {
 // API server, caching its answer. Callers missing the cache on the same
 // key while its review is in flight share that review (authflight.go), so
 // that N scrapes with one new token cost one review; a waiter gives up
-// when ctx ends. An error is the API server's failure, not cached, ctx's
-// end, or errAuthBusy.
+// when ctx ends (errAuthCanceled). An error is the API server's failure,
+// not cached, errAuthCanceled or errAuthBusy.
 func (a *metricsAuth) decide(ctx context.Context, token, verb, path string) (authDecision, error) {
 	tokenKey, key := a.key(token, "", ""), a.key(token, verb, path)
 	now := metricsAuthClock.Now()
@@ -233,7 +241,7 @@ func (a *metricsAuth) decide(ctx context.Context, token, verb, path string) (aut
 		case <-f.done:
 			return f.d, f.err
 		case <-ctx.Done():
-			return 0, ctx.Err()
+			return 0, fmt.Errorf("%w: %w", errAuthCanceled, ctx.Err())
 		}
 	}
 	// Not cancelled with the leader's request: its waiters share the
