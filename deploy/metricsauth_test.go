@@ -150,9 +150,9 @@ func TestChartPassesTheMetricsAuthBounds(t *testing.T) {
 		require.NotContains(t, a, "--metrics-auth-", "the chart sets no review bound of its own")
 	}
 	on := chartObjects(t, s, strings.Replace(minimalValues, "inferenceExtension:\n",
-		"inferenceExtension:\n  metricsEndpointAuth: true\n  flags: {metrics-auth-allow-ttl: 30s, metrics-auth-deny-ttl: 5s, metrics-auth-cache-entries: \"1024\", metrics-auth-max-in-flight: \"4\"}\n", 1))
+		"inferenceExtension:\n  metricsEndpointAuth: true\n  flags: {metrics-auth-allow-ttl: 30s, metrics-auth-deny-ttl: 5s, metrics-auth-cache-entries: \"1024\", metrics-auth-max-in-flight: \"4\", metrics-auth-review-rate: \"0.5\"}\n", 1))
 	args = eppArgs(t, on["Deployment"][0])
-	for _, want := range []string{"--metrics-auth-allow-ttl=30s", "--metrics-auth-deny-ttl=5s", "--metrics-auth-cache-entries=1024", "--metrics-auth-max-in-flight=4"} {
+	for _, want := range []string{"--metrics-auth-allow-ttl=30s", "--metrics-auth-deny-ttl=5s", "--metrics-auth-cache-entries=1024", "--metrics-auth-max-in-flight=4", "--metrics-auth-review-rate=0.5"} {
 		require.Contains(t, args, want)
 	}
 }

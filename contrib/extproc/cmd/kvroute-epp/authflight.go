@@ -21,8 +21,9 @@ type authFlights struct {
 }
 
 // join returns the flight in progress for key, or starts one (leader) when
-// one of slots is free, or errAuthBusy when none is.
-func (fs *authFlights) join(key authKey, slots chan struct{}) (f *authFlight, leader bool, err error) {
+// one of slots is free and admit, asked then, allows it; otherwise
+// errAuthBusy when no slot is free, or errAuthThrottled when admit refuses.
+func (fs *authFlights) join(key authKey, slots chan struct{}, admit func() bool) (f *authFlight, leader bool, err error) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	if f := fs.m[key]; f != nil {
@@ -35,6 +36,10 @@ func (fs *authFlights) join(key authKey, slots chan struct{}) (f *authFlight, le
 	case slots <- struct{}{}:
 	default:
 		return nil, false, errAuthBusy
+	}
+	if !admit() {
+		<-slots
+		return nil, false, errAuthThrottled
 	}
 	if fs.m == nil {
 		fs.m = make(map[authKey]*authFlight)

@@ -88,7 +88,11 @@
 // kvroute_epp_metrics_auth_total): a caller not
 // cached beyond them is answered 503 with Retry-After unreviewed, counted
 // as busy there, so that a caller sending
-// unknown tokens cannot make the picker flood the API server.
+// unknown tokens cannot make the picker flood the API server. Reviews are
+// also started at most --metrics-auth-review-rate (2) a second, twice that
+// at once: a caller over it is answered 503 unreviewed too, counted as
+// throttled, at once rather than queued by client-go's own limit (5
+// requests a second) ahead of the scrapers' reviews.
 // /ready stays open, as the kubelet probes it without a token. With
 // --endpoints kvroute-epp has no Kubernetes client, so there the flag
 // defaults to false and true is an error. --metrics-cert-dir serves the

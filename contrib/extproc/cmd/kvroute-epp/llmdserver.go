@@ -129,7 +129,7 @@ func completeLLMDServerFlags(fs *flag.FlagSet, f *flags) error {
 		return err
 	}
 	if l.metricsAuthConfig.set() && !l.metricsAuth {
-		return errors.New("--metrics-auth-allow-ttl, --metrics-auth-deny-ttl, --metrics-auth-cache-entries and --metrics-auth-max-in-flight are for --metrics-endpoint-auth, which is off")
+		return errors.New("--metrics-auth-allow-ttl, --metrics-auth-deny-ttl, --metrics-auth-cache-entries, --metrics-auth-max-in-flight and --metrics-auth-review-rate are for --metrics-endpoint-auth, which is off")
 	}
 	if l.metricsClientCAFile != "" && l.metricsCertDir == "" {
 		return errors.New("--metrics-client-ca-file requires --metrics-cert-dir")

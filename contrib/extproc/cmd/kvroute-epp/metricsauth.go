@@ -36,9 +36,12 @@ import (
 // the API server refused under the token alone, whatever the path, and
 // the other decisions with the verb and path, for the allow TTL when
 // allowed and the deny TTL otherwise, in a bounded cache. A caller whose
-// decision is not cached when the reviews in flight are at their limit
-// is answered 503 without asking the API server, so that a stream of
-// unknown tokens costs the API server at most that many reviews at once.
+// decision is not cached when the reviews in flight are at their limit,
+// or when the reviews started have reached their rate (authrate.go), is
+// answered 503 without asking the API server, so that a stream of
+// unknown tokens costs the API server at most that many reviews at once
+// and that many a second, and is refused at once rather than queued by
+// the Kubernetes client ahead of the scrapers' reviews.
 // Lookups are counted in kvroute_epp_metrics_auth_cache_total, decisions
 // that found the cache full of live entries in
 // kvroute_epp_metrics_auth_cache_full_total.
@@ -73,6 +76,7 @@ type metricsAuth struct {
 	cache     *authCache
 	inFlight  chan struct{} // a slot per review asked; config.maxInFlight
 	flights   authFlights   // the reviews in flight by cache key, each holding a slot
+	started   *reviewBucket // the reviews started a second; config.reviewRate
 	results   *prometheus.CounterVec
 	lookups   *prometheus.CounterVec
 	cacheFull prometheus.Counter
@@ -94,14 +98,15 @@ func newMetricsAuth(kube kubernetes.Interface, config metricsAuthConfig, set tel
 		hmacKey:  make([]byte, sha256.Size),
 		cache:    newAuthCache(config.cacheEntries),
 		inFlight: make(chan struct{}, config.maxInFlight),
+		started:  newReviewBucket(config.reviewRate, metricsAuthClock.Now()),
 		set:      set,
 		results: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvroute_epp_metrics_auth_total",
-			Help: "Requests to the metrics port's authenticated handlers (--metrics-endpoint-auth), by result: allowed, forbidden (403), unauthenticated (401), error (503, the API server failed or did not answer), canceled (the caller left while it waited for another caller's review of its token and path) or busy (503, not cached while --metrics-auth-max-in-flight reviews were in flight; the API server was not asked).",
+			Help: "Requests to the metrics port's authenticated handlers (--metrics-endpoint-auth), by result: allowed, forbidden (403), unauthenticated (401), error (503, the API server failed or did not answer), canceled (the caller left while it waited for another caller's review of its token and path) busy (503, not cached while --metrics-auth-max-in-flight reviews were in flight; the API server was not asked) or throttled (503, not cached when --metrics-auth-review-rate reviews had been started; the API server was not asked).",
 		}, []string{"result"}),
 		lookups: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvroute_epp_metrics_auth_cache_total",
-			Help: "Metrics-port requests with a bearer token (--metrics-endpoint-auth), by result: hit (answered from the cache of decisions) or miss (reviewed by the API server, or refused busy).",
+			Help: "Metrics-port requests with a bearer token (--metrics-endpoint-auth), by result: hit (answered from the cache of decisions) or miss (reviewed by the API server, or refused busy or throttled).",
 		}, []string{"result"}),
 		cacheFull: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kvroute_epp_metrics_auth_cache_full_total",
@@ -111,7 +116,7 @@ func newMetricsAuth(kube kubernetes.Interface, config metricsAuthConfig, set tel
 	if _, err := rand.Read(a.hmacKey); err != nil {
 		return nil, err
 	}
-	for _, r := range []string{"allowed", "forbidden", "unauthenticated", "error", "canceled", "busy"} {
+	for _, r := range []string{"allowed", "forbidden", "unauthenticated", "error", "canceled", "busy", "throttled"} {
 		a.results.WithLabelValues(r)
 	}
 	for _, r := range []string{"hit", "miss"} {
@@ -141,6 +146,10 @@ func (a *metricsAuth) wrap(h http.Handler) http.Handler {
 			a.results.WithLabelValues("busy").Inc()
 			w.Header().Set("Retry-After", "1")
 			http.Error(w, "too many callers are being reviewed by the Kubernetes API server; retry", http.StatusServiceUnavailable)
+		case errors.Is(err, errAuthThrottled):
+			a.results.WithLabelValues("throttled").Inc()
+			w.Header().Set("Retry-After", a.started.retryAfter())
+			http.Error(w, "too many callers have been sent to the Kubernetes API server for review; retry", http.StatusServiceUnavailable)
 		case errors.Is(err, errAuthCanceled): // the caller has left: nothing failed, and no one reads the answer
 			a.results.WithLabelValues("canceled").Inc()
 			http.Error(w, "the request ended before its review", http.StatusServiceUnavailable)
@@ -193,6 +202,10 @@ func authVerb(method string) string {
 // config.maxInFlight reviews are in flight.
 var errAuthBusy = errors.New("metrics port: too many reviews in flight")
 
+// errAuthThrottled is decide's answer to a caller it would have to review
+// when config.reviewRate reviews have been started (authrate.go).
+var errAuthThrottled = errors.New("metrics port: too many reviews started")
+
 // errAuthCanceled is decide's answer, wrapping the context's error, to a
 // caller whose context ended while it waited for another's review.
 var errAuthCanceled = errors.New("metrics port: the caller left while its review was in flight")
@@ -219,7 +232,9 @@ func (a *metricsAuth) key(token, verb, path string) authKey {
 // key while its review is in flight share that review (authflight.go), so
 // that N scrapes with one new token cost one review; a waiter gives up
 // when ctx ends (errAuthCanceled). An error is the API server's failure,
-// not cached, errAuthCanceled or errAuthBusy.
+// not cached, errAuthCanceled, errAuthBusy or errAuthThrottled. Only the
+// reviews started take from the rate: a cached decision or a shared
+// review does not.
 func (a *metricsAuth) decide(ctx context.Context, token, verb, path string) (authDecision, error) {
 	tokenKey, key := a.key(token, "", ""), a.key(token, verb, path)
 	now := metricsAuthClock.Now()
@@ -232,7 +247,7 @@ func (a *metricsAuth) decide(ctx context.Context, token, verb, path string) (aut
 		return d, nil
 	}
 	a.lookups.WithLabelValues("miss").Inc()
-	f, leader, err := a.flights.join(key, a.inFlight)
+	f, leader, err := a.flights.join(key, a.inFlight, func() bool { return a.started.take(metricsAuthClock.Now()) })
 	if err != nil {
 		return 0, err
 	}

@@ -135,6 +135,11 @@ func (a *fakeAPIServer) kube(t *testing.T) kubernetes.Interface {
 	return kube
 }
 
+// wallReviewRate is --metrics-auth-review-rate in the tests on the wall
+// clock that are not about it: high enough that no review of theirs is
+// refused, however slowly they run.
+const wallReviewRate = 1e6
+
 // serveAuthMetrics serves a metrics port with m's setting on loopback
 // until the test ends and returns its URL.
 func serveAuthMetrics(t *testing.T, m *metricsServing) string {
@@ -179,7 +184,7 @@ func TestMetricsEndpointAuth(t *testing.T) {
 	t.Cleanup(leakcheck.Check(t))
 	api := newFakeAPIServer(t)
 	reg := prometheus.NewRegistry()
-	auth, err := newMetricsAuth(api.kube(t), metricsAuthConfig{}, telemetry.Set{Registerer: reg})
+	auth, err := newMetricsAuth(api.kube(t), metricsAuthConfig{reviewRate: wallReviewRate}, telemetry.Set{Registerer: reg})
 	require.NoError(t, err)
 	url := serveAuthMetrics(t, &metricsServing{auth: auth, pprof: true})
 	c := &http.Client{Transport: &http.Transport{}}
@@ -209,7 +214,7 @@ func TestMetricsEndpointAuth(t *testing.T) {
 func TestMetricsEndpointAuthAPIServerFailure(t *testing.T) {
 	t.Cleanup(leakcheck.Check(t))
 	api := newFakeAPIServer(t)
-	auth, err := newMetricsAuth(api.kube(t), metricsAuthConfig{}, telemetry.Set{Registerer: prometheus.NewRegistry()})
+	auth, err := newMetricsAuth(api.kube(t), metricsAuthConfig{reviewRate: wallReviewRate}, telemetry.Set{Registerer: prometheus.NewRegistry()})
 	require.NoError(t, err)
 	url := serveAuthMetrics(t, &metricsServing{auth: auth})
 	c := &http.Client{Transport: &http.Transport{}}

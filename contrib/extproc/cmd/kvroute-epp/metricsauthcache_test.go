@@ -161,7 +161,7 @@ func TestMetricsAuthCacheBound(t *testing.T) {
 	clock := manualAuthClock(t)
 	api := newFakeAPIServer(t)
 	const entries = 4
-	auth, url, c := newTestAuth(t, api, metricsAuthConfig{cacheEntries: entries})
+	auth, url, c := newTestAuth(t, api, metricsAuthConfig{cacheEntries: entries, reviewRate: 100}) // 200 reviews at once: the clock stands still
 
 	require.Equal(t, http.StatusOK, get(t, c, url+"/metrics", "scraper-a"))
 	require.Equal(t, http.StatusOK, get(t, c, url+"/metrics", "scraper-b"))
@@ -202,11 +202,12 @@ func TestMetricsAuthCacheBound(t *testing.T) {
 
 // Negative settings are refused; the zero value is the defaults.
 func TestMetricsAuthConfig(t *testing.T) {
-	require.Equal(t, metricsAuthConfig{allowTTL: time.Minute, denyTTL: 10 * time.Second, cacheEntries: 4096, maxInFlight: 8},
+	require.Equal(t, metricsAuthConfig{allowTTL: time.Minute, denyTTL: 10 * time.Second, cacheEntries: 4096, maxInFlight: 8, reviewRate: 2},
 		metricsAuthConfig{}.withDefaults())
 	for _, args := range [][]string{
 		{"--metrics-auth-allow-ttl", "-1s"}, {"--metrics-auth-deny-ttl", "-1s"},
 		{"--metrics-auth-cache-entries", "-1"}, {"--metrics-auth-max-in-flight", "-1"},
+		{"--metrics-auth-review-rate", "-1"}, {"--metrics-auth-review-rate", "NaN"}, {"--metrics-auth-review-rate", "+Inf"},
 	} {
 		_, err := parseFlags(append([]string{"--pool-name", "p"}, args...), io.Discard)
 		require.ErrorContains(t, err, args[0])
@@ -215,7 +216,9 @@ func TestMetricsAuthConfig(t *testing.T) {
 	require.ErrorContains(t, err, "metrics-auth-deny-ttl")
 	_, err = parseFlags([]string{"--pool-name", "p", "--metrics-endpoint-auth=false", "--metrics-auth-max-in-flight", "4"}, io.Discard)
 	require.ErrorContains(t, err, "--metrics-endpoint-auth")
-	f, err := parseFlags([]string{"--pool-name", "p", "--metrics-auth-allow-ttl", "30s", "--metrics-auth-max-in-flight", "4"}, io.Discard)
+	_, err = parseFlags([]string{"--pool-name", "p", "--metrics-endpoint-auth=false", "--metrics-auth-review-rate", "4"}, io.Discard)
+	require.ErrorContains(t, err, "--metrics-auth-review-rate")
+	f, err := parseFlags([]string{"--pool-name", "p", "--metrics-auth-allow-ttl", "30s", "--metrics-auth-max-in-flight", "4", "--metrics-auth-review-rate", "0.5"}, io.Discard)
 	require.NoError(t, err)
-	require.Equal(t, metricsAuthConfig{allowTTL: 30 * time.Second, maxInFlight: 4}, f.llmdServer.metricsAuthConfig)
+	require.Equal(t, metricsAuthConfig{allowTTL: 30 * time.Second, maxInFlight: 4, reviewRate: 0.5}, f.llmdServer.metricsAuthConfig)
 }

@@ -3,10 +3,11 @@ package main
 import (
 	"flag"
 	"fmt"
+	"math"
 	"time"
 )
 
-// The defaults of --metrics-endpoint-auth's cache and review limit.
+// The defaults of --metrics-endpoint-auth's cache and review limits.
 const (
 	// defaultMetricsAuthAllowTTL is how long an allowed caller is not
 	// asked about again: a scraper's token is reviewed about once a
@@ -24,15 +25,22 @@ const (
 	// server at once: a few scrapers need one or two, and a caller
 	// sending unknown tokens gets no more.
 	defaultMetricsAuthMaxInFlight = 8
+	// defaultMetricsAuthReviewRate bounds the reviews started a second
+	// (authrate.go), two seconds' worth at once: at two API requests a
+	// review, within client-go's default limit on the picker's Kubernetes
+	// client (5 requests a second, 10 at once), so that reviews are refused
+	// by the picker rather than queued by client-go.
+	defaultMetricsAuthReviewRate = 2.0
 )
 
-// metricsAuthConfig is the metrics port's auth cache and review limit;
+// metricsAuthConfig is the metrics port's auth cache and review limits;
 // the zero value of each field is its default.
 type metricsAuthConfig struct {
 	allowTTL     time.Duration // --metrics-auth-allow-ttl
 	denyTTL      time.Duration // --metrics-auth-deny-ttl
 	cacheEntries int           // --metrics-auth-cache-entries
 	maxInFlight  int           // --metrics-auth-max-in-flight
+	reviewRate   float64       // --metrics-auth-review-rate, reviews started a second
 }
 
 // addMetricsAuthFlags defines the flags setting c on fs.
@@ -41,6 +49,7 @@ func addMetricsAuthFlags(fs *flag.FlagSet, c *metricsAuthConfig) {
 	fs.DurationVar(&c.denyTTL, "metrics-auth-deny-ttl", 0, fmt.Sprintf("with --metrics-endpoint-auth: how long a token the API server refused, or a caller it did not allow, is answered 401 or 403 without asking again (0: %v)", defaultMetricsAuthDenyTTL))
 	fs.IntVar(&c.cacheEntries, "metrics-auth-cache-entries", 0, fmt.Sprintf("with --metrics-endpoint-auth: decisions cached at most; when full of live ones a new decision evicts the oldest denial (0: %d)", defaultMetricsAuthCacheEntries))
 	fs.IntVar(&c.maxInFlight, "metrics-auth-max-in-flight", 0, fmt.Sprintf("with --metrics-endpoint-auth: reviews asked of the API server at once; a caller not cached beyond them is answered 503 unreviewed (0: %d)", defaultMetricsAuthMaxInFlight))
+	fs.Float64Var(&c.reviewRate, "metrics-auth-review-rate", 0, fmt.Sprintf("with --metrics-endpoint-auth: reviews started a second, twice that at once (at least one); a caller not cached beyond them is answered 503 unreviewed, so that a stream of unknown tokens is refused at once rather than queued by the Kubernetes client ahead of the scrapers' reviews (0: %v)", defaultMetricsAuthReviewRate))
 }
 
 // set reports whether any of c's fields is given.
@@ -57,6 +66,8 @@ func (c metricsAuthConfig) check() error {
 		return fmt.Errorf("--metrics-auth-cache-entries %d is negative", c.cacheEntries)
 	case c.maxInFlight < 0:
 		return fmt.Errorf("--metrics-auth-max-in-flight %d is negative", c.maxInFlight)
+	case !(c.reviewRate >= 0) || math.IsInf(c.reviewRate, 0):
+		return fmt.Errorf("--metrics-auth-review-rate %v is not a finite rate of zero or more", c.reviewRate)
 	}
 	return nil
 }
@@ -74,6 +85,9 @@ func (c metricsAuthConfig) withDefaults() metricsAuthConfig {
 	}
 	if c.maxInFlight == 0 {
 		c.maxInFlight = defaultMetricsAuthMaxInFlight
+	}
+	if c.reviewRate == 0 {
+		c.reviewRate = defaultMetricsAuthReviewRate
 	}
 	return c
 }
