@@ -156,3 +156,21 @@ func TestChartPassesTheMetricsAuthBounds(t *testing.T) {
 		require.Contains(t, args, want)
 	}
 }
+
+// The picker's stop timeouts after the drain window are its own flags,
+// which the chart passes through inferenceExtension.flags as given (it
+// sets none of them, so the picker's defaults, within the pod's grace
+// period, hold without them).
+func TestChartPassesTheStopTimeouts(t *testing.T) {
+	s := loadSchemas(t)
+	args := eppArgs(t, chartObjects(t, s, minimalValues)["Deployment"][0])
+	for _, a := range args {
+		require.NotContains(t, a, "shutdown-timeout", "the chart sets no stop timeout of its own")
+	}
+	on := chartObjects(t, s, strings.Replace(minimalValues, "inferenceExtension:\n",
+		"inferenceExtension:\n  flags: {drain-timeout: 20s, shutdown-timeout: 15s, metrics-shutdown-timeout: 2s}\n", 1))
+	args = eppArgs(t, on["Deployment"][0])
+	for _, want := range []string{"--drain-timeout=20s", "--shutdown-timeout=15s", "--metrics-shutdown-timeout=2s"} {
+		require.Contains(t, args, want)
+	}
+}

@@ -100,7 +100,10 @@
 // with --enable-cert-reload, again as they change, as llm-d watches them;
 // --metrics-client-ca-file requires a client certificate it verifies.
 // --drain-timeout (30s) keeps ext_proc serving that long after SIGTERM
-// once health reports NOT_SERVING; --grpc-max-recv-msg-size and
+// once health reports NOT_SERVING (then kvroute's own
+// --shutdown-timeout, 10s, lets ext_proc's streams in flight finish and
+// --metrics-shutdown-timeout, 5s, the metrics port's requests, before
+// each is cut); --grpc-max-recv-msg-size and
 // --grpc-max-send-msg-size bound ext_proc's messages, given as quantities
 // such as 10MiB or 25MB (default grpc-go's: 4MiB received, no bound sent);
 // --tls-min-version and --tls-cipher-suites apply to --secure-serving.

@@ -107,6 +107,7 @@ type flags struct {
 	certPath                          string
 	enableCertReload                  bool
 	healthChecking                    bool
+	stop                              stopTimeouts    // --shutdown-timeout, --metrics-shutdown-timeout (stopservers.go)
 	ignored                           []string        // upstream flags given that do not apply (upstreamflags.go)
 	llmdFlags                                         // the llm-d router picker's flags (llmdflags.go)
 	llmdServer                        llmdServerFlags // the llm-d router EPP's server flags (llmdserver.go)
@@ -163,6 +164,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.StringVar(&f.approximateConfig, "approximate-config", "", "approximate prefix index configuration file (YAML or JSON, package approx's keys; {\"enabled\": true} turns it on): endpoints whose KV events are not live are routed from the router's own decisions, labelled approximate (default: off, they are routed blind)")
 	fs.StringVar(&f.engineMetricsConfig, "engine-metrics-config", "", "engine metrics scraper configuration file (YAML or JSON, package enginemetrics' keys): the admission also reads each engine's vLLM queue and KV-cache metrics, and the LoRA scorer reads its adapters with these settings (needs --admission-config or --lora-config)")
 	fs.StringVar(&f.loraConfig, "lora-config", "", "LoRA adapter-affinity scorer configuration file (YAML or JSON, package lora's keys; {} for the defaults): a request for an adapter prefers the engines already running it, as each engine's vllm:lora_requests_info says (scraped with --engine-metrics-config's settings, or the scraper's defaults) (default: off)")
+	addStopFlags(fs, &f.stop)
 	addUpstreamFlags(fs, &f)
 	addLLMDFlags(fs, &f)
 	addLLMDServerFlags(fs, &f)
@@ -192,6 +194,9 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	}
 	if f.enableCertReload && f.certPath == "" && f.llmdServer.metricsCertDir == "" {
 		return f, errors.New("--enable-cert-reload reloads --cert-path's and --metrics-cert-dir's certificates; set either too")
+	}
+	if err := f.stop.check(); err != nil {
+		return f, err
 	}
 	if f.grpcMaxConnectionIdle < 0 {
 		return f, fmt.Errorf("--grpc-max-connection-idle %v is negative", f.grpcMaxConnectionIdle)

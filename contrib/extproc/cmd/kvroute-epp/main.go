@@ -12,7 +12,6 @@ import (
 	"os/signal"
 	"strconv"
 	"syscall"
-	"time"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/prometheus/client_golang/prometheus"
@@ -286,7 +285,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err := d.Start(ctx); err != nil {
 			stopSyncing()
 			<-syncFollowed
-			stopServers(gs, hs, ms)
+			stopServers(gs, hs, ms, f.stop)
 			drain(errc, 3)
 			if ctx.Err() != nil { // SIGTERM before the caches synced: a normal stop, said, not an error
 				log.Info("Stopped before endpoint discovery synced", "err", err)
@@ -319,7 +318,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		pending, serveErr = f.llmdServer.drainWindow(errc, pending)
 	}
 	adm.close() // the queued requests are answered 503 at once, not held until the drain ends
-	stopServers(gs, hs, ms)
+	stopServers(gs, hs, ms, f.stop)
 	drain(errc, pending)
 	return serveErr
 }
@@ -365,26 +364,6 @@ func (g poolGate) NotReady() string {
 		return err.Error()
 	}
 	return reason
-}
-
-func stopServers(gs, hs *grpc.Server, ms *http.Server) {
-	done := make(chan struct{})
-	go func() { gs.GracefulStop(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		gs.Stop()
-		<-done
-	}
-	hs.Stop()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if ms.Shutdown(ctx) != nil {
-		// A request still running (a long pprof profile, a stalled
-		// scraper) is cut: Shutdown leaves its connection, and the
-		// handler's goroutine, to the caller otherwise.
-		_ = ms.Close()
-	}
 }
 
 // drain waits for the n serve goroutines that have not yet given their
